@@ -1,0 +1,170 @@
+"""`pi-lsp`: the command line over the same functions the server uses."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import msgspec
+
+from pi_lsp.context.build import build_session_context
+from pi_lsp.context.convert import convert_to_llm
+from pi_lsp.context.preview import preview_context, render_preview
+from pi_lsp.session.catalog import list_sessions, session_dirs
+from pi_lsp.session.check import check_session
+from pi_lsp.session.entries import encoder
+from pi_lsp.session.fork import fork_session
+from pi_lsp.session.journal import NotASessionError
+from pi_lsp.session.outline import nested_tree, outline_lines
+from pi_lsp.session.tree import SessionTree, UnknownEntryError
+
+EXIT_PROBLEMS = 1
+EXIT_USAGE = 2
+
+
+class CliError(Exception):
+    """A problem with what the user asked for; printed as one line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"pi-lsp: {message}\n")
+
+
+def open_session(path: str) -> SessionTree:
+    if not os.path.exists(path):
+        raise CliError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise CliError(f"{path}: is a directory, not a session file")
+    try:
+        return SessionTree.open(path)
+    except NotASessionError as error:
+        raise CliError(f"{path}: not a pi session file ({error})") from None
+    except OSError as error:
+        raise CliError(f"{path}: cannot read ({error.strerror})") from None
+
+
+def write(data: bytes) -> None:
+    sys.stdout.buffer.write(data)
+
+
+def cmd_context(args: argparse.Namespace) -> int:
+    tree = open_session(args.file)
+    leaves: list[str | None] = list(args.leaf) if args.leaf else [tree.leaf_id]
+    for leaf in leaves:
+        if args.json:
+            context = build_session_context(tree, leaf)
+            if args.layer == "llm":
+                write(encoder.encode({"messages": convert_to_llm(context.messages)}) + b"\n")
+            else:
+                write(encoder.encode(context) + b"\n")
+        else:
+            print(render_preview(preview_context(tree, leaf, args.layer)))
+    return 0
+
+
+def cmd_tree(args: argparse.Namespace) -> int:
+    tree = open_session(args.file)
+    if args.json:
+        write(encoder.encode(nested_tree(tree)) + b"\n")
+        return 0
+    title = tree.name or Path(tree.path).name
+    print(f"{title} — {len(tree.records)} entries, leaf {tree.leaf_id or '(none)'}")
+    print("\n".join(outline_lines(tree)))
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    tree = open_session(args.file)
+    problems = check_session(tree)
+    for problem in problems:
+        where = f"line {problem.line}" if problem.line else "file"
+        entry = f" [{problem.entry_id}]" if problem.entry_id else ""
+        print(f"{args.file}:{where}: {problem.kind}{entry}: {problem.message}")
+    print(f"{len(tree.records)} entries, {len(problems)} problem(s)")
+    return EXIT_PROBLEMS if problems else 0
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    workspace = args.dir or os.getcwd()
+    if not os.path.isdir(workspace):
+        raise CliError(f"{workspace}: not a directory")
+    sessions = list_sessions(session_dirs(workspace))
+    if args.json:
+        write(encoder.encode({"sessions": sessions}) + b"\n")
+        return 0
+    if not sessions:
+        print(f"no sessions for {os.path.abspath(workspace)}")
+    for session in sessions:
+        title = session.name or session.first_message or "(empty)"
+        print(f"{session.modified}  {session.entry_count:>6} entries  {title[:60]}")
+        print(f"    {session.path}")
+    return 0
+
+
+def cmd_fork(args: argparse.Namespace) -> int:
+    tree = open_session(args.file)
+    leaf = args.leaf or tree.leaf_id
+    if leaf is None:
+        raise CliError(f"{args.file}: the session is empty; nothing to fork")
+    print(fork_session(tree, leaf))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="pi-lsp", description="pi session trees for editors and terminals")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    context = commands.add_parser("context", help="the context the model receives at a leaf")
+    context.add_argument("file")
+    context.add_argument("--leaf", action="append", metavar="ID",
+                         help="entry id (repeatable; default: the current leaf)")
+    context.add_argument("--layer", choices=("agent", "llm"), default="agent")
+    context.add_argument("--json", action="store_true")
+    context.set_defaults(run=cmd_context)
+
+    tree = commands.add_parser("tree", help="the session tree")
+    tree.add_argument("file")
+    tree.add_argument("--json", action="store_true")
+    tree.set_defaults(run=cmd_tree)
+
+    check = commands.add_parser("check", help="an integrity report (exit 1 on problems)")
+    check.add_argument("file")
+    check.set_defaults(run=cmd_check)
+
+    sessions = commands.add_parser("sessions", help="the sessions of a workspace")
+    sessions.add_argument("dir", nargs="?")
+    sessions.add_argument("--json", action="store_true")
+    sessions.set_defaults(run=cmd_sessions)
+
+    fork = commands.add_parser("fork", help="copy one path into a new session file")
+    fork.add_argument("file")
+    fork.add_argument("--leaf", metavar="ID")
+    fork.set_defaults(run=cmd_fork)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    run: Callable[[argparse.Namespace], int] = args.run
+    try:
+        return run(args)
+    except CliError as error:
+        print(f"pi-lsp: {error}", file=sys.stderr)
+    except UnknownEntryError as error:
+        print(f"pi-lsp: {args.file}: {error}", file=sys.stderr)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except msgspec.ValidationError as error:
+        print(f"pi-lsp: {error}", file=sys.stderr)
+    except Exception as error:  # a bug must still not print a traceback at the user
+        print(f"pi-lsp: internal error ({type(error).__name__}: {error})", file=sys.stderr)
+    return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

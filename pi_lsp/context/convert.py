@@ -1,0 +1,139 @@
+"""The model layer: runtime messages turned into user / assistant / toolResult messages."""
+
+from __future__ import annotations
+
+import msgspec
+
+from pi_lsp.session.entries import (
+    AgentMessage,
+    AssistantMessage,
+    BashExecutionMessage,
+    BranchSummaryMessage,
+    CompactionSummaryMessage,
+    CustomMessage,
+    LlmMessage,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+    UserBlock,
+    UserMessage,
+    decode_message,
+    encoder,
+    head_decoder,
+)
+
+COMPACTION_SUMMARY_PREFIX = (
+    "The conversation history before this point was compacted into the following summary:"
+    "\n\n<summary>\n"
+)
+COMPACTION_SUMMARY_SUFFIX = "\n</summary>"
+
+# pi-lsp (the seed design): a left branch is marked as a side exploration, never the main line.
+BRANCH_SUMMARY_PREFIX = (
+    "The following summarizes a parallel branch of this conversation that was explored and "
+    "then left. It describes that side exploration only: its changes and conclusions are not "
+    "the current state of the work.\n\n<branch_exploration_summary>\n"
+)
+BRANCH_SUMMARY_SUFFIX = "\n</branch_exploration_summary>"
+
+PASS_THROUGH_ROLES = frozenset({"user", "assistant", "toolResult"})
+NO_RESULT_TEXT = "No result provided"
+
+
+def bash_execution_text(message: BashExecutionMessage) -> str:
+    text = f"Ran `{message.command}`\n"
+    text += f"```\n{message.output}\n```" if message.output else "(no output)"
+    if message.cancelled:
+        text += "\n\n(command cancelled)"
+    elif message.exit_code is not None and message.exit_code != 0:
+        text += f"\n\nCommand exited with code {message.exit_code}"
+    if message.truncated and message.full_output_path:
+        text += f"\n\n[Output truncated. Full output: {message.full_output_path}]"
+    return text
+
+
+def _user(content: str | list[UserBlock], timestamp: int) -> UserMessage:
+    return UserMessage(content=content, timestamp=timestamp)
+
+
+def _user_text(text: str, timestamp: int) -> UserMessage:
+    return _user([TextContent(text=text)], timestamp)
+
+
+def message_to_llm(message: AgentMessage) -> LlmMessage | None:
+    """One runtime message in the model layer, or None when it never reaches the model."""
+    match message:
+        case UserMessage() | AssistantMessage() | ToolResultMessage():
+            return message
+        case BashExecutionMessage():
+            if message.exclude_from_context:
+                return None
+            return _user_text(bash_execution_text(message), message.timestamp)
+        case CustomMessage():
+            content = message.content
+            if isinstance(content, str):
+                content = [TextContent(text=content)]
+            return _user(content, message.timestamp)
+        case CompactionSummaryMessage():
+            text = COMPACTION_SUMMARY_PREFIX + message.summary + COMPACTION_SUMMARY_SUFFIX
+            return _user_text(text, message.timestamp)
+        case BranchSummaryMessage():
+            text = BRANCH_SUMMARY_PREFIX + message.summary + BRANCH_SUMMARY_SUFFIX
+            return _user_text(text, message.timestamp)
+    return None
+
+
+def convert_with_sources(messages: list[msgspec.Raw]) -> list[tuple[int, msgspec.Raw]]:
+    """`convert_to_llm`, keeping the index of the runtime message each result came from."""
+    converted: list[tuple[int, msgspec.Raw]] = []
+    for index, raw in enumerate(messages):
+        try:
+            role = head_decoder.decode(raw).role
+        except msgspec.ValidationError:
+            continue
+        if role in PASS_THROUGH_ROLES:
+            converted.append((index, raw))
+            continue
+        message = decode_message(raw)
+        llm = message_to_llm(message) if message is not None else None
+        if llm is not None:
+            converted.append((index, msgspec.Raw(encoder.encode(llm))))
+    return converted
+
+
+def convert_to_llm(messages: list[msgspec.Raw]) -> list[msgspec.Raw]:
+    """pi's `convertToLlm`, with the branch-summary wrapper of the seed design."""
+    return [raw for _, raw in convert_with_sources(messages)]
+
+
+def prepare_for_provider(messages: list[LlmMessage]) -> list[LlmMessage]:
+    """Drop failed replies and give every tool call a result before the conversation moves on."""
+    prepared: list[LlmMessage] = []
+    open_calls: list[ToolCall] = []
+    answered: set[str] = set()
+
+    def close_open_calls(timestamp: int) -> None:
+        for call in open_calls:
+            if call.id not in answered:
+                prepared.append(ToolResultMessage(
+                    tool_call_id=call.id, tool_name=call.name,
+                    content=[TextContent(text=NO_RESULT_TEXT)], is_error=True,
+                    timestamp=timestamp,
+                ))
+        open_calls.clear()
+        answered.clear()
+
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            if message.stop_reason in ("error", "aborted"):
+                continue
+            close_open_calls(message.timestamp)
+            open_calls.extend(b for b in message.content if isinstance(b, ToolCall))
+        elif isinstance(message, ToolResultMessage):
+            answered.add(message.tool_call_id)
+        else:
+            close_open_calls(message.timestamp)
+        prepared.append(message)
+    if open_calls:
+        close_open_calls(prepared[-1].timestamp)
+    return prepared

@@ -1,0 +1,106 @@
+"""Finding the sessions of a workspace: its own `.pi/sessions/` and the pi CLI's folder for it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import msgspec
+
+from pi_lsp.session.entries import TextContent, UserMessage, decode_message
+from pi_lsp.session.ids import iso_to_ms
+from pi_lsp.session.journal import NotASessionError
+from pi_lsp.session.tree import SessionTree
+
+FIRST_MESSAGE_CHARS = 200
+
+
+class SessionSummary(msgspec.Struct, rename="camel"):
+    path: str
+    id: str
+    name: str | None
+    cwd: str
+    created: str
+    modified: str
+    entry_count: int
+    first_message: str | None
+    parent_session: str | None
+
+
+def workspace_session_dir(workspace: str) -> Path:
+    return Path(workspace) / ".pi" / "sessions"
+
+
+def agent_dir() -> Path:
+    configured = os.environ.get("PI_CODING_AGENT_DIR")
+    if configured:
+        return Path(configured).expanduser()
+    return Path.home() / ".pi" / "agent"
+
+
+def cli_session_dir(cwd: str) -> Path:
+    """The pi CLI's folder for sessions started in `cwd`."""
+    encoded = cwd[1:] if cwd[:1] in ("/", "\\") else cwd
+    for char in "/\\:":
+        encoded = encoded.replace(char, "-")
+    return agent_dir() / "sessions" / f"--{encoded}--"
+
+
+def session_dirs(workspace: str) -> list[Path]:
+    root = os.path.abspath(workspace)
+    return [workspace_session_dir(root), cli_session_dir(root)]
+
+
+def session_files(directories: list[Path]) -> list[Path]:
+    files: list[Path] = []
+    for directory in directories:
+        if directory.is_dir():
+            files.extend(sorted(p for p in directory.glob("*.jsonl") if p.is_file()))
+    return files
+
+
+def first_user_text(tree: SessionTree) -> str | None:
+    for record in tree.records:
+        if record.env.type != "message" or b'"user"' not in bytes(record.env.message):
+            continue
+        message = decode_message(record.env.message)
+        if isinstance(message, UserMessage):
+            content = message.content
+            if isinstance(content, str):
+                text = content
+            else:
+                text = " ".join(b.text for b in content if isinstance(b, TextContent))
+            return text[:FIRST_MESSAGE_CHARS]
+    return None
+
+
+def summarize(path: Path) -> SessionSummary:
+    tree = SessionTree.open(str(path))
+    modified_ms = max((iso_to_ms(r.env.timestamp) for r in tree.records), default=0)
+    modified = tree.header.timestamp
+    if modified_ms > iso_to_ms(tree.header.timestamp):
+        modified = next(r.env.timestamp for r in reversed(tree.records)
+                        if iso_to_ms(r.env.timestamp) == modified_ms) or modified
+    return SessionSummary(
+        path=str(path),
+        id=tree.header.id,
+        name=tree.name,
+        cwd=tree.header.cwd,
+        created=tree.header.timestamp,
+        modified=modified,
+        entry_count=len(tree.records),
+        first_message=first_user_text(tree),
+        parent_session=tree.header.parent_session,
+    )
+
+
+def list_sessions(directories: list[Path]) -> list[SessionSummary]:
+    """Every readable session in the directories, newest first; other files are skipped."""
+    sessions: list[SessionSummary] = []
+    for path in session_files(directories):
+        try:
+            sessions.append(summarize(path))
+        except (NotASessionError, OSError):
+            continue
+    sessions.sort(key=lambda s: iso_to_ms(s.modified), reverse=True)
+    return sessions

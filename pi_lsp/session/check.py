@@ -1,0 +1,108 @@
+"""An integrity report for one session: damaged lines, broken links, unanswered tool calls."""
+
+from __future__ import annotations
+
+from pi_lsp.session.entries import (
+    AssistantMessage,
+    CompactionEntry,
+    LabelEntry,
+    LeafEntry,
+    ToolCall,
+    ToolResultMessage,
+    decode_message,
+)
+from pi_lsp.session.journal import Problem, Record
+from pi_lsp.session.tree import SessionTree, decode_entry, parent_of
+
+
+def check_session(tree: SessionTree) -> list[Problem]:
+    """Every problem found, in line order."""
+    problems = list(tree.problems)
+    problems += orphans(tree)
+    problems += cycles(tree)
+    problems += dangling_references(tree)
+    problems += unanswered_tool_calls(tree)
+    problems.sort(key=lambda p: p.line or 0)
+    return problems
+
+
+def orphans(tree: SessionTree) -> list[Problem]:
+    found = []
+    for record in tree.records:
+        parent = parent_of(record)
+        if parent is not None and parent not in tree.by_id:
+            found.append(Problem("orphan", f"parent {parent!r} is not in the file",
+                                 record.line, record.env.id))
+    return found
+
+
+def cycles(tree: SessionTree) -> list[Problem]:
+    """Entries whose ancestry loops back on itself (pi would walk them forever)."""
+    state: dict[str, int] = {}  # 1: on the current walk, 2: known to reach a root
+    found: list[Problem] = []
+    for start in tree.by_id:
+        walk: list[str] = []
+        entry_id: str | None = start
+        while entry_id is not None and entry_id in tree.by_id and entry_id not in state:
+            state[entry_id] = 1
+            walk.append(entry_id)
+            entry_id = parent_of(tree.by_id[entry_id])
+        if entry_id is not None and state.get(entry_id) == 1:
+            loop = walk[walk.index(entry_id):]
+            record = tree.by_id[entry_id]
+            found.append(Problem("cycle", "parent links loop: " + " -> ".join(loop),
+                                 record.line, entry_id))
+        for visited in walk:
+            state[visited] = 2
+    return found
+
+
+def dangling_references(tree: SessionTree) -> list[Problem]:
+    found = []
+    for record in tree.records:
+        if record.env.type not in ("compaction", "label", "leaf"):
+            continue
+        entry = decode_entry(record)
+        target: str | None = None
+        field = ""
+        if isinstance(entry, CompactionEntry):
+            target, field = entry.first_kept_entry_id, "firstKeptEntryId"
+        elif isinstance(entry, LabelEntry | LeafEntry):
+            target, field = entry.target_id, "targetId"
+        if target is not None and target not in tree.by_id:
+            found.append(Problem("dangling-reference", f"{field} {target!r} is not in the file",
+                                 record.line, record.env.id))
+    return found
+
+
+def _tool_results_below(tree: SessionTree, record: Record) -> set[str]:
+    """Ids answered by the run of toolResult messages directly under an assistant entry."""
+    answered: set[str] = set()
+    frontier = list(tree.children(record.env.id or ""))
+    while frontier:
+        child = frontier.pop()
+        if child.env.type != "message" or b'"toolResult"' not in bytes(child.env.message):
+            continue
+        message = decode_message(child.env.message)
+        if isinstance(message, ToolResultMessage):
+            answered.add(message.tool_call_id)
+            frontier.extend(tree.children(child.env.id or ""))
+    return answered
+
+
+def unanswered_tool_calls(tree: SessionTree) -> list[Problem]:
+    found = []
+    for record in tree.records:
+        if record.env.type != "message" or b'"toolCall"' not in bytes(record.env.message):
+            continue
+        message = decode_message(record.env.message)
+        if not isinstance(message, AssistantMessage):
+            continue
+        calls = [block for block in message.content if isinstance(block, ToolCall)]
+        answered = _tool_results_below(tree, record)
+        for call in calls:
+            if call.id not in answered:
+                found.append(Problem("missing-tool-result",
+                                     f"tool call {call.id!r} ({call.name}) has no result",
+                                     record.line, record.env.id))
+    return found

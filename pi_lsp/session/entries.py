@@ -1,0 +1,294 @@
+"""Typed shapes of pi session files (version 3): header, entries, messages, content blocks.
+
+Field order in each Struct is the order pi writes, so encoded lines match pi's byte for byte.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+CURRENT_VERSION = 3
+
+StopReason = Literal["stop", "length", "toolUse", "error", "aborted"]
+
+
+class _Block(msgspec.Struct, tag_field="type", rename="camel", omit_defaults=True, kw_only=True):
+    pass
+
+
+class TextContent(_Block, tag="text", kw_only=True):
+    text: str
+    text_signature: str | None = None
+
+
+class ThinkingContent(_Block, tag="thinking", kw_only=True):
+    thinking: str
+    thinking_signature: str | None = None
+    redacted: bool | None = None
+
+
+class ImageContent(_Block, tag="image", kw_only=True):
+    data: str
+    mime_type: str
+
+
+class ToolCall(_Block, tag="toolCall", kw_only=True):
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    thought_signature: str | None = None
+
+
+UserBlock = TextContent | ImageContent
+AssistantBlock = TextContent | ThinkingContent | ToolCall
+
+
+class Cost(msgspec.Struct, rename="camel"):
+    # int | float: pi writes a zero cost as `0`, which a float would re-encode as `0.0`.
+    input: int | float = 0
+    output: int | float = 0
+    cache_read: int | float = 0
+    cache_write: int | float = 0
+    total: int | float = 0
+
+
+class Usage(msgspec.Struct, rename="camel"):
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    total_tokens: int = 0
+    cost: Cost = msgspec.field(default_factory=Cost)
+
+
+class _Message(msgspec.Struct, tag_field="role", rename="camel", omit_defaults=True, kw_only=True):
+    pass
+
+
+class UserMessage(_Message, tag="user", kw_only=True):
+    content: str | list[UserBlock]
+    timestamp: int
+
+
+class AssistantMessage(_Message, tag="assistant", kw_only=True):
+    content: list[AssistantBlock]
+    api: str
+    provider: str
+    model: str
+    usage: Usage
+    stop_reason: StopReason
+    timestamp: int
+    error_message: str | None = None
+
+
+class ToolResultMessage(_Message, tag="toolResult", kw_only=True):
+    tool_call_id: str
+    tool_name: str
+    content: list[UserBlock]
+    details: Any = None
+    is_error: bool
+    timestamp: int
+
+
+class BashExecutionMessage(_Message, tag="bashExecution", kw_only=True):
+    command: str
+    output: str
+    exit_code: int | None = None
+    cancelled: bool
+    truncated: bool
+    timestamp: int
+    full_output_path: str | None = None
+    exclude_from_context: bool | None = None
+
+
+class CustomMessage(_Message, tag="custom", kw_only=True):
+    custom_type: str
+    content: str | list[UserBlock]
+    display: bool
+    details: Any = None
+    timestamp: int
+
+
+class BranchSummaryMessage(_Message, tag="branchSummary", kw_only=True):
+    """In memory only: made from a `branch_summary` entry."""
+
+    summary: str
+    from_id: str
+    timestamp: int
+
+
+class CompactionSummaryMessage(_Message, tag="compactionSummary", kw_only=True):
+    """In memory only: made from a `compaction` entry."""
+
+    summary: str
+    tokens_before: int
+    timestamp: int
+
+
+AgentMessage = (
+    UserMessage
+    | AssistantMessage
+    | ToolResultMessage
+    | BashExecutionMessage
+    | CustomMessage
+    | BranchSummaryMessage
+    | CompactionSummaryMessage
+)
+LlmMessage = UserMessage | AssistantMessage | ToolResultMessage
+
+
+class SessionHeader(msgspec.Struct, tag_field="type", tag="session", rename="camel",
+                    omit_defaults=True, kw_only=True):
+    version: int | None = None
+    id: str
+    timestamp: str
+    cwd: str = ""
+    parent_session: str | None = None
+
+
+class _Entry(msgspec.Struct, tag_field="type", rename="camel", omit_defaults=True, kw_only=True):
+    pass
+
+
+class MessageEntry(_Entry, tag="message", kw_only=True):
+    id: str
+    parent_id: str | None
+    timestamp: str
+    message: AgentMessage
+
+
+class ThinkingLevelChangeEntry(_Entry, tag="thinking_level_change", kw_only=True):
+    id: str
+    parent_id: str | None
+    timestamp: str
+    thinking_level: str
+
+
+class ModelChangeEntry(_Entry, tag="model_change", kw_only=True):
+    id: str
+    parent_id: str | None
+    timestamp: str
+    provider: str
+    model_id: str
+
+
+class CompactionEntry(_Entry, tag="compaction", kw_only=True):
+    id: str
+    parent_id: str | None
+    timestamp: str
+    summary: str
+    first_kept_entry_id: str
+    tokens_before: int
+    details: Any = None
+    from_hook: bool | None = None
+
+
+class BranchSummaryEntry(_Entry, tag="branch_summary", kw_only=True):
+    id: str
+    parent_id: str | None
+    timestamp: str
+    from_id: str
+    summary: str
+    details: Any = None
+    from_hook: bool | None = None
+
+
+class CustomEntry(_Entry, tag="custom", kw_only=True):
+    custom_type: str
+    data: Any = None
+    id: str
+    parent_id: str | None
+    timestamp: str
+
+
+class CustomMessageEntry(_Entry, tag="custom_message", kw_only=True):
+    custom_type: str
+    content: str | list[UserBlock]
+    display: bool
+    details: Any = None
+    id: str
+    parent_id: str | None
+    timestamp: str
+
+
+class LabelEntry(_Entry, tag="label", kw_only=True):
+    id: str
+    parent_id: str | None
+    timestamp: str
+    target_id: str
+    label: str | None = None
+
+
+class SessionInfoEntry(_Entry, tag="session_info", kw_only=True):
+    id: str
+    parent_id: str | None
+    timestamp: str
+    name: str | None = None
+
+
+class LeafEntry(_Entry, tag="leaf", kw_only=True):
+    """A durable leaf move (newer pi); `parentId` is the target, so older pi builds it too."""
+
+    id: str
+    parent_id: str | None
+    timestamp: str
+    target_id: str | None
+
+
+Entry = (
+    MessageEntry
+    | ThinkingLevelChangeEntry
+    | ModelChangeEntry
+    | CompactionEntry
+    | BranchSummaryEntry
+    | CustomEntry
+    | CustomMessageEntry
+    | LabelEntry
+    | SessionInfoEntry
+    | LeafEntry
+)
+
+
+NO_MESSAGE = msgspec.Raw(b"null")
+
+
+class Envelope(msgspec.Struct, rename="camel"):
+    """What every line is decoded to on load; the body stays raw until needed."""
+
+    type: str
+    id: str | None = None
+    parent_id: str | None = None
+    timestamp: str | None = None
+    message: msgspec.Raw = NO_MESSAGE
+
+
+class MessageHead(msgspec.Struct, rename="camel"):
+    """The few message fields the settings scan and the tree view need."""
+
+    role: str = ""
+    provider: str | None = None
+    model: str | None = None
+    stop_reason: str | None = None
+
+
+envelope_decoder = msgspec.json.Decoder(Envelope)
+entry_decoder = msgspec.json.Decoder(Entry)
+message_decoder = msgspec.json.Decoder(AgentMessage)
+head_decoder = msgspec.json.Decoder(MessageHead)
+header_decoder = msgspec.json.Decoder(SessionHeader)
+encoder = msgspec.json.Encoder()
+
+
+def decode_message(raw: msgspec.Raw | bytes) -> AgentMessage | None:
+    """The typed message, or None for a role or shape pi-lsp does not know."""
+    try:
+        return message_decoder.decode(raw)
+    except msgspec.ValidationError:
+        return None
+
+
+def role_of(message: AgentMessage) -> str:
+    """The `role` tag a message is written with."""
+    return str(message.__struct_config__.tag)

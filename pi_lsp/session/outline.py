@@ -1,0 +1,164 @@
+"""The tree as people see it: one-line previews of entries, nested nodes, an indented outline."""
+
+from __future__ import annotations
+
+import msgspec
+
+from pi_lsp.session.entries import (
+    AgentMessage,
+    AssistantMessage,
+    BashExecutionMessage,
+    BranchSummaryEntry,
+    CompactionEntry,
+    CustomEntry,
+    CustomMessage,
+    CustomMessageEntry,
+    Entry,
+    LabelEntry,
+    LeafEntry,
+    MessageEntry,
+    ModelChangeEntry,
+    SessionInfoEntry,
+    TextContent,
+    ThinkingLevelChangeEntry,
+    ToolCall,
+    ToolResultMessage,
+    UserBlock,
+    UserMessage,
+    role_of,
+)
+from pi_lsp.session.journal import Record
+from pi_lsp.session.tree import SessionTree, decode_entry
+
+PREVIEW_CHARS = 72
+
+
+class TreeNode(msgspec.Struct):
+    id: str
+    label: str | None
+    children: list[TreeNode]
+
+
+def shorten(text: str, limit: int = PREVIEW_CHARS) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def content_text(content: str | list[UserBlock]) -> str:
+    if isinstance(content, str):
+        return content
+    parts = [b.text if isinstance(b, TextContent) else "[image]" for b in content]
+    return " ".join(parts)
+
+
+def message_preview(message: AgentMessage) -> str:
+    match message:
+        case UserMessage():
+            return shorten(content_text(message.content))
+        case AssistantMessage():
+            text = " ".join(b.text for b in message.content if isinstance(b, TextContent))
+            calls = [b for b in message.content if isinstance(b, ToolCall)]
+            tools = ", ".join(_call_preview(call) for call in calls)
+            if message.stop_reason in ("error", "aborted"):
+                text = f"[{message.stop_reason}] {message.error_message or text}"
+            return shorten(" ".join(part for part in (text, tools and f"→ {tools}") if part))
+        case ToolResultMessage():
+            marker = "✗ " if message.is_error else ""
+            return shorten(f"{marker}{message.tool_name}: {content_text(message.content)}")
+        case BashExecutionMessage():
+            return shorten(f"$ {message.command}")
+        case CustomMessage():
+            return shorten(f"{message.custom_type}: {content_text(message.content)}")
+    return ""
+
+
+def _call_preview(call: ToolCall) -> str:
+    target = call.arguments.get("path") or call.arguments.get("command") or ""
+    return f"{call.name}({shorten(str(target), 32)})"
+
+
+def entry_preview(entry: Entry | None) -> str:
+    """A one-line description of an entry for tree views."""
+    match entry:
+        case MessageEntry():
+            return message_preview(entry.message)
+        case ModelChangeEntry():
+            return f"model → {entry.provider}/{entry.model_id}"
+        case ThinkingLevelChangeEntry():
+            return f"thinking → {entry.thinking_level}"
+        case CompactionEntry():
+            return f"compaction ({entry.tokens_before} tokens before): {shorten(entry.summary, 40)}"
+        case BranchSummaryEntry():
+            return f"branch summary: {shorten(entry.summary, 56)}"
+        case CustomMessageEntry():
+            return shorten(f"{entry.custom_type}: {content_text(entry.content)}")
+        case CustomEntry():
+            return f"custom {entry.custom_type}"
+        case LabelEntry():
+            return f"label {entry.target_id} = {entry.label}" if entry.label else \
+                f"label {entry.target_id} cleared"
+        case SessionInfoEntry():
+            return f"name = {entry.name or ''}"
+        case LeafEntry():
+            return f"leaf → {entry.target_id}"
+    return ""
+
+
+def record_role(record: Record) -> str | None:
+    if record.env.type != "message":
+        return None
+    entry = decode_entry(record)
+    return role_of(entry.message) if isinstance(entry, MessageEntry) else None
+
+
+def record_kind(record: Record) -> str:
+    """The entry type, or the message role for message entries."""
+    return record_role(record) or record.env.type
+
+
+def nested_tree(tree: SessionTree) -> list[TreeNode]:
+    """pi's `getTree()`: roots in file order, children oldest first (built without recursion)."""
+    index = tree.children_index()
+
+    def node(record: Record) -> TreeNode:
+        entry_id = record.env.id or ""
+        return TreeNode(entry_id, tree.label(entry_id), [])
+
+    roots = [node(r) for r in index.get(None, [])]
+    stack = list(roots)
+    while stack:
+        parent = stack.pop()
+        for child in index.get(parent.id, []):
+            built = node(child)
+            parent.children.append(built)
+            stack.append(built)
+    return roots
+
+
+def outline_lines(tree: SessionTree) -> list[str]:
+    """An indented outline; a chain stays at one depth, only forks indent."""
+    on_path = set(tree.path_ids(tree.leaf_id))
+    index = tree.children_index()
+    lines: list[str] = []
+    stack: list[tuple[Record, str, bool]] = [
+        (root, "", False) for root in reversed(index.get(None, []))
+    ]
+    while stack:
+        record, indent, branch_start = stack.pop()
+        entry_id = record.env.id or ""
+        marks = "*" if entry_id in on_path else " "
+        label = tree.label(entry_id)
+        text = f"{indent}{'├─ ' if branch_start else ''}{marks} {entry_id} "
+        text += f"{record_kind(record)}: {entry_preview(decode_entry(record))}"
+        if label:
+            text += f"  [{label}]"
+        if entry_id == tree.leaf_id:
+            text += "  ← leaf"
+        lines.append(text)
+        children = index.get(entry_id, [])
+        if len(children) == 1:
+            stack.append((children[0], indent, False))
+        else:
+            child_indent = indent + ("│  " if branch_start else "") + "  "
+            stack.extend((child, child_indent, True) for child in reversed(children))
+    return lines

@@ -1,0 +1,344 @@
+"""A session as a tree: index, leaf, paths, labels, name, and the append API."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from pi_lsp.session.entries import (
+    AgentMessage,
+    BranchSummaryEntry,
+    BranchSummaryMessage,
+    CompactionEntry,
+    CompactionSummaryMessage,
+    CustomEntry,
+    CustomMessageEntry,
+    Entry,
+    LabelEntry,
+    LeafEntry,
+    MessageEntry,
+    ModelChangeEntry,
+    SessionHeader,
+    SessionInfoEntry,
+    ThinkingLevelChangeEntry,
+    UserBlock,
+    encoder,
+    entry_decoder,
+)
+from pi_lsp.session.ids import iso_now, iso_to_ms, new_entry_id, new_session_id
+from pi_lsp.session.journal import (
+    LineBatch,
+    Problem,
+    Record,
+    Snapshot,
+    Tail,
+    append_lines,
+    parse_lines,
+    read_file,
+)
+from pi_lsp.session.migrate import migrate
+
+
+class UnknownEntryError(KeyError):
+    """An entry id that is not in the session."""
+
+    def __str__(self) -> str:
+        return f"no entry with id {self.args[0]!r} in this session"
+
+
+@dataclass(slots=True)
+class Refresh:
+    """What a refresh found: entries added, and whether the file had to be read again."""
+
+    added: int
+    reloaded: bool
+
+
+def decode_entry(record: Record) -> Entry | None:
+    """The typed entry of a record, or None for unknown types and unreadable bodies."""
+    try:
+        return entry_decoder.decode(record.raw)
+    except msgspec.ValidationError:
+        return None
+
+
+def parent_of(record: Record) -> str | None:
+    """The parent id, with a self-parent read as a root."""
+    parent = record.env.parent_id
+    return None if parent == record.env.id else parent
+
+
+class SessionTree:
+    """One session file held in memory; every write goes through the journal first."""
+
+    def __init__(self, path: str, header: SessionHeader, header_raw: bytes) -> None:
+        self.path = path
+        self.header = header
+        self.header_raw = header_raw
+        self.records: list[Record] = []
+        self.by_id: dict[str, Record] = {}
+        self.problems: list[Problem] = []
+        self.labels: dict[str, str] = {}
+        self.name: str | None = None
+        self.leaf_id: str | None = None
+        self.migrated = False
+        self._children: dict[str | None, list[Record]] | None = None
+        self._tail: Tail | None = None
+
+    # -- loading -------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str) -> SessionTree:
+        snapshot = read_file(path)
+        tree = cls(path, snapshot.header, snapshot.header_raw)
+        tree._load(snapshot)
+        return tree
+
+    @classmethod
+    def create(cls, path: str, cwd: str, parent_session: str | None = None) -> SessionTree:
+        """A new session; the file is written with its first entry."""
+        header = SessionHeader(
+            version=3, id=new_session_id(), timestamp=iso_now(), cwd=cwd,
+            parent_session=parent_session,
+        )
+        return cls(path, header, encoder.encode(header))
+
+    @property
+    def on_disk(self) -> bool:
+        return self._tail is not None
+
+    def _load(self, snapshot: Snapshot) -> None:
+        self.migrated = migrate(snapshot)
+        self.header, self.header_raw = snapshot.header, snapshot.header_raw
+        self.records, self.by_id, self.labels, self.name = [], {}, {}, None
+        self.problems = snapshot.problems
+        self._children = None
+        self._add(snapshot.records)
+        self._tail = Tail.after(self.path, snapshot)
+
+    def _add(self, records: list[Record]) -> None:
+        by_id = self.by_id
+        for record in records:
+            entry_id = record.env.id
+            if entry_id is None:
+                self.problems.append(Problem("no-id", "entry has no id", record.line))
+                continue
+            if entry_id in by_id:
+                self.problems.append(
+                    Problem("duplicate-id", f"id {entry_id!r} is used twice", record.line, entry_id)
+                )
+            by_id[entry_id] = record
+            self.records.append(record)
+            kind = record.env.type
+            if kind == "label" or kind == "session_info" or kind == "leaf":
+                self._apply_marker(record)
+            else:
+                self.leaf_id = entry_id
+        if records:
+            self._children = None
+
+    def _apply_marker(self, record: Record) -> None:
+        entry = decode_entry(record)
+        if isinstance(entry, LabelEntry):
+            if entry.label:
+                self.labels[entry.target_id] = entry.label
+            else:
+                self.labels.pop(entry.target_id, None)
+        elif isinstance(entry, SessionInfoEntry) and entry.name and entry.name.strip():
+            self.name = entry.name.strip()
+        if isinstance(entry, LeafEntry):
+            self.leaf_id = entry.target_id
+        else:
+            self.leaf_id = record.env.id
+
+    def refresh(self) -> Refresh:
+        """Take in whatever was appended since the last read (by anyone)."""
+        if self._tail is None:
+            if not os.path.exists(self.path):
+                return Refresh(0, False)
+            self._load(read_file(self.path))
+            return Refresh(len(self.records), True)
+        result = self._tail.poll()
+        if result.reset:
+            self._load(read_file(self.path))
+            return Refresh(len(self.records), True)
+        if not result.lines:
+            return Refresh(0, False)
+        batch = LineBatch(header=self.header, header_raw=self.header_raw)
+        parse_lines(result.lines, result.first_line, batch)
+        # A torn last line is either finished now or reported again as malformed.
+        self.problems = [p for p in self.problems if p.kind != "torn"] + batch.problems
+        before = len(self.records)
+        self._add(batch.records)
+        return Refresh(len(self.records) - before, False)
+
+    # -- reading -------------------------------------------------------------------------
+
+    def record(self, entry_id: str) -> Record:
+        try:
+            return self.by_id[entry_id]
+        except KeyError:
+            raise UnknownEntryError(entry_id) from None
+
+    def entry(self, entry_id: str) -> Entry | None:
+        return decode_entry(self.record(entry_id))
+
+    def path_to(self, leaf_id: str | None) -> list[Record]:
+        """Root-to-leaf records; a missing parent or a cycle ends the walk."""
+        if leaf_id is None:
+            return []
+        by_id = self.by_id
+        record = self.record(leaf_id)
+        seen: set[str] = set()
+        path: list[Record] = []
+        while True:
+            entry_id = record.env.id
+            if entry_id in seen:
+                break
+            seen.add(entry_id)  # type: ignore[arg-type]
+            path.append(record)
+            parent = parent_of(record)
+            if parent is None:
+                break
+            next_record = by_id.get(parent)
+            if next_record is None:
+                break
+            record = next_record
+        path.reverse()
+        return path
+
+    def path_ids(self, leaf_id: str | None) -> list[str]:
+        return [record.env.id for record in self.path_to(leaf_id)]  # type: ignore[misc]
+
+    def is_root(self, record: Record) -> bool:
+        parent = parent_of(record)
+        return parent is None or parent not in self.by_id
+
+    def children_index(self) -> dict[str | None, list[Record]]:
+        """Children of every entry (roots under None), oldest first, ties in file order."""
+        if self._children is None:
+            index: dict[str | None, list[Record]] = {}
+            for record in self.by_id.values():
+                key = None if self.is_root(record) else parent_of(record)
+                index.setdefault(key, []).append(record)
+            for key, siblings in index.items():
+                siblings.sort(key=lambda r: r.line)
+                if key is not None:
+                    siblings.sort(key=lambda r: iso_to_ms(r.env.timestamp))
+            self._children = index
+        return self._children
+
+    def children(self, entry_id: str) -> list[Record]:
+        return self.children_index().get(entry_id, [])
+
+    def roots(self) -> list[Record]:
+        return self.children_index().get(None, [])
+
+    def common_ancestor(self, first: str | None, second: str | None) -> str | None:
+        """The deepest entry on both paths, or None when they share nothing."""
+        on_first = set(self.path_ids(first))
+        common = None
+        for entry_id in self.path_ids(second):
+            if entry_id in on_first:
+                common = entry_id
+        return common
+
+    def label(self, entry_id: str) -> str | None:
+        return self.labels.get(entry_id)
+
+    # -- moving the leaf -----------------------------------------------------------------
+
+    def branch(self, entry_id: str) -> None:
+        """Move the leaf in memory (O(1)); the next append hangs under `entry_id`."""
+        self.record(entry_id)
+        self.leaf_id = entry_id
+
+    def reset_leaf(self) -> None:
+        """The next append starts a new root."""
+        self.leaf_id = None
+
+    def move_leaf(self, entry_id: str | None) -> str:
+        """A durable leaf move: a `leaf` entry under the target, read by newer and older pi."""
+        if entry_id is None:
+            self.reset_leaf()
+        else:
+            self.branch(entry_id)
+        return self._append(
+            LeafEntry(id=self._new_id(), parent_id=entry_id, timestamp=iso_now(),
+                      target_id=entry_id)
+        )
+
+    # -- appending -----------------------------------------------------------------------
+
+    def _new_id(self) -> str:
+        return new_entry_id(self.by_id)
+
+    def _append(self, entry: Entry) -> str:
+        line = encoder.encode(entry)
+        if self._tail is None:
+            append_lines(self.path, [self.header_raw, line], create=True)
+        else:
+            append_lines(self.path, [line])
+        self.refresh()
+        return entry.id
+
+    def _common(self) -> dict[str, Any]:
+        return {"id": self._new_id(), "parent_id": self.leaf_id, "timestamp": iso_now()}
+
+    def append_message(self, message: AgentMessage) -> str:
+        if isinstance(message, BranchSummaryMessage | CompactionSummaryMessage):
+            raise ValueError("summary messages are made from entries and are never appended")
+        return self._append(MessageEntry(**self._common(), message=message))
+
+    def append_thinking_level_change(self, level: str) -> str:
+        return self._append(ThinkingLevelChangeEntry(**self._common(), thinking_level=level))
+
+    def append_model_change(self, provider: str, model_id: str) -> str:
+        return self._append(ModelChangeEntry(**self._common(), provider=provider,
+                                             model_id=model_id))
+
+    def append_compaction(self, summary: str, first_kept_entry_id: str, tokens_before: int,
+                          details: Any = None, from_hook: bool | None = None) -> str:
+        return self._append(CompactionEntry(
+            **self._common(), summary=summary, first_kept_entry_id=first_kept_entry_id,
+            tokens_before=tokens_before, details=details, from_hook=from_hook,
+        ))
+
+    def append_branch_summary(self, from_id: str, summary: str, details: Any = None,
+                              from_hook: bool | None = None) -> str:
+        return self._append(BranchSummaryEntry(
+            **self._common(), from_id=from_id, summary=summary, details=details,
+            from_hook=from_hook,
+        ))
+
+    def branch_with_summary(self, target_id: str | None, from_id: str, summary: str,
+                            details: Any = None, from_hook: bool | None = None) -> str:
+        """Move to `target_id` and record what the abandoned branch taught under it."""
+        if target_id is None:
+            self.reset_leaf()
+        else:
+            self.branch(target_id)
+        return self.append_branch_summary(from_id, summary, details, from_hook)
+
+    def append_custom(self, custom_type: str, data: Any = None) -> str:
+        return self._append(CustomEntry(**self._common(), custom_type=custom_type, data=data))
+
+    def append_custom_message(self, custom_type: str, content: str | list[UserBlock],
+                              display: bool, details: Any = None) -> str:
+        return self._append(CustomMessageEntry(
+            **self._common(), custom_type=custom_type, content=content, display=display,
+            details=details,
+        ))
+
+    def append_label(self, target_id: str, label: str | None) -> str:
+        """Set a label on an entry; None or an empty label clears it."""
+        self.record(target_id)
+        text = label.strip() if label else None
+        return self._append(LabelEntry(**self._common(), target_id=target_id,
+                                       label=text or None))
+
+    def append_session_info(self, name: str) -> str:
+        return self._append(SessionInfoEntry(**self._common(), name=name.strip()))

@@ -1,0 +1,24 @@
+"""Shared fixtures: where pi's conformance sessions live, and the example workspace."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFORMANCE = Path(os.environ.get("PI_LSP_CONFORMANCE", ROOT.parent / "shared" / "conformance"))
+EXAMPLE_WORKSPACE = ROOT / "examples" / "workspace"
+
+
+def conformance_files() -> list[Path]:
+    files = sorted(CONFORMANCE.glob("*.jsonl"))
+    if not files:
+        raise RuntimeError(f"no conformance sessions under {CONFORMANCE}")
+    return files
+
+
+@pytest.fixture
+def example_session() -> Path:
+    return next((EXAMPLE_WORKSPACE / ".pi" / "sessions").glob("*.jsonl"))

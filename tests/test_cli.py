@@ -1,0 +1,140 @@
+"""The `pi-lsp` command line, run as a user runs it: a separate process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import EXAMPLE_WORKSPACE, conformance_files
+
+SAMPLE = conformance_files()[0]
+
+
+def pi_lsp(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pi_lsp.cli", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=60)
+
+
+def expected(path: Path) -> dict[str, Any]:
+    result: dict[str, Any] = json.loads(path.with_suffix(".expected.json").read_text("utf-8"))
+    return result
+
+
+def test_context_json_default_leaf_is_pis_context() -> None:
+    result = pi_lsp("context", str(SAMPLE), "--json")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 1
+    assert json.loads(lines[0]) == expected(SAMPLE)["default"]
+
+
+def test_context_json_one_line_per_leaf_in_order() -> None:
+    cases = expected(SAMPLE)["contexts"]
+    leaves = list(cases)[:3][::-1]
+    args = [arg for leaf in leaves for arg in ("--leaf", leaf)]
+    result = pi_lsp("context", str(SAMPLE), *args, "--json")
+    assert result.returncode == 0, result.stderr
+    printed = [json.loads(line) for line in result.stdout.splitlines()]
+    assert printed == [cases[leaf]["context"] for leaf in leaves]
+
+
+def test_context_llm_layer_has_only_model_roles() -> None:
+    leaf = list(expected(SAMPLE)["contexts"])[-1]
+    result = pi_lsp("context", str(SAMPLE), "--leaf", leaf, "--layer", "llm", "--json")
+    assert result.returncode == 0, result.stderr
+    printed = json.loads(result.stdout)
+    assert set(printed) == {"messages"}
+    assert {m["role"] for m in printed["messages"]} <= {"user", "assistant", "toolResult"}
+    assert len(printed["messages"]) == len(expected(SAMPLE)["contexts"][leaf]["llm"])
+
+
+def test_context_preview_is_readable(example_session: Path) -> None:
+    result = pi_lsp("context", str(example_session))
+    assert result.returncode == 0, result.stderr
+    assert "compactionSummary" in result.stdout
+    assert "tok" in result.stdout
+    assert "model: anthropic/claude-opus-4-5" in result.stdout
+    assert "thinking: high" in result.stdout
+
+
+def test_tree_json_is_pis_tree() -> None:
+    result = pi_lsp("tree", str(SAMPLE), "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == expected(SAMPLE)["tree"]
+
+
+def test_tree_text_marks_labels_path_and_leaf(example_session: Path) -> None:
+    result = pi_lsp("tree", str(example_session))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    leaf_lines = [line for line in lines if line.endswith("← leaf")]
+    assert len(leaf_lines) == 1
+    assert "[orm-dead-end]" in result.stdout
+    assert any(line.lstrip("│├─ ").startswith("* ") for line in lines)
+    # The dead-end branch is shown but not on the current path.
+    dead_end = next(line for line in lines if "[orm-dead-end]" in line)
+    assert "* " not in dead_end.split("28511eec")[0]
+
+
+def test_check_clean_and_damaged(tmp_path: Path, example_session: Path) -> None:
+    clean = pi_lsp("check", str(example_session))
+    assert clean.returncode == 0, clean.stdout
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_bytes(example_session.read_bytes() + b'{"type":"message",broken\n[1]\n')
+    report = pi_lsp("check", str(damaged))
+    assert report.returncode == 1
+    assert "malformed" in report.stdout
+    assert "not-object" in report.stdout
+
+
+def test_sessions_lists_example_workspace() -> None:
+    result = pi_lsp("sessions", str(EXAMPLE_WORKSPACE), "--json")
+    assert result.returncode == 0, result.stderr
+    sessions = json.loads(result.stdout)["sessions"]
+    assert [s["name"] for s in sessions] == ["Fix slow order listing"]
+    assert sessions[0]["entryCount"] == 56
+    assert sessions[0]["firstMessage"].startswith("GET /orders is really slow")
+
+
+def test_fork_prints_new_file_with_same_context(tmp_path: Path, example_session: Path) -> None:
+    source = tmp_path / "sessions" / example_session.name
+    source.parent.mkdir()
+    source.write_bytes(example_session.read_bytes())
+    result = pi_lsp("fork", str(source), "--leaf", "28511eec")
+    assert result.returncode == 0, result.stderr
+    forked = Path(result.stdout.strip())
+    assert forked.parent == source.parent and forked.exists()
+    header = json.loads(forked.read_text("utf-8").splitlines()[0])
+    assert header["parentSession"] == str(source)
+    ours = pi_lsp("context", str(forked), "--json").stdout
+    theirs = pi_lsp("context", str(source), "--leaf", "28511eec", "--json").stdout
+    assert json.loads(ours) == json.loads(theirs)
+
+
+@pytest.mark.parametrize("command", ["context", "tree", "check", "fork"])
+def test_bad_files_get_one_line_and_exit_2(tmp_path: Path, command: str) -> None:
+    not_session = tmp_path / "notes.jsonl"
+    not_session.write_text('{"hello": "world"}\n')
+    for target in (tmp_path / "missing.jsonl", tmp_path, not_session):
+        result = pi_lsp(command, str(target))
+        assert result.returncode == 2, (target, result.stdout)
+        assert result.stderr.count("\n") == 1, result.stderr
+        assert "Traceback" not in result.stderr
+        assert str(target) in result.stderr
+
+
+def test_unknown_leaf_is_a_clear_error() -> None:
+    result = pi_lsp("context", str(SAMPLE), "--leaf", "nope1234")
+    assert result.returncode == 2
+    assert "nope1234" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_usage_errors_exit_2() -> None:
+    result = pi_lsp("context")
+    assert result.returncode == 2
+    assert result.stderr.startswith("pi-lsp:")

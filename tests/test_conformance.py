@@ -1,0 +1,116 @@
+"""pi-lsp computes what pi 0.73.1 computes on sessions pi wrote itself."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from pi_lsp.context.build import build_session_context
+from pi_lsp.context.convert import BRANCH_SUMMARY_PREFIX, BRANCH_SUMMARY_SUFFIX, convert_to_llm
+from pi_lsp.context.tokens import estimate_tokens
+from pi_lsp.session.entries import decode_message
+from pi_lsp.session.outline import nested_tree
+from pi_lsp.session.tree import SessionTree
+from tests.conftest import conformance_files
+
+FILES = conformance_files()
+
+
+@cache
+def expected(path: Path) -> dict[str, Any]:
+    result: dict[str, Any] = json.loads(path.with_suffix(".expected.json").read_text("utf-8"))
+    return result
+
+
+def as_json(value: object) -> Any:
+    return json.loads(msgspec.json.encode(value))
+
+
+def leaves(path: Path) -> list[str]:
+    return list(expected(path)["contexts"])
+
+
+@pytest.fixture(scope="module", params=FILES, ids=[f.stem for f in FILES])
+def session(request: pytest.FixtureRequest) -> tuple[Path, SessionTree]:
+    return request.param, SessionTree.open(str(request.param))
+
+
+def test_file_loads_without_problems(session: tuple[Path, SessionTree]) -> None:
+    _, tree = session
+    assert tree.problems == []
+
+
+def test_leaf_and_name(session: tuple[Path, SessionTree]) -> None:
+    path, tree = session
+    assert tree.leaf_id == expected(path)["leafId"]
+    assert tree.name == expected(path)["name"]
+
+
+def test_default_context(session: tuple[Path, SessionTree]) -> None:
+    path, tree = session
+    assert as_json(build_session_context(tree, tree.leaf_id)) == expected(path)["default"]
+
+
+def test_tree(session: tuple[Path, SessionTree]) -> None:
+    path, tree = session
+    assert as_json(nested_tree(tree)) == expected(path)["tree"]
+
+
+def test_context_at_every_leaf(session: tuple[Path, SessionTree]) -> None:
+    path, tree = session
+    for leaf, case in expected(path)["contexts"].items():
+        assert as_json(build_session_context(tree, leaf)) == case["context"], leaf
+
+
+def test_tokens_at_every_leaf(session: tuple[Path, SessionTree]) -> None:
+    path, tree = session
+    for leaf, case in expected(path)["contexts"].items():
+        context = build_session_context(tree, leaf)
+        tokens = []
+        for raw in context.messages:
+            message = decode_message(raw)
+            assert message is not None
+            tokens.append(estimate_tokens(message))
+        assert tokens == case["tokens"], leaf
+
+
+PI_BRANCH_PREFIX = (
+    "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
+)
+PI_BRANCH_SUFFIX = "</summary>"
+
+
+def with_our_branch_wrapper(message: dict[str, Any]) -> dict[str, Any]:
+    """pi's model-layer message with pi's branch-summary wrapper swapped for the seed design's."""
+    content = message["content"]
+    if message["role"] != "user" or not isinstance(content, list) or len(content) != 1:
+        return message
+    text = content[0].get("text", "")
+    if not text.startswith(PI_BRANCH_PREFIX) or not text.endswith(PI_BRANCH_SUFFIX):
+        return message
+    summary = text[len(PI_BRANCH_PREFIX):-len(PI_BRANCH_SUFFIX)]
+    wrapped = BRANCH_SUMMARY_PREFIX + summary + BRANCH_SUMMARY_SUFFIX
+    return {**message, "content": [{"type": "text", "text": wrapped}]}
+
+
+def test_llm_layer_at_every_leaf(session: tuple[Path, SessionTree]) -> None:
+    """Equal to pi's `convertToLlm` but for the branch-summary wrapper the seed design sets."""
+    path, tree = session
+    for leaf, case in expected(path)["contexts"].items():
+        context = build_session_context(tree, leaf)
+        ours = [json.loads(bytes(raw)) for raw in convert_to_llm(context.messages)]
+        assert ours == [with_our_branch_wrapper(m) for m in case["llm"]], leaf
+
+
+def test_conformance_covers_branch_summaries() -> None:
+    """The wrapper swap above is exercised, so the llm test cannot pass vacuously."""
+    swapped = sum(
+        with_our_branch_wrapper(m) is not m
+        for path in FILES for case in expected(path)["contexts"].values() for m in case["llm"]
+    )
+    assert swapped > 0

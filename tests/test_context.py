@@ -1,0 +1,145 @@
+"""The runtime → model layer conversion, the provider-side transform and the size estimate."""
+
+from __future__ import annotations
+
+import msgspec
+
+from pi_lsp.context.convert import (
+    BRANCH_SUMMARY_PREFIX,
+    BRANCH_SUMMARY_SUFFIX,
+    NO_RESULT_TEXT,
+    bash_execution_text,
+    message_to_llm,
+    prepare_for_provider,
+)
+from pi_lsp.context.tokens import context_size, estimate_tokens, utf16_length
+from pi_lsp.session.entries import (
+    AssistantMessage,
+    BashExecutionMessage,
+    BranchSummaryMessage,
+    CompactionSummaryMessage,
+    CustomMessage,
+    ImageContent,
+    LlmMessage,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+
+
+def bash(**fields: object) -> BashExecutionMessage:
+    values: dict[str, object] = {"command": "ls", "output": "a\nb", "cancelled": False,
+                                 "truncated": False, "timestamp": 1}
+    values.update(fields)
+    return msgspec.convert(values, BashExecutionMessage)
+
+
+def assistant(*blocks: TextContent | ToolCall, stop: str = "stop", total: int = 0,
+              timestamp: int = 2) -> AssistantMessage:
+    return msgspec.convert({
+        "content": [msgspec.to_builtins(b) for b in blocks], "api": "anthropic-messages",
+        "provider": "anthropic", "model": "claude", "usage": {"totalTokens": total},
+        "stopReason": stop, "timestamp": timestamp,
+    }, AssistantMessage)
+
+
+def call(call_id: str, name: str = "read") -> ToolCall:
+    return ToolCall(id=call_id, name=name, arguments={"path": "a.py"})
+
+
+def result(call_id: str) -> ToolResultMessage:
+    return ToolResultMessage(tool_call_id=call_id, tool_name="read",
+                             content=[TextContent(text="ok")], is_error=False, timestamp=3)
+
+
+def user(text: str, timestamp: int = 4) -> UserMessage:
+    return UserMessage(content=text, timestamp=timestamp)
+
+
+def test_bash_execution_text_variants() -> None:
+    assert bash_execution_text(bash()) == "Ran `ls`\n```\na\nb\n```"
+    assert bash_execution_text(bash(output="")) == "Ran `ls`\n(no output)"
+    assert bash_execution_text(bash(cancelled=True, exitCode=1)).endswith(
+        "\n\n(command cancelled)")
+    assert bash_execution_text(bash(exitCode=2)).endswith("\n\nCommand exited with code 2")
+    assert "exited" not in bash_execution_text(bash(exitCode=0))
+    truncated = bash_execution_text(bash(truncated=True, fullOutputPath="/tmp/x.log"))
+    assert truncated.endswith("\n\n[Output truncated. Full output: /tmp/x.log]")
+    assert "Full output" not in bash_execution_text(bash(truncated=True))
+
+
+def test_excluded_bash_never_reaches_the_model() -> None:
+    assert message_to_llm(bash(excludeFromContext=True)) is None
+
+
+def test_custom_string_content_becomes_one_text_block() -> None:
+    custom = CustomMessage(custom_type="x", content="hello", display=True, timestamp=9)
+    converted = message_to_llm(custom)
+    assert converted == UserMessage(content=[TextContent(text="hello")], timestamp=9)
+
+
+def test_summary_wrappers() -> None:
+    compaction = message_to_llm(CompactionSummaryMessage(summary="S", tokens_before=5,
+                                                         timestamp=1))
+    assert isinstance(compaction, UserMessage) and isinstance(compaction.content, list)
+    assert compaction.content == [TextContent(text=(
+        "The conversation history before this point was compacted into the following summary:"
+        "\n\n<summary>\nS\n</summary>"))]
+    branch = message_to_llm(BranchSummaryMessage(summary="B", from_id="x", timestamp=1))
+    assert isinstance(branch, UserMessage) and isinstance(branch.content, list)
+    text = branch.content[0]
+    assert isinstance(text, TextContent)
+    assert text.text == BRANCH_SUMMARY_PREFIX + "B" + BRANCH_SUMMARY_SUFFIX
+    assert "<branch_exploration_summary>\nB\n</branch_exploration_summary>" in text.text
+    assert "parallel branch" in text.text
+
+
+def test_provider_transform_drops_failed_replies() -> None:
+    messages: list[LlmMessage] = [
+        user("a"), assistant(TextContent(text="x"), stop="error"),
+        assistant(TextContent(text="y"), stop="aborted"), assistant(TextContent(text="z")),
+    ]
+    prepared = prepare_for_provider(messages)
+    assert [m.stop_reason for m in prepared if isinstance(m, AssistantMessage)] == ["stop"]
+
+
+def test_provider_transform_answers_unanswered_tool_calls_in_place() -> None:
+    messages: list[LlmMessage] = [
+        user("a"), assistant(call("t1"), call("t2"), stop="toolUse"), result("t1"), user("b"),
+        assistant(call("t3"), stop="toolUse"),
+    ]
+    prepared = prepare_for_provider(messages)
+    kinds = [(type(m).__name__, getattr(m, "tool_call_id", None)) for m in prepared]
+    assert kinds == [
+        ("UserMessage", None), ("AssistantMessage", None), ("ToolResultMessage", "t1"),
+        ("ToolResultMessage", "t2"), ("UserMessage", None), ("AssistantMessage", None),
+        ("ToolResultMessage", "t3"),
+    ]
+    synthetic = prepared[3]
+    assert isinstance(synthetic, ToolResultMessage) and synthetic.is_error
+    assert synthetic.content == [TextContent(text=NO_RESULT_TEXT)]
+
+
+def test_estimates_count_utf16_and_images() -> None:
+    assert utf16_length("a🙂参") == 4
+    assert estimate_tokens(user("🙂🙂")) == 1
+    image = ImageContent(data="AAAA", mime_type="image/png")
+    assert estimate_tokens(UserMessage(content=[image], timestamp=1)) == 0
+    with_image = ToolResultMessage(tool_call_id="t", tool_name="read", content=[image],
+                                   is_error=False, timestamp=1)
+    assert estimate_tokens(with_image) == 1200
+    tool = assistant(ToolCall(id="t", name="read", arguments={"path": "a"}))
+    assert estimate_tokens(tool) == 4  # "read" + '{"path":"a"}' = 16 chars
+
+
+def test_context_size_uses_last_good_usage_plus_later_estimates() -> None:
+    messages = [
+        user("x" * 400), assistant(TextContent(text="ok"), total=1000),
+        assistant(TextContent(text="bad"), stop="error", total=99999), user("y" * 40),
+    ]
+    assert context_size(list(messages)) == 1000 + 1 + 10
+    assert context_size([user("x" * 400)]) == 100
+    zero_total = msgspec.structs.replace(messages[1], usage=Usage(input=5, output=6))  # type: ignore[arg-type]
+    assert context_size([zero_total]) == 11

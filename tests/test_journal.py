@@ -1,0 +1,723 @@
+"""The session journal: a tolerant reader, a locked appender, an incremental tail, migrations."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pi_lsp.session.entries import CompactionEntry, CustomMessage, MessageEntry
+from pi_lsp.session.journal import (
+    BOM,
+    NotASessionError,
+    Problem,
+    Tail,
+    append_lines,
+    read_file,
+)
+from pi_lsp.session.tree import Refresh, SessionTree
+
+ROOT = Path(__file__).resolve().parent.parent
+SESSION_ID = "11111111-2222-4333-8444-555555555555"
+OTHER_SESSION_ID = "99999999-8888-4777-8666-555555555555"
+TS = "2025-01-02T03:04:05.678Z"
+HEX8 = re.compile(r"[0-9a-f]{8}")
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def dumps(value: Any) -> bytes:
+    """Compact JSON as JavaScript's JSON.stringify writes it."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def header(session_id: str = SESSION_ID, version: int | None = 3, **extra: Any) -> bytes:
+    fields: dict[str, Any] = {"type": "session"}
+    if version is not None:
+        fields["version"] = version
+    fields.update(id=session_id, timestamp=TS, cwd="/work/project")
+    fields.update(extra)
+    return dumps(fields)
+
+
+def custom(entry_id: str | None, parent: str | None = None, **extra: Any) -> bytes:
+    """A `custom` entry line (id left out when `entry_id` is None)."""
+    fields: dict[str, Any] = {"type": "custom", "customType": "test"}
+    if entry_id is not None:
+        fields["id"] = entry_id
+    fields.update(parentId=parent, timestamp=TS)
+    fields.update(extra)
+    return dumps(fields)
+
+
+def write_session(path: Path, lines: list[bytes], *, eol: bytes = b"\n",
+                  final_eol: bool = True, bom: bool = False) -> str:
+    """Write `lines` joined by `eol` (and ended by it unless `final_eol` is False)."""
+    data = eol.join(lines) + (eol if final_eol else b"")
+    path.write_bytes((BOM if bom else b"") + data)
+    return str(path)
+
+
+def kinds(problems: list[Problem]) -> list[tuple[str, int | None]]:
+    return [(problem.kind, problem.line) for problem in problems]
+
+
+def record_ids(tree: SessionTree) -> list[str | None]:
+    return [record.env.id for record in tree.records]
+
+
+def base_session(tmp_path: Path, name: str = "s.jsonl") -> str:
+    """A valid v3 session with two chained entries."""
+    return write_session(tmp_path / name, [header(), custom("aaaa0001"), custom("aaaa0002",
+                                                                               "aaaa0001")])
+
+
+# -- damaged input ---------------------------------------------------------------------------
+
+
+def test_blank_line_is_reported_with_its_line_number(tmp_path: Path) -> None:
+    path = write_session(tmp_path / "s.jsonl",
+                         [header(), custom("aaaa0001"), b"", custom("aaaa0002", "aaaa0001")])
+    snapshot = read_file(path)
+    assert kinds(snapshot.problems) == [("blank", 3)]
+    assert [(r.line, r.env.id) for r in snapshot.records] == [(2, "aaaa0001"), (4, "aaaa0002")]
+
+
+@pytest.mark.parametrize("blank", [b" ", b"   \t  ", b"\t"])
+def test_whitespace_only_line_is_reported_as_blank(tmp_path: Path, blank: bytes) -> None:
+    path = write_session(tmp_path / "s.jsonl",
+                         [header(), blank, custom("aaaa0001"), custom("aaaa0002", "aaaa0001")])
+    tree = SessionTree.open(path)
+    assert kinds(tree.problems) == [("blank", 2)]
+    assert record_ids(tree) == ["aaaa0001", "aaaa0002"]
+    assert tree.leaf_id == "aaaa0002"
+
+
+@pytest.mark.parametrize(
+    "junk",
+    [
+        b'{"type":"custom","id":',
+        b"this is not json",
+        b'{"type":"custom","id":"zzzz0000"} trailing',
+        b'{"type":"custom",}',
+        b"{'type': 'custom'}",
+        b'"unterminated',
+    ],
+)
+def test_malformed_json_line_is_reported(tmp_path: Path, junk: bytes) -> None:
+    path = write_session(tmp_path / "s.jsonl",
+                         [header(), custom("aaaa0001"), junk, custom("aaaa0002", "aaaa0001")])
+    tree = SessionTree.open(path)
+    assert kinds(tree.problems) == [("malformed", 3)]
+    assert record_ids(tree) == ["aaaa0001", "aaaa0002"]
+
+
+@pytest.mark.parametrize("junk", [b"[1,2", b'[{"type":"custom"', b"[", b"[1,]"])
+def test_malformed_json_that_opens_an_array_is_malformed_not_non_object(
+    tmp_path: Path, junk: bytes
+) -> None:
+    """Invalid JSON is "malformed" whatever its first character; "not-object" means valid JSON."""
+    path = write_session(tmp_path / "s.jsonl",
+                         [header(), custom("aaaa0001"), junk, custom("aaaa0002", "aaaa0001")])
+    snapshot = read_file(path)
+    assert kinds(snapshot.problems) == [("malformed", 3)]
+    assert [r.env.id for r in snapshot.records] == ["aaaa0001", "aaaa0002"]
+
+
+@pytest.mark.parametrize("junk", [b"[1,2]", b'"x"', b"42", b"null", b"true", b"[]"])
+def test_non_object_json_line_is_reported(tmp_path: Path, junk: bytes) -> None:
+    path = write_session(tmp_path / "s.jsonl",
+                         [header(), custom("aaaa0001"), junk, custom("aaaa0002", "aaaa0001")])
+    tree = SessionTree.open(path)
+    assert kinds(tree.problems) == [("not-object", 3)]
+    assert record_ids(tree) == ["aaaa0001", "aaaa0002"]
+
+
+def test_torn_last_line_is_reported_and_not_consumed(tmp_path: Path) -> None:
+    torn = b'{"type":"custom","customType":"test","id":"aaaa00'
+    path = write_session(tmp_path / "s.jsonl", [header(), custom("aaaa0001"), torn],
+                         final_eol=False)
+    size = os.path.getsize(path)
+    snapshot = read_file(path)
+    assert kinds(snapshot.problems) == [("torn", 3)]
+    assert [r.env.id for r in snapshot.records] == ["aaaa0001"]
+    # The next read starts at the torn line, so it is read again once it is finished.
+    assert snapshot.offset == size - len(torn)
+    assert SessionTree.open(path).leaf_id == "aaaa0001"
+
+
+def test_valid_last_line_without_newline_is_an_entry(tmp_path: Path) -> None:
+    path = write_session(tmp_path / "s.jsonl",
+                         [header(), custom("aaaa0001"), custom("aaaa0002", "aaaa0001")],
+                         final_eol=False)
+    snapshot = read_file(path)
+    assert snapshot.problems == []
+    assert [(r.line, r.env.id) for r in snapshot.records] == [(2, "aaaa0001"), (3, "aaaa0002")]
+    assert snapshot.offset == os.path.getsize(path)
+    assert SessionTree.open(path).leaf_id == "aaaa0002"
+
+
+def test_header_only_file_without_newline_is_an_empty_session(tmp_path: Path) -> None:
+    """The header is the first line that parses; a missing final newline does not hide it."""
+    path = write_session(tmp_path / "s.jsonl", [header()], final_eol=False)
+    snapshot = read_file(path)
+    assert snapshot.header.id == SESSION_ID
+    assert snapshot.records == []
+    assert snapshot.problems == []
+
+
+def test_append_after_valid_unterminated_last_line_reports_nothing(tmp_path: Path) -> None:
+    """The newline the appender adds ends the last line; it is not a blank line of its own."""
+    path = write_session(tmp_path / "s.jsonl", [header(), custom("aaaa0001")], final_eol=False)
+    tree = SessionTree.open(path)
+    new_id = tree.append_custom("k", {"i": 1})
+    assert tree.leaf_id == new_id
+    assert [(r.line, r.env.id) for r in tree.records] == [(2, "aaaa0001"), (3, new_id)]
+    assert tree.problems == []
+    assert SessionTree.open(path).problems == []
+
+
+def test_crlf_line_endings_load_and_raw_drops_the_cr(tmp_path: Path) -> None:
+    lines = [header(), custom("aaaa0001"), custom("aaaa0002", "aaaa0001")]
+    path = write_session(tmp_path / "s.jsonl", lines, eol=b"\r\n")
+    tree = SessionTree.open(path)
+    assert tree.problems == []
+    assert tree.header.id == SESSION_ID
+    assert tree.header_raw == lines[0]
+    assert [r.raw for r in tree.records] == lines[1:]
+    assert tree.leaf_id == "aaaa0002"
+    assert tree.path_ids("aaaa0002") == ["aaaa0001", "aaaa0002"]
+
+
+def test_crlf_blank_line_is_blank(tmp_path: Path) -> None:
+    path = write_session(tmp_path / "s.jsonl", [header(), b"", custom("aaaa0001")], eol=b"\r\n")
+    snapshot = read_file(path)
+    assert kinds(snapshot.problems) == [("blank", 2)]
+    assert [r.raw for r in snapshot.records] == [custom("aaaa0001")]
+
+
+def test_leading_bom_is_ignored(tmp_path: Path) -> None:
+    lines = [header(), custom("aaaa0001"), custom("aaaa0002", "aaaa0001")]
+    path = write_session(tmp_path / "s.jsonl", lines, bom=True)
+    tree = SessionTree.open(path)
+    assert tree.problems == []
+    assert tree.header.id == SESSION_ID
+    assert tree.header_raw == lines[0]
+    assert [(r.line, r.raw) for r in tree.records] == [(2, lines[1]), (3, lines[2])]
+    # The tail still works on a file that starts with a BOM.
+    with open(path, "ab") as handle:
+        handle.write(custom("aaaa0003", "aaaa0002") + b"\n")
+    assert tree.refresh() == Refresh(1, False)
+    assert tree.leaf_id == "aaaa0003"
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        pytest.param([], id="empty"),
+        pytest.param([b""], id="one-blank-line"),
+        pytest.param([b"  ", b"garbage", b"[1]"], id="only-junk"),
+        pytest.param([custom("aaaa0001"), header()], id="entry-before-header"),
+        pytest.param([b'{"type":"message","id":"x"}'], id="first-object-not-header"),
+        pytest.param([b'{"type":"session","timestamp":"' + TS.encode() + b'"}'],
+                     id="header-without-id"),
+    ],
+)
+def test_file_without_a_leading_header_is_not_a_session(
+    tmp_path: Path, lines: list[bytes]
+) -> None:
+    path = tmp_path / "s.jsonl"
+    if lines:
+        write_session(path, lines)
+    else:
+        path.write_bytes(b"")
+    with pytest.raises(NotASessionError):
+        read_file(str(path))
+    with pytest.raises(NotASessionError):
+        SessionTree.open(str(path))
+
+
+def test_junk_before_the_header_is_reported_and_the_header_found(tmp_path: Path) -> None:
+    path = write_session(tmp_path / "s.jsonl",
+                         [b"garbage", b"", b"[1]", b"  ", header(), custom("aaaa0001")])
+    tree = SessionTree.open(path)
+    assert kinds(tree.problems) == [("malformed", 1), ("blank", 2), ("not-object", 3),
+                                    ("blank", 4)]
+    assert tree.header.id == SESSION_ID
+    assert [(r.line, r.env.id) for r in tree.records] == [(6, "aaaa0001")]
+
+
+def test_duplicate_id_is_reported(tmp_path: Path) -> None:
+    path = write_session(tmp_path / "s.jsonl", [
+        header(), custom("aaaa0001"), custom("aaaa0002", "aaaa0001"),
+        custom("aaaa0001", "aaaa0002"), custom("aaaa0003", "aaaa0001"),
+    ])
+    tree = SessionTree.open(path)
+    duplicates = [p for p in tree.problems if p.kind == "duplicate-id"]
+    assert [(p.line, p.entry_id) for p in duplicates] == [(4, "aaaa0001")]
+    assert len(tree.problems) == 1
+    assert {"aaaa0002", "aaaa0003"} <= set(tree.by_id)
+    assert tree.leaf_id == "aaaa0003"
+
+
+def test_entry_without_id_is_reported(tmp_path: Path) -> None:
+    path = write_session(tmp_path / "s.jsonl",
+                         [header(), custom("aaaa0001"), custom(None, "aaaa0001"),
+                          custom("aaaa0002", "aaaa0001")])
+    tree = SessionTree.open(path)
+    assert kinds(tree.problems) == [("no-id", 3)]
+    assert record_ids(tree) == ["aaaa0001", "aaaa0002"]
+    assert tree.leaf_id == "aaaa0002"
+
+
+def test_unknown_types_and_fields_keep_their_exact_bytes(tmp_path: Path) -> None:
+    unknown_type = (b'{"type":"future_thing",  "id":"aaaa0002", "parentId":"aaaa0001",'
+                    b'"timestamp":"' + TS.encode() + b'","x":{"n":[1,2.50,1e3]},'
+                    + '"\u00e9":"\u00fc \\u00fc"}'.encode())
+    unknown_field = (b'{"type":"custom","customType":"test","id":"aaaa0003",'
+                     b'"parentId":"aaaa0002","timestamp":"' + TS.encode() + b'",'
+                     b'"zFuture":{"deep":[null,true]},"data":{"k":  "v"}}')
+    lines = [header(extraHeaderField={"a": 1}), custom("aaaa0001"), unknown_type, unknown_field]
+    path = write_session(tmp_path / "s.jsonl", lines)
+    tree = SessionTree.open(path)
+    assert tree.problems == []
+    assert tree.header_raw == lines[0]
+    assert [r.raw for r in tree.records] == lines[1:]
+    assert tree.record("aaaa0002").env.type == "future_thing"
+    assert tree.path_ids("aaaa0003") == ["aaaa0001", "aaaa0002", "aaaa0003"]
+    assert tree.leaf_id == "aaaa0003"
+
+
+def test_unicode_line_separators_do_not_split_lines(tmp_path: Path) -> None:
+    odd = custom("aaaa0002", "aaaa0001", data={"text": "a\u2028b\u2029c\x0bd\x0ce\x85f"})
+    assert "\u2028".encode() in odd
+    path = write_session(tmp_path / "s.jsonl", [header(), custom("aaaa0001"), odd])
+    tree = SessionTree.open(path)
+    assert tree.problems == []
+    assert [(r.line, r.raw) for r in tree.records] == [(2, custom("aaaa0001")), (3, odd)]
+
+
+# -- the appender ----------------------------------------------------------------------------
+
+
+def test_append_lines_terminates_a_torn_last_line_first(tmp_path: Path) -> None:
+    torn = b'{"type":"custom","customType":"test","id":"aaaa00'
+    path = write_session(tmp_path / "s.jsonl", [header(), custom("aaaa0001"), torn],
+                         final_eol=False)
+    before = Path(path).read_bytes()
+    new = custom("aaaa0002", "aaaa0001")
+    append_lines(path, [new])
+    assert Path(path).read_bytes() == before + b"\n" + new + b"\n"
+    snapshot = read_file(path)
+    assert kinds(snapshot.problems) == [("malformed", 3)]
+    assert [(r.line, r.raw) for r in snapshot.records] == [(2, custom("aaaa0001")), (4, new)]
+
+
+def test_append_lines_adds_no_newline_after_a_complete_line(tmp_path: Path) -> None:
+    path = base_session(tmp_path)
+    before = Path(path).read_bytes()
+    new = [custom("aaaa0003", "aaaa0002"), custom("aaaa0004", "aaaa0003")]
+    append_lines(path, new)
+    assert Path(path).read_bytes() == before + new[0] + b"\n" + new[1] + b"\n"
+
+
+def test_tree_append_after_a_torn_line_is_its_own_entry(tmp_path: Path) -> None:
+    torn = b'{"type":"custom","customType":"test","id":"aaaa00'
+    path = write_session(tmp_path / "s.jsonl", [header(), custom("aaaa0001"), torn],
+                         final_eol=False)
+    tree = SessionTree.open(path)
+    assert kinds(tree.problems) == [("torn", 3)]
+    new_id = tree.append_custom("k", {"i": 1})
+    assert tree.leaf_id == new_id
+    assert tree.record(new_id).line == 4
+    assert json.loads(tree.record(new_id).raw)["parentId"] == "aaaa0001"
+    assert ("malformed", 3) in kinds(tree.problems)
+    reopened = SessionTree.open(path)
+    assert kinds(reopened.problems) == [("malformed", 3)]
+    assert record_ids(reopened) == ["aaaa0001", new_id]
+    assert reopened.leaf_id == new_id
+
+
+def test_create_writes_header_and_entry_on_first_append(tmp_path: Path) -> None:
+    path = tmp_path / "new.jsonl"
+    tree = SessionTree.create(str(path), "/work/project")
+    assert not path.exists()
+    assert not tree.on_disk
+    entry_id = tree.append_custom("k", {"i": 0})
+    assert tree.on_disk
+    data = path.read_bytes()
+    assert data.endswith(b"\n")
+    lines = data.split(b"\n")[:-1]
+    assert len(lines) == 2
+    head = json.loads(lines[0], object_pairs_hook=list)
+    assert [key for key, _ in head] == ["type", "version", "id", "timestamp", "cwd"]
+    head_dict = dict(head)
+    assert head_dict["type"] == "session"
+    assert head_dict["version"] == 3
+    assert head_dict["id"] == tree.header.id
+    assert head_dict["cwd"] == "/work/project"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", head_dict["timestamp"])
+    assert len(lines[0]) < 512
+    assert lines[0] == dumps(head_dict)
+    entry = json.loads(lines[1])
+    assert entry["type"] == "custom"
+    assert entry["id"] == entry_id
+    assert HEX8.fullmatch(entry_id)
+    assert entry["parentId"] is None
+    assert entry["data"] == {"i": 0}
+    assert lines[1] == dumps(entry)
+    assert tree.leaf_id == entry_id
+    assert tree.problems == []
+    reopened = SessionTree.open(str(path))
+    assert reopened.header.id == tree.header.id
+    assert record_ids(reopened) == [entry_id]
+
+
+def test_create_with_parent_session_writes_it_after_cwd(tmp_path: Path) -> None:
+    path = tmp_path / "fork.jsonl"
+    tree = SessionTree.create(str(path), "/work/project", parent_session="/work/a.jsonl")
+    tree.append_custom("k")
+    first = path.read_bytes().split(b"\n")[0]
+    head = json.loads(first, object_pairs_hook=list)
+    assert [key for key, _ in head] == ["type", "version", "id", "timestamp", "cwd",
+                                        "parentSession"]
+    assert dict(head)["parentSession"] == "/work/a.jsonl"
+    assert len(first) < 512
+
+
+def test_appends_chain_under_the_leaf_and_each_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "new.jsonl"
+    tree = SessionTree.create(str(path), "/work/project")
+    ids = [tree.append_custom("k", {"i": i}) for i in range(3)]
+    lines = path.read_bytes().split(b"\n")
+    assert lines[-1] == b""
+    entries = [json.loads(line) for line in lines[1:-1]]
+    assert [e["id"] for e in entries] == ids
+    assert [e["parentId"] for e in entries] == [None, ids[0], ids[1]]
+    assert len(set(ids)) == 3
+    assert tree.path_ids(tree.leaf_id) == ids
+
+
+# -- the tail --------------------------------------------------------------------------------
+
+
+def test_refresh_takes_an_external_append(tmp_path: Path) -> None:
+    path = base_session(tmp_path)
+    tree = SessionTree.open(path)
+    line = custom("aaaa0003", "aaaa0002")
+    with open(path, "ab") as handle:
+        handle.write(line + b"\n")
+    assert tree.refresh() == Refresh(added=1, reloaded=False)
+    assert tree.leaf_id == "aaaa0003"
+    assert tree.record("aaaa0003").raw == line
+    assert tree.record("aaaa0003").line == 4
+    assert tree.problems == []
+    assert tree.refresh() == Refresh(added=0, reloaded=False)
+
+
+def test_tail_reads_only_the_appended_bytes(tmp_path: Path) -> None:
+    path = base_session(tmp_path)
+    snapshot = read_file(path)
+    tail = Tail.after(path, snapshot)
+    start = tail.offset
+    assert start == os.path.getsize(path)
+    appended = custom("aaaa0003", "aaaa0002") + b"\n" + custom("aaaa0004", "aaaa0003") + b"\n"
+    with open(path, "ab") as handle:
+        handle.write(appended)
+    result = tail.poll()
+    assert not result.reset
+    assert result.lines == [custom("aaaa0003", "aaaa0002"), custom("aaaa0004", "aaaa0003")]
+    assert result.first_line == 4
+    assert tail.offset == start + len(appended)
+    again = tail.poll()
+    assert again.lines == []
+    assert not again.reset
+    assert tail.offset == start + len(appended)
+
+
+def test_refresh_reports_problems_in_appended_lines_with_line_numbers(tmp_path: Path) -> None:
+    path = base_session(tmp_path)
+    tree = SessionTree.open(path)
+    with open(path, "ab") as handle:
+        handle.write(b"\n" + b"{oops\n" + custom("aaaa0003", "aaaa0002") + b"\n")
+    assert tree.refresh() == Refresh(1, False)
+    assert kinds(tree.problems) == [("blank", 4), ("malformed", 5)]
+    assert tree.record("aaaa0003").line == 6
+
+
+def test_partial_line_is_not_taken_until_its_newline_arrives(tmp_path: Path) -> None:
+    path = base_session(tmp_path)
+    tree = SessionTree.open(path)
+    line = custom("aaaa0003", "aaaa0002")
+    with open(path, "ab") as handle:
+        handle.write(line[:20])
+    assert tree.refresh() == Refresh(0, False)
+    assert tree.leaf_id == "aaaa0002"
+    assert tree.problems == []
+    with open(path, "ab") as handle:
+        handle.write(line[20:])
+    # Complete JSON, but still no newline: a writer may not be done with it.
+    assert tree.refresh() == Refresh(0, False)
+    assert tree.leaf_id == "aaaa0002"
+    with open(path, "ab") as handle:
+        handle.write(b"\n")
+    assert tree.refresh() == Refresh(1, False)
+    assert tree.leaf_id == "aaaa0003"
+    assert tree.record("aaaa0003").raw == line
+    assert tree.record("aaaa0003").line == 4
+    assert tree.problems == []
+
+
+def test_tail_buffers_a_partial_line(tmp_path: Path) -> None:
+    path = base_session(tmp_path)
+    tail = Tail.after(path, read_file(path))
+    line = custom("aaaa0003", "aaaa0002")
+    with open(path, "ab") as handle:
+        handle.write(line[:10])
+    assert tail.poll().lines == []
+    with open(path, "ab") as handle:
+        handle.write(line[10:] + b"\n")
+    result = tail.poll()
+    assert result.lines == [line]
+    assert result.first_line == 4
+
+
+def test_truncation_reloads(tmp_path: Path) -> None:
+    path = base_session(tmp_path)
+    tree = SessionTree.open(path)
+    inode = os.stat(path).st_ino
+    write_session(Path(path), [header(), custom("aaaa0001")])
+    assert os.stat(path).st_ino == inode
+    assert tree.refresh() == Refresh(1, True)
+    assert record_ids(tree) == ["aaaa0001"]
+    assert tree.leaf_id == "aaaa0001"
+    assert "aaaa0002" not in tree.by_id
+
+
+def test_replacement_by_os_replace_reloads(tmp_path: Path) -> None:
+    path = base_session(tmp_path)
+    tree = SessionTree.open(path)
+    other = write_session(tmp_path / "other.jsonl", [
+        header(OTHER_SESSION_ID), custom("bbbb0001"), custom("bbbb0002", "bbbb0001"),
+        custom("bbbb0003", "bbbb0002"),
+    ])
+    os.replace(other, path)
+    assert tree.refresh() == Refresh(3, True)
+    assert tree.header.id == OTHER_SESSION_ID
+    assert record_ids(tree) == ["bbbb0001", "bbbb0002", "bbbb0003"]
+    assert tree.leaf_id == "bbbb0003"
+    assert "aaaa0001" not in tree.by_id
+
+
+def test_replacement_by_a_file_of_the_same_size_reloads(tmp_path: Path) -> None:
+    path = base_session(tmp_path)
+    tree = SessionTree.open(path)
+    other = write_session(tmp_path / "other.jsonl", [
+        header(OTHER_SESSION_ID), custom("bbbb0001"), custom("bbbb0002", "bbbb0001"),
+    ])
+    assert os.path.getsize(other) == os.path.getsize(path)
+    os.replace(other, path)
+    assert tree.refresh().reloaded
+    assert tree.header.id == OTHER_SESSION_ID
+    assert record_ids(tree) == ["bbbb0001", "bbbb0002"]
+
+
+@pytest.mark.parametrize("grow", [False, True], ids=["same-size", "larger"])
+def test_in_place_rewrite_with_a_different_header_reloads(tmp_path: Path, grow: bool) -> None:
+    path = base_session(tmp_path)
+    tree = SessionTree.open(path)
+    size = os.path.getsize(path)
+    inode = os.stat(path).st_ino
+    lines = [header(OTHER_SESSION_ID), custom("aaaa0001"), custom("aaaa0002", "aaaa0001")]
+    if grow:
+        lines.append(custom("aaaa0003", "aaaa0002"))
+    data = b"".join(line + b"\n" for line in lines)
+    assert (len(data) > size) if grow else (len(data) == size)
+    with open(path, "r+b") as handle:
+        handle.write(data)
+    assert os.stat(path).st_ino == inode
+    assert os.path.getsize(path) == len(data)
+    result = tree.refresh()
+    assert result.reloaded
+    assert result.added == len(lines) - 1
+    assert tree.header.id == OTHER_SESSION_ID
+    assert record_ids(tree) == [json.loads(line)["id"] for line in lines[1:]]
+
+
+def test_tail_resets_when_the_file_is_deleted(tmp_path: Path) -> None:
+    path = base_session(tmp_path)
+    tail = Tail.after(path, read_file(path))
+    os.remove(path)
+    assert tail.poll().reset
+
+
+# -- migrations ------------------------------------------------------------------------------
+
+
+def _v1_lines() -> list[bytes]:
+    return [
+        header(version=None),
+        dumps({"type": "message", "timestamp": TS,
+               "message": {"role": "user", "content": "first", "timestamp": 1}}),
+        dumps({"type": "message", "timestamp": TS,
+               "message": {"role": "user", "content": "second", "timestamp": 2}}),
+        dumps({"type": "thinking_level_change", "timestamp": TS, "thinkingLevel": "high"}),
+        dumps({"type": "compaction", "timestamp": TS, "summary": "sum",
+               "firstKeptEntryIndex": 2, "tokensBefore": 1234}),
+        dumps({"type": "message", "timestamp": TS,
+               "message": {"role": "user", "content": "after", "timestamp": 3}}),
+    ]
+
+
+def test_v1_file_becomes_a_linear_chain_in_memory(tmp_path: Path) -> None:
+    path = write_session(tmp_path / "v1.jsonl", _v1_lines())
+    before = Path(path).read_bytes()
+    stat_before = os.stat(path)
+    tree = SessionTree.open(path)
+    assert tree.migrated
+    assert tree.header.version == 3
+    assert tree.header.id == SESSION_ID
+    assert tree.problems == []
+    ids = record_ids(tree)
+    assert len(ids) == 5
+    assert all(isinstance(i, str) and HEX8.fullmatch(i) for i in ids)
+    assert len(set(ids)) == 5
+    parents = [json.loads(r.raw)["parentId"] for r in tree.records]
+    assert parents == [None, *ids[:-1]]
+    assert [r.env.parent_id for r in tree.records] == [None, *ids[:-1]]
+    assert tree.leaf_id == ids[-1]
+    assert tree.path_ids(tree.leaf_id) == ids
+    # Index 2 counts the header as 0, so it names the second entry ("second").
+    compaction = tree.entry(ids[3])  # type: ignore[arg-type]
+    assert isinstance(compaction, CompactionEntry)
+    assert compaction.first_kept_entry_id == ids[1]
+    assert compaction.tokens_before == 1234
+    assert "firstKeptEntryIndex" not in json.loads(tree.records[3].raw)
+    kept = json.loads(tree.record(compaction.first_kept_entry_id).raw)
+    assert kept["message"]["content"] == "second"
+    # Other fields survive the migration.
+    assert json.loads(tree.records[2].raw)["thinkingLevel"] == "high"
+    # Nothing is written back.
+    assert Path(path).read_bytes() == before
+    assert os.stat(path).st_mtime_ns == stat_before.st_mtime_ns
+
+
+def test_v1_migration_leaves_the_file_tailable(tmp_path: Path) -> None:
+    path = write_session(tmp_path / "v1.jsonl", _v1_lines())
+    tree = SessionTree.open(path)
+    leaf = tree.leaf_id
+    assert tree.refresh() == Refresh(0, False)
+    assert tree.leaf_id == leaf
+
+
+def test_v2_hook_message_becomes_custom_in_memory(tmp_path: Path) -> None:
+    hook = dumps({"type": "message", "id": "aaaa0002", "parentId": "aaaa0001", "timestamp": TS,
+                  "message": {"role": "hookMessage", "customType": "ext", "content": "hi",
+                              "display": True, "timestamp": 5}})
+    plain = dumps({"type": "message", "id": "aaaa0001", "parentId": None, "timestamp": TS,
+                   "message": {"role": "user", "content": "hello", "timestamp": 4}})
+    path = write_session(tmp_path / "v2.jsonl", [header(version=2), plain, hook])
+    before = Path(path).read_bytes()
+    tree = SessionTree.open(path)
+    assert tree.migrated
+    assert tree.header.version == 3
+    assert tree.problems == []
+    assert record_ids(tree) == ["aaaa0001", "aaaa0002"]
+    assert tree.record("aaaa0001").raw == plain
+    migrated = json.loads(tree.record("aaaa0002").raw)
+    assert migrated["message"]["role"] == "custom"
+    assert migrated["parentId"] == "aaaa0001"
+    entry = tree.entry("aaaa0002")
+    assert isinstance(entry, MessageEntry)
+    assert isinstance(entry.message, CustomMessage)
+    assert entry.message.custom_type == "ext"
+    assert entry.message.content == "hi"
+    assert Path(path).read_bytes() == before
+
+
+def test_v3_file_is_not_migrated(tmp_path: Path) -> None:
+    hook = dumps({"type": "message", "id": "aaaa0001", "parentId": None, "timestamp": TS,
+                  "message": {"role": "hookMessage", "content": "x", "timestamp": 5}})
+    path = write_session(tmp_path / "v3.jsonl", [header(), hook])
+    tree = SessionTree.open(path)
+    assert not tree.migrated
+    assert tree.record("aaaa0001").raw == hook
+
+
+# -- concurrency -----------------------------------------------------------------------------
+
+WORKER = textwrap.dedent(
+    """
+    import os, sys, time
+    from pi_lsp.session.tree import SessionTree
+
+    path, name, ready, go = sys.argv[1:5]
+    tree = SessionTree.open(path)
+    open(ready, "w").close()
+    deadline = time.monotonic() + 15
+    while not os.path.exists(go):
+        if time.monotonic() > deadline:
+            sys.exit("no go signal")
+        time.sleep(0.001)
+    for i in range(1000):
+        tree.append_custom("k", {"i": i, "w": name})
+    print(len(tree.problems))
+    """
+)
+
+
+def test_two_processes_append_to_one_file_without_tearing(tmp_path: Path) -> None:
+    path = write_session(tmp_path / "s.jsonl", [header()])
+    go = tmp_path / "go"
+    readies = [tmp_path / f"ready-{name}" for name in ("a", "b")]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, path, name, str(ready), str(go)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=str(ROOT),
+        )
+        for name, ready in zip(("a", "b"), readies, strict=True)
+    ]
+    try:
+        deadline = time.monotonic() + 15
+        while not all(ready.exists() for ready in readies):
+            assert time.monotonic() < deadline, "workers did not start"
+            assert all(w.poll() is None for w in workers), "a worker died early"
+            time.sleep(0.005)
+        go.touch()
+        outputs = [w.communicate(timeout=30) for w in workers]
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
+    for worker, (out, err) in zip(workers, outputs, strict=True):
+        assert worker.returncode == 0, err.decode()
+        assert out.decode().strip() == "0", "a writer saw problems while tailing"
+
+    data = Path(path).read_bytes()
+    assert data.endswith(b"\n")
+    lines = data.split(b"\n")[:-1]
+    assert len(lines) == 2001
+    parsed = [json.loads(line) for line in lines]
+    assert all(isinstance(value, dict) for value in parsed)
+    assert parsed[0]["type"] == "session"
+    for name in ("a", "b"):
+        seen = [p["data"]["i"] for p in parsed[1:] if p["data"]["w"] == name]
+        assert seen == list(range(1000))
+    snapshot = read_file(path)
+    assert snapshot.problems == []
+    assert len(snapshot.records) == 2000
+    tree = SessionTree.open(path)
+    assert tree.problems == []
+    assert len(tree.records) == 2000
+    assert len(tree.by_id) == 2000
