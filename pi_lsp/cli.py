@@ -114,6 +114,15 @@ def cmd_fork(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    from pi_lsp.agent.headless import RunOptions, main_run  # the SDK loads only when needed
+
+    if args.session and args.new:
+        raise CliError("--session and --new cannot be used together")
+    return main_run(RunOptions(prompt=args.prompt, session=args.session, new=args.new,
+                               model=args.model, thinking=args.thinking))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="pi-lsp", description="pi session trees for editors and terminals")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -144,6 +153,15 @@ def build_parser() -> argparse.ArgumentParser:
     fork.add_argument("file")
     fork.add_argument("--leaf", metavar="ID")
     fork.set_defaults(run=cmd_fork)
+
+    run = commands.add_parser("run", help="run one prompt to completion in this workspace")
+    run.add_argument("prompt")
+    run.add_argument("--session", metavar="FILE")
+    run.add_argument("--new", action="store_true", help="start a new session")
+    run.add_argument("--model", metavar="PROVIDER/ID")
+    run.add_argument("--thinking", metavar="LEVEL",
+                     choices=("off", "minimal", "low", "medium", "high", "xhigh"))
+    run.set_defaults(run=cmd_run)
     return parser
 
 

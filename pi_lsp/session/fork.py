@@ -7,10 +7,16 @@ from typing import Any
 
 import msgspec
 
-from pi_lsp.session.entries import LabelEntry, SessionHeader, encoder
+from pi_lsp.session.entries import (
+    CompactionEntry,
+    LabelEntry,
+    LeafEntry,
+    SessionHeader,
+    encoder,
+)
 from pi_lsp.session.ids import iso_now, new_entry_id, new_session_id
-from pi_lsp.session.journal import append_lines
-from pi_lsp.session.tree import SessionTree, parent_of
+from pi_lsp.session.journal import Record, append_lines
+from pi_lsp.session.tree import SessionTree, decode_entry, parent_of
 
 _dict_decoder = msgspec.json.Decoder(dict[str, Any])
 
@@ -20,41 +26,65 @@ def session_file_name(session_id: str, timestamp: str) -> str:
     return f"{timestamp.replace(':', '-').replace('.', '-')}_{session_id}.jsonl"
 
 
-def _relinked(raw: bytes, parent_id: str | None) -> bytes:
-    entry = _dict_decoder.decode(raw)
-    entry["parentId"] = parent_id
-    return encoder.encode(entry)
-
-
 def fork_lines(source: SessionTree, leaf_id: str) -> list[bytes]:
-    """The entry lines of the fork: the path without its labels, then the labels re-emitted."""
-    lines: list[bytes] = []
-    kept: list[str] = []
+    """The entry lines of the fork: the path without its labels, then the labels re-emitted.
+
+    References to a dropped label are moved to the entries around it: parents and leaf
+    targets to the entry before it, a compaction's first kept entry to the entry after it.
+    """
+    path = source.path_to(leaf_id)
+    kept = [record for record in path if record.env.type != "label"]
+    kept_ids = [record.env.id or "" for record in kept]
+    before: dict[str, str | None] = {}
+    after: dict[str, str | None] = {}
     previous: str | None = None
-    for record in source.path_to(leaf_id):
+    waiting: list[str] = []
+    for record in path:
+        entry_id = record.env.id or ""
         if record.env.type == "label":
+            before[entry_id] = previous
+            waiting.append(entry_id)
             continue
-        entry_id = record.env.id
-        assert entry_id is not None
-        if parent_of(record) == previous or (previous is None and source.is_root(record)):
-            lines.append(record.raw)
-        else:
-            # Its parent was a dropped label: hang it on the entry kept before it.
-            lines.append(_relinked(record.raw, previous))
-        kept.append(entry_id)
-        previous = entry_id
-    taken = set(kept)
-    for target in kept:
+        for dropped in waiting:
+            after[dropped] = entry_id
+        waiting, previous = [], entry_id
+    lines: list[bytes] = []
+    for index, record in enumerate(kept):
+        parent = kept_ids[index - 1] if index else None
+        lines.append(_relinked(record, parent, source.is_root(record) and index == 0,
+                               before, after))
+    taken = set(kept_ids)
+    tail = kept_ids[-1] if kept_ids else None
+    for target in kept_ids:
         label = source.label(target)
         if label is None:
             continue
         label_id = new_entry_id(taken)
         taken.add(label_id)
         lines.append(encoder.encode(LabelEntry(
-            id=label_id, parent_id=previous, timestamp=iso_now(), target_id=target, label=label,
+            id=label_id, parent_id=tail, timestamp=iso_now(), target_id=target, label=label,
         )))
-        previous = label_id
+        tail = label_id
     return lines
+
+
+def _relinked(record: Record, parent: str | None, keeps_own_root: bool,
+              before: dict[str, str | None], after: dict[str, str | None]) -> bytes:
+    """The record's line, rewritten only where it points at a dropped label or a cycle."""
+    if keeps_own_root or parent_of(record) == parent:
+        changes: dict[str, str | None] = {}
+    else:
+        changes = {"parentId": parent}
+    entry = decode_entry(record)
+    if isinstance(entry, LeafEntry) and entry.target_id in before:
+        changes["targetId"] = before[entry.target_id]
+    if isinstance(entry, CompactionEntry) and entry.first_kept_entry_id in after:
+        changes["firstKeptEntryId"] = after[entry.first_kept_entry_id]
+    if not changes:
+        return record.raw
+    fields = _dict_decoder.decode(record.raw)
+    fields.update(changes)
+    return encoder.encode(fields)
 
 
 def fork_session(source: SessionTree, leaf_id: str, directory: Path | None = None) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Container
 from datetime import UTC, datetime
@@ -40,3 +41,8 @@ def iso_to_ms(text: str | None) -> int:
         moment = moment.replace(tzinfo=UTC)
     whole = int(moment.replace(microsecond=0).timestamp())
     return whole * 1000 + moment.microsecond // 1000
+
+
+def now_ms() -> int:
+    """The current time in epoch milliseconds, as messages carry it."""
+    return time.time_ns() // 1_000_000

@@ -1,0 +1,77 @@
+"""What a running agent tells its subscribers, named as pi names them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from pi_lsp.providers.base import ProviderEvent
+from pi_lsp.session.entries import AgentMessage, AssistantMessage, ToolResultMessage
+
+
+class _Event(msgspec.Struct, tag_field="type", rename="camel", kw_only=True):
+    pass
+
+
+class AgentStart(_Event, tag="agent_start", kw_only=True):
+    pass
+
+
+class TurnStart(_Event, tag="turn_start", kw_only=True):
+    pass
+
+
+class MessageStart(_Event, tag="message_start", kw_only=True):
+    message: AgentMessage
+
+
+class MessageUpdate(_Event, tag="message_update", kw_only=True):
+    message: AssistantMessage
+    delta: ProviderEvent
+
+
+class MessageEnd(_Event, tag="message_end", kw_only=True):
+    message: AgentMessage
+
+
+class ToolExecutionStart(_Event, tag="tool_execution_start", kw_only=True):
+    tool_call_id: str
+    tool_name: str
+    args: dict[str, Any]
+
+
+class ToolExecutionUpdate(_Event, tag="tool_execution_update", kw_only=True):
+    tool_call_id: str
+    tool_name: str
+    partial_result: str
+
+
+class ToolExecutionEnd(_Event, tag="tool_execution_end", kw_only=True):
+    tool_call_id: str
+    tool_name: str
+    result: ToolResultMessage
+    is_error: bool
+
+
+class TurnEnd(_Event, tag="turn_end", kw_only=True):
+    message: AssistantMessage
+    tool_results: list[ToolResultMessage]
+
+
+class SavePoint(_Event, tag="save_point", kw_only=True):
+    had_pending_mutations: bool
+
+
+class AgentEnd(_Event, tag="agent_end", kw_only=True):
+    messages: list[AgentMessage]
+
+
+class ErrorEvent(_Event, tag="error", kw_only=True):
+    message: str
+
+
+AgentEvent = (
+    AgentStart | TurnStart | MessageStart | MessageUpdate | MessageEnd | ToolExecutionStart
+    | ToolExecutionUpdate | ToolExecutionEnd | TurnEnd | SavePoint | AgentEnd | ErrorEvent
+)

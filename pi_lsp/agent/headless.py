@@ -1,0 +1,171 @@
+"""`pi-lsp run`: one prompt to completion in a terminal, reply on stdout, tools on stderr."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from pi_lsp.agent.events import (
+    AgentEvent,
+    MessageUpdate,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+)
+from pi_lsp.agent.harness import Harness, ProviderFactory
+from pi_lsp.providers.anthropic import AnthropicProvider, MissingApiKeyError
+from pi_lsp.providers.base import Provider, TextDelta
+from pi_lsp.providers.registry import ModelRegistry
+from pi_lsp.session.catalog import list_sessions, workspace_session_dir
+from pi_lsp.session.entries import AssistantMessage, TextContent
+from pi_lsp.session.fork import session_file_name
+from pi_lsp.session.tree import SessionTree
+from pi_lsp.settings import Settings, SettingsError, load_settings
+
+THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class RunError(Exception):
+    """A problem to report in one line before anything runs."""
+
+
+@dataclass
+class RunOptions:
+    prompt: str
+    session: str | None = None
+    new: bool = False
+    model: str | None = None
+    thinking: str | None = None
+
+
+def parse_model(text: str) -> tuple[str, str]:
+    provider, _, model_id = text.partition("/")
+    if not provider or not model_id:
+        raise RunError(f"--model must be PROVIDER/ID (for example anthropic/claude-sonnet-4-5), "
+                       f"not {text!r}")
+    return provider, model_id
+
+
+def new_session(workspace: Path, settings: Settings, path: Path | None = None) -> SessionTree:
+    """A new session file with the starting model and thinking level, as pi begins one."""
+    directory = workspace_session_dir(str(workspace))
+    tree = SessionTree.create(str(path or directory / "pending.jsonl"), str(workspace))
+    if path is None:
+        directory.mkdir(parents=True, exist_ok=True)
+        tree.path = str(directory / session_file_name(tree.header.id, tree.header.timestamp))
+    tree.append_model_change(settings.default_provider, settings.default_model)
+    tree.append_thinking_level_change(settings.default_thinking_level)
+    return tree
+
+
+def choose_session(options: RunOptions, workspace: Path, settings: Settings) -> SessionTree:
+    if options.session:
+        path = Path(options.session)
+        if path.is_dir():
+            raise RunError(f"{path}: is a directory, not a session file")
+        return SessionTree.open(str(path)) if path.exists() else \
+            new_session(workspace, settings, path)
+    if not options.new:
+        existing = list_sessions([workspace_session_dir(str(workspace))])
+        if existing:
+            return SessionTree.open(existing[0].path)
+    return new_session(workspace, settings)
+
+
+def provider_factory(settings: Settings) -> ProviderFactory:
+    def make(name: str) -> Provider:
+        if name != "anthropic":
+            raise RunError(f"provider {name!r} is not supported (only anthropic)")
+        return AnthropicProvider(settings.api_key("anthropic"))
+    return make
+
+
+class TerminalPrinter:
+    """Streams reply text to stdout and tool activity to stderr."""
+
+    def __init__(self, out: TextIO, err: TextIO) -> None:
+        self.out, self.err = out, err
+        self.at_line_start = True
+
+    def __call__(self, event: AgentEvent) -> None:
+        if isinstance(event, MessageUpdate) and isinstance(event.delta, TextDelta):
+            self.out.write(event.delta.delta)
+            self.out.flush()
+            self.at_line_start = event.delta.delta.endswith("\n")
+        elif isinstance(event, ToolExecutionStart):
+            self.end_line()
+            target = event.args.get("path") or event.args.get("command") or ""
+            self.err.write(f"→ {event.tool_name} {str(target)[:80]}\n")
+        elif isinstance(event, ToolExecutionEnd):
+            first = next((b.text for b in event.result.content if isinstance(b, TextContent)), "")
+            if event.is_error:
+                last_line = first.strip().splitlines()[-1][:100] if first.strip() else ""
+                self.err.write(f"  ✗ {event.tool_name}: {last_line}\n")
+            else:
+                self.err.write(f"  ✓ {event.tool_name}\n")
+            self.err.flush()
+
+    def end_line(self) -> None:
+        if not self.at_line_start:
+            self.out.write("\n")
+            self.out.flush()
+            self.at_line_start = True
+
+
+async def run_prompt(options: RunOptions, workspace: Path, settings: Settings) -> int:
+    tree = choose_session(options, workspace, settings)
+    harness = Harness(
+        tree, workspace, provider_factory(settings),
+        registry=ModelRegistry(settings.models),
+        default_model=(settings.default_provider, settings.default_model),
+        allow_outside_root=settings.allow_writes_outside_workspace,
+    )
+    if options.model:
+        wanted = parse_model(options.model)
+        current = harness.model()
+        if (current.provider, current.id) != wanted:
+            harness.set_model(*wanted)
+    if options.thinking:
+        if options.thinking not in THINKING_LEVELS:
+            raise RunError(f"--thinking must be one of {', '.join(THINKING_LEVELS)}")
+        harness.set_thinking_level(options.thinking)
+    printer = TerminalPrinter(sys.stdout, sys.stderr)
+    harness.subscribe(printer)
+    loop = asyncio.get_running_loop()
+    interrupted = False
+
+    def interrupt() -> None:
+        nonlocal interrupted
+        interrupted = True
+        harness.abort()
+
+    loop.add_signal_handler(signal.SIGINT, interrupt)
+    try:
+        produced = await harness.prompt(options.prompt)
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+    printer.end_line()
+    print(f"session: {tree.path}", file=sys.stderr)
+    last = next((m for m in reversed(produced) if isinstance(m, AssistantMessage)), None)
+    if interrupted:
+        print("pi-lsp: aborted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if last is not None and last.stop_reason == "error":
+        print(f"pi-lsp: {last.error_message or 'the model call failed'}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def main_run(options: RunOptions) -> int:
+    workspace = Path(os.getcwd())
+    try:
+        settings = load_settings(workspace)
+        return asyncio.run(run_prompt(options, workspace, settings))
+    except (RunError, MissingApiKeyError, SettingsError) as error:
+        print(f"pi-lsp: {error}", file=sys.stderr)
+        return EXIT_USAGE

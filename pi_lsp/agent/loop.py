@@ -1,0 +1,189 @@
+"""The agent loop: model call → tool calls → model call … until the model stops."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Protocol, TypeVar
+
+from pi_lsp.agent.events import (
+    AgentEnd,
+    AgentEvent,
+    AgentStart,
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    ToolExecutionUpdate,
+    TurnEnd,
+    TurnStart,
+)
+from pi_lsp.agent.tools import Tool, ToolContext, ToolResult, execute_tool, text_result
+from pi_lsp.providers.base import ModelRequest, Provider, ReplyBuilder
+from pi_lsp.session.entries import (
+    AgentMessage,
+    AssistantMessage,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+from pi_lsp.session.ids import now_ms
+
+ABORTED_REPLY = "Request was aborted"
+ABORTED_TOOL = "Tool execution was aborted"
+SKIPPED_TOOL = "Skipped: the run was aborted"
+
+T = TypeVar("T")
+
+
+class LoopHooks(Protocol):
+    """What the loop needs from whoever runs it (the harness)."""
+
+    aborted: bool
+
+    def emit(self, event: AgentEvent) -> None: ...
+
+    def next_request(self) -> tuple[ModelRequest, Provider]: ...
+
+    def take_steering(self) -> list[UserMessage]: ...
+
+    def take_follow_up(self) -> list[UserMessage]: ...
+
+    def tool(self, name: str) -> Tool | None: ...
+
+    def tool_context(self, on_update: Callable[[str], None]) -> ToolContext: ...
+
+    async def approve(self, call: ToolCall) -> str | None:
+        """None to run the call, or the reason it was refused."""
+        ...
+
+    def track(self, task: asyncio.Task[Any]) -> None:
+        """The task abort() must cancel right now."""
+        ...
+
+
+class Aborted(Exception):
+    """The current step was cancelled by abort()."""
+
+
+async def abortable(hooks: LoopHooks, work: Coroutine[Any, Any, T]) -> T:
+    """Run `work` as its own task so abort() can cancel it without cancelling the loop."""
+    task = asyncio.ensure_future(work)
+    hooks.track(task)
+    try:
+        return await task
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if task.cancelled() and not (current and current.cancelling()):
+            raise Aborted() from None
+        raise
+
+
+def _deliver(hooks: LoopHooks, messages: list[UserMessage], produced: list[AgentMessage]) -> None:
+    for message in messages:
+        hooks.emit(MessageStart(message=message))
+        hooks.emit(MessageEnd(message=message))
+        produced.append(message)
+
+
+async def stream_reply(hooks: LoopHooks) -> AssistantMessage:
+    request, provider = hooks.next_request()
+    reply = ReplyBuilder(provider_api(provider), request.model)
+    hooks.emit(MessageStart(message=reply.snapshot()))
+
+    async def consume() -> None:
+        async for delta in provider.stream(request, reply):
+            hooks.emit(MessageUpdate(message=reply.snapshot(), delta=delta))
+
+    try:
+        await abortable(hooks, consume())
+    except Aborted:
+        reply.fail("aborted", ABORTED_REPLY)
+    if hooks.aborted and reply.stop_reason not in ("error", "aborted"):
+        reply.fail("aborted", ABORTED_REPLY)
+    message = reply.message()
+    hooks.emit(MessageEnd(message=message))
+    return message
+
+
+def provider_api(provider: Provider) -> str:
+    return str(getattr(provider, "api", f"{provider.name}-messages"))
+
+
+async def run_tool(hooks: LoopHooks, call: ToolCall) -> ToolResultMessage:
+    hooks.emit(ToolExecutionStart(tool_call_id=call.id, tool_name=call.name, args=call.arguments))
+    result: ToolResult
+    if hooks.aborted:
+        result = text_result(SKIPPED_TOOL, is_error=True)
+    else:
+        refusal = await hooks.approve(call)
+        if refusal is not None:
+            result = text_result(refusal, is_error=True)
+        else:
+            def update(text: str) -> None:
+                hooks.emit(ToolExecutionUpdate(tool_call_id=call.id, tool_name=call.name,
+                                               partial_result=text))
+            context = hooks.tool_context(update)
+            try:
+                result = await abortable(
+                    hooks, execute_tool(hooks.tool(call.name), call.name, call.arguments, context))
+            except Aborted:
+                result = text_result(ABORTED_TOOL, is_error=True)
+    message = ToolResultMessage(
+        tool_call_id=call.id, tool_name=call.name, content=result.content, details=result.details,
+        is_error=result.is_error, timestamp=now_ms(),
+    )
+    hooks.emit(ToolExecutionEnd(tool_call_id=call.id, tool_name=call.name, result=message,
+                                is_error=result.is_error))
+    hooks.emit(MessageStart(message=message))
+    hooks.emit(MessageEnd(message=message))
+    return message
+
+
+def tool_calls(message: AssistantMessage) -> list[ToolCall]:
+    return [block for block in message.content if isinstance(block, ToolCall)]
+
+
+async def run_loop(hooks: LoopHooks, prompts: list[UserMessage]) -> list[AgentMessage]:
+    """Run prompts to completion; returns every message the run produced, in order."""
+    produced: list[AgentMessage] = []
+    hooks.emit(AgentStart())
+    hooks.emit(TurnStart())
+    _deliver(hooks, prompts, produced)
+    pending = hooks.take_steering()
+    while True:
+        more_tools = True
+        while more_tools or pending:
+            _deliver(hooks, pending, produced)
+            reply = await stream_reply(hooks)
+            produced.append(reply)
+            calls = tool_calls(reply)
+            results: list[ToolResultMessage] = []
+            if reply.stop_reason == "aborted" or reply.stop_reason == "error":
+                if reply.stop_reason == "aborted":  # a partial call still needs its result
+                    results = [await run_tool(hooks, call) for call in calls]
+                produced.extend(results)
+                hooks.emit(TurnEnd(message=reply, tool_results=results))
+                hooks.emit(AgentEnd(messages=produced))
+                return produced
+            for call in calls:
+                results.append(await run_tool(hooks, call))
+            produced.extend(results)
+            hooks.emit(TurnEnd(message=reply, tool_results=results))
+            if hooks.aborted:
+                hooks.emit(AgentEnd(messages=produced))
+                return produced
+            more_tools = bool(calls)
+            pending = hooks.take_steering()
+            if more_tools or pending:
+                hooks.emit(TurnStart())
+        pending = hooks.take_follow_up()
+        if not pending:
+            break
+        hooks.emit(TurnStart())
+    hooks.emit(AgentEnd(messages=produced))
+    return produced
+
+
+Approver = Callable[[ToolCall], Awaitable[str | None]]

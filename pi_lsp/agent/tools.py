@@ -1,0 +1,255 @@
+"""The agent's tools: read, write, edit and bash, confined to the workspace."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import difflib
+import os
+import signal
+import tempfile
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from pi_lsp.providers.base import ToolSpec
+from pi_lsp.session.entries import ImageContent, TextContent, UserBlock
+
+READ_LINE_LIMIT = 2000
+READ_BYTE_LIMIT = 50 * 1024
+LONG_LINE = 2000
+BASH_OUTPUT_LIMIT = 50 * 1024
+BASH_TIMEOUT_S = 120
+IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
+               ".gif": "image/gif", ".webp": "image/webp"}
+
+
+class ToolError(Exception):
+    """A failure the model should read as an error result."""
+
+
+class ToolResult(msgspec.Struct):
+    content: list[UserBlock]
+    details: Any = None
+    is_error: bool = False
+
+
+def text_result(text: str, details: Any = None, is_error: bool = False) -> ToolResult:
+    return ToolResult([TextContent(text=text)], details, is_error)
+
+
+@dataclass
+class ToolContext:
+    root: Path
+    allow_outside_root: bool = False
+    on_update: Callable[[str], None] = field(default=lambda _text: None)
+
+    def resolve(self, raw: object) -> Path:
+        if not isinstance(raw, str) or not raw:
+            raise ToolError("`path` must be a non-empty string")
+        path = Path(os.path.expanduser(raw))
+        return (path if path.is_absolute() else self.root / path).resolve()
+
+    def writable(self, raw: object) -> Path:
+        path = self.resolve(raw)
+        root = self.root.resolve()
+        if not self.allow_outside_root and path != root and root not in path.parents:
+            raise ToolError(f"{raw} is outside the workspace {root}; writing there is not allowed")
+        return path
+
+
+Execute = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]
+
+
+@dataclass(frozen=True)
+class Tool:
+    spec: ToolSpec
+    execute: Execute
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+def _int_arg(args: dict[str, Any], key: str, default: int | None) -> int | None:
+    value = args.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ToolError(f"`{key}` must be a non-negative integer")
+    return value
+
+
+def _str_arg(args: dict[str, Any], key: str) -> str:
+    value = args.get(key)
+    if not isinstance(value, str):
+        raise ToolError(f"`{key}` must be a string")
+    return value
+
+
+async def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    path = ctx.resolve(args.get("path"))
+    if not path.is_file():
+        raise ToolError(f"{args.get('path')}: no such file")
+    mime = IMAGE_TYPES.get(path.suffix.lower())
+    if mime:
+        data = base64.b64encode(path.read_bytes()).decode()
+        return ToolResult([TextContent(text=f"Read image {path.name}"),
+                           ImageContent(data=data, mime_type=mime)])
+    offset = max(1, _int_arg(args, "offset", 1) or 1)
+    limit = _int_arg(args, "limit", READ_LINE_LIMIT) or READ_LINE_LIMIT
+    lines = path.read_text("utf-8", errors="replace").splitlines()
+    if offset > len(lines) and lines:
+        raise ToolError(f"offset {offset} is past the end of the file ({len(lines)} lines)")
+    shown: list[str] = []
+    size = 0
+    end = offset - 1
+    for number in range(offset, min(len(lines), offset - 1 + limit) + 1):
+        line = lines[number - 1]
+        if len(line) > LONG_LINE:
+            line = line[:LONG_LINE] + " [line truncated]"
+        numbered = f"{number:>6}\t{line}"
+        size += len(numbered.encode()) + 1
+        if size > READ_BYTE_LIMIT and shown:
+            break
+        shown.append(numbered)
+        end = number
+    text = "\n".join(shown)
+    if end < len(lines):
+        text += f"\n\n[Showing lines {offset}-{end} of {len(lines)}; use offset={end + 1} for more]"
+    return text_result(text or "(empty file)")
+
+
+async def write_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    path = ctx.writable(args.get("path"))
+    content = _str_arg(args, "content")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content, "utf-8")
+    return text_result(f"Wrote {len(content.encode())} bytes to {args['path']}")
+
+
+async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    path = ctx.writable(args.get("path"))
+    old, new = _str_arg(args, "oldText"), _str_arg(args, "newText")
+    if not path.is_file():
+        raise ToolError(f"{args['path']}: no such file")
+    if not old:
+        raise ToolError("`oldText` must not be empty")
+    before = path.read_text("utf-8")
+    count = before.count(old)
+    if count == 0:
+        raise ToolError(f"the text to replace was not found in {args['path']}; "
+                        "it must match exactly, whitespace included")
+    if count > 1:
+        raise ToolError(f"the text to replace occurs {count} times in {args['path']}; "
+                        "include more context so it is unique")
+    after = before.replace(old, new, 1)
+    path.write_text(after, "utf-8")
+    diff = "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True),
+                                        f"a/{args['path']}", f"b/{args['path']}"))
+    first_line = before[: before.index(old)].count("\n") + 1
+    return text_result(f"Edited {args['path']}", {"diff": diff, "firstChangedLine": first_line})
+
+
+def _tail(data: bytes, limit: int) -> tuple[str, bool]:
+    if len(data) <= limit:
+        return data.decode("utf-8", errors="replace"), False
+    cut = data[-limit:]
+    newline = cut.find(b"\n")
+    if 0 <= newline < len(cut) - 1:
+        cut = cut[newline + 1:]
+    return cut.decode("utf-8", errors="replace"), True
+
+
+async def run_bash(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    command = _str_arg(args, "command")
+    timeout = _int_arg(args, "timeout", BASH_TIMEOUT_S) or BASH_TIMEOUT_S
+    process = await asyncio.create_subprocess_shell(
+        command, cwd=ctx.root, stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True,  # its own process group, so abort can kill all of it
+    )
+    output = bytearray()
+
+    async def collect() -> None:
+        assert process.stdout is not None
+        while chunk := await process.stdout.read(8192):
+            output.extend(chunk)
+            ctx.on_update(chunk.decode("utf-8", errors="replace"))
+
+    timed_out = False
+    try:
+        await asyncio.wait_for(asyncio.gather(collect(), process.wait()), timeout)
+    except TimeoutError:
+        timed_out = True
+        _kill_group(process)
+        await process.wait()
+    except asyncio.CancelledError:
+        _kill_group(process)
+        with contextlib.suppress(Exception):
+            await asyncio.shield(process.wait())
+        raise
+    text, truncated = _tail(bytes(output), BASH_OUTPUT_LIMIT)
+    details: dict[str, Any] = {}
+    if truncated:
+        handle, full_path = tempfile.mkstemp(prefix="pi-lsp-bash-", suffix=".log")
+        with os.fdopen(handle, "wb") as full:
+            full.write(output)
+        details = {"truncation": {"totalBytes": len(output), "shownBytes": len(text.encode())},
+                   "fullOutputPath": full_path}
+        text = f"[Output truncated; the last {len(text.encode())} of {len(output)} bytes; " \
+               f"full output: {full_path}]\n{text}"
+    text = text or "(no output)"
+    if timed_out:
+        return text_result(f"{text}\n\nCommand timed out after {timeout} s", details or None, True)
+    if process.returncode:
+        return text_result(f"{text}\n\nCommand exited with code {process.returncode}",
+                           details or None, True)
+    return text_result(text, details or None)
+
+
+def _kill_group(process: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required}
+
+
+READ = Tool(ToolSpec("read", "Read a file. Text comes with line numbers; images are returned as "
+                     "images. Use offset and limit (in lines) for large files.", _schema({
+                         "path": {"type": "string", "description": "File path"},
+                         "offset": {"type": "integer", "description": "First line (1-based)"},
+                         "limit": {"type": "integer", "description": "Number of lines"},
+                     }, ["path"])), read_file)
+WRITE = Tool(ToolSpec("write", "Create or overwrite a file with the given content.", _schema({
+    "path": {"type": "string"}, "content": {"type": "string"}}, ["path", "content"])), write_file)
+EDIT = Tool(ToolSpec("edit", "Replace one exact, unique occurrence of oldText in a file with "
+                     "newText.", _schema({
+                         "path": {"type": "string"}, "oldText": {"type": "string"},
+                         "newText": {"type": "string"}}, ["path", "oldText", "newText"])),
+            edit_file)
+BASH = Tool(ToolSpec("bash", "Run a shell command in the workspace root; stdout and stderr are "
+                     "combined, long output keeps its end.", _schema({
+                         "command": {"type": "string"},
+                         "timeout": {"type": "integer", "description": "Seconds (default 120)"},
+                     }, ["command"])), run_bash)
+ALL_TOOLS: tuple[Tool, ...] = (READ, WRITE, EDIT, BASH)
+
+
+async def execute_tool(tool: Tool | None, name: str, args: dict[str, Any],
+                       ctx: ToolContext) -> ToolResult:
+    """Run a tool; any failure comes back as an error result the model can read."""
+    if tool is None:
+        return text_result(f"unknown tool {name!r}", is_error=True)
+    try:
+        return await tool.execute(args, ctx)
+    except ToolError as error:
+        return text_result(str(error), is_error=True)
+    except (OSError, UnicodeError, ValueError) as error:
+        return text_result(f"{name} failed: {error}", is_error=True)

@@ -1,0 +1,57 @@
+"""Settings from `~/.pi/agent/settings.json` and the project's `.pi/settings.json` (it wins)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from pi_lsp.providers.registry import DEFAULT_MODEL, ModelInfo
+from pi_lsp.session.catalog import agent_dir
+
+
+class SettingsError(Exception):
+    """A settings file that cannot be used; the message names the file and the field."""
+
+
+class Settings(msgspec.Struct, rename="camel", omit_defaults=True):
+    default_provider: str = "anthropic"
+    default_model: str = DEFAULT_MODEL
+    default_thinking_level: str = "off"
+    api_keys: dict[str, str] = msgspec.field(default_factory=dict)
+    models: list[ModelInfo] = msgspec.field(default_factory=list)
+    allow_writes_outside_workspace: bool = False
+
+    def api_key(self, provider: str) -> str | None:
+        if provider == "anthropic" and os.environ.get("ANTHROPIC_API_KEY"):
+            return os.environ["ANTHROPIC_API_KEY"]
+        return self.api_keys.get(provider)
+
+
+def settings_files(workspace: Path) -> list[Path]:
+    return [agent_dir() / "settings.json", workspace / ".pi" / "settings.json"]
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        data = msgspec.json.decode(path.read_bytes())
+    except FileNotFoundError:
+        return {}
+    except (OSError, msgspec.DecodeError) as error:
+        raise SettingsError(f"{path}: cannot read settings ({error})") from None
+    if not isinstance(data, dict):
+        raise SettingsError(f"{path}: settings must be a JSON object")
+    return data
+
+
+def load_settings(workspace: Path) -> Settings:
+    merged: dict[str, Any] = {}
+    for path in settings_files(workspace):
+        merged.update(_read(path))
+    try:
+        return msgspec.convert(merged, Settings)
+    except msgspec.ValidationError as error:
+        raise SettingsError(f"settings ({', '.join(map(str, settings_files(workspace)))}): "
+                            f"{error}") from None

@@ -1,0 +1,159 @@
+"""Listing the sessions of a workspace: `.pi/sessions/` and the pi CLI's folder for it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pi_lsp.session.catalog import (
+    FIRST_MESSAGE_CHARS,
+    cli_session_dir,
+    list_sessions,
+    session_dirs,
+)
+
+
+@pytest.fixture
+def agent_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    directory = tmp_path / "agent"
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(directory))
+    return directory
+
+
+def header(session_id: str, created: str, cwd: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "session", "version": 3, "id": session_id, "timestamp": created,
+            "cwd": cwd, **extra}
+
+
+def user_entry(entry_id: str, parent: str | None, ts: str, content: Any) -> dict[str, Any]:
+    return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": ts,
+            "message": {"role": "user", "content": content, "timestamp": 1}}
+
+
+def write(path: Path, objects: list[dict[str, Any]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(o) + "\n" for o in objects), encoding="utf-8")
+    return path
+
+
+def test_cli_session_dir(agent_dir: Path) -> None:
+    assert str(cli_session_dir("/home/a/proj")).endswith("sessions/--home-a-proj--")
+    assert cli_session_dir("/home/a/proj") == agent_dir / "sessions" / "--home-a-proj--"
+    assert cli_session_dir("C:\\work\\x").name == "--C--work-x--"
+
+
+def test_cli_session_dir_default_is_home(monkeypatch: pytest.MonkeyPatch,
+                                        tmp_path: Path) -> None:
+    monkeypatch.delenv("PI_CODING_AGENT_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert cli_session_dir("/home/a/proj") == (
+        tmp_path / ".pi" / "agent" / "sessions" / "--home-a-proj--"
+    )
+
+
+def test_session_dirs(agent_dir: Path, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    dirs = session_dirs(str(ws))
+    assert dirs[0] == ws / ".pi" / "sessions"
+    assert dirs[1] == cli_session_dir(str(ws))
+    assert dirs[1].parent == agent_dir / "sessions"
+
+
+def test_list_sessions(agent_dir: Path, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    own, cli = session_dirs(str(ws))
+    cwd = str(ws)
+
+    old = write(own / "old.jsonl", [
+        header("id-old", "2025-01-01T10:00:00.000Z", cwd),
+        user_entry("aaaaaaaa", None, "2025-01-01T10:00:01.000Z", "x" * 300),
+        {"type": "session_info", "id": "bbbbbbbb", "parentId": "aaaaaaaa",
+         "timestamp": "2025-01-01T10:00:02.000Z", "name": "Old one"},
+    ])
+    new = write(cli / "2025-03-01T09-00-00-000Z_id-new.jsonl", [
+        header("id-new", "2025-03-01T09:00:00.000Z", cwd, parentSession=str(old)),
+        {"type": "model_change", "id": "cccccccc", "parentId": None,
+         "timestamp": "2025-03-01T09:00:01.000Z", "provider": "p", "modelId": "m"},
+        user_entry("dddddddd", "cccccccc", "2025-03-02T12:30:00.500Z",
+                   [{"type": "text", "text": "hello"}, {"type": "image", "data": "AA",
+                                                        "mimeType": "image/png"},
+                    {"type": "text", "text": "world"}]),
+    ])
+    middle = write(own / "middle.jsonl", [
+        header("id-mid", "2025-02-01T00:00:00.000Z", "/elsewhere"),
+    ])
+    # Skipped: a .jsonl that is not a session, an empty one, garbage, a directory, a .json file.
+    write(own / "notes.jsonl", [{"type": "message", "id": "x"}])
+    (own / "empty.jsonl").write_text("")
+    (own / "garbage.jsonl").write_bytes(b"not json\n\xff\xfe\n")
+    (own / "dir.jsonl").mkdir()
+    write(own / "other.json", [header("id-json", "2030-01-01T00:00:00.000Z", cwd)])
+    write(cli / "session.txt", [header("id-txt", "2030-01-01T00:00:00.000Z", cwd)])
+
+    sessions = list_sessions(session_dirs(str(ws)))
+    assert [s.id for s in sessions] == ["id-new", "id-mid", "id-old"]
+    by_id = {s.id: s for s in sessions}
+
+    s_new = by_id["id-new"]
+    assert s_new.path == str(new)
+    assert s_new.name is None
+    assert s_new.cwd == cwd
+    assert s_new.created == "2025-03-01T09:00:00.000Z"
+    assert s_new.modified == "2025-03-02T12:30:00.500Z"
+    assert s_new.entry_count == 2
+    assert s_new.first_message == "hello world"
+    assert s_new.parent_session == str(old)
+
+    s_old = by_id["id-old"]
+    assert s_old.path == str(old)
+    assert s_old.name == "Old one"
+    assert s_old.created == "2025-01-01T10:00:00.000Z"
+    assert s_old.modified == "2025-01-01T10:00:02.000Z"
+    assert s_old.entry_count == 2
+    assert s_old.first_message == "x" * FIRST_MESSAGE_CHARS
+    assert s_old.parent_session is None
+
+    s_mid = by_id["id-mid"]
+    assert s_mid.path == str(middle)
+    assert s_mid.cwd == "/elsewhere"
+    assert s_mid.entry_count == 0
+    assert s_mid.first_message is None
+    assert s_mid.modified == s_mid.created == "2025-02-01T00:00:00.000Z"
+
+
+def test_newest_first_by_modified_not_created(agent_dir: Path, tmp_path: Path) -> None:
+    directory = tmp_path / "ws" / ".pi" / "sessions"
+    write(directory / "a.jsonl", [
+        header("early-but-active", "2025-01-01T00:00:00.000Z", "/w"),
+        user_entry("aaaaaaaa", None, "2025-06-01T00:00:00.000Z", "late"),
+    ])
+    write(directory / "b.jsonl", [
+        header("late-but-idle", "2025-05-01T00:00:00.000Z", "/w"),
+        user_entry("bbbbbbbb", None, "2025-05-01T00:00:01.000Z", "early"),
+    ])
+    write(directory / "c.jsonl", [header("middle", "2025-05-15T00:00:00.000Z", "/w")])
+    sessions = list_sessions([directory])
+    assert [s.id for s in sessions] == ["early-but-active", "middle", "late-but-idle"]
+
+
+def test_first_message_is_the_first_user_message_in_the_file(tmp_path: Path) -> None:
+    directory = tmp_path / "s"
+    write(directory / "a.jsonl", [
+        header("a", "2025-01-01T00:00:00.000Z", "/w"),
+        {"type": "message", "id": "aaaaaaaa", "parentId": None,
+         "timestamp": "2025-01-01T00:00:01.000Z",
+         "message": {"role": "custom", "customType": "user", "content": "not me",
+                     "display": True, "timestamp": 1}},
+        user_entry("bbbbbbbb", "aaaaaaaa", "2025-01-01T00:00:02.000Z", "first"),
+        user_entry("cccccccc", "bbbbbbbb", "2025-01-01T00:00:03.000Z", "second"),
+    ])
+    (session,) = list_sessions([directory])
+    assert session.first_message == "first"
+    assert session.entry_count == 3
+
+
+def test_missing_directories_are_fine(agent_dir: Path, tmp_path: Path) -> None:
+    assert list_sessions(session_dirs(str(tmp_path / "nowhere"))) == []

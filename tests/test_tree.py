@@ -1,0 +1,414 @@
+"""Example-based tests of the session tree: appends, leaf moves, ordering, labels, checks."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from pi_lsp.context.build import build_session_context
+from pi_lsp.session.check import check_session
+from pi_lsp.session.entries import (
+    AssistantMessage,
+    BranchSummaryMessage,
+    CompactionSummaryMessage,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from pi_lsp.session.tree import SessionTree, UnknownEntryError
+
+HEADER: dict[str, Any] = {
+    "type": "session", "version": 3, "id": "11111111-2222-3333-4444-555555555555",
+    "timestamp": "2025-01-01T10:00:00.000Z", "cwd": "/home/a/proj",
+}
+
+
+def user(text: str, ts: int = 1) -> UserMessage:
+    return UserMessage(content=text, timestamp=ts)
+
+
+def new_tree(tmp_path: Path) -> SessionTree:
+    return SessionTree.create(str(tmp_path / "s.jsonl"), cwd="/home/a/proj")
+
+
+def write_session(path: Path, entries: list[dict[str, Any]]) -> SessionTree:
+    lines = [json.dumps(HEADER), *(json.dumps(e) for e in entries)]
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return SessionTree.open(str(path))
+
+
+def msg(entry_id: str, parent: str | None, text: str = "hi",
+        ts: str = "2025-01-01T10:00:01.000Z") -> dict[str, Any]:
+    return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": ts,
+            "message": {"role": "user", "content": text, "timestamp": 1}}
+
+
+def ids(records: list[Any]) -> list[str]:
+    return [r.env.id for r in records]
+
+
+def context(tree: SessionTree, leaf: str | None) -> bytes:
+    return msgspec.json.encode(build_session_context(tree, leaf))
+
+
+def texts(tree: SessionTree, leaf: str | None) -> list[Any]:
+    ctx = build_session_context(tree, leaf)
+    return [json.loads(bytes(m)).get("content") for m in ctx.messages]
+
+
+# -- appends and the leaf ---------------------------------------------------------------------
+
+
+def test_every_append_becomes_the_leaf_under_the_previous_leaf(tmp_path: Path) -> None:
+    tree = new_tree(tmp_path)
+    assert not Path(tree.path).exists(), "the file is created with its first entry"
+    appends = [
+        lambda: tree.append_message(user("one")),
+        lambda: tree.append_thinking_level_change("high"),
+        lambda: tree.append_model_change("anthropic", "claude"),
+        lambda: tree.append_custom("ext", {"k": 1}),
+        lambda: tree.append_custom_message("note", "hello", True),
+        lambda: tree.append_label(tree.records[0].env.id or "", "start"),
+        lambda: tree.append_session_info("My session"),
+        lambda: tree.append_branch_summary(tree.records[0].env.id or "", "summary"),
+        lambda: tree.append_compaction("sum", tree.records[0].env.id or "", 123),
+        lambda: tree.append_message(user("two")),
+    ]
+    previous: str | None = None
+    for append in appends:
+        new_id = append()
+        assert tree.leaf_id == new_id
+        assert tree.record(new_id).env.parent_id == previous
+        previous = new_id
+    reopened = SessionTree.open(tree.path)
+    assert reopened.leaf_id == previous
+    assert ids(reopened.path_to(previous)) == ids(tree.records)
+
+
+def test_branch_to_an_unknown_id_raises(tmp_path: Path) -> None:
+    tree = new_tree(tmp_path)
+    first = tree.append_message(user("one"))
+    with pytest.raises(UnknownEntryError):
+        tree.branch("deadbeef")
+    with pytest.raises(KeyError):
+        tree.move_leaf("deadbeef")
+    assert tree.leaf_id == first
+    assert len(tree.records) == 1
+
+
+def test_branch_then_append_makes_a_sibling(tmp_path: Path) -> None:
+    tree = new_tree(tmp_path)
+    a = tree.append_message(user("a"))
+    b = tree.append_message(user("b"))
+    tree.branch(a)
+    assert tree.leaf_id == a
+    c = tree.append_message(user("c"))
+    assert tree.record(c).env.parent_id == a
+    assert ids(tree.children(a)) == [b, c]
+    assert texts(tree, c) == ["a", "c"]
+
+
+def test_reset_leaf_then_append_makes_a_new_root(tmp_path: Path) -> None:
+    tree = new_tree(tmp_path)
+    a = tree.append_message(user("a"))
+    tree.append_message(user("b"))
+    tree.reset_leaf()
+    assert tree.leaf_id is None
+    assert build_session_context(tree, None).messages == []
+    c = tree.append_message(user("c"))
+    assert tree.record(c).env.parent_id is None
+    tree.reset_leaf()
+    d = tree.append_message(user("d"))
+    assert ids(tree.roots()) == [a, c, d]
+    assert ids(SessionTree.open(tree.path).roots()) == [a, c, d]
+    assert texts(tree, d) == ["d"]
+
+
+def test_append_message_refuses_summary_messages(tmp_path: Path) -> None:
+    tree = new_tree(tmp_path)
+    tree.append_message(user("a"))
+    with pytest.raises(ValueError):
+        tree.append_message(BranchSummaryMessage(summary="s", from_id="x", timestamp=1))
+    with pytest.raises(ValueError):
+        tree.append_message(CompactionSummaryMessage(summary="s", tokens_before=1, timestamp=1))
+    assert len(tree.records) == 1
+    assert len(Path(tree.path).read_bytes().splitlines()) == 2
+
+
+def test_move_leaf_is_durable(tmp_path: Path) -> None:
+    tree = new_tree(tmp_path)
+    a = tree.append_message(user("a"))
+    tree.append_thinking_level_change("high")
+    b = tree.append_message(user("b"))
+    tree.append_message(user("c"))
+    expected = context(tree, b)
+    move = tree.move_leaf(b)
+    assert tree.leaf_id == b
+    line = json.loads(Path(tree.path).read_bytes().splitlines()[-1])
+    assert line["type"] == "leaf"
+    assert line["id"] == move
+    assert line["parentId"] == b
+    assert line["targetId"] == b
+    reopened = SessionTree.open(tree.path)
+    assert reopened.leaf_id == b
+    assert context(reopened, reopened.leaf_id) == expected
+    assert context(reopened, move) == expected, "older pi builds the leaf entry as under b"
+    assert build_session_context(reopened, b).thinking_level == "high"
+    # The next append hangs under the target, not under the leaf entry.
+    d = reopened.append_message(user("d"))
+    assert reopened.record(d).env.parent_id == b
+    assert texts(reopened, d) == ["a", "b", "d"]
+    assert a in reopened.path_ids(d)
+
+
+def test_move_leaf_to_none(tmp_path: Path) -> None:
+    tree = new_tree(tmp_path)
+    tree.append_message(user("a"))
+    tree.move_leaf(None)
+    assert tree.leaf_id is None
+    assert SessionTree.open(tree.path).leaf_id is None
+
+
+# -- ordering and roots ---------------------------------------------------------------------------
+
+
+def test_children_ordered_by_timestamp_ties_in_file_order(tmp_path: Path) -> None:
+    tree = write_session(tmp_path / "s.jsonl", [
+        msg("r0000000", None, ts="2025-01-01T10:00:00.000Z"),
+        msg("c1000000", "r0000000", ts="2025-01-01T10:00:03.000Z"),
+        msg("c2000000", "r0000000", ts="2025-01-01T10:00:02.000Z"),
+        msg("c3000000", "r0000000", ts="2025-01-01T10:00:02.000Z"),
+        msg("c4000000", "r0000000", ts="2025-01-01T10:00:01.500Z"),
+        msg("c5000000", "r0000000", ts="2025-01-01T10:00:02.000Z"),
+    ])
+    assert ids(tree.children("r0000000")) == [
+        "c4000000", "c2000000", "c3000000", "c5000000", "c1000000",
+    ]
+
+
+def test_roots_keep_file_order_whatever_their_timestamps(tmp_path: Path) -> None:
+    tree = write_session(tmp_path / "s.jsonl", [
+        msg("r1000000", None, ts="2025-01-01T10:00:09.000Z"),
+        msg("r2000000", None, ts="2025-01-01T10:00:01.000Z"),
+        msg("r3000000", None, ts="2025-01-01T10:00:05.000Z"),
+    ])
+    assert ids(tree.roots()) == ["r1000000", "r2000000", "r3000000"]
+    assert tree.leaf_id == "r3000000"
+
+
+def test_self_parent_and_missing_parent_are_roots(tmp_path: Path) -> None:
+    tree = write_session(tmp_path / "s.jsonl", [
+        msg("aaaaaaaa", None, "a"),
+        msg("bbbbbbbb", "bbbbbbbb", "b"),
+        msg("cccccccc", "99999999", "c"),
+        msg("dddddddd", "cccccccc", "d"),
+    ])
+    assert ids(tree.roots()) == ["aaaaaaaa", "bbbbbbbb", "cccccccc"]
+    assert tree.is_root(tree.record("bbbbbbbb"))
+    assert tree.is_root(tree.record("cccccccc"))
+    assert ids(tree.path_to("bbbbbbbb")) == ["bbbbbbbb"]
+    assert ids(tree.path_to("dddddddd")) == ["cccccccc", "dddddddd"]
+    assert texts(tree, "dddddddd") == ["c", "d"]
+    assert ids(tree.children("bbbbbbbb")) == []
+
+
+def test_a_cycle_does_not_hang_and_is_reported(tmp_path: Path) -> None:
+    tree = write_session(tmp_path / "s.jsonl", [
+        msg("aaaaaaaa", "bbbbbbbb", "a"),
+        msg("bbbbbbbb", "aaaaaaaa", "b"),
+    ])
+    result: dict[str, Any] = {}
+
+    def walk() -> None:
+        result["path"] = ids(tree.path_to("aaaaaaaa"))
+        result["context"] = texts(tree, "bbbbbbbb")
+        result["problems"] = check_session(tree)
+
+    worker = threading.Thread(target=walk, daemon=True)
+    worker.start()
+    worker.join(timeout=5)
+    assert not worker.is_alive(), "walking a cycle hangs"
+    assert result["path"] == ["bbbbbbbb", "aaaaaaaa"]
+    assert result["context"] == ["a", "b"]
+    kinds = [p.kind for p in result["problems"]]
+    assert "cycle" in kinds
+    assert kinds.count("cycle") == 1
+    assert "orphan" not in kinds
+
+
+# -- labels and names -----------------------------------------------------------------------------
+
+
+def test_labels_latest_wins_and_empty_clears(tmp_path: Path) -> None:
+    tree = new_tree(tmp_path)
+    a = tree.append_message(user("a"))
+    b = tree.append_message(user("b"))
+    tree.append_label(a, "first")
+    tree.append_label(a, "  second  ")
+    tree.append_label(b, "bee")
+    assert tree.label(a) == "second"
+    assert tree.labels == {a: "second", b: "bee"}
+    tree.append_label(b, None)
+    assert tree.label(b) is None
+    tree.append_label(a, "   ")
+    assert tree.label(a) is None
+    tree.append_label(a, "third")
+    assert SessionTree.open(tree.path).labels == {a: "third"}
+    with pytest.raises(UnknownEntryError):
+        tree.append_label("deadbeef", "x")
+
+
+def test_hand_written_label_without_label_clears(tmp_path: Path) -> None:
+    label = {"type": "label", "parentId": "aaaaaaaa", "timestamp": "2025-01-01T10:00:02.000Z",
+             "targetId": "aaaaaaaa"}
+    tree = write_session(tmp_path / "s.jsonl", [
+        msg("aaaaaaaa", None),
+        {**label, "id": "l1111111", "label": "old"},
+        {**label, "id": "l2222222", "parentId": "l1111111", "label": "new"},
+    ])
+    assert tree.labels == {"aaaaaaaa": "new"}
+    tree = write_session(tmp_path / "t.jsonl", [
+        msg("aaaaaaaa", None),
+        {**label, "id": "l1111111", "label": "old"},
+        {**label, "id": "l2222222", "parentId": "l1111111"},
+    ])
+    assert tree.labels == {}
+    tree = write_session(tmp_path / "u.jsonl", [
+        msg("aaaaaaaa", None),
+        {**label, "id": "l1111111", "label": "old"},
+        {**label, "id": "l2222222", "parentId": "l1111111", "label": None},
+    ])
+    assert tree.labels == {}
+    tree = write_session(tmp_path / "v.jsonl", [
+        msg("aaaaaaaa", None),
+        {**label, "id": "l1111111", "label": "old"},
+        {**label, "id": "l2222222", "parentId": "l1111111", "label": ""},
+    ])
+    assert tree.labels == {}
+
+
+def test_session_name_is_latest_non_empty(tmp_path: Path) -> None:
+    tree = new_tree(tmp_path)
+    tree.append_message(user("a"))
+    assert tree.name is None
+    tree.append_session_info("first")
+    tree.append_session_info(" second ")
+    assert tree.name == "second"
+    tree.append_session_info("   ")
+    assert tree.name == "second"
+    assert SessionTree.open(tree.path).name == "second"
+
+
+def test_context_after_a_compaction(tmp_path: Path) -> None:
+    tree = new_tree(tmp_path)
+    tree.append_message(user("u1"))
+    u2 = tree.append_message(user("u2"))
+    tree.append_thinking_level_change("low")
+    tree.append_message(user("u3"))
+    tree.append_compaction("summary one", u2, 42)
+    tree.append_message(user("u4"))
+    ctx = build_session_context(tree, tree.leaf_id)
+    messages = [json.loads(bytes(m)) for m in ctx.messages]
+    assert [m["role"] for m in messages] == ["compactionSummary", "user", "user", "user"]
+    assert messages[0]["summary"] == "summary one"
+    assert messages[0]["tokensBefore"] == 42
+    assert [m.get("content") for m in messages[1:]] == ["u2", "u3", "u4"]
+    assert ctx.thinking_level == "low"
+    # A second compaction wins; its firstKeptEntryId not on the path keeps nothing before it.
+    tree.append_compaction("summary two", "deadbeef", 7)
+    tree.append_message(user("u5"))
+    messages = [json.loads(bytes(m)) for m in build_session_context(tree, tree.leaf_id).messages]
+    assert [m.get("summary") or m.get("content") for m in messages] == ["summary two", "u5"]
+
+
+# -- common ancestor --------------------------------------------------------------------------
+
+
+def test_common_ancestor(tmp_path: Path) -> None:
+    tree = new_tree(tmp_path)
+    root = tree.append_message(user("root"))
+    a = tree.append_message(user("a"))
+    b = tree.append_message(user("b"))
+    tree.branch(a)
+    c = tree.append_message(user("c"))
+    d = tree.append_message(user("d"))
+    tree.branch(root)
+    e = tree.append_message(user("e"))
+    tree.reset_leaf()
+    other = tree.append_message(user("other"))
+    assert tree.common_ancestor(b, d) == a
+    assert tree.common_ancestor(d, b) == a
+    assert tree.common_ancestor(b, c) == a
+    assert tree.common_ancestor(b, e) == root
+    assert tree.common_ancestor(b, b) == b
+    assert tree.common_ancestor(a, d) == a
+    assert tree.common_ancestor(b, other) is None
+    assert tree.common_ancestor(None, b) is None
+
+
+# -- check_session ------------------------------------------------------------------------------
+
+
+def assistant_with_call(call_id: str) -> dict[str, Any]:
+    message = AssistantMessage(
+        content=[TextContent(text="t"), ToolCall(id=call_id, name="read", arguments={"p": 1})],
+        api="messages", provider="anthropic", model="m", usage=Usage(), stop_reason="toolUse",
+        timestamp=2,
+    )
+    return json.loads(msgspec.json.encode(message))
+
+
+def tool_result(call_id: str) -> dict[str, Any]:
+    message = ToolResultMessage(tool_call_id=call_id, tool_name="read",
+                                content=[TextContent(text="ok")], is_error=False, timestamp=3)
+    return json.loads(msgspec.json.encode(message))
+
+
+def entry(kind: str, entry_id: str, parent: str | None, **fields: Any) -> dict[str, Any]:
+    return {"type": kind, "id": entry_id, "parentId": parent,
+            "timestamp": "2025-01-01T10:00:02.000Z", **fields}
+
+
+def test_check_clean_file_reports_nothing(tmp_path: Path) -> None:
+    tree = write_session(tmp_path / "s.jsonl", [
+        msg("aaaaaaaa", None),
+        entry("message", "bbbbbbbb", "aaaaaaaa", message=assistant_with_call("call_1")),
+        entry("message", "cccccccc", "bbbbbbbb", message=tool_result("call_1")),
+        entry("compaction", "dddddddd", "cccccccc", summary="s", firstKeptEntryId="bbbbbbbb",
+              tokensBefore=10),
+        entry("label", "eeeeeeee", "dddddddd", targetId="aaaaaaaa", label="x"),
+        entry("leaf", "ffffffff", "bbbbbbbb", targetId="bbbbbbbb"),
+    ])
+    assert check_session(tree) == []
+
+
+def test_check_reports_each_problem(tmp_path: Path) -> None:
+    tree = write_session(tmp_path / "s.jsonl", [
+        msg("aaaaaaaa", None),
+        msg("bbbbbbbb", "99999999"),
+        entry("compaction", "cccccccc", "aaaaaaaa", summary="s", firstKeptEntryId="88888888",
+              tokensBefore=10),
+        entry("label", "dddddddd", "cccccccc", targetId="77777777", label="x"),
+        entry("message", "eeeeeeee", "dddddddd", message=assistant_with_call("call_9")),
+        entry("message", "ffffffff", "eeeeeeee",
+              message=json.loads(msgspec.json.encode(user("not a result")))),
+    ])
+    problems = check_session(tree)
+    found = {(p.kind, p.entry_id) for p in problems}
+    assert ("orphan", "bbbbbbbb") in found
+    assert ("dangling-reference", "cccccccc") in found
+    assert ("dangling-reference", "dddddddd") in found
+    assert ("missing-tool-result", "eeeeeeee") in found
+    by_entry = {p.entry_id: p for p in problems}
+    assert "firstKeptEntryId" in by_entry["cccccccc"].message
+    assert "targetId" in by_entry["dddddddd"].message
+    assert "call_9" in by_entry["eeeeeeee"].message
+    assert len(problems) == 4
+    assert [p.line for p in problems] == sorted(p.line or 0 for p in problems)
