@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -13,6 +14,7 @@ import msgspec
 from pi_lsp.context.build import build_session_context
 from pi_lsp.context.convert import convert_to_llm
 from pi_lsp.context.preview import preview_context, render_preview
+from pi_lsp.providers.registry import ModelRegistry
 from pi_lsp.session.catalog import list_sessions, session_dirs
 from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import encoder
@@ -20,6 +22,15 @@ from pi_lsp.session.fork import fork_session
 from pi_lsp.session.journal import NotASessionError
 from pi_lsp.session.outline import nested_tree, outline_lines
 from pi_lsp.session.tree import SessionTree, UnknownEntryError
+from pi_lsp.settings import Settings, SettingsError, load_settings
+from pi_lsp.summarize.branch import branch, branch_with_summary
+from pi_lsp.summarize.compaction import (
+    NothingToCompactError,
+    compact,
+    plan_summary,
+    prepare_compaction,
+)
+from pi_lsp.summarize.summarizer import SummaryError
 
 EXIT_PROBLEMS = 1
 EXIT_USAGE = 2
@@ -114,6 +125,75 @@ def cmd_fork(args: argparse.Namespace) -> int:
     return 0
 
 
+def workspace_settings(tree: SessionTree) -> Settings:
+    """Settings of the workspace the session belongs to (its `.pi/sessions/` parent)."""
+    directory = Path(tree.path).resolve().parent
+    root = directory.parent.parent if directory.parts[-2:] == (".pi", "sessions") else Path.cwd()
+    try:
+        return load_settings(root)
+    except SettingsError as error:
+        raise CliError(str(error)) from None
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    tree = open_session(args.file)
+    leaf = args.leaf or tree.leaf_id
+    if leaf is not None:
+        tree.record(leaf)
+    settings = workspace_settings(tree)
+    compaction = settings.compaction
+    if args.keep_recent_tokens is not None:
+        compaction = msgspec.structs.replace(compaction, keep_recent_tokens=args.keep_recent_tokens)
+    if args.plan:
+        plan = prepare_compaction(tree.path_to(leaf), compaction)
+        write(encoder.encode(plan_summary(plan) if plan else None) + b"\n")
+        return 0
+    from pi_lsp.summarize.select import choose_summarizer  # loads the SDK only when needed
+
+    summarizer = choose_summarizer(settings)
+    try:
+        result = asyncio.run(compact(tree, leaf, summarizer, compaction, args.instructions))
+    except (NothingToCompactError, SummaryError) as error:
+        raise CliError(str(error)) from None
+    if args.json:
+        write(encoder.encode(result) + b"\n")
+    else:
+        how = "extractive summary" if summarizer.extractive else "model summary"
+        print(f"compacted {result.tokens_before} tokens into entry {result.entry_id} ({how}); "
+              f"kept from {result.first_kept_entry_id}")
+        print(result.summary)
+    return 0
+
+
+def cmd_branch(args: argparse.Namespace) -> int:
+    tree = open_session(args.file)
+    tree.record(args.to)
+    if args.summarize:
+        from pi_lsp.summarize.select import choose_summarizer
+
+        settings = workspace_settings(tree)
+        summarizer = choose_summarizer(settings)
+        model = settings.default_model
+        window = ModelRegistry(settings.models).get(settings.default_provider, model)
+        budget = window.context_window - settings.branch_summary.reserve_tokens
+        try:
+            outcome = asyncio.run(branch_with_summary(tree, args.to, summarizer, budget,
+                                                      args.instructions))
+        except SummaryError as error:
+            raise CliError(str(error)) from None
+    else:
+        outcome = branch(tree, args.to)
+    if args.json:
+        write(encoder.encode(outcome) + b"\n")
+        return 0
+    print(f"leaf is now {outcome.leaf_id or '(new root)'}")
+    if outcome.summary_entry_id:
+        print(f"branch summary {outcome.summary_entry_id}:\n{outcome.summary}")
+    if outcome.editor_text is not None:
+        print(f"prompt to edit and resend:\n{outcome.editor_text}")
+    return 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from pi_lsp.agent.headless import RunOptions, main_run  # the SDK loads only when needed
 
@@ -153,6 +233,24 @@ def build_parser() -> argparse.ArgumentParser:
     fork.add_argument("file")
     fork.add_argument("--leaf", metavar="ID")
     fork.set_defaults(run=cmd_fork)
+
+    compact_cmd = commands.add_parser("compact", help="summarize the older part of a branch")
+    compact_cmd.add_argument("file")
+    compact_cmd.add_argument("--leaf", metavar="ID")
+    compact_cmd.add_argument("--keep-recent-tokens", type=int, metavar="N")
+    compact_cmd.add_argument("--instructions", metavar="TEXT")
+    compact_cmd.add_argument("--plan", action="store_true", help="print the plan; call no model")
+    compact_cmd.add_argument("--json", action="store_true")
+    compact_cmd.set_defaults(run=cmd_compact)
+
+    branch_cmd = commands.add_parser("branch", help="move the leaf to an entry (durably)")
+    branch_cmd.add_argument("file")
+    branch_cmd.add_argument("--to", required=True, metavar="ID")
+    branch_cmd.add_argument("--summarize", action="store_true",
+                            help="summarize the branch being left under the new position")
+    branch_cmd.add_argument("--instructions", metavar="TEXT")
+    branch_cmd.add_argument("--json", action="store_true")
+    branch_cmd.set_defaults(run=cmd_branch)
 
     run = commands.add_parser("run", help="run one prompt to completion in this workspace")
     run.add_argument("prompt")

@@ -8,12 +8,17 @@ from typing import Any
 
 import msgspec
 
-from pi_lsp.providers.registry import DEFAULT_MODEL, ModelInfo
+from pi_lsp.providers.registry import DEFAULT_MODEL, DEFAULT_SUMMARY_MODEL, ModelInfo
 from pi_lsp.session.catalog import agent_dir
+from pi_lsp.summarize.compaction import CompactionSettings
 
 
 class SettingsError(Exception):
     """A settings file that cannot be used; the message names the file and the field."""
+
+
+class BranchSummarySettings(msgspec.Struct, rename="camel"):
+    reserve_tokens: int = 16384
 
 
 class Settings(msgspec.Struct, rename="camel", omit_defaults=True):
@@ -23,6 +28,9 @@ class Settings(msgspec.Struct, rename="camel", omit_defaults=True):
     api_keys: dict[str, str] = msgspec.field(default_factory=dict)
     models: list[ModelInfo] = msgspec.field(default_factory=list)
     allow_writes_outside_workspace: bool = False
+    compaction: CompactionSettings = msgspec.field(default_factory=CompactionSettings)
+    branch_summary: BranchSummarySettings = msgspec.field(default_factory=BranchSummarySettings)
+    summary_model: str | None = f"anthropic/{DEFAULT_SUMMARY_MODEL}"  # None: extractive
 
     def api_key(self, provider: str) -> str | None:
         if provider == "anthropic" and os.environ.get("ANTHROPIC_API_KEY"):
@@ -49,7 +57,11 @@ def _read(path: Path) -> dict[str, Any]:
 def load_settings(workspace: Path) -> Settings:
     merged: dict[str, Any] = {}
     for path in settings_files(workspace):
-        merged.update(_read(path))
+        for key, value in _read(path).items():
+            if isinstance(value, dict) and isinstance(merged.get(key), dict):
+                merged[key] = {**merged[key], **value}  # nested sections merge key by key
+            else:
+                merged[key] = value
     try:
         return msgspec.convert(merged, Settings)
     except msgspec.ValidationError as error:

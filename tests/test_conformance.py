@@ -13,9 +13,12 @@ import pytest
 from pi_lsp.context.build import build_session_context
 from pi_lsp.context.convert import BRANCH_SUMMARY_PREFIX, BRANCH_SUMMARY_SUFFIX, convert_to_llm
 from pi_lsp.context.tokens import estimate_tokens
-from pi_lsp.session.entries import decode_message
+from pi_lsp.session.entries import LlmMessage, decode_message
 from pi_lsp.session.outline import nested_tree
 from pi_lsp.session.tree import SessionTree
+from pi_lsp.summarize.branch import collect_branch_entries, fit_branch_messages
+from pi_lsp.summarize.compaction import CompactionSettings, plan_summary, prepare_compaction
+from pi_lsp.summarize.serialize import serialize_conversation
 from tests.conftest import conformance_files
 
 FILES = conformance_files()
@@ -114,3 +117,55 @@ def test_conformance_covers_branch_summaries() -> None:
         for path in FILES for case in expected(path)["contexts"].values() for m in case["llm"]
     )
     assert swapped > 0
+
+
+def test_compaction_plans(session: tuple[Path, SessionTree]) -> None:
+    path, tree = session
+    plans = expected(path)["plans"]
+    assert plans
+    for key, want in plans.items():
+        leaf, keep = key.split(":")
+        plan = prepare_compaction(tree.path_to(leaf),
+                                  CompactionSettings(keep_recent_tokens=int(keep)))
+        assert (None if plan is None else as_json(plan_summary(plan))) == want, key
+
+
+def test_branch_summary_collections(session: tuple[Path, SessionTree]) -> None:
+    path, tree = session
+    pairs = expected(path)["branchPairs"]
+    assert pairs
+    for key, want in pairs.items():
+        old, target = key.split(">")
+        collected = collect_branch_entries(tree, old, target)
+        fitted = fit_branch_messages(collected.records, 2000)
+        lists = fitted.files.lists()
+        assert {
+            "entries": [r.env.id for r in collected.records],
+            "commonAncestorId": collected.common_ancestor_id,
+            "messages": len(fitted.messages),
+            "totalTokens": fitted.total_tokens,
+            "readFiles": lists.read_files,
+            "modifiedFiles": lists.modified_files,
+        } == want, key
+
+
+LLM_DECODER = msgspec.json.Decoder(list[LlmMessage])
+
+
+def test_serialization_of_pis_model_layer(session: tuple[Path, SessionTree]) -> None:
+    """Our serializer on pi's own model-layer messages gives pi's text exactly."""
+    path, _ = session
+    for leaf, case in expected(path)["contexts"].items():
+        messages = LLM_DECODER.decode(json.dumps(case["llm"]).encode())
+        assert serialize_conversation(messages) == case["serialized"], leaf
+
+
+def test_serialization_of_our_model_layer(session: tuple[Path, SessionTree]) -> None:
+    """From the session itself, only the branch-summary wrapper differs from pi's text."""
+    path, tree = session
+    for leaf, case in expected(path)["contexts"].items():
+        context = build_session_context(tree, leaf)
+        ours = LLM_DECODER.decode(msgspec.json.encode(convert_to_llm(context.messages)))
+        theirs = [with_our_branch_wrapper(m) for m in case["llm"]]
+        assert serialize_conversation(ours) == serialize_conversation(
+            LLM_DECODER.decode(json.dumps(theirs).encode())), leaf

@@ -71,7 +71,18 @@ class ErrorEvent(_Event, tag="error", kw_only=True):
     message: str
 
 
+class CompactionStart(_Event, tag="compaction_start", kw_only=True):
+    reason: str  # "threshold" or "overflow"
+
+
+class CompactionEnd(_Event, tag="compaction_end", kw_only=True):
+    entry_id: str | None
+    error: str | None = None
+    will_retry: bool = False
+
+
 AgentEvent = (
     AgentStart | TurnStart | MessageStart | MessageUpdate | MessageEnd | ToolExecutionStart
     | ToolExecutionUpdate | ToolExecutionEnd | TurnEnd | SavePoint | AgentEnd | ErrorEvent
+    | CompactionStart | CompactionEnd
 )

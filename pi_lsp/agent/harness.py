@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -12,20 +13,24 @@ import msgspec
 from pi_lsp.agent.events import (
     AgentEnd,
     AgentEvent,
+    CompactionEnd,
+    CompactionStart,
     ErrorEvent,
     MessageEnd,
     SavePoint,
     TurnEnd,
 )
-from pi_lsp.agent.loop import run_loop
+from pi_lsp.agent.loop import Aborted, abortable, run_loop
 from pi_lsp.agent.prompt import build_system_prompt
 from pi_lsp.agent.tools import ALL_TOOLS, Tool, ToolContext
 from pi_lsp.context.build import build_session_context, context_settings
 from pi_lsp.context.convert import convert_to_llm, prepare_for_provider
+from pi_lsp.context.tokens import context_size, decode_all
 from pi_lsp.providers.base import ModelRequest, Provider, ToolSpec
 from pi_lsp.providers.registry import ModelInfo, ModelRegistry
 from pi_lsp.session.entries import (
     AgentMessage,
+    AssistantMessage,
     ImageContent,
     LlmMessage,
     TextContent,
@@ -36,6 +41,16 @@ from pi_lsp.session.entries import (
 )
 from pi_lsp.session.ids import now_ms
 from pi_lsp.session.tree import SessionTree
+from pi_lsp.summarize.branch import BranchOutcome, branch, branch_with_summary
+from pi_lsp.summarize.compaction import (
+    CompactionResult,
+    CompactionSettings,
+    NothingToCompactError,
+    compact,
+    prepare_compaction,
+)
+from pi_lsp.summarize.extractive import ExtractiveSummarizer
+from pi_lsp.summarize.summarizer import Summarizer, SummaryError
 
 Phase = Literal["idle", "turn", "compaction", "branch_summary"]
 Approver = Callable[[ToolCall], Awaitable[str | None]]
@@ -65,6 +80,22 @@ async def allow_all(_call: ToolCall) -> str | None:
     return None
 
 
+_OVERFLOW = re.compile(
+    r"prompt is too long|exceeds? the context window|maximum context length|context length|"
+    r"context_length_exceeded|input is too long|too many (input )?tokens|request_too_large",
+    re.I,
+)
+
+
+def is_context_overflow(error_message: str | None) -> bool:
+    """Whether a provider error says the request did not fit the model's window."""
+    return bool(error_message and _OVERFLOW.search(error_message))
+
+
+def last_reply(messages: list[AgentMessage]) -> AssistantMessage | None:
+    return next((m for m in reversed(messages) if isinstance(m, AssistantMessage)), None)
+
+
 def user_message(text: str, images: list[ImageContent] | None = None) -> UserMessage:
     content: list[UserBlock] = [TextContent(text=text), *(images or [])]
     return UserMessage(content=content, timestamp=now_ms())
@@ -81,6 +112,9 @@ class Harness:
         tools: tuple[Tool, ...] = ALL_TOOLS,
         approve: Approver = allow_all,
         allow_outside_root: bool = False,
+        summarizer: Summarizer | None = None,
+        compaction: CompactionSettings | None = None,
+        branch_reserve_tokens: int = 16384,
     ) -> None:
         self.tree = tree
         self.root = root
@@ -89,6 +123,9 @@ class Harness:
         self.tools = {tool.name: tool for tool in tools}
         self.approve_call = approve
         self.allow_outside_root = allow_outside_root
+        self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
+        self.compaction = compaction or CompactionSettings()
+        self.branch_reserve_tokens = branch_reserve_tokens
         self.phase: Phase = "idle"
         self.aborted = False
         self.state: TurnState | None = None
@@ -99,7 +136,6 @@ class Harness:
         self._steering: list[UserMessage] = []
         self._follow_up: list[UserMessage] = []
         self._current: asyncio.Task[Any] | None = None
-        self._first_request = True
 
     # -- subscribers ---------------------------------------------------------------------
 
@@ -122,22 +158,36 @@ class Harness:
 
     def model(self) -> ModelInfo:
         """The model in force at the leaf, else the default."""
-        settings = context_settings(self.tree.path_to(self.tree.leaf_id))
+        return self.model_at(self.tree.leaf_id)
+
+    def model_at(self, leaf_id: str | None) -> ModelInfo:
+        settings = context_settings(self.tree.path_to(leaf_id))
         if settings.model is not None:
             return self.registry.get(settings.model.provider, settings.model.model_id)
         return self.registry.get(*self.default_model)
 
     def create_turn_state(self) -> TurnState:
         """Freeze messages (built at the leaf), model, thinking level, tools and system prompt."""
-        context = build_session_context(self.tree, self.tree.leaf_id)
+        return self.turn_state_at(self.tree.leaf_id)
+
+    def turn_state_at(self, leaf_id: str | None) -> TurnState:
+        context = build_session_context(self.tree, leaf_id)
         llm = [m for m in map(decode_message, convert_to_llm(context.messages)) if m is not None]
         tools = list(self.tools.values())
         return TurnState(
             messages=prepare_for_provider(llm),  # type: ignore[arg-type]
-            model=self.model(),
+            model=self.model_at(leaf_id),
             thinking_level=context.thinking_level,
             tools=tools,
             system_prompt=build_system_prompt(self.root, tools),
+        )
+
+    def request_for(self, state: TurnState) -> ModelRequest:
+        return ModelRequest(
+            model=state.model, system_prompt=state.system_prompt, messages=state.messages,
+            tools=[ToolSpec(t.spec.name, t.spec.description, t.spec.parameters)
+                   for t in state.tools],
+            thinking_level=state.thinking_level,
         )
 
     def prepare_next_turn(self) -> TurnState:
@@ -149,18 +199,8 @@ class Harness:
         return self.state
 
     def next_request(self) -> tuple[ModelRequest, Provider]:
-        if self._first_request and self.state is not None:
-            self._first_request = False
-            state = self.state
-        else:
-            state = self.prepare_next_turn()
-        request = ModelRequest(
-            model=state.model, system_prompt=state.system_prompt, messages=state.messages,
-            tools=[ToolSpec(t.spec.name, t.spec.description, t.spec.parameters)
-                   for t in state.tools],
-            thinking_level=state.thinking_level,
-        )
-        return request, self.provider(state.model.provider)
+        state = self.prepare_next_turn()
+        return self.request_for(state), self.provider(state.model.provider)
 
     def provider(self, name: str) -> Provider:
         if name not in self._provider_cache:
@@ -201,14 +241,31 @@ class Harness:
 
     async def prompt(self, text: str, images: list[ImageContent] | None = None
                      ) -> list[AgentMessage]:
-        """Run one prompt to completion; the returned messages are already in the session."""
+        """Run one prompt to completion; the returned messages are already in the session.
+
+        The context is compacted first when it has outgrown the window, and a request the
+        provider rejects as too long is compacted and retried once.
+        """
         self._require_idle()
-        self.phase, self.aborted, self._first_request = "turn", False, True
+        self.aborted = False
+        self.tree.refresh()
+        await self._compact_if_needed("threshold")
+        produced = await self._run([user_message(text, images)])
+        last = last_reply(produced)
+        if last is not None and last.stop_reason == "error" and \
+                is_context_overflow(last.error_message) and self.compaction.enabled:
+            if await self._compact_if_needed("overflow", force=True):
+                produced += await self._run([])
+        elif last is not None and last.stop_reason != "aborted":
+            await self._compact_if_needed("threshold")
+        return produced
+
+    async def _run(self, prompts: list[UserMessage]) -> list[AgentMessage]:
+        self.phase, self.aborted = "turn", False
         try:
-            self.tree.refresh()
             self.state = self.create_turn_state()
             self.provider(self.state.model.provider)  # a missing API key fails before any write
-            return await run_loop(self, [user_message(text, images)])
+            return await run_loop(self, prompts)
         except Exception as error:
             self.emit(ErrorEvent(message=f"{type(error).__name__}: {error}"))
             raise
@@ -217,6 +274,56 @@ class Harness:
             self.phase, self.state, self._current = "idle", None, None
             self._steering.clear()
             self._follow_up.clear()
+
+    def context_tokens(self) -> int:
+        context = build_session_context(self.tree, self.tree.leaf_id)
+        return context_size(decode_all(context.messages))
+
+    async def _compact_if_needed(self, reason: str, force: bool = False) -> bool:
+        settings = self.compaction
+        window = self.model().context_window
+        if not settings.enabled or self.aborted:
+            return False
+        if not force and self.context_tokens() <= window - settings.reserve_tokens:
+            return False
+        if prepare_compaction(self.tree.path_to(self.tree.leaf_id), settings) is None:
+            return False
+        self.emit(CompactionStart(reason=reason))
+        try:
+            result = await self.compact()
+        except (SummaryError, NothingToCompactError, Aborted) as error:
+            self.emit(CompactionEnd(entry_id=None, error=str(error) or "aborted"))
+            return False
+        self.emit(CompactionEnd(entry_id=result.entry_id, will_retry=reason == "overflow"))
+        return True
+
+    async def compact(self, instructions: str | None = None) -> CompactionResult:
+        """Compact the current branch now; refused while anything else runs."""
+        self._require_idle()
+        self.phase, self.aborted = "compaction", False
+        try:
+            return await abortable(self, compact(
+                self.tree, self.tree.leaf_id, self.summarizer, self.compaction, instructions))
+        finally:
+            self.phase, self._current = "idle", None
+
+    async def branch_with_summary(self, target_id: str, instructions: str | None = None
+                                  ) -> BranchOutcome:
+        """Leave the current branch for `target_id`, summarizing it; refused while busy."""
+        self._require_idle()
+        self.tree.record(target_id)
+        self.phase, self.aborted = "branch_summary", False
+        budget = self.model().context_window - self.branch_reserve_tokens
+        try:
+            return await abortable(self, branch_with_summary(
+                self.tree, target_id, self.summarizer, budget, instructions))
+        finally:
+            self.phase, self._current = "idle", None
+
+    def branch(self, target_id: str, durable: bool = True) -> BranchOutcome:
+        """A plain pointer move; refused while busy (use move_leaf to queue one)."""
+        self._require_idle()
+        return branch(self.tree, target_id, durable)
 
     def steer(self, text: str, images: list[ImageContent] | None = None) -> None:
         """Delivered after the current tool batch, before the next model call."""

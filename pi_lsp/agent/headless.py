@@ -25,6 +25,7 @@ from pi_lsp.session.entries import AssistantMessage, TextContent
 from pi_lsp.session.fork import session_file_name
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.settings import Settings, SettingsError, load_settings
+from pi_lsp.summarize.select import choose_summarizer
 
 THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -118,21 +119,27 @@ class TerminalPrinter:
 
 
 async def run_prompt(options: RunOptions, workspace: Path, settings: Settings) -> int:
+    wanted = parse_model(options.model) if options.model else None
+    if options.thinking and options.thinking not in THINKING_LEVELS:
+        raise RunError(f"--thinking must be one of {', '.join(THINKING_LEVELS)}")
+    providers = provider_factory(settings)
+    # A missing API key or unknown provider fails here, before anything is written.
+    providers(wanted[0] if wanted else settings.default_provider)
     tree = choose_session(options, workspace, settings)
     harness = Harness(
-        tree, workspace, provider_factory(settings),
+        tree, workspace, providers,
         registry=ModelRegistry(settings.models),
         default_model=(settings.default_provider, settings.default_model),
         allow_outside_root=settings.allow_writes_outside_workspace,
+        summarizer=choose_summarizer(settings),
+        compaction=settings.compaction,
+        branch_reserve_tokens=settings.branch_summary.reserve_tokens,
     )
-    if options.model:
-        wanted = parse_model(options.model)
-        current = harness.model()
-        if (current.provider, current.id) != wanted:
-            harness.set_model(*wanted)
+    current = harness.model()
+    harness.provider(current.provider)
+    if wanted and (current.provider, current.id) != wanted:
+        harness.set_model(*wanted)
     if options.thinking:
-        if options.thinking not in THINKING_LEVELS:
-            raise RunError(f"--thinking must be one of {', '.join(THINKING_LEVELS)}")
         harness.set_thinking_level(options.thinking)
     printer = TerminalPrinter(sys.stdout, sys.stderr)
     harness.subscribe(printer)

@@ -24,6 +24,7 @@ from pi_lsp.providers.base import ModelRequest, Provider, ReplyBuilder
 from pi_lsp.session.entries import (
     AgentMessage,
     AssistantMessage,
+    TextContent,
     ToolCall,
     ToolResultMessage,
     UserMessage,
@@ -33,6 +34,7 @@ from pi_lsp.session.ids import now_ms
 ABORTED_REPLY = "Request was aborted"
 ABORTED_TOOL = "Tool execution was aborted"
 SKIPPED_TOOL = "Skipped: the run was aborted"
+FAILED_REPLY_TOOL = "Not run: the model's reply failed before the call was complete"
 
 T = TypeVar("T")
 
@@ -65,6 +67,9 @@ class LoopHooks(Protocol):
 
 class Aborted(Exception):
     """The current step was cancelled by abort()."""
+
+    def __str__(self) -> str:
+        return "aborted"
 
 
 async def abortable(hooks: LoopHooks, work: Coroutine[Any, Any, T]) -> T:
@@ -141,6 +146,17 @@ async def run_tool(hooks: LoopHooks, call: ToolCall) -> ToolResultMessage:
     return message
 
 
+def unrun_tool(hooks: LoopHooks, call: ToolCall, reason: str) -> ToolResultMessage:
+    """An error result for a call that will never run."""
+    message = ToolResultMessage(
+        tool_call_id=call.id, tool_name=call.name, content=[TextContent(text=reason)],
+        is_error=True, timestamp=now_ms(),
+    )
+    hooks.emit(MessageStart(message=message))
+    hooks.emit(MessageEnd(message=message))
+    return message
+
+
 def tool_calls(message: AssistantMessage) -> list[ToolCall]:
     return [block for block in message.content if isinstance(block, ToolCall)]
 
@@ -161,8 +177,9 @@ async def run_loop(hooks: LoopHooks, prompts: list[UserMessage]) -> list[AgentMe
             calls = tool_calls(reply)
             results: list[ToolResultMessage] = []
             if reply.stop_reason == "aborted" or reply.stop_reason == "error":
-                if reply.stop_reason == "aborted":  # a partial call still needs its result
-                    results = [await run_tool(hooks, call) for call in calls]
+                # A call cut off with its reply still gets a result, so the file stays paired.
+                reason = SKIPPED_TOOL if reply.stop_reason == "aborted" else FAILED_REPLY_TOOL
+                results = [unrun_tool(hooks, call, reason) for call in calls]
                 produced.extend(results)
                 hooks.emit(TurnEnd(message=reply, tool_results=results))
                 hooks.emit(AgentEnd(messages=produced))

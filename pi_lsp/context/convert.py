@@ -107,7 +107,8 @@ def convert_to_llm(messages: list[msgspec.Raw]) -> list[msgspec.Raw]:
 
 
 def prepare_for_provider(messages: list[LlmMessage]) -> list[LlmMessage]:
-    """Drop failed replies and give every tool call a result before the conversation moves on."""
+    """Drop failed replies (with their tool results) and give every tool call a result
+    before the conversation moves on."""
     prepared: list[LlmMessage] = []
     open_calls: list[ToolCall] = []
     answered: set[str] = set()
@@ -125,11 +126,14 @@ def prepare_for_provider(messages: list[LlmMessage]) -> list[LlmMessage]:
 
     for message in messages:
         if isinstance(message, AssistantMessage):
+            close_open_calls(message.timestamp)
             if message.stop_reason in ("error", "aborted"):
                 continue
-            close_open_calls(message.timestamp)
             open_calls.extend(b for b in message.content if isinstance(b, ToolCall))
         elif isinstance(message, ToolResultMessage):
+            if message.tool_call_id not in {call.id for call in open_calls} or \
+                    message.tool_call_id in answered:
+                continue  # its call was dropped with a failed reply, or it is a repeat
             answered.add(message.tool_call_id)
         else:
             close_open_calls(message.timestamp)

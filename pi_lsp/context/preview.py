@@ -9,12 +9,21 @@ from pi_lsp.context.convert import convert_with_sources
 from pi_lsp.context.tokens import context_size, decode_all, estimate_tokens
 from pi_lsp.session.entries import (
     AgentMessage,
+    AssistantMessage,
+    BashExecutionMessage,
     BranchSummaryMessage,
     CompactionSummaryMessage,
+    CustomMessage,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
     decode_message,
+    encoder,
     role_of,
 )
-from pi_lsp.session.outline import message_preview, shorten
+from pi_lsp.session.outline import content_text, message_preview, shorten
 from pi_lsp.session.tree import SessionTree
 
 
@@ -84,3 +93,103 @@ def render_preview(preview: ContextPreview) -> str:
     lines.append(f"{len(preview.messages)} messages, about {preview.total_tokens} tokens")
     lines.append(f"model: {preview.model or '(none)'}   thinking: {preview.thinking_level}")
     return "\n".join(lines)
+
+
+class LayerMessage(msgspec.Struct, rename="camel"):
+    """One message of a context layer, with the entry it came from and its estimate."""
+
+    entry_id: str | None
+    role: str
+    tokens: int
+    message: msgspec.Raw
+
+
+def layer_messages(built: LeafContext, layer: str) -> list[LayerMessage]:
+    """The messages of the `agent` or `llm` layer of a built context."""
+    messages = built.context.messages
+    pairs = convert_with_sources(messages) if layer == "llm" else list(enumerate(messages))
+    result = []
+    for source, raw in pairs:
+        message = decode_message(raw)
+        result.append(LayerMessage(
+            entry_id=built.entry_ids[source],
+            role=role_of(message) if message is not None else "?",
+            tokens=estimate_tokens(message) if message is not None else 0,
+            message=raw,
+        ))
+    return result
+
+
+def _fenced(text: str, info: str = "") -> str:
+    fence = "```"
+    while fence in text:
+        fence += "`"
+    return f"{fence}{info}\n{text}\n{fence}"
+
+
+def message_markdown(message: AgentMessage | None) -> str:
+    """The full text of one message as Markdown; summaries get a block of their own."""
+    match message:
+        case None:
+            return "_(a message pi-lsp cannot read)_"
+        case UserMessage() | CustomMessage():
+            return content_text(message.content)
+        case AssistantMessage():
+            parts = []
+            for block in message.content:
+                if isinstance(block, ThinkingContent) and block.thinking:
+                    parts.append("> _thinking_\n>\n" + "\n".join(
+                        f"> {line}" for line in block.thinking.splitlines()))
+                elif isinstance(block, TextContent):
+                    parts.append(block.text)
+                elif isinstance(block, ToolCall):
+                    arguments = encoder.encode(block.arguments).decode()
+                    parts.append(f"**→ {block.name}**\n" + _fenced(arguments, "json"))
+            if message.stop_reason in ("error", "aborted"):
+                parts.append(f"_({message.stop_reason}: {message.error_message or ''})_")
+            return "\n\n".join(parts)
+        case ToolResultMessage():
+            flag = " (error)" if message.is_error else ""
+            return f"**{message.tool_name}{flag}**\n" + _fenced(content_text(message.content))
+        case BashExecutionMessage():
+            return _fenced(f"$ {message.command}\n{message.output}", "sh")
+        case CompactionSummaryMessage():
+            return "**Compacted history**\n\n" + _fenced(message.summary, "markdown")
+        case BranchSummaryMessage():
+            return ("**Summary of a branch that was explored and left**\n\n"
+                    + _fenced(message.summary, "markdown"))
+    return ""
+
+
+def render_markdown(leaf_id: str | None, layer: str, messages: list[LayerMessage],
+                    total: int, window: int, thinking_level: str, model: str | None) -> str:
+    lines = [
+        f"# Context at `{leaf_id or '(empty)'}` — {total:,} of {window:,} tokens",
+        "",
+        f"**Model** {model or '(none)'} · **Thinking** {thinking_level} · **Layer** {layer} · "
+        f"{len(messages)} messages",
+    ]
+    for number, item in enumerate(messages, 1):
+        where = f" · `{item.entry_id}`" if item.entry_id else ""
+        lines += ["", f"## {number}. {item.role} · {item.tokens:,} tokens{where}", "",
+                  message_markdown(decode_message(item.message))]
+    return "\n".join(lines) + "\n"
+
+
+class ContextDiff(msgspec.Struct, rename="camel"):
+    only_from: list[str]
+    only_to: list[str]
+    from_tokens: int
+    to_tokens: int
+
+
+def diff_contexts(tree: SessionTree, from_leaf: str, to_leaf: str) -> ContextDiff:
+    """Entries whose messages are in one leaf's context and not the other's."""
+    first, second = build_leaf_context(tree, from_leaf), build_leaf_context(tree, to_leaf)
+    in_first, in_second = set(first.entry_ids), set(second.entry_ids)
+    return ContextDiff(
+        only_from=[e for e in first.entry_ids if e not in in_second],
+        only_to=[e for e in second.entry_ids if e not in in_first],
+        from_tokens=context_size(decode_all(first.context.messages)),
+        to_tokens=context_size(decode_all(second.context.messages)),
+    )

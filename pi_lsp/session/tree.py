@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,6 +88,7 @@ class SessionTree:
         self.migrated = False
         self._children: dict[str | None, list[Record]] | None = None
         self._tail: Tail | None = None
+        self.listeners: list[Callable[[SessionTree, Refresh], None]] = []
 
     # -- loading -------------------------------------------------------------------------
 
@@ -155,7 +157,14 @@ class SessionTree:
             self.leaf_id = record.env.id
 
     def refresh(self) -> Refresh:
-        """Take in whatever was appended since the last read (by anyone)."""
+        """Take in whatever was appended since the last read (by anyone); tell listeners."""
+        change = self._read_new()
+        if change.added or change.reloaded:
+            for listener in list(self.listeners):
+                listener(self, change)
+        return change
+
+    def _read_new(self) -> Refresh:
         if self._tail is None:
             if not os.path.exists(self.path):
                 return Refresh(0, False)

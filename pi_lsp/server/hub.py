@@ -1,0 +1,309 @@
+"""The sessions of an editor's workspaces: open trees, one harness each, and what they answer.
+
+Knows nothing of LSP; the server converts requests into these calls and results into JSON.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from pi_lsp.agent.harness import Approver, Harness, allow_all
+from pi_lsp.agent.headless import THINKING_LEVELS, new_session
+from pi_lsp.context.build import build_leaf_context
+from pi_lsp.context.preview import (
+    ContextDiff,
+    LayerMessage,
+    diff_contexts,
+    layer_messages,
+    render_markdown,
+)
+from pi_lsp.context.tokens import context_size, decode_all, estimate_tokens
+from pi_lsp.providers.anthropic import AnthropicProvider, request_params
+from pi_lsp.providers.base import Provider
+from pi_lsp.providers.registry import ModelRegistry
+from pi_lsp.session.catalog import SessionSummary, list_sessions, session_dirs
+from pi_lsp.session.check import check_session
+from pi_lsp.session.entries import encoder, role_of
+from pi_lsp.session.fork import fork_session
+from pi_lsp.session.journal import Problem
+from pi_lsp.session.outline import entry_preview, record_role
+from pi_lsp.session.tree import Refresh, SessionTree, decode_entry
+from pi_lsp.settings import Settings, load_settings
+from pi_lsp.summarize.compaction import PlanSummary, plan_summary, prepare_compaction
+from pi_lsp.summarize.select import choose_summarizer
+
+Layer = Literal["agent", "llm", "request"]
+ChangeListener = Callable[[Path, SessionTree, Refresh], None]
+ApproverFactory = Callable[[Path], Approver]
+
+
+class Config(msgspec.Struct, rename="camel", omit_defaults=True, forbid_unknown_fields=True):
+    """What an editor may set (initialization options, `workspace/didChangeConfiguration`)."""
+
+    session_dirs: list[str] = msgspec.field(default_factory=list)
+    model: str | None = None  # PROVIDER/ID for new sessions
+    summary_model: str | None = None
+    thinking_level: str | None = None
+    tool_approval: Literal["ask", "auto"] = "ask"
+    durable_leaf_moves: bool = True
+    auto_compaction: bool = True
+    anthropic_api_key: str | None = None
+    anthropic_base_url: str | None = None
+
+
+class UnknownSessionError(Exception):
+    def __str__(self) -> str:
+        return f"no session at {self.args[0]}"
+
+
+class Node(msgspec.Struct, rename="camel"):
+    id: str
+    parent_id: str | None
+    type: str
+    role: str | None
+    preview: str
+    label: str | None
+    timestamp: str | None
+    on_path: bool
+
+
+class TreeView(msgspec.Struct, rename="camel"):
+    leaf_id: str | None
+    nodes: list[Node]
+
+
+class Preview(msgspec.Struct, rename="camel", omit_defaults=True):
+    leaf_id: str | None
+    layer: str
+    model: str | None
+    thinking_level: str
+    messages: list[LayerMessage]
+    total_tokens: int
+    context_window: int
+    markdown: str
+    request: dict[str, object] | None = None
+
+
+def workspace_settings(root: Path, config: Config) -> Settings:
+    """The workspace's settings files, with what the editor set on top."""
+    settings = load_settings(root)
+    changes: dict[str, object] = {}
+    if config.model:
+        provider, _, model_id = config.model.partition("/")
+        changes.update(default_provider=provider, default_model=model_id)
+    if config.thinking_level:
+        changes["default_thinking_level"] = config.thinking_level
+    if config.summary_model:
+        changes["summary_model"] = config.summary_model
+    if config.anthropic_api_key:
+        changes["api_keys"] = {**settings.api_keys, "anthropic": config.anthropic_api_key}
+    if not config.auto_compaction:
+        changes["compaction"] = msgspec.structs.replace(settings.compaction, enabled=False)
+    return msgspec.structs.replace(settings, **changes) if changes else settings
+
+
+class SessionHub:
+    def __init__(self, folders: list[Path], config: Config,
+                 approver_for: ApproverFactory = lambda _path: allow_all) -> None:
+        self.folders = folders
+        self.config = config
+        self.approver_for = approver_for
+        self.trees: dict[Path, SessionTree] = {}
+        self.harnesses: dict[Path, Harness] = {}
+        self.listeners: list[ChangeListener] = []
+
+    # -- where sessions are --------------------------------------------------------------
+
+    def directories(self, folder: Path) -> list[Path]:
+        extra = [Path(d) if os.path.isabs(d) else folder / d for d in self.config.session_dirs]
+        return [*session_dirs(str(folder)), *extra]
+
+    def all_directories(self) -> list[Path]:
+        seen: dict[Path, None] = {}
+        for folder in self.folders:
+            for directory in self.directories(folder):
+                seen.setdefault(directory.resolve(), None)
+        return list(seen)
+
+    def folder_of(self, path: Path) -> Path:
+        """The workspace folder a session belongs to (the deepest one holding it)."""
+        resolved = path.resolve()
+        for folder in sorted(self.folders, key=lambda f: len(str(f)), reverse=True):
+            if any(resolved.parent == d for d in map(Path.resolve, self.directories(folder))):
+                return folder
+            if folder.resolve() in resolved.parents:
+                return folder
+        return self.folders[0] if self.folders else resolved.parent
+
+    def list_sessions(self) -> list[SessionSummary]:
+        return list_sessions(self.all_directories())
+
+    # -- open sessions -------------------------------------------------------------------
+
+    def tree(self, path: Path) -> SessionTree:
+        """The open tree of a session file, brought up to date with the disk."""
+        key = path.resolve()
+        tree = self.trees.get(key)
+        if tree is None:
+            if not key.is_file():
+                raise UnknownSessionError(str(path))
+            tree = SessionTree.open(str(key))
+            tree.listeners.append(lambda t, change: self._changed(key, t, change))
+            self.trees[key] = tree
+        else:
+            tree.refresh()
+        return tree
+
+    def _changed(self, path: Path, tree: SessionTree, change: Refresh) -> None:
+        for listener in list(self.listeners):
+            listener(path, tree, change)
+
+    def file_changed(self, path: Path) -> None:
+        """The watcher saw `path` change: take in what another writer appended."""
+        tree = self.trees.get(path.resolve())
+        if tree is not None:
+            if path.exists():
+                tree.refresh()
+            else:
+                self.forget(path)
+
+    def forget(self, path: Path) -> None:
+        key = path.resolve()
+        harness = self.harnesses.pop(key, None)
+        if harness is not None:
+            harness.abort()
+        self.trees.pop(key, None)
+
+    def settings_for(self, path: Path) -> Settings:
+        return workspace_settings(self.folder_of(path), self.config)
+
+    def harness(self, path: Path) -> Harness:
+        key = path.resolve()
+        harness = self.harnesses.get(key)
+        if harness is None:
+            settings = self.settings_for(key)
+            harness = Harness(
+                self.tree(key), self.folder_of(key), self.provider_factory(settings),
+                registry=ModelRegistry(settings.models),
+                default_model=(settings.default_provider, settings.default_model),
+                approve=self.approver_for(key),
+                allow_outside_root=settings.allow_writes_outside_workspace,
+                summarizer=choose_summarizer(settings),
+                compaction=settings.compaction,
+                branch_reserve_tokens=settings.branch_summary.reserve_tokens,
+            )
+            self.harnesses[key] = harness
+        return harness
+
+    def provider_factory(self, settings: Settings) -> Callable[[str], Provider]:
+        base_url = self.config.anthropic_base_url
+
+        def make(name: str) -> Provider:
+            if name != "anthropic":
+                raise ValueError(f"provider {name!r} is not supported (only anthropic)")
+            return AnthropicProvider(settings.api_key("anthropic"), base_url=base_url)
+        return make
+
+    def reconfigure(self, config: Config) -> None:
+        """New settings apply to harnesses made from now on; idle ones are rebuilt."""
+        self.config = config
+        for key, harness in list(self.harnesses.items()):
+            if not harness.busy:
+                del self.harnesses[key]
+
+    # -- answers -------------------------------------------------------------------------
+
+    def new_session(self, name: str | None, folder: Path | None = None) -> Path:
+        root = folder or (self.folders[0] if self.folders else Path.cwd())
+        tree = new_session(root, workspace_settings(root, self.config))
+        if name:
+            tree.append_session_info(name)
+        return Path(tree.path)
+
+    def tree_view(self, path: Path) -> TreeView:
+        tree = self.tree(path)
+        on_path = set(tree.path_ids(tree.leaf_id))
+        nodes = []
+        for record in tree.records:
+            entry_id = record.env.id or ""
+            parent = record.env.parent_id
+            nodes.append(Node(
+                id=entry_id,
+                parent_id=parent if parent in tree.by_id and parent != entry_id else None,
+                type=record.env.type,
+                role=record_role(record),
+                preview=entry_preview(decode_entry(record)),
+                label=tree.label(entry_id),
+                timestamp=record.env.timestamp,
+                on_path=entry_id in on_path,
+            ))
+        return TreeView(tree.leaf_id, nodes)
+
+    def preview(self, path: Path, leaf_id: str | None, layer: Layer) -> Preview:
+        tree = self.tree(path)
+        leaf = leaf_id if leaf_id is not None else tree.leaf_id
+        if leaf is not None:
+            tree.record(leaf)
+        built = build_leaf_context(tree, leaf)
+        context = built.context
+        harness = self.harness(path)
+        model_info = harness.model_at(leaf)
+        request = None
+        if layer == "request":
+            state = harness.turn_state_at(leaf)
+            request = request_params(harness.request_for(state))
+            ids = dict(zip(map(id, state.messages), (None,) * len(state.messages), strict=True))
+            messages = [LayerMessage(entry_id=ids.get(id(m)), role=role_of(m),
+                                     tokens=estimate_tokens(m),
+                                     message=msgspec.Raw(encoder.encode(m)))
+                        for m in state.messages]
+            self._attach_entry_ids(messages, layer_messages(built, "llm"))
+        else:
+            messages = layer_messages(built, layer)
+        total = context_size(decode_all(context.messages))
+        model = f"{model_info.provider}/{model_info.id}"
+        return Preview(
+            leaf_id=leaf, layer=layer, model=model, thinking_level=context.thinking_level,
+            messages=messages, total_tokens=total, context_window=model_info.context_window,
+            markdown=render_markdown(leaf, layer, messages, total, model_info.context_window,
+                                     context.thinking_level, model),
+            request=request,
+        )
+
+    @staticmethod
+    def _attach_entry_ids(prepared: list[LayerMessage], llm: list[LayerMessage]) -> None:
+        """Give provider-layer messages the entry ids of the model-layer messages they match."""
+        by_body = {bytes(m.message): m.entry_id for m in llm}
+        for message in prepared:
+            message.entry_id = by_body.get(bytes(message.message))
+
+    def diff(self, path: Path, from_leaf: str, to_leaf: str) -> ContextDiff:
+        tree = self.tree(path)
+        tree.record(from_leaf)
+        tree.record(to_leaf)
+        return diff_contexts(tree, from_leaf, to_leaf)
+
+    def plan(self, path: Path) -> PlanSummary | None:
+        tree = self.tree(path)
+        settings = self.settings_for(path)
+        plan = prepare_compaction(tree.path_to(tree.leaf_id), settings.compaction)
+        return plan_summary(plan) if plan else None
+
+    def fork(self, path: Path, leaf_id: str | None) -> Path:
+        tree = self.tree(path)
+        leaf = leaf_id or tree.leaf_id
+        if leaf is None:
+            raise ValueError("the session is empty; there is nothing to fork")
+        return fork_session(tree, leaf)
+
+    def check(self, path: Path) -> list[Problem]:
+        return check_session(self.tree(path))
+
+    @staticmethod
+    def valid_thinking_level(level: str) -> bool:
+        return level in THINKING_LEVELS

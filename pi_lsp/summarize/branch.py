@@ -1,0 +1,158 @@
+"""Leaving a branch: what it taught, collected, fitted to a budget, summarized under the target."""
+
+from __future__ import annotations
+
+import msgspec
+
+from pi_lsp.context.build import compaction_message
+from pi_lsp.context.tokens import estimate_tokens
+from pi_lsp.session.entries import (
+    AgentMessage,
+    BranchSummaryEntry,
+    CompactionEntry,
+    CustomMessageEntry,
+    MessageEntry,
+    ToolResultMessage,
+    UserMessage,
+    decode_message,
+)
+from pi_lsp.session.journal import Record
+from pi_lsp.session.outline import content_text
+from pi_lsp.session.tree import SessionTree, decode_entry, parent_of
+from pi_lsp.summarize.compaction import record_message, summary_details
+from pi_lsp.summarize.fileops import FileOps, format_file_lists
+from pi_lsp.summarize.summarizer import Summarizer, SummaryRequest
+
+BRANCH_SUMMARY_MAX_TOKENS = 2048
+SUMMARY_SHARE_FLOOR = 0.9  # a summary that breaks the budget still fits below 90% of it
+
+
+class BranchEntries(msgspec.Struct):
+    records: list[Record]
+    common_ancestor_id: str | None
+
+
+class BranchMessages(msgspec.Struct):
+    messages: list[AgentMessage]
+    files: FileOps
+    total_tokens: int
+
+
+def collect_branch_entries(tree: SessionTree, old_leaf_id: str | None, target_id: str | None
+                           ) -> BranchEntries:
+    """From the abandoned leaf up to, not including, the deepest ancestor shared with the target."""
+    if old_leaf_id is None:
+        return BranchEntries([], None)
+    common = tree.common_ancestor(old_leaf_id, target_id)
+    records: list[Record] = []
+    seen: set[str] = set()
+    current: str | None = old_leaf_id
+    while current is not None and current != common and current not in seen:
+        record = tree.by_id.get(current)
+        if record is None:
+            break
+        seen.add(current)
+        records.append(record)
+        current = parent_of(record)
+    records.reverse()
+    return BranchEntries(records, common)
+
+
+def branch_message(record: Record) -> AgentMessage | None:
+    """What an entry adds to a branch summary: tool results are left out, compactions kept."""
+    if record.env.type == "compaction":
+        entry = decode_entry(record)
+        if isinstance(entry, CompactionEntry):
+            return decode_message(compaction_message(entry))
+        return None
+    message = record_message(record)
+    return None if isinstance(message, ToolResultMessage) else message
+
+
+def fit_branch_messages(records: list[Record], budget: int) -> BranchMessages:
+    """Newest first while the estimates fit the budget (0: no limit)."""
+    files = FileOps()
+    for record in records:
+        if record.env.type == "branch_summary":
+            entry = decode_entry(record)
+            if isinstance(entry, BranchSummaryEntry) and not entry.from_hook:
+                files.add_details(entry.details)
+    messages: list[AgentMessage] = []
+    total = 0
+    for record in reversed(records):
+        message = branch_message(record)
+        if message is None:
+            continue
+        files.add_message(message)
+        tokens = estimate_tokens(message)
+        if budget > 0 and total + tokens > budget:
+            is_summary = record.env.type in ("compaction", "branch_summary")
+            if is_summary and total < budget * SUMMARY_SHARE_FLOOR:
+                messages.insert(0, message)
+                total += tokens
+            break
+        messages.insert(0, message)
+        total += tokens
+    return BranchMessages(messages, files, total)
+
+
+class Navigation(msgspec.Struct):
+    """Where the leaf goes when the user picks `target_id`, and text to offer for editing."""
+
+    leaf_id: str | None
+    editor_text: str | None
+
+
+def navigation(tree: SessionTree, target_id: str) -> Navigation:
+    """Picking a user (or custom) message moves to its parent and hands back its text."""
+    record = tree.record(target_id)
+    entry = decode_entry(record)
+    if isinstance(entry, MessageEntry) and isinstance(entry.message, UserMessage):
+        return Navigation(parent_of(record), content_text(entry.message.content))
+    if isinstance(entry, CustomMessageEntry):
+        return Navigation(parent_of(record), content_text(entry.content))
+    return Navigation(target_id, None)
+
+
+NO_CONTENT = "No content to summarize"
+
+
+class BranchOutcome(msgspec.Struct, rename="camel", omit_defaults=True):
+    leaf_id: str | None
+    editor_text: str | None = None
+    summary_entry_id: str | None = None
+    summary: str | None = None
+
+
+async def branch_with_summary(tree: SessionTree, target_id: str, summarizer: Summarizer,
+                              budget: int, instructions: str | None = None) -> BranchOutcome:
+    """Move to `target_id`, leaving a summary of the abandoned branch where the leaf lands.
+
+    Nothing is written until the summary is ready, so a cancelled summary leaves no trace.
+    """
+    move = navigation(tree, target_id)
+    old_leaf = tree.leaf_id
+    collected = collect_branch_entries(tree, old_leaf, target_id)
+    fitted = fit_branch_messages(collected.records, budget)
+    lists = fitted.files.lists()
+    if fitted.messages:
+        request = SummaryRequest("branch", fitted.messages, BRANCH_SUMMARY_MAX_TOKENS,
+                                 instructions=instructions)
+        summary = await summarizer.summarize(request) + format_file_lists(lists)
+    else:
+        summary = NO_CONTENT
+    entry_id = tree.branch_with_summary(move.leaf_id, old_leaf or "root", summary,
+                                        summary_details(lists, summarizer))
+    return BranchOutcome(tree.leaf_id, move.editor_text, entry_id, summary)
+
+
+def branch(tree: SessionTree, target_id: str, durable: bool = True) -> BranchOutcome:
+    """Move to `target_id` without a summary: an O(1) pointer move (plus one `leaf` entry)."""
+    move = navigation(tree, target_id)
+    if durable:
+        tree.move_leaf(move.leaf_id)
+    elif move.leaf_id is None:
+        tree.reset_leaf()
+    else:
+        tree.branch(move.leaf_id)
+    return BranchOutcome(tree.leaf_id, move.editor_text)

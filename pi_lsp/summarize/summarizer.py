@@ -1,0 +1,87 @@
+"""Summarizers: a model behind a provider, or an offline extractive one."""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol
+
+import msgspec
+
+from pi_lsp.context.convert import message_to_llm
+from pi_lsp.providers.base import ModelRequest, Provider, ReplyBuilder
+from pi_lsp.providers.registry import ModelInfo
+from pi_lsp.session.entries import AgentMessage, LlmMessage, TextContent, UserMessage
+from pi_lsp.session.ids import now_ms
+from pi_lsp.summarize import prompts
+from pi_lsp.summarize.serialize import serialize_conversation
+
+SummaryKind = Literal["history", "turn_prefix", "branch"]
+SPLIT_TURN_MARK = "\n\n---\n\n**Turn Context (split turn):**"
+
+
+class SummaryError(Exception):
+    """The summary could not be made; nothing was written."""
+
+
+class SummaryRequest(msgspec.Struct):
+    kind: SummaryKind
+    messages: list[AgentMessage]
+    max_tokens: int
+    previous_summary: str | None = None
+    instructions: str | None = None  # the user's focus for this summary
+
+
+class Summarizer(Protocol):
+    extractive: bool
+
+    async def summarize(self, request: SummaryRequest) -> str: ...
+
+
+def llm_messages(messages: list[AgentMessage]) -> list[LlmMessage]:
+    return [m for m in map(message_to_llm, messages) if m is not None]
+
+
+def instructions_for(request: SummaryRequest) -> str:
+    if request.kind == "turn_prefix":
+        return prompts.TURN_PREFIX
+    if request.kind == "branch":
+        base = prompts.BRANCH
+    else:
+        base = prompts.UPDATE if request.previous_summary else prompts.HISTORY
+    if request.instructions:
+        base += f"\n\nAdditional focus: {request.instructions}"
+    return base
+
+
+def summary_prompt(request: SummaryRequest) -> str:
+    """The one user message a summary model receives."""
+    text = f"<conversation>\n{serialize_conversation(llm_messages(request.messages))}\n" \
+           "</conversation>\n\n"
+    if request.previous_summary and request.kind == "history":
+        text += f"<previous-summary>\n{request.previous_summary}\n</previous-summary>\n\n"
+    return text + instructions_for(request)
+
+
+class ModelSummarizer:
+    extractive = False
+
+    def __init__(self, provider: Provider, model: ModelInfo, api: str = "anthropic-messages"
+                 ) -> None:
+        self.provider, self.model, self.api = provider, model, api
+
+    async def summarize(self, request: SummaryRequest) -> str:
+        prompt = UserMessage(content=[TextContent(text=summary_prompt(request))],
+                             timestamp=now_ms())
+        model_request = ModelRequest(
+            model=self.model, system_prompt=prompts.SYSTEM, messages=[prompt], tools=[],
+            thinking_level="off", max_tokens=min(request.max_tokens, self.model.max_tokens),
+        )
+        reply = ReplyBuilder(self.api, self.model)
+        async for _ in self.provider.stream(model_request, reply):
+            pass
+        message = reply.message()
+        if message.stop_reason == "error":
+            raise SummaryError(message.error_message or "the summary model failed")
+        text = "\n".join(b.text for b in message.content if isinstance(b, TextContent)).strip()
+        if not text:
+            raise SummaryError("the summary model returned no text")
+        return text

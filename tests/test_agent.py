@@ -1,0 +1,878 @@
+"""The agent end to end: Harness + run_loop + tools + AnthropicProvider against a real-HTTP fake.
+
+One fake Anthropic server runs for the module; each test scripts its own replies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import itertools
+import json
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pi_lsp.agent.events import (
+    AgentEvent,
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
+    SavePoint,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    ToolExecutionUpdate,
+    TurnEnd,
+)
+from pi_lsp.agent.harness import BusyError, Harness, NotRunningError
+from pi_lsp.context.build import build_session_context
+from pi_lsp.providers.anthropic import (
+    THINKING_BUDGETS,
+    AnthropicProvider,
+    request_params,
+    tool_id,
+    wire_messages,
+)
+from pi_lsp.providers.base import ModelRequest, ToolSpec, cost_of
+from pi_lsp.providers.registry import ModelInfo, ModelRegistry, Price
+from pi_lsp.session.check import check_session
+from pi_lsp.session.entries import (
+    AssistantMessage,
+    ImageContent,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+    role_of,
+)
+from pi_lsp.session.tree import SessionTree
+from tests.fake_anthropic import (
+    FakeAnthropic,
+    Reply,
+    error_reply,
+    message_end,
+    message_start,
+    text_block,
+    text_reply,
+    thinking_block,
+    tool_block,
+    tool_reply,
+)
+
+SONNET = "claude-sonnet-4-5"
+HAIKU = "claude-haiku-4-5"
+CACHE = {"type": "ephemeral"}
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16).decode()
+
+
+# -- fixtures and helpers ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeAnthropic]:
+    server = FakeAnthropic()
+    server.start()
+    yield server
+    server.stop()
+
+
+class Rig:
+    """A harness on a fresh session in `root`, wired to the fake, recording every event."""
+
+    def __init__(self, root: Path, url: str, max_retries: int) -> None:
+        self.root = root
+        sessions = root / ".pi" / "sessions"
+        sessions.mkdir(parents=True, exist_ok=True)
+        self.path = str(sessions / "session.jsonl")
+        self.tree = SessionTree.create(self.path, str(root))
+        self.providers: list[AnthropicProvider] = []
+
+        def make(_name: str) -> AnthropicProvider:
+            provider = AnthropicProvider("test-key", base_url=url, max_retries=max_retries)
+            self.providers.append(provider)
+            return provider
+
+        self.harness = Harness(self.tree, root, make)
+        self.events: list[AgentEvent] = []
+        self.harness.subscribe(self.events.append)
+
+    def on(self, kind: type, action: Callable[[Any], None], once: bool = True) -> None:
+        """Run `action(event)` on events of `kind` (the first one only, by default)."""
+        fired = False
+
+        def listener(event: AgentEvent) -> None:
+            nonlocal fired
+            if isinstance(event, kind) and not (once and fired):
+                fired = True
+                action(event)
+
+        self.harness.subscribe(listener)
+
+    def entries(self) -> list[dict[str, Any]]:
+        lines = Path(self.path).read_text().splitlines()
+        assert json.loads(lines[0])["type"] == "session"
+        return [json.loads(line) for line in lines[1:]]
+
+    def messages(self) -> list[dict[str, Any]]:
+        return [e["message"] for e in self.entries() if e["type"] == "message"]
+
+    def problems(self) -> list[Any]:
+        return check_session(SessionTree.open(self.path))
+
+    async def close(self) -> None:
+        for provider in self.providers:
+            await provider.client.close()
+
+
+@pytest.fixture
+async def make_rig(tmp_path: Path, fake: FakeAnthropic) -> AsyncIterator[Callable[..., Rig]]:
+    rigs: list[Rig] = []
+
+    def make(max_retries: int = 0) -> Rig:
+        rig = Rig(tmp_path, fake.url, max_retries)
+        rigs.append(rig)
+        return rig
+
+    yield make
+    for rig in rigs:
+        await rig.close()
+
+
+def kind(entry: dict[str, Any]) -> str:
+    """`message:<role>` for messages, the entry type otherwise."""
+    if entry["type"] == "message":
+        return "message:" + entry["message"]["role"]
+    return str(entry["type"])
+
+
+def assert_chain(entries: list[dict[str, Any]]) -> None:
+    """Each entry hangs under the one written before it."""
+    assert entries[0]["parentId"] is None
+    for previous, entry in itertools.pairwise(entries):
+        assert entry["parentId"] == previous["id"], (kind(previous), kind(entry))
+
+
+def outline(events: list[AgentEvent]) -> list[str]:
+    """Event tags with the role / tool name; runs of message_update collapse to one."""
+    out: list[str] = []
+    for event in events:
+        tag = str(event.__struct_config__.tag)
+        if isinstance(event, ToolExecutionUpdate):
+            continue
+        if isinstance(event, MessageStart | MessageEnd):
+            tag += ":" + role_of(event.message)
+        elif isinstance(event, ToolExecutionStart | ToolExecutionEnd):
+            tag += ":" + event.tool_name
+        if tag == "message_update" and out and out[-1] == tag:
+            continue
+        out.append(tag)
+    return out
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie nobody reaped counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def tool_results_of(request: dict[str, Any]) -> list[dict[str, Any]]:
+    return [block for message in request["messages"] if message["role"] == "user"
+            and isinstance(message["content"], list)
+            for block in message["content"] if block["type"] == "tool_result"]
+
+
+def text_of(result: dict[str, Any]) -> str:
+    return "".join(block.get("text", "") for block in result["content"])
+
+
+def cache_marks(value: Any) -> int:
+    if isinstance(value, dict):
+        return int("cache_control" in value) + sum(cache_marks(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(cache_marks(v) for v in value)
+    return 0
+
+
+# -- 1. a full turn --------------------------------------------------------------------------
+
+
+async def test_full_turn_events_entries_usage_and_wire(make_rig, fake) -> None:
+    rig = make_rig()
+    (rig.root / "a.txt").write_text("alpha\nbeta\n")
+    fake.script(
+        Reply([
+            message_start(input_tokens=100, cache_read=1000, cache_write=2000),
+            *thinking_block(0, "Let me think.", "sig-abc"),
+            *text_block(1, "Looking."),
+            *tool_block(2, "toolu_read", "read", {"path": "a.txt"}),
+            *tool_block(3, "toolu_bash", "bash", {"command": "echo hi"}),
+            *message_end("tool_use", output_tokens=20),
+        ]),
+        text_reply("All ", "done."),
+    )
+    rig.harness.set_thinking_level("medium")
+    produced = await rig.harness.prompt("look at a.txt")
+
+    # events, in order
+    assert outline(rig.events) == [
+        "agent_start", "turn_start",
+        "message_start:user", "message_end:user",
+        "message_start:assistant", "message_update", "message_end:assistant",
+        "tool_execution_start:read", "tool_execution_end:read",
+        "message_start:toolResult", "message_end:toolResult",
+        "tool_execution_start:bash", "tool_execution_end:bash",
+        "message_start:toolResult", "message_end:toolResult",
+        "turn_end", "save_point",
+        "turn_start",
+        "message_start:assistant", "message_update", "message_end:assistant",
+        "turn_end", "save_point",
+        "agent_end",
+    ]
+    assert [e.had_pending_mutations for e in rig.events if isinstance(e, SavePoint)] == [
+        False, False]
+    assert [role_of(m) for m in produced] == [
+        "user", "assistant", "toolResult", "toolResult", "assistant"]
+
+    # entries, in order, each under the previous one
+    entries = rig.entries()
+    assert [kind(e) for e in entries] == [
+        "thinking_level_change", "message:user", "message:assistant",
+        "message:toolResult", "message:toolResult", "message:assistant"]
+    assert_chain(entries)
+    first = entries[2]["message"]
+    assert first["stopReason"] == "toolUse"
+    assert first["content"][0] == {
+        "type": "thinking", "thinking": "Let me think.", "thinkingSignature": "sig-abc"}
+    assert first["content"][1] == {"type": "text", "text": "Looking."}
+    assert first["content"][2:] == [
+        {"type": "toolCall", "id": "toolu_read", "name": "read", "arguments": {"path": "a.txt"}},
+        {"type": "toolCall", "id": "toolu_bash", "name": "bash",
+         "arguments": {"command": "echo hi"}},
+    ]
+    read_result, bash_result = entries[3]["message"], entries[4]["message"]
+    assert (read_result["toolCallId"], read_result["toolName"]) == ("toolu_read", "read")
+    assert (bash_result["toolCallId"], bash_result["toolName"]) == ("toolu_bash", "bash")
+    assert read_result["isError"] is False and bash_result["isError"] is False
+    assert "alpha" in read_result["content"][0]["text"]
+    assert "beta" in read_result["content"][0]["text"]
+    assert bash_result["content"][0]["text"].strip() == "hi"
+    last = entries[5]["message"]
+    assert last["content"] == [{"type": "text", "text": "All done."}]
+    assert last["stopReason"] == "stop"
+
+    # usage and cost from the registry price ($3 / $15 per MTok; cache 0.30 / 3.75)
+    usage = first["usage"]
+    assert (usage["input"], usage["output"], usage["cacheRead"], usage["cacheWrite"]) == (
+        100, 20, 1000, 2000)
+    assert usage["totalTokens"] == 3120
+    cost = usage["cost"]
+    assert cost["input"] == pytest.approx(100 * 3 / 1e6)
+    assert cost["output"] == pytest.approx(20 * 15 / 1e6)
+    assert cost["cacheRead"] == pytest.approx(1000 * 0.3 / 1e6)
+    assert cost["cacheWrite"] == pytest.approx(2000 * 3.75 / 1e6)
+    assert cost["total"] == pytest.approx(0.0003 + 0.0003 + 0.0003 + 0.0075)
+    assert last["usage"]["cost"]["total"] == pytest.approx(100 * 3 / 1e6 + 20 * 15 / 1e6)
+    assert first["model"] == SONNET and first["provider"] == "anthropic"
+    assert first["api"] == "anthropic-messages"
+
+    # the wire
+    requests = fake.message_requests()
+    assert len(requests) == 2
+    one, two = requests
+    assert one["model"] == SONNET and one["stream"] is True
+    assert isinstance(one["system"], list) and len(one["system"]) == 1
+    assert one["system"][0]["type"] == "text"
+    assert one["system"][0]["cache_control"] == CACHE
+    assert str(rig.root) in one["system"][0]["text"]
+    assert [t["name"] for t in one["tools"]] == ["read", "write", "edit", "bash"]
+    assert one["tools"][-1]["cache_control"] == CACHE
+    assert all("cache_control" not in t for t in one["tools"][:-1])
+    assert one["thinking"] == {"type": "enabled", "budget_tokens": 10240}
+    assert one["max_tokens"] > 10240
+    assert one["messages"] == [{"role": "user", "content": [
+        {"type": "text", "text": "look at a.txt", "cache_control": CACHE}]}]
+
+    assert two["thinking"] == {"type": "enabled", "budget_tokens": 10240}
+    assert len(two["messages"]) == 3
+    user, assistant, results = two["messages"]
+    assert user == {"role": "user", "content": [{"type": "text", "text": "look at a.txt"}]}
+    assert assistant["role"] == "assistant"
+    assert assistant["content"] == [
+        {"type": "thinking", "thinking": "Let me think.", "signature": "sig-abc"},
+        {"type": "text", "text": "Looking."},
+        {"type": "tool_use", "id": "toolu_read", "name": "read", "input": {"path": "a.txt"}},
+        {"type": "tool_use", "id": "toolu_bash", "name": "bash", "input": {"command": "echo hi"}},
+    ]
+    assert results["role"] == "user"
+    assert [b["type"] for b in results["content"]] == ["tool_result", "tool_result"]
+    assert [b["tool_use_id"] for b in results["content"]] == ["toolu_read", "toolu_bash"]
+    assert [b["is_error"] for b in results["content"]] == [False, False]
+    assert "alpha" in text_of(results["content"][0])
+    assert text_of(results["content"][1]).strip() == "hi"
+    # one breakpoint in the messages: the newest message's last block
+    assert results["content"][-1]["cache_control"] == CACHE
+    assert cache_marks(two["messages"]) == 1
+
+    # the file reopens cleanly and builds the same context
+    reopened = SessionTree.open(rig.path)
+    assert check_session(reopened) == []
+    assert reopened.leaf_id == entries[-1]["id"]
+    context = build_session_context(reopened, reopened.leaf_id)
+    assert len(context.messages) == 5
+    assert [json.loads(bytes(m))["role"] for m in context.messages] == [
+        "user", "assistant", "toolResult", "toolResult", "assistant"]
+    assert context.thinking_level == "medium"
+    assert context.model is not None and context.model.model_id == SONNET
+
+
+@pytest.mark.parametrize("level", [None, "off"])
+async def test_thinking_off_is_disabled_on_the_wire(make_rig, fake, level) -> None:
+    rig = make_rig()
+    fake.script(text_reply("ok"))
+    if level is not None:
+        rig.harness.set_thinking_level(level)
+    await rig.harness.prompt("hi")
+    [request] = fake.message_requests()
+    assert request["thinking"] == {"type": "disabled"}
+    assert rig.messages()[-1]["stopReason"] == "stop"
+
+
+# -- 2. provider errors ----------------------------------------------------------------------
+
+
+async def test_rate_limit_is_retried_by_the_sdk(make_rig, fake) -> None:
+    rig = make_rig(max_retries=2)
+    fake.script(error_reply(429, "rate_limit_error", "slow down"), text_reply("fine"))
+    await rig.harness.prompt("hi")
+    assert len(fake.message_requests()) == 2
+    assert [kind(e) for e in rig.entries()] == ["message:user", "message:assistant"]
+    last = rig.messages()[-1]
+    assert last["stopReason"] == "stop"
+    assert last["content"] == [{"type": "text", "text": "fine"}]
+    assert "errorMessage" not in last
+
+
+async def test_overloaded_twice_is_retried_by_the_sdk(make_rig, fake) -> None:
+    rig = make_rig(max_retries=2)
+    fake.script(error_reply(529, "overloaded_error", "Overloaded"),
+                error_reply(529, "overloaded_error", "Overloaded"), text_reply("made it"))
+    await rig.harness.prompt("hi")
+    assert len(fake.message_requests()) == 3
+    last = rig.messages()[-1]
+    assert last["stopReason"] == "stop"
+    assert last["content"] == [{"type": "text", "text": "made it"}]
+
+
+async def test_error_event_mid_stream_ends_the_run(make_rig, fake) -> None:
+    rig = make_rig(max_retries=2)
+    fake.script(Reply([message_start(), *text_block(0, "partial ", "answer")],
+                      error_type="overloaded_error", error_message="Overloaded"),
+                text_reply("never asked for"))
+    produced = await rig.harness.prompt("hi")
+    assert len(fake.message_requests()) == 1
+    assert [role_of(m) for m in produced] == ["user", "assistant"]
+    last = rig.entries()[-1]
+    assert kind(last) == "message:assistant"
+    assert last["message"]["stopReason"] == "error"
+    assert "overloaded_error" in last["message"]["errorMessage"]
+    assert last["message"]["content"] == [{"type": "text", "text": "partial answer"}]
+    assert outline(rig.events)[-3:] == ["turn_end", "save_point", "agent_end"]
+    assert rig.problems() == []
+
+
+async def test_error_event_after_partial_tool_call_leaves_a_consistent_file(
+        make_rig, fake) -> None:
+    """An errored reply that had started a tool call must not leave the call unanswered."""
+    rig = make_rig()
+    partial = tool_block(1, "toolu_cut", "bash", {"command": "echo hi"})[:2]
+    fake.script(Reply([message_start(), *text_block(0, "Running."), *partial],
+                      error_type="overloaded_error", error_message="Overloaded"))
+    await rig.harness.prompt("hi")
+    assistant = next(m for m in rig.messages() if m["role"] == "assistant")
+    assert assistant["stopReason"] == "error"
+    assert any(b["type"] == "toolCall" for b in assistant["content"])
+    assert rig.problems() == []
+
+
+async def test_server_error_without_retries_is_a_readable_error_entry(make_rig, fake) -> None:
+    rig = make_rig(max_retries=0)
+    fake.script(error_reply(500, "api_error", "Internal server error"))
+    produced = await rig.harness.prompt("hi")  # nothing escapes
+    assert len(fake.message_requests()) == 1
+    assert [role_of(m) for m in produced] == ["user", "assistant"]
+    last = rig.messages()[-1]
+    assert last["stopReason"] == "error"
+    assert "500" in last["errorMessage"]
+    assert "api_error" in last["errorMessage"]
+    assert "Internal server error" in last["errorMessage"]
+    assert rig.problems() == []
+    assert not rig.harness.busy
+
+
+# -- 3. failing tools ------------------------------------------------------------------------
+
+
+async def test_failing_tools_become_error_results_and_the_loop_goes_on(make_rig, fake) -> None:
+    rig = make_rig()
+    (rig.root / "b.txt").write_text("hello\n")
+    outside = rig.root.parent / f"outside-{rig.root.name}.txt"
+    fake.script(
+        tool_reply([
+            ("t1", "edit", {"path": "b.txt", "oldText": "not there", "newText": "x"}),
+            ("t2", "edit", {"path": "b.txt", "newText": "x"}),
+            ("t3", "frobnicate", {"x": 1}),
+            ("t4", "write", {"path": str(outside), "content": "nope"}),
+        ]),
+        text_reply("I see the errors."),
+    )
+    await rig.harness.prompt("break things")
+
+    results = [m for m in rig.messages() if m["role"] == "toolResult"]
+    assert [r["toolCallId"] for r in results] == ["t1", "t2", "t3", "t4"]
+    assert all(r["isError"] is True for r in results)
+    texts = [r["content"][0]["text"] for r in results]
+    assert "not found" in texts[0]
+    assert "oldText" in texts[1]
+    assert "frobnicate" in texts[2] and "unknown tool" in texts[2]
+    assert "outside the workspace" in texts[3]
+    assert not outside.exists()
+    assert (rig.root / "b.txt").read_text() == "hello\n"
+
+    requests = fake.message_requests()
+    assert len(requests) == 2  # the loop went on to the next model call
+    wire = tool_results_of(requests[1])
+    assert [b["tool_use_id"] for b in wire] == ["t1", "t2", "t3", "t4"]
+    assert all(b["is_error"] is True for b in wire)
+    assert rig.messages()[-1]["content"] == [{"type": "text", "text": "I see the errors."}]
+    assert rig.problems() == []
+
+
+# -- 4. abort --------------------------------------------------------------------------------
+
+
+async def test_abort_during_a_slow_stream(make_rig, fake) -> None:
+    rig = make_rig()
+    fake.script(Reply([message_start(), *text_block(0, "one ", "two ", "three ", "four "),
+                       *message_end()], delay=0.2))
+    first_update = asyncio.Event()
+    rig.on(MessageUpdate, lambda _e: first_update.set())
+    task = asyncio.create_task(rig.harness.prompt("go slowly"))
+    await asyncio.wait_for(first_update.wait(), 5)
+    started = time.monotonic()
+    assert rig.harness.abort() is True
+    produced = await asyncio.wait_for(task, 5)
+    elapsed = time.monotonic() - started
+    assert elapsed <= 0.3, f"abort took {elapsed:.3f} s"
+
+    assert [role_of(m) for m in produced] == ["user", "assistant"]
+    last = rig.entries()[-1]
+    assert kind(last) == "message:assistant"
+    assert last["message"]["stopReason"] == "aborted"
+    assert last["message"]["errorMessage"]
+    assert last["message"]["content"][0]["text"].startswith("one")
+    assert "four" not in last["message"]["content"][0]["text"]
+    assert len(fake.message_requests()) == 1
+    assert rig.problems() == []
+    assert not rig.harness.busy
+    assert rig.harness.abort() is False  # nothing left to abort
+
+
+def partial_tool_stream() -> Reply:
+    """Text, then a tool call whose JSON arrives slowly (the abort lands in the middle)."""
+    call = tool_block(1, "toolu_half", "bash", {"command": "echo should-not-run"})
+    return Reply([message_start(), *text_block(0, "Running it."), *call,
+                  *message_end("tool_use")], delay=0.15)
+
+
+async def abort_on_tool_json(rig: Rig) -> list[Any]:
+    seen = asyncio.Event()
+
+    def watch(event: MessageUpdate) -> None:
+        if event.delta.__struct_config__.tag == "toolcall_delta":
+            seen.set()
+
+    rig.on(MessageUpdate, watch, once=False)
+    task = asyncio.create_task(rig.harness.prompt("run it"))
+    await asyncio.wait_for(seen.wait(), 5)
+    rig.harness.abort()
+    return await asyncio.wait_for(task, 5)
+
+
+async def test_abort_with_a_partial_tool_call_answers_the_call(make_rig, fake) -> None:
+    rig = make_rig()
+    fake.script(partial_tool_stream())
+    await abort_on_tool_json(rig)
+    messages = rig.messages()
+    assert [m["role"] for m in messages] == ["user", "assistant", "toolResult"]
+    assistant, result = messages[1], messages[2]
+    assert assistant["stopReason"] == "aborted"
+    calls = [b for b in assistant["content"] if b["type"] == "toolCall"]
+    assert [c["id"] for c in calls] == ["toolu_half"]
+    assert result["toolCallId"] == "toolu_half"
+    assert result["isError"] is True
+    assert "abort" in result["content"][0]["text"].lower()
+    assert not (rig.root / "should-not-run").exists()
+    assert rig.problems() == []
+
+
+async def test_prompt_after_aborted_tool_call_sends_no_orphan_tool_result(
+        make_rig, fake) -> None:
+    """The aborted reply is dropped from the context; its tool result must go with it.
+
+    Anthropic rejects a tool_result whose tool_use is not in the previous assistant turn.
+    """
+    rig = make_rig()
+    fake.script(partial_tool_stream())
+    await abort_on_tool_json(rig)
+    fake.script(text_reply("ok"))
+    await rig.harness.prompt("try something else")
+    [request] = fake.message_requests()
+    messages = request["messages"]
+    for index, message in enumerate(messages):
+        for block in message["content"] if isinstance(message["content"], list) else []:
+            if block["type"] != "tool_result":
+                continue
+            previous = messages[index - 1] if index else {"role": "none", "content": []}
+            uses = [b["id"] for b in previous["content"] if b.get("type") == "tool_use"]
+            assert previous["role"] == "assistant" and block["tool_use_id"] in uses, (
+                f"orphan tool_result {block['tool_use_id']!r} in {messages}")
+    assert messages[-1]["content"][-1]["text"] == "try something else"
+
+
+async def test_abort_during_bash_kills_the_command(make_rig, fake) -> None:
+    rig = make_rig()
+    command = "echo $$ > sh.pid; sleep 30 & echo $! > sleep.pid; wait; echo never > never.txt"
+    fake.script(tool_reply([("toolu_sleep", "bash", {"command": command}),
+                            ("toolu_next", "read", {"path": "sh.pid"})]),
+                text_reply("never asked for"))
+    task = asyncio.create_task(rig.harness.prompt("sleep"))
+    pid_files = [rig.root / "sh.pid", rig.root / "sleep.pid"]
+    deadline = time.monotonic() + 10
+    while not all(p.exists() and p.read_text().strip() for p in pid_files):
+        assert time.monotonic() < deadline, "the command never started"
+        assert not task.done()
+        await asyncio.sleep(0.02)
+    pids = [int(p.read_text()) for p in pid_files]
+    started = time.monotonic()
+    rig.harness.abort()
+    await asyncio.wait_for(task, 5)
+    elapsed = time.monotonic() - started
+    assert elapsed <= 1.0, f"abort took {elapsed:.3f} s"
+
+    results = [m for m in rig.messages() if m["role"] == "toolResult"]
+    assert [r["toolCallId"] for r in results] == ["toolu_sleep", "toolu_next"]
+    assert all(r["isError"] is True for r in results)
+    assert "abort" in results[0]["content"][0]["text"].lower()
+    assert "abort" in results[1]["content"][0]["text"].lower()  # skipped, not run
+    assert len(fake.message_requests()) == 1  # no model call after an abort
+    assert rig.problems() == []
+
+    deadline = time.monotonic() + 2
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    for pid in pids:
+        assert not alive(pid), f"process {pid} survived the abort"
+    assert not (rig.root / "never.txt").exists()
+
+
+# -- 5. changes requested mid-turn ------------------------------------------------------------
+
+
+async def test_model_change_mid_turn_waits_for_the_turn_end(make_rig, fake) -> None:
+    rig = make_rig()
+    fake.script(tool_reply([("toolu_1", "bash", {"command": "echo one"}),
+                            ("toolu_2", "bash", {"command": "echo two"})]),
+                text_reply("done"))
+    at_turn_end: list[list[str]] = []
+    at_save_point: list[list[str]] = []
+    rig.on(ToolExecutionStart, lambda _e: rig.harness.set_model("anthropic", HAIKU))
+    rig.on(TurnEnd, lambda _e: at_turn_end.append([kind(e) for e in rig.entries()]))
+    rig.on(SavePoint, lambda _e: at_save_point.append([kind(e) for e in rig.entries()]))
+    await rig.harness.prompt("two commands")
+
+    assert "model_change" not in at_turn_end[0]
+    assert at_save_point[0][-1] == "model_change"
+    assert [e.had_pending_mutations for e in rig.events if isinstance(e, SavePoint)] == [
+        True, False]
+    entries = rig.entries()
+    assert [kind(e) for e in entries] == [
+        "message:user", "message:assistant", "message:toolResult", "message:toolResult",
+        "model_change", "message:assistant"]
+    assert_chain(entries)
+    assert (entries[4]["provider"], entries[4]["modelId"]) == ("anthropic", HAIKU)
+    assert entries[1]["message"]["model"] == SONNET
+    assert entries[5]["message"]["model"] == HAIKU
+    one, two = fake.message_requests()
+    assert one["model"] == SONNET
+    assert two["model"] == HAIKU
+    assert len(tool_results_of(two)) == 2
+    assert rig.problems() == []
+    context = build_session_context(SessionTree.open(rig.path), entries[-1]["id"])
+    assert context.model is not None and context.model.model_id == HAIKU
+
+
+async def test_label_and_name_mid_turn_flush_at_turn_end_in_order(make_rig, fake) -> None:
+    rig = make_rig()
+    fake.script(tool_reply([("toolu_1", "bash", {"command": "echo one"})]), text_reply("done"))
+    prompt_id: list[str] = []
+    rig.on(MessageEnd, lambda _e: prompt_id.append(rig.tree.leaf_id))
+
+    def mid_turn(_event: ToolExecutionStart) -> None:
+        rig.harness.set_label(prompt_id[0], "start here")
+        rig.harness.set_name("First name")
+        rig.harness.set_name("Refactor the parser")
+
+    labels_at_turn_end: list[dict[str, str]] = []
+    rig.on(ToolExecutionStart, mid_turn)
+    rig.on(TurnEnd, lambda _e: labels_at_turn_end.append(dict(rig.tree.labels)))
+    await rig.harness.prompt("label me")
+
+    assert labels_at_turn_end == [{}]
+    entries = rig.entries()
+    assert [kind(e) for e in entries] == [
+        "message:user", "message:assistant", "message:toolResult",
+        "label", "session_info", "session_info", "message:assistant"]
+    assert_chain(entries)
+    assert entries[3]["targetId"] == prompt_id[0] and entries[3]["label"] == "start here"
+    assert [entries[4]["name"], entries[5]["name"]] == ["First name", "Refactor the parser"]
+    reopened = SessionTree.open(rig.path)
+    assert reopened.labels == {prompt_id[0]: "start here"}
+    assert reopened.name == "Refactor the parser"
+    assert check_session(reopened) == []
+    assert len(fake.message_requests()[1]["messages"]) == 3  # markers add no messages
+
+
+async def test_changes_while_idle_are_written_at_once(make_rig, fake) -> None:
+    rig = make_rig()
+    rig.harness.set_model("anthropic", HAIKU)
+    rig.harness.set_name("Idle name")
+    assert [kind(e) for e in rig.entries()] == ["model_change", "session_info"]
+    fake.script(text_reply("hi"))
+    await rig.harness.prompt("hello")
+    assert fake.message_requests()[0]["model"] == HAIKU
+
+
+# -- 6. steering and follow-ups --------------------------------------------------------------
+
+
+async def test_steer_and_follow_up_are_delivered_in_their_places(make_rig, fake) -> None:
+    rig = make_rig()
+    fake.script(tool_reply([("toolu_1", "bash", {"command": "echo a"}),
+                            ("toolu_2", "bash", {"command": "echo a2"})]),
+                text_reply("b checked"), text_reply("c done"))
+
+    def during_tools(_event: ToolExecutionStart) -> None:
+        rig.harness.steer("also check b")
+        rig.harness.follow_up("and then c")
+
+    rig.on(ToolExecutionStart, during_tools)
+    await rig.harness.prompt("check a")
+
+    requests = fake.message_requests()
+    assert len(requests) == 3
+    two = requests[1]["messages"]
+    assert [m["role"] for m in two] == ["user", "assistant", "user", "user"]
+    assert [b["tool_use_id"] for b in two[2]["content"]] == ["toolu_1", "toolu_2"]
+    assert two[3]["content"][0]["text"] == "also check b"
+    three = requests[2]["messages"]
+    assert three[-1]["role"] == "user"
+    assert three[-1]["content"][0]["text"] == "and then c"
+    assert three[-2]["role"] == "assistant"
+    assert three[-2]["content"][0]["text"] == "b checked"
+
+    entries = rig.entries()
+    assert [kind(e) for e in entries] == [
+        "message:user", "message:assistant", "message:toolResult", "message:toolResult",
+        "message:user", "message:assistant", "message:user", "message:assistant"]
+    assert_chain(entries)
+    assert entries[4]["message"]["content"][0]["text"] == "also check b"
+    assert entries[6]["message"]["content"][0]["text"] == "and then c"
+    assert entries[7]["message"]["content"] == [{"type": "text", "text": "c done"}]
+    # each queued message opens a new turn after the previous one ended
+    tool = ["tool_execution_start:bash", "tool_execution_end:bash",
+            "message_start:toolResult", "message_end:toolResult"]
+    reply = ["message_start:assistant", "message_update", "message_end:assistant"]
+    delivered = ["turn_start", "message_start:user", "message_end:user", *reply,
+                 "turn_end", "save_point"]
+    assert outline(rig.events) == [
+        "agent_start", "turn_start", "message_start:user", "message_end:user", *reply,
+        *tool, *tool, "turn_end", "save_point", *delivered, *delivered, "agent_end"]
+    assert rig.problems() == []
+
+
+async def test_steer_follow_up_idle_and_prompt_busy_raise(make_rig, fake) -> None:
+    rig = make_rig()
+    with pytest.raises(NotRunningError):
+        rig.harness.steer("x")
+    with pytest.raises(NotRunningError):
+        rig.harness.follow_up("x")
+    fake.script(text_reply("slow ", "reply", delay=0.05))
+    updated = asyncio.Event()
+    rig.on(MessageUpdate, lambda _e: updated.set())
+    task = asyncio.create_task(rig.harness.prompt("first"))
+    await asyncio.wait_for(updated.wait(), 5)
+    with pytest.raises(BusyError):
+        await rig.harness.prompt("second")
+    await asyncio.wait_for(task, 5)
+    texts = [m["content"][0]["text"] for m in rig.messages() if m["role"] == "user"]
+    assert texts == ["first"]
+    assert len(fake.message_requests()) == 1
+    with pytest.raises(NotRunningError):
+        rig.harness.steer("too late")
+
+
+# -- 7. images -------------------------------------------------------------------------------
+
+
+async def test_prompt_images_reach_the_wire_as_base64(make_rig, fake) -> None:
+    rig = make_rig()
+    fake.script(text_reply("a tiny image"))
+    await rig.harness.prompt("what is this?", [ImageContent(data=PNG, mime_type="image/png")])
+    [request] = fake.message_requests()
+    content = request["messages"][0]["content"]
+    assert content[0] == {"type": "text", "text": "what is this?"}
+    assert content[1]["type"] == "image"
+    assert content[1]["source"] == {"type": "base64", "media_type": "image/png", "data": PNG}
+    stored = rig.messages()[0]["content"]
+    assert stored[1] == {"type": "image", "data": PNG, "mimeType": "image/png"}
+
+
+# -- 8. unit level ---------------------------------------------------------------------------
+
+
+REGISTRY = ModelRegistry()
+
+
+def request_for(level: str, model: ModelInfo | None = None, max_tokens: int | None = None,
+                tools: list[ToolSpec] | None = None) -> ModelRequest:
+    return ModelRequest(
+        model=model or REGISTRY.get("anthropic", SONNET), system_prompt="sys",
+        messages=[UserMessage(content="hi", timestamp=1)], tools=tools or [],
+        thinking_level=level, max_tokens=max_tokens)
+
+
+@pytest.mark.parametrize("level, budget", sorted(THINKING_BUDGETS.items()))
+@pytest.mark.parametrize("model_id", [SONNET, "claude-opus-4-1"])
+def test_request_params_thinking_budgets(level, budget, model_id) -> None:
+    model = REGISTRY.get("anthropic", model_id)
+    params = request_params(request_for(level, model))
+    assert params["thinking"]["type"] == "enabled"
+    assert params["thinking"]["budget_tokens"] == min(budget, params["max_tokens"] - 1)
+    assert params["max_tokens"] > params["thinking"]["budget_tokens"]
+    assert params["max_tokens"] <= model.max_tokens
+    if budget < model.max_tokens:
+        assert params["thinking"]["budget_tokens"] == budget
+
+
+def test_request_params_expected_numbers() -> None:
+    assert {level: request_params(request_for(level))["thinking"]["budget_tokens"]
+            for level in THINKING_BUDGETS} == {
+        "minimal": 1024, "low": 4096, "medium": 10240, "high": 20480, "xhigh": 32000}
+    assert request_params(request_for("medium"))["max_tokens"] == 16384
+    assert request_params(request_for("xhigh"))["max_tokens"] >= 32000 + 1
+    # an explicit max_tokens below the budget is raised above it
+    small = request_params(request_for("high", max_tokens=2000))
+    assert small["max_tokens"] > small["thinking"]["budget_tokens"] == 20480
+
+
+def test_request_params_disabled_thinking_and_tools() -> None:
+    off = request_params(request_for("off"))
+    assert off["thinking"] == {"type": "disabled"}
+    assert off["max_tokens"] == 16384
+    assert "tools" not in off
+    plain = ModelInfo("anthropic", "plain", 100_000, 8192, Price(1, 1, 0, 0), reasoning=False)
+    assert request_params(request_for("high", plain))["thinking"] == {"type": "disabled"}
+    assert request_params(request_for("high", plain))["max_tokens"] == 8192
+    specs = [ToolSpec("a", "first", {"type": "object"}), ToolSpec("b", "second", {})]
+    tools = request_params(request_for("off", tools=specs))["tools"]
+    assert tools == [
+        {"name": "a", "description": "first", "input_schema": {"type": "object"}},
+        {"name": "b", "description": "second", "input_schema": {}, "cache_control": CACHE}]
+
+
+def assistant(blocks: list[Any], model: str = SONNET, provider: str = "anthropic"
+              ) -> AssistantMessage:
+    return AssistantMessage(content=blocks, api="anthropic-messages", provider=provider,
+                            model=model, usage=Usage(), stop_reason="toolUse", timestamp=2)
+
+
+def result(call_id: str, text: str, is_error: bool = False) -> ToolResultMessage:
+    return ToolResultMessage(tool_call_id=call_id, tool_name="bash",
+                             content=[TextContent(text=text)], is_error=is_error, timestamp=3)
+
+
+def test_wire_messages_merges_tool_results_and_normalises_ids() -> None:
+    messages = [
+        UserMessage(content="go", timestamp=1),
+        assistant([ToolCall(id="call|1:x", name="bash", arguments={"command": "a"}),
+                   ToolCall(id="call_2", name="bash", arguments={"command": "b"})]),
+        result("call|1:x", "out a"),
+        result("call_2", "bad b", is_error=True),
+    ]
+    wire = wire_messages(messages, SONNET)
+    assert [m["role"] for m in wire] == ["user", "assistant", "user"]
+    assert [b["id"] for b in wire[1]["content"]] == ["call_1_x", "call_2"]
+    results = wire[2]["content"]
+    assert [b["type"] for b in results] == ["tool_result", "tool_result"]
+    assert [b["tool_use_id"] for b in results] == ["call_1_x", "call_2"]
+    assert [b["is_error"] for b in results] == [False, True]
+    assert results[-1]["cache_control"] == CACHE
+    assert cache_marks(wire) == 1
+    assert tool_id("a" * 80) == "a" * 64
+    assert tool_id("") == "tool"
+    assert tool_id("toolu_01-ABC") == "toolu_01-ABC"
+
+
+def test_wire_messages_thinking_from_another_model_becomes_text() -> None:
+    thought = ThinkingContent(thinking="I reasoned", thinking_signature="sig-x")
+    hidden = ThinkingContent(thinking="", thinking_signature="opaque", redacted=True)
+    answer = TextContent(text="answer")
+    messages = [UserMessage(content="q", timestamp=1),
+                assistant([thought, hidden, answer], model="claude-opus-4-1"),
+                UserMessage(content="again", timestamp=4)]
+    wire = wire_messages(messages, SONNET)
+    assert wire[1]["content"] == [{"type": "text", "text": "I reasoned"},
+                                  {"type": "text", "text": "answer"}]
+    other_provider = wire_messages(
+        [UserMessage(content="q", timestamp=1), assistant([thought, answer], model=SONNET,
+                                                          provider="bedrock")], SONNET)
+    assert other_provider[1]["content"][0] == {"type": "text", "text": "I reasoned"}
+    same = wire_messages(messages, "claude-opus-4-1")
+    assert same[1]["content"][:2] == [
+        {"type": "thinking", "thinking": "I reasoned", "signature": "sig-x"},
+        {"type": "redacted_thinking", "data": "opaque"}]
+    # a string prompt is turned into a block so it can carry the cache mark
+    assert wire[-1]["content"] == [{"type": "text", "text": "again", "cache_control": CACHE}]
+
+
+def test_cost_of_prices_cache_reads_and_writes() -> None:
+    sonnet = REGISTRY.get("anthropic", SONNET)
+    cost = cost_of(Usage(input=1_000_000, output=1_000_000, cache_read=1_000_000,
+                         cache_write=1_000_000), sonnet)
+    assert cost.input == pytest.approx(3)
+    assert cost.output == pytest.approx(15)
+    assert cost.cache_read == pytest.approx(0.30)
+    assert cost.cache_write == pytest.approx(3.75)
+    assert cost.total == pytest.approx(22.05)
+    haiku = cost_of(Usage(cache_read=2_000_000, cache_write=400_000), REGISTRY.get(
+        "anthropic", HAIKU))
+    assert haiku.cache_read == pytest.approx(0.2)
+    assert haiku.cache_write == pytest.approx(0.5)
+    assert haiku.total == pytest.approx(0.7)
+    zero = cost_of(Usage(), sonnet)
+    assert zero.total == 0 and isinstance(zero.total, int)  # pi writes a zero cost as 0
+    dated = REGISTRY.get("anthropic", "claude-haiku-4-5-20251001")
+    assert dated.price == REGISTRY.get("anthropic", HAIKU).price

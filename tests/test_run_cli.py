@@ -1,0 +1,348 @@
+"""`pi-lsp run` as a user runs it: a separate process, talking HTTP to a fake Anthropic server."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fake_anthropic import (
+    FakeAnthropic,
+    Reply,
+    error_reply,
+    message_start,
+    text_block,
+    text_reply,
+    tool_reply,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+SESSION_NAME = re.compile(
+    r"^(\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z)_"
+    r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl$"
+)
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeAnthropic]:
+    server = FakeAnthropic()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def agent_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("agent")
+
+
+@pytest.fixture
+def env(fake: FakeAnthropic, agent_dir: Path) -> dict[str, str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    return {**base, "ANTHROPIC_BASE_URL": fake.url, "ANTHROPIC_API_KEY": "test",
+            "PI_CODING_AGENT_DIR": str(agent_dir),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    path = tmp_path / "ws"
+    path.mkdir()
+    return path
+
+
+def command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "pi_lsp.cli", *args]
+
+
+def pi_run(workspace: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command("run", *args), cwd=workspace, env=env, capture_output=True,
+                          text=True, timeout=30)
+
+
+def check(path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command("check", str(path)), env=env, capture_output=True, text=True,
+                          timeout=30)
+
+
+def sessions(workspace: Path) -> list[Path]:
+    return sorted((workspace / ".pi" / "sessions").glob("*.jsonl"))
+
+
+def entries(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text("utf-8").splitlines()[1:]]
+
+
+def kinds(path: Path) -> list[str]:
+    return [e["message"]["role"] if e["type"] == "message" else e["type"] for e in entries(path)]
+
+
+def user_texts(path: Path) -> list[str]:
+    return [e["message"]["content"][0]["text"] for e in entries(path)
+            if e["type"] == "message" and e["message"]["role"] == "user"]
+
+
+def problem_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("pi-lsp:")]
+
+
+def test_new_session_streams_the_reply_and_writes_the_session(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    fake.script(text_reply("Hel", "lo, ", "wor", "ld!"))
+    result = pi_run(workspace, env, "--new", "hello")
+    assert result.returncode == 0, result.stderr
+    assert "Hello, world!" in result.stdout
+    assert "Traceback" not in result.stderr
+    [path] = sessions(workspace)
+    match = SESSION_NAME.match(path.name)
+    assert match, path.name
+    header = json.loads(path.read_text("utf-8").splitlines()[0])
+    assert header["type"] == "session"
+    assert header["id"] == match.group(2)
+    assert header["timestamp"].replace(":", "-").replace(".", "-") == match.group(1)
+    assert header["cwd"] == str(workspace)
+    assert kinds(path) == ["model_change", "thinking_level_change", "user", "assistant"]
+    assistant = entries(path)[-1]["message"]
+    assert assistant["content"] == [{"type": "text", "text": "Hello, world!"}]
+    assert assistant["stopReason"] == "stop"
+    [request] = fake.message_requests()
+    assert request["messages"][-1]["content"][0]["text"] == "hello"
+    assert request["model"] == "claude-sonnet-4-5"
+    assert request["thinking"] == {"type": "disabled"}
+    checked = check(path, env)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_run_continues_the_newest_session_or_the_named_one(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    fake.script(text_reply("first"))
+    assert pi_run(workspace, env, "--new", "one").returncode == 0
+    [first] = sessions(workspace)
+    time.sleep(0.01)
+    fake.script(text_reply("second"))
+    assert pi_run(workspace, env, "--new", "two").returncode == 0
+    [second] = [p for p in sessions(workspace) if p != first]
+
+    fake.script(text_reply("again to you"))
+    result = pi_run(workspace, env, "again")
+    assert result.returncode == 0, result.stderr
+    assert "again to you" in result.stdout
+    assert len(sessions(workspace)) == 2
+    assert user_texts(second) == ["two", "again"]
+    assert user_texts(first) == ["one"]
+    assert kinds(second)[-2:] == ["user", "assistant"]
+    # The model saw the earlier turn of the session it continued.
+    [request] = fake.message_requests()
+    wire = [m["content"] if isinstance(m["content"], str) else m["content"][0]["text"]
+            for m in request["messages"]]
+    assert wire == ["two", "second", "again"]
+
+    fake.script(text_reply("back in one"))
+    result = pi_run(workspace, env, "--session", str(first), "third")
+    assert result.returncode == 0, result.stderr
+    assert user_texts(first) == ["one", "third"]
+    assert user_texts(second) == ["two", "again"]
+    assert len(sessions(workspace)) == 2
+    assert check(first, env).returncode == 0
+
+
+def test_tool_turn_writes_the_file_and_reports_the_tool(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    fake.script(
+        tool_reply([("toolu_1", "write", {"path": "out/hello.txt", "content": "hi there\n"})],
+                   text="Writing it."),
+        text_reply("All done."),
+    )
+    result = pi_run(workspace, env, "--new", "write a file")
+    assert result.returncode == 0, result.stderr
+    assert (workspace / "out" / "hello.txt").read_text() == "hi there\n"
+    assert "write" in result.stderr
+    assert "out/hello.txt" in result.stderr
+    assert "All done." in result.stdout
+    assert "out/hello.txt" not in result.stdout  # tool activity stays off stdout
+    first, second = fake.message_requests()
+    assert first["tools"] and {t["name"] for t in first["tools"]} >= {"read", "write", "edit",
+                                                                      "bash"}
+    results = [b for b in second["messages"][-1]["content"] if b["type"] == "tool_result"]
+    assert [r["tool_use_id"] for r in results] == ["toolu_1"]
+    assert results[0]["is_error"] is False
+    [path] = sessions(workspace)
+    assert kinds(path)[-4:] == ["user", "assistant", "toolResult", "assistant"]
+    assert check(path, env).returncode == 0
+
+
+def test_model_flag_changes_the_wire_model_and_is_recorded(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    fake.script(text_reply("ok", model="claude-haiku-4-5"))
+    result = pi_run(workspace, env, "--new", "--model", "anthropic/claude-haiku-4-5", "hi")
+    assert result.returncode == 0, result.stderr
+    [request] = fake.message_requests()
+    assert request["model"] == "claude-haiku-4-5"
+    [path] = sessions(workspace)
+    changes = [e for e in entries(path) if e["type"] == "model_change"]
+    assert changes[-1]["provider"] == "anthropic"
+    assert changes[-1]["modelId"] == "claude-haiku-4-5"
+    assert entries(path)[-1]["message"]["model"] == "claude-haiku-4-5"
+
+
+def test_thinking_flag_enables_thinking(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    fake.script(text_reply("pondered"))
+    result = pi_run(workspace, env, "--new", "--thinking", "high", "think")
+    assert result.returncode == 0, result.stderr
+    [request] = fake.message_requests()
+    assert request["thinking"]["type"] == "enabled"
+    assert request["thinking"]["budget_tokens"] > 0
+    assert request["max_tokens"] > request["thinking"]["budget_tokens"]
+    [path] = sessions(workspace)
+    levels = [e["thinkingLevel"] for e in entries(path) if e["type"] == "thinking_level_change"]
+    assert levels[-1] == "high"
+
+
+def test_bad_model_is_a_usage_error(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    fake.script(text_reply("never"))
+    result = pi_run(workspace, env, "--model", "nonsense", "hi")
+    assert result.returncode == 2
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "--model" in lines[0]
+    assert "Traceback" not in result.stderr
+    assert fake.message_requests() == []
+
+
+def test_bad_model_leaves_no_session_behind(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    fake.script()
+    result = pi_run(workspace, env, "--new", "--model", "nonsense", "hi")
+    assert result.returncode == 2
+    assert sessions(workspace) == [], "a rejected command line still created a session file"
+
+
+def test_missing_api_key_is_one_line_and_writes_nothing(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    fake.script(text_reply("never"))
+    no_key = {k: v for k, v in env.items() if k != "ANTHROPIC_API_KEY"}
+    result = pi_run(workspace, no_key, "--new", "hello")
+    assert result.returncode == 2
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "ANTHROPIC_API_KEY" in lines[0]
+    assert "Traceback" not in result.stderr
+    assert fake.message_requests() == []
+    written = {p.name: p.read_text() for p in sessions(workspace)}
+    assert written == {}, "a run that could not start wrote a session file"
+
+
+def test_missing_api_key_leaves_an_existing_session_untouched(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    fake.script(text_reply("first"))
+    assert pi_run(workspace, env, "--new", "one").returncode == 0
+    [path] = sessions(workspace)
+    before = path.read_bytes()
+    fake.script(text_reply("never"))
+    no_key = {k: v for k, v in env.items() if k != "ANTHROPIC_API_KEY"}
+    result = pi_run(workspace, no_key, "again")
+    assert result.returncode == 2
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert "ANTHROPIC_API_KEY" in result.stderr
+    assert sessions(workspace) == [path]
+    assert path.read_bytes() == before
+
+
+def test_provider_error_after_retries_exits_1(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    fake.script(*[error_reply(500, "api_error", "the fake is broken") for _ in range(10)])
+    result = pi_run(workspace, env, "--new", "hello")
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    problems = problem_lines(result.stderr)
+    assert len(problems) == 1, result.stderr
+    assert "500" in problems[0]
+    assert "the fake is broken" in problems[0]
+    assert len(fake.message_requests()) >= 2  # the SDK retried
+    [path] = sessions(workspace)
+    last = entries(path)[-1]["message"]
+    assert last["role"] == "assistant"
+    assert last["stopReason"] == "error"
+    assert "the fake is broken" in last["errorMessage"]
+    assert check(path, env).returncode == 0
+
+
+def test_mid_stream_error_exits_1(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    fake.script(Reply([message_start(), *text_block(0, "partial ")],
+                      error_type="overloaded_error", error_message="Overloaded"))
+    result = pi_run(workspace, env, "--new", "hello")
+    assert result.returncode == 1, result.stderr
+    assert "partial" in result.stdout
+    assert "Traceback" not in result.stderr
+    problems = problem_lines(result.stderr)
+    assert len(problems) == 1, result.stderr
+    assert "overloaded" in problems[0].lower()
+    [path] = sessions(workspace)
+    assert entries(path)[-1]["message"]["stopReason"] == "error"
+
+
+def test_ctrl_c_aborts_and_records_the_abort(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    pieces = [f"piece{n} " for n in range(40)]
+    fake.script(text_reply(*pieces, delay=0.3))
+    process = subprocess.Popen(command("run", "--new", "go slowly"), cwd=workspace, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    try:
+        assert process.stdout is not None
+        seen = b""
+        selector = selectors.DefaultSelector()
+        selector.register(process.stdout, selectors.EVENT_READ)
+        deadline = time.monotonic() + 20
+        while b"piece0" not in seen and time.monotonic() < deadline:
+            if selector.select(timeout=0.1):
+                chunk = os.read(process.stdout.fileno(), 4096)
+                if not chunk:
+                    break
+                seen += chunk
+        assert b"piece0" in seen, "the stream never started"
+        started = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        code = process.wait(timeout=5)
+        elapsed = time.monotonic() - started
+        stdout, stderr = process.communicate(timeout=5)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert code == 130, stderr.decode()
+    assert elapsed < 2.5
+    assert b"Traceback" not in stderr
+    assert b"piece39" not in seen + stdout
+    [path] = sessions(workspace)
+    last = entries(path)[-1]
+    assert last["type"] == "message"
+    assert last["message"]["role"] == "assistant"
+    assert last["message"]["stopReason"] == "aborted"
+    assert last["message"]["content"][0]["text"].startswith("piece0")
+    checked = check(path, env)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_session_and_new_together_is_a_usage_error(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    fake.script(text_reply("never"))
+    result = pi_run(workspace, env, "--session", str(workspace / "s.jsonl"), "--new", "hi")
+    assert result.returncode == 2
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert "--new" in result.stderr
+    assert fake.message_requests() == []
+    assert not (workspace / "s.jsonl").exists()
+    assert sessions(workspace) == []

@@ -1,0 +1,310 @@
+"""The agent's tools, called as the loop calls them: through `execute_tool`, never raising."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pi_lsp.agent.tools import (
+    BASH,
+    EDIT,
+    READ,
+    READ_BYTE_LIMIT,
+    WRITE,
+    Tool,
+    ToolContext,
+    ToolResult,
+    execute_tool,
+)
+from pi_lsp.session.entries import ImageContent, TextContent
+
+# A 1x1 transparent PNG.
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kg"
+    "AAAABJRU5ErkJggg=="
+)
+
+
+async def run(tool: Tool, args: dict[str, Any], root: Path, **options: Any) -> ToolResult:
+    return await execute_tool(tool, tool.name, args, ToolContext(root, **options))
+
+
+def text_of(result: ToolResult) -> str:
+    return "".join(b.text for b in result.content if isinstance(b, TextContent))
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    workspace = tmp_path / "root"
+    workspace.mkdir()
+    return workspace
+
+
+# -- read ----------------------------------------------------------------------------------
+
+
+async def test_read_numbers_lines(root: Path) -> None:
+    (root / "a.txt").write_text("alpha\nbeta\ngamma\n")
+    result = await run(READ, {"path": "a.txt"}, root)
+    assert not result.is_error
+    assert text_of(result) == "     1\talpha\n     2\tbeta\n     3\tgamma"
+
+
+async def test_read_offset_and_limit_with_next_offset_note(root: Path) -> None:
+    (root / "a.txt").write_text("".join(f"line {n}\n" for n in range(1, 11)))
+    result = await run(READ, {"path": "a.txt", "offset": 3, "limit": 2}, root)
+    assert not result.is_error
+    text = text_of(result)
+    body, _, note = text.partition("\n\n")
+    assert body.splitlines() == ["     3\tline 3", "     4\tline 4"]
+    assert "offset=5" in note
+    assert "10" in note  # the total, so the model knows how much is left
+
+
+async def test_read_to_the_end_has_no_note(root: Path) -> None:
+    (root / "a.txt").write_text("one\ntwo\nthree\n")
+    text = text_of(await run(READ, {"path": "a.txt", "offset": 2}, root))
+    assert text == "     2\ttwo\n     3\tthree"
+    assert "offset=" not in text
+
+
+async def test_read_caps_the_size_of_huge_files(root: Path) -> None:
+    line = "x" * 999
+    (root / "big.txt").write_text(f"{line}\n" * 2000)  # ~2 MB, under the line limit
+    result = await run(READ, {"path": "big.txt"}, root)
+    assert not result.is_error
+    text = text_of(result)
+    body, _, note = text.rpartition("\n\n")
+    assert len(body.encode()) <= READ_BYTE_LIMIT
+    shown = body.splitlines()
+    assert 10 < len(shown) < 2000
+    last = int(shown[-1].split("\t")[0])
+    assert f"offset={last + 1}" in note
+
+
+async def test_read_missing_file_is_an_error(root: Path) -> None:
+    result = await run(READ, {"path": "nope.txt"}, root)
+    assert result.is_error
+    assert "nope.txt" in text_of(result)
+
+
+async def test_read_png_is_an_image_block(root: Path) -> None:
+    (root / "dot.png").write_bytes(PNG)
+    result = await run(READ, {"path": "dot.png"}, root)
+    assert not result.is_error
+    images = [b for b in result.content if isinstance(b, ImageContent)]
+    assert len(images) == 1
+    assert images[0].mime_type == "image/png"
+    assert base64.b64decode(images[0].data) == PNG
+
+
+# -- write ---------------------------------------------------------------------------------
+
+
+async def test_write_creates_parent_directories(root: Path) -> None:
+    result = await run(WRITE, {"path": "deep/er/new.txt", "content": "hello\n"}, root)
+    assert not result.is_error, text_of(result)
+    assert (root / "deep" / "er" / "new.txt").read_text() == "hello\n"
+
+
+@pytest.mark.parametrize("where", ["absolute", "dotdot"])
+async def test_write_outside_the_root_is_refused(root: Path, where: str) -> None:
+    outside = root.parent / "elsewhere" / "x.txt"
+    raw = str(outside) if where == "absolute" else "../elsewhere/x.txt"
+    result = await run(WRITE, {"path": raw, "content": "no"}, root)
+    assert result.is_error
+    assert "outside the workspace" in text_of(result)
+    assert not outside.exists()
+
+
+async def test_write_to_literal_tmp_elsewhere_is_refused(root: Path) -> None:
+    target = Path("/tmp/elsewhere/pi-lsp-test-should-not-exist.txt")
+    result = await run(WRITE, {"path": str(target), "content": "no"}, root)
+    assert result.is_error
+    assert "outside the workspace" in text_of(result)
+    assert not target.exists()
+
+
+async def test_write_outside_allowed_when_configured(root: Path) -> None:
+    outside = root.parent / "elsewhere" / "x.txt"
+    result = await run(WRITE, {"path": "../elsewhere/x.txt", "content": "yes"}, root,
+                       allow_outside_root=True)
+    assert not result.is_error, text_of(result)
+    assert outside.read_text() == "yes"
+
+
+async def test_write_through_a_symlink_out_of_the_root_is_refused(root: Path) -> None:
+    outside = root.parent / "outside"
+    outside.mkdir()
+    (root / "link").symlink_to(outside, target_is_directory=True)
+    result = await run(WRITE, {"path": "link/x.txt", "content": "no"}, root)
+    assert result.is_error
+    assert "outside the workspace" in text_of(result)
+    assert not (outside / "x.txt").exists()
+
+
+async def test_edit_through_a_symlinked_file_out_of_the_root_is_refused(root: Path) -> None:
+    outside = root.parent / "secret.txt"
+    outside.write_text("keep me\n")
+    (root / "innocent.txt").symlink_to(outside)
+    result = await run(EDIT, {"path": "innocent.txt", "oldText": "keep", "newText": "lost"}, root)
+    assert result.is_error
+    assert outside.read_text() == "keep me\n"
+
+
+# -- edit ----------------------------------------------------------------------------------
+
+
+async def test_edit_replaces_once_with_a_diff(root: Path) -> None:
+    (root / "f.py").write_text("a = 1\nb = 2\nc = 3\n")
+    result = await run(EDIT, {"path": "f.py", "oldText": "b = 2", "newText": "b = 20"}, root)
+    assert not result.is_error, text_of(result)
+    assert (root / "f.py").read_text() == "a = 1\nb = 20\nc = 3\n"
+    diff = result.details["diff"]
+    assert "-b = 2\n" in diff
+    assert "+b = 20\n" in diff
+    assert " a = 1\n" in diff
+    assert result.details["firstChangedLine"] == 2
+
+
+async def test_edit_missing_text_is_an_error_and_leaves_the_file(root: Path) -> None:
+    (root / "f.py").write_text("a = 1\n")
+    result = await run(EDIT, {"path": "f.py", "oldText": "zzz", "newText": "y"}, root)
+    assert result.is_error
+    assert "not found" in text_of(result)
+    assert (root / "f.py").read_text() == "a = 1\n"
+
+
+async def test_edit_non_unique_text_is_an_error_with_the_count(root: Path) -> None:
+    original = "x = 1\nx = 1\nx = 1\n"
+    (root / "f.py").write_text(original)
+    result = await run(EDIT, {"path": "f.py", "oldText": "x = 1", "newText": "x = 2"}, root)
+    assert result.is_error
+    assert "3 times" in text_of(result)
+    assert (root / "f.py").read_text() == original
+
+
+async def test_edit_missing_file_is_an_error(root: Path) -> None:
+    result = await run(EDIT, {"path": "nope.py", "oldText": "a", "newText": "b"}, root)
+    assert result.is_error
+    assert not (root / "nope.py").exists()
+
+
+# -- bash ----------------------------------------------------------------------------------
+
+
+async def test_bash_runs_in_the_root(root: Path) -> None:
+    result = await run(BASH, {"command": "pwd"}, root)
+    assert not result.is_error
+    assert Path(text_of(result).strip()).resolve() == root.resolve()
+
+
+async def test_bash_combines_stdout_and_stderr(root: Path) -> None:
+    result = await run(BASH, {"command": "echo to-out; echo to-err >&2; echo again"}, root)
+    assert not result.is_error
+    assert text_of(result).splitlines() == ["to-out", "to-err", "again"]
+
+
+async def test_bash_non_zero_exit_is_an_error_with_the_code(root: Path) -> None:
+    result = await run(BASH, {"command": "echo partial; exit 3"}, root)
+    assert result.is_error
+    text = text_of(result)
+    assert "partial" in text
+    assert "exited with code 3" in text
+
+
+async def test_bash_timeout(root: Path) -> None:
+    started = time.monotonic()
+    result = await run(BASH, {"command": "sleep 5", "timeout": 1}, root)
+    assert time.monotonic() - started < 4
+    assert result.is_error
+    assert "timed out" in text_of(result)
+
+
+async def test_bash_huge_output_keeps_the_tail_and_saves_all(root: Path) -> None:
+    result = await run(BASH, {"command": "seq 1 200000"}, root)
+    full_path = Path(result.details["fullOutputPath"])
+    try:
+        assert not result.is_error
+        text = text_of(result)
+        expected = "".join(f"{n}\n" for n in range(1, 200001))
+        assert len(text.encode()) < 60 * 1024
+        assert text.rstrip().endswith("\n199999\n200000")
+        lines = text.splitlines()
+        assert lines[0].startswith("[Output truncated")
+        assert int(lines[1]) > 190000  # the head is gone; the tail starts on a whole line
+        assert str(full_path) in text
+        assert full_path.read_text() == expected
+    finally:
+        full_path.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie (a killed orphan may wait for a reaper that never comes)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+async def test_cancelling_bash_kills_the_whole_process_group(root: Path) -> None:
+    task = asyncio.ensure_future(
+        run(BASH, {"command": "sleep 30 & echo $! > child; wait"}, root))
+    child = root / "child"
+    for _ in range(100):
+        if child.exists() and child.read_text().strip():
+            break
+        await asyncio.sleep(0.05)
+    pid = int(child.read_text())
+    assert _alive(pid)
+    task.cancel()
+    started = time.monotonic()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert time.monotonic() - started < 3, "the cancel waited for the child to finish"
+    for _ in range(40):
+        if not _alive(pid):
+            break
+        await asyncio.sleep(0.05)
+    alive = _alive(pid)
+    if alive:
+        os.kill(pid, 9)
+    assert not alive, f"child sleep {pid} survived the cancel"
+
+
+# -- bad arguments -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("tool", "args"), [
+    (READ, {"path": 5}),
+    (READ, {}),
+    (READ, {"path": "a.txt", "offset": "x"}),
+    (READ, {"path": "a.txt", "limit": -1}),
+    (WRITE, {"path": 5, "content": "x"}),
+    (WRITE, {"path": "b.txt", "content": 5}),
+    (EDIT, {"path": 5, "oldText": "a", "newText": "b"}),
+    (EDIT, {"path": "a.txt", "oldText": None, "newText": "b"}),
+    (BASH, {"command": 5}),
+    (BASH, {"command": "true", "timeout": "soon"}),
+])
+async def test_bad_argument_types_are_error_results(root: Path, tool: Tool,
+                                                    args: dict[str, Any]) -> None:
+    (root / "a.txt").write_text("a\n")
+    result = await run(tool, args, root)
+    assert result.is_error
+    assert text_of(result)
+    assert (root / "a.txt").read_text() == "a\n"
+    assert not (root / "b.txt").exists()
+
+
+async def test_unknown_tool_is_an_error_result(root: Path) -> None:
+    result = await execute_tool(None, "teleport", {}, ToolContext(root))
+    assert result.is_error
+    assert "teleport" in text_of(result)
