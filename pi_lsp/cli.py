@@ -203,6 +203,13 @@ def cmd_run(args: argparse.Namespace) -> int:
                                model=args.model, thinking=args.thinking))
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from pi_lsp.server.server import serve
+
+    serve(args.tcp)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="pi-lsp", description="pi session trees for editors and terminals")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -251,6 +258,10 @@ def build_parser() -> argparse.ArgumentParser:
     branch_cmd.add_argument("--instructions", metavar="TEXT")
     branch_cmd.add_argument("--json", action="store_true")
     branch_cmd.set_defaults(run=cmd_branch)
+
+    serve = commands.add_parser("serve", help="the language server (stdio)")
+    serve.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead (debugging)")
+    serve.set_defaults(run=cmd_serve)
 
     run = commands.add_parser("run", help="run one prompt to completion in this workspace")
     run.add_argument("prompt")

@@ -178,7 +178,8 @@ class CompactionResult(msgspec.Struct, rename="camel"):
 
 class NothingToCompactError(Exception):
     def __str__(self) -> str:
-        return "nothing to compact: the path is empty or already ends in a compaction"
+        return self.args[0] if self.args else \
+            "nothing to compact: the path is empty or already ends in a compaction"
 
 
 def summary_details(files: FileLists, summarizer: Summarizer) -> dict[str, Any]:
@@ -215,6 +216,10 @@ async def compact(tree: SessionTree, leaf_id: str | None, summarizer: Summarizer
     plan = prepare_compaction(tree.path_to(leaf_id), settings)
     if plan is None:
         raise NothingToCompactError()
+    if not plan.messages_to_summarize and not plan.turn_prefix_messages:
+        raise NothingToCompactError(
+            f"nothing to compact: the whole context fits in keepRecentTokens "
+            f"({settings.keep_recent_tokens})")
     summary = await summarize_plan(plan, summarizer, settings, instructions)
     details = summary_details(plan.files, summarizer)
     if leaf_id != tree.leaf_id:

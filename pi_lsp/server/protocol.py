@@ -1,0 +1,127 @@
+"""The LSP surface: pygls fixes, method names, and the typed arguments of every command."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any, Literal, TypeVar
+
+import msgspec
+from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
+from pygls.protocol import LanguageServerProtocol, lsp_method
+
+SESSIONS_CHANGED = "pi/sessionsChanged"
+SESSION_CHANGED = "pi/sessionChanged"
+TURN = "pi/turn"
+JOB_DONE = "pi/jobDone"
+
+T = TypeVar("T")
+
+
+class PiProtocol(LanguageServerProtocol):
+    """pygls 2.1.1 with the two protocol fixes pi-lsp needs (see reference/stack.md §1.4, §1.7)."""
+
+    def _serialize_message(self, data: Any) -> Any:
+        if isinstance(data, msgspec.Struct | msgspec.Raw):
+            return msgspec.json.decode(msgspec.json.encode(data))
+        return super()._serialize_message(data)
+
+    @lsp_method(types.SHUTDOWN)
+    def lsp_shutdown(self, *args: Any) -> Generator[Any, Any, None]:
+        # The built-in cancels in-flight requests while iterating the dict their callbacks
+        # shrink; iterate a copy so a shutdown during a command still answers.
+        if (handler := self.fm.features.get(types.SHUTDOWN)) is not None:
+            yield handler, args, None
+        current = self.msg_id
+        for msg_id, future in list(self._request_futures.items()):
+            if msg_id != current and not future.done():
+                future.cancel()
+        self._shutdown = True
+        return None
+
+
+class _Args(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
+    pass
+
+
+class NoArgs(_Args):
+    pass
+
+
+class NewSessionArgs(_Args):
+    name: str | None = None
+    folder_uri: str | None = None
+
+
+class SessionArgs(_Args):
+    uri: str
+
+
+class PreviewArgs(SessionArgs):
+    leaf_id: str | None = None
+    layer: Literal["agent", "llm", "request"] = "agent"
+
+
+class DiffArgs(SessionArgs):
+    from_leaf_id: str
+    to_leaf_id: str
+
+
+class BranchArgs(SessionArgs):
+    target_id: str
+
+
+class BranchSummaryArgs(BranchArgs):
+    instructions: str | None = None
+
+
+class CompactArgs(SessionArgs):
+    instructions: str | None = None
+    dry_run: bool = False
+
+
+class LabelArgs(BranchArgs):
+    label: str | None
+
+
+class ForkArgs(SessionArgs):
+    leaf_id: str | None = None
+
+
+class NameArgs(SessionArgs):
+    name: str
+
+
+class ModelArgs(SessionArgs):
+    provider: str
+    model_id: str
+
+
+class ThinkingArgs(SessionArgs):
+    level: Literal["off", "minimal", "low", "medium", "high", "xhigh"]
+
+
+class ImageArg(_Args):
+    data: str
+    mime_type: str
+
+
+class PromptArgs(SessionArgs):
+    text: str
+    images: list[ImageArg] = msgspec.field(default_factory=list)
+    delivery: Literal["prompt", "steer", "followUp"] = "prompt"
+
+
+def parse_args(args: tuple[Any, ...], kind: type[T]) -> T:
+    """The one object argument of a command, validated; bad input names the field."""
+    if len(args) > 1:
+        raise JsonRpcInvalidParams(f"expected one object argument, got {len(args)} arguments")
+    value = args[0] if args else {}
+    if value is None:
+        value = {}
+    if not isinstance(value, dict):
+        raise JsonRpcInvalidParams(f"the argument must be an object, not {type(value).__name__}")
+    try:
+        return msgspec.convert(value, kind)
+    except msgspec.ValidationError as error:
+        raise JsonRpcInvalidParams(f"invalid argument: {error}") from None

@@ -1,0 +1,518 @@
+"""`pi-lsp serve`: lifecycle and thin command handlers; the work happens in the hub and harness."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+from lsprotocol import types
+from pygls.exceptions import (
+    JsonRpcException,
+    JsonRpcInvalidParams,
+    JsonRpcRequestCancelled,
+)
+from pygls.lsp.server import LanguageServer
+from pygls.uris import from_fs_path, to_fs_path
+
+from pi_lsp.agent.events import AgentEvent, MessageUpdate, ToolExecutionStart
+from pi_lsp.agent.harness import BusyError, Harness, NotRunningError
+from pi_lsp.agent.loop import Aborted
+from pi_lsp.providers.anthropic import MissingApiKeyError
+from pi_lsp.server.hub import Config, SessionHub, UnknownSessionError
+from pi_lsp.server.protocol import (
+    JOB_DONE,
+    SESSION_CHANGED,
+    SESSIONS_CHANGED,
+    TURN,
+    BranchArgs,
+    BranchSummaryArgs,
+    CompactArgs,
+    DiffArgs,
+    ForkArgs,
+    LabelArgs,
+    ModelArgs,
+    NameArgs,
+    NewSessionArgs,
+    NoArgs,
+    PiProtocol,
+    PreviewArgs,
+    PromptArgs,
+    SessionArgs,
+    ThinkingArgs,
+    parse_args,
+)
+from pi_lsp.server.watcher import DirectoryWatcher
+from pi_lsp.session.entries import ImageContent, ToolCall
+from pi_lsp.session.tree import Refresh, SessionTree, UnknownEntryError
+from pi_lsp.settings import SettingsError
+from pi_lsp.summarize.compaction import NothingToCompactError
+from pi_lsp.summarize.summarizer import SummaryError
+
+log = logging.getLogger(__name__)
+
+BUSY = -32001
+FAILED = -32002
+DELTA_FLUSH_S = 0.05  # text deltas are sent at most ~20 times a second per turn
+SHUTDOWN_WAIT_S = 1.5
+APPROVAL_TOOLS = frozenset({"bash", "write", "edit"})
+ALLOW, ALLOW_SESSION, DENY = "Allow", "Allow for this session", "Deny"
+
+A = TypeVar("A")
+
+
+def server_error(message: str, code: int) -> JsonRpcException:
+    """A JSON-RPC error in the server range (pygls' own constructor is untyped)."""
+    return JsonRpcException(message=message, code=code)
+
+
+class PiServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("pi-lsp", "0.1.0", protocol_cls=PiProtocol, max_workers=4)
+        self.config = Config()
+        self.hub: SessionHub | None = None
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.watchers: dict[Path, DirectoryWatcher] = {}
+        self.allowed_tools: dict[Path, set[str]] = {}
+        self.known_files: set[Path] = set()
+        self.turning: set[Path] = set()  # sessions whose turn task has been started
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    def run_task(self, work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        """Start background work and keep a strong reference until it ends."""
+        task = asyncio.ensure_future(work)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    def notify(self, method: str, params: Any) -> None:
+        self.protocol.notify(method, params)
+
+    def sessions(self) -> SessionHub:
+        if self.hub is None:
+            raise server_error("the server is not initialized yet", FAILED)
+        return self.hub
+
+    def session_path(self, uri: str) -> Path:
+        path = to_fs_path(uri) if uri.startswith("file:") else None
+        if path is None:
+            raise JsonRpcInvalidParams(f"invalid argument: `uri` must be a file: URI, not {uri!r}")
+        return Path(path)
+
+    # -- watching ------------------------------------------------------------------------
+
+    def start_watching(self) -> None:
+        wanted = set(self.sessions().all_directories())
+        for directory in list(self.watchers):
+            if directory not in wanted:
+                self.run_task(self.watchers.pop(directory).stop())
+        for directory in wanted - set(self.watchers):
+            watcher = DirectoryWatcher(directory, self.on_file_event)
+            self.watchers[directory] = watcher
+            watcher.start()
+
+    def on_file_event(self, path: Path, _change: object) -> None:
+        exists = path.is_file()
+        known = path in self.known_files
+        if exists != known:
+            (self.known_files.add if exists else self.known_files.discard)(path)
+            self.notify(SESSIONS_CHANGED, {})
+        self.sessions().file_changed(path)
+
+    def on_session_changed(self, path: Path, tree: SessionTree, change: Refresh) -> None:
+        self.notify(SESSION_CHANGED, {
+            "uri": from_fs_path(str(path)), "entries": len(tree.records),
+            "leafId": tree.leaf_id, "reloaded": change.reloaded,
+        })
+
+    # -- tool approval -------------------------------------------------------------------
+
+    def approver_for(self, path: Path) -> Callable[[ToolCall], Awaitable[str | None]]:
+        async def approve(call: ToolCall) -> str | None:
+            if self.config.tool_approval == "auto" or call.name not in APPROVAL_TOOLS:
+                return None
+            allowed = self.allowed_tools.setdefault(path, set())
+            if call.name in allowed:
+                return None
+            target = call.arguments.get("command") or call.arguments.get("path") or ""
+            params = types.ShowMessageRequestParams(
+                type=types.MessageType.Warning,
+                message=f"pi wants to run {call.name}: {str(target)[:200]}",
+                actions=[types.MessageActionItem(t) for t in (ALLOW, ALLOW_SESSION, DENY)],
+            )
+            try:
+                answer = await self.window_show_message_request_async(params)
+            except Exception as error:  # a client that cannot ask counts as a denial
+                return f"the user could not be asked to approve {call.name} ({error})"
+            choice = answer.title if answer is not None else None
+            if choice == ALLOW_SESSION:
+                allowed.add(call.name)
+            if choice in (ALLOW, ALLOW_SESSION):
+                return None
+            return f"the user denied running {call.name}"
+        return approve
+
+    # -- turns and jobs ------------------------------------------------------------------
+
+    async def progress_begin(self, title: str) -> str | None:
+        token = str(uuid.uuid4())
+        try:
+            await self.work_done_progress.create_async(token)
+        except Exception:
+            return None  # the client does not do progress
+        self.work_done_progress.begin(token, types.WorkDoneProgressBegin(
+            title=title, cancellable=True))
+        return token
+
+    def progress_end(self, token: str | None, message: str) -> None:
+        if token is not None:
+            with contextlib.suppress(Exception):
+                self.work_done_progress.end(token, types.WorkDoneProgressEnd(message=message))
+
+    def on_progress_cancel(self, token: str | None, harness: Harness) -> None:
+        future = self.work_done_progress.tokens.get(token) if token else None
+        if future is not None:
+            future.add_done_callback(lambda f: harness.abort() if f.cancelled() else None)
+
+    async def run_turn(self, uri: str, turn_id: str, harness: Harness, args: PromptArgs) -> None:
+        stream = TurnStream(self, uri, turn_id)
+        unsubscribe = harness.subscribe(stream.on_event)
+        token = await self.progress_begin(f"pi: {args.text[:60]}")
+        self.on_progress_cancel(token, harness)
+        stream.progress_token = token
+        images = [ImageContent(data=i.data, mime_type=i.mime_type) for i in args.images]
+        outcome = "done"
+        try:
+            await harness.prompt(args.text, images or None)
+        except (MissingApiKeyError, BusyError, SettingsError, ValueError) as error:
+            stream.send({"type": "error", "message": str(error)})
+            outcome = str(error)
+        except Exception as error:
+            log.exception("turn %s failed", turn_id)
+            stream.send({"type": "error", "message": f"{type(error).__name__}: {error}"})
+            outcome = "failed"
+        finally:
+            stream.flush()
+            unsubscribe()
+            self.progress_end(token, outcome)
+
+    async def run_job(self, uri: str, job_id: str, title: str, harness: Harness,
+                      work: Callable[[], Awaitable[Any]]) -> None:
+        token = await self.progress_begin(title)
+        self.on_progress_cancel(token, harness)
+        try:
+            result = await work()
+        except (SummaryError, NothingToCompactError, BusyError, Aborted, MissingApiKeyError,
+                UnknownEntryError) as error:
+            self.notify(JOB_DONE, {"jobId": job_id, "uri": uri, "ok": False,
+                                   "error": str(error) or "cancelled"})
+        except Exception as error:
+            log.exception("job %s failed", job_id)
+            self.notify(JOB_DONE, {"jobId": job_id, "uri": uri, "ok": False,
+                                   "error": f"{type(error).__name__}: {error}"})
+        else:
+            self.notify(JOB_DONE, {"jobId": job_id, "uri": uri, "ok": True,
+                                   "result": msgspec.to_builtins(result)})
+        finally:
+            self.progress_end(token, "done")
+
+    async def shutdown_work(self) -> None:
+        """Abort every running turn (each is persisted as aborted) and stop watching."""
+        if self.hub is not None:
+            for harness in self.hub.harnesses.values():
+                harness.abort()
+        running = [t for t in self.tasks if not t.done()]
+        if running:
+            await asyncio.wait(running, timeout=SHUTDOWN_WAIT_S)
+        for watcher in self.watchers.values():
+            await watcher.stop()
+        self.watchers.clear()
+
+
+class TurnStream:
+    """Forwards one turn's events as `pi/turn`, with text deltas coalesced."""
+
+    def __init__(self, server: PiServer, uri: str, turn_id: str) -> None:
+        self.server, self.uri, self.turn_id = server, uri, turn_id
+        self.deltas: list[dict[str, Any]] = []
+        self.timer: asyncio.TimerHandle | None = None
+        self.progress_token: str | None = None
+
+    def send(self, event: dict[str, Any]) -> None:
+        self.server.notify(TURN, {"uri": self.uri, "turnId": self.turn_id, "event": event})
+
+    def on_event(self, event: AgentEvent) -> None:
+        if isinstance(event, MessageUpdate):
+            delta = msgspec.to_builtins(event.delta)
+            last = self.deltas[-1] if self.deltas else None
+            if last and last["type"] == delta["type"] and \
+                    last["contentIndex"] == delta["contentIndex"]:
+                last["delta"] += delta["delta"]
+            else:
+                self.deltas.append(delta)
+            if self.timer is None:
+                self.timer = asyncio.get_running_loop().call_later(DELTA_FLUSH_S, self.flush)
+            return
+        self.flush()
+        if isinstance(event, ToolExecutionStart) and self.progress_token:
+            with contextlib.suppress(Exception):
+                self.server.work_done_progress.report(self.progress_token,
+                                                      types.WorkDoneProgressReport(
+                                                          message=f"running {event.tool_name}"))
+        self.send(msgspec.to_builtins(event))
+
+    def flush(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.deltas:
+            deltas, self.deltas = self.deltas, []
+            self.send({"type": "message_update", "deltas": deltas})
+
+
+server = PiServer()
+
+
+def command(name: str, kind: type[A]) -> Callable[[Callable[[PiServer, A], Any]], None]:
+    """Register a command taking one object argument of `kind`; every failure answers."""
+    def register(handler: Callable[[PiServer, A], Any]) -> None:
+        @server.command(name)
+        async def run(ls: PiServer, *raw: Any) -> Any:
+            try:
+                args = parse_args(raw, kind)
+                result = handler(ls, args)
+                if asyncio.iscoroutine(result):
+                    result = await result
+                return result
+            except JsonRpcException:
+                raise
+            except (UnknownSessionError, UnknownEntryError) as error:
+                raise JsonRpcInvalidParams(str(error)) from None
+            except BusyError as error:
+                raise server_error(str(error), BUSY) from None
+            except (NotRunningError, NothingToCompactError, SettingsError, SummaryError,
+                    MissingApiKeyError, ValueError, OSError) as error:
+                raise server_error(str(error), FAILED) from None
+            except asyncio.CancelledError:
+                raise JsonRpcRequestCancelled(f"{name} was cancelled") from None
+    return register
+
+
+def uri_of(path: Path) -> str:
+    return from_fs_path(str(path)) or str(path)
+
+
+# -- lifecycle ---------------------------------------------------------------------------
+
+
+def read_config(raw: Any) -> Config:
+    if isinstance(raw, dict) and isinstance(raw.get("piLsp"), dict):
+        raw = raw["piLsp"]
+    try:
+        return msgspec.convert(raw or {}, Config)
+    except msgspec.ValidationError as error:
+        server.window_show_message(types.ShowMessageParams(
+            type=types.MessageType.Error, message=f"pi-lsp: invalid settings ({error}); "
+            "using the defaults"))
+        return Config()
+
+
+@server.feature(types.INITIALIZED)
+async def initialized(ls: PiServer, _params: types.InitializedParams) -> None:
+    folders = [Path(p) for p in (to_fs_path(f.uri) for f in ls.workspace.folders.values()) if p]
+    if not folders and ls.workspace.root_path:
+        folders = [Path(ls.workspace.root_path)]
+    ls.hub = SessionHub(folders, ls.config, ls.approver_for)
+    ls.hub.listeners.append(ls.on_session_changed)
+    ls.start_watching()
+
+
+@server.feature(types.INITIALIZE)
+def initialize(ls: PiServer, params: types.InitializeParams) -> None:
+    ls.config = read_config(params.initialization_options)
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+def did_change_configuration(ls: PiServer, params: types.DidChangeConfigurationParams) -> None:
+    ls.config = read_config(params.settings)
+    if ls.hub is not None:
+        ls.hub.reconfigure(ls.config)
+        ls.start_watching()
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+def did_change_folders(ls: PiServer, _params: types.DidChangeWorkspaceFoldersParams) -> None:
+    if ls.hub is not None:
+        ls.hub.folders = [Path(p) for p in (to_fs_path(f.uri) for f in
+                                            ls.workspace.folders.values()) if p]
+        ls.start_watching()
+        ls.notify(SESSIONS_CHANGED, {})
+
+
+@server.feature(types.SHUTDOWN)
+async def shutdown(ls: PiServer, _params: None) -> None:
+    await ls.shutdown_work()
+
+
+# -- commands ----------------------------------------------------------------------------
+
+
+@command("pi.listSessions", NoArgs)
+async def list_sessions(ls: PiServer, _args: NoArgs) -> dict[str, Any]:
+    sessions = await asyncio.to_thread(ls.sessions().list_sessions)
+    listed = []
+    for session in sessions:
+        item = msgspec.to_builtins(session)
+        item["uri"] = uri_of(Path(item.pop("path")))
+        listed.append(item)
+    return {"sessions": listed}
+
+
+@command("pi.newSession", NewSessionArgs)
+def new_session(ls: PiServer, args: NewSessionArgs) -> dict[str, Any]:
+    folder = ls.session_path(args.folder_uri) if args.folder_uri else None
+    path = ls.sessions().new_session(args.name, folder)
+    ls.known_files.add(path)
+    ls.notify(SESSIONS_CHANGED, {})
+    return {"uri": uri_of(path)}
+
+
+async def open_tree(ls: PiServer, uri: str) -> Path:
+    """The session's path, its tree loaded off the event loop the first time."""
+    path = ls.session_path(uri)
+    hub = ls.sessions()
+    if path.resolve() not in hub.trees:
+        await asyncio.to_thread(hub.tree, path)
+    return path
+
+
+@command("pi.getTree", SessionArgs)
+async def get_tree(ls: PiServer, args: SessionArgs) -> Any:
+    return ls.sessions().tree_view(await open_tree(ls, args.uri))
+
+
+@command("pi.previewContext", PreviewArgs)
+async def preview_context(ls: PiServer, args: PreviewArgs) -> Any:
+    return ls.sessions().preview(await open_tree(ls, args.uri), args.leaf_id, args.layer)
+
+
+@command("pi.diffContext", DiffArgs)
+async def diff_context(ls: PiServer, args: DiffArgs) -> Any:
+    path = await open_tree(ls, args.uri)
+    return ls.sessions().diff(path, args.from_leaf_id, args.to_leaf_id)
+
+
+@command("pi.branch", BranchArgs)
+async def branch(ls: PiServer, args: BranchArgs) -> Any:
+    path = await open_tree(ls, args.uri)
+    harness = ls.sessions().harness(path)
+    return harness.branch(args.target_id, durable=ls.config.durable_leaf_moves)
+
+
+@command("pi.branchWithSummary", BranchSummaryArgs)
+async def branch_with_summary(ls: PiServer, args: BranchSummaryArgs) -> dict[str, Any]:
+    path = await open_tree(ls, args.uri)
+    harness = ls.sessions().harness(path)
+    harness.tree.record(args.target_id)
+    if harness.busy:
+        raise BusyError(f"the session is busy ({harness.phase})")
+    job_id = str(uuid.uuid4())
+    ls.run_task(ls.run_job(args.uri, job_id, "pi: summarizing the branch", harness,
+                           lambda: harness.branch_with_summary(args.target_id,
+                                                               args.instructions)))
+    return {"jobId": job_id}
+
+
+@command("pi.compact", CompactArgs)
+async def compact(ls: PiServer, args: CompactArgs) -> dict[str, Any]:
+    path = await open_tree(ls, args.uri)
+    if args.dry_run:
+        return {"plan": ls.sessions().plan(path)}
+    harness = ls.sessions().harness(path)
+    if harness.busy:
+        raise BusyError(f"the session is busy ({harness.phase})")
+    job_id = str(uuid.uuid4())
+    ls.run_task(ls.run_job(args.uri, job_id, "pi: compacting", harness,
+                           lambda: harness.compact(args.instructions)))
+    return {"jobId": job_id}
+
+
+@command("pi.label", LabelArgs)
+async def label(ls: PiServer, args: LabelArgs) -> dict[str, Any]:
+    path = await open_tree(ls, args.uri)
+    ls.sessions().harness(path).set_label(args.target_id, args.label)
+    return {}
+
+
+@command("pi.fork", ForkArgs)
+async def fork(ls: PiServer, args: ForkArgs) -> dict[str, Any]:
+    path = await open_tree(ls, args.uri)
+    forked = ls.sessions().fork(path, args.leaf_id)
+    ls.known_files.add(forked)
+    ls.notify(SESSIONS_CHANGED, {})
+    return {"uri": uri_of(forked)}
+
+
+@command("pi.setName", NameArgs)
+async def set_name(ls: PiServer, args: NameArgs) -> dict[str, Any]:
+    if not args.name.strip():
+        raise JsonRpcInvalidParams("invalid argument: `name` must not be empty")
+    ls.sessions().harness(await open_tree(ls, args.uri)).set_name(args.name)
+    return {}
+
+
+@command("pi.setModel", ModelArgs)
+async def set_model(ls: PiServer, args: ModelArgs) -> dict[str, Any]:
+    ls.sessions().harness(await open_tree(ls, args.uri)).set_model(args.provider, args.model_id)
+    return {}
+
+
+@command("pi.setThinkingLevel", ThinkingArgs)
+async def set_thinking_level(ls: PiServer, args: ThinkingArgs) -> dict[str, Any]:
+    ls.sessions().harness(await open_tree(ls, args.uri)).set_thinking_level(args.level)
+    return {}
+
+
+@command("pi.prompt", PromptArgs)
+async def prompt(ls: PiServer, args: PromptArgs) -> dict[str, Any]:
+    path = await open_tree(ls, args.uri)
+    harness = ls.sessions().harness(path)
+    if args.delivery != "prompt" and harness.busy:
+        images = [ImageContent(data=i.data, mime_type=i.mime_type) for i in args.images]
+        deliver = harness.steer if args.delivery == "steer" else harness.follow_up
+        deliver(args.text, images or None)
+        return {"turnId": None, "queued": args.delivery}
+    key = path.resolve()
+    if harness.busy or key in ls.turning:
+        raise BusyError(f"the session is busy ({harness.phase}); steer or follow up instead")
+    turn_id = str(uuid.uuid4())
+    ls.turning.add(key)  # claimed now, so a second prompt is refused at once
+    task = ls.run_task(ls.run_turn(args.uri, turn_id, harness, args))
+    task.add_done_callback(lambda _t: ls.turning.discard(key))
+    return {"turnId": turn_id}
+
+
+@command("pi.abort", SessionArgs)
+async def abort(ls: PiServer, args: SessionArgs) -> dict[str, Any]:
+    harness = ls.sessions().harnesses.get((await open_tree(ls, args.uri)).resolve())
+    return {"aborted": harness.abort() if harness is not None else False}
+
+
+@command("pi.check", SessionArgs)
+async def check(ls: PiServer, args: SessionArgs) -> dict[str, Any]:
+    return {"problems": ls.sessions().check(await open_tree(ls, args.uri))}
+
+
+def serve(tcp: str | None = None) -> None:
+    logging.basicConfig(level=logging.WARNING, format="pi-lsp: %(levelname)s %(message)s")
+    if tcp:
+        host, _, port = tcp.rpartition(":")
+        server.start_tcp(host or "127.0.0.1", int(port))
+    else:
+        server.start_io()

@@ -1,0 +1,75 @@
+"""Watching session directories with watchfiles, feeding each change to a callback."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+import watchfiles
+
+log = logging.getLogger(__name__)
+
+DEBOUNCE_MS = 200
+STEP_MS = 20
+POLL_MS = 100
+MISSING_DIR_POLL_S = 0.5
+
+Changed = Callable[[Path, watchfiles.Change], None]
+
+
+def session_file_filter(change: watchfiles.Change, path: str) -> bool:
+    return path.endswith(".jsonl")
+
+
+class DirectoryWatcher:
+    """One directory, non-recursive, `.jsonl` only; waits for it to exist, polls if it must."""
+
+    def __init__(self, directory: Path, on_change: Changed, force_polling: bool = False) -> None:
+        self.directory = directory
+        self.on_change = on_change
+        self.force_polling = force_polling
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"watch {self.directory}")
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError, asyncio.TimeoutError):
+                await asyncio.wait_for(self._task, 2)
+
+    async def _run(self) -> None:
+        while not self._stop.is_set():
+            if not await self._wait_for_directory():
+                return
+            # Files already there when the watch begins are reported once.
+            for path in sorted(self.directory.glob("*.jsonl")):
+                self.on_change(path, watchfiles.Change.added)
+            try:
+                await self._watch()
+            except OSError as error:
+                if self.directory.is_dir() and not self.force_polling:
+                    log.warning("watching %s failed (%s); polling", self.directory, error)
+                    self.force_polling = True
+
+    async def _wait_for_directory(self) -> bool:
+        while not self.directory.is_dir():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), MISSING_DIR_POLL_S)
+            if self._stop.is_set():
+                return False
+        return True
+
+    async def _watch(self) -> None:
+        async for changes in watchfiles.awatch(
+            self.directory, watch_filter=session_file_filter, debounce=DEBOUNCE_MS,
+            step=STEP_MS, stop_event=self._stop, recursive=False,
+            force_polling=self.force_polling or None, poll_delay_ms=POLL_MS,
+        ):
+            for change, path in sorted(changes, key=lambda c: c[1]):
+                self.on_change(Path(path), change)

@@ -1,0 +1,734 @@
+"""Compaction and branch summaries: plans, model and extractive summaries, the harness, the CLI.
+
+The model summarizer talks real HTTP to the fake Anthropic server; every write goes to a copy of
+the example session (fork question e1afef94, dead-end branch A tip 2879d399, branch B tip
+8fb6dff7 with the compaction a2b2d4fe).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pi_lsp.agent.events import AgentEvent, CompactionEnd, CompactionStart
+from pi_lsp.agent.harness import BusyError, Harness
+from pi_lsp.agent.loop import Aborted
+from pi_lsp.context.build import build_session_context
+from pi_lsp.context.convert import convert_to_llm
+from pi_lsp.providers.anthropic import AnthropicProvider
+from pi_lsp.providers.registry import ModelInfo, ModelRegistry, Price
+from pi_lsp.session.entries import (
+    AssistantMessage,
+    BranchSummaryEntry,
+    CompactionEntry,
+    TextContent,
+    Usage,
+    UserMessage,
+    encoder,
+)
+from pi_lsp.session.tree import SessionTree
+from pi_lsp.summarize.branch import branch, branch_with_summary
+from pi_lsp.summarize.compaction import (
+    CompactionPlan,
+    CompactionSettings,
+    compact,
+    plan_summary,
+    prepare_compaction,
+    summarize_plan,
+)
+from pi_lsp.summarize.extractive import ExtractiveSummarizer
+from pi_lsp.summarize.serialize import serialize_conversation
+from pi_lsp.summarize.summarizer import ModelSummarizer, SummaryError, llm_messages
+from tests.conftest import EXAMPLE_WORKSPACE
+from tests.fake_anthropic import FakeAnthropic, error_reply, text_reply
+
+FORK = "e1afef94"  # "OK, that makes sense. How should we fix the data layer?"
+FORK_PARENT = "24652ae8"
+TIP_A = "2879d399"
+TIP_B = "8fb6dff7"
+OLD_COMPACTION = "a2b2d4fe"
+FORK_TEXT = "OK, that makes sense. How should we fix the data layer?"
+FIRST_REQUEST = "GET /orders is really slow"
+SPLIT_MARK = "**Turn Context (split turn):**"
+HEADINGS = ["## Goal", "## Constraints & Preferences", "## Progress", "### Done",
+            "### In Progress", "### Blocked", "## Key Decisions", "## Next Steps"]
+HISTORY_HEADINGS = [*HEADINGS, "## Critical Context"]
+BIG_BUDGET = 200_000 - 16_384
+
+# Plans on the example, checked by test_plans_on_the_example before the others rely on them.
+KEEP_A_WHOLE = 1400  # tip A: not split, kept from the fork question, 6 messages summarized
+KEEP_A_SPLIT = 300  # tip A: a split turn that starts at the fork question
+KEEP_B_REPEAT = 530  # tip B: not split, kept from be05c22a, after the earlier compaction
+
+
+# -- fixtures and helpers ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeAnthropic]:
+    server = FakeAnthropic()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> Path:
+    """A copy of the example session inside a workspace of its own."""
+    source = next((EXAMPLE_WORKSPACE / ".pi" / "sessions").glob("*.jsonl"))
+    sessions = tmp_path / "ws" / ".pi" / "sessions"
+    sessions.mkdir(parents=True)
+    return Path(shutil.copy(source, sessions / source.name))
+
+
+@pytest.fixture
+async def providers(fake: FakeAnthropic) -> AsyncIterator[Callable[[], AnthropicProvider]]:
+    made: list[AnthropicProvider] = []
+
+    def make(_name: str = "anthropic") -> AnthropicProvider:
+        provider = AnthropicProvider("k", base_url=fake.url, max_retries=0)
+        made.append(provider)
+        return provider
+
+    yield make
+    for provider in made:
+        await provider.client.close()
+
+
+@pytest.fixture
+def model_summarizer(providers: Callable[[], AnthropicProvider]) -> ModelSummarizer:
+    return ModelSummarizer(providers(), ModelRegistry().get("anthropic", "claude-haiku-4-5"))
+
+
+def open_tree(path: Path) -> SessionTree:
+    return SessionTree.open(str(path))
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()[1:]]
+
+
+def plan_at(tree: SessionTree, leaf: str, keep: int) -> CompactionPlan:
+    plan = prepare_compaction(tree.path_to(leaf), CompactionSettings(keep_recent_tokens=keep))
+    assert plan is not None
+    return plan
+
+
+def user_text(body: dict[str, Any]) -> str:
+    """The text of the one user message a summary request holds."""
+    messages = body["messages"]
+    assert len(messages) == 1 and messages[0]["role"] == "user"
+    content = messages[0]["content"]
+    if isinstance(content, str):
+        return content
+    return "".join(block["text"] for block in content if block["type"] == "text")
+
+
+def system_text(body: dict[str, Any]) -> str:
+    system = body.get("system", "")
+    if isinstance(system, str):
+        return system
+    return "".join(block["text"] for block in system)
+
+
+def conversation_of(text: str) -> str:
+    assert text.startswith("<conversation>\n")
+    return text[len("<conversation>\n"): text.index("\n</conversation>")]
+
+
+def instructions_of(text: str) -> str:
+    return text[text.index("</conversation>") + len("</conversation>"):]
+
+
+def file_blocks(read: list[str], modified: list[str]) -> str:
+    parts = []
+    if read:
+        parts.append("<read-files>\n" + "\n".join(read) + "\n</read-files>")
+    if modified:
+        parts.append("<modified-files>\n" + "\n".join(modified) + "\n</modified-files>")
+    return "\n\n" + "\n\n".join(parts)
+
+
+def context_bytes(tree: SessionTree, leaf: str | None) -> bytes:
+    return encoder.encode(build_session_context(tree, leaf))
+
+
+def message_raws(tree: SessionTree, ids: list[str]) -> list[bytes]:
+    return [bytes(tree.record(i).env.message) for i in ids]
+
+
+def message_ids_between(tree: SessionTree, first: str, leaf: str) -> list[str]:
+    """Ids of the message entries on the path to `leaf`, from `first` on."""
+    ids = [r.env.id for r in tree.path_to(leaf)]
+    return [i for i in ids[ids.index(first):] if tree.record(i).env.type == "message"]
+
+
+def assert_compaction_entry(path: Path, entry_id: str, parent: str, plan: CompactionPlan,
+                            details: dict[str, Any]) -> CompactionEntry:
+    entry = open_tree(path).entry(entry_id)
+    assert isinstance(entry, CompactionEntry)
+    assert entry.parent_id == parent
+    assert entry.first_kept_entry_id == plan.first_kept_entry_id
+    assert entry.tokens_before == plan.tokens_before
+    assert entry.details == details
+    assert entry.summary.endswith(
+        file_blocks(plan.files.read_files, plan.files.modified_files))
+    return entry
+
+
+# -- the plans the tests rely on -----------------------------------------------------------
+
+
+def test_plans_on_the_example(session: Path) -> None:
+    tree = open_tree(session)
+    assert tree.leaf_id == TIP_B
+
+    whole = plan_at(tree, TIP_A, KEEP_A_WHOLE)
+    assert (whole.first_kept_entry_id, whole.is_split_turn) == (FORK, False)
+    assert whole.previous_summary is None
+    assert len(whole.messages_to_summarize) == 6 and whole.turn_prefix_messages == []
+
+    split = plan_at(tree, TIP_A, KEEP_A_SPLIT)
+    assert split.is_split_turn and split.first_kept_entry_id != FORK
+    assert split.messages_to_summarize and split.turn_prefix_messages
+    assert isinstance(split.turn_prefix_messages[0], UserMessage)
+    assert split.files.modified_files == ["app/db.py", "app/models.py"]
+
+    repeat = plan_at(tree, TIP_B, KEEP_B_REPEAT)
+    assert (repeat.first_kept_entry_id, repeat.is_split_turn) == ("be05c22a", False)
+    old = tree.entry(OLD_COMPACTION)
+    assert isinstance(old, CompactionEntry) and repeat.previous_summary == old.summary
+    assert len(repeat.messages_to_summarize) == 4
+    # The earlier compaction's file lists carry over.
+    assert repeat.files.modified_files == ["app/orders.py"]
+    assert "tests/test_api.py" in repeat.files.read_files
+
+
+# -- 1. model compaction -------------------------------------------------------------------
+
+
+async def test_model_compaction_request_and_entry(
+        session: Path, fake: FakeAnthropic, model_summarizer: ModelSummarizer) -> None:
+    tree = open_tree(session)
+    plan = plan_at(tree, TIP_A, KEEP_A_WHOLE)
+    fake.script(text_reply("## Goal\nSpeed up ", "GET /orders."))
+    result = await compact(tree, TIP_A, model_summarizer,
+                           CompactionSettings(keep_recent_tokens=KEEP_A_WHOLE))
+
+    requests = fake.message_requests()
+    assert len(requests) == 1
+    body = requests[0]
+    assert "do not continue the conversation" in system_text(body).lower()
+    text = user_text(body)
+    serialized = serialize_conversation(llm_messages(plan.messages_to_summarize))
+    assert text.startswith(f"<conversation>\n{serialized}\n</conversation>")
+    conversation = conversation_of(text)
+    assert conversation.startswith(f"[User]: {FIRST_REQUEST}")
+    assert '[Assistant tool calls]: read(path="app/orders.py")' in conversation
+    assert "[Tool result]: from app import db" in conversation
+    assert FORK_TEXT not in conversation  # the fork question is kept, not summarized
+    instructions = instructions_of(text)
+    for heading in HISTORY_HEADINGS:
+        assert heading in instructions
+    assert "<previous-summary>" not in text and "Additional focus" not in text
+
+    assert result.summary.startswith("## Goal\nSpeed up GET /orders.")
+    assert result.first_kept_entry_id == plan.first_kept_entry_id == FORK
+    assert result.tokens_before == plan.tokens_before
+    details = {"readFiles": ["app/db.py", "app/orders.py"], "modifiedFiles": []}
+    assert result.details == details  # no "summarizer" key for a model summary
+    entry = assert_compaction_entry(session, result.entry_id, TIP_A, plan, details)
+    assert "<modified-files>" not in entry.summary
+    last = lines(session)[-1]
+    assert last["type"] == "compaction" and last["id"] == result.entry_id
+    assert last["details"] == details and "fromHook" not in last
+
+
+async def test_model_compaction_with_instructions(
+        session: Path, fake: FakeAnthropic, model_summarizer: ModelSummarizer) -> None:
+    tree = open_tree(session)
+    fake.script(text_reply("## Goal\nTests."))
+    await compact(tree, TIP_A, model_summarizer,
+                  CompactionSettings(keep_recent_tokens=KEEP_A_WHOLE), "focus on tests")
+    (body,) = fake.message_requests()
+    assert "Additional focus: focus on tests" in instructions_of(user_text(body))
+
+
+async def test_repeat_model_compaction_updates_the_previous_summary(
+        session: Path, fake: FakeAnthropic, model_summarizer: ModelSummarizer) -> None:
+    tree = open_tree(session)
+    plan = plan_at(tree, TIP_B, KEEP_B_REPEAT)
+    old = tree.entry(OLD_COMPACTION)
+    assert isinstance(old, CompactionEntry)
+    fake.script(text_reply("## Goal\nUpdated."))
+    result = await compact(tree, TIP_B, model_summarizer,
+                           CompactionSettings(keep_recent_tokens=KEEP_B_REPEAT))
+
+    (body,) = fake.message_requests()
+    text = user_text(body)
+    assert f"</conversation>\n\n<previous-summary>\n{old.summary}\n</previous-summary>" in text
+    instructions = text.split("</previous-summary>", 1)[1]
+    assert "update" in instructions.lower()
+    for heading in HISTORY_HEADINGS:
+        assert heading in instructions
+    conversation = conversation_of(text)
+    assert conversation.startswith("[User]: Can you EXPLAIN ANALYZE")
+    assert "[User]: Great. Please add a regression test" not in conversation  # kept
+    # The earlier summary is not summarized again as part of the conversation.
+    assert "compacted into the following summary" not in conversation
+
+    details = {"readFiles": plan.files.read_files, "modifiedFiles": plan.files.modified_files}
+    assert result.details == details
+    assert_compaction_entry(session, result.entry_id, TIP_B, plan, details)
+
+
+async def test_split_turn_makes_two_requests(
+        session: Path, fake: FakeAnthropic, model_summarizer: ModelSummarizer) -> None:
+    tree = open_tree(session)
+    plan = plan_at(tree, TIP_A, KEEP_A_SPLIT)
+    assert plan.is_split_turn
+    replies = ["## Goal\nFirst reply.", "## Original Request\nSecond reply."]
+    fake.script(*(text_reply(r) for r in replies))
+    result = await compact(tree, TIP_A, model_summarizer,
+                           CompactionSettings(keep_recent_tokens=KEEP_A_SPLIT))
+
+    requests = fake.message_requests()
+    assert len(requests) == 2
+    texts = [user_text(body) for body in requests]
+    prefix_index = next(i for i, t in enumerate(texts) if "## Original Request" in t)
+    history_index = 1 - prefix_index
+    prefix, history = texts[prefix_index], texts[history_index]
+    assert "## Original Request" not in history
+    for heading in HISTORY_HEADINGS:
+        assert heading in instructions_of(history)
+    assert conversation_of(prefix).startswith(f"[User]: {FORK_TEXT}")
+    assert conversation_of(history).startswith(f"[User]: {FIRST_REQUEST}")
+    assert FORK_TEXT not in history
+    assert conversation_of(prefix) == serialize_conversation(
+        llm_messages(plan.turn_prefix_messages))
+
+    # The fake answers requests in arrival order: history text, the split mark, prefix text.
+    summary = result.summary
+    assert summary.startswith(replies[history_index].split(".")[0])
+    assert SPLIT_MARK in summary
+    before, after = summary.split(SPLIT_MARK, 1)
+    assert replies[history_index] in before and replies[prefix_index] in after
+    details = {"readFiles": plan.files.read_files, "modifiedFiles": plan.files.modified_files}
+    assert details["modifiedFiles"] == ["app/db.py", "app/models.py"]
+    assert result.details == details
+    assert_compaction_entry(session, result.entry_id, TIP_A, plan, details)
+
+
+# -- 2. the context after a compaction -----------------------------------------------------
+
+
+async def test_context_after_compaction(session: Path) -> None:
+    tree = open_tree(session)
+    other_before = context_bytes(tree, TIP_B)
+    result = await compact(tree, TIP_A, ExtractiveSummarizer(),
+                           CompactionSettings(keep_recent_tokens=KEEP_A_WHOLE))
+    tree = open_tree(session)  # what the file says, not what memory says
+    assert tree.leaf_id == result.entry_id
+
+    context = build_session_context(tree, result.entry_id)
+    first = json.loads(bytes(context.messages[0]))
+    assert first["role"] == "compactionSummary"
+    assert first["summary"] == result.summary
+    assert first["tokensBefore"] == result.tokens_before
+    kept = message_ids_between(tree, FORK, TIP_A)
+    assert (kept[0], kept[-1], len(kept)) == (FORK, "28511eec", 12)
+    assert [bytes(m) for m in context.messages[1:]] == message_raws(tree, kept)
+
+    # Compaction is per branch: the other branch's context is untouched, byte for byte.
+    assert context_bytes(tree, TIP_B) == other_before
+
+    new_id = tree.append_message(UserMessage(content="And after that?", timestamp=1))
+    after = build_session_context(open_tree(session), new_id).messages
+    assert len(after) == len(context.messages) + 1
+    assert [bytes(m) for m in after[:-1]] == [bytes(m) for m in context.messages]
+    assert json.loads(bytes(after[-1])) == {"role": "user", "content": "And after that?",
+                                     "timestamp": 1}
+
+
+# -- 3. failures write nothing ------------------------------------------------------------
+
+
+async def test_summary_model_error_writes_nothing(
+        session: Path, fake: FakeAnthropic, model_summarizer: ModelSummarizer) -> None:
+    tree = open_tree(session)
+    size = session.stat().st_size
+    fake.script(error_reply(500, "api_error", "the summary model is down"))
+    with pytest.raises(SummaryError):
+        await compact(tree, TIP_A, model_summarizer,
+                      CompactionSettings(keep_recent_tokens=KEEP_A_WHOLE))
+    assert len(fake.message_requests()) == 1
+    assert session.stat().st_size == size
+    assert open_tree(session).leaf_id == TIP_B
+
+    fake.script(error_reply(500, "api_error", "still down"))
+    with pytest.raises(SummaryError):
+        await branch_with_summary(tree, FORK, model_summarizer, BIG_BUDGET)
+    assert session.stat().st_size == size
+
+
+async def test_aborting_a_slow_compaction_writes_nothing(
+        session: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider],
+        model_summarizer: ModelSummarizer) -> None:
+    tree = open_tree(session)
+    size = session.stat().st_size
+    harness = Harness(tree, session.parents[2], providers, summarizer=model_summarizer,
+                      compaction=CompactionSettings(keep_recent_tokens=KEEP_B_REPEAT))
+    fake.script(text_reply("## Goal\n", "slow ", "summary", delay=0.3))
+    task = asyncio.create_task(harness.compact())
+    for _ in range(200):
+        if fake.message_requests():
+            break
+        await asyncio.sleep(0.01)
+    assert harness.busy and harness.phase == "compaction"
+    assert harness.abort()
+    with pytest.raises(Aborted):
+        await task
+    assert session.stat().st_size == size
+    assert not harness.busy
+    assert all(e["type"] != "compaction" or e["id"] == OLD_COMPACTION for e in lines(session))
+
+
+# -- 4. the extractive summarizer ----------------------------------------------------------
+
+
+async def test_extractive_summary_is_deterministic_and_structured(session: Path) -> None:
+    tree = open_tree(session)
+    plan = plan_at(tree, "ce0de375", 430)  # no earlier compaction on this path
+    assert not plan.is_split_turn and plan.files.modified_files == ["app/orders.py"]
+    settings = CompactionSettings(keep_recent_tokens=430)
+    first = await summarize_plan(plan, ExtractiveSummarizer(), settings, None)
+    second = await summarize_plan(plan, ExtractiveSummarizer(), settings, None)
+    assert first == second
+
+    position = -1
+    for heading in HISTORY_HEADINGS:
+        assert f"\n{heading}\n" in f"\n{first}"
+        assert first.index(heading) > position  # in the documented order
+        position = first.index(heading)
+    goal = first.split("## Goal\n", 1)[1].split("\n\n", 1)[0]
+    assert FIRST_REQUEST in goal
+    assert "app/orders.py" in first.split("### Done", 1)[1].split("### In Progress", 1)[0]
+    assert first.endswith(file_blocks(plan.files.read_files, ["app/orders.py"]))
+
+
+async def test_extractive_compaction_is_marked(session: Path) -> None:
+    tree = open_tree(session)
+    plan = plan_at(tree, TIP_A, KEEP_A_SPLIT)
+    result = await compact(tree, TIP_A, ExtractiveSummarizer(),
+                           CompactionSettings(keep_recent_tokens=KEEP_A_SPLIT))
+    details = {"readFiles": plan.files.read_files, "modifiedFiles": plan.files.modified_files,
+               "summarizer": "extractive"}
+    assert result.details == details
+    entry = assert_compaction_entry(session, result.entry_id, TIP_A, plan, details)
+    # A split turn: the turn's prefix (the fork question) is summarized after the mark.
+    before, after = entry.summary.split(SPLIT_MARK, 1)
+    assert FIRST_REQUEST in before and "## Original Request" in after
+    assert FORK_TEXT[:20] in after
+
+
+async def test_repeat_extractive_compaction_keeps_the_goal(session: Path) -> None:
+    tree = open_tree(session)
+    old = tree.entry(OLD_COMPACTION)
+    assert isinstance(old, CompactionEntry)
+    old_goal = old.summary.split("## Goal\n", 1)[1].split("\n\n", 1)[0]
+    result = await compact(tree, TIP_B, ExtractiveSummarizer(),
+                           CompactionSettings(keep_recent_tokens=KEEP_B_REPEAT))
+    goal = result.summary.split("## Goal\n", 1)[1].split("\n\n", 1)[0]
+    assert goal.splitlines()[0] == old_goal
+    assert "EXPLAIN ANALYZE" not in goal  # the window's first request does not replace it
+    assert result.details["summarizer"] == "extractive"
+
+
+# -- 5. branch summaries and plain branches ------------------------------------------------
+
+
+async def test_branch_with_extractive_summary(session: Path) -> None:
+    tree = open_tree(session)
+    assert tree.leaf_id == TIP_B
+    outcome = await branch_with_summary(tree, FORK, ExtractiveSummarizer(), BIG_BUDGET)
+    assert outcome.editor_text == FORK_TEXT
+
+    tree = open_tree(session)
+    assert outcome.summary_entry_id is not None
+    assert tree.leaf_id == outcome.leaf_id == outcome.summary_entry_id
+    entry = tree.entry(outcome.summary_entry_id)
+    assert isinstance(entry, BranchSummaryEntry)
+    assert entry.parent_id == FORK_PARENT
+    assert entry.from_id == TIP_B
+    assert entry.summary == outcome.summary
+    # Files of branch B, plus those of the earlier summaries the branch holds.
+    assert entry.details["summarizer"] == "extractive"
+    assert "app/orders.py" in entry.details["modifiedFiles"]
+    assert {"app/db.py", "app/models.py"} <= set(entry.details["modifiedFiles"])
+    assert entry.summary.endswith(
+        file_blocks(entry.details["readFiles"], entry.details["modifiedFiles"]))
+    assert "## Critical Context" not in entry.summary  # a branch summary has no such section
+    for heading in HEADINGS:
+        assert heading in entry.summary
+
+    context = build_session_context(tree, tree.leaf_id)
+    last = json.loads(bytes(context.messages[-1]))
+    assert last["role"] == "branchSummary"
+    assert last["summary"] == entry.summary and last["fromId"] == TIP_B
+    before = build_session_context(tree, FORK_PARENT).messages
+    assert [bytes(m) for m in context.messages[:-1]] == [bytes(m) for m in before]
+    llm = json.loads(bytes(convert_to_llm(context.messages)[-1]))
+    assert llm["role"] == "user"
+    text = "".join(b["text"] for b in llm["content"])
+    assert f"<branch_exploration_summary>\n{entry.summary}\n</branch_exploration_summary>" \
+        in text
+
+
+async def test_branch_with_model_summary(
+        session: Path, fake: FakeAnthropic, model_summarizer: ModelSummarizer) -> None:
+    tree = open_tree(session)
+    fake.script(text_reply("## Goal\nThe branch tried raw SQL."))
+    outcome = await branch_with_summary(tree, FORK, model_summarizer, BIG_BUDGET)
+
+    (body,) = fake.message_requests()
+    text = user_text(body)
+    conversation = conversation_of(text)
+    assert "[User]: Let's not swap in an ORM." in conversation
+    assert "[User]: Great. Please add a regression test" in conversation
+    assert '[Assistant tool calls]: write(path="app/orders.py"' in conversation
+    assert "[Tool result]:" not in conversation  # tool results are left out
+    assert FORK_TEXT not in conversation  # the shared part is not summarized
+    instructions = instructions_of(text)
+    for heading in HEADINGS:
+        assert heading in instructions
+    assert "## Critical Context" not in instructions
+    assert "<previous-summary>" not in text
+
+    assert outcome.summary is not None
+    assert outcome.summary.startswith("## Goal\nThe branch tried raw SQL.")
+    entry = open_tree(session).entry(outcome.summary_entry_id or "")
+    assert isinstance(entry, BranchSummaryEntry)
+    assert entry.parent_id == FORK_PARENT and entry.from_id == TIP_B
+    assert "summarizer" not in entry.details
+    assert set(entry.details) == {"readFiles", "modifiedFiles"}
+
+
+def test_plain_branch_is_one_leaf_entry(session: Path) -> None:
+    tree = open_tree(session)
+    count = len(lines(session))
+    target = "28511eec"  # an assistant reply on branch A: the leaf lands on it
+    expected = context_bytes(tree, target)
+    outcome = branch(tree, target)
+    assert outcome.leaf_id == target and outcome.editor_text is None
+
+    written = lines(session)
+    assert len(written) == count + 1
+    leaf = written[-1]
+    assert leaf["type"] == "leaf" and leaf["targetId"] == target and leaf["parentId"] == target
+    reopened = open_tree(session)
+    assert reopened.leaf_id == target
+    assert context_bytes(reopened, reopened.leaf_id) == expected
+    assert context_bytes(reopened, leaf["id"]) == expected
+
+    # To a user message: the leaf goes to its parent and the text comes back for editing.
+    expected = context_bytes(reopened, FORK_PARENT)
+    outcome = branch(reopened, FORK)
+    assert outcome.leaf_id == FORK_PARENT and outcome.editor_text == FORK_TEXT
+    written = lines(session)
+    assert len(written) == count + 2
+    assert written[-1]["type"] == "leaf" and written[-1]["targetId"] == FORK_PARENT
+    assert open_tree(session).leaf_id == FORK_PARENT
+    assert context_bytes(open_tree(session), written[-1]["id"]) == expected
+
+
+# -- 6. the harness ------------------------------------------------------------------------
+
+
+TINY = ModelInfo("anthropic", "tiny", 4000, 1000, Price(0, 0, 0, 0))
+
+
+def tiny_session(root: Path) -> SessionTree:
+    """A fresh session without a model of its own, holding about 4000 tokens of context."""
+    sessions = root / ".pi" / "sessions"
+    sessions.mkdir(parents=True)
+    tree = SessionTree.create(str(sessions / "tiny.jsonl"), str(root))
+    for n in range(3):
+        tree.append_message(UserMessage(content=f"Step {n}: " + "please refactor. " * 60,
+                                        timestamp=1000 + n))
+        tree.append_message(AssistantMessage(
+            content=[TextContent(text=f"Done with step {n}. " + "refactored code. " * 60)],
+            api="anthropic-messages", provider="anthropic", model="tiny",
+            usage=Usage(input=1200 * (n + 1), output=100, total_tokens=1200 * (n + 1) + 100),
+            stop_reason="stop", timestamp=1001 + n))
+    return tree
+
+
+async def test_auto_compaction_at_the_threshold(
+        tmp_path: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider]) -> None:
+    tree = tiny_session(tmp_path)
+    harness = Harness(tree, tmp_path, providers, registry=ModelRegistry([TINY]),
+                      default_model=("anthropic", "tiny"),
+                      compaction=CompactionSettings(reserve_tokens=1000, keep_recent_tokens=300))
+    assert harness.model().context_window == 4000
+    assert harness.context_tokens() > 4000 - 1000
+    events: list[AgentEvent] = []
+    harness.subscribe(events.append)
+    fake.script(text_reply("Step 3 done."))
+    await harness.prompt("Now step 3.")
+
+    kinds = [e for e in events if isinstance(e, CompactionStart | CompactionEnd)]
+    assert len(kinds) == 2
+    start, end = kinds
+    assert isinstance(start, CompactionStart) and start.reason == "threshold"
+    assert isinstance(end, CompactionEnd) and end.entry_id is not None and end.error is None
+    assert events.index(start) < events.index(end)
+
+    written = lines(Path(tree.path))
+    compaction = next(i for i, e in enumerate(written) if e["type"] == "compaction")
+    assert written[compaction]["id"] == end.entry_id
+    user = written[compaction + 1]
+    assert user["type"] == "message" and user["message"]["role"] == "user"
+    assert user["message"]["content"][0]["text"] == "Now step 3."
+    assert user["parentId"] == end.entry_id
+    assert written[-1]["message"]["role"] == "assistant"
+    assert [e["type"] for e in written].count("compaction") == 1
+
+    (body,) = fake.message_requests()  # the extractive summarizer asks no model
+    first = "".join(b["text"] for b in body["messages"][0]["content"])
+    assert "compacted into the following summary" in first
+
+
+async def test_overflow_compacts_and_retries_once(
+        session: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider]) -> None:
+    tree = open_tree(session)
+    harness = Harness(tree, session.parents[2], providers,
+                      compaction=CompactionSettings(keep_recent_tokens=KEEP_B_REPEAT))
+    events: list[AgentEvent] = []
+    harness.subscribe(events.append)
+    fake.script(
+        error_reply(400, "invalid_request_error",
+                    "prompt is too long: 250000 tokens > 200000 maximum"),
+        text_reply("Recovered."),
+    )
+    count = len(lines(session))
+    await harness.prompt("Document the query.")
+
+    new = lines(session)[count:]
+    assert [e["type"] for e in new] == ["message", "message", "compaction", "message"]
+    user, failed, compaction, reply = new
+    assert user["message"]["role"] == "user"
+    assert failed["message"]["role"] == "assistant"
+    assert failed["message"]["stopReason"] == "error"
+    assert "prompt is too long" in failed["message"]["errorMessage"]
+    assert compaction["parentId"] == failed["id"]
+    assert reply["parentId"] == compaction["id"]
+    assert reply["message"]["stopReason"] == "stop"
+    assert reply["message"]["content"][0]["text"] == "Recovered."
+
+    starts = [e for e in events if isinstance(e, CompactionStart)]
+    ends = [e for e in events if isinstance(e, CompactionEnd)]
+    assert [e.reason for e in starts] == ["overflow"]
+    assert len(ends) == 1 and ends[0].entry_id == compaction["id"] and ends[0].will_retry
+
+    requests = fake.message_requests()
+    assert len(requests) == 2  # the failed call and exactly one retry
+    retried = "".join(b["text"] for b in requests[1]["messages"][0]["content"])
+    assert "compacted into the following summary" in retried
+
+
+async def test_busy_harness_refuses_summaries(
+        session: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider]) -> None:
+    tree = open_tree(session)
+    harness = Harness(tree, session.parents[2], providers)
+    fake.script(text_reply("slow", " reply", delay=0.1))
+    task = asyncio.create_task(harness.prompt("Take your time."))
+    for _ in range(200):
+        if harness.busy:
+            break
+        await asyncio.sleep(0.01)
+    assert harness.phase == "turn"
+    with pytest.raises(BusyError):
+        await harness.compact()
+    with pytest.raises(BusyError):
+        await harness.branch_with_summary(FORK)
+    with pytest.raises(BusyError):
+        harness.branch(FORK)
+    await task
+    kinds = [e["type"] for e in lines(session)]
+    assert kinds.count("compaction") == 1 and kinds.count("branch_summary") == 1
+    assert lines(session)[-1]["message"]["content"][0]["text"] == "slow reply"
+
+
+# -- 7. the command line -------------------------------------------------------------------
+
+
+def run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    env["PI_CODING_AGENT_DIR"] = str(tmp_path / "agent")
+    return subprocess.run([sys.executable, "-m", "pi_lsp.cli", *args], capture_output=True,
+                          text=True, env=env, cwd=tmp_path, timeout=60)
+
+
+def test_cli_compact_plan_writes_nothing(tmp_path: Path, session: Path) -> None:
+    before = session.read_bytes()
+    done = run_cli(tmp_path, "compact", str(session), "--plan",
+                   "--keep-recent-tokens", str(KEEP_B_REPEAT))
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    assert set(printed) == {"firstKeptEntryId", "isSplitTurn", "tokensBefore",
+                            "previousSummary", "messagesToSummarize", "turnPrefixMessages",
+                            "readFiles", "modifiedFiles"}
+    plan = plan_at(open_tree(session), TIP_B, KEEP_B_REPEAT)
+    assert printed == json.loads(encoder.encode(plan_summary(plan)))
+    assert printed["firstKeptEntryId"] == "be05c22a" and printed["messagesToSummarize"] == 4
+    assert session.read_bytes() == before
+
+
+def test_cli_compact_appends_an_extractive_compaction(tmp_path: Path, session: Path) -> None:
+    count = len(lines(session))
+    done = run_cli(tmp_path, "compact", str(session), "--keep-recent-tokens", "300", "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    written = lines(session)
+    assert len(written) == count + 1
+    entry = written[-1]
+    assert entry["type"] == "compaction" and entry["id"] == result["entryId"]
+    assert entry["parentId"] == TIP_B
+    assert entry["details"]["summarizer"] == "extractive"
+    assert entry["summary"] == result["summary"]
+    assert entry["firstKeptEntryId"] == result["firstKeptEntryId"]
+
+    check = run_cli(tmp_path, "check", str(session))
+    assert check.returncode == 0, check.stdout
+    assert "0 problem(s)" in check.stdout
+
+
+def test_cli_branch_with_summary(tmp_path: Path, session: Path) -> None:
+    done = run_cli(tmp_path, "branch", str(session), "--to", FORK, "--summarize", "--json")
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    assert printed["editorText"] == FORK_TEXT
+    assert printed["leafId"] == printed["summaryEntryId"]
+    entry = lines(session)[-1]
+    assert entry["type"] == "branch_summary" and entry["id"] == printed["summaryEntryId"]
+    assert entry["parentId"] == FORK_PARENT and entry["fromId"] == TIP_B
+    assert entry["details"]["summarizer"] == "extractive"
+
+
+def test_cli_branch_to_an_unknown_entry(tmp_path: Path, session: Path) -> None:
+    before = session.read_bytes()
+    done = run_cli(tmp_path, "branch", str(session), "--to", "nope")
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert "nope" in done.stderr and "Traceback" not in done.stderr
+    assert session.read_bytes() == before
