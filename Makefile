@@ -17,7 +17,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 demo: $(STAMP)
-	@bash examples/demo.sh $(BIN)/pi-lsp
+	@bash examples/demo.sh $(BIN)/python
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_session.py

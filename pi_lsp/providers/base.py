@@ -38,7 +38,7 @@ class ModelRequest(msgspec.Struct):
     max_tokens: int | None = None
 
 
-class StreamEvent(msgspec.Struct, tag_field="type", kw_only=True):
+class StreamEvent(msgspec.Struct, tag_field="type", rename="camel", kw_only=True):
     """A change to the reply being assembled; `content_index` names the block."""
 
     content_index: int = 0

@@ -116,6 +116,10 @@ class SessionHub:
         self.trees: dict[Path, SessionTree] = {}
         self.harnesses: dict[Path, Harness] = {}
         self.listeners: list[ChangeListener] = []
+        # Views are pure functions of a tree's state; keep the last one per session.
+        self._views: dict[Path, tuple[tuple[int, int, str | None], TreeView]] = {}
+        self._nodes: dict[Path, dict[int, tuple[str | None, str, str | None, str]]] = {}
+        self._previews: dict[tuple[Path, str | None, str], tuple[object, Preview]] = {}
 
     # -- where sessions are --------------------------------------------------------------
 
@@ -160,6 +164,8 @@ class SessionHub:
         return tree
 
     def _changed(self, path: Path, tree: SessionTree, change: Refresh) -> None:
+        if change.reloaded:
+            self._nodes.pop(path, None)
         for listener in list(self.listeners):
             listener(path, tree, change)
 
@@ -227,28 +233,45 @@ class SessionHub:
 
     def tree_view(self, path: Path) -> TreeView:
         tree = self.tree(path)
+        key = path.resolve()
+        state = (id(tree.records), len(tree.records), tree.leaf_id)
+        cached = self._views.get(key)
+        if cached is not None and cached[0] == state:
+            return cached[1]
         on_path = set(tree.path_ids(tree.leaf_id))
+        static = self._nodes.setdefault(key, {})
         nodes = []
         for record in tree.records:
             entry_id = record.env.id or ""
-            parent = record.env.parent_id
-            nodes.append(Node(
-                id=entry_id,
-                parent_id=parent if parent in tree.by_id and parent != entry_id else None,
-                type=record.env.type,
-                role=record_role(record),
-                preview=entry_preview(decode_entry(record)),
-                label=tree.label(entry_id),
-                timestamp=record.env.timestamp,
-                on_path=entry_id in on_path,
-            ))
-        return TreeView(tree.leaf_id, nodes)
+            parts = static.get(record.line)
+            if parts is None:
+                parent = record.env.parent_id
+                parts = static[record.line] = (
+                    parent if parent in tree.by_id and parent != entry_id else None,
+                    record.env.type, record_role(record), entry_preview(decode_entry(record)))
+            parent, kind, role, preview = parts
+            nodes.append(Node(entry_id, parent, kind, role, preview, tree.label(entry_id),
+                              record.env.timestamp, entry_id in on_path))
+        view = TreeView(tree.leaf_id, nodes)
+        self._views[key] = (state, view)
+        return view
 
     def preview(self, path: Path, leaf_id: str | None, layer: Layer) -> Preview:
         tree = self.tree(path)
         leaf = leaf_id if leaf_id is not None else tree.leaf_id
         if leaf is not None:
             tree.record(leaf)
+        key = (path.resolve(), leaf, layer)
+        state = (id(tree.records), len(tree.records), self.harness(path).model_at(leaf).id)
+        cached = self._previews.get(key)
+        if cached is not None and cached[0] == state:
+            return cached[1]
+        preview = self._build_preview(path, tree, leaf, layer)
+        self._previews[key] = (state, preview)
+        return preview
+
+    def _build_preview(self, path: Path, tree: SessionTree, leaf: str | None, layer: Layer
+                       ) -> Preview:
         built = build_leaf_context(tree, leaf)
         context = built.context
         harness = self.harness(path)
@@ -257,8 +280,7 @@ class SessionHub:
         if layer == "request":
             state = harness.turn_state_at(leaf)
             request = request_params(harness.request_for(state))
-            ids = dict(zip(map(id, state.messages), (None,) * len(state.messages), strict=True))
-            messages = [LayerMessage(entry_id=ids.get(id(m)), role=role_of(m),
+            messages = [LayerMessage(entry_id=None, role=role_of(m),
                                      tokens=estimate_tokens(m),
                                      message=msgspec.Raw(encoder.encode(m)))
                         for m in state.messages]

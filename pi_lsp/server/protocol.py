@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 from collections.abc import Generator
 from typing import Any, Literal, TypeVar
 
@@ -21,10 +23,29 @@ T = TypeVar("T")
 class PiProtocol(LanguageServerProtocol):
     """pygls 2.1.1 with the two protocol fixes pi-lsp needs (see reference/stack.md §1.4, §1.7)."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._writes: set[asyncio.Future[Any]] = set()
+
     def _serialize_message(self, data: Any) -> Any:
         if isinstance(data, msgspec.Struct | msgspec.Raw):
             return msgspec.json.decode(msgspec.json.encode(data))
         return super()._serialize_message(data)
+
+    def _send_data(self, data: Any) -> None:
+        """Responses and notifications whose payload is ours are encoded by msgspec, which is
+        several times faster than `json.dumps` on large trees and previews."""
+        body = _fast_body(data)
+        if body is None or self.writer is None:
+            super()._send_data(data)
+            return
+        header = f"Content-Length: {len(body)}\r\n\r\n".encode() if self._include_headers \
+            else b""
+        result = self.writer.write(header + body)
+        if inspect.isawaitable(result):  # the TCP writer; stdio writes synchronously
+            pending = asyncio.ensure_future(result)
+            self._writes.add(pending)
+            pending.add_done_callback(self._writes.discard)
 
     @lsp_method(types.SHUTDOWN)
     def lsp_shutdown(self, *args: Any) -> Generator[Any, Any, None]:
@@ -38,6 +59,24 @@ class PiProtocol(LanguageServerProtocol):
                 future.cancel()
         self._shutdown = True
         return None
+
+
+def _fast_body(data: Any) -> bytes | None:
+    if getattr(data, "error", None) is not None:
+        return None
+    if hasattr(data, "result") and hasattr(data, "id"):
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": data.id, "result": data.result}
+    elif hasattr(data, "method") and hasattr(data, "params") and not hasattr(data, "id"):
+        message = {"jsonrpc": "2.0", "method": data.method, "params": data.params}
+    else:
+        return None
+    payload = message.get("result", message.get("params"))
+    if not isinstance(payload, msgspec.Struct | dict):
+        return None
+    try:
+        return msgspec.json.encode(message)
+    except (TypeError, msgspec.EncodeError, UnicodeEncodeError):
+        return None  # something only pygls' own serializer knows (attrs types, surrogates)
 
 
 class _Args(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):

@@ -161,6 +161,9 @@ class PiServer(LanguageServer):
     # -- turns and jobs ------------------------------------------------------------------
 
     async def progress_begin(self, title: str) -> str | None:
+        window = self.client_capabilities.window
+        if window is None or not window.work_done_progress:
+            return None
         token = str(uuid.uuid4())
         try:
             await self.work_done_progress.create_async(token)
