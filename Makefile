@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint bench clean
+.PHONY: test demo bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -12,15 +12,16 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 test: $(STAMP)
-	$(BIN)/ruff check pi_lsp tests benchmarks
+	$(BIN)/ruff check pi_lsp tests benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
 demo: $(STAMP)
-	@bash examples/demo.sh $(BIN)/python
+	$(BIN)/python examples/demo.py
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_session.py
+	$(BIN)/python benchmarks/bench_server.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
