@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from pi_lsp.context.build import build_session_context
 from pi_lsp.context.convert import convert_to_llm
 from pi_lsp.context.preview import preview_context, render_preview
-from pi_lsp.providers.registry import ModelRegistry
 from pi_lsp.session.catalog import list_sessions, session_dirs
 from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import encoder
@@ -22,15 +21,12 @@ from pi_lsp.session.fork import fork_session
 from pi_lsp.session.journal import NotASessionError
 from pi_lsp.session.outline import nested_tree, outline_lines
 from pi_lsp.session.tree import SessionTree, UnknownEntryError
-from pi_lsp.settings import Settings, SettingsError, load_settings
-from pi_lsp.summarize.branch import branch, branch_with_summary
-from pi_lsp.summarize.compaction import (
-    NothingToCompactError,
-    compact,
-    plan_summary,
-    prepare_compaction,
-)
-from pi_lsp.summarize.summarizer import SummaryError
+
+if TYPE_CHECKING:
+    from pi_lsp.settings import Settings
+
+# Commands that summarize or talk to a model import what they need themselves: the readers
+# (`context`, `tree`, ...) stay quick to start, which matters when an editor calls them often.
 
 EXIT_PROBLEMS = 1
 EXIT_USAGE = 2
@@ -127,6 +123,8 @@ def cmd_fork(args: argparse.Namespace) -> int:
 
 def workspace_settings(tree: SessionTree) -> Settings:
     """Settings of the workspace the session belongs to (its `.pi/sessions/` parent)."""
+    from pi_lsp.settings import SettingsError, load_settings
+
     directory = Path(tree.path).resolve().parent
     root = directory.parent.parent if directory.parts[-2:] == (".pi", "sessions") else Path.cwd()
     try:
@@ -136,6 +134,16 @@ def workspace_settings(tree: SessionTree) -> Settings:
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from pi_lsp.summarize.compaction import (
+        NothingToCompactError,
+        compact,
+        plan_summary,
+        prepare_compaction,
+    )
+    from pi_lsp.summarize.summarizer import SummaryError
+
     tree = open_session(args.file)
     leaf = args.leaf or tree.leaf_id
     if leaf is not None:
@@ -148,7 +156,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
         plan = prepare_compaction(tree.path_to(leaf), compaction)
         write(encoder.encode(plan_summary(plan) if plan else None) + b"\n")
         return 0
-    from pi_lsp.summarize.select import choose_summarizer  # loads the SDK only when needed
+    from pi_lsp.summarize.select import choose_summarizer
 
     summarizer = choose_summarizer(settings)
     try:
@@ -166,6 +174,12 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 
 def cmd_branch(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from pi_lsp.providers.registry import ModelRegistry
+    from pi_lsp.summarize.branch import branch, branch_with_summary
+    from pi_lsp.summarize.summarizer import SummaryError
+
     tree = open_session(args.file)
     tree.record(args.to)
     if args.summarize:
@@ -195,7 +209,7 @@ def cmd_branch(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from pi_lsp.agent.headless import RunOptions, main_run  # the SDK loads only when needed
+    from pi_lsp.agent.headless import RunOptions, main_run
 
     if args.session and args.new:
         raise CliError("--session and --new cannot be used together")
