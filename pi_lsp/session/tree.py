@@ -151,9 +151,12 @@ class SessionTree:
                 self.labels.pop(entry.target_id, None)
         elif isinstance(entry, SessionInfoEntry) and entry.name and entry.name.strip():
             self.name = entry.name.strip()
-        if isinstance(entry, LeafEntry):
+        if isinstance(entry, LeafEntry) and (entry.target_id is None or
+                                             entry.target_id in self.by_id):
             self.leaf_id = entry.target_id
         else:
+            # A move to an entry that is not in the file leaves the leaf on the move itself,
+            # as pi does for an unknown leaf; `check` reports the dangling target.
             self.leaf_id = record.env.id
 
     def refresh(self) -> Refresh:
