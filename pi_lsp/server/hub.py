@@ -199,7 +199,7 @@ class SessionHub:
                 default_model=(settings.default_provider, settings.default_model),
                 approve=self.approver_for(key),
                 allow_outside_root=settings.allow_writes_outside_workspace,
-                summarizer=choose_summarizer(settings),
+                summarizer=choose_summarizer(settings, base_url=self.config.anthropic_base_url),
                 compaction=settings.compaction,
                 branch_reserve_tokens=settings.branch_summary.reserve_tokens,
             )

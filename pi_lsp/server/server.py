@@ -56,8 +56,9 @@ from pi_lsp.summarize.summarizer import SummaryError
 
 log = logging.getLogger(__name__)
 
-BUSY = -32001
-FAILED = -32002
+# In JSON-RPC's server range, clear of the codes LSP itself defines (-32001, -32002).
+BUSY = -32010
+FAILED = -32011
 DELTA_FLUSH_S = 0.05  # text deltas are sent at most ~20 times a second per turn
 SHUTDOWN_WAIT_S = 1.5
 APPROVAL_TOOLS = frozenset({"bash", "write", "edit"})
@@ -99,10 +100,11 @@ class PiServer(LanguageServer):
             raise server_error("the server is not initialized yet", FAILED)
         return self.hub
 
-    def session_path(self, uri: str) -> Path:
+    def session_path(self, uri: str, field: str = "uri") -> Path:
         path = to_fs_path(uri) if uri.startswith("file:") else None
         if path is None:
-            raise JsonRpcInvalidParams(f"invalid argument: `uri` must be a file: URI, not {uri!r}")
+            raise JsonRpcInvalidParams(
+                f"invalid argument: `{field}` must be a file: URI, not {uri!r}")
         return Path(path)
 
     # -- watching ------------------------------------------------------------------------
@@ -379,7 +381,7 @@ async def list_sessions(ls: PiServer, _args: NoArgs) -> dict[str, Any]:
 
 @command("pi.newSession", NewSessionArgs)
 def new_session(ls: PiServer, args: NewSessionArgs) -> dict[str, Any]:
-    folder = ls.session_path(args.folder_uri) if args.folder_uri else None
+    folder = ls.session_path(args.folder_uri, "folderUri") if args.folder_uri else None
     path = ls.sessions().new_session(args.name, folder)
     ls.known_files.add(path)
     ls.notify(SESSIONS_CHANGED, {})
@@ -415,7 +417,10 @@ async def diff_context(ls: PiServer, args: DiffArgs) -> Any:
 async def branch(ls: PiServer, args: BranchArgs) -> Any:
     path = await open_tree(ls, args.uri)
     harness = ls.sessions().harness(path)
-    return harness.branch(args.target_id, durable=ls.config.durable_leaf_moves)
+    outcome = harness.branch(args.target_id, durable=ls.config.durable_leaf_moves)
+    if not ls.config.durable_leaf_moves:  # nothing was appended, so say where the leaf went
+        ls.on_session_changed(path.resolve(), harness.tree, Refresh(0, False))
+    return outcome
 
 
 @command("pi.branchWithSummary", BranchSummaryArgs)

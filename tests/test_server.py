@@ -1,0 +1,993 @@
+"""`pi-lsp serve` end to end: a real server process over stdio, driven as Neovim 0.11 and VS Code.
+
+Every module-scoped test runs once per client capability set. Each set gets its own copy of the
+example workspace, in two workspace folders: `main` (summaries by the configured summary model,
+reached through `anthropicBaseUrl`) and `offline` (its settings turn the summary model off, so
+summaries are extractive). Model turns go to a fake Anthropic server speaking real HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_lsp
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+from pygls.uris import to_fs_path
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+from tests.fake_anthropic import FakeAnthropic, Reply, text_reply, tool_reply
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "workspace"
+EXAMPLE_SESSION = next((EXAMPLE / ".pi" / "sessions").glob("*.jsonl"))
+MAIN_ID = "5f0c2a9e-3b1d-4c7e-9a51-2d8e6f4b7c10"
+
+FORK_QUESTION = "e1afef94"  # the user message where the ORM dead end starts
+FORK_PARENT = "24652ae8"  # its parent: where both branches hang
+DEAD_END_TIP = "2879d399"
+BRANCH_B_TIP = "8fb6dff7"  # the session's leaf
+COMPACTION = "a2b2d4fe"
+BRANCH_SUMMARY = "18fc1fcb"
+BRANCH_B_DONE = "b45d7b19"  # a leaf on branch B before the compaction: the summary is in context
+
+CLIENTS = ["neovim@v0.11", "visual-studio-code"]
+DEFAULT_MODEL = "claude-sonnet-4-5"
+SUMMARY_MODEL = "claude-haiku-4-5"
+
+SESSIONS_CHANGED = "pi/sessionsChanged"
+SESSION_CHANGED = "pi/sessionChanged"
+TURN = "pi/turn"
+JOB_DONE = "pi/jobDone"
+NOTIFICATIONS = (SESSIONS_CHANGED, SESSION_CHANGED, TURN, JOB_DONE)
+INVALID_PARAMS = -32602
+BUSY = -32010
+
+COMMANDS = {
+    "pi.listSessions", "pi.newSession", "pi.getTree", "pi.previewContext", "pi.diffContext",
+    "pi.branch", "pi.branchWithSummary", "pi.compact", "pi.label", "pi.fork", "pi.setName",
+    "pi.setModel", "pi.setThinkingLevel", "pi.prompt", "pi.abort", "pi.check",
+}
+
+# The server never reads the real ~/.pi: its agent directory is an empty temporary one.
+AGENT_DIR = tempfile.TemporaryDirectory(prefix="pi-lsp-agent-")
+SERVER_ENV = {
+    **{k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")},
+    "PI_CODING_AGENT_DIR": AGENT_DIR.name,
+    "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+}
+SERVER = ClientServerConfig(server_command=[sys.executable, "-m", "pi_lsp.cli", "serve"],
+                            server_env=SERVER_ENV)
+
+
+# -- the client side -------------------------------------------------------------------------
+
+
+def plain(value: Any) -> Any:
+    """pygls hands custom notification params over as namedtuples; make them JSON again."""
+    if isinstance(value, tuple) and hasattr(value, "_asdict"):
+        return {key: plain(item) for key, item in value._asdict().items()}
+    if isinstance(value, list | tuple):
+        return [plain(item) for item in value]
+    return value
+
+
+@dataclass
+class Pi:
+    """One connected server, what it sent us, and where its workspace is."""
+
+    client: LanguageClient
+    capabilities: str
+    root: Path
+    notes: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    asked: list[str] = field(default_factory=list)
+    answer: str = "Allow"  # the answer to tool approval requests
+    init: types.InitializeResult | None = None
+
+    @property
+    def main(self) -> Path:
+        return self.root / "main"
+
+    @property
+    def offline(self) -> Path:
+        return self.root / "offline"
+
+    @property
+    def session(self) -> Path:
+        return self.main / ".pi" / "sessions" / EXAMPLE_SESSION.name
+
+    @property
+    def uri(self) -> str:
+        return self.session.as_uri()
+
+    def mark(self) -> int:
+        return len(self.notes)
+
+    def of(self, method: str, since: int = 0) -> list[dict[str, Any]]:
+        return [params for m, params in self.notes[since:] if m == method]
+
+
+def make_workspace(root: Path) -> Path:
+    """Two folders holding the example session; `offline` summarizes without a model."""
+    for name, settings in (
+        ("main", {"compaction": {"keepRecentTokens": 500}}),
+        ("offline", {"summaryModel": None, "compaction": {"keepRecentTokens": 500}}),
+    ):
+        folder = root / name
+        shutil.copytree(EXAMPLE, folder)
+        (folder / ".pi" / "settings.json").write_text(json.dumps(settings))
+    return root
+
+
+def init_options(fake: FakeAnthropic, **extra: Any) -> dict[str, Any]:
+    return {"anthropicBaseUrl": fake.url, "anthropicApiKey": "test", "toolApproval": "ask",
+            **extra}
+
+
+def recorder(pi: Pi, method: str) -> Callable[[Any], None]:
+    def record(params: Any) -> None:
+        pi.notes.append((method, plain(params) or {}))
+    return record
+
+
+async def connect(client: LanguageClient, capabilities: str, root: Path,
+                  options: dict[str, Any], folders: tuple[str, ...] = ("main", "offline")) -> Pi:
+    pi = Pi(client, capabilities, root)
+    for method in NOTIFICATIONS:
+        client.feature(method)(recorder(pi, method))
+
+    @client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
+    def ask(params: types.ShowMessageRequestParams) -> types.MessageActionItem | None:
+        pi.asked.append(params.message)
+        return next((a for a in params.actions or [] if a.title == pi.answer), None)
+
+    pi.init = await asyncio.wait_for(client.initialize_session(types.InitializeParams(
+        capabilities=client_capabilities(capabilities),
+        root_uri=(root / folders[0]).as_uri(),
+        workspace_folders=[types.WorkspaceFolder(uri=(root / f).as_uri(), name=f)
+                           for f in folders],
+        initialization_options=options,
+    )), 10)
+    # `initialized` is a notification: wait until the server has built its hub.
+    for _ in range(100):
+        try:
+            await call(client, "pi.listSessions", {})
+            break
+        except JsonRpcException:
+            await asyncio.sleep(0.02)
+    return pi
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeAnthropic]:
+    server = FakeAnthropic()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest_lsp.fixture(scope="module", params=CLIENTS, config=SERVER)
+async def client(request: pytest.FixtureRequest, lsp_client: LanguageClient,
+                 tmp_path_factory: pytest.TempPathFactory, fake: FakeAnthropic) -> Any:
+    root = make_workspace(tmp_path_factory.mktemp("workspace"))
+    lsp_client.pi = await connect(lsp_client, request.param, root,  # type: ignore[attr-defined]
+                                  init_options(fake))
+    yield
+    await asyncio.wait_for(lsp_client.shutdown_session(), 5)
+
+
+@pytest.fixture(scope="module")
+def pi(client: LanguageClient) -> Pi:
+    return client.pi  # type: ignore[attr-defined,no-any-return]
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+async def call(client: LanguageClient, command: str, *arguments: Any,
+               timeout: float = 10.0) -> Any:
+    return await asyncio.wait_for(client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command=command, arguments=list(arguments))), timeout)
+
+
+async def call_error(client: LanguageClient, command: str, *arguments: Any) -> JsonRpcException:
+    with pytest.raises(JsonRpcException) as info:
+        await call(client, command, *arguments)
+    return info.value
+
+
+async def wait_note(pi: Pi, method: str, match: Callable[[dict[str, Any]], bool] = lambda _: True,
+                    since: int = 0, timeout: float = 5.0) -> dict[str, Any]:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        for params in pi.of(method, since):
+            if match(params):
+                return params
+        if loop.time() > deadline:
+            raise AssertionError(f"no matching {method} within {timeout} s; "
+                                 f"got {pi.of(method, since)!r}"[:3000])
+        await asyncio.sleep(0.01)
+
+
+async def wait_events(pi: Pi, turn_id: str, since: int, timeout: float = 10.0
+                      ) -> list[dict[str, Any]]:
+    """A turn's events, once it has ended (agent_end) or failed (error)."""
+    await wait_note(pi, TURN, lambda p: p["turnId"] == turn_id and
+                    p["event"]["type"] in ("agent_end", "error"), since, timeout)
+    await asyncio.sleep(0.05)  # anything sent right after the end
+    return [p["event"] for p in pi.of(TURN, since) if p["turnId"] == turn_id]
+
+
+async def wait_event(pi: Pi, turn_id: str, kind: str, since: int, timeout: float = 5.0
+                     ) -> dict[str, Any]:
+    note = await wait_note(pi, TURN, lambda p: p["turnId"] == turn_id and
+                           p["event"]["type"] == kind, since, timeout)
+    return note["event"]  # type: ignore[no-any-return]
+
+
+def path_of(uri: str) -> Path:
+    path = to_fs_path(uri)
+    assert path is not None, uri
+    return Path(path).resolve()
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    """The session's entries (the header left out)."""
+    return [json.loads(line) for line in path.read_text().splitlines()[1:] if line.strip()]
+
+
+def copy_session(folder: Path, name: str) -> str:
+    """A copy of the example session (both branches) in `folder`; its uri."""
+    target = folder / ".pi" / "sessions" / f"{name}.jsonl"
+    shutil.copyfile(EXAMPLE_SESSION, target)
+    return target.as_uri()
+
+
+async def fork(pi: Pi, leaf_id: str | None = None) -> str:
+    argument = {"uri": pi.uri} if leaf_id is None else {"uri": pi.uri, "leafId": leaf_id}
+    return (await call(pi.client, "pi.fork", argument))["uri"]  # type: ignore[no-any-return]
+
+
+async def new_session(pi: Pi, name: str | None = None) -> str:
+    result = await call(pi.client, "pi.newSession", {"name": name} if name else {})
+    return result["uri"]  # type: ignore[no-any-return]
+
+
+def event_types(events: list[dict[str, Any]]) -> list[str]:
+    return [e["type"] for e in events]
+
+
+def is_subsequence(expected: list[str], actual: list[str]) -> bool:
+    rest = iter(actual)
+    return all(any(item == kind for item in rest) for kind in expected)
+
+
+def tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
+    return [block for message in body["messages"] if isinstance(message["content"], list)
+            for block in message["content"] if block.get("type") == "tool_result"]
+
+
+def message_roles(path: Path) -> list[str]:
+    return [e["message"]["role"] for e in lines(path) if e["type"] == "message"]
+
+
+def slow_text(words: int = 40, delay: float = 0.05) -> Reply:
+    return text_reply(*(f"word{i} " for i in range(words)), delay=delay)
+
+
+# -- lifecycle and listing -------------------------------------------------------------------
+
+
+async def test_initialize_advertises_every_command(pi: Pi) -> None:
+    assert pi.init is not None
+    provider = pi.init.capabilities.execute_command_provider
+    assert provider is not None
+    assert set(provider.commands) >= COMMANDS
+
+
+async def test_list_sessions(pi: Pi) -> None:
+    result = await call(pi.client, "pi.listSessions", {})
+    by_path = {path_of(s["uri"]): s for s in result["sessions"]}
+    assert pi.session.resolve() in by_path, list(by_path)
+    assert (pi.offline / ".pi" / "sessions" / EXAMPLE_SESSION.name).resolve() in by_path
+    session = by_path[pi.session.resolve()]
+    assert set(session) >= {"uri", "id", "name", "cwd", "created", "modified", "entryCount",
+                            "firstMessage", "parentSession"}
+    assert session["id"] == MAIN_ID
+    assert session["name"] == "Fix slow order listing"
+    assert session["entryCount"] == len(lines(pi.session))
+    assert session["firstMessage"].startswith("GET /orders is really slow")
+    assert session["parentSession"] is None
+    assert isinstance(session["cwd"], str) and session["cwd"]
+    assert session["created"] and session["modified"]
+    # no argument at all is the same as {}
+    assert len((await call(pi.client, "pi.listSessions"))["sessions"]) == len(result["sessions"])
+
+
+async def test_new_session(pi: Pi) -> None:
+    since = pi.mark()
+    uri = await new_session(pi, "scratch")
+    path = path_of(uri)
+    assert path.is_file()
+    assert path.parent == (pi.main / ".pi" / "sessions").resolve()
+    kinds = [e["type"] for e in lines(path)]
+    assert "model_change" in kinds and "session_info" in kinds
+    await wait_note(pi, SESSIONS_CHANGED, since=since)
+    listed = (await call(pi.client, "pi.listSessions", {}))["sessions"]
+    assert any(path_of(s["uri"]) == path and s["name"] == "scratch" for s in listed)
+
+
+async def test_new_session_in_another_folder(pi: Pi) -> None:
+    result = await call(pi.client, "pi.newSession", {"folderUri": pi.offline.as_uri()})
+    assert path_of(result["uri"]).parent == (pi.offline / ".pi" / "sessions").resolve()
+
+
+# -- reading: tree, context, diff, check ----------------------------------------------------
+
+
+async def test_get_tree(pi: Pi) -> None:
+    tree = await call(pi.client, "pi.getTree", {"uri": pi.uri})
+    entries = lines(pi.session)
+    assert tree["leafId"] == BRANCH_B_TIP
+    assert [n["id"] for n in tree["nodes"]] == [e["id"] for e in entries]
+    nodes = {n["id"]: n for n in tree["nodes"]}
+    for node in tree["nodes"]:
+        assert set(node) == {"id", "parentId", "type", "role", "preview", "label", "timestamp",
+                             "onPath"}
+    question = nodes[FORK_QUESTION]
+    assert (question["type"], question["role"], question["parentId"]) == \
+        ("message", "user", FORK_PARENT)
+    assert question["preview"].startswith("OK, that makes sense")
+    assert question["label"] == "data-layer-question"
+    assert question["onPath"] is False
+    assert nodes[COMPACTION]["type"] == "compaction" and nodes[COMPACTION]["onPath"] is True
+    assert nodes[BRANCH_SUMMARY]["type"] == "branch_summary"
+    assert nodes["c66a750f"]["label"] == "tests-green"
+    assert nodes[entries[0]["id"]]["parentId"] is None
+    assert all(n["timestamp"] for n in tree["nodes"])
+
+
+@pytest.mark.parametrize("layer", ["agent", "llm", "request"])
+async def test_preview_context_layers(pi: Pi, layer: str) -> None:
+    preview = await call(pi.client, "pi.previewContext",
+                         {"uri": pi.uri, "leafId": BRANCH_B_DONE, "layer": layer})
+    assert preview["leafId"] == BRANCH_B_DONE
+    assert preview["model"] == "anthropic/claude-sonnet-4-5"
+    assert preview["contextWindow"] > 0
+    assert preview["totalTokens"] > 0
+    messages = preview["messages"]
+    assert messages
+    for message in messages:
+        assert set(message) >= {"entryId", "role", "tokens", "message"}
+        assert isinstance(message["tokens"], int) and isinstance(message["message"], dict)
+    assert messages[0]["entryId"] == "e0c67744"
+    assert BRANCH_SUMMARY in [m["entryId"] for m in messages]
+    assert BRANCH_SUMMARY in preview["markdown"]
+    if layer == "agent":
+        assert [m["role"] for m in messages if m["entryId"] == BRANCH_SUMMARY] == ["branchSummary"]
+    else:
+        assert "<branch_exploration_summary>" in preview["markdown"]
+        assert {m["role"] for m in messages} <= {"user", "assistant", "toolResult"}
+    if layer == "request":
+        assert preview["request"]["model"] == DEFAULT_MODEL
+        assert preview["request"]["messages"]
+
+
+async def test_preview_context_defaults_to_the_leaf(pi: Pi) -> None:
+    preview = await call(pi.client, "pi.previewContext", {"uri": pi.uri})
+    assert preview["leafId"] == BRANCH_B_TIP
+    assert preview["model"] == "anthropic/claude-opus-4-5"
+    assert preview["thinkingLevel"] == "high"
+    # the branch summary is behind the compaction here; the compaction summary stands for it
+    assert preview["messages"][0]["entryId"] == COMPACTION
+    assert BRANCH_SUMMARY not in [m["entryId"] for m in preview["messages"]]
+    assert "<branch_exploration_summary>" not in preview["markdown"]
+    assert preview["markdown"].startswith(f"# Context at `{BRANCH_B_TIP}`")
+
+
+async def test_diff_context_between_the_tips(pi: Pi) -> None:
+    diff = await call(pi.client, "pi.diffContext",
+                      {"uri": pi.uri, "fromLeafId": DEAD_END_TIP, "toLeafId": BRANCH_B_TIP})
+    assert {FORK_QUESTION, "28511eec"} <= set(diff["onlyFrom"])
+    assert {COMPACTION, "c66a750f"} <= set(diff["onlyTo"])
+    assert not set(diff["onlyFrom"]) & set(diff["onlyTo"])
+    dead_end = await call(pi.client, "pi.previewContext",
+                          {"uri": pi.uri, "leafId": DEAD_END_TIP, "layer": "llm"})
+    tip = await call(pi.client, "pi.previewContext", {"uri": pi.uri, "layer": "llm"})
+    assert diff["fromTokens"] == dead_end["totalTokens"]
+    assert diff["toTokens"] == tip["totalTokens"]
+    backwards = await call(pi.client, "pi.diffContext",
+                           {"uri": pi.uri, "fromLeafId": BRANCH_B_TIP, "toLeafId": DEAD_END_TIP})
+    assert (backwards["onlyFrom"], backwards["onlyTo"]) == (diff["onlyTo"], diff["onlyFrom"])
+
+
+async def test_check(pi: Pi) -> None:
+    assert await call(pi.client, "pi.check", {"uri": pi.uri}) == {"problems": []}
+    broken = copy_session(pi.main, "broken")
+    with path_of(broken).open("a") as file:
+        file.write("{this is not json\n")
+    problems = (await call(pi.client, "pi.check", {"uri": broken}))["problems"]
+    assert problems and problems[0]["line"] == len(lines(pi.session)) + 2
+
+
+async def test_compact_dry_run_writes_nothing(pi: Pi) -> None:
+    before = pi.session.read_bytes()
+    result = await call(pi.client, "pi.compact", {"uri": pi.uri, "dryRun": True})
+    plan = result["plan"]
+    assert plan is not None
+    assert plan["firstKeptEntryId"] in {e["id"] for e in lines(pi.session)}
+    assert plan["messagesToSummarize"] > 0
+    assert plan["tokensBefore"] > 0
+    assert plan["previousSummary"]  # the compaction already on the path
+    assert pi.session.read_bytes() == before
+
+
+# -- writing: branch, summaries, compaction, labels, forks, settings -------------------------
+
+
+async def test_branch_to_a_user_message(pi: Pi) -> None:
+    uri = copy_session(pi.main, "branching")
+    await call(pi.client, "pi.getTree", {"uri": uri})
+    since = pi.mark()
+    result = await call(pi.client, "pi.branch", {"uri": uri, "targetId": FORK_QUESTION})
+    question = next(e for e in lines(path_of(uri)) if e["id"] == FORK_QUESTION)
+    assert result["leafId"] == FORK_PARENT
+    assert result["editorText"] == question["message"]["content"][0]["text"]
+    note = await wait_note(pi, SESSION_CHANGED, lambda p: path_of(p["uri"]) == path_of(uri),
+                           since)
+    assert note["leafId"] == FORK_PARENT
+    assert note["entries"] == len(lines(path_of(uri)))
+    tree = await call(pi.client, "pi.getTree", {"uri": uri})
+    assert tree["leafId"] == FORK_PARENT
+    assert tree["nodes"][-1]["type"] == "leaf"  # durable leaf moves are the default
+    # any other entry becomes the leaf itself, with no text to edit
+    moved = await call(pi.client, "pi.branch", {"uri": uri, "targetId": "d9977f3d"})
+    assert moved["leafId"] == "d9977f3d" and moved.get("editorText") is None
+
+
+async def test_branch_without_durable_leaf_moves_is_announced(pi: Pi, fake: FakeAnthropic
+                                                               ) -> None:
+    """With `durableLeafMoves: false` nothing is written, but editors still learn the leaf."""
+    uri = copy_session(pi.main, "in-memory-branch")
+    pi.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"piLsp": init_options(fake, durableLeafMoves=False)}))
+    try:
+        await call(pi.client, "pi.getTree", {"uri": uri})
+        before = path_of(uri).read_bytes()
+        since = pi.mark()
+        result = await call(pi.client, "pi.branch", {"uri": uri, "targetId": FORK_QUESTION})
+        assert result["leafId"] == FORK_PARENT
+        assert path_of(uri).read_bytes() == before  # a pointer move only
+        assert (await call(pi.client, "pi.getTree", {"uri": uri}))["leafId"] == FORK_PARENT
+        note = await wait_note(pi, SESSION_CHANGED, lambda p: path_of(p["uri"]) == path_of(uri),
+                               since, timeout=1.5)
+        assert note["leafId"] == FORK_PARENT
+    finally:
+        pi.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+            settings={"piLsp": init_options(fake)}))
+        await call(pi.client, "pi.check", {"uri": pi.uri})
+
+
+async def test_branch_with_summary_extractive(pi: Pi) -> None:
+    uri = copy_session(pi.offline, "summarized")
+    since = pi.mark()
+    result = await call(pi.client, "pi.branchWithSummary",
+                        {"uri": uri, "targetId": FORK_QUESTION, "instructions": "be brief"})
+    job_id = result["jobId"]
+    assert isinstance(job_id, str) and job_id
+    done = await wait_note(pi, JOB_DONE, lambda p: p["jobId"] == job_id, since, timeout=10)
+    assert done["ok"] is True, done
+    assert path_of(done["uri"]) == path_of(uri)
+    outcome = done["result"]
+    assert outcome["leafId"] == outcome["summaryEntryId"]
+    assert outcome["summary"]
+    assert outcome["editorText"].startswith("OK, that makes sense")
+    entry = lines(path_of(uri))[-1]
+    assert entry["type"] == "branch_summary" and entry["id"] == outcome["summaryEntryId"]
+    assert entry["parentId"] == FORK_PARENT and entry["fromId"] == BRANCH_B_TIP
+    assert entry["details"]["summarizer"] == "extractive"
+    tree = await call(pi.client, "pi.getTree", {"uri": uri})
+    assert tree["leafId"] == outcome["summaryEntryId"]
+
+
+async def test_branch_summary_uses_the_configured_model_endpoint(pi: Pi, fake: FakeAnthropic
+                                                                 ) -> None:
+    """`anthropicBaseUrl` and `anthropicApiKey` apply to the summary model as to turns."""
+    fake.script(text_reply("The dead end tried an ORM and was dropped."))
+    uri = copy_session(pi.main, "model-summary")
+    since = pi.mark()
+    job_id = (await call(pi.client, "pi.branchWithSummary",
+                         {"uri": uri, "targetId": FORK_QUESTION}))["jobId"]
+    done = await wait_note(pi, JOB_DONE, lambda p: p["jobId"] == job_id, since, timeout=15)
+    requests = fake.message_requests()
+    assert [r["model"] for r in requests] == [SUMMARY_MODEL], done
+    assert done["ok"] is True, done
+    assert done["result"]["summary"].startswith("The dead end tried an ORM and was dropped.")
+
+
+async def test_compact(pi: Pi) -> None:
+    uri = copy_session(pi.offline, "compacted")
+    plan = (await call(pi.client, "pi.compact", {"uri": uri, "dryRun": True}))["plan"]
+    since = pi.mark()
+    result = await call(pi.client, "pi.compact", {"uri": uri, "instructions": "tests"})
+    done = await wait_note(pi, JOB_DONE, lambda p: p["jobId"] == result["jobId"], since,
+                           timeout=10)
+    assert done["ok"] is True, done
+    compaction = done["result"]
+    assert compaction["firstKeptEntryId"] == plan["firstKeptEntryId"]
+    assert compaction["summary"]
+    entry = lines(path_of(uri))[-1]
+    assert entry["type"] == "compaction" and entry["id"] == compaction["entryId"]
+    assert entry["details"]["summarizer"] == "extractive"
+    preview = await call(pi.client, "pi.previewContext", {"uri": uri})
+    assert preview["messages"][0]["entryId"] == compaction["entryId"]
+    # a second compaction right away has nothing left to summarize: the job says so
+    since = pi.mark()
+    again = await call(pi.client, "pi.compact", {"uri": uri})
+    failed = await wait_note(pi, JOB_DONE, lambda p: p["jobId"] == again["jobId"], since)
+    assert failed["ok"] is False and "nothing to compact" in failed["error"]
+
+
+async def test_label_set_and_clear(pi: Pi) -> None:
+    uri = await fork(pi)
+    await call(pi.client, "pi.getTree", {"uri": uri})
+    assert await call(pi.client, "pi.label",
+                      {"uri": uri, "targetId": COMPACTION, "label": "checkpoint"}) == {}
+    nodes = {n["id"]: n for n in (await call(pi.client, "pi.getTree", {"uri": uri}))["nodes"]}
+    assert nodes[COMPACTION]["label"] == "checkpoint"
+    assert await call(pi.client, "pi.label",
+                      {"uri": uri, "targetId": COMPACTION, "label": None}) == {}
+    nodes = {n["id"]: n for n in (await call(pi.client, "pi.getTree", {"uri": uri}))["nodes"]}
+    assert nodes[COMPACTION]["label"] is None
+    assert nodes["c66a750f"]["label"] == "tests-green"  # the fork kept the other labels
+
+
+async def test_own_append_is_announced_once(pi: Pi) -> None:
+    uri = await fork(pi)
+    count = len((await call(pi.client, "pi.getTree", {"uri": uri}))["nodes"])
+    await asyncio.sleep(0.4)  # let the watcher report the new file first
+    since = pi.mark()
+    await call(pi.client, "pi.label", {"uri": uri, "targetId": COMPACTION, "label": "once"})
+    await asyncio.sleep(0.7)  # the watcher sees the write too; it must not announce it again
+    notes = [p for p in pi.of(SESSION_CHANGED, since) if path_of(p["uri"]) == path_of(uri)]
+    assert len(notes) == 1, notes
+    assert notes[0]["entries"] == count + 1 and notes[0]["reloaded"] is False
+
+
+async def test_fork(pi: Pi) -> None:
+    since = pi.mark()
+    uri = await fork(pi, "28511eec")
+    path = path_of(uri)
+    assert path != pi.session.resolve() and path.is_file()
+    await wait_note(pi, SESSIONS_CHANGED, since=since)
+    source = {n["id"]: n for n in (await call(pi.client, "pi.getTree", {"uri": pi.uri}))["nodes"]}
+    tree = await call(pi.client, "pi.getTree", {"uri": uri})
+    kept = [n["id"] for n in tree["nodes"] if n["type"] != "label"]
+    assert kept[-1] == "28511eec" and set(kept) <= set(source)
+    assert COMPACTION not in kept and BRANCH_SUMMARY not in kept
+    labels = {n["id"]: n["label"] for n in tree["nodes"] if n["label"]}
+    assert labels == {FORK_QUESTION: "data-layer-question", "28511eec": "orm-dead-end"}
+    listed = (await call(pi.client, "pi.listSessions", {}))["sessions"]
+    forked = next(s for s in listed if path_of(s["uri"]) == path)
+    assert forked["id"] != MAIN_ID and forked["parentSession"]
+
+
+async def test_set_name(pi: Pi) -> None:
+    uri = await fork(pi)
+    assert await call(pi.client, "pi.setName", {"uri": uri, "name": "Renamed fork"}) == {}
+    assert lines(path_of(uri))[-1]["type"] == "session_info"
+    listed = (await call(pi.client, "pi.listSessions", {}))["sessions"]
+    assert next(s for s in listed if path_of(s["uri"]) == path_of(uri))["name"] == "Renamed fork"
+    error = await call_error(pi.client, "pi.setName", {"uri": uri, "name": "  "})
+    assert error.code == INVALID_PARAMS and "name" in error.message
+
+
+async def test_set_model_and_thinking_level(pi: Pi) -> None:
+    uri = await fork(pi)
+    assert await call(pi.client, "pi.setModel",
+                      {"uri": uri, "provider": "anthropic", "modelId": SUMMARY_MODEL}) == {}
+    assert await call(pi.client, "pi.setThinkingLevel", {"uri": uri, "level": "low"}) == {}
+    entries = lines(path_of(uri))
+    assert [e["type"] for e in entries[-2:]] == ["model_change", "thinking_level_change"]
+    preview = await call(pi.client, "pi.previewContext", {"uri": uri, "layer": "request"})
+    assert preview["model"] == f"anthropic/{SUMMARY_MODEL}"
+    assert preview["thinkingLevel"] == "low"
+    assert preview["request"]["model"] == SUMMARY_MODEL
+
+
+# -- bad input -------------------------------------------------------------------------------
+
+MISSING = "file:///nonexistent/pi-lsp/none.jsonl"
+
+BAD_INPUT: list[tuple[str, str, Callable[[str], list[Any]], str]] = [
+    ("missing-uri", "pi.getTree", lambda uri: [{}], "uri"),
+    ("missing-uri-branch", "pi.branch", lambda uri: [{"targetId": FORK_QUESTION}], "uri"),
+    ("uri-not-a-string", "pi.getTree", lambda uri: [{"uri": 42}], "uri"),
+    ("target-not-a-string", "pi.label",
+     lambda uri: [{"uri": uri, "targetId": 7, "label": "x"}], "targetId"),
+    ("dry-run-not-a-bool", "pi.compact", lambda uri: [{"uri": uri, "dryRun": "yes"}], "dryRun"),
+    ("unknown-layer", "pi.previewContext", lambda uri: [{"uri": uri, "layer": "wire"}], "layer"),
+    ("unknown-level", "pi.setThinkingLevel", lambda uri: [{"uri": uri, "level": "max"}], "level"),
+    ("unknown-delivery", "pi.prompt",
+     lambda uri: [{"uri": uri, "text": "hi", "delivery": "later"}], "delivery"),
+    ("label-missing", "pi.label", lambda uri: [{"uri": uri, "targetId": COMPACTION}], "label"),
+    ("extra-key", "pi.getTree", lambda uri: [{"uri": uri, "leafID": "x"}], "leafID"),
+    ("snake-case-key", "pi.diffContext",
+     lambda uri: [{"uri": uri, "from_leaf_id": DEAD_END_TIP, "toLeafId": BRANCH_B_TIP}],
+     "from_leaf_id"),
+    ("extra-key-no-args", "pi.listSessions", lambda uri: [{"verbose": True}], "verbose"),
+    ("not-an-object", "pi.getTree", lambda uri: [uri], "object"),
+    ("two-arguments", "pi.getTree", lambda uri: [{"uri": uri}, {"uri": uri}], "one"),
+    ("unknown-branch-target", "pi.branch", lambda uri: [{"uri": uri, "targetId": "deadbeef"}],
+     "deadbeef"),
+    ("unknown-summary-target", "pi.branchWithSummary",
+     lambda uri: [{"uri": uri, "targetId": "deadbeef"}], "deadbeef"),
+    ("unknown-label-target", "pi.label",
+     lambda uri: [{"uri": uri, "targetId": "deadbeef", "label": "x"}], "deadbeef"),
+    ("unknown-preview-leaf", "pi.previewContext",
+     lambda uri: [{"uri": uri, "leafId": "deadbeef"}], "deadbeef"),
+    ("unknown-diff-leaf", "pi.diffContext",
+     lambda uri: [{"uri": uri, "fromLeafId": "deadbeef", "toLeafId": BRANCH_B_TIP}], "deadbeef"),
+    ("unknown-fork-leaf", "pi.fork", lambda uri: [{"uri": uri, "leafId": "deadbeef"}],
+     "deadbeef"),
+    ("diff-leaf-missing", "pi.diffContext",
+     lambda uri: [{"uri": uri, "fromLeafId": DEAD_END_TIP}], "toLeafId"),
+    ("image-without-type", "pi.prompt",
+     lambda uri: [{"uri": uri, "text": "see", "images": [{"data": "AAAA"}]}], "mimeType"),
+    ("not-a-file-uri", "pi.getTree", lambda uri: [{"uri": "untitled:Untitled-1"}], "uri"),
+    ("folder-not-a-file-uri", "pi.newSession", lambda uri: [{"folderUri": "untitled:x"}],
+     "folderUri"),
+    ("http-uri", "pi.check", lambda uri: [{"uri": "https://example.com/s.jsonl"}], "uri"),
+    ("missing-file", "pi.getTree", lambda uri: [{"uri": MISSING}], "none.jsonl"),
+    ("missing-file-prompt", "pi.prompt", lambda uri: [{"uri": MISSING, "text": "hi"}],
+     "none.jsonl"),
+    ("missing-file-abort", "pi.abort", lambda uri: [{"uri": MISSING}], "none.jsonl"),
+]
+
+
+@pytest.mark.parametrize(("command", "arguments", "named"),
+                         [case[1:] for case in BAD_INPUT], ids=[case[0] for case in BAD_INPUT])
+async def test_bad_input_is_invalid_params(pi: Pi, command: str,
+                                           arguments: Callable[[str], list[Any]],
+                                           named: str) -> None:
+    before = pi.session.read_bytes()
+    error = await call_error(pi.client, command, *arguments(pi.uri))
+    assert error.code == INVALID_PARAMS, (error.code, error.message)
+    assert named in error.message
+    assert pi.session.read_bytes() == before
+    # and the server keeps answering
+    assert await call(pi.client, "pi.check", {"uri": pi.uri}) == {"problems": []}
+
+
+async def test_unknown_command_answers_an_error(pi: Pi) -> None:
+    with pytest.raises(JsonRpcException):
+        await call(pi.client, "pi.noSuchCommand", {})
+    assert (await call(pi.client, "pi.getTree", {"uri": pi.uri}))["leafId"] == BRANCH_B_TIP
+
+
+# -- other writers ---------------------------------------------------------------------------
+
+APPEND = textwrap.dedent("""
+    import sys
+    from pi_lsp.session.tree import SessionTree
+    SessionTree.open(sys.argv[1]).append_custom("external", {"from": "another process"})
+""")
+
+
+async def test_external_append_is_seen_within_a_second(pi: Pi) -> None:
+    uri = await fork(pi)
+    count = len((await call(pi.client, "pi.getTree", {"uri": uri}))["nodes"])
+    await asyncio.sleep(0.4)
+    since = pi.mark()
+    done = await asyncio.to_thread(subprocess.run, [sys.executable, "-c", APPEND,
+                                                    str(path_of(uri))],
+                                   env=SERVER_ENV, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    appended = time.monotonic()
+    note = await wait_note(pi, SESSION_CHANGED, lambda p: path_of(p["uri"]) == path_of(uri),
+                           since, timeout=1.0)
+    assert time.monotonic() - appended < 1.0
+    assert note["entries"] == count + 1 and note["reloaded"] is False
+    tree = await call(pi.client, "pi.getTree", {"uri": uri})
+    assert tree["nodes"][-1]["type"] == "custom" and len(tree["nodes"]) == count + 1
+
+
+async def test_deleted_session_is_forgotten(pi: Pi) -> None:
+    uri = copy_session(pi.main, "doomed")
+    await call(pi.client, "pi.getTree", {"uri": uri})
+    await asyncio.sleep(0.4)
+    since = pi.mark()
+    path_of(uri).unlink()
+    await wait_note(pi, SESSIONS_CHANGED, since=since, timeout=2)
+    error = await call_error(pi.client, "pi.getTree", {"uri": uri})
+    assert error.code == INVALID_PARAMS and "doomed.jsonl" in error.message
+    listed = (await call(pi.client, "pi.listSessions", {}))["sessions"]
+    assert all(not s["uri"].endswith("doomed.jsonl") for s in listed)
+
+
+async def test_rewritten_session_is_reloaded(pi: Pi) -> None:
+    uri = copy_session(pi.main, "rewritten")
+    assert len((await call(pi.client, "pi.getTree", {"uri": uri}))["nodes"]) == 56
+    await asyncio.sleep(0.4)
+    since = pi.mark()
+    shorter = EXAMPLE_SESSION.read_text().splitlines(keepends=True)[:10]
+    path_of(uri).write_text("".join(shorter))  # another writer replaced the file
+    note = await wait_note(pi, SESSION_CHANGED, lambda p: path_of(p["uri"]) == path_of(uri),
+                           since, timeout=2)
+    assert note["reloaded"] is True and note["entries"] == 9
+    tree = await call(pi.client, "pi.getTree", {"uri": uri})
+    assert len(tree["nodes"]) == 9 and tree["leafId"] == tree["nodes"][-1]["id"]
+
+
+async def test_two_servers_see_each_other(pi: Pi, fake: FakeAnthropic) -> None:
+    uri = await fork(pi)
+    other_client = await SERVER.start()
+    try:
+        other = await connect(other_client, pi.capabilities, pi.root, init_options(fake))
+        count = len((await call(other.client, "pi.getTree", {"uri": uri}))["nodes"])
+        await call(pi.client, "pi.getTree", {"uri": uri})
+        await asyncio.sleep(0.4)
+        since_other, since_pi = other.mark(), pi.mark()
+        await call(pi.client, "pi.label", {"uri": uri, "targetId": COMPACTION, "label": "one"})
+        seen = await wait_note(other, SESSION_CHANGED, lambda p: path_of(p["uri"]) ==
+                               path_of(uri) and p["entries"] == count + 1, since_other)
+        assert seen["reloaded"] is False
+        await call(other.client, "pi.setName", {"uri": uri, "name": "shared"})
+        await wait_note(pi, SESSION_CHANGED, lambda p: path_of(p["uri"]) == path_of(uri) and
+                        p["entries"] == count + 2, since_pi)
+        nodes = (await call(pi.client, "pi.getTree", {"uri": uri}))["nodes"]
+        assert [n["type"] for n in nodes[-2:]] == ["label", "session_info"]
+        other_nodes = (await call(other.client, "pi.getTree", {"uri": uri}))["nodes"]
+        assert other_nodes == nodes
+    finally:
+        await asyncio.wait_for(other_client.shutdown_session(), 5)
+        await other_client.stop()
+
+
+# -- turns -----------------------------------------------------------------------------------
+
+TOOL_TURN_ORDER = [
+    "agent_start", "turn_start", "message_start", "message_end",  # the prompt
+    "message_start", "message_update", "message_end",  # the reply with the call
+    "tool_execution_start", "tool_execution_end", "message_start", "message_end",
+    "turn_end", "save_point", "turn_start",
+    "message_start", "message_update", "message_end", "turn_end", "save_point", "agent_end",
+]
+
+
+async def test_prompt_runs_a_tool_turn_with_approval(pi: Pi, fake: FakeAnthropic) -> None:
+    uri = await new_session(pi)
+    fake.script(
+        tool_reply([("toolu_1", "bash", {"command": "echo hello-from-bash"})], text="Running."),
+        text_reply("It printed ", "hello-from-bash."),
+    )
+    pi.answer, asked = "Allow", len(pi.asked)
+    entries_before = len(lines(path_of(uri)))
+    since = pi.mark()
+    result = await call(pi.client, "pi.prompt", {"uri": uri, "text": "say hello"})
+    turn_id = result["turnId"]
+    assert isinstance(turn_id, str) and turn_id
+    events = await wait_events(pi, turn_id, since)
+    kinds = event_types(events)
+    assert "error" not in kinds, events
+    assert is_subsequence(TOOL_TURN_ORDER, kinds), kinds
+    assert kinds[0] == "agent_start" and kinds[-1] == "agent_end" and kinds.count("agent_end") == 1
+    assert all(p["uri"] == uri for p in pi.of(TURN, since) if p["turnId"] == turn_id)
+    updates = [e for e in events if e["type"] == "message_update"]
+    assert all(e["deltas"] for e in updates)
+    streamed = "".join(d["delta"] for e in updates for d in e["deltas"]
+                       if d["type"] == "text_delta")
+    assert "Running." in streamed and "It printed hello-from-bash." in streamed
+    start = next(e for e in events if e["type"] == "tool_execution_start")
+    end = next(e for e in events if e["type"] == "tool_execution_end")
+    assert start["toolName"] == "bash" and start["args"] == {"command": "echo hello-from-bash"}
+    assert end["isError"] is False
+    assert len(pi.asked) == asked + 1 and "echo hello-from-bash" in pi.asked[-1]
+    save_points = [e for e in events if e["type"] == "save_point"]
+    assert len(save_points) == 2
+    # persisted: the prompt, the call, its result, the answer
+    assert message_roles(path_of(uri)) == ["user", "assistant", "toolResult", "assistant"]
+    entries = [e["message"] for e in lines(path_of(uri)) if e["type"] == "message"]
+    assert [m.get("stopReason") for m in entries] == [None, "toolUse", None, "stop"]
+    requests = fake.message_requests()
+    assert len(requests) == 2
+    [result_block] = tool_results(requests[1])
+    assert result_block["tool_use_id"] == "toolu_1"
+    assert not result_block.get("is_error")
+    assert "hello-from-bash" in json.dumps(result_block["content"])
+    tree = await call(pi.client, "pi.getTree", {"uri": uri})
+    assert [n["role"] for n in tree["nodes"] if n["type"] == "message"] == \
+        ["user", "assistant", "toolResult", "assistant"]
+    # one pi/sessionChanged per entry the turn wrote; the watcher adds none
+    await asyncio.sleep(0.7)
+    counts = [p["entries"] for p in pi.of(SESSION_CHANGED, since)
+              if path_of(p["uri"]) == path_of(uri)]
+    assert counts == list(range(entries_before + 1, entries_before + 5)), counts
+    # the turn is also a work-done progress: begun with the prompt, a report per tool, ended
+    reports = next(r for r in pi.client.progress_reports.values()
+                   if r and isinstance(r[0], types.WorkDoneProgressBegin)
+                   and r[0].title == "pi: say hello")
+    assert isinstance(reports[-1], types.WorkDoneProgressEnd)
+    assert any(isinstance(r, types.WorkDoneProgressReport) and r.message == "running bash"
+               for r in reports)
+
+
+async def test_denied_tool_is_an_error_the_model_sees(pi: Pi, fake: FakeAnthropic) -> None:
+    uri = await new_session(pi)
+    marker = pi.main / "denied-marker"
+    fake.script(
+        tool_reply([("toolu_2", "bash", {"command": f"touch {marker}"})]),
+        text_reply("Understood."),
+    )
+    pi.answer = "Deny"
+    try:
+        since = pi.mark()
+        turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "touch it"}))["turnId"]
+        events = await wait_events(pi, turn_id, since)
+    finally:
+        pi.answer = "Allow"
+    assert "error" not in event_types(events), events
+    end = next(e for e in events if e["type"] == "tool_execution_end")
+    assert end["isError"] is True
+    assert not marker.exists()
+    requests = fake.message_requests()
+    assert len(requests) == 2
+    [result_block] = tool_results(requests[1])
+    assert result_block["tool_use_id"] == "toolu_2" and result_block["is_error"] is True
+    assert "denied" in json.dumps(result_block["content"])
+    assert message_roles(path_of(uri)) == ["user", "assistant", "toolResult", "assistant"]
+
+
+async def test_abort_during_a_slow_stream(pi: Pi, fake: FakeAnthropic) -> None:
+    uri = await new_session(pi)
+    assert await call(pi.client, "pi.abort", {"uri": uri}) == {"aborted": False}
+    fake.script(slow_text(words=60, delay=0.05))
+    since = pi.mark()
+    turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "talk slowly"}))["turnId"]
+    await wait_event(pi, turn_id, "message_update", since)
+    aborted_at = time.monotonic()
+    assert await call(pi.client, "pi.abort", {"uri": uri}) == {"aborted": True}
+    events = await wait_events(pi, turn_id, since, timeout=3)
+    assert time.monotonic() - aborted_at < 2.0
+    assert event_types(events)[-1] == "agent_end"
+    last = lines(path_of(uri))[-1]
+    assert last["type"] == "message" and last["message"]["role"] == "assistant"
+    assert last["message"]["stopReason"] == "aborted"
+    # the session is idle again: a new prompt is accepted
+    fake.script(text_reply("again"))
+    since = pi.mark()
+    turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "again"}))["turnId"]
+    assert event_types(await wait_events(pi, turn_id, since))[-1] == "agent_end"
+
+
+async def test_abort_during_a_tool(pi: Pi, fake: FakeAnthropic) -> None:
+    uri = await new_session(pi)
+    marker = pi.main / "slow-tool-finished"
+    fake.script(tool_reply([("toolu_4", "bash", {"command": f"sleep 1.5 && touch {marker}"})]))
+    since = pi.mark()
+    turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "wait"}))["turnId"]
+    await wait_event(pi, turn_id, "tool_execution_start", since)
+    started = time.monotonic()
+    await asyncio.sleep(0.2)
+    assert await call(pi.client, "pi.abort", {"uri": uri}) == {"aborted": True}
+    events = await wait_events(pi, turn_id, since, timeout=3)
+    assert time.monotonic() - started < 1.4  # well before the command would have finished
+    assert event_types(events)[-1] == "agent_end"
+    end = next(e for e in events if e["type"] == "tool_execution_end")
+    assert end["isError"] is True
+    assert message_roles(path_of(uri)) == ["user", "assistant", "toolResult"]
+    assert "aborted" in json.dumps(lines(path_of(uri))[-1]["message"]["content"])
+    await asyncio.sleep(max(0.0, started + 2.0 - time.monotonic()))
+    assert not marker.exists()  # the command was stopped, not left running
+
+
+async def test_second_prompt_while_busy_is_refused(pi: Pi, fake: FakeAnthropic) -> None:
+    uri = await new_session(pi)
+    fake.script(slow_text(words=40, delay=0.05))
+    since = pi.mark()
+    turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "first"}))["turnId"]
+    error = await call_error(pi.client, "pi.prompt", {"uri": uri, "text": "second"})
+    assert error.code == BUSY and "busy" in error.message
+    for command, argument in (
+        ("pi.branch", {"uri": uri, "targetId": lines(path_of(uri))[0]["id"]}),
+        ("pi.branchWithSummary", {"uri": uri, "targetId": lines(path_of(uri))[0]["id"]}),
+        ("pi.compact", {"uri": uri}),
+    ):
+        refused = await call_error(pi.client, command, argument)
+        assert refused.code == BUSY and "busy" in refused.message, (command, refused.message)
+    await call(pi.client, "pi.abort", {"uri": uri})
+    await wait_events(pi, turn_id, since)
+    assert "second" not in json.dumps(lines(path_of(uri)))
+
+
+async def test_steer_and_follow_up_are_delivered(pi: Pi, fake: FakeAnthropic) -> None:
+    uri = await new_session(pi)
+    fake.script(slow_text(words=20, delay=0.05), text_reply("steered"), text_reply("followed"))
+    since = pi.mark()
+    turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "start"}))["turnId"]
+    await wait_event(pi, turn_id, "message_update", since)
+    steer = await call(pi.client, "pi.prompt",
+                       {"uri": uri, "text": "STEER-NOW", "delivery": "steer"})
+    follow = await call(pi.client, "pi.prompt",
+                        {"uri": uri, "text": "FOLLOW-LATER", "delivery": "followUp"})
+    assert steer["queued"] == "steer" and follow["queued"] == "followUp"
+    events = await wait_events(pi, turn_id, since)
+    assert "error" not in event_types(events), events
+    requests = [json.dumps(r["messages"]) for r in fake.message_requests()]
+    assert len(requests) == 3, requests
+    assert "STEER-NOW" not in requests[0] and "STEER-NOW" in requests[1]
+    assert "FOLLOW-LATER" not in requests[1] and "FOLLOW-LATER" in requests[2]
+    users = [e["message"]["content"][0]["text"] for e in lines(path_of(uri))
+             if e["type"] == "message" and e["message"]["role"] == "user"]
+    assert users == ["start", "STEER-NOW", "FOLLOW-LATER"]
+
+
+async def test_model_change_during_a_turn_waits_for_its_end(pi: Pi, fake: FakeAnthropic) -> None:
+    uri = await new_session(pi)
+    slow_call = tool_reply([("toolu_3", "bash", {"command": "echo model"})], text="Checking.",
+                           delay=0.1)
+    fake.script(slow_call, text_reply("done"))
+    since = pi.mark()
+    turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "go"}))["turnId"]
+    await wait_event(pi, turn_id, "message_update", since)
+    assert await call(pi.client, "pi.setModel",
+                      {"uri": uri, "provider": "anthropic", "modelId": SUMMARY_MODEL}) == {}
+    assert SUMMARY_MODEL not in json.dumps(lines(path_of(uri)))  # not yet: the turn runs
+    events = await wait_events(pi, turn_id, since)
+    assert "error" not in event_types(events), events
+    kinds = [(e["type"], e["message"]["role"] if e["type"] == "message" else e.get("modelId"))
+             for e in lines(path_of(uri))]
+    first_user = kinds.index(("message", "user"))
+    assert kinds[first_user:] == [("message", "user"), ("message", "assistant"),
+                                  ("message", "toolResult"), ("model_change", SUMMARY_MODEL),
+                                  ("message", "assistant")]
+    first_save = next(e for e in events if e["type"] == "save_point")
+    assert first_save["hadPendingMutations"] is True
+    assert [r["model"] for r in fake.message_requests()] == [DEFAULT_MODEL, SUMMARY_MODEL]
+
+
+# -- shutdown (a server of its own) ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("capabilities", CLIENTS)
+async def test_shutdown_during_a_turn_aborts_it_and_exits(
+        capabilities: str, tmp_path: Path, fake: FakeAnthropic) -> None:
+    shutil.copytree(EXAMPLE, tmp_path / "main")
+    client = await SERVER.start()
+    try:
+        pi = await connect(client, capabilities, tmp_path, init_options(fake), folders=("main",))
+        uri = await new_session(pi)
+        fake.script(slow_text(words=80, delay=0.05))
+        since = pi.mark()
+        turn_id = (await call(client, "pi.prompt", {"uri": uri, "text": "long"}))["turnId"]
+        await wait_event(pi, turn_id, "message_update", since)
+        started = time.monotonic()
+        await asyncio.wait_for(client.shutdown_async(None), 2)
+        client.exit(None)
+        assert client._server is not None
+        code = await asyncio.wait_for(client._server.wait(), 2)
+        assert time.monotonic() - started < 2.0
+        assert code == 0
+        last = lines(path_of(uri))[-1]
+        assert last["type"] == "message" and last["message"]["role"] == "assistant"
+        assert last["message"]["stopReason"] == "aborted"
+    finally:
+        if client._server is not None and client._server.returncode is None:
+            client._server.kill()
+        await client.stop()
