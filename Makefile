@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench clean
+.PHONY: test demo bench clean vscode-test
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -15,6 +15,7 @@ test: $(STAMP)
 	$(BIN)/ruff check pi_lsp tests benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
+	@$(MAKE) --no-print-directory vscode-test
 
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py
@@ -25,3 +26,22 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+# -- VS Code extension (editors/vscode): node --test against the real server ------------------
+VSCODE := editors/vscode
+VSCODE_STAMP := $(VSCODE)/node_modules/.ci-stamp
+
+NEED_NODE = command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { \
+	echo "error: the VS Code extension tests need Node.js 20+ and npm on PATH" \
+	     "(node: $$(command -v node || echo missing), npm: $$(command -v npm || echo missing))" >&2; exit 1; }
+
+# npm ci only when node_modules is missing or older than the lockfile.
+$(VSCODE_STAMP): $(VSCODE)/package-lock.json $(VSCODE)/package.json
+	@$(NEED_NODE)
+	cd $(VSCODE) && npm ci --no-audit --no-fund
+	touch $@
+
+vscode-test: $(STAMP)
+	@$(NEED_NODE)
+	@$(MAKE) --no-print-directory $(VSCODE_STAMP)
+	cd $(VSCODE) && PI_PYTHON=$(abspath $(BIN))/python npm test

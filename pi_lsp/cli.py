@@ -275,6 +275,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser("serve", help="the language server (stdio)")
     serve.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead (debugging)")
+    serve.add_argument("--stdio", action="store_true",
+                       help="stdio, the default (accepted because clients pass it)")
     serve.set_defaults(run=cmd_serve)
 
     run = commands.add_parser("run", help="run one prompt to completion in this workspace")

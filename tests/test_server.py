@@ -991,3 +991,23 @@ async def test_shutdown_during_a_turn_aborts_it_and_exits(
         if client._server is not None and client._server.returncode is None:
             client._server.kill()
         await client.stop()
+
+
+async def test_list_models(pi: Pi) -> None:
+    listed = await call(pi.client, "pi.listModels", {})
+    ids = {(m["provider"], m["id"]) for m in listed["models"]}
+    assert ("anthropic", "claude-sonnet-4-5") in ids
+    assert all(m["contextWindow"] > 0 and m["maxTokens"] > 0 for m in listed["models"])
+    assert listed["default"].startswith("anthropic/")
+
+
+async def test_a_turn_that_cannot_start_reports_one_error(pi: Pi) -> None:
+    uri = await new_session(pi)
+    await call(pi.client, "pi.setModel", {"uri": uri, "provider": "openai", "modelId": "gpt-5"})
+    before = len(lines(path_of(uri)))
+    since = pi.mark()
+    turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "hello"}))["turnId"]
+    events = await wait_events(pi, turn_id, since)
+    errors = [e for e in events if e["type"] == "error"]
+    assert len(errors) == 1 and "openai" in errors[0]["message"], events
+    assert len(lines(path_of(uri))) == before  # nothing was written for the failed turn

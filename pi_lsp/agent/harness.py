@@ -244,8 +244,17 @@ class Harness:
         """Run one prompt to completion; the returned messages are already in the session.
 
         The context is compacted first when it has outgrown the window, and a request the
-        provider rejects as too long is compacted and retried once.
+        provider rejects as too long is compacted and retried once. A failure is told to
+        subscribers as one `error` event and raised.
         """
+        try:
+            return await self._prompt(text, images)
+        except Exception as error:
+            self.emit(ErrorEvent(message=str(error) or type(error).__name__))
+            raise
+
+    async def _prompt(self, text: str, images: list[ImageContent] | None
+                      ) -> list[AgentMessage]:
         self._require_idle()
         self.aborted = False
         self.tree.refresh()
@@ -266,9 +275,6 @@ class Harness:
             self.state = self.create_turn_state()
             self.provider(self.state.model.provider)  # a missing API key fails before any write
             return await run_loop(self, prompts)
-        except Exception as error:
-            self.emit(ErrorEvent(message=f"{type(error).__name__}: {error}"))
-            raise
         finally:
             self._flush(stop_at_leaf_move=False)
             self.phase, self.state, self._current = "idle", None, None

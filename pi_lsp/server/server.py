@@ -24,7 +24,8 @@ from pi_lsp.agent.events import AgentEvent, MessageUpdate, ToolExecutionStart
 from pi_lsp.agent.harness import BusyError, Harness, NotRunningError
 from pi_lsp.agent.loop import Aborted
 from pi_lsp.providers.anthropic import MissingApiKeyError
-from pi_lsp.server.hub import Config, SessionHub, UnknownSessionError
+from pi_lsp.providers.registry import ModelRegistry
+from pi_lsp.server.hub import Config, SessionHub, UnknownSessionError, workspace_settings
 from pi_lsp.server.protocol import (
     JOB_DONE,
     SESSION_CHANGED,
@@ -145,7 +146,8 @@ class PiServer(LanguageServer):
             target = call.arguments.get("command") or call.arguments.get("path") or ""
             params = types.ShowMessageRequestParams(
                 type=types.MessageType.Warning,
-                message=f"pi wants to run {call.name}: {str(target)[:200]}",
+                message=f"pi ({self.session_title(path)}) wants to run {call.name}: "
+                        f"{str(target)[:200]}",
                 actions=[types.MessageActionItem(t) for t in (ALLOW, ALLOW_SESSION, DENY)],
             )
             try:
@@ -159,6 +161,10 @@ class PiServer(LanguageServer):
                 return None
             return f"the user denied running {call.name}"
         return approve
+
+    def session_title(self, path: Path) -> str:
+        tree = self.hub.trees.get(path.resolve()) if self.hub else None
+        return (tree.name if tree and tree.name else None) or path.name
 
     # -- turns and jobs ------------------------------------------------------------------
 
@@ -196,11 +202,9 @@ class PiServer(LanguageServer):
         try:
             await harness.prompt(args.text, images or None)
         except (MissingApiKeyError, BusyError, SettingsError, ValueError) as error:
-            stream.send({"type": "error", "message": str(error)})
-            outcome = str(error)
-        except Exception as error:
+            outcome = str(error)  # the harness has sent it as the turn's `error` event
+        except Exception:
             log.exception("turn %s failed", turn_id)
-            stream.send({"type": "error", "message": f"{type(error).__name__}: {error}"})
             outcome = "failed"
         finally:
             stream.flush()
@@ -512,13 +516,34 @@ async def abort(ls: PiServer, args: SessionArgs) -> dict[str, Any]:
     return {"aborted": harness.abort() if harness is not None else False}
 
 
+@command("pi.listModels", NoArgs)
+def list_models(ls: PiServer, _args: NoArgs) -> dict[str, Any]:
+    folder = ls.sessions().folders[0] if ls.sessions().folders else Path.cwd()
+    settings = workspace_settings(folder, ls.config)
+    models = ModelRegistry(settings.models).all()
+    return {"models": [{"provider": m.provider, "id": m.id, "contextWindow": m.context_window,
+                        "maxTokens": m.max_tokens} for m in models],
+            "default": f"{settings.default_provider}/{settings.default_model}"}
+
+
 @command("pi.check", SessionArgs)
 async def check(ls: PiServer, args: SessionArgs) -> dict[str, Any]:
     return {"problems": ls.sessions().check(await open_tree(ls, args.uri))}
 
 
+class ExpectedErrors(logging.Filter):
+    """pygls logs every error answer with a traceback; the ones pi-lsp raises on purpose (bad
+    arguments, busy sessions) are answers, not faults, and stay out of the editor's log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not (isinstance(error, JsonRpcException) and
+                    error.code in (JsonRpcInvalidParams.CODE, BUSY, FAILED))
+
+
 def serve(tcp: str | None = None) -> None:
     logging.basicConfig(level=logging.WARNING, format="pi-lsp: %(levelname)s %(message)s")
+    logging.getLogger("pygls.protocol.json_rpc").addFilter(ExpectedErrors())
     if tcp:
         host, _, port = tcp.rpartition(":")
         server.start_tcp(host or "127.0.0.1", int(port))

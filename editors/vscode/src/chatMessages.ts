@@ -1,0 +1,30 @@
+// Messages between the chat panel (extension host) and its webview. Types only: the webview
+// bundle imports this file too.
+
+export interface ChatState {
+  title: string;
+  busy: boolean;
+  model: string | null;
+  models: string[];
+  thinkingLevel: string;
+  thinkingLevels: readonly string[];
+  tokens: string;
+}
+
+export type ToWebview =
+  | { type: "reset"; blocks: { id: string; html: string }[]; state: ChatState }
+  | { type: "upsert"; id: string; html: string }
+  | { type: "state"; state: ChatState }
+  | { type: "approval"; id: string; message: string; actions: string[] }
+  | { type: "approvalDone"; id: string }
+  | { type: "setInput"; text: string };
+
+export type FromWebview =
+  | { type: "ready" }
+  | { type: "send"; text: string; delivery: "prompt" | "steer" | "followUp" }
+  | { type: "abort" }
+  | { type: "setModel"; model: string }
+  | { type: "pickModel" }
+  | { type: "setThinking"; level: string }
+  | { type: "approve"; id: string; choice: string }
+  | { type: "previewContext" };

@@ -1,0 +1,215 @@
+// The chat transcript: the context's messages, then a running turn's pi/turn events folded in.
+// Pure (no vscode import) so it is tested in plain Node; the panel renders what changed.
+import { AgentMessage, ContentBlock, PreviewMessage, StreamDelta, TurnEvent } from "./protocol";
+
+export type Part =
+  | { type: "text"; text: string }
+  | { type: "thinking"; text: string }
+  | { type: "toolCall"; id: string; name: string; args: string; brief?: string }
+  | { type: "image"; mimeType: string };
+
+export interface ToolRun {
+  running: boolean;
+  text: string;
+  isError: boolean;
+}
+
+export type Block =
+  | { id: string; kind: "user"; parts: Part[] }
+  | { id: string; kind: "assistant"; parts: Part[]; streaming: boolean; model?: string; error?: string }
+  | { id: string; kind: "summary"; title: string; text: string }
+  | { id: string; kind: "notice"; text: string; level: "info" | "error" };
+
+export class Transcript {
+  blocks: Block[] = [];
+  /** Tool results by tool-call id; a tool call is shown with its result. */
+  readonly tools = new Map<string, ToolRun>();
+  busy = false;
+  private counter = 0;
+
+  /** Starts again from the context the server built (after a branch, a reload, a turn end). */
+  load(messages: PreviewMessage[]): void {
+    this.blocks = [];
+    this.tools.clear();
+    for (const m of messages) this.add(m.message, m.entryId ?? undefined);
+  }
+
+  /** Folds one event in; returns the ids of the blocks to redraw. */
+  apply(event: TurnEvent): string[] {
+    if (event.type === "agent_end") {
+      this.busy = false;
+      this.finishStreaming();
+      return [];
+    }
+    this.busy = event.type !== "error";
+    switch (event.type) {
+      case "message_start":
+        return this.add(event.message);
+      case "message_update":
+        return this.stream(event.deltas);
+      case "message_end":
+        return this.end(event.message);
+      case "tool_execution_start":
+        this.tools.set(event.toolCallId, { running: true, text: "", isError: false });
+        return this.blocksCalling(event.toolCallId);
+      case "tool_execution_update": {
+        const run = this.tools.get(event.toolCallId) ?? { running: true, text: "", isError: false };
+        run.text = event.partialResult;
+        this.tools.set(event.toolCallId, run);
+        return this.blocksCalling(event.toolCallId);
+      }
+      case "tool_execution_end":
+        this.tools.set(event.toolCallId, { running: false, text: contentText(event.result.content), isError: event.isError });
+        return this.blocksCalling(event.toolCallId);
+      case "error":
+        this.finishStreaming();
+        return [this.push({ id: "", kind: "notice", level: "error", text: event.message })];
+      case "compaction_start":
+        return [this.push({ id: "", kind: "notice", level: "info", text: `Compacting the context (${event.reason})…` })];
+      case "compaction_end":
+        return [this.push({
+          id: "", kind: "notice", level: event.error ? "error" : "info",
+          text: event.error ? `Compaction failed: ${event.error}` : "Compacted the context.",
+        })];
+      default:
+        return [];
+    }
+  }
+
+  block(id: string): Block | undefined {
+    return this.blocks.find((b) => b.id === id);
+  }
+
+  private add(message: AgentMessage, id?: string): string[] {
+    switch (message.role) {
+      case "user":
+        return [this.push({ id: id ?? "", kind: "user", parts: parts(message.content) })];
+      case "assistant":
+        return [this.push({
+          id: id ?? "", kind: "assistant", parts: parts(message.content), streaming: id === undefined,
+          model: message.model, error: errorOf(message),
+        })];
+      case "toolResult":
+        if (message.toolCallId) {
+          this.tools.set(message.toolCallId, { running: false, text: contentText(message.content), isError: !!message.isError });
+          return this.blocksCalling(message.toolCallId);
+        }
+        return [];
+      case "branchSummary":
+        return [this.push({ id: id ?? "", kind: "summary", title: "Summary of a branch left behind", text: message.summary ?? "" })];
+      case "compactionSummary":
+        return [this.push({ id: id ?? "", kind: "summary", title: `Compacted earlier context (${message.tokensBefore ?? "?"} tokens)`, text: message.summary ?? "" })];
+      case "bashExecution":
+        return [this.push({ id: id ?? "", kind: "summary", title: `$ ${message.command ?? ""}`, text: "```\n" + (message.output ?? "") + "\n```" })];
+      case "custom":
+        return message.display === false ? [] : [this.push({ id: id ?? "", kind: "summary", title: message.customType ?? "custom", text: contentText(message.content) })];
+      default:
+        return [];
+    }
+  }
+
+  private stream(deltas: StreamDelta[]): string[] {
+    const block = this.streaming();
+    if (!block) return [];
+    for (const d of deltas) {
+      if (d.delta === undefined) continue; // block_end carries no text
+      const kind: Part["type"] = d.type === "thinking_delta" ? "thinking" : d.type === "toolcall_delta" ? "toolCall" : "text";
+      let part = block.parts[d.contentIndex];
+      if (!part || part.type !== kind) {
+        part = kind === "toolCall" ? { type: "toolCall", id: "", name: "", args: "" } : { type: kind, text: "" };
+        block.parts[d.contentIndex] = part;
+      }
+      if (part.type === "toolCall") part.args += d.delta;
+      else if (part.type === "text" || part.type === "thinking") part.text += d.delta;
+    }
+    return [block.id];
+  }
+
+  private end(message: AgentMessage): string[] {
+    if (message.role !== "assistant") return [];
+    const block = this.streaming();
+    if (!block) return this.add(message);
+    // The final message is authoritative: it has the tool-call names and parsed arguments.
+    block.parts = parts(message.content);
+    block.streaming = false;
+    block.model = message.model;
+    block.error = errorOf(message);
+    return [block.id];
+  }
+
+  private streaming(): Extract<Block, { kind: "assistant" }> | undefined {
+    const last = this.blocks[this.blocks.length - 1];
+    return last?.kind === "assistant" && last.streaming ? last : undefined;
+  }
+
+  private finishStreaming(): void {
+    for (const b of this.blocks) if (b.kind === "assistant") b.streaming = false;
+  }
+
+  private blocksCalling(toolCallId: string): string[] {
+    return this.blocks
+      .filter((b) => (b.kind === "assistant") && b.parts.some((p) => p.type === "toolCall" && p.id === toolCallId))
+      .map((b) => b.id);
+  }
+
+  private push(block: Block): string {
+    // Context messages keep their entry id; streamed ones get a local one.
+    block.id = block.id || `local-${++this.counter}`;
+    if (this.blocks.some((b) => b.id === block.id)) block.id = `${block.id}-${++this.counter}`;
+    this.blocks.push(block);
+    return block.id;
+  }
+}
+
+export function parts(content: AgentMessage["content"]): Part[] {
+  if (content === undefined) return [];
+  if (typeof content === "string") return [{ type: "text", text: content }];
+  return content.map(toPart);
+}
+
+function toPart(b: ContentBlock): Part {
+  switch (b.type) {
+    case "thinking":
+      return { type: "thinking", text: b.thinking ?? "" };
+    case "toolCall":
+      return { type: "toolCall", id: b.id ?? "", name: b.name ?? "", args: formatArgs(b.arguments), brief: brief(b.arguments) };
+    case "image":
+      return { type: "image", mimeType: b.mimeType ?? "image" };
+    default:
+      return { type: "text", text: b.text ?? "" };
+  }
+}
+
+/**
+ * Tool arguments for reading: `key: value` lines, with multi-line strings (a file written,
+ * an edit) shown as they are rather than as one JSON line full of `\n`.
+ */
+export function formatArgs(args: unknown): string {
+  if (!args || typeof args !== "object" || Array.isArray(args)) return JSON.stringify(args ?? {}, null, 2);
+  return Object.entries(args as Record<string, unknown>).map(([key, value]) => {
+    if (typeof value !== "string") return `${key}: ${JSON.stringify(value)}`;
+    return value.includes("\n") ? `${key}:\n${value.replace(/\n$/, "")}` : `${key}: ${value}`;
+  }).join("\n");
+}
+
+/** The argument that says what a call does (bash's command, a file tool's path), one line. */
+function brief(args: unknown): string | undefined {
+  if (!args || typeof args !== "object") return undefined;
+  const o = args as { command?: unknown; path?: unknown };
+  const value = typeof o.command === "string" ? o.command : typeof o.path === "string" ? o.path : undefined;
+  if (value === undefined) return undefined;
+  const line = value.split("\n")[0];
+  return line.length > 60 ? `${line.slice(0, 60)}…` : line;
+}
+
+export function contentText(content: AgentMessage["content"]): string {
+  if (content === undefined) return "";
+  if (typeof content === "string") return content;
+  return content.map((b) => (b.type === "text" ? b.text ?? "" : `[${b.type}]`)).join("\n");
+}
+
+function errorOf(message: AgentMessage): string | undefined {
+  if (message.stopReason === "aborted") return message.errorMessage || "aborted";
+  if (message.stopReason === "error") return message.errorMessage || "the model call failed";
+  return undefined;
+}

@@ -1,0 +1,307 @@
+// The chat panel: one webview per session. It shows the session's context (pi.previewContext)
+// and folds in the running turn's pi/turn events; input goes out as pi.prompt with a delivery.
+import * as vscode from "vscode";
+import type { MessageActionItem, ShowMessageRequestParams } from "vscode-languageclient/node";
+import type { PiClient } from "./client";
+import { ChatState, FromWebview, ToWebview } from "./chatMessages";
+import { Transcript } from "./chatModel";
+import { renderBlock } from "./chatRender";
+import { APPROVAL_ACTIONS, ThinkingLevel, THINKING_LEVELS, TurnNotification } from "./protocol";
+import { modelChoices, getter } from "./settings";
+import { Sessions, sessionKey } from "./sessions";
+import { formatTokens } from "./statusBar";
+
+export class ChatPanels implements vscode.Disposable {
+  private readonly panels = new Map<string, ChatPanel>();
+  private readonly disposables: vscode.Disposable[] = [];
+  private approvals = 0;
+
+  constructor(
+    private readonly pi: PiClient,
+    private readonly sessions: Sessions,
+    private readonly extensionUri: vscode.Uri,
+  ) {
+    this.disposables.push(
+      pi.onTurn((n) => this.panels.get(sessionKey(n.uri))?.onTurn(n)),
+      pi.onSessionChanged((e) => this.panels.get(sessionKey(e.uri))?.scheduleReload()),
+      pi.onStarted(() => this.panels.forEach((p) => p.scheduleReload())),
+    );
+  }
+
+  async open(uri: string, opts: { reveal?: boolean } = {}): Promise<ChatPanel> {
+    const key = sessionKey(uri);
+    let panel = this.panels.get(key);
+    if (!panel) {
+      panel = new ChatPanel(uri, this.pi, this.sessions, this.extensionUri, () => this.panels.delete(key));
+      this.panels.set(key, panel);
+      await panel.reload();
+    } else if (opts.reveal !== false) {
+      panel.panel.reveal();
+    }
+    return panel;
+  }
+
+  get(uri: string): ChatPanel | undefined {
+    return this.panels.get(sessionKey(uri));
+  }
+
+  all(): ChatPanel[] {
+    return [...this.panels.values()];
+  }
+
+  /** The session of the chat panel in front, if one is. */
+  activeSession(): string | undefined {
+    return this.all().find((p) => p.panel.active)?.uri;
+  }
+
+  /**
+   * A tool approval, shown natively as always, and also in the panels of running sessions;
+   * the first answer wins. (The request does not say which session asks.)
+   */
+  approval(params: ShowMessageRequestParams): Promise<MessageActionItem | null> | undefined {
+    const titles = (params.actions ?? []).map((a) => a.title);
+    const busy = this.all().filter((p) => p.transcript.busy);
+    if (busy.length === 0 || titles.join("|") !== APPROVAL_ACTIONS.join("|")) return undefined;
+    const id = `approval-${++this.approvals}`;
+    const actions = params.actions ?? [];
+    const native = Promise.resolve(vscode.window.showWarningMessage(params.message, ...actions));
+    const inPanels = busy.map((p) => p.askApproval(id, params.message, titles));
+    return Promise.race([native, ...inPanels]).then((choice) => {
+      busy.forEach((p) => p.post({ type: "approvalDone", id }));
+      const title = typeof choice === "string" ? choice : choice?.title;
+      return actions.find((a) => a.title === title) ?? null;
+    });
+  }
+
+  dispose(): void {
+    this.panels.forEach((p) => p.panel.dispose());
+    for (const d of this.disposables) d.dispose();
+  }
+}
+
+export class ChatPanel {
+  readonly panel: vscode.WebviewPanel;
+  readonly transcript = new Transcript();
+  /** Everything posted to the webview, newest last (tests read it; capped). */
+  readonly posted: ToWebview[] = [];
+  private ready = false;
+  private readonly queue: ToWebview[] = [];
+  private state: ChatState;
+  private reloadTimer: ReturnType<typeof setTimeout> | undefined;
+  private readonly approvals = new Map<string, (choice: string) => void>();
+  private readonly reloadedEmitter = new vscode.EventEmitter<void>();
+  /** Fires after each reload from the server (tests wait on it). */
+  readonly onDidReload = this.reloadedEmitter.event;
+
+  constructor(
+    readonly uri: string,
+    private readonly pi: PiClient,
+    private readonly sessions: Sessions,
+    extensionUri: vscode.Uri,
+    onDispose: () => void,
+  ) {
+    this.state = {
+      title: "pi chat", busy: false, model: null, models: modelChoices(getter()), thinkingLevel: "off",
+      thinkingLevels: THINKING_LEVELS, tokens: "",
+    };
+    this.panel = vscode.window.createWebviewPanel("piLsp.chat", "pi chat", vscode.ViewColumn.Beside, {
+      enableScripts: true,
+      retainContextWhenHidden: true, // a streamed turn must not be lost when the tab is hidden
+      localResourceRoots: [vscode.Uri.joinPath(extensionUri, "out"), vscode.Uri.joinPath(extensionUri, "media")],
+    });
+    this.panel.iconPath = vscode.Uri.joinPath(extensionUri, "media", "pi.svg");
+    this.panel.webview.html = html(this.panel.webview, extensionUri);
+    this.panel.webview.onDidReceiveMessage((m: FromWebview) => void this.receive(m));
+    this.panel.onDidChangeViewState(() => {
+      if (this.panel.active) this.sessions.remember(this.uri);
+    });
+    this.panel.onDidDispose(() => {
+      clearTimeout(this.reloadTimer);
+      this.reloadedEmitter.dispose();
+      onDispose();
+    });
+  }
+
+  post(message: ToWebview): void {
+    this.posted.push(message);
+    if (this.posted.length > 500) this.posted.splice(0, this.posted.length - 500);
+    // Until the webview's script says it is ready, messages would be dropped: queue them.
+    if (!this.ready) this.queue.push(message);
+    else void this.panel.webview.postMessage(message);
+  }
+
+  /** The context the server builds is the transcript; a running turn is streamed on top. */
+  async reload(): Promise<void> {
+    clearTimeout(this.reloadTimer);
+    try {
+      const [preview, info] = await Promise.all([
+        this.pi.call("pi.previewContext", { uri: this.uri }),
+        this.sessions.info(this.uri).catch(() => undefined),
+      ]);
+      this.state = {
+        ...this.state,
+        title: Sessions.title(info, this.uri),
+        model: preview.model,
+        models: modelChoices(getter()),
+        thinkingLevel: preview.thinkingLevel,
+        tokens: `${formatTokens(preview.totalTokens)} / ${formatTokens(preview.contextWindow)} tokens`,
+        busy: this.transcript.busy,
+      };
+      this.panel.title = `pi: ${this.state.title}`;
+      if (!this.transcript.busy) {
+        this.transcript.load(preview.messages);
+        this.post({ type: "reset", blocks: this.rendered(), state: this.state });
+      } else {
+        this.post({ type: "state", state: this.state });
+      }
+    } catch (error) {
+      this.post({ type: "reset", blocks: [{ id: "error", html: `<div class="notice error">${String(error)}</div>` }], state: this.state });
+    }
+    this.reloadedEmitter.fire();
+  }
+
+  /** Coalesced: a turn end and its session changes arrive together. */
+  scheduleReload(delay = 150): void {
+    clearTimeout(this.reloadTimer);
+    this.reloadTimer = setTimeout(() => void this.reload(), delay);
+  }
+
+  onTurn(n: TurnNotification): void {
+    const wasBusy = this.transcript.busy;
+    for (const id of this.transcript.apply(n.event)) {
+      const block = this.transcript.block(id);
+      if (block) this.post({ type: "upsert", id, html: renderBlock(block, this.transcript.tools) });
+    }
+    if (wasBusy !== this.transcript.busy) this.setBusy(this.transcript.busy);
+    if (n.event.type === "agent_end" || n.event.type === "error") this.scheduleReload(300);
+  }
+
+  setInput(text: string): void {
+    this.post({ type: "setInput", text });
+    this.panel.reveal();
+  }
+
+  askApproval(id: string, message: string, actions: string[]): Promise<string> {
+    this.post({ type: "approval", id, message, actions });
+    return new Promise((resolve) => this.approvals.set(id, resolve));
+  }
+
+  /** What the webview asked for; also the entry point the tests drive. */
+  async receive(m: FromWebview): Promise<void> {
+    try {
+      switch (m.type) {
+        case "ready":
+          this.ready = true;
+          this.queue.splice(0).forEach((q) => void this.panel.webview.postMessage(q));
+          return;
+        case "send":
+          return await this.send(m.text, m.delivery);
+        case "abort":
+          await this.pi.call("pi.abort", { uri: this.uri });
+          return;
+        case "setModel":
+          return await this.setModel(m.model);
+        case "pickModel": {
+          const model = await pickModel(this.state.model);
+          if (model) await this.setModel(model);
+          return;
+        }
+        case "setThinking":
+          await this.pi.call("pi.setThinkingLevel", { uri: this.uri, level: m.level as ThinkingLevel });
+          return;
+        case "approve":
+          this.approvals.get(m.id)?.(m.choice);
+          this.approvals.delete(m.id);
+          return;
+        case "previewContext":
+          await vscode.commands.executeCommand("piLsp.previewContext", { uri: this.uri });
+          return;
+      }
+    } catch (error) {
+      this.notice(error instanceof Error ? error.message : String(error));
+    }
+  }
+
+  async send(text: string, delivery: "prompt" | "steer" | "followUp"): Promise<void> {
+    if (!text.trim()) return;
+    this.sessions.remember(this.uri);
+    if (delivery === "prompt") this.setBusy(true); // until agent_start confirms it
+    try {
+      const result = await this.pi.call("pi.prompt", { uri: this.uri, text, delivery });
+      if (result.queued) this.notice(result.queued === "steer" ? "Steering message queued for after the current tool." : "Follow-up queued for when the turn ends.", "info");
+    } catch (error) {
+      if (delivery === "prompt") this.setBusy(false);
+      throw error;
+    }
+  }
+
+  private async setModel(model: string): Promise<void> {
+    const slash = model.indexOf("/");
+    if (slash <= 0) throw new Error(`a model is provider/id, not ${model}`);
+    await this.pi.call("pi.setModel", { uri: this.uri, provider: model.slice(0, slash), modelId: model.slice(slash + 1) });
+  }
+
+  private setBusy(busy: boolean): void {
+    this.transcript.busy = busy;
+    this.state = { ...this.state, busy };
+    this.post({ type: "state", state: this.state });
+  }
+
+  private notice(text: string, level: "info" | "error" = "error"): void {
+    const id = `notice-${Date.now()}-${Math.random().toString(36).slice(2, 6)}`;
+    this.post({ type: "upsert", id, html: `<div class="notice ${level}" data-id="${id}">${escape(text)}</div>` });
+  }
+
+  private rendered(): { id: string; html: string }[] {
+    return this.transcript.blocks.map((b) => ({ id: b.id, html: renderBlock(b, this.transcript.tools) }));
+  }
+}
+
+/** A model as provider/id: the configured list, the current one, or one typed in. */
+export async function pickModel(current: string | null): Promise<string | undefined> {
+  const models = modelChoices(getter());
+  if (current && !models.includes(current)) models.unshift(current);
+  const other = "$(edit) Other…";
+  const items: vscode.QuickPickItem[] = [...models.map((m) => ({ label: m, description: m === current ? "current" : undefined })), { label: other }];
+  const picked = await vscode.window.showQuickPick(items, { placeHolder: "Model for this session (from the next turn on)" });
+  if (!picked) return undefined;
+  if (picked.label !== other) return picked.label;
+  return vscode.window.showInputBox({ prompt: "Model as provider/id", value: current ?? "anthropic/" });
+}
+
+function escape(s: string): string {
+  return s.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c] as string);
+}
+
+function html(webview: vscode.Webview, extensionUri: vscode.Uri): string {
+  const nonce = Array.from({ length: 24 }, () => Math.floor(Math.random() * 36).toString(36)).join("");
+  const script = webview.asWebviewUri(vscode.Uri.joinPath(extensionUri, "out", "webview.js"));
+  const style = webview.asWebviewUri(vscode.Uri.joinPath(extensionUri, "media", "chat.css"));
+  // No inline script and no remote content: model output is rendered into this page.
+  const csp = `default-src 'none'; style-src ${webview.cspSource}; img-src ${webview.cspSource} data:; script-src 'nonce-${nonce}';`;
+  return `<!DOCTYPE html>
+<html lang="en"><head><meta charset="UTF-8">
+<meta http-equiv="Content-Security-Policy" content="${csp}">
+<meta name="viewport" content="width=device-width, initial-scale=1.0">
+<link rel="stylesheet" href="${String(style)}"><title>pi chat</title></head>
+<body>
+<header>
+  <span id="title"></span>
+  <select id="model" title="Model"></select>
+  <select id="thinking" title="Thinking level"></select>
+  <span id="tokens" title="Preview the context"></span>
+  <button id="abort" title="Abort the running turn">Abort</button>
+</header>
+<main id="transcript"></main>
+<div id="approvals"></div>
+<footer>
+  <textarea id="input" rows="3" placeholder="Ask pi… (Enter sends; while it runs, Enter steers and Alt+Enter queues a follow-up)"></textarea>
+  <div class="buttons">
+    <button id="send">Send</button>
+    <button id="steer" title="Deliver after the current tool, before the next model call">Steer</button>
+    <button id="followUp" title="Deliver when the turn would otherwise end">Follow up</button>
+  </div>
+</footer>
+<script nonce="${nonce}" src="${String(script)}"></script>
+</body></html>`;
+}

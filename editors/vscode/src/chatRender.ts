@@ -1,0 +1,71 @@
+// Blocks to HTML for the chat webview. Rendering happens here, in the extension host, so the
+// webview script stays a dumb view. Model output is untrusted: raw HTML is escaped, only
+// http(s)/mailto links survive, images are not loaded, and the webview's CSP forbids scripts.
+import { Marked, Tokens } from "marked";
+import { Block, Part, ToolRun } from "./chatModel";
+
+const marked = new Marked({
+  gfm: true,
+  breaks: false,
+  async: false,
+  renderer: {
+    html(token: Tokens.HTML | Tokens.Tag): string {
+      return escapeHtml(token.text);
+    },
+    link(this: { parser: { parseInline(tokens: Tokens.Generic[]): string } }, token: Tokens.Link): string {
+      const text = this.parser.parseInline(token.tokens);
+      if (!/^(https?:|mailto:)/i.test(token.href)) return text;
+      return `<a href="${escapeHtml(token.href)}">${text}</a>`;
+    },
+    image(token: Tokens.Image): string {
+      return `<span class="image">[image: ${escapeHtml(token.text || token.href)}]</span>`;
+    },
+  },
+});
+
+export function markdown(text: string): string {
+  return marked.parse(text) as string;
+}
+
+export function escapeHtml(s: string): string {
+  return s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c] as string);
+}
+
+export function renderBlock(block: Block, tools: ReadonlyMap<string, ToolRun>): string {
+  const id = escapeHtml(block.id);
+  switch (block.kind) {
+    case "user":
+      return `<div class="msg user" data-id="${id}"><div class="role">You</div>${block.parts.map((p, i) => renderPart(block.id, p, i, tools, false)).join("")}</div>`;
+    case "assistant": {
+      const body = block.parts.map((p, i) => renderPart(block.id, p, i, tools, block.streaming)).join("");
+      const error = block.error ? `<div class="error">${escapeHtml(block.error)}</div>` : "";
+      const cursor = block.streaming ? `<span class="cursor">▍</span>` : "";
+      return `<div class="msg assistant${block.streaming ? " streaming" : ""}" data-id="${id}"><div class="role">pi${block.model ? ` · ${escapeHtml(block.model)}` : ""}</div>${body}${cursor}${error}</div>`;
+    }
+    case "summary":
+      return `<div class="msg summary" data-id="${id}"><details data-key="${id}:s"><summary>${escapeHtml(block.title)}</summary>${markdown(block.text)}</details></div>`;
+    case "notice":
+      return `<div class="notice ${block.level}" data-id="${id}">${escapeHtml(block.text)}</div>`;
+  }
+}
+
+function renderPart(blockId: string, part: Part, index: number, tools: ReadonlyMap<string, ToolRun>, streaming: boolean): string {
+  const key = escapeHtml(`${blockId}:${index}`);
+  switch (part.type) {
+    case "text":
+      return `<div class="text">${markdown(part.text)}</div>`;
+    case "thinking":
+      // Thinking stays folded unless the user opens it; the webview keeps that choice per key.
+      return `<details class="thinking" data-key="${key}"><summary>Thinking${streaming ? "…" : ""}</summary><div class="thinking-body">${markdown(part.text)}</div></details>`;
+    case "toolCall": {
+      const run = tools.get(part.id);
+      const state = !run ? (streaming ? "…" : "") : run.running ? " · running…" : run.isError ? " · failed" : " · done";
+      const result = run && (run.text || !run.running)
+        ? `<div class="tool-result${run.isError ? " failed" : ""}"><pre>${escapeHtml(run.text || "(no output)")}</pre></div>` : "";
+      return `<details class="tool${run?.isError ? " failed" : ""}" data-key="${key}"><summary>${escapeHtml(part.name || "tool")}${part.brief ? ` <code>${escapeHtml(part.brief)}</code>` : ""}${escapeHtml(state)}</summary>` +
+        `<pre class="tool-args">${escapeHtml(part.args)}</pre>${result}</details>`;
+    }
+    case "image":
+      return `<div class="image">[${escapeHtml(part.mimeType)}]</div>`;
+  }
+}

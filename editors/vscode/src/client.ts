@@ -1,0 +1,166 @@
+// The language client: starts `pi-lsp serve`, sends settings, turns the server's
+// notifications into vscode events and wraps workspace/executeCommand in a typed call.
+import * as vscode from "vscode";
+import {
+  DidChangeConfigurationNotification,
+  ExecuteCommandRequest,
+  LanguageClient,
+  LanguageClientOptions,
+  MessageActionItem,
+  MessageType,
+  ServerOptions,
+  ShowMessageRequest,
+  ShowMessageRequestParams,
+} from "vscode-languageclient/node";
+import {
+  ArgsOf,
+  CommandName,
+  JOB_DONE,
+  JobDone,
+  ResultOf,
+  SESSION_CHANGED,
+  SESSIONS_CHANGED,
+  SessionChanged,
+  TURN,
+  TurnNotification,
+} from "./protocol";
+import { LAUNCH_KEYS, SECTION, SERVER_KEYS, getter, serverLaunch, serverSettings } from "./settings";
+
+/** Answers a `window/showMessageRequest`; undefined means "show it the usual way". */
+export type MessageRequestHandler = (
+  params: ShowMessageRequestParams,
+) => Promise<MessageActionItem | null> | undefined;
+
+export interface PiClientOptions {
+  /** The Anthropic key kept in SecretStorage (never in settings.json). */
+  apiKey: () => Thenable<string | undefined>;
+  outputChannel?: vscode.OutputChannel;
+}
+
+export class PiClient implements vscode.Disposable {
+  private readonly sessionsChangedEmitter = new vscode.EventEmitter<void>();
+  private readonly sessionChangedEmitter = new vscode.EventEmitter<SessionChanged>();
+  private readonly turnEmitter = new vscode.EventEmitter<TurnNotification>();
+  private readonly jobDoneEmitter = new vscode.EventEmitter<JobDone>();
+  private readonly startedEmitter = new vscode.EventEmitter<void>();
+  readonly onSessionsChanged = this.sessionsChangedEmitter.event;
+  readonly onSessionChanged = this.sessionChangedEmitter.event;
+  readonly onTurn = this.turnEmitter.event;
+  readonly onJobDone = this.jobDoneEmitter.event;
+  /** Fired after every (re)start, so views can reload. */
+  readonly onStarted = this.startedEmitter.event;
+
+  /** Set by the chat panels so an approval can also be answered there. */
+  messageRequestHandler: MessageRequestHandler | undefined;
+
+  private client: LanguageClient | undefined;
+  private starting: Promise<void> | undefined;
+  private readonly disposables: vscode.Disposable[] = [];
+  readonly outputChannel: vscode.OutputChannel;
+
+  constructor(private readonly options: PiClientOptions) {
+    this.outputChannel = options.outputChannel ?? vscode.window.createOutputChannel("pi-lsp");
+    this.disposables.push(
+      vscode.workspace.onDidChangeConfiguration((e) => this.configurationChanged(e)),
+      this.sessionsChangedEmitter, this.sessionChangedEmitter, this.turnEmitter, this.jobDoneEmitter,
+      this.startedEmitter,
+    );
+  }
+
+  get languageClient(): LanguageClient | undefined {
+    return this.client;
+  }
+
+  /** Starts the server once; later callers wait for the same start. */
+  start(): Promise<void> {
+    this.starting ??= this.launch().catch((error: unknown) => {
+      this.starting = undefined; // a later call may try again (e.g. after fixing the setting)
+      throw error;
+    });
+    return this.starting;
+  }
+
+  async restart(): Promise<void> {
+    await this.stop();
+    await this.start();
+  }
+
+  async stop(): Promise<void> {
+    const client = this.client;
+    this.client = undefined;
+    this.starting = undefined;
+    if (client?.isRunning()) await client.stop();
+  }
+
+  /** One `workspace/executeCommand` with its one object argument (DESIGN.md). */
+  async call<K extends CommandName>(command: K, args: ArgsOf<K>): Promise<ResultOf<K>> {
+    await this.start();
+    const client = this.client;
+    if (!client) throw new Error("the pi-lsp server is not running");
+    return (await client.sendRequest(ExecuteCommandRequest.type, { command, arguments: [args] })) as ResultOf<K>;
+  }
+
+  /** Sends the server settings again (after a setting or the API key changed). */
+  async sendSettings(): Promise<void> {
+    const client = this.client;
+    if (!client?.isRunning()) return;
+    const settings = serverSettings(getter(), await this.options.apiKey());
+    await client.sendNotification(DidChangeConfigurationNotification.type, { settings: { [SECTION]: settings } });
+  }
+
+  dispose(): void {
+    void this.stop();
+    for (const d of this.disposables) d.dispose();
+  }
+
+  private async launch(): Promise<void> {
+    const folder = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+    const launch = serverLaunch(getter(), folder);
+    const serverOptions: ServerOptions = {
+      command: launch.command,
+      args: launch.args,
+      // No `transport`: TransportKind.stdio would append `--stdio`, which `pi-lsp serve`
+      // rejects. Without one the client still talks over the process's stdin/stdout.
+      options: { cwd: folder, env: process.env },
+    };
+    const clientOptions: LanguageClientOptions = {
+      // No documentSelector: the server watches the session files itself, so the client
+      // need not stream a (possibly huge) JSONL buffer to it.
+      outputChannel: this.outputChannel,
+      initializationOptions: serverSettings(getter(), await this.options.apiKey()),
+    };
+    const client = new LanguageClient("piLsp", "pi-lsp", serverOptions, clientOptions);
+    // Handlers registered before start() are installed after the client's defaults, so this
+    // one replaces the built-in showMessageRequest handler (and survives restarts).
+    client.onRequest(ShowMessageRequest.type, (params) => this.showMessageRequest(params));
+    client.onNotification(SESSIONS_CHANGED, () => this.sessionsChangedEmitter.fire());
+    client.onNotification(SESSION_CHANGED, (p: SessionChanged) => this.sessionChangedEmitter.fire(p));
+    client.onNotification(TURN, (p: TurnNotification) => this.turnEmitter.fire(p));
+    client.onNotification(JOB_DONE, (p: JobDone) => this.jobDoneEmitter.fire(p));
+    this.client = client;
+    await client.start();
+    this.startedEmitter.fire();
+  }
+
+  private showMessageRequest(params: ShowMessageRequestParams): Promise<MessageActionItem | null> {
+    const custom = this.messageRequestHandler?.(params);
+    if (custom) return custom;
+    // The client's default behaviour: a notification with the actions as buttons.
+    const show =
+      params.type === MessageType.Error ? vscode.window.showErrorMessage
+      : params.type === MessageType.Warning ? vscode.window.showWarningMessage
+      : vscode.window.showInformationMessage;
+    return Promise.resolve(show(params.message, ...(params.actions ?? []))).then((item) => item ?? null);
+  }
+
+  private configurationChanged(e: vscode.ConfigurationChangeEvent): void {
+    if (!this.client) return;
+    if (LAUNCH_KEYS.some((k) => e.affectsConfiguration(`${SECTION}.${k}`))) {
+      void this.restart().catch((error: unknown) => {
+        void vscode.window.showErrorMessage(`pi-lsp: the server did not restart: ${String(error)}`);
+      });
+    } else if (SERVER_KEYS.some((k) => e.affectsConfiguration(`${SECTION}.${k}`))) {
+      void this.sendSettings();
+    }
+  }
+}

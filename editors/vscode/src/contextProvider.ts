@@ -1,0 +1,70 @@
+// Context previews as read-only virtual documents on the `pi-context:` scheme. The text is
+// pi.previewContext's markdown, made by the same code that builds the model request.
+import * as vscode from "vscode";
+import type { PiClient } from "./client";
+import { Layer } from "./protocol";
+
+export const SCHEME = "pi-context";
+
+export interface ContextTarget {
+  session: string;
+  /** Absent: the session's current leaf (the document follows it). */
+  leafId?: string;
+  layer: Layer;
+}
+
+/** The document's path is only its title; what to show travels in the query. */
+export function contextUri(target: ContextTarget, title: string): vscode.Uri {
+  const query = new URLSearchParams({ session: target.session, layer: target.layer });
+  if (target.leafId) query.set("leaf", target.leafId);
+  const name = `${title}${target.leafId ? ` @ ${target.leafId}` : ""}${target.layer === "agent" ? "" : ` (${target.layer})`}`;
+  return vscode.Uri.from({ scheme: SCHEME, path: `/${name.replace(/[/\\]/g, "-")}.md`, query: query.toString() });
+}
+
+export function parseContextUri(uri: vscode.Uri): ContextTarget {
+  const query = new URLSearchParams(uri.query);
+  const layer = query.get("layer");
+  return {
+    session: query.get("session") ?? "",
+    leafId: query.get("leaf") ?? undefined,
+    layer: layer === "llm" || layer === "request" ? layer : "agent",
+  };
+}
+
+export class ContextProvider implements vscode.TextDocumentContentProvider, vscode.Disposable {
+  private readonly changed = new vscode.EventEmitter<vscode.Uri>();
+  readonly onDidChange = this.changed.event;
+  private readonly disposables: vscode.Disposable[] = [this.changed];
+
+  constructor(private readonly pi: PiClient) {
+    // Only previews of the current leaf change: an entry's own context never does (append-only).
+    this.disposables.push(pi.onSessionChanged((e) => this.refresh(e.uri)));
+  }
+
+  async provideTextDocumentContent(uri: vscode.Uri): Promise<string> {
+    const target = parseContextUri(uri);
+    try {
+      const preview = await this.pi.call("pi.previewContext", {
+        uri: target.session,
+        layer: target.layer,
+        ...(target.leafId ? { leafId: target.leafId } : {}),
+      });
+      return preview.markdown;
+    } catch (error) {
+      return `# No preview\n\n${error instanceof Error ? error.message : String(error)}\n`;
+    }
+  }
+
+  refresh(session: string): void {
+    const key = vscode.Uri.parse(session).fsPath;
+    for (const doc of vscode.workspace.textDocuments) {
+      if (doc.uri.scheme !== SCHEME) continue;
+      const target = parseContextUri(doc.uri);
+      if (!target.leafId && vscode.Uri.parse(target.session).fsPath === key) this.changed.fire(doc.uri);
+    }
+  }
+
+  dispose(): void {
+    for (const d of this.disposables) d.dispose();
+  }
+}

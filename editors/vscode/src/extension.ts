@@ -1,0 +1,79 @@
+// Entry point: wires the client, the Sessions view, the chat panels, the context documents,
+// the status bar and the commands together. Nothing here knows what a session means.
+import * as vscode from "vscode";
+import { ChatPanels } from "./chatPanel";
+import { PiClient } from "./client";
+import { API_KEY_SECRET, registerCommands } from "./commands";
+import { ContextProvider, SCHEME } from "./contextProvider";
+import { Sessions } from "./sessions";
+import { Item, SessionsView } from "./sessionsView";
+import { StatusBar } from "./statusBar";
+
+/** What activate() returns: for other extensions and for the tests. */
+export interface PiApi {
+  pi: PiClient;
+  sessions: Sessions;
+  view: SessionsView;
+  treeView: vscode.TreeView<Item>;
+  chats: ChatPanels;
+  contextProvider: ContextProvider;
+  status: StatusBar;
+}
+
+let api: PiApi | undefined;
+
+export async function activate(context: vscode.ExtensionContext): Promise<PiApi> {
+  const pi = new PiClient({ apiKey: () => context.secrets.get(API_KEY_SECRET) });
+  let chats: ChatPanels | undefined;
+  const sessions = new Sessions(pi, context.workspaceState, () => chats?.activeSession());
+  chats = new ChatPanels(pi, sessions, context.extensionUri);
+  const panels = chats;
+  pi.messageRequestHandler = (params) => panels.approval(params);
+
+  const view = new SessionsView(pi, sessions);
+  const treeView = vscode.window.createTreeView("piLsp.sessions", { treeDataProvider: view, showCollapseAll: true });
+  // Selecting something in the view makes its session the default for the next command.
+  treeView.onDidChangeSelection((e) => {
+    const item = e.selection[0];
+    if (item) sessions.remember(item.sessionUri);
+  });
+  const contextProvider = new ContextProvider(pi);
+  const status = new StatusBar(pi, sessions);
+
+  context.subscriptions.push(
+    pi, sessions, view, treeView, chats, contextProvider, status,
+    vscode.workspace.registerTextDocumentContentProvider(SCHEME, contextProvider),
+    context.secrets.onDidChange((e) => {
+      if (e.key === API_KEY_SECRET) void pi.sendSettings();
+    }),
+    ...registerCommands({ pi, sessions, view, chats, status, secrets: context.secrets }),
+  );
+  api = { pi, sessions, view, treeView, chats, contextProvider, status };
+
+  try {
+    await pi.start();
+  } catch (error) {
+    // Activation still succeeds, so the commands (Restart Server, settings) stay usable.
+    void vscode.window
+      .showErrorMessage(`pi-lsp: the server did not start (${error instanceof Error ? error.message : String(error)}). ` +
+        "Set piLsp.pythonPath or piLsp.command.", "Open Settings")
+      .then((choice) => {
+        if (choice) void vscode.commands.executeCommand("workbench.action.openSettings", "piLsp");
+      });
+  }
+  return api;
+}
+
+export async function deactivate(): Promise<void> {
+  await api?.pi.stop();
+  api = undefined;
+}
+
+// Exported for the tests (plain Node with a stand-in `vscode`), which load this bundle.
+export { PiClient } from "./client";
+export { Transcript } from "./chatModel";
+export { renderBlock, markdown } from "./chatRender";
+export { TreeShape } from "./treeShape";
+export { serverLaunch, serverSettings } from "./settings";
+export { contextUri, parseContextUri } from "./contextProvider";
+export { sessionOfArgument, sessionKey } from "./sessions";

@@ -1,0 +1,190 @@
+// The server's LSP surface as the client sees it (DESIGN.md, "LSP surface").
+// Types only, plus method names: no vscode import, so tests and the webview can share it.
+
+export const SESSIONS_CHANGED = "pi/sessionsChanged";
+export const SESSION_CHANGED = "pi/sessionChanged";
+export const TURN = "pi/turn";
+export const JOB_DONE = "pi/jobDone";
+
+export const THINKING_LEVELS = ["off", "minimal", "low", "medium", "high", "xhigh"] as const;
+export type ThinkingLevel = (typeof THINKING_LEVELS)[number];
+export type Layer = "agent" | "llm" | "request";
+export type Delivery = "prompt" | "steer" | "followUp";
+
+export interface SessionInfo {
+  uri: string;
+  id: string;
+  name: string | null;
+  cwd: string;
+  created: string;
+  modified: string;
+  entryCount: number;
+  firstMessage: string | null;
+  parentSession: string | null;
+}
+
+export interface TreeNode {
+  id: string;
+  parentId: string | null;
+  type: string;
+  role: string | null;
+  preview: string;
+  label: string | null;
+  timestamp: string | null;
+  onPath: boolean;
+}
+
+export interface TreeResult {
+  leafId: string | null;
+  nodes: TreeNode[];
+}
+
+export interface PreviewMessage {
+  entryId: string | null;
+  role: string;
+  tokens: number;
+  message: AgentMessage;
+}
+
+export interface PreviewResult {
+  leafId: string | null;
+  layer: Layer;
+  model: string | null;
+  thinkingLevel: string;
+  messages: PreviewMessage[];
+  totalTokens: number;
+  contextWindow: number;
+  markdown: string;
+}
+
+export interface DiffResult {
+  onlyFrom: string[];
+  onlyTo: string[];
+  fromTokens: number;
+  toTokens: number;
+}
+
+export interface BranchResult {
+  leafId: string | null;
+  editorText?: string | null;
+}
+
+export interface CompactPlan {
+  firstKeptEntryId: string;
+  isSplitTurn: boolean;
+  tokensBefore: number;
+  previousSummary: string | null;
+  messagesToSummarize: number;
+  turnPrefixMessages: number;
+  readFiles: string[];
+  modifiedFiles: string[];
+}
+
+export interface Problem {
+  kind: string;
+  message: string;
+  line?: number;
+  entryId?: string;
+}
+
+/** Every command: its one object argument and its result. */
+export interface Commands {
+  "pi.listSessions": [Record<string, never>, { sessions: SessionInfo[] }];
+  "pi.newSession": [{ name?: string; folderUri?: string }, { uri: string }];
+  "pi.getTree": [{ uri: string }, TreeResult];
+  "pi.previewContext": [{ uri: string; leafId?: string; layer?: Layer }, PreviewResult];
+  "pi.diffContext": [{ uri: string; fromLeafId: string; toLeafId: string }, DiffResult];
+  "pi.branch": [{ uri: string; targetId: string }, BranchResult];
+  "pi.branchWithSummary": [{ uri: string; targetId: string; instructions?: string }, { jobId: string }];
+  "pi.compact": [{ uri: string; instructions?: string; dryRun?: boolean }, { plan?: CompactPlan | null; jobId?: string }];
+  "pi.label": [{ uri: string; targetId: string; label: string | null }, Record<string, never>];
+  "pi.fork": [{ uri: string; leafId?: string }, { uri: string }];
+  "pi.setName": [{ uri: string; name: string }, Record<string, never>];
+  "pi.setModel": [{ uri: string; provider: string; modelId: string }, Record<string, never>];
+  "pi.setThinkingLevel": [{ uri: string; level: ThinkingLevel }, Record<string, never>];
+  "pi.prompt": [{ uri: string; text: string; delivery?: Delivery }, { turnId: string | null; queued?: Delivery }];
+  "pi.abort": [{ uri: string }, { aborted: boolean }];
+  "pi.check": [{ uri: string }, { problems: Problem[] }];
+}
+export type CommandName = keyof Commands;
+export type ArgsOf<K extends CommandName> = Commands[K][0];
+export type ResultOf<K extends CommandName> = Commands[K][1];
+
+// -- notifications ----------------------------------------------------------------------
+
+export interface SessionChanged {
+  uri: string;
+  entries: number;
+  leafId: string | null;
+  reloaded: boolean;
+}
+
+export interface TurnNotification {
+  uri: string;
+  turnId: string;
+  event: TurnEvent;
+}
+
+export interface JobDone {
+  jobId: string;
+  uri: string;
+  ok: boolean;
+  result?: unknown;
+  error?: string;
+}
+
+// -- messages and turn events (pi's names; only the fields the client reads) ------------
+
+export interface ContentBlock {
+  type: string;
+  text?: string;
+  thinking?: string;
+  id?: string;
+  name?: string;
+  arguments?: unknown;
+  mimeType?: string;
+}
+
+export interface AgentMessage {
+  role: string;
+  content?: string | ContentBlock[];
+  // assistant
+  model?: string;
+  stopReason?: string;
+  errorMessage?: string | null;
+  // toolResult
+  toolCallId?: string;
+  toolName?: string;
+  isError?: boolean;
+  // bashExecution
+  command?: string;
+  output?: string;
+  exitCode?: number | null;
+  // branchSummary / compactionSummary
+  summary?: string;
+  tokensBefore?: number;
+  // custom
+  customType?: string;
+  display?: boolean;
+}
+
+export interface StreamDelta {
+  type: "text_delta" | "thinking_delta" | "toolcall_delta" | "block_end" | string;
+  contentIndex: number;
+  delta?: string;
+}
+
+export type TurnEvent =
+  | { type: "agent_start" | "turn_start" | "turn_end" | "save_point" }
+  | { type: "message_start" | "message_end"; message: AgentMessage }
+  | { type: "message_update"; deltas: StreamDelta[] }
+  | { type: "tool_execution_start"; toolCallId: string; toolName: string; args: unknown }
+  | { type: "tool_execution_update"; toolCallId: string; toolName: string; partialResult: string }
+  | { type: "tool_execution_end"; toolCallId: string; toolName: string; result: AgentMessage; isError: boolean }
+  | { type: "agent_end"; messages?: AgentMessage[] }
+  | { type: "error"; message: string }
+  | { type: "compaction_start"; reason: string }
+  | { type: "compaction_end"; entryId: string | null; error?: string | null; willRetry?: boolean };
+
+/** The approval buttons the server offers in `window/showMessageRequest`. */
+export const APPROVAL_ACTIONS = ["Allow", "Allow for this session", "Deny"] as const;

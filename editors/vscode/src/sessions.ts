@@ -1,0 +1,165 @@
+// Which session a command acts on. DESIGN.md's order: the session named in the argument,
+// the session file in the active editor, the session last used, the newest session of the
+// workspace, and only then ask.
+import * as vscode from "vscode";
+import type { PiClient } from "./client";
+import { SessionInfo } from "./protocol";
+import { parseContextUri, SCHEME } from "./contextProvider";
+
+const LAST_USED = "piLsp.lastSession";
+
+/** A stable key for a session URI: the server and VS Code may percent-encode differently. */
+export function sessionKey(uri: string): string {
+  try {
+    return vscode.Uri.parse(uri).fsPath;
+  } catch {
+    return uri;
+  }
+}
+
+export function sameSession(a: string | undefined, b: string | undefined): boolean {
+  return a !== undefined && b !== undefined && sessionKey(a) === sessionKey(b);
+}
+
+/** The session a command argument names: a URI string, a vscode.Uri, `{uri}` or a tree item. */
+export function sessionOfArgument(arg: unknown): string | undefined {
+  if (typeof arg === "string") return arg.startsWith("file:") ? arg : undefined;
+  if (arg instanceof vscode.Uri) return sessionOfDocument(arg);
+  if (arg && typeof arg === "object") {
+    const o = arg as { sessionUri?: unknown; uri?: unknown };
+    if (typeof o.sessionUri === "string") return o.sessionUri;
+    if (typeof o.uri === "string") return o.uri;
+    if (o.uri instanceof vscode.Uri) return sessionOfDocument(o.uri);
+  }
+  return undefined;
+}
+
+/** An entry a command argument names: a tree item, or `{entryId}` / `{targetId}`. */
+export function entryOfArgument(arg: unknown): string | undefined {
+  if (arg && typeof arg === "object") {
+    const o = arg as { entryId?: unknown; targetId?: unknown };
+    if (typeof o.entryId === "string") return o.entryId;
+    if (typeof o.targetId === "string") return o.targetId;
+  }
+  return undefined;
+}
+
+/** A document that stands for a session: its JSONL file, or a context preview of it. */
+export function sessionOfDocument(uri: vscode.Uri): string | undefined {
+  if (uri.scheme === SCHEME) return parseContextUri(uri).session;
+  if (uri.scheme === "file" && uri.path.endsWith(".jsonl")) return uri.toString();
+  return undefined;
+}
+
+export class Sessions implements vscode.Disposable {
+  private readonly changedEmitter = new vscode.EventEmitter<string | undefined>();
+  /** Fires when the session commands default to changes (last used, active editor). */
+  readonly onDidChangeCurrent = this.changedEmitter.event;
+  private cache: Promise<SessionInfo[]> | undefined;
+  private readonly disposables: vscode.Disposable[] = [this.changedEmitter];
+
+  constructor(
+    private readonly pi: PiClient,
+    private readonly state: vscode.Memento,
+    /** The session of the chat panel in front, if one is. */
+    private readonly activeChat: () => string | undefined = () => undefined,
+  ) {
+    this.disposables.push(
+      pi.onSessionsChanged(() => (this.cache = undefined)),
+      pi.onSessionChanged(() => (this.cache = undefined)), // entry counts and names change
+      pi.onStarted(() => (this.cache = undefined)),
+      vscode.window.onDidChangeActiveTextEditor(() => this.currentMayHaveChanged()),
+    );
+  }
+
+  /** The workspace's sessions, newest first (cached until the server says they changed). */
+  list(): Promise<SessionInfo[]> {
+    this.cache ??= this.pi.call("pi.listSessions", {}).then(
+      (r) => [...r.sessions].sort((a, b) => b.modified.localeCompare(a.modified)),
+      (error: unknown) => {
+        this.cache = undefined;
+        throw error;
+      },
+    );
+    return this.cache;
+  }
+
+  async info(uri: string): Promise<SessionInfo | undefined> {
+    return (await this.list()).find((s) => sameSession(s.uri, uri));
+  }
+
+  lastUsed(): string | undefined {
+    return this.state.get<string>(LAST_USED);
+  }
+
+  remember(uri: string): void {
+    if (sameSession(uri, this.lastUsed())) return;
+    void this.state.update(LAST_USED, uri);
+    this.currentMayHaveChanged();
+  }
+
+  private shownCurrent: string | undefined;
+
+  /** Tells the view and status bar, but only when the default session really changed. */
+  private currentMayHaveChanged(): void {
+    const now = this.current();
+    if (now === this.shownCurrent || sameSession(now, this.shownCurrent)) return;
+    this.shownCurrent = now;
+    this.changedEmitter.fire(now);
+  }
+
+  /** The session of the active editor or chat panel, else the last used (no server call). */
+  current(): string | undefined {
+    const editor = vscode.window.activeTextEditor;
+    return this.activeChat() ?? (editor && sessionOfDocument(editor.document.uri)) ?? this.lastUsed();
+  }
+
+  /**
+   * The session a command acts on. With `ask: false` (the status bar) nothing is asked and
+   * nothing is remembered; a command remembers what it used, so the next one defaults to it.
+   */
+  async resolve(arg?: unknown, opts: { ask?: boolean } = {}): Promise<string | undefined> {
+    const ask = opts.ask ?? true;
+    let uri = sessionOfArgument(arg) ?? this.current();
+    if (uri === undefined) uri = (await this.list().catch(() => []))[0]?.uri;
+    if (uri === undefined && ask) uri = await this.pick("No session yet: create one?");
+    if (uri !== undefined && ask) this.remember(uri);
+    return uri;
+  }
+
+  /** Asks for a session (offering a new one); used when nothing else names one. */
+  async pick(placeHolder = "Select a pi session"): Promise<string | undefined> {
+    type Item = vscode.QuickPickItem & { uri?: string };
+    const sessions = await this.list();
+    const items: Item[] = sessions.map((s) => ({
+      label: s.name ?? s.firstMessage ?? s.id,
+      description: `${s.entryCount} entries`,
+      detail: `${s.modified}${s.cwd ? ` · ${s.cwd}` : ""}`,
+      uri: s.uri,
+    }));
+    items.push({ label: "$(add) New session…" });
+    const picked = await vscode.window.showQuickPick(items, { placeHolder, matchOnDetail: true });
+    if (!picked) return undefined;
+    return picked.uri ?? (await this.create());
+  }
+
+  async create(name?: string): Promise<string | undefined> {
+    const chosen = name ?? (await vscode.window.showInputBox({ prompt: "Name of the new session (optional)" }));
+    if (chosen === undefined) return undefined;
+    const { uri } = await this.pi.call("pi.newSession", chosen.trim() ? { name: chosen.trim() } : {});
+    this.cache = undefined;
+    this.remember(uri);
+    return uri;
+  }
+
+  /** The label to show for a session. */
+  static title(info: SessionInfo | undefined, uri: string): string {
+    if (info?.name) return info.name;
+    if (info?.firstMessage) return info.firstMessage.length > 50 ? `${info.firstMessage.slice(0, 50)}…` : info.firstMessage;
+    return vscode.Uri.parse(uri).path.split("/").pop() ?? uri;
+  }
+
+  dispose(): void {
+    for (const d of this.disposables) d.dispose();
+  }
+}

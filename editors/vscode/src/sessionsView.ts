@@ -1,0 +1,151 @@
+// The Sessions view: sessions, then their entries laid out by TreeShape. The current path is
+// coloured and the leaf marked; everything shown comes from pi.listSessions and pi.getTree.
+import * as vscode from "vscode";
+import type { PiClient } from "./client";
+import { SessionInfo, TreeNode, TreeResult } from "./protocol";
+import { sameSession, Sessions, sessionKey } from "./sessions";
+import { TreeShape } from "./treeShape";
+
+export class SessionItem extends vscode.TreeItem {
+  readonly kind = "session";
+  constructor(readonly info: SessionInfo, current: boolean) {
+    super(Sessions.title(info, info.uri), vscode.TreeItemCollapsibleState.Collapsed);
+    this.id = `session:${sessionKey(info.uri)}`;
+    this.contextValue = "session";
+    this.description = `${info.entryCount} entries · ${shortDate(info.modified)}`;
+    this.tooltip = new vscode.MarkdownString(
+      [`**${this.label as string}**`, "", `${info.entryCount} entries`, `created ${info.created}`,
+        `modified ${info.modified}`, info.cwd ? `cwd \`${info.cwd}\`` : ""].filter(Boolean).join("  \n"));
+    // The session commands default to is coloured like the current path.
+    this.iconPath = new vscode.ThemeIcon(current ? "comment-discussion" : "comment", current ? new vscode.ThemeColor("charts.blue") : undefined);
+  }
+  get sessionUri(): string {
+    return this.info.uri;
+  }
+}
+
+export class EntryItem extends vscode.TreeItem {
+  readonly kind = "entry";
+  constructor(
+    readonly sessionUri: string,
+    readonly node: TreeNode,
+    readonly head: boolean,
+    leafId: string | null,
+    expandable: boolean,
+  ) {
+    super(node.preview || node.type, collapsed(expandable, node.onPath));
+    const leaf = node.id === leafId;
+    this.id = `entry:${sessionKey(sessionUri)}#${node.id}`;
+    // The role in contextValue lets package.json offer "Edit prompt" on user messages only.
+    this.contextValue = `entry.${node.role ?? node.type}${node.onPath ? ".onPath" : ""}`;
+    const parts = [node.label ? `[${node.label}]` : "", leaf ? "← leaf" : "", node.id];
+    this.description = parts.filter(Boolean).join(" ");
+    this.iconPath = new vscode.ThemeIcon(
+      leaf ? "debug-stackframe-focused" : iconFor(node),
+      node.onPath ? new vscode.ThemeColor("charts.blue") : new vscode.ThemeColor("disabledForeground"),
+    );
+    const facts = [`\`${node.id}\` · ${node.role ?? node.type}${node.onPath ? " · on the current path" : ""}`,
+      node.label ? `label: **${escapeMarkdown(node.label)}**` : "", node.timestamp ?? ""].filter(Boolean);
+    this.tooltip = new vscode.MarkdownString(`${facts.join("  \n")}\n\n${escapeMarkdown(node.preview)}`);
+    // A click shows what the model would receive at this entry.
+    this.command = { command: "piLsp.previewContext", title: "Preview Context", arguments: [{ uri: sessionUri, entryId: node.id }] };
+  }
+  get entryId(): string {
+    return this.node.id;
+  }
+}
+
+export type Item = SessionItem | EntryItem;
+
+export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Disposable {
+  private readonly changed = new vscode.EventEmitter<Item | undefined>();
+  readonly onDidChangeTreeData = this.changed.event;
+  private readonly shapes = new Map<string, Promise<TreeShape>>();
+  private readonly disposables: vscode.Disposable[] = [this.changed];
+  private timer: ReturnType<typeof setTimeout> | undefined;
+
+  constructor(private readonly pi: PiClient, private readonly sessions: Sessions) {
+    this.disposables.push(
+      pi.onSessionsChanged(() => this.refresh()),
+      pi.onSessionChanged((e) => this.refresh(e.uri)),
+      pi.onStarted(() => this.refresh()),
+      sessions.onDidChangeCurrent(() => this.refresh(undefined, false)),
+    );
+  }
+
+  /**
+   * Forget cached trees (one session's, or all) and redraw. Redraws are coalesced: a turn
+   * appends many entries in a burst. Items have stable ids, so expansion state survives.
+   */
+  refresh(uri?: string, dropTrees = true): void {
+    if (dropTrees) {
+      if (uri === undefined) this.shapes.clear();
+      else this.shapes.delete(sessionKey(uri));
+    }
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.changed.fire(undefined), 100);
+  }
+
+  getTreeItem(item: Item): vscode.TreeItem {
+    return item;
+  }
+
+  async getChildren(item?: Item): Promise<Item[]> {
+    if (item === undefined) {
+      const current = this.sessions.current();
+      return (await this.sessions.list()).map((s) => new SessionItem(s, sameSession(s.uri, current)));
+    }
+    const uri = item.sessionUri;
+    const shape = await this.shape(uri);
+    const placed = item.kind === "session" ? shape.roots() : shape.childrenOfItem(item.node.id, item.head);
+    return placed.map((p) => new EntryItem(uri, p.node, p.head, shape.tree.leafId, shape.expandable(p.node.id, p.head)));
+  }
+
+  /** The session's tree, fetched once per change. */
+  shape(uri: string): Promise<TreeShape> {
+    const key = sessionKey(uri);
+    let shape = this.shapes.get(key);
+    if (!shape) {
+      shape = this.pi.call("pi.getTree", { uri }).then((t: TreeResult) => new TreeShape(t));
+      shape.catch(() => this.shapes.delete(key));
+      this.shapes.set(key, shape);
+    }
+    return shape;
+  }
+
+  dispose(): void {
+    clearTimeout(this.timer);
+    for (const d of this.disposables) d.dispose();
+  }
+}
+
+function collapsed(expandable: boolean, onPath: boolean): vscode.TreeItemCollapsibleState {
+  if (!expandable) return vscode.TreeItemCollapsibleState.None;
+  // The branch the leaf is on opens by itself; abandoned branches stay folded.
+  return onPath ? vscode.TreeItemCollapsibleState.Expanded : vscode.TreeItemCollapsibleState.Collapsed;
+}
+
+function iconFor(node: TreeNode): string {
+  switch (node.role ?? node.type) {
+    case "user": return "account";
+    case "assistant": return "hubot";
+    case "toolResult": return "tools";
+    case "bashExecution": return "terminal";
+    case "branchSummary": case "branch_summary": return "git-merge";
+    case "compactionSummary": case "compaction": return "fold";
+    case "model_change": return "symbol-class";
+    case "thinking_level_change": return "lightbulb";
+    case "label": return "tag";
+    case "session_info": return "info";
+    case "leaf": return "arrow-right";
+    default: return "circle-small";
+  }
+}
+
+function shortDate(iso: string): string {
+  return iso.replace("T", " ").slice(0, 16);
+}
+
+function escapeMarkdown(s: string): string {
+  return s.replace(/[\\`*_{}[\]()#+\-.!<>|]/g, "\\$&");
+}

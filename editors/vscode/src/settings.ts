@@ -1,0 +1,65 @@
+// Settings: which of them start the server, and which the server itself reads.
+// The server's Config forbids unknown fields, so only SERVER_KEYS are ever sent to it.
+import * as vscode from "vscode";
+
+export const SECTION = "piLsp";
+
+/** The server's `Config` fields (pi_lsp/server/hub.py), all optional. */
+export const SERVER_KEYS = [
+  "sessionDirs",
+  "model",
+  "summaryModel",
+  "thinkingLevel",
+  "toolApproval",
+  "durableLeafMoves",
+  "autoCompaction",
+  "anthropicBaseUrl",
+] as const;
+
+/** Settings that change how the server process is started (a change restarts it). */
+export const LAUNCH_KEYS = ["command", "pythonPath"] as const;
+
+export type Getter = (key: string) => unknown;
+
+export function getter(scope?: vscode.Uri): Getter {
+  const config = vscode.workspace.getConfiguration(SECTION, scope);
+  return (key) => config.get(key);
+}
+
+/** What goes in initializationOptions and didChangeConfiguration: set values only. */
+export function serverSettings(get: Getter, apiKey?: string): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const key of SERVER_KEYS) {
+    const value = get(key);
+    // Empty strings and nulls mean "not set": the server then uses its settings files.
+    if (value === undefined || value === null || value === "") continue;
+    out[key] = value;
+  }
+  if (apiKey) out.anthropicApiKey = apiKey;
+  return out;
+}
+
+export interface Launch {
+  command: string;
+  args: string[];
+}
+
+/** `piLsp.command`, else `PYTHON -m pi_lsp.cli serve` with `piLsp.pythonPath`, else `pi-lsp serve`. */
+export function serverLaunch(get: Getter, workspaceFolder?: string): Launch {
+  const expand = (s: string) => (workspaceFolder ? s.split("${workspaceFolder}").join(workspaceFolder) : s);
+  const command = get("command");
+  if (Array.isArray(command) && command.length > 0 && command.every((c) => typeof c === "string")) {
+    const [head, ...rest] = (command as string[]).map(expand);
+    return { command: head, args: rest };
+  }
+  const python = get("pythonPath");
+  if (typeof python === "string" && python.trim()) {
+    return { command: expand(python.trim()), args: ["-m", "pi_lsp.cli", "serve"] };
+  }
+  return { command: "pi-lsp", args: ["serve"] };
+}
+
+export function modelChoices(get: Getter): string[] {
+  const models = get("models");
+  return Array.isArray(models) ? models.filter((m): m is string => typeof m === "string") : [];
+}

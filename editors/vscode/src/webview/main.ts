@@ -1,0 +1,120 @@
+// The chat webview: a dumb view. Blocks arrive as HTML rendered by the extension host; this
+// script only places them, keeps the user's open/closed choice on <details>, and sends input.
+import type { ChatState, FromWebview, ToWebview } from "../chatMessages";
+
+declare function acquireVsCodeApi(): { postMessage(message: FromWebview): void };
+const vscode = acquireVsCodeApi();
+
+const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
+const transcript = $<HTMLElement>("transcript");
+const input = $<HTMLTextAreaElement>("input");
+const model = $<HTMLSelectElement>("model");
+const thinking = $<HTMLSelectElement>("thinking");
+const approvals = $<HTMLElement>("approvals");
+/** <details> the user opened or closed, by data-key, so a redraw keeps them that way. */
+const openState = new Map<string, boolean>();
+let busy = false;
+const OTHER = "__other__";
+
+function send(message: FromWebview): void {
+  vscode.postMessage(message);
+}
+
+function place(id: string, html: string): void {
+  const atBottom = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 40;
+  const template = document.createElement("template");
+  template.innerHTML = html.trim();
+  const node = template.content.firstElementChild ?? document.createElement("div");
+  node.setAttribute("data-id", id);
+  for (const d of Array.from(node.querySelectorAll<HTMLDetailsElement>("details[data-key]"))) {
+    const open = openState.get(d.dataset.key ?? "");
+    if (open !== undefined) d.open = open;
+  }
+  const old = transcript.querySelector(`[data-id="${CSS.escape(id)}"]`);
+  if (old) old.replaceWith(node);
+  else transcript.appendChild(node);
+  if (atBottom) transcript.scrollTop = transcript.scrollHeight; // follow the stream unless scrolled up
+}
+
+function setState(state: ChatState): void {
+  busy = state.busy;
+  $("title").textContent = state.title;
+  $("tokens").textContent = state.tokens;
+  document.body.classList.toggle("busy", busy);
+  const models = [...state.models];
+  if (state.model && !models.includes(state.model)) models.unshift(state.model);
+  model.replaceChildren(...models.map((m) => new Option(m, m, false, m === state.model)), new Option("Other…", OTHER));
+  thinking.replaceChildren(...state.thinkingLevels.map((l) => new Option(`thinking: ${l}`, l, false, l === state.thinkingLevel)));
+}
+
+function submit(delivery: "prompt" | "steer" | "followUp"): void {
+  const text = input.value;
+  if (!text.trim()) return;
+  send({ type: "send", text, delivery });
+  input.value = "";
+}
+
+window.addEventListener("message", (event: MessageEvent<ToWebview>) => {
+  const m = event.data;
+  switch (m.type) {
+    case "reset":
+      transcript.replaceChildren();
+      for (const b of m.blocks) place(b.id, b.html);
+      setState(m.state);
+      transcript.scrollTop = transcript.scrollHeight;
+      break;
+    case "upsert":
+      place(m.id, m.html);
+      break;
+    case "state":
+      setState(m.state);
+      break;
+    case "approval": {
+      const card = document.createElement("div");
+      card.className = "approval";
+      card.dataset.id = m.id;
+      const text = document.createElement("div");
+      text.textContent = m.message;
+      card.appendChild(text);
+      for (const action of m.actions) {
+        const button = document.createElement("button");
+        button.textContent = action;
+        button.addEventListener("click", () => send({ type: "approve", id: m.id, choice: action }));
+        card.appendChild(button);
+      }
+      approvals.appendChild(card);
+      break;
+    }
+    case "approvalDone":
+      approvals.querySelector(`[data-id="${CSS.escape(m.id)}"]`)?.remove();
+      break;
+    case "setInput":
+      input.value = m.text;
+      input.focus();
+      break;
+  }
+});
+
+transcript.addEventListener("toggle", (event) => {
+  const d = event.target as HTMLDetailsElement;
+  if (d.dataset?.key) openState.set(d.dataset.key, d.open);
+}, true);
+
+input.addEventListener("keydown", (event) => {
+  if (event.key !== "Enter" || event.shiftKey) return;
+  event.preventDefault();
+  // As in pi: while a turn runs, Enter steers and Alt+Enter queues a follow-up.
+  submit(!busy ? "prompt" : event.altKey ? "followUp" : "steer");
+});
+$("send").addEventListener("click", () => submit(busy ? "steer" : "prompt"));
+$("steer").addEventListener("click", () => submit("steer"));
+$("followUp").addEventListener("click", () => submit("followUp"));
+$("abort").addEventListener("click", () => send({ type: "abort" }));
+$("tokens").addEventListener("click", () => send({ type: "previewContext" }));
+model.addEventListener("change", () => {
+  if (model.value === OTHER) send({ type: "pickModel" });
+  else send({ type: "setModel", model: model.value });
+});
+thinking.addEventListener("change", () => send({ type: "setThinking", level: thinking.value }));
+
+send({ type: "ready" });

@@ -1,0 +1,137 @@
+// The chat panel end to end: activate(), the real server, a local fake Anthropic endpoint.
+// A prompt streams into the panel, a bash call asks for approval through the standard
+// window/showMessageRequest (answered natively or in the panel), and abort/steer go through.
+"use strict";
+require("../testlib/register-vscode-stub");
+const { test, before, after } = require("node:test");
+const assert = require("node:assert/strict");
+const vscode = require("vscode");
+const ext = require("../out/extension.js");
+const { serverCommand, makeWorkspace, useEnv, eventually } = require("../testlib/server");
+const { makeContext, disposeAll } = require("../testlib/context");
+const { FakeAnthropic, textReply, toolReply } = require("../testlib/fake-anthropic");
+
+const { rec, setConfig, respond } = vscode.__test;
+let ws, restoreEnv, context, api, fake, uri, panel;
+
+before(async () => {
+  fake = new FakeAnthropic();
+  await fake.start();
+  ws = makeWorkspace({ settings: { summaryModel: null, compaction: { enabled: false } } });
+  restoreEnv = useEnv(ws.env);
+  vscode.workspace.workspaceFolders = [{ uri: vscode.Uri.file(ws.folder), name: "workspace", index: 0 }];
+  const { command, args } = serverCommand();
+  setConfig("piLsp.command", [command, ...args]);
+  setConfig("piLsp.anthropicBaseUrl", fake.url);
+  setConfig("piLsp.toolApproval", "ask");
+  context = makeContext({ "piLsp.anthropicApiKey": "test-key" }); // from SecretStorage
+  api = await ext.activate(context);
+  uri = (await api.sessions.list())[0].uri;
+  panel = await vscode.commands.executeCommand("piLsp.openChat", { uri });
+  panel.panel.__receive({ type: "ready" }); // what the webview script sends when loaded
+});
+
+after(async () => {
+  await ext.deactivate();
+  disposeAll(context);
+  await fake.stop();
+  restoreEnv?.();
+  ws?.cleanup();
+});
+
+const lastReset = () => panel.posted.filter((m) => m.type === "reset").at(-1);
+const resets = () => panel.posted.filter((m) => m.type === "reset").length;
+/** Sends a prompt and waits for the turn to end and the transcript to be reloaded. */
+async function turn(text, during) {
+  const before = resets();
+  await panel.receive({ type: "send", text, delivery: "prompt" });
+  if (during) await during();
+  await eventually(() => !panel.transcript.busy && resets() > before, 15000, "the turn to end and the panel to reload");
+  return lastReset().blocks.map((b) => b.html).join("\n");
+}
+
+test("the panel opens on the session's context, with model and thinking pickers", async () => {
+  const reset = lastReset();
+  assert.ok(reset, "the panel was filled once the webview was ready");
+  assert.equal(reset.state.model, "anthropic/claude-opus-4-5");
+  assert.equal(reset.state.thinkingLevel, "high");
+  assert.ok(reset.state.thinkingLevels.includes("xhigh"));
+  assert.ok(reset.state.models.includes("anthropic/claude-sonnet-4-5"));
+  assert.ok(reset.blocks.length > 5);
+  assert.ok(reset.blocks.some((b) => b.html.includes('class="msg user"')));
+  assert.ok(panel.panel.posted.length > 0, "queued messages were delivered after ready");
+  assert.match(panel.panel.webview.html, /Content-Security-Policy/);
+});
+
+test("a prompt streams in; bash asks for approval natively; the tool result is shown", async () => {
+  fake.script(
+    toolReply({ thinking: "The user wants a shell command.", text: "Running it.", calls: [["toolu_1", "bash", { command: "echo hi-from-bash" }]] }),
+    textReply("All ", "done: **", "hi**"),
+  );
+  respond("showWarningMessage", (message, ...items) => items.find((i) => i.title === "Allow"));
+  const html = await turn("please run echo");
+  respond("showWarningMessage");
+  assert.ok(rec.messages.some((m) => m.kind === "warning" && /pi wants to run bash: echo hi-from-bash/.test(m.message)));
+  assert.ok(panel.posted.some((m) => m.type === "approval"), "the panel showed the approval too");
+  assert.ok(panel.posted.some((m) => m.type === "approvalDone"), "and dropped it once answered");
+  assert.ok(panel.posted.some((m) => m.type === "upsert" && m.html.includes("streaming")), "streamed while running");
+  assert.match(html, /please run echo/);
+  assert.match(html, /<details class="thinking"[^>]*><summary>Thinking<\/summary>/);
+  assert.match(html, /The user wants a shell command/);
+  assert.match(html, /<details class="tool"[^>]*><summary>bash <code>echo hi-from-bash<\/code> · done<\/summary>/);
+  assert.match(html, /hi-from-bash/);
+  assert.match(html, /All done: <strong>hi<\/strong>/);
+  assert.equal(fake.requests.length, 2);
+  assert.equal(fake.requests[0].body.stream, true);
+  // The model got the command's real output back, not a denial.
+  const results = fake.requests[1].body.messages.at(-1).content.filter((b) => b.type === "tool_result");
+  assert.equal(results.length, 1);
+  assert.notEqual(results[0].is_error, true);
+  assert.match(JSON.stringify(results[0].content), /hi-from-bash/);
+});
+
+test("an approval can be answered in the panel instead (Deny)", async () => {
+  fake.script(
+    toolReply({ text: "Deleting.", calls: [["toolu_2", "bash", { command: "rm -rf build" }]] }),
+    textReply("Understood, I will not."),
+  );
+  respond("showWarningMessage", () => new Promise(() => {})); // the notification is ignored
+  const html = await turn("clean up", async () => {
+    const card = await eventually(() => panel.posted.find((m) => m.type === "approval" && /rm -rf build/.test(m.message)), 10000, "the approval card");
+    assert.deepEqual(card.actions, ["Allow", "Allow for this session", "Deny"]);
+    await panel.receive({ type: "approve", id: card.id, choice: "Deny" });
+  });
+  respond("showWarningMessage");
+  assert.match(html, /<details class="tool failed"/);
+  assert.match(html, /denied/);
+  assert.match(html, /Understood, I will not/);
+});
+
+test("model and thinking pickers write to the session", async () => {
+  await panel.receive({ type: "setModel", model: "anthropic/claude-haiku-4-5" });
+  await panel.receive({ type: "setThinking", level: "minimal" });
+  await eventually(() => lastReset().state.model === "anthropic/claude-haiku-4-5" && lastReset().state.thinkingLevel === "minimal", 5000, "the new settings in the panel");
+});
+
+test("while a turn runs, the input steers; abort stops the turn", async () => {
+  const slow = textReply(..."a slow answer that keeps going and going".split(" ").map((w) => w + " "));
+  slow.delay = 150;
+  fake.script(slow, textReply("after the steer"));
+  const html = await turn("talk slowly", async () => {
+    await eventually(() => panel.transcript.busy && fake.requests.length === 1, 10000, "the turn to start");
+    await panel.receive({ type: "send", text: "faster please", delivery: "steer" });
+    assert.ok(panel.posted.some((m) => m.type === "upsert" && /Steering message queued/.test(m.html)));
+    await panel.receive({ type: "abort" });
+  });
+  assert.match(html, /talk slowly/);
+  assert.match(html, /aborted/i);
+});
+
+test("the markdown renderer escapes raw HTML and drops script links", () => {
+  const html = ext.markdown('<script>alert(1)</script>\n\nsee <img src=x onerror=alert(1)> and [x](javascript:alert(1))\n\n[ok](https://example.org) ![img](https://example.org/a.png)');
+  assert.ok(!html.includes("<script>"));
+  assert.ok(!html.includes("<img"), "inline HTML is escaped");
+  assert.ok(!/href="javascript/.test(html));
+  assert.match(html, /<a href="https:\/\/example.org">ok<\/a>/);
+  assert.ok(!html.includes("<img"));
+});

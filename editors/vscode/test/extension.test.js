@@ -1,0 +1,209 @@
+// activate() with the stand-in `vscode` and the real server: every command of package.json is
+// registered, the Sessions view shows sessions and entries, and the actions reach the server.
+"use strict";
+require("../testlib/register-vscode-stub");
+const { test, before, after } = require("node:test");
+const assert = require("node:assert/strict");
+const vscode = require("vscode");
+const manifest = require("../package.json");
+const ext = require("../out/extension.js");
+const { serverCommand, makeWorkspace, useEnv, eventually } = require("../testlib/server");
+const { makeContext, disposeAll } = require("../testlib/context");
+
+const { rec, setConfig, respond } = vscode.__test;
+let ws, restoreEnv, context, api, sessionUri;
+const run = (id, ...args) => vscode.commands.executeCommand(id, ...args);
+const provider = () => rec.treeProviders.get("piLsp.sessions");
+const errors = () => rec.messages.filter((m) => m.kind === "error").map((m) => m.message);
+
+before(async () => {
+  ws = makeWorkspace({ settings: { summaryModel: null } }); // extractive summaries: no model needed
+  restoreEnv = useEnv(ws.env);
+  vscode.workspace.workspaceFolders = [{ uri: vscode.Uri.file(ws.folder), name: "workspace", index: 0 }];
+  const { command, args } = serverCommand();
+  setConfig("piLsp.command", [command, ...args]);
+  context = makeContext();
+  api = await ext.activate(context);
+  sessionUri = (await api.sessions.list())[0].uri;
+});
+
+after(async () => {
+  await ext.deactivate();
+  disposeAll(context);
+  restoreEnv?.();
+  ws?.cleanup();
+});
+
+test("every piLsp.* command in package.json is registered, and nothing else", () => {
+  const declared = manifest.contributes.commands.map((c) => c.command).sort();
+  const registered = [...rec.commands.keys()].filter((k) => k.startsWith("piLsp.")).sort();
+  assert.deepEqual(registered, declared);
+  // Menus may only name declared commands.
+  for (const items of Object.values(manifest.contributes.menus)) {
+    for (const item of items) assert.ok(declared.includes(item.command), item.command);
+  }
+  assert.ok(rec.contentProviders.has("pi-context"));
+  assert.ok(rec.treeViews.has("piLsp.sessions"));
+});
+
+test("the tree provider lists sessions, then entries, with the current path marked", async () => {
+  const roots = await provider().getChildren();
+  assert.equal(roots.length, 1);
+  const [session] = roots;
+  assert.equal(session.kind, "session");
+  assert.equal(session.label, "Fix slow order listing");
+  assert.equal(session.contextValue, "session");
+  assert.equal(session.collapsibleState, vscode.TreeItemCollapsibleState.Collapsed);
+
+  const entries = await provider().getChildren(session);
+  assert.ok(entries.length > 3);
+  assert.ok(entries.every((e) => e.kind === "entry"));
+  assert.equal(entries[0].entryId, "c2c063fe", "the root chain starts at the first entry");
+  // The chain stays flat up to the fork at 24652ae8, whose branches are its children.
+  const fork = entries[entries.length - 1];
+  assert.equal(fork.entryId, "24652ae8");
+  assert.equal(fork.collapsibleState, vscode.TreeItemCollapsibleState.Expanded, "the path's fork is open");
+  const branches = await provider().getChildren(fork);
+  assert.deepEqual(branches.map((b) => b.entryId).sort(), ["18fc1fcb", "e1afef94"]);
+  const dead = branches.find((b) => b.entryId === "e1afef94");
+  assert.equal(dead.collapsibleState, vscode.TreeItemCollapsibleState.Collapsed, "an abandoned branch stays folded");
+  assert.match(dead.description, /\[data-layer-question\]/);
+  assert.equal(dead.contextValue, "entry.user");
+  assert.equal(dead.iconPath.color.id, "disabledForeground");
+  const live = branches.find((b) => b.entryId === "18fc1fcb");
+  assert.equal(live.contextValue, "entry.branch_summary.onPath");
+  assert.equal(live.iconPath.color.id, "charts.blue");
+  const rest = await provider().getChildren(live);
+  const leaf = rest.find((e) => /← leaf/.test(e.description));
+  assert.ok(leaf, "the leaf is marked");
+  assert.equal(leaf.iconPath.id, "debug-stackframe-focused");
+  // A click on an entry previews the context there.
+  assert.deepEqual(leaf.command.arguments, [{ uri: sessionUri, entryId: leaf.entryId }]);
+});
+
+test("previewContext opens a read-only pi-context: document with the server's markdown", async () => {
+  const doc = await run("piLsp.previewContext", { uri: sessionUri, entryId: "24652ae8" });
+  assert.equal(doc.scheme, "pi-context");
+  const shown = rec.shown.at(-1);
+  assert.equal(shown.uri.toString(), doc.toString());
+  assert.match(shown.getText(), /24652ae8/);
+  const preview = await api.pi.call("pi.previewContext", { uri: sessionUri, leafId: "24652ae8" });
+  assert.equal(shown.getText(), preview.markdown);
+  assert.equal(ext.parseContextUri(doc).leafId, "24652ae8");
+});
+
+test("the status bar shows tokens / window of the session in use", async () => {
+  api.status.schedule(0);
+  await api.status.settled;
+  const item = rec.statusItems.find((i) => i.id === "piLsp.tokens");
+  assert.ok(item.visible);
+  assert.match(item.text, /\d+(\.\d)?k? \/ 200k/);
+  assert.equal(item.command, "piLsp.previewContext");
+});
+
+test("Branch here on a tree item moves the leaf; the view refreshes on pi/sessionChanged", async () => {
+  const session = (await provider().getChildren())[0];
+  const entries = await provider().getChildren(session);
+  const target = entries.find((e) => e.entryId === "24652ae8");
+  let redraws = 0;
+  const sub = provider().onDidChangeTreeData(() => redraws++);
+  const result = await run("piLsp.branch", target);
+  assert.deepEqual(errors(), []);
+  assert.ok(result.leafId);
+  await eventually(() => redraws > 0, 5000, "a redraw");
+  sub.dispose();
+  const after = await provider().getChildren(session);
+  const fork = after.find((e) => e.entryId === "24652ae8");
+  const branches = await provider().getChildren(fork);
+  const off = branches.find((b) => b.entryId === "18fc1fcb");
+  assert.equal(off.iconPath.color.id, "disabledForeground", "the old branch is now off the path");
+  assert.match(fork.description, /← leaf/, "the target is the leaf now");
+  assert.ok(!branches.some((b) => b.node.type === "leaf"), "the bookkeeping `leaf` entry is not shown");
+});
+
+test("Label asks for the text (prefilled) and labels the entry", async () => {
+  respond("showInputBox", (options) => (options.prompt.startsWith("Label") ? `${options.value}-2` : undefined));
+  await run("piLsp.label", { uri: sessionUri, entryId: "e1afef94" });
+  respond("showInputBox");
+  assert.deepEqual(errors(), []);
+  const tree = await api.pi.call("pi.getTree", { uri: sessionUri });
+  assert.equal(tree.nodes.find((n) => n.id === "e1afef94").label, "data-layer-question-2");
+});
+
+test("Edit prompt branches before a user message and puts its text in the chat input", async () => {
+  const result = await run("piLsp.editPrompt", { uri: sessionUri, entryId: "e1afef94" });
+  assert.deepEqual(errors(), []);
+  assert.match(result.editorText, /data layer/);
+  const panel = api.chats.get(sessionUri);
+  assert.ok(panel, "the chat panel opened");
+  assert.ok(panel.posted.some((m) => m.type === "setInput" && /data layer/.test(m.text)));
+});
+
+test("Diff with current opens vscode.diff on two pi-context documents", async () => {
+  const diff = await run("piLsp.diffWithCurrent", { uri: sessionUri, entryId: "28511eec" });
+  assert.deepEqual(errors(), []);
+  assert.ok(diff.onlyFrom.includes("28511eec"));
+  const call = rec.executed.find((e) => e.id === "vscode.diff");
+  assert.ok(call);
+  const [left, right, title] = call.args;
+  assert.equal(left.scheme, "pi-context");
+  assert.equal(ext.parseContextUri(left).leafId, "28511eec");
+  assert.equal(right.scheme, "pi-context");
+  assert.match(title, /tok/);
+});
+
+test("Branch with summary runs as a job and lands a branch summary", async () => {
+  respond("showInputBox", () => "");
+  const done = await run("piLsp.branchWithSummary", { uri: sessionUri, entryId: "24652ae8" });
+  respond("showInputBox");
+  assert.deepEqual(errors(), []);
+  assert.equal(done.ok, true);
+  const tree = await api.pi.call("pi.getTree", { uri: sessionUri });
+  const leaf = tree.nodes.find((n) => n.id === tree.leafId);
+  assert.equal(leaf.type, "branch_summary");
+  assert.equal(leaf.parentId, "24652ae8");
+});
+
+test("a command without an argument uses the active editor's session file, then the last used", async () => {
+  for (const p of api.chats.all()) p.panel.active = false; // no chat panel in front
+  const fork = await run("piLsp.fork", { uri: sessionUri, entryId: "24652ae8" });
+  assert.ok(fork.uri);
+  await eventually(async () => (await api.sessions.list()).length === 2, 5000, "the fork in the list");
+  // The fork was remembered as the last used session.
+  assert.equal(api.sessions.lastUsed(), fork.uri);
+  vscode.__test.setActiveEditor(vscode.Uri.file(ws.sessionFile));
+  // (ask: false also leaves "last used" alone; a real command would remember this one.)
+  assert.equal(await api.sessions.resolve(undefined, { ask: false }), vscode.Uri.file(ws.sessionFile).toString());
+  vscode.__test.setActiveEditor(undefined);
+  assert.equal(await api.sessions.resolve(), fork.uri);
+  // With no editor and nothing used yet: the workspace's newest session, without asking.
+  const fresh = new api.sessions.constructor(api.pi, makeContext().workspaceState);
+  let asked = false;
+  respond("showQuickPick", () => { asked = true; });
+  assert.equal(await fresh.resolve(undefined, { ask: false }), (await api.sessions.list())[0].uri);
+  assert.equal(await fresh.resolve(), (await api.sessions.list())[0].uri);
+  respond("showQuickPick");
+  fresh.dispose();
+  assert.equal(asked, false);
+  // The rename works on the session resolved that way.
+  await run("piLsp.rename", { name: "the fork" });
+  assert.deepEqual(errors(), []);
+  await eventually(async () => (await api.sessions.info(fork.uri))?.name === "the fork", 5000, "the new name");
+});
+
+test("Set model and thinking level write entries; Check finds nothing wrong", async () => {
+  await run("piLsp.setModel", { uri: sessionUri, model: "anthropic/claude-haiku-4-5" });
+  await run("piLsp.setThinkingLevel", { uri: sessionUri, level: "low" });
+  assert.deepEqual(errors(), []);
+  const preview = await api.pi.call("pi.previewContext", { uri: sessionUri });
+  assert.equal(preview.model, "anthropic/claude-haiku-4-5");
+  assert.equal(preview.thinkingLevel, "low");
+  assert.deepEqual(await run("piLsp.check", { uri: sessionUri }), []);
+});
+
+test("a failing command shows the server's message instead of throwing", async () => {
+  const before = errors().length;
+  assert.equal(await run("piLsp.branch", { uri: sessionUri, entryId: "no-such-entry" }), undefined);
+  assert.equal(errors().length, before + 1);
+  assert.match(errors().at(-1), /^pi: /);
+});

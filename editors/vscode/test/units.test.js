@@ -1,0 +1,102 @@
+// The pure pieces, without a server: tree layout, the transcript reducer, settings, URIs.
+"use strict";
+require("../testlib/register-vscode-stub");
+const { test } = require("node:test");
+const assert = require("node:assert/strict");
+const vscode = require("vscode");
+const ext = require("../out/extension.js");
+
+const node = (id, parentId, extra = {}) => ({ id, parentId, type: "message", role: "user", preview: id, label: null, timestamp: null, onPath: false, ...extra });
+
+test("TreeShape: chains stay flat, forks indent, childless leaf entries are hidden", () => {
+  //  a - b - c < d - e      (c forks)
+  //            < f - g
+  //  plus a `leaf` marker under b
+  const shape = new ext.TreeShape({ leafId: "e", nodes: [
+    node("a", null), node("b", "a"), node("c", "b"), node("d", "c"), node("e", "d"), node("f", "c"), node("g", "f"),
+    node("L", "b", { type: "leaf", role: null }),
+  ] });
+  assert.deepEqual(shape.roots().map((p) => [p.node.id, p.head]), [["a", false], ["b", false], ["c", false]]);
+  assert.equal(shape.expandable("b", false), false, "the leaf marker does not make b a fork");
+  assert.equal(shape.expandable("c", false), true);
+  assert.deepEqual(shape.childrenOfItem("c", false).map((p) => [p.node.id, p.head]), [["d", true], ["f", true]]);
+  assert.deepEqual(shape.childrenOfItem("d", true).map((p) => p.node.id), ["e"]);
+  assert.deepEqual(shape.childrenOfItem("a", false), []);
+  // Several roots are branches of their own; a parent outside the file makes a root.
+  const two = new ext.TreeShape({ leafId: null, nodes: [node("x", null), node("y", "missing")] });
+  assert.deepEqual(two.roots().map((p) => [p.node.id, p.head]), [["x", true], ["y", true]]);
+});
+
+test("Transcript folds streamed deltas by content index, and the final message wins", () => {
+  const t = new ext.Transcript();
+  t.load([{ entryId: "u1", role: "user", tokens: 3, message: { role: "user", content: "hello" } }]);
+  t.apply({ type: "agent_start" });
+  assert.equal(t.busy, true);
+  const [id] = t.apply({ type: "message_start", message: { role: "assistant", content: [] } });
+  t.apply({ type: "message_update", deltas: [
+    { type: "thinking_delta", contentIndex: 0, delta: "hmm " },
+    { type: "thinking_delta", contentIndex: 0, delta: "ok" },
+    { type: "block_end", contentIndex: 0 },
+    { type: "text_delta", contentIndex: 1, delta: "Hi " },
+    { type: "toolcall_delta", contentIndex: 2, delta: '{"path":' },
+  ] });
+  t.apply({ type: "message_update", deltas: [{ type: "text_delta", contentIndex: 1, delta: "there" }, { type: "toolcall_delta", contentIndex: 2, delta: '"a.py"}' }] });
+  let block = t.block(id);
+  assert.equal(block.streaming, true);
+  assert.deepEqual(block.parts.map((p) => p.type), ["thinking", "text", "toolCall"]);
+  assert.equal(block.parts[0].text, "hmm ok");
+  assert.equal(block.parts[1].text, "Hi there");
+  assert.equal(block.parts[2].args, '{"path":"a.py"}');
+  t.apply({ type: "message_end", message: { role: "assistant", model: "m", stopReason: "toolUse", content: [
+    { type: "thinking", thinking: "hmm ok" }, { type: "text", text: "Hi there" }, { type: "toolCall", id: "t1", name: "read", arguments: { path: "a.py" } },
+  ] } });
+  block = t.block(id);
+  assert.equal(block.streaming, false);
+  assert.equal(block.parts[2].name, "read");
+  assert.deepEqual(t.apply({ type: "tool_execution_start", toolCallId: "t1", toolName: "read", args: {} }), [id]);
+  assert.equal(t.tools.get("t1").running, true);
+  t.apply({ type: "tool_execution_end", toolCallId: "t1", toolName: "read", isError: false, result: { role: "toolResult", content: [{ type: "text", text: "print(1)" }] } });
+  assert.deepEqual(t.tools.get("t1"), { running: false, text: "print(1)", isError: false });
+  const html = ext.renderBlock(block, t.tools);
+  assert.match(html, /<summary>read <code>a.py<\/code> · done<\/summary>/);
+  assert.match(html, /path: a.py/);
+  assert.match(html, /print\(1\)/);
+  t.apply({ type: "agent_end", messages: [] });
+  assert.equal(t.busy, false);
+});
+
+test("Transcript: an aborted reply and an error notice", () => {
+  const t = new ext.Transcript();
+  const [id] = t.apply({ type: "message_start", message: { role: "assistant", content: [] } });
+  t.apply({ type: "message_end", message: { role: "assistant", content: [{ type: "text", text: "par" }], stopReason: "aborted" } });
+  assert.equal(t.block(id).error, "aborted");
+  const [notice] = t.apply({ type: "error", message: "no API key" });
+  assert.equal(t.block(notice).kind, "notice");
+  assert.equal(t.busy, false);
+});
+
+test("serverSettings sends only the server's keys, and only set ones", () => {
+  const values = { model: "anthropic/x", toolApproval: "auto", summaryModel: "", thinkingLevel: null, pythonPath: "/py", command: ["a"], models: ["m"], sessionDirs: [] };
+  assert.deepEqual(ext.serverSettings((k) => values[k], "key"), { model: "anthropic/x", toolApproval: "auto", sessionDirs: [], anthropicApiKey: "key" });
+});
+
+test("serverLaunch: piLsp.command, else pythonPath -m pi_lsp.cli serve, else pi-lsp serve", () => {
+  const get = (values) => (k) => values[k];
+  assert.deepEqual(ext.serverLaunch(get({ command: ["${workspaceFolder}/bin/pi-lsp", "serve"], pythonPath: "/py" }), "/ws"), { command: "/ws/bin/pi-lsp", args: ["serve"] });
+  assert.deepEqual(ext.serverLaunch(get({ command: [], pythonPath: "${workspaceFolder}/.venv/bin/python" }), "/ws"), { command: "/ws/.venv/bin/python", args: ["-m", "pi_lsp.cli", "serve"] });
+  assert.deepEqual(ext.serverLaunch(get({})), { command: "pi-lsp", args: ["serve"] });
+});
+
+test("pi-context URIs carry the session, leaf and layer; arguments name sessions several ways", () => {
+  const session = "file:///tmp/a%20b/.pi/sessions/x.jsonl";
+  const uri = ext.contextUri({ session, leafId: "abc", layer: "llm" }, "Context · my/session");
+  assert.equal(uri.scheme, "pi-context");
+  assert.ok(uri.path.endsWith(".md") && !uri.path.slice(1).includes("/"));
+  assert.deepEqual(ext.parseContextUri(vscode.Uri.parse(uri.toString())), { session, leafId: "abc", layer: "llm" });
+  assert.equal(ext.sessionOfArgument(session), session);
+  assert.equal(ext.sessionOfArgument({ uri: session }), session);
+  assert.equal(ext.sessionOfArgument({ sessionUri: session, uri: "ignored" }), session);
+  assert.equal(ext.sessionOfArgument(uri), session, "a context preview stands for its session");
+  assert.equal(ext.sessionOfArgument(vscode.Uri.file("/tmp/notes.txt")), undefined);
+  assert.equal(ext.sessionKey(session), ext.sessionKey("file:///tmp/a b/.pi/sessions/x.jsonl"));
+});

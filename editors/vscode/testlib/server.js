@@ -1,0 +1,64 @@
+// Where the real server is and a throwaway workspace for it.
+//   PI_PYTHON  the interpreter with pi_lsp installed (default: the repository's .venv)
+//   PI_SERVER  a whole command line instead, e.g. "pi-lsp serve" (wins over PI_PYTHON)
+// The server always gets PI_CODING_AGENT_DIR set to a temporary folder, so the user's
+// ~/.pi/agent (settings, keys, sessions) never leaks into a test.
+"use strict";
+const fs = require("node:fs");
+const os = require("node:os");
+const path = require("node:path");
+
+const REPO = path.resolve(__dirname, "../../..");
+const EXAMPLE = path.join(REPO, "examples", "workspace");
+const PYTHON = process.env.PI_PYTHON || path.join(REPO, ".venv", "bin", "python");
+
+function serverCommand() {
+  if (process.env.PI_SERVER) {
+    const [command, ...args] = process.env.PI_SERVER.trim().split(/\s+/);
+    return { command, args };
+  }
+  return { command: PYTHON, args: ["-m", "pi_lsp.cli", "serve"] };
+}
+
+/** A tmp copy of examples/workspace, a tmp agent dir, and env for the server. */
+function makeWorkspace({ settings } = {}) {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), "pi-vscode-"));
+  const folder = path.join(root, "workspace");
+  fs.cpSync(EXAMPLE, folder, { recursive: true });
+  const agentDir = path.join(root, "agent");
+  fs.mkdirSync(agentDir);
+  if (settings) fs.writeFileSync(path.join(folder, ".pi", "settings.json"), JSON.stringify(settings));
+  const sessionsDir = path.join(folder, ".pi", "sessions");
+  const sessionFile = path.join(sessionsDir, fs.readdirSync(sessionsDir).find((f) => f.endsWith(".jsonl")));
+  const env = { ...process.env, PI_CODING_AGENT_DIR: agentDir };
+  delete env.ANTHROPIC_API_KEY; // nothing in a test may reach a real model
+  delete env.ANTHROPIC_BASE_URL;
+  return {
+    root, folder, agentDir, sessionsDir, sessionFile, env,
+    cleanup: () => fs.rmSync(root, { recursive: true, force: true }),
+  };
+}
+
+/** Sets the process env the extension's client passes to the server it spawns. */
+function useEnv(env) {
+  const saved = { ...process.env };
+  for (const k of Object.keys(process.env)) if (!(k in env)) delete process.env[k];
+  Object.assign(process.env, env);
+  return () => {
+    for (const k of Object.keys(process.env)) if (!(k in saved)) delete process.env[k];
+    Object.assign(process.env, saved);
+  };
+}
+
+/** Polls until `check()` is truthy (returns it) or fails after `ms`. */
+async function eventually(check, ms = 5000, what = "condition") {
+  const end = Date.now() + ms;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+module.exports = { REPO, EXAMPLE, PYTHON, serverCommand, makeWorkspace, useEnv, eventually };

@@ -1,0 +1,242 @@
+// A stand-in for the `vscode` module, enough for vscode-languageclient/node and this extension
+// to run in plain Node (reference/stack.md §8.2). What the extension creates (commands, tree
+// views, webviews, documents, messages) is recorded in `__test` for the tests to inspect, and
+// user answers (quick picks, input boxes, message buttons) are scripted with `__test.respond`.
+// Unknown members fall back to a permissive proxy, because the language client touches many.
+"use strict";
+const fs = require("node:fs");
+const { EventEmitter: NodeEE } = require("node:events");
+const { URI, Utils } = require("vscode-uri");
+
+function deep(name) {
+  const fn = function () { return deep(name + "()"); };
+  return new Proxy(fn, {
+    get(t, p) {
+      if (p === "then") return undefined; // not a thenable
+      if (p === Symbol.toPrimitive) return () => name;
+      if (p === "dispose") return () => {};
+      if (!(p in t)) t[p] = deep(name + "." + String(p));
+      return t[p];
+    },
+    construct() { return deep("new " + name); },
+    apply() { return deep(name + "()"); },
+  });
+}
+
+class Disposable {
+  constructor(fn) { this._fn = fn; }
+  static from(...d) { return new Disposable(() => d.forEach((x) => x && x.dispose && x.dispose())); }
+  dispose() { if (this._fn) this._fn(); this._fn = undefined; }
+}
+class EventEmitter {
+  constructor() {
+    this._e = new NodeEE();
+    this._e.setMaxListeners(100);
+    this.event = (listener, thisArg) => {
+      const l = thisArg ? listener.bind(thisArg) : listener;
+      this._e.on("x", l);
+      return new Disposable(() => this._e.off("x", l));
+    };
+  }
+  fire(v) { this._e.emit("x", v); }
+  dispose() { this._e.removeAllListeners(); }
+}
+class CancellationTokenSource {
+  constructor() { this.token = { isCancellationRequested: false, onCancellationRequested: () => new Disposable() }; }
+  cancel() { this.token.isCancellationRequested = true; }
+  dispose() {}
+}
+class TreeItem { constructor(label, collapsibleState = 0) { this.label = label; this.collapsibleState = collapsibleState; } }
+class ThemeIcon { constructor(id, color) { this.id = id; this.color = color; } }
+class ThemeColor { constructor(id) { this.id = id; } }
+class MarkdownString {
+  constructor(value = "") { this.value = value; }
+  appendMarkdown(s) { this.value += s; return this; }
+  appendText(s) { this.value += s; return this; }
+}
+// vscode-uri is VS Code's own URI code; joinPath lives in Utils there.
+const Uri = URI;
+Uri.joinPath = (base, ...parts) => Utils.joinPath(base, ...parts);
+
+const noopEvent = () => new Disposable();
+const rec = {
+  output: [],
+  messages: [], // {kind, message, items}
+  commands: new Map(),
+  executed: [], // {id, args} for built-in commands (vscode.diff, ...)
+  treeViews: new Map(),
+  treeProviders: new Map(),
+  contentProviders: new Map(),
+  panels: [],
+  statusItems: [],
+  shown: [], // documents passed to showTextDocument
+  config: new Map(), // "piLsp.key" -> value
+  responders: new Map(), // "showQuickPick" -> fn
+};
+
+function respond(kind, items, ...rest) {
+  const fn = rec.responders.get(kind);
+  return Promise.resolve(fn ? fn(items, ...rest) : undefined);
+}
+
+const configEmitter = new EventEmitter();
+const activeEditorEmitter = new EventEmitter();
+
+// Settings not set by a test have the defaults the extension's package.json declares.
+const declared = require("../package.json").contributes.configuration.properties;
+
+function getConfiguration(section) {
+  const full = (key) => (section ? `${section}.${key}` : key);
+  return {
+    get: (key, dflt) => {
+      if (rec.config.has(full(key))) return rec.config.get(full(key));
+      const d = declared[full(key)];
+      return d && d.default !== undefined && d.default !== null ? d.default : dflt;
+    },
+    has: (key) => rec.config.has(full(key)),
+    inspect: () => undefined,
+    update: async (key, value) => setConfig(full(key), value),
+  };
+}
+function setConfig(key, value) {
+  if (value === undefined) rec.config.delete(key);
+  else rec.config.set(key, value);
+  configEmitter.fire({ affectsConfiguration: (s) => key === s || key.startsWith(s + ".") });
+}
+
+const textDocuments = [];
+function makeDocument(uri, text) {
+  return { uri, getText: () => text, languageId: uri.path.endsWith(".md") ? "markdown" : "plaintext", isClosed: false, lineCount: text.split("\n").length };
+}
+async function openTextDocument(uriOrPath) {
+  const uri = typeof uriOrPath === "string" ? Uri.file(uriOrPath) : uriOrPath;
+  const provider = rec.contentProviders.get(uri.scheme);
+  const text = provider ? await provider.provideTextDocumentContent(uri, new CancellationTokenSource().token) : fs.readFileSync(uri.fsPath, "utf8");
+  const doc = makeDocument(uri, text);
+  const i = textDocuments.findIndex((d) => d.uri.toString() === uri.toString());
+  if (i >= 0) textDocuments.splice(i, 1, doc);
+  else textDocuments.push(doc);
+  return doc;
+}
+
+function createWebviewPanel(viewType, title, column, options) {
+  const received = new EventEmitter();
+  const disposed = new EventEmitter();
+  const viewState = new EventEmitter();
+  const panel = {
+    viewType, title, options, active: true, visible: true, iconPath: undefined,
+    posted: [],
+    webview: {
+      html: "", options, cspSource: "vscode-resource:",
+      asWebviewUri: (u) => u,
+      postMessage: async (m) => { panel.posted.push(m); return true; },
+      onDidReceiveMessage: received.event,
+    },
+    reveal() { panel.active = true; },
+    onDidDispose: disposed.event,
+    onDidChangeViewState: viewState.event,
+    dispose() { disposed.fire(); panel.disposed = true; },
+    // Test side: what the webview script would send.
+    __receive: (m) => received.fire(m),
+  };
+  rec.panels.push(panel);
+  return panel;
+}
+
+function message(kind, api) {
+  return async (msg, ...items) => {
+    rec.messages.push({ kind, message: msg, items });
+    rec.output.push(`${kind.toUpperCase()} ${msg}`);
+    return respond(api, msg, ...items);
+  };
+}
+
+const base = {
+  Disposable, EventEmitter, CancellationTokenSource, TreeItem, ThemeIcon, ThemeColor, MarkdownString, Uri,
+  TreeItemCollapsibleState: { None: 0, Collapsed: 1, Expanded: 2 },
+  StatusBarAlignment: { Left: 1, Right: 2 },
+  ViewColumn: { Active: -1, Beside: -2, One: 1, Two: 2 },
+  ProgressLocation: { SourceControl: 1, Window: 10, Notification: 15 },
+  version: "1.90.0",
+  env: { language: "en", appName: "fake-vscode", machineId: "x", sessionId: "y", uiKind: 1, openExternal: async () => true },
+  workspace: {
+    workspaceFolders: undefined, textDocuments, notebookDocuments: [],
+    getConfiguration,
+    onDidChangeConfiguration: configEmitter.event,
+    registerTextDocumentContentProvider: (scheme, provider) => {
+      rec.contentProviders.set(scheme, provider);
+      return new Disposable(() => rec.contentProviders.delete(scheme));
+    },
+    openTextDocument,
+    onDidOpenTextDocument: noopEvent, onDidCloseTextDocument: noopEvent,
+    onDidChangeTextDocument: noopEvent, onDidSaveTextDocument: noopEvent, onWillSaveTextDocument: noopEvent,
+    onDidChangeWorkspaceFolders: noopEvent, onDidCreateFiles: noopEvent, onDidRenameFiles: noopEvent, onDidDeleteFiles: noopEvent,
+    onWillCreateFiles: noopEvent, onWillRenameFiles: noopEvent, onWillDeleteFiles: noopEvent,
+    onDidOpenNotebookDocument: noopEvent, onDidCloseNotebookDocument: noopEvent, onDidChangeNotebookDocument: noopEvent, onDidSaveNotebookDocument: noopEvent,
+    createFileSystemWatcher: () => ({ onDidCreate: noopEvent, onDidChange: noopEvent, onDidDelete: noopEvent, dispose() {} }),
+  },
+  window: {
+    createOutputChannel: (name) => ({
+      name, append: (s) => rec.output.push(s), appendLine: (s) => rec.output.push(s), replace() {}, clear() {}, show() {}, hide() {}, dispose() {},
+      trace() {}, debug() {}, info: (s) => rec.output.push(s), warn: (s) => rec.output.push(s), error: (s) => rec.output.push(s), logLevel: 2, onDidChangeLogLevel: noopEvent,
+    }),
+    showInformationMessage: message("info", "showInformationMessage"),
+    showWarningMessage: message("warning", "showWarningMessage"),
+    showErrorMessage: message("error", "showErrorMessage"),
+    showQuickPick: async (items, options) => respond("showQuickPick", await items, options),
+    showInputBox: async (options) => respond("showInputBox", options),
+    showTextDocument: async (docOrUri, options) => {
+      const doc = docOrUri && docOrUri.getText ? docOrUri : await openTextDocument(docOrUri);
+      rec.shown.push(doc);
+      return { document: doc, options };
+    },
+    withProgress: async (opts, task) => task({ report: () => {} }, new CancellationTokenSource().token),
+    createTreeView: (id, options) => {
+      const selection = new EventEmitter();
+      const view = { id, options, selection: [], onDidChangeSelection: selection.event, onDidExpandElement: noopEvent, onDidCollapseElement: noopEvent,
+        onDidChangeVisibility: noopEvent, reveal: async () => {}, dispose() {}, __select: (items) => { view.selection = items; selection.fire({ selection: items }); } };
+      rec.treeViews.set(id, view);
+      rec.treeProviders.set(id, options.treeDataProvider);
+      return view;
+    },
+    registerTreeDataProvider: (id, provider) => { rec.treeProviders.set(id, provider); return new Disposable(() => rec.treeProviders.delete(id)); },
+    createStatusBarItem: (id, alignment, priority) => {
+      const item = { id, alignment, priority, text: "", tooltip: undefined, visible: false, show() { item.visible = true; }, hide() { item.visible = false; }, dispose() {} };
+      rec.statusItems.push(item);
+      return item;
+    },
+    createWebviewPanel,
+    activeTextEditor: undefined, visibleTextEditors: [], visibleNotebookEditors: [], tabGroups: { all: [] },
+    onDidChangeActiveTextEditor: activeEditorEmitter.event, onDidChangeVisibleTextEditors: noopEvent, onDidChangeVisibleNotebookEditors: noopEvent,
+    onDidChangeTextEditorSelection: noopEvent, onDidChangeWindowState: noopEvent,
+  },
+  languages: new Proxy({}, { get: (t, p) => (p === "match" ? () => 0 : p === "createDiagnosticCollection" ? () => ({ set() {}, delete() {}, clear() {}, dispose() {}, forEach() {} }) : () => new Disposable()) }),
+  commands: {
+    registerCommand: (id, fn) => {
+      if (rec.commands.has(id)) throw new Error(`command '${id}' already exists`);
+      rec.commands.set(id, fn);
+      return new Disposable(() => rec.commands.delete(id));
+    },
+    executeCommand: async (id, ...args) => {
+      const fn = rec.commands.get(id);
+      if (fn) return fn(...args);
+      rec.executed.push({ id, args });
+      return undefined;
+    },
+    getCommands: async () => [...rec.commands.keys()],
+  },
+  extensions: { getExtension: () => undefined, all: [], onDidChange: noopEvent },
+  __test: {
+    ...rec,
+    rec,
+    setConfig,
+    respond: (kind, fn) => (fn ? rec.responders.set(kind, fn) : rec.responders.delete(kind)),
+    setActiveEditor: (uri) => {
+      base.window.activeTextEditor = uri ? { document: makeDocument(uri, ""), selection: undefined } : undefined;
+      activeEditorEmitter.fire(base.window.activeTextEditor);
+    },
+    /** Clears what was recorded (not the registrations). */
+    reset: () => { rec.output.length = 0; rec.messages.length = 0; rec.executed.length = 0; rec.shown.length = 0; rec.responders.clear(); },
+  },
+};
+module.exports = new Proxy(base, { get: (t, p) => (p in t ? t[p] : (t[p] = deep("vscode." + String(p)))) });
