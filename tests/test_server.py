@@ -1011,3 +1011,9 @@ async def test_a_turn_that_cannot_start_reports_one_error(pi: Pi) -> None:
     errors = [e for e in events if e["type"] == "error"]
     assert len(errors) == 1 and "openai" in errors[0]["message"], events
     assert len(lines(path_of(uri))) == before  # nothing was written for the failed turn
+
+
+async def test_compact_dry_run_is_null_when_a_run_would_refuse(pi: Pi) -> None:
+    uri = await new_session(pi)  # nothing but settings: nothing to summarize
+    assert (await call(pi.client, "pi.compact", {"uri": uri, "dryRun": True}))["plan"] is None
+    assert await call(pi.client, "pi.listModels", []) != {}  # an empty Lua table is `[]`

@@ -311,10 +311,13 @@ class SessionHub:
         return diff_contexts(tree, from_leaf, to_leaf)
 
     def plan(self, path: Path) -> PlanSummary | None:
+        """What a compaction would do now, or None when it would refuse (nothing to summarize)."""
         tree = self.tree(path)
         settings = self.settings_for(path)
         plan = prepare_compaction(tree.path_to(tree.leaf_id), settings.compaction)
-        return plan_summary(plan) if plan else None
+        if plan is None or not (plan.messages_to_summarize or plan.turn_prefix_messages):
+            return None
+        return plan_summary(plan)
 
     def fork(self, path: Path, leaf_id: str | None) -> Path:
         tree = self.tree(path)

@@ -156,8 +156,8 @@ def parse_args(args: tuple[Any, ...], kind: type[T]) -> T:
     if len(args) > 1:
         raise JsonRpcInvalidParams(f"expected one object argument, got {len(args)} arguments")
     value = args[0] if args else {}
-    if value is None:
-        value = {}
+    if value is None or value == []:
+        value = {}  # Lua encodes an empty table as a list
     if not isinstance(value, dict):
         raise JsonRpcInvalidParams(f"the argument must be an object, not {type(value).__name__}")
     try:

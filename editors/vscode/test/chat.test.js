@@ -71,7 +71,7 @@ test("a prompt streams in; bash asks for approval natively; the tool result is s
   respond("showWarningMessage", (message, ...items) => items.find((i) => i.title === "Allow"));
   const html = await turn("please run echo");
   respond("showWarningMessage");
-  assert.ok(rec.messages.some((m) => m.kind === "warning" && /pi wants to run bash: echo hi-from-bash/.test(m.message)));
+  assert.ok(rec.messages.some((m) => m.kind === "warning" && /pi \(.+\) wants to run bash: echo hi-from-bash/.test(m.message)));
   assert.ok(panel.posted.some((m) => m.type === "approval"), "the panel showed the approval too");
   assert.ok(panel.posted.some((m) => m.type === "approvalDone"), "and dropped it once answered");
   assert.ok(panel.posted.some((m) => m.type === "upsert" && m.html.includes("streaming")), "streamed while running");

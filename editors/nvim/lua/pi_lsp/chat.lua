@@ -1,0 +1,460 @@
+-- :PiChat — the conversation on the current path as Markdown, with an input
+-- window under it. The transcript is what pi.previewContext says (agent layer);
+-- while a turn runs, pi/turn events stream the reply into a "live" region at
+-- the end, and when the run ends the transcript is read again from the server.
+local client = require("pi_lsp.client")
+local config = require("pi_lsp.config")
+local render = require("pi_lsp.render")
+local session = require("pi_lsp.session")
+local util = require("pi_lsp.util")
+
+local M = {}
+
+local chats = {} -- session key -> chat
+local HEADER_LINES = 2
+
+local function name_of(uri)
+  return vim.fn.fnamemodify(util.key(uri), ":t:r")
+end
+
+local function title_of(chat)
+  for _, s in ipairs(session.listed[chat.root] or {}) do
+    if util.same(s.uri, chat.uri) and s.name and s.name ~= "" then
+      return s.name
+    end
+  end
+  return name_of(chat.uri)
+end
+
+-- -- drawing ------------------------------------------------------------------------------------
+-- The buffer is: a header, the committed transcript, then the live region
+-- (the reply being streamed, notes such as approval prompts, a busy line).
+-- Streaming rewrites only the live region.
+
+local function live_builder(chat)
+  local b = render.builder()
+  if #chat.committed.lines > 0 then
+    b:add("") -- keeps the live region apart from the last committed message
+  end
+  if chat.live then
+    b:message(chat.live)
+  end
+  for _, note in ipairs(chat.notes) do
+    b:blank()
+    b:add(note.text)
+  end
+  if chat.busy then
+    local keys = config.options.chat.keys
+    local doing = chat.tool and ("running " .. chat.tool) or "working"
+    b:blank()
+    b:add(("_⏳ pi is %s… (%s abort · %s steer · %s follow-up)_"):format(doing, keys.abort, keys.steer, keys.follow_up))
+  end
+  return b
+end
+
+--- Follow the end of the transcript in windows the user is not typing in.
+local function follow(chat)
+  local count = vim.api.nvim_buf_line_count(chat.buf)
+  for _, win in ipairs(vim.fn.win_findbuf(chat.buf)) do
+    if win ~= vim.api.nvim_get_current_win() then
+      vim.api.nvim_win_set_cursor(win, { count, 0 })
+    end
+  end
+end
+
+--- Rewrite the buffer from 0-based line `from` (default: the live region)
+--- to the end. Fold levels are set first: nvim reads them as lines change.
+local function redraw(chat, from)
+  if not vim.api.nvim_buf_is_valid(chat.buf) then
+    return
+  end
+  local header = { "# " .. title_of(chat), "" }
+  local committed = chat.committed
+  local live = live_builder(chat)
+  local folds = {}
+  for _, fold in ipairs(committed.folds) do
+    folds[#folds + 1] = { fold[1] + HEADER_LINES, fold[2] + HEADER_LINES }
+  end
+  local live_start = HEADER_LINES + #committed.lines
+  for _, fold in ipairs(live.folds) do
+    folds[#folds + 1] = { fold[1] + live_start, fold[2] + live_start }
+  end
+  util.set_folds(chat.buf, folds)
+  from = from or live_start
+  if from > vim.api.nvim_buf_line_count(chat.buf) then
+    from = 0 -- an event before the first draw: the buffer is still empty
+  end
+  local lines = {}
+  for i = from + 1, live_start + #live.lines do
+    if i <= HEADER_LINES then
+      lines[#lines + 1] = header[i]
+    elseif i <= live_start then
+      lines[#lines + 1] = committed.lines[i - HEADER_LINES]
+    else
+      lines[#lines + 1] = live.lines[i - live_start]
+    end
+  end
+  util.set_lines(chat.buf, from, -1, lines)
+  follow(chat)
+end
+
+local function draw_live(chat)
+  redraw(chat)
+end
+
+local function draw_all(chat)
+  redraw(chat, 0)
+end
+
+--- Read the transcript again from the server (coalesced per chat).
+local function resync(chat)
+  chat.resync()
+end
+
+local function make_resync(chat)
+  return util.coalesce(function(done)
+    client.exec("pi.previewContext", { uri = chat.uri }, function(err, result)
+      if err then
+        util.error("pi.previewContext: " .. (err.message or tostring(err)))
+      elseif not chat.live then
+        local b = render.builder()
+        for _, item in ipairs(result.messages or {}) do
+          b:message(item.message or {}, item.entryId)
+        end
+        chat.committed = b
+        chat.leaf = result.leafId
+        draw_all(chat)
+      end
+      done()
+    end, chat.root)
+  end)
+end
+
+-- -- turn events --------------------------------------------------------------------------------
+
+local function commit(chat, message)
+  local before = #chat.committed.lines
+  local b = render.builder()
+  b:message(message)
+  chat.committed:extend(b)
+  redraw(chat, HEADER_LINES + before)
+end
+
+--- A line under the transcript about the running turn. Only `lasting` notes
+--- (errors) outlive the turn: the rest (approvals, queued messages) are shown
+--- by the transcript itself once the turn has ended, or no longer matter.
+local function note(chat, text, lasting)
+  local last = chat.notes[#chat.notes]
+  if last and last.text == text then
+    return last -- the harness and the server may both report one failure
+  end
+  local item = { text = text, lasting = lasting }
+  table.insert(chat.notes, item)
+  draw_live(chat)
+  return item
+end
+
+local on_event = {}
+
+function on_event.agent_start(chat)
+  chat.busy, chat.notes = true, {}
+end
+
+function on_event.message_start(chat, event)
+  if event.message and event.message.role == "assistant" then
+    chat.live = render.live(event.message)
+  end
+end
+
+function on_event.message_update(chat, event)
+  chat.live = chat.live or render.live(nil)
+  render.apply_deltas(chat.live, event.deltas)
+end
+
+function on_event.message_end(chat, event)
+  if event.message and event.message.role == "assistant" then
+    chat.live = nil
+  end
+  if event.message then
+    commit(chat, event.message)
+  end
+end
+
+function on_event.tool_execution_start(chat, event)
+  chat.tool = event.toolName
+end
+
+function on_event.tool_execution_end(chat)
+  chat.tool = nil
+end
+
+function on_event.compaction_start(chat, event)
+  note(chat, ("_⋯ compacting the context (%s)_"):format(event.reason or ""))
+end
+
+function on_event.compaction_end(chat, event)
+  note(chat, event.error and ("_✗ compaction failed: " .. event.error .. "_") or "_✓ context compacted_")
+end
+
+function on_event.error(chat, event)
+  chat.busy, chat.live, chat.tool = false, nil, nil
+  note(chat, "**⚠ " .. (event.message or "error") .. "**", true)
+  resync(chat)
+end
+
+function on_event.agent_end(chat)
+  chat.busy, chat.live, chat.tool = false, nil, nil
+  chat.notes = vim.tbl_filter(function(item)
+    return item.lasting
+  end, chat.notes)
+  resync(chat) -- the server's transcript carries the entry ids
+end
+
+local function on_turn(note_params)
+  local chat = chats[util.key(note_params.uri) or ""]
+  local event = note_params.event or {}
+  local handler = chat and on_event[event.type]
+  if not handler or not vim.api.nvim_buf_is_valid(chat.buf) then
+    return
+  end
+  handler(chat, event)
+  draw_live(chat)
+end
+
+-- -- sending ------------------------------------------------------------------------------------
+
+local function input_text(chat)
+  local lines = vim.api.nvim_buf_get_lines(chat.input, 0, -1, false)
+  return vim.trim(table.concat(lines, "\n"))
+end
+
+--- Send the input as a prompt, a steering message or a follow-up.
+function M.send(chat, delivery)
+  local text = input_text(chat)
+  if text == "" then
+    return util.warn("the input is empty")
+  end
+  local keys = config.options.chat.keys
+  if delivery == "prompt" and chat.busy then
+    return util.warn(("pi is busy: %s steers it, %s queues a follow-up, %s aborts"):format(keys.steer, keys.follow_up, keys.abort))
+  end
+  local args = { uri = chat.uri, text = text }
+  if delivery ~= "prompt" then
+    args.delivery = delivery
+  end
+  client.run("pi.prompt", args, function(result)
+    vim.api.nvim_buf_set_lines(chat.input, 0, -1, false, {})
+    if result.queued then
+      local what = result.queued == "steer" and "steering" or "follow-up queued"
+      note(chat, ("_↳ %s: %s_"):format(what, (text:gsub("\n", " "))))
+    else
+      chat.notes = {}
+      chat.turn_id = result.turnId
+    end
+  end, chat.root)
+end
+
+function M.abort(chat)
+  client.run("pi.abort", { uri = chat.uri }, function(result)
+    if not result.aborted then
+      util.notify("nothing is running")
+    end
+  end, chat.root)
+end
+
+-- -- approval -----------------------------------------------------------------------------------
+
+--- window/showMessageRequest: the server asks before bash/write/edit. The
+--- request names its session only in its text, so the note goes to the chat
+--- whose turn runs.
+--- Answered from a coroutine (nvim ≥ 0.10 runs server requests in one), so the
+--- editor keeps working while the question is open.
+function M.approve(params)
+  local actions = params.actions or {}
+  local chat = chats[util.key(session.busy_uri()) or ""]
+  local item = chat and vim.api.nvim_buf_is_valid(chat.buf) and note(chat, "**⚠ " .. (params.message or "") .. "**")
+  local function answered(choice)
+    if item then
+      item.text = item.text .. "  → " .. (choice and choice.title or "no answer")
+      draw_live(chat)
+    end
+    return choice or vim.NIL
+  end
+  local co, is_main = coroutine.running()
+  if co and not is_main then
+    vim.ui.select(actions, {
+      prompt = params.message,
+      kind = "pi_lsp_approval",
+      format_item = function(action)
+        return action.title
+      end,
+    }, function(choice)
+      -- Resume later: a synchronous vim.ui.select answers before we yield.
+      vim.schedule(function()
+        coroutine.resume(co, choice)
+      end)
+    end)
+    return answered(coroutine.yield())
+  end
+  local list = { params.message }
+  for i, action in ipairs(actions) do
+    list[#list + 1] = ("%d. %s"):format(i, action.title)
+  end
+  return answered(actions[vim.fn.inputlist(list)])
+end
+
+-- -- windows ------------------------------------------------------------------------------------
+
+local function map_keys(chat)
+  local keys = config.options.chat.keys
+  for _, buf in ipairs({ chat.buf, chat.input }) do
+    util.map(buf, "n", keys.steer, function()
+      M.send(chat, "steer")
+    end, "pi: steer")
+    util.map(buf, "n", keys.follow_up, function()
+      M.send(chat, "followUp")
+    end, "pi: follow up")
+    util.map(buf, { "n", "i" }, keys.abort, function()
+      M.abort(chat)
+    end, "pi: abort")
+    util.map(buf, "n", keys.close, function()
+      M.close(chat.uri)
+    end, "pi: close the chat")
+  end
+  util.map(chat.input, "n", keys.send, function()
+    M.send(chat, "prompt")
+  end, "pi: send")
+  util.map(chat.input, "i", keys.send_insert, function()
+    M.send(chat, "prompt")
+  end, "pi: send")
+  util.map(chat.buf, "n", keys.tree, function()
+    require("pi_lsp.tree").open(chat.uri)
+  end, "pi: tree")
+  util.map(chat.buf, "n", keys.context, function()
+    require("pi_lsp.context").preview(chat.uri)
+  end, "pi: context")
+end
+
+local function create(uri)
+  local key = util.key(uri)
+  local root = session.root_of(uri)
+  local chat = { uri = uri, root = root, committed = render.builder(), notes = {}, busy = session.busy(uri) }
+  chat.buf = util.scratch("pi://chat/" .. name_of(uri), "markdown")
+  chat.input = util.scratch("pi://input/" .. name_of(uri), "markdown")
+  vim.bo[chat.input].modifiable = true
+  for _, buf in ipairs({ chat.buf, chat.input }) do
+    vim.b[buf].pi_lsp_uri = uri
+    vim.b[buf].pi_lsp_root = root
+  end
+  chat.resync = make_resync(chat)
+  map_keys(chat)
+  util.tie(chat.buf, {
+    util.on("sessionChanged", function(change)
+      -- Our own turn's appends are already on screen; others (a branch, another
+      -- editor's turn) change what the current path is.
+      if util.same(change.uri, uri) and not chat.busy then
+        resync(chat)
+      end
+    end),
+    function()
+      chats[key] = nil
+      util.forget_folds(chat.buf)
+    end,
+  })
+  chats[key] = chat
+  return chat
+end
+
+local STATUSLINE = "%{%v:lua.require'pi_lsp'.statusline()%}"
+
+local function show(chat)
+  local chat_win = vim.fn.bufwinid(chat.buf)
+  if chat_win == -1 then
+    vim.cmd("botright vsplit")
+    chat_win = vim.api.nvim_get_current_win()
+    vim.api.nvim_win_set_buf(chat_win, chat.buf)
+  end
+  vim.wo[chat_win].wrap = true
+  vim.wo[chat_win].linebreak = true
+  vim.wo[chat_win].number = false
+  vim.wo[chat_win].winbar = STATUSLINE
+  util.use_folds(chat_win, 0)
+  local input_win = vim.fn.bufwinid(chat.input)
+  if input_win == -1 then
+    vim.api.nvim_set_current_win(chat_win)
+    vim.cmd(("belowright %dsplit"):format(config.options.chat.input_height))
+    input_win = vim.api.nvim_get_current_win()
+    vim.api.nvim_win_set_buf(input_win, chat.input)
+  end
+  local keys = config.options.chat.keys
+  vim.wo[input_win].winbar = ("pi input · %s send · %s steer · %s follow-up · %s abort"):format(
+    keys.send,
+    keys.steer,
+    keys.follow_up,
+    keys.abort
+  )
+  vim.wo[input_win].number = false
+  vim.api.nvim_set_current_win(input_win)
+  return chat_win, input_win
+end
+
+--- Open the chat of `uri`. opts.input: text to put in the input.
+function M.open(uri, opts)
+  opts = opts or {}
+  local chat = chats[util.key(uri)] or create(uri)
+  show(chat)
+  if opts.input then
+    M.set_input(uri, opts.input)
+  end
+  if not session.listed[chat.root] then
+    session.list(function()
+      draw_all(chat)
+    end, chat.root)
+  end
+  if not chat.busy then
+    resync(chat)
+  else
+    draw_all(chat)
+  end
+  return chat
+end
+
+--- Put `text` in the chat input of `uri` (opening the chat if it is not shown).
+function M.set_input(uri, text)
+  local chat = chats[util.key(uri)]
+  if not chat or vim.fn.bufwinid(chat.input) == -1 then
+    return M.open(uri, { input = text })
+  end
+  vim.api.nvim_buf_set_lines(chat.input, 0, -1, false, util.split_lines(text))
+end
+
+function M.close(uri)
+  local chat = chats[util.key(uri)]
+  if not chat then
+    return
+  end
+  for _, buf in ipairs({ chat.input, chat.buf }) do
+    for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+      if #vim.api.nvim_list_wins() > 1 then
+        vim.api.nvim_win_close(win, false)
+      end
+    end
+  end
+end
+
+function M.command(arg)
+  session.resolve(arg, function(uri)
+    M.open(uri)
+  end)
+end
+
+--- The chat state of `uri` (tests read it).
+function M.get(uri)
+  return chats[util.key(uri) or ""]
+end
+
+function M.setup_listeners()
+  util.on("turn", on_turn)
+end
+
+return M

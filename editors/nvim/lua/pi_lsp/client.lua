@@ -1,0 +1,211 @@
+-- The language client: one pi-lsp process per workspace root, started with
+-- vim.lsp, and `exec` to run the server's pi.* commands. Server notifications
+-- are re-emitted on the util bus for the views.
+local config = require("pi_lsp.config")
+local util = require("pi_lsp.util")
+
+local M = {}
+
+M.NAME = "pi_lsp"
+local clients = {} -- root -> client id
+local waiting = {} -- client id -> calls made before the server was initialized
+
+--- The workspace root for a buffer: a pi view remembers its root; a file
+--- buffer looks upward from its path; anything else from the cwd.
+function M.root(buf)
+  buf = buf or 0
+  local remembered = vim.b[buf].pi_lsp_root
+  if remembered then
+    return remembered
+  end
+  local markers = config.options.root_markers
+  local name = vim.api.nvim_buf_get_name(buf)
+  local start = (name ~= "" and not name:match("^%a+://")) and vim.fs.dirname(name) or vim.fn.getcwd()
+  if vim.fs.root then
+    return vim.fs.root(start, markers) or vim.fn.getcwd()
+  end
+  local found = vim.fs.find(markers, { path = start, upward = true })[1]
+  return found and vim.fs.dirname(found) or vim.fn.getcwd()
+end
+
+-- Server-to-client traffic. Notifications go to the bus; the approval request
+-- is answered by the chat module, which may wait for the user.
+local function handlers()
+  local function relay(event)
+    return function(_, params, ctx)
+      util.emit(event, params or {}, ctx and ctx.client_id)
+    end
+  end
+  return {
+    ["pi/sessionsChanged"] = relay("sessionsChanged"),
+    ["pi/sessionChanged"] = relay("sessionChanged"),
+    ["pi/turn"] = relay("turn"),
+    ["pi/jobDone"] = relay("jobDone"),
+    ["window/showMessageRequest"] = function(_, params)
+      return require("pi_lsp.chat").approve(params)
+    end,
+  }
+end
+
+--- An empty Lua table encodes as a JSON array; the server wants objects.
+local function object(value)
+  if type(value) ~= "table" or next(value) == nil then
+    return vim.empty_dict()
+  end
+  return value
+end
+
+local function flush_waiting(client)
+  local calls = waiting[client.id] or {}
+  waiting[client.id] = nil
+  for _, call in ipairs(calls) do
+    call(client)
+  end
+end
+
+local function start(root)
+  local opts = config.options
+  local cfg = {
+    name = M.NAME,
+    cmd = opts.cmd,
+    cmd_env = opts.cmd_env,
+    root_dir = root,
+    workspace_folders = { { uri = vim.uri_from_fname(root), name = vim.fs.basename(root) } },
+    init_options = object(opts.settings),
+    handlers = handlers(),
+    -- The server creates its session hub on `initialized`, which nvim sends
+    -- just before on_init runs: only now may commands go out.
+    on_init = function(client)
+      vim.schedule(function()
+        flush_waiting(client)
+      end)
+    end,
+    on_exit = function(_, _, client_id)
+      for r, id in pairs(clients) do
+        if id == client_id then
+          clients[r] = nil
+        end
+      end
+      waiting[client_id] = nil
+    end,
+  }
+  local id
+  if util.has_011 then
+    id = vim.lsp.start(cfg, { attach = false })
+  else
+    -- 0.10's vim.lsp.start always attaches the current buffer; start_client does not.
+    id = vim.lsp.start_client(cfg)
+  end
+  if id then
+    clients[root] = id
+  end
+  return id
+end
+
+local function stopped(client)
+  if util.has_011 then
+    return client:is_stopped()
+  end
+  return client.is_stopped()
+end
+
+--- The client for `root` (default: the current buffer's), started if needed.
+function M.get(root)
+  root = root or M.root(0)
+  local id = clients[root]
+  local client = id and vim.lsp.get_client_by_id(id)
+  if client and not stopped(client) then
+    return client, root
+  end
+  if vim.fn.executable(config.options.cmd[1]) ~= 1 then
+    util.error(("cannot start the server: %q is not executable (set `cmd` in setup())"):format(config.options.cmd[1]))
+    return nil, root
+  end
+  id = start(root)
+  return id and vim.lsp.get_client_by_id(id), root
+end
+
+--- Call `fn(client)` once the client for `root` is initialized.
+function M.with_client(root, fn)
+  local client = M.get(root)
+  if not client then
+    return
+  end
+  if client.initialized then
+    fn(client)
+  else
+    waiting[client.id] = waiting[client.id] or {}
+    table.insert(waiting[client.id], fn)
+  end
+end
+
+local function request(client, method, params, handler)
+  if util.has_011 then
+    return client:request(method, params, handler)
+  end
+  return client.request(method, params, handler)
+end
+
+--- Run the server command `command` with one object argument.
+--- `callback(err, result)`; without a callback, errors are reported.
+function M.exec(command, args, callback, root)
+  M.with_client(root, function(client)
+    local params = { command = command, arguments = { object(args) } }
+    request(client, "workspace/executeCommand", params, function(err, result)
+      if callback then
+        callback(err, result)
+      elseif err then
+        util.error(("%s: %s"):format(command, err.message or tostring(err)))
+      end
+    end)
+  end)
+end
+
+--- Like exec, but report errors and call `on_result(result)` only on success.
+function M.run(command, args, on_result, root)
+  M.exec(command, args, function(err, result)
+    if err then
+      util.error(("%s: %s"):format(command, err.message or tostring(err)))
+    elseif on_result then
+      on_result(result or {})
+    end
+  end, root)
+end
+
+--- A blocking call for places that must answer at once (command-line
+--- completion). nil on timeout or error.
+function M.exec_sync(command, args, timeout_ms, root)
+  local client = M.get(root)
+  if not client then
+    return nil
+  end
+  if not vim.wait(timeout_ms or 2000, function()
+    return client.initialized == true
+  end, 20) then
+    return nil
+  end
+  local params = { command = command, arguments = { object(args) } }
+  local response
+  if util.has_011 then
+    response = client:request_sync("workspace/executeCommand", params, timeout_ms or 2000)
+  else
+    response = client.request_sync("workspace/executeCommand", params, timeout_ms or 2000)
+  end
+  return response and not response.err and response.result or nil
+end
+
+function M.stop_all()
+  for root, id in pairs(clients) do
+    local client = vim.lsp.get_client_by_id(id)
+    if client then
+      if util.has_011 then
+        client:stop()
+      else
+        client.stop()
+      end
+    end
+    clients[root] = nil
+  end
+end
+
+return M

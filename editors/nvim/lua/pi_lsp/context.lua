@@ -1,0 +1,153 @@
+-- :PiContext, the context diff of the tree view, and :PiCompact. The server
+-- writes the Markdown (with token counts); these only put it in buffers.
+local client = require("pi_lsp.client")
+local session = require("pi_lsp.session")
+local util = require("pi_lsp.util")
+
+local M = {}
+
+local function name_of(uri)
+  return vim.fn.fnamemodify(util.key(uri), ":t:r")
+end
+
+local function show_scratch(name, lines, uri, filetype)
+  local buf = util.scratch(name, filetype or "markdown")
+  vim.b[buf].pi_lsp_uri = uri
+  vim.b[buf].pi_lsp_root = session.root_of(uri)
+  util.set_lines(buf, 0, -1, lines)
+  util.map(buf, "n", "q", "<cmd>close<cr>", "close")
+  local win = util.show(buf, "botright split")
+  vim.wo[win].wrap = true
+  vim.wo[win].conceallevel = 0
+  return buf, win
+end
+
+--- The context preview of `uri` at `leaf_id` (default: the current leaf).
+function M.preview(uri, leaf_id)
+  local args = { uri = uri }
+  if leaf_id and leaf_id ~= "" then
+    args.leafId = leaf_id
+  end
+  client.run("pi.previewContext", args, function(result)
+    -- One buffer per session: previewing another entry replaces the last one.
+    local buf = show_scratch("pi://context/" .. name_of(uri), util.split_lines(result.markdown or ""), uri)
+    vim.b[buf].pi_lsp_leaf = result.leafId
+    vim.api.nvim_win_set_cursor(0, { 1, 0 })
+  end, session.root_of(uri))
+end
+
+function M.command(arg)
+  session.resolve(nil, function(uri)
+    M.preview(uri, arg)
+  end)
+end
+
+local function entry_line(id, by_id)
+  local node = by_id and by_id[id]
+  if not node then
+    return "- `" .. id .. "`"
+  end
+  return ("- `%s` %s: %s"):format(id, node.role or node.type, node.preview or "")
+end
+
+--- What is in the context at `from` and not at `to`, and the other way round.
+function M.diff(uri, from, to, by_id)
+  if not to then
+    return util.warn("the session has no leaf to compare with")
+  end
+  client.run("pi.diffContext", { uri = uri, fromLeafId = from, toLeafId = to }, function(result)
+    local lines = {
+      ("# Context at `%s` against the leaf `%s`"):format(from, to),
+      "",
+      ("%s tokens at `%s` · %s tokens at the leaf (%+d)"):format(
+        util.thousands(result.fromTokens),
+        from,
+        util.thousands(result.toTokens),
+        (result.toTokens or 0) - (result.fromTokens or 0)
+      ),
+      "",
+      ("## Only at `%s` (%d)"):format(from, #(result.onlyFrom or {})),
+      "",
+    }
+    for _, id in ipairs(result.onlyFrom or {}) do
+      lines[#lines + 1] = entry_line(id, by_id)
+    end
+    vim.list_extend(lines, { "", ("## Only at the leaf `%s` (%d)"):format(to, #(result.onlyTo or {})), "" })
+    for _, id in ipairs(result.onlyTo or {}) do
+      lines[#lines + 1] = entry_line(id, by_id)
+    end
+    show_scratch("pi://diff/" .. name_of(uri), lines, uri)
+  end, session.root_of(uri))
+end
+
+-- -- compaction --------------------------------------------------------------------------------
+
+function M.plan_lines(plan)
+  local lines = {
+    "# Compaction plan",
+    "",
+    ("- tokens before: %s"):format(util.thousands(plan.tokensBefore)),
+    ("- messages to summarize: %d%s"):format(
+      plan.messagesToSummarize or 0,
+      (plan.turnPrefixMessages or 0) > 0 and (" (+%d of a split turn)"):format(plan.turnPrefixMessages) or ""
+    ),
+    ("- first kept entry: `%s`"):format(plan.firstKeptEntryId or "?"),
+  }
+  if plan.readFiles and #plan.readFiles > 0 then
+    lines[#lines + 1] = "- read files: " .. table.concat(plan.readFiles, ", ")
+  end
+  if plan.modifiedFiles and #plan.modifiedFiles > 0 then
+    lines[#lines + 1] = "- modified files: " .. table.concat(plan.modifiedFiles, ", ")
+  end
+  if plan.previousSummary then
+    vim.list_extend(lines, { "", "## Previous summary (updated, not replaced)", "" })
+    vim.list_extend(lines, util.split_lines(plan.previousSummary))
+  end
+  return lines
+end
+
+local function run_compaction(uri, instructions)
+  local args = { uri = uri }
+  if instructions and vim.trim(instructions) ~= "" then
+    args.instructions = instructions
+  end
+  client.run("pi.compact", args, function(result)
+    util.notify("compacting…")
+    session.on_job(result.jobId, function(done)
+      if done.ok then
+        local before = done.result and done.result.tokensBefore
+        util.notify("compacted" .. (before and (" (" .. util.thousands(before) .. " tokens before)") or ""))
+      else
+        util.error("compaction failed: " .. tostring(done.error))
+      end
+    end)
+  end, session.root_of(uri))
+end
+
+--- Show the plan (a dry run), ask, then compact in the background.
+function M.compact(uri)
+  client.run("pi.compact", { uri = uri, dryRun = true }, function(result)
+    if result.plan == nil or result.plan == vim.NIL then
+      return util.notify("nothing to compact on this branch")
+    end
+    show_scratch("pi://compact/" .. name_of(uri), M.plan_lines(result.plan), uri)
+    local choices = { "Compact", "Compact with instructions…", "Cancel" }
+    vim.ui.select(choices, { prompt = "Compact this branch?" }, function(choice)
+      if choice == choices[1] then
+        run_compaction(uri)
+      elseif choice == choices[2] then
+        vim.ui.input({ prompt = "Instructions for the summary: " }, function(text)
+          if text ~= nil then
+            run_compaction(uri, text)
+          end
+        end)
+      end
+    end)
+  end, session.root_of(uri))
+end
+
+function M.compact_command(arg)
+  session.resolve(arg, M.compact)
+end
+
+return M

@@ -1,0 +1,86 @@
+-- pi-lsp for Neovim: a thin client of the pi-lsp language server. Every
+-- session operation is a server command; this plugin only shows results and
+-- turns keys into commands. See :help pi_lsp.
+local config = require("pi_lsp.config")
+
+local M = {}
+
+local listening = false
+
+local function define_highlights()
+  local links = {
+    PiTreeId = "Comment",
+    PiTreePath = "Special",
+    PiTreeLabel = "Label",
+    PiTreeLeaf = "Title",
+  }
+  for group, target in pairs(links) do
+    vim.api.nvim_set_hl(0, group, { link = target, default = true })
+  end
+end
+
+--- Configure pi-lsp and (unless autostart = false) start the server for the
+--- current workspace. Calling it again replaces the options.
+function M.setup(opts)
+  if vim.fn.has("nvim-0.10") ~= 1 then
+    vim.notify("pi-lsp needs Neovim 0.10 or newer", vim.log.levels.ERROR)
+    return
+  end
+  config.set(opts)
+  define_highlights()
+  if not listening then
+    listening = true
+    require("pi_lsp.session").setup_listeners()
+    require("pi_lsp.chat").setup_listeners()
+  end
+  M.configured = true
+  if config.options.autostart then
+    require("pi_lsp.client").get()
+  end
+end
+
+--- Commands call this so the plugin works without an explicit setup().
+function M.ensure_setup()
+  if not M.configured then
+    M.setup({})
+  end
+end
+
+function M.sessions()
+  M.ensure_setup()
+  require("pi_lsp.session").sessions_command()
+end
+
+function M.tree(arg)
+  M.ensure_setup()
+  require("pi_lsp.tree").command(arg)
+end
+
+function M.chat(arg)
+  M.ensure_setup()
+  require("pi_lsp.chat").command(arg)
+end
+
+function M.context(entry)
+  M.ensure_setup()
+  require("pi_lsp.context").command(entry)
+end
+
+function M.compact(arg)
+  M.ensure_setup()
+  require("pi_lsp.context").compact_command(arg)
+end
+
+--- For 'statusline' / 'winbar': "π claude-opus-4-5 · high · 8.1k/200k · busy"
+--- for the current buffer's session (or the session last used); "" if none.
+--- Reads a cache only, so it is cheap to call on every redraw.
+function M.statusline()
+  return require("pi_lsp.session").statusline()
+end
+
+--- The running client for the current workspace, if any.
+function M.client()
+  return require("pi_lsp.client").get()
+end
+
+return M

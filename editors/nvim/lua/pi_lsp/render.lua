@@ -1,0 +1,222 @@
+-- Pure rendering of pi messages (the agent layer, as pi.previewContext and
+-- pi/turn events carry them) into Markdown lines plus fold ranges.
+-- Thinking, tool calls, tool results and summaries get a fold each: the
+-- conversation reads as prose, the details are one `zo` away.
+local util = require("pi_lsp.util")
+
+local M = {}
+
+local Builder = {}
+Builder.__index = Builder
+
+function M.builder()
+  return setmetatable({ lines = {}, folds = {} }, Builder)
+end
+
+--- Add text (may hold newlines).
+function Builder:add(text)
+  for _, line in ipairs(util.split_lines(text)) do
+    self.lines[#self.lines + 1] = line
+  end
+end
+
+function Builder:blank()
+  if #self.lines > 0 and self.lines[#self.lines] ~= "" then
+    self.lines[#self.lines + 1] = ""
+  end
+end
+
+--- A folded block: `summary` stays visible, `body()` adds the folded lines.
+function Builder:folded(summary, body)
+  local first = #self.lines + 1
+  self:add(summary)
+  body()
+  self.folds[#self.folds + 1] = { first, #self.lines }
+end
+
+--- A fenced block whose fence is longer than any run of backticks inside.
+function Builder:fenced(text, info)
+  text = (text or ""):gsub("\n+$", "") -- tool output ends in a newline; the fence does that
+  local fence = "```"
+  while (text or ""):find(fence, 1, true) do
+    fence = fence .. "`"
+  end
+  self:add(fence .. (info or ""))
+  self:add(text or "")
+  self:add(fence)
+end
+
+--- Append another builder's output (its folds shifted to fit), a blank line
+--- between them as between any two messages.
+function Builder:extend(other)
+  if #other.lines > 0 and other.lines[1] ~= "" then
+    self:blank()
+  end
+  local offset = #self.lines
+  vim.list_extend(self.lines, other.lines)
+  for _, fold in ipairs(other.folds) do
+    self.folds[#self.folds + 1] = { fold[1] + offset, fold[2] + offset }
+  end
+end
+
+local function content_text(content)
+  if type(content) == "string" then
+    return content
+  end
+  local parts = {}
+  for _, block in ipairs(content or {}) do
+    if block.type == "text" then
+      parts[#parts + 1] = block.text or ""
+    elseif block.type == "image" then
+      parts[#parts + 1] = "[image]"
+    end
+  end
+  return table.concat(parts, "\n")
+end
+M.content_text = content_text
+
+local function one_line(text, limit)
+  local flat = (text or ""):gsub("%s+", " ")
+  flat = vim.trim(flat)
+  limit = limit or 60
+  if vim.fn.strchars(flat) > limit then
+    flat = vim.fn.strcharpart(flat, 0, limit - 1) .. "…"
+  end
+  return flat
+end
+
+local function where(entry_id)
+  return entry_id and ("  `" .. entry_id .. "`") or ""
+end
+
+local function call_target(arguments)
+  if type(arguments) ~= "table" then
+    return ""
+  end
+  return one_line(tostring(arguments.path or arguments.command or ""), 40)
+end
+
+local function encode(value)
+  if type(value) == "string" then
+    return value -- a partial argument string while streaming
+  end
+  local ok, text = pcall(vim.json.encode, value)
+  return ok and text or vim.inspect(value)
+end
+
+function Builder:assistant_block(block)
+  if block.type == "text" then
+    self:blank()
+    self:add(block.text or "")
+  elseif block.type == "thinking" then
+    if (block.thinking or "") == "" then
+      return
+    end
+    self:blank()
+    local count = #util.split_lines(block.thinking)
+    self:folded(("> ▸ _thinking_ (%d line%s)"):format(count, count == 1 and "" or "s"), function()
+      for _, line in ipairs(util.split_lines(block.thinking)) do
+        self:add("> " .. line)
+      end
+    end)
+  elseif block.type == "toolCall" then
+    self:blank()
+    self:folded(("▸ **→ %s**(%s)"):format(block.name or "?", call_target(block.arguments)), function()
+      self:fenced(encode(block.arguments), "json")
+    end)
+  end
+end
+
+function Builder:tool_result(message)
+  local text = content_text(message.content)
+  local mark = message.isError and "✗" or "✓"
+  self:blank()
+  self:folded(("▸ %s %s: %s"):format(mark, message.toolName or "tool", one_line(text)), function()
+    self:fenced(text)
+  end)
+end
+
+--- One message of the conversation. `entry_id` names its entry when known.
+function Builder:message(message, entry_id)
+  local role = message.role
+  if role == "user" then
+    self:blank()
+    self:add("## You" .. where(entry_id))
+    self:add("")
+    self:add(content_text(message.content))
+  elseif role == "assistant" then
+    self:blank()
+    local model = message.model and (" · " .. message.model) or ""
+    self:add("## pi" .. model .. where(entry_id))
+    for _, block in ipairs(message.content or {}) do
+      self:assistant_block(block)
+    end
+    if message.stopReason == "error" or message.stopReason == "aborted" then
+      self:blank()
+      self:add(("_(%s%s)_"):format(message.stopReason, message.errorMessage and (": " .. message.errorMessage) or ""))
+    end
+  elseif role == "toolResult" then
+    self:tool_result(message)
+  elseif role == "bashExecution" then
+    self:blank()
+    self:folded("## $ " .. one_line(message.command) .. where(entry_id), function()
+      self:fenced(("$ %s\n%s"):format(message.command or "", message.output or ""), "sh")
+    end)
+  elseif role == "compactionSummary" then
+    self:blank()
+    local before = message.tokensBefore and (" (" .. util.thousands(message.tokensBefore) .. " tokens before)") or ""
+    self:folded("## ▸ Compacted history" .. before .. where(entry_id), function()
+      self:add("")
+      self:add(message.summary or "")
+    end)
+  elseif role == "branchSummary" then
+    self:blank()
+    self:folded("## ▸ Summary of a branch that was left" .. where(entry_id), function()
+      self:add("")
+      self:add(message.summary or "")
+    end)
+  elseif role == "custom" then
+    self:blank()
+    self:add("## " .. (message.customType or "custom") .. where(entry_id))
+    self:add("")
+    self:add(content_text(message.content))
+  end
+end
+
+-- -- a message being streamed ----------------------------------------------------------------
+
+--- A reply under construction from message_start and message_update deltas.
+function M.live(message)
+  local live = { role = "assistant", model = message and message.model, content = {} }
+  for i, block in ipairs(message and message.content or {}) do
+    live.content[i] = vim.deepcopy(block)
+  end
+  return live
+end
+
+local DELTA_BLOCK = { text_delta = "text", thinking_delta = "thinking", toolcall_delta = "toolCall" }
+local DELTA_FIELD = { text = "text", thinking = "thinking", toolCall = "partial" }
+
+--- Apply a coalesced `deltas` list (contentIndex is 0-based) to a live reply.
+function M.apply_deltas(live, deltas)
+  for _, delta in ipairs(deltas or {}) do
+    local kind = DELTA_BLOCK[delta.type]
+    if kind then
+      local index = (delta.contentIndex or 0) + 1
+      for i = #live.content + 1, index do
+        live.content[i] = { type = kind }
+      end
+      local block = live.content[index]
+      if block.type ~= kind then
+        block.type = kind
+      end
+      local field = DELTA_FIELD[kind]
+      block[field] = (block[field] or "") .. (delta.delta or "")
+      if kind == "toolCall" then
+        block.arguments = block.partial -- shown raw until message_end brings the parsed call
+      end
+    end
+  end
+end
+
+return M

@@ -1,0 +1,321 @@
+-- Which session a command acts on, the session list, the per-session status
+-- the statusline shows, and waiting for background jobs.
+local client = require("pi_lsp.client")
+local config = require("pi_lsp.config")
+local util = require("pi_lsp.util")
+
+local M = {}
+
+M.last_uri = nil -- the session last used (any command)
+M.listed = {} -- root -> sessions from the last pi.listSessions
+local roots = {} -- session key -> workspace root it was found under
+local status = {} -- session key -> {model, thinkingLevel, totalTokens, contextWindow, busy}
+local jobs = {} -- jobId -> callback(done)
+local finished = {} -- jobId -> done that arrived before its callback was registered
+
+function M.root_of(uri)
+  return roots[util.key(uri)] or client.root(0)
+end
+
+--- Remember `uri` as the session last used (and the root it lives under).
+function M.use(uri, root)
+  if not uri then
+    return
+  end
+  M.last_uri = uri
+  local key = util.key(uri)
+  roots[key] = roots[key] or root or client.root(0)
+  if not (status[key] and status[key].model) then
+    M.refresh_status(uri)
+  end
+end
+
+--- The session a buffer shows: a pi view knows its session; a `.jsonl` file
+--- is taken for a session file (the server refuses it if it is not one).
+function M.of_buffer(buf)
+  buf = buf or 0
+  if vim.b[buf].pi_lsp_uri then
+    return vim.b[buf].pi_lsp_uri
+  end
+  local name = vim.api.nvim_buf_get_name(buf)
+  if name:match("%.jsonl$") and vim.fn.filereadable(name) == 1 then
+    return vim.uri_from_fname(vim.fn.fnamemodify(name, ":p"))
+  end
+  return nil
+end
+
+function M.list(callback, root)
+  root = root or client.root(0)
+  client.run("pi.listSessions", {}, function(result)
+    M.listed[root] = result.sessions or {}
+    for _, s in ipairs(M.listed[root]) do
+      roots[util.key(s.uri)] = roots[util.key(s.uri)] or root
+    end
+    callback(M.listed[root])
+  end, root)
+end
+
+--- A session named by a user: URI, path, id (or its prefix) or name.
+local function match(sessions, wanted)
+  local path = vim.fn.fnamemodify(vim.fn.expand(wanted), ":p")
+  for _, s in ipairs(sessions) do
+    if s.uri == wanted or util.key(s.uri) == util.key(path) or s.id == wanted or s.name == wanted then
+      return s.uri
+    end
+  end
+  for _, s in ipairs(sessions) do
+    if vim.startswith(s.id or "", wanted) then
+      return s.uri
+    end
+  end
+  return nil
+end
+
+function M.describe(s)
+  local title = (s.name and s.name ~= "") and s.name or (s.firstMessage or "(empty)")
+  title = title:gsub("%s+", " ")
+  if #title > 60 then
+    title = title:sub(1, 59) .. "…"
+  end
+  local when = (s.modified or ""):gsub("T", " "):gsub("%..*$", "")
+  return ("%s  · %s · %d entries"):format(title, when, s.entryCount or 0)
+end
+
+--- Resolve the session for a command, in the documented order: the argument,
+--- the current buffer's session, the session last used, the newest session of
+--- the workspace, and only then ask. `callback(uri)` is not called if none.
+function M.resolve(arg, callback)
+  local root = client.root(0)
+  local done = function(uri)
+    M.use(uri, root)
+    callback(uri)
+  end
+  if arg and arg ~= "" then
+    if arg:match("^file:") then
+      return done(arg)
+    end
+    return M.list(function(sessions)
+      local uri = match(sessions, arg)
+      if uri then
+        return done(uri)
+      end
+      local path = vim.fn.fnamemodify(vim.fn.expand(arg), ":p")
+      if vim.fn.filereadable(path) == 1 then
+        return done(vim.uri_from_fname(path))
+      end
+      util.error(("no session matches %q"):format(arg))
+    end, root)
+  end
+  local buffer_uri = M.of_buffer(0)
+  if buffer_uri then
+    return done(buffer_uri)
+  end
+  if M.last_uri then
+    return done(M.last_uri)
+  end
+  M.list(function(sessions)
+    if sessions[1] then
+      return done(sessions[1].uri) -- the server lists newest first
+    end
+    M.pick(done, { prompt = "No pi session in this workspace yet" })
+  end, root)
+end
+
+--- Create a session, asking for an optional name. `callback(uri, true)`.
+function M.create(callback)
+  vim.ui.input({ prompt = "Name of the new session (optional): " }, function(name)
+    if name == nil then
+      return -- cancelled
+    end
+    local args = {}
+    if vim.trim(name) ~= "" then
+      args.name = vim.trim(name)
+    end
+    client.run("pi.newSession", args, function(result)
+      M.use(result.uri)
+      callback(result.uri, true)
+    end)
+  end)
+end
+
+--- Let the user pick a session, or start a new one. `callback(uri, created)`.
+function M.pick(callback, opts)
+  opts = opts or {}
+  M.list(function(sessions)
+    local items = { { new = true } }
+    vim.list_extend(items, sessions)
+    vim.ui.select(items, {
+      prompt = opts.prompt or "pi sessions",
+      format_item = function(item)
+        return item.new and "+ Start a new session" or M.describe(item)
+      end,
+    }, function(item)
+      if not item then
+        return
+      end
+      if item.new then
+        return M.create(callback)
+      end
+      M.use(item.uri)
+      callback(item.uri)
+    end)
+  end)
+end
+
+--- `:PiSessions`: pick, then open what `open` says (a new session opens the chat).
+function M.sessions_command()
+  M.pick(function(uri, created)
+    -- A new session has no tree to look at yet: the chat is where to start.
+    local open = created and "chat" or config.options.open
+    if open == "tree" then
+      require("pi_lsp.tree").open(uri)
+    elseif open == "chat" then
+      require("pi_lsp.chat").open(uri)
+    end
+  end)
+end
+
+-- -- status for the statusline --------------------------------------------------------------
+
+local refreshers = {}
+
+--- Re-read model, thinking level and context size (pi.previewContext); the
+--- statusline only reads the cache, so drawing never waits on the server.
+function M.refresh_status(uri)
+  local key = util.key(uri)
+  if not key then
+    return
+  end
+  refreshers[key] = refreshers[key]
+    or util.coalesce(function(done)
+      client.exec("pi.previewContext", { uri = uri }, function(err, result)
+        if not err and result then
+          local busy = status[key] and status[key].busy or false
+          status[key] = {
+            model = result.model,
+            thinkingLevel = result.thinkingLevel,
+            totalTokens = result.totalTokens,
+            contextWindow = result.contextWindow,
+            busy = busy,
+          }
+          vim.cmd("redrawstatus!")
+        end
+        done()
+      end, M.root_of(uri))
+    end)
+  refreshers[key]()
+end
+
+function M.status(uri)
+  return status[util.key(uri) or ""]
+end
+
+function M.set_busy(uri, busy)
+  local key = util.key(uri)
+  if not key then
+    return
+  end
+  status[key] = status[key] or {}
+  status[key].busy = busy
+  vim.cmd("redrawstatus!")
+end
+
+function M.busy(uri)
+  local s = M.status(uri)
+  return s ~= nil and s.busy == true
+end
+
+--- The session whose turn is running (approval requests do not name one).
+function M.busy_uri()
+  if M.last_uri and M.busy(M.last_uri) then
+    return M.last_uri
+  end
+  for key, s in pairs(status) do
+    if s.busy then
+      return vim.uri_from_fname(key)
+    end
+  end
+  return M.last_uri
+end
+
+--- `require("pi_lsp").statusline()`: model · thinking · tokens/window · busy.
+function M.statusline()
+  local uri = M.of_buffer(0) or M.last_uri
+  local s = uri and M.status(uri)
+  if not s or not s.model then
+    return ""
+  end
+  local model = (s.model or ""):gsub("^[^/]*/", "")
+  local parts = {
+    "π " .. model,
+    s.thinkingLevel or "off",
+    ("%s/%s"):format(util.short_count(s.totalTokens), util.short_count(s.contextWindow)),
+  }
+  if s.busy then
+    parts[#parts + 1] = "busy"
+  end
+  return table.concat(parts, " · ")
+end
+
+-- -- jobs -------------------------------------------------------------------------------------
+
+--- Call `callback(done)` when pi/jobDone for `job_id` arrives.
+function M.on_job(job_id, callback)
+  if finished[job_id] then
+    local done = finished[job_id]
+    finished[job_id] = nil
+    return callback(done)
+  end
+  jobs[job_id] = callback
+end
+
+function M.setup_listeners()
+  util.on("jobDone", function(done)
+    local callback = jobs[done.jobId]
+    jobs[done.jobId] = nil
+    if callback then
+      callback(done)
+    else
+      finished[done.jobId] = done
+    end
+  end)
+  util.on("sessionChanged", function(change)
+    if M.status(change.uri) then
+      M.refresh_status(change.uri)
+    end
+  end)
+  util.on("sessionsChanged", function()
+    M.listed = {}
+  end)
+  util.on("turn", function(note)
+    local kind = note.event and note.event.type
+    if kind == "agent_start" then
+      M.set_busy(note.uri, true)
+    elseif kind == "agent_end" or kind == "error" then
+      M.set_busy(note.uri, false)
+      M.refresh_status(note.uri)
+    end
+  end)
+end
+
+--- Command-line completion: names and ids of the listed sessions.
+function M.complete(lead)
+  local root = client.root(0)
+  local sessions = M.listed[root]
+  if not sessions or #sessions == 0 then
+    local result = client.exec_sync("pi.listSessions", {}, 1500, root)
+    sessions = result and result.sessions or {}
+    M.listed[root] = sessions
+  end
+  local out = {}
+  for _, s in ipairs(sessions) do
+    for _, word in ipairs({ s.name, s.id }) do
+      if word and word ~= "" and vim.startswith(word, lead) then
+        out[#out + 1] = word
+      end
+    end
+  end
+  return out
+end
+
+return M

@@ -1,0 +1,478 @@
+-- :PiTree — the session tree in a buffer. A chain of entries stays at one
+-- depth and only forks indent (as `pi-lsp tree` prints it); every fork's branch
+-- is a fold. `*` marks the current path, `← leaf` the leaf. Re-rendered on
+-- pi/sessionChanged; every action is one server command.
+local client = require("pi_lsp.client")
+local config = require("pi_lsp.config")
+local session = require("pi_lsp.session")
+local util = require("pi_lsp.util")
+
+local M = {}
+
+local ns = vim.api.nvim_create_namespace("pi_lsp_tree")
+local views = {} -- buf -> {uri, root, nodes, by_id, leaf, line_ids, ids_line, rendered}
+local HEADER_LINES = 2
+
+local HELP = {
+  { "branch", "branch here" },
+  { "branch_summary", "branch with summary" },
+  { "label", "label" },
+  { "fork", "fork" },
+  { "preview", "preview context" },
+  { "diff", "diff vs leaf" },
+  { "edit", "edit prompt" },
+  { "chat", "chat" },
+  { "refresh", "refresh" },
+  { "close", "close" },
+}
+
+local function first_key(value)
+  return type(value) == "table" and value[1] or value
+end
+
+local function help_line()
+  local keys = config.options.tree.keys
+  local parts = {}
+  for _, item in ipairs(HELP) do
+    local key = first_key(keys[item[1]])
+    if key then
+      parts[#parts + 1] = key .. " " .. item[2]
+    end
+  end
+  return '" ' .. table.concat(parts, " · ")
+end
+
+-- -- layout ------------------------------------------------------------------------------------
+
+--- Children of every shown node in file order. Hidden `leaf` entries pass
+--- their children up to the nearest shown ancestor.
+local function children_index(nodes, by_id, show)
+  local function shown_parent(node)
+    local parent = node.parentId and by_id[node.parentId]
+    while parent and not show(parent) do
+      parent = parent.parentId and by_id[parent.parentId]
+    end
+    return parent and parent.id or false
+  end
+  local index = {}
+  for _, node in ipairs(nodes) do
+    if show(node) then
+      local parent = shown_parent(node)
+      index[parent] = index[parent] or {}
+      table.insert(index[parent], node)
+    end
+  end
+  return index
+end
+
+local function node_line(node, indent, branch_start, leaf)
+  local mark = node.onPath and "*" or " "
+  local kind = node.role or node.type
+  local text = ("%s%s%s %s %s: %s"):format(indent, branch_start and "├─ " or "", mark, node.id, kind, node.preview or "")
+  if node.label and node.label ~= "" then
+    text = text .. "  [" .. node.label .. "]"
+  end
+  if node.id == leaf then
+    text = text .. "  ← leaf"
+  end
+  return text
+end
+
+--- Lines, the entry id of each line, and fold ranges for a pi.getTree result.
+--- Iterative (a session can hold 100k entries: no recursion).
+function M.layout(tree, show_leaf_entries)
+  local nodes = tree.nodes or {}
+  local by_id = {}
+  for _, node in ipairs(nodes) do
+    by_id[node.id] = node
+  end
+  local function show(node)
+    return show_leaf_entries or node.type ~= "leaf"
+  end
+  local index = children_index(nodes, by_id, show)
+  local lines, ids, folds = {}, {}, {}
+  local open = {} -- folds not yet closed, deepest last: {first line, depth}
+  local function close_to(depth, last)
+    while #open > 0 and open[#open][2] >= depth do
+      local fold = table.remove(open)
+      folds[#folds + 1] = { fold[1], last, fold[2] }
+    end
+  end
+  local stack = {}
+  for i = #(index[false] or {}), 1, -1 do
+    stack[#stack + 1] = { index[false][i], "", false, 0 }
+  end
+  while #stack > 0 do
+    local node, indent, branch_start, depth = unpack(table.remove(stack))
+    local lnum = #lines + 1
+    if branch_start then
+      -- A branch's fold runs until the next branch at its depth or shallower.
+      close_to(depth, lnum - 1)
+      open[#open + 1] = { lnum, depth }
+    end
+    lines[lnum] = node_line(node, indent, branch_start, tree.leafId)
+    ids[lnum] = node.id
+    local children = index[node.id] or {}
+    if #children == 1 then
+      stack[#stack + 1] = { children[1], indent, false, depth }
+    elseif #children > 1 then
+      local child_indent = indent .. (branch_start and "│  " or "") .. "  "
+      for i = #children, 1, -1 do
+        stack[#stack + 1] = { children[i], child_indent, true, depth + 1 }
+      end
+    end
+  end
+  close_to(1, #lines)
+  return lines, ids, folds, by_id
+end
+
+-- -- rendering ---------------------------------------------------------------------------------
+
+local function session_title(view)
+  for _, s in ipairs(session.listed[view.root] or {}) do
+    if util.same(s.uri, view.uri) then
+      return (s.name and s.name ~= "") and s.name or s.id
+    end
+  end
+  return vim.fn.fnamemodify(util.key(view.uri), ":t:r")
+end
+
+local function highlight(buf, lines, ids, view)
+  vim.api.nvim_buf_clear_namespace(buf, ns, 0, -1)
+  local help = vim.api.nvim_buf_get_lines(buf, 1, 2, false)[1] or ""
+  vim.api.nvim_buf_set_extmark(buf, ns, 1, 0, { end_col = #help, hl_group = "Comment" })
+  for lnum, id in pairs(ids) do
+    local node = view.by_id[id]
+    local row = lnum - 1 + HEADER_LINES
+    local line = lines[lnum]
+    local id_col = line:find(id, 1, true)
+    if id_col then
+      vim.api.nvim_buf_set_extmark(buf, ns, row, id_col - 1, { end_col = id_col - 1 + #id, hl_group = "PiTreeId" })
+    end
+    if node.onPath and id_col and id_col > 2 then
+      vim.api.nvim_buf_set_extmark(buf, ns, row, id_col - 3, { end_col = id_col - 2, hl_group = "PiTreePath" })
+    end
+    local label_col = node.label and line:find("[" .. node.label .. "]", 1, true)
+    if label_col then
+      vim.api.nvim_buf_set_extmark(buf, ns, row, label_col - 1, { end_col = label_col + #node.label + 1, hl_group = "PiTreeLabel" })
+    end
+    if id == view.leaf then
+      vim.api.nvim_buf_set_extmark(buf, ns, row, 0, { end_col = #line, hl_group = "PiTreeLeaf" })
+    end
+  end
+end
+
+--- Which branch folds the user has closed, by the entry id they start at.
+local function closed_folds(buf, view)
+  local closed = {}
+  local win = vim.fn.bufwinid(buf)
+  if win == -1 or not view.line_ids then
+    return nil
+  end
+  vim.api.nvim_win_call(win, function()
+    for _, fold in ipairs(view.folds or {}) do
+      local row = fold[1] + HEADER_LINES
+      if vim.fn.foldclosed(row) == row then
+        closed[view.line_ids[fold[1]]] = true
+      end
+    end
+  end)
+  return closed
+end
+
+local function restore_folds(buf, view, folds, closed)
+  local win = vim.fn.bufwinid(buf)
+  if win == -1 then
+    return
+  end
+  vim.api.nvim_win_call(win, function()
+    vim.cmd("normal! zx") -- recompute the folds from the new levels, all open
+    -- Deepest first, so closing an outer fold does not hide an inner one's line.
+    table.sort(folds, function(a, b)
+      return a[3] > b[3]
+    end)
+    for _, fold in ipairs(folds) do
+      local id = view.line_ids[fold[1]]
+      local node = view.by_id[id]
+      local close
+      if closed then
+        close = closed[id]
+      else
+        close = config.options.tree.fold_off_path and not node.onPath
+      end
+      if close then
+        vim.cmd(("%dfoldclose"):format(fold[1] + HEADER_LINES))
+      end
+    end
+  end)
+end
+
+local function cursor_entry(buf, view)
+  local win = vim.fn.bufwinid(buf)
+  if win == -1 or not view.line_ids then
+    return nil
+  end
+  return view.line_ids[vim.api.nvim_win_get_cursor(win)[1] - HEADER_LINES]
+end
+
+local function draw(buf, view, tree)
+  local cursor_id = cursor_entry(buf, view)
+  local closed = view.rendered and closed_folds(buf, view) or nil
+  local lines, ids, folds, by_id = M.layout(tree, config.options.tree.show_leaf_entries)
+  view.nodes, view.by_id, view.leaf, view.line_ids, view.folds = tree.nodes, by_id, tree.leafId, ids, folds
+  view.ids_line = {}
+  for lnum, id in pairs(ids) do
+    view.ids_line[id] = lnum + HEADER_LINES
+  end
+  -- Fold levels first: nvim reads them while the lines change.
+  local shifted = {}
+  for _, fold in ipairs(folds) do
+    shifted[#shifted + 1] = { fold[1] + HEADER_LINES, fold[2] + HEADER_LINES, fold[3] }
+  end
+  util.set_folds(buf, shifted)
+  local header = ("%s — %d entries, leaf %s"):format(session_title(view), #(tree.nodes or {}), tree.leafId or "(none)")
+  local all = { header, help_line() }
+  vim.list_extend(all, lines)
+  util.set_lines(buf, 0, -1, all)
+  highlight(buf, lines, ids, view)
+  restore_folds(buf, view, folds, closed)
+  local win = vim.fn.bufwinid(buf)
+  -- Stay on the entry the cursor was on; the first time, go to the leaf.
+  local target = (cursor_id and view.ids_line[cursor_id]) or view.ids_line[tree.leafId or ""]
+  if win ~= -1 and target then
+    vim.api.nvim_win_set_cursor(win, { target, 0 })
+  end
+  view.rendered = true
+end
+
+--- Fetch the tree and redraw (coalesced per buffer).
+function M.refresh(buf)
+  local view = views[buf]
+  if view then
+    view.refresh()
+  end
+end
+
+-- -- actions -----------------------------------------------------------------------------------
+
+local function entry_under_cursor(buf)
+  local view = views[buf]
+  local lnum = vim.api.nvim_win_get_cursor(0)[1]
+  local id = view and view.line_ids and view.line_ids[lnum - HEADER_LINES]
+  if not id then
+    util.warn("no entry on this line")
+    return nil
+  end
+  return view.by_id[id], view
+end
+
+--- Put text in the session's chat input (opening the chat).
+local function to_chat_input(view, text)
+  require("pi_lsp.chat").open(view.uri, { input = text })
+end
+
+M.actions = {}
+
+function M.actions.branch(buf)
+  local node, view = entry_under_cursor(buf)
+  if not node then
+    return
+  end
+  client.run("pi.branch", { uri = view.uri, targetId = node.id }, function(result)
+    if result.editorText then
+      -- Moving to a user message lands on its parent and hands back its text.
+      util.notify("moved to the parent of " .. node.id .. "; its prompt is in the chat input")
+      require("pi_lsp.chat").set_input(view.uri, result.editorText)
+    else
+      util.notify("leaf is now " .. (result.leafId or "(root)"))
+    end
+    M.refresh(buf)
+  end, view.root)
+end
+
+function M.actions.branch_summary(buf)
+  local node, view = entry_under_cursor(buf)
+  if not node then
+    return
+  end
+  vim.ui.input({ prompt = "Summary instructions (optional): " }, function(instructions)
+    if instructions == nil then
+      return
+    end
+    local args = { uri = view.uri, targetId = node.id }
+    if vim.trim(instructions) ~= "" then
+      args.instructions = instructions
+    end
+    client.run("pi.branchWithSummary", args, function(result)
+      util.notify("summarizing the branch you leave…")
+      session.on_job(result.jobId, function(done)
+        if not done.ok then
+          return util.error("branch summary failed: " .. tostring(done.error))
+        end
+        util.notify("branched to " .. node.id .. " with a summary")
+        if done.result and done.result.editorText then
+          require("pi_lsp.chat").set_input(view.uri, done.result.editorText)
+        end
+        M.refresh(buf)
+      end)
+    end, view.root)
+  end)
+end
+
+function M.actions.label(buf)
+  local node, view = entry_under_cursor(buf)
+  if not node then
+    return
+  end
+  vim.ui.input({ prompt = "Label for " .. node.id .. " (empty clears): ", default = node.label or "" }, function(label)
+    if label == nil then
+      return
+    end
+    label = vim.trim(label)
+    client.run("pi.label", { uri = view.uri, targetId = node.id, label = label ~= "" and label or vim.NIL }, function()
+      M.refresh(buf)
+    end, view.root)
+  end)
+end
+
+function M.actions.fork(buf)
+  local node, view = entry_under_cursor(buf)
+  if not node then
+    return
+  end
+  client.run("pi.fork", { uri = view.uri, leafId = node.id }, function(result)
+    util.notify("forked at " .. node.id .. " into " .. vim.fn.fnamemodify(util.key(result.uri), ":t"))
+    session.use(result.uri, view.root)
+    M.open(result.uri)
+  end, view.root)
+end
+
+function M.actions.preview(buf)
+  local node, view = entry_under_cursor(buf)
+  if node then
+    require("pi_lsp.context").preview(view.uri, node.id)
+  end
+end
+
+function M.actions.diff(buf)
+  local node, view = entry_under_cursor(buf)
+  if node then
+    require("pi_lsp.context").diff(view.uri, node.id, view.leaf, view.by_id)
+  end
+end
+
+function M.actions.edit(buf)
+  local node, view = entry_under_cursor(buf)
+  if not node then
+    return
+  end
+  if node.role ~= "user" then
+    return util.warn(node.id .. " is not a prompt of yours (only user messages can be edited)")
+  end
+  client.run("pi.branch", { uri = view.uri, targetId = node.id }, function(result)
+    M.refresh(buf)
+    to_chat_input(view, result.editorText or "")
+  end, view.root)
+end
+
+function M.actions.chat(buf)
+  require("pi_lsp.chat").open(views[buf].uri)
+end
+
+function M.actions.refresh(buf)
+  M.refresh(buf)
+end
+
+function M.actions.close()
+  if not pcall(vim.cmd, "close") then
+    vim.cmd("enew") -- the last window: show an empty buffer instead
+  end
+end
+
+function M.actions.help()
+  local lines = {}
+  for name, key in pairs(config.options.tree.keys) do
+    lines[#lines + 1] = ("%-12s %s"):format(type(key) == "table" and table.concat(key, ", ") or key, name)
+  end
+  table.sort(lines)
+  util.notify("tree keys:\n" .. table.concat(lines, "\n"))
+end
+
+local function map_keys(buf)
+  for action, keys in pairs(config.options.tree.keys) do
+    for _, key in ipairs(type(keys) == "table" and keys or { keys }) do
+      util.map(buf, "n", key, function()
+        M.actions[action](buf)
+      end, "pi: " .. action)
+    end
+  end
+end
+
+-- -- opening -----------------------------------------------------------------------------------
+
+local function buffer_for(uri, root)
+  for buf, view in pairs(views) do
+    if vim.api.nvim_buf_is_valid(buf) and util.same(view.uri, uri) then
+      return buf
+    end
+  end
+  local buf = util.scratch("pi://tree/" .. vim.fn.fnamemodify(util.key(uri), ":t:r"), "pitree")
+  vim.b[buf].pi_lsp_uri = uri
+  vim.b[buf].pi_lsp_root = root
+  local view = { uri = uri, root = root }
+  views[buf] = view
+  view.refresh = util.coalesce(function(done)
+    client.exec("pi.getTree", { uri = uri }, function(err, tree)
+      if err then
+        util.error("pi.getTree: " .. (err.message or tostring(err)))
+      elseif vim.api.nvim_buf_is_valid(buf) then
+        draw(buf, view, tree)
+      end
+      done()
+    end, root)
+  end)
+  map_keys(buf)
+  util.tie(buf, {
+    util.on("sessionChanged", function(change)
+      if util.same(change.uri, uri) then
+        view.refresh()
+      end
+    end),
+    function()
+      views[buf] = nil
+      util.forget_folds(buf)
+    end,
+  })
+  return buf
+end
+
+--- Open the tree of `uri` in a split (or its window, if shown).
+function M.open(uri)
+  local root = session.root_of(uri)
+  local buf = buffer_for(uri, root)
+  local win = util.show(buf, "topleft vsplit")
+  vim.wo[win].wrap = false
+  vim.wo[win].cursorline = true
+  vim.wo[win].number = false
+  vim.wo[win].relativenumber = false
+  util.use_folds(win, 99)
+  -- The title comes from the session list; fetch it once if we have none.
+  if not session.listed[root] then
+    session.list(function()
+      M.refresh(buf)
+    end, root)
+  end
+  M.refresh(buf)
+  return buf
+end
+
+function M.command(arg)
+  session.resolve(arg, M.open)
+end
+
+--- The view behind a tree buffer (tests and statuslines read it).
+function M.view(buf)
+  return views[buf or vim.api.nvim_get_current_buf()]
+end
+
+return M

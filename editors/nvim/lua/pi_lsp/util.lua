@@ -1,0 +1,217 @@
+-- Small helpers shared by the pi-lsp modules: version shims, an event bus,
+-- scratch buffers and expression folds. Nothing here knows about sessions.
+local M = {}
+
+M.has_011 = vim.fn.has("nvim-0.11") == 1
+
+--- Report to the user with one prefix, so messages are easy to attribute.
+function M.notify(message, level)
+  vim.notify("pi-lsp: " .. message, level or vim.log.levels.INFO)
+end
+
+function M.warn(message)
+  M.notify(message, vim.log.levels.WARN)
+end
+
+function M.error(message)
+  M.notify(message, vim.log.levels.ERROR)
+end
+
+--- A stable key for a session URI: the server may spell one file's URI in
+--- more than one way (percent-encoding, resolved paths), the key may not.
+function M.key(uri)
+  if type(uri) ~= "string" or uri == "" then
+    return nil
+  end
+  local path = uri:match("^file:") and vim.uri_to_fname(uri) or uri
+  return vim.fs.normalize(path)
+end
+
+function M.same(a, b)
+  return a ~= nil and b ~= nil and M.key(a) == M.key(b)
+end
+
+function M.split_lines(text)
+  return vim.split(text or "", "\n", { plain = true })
+end
+
+--- "1234" -> "1.2k": statuslines and headers have little room.
+function M.short_count(n)
+  n = tonumber(n) or 0
+  if n >= 1000000 then
+    return (string.format("%.1fM", n / 1000000):gsub("%.0M$", "M"))
+  elseif n >= 1000 then
+    return (string.format("%.1fk", n / 1000):gsub("%.0k$", "k"))
+  end
+  return tostring(n)
+end
+
+--- "12345" -> "12,345", as the server's own Markdown writes numbers.
+function M.thousands(n)
+  local s = tostring(math.floor(tonumber(n) or 0))
+  local formatted = s:reverse():gsub("(%d%d%d)", "%1,"):reverse()
+  return (formatted:gsub("^,", ""))
+end
+
+-- -- event bus ----------------------------------------------------------------------------
+-- Notifications from the server are fanned out to whichever views are open;
+-- views subscribe when created and unsubscribe when their buffer goes away.
+
+local listeners = {}
+
+function M.on(event, fn)
+  listeners[event] = listeners[event] or {}
+  listeners[event][fn] = true
+  return function()
+    listeners[event][fn] = nil
+  end
+end
+
+function M.emit(event, ...)
+  -- Copy first: a listener may unsubscribe (or subscribe) while we iterate.
+  local current = {}
+  for fn in pairs(listeners[event] or {}) do
+    current[#current + 1] = fn
+  end
+  for _, fn in ipairs(current) do
+    local ok, err = pcall(fn, ...)
+    if not ok then
+      M.error(("%s listener failed: %s"):format(event, err))
+    end
+  end
+end
+
+--- Unsubscribe `unsubscribe` functions when `buf` is wiped out.
+function M.tie(buf, unsubscribers)
+  vim.api.nvim_create_autocmd("BufWipeout", {
+    buffer = buf,
+    once = true,
+    callback = function()
+      for _, off in ipairs(unsubscribers) do
+        off()
+      end
+    end,
+  })
+end
+
+--- Run async `work(done)` at most once at a time; triggers that arrive while it
+--- runs collapse into one more run. Keeps re-renders from piling up when the
+--- server sends a burst of notifications.
+function M.coalesce(work)
+  local running, again = false, false
+  local trigger
+  trigger = function()
+    if running then
+      again = true
+      return
+    end
+    running = true
+    work(function()
+      running = false
+      if again then
+        again = false
+        vim.schedule(trigger)
+      end
+    end)
+  end
+  return trigger
+end
+
+-- -- buffers ------------------------------------------------------------------------------
+
+--- A scratch buffer with a fixed name; the same name reuses the same buffer so
+--- repeated commands do not pile up buffers.
+function M.scratch(name, filetype)
+  local buf = -1
+  for _, b in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_get_name(b) == name then
+      buf = b -- compared exactly: bufnr() would read the name as a pattern
+    end
+  end
+  if buf == -1 then
+    buf = vim.api.nvim_create_buf(false, true)
+    vim.api.nvim_buf_set_name(buf, name)
+  end
+  vim.bo[buf].buftype = "nofile"
+  vim.bo[buf].bufhidden = "hide"
+  vim.bo[buf].swapfile = false
+  if filetype then
+    vim.bo[buf].filetype = filetype
+  end
+  return buf
+end
+
+--- Replace lines of a read-only buffer (it stays read-only for the user).
+function M.set_lines(buf, first, last, lines)
+  vim.bo[buf].modifiable = true
+  vim.api.nvim_buf_set_lines(buf, first, last, false, lines)
+  vim.bo[buf].modifiable = false
+end
+
+--- Show `buf` in a window: its own window if it has one, else a split.
+function M.show(buf, split)
+  local win = vim.fn.bufwinid(buf)
+  if win ~= -1 then
+    vim.api.nvim_set_current_win(win)
+    return win
+  end
+  vim.cmd(split or "split")
+  vim.api.nvim_win_set_buf(0, buf)
+  return vim.api.nvim_get_current_win()
+end
+
+function M.map(buf, modes, lhs, fn, desc)
+  if lhs and lhs ~= "" then
+    vim.keymap.set(modes, lhs, fn, { buffer = buf, nowait = true, silent = true, desc = desc })
+  end
+end
+
+-- -- folds --------------------------------------------------------------------------------
+-- Views compute their folds while rendering; the fold expression only looks
+-- the level up, so folding costs nothing per keystroke.
+
+local fold_levels = {}
+
+--- `ranges`: list of {first, last, level?} (1-based lines). Nested ranges
+--- need increasing levels; ranges of one level must not overlap.
+function M.set_folds(buf, ranges)
+  local levels = {}
+  for _, range in ipairs(ranges) do
+    local level = range[3] or 1
+    levels[range[1]] = ">" .. level
+    for lnum = range[1] + 1, range[2] do
+      if levels[lnum] == nil or tonumber(levels[lnum]) then
+        levels[lnum] = math.max(level, tonumber(levels[lnum]) or 0)
+      end
+    end
+  end
+  fold_levels[buf] = levels
+end
+
+function M.foldexpr(lnum)
+  local levels = fold_levels[vim.api.nvim_get_current_buf()]
+  local level = levels and levels[lnum]
+  return level and tostring(level) or "0"
+end
+
+function M.foldtext()
+  local first = vim.fn.getline(vim.v.foldstart)
+  local count = vim.v.foldend - vim.v.foldstart
+  return ("%s  … %d more line%s"):format(first, count, count == 1 and "" or "s")
+end
+
+--- Give a window expression folds read from `set_folds`.
+function M.use_folds(win, level)
+  local wo = vim.wo[win]
+  wo.foldmethod = "expr"
+  wo.foldexpr = "v:lua.require'pi_lsp.util'.foldexpr(v:lnum)"
+  wo.foldtext = "v:lua.require'pi_lsp.util'.foldtext()"
+  wo.foldlevel = level or 0
+  wo.foldenable = true
+end
+
+function M.forget_folds(buf)
+  fold_levels[buf] = nil
+end
+
+return M

@@ -1,0 +1,65 @@
+-- User commands of pi-lsp. Modules load on first use, so startup costs nothing.
+if vim.g.loaded_pi_lsp then
+  return
+end
+vim.g.loaded_pi_lsp = true
+
+local function pi()
+  return require("pi_lsp")
+end
+
+local function complete_sessions(lead)
+  pi().ensure_setup()
+  return require("pi_lsp.session").complete(lead)
+end
+
+--- Entry ids of the tree last shown (no server round trip while typing).
+local function complete_entries(lead)
+  local out = {}
+  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+    local view = package.loaded["pi_lsp.tree"] and require("pi_lsp.tree").view(buf)
+    for _, node in ipairs(view and view.nodes or {}) do
+      if vim.startswith(node.id, lead) then
+        out[#out + 1] = node.id
+      end
+    end
+  end
+  return out
+end
+
+local commands = {
+  PiSessions = {
+    function()
+      pi().sessions()
+    end,
+    { nargs = 0, desc = "pi: pick a session or start a new one" },
+  },
+  PiTree = {
+    function(o)
+      pi().tree(o.args)
+    end,
+    { nargs = "?", complete = complete_sessions, desc = "pi: the session tree" },
+  },
+  PiChat = {
+    function(o)
+      pi().chat(o.args)
+    end,
+    { nargs = "?", complete = complete_sessions, desc = "pi: chat on the current path" },
+  },
+  PiContext = {
+    function(o)
+      pi().context(o.args)
+    end,
+    { nargs = "?", complete = complete_entries, desc = "pi: preview the context at an entry" },
+  },
+  PiCompact = {
+    function(o)
+      pi().compact(o.args)
+    end,
+    { nargs = "?", complete = complete_sessions, desc = "pi: compact the current branch" },
+  },
+}
+
+for name, spec in pairs(commands) do
+  vim.api.nvim_create_user_command(name, spec[1], spec[2])
+end

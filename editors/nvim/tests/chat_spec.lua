@@ -1,0 +1,84 @@
+-- :PiSessions starts a new session, :PiChat sends a prompt and shows the
+-- streamed reply, then a slow reply is aborted and the turn ends.
+-- The fake server is scripted with: text_reply("Hello", " there"), then a
+-- reply of 60 pieces 0.3 s apart.
+local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/helpers.lua")
+H.setup()
+local pi = require("pi_lsp")
+
+-- :PiSessions: the first item starts a new session; it opens in the chat.
+table.insert(H.selects, function(items)
+  assert(items[1].new, "the first item starts a new session")
+  return items[1]
+end)
+table.insert(H.inputs, "nvim chat")
+vim.cmd("PiSessions")
+local chat_buf, input_buf
+H.wait(10000, function()
+  chat_buf, input_buf = H.find_buf("pi://chat/"), H.find_buf("pi://input/")
+  return chat_buf and input_buf and vim.api.nvim_get_current_buf() == input_buf
+end, "the chat did not open with its input")
+local uri = vim.b[chat_buf].pi_lsp_uri
+H.wait(5000, function()
+  return H.contains(chat_buf, "# nvim chat")
+end, "the chat header names the session", chat_buf)
+
+-- Send a prompt from the input with <CR>; the reply streams into the chat.
+vim.api.nvim_buf_set_lines(input_buf, 0, -1, false, { "Say hello" })
+H.keys("<CR>")
+H.wait(10000, function()
+  return H.contains(chat_buf, "Hello there")
+end, "the streamed reply did not reach the chat", chat_buf)
+H.wait(5000, function()
+  return not pi.statusline():find("busy", 1, true) and H.text(chat_buf):find("## pi · claude%-sonnet%-4%-5  `%x+`")
+end, "the turn did not end with the transcript re-read (entry ids)", chat_buf)
+local text = H.text(chat_buf)
+local you, reply = text:find("## You", 1, true), text:find("Hello there", 1, true)
+H.check(you and you < reply and text:find("Say hello", 1, true), "prompt then reply", chat_buf)
+H.check(#H.lines(input_buf) == 1 and H.lines(input_buf)[1] == "", "the input was cleared", input_buf)
+local nodes = H.exec("pi.getTree", { uri = uri }).nodes
+H.check(nodes[#nodes].role == "assistant" and nodes[#nodes].preview == "Hello there", "the reply is in the session")
+H.dump(":PiChat (after a streamed reply)", chat_buf)
+
+-- A slow reply: wait until it streams, abort with <C-c>, see the turn end.
+vim.api.nvim_buf_set_lines(input_buf, 0, -1, false, { "Count slowly" })
+H.keys("<CR>")
+H.wait(10000, function()
+  return H.contains(chat_buf, "piece1")
+end, "the slow reply did not start streaming", chat_buf)
+H.check(H.contains(chat_buf, "pi is working"), "a busy line while the turn runs", chat_buf)
+H.check(pi.statusline():find("busy", 1, true), "the statusline says busy: " .. pi.statusline())
+-- Steer while it runs: the server queues it, the chat notes it.
+vim.api.nvim_buf_set_lines(input_buf, 0, -1, false, { "Faster, please" })
+H.keys("S")
+H.wait(5000, function()
+  return H.contains(chat_buf, "↳ steering: Faster, please")
+end, "the steering message was not queued", chat_buf)
+H.dump(":PiChat (streaming)", chat_buf)
+local started = vim.uv.now()
+H.keys("<C-c>")
+H.wait(5000, function()
+  return H.contains(chat_buf, "_(aborted") and not H.contains(chat_buf, "pi is working")
+end, "the aborted turn did not end", chat_buf)
+H.check(vim.uv.now() - started < 4000, "the abort took effect at once")
+H.check(not H.contains(chat_buf, "piece30"), "the reply stopped streaming", chat_buf)
+H.wait(3000, function()
+  return not pi.statusline():find("busy", 1, true)
+end, "the statusline still says busy: " .. pi.statusline())
+
+H.wait(5000, function()
+  return H.text(chat_buf):find("## You  `%x+`\n\nCount slowly") ~= nil and not H.contains(chat_buf, "↳ steering")
+end, "the transcript was not re-read after the abort", chat_buf)
+H.dump(":PiChat (after <C-c>)", chat_buf, 12)
+
+-- The tree of the new session (T from the chat) shows the turns.
+vim.api.nvim_set_current_win(vim.fn.bufwinid(chat_buf))
+H.keys("T")
+local tree_buf
+H.wait(5000, function()
+  tree_buf = H.find_buf("pi://tree/")
+  return tree_buf and H.contains(tree_buf, "Count slowly") and H.contains(tree_buf, "← leaf")
+end, "the tree of the new session", tree_buf)
+H.dump(":PiTree (new session)", tree_buf)
+
+H.finish()

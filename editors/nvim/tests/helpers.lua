@@ -1,0 +1,188 @@
+-- Shared by the headless test scripts (run by tests/test_nvim.py):
+--   nvim --headless --clean -u NONE -l editors/nvim/tests/<script>.lua
+-- Environment: PI_LSP_PYTHON (the venv's python), PI_LSP_WORKSPACE (a copy of
+-- examples/workspace), PI_LSP_FAKE_URL (the fake Anthropic server),
+-- PI_LSP_APPROVAL ("auto" or "ask"), PI_LSP_DUMP (optional: a file to write
+-- the rendered buffers to, for the README transcript).
+-- A failed check raises, which makes `nvim -l` exit with status 1.
+local H = {}
+
+local here = debug.getinfo(1, "S").source:sub(2)
+H.plugin_dir = vim.fn.fnamemodify(here, ":p:h:h")
+
+local function env(name)
+  local value = os.getenv(name)
+  assert(value and value ~= "", name .. " is not set (run these scripts through tests/test_nvim.py)")
+  return value
+end
+
+--- Load the plugin from this checkout and start it on the test workspace.
+function H.setup(extra)
+  vim.opt.runtimepath:prepend(H.plugin_dir)
+  vim.cmd("runtime plugin/pi_lsp.lua")
+  vim.cmd.cd(env("PI_LSP_WORKSPACE"))
+  -- Headless nvim has no UI for vim.ui.*: tests answer through these queues.
+  H.inputs, H.selects = {}, {}
+  vim.ui.input = function(opts, on_confirm)
+    local answer = table.remove(H.inputs, 1)
+    assert(answer ~= nil, "unexpected vim.ui.input: " .. tostring(opts and opts.prompt))
+    on_confirm(answer ~= false and answer or nil)
+  end
+  vim.ui.select = function(items, opts, on_choice)
+    local pick = table.remove(H.selects, 1)
+    assert(pick ~= nil, "unexpected vim.ui.select: " .. tostring(opts and opts.prompt))
+    local choice = pick(items, opts)
+    on_choice(choice, choice and vim.tbl_contains(items, choice) and nil)
+  end
+  H.messages = {}
+  local notify = vim.notify
+  vim.notify = function(msg, level, o)
+    table.insert(H.messages, msg)
+    if level and level >= vim.log.levels.ERROR then
+      io.stderr:write("notify(error): " .. msg .. "\n")
+    end
+    return notify(msg, level, o)
+  end
+  local opts = vim.tbl_deep_extend("force", {
+    cmd = { env("PI_LSP_PYTHON"), "-m", "pi_lsp.cli", "serve" },
+    settings = {
+      anthropicBaseUrl = env("PI_LSP_FAKE_URL"),
+      anthropicApiKey = "test",
+      toolApproval = os.getenv("PI_LSP_APPROVAL") or "auto",
+    },
+  }, extra or {})
+  require("pi_lsp").setup(opts)
+  local client = require("pi_lsp").client()
+  H.wait(15000, function()
+    return client.initialized
+  end, "the server did not initialize")
+  return client
+end
+
+function H.lines(buf)
+  return vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+end
+
+function H.text(buf)
+  return table.concat(H.lines(buf), "\n")
+end
+
+--- Wait for `cond`; on timeout fail with `what` and, if given, a buffer's text.
+function H.wait(ms, cond, what, buf)
+  if vim.wait(ms, cond, 20) then
+    return
+  end
+  local detail = ""
+  if buf and vim.api.nvim_buf_is_valid(buf) then
+    detail = "\n--- buffer " .. vim.api.nvim_buf_get_name(buf) .. " ---\n" .. H.text(buf)
+  end
+  if #H.messages > 0 then
+    detail = detail .. "\n--- messages ---\n" .. table.concat(H.messages, "\n")
+  end
+  error("timed out: " .. what .. detail, 0)
+end
+
+function H.check(cond, what, buf)
+  if not cond then
+    local detail = buf and ("\n--- buffer ---\n" .. H.text(buf)) or ""
+    error("check failed: " .. what .. detail, 0)
+  end
+end
+
+function H.contains(buf, needle)
+  return H.text(buf):find(needle, 1, true) ~= nil
+end
+
+--- The buffer whose name starts with `prefix` (pi://tree/, pi://chat/ …).
+function H.find_buf(prefix)
+  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.startswith(vim.api.nvim_buf_get_name(buf), prefix) then
+      return buf
+    end
+  end
+  return nil
+end
+
+--- The line number of the first line containing `needle`.
+function H.line_of(buf, needle)
+  for lnum, line in ipairs(H.lines(buf)) do
+    if line:find(needle, 1, true) then
+      return lnum
+    end
+  end
+  return nil
+end
+
+--- The line of tree entry `id` (not the header, which names the leaf too).
+function H.entry(buf, id)
+  for lnum, line in ipairs(H.lines(buf)) do
+    if line:find(" " .. id .. " [%w_]+: ") then
+      return lnum
+    end
+  end
+  return nil
+end
+
+--- Press keys as a user would (mappings apply).
+function H.keys(keys)
+  vim.api.nvim_feedkeys(vim.keycode(keys), "mx", false)
+end
+
+--- A server command, synchronously, for checks on the server's state.
+function H.exec(command, args)
+  local client = require("pi_lsp").client()
+  local response = client:request_sync("workspace/executeCommand", {
+    command = command,
+    arguments = { args or vim.empty_dict() },
+  }, 5000)
+  assert(response and not response.err, command .. " failed: " .. vim.inspect(response))
+  return response.result
+end
+
+--- Append a buffer's text to PI_LSP_DUMP (used to write the README transcript).
+--- The lines as the buffer's window shows them: a closed fold is its fold text.
+function H.visible(buf)
+  local win = vim.fn.bufwinid(buf)
+  if win == -1 then
+    return H.lines(buf)
+  end
+  return vim.api.nvim_win_call(win, function()
+    local out, lnum, count = {}, 1, vim.api.nvim_buf_line_count(buf)
+    while lnum <= count do
+      if vim.fn.foldclosed(lnum) == lnum then
+        out[#out + 1] = vim.fn.foldtextresult(lnum)
+        lnum = vim.fn.foldclosedend(lnum) + 1
+      else
+        out[#out + 1] = vim.fn.getline(lnum)
+        lnum = lnum + 1
+      end
+    end
+    return out
+  end)
+end
+
+--- `last`: only the last N lines (with a marker for what was left out).
+function H.dump(title, buf, last)
+  local path = os.getenv("PI_LSP_DUMP")
+  if not path or path == "" then
+    return
+  end
+  local lines = H.visible(buf)
+  if last and #lines > last then
+    lines = vim.list_extend({ ("[… %d lines above]"):format(#lines - last) }, lines, #lines - last + 1)
+  end
+  local file = assert(io.open(path, "a"))
+  file:write(("$ %s\n"):format(title))
+  file:write(table.concat(lines, "\n") .. "\n\n")
+  file:close()
+end
+
+function H.finish()
+  require("pi_lsp.client").stop_all()
+  vim.wait(3000, function()
+    return #vim.lsp.get_clients({ name = "pi_lsp" }) == 0
+  end, 50)
+  io.stdout:write("ok\n")
+end
+
+return H

@@ -1,0 +1,91 @@
+-- :PiTree on the example session: entries, leaf mark, labels, folds; branch,
+-- label, preview and diff from the tree's keys; :PiContext.
+local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/helpers.lua")
+H.setup()
+
+vim.cmd("PiTree")
+local buf
+H.wait(10000, function()
+  buf = H.find_buf("pi://tree/")
+  return buf and H.contains(buf, "← leaf")
+end, "the tree buffer did not render", buf)
+
+-- Entries, the current path, the leaf and labels are shown.
+H.check(H.contains(buf, "Fix slow order listing — 56 entries, leaf 8fb6dff7"), "header names the session and leaf", buf)
+H.check(H.contains(buf, "[orm-dead-end]"), "label orm-dead-end shown", buf)
+H.check(H.contains(buf, "[tests-green]"), "label tests-green shown", buf)
+local leaf_line = H.lines(buf)[H.line_of(buf, "← leaf")]
+H.check(leaf_line:find("8fb6dff7", 1, true) and leaf_line:find("*", 1, true), "the leaf line is on the path: " .. leaf_line)
+local dead_end = H.lines(buf)[H.entry(buf, "28511eec")]
+H.check(not dead_end:find("* 28511eec", 1, true), "the dead end is off the path: " .. dead_end)
+H.check(H.lines(buf)[2]:find("branch here", 1, true), "a help line is shown", buf)
+H.check(vim.api.nvim_get_current_buf() == buf, "the tree window is current")
+H.check(vim.api.nvim_win_get_cursor(0)[1] == H.line_of(buf, "← leaf"), "the cursor starts on the leaf")
+-- The abandoned ORM branch is folded, the path is not.
+local orm_start = H.entry(buf, "e1afef94")
+H.check(vim.fn.foldclosed(orm_start) == orm_start, "the off-path branch is folded")
+H.check(vim.fn.foldclosed(H.entry(buf, "904e4bce")) == -1, "the current path is not folded")
+H.dump(":PiTree", buf)
+
+-- Branch to the dead end with `b`: the server's leaf moves, the buffer follows.
+vim.cmd("normal! zR")
+vim.api.nvim_win_set_cursor(0, { H.entry(buf, "28511eec"), 0 })
+H.keys("b")
+H.wait(5000, function()
+  local line = H.lines(buf)[H.entry(buf, "28511eec") or 1]
+  return line:find("← leaf", 1, true) ~= nil
+end, "the tree did not re-render with the new leaf", buf)
+H.check(H.exec("pi.getTree", { uri = vim.b[buf].pi_lsp_uri }).leafId == "28511eec", "the server's leaf is 28511eec")
+H.check(H.lines(buf)[H.entry(buf, "28511eec")]:find("* 28511eec", 1, true), "the new leaf is on the path", buf)
+H.check(vim.api.nvim_win_get_cursor(0)[1] == H.entry(buf, "28511eec"), "the cursor stays on the entry")
+
+-- Label the old leaf with `l`.
+vim.api.nvim_win_set_cursor(0, { H.entry(buf, "c66a750f"), 0 })
+table.insert(H.inputs, "regression-test")
+H.keys("l")
+H.wait(5000, function()
+  return H.contains(buf, "[regression-test]")
+end, "the new label did not appear", buf)
+local labelled = H.lines(buf)[H.entry(buf, "c66a750f")]
+H.check(labelled:find("[regression-test]", 1, true), "the label sits on c66a750f: " .. labelled)
+
+-- Preview the context at an entry with `p`: the server's Markdown, token counts.
+vim.api.nvim_set_current_win(vim.fn.bufwinid(buf))
+vim.api.nvim_win_set_cursor(0, { H.entry(buf, "24652ae8"), 0 })
+H.keys("p")
+local preview
+H.wait(5000, function()
+  preview = H.find_buf("pi://context/")
+  return preview and H.contains(preview, "# Context at `24652ae8`")
+end, "the context preview did not open", preview)
+H.check(H.contains(preview, "tokens · `e0c67744`"), "per-message token counts", preview)
+H.check(H.text(preview):find("# Context at `24652ae8` — [%d,]+ of 200,000 tokens"), "total against the window", preview)
+
+-- Diff against the leaf with `d`.
+vim.api.nvim_set_current_win(vim.fn.bufwinid(buf))
+vim.api.nvim_win_set_cursor(0, { H.entry(buf, "c66a750f"), 0 })
+H.keys("d")
+local diff
+H.wait(5000, function()
+  diff = H.find_buf("pi://diff/")
+  return diff and H.contains(diff, "Only at the leaf")
+end, "the diff did not open", diff)
+H.check(H.contains(diff, "# Context at `c66a750f` against the leaf `"), "diff header", diff)
+H.check(H.contains(diff, "`e1afef94` user: OK, that makes sense."), "entries only at the leaf are listed", diff)
+
+-- :PiContext with an entry argument, from a non-pi buffer (session last used).
+vim.cmd("enew")
+vim.cmd("PiContext 4e303b25")
+H.wait(5000, function()
+  return H.contains(preview, "# Context at `4e303b25`")
+end, ":PiContext 4e303b25 did not render", preview)
+H.check(H.contains(preview, "**Model** anthropic/claude-opus-4-5"), "model line", preview)
+H.dump(":PiContext 4e303b25", preview)
+
+-- The statusline shows the session of the buffer (or the last used).
+H.wait(5000, function()
+  return require("pi_lsp").statusline():find("claude", 1, true) ~= nil
+end, "statusline: " .. require("pi_lsp").statusline())
+H.check(require("pi_lsp").statusline():find("/200k", 1, true), "statusline shows the window: " .. require("pi_lsp").statusline())
+
+H.finish()

