@@ -34,9 +34,23 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
 
 
+class Reply(msgspec.Struct):
+    """A message's frame: the result is received in full but not turned into Python objects,
+    so the figures are the server's and the pipe's, not a Python client's dict building
+    (an editor parses with C or JavaScript)."""
+
+    id: int | None = None
+    method: str | None = None
+    params: msgspec.Raw = msgspec.Raw(b"null")  # msgspec cannot make Raw optional
+    error: dict[str, Any] | None = None
+
+
+reply_decoder = msgspec.json.Decoder(Reply)
+event_decoder = msgspec.json.Decoder(dict[str, Any])
+
+
 class RawClient:
-    """A minimal JSON-RPC client over stdio that decodes with msgspec, as an editor's C or JS
-    JSON parser would, so the figures are the server's and not a slow Python client's."""
+    """A minimal JSON-RPC client over stdio."""
 
     def __init__(self, process: asyncio.subprocess.Process) -> None:
         self.process = process
@@ -52,26 +66,25 @@ class RawClient:
             header = await stream.readuntil(b"\r\n\r\n")
             length = next(int(line.split(b":")[1]) for line in header.split(b"\r\n")
                           if line.lower().startswith(b"content-length"))
-            message = msgspec.json.decode(await stream.readexactly(length))
-            if "id" in message and "method" not in message:
-                self.pending.pop(message["id"]).set_result(message)
-            elif message.get("method") == "pi/turn":
-                self.events.append(message["params"]["event"]["type"])
+            message = reply_decoder.decode(await stream.readexactly(length))
+            if message.id is not None and message.method is None:
+                self.pending.pop(message.id).set_result(message)
+            elif message.method == "pi/turn":
+                self.events.append(event_decoder.decode(message.params)["event"]["type"])
 
     def send(self, message: dict[str, Any]) -> None:
         body = msgspec.json.encode({"jsonrpc": "2.0", **message})
         assert self.process.stdin is not None
         self.process.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
 
-    async def request(self, method: str, params: Any) -> Any:
+    async def request(self, method: str, params: Any) -> None:
         self.next_id += 1
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.pending[self.next_id] = future
         self.send({"id": self.next_id, "method": method, "params": params})
-        reply = await future
-        if "error" in reply:
-            raise RuntimeError(reply["error"]["message"])
-        return reply.get("result")
+        reply: Reply = await asyncio.wait_for(future, 60)
+        if reply.error is not None:
+            raise RuntimeError(reply.error["message"])
 
 
 async def measure(entries: int, requests: int) -> None:

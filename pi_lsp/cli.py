@@ -54,8 +54,10 @@ def open_session(path: str) -> SessionTree:
         raise CliError(f"{path}: cannot read ({error.strerror})") from None
 
 
-def write(data: bytes) -> None:
-    sys.stdout.buffer.write(data)
+def write_line(value: object) -> None:
+    """One JSON line; the newline is written apart so a large context is not copied again."""
+    sys.stdout.buffer.write(encoder.encode(value))
+    sys.stdout.buffer.write(b"\n")
 
 
 def cmd_context(args: argparse.Namespace) -> int:
@@ -65,9 +67,9 @@ def cmd_context(args: argparse.Namespace) -> int:
         if args.json:
             context = build_session_context(tree, leaf)
             if args.layer == "llm":
-                write(encoder.encode({"messages": convert_to_llm(context.messages)}) + b"\n")
+                write_line({"messages": convert_to_llm(context.messages)})
             else:
-                write(encoder.encode(context) + b"\n")
+                write_line(context)
         else:
             print(render_preview(preview_context(tree, leaf, args.layer)))
     return 0
@@ -76,7 +78,7 @@ def cmd_context(args: argparse.Namespace) -> int:
 def cmd_tree(args: argparse.Namespace) -> int:
     tree = open_session(args.file)
     if args.json:
-        write(encoder.encode(nested_tree(tree)) + b"\n")
+        write_line(nested_tree(tree))
         return 0
     title = tree.name or Path(tree.path).name
     print(f"{title} — {len(tree.records)} entries, leaf {tree.leaf_id or '(none)'}")
@@ -101,7 +103,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         raise CliError(f"{workspace}: not a directory")
     sessions = list_sessions(session_dirs(workspace))
     if args.json:
-        write(encoder.encode({"sessions": sessions}) + b"\n")
+        write_line({"sessions": sessions})
         return 0
     if not sessions:
         print(f"no sessions for {os.path.abspath(workspace)}")
@@ -154,7 +156,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
         compaction = msgspec.structs.replace(compaction, keep_recent_tokens=args.keep_recent_tokens)
     if args.plan:
         plan = prepare_compaction(tree.path_to(leaf), compaction)
-        write(encoder.encode(plan_summary(plan) if plan else None) + b"\n")
+        write_line(plan_summary(plan) if plan else None)
         return 0
     from pi_lsp.summarize.select import choose_summarizer
 
@@ -164,7 +166,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     except (NothingToCompactError, SummaryError) as error:
         raise CliError(str(error)) from None
     if args.json:
-        write(encoder.encode(result) + b"\n")
+        write_line(result)
     else:
         how = "extractive summary" if summarizer.extractive else "model summary"
         print(f"compacted {result.tokens_before} tokens into entry {result.entry_id} ({how}); "
@@ -198,7 +200,7 @@ def cmd_branch(args: argparse.Namespace) -> int:
     else:
         outcome = branch(tree, args.to)
     if args.json:
-        write(encoder.encode(outcome) + b"\n")
+        write_line(outcome)
         return 0
     print(f"leaf is now {outcome.leaf_id or '(new root)'}")
     if outcome.summary_entry_id:
