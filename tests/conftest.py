@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.fake_anthropic import FakeAnthropic
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFORMANCE = Path(os.environ.get("PI_LSP_CONFORMANCE", ROOT.parent / "shared" / "conformance"))
@@ -22,3 +25,12 @@ def conformance_files() -> list[Path]:
 @pytest.fixture
 def example_session() -> Path:
     return next((EXAMPLE_WORKSPACE / ".pi" / "sessions").glob("*.jsonl"))
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeAnthropic]:
+    """The local fake Anthropic server, one per test module; each test scripts its replies."""
+    server = FakeAnthropic()
+    server.start()
+    yield server
+    server.stop()

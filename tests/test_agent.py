@@ -11,7 +11,7 @@ import itertools
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -73,13 +73,6 @@ PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16).decode()
 
 # -- fixtures and helpers ------------------------------------------------------------------
 
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeAnthropic]:
-    server = FakeAnthropic()
-    server.start()
-    yield server
-    server.stop()
 
 
 class Rig:

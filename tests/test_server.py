@@ -17,7 +17,7 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -172,13 +172,6 @@ async def connect(client: LanguageClient, capabilities: str, root: Path,
             await asyncio.sleep(0.02)
     return pi
 
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeAnthropic]:
-    server = FakeAnthropic()
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest_lsp.fixture(scope="module", params=CLIENTS, config=SERVER)

@@ -13,7 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -72,13 +72,6 @@ KEEP_B_REPEAT = 530  # tip B: not split, kept from be05c22a, after the earlier c
 
 # -- fixtures and helpers ------------------------------------------------------------------
 
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeAnthropic]:
-    server = FakeAnthropic()
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
