@@ -16,7 +16,7 @@ from pi_lsp.context.convert import convert_to_llm
 from pi_lsp.context.preview import preview_context, render_preview
 from pi_lsp.session.catalog import list_sessions, session_dirs
 from pi_lsp.session.check import check_session
-from pi_lsp.session.entries import encoder
+from pi_lsp.session.entries import THINKING_LEVELS, encoder
 from pi_lsp.session.fork import fork_session
 from pi_lsp.session.journal import NotASessionError
 from pi_lsp.session.outline import nested_tree, outline_lines
@@ -287,7 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--new", action="store_true", help="start a new session")
     run.add_argument("--model", metavar="PROVIDER/ID")
     run.add_argument("--thinking", metavar="LEVEL",
-                     choices=("off", "minimal", "low", "medium", "high", "xhigh"))
+                     choices=THINKING_LEVELS)
     run.set_defaults(run=cmd_run)
     return parser
 

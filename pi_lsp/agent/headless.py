@@ -20,14 +20,12 @@ from pi_lsp.agent.harness import Harness, ProviderFactory
 from pi_lsp.providers.anthropic import AnthropicProvider, MissingApiKeyError
 from pi_lsp.providers.base import Provider, TextDelta
 from pi_lsp.providers.registry import ModelRegistry
-from pi_lsp.session.catalog import list_sessions, workspace_session_dir
-from pi_lsp.session.entries import AssistantMessage, TextContent
-from pi_lsp.session.fork import session_file_name
+from pi_lsp.session.catalog import list_sessions, start_session, workspace_session_dir
+from pi_lsp.session.entries import THINKING_LEVELS, AssistantMessage, TextContent
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.settings import Settings, SettingsError, load_settings
 from pi_lsp.summarize.select import choose_summarizer
 
-THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
@@ -53,15 +51,8 @@ def parse_model(text: str) -> tuple[str, str]:
 
 
 def new_session(workspace: Path, settings: Settings, path: Path | None = None) -> SessionTree:
-    """A new session file with the starting model and thinking level, as pi begins one."""
-    directory = workspace_session_dir(str(workspace))
-    tree = SessionTree.create(str(path or directory / "pending.jsonl"), str(workspace))
-    if path is None:
-        directory.mkdir(parents=True, exist_ok=True)
-        tree.path = str(directory / session_file_name(tree.header.id, tree.header.timestamp))
-    tree.append_model_change(settings.default_provider, settings.default_model)
-    tree.append_thinking_level_change(settings.default_thinking_level)
-    return tree
+    return start_session(workspace, settings.default_provider, settings.default_model,
+                         settings.default_thinking_level, path)
 
 
 def choose_session(options: RunOptions, workspace: Path, settings: Settings) -> SessionTree:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, Protocol, TypeVar
 
 from pi_lsp.agent.events import (
@@ -202,5 +202,3 @@ async def run_loop(hooks: LoopHooks, prompts: list[UserMessage]) -> list[AgentMe
     hooks.emit(AgentEnd(messages=produced))
     return produced
 
-
-Approver = Callable[[ToolCall], Awaitable[str | None]]

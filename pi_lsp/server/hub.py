@@ -13,7 +13,6 @@ from typing import Literal
 import msgspec
 
 from pi_lsp.agent.harness import Approver, Harness, allow_all
-from pi_lsp.agent.headless import THINKING_LEVELS, new_session
 from pi_lsp.context.build import build_leaf_context
 from pi_lsp.context.preview import (
     ContextDiff,
@@ -26,7 +25,7 @@ from pi_lsp.context.tokens import context_size, decode_all, estimate_tokens
 from pi_lsp.providers.anthropic import AnthropicProvider, request_params
 from pi_lsp.providers.base import Provider
 from pi_lsp.providers.registry import ModelRegistry
-from pi_lsp.session.catalog import SessionSummary, list_sessions, session_dirs
+from pi_lsp.session.catalog import SessionSummary, list_sessions, session_dirs, start_session
 from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import encoder, role_of
 from pi_lsp.session.fork import fork_session
@@ -226,7 +225,9 @@ class SessionHub:
 
     def new_session(self, name: str | None, folder: Path | None = None) -> Path:
         root = folder or (self.folders[0] if self.folders else Path.cwd())
-        tree = new_session(root, workspace_settings(root, self.config))
+        settings = workspace_settings(root, self.config)
+        tree = start_session(root, settings.default_provider, settings.default_model,
+                             settings.default_thinking_level)
         if name:
             tree.append_session_info(name)
         return Path(tree.path)
@@ -328,7 +329,3 @@ class SessionHub:
 
     def check(self, path: Path) -> list[Problem]:
         return check_session(self.tree(path))
-
-    @staticmethod
-    def valid_thinking_level(level: str) -> bool:
-        return level in THINKING_LEVELS

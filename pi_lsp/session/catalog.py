@@ -94,6 +94,21 @@ def summarize(path: Path) -> SessionSummary:
     )
 
 
+def start_session(workspace: Path, provider: str, model_id: str, thinking_level: str,
+                  path: Path | None = None) -> SessionTree:
+    """A new session (under the workspace's `.pi/sessions/` unless `path` is given) that
+    begins as pi begins one: with its model and thinking level."""
+    if path is None:
+        directory = workspace_session_dir(str(workspace))
+        directory.mkdir(parents=True, exist_ok=True)
+        tree = SessionTree.create_in(directory, str(workspace))
+    else:
+        tree = SessionTree.create(str(path), str(workspace))
+    tree.append_model_change(provider, model_id)
+    tree.append_thinking_level_change(thinking_level)
+    return tree
+
+
 def list_sessions(directories: list[Path]) -> list[SessionSummary]:
     """Every readable session in the directories, newest first; other files are skipped."""
     sessions: list[SessionSummary] = []

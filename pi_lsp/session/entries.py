@@ -11,6 +11,7 @@ import msgspec
 
 CURRENT_VERSION = 3
 
+THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
 StopReason = Literal["stop", "length", "toolUse", "error", "aborted"]
 
 

@@ -14,16 +14,11 @@ from pi_lsp.session.entries import (
     SessionHeader,
     encoder,
 )
-from pi_lsp.session.ids import iso_now, new_entry_id, new_session_id
+from pi_lsp.session.ids import iso_now, new_entry_id, new_session_id, session_file_name
 from pi_lsp.session.journal import Record, append_lines
 from pi_lsp.session.tree import SessionTree, decode_entry, parent_of
 
 _dict_decoder = msgspec.json.Decoder(dict[str, Any])
-
-
-def session_file_name(session_id: str, timestamp: str) -> str:
-    """pi's file name: the creation time with `:` and `.` made `-`, then the session id."""
-    return f"{timestamp.replace(':', '-').replace('.', '-')}_{session_id}.jsonl"
 
 
 def fork_lines(source: SessionTree, leaf_id: str) -> list[bytes]:

@@ -19,6 +19,11 @@ def new_entry_id(taken: Container[str]) -> str:
     return str(uuid.uuid4())
 
 
+def session_file_name(session_id: str, timestamp: str) -> str:
+    """pi's file name: the creation time with `:` and `.` made `-`, then the session id."""
+    return f"{timestamp.replace(':', '-').replace('.', '-')}_{session_id}.jsonl"
+
+
 def new_session_id() -> str:
     return str(uuid.uuid4())
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -29,7 +30,13 @@ from pi_lsp.session.entries import (
     encoder,
     entry_decoder,
 )
-from pi_lsp.session.ids import iso_now, iso_to_ms, new_entry_id, new_session_id
+from pi_lsp.session.ids import (
+    iso_now,
+    iso_to_ms,
+    new_entry_id,
+    new_session_id,
+    session_file_name,
+)
 from pi_lsp.session.journal import (
     LineBatch,
     Problem,
@@ -107,6 +114,13 @@ class SessionTree:
             parent_session=parent_session,
         )
         return cls(path, header, encoder.encode(header))
+
+    @classmethod
+    def create_in(cls, directory: Path, cwd: str) -> SessionTree:
+        """A new session in `directory`, named as pi names its files."""
+        tree = cls.create(str(directory / "unnamed.jsonl"), cwd)
+        tree.path = str(directory / session_file_name(tree.header.id, tree.header.timestamp))
+        return tree
 
     @property
     def on_disk(self) -> bool:
