@@ -11,7 +11,7 @@ import pytest
 from tests.fake_anthropic import FakeAnthropic
 
 ROOT = Path(__file__).resolve().parent.parent
-CONFORMANCE = Path(os.environ.get("PI_LSP_CONFORMANCE", ROOT.parent / "shared" / "conformance"))
+CONFORMANCE = Path(os.environ.get("PI_LSP_CONFORMANCE", ROOT / "tests" / "conformance"))
 EXAMPLE_WORKSPACE = ROOT / "examples" / "workspace"
 
 
