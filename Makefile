@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench clean vscode-test
+.PHONY: test demo bench clean vscode-test test-vscode-e2e
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -45,3 +45,13 @@ vscode-test: $(STAMP)
 	@$(NEED_NODE)
 	@$(MAKE) --no-print-directory $(VSCODE_STAMP)
 	cd $(VSCODE) && PI_PYTHON=$(abspath $(BIN))/python npm test
+
+# -- VS Code for real (opt-in, not part of `make test`) ----------------------------------------
+# code-server + Debian chromium + playwright-core drive the packaged .vsix against the real
+# server and the fake model; see editors/vscode/e2e/. Installs what it needs on first run.
+test-vscode-e2e: $(STAMP)
+	@$(NEED_NODE)
+	$(VSCODE)/e2e/install.sh
+	@$(MAKE) --no-print-directory $(VSCODE_STAMP)
+	cd $(VSCODE) && npm run package
+	PI_PYTHON=$(abspath $(BIN))/python node $(VSCODE)/e2e/run.js

@@ -1,0 +1,333 @@
+// The extension in a real VS Code: code-server with the packaged pi-lsp.vsix, the real pi-lsp
+// server and the fake Anthropic endpoint, driven through headless Chromium by playwright-core.
+// Each step waits for concrete text in the page and fails naming what it waited for; the
+// screenshots land in e2e/screenshots/. Run by `make test-vscode-e2e` (after install.sh).
+"use strict";
+const fs = require("node:fs");
+const net = require("node:net");
+const os = require("node:os");
+const path = require("node:path");
+const { spawn, execFileSync } = require("node:child_process");
+const { chromium } = require("playwright-core");
+const { FakeAnthropic, textReply, toolReply } = require("../testlib/fake-anthropic");
+const { REPO, EXAMPLE, PYTHON } = require("../testlib/server");
+
+const E2E = __dirname;
+const VSIX = path.join(E2E, "..", "pi-lsp.vsix");
+const CODE_SERVER = path.join(E2E, "node_modules", ".bin", "code-server");
+const CHROMIUM = process.env.PI_E2E_CHROMIUM || "/usr/bin/chromium";
+const SHOTS = path.join(E2E, "screenshots");
+const OVERALL_MS = Number(process.env.PI_E2E_TIMEOUT_MS || 300_000);
+const STEP_MS = 30_000;
+
+const SESSION_NAME = "Fix slow order listing";
+const NOTE = "# Orders\n\nGET /orders now runs one query per page.\n";
+
+const state = { procs: [], browser: undefined, root: undefined, fake: undefined, page: undefined };
+
+function log(message) {
+  process.stdout.write(`[e2e] ${message}\n`);
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.on("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitFor(check, what, ms = STEP_MS) {
+  const end = Date.now() + ms;
+  let last;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value) return value;
+    } catch (error) {
+      last = error;
+    }
+    if (Date.now() > end) throw new Error(`timed out after ${ms / 1000}s waiting for ${what}${last ? ` (last error: ${last.message})` : ""}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** A temp workspace (a copy of examples/workspace), VS Code user settings and a clean HOME. */
+function prepare(fakeUrl) {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), "pi-vscode-e2e-"));
+  const folder = path.join(root, "workspace");
+  fs.cpSync(EXAMPLE, folder, { recursive: true });
+  // No summary model and no auto compaction: every model call is a scripted one.
+  fs.writeFileSync(path.join(folder, ".pi", "settings.json"), JSON.stringify({ summaryModel: null, compaction: { enabled: false } }));
+  const userData = path.join(root, "user-data");
+  fs.mkdirSync(path.join(userData, "User"), { recursive: true });
+  fs.writeFileSync(path.join(userData, "User", "settings.json"), JSON.stringify({
+    "piLsp.pythonPath": PYTHON,
+    "piLsp.anthropicBaseUrl": fakeUrl,
+    "piLsp.toolApproval": "ask",
+    "workbench.startupEditor": "none",
+    "workbench.tips.enabled": false,
+    "workbench.welcomePage.walkthroughs.openOnInstall": false,
+    "workbench.secondarySideBar.defaultVisibility": "hidden",
+    "chat.commandCenter.enabled": false,
+    "telemetry.telemetryLevel": "off",
+    "extensions.autoCheckUpdates": false,
+    "extensions.autoUpdate": false,
+    "update.mode": "none",
+    "security.workspace.trust.enabled": false,
+    "window.commandCenter": false,
+  }, null, 2));
+  for (const dir of ["home", "agent", "extensions"]) fs.mkdirSync(path.join(root, dir));
+  fs.writeFileSync(path.join(root, "config.yaml"), "auth: none\ncert: false\n");
+  const sessionFile = path.join(folder, ".pi", "sessions", fs.readdirSync(path.join(folder, ".pi", "sessions"))[0]);
+  return { root, folder, userData, sessionFile, extensions: path.join(root, "extensions"), config: path.join(root, "config.yaml") };
+}
+
+function serverEnv(ws) {
+  const env = { ...process.env, HOME: path.join(ws.root, "home"), PI_CODING_AGENT_DIR: path.join(ws.root, "agent"), ANTHROPIC_API_KEY: "e2e-fake-key" };
+  delete env.ANTHROPIC_BASE_URL;
+  for (const k of ["XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "VSCODE_IPC_HOOK_CLI"]) delete env[k];
+  return env;
+}
+
+function installExtension(ws) {
+  execFileSync(CODE_SERVER, ["--config", ws.config, "--user-data-dir", ws.userData, "--extensions-dir", ws.extensions,
+    "--install-extension", VSIX], { env: serverEnv(ws), stdio: ["ignore", "pipe", "pipe"] });
+  const installed = fs.readdirSync(ws.extensions).filter((d) => d.startsWith("pi-lsp.pi-lsp-"));
+  if (installed.length !== 1) throw new Error(`--install-extension did not install pi-lsp.vsix into ${ws.extensions}`);
+  log(`installed ${installed[0]}`);
+}
+
+async function startCodeServer(ws) {
+  const port = await freePort();
+  const out = fs.openSync(path.join(ws.root, "code-server.log"), "a");
+  const proc = spawn(CODE_SERVER, ["--config", ws.config, "--bind-addr", `127.0.0.1:${port}`, "--auth", "none",
+    "--user-data-dir", ws.userData, "--extensions-dir", ws.extensions, "--disable-telemetry", "--disable-update-check",
+    "--disable-workspace-trust", "--disable-getting-started-override", ws.folder],
+  { env: serverEnv(ws), stdio: ["ignore", out, out], detached: true });
+  state.procs.push(proc);
+  const url = `http://127.0.0.1:${port}`;
+  await waitFor(async () => {
+    if (proc.exitCode !== null) throw new Error(`code-server exited with ${proc.exitCode}; see ${ws.root}/code-server.log`);
+    const res = await fetch(`${url}/healthz`);
+    return res.ok;
+  }, `code-server to answer on ${url}/healthz`, 60_000);
+  log(`code-server on ${url}`);
+  return url;
+}
+
+async function launchBrowser() {
+  // playwright-core gives the browser a fresh profile directory of its own.
+  state.browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+      "--disable-component-update", "--disable-sync"],
+  });
+  const context = await state.browser.newContext({ viewport: { width: 1440, height: 900 } });
+  return context.newPage();
+}
+
+/** The text of a locator with non-breaking spaces made plain (Monaco renders spaces as nbsp). */
+async function textOf(locator) {
+  return (await locator.innerText()).replace(/\u00a0/g, " ");
+}
+
+async function shot(page, name) {
+  await page.mouse.move(1000, 880); // no hover tooltips in the picture
+  fs.mkdirSync(SHOTS, { recursive: true });
+  const file = path.join(SHOTS, `${name}.png`);
+  await page.screenshot({ path: file });
+  log(`screenshot ${path.relative(REPO, file)}`);
+}
+
+const SESSIONS_PANE = '.pane:has(.pane-header[aria-label*="Sessions"])';
+
+/** The Sessions view's tree rows. */
+function treeRows(page) {
+  return page.locator(`${SESSIONS_PANE} .monaco-list-row`);
+}
+
+/**
+ * The row showing `text`. The list only renders the rows in sight, so while there is none
+ * this scrolls on through the view, wrapping round to the top at the end.
+ */
+async function rowWith(page, text, what) {
+  const row = treeRows(page).filter({ hasText: text }).first();
+  const list = page.locator(`${SESSIONS_PANE} .monaco-list`).first();
+  const offset = () => list.locator(".monaco-list-rows").evaluate((e) => e.style.top);
+  await waitFor(async () => {
+    if (await row.isVisible()) return true;
+    const box = await list.boundingBox();
+    await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+    const before = await offset();
+    await page.mouse.wheel(0, box.height / 2);
+    await page.waitForTimeout(150);
+    if ((await offset()) === before) await page.mouse.wheel(0, -1e6);
+    return false;
+  }, `the Sessions view to show ${what} (a row with "${text}")`);
+  return row;
+}
+
+/** The chat webview's document: webviews are an iframe holding the content iframe. */
+function chatFrame(page) {
+  return page.frameLocator("iframe.webview.ready").frameLocator("#active-frame");
+}
+
+async function runCommand(page, title) {
+  await page.keyboard.press("F1");
+  const input = page.locator(".quick-input-widget input");
+  await input.waitFor({ state: "visible" });
+  await input.fill(`>${title}`);
+  const item = page.locator(".quick-input-widget .monaco-list-row", { hasText: title }).first();
+  await waitFor(() => item.isVisible(), `the command palette to offer "${title}"`);
+  await page.keyboard.press("Enter");
+}
+
+const steps = [];
+function step(name, fn) {
+  steps.push({ name, fn });
+}
+
+step("the workbench loads and the pi view shows the session", async ({ page, url, ws }) => {
+  await page.goto(`${url}/?folder=${encodeURIComponent(ws.folder)}`);
+  await waitFor(() => page.locator(".monaco-workbench").isVisible(), "the VS Code workbench", 60_000);
+  const icon = page.locator('.activitybar .action-item a[aria-label^="pi"]').first();
+  await waitFor(() => icon.isVisible(), "the π icon in the activity bar (the extension's view container)", 60_000);
+  await icon.click();
+  await rowWith(page, SESSION_NAME, "the example session");
+  // A wider side bar, so entry texts and their ids fit: drag the sash on its right edge.
+  const bar = await page.locator(".part.sidebar").boundingBox();
+  await page.mouse.move(bar.x + bar.width, bar.y + bar.height / 2);
+  await page.mouse.down();
+  await page.mouse.move(560, bar.y + bar.height / 2, { steps: 5 });
+  await page.mouse.up();
+});
+
+step("the session expands into its entry tree, current path and leaf marked", async ({ page }) => {
+  await (await rowWith(page, SESSION_NAME, "the example session")).click();
+  await rowWith(page, "GET /orders is really slow", "the first user message");
+  await rowWith(page, "data-layer-question", "the labelled fork into the abandoned branch");
+  await rowWith(page, "← leaf", "the leaf marker");
+  await shot(page, "tree");
+});
+
+step("a click on an entry previews the context the model gets there", async ({ page }) => {
+  await (await rowWith(page, "data-layer-question", "the fork's first entry")).click();
+  const tab = page.locator(".tabs-container .tab", { hasText: "@ e1afef94" });
+  await waitFor(() => tab.isVisible(), "an editor tab for the context preview at e1afef94");
+  const lines = page.locator(".editor-instance .monaco-editor .view-lines").first();
+  await waitFor(async () => (await textOf(lines)).includes("# Context at `e1afef94`"), "the preview to start with \"# Context at `e1afef94`\"");
+});
+
+step("the chat panel streams a reply, asks before a write, and the write lands", async ({ page, ws, fake }) => {
+  fake.script(
+    { ...toolReply({ text: "I'll put a short note in NOTES.md.", calls: [["toolu_e2e_1", "write", { path: "NOTES.md", content: NOTE }]] }), delay: 30 },
+    { ...textReply("Done: NOTES.md ", "now says that ", "GET /orders runs ", "one query per page."), delay: 500 },
+  );
+  await runCommand(page, "pi: Open Chat");
+  const chat = chatFrame(page);
+  const input = chat.locator("#input");
+  await waitFor(() => input.isVisible(), "the chat webview's input box");
+  await waitFor(async () => (await textOf(chat.locator("#transcript"))).includes("All green: 14 passed"), "the chat transcript to show the session's last reply");
+  await input.fill("Write a short note about the fix to NOTES.md.");
+  await input.press("Enter");
+  const approval = chat.locator("#approvals .approval");
+  await waitFor(() => approval.isVisible(), "the approval card for the write in the chat panel");
+  const asked = await textOf(approval);
+  if (!/write/.test(asked) || !asked.includes("NOTES.md")) throw new Error(`the approval does not name the write to NOTES.md: ${asked}`);
+  await shot(page, "chat-approval");
+  await approval.locator("button", { hasText: /^Allow$/ }).click();
+  const transcript = chat.locator("#transcript");
+  // Streamed: the first pieces show before the last has arrived.
+  const partial = await waitFor(async () => {
+    const text = await textOf(transcript);
+    return text.includes("Done: NOTES.md") && text;
+  }, "the reply's first streamed words");
+  if (partial.includes("one query per page.")) throw new Error("the reply appeared all at once, not streamed");
+  await waitFor(async () => (await textOf(transcript)).includes("Done: NOTES.md now says that GET /orders runs one query per page."), "the whole streamed reply");
+  const written = fs.readFileSync(path.join(ws.folder, "NOTES.md"), "utf8");
+  if (written !== NOTE) throw new Error(`NOTES.md holds ${JSON.stringify(written)}, not the approved content`);
+  await waitFor(async () => !(await chat.locator("body.busy").count()), "the turn to end (the panel leaves its busy state)");
+  await shot(page, "chat");
+});
+
+step("Branch Here from the tree's context menu moves the leaf", async ({ page, ws }) => {
+  // The fork's abandoned branch: expand its head, then branch to its last assistant entry.
+  const head = await rowWith(page, "data-layer-question", "the fork's first entry");
+  await head.locator(".monaco-tl-twistie").click();
+  const target = await rowWith(page, "orm-dead-end", "the abandoned branch's labelled entry");
+  await target.click({ button: "right" });
+  const item = page.locator(".context-view .monaco-menu .action-label", { hasText: /^Branch Here$/ });
+  await waitFor(() => item.isVisible(), "the entry's context menu to offer Branch Here");
+  await item.click();
+  await waitFor(async () => /orm-dead-end.*← leaf|← leaf.*orm-dead-end/s.test(await textOf(await rowWith(page, "orm-dead-end", "the branched-to entry"))),
+    "the leaf marker on the orm-dead-end entry");
+  const lines = fs.readFileSync(ws.sessionFile, "utf8").trim().split("\n");
+  const last = JSON.parse(lines.at(-1));
+  if (last.type !== "leaf" || last.targetId !== "28511eec") throw new Error(`the session file's last entry is not a durable leaf move to 28511eec: ${lines.at(-1)}`);
+  await shot(page, "branch");
+});
+
+async function cleanup() {
+  await state.browser?.close().catch(() => {});
+  for (const proc of state.procs) {
+    try {
+      process.kill(-proc.pid, "SIGTERM"); // code-server, its extension host and pi-lsp serve
+    } catch {
+      // already gone
+    }
+  }
+  await state.fake?.stop().catch(() => {});
+  if (state.root && !process.env.PI_E2E_KEEP) fs.rmSync(state.root, { recursive: true, force: true });
+}
+
+async function main() {
+  for (const [file, hint] of [[CODE_SERVER, "run editors/vscode/e2e/install.sh"], [VSIX, "run npm run package in editors/vscode"], [CHROMIUM, "apt-get install chromium"], [PYTHON, "make .venv/.installed"]]) {
+    if (!fs.existsSync(file)) throw new Error(`${file} is missing: ${hint}`);
+  }
+  const fake = (state.fake = new FakeAnthropic());
+  await fake.start();
+  const ws = prepare(fake.url);
+  state.root = ws.root;
+  installExtension(ws);
+  const url = await startCodeServer(ws);
+  const page = (state.page = await launchBrowser());
+  const started = Date.now();
+  for (const { name, fn } of steps) {
+    const t = Date.now();
+    try {
+      await fn({ page, url, ws, fake });
+    } catch (error) {
+      await shot(page, "failure").catch(() => {});
+      throw new Error(`step "${name}" failed: ${error.message}`);
+    }
+    log(`ok  ${name} (${((Date.now() - t) / 1000).toFixed(1)}s)`);
+  }
+  const calls = fake.requests.length;
+  if (calls !== 2) throw new Error(`the fake model was called ${calls} times, expected 2 (one per scripted reply)`);
+  log(`all ${steps.length} steps passed in ${((Date.now() - started) / 1000).toFixed(1)}s`);
+}
+
+const timer = setTimeout(() => {
+  process.stderr.write(`[e2e] FAIL: the whole run took longer than ${OVERALL_MS / 1000}s\n`);
+  void cleanup().finally(() => process.exit(1));
+}, OVERALL_MS);
+
+main().then(
+  async () => {
+    clearTimeout(timer);
+    await cleanup();
+  },
+  async (error) => {
+    clearTimeout(timer);
+    process.stderr.write(`[e2e] FAIL: ${error.message}\n`);
+    if (state.root) process.stderr.write(`[e2e] code-server log: ${path.join(state.root, "code-server.log")} (kept)\n`);
+    process.env.PI_E2E_KEEP = "1";
+    await cleanup();
+    process.exitCode = 1;
+  },
+);
