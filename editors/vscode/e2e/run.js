@@ -239,8 +239,12 @@ step("the chat panel streams a reply, asks before a write, and the write lands",
   await waitFor(() => approval.isVisible(), "the approval card for the write in the chat panel");
   const asked = await textOf(approval);
   if (!/write/.test(asked) || !asked.includes("NOTES.md")) throw new Error(`the approval does not name the write to NOTES.md: ${asked}`);
+  // The same question is VS Code's own notification; answering there settles the card too.
+  const toast = page.locator(".notification-toast", { hasText: "wants to run write" });
+  await waitFor(() => toast.isVisible(), "VS Code's notification asking to allow the write");
   await shot(page, "chat-approval");
-  await approval.locator("button", { hasText: /^Allow$/ }).click();
+  await toast.locator(".monaco-button", { hasText: /^Allow$/ }).click();
+  await waitFor(async () => (await approval.count()) === 0, "the chat's approval card to go once the notification was answered");
   const transcript = chat.locator("#transcript");
   // Streamed: the first pieces show before the last has arrived.
   const partial = await waitFor(async () => {
