@@ -79,6 +79,7 @@ function prepare(fakeUrl) {
     "update.mode": "none",
     "security.workspace.trust.enabled": false,
     "window.commandCenter": false,
+    "workbench.tree.enableStickyScroll": false, // a sticky row would cover the ones clicked
   }, null, 2));
   for (const dir of ["home", "agent", "extensions"]) fs.mkdirSync(path.join(root, dir));
   fs.writeFileSync(path.join(root, "config.yaml"), "auth: none\ncert: false\n");
@@ -228,6 +229,7 @@ step("the chat panel streams a reply, asks before a write, and the write lands",
     { ...toolReply({ text: "I'll put a short note in NOTES.md.", calls: [["toolu_e2e_1", "write", { path: "NOTES.md", content: NOTE }]] }), delay: 30 },
     { ...textReply("Done: NOTES.md ", "now says that ", "GET /orders runs ", "one query per page."), delay: 500 },
   );
+  await runCommand(page, "View: Close All Editor Groups");
   await runCommand(page, "pi: Open Chat");
   const chat = chatFrame(page);
   const input = chat.locator("#input");
