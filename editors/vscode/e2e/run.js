@@ -315,6 +315,10 @@ async function main() {
   }
   const calls = fake.requests.length;
   if (calls !== 2) throw new Error(`the fake model was called ${calls} times, expected 2 (one per scripted reply)`);
+  const result = JSON.stringify(fake.requests[1].body.messages.at(-1));
+  if (!result.includes('"tool_use_id":"toolu_e2e_1"') || !result.includes(`Wrote ${Buffer.byteLength(NOTE)} bytes to NOTES.md`)) {
+    throw new Error(`the second model request does not end with the write's result: ${result.slice(0, 300)}`);
+  }
   log(`all ${steps.length} steps passed in ${((Date.now() - started) / 1000).toFixed(1)}s`);
 }
 
