@@ -6,6 +6,7 @@ user's git repository whose `.git`, index and stash must come out untouched.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_lsp
+from pytest_lsp import LanguageClient
 
 from pi_lsp.agent.harness import Harness
 from pi_lsp.context.build import build_session_context
@@ -33,6 +36,22 @@ from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import encoder
 from pi_lsp.session.tree import SessionTree
 from tests.fake_anthropic import FakeAnthropic, text_reply, tool_reply
+from tests.test_server import (
+    BUSY,
+    CLIENTS,
+    INVALID_PARAMS,
+    SERVER,
+    Pi,
+    call,
+    call_error,
+    connect,
+    init_options,
+    lines,
+    path_of,
+    wait_events,
+)
+
+FAILED = -32011
 
 
 def git(root: Path, *args: str) -> str:
@@ -342,3 +361,99 @@ async def test_cli_rewind(rig: Rig, fake: FakeAnthropic) -> None:
     assert missing.returncode == 2 and "no entry with id 'nope'" in missing.stderr
     neither = pi_lsp("rewind", session)
     assert neither.returncode == 2 and "--to" in neither.stderr
+
+
+# -- the language server -----------------------------------------------------------------
+
+
+@pytest_lsp.fixture(scope="module", params=CLIENTS, config=SERVER)
+async def lsp_server(request: pytest.FixtureRequest, lsp_client: LanguageClient,
+                     tmp_path_factory: pytest.TempPathFactory, fake: FakeAnthropic) -> Any:
+    top = tmp_path_factory.mktemp("lsp")
+    root = user_repo(top / "ws")
+    (root / ".pi" / "sessions").mkdir(parents=True)
+    lsp_client.pi = await connect(  # type: ignore[attr-defined]
+        lsp_client, request.param, top, init_options(fake, toolApproval="auto"),
+        folders=("ws",))
+    yield
+    await asyncio.wait_for(lsp_client.shutdown_session(), 5)
+
+
+@pytest.fixture(scope="module")
+def lsp(lsp_server: LanguageClient) -> Pi:
+    return lsp_server.pi  # type: ignore[attr-defined,no-any-return]
+
+
+async def lsp_prompt(pi: Pi, uri: str, text: str) -> None:
+    since = pi.mark()
+    turn = (await call(pi.client, "pi.prompt", {"uri": uri, "text": text}))["turnId"]
+    events = await wait_events(pi, turn, since)
+    assert events[-1]["type"] == "agent_end", events[-1]
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_server_file_changes_branch_restore_and_undo(lsp: Pi, fake: FakeAnthropic
+                                                           ) -> None:
+    pi, root = lsp, lsp.root / "ws"
+    uri = (await call(pi.client, "pi.newSession", {}))["uri"]
+    fake.script(tool_reply([write("c1", "notes.txt", "v1\n")]), text_reply("wrote v1"))
+    await lsp_prompt(pi, uri, "write notes")
+    first = next(e["id"] for e in reversed(lines(path_of(uri))) if e["type"] == "message")
+    fake.script(tool_reply([write("c2", "notes.txt", "v2\n")]), text_reply("wrote v2"))
+    await lsp_prompt(pi, uri, "change notes")
+    assert sum(e["type"] == "custom" for e in lines(path_of(uri))) == 2
+
+    changes = await call(pi.client, "pi.fileChanges", {"uri": uri, "entryId": first})
+    assert changes["available"] is True
+    assert [(f["path"], f["status"]) for f in changes["files"]] == [("notes.txt", "modified")]
+    assert "+v1" in changes["files"][0]["diff"]
+
+    branched = await call(pi.client, "pi.branch", {"uri": uri, "targetId": first})
+    assert branched["fileChanges"] == 1
+    assert (root / "notes.txt").read_text() == "v2\n"  # branching alone never touches files
+
+    restored = await call(pi.client, "pi.restoreFiles", {"uri": uri, "entryId": first})
+    assert [f["path"] for f in restored["files"]] == ["notes.txt"]
+    assert (root / "notes.txt").read_text() == "v1\n"
+    again = await call(pi.client, "pi.branch", {"uri": uri, "targetId": first})
+    assert again["fileChanges"] == 0
+
+    undone = await call(pi.client, "pi.restoreFiles", {"uri": uri, "undoId": restored["undoId"]})
+    assert [f["path"] for f in undone["files"]] == ["notes.txt"]
+    assert (root / "notes.txt").read_text() == "v2\n"
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_server_rewind_errors(lsp: Pi, fake: FakeAnthropic) -> None:
+    pi = lsp
+    assert pi.init is not None and pi.init.capabilities.execute_command_provider is not None
+    assert {"pi.fileChanges", "pi.restoreFiles"} <= \
+        set(pi.init.capabilities.execute_command_provider.commands)
+    uri = (await call(pi.client, "pi.newSession", {}))["uri"]
+    fake.script(text_reply("hello"))
+    await lsp_prompt(pi, uri, "hi")
+    leaf = lines(path_of(uri))[-1]["id"]
+    quiet = await call(pi.client, "pi.fileChanges", {"uri": uri, "entryId": leaf})
+    assert quiet["available"] is False and "no turn recorded" in quiet["reason"]
+    branched = await call(pi.client, "pi.branch", {"uri": uri, "targetId": leaf})
+    assert branched["fileChanges"] == 0
+
+    for bad, field in (({"uri": uri}, "exactly one of"),
+                       ({"uri": uri, "entryId": leaf, "undoId": "0" * 40}, "exactly one of"),
+                       ({"uri": uri, "entryId": 5}, "entryId"),
+                       ({"uri": uri, "entryId": "nope"}, "nope")):
+        error = await call_error(pi.client, "pi.restoreFiles", bad)
+        assert error.code == INVALID_PARAMS and field in str(error), (bad, error)
+    error = await call_error(pi.client, "pi.fileChanges", {"uri": uri})
+    assert error.code == INVALID_PARAMS and "entryId" in str(error)
+    error = await call_error(pi.client, "pi.restoreFiles", {"uri": uri, "undoId": "HEAD"})
+    assert error.code == FAILED and "not a snapshot id" in str(error)
+    error = await call_error(pi.client, "pi.restoreFiles", {"uri": uri, "entryId": leaf})
+    assert error.code == FAILED and "no turn recorded" in str(error)
+
+    fake.script(text_reply(*(f"w{i} " for i in range(40)), delay=0.05))
+    since = pi.mark()
+    turn = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "slow"}))["turnId"]
+    error = await call_error(pi.client, "pi.restoreFiles", {"uri": uri, "entryId": leaf})
+    assert error.code == BUSY
+    await wait_events(pi, turn, since)
