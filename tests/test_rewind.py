@@ -19,6 +19,7 @@ import pytest
 import pytest_lsp
 from pytest_lsp import LanguageClient
 
+from pi_lsp.agent.events import ToolExecutionStart
 from pi_lsp.agent.harness import Harness
 from pi_lsp.context.build import build_session_context
 from pi_lsp.files import snapshots
@@ -205,6 +206,32 @@ async def test_a_turn_that_changes_nothing_writes_no_entry(rig: Rig, fake: FakeA
     fake.script(tool_reply([("c3", "read", {"path": "a.txt"})]), text_reply("ok"))
     await rig.harness.prompt("three")
     assert len(rig.files_entries()) == 1
+
+
+async def test_a_quiet_turn_records_user_edits_made_since_the_last_entry(
+        rig: Rig, fake: FakeAnthropic) -> None:
+    fake.script(tool_reply([write("c1", "a.txt", "a\n")]), text_reply("ok"))
+    await rig.harness.prompt("one")
+    (rig.root / "a.txt").write_text("edited by hand\n")
+    fake.script(tool_reply([("c2", "bash", {"command": "true"})]), text_reply("ok"))
+    await rig.harness.prompt("two")
+    one, two = rig.files_entries()
+    assert two["data"]["before"] == two["data"]["after"] != one["data"]["after"]
+    assert state_at(rig.tree, rig.last_assistant()) == two["data"]["after"]
+
+
+async def test_the_files_entry_comes_before_writes_queued_during_the_turn(
+        rig: Rig, fake: FakeAnthropic) -> None:
+    def change_model(event: object) -> None:
+        if isinstance(event, ToolExecutionStart):
+            rig.harness.set_model("anthropic", "claude-haiku-4-5")
+
+    rig.harness.subscribe(change_model)
+    fake.script(tool_reply([write("c1", "a.txt", "a\n")]), text_reply("ok"))
+    await rig.harness.prompt("go")
+    kinds = [e["message"]["role"] if e["type"] == "message" else e["type"]
+             for e in rig.entries()]
+    assert kinds == ["user", "assistant", "toolResult", "custom", "model_change", "assistant"]
 
 
 async def test_snapshots_leave_the_users_git_alone_and_honour_gitignore(

@@ -140,8 +140,8 @@ class TurnRecorder:
             return
         leaf = self.tree.leaf_id
         previous = state_at(self.tree, leaf) if leaf is not None else None
-        if before.tree == after.tree == previous:
-            return  # nothing changed and the tree already says so
+        if before.tree == after.tree and previous in (None, before.tree):
+            return  # the turn changed nothing, and the tree holds nothing it contradicts
         data = FilesData(before.tree, after.tree, sorted({*before.skipped, *after.skipped}))
         self.tree.append_custom(FILES_TYPE, msgspec.to_builtins(data))
 
