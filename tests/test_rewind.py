@@ -290,6 +290,33 @@ async def test_without_git_turns_run_and_the_feature_says_it_is_unavailable(
         await restore_files(tree, store, leaf)
 
 
+async def test_diffs_go_to_their_files_even_when_git_quotes_the_name(tmp_path: Path) -> None:
+    store = SnapshotStore(tmp_path)
+    names = ["a b.txt", 'q"x.txt', "z.txt"]
+    for name in names:
+        (tmp_path / name).write_text(f"old {name}\n")
+    old = await store.snapshot()
+    for name in names:
+        (tmp_path / name).write_text(f"new {name}\n")
+    new = await store.snapshot()
+    changes = await store.changes(new.tree, old.tree)
+    assert [c.path for c in changes] == names
+    for change in changes:
+        assert f"-new {change.path}" in change.diff and f"+old {change.path}" in change.diff
+
+
+async def test_a_store_locked_by_another_process_is_waited_for(tmp_path: Path) -> None:
+    store = SnapshotStore(tmp_path)
+    (tmp_path / "a.txt").write_text("a")
+    first = await store.snapshot()
+    lock = store.git_dir / "index.lock"
+    lock.write_text("")
+    (tmp_path / "a.txt").write_text("b")
+    asyncio.get_running_loop().call_later(0.3, lock.unlink)
+    second = await store.snapshot()
+    assert second.tree != first.tree
+
+
 # -- the state at an entry, changes, restore ---------------------------------------------
 
 
