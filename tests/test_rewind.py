@@ -20,7 +20,7 @@ import pytest_lsp
 from pytest_lsp import LanguageClient
 
 from pi_lsp.agent.events import ToolExecutionStart
-from pi_lsp.agent.harness import Harness
+from pi_lsp.agent.harness import Approver, Harness, allow_all
 from pi_lsp.context.build import build_session_context
 from pi_lsp.files import snapshots
 from pi_lsp.files.history import (
@@ -34,7 +34,7 @@ from pi_lsp.files.history import (
 from pi_lsp.files.snapshots import SnapshotStore, store_for
 from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.session.check import check_session
-from pi_lsp.session.entries import encoder
+from pi_lsp.session.entries import ToolCall, encoder
 from pi_lsp.session.tree import SessionTree
 from tests.fake_anthropic import FakeAnthropic, text_reply, tool_reply
 from tests.test_server import (
@@ -106,6 +106,9 @@ class Rig:
                     and e["message"]["role"] == "assistant")
 
 
+APPROVER: list[Approver] = [allow_all]  # how the rig's harness approves calls
+
+
 @pytest.fixture
 async def rig(tmp_path: Path, fake: FakeAnthropic) -> AsyncIterator[Rig]:
     root = user_repo(tmp_path / "ws")
@@ -118,9 +121,10 @@ async def rig(tmp_path: Path, fake: FakeAnthropic) -> AsyncIterator[Rig]:
         providers.append(AnthropicProvider("k", base_url=fake.url, max_retries=0))
         return providers[-1]
 
-    harness = Harness(tree, root, make)
+    harness = Harness(tree, root, make, approve=lambda call: APPROVER[0](call))
     record_files(harness)
     yield Rig(root, tree, harness, providers)
+    APPROVER[0] = allow_all
     for provider in providers:
         await provider.client.close()
 
@@ -232,6 +236,30 @@ async def test_the_files_entry_comes_before_writes_queued_during_the_turn(
     kinds = [e["message"]["role"] if e["type"] == "message" else e["type"]
              for e in rig.entries()]
     assert kinds == ["user", "assistant", "toolResult", "custom", "model_change", "assistant"]
+
+
+async def test_the_before_snapshot_runs_while_the_user_is_asked(rig: Rig, fake: FakeAnthropic
+                                                                ) -> None:
+    index = store_for(rig.root).git_dir / "index"
+    seen: list[bool] = []
+
+    async def slow_user(call: ToolCall) -> str | None:
+        for _ in range(250):
+            if index.exists():
+                break
+            await asyncio.sleep(0.02)
+        seen.append(index.exists())
+        return None if call.id == "c1" else "denied"
+
+    APPROVER[0] = slow_user
+    fake.script(tool_reply([write("c1", "a.txt", "a\n")]), text_reply("ok"))
+    await rig.harness.prompt("one")
+    assert seen == [True] and len(rig.files_entries()) == 1
+    # A refused call changes nothing and records nothing.
+    fake.script(tool_reply([write("c2", "a.txt", "b\n")]), text_reply("ok"))
+    await rig.harness.prompt("two")
+    assert (rig.root / "a.txt").read_text() == "a\n"
+    assert len(rig.files_entries()) == 1
 
 
 async def test_snapshots_leave_the_users_git_alone_and_honour_gitignore(

@@ -7,6 +7,7 @@ A turn that ran `write`, `edit` or `bash` is followed by a `custom` entry (custo
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections import deque
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import msgspec
 
-from pi_lsp.agent.events import AgentEvent, TurnEnd
+from pi_lsp.agent.events import AgentEvent, ToolExecutionStart, TurnEnd
 from pi_lsp.agent.harness import Harness
 from pi_lsp.agent.tools import Execute, Tool, ToolContext, ToolResult
 from pi_lsp.files.snapshots import (
@@ -101,8 +102,9 @@ class TurnRecorder:
     def __init__(self, tree: SessionTree, store: SnapshotStore) -> None:
         self.tree = tree
         self.store = store
-        self._before: Snapshot | None = None
+        self._before: asyncio.Task[Snapshot | None] | None = None
         self._after: Snapshot | None = None
+        self._tasks: set[asyncio.Task[Snapshot | None]] = set()
 
     def attach(self, harness: Harness) -> None:
         """Make the harness's `write`, `edit` and `bash` snapshot around each call."""
@@ -113,10 +115,18 @@ class TurnRecorder:
                 harness.tools[name] = Tool(tool.spec, self._around(tool.execute))
         harness.subscribe(self.on_event)
 
+    def _start_before(self) -> asyncio.Task[Snapshot | None]:
+        """The turn's "before" snapshot, started once (as soon as a changing call shows up,
+        so it runs while the user is asked to approve the call)."""
+        if self._before is None:
+            self._before = asyncio.ensure_future(self._snapshot())
+            self._tasks.add(self._before)
+            self._before.add_done_callback(self._tasks.discard)
+        return self._before
+
     def _around(self, execute: Execute) -> Execute:
         async def run(args: dict[str, object], context: ToolContext) -> ToolResult:
-            if self._before is None:
-                self._before = await self._snapshot()
+            await asyncio.shield(self._start_before())
             try:
                 return await execute(args, context)
             finally:
@@ -131,13 +141,18 @@ class TurnRecorder:
             return None
 
     def on_event(self, event: AgentEvent) -> None:
-        """At a turn end, after the tool results and before any queued write."""
+        """Start the "before" snapshot early; at a turn end, after the tool results and before
+        any queued write, record the turn's files."""
+        if isinstance(event, ToolExecutionStart) and event.tool_name in CHANGING_TOOLS:
+            self._start_before()
         if not isinstance(event, TurnEnd):
             return
-        before, after = self._before, self._after
+        task, after = self._before, self._after
         self._before = self._after = None
+        before = task.result() if task is not None and task.done() and not task.cancelled() \
+            else None
         if before is None or after is None:
-            return
+            return  # no changing call ran (refused, or a snapshot failed)
         leaf = self.tree.leaf_id
         previous = state_at(self.tree, leaf) if leaf is not None else None
         if before.tree == after.tree and previous in (None, before.tree):
