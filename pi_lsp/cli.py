@@ -222,10 +222,10 @@ def cmd_rewind(args: argparse.Namespace) -> int:
         raise CliError(store.unavailable_reason)
     try:
         if args.dry_run:
-            _current, files = asyncio.run(changes_to(store, target_of(tree, args.to, args.undo)))
+            _now, files, _skipped = asyncio.run(
+                changes_to(store, target_of(tree, args.to, args.undo)))
             for change in files:
-                print(change.diff or f"{change.status}: {change.path}", end="" if change.diff
-                      else "\n")
+                sys.stdout.write(change.diff or f"{change.status}: {change.path}\n")
             print(f"{len(files)} file(s) would change", file=sys.stderr)
             return 0
         result = asyncio.run(restore_files(tree, store, args.to, args.undo))

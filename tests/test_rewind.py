@@ -31,7 +31,7 @@ from pi_lsp.files.history import (
     restore_files,
     state_at,
 )
-from pi_lsp.files.snapshots import SnapshotStore, store_for
+from pi_lsp.files.snapshots import Snapshot, SnapshotStore, store_for
 from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import ToolCall, encoder
@@ -221,7 +221,7 @@ async def test_a_quiet_turn_records_user_edits_made_since_the_last_entry(
     await rig.harness.prompt("two")
     one, two = rig.files_entries()
     assert two["data"]["before"] == two["data"]["after"] != one["data"]["after"]
-    assert state_at(rig.tree, rig.last_assistant()) == two["data"]["after"]
+    assert state_at(rig.tree, rig.last_assistant()) == Snapshot(two["data"]["after"])
 
 
 async def test_the_files_entry_comes_before_writes_queued_during_the_turn(
@@ -292,6 +292,12 @@ async def test_files_over_the_cap_are_left_out_and_named(
     assert [f.path for f in result.files] == []
     assert result.skipped == ["big.txt"]
     assert (rig.root / "big.txt").read_text() == "y" * 600  # never overwritten
+    # Small now, but too large when the entry was recorded: the entry does not know it, so
+    # a restore must not take it for a file that did not exist then.
+    (rig.root / "big.txt").write_text("tiny")
+    result = await restore_files(rig.tree, store_for(rig.root), first)
+    assert [f.path for f in result.files] == [] and result.skipped == ["big.txt"]
+    assert (rig.root / "big.txt").read_text() == "tiny"
 
 
 async def test_without_git_turns_run_and_the_feature_says_it_is_unavailable(
@@ -352,10 +358,10 @@ async def test_state_at_entries(rig: Rig, fake: FakeAnthropic) -> None:
     first, second = await two_turns(rig, fake)
     entries = rig.entries()
     one, two = rig.files_entries()
-    assert state_at(rig.tree, first) == one["data"]["after"]
-    assert state_at(rig.tree, second) == two["data"]["after"]
+    assert state_at(rig.tree, first) == Snapshot(one["data"]["after"])
+    assert state_at(rig.tree, second) == Snapshot(two["data"]["after"])
     # before any turn recorded files: the state before the first one below
-    assert state_at(rig.tree, entries[0]["id"]) == one["data"]["before"]
+    assert state_at(rig.tree, entries[0]["id"]) == Snapshot(one["data"]["before"])
 
 
 async def test_changes_restore_and_undo(rig: Rig, fake: FakeAnthropic) -> None:

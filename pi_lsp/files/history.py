@@ -75,8 +75,8 @@ def files_data(record: Record) -> FilesData | None:
         return None
 
 
-def state_at(tree: SessionTree, entry_id: str) -> str | None:
-    """The workspace's tree id at an entry, or None when no turn near it recorded one.
+def state_at(tree: SessionTree, entry_id: str) -> Snapshot | None:
+    """The workspace's snapshot at an entry, or None when no turn near it recorded one.
 
     The nearest `pi-lsp/files` entry on the path to it gives its state after that turn;
     with none above, the state before the nearest later turn below it.
@@ -84,13 +84,13 @@ def state_at(tree: SessionTree, entry_id: str) -> str | None:
     for record in reversed(tree.path_to(entry_id)):
         data = files_data(record)
         if data is not None:
-            return data.after
+            return Snapshot(data.after, data.skipped)
     queue = deque(tree.children(entry_id))
     while queue:
         record = queue.popleft()
         data = files_data(record)
         if data is not None:
-            return data.before
+            return Snapshot(data.before, data.skipped)
         if record.env.id is not None:
             queue.extend(tree.children(record.env.id))
     return None
@@ -155,18 +155,19 @@ class TurnRecorder:
             return  # no changing call ran (refused, or a snapshot failed)
         leaf = self.tree.leaf_id
         previous = state_at(self.tree, leaf) if leaf is not None else None
-        if before.tree == after.tree and previous in (None, before.tree):
+        if before.tree == after.tree and (previous is None or previous.tree == before.tree):
             return  # the turn changed nothing, and the tree holds nothing it contradicts
         data = FilesData(before.tree, after.tree, sorted({*before.skipped, *after.skipped}))
         self.tree.append_custom(FILES_TYPE, msgspec.to_builtins(data))
 
 
-def target_of(tree: SessionTree | None, entry_id: str | None, undo_id: str | None) -> str:
+def target_of(tree: SessionTree | None, entry_id: str | None, undo_id: str | None
+              ) -> Snapshot:
     """The snapshot to compare with or restore: the state at an entry, or an undo id."""
     if undo_id is not None:
         if not SNAPSHOT_ID.fullmatch(undo_id):
             raise RewindError(f"undo id {undo_id!r} is not a snapshot id (40 or 64 hex digits)")
-        return undo_id
+        return Snapshot(undo_id)
     if tree is None or entry_id is None:
         raise RewindError("name an entry or an undo id")
     tree.record(entry_id)
@@ -176,28 +177,31 @@ def target_of(tree: SessionTree | None, entry_id: str | None, undo_id: str | Non
     return target
 
 
-async def changes_to(store: SnapshotStore, target: str, with_diff: bool = True
-                     ) -> tuple[Snapshot, list[FileChange]]:
-    """The workspace now, and the files a restore of `target` would change (large ones left out)."""
+async def changes_to(store: SnapshotStore, target: Snapshot, with_diff: bool = True
+                     ) -> tuple[Snapshot, list[FileChange], list[str]]:
+    """The workspace now, the files a restore of `target` would change, and those left out
+    as too large (then or now: one of the snapshots lacks their content)."""
     current = await store.snapshot()
     try:
-        files = await store.changes(current.tree, target, with_diff)
+        files = await store.changes(current.tree, target.tree, with_diff)
     except SnapshotError:
-        raise RewindError(f"no snapshot {target} in {store.git_dir}") from None
-    return current, [f for f in files if f.path not in current.skipped]
+        raise RewindError(f"no snapshot {target.tree} in {store.git_dir}") from None
+    skipped = sorted({*current.skipped, *target.skipped})
+    return current, [f for f in files if f.path not in skipped], skipped
 
 
 async def file_changes(tree: SessionTree, store: SnapshotStore, entry_id: str,
                        with_diff: bool = True) -> FileChanges:
     """How the workspace now differs from its state at `entry_id`."""
     tree.record(entry_id)
+    target = state_at(tree, entry_id)
     reason = store.unavailable_reason
-    if reason is None and state_at(tree, entry_id) is None:
+    if reason is None and target is None:
         reason = "no turn recorded the files at or after this entry"
-    if reason is not None:
+    if reason is not None or target is None:
         return FileChanges(available=False, reason=reason)
-    current, files = await changes_to(store, target_of(tree, entry_id, None), with_diff)
-    return FileChanges(available=True, files=files, skipped=current.skipped)
+    _current, files, skipped = await changes_to(store, target, with_diff)
+    return FileChanges(available=True, files=files, skipped=skipped)
 
 
 async def restore_files(tree: SessionTree | None, store: SnapshotStore, entry_id: str | None,
@@ -211,9 +215,9 @@ async def restore_files(tree: SessionTree | None, store: SnapshotStore, entry_id
     if reason is not None:
         raise RewindError(reason)
     target = target_of(tree, entry_id, undo_id)
-    current, files = await changes_to(store, target)
-    await store.restore(target, files)
-    return RestoreResult(files=files, undo_id=current.tree, skipped=current.skipped)
+    current, files, skipped = await changes_to(store, target)
+    await store.restore(target.tree, files)
+    return RestoreResult(files=files, undo_id=current.tree, skipped=skipped)
 
 
 def record_files(harness: Harness) -> None:
