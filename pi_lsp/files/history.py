@@ -204,6 +204,18 @@ async def file_changes(tree: SessionTree, store: SnapshotStore, entry_id: str,
     return FileChanges(available=True, files=files, skipped=skipped)
 
 
+async def count_changes(tree: SessionTree, store: SnapshotStore, entry_id: str | None) -> int:
+    """How many files differ from the state at `entry_id`; 0 when none is recorded, or when
+    comparing fails (that is logged: the caller's own work is done already)."""
+    if entry_id is None:
+        return 0
+    try:
+        return len((await file_changes(tree, store, entry_id, with_diff=False)).files)
+    except (RewindError, SnapshotError, OSError) as error:
+        log.warning("pi-lsp: could not compare the files with entry %s: %s", entry_id, error)
+        return 0
+
+
 async def restore_files(tree: SessionTree | None, store: SnapshotStore, entry_id: str | None,
                         undo_id: str | None = None) -> RestoreResult:
     """Make the workspace what it was at `entry_id` (or at `undo_id`); returns how to undo it.

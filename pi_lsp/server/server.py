@@ -23,7 +23,7 @@ from pygls.uris import from_fs_path, to_fs_path
 from pi_lsp.agent.events import AgentEvent, MessageUpdate, ToolExecutionStart
 from pi_lsp.agent.harness import BusyError, Harness, NotRunningError
 from pi_lsp.agent.loop import Aborted
-from pi_lsp.files.history import RewindError, file_changes, restore_files
+from pi_lsp.files.history import RewindError, count_changes, file_changes, restore_files
 from pi_lsp.files.snapshots import SnapshotError, store_for
 from pi_lsp.providers.anthropic import MissingApiKeyError
 from pi_lsp.providers.registry import ModelRegistry
@@ -429,14 +429,8 @@ async def branch(ls: PiServer, args: BranchArgs) -> Any:
     outcome = harness.branch(args.target_id, durable=ls.config.durable_leaf_moves)
     if not ls.config.durable_leaf_moves:  # nothing was appended, so say where the leaf went
         ls.on_session_changed(path.resolve(), harness.tree, Refresh(0, False))
-    changes = 0
-    if outcome.leaf_id is not None:  # so the editor can offer to restore the files
-        try:
-            found = await file_changes(harness.tree, store_for(harness.root), outcome.leaf_id,
-                                       with_diff=False)
-            changes = len(found.files)
-        except (RewindError, SnapshotError, OSError) as error:  # the branch itself is done
-            log.warning("could not compare files after branching: %s", error)
+    # The count lets the editor offer to restore the files.
+    changes = await count_changes(harness.tree, store_for(harness.root), outcome.leaf_id)
     return {**msgspec.to_builtins(outcome), "fileChanges": changes}
 
 
@@ -451,8 +445,12 @@ async def restore(ls: PiServer, args: RestoreFilesArgs) -> Any:
     if (args.entry_id is None) == (args.undo_id is None):
         raise JsonRpcInvalidParams("invalid argument: give exactly one of `entryId`, `undoId`")
     harness = ls.sessions().harness(await open_tree(ls, args.uri))
-    if harness.busy:
-        raise BusyError(f"the session is busy ({harness.phase}); restore files when it is idle")
+    root = harness.root.resolve()
+    # Any turn running in the workspace may be writing files, not only this session's.
+    running = [h for h in ls.sessions().harnesses.values() if h.busy and h.root.resolve() == root]
+    if running:
+        raise BusyError(f"a session in this workspace is busy ({running[0].phase}); "
+                        "restore files when it is idle")
     return await restore_files(harness.tree, store_for(harness.root), args.entry_id,
                                args.undo_id)
 
