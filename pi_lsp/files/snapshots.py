@@ -71,8 +71,10 @@ class SnapshotStore:
         env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
         env["GIT_LITERAL_PATHSPECS"] = "1" if literal else "0"
         where = [f"--git-dir={self.git_dir}", f"--work-tree={self.root}"] if store else []
-        command = [self.git, *where, "-c", "core.quotePath=false", "-c", "core.autocrlf=false",
-                   *args]
+        # The user's git config applies (excludes files) except what would change the result
+        # or start something (line endings, an fsmonitor daemon).
+        settings = ("core.quotePath=false", "core.autocrlf=false", "core.fsmonitor=false")
+        command = [self.git, *where, *(f for s in settings for f in ("-c", s)), *args]
         for _attempt in range(LOCK_RETRIES):
             process = await asyncio.create_subprocess_exec(
                 *command, cwd=self.root, env=env, stdin=asyncio.subprocess.PIPE,
