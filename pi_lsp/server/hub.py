@@ -22,6 +22,7 @@ from pi_lsp.context.preview import (
     render_markdown,
 )
 from pi_lsp.context.tokens import context_size, decode_all, estimate_tokens
+from pi_lsp.files.history import record_files
 from pi_lsp.providers.anthropic import AnthropicProvider, request_params
 from pi_lsp.providers.base import Provider
 from pi_lsp.providers.registry import ModelRegistry
@@ -202,6 +203,7 @@ class SessionHub:
                 compaction=settings.compaction,
                 branch_reserve_tokens=settings.branch_summary.reserve_tokens,
             )
+            record_files(harness)
             self.harnesses[key] = harness
         return harness
 

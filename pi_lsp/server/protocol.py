@@ -140,6 +140,15 @@ class ThinkingArgs(SessionArgs):
     level: Literal["off", "minimal", "low", "medium", "high", "xhigh"]
 
 
+class FileChangesArgs(SessionArgs):
+    entry_id: str
+
+
+class RestoreFilesArgs(SessionArgs):
+    entry_id: str | None = None
+    undo_id: str | None = None
+
+
 class ImageArg(_Args):
     data: str
     mime_type: str

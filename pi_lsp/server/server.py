@@ -23,6 +23,8 @@ from pygls.uris import from_fs_path, to_fs_path
 from pi_lsp.agent.events import AgentEvent, MessageUpdate, ToolExecutionStart
 from pi_lsp.agent.harness import BusyError, Harness, NotRunningError
 from pi_lsp.agent.loop import Aborted
+from pi_lsp.files.history import RewindError, count_changes, file_changes, restore_files
+from pi_lsp.files.snapshots import SnapshotError, store_for
 from pi_lsp.providers.anthropic import MissingApiKeyError
 from pi_lsp.providers.registry import ModelRegistry
 from pi_lsp.server.hub import Config, SessionHub, UnknownSessionError, workspace_settings
@@ -35,6 +37,7 @@ from pi_lsp.server.protocol import (
     BranchSummaryArgs,
     CompactArgs,
     DiffArgs,
+    FileChangesArgs,
     ForkArgs,
     LabelArgs,
     ModelArgs,
@@ -44,6 +47,7 @@ from pi_lsp.server.protocol import (
     PiProtocol,
     PreviewArgs,
     PromptArgs,
+    RestoreFilesArgs,
     SessionArgs,
     ThinkingArgs,
     parse_args,
@@ -306,7 +310,8 @@ def command(name: str, kind: type[A]) -> Callable[[Callable[[PiServer, A], Any]]
             except BusyError as error:
                 raise server_error(str(error), BUSY) from None
             except (NotRunningError, NothingToCompactError, SettingsError, SummaryError,
-                    MissingApiKeyError, ValueError, OSError) as error:
+                    MissingApiKeyError, RewindError, SnapshotError, ValueError, OSError
+                    ) as error:
                 raise server_error(str(error), FAILED) from None
             except asyncio.CancelledError:
                 raise JsonRpcRequestCancelled(f"{name} was cancelled") from None
@@ -424,7 +429,30 @@ async def branch(ls: PiServer, args: BranchArgs) -> Any:
     outcome = harness.branch(args.target_id, durable=ls.config.durable_leaf_moves)
     if not ls.config.durable_leaf_moves:  # nothing was appended, so say where the leaf went
         ls.on_session_changed(path.resolve(), harness.tree, Refresh(0, False))
-    return outcome
+    # The count lets the editor offer to restore the files.
+    changes = await count_changes(harness.tree, store_for(harness.root), outcome.leaf_id)
+    return {**msgspec.to_builtins(outcome), "fileChanges": changes}
+
+
+@command("pi.fileChanges", FileChangesArgs)
+async def get_file_changes(ls: PiServer, args: FileChangesArgs) -> Any:
+    harness = ls.sessions().harness(await open_tree(ls, args.uri))
+    return await file_changes(harness.tree, store_for(harness.root), args.entry_id)
+
+
+@command("pi.restoreFiles", RestoreFilesArgs)
+async def restore(ls: PiServer, args: RestoreFilesArgs) -> Any:
+    if (args.entry_id is None) == (args.undo_id is None):
+        raise JsonRpcInvalidParams("invalid argument: give exactly one of `entryId`, `undoId`")
+    harness = ls.sessions().harness(await open_tree(ls, args.uri))
+    root = harness.root.resolve()
+    # Any turn running in the workspace may be writing files, not only this session's.
+    running = [h for h in ls.sessions().harnesses.values() if h.busy and h.root.resolve() == root]
+    if running:
+        raise BusyError(f"a session in this workspace is busy ({running[0].phase}); "
+                        "restore files when it is idle")
+    return await restore_files(harness.tree, store_for(harness.root), args.entry_id,
+                               args.undo_id)
 
 
 @command("pi.branchWithSummary", BranchSummaryArgs)
