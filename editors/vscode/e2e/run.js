@@ -21,6 +21,7 @@ const OVERALL_MS = 300_000;
 const STEP_MS = 30_000;
 
 const SESSION_NAME = "Fix slow order listing";
+const OLD_NOTE = "# Orders\n\nGET /orders is slow: one query per order (N+1).\n";
 const NOTE = "# Orders\n\nGET /orders now runs one query per page.\n";
 
 const state = { procs: [], browser: undefined, root: undefined, fake: undefined, page: undefined };
@@ -61,6 +62,7 @@ function prepare(fakeUrl) {
   const folder = path.join(root, "workspace");
   fs.cpSync(EXAMPLE, folder, { recursive: true });
   // No summary model and no auto compaction: every model call is a scripted one.
+  fs.writeFileSync(path.join(folder, "NOTES.md"), OLD_NOTE); // the write below overwrites it
   fs.writeFileSync(path.join(folder, ".pi", "settings.json"), JSON.stringify({ summaryModel: null, compaction: { enabled: false } }));
   const userData = path.join(root, "user-data");
   fs.mkdirSync(path.join(userData, "User"), { recursive: true });
@@ -259,6 +261,33 @@ step("the chat panel streams a reply, asks before a write, and the write lands",
   if (written !== NOTE) throw new Error(`NOTES.md holds ${JSON.stringify(written)}, not the approved content`);
   await waitFor(async () => !(await chat.locator("body.busy").count()), "the turn to end (the panel leaves its busy state)");
   await shot(page, "chat");
+});
+
+step("Restore Files to Here puts back the files as they were at an entry, and Undo undoes it", async ({ page, ws }) => {
+  const prompt = await rowWith(page, "Write a short note about the fix", "the prompt of the turn that wrote NOTES.md");
+  const entryId = (await textOf(prompt)).match(/\b[0-9a-f]{8}\b/)?.[0];
+  if (!entryId) throw new Error(`no entry id in the prompt's row: ${await textOf(prompt)}`);
+  await prompt.click({ button: "right" });
+  const item = page.locator(".context-view .monaco-menu .action-label", { hasText: /^Restore Files to Here…$/ });
+  await waitFor(() => item.isVisible(), "the entry's context menu to offer Restore Files to Here…");
+  await item.click();
+  const lines = page.locator(".editor-group-container.active .monaco-editor .view-lines").first();
+  await waitFor(async () => {
+    const text = await textOf(lines);
+    return text.includes("-GET /orders now runs one query per page.") && text.includes("+GET /orders is slow: one query per order (N+1).");
+  }, "the files diff: NOTES.md going back from the written text to the old one");
+  const dialog = page.locator(".monaco-dialog-box");
+  await waitFor(async () => (await textOf(dialog)).includes(`Restore 1 file(s) to entry ${entryId}?`), `the dialog asking to restore 1 file to entry ${entryId}`);
+  await shot(page, "rewind");
+  await dialog.locator(".monaco-button", { hasText: /^Restore$/ }).click();
+  const done = page.locator(".notification-toast", { hasText: "restored 1 file(s)" });
+  await waitFor(() => done.isVisible(), "the notification that 1 file was restored");
+  const notes = () => fs.readFileSync(path.join(ws.folder, "NOTES.md"), "utf8");
+  if (notes() !== OLD_NOTE) throw new Error(`NOTES.md holds ${JSON.stringify(notes())} after the restore, not the text from before the turn`);
+  // The notification's Undo puts back what the restore replaced.
+  await done.locator(".monaco-button", { hasText: /^Undo$/ }).click();
+  await waitFor(() => page.locator(".notification-toast", { hasText: "undid the restore" }).isVisible(), "the notification that the restore was undone");
+  if (notes() !== NOTE) throw new Error(`NOTES.md holds ${JSON.stringify(notes())} after Undo, not the text the turn wrote`);
 });
 
 step("Branch Here from the tree's context menu moves the leaf", async ({ page, ws }) => {
