@@ -20,17 +20,26 @@ from pygls.exceptions import (
 from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 
+from pi_lsp.agent.approval import ApprovalRequest, Approver
 from pi_lsp.agent.events import AgentEvent, MessageUpdate, ToolExecutionStart
 from pi_lsp.agent.harness import BusyError, Harness, NotRunningError
 from pi_lsp.agent.loop import Aborted
 from pi_lsp.providers.anthropic import MissingApiKeyError
 from pi_lsp.providers.registry import ModelRegistry
-from pi_lsp.server.hub import Config, SessionHub, UnknownSessionError, workspace_settings
+from pi_lsp.server.hub import (
+    Config,
+    ForeignFolderError,
+    SessionHub,
+    UnknownSessionError,
+    workspace_settings,
+)
 from pi_lsp.server.protocol import (
+    APPROVE_TOOL,
     JOB_DONE,
     SESSION_CHANGED,
     SESSIONS_CHANGED,
     TURN,
+    ApproveToolParams,
     BranchArgs,
     BranchSummaryArgs,
     CompactArgs,
@@ -46,10 +55,13 @@ from pi_lsp.server.protocol import (
     PromptArgs,
     SessionArgs,
     ThinkingArgs,
+    client_approves_tools,
+    parse_approval,
     parse_args,
 )
 from pi_lsp.server.watcher import DirectoryWatcher
-from pi_lsp.session.entries import ImageContent, ToolCall
+from pi_lsp.session.catalog import ForeignSessionError
+from pi_lsp.session.entries import ImageContent
 from pi_lsp.session.tree import Refresh, SessionTree, UnknownEntryError
 from pi_lsp.settings import SettingsError
 from pi_lsp.summarize.compaction import NothingToCompactError
@@ -62,7 +74,7 @@ BUSY = -32010
 FAILED = -32011
 DELTA_FLUSH_S = 0.05  # text deltas are sent at most ~20 times a second per turn
 SHUTDOWN_WAIT_S = 1.5
-APPROVAL_TOOLS = frozenset({"bash", "write", "edit"})
+APPROVAL_SHOW_LIMIT = 2000  # the longest command or diff the fallback question shows
 ALLOW, ALLOW_SESSION, DENY = "Allow", "Allow for this session", "Deny"
 
 A = TypeVar("A")
@@ -82,7 +94,7 @@ class PiServer(LanguageServer):
         self.watchers: dict[Path, DirectoryWatcher] = {}
         self.allowed_tools: dict[Path, set[str]] = {}
         self.known_files: set[Path] = set()
-        self.turning: set[Path] = set()  # sessions whose turn task has been started
+        self.turn_ids: dict[Path, str] = {}  # sessions whose turn task has been started
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -136,31 +148,77 @@ class PiServer(LanguageServer):
 
     # -- tool approval -------------------------------------------------------------------
 
-    def approver_for(self, path: Path) -> Callable[[ToolCall], Awaitable[str | None]]:
-        async def approve(call: ToolCall) -> str | None:
-            if self.config.tool_approval == "auto" or call.name not in APPROVAL_TOOLS:
-                return None
+    def approver_for(self, path: Path) -> Approver:
+        async def approve(request: ApprovalRequest) -> str | None:
+            name = request.call.name
             allowed = self.allowed_tools.setdefault(path, set())
-            if call.name in allowed:
+            if self.config.tool_approval == "auto" or name in allowed:
                 return None
-            target = call.arguments.get("command") or call.arguments.get("path") or ""
-            params = types.ShowMessageRequestParams(
-                type=types.MessageType.Warning,
-                message=f"pi ({self.session_title(path)}) wants to run {call.name}: "
-                        f"{str(target)[:200]}",
-                actions=[types.MessageActionItem(t) for t in (ALLOW, ALLOW_SESSION, DENY)],
-            )
-            try:
-                answer = await self.window_show_message_request_async(params)
-            except Exception as error:  # a client that cannot ask counts as a denial
-                return f"the user could not be asked to approve {call.name} ({error})"
-            choice = answer.title if answer is not None else None
-            if choice == ALLOW_SESSION:
-                allowed.add(call.name)
-            if choice in (ALLOW, ALLOW_SESSION):
-                return None
-            return f"the user denied running {call.name}"
+            ask = self.ask_approve_tool if client_approves_tools(self.client_capabilities) \
+                else self.ask_message
+            decision, refusal = await ask(path, request)
+            if decision == "allowSession":
+                allowed.add(name)
+            return None if decision in ("allow", "allowSession") else refusal
         return approve
+
+    async def ask_approve_tool(self, path: Path, request: ApprovalRequest
+                               ) -> tuple[str, str]:
+        """Ask with `pi/approveTool`: the full command, or the whole change and its diff."""
+        call, change = request.call, request.change
+        params = ApproveToolParams(
+            uri=uri_of(path), turn_id=self.turn_ids.get(path), tool_call_id=call.id,
+            tool=call.name, title=self.session_title(path),
+            outside_workspace=request.outside_workspace)
+        if call.name == "bash":
+            params.command = str(call.arguments.get("command"))
+        if request.path is not None:
+            params.path = str(request.path)
+        if change is not None:
+            params.old_text, params.new_text = change.old_text, change.new_text
+            params.diff = change.diff()
+        try:
+            # Shielded: an abort stops the wait, while a late answer still finds its future.
+            answer = await asyncio.shield(self.protocol.send_request_async(APPROVE_TOOL, params))
+        except JsonRpcException as error:
+            return "deny", f"the user could not be asked to approve {call.name} " \
+                           f"({error.message}); it was not run"
+        result = parse_approval(answer)
+        if result is None:
+            return "deny", f"the editor answered the approval request with {answer!r}, not " \
+                           f"allow, allowSession or deny; {call.name} was not run"
+        return result.decision, f"the user denied running {call.name}"
+
+    async def ask_message(self, path: Path, request: ApprovalRequest) -> tuple[str, str]:
+        """Ask with `window/showMessageRequest`, showing everything or not asking at all."""
+        call, change = request.call, request.change
+        name = call.name
+        if name == "bash":
+            shown, what = str(call.arguments.get("command")), "command"
+        elif change is not None:
+            shown, what = change.diff(), "change (as a diff)"
+        else:
+            shown, what = "", ""
+        if len(shown) > APPROVAL_SHOW_LIMIT:
+            return "deny", f"the {what} is {len(shown)} characters long, too long to show in " \
+                           f"full for approval (the limit is {APPROVAL_SHOW_LIMIT}); {name} " \
+                           "was not run. Split it into smaller steps."
+        where = f" {request.path}" if request.path is not None else ""
+        outside = " (outside the workspace)" if request.outside_workspace else ""
+        message = f"pi ({self.session_title(path)}) wants to run {name}:" \
+                  f"{where}{outside}{chr(10) if change is not None else ' '}{shown}".rstrip()
+        params = types.ShowMessageRequestParams(
+            type=types.MessageType.Warning, message=message,
+            actions=[types.MessageActionItem(t) for t in (ALLOW, ALLOW_SESSION, DENY)],
+        )
+        try:
+            answer = await asyncio.shield(self.window_show_message_request_async(params))
+        except Exception as error:  # a client that cannot ask counts as a denial
+            return "deny", f"the user could not be asked to approve {name} ({error}); " \
+                           "it was not run"
+        choice = answer.title if answer is not None else None
+        decision = {ALLOW: "allow", ALLOW_SESSION: "allowSession"}.get(choice or "", "deny")
+        return decision, f"the user denied running {name}"
 
     def session_title(self, path: Path) -> str:
         tree = self.hub.trees.get(path.resolve()) if self.hub else None
@@ -303,6 +361,13 @@ def command(name: str, kind: type[A]) -> Callable[[Callable[[PiServer, A], Any]]
                 raise
             except (UnknownSessionError, UnknownEntryError) as error:
                 raise JsonRpcInvalidParams(str(error)) from None
+            except ForeignSessionError as error:
+                raise JsonRpcInvalidParams(
+                    f"invalid argument: `uri` is not a session of this workspace: {error}"
+                ) from None
+            except ForeignFolderError as error:
+                raise JsonRpcInvalidParams(
+                    f"invalid argument: `folderUri` is not a workspace folder: {error}") from None
             except BusyError as error:
                 raise server_error(str(error), BUSY) from None
             except (NotRunningError, NothingToCompactError, SettingsError, SummaryError,
@@ -501,12 +566,12 @@ async def prompt(ls: PiServer, args: PromptArgs) -> dict[str, Any]:
         deliver(args.text, images or None)
         return {"turnId": None, "queued": args.delivery}
     key = path.resolve()
-    if harness.busy or key in ls.turning:
+    if harness.busy or key in ls.turn_ids:
         raise BusyError(f"the session is busy ({harness.phase}); steer or follow up instead")
     turn_id = str(uuid.uuid4())
-    ls.turning.add(key)  # claimed now, so a second prompt is refused at once
+    ls.turn_ids[key] = turn_id  # claimed now, so a second prompt is refused at once
     task = ls.run_task(ls.run_turn(args.uri, turn_id, harness, args))
-    task.add_done_callback(lambda _t: ls.turning.discard(key))
+    task.add_done_callback(lambda _t: ls.turn_ids.pop(key, None))
     return {"turnId": turn_id}
 
 

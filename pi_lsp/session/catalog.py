@@ -51,6 +51,25 @@ def session_dirs(workspace: str) -> list[Path]:
     return [workspace_session_dir(root), cli_session_dir(root)]
 
 
+class ForeignSessionError(Exception):
+    """A path that is not a session file directly inside one of the session directories."""
+
+
+def confine_session(path: Path, directories: list[Path]) -> Path:
+    """`path` resolved, if it is a `.jsonl` file directly inside one of `directories` once every
+    symlink is followed; otherwise ForeignSessionError saying where it leads."""
+    resolved = path.resolve()
+    allowed = {directory.resolve() for directory in directories}
+    leads = f" (it leads to {resolved})" if resolved != Path(os.path.abspath(path)) else ""
+    if resolved.suffix != ".jsonl":
+        raise ForeignSessionError(f"{path}{leads} is not a .jsonl file")
+    if resolved.parent not in allowed:
+        listed = ", ".join(sorted(map(str, allowed))) or "none"
+        raise ForeignSessionError(f"{path}{leads} is not directly inside one of its session "
+                                  f"directories ({listed})")
+    return resolved
+
+
 def session_files(directories: list[Path]) -> list[Path]:
     files: list[Path] = []
     for directory in directories:
