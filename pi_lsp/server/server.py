@@ -180,9 +180,9 @@ class PiServer(LanguageServer):
         try:
             # Shielded: an abort stops the wait, while a late answer still finds its future.
             answer = await asyncio.shield(self.protocol.send_request_async(APPROVE_TOOL, params))
-        except JsonRpcException as error:
-            return "deny", f"the user could not be asked to approve {call.name} " \
-                           f"({error.message}); it was not run"
+        except Exception as error:  # an error answer, or none possible, counts as a denial
+            return "deny", f"the user could not be asked to approve {call.name} ({error}); " \
+                           "it was not run"
         result = parse_approval(answer)
         if result is None:
             return "deny", f"the editor answered the approval request with {answer!r}, not " \
@@ -203,10 +203,12 @@ class PiServer(LanguageServer):
             return "deny", f"the {what} is {len(shown)} characters long, too long to show in " \
                            f"full for approval (the limit is {APPROVAL_SHOW_LIMIT}); {name} " \
                            "was not run. Split it into smaller steps."
-        where = f" {request.path}" if request.path is not None else ""
-        outside = " (outside the workspace)" if request.outside_workspace else ""
-        message = f"pi ({self.session_title(path)}) wants to run {name}:" \
-                  f"{where}{outside}{chr(10) if change is not None else ' '}{shown}".rstrip()
+        message = f"pi ({self.session_title(path)}) wants to run {name}: "
+        if name == "bash":
+            message += shown
+        else:
+            outside = " (outside the workspace)" if request.outside_workspace else ""
+            message += f"{request.path}{outside}" + (f"\n{shown}" if change is not None else "")
         params = types.ShowMessageRequestParams(
             type=types.MessageType.Warning, message=message,
             actions=[types.MessageActionItem(t) for t in (ALLOW, ALLOW_SESSION, DENY)],
