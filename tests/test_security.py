@@ -114,6 +114,9 @@ def test_hub_opens_only_sessions_directly_in_its_session_folders(root: Path, tmp
     assert hub.tree(own).leaf_id == BRANCH_B_TIP
     assert hub.tree(sessions / "x" / ".." / "own.jsonl") is hub.tree(own)
     assert hub.tree(extra / "configured.jsonl").leaf_id == BRANCH_B_TIP
+    hub.folders = [tmp_path / "other"]  # the folder left the workspace: its sessions go too
+    with pytest.raises(ForeignSessionError):
+        hub.tree(own)
 
 
 def test_hub_starts_sessions_only_in_workspace_folders(root: Path, tmp_path: Path) -> None:

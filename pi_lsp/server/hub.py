@@ -158,6 +158,10 @@ class SessionHub:
                 return folder
         return self.folders[0] if self.folders else resolved.parent
 
+    def confine(self, path: Path) -> Path:
+        """`path` resolved, if it is a session file of the workspace as its folders are now."""
+        return confine_session(path, self.all_directories())
+
     def list_sessions(self) -> list[SessionSummary]:
         return list_sessions(self.all_directories())
 
@@ -165,10 +169,9 @@ class SessionHub:
 
     def tree(self, path: Path) -> SessionTree:
         """The open tree of a session file, brought up to date with the disk."""
-        key = path.resolve()
+        key = self.confine(path)
         tree = self.trees.get(key)
         if tree is None:
-            key = confine_session(path, self.all_directories())
             if not key.is_file():
                 raise UnknownSessionError(str(path))
             tree = SessionTree.open(str(key))

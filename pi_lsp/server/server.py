@@ -460,10 +460,10 @@ def new_session(ls: PiServer, args: NewSessionArgs) -> dict[str, Any]:
 
 
 async def open_tree(ls: PiServer, uri: str) -> Path:
-    """The session's path, its tree loaded off the event loop the first time."""
-    path = ls.session_path(uri)
+    """The session's resolved path, its tree loaded off the event loop the first time."""
     hub = ls.sessions()
-    if path.resolve() not in hub.trees:
+    path = hub.confine(ls.session_path(uri))  # on every command: folders and settings change
+    if path not in hub.trees:
         await asyncio.to_thread(hub.tree, path)
     return path
 
