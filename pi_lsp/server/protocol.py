@@ -168,8 +168,11 @@ class ApproveToolParams(msgspec.Struct, rename="camel", kw_only=True):
     diff: str | msgspec.UnsetType = msgspec.UNSET  # write, edit: unified, path in the headers
 
 
+Decision = Literal["allow", "allowSession", "deny"]
+
+
 class ApproveToolResult(msgspec.Struct):
-    decision: Literal["allow", "allowSession", "deny"]
+    decision: Decision
 
 
 def client_approves_tools(capabilities: types.ClientCapabilities) -> bool:

@@ -26,6 +26,7 @@ from pi_lsp.agent.harness import BusyError, Harness, NotRunningError
 from pi_lsp.agent.loop import Aborted
 from pi_lsp.providers.anthropic import MissingApiKeyError
 from pi_lsp.providers.registry import ModelRegistry
+from pi_lsp.server.approvals import NotAsked, approve_tool_params, fallback_question
 from pi_lsp.server.hub import (
     Config,
     ForeignFolderError,
@@ -43,6 +44,7 @@ from pi_lsp.server.protocol import (
     BranchArgs,
     BranchSummaryArgs,
     CompactArgs,
+    Decision,
     DiffArgs,
     ForkArgs,
     LabelArgs,
@@ -74,8 +76,8 @@ BUSY = -32010
 FAILED = -32011
 DELTA_FLUSH_S = 0.05  # text deltas are sent at most ~20 times a second per turn
 SHUTDOWN_WAIT_S = 1.5
-APPROVAL_SHOW_LIMIT = 2000  # the longest command or diff the fallback question shows
 ALLOW, ALLOW_SESSION, DENY = "Allow", "Allow for this session", "Deny"
+CHOICES: dict[str, Decision] = {ALLOW: "allow", ALLOW_SESSION: "allowSession"}
 
 A = TypeVar("A")
 
@@ -154,73 +156,45 @@ class PiServer(LanguageServer):
             allowed = self.allowed_tools.setdefault(path, set())
             if self.config.tool_approval == "auto" or name in allowed:
                 return None
-            ask = self.ask_approve_tool if client_approves_tools(self.client_capabilities) \
-                else self.ask_message
-            decision, refusal = await ask(path, request)
+            title = self.session_title(path)
+            try:
+                if client_approves_tools(self.client_capabilities):
+                    decision = await self.ask_approve_tool(approve_tool_params(
+                        request, uri_of(path), self.turn_ids.get(path), title))
+                else:
+                    decision = await self.ask_message(name, fallback_question(request, title))
+            except NotAsked as error:
+                return str(error)
             if decision == "allowSession":
                 allowed.add(name)
-            return None if decision in ("allow", "allowSession") else refusal
+            return None if decision != "deny" else f"the user denied running {name}"
         return approve
 
-    async def ask_approve_tool(self, path: Path, request: ApprovalRequest
-                               ) -> tuple[str, str]:
-        """Ask with `pi/approveTool`: the full command, or the whole change and its diff."""
-        call, change = request.call, request.change
-        params = ApproveToolParams(
-            uri=uri_of(path), turn_id=self.turn_ids.get(path), tool_call_id=call.id,
-            tool=call.name, title=self.session_title(path),
-            outside_workspace=request.outside_workspace)
-        if call.name == "bash":
-            params.command = str(call.arguments.get("command"))
-        if request.path is not None:
-            params.path = str(request.path)
-        if change is not None:
-            params.old_text, params.new_text = change.old_text, change.new_text
-            params.diff = change.diff()
+    async def ask_approve_tool(self, params: ApproveToolParams) -> Decision:
+        # Shielded, here and below: an abort ends the wait, and a late answer still finds its
+        # future (a cancelled one would make pygls fail on the answer).
         try:
-            # Shielded: an abort stops the wait, while a late answer still finds its future.
             answer = await asyncio.shield(self.protocol.send_request_async(APPROVE_TOOL, params))
-        except Exception as error:  # an error answer, or none possible, counts as a denial
-            return "deny", f"the user could not be asked to approve {call.name} ({error}); " \
-                           "it was not run"
+        except Exception as error:  # an error answer counts as a denial
+            raise NotAsked(f"the user could not be asked to approve {params.tool} ({error}); "
+                           "it was not run") from None
         result = parse_approval(answer)
         if result is None:
-            return "deny", f"the editor answered the approval request with {answer!r}, not " \
-                           f"allow, allowSession or deny; {call.name} was not run"
-        return result.decision, f"the user denied running {call.name}"
+            raise NotAsked(f"the editor answered the approval request with {answer!r}, not "
+                           f"allow, allowSession or deny; {params.tool} was not run")
+        return result.decision
 
-    async def ask_message(self, path: Path, request: ApprovalRequest) -> tuple[str, str]:
-        """Ask with `window/showMessageRequest`, showing everything or not asking at all."""
-        call, change = request.call, request.change
-        name = call.name
-        if name == "bash":
-            shown, what = str(call.arguments.get("command")), "command"
-        elif change is not None:
-            shown, what = change.diff(), "change (as a diff)"
-        else:
-            shown, what = "", ""
-        if len(shown) > APPROVAL_SHOW_LIMIT:
-            return "deny", f"the {what} is {len(shown)} characters long, too long to show in " \
-                           f"full for approval (the limit is {APPROVAL_SHOW_LIMIT}); {name} " \
-                           "was not run. Split it into smaller steps."
-        message = f"pi ({self.session_title(path)}) wants to run {name}: "
-        if name == "bash":
-            message += shown
-        else:
-            outside = " (outside the workspace)" if request.outside_workspace else ""
-            message += f"{request.path}{outside}" + (f"\n{shown}" if change is not None else "")
+    async def ask_message(self, name: str, question: str) -> Decision:
         params = types.ShowMessageRequestParams(
-            type=types.MessageType.Warning, message=message,
+            type=types.MessageType.Warning, message=question,
             actions=[types.MessageActionItem(t) for t in (ALLOW, ALLOW_SESSION, DENY)],
         )
         try:
             answer = await asyncio.shield(self.window_show_message_request_async(params))
         except Exception as error:  # a client that cannot ask counts as a denial
-            return "deny", f"the user could not be asked to approve {name} ({error}); " \
-                           "it was not run"
-        choice = answer.title if answer is not None else None
-        decision = {ALLOW: "allow", ALLOW_SESSION: "allowSession"}.get(choice or "", "deny")
-        return decision, f"the user denied running {name}"
+            raise NotAsked(f"the user could not be asked to approve {name} ({error}); "
+                           "it was not run") from None
+        return CHOICES.get(answer.title if answer is not None else "", "deny")
 
     def session_title(self, path: Path) -> str:
         tree = self.hub.trees.get(path.resolve()) if self.hub else None
