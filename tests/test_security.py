@@ -111,6 +111,7 @@ def test_hub_opens_only_sessions_directly_in_its_session_folders(root: Path, tmp
         if path.name == "link.jsonl":
             assert f"leads to {foreign}" in str(error.value)
     assert foreign.read_bytes() == before
+    assert {Path(s.path).name for s in hub.list_sessions()} == {"own.jsonl", "configured.jsonl"}
     assert hub.tree(own).leaf_id == BRANCH_B_TIP
     assert hub.tree(sessions / "x" / ".." / "own.jsonl") is hub.tree(own)
     assert hub.tree(extra / "configured.jsonl").leaf_id == BRANCH_B_TIP

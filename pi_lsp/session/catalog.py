@@ -71,10 +71,13 @@ def confine_session(path: Path, directories: list[Path]) -> Path:
 
 
 def session_files(directories: list[Path]) -> list[Path]:
+    """The session files directly in the directories; a symlink leading out is not one."""
     files: list[Path] = []
     for directory in directories:
         if directory.is_dir():
-            files.extend(sorted(p for p in directory.glob("*.jsonl") if p.is_file()))
+            real = directory.resolve()
+            files.extend(sorted(p for p in directory.glob("*.jsonl")
+                                if p.is_file() and p.resolve().parent == real))
     return files
 
 
