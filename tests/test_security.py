@@ -533,6 +533,18 @@ async def test_write_and_edit_approvals_show_the_change(pi: Pi, fake: FakeAnthro
 
 
 @LSP
+async def test_a_change_that_cannot_be_worked_out_is_an_error_result(
+        pi: Pi, fake: FakeAnthropic) -> None:
+    (pi.ws / "binary.dat").write_bytes(b"\xff\xfe\x00 not utf-8 \xff")
+    _, events, _ = await run_turn(pi, fake, [
+        ("e1", "edit", {"path": "binary.dat", "oldText": "not", "newText": "now"})])
+    assert pi.asked == []
+    result = results(events)["e1"]
+    assert result["isError"] and "edit failed" in result_text(result)
+    assert [e["type"] for e in events][-1] == "agent_end"
+
+
+@LSP
 async def test_reads_outside_the_workspace_are_asked(pi: Pi, fake: FakeAnthropic) -> None:
     outside = pi.outside / "readme.txt"
     _, events, _ = await run_turn(pi, fake, [("r1", "read", {"path": str(outside)}),

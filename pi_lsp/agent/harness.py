@@ -226,6 +226,8 @@ class Harness:
             request = approval_request(call, ctx)
         except ToolError as error:
             return str(error)  # refused outright: nobody is asked
+        except (OSError, UnicodeError, ValueError) as error:  # as the tool itself would fail
+            return f"{call.name} failed: {error}"
         if request is None:
             return None
         refusal = await self.approve_call(request)
