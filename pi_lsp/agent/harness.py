@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
 
+from pi_lsp.agent.approval import Approver, allow_all, approval_request
 from pi_lsp.agent.events import (
     AgentEnd,
     AgentEvent,
@@ -22,7 +23,7 @@ from pi_lsp.agent.events import (
 )
 from pi_lsp.agent.loop import Aborted, abortable, run_loop
 from pi_lsp.agent.prompt import build_system_prompt
-from pi_lsp.agent.tools import ALL_TOOLS, Tool, ToolContext
+from pi_lsp.agent.tools import ALL_TOOLS, Tool, ToolContext, ToolError
 from pi_lsp.context.build import build_session_context, context_settings
 from pi_lsp.context.convert import convert_to_llm, prepare_for_provider
 from pi_lsp.context.tokens import context_size, decode_all
@@ -53,7 +54,6 @@ from pi_lsp.summarize.extractive import ExtractiveSummarizer
 from pi_lsp.summarize.summarizer import Summarizer, SummaryError
 
 Phase = Literal["idle", "turn", "compaction", "branch_summary"]
-Approver = Callable[[ToolCall], Awaitable[str | None]]
 ProviderFactory = Callable[[str], Provider]
 Listener = Callable[[AgentEvent], None]
 
@@ -74,10 +74,6 @@ class TurnState(msgspec.Struct):
     thinking_level: str
     tools: list[Tool]
     system_prompt: str
-
-
-async def allow_all(_call: ToolCall) -> str | None:
-    return None
 
 
 _OVERFLOW = re.compile(
@@ -112,6 +108,7 @@ class Harness:
         tools: tuple[Tool, ...] = ALL_TOOLS,
         approve: Approver = allow_all,
         allow_outside_root: bool = False,
+        session_dirs: tuple[Path, ...] = (),
         summarizer: Summarizer | None = None,
         compaction: CompactionSettings | None = None,
         branch_reserve_tokens: int = 16384,
@@ -123,6 +120,7 @@ class Harness:
         self.tools = {tool.name: tool for tool in tools}
         self.approve_call = approve
         self.allow_outside_root = allow_outside_root
+        self.session_dirs = session_dirs
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
         self.compaction = compaction or CompactionSettings()
         self.branch_reserve_tokens = branch_reserve_tokens
@@ -221,10 +219,21 @@ class Harness:
         return self.tools.get(name)
 
     def tool_context(self, on_update: Callable[[str], None]) -> ToolContext:
-        return ToolContext(self.root, self.allow_outside_root, on_update)
+        return ToolContext(self.root, self.allow_outside_root, on_update, self.session_dirs)
 
-    async def approve(self, call: ToolCall) -> str | None:
-        return await self.approve_call(call)
+    async def approve(self, call: ToolCall, ctx: ToolContext) -> str | None:
+        try:
+            request = approval_request(call, ctx)
+        except ToolError as error:
+            return str(error)  # refused outright: nobody is asked
+        except (OSError, UnicodeError, ValueError) as error:  # as the tool itself would fail
+            return f"{call.name} failed: {error}"
+        if request is None:
+            return None
+        refusal = await self.approve_call(request)
+        if refusal is None:
+            ctx.approved = request.change
+        return refusal
 
     def track(self, task: asyncio.Task[Any]) -> None:
         self._current = task
