@@ -19,8 +19,9 @@ import pytest
 import pytest_lsp
 from pytest_lsp import LanguageClient
 
+from pi_lsp.agent.approval import ApprovalRequest, Approver, allow_all
 from pi_lsp.agent.events import ToolExecutionStart
-from pi_lsp.agent.harness import Approver, Harness, allow_all
+from pi_lsp.agent.harness import Harness
 from pi_lsp.context.build import build_session_context
 from pi_lsp.files import snapshots
 from pi_lsp.files.history import (
@@ -34,7 +35,7 @@ from pi_lsp.files.history import (
 from pi_lsp.files.snapshots import Snapshot, SnapshotStore, store_for
 from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.session.check import check_session
-from pi_lsp.session.entries import ToolCall, encoder
+from pi_lsp.session.entries import encoder
 from pi_lsp.session.tree import SessionTree
 from tests.fake_anthropic import FakeAnthropic, text_reply, tool_reply
 from tests.test_server import (
@@ -121,7 +122,7 @@ async def rig(tmp_path: Path, fake: FakeAnthropic) -> AsyncIterator[Rig]:
         providers.append(AnthropicProvider("k", base_url=fake.url, max_retries=0))
         return providers[-1]
 
-    harness = Harness(tree, root, make, approve=lambda call: APPROVER[0](call))
+    harness = Harness(tree, root, make, approve=lambda request: APPROVER[0](request))
     record_files(harness)
     yield Rig(root, tree, harness, providers)
     APPROVER[0] = allow_all
@@ -243,13 +244,13 @@ async def test_the_before_snapshot_runs_while_the_user_is_asked(rig: Rig, fake: 
     index = store_for(rig.root).git_dir / "index"
     seen: list[bool] = []
 
-    async def slow_user(call: ToolCall) -> str | None:
+    async def slow_user(request: ApprovalRequest) -> str | None:
         for _ in range(250):
             if index.exists():
                 break
             await asyncio.sleep(0.02)
         seen.append(index.exists())
-        return None if call.id == "c1" else "denied"
+        return None if request.call.id == "c1" else "denied"
 
     APPROVER[0] = slow_user
     fake.script(tool_reply([write("c1", "a.txt", "a\n")]), text_reply("ok"))
