@@ -21,7 +21,7 @@ const OVERALL_MS = 300_000;
 const STEP_MS = 30_000;
 
 const SESSION_NAME = "Fix slow order listing";
-const OLD_NOTE = "# Orders\n\nGET /orders is slow: one query per order (N+1).\n";
+const OLD_NOTE = "# Orders\n\nGET /orders is slow: N+1 queries.\n";
 const NOTE = "# Orders\n\nGET /orders now runs one query per page.\n";
 
 const state = { procs: [], browser: undefined, root: undefined, fake: undefined, page: undefined };
@@ -206,7 +206,7 @@ step("the workbench loads and the pi view shows the session", async ({ page, url
   const bar = await page.locator(".part.sidebar").boundingBox();
   await page.mouse.move(bar.x + bar.width, bar.y + bar.height / 2);
   await page.mouse.down();
-  await page.mouse.move(560, bar.y + bar.height / 2, { steps: 5 });
+  await page.mouse.move(480, bar.y + bar.height / 2, { steps: 5 });
   await page.mouse.up();
 });
 
@@ -274,7 +274,7 @@ step("Restore Files to Here puts back the files as they were at an entry, and Un
   const lines = page.locator(".editor-group-container.active .monaco-editor .view-lines").first();
   await waitFor(async () => {
     const text = await textOf(lines);
-    return text.includes("-GET /orders now runs one query per page.") && text.includes("+GET /orders is slow: one query per order (N+1).");
+    return text.includes("-GET /orders now runs one query per page.") && text.includes("+GET /orders is slow: N+1 queries.");
   }, "the files diff: NOTES.md going back from the written text to the old one");
   const dialog = page.locator(".monaco-dialog-box");
   await waitFor(async () => (await textOf(dialog)).includes(`Restore 1 file(s) to entry ${entryId}?`), `the dialog asking to restore 1 file to entry ${entryId}`);
