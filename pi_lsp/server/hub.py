@@ -24,9 +24,9 @@ from pi_lsp.context.preview import (
 )
 from pi_lsp.context.tokens import context_size, decode_all, estimate_tokens
 from pi_lsp.files.history import record_files
-from pi_lsp.providers.anthropic import AnthropicProvider, request_params
 from pi_lsp.providers.base import Provider
-from pi_lsp.providers.registry import ModelRegistry
+from pi_lsp.providers.factory import provider_factory
+from pi_lsp.providers.wire import request_params
 from pi_lsp.session.catalog import (
     SessionSummary,
     confine_session,
@@ -214,7 +214,7 @@ class SessionHub:
             settings = self.settings_for(key)
             harness = Harness(
                 self.tree(key), self.folder_of(key), self.provider_factory(settings),
-                registry=ModelRegistry(settings.models),
+                registry=settings.registry(),
                 default_model=(settings.default_provider, settings.default_model),
                 approve=self.approver_for(key),
                 allow_outside_root=settings.allow_writes_outside_workspace,
@@ -228,13 +228,8 @@ class SessionHub:
         return harness
 
     def provider_factory(self, settings: Settings) -> Callable[[str], Provider]:
-        base_url = self.config.anthropic_base_url
-
-        def make(name: str) -> Provider:
-            if name != "anthropic":
-                raise ValueError(f"provider {name!r} is not supported (only anthropic)")
-            return AnthropicProvider(settings.api_key("anthropic"), base_url=base_url)
-        return make
+        return provider_factory(settings.registry(), settings.api_key,
+                                self.config.anthropic_base_url)
 
     def reconfigure(self, config: Config) -> None:
         """New settings apply to harnesses made from now on; idle ones are rebuilt."""
