@@ -91,18 +91,25 @@ def _read(path: Path) -> dict[str, Any]:
         raise ModelsFileError(f"{path}: cannot read models ({error})") from None
     if not isinstance(data, dict):
         raise ModelsFileError(f"{path}: models.json must be a JSON object")
-    try:
-        parsed = msgspec.convert(data, ModelsFile)
-    except msgspec.ValidationError as error:
-        raise ModelsFileError(f"{path}: {error}") from None
-    _check(path, parsed)
+    providers = data.get("providers", {})
+    if not isinstance(providers, dict):
+        raise ModelsFileError(f"{path}: providers must be an object of providers by name")
+    for name, spec in providers.items():
+        try:
+            msgspec.convert(spec, ProviderSpec)
+        except msgspec.ValidationError as error:
+            # msgspec says "... - at `$.models[0].id`"; name the provider in the path.
+            text, _, where = str(error).partition(" - at `$")
+            raise ModelsFileError(f"{path}: providers.{name}{where.rstrip('`')}: {text}"
+                                  ) from None
     return data
 
 
-def _check(path: Path, parsed: ModelsFile) -> None:
+def _check(merged: ModelsFile, sources: dict[str, str]) -> None:
+    """What the schema cannot say; a provider split over both files is checked as one."""
     built_in = {p.name: p for p in BUILT_IN_PROVIDERS}
-    for name, spec in parsed.providers.items():
-        where = f"{path}: providers.{name}"
+    for name, spec in merged.providers.items():
+        where = f"{sources[name]}: providers.{name}"
         for index, model in enumerate(spec.models):
             if not (model.api or spec.api or name in built_in):
                 raise ModelsFileError(f"{where}.api is required for models (one of "
@@ -135,6 +142,7 @@ def load_models(workspace: Path) -> tuple[list[ModelInfo], list[ProviderConfig]]
     merged = msgspec.convert({"providers": _merge(raw)}, ModelsFile)
     sources = {name: str(path) for path, data in zip(files, raw, strict=True)
                for name in data.get("providers") or {}}
+    _check(merged, sources)
     built_in = {p.name: p for p in BUILT_IN_PROVIDERS}
     models: list[ModelInfo] = []
     providers: list[ProviderConfig] = []
