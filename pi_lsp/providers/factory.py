@@ -7,7 +7,6 @@ from collections.abc import Callable
 from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.providers.base import Provider
 from pi_lsp.providers.models_file import resolve_value
-from pi_lsp.providers.openai_api import OpenAIProvider
 from pi_lsp.providers.registry import (
     ANTHROPIC_API,
     CHAT_API,
@@ -49,5 +48,8 @@ def provider_factory(registry: ModelRegistry, settings_key: Callable[[str], str 
             return AnthropicProvider(key, base_url=base_url, max_retries=max_retries,
                                      headers=headers, name=name)
         assert config.api in (CHAT_API, RESPONSES_API)
+        # Imported when first needed: the openai SDK adds a third to the server's start-up.
+        from pi_lsp.providers.openai_api import OpenAIProvider
+
         return OpenAIProvider(name, key, config.base_url, headers, max_retries)
     return make
