@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from pi_lsp.providers.models_file import ModelsFileError, load_models
+from pi_lsp.providers.models_file import ModelsFileError, load_models, models_files
 from pi_lsp.providers.registry import (
     DEFAULT_MODEL,
     DEFAULT_SUMMARY_MODEL,
@@ -69,6 +69,17 @@ def _read(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise SettingsError(f"{path}: settings must be a JSON object")
     return data
+
+
+def settings_stamp(workspace: Path) -> tuple[int | None, ...]:
+    """When each settings and models file last changed (None: absent), to notice edits."""
+    stamps: list[int | None] = []
+    for path in [*settings_files(workspace), *models_files(workspace)]:
+        try:
+            stamps.append(path.stat().st_mtime_ns)
+        except OSError:
+            stamps.append(None)
+    return tuple(stamps)
 
 
 def load_settings(workspace: Path) -> Settings:

@@ -509,3 +509,21 @@ async def test_session_moves_from_anthropic_to_openai_compatible_and_back(
         assert preview.request == {k: v for k, v in sent.items() if k != "stream"}
     for provider in harness._provider_cache.values():
         await provider.client.close()  # type: ignore[attr-defined]
+
+
+def test_an_edited_models_json_reaches_open_sessions(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "agent"))
+    hub = SessionHub([tmp_path], Config())
+    path = hub.new_session(None, tmp_path)
+    before = hub.harness(path)
+    assert hub.harness(path) is before  # nothing changed: the same harness
+    assert before.registry.provider("ollama") is None
+    write(tmp_path / ".pi" / "models.json", {"providers": {"ollama": {
+        "baseUrl": "http://127.0.0.1:9/v1", "api": "openai-completions", "apiKey": "ollama",
+        "models": [{"id": MODEL, "contextWindow": 4096}]}}})
+    after = hub.harness(path)
+    assert after is not before
+    after.set_model("ollama", MODEL)
+    preview = hub.preview(path, None, "request")
+    assert preview.model == f"ollama/{MODEL}" and preview.context_window == 4096
+    assert preview.request is not None and preview.request["messages"][0]["role"] == "system"

@@ -40,7 +40,7 @@ from pi_lsp.session.fork import fork_session
 from pi_lsp.session.journal import Problem
 from pi_lsp.session.outline import entry_preview, record_role
 from pi_lsp.session.tree import Refresh, SessionTree, decode_entry
-from pi_lsp.settings import Settings, load_settings
+from pi_lsp.settings import Settings, load_settings, settings_stamp
 from pi_lsp.summarize.compaction import PlanSummary, plan_summary, prepare_compaction
 from pi_lsp.summarize.select import choose_summarizer
 
@@ -131,6 +131,7 @@ class SessionHub:
         self._views: dict[Path, tuple[tuple[int, int, str | None], TreeView]] = {}
         self._nodes: dict[Path, dict[int, tuple[str | None, str, str | None, str]]] = {}
         self._previews: dict[tuple[Path, str | None, str], tuple[object, Preview]] = {}
+        self._stamps: dict[Path, tuple[int | None, ...]] = {}
 
     # -- where sessions are --------------------------------------------------------------
 
@@ -210,6 +211,9 @@ class SessionHub:
     def harness(self, path: Path) -> Harness:
         key = path.resolve()
         harness = self.harnesses.get(key)
+        stamp = settings_stamp(self.folder_of(key))
+        if harness is not None and not harness.busy and self._stamps.get(key) != stamp:
+            harness = None  # settings or models.json changed: an idle harness is rebuilt
         if harness is None:
             settings = self.settings_for(key)
             harness = Harness(
@@ -225,6 +229,7 @@ class SessionHub:
             )
             record_files(harness)
             self.harnesses[key] = harness
+            self._stamps[key] = stamp
         return harness
 
     def provider_factory(self, settings: Settings) -> Callable[[str], Provider]:
