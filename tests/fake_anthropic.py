@@ -125,6 +125,14 @@ class FakeAnthropic:
         return self.url
 
     def stop(self) -> None:
+        async def finish_connections() -> None:
+            # A reply still streaming to an aborted client is ended here, not destroyed later.
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(finish_connections(), self._loop).result(5)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
 

@@ -527,3 +527,35 @@ def test_an_edited_models_json_reaches_open_sessions(tmp_path: Path, monkeypatch
     preview = hub.preview(path, None, "request")
     assert preview.model == f"ollama/{MODEL}" and preview.context_window == 4096
     assert preview.request is not None and preview.request["messages"][0]["role"] == "system"
+
+
+async def test_abort_mid_stream_saves_the_partial_reply(make_rig, oai) -> None:
+    import asyncio
+
+    rig = make_rig()
+    oai.script(chat_reply(*(f"word{i} " for i in range(60)), delay=0.05))
+    task = asyncio.create_task(rig.harness.prompt("talk"))
+    while "word3" not in streamed(rig, TextDelta):
+        await asyncio.sleep(0.01)
+    rig.harness.abort()
+    await asyncio.wait_for(task, 5)
+    last = rig.messages()[-1]
+    assert last["stopReason"] == "aborted"
+    assert last["content"][0]["text"].startswith("word0 word1 word2 word3")
+    assert "word59" not in last["content"][0]["text"]
+    assert check_session(SessionTree.open(rig.path)) == []
+
+
+def test_images_reach_both_apis_only_for_image_models() -> None:
+    from pi_lsp.session.entries import ImageContent
+
+    image = ImageContent(data="iVBORw0K", mime_type="image/png")
+    prompt = UserMessage(content=[TextContent(text="see"), image], timestamp=1)
+    for api, reader in ((CHAT_API, openai_chat), (RESPONSES_API, openai_responses)):
+        seeing = ModelInfo("lab", "v", 8000, 1000, PRICE, api=api, input=["text", "image"])
+        blind = ModelInfo("lab", "t", 8000, 1000, PRICE, api=api)
+        with_images = json.dumps(reader.request_params(ModelRequest(seeing, "s", [prompt], [],
+                                                                   "off")))
+        without = json.dumps(reader.request_params(ModelRequest(blind, "s", [prompt], [], "off")))
+        assert "data:image/png;base64,iVBORw0K" in with_images
+        assert "iVBORw0K" not in without and "see" in without
