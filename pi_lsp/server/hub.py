@@ -131,7 +131,8 @@ class SessionHub:
         self._views: dict[Path, tuple[tuple[int, int, str | None], TreeView]] = {}
         self._nodes: dict[Path, dict[int, tuple[str | None, str, str | None, str]]] = {}
         self._previews: dict[tuple[Path, str | None, str], tuple[object, Preview]] = {}
-        self._stamps: dict[Path, tuple[int | None, ...]] = {}
+        # Per session: its folder and its settings files' times when its harness was made.
+        self._stamps: dict[Path, tuple[Path, tuple[int | None, ...]]] = {}
 
     # -- where sessions are --------------------------------------------------------------
 
@@ -211,8 +212,9 @@ class SessionHub:
     def harness(self, path: Path) -> Harness:
         key = path.resolve()
         harness = self.harnesses.get(key)
-        stamp = settings_stamp(self.folder_of(key))
-        if harness is not None and not harness.busy and self._stamps.get(key) != stamp:
+        folder, made = self._stamps.get(key) or (self.folder_of(key), None)
+        stamp = settings_stamp(folder)
+        if harness is not None and not harness.busy and made != stamp:
             harness = None  # settings or models.json changed: an idle harness is rebuilt
         if harness is None:
             settings = self.settings_for(key)
@@ -229,7 +231,7 @@ class SessionHub:
             )
             record_files(harness)
             self.harnesses[key] = harness
-            self._stamps[key] = stamp
+            self._stamps[key] = (folder, stamp)
         return harness
 
     def provider_factory(self, settings: Settings) -> Callable[[str], Provider]:
