@@ -559,3 +559,25 @@ def test_images_reach_both_apis_only_for_image_models() -> None:
         without = json.dumps(reader.request_params(ModelRequest(blind, "s", [prompt], [], "off")))
         assert "data:image/png;base64,iVBORw0K" in with_images
         assert "iVBORw0K" not in without and "see" in without
+
+
+async def test_a_models_json_summary_model_summarizes(dirs, oai) -> None:
+    from pi_lsp.summarize.select import choose_summarizer
+    from pi_lsp.summarize.summarizer import ModelSummarizer, SummaryRequest
+
+    _agent, workspace = dirs
+    write(workspace / ".pi" / "models.json", {"providers": {"ollama": {
+        "baseUrl": f"{oai.url}/v1", "api": "openai-completions", "apiKey": "ollama",
+        "models": [{"id": MODEL}]}}})
+    write(workspace / ".pi" / "settings.json", {"summaryModel": f"ollama/{MODEL}"})
+    summarizer = choose_summarizer(load_settings(workspace))
+    assert isinstance(summarizer, ModelSummarizer)
+    assert summarizer.model.api == CHAT_API
+    oai.script(chat_reply("## Goal\nShip it."))
+    text = await summarizer.summarize(SummaryRequest(
+        "history", [UserMessage(content="build the thing", timestamp=1)], 2000))
+    assert text == "## Goal\nShip it."
+    [request] = oai.chat_requests()[-1:]
+    assert request["model"] == MODEL and request["max_completion_tokens"] == 2000
+    assert "build the thing" in json.dumps(request["messages"])
+    await summarizer.provider.client.close()  # type: ignore[attr-defined]
