@@ -321,6 +321,8 @@ async def test_new_session(pi: Pi) -> None:
     assert path.parent == (pi.main / ".pi" / "sessions").resolve()
     kinds = [e["type"] for e in lines(path)]
     assert "model_change" in kinds and "session_info" in kinds
+    settings = json.loads((pi.main / ".pi" / "settings.json").read_text("utf-8"))
+    assert settings["sessionDir"] == ".pi/sessions"  # so `pi -c` finds it
     await wait_note(pi, SESSIONS_CHANGED, since=since)
     listed = (await call(pi.client, "pi.listSessions", {}))["sessions"]
     assert any(path_of(s["uri"]) == path and s["name"] == "scratch" for s in listed)
