@@ -670,6 +670,18 @@ async def test_bad_input_is_invalid_params(pi: Pi, command: str,
     assert await call(pi.client, "pi.check", {"uri": pi.uri}) == {"problems": []}
 
 
+async def test_a_file_that_is_not_a_session_is_named_plainly(pi: Pi) -> None:
+    notes = pi.main / "notes.jsonl"
+    notes.write_text('{"hello": "world"}\n', "utf-8")
+    for command in ("pi.getTree", "pi.previewContext", "pi.prompt"):
+        arguments = {"uri": notes.as_uri(), "text": "hi"} if command == "pi.prompt" \
+            else {"uri": notes.as_uri()}
+        error = await call_error(pi.client, command, arguments)
+        assert error.code == INVALID_PARAMS, (error.code, error.message)
+        assert error.message == f"{notes} is not a pi session file (it has no session header)"
+    assert notes.read_text("utf-8") == '{"hello": "world"}\n'
+
+
 async def test_unknown_command_answers_an_error(pi: Pi) -> None:
     with pytest.raises(JsonRpcException):
         await call(pi.client, "pi.noSuchCommand", {})
