@@ -85,8 +85,10 @@ H.wait(3000, function()
 end, "the undelivered steer is back in the input", input_buf)
 H.check(vim.tbl_contains(H.messages, "pi-lsp: the turn ended before your queued message reached pi; it is back in the input"), "and a message says so")
 
--- The tree of the new session (T from the chat) shows the turns.
+-- The tree of the new session (T from the chat) shows the turns (given the
+-- room: a narrow tree shortens previews).
 vim.api.nvim_set_current_win(vim.fn.bufwinid(chat_buf))
+vim.cmd("only")
 H.keys("T")
 local tree_buf
 H.wait(5000, function()

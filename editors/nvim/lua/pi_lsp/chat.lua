@@ -429,6 +429,7 @@ local function show(chat)
   vim.wo[chat_win].linebreak = true
   vim.wo[chat_win].number = false
   vim.wo[chat_win].winbar = STATUSLINE
+  util.markdown_window(chat_win)
   util.use_folds(chat_win, 0)
   local input_win = vim.fn.bufwinid(chat.input)
   if input_win == -1 then
@@ -445,6 +446,7 @@ local function show(chat)
     keys.abort
   )
   vim.wo[input_win].number = false
+  util.markdown_window(input_win)
   vim.api.nvim_set_current_win(input_win)
   return chat_win, input_win
 end
