@@ -25,7 +25,6 @@ H.check(vim.api.nvim_win_get_cursor(0)[1] == H.line_of(buf, "← leaf"), "the cu
 local orm_start = H.entry(buf, "e1afef94")
 H.check(vim.fn.foldclosed(orm_start) == orm_start, "the off-path branch is folded")
 H.check(vim.fn.foldclosed(H.entry(buf, "904e4bce")) == -1, "the current path is not folded")
-H.dump(":PiTree", buf)
 
 -- Lines fit the window: the preview is shortened, never the id, label or leaf mark.
 local function fits(width)
@@ -49,6 +48,8 @@ resize(79)
 H.wait(3000, function()
   return fits(79) and dead_end_line():find("assistant: %S.*  %[orm%-dead%-end%]$") ~= nil
 end, "the tree was not laid out again for 79 columns", buf)
+H.check(vim.fn.foldclosed(H.entry(buf, "e1afef94")) == H.entry(buf, "e1afef94"), "folds stay closed")
+H.dump(":PiTree (79 columns)", buf)
 resize(50)
 H.wait(3000, function()
   return fits(50)
