@@ -44,6 +44,20 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"pi-lsp: {message}\n")
 
 
+class _Version(argparse.Action):
+    """`--version`, looked up only when asked for (the lookup costs every other command)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("pi-lsp")
+        except PackageNotFoundError:
+            found = "(not installed)"
+        print(f"pi-lsp {found}")
+        parser.exit(0)
+
+
 def open_session(path: str) -> SessionTree:
     if not os.path.exists(path):
         raise CliError(f"{path}: no such file")
@@ -273,7 +287,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="pi-lsp", description="pi session trees for editors and terminals")
-    parser.add_argument("--version", action="version", version=f"pi-lsp {package_version()}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     context = commands.add_parser("context", help="the context the model receives at a leaf")
@@ -344,15 +358,6 @@ def build_parser() -> argparse.ArgumentParser:
                      choices=THINKING_LEVELS)
     run.set_defaults(run=cmd_run)
     return parser
-
-
-def package_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("pi-lsp")
-    except PackageNotFoundError:
-        return "(not installed)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
