@@ -137,8 +137,8 @@ def test_model_thinking_name_check_and_markdown(workspace: Path, fake: FakeAnthr
     run_script("commands_spec.lua", workspace, fake, tmp_path, PI_LSP_DAMAGED=str(damaged))
     entries = [json.loads(line) for line in
                next((workspace / ".pi" / "sessions").glob("*.jsonl")).read_text().splitlines()]
-    assert [e["name"] for e in entries if e["type"] == "session_info"][-2:] == [
-        "Orders, faster", "Orders: N+1 fixed"]
+    assert [e["name"] for e in entries if e["type"] == "session_info"][-3:] == [
+        "Orders, faster", "Orders: N+1 fixed", "Orders done"]
     assert [e["thinkingLevel"] for e in entries if e["type"] == "thinking_level_change"][-2:] == [
         "low", "xhigh"]
     assert fake.message_requests() == []

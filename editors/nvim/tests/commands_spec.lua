@@ -108,6 +108,12 @@ H.wait(5000, function()
 end, "the chat did not open", chat)
 H.check(vim.treesitter.highlighter.active[chat] ~= nil, "the chat is highlighted by treesitter")
 H.check(vim.wo[vim.fn.bufwinid(chat)].conceallevel == 2, "the chat conceals Markdown markup")
+H.check(H.lines(chat)[1] == "# Orders: N+1 fixed", "the chat's title is the name", chat)
+-- A rename shows in the open chat's title.
+vim.cmd("PiRename Orders done")
+H.wait(5000, function()
+  return H.lines(chat)[1] == "# Orders done"
+end, "the chat's title did not follow the rename", chat)
 vim.cmd("PiContext")
 local context
 H.wait(5000, function()

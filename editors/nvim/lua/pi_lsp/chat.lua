@@ -407,6 +407,11 @@ local function create(uri)
         resync(chat)
       end
     end),
+    util.on("listed", function(listed_root)
+      if listed_root == root and not chat.live then
+        redraw(chat, 0) -- the title may have changed
+      end
+    end),
     function()
       chats[key] = nil
       util.forget_folds(chat.buf)

@@ -92,6 +92,7 @@ function M.list(callback, root)
     for _, s in ipairs(M.listed[root]) do
       roots[util.key(s.uri)] = roots[util.key(s.uri)] or root
     end
+    util.emit("listed", root) -- views take their titles from the list
     callback(M.listed[root])
   end, root)
 end

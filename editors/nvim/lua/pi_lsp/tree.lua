@@ -490,6 +490,11 @@ local function buffer_for(uri, root)
         view.refresh()
       end
     end),
+    util.on("listed", function(listed_root)
+      if listed_root == root and view.tree then
+        draw(buf, view, view.tree) -- the title may have changed
+      end
+    end),
     function()
       views[buf] = nil
       util.forget_folds(buf)
