@@ -132,11 +132,11 @@ def test_model_thinking_name_check_and_markdown(workspace: Path, fake: FakeAnthr
                                                 tmp_path: Path, example_session: Path) -> None:
     fake.script()
     lines = example_session.read_bytes().splitlines(keepends=True)
-    damaged = tmp_path / "damaged.jsonl"
+    damaged = workspace / ".pi" / "sessions" / "damaged.jsonl"  # the server opens no others
     damaged.write_bytes(b"".join(lines[:2]) + b'{"type":"message",broken\n' + b"".join(lines[2:]))
     run_script("commands_spec.lua", workspace, fake, tmp_path, PI_LSP_DAMAGED=str(damaged))
-    entries = [json.loads(line) for line in
-               next((workspace / ".pi" / "sessions").glob("*.jsonl")).read_text().splitlines()]
+    session = workspace / ".pi" / "sessions" / example_session.name
+    entries = [json.loads(line) for line in session.read_text().splitlines()]
     assert [e["name"] for e in entries if e["type"] == "session_info"][-3:] == [
         "Orders, faster", "Orders: N+1 fixed", "Orders done"]
     assert [e["thinkingLevel"] for e in entries if e["type"] == "thinking_level_change"][-2:] == [

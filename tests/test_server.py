@@ -671,7 +671,7 @@ async def test_bad_input_is_invalid_params(pi: Pi, command: str,
 
 
 async def test_a_file_that_is_not_a_session_is_named_plainly(pi: Pi) -> None:
-    notes = pi.main / "notes.jsonl"
+    notes = pi.main / ".pi" / "sessions" / "notes.jsonl"
     notes.write_text('{"hello": "world"}\n', "utf-8")
     for command in ("pi.getTree", "pi.previewContext", "pi.prompt"):
         arguments = {"uri": notes.as_uri(), "text": "hi"} if command == "pi.prompt" \

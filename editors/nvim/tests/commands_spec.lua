@@ -5,7 +5,10 @@ local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h")
 H.setup()
 
 local workspace = os.getenv("PI_LSP_WORKSPACE")
-local example = vim.fn.glob(workspace .. "/.pi/sessions/*.jsonl")
+local damaged = os.getenv("PI_LSP_DAMAGED")
+local example = vim.tbl_filter(function(path)
+  return path ~= damaged
+end, vim.fn.glob(workspace .. "/.pi/sessions/*.jsonl", false, true))[1]
 local uri = vim.uri_from_fname(example)
 vim.cmd.edit(vim.fn.fnameescape(example))
 
@@ -85,7 +88,6 @@ vim.cmd("PiCheck")
 H.wait(5000, function()
   return H.said(vim.fn.fnamemodify(example, ":t") .. ": no problems")
 end, "the clean check was not reported")
-local damaged = os.getenv("PI_LSP_DAMAGED")
 vim.cmd("PiCheck " .. vim.fn.fnameescape(damaged))
 H.wait(5000, function()
   return #vim.fn.getqflist() > 0

@@ -55,11 +55,12 @@ end
 -- In the workspace: a .jsonl that is not a session gets one plain message.
 require("pi_lsp").setup(H.options())
 vim.cmd.cd(workspace)
-vim.fn.writefile({ '{"hello": "world"}' }, workspace .. "/notes.jsonl")
-vim.cmd.edit("notes.jsonl")
+local notes = workspace .. "/.pi/sessions/notes.jsonl"
+vim.fn.writefile({ '{"hello": "world"}' }, notes)
+vim.cmd.edit(vim.fn.fnameescape(notes))
 -- (An error message inside vim.cmd raises under `nvim -l`; a user just sees it.)
 pcall(vim.cmd, "PiChat")
-H.check(H.said("notes.jsonl is not a pi session file (its first entry is not a session header)"), "the refusal: " .. table.concat(H.messages, " | "))
+H.check(H.said(".pi/sessions/notes.jsonl is not a pi session file (its first entry is not a session header)"), "the refusal: " .. table.concat(H.messages, " | "))
 H.check(not H.find_buf("pi://chat/"), "no chat opened for it")
 H.check(not table.concat(H.messages, "\n"):find("NotASessionError", 1, true), "no raw error")
 -- The server names it as plainly (for files the plugin cannot tell apart).
@@ -69,7 +70,7 @@ H.wait(15000, function()
 end, "the server did not initialize")
 local response = client:request_sync("workspace/executeCommand", {
   command = "pi.getTree",
-  arguments = { { uri = vim.uri_from_fname(workspace .. "/notes.jsonl") } },
+  arguments = { { uri = vim.uri_from_fname(notes) } },
 }, 5000)
 H.check(response.err and response.err.message:find("notes.jsonl is not a pi session file", 1, true), vim.inspect(response))
 
