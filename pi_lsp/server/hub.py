@@ -37,11 +37,16 @@ from pi_lsp.session.catalog import (
 from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import encoder, role_of
 from pi_lsp.session.fork import fork_session
-from pi_lsp.session.journal import Problem
+from pi_lsp.session.journal import NotASessionError, Problem
 from pi_lsp.session.outline import entry_preview, record_role
 from pi_lsp.session.tree import Refresh, SessionTree, decode_entry
 from pi_lsp.settings import Settings, load_settings, settings_stamp
-from pi_lsp.summarize.compaction import PlanSummary, plan_summary, prepare_compaction
+from pi_lsp.summarize.compaction import (
+    NothingToCompactError,
+    PlanSummary,
+    plan_or_refusal,
+    plan_summary,
+)
 from pi_lsp.summarize.select import choose_summarizer
 
 Layer = Literal["agent", "llm", "request"]
@@ -70,6 +75,11 @@ class UnknownSessionError(Exception):
 
 class ForeignFolderError(Exception):
     """A folder that is not one of the workspace's folders."""
+
+
+class NotASessionFileError(UnknownSessionError):
+    def __str__(self) -> str:
+        return f"{self.args[0]} is not a pi session file ({self.args[1]})"
 
 
 class Node(msgspec.Struct, rename="camel"):
@@ -177,7 +187,10 @@ class SessionHub:
         if tree is None:
             if not key.is_file():
                 raise UnknownSessionError(str(path))
-            tree = SessionTree.open(str(key))
+            try:
+                tree = SessionTree.open(str(key))
+            except NotASessionError as error:
+                raise NotASessionFileError(str(path), str(error)) from None
             tree.listeners.append(lambda t, change: self._changed(key, t, change))
             self.trees[key] = tree
         else:
@@ -348,10 +361,10 @@ class SessionHub:
         """What a compaction would do now, or None when it would refuse (nothing to summarize)."""
         tree = self.tree(path)
         settings = self.settings_for(path)
-        plan = prepare_compaction(tree.path_to(tree.leaf_id), settings.compaction)
-        if plan is None or not (plan.messages_to_summarize or plan.turn_prefix_messages):
+        try:
+            return plan_summary(plan_or_refusal(tree.path_to(tree.leaf_id), settings.compaction))
+        except NothingToCompactError:
             return None
-        return plan_summary(plan)
 
     def fork(self, path: Path, leaf_id: str | None) -> Path:
         tree = self.tree(path)

@@ -10,6 +10,7 @@ import msgspec
 from pi_lsp.session.entries import TextContent, UserMessage, decode_message
 from pi_lsp.session.ids import iso_to_ms
 from pi_lsp.session.journal import NotASessionError
+from pi_lsp.session.sessiondir import link_session_dir
 from pi_lsp.session.tree import SessionTree
 
 FIRST_MESSAGE_CHARS = 200
@@ -119,10 +120,12 @@ def summarize(path: Path) -> SessionSummary:
 def start_session(workspace: Path, provider: str, model_id: str, thinking_level: str,
                   path: Path | None = None) -> SessionTree:
     """A new session (under the workspace's `.pi/sessions/` unless `path` is given) that
-    begins as pi begins one: with its model and thinking level."""
+    begins as pi begins one: with its model and thinking level. The pi CLI is pointed at
+    `.pi/sessions/` too, so `pi -c` in the workspace continues it."""
     if path is None:
         directory = workspace_session_dir(str(workspace))
         directory.mkdir(parents=True, exist_ok=True)
+        link_session_dir(workspace)
         tree = SessionTree.create_in(directory, str(workspace))
     else:
         tree = SessionTree.create(str(path), str(workspace))
