@@ -6,6 +6,8 @@ Knows nothing of LSP; the server converts requests into these calls and results 
 from __future__ import annotations
 
 import os
+import sys
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
@@ -27,10 +29,11 @@ from pi_lsp.files.history import record_files
 from pi_lsp.providers.base import Provider
 from pi_lsp.providers.factory import provider_factory
 from pi_lsp.providers.wire import request_params
+from pi_lsp.server.cache import LruCache
 from pi_lsp.session.catalog import (
+    SessionIndex,
     SessionSummary,
     confine_session,
-    list_sessions,
     session_dirs,
     start_session,
 )
@@ -52,6 +55,13 @@ from pi_lsp.summarize.select import choose_summarizer
 Layer = Literal["agent", "llm", "request"]
 ChangeListener = Callable[[Path, SessionTree, Refresh], None]
 ApproverFactory = Callable[[Path], Approver]
+
+# Memory bounds: a preview holds a whole context (tens of MB for a long session), a tree a
+# whole file; only the recently used stay (a tree with a running harness always stays).
+MAX_PREVIEWS = 8
+MAX_PREVIEW_BYTES = 64 << 20
+MAX_VIEWS = 8
+MAX_OPEN_TREES = 8
 
 
 class Config(msgspec.Struct, rename="camel", omit_defaults=True, forbid_unknown_fields=True):
@@ -128,19 +138,27 @@ def workspace_settings(root: Path, config: Config) -> Settings:
     return msgspec.structs.replace(settings, **changes) if changes else settings
 
 
+def preview_weight(preview: Preview) -> int:
+    """Roughly the bytes a cached preview holds (a str may take 4 bytes a character)."""
+    return sys.getsizeof(preview.markdown) + sum(len(m.message) for m in preview.messages)
+
+
 class SessionHub:
     def __init__(self, folders: list[Path], config: Config,
                  approver_for: ApproverFactory = lambda _path: allow_all) -> None:
         self.folders = folders
         self.config = config
         self.approver_for = approver_for
-        self.trees: dict[Path, SessionTree] = {}
+        self.trees: OrderedDict[Path, SessionTree] = OrderedDict()  # least recently used first
         self.harnesses: dict[Path, Harness] = {}
         self.listeners: list[ChangeListener] = []
+        self.index = SessionIndex()
         # Views are pure functions of a tree's state; keep the last one per session.
-        self._views: dict[Path, tuple[tuple[int, int, str | None], TreeView]] = {}
+        self._views: LruCache[Path, tuple[tuple[int, int, str | None], TreeView]] = \
+            LruCache(MAX_VIEWS)
         self._nodes: dict[Path, dict[int, tuple[str | None, str, str | None, str]]] = {}
-        self._previews: dict[tuple[Path, str | None, str], tuple[object, Preview]] = {}
+        self._previews: LruCache[tuple[Path, str | None, str], tuple[object, Preview]] = \
+            LruCache(MAX_PREVIEWS, MAX_PREVIEW_BYTES, lambda item: preview_weight(item[1]))
         # Per session: its folder and its settings files' times when its harness was made.
         self._stamps: dict[Path, tuple[Path, tuple[int | None, ...]]] = {}
 
@@ -176,7 +194,7 @@ class SessionHub:
         return confine_session(path, self.all_directories())
 
     def list_sessions(self) -> list[SessionSummary]:
-        return list_sessions(self.all_directories())
+        return self.index.list(self.all_directories())
 
     # -- open sessions -------------------------------------------------------------------
 
@@ -193,9 +211,31 @@ class SessionHub:
                 raise NotASessionFileError(str(path), str(error)) from None
             tree.listeners.append(lambda t, change: self._changed(key, t, change))
             self.trees[key] = tree
+            self._close_unused_trees()
         else:
+            self.trees.move_to_end(key)
             tree.refresh()
         return tree
+
+    def _close_unused_trees(self) -> None:
+        """Close the least recently used trees beyond the bound, never one that is running."""
+        excess = len(self.trees) - MAX_OPEN_TREES
+        for key in list(self.trees):
+            if excess <= 0:
+                break
+            harness = self.harnesses.get(key)
+            if harness is None or not harness.busy:
+                self._drop(key)
+                excess -= 1
+
+    def _drop(self, key: Path) -> None:
+        """Everything held for one session: its tree, idle harness and cached answers."""
+        self.trees.pop(key, None)
+        self.harnesses.pop(key, None)
+        self._stamps.pop(key, None)
+        self._nodes.pop(key, None)
+        self._views.pop(key)
+        self._previews.drop_where(lambda cached: cached[0] == key)
 
     def _changed(self, path: Path, tree: SessionTree, change: Refresh) -> None:
         if change.reloaded:
@@ -205,19 +245,20 @@ class SessionHub:
 
     def file_changed(self, path: Path) -> None:
         """The watcher saw `path` change: take in what another writer appended."""
+        if not path.exists():
+            self.forget(path)
+            return
         tree = self.trees.get(path.resolve())
         if tree is not None:
-            if path.exists():
-                tree.refresh()
-            else:
-                self.forget(path)
+            tree.refresh()
 
     def forget(self, path: Path) -> None:
+        """The file is gone: stop its run and drop all that was held for it."""
         key = path.resolve()
-        harness = self.harnesses.pop(key, None)
+        harness = self.harnesses.get(key)
         if harness is not None:
             harness.abort()
-        self.trees.pop(key, None)
+        self._drop(key)
 
     def settings_for(self, path: Path) -> Settings:
         return workspace_settings(self.folder_of(path), self.config)
@@ -300,7 +341,7 @@ class SessionHub:
             nodes.append(Node(entry_id, parent, kind, role, preview, tree.label(entry_id),
                               record.env.timestamp, entry_id in on_path))
         view = TreeView(tree.leaf_id, nodes)
-        self._views[key] = (state, view)
+        self._views.put(key, (state, view))
         return view
 
     def preview(self, path: Path, leaf_id: str | None, layer: Layer) -> Preview:
@@ -314,7 +355,7 @@ class SessionHub:
         if cached is not None and cached[0] == state:
             return cached[1]
         preview = self._build_preview(path, tree, leaf, layer)
-        self._previews[key] = (state, preview)
+        self._previews.put(key, (state, preview))
         return preview
 
     def _build_preview(self, path: Path, tree: SessionTree, leaf: str | None, layer: Layer
