@@ -8,7 +8,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import msgspec
 from lsprotocol import types
@@ -27,7 +27,7 @@ from pi_lsp.agent.loop import Aborted
 from pi_lsp.files.history import RewindError, count_changes, file_changes, restore_files
 from pi_lsp.files.snapshots import SnapshotError, store_for
 from pi_lsp.providers.anthropic import MissingApiKeyError
-from pi_lsp.providers.registry import ModelRegistry
+from pi_lsp.server import stdio
 from pi_lsp.server.approvals import NotAsked, approve_tool_params, fallback_question
 from pi_lsp.server.hub import (
     Config,
@@ -101,6 +101,11 @@ class PiServer(LanguageServer):
         self.allowed_tools: dict[Path, set[str]] = {}
         self.known_files: set[Path] = set()
         self.turn_ids: dict[Path, str] = {}  # sessions whose turn task has been started
+
+    def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
+        """Serve stdio with framing faults survived; SIGTERM or a closed stdin ends like
+        `shutdown` (running turns are aborted and saved)."""
+        stdio.start_io(self, self.shutdown_work, stdin, stdout)
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -589,9 +594,11 @@ async def abort(ls: PiServer, args: SessionArgs) -> dict[str, Any]:
 def list_models(ls: PiServer, _args: NoArgs) -> dict[str, Any]:
     folder = ls.sessions().folders[0] if ls.sessions().folders else Path.cwd()
     settings = workspace_settings(folder, ls.config)
-    models = ModelRegistry(settings.models).all()
-    return {"models": [{"provider": m.provider, "id": m.id, "contextWindow": m.context_window,
-                        "maxTokens": m.max_tokens} for m in models],
+    models = settings.registry().all()
+    return {"models": [{"provider": m.provider, "id": m.id, "name": m.name or m.id,
+                        "api": m.api, "reasoning": m.reasoning, "input": m.input,
+                        "contextWindow": m.context_window, "maxTokens": m.max_tokens}
+                       for m in models],
             "default": f"{settings.default_provider}/{settings.default_model}"}
 
 
