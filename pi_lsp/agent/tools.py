@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -42,11 +42,36 @@ def text_result(text: str, details: Any = None, is_error: bool = False) -> ToolR
     return ToolResult([TextContent(text=text)], details, is_error)
 
 
+class FileAccess(Protocol):
+    """Where the file tools read and write text: the disk, or an editor's open buffers."""
+
+    def read_text(self, path: Path) -> str | None:
+        """The file's text, or None when it does not exist."""
+        ...
+
+    async def write_text(self, path: Path, text: str) -> None: ...
+
+
+class DiskFiles:
+    """File access straight to the disk."""
+
+    def read_text(self, path: Path) -> str | None:
+        return path.read_text("utf-8") if path.is_file() else None
+
+    async def write_text(self, path: Path, text: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, "utf-8")
+
+
+DISK = DiskFiles()
+
+
 @dataclass
 class ToolContext:
     root: Path
     allow_outside_root: bool = False
     on_update: Callable[[str], None] = field(default=lambda _text: None)
+    files: FileAccess = DISK
 
     def resolve(self, raw: object) -> Path:
         if not isinstance(raw, str) or not raw:
@@ -93,16 +118,20 @@ def _str_arg(args: dict[str, Any], key: str) -> str:
 
 async def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     path = ctx.resolve(args.get("path"))
-    if not path.is_file():
-        raise ToolError(f"{args.get('path')}: no such file")
     mime = IMAGE_TYPES.get(path.suffix.lower())
-    if mime:
+    if mime and path.is_file():
         data = base64.b64encode(path.read_bytes()).decode()
         return ToolResult([TextContent(text=f"Read image {path.name}"),
                            ImageContent(data=data, mime_type=mime)])
+    try:
+        content = ctx.files.read_text(path)
+    except UnicodeDecodeError:
+        content = path.read_text("utf-8", errors="replace")
+    if content is None:
+        raise ToolError(f"{args.get('path')}: no such file")
     offset = max(1, _int_arg(args, "offset", 1) or 1)
     limit = _int_arg(args, "limit", READ_LINE_LIMIT) or READ_LINE_LIMIT
-    lines = path.read_text("utf-8", errors="replace").splitlines()
+    lines = content.splitlines()
     if offset > len(lines) and lines:
         raise ToolError(f"offset {offset} is past the end of the file ({len(lines)} lines)")
     shown: list[str] = []
@@ -127,19 +156,18 @@ async def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
 async def write_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     path = ctx.writable(args.get("path"))
     content = _str_arg(args, "content")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(content, "utf-8")
+    await ctx.files.write_text(path, content)
     return text_result(f"Wrote {len(content.encode())} bytes to {args['path']}")
 
 
 async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     path = ctx.writable(args.get("path"))
     old, new = _str_arg(args, "oldText"), _str_arg(args, "newText")
-    if not path.is_file():
-        raise ToolError(f"{args['path']}: no such file")
     if not old:
         raise ToolError("`oldText` must not be empty")
-    before = path.read_text("utf-8")
+    before = ctx.files.read_text(path)
+    if before is None:
+        raise ToolError(f"{args['path']}: no such file")
     count = before.count(old)
     if count == 0:
         raise ToolError(f"the text to replace was not found in {args['path']}; "
@@ -148,7 +176,7 @@ async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         raise ToolError(f"the text to replace occurs {count} times in {args['path']}; "
                         "include more context so it is unique")
     after = before.replace(old, new, 1)
-    path.write_text(after, "utf-8")
+    await ctx.files.write_text(path, after)
     diff = "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True),
                                         f"a/{args['path']}", f"b/{args['path']}"))
     first_line = before[: before.index(old)].count("\n") + 1

@@ -12,7 +12,8 @@ from typing import Literal
 
 import msgspec
 
-from pi_lsp.agent.harness import Approver, Harness, allow_all
+from pi_lsp.agent.harness import Approver, Diagnostics, Harness, allow_all
+from pi_lsp.agent.tools import DISK, FileAccess
 from pi_lsp.context.build import build_leaf_context
 from pi_lsp.context.preview import (
     ContextDiff,
@@ -39,6 +40,7 @@ from pi_lsp.summarize.select import choose_summarizer
 Layer = Literal["agent", "llm", "request"]
 ChangeListener = Callable[[Path, SessionTree, Refresh], None]
 ApproverFactory = Callable[[Path], Approver]
+DiagnosticsFactory = Callable[[Path], Diagnostics | None]
 
 
 class Config(msgspec.Struct, rename="camel", omit_defaults=True, forbid_unknown_fields=True):
@@ -53,6 +55,7 @@ class Config(msgspec.Struct, rename="camel", omit_defaults=True, forbid_unknown_
     auto_compaction: bool = True
     anthropic_api_key: str | None = None
     anthropic_base_url: str | None = None
+    diagnostics_feedback: bool = True
 
 
 class UnknownSessionError(Exception):
@@ -108,10 +111,14 @@ def workspace_settings(root: Path, config: Config) -> Settings:
 
 class SessionHub:
     def __init__(self, folders: list[Path], config: Config,
-                 approver_for: ApproverFactory = lambda _path: allow_all) -> None:
+                 approver_for: ApproverFactory = lambda _path: allow_all,
+                 files: FileAccess = DISK,
+                 diagnostics_for: DiagnosticsFactory = lambda _root: None) -> None:
         self.folders = folders
         self.config = config
         self.approver_for = approver_for
+        self.files = files
+        self.diagnostics_for = diagnostics_for
         self.trees: dict[Path, SessionTree] = {}
         self.harnesses: dict[Path, Harness] = {}
         self.listeners: list[ChangeListener] = []
@@ -201,6 +208,8 @@ class SessionHub:
                 summarizer=choose_summarizer(settings, base_url=self.config.anthropic_base_url),
                 compaction=settings.compaction,
                 branch_reserve_tokens=settings.branch_summary.reserve_tokens,
+                files=self.files,
+                diagnostics=self.diagnostics_for(self.folder_of(key)),
             )
             self.harnesses[key] = harness
         return harness

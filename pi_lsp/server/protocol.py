@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Generator
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 from lsprotocol import types
@@ -145,9 +145,32 @@ class ImageArg(_Args):
     mime_type: str
 
 
+Count = Annotated[int, msgspec.Meta(ge=0)]
+
+
+class PositionArg(_Args):
+    line: Count
+    character: Count
+
+
+class RangeArg(_Args):
+    start: PositionArg
+    end: PositionArg
+
+
+class ContextArg(_Args):
+    """Code sent with a prompt: a selection (`text` and `range`) or a whole file."""
+
+    uri: str
+    text: str | None = None
+    range: RangeArg | None = None
+    language_id: str | None = None
+
+
 class PromptArgs(SessionArgs):
     text: str
     images: list[ImageArg] = msgspec.field(default_factory=list)
+    context: list[ContextArg] = msgspec.field(default_factory=list)
     delivery: Literal["prompt", "steer", "followUp"] = "prompt"
 
 

@@ -20,11 +20,13 @@ from pygls.exceptions import (
 from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 
+from pi_lsp.agent.attachments import Attachment, Range, lines_of, mentions, render
 from pi_lsp.agent.events import AgentEvent, MessageUpdate, ToolExecutionStart
 from pi_lsp.agent.harness import BusyError, Harness, NotRunningError
 from pi_lsp.agent.loop import Aborted
 from pi_lsp.providers.anthropic import MissingApiKeyError
 from pi_lsp.providers.registry import ModelRegistry
+from pi_lsp.server.editor import EditorFiles, editor_problems, experimental_flag
 from pi_lsp.server.hub import Config, SessionHub, UnknownSessionError, workspace_settings
 from pi_lsp.server.protocol import (
     JOB_DONE,
@@ -34,6 +36,7 @@ from pi_lsp.server.protocol import (
     BranchArgs,
     BranchSummaryArgs,
     CompactArgs,
+    ContextArg,
     DiffArgs,
     ForkArgs,
     LabelArgs,
@@ -83,6 +86,7 @@ class PiServer(LanguageServer):
         self.allowed_tools: dict[Path, set[str]] = {}
         self.known_files: set[Path] = set()
         self.turning: set[Path] = set()  # sessions whose turn task has been started
+        self.files = EditorFiles(self)
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -162,6 +166,43 @@ class PiServer(LanguageServer):
             return f"the user denied running {call.name}"
         return approve
 
+    def diagnostics_for(self, root: Path) -> Callable[[list[Path]], Awaitable[str | None]]:
+        async def problems(paths: list[Path]) -> str | None:
+            if not self.config.diagnostics_feedback or not experimental_flag(self, "diagnostics"):
+                return None
+            return await editor_problems(self, root, paths)
+        return problems
+
+    def attachments(self, root: Path, args: PromptArgs) -> list[str]:
+        """The prompt's code context and `@path` mentions, rendered for the model."""
+        found = [self.attachment(root, item, i) for i, item in enumerate(args.context)]
+        named = {a.path for a in found if a.range is None}
+        found += [a for a in mentions(args.text, root, self.files) if a.path not in named]
+        return [render(a, root) for a in found]
+
+    def attachment(self, root: Path, item: ContextArg, index: int) -> Attachment:
+        path = self.session_path(item.uri, f"context[{index}].uri").resolve()
+        span = None
+        if item.range is not None:
+            end = item.range.end
+            # A selection of whole lines ends at the start of the next line.
+            last = end.line - 1 if end.character == 0 and end.line > item.range.start.line \
+                else end.line
+            span = Range(item.range.start.line, last)
+        text = item.text
+        if text is None:
+            try:
+                text = self.files.read_text(path)
+            except (OSError, UnicodeDecodeError) as error:
+                raise JsonRpcInvalidParams(
+                    f"invalid argument: `context[{index}].uri` cannot be read ({error})") from None
+            if text is None:
+                raise JsonRpcInvalidParams(
+                    f"invalid argument: `context[{index}].uri` names no file: {item.uri}")
+            if span is not None:
+                text = lines_of(text, span)
+        return Attachment(path=path, text=text, range=span, language_id=item.language_id)
+
     def session_title(self, path: Path) -> str:
         tree = self.hub.trees.get(path.resolve()) if self.hub else None
         return (tree.name if tree and tree.name else None) or path.name
@@ -191,7 +232,8 @@ class PiServer(LanguageServer):
         if future is not None:
             future.add_done_callback(lambda f: harness.abort() if f.cancelled() else None)
 
-    async def run_turn(self, uri: str, turn_id: str, harness: Harness, args: PromptArgs) -> None:
+    async def run_turn(self, uri: str, turn_id: str, harness: Harness, args: PromptArgs,
+                       attachments: list[str]) -> None:
         stream = TurnStream(self, uri, turn_id)
         unsubscribe = harness.subscribe(stream.on_event)
         token = await self.progress_begin(f"pi: {args.text[:60]}")
@@ -200,7 +242,7 @@ class PiServer(LanguageServer):
         images = [ImageContent(data=i.data, mime_type=i.mime_type) for i in args.images]
         outcome = "done"
         try:
-            await harness.prompt(args.text, images or None)
+            await harness.prompt(args.text, images or None, attachments or None)
         except (MissingApiKeyError, BusyError, SettingsError, ValueError) as error:
             outcome = str(error)  # the harness has sent it as the turn's `error` event
         except Exception:
@@ -337,7 +379,7 @@ async def initialized(ls: PiServer, _params: types.InitializedParams) -> None:
     folders = [Path(p) for p in (to_fs_path(f.uri) for f in ls.workspace.folders.values()) if p]
     if not folders and ls.workspace.root_path:
         folders = [Path(ls.workspace.root_path)]
-    ls.hub = SessionHub(folders, ls.config, ls.approver_for)
+    ls.hub = SessionHub(folders, ls.config, ls.approver_for, ls.files, ls.diagnostics_for)
     ls.hub.listeners.append(ls.on_session_changed)
     ls.start_watching()
 
@@ -362,6 +404,21 @@ def did_change_folders(ls: PiServer, _params: types.DidChangeWorkspaceFoldersPar
                                             ls.workspace.folders.values()) if p]
         ls.start_watching()
         ls.notify(SESSIONS_CHANGED, {})
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+def did_open(ls: PiServer, params: types.DidOpenTextDocumentParams) -> None:
+    ls.files.forget(params.text_document.uri)  # pygls keeps the text; registering syncs it
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+def did_change(ls: PiServer, params: types.DidChangeTextDocumentParams) -> None:
+    ls.files.forget(params.text_document.uri)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+def did_close(ls: PiServer, params: types.DidCloseTextDocumentParams) -> None:
+    ls.files.forget(params.text_document.uri)
 
 
 @server.feature(types.SHUTDOWN)
@@ -495,17 +552,18 @@ async def set_thinking_level(ls: PiServer, args: ThinkingArgs) -> dict[str, Any]
 async def prompt(ls: PiServer, args: PromptArgs) -> dict[str, Any]:
     path = await open_tree(ls, args.uri)
     harness = ls.sessions().harness(path)
+    attachments = ls.attachments(harness.root, args)
     if args.delivery != "prompt" and harness.busy:
         images = [ImageContent(data=i.data, mime_type=i.mime_type) for i in args.images]
         deliver = harness.steer if args.delivery == "steer" else harness.follow_up
-        deliver(args.text, images or None)
+        deliver(args.text, images or None, attachments or None)
         return {"turnId": None, "queued": args.delivery}
     key = path.resolve()
     if harness.busy or key in ls.turning:
         raise BusyError(f"the session is busy ({harness.phase}); steer or follow up instead")
     turn_id = str(uuid.uuid4())
     ls.turning.add(key)  # claimed now, so a second prompt is refused at once
-    task = ls.run_task(ls.run_turn(args.uri, turn_id, harness, args))
+    task = ls.run_task(ls.run_turn(args.uri, turn_id, harness, args, attachments))
     task.add_done_callback(lambda _t: ls.turning.discard(key))
     return {"turnId": turn_id}
 
