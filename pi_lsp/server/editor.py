@@ -14,7 +14,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 from pygls.workspace import TextDocument
 
-from pi_lsp.agent.feedback import FileProblems, problems_message
+from pi_lsp.agent.feedback import FileProblems, Problem, problems_message
 from pi_lsp.agent.tools import DISK, ToolError
 
 log = logging.getLogger(__name__)
@@ -104,8 +104,13 @@ def end_of(document: TextDocument) -> types.Position:
     return types.Position(len(lines) - 1, document.position_codec.client_num_units(last))
 
 
+class UriProblems(msgspec.Struct):
+    uri: str
+    items: list[Problem]
+
+
 class DiagnosticsReply(msgspec.Struct):
-    diagnostics: list[FileProblems]
+    diagnostics: list[UriProblems]
 
 
 async def editor_problems(server: LanguageServer, root: Path, paths: list[Path]) -> str | None:
@@ -114,11 +119,10 @@ async def editor_problems(server: LanguageServer, root: Path, paths: list[Path])
     try:
         raw = await asyncio.wait_for(server.protocol.send_request_async(
             DIAGNOSTICS, {"uris": uris}), DIAGNOSTICS_TIMEOUT_S)
-        reports = plain(raw).get("diagnostics", [])
-        for report in reports:
-            report["path"] = to_fs_path(report.pop("uri", "")) or ""
-        reply = msgspec.convert({"diagnostics": reports}, DiagnosticsReply)
+        reply = msgspec.convert(plain(raw), DiagnosticsReply)
+        reports = [FileProblems(Path(to_fs_path(r.uri) or r.uri), r.items)
+                   for r in reply.diagnostics]
     except Exception as error:  # no answer is no feedback, never a failed turn
         log.warning("pi/diagnostics failed: %s", error)
         return None
-    return problems_message(reply.diagnostics, root)
+    return problems_message(reports, root)
