@@ -15,10 +15,10 @@ from pytest_lsp import LanguageClient, client_capabilities
 from tests.fake_anthropic import FakeAnthropic, text_reply, tool_reply
 from tests.test_server import (
     INVALID_PARAMS,
+    NOTIFICATIONS,
     SERVER,
     TURN,
     Pi,
-    NOTIFICATIONS,
     call,
     call_error,
     init_options,
