@@ -87,4 +87,4 @@ export { contextUri, parseContextUri } from "./contextProvider";
 export { sessionOfArgument, sessionKey } from "./sessions";
 export { approvalMessage, decisionOf } from "./approval";
 export { toItems } from "./codeContext";
-export { syncsDocument } from "./client";
+export { piCapabilities, syncsDocument } from "./client";
