@@ -106,3 +106,24 @@ def test_tree_actions_and_compaction(workspace: Path, fake: FakeAnthropic,
     fake.script(*[text_reply("## Goal\nSummarized by the fake.") for _ in range(4)])
     run_script("actions_spec.lua", workspace, fake, tmp_path)
     assert fake.message_requests(), "the branch summary was asked of the (fake) summary model"
+
+
+def test_agent_edits_open_buffers_with_code_context_and_diagnostics(
+        workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
+    fake.script(
+        tool_reply([("r1", "read", {"path": "notes.py"})]),
+        tool_reply([("e1", "edit", {"path": "notes.py", "oldText": "A = 2", "newText": "A = 3"})]),
+        text_reply("Raised it."),
+        text_reply("Checked the problems."),
+    )
+    run_script("editor_spec.lua", workspace, fake, tmp_path)
+    requests = fake.message_requests()
+    assert len(requests) == 4
+    first = requests[0]["messages"][-1]["content"]
+    assert [b["text"] for b in first if b["type"] == "text"][1:] == [
+        '<file path="notes.py" lines="1-1" language="python">\nA = 2  # unsaved\n</file>']
+    read = requests[1]["messages"][-1]["content"][0]
+    assert "A = 2  # unsaved" in str(read["content"])  # the buffer, not the disk
+    problems = requests[3]["messages"][-1]["content"][0]["text"]
+    assert problems == ("The editor reports these problems in files you changed:\n"
+                        "- notes.py:1:1: error [test]: boom")

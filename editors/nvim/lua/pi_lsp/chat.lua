@@ -242,8 +242,15 @@ function M.send(chat, delivery)
   if delivery ~= "prompt" then
     args.delivery = delivery
   end
+  local attached = chat.context or {}
+  if #attached > 0 then
+    args.context = vim.tbl_map(function(item)
+      return item.context
+    end, attached)
+  end
   client.run("pi.prompt", args, function(result)
     vim.api.nvim_buf_set_lines(chat.input, 0, -1, false, {})
+    chat.context = {}
     if result.queued then
       local what = result.queued == "steer" and "steering" or "follow-up queued"
       note(chat, ("_↳ %s: %s_"):format(what, (text:gsub("\n", " "))))
@@ -446,6 +453,14 @@ function M.command(arg)
   session.resolve(arg, function(uri)
     M.open(uri)
   end)
+end
+
+--- Code (from :PiSend / :PiAddFile) that goes with the next message.
+function M.attach(uri, item)
+  local chat = M.open(uri)
+  chat.context = chat.context or {}
+  table.insert(chat.context, item)
+  note(chat, ("_📎 %s goes with the next message_"):format(item.label))
 end
 
 --- The chat state of `uri` (tests read it).
