@@ -12,6 +12,10 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import LanguageClient, client_capabilities
 
+from pi_lsp.agent.feedback import FEEDBACK_ROUNDS
+from pi_lsp.agent.harness import Harness
+from pi_lsp.providers.anthropic import AnthropicProvider
+from pi_lsp.session.tree import SessionTree
 from tests.fake_anthropic import FakeAnthropic, text_reply, tool_reply
 from tests.test_server import (
     INVALID_PARAMS,
@@ -243,3 +247,49 @@ async def test_diagnostics_feedback_can_be_turned_off(pi: Pi, editor: Editor,
     await run_prompt(pi, await new_session(pi), "Again")
     assert len(editor.asked) == asked and len(fake.message_requests()) == 2
     assert not [p for p in pi.of(TURN, since) if p["event"]["type"] == "error"]
+
+
+# -- the pieces, without a server ------------------------------------------------------------
+
+
+class MemoryFiles:
+    """File access that never touches the disk, as an editor's would not for open buffers."""
+
+    def __init__(self, files: dict[Path, str]) -> None:
+        self.files = files
+
+    def read_text(self, path: Path) -> str | None:
+        return self.files.get(path)
+
+    async def write_text(self, path: Path, text: str) -> None:
+        self.files[path] = text
+
+
+async def test_harness_feedback_is_capped_and_edits_go_through_its_file_access(
+        tmp_path: Path, fake: FakeAnthropic) -> None:
+    target = (tmp_path / "app.py").resolve()
+    files = MemoryFiles({target: "v0\n"})
+    asked: list[list[Path]] = []
+
+    async def diagnostics(paths: list[Path]) -> str | None:
+        asked.append(paths)
+        return "The editor reports these problems in files you changed:\n- app.py:1:1: error: x"
+
+    tree = SessionTree.create(str(tmp_path / "s.jsonl"), str(tmp_path))
+    provider = AnthropicProvider("test-key", base_url=fake.url, max_retries=0)
+    harness = Harness(tree, tmp_path, lambda _name: provider, files=files,
+                      diagnostics=diagnostics)
+    replies = []
+    for n in range(FEEDBACK_ROUNDS + 1):
+        replies += [tool_reply([(f"e{n}", "edit", {"path": "app.py", "oldText": f"v{n}",
+                                                    "newText": f"v{n + 1}"})]),
+                    text_reply(f"done {n}")]
+    fake.script(*replies)
+    try:
+        await harness.prompt("keep fixing")
+    finally:
+        await provider.client.close()
+    assert asked == [[target]] * FEEDBACK_ROUNDS  # the last round's problems are not offered
+    assert len(fake.message_requests()) == 2 * (FEEDBACK_ROUNDS + 1)
+    assert files.files[target] == f"v{FEEDBACK_ROUNDS + 1}\n"
+    assert not target.exists()

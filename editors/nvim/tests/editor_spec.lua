@@ -48,6 +48,17 @@ local disk = assert(io.open(path)):read("a")
 H.check(disk == "A = 1\n", "the disk is untouched until :write: " .. disk)
 H.dump(":PiSend, then a turn that edits an open buffer", chat.buf, 14)
 
+-- :PiAddFile attaches the whole buffer, unsaved text and all.
+vim.api.nvim_set_current_win(vim.fn.bufwinid(buf))
+vim.cmd("PiAddFile")
+H.wait(5000, function()
+  return #(chat.context or {}) == 1
+end, "the file was not attached")
+local whole = chat.context[1]
+H.check(whole.label == "notes.py" and whole.context.text == "A = 3  # unsaved\n" and whole.context.range == nil,
+  "the file attachment: " .. vim.inspect(whole))
+chat.context = {}
+
 -- pi/approveTool for an edit: a diff tab; `A` accepts for the session.
 local answer
 local params = {
