@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pi_lsp.agent.attachments import Attachment, Range, mentions, render
+from pi_lsp.agent.attachments import MENTION_BYTE_LIMIT, Attachment, Range, mentions, render
 from pi_lsp.agent.feedback import (
     PROBLEM_LIMIT,
     FileProblems,
@@ -38,8 +38,9 @@ def test_mentions_name_workspace_files_only(tmp_path: Path) -> None:
     (root / "docs").mkdir(parents=True)
     (root / "docs" / "a.md").write_text("A\n")
     (tmp_path / "secret.txt").write_text("no\n")
+    (root / "big.log").write_text("z" * (MENTION_BYTE_LIMIT + 1))
     found = mentions("see @docs/a.md, @docs and @../secret.txt or mail me@docs.md; "
-                     "@docs/a.md again", root, DiskFiles())
+                     "@docs/a.md again, not @big.log", root, DiskFiles())
     assert [(a.path, a.text) for a in found] == [((root / "docs" / "a.md").resolve(), "A\n")]
 
 

@@ -10,6 +10,7 @@ import msgspec
 from pi_lsp.agent.tools import FileAccess
 
 ATTACHMENT_CHAR_LIMIT = 100_000  # per file or selection; the rest is cut with a note
+MENTION_BYTE_LIMIT = 1_000_000  # a bigger file named with @ stays a plain mention
 MENTION = re.compile(r"(?<![\w@])@([\w.\-/]+[\w\-/])")
 
 
@@ -60,7 +61,8 @@ def mentions(text: str, root: Path, files: FileAccess) -> list[Attachment]:
     resolved_root = root.resolve()
     for match in MENTION.finditer(text):
         path = (resolved_root / match.group(1)).resolve()
-        if path in seen or not path.is_relative_to(resolved_root) or path.is_dir():
+        if path in seen or not path.is_relative_to(resolved_root) or path.is_dir() or \
+                (path.is_file() and path.stat().st_size > MENTION_BYTE_LIMIT):
             continue
         try:
             content = files.read_text(path)
