@@ -129,6 +129,7 @@ export class ChatPanel {
       clearTimeout(this.reloadTimer);
       this.reloadedEmitter.dispose();
       onDispose();
+      this.sessions.refreshCurrent();
     });
   }
 
