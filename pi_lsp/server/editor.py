@@ -1,5 +1,6 @@
 """What the editor holds: its open documents (read unsaved, changed through
-`workspace/applyEdit`) and its diagnostics for the files a turn changed."""
+`workspace/applyEdit`), the code it sends with a prompt and its diagnostics for the files a
+turn changed."""
 
 from __future__ import annotations
 
@@ -10,12 +11,15 @@ from typing import Any
 
 import msgspec
 from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 from pygls.workspace import TextDocument
 
+from pi_lsp.agent.attachments import Attachment, Range, lines_of, mentions, render
 from pi_lsp.agent.feedback import FileProblems, Problem, problems_message
 from pi_lsp.agent.tools import DISK, ToolError
+from pi_lsp.server.protocol import ContextArg, PromptArgs
 
 log = logging.getLogger(__name__)
 
@@ -126,3 +130,40 @@ async def editor_problems(server: LanguageServer, root: Path, paths: list[Path])
         log.warning("pi/diagnostics failed: %s", error)
         return None
     return problems_message(reports, root)
+
+
+def prompt_attachments(files: EditorFiles, root: Path, args: PromptArgs) -> list[str]:
+    """The prompt's code context and `@path` mentions, rendered for the model."""
+    found = [attachment(files, item, i) for i, item in enumerate(args.context)]
+    named = {a.path for a in found if a.range is None}
+    found += [a for a in mentions(args.text, root, files) if a.path not in named]
+    return [render(a, root) for a in found]
+
+
+def attachment(files: EditorFiles, item: ContextArg, index: int) -> Attachment:
+    """One `context` item: its text as sent, else the file's (open documents unsaved)."""
+    field = f"`context[{index}].uri`"
+    raw = to_fs_path(item.uri) if item.uri.startswith("file:") else None
+    if raw is None:
+        raise JsonRpcInvalidParams(f"invalid argument: {field} must be a file: URI, "
+                                   f"not {item.uri!r}")
+    path = Path(raw).resolve()
+    span = None
+    if item.range is not None:
+        end = item.range.end
+        # A selection of whole lines ends at the start of the next line.
+        last = end.line - 1 if end.character == 0 and end.line > item.range.start.line \
+            else end.line
+        span = Range(item.range.start.line, last)
+    text = item.text
+    if text is None:
+        try:
+            text = files.read_text(path)
+        except (OSError, UnicodeDecodeError) as error:
+            raise JsonRpcInvalidParams(
+                f"invalid argument: {field} cannot be read ({error})") from None
+        if text is None:
+            raise JsonRpcInvalidParams(f"invalid argument: {field} names no file: {item.uri}")
+        if span is not None:
+            text = lines_of(text, span)
+    return Attachment(path=path, text=text, range=span, language_id=item.language_id)

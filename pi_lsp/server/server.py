@@ -20,13 +20,17 @@ from pygls.exceptions import (
 from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 
-from pi_lsp.agent.attachments import Attachment, Range, lines_of, mentions, render
 from pi_lsp.agent.events import AgentEvent, MessageUpdate, ToolExecutionStart
 from pi_lsp.agent.harness import BusyError, Harness, NotRunningError
 from pi_lsp.agent.loop import Aborted
 from pi_lsp.providers.anthropic import MissingApiKeyError
 from pi_lsp.providers.registry import ModelRegistry
-from pi_lsp.server.editor import EditorFiles, editor_problems, experimental_flag
+from pi_lsp.server.editor import (
+    EditorFiles,
+    editor_problems,
+    experimental_flag,
+    prompt_attachments,
+)
 from pi_lsp.server.hub import Config, SessionHub, UnknownSessionError, workspace_settings
 from pi_lsp.server.protocol import (
     JOB_DONE,
@@ -36,7 +40,6 @@ from pi_lsp.server.protocol import (
     BranchArgs,
     BranchSummaryArgs,
     CompactArgs,
-    ContextArg,
     DiffArgs,
     ForkArgs,
     LabelArgs,
@@ -172,36 +175,6 @@ class PiServer(LanguageServer):
                 return None
             return await editor_problems(self, root, paths)
         return problems
-
-    def attachments(self, root: Path, args: PromptArgs) -> list[str]:
-        """The prompt's code context and `@path` mentions, rendered for the model."""
-        found = [self.attachment(root, item, i) for i, item in enumerate(args.context)]
-        named = {a.path for a in found if a.range is None}
-        found += [a for a in mentions(args.text, root, self.files) if a.path not in named]
-        return [render(a, root) for a in found]
-
-    def attachment(self, root: Path, item: ContextArg, index: int) -> Attachment:
-        path = self.session_path(item.uri, f"context[{index}].uri").resolve()
-        span = None
-        if item.range is not None:
-            end = item.range.end
-            # A selection of whole lines ends at the start of the next line.
-            last = end.line - 1 if end.character == 0 and end.line > item.range.start.line \
-                else end.line
-            span = Range(item.range.start.line, last)
-        text = item.text
-        if text is None:
-            try:
-                text = self.files.read_text(path)
-            except (OSError, UnicodeDecodeError) as error:
-                raise JsonRpcInvalidParams(
-                    f"invalid argument: `context[{index}].uri` cannot be read ({error})") from None
-            if text is None:
-                raise JsonRpcInvalidParams(
-                    f"invalid argument: `context[{index}].uri` names no file: {item.uri}")
-            if span is not None:
-                text = lines_of(text, span)
-        return Attachment(path=path, text=text, range=span, language_id=item.language_id)
 
     def session_title(self, path: Path) -> str:
         tree = self.hub.trees.get(path.resolve()) if self.hub else None
@@ -552,7 +525,7 @@ async def set_thinking_level(ls: PiServer, args: ThinkingArgs) -> dict[str, Any]
 async def prompt(ls: PiServer, args: PromptArgs) -> dict[str, Any]:
     path = await open_tree(ls, args.uri)
     harness = ls.sessions().harness(path)
-    attachments = ls.attachments(harness.root, args)
+    attachments = prompt_attachments(ls.files, harness.root, args)
     if args.delivery != "prompt" and harness.busy:
         images = [ImageContent(data=i.data, mime_type=i.mime_type) for i in args.images]
         deliver = harness.steer if args.delivery == "steer" else harness.follow_up
