@@ -74,7 +74,7 @@ async def client(lsp_client: LanguageClient, tmp_path_factory: pytest.TempPathFa
     pi.init = await asyncio.wait_for(lsp_client.initialize_session(types.InitializeParams(
         capabilities=capabilities, root_uri=pi.main.as_uri(),
         workspace_folders=[types.WorkspaceFolder(uri=pi.main.as_uri(), name="main")],
-        initialization_options=init_options(fake, toolApproval="auto"))), 10)
+        initialization_options=init_options(fake, toolApproval="auto"))), 30)
     await call(lsp_client, "pi.listSessions", {})
     lsp_client.pi, lsp_client.editor = pi, editor  # type: ignore[attr-defined]
     yield
