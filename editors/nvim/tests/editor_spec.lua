@@ -125,6 +125,20 @@ end, "no answer for bash")
 H.check(answer.decision == "allow", "decision: " .. vim.inspect(answer))
 H.check(asked == "pi (Fix slow order listing) wants to run bash:\ncd build &&\n  make all", "the question: " .. tostring(asked))
 
+-- A read outside the workspace asks through vim.ui.select too.
+table.insert(H.selects, function(items, opts)
+  asked = opts.prompt
+  return items[3]
+end)
+answer = nil
+coroutine.wrap(function()
+  answer = editor.approve_tool({ uri = chat.uri, turnId = "t", toolCallId = "toolu_10", tool = "read", title = "T", path = "/etc/hosts", outsideWorkspace = true })
+end)()
+H.wait(5000, function()
+  return answer ~= nil
+end, "no answer for read")
+H.check(answer.decision == "deny" and asked == "pi (T) wants to read /etc/hosts (outside the workspace)", "read: " .. tostring(asked))
+
 -- pi/diagnostics for a file that is not loaded: no items.
 local report
 coroutine.wrap(function()

@@ -23,7 +23,7 @@ export function approvalMessage(p: ApproveToolParams, title: string, root?: stri
   const where = p.outsideWorkspace ? " (outside the workspace)" : "";
   if (p.tool === "bash") return `pi (${title}) wants to run bash${where}:\n${p.command ?? ""}`;
   const file = p.path ? (root && !path.relative(root, p.path).startsWith("..") ? path.relative(root, p.path) : p.path) : "a file";
-  const verb = p.tool === "edit" ? "edit" : p.oldText == null ? "create" : "overwrite";
+  const verb = p.tool !== "write" ? p.tool : p.oldText == null ? "create" : "overwrite";
   return `pi (${title}) wants to ${verb} ${file}${where}`;
 }
 

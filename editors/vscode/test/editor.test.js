@@ -96,6 +96,10 @@ test("a new file shows an empty left side; bash shows its whole command; dismiss
   assert.equal(message, `pi (${TITLE}) wants to create new.txt`);
   assert.match(rec.executed.find((e) => e.id === "vscode.diff").args[2], /new file/);
 
+  respond("showWarningMessage", (m) => { message = m; return "Accept"; });
+  await api.pi.approveToolHandler(approvalParams({ tool: "read", path: "/etc/hosts", outsideWorkspace: true }));
+  assert.equal(message, `pi (${TITLE}) wants to read /etc/hosts (outside the workspace)`);
+
   const command = "cd build &&\n  rm -rf dist";
   respond("showWarningMessage", (m) => { message = m; return undefined; }); // closed unanswered
   const denied = await api.pi.approveToolHandler(approvalParams({ tool: "bash", command, outsideWorkspace: false }));

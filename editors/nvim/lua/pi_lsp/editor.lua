@@ -31,7 +31,10 @@ function M.approval_message(params, root)
   if params.tool == "bash" then
     return ("pi (%s) wants to run bash%s:\n%s"):format(params.title, where, params.command or "")
   end
-  local verb = params.tool == "edit" and "edit" or (params.oldText == nil or params.oldText == vim.NIL) and "create" or "overwrite"
+  local verb = params.tool
+  if verb == "write" then
+    verb = (params.oldText == nil or params.oldText == vim.NIL) and "create" or "overwrite"
+  end
   return ("pi (%s) wants to %s %s%s"):format(params.title, verb, relative(params.path or "a file", root), where)
 end
 
