@@ -123,7 +123,9 @@ H.wait(5000, function()
   return answer ~= nil
 end, "no answer for bash")
 H.check(answer.decision == "allow", "decision: " .. vim.inspect(answer))
-H.check(asked == "pi (Fix slow order listing) wants to run bash:\ncd build &&\n  make all", "the question: " .. tostring(asked))
+H.check(asked == "pi (Fix slow order listing) wants to run bash: cd build &&\n  make all", "the question: " .. tostring(asked))
+H.check(H.contains(chat.buf, "**⚠ pi (Fix slow order listing) wants to run bash: cd build &&")
+  and H.contains(chat.buf, "make all**  → Allow"), "the question and its answer are noted in the chat", chat.buf)
 
 -- A read outside the workspace asks through vim.ui.select too.
 table.insert(H.selects, function(items, opts)

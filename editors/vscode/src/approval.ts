@@ -21,7 +21,7 @@ export function decisionOf(choice: string | undefined): ApprovalDecision {
 /** What the question says: the session's title, the tool and what it touches. */
 export function approvalMessage(p: ApproveToolParams, title: string, root?: string): string {
   const where = p.outsideWorkspace ? " (outside the workspace)" : "";
-  if (p.tool === "bash") return `pi (${title}) wants to run bash${where}:\n${p.command ?? ""}`;
+  if (p.tool === "bash") return `pi (${title}) wants to run bash${where}: ${p.command ?? ""}`;
   const file = p.path ? (root && !path.relative(root, p.path).startsWith("..") ? path.relative(root, p.path) : p.path) : "a file";
   const verb = p.tool !== "write" ? p.tool : p.oldText == null ? "create" : "overwrite";
   return `pi (${title}) wants to ${verb} ${file}${where}`;

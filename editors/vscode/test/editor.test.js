@@ -105,7 +105,7 @@ test("a new file shows an empty left side; bash shows its whole command; dismiss
   const denied = await api.pi.approveToolHandler(approvalParams({ tool: "bash", command, outsideWorkspace: false }));
   respond("showWarningMessage");
   assert.deepEqual(denied, { decision: "deny" });
-  assert.equal(message, `pi (${TITLE}) wants to run bash:\n${command}`);
+  assert.equal(message, `pi (${TITLE}) wants to run bash: ${command}`);
 });
 
 test("the chat of the asking session shows the approval with the diff and can answer it", async () => {

@@ -271,6 +271,19 @@ end
 
 -- -- approval -----------------------------------------------------------------------------------
 
+--- Show a question in the chat of `uri` while it is open; returns a function
+--- that adds the answer to it.
+function M.note_question(uri, message)
+  local chat = chats[util.key(uri) or ""]
+  local item = chat and vim.api.nvim_buf_is_valid(chat.buf) and note(chat, "**⚠ " .. message .. "**")
+  return function(answer)
+    if item then
+      item.text = item.text .. "  → " .. answer
+      draw_live(chat)
+    end
+  end
+end
+
 --- window/showMessageRequest: the server asks before bash/write/edit. The
 --- request names its session only in its text, so the note goes to the chat
 --- whose turn runs.

@@ -13,10 +13,11 @@ local SETTLE_MS = 500 -- language servers check a change a moment after it lands
 -- -- approval -----------------------------------------------------------------------------------
 
 local CHOICES = {
-  { title = "Accept", decision = "allow" },
-  { title = "Accept for session", decision = "allowSession" },
-  { title = "Reject", decision = "deny" },
+  { title = "Allow", decision = "allow" },
+  { title = "Allow for this session", decision = "allowSession" },
+  { title = "Deny", decision = "deny" },
 }
+local ANSWERS = { allow = "Allow", allowSession = "Allow for this session", deny = "Deny" }
 
 local function relative(path, root)
   if root and vim.startswith(path, root .. "/") then
@@ -29,7 +30,7 @@ end
 function M.approval_message(params, root)
   local where = params.outsideWorkspace and " (outside the workspace)" or ""
   if params.tool == "bash" then
-    return ("pi (%s) wants to run bash%s:\n%s"):format(params.title, where, params.command or "")
+    return ("pi (%s) wants to run bash%s: %s"):format(params.title, where, params.command or "")
   end
   local verb = params.tool
   if verb == "write" then
@@ -111,8 +112,13 @@ end
 function M.approve_tool(params)
   local root = require("pi_lsp.client").root(0)
   local message = M.approval_message(params, root)
+  local noted = require("pi_lsp.chat").note_question(params.uri, message)
   local co, is_main = coroutine.running()
-  local function ask(answer)
+  local function ask(reply)
+    local function answer(decision)
+      noted(ANSWERS[decision])
+      reply(decision)
+    end
     if params.tool ~= "bash" and params.newText ~= nil then
       M.show_diff(params, message, answer)
       return
