@@ -210,6 +210,36 @@ def cmd_branch(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_rewind(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from pi_lsp.files.history import RewindError, changes_to, restore_files, target_of, workspace_of
+    from pi_lsp.files.snapshots import SnapshotError, store_for
+
+    tree = open_session(args.file)
+    store = store_for(workspace_of(Path(tree.path), tree.header.cwd))
+    if store.unavailable_reason is not None:
+        raise CliError(store.unavailable_reason)
+    try:
+        if args.dry_run:
+            _now, files, _skipped = asyncio.run(
+                changes_to(store, target_of(tree, args.to, args.undo)))
+            for change in files:
+                sys.stdout.write(change.diff or f"{change.status}: {change.path}\n")
+            print(f"{len(files)} file(s) would change", file=sys.stderr)
+            return 0
+        result = asyncio.run(restore_files(tree, store, args.to, args.undo))
+    except (RewindError, SnapshotError) as error:
+        raise CliError(str(error)) from None
+    for change in result.files:
+        print(f"{change.status:9} {change.path}")
+    for path in result.skipped:
+        print(f"left alone (too large to snapshot): {path}")
+    print(f"restored {len(result.files)} file(s); undo with: pi-lsp rewind {args.file} "
+          f"--undo {result.undo_id}")
+    return 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from pi_lsp.agent.headless import RunOptions, main_run
 
@@ -274,6 +304,14 @@ def build_parser() -> argparse.ArgumentParser:
     branch_cmd.add_argument("--instructions", metavar="TEXT")
     branch_cmd.add_argument("--json", action="store_true")
     branch_cmd.set_defaults(run=cmd_branch)
+
+    rewind = commands.add_parser("rewind", help="restore the workspace's files to an entry")
+    rewind.add_argument("file")
+    target = rewind.add_mutually_exclusive_group(required=True)
+    target.add_argument("--to", metavar="ID", help="the entry whose files to restore")
+    target.add_argument("--undo", metavar="SNAPSHOT", help="undo a restore (the id it printed)")
+    rewind.add_argument("--dry-run", action="store_true", help="print the diff; change nothing")
+    rewind.set_defaults(run=cmd_rewind)
 
     serve = commands.add_parser("serve", help="the language server (stdio)")
     serve.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead (debugging)")

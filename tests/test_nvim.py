@@ -108,6 +108,15 @@ def test_tree_actions_and_compaction(workspace: Path, fake: FakeAnthropic,
     assert fake.message_requests(), "the branch summary was asked of the (fake) summary model"
 
 
+def test_tree_restores_files(workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
+    fake.script(tool_reply([("c1", "write", {"path": "notes.txt", "content": "v1\n"})]),
+                text_reply("wrote v1"),
+                tool_reply([("c2", "write", {"path": "notes.txt", "content": "v2\n"})]),
+                text_reply("wrote v2"))
+    run_script("rewind_spec.lua", workspace, fake, tmp_path)
+    assert (workspace / "notes.txt").read_text() == "v2\n"
+
+
 def test_agent_edits_open_buffers_with_code_context_and_diagnostics(
         workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
     fake.script(

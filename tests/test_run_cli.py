@@ -169,7 +169,7 @@ def test_tool_turn_writes_the_file_and_reports_the_tool(
     assert [r["tool_use_id"] for r in results] == ["toolu_1"]
     assert results[0]["is_error"] is False
     [path] = sessions(workspace)
-    assert kinds(path)[-4:] == ["user", "assistant", "toolResult", "assistant"]
+    assert kinds(path)[-5:] == ["user", "assistant", "toolResult", "custom", "assistant"]
     assert check(path, env).returncode == 0
 
 

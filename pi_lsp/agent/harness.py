@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from pi_lsp.agent.approval import Approver, allow_all, approval_request
 from pi_lsp.agent.events import (
     AgentEnd,
     AgentEvent,
@@ -57,7 +58,6 @@ from pi_lsp.summarize.extractive import ExtractiveSummarizer
 from pi_lsp.summarize.summarizer import Summarizer, SummaryError
 
 Phase = Literal["idle", "turn", "compaction", "branch_summary"]
-Approver = Callable[[ToolCall], Awaitable[str | None]]
 ProviderFactory = Callable[[str], Provider]
 Listener = Callable[[AgentEvent], None]
 # Given the files a run changed, what the editor says is wrong with them (None: nothing).
@@ -81,10 +81,6 @@ class TurnState(msgspec.Struct):
     thinking_level: str
     tools: list[Tool]
     system_prompt: str
-
-
-async def allow_all(_call: ToolCall) -> str | None:
-    return None
 
 
 _OVERFLOW = re.compile(
@@ -122,6 +118,7 @@ class Harness:
         tools: tuple[Tool, ...] = ALL_TOOLS,
         approve: Approver = allow_all,
         allow_outside_root: bool = False,
+        session_dirs: tuple[Path, ...] = (),
         summarizer: Summarizer | None = None,
         compaction: CompactionSettings | None = None,
         branch_reserve_tokens: int = 16384,
@@ -135,6 +132,7 @@ class Harness:
         self.tools = {tool.name: tool for tool in tools}
         self.approve_call = approve
         self.allow_outside_root = allow_outside_root
+        self.session_dirs = session_dirs
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
         self.compaction = compaction or CompactionSettings()
         self.branch_reserve_tokens = branch_reserve_tokens
@@ -250,8 +248,8 @@ class Harness:
     def _note_edits(self, event: AgentEvent) -> None:
         if isinstance(event, ToolExecutionStart) and event.tool_name in FILE_TOOLS:
             with contextlib.suppress(ToolError):  # the tool reports a bad path itself
-                self._editing[event.tool_call_id] = ToolContext(self.root).resolve(
-                    event.args.get("path"))
+                self._editing[event.tool_call_id] = ToolContext(self.root).given(
+                    event.args.get("path")).resolve()
         elif isinstance(event, ToolExecutionEnd):
             path = self._editing.pop(event.tool_call_id, None)
             if path is not None and not event.is_error:
@@ -261,10 +259,22 @@ class Harness:
         return self.tools.get(name)
 
     def tool_context(self, on_update: Callable[[str], None]) -> ToolContext:
-        return ToolContext(self.root, self.allow_outside_root, on_update, self.files)
+        return ToolContext(self.root, self.allow_outside_root, on_update, self.session_dirs,
+                           files=self.files)
 
-    async def approve(self, call: ToolCall) -> str | None:
-        return await self.approve_call(call)
+    async def approve(self, call: ToolCall, ctx: ToolContext) -> str | None:
+        try:
+            request = approval_request(call, ctx)
+        except ToolError as error:
+            return str(error)  # refused outright: nobody is asked
+        except (OSError, UnicodeError, ValueError) as error:  # as the tool itself would fail
+            return f"{call.name} failed: {error}"
+        if request is None:
+            return None
+        refusal = await self.approve_call(request)
+        if refusal is None:
+            ctx.approved = request.change
+        return refusal
 
     def track(self, task: asyncio.Task[Any]) -> None:
         self._current = task

@@ -17,6 +17,7 @@ from pi_lsp.agent.events import (
     ToolExecutionStart,
 )
 from pi_lsp.agent.harness import Harness, ProviderFactory
+from pi_lsp.files.history import record_files
 from pi_lsp.providers.anthropic import AnthropicProvider, MissingApiKeyError
 from pi_lsp.providers.base import Provider, TextDelta
 from pi_lsp.providers.registry import ModelRegistry
@@ -126,6 +127,7 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings) -
         compaction=settings.compaction,
         branch_reserve_tokens=settings.branch_summary.reserve_tokens,
     )
+    record_files(harness)
     current = harness.model()
     harness.provider(current.provider)
     if wanted and (current.provider, current.id) != wanted:

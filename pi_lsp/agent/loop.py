@@ -60,8 +60,8 @@ class LoopHooks(Protocol):
 
     def tool_context(self, on_update: Callable[[str], None]) -> ToolContext: ...
 
-    async def approve(self, call: ToolCall) -> str | None:
-        """None to run the call, or the reason it was refused."""
+    async def approve(self, call: ToolCall, ctx: ToolContext) -> str | None:
+        """None to run the call in `ctx`, or the reason it was refused."""
         ...
 
     def track(self, task: asyncio.Task[Any]) -> None:
@@ -126,19 +126,20 @@ async def run_tool(hooks: LoopHooks, call: ToolCall) -> ToolResultMessage:
     if hooks.aborted:
         result = text_result(SKIPPED_TOOL, is_error=True)
     else:
-        refusal = await hooks.approve(call)
-        if refusal is not None:
-            result = text_result(refusal, is_error=True)
-        else:
-            def update(text: str) -> None:
-                hooks.emit(ToolExecutionUpdate(tool_call_id=call.id, tool_name=call.name,
-                                               partial_result=text))
-            context = hooks.tool_context(update)
-            try:
+        def update(text: str) -> None:
+            hooks.emit(ToolExecutionUpdate(tool_call_id=call.id, tool_name=call.name,
+                                           partial_result=text))
+        context = hooks.tool_context(update)
+        try:
+            # Abortable too: an approval nobody answers must not hold the session.
+            refusal = await abortable(hooks, hooks.approve(call, context))
+            if refusal is not None:
+                result = text_result(refusal, is_error=True)
+            else:
                 result = await abortable(
                     hooks, execute_tool(hooks.tool(call.name), call.name, call.arguments, context))
-            except Aborted:
-                result = text_result(ABORTED_TOOL, is_error=True)
+        except Aborted:
+            result = text_result(ABORTED_TOOL, is_error=True)
     message = ToolResultMessage(
         tool_call_id=call.id, tool_name=call.name, content=result.content, details=result.details,
         is_error=result.is_error, timestamp=now_ms(),

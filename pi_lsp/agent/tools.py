@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 import msgspec
 
+from pi_lsp.agent.access import inside, protected_reason, secret_reason
 from pi_lsp.providers.base import ToolSpec
 from pi_lsp.session.entries import ImageContent, TextContent, UserBlock
 
@@ -66,24 +67,56 @@ class DiskFiles:
 DISK = DiskFiles()
 
 
+class Proposal(msgspec.Struct, frozen=True):
+    """What a write or edit would leave in a file, worked out before anything is written."""
+
+    path: Path
+    old_text: str | None  # None: the file does not exist yet
+    new_text: str
+
+    def diff(self) -> str:
+        """A unified diff of the change, with the file's path in its headers."""
+        before = (self.old_text or "").splitlines(True)
+        old_name = str(self.path) if self.old_text is not None else "/dev/null"
+        return "".join(difflib.unified_diff(before, self.new_text.splitlines(True), old_name,
+                                            str(self.path)))
+
+
 @dataclass
 class ToolContext:
     root: Path
     allow_outside_root: bool = False
     on_update: Callable[[str], None] = field(default=lambda _text: None)
+    session_dirs: tuple[Path, ...] = ()  # configured session folders, never written
+    approved: Proposal | None = None  # the change the user saw; only that may be written
     files: FileAccess = DISK
 
-    def resolve(self, raw: object) -> Path:
+    def given(self, raw: object) -> Path:
+        """The path argument made absolute, symlinks not yet followed."""
         if not isinstance(raw, str) or not raw:
             raise ToolError("`path` must be a non-empty string")
         path = Path(os.path.expanduser(raw))
-        return (path if path.is_absolute() else self.root / path).resolve()
+        return path if path.is_absolute() else self.root / path
+
+    def inside(self, path: Path) -> bool:
+        return inside(path, self.root.resolve())
+
+    def readable(self, raw: object) -> Path:
+        given = self.given(raw)
+        reason = secret_reason(given)
+        if reason is not None:
+            raise ToolError(f"{raw}: reading it is refused because {reason}")
+        return given.resolve()
 
     def writable(self, raw: object) -> Path:
-        path = self.resolve(raw)
-        root = self.root.resolve()
-        if not self.allow_outside_root and path != root and root not in path.parents:
-            raise ToolError(f"{raw} is outside the workspace {root}; writing there is not allowed")
+        given = self.given(raw)
+        reason = protected_reason(given, self.root, self.session_dirs)
+        if reason is not None:
+            raise ToolError(f"{raw}: writing it is refused because {reason}")
+        path = given.resolve()
+        if not self.allow_outside_root and not self.inside(path):
+            raise ToolError(f"{raw} is outside the workspace {self.root.resolve()}; "
+                            "writing there is not allowed")
         return path
 
 
@@ -117,16 +150,13 @@ def _str_arg(args: dict[str, Any], key: str) -> str:
 
 
 async def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-    path = ctx.resolve(args.get("path"))
+    path = ctx.readable(args.get("path"))
     mime = IMAGE_TYPES.get(path.suffix.lower())
     if mime and path.is_file():
         data = base64.b64encode(path.read_bytes()).decode()
         return ToolResult([TextContent(text=f"Read image {path.name}"),
                            ImageContent(data=data, mime_type=mime)])
-    try:
-        content = ctx.files.read_text(path)
-    except UnicodeDecodeError:
-        content = path.read_text("utf-8", errors="replace")
+    content = _current_text(path, ctx)
     if content is None:
         raise ToolError(f"{args.get('path')}: no such file")
     offset = max(1, _int_arg(args, "offset", 1) or 1)
@@ -153,14 +183,21 @@ async def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     return text_result(text or "(empty file)")
 
 
-async def write_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+def _current_text(path: Path, ctx: ToolContext) -> str | None:
+    """The file as the editor has it (else the disk); text that is not UTF-8 is shown replaced."""
+    try:
+        return ctx.files.read_text(path)
+    except UnicodeDecodeError:
+        return path.read_text("utf-8", errors="replace")
+
+
+def propose_write(args: dict[str, Any], ctx: ToolContext) -> Proposal:
     path = ctx.writable(args.get("path"))
     content = _str_arg(args, "content")
-    await ctx.files.write_text(path, content)
-    return text_result(f"Wrote {len(content.encode())} bytes to {args['path']}")
+    return Proposal(path, _current_text(path, ctx), content)
 
 
-async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+def propose_edit(args: dict[str, Any], ctx: ToolContext) -> Proposal:
     path = ctx.writable(args.get("path"))
     old, new = _str_arg(args, "oldText"), _str_arg(args, "newText")
     if not old:
@@ -175,11 +212,42 @@ async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     if count > 1:
         raise ToolError(f"the text to replace occurs {count} times in {args['path']}; "
                         "include more context so it is unique")
-    after = before.replace(old, new, 1)
-    await ctx.files.write_text(path, after)
+    return Proposal(path, before, before.replace(old, new, 1))
+
+
+PROPOSERS: dict[str, Callable[[dict[str, Any], ToolContext], Proposal]] = {
+    "write": propose_write, "edit": propose_edit}
+
+
+def propose_change(name: str, args: dict[str, Any], ctx: ToolContext) -> Proposal | None:
+    """The change a `write` or `edit` call would make, computed without writing anything; None
+    for tools that change no file. A call that would fail raises its ToolError here."""
+    propose = PROPOSERS.get(name)
+    return propose(args, ctx) if propose is not None else None
+
+
+def _change(name: str, args: dict[str, Any], ctx: ToolContext) -> Proposal:
+    """The change to make now: refused if it is no longer the one the user approved."""
+    change = PROPOSERS[name](args, ctx)
+    if ctx.approved is not None and ctx.approved != change:
+        raise ToolError(f"{args['path']} changed while the {name} waited for approval; "
+                        "nothing was written. Read it again.")
+    return change
+
+
+async def write_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    change = _change("write", args, ctx)
+    await ctx.files.write_text(change.path, change.new_text)
+    return text_result(f"Wrote {len(change.new_text.encode())} bytes to {args['path']}")
+
+
+async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    change = _change("edit", args, ctx)
+    before, after = change.old_text or "", change.new_text
+    await ctx.files.write_text(change.path, after)
     diff = "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True),
                                         f"a/{args['path']}", f"b/{args['path']}"))
-    first_line = before[: before.index(old)].count("\n") + 1
+    first_line = before[: before.index(args["oldText"])].count("\n") + 1
     return text_result(f"Edited {args['path']}", {"diff": diff, "firstChangedLine": first_line})
 
 

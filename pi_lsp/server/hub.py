@@ -12,7 +12,8 @@ from typing import Literal
 
 import msgspec
 
-from pi_lsp.agent.harness import Approver, Diagnostics, Harness, allow_all
+from pi_lsp.agent.approval import Approver, allow_all
+from pi_lsp.agent.harness import Diagnostics, Harness
 from pi_lsp.agent.tools import DISK, FileAccess
 from pi_lsp.context.build import build_leaf_context
 from pi_lsp.context.preview import (
@@ -23,10 +24,17 @@ from pi_lsp.context.preview import (
     render_markdown,
 )
 from pi_lsp.context.tokens import context_size, decode_all, estimate_tokens
+from pi_lsp.files.history import record_files
 from pi_lsp.providers.anthropic import AnthropicProvider, request_params
 from pi_lsp.providers.base import Provider
 from pi_lsp.providers.registry import ModelRegistry
-from pi_lsp.session.catalog import SessionSummary, list_sessions, session_dirs, start_session
+from pi_lsp.session.catalog import (
+    SessionSummary,
+    confine_session,
+    list_sessions,
+    session_dirs,
+    start_session,
+)
 from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import encoder, role_of
 from pi_lsp.session.fork import fork_session
@@ -61,6 +69,10 @@ class Config(msgspec.Struct, rename="camel", omit_defaults=True, forbid_unknown_
 class UnknownSessionError(Exception):
     def __str__(self) -> str:
         return f"no session at {self.args[0]}"
+
+
+class ForeignFolderError(Exception):
+    """A folder that is not one of the workspace's folders."""
 
 
 class Node(msgspec.Struct, rename="camel"):
@@ -133,9 +145,13 @@ class SessionHub:
         extra = [Path(d) if os.path.isabs(d) else folder / d for d in self.config.session_dirs]
         return [*session_dirs(str(folder)), *extra]
 
+    def roots(self) -> list[Path]:
+        """The workspace folders; the current directory when the editor named none."""
+        return self.folders or [Path.cwd()]
+
     def all_directories(self) -> list[Path]:
         seen: dict[Path, None] = {}
-        for folder in self.folders:
+        for folder in self.roots():
             for directory in self.directories(folder):
                 seen.setdefault(directory.resolve(), None)
         return list(seen)
@@ -150,6 +166,10 @@ class SessionHub:
                 return folder
         return self.folders[0] if self.folders else resolved.parent
 
+    def confine(self, path: Path) -> Path:
+        """`path` resolved, if it is a session file of the workspace as its folders are now."""
+        return confine_session(path, self.all_directories())
+
     def list_sessions(self) -> list[SessionSummary]:
         return list_sessions(self.all_directories())
 
@@ -157,7 +177,7 @@ class SessionHub:
 
     def tree(self, path: Path) -> SessionTree:
         """The open tree of a session file, brought up to date with the disk."""
-        key = path.resolve()
+        key = self.confine(path)
         tree = self.trees.get(key)
         if tree is None:
             if not key.is_file():
@@ -205,12 +225,14 @@ class SessionHub:
                 default_model=(settings.default_provider, settings.default_model),
                 approve=self.approver_for(key),
                 allow_outside_root=settings.allow_writes_outside_workspace,
+                session_dirs=tuple(self.all_directories()),
                 summarizer=choose_summarizer(settings, base_url=self.config.anthropic_base_url),
                 compaction=settings.compaction,
                 branch_reserve_tokens=settings.branch_summary.reserve_tokens,
                 files=self.files,
                 diagnostics=self.diagnostics_for(self.folder_of(key)),
             )
+            record_files(harness)
             self.harnesses[key] = harness
         return harness
 
@@ -232,8 +254,17 @@ class SessionHub:
 
     # -- answers -------------------------------------------------------------------------
 
+    def workspace_folder(self, folder: Path) -> Path:
+        """`folder` if it is one of the workspace's folders (symlinks followed), else an error."""
+        resolved = folder.resolve()
+        for candidate in self.roots():
+            if candidate.resolve() == resolved:
+                return candidate
+        listed = ", ".join(str(f) for f in self.roots())
+        raise ForeignFolderError(f"{folder} is not one of its folders ({listed})")
+
     def new_session(self, name: str | None, folder: Path | None = None) -> Path:
-        root = folder or (self.folders[0] if self.folders else Path.cwd())
+        root = self.workspace_folder(folder) if folder is not None else self.roots()[0]
         settings = workspace_settings(root, self.config)
         tree = start_session(root, settings.default_provider, settings.default_model,
                              settings.default_thinking_level)

@@ -16,6 +16,7 @@ SESSIONS_CHANGED = "pi/sessionsChanged"
 SESSION_CHANGED = "pi/sessionChanged"
 TURN = "pi/turn"
 JOB_DONE = "pi/jobDone"
+APPROVE_TOOL = "pi/approveTool"  # server → client request, when the client advertises it
 
 T = TypeVar("T")
 
@@ -140,6 +141,15 @@ class ThinkingArgs(SessionArgs):
     level: Literal["off", "minimal", "low", "medium", "high", "xhigh"]
 
 
+class FileChangesArgs(SessionArgs):
+    entry_id: str
+
+
+class RestoreFilesArgs(SessionArgs):
+    entry_id: str | None = None
+    undo_id: str | None = None
+
+
 class ImageArg(_Args):
     data: str
     mime_type: str
@@ -172,6 +182,48 @@ class PromptArgs(SessionArgs):
     images: list[ImageArg] = msgspec.field(default_factory=list)
     context: list[ContextArg] = msgspec.field(default_factory=list)
     delivery: Literal["prompt", "steer", "followUp"] = "prompt"
+
+
+class ApproveToolParams(msgspec.Struct, rename="camel", kw_only=True):
+    """`pi/approveTool`: one tool call for the user to allow or deny, shown in full."""
+
+    uri: str  # the session
+    turn_id: str | None
+    tool_call_id: str
+    tool: str
+    title: str  # the session's name, else its file name
+    outside_workspace: bool
+    command: str | msgspec.UnsetType = msgspec.UNSET  # bash: the whole command
+    path: str | msgspec.UnsetType = msgspec.UNSET  # read, write, edit: absolute
+    old_text: str | msgspec.UnsetType | None = msgspec.UNSET  # write, edit; null: a new file
+    new_text: str | msgspec.UnsetType = msgspec.UNSET  # write, edit: the whole new content
+    diff: str | msgspec.UnsetType = msgspec.UNSET  # write, edit: unified, path in the headers
+
+
+Decision = Literal["allow", "allowSession", "deny"]
+
+
+class ApproveToolResult(msgspec.Struct):
+    decision: Decision
+
+
+def client_approves_tools(capabilities: types.ClientCapabilities) -> bool:
+    """Whether the client said `experimental.piLsp.approveTool: true` in `initialize`."""
+    value: Any = capabilities.experimental
+    for key in ("piLsp", "approveTool"):
+        value = value.get(key) if isinstance(value, dict) else getattr(value, key, None)
+    return value is True
+
+
+def parse_approval(answer: Any) -> ApproveToolResult | None:
+    """The client's answer to `pi/approveTool` (pygls hands it over as a namedtuple); None
+    when it is not one of the three decisions."""
+    if hasattr(answer, "_asdict"):
+        answer = answer._asdict()
+    try:
+        return msgspec.convert(answer, ApproveToolResult)
+    except msgspec.ValidationError:
+        return None
 
 
 def parse_args(args: tuple[Any, ...], kind: type[T]) -> T:

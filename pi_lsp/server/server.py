@@ -20,27 +20,41 @@ from pygls.exceptions import (
 from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 
+from pi_lsp.agent.approval import ApprovalRequest, Approver
 from pi_lsp.agent.events import AgentEvent, MessageUpdate, ToolExecutionStart
 from pi_lsp.agent.harness import BusyError, Harness, NotRunningError
 from pi_lsp.agent.loop import Aborted
+from pi_lsp.files.history import RewindError, count_changes, file_changes, restore_files
+from pi_lsp.files.snapshots import SnapshotError, store_for
 from pi_lsp.providers.anthropic import MissingApiKeyError
 from pi_lsp.providers.registry import ModelRegistry
+from pi_lsp.server.approvals import NotAsked, approve_tool_params, fallback_question
 from pi_lsp.server.editor import (
     EditorFiles,
     editor_problems,
     experimental_flag,
     prompt_attachments,
 )
-from pi_lsp.server.hub import Config, SessionHub, UnknownSessionError, workspace_settings
+from pi_lsp.server.hub import (
+    Config,
+    ForeignFolderError,
+    SessionHub,
+    UnknownSessionError,
+    workspace_settings,
+)
 from pi_lsp.server.protocol import (
+    APPROVE_TOOL,
     JOB_DONE,
     SESSION_CHANGED,
     SESSIONS_CHANGED,
     TURN,
+    ApproveToolParams,
     BranchArgs,
     BranchSummaryArgs,
     CompactArgs,
+    Decision,
     DiffArgs,
+    FileChangesArgs,
     ForkArgs,
     LabelArgs,
     ModelArgs,
@@ -50,12 +64,16 @@ from pi_lsp.server.protocol import (
     PiProtocol,
     PreviewArgs,
     PromptArgs,
+    RestoreFilesArgs,
     SessionArgs,
     ThinkingArgs,
+    client_approves_tools,
+    parse_approval,
     parse_args,
 )
 from pi_lsp.server.watcher import DirectoryWatcher
-from pi_lsp.session.entries import ImageContent, ToolCall
+from pi_lsp.session.catalog import ForeignSessionError
+from pi_lsp.session.entries import ImageContent
 from pi_lsp.session.tree import Refresh, SessionTree, UnknownEntryError
 from pi_lsp.settings import SettingsError
 from pi_lsp.summarize.compaction import NothingToCompactError
@@ -68,8 +86,8 @@ BUSY = -32010
 FAILED = -32011
 DELTA_FLUSH_S = 0.05  # text deltas are sent at most ~20 times a second per turn
 SHUTDOWN_WAIT_S = 1.5
-APPROVAL_TOOLS = frozenset({"bash", "write", "edit"})
 ALLOW, ALLOW_SESSION, DENY = "Allow", "Allow for this session", "Deny"
+CHOICES: dict[str, Decision] = {ALLOW: "allow", ALLOW_SESSION: "allowSession"}
 
 A = TypeVar("A")
 
@@ -88,7 +106,7 @@ class PiServer(LanguageServer):
         self.watchers: dict[Path, DirectoryWatcher] = {}
         self.allowed_tools: dict[Path, set[str]] = {}
         self.known_files: set[Path] = set()
-        self.turning: set[Path] = set()  # sessions whose turn task has been started
+        self.turn_ids: dict[Path, str] = {}  # sessions whose turn task has been started
         self.files = EditorFiles(self)
 
     # -- plumbing ------------------------------------------------------------------------
@@ -143,31 +161,51 @@ class PiServer(LanguageServer):
 
     # -- tool approval -------------------------------------------------------------------
 
-    def approver_for(self, path: Path) -> Callable[[ToolCall], Awaitable[str | None]]:
-        async def approve(call: ToolCall) -> str | None:
-            if self.config.tool_approval == "auto" or call.name not in APPROVAL_TOOLS:
-                return None
+    def approver_for(self, path: Path) -> Approver:
+        async def approve(request: ApprovalRequest) -> str | None:
+            name = request.call.name
             allowed = self.allowed_tools.setdefault(path, set())
-            if call.name in allowed:
+            if self.config.tool_approval == "auto" or name in allowed:
                 return None
-            target = call.arguments.get("command") or call.arguments.get("path") or ""
-            params = types.ShowMessageRequestParams(
-                type=types.MessageType.Warning,
-                message=f"pi ({self.session_title(path)}) wants to run {call.name}: "
-                        f"{str(target)[:200]}",
-                actions=[types.MessageActionItem(t) for t in (ALLOW, ALLOW_SESSION, DENY)],
-            )
+            title = self.session_title(path)
             try:
-                answer = await self.window_show_message_request_async(params)
-            except Exception as error:  # a client that cannot ask counts as a denial
-                return f"the user could not be asked to approve {call.name} ({error})"
-            choice = answer.title if answer is not None else None
-            if choice == ALLOW_SESSION:
-                allowed.add(call.name)
-            if choice in (ALLOW, ALLOW_SESSION):
-                return None
-            return f"the user denied running {call.name}"
+                if client_approves_tools(self.client_capabilities):
+                    decision = await self.ask_approve_tool(approve_tool_params(
+                        request, uri_of(path), self.turn_ids.get(path), title))
+                else:
+                    decision = await self.ask_message(name, fallback_question(request, title))
+            except NotAsked as error:
+                return str(error)
+            if decision == "allowSession":
+                allowed.add(name)
+            return None if decision != "deny" else f"the user denied running {name}"
         return approve
+
+    async def ask_approve_tool(self, params: ApproveToolParams) -> Decision:
+        # Shielded, here and below: an abort ends the wait, and a late answer still finds its
+        # future (a cancelled one would make pygls fail on the answer).
+        try:
+            answer = await asyncio.shield(self.protocol.send_request_async(APPROVE_TOOL, params))
+        except Exception as error:  # an error answer counts as a denial
+            raise NotAsked(f"the user could not be asked to approve {params.tool} ({error}); "
+                           "it was not run") from None
+        result = parse_approval(answer)
+        if result is None:
+            raise NotAsked(f"the editor answered the approval request with {answer!r}, not "
+                           f"allow, allowSession or deny; {params.tool} was not run")
+        return result.decision
+
+    async def ask_message(self, name: str, question: str) -> Decision:
+        params = types.ShowMessageRequestParams(
+            type=types.MessageType.Warning, message=question,
+            actions=[types.MessageActionItem(t) for t in (ALLOW, ALLOW_SESSION, DENY)],
+        )
+        try:
+            answer = await asyncio.shield(self.window_show_message_request_async(params))
+        except Exception as error:  # a client that cannot ask counts as a denial
+            raise NotAsked(f"the user could not be asked to approve {name} ({error}); "
+                           "it was not run") from None
+        return CHOICES.get(answer.title if answer is not None else "", "deny")
 
     def diagnostics_for(self, root: Path) -> Callable[[list[Path]], Awaitable[str | None]]:
         async def problems(paths: list[Path]) -> str | None:
@@ -318,10 +356,18 @@ def command(name: str, kind: type[A]) -> Callable[[Callable[[PiServer, A], Any]]
                 raise
             except (UnknownSessionError, UnknownEntryError) as error:
                 raise JsonRpcInvalidParams(str(error)) from None
+            except ForeignSessionError as error:
+                raise JsonRpcInvalidParams(
+                    f"invalid argument: `uri` is not a session of this workspace: {error}"
+                ) from None
+            except ForeignFolderError as error:
+                raise JsonRpcInvalidParams(
+                    f"invalid argument: `folderUri` is not a workspace folder: {error}") from None
             except BusyError as error:
                 raise server_error(str(error), BUSY) from None
             except (NotRunningError, NothingToCompactError, SettingsError, SummaryError,
-                    MissingApiKeyError, ValueError, OSError) as error:
+                    MissingApiKeyError, RewindError, SnapshotError, ValueError, OSError
+                    ) as error:
                 raise server_error(str(error), FAILED) from None
             except asyncio.CancelledError:
                 raise JsonRpcRequestCancelled(f"{name} was cancelled") from None
@@ -423,10 +469,10 @@ def new_session(ls: PiServer, args: NewSessionArgs) -> dict[str, Any]:
 
 
 async def open_tree(ls: PiServer, uri: str) -> Path:
-    """The session's path, its tree loaded off the event loop the first time."""
-    path = ls.session_path(uri)
+    """The session's resolved path, its tree loaded off the event loop the first time."""
     hub = ls.sessions()
-    if path.resolve() not in hub.trees:
+    path = hub.confine(ls.session_path(uri))  # on every command: folders and settings change
+    if path not in hub.trees:
         await asyncio.to_thread(hub.tree, path)
     return path
 
@@ -454,7 +500,30 @@ async def branch(ls: PiServer, args: BranchArgs) -> Any:
     outcome = harness.branch(args.target_id, durable=ls.config.durable_leaf_moves)
     if not ls.config.durable_leaf_moves:  # nothing was appended, so say where the leaf went
         ls.on_session_changed(path.resolve(), harness.tree, Refresh(0, False))
-    return outcome
+    # The count lets the editor offer to restore the files.
+    changes = await count_changes(harness.tree, store_for(harness.root), outcome.leaf_id)
+    return {**msgspec.to_builtins(outcome), "fileChanges": changes}
+
+
+@command("pi.fileChanges", FileChangesArgs)
+async def get_file_changes(ls: PiServer, args: FileChangesArgs) -> Any:
+    harness = ls.sessions().harness(await open_tree(ls, args.uri))
+    return await file_changes(harness.tree, store_for(harness.root), args.entry_id)
+
+
+@command("pi.restoreFiles", RestoreFilesArgs)
+async def restore(ls: PiServer, args: RestoreFilesArgs) -> Any:
+    if (args.entry_id is None) == (args.undo_id is None):
+        raise JsonRpcInvalidParams("invalid argument: give exactly one of `entryId`, `undoId`")
+    harness = ls.sessions().harness(await open_tree(ls, args.uri))
+    root = harness.root.resolve()
+    # Any turn running in the workspace may be writing files, not only this session's.
+    running = [h for h in ls.sessions().harnesses.values() if h.busy and h.root.resolve() == root]
+    if running:
+        raise BusyError(f"a session in this workspace is busy ({running[0].phase}); "
+                        "restore files when it is idle")
+    return await restore_files(harness.tree, store_for(harness.root), args.entry_id,
+                               args.undo_id)
 
 
 @command("pi.branchWithSummary", BranchSummaryArgs)
@@ -532,12 +601,12 @@ async def prompt(ls: PiServer, args: PromptArgs) -> dict[str, Any]:
         deliver(args.text, images or None, attachments or None)
         return {"turnId": None, "queued": args.delivery}
     key = path.resolve()
-    if harness.busy or key in ls.turning:
+    if harness.busy or key in ls.turn_ids:
         raise BusyError(f"the session is busy ({harness.phase}); steer or follow up instead")
     turn_id = str(uuid.uuid4())
-    ls.turning.add(key)  # claimed now, so a second prompt is refused at once
+    ls.turn_ids[key] = turn_id  # claimed now, so a second prompt is refused at once
     task = ls.run_task(ls.run_turn(args.uri, turn_id, harness, args, attachments))
-    task.add_done_callback(lambda _t: ls.turning.discard(key))
+    task.add_done_callback(lambda _t: ls.turn_ids.pop(key, None))
     return {"turnId": turn_id}
 
 

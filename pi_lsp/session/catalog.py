@@ -51,11 +51,33 @@ def session_dirs(workspace: str) -> list[Path]:
     return [workspace_session_dir(root), cli_session_dir(root)]
 
 
+class ForeignSessionError(Exception):
+    """A path that is not a session file directly inside one of the session directories."""
+
+
+def confine_session(path: Path, directories: list[Path]) -> Path:
+    """`path` resolved, if it is a `.jsonl` file directly inside one of `directories` once every
+    symlink is followed; otherwise ForeignSessionError saying where it leads."""
+    resolved = path.resolve()
+    allowed = {directory.resolve() for directory in directories}
+    leads = f" (it leads to {resolved})" if resolved != Path(os.path.abspath(path)) else ""
+    if resolved.suffix != ".jsonl":
+        raise ForeignSessionError(f"{path}{leads} is not a .jsonl file")
+    if resolved.parent not in allowed:
+        listed = ", ".join(sorted(map(str, allowed))) or "none"
+        raise ForeignSessionError(f"{path}{leads} is not directly inside one of its session "
+                                  f"directories ({listed})")
+    return resolved
+
+
 def session_files(directories: list[Path]) -> list[Path]:
+    """The session files directly in the directories; a symlink leading out is not one."""
     files: list[Path] = []
     for directory in directories:
         if directory.is_dir():
-            files.extend(sorted(p for p in directory.glob("*.jsonl") if p.is_file()))
+            real = directory.resolve()
+            files.extend(sorted(p for p in directory.glob("*.jsonl")
+                                if p.is_file() and p.resolve().parent == real))
     return files
 
 

@@ -6,6 +6,7 @@ import { pickModel } from "./chatPanel";
 import type { PiClient } from "./client";
 import { contextUri } from "./contextProvider";
 import { Delivery, JobDone, Layer, ThinkingLevel, THINKING_LEVELS, TreeNode } from "./protocol";
+import { FILES_SCHEME, FilesDiffProvider, Rewinder } from "./rewind";
 import { entryOfArgument, Sessions } from "./sessions";
 import type { SessionsView } from "./sessionsView";
 import type { StatusBar } from "./statusBar";
@@ -57,6 +58,7 @@ export class Jobs implements vscode.Disposable {
 export function registerCommands(c: CommandContext): vscode.Disposable[] {
   const { pi, sessions } = c;
   const jobs = new Jobs(pi);
+  const rewinder = new Rewinder(pi);
 
   /** A session, or undefined when the user backed out (then the command does nothing). */
   const session = (arg: unknown) => sessions.resolve(arg);
@@ -152,7 +154,20 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
       if (!uri || !target) return;
       const result = await pi.call("pi.branch", { uri, targetId: target });
       await afterBranch(uri, result.editorText);
+      if ((result.fileChanges ?? 0) > 0 && result.leafId) {
+        await rewinder.offer(uri, result.leafId, `${result.fileChanges} file(s) differ from this entry. `);
+      }
       return result;
+    },
+    "piLsp.restoreFiles": async (arg) => {
+      const uri = await session(arg);
+      const target = uri && (await entry(uri, arg, "Restore the files as they were at…"));
+      if (!uri || !target) return;
+      return rewinder.offer(uri, target);
+    },
+    "piLsp.undoRestoreFiles": async (arg) => {
+      const uri = await session(arg);
+      return uri && rewinder.undo(uri);
     },
     "piLsp.branchWithSummary": async (arg) => {
       const uri = await session(arg);
@@ -302,7 +317,9 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
     "piLsp.showOutput": async () => pi.outputChannel.show(),
   };
 
-  const disposables: vscode.Disposable[] = [jobs];
+  const disposables: vscode.Disposable[] = [
+    jobs, vscode.workspace.registerTextDocumentContentProvider(FILES_SCHEME, new FilesDiffProvider(pi)),
+  ];
   for (const [id, handler] of Object.entries(handlers)) {
     disposables.push(vscode.commands.registerCommand(id, async (arg?: unknown) => {
       try {

@@ -70,6 +70,28 @@ export interface DiffResult {
 export interface BranchResult {
   leafId: string | null;
   editorText?: string | null;
+  /** How many files differ from the state recorded at the new leaf (0 when none is). */
+  fileChanges?: number;
+}
+
+/** What a restore would do to one file: `added` comes back, `deleted` goes. */
+export interface FileChange {
+  path: string;
+  status: "added" | "modified" | "deleted";
+  diff: string;
+}
+
+export interface FileChangesResult {
+  available: boolean;
+  files: FileChange[];
+  reason?: string;
+  skipped?: string[];
+}
+
+export interface RestoreResult {
+  files: FileChange[];
+  undoId: string;
+  skipped: string[];
 }
 
 export interface CompactPlan {
@@ -108,6 +130,8 @@ export interface Commands {
   "pi.prompt": [{ uri: string; text: string; delivery?: Delivery; context?: CodeContext[] }, { turnId: string | null; queued?: Delivery }];
   "pi.abort": [{ uri: string }, { aborted: boolean }];
   "pi.check": [{ uri: string }, { problems: Problem[] }];
+  "pi.fileChanges": [{ uri: string; entryId: string }, FileChangesResult];
+  "pi.restoreFiles": [{ uri: string; entryId?: string; undoId?: string }, RestoreResult];
 }
 export type CommandName = keyof Commands;
 export type ArgsOf<K extends CommandName> = Commands[K][0];

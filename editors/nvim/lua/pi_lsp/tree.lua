@@ -21,6 +21,7 @@ local HELP = {
   { "preview", "preview context" },
   { "diff", "diff vs leaf" },
   { "edit", "edit prompt" },
+  { "restore_files", "restore files" },
   { "chat", "chat" },
   { "refresh", "refresh" },
   { "close", "close" },
@@ -287,6 +288,10 @@ function M.actions.branch(buf)
       util.notify("leaf is now " .. (result.leafId or "(root)"))
     end
     M.refresh(buf)
+    if (result.fileChanges or 0) > 0 and result.leafId then
+      local question = ("%d file(s) differ from this entry. "):format(result.fileChanges)
+      require("pi_lsp.rewind").offer(view.uri, result.leafId, view.root, question)
+    end
   end, view.root)
 end
 
@@ -373,6 +378,17 @@ function M.actions.edit(buf)
     M.refresh(buf)
     to_chat_input(view, result.editorText or "")
   end, view.root)
+end
+
+function M.actions.restore_files(buf)
+  local node, view = entry_under_cursor(buf)
+  if node then
+    require("pi_lsp.rewind").offer(view.uri, node.id, view.root)
+  end
+end
+
+function M.actions.undo_restore(buf)
+  require("pi_lsp.rewind").undo(views[buf].uri, views[buf].root)
 end
 
 function M.actions.chat(buf)

@@ -1,0 +1,63 @@
+-- Rewinding files: how the workspace differs from an entry's recorded state
+-- (a diff in a scratch buffer), restoring it on confirmation, and undoing the
+-- last restore. The server keeps the snapshots; this only asks and shows.
+local client = require("pi_lsp.client")
+local util = require("pi_lsp.util")
+
+local M = {}
+
+M.undo_ids = {} -- session key -> undo id of the last restore made from here
+
+local function diff_lines(files)
+  local lines = {}
+  for _, file in ipairs(files) do
+    if file.diff and file.diff ~= "" then
+      vim.list_extend(lines, vim.split(file.diff, "\n", { plain = true, trimempty = true }))
+    else
+      lines[#lines + 1] = file.status .. ": " .. file.path
+    end
+  end
+  return lines
+end
+
+--- Show the diff a restore to `entry_id` would make, ask, then restore.
+--- `question` leads the prompt (after a branch: "The files differ. Restore …").
+function M.offer(uri, entry_id, root, question)
+  client.run("pi.fileChanges", { uri = uri, entryId = entry_id }, function(result)
+    if not result.available then
+      return util.warn("no files to restore at " .. entry_id .. ": " .. tostring(result.reason))
+    end
+    if #result.files == 0 then
+      return util.notify("the files already match entry " .. entry_id)
+    end
+    local buf = util.scratch("pi://files/" .. entry_id, "diff")
+    util.set_lines(buf, 0, -1, diff_lines(result.files))
+    vim.b[buf].pi_lsp_uri = uri
+    util.show(buf, "botright split")
+    local choices = { "Restore", "Cancel" }
+    local prompt = ("%sRestore %d file(s) to entry %s?"):format(question or "", #result.files, entry_id)
+    vim.ui.select(choices, { prompt = prompt }, function(choice)
+      if choice ~= choices[1] then
+        return
+      end
+      client.run("pi.restoreFiles", { uri = uri, entryId = entry_id }, function(done)
+        M.undo_ids[util.key(uri)] = done.undoId
+        util.notify(("restored %d file(s) to entry %s (U in the tree undoes it)"):format(#done.files, entry_id))
+      end, root)
+    end)
+  end, root)
+end
+
+--- Undo the last restore made from this editor for the session.
+function M.undo(uri, root)
+  local undo_id = M.undo_ids[util.key(uri)]
+  if not undo_id then
+    return util.warn("no restore of files to undo for this session")
+  end
+  client.run("pi.restoreFiles", { uri = uri, undoId = undo_id }, function(done)
+    M.undo_ids[util.key(uri)] = nil
+    util.notify(("undid the restore: %d file(s) back as they were"):format(#done.files))
+  end, root)
+end
+
+return M

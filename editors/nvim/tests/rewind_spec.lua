@@ -1,0 +1,83 @@
+-- Rewinding files from the tree: after `b` the tree offers to restore the
+-- files (diff first), `U` undoes it, `R` on an entry shows the diff and a
+-- Cancel leaves the files alone.
+-- The fake server is scripted with: write notes.txt "v1", "wrote v1",
+-- write notes.txt "v2", "wrote v2".
+local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/helpers.lua")
+H.setup()
+
+local workspace = os.getenv("PI_LSP_WORKSPACE")
+local notes = workspace .. "/notes.txt"
+local function read(path)
+  local file = io.open(path)
+  if not file then
+    return nil
+  end
+  local text = file:read("*a")
+  file:close()
+  return text
+end
+
+local uri = H.exec("pi.newSession", { name = "rewind" }).uri
+local function prompt(text, reply)
+  H.exec("pi.prompt", { uri = uri, text = text })
+  local tree
+  H.wait(15000, function()
+    tree = H.exec("pi.getTree", { uri = uri })
+    local last = tree.nodes[#tree.nodes]
+    return last and last.preview == reply
+  end, "the turn did not end with " .. reply)
+  return tree.nodes[#tree.nodes].id
+end
+local first = prompt("write v1", "wrote v1")
+prompt("write v2", "wrote v2")
+H.check(read(notes) == "v2\n", "the second turn wrote v2")
+
+require("pi_lsp.tree").open(uri)
+local tree
+H.wait(10000, function()
+  tree = H.find_buf("pi://tree/")
+  return tree and H.entry(tree, first) ~= nil
+end, "the tree did not show the first reply", tree)
+
+-- `b` on the first reply: the leaf moves, the diff shows, Restore is picked.
+local asked
+table.insert(H.selects, function(items, opts)
+  asked = opts.prompt
+  return items[1]
+end)
+vim.api.nvim_set_current_win(vim.fn.bufwinid(tree))
+vim.api.nvim_win_set_cursor(0, { H.entry(tree, first), 0 })
+H.keys("b")
+H.wait(10000, function()
+  return read(notes) == "v1\n"
+end, "the files were not restored after branching")
+H.check(asked and asked:find("1 file(s) differ from this entry. Restore 1 file(s) to entry " .. first, 1, true),
+  "the branch offered the restore: " .. tostring(asked))
+local diff = H.find_buf("pi://files/" .. first)
+H.check(diff and H.contains(diff, "-v2") and H.contains(diff, "+v1") and vim.bo[diff].filetype == "diff",
+  "the diff was shown first", diff)
+H.check(H.exec("pi.getTree", { uri = uri }).leafId ~= nil, "the leaf moved")
+H.dump("restore files (diff)", diff)
+
+-- `U` in the tree undoes the restore.
+vim.api.nvim_set_current_win(vim.fn.bufwinid(tree))
+H.keys("U")
+H.wait(10000, function()
+  return read(notes) == "v2\n"
+end, "U did not undo the restore")
+
+-- `R` on the entry shows the diff again; Cancel changes nothing.
+table.insert(H.selects, function(items)
+  return items[2]
+end)
+vim.api.nvim_set_current_win(vim.fn.bufwinid(tree))
+vim.api.nvim_win_set_cursor(0, { H.entry(tree, first), 0 })
+H.keys("R")
+H.wait(10000, function()
+  return #H.selects == 0
+end, "R did not ask")
+vim.wait(300)
+H.check(read(notes) == "v2\n", "Cancel left the files alone")
+
+H.finish()

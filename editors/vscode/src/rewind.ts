@@ -1,0 +1,78 @@
+// Rewinding files: how the workspace differs from the state recorded at an entry, shown as a
+// read-only `pi-files:` diff document, then a confirmation, the restore, and an Undo button.
+// The server keeps the snapshots (pi.fileChanges / pi.restoreFiles); this only asks and shows.
+import * as vscode from "vscode";
+import type { PiClient } from "./client";
+import type { FileChange, RestoreResult } from "./protocol";
+
+export const FILES_SCHEME = "pi-files";
+
+export function filesUri(session: string, entryId: string): vscode.Uri {
+  const query = new URLSearchParams({ session, entry: entryId });
+  return vscode.Uri.from({ scheme: FILES_SCHEME, path: `/files @ ${entryId}.diff`, query: query.toString() });
+}
+
+/** One unified diff: `-` lines are the files now, `+` lines what a restore brings back. */
+export function diffText(files: FileChange[]): string {
+  return files.map((f) => f.diff || `${f.status}: ${f.path}\n`).join("");
+}
+
+export class FilesDiffProvider implements vscode.TextDocumentContentProvider {
+  constructor(private readonly pi: PiClient) {}
+
+  async provideTextDocumentContent(uri: vscode.Uri): Promise<string> {
+    const query = new URLSearchParams(uri.query);
+    const entryId = query.get("entry") ?? "";
+    try {
+      const changes = await this.pi.call("pi.fileChanges", { uri: query.get("session") ?? "", entryId });
+      if (!changes.available) return `# No recorded files at ${entryId}\n\n${changes.reason ?? ""}\n`;
+      return changes.files.length ? diffText(changes.files) : `# The files already match entry ${entryId}\n`;
+    } catch (error) {
+      return `# No diff\n\n${error instanceof Error ? error.message : String(error)}\n`;
+    }
+  }
+}
+
+export class Rewinder {
+  /** Session uri -> the undo id of the last restore made from this window. */
+  private readonly undoIds = new Map<string, string>();
+
+  constructor(private readonly pi: PiClient) {}
+
+  /** Show the diff to `entryId`'s files, ask, restore; the message after it offers Undo. */
+  async offer(uri: string, entryId: string, lead = ""): Promise<RestoreResult | undefined> {
+    const changes = await this.pi.call("pi.fileChanges", { uri, entryId });
+    if (!changes.available) {
+      void vscode.window.showInformationMessage(`pi: no files recorded at entry ${entryId} (${changes.reason ?? "unavailable"}).`);
+      return;
+    }
+    if (changes.files.length === 0) {
+      void vscode.window.showInformationMessage(`pi: the files already match entry ${entryId}.`);
+      return;
+    }
+    await vscode.window.showTextDocument(await vscode.workspace.openTextDocument(filesUri(uri, entryId)), { preview: true });
+    const detail = changes.files.map((f) => `${f.status}: ${f.path}`).join("\n");
+    const go = await vscode.window.showWarningMessage(`${lead}Restore ${changes.files.length} file(s) to entry ${entryId}?`,
+      { modal: true, detail }, "Restore");
+    if (go !== "Restore") return;
+    const result = await this.pi.call("pi.restoreFiles", { uri, entryId });
+    this.undoIds.set(uri, result.undoId);
+    void vscode.window.showInformationMessage(`pi: restored ${result.files.length} file(s) to entry ${entryId}.`, "Undo")
+      .then((choice) => (choice === "Undo" ? this.undo(uri) : undefined))
+      .then(undefined, (error) => vscode.window.showErrorMessage(`pi: ${error instanceof Error ? error.message : String(error)}`));
+    return result;
+  }
+
+  /** Put back the files as they were before the last restore of this session. */
+  async undo(uri: string): Promise<RestoreResult | undefined> {
+    const undoId = this.undoIds.get(uri);
+    if (!undoId) {
+      void vscode.window.showInformationMessage("pi: no restore of files to undo in this session.");
+      return;
+    }
+    const result = await this.pi.call("pi.restoreFiles", { uri, undoId });
+    this.undoIds.delete(uri);
+    void vscode.window.showInformationMessage(`pi: undid the restore (${result.files.length} file(s) back as they were).`);
+    return result;
+  }
+}

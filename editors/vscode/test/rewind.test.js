@@ -1,0 +1,113 @@
+// Rewinding files end to end: activate(), the real server, the local fake Anthropic endpoint.
+// Two turns write notes.txt; Branch Here then offers to restore the first turn's files (the
+// diff first), Undo puts them back, and Restore Files to Here… can be declined.
+"use strict";
+require("../testlib/register-vscode-stub");
+const { test, before, after } = require("node:test");
+const assert = require("node:assert/strict");
+const fs = require("node:fs");
+const path = require("node:path");
+const vscode = require("vscode");
+const ext = require("../out/extension.js");
+const { serverCommand, makeWorkspace, useEnv, eventually } = require("../testlib/server");
+const { makeContext, disposeAll } = require("../testlib/context");
+const { FakeAnthropic, textReply, toolReply } = require("../testlib/fake-anthropic");
+
+const { rec, setConfig, respond } = vscode.__test;
+let ws, restoreEnv, context, api, fake, uri, first;
+const run = (id, ...args) => vscode.commands.executeCommand(id, ...args);
+const errors = () => rec.messages.filter((m) => m.kind === "error").map((m) => m.message);
+const notes = () => fs.readFileSync(path.join(ws.folder, "notes.txt"), "utf8");
+
+/** One prompt to its end; the id of the reply that ends it. */
+async function turn(text, reply) {
+  await api.pi.call("pi.prompt", { uri, text });
+  return eventually(async () => {
+    const tree = await api.pi.call("pi.getTree", { uri });
+    const last = tree.nodes.at(-1);
+    return last && last.preview === reply && last.id;
+  }, 15000, `the reply ${reply}`);
+}
+
+before(async () => {
+  fake = new FakeAnthropic();
+  await fake.start();
+  ws = makeWorkspace({ settings: { summaryModel: null, compaction: { enabled: false } } });
+  restoreEnv = useEnv(ws.env);
+  vscode.workspace.workspaceFolders = [{ uri: vscode.Uri.file(ws.folder), name: "workspace", index: 0 }];
+  const { command, args } = serverCommand();
+  setConfig("piLsp.command", [command, ...args]);
+  setConfig("piLsp.anthropicBaseUrl", fake.url);
+  setConfig("piLsp.toolApproval", "auto");
+  context = makeContext({ "piLsp.anthropicApiKey": "test-key" });
+  api = await ext.activate(context);
+  uri = (await api.pi.call("pi.newSession", { name: "rewind" })).uri;
+  fake.script(
+    toolReply({ calls: [["c1", "write", { path: "notes.txt", content: "v1\n" }]] }), textReply("wrote v1"),
+    toolReply({ calls: [["c2", "write", { path: "notes.txt", content: "v2\n" }]] }), textReply("wrote v2"));
+  first = await turn("write v1", "wrote v1");
+  await turn("write v2", "wrote v2");
+  assert.equal(notes(), "v2\n");
+});
+
+after(async () => {
+  await ext.deactivate();
+  disposeAll(context);
+  await fake.stop();
+  restoreEnv?.();
+  ws?.cleanup();
+});
+
+test("Branch Here offers to restore the files, shows the diff first, and Undo puts them back", async () => {
+  const asked = [];
+  respond("showWarningMessage", (message) => { asked.push(message); return "Restore"; });
+  respond("showInformationMessage", (message) => (message.startsWith("pi: restored") ? "Undo" : undefined));
+  const result = await run("piLsp.branch", { uri, entryId: first });
+  assert.deepEqual(errors(), []);
+  assert.equal(result.fileChanges, 1);
+  assert.deepEqual(asked, [`1 file(s) differ from this entry. Restore 1 file(s) to entry ${first}?`]);
+  const shown = rec.shown.at(-1);
+  assert.equal(shown.uri.scheme, "pi-files");
+  assert.match(shown.getText(), /^diff --git a\/notes.txt b\/notes.txt/);
+  assert.match(shown.getText(), /^-v2$/m);
+  assert.match(shown.getText(), /^\+v1$/m);
+  // Restored, then the Undo button of the message after it restores the files before.
+  await eventually(() => rec.messages.some((m) => m.message.startsWith("pi: undid the restore")), 10000, "the undo");
+  assert.equal(notes(), "v2\n");
+  assert.ok(rec.messages.some((m) => m.message === `pi: restored 1 file(s) to entry ${first}.`));
+  respond("showWarningMessage");
+  respond("showInformationMessage");
+});
+
+test("Restore Files to Here… on an entry does nothing when declined, and restores when confirmed", async () => {
+  respond("showWarningMessage", () => undefined);
+  assert.equal(await run("piLsp.restoreFiles", { uri, entryId: first }), undefined);
+  assert.equal(notes(), "v2\n");
+  respond("showWarningMessage", () => "Restore");
+  const restored = await run("piLsp.restoreFiles", { uri, entryId: first });
+  respond("showWarningMessage");
+  assert.deepEqual(errors(), []);
+  assert.deepEqual(restored.files.map((f) => [f.path, f.status]), [["notes.txt", "modified"]]);
+  assert.equal(notes(), "v1\n");
+  const undone = await run("piLsp.undoRestoreFiles", { uri });
+  assert.equal(undone.files.length, 1);
+  assert.equal(notes(), "v2\n");
+});
+
+test("before the first turn the state is the one that turn started from: notes.txt goes", async () => {
+  const tree = await api.pi.call("pi.getTree", { uri });
+  const asked = [];
+  respond("showWarningMessage", (message, options) => { asked.push([message, options.detail]); return undefined; });
+  assert.equal(await run("piLsp.restoreFiles", { uri, entryId: tree.nodes[0].id }), undefined);
+  respond("showWarningMessage");
+  assert.deepEqual(asked, [[`Restore 1 file(s) to entry ${tree.nodes[0].id}?`, "deleted: notes.txt"]]);
+  assert.equal(notes(), "v2\n");
+});
+
+test("a session whose turns recorded no files says so instead of restoring", async () => {
+  const example = vscode.Uri.file(ws.sessionFile).toString();
+  const before = rec.messages.length;
+  assert.equal(await run("piLsp.restoreFiles", { uri: example, entryId: "24652ae8" }), undefined);
+  const said = rec.messages.slice(before).map((m) => m.message);
+  assert.deepEqual(said, ["pi: no files recorded at entry 24652ae8 (no turn recorded the files at or after this entry)."]);
+});

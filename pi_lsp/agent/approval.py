@@ -1,0 +1,43 @@
+"""What the user is asked before a tool call runs, worked out without running anything."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import msgspec
+
+from pi_lsp.agent.tools import Proposal, ToolContext, propose_change
+from pi_lsp.session.entries import ToolCall
+
+
+class ApprovalRequest(msgspec.Struct, frozen=True):
+    """One call to approve: a bash command as a whole, a read outside the workspace, or a
+    write or edit with the exact change it would make."""
+
+    call: ToolCall
+    outside_workspace: bool
+    path: Path | None = None
+    change: Proposal | None = None
+
+
+# None to run the call, or the reason it was refused (the model reads it as the tool's result).
+Approver = Callable[[ApprovalRequest], Awaitable[str | None]]
+
+
+async def allow_all(_request: ApprovalRequest) -> str | None:
+    return None
+
+
+def approval_request(call: ToolCall, ctx: ToolContext) -> ApprovalRequest | None:
+    """What must be approved before `call` runs, or None when it needs no approval (reads in
+    the workspace, unknown tools). A call refused outright raises its ToolError."""
+    if call.name == "bash":
+        return ApprovalRequest(call, outside_workspace=False)
+    if call.name == "read":
+        path = ctx.readable(call.arguments.get("path"))
+        return None if ctx.inside(path) else ApprovalRequest(call, True, path)
+    change = propose_change(call.name, call.arguments, ctx)
+    if change is None:
+        return None
+    return ApprovalRequest(call, not ctx.inside(change.path), change.path, change)

@@ -1,0 +1,245 @@
+"""Files bound to the session tree: what each turn did to the workspace, and rewinding it.
+
+A turn that ran `write`, `edit` or `bash` is followed by a `custom` entry (customType
+`pi-lsp/files`, data `{before, after, skipped?}`: snapshot tree ids). pi builds no context from
+`custom` entries, so pi opens the session with the same context at every entry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections import deque
+from pathlib import Path
+
+import msgspec
+
+from pi_lsp.agent.events import AgentEvent, ToolExecutionStart, TurnEnd
+from pi_lsp.agent.harness import Harness
+from pi_lsp.agent.tools import Execute, Tool, ToolContext, ToolResult
+from pi_lsp.files.snapshots import (
+    FileChange,
+    Snapshot,
+    SnapshotError,
+    SnapshotStore,
+    store_for,
+)
+from pi_lsp.session.entries import CustomEntry
+from pi_lsp.session.journal import Record
+from pi_lsp.session.tree import SessionTree, decode_entry
+
+log = logging.getLogger(__name__)
+
+FILES_TYPE = "pi-lsp/files"
+CHANGING_TOOLS = frozenset({"write", "edit", "bash"})
+SNAPSHOT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+class FilesData(msgspec.Struct, omit_defaults=True):
+    """The data of a `pi-lsp/files` entry: the workspace before and after one turn."""
+
+    before: str
+    after: str
+    skipped: list[str] = msgspec.field(default_factory=list)
+
+
+class FileChanges(msgspec.Struct, rename="camel", omit_defaults=True):
+    """How the workspace now differs from an entry's state (what a restore would do)."""
+
+    available: bool
+    files: list[FileChange] = msgspec.field(default_factory=list)
+    reason: str | None = None  # why there is nothing to compare with
+    skipped: list[str] = msgspec.field(default_factory=list)  # too large to compare or restore
+
+
+class RestoreResult(msgspec.Struct, rename="camel"):
+    files: list[FileChange]
+    undo_id: str  # the workspace before the restore; restoring it undoes this one
+    skipped: list[str]
+
+
+class RewindError(Exception):
+    """A restore that cannot be done (no recorded state, no git, unknown undo id)."""
+
+
+def files_data(record: Record) -> FilesData | None:
+    if record.env.type != "custom":
+        return None
+    entry = decode_entry(record)
+    if not isinstance(entry, CustomEntry) or entry.custom_type != FILES_TYPE:
+        return None
+    try:
+        return msgspec.convert(entry.data, FilesData)
+    except msgspec.ValidationError:
+        return None
+
+
+def state_at(tree: SessionTree, entry_id: str) -> Snapshot | None:
+    """The workspace's snapshot at an entry, or None when no turn near it recorded one.
+
+    The nearest `pi-lsp/files` entry on the path to it gives its state after that turn;
+    with none above, the state before the nearest later turn below it.
+    """
+    for record in reversed(tree.path_to(entry_id)):
+        data = files_data(record)
+        if data is not None:
+            return Snapshot(data.after, data.skipped)
+    queue = deque(tree.children(entry_id))
+    while queue:
+        record = queue.popleft()
+        data = files_data(record)
+        if data is not None:
+            return Snapshot(data.before, data.skipped)
+        if record.env.id is not None:
+            queue.extend(tree.children(record.env.id))
+    return None
+
+
+class TurnRecorder:
+    """Snapshots around a session's changing tools; one `pi-lsp/files` entry per turn."""
+
+    def __init__(self, tree: SessionTree, store: SnapshotStore) -> None:
+        self.tree = tree
+        self.store = store
+        self._before: asyncio.Task[Snapshot | None] | None = None
+        self._after: Snapshot | None = None
+        self._tasks: set[asyncio.Task[Snapshot | None]] = set()
+
+    def attach(self, harness: Harness) -> None:
+        """Make the harness's `write`, `edit` and `bash` snapshot around each call."""
+        if self.store.unavailable_reason is not None:
+            return  # the feature says so when asked; turns run as before
+        for name, tool in list(harness.tools.items()):
+            if name in CHANGING_TOOLS:
+                harness.tools[name] = Tool(tool.spec, self._around(tool.execute))
+        harness.subscribe(self.on_event)
+
+    def _start_before(self) -> asyncio.Task[Snapshot | None]:
+        """The turn's "before" snapshot, started once (as soon as a changing call shows up,
+        so it runs while the user is asked to approve the call)."""
+        if self._before is None:
+            self._before = asyncio.ensure_future(self._snapshot())
+            self._tasks.add(self._before)
+            self._before.add_done_callback(self._tasks.discard)
+        return self._before
+
+    def _around(self, execute: Execute) -> Execute:
+        async def run(args: dict[str, object], context: ToolContext) -> ToolResult:
+            await asyncio.shield(self._start_before())
+            try:
+                return await execute(args, context)
+            finally:
+                self._after = await self._snapshot()
+        return run
+
+    async def _snapshot(self) -> Snapshot | None:
+        try:
+            return await self.store.snapshot()
+        except (SnapshotError, OSError) as error:  # a failed snapshot never fails the turn
+            log.warning("pi-lsp: file snapshot failed: %s", error)
+            return None
+
+    def on_event(self, event: AgentEvent) -> None:
+        """Start the "before" snapshot early; at a turn end, after the tool results and before
+        any queued write, record the turn's files."""
+        if isinstance(event, ToolExecutionStart) and event.tool_name in CHANGING_TOOLS:
+            self._start_before()
+        if not isinstance(event, TurnEnd):
+            return
+        task, after = self._before, self._after
+        self._before = self._after = None
+        before = task.result() if task is not None and task.done() and not task.cancelled() \
+            else None
+        if before is None or after is None:
+            return  # no changing call ran (refused, or a snapshot failed)
+        leaf = self.tree.leaf_id
+        previous = state_at(self.tree, leaf) if leaf is not None else None
+        if before.tree == after.tree and (previous is None or previous.tree == before.tree):
+            return  # the turn changed nothing, and the tree holds nothing it contradicts
+        data = FilesData(before.tree, after.tree, sorted({*before.skipped, *after.skipped}))
+        self.tree.append_custom(FILES_TYPE, msgspec.to_builtins(data))
+
+
+def target_of(tree: SessionTree | None, entry_id: str | None, undo_id: str | None
+              ) -> Snapshot:
+    """The snapshot to compare with or restore: the state at an entry, or an undo id."""
+    if undo_id is not None:
+        if not SNAPSHOT_ID.fullmatch(undo_id):
+            raise RewindError(f"undo id {undo_id!r} is not a snapshot id (40 or 64 hex digits)")
+        return Snapshot(undo_id)
+    if tree is None or entry_id is None:
+        raise RewindError("name an entry or an undo id")
+    tree.record(entry_id)
+    target = state_at(tree, entry_id)
+    if target is None:
+        raise RewindError(f"no turn recorded the files at or after entry {entry_id}")
+    return target
+
+
+async def changes_to(store: SnapshotStore, target: Snapshot, with_diff: bool = True
+                     ) -> tuple[Snapshot, list[FileChange], list[str]]:
+    """The workspace now, the files a restore of `target` would change, and those left out
+    as too large (then or now: one of the snapshots lacks their content)."""
+    current = await store.snapshot()
+    try:
+        files = await store.changes(current.tree, target.tree, with_diff)
+    except SnapshotError:
+        raise RewindError(f"no snapshot {target.tree} in {store.git_dir}") from None
+    skipped = sorted({*current.skipped, *target.skipped})
+    return current, [f for f in files if f.path not in skipped], skipped
+
+
+async def file_changes(tree: SessionTree, store: SnapshotStore, entry_id: str,
+                       with_diff: bool = True) -> FileChanges:
+    """How the workspace now differs from its state at `entry_id`."""
+    tree.record(entry_id)
+    target = state_at(tree, entry_id)
+    reason = store.unavailable_reason
+    if reason is None and target is None:
+        reason = "no turn recorded the files at or after this entry"
+    if reason is not None or target is None:
+        return FileChanges(available=False, reason=reason)
+    _current, files, skipped = await changes_to(store, target, with_diff)
+    return FileChanges(available=True, files=files, skipped=skipped)
+
+
+async def count_changes(tree: SessionTree, store: SnapshotStore, entry_id: str | None) -> int:
+    """How many files differ from the state at `entry_id`; 0 when none is recorded, or when
+    comparing fails (that is logged: the caller's own work is done already)."""
+    if entry_id is None:
+        return 0
+    try:
+        return len((await file_changes(tree, store, entry_id, with_diff=False)).files)
+    except (RewindError, SnapshotError, OSError) as error:
+        log.warning("pi-lsp: could not compare the files with entry %s: %s", entry_id, error)
+        return 0
+
+
+async def restore_files(tree: SessionTree | None, store: SnapshotStore, entry_id: str | None,
+                        undo_id: str | None = None) -> RestoreResult:
+    """Make the workspace what it was at `entry_id` (or at `undo_id`); returns how to undo it.
+
+    Only files that differ are written or deleted; ignored files and files too large to
+    snapshot are never touched.
+    """
+    reason = store.unavailable_reason
+    if reason is not None:
+        raise RewindError(reason)
+    target = target_of(tree, entry_id, undo_id)
+    current, files, skipped = await changes_to(store, target)
+    await store.restore(target.tree, files)
+    return RestoreResult(files=files, undo_id=current.tree, skipped=skipped)
+
+
+def record_files(harness: Harness) -> None:
+    """Bind the files each turn of this harness touches to its session tree."""
+    TurnRecorder(harness.tree, store_for(harness.root)).attach(harness)
+
+
+def workspace_of(session_path: Path, cwd: str) -> Path:
+    """The workspace a session file belongs to: the parent of its `.pi/sessions/`, else cwd."""
+    directory = session_path.resolve().parent
+    if directory.parts[-2:] == (".pi", "sessions"):
+        return directory.parent.parent
+    return Path(cwd)

@@ -1,0 +1,550 @@
+"""Files bound to the tree: snapshots per turn, the state at an entry, restore and undo.
+
+Turns run through the real harness against the local fake Anthropic server; the workspace is a
+user's git repository whose `.git`, index and stash must come out untouched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_lsp
+from pytest_lsp import LanguageClient
+
+from pi_lsp.agent.approval import ApprovalRequest, Approver, allow_all
+from pi_lsp.agent.events import ToolExecutionStart
+from pi_lsp.agent.harness import Harness
+from pi_lsp.context.build import build_session_context
+from pi_lsp.files import snapshots
+from pi_lsp.files.history import (
+    FILES_TYPE,
+    RewindError,
+    file_changes,
+    record_files,
+    restore_files,
+    state_at,
+)
+from pi_lsp.files.snapshots import Snapshot, SnapshotStore, store_for
+from pi_lsp.providers.anthropic import AnthropicProvider
+from pi_lsp.session.check import check_session
+from pi_lsp.session.entries import encoder
+from pi_lsp.session.tree import SessionTree
+from tests.fake_anthropic import FakeAnthropic, text_reply, tool_reply
+from tests.test_server import (
+    BUSY,
+    CLIENTS,
+    INVALID_PARAMS,
+    SERVER,
+    Pi,
+    call,
+    call_error,
+    connect,
+    init_options,
+    lines,
+    path_of,
+    wait_events,
+)
+
+FAILED = -32011
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
+                          check=True).stdout
+
+
+def user_repo(root: Path) -> Path:
+    """A user's repository with a commit, a stash, a staged change and ignored files."""
+    root.mkdir(parents=True, exist_ok=True)
+    git(root, "init", "-q")
+    git(root, "config", "user.email", "u@example.com")
+    git(root, "config", "user.name", "U")
+    (root / ".gitignore").write_text("*.log\nbuild/\n")
+    (root / "app.py").write_text("print('v0')\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "init")
+    (root / "app.py").write_text("print('stashed')\n")
+    git(root, "stash", "-q")
+    (root / "staged.txt").write_text("staged\n")
+    git(root, "add", "staged.txt")
+    (root / "debug.log").write_text("ignored\n")
+    (root / "build").mkdir()
+    (root / "build" / "out.bin").write_text("ignored too\n")
+    return root
+
+
+def repo_state(root: Path) -> tuple[bytes, str, str, str]:
+    """What must never change: the index bytes, the stash, HEAD and the refs."""
+    return ((root / ".git" / "index").read_bytes(), git(root, "stash", "list"),
+            git(root, "rev-parse", "HEAD"), git(root, "for-each-ref"))
+
+
+@dataclass
+class Rig:
+    root: Path
+    tree: SessionTree
+    harness: Harness
+    providers: list[AnthropicProvider]
+
+    def entries(self) -> list[dict[str, Any]]:
+        lines = Path(self.tree.path).read_text().splitlines()[1:]
+        return [json.loads(line) for line in lines]
+
+    def files_entries(self) -> list[dict[str, Any]]:
+        return [e for e in self.entries() if e["type"] == "custom"
+                and e["customType"] == FILES_TYPE]
+
+    def last_assistant(self) -> str:
+        return next(e["id"] for e in reversed(self.entries()) if e["type"] == "message"
+                    and e["message"]["role"] == "assistant")
+
+
+APPROVER: list[Approver] = [allow_all]  # how the rig's harness approves calls
+
+
+@pytest.fixture
+async def rig(tmp_path: Path, fake: FakeAnthropic) -> AsyncIterator[Rig]:
+    root = user_repo(tmp_path / "ws")
+    sessions = root / ".pi" / "sessions"
+    sessions.mkdir(parents=True)
+    tree = SessionTree.create(str(sessions / "s.jsonl"), str(root))
+    providers: list[AnthropicProvider] = []
+
+    def make(_name: str) -> AnthropicProvider:
+        providers.append(AnthropicProvider("k", base_url=fake.url, max_retries=0))
+        return providers[-1]
+
+    harness = Harness(tree, root, make, approve=lambda request: APPROVER[0](request))
+    record_files(harness)
+    yield Rig(root, tree, harness, providers)
+    APPROVER[0] = allow_all
+    for provider in providers:
+        await provider.client.close()
+
+
+def write(call_id: str, path: str, content: str) -> tuple[str, str, dict[str, Any]]:
+    return (call_id, "write", {"path": path, "content": content})
+
+
+async def two_turns(rig: Rig, fake: FakeAnthropic) -> tuple[str, str]:
+    """Prompt 1 writes notes.txt (v1); prompt 2 rewrites it and makes new/deep.txt by bash.
+
+    Returns the final assistant ids of both prompts.
+    """
+    fake.script(tool_reply([write("c1", "notes.txt", "v1\n")]), text_reply("wrote v1"))
+    await rig.harness.prompt("write notes")
+    first = rig.last_assistant()
+    fake.script(
+        tool_reply([write("c2", "notes.txt", "v2\n"),
+                    ("c3", "bash", {"command": "mkdir -p new && echo deep > new/deep.txt"})]),
+        text_reply("wrote v2"))
+    await rig.harness.prompt("change notes")
+    return first, rig.last_assistant()
+
+
+# -- recording ---------------------------------------------------------------------------
+
+
+async def test_a_changing_turn_is_followed_by_one_files_entry(rig: Rig, fake: FakeAnthropic
+                                                              ) -> None:
+    await two_turns(rig, fake)
+    entries = rig.entries()
+    kinds = [e["message"]["role"] if e["type"] == "message" else e["type"] for e in entries]
+    assert kinds == ["user", "assistant", "toolResult", "custom", "assistant",
+                     "user", "assistant", "toolResult", "toolResult", "custom", "assistant"]
+    by_id = {e["id"]: e for e in entries}
+    for files in rig.files_entries():
+        # after the turn's last result, and the next reply hangs under it
+        assert by_id[files["parentId"]]["message"]["role"] == "toolResult"
+        child = next(e for e in entries if e["parentId"] == files["id"])
+        assert child["message"]["role"] == "assistant"
+        assert set(files["data"]) <= {"before", "after", "skipped"}
+    assert check_session(SessionTree.open(rig.tree.path)) == []
+    first, second = rig.files_entries()
+    assert first["data"]["before"] != first["data"]["after"]
+    assert second["data"]["before"] == first["data"]["after"]
+
+
+async def test_the_context_at_every_entry_is_unchanged_by_files_entries(
+        rig: Rig, fake: FakeAnthropic, tmp_path: Path) -> None:
+    await two_turns(rig, fake)
+    entries = rig.entries()
+    files_parent = {e["id"]: e["parentId"] for e in entries if e["type"] == "custom"}
+    # The same session without them: each child hangs under the custom entry's parent.
+    stripped = tmp_path / "stripped.jsonl"
+    header = Path(rig.tree.path).read_text().splitlines()[0]
+    kept = []
+    for entry in entries:
+        if entry["id"] in files_parent:
+            continue
+        parent = entry["parentId"]
+        while parent in files_parent:
+            parent = files_parent[parent]
+        kept.append(json.dumps({**entry, "parentId": parent}))
+    stripped.write_text("\n".join([header, *kept]) + "\n")
+    plain = SessionTree.open(str(stripped))
+    recorded = SessionTree.open(rig.tree.path)
+    assert recorded.leaf_id == plain.leaf_id
+    for entry in entries:
+        same_as = files_parent.get(entry["id"], entry["id"])
+        while same_as in files_parent:
+            same_as = files_parent[same_as]
+        assert json.loads(encoder.encode(build_session_context(recorded, entry["id"]))) == \
+            json.loads(encoder.encode(build_session_context(plain, same_as))), entry["type"]
+
+
+async def test_a_turn_that_changes_nothing_writes_no_entry(rig: Rig, fake: FakeAnthropic
+                                                           ) -> None:
+    fake.script(tool_reply([write("c1", "a.txt", "a\n")]), text_reply("ok"))
+    await rig.harness.prompt("one")
+    fake.script(tool_reply([("c2", "bash", {"command": "true"})]), text_reply("ok"))
+    await rig.harness.prompt("two")
+    assert len(rig.files_entries()) == 1
+    fake.script(tool_reply([("c3", "read", {"path": "a.txt"})]), text_reply("ok"))
+    await rig.harness.prompt("three")
+    assert len(rig.files_entries()) == 1
+
+
+async def test_a_quiet_turn_records_user_edits_made_since_the_last_entry(
+        rig: Rig, fake: FakeAnthropic) -> None:
+    fake.script(tool_reply([write("c1", "a.txt", "a\n")]), text_reply("ok"))
+    await rig.harness.prompt("one")
+    (rig.root / "a.txt").write_text("edited by hand\n")
+    fake.script(tool_reply([("c2", "bash", {"command": "true"})]), text_reply("ok"))
+    await rig.harness.prompt("two")
+    one, two = rig.files_entries()
+    assert two["data"]["before"] == two["data"]["after"] != one["data"]["after"]
+    assert state_at(rig.tree, rig.last_assistant()) == Snapshot(two["data"]["after"])
+
+
+async def test_the_files_entry_comes_before_writes_queued_during_the_turn(
+        rig: Rig, fake: FakeAnthropic) -> None:
+    def change_model(event: object) -> None:
+        if isinstance(event, ToolExecutionStart):
+            rig.harness.set_model("anthropic", "claude-haiku-4-5")
+
+    rig.harness.subscribe(change_model)
+    fake.script(tool_reply([write("c1", "a.txt", "a\n")]), text_reply("ok"))
+    await rig.harness.prompt("go")
+    kinds = [e["message"]["role"] if e["type"] == "message" else e["type"]
+             for e in rig.entries()]
+    assert kinds == ["user", "assistant", "toolResult", "custom", "model_change", "assistant"]
+
+
+async def test_the_before_snapshot_runs_while_the_user_is_asked(rig: Rig, fake: FakeAnthropic
+                                                                ) -> None:
+    index = store_for(rig.root).git_dir / "index"
+    seen: list[bool] = []
+
+    async def slow_user(request: ApprovalRequest) -> str | None:
+        for _ in range(250):
+            if index.exists():
+                break
+            await asyncio.sleep(0.02)
+        seen.append(index.exists())
+        return None if request.call.id == "c1" else "denied"
+
+    APPROVER[0] = slow_user
+    fake.script(tool_reply([write("c1", "a.txt", "a\n")]), text_reply("ok"))
+    await rig.harness.prompt("one")
+    assert seen == [True] and len(rig.files_entries()) == 1
+    # A refused call changes nothing and records nothing.
+    fake.script(tool_reply([write("c2", "a.txt", "b\n")]), text_reply("ok"))
+    await rig.harness.prompt("two")
+    assert (rig.root / "a.txt").read_text() == "a\n"
+    assert len(rig.files_entries()) == 1
+
+
+async def test_snapshots_leave_the_users_git_alone_and_honour_gitignore(
+        rig: Rig, fake: FakeAnthropic) -> None:
+    before = repo_state(rig.root)
+    await two_turns(rig, fake)
+    assert repo_state(rig.root) == before
+    store = store_for(rig.root)
+    tree = rig.files_entries()[-1]["data"]["after"]
+    files = subprocess.run(["git", f"--git-dir={store.git_dir}", "ls-tree", "-r", "--name-only",
+                            tree], capture_output=True, text=True, check=True).stdout.split()
+    assert sorted(files) == [".gitignore", "app.py", "new/deep.txt", "notes.txt", "staged.txt"]
+    # the store itself never shows up in the user's status
+    status = git(rig.root, "status", "--porcelain", "--untracked-files=all")
+    assert sorted(status.splitlines()) == [
+        "?? .pi/sessions/s.jsonl", "?? new/deep.txt", "?? notes.txt", "A  staged.txt"]
+
+
+async def test_files_over_the_cap_are_left_out_and_named(
+        rig: Rig, fake: FakeAnthropic, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(snapshots, "MAX_FILE_BYTES", 100)
+    fake.script(tool_reply([write("c1", "big.txt", "x" * 500), write("c2", "small.txt", "s")]),
+                text_reply("ok"))
+    await rig.harness.prompt("big")
+    data = rig.files_entries()[-1]["data"]
+    assert data["skipped"] == ["big.txt"]
+    first = rig.last_assistant()
+    (rig.root / "big.txt").write_text("y" * 600)
+    result = await restore_files(rig.tree, store_for(rig.root), first)
+    assert [f.path for f in result.files] == []
+    assert result.skipped == ["big.txt"]
+    assert (rig.root / "big.txt").read_text() == "y" * 600  # never overwritten
+    # Small now, but too large when the entry was recorded: the entry does not know it, so
+    # a restore must not take it for a file that did not exist then.
+    (rig.root / "big.txt").write_text("tiny")
+    result = await restore_files(rig.tree, store_for(rig.root), first)
+    assert [f.path for f in result.files] == [] and result.skipped == ["big.txt"]
+    assert (rig.root / "big.txt").read_text() == "tiny"
+
+
+async def test_without_git_turns_run_and_the_feature_says_it_is_unavailable(
+        tmp_path: Path, fake: FakeAnthropic, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(snapshots.shutil, "which", lambda _name: None)
+    root = tmp_path / "nogit"
+    (root / ".pi" / "sessions").mkdir(parents=True)
+    tree = SessionTree.create(str(root / ".pi" / "sessions" / "s.jsonl"), str(root))
+    provider = AnthropicProvider("k", base_url=fake.url, max_retries=0)
+    harness = Harness(tree, root, lambda _n: provider)
+    store = SnapshotStore(root)
+    from pi_lsp.files.history import TurnRecorder
+    TurnRecorder(tree, store).attach(harness)
+    fake.script(tool_reply([write("c1", "a.txt", "a")]), text_reply("ok"))
+    await harness.prompt("go")
+    await provider.client.close()
+    assert (root / "a.txt").read_text() == "a"
+    assert not (root / ".pi" / "snapshots").exists()
+    leaf = tree.leaf_id
+    assert leaf is not None
+    changes = await file_changes(tree, store, leaf)
+    assert not changes.available and changes.reason and "git" in changes.reason
+    with pytest.raises(RewindError, match="git"):
+        await restore_files(tree, store, leaf)
+
+
+async def test_diffs_go_to_their_files_even_when_git_quotes_the_name(tmp_path: Path) -> None:
+    store = SnapshotStore(tmp_path)
+    names = ["a b.txt", 'q"x.txt', "z.txt"]
+    for name in names:
+        (tmp_path / name).write_text(f"old {name}\n")
+    old = await store.snapshot()
+    for name in names:
+        (tmp_path / name).write_text(f"new {name}\n")
+    new = await store.snapshot()
+    changes = await store.changes(new.tree, old.tree)
+    assert [c.path for c in changes] == names
+    for change in changes:
+        assert f"-new {change.path}" in change.diff and f"+old {change.path}" in change.diff
+
+
+async def test_a_store_locked_by_another_process_is_waited_for(tmp_path: Path) -> None:
+    store = SnapshotStore(tmp_path)
+    (tmp_path / "a.txt").write_text("a")
+    first = await store.snapshot()
+    lock = store.git_dir / "index.lock"
+    lock.write_text("")
+    (tmp_path / "a.txt").write_text("b")
+    asyncio.get_running_loop().call_later(0.3, lock.unlink)
+    second = await store.snapshot()
+    assert second.tree != first.tree
+
+
+# -- the state at an entry, changes, restore ---------------------------------------------
+
+
+async def test_state_at_entries(rig: Rig, fake: FakeAnthropic) -> None:
+    first, second = await two_turns(rig, fake)
+    entries = rig.entries()
+    one, two = rig.files_entries()
+    assert state_at(rig.tree, first) == Snapshot(one["data"]["after"])
+    assert state_at(rig.tree, second) == Snapshot(two["data"]["after"])
+    # before any turn recorded files: the state before the first one below
+    assert state_at(rig.tree, entries[0]["id"]) == Snapshot(one["data"]["before"])
+
+
+async def test_changes_restore_and_undo(rig: Rig, fake: FakeAnthropic) -> None:
+    first, _second = await two_turns(rig, fake)
+    store = store_for(rig.root)
+    before = repo_state(rig.root)
+    changes = await file_changes(rig.tree, store, first)
+    assert changes.available
+    assert [(f.path, f.status) for f in changes.files] == [
+        ("new/deep.txt", "deleted"), ("notes.txt", "modified")]
+    notes = changes.files[1].diff
+    assert "-v2" in notes and "+v1" in notes and notes.startswith("diff --git a/notes.txt")
+    assert "-deep" in changes.files[0].diff
+
+    result = await restore_files(rig.tree, store, first)
+    assert [f.path for f in result.files] == ["new/deep.txt", "notes.txt"]
+    assert (rig.root / "notes.txt").read_text() == "v1\n"
+    assert not (rig.root / "new").exists()  # the directory it left empty goes too
+    assert (rig.root / "debug.log").read_text() == "ignored\n"
+    assert (rig.root / "build" / "out.bin").exists()
+    assert (await file_changes(rig.tree, store, first)).files == []
+
+    undone = await restore_files(None, store, None, result.undo_id)
+    assert [(f.path, f.status) for f in undone.files] == [
+        ("new/deep.txt", "added"), ("notes.txt", "modified")]
+    assert (rig.root / "notes.txt").read_text() == "v2\n"
+    assert (rig.root / "new" / "deep.txt").read_text() == "deep\n"
+    assert repo_state(rig.root) == before
+
+
+async def test_restore_takes_back_user_edits_made_since(rig: Rig, fake: FakeAnthropic) -> None:
+    first, _ = await two_turns(rig, fake)
+    (rig.root / "mine.txt").write_text("mine\n")
+    (rig.root / "app.py").write_text("print('edited')\n")
+    result = await restore_files(rig.tree, store_for(rig.root), first)
+    assert {f.path: f.status for f in result.files}["mine.txt"] == "deleted"
+    assert not (rig.root / "mine.txt").exists()
+    assert (rig.root / "app.py").read_text() == "print('v0')\n"
+    await restore_files(None, store_for(rig.root), None, result.undo_id)
+    assert (rig.root / "mine.txt").read_text() == "mine\n"
+    assert (rig.root / "app.py").read_text() == "print('edited')\n"
+
+
+async def test_restore_refuses_what_it_cannot_do(rig: Rig, fake: FakeAnthropic) -> None:
+    store = store_for(rig.root)
+    fake.script(text_reply("just talk"))
+    await rig.harness.prompt("hello")
+    leaf = rig.last_assistant()
+    assert not (await file_changes(rig.tree, store, leaf)).available
+    with pytest.raises(RewindError, match="no turn recorded"):
+        await restore_files(rig.tree, store, leaf)
+    with pytest.raises(RewindError, match="not a snapshot id"):
+        await restore_files(None, store, None, "HEAD")
+    with pytest.raises(RewindError, match="no snapshot"):
+        await restore_files(None, store, None, "0" * 40)
+
+
+# -- the command line --------------------------------------------------------------------
+
+
+def pi_lsp(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pi_lsp.cli", *args], capture_output=True,
+                          text=True, timeout=60)
+
+
+async def test_cli_rewind(rig: Rig, fake: FakeAnthropic) -> None:
+    first, _ = await two_turns(rig, fake)
+    session = rig.tree.path
+    dry = pi_lsp("rewind", session, "--to", first, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "+v1" in dry.stdout and "-v2" in dry.stdout
+    assert "2 file(s) would change" in dry.stderr
+    assert (rig.root / "notes.txt").read_text() == "v2\n"
+
+    done = pi_lsp("rewind", session, "--to", first)
+    assert done.returncode == 0, done.stderr
+    assert "deleted   new/deep.txt" in done.stdout and "modified  notes.txt" in done.stdout
+    assert (rig.root / "notes.txt").read_text() == "v1\n"
+    undo = done.stdout.strip().splitlines()[-1].split("--undo ")[1]
+    back = pi_lsp("rewind", session, "--undo", undo)
+    assert back.returncode == 0, back.stderr
+    assert (rig.root / "notes.txt").read_text() == "v2\n"
+
+    missing = pi_lsp("rewind", session, "--to", "nope")
+    assert missing.returncode == 2 and "no entry with id 'nope'" in missing.stderr
+    neither = pi_lsp("rewind", session)
+    assert neither.returncode == 2 and "--to" in neither.stderr
+
+
+# -- the language server -----------------------------------------------------------------
+
+
+@pytest_lsp.fixture(scope="module", params=CLIENTS, config=SERVER)
+async def lsp_server(request: pytest.FixtureRequest, lsp_client: LanguageClient,
+                     tmp_path_factory: pytest.TempPathFactory, fake: FakeAnthropic) -> Any:
+    top = tmp_path_factory.mktemp("lsp")
+    root = user_repo(top / "ws")
+    (root / ".pi" / "sessions").mkdir(parents=True)
+    lsp_client.pi = await connect(  # type: ignore[attr-defined]
+        lsp_client, request.param, top, init_options(fake, toolApproval="auto"),
+        folders=("ws",))
+    yield
+    await asyncio.wait_for(lsp_client.shutdown_session(), 5)
+
+
+@pytest.fixture(scope="module")
+def lsp(lsp_server: LanguageClient) -> Pi:
+    return lsp_server.pi  # type: ignore[attr-defined,no-any-return]
+
+
+async def lsp_prompt(pi: Pi, uri: str, text: str) -> None:
+    since = pi.mark()
+    turn = (await call(pi.client, "pi.prompt", {"uri": uri, "text": text}))["turnId"]
+    events = await wait_events(pi, turn, since)
+    assert events[-1]["type"] == "agent_end", events[-1]
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_server_file_changes_branch_restore_and_undo(lsp: Pi, fake: FakeAnthropic
+                                                           ) -> None:
+    pi, root = lsp, lsp.root / "ws"
+    uri = (await call(pi.client, "pi.newSession", {}))["uri"]
+    fake.script(tool_reply([write("c1", "notes.txt", "v1\n")]), text_reply("wrote v1"))
+    await lsp_prompt(pi, uri, "write notes")
+    first = next(e["id"] for e in reversed(lines(path_of(uri))) if e["type"] == "message")
+    fake.script(tool_reply([write("c2", "notes.txt", "v2\n")]), text_reply("wrote v2"))
+    await lsp_prompt(pi, uri, "change notes")
+    assert sum(e["type"] == "custom" for e in lines(path_of(uri))) == 2
+
+    changes = await call(pi.client, "pi.fileChanges", {"uri": uri, "entryId": first})
+    assert changes["available"] is True
+    assert [(f["path"], f["status"]) for f in changes["files"]] == [("notes.txt", "modified")]
+    assert "+v1" in changes["files"][0]["diff"]
+
+    branched = await call(pi.client, "pi.branch", {"uri": uri, "targetId": first})
+    assert branched["fileChanges"] == 1
+    assert (root / "notes.txt").read_text() == "v2\n"  # branching alone never touches files
+
+    restored = await call(pi.client, "pi.restoreFiles", {"uri": uri, "entryId": first})
+    assert [f["path"] for f in restored["files"]] == ["notes.txt"]
+    assert (root / "notes.txt").read_text() == "v1\n"
+    again = await call(pi.client, "pi.branch", {"uri": uri, "targetId": first})
+    assert again["fileChanges"] == 0
+
+    undone = await call(pi.client, "pi.restoreFiles", {"uri": uri, "undoId": restored["undoId"]})
+    assert [f["path"] for f in undone["files"]] == ["notes.txt"]
+    assert (root / "notes.txt").read_text() == "v2\n"
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_server_rewind_errors(lsp: Pi, fake: FakeAnthropic) -> None:
+    pi = lsp
+    assert pi.init is not None and pi.init.capabilities.execute_command_provider is not None
+    assert {"pi.fileChanges", "pi.restoreFiles"} <= \
+        set(pi.init.capabilities.execute_command_provider.commands)
+    uri = (await call(pi.client, "pi.newSession", {}))["uri"]
+    fake.script(text_reply("hello"))
+    await lsp_prompt(pi, uri, "hi")
+    leaf = lines(path_of(uri))[-1]["id"]
+    quiet = await call(pi.client, "pi.fileChanges", {"uri": uri, "entryId": leaf})
+    assert quiet["available"] is False and "no turn recorded" in quiet["reason"]
+    branched = await call(pi.client, "pi.branch", {"uri": uri, "targetId": leaf})
+    assert branched["fileChanges"] == 0
+
+    for bad, field in (({"uri": uri}, "exactly one of"),
+                       ({"uri": uri, "entryId": leaf, "undoId": "0" * 40}, "exactly one of"),
+                       ({"uri": uri, "entryId": 5}, "entryId"),
+                       ({"uri": uri, "entryId": "nope"}, "nope")):
+        error = await call_error(pi.client, "pi.restoreFiles", bad)
+        assert error.code == INVALID_PARAMS and field in str(error), (bad, error)
+    error = await call_error(pi.client, "pi.fileChanges", {"uri": uri})
+    assert error.code == INVALID_PARAMS and "entryId" in str(error)
+    error = await call_error(pi.client, "pi.restoreFiles", {"uri": uri, "undoId": "HEAD"})
+    assert error.code == FAILED and "not a snapshot id" in str(error)
+    error = await call_error(pi.client, "pi.restoreFiles", {"uri": uri, "entryId": leaf})
+    assert error.code == FAILED and "no turn recorded" in str(error)
+
+    # A turn of another session in the same workspace may be writing files too.
+    other = (await call(pi.client, "pi.newSession", {}))["uri"]
+    fake.script(text_reply(*(f"w{i} " for i in range(40)), delay=0.05))
+    since = pi.mark()
+    turn = (await call(pi.client, "pi.prompt", {"uri": other, "text": "slow"}))["turnId"]
+    error = await call_error(pi.client, "pi.restoreFiles", {"uri": uri, "entryId": leaf})
+    assert error.code == BUSY and "busy" in str(error)
+    await wait_events(pi, turn, since)

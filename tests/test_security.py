@@ -1,0 +1,625 @@
+"""Safety: session commands stay in the workspace's session folders, tools keep away from secrets
+and pi's own files, approvals show everything they approve, and abort ends a pending approval.
+
+The unit tests call the rules directly; the LSP tests drive a real server over stdio, once as a
+client that answers `pi/approveTool` (VS Code capabilities plus `experimental.piLsp`) and once as
+one that only has `window/showMessageRequest` (Neovim 0.11).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_lsp
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException, JsonRpcInternalError
+from pytest_lsp import LanguageClient, client_capabilities
+from pytest_lsp.client import captured_exception_key
+
+from pi_lsp.agent.approval import approval_request
+from pi_lsp.agent.tools import (
+    EDIT,
+    READ,
+    WRITE,
+    Proposal,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    execute_tool,
+    propose_change,
+)
+from pi_lsp.server.hub import Config, ForeignFolderError, SessionHub
+from pi_lsp.session.catalog import ForeignSessionError, cli_session_dir
+from pi_lsp.session.entries import TextContent, ToolCall
+from tests.fake_anthropic import FakeAnthropic, text_reply, tool_reply
+from tests.test_server import (
+    BRANCH_B_TIP,
+    DEAD_END_TIP,
+    EXAMPLE_SESSION,
+    FORK_QUESTION,
+    INVALID_PARAMS,
+    SERVER,
+    call,
+    call_error,
+    lines,
+    path_of,
+    plain,
+)
+
+APPROVE_TOOL = "pi/approveTool"
+TURN = "pi/turn"
+LSP = pytest.mark.asyncio(loop_scope="module")
+
+
+# -- the rules, called directly ---------------------------------------------------------------
+
+
+@pytest.fixture
+def agent_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    directory = tmp_path / "agent"
+    directory.mkdir()
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(directory))
+    return directory
+
+
+@pytest.fixture
+def root(tmp_path: Path, agent_dir: Path) -> Path:
+    workspace = tmp_path / "ws"
+    (workspace / ".pi" / "sessions").mkdir(parents=True)
+    return workspace
+
+
+def text_of(result: ToolResult) -> str:
+    return "".join(b.text for b in result.content if isinstance(b, TextContent))
+
+
+def foreign_session(tmp_path: Path) -> Path:
+    outside = tmp_path / "outside"
+    outside.mkdir(exist_ok=True)
+    target = outside / "foreign.jsonl"
+    shutil.copyfile(EXAMPLE_SESSION, target)
+    return target
+
+
+def test_hub_opens_only_sessions_directly_in_its_session_folders(root: Path, tmp_path: Path
+                                                                 ) -> None:
+    foreign = foreign_session(tmp_path)
+    sessions = root / ".pi" / "sessions"
+    own = sessions / "own.jsonl"
+    shutil.copyfile(EXAMPLE_SESSION, own)
+    (sessions / "link.jsonl").symlink_to(foreign)
+    (sessions / "sub").symlink_to(foreign.parent, target_is_directory=True)
+    (root / "notes.jsonl").write_bytes(EXAMPLE_SESSION.read_bytes())
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    shutil.copyfile(EXAMPLE_SESSION, extra / "configured.jsonl")
+    hub = SessionHub([root], Config(session_dirs=[str(extra)]))
+    before = foreign.read_bytes()
+    for path in (foreign, sessions / ".." / ".." / ".." / "outside" / "foreign.jsonl",
+                 sessions / "link.jsonl", sessions / "sub" / "foreign.jsonl",
+                 root / "notes.jsonl", sessions / "missing.txt"):
+        with pytest.raises(ForeignSessionError) as error:
+            hub.tree(path)
+        assert str(path) in str(error.value)
+        if path.name == "link.jsonl":
+            assert f"leads to {foreign}" in str(error.value)
+    assert foreign.read_bytes() == before
+    assert {Path(s.path).name for s in hub.list_sessions()} == {"own.jsonl", "configured.jsonl"}
+    assert hub.tree(own).leaf_id == BRANCH_B_TIP
+    assert hub.tree(sessions / "x" / ".." / "own.jsonl") is hub.tree(own)
+    assert hub.tree(extra / "configured.jsonl").leaf_id == BRANCH_B_TIP
+    hub.folders = [tmp_path / "other"]  # the folder left the workspace: its sessions go too
+    with pytest.raises(ForeignSessionError):
+        hub.tree(own)
+
+
+def test_hub_starts_sessions_only_in_workspace_folders(root: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    hub = SessionHub([root], Config())
+    for folder in (outside, root / ".pi", root / ".."):
+        with pytest.raises(ForeignFolderError) as error:
+            hub.new_session("x", folder)
+        assert str(folder) in str(error.value)
+    assert not (outside / ".pi").exists()
+    assert hub.new_session("x", root / ".pi" / "..").parent == root / ".pi" / "sessions"
+
+
+SECRETS = [".env", ".env.local", ".envrc", "config/id_rsa", "keys/id_ed25519.pub",
+           "certs/server.pem", "tls.key", ".netrc", ".git-credentials", "home/.ssh/config",
+           "home/.aws/credentials", "home/.gnupg/pubring.kbx"]
+
+
+@pytest.mark.parametrize("name", SECRETS)
+async def test_read_refuses_secrets_even_when_approved(root: Path, name: str) -> None:
+    secret = root / name
+    secret.parent.mkdir(parents=True, exist_ok=True)
+    secret.write_text("TOP-SECRET-VALUE\n")
+    ctx = ToolContext(root)
+    with pytest.raises(ToolError, match="reading it is refused"):
+        approval_request(ToolCall(id="c", name="read", arguments={"path": name}), ctx)
+    result = await execute_tool(READ, "read", {"path": name}, ctx)  # as under toolApproval auto
+    assert result.is_error and "reading it is refused" in text_of(result)
+    assert "TOP-SECRET" not in text_of(result)
+
+
+async def test_read_refuses_links_to_secrets_and_pi_credentials(root: Path, agent_dir: Path
+                                                                ) -> None:
+    (agent_dir / "auth.json").write_text('{"anthropic": "sk-SECRET"}')
+    ssh = root.parent / "home" / ".ssh"
+    ssh.mkdir(parents=True)
+    (ssh / "id_ed25519").write_text("TOP-SECRET-KEY")
+    (root / "innocent.txt").symlink_to(ssh / "id_ed25519")
+    ctx = ToolContext(root, allow_outside_root=True)
+    for path in ("innocent.txt", str(agent_dir / "auth.json"), "/etc/shadow"):
+        result = await execute_tool(READ, "read", {"path": path}, ctx)
+        assert result.is_error and "reading it is refused" in text_of(result), path
+        assert "SECRET" not in text_of(result)
+    (root / ".env.example").write_text("API_KEY=\n")
+    assert not (await execute_tool(READ, "read", {"path": ".env.example"}, ctx)).is_error
+
+
+def test_reads_outside_the_workspace_need_approval(root: Path, tmp_path: Path) -> None:
+    (root / "in.txt").write_text("in")
+    (tmp_path / "out.txt").write_text("out")
+    ctx = ToolContext(root)
+    assert approval_request(ToolCall(id="c", name="read", arguments={"path": "in.txt"}),
+                            ctx) is None
+    request = approval_request(ToolCall(id="c", name="read", arguments={"path": "../out.txt"}),
+                               ctx)
+    assert request is not None and request.outside_workspace
+    assert request.path == (tmp_path / "out.txt").resolve() and request.change is None
+    bash = approval_request(ToolCall(id="c", name="bash", arguments={"command": "ls"}), ctx)
+    assert bash is not None and bash.path is None and not bash.outside_workspace
+
+
+def protected_paths(root: Path, agent_dir: Path, extra: Path) -> list[Path]:
+    return [root / ".pi" / "sessions" / "history.jsonl", root / ".pi" / "settings.json",
+            root / ".pi" / "models.json", root / "sub" / ".pi" / "settings.json",
+            agent_dir / "settings.json", agent_dir / "anything" / "file.txt",
+            cli_session_dir(str(root)) / "cli.jsonl", extra / "configured.jsonl",
+            root / "link-to-history.jsonl"]
+
+
+@pytest.mark.parametrize("tool", [WRITE, EDIT], ids=["write", "edit"])
+async def test_tools_never_write_pi_files(root: Path, agent_dir: Path, tmp_path: Path,
+                                          tool: Any) -> None:
+    extra = tmp_path / "extra"
+    targets = protected_paths(root, agent_dir, extra)
+    for target in targets[:-1]:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("ORIGINAL\n")
+    targets[-1].symlink_to(targets[0])
+    # even with writes outside the workspace allowed (and, in the server, toolApproval auto)
+    ctx = ToolContext(root, allow_outside_root=True, session_dirs=(extra,))
+    for target in targets:
+        args = {"path": str(target), "content": "CLOBBERED\n"} if tool is WRITE else \
+            {"path": str(target), "oldText": "ORIGINAL", "newText": "CLOBBERED"}
+        with pytest.raises(ToolError, match="writing it is refused"):
+            approval_request(ToolCall(id="c", name=tool.name, arguments=args), ctx)
+        result = await execute_tool(tool, tool.name, args, ctx)
+        assert result.is_error and "writing it is refused" in text_of(result), target
+    assert all(t.read_text() == "ORIGINAL\n" for t in targets)
+    assert not (await execute_tool(WRITE, "write", {"path": "ok.txt", "content": "x"},
+                                   ctx)).is_error
+
+
+async def test_a_proposal_is_exactly_what_is_written(root: Path) -> None:
+    ctx = ToolContext(root)
+    new = propose_change("write", {"path": "new.txt", "content": "one\n"}, ctx)
+    assert new == Proposal(root.resolve() / "new.txt", None, "one\n")
+    assert not (root / "new.txt").exists()  # proposing writes nothing
+    assert new.diff().startswith(f"--- /dev/null\n+++ {root.resolve() / 'new.txt'}\n")
+    (root / "a.txt").write_text("alpha\nbeta\n")
+    edit = propose_change("edit", {"path": "a.txt", "oldText": "beta", "newText": "gamma"}, ctx)
+    assert edit == Proposal(root.resolve() / "a.txt", "alpha\nbeta\n", "alpha\ngamma\n")
+    assert f"--- {root.resolve() / 'a.txt'}" in edit.diff() and "+gamma" in edit.diff()
+    assert (root / "a.txt").read_text() == "alpha\nbeta\n"
+    assert propose_change("bash", {"command": "ls"}, ctx) is None
+    ctx.approved = edit
+    result = await execute_tool(EDIT, "edit", {"path": "a.txt", "oldText": "beta",
+                                               "newText": "gamma"}, ctx)
+    assert not result.is_error and (root / "a.txt").read_text() == edit.new_text
+
+
+async def test_a_file_changed_during_approval_is_not_written(root: Path) -> None:
+    (root / "a.txt").write_text("first\n")
+    ctx = ToolContext(root)
+    args = {"path": "a.txt", "content": "from the model\n"}
+    ctx.approved = propose_change("write", args, ctx)
+    (root / "a.txt").write_text("the user's edit\n")  # while the question was open
+    result = await execute_tool(WRITE, "write", args, ctx)
+    assert result.is_error and "changed while the write waited for approval" in text_of(result)
+    assert (root / "a.txt").read_text() == "the user's edit\n"
+
+
+# -- the server ------------------------------------------------------------------------------
+
+CLIENTS = ["neovim@v0.11", "visual-studio-code+approveTool"]
+ANSWERS = {"allow": "Allow", "allowSession": "Allow for this session", "deny": "Deny"}
+
+
+@dataclass
+class Pi:
+    client: LanguageClient
+    root: Path  # holds `ws` (the one workspace folder) and `outside`
+    custom: bool  # answers pi/approveTool
+    notes: list[dict[str, Any]] = field(default_factory=list)  # pi/turn params
+    asked: list[Any] = field(default_factory=list)  # approveTool params, or the message text
+    answer: Any = "allow"  # a decision; "never" waits for `release`; "error" fails
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def ws(self) -> Path:
+        return self.root / "ws"
+
+    @property
+    def outside(self) -> Path:
+        return self.root / "outside"
+
+
+async def answer(pi: Pi) -> Any:
+    """The decision to give, after waiting when the test wants no answer (yet)."""
+    if pi.answer == "never":
+        await pi.release.wait()
+        return "deny"
+    if pi.answer == "error":
+        raise JsonRpcInternalError("the editor could not show the question")
+    return pi.answer
+
+
+def build(root: Path) -> None:
+    ws = root / "ws"
+    (ws / ".pi" / "sessions").mkdir(parents=True)
+    (ws / "extra").mkdir()
+    (ws / ".pi" / "settings.json").write_text(json.dumps({"summaryModel": None}))
+    shutil.copyfile(EXAMPLE_SESSION, ws / ".pi" / "sessions" / "main.jsonl")
+    shutil.copyfile(EXAMPLE_SESSION, ws / "extra" / "configured.jsonl")
+    outside = root / "outside"
+    outside.mkdir()
+    shutil.copyfile(EXAMPLE_SESSION, outside / "foreign.jsonl")
+    (outside / "readme.txt").write_text("OUTSIDE-CONTENT\n")
+
+
+@pytest_lsp.fixture(scope="module", params=CLIENTS, config=SERVER)
+async def client(request: pytest.FixtureRequest, lsp_client: LanguageClient,
+                 tmp_path_factory: pytest.TempPathFactory, fake: FakeAnthropic) -> Any:
+    root = tmp_path_factory.mktemp("security")
+    build(root)
+    name, _, extra = request.param.partition("+")
+    pi = Pi(lsp_client, root, custom=bool(extra))
+
+    @lsp_client.feature(TURN)
+    def on_turn(params: Any) -> None:
+        pi.notes.append(plain(params))
+        pi.arrived.set()
+
+    @lsp_client.feature(APPROVE_TOOL)
+    async def approve_tool(params: Any) -> Any:
+        pi.asked.append(plain(params))
+        decision = await answer(pi)
+        return {"decision": decision} if isinstance(decision, str) and decision in ANSWERS \
+            else decision
+
+    @lsp_client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
+    async def ask(params: types.ShowMessageRequestParams) -> types.MessageActionItem | None:
+        pi.asked.append(params.message)
+        decision = await answer(pi)
+        title = ANSWERS.get(decision) if isinstance(decision, str) else None
+        return next((a for a in params.actions or [] if a.title == title), None)
+
+    capabilities = client_capabilities(name)
+    if pi.custom:
+        capabilities.experimental = {"piLsp": {"approveTool": True}}
+    await asyncio.wait_for(lsp_client.initialize_session(types.InitializeParams(
+        capabilities=capabilities, root_uri=pi.ws.as_uri(),
+        workspace_folders=[types.WorkspaceFolder(uri=pi.ws.as_uri(), name="ws")],
+        initialization_options={"anthropicBaseUrl": fake.url, "anthropicApiKey": "test",
+                                "toolApproval": "ask", "sessionDirs": ["extra"]},
+    )), 20)
+    for _ in range(200):  # `initialized` is a notification: wait for the hub
+        try:
+            await call(lsp_client, "pi.listSessions", {})
+            break
+        except JsonRpcException:
+            await asyncio.sleep(0.02)
+    lsp_client.pi = pi  # type: ignore[attr-defined]
+    yield
+    pi.release.set()
+    await asyncio.wait_for(lsp_client.shutdown_session(), 5)
+
+
+@pytest.fixture(scope="module")
+def pi(client: LanguageClient) -> Pi:
+    return client.pi  # type: ignore[attr-defined,no-any-return]
+
+
+def session_copy(pi: Pi, name: str) -> Path:
+    target = pi.ws / ".pi" / "sessions" / f"{name}.jsonl"
+    shutil.copyfile(EXAMPLE_SESSION, target)
+    return target
+
+
+async def turn_end(pi: Pi, turn_id: str, timeout: float = 10.0) -> list[dict[str, Any]]:
+    """The turn's events once agent_end (or error) has arrived; no polling delay."""
+    async def ended() -> None:
+        while not any(n["turnId"] == turn_id and n["event"]["type"] in ("agent_end", "error")
+                      for n in pi.notes):
+            pi.arrived.clear()
+            await pi.arrived.wait()
+    await asyncio.wait_for(ended(), timeout)
+    return [n["event"] for n in pi.notes if n["turnId"] == turn_id]
+
+
+async def run_turn(pi: Pi, fake: FakeAnthropic, calls: list[tuple[str, str, dict[str, Any]]],
+                   answer: Any = "allow") -> tuple[str, list[dict[str, Any]], Path]:
+    """One prompt on a fresh session whose reply makes `calls`; returns its events."""
+    fake.script(tool_reply(calls), text_reply("done"))
+    uri = (await call(pi.client, "pi.newSession", {}))["uri"]
+    pi.answer, pi.asked = answer, []
+    turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "go"}))["turnId"]
+    events = await turn_end(pi, turn_id)
+    assert "error" not in [e["type"] for e in events], events
+    return turn_id, events, path_of(uri)
+
+
+def results(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each tool call's result message, by call id."""
+    return {e["toolCallId"]: e["result"] for e in events if e["type"] == "tool_execution_end"}
+
+
+def result_text(result: dict[str, Any]) -> str:
+    return "".join(block.get("text", "") for block in result["content"])
+
+
+# -- 1. session commands are confined ------------------------------------------------------
+
+FOREIGN_ARGS: list[tuple[str, dict[str, Any]]] = [
+    ("pi.getTree", {}), ("pi.previewContext", {}), ("pi.check", {}), ("pi.abort", {}),
+    ("pi.diffContext", {"fromLeafId": DEAD_END_TIP, "toLeafId": BRANCH_B_TIP}),
+    ("pi.branch", {"targetId": FORK_QUESTION}), ("pi.branchWithSummary",
+                                                 {"targetId": FORK_QUESTION}),
+    ("pi.compact", {}), ("pi.compact", {"dryRun": True}),
+    ("pi.label", {"targetId": FORK_QUESTION, "label": "x"}), ("pi.fork", {}),
+    ("pi.setName", {"name": "hijacked"}),
+    ("pi.setModel", {"provider": "anthropic", "modelId": "claude-haiku-4-5"}),
+    ("pi.setThinkingLevel", {"level": "low"}), ("pi.prompt", {"text": "hi"}),
+]
+
+
+@LSP
+@pytest.mark.parametrize(("command", "extra"), FOREIGN_ARGS,
+                         ids=[f"{c}-{i}" for i, (c, _) in enumerate(FOREIGN_ARGS)])
+async def test_session_commands_refuse_files_outside_the_session_folders(
+        pi: Pi, command: str, extra: dict[str, Any]) -> None:
+    sessions = pi.ws / ".pi" / "sessions"
+    link, linked_dir = sessions / "link.jsonl", sessions / "linked"
+    if not link.exists():
+        link.symlink_to(pi.outside / "foreign.jsonl")
+        linked_dir.symlink_to(pi.outside, target_is_directory=True)
+        (pi.ws / "loose.jsonl").write_bytes(EXAMPLE_SESSION.read_bytes())
+    uris = [(pi.outside / "foreign.jsonl").as_uri(),
+            f"{sessions.as_uri()}/../../../outside/foreign.jsonl",
+            link.as_uri(), (linked_dir / "foreign.jsonl").as_uri(),
+            (pi.ws / "loose.jsonl").as_uri()]
+    before = {p: p.read_bytes() for p in (pi.outside / "foreign.jsonl", pi.ws / "loose.jsonl")}
+    for uri in uris:
+        error = await call_error(pi.client, command, {"uri": uri, **extra})
+        assert error.code == INVALID_PARAMS, (uri, error.message)
+        assert "`uri` is not a session of this workspace" in error.message, error.message
+    assert {p: p.read_bytes() for p in before} == before
+    assert sorted(p.name for p in pi.outside.iterdir()) == ["foreign.jsonl", "readme.txt"]
+
+
+@LSP
+async def test_sessions_in_configured_folders_are_served(pi: Pi) -> None:
+    uri = (pi.ws / "extra" / "configured.jsonl").as_uri()
+    assert (await call(pi.client, "pi.getTree", {"uri": uri}))["leafId"] == BRANCH_B_TIP
+    forked = path_of((await call(pi.client, "pi.fork", {"uri": uri}))["uri"])
+    assert forked.parent == (pi.ws / "extra").resolve()  # next to its source
+
+
+@LSP
+async def test_new_session_refuses_a_folder_outside_the_workspace(pi: Pi) -> None:
+    for folder in (pi.outside, pi.ws / ".pi", pi.root):
+        error = await call_error(pi.client, "pi.newSession", {"folderUri": folder.as_uri()})
+        assert error.code == INVALID_PARAMS
+        assert "`folderUri` is not a workspace folder" in error.message, error.message
+    assert not (pi.outside / ".pi").exists() and not (pi.root / ".pi").exists()
+
+
+# -- 2 and 4. what tools may touch, through the server -------------------------------------
+
+
+@LSP
+async def test_secret_reads_are_refused_without_asking(pi: Pi, fake: FakeAnthropic) -> None:
+    (pi.ws / ".env").write_text("TOKEN=TOP-SECRET\n")
+    _, events, _ = await run_turn(pi, fake, [("r1", "read", {"path": "~/.ssh/id_rsa"}),
+                                             ("r2", "read", {"path": ".env"})])
+    assert pi.asked == []
+    for call_id in ("r1", "r2"):
+        result = results(events)[call_id]
+        assert result["isError"] and "reading it is refused" in result_text(result)
+    assert "TOP-SECRET" not in json.dumps(fake.message_requests())
+
+
+@LSP
+async def test_writing_the_session_itself_is_refused_without_asking(
+        pi: Pi, fake: FakeAnthropic) -> None:
+    uri = (await call(pi.client, "pi.newSession", {}))["uri"]
+    path = path_of(uri)
+    before = path.read_bytes()
+    fake.script(tool_reply([("w1", "write", {"path": str(path), "content": "gone\n"}),
+                            ("w2", "write", {"path": ".pi/settings.json",
+                                             "content": '{"allowWritesOutsideWorkspace": true}'})]),
+                text_reply("done"))
+    pi.answer, pi.asked = "allow", []
+    turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "go"}))["turnId"]
+    events = await turn_end(pi, turn_id)
+    assert pi.asked == []
+    for call_id in ("w1", "w2"):
+        assert "writing it is refused" in result_text(results(events)[call_id])
+    assert path.read_bytes().startswith(before)  # history intact, the turn appended after it
+    assert json.loads((pi.ws / ".pi" / "settings.json").read_text()) == {"summaryModel": None}
+
+
+# -- 3. honest approvals ---------------------------------------------------------------------
+
+
+@LSP
+async def test_bash_approval_shows_the_whole_command(pi: Pi, fake: FakeAnthropic) -> None:
+    command = "echo start" + " " * 300 + "; echo PAYLOAD-AFTER-SPACES"
+    turn_id, events, path = await run_turn(pi, fake, [("b1", "bash", {"command": command})])
+    assert len(pi.asked) == 1
+    if pi.custom:
+        assert pi.asked[0] == {"uri": path.as_uri(), "turnId": turn_id, "toolCallId": "b1",
+                               "tool": "bash", "title": path.name, "command": command,
+                               "outsideWorkspace": False}
+    else:
+        assert pi.asked[0] == f"pi ({path.name}) wants to run bash: {command}"
+    assert "PAYLOAD-AFTER-SPACES" in result_text(results(events)["b1"])
+
+
+@LSP
+async def test_a_command_too_long_to_show_is_denied_unless_the_client_shows_it(
+        pi: Pi, fake: FakeAnthropic) -> None:
+    command = "echo " + "x" * 2500
+    _, events, _ = await run_turn(pi, fake, [("b2", "bash", {"command": command})])
+    result = results(events)["b2"]
+    if pi.custom:  # pi/approveTool carries the whole command, however long
+        assert pi.asked[0]["command"] == command and not result["isError"]
+    else:
+        assert pi.asked == []
+        assert result["isError"] and "too long to show in full for approval" in \
+            result_text(result)
+
+
+@LSP
+async def test_write_and_edit_approvals_show_the_change(pi: Pi, fake: FakeAnthropic) -> None:
+    existing = pi.ws / "notes.txt"
+    existing.write_text("keep\nold line\n")
+    new_file = pi.ws / "fresh.txt"
+    _, events, path = await run_turn(pi, fake, [
+        ("w1", "write", {"path": "fresh.txt", "content": "brand new\n"}),
+        ("e1", "edit", {"path": "notes.txt", "oldText": "old line", "newText": "new line"}),
+    ])
+    assert len(pi.asked) == 2
+    write, edit = pi.asked
+    if pi.custom:
+        assert write["path"] == str(new_file.resolve()) and write["tool"] == "write"
+        assert write["oldText"] is None and write["newText"] == "brand new\n"
+        assert write["diff"].startswith(f"--- /dev/null\n+++ {new_file.resolve()}\n")
+        assert write["title"] == path.name and write["outsideWorkspace"] is False
+        assert edit["oldText"] == "keep\nold line\n" and edit["newText"] == "keep\nnew line\n"
+        assert f"--- {existing.resolve()}" in edit["diff"]
+        assert "-old line" in edit["diff"] and "+new line" in edit["diff"]
+        assert "command" not in write
+    else:
+        assert write.startswith(f"pi ({path.name}) wants to run write: {new_file.resolve()}\n")
+        assert "+brand new" in write
+        assert edit.startswith(f"pi ({path.name}) wants to run edit: {existing.resolve()}\n")
+        assert "-old line" in edit and "+new line" in edit
+    assert not any(r["isError"] for r in results(events).values())
+    assert new_file.read_text() == "brand new\n"
+    assert existing.read_text() == "keep\nnew line\n"
+
+
+@LSP
+async def test_a_change_that_cannot_be_worked_out_is_an_error_result(
+        pi: Pi, fake: FakeAnthropic) -> None:
+    (pi.ws / "binary.dat").write_bytes(b"\xff\xfe\x00 not utf-8 \xff")
+    _, events, _ = await run_turn(pi, fake, [
+        ("e1", "edit", {"path": "binary.dat", "oldText": "not", "newText": "now"})])
+    assert pi.asked == []
+    result = results(events)["e1"]
+    assert result["isError"] and "edit failed" in result_text(result)
+    assert [e["type"] for e in events][-1] == "agent_end"
+
+
+@LSP
+async def test_reads_outside_the_workspace_are_asked(pi: Pi, fake: FakeAnthropic) -> None:
+    outside = pi.outside / "readme.txt"
+    _, events, _ = await run_turn(pi, fake, [("r1", "read", {"path": str(outside)}),
+                                             ("r2", "read", {"path": ".pi/settings.json"})],
+                                  answer="deny")
+    assert len(pi.asked) == 1  # the read inside the workspace is not asked
+    if pi.custom:
+        assert pi.asked[0]["path"] == str(outside.resolve())
+        assert pi.asked[0]["outsideWorkspace"] is True and pi.asked[0]["tool"] == "read"
+    else:
+        assert f"wants to run read: {outside.resolve()} (outside the workspace)" in pi.asked[0]
+    denied = results(events)["r1"]
+    assert denied["isError"] and "denied" in result_text(denied)
+    assert "OUTSIDE-CONTENT" not in json.dumps(fake.message_requests())
+    assert "summaryModel" in result_text(results(events)["r2"])
+
+
+@LSP
+async def test_allow_for_the_session_asks_once(pi: Pi, fake: FakeAnthropic) -> None:
+    _, events, _ = await run_turn(pi, fake, [("b1", "bash", {"command": "echo one"}),
+                                             ("b2", "bash", {"command": "echo two"})],
+                                  answer="allowSession")
+    assert len(pi.asked) == 1
+    assert not any(r["isError"] for r in results(events).values())
+
+
+@LSP
+@pytest.mark.parametrize("reply", ["error", {"decision": "yes"}, "maybe", None])
+async def test_anything_but_a_decision_is_a_denial(pi: Pi, fake: FakeAnthropic, reply: Any,
+                                                   request: pytest.FixtureRequest) -> None:
+    marker = pi.ws / "should-not-exist"
+    _, events, _ = await run_turn(pi, fake, [("b1", "bash", {"command": f"touch {marker}"})],
+                                  answer=reply)
+    if reply == "error":  # pytest-lsp fails a test whose client raised; here that is the point
+        raised = request.node.stash.get(captured_exception_key, None)
+        assert raised is not None and raised.errisinstance(JsonRpcInternalError)
+        request.node.stash[captured_exception_key] = None
+    result = results(events)["b1"]
+    assert result["isError"], result
+    assert "was not run" in result_text(result) or "denied" in result_text(result), result
+    assert not marker.exists()
+
+
+# -- 5. abort ends an approval nobody answers ------------------------------------------------
+
+
+@LSP
+async def test_abort_ends_a_turn_waiting_for_approval_within_100ms(
+        pi: Pi, fake: FakeAnthropic) -> None:
+    uri = (await call(pi.client, "pi.newSession", {}))["uri"]
+    fake.script(tool_reply([("t1", "bash", {"command": "echo never"})]), text_reply("late"))
+    pi.answer, pi.asked, pi.release = "never", [], asyncio.Event()
+    turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "go"}))["turnId"]
+    for _ in range(500):
+        if pi.asked:
+            break
+        await asyncio.sleep(0.01)
+    assert pi.asked, "the approval was never asked"
+    started = time.perf_counter()
+    assert await call(pi.client, "pi.abort", {"uri": uri}) == {"aborted": True}
+    events = await turn_end(pi, turn_id, timeout=2)
+    elapsed = time.perf_counter() - started
+    assert events[-1]["type"] == "agent_end"
+    assert elapsed < 0.1, f"the turn ended {elapsed * 1000:.0f} ms after abort"
+    result = results(events)["t1"]
+    assert result["isError"] and "aborted" in result_text(result)
+    entries = [e["message"] for e in lines(path_of(uri)) if e["type"] == "message"]
+    assert [m["role"] for m in entries] == ["user", "assistant", "toolResult"]
+    assert entries[1]["content"][-1]["id"] == "t1"
+    assert entries[2]["toolCallId"] == "t1" and entries[2]["isError"] is True
+    assert "aborted" in json.dumps(entries[2]["content"])
+    # the answer that comes after all is harmless, and the session takes a new prompt
+    pi.release.set()
+    await asyncio.sleep(0.1)
+    pi.answer = "allow"
+    fake.script(text_reply("again"))
+    turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "again"}))["turnId"]
+    assert (await turn_end(pi, turn_id))[-1]["type"] == "agent_end"
