@@ -46,12 +46,13 @@ export function toItems(diagnostics: readonly vscode.Diagnostic[]): DiagnosticIt
 
 /**
  * The diagnostics of the files. Language servers check a change a moment after it lands, so
- * this waits (at most `settleMs`) for news about one of the files before it answers.
+ * when one of the files is open this waits (at most `settleMs`) for news about it first.
  */
 export async function editorDiagnostics(params: DiagnosticsParams, settleMs = 1000): Promise<DiagnosticsResult> {
   const uris = params.uris.map((u) => vscode.Uri.parse(u));
   const wanted = new Set(uris.map((u) => u.toString()));
-  await new Promise<void>((done) => {
+  const open = vscode.workspace.textDocuments.some((d) => wanted.has(d.uri.toString()));
+  if (open) await new Promise<void>((done) => {
     const timer = setTimeout(finish, settleMs);
     const listener = vscode.languages.onDidChangeDiagnostics((e) => {
       if (e.uris.some((u) => wanted.has(u.toString()))) {

@@ -120,8 +120,15 @@ test("the chat of the asking session shows the approval with the diff and can an
   assert.ok(panel.posted.some((m) => m.type === "approvalDone" && m.id === card.id));
 });
 
-test("pi/diagnostics answers with the editor's diagnostics, waiting for news about the files", async () => {
+test("pi/diagnostics answers with the editor's diagnostics, waiting for news about open files", async () => {
   const file = vscode.Uri.file(path.join(ws.folder, "src", "orders.py"));
+  fs.mkdirSync(path.dirname(file.fsPath), { recursive: true });
+  fs.writeFileSync(file.fsPath, "def a():\n    pass\n");
+  const closed = vscode.Uri.file(path.join(ws.folder, "closed.py"));
+  const started = Date.now();
+  assert.deepEqual(await api.pi.diagnosticsHandler({ uris: [closed.toString()] }), { diagnostics: [{ uri: closed.toString(), items: [] }] });
+  assert.ok(Date.now() - started < 500, "no file open: no wait");
+  await vscode.workspace.openTextDocument(file);
   const range = new vscode.Range(new vscode.Position(2, 4), new vscode.Position(2, 9));
   setTimeout(() => setDiagnostics(file, [
     { range, severity: vscode.DiagnosticSeverity.Error, message: "undefined name 'b'", source: "pyflakes" },

@@ -173,20 +173,24 @@ function M.lsp_items(diagnostics)
   return items
 end
 
---- pi/diagnostics: what vim.diagnostic knows about the files (loaded buffers).
+--- pi/diagnostics: what vim.diagnostic knows about the files (loaded buffers;
+--- when one is, after a moment for its language servers to see the change).
 function M.diagnostics(params)
-  local co, is_main = coroutine.running()
-  if co and not is_main then
-    vim.defer_fn(function()
-      coroutine.resume(co)
-    end, SETTLE_MS)
-    coroutine.yield()
-  end
   local loaded = {}
   for _, buf in ipairs(vim.api.nvim_list_bufs()) do
     if vim.api.nvim_buf_is_loaded(buf) then
       loaded[vim.api.nvim_buf_get_name(buf)] = buf
     end
+  end
+  local any = vim.iter(params.uris or {}):any(function(uri)
+    return loaded[vim.uri_to_fname(uri)] ~= nil
+  end)
+  local co, is_main = coroutine.running()
+  if any and co and not is_main then
+    vim.defer_fn(function()
+      coroutine.resume(co)
+    end, SETTLE_MS)
+    coroutine.yield()
   end
   local out = {}
   for _, uri in ipairs(params.uris or {}) do
