@@ -178,7 +178,6 @@ def cmd_compact(args: argparse.Namespace) -> int:
 def cmd_branch(args: argparse.Namespace) -> int:
     import asyncio
 
-    from pi_lsp.providers.registry import ModelRegistry
     from pi_lsp.summarize.branch import branch, branch_with_summary
     from pi_lsp.summarize.summarizer import SummaryError
 
@@ -190,7 +189,7 @@ def cmd_branch(args: argparse.Namespace) -> int:
         settings = workspace_settings(tree)
         summarizer = choose_summarizer(settings)
         model = settings.default_model
-        window = ModelRegistry(settings.models).get(settings.default_provider, model)
+        window = settings.registry().get(settings.default_provider, model)
         budget = window.context_window - settings.branch_summary.reserve_tokens
         try:
             outcome = asyncio.run(branch_with_summary(tree, args.to, summarizer, budget,

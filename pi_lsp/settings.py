@@ -8,7 +8,14 @@ from typing import Any
 
 import msgspec
 
-from pi_lsp.providers.registry import DEFAULT_MODEL, DEFAULT_SUMMARY_MODEL, ModelInfo
+from pi_lsp.providers.models_file import ModelsFileError, load_models, models_files
+from pi_lsp.providers.registry import (
+    DEFAULT_MODEL,
+    DEFAULT_SUMMARY_MODEL,
+    ModelInfo,
+    ModelRegistry,
+    ProviderConfig,
+)
 from pi_lsp.session.catalog import agent_dir
 from pi_lsp.summarize.compaction import CompactionSettings
 
@@ -31,11 +38,21 @@ class Settings(msgspec.Struct, rename="camel", omit_defaults=True):
     compaction: CompactionSettings = msgspec.field(default_factory=CompactionSettings)
     branch_summary: BranchSummarySettings = msgspec.field(default_factory=BranchSummarySettings)
     summary_model: str | None = f"anthropic/{DEFAULT_SUMMARY_MODEL}"  # None: extractive
+    # From pi's models.json files, not from settings.json.
+    providers: list[ProviderConfig] = msgspec.field(default_factory=list)
 
     def api_key(self, provider: str) -> str | None:
-        if provider == "anthropic" and os.environ.get("ANTHROPIC_API_KEY"):
-            return os.environ["ANTHROPIC_API_KEY"]
+        variable = API_KEY_VARIABLES.get(provider)
+        if variable and os.environ.get(variable):
+            return os.environ[variable]
         return self.api_keys.get(provider)
+
+    def registry(self) -> ModelRegistry:
+        """Built-in models, then models.json's, then the ones settings.json adds."""
+        return ModelRegistry(self.models, self.providers)
+
+
+API_KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
 
 def settings_files(workspace: Path) -> list[Path]:
@@ -54,6 +71,17 @@ def _read(path: Path) -> dict[str, Any]:
     return data
 
 
+def settings_stamp(workspace: Path) -> tuple[int | None, ...]:
+    """When each settings and models file last changed (None: absent), to notice edits."""
+    stamps: list[int | None] = []
+    for path in [*settings_files(workspace), *models_files(workspace)]:
+        try:
+            stamps.append(path.stat().st_mtime_ns)
+        except OSError:
+            stamps.append(None)
+    return tuple(stamps)
+
+
 def load_settings(workspace: Path) -> Settings:
     merged: dict[str, Any] = {}
     for path in settings_files(workspace):
@@ -62,8 +90,16 @@ def load_settings(workspace: Path) -> Settings:
                 merged[key] = {**merged[key], **value}  # nested sections merge key by key
             else:
                 merged[key] = value
+    merged.pop("providers", None)
     try:
-        return msgspec.convert(merged, Settings)
+        settings = msgspec.convert(merged, Settings)
     except msgspec.ValidationError as error:
         raise SettingsError(f"settings ({', '.join(map(str, settings_files(workspace)))}): "
                             f"{error}") from None
+    try:
+        models, providers = load_models(workspace)
+    except ModelsFileError as error:
+        raise SettingsError(str(error)) from None
+    settings.models = [*models, *settings.models]
+    settings.providers = providers
+    return settings

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.fake_anthropic import FakeAnthropic
+from tests.fake_openai import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFORMANCE = Path(os.environ.get("PI_LSP_CONFORMANCE", ROOT / "tests" / "conformance"))
@@ -31,6 +32,15 @@ def example_session() -> Path:
 def fake() -> Iterator[FakeAnthropic]:
     """The local fake Anthropic server, one per test module; each test scripts its replies."""
     server = FakeAnthropic()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def oai() -> Iterator[FakeOpenAI]:
+    """The local fake OpenAI-compatible server (both APIs), one per test module."""
+    server = FakeOpenAI()
     server.start()
     yield server
     server.stop()

@@ -125,6 +125,14 @@ class FakeAnthropic:
         return self.url
 
     def stop(self) -> None:
+        async def finish_connections() -> None:
+            # A reply still streaming to an aborted client is ended here, not destroyed later.
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(finish_connections(), self._loop).result(5)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
 
@@ -156,14 +164,20 @@ class FakeAnthropic:
         finally:
             writer.close()
 
-    async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+    async def _read_request(self, reader: asyncio.StreamReader) -> Request:
+        """One HTTP request, recorded."""
         head = await reader.readuntil(b"\r\n\r\n")
         lines = head.decode().split("\r\n")
         method, path, _ = lines[0].split(" ", 2)
         headers = {k.strip().lower(): v.strip()
                    for k, v in (line.split(":", 1) for line in lines[1:] if ":" in line)}
         body = await reader.readexactly(int(headers.get("content-length", "0")))
-        self.requests.append(Request(method, path, headers, json.loads(body or b"{}")))
+        request = Request(method, path, headers, json.loads(body or b"{}"))
+        self.requests.append(request)
+        return request
+
+    async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        await self._read_request(reader)
         reply = self.replies.pop(0) if self.replies else error_reply(
             500, "api_error", "the fake server has no scripted reply left")
         if reply.status != 200:

@@ -24,6 +24,8 @@ from tests.fake_anthropic import (
     text_reply,
     tool_reply,
 )
+from tests.fake_openai import MODEL as LOCAL_MODEL
+from tests.fake_openai import FakeOpenAI, chat_reply
 
 ROOT = Path(__file__).resolve().parent.parent
 SESSION_NAME = re.compile(
@@ -219,6 +221,26 @@ def test_bad_model_leaves_no_session_behind(
     result = pi_run(workspace, env, "--new", "--model", "nonsense", "hi")
     assert result.returncode == 2
     assert sessions(workspace) == [], "a rejected command line still created a session file"
+
+
+def test_a_models_json_model_runs_and_an_unknown_provider_is_a_usage_error(
+        oai: FakeOpenAI, workspace: Path, env: dict[str, str]) -> None:
+    (workspace / ".pi").mkdir()
+    (workspace / ".pi" / "models.json").write_text(json.dumps({"providers": {"ollama": {
+        "baseUrl": f"{oai.url}/v1", "api": "openai-completions", "apiKey": "ollama",
+        "models": [{"id": LOCAL_MODEL}]}}}))
+    oai.script(chat_reply("local ", "answer"))
+    result = pi_run(workspace, env, "--new", "--model", f"ollama/{LOCAL_MODEL}", "hi")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "local answer\n"
+    [path] = sessions(workspace)
+    reply = entries(path)[-1]["message"]
+    assert (reply["provider"], reply["api"]) == ("ollama", "openai-completions")
+    assert [r["model"] for r in oai.chat_requests()] == [LOCAL_MODEL]
+    unknown = pi_run(workspace, env, "--model", "google/gemini-2.5-pro", "hi")
+    assert unknown.returncode == 2
+    [line] = unknown.stderr.splitlines()
+    assert "'google' is not configured" in line and "models.json" in line
 
 
 def test_missing_api_key_is_one_line_and_writes_nothing(

@@ -30,6 +30,8 @@ from pygls.uris import to_fs_path
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 from tests.fake_anthropic import FakeAnthropic, Reply, text_reply, tool_reply
+from tests.fake_openai import MODEL as LOCAL_MODEL
+from tests.fake_openai import FakeOpenAI, chat_reply
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -67,7 +69,7 @@ COMMANDS = {
 # The server never reads the real ~/.pi: its agent directory is an empty temporary one.
 AGENT_DIR = tempfile.TemporaryDirectory(prefix="pi-lsp-agent-")
 SERVER_ENV = {
-    **{k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")},
+    **{k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))},
     "PI_CODING_AGENT_DIR": AGENT_DIR.name,
     "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
 }
@@ -992,6 +994,44 @@ async def test_list_models(pi: Pi) -> None:
     assert ("anthropic", "claude-sonnet-4-5") in ids
     assert all(m["contextWindow"] > 0 and m["maxTokens"] > 0 for m in listed["models"])
     assert listed["default"].startswith("anthropic/")
+
+
+async def test_models_json_models_are_listed_and_run(pi: Pi, oai: FakeOpenAI) -> None:
+    models_file = pi.main / ".pi" / "models.json"
+    models_file.write_text(json.dumps({"providers": {"ollama": {
+        "baseUrl": f"{oai.url}/v1", "api": "openai-completions", "apiKey": "ollama",
+        "models": [{"id": LOCAL_MODEL, "name": "Qwen Coder", "contextWindow": 32768}]}}}))
+    try:
+        listed = await call(pi.client, "pi.listModels", {})
+        assert [m for m in listed["models"] if m["provider"] == "ollama"] == [{
+            "provider": "ollama", "id": LOCAL_MODEL, "name": "Qwen Coder",
+            "api": "openai-completions", "reasoning": False, "input": ["text"],
+            "contextWindow": 32768, "maxTokens": 16384}]
+        uri = await new_session(pi)
+        await call(pi.client, "pi.setModel",
+                   {"uri": uri, "provider": "ollama", "modelId": LOCAL_MODEL})
+        preview = await call(pi.client, "pi.previewContext", {"uri": uri, "layer": "request"})
+        assert preview["model"] == f"ollama/{LOCAL_MODEL}" and preview["contextWindow"] == 32768
+        assert preview["request"]["messages"][0]["role"] == "system"  # Chat Completions' shape
+        oai.script(chat_reply("Hello from ", "the local model."))
+        since = pi.mark()
+        turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "hello"}))["turnId"]
+        events = await wait_events(pi, turn_id, since)
+        assert "error" not in event_types(events), events
+        streamed = "".join(d["delta"] for e in events if e["type"] == "message_update"
+                           for d in e["deltas"] if d["type"] == "text_delta")
+        assert streamed == "Hello from the local model."
+        [request] = oai.chat_requests()
+        assert request["model"] == LOCAL_MODEL
+        assert request["messages"][1:] == [
+            {"role": "user", "content": [{"type": "text", "text": "hello"}]}]
+        assert {k: v for k, v in request.items() if k != "stream"} == preview["request"] | {
+            "messages": request["messages"]}
+        reply = [e["message"] for e in lines(path_of(uri)) if e["type"] == "message"][-1]
+        assert (reply["provider"], reply["model"], reply["api"]) == (
+            "ollama", LOCAL_MODEL, "openai-completions")
+    finally:
+        models_file.unlink()
 
 
 async def test_a_turn_that_cannot_start_reports_one_error(pi: Pi) -> None:

@@ -18,9 +18,8 @@ from pi_lsp.agent.events import (
 )
 from pi_lsp.agent.harness import Harness, ProviderFactory
 from pi_lsp.files.history import record_files
-from pi_lsp.providers.anthropic import AnthropicProvider, MissingApiKeyError
-from pi_lsp.providers.base import Provider, TextDelta
-from pi_lsp.providers.registry import ModelRegistry
+from pi_lsp.providers.base import MissingApiKeyError, TextDelta
+from pi_lsp.providers.factory import UnknownProviderError, provider_factory
 from pi_lsp.session.catalog import list_sessions, start_session, workspace_session_dir
 from pi_lsp.session.entries import THINKING_LEVELS, AssistantMessage, TextContent
 from pi_lsp.session.tree import SessionTree
@@ -70,14 +69,6 @@ def choose_session(options: RunOptions, workspace: Path, settings: Settings) -> 
     return new_session(workspace, settings)
 
 
-def provider_factory(settings: Settings) -> ProviderFactory:
-    def make(name: str) -> Provider:
-        if name != "anthropic":
-            raise RunError(f"provider {name!r} is not supported (only anthropic)")
-        return AnthropicProvider(settings.api_key("anthropic"))
-    return make
-
-
 class TerminalPrinter:
     """Streams reply text to stdout and tool activity to stderr."""
 
@@ -114,13 +105,14 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings) -
     wanted = parse_model(options.model) if options.model else None
     if options.thinking and options.thinking not in THINKING_LEVELS:
         raise RunError(f"--thinking must be one of {', '.join(THINKING_LEVELS)}")
-    providers = provider_factory(settings)
+    registry = settings.registry()
+    providers: ProviderFactory = provider_factory(registry, settings.api_key)
     # A missing API key or unknown provider fails here, before anything is written.
     providers(wanted[0] if wanted else settings.default_provider)
     tree = choose_session(options, workspace, settings)
     harness = Harness(
         tree, workspace, providers,
-        registry=ModelRegistry(settings.models),
+        registry=registry,
         default_model=(settings.default_provider, settings.default_model),
         allow_outside_root=settings.allow_writes_outside_workspace,
         summarizer=choose_summarizer(settings),
@@ -166,6 +158,6 @@ def main_run(options: RunOptions) -> int:
     try:
         settings = load_settings(workspace)
         return asyncio.run(run_prompt(options, workspace, settings))
-    except (RunError, MissingApiKeyError, SettingsError) as error:
+    except (RunError, MissingApiKeyError, SettingsError, UnknownProviderError) as error:
         print(f"pi-lsp: {error}", file=sys.stderr)
         return EXIT_USAGE

@@ -98,7 +98,7 @@ def _deliver(hooks: LoopHooks, messages: list[UserMessage], produced: list[Agent
 
 async def stream_reply(hooks: LoopHooks) -> AssistantMessage:
     request, provider = hooks.next_request()
-    reply = ReplyBuilder(provider_api(provider), request.model)
+    reply = ReplyBuilder(request.model.api, request.model)
     hooks.emit(MessageStart(message=reply.snapshot()))
 
     async def consume() -> None:
@@ -114,10 +114,6 @@ async def stream_reply(hooks: LoopHooks) -> AssistantMessage:
     message = reply.message()
     hooks.emit(MessageEnd(message=message))
     return message
-
-
-def provider_api(provider: Provider) -> str:
-    return str(getattr(provider, "api", f"{provider.name}-messages"))
 
 
 async def run_tool(hooks: LoopHooks, call: ToolCall) -> ToolResultMessage:

@@ -8,7 +8,10 @@ from typing import Any
 
 import anthropic
 
+from pi_lsp.context.convert import adapt_to_model
+from pi_lsp.providers.base import MissingApiKeyError as MissingApiKeyError
 from pi_lsp.providers.base import ModelRequest, ProviderEvent, ReplyBuilder
+from pi_lsp.providers.registry import ANTHROPIC_API
 from pi_lsp.session.entries import (
     AssistantMessage,
     LlmMessage,
@@ -20,7 +23,7 @@ from pi_lsp.session.entries import (
     UserMessage,
 )
 
-API = "anthropic-messages"
+API = ANTHROPIC_API
 THINKING_BUDGETS = {"minimal": 1024, "low": 4096, "medium": 10240, "high": 20480, "xhigh": 32000}
 DEFAULT_MAX_TOKENS = 16_384
 ANSWER_ROOM = 4096  # output kept free beyond the thinking budget
@@ -28,11 +31,6 @@ CACHE = {"type": "ephemeral"}
 STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop",
                 "max_tokens": "length", "tool_use": "toolUse", "refusal": "stop"}
 _TOOL_ID = re.compile(r"[^a-zA-Z0-9_-]")
-
-
-class MissingApiKeyError(Exception):
-    def __str__(self) -> str:
-        return "no Anthropic API key: set ANTHROPIC_API_KEY or apiKeys.anthropic in settings"
 
 
 def tool_id(raw: str) -> str:
@@ -53,20 +51,21 @@ def _user_blocks(content: str | list[UserBlock]) -> str | list[dict[str, Any]]:
     return blocks
 
 
-def _assistant_blocks(message: AssistantMessage, same_model: bool) -> list[dict[str, Any]]:
+def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
+    """Blocks of a reply already adapted to the model: thinking left here is its own."""
     blocks: list[dict[str, Any]] = []
     for block in message.content:
         if isinstance(block, TextContent):
             if block.text:
                 blocks.append({"type": "text", "text": block.text})
         elif isinstance(block, ThinkingContent):
-            if same_model and block.redacted and block.thinking_signature:
+            if block.redacted and block.thinking_signature:
                 blocks.append({"type": "redacted_thinking", "data": block.thinking_signature})
-            elif same_model and block.thinking_signature:
+            elif block.thinking_signature:
                 blocks.append({"type": "thinking", "thinking": block.thinking,
                                "signature": block.thinking_signature})
             elif block.thinking and not block.redacted:
-                # Another model's reasoning cannot be verified; it travels as plain text.
+                # Unsigned thinking cannot be replayed as thinking; it travels as plain text.
                 blocks.append({"type": "text", "text": block.thinking})
         elif isinstance(block, ToolCall):
             blocks.append({"type": "tool_use", "id": tool_id(block.id), "name": block.name,
@@ -81,15 +80,15 @@ def _tool_result(message: ToolResultMessage) -> dict[str, Any]:
             "is_error": message.is_error}
 
 
-def wire_messages(messages: list[LlmMessage], model_id: str) -> list[dict[str, Any]]:
+def wire_messages(messages: list[LlmMessage], model_id: str, provider: str = "anthropic"
+                  ) -> list[dict[str, Any]]:
     """Model-layer messages as Messages API turns; consecutive tool results share one turn."""
     wire: list[dict[str, Any]] = []
-    for message in messages:
+    for message in adapt_to_model(messages, provider, API, model_id, tool_id):
         if isinstance(message, UserMessage):
             wire.append({"role": "user", "content": _user_blocks(message.content)})
         elif isinstance(message, AssistantMessage):
-            same = message.provider == "anthropic" and message.model == model_id
-            blocks = _assistant_blocks(message, same)
+            blocks = _assistant_blocks(message)
             if blocks:
                 wire.append({"role": "assistant", "content": blocks})
         else:
@@ -122,7 +121,7 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
     params: dict[str, Any] = {
         "model": model.id,
         "system": [{"type": "text", "text": request.system_prompt, "cache_control": CACHE}],
-        "messages": wire_messages(request.messages, model.id),
+        "messages": wire_messages(request.messages, model.id, model.provider),
     }
     if request.tools:
         tools = [{"name": t.name, "description": t.description, "input_schema": t.parameters}
@@ -158,17 +157,22 @@ class AnthropicProvider:
     name = "anthropic"
 
     def __init__(self, api_key: str | None, base_url: str | None = None,
-                 max_retries: int = 2) -> None:
+                 max_retries: int = 2, headers: dict[str, str] | None = None,
+                 name: str = "anthropic") -> None:
         if not api_key:
-            raise MissingApiKeyError()
+            raise MissingApiKeyError(name)
+        self.name = name
         # base_url None leaves the SDK's own ANTHROPIC_BASE_URL handling in place.
         self.client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url,
-                                               max_retries=max_retries)
+                                               max_retries=max_retries,
+                                               default_headers=headers or None)
 
     async def stream(self, request: ModelRequest, reply: ReplyBuilder
                      ) -> AsyncIterator[ProviderEvent]:
         try:
-            stream = await self.client.messages.create(**request_params(request), stream=True)
+            stream = await self.client.messages.create(
+                **request_params(request), stream=True,
+                extra_headers=request.model.headers or None)
             slots: dict[int, int] = {}  # the API's block index -> the reply's block index
             async with stream:
                 async for event in stream:

@@ -23,6 +23,20 @@ from pi_lsp.session.entries import (
 from pi_lsp.session.ids import now_ms
 
 
+class MissingApiKeyError(Exception):
+    """No API key for a provider; says where one can be set."""
+
+    def __str__(self) -> str:
+        provider = self.args[0]
+        if provider == "anthropic":
+            return "no Anthropic API key: set ANTHROPIC_API_KEY or apiKeys.anthropic in settings"
+        if provider == "openai":
+            return "no OpenAI API key: set OPENAI_API_KEY or apiKeys.openai in settings"
+        return (f"no API key for provider {provider!r}: set providers.{provider}.apiKey in "
+                f"models.json (a local server accepts any value) or apiKeys.{provider} in "
+                f"settings")
+
+
 class ToolSpec(msgspec.Struct):
     name: str
     description: str
@@ -138,6 +152,10 @@ class ReplyBuilder:
     def add_tool_json(self, index: int, delta: str) -> ToolCallDelta:
         self._tool_json[index] += delta
         return ToolCallDelta(content_index=index, delta=delta)
+
+    def tool_json(self, index: int) -> str:
+        """The arguments JSON received so far for an open tool call."""
+        return self._tool_json.get(index, "")
 
     def end_block(self, index: int) -> BlockEnd:
         """Parse a tool call's arguments once its JSON is complete."""

@@ -25,9 +25,9 @@ from pi_lsp.context.preview import (
 )
 from pi_lsp.context.tokens import context_size, decode_all, estimate_tokens
 from pi_lsp.files.history import record_files
-from pi_lsp.providers.anthropic import AnthropicProvider, request_params
 from pi_lsp.providers.base import Provider
-from pi_lsp.providers.registry import ModelRegistry
+from pi_lsp.providers.factory import provider_factory
+from pi_lsp.providers.wire import request_params
 from pi_lsp.session.catalog import (
     SessionSummary,
     confine_session,
@@ -41,7 +41,7 @@ from pi_lsp.session.fork import fork_session
 from pi_lsp.session.journal import Problem
 from pi_lsp.session.outline import entry_preview, record_role
 from pi_lsp.session.tree import Refresh, SessionTree, decode_entry
-from pi_lsp.settings import Settings, load_settings
+from pi_lsp.settings import Settings, load_settings, settings_stamp
 from pi_lsp.summarize.compaction import PlanSummary, plan_summary, prepare_compaction
 from pi_lsp.summarize.select import choose_summarizer
 
@@ -138,6 +138,8 @@ class SessionHub:
         self._views: dict[Path, tuple[tuple[int, int, str | None], TreeView]] = {}
         self._nodes: dict[Path, dict[int, tuple[str | None, str, str | None, str]]] = {}
         self._previews: dict[tuple[Path, str | None, str], tuple[object, Preview]] = {}
+        # Per session: its folder and its settings files' times when its harness was made.
+        self._stamps: dict[Path, tuple[Path, tuple[int | None, ...]]] = {}
 
     # -- where sessions are --------------------------------------------------------------
 
@@ -217,11 +219,15 @@ class SessionHub:
     def harness(self, path: Path) -> Harness:
         key = path.resolve()
         harness = self.harnesses.get(key)
+        folder, made = self._stamps.get(key) or (self.folder_of(key), None)
+        stamp = settings_stamp(folder)
+        if harness is not None and not harness.busy and made != stamp:
+            harness = None  # settings or models.json changed: an idle harness is rebuilt
         if harness is None:
             settings = self.settings_for(key)
             harness = Harness(
                 self.tree(key), self.folder_of(key), self.provider_factory(settings),
-                registry=ModelRegistry(settings.models),
+                registry=settings.registry(),
                 default_model=(settings.default_provider, settings.default_model),
                 approve=self.approver_for(key),
                 allow_outside_root=settings.allow_writes_outside_workspace,
@@ -234,16 +240,12 @@ class SessionHub:
             )
             record_files(harness)
             self.harnesses[key] = harness
+            self._stamps[key] = (folder, stamp)
         return harness
 
     def provider_factory(self, settings: Settings) -> Callable[[str], Provider]:
-        base_url = self.config.anthropic_base_url
-
-        def make(name: str) -> Provider:
-            if name != "anthropic":
-                raise ValueError(f"provider {name!r} is not supported (only anthropic)")
-            return AnthropicProvider(settings.api_key("anthropic"), base_url=base_url)
-        return make
+        return provider_factory(settings.registry(), settings.api_key,
+                                self.config.anthropic_base_url)
 
     def reconfigure(self, config: Config) -> None:
         """New settings apply to harnesses made from now on; idle ones are rebuilt."""

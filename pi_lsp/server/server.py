@@ -27,7 +27,6 @@ from pi_lsp.agent.loop import Aborted
 from pi_lsp.files.history import RewindError, count_changes, file_changes, restore_files
 from pi_lsp.files.snapshots import SnapshotError, store_for
 from pi_lsp.providers.anthropic import MissingApiKeyError
-from pi_lsp.providers.registry import ModelRegistry
 from pi_lsp.server.approvals import NotAsked, approve_tool_params, fallback_question
 from pi_lsp.server.editor import (
     EditorFiles,
@@ -620,9 +619,11 @@ async def abort(ls: PiServer, args: SessionArgs) -> dict[str, Any]:
 def list_models(ls: PiServer, _args: NoArgs) -> dict[str, Any]:
     folder = ls.sessions().folders[0] if ls.sessions().folders else Path.cwd()
     settings = workspace_settings(folder, ls.config)
-    models = ModelRegistry(settings.models).all()
-    return {"models": [{"provider": m.provider, "id": m.id, "contextWindow": m.context_window,
-                        "maxTokens": m.max_tokens} for m in models],
+    models = settings.registry().all()
+    return {"models": [{"provider": m.provider, "id": m.id, "name": m.name or m.id,
+                        "api": m.api, "reasoning": m.reasoning, "input": m.input,
+                        "contextWindow": m.context_window, "maxTokens": m.max_tokens}
+                       for m in models],
             "default": f"{settings.default_provider}/{settings.default_model}"}
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from pi_lsp.providers.anthropic import AnthropicProvider
+from pi_lsp.providers.base import MissingApiKeyError
+from pi_lsp.providers.factory import provider_factory
 from pi_lsp.providers.registry import ModelRegistry
 from pi_lsp.settings import Settings
 from pi_lsp.summarize.extractive import ExtractiveSummarizer
@@ -11,10 +12,15 @@ from pi_lsp.summarize.summarizer import ModelSummarizer, Summarizer
 
 def choose_summarizer(settings: Settings, registry: ModelRegistry | None = None,
                       base_url: str | None = None) -> Summarizer:
-    """The configured summary model when its API key is set, else the extractive summarizer."""
+    """The configured summary model when its provider is set up with a key, else the
+    extractive summarizer."""
     provider, _, model_id = (settings.summary_model or "").partition("/")
-    key = settings.api_key(provider)
-    if provider != "anthropic" or not model_id or not key:
+    registry = registry or settings.registry()
+    if not model_id or registry.provider(provider) is None:
         return ExtractiveSummarizer()
-    model = (registry or ModelRegistry(settings.models)).get(provider, model_id)
-    return ModelSummarizer(AnthropicProvider(key, base_url=base_url), model)
+    try:
+        made = provider_factory(registry, settings.api_key, base_url)(provider)
+    except (MissingApiKeyError, ValueError):
+        return ExtractiveSummarizer()
+    model = registry.get(provider, model_id)
+    return ModelSummarizer(made, model)

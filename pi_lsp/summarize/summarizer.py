@@ -64,9 +64,8 @@ def summary_prompt(request: SummaryRequest) -> str:
 class ModelSummarizer:
     extractive = False
 
-    def __init__(self, provider: Provider, model: ModelInfo, api: str = "anthropic-messages"
-                 ) -> None:
-        self.provider, self.model, self.api = provider, model, api
+    def __init__(self, provider: Provider, model: ModelInfo) -> None:
+        self.provider, self.model = provider, model
 
     async def summarize(self, request: SummaryRequest) -> str:
         prompt = UserMessage(content=[TextContent(text=summary_prompt(request))],
@@ -75,7 +74,7 @@ class ModelSummarizer:
             model=self.model, system_prompt=prompts.SYSTEM, messages=[prompt], tools=[],
             thinking_level="off", max_tokens=min(request.max_tokens, self.model.max_tokens),
         )
-        reply = ReplyBuilder(self.api, self.model)
+        reply = ReplyBuilder(self.model.api, self.model)
         async for _ in self.provider.stream(model_request, reply):
             pass
         message = reply.message()

@@ -8,7 +8,7 @@ import { Transcript } from "./chatModel";
 import { renderBlock } from "./chatRender";
 import type { Attachment } from "./codeContext";
 import { APPROVAL_ACTIONS, ThinkingLevel, THINKING_LEVELS, TurnNotification } from "./protocol";
-import { modelChoices, getter } from "./settings";
+import { modelChoices, modelList, getter } from "./settings";
 import { Sessions, sessionKey } from "./sessions";
 import { formatTokens } from "./statusBar";
 
@@ -145,15 +145,16 @@ export class ChatPanel {
   async reload(): Promise<void> {
     clearTimeout(this.reloadTimer);
     try {
-      const [preview, info] = await Promise.all([
+      const [preview, info, models] = await Promise.all([
         this.pi.call("pi.previewContext", { uri: this.uri }),
         this.sessions.info(this.uri).catch(() => undefined),
+        availableModels(this.pi),
       ]);
       this.state = {
         ...this.state,
         title: Sessions.title(info, this.uri),
         model: preview.model,
-        models: modelChoices(getter()),
+        models,
         thinkingLevel: preview.thinkingLevel,
         tokens: `${formatTokens(preview.totalTokens)} / ${formatTokens(preview.contextWindow)} tokens`,
         busy: this.transcript.busy,
@@ -234,7 +235,7 @@ export class ChatPanel {
         case "setModel":
           return await this.setModel(m.model);
         case "pickModel": {
-          const model = await pickModel(this.state.model);
+          const model = await pickModel(this.pi, this.state.model);
           if (model) await this.setModel(model);
           return;
         }
@@ -305,9 +306,15 @@ export class ChatPanel {
   }
 }
 
-/** A model as provider/id: the configured list, the current one, or one typed in. */
-export async function pickModel(current: string | null): Promise<string | undefined> {
-  const models = modelChoices(getter());
+/** `piLsp.models`, then every model the server lists; the settings alone if it cannot answer. */
+export async function availableModels(pi: PiClient): Promise<string[]> {
+  const listed = await pi.call("pi.listModels", {}).catch(() => ({ models: [] }));
+  return modelList(modelChoices(getter()), listed.models);
+}
+
+/** A model as provider/id: the known ones, the current one, or one typed in. */
+export async function pickModel(pi: PiClient, current: string | null): Promise<string | undefined> {
+  const models = await availableModels(pi);
   if (current && !models.includes(current)) models.unshift(current);
   const other = "$(edit) Other…";
   const items: vscode.QuickPickItem[] = [...models.map((m) => ({ label: m, description: m === current ? "current" : undefined })), { label: other }];

@@ -82,7 +82,7 @@ export { PiClient } from "./client";
 export { Transcript } from "./chatModel";
 export { renderBlock, markdown } from "./chatRender";
 export { TreeShape } from "./treeShape";
-export { serverLaunch, serverSettings } from "./settings";
+export { modelList, serverLaunch, serverSettings } from "./settings";
 export { contextUri, parseContextUri } from "./contextProvider";
 export { sessionOfArgument, sessionKey } from "./sessions";
 export { approvalMessage, decisionOf } from "./approval";

@@ -132,6 +132,19 @@ export interface Commands {
   "pi.check": [{ uri: string }, { problems: Problem[] }];
   "pi.fileChanges": [{ uri: string; entryId: string }, FileChangesResult];
   "pi.restoreFiles": [{ uri: string; entryId?: string; undoId?: string }, RestoreResult];
+  "pi.listModels": [Record<string, never>, { models: ModelInfo[]; default: string }];
+}
+
+/** A model the server knows: built in, or from pi's models.json. */
+export interface ModelInfo {
+  provider: string;
+  id: string;
+  name: string;
+  api: string;
+  reasoning: boolean;
+  input: string[];
+  contextWindow: number;
+  maxTokens: number;
 }
 export type CommandName = keyof Commands;
 export type ArgsOf<K extends CommandName> = Commands[K][0];

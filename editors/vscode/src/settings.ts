@@ -64,3 +64,8 @@ export function modelChoices(get: Getter): string[] {
   const models = get("models");
   return Array.isArray(models) ? models.filter((m): m is string => typeof m === "string") : [];
 }
+
+/** The configured models first, then the ones the server lists (built in and from pi's models.json), each once. */
+export function modelList(configured: string[], listed: { provider: string; id: string }[]): string[] {
+  return [...new Set([...configured, ...listed.map((m) => `${m.provider}/${m.id}`)])];
+}

@@ -57,6 +57,7 @@ test("the panel opens on the session's context, with model and thinking pickers"
   assert.equal(reset.state.thinkingLevel, "high");
   assert.ok(reset.state.thinkingLevels.includes("xhigh"));
   assert.ok(reset.state.models.includes("anthropic/claude-sonnet-4-5"));
+  assert.ok(reset.state.models.includes("openai/gpt-4.1"), "the server's own list (pi.listModels) is offered too");
   assert.ok(reset.blocks.length > 5);
   assert.ok(reset.blocks.some((b) => b.html.includes('class="msg user"')));
   assert.ok(panel.panel.posted.length > 0, "queued messages were delivered after ready");

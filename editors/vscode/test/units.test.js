@@ -80,6 +80,13 @@ test("serverSettings sends only the server's keys, and only set ones", () => {
   assert.deepEqual(ext.serverSettings((k) => values[k], "key"), { model: "anthropic/x", toolApproval: "auto", sessionDirs: [], anthropicApiKey: "key" });
 });
 
+test("modelList: the configured models first, then the server's, each once", () => {
+  const listed = [{ provider: "anthropic", id: "claude-sonnet-4-5" }, { provider: "ollama", id: "qwen2.5-coder:7b" }];
+  assert.deepEqual(ext.modelList(["anthropic/claude-sonnet-4-5", "anthropic/claude-opus-4-5"], listed),
+    ["anthropic/claude-sonnet-4-5", "anthropic/claude-opus-4-5", "ollama/qwen2.5-coder:7b"]);
+  assert.deepEqual(ext.modelList([], []), []);
+});
+
 test("serverLaunch: piLsp.command, else pythonPath -m pi_lsp.cli serve, else pi-lsp serve", () => {
   const get = (values) => (k) => values[k];
   assert.deepEqual(ext.serverLaunch(get({ command: ["${workspaceFolder}/bin/pi-lsp", "serve"], pythonPath: "/py" }), "/ws"), { command: "/ws/bin/pi-lsp", args: ["serve"] });

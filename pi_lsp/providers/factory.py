@@ -1,0 +1,55 @@
+"""The provider for a provider name: built in (anthropic, openai) or from pi's models.json."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pi_lsp.providers.anthropic import AnthropicProvider
+from pi_lsp.providers.base import Provider
+from pi_lsp.providers.models_file import resolve_value
+from pi_lsp.providers.registry import (
+    ANTHROPIC_API,
+    CHAT_API,
+    RESPONSES_API,
+    SUPPORTED_APIS,
+    ModelRegistry,
+)
+
+
+class UnknownProviderError(ValueError):
+    """A provider nobody configured, or one whose wire format pi-lsp does not speak."""
+
+
+def provider_factory(registry: ModelRegistry, settings_key: Callable[[str], str | None],
+                     anthropic_base_url: str | None = None, max_retries: int = 2
+                     ) -> Callable[[str], Provider]:
+    """Makes providers by name; the key comes from settings (environment, `apiKeys`) first,
+    then from models.json's `apiKey`."""
+
+    def make(name: str) -> Provider:
+        config = registry.provider(name)
+        if config is None:
+            raise UnknownProviderError(
+                f"provider {name!r} is not configured: add it under \"providers\" in "
+                f"~/.pi/agent/models.json or the project's .pi/models.json (baseUrl, api, "
+                f"apiKey, models)")
+        if config.api not in SUPPORTED_APIS:
+            raise UnknownProviderError(
+                f"provider {name!r} ({config.source}) uses api {config.api!r}; pi-lsp speaks "
+                f"{', '.join(SUPPORTED_APIS)}")
+        where = f"{config.source}: providers.{name}"
+        key = settings_key(name) or (
+            resolve_value(config.api_key, f"{where}.apiKey") if config.api_key else None)
+        headers = {header: resolve_value(value, f"{where}.headers.{header}")
+                   for header, value in config.headers.items()}
+        if config.api == ANTHROPIC_API:
+            base_url = anthropic_base_url if name == "anthropic" and anthropic_base_url \
+                else config.base_url
+            return AnthropicProvider(key, base_url=base_url, max_retries=max_retries,
+                                     headers=headers, name=name)
+        assert config.api in (CHAT_API, RESPONSES_API)
+        # Imported when first needed: the openai SDK adds a third to the server's start-up.
+        from pi_lsp.providers.openai_api import OpenAIProvider
+
+        return OpenAIProvider(name, key, config.base_url, headers, max_retries)
+    return make

@@ -1,0 +1,199 @@
+"""pi's models.json: custom providers and models (Ollama, llama.cpp, vLLM, LM Studio, proxies).
+
+Read from `~/.pi/agent/models.json` (or `$PI_CODING_AGENT_DIR/models.json`) and the project's
+`.pi/models.json`; the project's file wins per provider field and per model id.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from pi_lsp.providers.registry import (
+    BUILT_IN,
+    BUILT_IN_PROVIDERS,
+    DEFAULT_CONTEXT_WINDOW,
+    DEFAULT_MAX_TOKENS,
+    SUPPORTED_APIS,
+    Compat,
+    ModelInfo,
+    Price,
+    ProviderConfig,
+)
+from pi_lsp.session.catalog import agent_dir
+
+
+class ModelsFileError(ValueError):
+    """A models.json that cannot be used; the message names the file and the field."""
+
+
+class CostSpec(msgspec.Struct, rename="camel"):
+    input: float = 0
+    output: float = 0
+    cache_read: float = 0
+    cache_write: float = 0
+
+
+class ModelSpec(msgspec.Struct, rename="camel"):
+    id: str
+    name: str | None = None
+    api: str | None = None
+    reasoning: bool = False
+    input: list[str] = msgspec.field(default_factory=lambda: ["text"])
+    context_window: int = DEFAULT_CONTEXT_WINDOW
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    cost: CostSpec = msgspec.field(default_factory=CostSpec)
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
+    compat: Compat = msgspec.field(default_factory=Compat)
+
+
+class OverrideSpec(msgspec.Struct, rename="camel"):
+    """Changes to a built-in model (`modelOverrides`); unset fields stay as built in."""
+
+    name: str | None = None
+    reasoning: bool | None = None
+    input: list[str] | None = None
+    context_window: int | None = None
+    max_tokens: int | None = None
+    cost: dict[str, float] | None = None
+    headers: dict[str, str] | None = None
+    compat: Compat | None = None
+
+
+class ProviderSpec(msgspec.Struct, rename="camel"):
+    base_url: str | None = None
+    api: str | None = None
+    api_key: str | None = None
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
+    compat: Compat = msgspec.field(default_factory=Compat)
+    models: list[ModelSpec] = msgspec.field(default_factory=list)
+    model_overrides: dict[str, OverrideSpec] = msgspec.field(default_factory=dict)
+
+
+class ModelsFile(msgspec.Struct):
+    providers: dict[str, ProviderSpec] = msgspec.field(default_factory=dict)
+
+
+def models_files(workspace: Path) -> list[Path]:
+    return [agent_dir() / "models.json", workspace / ".pi" / "models.json"]
+
+
+def _read(path: Path) -> dict[str, Any]:
+    """One file's JSON, checked against the schema so errors name this file."""
+    try:
+        data = msgspec.json.decode(path.read_bytes())
+    except FileNotFoundError:
+        return {}
+    except (OSError, msgspec.DecodeError) as error:
+        raise ModelsFileError(f"{path}: cannot read models ({error})") from None
+    if not isinstance(data, dict):
+        raise ModelsFileError(f"{path}: models.json must be a JSON object")
+    providers = data.get("providers", {})
+    if not isinstance(providers, dict):
+        raise ModelsFileError(f"{path}: providers must be an object of providers by name")
+    for name, spec in providers.items():
+        try:
+            msgspec.convert(spec, ProviderSpec)
+        except msgspec.ValidationError as error:
+            # msgspec says "... - at `$.models[0].id`"; name the provider in the path.
+            text, _, where = str(error).partition(" - at `$")
+            raise ModelsFileError(f"{path}: providers.{name}{where.rstrip('`')}: {text}"
+                                  ) from None
+    return data
+
+
+def _check(merged: ModelsFile, sources: dict[str, str]) -> None:
+    """What the schema cannot say; a provider split over both files is checked as one."""
+    built_in = {p.name: p for p in BUILT_IN_PROVIDERS}
+    for name, spec in merged.providers.items():
+        where = f"{sources[name]}: providers.{name}"
+        for index, model in enumerate(spec.models):
+            if not (model.api or spec.api or name in built_in):
+                raise ModelsFileError(f"{where}.api is required for models (one of "
+                                      f"{', '.join(SUPPORTED_APIS)}), at models[{index}]")
+        if spec.models and not spec.base_url and name not in built_in:
+            raise ModelsFileError(f"{where}.baseUrl is required when a provider defines models")
+        for index, model in enumerate(spec.models):
+            if not model.id:
+                raise ModelsFileError(f"{where}.models[{index}].id must not be empty")
+
+
+def _merge(files: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Providers from all files; a later file wins per provider field and per model id."""
+    merged: dict[str, dict[str, Any]] = {}
+    for data in files:
+        for name, spec in (data.get("providers") or {}).items():
+            into = merged.setdefault(name, {})
+            models = {m["id"]: m for m in into.get("models", [])}
+            models.update({m["id"]: m for m in spec.get("models", [])})
+            overrides = {**into.get("modelOverrides", {}), **spec.get("modelOverrides", {})}
+            into.update(spec)
+            into["models"], into["modelOverrides"] = list(models.values()), overrides
+    return merged
+
+
+def load_models(workspace: Path) -> tuple[list[ModelInfo], list[ProviderConfig]]:
+    """The models and providers pi's models.json files describe for `workspace`."""
+    files = models_files(workspace)
+    raw = [_read(path) for path in files]
+    merged = msgspec.convert({"providers": _merge(raw)}, ModelsFile)
+    sources = {name: str(path) for path, data in zip(files, raw, strict=True)
+               for name in data.get("providers") or {}}
+    _check(merged, sources)
+    built_in = {p.name: p for p in BUILT_IN_PROVIDERS}
+    models: list[ModelInfo] = []
+    providers: list[ProviderConfig] = []
+    for name, spec in merged.providers.items():
+        base = built_in.get(name)
+        api = spec.api or (base.api if base else "")
+        providers.append(ProviderConfig(
+            name, api, spec.base_url or (base.base_url if base else None), spec.api_key,
+            spec.headers, sources[name]))
+        models += _overridden(name, spec)
+        models += [_model(name, api, spec, m) for m in spec.models]
+    return models, providers
+
+
+def _model(provider: str, api: str, spec: ProviderSpec, model: ModelSpec) -> ModelInfo:
+    cost = model.cost
+    return ModelInfo(
+        provider, model.id, model.context_window, model.max_tokens,
+        Price(cost.input, cost.output, cost.cache_read, cost.cache_write),
+        reasoning=model.reasoning, api=model.api or api, name=model.name, input=model.input,
+        headers=model.headers, compat=model.compat.over(spec.compat),
+    )
+
+
+def _overridden(provider: str, spec: ProviderSpec) -> list[ModelInfo]:
+    """Built-in models of `provider` with the file's `modelOverrides` and `compat` applied."""
+    changed: list[ModelInfo] = []
+    for model in BUILT_IN:
+        override = spec.model_overrides.get(model.id)
+        if model.provider != provider or (override is None and spec.compat == Compat()):
+            continue
+        changes: dict[str, Any] = {"compat": spec.compat.over(model.compat)}
+        if override is not None:
+            price = msgspec.to_builtins(model.price)
+            price.update(override.cost or {})
+            changes.update({key: value for key, value in {
+                "name": override.name, "reasoning": override.reasoning, "input": override.input,
+                "context_window": override.context_window, "max_tokens": override.max_tokens,
+                "headers": override.headers,
+            }.items() if value is not None})
+            changes["price"] = msgspec.convert(price, Price)
+            if override.compat is not None:
+                changes["compat"] = override.compat.over(changes["compat"])
+        changed.append(msgspec.structs.replace(model, **changes))
+    return changed
+
+
+def resolve_value(value: str, what: str) -> str:
+    """pi's value resolution: an environment variable's value if one has that name, else the
+    literal; `!command` (run a shell command) is not supported."""
+    if value.startswith("!"):
+        raise ModelsFileError(f"{what}: shell commands (\"!…\") are not supported by pi-lsp; "
+                              f"put the value in an environment variable and name it instead")
+    return os.environ.get(value) or value

@@ -1,0 +1,583 @@
+"""OpenAI-compatible models end to end: Harness + run_loop + OpenAIProvider (Chat Completions and
+Responses) against a real-HTTP fake through the official `openai` SDK; pi's models.json; and a
+session that moves between Anthropic and OpenAI-compatible models.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pi_lsp.agent.events import MessageUpdate
+from pi_lsp.agent.harness import Harness
+from pi_lsp.providers import openai_chat, openai_responses
+from pi_lsp.providers.base import MissingApiKeyError, ModelRequest, TextDelta, ThinkingDelta
+from pi_lsp.providers.factory import UnknownProviderError, provider_factory
+from pi_lsp.providers.models_file import load_models
+from pi_lsp.providers.registry import (
+    CHAT_API,
+    RESPONSES_API,
+    ModelInfo,
+    ModelRegistry,
+    Price,
+    ProviderConfig,
+)
+from pi_lsp.server.hub import Config, SessionHub
+from pi_lsp.session.check import check_session
+from pi_lsp.session.entries import (
+    AssistantMessage,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from pi_lsp.session.tree import SessionTree
+from pi_lsp.settings import SettingsError, load_settings
+from tests import fake_anthropic
+from tests.fake_anthropic import FakeAnthropic
+from tests.fake_openai import (
+    MODEL,
+    FakeOpenAI,
+    Reply,
+    chat_reply,
+    chunk,
+    error_reply,
+    message_item,
+    responses_reply,
+)
+
+PRICE = Price(1, 4, 0.5, 0)  # dollars per million tokens
+
+
+def local(api: str, provider: str = "ollama", reasoning: bool = False) -> ModelInfo:
+    return ModelInfo(provider, MODEL, 32_000, 8_192, PRICE, reasoning=reasoning, api=api)
+
+
+class Rig:
+    """A harness on a fresh session whose default model is an OpenAI-compatible one."""
+
+    def __init__(self, root: Path, registry: ModelRegistry, default: tuple[str, str],
+                 max_retries: int, keys: dict[str, str] | None = None) -> None:
+        self.root = root
+        sessions = root / ".pi" / "sessions"
+        sessions.mkdir(parents=True, exist_ok=True)
+        self.path = str(sessions / "session.jsonl")
+        self.tree = SessionTree.create(self.path, str(root))
+        make = provider_factory(registry, (keys or {}).get, max_retries=max_retries)
+        self.harness = Harness(self.tree, root, make, registry=registry, default_model=default)
+        self.events: list[Any] = []
+        self.harness.subscribe(self.events.append)
+
+    def messages(self) -> list[dict[str, Any]]:
+        lines = Path(self.path).read_text().splitlines()[1:]
+        return [e["message"] for e in map(json.loads, lines) if e["type"] == "message"]
+
+    async def close(self) -> None:
+        for provider in self.harness._provider_cache.values():
+            await provider.client.close()  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+async def make_rig(tmp_path: Path, oai: FakeOpenAI) -> AsyncIterator[Callable[..., Rig]]:
+    rigs: list[Rig] = []
+
+    def make(api: str = CHAT_API, reasoning: bool = False, max_retries: int = 0) -> Rig:
+        registry = ModelRegistry([local(api, reasoning=reasoning)], [
+            ProviderConfig("ollama", api, f"{oai.url}/v1", "ollama")])
+        rig = Rig(tmp_path, registry, ("ollama", MODEL), max_retries)
+        rigs.append(rig)
+        return rig
+
+    yield make
+    for rig in rigs:
+        await rig.close()
+
+
+def streamed(rig: Rig, kind: type) -> str:
+    return "".join(e.delta.delta for e in rig.events
+                   if isinstance(e, MessageUpdate) and isinstance(e.delta, kind))
+
+
+# -- Chat Completions ------------------------------------------------------------------------
+
+
+async def test_chat_text_streams_with_usage_cost_and_wire(make_rig, oai) -> None:
+    rig = make_rig()
+    oai.script(chat_reply("Hel", "lo ", "there.", usage=(1200, 300, 200)))
+    await rig.harness.prompt("hi")
+    assert streamed(rig, TextDelta) == "Hello there."
+    [_, reply] = rig.messages()
+    assert reply["content"] == [{"type": "text", "text": "Hello there."}]
+    assert (reply["api"], reply["provider"], reply["model"]) == (CHAT_API, "ollama", MODEL)
+    assert reply["stopReason"] == "stop"
+    usage = reply["usage"]
+    assert (usage["input"], usage["output"], usage["cacheRead"], usage["cacheWrite"]) == (
+        1000, 300, 200, 0)  # prompt_tokens counts the cached ones too
+    assert usage["totalTokens"] == 1500
+    assert usage["cost"]["total"] == pytest.approx((1000 * 1 + 300 * 4 + 200 * 0.5) / 1e6)
+    [wire] = oai.chat_requests()
+    assert oai.requests[-1].headers["authorization"] == "Bearer ollama"
+    assert wire["model"] == MODEL and wire["stream"] is True
+    assert wire["stream_options"] == {"include_usage": True}
+    assert wire["store"] is False and wire["max_completion_tokens"] == 8192
+    assert "reasoning_effort" not in wire
+    system, user = wire["messages"]
+    assert system["role"] == "system" and str(rig.root) in system["content"]
+    assert user == {"role": "user", "content": [{"type": "text", "text": "hi"}]}
+    assert [t["function"]["name"] for t in wire["tools"]] == ["read", "write", "edit", "bash"]
+    assert all(t["type"] == "function" and t["function"]["strict"] is False for t in wire["tools"])
+    assert check_session(SessionTree.open(rig.path)) == []
+
+
+async def test_chat_tool_calls_round_trip(make_rig, oai) -> None:
+    rig = make_rig()
+    (rig.root / "a.txt").write_text("alpha\n")
+    oai.script(chat_reply("Reading.", calls=[("call_r", "read", {"path": "a.txt"}),
+                                             ("call_b", "bash", {"command": "echo hi"})]),
+               chat_reply("Done."))
+    await rig.harness.prompt("look")
+    roles = [m["role"] for m in rig.messages()]
+    assert roles == ["user", "assistant", "toolResult", "toolResult", "assistant"]
+    call = rig.messages()[1]
+    assert call["stopReason"] == "toolUse"
+    assert call["content"] == [
+        {"type": "text", "text": "Reading."},
+        {"type": "toolCall", "id": "call_r", "name": "read", "arguments": {"path": "a.txt"}},
+        {"type": "toolCall", "id": "call_b", "name": "bash", "arguments": {"command": "echo hi"}},
+    ]
+    second = oai.chat_requests()[1]["messages"]
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "tool", "tool"]
+    assert second[2] == {"role": "assistant", "content": [{"type": "text", "text": "Reading."}],
+                         "tool_calls": [
+        {"id": "call_r", "type": "function",
+         "function": {"name": "read", "arguments": '{"path": "a.txt"}'}},
+        {"id": "call_b", "type": "function",
+         "function": {"name": "bash", "arguments": '{"command": "echo hi"}'}}]}
+    assert second[3]["tool_call_id"] == "call_r" and "alpha" in second[3]["content"]
+    assert second[4]["tool_call_id"] == "call_b" and second[4]["content"].strip() == "hi"
+
+
+async def test_chat_reasoning_effort_and_reasoning_content_round_trip(make_rig, oai) -> None:
+    rig = make_rig(reasoning=True)
+    rig.harness.set_thinking_level("xhigh")
+    oai.script(chat_reply("Answer.", reasoning="Think first."), chat_reply("Again."))
+    await rig.harness.prompt("q")
+    assert streamed(rig, ThinkingDelta) == "Think first."
+    reply = rig.messages()[1]
+    assert reply["content"] == [
+        {"type": "thinking", "thinking": "Think first.", "thinkingSignature": "reasoning_content"},
+        {"type": "text", "text": "Answer."}]
+    await rig.harness.prompt("more")
+    one, two = oai.chat_requests()
+    assert one["reasoning_effort"] == "high"  # xhigh is clamped
+    assert one["messages"][0]["role"] == "developer"
+    assert two["messages"][2] == {"role": "assistant", "reasoning_content": "Think first.",
+                                  "content": [{"type": "text", "text": "Answer."}]}
+
+
+async def test_chat_rate_limit_is_retried(make_rig, oai) -> None:
+    rig = make_rig(max_retries=2)
+    oai.script(error_reply(429, "rate_limit_exceeded", "slow down"), chat_reply("ok"))
+    await rig.harness.prompt("hi")
+    assert len(oai.chat_requests()) == 2
+    assert rig.messages()[-1]["content"] == [{"type": "text", "text": "ok"}]
+
+
+async def test_chat_server_error_is_an_error_entry(make_rig, oai) -> None:
+    rig = make_rig(max_retries=0)
+    oai.script(error_reply(500, "server_error", "the GPU caught fire"))
+    produced = await rig.harness.prompt("hi")  # nothing escapes
+    assert len(produced) == 2
+    last = rig.messages()[-1]
+    assert last["stopReason"] == "error" and last["content"] == []
+    assert last["errorMessage"] == "ollama 500 server_error: the GPU caught fire"
+    assert check_session(SessionTree.open(rig.path)) == []
+    assert not rig.harness.busy
+
+
+async def test_chat_error_mid_stream_keeps_the_partial_reply(make_rig, oai) -> None:
+    rig = make_rig(max_retries=2)
+    oai.script(Reply([chunk({"content": "partial "}), chunk({"content": "answer"})],
+                     error={"message": "model crashed", "type": "server_error"}),
+               chat_reply("never asked for"))
+    await rig.harness.prompt("hi")
+    assert len(oai.chat_requests()) == 1
+    last = rig.messages()[-1]
+    assert last["stopReason"] == "error"
+    assert last["content"] == [{"type": "text", "text": "partial answer"}]
+    assert "model crashed" in last["errorMessage"] and "ollama" in last["errorMessage"]
+
+
+async def test_chat_compat_flags_shape_the_request(oai) -> None:
+    from pi_lsp.providers.registry import Compat
+
+    compat = Compat(supports_store=False, supports_developer_role=False,
+                    supports_reasoning_effort=False, supports_usage_in_streaming=False,
+                    supports_strict_mode=False, max_tokens_field="max_tokens",
+                    requires_tool_result_name=True, requires_thinking_as_text=True)
+    model = ModelInfo("lab", "m", 8000, 1000, PRICE, reasoning=True, api=CHAT_API,
+                      compat=compat)
+    other = AssistantMessage(content=[ThinkingContent(thinking="hmm", thinking_signature="x"),
+                                      ToolCall(id="c1", name="bash", arguments={})],
+                             api=CHAT_API, provider="lab", model="m", usage=Usage(),
+                             stop_reason="toolUse", timestamp=2)
+    result = ToolResultMessage(tool_call_id="c1", tool_name="bash",
+                               content=[TextContent(text="out")], is_error=False, timestamp=3)
+    from pi_lsp.providers.base import ToolSpec
+    params = openai_chat.request_params(ModelRequest(
+        model, "sys", [UserMessage(content="q", timestamp=1), other, result],
+        [ToolSpec("bash", "run", {"type": "object"})], "high"))
+    assert "store" not in params and "stream_options" not in params
+    assert "reasoning_effort" not in params and params["max_tokens"] == 1000
+    assert params["messages"][0]["role"] == "system"
+    assert params["messages"][2]["content"] == [{"type": "text", "text": "hmm"}]
+    assert params["messages"][3] == {"role": "tool", "content": "out", "tool_call_id": "c1",
+                                     "name": "bash"}
+    assert "strict" not in params["tools"][0]["function"]
+
+
+# -- Responses -------------------------------------------------------------------------------
+
+
+async def test_responses_reasoning_tool_call_round_trip(make_rig, oai) -> None:
+    rig = make_rig(api=RESPONSES_API, reasoning=True)
+    rig.harness.set_thinking_level("medium")
+    (rig.root / "a.txt").write_text("alpha\n")
+    oai.script(responses_reply("Let me read.", reasoning="Plan: read it.",
+                               calls=[("call_1", "read", {"path": "a.txt"})],
+                               usage=(500, 60, 100)),
+               responses_reply("It says alpha."))
+    await rig.harness.prompt("what is in a.txt")
+    assert streamed(rig, ThinkingDelta).startswith("Plan: read it.")
+    assert streamed(rig, TextDelta) == "Let me read.It says alpha."
+    call = rig.messages()[1]
+    assert call["api"] == RESPONSES_API and call["stopReason"] == "toolUse"
+    thinking, text, tool = call["content"]
+    assert thinking["thinking"] == "Plan: read it."
+    item = json.loads(thinking["thinkingSignature"])
+    assert item["type"] == "reasoning" and item["encrypted_content"] == "enc"
+    assert text == {"type": "text", "text": "Let me read.", "textSignature": "msg_1"}
+    assert tool == {"type": "toolCall", "id": "call_1|fc_2", "name": "read",
+                    "arguments": {"path": "a.txt"}}
+    assert (call["usage"]["input"], call["usage"]["output"], call["usage"]["cacheRead"]) == (
+        400, 60, 100)
+    one, two = oai.responses_requests()
+    assert one["reasoning"] == {"effort": "medium", "summary": "auto"}
+    assert one["include"] == ["reasoning.encrypted_content"]
+    assert one["store"] is False and one["stream"] is True and one["max_output_tokens"] == 8192
+    assert one["input"][0]["role"] == "developer"
+    assert one["input"][1] == {"role": "user", "content": [
+        {"type": "input_text", "text": "what is in a.txt"}]}
+    assert one["tools"][0] == {"type": "function", "name": "read",
+                               "description": one["tools"][0]["description"],
+                               "parameters": one["tools"][0]["parameters"], "strict": False}
+    replayed = two["input"][2:]
+    assert replayed[0] == item  # the reasoning item goes back whole
+    assert replayed[1]["type"] == "message" and replayed[1]["id"] == "msg_1"
+    assert replayed[2] == {"type": "function_call", "call_id": "call_1", "id": "fc_2",
+                           "name": "read", "arguments": '{"path": "a.txt"}'}
+    assert replayed[3]["type"] == "function_call_output"
+    assert replayed[3]["call_id"] == "call_1" and "alpha" in replayed[3]["output"]
+
+
+async def test_responses_errors_become_entries(make_rig, oai) -> None:
+    rig = make_rig(api=RESPONSES_API, max_retries=1)
+    oai.script(error_reply(429, "rate_limit_exceeded", "slow down"),
+               responses_reply("fine"),
+               Reply(message_item(0, "half")[:3], error={"code": "server_error",
+                                                         "message": "stream broke"}))
+    await rig.harness.prompt("one")
+    assert rig.messages()[-1]["content"][0]["text"] == "fine"
+    await rig.harness.prompt("two")
+    last = rig.messages()[-1]
+    assert last["stopReason"] == "error" and "stream broke" in last["errorMessage"]
+    assert last["content"] == [{"type": "text", "text": "half"}]
+    assert len(oai.responses_requests()) == 3
+    rig.harness._provider_cache.clear()
+    oai.script(error_reply(400, "invalid_request_error", "bad input"))
+    await rig.harness.prompt("three")
+    assert rig.messages()[-1]["errorMessage"] == "ollama 400 invalid_request_error: bad input"
+
+
+def test_responses_tool_ids_are_made_acceptable() -> None:
+    assert openai_responses.tool_id("call_1|fc_2") == "call_1|fc_2"
+    assert openai_responses.tool_id("call+/1|item=9") == "call__1|fc_item_9"
+    assert openai_responses.tool_id("toolu_01") == "toolu_01"
+    assert openai_chat.tool_id("call_1|fc_" + "x" * 400, "lab") == "call_1"
+    assert openai_chat.tool_id("a" * 50, "openai") == "a" * 40
+    assert openai_chat.tool_id("a" * 50, "lab") == "a" * 50
+
+
+# -- models.json -----------------------------------------------------------------------------
+
+
+def write(path: Path, data: Any) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data) if not isinstance(data, str) else data)
+    return path
+
+
+@pytest.fixture
+def dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    agent, workspace = tmp_path / "agent", tmp_path / "ws"
+    agent.mkdir()
+    workspace.mkdir()
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    return agent, workspace
+
+
+def test_models_json_global_and_project_merge(dirs, monkeypatch) -> None:
+    agent, workspace = dirs
+    monkeypatch.setenv("LAB_KEY", "secret-from-env")
+    write(agent / "models.json", {"providers": {
+        "ollama": {"baseUrl": "http://localhost:11434/v1", "api": "openai-completions",
+                   "apiKey": "ollama", "models": [{"id": "llama3.1:8b"},
+                                                  {"id": "qwen", "contextWindow": 1000}]},
+        "lab": {"baseUrl": "http://lab/v1", "api": "openai-responses", "apiKey": "LAB_KEY",
+                "headers": {"x-team": "core"},
+                "compat": {"supportsDeveloperRole": False},
+                "models": [{"id": "big", "name": "Big One", "reasoning": True,
+                            "input": ["text", "image"], "contextWindow": 262144,
+                            "maxTokens": 65536, "cost": {"input": 0.6, "output": 3},
+                            "compat": {"maxTokensField": "max_tokens"}}]},
+        "openai": {"modelOverrides": {"gpt-5": {"name": "GPT-5 (team)", "maxTokens": 1000}}},
+    }})
+    write(workspace / ".pi" / "models.json", {"providers": {
+        "ollama": {"baseUrl": "http://gpu-box:11434/v1",
+                   "models": [{"id": "qwen", "contextWindow": 64000, "reasoning": True}]}}})
+    settings = load_settings(workspace)
+    registry = settings.registry()
+    qwen = registry.get("ollama", "qwen")
+    assert (qwen.context_window, qwen.reasoning, qwen.api) == (64000, True, CHAT_API)
+    llama = registry.get("ollama", "llama3.1:8b")
+    assert (llama.context_window, llama.max_tokens, llama.reasoning) == (128000, 16384, False)
+    assert llama.price == Price(0, 0, 0, 0) and llama.input == ["text"]
+    ollama = registry.provider("ollama")
+    assert ollama is not None and ollama.base_url == "http://gpu-box:11434/v1"  # project wins
+    assert ollama.api == CHAT_API and ollama.source == str(workspace / ".pi" / "models.json")
+    big = registry.get("lab", "big")
+    assert (big.name, big.api, big.context_window, big.max_tokens) == (
+        "Big One", RESPONSES_API, 262144, 65536)
+    assert big.price == Price(0.6, 3, 0, 0) and big.input == ["text", "image"]
+    assert big.compat.supports_developer_role is False  # the provider's flags
+    assert big.compat.max_tokens_field == "max_tokens"  # and the model's own
+    gpt5 = registry.get("openai", "gpt-5")
+    assert (gpt5.name, gpt5.max_tokens, gpt5.context_window) == ("GPT-5 (team)", 1000, 400_000)
+    listed = {(m.provider, m.id) for m in registry.all()}
+    assert {("ollama", "qwen"), ("ollama", "llama3.1:8b"), ("lab", "big"),
+            ("anthropic", "claude-sonnet-4-5")} <= listed
+    # keys: an environment variable's value, or the literal
+    made = provider_factory(registry, settings.api_key)
+    lab = made("lab")
+    assert lab.client.api_key == "secret-from-env"  # type: ignore[attr-defined]
+    assert lab.client.default_headers["x-team"] == "core"  # type: ignore[attr-defined]
+    assert made("ollama").client.api_key == "ollama"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("data", "expected"), [
+    ("{not json", "cannot read models"),
+    ([1, 2], "must be a JSON object"),
+    ({"providers": {"ollama": {"baseUrl": "http://x/v1", "api": "openai-completions",
+                               "models": [{"id": "m", "contextWindow": "big"}]}}},
+     "providers.ollama.models[0].contextWindow"),
+    ({"providers": {"ollama": {"api": "openai-completions", "models": [{"id": "m"}]}}},
+     "providers.ollama.baseUrl is required"),
+    ({"providers": {"ollama": {"baseUrl": "http://x/v1", "models": [{"id": "m"}]}}},
+     "providers.ollama.api is required"),
+    ({"providers": {"ollama": {"baseUrl": "http://x/v1", "api": "openai-completions",
+                               "models": [{"name": "no id"}]}}},
+     "providers.ollama.models[0]"),
+])
+def test_a_bad_models_json_is_a_clear_error(dirs, data, expected) -> None:
+    _agent, workspace = dirs
+    path = write(workspace / ".pi" / "models.json", data)
+    with pytest.raises(SettingsError) as info:
+        load_settings(workspace)
+    assert str(path) in str(info.value) and expected in str(info.value), str(info.value)
+
+
+def test_unknown_and_unusable_providers_are_clear_errors(dirs) -> None:
+    agent, workspace = dirs
+    write(agent / "models.json", {"providers": {
+        "google": {"baseUrl": "http://g", "api": "google-generative-ai", "apiKey": "k",
+                   "models": [{"id": "gemini"}]},
+        "vault": {"baseUrl": "http://v/v1", "api": "openai-completions",
+                  "apiKey": "!op read secret", "models": [{"id": "m"}]},
+        "keyless": {"baseUrl": "http://k/v1", "api": "openai-completions",
+                    "models": [{"id": "m"}]},
+    }})
+    settings = load_settings(workspace)
+    made = provider_factory(settings.registry(), settings.api_key)
+    with pytest.raises(UnknownProviderError, match=r"'mistral' is not configured.*models\.json"):
+        made("mistral")
+    with pytest.raises(UnknownProviderError, match="google-generative-ai"):
+        made("google")
+    with pytest.raises(ValueError, match=r"providers\.vault\.apiKey: shell commands"):
+        made("vault")
+    with pytest.raises(MissingApiKeyError, match=r"providers\.keyless\.apiKey"):
+        made("keyless")
+    assert load_models(workspace)[1][0].source == str(agent / "models.json")
+
+
+# -- a session across providers --------------------------------------------------------------
+
+
+async def test_session_moves_from_anthropic_to_openai_compatible_and_back(
+        tmp_path: Path, fake: FakeAnthropic, oai: FakeOpenAI, monkeypatch) -> None:
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "agent"))
+    write(tmp_path / ".pi" / "models.json", {"providers": {
+        "ollama": {"baseUrl": f"{oai.url}/v1", "api": "openai-completions", "apiKey": "ollama",
+                   "models": [{"id": MODEL, "reasoning": True}]},
+        "lab": {"baseUrl": f"{oai.url}/v1", "api": "openai-responses", "apiKey": "LAB",
+                "models": [{"id": "big"}]}}})
+    hub = SessionHub([tmp_path], Config(anthropic_base_url=fake.url, anthropic_api_key="test"))
+    path = hub.new_session(None, tmp_path)
+    harness = hub.harness(path)
+    (tmp_path / "a.txt").write_text("alpha\n")
+
+    # 1. Anthropic thinks, calls a tool, answers.
+    harness.set_thinking_level("low")
+    fake.script(fake_anthropic.tool_reply([("toolu_01", "read", {"path": "a.txt"})],
+                                          thinking=("Claude thinks.", "sig-claude")),
+                fake_anthropic.text_reply("It says alpha."))
+    await harness.prompt("read a.txt")
+    # A reply from some other tool left a call without a result before the next prompt.
+    harness.tree.append_message(AssistantMessage(
+        content=[ToolCall(id="toolu_lost", name="bash", arguments={"command": "ls"})],
+        api="anthropic-messages", provider="anthropic", model="claude-sonnet-4-5",
+        usage=Usage(), stop_reason="toolUse", timestamp=5))
+
+    # 2. The same session on a local model over Chat Completions.
+    harness.set_model("ollama", MODEL)
+    oai.script(chat_reply("Local thinks so too.", reasoning="Local reasoning."))
+    await harness.prompt("agree?")
+    [chat] = oai.chat_requests()
+    assert chat["model"] == MODEL and chat["reasoning_effort"] == "low"
+    assert [m["role"] for m in chat["messages"]] == [
+        "developer", "user", "assistant", "tool", "assistant", "assistant", "tool", "user"]
+    claude_call = chat["messages"][2]
+    assert claude_call["content"] == [{"type": "text", "text": "Claude thinks."}]  # as text
+    assert "reasoning_content" not in claude_call and "sig-claude" not in json.dumps(chat)
+    assert claude_call["tool_calls"][0]["id"] == "toolu_01"
+    assert chat["messages"][3]["tool_call_id"] == "toolu_01"
+    assert chat["messages"][6] == {"role": "tool", "content": "No result provided",
+                                   "tool_call_id": "toolu_lost"}
+
+    # 3. On a Responses model, which makes a call with a pi-style `call|item` id.
+    harness.set_model("lab", "big")
+    oai.script(responses_reply(calls=[("call_9", "bash", {"command": "echo hi"})]),
+               responses_reply("Ran it."))
+    await harness.prompt("run echo")
+    first = oai.responses_requests()[0]["input"]
+    reasoning_as_text = [i for i in first if i.get("type") == "message"
+                         and i["content"][0]["text"] == "Local reasoning."]
+    assert reasoning_as_text, first  # the local model's reasoning arrives as text
+    assert not any(i.get("type") == "reasoning" for i in first)
+    calls = [i for i in first if i.get("type") == "function_call"]
+    assert [c["call_id"] for c in calls] == ["toolu_01", "toolu_lost"]
+    assert all("id" not in c for c in calls)
+    before_last_responses_call = harness.tree.path_ids(harness.tree.leaf_id)[-2]
+
+    # 4. Back on Anthropic: other models' thinking is text, ids are Anthropic-safe, paired.
+    harness.set_model("anthropic", "claude-sonnet-4-5")
+    fake.script(fake_anthropic.text_reply("Back."))
+    await harness.prompt("summarize")
+    claude = fake.message_requests()[-1]
+    blocks = [b for m in claude["messages"] for b in m["content"] if isinstance(b, dict)]
+    assert {"type": "thinking", "thinking": "Claude thinks.", "signature": "sig-claude"} in [
+        {k: v for k, v in b.items() if k != "cache_control"} for b in blocks]  # its own, kept
+    assert {"type": "text", "text": "Local reasoning."} in blocks
+    uses = [b["id"] for b in blocks if b["type"] == "tool_use"]
+    results = [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"]
+    assert uses == ["toolu_01", "toolu_lost", "call_9_fc_0"]
+    assert results == uses
+    assert all(set(i) <= set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+               for i in uses)
+    problems = check_session(SessionTree.open(str(path)))
+    assert [p.message for p in problems] == ["tool call 'toolu_lost' (bash) has no result"]
+
+    # The request preview at a leaf is exactly what that leaf's provider received.
+    for leaf, sent in ((before_last_responses_call, oai.responses_requests()[-1]),
+                       (harness.tree.path_ids(harness.tree.leaf_id)[-2], claude)):
+        preview = hub.preview(path, leaf, "request")
+        assert preview.request == {k: v for k, v in sent.items() if k != "stream"}
+    for provider in harness._provider_cache.values():
+        await provider.client.close()  # type: ignore[attr-defined]
+
+
+def test_an_edited_models_json_reaches_open_sessions(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "agent"))
+    hub = SessionHub([tmp_path], Config())
+    path = hub.new_session(None, tmp_path)
+    before = hub.harness(path)
+    assert hub.harness(path) is before  # nothing changed: the same harness
+    assert before.registry.provider("ollama") is None
+    write(tmp_path / ".pi" / "models.json", {"providers": {"ollama": {
+        "baseUrl": "http://127.0.0.1:9/v1", "api": "openai-completions", "apiKey": "ollama",
+        "models": [{"id": MODEL, "contextWindow": 4096}]}}})
+    after = hub.harness(path)
+    assert after is not before
+    after.set_model("ollama", MODEL)
+    preview = hub.preview(path, None, "request")
+    assert preview.model == f"ollama/{MODEL}" and preview.context_window == 4096
+    assert preview.request is not None and preview.request["messages"][0]["role"] == "system"
+
+
+async def test_abort_mid_stream_saves_the_partial_reply(make_rig, oai) -> None:
+    import asyncio
+
+    rig = make_rig()
+    oai.script(chat_reply(*(f"word{i} " for i in range(60)), delay=0.05))
+    task = asyncio.create_task(rig.harness.prompt("talk"))
+    while "word3" not in streamed(rig, TextDelta):
+        await asyncio.sleep(0.01)
+    rig.harness.abort()
+    await asyncio.wait_for(task, 5)
+    last = rig.messages()[-1]
+    assert last["stopReason"] == "aborted"
+    assert last["content"][0]["text"].startswith("word0 word1 word2 word3")
+    assert "word59" not in last["content"][0]["text"]
+    assert check_session(SessionTree.open(rig.path)) == []
+
+
+def test_images_reach_both_apis_only_for_image_models() -> None:
+    from pi_lsp.session.entries import ImageContent
+
+    image = ImageContent(data="iVBORw0K", mime_type="image/png")
+    prompt = UserMessage(content=[TextContent(text="see"), image], timestamp=1)
+    for api, reader in ((CHAT_API, openai_chat), (RESPONSES_API, openai_responses)):
+        seeing = ModelInfo("lab", "v", 8000, 1000, PRICE, api=api, input=["text", "image"])
+        blind = ModelInfo("lab", "t", 8000, 1000, PRICE, api=api)
+        with_images = json.dumps(reader.request_params(ModelRequest(seeing, "s", [prompt], [],
+                                                                   "off")))
+        without = json.dumps(reader.request_params(ModelRequest(blind, "s", [prompt], [], "off")))
+        assert "data:image/png;base64,iVBORw0K" in with_images
+        assert "iVBORw0K" not in without and "see" in without
+
+
+async def test_a_models_json_summary_model_summarizes(dirs, oai) -> None:
+    from pi_lsp.summarize.select import choose_summarizer
+    from pi_lsp.summarize.summarizer import ModelSummarizer, SummaryRequest
+
+    _agent, workspace = dirs
+    write(workspace / ".pi" / "models.json", {"providers": {"ollama": {
+        "baseUrl": f"{oai.url}/v1", "api": "openai-completions", "apiKey": "ollama",
+        "models": [{"id": MODEL}]}}})
+    write(workspace / ".pi" / "settings.json", {"summaryModel": f"ollama/{MODEL}"})
+    summarizer = choose_summarizer(load_settings(workspace))
+    assert isinstance(summarizer, ModelSummarizer)
+    assert summarizer.model.api == CHAT_API
+    oai.script(chat_reply("## Goal\nShip it."))
+    text = await summarizer.summarize(SummaryRequest(
+        "history", [UserMessage(content="build the thing", timestamp=1)], 2000))
+    assert text == "## Goal\nShip it."
+    [request] = oai.chat_requests()[-1:]
+    assert request["model"] == MODEL and request["max_completion_tokens"] == 2000
+    assert "build the thing" in json.dumps(request["messages"])
+    await summarizer.provider.client.close()  # type: ignore[attr-defined]
