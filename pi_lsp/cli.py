@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import unicodedata
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 
 EXIT_PROBLEMS = 1
 EXIT_USAGE = 2
+TITLE_CHARS = 60
+UNSAFE = ("Cc", "Zl", "Zp")  # control characters, line and paragraph separators
 
 
 class CliError(Exception):
@@ -39,6 +42,20 @@ class CliError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(EXIT_USAGE, f"pi-lsp: {message}\n")
+
+
+class _Version(argparse.Action):
+    """`--version`, looked up only when asked for (the lookup costs every other command)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("pi-lsp")
+        except PackageNotFoundError:
+            found = "(not installed)"
+        print(f"pi-lsp {found}")
+        parser.exit(0)
 
 
 def open_session(path: str) -> SessionTree:
@@ -52,6 +69,12 @@ def open_session(path: str) -> SessionTree:
         raise CliError(f"{path}: not a pi session file ({error})") from None
     except OSError as error:
         raise CliError(f"{path}: cannot read ({error.strerror})") from None
+
+
+def printable(text: str) -> str:
+    """`text` for one terminal line: control characters and line breaks spelled as escapes."""
+    return "".join(repr(char)[1:-1] if unicodedata.category(char) in UNSAFE else char
+                   for char in text)
 
 
 def write_line(value: object) -> None:
@@ -80,7 +103,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
     if args.json:
         write_line(nested_tree(tree))
         return 0
-    title = tree.name or Path(tree.path).name
+    title = printable(tree.name or Path(tree.path).name)
     print(f"{title} — {len(tree.records)} entries, leaf {tree.leaf_id or '(none)'}")
     print("\n".join(outline_lines(tree)))
     return 0
@@ -108,9 +131,11 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     if not sessions:
         print(f"no sessions for {os.path.abspath(workspace)}")
     for session in sessions:
-        title = session.name or session.first_message or "(empty)"
-        print(f"{session.modified}  {session.entry_count:>6} entries  {title[:60]}")
-        print(f"    {session.path}")
+        title = printable(session.name or session.first_message or "(empty)")
+        if len(title) > TITLE_CHARS:
+            title = title[:TITLE_CHARS - 1] + "…"
+        print(f"{session.modified}  {session.entry_count:>6} entries  {title}")
+        print(f"    {printable(session.path)}")
     return 0
 
 
@@ -141,8 +166,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
     from pi_lsp.summarize.compaction import (
         NothingToCompactError,
         compact,
+        plan_or_refusal,
         plan_summary,
-        prepare_compaction,
     )
     from pi_lsp.summarize.summarizer import SummaryError
 
@@ -155,8 +180,12 @@ def cmd_compact(args: argparse.Namespace) -> int:
     if args.keep_recent_tokens is not None:
         compaction = msgspec.structs.replace(compaction, keep_recent_tokens=args.keep_recent_tokens)
     if args.plan:
-        plan = prepare_compaction(tree.path_to(leaf), compaction)
-        write_line(plan_summary(plan) if plan else None)
+        try:
+            write_line(plan_summary(plan_or_refusal(tree.path_to(leaf), compaction)))
+        except NothingToCompactError as error:
+            write_line(None)  # as the server's dry run answers
+            print(f"pi-lsp: compact would refuse: {error}", file=sys.stderr)
+            return EXIT_PROBLEMS
         return 0
     from pi_lsp.summarize.select import choose_summarizer
 
@@ -257,7 +286,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="pi-lsp", description="pi session trees for editors and terminals")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     context = commands.add_parser("context", help="the context the model receives at a leaf")
     context.add_argument("file")
@@ -330,7 +360,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:  # bare `pi-lsp`: say what it can do
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
     run: Callable[[argparse.Namespace], int] = args.run
     try:
         return run(args)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from pi_lsp.session.catalog import start_session
+from pi_lsp.session.entries import UserMessage
 from tests.conftest import EXAMPLE_WORKSPACE, conformance_files
 
 SAMPLE = conformance_files()[0]
@@ -138,3 +142,80 @@ def test_usage_errors_exit_2() -> None:
     result = pi_lsp("context")
     assert result.returncode == 2
     assert result.stderr.startswith("pi-lsp:")
+
+
+def test_sessions_escapes_control_characters(tmp_path: Path) -> None:
+    named = start_session(tmp_path, "anthropic", "claude-sonnet-4-5", "off")
+    named.append_session_info("two\nlines\x1b[31m red")
+    unnamed = start_session(tmp_path, "anthropic", "claude-sonnet-4-5", "off")
+    unnamed.append_message(UserMessage(content="first\r\nprompt\u2028end", timestamp=1))
+    result = pi_lsp("sessions", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 4, result.stdout  # two lines per session, whatever the names hold
+    assert "\x1b" not in result.stdout and "\r" not in result.stdout
+    assert any(line.endswith("two\\nlines\\x1b[31m red") for line in lines), lines
+    assert any(line.endswith("first\\r\\nprompt\\u2028end") for line in lines), lines
+
+
+def test_compact_plan_says_when_compact_would_refuse(tmp_path: Path,
+                                                     example_session: Path) -> None:
+    example_session = Path(shutil.copy(example_session, tmp_path))
+    plan = pi_lsp("compact", str(example_session), "--plan", "--keep-recent-tokens", "100")
+    assert plan.returncode == 0, plan.stderr
+    assert json.loads(plan.stdout)["firstKeptEntryId"]
+    for extra in ([], ["--keep-recent-tokens", "100000"]):
+        refused = pi_lsp("compact", str(example_session), "--plan", *extra)
+        assert refused.returncode == 1, refused.stdout
+        assert json.loads(refused.stdout) is None  # the server's dry run answers null too
+        assert refused.stderr.startswith("pi-lsp: compact would refuse: nothing to compact")
+        # and compact itself refuses for the same reason
+        real = pi_lsp("compact", str(example_session), *extra)
+        assert real.returncode == 2
+        assert real.stderr.removeprefix("pi-lsp: ") == \
+            refused.stderr.removeprefix("pi-lsp: compact would refuse: ")
+
+
+def test_context_total_is_explained(example_session: Path) -> None:
+    result = pi_lsp("context", str(example_session), "--leaf", "29ad348d")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    rows = [line for line in lines if " tok  " in line]
+    total_at = next(i for i, line in enumerate(lines) if " messages, about " in line)
+    total = int(lines[total_at].split("about ")[1].split()[0].replace(",", ""))
+    made = re.fullmatch(r"  = ([\d,]+), the usage the model reported for its reply at (\w+), "
+                        r"\+ ([\d,]+) estimated for the 1 message after it", lines[total_at + 1])
+    assert made, lines[total_at + 1]
+    reported, anchor, after = made.groups()
+    assert int(reported.replace(",", "")) + int(after.replace(",", "")) == total
+    last_row = rows[-1].split()
+    assert int(after.replace(",", "")) == int(last_row[2])  # the one message after the reply
+    assert any(row.split()[0] == anchor and row.split()[1] == "assistant" for row in rows)
+    row_sum = sum(int(row.split()[2]) for row in rows)
+    assert lines[total_at + 2] == (f"  (each row is an estimate, characters / 4: they add up "
+                                   f"to {row_sum:,})")
+
+
+def test_context_total_without_a_reply_is_the_sum_of_the_rows(tmp_path: Path) -> None:
+    tree = start_session(tmp_path, "anthropic", "claude-sonnet-4-5", "off")
+    tree.append_message(UserMessage(content="x" * 400, timestamp=1))
+    result = pi_lsp("context", tree.path)
+    assert result.returncode == 0, result.stderr
+    assert "1 messages, about 100 tokens\nmodel:" in result.stdout
+
+
+def test_version() -> None:
+    from importlib.metadata import version
+
+    result = pi_lsp("--version")
+    assert result.returncode == 0
+    assert result.stdout == f"pi-lsp {version('pi-lsp')}\n"
+
+
+def test_bare_command_lists_the_commands() -> None:
+    result = pi_lsp()
+    assert result.returncode == 2
+    assert result.stdout == ""
+    for command in ("serve", "run", "context", "tree", "check", "sessions", "fork", "compact",
+                    "branch"):
+        assert f"\n    {command} " in result.stderr, result.stderr

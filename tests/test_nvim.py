@@ -8,6 +8,7 @@ skipping them.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -115,6 +116,32 @@ def test_tree_restores_files(workspace: Path, fake: FakeAnthropic, tmp_path: Pat
                 text_reply("wrote v2"))
     run_script("rewind_spec.lua", workspace, fake, tmp_path)
     assert (workspace / "notes.txt").read_text() == "v2\n"
+
+
+def test_setup_health_help_and_files_that_are_not_sessions(workspace: Path, fake: FakeAnthropic,
+                                                           tmp_path: Path) -> None:
+    fake.script()
+    empty = tmp_path / "elsewhere"
+    empty.mkdir()
+    run_script("setup_spec.lua", workspace, fake, tmp_path, PI_LSP_EMPTY=str(empty))
+    assert not (empty / ".pi").exists()  # nothing was started or written there
+    assert fake.message_requests() == []
+
+
+def test_model_thinking_name_check_and_markdown(workspace: Path, fake: FakeAnthropic,
+                                                tmp_path: Path, example_session: Path) -> None:
+    fake.script()
+    lines = example_session.read_bytes().splitlines(keepends=True)
+    damaged = workspace / ".pi" / "sessions" / "damaged.jsonl"  # the server opens no others
+    damaged.write_bytes(b"".join(lines[:2]) + b'{"type":"message",broken\n' + b"".join(lines[2:]))
+    run_script("commands_spec.lua", workspace, fake, tmp_path, PI_LSP_DAMAGED=str(damaged))
+    session = workspace / ".pi" / "sessions" / example_session.name
+    entries = [json.loads(line) for line in session.read_text().splitlines()]
+    assert [e["name"] for e in entries if e["type"] == "session_info"][-3:] == [
+        "Orders, faster", "Orders: N+1 fixed", "Orders done"]
+    assert [e["thinkingLevel"] for e in entries if e["type"] == "thinking_level_change"][-2:] == [
+        "low", "xhigh"]
+    assert fake.message_requests() == []
 
 
 def test_agent_edits_open_buffers_with_code_context_and_diagnostics(

@@ -457,6 +457,7 @@ async def test_writing_the_session_itself_is_refused_without_asking(
     uri = (await call(pi.client, "pi.newSession", {}))["uri"]
     path = path_of(uri)
     before = path.read_bytes()
+    settings = (pi.ws / ".pi" / "settings.json").read_bytes()
     fake.script(tool_reply([("w1", "write", {"path": str(path), "content": "gone\n"}),
                             ("w2", "write", {"path": ".pi/settings.json",
                                              "content": '{"allowWritesOutsideWorkspace": true}'})]),
@@ -468,7 +469,7 @@ async def test_writing_the_session_itself_is_refused_without_asking(
     for call_id in ("w1", "w2"):
         assert "writing it is refused" in result_text(results(events)[call_id])
     assert path.read_bytes().startswith(before)  # history intact, the turn appended after it
-    assert json.loads((pi.ws / ".pi" / "settings.json").read_text()) == {"summaryModel": None}
+    assert (pi.ws / ".pi" / "settings.json").read_bytes() == settings
 
 
 # -- 3. honest approvals ---------------------------------------------------------------------

@@ -323,6 +323,8 @@ async def test_new_session(pi: Pi) -> None:
     assert path.parent == (pi.main / ".pi" / "sessions").resolve()
     kinds = [e["type"] for e in lines(path)]
     assert "model_change" in kinds and "session_info" in kinds
+    settings = json.loads((pi.main / ".pi" / "settings.json").read_text("utf-8"))
+    assert settings["sessionDir"] == ".pi/sessions"  # so `pi -c` finds it
     await wait_note(pi, SESSIONS_CHANGED, since=since)
     listed = (await call(pi.client, "pi.listSessions", {}))["sessions"]
     assert any(path_of(s["uri"]) == path and s["name"] == "scratch" for s in listed)
@@ -668,6 +670,18 @@ async def test_bad_input_is_invalid_params(pi: Pi, command: str,
     assert pi.session.read_bytes() == before
     # and the server keeps answering
     assert await call(pi.client, "pi.check", {"uri": pi.uri}) == {"problems": []}
+
+
+async def test_a_file_that_is_not_a_session_is_named_plainly(pi: Pi) -> None:
+    notes = pi.main / ".pi" / "sessions" / "notes.jsonl"
+    notes.write_text('{"hello": "world"}\n', "utf-8")
+    for command in ("pi.getTree", "pi.previewContext", "pi.prompt"):
+        arguments = {"uri": notes.as_uri(), "text": "hi"} if command == "pi.prompt" \
+            else {"uri": notes.as_uri()}
+        error = await call_error(pi.client, command, arguments)
+        assert error.code == INVALID_PARAMS, (error.code, error.message)
+        assert error.message == f"{notes} is not a pi session file (it has no session header)"
+    assert notes.read_text("utf-8") == '{"hello": "world"}\n'
 
 
 async def test_unknown_command_answers_an_error(pi: Pi) -> None:

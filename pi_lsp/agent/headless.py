@@ -26,7 +26,7 @@ from pi_lsp.session.tree import SessionTree
 from pi_lsp.settings import Settings, SettingsError, load_settings
 from pi_lsp.summarize.select import choose_summarizer
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
 
 
 class RunError(Exception):
@@ -129,24 +129,26 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings) -
     printer = TerminalPrinter(sys.stdout, sys.stderr)
     harness.subscribe(printer)
     loop = asyncio.get_running_loop()
-    interrupted = False
+    stopped_by: signal.Signals | None = None
 
-    def interrupt() -> None:
-        nonlocal interrupted
-        interrupted = True
-        harness.abort()
+    def interrupt(by: signal.Signals) -> None:
+        nonlocal stopped_by
+        stopped_by = by
+        harness.abort()  # the run saves what it has as aborted and kills a running command
 
-    loop.add_signal_handler(signal.SIGINT, interrupt)
+    for stop in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(stop, interrupt, stop)
     try:
         produced = await harness.prompt(options.prompt)
     finally:
-        loop.remove_signal_handler(signal.SIGINT)
+        for stop in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(stop)
     printer.end_line()
     print(f"session: {tree.path}", file=sys.stderr)
     last = next((m for m in reversed(produced) if isinstance(m, AssistantMessage)), None)
-    if interrupted:
+    if stopped_by is not None:
         print("pi-lsp: aborted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return EXIT_TERMINATED if stopped_by == signal.SIGTERM else EXIT_INTERRUPTED
     if last is not None and last.stop_reason == "error":
         print(f"pi-lsp: {last.error_message or 'the model call failed'}", file=sys.stderr)
         return EXIT_FAILED

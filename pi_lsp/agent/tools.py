@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import difflib
 import os
-import signal
-import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,13 +14,14 @@ from typing import Any, Protocol
 import msgspec
 
 from pi_lsp.agent.access import inside, protected_reason, secret_reason
+from pi_lsp.agent.output import OutputTail, ThrottledUpdates
+from pi_lsp.agent.shell import ShellProcess
 from pi_lsp.providers.base import ToolSpec
 from pi_lsp.session.entries import ImageContent, TextContent, UserBlock
 
 READ_LINE_LIMIT = 2000
 READ_BYTE_LIMIT = 50 * 1024
 LONG_LINE = 2000
-BASH_OUTPUT_LIMIT = 50 * 1024
 BASH_TIMEOUT_S = 120
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
                ".gif": "image/gif", ".webp": "image/webp"}
@@ -251,66 +249,39 @@ async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     return text_result(f"Edited {args['path']}", {"diff": diff, "firstChangedLine": first_line})
 
 
-def _tail(data: bytes, limit: int) -> tuple[str, bool]:
-    if len(data) <= limit:
-        return data.decode("utf-8", errors="replace"), False
-    cut = data[-limit:]
-    newline = cut.find(b"\n")
-    if 0 <= newline < len(cut) - 1:
-        cut = cut[newline + 1:]
-    return cut.decode("utf-8", errors="replace"), True
-
-
 async def run_bash(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     command = _str_arg(args, "command")
     timeout = _int_arg(args, "timeout", BASH_TIMEOUT_S) or BASH_TIMEOUT_S
-    process = await asyncio.create_subprocess_shell(
-        command, cwd=ctx.root, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True,  # its own process group, so abort can kill all of it
-    )
-    output = bytearray()
+    shell = await ShellProcess.start(command, ctx.root)
+    process = shell.process
+    output = OutputTail()
+    updates = ThrottledUpdates(lambda: output.tail()[0], ctx.on_update)
 
     async def collect() -> None:
         assert process.stdout is not None
-        while chunk := await process.stdout.read(8192):
-            output.extend(chunk)
-            ctx.on_update(chunk.decode("utf-8", errors="replace"))
+        while chunk := await process.stdout.read(65536):
+            output.write(chunk)
+            updates.changed()
 
     timed_out = False
     try:
         await asyncio.wait_for(asyncio.gather(collect(), process.wait()), timeout)
     except TimeoutError:
         timed_out = True
-        _kill_group(process)
-        await process.wait()
-    except asyncio.CancelledError:
-        _kill_group(process)
-        with contextlib.suppress(Exception):
-            await asyncio.shield(process.wait())
+    except BaseException:
+        output.discard()  # aborted or failed: no result will name the full output
         raise
-    text, truncated = _tail(bytes(output), BASH_OUTPUT_LIMIT)
-    details: dict[str, Any] = {}
-    if truncated:
-        handle, full_path = tempfile.mkstemp(prefix="pi-lsp-bash-", suffix=".log")
-        with os.fdopen(handle, "wb") as full:
-            full.write(output)
-        details = {"truncation": {"totalBytes": len(output), "shownBytes": len(text.encode())},
-                   "fullOutputPath": full_path}
-        text = f"[Output truncated; the last {len(text.encode())} of {len(output)} bytes; " \
-               f"full output: {full_path}]\n{text}"
-    text = text or "(no output)"
+    finally:
+        updates.stop()
+        await shell.close()
+        output.close()
+    text, details = output.result_text()
     if timed_out:
-        return text_result(f"{text}\n\nCommand timed out after {timeout} s", details or None, True)
+        return text_result(f"{text}\n\nCommand timed out after {timeout} s", details, True)
     if process.returncode:
         return text_result(f"{text}\n\nCommand exited with code {process.returncode}",
-                           details or None, True)
-    return text_result(text, details or None)
-
-
-def _kill_group(process: asyncio.subprocess.Process) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
+                           details, True)
+    return text_result(text, details)
 
 
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -331,7 +302,8 @@ EDIT = Tool(ToolSpec("edit", "Replace one exact, unique occurrence of oldText in
                          "newText": {"type": "string"}}, ["path", "oldText", "newText"])),
             edit_file)
 BASH = Tool(ToolSpec("bash", "Run a shell command in the workspace root; stdout and stderr are "
-                     "combined, long output keeps its end.", _schema({
+                     "combined. Output is cut to the last 2000 lines or 50KB (whichever comes "
+                     "first); the full output is then saved to a temp file.", _schema({
                          "command": {"type": "string"},
                          "timeout": {"type": "integer", "description": "Seconds (default 120)"},
                      }, ["command"])), run_bash)

@@ -6,7 +6,13 @@ import msgspec
 
 from pi_lsp.context.build import LeafContext, build_leaf_context
 from pi_lsp.context.convert import convert_with_sources
-from pi_lsp.context.tokens import context_size, decode_all, estimate_tokens
+from pi_lsp.context.tokens import (
+    context_size,
+    decode_all,
+    estimate_tokens,
+    last_reported,
+    usage_tokens,
+)
 from pi_lsp.session.entries import (
     AgentMessage,
     AssistantMessage,
@@ -41,6 +47,9 @@ class ContextPreview(msgspec.Struct, rename="camel"):
     total_tokens: int
     thinking_level: str
     model: str | None
+    reported_at: str | None  # the reply whose reported usage the total starts from
+    reported_tokens: int
+    messages_after: int  # estimated one by one, after that reply
 
 
 def _describe(message: AgentMessage | None) -> str:
@@ -74,14 +83,38 @@ def preview_context(tree: SessionTree, leaf_id: str | None, layer: str) -> Conte
         for (source, _), message in zip(pairs, decoded, strict=True)
     ]
     model = context.model
+    agent_messages = decode_all(context.messages)
+    anchor = last_reported(agent_messages)
+    reply = agent_messages[anchor] if anchor >= 0 else None
     return ContextPreview(
         leaf_id=leaf_id,
         layer=layer,
         messages=messages,
-        total_tokens=context_size(decode_all(context.messages)),
+        total_tokens=context_size(agent_messages),
         thinking_level=context.thinking_level,
         model=f"{model.provider}/{model.model_id}" if model else None,
+        reported_at=built.entry_ids[anchor] if reply is not None else None,
+        reported_tokens=usage_tokens(reply) if isinstance(reply, AssistantMessage) else 0,
+        messages_after=len(agent_messages) - anchor - 1,
     )
+
+
+def total_lines(preview: ContextPreview) -> list[str]:
+    """The total, and how it is made when it is not the sum of the rows."""
+    total = preview.total_tokens
+    lines = [f"{len(preview.messages)} messages, about {total:,} tokens"]
+    if preview.reported_at is not None:
+        line = (f"  = {preview.reported_tokens:,}, the usage the model reported for its reply "
+                f"at {preview.reported_at}")
+        if preview.messages_after:
+            plural = "" if preview.messages_after == 1 else "s"
+            line += (f", + {total - preview.reported_tokens:,} estimated for the "
+                     f"{preview.messages_after} message{plural} after it")
+        lines.append(line)
+    rows = sum(m.tokens for m in preview.messages)
+    if rows != total:
+        lines.append(f"  (each row is an estimate, characters / 4: they add up to {rows:,})")
+    return lines
 
 
 def render_preview(preview: ContextPreview) -> str:
@@ -90,7 +123,7 @@ def render_preview(preview: ContextPreview) -> str:
     for message in preview.messages:
         lines.append(f"  {message.entry_id:<8}  {message.role:<{width}}  "
                      f"{message.tokens:>6} tok  {message.text}")
-    lines.append(f"{len(preview.messages)} messages, about {preview.total_tokens} tokens")
+    lines += total_lines(preview)
     lines.append(f"model: {preview.model or '(none)'}   thinking: {preview.thinking_level}")
     return "\n".join(lines)
 

@@ -82,14 +82,18 @@ def usage_tokens(message: AssistantMessage) -> int:
     return usage.input + usage.output + usage.cache_read + usage.cache_write
 
 
-def context_size(messages: list[AgentMessage | None]) -> int:
-    """The last good reply's reported usage plus estimates of everything after it."""
-    last_good = -1
+def last_reported(messages: list[AgentMessage | None]) -> int:
+    """The index of the last reply whose usage counts (not failed), or -1."""
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
         if isinstance(message, AssistantMessage) and message.stop_reason not in FAILED:
-            last_good = index
-            break
+            return index
+    return -1
+
+
+def context_size(messages: list[AgentMessage | None]) -> int:
+    """The last good reply's reported usage plus estimates of everything after it."""
+    last_good = last_reported(messages)
     total = 0
     if last_good >= 0:
         anchor = messages[last_good]

@@ -6,6 +6,8 @@ Knows nothing of LSP; the server converts requests into these calls and results 
 from __future__ import annotations
 
 import os
+import sys
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
@@ -28,27 +30,40 @@ from pi_lsp.files.history import record_files
 from pi_lsp.providers.base import Provider
 from pi_lsp.providers.factory import provider_factory
 from pi_lsp.providers.wire import request_params
+from pi_lsp.server.cache import LruCache
 from pi_lsp.session.catalog import (
+    SessionIndex,
     SessionSummary,
     confine_session,
-    list_sessions,
     session_dirs,
     start_session,
 )
 from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import encoder, role_of
 from pi_lsp.session.fork import fork_session
-from pi_lsp.session.journal import Problem
+from pi_lsp.session.journal import NotASessionError, Problem
 from pi_lsp.session.outline import entry_preview, record_role
 from pi_lsp.session.tree import Refresh, SessionTree, decode_entry
 from pi_lsp.settings import Settings, load_settings, settings_stamp
-from pi_lsp.summarize.compaction import PlanSummary, plan_summary, prepare_compaction
+from pi_lsp.summarize.compaction import (
+    NothingToCompactError,
+    PlanSummary,
+    plan_or_refusal,
+    plan_summary,
+)
 from pi_lsp.summarize.select import choose_summarizer
 
 Layer = Literal["agent", "llm", "request"]
 ChangeListener = Callable[[Path, SessionTree, Refresh], None]
 ApproverFactory = Callable[[Path], Approver]
 DiagnosticsFactory = Callable[[Path], Diagnostics | None]
+
+# Memory bounds: a preview holds a whole context (tens of MB for a long session), a tree a
+# whole file; only the recently used stay (a tree with a running harness always stays).
+MAX_PREVIEWS = 8
+MAX_PREVIEW_BYTES = 64 << 20
+MAX_VIEWS = 8
+MAX_OPEN_TREES = 8
 
 
 class Config(msgspec.Struct, rename="camel", omit_defaults=True, forbid_unknown_fields=True):
@@ -73,6 +88,11 @@ class UnknownSessionError(Exception):
 
 class ForeignFolderError(Exception):
     """A folder that is not one of the workspace's folders."""
+
+
+class NotASessionFileError(UnknownSessionError):
+    def __str__(self) -> str:
+        return f"{self.args[0]} is not a pi session file ({self.args[1]})"
 
 
 class Node(msgspec.Struct, rename="camel"):
@@ -121,6 +141,11 @@ def workspace_settings(root: Path, config: Config) -> Settings:
     return msgspec.structs.replace(settings, **changes) if changes else settings
 
 
+def preview_weight(preview: Preview) -> int:
+    """Roughly the bytes a cached preview holds (a str may take 4 bytes a character)."""
+    return sys.getsizeof(preview.markdown) + sum(len(m.message) for m in preview.messages)
+
+
 class SessionHub:
     def __init__(self, folders: list[Path], config: Config,
                  approver_for: ApproverFactory = lambda _path: allow_all,
@@ -131,13 +156,16 @@ class SessionHub:
         self.approver_for = approver_for
         self.files = files
         self.diagnostics_for = diagnostics_for
-        self.trees: dict[Path, SessionTree] = {}
+        self.trees: OrderedDict[Path, SessionTree] = OrderedDict()  # least recently used first
         self.harnesses: dict[Path, Harness] = {}
         self.listeners: list[ChangeListener] = []
+        self.index = SessionIndex()
         # Views are pure functions of a tree's state; keep the last one per session.
-        self._views: dict[Path, tuple[tuple[int, int, str | None], TreeView]] = {}
+        self._views: LruCache[Path, tuple[tuple[int, int, str | None], TreeView]] = \
+            LruCache(MAX_VIEWS)
         self._nodes: dict[Path, dict[int, tuple[str | None, str, str | None, str]]] = {}
-        self._previews: dict[tuple[Path, str | None, str], tuple[object, Preview]] = {}
+        self._previews: LruCache[tuple[Path, str | None, str], tuple[object, Preview]] = \
+            LruCache(MAX_PREVIEWS, MAX_PREVIEW_BYTES, lambda item: preview_weight(item[1]))
         # Per session: its folder and its settings files' times when its harness was made.
         self._stamps: dict[Path, tuple[Path, tuple[int | None, ...]]] = {}
 
@@ -173,7 +201,7 @@ class SessionHub:
         return confine_session(path, self.all_directories())
 
     def list_sessions(self) -> list[SessionSummary]:
-        return list_sessions(self.all_directories())
+        return self.index.list(self.all_directories())
 
     # -- open sessions -------------------------------------------------------------------
 
@@ -184,12 +212,37 @@ class SessionHub:
         if tree is None:
             if not key.is_file():
                 raise UnknownSessionError(str(path))
-            tree = SessionTree.open(str(key))
+            try:
+                tree = SessionTree.open(str(key))
+            except NotASessionError as error:
+                raise NotASessionFileError(str(path), str(error)) from None
             tree.listeners.append(lambda t, change: self._changed(key, t, change))
             self.trees[key] = tree
+            self._close_unused_trees()
         else:
+            self.trees.move_to_end(key)
             tree.refresh()
         return tree
+
+    def _close_unused_trees(self) -> None:
+        """Close the least recently used trees beyond the bound, never one that is running."""
+        excess = len(self.trees) - MAX_OPEN_TREES
+        for key in list(self.trees):
+            if excess <= 0:
+                break
+            harness = self.harnesses.get(key)
+            if harness is None or not harness.busy:
+                self._drop(key)
+                excess -= 1
+
+    def _drop(self, key: Path) -> None:
+        """Everything held for one session: its tree, idle harness and cached answers."""
+        self.trees.pop(key, None)
+        self.harnesses.pop(key, None)
+        self._stamps.pop(key, None)
+        self._nodes.pop(key, None)
+        self._views.pop(key)
+        self._previews.drop_where(lambda cached: cached[0] == key)
 
     def _changed(self, path: Path, tree: SessionTree, change: Refresh) -> None:
         if change.reloaded:
@@ -199,19 +252,20 @@ class SessionHub:
 
     def file_changed(self, path: Path) -> None:
         """The watcher saw `path` change: take in what another writer appended."""
+        if not path.exists():
+            self.forget(path)
+            return
         tree = self.trees.get(path.resolve())
         if tree is not None:
-            if path.exists():
-                tree.refresh()
-            else:
-                self.forget(path)
+            tree.refresh()
 
     def forget(self, path: Path) -> None:
+        """The file is gone: stop its run and drop all that was held for it."""
         key = path.resolve()
-        harness = self.harnesses.pop(key, None)
+        harness = self.harnesses.get(key)
         if harness is not None:
             harness.abort()
-        self.trees.pop(key, None)
+        self._drop(key)
 
     def settings_for(self, path: Path) -> Settings:
         return workspace_settings(self.folder_of(path), self.config)
@@ -296,7 +350,7 @@ class SessionHub:
             nodes.append(Node(entry_id, parent, kind, role, preview, tree.label(entry_id),
                               record.env.timestamp, entry_id in on_path))
         view = TreeView(tree.leaf_id, nodes)
-        self._views[key] = (state, view)
+        self._views.put(key, (state, view))
         return view
 
     def preview(self, path: Path, leaf_id: str | None, layer: Layer) -> Preview:
@@ -310,7 +364,7 @@ class SessionHub:
         if cached is not None and cached[0] == state:
             return cached[1]
         preview = self._build_preview(path, tree, leaf, layer)
-        self._previews[key] = (state, preview)
+        self._previews.put(key, (state, preview))
         return preview
 
     def _build_preview(self, path: Path, tree: SessionTree, leaf: str | None, layer: Layer
@@ -357,10 +411,10 @@ class SessionHub:
         """What a compaction would do now, or None when it would refuse (nothing to summarize)."""
         tree = self.tree(path)
         settings = self.settings_for(path)
-        plan = prepare_compaction(tree.path_to(tree.leaf_id), settings.compaction)
-        if plan is None or not (plan.messages_to_summarize or plan.turn_prefix_messages):
+        try:
+            return plan_summary(plan_or_refusal(tree.path_to(tree.leaf_id), settings.compaction))
+        except NothingToCompactError:
             return None
-        return plan_summary(plan)
 
     def fork(self, path: Path, leaf_id: str | None) -> Path:
         tree = self.tree(path)

@@ -48,6 +48,20 @@ class PiProtocol(LanguageServerProtocol):
             self._writes.add(pending)
             pending.add_done_callback(self._writes.discard)
 
+    def _execute_handler(self, msg_id: Any, handler: Any, callback: Any,
+                         args: tuple[Any, ...] | None = None,
+                         kwargs: dict[str, Any] | None = None) -> None:
+        # pygls files the inner step of a generator handler (every executeCommand) under a
+        # fresh uuid and never removes it, so every command's result would be kept forever.
+        super()._execute_handler(msg_id, handler, callback, args, kwargs)
+        future = self._request_futures.get(msg_id)
+        if future is not None:
+            future.add_done_callback(lambda done: self._forget_future(msg_id, done))
+
+    def _forget_future(self, msg_id: Any, future: Any) -> None:
+        if self._request_futures.get(msg_id) is future:
+            del self._request_futures[msg_id]
+
     @lsp_method(types.SHUTDOWN)
     def lsp_shutdown(self, *args: Any) -> Generator[Any, Any, None]:
         # The built-in cancels in-flight requests while iterating the dict their callbacks
@@ -80,6 +94,18 @@ def _fast_body(data: Any) -> bytes | None:
         return None  # something only pygls' own serializer knows (attrs types, surrogates)
 
 
+# Size limits on command arguments (in characters; lists in items), so one request cannot make
+# the server hold or write something absurd. Generous for any real use.
+Uri = Annotated[str, msgspec.Meta(max_length=4096)]
+Id = Annotated[str, msgspec.Meta(max_length=256)]
+Short = Annotated[str, msgspec.Meta(max_length=1024)]  # names, labels, providers, model ids
+Instructions = Annotated[str, msgspec.Meta(max_length=100_000)]
+PromptText = Annotated[str, msgspec.Meta(max_length=1_000_000)]
+ImageData = Annotated[str, msgspec.Meta(max_length=20_000_000)]  # base64
+MAX_IMAGES = 20
+MAX_CONTEXT = 50  # code attachments of one prompt
+
+
 class _Args(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
     pass
 
@@ -89,52 +115,52 @@ class NoArgs(_Args):
 
 
 class NewSessionArgs(_Args):
-    name: str | None = None
-    folder_uri: str | None = None
+    name: Short | None = None
+    folder_uri: Uri | None = None
 
 
 class SessionArgs(_Args):
-    uri: str
+    uri: Uri
 
 
 class PreviewArgs(SessionArgs):
-    leaf_id: str | None = None
+    leaf_id: Id | None = None
     layer: Literal["agent", "llm", "request"] = "agent"
 
 
 class DiffArgs(SessionArgs):
-    from_leaf_id: str
-    to_leaf_id: str
+    from_leaf_id: Id
+    to_leaf_id: Id
 
 
 class BranchArgs(SessionArgs):
-    target_id: str
+    target_id: Id
 
 
 class BranchSummaryArgs(BranchArgs):
-    instructions: str | None = None
+    instructions: Instructions | None = None
 
 
 class CompactArgs(SessionArgs):
-    instructions: str | None = None
+    instructions: Instructions | None = None
     dry_run: bool = False
 
 
 class LabelArgs(BranchArgs):
-    label: str | None
+    label: Short | None
 
 
 class ForkArgs(SessionArgs):
-    leaf_id: str | None = None
+    leaf_id: Id | None = None
 
 
 class NameArgs(SessionArgs):
-    name: str
+    name: Short
 
 
 class ModelArgs(SessionArgs):
-    provider: str
-    model_id: str
+    provider: Short
+    model_id: Short
 
 
 class ThinkingArgs(SessionArgs):
@@ -151,8 +177,8 @@ class RestoreFilesArgs(SessionArgs):
 
 
 class ImageArg(_Args):
-    data: str
-    mime_type: str
+    data: ImageData
+    mime_type: Annotated[str, msgspec.Meta(max_length=100)]
 
 
 Count = Annotated[int, msgspec.Meta(ge=0)]
@@ -171,16 +197,18 @@ class RangeArg(_Args):
 class ContextArg(_Args):
     """Code sent with a prompt: a selection (`text` and `range`) or a whole file."""
 
-    uri: str
-    text: str | None = None
+    uri: Uri
+    text: PromptText | None = None
     range: RangeArg | None = None
-    language_id: str | None = None
+    language_id: Short | None = None
 
 
 class PromptArgs(SessionArgs):
-    text: str
-    images: list[ImageArg] = msgspec.field(default_factory=list)
-    context: list[ContextArg] = msgspec.field(default_factory=list)
+    text: PromptText
+    images: Annotated[list[ImageArg], msgspec.Meta(max_length=MAX_IMAGES)] = \
+        msgspec.field(default_factory=list)
+    context: Annotated[list[ContextArg], msgspec.Meta(max_length=MAX_CONTEXT)] = \
+        msgspec.field(default_factory=list)
     delivery: Literal["prompt", "steer", "followUp"] = "prompt"
 
 

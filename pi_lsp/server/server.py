@@ -8,7 +8,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import msgspec
 from lsprotocol import types
@@ -27,6 +27,7 @@ from pi_lsp.agent.loop import Aborted
 from pi_lsp.files.history import RewindError, count_changes, file_changes, restore_files
 from pi_lsp.files.snapshots import SnapshotError, store_for
 from pi_lsp.providers.anthropic import MissingApiKeyError
+from pi_lsp.server import stdio
 from pi_lsp.server.approvals import NotAsked, approve_tool_params, fallback_question
 from pi_lsp.server.editor import (
     EditorFiles,
@@ -107,6 +108,11 @@ class PiServer(LanguageServer):
         self.known_files: set[Path] = set()
         self.turn_ids: dict[Path, str] = {}  # sessions whose turn task has been started
         self.files = EditorFiles(self)
+
+    def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
+        """Serve stdio with framing faults survived; SIGTERM or a closed stdin ends like
+        `shutdown` (running turns are aborted and saved)."""
+        stdio.start_io(self, self.shutdown_work, stdin, stdout)
 
     # -- plumbing ------------------------------------------------------------------------
 

@@ -3,16 +3,39 @@
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import msgspec
 
-from pi_lsp.session.entries import TextContent, UserMessage, decode_message
+from pi_lsp.session.entries import (
+    CURRENT_VERSION,
+    SessionHeader,
+    SessionInfoEntry,
+    TextContent,
+    UserMessage,
+    decode_message,
+)
 from pi_lsp.session.ids import iso_to_ms
-from pi_lsp.session.journal import NotASessionError
-from pi_lsp.session.tree import SessionTree
+from pi_lsp.session.journal import (
+    BOM,
+    PREFIX_CHECK,
+    LineBatch,
+    NotASessionError,
+    Record,
+    Tail,
+    parse_lines,
+    read_file,
+)
+from pi_lsp.session.migrate import migrate
+from pi_lsp.session.sessiondir import link_session_dir
+from pi_lsp.session.tree import SessionTree, decode_entry
 
 FIRST_MESSAGE_CHARS = 200
+READ_CHUNK = 8 << 20  # a huge file is summarized a few MB at a time, never held whole
 
 
 class SessionSummary(msgspec.Struct, rename="camel"):
@@ -70,59 +93,190 @@ def confine_session(path: Path, directories: list[Path]) -> Path:
     return resolved
 
 
-def session_files(directories: list[Path]) -> list[Path]:
-    """The session files directly in the directories; a symlink leading out is not one."""
-    files: list[Path] = []
+def _session_files(directories: list[Path]) -> list[str]:
+    """The session files directly in the directories, a symlink leading out not being one; as
+    strings, since hundreds of Path objects cost more than the listing itself."""
+    files: list[str] = []
     for directory in directories:
-        if directory.is_dir():
-            real = directory.resolve()
-            files.extend(sorted(p for p in directory.glob("*.jsonl")
-                                if p.is_file() and p.resolve().parent == real))
+        try:
+            real = os.path.realpath(directory)
+            with os.scandir(directory) as entries:
+                files.extend(sorted(
+                    e.path for e in entries if e.name.endswith(".jsonl") and e.is_file() and
+                    (not e.is_symlink() or os.path.dirname(os.path.realpath(e.path)) == real)))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
     return files
 
 
-def first_user_text(tree: SessionTree) -> str | None:
-    for record in tree.records:
-        if record.env.type != "message" or b'"user"' not in bytes(record.env.message):
-            continue
-        message = decode_message(record.env.message)
-        if isinstance(message, UserMessage):
-            content = message.content
-            if isinstance(content, str):
-                text = content
-            else:
-                text = " ".join(b.text for b in content if isinstance(b, TextContent))
-            return text[:FIRST_MESSAGE_CHARS]
-    return None
+def user_text(record: Record) -> str | None:
+    """The text of a user message record, cut for a listing; None for anything else."""
+    if record.env.type != "message" or b'"user"' not in bytes(record.env.message):
+        return None
+    message = decode_message(record.env.message)
+    if not isinstance(message, UserMessage):
+        return None
+    content = message.content
+    if isinstance(content, str):
+        return content[:FIRST_MESSAGE_CHARS]
+    return " ".join(b.text for b in content if isinstance(b, TextContent))[:FIRST_MESSAGE_CHARS]
+
+
+@dataclass
+class SummaryFold:
+    """A session's summary built one batch of records at a time, so appends extend it."""
+
+    header: SessionHeader
+    name: str | None = None
+    entry_count: int = 0
+    first_message: str | None = None
+    latest_ms: int = 0
+    latest: str | None = None
+
+    def add(self, records: list[Record]) -> None:
+        """Count what a tree would load: entries with an id; the last non-blank name wins."""
+        for record in records:
+            if record.env.id is None:
+                continue
+            self.entry_count += 1
+            kind = record.env.type
+            if kind == "session_info":
+                entry = decode_entry(record)
+                if isinstance(entry, SessionInfoEntry) and entry.name and entry.name.strip():
+                    self.name = entry.name.strip()
+            elif kind == "message" and self.first_message is None:
+                self.first_message = user_text(record)
+            stamp_ms = iso_to_ms(record.env.timestamp)
+            if stamp_ms >= self.latest_ms and record.env.timestamp:
+                self.latest_ms, self.latest = stamp_ms, record.env.timestamp
+
+    def summary(self, path: Path) -> SessionSummary:
+        header = self.header
+        modified = header.timestamp
+        if self.latest is not None and self.latest_ms > iso_to_ms(header.timestamp):
+            modified = self.latest
+        return SessionSummary(
+            path=str(path), id=header.id, name=self.name, cwd=header.cwd,
+            created=header.timestamp, modified=modified, entry_count=self.entry_count,
+            first_message=self.first_message, parent_session=header.parent_session,
+        )
+
+
+def read_summary(path: Path) -> tuple[SummaryFold, Tail]:
+    """A session file's summary and where reading stopped, read a chunk at a time so a huge
+    file costs little memory; a version 1 or 2 file is read whole (it must be migrated)."""
+    with open(path, "rb") as handle:
+        inode = os.fstat(handle.fileno()).st_ino
+        batch = LineBatch()
+        fold: SummaryFold | None = None
+        prefix = b""
+        pending = b""
+        offset = lines_read = 0
+        first = True
+        while chunk := handle.read(READ_CHUNK):
+            if len(prefix) < PREFIX_CHECK:
+                prefix += chunk[:PREFIX_CHECK - len(prefix)]
+            if first and chunk.startswith(BOM):
+                chunk, offset = chunk[len(BOM):], len(BOM)
+            first = False
+            *lines, pending = (pending + chunk).split(b"\n")
+            parse_lines(lines, lines_read + 1, batch)
+            lines_read += len(lines)
+            offset += sum(len(line) + 1 for line in lines)
+            if fold is None and batch.header is not None:
+                if (batch.header.version or 1) < CURRENT_VERSION:
+                    return _read_whole(path)
+                fold = SummaryFold(batch.header)
+            if fold is not None:
+                fold.add(batch.records)
+            batch.records, batch.problems = [], []
+    unterminated = False
+    if pending:
+        probe = LineBatch(header=batch.header, header_raw=batch.header_raw)
+        parse_lines([pending], lines_read + 1, probe)
+        if not probe.problems:
+            batch.header, batch.header_raw = probe.header, probe.header_raw
+            if fold is None and batch.header is not None:
+                fold = SummaryFold(batch.header)
+            if fold is not None:
+                fold.add(probe.records)
+            offset += len(pending)
+            lines_read += 1
+            unterminated = True
+    if fold is None or batch.header is None:
+        raise NotASessionError("it has no session header")
+    if (batch.header.version or 1) < CURRENT_VERSION:
+        return _read_whole(path)
+    return fold, Tail(str(path), offset, inode, prefix[:offset], lines_read, unterminated)
+
+
+def _read_whole(path: Path) -> tuple[SummaryFold, Tail]:
+    snapshot = read_file(str(path))
+    migrate(snapshot)
+    fold = SummaryFold(snapshot.header)
+    fold.add(snapshot.records)
+    return fold, Tail.after(str(path), snapshot)
 
 
 def summarize(path: Path) -> SessionSummary:
-    tree = SessionTree.open(str(path))
-    modified_ms = max((iso_to_ms(r.env.timestamp) for r in tree.records), default=0)
-    modified = tree.header.timestamp
-    if modified_ms > iso_to_ms(tree.header.timestamp):
-        modified = next(r.env.timestamp for r in reversed(tree.records)
-                        if iso_to_ms(r.env.timestamp) == modified_ms) or modified
-    return SessionSummary(
-        path=str(path),
-        id=tree.header.id,
-        name=tree.name,
-        cwd=tree.header.cwd,
-        created=tree.header.timestamp,
-        modified=modified,
-        entry_count=len(tree.records),
-        first_message=first_user_text(tree),
-        parent_session=tree.header.parent_session,
-    )
+    return read_summary(path)[0].summary(path)
+
+
+def file_key(path: str | Path) -> tuple[int, int, int]:
+    stat = os.stat(path)
+    return stat.st_size, stat.st_mtime_ns, stat.st_ino
+
+
+@dataclass
+class _Known:
+    key: tuple[int, int, int]
+    fold: SummaryFold
+    tail: Tail
+    summary: SessionSummary
+
+
+class SessionIndex:
+    """Summaries kept across listings: an unchanged file (same size, mtime and inode) is not
+    read again, a grown one only from where the last read stopped, anything else in full."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, _Known] = {}
+        self._lock = threading.Lock()  # listings run in worker threads
+
+    def summary(self, path: str) -> SessionSummary:
+        key = file_key(path)
+        known = self._known.get(path)
+        if known is not None and known.key == key:
+            return known.summary
+        if known is not None and key[2] == known.key[2] and key[0] > known.key[0]:
+            result = known.tail.poll()
+            if not result.reset:
+                batch = LineBatch(header=known.fold.header, header_raw=b"")
+                parse_lines(result.lines, result.first_line, batch)
+                known.fold.add(batch.records)
+                known.key, known.summary = key, known.fold.summary(Path(path))
+                return known.summary
+        fold, tail = read_summary(Path(path))
+        self._known[path] = _Known(key, fold, tail, fold.summary(Path(path)))
+        return self._known[path].summary
+
+    def list(self, directories: list[Path]) -> list[SessionSummary]:
+        with self._lock:
+            files = _session_files(directories)
+            for gone in set(self._known) - set(files):
+                del self._known[gone]
+            return _newest_first(files, self.summary)
 
 
 def start_session(workspace: Path, provider: str, model_id: str, thinking_level: str,
                   path: Path | None = None) -> SessionTree:
     """A new session (under the workspace's `.pi/sessions/` unless `path` is given) that
-    begins as pi begins one: with its model and thinking level."""
+    begins as pi begins one: with its model and thinking level. The pi CLI is pointed at
+    `.pi/sessions/` too, so `pi -c` in the workspace continues it."""
     if path is None:
         directory = workspace_session_dir(str(workspace))
         directory.mkdir(parents=True, exist_ok=True)
+        link_session_dir(workspace)
         tree = SessionTree.create_in(directory, str(workspace))
     else:
         tree = SessionTree.create(str(path), str(workspace))
@@ -133,11 +287,19 @@ def start_session(workspace: Path, provider: str, model_id: str, thinking_level:
 
 def list_sessions(directories: list[Path]) -> list[SessionSummary]:
     """Every readable session in the directories, newest first; other files are skipped."""
+    return _newest_first(_session_files(directories), lambda file: summarize(Path(file)))
+
+
+def _newest_first(files: list[str], summary: Callable[[str], SessionSummary]
+                  ) -> list[SessionSummary]:
     sessions: list[SessionSummary] = []
-    for path in session_files(directories):
+    for path in files:
         try:
-            sessions.append(summarize(path))
+            sessions.append(summary(path))
         except (NotASessionError, OSError):
             continue
-    sessions.sort(key=lambda s: iso_to_ms(s.modified), reverse=True)
+    sessions.sort(key=lambda s: _modified_ms(s.modified), reverse=True)
     return sessions
+
+
+_modified_ms = lru_cache(maxsize=4096)(iso_to_ms)  # listings sort the same stamps again

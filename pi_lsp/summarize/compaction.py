@@ -209,17 +209,23 @@ async def summarize_plan(plan: CompactionPlan, summarizer: Summarizer,
     return summary + format_file_lists(plan.files)
 
 
-async def compact(tree: SessionTree, leaf_id: str | None, summarizer: Summarizer,
-                  settings: CompactionSettings, instructions: str | None = None
-                  ) -> CompactionResult:
-    """Summarize the path up to `leaf_id` and append the compaction there."""
-    plan = prepare_compaction(tree.path_to(leaf_id), settings)
+def plan_or_refusal(path: list[Record], settings: CompactionSettings) -> CompactionPlan:
+    """The plan `compact` would carry out on `path`; NothingToCompactError when it would refuse."""
+    plan = prepare_compaction(path, settings)
     if plan is None:
         raise NothingToCompactError()
     if not plan.messages_to_summarize and not plan.turn_prefix_messages:
         raise NothingToCompactError(
             f"nothing to compact: the whole context fits in keepRecentTokens "
             f"({settings.keep_recent_tokens})")
+    return plan
+
+
+async def compact(tree: SessionTree, leaf_id: str | None, summarizer: Summarizer,
+                  settings: CompactionSettings, instructions: str | None = None
+                  ) -> CompactionResult:
+    """Summarize the path up to `leaf_id` and append the compaction there."""
+    plan = plan_or_refusal(tree.path_to(leaf_id), settings)
     summary = await summarize_plan(plan, summarizer, settings, instructions)
     details = summary_details(plan.files, summarizer)
     if leaf_id != tree.leaf_id:

@@ -58,6 +58,45 @@ local commands = {
     end,
     { nargs = "?", complete = complete_sessions, desc = "pi: compact the current branch" },
   },
+  PiModel = {
+    function(o)
+      pi().model(o.args)
+    end,
+    {
+      nargs = "?",
+      complete = function(lead)
+        pi().ensure_setup()
+        return require("pi_lsp.settings").complete_models(lead)
+      end,
+      desc = "pi: the session's model (picks one without an argument)",
+    },
+  },
+  PiThinking = {
+    function(o)
+      pi().thinking(o.args)
+    end,
+    {
+      nargs = "?",
+      complete = function(lead)
+        return vim.tbl_filter(function(level)
+          return vim.startswith(level, lead)
+        end, require("pi_lsp.settings").THINKING_LEVELS)
+      end,
+      desc = "pi: the session's thinking level",
+    },
+  },
+  PiRename = {
+    function(o)
+      pi().rename(o.args)
+    end,
+    { nargs = "?", desc = "pi: name the session" },
+  },
+  PiCheck = {
+    function(o)
+      pi().check(o.args)
+    end,
+    { nargs = "?", complete = complete_sessions, desc = "pi: check the session file (quickfix list)" },
+  },
   PiSend = {
     function(o)
       pi().ensure_setup()

@@ -23,6 +23,15 @@ H.wait(5000, function()
   return H.contains(chat_buf, "# nvim chat")
 end, "the chat header names the session", chat_buf)
 
+-- `S` with nothing running steers nothing: the draft stays, no prompt is sent
+-- (the fake server's request count is checked by tests/test_nvim.py).
+vim.api.nvim_buf_set_lines(input_buf, 0, -1, false, { "a draft, not a prompt" })
+H.keys("S")
+H.check(vim.tbl_contains(H.messages, "pi-lsp: nothing to steer: pi is not running (<CR> sends the input as a prompt)"), "S when idle says so: " .. table.concat(H.messages, " | "))
+H.check(H.text(input_buf) == "a draft, not a prompt", "the draft is kept", input_buf)
+vim.wait(300)
+H.check(not H.contains(chat_buf, "a draft"), "the draft was not sent", chat_buf)
+
 -- Send a prompt from the input with <CR>; the reply streams into the chat.
 vim.api.nvim_buf_set_lines(input_buf, 0, -1, false, { "Say hello" })
 H.keys("<CR>")
@@ -70,9 +79,16 @@ H.wait(5000, function()
   return H.text(chat_buf):find("## You  `%x+`\n\nCount slowly") ~= nil and not H.contains(chat_buf, "↳ steering")
 end, "the transcript was not re-read after the abort", chat_buf)
 H.dump(":PiChat (after <C-c>)", chat_buf, 12)
+-- The steer never reached pi (the turn was aborted first): its text is back.
+H.wait(3000, function()
+  return H.text(input_buf) == "Faster, please"
+end, "the undelivered steer is back in the input", input_buf)
+H.check(vim.tbl_contains(H.messages, "pi-lsp: the turn ended before your queued message reached pi; it is back in the input"), "and a message says so")
 
--- The tree of the new session (T from the chat) shows the turns.
+-- The tree of the new session (T from the chat) shows the turns (given the
+-- room: a narrow tree shortens previews).
 vim.api.nvim_set_current_win(vim.fn.bufwinid(chat_buf))
+vim.cmd("only")
 H.keys("T")
 local tree_buf
 H.wait(5000, function()

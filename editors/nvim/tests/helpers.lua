@@ -16,11 +16,11 @@ local function env(name)
   return value
 end
 
---- Load the plugin from this checkout and start it on the test workspace.
-function H.setup(extra)
+--- Load the plugin from this checkout; answer vim.ui.* from the H.inputs and
+--- H.selects queues and record notifications in H.messages.
+function H.prepare()
   vim.opt.runtimepath:prepend(H.plugin_dir)
   vim.cmd("runtime plugin/pi_lsp.lua")
-  vim.cmd.cd(env("PI_LSP_WORKSPACE"))
   -- Headless nvim has no UI for vim.ui.*: tests answer through these queues.
   H.inputs, H.selects = {}, {}
   vim.ui.input = function(opts, on_confirm)
@@ -43,7 +43,11 @@ function H.setup(extra)
     end
     return notify(msg, level, o)
   end
-  local opts = vim.tbl_deep_extend("force", {
+end
+
+--- setup() options that run this checkout's server against the fake Anthropic.
+function H.options(extra)
+  return vim.tbl_deep_extend("force", {
     cmd = { env("PI_LSP_PYTHON"), "-m", "pi_lsp.cli", "serve" },
     settings = {
       anthropicBaseUrl = env("PI_LSP_FAKE_URL"),
@@ -51,12 +55,23 @@ function H.setup(extra)
       toolApproval = os.getenv("PI_LSP_APPROVAL") or "auto",
     },
   }, extra or {})
-  require("pi_lsp").setup(opts)
+end
+
+--- Load the plugin and start it on the test workspace.
+function H.setup(extra)
+  H.prepare()
+  vim.cmd.cd(env("PI_LSP_WORKSPACE"))
+  require("pi_lsp").setup(H.options(extra))
   local client = require("pi_lsp").client()
   H.wait(15000, function()
     return client.initialized
   end, "the server did not initialize")
   return client
+end
+
+--- Whether a notification `text` was shown.
+function H.said(text)
+  return vim.tbl_contains(H.messages, "pi-lsp: " .. text)
 end
 
 function H.lines(buf)

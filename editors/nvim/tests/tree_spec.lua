@@ -25,7 +25,39 @@ H.check(vim.api.nvim_win_get_cursor(0)[1] == H.line_of(buf, "← leaf"), "the cu
 local orm_start = H.entry(buf, "e1afef94")
 H.check(vim.fn.foldclosed(orm_start) == orm_start, "the off-path branch is folded")
 H.check(vim.fn.foldclosed(H.entry(buf, "904e4bce")) == -1, "the current path is not folded")
-H.dump(":PiTree", buf)
+
+-- Lines fit the window: the preview is shortened, never the id, label or leaf mark.
+local function fits(width)
+  for lnum, line in ipairs(H.lines(buf)) do
+    if lnum > 2 and vim.fn.strdisplaywidth(line) > width then
+      return false, line
+    end
+  end
+  return true
+end
+local win = vim.fn.bufwinid(buf)
+-- A UI sends WinResized after a resize; headless nvim never redraws, so send it here.
+local function resize(width)
+  vim.api.nvim_win_set_width(win, width)
+  vim.api.nvim_exec_autocmds("WinResized", {})
+end
+local function dead_end_line()
+  return H.lines(buf)[H.entry(buf, "28511eec")]
+end
+resize(79)
+H.wait(3000, function()
+  return fits(79) and dead_end_line():find("assistant: %S.*  %[orm%-dead%-end%]$") ~= nil
+end, "the tree was not laid out again for 79 columns", buf)
+H.check(vim.fn.foldclosed(H.entry(buf, "e1afef94")) == H.entry(buf, "e1afef94"), "folds stay closed")
+H.dump(":PiTree (79 columns)", buf)
+resize(50)
+H.wait(3000, function()
+  return fits(50)
+end, "the tree was not laid out again for 50 columns", buf)
+H.check(H.lines(buf)[H.line_of(buf, "← leaf")]:find("← leaf$"), "the leaf mark ends its line", buf)
+H.check(dead_end_line():find(" 28511eec assistant: .*  %[orm%-dead%-end%]$"), "the label stays whole", buf)
+H.check(H.lines(buf)[H.entry(buf, "c66a750f")]:find("  %[tests%-green%]$"), "every label stays whole", buf)
+H.check(H.lines(buf)[H.entry(buf, "24652ae8")]:find("…$"), "a long preview is cut", buf)
 
 -- Branch to the dead end with `b`: the server's leaf moves, the buffer follows.
 vim.cmd("normal! zR")

@@ -26,6 +26,11 @@ local function title_of(chat)
   return name_of(chat.uri)
 end
 
+local function input_text(chat)
+  local lines = vim.api.nvim_buf_get_lines(chat.input, 0, -1, false)
+  return vim.trim(table.concat(lines, "\n"))
+end
+
 -- -- drawing ------------------------------------------------------------------------------------
 -- The buffer is: a header, the committed transcript, then the live region
 -- (the reply being streamed, notes such as approval prompts, a busy line).
@@ -171,9 +176,33 @@ function on_event.message_update(chat, event)
   render.apply_deltas(chat.live, event.deltas)
 end
 
+--- The text of a user message (a string or text blocks).
+local function user_text(message)
+  if type(message.content) == "string" then
+    return message.content
+  end
+  local parts = {}
+  for _, block in ipairs(message.content or {}) do
+    if block.type == "text" then
+      parts[#parts + 1] = block.text
+    end
+  end
+  return table.concat(parts, "\n")
+end
+
 function on_event.message_end(chat, event)
   if event.message and event.message.role == "assistant" then
     chat.live = nil
+  end
+  if event.message and event.message.role == "user" then
+    -- A queued steer or follow-up reached the model: it is no longer ours to keep.
+    local text = user_text(event.message)
+    for i, item in ipairs(chat.queued) do
+      if item.text == text then
+        table.remove(chat.queued, i)
+        break
+      end
+    end
   end
   if event.message then
     commit(chat, event.message)
@@ -196,14 +225,36 @@ function on_event.compaction_end(chat, event)
   note(chat, event.error and ("_✗ compaction failed: " .. event.error .. "_") or "_✓ context compacted_")
 end
 
+--- Steers and follow-ups the turn ended without (an abort, an error) go back
+--- into the input, before whatever is being written there now.
+local function restore_queued(chat)
+  if #chat.queued == 0 or not vim.api.nvim_buf_is_valid(chat.input) then
+    chat.queued = {}
+    return
+  end
+  local texts = {}
+  for _, item in ipairs(chat.queued) do
+    texts[#texts + 1] = item.text
+  end
+  chat.queued = {}
+  local draft = input_text(chat)
+  if draft ~= "" then
+    texts[#texts + 1] = draft
+  end
+  vim.api.nvim_buf_set_lines(chat.input, 0, -1, false, util.split_lines(table.concat(texts, "\n\n")))
+  util.warn("the turn ended before your queued message reached pi; it is back in the input")
+end
+
 function on_event.error(chat, event)
   chat.busy, chat.live, chat.tool = false, nil, nil
+  restore_queued(chat)
   note(chat, "**⚠ " .. (event.message or "error") .. "**", true)
   resync(chat)
 end
 
 function on_event.agent_end(chat)
   chat.busy, chat.live, chat.tool = false, nil, nil
+  restore_queued(chat)
   chat.notes = vim.tbl_filter(function(item)
     return item.lasting
   end, chat.notes)
@@ -223,11 +274,6 @@ end
 
 -- -- sending ------------------------------------------------------------------------------------
 
-local function input_text(chat)
-  local lines = vim.api.nvim_buf_get_lines(chat.input, 0, -1, false)
-  return vim.trim(table.concat(lines, "\n"))
-end
-
 --- Send the input as a prompt, a steering message or a follow-up.
 function M.send(chat, delivery)
   local text = input_text(chat)
@@ -237,6 +283,10 @@ function M.send(chat, delivery)
   local keys = config.options.chat.keys
   if delivery == "prompt" and chat.busy then
     return util.warn(("pi is busy: %s steers it, %s queues a follow-up, %s aborts"):format(keys.steer, keys.follow_up, keys.abort))
+  end
+  if delivery == "steer" and not chat.busy then
+    -- The server would start a turn with it; a steer is only for a running turn.
+    return util.warn(("nothing to steer: pi is not running (%s sends the input as a prompt)"):format(keys.send))
   end
   local args = { uri = chat.uri, text = text }
   if delivery ~= "prompt" then
@@ -252,6 +302,7 @@ function M.send(chat, delivery)
     vim.api.nvim_buf_set_lines(chat.input, 0, -1, false, {})
     chat.context = {}
     if result.queued then
+      table.insert(chat.queued, { delivery = result.queued, text = text })
       local what = result.queued == "steer" and "steering" or "follow-up queued"
       note(chat, ("_↳ %s: %s_"):format(what, (text:gsub("\n", " "))))
     else
@@ -358,7 +409,7 @@ end
 local function create(uri)
   local key = util.key(uri)
   local root = session.root_of(uri)
-  local chat = { uri = uri, root = root, committed = render.builder(), notes = {}, busy = session.busy(uri) }
+  local chat = { uri = uri, root = root, committed = render.builder(), notes = {}, queued = {}, busy = session.busy(uri) }
   chat.buf = util.scratch("pi://chat/" .. name_of(uri), "markdown")
   chat.input = util.scratch("pi://input/" .. name_of(uri), "markdown")
   vim.bo[chat.input].modifiable = true
@@ -374,6 +425,11 @@ local function create(uri)
       -- editor's turn) change what the current path is.
       if util.same(change.uri, uri) and not chat.busy then
         resync(chat)
+      end
+    end),
+    util.on("listed", function(listed_root)
+      if listed_root == root and not chat.live then
+        redraw(chat, 0) -- the title may have changed
       end
     end),
     function()
@@ -398,6 +454,7 @@ local function show(chat)
   vim.wo[chat_win].linebreak = true
   vim.wo[chat_win].number = false
   vim.wo[chat_win].winbar = STATUSLINE
+  util.markdown_window(chat_win)
   util.use_folds(chat_win, 0)
   local input_win = vim.fn.bufwinid(chat.input)
   if input_win == -1 then
@@ -414,6 +471,7 @@ local function show(chat)
     keys.abort
   )
   vim.wo[input_win].number = false
+  util.markdown_window(input_win)
   vim.api.nvim_set_current_win(input_win)
   return chat_win, input_win
 end

@@ -10,22 +10,25 @@ M.NAME = "pi_lsp"
 local clients = {} -- root -> client id
 local waiting = {} -- client id -> calls made before the server was initialized
 
---- The workspace root for a buffer: a pi view remembers its root; a file
---- buffer looks upward from its path; anything else from the cwd.
-function M.root(buf)
+--- The nearest folder holding one of `root_markers`, looking upward from a
+--- file buffer's path (anything else: from the cwd); nil if there is none.
+function M.marked_root(buf)
   buf = buf or 0
-  local remembered = vim.b[buf].pi_lsp_root
-  if remembered then
-    return remembered
-  end
   local markers = config.options.root_markers
   local name = vim.api.nvim_buf_get_name(buf)
   local start = (name ~= "" and not name:match("^%a+://")) and vim.fs.dirname(name) or vim.fn.getcwd()
   if vim.fs.root then
-    return vim.fs.root(start, markers) or vim.fn.getcwd()
+    return vim.fs.root(start, markers)
   end
   local found = vim.fs.find(markers, { path = start, upward = true })[1]
-  return found and vim.fs.dirname(found) or vim.fn.getcwd()
+  return found and vim.fs.dirname(found)
+end
+
+--- The workspace root for a buffer: a pi view remembers its root; else the
+--- marked root; else (a command asked for explicitly) the cwd.
+function M.root(buf)
+  buf = buf or 0
+  return vim.b[buf].pi_lsp_root or M.marked_root(buf) or vim.fn.getcwd()
 end
 
 -- Server-to-client traffic. Notifications go to the bus; the approval request

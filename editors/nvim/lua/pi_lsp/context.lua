@@ -18,7 +18,7 @@ local function show_scratch(name, lines, uri, filetype)
   util.map(buf, "n", "q", "<cmd>close<cr>", "close")
   local win = util.show(buf, "botright split")
   vim.wo[win].wrap = true
-  vim.wo[win].conceallevel = 0
+  util.markdown_window(win)
   return buf, win
 end
 

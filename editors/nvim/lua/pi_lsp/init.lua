@@ -20,7 +20,9 @@ local function define_highlights()
 end
 
 --- Configure pi-lsp and (unless autostart = false) start the server for the
---- current workspace. Calling it again replaces the options.
+--- current workspace, if one of `root_markers` marks it: a folder without
+--- one gets a server only when a command asks. Calling it again replaces
+--- the options.
 function M.setup(opts)
   if vim.fn.has("nvim-0.10") ~= 1 then
     vim.notify("pi-lsp needs Neovim 0.10 or newer", vim.log.levels.ERROR)
@@ -34,8 +36,10 @@ function M.setup(opts)
     require("pi_lsp.chat").setup_listeners()
   end
   M.configured = true
-  if config.options.autostart then
-    require("pi_lsp.client").get()
+  local client = require("pi_lsp.client")
+  local root = config.options.autostart and client.marked_root(0)
+  if root then
+    client.get(root)
   end
 end
 
@@ -69,6 +73,26 @@ end
 function M.compact(arg)
   M.ensure_setup()
   require("pi_lsp.context").compact_command(arg)
+end
+
+function M.model(arg)
+  M.ensure_setup()
+  require("pi_lsp.settings").model(arg)
+end
+
+function M.thinking(arg)
+  M.ensure_setup()
+  require("pi_lsp.settings").thinking(arg)
+end
+
+function M.rename(arg)
+  M.ensure_setup()
+  require("pi_lsp.settings").rename(arg)
+end
+
+function M.check(arg)
+  M.ensure_setup()
+  require("pi_lsp.settings").check(arg)
 end
 
 --- For 'statusline' / 'winbar': "π claude-opus-4-5 · high · 8.1k/200k · busy"

@@ -30,8 +30,49 @@ function M.use(uri, root)
   end
 end
 
+local HEADER_SCAN_LINES = 20
+
+--- Why the file at `path` is not a pi session file, or nil if it may be one:
+--- its first JSON object line must be a session header (blank and damaged
+--- lines before it are skipped, as the server skips them).
+function M.not_a_session(path)
+  local file = io.open(path, "rb")
+  if not file then
+    return "it cannot be read"
+  end
+  local found
+  for _ = 1, HEADER_SCAN_LINES do
+    local line = file:read("*l")
+    if not line then
+      break
+    end
+    local ok, value = pcall(vim.json.decode, (line:gsub("^\239\187\191", "")))
+    if ok and type(value) == "table" and not vim.islist(value) then
+      found = value
+      break
+    end
+  end
+  file:close()
+  if not found then
+    return "it has no session header"
+  end
+  if found.type ~= "session" then
+    return "its first entry is not a session header"
+  end
+  return nil
+end
+
+--- Report a file that is not a session; true if it was one to report.
+local function refuse_file(path)
+  local why = M.not_a_session(path)
+  if why then
+    util.error(("%s is not a pi session file (%s)"):format(vim.fn.fnamemodify(path, ":~:."), why))
+  end
+  return why ~= nil
+end
+
 --- The session a buffer shows: a pi view knows its session; a `.jsonl` file
---- is taken for a session file (the server refuses it if it is not one).
+--- is taken for a session file (checked by M.resolve, and by the server).
 function M.of_buffer(buf)
   buf = buf or 0
   if vim.b[buf].pi_lsp_uri then
@@ -51,6 +92,7 @@ function M.list(callback, root)
     for _, s in ipairs(M.listed[root]) do
       roots[util.key(s.uri)] = roots[util.key(s.uri)] or root
     end
+    util.emit("listed", root) -- views take their titles from the list
     callback(M.listed[root])
   end, root)
 end
@@ -101,6 +143,9 @@ function M.resolve(arg, callback)
       end
       local path = vim.fn.fnamemodify(vim.fn.expand(arg), ":p")
       if vim.fn.filereadable(path) == 1 then
+        if refuse_file(path) then
+          return
+        end
         return done(vim.uri_from_fname(path))
       end
       util.error(("no session matches %q"):format(arg))
@@ -108,6 +153,9 @@ function M.resolve(arg, callback)
   end
   local buffer_uri = M.of_buffer(0)
   if buffer_uri then
+    if not vim.b.pi_lsp_uri and refuse_file(vim.uri_to_fname(buffer_uri)) then
+      return
+    end
     return done(buffer_uri)
   end
   if M.last_uri then

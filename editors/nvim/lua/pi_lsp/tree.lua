@@ -66,22 +66,48 @@ local function children_index(nodes, by_id, show)
   return index
 end
 
-local function node_line(node, indent, branch_start, leaf)
-  local mark = node.onPath and "*" or " "
-  local kind = node.role or node.type
-  local text = ("%s%s%s %s %s: %s"):format(indent, branch_start and "├─ " or "", mark, node.id, kind, node.preview or "")
-  if node.label and node.label ~= "" then
-    text = text .. "  [" .. node.label .. "]"
+--- `text` cut to `cells` screen cells, with "…" where it was cut.
+local function clip(text, cells)
+  if vim.fn.strdisplaywidth(text) <= cells then
+    return text
   end
-  if node.id == leaf then
-    text = text .. "  ← leaf"
+  local out, used = {}, 0
+  for char in text:gmatch("[%z\1-\127\194-\244][\128-\191]*") do
+    used = used + vim.fn.strdisplaywidth(char)
+    if used > cells - 1 then
+      break
+    end
+    out[#out + 1] = char
   end
-  return text
+  return table.concat(out) .. "…"
 end
 
---- Lines, the entry id of each line, and fold ranges for a pi.getTree result.
+--- One entry's line. Wider than `width` cells, the preview is shortened: the
+--- id, the label and the leaf mark are never cut.
+local function node_line(node, indent, branch_start, leaf, width)
+  local mark = node.onPath and "*" or " "
+  local kind = node.role or node.type
+  local head = ("%s%s%s %s %s: "):format(indent, branch_start and "├─ " or "", mark, node.id, kind)
+  local tail = ""
+  if node.label and node.label ~= "" then
+    tail = tail .. "  [" .. node.label .. "]"
+  end
+  if node.id == leaf then
+    tail = tail .. "  ← leaf"
+  end
+  local preview = node.preview or ""
+  -- Byte length bounds the display width of these lines, so most skip measuring.
+  if width and #head + #preview + #tail > width then
+    local room = width - vim.fn.strdisplaywidth(head) - vim.fn.strdisplaywidth(tail)
+    preview = room > 1 and clip(preview, room) or ""
+  end
+  return head .. preview .. tail
+end
+
+--- Lines, the entry id of each line, and fold ranges for a pi.getTree result,
+--- lines made to fit `width` cells when given.
 --- Iterative (a session can hold 100k entries: no recursion).
-function M.layout(tree, show_leaf_entries)
+function M.layout(tree, show_leaf_entries, width)
   local nodes = tree.nodes or {}
   local by_id = {}
   for _, node in ipairs(nodes) do
@@ -111,7 +137,7 @@ function M.layout(tree, show_leaf_entries)
       close_to(depth, lnum - 1)
       open[#open + 1] = { lnum, depth }
     end
-    lines[lnum] = node_line(node, indent, branch_start, tree.leafId)
+    lines[lnum] = node_line(node, indent, branch_start, tree.leafId, width)
     ids[lnum] = node.id
     local children = index[node.id] or {}
     if #children == 1 then
@@ -216,10 +242,20 @@ local function cursor_entry(buf, view)
   return view.line_ids[vim.api.nvim_win_get_cursor(win)[1] - HEADER_LINES]
 end
 
+--- The text width of the window showing `buf`, or nil if none shows it.
+local function text_width(buf)
+  local win = vim.fn.bufwinid(buf)
+  if win == -1 then
+    return nil
+  end
+  return vim.api.nvim_win_get_width(win) - vim.fn.getwininfo(win)[1].textoff
+end
+
 local function draw(buf, view, tree)
   local cursor_id = cursor_entry(buf, view)
   local closed = view.rendered and closed_folds(buf, view) or nil
-  local lines, ids, folds, by_id = M.layout(tree, config.options.tree.show_leaf_entries)
+  local lines, ids, folds, by_id = M.layout(tree, config.options.tree.show_leaf_entries, text_width(buf))
+  view.tree, view.width = tree, text_width(buf)
   view.nodes, view.by_id, view.leaf, view.line_ids, view.folds = tree.nodes, by_id, tree.leafId, ids, folds
   view.ids_line = {}
   for lnum, id in pairs(ids) do
@@ -454,6 +490,11 @@ local function buffer_for(uri, root)
         view.refresh()
       end
     end),
+    util.on("listed", function(listed_root)
+      if listed_root == root and view.tree then
+        draw(buf, view, view.tree) -- the title may have changed
+      end
+    end),
     function()
       views[buf] = nil
       util.forget_folds(buf)
@@ -461,6 +502,18 @@ local function buffer_for(uri, root)
   })
   return buf
 end
+
+-- A tree window that changes width lays its lines out again (no server call).
+vim.api.nvim_create_autocmd({ "WinResized", "VimResized" }, {
+  group = vim.api.nvim_create_augroup("pi_lsp_tree_width", { clear = true }),
+  callback = function()
+    for buf, view in pairs(views) do
+      if view.tree and vim.api.nvim_buf_is_valid(buf) and text_width(buf) and text_width(buf) ~= view.width then
+        draw(buf, view, view.tree)
+      end
+    end
+  end,
+})
 
 --- Open the tree of `uri` in a split (or its window, if shown).
 function M.open(uri)

@@ -138,7 +138,18 @@ function M.scratch(name, filetype)
   if filetype then
     vim.bo[buf].filetype = filetype
   end
+  if filetype == "markdown" then
+    -- Headings, emphasis and code blocks (with their languages) rendered by
+    -- the treesitter parsers nvim ships; the regex syntax is the fallback.
+    pcall(vim.treesitter.start, buf, "markdown")
+  end
   return buf
+end
+
+--- A window showing Markdown: markup hidden, except on the cursor line.
+function M.markdown_window(win)
+  vim.wo[win].conceallevel = 2
+  vim.wo[win].concealcursor = ""
 end
 
 --- Replace lines of a read-only buffer (it stays read-only for the user).

@@ -1,0 +1,130 @@
+-- :PiModel, :PiThinking, :PiRename and :PiCheck on the example session, and
+-- the chat and the context preview rendered as Markdown (treesitter, conceal).
+-- Environment: PI_LSP_DAMAGED, a session file with a damaged line.
+local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/helpers.lua")
+H.setup()
+
+local workspace = os.getenv("PI_LSP_WORKSPACE")
+local damaged = os.getenv("PI_LSP_DAMAGED")
+local example = vim.tbl_filter(function(path)
+  return path ~= damaged
+end, vim.fn.glob(workspace .. "/.pi/sessions/*.jsonl", false, true))[1]
+local uri = vim.uri_from_fname(example)
+vim.cmd.edit(vim.fn.fnameescape(example))
+
+local function preview()
+  return H.exec("pi.previewContext", { uri = uri })
+end
+
+local function listed_name()
+  for _, s in ipairs(H.exec("pi.listSessions").sessions) do
+    if vim.uri_to_fname(s.uri) == example then
+      return s.name
+    end
+  end
+end
+
+-- :PiModel without an argument picks from the server's models.
+local offered
+table.insert(H.selects, function(items, opts)
+  offered = opts.format_item(items[1])
+  for _, m in ipairs(items) do
+    if m.id:find("haiku", 1, true) then
+      return m
+    end
+  end
+end)
+vim.cmd("PiModel")
+H.wait(5000, function()
+  return (preview().model or ""):find("haiku", 1, true) ~= nil
+end, "the picked model was not set: " .. tostring(preview().model))
+H.check(offered and offered:find("tokens)", 1, true), "models are offered with their window: " .. tostring(offered))
+-- With an argument, and a clear error for a malformed one.
+vim.cmd("PiModel anthropic/claude-opus-4-5")
+H.wait(5000, function()
+  return preview().model == "anthropic/claude-opus-4-5"
+end, "the named model was not set")
+pcall(vim.cmd, "PiModel opus") -- an error message raises inside vim.cmd under `nvim -l`
+H.check(H.said('the model must be PROVIDER/ID (for example anthropic/claude-sonnet-4-5), not "opus"'), "bad model: " .. table.concat(H.messages, " | "))
+H.check(vim.tbl_contains(vim.fn.getcompletion("PiModel anthropic/claude-o", "cmdline"), "anthropic/claude-opus-4-5"), "models complete")
+
+-- :PiThinking with and without a level.
+vim.cmd("PiThinking low")
+H.wait(5000, function()
+  return preview().thinkingLevel == "low"
+end, "the thinking level was not set")
+table.insert(H.selects, function(items)
+  return items[#items]
+end)
+vim.cmd("PiThinking")
+H.wait(5000, function()
+  return preview().thinkingLevel == "xhigh"
+end, "the picked thinking level was not set")
+pcall(vim.cmd, "PiThinking extreme")
+H.check(H.said('no thinking level "extreme" (one of: off, minimal, low, medium, high, xhigh)'), "bad level")
+H.check(vim.deep_equal(vim.fn.getcompletion("PiThinking m", "cmdline"), { "minimal", "medium" }), "levels complete")
+
+-- :PiRename with a name, and asking with the current name filled in.
+vim.cmd("PiRename Orders, faster")
+H.wait(5000, function()
+  return listed_name() == "Orders, faster"
+end, "the session was not renamed")
+local asked
+vim.ui.input = function(opts, on_confirm)
+  asked = opts.default
+  on_confirm("Orders: N+1 fixed")
+end
+H.wait(3000, function()
+  return require("pi_lsp.session").listed[workspace] ~= nil
+end, "the session list was not read again")
+vim.cmd("PiRename")
+H.wait(5000, function()
+  return listed_name() == "Orders: N+1 fixed"
+end, "the session was not renamed through the prompt")
+H.check(asked == "Orders, faster", "the prompt starts from the current name: " .. tostring(asked))
+
+-- :PiCheck: a clean session, then a damaged one into the quickfix list.
+vim.cmd("PiCheck")
+H.wait(5000, function()
+  return H.said(vim.fn.fnamemodify(example, ":t") .. ": no problems")
+end, "the clean check was not reported")
+vim.cmd("PiCheck " .. vim.fn.fnameescape(damaged))
+H.wait(5000, function()
+  return #vim.fn.getqflist() > 0
+end, "the problems did not reach the quickfix list")
+local qf = vim.fn.getqflist({ title = 1, items = 1 })
+H.check(qf.title == "pi check: " .. vim.fn.fnamemodify(damaged, ":t"), "quickfix title: " .. qf.title)
+local item = qf.items[1]
+H.check(vim.api.nvim_buf_get_name(item.bufnr) == damaged and item.lnum == 3, "the problem points at line 3: " .. vim.inspect(item))
+H.check(item.text:find("^malformed"), "the problem's kind leads: " .. item.text)
+H.check(vim.bo[vim.api.nvim_get_current_buf()].buftype == "quickfix", "the quickfix window opened")
+vim.cmd("cclose")
+
+-- The chat and the context preview are Markdown with treesitter highlighting.
+vim.cmd.edit(vim.fn.fnameescape(example))
+vim.cmd("PiChat")
+local chat
+H.wait(5000, function()
+  chat = H.find_buf("pi://chat/")
+  return chat and H.contains(chat, "## You")
+end, "the chat did not open", chat)
+H.check(vim.treesitter.highlighter.active[chat] ~= nil, "the chat is highlighted by treesitter")
+H.check(vim.wo[vim.fn.bufwinid(chat)].conceallevel == 2, "the chat conceals Markdown markup")
+H.check(H.lines(chat)[1] == "# Orders: N+1 fixed", "the chat's title is the name", chat)
+-- A rename shows in the open chat's title.
+vim.cmd("PiRename Orders done")
+H.wait(5000, function()
+  return H.lines(chat)[1] == "# Orders done"
+end, "the chat's title did not follow the rename", chat)
+vim.cmd("PiContext")
+local context
+H.wait(5000, function()
+  context = H.find_buf("pi://context/")
+  return context and H.contains(context, "# Context at")
+end, "the context preview did not open", context)
+H.check(vim.treesitter.highlighter.active[context] ~= nil, "the preview is highlighted by treesitter")
+H.check(vim.wo[vim.fn.bufwinid(context)].conceallevel == 2, "the preview conceals Markdown markup")
+local heading = vim.treesitter.get_node({ bufnr = context, pos = { 0, 0 } })
+H.check(heading and heading:type():find("atx") ~= nil, "the title parses as a heading: " .. (heading and heading:type() or "nil"))
+
+H.finish()

@@ -1,0 +1,92 @@
+-- setup() outside a project starts nothing; :help pi_lsp works from the
+-- shipped tags; :checkhealth pi_lsp reports; :PiChat on a file that is not a
+-- session says so plainly; setup() in a project starts the server.
+-- Environment: PI_LSP_EMPTY, a folder with no root marker above it.
+local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/helpers.lua")
+H.prepare()
+local workspace = os.getenv("PI_LSP_WORKSPACE")
+
+--- Clients started, initialized or not (get_clients leaves out the latter).
+local function servers()
+  return #vim.lsp.get_clients({ name = "pi_lsp", _uninitialized = true })
+end
+
+local function health_report()
+  vim.cmd("checkhealth pi_lsp")
+  local text = H.text(0)
+  vim.cmd("bwipeout!")
+  return text
+end
+
+-- No root marker here: setup() starts no server.
+vim.cmd.cd(os.getenv("PI_LSP_EMPTY"))
+require("pi_lsp").setup(H.options())
+vim.wait(500)
+H.check(servers() == 0, "setup() started a server in a folder without a root marker")
+local report = health_report()
+for _, needle in ipairs({ "OK Neovim 0.", "OK pi-lsp 0.", "no root marker (.pi, .git) above", "no pi-lsp server is running" }) do
+  H.check(report:find(needle, 1, true), "the health report says " .. needle .. ":\n" .. report)
+end
+H.check(not report:find("ERROR", 1, true), "no errors in the health report:\n" .. report)
+
+-- A server command that cannot run is an error, with what to do.
+require("pi_lsp").setup(H.options({ cmd = { "no-such-pi-lsp", "serve" } }))
+report = health_report()
+H.check(report:find('ERROR "no-such-pi-lsp" is not executable', 1, true), "a missing command is reported:\n" .. report)
+require("pi_lsp").setup(H.options({ cmd = { os.getenv("PI_LSP_PYTHON"), "-m", "no_such_module", "serve" } }))
+report = health_report()
+H.check(report:find("ERROR .* does not run: .*No module named no_such_module"), "a command that fails is reported:\n" .. report)
+
+-- :help works: the shipped tags are what :helptags makes of the doc.
+local copy = vim.fn.tempname()
+vim.fn.mkdir(copy, "p")
+vim.fn.writefile(vim.fn.readfile(H.plugin_dir .. "/doc/pi_lsp.txt"), copy .. "/pi_lsp.txt")
+vim.cmd.helptags(vim.fn.fnameescape(copy))
+H.check(
+  vim.deep_equal(vim.fn.readfile(copy .. "/tags"), vim.fn.readfile(H.plugin_dir .. "/doc/tags")),
+  "doc/tags is out of date: run  nvim --headless -c 'helptags editors/nvim/doc' -c q"
+)
+for _, topic in ipairs({ "pi_lsp", ":PiModel", ":PiCheck", "pi_lsp-health" }) do
+  vim.cmd.help(topic)
+  H.check(vim.bo.filetype == "help" and vim.api.nvim_buf_get_name(0):find("doc/pi_lsp.txt$"), ":help " .. topic)
+  vim.cmd("helpclose")
+end
+
+-- In the workspace: a .jsonl that is not a session gets one plain message.
+require("pi_lsp").setup(H.options())
+vim.cmd.cd(workspace)
+local notes = workspace .. "/.pi/sessions/notes.jsonl"
+vim.fn.writefile({ '{"hello": "world"}' }, notes)
+vim.cmd.edit(vim.fn.fnameescape(notes))
+-- (An error message inside vim.cmd raises under `nvim -l`; a user just sees it.)
+pcall(vim.cmd, "PiChat")
+H.check(H.said(".pi/sessions/notes.jsonl is not a pi session file (its first entry is not a session header)"), "the refusal: " .. table.concat(H.messages, " | "))
+H.check(not H.find_buf("pi://chat/"), "no chat opened for it")
+H.check(not table.concat(H.messages, "\n"):find("NotASessionError", 1, true), "no raw error")
+-- The server names it as plainly (for files the plugin cannot tell apart).
+local client = require("pi_lsp").client()
+H.wait(15000, function()
+  return client.initialized
+end, "the server did not initialize")
+local response = client:request_sync("workspace/executeCommand", {
+  command = "pi.getTree",
+  arguments = { { uri = vim.uri_from_fname(notes) } },
+}, 5000)
+H.check(response.err and response.err.message:find("notes.jsonl is not a pi session file", 1, true), vim.inspect(response))
+
+-- setup() in a marked workspace starts the server.
+vim.cmd.enew()
+require("pi_lsp.client").stop_all()
+H.wait(10000, function()
+  return servers() == 0
+end, "the server did not stop")
+require("pi_lsp").setup(H.options())
+H.check(servers() == 1, "setup() in the workspace starts a server: " .. servers())
+H.wait(15000, function()
+  return vim.lsp.get_clients({ name = "pi_lsp" })[1] ~= nil
+end, "the server did not initialize")
+report = health_report()
+H.check(report:find("OK workspace " .. workspace .. " (has .pi)", 1, true), "the workspace is reported:\n" .. report)
+H.check(report:find("OK server running for " .. workspace, 1, true), "the server is reported:\n" .. report)
+
+H.finish()

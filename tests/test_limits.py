@@ -1,0 +1,734 @@
+"""Resource bounds and process lifecycle: caches, session listing, tool output, argument sizes,
+framing faults, and what happens to turns and children when the server goes away."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pygls.exceptions import JsonRpcInvalidParams
+
+from pi_lsp.agent.output import UPDATE_INTERVAL_S, OutputTail, discard_file
+from pi_lsp.agent.tools import BASH, ToolContext, execute_tool
+from pi_lsp.server import hub as hub_module
+from pi_lsp.server import stdio
+from pi_lsp.server.hub import Config, SessionHub
+from pi_lsp.server.protocol import (
+    BranchArgs,
+    CompactArgs,
+    LabelArgs,
+    ModelArgs,
+    NameArgs,
+    NewSessionArgs,
+    PreviewArgs,
+    PromptArgs,
+    SessionArgs,
+    parse_args,
+)
+from pi_lsp.server.server import server
+from pi_lsp.server.stdio import FrameReader
+from pi_lsp.session import catalog
+from pi_lsp.session.catalog import SessionIndex, summarize
+from pi_lsp.session.entries import UserMessage
+from pi_lsp.session.journal import Tail, read_file
+from pi_lsp.session.tree import SessionTree
+from tests.conftest import conformance_files
+from tests.fake_anthropic import FakeAnthropic, Reply, text_reply, tool_reply
+
+# -- memory held by the hub ----------------------------------------------------------------
+
+
+def make_chain(path: Path, messages: int) -> list[str]:
+    """A session of `messages` user messages in one chain; returns their ids."""
+    tree = SessionTree.create(str(path), str(path.parent))
+    return [tree.append_message(UserMessage(content=f"message {i}", timestamp=i))
+            for i in range(messages)]
+
+
+@pytest.fixture
+def root_dir(tmp_path: Path) -> Path:
+    workspace = tmp_path / "root"
+    workspace.mkdir()
+    return workspace
+
+
+@pytest.fixture
+def hub(tmp_path: Path) -> SessionHub:
+    folder = tmp_path / "ws"
+    (folder / ".pi" / "sessions").mkdir(parents=True)
+    return SessionHub([folder], Config())
+
+
+def sessions_dir(hub: SessionHub) -> Path:
+    return hub.folders[0] / ".pi" / "sessions"
+
+
+def test_previews_of_many_leaves_keep_only_the_recent_few(hub: SessionHub) -> None:
+    path = sessions_dir(hub) / "a.jsonl"
+    ids = make_chain(path, 30)
+    for leaf in ids:
+        hub.preview(path, leaf, "agent")
+    assert len(hub._previews) == hub_module.MAX_PREVIEWS
+    assert list(hub._previews)[-1] == (path.resolve(), ids[-1], "agent")
+    # The most recent one is still answered from the cache.
+    assert hub.preview(path, ids[-1], "agent") is hub.preview(path, ids[-1], "agent")
+
+
+def test_preview_cache_is_bounded_by_size(hub: SessionHub,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    path = sessions_dir(hub) / "a.jsonl"
+    ids = make_chain(path, 5)
+    monkeypatch.setattr(hub._previews, "max_weight", 1)  # every preview is heavier than this
+    hub.preview(path, ids[-1], "agent")
+    assert len(hub._previews) == 0
+
+
+def test_a_deleted_session_leaves_nothing_behind(hub: SessionHub) -> None:
+    path = sessions_dir(hub) / "a.jsonl"
+    other = sessions_dir(hub) / "b.jsonl"
+    ids = make_chain(path, 3)
+    make_chain(other, 2)
+    hub.tree_view(path)
+    hub.tree_view(other)
+    hub.preview(path, ids[0], "agent")
+    hub.preview(other, None, "llm")
+    hub.harness(path)
+    path.unlink()
+    hub.file_changed(path)
+    key = path.resolve()
+    assert key not in hub.trees and key not in hub.harnesses and key not in hub._nodes
+    assert hub._views.get(key) is None
+    assert all(cached[0] != key for cached in hub._previews)
+    assert other.resolve() in hub.trees and len(hub._previews) == 1
+
+
+def test_a_deleted_session_never_opened_here_is_dropped_from_the_caches(hub: SessionHub) -> None:
+    path = sessions_dir(hub) / "a.jsonl"
+    make_chain(path, 2)
+    hub.preview(path, None, "agent")
+    hub.trees.clear()  # as if the tree had been closed but its answers were still cached
+    path.unlink()
+    hub.file_changed(path)
+    assert len(hub._previews) == 0
+
+
+def test_open_trees_are_bounded_but_a_running_one_stays(hub: SessionHub) -> None:
+    paths = [sessions_dir(hub) / f"s{i}.jsonl" for i in range(hub_module.MAX_OPEN_TREES + 4)]
+    for path in paths:
+        make_chain(path, 2)
+    busy = hub.harness(paths[0])
+    busy.phase = "turn"  # as during a turn
+    for path in paths[1:]:
+        hub.tree_view(path)
+    assert len(hub.trees) == hub_module.MAX_OPEN_TREES
+    assert paths[0].resolve() in hub.trees and hub.harnesses[paths[0].resolve()] is busy
+    assert paths[1].resolve() not in hub.trees  # the least recently used idle one went
+    assert paths[-1].resolve() in hub.trees
+    assert set(hub._nodes) <= set(hub.trees)
+    busy.phase = "idle"
+
+
+
+async def test_command_results_are_not_kept_after_the_answer() -> None:
+    """pygls keeps the inner step of every executeCommand under a uuid; the server drops it."""
+    protocol = server.protocol
+    answers: list[object] = []
+
+    async def command() -> dict[str, str]:
+        return {"big": "result"}
+
+    def generator_handler() -> Any:
+        result = yield command, (), None
+        return result
+
+    before = set(protocol._request_futures)
+    protocol._execute_handler("req-1", generator_handler,
+                              lambda future: answers.append(future.result()))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert answers == [{"big": "result"}]
+    protocol._request_futures.pop("req-1", None)  # the answer callback does this in pygls
+    assert set(protocol._request_futures) == before
+
+
+# -- session listing -----------------------------------------------------------------------
+
+
+def count_full_reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    reads: list[Path] = []
+    real = catalog.read_summary
+
+    def read_summary(path: Path) -> Any:
+        reads.append(path)
+        return real(path)
+    monkeypatch.setattr(catalog, "read_summary", read_summary)
+    return reads
+
+
+def test_listing_again_reads_no_unchanged_file(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("a", "b", "c"):
+        make_chain(tmp_path / f"{name}.jsonl", 3)
+    index = SessionIndex()
+    reads = count_full_reads(monkeypatch)
+    first = index.list([tmp_path])
+    assert len(reads) == 3
+    assert index.list([tmp_path]) == first
+    assert len(reads) == 3
+
+
+def test_a_grown_session_is_read_only_from_where_it_stopped(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "a.jsonl"
+    ids = make_chain(path, 2)
+    index = SessionIndex()
+    reads = count_full_reads(monkeypatch)
+    index.list([tmp_path])
+    tree = SessionTree.open(str(path))
+    tree.append_session_info("  renamed  ")
+    tree.append_message(UserMessage(content="later", timestamp=9))
+    tree.append_label(ids[0], "start")
+    (listed,) = index.list([tmp_path])
+    assert len(reads) == 1, "the grown file was read again from the start"
+    assert listed == summarize(path)
+    assert listed.name == "renamed" and listed.entry_count == 5
+    assert listed.first_message == "message 0"
+
+
+def test_a_rewritten_session_is_read_again(tmp_path: Path) -> None:
+    path = tmp_path / "a.jsonl"
+    make_chain(path, 4)
+    index = SessionIndex()
+    index.list([tmp_path])
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:2]))  # shorter: pi rewrote or truncated it
+    (listed,) = index.list([tmp_path])
+    assert listed == summarize(path) and listed.entry_count == 1
+    path.write_bytes(b"".join(lines).replace(b"message 0", b"MESSAGE 0"))  # same size
+    (listed,) = index.list([tmp_path])
+    assert listed.first_message == "MESSAGE 0" and listed.entry_count == 4
+
+
+def test_a_deleted_session_leaves_the_index(tmp_path: Path) -> None:
+    make_chain(tmp_path / "a.jsonl", 1)
+    make_chain(tmp_path / "b.jsonl", 1)
+    index = SessionIndex()
+    index.list([tmp_path])
+    (tmp_path / "a.jsonl").unlink()
+    assert [s.path for s in index.list([tmp_path])] == [str(tmp_path / "b.jsonl")]
+    assert list(index._known) == [str(tmp_path / "b.jsonl")]
+
+
+def test_the_hub_lists_through_its_index(hub: SessionHub,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    make_chain(sessions_dir(hub) / "a.jsonl", 2)
+    reads = count_full_reads(monkeypatch)
+    hub.list_sessions()
+    hub.list_sessions()
+    assert len(reads) == 1
+
+
+# -- argument sizes ------------------------------------------------------------------------
+
+URI = "file:///w/.pi/sessions/a.jsonl"
+
+
+@pytest.mark.parametrize(("kind", "args", "field"), [
+    (NameArgs, {"uri": URI, "name": "n" * 1025}, "$.name"),
+    (LabelArgs, {"uri": URI, "targetId": "a", "label": "l" * 1025}, "$.label"),
+    (ModelArgs, {"uri": URI, "provider": "anthropic", "modelId": "m" * 1025}, "$.modelId"),
+    (ModelArgs, {"uri": URI, "provider": "p" * 1025, "modelId": "m"}, "$.provider"),
+    (NewSessionArgs, {"name": "n" * 1025}, "$.name"),
+    (SessionArgs, {"uri": "file:///" + "d/" * 2100}, "$.uri"),
+    (BranchArgs, {"uri": URI, "targetId": "x" * 257}, "$.targetId"),
+    (PreviewArgs, {"uri": URI, "leafId": "x" * 257}, "$.leafId"),
+    (CompactArgs, {"uri": URI, "instructions": "i" * 100_001}, "$.instructions"),
+    (PromptArgs, {"uri": URI, "text": "t" * 1_000_001}, "$.text"),
+    (PromptArgs, {"uri": URI, "text": "t",
+                  "images": [{"data": "", "mimeType": "image/png"}] * 21}, "$.images"),
+    (PromptArgs, {"uri": URI, "text": "t",
+                  "images": [{"data": "", "mimeType": "m" * 101}]}, "$.images[0].mimeType"),
+])
+def test_oversized_arguments_are_refused_naming_the_field(kind: type[Any], args: dict[str, Any],
+                                                          field: str) -> None:
+    with pytest.raises(JsonRpcInvalidParams) as raised:
+        parse_args((args,), kind)
+    assert f"at `{field}`" in str(raised.value)
+    assert "length <=" in str(raised.value)
+
+
+def test_arguments_at_the_limits_are_accepted() -> None:
+    args = parse_args(({"uri": URI, "name": "n" * 1024},), NameArgs)
+    assert len(args.name) == 1024
+    prompt = parse_args(({"uri": URI, "text": "t" * 1_000_000,
+                          "images": [{"data": "", "mimeType": "image/png"}] * 20},), PromptArgs)
+    assert len(prompt.images) == 20
+
+
+# -- framing -------------------------------------------------------------------------------
+
+
+def frame(body: bytes) -> bytes:
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def bodies(data: bytes, chunk: int = 7) -> list[bytes]:
+    """Every body a reader finds in `data`, fed in small pieces as a pipe would."""
+    stream = io.BytesIO(data)
+    reader = FrameReader(lambda n: stream.read(min(n, chunk)))
+    found = []
+    while (body := reader.next_body()) is not None:
+        found.append(body)
+    return found
+
+
+GOOD = b'{"jsonrpc":"2.0","id":1,"method":"x"}'
+
+
+@pytest.mark.parametrize("bad", [
+    b"Content-Length: 99999999999999\r\n\r\n",  # over the limit, and never sent
+    b"Content-Length: 123456789012345678901234567890\r\n\r\n",  # not even a number we take
+    b'{"jsonrpc":"2.0","id":9,"method":"no header"}',
+    b"garbage\r\n\r\n",
+    b"Content-Length: 3\r\n\r\n" + GOOD,  # too short: the rest is garbage before the next
+    b"Content-Length: 12\r\nX-Junk\r\n\r\n{}",
+    b"\r\n\r\n\n",
+])
+def test_a_bad_frame_is_skipped_and_the_next_message_is_read(bad: bytes) -> None:
+    found = bodies(bad + frame(GOOD) + frame(b'{"second":1}'))
+    assert found[-2:] == [GOOD, b'{"second":1}']
+
+
+def test_other_headers_and_bare_newlines_are_accepted() -> None:
+    data = b"Content-Length: %d\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8" \
+           b"\r\n\r\n" % len(GOOD) + GOOD + b"content-length:2\n\n{}"
+    assert bodies(data) == [GOOD, b"{}"]
+
+
+def test_an_oversized_message_that_is_sent_is_skipped_in_bounded_pieces(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stdio, "MAX_MESSAGE_BYTES", 1000)
+    big = b'{"x":"' + b"a" * 5000 + b'"}'
+    assert bodies(frame(big) + frame(GOOD), chunk=4096) == [GOOD]
+
+
+def test_a_body_cut_short_by_the_end_of_input_is_dropped() -> None:
+    assert bodies(frame(GOOD) + b"Content-Length: 50\r\n\r\n{") == [GOOD]
+
+
+class RawServer:
+    """`pi-lsp serve` driven with raw bytes over stdio."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+        self.messages: list[dict[str, Any]] = []
+        self.arrived = asyncio.Event()
+        self.next_id = 100
+        self.reader = asyncio.ensure_future(self._read())
+
+    @classmethod
+    async def start(cls, root: Path, **options: Any) -> RawServer:
+        env = {**os.environ, "PI_CODING_AGENT_DIR": str(root / "agent")}
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "pi_lsp.cli", "serve", env=env, limit=16 << 20,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+        server = cls(process)
+        (root / "ws").mkdir(exist_ok=True)
+        await server.request("initialize", {
+            "processId": os.getpid(), "capabilities": {},
+            "workspaceFolders": [{"uri": (root / "ws").as_uri(), "name": "ws"}],
+            "initializationOptions": {"toolApproval": "auto", "autoCompaction": False,
+                                      **options}})
+        server.send({"method": "initialized", "params": {}})
+        return server
+
+    async def _read(self) -> None:
+        stream = self.process.stdout
+        assert stream is not None
+        with contextlib.suppress(asyncio.IncompleteReadError):
+            while True:
+                header = await stream.readuntil(b"\r\n\r\n")
+                length = int(header.split(b":")[1].split(b"\r\n")[0])
+                self.messages.append(json.loads(await stream.readexactly(length)))
+                self.arrived.set()
+
+    def write(self, data: bytes) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(data)
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.write(frame(json.dumps({"jsonrpc": "2.0", **message}).encode()))
+
+    async def wait_for(self, match: Callable[[dict[str, Any]], bool],
+                       timeout: float = 30) -> dict[str, Any]:
+        async def find() -> dict[str, Any]:
+            while True:
+                found = next((m for m in self.messages if match(m)), None)
+                if found is not None:
+                    return found
+                self.arrived.clear()
+                await self.arrived.wait()
+        return await asyncio.wait_for(find(), timeout)
+
+    async def request(self, method: str, params: Any) -> dict[str, Any]:
+        self.next_id += 1
+        request_id = self.next_id
+        self.send({"id": request_id, "method": method, "params": params})
+        return await self.wait_for(lambda m: m.get("id") == request_id and "method" not in m)
+
+    async def command(self, name: str, /, **args: Any) -> dict[str, Any]:
+        return await self.request("workspace/executeCommand",
+                                  {"command": name, "arguments": [args]})
+
+    async def turn_event(self, kind: str) -> dict[str, Any]:
+        return await self.wait_for(lambda m: m.get("method") == "pi/turn" and
+                                   m["params"]["event"]["type"] == kind)
+
+    async def close(self) -> int:
+        if self.process.returncode is None:
+            self.process.kill()
+        code = await self.process.wait()
+        self.reader.cancel()
+        return code
+
+
+async def test_the_server_survives_bad_frames_and_answers_the_next_request(
+        tmp_path: Path) -> None:
+    server = await RawServer.start(tmp_path)
+    try:
+        for bad in (b"Content-Length: 99999999999999\r\n\r\n",
+                    b'{"jsonrpc":"2.0","id":7,"method":"shutdown"}',
+                    b"Content-Length: 5\r\n\r\nnotjs",
+                    b"complete garbage\r\n\r\n",
+                    frame(b'{"x":"' + b"a" * (65 << 20) + b'"}')):
+            answer = await server.command("pi.listSessions")
+            assert answer["result"] == {"sessions": []}
+            server.write(bad)
+        answer = await server.command("pi.listSessions")
+        assert answer["result"] == {"sessions": []}
+        answer = await server.command("pi.setName", uri=(tmp_path / "a.jsonl").as_uri(),
+                                      name="n" * 2000)
+        assert answer["error"]["code"] == -32602 and "`$.name`" in answer["error"]["message"]
+        assert server.process.returncode is None
+    finally:
+        await server.close()
+
+
+# -- tool output ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def temp_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Where temp files go, so a test sees exactly the ones it made."""
+    directory = tmp_path / "tmp"
+    directory.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(directory))
+    return directory
+
+
+def test_output_memory_stays_bounded_and_the_file_has_everything(temp_dir: Path) -> None:
+    output = OutputTail()
+    line = b"x" * 99 + b"\n"
+    for _ in range(100_000):  # 10 MB
+        output.write(line)
+        assert len(output.buffer) <= 2 * output.max_bytes
+    output.close()
+    text, details = output.result_text()
+    assert details is not None and details["truncation"]["truncatedBy"] == "bytes"
+    shown = text.split("\n\n[")[0].split("\n")
+    assert all(s == "x" * 99 for s in shown) and len("\n".join(shown)) <= output.max_bytes
+    assert text.endswith(f"[Showing lines {100_000 - len(shown) + 1}-100000 of 100000 "
+                         f"(50.0KB limit). Full output: {details['fullOutputPath']}]")
+    assert Path(details["fullOutputPath"]).stat().st_size == 10_000_000
+    output.discard()
+    assert list(temp_dir.iterdir()) == []
+
+
+def test_many_short_lines_are_cut_by_count_and_saved(temp_dir: Path) -> None:
+    output = OutputTail()
+    output.write(b"".join(b"%d\n" % n for n in range(1, 3001)))  # 14 KB, 3000 lines
+    output.close()
+    text, details = output.result_text()
+    assert details is not None
+    assert text.startswith("1001\n") and "[Showing lines 1001-3000 of 3000. Full output:" in text
+    assert Path(details["fullOutputPath"]).read_bytes().count(b"\n") == 3000
+    output.discard()
+
+
+def test_one_huge_line_shows_its_end(temp_dir: Path) -> None:
+    output = OutputTail()
+    output.write(b"a" * 200_000 + b"END")
+    output.close()
+    text, details = output.result_text()
+    assert details is not None and details["truncation"]["lastLinePartial"]
+    assert text.startswith("a" * 100) and "END\n\n[Showing last 50.0KB of line 1 (line is " \
+        "195.3KB)" in text
+    output.discard()
+
+
+def test_short_output_leaves_no_file(temp_dir: Path) -> None:
+    output = OutputTail()
+    output.write(b"hello\nworld\n")
+    output.close()
+    assert output.result_text() == ("hello\nworld", None)
+    assert output.full_path is None and list(temp_dir.iterdir()) == []
+
+
+async def test_bash_updates_are_few_and_small(root_dir: Path, temp_dir: Path) -> None:
+    updates: list[str] = []
+    started = time.monotonic()
+    result = await execute_tool(BASH, "bash", {"command": "seq 1 3000000"},
+                                ToolContext(root_dir, on_update=updates.append))
+    elapsed = time.monotonic() - started
+    assert not result.is_error
+    assert len(updates) <= elapsed / UPDATE_INTERVAL_S + 2
+    assert all(len(u.encode()) <= 50 * 1024 for u in updates)
+    assert updates
+    full = Path(result.details["fullOutputPath"])
+    assert full.stat().st_size == sum(len(str(n)) + 1 for n in range(1, 3_000_001))
+    discard_file(str(full))
+
+
+async def test_an_aborted_command_leaves_no_file(root_dir: Path, temp_dir: Path) -> None:
+    task = asyncio.ensure_future(execute_tool(
+        BASH, "bash", {"command": "seq 1 100000; sleep 30"}, ToolContext(root_dir)))
+    for _ in range(200):
+        if list(temp_dir.iterdir()):
+            break
+        await asyncio.sleep(0.05)
+    assert list(temp_dir.iterdir()), "the output was not spilled"
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert list(temp_dir.iterdir()) == []
+
+
+def test_full_output_files_are_deleted_when_the_process_exits(tmp_path: Path) -> None:
+    script = textwrap.dedent("""
+        import asyncio, pathlib, sys
+        from pi_lsp.agent.tools import BASH, ToolContext, execute_tool
+        result = asyncio.run(execute_tool(BASH, "bash", {"command": "seq 1 100000"},
+                                          ToolContext(pathlib.Path("."))))
+        path = result.details["fullOutputPath"]
+        assert pathlib.Path(path).exists()
+        print(path)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=tmp_path, check=True, timeout=60)
+    path = Path(done.stdout.strip())
+    assert path.name.startswith("pi-lsp-bash-") and not path.exists()
+
+
+# -- the server going away -----------------------------------------------------------------
+
+
+def session_lines(uri: str) -> list[dict[str, Any]]:
+    path = Path(uri.removeprefix("file://"))
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def alive(pid: int) -> bool:
+    """Running, not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+async def start_turn(tmp_path: Path, fake: FakeAnthropic, *replies: Reply
+                     ) -> tuple[RawServer, str]:
+    fake.script(*replies)
+    server = await RawServer.start(tmp_path, anthropicBaseUrl=fake.url,
+                                   anthropicApiKey="test-key")
+    uri = (await server.command("pi.newSession"))["result"]["uri"]
+    answer = await server.command("pi.prompt", uri=uri, text="go")
+    assert "turnId" in answer["result"], answer
+    return server, uri
+
+
+@pytest.mark.parametrize("how", ["sigterm", "stdin closed"])
+async def test_ending_the_server_mid_reply_saves_it_as_aborted(
+        how: str, tmp_path: Path, fake: FakeAnthropic) -> None:
+    server, uri = await start_turn(
+        tmp_path, fake, text_reply(*(f"word{i} " for i in range(400)), delay=0.05))
+    try:
+        await server.turn_event("message_update")
+        if how == "sigterm":
+            server.process.send_signal(signal.SIGTERM)
+        else:
+            assert server.process.stdin is not None
+            server.process.stdin.close()
+        assert await asyncio.wait_for(server.process.wait(), 30) == 0
+        last = session_lines(uri)[-1]
+        assert last["message"]["role"] == "assistant"
+        assert last["message"]["stopReason"] == "aborted"
+        assert "word0" in json.dumps(last["message"]["content"])
+    finally:
+        await server.close()
+
+
+async def start_sleeping_tool(tmp_path: Path, fake: FakeAnthropic) -> tuple[RawServer, str, int]:
+    pid_file = tmp_path / "ws" / "sleep.pid"
+    command = f"sleep 30 & echo $! > {pid_file}; wait"
+    server, uri = await start_turn(
+        tmp_path, fake, tool_reply([("call-1", "bash", {"command": command})]),
+        text_reply("done"))
+    for _ in range(600):
+        if pid_file.exists() and pid_file.read_text().strip():
+            break
+        await asyncio.sleep(0.05)
+    return server, uri, int(pid_file.read_text())
+
+
+async def wait_gone(pid: int, seconds: float) -> bool:
+    for _ in range(int(seconds / 0.05)):
+        if not alive(pid):
+            return True
+        await asyncio.sleep(0.05)
+    return not alive(pid)
+
+
+async def test_sigterm_mid_tool_kills_the_command_and_pairs_the_call(
+        tmp_path: Path, fake: FakeAnthropic) -> None:
+    server, uri, pid = await start_sleeping_tool(tmp_path, fake)
+    try:
+        assert alive(pid)
+        server.process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(server.process.wait(), 30) == 0
+        gone = await wait_gone(pid, 2)
+        if not gone:
+            os.kill(pid, signal.SIGKILL)
+        assert gone, "the command outlived the server"
+        entries = session_lines(uri)
+        calls = [e for e in entries if e["type"] == "message" and
+                 e["message"]["role"] == "assistant"]
+        results = [e for e in entries if e["type"] == "message" and
+                   e["message"]["role"] == "toolResult"]
+        assert [r["message"]["toolCallId"] for r in results] == ["call-1"]
+        assert results[0]["message"]["isError"] and calls
+    finally:
+        await server.close()
+
+
+async def test_a_killed_server_leaves_no_command_running(tmp_path: Path,
+                                                         fake: FakeAnthropic) -> None:
+    server, _uri, pid = await start_sleeping_tool(tmp_path, fake)
+    try:
+        assert alive(pid)
+        server.process.kill()
+        await server.process.wait()
+        gone = await wait_gone(pid, 2)
+        if not gone:
+            os.kill(pid, signal.SIGKILL)
+        assert gone, "the command outlived the server killed with SIGKILL"
+    finally:
+        await server.close()
+
+
+async def test_sigterm_to_pi_lsp_run_mid_tool_kills_the_command_and_saves_the_run(
+        tmp_path: Path, fake: FakeAnthropic) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    pid_file = workspace / "sleep.pid"
+    fake.script(tool_reply([("call-1", "bash",
+                             {"command": f"sleep 30 & echo $! > {pid_file}; wait"})]),
+                text_reply("done"))
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")},
+           "ANTHROPIC_BASE_URL": fake.url, "ANTHROPIC_API_KEY": "test",
+           "PI_CODING_AGENT_DIR": str(tmp_path / "agent")}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "pi_lsp.cli", "run", "--new", "go", cwd=workspace, env=env,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+    try:
+        for _ in range(600):
+            if pid_file.exists() and pid_file.read_text().strip():
+                break
+            await asyncio.sleep(0.05)
+        pid = int(pid_file.read_text())
+        process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(process.wait(), 30) == 143
+        gone = await wait_gone(pid, 2)
+        if not gone:
+            os.kill(pid, signal.SIGKILL)
+        assert gone, "the command outlived `pi-lsp run`"
+        (session,) = (workspace / ".pi" / "sessions").glob("*.jsonl")
+        roles = [e["message"]["role"] for e in session_lines(session.as_uri())
+                 if e["type"] == "message"]
+        assert roles == ["user", "assistant", "toolResult"]
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+def tree_summary(path: Path) -> tuple[str | None, int, str | None]:
+    tree = SessionTree.open(str(path))
+    first = next((t for t in map(catalog.user_text, tree.records) if t is not None), None)
+    return tree.name, len(tree.records), first
+
+
+def damaged_sessions(directory: Path) -> list[Path]:
+    """Sessions with the damage a reader must tolerate, plus pi's own conformance files."""
+    directory.mkdir()
+    good = make_chain(directory / "chain.jsonl", 3)
+    lines = (directory / "chain.jsonl").read_bytes().splitlines(keepends=True)
+    cases = {
+        "bom.jsonl": b"\xef\xbb\xbf" + b"".join(lines),
+        "crlf.jsonl": b"".join(line.replace(b"\n", b"\r\n") for line in lines),
+        "torn.jsonl": b"".join(lines) + b'{"type":"message","id":"x',
+        "unterminated.jsonl": b"".join(lines).rstrip(b"\n"),
+        "damaged.jsonl": lines[0] + b"\n[1]\nnot json\n" + b"".join(lines[1:]),
+        "header-only.jsonl": lines[0].rstrip(b"\n"),
+        "v1.jsonl": b'{"type":"session","id":"old","timestamp":"2025-01-01T00:00:00.000Z",'
+                    b'"cwd":"/w"}\n{"type":"message","timestamp":"2025-01-01T00:00:01.000Z",'
+                    b'"message":{"role":"user","content":"old one","timestamp":1}}\n',
+    }
+    for name, data in cases.items():
+        (directory / name).write_bytes(data)
+    assert good
+    return [*sorted(directory.iterdir()), *conformance_files()]
+
+
+@pytest.mark.parametrize("chunk", [7, 1 << 20])
+def test_a_summary_read_in_chunks_matches_the_tree(tmp_path: Path, chunk: int,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(catalog, "READ_CHUNK", chunk)
+    for path in damaged_sessions(tmp_path / "s"):
+        fold, tail = catalog.read_summary(path)
+        assert (fold.name, fold.entry_count, fold.first_message) == tree_summary(path), path
+        snapshot = read_file(str(path))
+        expected = Tail.after(str(path), snapshot)
+        assert (tail.offset, tail.inode, tail.prefix, tail.lines_read, tail.unterminated) == (
+            expected.offset, expected.inode, expected.prefix, expected.lines_read,
+            expected.unterminated), path
+
+
+def test_a_huge_session_is_summarized_without_holding_it(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "big.jsonl"
+    make_chain(path, 2000)
+    monkeypatch.setattr(catalog, "READ_CHUNK", 4096)
+    held: list[int] = []
+    real_add = catalog.SummaryFold.add
+
+    def add(fold: catalog.SummaryFold, records: list[Any]) -> None:
+        held.append(len(records))
+        real_add(fold, records)
+    monkeypatch.setattr(catalog.SummaryFold, "add", add)
+    fold, _tail = catalog.read_summary(path)
+    assert fold.entry_count == 2000
+    assert max(held) < 100, "records were gathered, not folded a chunk at a time"
