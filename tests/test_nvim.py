@@ -142,3 +142,24 @@ def test_model_thinking_name_check_and_markdown(workspace: Path, fake: FakeAnthr
     assert [e["thinkingLevel"] for e in entries if e["type"] == "thinking_level_change"][-2:] == [
         "low", "xhigh"]
     assert fake.message_requests() == []
+
+
+def test_agent_edits_open_buffers_with_code_context_and_diagnostics(
+        workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
+    fake.script(
+        tool_reply([("r1", "read", {"path": "notes.py"})]),
+        tool_reply([("e1", "edit", {"path": "notes.py", "oldText": "A = 2", "newText": "A = 3"})]),
+        text_reply("Raised it."),
+        text_reply("Checked the problems."),
+    )
+    run_script("editor_spec.lua", workspace, fake, tmp_path)
+    requests = fake.message_requests()
+    assert len(requests) == 4
+    first = requests[0]["messages"][-1]["content"]
+    assert [b["text"] for b in first if b["type"] == "text"][1:] == [
+        '<file path="notes.py" lines="1-1" language="python">\nA = 2  # unsaved\n</file>']
+    read = requests[1]["messages"][-1]["content"][0]
+    assert "A = 2  # unsaved" in str(read["content"])  # the buffer, not the disk
+    problems = requests[3]["messages"][-1]["content"][0]["text"]
+    assert problems == ("The editor reports these problems in files you changed:\n"
+                        "- notes.py:1:1: error [test]: boom")

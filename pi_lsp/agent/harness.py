@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,11 +20,14 @@ from pi_lsp.agent.events import (
     ErrorEvent,
     MessageEnd,
     SavePoint,
+    ToolExecutionEnd,
+    ToolExecutionStart,
     TurnEnd,
 )
+from pi_lsp.agent.feedback import FEEDBACK_ROUNDS
 from pi_lsp.agent.loop import Aborted, abortable, run_loop
 from pi_lsp.agent.prompt import build_system_prompt
-from pi_lsp.agent.tools import ALL_TOOLS, Tool, ToolContext, ToolError
+from pi_lsp.agent.tools import ALL_TOOLS, DISK, FileAccess, Tool, ToolContext, ToolError
 from pi_lsp.context.build import build_session_context, context_settings
 from pi_lsp.context.convert import convert_to_llm, prepare_for_provider
 from pi_lsp.context.tokens import context_size, decode_all
@@ -56,6 +60,9 @@ from pi_lsp.summarize.summarizer import Summarizer, SummaryError
 Phase = Literal["idle", "turn", "compaction", "branch_summary"]
 ProviderFactory = Callable[[str], Provider]
 Listener = Callable[[AgentEvent], None]
+# Given the files a run changed, what the editor says is wrong with them (None: nothing).
+Diagnostics = Callable[[list[Path]], Awaitable[str | None]]
+FILE_TOOLS = frozenset({"write", "edit"})
 
 
 class BusyError(Exception):
@@ -92,8 +99,11 @@ def last_reply(messages: list[AgentMessage]) -> AssistantMessage | None:
     return next((m for m in reversed(messages) if isinstance(m, AssistantMessage)), None)
 
 
-def user_message(text: str, images: list[ImageContent] | None = None) -> UserMessage:
-    content: list[UserBlock] = [TextContent(text=text), *(images or [])]
+def user_message(text: str, images: list[ImageContent] | None = None,
+                 attachments: list[str] | None = None) -> UserMessage:
+    content: list[UserBlock] = [TextContent(text=text),
+                                *(TextContent(text=a) for a in attachments or []),
+                                *(images or [])]
     return UserMessage(content=content, timestamp=now_ms())
 
 
@@ -112,6 +122,8 @@ class Harness:
         summarizer: Summarizer | None = None,
         compaction: CompactionSettings | None = None,
         branch_reserve_tokens: int = 16384,
+        files: FileAccess = DISK,
+        diagnostics: Diagnostics | None = None,
     ) -> None:
         self.tree = tree
         self.root = root
@@ -124,6 +136,11 @@ class Harness:
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
         self.compaction = compaction or CompactionSettings()
         self.branch_reserve_tokens = branch_reserve_tokens
+        self.files = files
+        self.diagnostics = diagnostics
+        self._editing: dict[str, Path] = {}  # running write/edit calls: call id -> file
+        self._touched: set[Path] = set()  # files this prompt's run changed
+        self._feedback_rounds = 0
         self.phase: Phase = "idle"
         self.aborted = False
         self.state: TurnState | None = None
@@ -144,6 +161,7 @@ class Harness:
     def emit(self, event: AgentEvent) -> None:
         if isinstance(event, MessageEnd):
             self.tree.append_message(event.message)  # loop messages land as they complete
+        self._note_edits(event)
         for listener in list(self._listeners):
             listener(event)
         if isinstance(event, TurnEnd):
@@ -215,11 +233,34 @@ class Harness:
         taken, self._follow_up = self._follow_up, []
         return taken
 
+    async def feedback(self) -> list[UserMessage]:
+        """The editor's problems in the files this run changed, as a user message (capped)."""
+        touched, self._touched = sorted(self._touched), set()
+        if self.diagnostics is None or not touched or self.aborted or \
+                self._feedback_rounds >= FEEDBACK_ROUNDS:
+            return []
+        text = await self.diagnostics(touched)
+        if text is None:
+            return []
+        self._feedback_rounds += 1
+        return [user_message(text)]
+
+    def _note_edits(self, event: AgentEvent) -> None:
+        if isinstance(event, ToolExecutionStart) and event.tool_name in FILE_TOOLS:
+            with contextlib.suppress(ToolError):  # the tool reports a bad path itself
+                self._editing[event.tool_call_id] = ToolContext(self.root).given(
+                    event.args.get("path")).resolve()
+        elif isinstance(event, ToolExecutionEnd):
+            path = self._editing.pop(event.tool_call_id, None)
+            if path is not None and not event.is_error:
+                self._touched.add(path)
+
     def tool(self, name: str) -> Tool | None:
         return self.tools.get(name)
 
     def tool_context(self, on_update: Callable[[str], None]) -> ToolContext:
-        return ToolContext(self.root, self.allow_outside_root, on_update, self.session_dirs)
+        return ToolContext(self.root, self.allow_outside_root, on_update, self.session_dirs,
+                           files=self.files)
 
     async def approve(self, call: ToolCall, ctx: ToolContext) -> str | None:
         try:
@@ -248,27 +289,30 @@ class Harness:
         if self.busy:
             raise BusyError(f"the session is busy ({self.phase})")
 
-    async def prompt(self, text: str, images: list[ImageContent] | None = None
-                     ) -> list[AgentMessage]:
+    async def prompt(self, text: str, images: list[ImageContent] | None = None,
+                     attachments: list[str] | None = None) -> list[AgentMessage]:
         """Run one prompt to completion; the returned messages are already in the session.
 
         The context is compacted first when it has outgrown the window, and a request the
         provider rejects as too long is compacted and retried once. A failure is told to
-        subscribers as one `error` event and raised.
+        subscribers as one `error` event and raised. `attachments` (code from the editor) follow
+        the text as blocks of their own.
         """
         try:
-            return await self._prompt(text, images)
+            return await self._prompt(text, images, attachments)
         except Exception as error:
             self.emit(ErrorEvent(message=str(error) or type(error).__name__))
             raise
 
-    async def _prompt(self, text: str, images: list[ImageContent] | None
-                      ) -> list[AgentMessage]:
+    async def _prompt(self, text: str, images: list[ImageContent] | None,
+                      attachments: list[str] | None) -> list[AgentMessage]:
         self._require_idle()
         self.aborted = False
+        self._touched.clear()
+        self._feedback_rounds = 0
         self.tree.refresh()
         await self._compact_if_needed("threshold")
-        produced = await self._run([user_message(text, images)])
+        produced = await self._run([user_message(text, images, attachments)])
         last = last_reply(produced)
         if last is not None and last.stop_reason == "error" and \
                 is_context_overflow(last.error_message) and self.compaction.enabled:
@@ -340,17 +384,19 @@ class Harness:
         self._require_idle()
         return branch(self.tree, target_id, durable)
 
-    def steer(self, text: str, images: list[ImageContent] | None = None) -> None:
+    def steer(self, text: str, images: list[ImageContent] | None = None,
+              attachments: list[str] | None = None) -> None:
         """Delivered after the current tool batch, before the next model call."""
         if not self.busy:
             raise NotRunningError("nothing is running to steer; send a prompt instead")
-        self._steering.append(user_message(text, images))
+        self._steering.append(user_message(text, images, attachments))
 
-    def follow_up(self, text: str, images: list[ImageContent] | None = None) -> None:
+    def follow_up(self, text: str, images: list[ImageContent] | None = None,
+                  attachments: list[str] | None = None) -> None:
         """Delivered when the run would otherwise stop."""
         if not self.busy:
             raise NotRunningError("nothing is running to follow up; send a prompt instead")
-        self._follow_up.append(user_message(text, images))
+        self._follow_up.append(user_message(text, images, attachments))
 
     def abort(self) -> bool:
         """Stop the stream or tool now; the run ends and is persisted as aborted."""

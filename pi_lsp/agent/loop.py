@@ -52,6 +52,10 @@ class LoopHooks(Protocol):
 
     def take_follow_up(self) -> list[UserMessage]: ...
 
+    async def feedback(self) -> list[UserMessage]:
+        """Messages to continue with when the run would stop (the editor's diagnostics)."""
+        ...
+
     def tool(self, name: str) -> Tool | None: ...
 
     def tool_context(self, on_update: Callable[[str], None]) -> ToolContext: ...
@@ -192,7 +196,7 @@ async def run_loop(hooks: LoopHooks, prompts: list[UserMessage]) -> list[AgentMe
             pending = hooks.take_steering()
             if more_tools or pending:
                 hooks.emit(TurnStart())
-        pending = hooks.take_follow_up()
+        pending = hooks.take_follow_up() or await hooks.feedback()
         if not pending:
             break
         hooks.emit(TurnStart())

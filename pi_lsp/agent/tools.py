@@ -9,7 +9,7 @@ import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -41,6 +41,30 @@ def text_result(text: str, details: Any = None, is_error: bool = False) -> ToolR
     return ToolResult([TextContent(text=text)], details, is_error)
 
 
+class FileAccess(Protocol):
+    """Where the file tools read and write text: the disk, or an editor's open buffers."""
+
+    def read_text(self, path: Path) -> str | None:
+        """The file's text, or None when it does not exist."""
+        ...
+
+    async def write_text(self, path: Path, text: str) -> None: ...
+
+
+class DiskFiles:
+    """File access straight to the disk."""
+
+    def read_text(self, path: Path) -> str | None:
+        return path.read_text("utf-8") if path.is_file() else None
+
+    async def write_text(self, path: Path, text: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, "utf-8")
+
+
+DISK = DiskFiles()
+
+
 class Proposal(msgspec.Struct, frozen=True):
     """What a write or edit would leave in a file, worked out before anything is written."""
 
@@ -63,6 +87,7 @@ class ToolContext:
     on_update: Callable[[str], None] = field(default=lambda _text: None)
     session_dirs: tuple[Path, ...] = ()  # configured session folders, never written
     approved: Proposal | None = None  # the change the user saw; only that may be written
+    files: FileAccess = DISK
 
     def given(self, raw: object) -> Path:
         """The path argument made absolute, symlinks not yet followed."""
@@ -124,16 +149,17 @@ def _str_arg(args: dict[str, Any], key: str) -> str:
 
 async def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     path = ctx.readable(args.get("path"))
-    if not path.is_file():
-        raise ToolError(f"{args.get('path')}: no such file")
     mime = IMAGE_TYPES.get(path.suffix.lower())
-    if mime:
+    if mime and path.is_file():
         data = base64.b64encode(path.read_bytes()).decode()
         return ToolResult([TextContent(text=f"Read image {path.name}"),
                            ImageContent(data=data, mime_type=mime)])
+    content = _current_text(path, ctx)
+    if content is None:
+        raise ToolError(f"{args.get('path')}: no such file")
     offset = max(1, _int_arg(args, "offset", 1) or 1)
     limit = _int_arg(args, "limit", READ_LINE_LIMIT) or READ_LINE_LIMIT
-    lines = path.read_text("utf-8", errors="replace").splitlines()
+    lines = content.splitlines()
     if offset > len(lines) and lines:
         raise ToolError(f"offset {offset} is past the end of the file ({len(lines)} lines)")
     shown: list[str] = []
@@ -155,21 +181,28 @@ async def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     return text_result(text or "(empty file)")
 
 
+def _current_text(path: Path, ctx: ToolContext) -> str | None:
+    """The file as the editor has it (else the disk); text that is not UTF-8 is shown replaced."""
+    try:
+        return ctx.files.read_text(path)
+    except UnicodeDecodeError:
+        return path.read_text("utf-8", errors="replace")
+
+
 def propose_write(args: dict[str, Any], ctx: ToolContext) -> Proposal:
     path = ctx.writable(args.get("path"))
     content = _str_arg(args, "content")
-    before = path.read_text("utf-8", errors="replace") if path.is_file() else None
-    return Proposal(path, before, content)
+    return Proposal(path, _current_text(path, ctx), content)
 
 
 def propose_edit(args: dict[str, Any], ctx: ToolContext) -> Proposal:
     path = ctx.writable(args.get("path"))
     old, new = _str_arg(args, "oldText"), _str_arg(args, "newText")
-    if not path.is_file():
-        raise ToolError(f"{args['path']}: no such file")
     if not old:
         raise ToolError("`oldText` must not be empty")
-    before = path.read_text("utf-8")
+    before = ctx.files.read_text(path)
+    if before is None:
+        raise ToolError(f"{args['path']}: no such file")
     count = before.count(old)
     if count == 0:
         raise ToolError(f"the text to replace was not found in {args['path']}; "
@@ -202,15 +235,14 @@ def _change(name: str, args: dict[str, Any], ctx: ToolContext) -> Proposal:
 
 async def write_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     change = _change("write", args, ctx)
-    change.path.parent.mkdir(parents=True, exist_ok=True)
-    change.path.write_text(change.new_text, "utf-8")
+    await ctx.files.write_text(change.path, change.new_text)
     return text_result(f"Wrote {len(change.new_text.encode())} bytes to {args['path']}")
 
 
 async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     change = _change("edit", args, ctx)
     before, after = change.old_text or "", change.new_text
-    change.path.write_text(after, "utf-8")
+    await ctx.files.write_text(change.path, after)
     diff = "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True),
                                         f"a/{args['path']}", f"b/{args['path']}"))
     first_line = before[: before.index(args["oldText"])].count("\n") + 1

@@ -15,7 +15,8 @@ from typing import Literal
 import msgspec
 
 from pi_lsp.agent.approval import Approver, allow_all
-from pi_lsp.agent.harness import Harness
+from pi_lsp.agent.harness import Diagnostics, Harness
+from pi_lsp.agent.tools import DISK, FileAccess
 from pi_lsp.context.build import build_leaf_context
 from pi_lsp.context.preview import (
     ContextDiff,
@@ -55,6 +56,7 @@ from pi_lsp.summarize.select import choose_summarizer
 Layer = Literal["agent", "llm", "request"]
 ChangeListener = Callable[[Path, SessionTree, Refresh], None]
 ApproverFactory = Callable[[Path], Approver]
+DiagnosticsFactory = Callable[[Path], Diagnostics | None]
 
 # Memory bounds: a preview holds a whole context (tens of MB for a long session), a tree a
 # whole file; only the recently used stay (a tree with a running harness always stays).
@@ -76,6 +78,7 @@ class Config(msgspec.Struct, rename="camel", omit_defaults=True, forbid_unknown_
     auto_compaction: bool = True
     anthropic_api_key: str | None = None
     anthropic_base_url: str | None = None
+    diagnostics_feedback: bool = True
 
 
 class UnknownSessionError(Exception):
@@ -145,10 +148,14 @@ def preview_weight(preview: Preview) -> int:
 
 class SessionHub:
     def __init__(self, folders: list[Path], config: Config,
-                 approver_for: ApproverFactory = lambda _path: allow_all) -> None:
+                 approver_for: ApproverFactory = lambda _path: allow_all,
+                 files: FileAccess = DISK,
+                 diagnostics_for: DiagnosticsFactory = lambda _root: None) -> None:
         self.folders = folders
         self.config = config
         self.approver_for = approver_for
+        self.files = files
+        self.diagnostics_for = diagnostics_for
         self.trees: OrderedDict[Path, SessionTree] = OrderedDict()  # least recently used first
         self.harnesses: dict[Path, Harness] = {}
         self.listeners: list[ChangeListener] = []
@@ -282,6 +289,8 @@ class SessionHub:
                 summarizer=choose_summarizer(settings, base_url=self.config.anthropic_base_url),
                 compaction=settings.compaction,
                 branch_reserve_tokens=settings.branch_summary.reserve_tokens,
+                files=self.files,
+                diagnostics=self.diagnostics_for(self.folder_of(key)),
             )
             record_files(harness)
             self.harnesses[key] = harness

@@ -103,6 +103,7 @@ Instructions = Annotated[str, msgspec.Meta(max_length=100_000)]
 PromptText = Annotated[str, msgspec.Meta(max_length=1_000_000)]
 ImageData = Annotated[str, msgspec.Meta(max_length=20_000_000)]  # base64
 MAX_IMAGES = 20
+MAX_CONTEXT = 50  # code attachments of one prompt
 
 
 class _Args(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
@@ -180,9 +181,33 @@ class ImageArg(_Args):
     mime_type: Annotated[str, msgspec.Meta(max_length=100)]
 
 
+Count = Annotated[int, msgspec.Meta(ge=0)]
+
+
+class PositionArg(_Args):
+    line: Count
+    character: Count
+
+
+class RangeArg(_Args):
+    start: PositionArg
+    end: PositionArg
+
+
+class ContextArg(_Args):
+    """Code sent with a prompt: a selection (`text` and `range`) or a whole file."""
+
+    uri: Uri
+    text: PromptText | None = None
+    range: RangeArg | None = None
+    language_id: Short | None = None
+
+
 class PromptArgs(SessionArgs):
     text: PromptText
     images: Annotated[list[ImageArg], msgspec.Meta(max_length=MAX_IMAGES)] = \
+        msgspec.field(default_factory=list)
+    context: Annotated[list[ContextArg], msgspec.Meta(max_length=MAX_CONTEXT)] = \
         msgspec.field(default_factory=list)
     delivery: Literal["prompt", "steer", "followUp"] = "prompt"
 

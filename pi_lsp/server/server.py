@@ -29,6 +29,12 @@ from pi_lsp.files.snapshots import SnapshotError, store_for
 from pi_lsp.providers.anthropic import MissingApiKeyError
 from pi_lsp.server import stdio
 from pi_lsp.server.approvals import NotAsked, approve_tool_params, fallback_question
+from pi_lsp.server.editor import (
+    EditorFiles,
+    editor_problems,
+    experimental_flag,
+    prompt_attachments,
+)
 from pi_lsp.server.hub import (
     Config,
     ForeignFolderError,
@@ -101,6 +107,7 @@ class PiServer(LanguageServer):
         self.allowed_tools: dict[Path, set[str]] = {}
         self.known_files: set[Path] = set()
         self.turn_ids: dict[Path, str] = {}  # sessions whose turn task has been started
+        self.files = EditorFiles(self)
 
     def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
         """Serve stdio with framing faults survived; SIGTERM or a closed stdin ends like
@@ -205,6 +212,13 @@ class PiServer(LanguageServer):
                            "it was not run") from None
         return CHOICES.get(answer.title if answer is not None else "", "deny")
 
+    def diagnostics_for(self, root: Path) -> Callable[[list[Path]], Awaitable[str | None]]:
+        async def problems(paths: list[Path]) -> str | None:
+            if not self.config.diagnostics_feedback or not experimental_flag(self, "diagnostics"):
+                return None
+            return await editor_problems(self, root, paths)
+        return problems
+
     def session_title(self, path: Path) -> str:
         tree = self.hub.trees.get(path.resolve()) if self.hub else None
         return (tree.name if tree and tree.name else None) or path.name
@@ -234,7 +248,8 @@ class PiServer(LanguageServer):
         if future is not None:
             future.add_done_callback(lambda f: harness.abort() if f.cancelled() else None)
 
-    async def run_turn(self, uri: str, turn_id: str, harness: Harness, args: PromptArgs) -> None:
+    async def run_turn(self, uri: str, turn_id: str, harness: Harness, args: PromptArgs,
+                       attachments: list[str]) -> None:
         stream = TurnStream(self, uri, turn_id)
         unsubscribe = harness.subscribe(stream.on_event)
         token = await self.progress_begin(f"pi: {args.text[:60]}")
@@ -243,7 +258,7 @@ class PiServer(LanguageServer):
         images = [ImageContent(data=i.data, mime_type=i.mime_type) for i in args.images]
         outcome = "done"
         try:
-            await harness.prompt(args.text, images or None)
+            await harness.prompt(args.text, images or None, attachments or None)
         except (MissingApiKeyError, BusyError, SettingsError, ValueError) as error:
             outcome = str(error)  # the harness has sent it as the turn's `error` event
         except Exception:
@@ -388,7 +403,7 @@ async def initialized(ls: PiServer, _params: types.InitializedParams) -> None:
     folders = [Path(p) for p in (to_fs_path(f.uri) for f in ls.workspace.folders.values()) if p]
     if not folders and ls.workspace.root_path:
         folders = [Path(ls.workspace.root_path)]
-    ls.hub = SessionHub(folders, ls.config, ls.approver_for)
+    ls.hub = SessionHub(folders, ls.config, ls.approver_for, ls.files, ls.diagnostics_for)
     ls.hub.listeners.append(ls.on_session_changed)
     ls.start_watching()
 
@@ -413,6 +428,21 @@ def did_change_folders(ls: PiServer, _params: types.DidChangeWorkspaceFoldersPar
                                             ls.workspace.folders.values()) if p]
         ls.start_watching()
         ls.notify(SESSIONS_CHANGED, {})
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+def did_open(ls: PiServer, params: types.DidOpenTextDocumentParams) -> None:
+    ls.files.forget(params.text_document.uri)  # pygls keeps the text; registering syncs it
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+def did_change(ls: PiServer, params: types.DidChangeTextDocumentParams) -> None:
+    ls.files.forget(params.text_document.uri)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+def did_close(ls: PiServer, params: types.DidCloseTextDocumentParams) -> None:
+    ls.files.forget(params.text_document.uri)
 
 
 @server.feature(types.SHUTDOWN)
@@ -569,17 +599,18 @@ async def set_thinking_level(ls: PiServer, args: ThinkingArgs) -> dict[str, Any]
 async def prompt(ls: PiServer, args: PromptArgs) -> dict[str, Any]:
     path = await open_tree(ls, args.uri)
     harness = ls.sessions().harness(path)
+    attachments = prompt_attachments(ls.files, harness.root, args)
     if args.delivery != "prompt" and harness.busy:
         images = [ImageContent(data=i.data, mime_type=i.mime_type) for i in args.images]
         deliver = harness.steer if args.delivery == "steer" else harness.follow_up
-        deliver(args.text, images or None)
+        deliver(args.text, images or None, attachments or None)
         return {"turnId": None, "queued": args.delivery}
     key = path.resolve()
     if harness.busy or key in ls.turn_ids:
         raise BusyError(f"the session is busy ({harness.phase}); steer or follow up instead")
     turn_id = str(uuid.uuid4())
     ls.turn_ids[key] = turn_id  # claimed now, so a second prompt is refused at once
-    task = ls.run_task(ls.run_turn(args.uri, turn_id, harness, args))
+    task = ls.run_task(ls.run_turn(args.uri, turn_id, harness, args, attachments))
     task.add_done_callback(lambda _t: ls.turn_ids.pop(key, None))
     return {"turnId": turn_id}
 

@@ -97,6 +97,20 @@ local commands = {
     end,
     { nargs = "?", complete = complete_sessions, desc = "pi: check the session file (quickfix list)" },
   },
+  PiSend = {
+    function(o)
+      pi().ensure_setup()
+      require("pi_lsp.editor").send_command(o.line1, o.line2)
+    end,
+    { range = true, desc = "pi: send the lines (default: the current one) with the next chat message" },
+  },
+  PiAddFile = {
+    function()
+      pi().ensure_setup()
+      require("pi_lsp.editor").add_file_command()
+    end,
+    { nargs = 0, desc = "pi: send the current file with the next chat message" },
+  },
 }
 
 for name, spec in pairs(commands) do

@@ -25,7 +25,8 @@ local function prompt(text, reply)
   H.wait(15000, function()
     tree = H.exec("pi.getTree", { uri = uri })
     local last = tree.nodes[#tree.nodes]
-    return last and last.preview == reply
+    -- The reply is written before the turn ends (the editor is asked about the files first).
+    return last and last.preview == reply and not require("pi_lsp.session").busy(uri)
   end, "the turn did not end with " .. reply)
   return tree.nodes[#tree.nodes].id
 end

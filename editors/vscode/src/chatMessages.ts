@@ -9,13 +9,15 @@ export interface ChatState {
   thinkingLevel: string;
   thinkingLevels: readonly string[];
   tokens: string;
+  /** Code that goes with the next prompt (labels such as `orders.py:4-5`). */
+  attachments: string[];
 }
 
 export type ToWebview =
   | { type: "reset"; blocks: { id: string; html: string }[]; state: ChatState }
   | { type: "upsert"; id: string; html: string }
   | { type: "state"; state: ChatState }
-  | { type: "approval"; id: string; message: string; actions: string[] }
+  | { type: "approval"; id: string; message: string; actions: string[]; detail?: string }
   | { type: "approvalDone"; id: string }
   | { type: "setInput"; text: string };
 
@@ -27,4 +29,5 @@ export type FromWebview =
   | { type: "pickModel" }
   | { type: "setThinking"; level: string }
   | { type: "approve"; id: string; choice: string }
-  | { type: "previewContext" };
+  | { type: "previewContext" }
+  | { type: "detach"; index: number };

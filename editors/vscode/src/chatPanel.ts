@@ -6,6 +6,7 @@ import type { PiClient } from "./client";
 import { ChatState, FromWebview, ToWebview } from "./chatMessages";
 import { Transcript } from "./chatModel";
 import { renderBlock } from "./chatRender";
+import type { Attachment } from "./codeContext";
 import { APPROVAL_ACTIONS, ThinkingLevel, THINKING_LEVELS, TurnNotification } from "./protocol";
 import { modelChoices, modelList, getter } from "./settings";
 import { Sessions, sessionKey } from "./sessions";
@@ -32,11 +33,13 @@ export class ChatPanels implements vscode.Disposable {
     const key = sessionKey(uri);
     let panel = this.panels.get(key);
     if (!panel) {
-      panel = new ChatPanel(uri, this.pi, this.sessions, this.extensionUri, () => this.panels.delete(key));
+      // Chats share a column: the first opens beside the editor, the next ones as its tabs.
+      const column = this.all().map((p) => p.panel.viewColumn).find((c) => c !== undefined) ?? vscode.ViewColumn.Beside;
+      panel = new ChatPanel(uri, this.pi, this.sessions, this.extensionUri, column, () => this.panels.delete(key));
       this.panels.set(key, panel);
       await panel.reload();
     } else if (opts.reveal !== false) {
-      panel.panel.reveal();
+      panel.panel.reveal(panel.panel.viewColumn);
     }
     return panel;
   }
@@ -89,6 +92,11 @@ export class ChatPanel {
   private state: ChatState;
   private reloadTimer: ReturnType<typeof setTimeout> | undefined;
   private readonly approvals = new Map<string, (choice: string) => void>();
+  /** Code that goes with the next prompt. */
+  readonly attachments: Attachment[] = [];
+  /** A prompt whose turn failed before it started: it is in no entry, so it is kept here. */
+  private failed: { text: string; error: string } | undefined;
+  private pending: string | undefined;
   private readonly reloadedEmitter = new vscode.EventEmitter<void>();
   /** Fires after each reload from the server (tests wait on it). */
   readonly onDidReload = this.reloadedEmitter.event;
@@ -98,13 +106,14 @@ export class ChatPanel {
     private readonly pi: PiClient,
     private readonly sessions: Sessions,
     extensionUri: vscode.Uri,
+    column: vscode.ViewColumn,
     onDispose: () => void,
   ) {
     this.state = {
       title: "pi chat", busy: false, model: null, models: modelChoices(getter()), thinkingLevel: "off",
-      thinkingLevels: THINKING_LEVELS, tokens: "",
+      thinkingLevels: THINKING_LEVELS, tokens: "", attachments: [],
     };
-    this.panel = vscode.window.createWebviewPanel("piLsp.chat", "pi chat", vscode.ViewColumn.Beside, {
+    this.panel = vscode.window.createWebviewPanel("piLsp.chat", "pi chat", column, {
       enableScripts: true,
       retainContextWhenHidden: true, // a streamed turn must not be lost when the tab is hidden
       localResourceRoots: [vscode.Uri.joinPath(extensionUri, "out"), vscode.Uri.joinPath(extensionUri, "media")],
@@ -114,11 +123,13 @@ export class ChatPanel {
     this.panel.webview.onDidReceiveMessage((m: FromWebview) => void this.receive(m));
     this.panel.onDidChangeViewState(() => {
       if (this.panel.active) this.sessions.remember(this.uri);
+      this.sessions.refreshCurrent(); // the chat in front is the current session, remembered or not
     });
     this.panel.onDidDispose(() => {
       clearTimeout(this.reloadTimer);
       this.reloadedEmitter.dispose();
       onDispose();
+      this.sessions.refreshCurrent();
     });
   }
 
@@ -151,7 +162,9 @@ export class ChatPanel {
       this.panel.title = `pi: ${this.state.title}`;
       if (!this.transcript.busy) {
         this.transcript.load(preview.messages);
-        this.post({ type: "reset", blocks: this.rendered(), state: this.state });
+        const blocks = this.rendered();
+        if (this.failed) blocks.push({ id: "failed", html: noticeHtml("failed", `Not sent: ${this.failed.error}`, "error") });
+        this.post({ type: "reset", blocks, state: this.state });
       } else {
         this.post({ type: "state", state: this.state });
       }
@@ -168,6 +181,13 @@ export class ChatPanel {
   }
 
   onTurn(n: TurnNotification): void {
+    if (n.event.type === "agent_start") this.pending = undefined;
+    if (n.event.type === "error" && this.pending !== undefined) {
+      // Nothing was written: keep the prompt in the input and the error in view.
+      this.failed = { text: this.pending, error: n.event.message };
+      this.pending = undefined;
+      this.post({ type: "setInput", text: this.failed.text });
+    }
     const wasBusy = this.transcript.busy;
     for (const id of this.transcript.apply(n.event)) {
       const block = this.transcript.block(id);
@@ -182,8 +202,20 @@ export class ChatPanel {
     this.panel.reveal();
   }
 
-  askApproval(id: string, message: string, actions: string[]): Promise<string> {
-    this.post({ type: "approval", id, message, actions });
+  /** Code for the next prompt; shown above the input until it is sent. */
+  attach(attachment: Attachment): void {
+    this.attachments.push(attachment);
+    this.postAttachments();
+    this.panel.reveal(this.panel.viewColumn);
+  }
+
+  private postAttachments(): void {
+    this.state = { ...this.state, attachments: this.attachments.map((a) => a.label) };
+    this.post({ type: "state", state: this.state });
+  }
+
+  askApproval(id: string, message: string, actions: string[], detail?: string): Promise<string> {
+    this.post({ type: "approval", id, message, actions, ...(detail ? { detail } : {}) });
     return new Promise((resolve) => this.approvals.set(id, resolve));
   }
 
@@ -217,6 +249,10 @@ export class ChatPanel {
         case "previewContext":
           await vscode.commands.executeCommand("piLsp.previewContext", { uri: this.uri });
           return;
+        case "detach":
+          this.attachments.splice(m.index, 1);
+          this.postAttachments();
+          return;
       }
     } catch (error) {
       this.notice(error instanceof Error ? error.message : String(error));
@@ -226,12 +262,24 @@ export class ChatPanel {
   async send(text: string, delivery: "prompt" | "steer" | "followUp"): Promise<void> {
     if (!text.trim()) return;
     this.sessions.remember(this.uri);
-    if (delivery === "prompt") this.setBusy(true); // until agent_start confirms it
+    if (this.failed) {
+      this.failed = undefined;
+      this.post({ type: "upsert", id: "failed", html: '<div class="hidden"></div>' });
+    }
+    if (delivery === "prompt") {
+      this.setBusy(true); // until agent_start confirms it
+      this.pending = text;
+    }
+    const context = this.attachments.map((a) => a.context);
     try {
-      const result = await this.pi.call("pi.prompt", { uri: this.uri, text, delivery });
+      const result = await this.pi.call("pi.prompt", { uri: this.uri, text, delivery, ...(context.length ? { context } : {}) });
+      this.attachments.splice(0);
+      if (context.length) this.postAttachments();
       if (result.queued) this.notice(result.queued === "steer" ? "Steering message queued for after the current tool." : "Follow-up queued for when the turn ends.", "info");
     } catch (error) {
       if (delivery === "prompt") this.setBusy(false);
+      this.pending = undefined;
+      this.post({ type: "setInput", text }); // refused: the text is not lost
       throw error;
     }
   }
@@ -250,7 +298,7 @@ export class ChatPanel {
 
   private notice(text: string, level: "info" | "error" = "error"): void {
     const id = `notice-${Date.now()}-${Math.random().toString(36).slice(2, 6)}`;
-    this.post({ type: "upsert", id, html: `<div class="notice ${level}" data-id="${id}">${escape(text)}</div>` });
+    this.post({ type: "upsert", id, html: noticeHtml(id, text, level) });
   }
 
   private rendered(): { id: string; html: string }[] {
@@ -274,6 +322,10 @@ export async function pickModel(pi: PiClient, current: string | null): Promise<s
   if (!picked) return undefined;
   if (picked.label !== other) return picked.label;
   return vscode.window.showInputBox({ prompt: "Model as provider/id", value: current ?? "anthropic/" });
+}
+
+function noticeHtml(id: string, text: string, level: "info" | "error"): string {
+  return `<div class="notice ${level}" data-id="${id}">${escape(text)}</div>`;
 }
 
 function escape(s: string): string {
@@ -302,6 +354,7 @@ function html(webview: vscode.Webview, extensionUri: vscode.Uri): string {
 <main id="transcript"></main>
 <div id="approvals"></div>
 <footer>
+  <div id="attachments"></div>
   <textarea id="input" rows="3" placeholder="Ask pi… (Enter sends; while it runs, Enter steers and Alt+Enter queues a follow-up)"></textarea>
   <div class="buttons">
     <button id="send">Send</button>

@@ -11,10 +11,17 @@ import {
   ServerOptions,
   ShowMessageRequest,
   ShowMessageRequestParams,
+  StaticFeature,
 } from "vscode-languageclient/node";
 import {
+  APPROVE_TOOL,
+  ApprovalDecision,
+  ApproveToolParams,
   ArgsOf,
   CommandName,
+  DIAGNOSTICS,
+  DiagnosticsParams,
+  DiagnosticsResult,
   JOB_DONE,
   JobDone,
   ResultOf,
@@ -25,6 +32,21 @@ import {
   TurnNotification,
 } from "./protocol";
 import { LAUNCH_KEYS, SECTION, SERVER_KEYS, getter, serverLaunch, serverSettings } from "./settings";
+
+/** Session files are the server's own business: it reads them from disk, never from here. */
+export function syncsDocument(uri: vscode.Uri): boolean {
+  return uri.scheme === "file" && !uri.path.endsWith(".jsonl");
+}
+
+/** Tells the server this client answers `pi/approveTool` and `pi/diagnostics`. */
+export const piCapabilities: StaticFeature = {
+  fillClientCapabilities(capabilities) {
+    capabilities.experimental = { ...(capabilities.experimental as object | undefined), piLsp: { approveTool: true, diagnostics: true } };
+  },
+  initialize() {},
+  getState: () => ({ kind: "static" }),
+  clear() {},
+};
 
 /** Answers a `window/showMessageRequest`; undefined means "show it the usual way". */
 export type MessageRequestHandler = (
@@ -52,6 +74,10 @@ export class PiClient implements vscode.Disposable {
 
   /** Set by the chat panels so an approval can also be answered there. */
   messageRequestHandler: MessageRequestHandler | undefined;
+  /** Answers `pi/approveTool` (no handler: every call is denied). */
+  approveToolHandler: ((params: ApproveToolParams) => Promise<{ decision: ApprovalDecision }>) | undefined;
+  /** Answers `pi/diagnostics`. */
+  diagnosticsHandler: ((params: DiagnosticsParams) => Promise<DiagnosticsResult>) | undefined;
 
   private client: LanguageClient | undefined;
   private starting: Promise<void> | undefined;
@@ -124,15 +150,26 @@ export class PiClient implements vscode.Disposable {
       options: { cwd: folder, env: process.env },
     };
     const clientOptions: LanguageClientOptions = {
-      // No documentSelector: the server watches the session files itself, so the client
-      // need not stream a (possibly huge) JSONL buffer to it.
+      // Open files are synced so the agent reads unsaved text and edits through applyEdit;
+      // session files are not: the server watches them itself, and they may be huge.
+      documentSelector: [{ scheme: "file" }],
+      middleware: {
+        didOpen: (doc, next) => (syncsDocument(doc.uri) ? next(doc) : Promise.resolve()),
+        didChange: (e, next) => (syncsDocument(e.document.uri) ? next(e) : Promise.resolve()),
+        didClose: (doc, next) => (syncsDocument(doc.uri) ? next(doc) : Promise.resolve()),
+      },
       outputChannel: this.outputChannel,
       initializationOptions: serverSettings(getter(), await this.options.apiKey()),
     };
     const client = new LanguageClient("piLsp", "pi-lsp", serverOptions, clientOptions);
     // Handlers registered before start() are installed after the client's defaults, so this
     // one replaces the built-in showMessageRequest handler (and survives restarts).
+    client.registerFeature(piCapabilities);
     client.onRequest(ShowMessageRequest.type, (params) => this.showMessageRequest(params));
+    client.onRequest(APPROVE_TOOL, (params: ApproveToolParams) =>
+      this.approveToolHandler?.(params) ?? { decision: "deny" as ApprovalDecision });
+    client.onRequest(DIAGNOSTICS, (params: DiagnosticsParams) =>
+      this.diagnosticsHandler?.(params) ?? { diagnostics: [] });
     client.onNotification(SESSIONS_CHANGED, () => this.sessionsChangedEmitter.fire());
     client.onNotification(SESSION_CHANGED, (p: SessionChanged) => this.sessionChangedEmitter.fire(p));
     client.onNotification(TURN, (p: TurnNotification) => this.turnEmitter.fire(p));

@@ -1,8 +1,10 @@
 // Entry point: wires the client, the Sessions view, the chat panels, the context documents,
 // the status bar and the commands together. Nothing here knows what a session means.
 import * as vscode from "vscode";
+import { Approvals, APPROVAL_SCHEME } from "./approval";
 import { ChatPanels } from "./chatPanel";
 import { PiClient } from "./client";
+import { editorDiagnostics, registerContextCommands } from "./codeContext";
 import { API_KEY_SECRET, registerCommands } from "./commands";
 import { ContextProvider, SCHEME } from "./contextProvider";
 import { Sessions } from "./sessions";
@@ -18,6 +20,7 @@ export interface PiApi {
   chats: ChatPanels;
   contextProvider: ContextProvider;
   status: StatusBar;
+  approvals: Approvals;
 }
 
 let api: PiApi | undefined;
@@ -29,6 +32,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<PiApi>
   chats = new ChatPanels(pi, sessions, context.extensionUri);
   const panels = chats;
   pi.messageRequestHandler = (params) => panels.approval(params);
+  const approvals = new Approvals(sessions, () => chats);
+  pi.approveToolHandler = (params) => approvals.approve(params);
+  pi.diagnosticsHandler = (params) => editorDiagnostics(params);
 
   const view = new SessionsView(pi, sessions);
   const treeView = vscode.window.createTreeView("piLsp.sessions", { treeDataProvider: view, showCollapseAll: true });
@@ -43,12 +49,14 @@ export async function activate(context: vscode.ExtensionContext): Promise<PiApi>
   context.subscriptions.push(
     pi, sessions, view, treeView, chats, contextProvider, status,
     vscode.workspace.registerTextDocumentContentProvider(SCHEME, contextProvider),
+    vscode.workspace.registerTextDocumentContentProvider(APPROVAL_SCHEME, approvals.texts),
+    ...registerContextCommands(sessions, panels),
     context.secrets.onDidChange((e) => {
       if (e.key === API_KEY_SECRET) void pi.sendSettings();
     }),
     ...registerCommands({ pi, sessions, view, chats, status, secrets: context.secrets }),
   );
-  api = { pi, sessions, view, treeView, chats, contextProvider, status };
+  api = { pi, sessions, view, treeView, chats, contextProvider, status, approvals };
 
   try {
     await pi.start();
@@ -77,3 +85,6 @@ export { TreeShape } from "./treeShape";
 export { modelList, serverLaunch, serverSettings } from "./settings";
 export { contextUri, parseContextUri } from "./contextProvider";
 export { sessionOfArgument, sessionKey } from "./sessions";
+export { approvalMessage, decisionOf } from "./approval";
+export { toItems } from "./codeContext";
+export { piCapabilities, syncsDocument } from "./client";

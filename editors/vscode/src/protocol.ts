@@ -5,6 +5,9 @@ export const SESSIONS_CHANGED = "pi/sessionsChanged";
 export const SESSION_CHANGED = "pi/sessionChanged";
 export const TURN = "pi/turn";
 export const JOB_DONE = "pi/jobDone";
+/** Server → client requests this extension answers (announced in capabilities.experimental.piLsp). */
+export const APPROVE_TOOL = "pi/approveTool";
+export const DIAGNOSTICS = "pi/diagnostics";
 
 export const THINKING_LEVELS = ["off", "minimal", "low", "medium", "high", "xhigh"] as const;
 export type ThinkingLevel = (typeof THINKING_LEVELS)[number];
@@ -124,7 +127,7 @@ export interface Commands {
   "pi.setName": [{ uri: string; name: string }, Record<string, never>];
   "pi.setModel": [{ uri: string; provider: string; modelId: string }, Record<string, never>];
   "pi.setThinkingLevel": [{ uri: string; level: ThinkingLevel }, Record<string, never>];
-  "pi.prompt": [{ uri: string; text: string; delivery?: Delivery }, { turnId: string | null; queued?: Delivery }];
+  "pi.prompt": [{ uri: string; text: string; delivery?: Delivery; context?: CodeContext[] }, { turnId: string | null; queued?: Delivery }];
   "pi.abort": [{ uri: string }, { aborted: boolean }];
   "pi.check": [{ uri: string }, { problems: Problem[] }];
   "pi.fileChanges": [{ uri: string; entryId: string }, FileChangesResult];
@@ -146,6 +149,53 @@ export interface ModelInfo {
 export type CommandName = keyof Commands;
 export type ArgsOf<K extends CommandName> = Commands[K][0];
 export type ResultOf<K extends CommandName> = Commands[K][1];
+
+/** Code sent with a prompt: a selection (text and range) or a whole file (uri only). */
+export interface CodeContext {
+  uri: string;
+  text?: string;
+  range?: LspRange;
+  languageId?: string;
+}
+
+export interface LspRange {
+  start: { line: number; character: number };
+  end: { line: number; character: number };
+}
+
+// -- server → client requests -----------------------------------------------------------
+
+/** `pi/approveTool`: a write/edit carries the whole proposed text, bash its whole command. */
+export interface ApproveToolParams {
+  uri: string;
+  turnId: string;
+  toolCallId: string;
+  tool: string;
+  title: string;
+  command?: string;
+  path?: string;
+  outsideWorkspace: boolean;
+  oldText?: string | null;
+  newText?: string;
+  diff?: string;
+}
+
+export type ApprovalDecision = "allow" | "allowSession" | "deny";
+
+export interface DiagnosticsParams {
+  uris: string[];
+}
+
+export interface DiagnosticItem {
+  range: LspRange;
+  severity: number;
+  message: string;
+  source?: string;
+}
+
+export interface DiagnosticsResult {
+  diagnostics: { uri: string; items: DiagnosticItem[] }[];
+}
 
 // -- notifications ----------------------------------------------------------------------
 

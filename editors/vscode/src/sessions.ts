@@ -68,7 +68,7 @@ export class Sessions implements vscode.Disposable {
       pi.onSessionsChanged(() => (this.cache = undefined)),
       pi.onSessionChanged(() => (this.cache = undefined)), // entry counts and names change
       pi.onStarted(() => (this.cache = undefined)),
-      vscode.window.onDidChangeActiveTextEditor(() => this.currentMayHaveChanged()),
+      vscode.window.onDidChangeActiveTextEditor(() => this.refreshCurrent()),
     );
   }
 
@@ -95,13 +95,16 @@ export class Sessions implements vscode.Disposable {
   remember(uri: string): void {
     if (sameSession(uri, this.lastUsed())) return;
     void this.state.update(LAST_USED, uri);
-    this.currentMayHaveChanged();
+    this.refreshCurrent();
   }
 
   private shownCurrent: string | undefined;
 
-  /** Tells the view and status bar, but only when the default session really changed. */
-  private currentMayHaveChanged(): void {
+  /**
+   * Tells the view and status bar, but only when the default session really changed. Called
+   * when the editor or chat in front changes too.
+   */
+  refreshCurrent(): void {
     const now = this.current();
     if (now === this.shownCurrent || sameSession(now, this.shownCurrent)) return;
     this.shownCurrent = now;

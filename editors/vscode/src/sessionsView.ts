@@ -35,7 +35,11 @@ export class EntryItem extends vscode.TreeItem {
   ) {
     super(node.preview || node.type, collapsed(expandable, node.onPath));
     const leaf = node.id === leafId;
-    this.id = `entry:${sessionKey(sessionUri)}#${node.id}`;
+    // VS Code keeps the expansion state an id had and ignores collapsibleState after that, so
+    // a branch that has just come onto the path (or a chain entry that has just become a fork)
+    // would stay folded. The id says whether the item opens, so such an item is new to it.
+    const fold = !expandable ? "" : node.onPath ? "/open" : "/fold";
+    this.id = `entry:${sessionKey(sessionUri)}#${node.id}${fold}`;
     // The role in contextValue lets package.json offer "Edit prompt" on user messages only.
     this.contextValue = `entry.${node.role ?? node.type}${node.onPath ? ".onPath" : ""}`;
     const parts = [node.label ? `[${node.label}]` : "", leaf ? "← leaf" : "", node.id];

@@ -14,6 +14,7 @@ export const SERVER_KEYS = [
   "durableLeafMoves",
   "autoCompaction",
   "anthropicBaseUrl",
+  "diagnosticsFeedback",
 ] as const;
 
 /** Settings that change how the server process is started (a change restarts it). */

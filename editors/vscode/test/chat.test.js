@@ -1,6 +1,6 @@
 // The chat panel end to end: activate(), the real server, a local fake Anthropic endpoint.
-// A prompt streams into the panel, a bash call asks for approval through the standard
-// window/showMessageRequest (answered natively or in the panel), and abort/steer go through.
+// A prompt streams into the panel, a bash call asks for approval through pi/approveTool
+// (answered in a notification or in the panel), and abort/steer go through.
 "use strict";
 require("../testlib/register-vscode-stub");
 const { test, before, after } = require("node:test");
@@ -69,7 +69,7 @@ test("a prompt streams in; bash asks for approval natively; the tool result is s
     toolReply({ thinking: "The user wants a shell command.", text: "Running it.", calls: [["toolu_1", "bash", { command: "echo hi-from-bash" }]] }),
     textReply("All ", "done: **", "hi**"),
   );
-  respond("showWarningMessage", (message, ...items) => items.find((i) => i.title === "Allow"));
+  respond("showWarningMessage", () => "Accept");
   const html = await turn("please run echo");
   respond("showWarningMessage");
   assert.ok(rec.messages.some((m) => m.kind === "warning" && /pi \(.+\) wants to run bash: echo hi-from-bash/.test(m.message)));
@@ -91,7 +91,7 @@ test("a prompt streams in; bash asks for approval natively; the tool result is s
   assert.match(JSON.stringify(results[0].content), /hi-from-bash/);
 });
 
-test("an approval can be answered in the panel instead (Deny)", async () => {
+test("an approval can be answered in the panel instead (Reject)", async () => {
   fake.script(
     toolReply({ text: "Deleting.", calls: [["toolu_2", "bash", { command: "rm -rf build" }]] }),
     textReply("Understood, I will not."),
@@ -99,8 +99,9 @@ test("an approval can be answered in the panel instead (Deny)", async () => {
   respond("showWarningMessage", () => new Promise(() => {})); // the notification is ignored
   const html = await turn("clean up", async () => {
     const card = await eventually(() => panel.posted.find((m) => m.type === "approval" && /rm -rf build/.test(m.message)), 10000, "the approval card");
-    assert.deepEqual(card.actions, ["Allow", "Allow for this session", "Deny"]);
-    await panel.receive({ type: "approve", id: card.id, choice: "Deny" });
+    assert.deepEqual(card.actions, ["Accept", "Accept for Session", "Reject"]);
+    assert.equal(card.detail, "rm -rf build", "the whole command");
+    await panel.receive({ type: "approve", id: card.id, choice: "Reject" });
   });
   respond("showWarningMessage");
   assert.match(html, /<details class="tool failed"/);

@@ -54,6 +54,16 @@ class MarkdownString {
   appendMarkdown(s) { this.value += s; return this; }
   appendText(s) { this.value += s; return this; }
 }
+class Position {
+  constructor(line, character) { this.line = line; this.character = character; }
+}
+class Range {
+  constructor(start, end) { this.start = start; this.end = end; }
+  get isEmpty() { return this.start.line === this.end.line && this.start.character === this.end.character; }
+}
+class Selection extends Range {
+  constructor(anchor, active) { super(anchor, active); this.anchor = anchor; this.active = active; }
+}
 // vscode-uri is VS Code's own URI code; joinPath lives in Utils there.
 const Uri = URI;
 Uri.joinPath = (base, ...parts) => Utils.joinPath(base, ...parts);
@@ -80,6 +90,8 @@ function respond(kind, items, ...rest) {
 }
 
 const configEmitter = new EventEmitter();
+const diagnostics = new Map(); // uri string -> vscode.Diagnostic-like objects
+const diagnosticsEmitter = new EventEmitter();
 const activeEditorEmitter = new EventEmitter();
 
 // Settings not set by a test have the defaults the extension's package.json declares.
@@ -106,7 +118,13 @@ function setConfig(key, value) {
 
 const textDocuments = [];
 function makeDocument(uri, text) {
-  return { uri, getText: () => text, languageId: uri.path.endsWith(".md") ? "markdown" : "plaintext", isClosed: false, lineCount: text.split("\n").length };
+  const lines = text.split("\n");
+  const offset = (p) => lines.slice(0, p.line).reduce((n, l) => n + l.length + 1, 0) + p.character;
+  return {
+    uri, languageId: uri.path.endsWith(".md") ? "markdown" : uri.path.endsWith(".py") ? "python" : "plaintext", isClosed: false, lineCount: lines.length,
+    getText: (range) => (range ? text.slice(offset(range.start), offset(range.end)) : text),
+    lineAt: (line) => ({ text: lines[line], range: new Range(new Position(line, 0), new Position(line, lines[line].length)) }),
+  };
 }
 async function openTextDocument(uriOrPath) {
   const uri = typeof uriOrPath === "string" ? Uri.file(uriOrPath) : uriOrPath;
@@ -123,8 +141,10 @@ function createWebviewPanel(viewType, title, column, options) {
   const received = new EventEmitter();
   const disposed = new EventEmitter();
   const viewState = new EventEmitter();
+  // Beside opens a new column right of the last one; a number is that column.
+  const viewColumn = column === -2 ? Math.max(1, ...rec.panels.filter((p) => !p.disposed).map((p) => p.viewColumn)) + 1 : column;
   const panel = {
-    viewType, title, options, active: true, visible: true, iconPath: undefined,
+    viewType, title, options, active: true, visible: true, iconPath: undefined, viewColumn,
     posted: [],
     webview: {
       html: "", options, cspSource: "vscode-resource:",
@@ -132,12 +152,14 @@ function createWebviewPanel(viewType, title, column, options) {
       postMessage: async (m) => { panel.posted.push(m); return true; },
       onDidReceiveMessage: received.event,
     },
-    reveal() { panel.active = true; },
+    reveal(col) { panel.active = true; if (col !== undefined) panel.viewColumn = col; },
     onDidDispose: disposed.event,
     onDidChangeViewState: viewState.event,
     dispose() { disposed.fire(); panel.disposed = true; },
     // Test side: what the webview script would send.
     __receive: (m) => received.fire(m),
+    /** Test side: the user brings the panel to the front (or another one covers it). */
+    __setActive: (active) => { panel.active = active; viewState.fire({ webviewPanel: panel }); },
   };
   rec.panels.push(panel);
   return panel;
@@ -152,7 +174,8 @@ function message(kind, api) {
 }
 
 const base = {
-  Disposable, EventEmitter, CancellationTokenSource, TreeItem, ThemeIcon, ThemeColor, MarkdownString, Uri,
+  Disposable, EventEmitter, CancellationTokenSource, TreeItem, ThemeIcon, ThemeColor, MarkdownString, Uri, Position, Range, Selection,
+  DiagnosticSeverity: { Error: 0, Warning: 1, Information: 2, Hint: 3 },
   TreeItemCollapsibleState: { None: 0, Collapsed: 1, Expanded: 2 },
   StatusBarAlignment: { Left: 1, Right: 2 },
   ViewColumn: { Active: -1, Beside: -2, One: 1, Two: 2 },
@@ -168,6 +191,11 @@ const base = {
       return new Disposable(() => rec.contentProviders.delete(scheme));
     },
     openTextDocument,
+    asRelativePath: (u) => {
+      const p = typeof u === "string" ? u : u.fsPath;
+      const folder = (base.workspace.workspaceFolders ?? []).find((f) => p.startsWith(f.uri.fsPath + "/"));
+      return folder ? p.slice(folder.uri.fsPath.length + 1) : p;
+    },
     onDidOpenTextDocument: noopEvent, onDidCloseTextDocument: noopEvent,
     onDidChangeTextDocument: noopEvent, onDidSaveTextDocument: noopEvent, onWillSaveTextDocument: noopEvent,
     onDidChangeWorkspaceFolders: noopEvent, onDidCreateFiles: noopEvent, onDidRenameFiles: noopEvent, onDidDeleteFiles: noopEvent,
@@ -206,11 +234,14 @@ const base = {
       return item;
     },
     createWebviewPanel,
-    activeTextEditor: undefined, visibleTextEditors: [], visibleNotebookEditors: [], tabGroups: { all: [] },
+    activeTextEditor: undefined, visibleTextEditors: [], visibleNotebookEditors: [], tabGroups: { all: [], close: async () => true },
     onDidChangeActiveTextEditor: activeEditorEmitter.event, onDidChangeVisibleTextEditors: noopEvent, onDidChangeVisibleNotebookEditors: noopEvent,
     onDidChangeTextEditorSelection: noopEvent, onDidChangeWindowState: noopEvent,
   },
-  languages: new Proxy({}, { get: (t, p) => (p === "match" ? () => 0 : p === "createDiagnosticCollection" ? () => ({ set() {}, delete() {}, clear() {}, dispose() {}, forEach() {} }) : () => new Disposable()) }),
+  languages: new Proxy({
+    getDiagnostics: (uri) => diagnostics.get(uri.toString()) ?? [],
+    onDidChangeDiagnostics: diagnosticsEmitter.event,
+  }, { get: (t, p) => (p in t ? t[p] : p === "match" ? () => 0 : p === "createDiagnosticCollection" ? () => ({ set() {}, delete() {}, clear() {}, dispose() {}, forEach() {} }) : () => new Disposable()) }),
   commands: {
     registerCommand: (id, fn) => {
       if (rec.commands.has(id)) throw new Error(`command '${id}' already exists`);
@@ -231,9 +262,16 @@ const base = {
     rec,
     setConfig,
     respond: (kind, fn) => (fn ? rec.responders.set(kind, fn) : rec.responders.delete(kind)),
-    setActiveEditor: (uri) => {
-      base.window.activeTextEditor = uri ? { document: makeDocument(uri, ""), selection: undefined } : undefined;
+    /** An editor in front: its text (unsaved, as typed) and selection [line, char, line, char]. */
+    setActiveEditor: (uri, text = "", sel = [0, 0, 0, 0]) => {
+      const selection = new Selection(new Position(sel[0], sel[1]), new Position(sel[2], sel[3]));
+      base.window.activeTextEditor = uri ? { document: makeDocument(uri, text), selection } : undefined;
       activeEditorEmitter.fire(base.window.activeTextEditor);
+    },
+    /** What a language server reports for a file, as VS Code would announce it. */
+    setDiagnostics: (uri, items) => {
+      diagnostics.set(uri.toString(), items);
+      diagnosticsEmitter.fire({ uris: [uri] });
     },
     /** Clears what was recorded (not the registrations). */
     reset: () => { rec.output.length = 0; rec.messages.length = 0; rec.executed.length = 0; rec.shown.length = 0; rec.responders.clear(); },

@@ -292,8 +292,15 @@ function M.send(chat, delivery)
   if delivery ~= "prompt" then
     args.delivery = delivery
   end
+  local attached = chat.context or {}
+  if #attached > 0 then
+    args.context = vim.tbl_map(function(item)
+      return item.context
+    end, attached)
+  end
   client.run("pi.prompt", args, function(result)
     vim.api.nvim_buf_set_lines(chat.input, 0, -1, false, {})
+    chat.context = {}
     if result.queued then
       table.insert(chat.queued, { delivery = result.queued, text = text })
       local what = result.queued == "steer" and "steering" or "follow-up queued"
@@ -314,6 +321,19 @@ function M.abort(chat)
 end
 
 -- -- approval -----------------------------------------------------------------------------------
+
+--- Show a question in the chat of `uri` while it is open; returns a function
+--- that adds the answer to it.
+function M.note_question(uri, message)
+  local chat = chats[util.key(uri) or ""]
+  local item = chat and vim.api.nvim_buf_is_valid(chat.buf) and note(chat, "**⚠ " .. message .. "**")
+  return function(answer)
+    if item then
+      item.text = item.text .. "  → " .. answer
+      draw_live(chat)
+    end
+  end
+end
 
 --- window/showMessageRequest: the server asks before bash/write/edit. The
 --- request names its session only in its text, so the note goes to the chat
@@ -504,6 +524,14 @@ function M.command(arg)
   session.resolve(arg, function(uri)
     M.open(uri)
   end)
+end
+
+--- Code (from :PiSend / :PiAddFile) that goes with the next message.
+function M.attach(uri, item)
+  local chat = M.open(uri)
+  chat.context = chat.context or {}
+  table.insert(chat.context, item)
+  note(chat, ("_📎 %s goes with the next message_"):format(item.label))
 end
 
 --- The chat state of `uri` (tests read it).

@@ -47,6 +47,12 @@ local function handlers()
     ["window/showMessageRequest"] = function(_, params)
       return require("pi_lsp.chat").approve(params)
     end,
+    ["pi/approveTool"] = function(_, params)
+      return require("pi_lsp.editor").approve_tool(params)
+    end,
+    ["pi/diagnostics"] = function(_, params)
+      return require("pi_lsp.editor").diagnostics(params)
+    end,
   }
 end
 
@@ -76,11 +82,16 @@ local function start(root)
     workspace_folders = { { uri = vim.uri_from_fname(root), name = vim.fs.basename(root) } },
     init_options = object(opts.settings),
     handlers = handlers(),
+    capabilities = vim.tbl_deep_extend("force", vim.lsp.protocol.make_client_capabilities(),
+      require("pi_lsp.editor").CAPABILITIES),
     -- The server creates its session hub on `initialized`, which nvim sends
     -- just before on_init runs: only now may commands go out.
     on_init = function(client)
       vim.schedule(function()
         flush_waiting(client)
+        -- Open file buffers are synced: the agent reads their unsaved text and
+        -- edits them through workspace/applyEdit.
+        require("pi_lsp.editor").sync_buffers(client, root)
       end)
     end,
     on_exit = function(_, _, client_id)

@@ -10,7 +10,8 @@ M.defaults = {
   root_markers = { ".pi", ".git" },
   -- Sent as initialization options (the server's `piLsp` settings):
   -- sessionDirs, model, summaryModel, thinkingLevel, toolApproval ("ask"|"auto"),
-  -- durableLeafMoves, autoCompaction, anthropicApiKey, anthropicBaseUrl.
+  -- durableLeafMoves, autoCompaction, anthropicApiKey, anthropicBaseUrl,
+  -- diagnosticsFeedback.
   settings = {},
   -- Start the server at setup() instead of at the first command.
   autostart = true,
@@ -49,6 +50,10 @@ M.defaults = {
       context = "K",
       close = "q",
     },
+  },
+  -- pi/approveTool: a write or edit opens as a diff in a new tab.
+  approval = {
+    keys = { accept = "a", accept_session = "A", reject = "r" },
   },
 }
 

@@ -45,6 +45,17 @@ function setState(state: ChatState): void {
   if (state.model && !models.includes(state.model)) models.unshift(state.model);
   model.replaceChildren(...models.map((m) => new Option(m, m, false, m === state.model)), new Option("Other…", OTHER));
   thinking.replaceChildren(...state.thinkingLevels.map((l) => new Option(`thinking: ${l}`, l, false, l === state.thinkingLevel)));
+  $("attachments").replaceChildren(...state.attachments.map((label, index) => {
+    const chip = document.createElement("span");
+    chip.className = "attachment";
+    chip.textContent = label;
+    const remove = document.createElement("button");
+    remove.textContent = "×";
+    remove.title = "Do not send this";
+    remove.addEventListener("click", () => send({ type: "detach", index }));
+    chip.appendChild(remove);
+    return chip;
+  }));
 }
 
 function submit(delivery: "prompt" | "steer" | "followUp"): void {
@@ -76,6 +87,11 @@ window.addEventListener("message", (event: MessageEvent<ToWebview>) => {
       const text = document.createElement("div");
       text.textContent = m.message;
       card.appendChild(text);
+      if (m.detail) {
+        const detail = document.createElement("pre");
+        detail.textContent = m.detail;
+        card.appendChild(detail);
+      }
       for (const action of m.actions) {
         const button = document.createElement("button");
         button.textContent = action;

@@ -1,0 +1,283 @@
+-- The agent inside the editor: tool approval as a diff (pi/approveTool), the
+-- editor's diagnostics for files a turn changed (pi/diagnostics), code sent
+-- with a prompt (:PiSend, :PiAddFile), and the file buffers the server syncs
+-- (so the agent reads unsaved text and edits through workspace/applyEdit).
+local config = require("pi_lsp.config")
+local util = require("pi_lsp.util")
+
+local M = {}
+
+M.CAPABILITIES = { experimental = { piLsp = { approveTool = true, diagnostics = true } } }
+local SETTLE_MS = 500 -- language servers check a change a moment after it lands
+
+-- -- approval -----------------------------------------------------------------------------------
+
+local CHOICES = {
+  { title = "Allow", decision = "allow" },
+  { title = "Allow for this session", decision = "allowSession" },
+  { title = "Deny", decision = "deny" },
+}
+local ANSWERS = { allow = "Allow", allowSession = "Allow for this session", deny = "Deny" }
+
+local function relative(path, root)
+  if root and vim.startswith(path, root .. "/") then
+    return path:sub(#root + 2)
+  end
+  return path
+end
+
+--- The question: the session's title, the tool and what it touches.
+function M.approval_message(params, root)
+  local where = params.outsideWorkspace and " (outside the workspace)" or ""
+  if params.tool == "bash" then
+    return ("pi (%s) wants to run bash%s: %s"):format(params.title, where, params.command or "")
+  end
+  local verb = params.tool
+  if verb == "write" then
+    verb = (params.oldText == nil or params.oldText == vim.NIL) and "create" or "overwrite"
+  end
+  return ("pi (%s) wants to %s %s%s"):format(params.title, verb, relative(params.path or "a file", root), where)
+end
+
+local function side(name, text, filetype)
+  local buf = util.scratch(name, filetype)
+  util.set_lines(buf, 0, -1, util.split_lines(type(text) == "string" and text:gsub("\n$", "") or ""))
+  return buf
+end
+
+--- Open the current text and the proposed one side by side in a new tab, in
+--- diff mode; `answer(decision)` is called once, from a key or the tab closing.
+function M.show_diff(params, message, answer)
+  local name = vim.fs.basename(params.path or "file")
+  local filetype = vim.filetype.match({ filename = name }) or ""
+  local base = ("pi://approve/%s/"):format(params.toolCallId or "call")
+  vim.cmd("tabnew")
+  local tab = vim.api.nvim_get_current_tabpage()
+  local current = side(base .. "current/" .. name, params.oldText, filetype)
+  local proposed = side(base .. "proposed/" .. name, params.newText, filetype)
+  vim.api.nvim_win_set_buf(0, current)
+  vim.cmd("diffthis")
+  vim.cmd("vsplit")
+  vim.api.nvim_win_set_buf(0, proposed)
+  vim.cmd("diffthis")
+  local keys = config.options.approval.keys
+  local hint = ("%s · %s accept · %s accept for session · %s reject"):format(
+    message:gsub("%%", "%%%%"), keys.accept, keys.accept_session, keys.reject)
+  for _, win in ipairs(vim.api.nvim_tabpage_list_wins(tab)) do
+    vim.wo[win].winbar = hint
+  end
+  local done = false
+  local function finish(decision)
+    if done then
+      return
+    end
+    done = true
+    if vim.api.nvim_tabpage_is_valid(tab) and #vim.api.nvim_list_tabpages() > 1 then
+      vim.cmd.tabclose(vim.api.nvim_tabpage_get_number(tab))
+    end
+    for _, buf in ipairs({ current, proposed }) do
+      if vim.api.nvim_buf_is_valid(buf) then
+        vim.api.nvim_buf_delete(buf, { force = true })
+      end
+    end
+    answer(decision)
+  end
+  for _, buf in ipairs({ current, proposed }) do
+    util.map(buf, "n", keys.accept, function()
+      finish("allow")
+    end, "pi: accept this change")
+    util.map(buf, "n", keys.accept_session, function()
+      finish("allowSession")
+    end, "pi: accept, and do not ask again in this session")
+    for _, lhs in ipairs({ keys.reject, "q" }) do
+      util.map(buf, "n", lhs, function()
+        finish("deny")
+      end, "pi: reject this change")
+    end
+    vim.api.nvim_create_autocmd("BufWipeout", {
+      buffer = buf,
+      once = true,
+      callback = function()
+        vim.schedule(function()
+          finish("deny") -- closed without an answer
+        end)
+      end,
+    })
+  end
+  return { current = current, proposed = proposed, finish = finish }
+end
+
+--- pi/approveTool. Runs in the coroutine nvim gives server requests, so the
+--- editor keeps working while the question is open.
+function M.approve_tool(params)
+  local root = require("pi_lsp.client").root(0)
+  local message = M.approval_message(params, root)
+  local noted = require("pi_lsp.chat").note_question(params.uri, message)
+  local co, is_main = coroutine.running()
+  local function ask(reply)
+    local function answer(decision)
+      noted(ANSWERS[decision])
+      reply(decision)
+    end
+    if params.tool ~= "bash" and params.newText ~= nil then
+      M.show_diff(params, message, answer)
+      return
+    end
+    vim.ui.select(CHOICES, {
+      prompt = message,
+      kind = "pi_lsp_approval",
+      format_item = function(choice)
+        return choice.title
+      end,
+    }, function(choice)
+      answer(choice and choice.decision or "deny")
+    end)
+  end
+  if not co or is_main then
+    local decision
+    ask(function(d)
+      decision = d
+    end)
+    vim.wait(600000, function()
+      return decision ~= nil
+    end, 50)
+    return { decision = decision or "deny" }
+  end
+  vim.schedule(function()
+    ask(function(decision)
+      -- Resume later: an answer given at once would come before we yield.
+      vim.schedule(function()
+        coroutine.resume(co, decision)
+      end)
+    end)
+  end)
+  return { decision = coroutine.yield() }
+end
+
+-- -- diagnostics --------------------------------------------------------------------------------
+
+--- vim.diagnostic items as LSP diagnostics (the severities count the same way).
+function M.lsp_items(diagnostics)
+  local items = {}
+  for _, d in ipairs(diagnostics) do
+    items[#items + 1] = {
+      range = {
+        start = { line = d.lnum, character = d.col },
+        ["end"] = { line = d.end_lnum or d.lnum, character = d.end_col or d.col },
+      },
+      severity = d.severity,
+      message = d.message,
+      source = d.source,
+    }
+  end
+  return items
+end
+
+--- pi/diagnostics: what vim.diagnostic knows about the files (loaded buffers;
+--- when one is, after a moment for its language servers to see the change).
+function M.diagnostics(params)
+  local loaded = {}
+  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_is_loaded(buf) then
+      loaded[vim.api.nvim_buf_get_name(buf)] = buf
+    end
+  end
+  local any = vim.iter(params.uris or {}):any(function(uri)
+    return loaded[vim.uri_to_fname(uri)] ~= nil
+  end)
+  local co, is_main = coroutine.running()
+  if any and co and not is_main then
+    vim.defer_fn(function()
+      coroutine.resume(co)
+    end, SETTLE_MS)
+    coroutine.yield()
+  end
+  local out = {}
+  for _, uri in ipairs(params.uris or {}) do
+    local buf = loaded[vim.uri_to_fname(uri)]
+    out[#out + 1] = { uri = uri, items = buf and M.lsp_items(vim.diagnostic.get(buf)) or {} }
+  end
+  return { diagnostics = out }
+end
+
+-- -- buffers the server syncs -------------------------------------------------------------------
+
+--- A file buffer of the workspace (not a session file, not a pi view).
+local function syncable(buf, root)
+  if not vim.api.nvim_buf_is_loaded(buf) or vim.bo[buf].buftype ~= "" then
+    return false
+  end
+  local name = vim.api.nvim_buf_get_name(buf)
+  return name ~= "" and not name:match("%.jsonl$") and vim.startswith(name, root .. "/")
+end
+
+--- Attach the server to the workspace's file buffers, now and as they open.
+function M.sync_buffers(client, root)
+  local function attach(buf)
+    if syncable(buf, root) and not vim.lsp.buf_is_attached(buf, client.id) then
+      vim.lsp.buf_attach_client(buf, client.id)
+    end
+  end
+  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+    attach(buf)
+  end
+  local group = vim.api.nvim_create_augroup("pi_lsp_sync_" .. client.id, { clear = true })
+  vim.api.nvim_create_autocmd({ "BufReadPost", "BufNewFile" }, {
+    group = group,
+    callback = function(ev)
+      local current = vim.lsp.get_client_by_id(client.id)
+      if not current or (util.has_011 and current:is_stopped()) then
+        return true -- the client is gone: drop this autocmd
+      end
+      attach(ev.buf)
+    end,
+  })
+end
+
+-- -- code sent with a prompt --------------------------------------------------------------------
+
+--- Lines `first`..`last` (1-based) of the current buffer, as the buffer has them.
+function M.selection(buf, first, last)
+  local lines = vim.api.nvim_buf_get_lines(buf, first - 1, last, false)
+  local path = vim.api.nvim_buf_get_name(buf)
+  local root = require("pi_lsp.client").root(buf)
+  local label = relative(path, root) .. (first == last and (":" .. first) or (":%d-%d"):format(first, last))
+  return {
+    label = label,
+    context = {
+      uri = vim.uri_from_bufnr(buf),
+      text = table.concat(lines, "\n") .. "\n",
+      range = { start = { line = first - 1, character = 0 }, ["end"] = { line = last, character = 0 } },
+      languageId = vim.bo[buf].filetype ~= "" and vim.bo[buf].filetype or nil,
+    },
+  }
+end
+
+--- The whole current buffer.
+function M.file(buf)
+  local item = M.selection(buf, 1, vim.api.nvim_buf_line_count(buf))
+  item.label = relative(vim.api.nvim_buf_get_name(buf), require("pi_lsp.client").root(buf))
+  item.context.range = nil
+  return item
+end
+
+local function attach_to_chat(item)
+  if vim.api.nvim_buf_get_name(0) == "" or vim.bo.buftype ~= "" then
+    return util.error("not a file buffer: nothing to send")
+  end
+  require("pi_lsp.session").resolve(nil, function(uri)
+    require("pi_lsp.chat").attach(uri, item)
+  end)
+end
+
+--- :PiSend (a range, default the current line)
+function M.send_command(first, last)
+  attach_to_chat(M.selection(0, first, last))
+end
+
+--- :PiAddFile
+function M.add_file_command()
+  attach_to_chat(M.file(0))
+end
+
+return M

@@ -1,0 +1,155 @@
+-- The agent inside the editor: an open buffer's unsaved text is what the agent
+-- reads and edits (workspace/applyEdit; the disk waits for :write), :PiSend
+-- attaches lines to the next message, the buffer's diagnostics go back to the
+-- model after the edit, and pi/approveTool shows a write or edit as a diff.
+-- Fake server: read notes.py, edit it, a reply, then a reply to the problems.
+local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/helpers.lua")
+local client = H.setup()
+local editor = require("pi_lsp.editor")
+local root = vim.fn.getcwd()
+local path = root .. "/notes.py"
+
+local file = assert(io.open(path, "w"))
+file:write("A = 1\n")
+file:close()
+vim.cmd.edit(path)
+local buf = vim.api.nvim_get_current_buf()
+H.wait(5000, function()
+  return vim.lsp.buf_is_attached(buf, client.id)
+end, "the file buffer was not synced to the server")
+vim.api.nvim_buf_set_lines(buf, 0, -1, false, { "A = 2  # unsaved" })
+local ns = vim.api.nvim_create_namespace("pi_lsp_test")
+vim.diagnostic.set(ns, buf, {
+  { lnum = 0, col = 0, end_col = 1, severity = vim.diagnostic.severity.ERROR, message = "boom", source = "test" },
+  { lnum = 0, col = 0, severity = vim.diagnostic.severity.HINT, message = "just a hint" },
+})
+
+-- :PiSend on line 1 attaches it to the chat of the (newest) session.
+vim.cmd("1PiSend")
+local chat
+H.wait(10000, function()
+  local chat_buf = H.find_buf("pi://chat/")
+  chat = chat_buf and require("pi_lsp.chat").get(vim.b[chat_buf].pi_lsp_uri)
+  return chat and chat.context and #chat.context == 1
+end, "the lines were not attached to the chat")
+H.check(chat.context[1].label == "notes.py:1", "the attachment's label: " .. tostring(chat.context[1].label))
+H.check(H.contains(chat.buf, "📎 notes.py:1 goes with the next message"), "the attachment is noted in the chat", chat.buf)
+
+vim.api.nvim_buf_set_lines(chat.input, 0, -1, false, { "Raise A" })
+require("pi_lsp.chat").send(chat, "prompt")
+H.wait(15000, function()
+  return H.contains(chat.buf, "Checked the problems.")
+end, "the turn with the diagnostics follow-up did not finish", chat.buf)
+
+H.check(vim.api.nvim_buf_get_lines(buf, 0, -1, false)[1] == "A = 3  # unsaved", "the edit landed in the buffer: "
+  .. vim.inspect(vim.api.nvim_buf_get_lines(buf, 0, -1, false)))
+H.check(vim.bo[buf].modified, "the buffer is modified, not saved")
+local disk = assert(io.open(path)):read("a")
+H.check(disk == "A = 1\n", "the disk is untouched until :write: " .. disk)
+H.dump(":PiSend, then a turn that edits an open buffer", chat.buf, 14)
+
+-- :PiAddFile attaches the whole buffer, unsaved text and all.
+vim.api.nvim_set_current_win(vim.fn.bufwinid(buf))
+vim.cmd("PiAddFile")
+H.wait(5000, function()
+  return #(chat.context or {}) == 1
+end, "the file was not attached")
+local whole = chat.context[1]
+H.check(whole.label == "notes.py" and whole.context.text == "A = 3  # unsaved\n" and whole.context.range == nil,
+  "the file attachment: " .. vim.inspect(whole))
+chat.context = {}
+
+-- pi/approveTool for an edit: a diff tab; `A` accepts for the session.
+local answer
+local params = {
+  uri = chat.uri, turnId = "t", toolCallId = "toolu_7", tool = "edit", title = "Fix slow order listing",
+  path = path, outsideWorkspace = false, oldText = "A = 3\n", newText = "A = 4\nB = 5\n",
+}
+coroutine.wrap(function()
+  answer = editor.approve_tool(params)
+end)()
+local proposed
+H.wait(5000, function()
+  proposed = H.find_buf("pi://approve/toolu_7/proposed/notes.py")
+  return proposed and vim.fn.bufwinid(proposed) ~= -1
+end, "no diff tab opened")
+local current = H.find_buf("pi://approve/toolu_7/current/notes.py")
+H.check(#vim.api.nvim_list_tabpages() == 2, "the diff has a tab of its own")
+H.check(vim.wo[vim.fn.bufwinid(proposed)].diff and vim.wo[vim.fn.bufwinid(current)].diff, "both sides are in diff mode")
+H.check(table.concat(H.lines(current), "\n") == "A = 3", "the current side: " .. H.text(current))
+H.check(table.concat(H.lines(proposed), "\n") == "A = 4\nB = 5", "the proposed side: " .. H.text(proposed))
+H.check(vim.bo[proposed].filetype == "python", "the sides get the file's filetype")
+local bar = vim.wo[vim.fn.bufwinid(proposed)].winbar
+H.check(bar:find("pi (Fix slow order listing) wants to edit notes.py", 1, true) and bar:find("A accept for session", 1, true), "the winbar: " .. bar)
+vim.api.nvim_set_current_win(vim.fn.bufwinid(proposed))
+H.keys("A")
+H.wait(5000, function()
+  return answer ~= nil
+end, "no answer after A")
+H.check(answer.decision == "allowSession", "decision: " .. vim.inspect(answer))
+H.check(#vim.api.nvim_list_tabpages() == 1 and not vim.api.nvim_buf_is_valid(proposed), "the diff tab is gone")
+
+-- A new file: an empty left side; `r` rejects.
+answer = nil
+coroutine.wrap(function()
+  answer = editor.approve_tool(vim.tbl_extend("force", params, { toolCallId = "toolu_8", tool = "write", oldText = vim.NIL, path = root .. "/new.txt" }))
+end)()
+H.wait(5000, function()
+  local b = H.find_buf("pi://approve/toolu_8/proposed/new.txt")
+  if b and vim.fn.bufwinid(b) ~= -1 then
+    vim.api.nvim_set_current_win(vim.fn.bufwinid(b))
+    return true
+  end
+end, "no diff tab for the new file")
+H.check(H.text(H.find_buf("pi://approve/toolu_8/current/new.txt")) == "", "a new file has no current text")
+H.check(vim.wo.winbar:find("wants to create new.txt", 1, true), "the winbar: " .. vim.wo.winbar)
+H.keys("r")
+H.wait(5000, function()
+  return answer ~= nil
+end, "no answer after r")
+H.check(answer.decision == "deny", "decision: " .. vim.inspect(answer))
+
+-- bash: the whole command in the question.
+local asked
+table.insert(H.selects, function(items, opts)
+  asked = opts.prompt
+  return items[1]
+end)
+answer = nil
+coroutine.wrap(function()
+  answer = editor.approve_tool({ uri = chat.uri, turnId = "t", toolCallId = "toolu_9", tool = "bash", title = "Fix slow order listing", command = "cd build &&\n  make all", outsideWorkspace = false })
+end)()
+H.wait(5000, function()
+  return answer ~= nil
+end, "no answer for bash")
+H.check(answer.decision == "allow", "decision: " .. vim.inspect(answer))
+H.check(asked == "pi (Fix slow order listing) wants to run bash: cd build &&\n  make all", "the question: " .. tostring(asked))
+H.check(H.contains(chat.buf, "**⚠ pi (Fix slow order listing) wants to run bash: cd build &&")
+  and H.contains(chat.buf, "make all**  → Allow"), "the question and its answer are noted in the chat", chat.buf)
+
+-- A read outside the workspace asks through vim.ui.select too.
+table.insert(H.selects, function(items, opts)
+  asked = opts.prompt
+  return items[3]
+end)
+answer = nil
+coroutine.wrap(function()
+  answer = editor.approve_tool({ uri = chat.uri, turnId = "t", toolCallId = "toolu_10", tool = "read", title = "T", path = "/etc/hosts", outsideWorkspace = true })
+end)()
+H.wait(5000, function()
+  return answer ~= nil
+end, "no answer for read")
+H.check(answer.decision == "deny" and asked == "pi (T) wants to read /etc/hosts (outside the workspace)", "read: " .. tostring(asked))
+
+-- pi/diagnostics for a file that is not loaded: no items.
+local report
+coroutine.wrap(function()
+  report = editor.diagnostics({ uris = { vim.uri_from_fname(root .. "/elsewhere.py"), vim.uri_from_bufnr(buf) } })
+end)()
+H.wait(3000, function()
+  return report ~= nil
+end, "no diagnostics answer")
+H.check(#report.diagnostics[1].items == 0 and #report.diagnostics[2].items == 2, vim.inspect(report))
+H.check(report.diagnostics[2].items[1].severity == 1 and report.diagnostics[2].items[1].range["end"].character == 1, vim.inspect(report))
+
+H.finish()

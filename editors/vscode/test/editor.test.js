@@ -1,0 +1,243 @@
+// The agent inside the editor: tool approval as a diff (pi/approveTool), the editor's
+// diagnostics (pi/diagnostics), code sent with a prompt, and the chat and view defects of
+// issue 10 (a prompt that failed before its turn started, one column for chats, the status
+// bar following the chat in front, the branch holding the leaf opened).
+"use strict";
+require("../testlib/register-vscode-stub");
+const { test, before, after } = require("node:test");
+const assert = require("node:assert/strict");
+const fs = require("node:fs");
+const path = require("node:path");
+const vscode = require("vscode");
+const ext = require("../out/extension.js");
+const { serverCommand, makeWorkspace, useEnv, eventually } = require("../testlib/server");
+const { makeContext, disposeAll } = require("../testlib/context");
+const { FakeAnthropic, textReply } = require("../testlib/fake-anthropic");
+
+const { rec, setConfig, respond, setActiveEditor, setDiagnostics } = vscode.__test;
+const TITLE = "Fix slow order listing"; // the example session's name
+let ws, restoreEnv, context, api, fake, uri;
+
+before(async () => {
+  fake = new FakeAnthropic();
+  await fake.start();
+  ws = makeWorkspace({ settings: { summaryModel: null, compaction: { enabled: false } } });
+  restoreEnv = useEnv(ws.env);
+  vscode.workspace.workspaceFolders = [{ uri: vscode.Uri.file(ws.folder), name: "workspace", index: 0 }];
+  const { command, args } = serverCommand();
+  setConfig("piLsp.command", [command, ...args]);
+  setConfig("piLsp.anthropicBaseUrl", fake.url);
+  setConfig("piLsp.toolApproval", "auto");
+  context = makeContext({ "piLsp.anthropicApiKey": "test-key" });
+  api = await ext.activate(context);
+  uri = (await api.sessions.list())[0].uri;
+  api.sessions.remember(uri);
+});
+
+after(async () => {
+  await ext.deactivate();
+  disposeAll(context);
+  await fake.stop();
+  restoreEnv?.();
+  ws?.cleanup();
+});
+
+const run = (id, ...args) => vscode.commands.executeCommand(id, ...args);
+const approvalParams = (extra) => ({ uri, turnId: "t1", toolCallId: "toolu_9", title: "ignored.jsonl", outsideWorkspace: false, ...extra });
+const lastReset = (panel) => panel.posted.filter((m) => m.type === "reset").at(-1);
+
+async function openChat(sessionUri) {
+  const panel = await run("piLsp.openChat", { uri: sessionUri });
+  panel.panel.__receive({ type: "ready" });
+  return panel;
+}
+
+test("the client announces pi/approveTool and pi/diagnostics and syncs files, not sessions", () => {
+  const capabilities = { experimental: { other: 1 } };
+  ext.piCapabilities.fillClientCapabilities(capabilities); // the client registers this feature
+  assert.equal(capabilities.experimental.other, 1);
+  assert.deepEqual(capabilities.experimental?.piLsp, { approveTool: true, diagnostics: true });
+  assert.equal(ext.syncsDocument(vscode.Uri.file("/w/src/orders.py")), true);
+  assert.equal(ext.syncsDocument(vscode.Uri.file("/w/.pi/sessions/s.jsonl")), false);
+  assert.equal(ext.syncsDocument(vscode.Uri.parse("untitled:Untitled-1")), false);
+});
+
+test("an edit is approved from a diff of the current and the proposed text", async () => {
+  rec.executed.length = 0;
+  const file = path.join(ws.folder, "src", "orders.py");
+  let shown;
+  respond("showWarningMessage", (message, ...items) => {
+    const diff = rec.executed.find((e) => e.id === "vscode.diff");
+    shown = { message, items, diff, left: diff && rec.contentProviders.get(diff.args[0].scheme).provideTextDocumentContent(diff.args[0]),
+      right: diff && rec.contentProviders.get(diff.args[1].scheme).provideTextDocumentContent(diff.args[1]) };
+    return "Accept for Session";
+  });
+  const answer = await api.pi.approveToolHandler(approvalParams({
+    tool: "edit", path: file, oldText: "def a():\n    pass\n", newText: "def a():\n    return 1\n", diff: "@@ -1,2 +1,2 @@",
+  }));
+  respond("showWarningMessage");
+  assert.deepEqual(answer, { decision: "allowSession" });
+  assert.equal(shown.message, `pi (${TITLE}) wants to edit src/orders.py`, "the session's title, not its file");
+  assert.deepEqual(shown.items, ["Accept", "Accept for Session", "Reject"]);
+  assert.equal(shown.diff.args[0].scheme, "pi-approval");
+  assert.equal(shown.left, "def a():\n    pass\n");
+  assert.equal(shown.right, "def a():\n    return 1\n");
+  assert.match(shown.diff.args[2], /^orders\.py: current ↔ proposed \(pi: Fix slow order listing\)$/);
+  // Answered: the proposed text is gone.
+  assert.equal(rec.contentProviders.get("pi-approval").provideTextDocumentContent(shown.diff.args[1]), "");
+});
+
+test("a new file shows an empty left side; bash shows its whole command; dismissing denies", async () => {
+  rec.executed.length = 0;
+  let message;
+  respond("showWarningMessage", (m) => { message = m; return "Accept"; });
+  const created = await api.pi.approveToolHandler(approvalParams({ tool: "write", path: path.join(ws.folder, "new.txt"), oldText: null, newText: "hello\n" }));
+  assert.deepEqual(created, { decision: "allow" });
+  assert.equal(message, `pi (${TITLE}) wants to create new.txt`);
+  assert.match(rec.executed.find((e) => e.id === "vscode.diff").args[2], /new file/);
+
+  respond("showWarningMessage", (m) => { message = m; return "Accept"; });
+  await api.pi.approveToolHandler(approvalParams({ tool: "read", path: "/etc/hosts", outsideWorkspace: true }));
+  assert.equal(message, `pi (${TITLE}) wants to read /etc/hosts (outside the workspace)`);
+
+  const command = "cd build &&\n  rm -rf dist";
+  respond("showWarningMessage", (m) => { message = m; return undefined; }); // closed unanswered
+  const denied = await api.pi.approveToolHandler(approvalParams({ tool: "bash", command, outsideWorkspace: false }));
+  respond("showWarningMessage");
+  assert.deepEqual(denied, { decision: "deny" });
+  assert.equal(message, `pi (${TITLE}) wants to run bash: ${command}`);
+});
+
+test("the chat of the asking session shows the approval with the diff and can answer it", async () => {
+  const panel = await openChat(uri);
+  respond("showWarningMessage", () => new Promise(() => {})); // the notification is ignored
+  const pending = api.pi.approveToolHandler(approvalParams({ tool: "edit", path: path.join(ws.folder, "a.py"), oldText: "x\n", newText: "y\n", diff: "-x\n+y\n" }));
+  const card = await eventually(() => panel.posted.find((m) => m.type === "approval" && m.detail === "-x\n+y\n"), 5000, "the approval card");
+  assert.equal(card.message, `pi (${TITLE}) wants to edit a.py`);
+  await panel.receive({ type: "approve", id: card.id, choice: "Reject" });
+  assert.deepEqual(await pending, { decision: "deny" });
+  respond("showWarningMessage");
+  assert.ok(panel.posted.some((m) => m.type === "approvalDone" && m.id === card.id));
+});
+
+test("pi/diagnostics answers with the editor's diagnostics, waiting for news about open files", async () => {
+  const file = vscode.Uri.file(path.join(ws.folder, "src", "orders.py"));
+  fs.mkdirSync(path.dirname(file.fsPath), { recursive: true });
+  fs.writeFileSync(file.fsPath, "def a():\n    pass\n");
+  const closed = vscode.Uri.file(path.join(ws.folder, "closed.py"));
+  const started = Date.now();
+  assert.deepEqual(await api.pi.diagnosticsHandler({ uris: [closed.toString()] }), { diagnostics: [{ uri: closed.toString(), items: [] }] });
+  assert.ok(Date.now() - started < 500, "no file open: no wait");
+  await vscode.workspace.openTextDocument(file);
+  const range = new vscode.Range(new vscode.Position(2, 4), new vscode.Position(2, 9));
+  setTimeout(() => setDiagnostics(file, [
+    { range, severity: vscode.DiagnosticSeverity.Error, message: "undefined name 'b'", source: "pyflakes" },
+    { range, severity: vscode.DiagnosticSeverity.Hint, message: "unused" },
+  ]), 100);
+  const result = await api.pi.diagnosticsHandler({ uris: [file.toString()] });
+  assert.deepEqual(result, { diagnostics: [{ uri: file.toString(), items: [
+    { range: { start: { line: 2, character: 4 }, end: { line: 2, character: 9 } }, severity: 1, message: "undefined name 'b'", source: "pyflakes" },
+    { range: { start: { line: 2, character: 4 }, end: { line: 2, character: 9 } }, severity: 4, message: "unused" },
+  ] }] });
+});
+
+test("Send Selection to Chat attaches the unsaved selection; the next prompt carries it", async () => {
+  const file = path.join(ws.folder, "src", "orders.py");
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  fs.writeFileSync(file, "saved\n");
+  setActiveEditor(vscode.Uri.file(file), "def a():\n    pass\n\ndef b():\n    return 2\n", [3, 0, 5, 0]);
+  await run("piLsp.sendSelection");
+  const panel = api.chats.get(uri);
+  assert.deepEqual(panel.attachments.map((a) => a.label), ["src/orders.py:4-5"]);
+  assert.deepEqual(panel.posted.filter((m) => m.type === "state").at(-1).state.attachments, ["src/orders.py:4-5"]);
+  await run("piLsp.addFileToChat");
+  await panel.receive({ type: "detach", index: 1 }); // the user drops the file again
+  assert.equal(panel.attachments.length, 1);
+
+  fake.script(textReply("Looked at it."));
+  await panel.receive({ type: "send", text: "why is b slow?", delivery: "prompt" });
+  await eventually(() => fake.requests.length === 1 && !panel.transcript.busy, 15000, "the turn");
+  const user = fake.requests[0].body.messages.at(-1).content.filter((b) => b.type === "text").map((b) => b.text);
+  assert.deepEqual(user, ["why is b slow?", '<file path="src/orders.py" lines="4-5" language="python">\ndef b():\n    return 2\n</file>']);
+  assert.equal(panel.attachments.length, 0, "sent once");
+  setActiveEditor(undefined);
+});
+
+test("a turn that fails before it starts keeps the prompt in the input and the error in view", async () => {
+  const { uri: other } = await api.pi.call("pi.newSession", { name: "Unsupported" });
+  await api.pi.call("pi.setModel", { uri: other, provider: "openai", modelId: "gpt-4o" });
+  const panel = await openChat(other);
+  const resets = panel.posted.filter((m) => m.type === "reset").length;
+  await panel.receive({ type: "send", text: "my carefully written prompt", delivery: "prompt" });
+  await eventually(() => panel.posted.filter((m) => m.type === "reset").length > resets && !panel.transcript.busy, 10000, "the reload after the failure");
+  assert.ok(panel.posted.some((m) => m.type === "setInput" && m.text === "my carefully written prompt"), "the prompt is back in the input");
+  const blocks = lastReset(panel).blocks.map((b) => b.html).join("\n");
+  assert.match(blocks, /Not sent: .*openai/, "the error survives the reload");
+  // The next send clears it.
+  await panel.receive({ type: "send", text: "again", delivery: "prompt" }).catch(() => {});
+  assert.ok(panel.posted.some((m) => m.type === "upsert" && m.id === "failed" && /hidden/.test(m.html)));
+});
+
+test("chats share one column and are revealed, not opened again", async () => {
+  const { uri: second } = await api.pi.call("pi.newSession", { name: "Second" });
+  const first = await openChat(uri);
+  const other = await openChat(second);
+  assert.notEqual(first, other);
+  assert.equal(other.panel.viewColumn, first.panel.viewColumn);
+  assert.equal(await openChat(uri), first, "one panel per session");
+  const open = rec.panels.filter((p) => !p.disposed);
+  assert.equal(new Set(open.map((p) => p.viewColumn)).size, 1);
+});
+
+test("the status bar follows the chat in front, even back to the one last used", async () => {
+  const { uri: third } = await api.pi.call("pi.newSession", { name: "Third" });
+  const a = await openChat(uri);
+  const b = await openChat(third);
+  const tooltip = async () => {
+    await api.status.settled;
+    return api.status.item.tooltip;
+  };
+  api.chats.all().forEach((p) => p.panel.__setActive(false));
+  api.sessions.remember(uri);
+  a.panel.__setActive(true);
+  await eventually(async () => (await tooltip()).startsWith(TITLE), 5000, "the status bar on the first chat");
+  // The user brings chat B to the front, then A again: A was last used all along.
+  a.panel.__setActive(false);
+  b.panel.__setActive(true);
+  await eventually(async () => (await tooltip()).startsWith("Third"), 5000, "the status bar on chat B");
+  api.sessions.remember(uri); // e.g. a command on A from the Sessions view while B is in front
+  b.panel.__setActive(false);
+  a.panel.__setActive(true);
+  await eventually(async () => (await tooltip()).startsWith(TITLE), 5000, "the status bar back on chat A");
+});
+
+test("after a branch, the items holding the leaf are open, as VS Code would show them", async () => {
+  const provider = rec.treeProviders.get("piLsp.sessions");
+  // VS Code keeps the expansion state of an id it has shown and ignores collapsibleState then.
+  const seen = new Map();
+  async function leafPath() {
+    const states = [];
+    async function walk(items) {
+      for (const item of items) {
+        if (item.kind === "session" && item.sessionUri !== uri) continue;
+        const state = seen.has(item.id) ? seen.get(item.id) : item.collapsibleState;
+        seen.set(item.id, state);
+        if (item.kind === "entry" && /← leaf/.test(item.description)) return true;
+        if (item.collapsibleState !== vscode.TreeItemCollapsibleState.None && (await walk(await provider.getChildren(item)))) {
+          states.push([item.kind === "entry" ? item.entryId : "session", state]);
+          return true;
+        }
+      }
+      return false;
+    }
+    assert.ok(await walk(await provider.getChildren()), "the leaf is in the tree");
+    return states.filter(([id]) => id !== "session");
+  }
+  const before = await leafPath();
+  assert.ok(before.every(([, s]) => s === vscode.TreeItemCollapsibleState.Expanded), JSON.stringify(before));
+  await api.pi.call("pi.branch", { uri, targetId: "2879d399" }); // the dead end's tip
+  await eventually(async () => (await api.view.shape(uri)).tree.leafId !== "8fb6dff7", 5000, "the new leaf");
+  const after = await leafPath();
+  assert.ok(after.some(([id]) => id === "e1afef94"), "the leaf is now under the dead end's first entry");
+  assert.deepEqual(after.filter(([, s]) => s !== vscode.TreeItemCollapsibleState.Expanded), [], "nothing on the way to the leaf is folded");
+});

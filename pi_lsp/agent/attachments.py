@@ -1,0 +1,75 @@
+"""Code from the editor in a prompt: selections, whole files and `@path` mentions."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import msgspec
+
+from pi_lsp.agent.tools import FileAccess
+
+ATTACHMENT_CHAR_LIMIT = 100_000  # per file or selection; the rest is cut with a note
+MENTION_BYTE_LIMIT = 1_000_000  # a bigger file named with @ stays a plain mention
+MENTION = re.compile(r"(?<![\w@])@([\w.\-/]+[\w\-/])")
+
+
+class Range(msgspec.Struct, rename="camel"):
+    """Zero-based lines, end inclusive of the line it names (LSP positions, characters ignored)."""
+
+    start_line: int
+    end_line: int
+
+
+class Attachment(msgspec.Struct, rename="camel", omit_defaults=True):
+    """A file or a part of one, as the editor sent it or as a mention named it."""
+
+    path: Path
+    text: str
+    range: Range | None = None
+    language_id: str | None = None
+
+
+def render(attachment: Attachment, root: Path) -> str:
+    """The attachment as the model reads it: a `<file>` element with a relative path."""
+    shown = attachment.path.relative_to(root) if attachment.path.is_relative_to(root) \
+        else attachment.path
+    attrs = f'path="{shown}"'
+    if attachment.range is not None:
+        attrs += f' lines="{attachment.range.start_line + 1}-{attachment.range.end_line + 1}"'
+    if attachment.language_id:
+        attrs += f' language="{attachment.language_id}"'
+    text = attachment.text
+    if len(text) > ATTACHMENT_CHAR_LIMIT:
+        text = text[:ATTACHMENT_CHAR_LIMIT] + \
+            f"\n[cut: {len(attachment.text) - ATTACHMENT_CHAR_LIMIT} more characters]"
+    if not text.endswith("\n"):
+        text += "\n"
+    return f"<file {attrs}>\n{text}</file>"
+
+
+def lines_of(text: str, span: Range) -> str:
+    """The lines a range covers."""
+    lines = text.splitlines(keepends=True)
+    return "".join(lines[span.start_line:span.end_line + 1])
+
+
+def mentions(text: str, root: Path, files: FileAccess) -> list[Attachment]:
+    """The files `@path` names in a prompt: inside the workspace and readable; others are left."""
+    found: list[Attachment] = []
+    seen: set[Path] = set()
+    resolved_root = root.resolve()
+    for match in MENTION.finditer(text):
+        path = (resolved_root / match.group(1)).resolve()
+        if path in seen or not path.is_relative_to(resolved_root) or path.is_dir() or \
+                (path.is_file() and path.stat().st_size > MENTION_BYTE_LIMIT):
+            continue
+        try:
+            content = files.read_text(path)
+        except (OSError, UnicodeDecodeError):
+            continue  # not text: the mention stays plain text
+        if content is None:
+            continue
+        seen.add(path)
+        found.append(Attachment(path=path, text=content))
+    return found

@@ -1,0 +1,169 @@
+"""What the editor holds: its open documents (read unsaved, changed through
+`workspace/applyEdit`), the code it sends with a prompt and its diagnostics for the files a
+turn changed."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
+from pygls.lsp.server import LanguageServer
+from pygls.uris import from_fs_path, to_fs_path
+from pygls.workspace import TextDocument
+
+from pi_lsp.agent.attachments import Attachment, Range, lines_of, mentions, render
+from pi_lsp.agent.feedback import FileProblems, Problem, problems_message
+from pi_lsp.agent.tools import DISK, ToolError
+from pi_lsp.server.protocol import ContextArg, PromptArgs
+
+log = logging.getLogger(__name__)
+
+DIAGNOSTICS = "pi/diagnostics"
+DIAGNOSTICS_TIMEOUT_S = 10.0
+
+
+def plain(value: Any) -> Any:
+    """pygls hands custom-method results over as namedtuples; make them JSON values again."""
+    if hasattr(value, "_asdict"):
+        return {key: plain(item) for key, item in value._asdict().items()}
+    if isinstance(value, list | tuple):
+        return [plain(item) for item in value]
+    return value
+
+
+def experimental_flag(server: LanguageServer, name: str) -> bool:
+    """Whether the client set `capabilities.experimental.piLsp.<name>` to true."""
+    experimental = server.client_capabilities.experimental
+    pi = experimental.get("piLsp") if isinstance(experimental, dict) else None
+    return isinstance(pi, dict) and pi.get(name) is True
+
+
+class EditorFiles:
+    """The agent's file access in an editor.
+
+    A document the editor has open is read as its unsaved text and written with
+    `workspace/applyEdit` (so the buffer, its undo history and unsaved changes stay right; the
+    user saves). Files that are not open are read and written on disk, as without an editor.
+    """
+
+    def __init__(self, server: LanguageServer) -> None:
+        self.server = server
+        # Text we applied, until the client's didChange for it arrives (the order of the
+        # applyEdit answer and that notification is not fixed).
+        self.applied: dict[str, str] = {}
+
+    def document(self, path: Path) -> TextDocument | None:
+        documents: dict[str, TextDocument] = self.server.workspace.text_documents
+        uri = from_fs_path(str(path))
+        if uri in documents:
+            return documents[uri]
+        for other_uri, document in documents.items():  # the client may encode URIs otherwise
+            other = to_fs_path(other_uri)
+            if other is not None and Path(other).resolve() == path:
+                return document
+        return None
+
+    def forget(self, uri: str) -> None:
+        """The client changed, opened or closed the document: its text is the truth again."""
+        self.applied.pop(uri, None)
+
+    def read_text(self, path: Path) -> str | None:
+        document = self.document(path)
+        if document is None:
+            return DISK.read_text(path)
+        return self.applied.get(document.uri, document.source)
+
+    async def write_text(self, path: Path, text: str) -> None:
+        document = self.document(path)
+        workspace = self.server.client_capabilities.workspace
+        if document is None or workspace is None or not workspace.apply_edit:
+            await DISK.write_text(path, text)
+            return
+        edit = types.TextDocumentEdit(
+            text_document=types.OptionalVersionedTextDocumentIdentifier(
+                uri=document.uri, version=document.version),
+            edits=[types.TextEdit(range=types.Range(types.Position(0, 0), end_of(document)),
+                                  new_text=text)])
+        answer = await self.server.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(
+            edit=types.WorkspaceEdit(document_changes=[edit]), label=f"pi: {path.name}"))
+        if not answer.applied:
+            raise ToolError(f"the editor did not apply the change to {path}"
+                            f"{': ' + answer.failure_reason if answer.failure_reason else ''}")
+        self.applied[document.uri] = text
+
+
+def end_of(document: TextDocument) -> types.Position:
+    """The position after the last character, in the client's units."""
+    lines = document.lines
+    if not lines:
+        return types.Position(0, 0)
+    last = lines[-1]
+    if last.endswith("\n"):
+        return types.Position(len(lines), 0)
+    return types.Position(len(lines) - 1, document.position_codec.client_num_units(last))
+
+
+class UriProblems(msgspec.Struct):
+    uri: str
+    items: list[Problem]
+
+
+class DiagnosticsReply(msgspec.Struct):
+    diagnostics: list[UriProblems]
+
+
+async def editor_problems(server: LanguageServer, root: Path, paths: list[Path]) -> str | None:
+    """Ask the editor (`pi/diagnostics`) about the files; its errors and warnings as a message."""
+    uris = [from_fs_path(str(p)) or str(p) for p in paths]
+    try:
+        raw = await asyncio.wait_for(server.protocol.send_request_async(
+            DIAGNOSTICS, {"uris": uris}), DIAGNOSTICS_TIMEOUT_S)
+        reply = msgspec.convert(plain(raw), DiagnosticsReply)
+        reports = [FileProblems(Path(to_fs_path(r.uri) or r.uri), r.items)
+                   for r in reply.diagnostics]
+    except Exception as error:  # no answer is no feedback, never a failed turn
+        log.warning("pi/diagnostics failed: %s", error)
+        return None
+    return problems_message(reports, root)
+
+
+def prompt_attachments(files: EditorFiles, root: Path, args: PromptArgs) -> list[str]:
+    """The prompt's code context and `@path` mentions, rendered for the model."""
+    found = [attachment(files, item, i) for i, item in enumerate(args.context)]
+    named = {a.path for a in found if a.range is None}
+    found += [a for a in mentions(args.text, root, files) if a.path not in named]
+    return [render(a, root) for a in found]
+
+
+def attachment(files: EditorFiles, item: ContextArg, index: int) -> Attachment:
+    """One `context` item: its text as sent, else the file's (open documents unsaved)."""
+    field = f"`context[{index}].uri`"
+    raw = to_fs_path(item.uri) if item.uri.startswith("file:") else None
+    if raw is None:
+        raise JsonRpcInvalidParams(f"invalid argument: {field} must be a file: URI, "
+                                   f"not {item.uri!r}")
+    path = Path(raw).resolve()
+    span = None
+    if item.range is not None:
+        end = item.range.end
+        # A selection of whole lines ends at the start of the next line.
+        last = end.line - 1 if end.character == 0 and end.line > item.range.start.line \
+            else end.line
+        span = Range(item.range.start.line, last)
+    text = item.text
+    if text is None:
+        try:
+            text = files.read_text(path)
+        except (OSError, UnicodeDecodeError) as error:
+            raise JsonRpcInvalidParams(
+                f"invalid argument: {field} cannot be read ({error})") from None
+        if text is None:
+            raise JsonRpcInvalidParams(f"invalid argument: {field} names no file: {item.uri}")
+        if span is not None:
+            text = lines_of(text, span)
+    return Attachment(path=path, text=text, range=span, language_id=item.language_id)

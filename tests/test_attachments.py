@@ -1,0 +1,54 @@
+"""Code context and diagnostics feedback, without a server: `@path` mentions, the problems
+message offered to the model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pi_lsp.agent.attachments import MENTION_BYTE_LIMIT, Attachment, Range, mentions, render
+from pi_lsp.agent.feedback import (
+    PROBLEM_LIMIT,
+    FileProblems,
+    Position,
+    Problem,
+    Span,
+    problems_message,
+)
+from pi_lsp.agent.tools import DiskFiles
+
+
+def test_problems_are_errors_first_and_capped(tmp_path: Path) -> None:
+    def problem(line: int, severity: int, message: str) -> Problem:
+        return Problem(Span(Position(line, 0), Position(line, 1)), message, severity)
+
+    items = [problem(i, 2, f"warn {i}") for i in range(5)] + \
+        [problem(i, 1, f"err {i}") for i in range(PROBLEM_LIMIT)] + [problem(0, 4, "hint")]
+    text = problems_message([FileProblems(tmp_path / "a.py", items)], tmp_path)
+    assert text is not None
+    lines = text.splitlines()
+    assert lines[1] == "- a.py:1:1: error: err 0"
+    assert len(lines) == 1 + PROBLEM_LIMIT + 1 and lines[-1] == "- … and 5 more"
+    assert "hint" not in text and "warn" not in text
+    assert problems_message([FileProblems(tmp_path / "a.py", [problem(0, 3, "info")])],
+                            tmp_path) is None
+
+
+def test_mentions_name_workspace_files_only(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "a.md").write_text("A\n")
+    (tmp_path / "secret.txt").write_text("no\n")
+    (root / "big.log").write_text("z" * (MENTION_BYTE_LIMIT + 1))
+    found = mentions("see @docs/a.md, @docs and @../secret.txt or mail me@docs.md; "
+                     "@docs/a.md again, not @big.log", root, DiskFiles())
+    assert [(a.path, a.text) for a in found] == [((root / "docs" / "a.md").resolve(), "A\n")]
+
+
+def test_attachments_render_relative_paths_and_cut_long_text(tmp_path: Path) -> None:
+    inside = Attachment(path=tmp_path / "src" / "a.py", text="x = 1", range=Range(9, 19),
+                        language_id="python")
+    assert render(inside, tmp_path) == \
+        '<file path="src/a.py" lines="10-20" language="python">\nx = 1\n</file>'
+    long = render(Attachment(path=Path("/elsewhere/b.txt"), text="y" * 100_005), tmp_path)
+    assert long.startswith('<file path="/elsewhere/b.txt">\n')
+    assert long.endswith("\n[cut: 5 more characters]\n</file>")

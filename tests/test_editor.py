@@ -1,0 +1,295 @@
+"""The agent inside the editor, over stdio: unsaved buffers, `workspace/applyEdit`, code context
+in prompts and the editor's diagnostics offered back to the model."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_lsp
+from lsprotocol import types
+from pytest_lsp import LanguageClient, client_capabilities
+
+from pi_lsp.agent.feedback import FEEDBACK_ROUNDS
+from pi_lsp.agent.harness import Harness
+from pi_lsp.providers.anthropic import AnthropicProvider
+from pi_lsp.session.tree import SessionTree
+from tests.fake_anthropic import FakeAnthropic, text_reply, tool_reply
+from tests.test_server import (
+    INVALID_PARAMS,
+    NOTIFICATIONS,
+    SERVER,
+    TURN,
+    Pi,
+    call,
+    call_error,
+    init_options,
+    make_workspace,
+    plain,
+    recorder,
+    wait_events,
+)
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+DISK_TEXT = "LIMIT = 1\n"
+UNSAVED_TEXT = "LIMIT = 2  # unsaved\n"
+PROBLEM = {"range": {"start": {"line": 0, "character": 4}, "end": {"line": 0, "character": 9}},
+           "severity": 1, "message": "LIMIT is never used", "source": "lint"}
+
+
+class Editor:
+    """What the test editor answered: applied edits and diagnostics requests."""
+
+    def __init__(self) -> None:
+        self.edits: list[dict[str, Any]] = []
+        self.asked: list[list[str]] = []
+        self.problems: dict[str, list[dict[str, Any]]] = {}
+
+
+@pytest_lsp.fixture(scope="module", config=SERVER)
+async def client(lsp_client: LanguageClient, tmp_path_factory: pytest.TempPathFactory,
+                 fake: FakeAnthropic) -> Any:
+    editor = Editor()
+
+    @lsp_client.feature(types.WORKSPACE_APPLY_EDIT)
+    def apply_edit(params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
+        editor.edits.append(plain(lsp_client.protocol._converter.unstructure(params)))
+        return types.ApplyWorkspaceEditResult(applied=True)
+
+    @lsp_client.feature("pi/diagnostics")
+    def diagnostics(params: Any) -> dict[str, Any]:
+        uris = list(plain(params)["uris"])
+        editor.asked.append(uris)
+        return {"diagnostics": [{"uri": u, "items": editor.problems.get(u, [])} for u in uris]}
+
+    root = make_workspace(tmp_path_factory.mktemp("editor"))
+    pi = Pi(lsp_client, "visual-studio-code", root)
+    for method in NOTIFICATIONS:
+        lsp_client.feature(method)(recorder(pi, method))
+    capabilities = client_capabilities("visual-studio-code")
+    capabilities.experimental = {"piLsp": {"diagnostics": True}}
+    pi.init = await asyncio.wait_for(lsp_client.initialize_session(types.InitializeParams(
+        capabilities=capabilities, root_uri=pi.main.as_uri(),
+        workspace_folders=[types.WorkspaceFolder(uri=pi.main.as_uri(), name="main")],
+        initialization_options=init_options(fake, toolApproval="auto"))), 30)
+    await call(lsp_client, "pi.listSessions", {})
+    lsp_client.pi, lsp_client.editor = pi, editor  # type: ignore[attr-defined]
+    yield
+    await asyncio.wait_for(lsp_client.shutdown_session(), 5)
+
+
+@pytest.fixture(scope="module")
+def pi(client: LanguageClient) -> Pi:
+    return client.pi  # type: ignore[attr-defined,no-any-return]
+
+
+@pytest.fixture(scope="module")
+def editor(client: LanguageClient) -> Editor:
+    return client.editor  # type: ignore[attr-defined,no-any-return]
+
+
+async def new_session(pi: Pi) -> str:
+    return str((await call(pi.client, "pi.newSession", {}))["uri"])
+
+
+async def run_prompt(pi: Pi, uri: str, text: str, **extra: Any) -> list[dict[str, Any]]:
+    since = pi.mark()
+    answer = await call(pi.client, "pi.prompt", {"uri": uri, "text": text, **extra})
+    events = await wait_events(pi, answer["turnId"], since)
+    assert events[-1]["type"] == "agent_end", events[-1]
+    return events
+
+
+def open_document(pi: Pi, path: Path, text: str) -> str:
+    """Open `path` in the editor with the disk's text, then type `text` without saving."""
+    uri = path.as_uri()
+    pi.client.text_document_did_open(types.DidOpenTextDocumentParams(
+        text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1,
+                                             text=path.read_text())))
+    pi.client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+        content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)]))
+    return uri
+
+
+def tool_texts(events: list[dict[str, Any]]) -> dict[str, str]:
+    return {e["toolCallId"]: e["result"]["content"][0]["text"]
+            for e in events if e["type"] == "tool_execution_end"}
+
+
+def user_texts(request: dict[str, Any]) -> list[str]:
+    """The text blocks of the last user message of a model request."""
+    last = [m for m in request["messages"] if m["role"] == "user"][-1]
+    return [b["text"] for b in last["content"] if b.get("type") == "text"]
+
+
+async def test_server_syncs_open_documents(pi: Pi) -> None:
+    sync = pi.init.capabilities.text_document_sync  # type: ignore[union-attr]
+    assert isinstance(sync, types.TextDocumentSyncOptions)
+    assert sync.open_close and sync.change == types.TextDocumentSyncKind.Incremental
+
+
+async def test_open_document_is_read_unsaved_and_edited_through_the_editor(
+        pi: Pi, editor: Editor, fake: FakeAnthropic) -> None:
+    path = pi.main / "limits.py"
+    path.write_text(DISK_TEXT)
+    uri = open_document(pi, path, UNSAVED_TEXT)
+    editor.problems[uri] = [PROBLEM, {**PROBLEM, "severity": 3, "message": "a hint"}]
+    fake.script(
+        tool_reply([("r1", "read", {"path": "limits.py"})]),
+        tool_reply([("e1", "edit", {"path": "limits.py", "oldText": "LIMIT = 2",
+                                    "newText": "LIMIT = 3"})]),
+        text_reply("Raised the limit."),
+        text_reply("It is used elsewhere."),
+    )
+    events = await run_prompt(pi, await new_session(pi), "Raise the limit")
+
+    results = tool_texts(events)
+    assert "LIMIT = 2  # unsaved" in results["r1"]  # the buffer, not the disk
+    assert results["e1"].startswith("Edited limits.py")
+    assert len(editor.edits) == 1
+    change = editor.edits[0]["edit"]["documentChanges"][0]
+    assert change["textDocument"] == {"uri": uri, "version": 2}
+    assert change["edits"] == [{"range": {"start": {"line": 0, "character": 0},
+                                          "end": {"line": 1, "character": 0}},
+                                "newText": "LIMIT = 3  # unsaved\n"}]
+    assert path.read_text() == DISK_TEXT  # the disk waits for the user to save
+
+    # The turn's end asked the editor about the file it changed, once; errors reach the model.
+    assert editor.asked == [[uri]]
+    requests = fake.message_requests()
+    assert len(requests) == 4
+    feedback = "\n".join(user_texts(requests[3]))
+    assert feedback.startswith("The editor reports these problems in files you changed:")
+    assert "- limits.py:1:5: error [lint]: LIMIT is never used" in feedback
+    assert "a hint" not in feedback
+
+
+async def test_a_later_read_sees_the_applied_edit(pi: Pi, fake: FakeAnthropic) -> None:
+    fake.script(tool_reply([("r2", "read", {"path": "limits.py"})]), text_reply("ok"))
+    events = await run_prompt(pi, await new_session(pi), "Read it again")
+    assert "LIMIT = 3  # unsaved" in tool_texts(events)["r2"]
+
+
+async def test_files_not_open_are_written_on_disk(pi: Pi, editor: Editor,
+                                                  fake: FakeAnthropic) -> None:
+    before = len(editor.edits)
+    fake.script(tool_reply([("w1", "write", {"path": "new_module.py", "content": "X = 1\n"})]),
+                text_reply("written"))
+    await run_prompt(pi, await new_session(pi), "Write a module")
+    assert (pi.main / "new_module.py").read_text() == "X = 1\n"
+    assert len(editor.edits) == before
+    assert editor.asked[-1] == [(pi.main / "new_module.py").as_uri()]  # no problems: no message
+    assert len(fake.message_requests()) == 2
+
+
+async def test_selection_file_and_mentions_reach_the_model(pi: Pi, fake: FakeAnthropic) -> None:
+    code = pi.main / "orders.py"
+    code.write_text("def a():\n    pass\n\ndef b():\n    return 2\n")
+    (pi.main / "notes.md").write_text("Remember the index.\n")
+    selection = {"uri": code.as_uri(), "range": {"start": {"line": 3, "character": 0},
+                                                 "end": {"line": 5, "character": 0}},
+                 "languageId": "python"}
+    fake.script(text_reply("Seen."))
+    uri = await new_session(pi)
+    await run_prompt(pi, uri, "Why is b slow? See @notes.md and ask @nobody",
+                     context=[selection, {"uri": (pi.main / "limits.py").as_uri()}])
+    blocks = user_texts(fake.message_requests()[0])
+    assert blocks[0] == "Why is b slow? See @notes.md and ask @nobody"
+    assert blocks[1] == ('<file path="orders.py" lines="4-5" language="python">\n'
+                         "def b():\n    return 2\n</file>")
+    assert blocks[2] == '<file path="limits.py">\nLIMIT = 3  # unsaved\n</file>'
+    assert blocks[3] == '<file path="notes.md">\nRemember the index.\n</file>'
+    assert len(blocks) == 4  # @nobody names no file and stays text
+
+    preview = await call(pi.client, "pi.previewContext", {"uri": uri})
+    assert '<file path="orders.py" lines="4-5" language="python">' in preview["markdown"]
+
+
+async def test_context_text_sent_by_the_editor_is_used_as_is(pi: Pi, fake: FakeAnthropic
+                                                            ) -> None:
+    fake.script(text_reply("Seen."))
+    selection = {"uri": (pi.main / "orders.py").as_uri(), "text": "typed but not saved",
+                 "range": {"start": {"line": 0, "character": 0},
+                           "end": {"line": 0, "character": 19}}}
+    await run_prompt(pi, await new_session(pi), "This?", context=[selection])
+    assert user_texts(fake.message_requests()[0])[1] == \
+        '<file path="orders.py" lines="1-1">\ntyped but not saved\n</file>'
+
+
+@pytest.mark.parametrize(("context", "field"), [
+    ([{"uri": "untitled:Untitled-1"}], "`context[0].uri`"),
+    ([{"uri": "file:///nowhere/missing.py"}], "`context[0].uri`"),
+    ([{"uri": "file:///x.py", "range": {"start": {"line": -1, "character": 0},
+                                         "end": {"line": 0, "character": 0}}}], "line"),
+])
+async def test_bad_context_is_invalid_params(pi: Pi, context: list[dict[str, Any]],
+                                             field: str) -> None:
+    uri = await new_session(pi)
+    error = await call_error(pi.client, "pi.prompt", {"uri": uri, "text": "x",
+                                                      "context": context})
+    assert error.code == INVALID_PARAMS
+    assert field in str(error)
+
+
+async def test_diagnostics_feedback_can_be_turned_off(pi: Pi, editor: Editor,
+                                                      fake: FakeAnthropic) -> None:
+    pi.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"piLsp": {**init_options(fake), "toolApproval": "auto",
+                            "diagnosticsFeedback": False}}))
+    asked = len(editor.asked)
+    fake.script(tool_reply([("e2", "edit", {"path": "limits.py", "oldText": "LIMIT = 3",
+                                            "newText": "LIMIT = 4"})]), text_reply("done"))
+    since = pi.mark()
+    await run_prompt(pi, await new_session(pi), "Again")
+    assert len(editor.asked) == asked and len(fake.message_requests()) == 2
+    assert not [p for p in pi.of(TURN, since) if p["event"]["type"] == "error"]
+
+
+# -- the pieces, without a server ------------------------------------------------------------
+
+
+class MemoryFiles:
+    """File access that never touches the disk, as an editor's would not for open buffers."""
+
+    def __init__(self, files: dict[Path, str]) -> None:
+        self.files = files
+
+    def read_text(self, path: Path) -> str | None:
+        return self.files.get(path)
+
+    async def write_text(self, path: Path, text: str) -> None:
+        self.files[path] = text
+
+
+async def test_harness_feedback_is_capped_and_edits_go_through_its_file_access(
+        tmp_path: Path, fake: FakeAnthropic) -> None:
+    target = (tmp_path / "app.py").resolve()
+    files = MemoryFiles({target: "v0\n"})
+    asked: list[list[Path]] = []
+
+    async def diagnostics(paths: list[Path]) -> str | None:
+        asked.append(paths)
+        return "The editor reports these problems in files you changed:\n- app.py:1:1: error: x"
+
+    tree = SessionTree.create(str(tmp_path / "s.jsonl"), str(tmp_path))
+    provider = AnthropicProvider("test-key", base_url=fake.url, max_retries=0)
+    harness = Harness(tree, tmp_path, lambda _name: provider, files=files,
+                      diagnostics=diagnostics)
+    replies = []
+    for n in range(FEEDBACK_ROUNDS + 1):
+        replies += [tool_reply([(f"e{n}", "edit", {"path": "app.py", "oldText": f"v{n}",
+                                                    "newText": f"v{n + 1}"})]),
+                    text_reply(f"done {n}")]
+    fake.script(*replies)
+    try:
+        await harness.prompt("keep fixing")
+    finally:
+        await provider.client.close()
+    assert asked == [[target]] * FEEDBACK_ROUNDS  # the last round's problems are not offered
+    assert len(fake.message_requests()) == 2 * (FEEDBACK_ROUNDS + 1)
+    assert files.files[target] == f"v{FEEDBACK_ROUNDS + 1}\n"
+    assert not target.exists()
