@@ -81,6 +81,7 @@ function prepare(fakeUrl) {
     "update.mode": "none",
     "security.workspace.trust.enabled": false,
     "window.commandCenter": false,
+    "diffEditor.useInlineViewWhenSpaceIsLimited": false,
     "workbench.tree.enableStickyScroll": false, // a sticky row would cover the ones clicked
   }, null, 2));
   for (const dir of ["home", "agent", "extensions"]) fs.mkdirSync(path.join(root, dir));
@@ -226,7 +227,7 @@ step("a click on an entry previews the context the model gets there", async ({ p
   await waitFor(async () => (await textOf(lines)).includes("# Context at `e1afef94`"), "the preview to start with \"# Context at `e1afef94`\"");
 });
 
-step("the chat panel streams a reply, asks before a write, and the write lands", async ({ page, ws, fake }) => {
+step("the chat panel streams a reply; a write opens as a diff to review, and lands once accepted", async ({ page, ws, fake }) => {
   fake.script(
     { ...toolReply({ text: "I'll put a short note in NOTES.md.", calls: [["toolu_e2e_1", "write", { path: "NOTES.md", content: NOTE }]] }), delay: 30 },
     { ...textReply("Done: NOTES.md ", "now says that ", "GET /orders runs ", "one query per page."), delay: 500 },
@@ -239,16 +240,24 @@ step("the chat panel streams a reply, asks before a write, and the write lands",
   await waitFor(async () => (await textOf(chat.locator("#transcript"))).includes("All green: 14 passed"), "the chat transcript to show the session's last reply");
   await input.fill("Write a short note about the fix to NOTES.md.");
   await input.press("Enter");
+  // The proposed write opens as a diff (the file as it is, what pi would write) and VS Code asks.
+  const toast = page.locator(".notification-toast", { hasText: "wants to overwrite NOTES.md" });
+  await waitFor(() => toast.isVisible(), "VS Code's notification asking to accept overwriting NOTES.md");
+  const tab = page.locator(".tabs-container .tab", { hasText: "NOTES.md: current ↔ proposed" });
+  await waitFor(() => tab.isVisible(), "an editor tab with the diff of the proposed write (NOTES.md: current ↔ proposed)");
+  const diff = page.locator(".monaco-diff-editor").first();
+  await waitFor(async () => (await textOf(diff.locator(".editor.original .view-lines"))).includes("is slow: N+1 queries."),
+    "the diff's left side to show NOTES.md as it is");
+  await waitFor(async () => (await textOf(diff.locator(".editor.modified .view-lines"))).includes("now runs one query per"),
+    "the diff's right side to show what the write would put there");
+  // The chat panel (behind the diff, in the same group) asks the same question.
   const approval = chat.locator("#approvals .approval");
-  await waitFor(() => approval.isVisible(), "the approval card for the write in the chat panel");
-  const asked = await textOf(approval);
-  if (!/write/.test(asked) || !asked.includes("NOTES.md")) throw new Error(`the approval does not name the write to NOTES.md: ${asked}`);
-  // The same question is VS Code's own notification; answering there settles the card too.
-  const toast = page.locator(".notification-toast", { hasText: "wants to run write" });
-  await waitFor(() => toast.isVisible(), "VS Code's notification asking to allow the write");
-  await shot(page, "chat-approval");
-  await toast.locator(".monaco-button", { hasText: /^Allow$/ }).click();
+  await waitFor(async () => (await approval.count()) === 1 && (await approval.textContent()).includes("wants to overwrite NOTES.md"),
+    "the same question as a card in the chat panel");
+  await shot(page, "diff-review");
+  await toast.locator(".monaco-button", { hasText: /^Accept$/ }).click();
   await waitFor(async () => (await approval.count()) === 0, "the chat's approval card to go once the notification was answered");
+  await waitFor(async () => (await tab.count()) === 0, "the diff of the proposed write to close once answered");
   const transcript = chat.locator("#transcript");
   // Streamed: the first pieces show before the last has arrived.
   const partial = await waitFor(async () => {
