@@ -8,6 +8,7 @@ from typing import Any
 
 import msgspec
 
+from pi_lsp.jsonfile import read_object
 from pi_lsp.providers.models_file import ModelsFileError, load_models, models_files
 from pi_lsp.providers.registry import (
     DEFAULT_MODEL,
@@ -59,18 +60,6 @@ def settings_files(workspace: Path) -> list[Path]:
     return [agent_dir() / "settings.json", workspace / ".pi" / "settings.json"]
 
 
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        data = msgspec.json.decode(path.read_bytes())
-    except FileNotFoundError:
-        return {}
-    except (OSError, msgspec.DecodeError) as error:
-        raise SettingsError(f"{path}: cannot read settings ({error})") from None
-    if not isinstance(data, dict):
-        raise SettingsError(f"{path}: settings must be a JSON object")
-    return data
-
-
 def settings_stamp(workspace: Path) -> tuple[int | None, ...]:
     """When each settings and models file last changed (None: absent), to notice edits."""
     stamps: list[int | None] = []
@@ -85,7 +74,7 @@ def settings_stamp(workspace: Path) -> tuple[int | None, ...]:
 def load_settings(workspace: Path) -> Settings:
     merged: dict[str, Any] = {}
     for path in settings_files(workspace):
-        for key, value in _read(path).items():
+        for key, value in read_object(path, "settings", SettingsError).items():
             if isinstance(value, dict) and isinstance(merged.get(key), dict):
                 merged[key] = {**merged[key], **value}  # nested sections merge key by key
             else:

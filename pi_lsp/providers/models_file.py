@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 
+from pi_lsp.jsonfile import read_object
 from pi_lsp.providers.registry import (
     BUILT_IN,
     BUILT_IN_PROVIDERS,
@@ -83,14 +84,7 @@ def models_files(workspace: Path) -> list[Path]:
 
 def _read(path: Path) -> dict[str, Any]:
     """One file's JSON, checked against the schema so errors name this file."""
-    try:
-        data = msgspec.json.decode(path.read_bytes())
-    except FileNotFoundError:
-        return {}
-    except (OSError, msgspec.DecodeError) as error:
-        raise ModelsFileError(f"{path}: cannot read models ({error})") from None
-    if not isinstance(data, dict):
-        raise ModelsFileError(f"{path}: models.json must be a JSON object")
+    data = read_object(path, "models", ModelsFileError)
     providers = data.get("providers", {})
     if not isinstance(providers, dict):
         raise ModelsFileError(f"{path}: providers must be an object of providers by name")
