@@ -19,7 +19,7 @@ from pi_lsp.session.catalog import list_sessions, session_dirs
 from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import THINKING_LEVELS, encoder
 from pi_lsp.session.fork import fork_session
-from pi_lsp.session.journal import NotASessionError
+from pi_lsp.session.journal import NotASessionError, WriteFailedError
 from pi_lsp.session.outline import nested_tree, outline_lines
 from pi_lsp.session.tree import SessionTree, UnknownEntryError
 
@@ -115,7 +115,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     for problem in problems:
         where = f"line {problem.line}" if problem.line else "file"
         entry = f" [{problem.entry_id}]" if problem.entry_id else ""
-        print(f"{args.file}:{where}: {problem.kind}{entry}: {problem.message}")
+        repair = f" (repair: {problem.repair})" if problem.repair else ""
+        print(f"{args.file}:{where}: {problem.kind}{entry}: {problem.message}{repair}")
     print(f"{len(tree.records)} entries, {len(problems)} problem(s)")
     return EXIT_PROBLEMS if problems else 0
 
@@ -144,7 +145,14 @@ def cmd_fork(args: argparse.Namespace) -> int:
     leaf = args.leaf or tree.leaf_id
     if leaf is None:
         raise CliError(f"{args.file}: the session is empty; nothing to fork")
-    print(fork_session(tree, leaf))
+    fork = fork_session(tree, leaf)
+    if not fork.on_disk:
+        # pi writes a session only from its first reply (#1672); a file with no reply in it
+        # would get its header and entries written a second time by pi.
+        raise CliError(f"{args.file}: nothing written: the path to {leaf} has no assistant "
+                       f"reply, and pi writes a new session only with its first reply; "
+                       f"continue there instead (pi-lsp branch {args.file} --to {leaf})")
+    print(fork.path)
     return 0
 
 
@@ -368,7 +376,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     run: Callable[[argparse.Namespace], int] = args.run
     try:
         return run(args)
-    except CliError as error:
+    except (CliError, WriteFailedError) as error:
         print(f"pi-lsp: {error}", file=sys.stderr)
     except UnknownEntryError as error:
         print(f"pi-lsp: {args.file}: {error}", file=sys.stderr)
