@@ -27,7 +27,7 @@ REPAIRS = {
     "torn": "cut the incomplete last line off (the next append ends it with a newline "
             "first, so it stays a malformed line of its own)",
     "invalid-utf8": "write the line again with U+FFFD for the invalid bytes, as pi reads it",
-    "lone-surrogate": "write the line again with \\ufffd for the unpaired surrogate",
+    "lone-surrogate": "write the line again with U+FFFD for the unpaired surrogate",
     "duplicate-id": "give the later entry a new id (readers keep the later one)",
     "orphan": "point parentId at an entry that exists, or leave it a root as pi shows it",
     "cycle": "break the loop by making one of its entries a root",

@@ -96,7 +96,7 @@ def is_utf8(data: bytes) -> bool:
 
 def _replace_lone_surrogate(match: re.Match[bytes]) -> bytes:
     text = match.group()
-    return text if len(text) != 6 else b"\\ufffd"
+    return text if len(text) != 6 else "\ufffd".encode()
 
 
 def repair_line(raw: bytes) -> tuple[bytes, list[Problem]]:
