@@ -513,6 +513,16 @@ async def test_summarizing_toward_a_descendant_writes_no_summary(tmp_path: Path)
 # -- 8. check says what a repair would do ----------------------------------------------------
 
 
+def test_a_file_without_a_reply_is_reported(tmp_path: Path) -> None:
+    """Such a file (an older pi-lsp wrote them) loses entries when pi continues it."""
+    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
+    problems = check_session(SessionTree.open(str(path)))
+    assert kinds(problems) == [("no-assistant-message", None)] and problems[0].repair
+    with open(path, "ab") as handle:
+        handle.write(reply_line("aaaa0002", "aaaa0001", "two", 2) + b"\n")
+    assert check_session(SessionTree.open(str(path))) == []
+
+
 def test_every_problem_kind_has_a_repair_hint(tmp_path: Path) -> None:
     path = write(tmp_path / "s.jsonl", [
         b"", b"not json", b"[1]", b'{"type":"message","id":5}',
@@ -528,5 +538,6 @@ def test_every_problem_kind_has_a_repair_hint(tmp_path: Path) -> None:
     problems = check_session(SessionTree.open(str(path)))
     found = {p.kind for p in problems}
     assert found >= {"blank", "malformed", "not-object", "invalid-entry", "duplicate-id",
-                     "orphan", "dangling-reference", "invalid-utf8", "lone-surrogate", "torn"}
+                     "orphan", "dangling-reference", "invalid-utf8", "lone-surrogate", "torn",
+                     "no-assistant-message"}
     assert all(p.repair for p in problems), [p for p in problems if not p.repair]
