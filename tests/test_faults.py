@@ -460,6 +460,13 @@ def test_a_failed_append_leaves_no_torn_line(tmp_path: Path, monkeypatch: pytest
     assert SessionTree.open(str(path)).path_ids(again) == ["aaaa0001", again]
 
 
+def test_a_file_that_cannot_be_opened_is_named(tmp_path: Path) -> None:
+    missing = tmp_path / "gone" / "s.jsonl"
+    with pytest.raises(WriteFailedError) as caught:
+        journal.append_lines(str(missing), [b"{}"], create=True)
+    assert str(caught.value) == f"could not write to {missing}: No such file or directory"
+
+
 def test_a_failed_append_is_one_line_from_the_command_line(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -254,7 +254,10 @@ def append_lines(path: str, lines: list[bytes], *, create: bool = False) -> None
     part way (disk full, I/O error) is cut back off, so no torn line is left behind.
     """
     flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0)
-    fd = os.open(path, flags, 0o644)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as error:
+        raise WriteFailedError(error.errno, error.strerror, path) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
