@@ -16,7 +16,7 @@ from pi_lsp.context.build import build_session_context
 from pi_lsp.context.convert import convert_to_llm
 from pi_lsp.context.preview import preview_context, render_preview
 from pi_lsp.session.catalog import list_sessions, session_dirs
-from pi_lsp.session.check import check_session
+from pi_lsp.session.check import check_session, repaired_copy
 from pi_lsp.session.entries import THINKING_LEVELS, encoder
 from pi_lsp.session.fork import fork_session
 from pi_lsp.session.journal import NotASessionError, WriteFailedError
@@ -111,6 +111,15 @@ def cmd_tree(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     tree = open_session(args.file)
+    if args.repair:
+        if os.path.exists(args.repair):
+            raise CliError(f"{args.repair}: already exists; --repair writes a new file")
+        repaired = repaired_copy(tree, args.repair)
+        for problem in repaired:
+            print(f"{args.file}:line {problem.line}: {problem.kind}: {problem.message}")
+        print(f"wrote {args.repair}: {len(tree.records)} entries, {len(repaired)} damaged "
+              f"line(s) repaired; {args.file} is unchanged")
+        return 0
     problems = check_session(tree)
     for problem in problems:
         where = f"line {problem.line}" if problem.line else "file"
@@ -312,6 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = commands.add_parser("check", help="an integrity report (exit 1 on problems)")
     check.add_argument("file")
+    check.add_argument("--repair", metavar="OUT",
+                       help="write a copy with damaged lines dropped and bad text repaired")
     check.set_defaults(run=cmd_check)
 
     sessions = commands.add_parser("sessions", help="the sessions of a workspace")

@@ -548,3 +548,45 @@ def test_every_problem_kind_has_a_repair_hint(tmp_path: Path) -> None:
                      "orphan", "dangling-reference", "invalid-utf8", "lone-surrogate", "torn",
                      "no-assistant-message"}
     assert all(p.repair for p in problems), [p for p in problems if not p.repair]
+
+
+def test_repair_writes_a_repaired_copy_and_leaves_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path / "s.jsonl", [
+        user_line("aaaa0001", None, "one", 1), b"not json", b"",
+        user_line("aaaa0002", "aaaa0001", "x", 2).replace(b'"x"', b'"\xff"'),
+        user_line("aaaa0003", "aaaa0002", "LONE", 3).replace(b"LONE", b"\\ud83d"),
+        reply_line("aaaa0004", "aaaa0003", "four", 4),
+    ])
+    with open(path, "ab") as handle:
+        handle.write(b'{"type":"mess')
+    before = path.read_bytes()
+    copy = tmp_path / "fixed.jsonl"
+    result = pi_lsp("check", str(path), "--repair", str(copy))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count(b"\n") == 6  # five repaired lines, then the summary
+    assert path.read_bytes() == before
+    assert check_session(SessionTree.open(str(copy))) == []
+    assert is_utf8(copy.read_bytes())
+    fixed = SessionTree.open(str(copy))
+    assert texts(fixed, fixed.leaf_id) == ["one", "\ufffd", "\ufffd", "four"]
+    assert copy.read_bytes().split(b"\n")[1] == before.split(b"\n")[1]  # good lines as they were
+    again = pi_lsp("check", str(path), "--repair", str(copy))
+    assert again.returncode == 2 and b"already exists" in again.stderr
+
+
+def test_a_fork_of_an_old_version_file_with_a_damaged_line_is_version_3(tmp_path: Path) -> None:
+    """Migrated lines are copied in their migrated form, repaired or not."""
+    header = json.dumps({"type": "session", "id": "old", "timestamp": stamp(0), "cwd": "/w"})
+    user = json.dumps({"type": "message", "timestamp": stamp(1),
+                       "message": {"role": "user", "content": "caf_", "timestamp": 1}})
+    answer = json.loads(reply_line("x", None, "ok", 2))
+    del answer["id"], answer["parentId"]
+    path = tmp_path / "v1.jsonl"
+    path.write_bytes(b"\n".join([header.encode(), user.encode().replace(b"_", b"\xe9"),
+                                 json.dumps(answer).encode(), b""]))
+    source = SessionTree.open(str(path))
+    assert source.migrated and kinds(source.problems) == [("invalid-utf8", 2)]
+    fork = fork_session(source, source.leaf_id or "")
+    reopened = SessionTree.open(fork.path)
+    assert texts(reopened, reopened.leaf_id) == ["caf\ufffd", "ok"]
+    assert reopened.path_ids(reopened.leaf_id) == source.path_ids(source.leaf_id)

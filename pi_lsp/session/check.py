@@ -13,7 +13,7 @@ from pi_lsp.session.entries import (
     ToolResultMessage,
     decode_message,
 )
-from pi_lsp.session.journal import Problem, Record
+from pi_lsp.session.journal import Problem, Record, append_lines
 from pi_lsp.session.tree import SessionTree, decode_entry, is_reply, parent_of
 
 # What a repair would do about each kind of problem; `check` only reports, it never rewrites.
@@ -59,6 +59,18 @@ def check_session(tree: SessionTree) -> list[Problem]:
         problem.repair = REPAIRS.get(problem.kind)
     problems.sort(key=lambda p: p.line or 0)
     return problems
+
+
+LINE_REPAIRS = {"blank", "malformed", "not-object", "invalid-entry", "extra-header", "torn",
+                "invalid-utf8", "lone-surrogate"}
+
+
+def repaired_copy(tree: SessionTree, target: str) -> list[Problem]:
+    """Write the session to a new file `target` with its line-level problems repaired (damaged
+    lines dropped, bad text read as U+FFFD); returns the problems that were repaired."""
+    append_lines(target, [tree.header_raw, *(record.raw for record in tree.records)],
+                 create=True, exclusive=True)
+    return [p for p in tree.problems if p.kind in LINE_REPAIRS]
 
 
 def orphans(tree: SessionTree) -> list[Problem]:

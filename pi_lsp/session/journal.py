@@ -247,13 +247,15 @@ def _parse_clean(lines: list[bytes], body: bytes) -> LineBatch | None:
     return LineBatch(records=records, header=header, header_raw=lines[0])
 
 
-def append_lines(path: str, lines: list[bytes], *, create: bool = False) -> None:
+def append_lines(path: str, lines: list[bytes], *, create: bool = False,
+                 exclusive: bool = False) -> None:
     """Append complete lines in one `write()` under an exclusive advisory lock.
 
     A torn last line is terminated first so the new entries never join it. A write that fails
     part way (disk full, I/O error) is cut back off, so no torn line is left behind.
     """
-    flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0)
+    flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0) | \
+        (os.O_EXCL if exclusive else 0)
     try:
         fd = os.open(path, flags, 0o644)
     except OSError as error:
