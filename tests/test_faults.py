@@ -201,7 +201,9 @@ def test_lone_surrogate_keeps_the_line_and_everything_below(tmp_path: Path) -> N
 
 
 def test_lone_surrogate_output_is_valid_utf8_json(tmp_path: Path) -> None:
-    path = surrogate_session(tmp_path)
+    sessions = tmp_path / ".pi" / "sessions"  # where the server may open sessions
+    sessions.mkdir(parents=True)
+    path = surrogate_session(sessions)
     for layer in ("agent", "llm"):
         result = pi_lsp("context", str(path), "--json", "--layer", layer)
         assert result.returncode == 0, result.stderr
@@ -269,7 +271,9 @@ def test_the_hub_holds_a_new_session_until_its_first_reply(tmp_path: Path) -> No
 
 
 def test_a_fork_with_no_reply_waits_in_memory(tmp_path: Path) -> None:
-    source = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1),
+    sessions = tmp_path / ".pi" / "sessions"
+    sessions.mkdir(parents=True)
+    source = write(sessions / "s.jsonl", [user_line("aaaa0001", None, "one", 1),
                                           reply_line("aaaa0002", "aaaa0001", "two", 2)])
     hub = SessionHub([tmp_path], Config())
     forked = hub.fork(source, "aaaa0001")
