@@ -16,10 +16,10 @@ from pi_lsp.context.build import build_session_context
 from pi_lsp.context.convert import convert_to_llm
 from pi_lsp.context.preview import preview_context, render_preview
 from pi_lsp.session.catalog import list_sessions, session_dirs
-from pi_lsp.session.check import check_session
+from pi_lsp.session.check import check_session, repaired_copy
 from pi_lsp.session.entries import THINKING_LEVELS, encoder
 from pi_lsp.session.fork import fork_session
-from pi_lsp.session.journal import NotASessionError
+from pi_lsp.session.journal import NotASessionError, WriteFailedError
 from pi_lsp.session.outline import nested_tree, outline_lines
 from pi_lsp.session.tree import SessionTree, UnknownEntryError
 
@@ -111,11 +111,21 @@ def cmd_tree(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     tree = open_session(args.file)
+    if args.repair:
+        if os.path.exists(args.repair):
+            raise CliError(f"{args.repair}: already exists; --repair writes a new file")
+        repaired = repaired_copy(tree, args.repair)
+        for problem in repaired:
+            print(f"{args.file}:line {problem.line}: {problem.kind}: {problem.message}")
+        print(f"wrote {args.repair}: {len(tree.records)} entries, {len(repaired)} damaged "
+              f"line(s) repaired; {args.file} is unchanged")
+        return 0
     problems = check_session(tree)
     for problem in problems:
         where = f"line {problem.line}" if problem.line else "file"
         entry = f" [{problem.entry_id}]" if problem.entry_id else ""
-        print(f"{args.file}:{where}: {problem.kind}{entry}: {problem.message}")
+        repair = f" (repair: {problem.repair})" if problem.repair else ""
+        print(f"{args.file}:{where}: {problem.kind}{entry}: {problem.message}{repair}")
     print(f"{len(tree.records)} entries, {len(problems)} problem(s)")
     return EXIT_PROBLEMS if problems else 0
 
@@ -144,7 +154,14 @@ def cmd_fork(args: argparse.Namespace) -> int:
     leaf = args.leaf or tree.leaf_id
     if leaf is None:
         raise CliError(f"{args.file}: the session is empty; nothing to fork")
-    print(fork_session(tree, leaf))
+    fork = fork_session(tree, leaf)
+    if not fork.on_disk:
+        # pi writes a session only from its first reply (#1672); a file with no reply in it
+        # would get its header and entries written a second time by pi.
+        raise CliError(f"{args.file}: nothing written: the path to {leaf} has no assistant "
+                       f"reply, and pi writes a new session only with its first reply; "
+                       f"continue there instead (pi-lsp branch {args.file} --to {leaf})")
+    print(fork.path)
     return 0
 
 
@@ -304,6 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = commands.add_parser("check", help="an integrity report (exit 1 on problems)")
     check.add_argument("file")
+    check.add_argument("--repair", metavar="OUT",
+                       help="write a copy with damaged lines dropped and bad text repaired")
     check.set_defaults(run=cmd_check)
 
     sessions = commands.add_parser("sessions", help="the sessions of a workspace")
@@ -368,7 +387,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     run: Callable[[argparse.Namespace], int] = args.run
     try:
         return run(args)
-    except CliError as error:
+    except (CliError, WriteFailedError) as error:
         print(f"pi-lsp: {error}", file=sys.stderr)
     except UnknownEntryError as error:
         print(f"pi-lsp: {args.file}: {error}", file=sys.stderr)

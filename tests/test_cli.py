@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from pi_lsp.session.catalog import start_session
 from pi_lsp.session.entries import UserMessage
+from pi_lsp.session.tree import SessionTree
 from tests.conftest import EXAMPLE_WORKSPACE, conformance_files
 
 SAMPLE = conformance_files()[0]
@@ -144,10 +144,20 @@ def test_usage_errors_exit_2() -> None:
     assert result.stderr.startswith("pi-lsp:")
 
 
+def written_session(workspace: Path) -> SessionTree:
+    """A session file with no reply yet, as an older pi-lsp wrote them (new ones wait for a
+    reply before they have a file, as pi's do)."""
+    directory = workspace / ".pi" / "sessions"
+    directory.mkdir(parents=True, exist_ok=True)
+    tree = SessionTree.create_in(directory, str(workspace))
+    tree.append_model_change("anthropic", "claude-sonnet-4-5")
+    return tree
+
+
 def test_sessions_escapes_control_characters(tmp_path: Path) -> None:
-    named = start_session(tmp_path, "anthropic", "claude-sonnet-4-5", "off")
+    named = written_session(tmp_path)
     named.append_session_info("two\nlines\x1b[31m red")
-    unnamed = start_session(tmp_path, "anthropic", "claude-sonnet-4-5", "off")
+    unnamed = written_session(tmp_path)
     unnamed.append_message(UserMessage(content="first\r\nprompt\u2028end", timestamp=1))
     result = pi_lsp("sessions", str(tmp_path))
     assert result.returncode == 0, result.stderr
@@ -197,7 +207,7 @@ def test_context_total_is_explained(example_session: Path) -> None:
 
 
 def test_context_total_without_a_reply_is_the_sum_of_the_rows(tmp_path: Path) -> None:
-    tree = start_session(tmp_path, "anthropic", "claude-sonnet-4-5", "off")
+    tree = written_session(tmp_path)
     tree.append_message(UserMessage(content="x" * 400, timestamp=1))
     result = pi_lsp("context", tree.path)
     assert result.returncode == 0, result.stderr

@@ -456,7 +456,8 @@ async def test_writing_the_session_itself_is_refused_without_asking(
         pi: Pi, fake: FakeAnthropic) -> None:
     uri = (await call(pi.client, "pi.newSession", {}))["uri"]
     path = path_of(uri)
-    before = path.read_bytes()
+    assert not path.exists()  # as in pi, written with the first reply
+    before = [n["id"] for n in (await call(pi.client, "pi.getTree", {"uri": uri}))["nodes"]]
     settings = (pi.ws / ".pi" / "settings.json").read_bytes()
     fake.script(tool_reply([("w1", "write", {"path": str(path), "content": "gone\n"}),
                             ("w2", "write", {"path": ".pi/settings.json",
@@ -468,7 +469,8 @@ async def test_writing_the_session_itself_is_refused_without_asking(
     assert pi.asked == []
     for call_id in ("w1", "w2"):
         assert "writing it is refused" in result_text(results(events)[call_id])
-    assert path.read_bytes().startswith(before)  # history intact, the turn appended after it
+    after = [json.loads(line)["id"] for line in path.read_bytes().splitlines()[1:]]
+    assert after[:len(before)] == before  # history intact, the turn appended after it
     assert (pi.ws / ".pi" / "settings.json").read_bytes() == settings
 
 

@@ -315,19 +315,45 @@ async def test_list_sessions(pi: Pi) -> None:
     assert len((await call(pi.client, "pi.listSessions"))["sessions"]) == len(result["sessions"])
 
 
+async def tree_nodes(pi: Pi, uri: str) -> list[dict[str, Any]]:
+    return (await call(pi.client, "pi.getTree", {"uri": uri}))["nodes"]  # type: ignore[no-any-return]
+
+
 async def test_new_session(pi: Pi) -> None:
     since = pi.mark()
     uri = await new_session(pi, "scratch")
     path = path_of(uri)
-    assert path.is_file()
+    assert not path.exists()  # as in pi, the file is written with the first reply
     assert path.parent == (pi.main / ".pi" / "sessions").resolve()
-    kinds = [e["type"] for e in lines(path)]
+    kinds = [n["type"] for n in await tree_nodes(pi, uri)]
     assert "model_change" in kinds and "session_info" in kinds
     settings = json.loads((pi.main / ".pi" / "settings.json").read_text("utf-8"))
     assert settings["sessionDir"] == ".pi/sessions"  # so `pi -c` finds it
     await wait_note(pi, SESSIONS_CHANGED, since=since)
     listed = (await call(pi.client, "pi.listSessions", {}))["sessions"]
     assert any(path_of(s["uri"]) == path and s["name"] == "scratch" for s in listed)
+
+
+async def test_new_session_is_written_whole_at_its_first_reply(pi: Pi,
+                                                              fake: FakeAnthropic) -> None:
+    uri = await new_session(pi, "draft")
+    path = path_of(uri)
+    assert await call(pi.client, "pi.setName", {"uri": uri, "name": "final"}) == {}
+    preview = await call(pi.client, "pi.previewContext", {"uri": uri})
+    assert preview["messages"] == [] and not path.exists()
+    fake.script(text_reply("first reply"))
+    since = pi.mark()
+    turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "hi"}))["turnId"]
+    events = await wait_events(pi, turn_id, since)
+    assert "error" not in event_types(events), events
+    data = path.read_bytes()
+    assert data.count(b'"type":"session"') == 1 and data.startswith(b'{"type":"session"')
+    assert [e["type"] for e in lines(path)] == [
+        "model_change", "thinking_level_change", "session_info", "session_info", "message",
+        "message"]
+    assert [n["id"] for n in await tree_nodes(pi, uri)] == [e["id"] for e in lines(path)]
+    listed = (await call(pi.client, "pi.listSessions", {}))["sessions"]
+    assert [s["name"] for s in listed if path_of(s["uri"]) == path] == ["final"]
 
 
 async def test_new_session_in_another_folder(pi: Pi) -> None:
@@ -787,7 +813,7 @@ async def test_prompt_runs_a_tool_turn_with_approval(pi: Pi, fake: FakeAnthropic
         text_reply("It printed ", "hello-from-bash."),
     )
     pi.answer, asked = "Allow", len(pi.asked)
-    entries_before = len(lines(path_of(uri)))
+    entries_before = len(await tree_nodes(pi, uri))
     since = pi.mark()
     result = await call(pi.client, "pi.prompt", {"uri": uri, "text": "say hello"})
     turn_id = result["turnId"]
@@ -914,8 +940,8 @@ async def test_second_prompt_while_busy_is_refused(pi: Pi, fake: FakeAnthropic) 
     error = await call_error(pi.client, "pi.prompt", {"uri": uri, "text": "second"})
     assert error.code == BUSY and "busy" in error.message
     for command, argument in (
-        ("pi.branch", {"uri": uri, "targetId": lines(path_of(uri))[0]["id"]}),
-        ("pi.branchWithSummary", {"uri": uri, "targetId": lines(path_of(uri))[0]["id"]}),
+        ("pi.branch", {"uri": uri, "targetId": (await tree_nodes(pi, uri))[0]["id"]}),
+        ("pi.branchWithSummary", {"uri": uri, "targetId": (await tree_nodes(pi, uri))[0]["id"]}),
         ("pi.compact", {"uri": uri}),
     ):
         refused = await call_error(pi.client, command, argument)
@@ -957,7 +983,8 @@ async def test_model_change_during_a_turn_waits_for_its_end(pi: Pi, fake: FakeAn
     await wait_event(pi, turn_id, "message_update", since)
     assert await call(pi.client, "pi.setModel",
                       {"uri": uri, "provider": "anthropic", "modelId": SUMMARY_MODEL}) == {}
-    assert SUMMARY_MODEL not in json.dumps(lines(path_of(uri)))  # not yet: the turn runs
+    # not yet: the turn runs
+    assert [n["type"] for n in await tree_nodes(pi, uri)].count("model_change") == 1
     events = await wait_events(pi, turn_id, since)
     assert "error" not in event_types(events), events
     kinds = [(e["type"], e["message"]["role"] if e["type"] == "message" else e.get("modelId"))
@@ -1051,13 +1078,14 @@ async def test_models_json_models_are_listed_and_run(pi: Pi, oai: FakeOpenAI) ->
 async def test_a_turn_that_cannot_start_reports_one_error(pi: Pi) -> None:
     uri = await new_session(pi)
     await call(pi.client, "pi.setModel", {"uri": uri, "provider": "openai", "modelId": "gpt-5"})
-    before = len(lines(path_of(uri)))
+    before = await tree_nodes(pi, uri)
     since = pi.mark()
     turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "hello"}))["turnId"]
     events = await wait_events(pi, turn_id, since)
     errors = [e for e in events if e["type"] == "error"]
     assert len(errors) == 1 and "openai" in errors[0]["message"], events
-    assert len(lines(path_of(uri))) == before  # nothing was written for the failed turn
+    assert await tree_nodes(pi, uri) == before  # nothing was added for the failed turn
+    assert not path_of(uri).exists()
 
 
 async def test_compact_dry_run_is_null_when_a_run_would_refuse(pi: Pi) -> None:

@@ -71,6 +71,14 @@ class ErrorEvent(_Event, tag="error", kw_only=True):
     message: str
 
 
+class SessionMoved(_Event, tag="session_moved", kw_only=True):
+    """The session's file was replaced by another program mid-turn; both sides were kept and
+    the session (the turn included) continues in `path`."""
+
+    replaced_path: str
+    path: str
+
+
 class CompactionStart(_Event, tag="compaction_start", kw_only=True):
     reason: str  # "threshold" or "overflow"
 
@@ -84,5 +92,5 @@ class CompactionEnd(_Event, tag="compaction_end", kw_only=True):
 AgentEvent = (
     AgentStart | TurnStart | MessageStart | MessageUpdate | MessageEnd | ToolExecutionStart
     | ToolExecutionUpdate | ToolExecutionEnd | TurnEnd | SavePoint | AgentEnd | ErrorEvent
-    | CompactionStart | CompactionEnd
+    | CompactionStart | CompactionEnd | SessionMoved
 )

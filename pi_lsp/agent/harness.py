@@ -20,6 +20,7 @@ from pi_lsp.agent.events import (
     ErrorEvent,
     MessageEnd,
     SavePoint,
+    SessionMoved,
     ToolExecutionEnd,
     ToolExecutionStart,
     TurnEnd,
@@ -159,11 +160,17 @@ class Harness:
         return lambda: self._listeners.remove(listener)
 
     def emit(self, event: AgentEvent) -> None:
+        moved: SessionMoved | None = None
         if isinstance(event, MessageEnd):
+            path = self.tree.path
             self.tree.append_message(event.message)  # loop messages land as they complete
+            if self.tree.path != path:
+                moved = SessionMoved(replaced_path=path, path=self.tree.path)
         self._note_edits(event)
         for listener in list(self._listeners):
             listener(event)
+        if moved is not None:
+            self.emit(moved)
         if isinstance(event, TurnEnd):
             had = self._flush(stop_at_leaf_move=True)
             self.emit(SavePoint(had_pending_mutations=had))
@@ -324,11 +331,13 @@ class Harness:
 
     async def _run(self, prompts: list[UserMessage]) -> list[AgentMessage]:
         self.phase, self.aborted = "turn", False
+        self.tree.hold_leaf = True  # another writer's entries must not become this turn's parent
         try:
             self.state = self.create_turn_state()
             self.provider(self.state.model.provider)  # a missing API key fails before any write
             return await run_loop(self, prompts)
         finally:
+            self.tree.hold_leaf = False
             self._flush(stop_at_leaf_move=False)
             self.phase, self.state, self._current = "idle", None, None
             self._steering.clear()
@@ -366,8 +375,8 @@ class Harness:
         finally:
             self.phase, self._current = "idle", None
 
-    async def branch_with_summary(self, target_id: str, instructions: str | None = None
-                                  ) -> BranchOutcome:
+    async def branch_with_summary(self, target_id: str, instructions: str | None = None,
+                                  durable: bool = True) -> BranchOutcome:
         """Leave the current branch for `target_id`, summarizing it; refused while busy."""
         self._require_idle()
         self.tree.record(target_id)
@@ -375,7 +384,7 @@ class Harness:
         budget = self.model().context_window - self.branch_reserve_tokens
         try:
             return await abortable(self, branch_with_summary(
-                self.tree, target_id, self.summarizer, budget, instructions))
+                self.tree, target_id, self.summarizer, budget, instructions, durable))
         finally:
             self.phase, self._current = "idle", None
 

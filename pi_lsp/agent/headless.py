@@ -144,7 +144,8 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings) -
         for stop in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(stop)
     printer.end_line()
-    print(f"session: {tree.path}", file=sys.stderr)
+    written = "" if tree.on_disk else " (not written: pi writes a session at its first reply)"
+    print(f"session: {tree.path}{written}", file=sys.stderr)
     last = next((m for m in reversed(produced) if isinstance(m, AssistantMessage)), None)
     if stopped_by is not None:
         print("pi-lsp: aborted", file=sys.stderr)

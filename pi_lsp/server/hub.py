@@ -37,10 +37,12 @@ from pi_lsp.session.catalog import (
     confine_session,
     session_dirs,
     start_session,
+    tree_summary,
 )
 from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import encoder, role_of
 from pi_lsp.session.fork import fork_session
+from pi_lsp.session.ids import iso_to_ms
 from pi_lsp.session.journal import NotASessionError, Problem
 from pi_lsp.session.outline import entry_preview, record_role
 from pi_lsp.session.tree import Refresh, SessionTree, decode_entry
@@ -201,7 +203,10 @@ class SessionHub:
         return confine_session(path, self.all_directories())
 
     def list_sessions(self) -> list[SessionSummary]:
-        return self.index.list(self.all_directories())
+        """The sessions on disk, and the new ones not written yet (no reply so far)."""
+        sessions = self.index.list(self.all_directories())
+        waiting = [tree_summary(t) for t in self.trees.values() if t.deferred]
+        return sorted([*sessions, *waiting], key=lambda s: iso_to_ms(s.modified), reverse=True)
 
     # -- open sessions -------------------------------------------------------------------
 
@@ -216,8 +221,7 @@ class SessionHub:
                 tree = SessionTree.open(str(key))
             except NotASessionError as error:
                 raise NotASessionFileError(str(path), str(error)) from None
-            tree.listeners.append(lambda t, change: self._changed(key, t, change))
-            self.trees[key] = tree
+            self._keep(tree)
             self._close_unused_trees()
         else:
             self.trees.move_to_end(key)
@@ -231,7 +235,8 @@ class SessionHub:
             if excess <= 0:
                 break
             harness = self.harnesses.get(key)
-            if harness is None or not harness.busy:
+            # A new session not written yet lives only here: never let it go.
+            if (harness is None or not harness.busy) and not self.trees[key].deferred:
                 self._drop(key)
                 excess -= 1
 
@@ -244,7 +249,21 @@ class SessionHub:
         self._views.pop(key)
         self._previews.drop_where(lambda cached: cached[0] == key)
 
-    def _changed(self, path: Path, tree: SessionTree, change: Refresh) -> None:
+    def _keep(self, tree: SessionTree) -> SessionTree:
+        """Hold an open tree (one not written yet included) and follow its changes."""
+        self.trees[Path(tree.path).resolve()] = tree
+        tree.listeners.append(self._changed)
+        return tree
+
+    def _changed(self, tree: SessionTree, change: Refresh) -> None:
+        path = Path(tree.path).resolve()
+        if change.relocated_from is not None:  # its file was replaced: it lives on elsewhere
+            old = Path(change.relocated_from).resolve()
+            self.trees.pop(old, None)
+            self.trees[path] = tree
+            harness = self.harnesses.pop(old, None)
+            if harness is not None:
+                self.harnesses[path] = harness
         if change.reloaded:
             self._nodes.pop(path, None)
         for listener in list(self.listeners):
@@ -322,8 +341,8 @@ class SessionHub:
     def new_session(self, name: str | None, folder: Path | None = None) -> Path:
         root = self.workspace_folder(folder) if folder is not None else self.roots()[0]
         settings = workspace_settings(root, self.config)
-        tree = start_session(root, settings.default_provider, settings.default_model,
-                             settings.default_thinking_level)
+        tree = self._keep(start_session(root, settings.default_provider, settings.default_model,
+                                        settings.default_thinking_level))
         if name:
             tree.append_session_info(name)
         return Path(tree.path)
@@ -421,7 +440,7 @@ class SessionHub:
         leaf = leaf_id or tree.leaf_id
         if leaf is None:
             raise ValueError("the session is empty; there is nothing to fork")
-        return fork_session(tree, leaf)
+        return Path(self._keep(fork_session(tree, leaf)).path)
 
     def check(self, path: Path) -> list[Problem]:
         return check_session(self.tree(path))

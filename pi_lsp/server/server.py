@@ -159,10 +159,18 @@ class PiServer(LanguageServer):
         self.sessions().file_changed(path)
 
     def on_session_changed(self, path: Path, tree: SessionTree, change: Refresh) -> None:
-        self.notify(SESSION_CHANGED, {
+        note: dict[str, Any] = {
             "uri": from_fs_path(str(path)), "entries": len(tree.records),
             "leafId": tree.leaf_id, "reloaded": change.reloaded,
-        })
+        }
+        if change.relocated_from is not None:
+            note["relocatedFrom"] = uri_of(Path(change.relocated_from))
+            self.window_show_message(types.ShowMessageParams(
+                type=types.MessageType.Warning,
+                message=f"pi-lsp: {change.relocated_from} was replaced by another program; "
+                        f"this session (with both sides kept) continues in {path}"))
+            self.notify(SESSIONS_CHANGED, {})
+        self.notify(SESSION_CHANGED, note)
 
     # -- tool approval -------------------------------------------------------------------
 
@@ -259,7 +267,7 @@ class PiServer(LanguageServer):
         outcome = "done"
         try:
             await harness.prompt(args.text, images or None, attachments or None)
-        except (MissingApiKeyError, BusyError, SettingsError, ValueError) as error:
+        except (MissingApiKeyError, BusyError, SettingsError, ValueError, OSError) as error:
             outcome = str(error)  # the harness has sent it as the turn's `error` event
         except Exception:
             log.exception("turn %s failed", turn_id)
@@ -540,8 +548,9 @@ async def branch_with_summary(ls: PiServer, args: BranchSummaryArgs) -> dict[str
         raise BusyError(f"the session is busy ({harness.phase})")
     job_id = str(uuid.uuid4())
     ls.run_task(ls.run_job(args.uri, job_id, "pi: summarizing the branch", harness,
-                           lambda: harness.branch_with_summary(args.target_id,
-                                                               args.instructions)))
+                           lambda: harness.branch_with_summary(
+                               args.target_id, args.instructions,
+                               durable=ls.config.durable_leaf_moves)))
     return {"jobId": job_id}
 
 
@@ -578,7 +587,9 @@ async def fork(ls: PiServer, args: ForkArgs) -> dict[str, Any]:
 @command("pi.setName", NameArgs)
 async def set_name(ls: PiServer, args: NameArgs) -> dict[str, Any]:
     if not args.name.strip():
-        raise JsonRpcInvalidParams("invalid argument: `name` must not be empty")
+        # pi's name is the latest non-empty one, so an empty name could never clear it.
+        raise JsonRpcInvalidParams("invalid argument: `name` must not be empty (pi keeps the "
+                                   "last non-empty name; a session name cannot be cleared)")
     ls.sessions().harness(await open_tree(ls, args.uri)).set_name(args.name)
     return {}
 

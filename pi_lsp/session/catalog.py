@@ -268,18 +268,26 @@ class SessionIndex:
             return _newest_first(files, self.summary)
 
 
+def tree_summary(tree: SessionTree) -> SessionSummary:
+    """The summary of a session held in memory (a new one not written yet)."""
+    fold = SummaryFold(tree.header)
+    fold.add(tree.records)
+    return fold.summary(Path(tree.path))
+
+
 def start_session(workspace: Path, provider: str, model_id: str, thinking_level: str,
                   path: Path | None = None) -> SessionTree:
     """A new session (under the workspace's `.pi/sessions/` unless `path` is given) that
-    begins as pi begins one: with its model and thinking level. The pi CLI is pointed at
-    `.pi/sessions/` too, so `pi -c` in the workspace continues it."""
+    begins as pi begins one: with its model and thinking level, and no file until its first
+    assistant message. The pi CLI is pointed at `.pi/sessions/` too, so `pi -c` in the workspace
+    continues it."""
     if path is None:
         directory = workspace_session_dir(str(workspace))
         directory.mkdir(parents=True, exist_ok=True)
         link_session_dir(workspace)
-        tree = SessionTree.create_in(directory, str(workspace))
+        tree = SessionTree.create_in(directory, str(workspace), deferred=True)
     else:
-        tree = SessionTree.create(str(path), str(workspace))
+        tree = SessionTree.create(str(path), str(workspace), deferred=True)
     tree.append_model_change(provider, model_id)
     tree.append_thinking_level_change(thinking_level)
     return tree

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import msgspec
+
 from pi_lsp.session.entries import (
     AssistantMessage,
     CompactionEntry,
@@ -11,19 +13,64 @@ from pi_lsp.session.entries import (
     ToolResultMessage,
     decode_message,
 )
-from pi_lsp.session.journal import Problem, Record
-from pi_lsp.session.tree import SessionTree, decode_entry, parent_of
+from pi_lsp.session.journal import Problem, Record, append_lines
+from pi_lsp.session.tree import SessionTree, decode_entry, is_reply, parent_of
+
+# What a repair would do about each kind of problem; `check` only reports, it never rewrites.
+REPAIRS = {
+    "blank": "drop the blank line (pi skips it too)",
+    "malformed": "drop the line; it is not JSON and pi skips it too",
+    "not-object": "drop the line; pi skips it too",
+    "invalid-entry": "drop the line or fix the field's type",
+    "extra-header": "drop the second header",
+    "no-id": "give the entry an id, or drop it",
+    "torn": "cut the incomplete last line off (the next append ends it with a newline "
+            "first, so it stays a malformed line of its own)",
+    "invalid-utf8": "write the line again with U+FFFD for the invalid bytes, as pi reads it",
+    "lone-surrogate": "write the line again with U+FFFD for the unpaired surrogate",
+    "duplicate-id": "give the later entry a new id (readers keep the later one)",
+    "orphan": "point parentId at an entry that exists, or leave it a root as pi shows it",
+    "cycle": "break the loop by making one of its entries a root",
+    "dangling-reference": "point the reference at an entry that exists",
+    "missing-tool-result": "add a toolResult (isError) under the call so the next request "
+                           "answers every tool call",
+    "unwritten": "nothing to repair: pi writes a new session at its first assistant message",
+    "no-assistant-message": "continue it with pi-lsp (which writes every entry) or delete it; "
+                            "pi would not write its next entries until a reply",
+}
 
 
 def check_session(tree: SessionTree) -> list[Problem]:
-    """Every problem found, in line order."""
-    problems = list(tree.problems)
+    """Every problem found, in line order, each with what a repair would do."""
+    problems = [msgspec.structs.replace(p) for p in tree.problems]
     problems += orphans(tree)
     problems += cycles(tree)
     problems += dangling_references(tree)
     problems += unanswered_tool_calls(tree)
+    if tree.deferred:
+        problems.append(Problem("unwritten", "a new session with no assistant reply yet; "
+                                "it has no file until its first reply"))
+    elif not any(map(is_reply, tree.records)):
+        # pi never leaves such a file; continuing one, pi keeps new entries in memory until
+        # its first reply and then writes only that reply, under a parent not in the file.
+        problems.append(Problem("no-assistant-message", "the file holds no assistant message "
+                                "(pi writes a session only from its first reply)"))
+    for problem in problems:
+        problem.repair = REPAIRS.get(problem.kind)
     problems.sort(key=lambda p: p.line or 0)
     return problems
+
+
+LINE_REPAIRS = {"blank", "malformed", "not-object", "invalid-entry", "extra-header", "torn",
+                "invalid-utf8", "lone-surrogate"}
+
+
+def repaired_copy(tree: SessionTree, target: str) -> list[Problem]:
+    """Write the session to a new file `target` with its line-level problems repaired (damaged
+    lines dropped, bad text read as U+FFFD); returns the problems that were repaired."""
+    append_lines(target, [tree.header_raw, *(record.raw for record in tree.records)],
+                 create=True, exclusive=True)
+    return [p for p in tree.problems if p.kind in LINE_REPAIRS]
 
 
 def orphans(tree: SessionTree) -> list[Problem]:

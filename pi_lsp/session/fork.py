@@ -7,15 +7,9 @@ from typing import Any
 
 import msgspec
 
-from pi_lsp.session.entries import (
-    CompactionEntry,
-    LabelEntry,
-    LeafEntry,
-    SessionHeader,
-    encoder,
-)
-from pi_lsp.session.ids import iso_now, new_entry_id, new_session_id, session_file_name
-from pi_lsp.session.journal import Record, append_lines
+from pi_lsp.session.entries import CompactionEntry, LabelEntry, LeafEntry, encoder
+from pi_lsp.session.ids import iso_now, new_entry_id
+from pi_lsp.session.journal import Record
 from pi_lsp.session.tree import SessionTree, decode_entry, parent_of
 
 _dict_decoder = msgspec.json.Decoder(dict[str, Any])
@@ -76,21 +70,20 @@ def _relinked(record: Record, parent: str | None, keeps_own_root: bool,
     if isinstance(entry, CompactionEntry) and entry.first_kept_entry_id in after:
         changes["firstKeptEntryId"] = after[entry.first_kept_entry_id]
     if not changes:
-        return record.raw
+        return record.original
     fields = _dict_decoder.decode(record.raw)
     fields.update(changes)
     return encoder.encode(fields)
 
 
-def fork_session(source: SessionTree, leaf_id: str, directory: Path | None = None) -> Path:
-    """Write the fork next to the source (or into `directory`) and return its path."""
+def fork_session(source: SessionTree, leaf_id: str, directory: Path | None = None
+                 ) -> SessionTree:
+    """The fork, next to the source (or in `directory`). As in pi (#1672), its file is written
+    only if the path holds an assistant message; otherwise it waits, in memory, for one."""
     source.record(leaf_id)
-    header = SessionHeader(
-        version=3, id=new_session_id(), timestamp=iso_now(), cwd=source.header.cwd,
-        parent_session=str(Path(source.path).resolve()),
-    )
     target_dir = directory or Path(source.path).resolve().parent
     target_dir.mkdir(parents=True, exist_ok=True)
-    target = target_dir / session_file_name(header.id, header.timestamp)
-    append_lines(str(target), [encoder.encode(header), *fork_lines(source, leaf_id)], create=True)
-    return target
+    fork = SessionTree.create_in(target_dir, source.header.cwd,
+                                 parent_session=str(Path(source.path).resolve()), deferred=True)
+    fork.take_lines(fork_lines(source, leaf_id))
+    return fork

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import codecs
+import errno
 import fcntl
 import os
+import re
 from dataclasses import dataclass, field
 
 import msgspec
@@ -13,10 +16,24 @@ from pi_lsp.session.entries import Envelope, SessionHeader, envelope_decoder, he
 BOM = b"\xef\xbb\xbf"
 MAX_TAIL_READ = 64 << 20
 PREFIX_CHECK = 512
+SUFFIX_CHECK = 64
+UTF8_CHUNK = 16 << 10  # small pieces keep the check's scratch strings in cache
+
+# An escaped backslash, a surrogate pair, or a lone surrogate escape (JSON allows all three).
+_SURROGATE_ESCAPE = re.compile(
+    rb"\\\\|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\u[dD][89a-fA-F][0-9a-fA-F]{2}"
+)
 
 
 class NotASessionError(Exception):
     """The file exists but holds no pi session header."""
+
+
+class WriteFailedError(OSError):
+    """An append did not reach the disk whole; the file was cut back to where it was."""
+
+    def __str__(self) -> str:
+        return f"could not write to {self.filename}: {self.strerror}"
 
 
 class Problem(msgspec.Struct, omit_defaults=True, rename="camel"):
@@ -24,15 +41,22 @@ class Problem(msgspec.Struct, omit_defaults=True, rename="camel"):
     message: str
     line: int | None = None
     entry_id: str | None = None
+    repair: str | None = None  # what a repair would do (`check` fills it in)
 
 
 @dataclass(slots=True)
 class Record:
-    """One entry line: where it was, its exact bytes, and its decoded envelope."""
+    """One entry line: where it was, its bytes as read (valid UTF-8 JSON), its envelope, and
+    the exact bytes on disk when reading had to repair them."""
 
     line: int
     raw: bytes
     env: Envelope
+    disk: bytes | None = None
+
+    @property
+    def original(self) -> bytes:
+        return self.raw if self.disk is None else self.disk
 
 
 @dataclass(slots=True)
@@ -55,6 +79,49 @@ def _classify(raw: bytes, error: Exception) -> Problem:
     return Problem("invalid-entry", f"entry has a field of the wrong type: {error}")
 
 
+def is_utf8(data: bytes) -> bool:
+    """Whether `data` is valid UTF-8, checked in pieces so no large string is built."""
+    if data.isascii():
+        return True
+    decode = codecs.getincrementaldecoder("utf-8")().decode
+    view = memoryview(data)
+    try:
+        for start in range(0, len(data), UTF8_CHUNK):
+            decode(view[start:start + UTF8_CHUNK])
+        decode(b"", True)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _replace_lone_surrogate(match: re.Match[bytes]) -> bytes:
+    text = match.group()
+    return text if len(text) != 6 else "\ufffd".encode()
+
+
+def repair_line(raw: bytes) -> tuple[bytes, list[Problem]]:
+    """Read a line as pi (JavaScript) reads it: invalid UTF-8 and lone surrogates become U+FFFD.
+
+    Node replaces each maximal invalid subpart with one U+FFFD, as Python's `errors="replace"`
+    does; a lone surrogate survives JSON.parse but is written out as U+FFFD.
+    """
+    problems: list[Problem] = []
+    if not raw.isascii():
+        try:
+            raw.decode()
+        except UnicodeDecodeError as error:
+            raw = raw.decode(errors="replace").encode()
+            problems.append(Problem("invalid-utf8", f"bytes that are not UTF-8 ({error.reason} "
+                                    f"at byte {error.start}); read as U+FFFD, as pi reads them"))
+    if b"\\u" in raw:
+        repaired = _SURROGATE_ESCAPE.sub(_replace_lone_surrogate, raw)
+        if repaired != raw:
+            raw = repaired
+            problems.append(Problem("lone-surrogate", "an unpaired UTF-16 surrogate escape (a cut "
+                                    "emoji); read as U+FFFD, as pi writes it out"))
+    return raw, problems
+
+
 def parse_lines(lines: list[bytes], first_line: int, batch: LineBatch) -> None:
     """Decode complete lines into `batch`; the header is taken from the first object that parses."""
     decode = envelope_decoder.decode
@@ -66,12 +133,20 @@ def parse_lines(lines: list[bytes], first_line: int, batch: LineBatch) -> None:
         if not raw or raw.isspace():
             batch.problems.append(Problem("blank", "blank line", number))
             continue
+        disk = raw
+        raw, repairs = repair_line(raw)
         try:
             env = decode(raw)
         except (msgspec.DecodeError, msgspec.ValidationError) as error:
             problem = _classify(raw, error)
             problem.line = number
             batch.problems.append(problem)
+            continue
+        for repair in repairs:
+            repair.line, repair.entry_id = number, env.id
+        batch.problems.extend(repairs)
+        if repairs and batch.header is not None:
+            records.append(Record(number, raw, env, disk))
             continue
         if batch.header is None:
             batch.header = _decode_header(raw, env)
@@ -104,6 +179,7 @@ class Snapshot:
     inode: int
     lines_read: int
     prefix: bytes
+    suffix: bytes  # the last bytes before `offset`: a rewrite that keeps the size changes them
     unterminated: bool  # the last line parsed but has no newline yet
 
 
@@ -120,7 +196,7 @@ def read_file(path: str) -> Snapshot:
     lines = body.split(b"\n")
     torn = lines.pop()
     unterminated = False
-    batch = _parse_clean(lines, body) or LineBatch()
+    batch = (_parse_clean(lines, body) if is_utf8(body) else None) or LineBatch()
     if batch.header is None:
         parse_lines(lines, 1, batch)
     offset = size
@@ -148,6 +224,7 @@ def read_file(path: str) -> Snapshot:
         inode=inode,
         lines_read=len(lines) + unterminated,
         prefix=prefix,
+        suffix=data[max(0, offset - SUFFIX_CHECK):offset],
         unterminated=unterminated,
     )
 
@@ -170,13 +247,19 @@ def _parse_clean(lines: list[bytes], body: bytes) -> LineBatch | None:
     return LineBatch(records=records, header=header, header_raw=lines[0])
 
 
-def append_lines(path: str, lines: list[bytes], *, create: bool = False) -> None:
+def append_lines(path: str, lines: list[bytes], *, create: bool = False,
+                 exclusive: bool = False) -> None:
     """Append complete lines in one `write()` under an exclusive advisory lock.
 
-    A torn last line is terminated first so the new entries never join it.
+    A torn last line is terminated first so the new entries never join it. A write that fails
+    part way (disk full, I/O error) is cut back off, so no torn line is left behind.
     """
-    flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0)
-    fd = os.open(path, flags, 0o644)
+    flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0) | \
+        (os.O_EXCL if exclusive else 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as error:
+        raise WriteFailedError(error.errno, error.strerror, path) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
@@ -184,11 +267,24 @@ def append_lines(path: str, lines: list[bytes], *, create: bool = False) -> None
         if size and os.pread(fd, 1, size - 1) != b"\n":
             prefix = b"\n"
         payload = prefix + b"".join(line + b"\n" for line in lines)
-        written = os.write(fd, payload)
-        while written < len(payload):
-            written += os.write(fd, payload[written:])
+        written = 0
+        try:
+            while written < len(payload):
+                count = os.write(fd, payload[written:])
+                if count == 0:
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                written += count
+        except OSError as error:
+            _cut_back(fd, size, written)
+            raise WriteFailedError(error.errno, error.strerror, path) from None
     finally:
         os.close(fd)
+
+
+def _cut_back(fd: int, size: int, written: int) -> None:
+    """Undo a partial append, unless someone else (pi takes no lock) has written since."""
+    if written and os.fstat(fd).st_size == size + written:
+        os.ftruncate(fd, size)
 
 
 @dataclass(slots=True)
@@ -209,12 +305,33 @@ class Tail:
     lines_read: int
     unterminated: bool = False
     partial: bytes = b""
+    suffix: bytes = b""
 
     @classmethod
     def after(cls, path: str, snapshot: Snapshot) -> Tail:
         prefix = snapshot.prefix[: snapshot.offset]
         return cls(path, snapshot.offset, snapshot.inode, prefix, snapshot.lines_read,
-                   snapshot.unterminated)
+                   snapshot.unterminated, suffix=snapshot.suffix)
+
+    def replaced(self) -> bool:
+        """Whether the file at the path is no longer the one read (gone, another inode, cut
+        short, or rewritten: its first or last known bytes differ)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return True
+        try:
+            return self._replaced(fd, os.fstat(fd))
+        finally:
+            os.close(fd)
+
+    def _replaced(self, fd: int, stat: os.stat_result) -> bool:
+        if stat.st_ino != self.inode or stat.st_size < self.offset:
+            return True
+        if os.pread(fd, len(self.prefix), 0) != self.prefix:
+            return True
+        start = self.offset - len(self.suffix)
+        return os.pread(fd, len(self.suffix), start) != self.suffix
 
     def poll(self) -> TailResult:
         """Complete new lines, or `reset=True` when the file must be read again from the start."""
@@ -224,8 +341,7 @@ class Tail:
             return TailResult([], 0, True)
         try:
             stat = os.fstat(fd)
-            replaced = stat.st_ino != self.inode or stat.st_size < self.offset
-            if replaced or not self._same_prefix(fd):
+            if self._replaced(fd, stat):
                 return TailResult([], 0, True)
             if stat.st_size == self.offset:
                 return TailResult([], self.lines_read + 1, False)
@@ -233,6 +349,7 @@ class Tail:
         finally:
             os.close(fd)
         self.offset += len(data)
+        self.suffix = (self.suffix + data[-SUFFIX_CHECK:])[-SUFFIX_CHECK:]
         if self.unterminated and data.startswith(b"\n"):
             data = data[1:]  # the newline that ends a line already taken
         self.unterminated = False
@@ -240,7 +357,3 @@ class Tail:
         first = self.lines_read + 1
         self.lines_read += len(lines)
         return TailResult(lines, first, False)
-
-    def _same_prefix(self, fd: int) -> bool:
-        """A rewrite to the same or a larger size keeps the inode; the first bytes tell."""
-        return os.pread(fd, len(self.prefix), 0) == self.prefix

@@ -31,6 +31,7 @@ def migrate(snapshot: Snapshot) -> bool:
 def _rewrite(record: Record, entry: dict[str, Any]) -> None:
     record.raw = msgspec.json.encode(entry)
     record.env = envelope_decoder.decode(record.raw)
+    record.disk = None  # a copy of the session is written in its migrated form
 
 
 def _v1_to_v2(records: list[Record]) -> None:

@@ -29,6 +29,7 @@ from pi_lsp.session.entries import (
     UserBlock,
     encoder,
     entry_decoder,
+    head_decoder,
 )
 from pi_lsp.session.ids import (
     iso_now,
@@ -59,10 +60,12 @@ class UnknownEntryError(KeyError):
 
 @dataclass(slots=True)
 class Refresh:
-    """What a refresh found: entries added, and whether the file had to be read again."""
+    """What a refresh found: entries added, whether the file had to be read again, and the
+    path the session was moved away from when its file was replaced under a running write."""
 
     added: int
     reloaded: bool
+    relocated_from: str | None = None
 
 
 def decode_entry(record: Record) -> Entry | None:
@@ -71,6 +74,16 @@ def decode_entry(record: Record) -> Entry | None:
         return entry_decoder.decode(record.raw)
     except msgspec.ValidationError:
         return None
+
+
+def is_reply(record: Record) -> bool:
+    """Whether the entry is an assistant message (what makes pi write a new session)."""
+    if record.env.type != "message" or b'"assistant"' not in bytes(record.env.message):
+        return False
+    try:
+        return head_decoder.decode(record.env.message).role == "assistant"
+    except msgspec.ValidationError:
+        return False
 
 
 def parent_of(record: Record) -> str | None:
@@ -93,6 +106,13 @@ class SessionTree:
         self.name: str | None = None
         self.leaf_id: str | None = None
         self.migrated = False
+        # A deferred session is written, header and all, at its first assistant message (pi's
+        # rule); until then its entries are only in `_unwritten` and in memory.
+        self.deferred = False
+        self._unwritten: list[bytes] = []
+        # While a turn runs, entries another writer appends do not move the leaf, so the
+        # turn's entries keep chaining to the turn's own last entry.
+        self.hold_leaf = False
         self._children: dict[str | None, list[Record]] | None = None
         self._tail: Tail | None = None
         self.listeners: list[Callable[[SessionTree, Refresh], None]] = []
@@ -107,18 +127,24 @@ class SessionTree:
         return tree
 
     @classmethod
-    def create(cls, path: str, cwd: str, parent_session: str | None = None) -> SessionTree:
-        """A new session; the file is written with its first entry."""
+    def create(cls, path: str, cwd: str, parent_session: str | None = None, *,
+               deferred: bool = False) -> SessionTree:
+        """A new session; the file is written with its first entry, or (`deferred`) as pi
+        writes one: header and entries together at its first assistant message."""
         header = SessionHeader(
             version=3, id=new_session_id(), timestamp=iso_now(), cwd=cwd,
             parent_session=parent_session,
         )
-        return cls(path, header, encoder.encode(header))
+        tree = cls(path, header, encoder.encode(header))
+        tree.deferred = deferred
+        return tree
 
     @classmethod
-    def create_in(cls, directory: Path, cwd: str) -> SessionTree:
+    def create_in(cls, directory: Path, cwd: str, parent_session: str | None = None, *,
+                  deferred: bool = False) -> SessionTree:
         """A new session in `directory`, named as pi names its files."""
-        tree = cls.create(str(directory / "unnamed.jsonl"), cwd)
+        tree = cls.create(str(directory / "unnamed.jsonl"), cwd, parent_session,
+                          deferred=deferred)
         tree.path = str(directory / session_file_name(tree.header.id, tree.header.timestamp))
         return tree
 
@@ -175,19 +201,25 @@ class SessionTree:
 
     def refresh(self) -> Refresh:
         """Take in whatever was appended since the last read (by anyone); tell listeners."""
-        change = self._read_new()
+        return self._notify(self._read_new(relocate=self.hold_leaf))
+
+    def _notify(self, change: Refresh) -> Refresh:
         if change.added or change.reloaded:
             for listener in list(self.listeners):
                 listener(self, change)
         return change
 
-    def _read_new(self) -> Refresh:
+    def _read_new(self, relocate: bool) -> Refresh:
+        """New lines from the tail; a replaced file is read again, or with `relocate` left
+        alone while this session moves to a new file (see `_relocate`)."""
         if self._tail is None:
-            if not os.path.exists(self.path):
+            if self.deferred or not os.path.exists(self.path):
                 return Refresh(0, False)
             self._load(read_file(self.path))
             return Refresh(len(self.records), True)
         result = self._tail.poll()
+        if result.reset and relocate:
+            return self._relocate()
         if result.reset:
             self._load(read_file(self.path))
             return Refresh(len(self.records), True)
@@ -197,9 +229,28 @@ class SessionTree:
         parse_lines(result.lines, result.first_line, batch)
         # A torn last line is either finished now or reported again as malformed.
         self.problems = [p for p in self.problems if p.kind != "torn"] + batch.problems
-        before = len(self.records)
+        before, leaf = len(self.records), self.leaf_id
         self._add(batch.records)
+        if self.hold_leaf:
+            self.leaf_id = leaf
         return Refresh(len(self.records) - before, False)
+
+    def _relocate(self) -> Refresh:
+        """The file was replaced (or cut short) under this session: neither side may be lost,
+        so everything known here is written, byte for byte, to a new file next to it whose
+        header names the old path as `parentSession`; this session continues there."""
+        old = self.path
+        header = SessionHeader(version=3, id=new_session_id(), timestamp=iso_now(),
+                               cwd=self.header.cwd, parent_session=str(Path(old).resolve()))
+        target = Path(old).resolve().parent / session_file_name(header.id, header.timestamp)
+        append_lines(str(target), [encoder.encode(header), *(r.original for r in self.records)],
+                     create=True)
+        leaf = self.leaf_id
+        self.path = str(target)
+        self._load(read_file(self.path))
+        if leaf is None or leaf in self.by_id:
+            self.leaf_id = leaf
+        return Refresh(len(self.records), True, relocated_from=old)
 
     # -- reading -------------------------------------------------------------------------
 
@@ -303,13 +354,44 @@ class SessionTree:
         return new_entry_id(self.by_id)
 
     def _append(self, entry: Entry) -> str:
+        """Write one entry. Another writer's entries are taken in first; a file replaced since
+        it was read is left alone and this session moves to a new file (`_relocate`)."""
         line = encoder.encode(entry)
+        if self._tail is None and self.deferred:
+            self._keep_unwritten([line])
+            return entry.id
         if self._tail is None:
             append_lines(self.path, [self.header_raw, line], create=True)
-        else:
-            append_lines(self.path, [line])
+            self.refresh()
+            return entry.id
+        self._notify(self._read_new(relocate=True))
+        append_lines(self.path, [line])
         self.refresh()
+        # The new entry is this session's position even if another writer's came after it.
+        self.leaf_id = entry.target_id if isinstance(entry, LeafEntry) else entry.id
         return entry.id
+
+    def _keep_unwritten(self, lines: list[bytes]) -> None:
+        """Hold a deferred session's new lines in memory; at its first assistant message
+        write the header and every held line together, as pi does."""
+        batch = LineBatch(header=self.header, header_raw=self.header_raw)
+        parse_lines(lines, len(self._unwritten) + 2, batch)
+        self._unwritten.extend(lines)
+        if not any(map(is_reply, batch.records)):
+            self._add(batch.records)
+            self._notify(Refresh(len(batch.records), False))
+            return
+        append_lines(self.path, [self.header_raw, *self._unwritten], create=True)
+        self._unwritten, self.deferred = [], False
+        self._load(read_file(self.path))
+        self._notify(Refresh(len(self.records), True))
+
+    def take_lines(self, lines: list[bytes]) -> None:
+        """Entry lines made elsewhere (a fork's path) for a new deferred session: held, or
+        written with the header at once when one of them is an assistant message."""
+        if not self.deferred:
+            raise ValueError("only a new session not yet written takes ready-made lines")
+        self._keep_unwritten(lines)
 
     def _common(self) -> dict[str, Any]:
         return {"id": self._new_id(), "parent_id": self.leaf_id, "timestamp": iso_now()}

@@ -125,14 +125,19 @@ class BranchOutcome(msgspec.Struct, rename="camel", omit_defaults=True):
 
 
 async def branch_with_summary(tree: SessionTree, target_id: str, summarizer: Summarizer,
-                              budget: int, instructions: str | None = None) -> BranchOutcome:
+                              budget: int, instructions: str | None = None,
+                              durable: bool = True) -> BranchOutcome:
     """Move to `target_id`, leaving a summary of the abandoned branch where the leaf lands.
 
     Nothing is written until the summary is ready, so a cancelled summary leaves no trace.
+    When no entry is left behind (the target is ahead of the leaf), pi writes no summary and
+    only moves the leaf, and so does this (`durable` as for a plain move).
     """
     move = navigation(tree, target_id)
     old_leaf = tree.leaf_id
     collected = collect_branch_entries(tree, old_leaf, target_id)
+    if not collected.records:
+        return branch(tree, target_id, durable)
     fitted = fit_branch_messages(collected.records, budget)
     lists = fitted.files.lists()
     if fitted.messages:

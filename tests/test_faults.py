@@ -1,0 +1,596 @@
+"""Faults that must not lose or corrupt a session: bad bytes, new files, two writers, full disks."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from pi_lsp.agent.events import AgentEvent, SessionMoved, ToolExecutionStart
+from pi_lsp.agent.harness import Harness
+from pi_lsp.cli import main
+from pi_lsp.context.build import build_session_context
+from pi_lsp.providers.anthropic import AnthropicProvider
+from pi_lsp.server.hub import Config, SessionHub
+from pi_lsp.session import journal
+from pi_lsp.session.catalog import start_session, summarize
+from pi_lsp.session.check import check_session
+from pi_lsp.session.entries import AssistantMessage, TextContent, Usage, UserMessage
+from pi_lsp.session.fork import fork_session
+from pi_lsp.session.journal import Tail, WriteFailedError, is_utf8, read_file, repair_line
+from pi_lsp.session.tree import Refresh, SessionTree
+from pi_lsp.summarize.branch import branch_with_summary
+from pi_lsp.summarize.extractive import ExtractiveSummarizer
+from tests.fake_anthropic import FakeAnthropic, text_reply, tool_reply
+
+HEADER = {"type": "session", "version": 3, "id": "f00d", "timestamp": "2025-01-01T10:00:00.000Z",
+          "cwd": "/w"}
+
+
+def stamp(n: int) -> str:
+    return f"2025-01-01T10:00:{n:02d}.000Z"
+
+
+def user_line(entry_id: str, parent: str | None, text: str, n: int) -> bytes:
+    return json.dumps({"type": "message", "id": entry_id, "parentId": parent,
+                       "timestamp": stamp(n),
+                       "message": {"role": "user", "content": text, "timestamp": n}},
+                      ensure_ascii=False).encode()
+
+
+def reply_line(entry_id: str, parent: str | None, text: str, n: int) -> bytes:
+    message = {"role": "assistant", "content": [{"type": "text", "text": text}],
+               "api": "anthropic-messages", "provider": "anthropic", "model": "m",
+               "usage": {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0,
+                         "totalTokens": 2, "cost": {"input": 0, "output": 0, "cacheRead": 0,
+                                                    "cacheWrite": 0, "total": 0}},
+               "stopReason": "stop", "timestamp": n}
+    return json.dumps({"type": "message", "id": entry_id, "parentId": parent,
+                       "timestamp": stamp(n), "message": message}, ensure_ascii=False).encode()
+
+
+def write(path: Path, lines: list[bytes]) -> Path:
+    path.write_bytes(b"".join(line + b"\n" for line in [json.dumps(HEADER).encode(), *lines]))
+    return path
+
+
+def pi_lsp(*args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "pi_lsp.cli", *args], capture_output=True,
+                          timeout=60)
+
+
+def texts(tree: SessionTree, leaf: str | None) -> list[str]:
+    """The text of each message in the context at `leaf`, as a JSON reader sees it."""
+    context = json.loads(msgspec.json.encode(build_session_context(tree, leaf)))
+    found = []
+    for message in context["messages"]:
+        content = message["content"]
+        found.append(content if isinstance(content, str) else content[0]["text"])
+    return found
+
+
+def kinds(problems: list[journal.Problem]) -> list[tuple[str, int | None]]:
+    return [(p.kind, p.line) for p in problems]
+
+
+# -- 1. invalid UTF-8 ------------------------------------------------------------------------
+
+# What Node's Buffer.toString("utf8") makes of each byte string (measured with node 20): one
+# U+FFFD per maximal invalid subpart.
+NODE_DECODES = {
+    "e4b8": [0xFFFD],
+    "ff": [0xFFFD],
+    "eda080": [0xFFFD] * 3,
+    "f09f98": [0xFFFD],
+    "c0af": [0xFFFD] * 2,
+    "e080af": [0xFFFD] * 3,
+    "f4908080": [0xFFFD] * 4,
+    "61e4b862": [0x61, 0xFFFD, 0x62],
+    "e4b8e4b8ad": [0xFFFD, 0x4E2D],
+    "f8888080af": [0xFFFD] * 5,
+}
+
+
+@pytest.mark.parametrize("hex_bytes", list(NODE_DECODES))
+def test_invalid_utf8_becomes_what_node_reads(hex_bytes: str) -> None:
+    raw = b'{"text":"' + bytes.fromhex(hex_bytes) + b'"}'
+    repaired, problems = repair_line(raw)
+    assert [ord(c) for c in json.loads(repaired)["text"]] == NODE_DECODES[hex_bytes]
+    assert [p.kind for p in problems] == ["invalid-utf8"]
+
+
+def test_is_utf8_checks_across_its_pieces() -> None:
+    emoji = "🙂".encode()
+    valid = b"a" * (journal.UTF8_CHUNK - 2) + emoji + b"b"  # the emoji straddles two pieces
+    assert is_utf8(valid)
+    assert not is_utf8(valid[:-2])  # cut inside the emoji
+    assert is_utf8(b"plain ascii")
+    assert not is_utf8(b"ok \xff")
+
+
+def damaged_session(tmp_path: Path) -> Path:
+    """Four messages; the second holds a Latin-1 byte and a cut three-byte character."""
+    damaged = user_line("aaaa0002", "aaaa0001", "cafE9 CUT ok", 2).replace(
+        b"E9", b"\xe9").replace(b"CUT", b"\xe4\xb8")
+    return write(tmp_path / "bad.jsonl", [
+        user_line("aaaa0001", None, "first", 1), damaged,
+        reply_line("aaaa0003", "aaaa0002", "reply", 3),
+        user_line("aaaa0004", "aaaa0003", "last", 4),
+    ])
+
+
+def test_invalid_utf8_line_is_kept_and_read_as_pi_reads_it(tmp_path: Path) -> None:
+    path = damaged_session(tmp_path)
+    assert b"caf\xe9 \xe4\xb8 ok" in path.read_bytes()
+    tree = SessionTree.open(str(path))
+    assert tree.path_ids(tree.leaf_id) == ["aaaa0001", "aaaa0002", "aaaa0003", "aaaa0004"]
+    assert texts(tree, tree.leaf_id) == ["first", "caf\ufffd \ufffd ok", "reply", "last"]
+    assert kinds(tree.problems) == [("invalid-utf8", 3)]
+    assert tree.problems[0].entry_id == "aaaa0002"
+    assert tree.record("aaaa0002").original == path.read_bytes().split(b"\n")[2]
+
+
+def test_invalid_utf8_through_the_command_line(tmp_path: Path) -> None:
+    path = damaged_session(tmp_path)
+    context = pi_lsp("context", str(path), "--json")
+    assert context.returncode == 0, context.stderr
+    decoded = json.loads(context.stdout.decode("utf-8"))  # valid UTF-8 and valid JSON
+    assert decoded["messages"][1]["content"] == "caf\ufffd \ufffd ok"
+    readable = pi_lsp("context", str(path))
+    assert readable.returncode == 0, readable.stderr
+    check = pi_lsp("check", str(path))
+    assert check.returncode == 1
+    assert b":line 3: invalid-utf8 [aaaa0002]" in check.stdout
+    assert b"repair: " in check.stdout
+
+
+def test_fork_copies_a_damaged_line_byte_for_byte(tmp_path: Path) -> None:
+    path = damaged_session(tmp_path)
+    fork = fork_session(SessionTree.open(str(path)), "aaaa0004")
+    assert fork.on_disk
+    copied = Path(fork.path).read_bytes().split(b"\n")
+    assert path.read_bytes().split(b"\n")[2] in copied
+    assert texts(SessionTree.open(fork.path), "aaaa0004")[1] == "caf\ufffd \ufffd ok"
+
+
+def test_a_damaged_line_appended_by_another_writer_is_read_too(tmp_path: Path) -> None:
+    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "first", 1)])
+    tree = SessionTree.open(str(path))
+    with open(path, "ab") as handle:
+        handle.write(user_line("aaaa0002", "aaaa0001", "x", 2).replace(b'"x"', b'"\xff"')
+                     + b"\n")
+    assert tree.refresh() == Refresh(1, False)
+    assert texts(tree, tree.leaf_id) == ["first", "\ufffd"]
+    assert kinds(tree.problems) == [("invalid-utf8", 3)]
+
+
+# -- 2. lone surrogates ----------------------------------------------------------------------
+
+
+def surrogate_session(tmp_path: Path) -> Path:
+    """A cut emoji (`\\ud83d`) in the middle entry, with entries below it."""
+    cut = user_line("aaaa0002", "aaaa0001", "cut here: EMOJI!", 2).replace(b"EMOJI", b"\\ud83d")
+    paired = user_line("aaaa0004", "aaaa0003", "whole: EMOJI", 4).replace(
+        b"EMOJI", b"\\ud83d\\ude00")
+    literal = user_line("aaaa0005", "aaaa0004", "not an escape: \\ud83d", 5)
+    assert b"\\\\ud83d" in literal
+    return write(tmp_path / "cut.jsonl", [
+        user_line("aaaa0001", None, "first", 1), cut, reply_line("aaaa0003", "aaaa0002", "ok", 3),
+        paired, literal,
+    ])
+
+
+def test_lone_surrogate_keeps_the_line_and_everything_below(tmp_path: Path) -> None:
+    path = surrogate_session(tmp_path)
+    tree = SessionTree.open(str(path))
+    assert tree.path_ids(tree.leaf_id) == [f"aaaa000{n}" for n in range(1, 6)]
+    assert texts(tree, tree.leaf_id) == [
+        "first", "cut here: \ufffd!", "ok", "whole: \U0001f600", "not an escape: \\ud83d"]
+    assert kinds(tree.problems) == [("lone-surrogate", 3)]
+    assert kinds(check_session(tree)) == [("lone-surrogate", 3)]
+    assert check_session(tree)[0].repair
+    assert tree.record("aaaa0002").original == path.read_bytes().split(b"\n")[2]
+
+
+def test_lone_surrogate_output_is_valid_utf8_json(tmp_path: Path) -> None:
+    sessions = tmp_path / ".pi" / "sessions"  # where the server may open sessions
+    sessions.mkdir(parents=True)
+    path = surrogate_session(sessions)
+    for layer in ("agent", "llm"):
+        result = pi_lsp("context", str(path), "--json", "--layer", layer)
+        assert result.returncode == 0, result.stderr
+        assert "cut here: \ufffd!" in result.stdout.decode("utf-8")
+        assert "cut here: \ufffd!" in json.dumps(json.loads(result.stdout), ensure_ascii=False)
+    hub = SessionHub([tmp_path], Config())
+    for layer in ("agent", "llm", "request"):
+        preview = hub.preview(path, None, layer)  # type: ignore[arg-type]
+        encoded = msgspec.json.encode(preview)
+        assert "cut here: \ufffd!" in encoded.decode("utf-8")
+    assert pi_lsp("check", str(path)).stdout.count(b"lone-surrogate") == 1
+
+
+# -- 3. no file before the first reply -------------------------------------------------------
+
+
+def reply(text: str = "hello") -> AssistantMessage:
+    return AssistantMessage(content=[TextContent(text=text)], api="anthropic-messages",
+                            provider="anthropic", model="m", usage=Usage(),
+                            stop_reason="stop", timestamp=2)
+
+
+def test_a_new_session_is_written_at_its_first_reply(tmp_path: Path) -> None:
+    tree = start_session(tmp_path, "anthropic", "claude-sonnet-4-5", "high")
+    path = Path(tree.path)
+    assert path.parent == tmp_path / ".pi" / "sessions"
+    tree.append_session_info("draft")
+    first = tree.append_message(UserMessage(content="hi", timestamp=1))
+    assert not path.exists() and not tree.on_disk
+    assert tree.name == "draft" and tree.leaf_id == first
+    assert [r.env.type for r in tree.records] == [
+        "model_change", "thinking_level_change", "session_info", "message"]
+    assert [p.kind for p in check_session(tree)] == ["unwritten"]
+    changes: list[Refresh] = []
+    tree.listeners.append(lambda _tree, change: changes.append(change))
+    answer = tree.append_message(reply())
+    assert tree.on_disk and changes == [Refresh(5, True)]
+    lines = path.read_bytes().split(b"\n")
+    assert lines[-1] == b""
+    assert json.loads(lines[0])["id"] == tree.header.id
+    assert [json.loads(line)["type"] for line in lines[1:-1]] == [
+        "model_change", "thinking_level_change", "session_info", "message", "message"]
+    reopened = SessionTree.open(str(path))
+    assert reopened.path_ids(reopened.leaf_id) == tree.path_ids(answer)
+    tree.append_message(UserMessage(content="more", timestamp=3))
+    assert path.read_bytes().count(b'"type":"session"') == 1  # the header is written once
+
+
+def test_the_hub_holds_a_new_session_until_its_first_reply(tmp_path: Path) -> None:
+    hub = SessionHub([tmp_path], Config())
+    path = hub.new_session("scratch")
+    assert not path.exists()
+    assert hub.tree(path).name == "scratch"
+    assert [n.type for n in hub.tree_view(path).nodes] == [
+        "model_change", "thinking_level_change", "session_info"]
+    assert hub.preview(path, None, "agent").messages == []
+    listed = {Path(s.path): s for s in hub.list_sessions()}
+    assert listed[path].name == "scratch"
+    hub.harness(path).set_name("renamed")
+    assert hub.tree(path).name == "renamed" and not path.exists()
+    hub.tree(path).append_message(reply())
+    assert path.is_file()
+    assert summarize(path).name == "renamed"
+    assert [p.kind for p in hub.check(path)] == []
+
+
+def test_a_fork_with_no_reply_waits_in_memory(tmp_path: Path) -> None:
+    sessions = tmp_path / ".pi" / "sessions"
+    sessions.mkdir(parents=True)
+    source = write(sessions / "s.jsonl", [user_line("aaaa0001", None, "one", 1),
+                                          reply_line("aaaa0002", "aaaa0001", "two", 2)])
+    hub = SessionHub([tmp_path], Config())
+    forked = hub.fork(source, "aaaa0001")
+    assert not forked.exists()
+    assert hub.tree(forked).path_ids(hub.tree(forked).leaf_id) == ["aaaa0001"]
+    assert hub.tree(forked).header.parent_session == str(source.resolve())
+    hub.tree(forked).append_message(reply("answer"))
+    lines = forked.read_bytes().split(b"\n")[:-1]
+    assert [json.loads(line).get("id") for line in lines[1:]] == [
+        "aaaa0001", hub.tree(forked).leaf_id]
+    assert hub.fork(source, "aaaa0002").is_file()  # a reply on the path: written at once
+
+
+def test_cli_fork_refuses_a_path_with_no_reply(tmp_path: Path) -> None:
+    source = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1),
+                                          reply_line("aaaa0002", "aaaa0001", "two", 2)])
+    result = pi_lsp("fork", str(source), "--leaf", "aaaa0001")
+    assert result.returncode == 2
+    assert b"nothing written" in result.stderr and b"first reply" in result.stderr
+    assert result.stderr.count(b"\n") == 1
+    assert sorted(tmp_path.iterdir()) == [source]
+    written = pi_lsp("fork", str(source), "--leaf", "aaaa0002")
+    assert written.returncode == 0, written.stderr
+    assert Path(written.stdout.decode().strip()).is_file()
+
+
+# -- 4. two writers --------------------------------------------------------------------------
+
+
+def foreign_line(entry_id: str, parent: str | None) -> bytes:
+    return json.dumps({"type": "custom", "customType": "other-writer", "id": entry_id,
+                       "parentId": parent, "timestamp": stamp(30)}).encode()
+
+
+def test_a_held_leaf_ignores_another_writers_appends(tmp_path: Path) -> None:
+    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
+    tree = SessionTree.open(str(path))
+    tree.hold_leaf = True
+    call = tree.append_message(reply("calling a tool"))
+    with open(path, "ab") as handle:
+        handle.write(foreign_line("f0000001", "aaaa0001") + b"\n")
+    assert tree.refresh() == Refresh(1, False)  # the watcher takes it in...
+    assert tree.leaf_id == call  # ...but it does not become the turn's parent
+    result = tree.append_message(UserMessage(content="result", timestamp=3))
+    assert tree.record(result).env.parent_id == call
+    assert "f0000001" in tree.by_id
+
+
+def test_entries_written_just_before_an_append_are_taken_in_first(tmp_path: Path) -> None:
+    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
+    tree = SessionTree.open(str(path))
+    with open(path, "ab") as handle:  # not refreshed: the append must notice it
+        handle.write(foreign_line("f0000001", "aaaa0001") + b"\n")
+    mine = tree.append_message(UserMessage(content="two", timestamp=2))
+    assert tree.record(mine).env.parent_id == "aaaa0001"
+    assert tree.record("f0000001").line == 3 and tree.record(mine).line == 4
+    assert tree.leaf_id == mine
+
+
+@pytest.fixture
+async def rig_harness(tmp_path: Path, fake: FakeAnthropic
+                      ) -> AsyncIterator[tuple[Harness, list[AgentEvent]]]:
+    sessions = tmp_path / ".pi" / "sessions"
+    sessions.mkdir(parents=True)
+    path = write(sessions / "s.jsonl", [user_line("aaaa0001", None, "one", 1),
+                                        reply_line("aaaa0002", "aaaa0001", "two", 2)])
+    provider = AnthropicProvider("k", base_url=fake.url, max_retries=0)
+    harness = Harness(SessionTree.open(str(path)), tmp_path, lambda _name: provider)
+    events: list[AgentEvent] = []
+    harness.subscribe(events.append)
+    yield harness, events
+    await provider.client.close()
+
+
+def entries(path: str) -> dict[str, dict[str, Any]]:
+    lines = Path(path).read_bytes().split(b"\n")[1:-1]
+    return {e["id"]: e for e in map(json.loads, lines)}
+
+
+async def test_another_writer_during_a_tool_call(
+        rig_harness: tuple[Harness, list[AgentEvent]], fake: FakeAnthropic) -> None:
+    """The pi CLI appends while a tool runs; the watcher reads it in at once."""
+    harness, _events = rig_harness
+    tree = harness.tree
+    foreign = foreign_line("f0000001", "aaaa0002").decode().replace("'", "")
+    command = f"printf '%s\\n' '{foreign}' >> {tree.path}"
+    fake.script(tool_reply([("toolu_1", "bash", {"command": command})]), text_reply("done"))
+    harness.subscribe(lambda e: tree.refresh() if type(e).__name__ == "ToolExecutionEnd" else 0)
+    await harness.prompt("go")
+    on_disk = entries(tree.path)
+    assert "f0000001" in on_disk and "f0000001" in tree.by_id
+    messages = [e for e in on_disk.values() if e["type"] == "message"]
+    calls = [e for e in messages if e["message"].get("stopReason") == "toolUse"]
+    results = [e for e in messages if e["message"]["role"] == "toolResult"]
+    assert len(calls) == 1 and len(results) == 1
+    assert results[0]["parentId"] == calls[0]["id"]
+    final = tree.record(tree.leaf_id or "")
+    assert final.env.parent_id == results[0]["id"]
+    assert [p.kind for p in check_session(tree)] == []
+
+
+async def test_a_file_replaced_mid_turn_keeps_both_sides(
+        rig_harness: tuple[Harness, list[AgentEvent]], fake: FakeAnthropic,
+        tmp_path: Path) -> None:
+    harness, events = rig_harness
+    tree = harness.tree
+    original = tree.path
+    other = write(tmp_path / "other.jsonl", [user_line("bbbb0001", None, "someone else", 1)])
+    replacement = other.read_bytes()
+    command = f"cp {other} {original}.tmp && mv {original}.tmp {original}"
+    fake.script(tool_reply([("toolu_1", "bash", {"command": command})]), text_reply("done"))
+    await harness.prompt("go")
+    assert Path(original).read_bytes() == replacement  # the other program's file, untouched
+    moved = [e for e in events if isinstance(e, SessionMoved)]
+    assert len(moved) == 1 and moved[0].replaced_path == original
+    assert tree.path == moved[0].path != original
+    assert Path(tree.path).parent == Path(original).parent
+    rescued = SessionTree.open(tree.path)
+    assert rescued.header.parent_session == str(Path(original).resolve())
+    path = rescued.path_ids(rescued.leaf_id)
+    assert path[:2] == ["aaaa0001", "aaaa0002"] and len(path) == 6  # user, call, result, reply
+    assert [p.kind for p in check_session(rescued)] == []
+    assert any(isinstance(e, ToolExecutionStart) for e in events)
+
+
+def test_a_rewrite_of_the_same_size_is_noticed(tmp_path: Path) -> None:
+    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one " * 200, 1),
+                                        user_line("aaaa0002", "aaaa0001", "two", 2)])
+    tail = Tail.after(str(path), read_file(str(path)))
+    assert not tail.replaced()
+    data = path.read_bytes()
+    assert data.endswith(b'"timestamp": 2}}\n') and len(data) > journal.PREFIX_CHECK
+    with open(path, "r+b") as handle:  # same inode, same size, same first 512 bytes
+        handle.seek(len(data) - 4)
+        handle.write(b"9")
+    assert path.read_bytes()[:-4] == data[:-4]
+    assert tail.replaced()
+    assert tail.poll().reset
+
+
+def test_an_idle_append_to_a_replaced_file_moves_to_a_new_file(tmp_path: Path) -> None:
+    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
+    tree = SessionTree.open(str(path))
+    changes: list[Refresh] = []
+    tree.listeners.append(lambda _tree, change: changes.append(change))
+    replacement = write(tmp_path / "new.jsonl", [user_line("cccc0001", None, "new", 1)])
+    os.replace(replacement, path)
+    label = tree.append_label("aaaa0001", "kept")
+    assert path.read_bytes().count(b"\n") == 2  # the replacement is left as it was
+    assert changes[0].relocated_from == str(path)
+    assert tree.path != str(path) and tree.label("aaaa0001") == "kept"
+    assert label in entries(tree.path) and "aaaa0001" in entries(tree.path)
+
+
+# -- 5. a write that fails part way ----------------------------------------------------------
+
+
+def failing_write(monkeypatch: pytest.MonkeyPatch, error: int | None) -> None:
+    """The next os.write stores half its bytes, then fails with `error` (None: writes 0)."""
+    real = os.write
+    calls = {"n": 0}
+
+    def write_half(fd: int, data: bytes) -> int:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            return real(fd, data[: len(data) // 2])
+        if error is None:
+            return 0
+        raise OSError(error, os.strerror(error))
+    monkeypatch.setattr(journal.os, "write", write_half)
+
+
+@pytest.mark.parametrize("error", [errno.ENOSPC, errno.EIO, None])
+def test_a_failed_append_leaves_no_torn_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             error: int | None) -> None:
+    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
+    before = path.read_bytes()
+    tree = SessionTree.open(str(path))
+    failing_write(monkeypatch, error)
+    with pytest.raises(WriteFailedError) as caught:
+        tree.append_message(UserMessage(content="two " * 100, timestamp=2))
+    assert path.read_bytes() == before
+    reason = os.strerror(error or errno.ENOSPC)
+    assert str(caught.value) == f"could not write to {path}: {reason}"
+    monkeypatch.undo()
+    assert tree.refresh() == Refresh(0, False)
+    again = tree.append_message(UserMessage(content="three", timestamp=3))
+    assert SessionTree.open(str(path)).path_ids(again) == ["aaaa0001", again]
+
+
+def test_a_file_that_cannot_be_opened_is_named(tmp_path: Path) -> None:
+    missing = tmp_path / "gone" / "s.jsonl"
+    with pytest.raises(WriteFailedError) as caught:
+        journal.append_lines(str(missing), [b"{}"], create=True)
+    assert str(caught.value) == f"could not write to {missing}: No such file or directory"
+
+
+def test_a_failed_append_is_one_line_from_the_command_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1),
+                                        reply_line("aaaa0002", "aaaa0001", "two", 2)])
+    before = path.read_bytes()
+    failing_write(monkeypatch, errno.ENOSPC)
+    assert main(["branch", str(path), "--to", "aaaa0002"]) != 0
+    err = capsys.readouterr().err
+    assert err == f"pi-lsp: could not write to {path}: No space left on device\n"
+    assert path.read_bytes() == before
+
+
+# -- 6. session names ------------------------------------------------------------------------
+
+
+def test_an_empty_name_does_not_clear_the_name_as_in_pi(tmp_path: Path) -> None:
+    """pi's getSessionName is the latest non-empty name; an empty session_info changes nothing."""
+    def info(entry_id: str, parent: str, name: str, n: int) -> bytes:
+        return json.dumps({"type": "session_info", "id": entry_id, "parentId": parent,
+                           "timestamp": stamp(n), "name": name}).encode()
+    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1),
+                                        info("aaaa0002", "aaaa0001", "  Named  ", 2),
+                                        info("aaaa0003", "aaaa0002", "", 3)])
+    assert SessionTree.open(str(path)).name == "Named"
+    assert summarize(path).name == "Named"
+
+
+# -- 7. a branch summary with nothing left behind --------------------------------------------
+
+
+async def test_summarizing_toward_a_descendant_writes_no_summary(tmp_path: Path) -> None:
+    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1),
+                                        reply_line("aaaa0002", "aaaa0001", "two", 2),
+                                        user_line("aaaa0003", "aaaa0002", "three", 3),
+                                        reply_line("aaaa0004", "aaaa0003", "four", 4)])
+    tree = SessionTree.open(str(path))
+    tree.branch("aaaa0002")
+    before = path.read_bytes()
+    outcome = await branch_with_summary(tree, "aaaa0004", ExtractiveSummarizer(), 10_000,
+                                        durable=False)
+    assert outcome.summary_entry_id is None and outcome.summary is None
+    assert tree.leaf_id == "aaaa0004"
+    assert path.read_bytes() == before  # pi only moves the leaf
+    tree.branch("aaaa0002")
+    durable = await branch_with_summary(tree, "aaaa0004", ExtractiveSummarizer(), 10_000)
+    assert durable.summary_entry_id is None
+    assert [r.env.type for r in SessionTree.open(str(path)).records][-1] == "leaf"
+
+
+# -- 8. check says what a repair would do ----------------------------------------------------
+
+
+def test_a_file_without_a_reply_is_reported(tmp_path: Path) -> None:
+    """Such a file (an older pi-lsp wrote them) loses entries when pi continues it."""
+    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
+    problems = check_session(SessionTree.open(str(path)))
+    assert kinds(problems) == [("no-assistant-message", None)] and problems[0].repair
+    with open(path, "ab") as handle:
+        handle.write(reply_line("aaaa0002", "aaaa0001", "two", 2) + b"\n")
+    assert check_session(SessionTree.open(str(path))) == []
+
+
+def test_every_problem_kind_has_a_repair_hint(tmp_path: Path) -> None:
+    path = write(tmp_path / "s.jsonl", [
+        b"", b"not json", b"[1]", b'{"type":"message","id":5}',
+        user_line("aaaa0001", None, "one", 1), user_line("aaaa0001", None, "dup", 2),
+        user_line("aaaa0002", "gone", "orphan", 3),
+        json.dumps({"type": "label", "id": "aaaa0003", "parentId": "aaaa0001",
+                    "timestamp": stamp(4), "targetId": "nowhere", "label": "x"}).encode(),
+        user_line("aaaa0004", "aaaa0001", "x", 5).replace(b'"x"', b'"\xff"'),
+        user_line("aaaa0005", "aaaa0004", "LONE", 6).replace(b"LONE", b"\\udc00"),
+    ])
+    with open(path, "ab") as handle:
+        handle.write(b'{"type":"mess')
+    problems = check_session(SessionTree.open(str(path)))
+    found = {p.kind for p in problems}
+    assert found >= {"blank", "malformed", "not-object", "invalid-entry", "duplicate-id",
+                     "orphan", "dangling-reference", "invalid-utf8", "lone-surrogate", "torn",
+                     "no-assistant-message"}
+    assert all(p.repair for p in problems), [p for p in problems if not p.repair]
+
+
+def test_repair_writes_a_repaired_copy_and_leaves_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path / "s.jsonl", [
+        user_line("aaaa0001", None, "one", 1), b"not json", b"",
+        user_line("aaaa0002", "aaaa0001", "x", 2).replace(b'"x"', b'"\xff"'),
+        user_line("aaaa0003", "aaaa0002", "LONE", 3).replace(b"LONE", b"\\ud83d"),
+        reply_line("aaaa0004", "aaaa0003", "four", 4),
+    ])
+    with open(path, "ab") as handle:
+        handle.write(b'{"type":"mess')
+    before = path.read_bytes()
+    copy = tmp_path / "fixed.jsonl"
+    result = pi_lsp("check", str(path), "--repair", str(copy))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count(b"\n") == 6  # five repaired lines, then the summary
+    assert path.read_bytes() == before
+    assert check_session(SessionTree.open(str(copy))) == []
+    assert is_utf8(copy.read_bytes())
+    fixed = SessionTree.open(str(copy))
+    assert texts(fixed, fixed.leaf_id) == ["one", "\ufffd", "\ufffd", "four"]
+    assert copy.read_bytes().split(b"\n")[1] == before.split(b"\n")[1]  # good lines as they were
+    again = pi_lsp("check", str(path), "--repair", str(copy))
+    assert again.returncode == 2 and b"already exists" in again.stderr
+
+
+def test_a_fork_of_an_old_version_file_with_a_damaged_line_is_version_3(tmp_path: Path) -> None:
+    """Migrated lines are copied in their migrated form, repaired or not."""
+    header = json.dumps({"type": "session", "id": "old", "timestamp": stamp(0), "cwd": "/w"})
+    user = json.dumps({"type": "message", "timestamp": stamp(1),
+                       "message": {"role": "user", "content": "caf_", "timestamp": 1}})
+    answer = json.loads(reply_line("x", None, "ok", 2))
+    del answer["id"], answer["parentId"]
+    path = tmp_path / "v1.jsonl"
+    path.write_bytes(b"\n".join([header.encode(), user.encode().replace(b"_", b"\xe9"),
+                                 json.dumps(answer).encode(), b""]))
+    source = SessionTree.open(str(path))
+    assert source.migrated and kinds(source.problems) == [("invalid-utf8", 2)]
+    fork = fork_session(source, source.leaf_id or "")
+    reopened = SessionTree.open(fork.path)
+    assert texts(reopened, reopened.leaf_id) == ["caf\ufffd", "ok"]
+    assert reopened.path_ids(reopened.leaf_id) == source.path_ids(source.leaf_id)
