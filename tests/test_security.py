@@ -134,7 +134,8 @@ def test_hub_starts_sessions_only_in_workspace_folders(root: Path, tmp_path: Pat
 
 SECRETS = [".env", ".env.local", ".envrc", "config/id_rsa", "keys/id_ed25519.pub",
            "certs/server.pem", "tls.key", ".netrc", ".git-credentials", "home/.ssh/config",
-           "home/.aws/credentials", "home/.gnupg/pubring.kbx"]
+           "home/.aws/credentials", "home/.gnupg/pubring.kbx", ".pi/settings.json",
+           ".pi/models.json"]
 
 
 @pytest.mark.parametrize("name", SECRETS)
@@ -550,8 +551,9 @@ async def test_a_change_that_cannot_be_worked_out_is_an_error_result(
 @LSP
 async def test_reads_outside_the_workspace_are_asked(pi: Pi, fake: FakeAnthropic) -> None:
     outside = pi.outside / "readme.txt"
+    (pi.ws / "notes.txt").write_text("IN-WORKSPACE\n")
     _, events, _ = await run_turn(pi, fake, [("r1", "read", {"path": str(outside)}),
-                                             ("r2", "read", {"path": ".pi/settings.json"})],
+                                             ("r2", "read", {"path": "notes.txt"})],
                                   answer="deny")
     assert len(pi.asked) == 1  # the read inside the workspace is not asked
     if pi.custom:
@@ -562,7 +564,7 @@ async def test_reads_outside_the_workspace_are_asked(pi: Pi, fake: FakeAnthropic
     denied = results(events)["r1"]
     assert denied["isError"] and "denied" in result_text(denied)
     assert "OUTSIDE-CONTENT" not in json.dumps(fake.message_requests())
-    assert "summaryModel" in result_text(results(events)["r2"])
+    assert "IN-WORKSPACE" in result_text(results(events)["r2"])
 
 
 @LSP

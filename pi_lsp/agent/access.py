@@ -47,8 +47,10 @@ def secret_reason(path: Path) -> str | None:
         if candidate in SECRET_PATHS or _secret_name(candidate.name):
             return "its name is that of a key, password or environment file"
         if candidate.parent in (agent, _as_written(agent_dir())) and \
-                candidate.name in ("auth.json", "settings.json"):
+                candidate.name in ("auth.json", *PI_FILES):
             return "it holds pi's credentials"
+        if candidate.parent.name == ".pi" and candidate.name in PI_FILES:
+            return f"it is pi's {candidate.name}, which may hold API keys"
     return None
 
 
