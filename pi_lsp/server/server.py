@@ -530,10 +530,12 @@ async def restore(ls: PiServer, args: RestoreFilesArgs) -> Any:
         raise JsonRpcInvalidParams("invalid argument: give exactly one of `entryId`, `undoId`")
     harness = ls.sessions().harness(await open_tree(ls, args.uri))
     root = harness.root.resolve()
-    # Any turn running in the workspace may be writing files, not only this session's.
-    running = [h for h in ls.sessions().harnesses.values() if h.busy and h.root.resolve() == root]
+    # Any turn running in the workspace may be writing files, not only this session's; one
+    # whose task was started counts before its harness says busy.
+    running = [key for key, h in ls.sessions().harnesses.items()
+               if (h.busy or key in ls.turn_ids) and h.root.resolve() == root]
     if running:
-        raise BusyError(f"a session in this workspace is busy ({running[0].phase}); "
+        raise BusyError(f"a session in this workspace is busy ({Path(running[0]).name}); "
                         "restore files when it is idle")
     return await restore_files(harness.tree, store_for(harness.root), args.entry_id,
                                args.undo_id)
