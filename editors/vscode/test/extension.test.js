@@ -153,6 +153,8 @@ test("Diff with current opens vscode.diff on two pi-context documents", async ()
 });
 
 test("Branch with summary runs as a job and lands a branch summary", async () => {
+  // Leave the dead end's tip, so going back to the fork leaves a branch to summarize.
+  await api.pi.call("pi.branch", { uri: sessionUri, targetId: "28511eec" });
   respond("showInputBox", () => "");
   const done = await run("piLsp.branchWithSummary", { uri: sessionUri, entryId: "24652ae8" });
   respond("showInputBox");
