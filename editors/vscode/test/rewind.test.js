@@ -22,7 +22,11 @@ const notes = () => fs.readFileSync(path.join(ws.folder, "notes.txt"), "utf8");
 
 /** One prompt to its end; the id of the reply that ends it. */
 async function turn(text, reply) {
-  await api.pi.call("pi.prompt", { uri, text });
+  // The reply is written before the turn ends, so wait for its agent_end too.
+  let ended = false;
+  const { turnId } = await api.pi.call("pi.prompt", { uri, text });
+  const listening = api.pi.onTurn((n) => { ended ||= n.turnId === turnId && n.event.type === "agent_end"; });
+  await eventually(() => ended, 15000, `the end of the turn ${text}`).finally(() => listening.dispose());
   return eventually(async () => {
     const tree = await api.pi.call("pi.getTree", { uri });
     const last = tree.nodes.at(-1);
