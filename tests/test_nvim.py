@@ -113,7 +113,8 @@ def test_tree_restores_files(workspace: Path, fake: FakeAnthropic, tmp_path: Pat
     fake.script(tool_reply([("c1", "write", {"path": "notes.txt", "content": "v1\n"})]),
                 text_reply("wrote v1"),
                 tool_reply([("c2", "write", {"path": "notes.txt", "content": "v2\n"})]),
-                text_reply("wrote v2"))
+                text_reply("wrote v2"),
+                text_reply("## Goal\nSummarized by the fake."))
     run_script("rewind_spec.lua", workspace, fake, tmp_path)
     assert (workspace / "notes.txt").read_text() == "v2\n"
 

@@ -42,6 +42,7 @@ from tests.test_server import (
     BUSY,
     CLIENTS,
     INVALID_PARAMS,
+    JOB_DONE,
     SERVER,
     Pi,
     call,
@@ -51,6 +52,7 @@ from tests.test_server import (
     lines,
     path_of,
     wait_events,
+    wait_note,
 )
 
 FAILED = -32011
@@ -510,6 +512,27 @@ async def test_server_file_changes_branch_restore_and_undo(lsp: Pi, fake: FakeAn
     undone = await call(pi.client, "pi.restoreFiles", {"uri": uri, "undoId": restored["undoId"]})
     assert [f["path"] for f in undone["files"]] == ["notes.txt"]
     assert (root / "notes.txt").read_text() == "v2\n"
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_server_branch_with_summary_counts_file_changes(lsp: Pi, fake: FakeAnthropic
+                                                              ) -> None:
+    pi, root = lsp, lsp.root / "ws"
+    uri = (await call(pi.client, "pi.newSession", {}))["uri"]
+    fake.script(tool_reply([write("s1", "summed.txt", "one\n")]), text_reply("wrote one"))
+    await lsp_prompt(pi, uri, "write summed")
+    first = next(e["id"] for e in reversed(lines(path_of(uri))) if e["type"] == "message")
+    fake.script(tool_reply([write("s2", "summed.txt", "two\n")]), text_reply("wrote two"))
+    await lsp_prompt(pi, uri, "change summed")
+
+    fake.script(text_reply("## Goal\nchange summed"))
+    since = pi.mark()
+    job = await call(pi.client, "pi.branchWithSummary", {"uri": uri, "targetId": first})
+    done = await wait_note(pi, JOB_DONE, lambda p: p["jobId"] == job["jobId"], since, timeout=10)
+    assert done["ok"] is True, done
+    assert done["result"]["leafId"] == done["result"]["summaryEntryId"]
+    assert done["result"]["fileChanges"] == 1
+    assert (root / "summed.txt").read_text() == "two\n"  # branching alone never touches files
 
 
 @pytest.mark.asyncio(loop_scope="module")

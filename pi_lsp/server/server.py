@@ -76,6 +76,7 @@ from pi_lsp.session.catalog import ForeignSessionError
 from pi_lsp.session.entries import ImageContent
 from pi_lsp.session.tree import Refresh, SessionTree, UnknownEntryError
 from pi_lsp.settings import SettingsError
+from pi_lsp.summarize.branch import BranchOutcome
 from pi_lsp.summarize.compaction import NothingToCompactError
 from pi_lsp.summarize.summarizer import SummaryError
 
@@ -513,7 +514,11 @@ async def branch(ls: PiServer, args: BranchArgs) -> Any:
     outcome = harness.branch(args.target_id, durable=ls.config.durable_leaf_moves)
     if not ls.config.durable_leaf_moves:  # nothing was appended, so say where the leaf went
         ls.on_session_changed(path.resolve(), harness.tree, Refresh(0, False))
-    # The count lets the editor offer to restore the files.
+    return await with_file_changes(harness, outcome)
+
+
+async def with_file_changes(harness: Harness, outcome: BranchOutcome) -> dict[str, Any]:
+    """A branch's outcome plus `fileChanges`, the count that lets the editor offer a restore."""
     changes = await count_changes(harness.tree, store_for(harness.root), outcome.leaf_id)
     return {**msgspec.to_builtins(outcome), "fileChanges": changes}
 
@@ -549,10 +554,12 @@ async def branch_with_summary(ls: PiServer, args: BranchSummaryArgs) -> dict[str
     if harness.busy:
         raise BusyError(f"the session is busy ({harness.phase})")
     job_id = str(uuid.uuid4())
-    ls.run_task(ls.run_job(args.uri, job_id, "pi: summarizing the branch", harness,
-                           lambda: harness.branch_with_summary(
-                               args.target_id, args.instructions,
-                               durable=ls.config.durable_leaf_moves)))
+
+    async def work() -> dict[str, Any]:
+        return await with_file_changes(harness, await harness.branch_with_summary(
+            args.target_id, args.instructions, durable=ls.config.durable_leaf_moves))
+
+    ls.run_task(ls.run_job(args.uri, job_id, "pi: summarizing the branch", harness, work))
     return {"jobId": job_id}
 
 

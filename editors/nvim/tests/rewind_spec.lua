@@ -1,8 +1,8 @@
 -- Rewinding files from the tree: after `b` the tree offers to restore the
 -- files (diff first), `U` undoes it, `R` on an entry shows the diff and a
--- Cancel leaves the files alone.
+-- Cancel leaves the files alone; `s` offers the restore as `b` does.
 -- The fake server is scripted with: write notes.txt "v1", "wrote v1",
--- write notes.txt "v2", "wrote v2".
+-- write notes.txt "v2", "wrote v2", then the branch summary.
 local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/helpers.lua")
 H.setup()
 
@@ -31,7 +31,7 @@ local function prompt(text, reply)
   return tree.nodes[#tree.nodes].id
 end
 local first = prompt("write v1", "wrote v1")
-prompt("write v2", "wrote v2")
+local second = prompt("write v2", "wrote v2")
 H.check(read(notes) == "v2\n", "the second turn wrote v2")
 
 require("pi_lsp.tree").open(uri)
@@ -80,5 +80,29 @@ H.wait(10000, function()
 end, "R did not ask")
 vim.wait(300)
 H.check(read(notes) == "v2\n", "Cancel left the files alone")
+
+-- Back on the v2 tip, `s` on the first reply: once summarized, the restore is offered too.
+H.exec("pi.branch", { uri = uri, targetId = second })
+asked = nil
+table.insert(H.inputs, "")
+table.insert(H.selects, function(items, opts)
+  asked = opts.prompt
+  return items[1]
+end)
+vim.api.nvim_set_current_win(vim.fn.bufwinid(tree))
+vim.api.nvim_win_set_cursor(0, { H.entry(tree, first), 0 })
+H.keys("s")
+H.wait(15000, function()
+  -- Wait for the answer too: it carries the undo id `U` needs.
+  return read(notes) == "v1\n" and H.messages[#H.messages]:find("restored 1 file(s) to entry", 1, true)
+end, "the files were not restored after branching with a summary")
+H.check(vim.tbl_contains(H.messages, "pi-lsp: branched to " .. first .. " with a summary"), "the summary job finished")
+H.check(asked and asked:find("1 file(s) differ from this entry. Restore 1 file(s) to entry ", 1, true),
+  "the summarized branch offered the restore: " .. tostring(asked))
+vim.api.nvim_set_current_win(vim.fn.bufwinid(tree))
+H.keys("U")
+H.wait(10000, function()
+  return read(notes) == "v2\n"
+end, "U did not undo the restore after the summarized branch")
 
 H.finish()

@@ -5,7 +5,7 @@ import type { ChatPanels } from "./chatPanel";
 import { pickModel } from "./chatPanel";
 import type { PiClient } from "./client";
 import { contextUri } from "./contextProvider";
-import { Delivery, JobDone, Layer, ThinkingLevel, THINKING_LEVELS, TreeNode } from "./protocol";
+import { BranchResult, Delivery, JobDone, Layer, ThinkingLevel, THINKING_LEVELS, TreeNode } from "./protocol";
 import { FILES_SCHEME, FilesDiffProvider, Rewinder } from "./rewind";
 import { entryOfArgument, Sessions } from "./sessions";
 import type { SessionsView } from "./sessionsView";
@@ -102,6 +102,13 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
     if (editorText) (await c.chats.open(uri)).setInput(editorText);
   }
 
+  /** After Branch Here (with or without a summary): offer the restore when the files differ. */
+  async function offerRestore(uri: string, result: BranchResult): Promise<void> {
+    if ((result.fileChanges ?? 0) > 0 && result.leafId) {
+      await rewinder.offer(uri, result.leafId, `${result.fileChanges} file(s) differ from this entry. `);
+    }
+  }
+
   async function deliver(arg: unknown, delivery: Delivery, prompt: string): Promise<unknown> {
     const uri = await session(arg);
     if (!uri) return;
@@ -154,9 +161,7 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
       if (!uri || !target) return;
       const result = await pi.call("pi.branch", { uri, targetId: target });
       await afterBranch(uri, result.editorText);
-      if ((result.fileChanges ?? 0) > 0 && result.leafId) {
-        await rewinder.offer(uri, result.leafId, `${result.fileChanges} file(s) differ from this entry. `);
-      }
+      await offerRestore(uri, result);
       return result;
     },
     "piLsp.restoreFiles": async (arg) => {
@@ -179,7 +184,9 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
       const { jobId } = await pi.call("pi.branchWithSummary", { uri, targetId: target, ...(instructions.trim() ? { instructions } : {}) });
       const done = await runJob(uri, "pi: summarizing the branch left behind…", jobId);
       if (!done.ok) throw new Error(`the branch summary failed: ${done.error ?? "unknown error"}`);
-      await afterBranch(uri, (done.result as { editorText?: string | null } | undefined)?.editorText);
+      const result = done.result as BranchResult;
+      await afterBranch(uri, result.editorText);
+      await offerRestore(uri, result);
       return done;
     },
     "piLsp.label": async (arg) => {

@@ -1,6 +1,7 @@
 // Rewinding files end to end: activate(), the real server, the local fake Anthropic endpoint.
 // Two turns write notes.txt; Branch Here then offers to restore the first turn's files (the
-// diff first), Undo puts them back, and Restore Files to Here… can be declined.
+// diff first), Undo puts them back, and Restore Files to Here… can be declined; Branch Here with
+// Summary… offers the restore too.
 "use strict";
 require("../testlib/register-vscode-stub");
 const { test, before, after } = require("node:test");
@@ -14,14 +15,18 @@ const { makeContext, disposeAll } = require("../testlib/context");
 const { FakeAnthropic, textReply, toolReply } = require("../testlib/fake-anthropic");
 
 const { rec, setConfig, respond } = vscode.__test;
-let ws, restoreEnv, context, api, fake, uri, first;
+let ws, restoreEnv, context, api, fake, uri, first, second;
 const run = (id, ...args) => vscode.commands.executeCommand(id, ...args);
 const errors = () => rec.messages.filter((m) => m.kind === "error").map((m) => m.message);
 const notes = () => fs.readFileSync(path.join(ws.folder, "notes.txt"), "utf8");
 
 /** One prompt to its end; the id of the reply that ends it. */
 async function turn(text, reply) {
-  await api.pi.call("pi.prompt", { uri, text });
+  // The reply is written before the turn ends, so wait for its agent_end too.
+  let ended = false;
+  const { turnId } = await api.pi.call("pi.prompt", { uri, text });
+  const listening = api.pi.onTurn((n) => { ended ||= n.turnId === turnId && n.event.type === "agent_end"; });
+  await eventually(() => ended, 15000, `the end of the turn ${text}`).finally(() => listening.dispose());
   return eventually(async () => {
     const tree = await api.pi.call("pi.getTree", { uri });
     const last = tree.nodes.at(-1);
@@ -46,7 +51,7 @@ before(async () => {
     toolReply({ calls: [["c1", "write", { path: "notes.txt", content: "v1\n" }]] }), textReply("wrote v1"),
     toolReply({ calls: [["c2", "write", { path: "notes.txt", content: "v2\n" }]] }), textReply("wrote v2"));
   first = await turn("write v1", "wrote v1");
-  await turn("write v2", "wrote v2");
+  second = await turn("write v2", "wrote v2");
   assert.equal(notes(), "v2\n");
 });
 
@@ -101,6 +106,21 @@ test("before the first turn the state is the one that turn started from: notes.t
   assert.equal(await run("piLsp.restoreFiles", { uri, entryId: tree.nodes[0].id }), undefined);
   respond("showWarningMessage");
   assert.deepEqual(asked, [[`Restore 1 file(s) to entry ${tree.nodes[0].id}?`, "deleted: notes.txt"]]);
+  assert.equal(notes(), "v2\n");
+});
+
+test("Branch Here with Summary… offers to restore the files as Branch Here does", async () => {
+  await api.pi.call("pi.branch", { uri, targetId: second }); // back on the v2 tip, files as they are
+  const asked = [];
+  respond("showWarningMessage", (message) => { asked.push(message); return "Restore"; });
+  const done = await run("piLsp.branchWithSummary", { uri, entryId: first, instructions: "" });
+  respond("showWarningMessage");
+  assert.deepEqual(errors(), []);
+  assert.equal(done.ok, true);
+  assert.equal(done.result.fileChanges, 1);
+  assert.deepEqual(asked, [`1 file(s) differ from this entry. Restore 1 file(s) to entry ${done.result.leafId}?`]);
+  assert.equal(notes(), "v1\n");
+  await run("piLsp.undoRestoreFiles", { uri });
   assert.equal(notes(), "v2\n");
 });
 

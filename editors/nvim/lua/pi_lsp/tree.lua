@@ -310,6 +310,14 @@ end
 
 M.actions = {}
 
+-- After a branch (plain or summarized), offer to restore the files when they differ.
+local function offer_restore(view, result)
+  if (result.fileChanges or 0) > 0 and result.leafId then
+    local question = ("%d file(s) differ from this entry. "):format(result.fileChanges)
+    require("pi_lsp.rewind").offer(view.uri, result.leafId, view.root, question)
+  end
+end
+
 function M.actions.branch(buf)
   local node, view = entry_under_cursor(buf)
   if not node then
@@ -324,10 +332,7 @@ function M.actions.branch(buf)
       util.notify("leaf is now " .. (result.leafId or "(root)"))
     end
     M.refresh(buf)
-    if (result.fileChanges or 0) > 0 and result.leafId then
-      local question = ("%d file(s) differ from this entry. "):format(result.fileChanges)
-      require("pi_lsp.rewind").offer(view.uri, result.leafId, view.root, question)
-    end
+    offer_restore(view, result)
   end, view.root)
 end
 
@@ -355,6 +360,7 @@ function M.actions.branch_summary(buf)
           require("pi_lsp.chat").set_input(view.uri, done.result.editorText)
         end
         M.refresh(buf)
+        offer_restore(view, done.result or {})
       end)
     end, view.root)
   end)
