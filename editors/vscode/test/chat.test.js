@@ -7,37 +7,21 @@ const { test, before, after } = require("node:test");
 const assert = require("node:assert/strict");
 const vscode = require("vscode");
 const ext = require("../out/extension.js");
-const { serverCommand, makeWorkspace, useEnv, eventually } = require("../testlib/server");
-const { makeContext, disposeAll } = require("../testlib/context");
-const { FakeAnthropic, textReply, toolReply } = require("../testlib/fake-anthropic");
+const { eventually } = require("../testlib/server");
+const { activateWithFake } = require("../testlib/activate");
+const { textReply, toolReply } = require("../testlib/fake-anthropic");
 
-const { rec, setConfig, respond } = vscode.__test;
-let ws, restoreEnv, context, api, fake, uri, panel;
+const { rec, respond } = vscode.__test;
+let rig, ws, api, fake, uri, panel;
 
 before(async () => {
-  fake = new FakeAnthropic();
-  await fake.start();
-  ws = makeWorkspace({ settings: { summaryModel: null, compaction: { enabled: false } } });
-  restoreEnv = useEnv(ws.env);
-  vscode.workspace.workspaceFolders = [{ uri: vscode.Uri.file(ws.folder), name: "workspace", index: 0 }];
-  const { command, args } = serverCommand();
-  setConfig("piLsp.command", [command, ...args]);
-  setConfig("piLsp.anthropicBaseUrl", fake.url);
-  setConfig("piLsp.toolApproval", "ask");
-  context = makeContext({ "piLsp.anthropicApiKey": "test-key" }); // from SecretStorage
-  api = await ext.activate(context);
+  ({ fake, ws, api } = rig = await activateWithFake({ toolApproval: "ask" }));
   uri = (await api.sessions.list())[0].uri;
   panel = await vscode.commands.executeCommand("piLsp.openChat", { uri });
   panel.panel.__receive({ type: "ready" }); // what the webview script sends when loaded
 });
 
-after(async () => {
-  await ext.deactivate();
-  disposeAll(context);
-  await fake.stop();
-  restoreEnv?.();
-  ws?.cleanup();
-});
+after(() => rig?.stop());
 
 const lastReset = () => panel.posted.filter((m) => m.type === "reset").at(-1);
 const resets = () => panel.posted.filter((m) => m.type === "reset").length;

@@ -10,37 +10,21 @@ const fs = require("node:fs");
 const path = require("node:path");
 const vscode = require("vscode");
 const ext = require("../out/extension.js");
-const { serverCommand, makeWorkspace, useEnv, eventually } = require("../testlib/server");
-const { makeContext, disposeAll } = require("../testlib/context");
-const { FakeAnthropic, textReply } = require("../testlib/fake-anthropic");
+const { eventually } = require("../testlib/server");
+const { activateWithFake } = require("../testlib/activate");
+const { textReply } = require("../testlib/fake-anthropic");
 
-const { rec, setConfig, respond, setActiveEditor, setDiagnostics } = vscode.__test;
+const { rec, respond, setActiveEditor, setDiagnostics } = vscode.__test;
 const TITLE = "Fix slow order listing"; // the example session's name
-let ws, restoreEnv, context, api, fake, uri;
+let rig, ws, api, fake, uri;
 
 before(async () => {
-  fake = new FakeAnthropic();
-  await fake.start();
-  ws = makeWorkspace({ settings: { summaryModel: null, compaction: { enabled: false } } });
-  restoreEnv = useEnv(ws.env);
-  vscode.workspace.workspaceFolders = [{ uri: vscode.Uri.file(ws.folder), name: "workspace", index: 0 }];
-  const { command, args } = serverCommand();
-  setConfig("piLsp.command", [command, ...args]);
-  setConfig("piLsp.anthropicBaseUrl", fake.url);
-  setConfig("piLsp.toolApproval", "auto");
-  context = makeContext({ "piLsp.anthropicApiKey": "test-key" });
-  api = await ext.activate(context);
+  ({ fake, ws, api } = rig = await activateWithFake({ toolApproval: "auto" }));
   uri = (await api.sessions.list())[0].uri;
   api.sessions.remember(uri);
 });
 
-after(async () => {
-  await ext.deactivate();
-  disposeAll(context);
-  await fake.stop();
-  restoreEnv?.();
-  ws?.cleanup();
-});
+after(() => rig?.stop());
 
 const run = (id, ...args) => vscode.commands.executeCommand(id, ...args);
 const approvalParams = (extra) => ({ uri, turnId: "t1", toolCallId: "toolu_9", title: "ignored.jsonl", outsideWorkspace: false, ...extra });

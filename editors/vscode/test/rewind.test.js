@@ -9,13 +9,12 @@ const assert = require("node:assert/strict");
 const fs = require("node:fs");
 const path = require("node:path");
 const vscode = require("vscode");
-const ext = require("../out/extension.js");
-const { serverCommand, makeWorkspace, useEnv, eventually } = require("../testlib/server");
-const { makeContext, disposeAll } = require("../testlib/context");
-const { FakeAnthropic, textReply, toolReply } = require("../testlib/fake-anthropic");
+const { eventually } = require("../testlib/server");
+const { activateWithFake } = require("../testlib/activate");
+const { textReply, toolReply } = require("../testlib/fake-anthropic");
 
-const { rec, setConfig, respond } = vscode.__test;
-let ws, restoreEnv, context, api, fake, uri, first, second;
+const { rec, respond } = vscode.__test;
+let rig, ws, api, fake, uri, first, second;
 const run = (id, ...args) => vscode.commands.executeCommand(id, ...args);
 const errors = () => rec.messages.filter((m) => m.kind === "error").map((m) => m.message);
 const notes = () => fs.readFileSync(path.join(ws.folder, "notes.txt"), "utf8");
@@ -35,17 +34,7 @@ async function turn(text, reply) {
 }
 
 before(async () => {
-  fake = new FakeAnthropic();
-  await fake.start();
-  ws = makeWorkspace({ settings: { summaryModel: null, compaction: { enabled: false } } });
-  restoreEnv = useEnv(ws.env);
-  vscode.workspace.workspaceFolders = [{ uri: vscode.Uri.file(ws.folder), name: "workspace", index: 0 }];
-  const { command, args } = serverCommand();
-  setConfig("piLsp.command", [command, ...args]);
-  setConfig("piLsp.anthropicBaseUrl", fake.url);
-  setConfig("piLsp.toolApproval", "auto");
-  context = makeContext({ "piLsp.anthropicApiKey": "test-key" });
-  api = await ext.activate(context);
+  ({ fake, ws, api } = rig = await activateWithFake({ toolApproval: "auto" }));
   uri = (await api.pi.call("pi.newSession", { name: "rewind" })).uri;
   fake.script(
     toolReply({ calls: [["c1", "write", { path: "notes.txt", content: "v1\n" }]] }), textReply("wrote v1"),
@@ -55,13 +44,7 @@ before(async () => {
   assert.equal(notes(), "v2\n");
 });
 
-after(async () => {
-  await ext.deactivate();
-  disposeAll(context);
-  await fake.stop();
-  restoreEnv?.();
-  ws?.cleanup();
-});
+after(() => rig?.stop());
 
 test("Branch Here offers to restore the files, shows the diff first, and Undo puts them back", async () => {
   const asked = [];
