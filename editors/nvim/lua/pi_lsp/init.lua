@@ -50,49 +50,23 @@ function M.ensure_setup()
   end
 end
 
-function M.sessions()
-  M.ensure_setup()
-  require("pi_lsp.session").sessions_command()
-end
-
-function M.tree(arg)
-  M.ensure_setup()
-  require("pi_lsp.tree").command(arg)
-end
-
-function M.chat(arg)
-  M.ensure_setup()
-  require("pi_lsp.chat").command(arg)
-end
-
-function M.context(entry)
-  M.ensure_setup()
-  require("pi_lsp.context").command(entry)
-end
-
-function M.compact(arg)
-  M.ensure_setup()
-  require("pi_lsp.context").compact_command(arg)
-end
-
-function M.model(arg)
-  M.ensure_setup()
-  require("pi_lsp.settings").model(arg)
-end
-
-function M.thinking(arg)
-  M.ensure_setup()
-  require("pi_lsp.settings").thinking(arg)
-end
-
-function M.rename(arg)
-  M.ensure_setup()
-  require("pi_lsp.settings").rename(arg)
-end
-
-function M.check(arg)
-  M.ensure_setup()
-  require("pi_lsp.settings").check(arg)
+-- The user commands' entry points: each makes sure of setup, then hands its argument on.
+local entry_points = {
+  sessions = { "pi_lsp.session", "sessions_command" },
+  tree = { "pi_lsp.tree", "command" },
+  chat = { "pi_lsp.chat", "command" },
+  context = { "pi_lsp.context", "command" },
+  compact = { "pi_lsp.context", "compact_command" },
+  model = { "pi_lsp.settings", "model" },
+  thinking = { "pi_lsp.settings", "thinking" },
+  rename = { "pi_lsp.settings", "rename" },
+  check = { "pi_lsp.settings", "check" },
+}
+for name, target in pairs(entry_points) do
+  M[name] = function(arg)
+    M.ensure_setup()
+    require(target[1])[target[2]](arg)
+  end
 end
 
 --- For 'statusline' / 'winbar': "π claude-opus-4-5 · high · 8.1k/200k · busy"
