@@ -186,12 +186,13 @@ class AnthropicProvider:
     async def stream(self, request: ModelRequest, reply: ReplyBuilder
                      ) -> AsyncIterator[ProviderEvent]:
         params = request_params(request)
-        started = stopped = reasoned = False
+        answered = started = stopped = reasoned = False
         try:
             stream = await with_retries(
                 lambda: self.client.messages.create(
                     **params, stream=True, extra_headers=request.model.headers or None),
                 self.retry, http_failure)
+            answered = True
             slots: dict[int, int] = {}  # the API's block index -> the reply's block index
             async with stream:
                 async for event in stream:
@@ -206,11 +207,11 @@ class AnthropicProvider:
             if not reasoned:
                 raise StreamEndedEarly("stream ended without a stop reason")
         except Exception as error:  # every failure ends in the reply, partial content kept
-            reply.fail("error", self.failure_text(error))
+            reply.fail("error", self.failure_text(error, answered))
 
-    def failure_text(self, error: Exception) -> str:
+    def failure_text(self, error: Exception, answered: bool) -> str:
         described = transport_failure(error, self.label, str(self.client.base_url),
-                                      self.retry.timeout_s)
+                                      self.retry.timeout_s, answered)
         if described is not None:
             return described
         if isinstance(error, anthropic.APIError):

@@ -29,29 +29,27 @@ def _cause(error: BaseException) -> BaseException | None:
     return error.__cause__ or error.__context__
 
 
-def transport_failure(error: BaseException, label: str, url: str, timeout_s: float
-                      ) -> str | None:
+def transport_failure(error: BaseException, label: str, url: str, timeout_s: float,
+                      answered: bool) -> str | None:
     """One line for a failure below HTTP (None if `error` is not one): a timeout, a refused or
-    cut connection, a stream event that is not JSON."""
-    kinds = _kinds(error)
-    cause = _cause(error)
-    if "TimeoutException" in kinds or "APITimeoutError" in kinds:
-        return f"{label} sent nothing for {timeout_s:g}s (timed out)"
+    cut connection, a stream event that is not JSON. `answered`: the reply had begun."""
     if isinstance(error, json.JSONDecodeError):
         return (f"{label} sent a stream event that is not JSON ({error.msg}, column "
                 f"{error.colno}): {error.doc[:200]!r}")
-    if "RemoteProtocolError" in kinds or "ReadError" in kinds or "WriteError" in kinds:
-        return f"{label} closed the connection before the reply was complete (connection lost: " \
-               f"{error or type(error).__name__})"
-    if "APIConnectionError" in kinds:
-        if cause is not None and "RemoteProtocolError" in _kinds(cause):
-            return f"{label} closed the connection without answering (connection lost: {cause})"
-        if cause is not None and "TimeoutException" in _kinds(cause):
-            return f"{label} sent nothing for {timeout_s:g}s (timed out)"
-        detail = str(cause) if cause is not None and str(cause) else str(error)
-        return f"cannot reach {label} at {url} (connection error: {detail})"
     if isinstance(error, StreamEndedEarly | RetryDelayTooLong):
         return f"{label}: {error}"
+    # The SDK may wrap the transport's error in its own APIConnectionError.
+    kinds, cause = _kinds(error), _cause(error)
+    inner = _kinds(cause) if cause is not None and "APIConnectionError" in kinds else kinds
+    detail = cause if cause is not None and "APIConnectionError" in kinds and str(cause) \
+        else error
+    if "TimeoutException" in inner or "APITimeoutError" in inner:
+        return f"{label} sent nothing for {timeout_s:g}s (timed out)"
+    if inner & {"RemoteProtocolError", "ReadError", "WriteError"}:
+        what = "before the reply was complete" if answered else "without answering"
+        return f"{label} closed the connection {what} (connection lost: {detail})"
+    if "APIConnectionError" in kinds:
+        return f"cannot reach {label} at {url} (connection error: {detail})"
     return None
 
 

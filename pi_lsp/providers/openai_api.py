@@ -69,10 +69,12 @@ class OpenAIProvider:
             return
         params = wire.request_params(request)
         headers = {**request.model.headers, **wire.request_headers(request)}
+        answered = False
         try:
             stream = await with_retries(
                 lambda: create(**params, stream=True, extra_headers=headers or None),
                 self.retry, http_failure)
+            answered = True
             async with stream:
                 async for event in stream:
                     for produced in reader.apply(event):
@@ -80,11 +82,11 @@ class OpenAIProvider:
             for produced in reader.finish():
                 yield produced
         except Exception as error:  # every failure ends in the reply, partial content kept
-            reply.fail("error", self.failure_text(error))
+            reply.fail("error", self.failure_text(error, answered))
 
-    def failure_text(self, error: Exception) -> str:
+    def failure_text(self, error: Exception, answered: bool) -> str:
         described = transport_failure(error, self.label, str(self.client.base_url),
-                                      self.retry.timeout_s)
+                                      self.retry.timeout_s, answered)
         if described is not None:
             return described
         if isinstance(error, openai.APIError):
