@@ -1,17 +1,37 @@
-"""pi's JSON configuration files (settings.json, models.json): one object per file, or none."""
+"""pi's JSON configuration files (settings.json, models.json): one object per file, or none.
+
+They are read as pi reads them: a leading byte-order mark is skipped, and models.json may have
+`//` line comments and trailing commas (pi's `stripJsonComments`; settings.json may not).
+"""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+# A string literal (kept as it is) or what is taken out: a `//` comment, or a comma before a
+# closing bracket (its whitespace and bracket kept).
+_COMMENT = re.compile(rb'"(?:\\.|[^"\\])*"|//[^\n]*')
+_TRAILING_COMMA = re.compile(rb'"(?:\\.|[^"\\])*"|,(\s*[}\]])')
+BOM = b"\xef\xbb\xbf"
 
-def read_object(path: Path, what: str, error: type[Exception]) -> dict[str, Any]:
-    """The object in `path`, {} when there is no file; `error` names the file and what is wrong."""
+
+def strip_comments(data: bytes) -> bytes:
+    """JSON with comments and trailing commas as plain JSON; string literals are untouched."""
+    data = _COMMENT.sub(lambda m: m[0] if m[0].startswith(b'"') else b"", data)
+    return _TRAILING_COMMA.sub(lambda m: m[1] if m[1] is not None else m[0], data)
+
+
+def read_object(path: Path, what: str, error: type[Exception], comments: bool = False
+                ) -> dict[str, Any]:
+    """The object in `path`, {} when there is no file; `error` names the file and what is wrong.
+    `comments`: the file may have `//` comments and trailing commas."""
     try:
-        data = msgspec.json.decode(path.read_bytes())
+        data = path.read_bytes().removeprefix(BOM)
+        data = msgspec.json.decode(strip_comments(data) if comments else data)
     except FileNotFoundError:
         return {}
     except (OSError, msgspec.DecodeError) as fault:

@@ -8,6 +8,7 @@ from typing import Any
 
 import msgspec
 
+from pi_lsp.agent.retry import RetrySettings
 from pi_lsp.jsonfile import read_object
 from pi_lsp.providers.models_file import ModelsFileError, load_models, models_files
 from pi_lsp.providers.registry import (
@@ -39,6 +40,7 @@ class Settings(msgspec.Struct, rename="camel", omit_defaults=True):
     compaction: CompactionSettings = msgspec.field(default_factory=CompactionSettings)
     branch_summary: BranchSummarySettings = msgspec.field(default_factory=BranchSummarySettings)
     summary_model: str | None = f"anthropic/{DEFAULT_SUMMARY_MODEL}"  # None: extractive
+    retry: RetrySettings = msgspec.field(default_factory=RetrySettings)
     # From pi's models.json files, not from settings.json.
     providers: list[ProviderConfig] = msgspec.field(default_factory=list)
 

@@ -1,6 +1,9 @@
 """A local Anthropic-compatible server for tests: real HTTP on 127.0.0.1, scripted SSE replies.
 
 It runs its own event loop in a thread, so in-process async tests and subprocesses can use it.
+Besides well-formed replies a script can send raw SSE bytes, cut the connection mid-reply,
+stall (send nothing more until the client gives up), or answer an error status with headers of
+its choice (`retry-after`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,20 @@ class Reply:
     status: int = 200
     error_type: str = ""  # with status != 200: a JSON error body; with 200: an SSE error at the end
     error_message: str = ""
+    raw: bytes = b""  # SSE bytes sent as they are, after the events
+    cut: bool = False  # close the connection after the events, mid-body
+    stall: bool = False  # after the events, send nothing until the client goes away
+    headers: dict[str, str] = field(default_factory=lambda: {"retry-after-ms": "5"})
+
+
+def refused_url() -> str:
+    """A URL on 127.0.0.1 where nothing listens."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
 
 
 @dataclass
@@ -181,25 +198,41 @@ class FakeAnthropic:
         reply = self.replies.pop(0) if self.replies else error_reply(
             500, "api_error", "the fake server has no scripted reply left")
         if reply.status != 200:
-            payload = json.dumps({"type": "error", "error": {
-                "type": reply.error_type, "message": reply.error_message}}).encode()
-            writer.write(
-                f"HTTP/1.1 {reply.status} Error\r\ncontent-type: application/json\r\n"
-                f"retry-after-ms: 5\r\ncontent-length: {len(payload)}\r\n\r\n".encode() + payload)
-            await writer.drain()
-            return True
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-                     b"transfer-encoding: chunked\r\n\r\n")
+            return await self._error(writer, reply.status, reply.headers, {
+                "type": "error", "error": {"type": reply.error_type,
+                                           "message": reply.error_message}})
         events = list(reply.events)
         if reply.error_type:
             events.append({"type": "error", "error": {"type": reply.error_type,
                                                       "message": reply.error_message}})
-        for event in events:
-            chunk = f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
-            writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        frames = [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
+        return await self._stream(reader, writer, reply, frames)
+
+    async def _error(self, writer: asyncio.StreamWriter, status: int, headers: dict[str, str],
+                     body: dict[str, Any]) -> bool:
+        payload = json.dumps(body).encode()
+        head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+        writer.write(f"HTTP/1.1 {status} Error\r\ncontent-type: application/json\r\n{head}"
+                     f"content-length: {len(payload)}\r\n\r\n".encode() + payload)
+        await writer.drain()
+        return True
+
+    async def _stream(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                      reply: Any, frames: list[bytes]) -> bool:
+        """A 200 SSE reply in chunks: the frames, then the raw bytes; ended, cut or stalled."""
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                     b"transfer-encoding: chunked\r\n\r\n")
+        for data in [*frames, reply.raw] if reply.raw else frames:
+            writer.write(b"%x\r\n%s\r\n" % (len(data), data))
             await writer.drain()
             if reply.delay:
                 await asyncio.sleep(reply.delay)
+        if reply.cut:
+            writer.transport.abort()  # no terminating chunk: the body is incomplete
+            return False
+        if reply.stall:
+            await reader.read()  # until the client closes the connection
+            return False
         writer.write(b"0\r\n\r\n")
         await writer.drain()
         return True

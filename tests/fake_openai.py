@@ -1,5 +1,7 @@
 """A local OpenAI-compatible server for tests: real HTTP on 127.0.0.1, scripted SSE replies for
 both /v1/chat/completions (data-only chunks ending in [DONE]) and /v1/responses (named events).
+Like the Anthropic fake, a reply can also be raw SSE bytes, cut, stalled, or an error status with
+headers of the script's choice.
 """
 
 from __future__ import annotations
@@ -22,10 +24,19 @@ class Reply:
     status: int = 200
     error: dict[str, Any] | None = None  # with 200: sent mid-stream after the events
     delay: float = 0.0
+    raw: bytes = b""  # SSE bytes sent as they are, after the events (no [DONE] then)
+    cut: bool = False  # close the connection after the events, mid-body
+    stall: bool = False  # after the events, send nothing until the client goes away
+    headers: dict[str, str] = field(default_factory=lambda: {"retry-after-ms": "5"})
+    done: bool = True  # end a Chat Completions stream with [DONE]
 
 
-def error_reply(status: int, kind: str, message: str) -> Reply:
-    return Reply(status=status, error={"message": message, "type": kind, "code": None})
+def error_reply(status: int, kind: str, message: str, headers: dict[str, str] | None = None
+                ) -> Reply:
+    reply = Reply(status=status, error={"message": message, "type": kind, "code": None})
+    if headers is not None:
+        reply.headers = headers
+    return reply
 
 
 # -- Chat Completions ----------------------------------------------------------------------
@@ -168,28 +179,13 @@ class FakeOpenAI(FakeAnthropic):
             500, "server_error", "the fake server has no scripted reply left")
         assert isinstance(reply, Reply), "script FakeOpenAI with tests.fake_openai replies"
         if reply.status != 200:
-            payload = json.dumps({"error": reply.error}).encode()
-            writer.write(
-                f"HTTP/1.1 {reply.status} Error\r\ncontent-type: application/json\r\n"
-                f"retry-after-ms: 5\r\ncontent-length: {len(payload)}\r\n\r\n".encode() + payload)
-            await writer.drain()
-            return True
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-                     b"transfer-encoding: chunked\r\n\r\n")
+            return await self._error(writer, reply.status, reply.headers, {"error": reply.error})
         chat = request.path.endswith("/chat/completions")
         frames = [f"data: {json.dumps(e)}\n\n" if chat else
                   f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in reply.events]
         if reply.error is not None:
             frames.append(f"data: {json.dumps({'error': reply.error})}\n\n" if chat else
                           f"event: error\ndata: {json.dumps({'type': 'error', **reply.error})}\n\n")
-        elif chat:
+        elif chat and reply.done and not (reply.raw or reply.cut or reply.stall):
             frames.append("data: [DONE]\n\n")
-        for frame in frames:
-            data = frame.encode()
-            writer.write(b"%x\r\n%s\r\n" % (len(data), data))
-            await writer.drain()
-            if reply.delay:
-                await asyncio.sleep(reply.delay)
-        writer.write(b"0\r\n\r\n")
-        await writer.drain()
-        return True
+        return await self._stream(reader, writer, reply, [f.encode() for f in frames])

@@ -29,6 +29,7 @@ from pi_lsp.agent.events import (
     TurnEnd,
 )
 from pi_lsp.agent.harness import BusyError, Harness, NotRunningError
+from pi_lsp.agent.retry import RetrySettings
 from pi_lsp.context.build import build_session_context
 from pi_lsp.providers.anthropic import (
     THINKING_BUDGETS,
@@ -39,6 +40,7 @@ from pi_lsp.providers.anthropic import (
 )
 from pi_lsp.providers.base import ModelRequest, ToolSpec, cost_of
 from pi_lsp.providers.registry import ModelInfo, ModelRegistry, Price
+from pi_lsp.providers.retry import ProviderRetry
 from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import (
     AssistantMessage,
@@ -87,11 +89,13 @@ class Rig:
         self.providers: list[AnthropicProvider] = []
 
         def make(_name: str) -> AnthropicProvider:
-            provider = AnthropicProvider("test-key", base_url=url, max_retries=max_retries)
+            provider = AnthropicProvider("test-key", base_url=url,
+                                         retry=ProviderRetry(max_retries=max_retries))
             self.providers.append(provider)
             return provider
 
-        self.harness = Harness(self.tree, root, make)
+        # Agent-level retries are tested on their own (test_providers.py).
+        self.harness = Harness(self.tree, root, make, retry=RetrySettings(enabled=False))
         self.events: list[AgentEvent] = []
         self.harness.subscribe(self.events.append)
 
@@ -346,7 +350,7 @@ async def test_thinking_off_is_disabled_on_the_wire(make_rig, fake, level) -> No
 # -- 2. provider errors ----------------------------------------------------------------------
 
 
-async def test_rate_limit_is_retried_by_the_sdk(make_rig, fake) -> None:
+async def test_rate_limit_is_retried_by_the_provider(make_rig, fake) -> None:
     rig = make_rig(max_retries=2)
     fake.script(error_reply(429, "rate_limit_error", "slow down"), text_reply("fine"))
     await rig.harness.prompt("hi")
@@ -358,7 +362,7 @@ async def test_rate_limit_is_retried_by_the_sdk(make_rig, fake) -> None:
     assert "errorMessage" not in last
 
 
-async def test_overloaded_twice_is_retried_by_the_sdk(make_rig, fake) -> None:
+async def test_overloaded_twice_is_retried_by_the_provider(make_rig, fake) -> None:
     rig = make_rig(max_retries=2)
     fake.script(error_reply(529, "overloaded_error", "Overloaded"),
                 error_reply(529, "overloaded_error", "Overloaded"), text_reply("made it"))
@@ -829,7 +833,8 @@ def test_wire_messages_merges_tool_results_and_normalises_ids() -> None:
     assert tool_id("toolu_01-ABC") == "toolu_01-ABC"
 
 
-def test_wire_messages_thinking_from_another_model_becomes_text() -> None:
+def test_wire_messages_thinking_from_another_model_is_dropped() -> None:
+    """pi 1.6: another model's thinking is not sent at all (as text it reads as the reply)."""
     thought = ThinkingContent(thinking="I reasoned", thinking_signature="sig-x")
     hidden = ThinkingContent(thinking="", thinking_signature="opaque", redacted=True)
     answer = TextContent(text="answer")
@@ -837,12 +842,11 @@ def test_wire_messages_thinking_from_another_model_becomes_text() -> None:
                 assistant([thought, hidden, answer], model="claude-opus-4-1"),
                 UserMessage(content="again", timestamp=4)]
     wire = wire_messages(messages, SONNET)
-    assert wire[1]["content"] == [{"type": "text", "text": "I reasoned"},
-                                  {"type": "text", "text": "answer"}]
+    assert wire[1]["content"] == [{"type": "text", "text": "answer"}]
     other_provider = wire_messages(
         [UserMessage(content="q", timestamp=1), assistant([thought, answer], model=SONNET,
                                                           provider="bedrock")], SONNET)
-    assert other_provider[1]["content"][0] == {"type": "text", "text": "I reasoned"}
+    assert other_provider[1]["content"][0]["text"] == "answer"
     same = wire_messages(messages, "claude-opus-4-1")
     assert same[1]["content"][:2] == [
         {"type": "thinking", "thinking": "I reasoned", "signature": "sig-x"},

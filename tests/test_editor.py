@@ -276,7 +276,7 @@ async def test_harness_feedback_is_capped_and_edits_go_through_its_file_access(
         return "The editor reports these problems in files you changed:\n- app.py:1:1: error: x"
 
     tree = SessionTree.create(str(tmp_path / "s.jsonl"), str(tmp_path))
-    provider = AnthropicProvider("test-key", base_url=fake.url, max_retries=0)
+    provider = AnthropicProvider("test-key", base_url=fake.url)
     harness = Harness(tree, tmp_path, lambda _name: provider, files=files,
                       diagnostics=diagnostics)
     replies = []

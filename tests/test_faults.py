@@ -340,7 +340,7 @@ async def rig_harness(tmp_path: Path, fake: FakeAnthropic
     sessions.mkdir(parents=True)
     path = write(sessions / "s.jsonl", [user_line("aaaa0001", None, "one", 1),
                                         reply_line("aaaa0002", "aaaa0001", "two", 2)])
-    provider = AnthropicProvider("k", base_url=fake.url, max_retries=0)
+    provider = AnthropicProvider("k", base_url=fake.url)
     harness = Harness(SessionTree.open(str(path)), tmp_path, lambda _name: provider)
     events: list[AgentEvent] = []
     harness.subscribe(events.append)

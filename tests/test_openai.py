@@ -10,10 +10,12 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from pi_lsp.agent.events import MessageUpdate
 from pi_lsp.agent.harness import Harness
+from pi_lsp.agent.retry import RetrySettings
 from pi_lsp.providers import openai_chat, openai_responses
 from pi_lsp.providers.base import MissingApiKeyError, ModelRequest, TextDelta, ThinkingDelta
 from pi_lsp.providers.factory import UnknownProviderError, provider_factory
@@ -26,6 +28,7 @@ from pi_lsp.providers.registry import (
     Price,
     ProviderConfig,
 )
+from pi_lsp.providers.retry import ProviderRetry
 from pi_lsp.server.hub import Config, SessionHub
 from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import (
@@ -53,6 +56,7 @@ from tests.fake_openai import (
 )
 
 PRICE = Price(1, 4, 0.5, 0)  # dollars per million tokens
+REGISTRY_GPT5 = ModelRegistry().get("openai", "gpt-5-mini")
 
 
 def local(api: str, provider: str = "ollama", reasoning: bool = False) -> ModelInfo:
@@ -63,14 +67,15 @@ class Rig:
     """A harness on a fresh session whose default model is an OpenAI-compatible one."""
 
     def __init__(self, root: Path, registry: ModelRegistry, default: tuple[str, str],
-                 max_retries: int, keys: dict[str, str] | None = None) -> None:
+                 retry: RetrySettings, keys: dict[str, str] | None = None) -> None:
         self.root = root
         sessions = root / ".pi" / "sessions"
         sessions.mkdir(parents=True, exist_ok=True)
         self.path = str(sessions / "session.jsonl")
         self.tree = SessionTree.create(self.path, str(root))
-        make = provider_factory(registry, (keys or {}).get, max_retries=max_retries)
-        self.harness = Harness(self.tree, root, make, registry=registry, default_model=default)
+        make = provider_factory(registry, (keys or {}).get, retry=retry.provider)
+        self.harness = Harness(self.tree, root, make, registry=registry, default_model=default,
+                               retry=retry)
         self.events: list[Any] = []
         self.harness.subscribe(self.events.append)
 
@@ -87,10 +92,14 @@ class Rig:
 async def make_rig(tmp_path: Path, oai: FakeOpenAI) -> AsyncIterator[Callable[..., Rig]]:
     rigs: list[Rig] = []
 
-    def make(api: str = CHAT_API, reasoning: bool = False, max_retries: int = 0) -> Rig:
+    def make(api: str = CHAT_API, reasoning: bool = False, max_retries: int = 0,
+             retry: RetrySettings | None = None) -> Rig:
+        """`max_retries`: provider-level retries; agent-level ones only when `retry` says."""
         registry = ModelRegistry([local(api, reasoning=reasoning)], [
             ProviderConfig("ollama", api, f"{oai.url}/v1", "ollama")])
-        rig = Rig(tmp_path, registry, ("ollama", MODEL), max_retries)
+        retry = retry or RetrySettings(enabled=False,
+                                       provider=ProviderRetry(max_retries=max_retries))
+        rig = Rig(tmp_path, registry, ("ollama", MODEL), retry)
         rigs.append(rig)
         return rig
 
@@ -131,7 +140,8 @@ async def test_chat_text_streams_with_usage_cost_and_wire(make_rig, oai) -> None
     assert system["role"] == "system" and str(rig.root) in system["content"]
     assert user == {"role": "user", "content": [{"type": "text", "text": "hi"}]}
     assert [t["function"]["name"] for t in wire["tools"]] == ["read", "write", "edit", "bash"]
-    assert all(t["type"] == "function" and t["function"]["strict"] is False for t in wire["tools"])
+    # pi 1.6: no `strict` field unless the model's compat says the host takes it
+    assert all(t["type"] == "function" and "strict" not in t["function"] for t in wire["tools"])
     assert check_session(SessionTree.open(rig.path)) == []
 
 
@@ -153,7 +163,7 @@ async def test_chat_tool_calls_round_trip(make_rig, oai) -> None:
     ]
     second = oai.chat_requests()[1]["messages"]
     assert [m["role"] for m in second] == ["system", "user", "assistant", "tool", "tool"]
-    assert second[2] == {"role": "assistant", "content": [{"type": "text", "text": "Reading."}],
+    assert second[2] == {"role": "assistant", "content": "Reading.",
                          "tool_calls": [
         {"id": "call_r", "type": "function",
          "function": {"name": "read", "arguments": '{"path": "a.txt"}'}},
@@ -176,9 +186,9 @@ async def test_chat_reasoning_effort_and_reasoning_content_round_trip(make_rig, 
     await rig.harness.prompt("more")
     one, two = oai.chat_requests()
     assert one["reasoning_effort"] == "high"  # xhigh is clamped
-    assert one["messages"][0]["role"] == "developer"
+    assert one["messages"][0]["role"] == "system"  # pi 1.6: developer is for OpenAI only
     assert two["messages"][2] == {"role": "assistant", "reasoning_content": "Think first.",
-                                  "content": [{"type": "text", "text": "Answer."}]}
+                                  "content": "Answer."}
 
 
 async def test_chat_rate_limit_is_retried(make_rig, oai) -> None:
@@ -262,7 +272,7 @@ async def test_responses_reasoning_tool_call_round_trip(make_rig, oai) -> None:
     assert thinking["thinking"] == "Plan: read it."
     item = json.loads(thinking["thinkingSignature"])
     assert item["type"] == "reasoning" and item["encrypted_content"] == "enc"
-    assert text == {"type": "text", "text": "Let me read.", "textSignature": "msg_1"}
+    assert text == {"type": "text", "text": "Let me read.", "textSignature": '{"v":1,"id":"msg_1"}'}
     assert tool == {"type": "toolCall", "id": "call_1|fc_2", "name": "read",
                     "arguments": {"path": "a.txt"}}
     assert (call["usage"]["input"], call["usage"]["output"], call["usage"]["cacheRead"]) == (
@@ -276,7 +286,7 @@ async def test_responses_reasoning_tool_call_round_trip(make_rig, oai) -> None:
         {"type": "input_text", "text": "what is in a.txt"}]}
     assert one["tools"][0] == {"type": "function", "name": "read",
                                "description": one["tools"][0]["description"],
-                               "parameters": one["tools"][0]["parameters"], "strict": False}
+                               "parameters": one["tools"][0]["parameters"]}
     replayed = two["input"][2:]
     assert replayed[0] == item  # the reasoning item goes back whole
     assert replayed[1]["type"] == "message" and replayed[1]["id"] == "msg_1"
@@ -306,10 +316,19 @@ async def test_responses_errors_become_entries(make_rig, oai) -> None:
 
 
 def test_responses_tool_ids_are_made_acceptable() -> None:
-    assert openai_responses.tool_id("call_1|fc_2") == "call_1|fc_2"
-    assert openai_responses.tool_id("call+/1|item=9") == "call__1|fc_item_9"
-    assert openai_responses.tool_id("toolu_01") == "toolu_01"
-    assert openai_chat.tool_id("call_1|fc_" + "x" * 400, "lab") == "call_1"
+    gpt = REGISTRY_GPT5
+    own = AssistantMessage(content=[], api=RESPONSES_API, provider="openai", model="gpt-5-mini",
+                           usage=Usage(), stop_reason="toolUse", timestamp=1)
+    claude = msgspec.structs.replace(own, api="anthropic-messages", provider="anthropic")
+    assert openai_responses.tool_id("call_1|fc_2", own, gpt) == "call_1|fc_2"
+    assert openai_responses.tool_id("call+/1|item=9", own, gpt) == "call__1|fc_item_9"
+    # another provider's item id is hashed as pi hashes it (same value as pi's shortHash)
+    assert openai_responses.tool_id("call_1|fc_2", claude, gpt) == "call_1|fc_x08lfqt1kfj7"
+    assert openai_responses.tool_id("toolu_01", claude, gpt) == "toolu_01"
+    lab = local(RESPONSES_API)  # not OpenAI: one plain id
+    assert openai_responses.tool_id("call_1|fc_2", claude, lab) == "call_1_fc_2"
+    assert openai_chat.tool_id("call_1|fc_2", "lab") == "call_1_fc_2"
+    assert openai_chat.tool_id("call_1|fc_" + "x" * 400, "lab") == "call_1_1cu2suqq"
     assert openai_chat.tool_id("a" * 50, "openai") == "a" * 40
     assert openai_chat.tool_id("a" * 50, "lab") == "a" * 50
 
@@ -460,10 +479,10 @@ async def test_session_moves_from_anthropic_to_openai_compatible_and_back(
     [chat] = oai.chat_requests()
     assert chat["model"] == MODEL and chat["reasoning_effort"] == "low"
     assert [m["role"] for m in chat["messages"]] == [
-        "developer", "user", "assistant", "tool", "assistant", "assistant", "tool", "user"]
+        "system", "user", "assistant", "tool", "assistant", "assistant", "tool", "user"]
     claude_call = chat["messages"][2]
-    assert claude_call["content"] == [{"type": "text", "text": "Claude thinks."}]  # as text
-    assert "reasoning_content" not in claude_call and "sig-claude" not in json.dumps(chat)
+    assert claude_call["content"] is None  # pi 1.6: another model's thinking is not sent
+    assert "Claude thinks." not in json.dumps(chat) and "sig-claude" not in json.dumps(chat)
     assert claude_call["tool_calls"][0]["id"] == "toolu_01"
     assert chat["messages"][3]["tool_call_id"] == "toolu_01"
     assert chat["messages"][6] == {"role": "tool", "content": "No result provided",
@@ -475,16 +494,14 @@ async def test_session_moves_from_anthropic_to_openai_compatible_and_back(
                responses_reply("Ran it."))
     await harness.prompt("run echo")
     first = oai.responses_requests()[0]["input"]
-    reasoning_as_text = [i for i in first if i.get("type") == "message"
-                         and i["content"][0]["text"] == "Local reasoning."]
-    assert reasoning_as_text, first  # the local model's reasoning arrives as text
+    assert "Local reasoning." not in json.dumps(first)  # the local model's, dropped
     assert not any(i.get("type") == "reasoning" for i in first)
     calls = [i for i in first if i.get("type") == "function_call"]
     assert [c["call_id"] for c in calls] == ["toolu_01", "toolu_lost"]
     assert all("id" not in c for c in calls)
     before_last_responses_call = harness.tree.path_ids(harness.tree.leaf_id)[-2]
 
-    # 4. Back on Anthropic: other models' thinking is text, ids are Anthropic-safe, paired.
+    # 4. Back on Anthropic: other models' thinking is dropped, ids are Anthropic-safe, paired.
     harness.set_model("anthropic", "claude-sonnet-4-5")
     fake.script(fake_anthropic.text_reply("Back."))
     await harness.prompt("summarize")
@@ -492,7 +509,7 @@ async def test_session_moves_from_anthropic_to_openai_compatible_and_back(
     blocks = [b for m in claude["messages"] for b in m["content"] if isinstance(b, dict)]
     assert {"type": "thinking", "thinking": "Claude thinks.", "signature": "sig-claude"} in [
         {k: v for k, v in b.items() if k != "cache_control"} for b in blocks]  # its own, kept
-    assert {"type": "text", "text": "Local reasoning."} in blocks
+    assert "Local reasoning." not in json.dumps(claude)
     uses = [b["id"] for b in blocks if b["type"] == "tool_use"]
     results = [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"]
     assert uses == ["toolu_01", "toolu_lost", "call_9_fc_0"]

@@ -121,7 +121,7 @@ async def rig(tmp_path: Path, fake: FakeAnthropic) -> AsyncIterator[Rig]:
     providers: list[AnthropicProvider] = []
 
     def make(_name: str) -> AnthropicProvider:
-        providers.append(AnthropicProvider("k", base_url=fake.url, max_retries=0))
+        providers.append(AnthropicProvider("k", base_url=fake.url))
         return providers[-1]
 
     harness = Harness(tree, root, make, approve=lambda request: APPROVER[0](request))
@@ -309,7 +309,7 @@ async def test_without_git_turns_run_and_the_feature_says_it_is_unavailable(
     root = tmp_path / "nogit"
     (root / ".pi" / "sessions").mkdir(parents=True)
     tree = SessionTree.create(str(root / ".pi" / "sessions" / "s.jsonl"), str(root))
-    provider = AnthropicProvider("k", base_url=fake.url, max_retries=0)
+    provider = AnthropicProvider("k", base_url=fake.url)
     harness = Harness(tree, root, lambda _n: provider)
     store = SnapshotStore(root)
     from pi_lsp.files.history import TurnRecorder

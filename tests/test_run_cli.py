@@ -25,7 +25,9 @@ from tests.fake_anthropic import (
     tool_reply,
 )
 from tests.fake_openai import MODEL as LOCAL_MODEL
-from tests.fake_openai import FakeOpenAI, chat_reply
+from tests.fake_openai import FakeOpenAI, chat_reply, chunk
+from tests.fake_openai import Reply as OpenAIReply
+from tests.fake_openai import error_reply as openai_error
 
 ROOT = Path(__file__).resolve().parent.parent
 SESSION_NAME = re.compile(
@@ -37,7 +39,10 @@ SESSION_NAME = re.compile(
 
 @pytest.fixture(scope="module")
 def agent_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("agent")
+    path = tmp_path_factory.mktemp("agent")
+    # pi's retry policy, with waits too short to notice
+    (path / "settings.json").write_text(json.dumps({"retry": {"baseDelayMs": 1}}))
+    return path
 
 
 @pytest.fixture
@@ -284,7 +289,7 @@ def test_provider_error_after_retries_exits_1(
     assert len(problems) == 1, result.stderr
     assert "500" in problems[0]
     assert "the fake is broken" in problems[0]
-    assert len(fake.message_requests()) >= 2  # the SDK retried
+    assert len(fake.message_requests()) == 4  # pi's agent-level retry: 3 more
     [path] = sessions(workspace)
     last = entries(path)[-1]["message"]
     assert last["role"] == "assistant"
@@ -295,8 +300,10 @@ def test_provider_error_after_retries_exits_1(
 
 def test_mid_stream_error_exits_1(
         fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
-    fake.script(Reply([message_start(), *text_block(0, "partial ")],
-                      error_type="overloaded_error", error_message="Overloaded"))
+    # Overloaded is retried (pi's policy): the same failure every time ends the run.
+    fake.script(*[Reply([message_start(), *text_block(0, "partial ")],
+                        error_type="overloaded_error", error_message="Overloaded")
+                  for _ in range(4)])
     result = pi_run(workspace, env, "--new", "hello")
     assert result.returncode == 1, result.stderr
     assert "partial" in result.stdout
@@ -360,3 +367,98 @@ def test_session_and_new_together_is_a_usage_error(
     assert fake.message_requests() == []
     assert not (workspace / "s.jsonl").exists()
     assert sessions(workspace) == []
+
+
+# -- OpenAI-compatible models (issue 18) ------------------------------------------------------
+
+
+def local_models(workspace: Path, url: str, api_key: str = "ollama") -> None:
+    (workspace / ".pi").mkdir(exist_ok=True)
+    (workspace / ".pi" / "models.json").write_text(json.dumps({"providers": {"ollama": {
+        "baseUrl": f"{url}/v1", "api": "openai-completions", "apiKey": api_key,
+        "models": [{"id": LOCAL_MODEL}]}}}))
+
+
+def without_anthropic_key(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k != "ANTHROPIC_API_KEY"}
+
+
+def test_a_malformed_stream_event_is_an_error_entry_and_exit_1(
+        oai: FakeOpenAI, workspace: Path, env: dict[str, str]) -> None:
+    local_models(workspace, oai.url)
+    bad = OpenAIReply(raw=b'data: {"choices":[{"index":0,"delta":{"content":"partial "}}]}\n\n'
+                          b"data: {oops\n\n")
+    model = f"ollama/{LOCAL_MODEL}"
+    oai.script(bad)
+    result = pi_run(workspace, env, "--new", "--model", model, "hi")
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.startswith("partial ")
+    [problem] = problem_lines(result.stderr)
+    assert "not JSON" in problem and "internal error" not in problem
+    [path] = sessions(workspace)
+    assert kinds(path)[-2:] == ["user", "assistant"]
+    last = entries(path)[-1]["message"]
+    assert last["stopReason"] == "error"
+    assert last["content"] == [{"type": "text", "text": "partial "}]
+    # On an existing session the prompt gets its (error) reply too.
+    oai.script(OpenAIReply(raw=bad.raw))
+    again = pi_run(workspace, env, "again")
+    assert again.returncode == 1, again.stderr
+    assert kinds(path)[-4:] == ["user", "assistant", "user", "assistant"]
+    assert check(path, env).returncode == 0
+
+
+def test_a_cut_stream_is_said_to_be_cut(
+        oai: FakeOpenAI, workspace: Path, env: dict[str, str]) -> None:
+    local_models(workspace, oai.url)
+    (workspace / ".pi" / "settings.json").write_text(json.dumps({"retry": {"enabled": False}}))
+    oai.script(OpenAIReply([chunk({"content": "half"})], cut=True))
+    result = pi_run(workspace, env, "--new", "--model", f"ollama/{LOCAL_MODEL}", "hi")
+    assert result.returncode == 1, result.stderr
+    [problem] = problem_lines(result.stderr)
+    assert "closed the connection before the reply was complete" in problem
+    [path] = sessions(workspace)
+    assert entries(path)[-1]["message"]["content"] == [{"type": "text", "text": "half"}]
+
+
+def test_model_flag_needs_no_default_provider_and_only_the_choice_is_written(
+        oai: FakeOpenAI, workspace: Path, env: dict[str, str]) -> None:
+    local_models(workspace, oai.url)
+    oai.script(chat_reply("local"))
+    result = pi_run(workspace, without_anthropic_key(env), "--new", "--model",
+                    f"ollama/{LOCAL_MODEL}", "--thinking", "low", "hi")
+    assert result.returncode == 0, result.stderr
+    [path] = sessions(workspace)
+    assert kinds(path) == ["model_change", "thinking_level_change", "user", "assistant"]
+    change, level = entries(path)[:2]
+    assert (change["provider"], change["modelId"]) == ("ollama", LOCAL_MODEL)
+    assert level["thinkingLevel"] == "low"
+    # Continuing it needs no Anthropic key either: its model is the local one.
+    oai.script(chat_reply("still local"))
+    again = pi_run(workspace, without_anthropic_key(env), "--thinking", "low", "more")
+    assert again.returncode == 0, again.stderr
+    assert kinds(path)[2:] == ["user", "assistant", "user", "assistant"]  # nothing re-set
+
+
+def test_a_shell_command_api_key_is_a_clear_usage_error(
+        oai: FakeOpenAI, workspace: Path, env: dict[str, str]) -> None:
+    local_models(workspace, oai.url, api_key="!pass show ollama")
+    oai.script()
+    result = pi_run(workspace, env, "--new", "--model", f"ollama/{LOCAL_MODEL}", "hi")
+    assert result.returncode == 2
+    [line] = result.stderr.splitlines()
+    assert "providers.ollama.apiKey: shell commands" in line and "internal error" not in line
+    assert sessions(workspace) == []
+
+
+def test_retry_waits_are_shown_and_the_run_recovers(
+        oai: FakeOpenAI, workspace: Path, env: dict[str, str]) -> None:
+    local_models(workspace, oai.url)
+    oai.script(openai_error(429, "rate_limit_exceeded", "slow down"), chat_reply("recovered"))
+    result = pi_run(workspace, env, "--new", "--model", f"ollama/{LOCAL_MODEL}", "hi")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "recovered\n"
+    assert "ollama 429 rate_limit_exceeded: slow down; retrying in 0.001s (1/3)" in result.stderr
+    [path] = sessions(workspace)
+    assert [e["message"]["stopReason"] for e in entries(path)
+            if e["type"] == "message" and e["message"]["role"] == "assistant"] == ["error", "stop"]

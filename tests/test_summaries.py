@@ -88,7 +88,7 @@ async def providers(fake: FakeAnthropic) -> AsyncIterator[Callable[[], Anthropic
     made: list[AnthropicProvider] = []
 
     def make(_name: str = "anthropic") -> AnthropicProvider:
-        provider = AnthropicProvider("k", base_url=fake.url, max_retries=0)
+        provider = AnthropicProvider("k", base_url=fake.url)
         made.append(provider)
         return provider
 

@@ -71,6 +71,23 @@ class ErrorEvent(_Event, tag="error", kw_only=True):
     message: str
 
 
+class AutoRetryStart(_Event, tag="auto_retry_start", kw_only=True):
+    """A failed reply will be asked for again after `delay_ms` (pi's event)."""
+
+    attempt: int
+    max_attempts: int
+    delay_ms: int
+    error_message: str
+
+
+class AutoRetryEnd(_Event, tag="auto_retry_end", kw_only=True):
+    """Retrying is over: a reply came (`success`), or the last failure stands."""
+
+    success: bool
+    attempt: int
+    final_error: str | None = None
+
+
 class SessionMoved(_Event, tag="session_moved", kw_only=True):
     """The session's file was replaced by another program mid-turn; both sides were kept and
     the session (the turn included) continues in `path`."""
@@ -92,5 +109,5 @@ class CompactionEnd(_Event, tag="compaction_end", kw_only=True):
 AgentEvent = (
     AgentStart | TurnStart | MessageStart | MessageUpdate | MessageEnd | ToolExecutionStart
     | ToolExecutionUpdate | ToolExecutionEnd | TurnEnd | SavePoint | AgentEnd | ErrorEvent
-    | CompactionStart | CompactionEnd | SessionMoved
+    | CompactionStart | CompactionEnd | SessionMoved | AutoRetryStart | AutoRetryEnd
 )

@@ -15,6 +15,8 @@ from pi_lsp.agent.approval import Approver, allow_all, approval_request
 from pi_lsp.agent.events import (
     AgentEnd,
     AgentEvent,
+    AutoRetryEnd,
+    AutoRetryStart,
     CompactionEnd,
     CompactionStart,
     ErrorEvent,
@@ -28,6 +30,7 @@ from pi_lsp.agent.events import (
 from pi_lsp.agent.feedback import FEEDBACK_ROUNDS
 from pi_lsp.agent.loop import Aborted, abortable, run_loop
 from pi_lsp.agent.prompt import build_system_prompt
+from pi_lsp.agent.retry import RetrySettings, is_passing_failure
 from pi_lsp.agent.tools import ALL_TOOLS, DISK, FileAccess, Tool, ToolContext, ToolError
 from pi_lsp.context.build import build_session_context, context_settings
 from pi_lsp.context.convert import convert_to_llm, prepare_for_provider
@@ -125,6 +128,7 @@ class Harness:
         branch_reserve_tokens: int = 16384,
         files: FileAccess = DISK,
         diagnostics: Diagnostics | None = None,
+        retry: RetrySettings | None = None,
     ) -> None:
         self.tree = tree
         self.root = root
@@ -139,6 +143,8 @@ class Harness:
         self.branch_reserve_tokens = branch_reserve_tokens
         self.files = files
         self.diagnostics = diagnostics
+        self.retry = retry or RetrySettings()
+        self._retry_attempt = 0  # retries of the current reply so far
         self._editing: dict[str, Path] = {}  # running write/edit calls: call id -> file
         self._touched: set[Path] = set()  # files this prompt's run changed
         self._feedback_rounds = 0
@@ -167,10 +173,14 @@ class Harness:
             if self.tree.path != path:
                 moved = SessionMoved(replaced_path=path, path=self.tree.path)
         self._note_edits(event)
+        ended_retry = self._retry_attempt > 0 and isinstance(event, MessageEnd) and \
+            isinstance(event.message, AssistantMessage) and event.message.stop_reason != "error"
         for listener in list(self._listeners):
             listener(event)
         if moved is not None:
             self.emit(moved)
+        if ended_retry:
+            self._end_retry(success=True)
         if isinstance(event, TurnEnd):
             had = self._flush(stop_at_leaf_move=True)
             self.emit(SavePoint(had_pending_mutations=had))
@@ -210,7 +220,7 @@ class Harness:
             model=state.model, system_prompt=state.system_prompt, messages=state.messages,
             tools=[ToolSpec(t.spec.name, t.spec.description, t.spec.parameters)
                    for t in state.tools],
-            thinking_level=state.thinking_level,
+            thinking_level=state.thinking_level, session_id=self.tree.header.id,
         )
 
     def prepare_next_turn(self) -> TurnState:
@@ -286,6 +296,30 @@ class Harness:
     def track(self, task: asyncio.Task[Any]) -> None:
         self._current = task
 
+    async def retry_after(self, reply: AssistantMessage) -> bool:
+        """Wait and say yes when the reply failed for a passing reason and retries are left
+        (settings `retry`); each wait is announced as an `auto_retry_start` event."""
+        settings, error = self.retry, reply.error_message
+        if self.aborted or not settings.enabled or self._retry_attempt >= settings.max_retries \
+                or is_context_overflow(error) or not is_passing_failure(error):
+            if self._retry_attempt:
+                self._end_retry(success=False, final_error=error)
+            return False
+        self._retry_attempt += 1
+        delay_ms = settings.delay_ms(self._retry_attempt)
+        self.emit(AutoRetryStart(attempt=self._retry_attempt, max_attempts=settings.max_retries,
+                                 delay_ms=delay_ms, error_message=error or "Unknown error"))
+        try:
+            await abortable(self, asyncio.sleep(delay_ms / 1000))
+        except Aborted:
+            self._end_retry(success=False, final_error="Retry cancelled")
+            return False
+        return True
+
+    def _end_retry(self, success: bool, final_error: str | None = None) -> None:
+        attempt, self._retry_attempt = self._retry_attempt, 0
+        self.emit(AutoRetryEnd(success=success, attempt=attempt, final_error=final_error))
+
     # -- running -------------------------------------------------------------------------
 
     @property
@@ -330,13 +364,15 @@ class Harness:
         return produced
 
     async def _run(self, prompts: list[UserMessage]) -> list[AgentMessage]:
-        self.phase, self.aborted = "turn", False
+        self.phase, self.aborted, self._retry_attempt = "turn", False, 0
         self.tree.hold_leaf = True  # another writer's entries must not become this turn's parent
         try:
             self.state = self.create_turn_state()
             self.provider(self.state.model.provider)  # a missing API key fails before any write
             return await run_loop(self, prompts)
         finally:
+            if self._retry_attempt:  # aborted while a retry ran
+                self._end_retry(success=False, final_error="Retry cancelled")
             self.tree.hold_leaf = False
             self._flush(stop_at_leaf_move=False)
             self.phase, self.state, self._current = "idle", None, None

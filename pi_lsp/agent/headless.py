@@ -12,14 +12,17 @@ from typing import TextIO
 
 from pi_lsp.agent.events import (
     AgentEvent,
+    AutoRetryStart,
     MessageUpdate,
     ToolExecutionEnd,
     ToolExecutionStart,
 )
 from pi_lsp.agent.harness import Harness, ProviderFactory
+from pi_lsp.context.build import context_settings
 from pi_lsp.files.history import record_files
 from pi_lsp.providers.base import MissingApiKeyError, TextDelta
 from pi_lsp.providers.factory import UnknownProviderError, provider_factory
+from pi_lsp.providers.models_file import ModelsFileError
 from pi_lsp.session.catalog import list_sessions, start_session, workspace_session_dir
 from pi_lsp.session.entries import THINKING_LEVELS, AssistantMessage, TextContent
 from pi_lsp.session.tree import SessionTree
@@ -50,9 +53,14 @@ def parse_model(text: str) -> tuple[str, str]:
     return provider, model_id
 
 
-def new_session(workspace: Path, settings: Settings, path: Path | None = None) -> SessionTree:
-    return start_session(workspace, settings.default_provider, settings.default_model,
-                         settings.default_thinking_level, path)
+def new_session(options: RunOptions, workspace: Path, settings: Settings,
+                path: Path | None = None) -> SessionTree:
+    """A session (written at its first reply) that begins with the model and thinking level
+    the run uses: `--model` and `--thinking`, else the settings' defaults."""
+    provider, model_id = parse_model(options.model) if options.model else \
+        (settings.default_provider, settings.default_model)
+    return start_session(workspace, provider, model_id,
+                         options.thinking or settings.default_thinking_level, path)
 
 
 def choose_session(options: RunOptions, workspace: Path, settings: Settings) -> SessionTree:
@@ -61,12 +69,12 @@ def choose_session(options: RunOptions, workspace: Path, settings: Settings) -> 
         if path.is_dir():
             raise RunError(f"{path}: is a directory, not a session file")
         return SessionTree.open(str(path)) if path.exists() else \
-            new_session(workspace, settings, path)
+            new_session(options, workspace, settings, path)
     if not options.new:
         existing = list_sessions([workspace_session_dir(str(workspace))])
         if existing:
             return SessionTree.open(existing[0].path)
-    return new_session(workspace, settings)
+    return new_session(options, workspace, settings)
 
 
 class TerminalPrinter:
@@ -75,12 +83,16 @@ class TerminalPrinter:
     def __init__(self, out: TextIO, err: TextIO) -> None:
         self.out, self.err = out, err
         self.at_line_start = True
+        self.high_surrogate = ""  # the first half of a character split between two deltas
 
     def __call__(self, event: AgentEvent) -> None:
         if isinstance(event, MessageUpdate) and isinstance(event.delta, TextDelta):
-            self.out.write(event.delta.delta)
-            self.out.flush()
-            self.at_line_start = event.delta.delta.endswith("\n")
+            self.write_text(event.delta.delta)
+        elif isinstance(event, AutoRetryStart):
+            self.end_line()
+            self.err.write(f"  ↻ {event.error_message}; retrying in {event.delay_ms / 1000:g}s "
+                           f"({event.attempt}/{event.max_attempts})\n")
+            self.err.flush()
         elif isinstance(event, ToolExecutionStart):
             self.end_line()
             target = event.args.get("path") or event.args.get("command") or ""
@@ -94,7 +106,22 @@ class TerminalPrinter:
                 self.err.write(f"  ✓ {event.tool_name}\n")
             self.err.flush()
 
+    def write_text(self, text: str) -> None:
+        """Reply text as it streams; a lone surrogate (a model can send one) shows as U+FFFD."""
+        text, self.high_surrogate = self.high_surrogate + text, ""
+        if text and "\ud800" <= text[-1] <= "\udbff":
+            text, self.high_surrogate = text[:-1], text[-1]
+        printable = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        self.out.write(printable)
+        self.out.flush()
+        if printable:
+            self.at_line_start = printable.endswith("\n")
+
     def end_line(self) -> None:
+        if self.high_surrogate:
+            self.high_surrogate = ""
+            self.out.write("\ufffd")
+            self.at_line_start = False
         if not self.at_line_start:
             self.out.write("\n")
             self.out.flush()
@@ -106,10 +133,9 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings) -
     if options.thinking and options.thinking not in THINKING_LEVELS:
         raise RunError(f"--thinking must be one of {', '.join(THINKING_LEVELS)}")
     registry = settings.registry()
-    providers: ProviderFactory = provider_factory(registry, settings.api_key)
-    # A missing API key or unknown provider fails here, before anything is written.
-    providers(wanted[0] if wanted else settings.default_provider)
-    tree = choose_session(options, workspace, settings)
+    providers: ProviderFactory = provider_factory(registry, settings.api_key,
+                                                  retry=settings.retry.provider)
+    tree = choose_session(options, workspace, settings)  # a new one is written at its reply
     harness = Harness(
         tree, workspace, providers,
         registry=registry,
@@ -118,13 +144,17 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings) -
         summarizer=choose_summarizer(settings),
         compaction=settings.compaction,
         branch_reserve_tokens=settings.branch_summary.reserve_tokens,
+        retry=settings.retry,
     )
-    record_files(harness)
     current = harness.model()
-    harness.provider(current.provider)
+    # Only the provider the run uses is made: a missing key or unknown provider fails here,
+    # before anything is written.
+    harness.provider(wanted[0] if wanted else current.provider)
+    record_files(harness)
     if wanted and (current.provider, current.id) != wanted:
         harness.set_model(*wanted)
-    if options.thinking:
+    if options.thinking and \
+            options.thinking != context_settings(tree.path_to(tree.leaf_id)).thinking_level:
         harness.set_thinking_level(options.thinking)
     printer = TerminalPrinter(sys.stdout, sys.stderr)
     harness.subscribe(printer)
@@ -161,6 +191,7 @@ def main_run(options: RunOptions) -> int:
     try:
         settings = load_settings(workspace)
         return asyncio.run(run_prompt(options, workspace, settings))
-    except (RunError, MissingApiKeyError, SettingsError, UnknownProviderError) as error:
+    except (RunError, MissingApiKeyError, SettingsError, UnknownProviderError,
+            ModelsFileError) as error:
         print(f"pi-lsp: {error}", file=sys.stderr)
         return EXIT_USAGE

@@ -68,6 +68,11 @@ class LoopHooks(Protocol):
         """The task abort() must cancel right now."""
         ...
 
+    async def retry_after(self, reply: AssistantMessage) -> bool:
+        """Whether to ask again for a failed reply, having waited as long as the retry policy
+        says."""
+        ...
+
 
 class Aborted(Exception):
     """The current step was cancelled by abort()."""
@@ -183,6 +188,11 @@ async def run_loop(hooks: LoopHooks, prompts: list[UserMessage]) -> list[AgentMe
                 results = [unrun_tool(hooks, call, reason) for call in calls]
                 produced.extend(results)
                 hooks.emit(TurnEnd(message=reply, tool_results=results))
+                if reply.stop_reason == "error" and await hooks.retry_after(reply):
+                    # The failed reply stays in the file; the next request leaves it out.
+                    hooks.emit(TurnStart())
+                    more_tools, pending = True, []
+                    continue
                 hooks.emit(AgentEnd(messages=produced))
                 return produced
             for call in calls:

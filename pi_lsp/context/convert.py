@@ -148,16 +148,18 @@ def prepare_for_provider(messages: list[LlmMessage]) -> list[LlmMessage]:
 
 
 def adapt_to_model(messages: list[LlmMessage], provider: str, api: str, model_id: str,
-                   normalize_id: Callable[[str], str] | None = None) -> list[LlmMessage]:
-    """pi's cross-provider transform: another model's replies lose their thinking (kept as
-    text), redacted thinking and signatures, and get tool-call ids this provider accepts."""
+                   normalize_id: Callable[[str, AssistantMessage], str] | None = None
+                   ) -> list[LlmMessage]:
+    """pi's cross-provider transform: another model's replies lose their thinking (it was that
+    model's, and as text it would read as part of the visible reply), redacted thinking and
+    signatures, and get tool-call ids this provider accepts (`normalize_id(id, reply)`)."""
     renamed: dict[str, str] = {}
     adapted: list[LlmMessage] = []
     for message in messages:
         if isinstance(message, AssistantMessage) and not (
                 message.provider == provider and message.api == api and message.model == model_id):
-            blocks = [b for b in map(lambda b: _foreign_block(b, normalize_id, renamed),
-                                     message.content) if b is not None]
+            blocks = [b for b in (_foreign_block(b, message, normalize_id, renamed)
+                                  for b in message.content) if b is not None]
             message = msgspec.structs.replace(message, content=blocks)
         elif isinstance(message, ToolResultMessage) and message.tool_call_id in renamed:
             message = msgspec.structs.replace(message,
@@ -166,15 +168,15 @@ def adapt_to_model(messages: list[LlmMessage], provider: str, api: str, model_id
     return adapted
 
 
-def _foreign_block(block: AssistantBlock, normalize_id: Callable[[str], str] | None,
+def _foreign_block(block: AssistantBlock, message: AssistantMessage,
+                   normalize_id: Callable[[str, AssistantMessage], str] | None,
                    renamed: dict[str, str]) -> AssistantBlock | None:
     """One block of another model's reply, as this model may see it."""
     if isinstance(block, ThinkingContent):
-        # Its reasoning cannot be verified here; empty or redacted thinking has nothing to say.
-        return TextContent(text=block.thinking) if block.thinking.strip() else None
+        return None
     if isinstance(block, TextContent):
         return TextContent(text=block.text)
-    new_id = normalize_id(block.id) if normalize_id else block.id
+    new_id = normalize_id(block.id, message) if normalize_id else block.id
     if new_id != block.id:
         renamed[block.id] = new_id
     return ToolCall(id=new_id, name=block.name, arguments=block.arguments)

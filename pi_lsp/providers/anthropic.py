@@ -10,8 +10,15 @@ import anthropic
 
 from pi_lsp.context.convert import adapt_to_model
 from pi_lsp.providers.base import MissingApiKeyError as MissingApiKeyError
-from pi_lsp.providers.base import ModelRequest, ProviderEvent, ReplyBuilder
+from pi_lsp.providers.base import (
+    ModelRequest,
+    ProviderEvent,
+    ReplyBuilder,
+    without_lone_surrogates,
+)
+from pi_lsp.providers.failures import StreamEndedEarly, transport_failure, unreadable_reply
 from pi_lsp.providers.registry import ANTHROPIC_API
+from pi_lsp.providers.retry import HttpFailure, ProviderRetry, with_retries
 from pi_lsp.session.entries import (
     AssistantMessage,
     LlmMessage,
@@ -29,11 +36,11 @@ DEFAULT_MAX_TOKENS = 16_384
 ANSWER_ROOM = 4096  # output kept free beyond the thinking budget
 CACHE = {"type": "ephemeral"}
 STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop",
-                "max_tokens": "length", "tool_use": "toolUse", "refusal": "stop"}
+                "max_tokens": "length", "tool_use": "toolUse"}
 _TOOL_ID = re.compile(r"[^a-zA-Z0-9_-]")
 
 
-def tool_id(raw: str) -> str:
+def tool_id(raw: str, _source: AssistantMessage | None = None) -> str:
     """Ids from other providers made acceptable to Anthropic (letters, digits, _ and -)."""
     return _TOOL_ID.sub("_", raw)[:64] or "tool"
 
@@ -135,56 +142,87 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
     else:
         params["thinking"] = {"type": "disabled"}
     params["max_tokens"] = max_tokens
-    return params
+    return without_lone_surrogates(params)  # type: ignore[no-any-return]
 
 
-def error_text(error: Exception) -> str:
-    """One readable line for a failed call."""
+def error_text(label: str, error: anthropic.APIError) -> str:
+    """One line for an error the server sent: a failed status, or an error event mid-stream."""
+    body = error.body
+    detail = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, anthropic.APIStatusError) and isinstance(detail, dict):
+        kind, text = detail.get("type", "error"), detail.get("message", "")
+        status = error.status_code if error.status_code != 200 else "stream"
+        return f"{label} {status} {kind}: {text}".strip()
     if isinstance(error, anthropic.APIStatusError):
-        body = error.body
-        detail = body.get("error") if isinstance(body, dict) else None
-        if isinstance(detail, dict):
-            kind, text = detail.get("type", "error"), detail.get("message", "")
-            status = error.status_code if error.status_code != 200 else "stream"
-            return f"Anthropic {status} {kind}: {text}".strip()
-        return f"Anthropic {error.status_code}: {error.message}"
+        return f"{label} {error.status_code}: {error.message}"
+    return f"{label} stream error: {error.message}"
+
+
+def http_failure(error: Exception) -> HttpFailure | None:
+    if isinstance(error, anthropic.APIStatusError) and error.status_code != 200:
+        return error.status_code, error.response.headers
     if isinstance(error, anthropic.APIConnectionError):
-        return f"cannot reach the Anthropic API: {error}"
-    return f"{type(error).__name__}: {error}"
+        return None, {}
+    return None
 
 
 class AnthropicProvider:
     name = "anthropic"
 
     def __init__(self, api_key: str | None, base_url: str | None = None,
-                 max_retries: int = 2, headers: dict[str, str] | None = None,
+                 retry: ProviderRetry | None = None, headers: dict[str, str] | None = None,
                  name: str = "anthropic") -> None:
         if not api_key:
             raise MissingApiKeyError(name)
         self.name = name
-        # base_url None leaves the SDK's own ANTHROPIC_BASE_URL handling in place.
+        self.label = "Anthropic" if name == "anthropic" else name
+        self.retry = retry or ProviderRetry()
+        # base_url None leaves the SDK's own ANTHROPIC_BASE_URL handling in place; retries are
+        # ours (pi's policy), never the SDK's.
         self.client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url,
-                                               max_retries=max_retries,
+                                               max_retries=0, timeout=self.retry.timeout_s,
                                                default_headers=headers or None)
 
     async def stream(self, request: ModelRequest, reply: ReplyBuilder
                      ) -> AsyncIterator[ProviderEvent]:
+        params = request_params(request)
+        answered = started = stopped = reasoned = False
         try:
-            stream = await self.client.messages.create(
-                **request_params(request), stream=True,
-                extra_headers=request.model.headers or None)
+            stream = await with_retries(
+                lambda: self.client.messages.create(
+                    **params, stream=True, extra_headers=request.model.headers or None),
+                self.retry, http_failure)
+            answered = True
             slots: dict[int, int] = {}  # the API's block index -> the reply's block index
             async with stream:
                 async for event in stream:
+                    started = started or event.type == "message_start"
+                    stopped = stopped or event.type == "message_stop"
+                    reasoned = reasoned or (event.type == "message_delta"
+                                            and bool(event.delta.stop_reason))
                     for produced in self._apply(event, reply, slots):
                         yield produced
-        except anthropic.APIError as error:
-            reply.fail("error", error_text(error))
+            if started and not stopped:
+                raise StreamEndedEarly("stream ended before message_stop")
+            if not reasoned:
+                raise StreamEndedEarly("stream ended without a stop reason")
+        except Exception as error:  # every failure ends in the reply, partial content kept
+            reply.fail("error", self.failure_text(error, answered))
+
+    def failure_text(self, error: Exception, answered: bool) -> str:
+        described = transport_failure(error, self.label, str(self.client.base_url),
+                                      self.retry.timeout_s, answered)
+        if described is not None:
+            return described
+        if isinstance(error, anthropic.APIError):
+            return error_text(self.label, error)
+        return unreadable_reply(error, self.label)
 
     def _apply(self, event: Any, reply: ReplyBuilder, slots: dict[int, int]
                ) -> list[ProviderEvent]:
         kind = event.type
         if kind == "message_start":
+            reply.response_id = event.message.id
             usage = event.message.usage
             reply.usage.input = usage.input_tokens or 0
             reply.usage.output = usage.output_tokens or 0
@@ -207,8 +245,12 @@ class AnthropicProvider:
             return [reply.end_block(slots[event.index])]
         elif kind == "message_delta":
             reason = event.delta.stop_reason
-            if reason:
-                reply.stop_reason = STOP_REASONS.get(reason, "stop")  # type: ignore[assignment]
+            if reason == "refusal":
+                reply.fail("error", "The model refused to complete the request")
+            elif reason in STOP_REASONS:
+                reply.stop_reason = STOP_REASONS[reason]  # type: ignore[assignment]
+            elif reason:
+                reply.fail("error", f"Provider stopped with: {reason}")
             usage = event.usage
             if usage is not None:
                 reply.usage.output = usage.output_tokens or reply.usage.output

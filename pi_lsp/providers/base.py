@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
@@ -50,6 +51,7 @@ class ModelRequest(msgspec.Struct):
     tools: list[ToolSpec]
     thinking_level: str
     max_tokens: int | None = None
+    session_id: str | None = None  # for prompt caching and session affinity, as pi sends it
 
 
 class StreamEvent(msgspec.Struct, tag_field="type", rename="camel", kw_only=True):
@@ -85,6 +87,56 @@ class Provider(Protocol):
         ...
 
 
+_LONE_SURROGATE = re.compile(
+    r"[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]")
+
+
+def without_lone_surrogates(value: Any) -> Any:
+    """`value` (a request body) with unpaired surrogates removed from its strings, as pi sends
+    text: they cannot be encoded, and servers reject them."""
+    if isinstance(value, str):
+        return value if value.isascii() else _LONE_SURROGATE.sub("", value)
+    if isinstance(value, dict):
+        return {key: without_lone_surrogates(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [without_lone_surrogates(item) for item in value]
+    return value
+
+
+def _append(text: str, delta: str) -> str:
+    """`text + delta`, a surrogate pair split between two stream events joined into its
+    character (as JavaScript's strings join it); a lone surrogate is kept as it came."""
+    if text and delta and "\ud800" <= text[-1] <= "\udbff" and "\udc00" <= delta[0] <= "\udfff":
+        high, low = ord(text[-1]) - 0xD800, ord(delta[0]) - 0xDC00
+        return text[:-1] + chr(0x10000 + (high << 10) + low) + delta[1:]
+    return text + delta
+
+
+def short_hash(text: str) -> str:
+    """pi's `shortHash` (two 32-bit multiplicative hashes in base 36), so ids it shortens come
+    out the same here."""
+    def imul(a: int, b: int) -> int:
+        return (a * b) & 0xFFFFFFFF
+
+    h1, h2 = 0xDEADBEEF, 0x41C6CE57
+    units = text.encode("utf-16-le", "surrogatepass")
+    for index in range(0, len(units), 2):
+        unit = units[index] | units[index + 1] << 8
+        h1, h2 = imul(h1 ^ unit, 2654435761), imul(h2 ^ unit, 1597334677)
+    h1 = imul(h1 ^ h1 >> 16, 2246822507) ^ imul(h2 ^ h2 >> 13, 3266489909)
+    h2 = imul(h2 ^ h2 >> 16, 2246822507) ^ imul(h1 ^ h1 >> 13, 3266489909)
+    return _base36(h2) + _base36(h1)
+
+
+def _base36(number: int) -> str:
+    digits = ""
+    while True:
+        number, digit = divmod(number, 36)
+        digits = "0123456789abcdefghijklmnopqrstuvwxyz"[digit] + digits
+        if not number:
+            return digits
+
+
 def cost_of(usage: Usage, model: ModelInfo) -> Cost:
     price = model.price
 
@@ -113,6 +165,7 @@ class ReplyBuilder:
         self.usage = Usage()
         self.stop_reason: StopReason = "stop"
         self.error_message: str | None = None
+        self.response_id: str | None = None
         self.timestamp = now_ms()
 
     def start_text(self) -> int:
@@ -135,13 +188,13 @@ class ReplyBuilder:
     def add_text(self, index: int, delta: str) -> TextDelta:
         block = self.blocks[index]
         assert isinstance(block, TextContent)
-        block.text += delta
+        block.text = _append(block.text, delta)
         return TextDelta(content_index=index, delta=delta)
 
     def add_thinking(self, index: int, delta: str) -> ThinkingDelta:
         block = self.blocks[index]
         assert isinstance(block, ThinkingContent)
-        block.thinking += delta
+        block.thinking = _append(block.thinking, delta)
         return ThinkingDelta(content_index=index, delta=delta)
 
     def add_signature(self, index: int, signature: str) -> None:
@@ -152,6 +205,10 @@ class ReplyBuilder:
     def add_tool_json(self, index: int, delta: str) -> ToolCallDelta:
         self._tool_json[index] += delta
         return ToolCallDelta(content_index=index, delta=delta)
+
+    def replace_tool_json(self, index: int, text: str) -> None:
+        """The complete arguments JSON, when the server sends it whole at the end."""
+        self._tool_json[index] = text
 
     def tool_json(self, index: int) -> str:
         """The arguments JSON received so far for an open tool call."""
@@ -166,8 +223,10 @@ class ReplyBuilder:
         return BlockEnd(content_index=index)
 
     def fail(self, reason: StopReason, message: str) -> None:
-        self.stop_reason = reason
-        self.error_message = message
+        """End the reply as failed; the first failure is the one reported."""
+        if self.stop_reason not in ("error", "aborted"):
+            self.stop_reason = reason
+            self.error_message = message
 
     def snapshot(self) -> AssistantMessage:
         """The reply so far, for progress; unfinished tool arguments show as empty."""
@@ -186,7 +245,8 @@ class ReplyBuilder:
         return AssistantMessage(
             content=blocks, api=self.api, provider=self.model.provider,
             model=self.model.id, usage=usage, stop_reason=self.stop_reason,
-            timestamp=self.timestamp, error_message=self.error_message,
+            timestamp=self.timestamp, response_id=self.response_id,
+            error_message=self.error_message,
         )
 
 

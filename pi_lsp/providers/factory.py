@@ -14,6 +14,7 @@ from pi_lsp.providers.registry import (
     SUPPORTED_APIS,
     ModelRegistry,
 )
+from pi_lsp.providers.retry import ProviderRetry
 
 
 class UnknownProviderError(ValueError):
@@ -21,10 +22,10 @@ class UnknownProviderError(ValueError):
 
 
 def provider_factory(registry: ModelRegistry, settings_key: Callable[[str], str | None],
-                     anthropic_base_url: str | None = None, max_retries: int = 2
+                     anthropic_base_url: str | None = None, retry: ProviderRetry | None = None
                      ) -> Callable[[str], Provider]:
     """Makes providers by name; the key comes from settings (environment, `apiKeys`) first,
-    then from models.json's `apiKey`."""
+    then from models.json's `apiKey`; `retry` is settings' `retry.provider`."""
 
     def make(name: str) -> Provider:
         config = registry.provider(name)
@@ -45,11 +46,11 @@ def provider_factory(registry: ModelRegistry, settings_key: Callable[[str], str 
         if config.api == ANTHROPIC_API:
             base_url = anthropic_base_url if name == "anthropic" and anthropic_base_url \
                 else config.base_url
-            return AnthropicProvider(key, base_url=base_url, max_retries=max_retries,
-                                     headers=headers, name=name)
+            return AnthropicProvider(key, base_url=base_url, retry=retry, headers=headers,
+                                     name=name)
         assert config.api in (CHAT_API, RESPONSES_API)
         # Imported when first needed: the openai SDK adds a third to the server's start-up.
         from pi_lsp.providers.openai_api import OpenAIProvider
 
-        return OpenAIProvider(name, key, config.base_url, headers, max_retries)
+        return OpenAIProvider(name, key, config.base_url, headers, retry)
     return make

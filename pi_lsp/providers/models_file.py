@@ -49,6 +49,7 @@ class ModelSpec(msgspec.Struct, rename="camel"):
     cost: CostSpec = msgspec.field(default_factory=CostSpec)
     headers: dict[str, str] = msgspec.field(default_factory=dict)
     compat: Compat = msgspec.field(default_factory=Compat)
+    thinking_level_map: dict[str, str | None] = msgspec.field(default_factory=dict)
 
 
 class OverrideSpec(msgspec.Struct, rename="camel"):
@@ -84,7 +85,7 @@ def models_files(workspace: Path) -> list[Path]:
 
 def _read(path: Path) -> dict[str, Any]:
     """One file's JSON, checked against the schema so errors name this file."""
-    data = read_object(path, "models", ModelsFileError)
+    data = read_object(path, "models", ModelsFileError, comments=True)
     providers = data.get("providers", {})
     if not isinstance(providers, dict):
         raise ModelsFileError(f"{path}: providers must be an object of providers by name")
@@ -158,6 +159,7 @@ def _model(provider: str, api: str, spec: ProviderSpec, model: ModelSpec) -> Mod
         Price(cost.input, cost.output, cost.cache_read, cost.cache_write),
         reasoning=model.reasoning, api=model.api or api, name=model.name, input=model.input,
         headers=model.headers, compat=model.compat.over(spec.compat),
+        thinking_level_map=model.thinking_level_map,
     )
 
 

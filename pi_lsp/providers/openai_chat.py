@@ -1,7 +1,7 @@
 """OpenAI Chat Completions (`openai-completions`): the request for a turn and the stream read back.
 
 Ollama, llama.cpp, vLLM, LM Studio and OpenRouter all speak this format; the model's `compat`
-flags (pi's) cover where they differ from OpenAI.
+flags (pi's), laid over what pi detects from the host, cover where they differ from OpenAI.
 """
 
 from __future__ import annotations
@@ -11,11 +11,19 @@ import re
 from typing import Any
 
 from pi_lsp.context.convert import adapt_to_model
-from pi_lsp.providers.base import ModelRequest, ProviderEvent, ReplyBuilder
-from pi_lsp.providers.registry import CHAT_API, ModelInfo
+from pi_lsp.providers.base import (
+    ModelRequest,
+    ProviderEvent,
+    ReplyBuilder,
+    short_hash,
+    without_lone_surrogates,
+)
+from pi_lsp.providers.failures import StreamEndedEarly
+from pi_lsp.providers.registry import CHAT_API, Compat, ModelInfo, detect_compat
 from pi_lsp.session.entries import (
     AssistantMessage,
     ImageContent,
+    StopReason,
     TextContent,
     ThinkingContent,
     ToolCall,
@@ -25,19 +33,58 @@ from pi_lsp.session.entries import (
 )
 
 OUTPUT_CAP = 32_000  # pi's default output limit for a request
-EFFORTS = {"minimal": "minimal", "low": "low", "medium": "medium", "high": "high",
-           "xhigh": "high"}  # xhigh is clamped: few servers know it
-STOP_REASONS = {"stop": "stop", "length": "length", "tool_calls": "toolUse",
-                "function_call": "toolUse"}
+LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
+STOP_REASONS: dict[str, StopReason] = {"stop": "stop", "end": "stop", "length": "length",
+                                       "tool_calls": "toolUse", "function_call": "toolUse"}
 REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
+PROMPT_CACHE_KEY_CHARS = 64
 _UNSAFE_ID = re.compile(r"[^a-zA-Z0-9_-]")
 
 
+def compat_of(model: ModelInfo) -> Compat:
+    """The model's flags over pi's defaults for its host."""
+    return model.compat.over(detect_compat(model.provider, model.base_url or ""))
+
+
+def thinking_level(model: ModelInfo, level: str) -> str | None:
+    """The level pi asks a model to think at (None: not at all): `level` clamped to the ones
+    the model has (`thinkingLevelMap` None drops one; xhigh needs an entry)."""
+    if not model.reasoning or level == "off" or level not in LEVELS:
+        return None
+    levels = model.thinking_level_map
+
+    def available(candidate: str) -> bool:
+        if candidate in levels and levels[candidate] is None:
+            return False
+        return candidate != "xhigh" or candidate in levels
+
+    wanted = LEVELS.index(level)
+    order = [*LEVELS[wanted:], *reversed(LEVELS[1:wanted])]
+    return next((candidate for candidate in order if available(candidate)), None)
+
+
+def effort_of(model: ModelInfo, level: str) -> str:
+    """The effort sent for a thinking level: the model's `thinkingLevelMap` entry, or the level."""
+    return model.thinking_level_map.get(level) or level
+
+
+def off_effort(model: ModelInfo, default: str | None) -> str | None:
+    """What is sent for thinking off: the map's `off`, else `default`; None: nothing."""
+    if "off" in model.thinking_level_map:
+        return model.thinking_level_map["off"]
+    return default
+
+
 def tool_id(raw: str, provider: str) -> str:
-    """A tool-call id this API accepts: the call part of a Responses id, at most 40 characters
-    for OpenAI itself."""
+    """A tool-call id this API accepts: a Responses `call|item` pair joined (hashed past 40
+    characters), at most 40 characters for OpenAI itself."""
     if "|" in raw:
-        return _UNSAFE_ID.sub("_", raw.split("|", 1)[0])[:40]
+        call, item = (_UNSAFE_ID.sub("_", part) for part in raw.split("|", 1))
+        joined = f"{call}_{item}" if item else call
+        if len(joined) <= 40:
+            return joined
+        digest = short_hash(raw)[:8]
+        return f"{call[:max(1, 40 - len(digest) - 1)]}_{digest}"
     return raw[:40] if provider == "openai" else raw
 
 
@@ -47,40 +94,47 @@ def _parts(content: str | list[UserBlock], model: ModelInfo) -> str | list[dict[
     parts: list[dict[str, Any]] = []
     for block in content:
         if isinstance(block, TextContent):
-            parts.append({"type": "text", "text": block.text})
+            if block.text:
+                parts.append({"type": "text", "text": block.text})
         elif "image" in model.input:
             parts.append({"type": "image_url",
                           "image_url": {"url": f"data:{block.mime_type};base64,{block.data}"}})
     return parts
 
 
-def _assistant(message: AssistantMessage, model: ModelInfo) -> dict[str, Any] | None:
-    texts = [{"type": "text", "text": b.text} for b in message.content
-             if isinstance(b, TextContent) and b.text.strip()]
-    wire: dict[str, Any] = {"role": "assistant", "content": texts or None}
+def _assistant(message: AssistantMessage, model: ModelInfo, compat: Compat
+               ) -> dict[str, Any] | None:
+    texts = [b.text for b in message.content if isinstance(b, TextContent) and b.text.strip()]
+    # The text as one string, as pi sends it: an array of parts is mirrored back by some models.
+    wire: dict[str, Any] = {"role": "assistant", "content": "".join(texts) or None}
     # Thinking left after adapt_to_model is this model's own; it goes back where it came from.
     thoughts = [b for b in message.content if isinstance(b, ThinkingContent) and b.thinking.strip()]
-    if thoughts and model.compat.requires_thinking_as_text:
+    if thoughts and compat.requires_thinking_as_text:
         wire["content"] = [{"type": "text", "text": "\n\n".join(b.thinking for b in thoughts)},
-                           *texts]
+                           *({"type": "text", "text": text} for text in texts)]
     elif thoughts and thoughts[0].thinking_signature in REASONING_FIELDS:
         wire[str(thoughts[0].thinking_signature)] = "\n".join(b.thinking for b in thoughts)
     calls = [b for b in message.content if isinstance(b, ToolCall)]
     if calls:
         wire["tool_calls"] = [{"id": c.id, "type": "function", "function": {
             "name": c.name, "arguments": json.dumps(c.arguments)}} for c in calls]
+    if compat.requires_reasoning_content_on_assistant_messages and model.reasoning:
+        wire.setdefault("reasoning_content", "")
     return wire if wire["content"] or calls else None
 
 
-def _tool_results(results: list[ToolResultMessage], model: ModelInfo) -> list[dict[str, Any]]:
+def _tool_results(results: list[ToolResultMessage], model: ModelInfo, compat: Compat
+                  ) -> list[dict[str, Any]]:
     """A run of tool results: one `tool` message each, then their images as one user message."""
     wire: list[dict[str, Any]] = []
     images: list[ImageContent] = []
     for result in results:
         text = "\n".join(b.text for b in result.content if isinstance(b, TextContent))
-        message = {"role": "tool", "content": text or "(see attached image)",
-                   "tool_call_id": result.tool_call_id}
-        if model.compat.requires_tool_result_name:
+        has_images = any(isinstance(b, ImageContent) for b in result.content)
+        message = {"role": "tool", "tool_call_id": result.tool_call_id,
+                   "content": text if text.strip() else
+                   "(see attached image)" if has_images else "(no tool output)"}
+        if compat.requires_tool_result_name:
             message["name"] = result.tool_name
         wire.append(message)
         images += [b for b in result.content if isinstance(b, ImageContent)]
@@ -91,61 +145,142 @@ def _tool_results(results: list[ToolResultMessage], model: ModelInfo) -> list[di
     return wire
 
 
-def wire_messages(request: ModelRequest) -> list[dict[str, Any]]:
+def wire_messages(request: ModelRequest, compat: Compat) -> list[dict[str, Any]]:
     """The system prompt and the conversation as Chat Completions messages."""
     model = request.model
-    developer = model.reasoning and model.compat.supports_developer_role is not False
+    developer = model.reasoning and compat.supports_developer_role
     wire: list[dict[str, Any]] = [
         {"role": "developer" if developer else "system", "content": request.system_prompt}]
     messages = adapt_to_model(request.messages, model.provider, CHAT_API, model.id,
-                              lambda raw: tool_id(raw, model.provider))
+                              lambda raw, _source: tool_id(raw, model.provider))
     pending: list[ToolResultMessage] = []
     for message in [*messages, None]:
         if isinstance(message, ToolResultMessage):
             pending.append(message)
             continue
         if pending:
-            wire += _tool_results(pending, model)
+            wire += _tool_results(pending, model, compat)
             pending = []
         if isinstance(message, UserMessage):
             content = _parts(message.content, model)
             if content:
                 wire.append({"role": "user", "content": content})
         elif isinstance(message, AssistantMessage):
-            assistant = _assistant(message, model)
+            assistant = _assistant(message, model, compat)
             if assistant is not None:
                 wire.append(assistant)
     return wire
 
 
+def _has_tool_history(request: ModelRequest) -> bool:
+    return any(isinstance(m, ToolResultMessage) or (isinstance(m, AssistantMessage) and any(
+        isinstance(b, ToolCall) for b in m.content)) for m in request.messages)
+
+
 def request_params(request: ModelRequest) -> dict[str, Any]:
     """The keyword arguments of `chat.completions.create` for a request (`stream` aside)."""
-    model, compat = request.model, request.model.compat
-    params: dict[str, Any] = {"model": model.id, "messages": wire_messages(request)}
-    if compat.supports_usage_in_streaming is not False:
+    model, compat = request.model, compat_of(request.model)
+    params: dict[str, Any] = {"model": model.id, "messages": wire_messages(request, compat)}
+    cache_key = compat.prompt_cache_key_mode == "enabled" or (
+        compat.prompt_cache_key_mode == "auto" and "api.openai.com" in (model.base_url or ""))
+    if cache_key and request.session_id:
+        params["prompt_cache_key"] = request.session_id[:PROMPT_CACHE_KEY_CHARS]
+    if compat.supports_usage_in_streaming:
         params["stream_options"] = {"include_usage": True}
-    if compat.supports_store is not False:
+    if compat.supports_store:
         params["store"] = False
     max_tokens = request.max_tokens or min(model.max_tokens, OUTPUT_CAP)
     params[compat.max_tokens_field or "max_completion_tokens"] = max_tokens
     if request.tools:
-        strict = {"strict": False} if compat.supports_strict_mode is not False else {}
+        strict = {"strict": False} if compat.supports_strict_mode else {}
         params["tools"] = [{"type": "function", "function": {
             "name": t.name, "description": t.description, "parameters": t.parameters, **strict}}
             for t in request.tools]
-    effort = EFFORTS.get(request.thinking_level)
-    if effort and model.reasoning and compat.supports_reasoning_effort is not False:
-        params["reasoning_effort"] = effort
-    return params
+    elif compat.requires_tools_with_tool_history and _has_tool_history(request):
+        params["tools"] = []
+    if model.reasoning:
+        params.update(_thinking_params(model, compat, thinking_level(model,
+                                                                     request.thinking_level)))
+    return without_lone_surrogates(params)  # type: ignore[no-any-return]
+
+
+def _thinking_params(model: ModelInfo, compat: Compat, level: str | None) -> dict[str, Any]:
+    """How a reasoning model is asked to think at `level` (None: not), in the host's format."""
+    effort = effort_of(model, level) if level else None
+    effort_field = {"reasoning_effort": effort} if effort and compat.supports_reasoning_effort \
+        else {}
+    off = off_effort(model, "none")
+    match compat.thinking_format:
+        case "zai":
+            thinking = {"type": "enabled", "clear_thinking": False} if effort else \
+                {"type": "disabled"}
+            return {"thinking": thinking, **effort_field}
+        case "qwen":
+            return {"enable_thinking": bool(effort), **effort_field}
+        case "qwen-chat-template":
+            return {"chat_template_kwargs": {"enable_thinking": bool(effort),
+                                             "preserve_thinking": True}}
+        case "deepseek":
+            if effort:
+                return {"thinking": {"type": "enabled"}, **effort_field}
+            return {"thinking": {"type": "disabled"}} if off is not None else {}
+        case "openrouter":
+            if effort:
+                return {"reasoning": {"effort": effort}}
+            return {"reasoning": {"effort": off}} if off is not None else {}
+        case "ant-ling":  # only levels the model's map names
+            mapped = model.thinking_level_map.get(level) if level else None
+            return {"reasoning": {"effort": mapped}} if mapped else {}
+        case "together":
+            return {"reasoning": {"enabled": bool(effort)}, **effort_field}
+        case "string-thinking":
+            if effort:
+                return {"thinking": effort}
+            return {"thinking": off} if off is not None else {}
+    if effort:
+        return effort_field
+    mapped_off = off_effort(model, None)
+    return {"reasoning_effort": mapped_off} if mapped_off and compat.supports_reasoning_effort \
+        else {}
+
+
+def request_headers(request: ModelRequest) -> dict[str, str]:
+    """Session-affinity headers, for hosts that route a session to one server (OpenRouter)."""
+    compat, session = compat_of(request.model), request.session_id
+    if not session or not compat.send_session_affinity_headers:
+        return {}
+    if compat.session_affinity_format == "openrouter":
+        return {"x-session-id": session}
+    headers = {"x-client-request-id": session, "x-session-affinity": session}
+    if compat.session_affinity_format == "openai":
+        headers["session_id"] = session
+    return headers
+
+
+def _usage(raw: Any, reply: ReplyBuilder) -> None:
+    """pi's reading of usage: cached tokens wherever the host puts them, not counted as input."""
+    details = getattr(raw, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None)
+    if cached is None:
+        cached = getattr(raw, "prompt_cache_hit_tokens", None)
+    if cached is None:
+        cached = getattr(raw, "cached_tokens", None)
+    written = getattr(details, "cache_write_tokens", None) or 0
+    reply.usage.cache_read, reply.usage.cache_write = cached or 0, written
+    reply.usage.input = max(0, (getattr(raw, "prompt_tokens", None) or 0) - (cached or 0)
+                            - written)
+    reply.usage.output = getattr(raw, "completion_tokens", None) or 0
 
 
 class ChatReader:
     """Turns streamed chunks into reply blocks: text, reasoning, and tool calls by index."""
 
-    def __init__(self, reply: ReplyBuilder) -> None:
+    def __init__(self, reply: ReplyBuilder, compat: Compat) -> None:
         self.reply = reply
+        self.compat = compat
         self.current: tuple[str, int] | None = None  # (kind, reply block index)
         self.calls: dict[int, int] = {}  # the stream's tool-call index -> reply block index
+        self.finished = False  # a finish_reason arrived
 
     def _switch(self, kind: str, start: Any) -> tuple[list[ProviderEvent], int]:
         """End the open block unless it is of `kind`; start one of `kind` if needed."""
@@ -167,15 +302,14 @@ class ChatReader:
     def apply(self, chunk: Any) -> list[ProviderEvent]:
         reply = self.reply
         events: list[ProviderEvent] = []
+        reply.response_id = reply.response_id or getattr(chunk, "id", None) or None
         if chunk.usage is not None:
-            details = chunk.usage.prompt_tokens_details
-            cached = (details.cached_tokens or 0) if details else 0
-            reply.usage.input = (chunk.usage.prompt_tokens or 0) - cached
-            reply.usage.output = chunk.usage.completion_tokens or 0
-            reply.usage.cache_read = cached
+            _usage(chunk.usage, reply)
         if not chunk.choices:
             return events
         choice = chunk.choices[0]
+        if chunk.usage is None and getattr(choice, "usage", None):
+            _usage(choice.usage, reply)  # Moonshot puts it in the choice
         delta = choice.delta
         if delta is not None:
             events += self._reasoning(delta)
@@ -184,10 +318,13 @@ class ChatReader:
                 events += [*ended, reply.add_text(index, delta.content)]
             for call in delta.tool_calls or []:
                 events += self._tool_call(call)
-        if choice.finish_reason == "content_filter":
-            reply.fail("error", "the server stopped the reply (content_filter)")
-        elif choice.finish_reason:
-            reply.stop_reason = STOP_REASONS.get(choice.finish_reason, "stop")  # type: ignore[assignment]
+        if choice.finish_reason:
+            self.finished = True
+            stop = STOP_REASONS.get(choice.finish_reason)
+            if stop is None:
+                reply.fail("error", f"Provider finish_reason: {choice.finish_reason}")
+            else:
+                reply.stop_reason = stop
         return events
 
     def _reasoning(self, delta: Any) -> list[ProviderEvent]:
@@ -219,7 +356,11 @@ class ChatReader:
         return events
 
     def finish(self) -> list[ProviderEvent]:
+        """Close what is open once the stream has ended; a reply without a finish_reason is
+        incomplete unless the host never sends one."""
         ended = [*self._close(), *(self.reply.end_block(i) for i in self.calls.values())]
-        if self.reply.stop_reason == "stop" and self.calls:
-            self.reply.stop_reason = "toolUse"
+        if not self.finished:
+            if self.compat.supports_finish_reason:
+                raise StreamEndedEarly("the stream ended without finish_reason")
+            self.reply.stop_reason = "toolUse" if self.calls else "stop"
         return ended

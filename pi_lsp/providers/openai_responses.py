@@ -1,7 +1,8 @@
 """The OpenAI Responses API (`openai-responses`): the request for a turn and the stream read back.
 
 Tool-call ids are pi's `call_id|item_id`; a reasoning item is kept whole (encrypted content
-included) as the thinking block's signature so the same model gets it back.
+included) as the thinking block's signature so the same model gets it back; a message item's
+id is kept as pi keeps it, `{"v":1,"id":…}` in the text block's signature.
 """
 
 from __future__ import annotations
@@ -11,9 +12,22 @@ import re
 from typing import Any
 
 from pi_lsp.context.convert import adapt_to_model
-from pi_lsp.providers.base import ModelRequest, ProviderEvent, ReplyBuilder
-from pi_lsp.providers.openai_chat import EFFORTS, OUTPUT_CAP
-from pi_lsp.providers.registry import RESPONSES_API, ModelInfo
+from pi_lsp.providers.base import (
+    ModelRequest,
+    ProviderEvent,
+    ReplyBuilder,
+    short_hash,
+    without_lone_surrogates,
+)
+from pi_lsp.providers.failures import StreamEndedEarly
+from pi_lsp.providers.openai_chat import (
+    OUTPUT_CAP,
+    PROMPT_CACHE_KEY_CHARS,
+    effort_of,
+    off_effort,
+    thinking_level,
+)
+from pi_lsp.providers.registry import RESPONSES_API, Compat, ModelInfo
 from pi_lsp.session.entries import (
     AssistantMessage,
     ImageContent,
@@ -25,16 +39,59 @@ from pi_lsp.session.entries import (
     UserMessage,
 )
 
+MIN_OUTPUT_TOKENS = 16  # OpenAI rejects less
+# Providers whose `call|item` ids are OpenAI's own; other hosts get one plain id.
+PAIRED_ID_PROVIDERS = frozenset({"openai", "openai-codex", "opencode"})
 _UNSAFE_ID = re.compile(r"[^a-zA-Z0-9_-]")
 
 
-def tool_id(raw: str) -> str:
-    """A `call_id|item_id` pair made acceptable (safe characters, item ids start with fc)."""
-    if "|" not in raw:
-        return raw
-    call, item = (_UNSAFE_ID.sub("_", part) for part in raw.split("|", 1))
-    item = item if item.startswith("fc") else f"fc_{item}"
-    return f"{call[:64].rstrip('_')}|{item[:64].rstrip('_')}"
+def compat_of(model: ModelInfo) -> Compat:
+    """The model's flags over the Responses defaults (pi's)."""
+    openrouter = model.provider == "openrouter" or "openrouter.ai" in (model.base_url or "")
+    return model.compat.over(Compat(
+        supports_developer_role=True, supports_strict_mode=False, prompt_cache_key_mode="auto",
+        session_affinity_format="openrouter" if openrouter else "openai"))
+
+
+def _id_part(part: str) -> str:
+    return _UNSAFE_ID.sub("_", part)[:64].rstrip("_")
+
+
+def tool_id(raw: str, source: AssistantMessage, model: ModelInfo) -> str:
+    """Another model's tool-call id made acceptable here, as pi makes it: safe characters; for
+    OpenAI a `call|fc_…` pair, with another provider's item id hashed."""
+    if model.provider not in PAIRED_ID_PROVIDERS or "|" not in raw:
+        return _id_part(raw)
+    call, item = raw.split("|", 1)
+    foreign = source.provider != model.provider or source.api != model.api
+    item = f"fc_{short_hash(item)}"[:64] if foreign else _id_part(item)
+    if not item.startswith("fc_"):
+        item = _id_part(f"fc_{item}")
+    return f"{_id_part(call)}|{item}"
+
+
+def text_signature(item_id: str, phase: str | None) -> str:
+    """pi's text signature: the message item's id (and phase), as JSON."""
+    payload: dict[str, Any] = {"v": 1, "id": item_id}
+    if phase:
+        payload["phase"] = phase
+    return json.dumps(payload, separators=(",", ":"))
+
+
+def parse_text_signature(signature: str | None) -> tuple[str | None, str | None]:
+    """The item id and phase of a text signature: pi's JSON, or a bare id (older files)."""
+    if not signature:
+        return None, None
+    if signature.startswith("{"):
+        try:
+            parsed = json.loads(signature)
+        except json.JSONDecodeError:
+            parsed = None
+        if isinstance(parsed, dict) and parsed.get("v") == 1 and \
+                isinstance(parsed.get("id"), str):
+            phase = parsed.get("phase")
+            return parsed["id"], phase if phase in ("commentary", "final_answer") else None
+    return signature, None
 
 
 def _content(content: str | list[UserBlock], model: ModelInfo) -> list[dict[str, Any]]:
@@ -51,6 +108,9 @@ def _content(content: str | list[UserBlock], model: ModelInfo) -> list[dict[str,
 
 def _assistant(message: AssistantMessage, model: ModelInfo, index: int) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
+    other_model = message.provider == model.provider and message.api == model.api and \
+        message.model != model.id
+    texts = 0
     for block in message.content:
         if isinstance(block, ThinkingContent):
             if block.thinking_signature:  # this model's reasoning item, replayed as it came
@@ -59,41 +119,52 @@ def _assistant(message: AssistantMessage, model: ModelInfo, index: int) -> list[
                 except json.JSONDecodeError:
                     continue
         elif isinstance(block, TextContent):
-            item_id = block.text_signature or f"msg_{index}"
-            items.append({"type": "message", "role": "assistant", "status": "completed",
-                          "id": item_id if len(item_id) <= 64 else f"msg_{index}",
-                          "content": [{"type": "output_text", "text": block.text,
-                                       "annotations": []}]})
+            item_id, phase = parse_text_signature(block.text_signature)
+            if not item_id:
+                item_id = f"msg_pi_{index}" if texts == 0 else f"msg_pi_{index}_{texts}"
+            elif len(item_id) > 64:
+                item_id = f"msg_{short_hash(item_id)}"
+            texts += 1
+            text: dict[str, Any] = {"type": "message", "role": "assistant", "content": [
+                {"type": "output_text", "text": block.text, "annotations": []}],
+                "status": "completed", "id": item_id}
+            if phase:
+                text["phase"] = phase
+            items.append(text)
         elif isinstance(block, ToolCall):
             call_id, _, item_id = block.id.partition("|")
-            call: dict[str, Any] = {"type": "function_call", "call_id": call_id,
-                                    "name": block.name, "arguments": json.dumps(block.arguments)}
-            # Another model's fc_ item ids were paired with its own reasoning; leave them out.
-            if item_id and not (message.model != model.id and item_id.startswith("fc_")):
+            call: dict[str, Any] = {"type": "function_call"}
+            # Another model's item ids were paired with its own reasoning; leave them out.
+            if item_id.startswith("fc_") and not other_model:
                 call["id"] = item_id
+            call.update(call_id=call_id, name=block.name, arguments=json.dumps(block.arguments))
             items.append(call)
     return items
 
 
-def _tool_result(result: ToolResultMessage, model: ModelInfo) -> list[dict[str, Any]]:
+def _tool_result(result: ToolResultMessage, model: ModelInfo) -> dict[str, Any]:
     text = "\n".join(b.text for b in result.content if isinstance(b, TextContent))
-    items: list[dict[str, Any]] = [{"type": "function_call_output",
-                                    "call_id": result.tool_call_id.partition("|")[0],
-                                    "output": text or "(see attached image)"}]
     images = [b for b in result.content if isinstance(b, ImageContent)]
+    output: str | list[dict[str, Any]]
     if images and "image" in model.input:
-        content = _content([TextContent(text="Attached image(s) from tool result:"), *images],
-                           model)
-        items.append({"role": "user", "content": content})
-    return items
+        output = [{"type": "input_text", "text": text}] if text.strip() else []
+        output += [{"type": "input_image", "detail": "auto",
+                    "image_url": f"data:{b.mime_type};base64,{b.data}"} for b in images]
+    else:
+        output = text if text.strip() else \
+            "(see attached image)" if images else "(no tool output)"
+    return {"type": "function_call_output", "call_id": result.tool_call_id.partition("|")[0],
+            "output": output}
 
 
 def wire_input(request: ModelRequest) -> list[dict[str, Any]]:
     """The system prompt and the conversation as Responses input items."""
     model = request.model
-    items: list[dict[str, Any]] = [{"role": "developer" if model.reasoning else "system",
+    developer = model.reasoning and compat_of(model).supports_developer_role
+    items: list[dict[str, Any]] = [{"role": "developer" if developer else "system",
                                     "content": request.system_prompt}]
-    messages = adapt_to_model(request.messages, model.provider, RESPONSES_API, model.id, tool_id)
+    messages = adapt_to_model(request.messages, model.provider, RESPONSES_API, model.id,
+                              lambda raw, source: tool_id(raw, source, model))
     for index, message in enumerate(messages):
         if isinstance(message, UserMessage):
             content = _content(message.content, model)
@@ -102,25 +173,43 @@ def wire_input(request: ModelRequest) -> list[dict[str, Any]]:
         elif isinstance(message, AssistantMessage):
             items += _assistant(message, model, index)
         else:
-            items += _tool_result(message, model)
+            items.append(_tool_result(message, model))
     return items
 
 
 def request_params(request: ModelRequest) -> dict[str, Any]:
     """The keyword arguments of `responses.create` for a request (`stream` aside)."""
-    model = request.model
-    params: dict[str, Any] = {
-        "model": model.id, "input": wire_input(request), "store": False,
-        "max_output_tokens": request.max_tokens or min(model.max_tokens, OUTPUT_CAP),
-    }
+    model, compat = request.model, compat_of(request.model)
+    params: dict[str, Any] = {"model": model.id, "input": wire_input(request)}
+    if request.session_id and compat.prompt_cache_key_mode != "disabled":
+        params["prompt_cache_key"] = request.session_id[:PROMPT_CACHE_KEY_CHARS]
+    params["store"] = False
+    params["max_output_tokens"] = max(request.max_tokens or min(model.max_tokens, OUTPUT_CAP),
+                                      MIN_OUTPUT_TOKENS)
     if request.tools:
+        strict = {"strict": False} if compat.supports_strict_mode else {}
         params["tools"] = [{"type": "function", "name": t.name, "description": t.description,
-                            "parameters": t.parameters, "strict": False} for t in request.tools]
-    effort = EFFORTS.get(request.thinking_level)
-    if effort and model.reasoning:
-        params["reasoning"] = {"effort": effort, "summary": "auto"}
+                            "parameters": t.parameters, **strict} for t in request.tools]
+    level = thinking_level(model, request.thinking_level)
+    if level:
+        params["reasoning"] = {"effort": effort_of(model, level), "summary": "auto"}
         params["include"] = ["reasoning.encrypted_content"]
-    return params
+    elif model.reasoning and (off := off_effort(model, "none")) is not None:
+        # Without it the server's default effort applies: "off" would still reason.
+        params["reasoning"] = {"effort": off}
+    return without_lone_surrogates(params)  # type: ignore[no-any-return]
+
+
+def request_headers(request: ModelRequest) -> dict[str, str]:
+    """pi's session-affinity headers, so a session's requests reach the same cache."""
+    session = request.session_id
+    if not session:
+        return {}
+    affinity = compat_of(request.model).session_affinity_format
+    if affinity == "openrouter":
+        return {"x-session-id": session}
+    headers = {"session-id": session} if affinity == "openai" else {}
+    return {**headers, "x-client-request-id": session}
 
 
 class ResponsesReader:
@@ -129,25 +218,30 @@ class ResponsesReader:
     def __init__(self, reply: ReplyBuilder) -> None:
         self.reply = reply
         self.items: dict[int, int] = {}  # output_index -> reply block index
-        self.has_calls = False
+        self.unfinished: set[int] = set()  # tool calls whose item never completed
+        self.terminal = False  # a completed, incomplete or failed event arrived
 
     def apply(self, event: Any) -> list[ProviderEvent]:
         reply, kind = self.reply, event.type
         index = self.items.get(getattr(event, "output_index", -1))
-        if kind == "response.output_item.added":
+        if kind == "response.created":
+            reply.response_id = event.response.id
+        elif kind == "response.output_item.added":
             return self._added(event.output_index, event.item)
-        if kind == "response.reasoning_summary_text.delta" and index is not None:
+        elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta") \
+                and index is not None:
             return [reply.add_thinking(index, event.delta)]
-        if kind == "response.reasoning_summary_part.done" and index is not None:
+        elif kind == "response.reasoning_summary_part.done" and index is not None:
             return [reply.add_thinking(index, "\n\n")]
-        if kind in ("response.output_text.delta", "response.refusal.delta") and \
+        elif kind in ("response.output_text.delta", "response.refusal.delta") and \
                 index is not None:
             return [reply.add_text(index, event.delta)]
-        if kind == "response.function_call_arguments.delta" and index is not None:
+        elif kind == "response.function_call_arguments.delta" and index is not None:
             return [reply.add_tool_json(index, event.delta)]
-        if kind == "response.output_item.done" and index is not None:
+        elif kind == "response.output_item.done" and index is not None:
             return self._done(index, event.item)
-        if kind in ("response.completed", "response.incomplete", "response.failed"):
+        elif kind in ("response.completed", "response.incomplete", "response.failed"):
+            self.terminal = True
             self._finished(event.response)
         elif kind == "error":
             reply.fail("error", f"{getattr(event, 'code', None) or 'error'}: {event.message}")
@@ -159,9 +253,9 @@ class ResponsesReader:
         elif item.type == "message":
             self.items[output_index] = self.reply.start_text()
         elif item.type == "function_call":
-            self.has_calls = True
             index = self.reply.start_tool_call(f"{item.call_id}|{item.id}", item.name)
             self.items[output_index] = index
+            self.unfinished.add(index)
             if item.arguments:
                 return [self.reply.add_tool_json(index, item.arguments)]
         return []
@@ -170,29 +264,58 @@ class ResponsesReader:
         block = self.reply.blocks[index]
         if isinstance(block, ThinkingContent):
             # The finished item is the truth: its summary parts, and itself to send back.
-            block.thinking = "\n\n".join(part.text for part in item.summary or [])
+            summary = "\n\n".join(part.text for part in getattr(item, "summary", None) or [])
+            content = "\n\n".join(part.text for part in getattr(item, "content", None) or [])
+            block.thinking = summary or content or block.thinking
             block.thinking_signature = json.dumps(item.to_dict(), separators=(",", ":"))
         elif isinstance(block, TextContent):
-            block.text_signature = item.id
-        elif isinstance(block, ToolCall) and not block.arguments and item.arguments and \
-                not self.reply.tool_json(index):
-            self.reply.add_tool_json(index, item.arguments)
+            parts = getattr(item, "content", None) or []
+            text = "".join(getattr(p, "text", None) or getattr(p, "refusal", None) or ""
+                           for p in parts)
+            block.text = text or block.text
+            block.text_signature = text_signature(item.id, getattr(item, "phase", None))
+        elif isinstance(block, ToolCall):
+            self.unfinished.discard(index)
+            if item.arguments and item.arguments != self.reply.tool_json(index):
+                self.reply.replace_tool_json(index, item.arguments)
         return [self.reply.end_block(index)]
 
     def _finished(self, response: Any) -> None:
         reply, usage = self.reply, response.usage
+        reply.response_id = response.id or reply.response_id
         if usage is not None:
             details = usage.input_tokens_details
-            cached = (details.cached_tokens or 0) if details else 0
-            reply.usage.input = (usage.input_tokens or 0) - cached
+            cached = (getattr(details, "cached_tokens", None) or 0) if details else 0
+            written = (getattr(details, "cache_write_tokens", None) or 0) if details else 0
+            reply.usage.input = max(0, (usage.input_tokens or 0) - cached - written)
             reply.usage.output = usage.output_tokens or 0
-            reply.usage.cache_read = cached
-        if response.status == "failed":
-            error = response.error
-            reply.fail("error", f"{error.code}: {error.message}" if error else "the reply failed")
-        elif response.status == "incomplete":
-            reply.stop_reason = "length"
-        elif response.status == "cancelled":
+            reply.usage.cache_read, reply.usage.cache_write = cached, written
+        status = response.status
+        if status == "failed":
+            error, details = response.error, response.incomplete_details
+            reply.fail("error", f"{error.code or 'unknown'}: {error.message or 'no message'}"
+                       if error else f"incomplete: {details.reason}" if details and
+                       details.reason else "Unknown error (no error details in response)")
+        elif status == "incomplete":
+            reason = getattr(response.incomplete_details, "reason", None)
+            if reason == "max_output_tokens":
+                reply.stop_reason = "length"
+            else:
+                reply.fail("error", f"Response incomplete: {reason}" if reason else
+                           "Response incomplete without a provider reason")
+        elif status == "cancelled":
             reply.fail("error", "the reply was cancelled by the server")
-        elif self.has_calls:
+        elif any(isinstance(b, ToolCall) for b in reply.blocks):
             reply.stop_reason = "toolUse"
+
+    def finish(self) -> list[ProviderEvent]:
+        """After the stream: a reply with no terminal event, or with a call whose item never
+        completed, is not complete."""
+        if not self.terminal:
+            raise StreamEndedEarly("the stream ended before a terminal response event")
+        if self.reply.stop_reason == "toolUse" and self.unfinished:
+            call = self.reply.blocks[min(self.unfinished)]
+            assert isinstance(call, ToolCall)
+            raise StreamEndedEarly(f"the stream completed with an unfinished tool call: "
+                                   f"{call.name} ({call.id})")
+        return []

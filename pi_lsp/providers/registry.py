@@ -21,6 +21,11 @@ class Price(msgspec.Struct, rename="camel"):
     cache_write: float
 
 
+# pi's `thinkingFormat` values pi-lsp sends: how reasoning is asked for on Chat Completions.
+ThinkingFormat = Literal["openai", "openrouter", "deepseek", "together", "zai", "qwen",
+                         "qwen-chat-template", "string-thinking", "ant-ling"]
+
+
 class Compat(msgspec.Struct, rename="camel", omit_defaults=True):
     """pi's `compat` flags for OpenAI-compatible servers; None means "detect from the server"."""
 
@@ -29,9 +34,16 @@ class Compat(msgspec.Struct, rename="camel", omit_defaults=True):
     supports_reasoning_effort: bool | None = None
     supports_usage_in_streaming: bool | None = None
     supports_strict_mode: bool | None = None
+    supports_finish_reason: bool | None = None
     max_tokens_field: Literal["max_completion_tokens", "max_tokens"] | None = None
     requires_tool_result_name: bool | None = None
     requires_thinking_as_text: bool | None = None
+    requires_tools_with_tool_history: bool | None = None
+    requires_reasoning_content_on_assistant_messages: bool | None = None
+    thinking_format: ThinkingFormat | None = None
+    send_session_affinity_headers: bool | None = None
+    session_affinity_format: Literal["openai", "openai-nosession", "openrouter"] | None = None
+    prompt_cache_key_mode: Literal["auto", "enabled", "disabled"] | None = None
 
     def over(self, base: Compat) -> Compat:
         """These flags, with `base` filling the ones left unset."""
@@ -52,6 +64,9 @@ class ModelInfo(msgspec.Struct, rename="camel"):
     input: list[str] = msgspec.field(default_factory=lambda: ["text"])
     headers: dict[str, str] = msgspec.field(default_factory=dict)
     compat: Compat = msgspec.field(default_factory=Compat)
+    # pi's `thinkingLevelMap`: the effort sent for a level; None: the level is not sent.
+    thinking_level_map: dict[str, str | None] = msgspec.field(default_factory=dict)
+    base_url: str | None = None  # the provider's, filled in by the registry
 
 
 class ProviderConfig(msgspec.Struct):
@@ -74,9 +89,12 @@ def _claude(model_id: str, window: int, max_tokens: int, input_price: float,
 
 def _gpt(model_id: str, window: int, max_tokens: int, input_price: float, output_price: float,
          cached_price: float, reasoning: bool) -> ModelInfo:
+    # As pi's catalog: strict tools, and GPT-5 cannot turn reasoning off (nothing is sent).
+    levels: dict[str, str | None] = {"off": None, "xhigh": None} if reasoning else {}
     return ModelInfo("openai", model_id, window, max_tokens,
                      Price(input_price, output_price, cached_price, 0), reasoning=reasoning,
-                     api=RESPONSES_API, input=["text", "image"])
+                     api=RESPONSES_API, input=["text", "image"],
+                     compat=Compat(supports_strict_mode=True), thinking_level_map=levels)
 
 
 BUILT_IN: tuple[ModelInfo, ...] = (
@@ -113,7 +131,7 @@ class ModelRegistry:
             # Dated snapshots (claude-haiku-4-5-20251001) price like their alias.
             alias = model_id.rsplit("-", 1)[0]
             found = self._models.get((provider, alias)) if model_id[-8:].isdigit() else None
-        return found
+        return self._with_base_url(found) if found is not None else None
 
     def get(self, provider: str, model_id: str) -> ModelInfo:
         """The model's facts; an unknown model gets a conservative window and no price."""
@@ -121,12 +139,65 @@ class ModelRegistry:
         if found is not None:
             return found
         config = self._providers.get(provider)
-        return ModelInfo(provider, model_id, DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_TOKENS,
-                         Price(0, 0, 0, 0), reasoning=config is None or config.api == ANTHROPIC_API,
-                         api=config.api if config else ANTHROPIC_API)
+        return self._with_base_url(ModelInfo(
+            provider, model_id, DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_TOKENS, Price(0, 0, 0, 0),
+            reasoning=config is None or config.api == ANTHROPIC_API,
+            api=config.api if config else ANTHROPIC_API))
+
+    def _with_base_url(self, model: ModelInfo) -> ModelInfo:
+        config = self._providers.get(model.provider)
+        if model.base_url or config is None or not config.base_url:
+            return model
+        return msgspec.structs.replace(model, base_url=config.base_url)
 
     def provider(self, name: str) -> ProviderConfig | None:
         return self._providers.get(name)
 
     def all(self) -> list[ModelInfo]:
         return list(self._models.values())
+
+
+def detect_compat(provider: str, base_url: str) -> Compat:
+    """pi 1.6's Chat Completions defaults for a host (its `detectCompat`); a model's own
+    `compat` flags are laid over these."""
+    url = base_url.lower()
+    zai = provider in ("zai", "zai-coding-cn") or "api.z.ai" in url or "open.bigmodel.cn" in url
+    together = provider == "together" or "api.together.ai" in url or "api.together.xyz" in url
+    moonshot = provider in ("moonshotai", "moonshotai-cn") or "api.moonshot." in url
+    openrouter = provider == "openrouter" or "openrouter.ai" in url
+    workers_ai = provider == "cloudflare-workers-ai" or "api.cloudflare.com" in url
+    ai_gateway = provider == "cloudflare-ai-gateway" or "gateway.ai.cloudflare.com" in url
+    nvidia = provider == "nvidia" or "integrate.api.nvidia.com" in url
+    ant_ling = provider == "ant-ling" or "api.ant-ling.com" in url
+    cerebras = provider == "cerebras" or "cerebras.ai" in url
+    deepseek = provider == "deepseek" or "deepseek.com" in url
+    grok = provider == "xai" or "api.x.ai" in url
+    chutes = "chutes.ai" in url
+    opencode = provider == "opencode" or "opencode.ai" in url
+    non_standard = (nvidia or cerebras or grok or together or chutes or deepseek or zai
+                    or moonshot or opencode or workers_ai or ai_gateway or ant_ling)
+    max_tokens = chutes or deepseek or moonshot or ai_gateway or together or nvidia or ant_ling \
+        or zai
+    # The developer role is OpenAI's own; local servers' chat templates often reject it.
+    openai_host = provider == "openai" or "api.openai.com" in url
+    thinking: ThinkingFormat = "deepseek" if deepseek else "zai" if zai else \
+        "together" if together else "ant-ling" if ant_ling else \
+        "openrouter" if openrouter else "openai"
+    return Compat(
+        supports_store=not non_standard,
+        supports_developer_role=openai_host,
+        supports_reasoning_effort=not (grok or zai or moonshot or together or ai_gateway
+                                       or nvidia or ant_ling),
+        supports_usage_in_streaming=True,
+        supports_strict_mode=False,
+        supports_finish_reason=True,
+        max_tokens_field="max_tokens" if max_tokens else "max_completion_tokens",
+        requires_tool_result_name=False,
+        requires_thinking_as_text=False,
+        requires_tools_with_tool_history=False,
+        requires_reasoning_content_on_assistant_messages=deepseek,
+        thinking_format=thinking,
+        send_session_affinity_headers=openrouter,
+        session_affinity_format="openrouter" if openrouter else "openai",
+        prompt_cache_key_mode="auto",
+    )

@@ -310,6 +310,7 @@ class SessionHub:
                 branch_reserve_tokens=settings.branch_summary.reserve_tokens,
                 files=self.files,
                 diagnostics=self.diagnostics_for(self.folder_of(key)),
+                retry=settings.retry,
             )
             record_files(harness)
             self.harnesses[key] = harness
@@ -318,7 +319,7 @@ class SessionHub:
 
     def provider_factory(self, settings: Settings) -> Callable[[str], Provider]:
         return provider_factory(settings.registry(), settings.api_key,
-                                self.config.anthropic_base_url)
+                                self.config.anthropic_base_url, settings.retry.provider)
 
     def reconfigure(self, config: Config) -> None:
         """New settings apply to harnesses made from now on; idle ones are rebuilt."""

@@ -21,7 +21,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 
 from pi_lsp.agent.approval import ApprovalRequest, Approver
-from pi_lsp.agent.events import AgentEvent, MessageUpdate, ToolExecutionStart
+from pi_lsp.agent.events import AgentEvent, AutoRetryStart, MessageUpdate, ToolExecutionStart
 from pi_lsp.agent.harness import BusyError, Harness, NotRunningError
 from pi_lsp.agent.loop import Aborted
 from pi_lsp.files.history import RewindError, count_changes, file_changes, restore_files
@@ -311,6 +311,16 @@ class PiServer(LanguageServer):
         self.watchers.clear()
 
 
+def progress_report(event: AgentEvent) -> str | None:
+    """What a turn's progress says about `event`, if anything."""
+    if isinstance(event, ToolExecutionStart):
+        return f"running {event.tool_name}"
+    if isinstance(event, AutoRetryStart):
+        return f"{event.error_message}; retrying in {event.delay_ms / 1000:g}s " \
+               f"({event.attempt}/{event.max_attempts})"
+    return None
+
+
 class TurnStream:
     """Forwards one turn's events as `pi/turn`, with text deltas coalesced."""
 
@@ -336,11 +346,11 @@ class TurnStream:
                 self.timer = asyncio.get_running_loop().call_later(DELTA_FLUSH_S, self.flush)
             return
         self.flush()
-        if isinstance(event, ToolExecutionStart) and self.progress_token:
+        report = progress_report(event)
+        if report and self.progress_token:
             with contextlib.suppress(Exception):
                 self.server.work_done_progress.report(self.progress_token,
-                                                      types.WorkDoneProgressReport(
-                                                          message=f"running {event.tool_name}"))
+                                                      types.WorkDoneProgressReport(message=report))
         self.send(msgspec.to_builtins(event))
 
     def flush(self) -> None:

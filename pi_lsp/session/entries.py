@@ -81,6 +81,7 @@ class AssistantMessage(_Message, tag="assistant", kw_only=True):
     usage: Usage
     stop_reason: StopReason
     timestamp: int
+    response_id: str | None = None  # the server's id for the reply
     error_message: str | None = None
 
 

@@ -19,7 +19,8 @@ def choose_summarizer(settings: Settings, registry: ModelRegistry | None = None,
     if not model_id or registry.provider(provider) is None:
         return ExtractiveSummarizer()
     try:
-        made = provider_factory(registry, settings.api_key, base_url)(provider)
+        made = provider_factory(registry, settings.api_key, base_url,
+                                settings.retry.provider)(provider)
     except (MissingApiKeyError, ValueError):
         return ExtractiveSummarizer()
     model = registry.get(provider, model_id)

@@ -1,0 +1,67 @@
+"""pi's agent-level retry (settings `retry`): a reply that failed for a passing reason (overload,
+rate limit, 5xx, a dropped connection, a timeout) is asked for again after a growing wait.
+
+Which failures pass is read from the error message, with pi's patterns, so a failure is retried
+here exactly when pi would retry it. A too-long context is not retried (compaction handles it),
+and neither is an exhausted quota.
+"""
+
+from __future__ import annotations
+
+import re
+
+import msgspec
+
+from pi_lsp.providers.retry import ProviderRetry
+
+_LIMITS = re.compile("|".join([
+    "GoUsageLimitError", "FreeUsageLimitError", "Monthly usage limit reached",
+    "available balance", "insufficient_quota", "out of budget", "quota exceeded", "billing",
+    "subscription_sharing_usage_limit_exceeded",
+    "subscription_sharing_workplace_individual_usage_limit_exceeded",
+    r'"code"\s*:\s*"?1308(?![0-9])',
+]), re.IGNORECASE)
+_PASSING = re.compile("|".join([
+    "overloaded", "server_busy", "servers are currently busy",
+    "currently experiencing high demand", "model is at capacity", "rate.?limit",
+    "too many requests", r"(?<![a-z0-9])(?:429|500|502|503|504|520|524)(?![a-z0-9])",
+    r"service.?(?:is.?)?(?:temporarily.?)?unavailable", r"server.?error", r"internal.?error",
+    r"provider.?returned.?(?:an.?)?error",
+    "exceeded request buffer limit while retrying upstream", "unable to forward upstream",
+    r"upstream.?request.?failed", "upstream_stream_read_error", "stream was interrupted",
+    r"http/?2 stream failed", r"network.?error", r"connection.?error", r"connection.?refused",
+    r"connection.?lost", r"connection.?closed", "other side closed", "fetch failed",
+    r"request to \S+ failed, reason:", "getaddrinfo",
+    r"(?<![a-z0-9_])(?:ECONNRESET|ECONNABORTED|ECONNREFUSED|ETIMEDOUT|EPIPE)(?![a-z0-9_])",
+    "connection reset by peer", "ENOTFOUND", "EAI_AGAIN", r"upstream.?connect",
+    "reset before headers", "socket hang up", "socket connection was closed", "timed? out",
+    "timeout", "terminated", r"websocket.?closed", r"websocket.?error",
+    r"websocket.?connection.?limit.?reached", "ended without", "stream ended before message_stop",
+    "stream ended before a terminal response event", "http2 request did not get a response",
+    "stream disconnected before completion", "cut short after the reply had begun",
+    "pending stream has been canceled", "retry delay", "you can retry your request",
+    "try your request again", "please retry your request", "ResourceExhausted",
+    "subscription_sharing_usage_unavailable", "subscription_sharing_user_unavailable",
+]), re.IGNORECASE)
+
+
+class RetrySettings(msgspec.Struct, rename="camel", kw_only=True):
+    """pi's `retry` settings, with pi's defaults."""
+
+    enabled: bool = True
+    max_retries: int = 3
+    base_delay_ms: int = 2000
+    max_agent_delay_ms: int = 60_000
+    provider: ProviderRetry = msgspec.field(default_factory=ProviderRetry)
+
+    def delay_ms(self, attempt: int) -> int:
+        """The wait before retry `attempt` (from 1): the base delay doubling, capped."""
+        delay: int = self.base_delay_ms * 2 ** max(0, attempt - 1)
+        return min(delay, self.max_agent_delay_ms)
+
+
+def is_passing_failure(error_message: str | None) -> bool:
+    """Whether a failed reply's message names a failure worth asking again for (pi's test)."""
+    if not error_message or _LIMITS.search(error_message):
+        return False
+    return bool(_PASSING.search(error_message))

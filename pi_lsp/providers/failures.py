@@ -1,0 +1,58 @@
+"""What went wrong with a model call, in one line that says what happened.
+
+Every failure of a call ends in the reply as an error, never as an exception: a status the
+server answered with, a connection that could not be made or was cut, a timeout, a stream event
+that is not JSON, or a stream that stopped before the reply was complete. The wording follows
+pi's, so the same failures are retried (see pi_lsp.agent.retry).
+"""
+
+from __future__ import annotations
+
+import json
+
+
+class StreamEndedEarly(Exception):
+    """The stream closed cleanly but without the event that completes a reply."""
+
+
+class RetryDelayTooLong(Exception):
+    """The server asked to wait longer than `retry.provider.maxRetryDelayMs` allows."""
+
+
+def _kinds(error: BaseException) -> set[str]:
+    # The SDKs raise httpx's transport errors (httpx2's in newer releases); both name their
+    # classes alike, so the class names say what happened without importing either.
+    return {cls.__name__ for cls in type(error).__mro__}
+
+
+def _cause(error: BaseException) -> BaseException | None:
+    return error.__cause__ or error.__context__
+
+
+def transport_failure(error: BaseException, label: str, url: str, timeout_s: float,
+                      answered: bool) -> str | None:
+    """One line for a failure below HTTP (None if `error` is not one): a timeout, a refused or
+    cut connection, a stream event that is not JSON. `answered`: the reply had begun."""
+    if isinstance(error, json.JSONDecodeError):
+        return (f"{label} sent a stream event that is not JSON ({error.msg}, column "
+                f"{error.colno}): {error.doc[:200]!r}")
+    if isinstance(error, StreamEndedEarly | RetryDelayTooLong):
+        return f"{label}: {error}"
+    # The SDK may wrap the transport's error in its own APIConnectionError.
+    kinds, cause = _kinds(error), _cause(error)
+    inner = _kinds(cause) if cause is not None and "APIConnectionError" in kinds else kinds
+    detail = cause if cause is not None and "APIConnectionError" in kinds and str(cause) \
+        else error
+    if "TimeoutException" in inner or "APITimeoutError" in inner:
+        return f"{label} sent nothing for {timeout_s:g}s (timed out)"
+    if inner & {"RemoteProtocolError", "ReadError", "WriteError"}:
+        what = "before the reply was complete" if answered else "without answering"
+        return f"{label} closed the connection {what} (connection lost: {detail})"
+    if "APIConnectionError" in kinds:
+        return f"cannot reach {label} at {url} (connection error: {detail})"
+    return None
+
+
+def unreadable_reply(error: BaseException, label: str) -> str:
+    """A stream the reader could not follow (an event of an unexpected shape)."""
+    return f"{label} sent a reply pi-lsp cannot read ({type(error).__name__}: {error})"

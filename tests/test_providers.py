@@ -1,0 +1,512 @@
+"""Providers as dependable as pi's (issue 18): every failure an error entry, pi 1.6's request
+shapes, pi's sessions continued, pi's retries. Streams are raw SSE bytes from the fakes."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pi_lsp.agent.events import AutoRetryEnd, AutoRetryStart
+from pi_lsp.agent.harness import Harness
+from pi_lsp.agent.headless import TerminalPrinter
+from pi_lsp.agent.retry import RetrySettings, is_passing_failure
+from pi_lsp.providers import openai_chat, openai_responses
+from pi_lsp.providers.anthropic import AnthropicProvider
+from pi_lsp.providers.base import ModelRequest, ReplyBuilder, TextDelta, ToolSpec
+from pi_lsp.providers.factory import provider_factory
+from pi_lsp.providers.openai_api import OpenAIProvider
+from pi_lsp.providers.registry import (
+    CHAT_API,
+    RESPONSES_API,
+    Compat,
+    ModelInfo,
+    ModelRegistry,
+    Price,
+    ProviderConfig,
+)
+from pi_lsp.providers.retry import ProviderRetry, retry_delay_s
+from pi_lsp.server.server import progress_report
+from pi_lsp.session.check import check_session
+from pi_lsp.session.entries import (
+    AssistantMessage,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from pi_lsp.session.tree import SessionTree
+from pi_lsp.settings import load_settings
+from tests import fake_anthropic
+from tests.fake_anthropic import FakeAnthropic, refused_url
+from tests.fake_openai import (
+    MODEL,
+    FakeOpenAI,
+    Reply,
+    chat_reply,
+    chunk,
+    error_reply,
+    message_item,
+    responses_reply,
+)
+
+PRICE = Price(1, 4, 0.5, 0)
+FAST = RetrySettings(base_delay_ms=1)  # pi's policy with waits too short to notice
+NO_RETRY = RetrySettings(enabled=False)
+
+
+def sse(*events: dict[str, Any]) -> bytes:
+    """Chat Completions SSE: data lines only."""
+    return b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+
+
+def named_sse(*events: dict[str, Any]) -> bytes:
+    """Responses SSE: each event named by its type."""
+    return b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
+
+
+def local(api: str = CHAT_API, reasoning: bool = False, provider: str = "lab",
+          base_url: str = "http://127.0.0.1:8080/v1", **fields: Any) -> ModelInfo:
+    return ModelInfo(provider, MODEL, 32_000, 8_192, PRICE, reasoning=reasoning, api=api,
+                     base_url=base_url, **fields)
+
+
+def request(model: ModelInfo, *messages: Any, level: str = "off", tools: bool = True,
+            session: str | None = "0193-session") -> ModelRequest:
+    specs = [ToolSpec("bash", "run", {"type": "object"})] if tools else []
+    return ModelRequest(model, "sys", [UserMessage(content="q", timestamp=1), *messages], specs,
+                        level, session_id=session)
+
+
+def reply(content: list[Any], api: str = CHAT_API, provider: str = "lab", model: str = MODEL,
+          stop: str = "stop") -> AssistantMessage:
+    return AssistantMessage(content=content, api=api, provider=provider, model=model,
+                            usage=Usage(), stop_reason=stop, timestamp=2)  # type: ignore[arg-type]
+
+
+class Rig:
+    """A harness on a fresh session whose model is `lab/MODEL` on the fake (or `url`)."""
+
+    def __init__(self, root: Path, url: str, api: str, retry: RetrySettings,
+                 reasoning: bool) -> None:
+        sessions = root / ".pi" / "sessions"
+        sessions.mkdir(parents=True, exist_ok=True)
+        self.path = str(sessions / "session.jsonl")
+        self.tree = SessionTree.create(self.path, str(root))
+        registry = ModelRegistry([local(api, reasoning, base_url=url)],
+                                 [ProviderConfig("lab", api, url, "lab-key")])
+        self.make = provider_factory(registry, lambda _n: None, retry=retry.provider)
+        self.harness = Harness(self.tree, root, self.make, registry=registry,
+                               default_model=("lab", MODEL), retry=retry)
+        self.events: list[Any] = []
+        self.harness.subscribe(self.events.append)
+
+    def messages(self) -> list[dict[str, Any]]:
+        lines = Path(self.path).read_text().splitlines()[1:]
+        return [e["message"] for e in map(json.loads, lines) if e["type"] == "message"]
+
+    def last(self) -> dict[str, Any]:
+        return self.messages()[-1]
+
+
+@pytest.fixture
+async def rig(tmp_path: Path, oai: FakeOpenAI) -> AsyncIterator[Callable[..., Rig]]:
+    made: list[Rig] = []
+
+    def make(api: str = CHAT_API, retry: RetrySettings = NO_RETRY, reasoning: bool = False,
+             url: str | None = None) -> Rig:
+        made.append(Rig(tmp_path, url or f"{oai.url}/v1", api, retry, reasoning))
+        return made[-1]
+
+    yield make
+    for one in made:
+        for provider in one.harness._provider_cache.values():
+            await provider.client.close()  # type: ignore[attr-defined]
+
+
+# -- 1. every failure is an error entry that keeps the partial reply -------------------------
+
+
+async def test_a_malformed_sse_line_ends_as_an_error_entry_with_the_partial_text(
+        rig, oai) -> None:
+    one = rig()
+    oai.script(Reply(raw=sse(chunk({"role": "assistant", "content": "partial "}),
+                             chunk({"content": "text"})) + b"data: {not json\n\n"))
+    await one.harness.prompt("hi")  # nothing escapes
+    last = one.last()
+    assert last["stopReason"] == "error"
+    assert last["content"] == [{"type": "text", "text": "partial text"}]
+    assert "not JSON" in last["errorMessage"] and "{not json" in last["errorMessage"]
+    assert last["errorMessage"].startswith("lab ")
+    assert check_session(SessionTree.open(one.path)) == []
+
+
+async def test_a_cut_connection_is_said_to_be_cut_not_unreachable(rig, oai) -> None:
+    one = rig()
+    oai.script(Reply([chunk({"content": "half an "}), chunk({"content": "answer"})], cut=True))
+    await one.harness.prompt("hi")
+    last = one.last()
+    assert last["stopReason"] == "error"
+    assert last["content"] == [{"type": "text", "text": "half an answer"}]
+    assert "closed the connection before the reply was complete" in last["errorMessage"]
+    assert "cannot reach" not in last["errorMessage"]
+
+
+async def test_a_stalled_stream_times_out_with_the_partial_reply(rig, oai) -> None:
+    one = rig(retry=RetrySettings(enabled=False, provider=ProviderRetry(timeout_ms=300)))
+    oai.script(Reply([chunk({"content": "so far"})], stall=True))
+    await one.harness.prompt("hi")
+    last = one.last()
+    assert last["stopReason"] == "error" and last["content"][0]["text"] == "so far"
+    assert "sent nothing for 0.3s (timed out)" in last["errorMessage"]
+
+
+async def test_a_refused_connection_is_an_error_entry(rig) -> None:
+    url = f"{refused_url()}/v1"
+    one = rig(url=url)
+    await one.harness.prompt("hi")
+    last = one.last()
+    assert last["stopReason"] == "error" and last["content"] == []
+    assert f"cannot reach lab at {url}" in last["errorMessage"]
+    assert is_passing_failure(last["errorMessage"])  # pi retries a connection error
+
+
+async def test_a_chat_stream_that_stops_without_finish_reason_is_incomplete(rig, oai) -> None:
+    one = rig()
+    oai.script(Reply(raw=sse(chunk({"content": "trailing off"}))))  # no finish_reason, no [DONE]
+    await one.harness.prompt("hi")
+    last = one.last()
+    assert last["stopReason"] == "error" and last["content"][0]["text"] == "trailing off"
+    assert "ended without finish_reason" in last["errorMessage"]
+
+
+async def test_a_responses_stream_without_a_terminal_event_is_incomplete(rig, oai) -> None:
+    one = rig(api=RESPONSES_API)
+    oai.script(Reply(raw=named_sse(*message_item(0, "unfinished"))))
+    await one.harness.prompt("hi")
+    last = one.last()
+    assert last["stopReason"] == "error" and last["content"][0]["text"] == "unfinished"
+    assert "terminal response event" in last["errorMessage"]
+
+
+async def test_an_unknown_finish_reason_is_an_error_as_in_pi(rig, oai) -> None:
+    one = rig()
+    oai.script(Reply(raw=sse(chunk({"content": "x"}), chunk(finish="network_error")) +
+                     b"data: [DONE]\n\n"))
+    await one.harness.prompt("hi")
+    assert one.last()["errorMessage"] == "Provider finish_reason: network_error"
+
+
+async def test_anthropic_cut_mid_reply_keeps_the_partial_text(
+        tmp_path: Path, fake: FakeAnthropic) -> None:
+    tree = SessionTree.create(str(tmp_path / "s.jsonl"), str(tmp_path))
+    provider = AnthropicProvider("k", base_url=fake.url)
+    harness = Harness(tree, tmp_path, lambda _n: provider, retry=NO_RETRY)
+    fake.script(fake_anthropic.Reply([fake_anthropic.message_start(),
+                                      *fake_anthropic.text_block(0, "cut ", "short")[:3]],
+                                     cut=True),
+                fake_anthropic.Reply([fake_anthropic.message_start(),
+                                      *fake_anthropic.text_block(0, "no stop")]))
+    [_, first] = await harness.prompt("one")
+    assert isinstance(first, AssistantMessage) and first.stop_reason == "error"
+    assert first.content == [TextContent(text="cut short")]
+    assert "Anthropic closed the connection before the reply was complete" in \
+        (first.error_message or "")
+    [_, second] = await harness.prompt("two")
+    assert isinstance(second, AssistantMessage)
+    assert second.error_message == "Anthropic: stream ended before message_stop"
+    assert second.response_id == "msg_fake"
+    await provider.client.close()
+
+
+# -- a lone surrogate never crashes a provider -----------------------------------------------
+
+
+async def test_surrogates_in_a_stream_are_kept_as_pi_keeps_them(oai) -> None:
+    model = local(base_url=f"{oai.url}/v1")
+    provider = OpenAIProvider("lab", "k", f"{oai.url}/v1")
+    # An emoji split between two events, then a lone high surrogate.
+    oai.script(Reply(raw=b'data: {"choices":[{"index":0,"delta":{"content":"a\\ud83d"}}]}\n\n'
+                         b'data: {"choices":[{"index":0,"delta":{"content":"\\ude48 b\\ud800"}}]}'
+                         b'\n\ndata: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}'
+                         b'\n\ndata: [DONE]\n\n'))
+    built = ReplyBuilder(CHAT_API, model)
+    deltas = [e async for e in provider.stream(request(model), built)]
+    message = built.message()
+    assert message.stop_reason == "stop"
+    assert message.content == [TextContent(text="a\U0001f648 b\ud800")]
+    # It goes back to a model without the lone half, and the body can be encoded.
+    params = openai_chat.request_params(request(model, message))
+    json.dumps(params, ensure_ascii=False).encode()
+    assert params["messages"][-1]["content"] == "a\U0001f648 b"
+    # The terminal shows the emoji whole and the lone half as U+FFFD, without crashing.
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict")
+    printer = TerminalPrinter(out, io.StringIO())
+    for delta in deltas:
+        if isinstance(delta, TextDelta):
+            printer.write_text(delta.delta)
+    printer.end_line()
+    out.flush()
+    assert out.buffer.getvalue().decode() == "a\U0001f648 b\ufffd\n"  # type: ignore[attr-defined]
+    await provider.client.close()
+
+
+# -- 3. continuing a Responses session pi wrote ----------------------------------------------
+
+
+async def test_a_responses_session_written_by_pi_continues(rig, oai) -> None:
+    one = rig(api=RESPONSES_API)
+    pi_reply = reply([TextContent(text="From pi.", text_signature='{"v":1,"id":"msg_5"}'),
+                      TextContent(text="Older.", text_signature="msg_6")], api=RESPONSES_API)
+    one.tree.append_message(UserMessage(content="earlier", timestamp=1))
+    one.tree.append_message(pi_reply)
+    oai.script(responses_reply("Next."))
+    await one.harness.prompt("go on")
+    [sent] = oai.responses_requests()
+    texts = [i for i in sent["input"] if i.get("type") == "message"]
+    assert [t["id"] for t in texts] == ["msg_5", "msg_6"]  # pi's form and the bare id
+    written = one.last()["content"][0]
+    assert written["textSignature"] == '{"v":1,"id":"msg_0"}'  # pi's form
+    assert one.last()["responseId"] == "resp_1"
+
+
+# -- 4. Chat Completions history as pi sends it ----------------------------------------------
+
+
+def test_chat_assistant_text_goes_back_as_one_string() -> None:
+    model = local()
+    params = openai_chat.request_params(request(
+        model, reply([TextContent(text="Hello "), TextContent(text="  "),
+                      TextContent(text="there.")])))
+    assert params["messages"][2] == {"role": "assistant", "content": "Hello there."}
+    as_text = local(compat=Compat(requires_thinking_as_text=True), reasoning=True)
+    params = openai_chat.request_params(request(as_text, reply(
+        [ThinkingContent(thinking="hmm"), TextContent(text="Yes.")])))
+    assert params["messages"][2]["content"] == [{"type": "text", "text": "hmm"},
+                                                {"type": "text", "text": "Yes."}]
+
+
+def test_another_models_thinking_is_not_sent(oai) -> None:
+    claude = reply([ThinkingContent(thinking="private", thinking_signature="sig"),
+                    TextContent(text="Visible.")], api="anthropic-messages",
+                   provider="anthropic", model="claude-sonnet-4-5")
+    for api, module in ((CHAT_API, openai_chat), (RESPONSES_API, openai_responses)):
+        params = module.request_params(request(local(api), claude))
+        assert "private" not in json.dumps(params) and "Visible." in json.dumps(params)
+
+
+# -- 5. models.json as pi reads it ------------------------------------------------------------
+
+
+def test_models_json_with_comments_and_trailing_commas_is_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    (agent / "models.json").write_bytes(b"\xef\xbb\xbf" + b"""{
+  // a local llama.cpp
+  "providers": {
+    "llama": {
+      "baseUrl": "http://127.0.0.1:8080/v1", // the // in the URL stays
+      "api": "openai-completions",
+      "apiKey": "none",
+      "models": [{"id": "qwen", "thinkingLevelMap": {"off": "none",},},],
+    },
+  },
+}""")
+    (agent / "settings.json").write_bytes(b"\xef\xbb\xbf" + b'{"defaultProvider": "llama"}')
+    settings = load_settings(tmp_path)
+    assert settings.default_provider == "llama"
+    qwen = settings.registry().get("llama", "qwen")
+    assert qwen.base_url == "http://127.0.0.1:8080/v1"
+    assert qwen.thinking_level_map == {"off": "none"}
+
+
+# -- 6. thinking off on a Responses reasoning model ------------------------------------------
+
+
+def test_responses_thinking_off_sends_effort_none() -> None:
+    params = openai_responses.request_params(request(local(RESPONSES_API, reasoning=True)))
+    assert params["reasoning"] == {"effort": "none"}
+    assert "include" not in params
+    gpt5 = ModelRegistry().get("openai", "gpt-5")  # pi's catalog: off is not sent to GPT-5
+    assert "reasoning" not in openai_responses.request_params(request(gpt5))
+    assert openai_responses.request_params(request(gpt5, level="xhigh"))["reasoning"] == {
+        "effort": "high", "summary": "auto"}
+    plain = local(RESPONSES_API)
+    assert "reasoning" not in openai_responses.request_params(request(plain))
+
+
+# -- 7. ids, responseId, cache key and affinity, tools ---------------------------------------
+
+
+def test_other_providers_tool_ids_are_normalized_for_responses() -> None:
+    claude = reply([ToolCall(id="toolu_01Xy.Z", name="bash", arguments={})],
+                   api="anthropic-messages", provider="anthropic", model="claude-sonnet-4-5",
+                   stop="toolUse")
+    result = ToolResultMessage(tool_call_id="toolu_01Xy.Z", tool_name="bash",
+                               content=[TextContent(text="ok")], is_error=False, timestamp=3)
+    items = openai_responses.request_params(request(local(RESPONSES_API), claude, result))
+    call = next(i for i in items["input"] if i.get("type") == "function_call")
+    output = next(i for i in items["input"] if i.get("type") == "function_call_output")
+    assert call["call_id"] == output["call_id"] == "toolu_01Xy_Z"
+
+
+async def test_responses_sends_the_cache_key_and_session_affinity(rig, oai) -> None:
+    one = rig(api=RESPONSES_API)
+    oai.script(responses_reply("ok"))
+    await one.harness.prompt("hi")
+    session_id = one.tree.header.id
+    [sent] = oai.responses_requests()
+    assert sent["prompt_cache_key"] == session_id
+    headers = oai.requests[-1].headers
+    assert headers["session-id"] == headers["x-client-request-id"] == session_id
+    assert "session_id" not in headers  # pi 0.73's name
+
+
+async def test_chat_replies_carry_the_response_id(rig, oai) -> None:
+    one = rig()
+    oai.script(chat_reply("ok"))
+    await one.harness.prompt("hi")
+    assert one.last()["responseId"] == "chatcmpl-1"
+    assert "prompt_cache_key" not in oai.chat_requests()[-1]  # only api.openai.com gets one
+
+
+def test_tools_are_left_out_when_none_are_active() -> None:
+    call = reply([ToolCall(id="c1", name="bash", arguments={})], stop="toolUse")
+    result = ToolResultMessage(tool_call_id="c1", tool_name="bash",
+                               content=[TextContent(text="ok")], is_error=False, timestamp=3)
+    plain = openai_chat.request_params(request(local(), call, result, tools=False))
+    assert "tools" not in plain
+    proxy = local(compat=Compat(requires_tools_with_tool_history=True))
+    assert openai_chat.request_params(request(proxy, call, result, tools=False))["tools"] == []
+    assert "tools" not in openai_chat.request_params(request(proxy, tools=False))
+    assert "tools" not in openai_responses.request_params(request(local(RESPONSES_API),
+                                                                  tools=False))
+
+
+# -- 8. retries ------------------------------------------------------------------------------
+
+
+async def test_a_rate_limit_is_retried_at_the_agent_level_and_each_wait_announced(
+        rig, oai) -> None:
+    one = rig(retry=FAST)
+    oai.script(error_reply(429, "rate_limit_exceeded", "slow down"),
+               error_reply(500, "server_error", "busy"), chat_reply("at last"))
+    await one.harness.prompt("hi")
+    assert len(oai.chat_requests()) == 3
+    starts = [e for e in one.events if isinstance(e, AutoRetryStart)]
+    assert [(s.attempt, s.max_attempts, s.delay_ms) for s in starts] == [(1, 3, 1), (2, 3, 2)]
+    assert "429" in starts[0].error_message and "slow down" in starts[0].error_message
+    [end] = [e for e in one.events if isinstance(e, AutoRetryEnd)]
+    assert (end.success, end.attempt) == (True, 2)
+    stops = [m["stopReason"] for m in one.messages() if m["role"] == "assistant"]
+    assert stops == ["error", "error", "stop"]  # the failures stay in the file
+    # The retried request left the failed replies out.
+    assert [m["role"] for m in oai.chat_requests()[-1]["messages"]] == ["system", "user"]
+    assert check_session(SessionTree.open(one.path)) == []
+
+
+async def test_retries_stop_after_max_retries(rig, oai) -> None:
+    one = rig(retry=FAST)
+    oai.script(*[error_reply(503, "unavailable", "down") for _ in range(6)])
+    await one.harness.prompt("hi")
+    assert len(oai.chat_requests()) == 4  # the request and pi's 3 retries
+    [end] = [e for e in one.events if isinstance(e, AutoRetryEnd)]
+    assert (end.success, end.attempt) == (False, 3) and "down" in (end.final_error or "")
+    assert one.last()["stopReason"] == "error"
+
+
+async def test_an_exhausted_quota_and_a_bad_request_are_not_retried(rig, oai) -> None:
+    one = rig(retry=FAST)
+    for error in (error_reply(429, "insufficient_quota", "You exceeded your current quota"),
+                  error_reply(400, "invalid_request_error", "bad input")):
+        oai.script(error)
+        await one.harness.prompt("again")
+        assert len(oai.requests) == 1 and one.last()["stopReason"] == "error"
+    assert not any(isinstance(e, AutoRetryStart) for e in one.events)
+
+
+async def test_provider_retries_honour_retry_after(rig, oai) -> None:
+    provider = RetrySettings(enabled=False, provider=ProviderRetry(max_retries=1))
+    one = rig(retry=provider)
+    oai.script(error_reply(429, "rate_limit_exceeded", "wait", {"retry-after": "0.01"}),
+               chat_reply("fine"))
+    await one.harness.prompt("hi")
+    assert len(oai.chat_requests()) == 2 and one.last()["content"][0]["text"] == "fine"
+    oai.script(error_reply(429, "rate_limit_exceeded", "come back later",
+                           {"retry-after": "120"}))
+    await one.harness.prompt("again")
+    assert len(oai.chat_requests()) == 1  # asked for more than 60s: not waited for
+    message = one.last()["errorMessage"]
+    assert message.startswith("lab: Server requested 120s retry delay (max: 60s).")
+    assert is_passing_failure(message)  # the agent-level retry may take it from there
+
+
+def test_retry_delays_follow_pi() -> None:
+    assert retry_delay_s({"retry-after-ms": "250"}, 0, 60_000, "") == 0.25
+    assert retry_delay_s({"retry-after": "2"}, 0, 60_000, "") == 2
+    assert retry_delay_s({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, 0, 60_000, "") == 0
+    assert retry_delay_s({"retry-after": "90"}, 0, 0, "") == 90  # 0: no limit
+    assert 0.375 <= retry_delay_s({}, 0, 60_000, "") <= 0.5
+    assert 6 <= retry_delay_s({}, 9, 60_000, "") <= 8
+    settings = RetrySettings()
+    assert [settings.delay_ms(n) for n in (1, 2, 3, 7)] == [2000, 4000, 8000, 60_000]
+
+
+def test_a_retry_wait_is_shown_in_the_editors_progress() -> None:
+    event = AutoRetryStart(attempt=1, max_attempts=3, delay_ms=2000,
+                           error_message="lab 429 rate_limit_exceeded: slow down")
+    assert progress_report(event) == \
+        "lab 429 rate_limit_exceeded: slow down; retrying in 2s (1/3)"
+
+
+# -- 10. pi 1.6's per-host defaults ----------------------------------------------------------
+
+
+def test_instructions_go_as_system_except_to_openai() -> None:
+    thinking = local(reasoning=True)
+    assert openai_chat.request_params(request(thinking))["messages"][0]["role"] == "system"
+    hosted = local(reasoning=True, base_url="https://api.openai.com/v1")
+    params = openai_chat.request_params(request(hosted))
+    assert params["messages"][0]["role"] == "developer"
+    assert params["prompt_cache_key"] == "0193-session"
+    told = local(reasoning=True, compat=Compat(supports_developer_role=True))
+    assert openai_chat.request_params(request(told))["messages"][0]["role"] == "developer"
+    kept_off = local(RESPONSES_API, reasoning=True, compat=Compat(supports_developer_role=False))
+    assert openai_responses.request_params(request(kept_off))["input"][0]["role"] == "system"
+
+
+def test_hosts_get_pi_16s_detected_compat() -> None:
+    previous = reply([TextContent(text="a")])
+    deepseek = local(reasoning=True, provider="ds", base_url="https://api.deepseek.com/v1")
+    params = openai_chat.request_params(request(deepseek, previous, level="high"))
+    assert params["max_tokens"] == 8192 and "store" not in params
+    assert params["thinking"] == {"type": "enabled"} and params["reasoning_effort"] == "high"
+    assert params["messages"][2]["reasoning_content"] == ""
+    off = openai_chat.request_params(request(deepseek))
+    assert off["thinking"] == {"type": "disabled"} and "reasoning_effort" not in off
+    router = local(reasoning=True, provider="openrouter", base_url="https://openrouter.ai/api/v1")
+    assert openai_chat.request_params(request(router))["reasoning"] == {"effort": "none"}
+    assert openai_chat.request_params(request(router, level="low"))["reasoning"] == {
+        "effort": "low"}
+    assert openai_chat.request_headers(request(router)) == {"x-session-id": "0193-session"}
+    together = local(reasoning=True, base_url="https://api.together.xyz/v1")
+    params = openai_chat.request_params(request(together, level="low"))
+    assert params["reasoning"] == {"enabled": True} and "reasoning_effort" not in params
+    assert params["max_tokens"] == 8192
+    local_server = openai_chat.request_params(request(local(reasoning=True), level="low"))
+    assert local_server["store"] is False and local_server["max_completion_tokens"] == 8192
+    assert local_server["reasoning_effort"] == "low"
+    assert openai_chat.request_headers(request(local())) == {}
+    explicit = local(reasoning=True, base_url="https://api.deepseek.com/v1",
+                     compat=Compat(max_tokens_field="max_completion_tokens",
+                                   thinking_format="qwen"))
+    params = openai_chat.request_params(request(explicit, level="low"))
+    assert params["max_completion_tokens"] == 8192 and params["enable_thinking"] is True
