@@ -14,6 +14,8 @@ import os
 import signal
 from pathlib import Path
 
+from pi_lsp.finish import finish
+
 # $1 is the command. fd 3 keeps the watch pipe for the watcher alone; the command reads
 # /dev/null, as before. `kill -KILL 0` is the wrapper's whole process group.
 WRAPPER = """
@@ -38,12 +40,13 @@ class ShellProcess:
 
     @classmethod
     async def start(cls, command: str, cwd: Path) -> ShellProcess:
+        """Start `command`; a cancel meanwhile lets the start end, then kills what it started."""
         read_end, write_end = os.pipe()  # not inherited: only this process holds the write end
         try:
-            process = await asyncio.create_subprocess_exec(
+            process = await finish(asyncio.ensure_future(asyncio.create_subprocess_exec(
                 "/bin/sh", "-c", WRAPPER, "pi-bash", command, cwd=cwd, stdin=read_end,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True)
+                start_new_session=True)), lambda started: cls(started, -1).close())
         except BaseException:
             os.close(write_end)
             raise
@@ -59,8 +62,7 @@ class ShellProcess:
         """After the command ended or was given up on: nothing of it keeps running."""
         if self.process.returncode is None:
             self.kill()
-            with contextlib.suppress(Exception):
-                await asyncio.shield(self.process.wait())
+            await finish(asyncio.ensure_future(self.process.wait()))
         if self._watch >= 0:
             os.close(self._watch)
             self._watch = -1

@@ -299,13 +299,18 @@ class PiServer(LanguageServer):
             self.progress_end(token, "done")
 
     async def shutdown_work(self) -> None:
-        """Abort every running turn (each is persisted as aborted) and stop watching."""
+        """Abort every running turn (each is persisted as aborted) and stop watching; no task
+        is left running."""
         if self.hub is not None:
             for harness in self.hub.harnesses.values():
                 harness.abort()
         running = [t for t in self.tasks if not t.done()]
         if running:
-            await asyncio.wait(running, timeout=SHUTDOWN_WAIT_S)
+            _done, late = await asyncio.wait(running, timeout=SHUTDOWN_WAIT_S)
+            for task in late:  # waiting on the client, say: cut, and awaited all the same
+                task.cancel()
+            if late:
+                await asyncio.wait(late)
         for watcher in self.watchers.values():
             await watcher.stop()
         self.watchers.clear()
