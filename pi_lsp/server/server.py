@@ -26,7 +26,7 @@ from pi_lsp.agent.harness import BusyError, Harness, NotRunningError
 from pi_lsp.agent.loop import Aborted
 from pi_lsp.files.history import RewindError, count_changes, file_changes, restore_files
 from pi_lsp.files.snapshots import SnapshotError, store_for
-from pi_lsp.providers.anthropic import MissingApiKeyError
+from pi_lsp.providers.base import MissingApiKeyError
 from pi_lsp.server import stdio
 from pi_lsp.server.approvals import NotAsked, approve_tool_params, fallback_question
 from pi_lsp.server.editor import (
