@@ -8,8 +8,12 @@ wait may stand for a guess of how long something takes; pytest-timeout's per-tes
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 CEILING_S = 60.0
 POLL_S = 0.02  # for conditions nothing announces (a file appearing, a process gone)
@@ -32,3 +36,29 @@ def until_sync(condition: Callable[[], object], what: str, ceiling: float = CEIL
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {ceiling:.0f} s waiting for {what}")
         time.sleep(POLL_S)
+
+
+def alive(pid: int) -> bool:
+    """Running, not a zombie (a killed orphan may wait for a reaper that never comes)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+async def pid_in(path: Path) -> int:
+    """The pid a command wrote to `path`, once it has (the command is running then)."""
+    await until(lambda: path.exists() and path.read_text().strip().isdigit(),
+                f"a pid in {path}")
+    return int(path.read_text())
+
+
+async def gone(pid: int, what: str) -> None:
+    """Wait for `pid` to end; one that outlives the ceiling is killed and fails the test."""
+    try:
+        await until(lambda: not alive(pid), f"{what} (pid {pid}) to end")
+    except AssertionError:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        raise
