@@ -501,7 +501,7 @@ async def lsp_server(request: pytest.FixtureRequest, lsp_client: LanguageClient,
         lsp_client, request.param, top, init_options(fake, toolApproval="auto"),
         folders=("ws",))
     yield
-    await asyncio.wait_for(lsp_client.shutdown_session(), 5)
+    await asyncio.wait_for(lsp_client.shutdown_session(), CEILING_S)
 
 
 @pytest.fixture(scope="module")
@@ -562,7 +562,7 @@ async def test_server_branch_with_summary_counts_file_changes(lsp: Pi, fake: Fak
     fake.script(text_reply("## Goal\nchange summed"))
     since = pi.mark()
     job = await call(pi.client, "pi.branchWithSummary", {"uri": uri, "targetId": first})
-    done = await wait_note(pi, JOB_DONE, lambda p: p["jobId"] == job["jobId"], since, timeout=10)
+    done = await wait_note(pi, JOB_DONE, lambda p: p["jobId"] == job["jobId"], since)
     assert done["ok"] is True, done
     assert done["result"]["leafId"] == done["result"]["summaryEntryId"]
     assert done["result"]["fileChanges"] == 1

@@ -168,12 +168,17 @@ async def connect(client: LanguageClient, capabilities: str, root: Path,
                            for f in folders],
         initialization_options=options,
     )), CEILING_S)
-    # `initialized` is a notification: wait until the server has built its hub.
+    await hub_ready(client)
+    return pi
+
+
+async def hub_ready(client: LanguageClient) -> None:
+    """`initialized` is a notification: wait until the server has built its hub."""
     deadline = time.monotonic() + CEILING_S
     while True:
         try:
             await call(client, "pi.listSessions", {})
-            return pi
+            return
         except JsonRpcException:
             if time.monotonic() > deadline:
                 raise
