@@ -21,7 +21,7 @@ from pi_lsp.agent.tools import (
     execute_tool,
 )
 from pi_lsp.session.entries import ImageContent, TextContent
-from tests.waits import CEILING_S, alive, gone, pid_in
+from tests.waits import CEILING_S, alive, gone, pid_in, until
 
 # A 1x1 transparent PNG.
 PNG = base64.b64decode(
@@ -251,6 +251,22 @@ async def test_cancelling_bash_kills_the_whole_process_group(root: Path) -> None
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, CEILING_S)
     await gone(pid, "the cancelled command's child")
+
+
+async def test_a_command_cut_while_it_floods_its_output_ends(root: Path) -> None:
+    # Nobody reads the output once the call is cut; a full pipe used to keep the kill waiting
+    # forever for its end (19 hangs in 20 before the output pipe was our own).
+    for _ in range(5):
+        await cut_while_flooding(root)
+
+
+async def cut_while_flooding(root: Path) -> None:
+    updates: list[str] = []
+    task = asyncio.ensure_future(run(BASH, {"command": "yes"}, root, on_update=updates.append))
+    await until(lambda: updates, "the command's first output")
+    task.cancel()
+    await asyncio.wait([task], timeout=CEILING_S)
+    assert task.cancelled(), "the cut command never ended"
 
 
 # -- bad arguments -------------------------------------------------------------------------

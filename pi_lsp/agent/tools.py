@@ -259,8 +259,7 @@ async def run_bash(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
 
     async def collect() -> None:
         """Until the command and whatever it left holding its output have ended."""
-        assert process.stdout is not None
-        while chunk := await process.stdout.read(65536):
+        while chunk := await shell.output.read(65536):
             output.write(chunk)
             updates.changed()
         await process.wait()
