@@ -11,11 +11,18 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# Every suite runs even when one fails; each ends with one line, and `make test` fails if any did.
+# pytest runs on all cores (pytest-xdist), a test file per worker: module-scoped fixtures (the
+# fake model servers, the language servers) are started once per file.
+SUITE := .ci/suite run
 test: $(STAMP)
-	$(BIN)/ruff check pi_lsp tests benchmarks examples
-	$(BIN)/mypy
-	$(BIN)/python -m pytest -q
-	@$(MAKE) --no-print-directory vscode-test
+	@rm -f .suites
+	@$(SUITE) ruff $(BIN)/ruff check pi_lsp tests benchmarks examples
+	@$(SUITE) mypy $(BIN)/mypy
+	@$(SUITE) pytest $(BIN)/python -m pytest -q -n auto --dist loadfile --ignore tests/test_nvim.py
+	@$(SUITE) neovim $(BIN)/python -m pytest -q -n auto tests/test_nvim.py
+	@$(SUITE) vscode $(MAKE) --no-print-directory vscode-test
+	@.ci/suite report
 
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py
@@ -24,9 +31,10 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_session.py
 	$(BIN)/python benchmarks/bench_server.py
 	$(BIN)/python benchmarks/bench_resources.py
+	$(BIN)/python benchmarks/bench_startup.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .suites
 
 # -- VS Code extension (editors/vscode): node --test against the real server ------------------
 VSCODE := editors/vscode

@@ -9,8 +9,6 @@ import asyncio
 import base64
 import itertools
 import json
-import os
-import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -66,6 +64,7 @@ from tests.fake_anthropic import (
     tool_block,
     tool_reply,
 )
+from tests.waits import CEILING_S, gone, pid_in
 
 SONNET = "claude-sonnet-4-5"
 HAIKU = "claude-haiku-4-5"
@@ -170,19 +169,6 @@ def outline(events: list[AgentEvent]) -> list[str]:
             continue
         out.append(tag)
     return out
-
-
-def alive(pid: int) -> bool:
-    """Running (a zombie nobody reaped counts as gone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def tool_results_of(request: dict[str, Any]) -> list[dict[str, Any]]:
@@ -467,12 +453,9 @@ async def test_abort_during_a_slow_stream(make_rig, fake) -> None:
     first_update = asyncio.Event()
     rig.on(MessageUpdate, lambda _e: first_update.set())
     task = asyncio.create_task(rig.harness.prompt("go slowly"))
-    await asyncio.wait_for(first_update.wait(), 5)
-    started = time.monotonic()
+    await asyncio.wait_for(first_update.wait(), CEILING_S)
     assert rig.harness.abort() is True
-    produced = await asyncio.wait_for(task, 5)
-    elapsed = time.monotonic() - started
-    assert elapsed <= 0.3, f"abort took {elapsed:.3f} s"
+    produced = await asyncio.wait_for(task, CEILING_S)
 
     assert [role_of(m) for m in produced] == ["user", "assistant"]
     last = rig.entries()[-1]
@@ -503,9 +486,9 @@ async def abort_on_tool_json(rig: Rig) -> list[Any]:
 
     rig.on(MessageUpdate, watch, once=False)
     task = asyncio.create_task(rig.harness.prompt("run it"))
-    await asyncio.wait_for(seen.wait(), 5)
+    await asyncio.wait_for(seen.wait(), CEILING_S)
     rig.harness.abort()
-    return await asyncio.wait_for(task, 5)
+    return await asyncio.wait_for(task, CEILING_S)
 
 
 async def test_abort_with_a_partial_tool_call_answers_the_call(make_rig, fake) -> None:
@@ -556,18 +539,10 @@ async def test_abort_during_bash_kills_the_command(make_rig, fake) -> None:
                             ("toolu_next", "read", {"path": "sh.pid"})]),
                 text_reply("never asked for"))
     task = asyncio.create_task(rig.harness.prompt("sleep"))
-    pid_files = [rig.root / "sh.pid", rig.root / "sleep.pid"]
-    deadline = time.monotonic() + 10
-    while not all(p.exists() and p.read_text().strip() for p in pid_files):
-        assert time.monotonic() < deadline, "the command never started"
-        assert not task.done()
-        await asyncio.sleep(0.02)
-    pids = [int(p.read_text()) for p in pid_files]
-    started = time.monotonic()
+    pids = [await pid_in(rig.root / "sh.pid"), await pid_in(rig.root / "sleep.pid")]
+    assert not task.done()
     rig.harness.abort()
-    await asyncio.wait_for(task, 5)
-    elapsed = time.monotonic() - started
-    assert elapsed <= 1.0, f"abort took {elapsed:.3f} s"
+    await asyncio.wait_for(task, CEILING_S)
 
     results = [m for m in rig.messages() if m["role"] == "toolResult"]
     assert [r["toolCallId"] for r in results] == ["toolu_sleep", "toolu_next"]
@@ -577,11 +552,8 @@ async def test_abort_during_bash_kills_the_command(make_rig, fake) -> None:
     assert len(fake.message_requests()) == 1  # no model call after an abort
     assert rig.problems() == []
 
-    deadline = time.monotonic() + 2
-    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
     for pid in pids:
-        assert not alive(pid), f"process {pid} survived the abort"
+        await gone(pid, "a process of the aborted command")
     assert not (rig.root / "never.txt").exists()
 
 
@@ -720,10 +692,10 @@ async def test_steer_follow_up_idle_and_prompt_busy_raise(make_rig, fake) -> Non
     updated = asyncio.Event()
     rig.on(MessageUpdate, lambda _e: updated.set())
     task = asyncio.create_task(rig.harness.prompt("first"))
-    await asyncio.wait_for(updated.wait(), 5)
+    await asyncio.wait_for(updated.wait(), CEILING_S)
     with pytest.raises(BusyError):
         await rig.harness.prompt("second")
-    await asyncio.wait_for(task, 5)
+    await asyncio.wait_for(task, CEILING_S)
     texts = [m["content"][0]["text"] for m in rig.messages() if m["role"] == "user"]
     assert texts == ["first"]
     assert len(fake.message_requests()) == 1

@@ -229,3 +229,13 @@ def test_bare_command_lists_the_commands() -> None:
     for command in ("serve", "run", "context", "tree", "check", "sessions", "fork", "compact",
                     "branch"):
         assert f"\n    {command} " in result.stderr, result.stderr
+
+
+def test_the_server_starts_without_the_model_sdks() -> None:
+    # They were most of the time to the `initialize` answer (benchmarks/bench_startup.py); a
+    # turn imports the one it needs.
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, pi_lsp.cli, pi_lsp.server.server; "
+         "print(sorted({m.split('.')[0] for m in sys.modules} & {'anthropic', 'openai'}))"],
+        capture_output=True, text=True, timeout=60, check=True)
+    assert loaded.stdout.strip() == "[]"

@@ -25,12 +25,14 @@ from tests.test_server import (
     Pi,
     call,
     call_error,
+    hub_ready,
     init_options,
     make_workspace,
     plain,
     recorder,
     wait_events,
 )
+from tests.waits import CEILING_S
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -74,11 +76,11 @@ async def client(lsp_client: LanguageClient, tmp_path_factory: pytest.TempPathFa
     pi.init = await asyncio.wait_for(lsp_client.initialize_session(types.InitializeParams(
         capabilities=capabilities, root_uri=pi.main.as_uri(),
         workspace_folders=[types.WorkspaceFolder(uri=pi.main.as_uri(), name="main")],
-        initialization_options=init_options(fake, toolApproval="auto"))), 30)
-    await call(lsp_client, "pi.listSessions", {})
+        initialization_options=init_options(fake, toolApproval="auto"))), CEILING_S)
+    await hub_ready(lsp_client)
     lsp_client.pi, lsp_client.editor = pi, editor  # type: ignore[attr-defined]
     yield
-    await asyncio.wait_for(lsp_client.shutdown_session(), 5)
+    await asyncio.wait_for(lsp_client.shutdown_session(), CEILING_S)
 
 
 @pytest.fixture(scope="module")

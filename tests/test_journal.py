@@ -24,6 +24,7 @@ from pi_lsp.session.journal import (
     read_file,
 )
 from pi_lsp.session.tree import Refresh, SessionTree
+from tests.waits import CEILING_S
 
 ROOT = Path(__file__).resolve().parent.parent
 SESSION_ID = "11111111-2222-4333-8444-555555555555"
@@ -663,7 +664,7 @@ WORKER = textwrap.dedent(
     path, name, ready, go = sys.argv[1:5]
     tree = SessionTree.open(path)
     open(ready, "w").close()
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 60
     while not os.path.exists(go):
         if time.monotonic() > deadline:
             sys.exit("no go signal")
@@ -688,13 +689,13 @@ def test_two_processes_append_to_one_file_without_tearing(tmp_path: Path) -> Non
         for name, ready in zip(("a", "b"), readies, strict=True)
     ]
     try:
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + CEILING_S
         while not all(ready.exists() for ready in readies):
             assert time.monotonic() < deadline, "workers did not start"
             assert all(w.poll() is None for w in workers), "a worker died early"
             time.sleep(0.005)
         go.touch()
-        outputs = [w.communicate(timeout=30) for w in workers]
+        outputs = [w.communicate(timeout=CEILING_S) for w in workers]
     finally:
         for worker in workers:
             if worker.poll() is None:

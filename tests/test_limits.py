@@ -47,6 +47,7 @@ from pi_lsp.session.journal import Tail, read_file
 from pi_lsp.session.tree import SessionTree
 from tests.conftest import conformance_files
 from tests.fake_anthropic import FakeAnthropic, Reply, text_reply, tool_reply
+from tests.waits import CEILING_S, alive, gone, pid_in, until
 
 # -- memory held by the hub ----------------------------------------------------------------
 
@@ -157,8 +158,7 @@ async def test_command_results_are_not_kept_after_the_answer() -> None:
     before = set(protocol._request_futures)
     protocol._execute_handler("req-1", generator_handler,
                               lambda future: answers.append(future.result()))
-    for _ in range(20):
-        await asyncio.sleep(0)
+    await until(lambda: answers, "the answer")
     assert answers == [{"big": "result"}]
     protocol._request_futures.pop("req-1", None)  # the answer callback does this in pygls
     assert set(protocol._request_futures) == before
@@ -372,8 +372,7 @@ class RawServer:
     def send(self, message: dict[str, Any]) -> None:
         self.write(frame(json.dumps({"jsonrpc": "2.0", **message}).encode()))
 
-    async def wait_for(self, match: Callable[[dict[str, Any]], bool],
-                       timeout: float = 30) -> dict[str, Any]:
+    async def wait_for(self, match: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
         async def find() -> dict[str, Any]:
             while True:
                 found = next((m for m in self.messages if match(m)), None)
@@ -381,7 +380,7 @@ class RawServer:
                     return found
                 self.arrived.clear()
                 await self.arrived.wait()
-        return await asyncio.wait_for(find(), timeout)
+        return await asyncio.wait_for(find(), CEILING_S)
 
     async def request(self, method: str, params: Any) -> dict[str, Any]:
         self.next_id += 1
@@ -505,11 +504,7 @@ async def test_bash_updates_are_few_and_small(root_dir: Path, temp_dir: Path) ->
 async def test_an_aborted_command_leaves_no_file(root_dir: Path, temp_dir: Path) -> None:
     task = asyncio.ensure_future(execute_tool(
         BASH, "bash", {"command": "seq 1 100000; sleep 30"}, ToolContext(root_dir)))
-    for _ in range(200):
-        if list(temp_dir.iterdir()):
-            break
-        await asyncio.sleep(0.05)
-    assert list(temp_dir.iterdir()), "the output was not spilled"
+    await until(lambda: list(temp_dir.iterdir()), "the output to be spilled")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -540,13 +535,6 @@ def session_lines(uri: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def alive(pid: int) -> bool:
-    """Running, not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 async def start_turn(tmp_path: Path, fake: FakeAnthropic, *replies: Reply
@@ -572,7 +560,7 @@ async def test_ending_the_server_mid_reply_saves_it_as_aborted(
         else:
             assert server.process.stdin is not None
             server.process.stdin.close()
-        assert await asyncio.wait_for(server.process.wait(), 30) == 0
+        assert await asyncio.wait_for(server.process.wait(), CEILING_S) == 0
         last = session_lines(uri)[-1]
         assert last["message"]["role"] == "assistant"
         assert last["message"]["stopReason"] == "aborted"
@@ -587,19 +575,7 @@ async def start_sleeping_tool(tmp_path: Path, fake: FakeAnthropic) -> tuple[RawS
     server, uri = await start_turn(
         tmp_path, fake, tool_reply([("call-1", "bash", {"command": command})]),
         text_reply("done"))
-    for _ in range(600):
-        if pid_file.exists() and pid_file.read_text().strip():
-            break
-        await asyncio.sleep(0.05)
-    return server, uri, int(pid_file.read_text())
-
-
-async def wait_gone(pid: int, seconds: float) -> bool:
-    for _ in range(int(seconds / 0.05)):
-        if not alive(pid):
-            return True
-        await asyncio.sleep(0.05)
-    return not alive(pid)
+    return server, uri, await pid_in(pid_file)
 
 
 async def test_sigterm_mid_tool_kills_the_command_and_pairs_the_call(
@@ -608,11 +584,8 @@ async def test_sigterm_mid_tool_kills_the_command_and_pairs_the_call(
     try:
         assert alive(pid)
         server.process.send_signal(signal.SIGTERM)
-        assert await asyncio.wait_for(server.process.wait(), 30) == 0
-        gone = await wait_gone(pid, 2)
-        if not gone:
-            os.kill(pid, signal.SIGKILL)
-        assert gone, "the command outlived the server"
+        assert await asyncio.wait_for(server.process.wait(), CEILING_S) == 0
+        await gone(pid, "the command, after the server")
         entries = session_lines(uri)
         calls = [e for e in entries if e["type"] == "message" and
                  e["message"]["role"] == "assistant"]
@@ -631,10 +604,7 @@ async def test_a_killed_server_leaves_no_command_running(tmp_path: Path,
         assert alive(pid)
         server.process.kill()
         await server.process.wait()
-        gone = await wait_gone(pid, 2)
-        if not gone:
-            os.kill(pid, signal.SIGKILL)
-        assert gone, "the command outlived the server killed with SIGKILL"
+        await gone(pid, "the command, after the server killed with SIGKILL")
     finally:
         await server.close()
 
@@ -654,17 +624,10 @@ async def test_sigterm_to_pi_lsp_run_mid_tool_kills_the_command_and_saves_the_ru
         sys.executable, "-m", "pi_lsp.cli", "run", "--new", "go", cwd=workspace, env=env,
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
     try:
-        for _ in range(600):
-            if pid_file.exists() and pid_file.read_text().strip():
-                break
-            await asyncio.sleep(0.05)
-        pid = int(pid_file.read_text())
+        pid = await pid_in(pid_file)
         process.send_signal(signal.SIGTERM)
-        assert await asyncio.wait_for(process.wait(), 30) == 143
-        gone = await wait_gone(pid, 2)
-        if not gone:
-            os.kill(pid, signal.SIGKILL)
-        assert gone, "the command outlived `pi-lsp run`"
+        assert await asyncio.wait_for(process.wait(), CEILING_S) == 143
+        await gone(pid, "the command, after `pi-lsp run`")
         (session,) = (workspace / ".pi" / "sessions").glob("*.jsonl")
         roles = [e["message"]["role"] for e in session_lines(session.as_uri())
                  if e["type"] == "message"]

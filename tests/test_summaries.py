@@ -50,6 +50,7 @@ from pi_lsp.summarize.serialize import serialize_conversation
 from pi_lsp.summarize.summarizer import ModelSummarizer, SummaryError, llm_messages
 from tests.conftest import EXAMPLE_WORKSPACE
 from tests.fake_anthropic import FakeAnthropic, error_reply, text_reply
+from tests.waits import until
 
 FORK = "e1afef94"  # "OK, that makes sense. How should we fix the data layer?"
 FORK_PARENT = "24652ae8"
@@ -382,10 +383,7 @@ async def test_aborting_a_slow_compaction_writes_nothing(
                       compaction=CompactionSettings(keep_recent_tokens=KEEP_B_REPEAT))
     fake.script(text_reply("## Goal\n", "slow ", "summary", delay=0.3))
     task = asyncio.create_task(harness.compact())
-    for _ in range(200):
-        if fake.message_requests():
-            break
-        await asyncio.sleep(0.01)
+    await until(fake.message_requests, "the summary request")
     assert harness.busy and harness.phase == "compaction"
     assert harness.abort()
     with pytest.raises(Aborted):
@@ -644,10 +642,7 @@ async def test_busy_harness_refuses_summaries(
     harness = Harness(tree, session.parents[2], providers)
     fake.script(text_reply("slow", " reply", delay=0.1))
     task = asyncio.create_task(harness.prompt("Take your time."))
-    for _ in range(200):
-        if harness.busy:
-            break
-        await asyncio.sleep(0.01)
+    await until(lambda: harness.busy, "the turn to start")
     assert harness.phase == "turn"
     with pytest.raises(BusyError):
         await harness.compact()

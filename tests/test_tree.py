@@ -23,6 +23,7 @@ from pi_lsp.session.entries import (
     UserMessage,
 )
 from pi_lsp.session.tree import SessionTree, UnknownEntryError
+from tests.waits import CEILING_S
 
 HEADER: dict[str, Any] = {
     "type": "session", "version": 3, "id": "11111111-2222-3333-4444-555555555555",
@@ -233,7 +234,7 @@ def test_a_cycle_does_not_hang_and_is_reported(tmp_path: Path) -> None:
 
     worker = threading.Thread(target=walk, daemon=True)
     worker.start()
-    worker.join(timeout=5)
+    worker.join(timeout=CEILING_S)
     assert not worker.is_alive(), "walking a cycle hangs"
     assert result["path"] == ["bbbbbbbb", "aaaaaaaa"]
     assert result["context"] == ["a", "b"]

@@ -258,14 +258,15 @@ async def run_bash(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     updates = ThrottledUpdates(lambda: output.tail()[0], ctx.on_update)
 
     async def collect() -> None:
-        assert process.stdout is not None
-        while chunk := await process.stdout.read(65536):
+        """Until the command and whatever it left holding its output have ended."""
+        while chunk := await shell.output.read(65536):
             output.write(chunk)
             updates.changed()
+        await process.wait()
 
     timed_out = False
     try:
-        await asyncio.wait_for(asyncio.gather(collect(), process.wait()), timeout)
+        await asyncio.wait_for(collect(), timeout)
     except TimeoutError:
         timed_out = True
     except BaseException:

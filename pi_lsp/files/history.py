@@ -15,7 +15,8 @@ from pathlib import Path
 
 import msgspec
 
-from pi_lsp.agent.events import AgentEvent, ToolExecutionStart, TurnEnd
+from pi_lsp.agent.approval import ApprovalRequest, Approver
+from pi_lsp.agent.events import AgentEvent, TurnEnd
 from pi_lsp.agent.harness import Harness
 from pi_lsp.agent.tools import Execute, Tool, ToolContext, ToolResult
 from pi_lsp.files.snapshots import (
@@ -25,6 +26,7 @@ from pi_lsp.files.snapshots import (
     SnapshotStore,
     store_for,
 )
+from pi_lsp.finish import finish
 from pi_lsp.session.entries import CustomEntry
 from pi_lsp.session.journal import Record
 from pi_lsp.session.tree import SessionTree, decode_entry
@@ -104,7 +106,6 @@ class TurnRecorder:
         self.store = store
         self._before: asyncio.Task[Snapshot | None] | None = None
         self._after: Snapshot | None = None
-        self._tasks: set[asyncio.Task[Snapshot | None]] = set()
 
     def attach(self, harness: Harness) -> None:
         """Make the harness's `write`, `edit` and `bash` snapshot around each call."""
@@ -113,20 +114,31 @@ class TurnRecorder:
         for name, tool in list(harness.tools.items()):
             if name in CHANGING_TOOLS:
                 harness.tools[name] = Tool(tool.spec, self._around(tool.execute))
+        harness.approve_call = self._while_asked(harness.approve_call)
         harness.subscribe(self.on_event)
 
     def _start_before(self) -> asyncio.Task[Snapshot | None]:
-        """The turn's "before" snapshot, started once (as soon as a changing call shows up,
-        so it runs while the user is asked to approve the call)."""
+        """The turn's "before" snapshot, started once."""
         if self._before is None:
             self._before = asyncio.ensure_future(self._snapshot())
-            self._tasks.add(self._before)
-            self._before.add_done_callback(self._tasks.discard)
         return self._before
+
+    def _while_asked(self, approve: Approver) -> Approver:
+        """Take the "before" snapshot while the user is asked about a changing call; it has
+        ended when the answer counts, whatever the answer, so none outlives its turn."""
+        async def ask(request: ApprovalRequest) -> str | None:
+            if request.call.name not in CHANGING_TOOLS:
+                return await approve(request)
+            before = self._start_before()
+            try:
+                return await approve(request)
+            finally:
+                await finish(before)
+        return ask
 
     def _around(self, execute: Execute) -> Execute:
         async def run(args: dict[str, object], context: ToolContext) -> ToolResult:
-            await asyncio.shield(self._start_before())
+            await finish(self._start_before())
             try:
                 return await execute(args, context)
             finally:
@@ -141,10 +153,8 @@ class TurnRecorder:
             return None
 
     def on_event(self, event: AgentEvent) -> None:
-        """Start the "before" snapshot early; at a turn end, after the tool results and before
-        any queued write, record the turn's files."""
-        if isinstance(event, ToolExecutionStart) and event.tool_name in CHANGING_TOOLS:
-            self._start_before()
+        """At a turn end, after the tool results and before any queued write, record the
+        turn's files."""
         if not isinstance(event, TurnEnd):
             return
         task, after = self._before, self._after

@@ -15,6 +15,8 @@ from typing import Literal
 
 import msgspec
 
+from pi_lsp.finish import run_to_end
+
 STORE_DIR = Path(".pi") / "snapshots"
 MAX_FILE_BYTES = 5 * 1024 * 1024  # larger files are left out of snapshots, and say so
 MAX_DIFF_CHARS = 100_000  # per file, in what fileChanges returns
@@ -76,11 +78,8 @@ class SnapshotStore:
         settings = ("core.quotePath=false", "core.autocrlf=false", "core.fsmonitor=false")
         command = [self.git, *where, *(f for s in settings for f in ("-c", s)), *args]
         for _attempt in range(LOCK_RETRIES):
-            process = await asyncio.create_subprocess_exec(
-                *command, cwd=self.root, env=env, stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-            out, err = await process.communicate(stdin)
-            if process.returncode == 0:
+            status, out, err = await run_to_end(command, stdin, cwd=self.root, env=env)
+            if status == 0:
                 return out
             message = err.decode(errors="replace").strip()
             if "index.lock" not in message:

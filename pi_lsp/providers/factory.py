@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.providers.base import Provider
 from pi_lsp.providers.models_file import resolve_value
 from pi_lsp.providers.registry import (
@@ -43,13 +42,16 @@ def provider_factory(registry: ModelRegistry, settings_key: Callable[[str], str 
             resolve_value(config.api_key, f"{where}.apiKey") if config.api_key else None)
         headers = {header: resolve_value(value, f"{where}.headers.{header}")
                    for header, value in config.headers.items()}
+        # The SDKs are imported when a provider is first made: they are most of the server's
+        # start-up otherwise, and an editor waits for that to show anything.
         if config.api == ANTHROPIC_API:
+            from pi_lsp.providers.anthropic import AnthropicProvider
+
             base_url = anthropic_base_url if name == "anthropic" and anthropic_base_url \
                 else config.base_url
             return AnthropicProvider(key, base_url=base_url, retry=retry, headers=headers,
                                      name=name)
         assert config.api in (CHAT_API, RESPONSES_API)
-        # Imported when first needed: the openai SDK adds a third to the server's start-up.
         from pi_lsp.providers.openai_api import OpenAIProvider
 
         return OpenAIProvider(name, key, config.base_url, headers, retry)

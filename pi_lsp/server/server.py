@@ -26,7 +26,7 @@ from pi_lsp.agent.harness import BusyError, Harness, NotRunningError
 from pi_lsp.agent.loop import Aborted
 from pi_lsp.files.history import RewindError, count_changes, file_changes, restore_files
 from pi_lsp.files.snapshots import SnapshotError, store_for
-from pi_lsp.providers.anthropic import MissingApiKeyError
+from pi_lsp.providers.base import MissingApiKeyError
 from pi_lsp.server import stdio
 from pi_lsp.server.approvals import NotAsked, approve_tool_params, fallback_question
 from pi_lsp.server.editor import (
@@ -299,13 +299,18 @@ class PiServer(LanguageServer):
             self.progress_end(token, "done")
 
     async def shutdown_work(self) -> None:
-        """Abort every running turn (each is persisted as aborted) and stop watching."""
+        """Abort every running turn (each is persisted as aborted) and stop watching; no task
+        is left running."""
         if self.hub is not None:
             for harness in self.hub.harnesses.values():
                 harness.abort()
         running = [t for t in self.tasks if not t.done()]
         if running:
-            await asyncio.wait(running, timeout=SHUTDOWN_WAIT_S)
+            _done, late = await asyncio.wait(running, timeout=SHUTDOWN_WAIT_S)
+            for task in late:  # waiting on the client, say: cut, and awaited all the same
+                task.cancel()
+            if late:
+                await asyncio.wait(late)
         for watcher in self.watchers.values():
             await watcher.stop()
         self.watchers.clear()

@@ -11,7 +11,7 @@ local example = vim.fn.glob(workspace .. "/.pi/sessions/*.jsonl")
 vim.cmd.edit(vim.fn.fnameescape(example))
 vim.cmd("PiTree")
 local tree
-H.wait(10000, function()
+H.wait(function()
   tree = H.find_buf("pi://tree/")
   return tree and H.contains(tree, "← leaf")
 end, "the tree of the buffer's session", tree)
@@ -24,10 +24,10 @@ vim.api.nvim_set_current_win(vim.fn.bufwinid(tree))
 vim.api.nvim_win_set_cursor(0, { H.entry(tree, "28511eec"), 0 })
 table.insert(H.inputs, "")
 H.keys("s")
-H.wait(15000, function()
+H.wait(function()
   return vim.tbl_contains(H.messages, "pi-lsp: branched to 28511eec with a summary")
 end, "the branch summary job did not finish", tree)
-H.wait(5000, function()
+H.wait(function()
   local leaf = H.exec("pi.getTree", { uri = uri })
   local node
   for _, n in ipairs(leaf.nodes) do
@@ -43,7 +43,7 @@ vim.api.nvim_set_current_win(vim.fn.bufwinid(tree))
 vim.api.nvim_win_set_cursor(0, { H.entry(tree, "e1afef94"), 0 })
 H.keys("e")
 local input
-H.wait(5000, function()
+H.wait(function()
   input = H.find_buf("pi://input/")
   return input and H.contains(input, "OK, that makes sense. How should we fix the data layer?")
 end, "the prompt text did not reach the chat input", input)
@@ -54,7 +54,7 @@ vim.api.nvim_set_current_win(vim.fn.bufwinid(tree))
 vim.api.nvim_win_set_cursor(0, { H.entry(tree, "24652ae8"), 0 })
 H.keys("f")
 local fork
-H.wait(5000, function()
+H.wait(function()
   for _, buf in ipairs(vim.api.nvim_list_bufs()) do
     local name = vim.api.nvim_buf_get_name(buf)
     if buf ~= tree and vim.startswith(name, "pi://tree/") and H.contains(buf, "← leaf") then
@@ -72,14 +72,14 @@ local plan
 table.insert(H.selects, function(items)
   return items[1] -- "Compact"
 end)
-H.wait(5000, function()
+H.wait(function()
   plan = H.find_buf("pi://compact/")
   return plan and H.contains(plan, "# Compaction plan")
 end, ":PiCompact did not show the plan", plan)
 H.check(vim.b[plan].pi_lsp_uri == uri, ":PiCompact 5f0c2a9e picked the original session")
 local to_summarize = H.text(plan):find("messages to summarize: [1-9]") or H.text(plan):find("of a split turn", 1, true)
 H.check(to_summarize, "the plan has messages to summarize", plan)
-H.wait(15000, function()
+H.wait(function()
   for _, m in ipairs(H.messages) do
     if m:find("^pi%-lsp: compacted %([%d,]+ tokens before%)") then
       return true

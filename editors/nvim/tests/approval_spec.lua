@@ -7,7 +7,7 @@ H.setup()
 -- No argument, no session buffer, nothing used yet: the newest session.
 vim.cmd("PiChat")
 local chat_buf, input_buf
-H.wait(10000, function()
+H.wait(function()
   chat_buf, input_buf = H.find_buf("pi://chat/"), H.find_buf("pi://input/")
   return chat_buf and H.contains(chat_buf, "# Fix slow order listing") and H.contains(chat_buf, "All green: 14 passed.")
 end, "the chat of the example session did not render", chat_buf)
@@ -35,17 +35,17 @@ table.insert(H.selects, function(items, opts)
 end)
 vim.api.nvim_buf_set_lines(input_buf, 0, -1, false, { "Run the echo" })
 H.keys("<CR>")
-H.wait(10000, function()
+H.wait(function()
   return H.contains(chat_buf, "It printed approved-run.")
 end, "the turn after the approved tool did not finish", chat_buf)
 -- The server may name the session in the question: "pi (NAME) wants to run …".
 H.check(asked and asked:find("wants to run bash: echo approved-run", 1, true), "the approval prompt: " .. tostring(asked))
 H.check(noted, "the question was shown in the chat while it was asked", chat_buf)
-H.wait(5000, function()
+H.wait(function()
   return H.text(chat_buf):find("✓ bash: approved%-run") ~= nil
 end, "the tool result is in the transcript", chat_buf)
 
-H.wait(5000, function()
+H.wait(function()
   return H.text(chat_buf):find("## pi · claude%-opus%-4%-5  `%x+`\n\nIt printed approved%-run%.") ~= nil
 end, "the transcript was not re-read after the turn", chat_buf)
 H.dump(":PiChat (toolApproval = ask)", chat_buf, 18)

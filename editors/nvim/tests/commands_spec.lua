@@ -35,13 +35,13 @@ table.insert(H.selects, function(items, opts)
   end
 end)
 vim.cmd("PiModel")
-H.wait(5000, function()
+H.wait(function()
   return (preview().model or ""):find("haiku", 1, true) ~= nil
 end, "the picked model was not set: " .. tostring(preview().model))
 H.check(offered and offered:find("tokens)", 1, true), "models are offered with their window: " .. tostring(offered))
 -- With an argument, and a clear error for a malformed one.
 vim.cmd("PiModel anthropic/claude-opus-4-5")
-H.wait(5000, function()
+H.wait(function()
   return preview().model == "anthropic/claude-opus-4-5"
 end, "the named model was not set")
 pcall(vim.cmd, "PiModel opus") -- an error message raises inside vim.cmd under `nvim -l`
@@ -50,14 +50,14 @@ H.check(vim.tbl_contains(vim.fn.getcompletion("PiModel anthropic/claude-o", "cmd
 
 -- :PiThinking with and without a level.
 vim.cmd("PiThinking low")
-H.wait(5000, function()
+H.wait(function()
   return preview().thinkingLevel == "low"
 end, "the thinking level was not set")
 table.insert(H.selects, function(items)
   return items[#items]
 end)
 vim.cmd("PiThinking")
-H.wait(5000, function()
+H.wait(function()
   return preview().thinkingLevel == "xhigh"
 end, "the picked thinking level was not set")
 pcall(vim.cmd, "PiThinking extreme")
@@ -66,7 +66,7 @@ H.check(vim.deep_equal(vim.fn.getcompletion("PiThinking m", "cmdline"), { "minim
 
 -- :PiRename with a name, and asking with the current name filled in.
 vim.cmd("PiRename Orders, faster")
-H.wait(5000, function()
+H.wait(function()
   return listed_name() == "Orders, faster"
 end, "the session was not renamed")
 local asked
@@ -74,22 +74,22 @@ vim.ui.input = function(opts, on_confirm)
   asked = opts.default
   on_confirm("Orders: N+1 fixed")
 end
-H.wait(3000, function()
+H.wait(function()
   return require("pi_lsp.session").listed[workspace] ~= nil
 end, "the session list was not read again")
 vim.cmd("PiRename")
-H.wait(5000, function()
+H.wait(function()
   return listed_name() == "Orders: N+1 fixed"
 end, "the session was not renamed through the prompt")
 H.check(asked == "Orders, faster", "the prompt starts from the current name: " .. tostring(asked))
 
 -- :PiCheck: a clean session, then a damaged one into the quickfix list.
 vim.cmd("PiCheck")
-H.wait(5000, function()
+H.wait(function()
   return H.said(vim.fn.fnamemodify(example, ":t") .. ": no problems")
 end, "the clean check was not reported")
 vim.cmd("PiCheck " .. vim.fn.fnameescape(damaged))
-H.wait(5000, function()
+H.wait(function()
   return #vim.fn.getqflist() > 0
 end, "the problems did not reach the quickfix list")
 local qf = vim.fn.getqflist({ title = 1, items = 1 })
@@ -104,7 +104,7 @@ vim.cmd("cclose")
 vim.cmd.edit(vim.fn.fnameescape(example))
 vim.cmd("PiChat")
 local chat
-H.wait(5000, function()
+H.wait(function()
   chat = H.find_buf("pi://chat/")
   return chat and H.contains(chat, "## You")
 end, "the chat did not open", chat)
@@ -113,12 +113,12 @@ H.check(vim.wo[vim.fn.bufwinid(chat)].conceallevel == 2, "the chat conceals Mark
 H.check(H.lines(chat)[1] == "# Orders: N+1 fixed", "the chat's title is the name", chat)
 -- A rename shows in the open chat's title.
 vim.cmd("PiRename Orders done")
-H.wait(5000, function()
+H.wait(function()
   return H.lines(chat)[1] == "# Orders done"
 end, "the chat's title did not follow the rename", chat)
 vim.cmd("PiContext")
 local context
-H.wait(5000, function()
+H.wait(function()
   context = H.find_buf("pi://context/")
   return context and H.contains(context, "# Context at")
 end, "the context preview did not open", context)

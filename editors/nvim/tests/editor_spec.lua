@@ -14,7 +14,7 @@ file:write("A = 1\n")
 file:close()
 vim.cmd.edit(path)
 local buf = vim.api.nvim_get_current_buf()
-H.wait(5000, function()
+H.wait(function()
   return vim.lsp.buf_is_attached(buf, client.id)
 end, "the file buffer was not synced to the server")
 vim.api.nvim_buf_set_lines(buf, 0, -1, false, { "A = 2  # unsaved" })
@@ -27,7 +27,7 @@ vim.diagnostic.set(ns, buf, {
 -- :PiSend on line 1 attaches it to the chat of the (newest) session.
 vim.cmd("1PiSend")
 local chat
-H.wait(10000, function()
+H.wait(function()
   local chat_buf = H.find_buf("pi://chat/")
   chat = chat_buf and require("pi_lsp.chat").get(vim.b[chat_buf].pi_lsp_uri)
   return chat and chat.context and #chat.context == 1
@@ -37,7 +37,7 @@ H.check(H.contains(chat.buf, "📎 notes.py:1 goes with the next message"), "the
 
 vim.api.nvim_buf_set_lines(chat.input, 0, -1, false, { "Raise A" })
 require("pi_lsp.chat").send(chat, "prompt")
-H.wait(15000, function()
+H.wait(function()
   return H.contains(chat.buf, "Checked the problems.")
 end, "the turn with the diagnostics follow-up did not finish", chat.buf)
 
@@ -51,7 +51,7 @@ H.dump(":PiSend, then a turn that edits an open buffer", chat.buf, 14)
 -- :PiAddFile attaches the whole buffer, unsaved text and all.
 vim.api.nvim_set_current_win(vim.fn.bufwinid(buf))
 vim.cmd("PiAddFile")
-H.wait(5000, function()
+H.wait(function()
   return #(chat.context or {}) == 1
 end, "the file was not attached")
 local whole = chat.context[1]
@@ -69,7 +69,7 @@ coroutine.wrap(function()
   answer = editor.approve_tool(params)
 end)()
 local proposed
-H.wait(5000, function()
+H.wait(function()
   proposed = H.find_buf("pi://approve/toolu_7/proposed/notes.py")
   return proposed and vim.fn.bufwinid(proposed) ~= -1
 end, "no diff tab opened")
@@ -83,7 +83,7 @@ local bar = vim.wo[vim.fn.bufwinid(proposed)].winbar
 H.check(bar:find("pi (Fix slow order listing) wants to edit notes.py", 1, true) and bar:find("A accept for session", 1, true), "the winbar: " .. bar)
 vim.api.nvim_set_current_win(vim.fn.bufwinid(proposed))
 H.keys("A")
-H.wait(5000, function()
+H.wait(function()
   return answer ~= nil
 end, "no answer after A")
 H.check(answer.decision == "allowSession", "decision: " .. vim.inspect(answer))
@@ -94,7 +94,7 @@ answer = nil
 coroutine.wrap(function()
   answer = editor.approve_tool(vim.tbl_extend("force", params, { toolCallId = "toolu_8", tool = "write", oldText = vim.NIL, path = root .. "/new.txt" }))
 end)()
-H.wait(5000, function()
+H.wait(function()
   local b = H.find_buf("pi://approve/toolu_8/proposed/new.txt")
   if b and vim.fn.bufwinid(b) ~= -1 then
     vim.api.nvim_set_current_win(vim.fn.bufwinid(b))
@@ -104,7 +104,7 @@ end, "no diff tab for the new file")
 H.check(H.text(H.find_buf("pi://approve/toolu_8/current/new.txt")) == "", "a new file has no current text")
 H.check(vim.wo.winbar:find("wants to create new.txt", 1, true), "the winbar: " .. vim.wo.winbar)
 H.keys("r")
-H.wait(5000, function()
+H.wait(function()
   return answer ~= nil
 end, "no answer after r")
 H.check(answer.decision == "deny", "decision: " .. vim.inspect(answer))
@@ -119,7 +119,7 @@ answer = nil
 coroutine.wrap(function()
   answer = editor.approve_tool({ uri = chat.uri, turnId = "t", toolCallId = "toolu_9", tool = "bash", title = "Fix slow order listing", command = "cd build &&\n  make all", outsideWorkspace = false })
 end)()
-H.wait(5000, function()
+H.wait(function()
   return answer ~= nil
 end, "no answer for bash")
 H.check(answer.decision == "allow", "decision: " .. vim.inspect(answer))
@@ -136,7 +136,7 @@ answer = nil
 coroutine.wrap(function()
   answer = editor.approve_tool({ uri = chat.uri, turnId = "t", toolCallId = "toolu_10", tool = "read", title = "T", path = "/etc/hosts", outsideWorkspace = true })
 end)()
-H.wait(5000, function()
+H.wait(function()
   return answer ~= nil
 end, "no answer for read")
 H.check(answer.decision == "deny" and asked == "pi (T) wants to read /etc/hosts (outside the workspace)", "read: " .. tostring(asked))
@@ -146,7 +146,7 @@ local report
 coroutine.wrap(function()
   report = editor.diagnostics({ uris = { vim.uri_from_fname(root .. "/elsewhere.py"), vim.uri_from_bufnr(buf) } })
 end)()
-H.wait(3000, function()
+H.wait(function()
   return report ~= nil
 end, "no diagnostics answer")
 H.check(#report.diagnostics[1].items == 0 and #report.diagnostics[2].items == 2, vim.inspect(report))

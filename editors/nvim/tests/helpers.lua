@@ -7,6 +7,11 @@
 -- A failed check raises, which makes `nvim -l` exit with status 1.
 local H = {}
 
+-- The one ceiling of every wait: only a real hang reaches it. Scripts wait for the thing itself
+-- (a buffer's text, a server's answer), never for a guessed time: other test suites may be
+-- loading this machine's 2 cores, making anything slow by seconds.
+H.CEILING_MS = 60000
+
 local here = debug.getinfo(1, "S").source:sub(2)
 H.plugin_dir = vim.fn.fnamemodify(here, ":p:h:h")
 
@@ -63,7 +68,7 @@ function H.setup(extra)
   vim.cmd.cd(env("PI_LSP_WORKSPACE"))
   require("pi_lsp").setup(H.options(extra))
   local client = require("pi_lsp").client()
-  H.wait(15000, function()
+  H.wait(function()
     return client.initialized
   end, "the server did not initialize")
   return client
@@ -82,9 +87,9 @@ function H.text(buf)
   return table.concat(H.lines(buf), "\n")
 end
 
---- Wait for `cond`; on timeout fail with `what` and, if given, a buffer's text.
-function H.wait(ms, cond, what, buf)
-  if vim.wait(ms, cond, 20) then
+--- Wait for `cond`; at the ceiling fail with `what` and, if given, a buffer's text.
+function H.wait(cond, what, buf)
+  if vim.wait(H.CEILING_MS, cond, 20) then
     return
   end
   local detail = ""
@@ -149,7 +154,7 @@ function H.exec(command, args)
   local response = client:request_sync("workspace/executeCommand", {
     command = command,
     arguments = { args or vim.empty_dict() },
-  }, 5000)
+  }, H.CEILING_MS)
   assert(response and not response.err, command .. " failed: " .. vim.inspect(response))
   return response.result
 end

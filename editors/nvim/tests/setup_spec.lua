@@ -21,7 +21,6 @@ end
 -- No root marker here: setup() starts no server.
 vim.cmd.cd(os.getenv("PI_LSP_EMPTY"))
 require("pi_lsp").setup(H.options())
-vim.wait(500)
 H.check(servers() == 0, "setup() started a server in a folder without a root marker")
 local report = health_report()
 for _, needle in ipairs({ "OK Neovim 0.", "OK pi-lsp 0.", "no root marker (.pi, .git) above", "no pi-lsp server is running" }) do
@@ -65,24 +64,24 @@ H.check(not H.find_buf("pi://chat/"), "no chat opened for it")
 H.check(not table.concat(H.messages, "\n"):find("NotASessionError", 1, true), "no raw error")
 -- The server names it as plainly (for files the plugin cannot tell apart).
 local client = require("pi_lsp").client()
-H.wait(15000, function()
+H.wait(function()
   return client.initialized
 end, "the server did not initialize")
 local response = client:request_sync("workspace/executeCommand", {
   command = "pi.getTree",
   arguments = { { uri = vim.uri_from_fname(notes) } },
-}, 5000)
+}, H.CEILING_MS)
 H.check(response.err and response.err.message:find("notes.jsonl is not a pi session file", 1, true), vim.inspect(response))
 
 -- setup() in a marked workspace starts the server.
 vim.cmd.enew()
 require("pi_lsp.client").stop_all()
-H.wait(10000, function()
+H.wait(function()
   return servers() == 0
 end, "the server did not stop")
 require("pi_lsp").setup(H.options())
 H.check(servers() == 1, "setup() in the workspace starts a server: " .. servers())
-H.wait(15000, function()
+H.wait(function()
   return vim.lsp.get_clients({ name = "pi_lsp" })[1] ~= nil
 end, "the server did not initialize")
 report = health_report()

@@ -5,7 +5,7 @@ H.setup()
 
 vim.cmd("PiTree")
 local buf
-H.wait(10000, function()
+H.wait(function()
   buf = H.find_buf("pi://tree/")
   return buf and H.contains(buf, "← leaf")
 end, "the tree buffer did not render", buf)
@@ -45,13 +45,13 @@ local function dead_end_line()
   return H.lines(buf)[H.entry(buf, "28511eec")]
 end
 resize(79)
-H.wait(3000, function()
+H.wait(function()
   return fits(79) and dead_end_line():find("assistant: %S.*  %[orm%-dead%-end%]$") ~= nil
 end, "the tree was not laid out again for 79 columns", buf)
 H.check(vim.fn.foldclosed(H.entry(buf, "e1afef94")) == H.entry(buf, "e1afef94"), "folds stay closed")
 H.dump(":PiTree (79 columns)", buf)
 resize(50)
-H.wait(3000, function()
+H.wait(function()
   return fits(50)
 end, "the tree was not laid out again for 50 columns", buf)
 H.check(H.lines(buf)[H.line_of(buf, "← leaf")]:find("← leaf$"), "the leaf mark ends its line", buf)
@@ -63,7 +63,7 @@ H.check(H.lines(buf)[H.entry(buf, "24652ae8")]:find("…$"), "a long preview is 
 vim.cmd("normal! zR")
 vim.api.nvim_win_set_cursor(0, { H.entry(buf, "28511eec"), 0 })
 H.keys("b")
-H.wait(5000, function()
+H.wait(function()
   local line = H.lines(buf)[H.entry(buf, "28511eec") or 1]
   return line:find("← leaf", 1, true) ~= nil
 end, "the tree did not re-render with the new leaf", buf)
@@ -75,7 +75,7 @@ H.check(vim.api.nvim_win_get_cursor(0)[1] == H.entry(buf, "28511eec"), "the curs
 vim.api.nvim_win_set_cursor(0, { H.entry(buf, "c66a750f"), 0 })
 table.insert(H.inputs, "regression-test")
 H.keys("l")
-H.wait(5000, function()
+H.wait(function()
   return H.contains(buf, "[regression-test]")
 end, "the new label did not appear", buf)
 local labelled = H.lines(buf)[H.entry(buf, "c66a750f")]
@@ -86,7 +86,7 @@ vim.api.nvim_set_current_win(vim.fn.bufwinid(buf))
 vim.api.nvim_win_set_cursor(0, { H.entry(buf, "24652ae8"), 0 })
 H.keys("p")
 local preview
-H.wait(5000, function()
+H.wait(function()
   preview = H.find_buf("pi://context/")
   return preview and H.contains(preview, "# Context at `24652ae8`")
 end, "the context preview did not open", preview)
@@ -98,7 +98,7 @@ vim.api.nvim_set_current_win(vim.fn.bufwinid(buf))
 vim.api.nvim_win_set_cursor(0, { H.entry(buf, "c66a750f"), 0 })
 H.keys("d")
 local diff
-H.wait(5000, function()
+H.wait(function()
   diff = H.find_buf("pi://diff/")
   return diff and H.contains(diff, "Only at the leaf")
 end, "the diff did not open", diff)
@@ -108,14 +108,14 @@ H.check(H.contains(diff, "`e1afef94` user: OK, that makes sense."), "entries onl
 -- :PiContext with an entry argument, from a non-pi buffer (session last used).
 vim.cmd("enew")
 vim.cmd("PiContext 4e303b25")
-H.wait(5000, function()
+H.wait(function()
   return H.contains(preview, "# Context at `4e303b25`")
 end, ":PiContext 4e303b25 did not render", preview)
 H.check(H.contains(preview, "**Model** anthropic/claude-opus-4-5"), "model line", preview)
 H.dump(":PiContext 4e303b25", preview)
 
 -- The statusline shows the session of the buffer (or the last used).
-H.wait(5000, function()
+H.wait(function()
   return require("pi_lsp").statusline():find("claude", 1, true) ~= nil
 end, "statusline: " .. require("pi_lsp").statusline())
 H.check(require("pi_lsp").statusline():find("/200k", 1, true), "statusline shows the window: " .. require("pi_lsp").statusline())

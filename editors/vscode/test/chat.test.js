@@ -30,7 +30,7 @@ async function turn(text, during) {
   const before = resets();
   await panel.receive({ type: "send", text, delivery: "prompt" });
   if (during) await during();
-  await eventually(() => !panel.transcript.busy && resets() > before, 15000, "the turn to end and the panel to reload");
+  await eventually(() => !panel.transcript.busy && resets() > before, "the turn to end and the panel to reload");
   return lastReset().blocks.map((b) => b.html).join("\n");
 }
 
@@ -82,7 +82,7 @@ test("an approval can be answered in the panel instead (Reject)", async () => {
   );
   respond("showWarningMessage", () => new Promise(() => {})); // the notification is ignored
   const html = await turn("clean up", async () => {
-    const card = await eventually(() => panel.posted.find((m) => m.type === "approval" && /rm -rf build/.test(m.message)), 10000, "the approval card");
+    const card = await eventually(() => panel.posted.find((m) => m.type === "approval" && /rm -rf build/.test(m.message)), "the approval card");
     assert.deepEqual(card.actions, ["Accept", "Accept for Session", "Reject"]);
     assert.equal(card.detail, "rm -rf build", "the whole command");
     await panel.receive({ type: "approve", id: card.id, choice: "Reject" });
@@ -96,7 +96,7 @@ test("an approval can be answered in the panel instead (Reject)", async () => {
 test("model and thinking pickers write to the session", async () => {
   await panel.receive({ type: "setModel", model: "anthropic/claude-haiku-4-5" });
   await panel.receive({ type: "setThinking", level: "minimal" });
-  await eventually(() => lastReset().state.model === "anthropic/claude-haiku-4-5" && lastReset().state.thinkingLevel === "minimal", 5000, "the new settings in the panel");
+  await eventually(() => lastReset().state.model === "anthropic/claude-haiku-4-5" && lastReset().state.thinkingLevel === "minimal", "the new settings in the panel");
 });
 
 test("while a turn runs, the input steers; abort stops the turn", async () => {
@@ -104,7 +104,7 @@ test("while a turn runs, the input steers; abort stops the turn", async () => {
   slow.delay = 150;
   fake.script(slow, textReply("after the steer"));
   const html = await turn("talk slowly", async () => {
-    await eventually(() => panel.transcript.busy && fake.requests.length === 1, 10000, "the turn to start");
+    await eventually(() => panel.transcript.busy && fake.requests.length === 1, "the turn to start");
     await panel.receive({ type: "send", text: "faster please", delivery: "steer" });
     assert.ok(panel.posted.some((m) => m.type === "upsert" && /Steering message queued/.test(m.html)));
     await panel.receive({ type: "abort" });

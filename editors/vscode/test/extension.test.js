@@ -110,7 +110,7 @@ test("Branch here on a tree item moves the leaf; the view refreshes on pi/sessio
   const result = await run("piLsp.branch", target);
   assert.deepEqual(errors(), []);
   assert.ok(result.leafId);
-  await eventually(() => redraws > 0, 5000, "a redraw");
+  await eventually(() => redraws > 0, "a redraw");
   sub.dispose();
   const after = await provider().getChildren(session);
   const fork = after.find((e) => e.entryId === "24652ae8");
@@ -170,7 +170,7 @@ test("a command without an argument uses the active editor's session file, then 
   for (const p of api.chats.all()) p.panel.active = false; // no chat panel in front
   const fork = await run("piLsp.fork", { uri: sessionUri, entryId: "24652ae8" });
   assert.ok(fork.uri);
-  await eventually(async () => (await api.sessions.list()).length === 2, 5000, "the fork in the list");
+  await eventually(async () => (await api.sessions.list()).length === 2, "the fork in the list");
   // The fork was remembered as the last used session.
   assert.equal(api.sessions.lastUsed(), fork.uri);
   vscode.__test.setActiveEditor(vscode.Uri.file(ws.sessionFile));
@@ -190,7 +190,7 @@ test("a command without an argument uses the active editor's session file, then 
   // The rename works on the session resolved that way.
   await run("piLsp.rename", { name: "the fork" });
   assert.deepEqual(errors(), []);
-  await eventually(async () => (await api.sessions.info(fork.uri))?.name === "the fork", 5000, "the new name");
+  await eventually(async () => (await api.sessions.info(fork.uri))?.name === "the fork", "the new name");
 });
 
 test("Set model and thinking level write entries; Check finds nothing wrong", async () => {

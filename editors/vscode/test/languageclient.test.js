@@ -54,7 +54,7 @@ test("the client's ExecuteCommandFeature registers the server's commands in vsco
 test("a settings change is sent as workspace/didChangeConfiguration (server keys only)", async () => {
   setConfig("piLsp.sessionDirs", []);
   setConfig("piLsp.models", ["anthropic/x"]); // a client-only setting: the server must never see it
-  await eventually(async () => (await pi.call("pi.listSessions", {})).sessions.length === 1, 5000, "the extra folder to go");
+  await eventually(async () => (await pi.call("pi.listSessions", {})).sessions.length === 1, "the extra folder to go");
   assert.deepEqual(rec.messages.filter((m) => m.kind === "error"), [], "no 'invalid settings' complaint");
 });
 
@@ -63,7 +63,7 @@ test("server notifications become events: pi/sessionChanged after pi.label", asy
   const seen = [];
   const sub = pi.onSessionChanged((e) => seen.push(e));
   await pi.call("pi.label", { uri: session.uri, targetId: "24652ae8", label: "diagnosis" });
-  const change = await eventually(() => seen[0], 5000, "pi/sessionChanged");
+  const change = await eventually(() => seen[0], "pi/sessionChanged");
   sub.dispose();
   assert.equal(vscode.Uri.parse(change.uri).fsPath, vscode.Uri.parse(session.uri).fsPath);
   assert.equal(change.entries, 57);
@@ -78,7 +78,7 @@ test("changing the launch settings restarts the server", async () => {
   const sub = pi.onStarted(() => started++);
   const { command, args } = serverCommand();
   setConfig("piLsp.command", [command, ...args]); // the same command, but the setting "changed"
-  await eventually(() => started === 1, 15000, "the restart");
+  await eventually(() => started === 1, "the restart");
   sub.dispose();
   assert.equal(pi.languageClient.isRunning(), true);
   assert.equal((await pi.call("pi.listSessions", {})).sessions.length, 1);

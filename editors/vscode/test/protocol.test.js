@@ -113,7 +113,7 @@ test("pi.branch moves the leaf and the server says so with pi/sessionChanged", a
   const before = notes.length;
   const result = await exec("pi.branch", { uri: session.uri, targetId: "24652ae8" });
   assert.ok("leafId" in result);
-  const change = await eventually(() => notes.slice(before).find((n) => n.method === "pi/sessionChanged"), 5000, "pi/sessionChanged");
+  const change = await eventually(() => notes.slice(before).find((n) => n.method === "pi/sessionChanged"), "pi/sessionChanged");
   assert.deepEqual(keys(change.params), ["entries", "leafId", "reloaded", "uri"]);
   assert.ok(samePath(change.params.uri, session.uri));
   assert.equal(change.params.reloaded, false);
@@ -138,7 +138,7 @@ test("pi.label and pi.fork; pi.fork announces pi/sessionsChanged", async () => {
   const before = notes.length;
   const forked = await exec("pi.fork", { uri: session.uri, leafId: "24652ae8" });
   assert.ok(forked.uri.endsWith(".jsonl") && !samePath(forked.uri, session.uri));
-  await eventually(() => notes.slice(before).find((n) => n.method === "pi/sessionsChanged"), 5000, "pi/sessionsChanged");
+  await eventually(() => notes.slice(before).find((n) => n.method === "pi/sessionsChanged"), "pi/sessionsChanged");
   const { sessions } = await exec("pi.listSessions", {});
   assert.equal(sessions.length, 2);
   assert.ok(sessions.some((s) => samePath(s.uri, forked.uri) && s.parentSession));

@@ -25,12 +25,12 @@ async function turn(text, reply) {
   let ended = false;
   const { turnId } = await api.pi.call("pi.prompt", { uri, text });
   const listening = api.pi.onTurn((n) => { ended ||= n.turnId === turnId && n.event.type === "agent_end"; });
-  await eventually(() => ended, 15000, `the end of the turn ${text}`).finally(() => listening.dispose());
+  await eventually(() => ended, `the end of the turn ${text}`).finally(() => listening.dispose());
   return eventually(async () => {
     const tree = await api.pi.call("pi.getTree", { uri });
     const last = tree.nodes.at(-1);
     return last && last.preview === reply && last.id;
-  }, 15000, `the reply ${reply}`);
+  }, `the reply ${reply}`);
 }
 
 before(async () => {
@@ -60,7 +60,7 @@ test("Branch Here offers to restore the files, shows the diff first, and Undo pu
   assert.match(shown.getText(), /^-v2$/m);
   assert.match(shown.getText(), /^\+v1$/m);
   // Restored, then the Undo button of the message after it restores the files before.
-  await eventually(() => rec.messages.some((m) => m.message.startsWith("pi: undid the restore")), 10000, "the undo");
+  await eventually(() => rec.messages.some((m) => m.message.startsWith("pi: undid the restore")), "the undo");
   assert.equal(notes(), "v2\n");
   assert.ok(rec.messages.some((m) => m.message === `pi: restored 1 file(s) to entry ${first}.`));
   respond("showWarningMessage");

@@ -1,0 +1,64 @@
+"""Waiting in tests: on the thing itself, with one ceiling that only a real hang reaches.
+
+A busy 2-core machine (other test suites beside this one) makes anything slow by seconds, so no
+wait may stand for a guess of how long something takes; pytest-timeout's per-test limit
+(pyproject.toml) is above this ceiling, so a hang fails here with a message first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+CEILING_S = 60.0
+POLL_S = 0.02  # for conditions nothing announces (a file appearing, a process gone)
+
+
+async def until(condition: Callable[[], object], what: str, ceiling: float = CEILING_S
+                ) -> None:
+    """Return once `condition()` is true; fail naming `what` after the ceiling."""
+    deadline = time.monotonic() + ceiling
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {ceiling:.0f} s waiting for {what}")
+        await asyncio.sleep(POLL_S)
+
+
+def until_sync(condition: Callable[[], object], what: str, ceiling: float = CEILING_S) -> None:
+    """`until` for tests without an event loop."""
+    deadline = time.monotonic() + ceiling
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {ceiling:.0f} s waiting for {what}")
+        time.sleep(POLL_S)
+
+
+def alive(pid: int) -> bool:
+    """Running, not a zombie (a killed orphan may wait for a reaper that never comes)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+async def pid_in(path: Path) -> int:
+    """The pid a command wrote to `path`, once it has (the command is running then)."""
+    await until(lambda: path.exists() and path.read_text().strip().isdigit(),
+                f"a pid in {path}")
+    return int(path.read_text())
+
+
+async def gone(pid: int, what: str) -> None:
+    """Wait for `pid` to end; one that outlives the ceiling is killed and fails the test."""
+    try:
+        await until(lambda: not alive(pid), f"{what} (pid {pid}) to end")
+    except AssertionError:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        raise
