@@ -455,7 +455,7 @@ local function show(chat)
   vim.wo[chat_win].number = false
   vim.wo[chat_win].winbar = STATUSLINE
   util.markdown_window(chat_win)
-  util.use_folds(chat_win, 0)
+  util.use_folds(chat_win, 0, true)
   local input_win = vim.fn.bufwinid(chat.input)
   if input_win == -1 then
     vim.api.nvim_set_current_win(chat_win)
