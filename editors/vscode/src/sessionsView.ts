@@ -61,12 +61,19 @@ export class EntryItem extends vscode.TreeItem {
 
 export type Item = SessionItem | EntryItem;
 
+/**
+ * The context key the view's welcome texts read: unset until the server first answers (the
+ * view says it is starting, never that there are no sessions), then `ready` or `failed`.
+ */
+export const SESSIONS_STATE = "piLsp.sessionsState";
+
 export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Disposable {
   private readonly changed = new vscode.EventEmitter<Item | undefined>();
   readonly onDidChangeTreeData = this.changed.event;
   private readonly shapes = new Map<string, Promise<TreeShape>>();
   private readonly disposables: vscode.Disposable[] = [this.changed];
   private timer: ReturnType<typeof setTimeout> | undefined;
+  private state: "ready" | "failed" | undefined;
 
   constructor(private readonly pi: PiClient, private readonly sessions: Sessions) {
     this.disposables.push(
@@ -97,7 +104,15 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
   async getChildren(item?: Item): Promise<Item[]> {
     if (item === undefined) {
       const current = this.sessions.current();
-      return (await this.sessions.list()).map((s) => new SessionItem(s, sameSession(s.uri, current)));
+      let listed: SessionInfo[];
+      try {
+        listed = await this.sessions.list();
+      } catch {
+        this.setState("failed"); // the welcome text offers the output and a restart
+        return [];
+      }
+      this.setState("ready");
+      return listed.map((s) => new SessionItem(s, sameSession(s.uri, current)));
     }
     const uri = item.sessionUri;
     const shape = await this.shape(uri);
@@ -115,6 +130,10 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
       this.shapes.set(key, shape);
     }
     return shape;
+  }
+
+  private setState(state: "ready" | "failed"): void {
+    if (state !== this.state) void vscode.commands.executeCommand("setContext", SESSIONS_STATE, (this.state = state));
   }
 
   dispose(): void {
