@@ -33,8 +33,10 @@ export class EntryItem extends vscode.TreeItem {
     leafId: string | null,
     expandable: boolean,
   ) {
-    super(node.preview || node.type, collapsed(expandable, node.onPath));
     const leaf = node.id === leafId;
+    // The leaf mark and the label lead: at the side bar's default width the end of a row is cut.
+    super([leaf ? "← leaf ·" : "", node.label ? `[${node.label}]` : "", node.preview || node.type].filter(Boolean).join(" "),
+      collapsed(expandable, node.onPath));
     // VS Code keeps the expansion state an id had and ignores collapsibleState after that, so
     // a branch that has just come onto the path (or a chain entry that has just become a fork)
     // would stay folded. The id says whether the item opens, so such an item is new to it.
@@ -42,8 +44,7 @@ export class EntryItem extends vscode.TreeItem {
     this.id = `entry:${sessionKey(sessionUri)}#${node.id}${fold}`;
     // The role in contextValue lets package.json offer "Edit prompt" on user messages only.
     this.contextValue = `entry.${node.role ?? node.type}${node.onPath ? ".onPath" : ""}`;
-    const parts = [node.label ? `[${node.label}]` : "", leaf ? "← leaf" : "", node.id];
-    this.description = parts.filter(Boolean).join(" ");
+    this.description = node.id;
     this.iconPath = new vscode.ThemeIcon(
       leaf ? "debug-stackframe-focused" : iconFor(node),
       node.onPath ? new vscode.ThemeColor("charts.blue") : new vscode.ThemeColor("disabledForeground"),

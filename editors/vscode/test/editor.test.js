@@ -206,7 +206,7 @@ test("after a branch, the items holding the leaf are open, as VS Code would show
         if (item.kind === "session" && item.sessionUri !== uri) continue;
         const state = seen.has(item.id) ? seen.get(item.id) : item.collapsibleState;
         seen.set(item.id, state);
-        if (item.kind === "entry" && /← leaf/.test(item.description)) return true;
+        if (item.kind === "entry" && item.label.startsWith("← leaf")) return true;
         if (item.collapsibleState !== vscode.TreeItemCollapsibleState.None && (await walk(await provider.getChildren(item)))) {
           states.push([item.kind === "entry" ? item.entryId : "session", state]);
           return true;
