@@ -97,7 +97,7 @@ export class Approvals {
     }
   }
 
-  /** Opens the diff beside the editor; returns the proposed side's URI. */
+  /** Opens the diff, not over a chat (its card asks too); returns the proposed side's URI. */
   private async showDiff(p: ApproveToolParams, title: string): Promise<vscode.Uri> {
     const name = path.basename(p.path ?? "file");
     const base = `/${encodeURIComponent(p.toolCallId)}`;
@@ -106,7 +106,9 @@ export class Approvals {
     this.texts.set(before, p.oldText ?? "");
     this.texts.set(after, p.newText ?? "");
     const label = `${name}: ${p.oldText == null ? "new file" : "current ↔ proposed"} (pi: ${title})`;
-    await vscode.commands.executeCommand("vscode.diff", before, after, label, { preview: true, preserveFocus: true });
+    const chatColumns = new Set(this.chats.all().map((c) => c.panel.viewColumn));
+    const column = vscode.window.tabGroups.all.map((g) => g.viewColumn).find((c) => !chatColumns.has(c)) ?? vscode.ViewColumn.Beside;
+    await vscode.commands.executeCommand("vscode.diff", before, after, label, { preview: true, preserveFocus: true, viewColumn: column });
     return after;
   }
 

@@ -97,6 +97,10 @@ test("a new file shows an empty left side; bash shows its whole command, and wha
 
 test("closing what shows a question is no answer: it stays open in the chat card, and goes once answered there", async () => {
   const panel = await openChat(uri);
+  rec.executed.length = 0;
+  // An editor group, and the chat's group to its right: the diff goes to the editors' group.
+  const groups = vscode.window.tabGroups.all;
+  vscode.window.tabGroups.all = [{ viewColumn: panel.panel.viewColumn + 1 }, { viewColumn: panel.panel.viewColumn }];
   // Whatever notification the question shows, the user closes it (×) or presses Escape.
   respond("showWarningMessage", () => undefined);
   respond("showInformationMessage", () => undefined);
@@ -105,6 +109,8 @@ test("closing what shows a question is no answer: it stays open in the chat card
   pending.then(() => { settled = true; });
   const card = await eventually(() => panel.posted.find((m) => m.type === "approval" && m.detail === "-x\n+y\n"), 5000, "the approval card");
   assert.equal(card.message, `pi (${TITLE}) wants to edit a.py`);
+  assert.equal(rec.executed.find((e) => e.id === "vscode.diff").args[3].viewColumn, panel.panel.viewColumn + 1, "the diff does not cover the chat");
+  vscode.window.tabGroups.all = groups;
   await new Promise((r) => setImmediate(r)); // every answer given so far has arrived
   assert.equal(settled, false, "the question is still open");
   const note = notification("wants to edit a.py");

@@ -122,8 +122,13 @@ window.addEventListener("message", (event: MessageEvent<ToWebview>) => {
   }
 });
 
+// Only the user scrolls up (following the stream scrolls down, and a scroll event may come
+// after more has been added): scrolling up stops the following, back at the end resumes it.
+let lastTop = 0;
 transcript.addEventListener("scroll", () => {
-  following = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 40;
+  if (transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 40) following = true;
+  else if (transcript.scrollTop < lastTop) following = false;
+  lastTop = transcript.scrollTop;
 });
 // An approval card, the attachment chips or a resized window change the transcript's height:
 // the newest message stays in view.
