@@ -54,6 +54,8 @@ test("the panel opens on the session's context, with model and thinking pickers"
   assert.ok(reset.blocks.some((b) => b.html.includes('class="msg user"')));
   assert.ok(panel.panel.posted.length > 0, "queued messages were delivered after ready");
   assert.match(panel.panel.webview.html, /Content-Security-Policy/);
+  // Attachment chips go above the input (the real VS Code run checks where they land).
+  assert.match(panel.panel.webview.html, /<div id="attachments"><\/div>\s*<footer>\s*<textarea id="input"/);
 });
 
 test("a prompt streams in; bash asks for approval in a notification; the tool result is shown", async () => {
