@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench clean vscode-test test-vscode-e2e
+.PHONY: test demo bench clean vscode-test test-vscode-e2e wheel install
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,7 +34,23 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_startup.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .suites
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .suites build dist
+
+# pi-lsp is not on the package index: a wheel of this checkout, and an install of it in a
+# virtualenv of its own under $(PREFIX)/lib/pi-lsp with `pi-lsp` linked into $(PREFIX)/bin.
+PREFIX ?= $(HOME)/.local
+
+wheel: $(STAMP)
+	rm -f dist/pi_lsp-*.whl
+	$(BIN)/python -m pip wheel --quiet --no-deps --wheel-dir dist .
+
+install: wheel
+	$(PYTHON) -m venv $(PREFIX)/lib/pi-lsp
+	$(PREFIX)/lib/pi-lsp/bin/python -m pip install --quiet dist/pi_lsp-*.whl
+	$(PREFIX)/lib/pi-lsp/bin/python -m pip install --quiet --force-reinstall --no-deps dist/pi_lsp-*.whl
+	mkdir -p $(PREFIX)/bin
+	ln -sf $(PREFIX)/lib/pi-lsp/bin/pi-lsp $(PREFIX)/bin/pi-lsp
+	$(PREFIX)/bin/pi-lsp --version
 
 # -- VS Code extension (editors/vscode): node --test against the real server ------------------
 VSCODE := editors/vscode

@@ -886,7 +886,7 @@ async def test_prompt_runs_a_tool_turn_with_approval(pi: Pi, fake: FakeAnthropic
     # the turn is also a work-done progress: begun with the prompt, a report per tool, ended
     reports = next(r for r in pi.client.progress_reports.values()
                    if r and isinstance(r[0], types.WorkDoneProgressBegin)
-                   and r[0].title == "pi: say hello")
+                   and r[0].title == "pi" and r[0].message == "say hello")
     assert isinstance(reports[-1], types.WorkDoneProgressEnd)
     assert any(isinstance(r, types.WorkDoneProgressReport) and r.message == "running bash"
                for r in reports)

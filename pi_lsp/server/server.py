@@ -74,6 +74,7 @@ from pi_lsp.server.protocol import (
 from pi_lsp.server.watcher import DirectoryWatcher
 from pi_lsp.session.catalog import ForeignSessionError
 from pi_lsp.session.entries import ImageContent
+from pi_lsp.session.outline import shorten
 from pi_lsp.session.tree import Refresh, SessionTree, UnknownEntryError
 from pi_lsp.settings import SettingsError
 from pi_lsp.summarize.branch import BranchOutcome
@@ -87,6 +88,7 @@ BUSY = -32010
 FAILED = -32011
 DELTA_FLUSH_S = 0.05  # text deltas are sent at most ~20 times a second per turn
 SHUTDOWN_WAIT_S = 1.5
+PROGRESS_PROMPT_CHARS = 40  # of the prompt, in a turn's progress
 ALLOW, ALLOW_SESSION, DENY = "Allow", "Allow for this session", "Deny"
 CHOICES: dict[str, Decision] = {ALLOW: "allow", ALLOW_SESSION: "allowSession"}
 
@@ -234,7 +236,7 @@ class PiServer(LanguageServer):
 
     # -- turns and jobs ------------------------------------------------------------------
 
-    async def progress_begin(self, title: str) -> str | None:
+    async def progress_begin(self, title: str, message: str | None = None) -> str | None:
         window = self.client_capabilities.window
         if window is None or not window.work_done_progress:
             return None
@@ -244,7 +246,7 @@ class PiServer(LanguageServer):
         except Exception:
             return None  # the client does not do progress
         self.work_done_progress.begin(token, types.WorkDoneProgressBegin(
-            title=title, cancellable=True))
+            title=title, message=message, cancellable=True))
         return token
 
     def progress_end(self, token: str | None, message: str) -> None:
@@ -261,7 +263,9 @@ class PiServer(LanguageServer):
                        attachments: list[str]) -> None:
         stream = TurnStream(self, uri, turn_id)
         unsubscribe = harness.subscribe(stream.on_event)
-        token = await self.progress_begin(f"pi: {args.text[:60]}")
+        # A status bar shows "title: message" cut from the left: a short title, and a message
+        # the tool reports replace, keep what is still running in view.
+        token = await self.progress_begin("pi", shorten(args.text, PROGRESS_PROMPT_CHARS))
         self.on_progress_cancel(token, harness)
         stream.progress_token = token
         images = [ImageContent(data=i.data, mime_type=i.mime_type) for i in args.images]

@@ -38,14 +38,31 @@ H.wait(function()
   return node and node.type == "branch_summary" and H.contains(tree, node.id .. " branch_summary:")
 end, "the summary entry is the new leaf, shown in the tree", tree)
 
--- `e` on a prompt: the leaf moves to its parent, the prompt goes to the chat input.
+-- `e` on a prompt: the leaf moves to its parent, the prompt goes to the chat
+-- input; a draft the user has not sent there is not dropped unasked.
+require("pi_lsp.chat").open(uri)
+local input = H.find_buf("pi://input/")
+vim.api.nvim_buf_set_lines(input, 0, -1, false, { "my unsent draft" })
+local asked
+table.insert(H.selects, function(items, opts)
+  asked = opts.prompt
+  return items[2] -- keep the draft
+end)
 vim.api.nvim_set_current_win(vim.fn.bufwinid(tree))
 vim.api.nvim_win_set_cursor(0, { H.entry(tree, "e1afef94"), 0 })
 H.keys("e")
-local input
 H.wait(function()
-  input = H.find_buf("pi://input/")
-  return input and H.contains(input, "OK, that makes sense. How should we fix the data layer?")
+  return asked ~= nil
+end, "e replaced the draft without asking", input)
+H.check(asked == "The chat input holds a draft you have not sent", "the question: " .. asked)
+H.check(H.text(input) == "my unsent draft", "the draft was kept", input)
+table.insert(H.selects, function(items)
+  return items[1] -- replace it
+end)
+vim.api.nvim_set_current_win(vim.fn.bufwinid(tree))
+H.keys("e")
+H.wait(function()
+  return H.contains(input, "OK, that makes sense. How should we fix the data layer?")
 end, "the prompt text did not reach the chat input", input)
 H.check(H.exec("pi.getTree", { uri = uri }).leafId == "24652ae8", "the leaf moved to the prompt's parent")
 

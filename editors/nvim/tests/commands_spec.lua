@@ -24,10 +24,16 @@ local function listed_name()
   end
 end
 
--- :PiModel without an argument picks from the server's models.
-local offered
+-- :PiModel without an argument picks from the server's models: by the name
+-- pi's models.json gives them, the session's model marked.
+vim.fn.writefile({ vim.json.encode({ providers = { ollama = {
+  baseUrl = "http://127.0.0.1:9/v1", api = "openai-completions", apiKey = "ollama",
+  models = { { id = "qwen2.5-coder:7b", name = "Qwen Coder", contextWindow = 32768 } },
+} } }) }, workspace .. "/.pi/models.json")
+local offered, shown
 table.insert(H.selects, function(items, opts)
   offered = opts.format_item(items[1])
+  shown = vim.tbl_map(opts.format_item, items)
   for _, m in ipairs(items) do
     if m.id:find("haiku", 1, true) then
       return m
@@ -39,6 +45,16 @@ H.wait(function()
   return (preview().model or ""):find("haiku", 1, true) ~= nil
 end, "the picked model was not set: " .. tostring(preview().model))
 H.check(offered and offered:find("tokens)", 1, true), "models are offered with their window: " .. tostring(offered))
+local function line_of(id)
+  return vim.iter(shown):find(function(line)
+    return line:find(id, 1, true)
+  end)
+end
+H.check(line_of("ollama/qwen2.5-coder:7b") == "Qwen Coder — ollama/qwen2.5-coder:7b  (32.8k tokens)", "the models.json name: " .. vim.inspect(shown))
+H.check(line_of("anthropic/claude-opus-4-5 ") and line_of("anthropic/claude-opus-4-5 "):find("← current$"), "the current model is marked: " .. vim.inspect(shown))
+H.check(#vim.tbl_filter(function(line)
+  return line:find("← current", 1, true) ~= nil
+end, shown) == 1, "one current model")
 -- With an argument, and a clear error for a malformed one.
 vim.cmd("PiModel anthropic/claude-opus-4-5")
 H.wait(function()

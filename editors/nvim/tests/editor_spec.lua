@@ -48,6 +48,22 @@ local disk = assert(io.open(path)):read("a")
 H.check(disk == "A = 1\n", "the disk is untouched until :write: " .. disk)
 H.dump(":PiSend, then a turn that edits an open buffer", chat.buf, 14)
 
+-- The prompt shows the attached line as a titled code block (folded), not the
+-- `<file …>` markup the model gets; closed folds read without Markdown markup.
+H.wait(function()
+  return H.contains(chat.buf, "▸ 📎 notes.py:1 (1 line)")
+end, "the attachment is not shown as a titled block", chat.buf)
+H.check(not H.contains(chat.buf, "<file path="), "no markup in the chat", chat.buf)
+local title = H.line_of(chat.buf, "▸ 📎 notes.py:1 (1 line)")
+H.check(table.concat(vim.api.nvim_buf_get_lines(chat.buf, title, title + 3, false), "\n") == "```python\nA = 2  # unsaved\n```",
+  "the code block under its title", chat.buf)
+local call = H.line_of(chat.buf, "▸ **→ edit**(notes.py)")
+vim.api.nvim_win_call(vim.fn.bufwinid(chat.buf), function()
+  H.check(vim.fn.foldclosed(title) == title and vim.fn.foldclosed(call) == call, "attachments and tool calls are folded", chat.buf)
+  H.check(vim.fn.foldtextresult(title) == "▸ 📎 notes.py:1 (1 line)  … 3 more lines", "fold text: " .. vim.fn.foldtextresult(title))
+  H.check(vim.fn.foldtextresult(call):find("^▸ → edit%(notes.py%)  … %d+ more lines$"), "fold text: " .. vim.fn.foldtextresult(call))
+end)
+
 -- :PiAddFile attaches the whole buffer, unsaved text and all.
 vim.api.nvim_set_current_win(vim.fn.bufwinid(buf))
 vim.cmd("PiAddFile")
@@ -70,11 +86,16 @@ coroutine.wrap(function()
 end)()
 local proposed
 H.wait(function()
-  proposed = H.find_buf("pi://approve/toolu_7/proposed/notes.py")
+  proposed = H.find_buf(root .. "/notes.py (proposed)")
   return proposed and vim.fn.bufwinid(proposed) ~= -1
 end, "no diff tab opened")
-local current = H.find_buf("pi://approve/toolu_7/current/notes.py")
+local current = H.find_buf(root .. "/notes.py (current)")
 H.check(#vim.api.nvim_list_tabpages() == 2, "the diff has a tab of its own")
+-- current | proposed, as VS Code shows them and the docs say.
+H.check(vim.api.nvim_win_get_position(vim.fn.bufwinid(current))[2] < vim.api.nvim_win_get_position(vim.fn.bufwinid(proposed))[2],
+  "the current text on the left, the proposed one on the right")
+-- The tab line shows the current window's buffer name with each directory cut to a letter.
+H.check(vim.fn.pathshorten(vim.fn.bufname(proposed)) == "notes.py (proposed)", "the tab reads: " .. vim.fn.pathshorten(vim.fn.bufname(proposed)))
 H.check(vim.wo[vim.fn.bufwinid(proposed)].diff and vim.wo[vim.fn.bufwinid(current)].diff, "both sides are in diff mode")
 H.check(table.concat(H.lines(current), "\n") == "A = 3", "the current side: " .. H.text(current))
 H.check(table.concat(H.lines(proposed), "\n") == "A = 4\nB = 5", "the proposed side: " .. H.text(proposed))
@@ -95,19 +116,49 @@ coroutine.wrap(function()
   answer = editor.approve_tool(vim.tbl_extend("force", params, { toolCallId = "toolu_8", tool = "write", oldText = vim.NIL, path = root .. "/new.txt" }))
 end)()
 H.wait(function()
-  local b = H.find_buf("pi://approve/toolu_8/proposed/new.txt")
+  local b = H.find_buf(root .. "/new.txt (proposed)")
   if b and vim.fn.bufwinid(b) ~= -1 then
     vim.api.nvim_set_current_win(vim.fn.bufwinid(b))
     return true
   end
 end, "no diff tab for the new file")
-H.check(H.text(H.find_buf("pi://approve/toolu_8/current/new.txt")) == "", "a new file has no current text")
+H.check(H.text(H.find_buf(root .. "/new.txt (current)")) == "", "a new file has no current text")
 H.check(vim.wo.winbar:find("wants to create new.txt", 1, true), "the winbar: " .. vim.wo.winbar)
 H.keys("r")
 H.wait(function()
   return answer ~= nil
 end, "no answer after r")
 H.check(answer.decision == "deny", "decision: " .. vim.inspect(answer))
+
+-- The question comes while the user types (as after <C-s> in the chat input):
+-- the diff tab leaves insert mode, so `a` accepts instead of typing. Insert
+-- mode needs keys as a UI sends them, which a `-l` script has not: a second
+-- Neovim, embedded, takes them through nvim_input.
+local child = vim.fn.jobstart({ vim.v.progpath, "--embed", "--headless", "--clean", "-u", "NONE" }, { rpc = true })
+local function in_child(code, ...)
+  return vim.rpcrequest(child, "nvim_exec_lua", code, { ... })
+end
+in_child("vim.opt.runtimepath:prepend(...)", H.plugin_dir)
+vim.rpcrequest(child, "nvim_input", "itext being typed")
+H.wait(function()
+  return vim.rpcrequest(child, "nvim_get_mode").mode == "i"
+end, "the embedded Neovim did not enter insert mode")
+in_child([[
+  local params = ...
+  coroutine.wrap(function()
+    _G.answer = require("pi_lsp.editor").approve_tool(params)
+  end)()
+]], vim.tbl_extend("force", params, { toolCallId = "toolu_11", tool = "write", oldText = vim.NIL, path = root .. "/typed.md" }))
+H.wait(function()
+  return in_child("return #vim.api.nvim_list_tabpages()") == 2
+end, "no diff tab in the embedded Neovim")
+H.check(vim.rpcrequest(child, "nvim_get_mode").mode == "n", "the diff tab is in normal mode: " .. vim.rpcrequest(child, "nvim_get_mode").mode)
+vim.rpcrequest(child, "nvim_input", "a")
+H.wait(function()
+  return in_child("return _G.answer") ~= vim.NIL
+end, "`a` did not answer in the embedded Neovim")
+H.check(in_child("return _G.answer.decision") == "allow", "`a` accepted")
+vim.fn.jobstop(child)
 
 -- bash: the whole command in the question.
 local asked

@@ -60,6 +60,10 @@ H.check(diff and H.contains(diff, "-v2") and H.contains(diff, "+v1") and vim.bo[
   "the diff was shown first", diff)
 H.check(H.exec("pi.getTree", { uri = uri }).leafId ~= nil, "the leaf moved")
 H.dump("restore files (diff)", diff)
+-- `q` closes the diff's window.
+vim.api.nvim_set_current_win(vim.fn.bufwinid(diff))
+H.keys("q")
+H.check(vim.fn.bufwinid(diff) == -1, "q closed the diff window")
 
 -- `U` in the tree undoes the restore.
 vim.api.nvim_set_current_win(vim.fn.bufwinid(tree))

@@ -32,6 +32,8 @@ H.check(not report:find("ERROR", 1, true), "no errors in the health report:\n" .
 require("pi_lsp").setup(H.options({ cmd = { "no-such-pi-lsp", "serve" } }))
 report = health_report()
 H.check(report:find('ERROR "no-such-pi-lsp" is not executable', 1, true), "a missing command is reported:\n" .. report)
+-- pi-lsp is not on the package index: the advice is the checkout's `make install`.
+H.check(report:find("make install", 1, true) and not report:find("pip install pi-lsp", 1, true), "how to install:\n" .. report)
 require("pi_lsp").setup(H.options({ cmd = { os.getenv("PI_LSP_PYTHON"), "-m", "no_such_module", "serve" } }))
 report = health_report()
 H.check(report:find("ERROR .* does not run: .*No module named no_such_module"), "a command that fails is reported:\n" .. report)
@@ -45,6 +47,8 @@ H.check(
   vim.deep_equal(vim.fn.readfile(copy .. "/tags"), vim.fn.readfile(H.plugin_dir .. "/doc/tags")),
   "doc/tags is out of date: run  nvim --headless -c 'helptags editors/nvim/doc' -c q"
 )
+local doc = table.concat(vim.fn.readfile(H.plugin_dir .. "/doc/pi_lsp.txt"), "\n")
+H.check(doc:find("`make install`", 1, true) and not doc:find("pip install pi-lsp", 1, true), ":help pi_lsp-setup says how to install")
 for _, topic in ipairs({ "pi_lsp", ":PiModel", ":PiCheck", "pi_lsp-health" }) do
   vim.cmd.help(topic)
   H.check(vim.bo.filetype == "help" and vim.api.nvim_buf_get_name(0):find("doc/pi_lsp.txt$"), ":help " .. topic)

@@ -18,7 +18,7 @@ local leaf_line = H.lines(buf)[H.line_of(buf, "← leaf")]
 H.check(leaf_line:find("8fb6dff7", 1, true) and leaf_line:find("*", 1, true), "the leaf line is on the path: " .. leaf_line)
 local dead_end = H.lines(buf)[H.entry(buf, "28511eec")]
 H.check(not dead_end:find("* 28511eec", 1, true), "the dead end is off the path: " .. dead_end)
-H.check(H.lines(buf)[2]:find("branch here", 1, true), "a help line is shown", buf)
+H.check(H.lines(buf)[2]:find('^" <CR> branch · s summary · .*%? keys$'), "a help line is shown", buf)
 H.check(vim.api.nvim_get_current_buf() == buf, "the tree window is current")
 H.check(vim.api.nvim_win_get_cursor(0)[1] == H.line_of(buf, "← leaf"), "the cursor starts on the leaf")
 -- The abandoned ORM branch is folded, the path is not.
@@ -44,16 +44,49 @@ end
 local function dead_end_line()
   return H.lines(buf)[H.entry(buf, "28511eec")]
 end
+--- The text of every closed fold, as the window shows it.
+local function closed_folds()
+  local out = {}
+  for lnum = 1, vim.api.nvim_buf_line_count(buf) do
+    if vim.fn.foldclosed(lnum) == lnum then
+      out[#out + 1] = vim.fn.foldtextresult(lnum)
+    end
+  end
+  return out
+end
+-- Given the room (headless Neovim is never wider than 80 columns), the hint line has every key.
+local hint = require("pi_lsp.tree").help_line(140)
+H.check(hint:find("R restore · U undo · c chat · r refresh · q close · %? keys$") and vim.fn.strdisplaywidth(hint) <= 140,
+  "every key is in the hint line: " .. hint)
 resize(79)
 H.wait(function()
   return fits(79) and dead_end_line():find("assistant: %S.*  %[orm%-dead%-end%]$") ~= nil
 end, "the tree was not laid out again for 79 columns", buf)
 H.check(vim.fn.foldclosed(H.entry(buf, "e1afef94")) == H.entry(buf, "e1afef94"), "folds stay closed")
+-- The hint line fits as well, and always ends with `?`, which lists every key.
+H.check(vim.fn.strdisplaywidth(H.lines(buf)[2]) <= 79 and H.lines(buf)[2]:find(" · %? keys$"), "the hint line at 79 columns: " .. H.lines(buf)[2])
+H.check(H.lines(buf)[2] == require("pi_lsp.tree").help_line(79), "the tree shows the hint for its width")
+-- A closed fold's line keeps room for its "… N more lines".
+local folded = closed_folds()
+H.check(#folded > 0, "there is a closed fold")
+for _, text in ipairs(folded) do
+  H.check(vim.fn.strdisplaywidth(text) <= 79 and text:find("… %d+ more lines?$"), "a closed fold's text fits with its count: " .. text)
+end
 H.dump(":PiTree (79 columns)", buf)
 resize(50)
 H.wait(function()
   return fits(50)
 end, "the tree was not laid out again for 50 columns", buf)
+for _, text in ipairs(closed_folds()) do
+  H.check(text:find("e1afef94", 1, true) == nil or text:find("… %d+ more lines?$"), "at 50 columns too: " .. text)
+end
+
+-- `?` lists every key with what it does, not the names of the actions.
+H.keys("?")
+local listing = H.messages[#H.messages]
+H.check(listing:find("R         restore the files to the entry (diff first)", 1, true) and listing:find("U         undo the last restore of files", 1, true),
+  "`?` says what the keys do: " .. listing)
+H.check(not listing:find("restore_files", 1, true) and not listing:find("undo_restore", 1, true), "no internal names: " .. listing)
 H.check(H.lines(buf)[H.line_of(buf, "← leaf")]:find("← leaf$"), "the leaf mark ends its line", buf)
 H.check(dead_end_line():find(" 28511eec assistant: .*  %[orm%-dead%-end%]$"), "the label stays whole", buf)
 H.check(H.lines(buf)[H.entry(buf, "c66a750f")]:find("  %[tests%-green%]$"), "every label stays whole", buf)

@@ -1,7 +1,8 @@
 // The extension in a real VS Code: code-server with the packaged pi-lsp.vsix, the real pi-lsp
 // server and the fake Anthropic endpoint, driven through headless Chromium by playwright-core.
 // Each step waits for concrete text in the page and fails naming what it waited for; the
-// screenshots land in e2e/screenshots/. Run by `make test-vscode-e2e` (after install.sh).
+// screenshots land in e2e/out/ (not committed). PI_E2E_README=1 also copies the ones the README
+// shows into e2e/screenshots/, on purpose only. Run by `make test-vscode-e2e` (after install.sh).
 "use strict";
 const fs = require("node:fs");
 const net = require("node:net");
@@ -16,13 +17,17 @@ const E2E = __dirname;
 const VSIX = path.join(E2E, "..", "pi-lsp.vsix");
 const CODE_SERVER = path.join(E2E, "node_modules", ".bin", "code-server");
 const CHROMIUM = "/usr/bin/chromium"; // Debian's, from install.sh
-const SHOTS = path.join(E2E, "screenshots");
-const OVERALL_MS = 300_000;
+const SHOTS = path.join(E2E, "out");
+/** The screenshots the README shows, committed: a run updates them only with PI_E2E_README=1. */
+const README_SHOTS = ["diff-review", "chat-attachment", "rewind"];
+const README_DIR = path.join(E2E, "screenshots");
+const OVERALL_MS = 420_000;
 const STEP_MS = 30_000;
 
 const SESSION_NAME = "Fix slow order listing";
 const OLD_NOTE = "# Orders\n\nGET /orders is slow: N+1 queries.\n";
 const NOTE = "# Orders\n\nGET /orders now runs one query per page.\n";
+const ORDERS = "def list_orders(db, page):\n    return db.query(\n        \"SELECT * FROM orders JOIN customers USING (customer_id) LIMIT 50 OFFSET ?\",\n        (page * 50,))\n";
 
 const state = { procs: [], browser: undefined, root: undefined, fake: undefined, page: undefined };
 
@@ -56,18 +61,28 @@ async function waitFor(check, what, ms = STEP_MS) {
   }
 }
 
-/** A temp workspace (a copy of examples/workspace), VS Code user settings and a clean HOME. */
+/**
+ * A temp workspace (a copy of examples/workspace), VS Code user settings and a clean HOME. The
+ * server's Python is a script that waits on a FIFO (the gate) before it runs: the first step
+ * sees the view while the server is starting, then opens the gate.
+ */
 function prepare(fakeUrl) {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), "pi-vscode-e2e-"));
   const folder = path.join(root, "workspace");
   fs.cpSync(EXAMPLE, folder, { recursive: true });
   // No summary model and no auto compaction: every model call is a scripted one.
   fs.writeFileSync(path.join(folder, "NOTES.md"), OLD_NOTE); // the write below overwrites it
+  fs.mkdirSync(path.join(folder, "app"));
+  fs.writeFileSync(path.join(folder, "app", "orders.py"), ORDERS); // code sent with a prompt
+  const gate = path.join(root, "server-gate");
+  execFileSync("mkfifo", [gate]);
+  const gatedPython = path.join(root, "gated-python");
+  fs.writeFileSync(gatedPython, `#!/bin/sh\nread _ < '${gate}'\nexec '${PYTHON}' "$@"\n`, { mode: 0o755 });
   fs.writeFileSync(path.join(folder, ".pi", "settings.json"), JSON.stringify({ summaryModel: null, compaction: { enabled: false } }));
   const userData = path.join(root, "user-data");
   fs.mkdirSync(path.join(userData, "User"), { recursive: true });
   fs.writeFileSync(path.join(userData, "User", "settings.json"), JSON.stringify({
-    "piLsp.pythonPath": PYTHON,
+    "piLsp.pythonPath": gatedPython,
     "piLsp.anthropicBaseUrl": fakeUrl,
     "piLsp.toolApproval": "ask",
     "workbench.startupEditor": "none",
@@ -87,7 +102,7 @@ function prepare(fakeUrl) {
   for (const dir of ["home", "agent", "extensions"]) fs.mkdirSync(path.join(root, dir));
   fs.writeFileSync(path.join(root, "config.yaml"), "auth: none\ncert: false\n");
   const sessionFile = path.join(folder, ".pi", "sessions", fs.readdirSync(path.join(folder, ".pi", "sessions"))[0]);
-  return { root, folder, userData, sessionFile, extensions: path.join(root, "extensions"), config: path.join(root, "config.yaml") };
+  return { root, folder, userData, sessionFile, gate, extensions: path.join(root, "extensions"), config: path.join(root, "config.yaml") };
 }
 
 function serverEnv(ws) {
@@ -140,6 +155,11 @@ async function textOf(locator) {
   return (await locator.innerText()).replace(/\u00a0/g, " ");
 }
 
+/** The text with every run of white space one space: a narrow editor wraps its lines. */
+async function flatText(locator) {
+  return (await textOf(locator)).replace(/\s+/g, " ");
+}
+
 async function shot(page, name) {
   await page.mouse.move(1000, 880); // no hover tooltips in the picture
   fs.mkdirSync(SHOTS, { recursive: true });
@@ -176,6 +196,16 @@ async function rowWith(page, text, what) {
   return row;
 }
 
+/** A notification toast on screen whose text has `text`. */
+function toast(page, text) {
+  return page.locator(".notification-toast", { hasText: text });
+}
+
+/** The same notification in the notification center (shown or not). */
+function centerItem(page, text) {
+  return page.locator(".notifications-center .notification-list-item", { hasText: text });
+}
+
 /** The chat webview's document: webviews are an iframe holding the content iframe. */
 function chatFrame(page) {
   return page.frameLocator("iframe.webview.ready").frameLocator("#active-frame");
@@ -191,17 +221,30 @@ async function runCommand(page, title) {
   await page.keyboard.press("Enter");
 }
 
+/** The fake model was called once per reply scripted for the step (script() starts the count). */
+function expectCalls(fake, n) {
+  if (fake.requests.length !== n) throw new Error(`the fake model was called ${fake.requests.length} times, expected ${n} (one per scripted reply)`);
+}
+
 const steps = [];
 function step(name, fn) {
   steps.push({ name, fn });
 }
 
-step("the workbench loads and the pi view shows the session", async ({ page, url, ws }) => {
+step("the pi view says the server is starting until it answers, then shows the session", async ({ page, url, ws }) => {
   await page.goto(`${url}/?folder=${encodeURIComponent(ws.folder)}`);
   await waitFor(() => page.locator(".monaco-workbench").isVisible(), "the VS Code workbench", 60_000);
   const icon = page.locator('.activitybar .action-item a[aria-label^="pi"]').first();
   await waitFor(() => icon.isVisible(), "the π icon in the activity bar (the extension's view container)", 60_000);
   await icon.click();
+  // The server waits at the gate: the view must say it is starting, not that there are no sessions.
+  const pane = page.locator(SESSIONS_PANE);
+  await waitFor(async () => (await textOf(pane)).includes("Starting the pi-lsp server…"), "the view to say the server is starting");
+  if ((await textOf(pane)).includes("No pi sessions")) throw new Error("the view claims there are no sessions before the server answered");
+  await shot(page, "starting");
+  const gate = await fs.promises.open(ws.gate, "w"); // waits for the server's start to read it
+  await gate.write("open\n");
+  await gate.close();
   await rowWith(page, SESSION_NAME, "the example session");
   // A wider side bar, so entry texts and their ids fit: drag the sash on its right edge.
   const bar = await page.locator(".part.sidebar").boundingBox();
@@ -227,7 +270,7 @@ step("a click on an entry previews the context the model gets there", async ({ p
   await waitFor(async () => (await textOf(lines)).includes("# Context at `e1afef94`"), "the preview to start with \"# Context at `e1afef94`\"");
 });
 
-step("the chat panel streams a reply; a write opens as a diff to review, and lands once accepted", async ({ page, ws, fake }) => {
+step("a write opens as a diff to review; answered in the chat card, its notification goes too; the reply streams", async ({ page, ws, fake }) => {
   fake.script(
     { ...toolReply({ text: "I'll put a short note in NOTES.md.", calls: [["toolu_e2e_1", "write", { path: "NOTES.md", content: NOTE }]] }), delay: 30 },
     { ...textReply("Done: NOTES.md ", "now says that ", "GET /orders runs ", "one query per page."), delay: 500 },
@@ -240,23 +283,28 @@ step("the chat panel streams a reply; a write opens as a diff to review, and lan
   await waitFor(async () => (await textOf(chat.locator("#transcript"))).includes("All green: 14 passed"), "the chat transcript to show the session's last reply");
   await input.fill("Write a short note about the fix to NOTES.md.");
   await input.press("Enter");
-  // The proposed write opens as a diff (the file as it is, what pi would write) and VS Code asks.
-  const toast = page.locator(".notification-toast", { hasText: "wants to overwrite NOTES.md" });
-  await waitFor(() => toast.isVisible(), "VS Code's notification asking to accept overwriting NOTES.md");
+  // The proposed write opens as a diff (the file as it is, what pi would write) and VS Code asks,
+  // in a notification that has the answers as links and no close button.
+  const question = toast(page, "wants to overwrite NOTES.md");
+  await waitFor(() => question.isVisible(), "VS Code's notification asking to accept overwriting NOTES.md");
+  const links = (await question.locator(".notification-list-item-message a").allInnerTexts()).map((t) => t.trim());
+  if (links.join("|") !== "Accept|Accept for Session|Reject") throw new Error(`the notification's answers are ${JSON.stringify(links)}`);
+  if (await question.locator(".codicon-notifications-clear").count()) throw new Error("the question's notification can be closed (×)");
   const tab = page.locator(".tabs-container .tab", { hasText: "NOTES.md: current ↔ proposed" });
   await waitFor(() => tab.isVisible(), "an editor tab with the diff of the proposed write (NOTES.md: current ↔ proposed)");
   const diff = page.locator(".monaco-diff-editor").first();
-  await waitFor(async () => (await textOf(diff.locator(".editor.original .view-lines"))).includes("is slow: N+1 queries."),
+  await waitFor(async () => (await flatText(diff.locator(".editor.original .view-lines"))).includes("is slow: N+1 queries."),
     "the diff's left side to show NOTES.md as it is");
-  await waitFor(async () => (await textOf(diff.locator(".editor.modified .view-lines"))).includes("now runs one query per"),
+  await waitFor(async () => (await flatText(diff.locator(".editor.modified .view-lines"))).includes("now runs one query per"),
     "the diff's right side to show what the write would put there");
   // The chat panel (behind the diff, in the same group) asks the same question.
   const approval = chat.locator("#approvals .approval");
   await waitFor(async () => (await approval.count()) === 1 && (await approval.textContent()).includes("wants to overwrite NOTES.md"),
     "the same question as a card in the chat panel");
   await shot(page, "diff-review");
-  await toast.locator(".monaco-button", { hasText: /^Accept$/ }).click();
-  await waitFor(async () => (await approval.count()) === 0, "the chat's approval card to go once the notification was answered");
+  await approval.locator("button", { hasText: /^Accept$/ }).click();
+  await waitFor(async () => (await approval.count()) === 0, "the chat's approval card to go once answered");
+  await waitFor(async () => !(await question.isVisible()), "the notification to go once the question was answered in the chat card");
   await waitFor(async () => (await tab.count()) === 0, "the diff of the proposed write to close once answered");
   const transcript = chat.locator("#transcript");
   // Streamed: the first pieces show before the last has arrived.
@@ -270,6 +318,79 @@ step("the chat panel streams a reply; a write opens as a diff to review, and lan
   if (written !== NOTE) throw new Error(`NOTES.md holds ${JSON.stringify(written)}, not the approved content`);
   await waitFor(async () => !(await chat.locator("body.busy").count()), "the turn to end (the panel leaves its busy state)");
   await shot(page, "chat");
+  expectCalls(fake, 2);
+  const result = JSON.stringify(fake.requests[1].body.messages.at(-1));
+  if (!result.includes('"tool_use_id":"toolu_e2e_1"') || !result.includes(`Wrote ${Buffer.byteLength(NOTE)} bytes to NOTES.md`)) {
+    throw new Error(`the second model request does not end with the write's result: ${result.slice(0, 300)}`);
+  }
+});
+
+step("code sent with a prompt: chips above the input, a question hidden from view stays open, the code shows as a titled block", async ({ page, fake }) => {
+  fake.script(
+    toolReply({ text: "Let me look at the query.", calls: [["toolu_e2e_2", "bash", { command: "grep -n JOIN app/orders.py" }]] }),
+    textReply("The JOIN is fine; the OFFSET makes deep pages slow. Use keyset pagination on `order_id`."),
+  );
+  // Open app/orders.py (quick open), select its first four lines, send them to the chat.
+  await page.keyboard.press("F1");
+  const quick = page.locator(".quick-input-widget input");
+  await quick.waitFor({ state: "visible" });
+  await quick.fill("app/orders.py");
+  await waitFor(() => page.locator(".quick-input-widget .monaco-list-row", { hasText: "orders.py" }).first().isVisible(), "quick open to find app/orders.py");
+  await page.keyboard.press("Enter");
+  const editor = page.locator(".editor-instance .monaco-editor .view-lines").first();
+  await waitFor(async () => (await textOf(editor)).includes("def list_orders"), "app/orders.py in the editor");
+  // It opened over the chat (the one group left): beside it, both stay in view.
+  await runCommand(page, "View: Move Editor into Right Group");
+  await waitFor(() => page.locator(".editor-group-container").nth(1).locator(".tab", { hasText: "orders.py" }).isVisible(), "app/orders.py in a group right of the chat");
+  await editor.click();
+  await page.keyboard.press("Control+Home");
+  for (let i = 0; i < 4; i++) await page.keyboard.press("Shift+ArrowDown");
+  await runCommand(page, "pi: Send Selection to Chat");
+  const chat = chatFrame(page);
+  const chip = chat.locator("#attachments .attachment", { hasText: "app/orders.py:1-4" });
+  await waitFor(() => chip.isVisible(), "the attachment chip app/orders.py:1-4");
+  const input = chat.locator("#input");
+  const [chipBox, inputBox] = [await chip.boundingBox(), await input.boundingBox()];
+  if (chipBox.y + chipBox.height > inputBox.y) throw new Error(`the chip sits beside the input, not above it (${JSON.stringify({ chipBox, inputBox })})`);
+  if (!(await chat.locator("#title").evaluate((e) => e.scrollWidth <= e.clientWidth))) throw new Error("the chat's title is cut");
+  await input.fill("Is this query why deep pages are slow?");
+  await input.press("Enter");
+  const question = toast(page, "wants to run bash: grep -n JOIN app/orders.py");
+  await waitFor(() => question.isVisible(), "the notification asking to run grep");
+  const card = chat.locator("#approvals .approval", { hasText: "grep -n JOIN app/orders.py" });
+  await waitFor(() => card.isVisible(), "the question as a card in the chat");
+  // The newest message stays in view above the card.
+  await waitFor(async () => (await chat.locator("#transcript").evaluate((e) => e.scrollHeight - e.scrollTop - e.clientHeight)) < 2,
+    "the transcript to keep its newest message in view under the approval card");
+  // Hidden (Escape, with the editor in front), the question is not answered: it waits in the
+  // chat card and in the notification center, whose link answers it.
+  await editor.click();
+  await page.keyboard.press("Escape");
+  await waitFor(async () => !(await question.isVisible()), "Escape to hide the notification");
+  if (!(await card.isVisible())) throw new Error("hiding the notification took the question away");
+  await runCommand(page, "Notifications: Show Notifications");
+  const listed = centerItem(page, "wants to run bash: grep -n JOIN app/orders.py");
+  await waitFor(() => listed.isVisible(), "the question in the notification center");
+  await listed.locator(".notification-list-item-message a", { hasText: /^Accept$/ }).click();
+  await waitFor(async () => !(await card.count()), "the chat card to go once answered in the notification");
+  await waitFor(async () => !(await listed.count()), "the answered question to leave the notification center");
+  await page.keyboard.press("Escape");
+  const transcript = chat.locator("#transcript");
+  await waitFor(async () => (await textOf(transcript)).includes("Use keyset pagination"), "the reply after the approved grep");
+  await waitFor(async () => !(await chat.locator("body.busy").count()), "the turn to end");
+  // The prompt's code: a titled block, not <file …> markup.
+  const block = chat.locator(".msg.user .file", { hasText: "app/orders.py:1-4" });
+  await waitFor(() => block.isVisible(), "the sent code as a titled block in the prompt");
+  if ((await textOf(transcript)).includes("<file path=")) throw new Error("the prompt shows <file …> markup");
+  // (The transcript is drawn again from the server once the turn ends: retried until it holds still.)
+  await waitFor(async () => {
+    await block.scrollIntoViewIfNeeded({ timeout: 1000 });
+    return block.isVisible();
+  }, "the titled block scrolled into view");
+  await shot(page, "chat-attachment");
+  expectCalls(fake, 2);
+  const sent = JSON.stringify(fake.requests[0].body.messages.at(-1));
+  if (!sent.includes('<file path=\\"app/orders.py\\" lines=\\"1-4\\"')) throw new Error(`the model did not get the code as <file> markup: ${sent.slice(0, 300)}`);
 });
 
 step("Restore Files to Here puts back the files as they were at an entry, and Undo undoes it", async ({ page, ws }) => {
@@ -285,10 +406,12 @@ step("Restore Files to Here puts back the files as they were at an entry, and Un
     const text = await textOf(lines);
     return text.includes("-GET /orders now runs one query per page.") && text.includes("+GET /orders is slow: N+1 queries.");
   }, "the files diff: NOTES.md going back from the written text to the old one");
-  const dialog = page.locator(".monaco-dialog-box");
-  await waitFor(async () => (await textOf(dialog)).includes(`Restore 1 file(s) to entry ${entryId}?`), `the dialog asking to restore 1 file to entry ${entryId}`);
+  // The question beside the diff, not a dialog over it.
+  const ask = toast(page, `Restore 1 file(s) to entry ${entryId}?`);
+  await waitFor(() => ask.isVisible(), `the question whether to restore 1 file to entry ${entryId}`);
+  if (await page.locator(".monaco-dialog-box").count()) throw new Error("a dialog covers the diff");
   await shot(page, "rewind");
-  await dialog.locator(".monaco-button", { hasText: /^Restore$/ }).click();
+  await ask.locator(".monaco-button", { hasText: /^Restore$/ }).click();
   const done = page.locator(".notification-toast", { hasText: "restored 1 file(s)" });
   await waitFor(() => done.isVisible(), "the notification that 1 file was restored");
   const notes = () => fs.readFileSync(path.join(ws.folder, "NOTES.md"), "utf8");
@@ -351,13 +474,11 @@ async function main() {
     }
     log(`ok  ${name} (${((Date.now() - t) / 1000).toFixed(1)}s)`);
   }
-  const calls = fake.requests.length;
-  if (calls !== 2) throw new Error(`the fake model was called ${calls} times, expected 2 (one per scripted reply)`);
-  const result = JSON.stringify(fake.requests[1].body.messages.at(-1));
-  if (!result.includes('"tool_use_id":"toolu_e2e_1"') || !result.includes(`Wrote ${Buffer.byteLength(NOTE)} bytes to NOTES.md`)) {
-    throw new Error(`the second model request does not end with the write's result: ${result.slice(0, 300)}`);
-  }
   log(`all ${steps.length} steps passed in ${((Date.now() - started) / 1000).toFixed(1)}s`);
+  if (process.env.PI_E2E_README) {
+    for (const name of README_SHOTS) fs.copyFileSync(path.join(SHOTS, `${name}.png`), path.join(README_DIR, `${name}.png`));
+    log(`README screenshots updated in ${path.relative(REPO, README_DIR)}: ${README_SHOTS.join(", ")}`);
+  }
 }
 
 const timer = setTimeout(() => {

@@ -1,10 +1,13 @@
 // Tool approval through `pi/approveTool`: a write or edit opens as a diff of the file's current
 // text against the proposed one (both read-only virtual documents), bash shows its whole
-// command. The answer comes from the notification or the asking session's chat panel,
-// whichever is first; no answer is a denial.
+// command. The question stays open until it is answered, in the notification or in the asking
+// session's chat, or its turn ends: closing or hiding something is never an answer. VS Code
+// cannot take back a message notification, so the question is a progress notification (which
+// has no close button and goes when the answer comes from anywhere) with the answers as links.
 import * as path from "node:path";
 import * as vscode from "vscode";
 import type { ChatPanels } from "./chatPanel";
+import type { PiClient } from "./client";
 import { ApprovalDecision, ApproveToolParams } from "./protocol";
 import { Sessions } from "./sessions";
 
@@ -13,6 +16,8 @@ export const ACCEPT = "Accept";
 export const ACCEPT_SESSION = "Accept for Session";
 export const REJECT = "Reject";
 export const APPROVAL_CHOICES = [ACCEPT, ACCEPT_SESSION, REJECT];
+/** The command the notification's links run: `[id, choice]`. */
+export const ANSWER_COMMAND = "piLsp.answerApproval";
 
 export function decisionOf(choice: string | undefined): ApprovalDecision {
   return choice === ACCEPT ? "allow" : choice === ACCEPT_SESSION ? "allowSession" : "deny";
@@ -25,6 +30,18 @@ export function approvalMessage(p: ApproveToolParams, title: string, root?: stri
   const file = p.path ? (root && !path.relative(root, p.path).startsWith("..") ? path.relative(root, p.path) : p.path) : "a file";
   const verb = p.tool !== "write" ? p.tool : p.oldText == null ? "create" : "overwrite";
   return `pi (${title}) wants to ${verb} ${file}${where}`;
+}
+
+/**
+ * The notification's text: the answers as command links, first so that a toast cut to one line
+ * still shows them, then the question. The question quotes what the model wrote (a command, a
+ * path): a zero-width space breaks up every `](` (it must not become a link that runs a
+ * command) and `$(` (VS Code would take `$(name)` for an icon and drop it from the text).
+ */
+export function notificationText(id: string, message: string): string {
+  const links = APPROVAL_CHOICES.map((choice) =>
+    `[${choice}](command:${ANSWER_COMMAND}?${encodeURIComponent(JSON.stringify([id, choice]))})`);
+  return `${links.join(" · ")} — ${message.replace(/([\]$])\(/g, "$1\u200b(")}`;
 }
 
 /** The two sides of proposed changes, served read-only under `pi-approval:`. */
@@ -47,28 +64,40 @@ export class ProposedTexts implements vscode.TextDocumentContentProvider {
 export class Approvals {
   readonly texts = new ProposedTexts();
   private count = 0;
+  /** Questions still open, by id: each resolves with its answer (undefined: none will come). */
+  private readonly open = new Map<string, (choice: string | undefined) => void>();
 
-  constructor(private readonly sessions: Sessions, private readonly chats: () => ChatPanels | undefined) {}
+  constructor(private readonly pi: PiClient, private readonly sessions: Sessions, private readonly chats: ChatPanels) {}
+
+  /** An answer from the notification or the chat card; only the first one counts. */
+  answer(id: string, choice: string): void {
+    this.open.get(id)?.(choice);
+  }
 
   async approve(p: ApproveToolParams): Promise<{ decision: ApprovalDecision }> {
     const title = Sessions.title(await this.sessions.info(p.uri).catch(() => undefined), p.uri);
     const message = approvalMessage(p, title, vscode.workspace.workspaceFolders?.[0]?.uri.fsPath);
     const diff = p.path && p.newText !== undefined ? await this.showDiff(p, title) : undefined;
     const id = `approve-${++this.count}`;
-    const panel = this.chats()?.get(p.uri);
+    const answered = new Promise<string | undefined>((resolve) => this.open.set(id, resolve));
+    // An aborted or failed turn waits for no answer any more: its question goes with it.
+    const ended = this.pi.onTurn((n) => {
+      if (n.turnId === p.turnId && (n.event.type === "agent_end" || n.event.type === "error")) this.open.get(id)?.(undefined);
+    });
+    this.chats.ask({ id, uri: p.uri, message, actions: APPROVAL_CHOICES, detail: p.tool === "bash" ? p.command : p.diff,
+      answer: (choice) => this.answer(id, choice) });
+    void vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: notificationText(id, message) }, () => answered);
     try {
-      const answers: Thenable<string | undefined>[] = [
-        vscode.window.showWarningMessage(message, ...APPROVAL_CHOICES),
-      ];
-      if (panel) answers.push(panel.askApproval(id, message, APPROVAL_CHOICES, p.tool === "bash" ? p.command : p.diff));
-      return { decision: decisionOf(await Promise.race(answers)) };
+      return { decision: decisionOf(await answered) };
     } finally {
-      panel?.post({ type: "approvalDone", id });
+      this.open.delete(id);
+      ended.dispose();
+      this.chats.settle(id);
       if (diff) await this.closeDiff(diff);
     }
   }
 
-  /** Opens the diff beside the editor; returns the proposed side's URI. */
+  /** Opens the diff, not over a chat (its card asks too); returns the proposed side's URI. */
   private async showDiff(p: ApproveToolParams, title: string): Promise<vscode.Uri> {
     const name = path.basename(p.path ?? "file");
     const base = `/${encodeURIComponent(p.toolCallId)}`;
@@ -77,7 +106,9 @@ export class Approvals {
     this.texts.set(before, p.oldText ?? "");
     this.texts.set(after, p.newText ?? "");
     const label = `${name}: ${p.oldText == null ? "new file" : "current ↔ proposed"} (pi: ${title})`;
-    await vscode.commands.executeCommand("vscode.diff", before, after, label, { preview: true, preserveFocus: true });
+    const chatColumns = new Set(this.chats.all().map((c) => c.panel.viewColumn));
+    const column = vscode.window.tabGroups.all.map((g) => g.viewColumn).find((c) => !chatColumns.has(c)) ?? vscode.ViewColumn.Beside;
+    await vscode.commands.executeCommand("vscode.diff", before, after, label, { preview: true, preserveFocus: true, viewColumn: column });
     return after;
   }
 

@@ -1,11 +1,12 @@
 // Messages between the chat panel (extension host) and its webview. Types only: the webview
 // bundle imports this file too.
+import type { ModelChoice } from "./settings";
 
 export interface ChatState {
   title: string;
   busy: boolean;
   model: string | null;
-  models: string[];
+  models: ModelChoice[];
   thinkingLevel: string;
   thinkingLevels: readonly string[];
   tokens: string;

@@ -6,7 +6,9 @@ export type Part =
   | { type: "text"; text: string }
   | { type: "thinking"; text: string }
   | { type: "toolCall"; id: string; name: string; args: string; brief?: string }
-  | { type: "image"; mimeType: string };
+  | { type: "image"; mimeType: string }
+  /** Code sent with a prompt: the model gets it as `<file …>` markup, the user sees this. */
+  | { type: "file"; title: string; language?: string; text: string };
 
 export interface ToolRun {
   running: boolean;
@@ -83,7 +85,7 @@ export class Transcript {
   private add(message: AgentMessage, id?: string): string[] {
     switch (message.role) {
       case "user":
-        return [this.push({ id: id ?? "", kind: "user", parts: parts(message.content) })];
+        return [this.push({ id: id ?? "", kind: "user", parts: parts(message.content).map(attachedFile) })];
       case "assistant":
         return [this.push({
           id: id ?? "", kind: "assistant", parts: parts(message.content), streaming: id === undefined,
@@ -178,6 +180,17 @@ function toPart(b: ContentBlock): Part {
     default:
       return { type: "text", text: b.text ?? "" };
   }
+}
+
+const FILE_MARKUP = /^<file path="([^"]*)"(?: lines="(\d+)-(\d+)")?(?: language="([^"]*)")?>\n([\s\S]*)<\/file>$/;
+
+/** A text block holding the server's `<file path=… lines=…>` markup, as a titled file part. */
+export function attachedFile(part: Part): Part {
+  const match = part.type === "text" ? FILE_MARKUP.exec(part.text) : null;
+  if (!match) return part;
+  const [, path, start, end, language, text] = match;
+  const lines = start === undefined ? "" : start === end ? `:${start}` : `:${start}-${end}`;
+  return { type: "file", title: `${path}${lines}`, ...(language ? { language } : {}), text: text.replace(/\n$/, "") };
 }
 
 /**

@@ -1,21 +1,31 @@
 // The chat panel: one webview per session. It shows the session's context (pi.previewContext)
 // and folds in the running turn's pi/turn events; input goes out as pi.prompt with a delivery.
 import * as vscode from "vscode";
-import type { MessageActionItem, ShowMessageRequestParams } from "vscode-languageclient/node";
 import type { PiClient } from "./client";
 import { ChatState, FromWebview, ToWebview } from "./chatMessages";
 import { Transcript } from "./chatModel";
 import { renderBlock } from "./chatRender";
 import type { Attachment } from "./codeContext";
-import { APPROVAL_ACTIONS, ThinkingLevel, THINKING_LEVELS, TurnNotification } from "./protocol";
-import { modelChoices, modelList, getter } from "./settings";
+import { ThinkingLevel, THINKING_LEVELS, TurnNotification } from "./protocol";
+import { ModelChoice, modelChoices, modelList, getter } from "./settings";
 import { Sessions, sessionKey } from "./sessions";
 import { formatTokens } from "./statusBar";
+
+/** A question shown as a card in its session's chat until it is settled. */
+export interface Question {
+  id: string;
+  uri: string;
+  message: string;
+  actions: string[];
+  detail?: string;
+  answer(choice: string): void;
+}
 
 export class ChatPanels implements vscode.Disposable {
   private readonly panels = new Map<string, ChatPanel>();
   private readonly disposables: vscode.Disposable[] = [];
-  private approvals = 0;
+  /** Open questions by id: a chat opened while one is open shows it too. */
+  private readonly questions = new Map<string, Question>();
 
   constructor(
     private readonly pi: PiClient,
@@ -35,8 +45,10 @@ export class ChatPanels implements vscode.Disposable {
     if (!panel) {
       // Chats share a column: the first opens beside the editor, the next ones as its tabs.
       const column = this.all().map((p) => p.panel.viewColumn).find((c) => c !== undefined) ?? vscode.ViewColumn.Beside;
-      panel = new ChatPanel(uri, this.pi, this.sessions, this.extensionUri, column, () => this.panels.delete(key));
+      panel = new ChatPanel(uri, this.pi, this.sessions, this.extensionUri, column, () => this.panels.delete(key),
+        (id, choice) => this.questions.get(id)?.answer(choice));
       this.panels.set(key, panel);
+      for (const q of this.questions.values()) if (sessionKey(q.uri) === key) panel.showQuestion(q);
       await panel.reload();
     } else if (opts.reveal !== false) {
       panel.panel.reveal(panel.panel.viewColumn);
@@ -57,23 +69,17 @@ export class ChatPanels implements vscode.Disposable {
     return this.all().find((p) => p.panel.active)?.uri;
   }
 
-  /**
-   * A tool approval, shown natively as always, and also in the panels of running sessions;
-   * the first answer wins. (The request does not say which session asks.)
-   */
-  approval(params: ShowMessageRequestParams): Promise<MessageActionItem | null> | undefined {
-    const titles = (params.actions ?? []).map((a) => a.title);
-    const busy = this.all().filter((p) => p.transcript.busy);
-    if (busy.length === 0 || titles.join("|") !== APPROVAL_ACTIONS.join("|")) return undefined;
-    const id = `approval-${++this.approvals}`;
-    const actions = params.actions ?? [];
-    const native = Promise.resolve(vscode.window.showWarningMessage(params.message, ...actions));
-    const inPanels = busy.map((p) => p.askApproval(id, params.message, titles));
-    return Promise.race([native, ...inPanels]).then((choice) => {
-      busy.forEach((p) => p.post({ type: "approvalDone", id }));
-      const title = typeof choice === "string" ? choice : choice?.title;
-      return actions.find((a) => a.title === title) ?? null;
-    });
+  /** Shows a question in its session's chat, now and whenever that chat opens, until settled. */
+  ask(question: Question): void {
+    this.questions.set(question.id, question);
+    this.get(question.uri)?.showQuestion(question);
+  }
+
+  /** The question was answered (or no longer needs one): its card goes. */
+  settle(id: string): void {
+    const question = this.questions.get(id);
+    this.questions.delete(id);
+    if (question) this.get(question.uri)?.post({ type: "approvalDone", id });
   }
 
   dispose(): void {
@@ -91,7 +97,6 @@ export class ChatPanel {
   private readonly queue: ToWebview[] = [];
   private state: ChatState;
   private reloadTimer: ReturnType<typeof setTimeout> | undefined;
-  private readonly approvals = new Map<string, (choice: string) => void>();
   /** Code that goes with the next prompt. */
   readonly attachments: Attachment[] = [];
   /** A prompt whose turn failed before it started: it is in no entry, so it is kept here. */
@@ -108,9 +113,10 @@ export class ChatPanel {
     extensionUri: vscode.Uri,
     column: vscode.ViewColumn,
     onDispose: () => void,
+    private readonly onAnswer: (id: string, choice: string) => void,
   ) {
     this.state = {
-      title: "pi chat", busy: false, model: null, models: modelChoices(getter()), thinkingLevel: "off",
+      title: "pi chat", busy: false, model: null, models: modelChoices(getter()).map((id) => ({ id })), thinkingLevel: "off",
       thinkingLevels: THINKING_LEVELS, tokens: "", attachments: [],
     };
     this.panel = vscode.window.createWebviewPanel("piLsp.chat", "pi chat", column, {
@@ -214,9 +220,8 @@ export class ChatPanel {
     this.post({ type: "state", state: this.state });
   }
 
-  askApproval(id: string, message: string, actions: string[], detail?: string): Promise<string> {
-    this.post({ type: "approval", id, message, actions, ...(detail ? { detail } : {}) });
-    return new Promise((resolve) => this.approvals.set(id, resolve));
+  showQuestion(q: Question): void {
+    this.post({ type: "approval", id: q.id, message: q.message, actions: q.actions, ...(q.detail ? { detail: q.detail } : {}) });
   }
 
   /** What the webview asked for; also the entry point the tests drive. */
@@ -243,8 +248,7 @@ export class ChatPanel {
           await this.pi.call("pi.setThinkingLevel", { uri: this.uri, level: m.level as ThinkingLevel });
           return;
         case "approve":
-          this.approvals.get(m.id)?.(m.choice);
-          this.approvals.delete(m.id);
+          this.onAnswer(m.id, m.choice);
           return;
         case "previewContext":
           await vscode.commands.executeCommand("piLsp.previewContext", { uri: this.uri });
@@ -307,20 +311,27 @@ export class ChatPanel {
 }
 
 /** `piLsp.models`, then every model the server lists; the settings alone if it cannot answer. */
-export async function availableModels(pi: PiClient): Promise<string[]> {
+export async function availableModels(pi: PiClient): Promise<ModelChoice[]> {
   const listed = await pi.call("pi.listModels", {}).catch(() => ({ models: [] }));
   return modelList(modelChoices(getter()), listed.models);
 }
 
-/** A model as provider/id: the known ones, the current one, or one typed in. */
+/** A model as provider/id: the known ones (by name where they have one), the current one, or one typed in. */
 export async function pickModel(pi: PiClient, current: string | null): Promise<string | undefined> {
   const models = await availableModels(pi);
-  if (current && !models.includes(current)) models.unshift(current);
+  if (current && !models.some((m) => m.id === current)) models.unshift({ id: current });
   const other = "$(edit) Other…";
-  const items: vscode.QuickPickItem[] = [...models.map((m) => ({ label: m, description: m === current ? "current" : undefined })), { label: other }];
-  const picked = await vscode.window.showQuickPick(items, { placeHolder: "Model for this session (from the next turn on)" });
+  type Item = vscode.QuickPickItem & { id?: string };
+  const items: Item[] = [
+    ...models.map((m) => ({
+      id: m.id, label: m.name ?? m.id,
+      description: [m.name ? m.id : "", m.id === current ? "current" : ""].filter(Boolean).join(" · ") || undefined,
+    })),
+    { label: other },
+  ];
+  const picked = await vscode.window.showQuickPick(items, { placeHolder: "Model for this session (from the next turn on)", matchOnDescription: true });
   if (!picked) return undefined;
-  if (picked.label !== other) return picked.label;
+  if (picked.id) return picked.id;
   return vscode.window.showInputBox({ prompt: "Model as provider/id", value: current ?? "anthropic/" });
 }
 
@@ -353,8 +364,8 @@ function html(webview: vscode.Webview, extensionUri: vscode.Uri): string {
 </header>
 <main id="transcript"></main>
 <div id="approvals"></div>
+<div id="attachments"></div>
 <footer>
-  <div id="attachments"></div>
   <textarea id="input" rows="3" placeholder="Ask pi… (Enter sends; while it runs, Enter steers and Alt+Enter queues a follow-up)"></textarea>
   <div class="buttons">
     <button id="send">Send</button>

@@ -67,5 +67,8 @@ function renderPart(blockId: string, part: Part, index: number, tools: ReadonlyM
     }
     case "image":
       return `<div class="image">[${escapeHtml(part.mimeType)}]</div>`;
+    case "file":
+      return `<div class="file"><div class="file-title">${escapeHtml(part.title)}</div>` +
+        `<pre><code${part.language ? ` class="language-${escapeHtml(part.language)}"` : ""}>${escapeHtml(part.text)}</code></pre></div>`;
   }
 }

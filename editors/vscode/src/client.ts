@@ -6,11 +6,7 @@ import {
   ExecuteCommandRequest,
   LanguageClient,
   LanguageClientOptions,
-  MessageActionItem,
-  MessageType,
   ServerOptions,
-  ShowMessageRequest,
-  ShowMessageRequestParams,
   StaticFeature,
 } from "vscode-languageclient/node";
 import {
@@ -48,11 +44,6 @@ export const piCapabilities: StaticFeature = {
   clear() {},
 };
 
-/** Answers a `window/showMessageRequest`; undefined means "show it the usual way". */
-export type MessageRequestHandler = (
-  params: ShowMessageRequestParams,
-) => Promise<MessageActionItem | null> | undefined;
-
 export interface PiClientOptions {
   /** The Anthropic key kept in SecretStorage (never in settings.json). */
   apiKey: () => Thenable<string | undefined>;
@@ -72,8 +63,6 @@ export class PiClient implements vscode.Disposable {
   /** Fired after every (re)start, so views can reload. */
   readonly onStarted = this.startedEmitter.event;
 
-  /** Set by the chat panels so an approval can also be answered there. */
-  messageRequestHandler: MessageRequestHandler | undefined;
   /** Answers `pi/approveTool` (no handler: every call is denied). */
   approveToolHandler: ((params: ApproveToolParams) => Promise<{ decision: ApprovalDecision }>) | undefined;
   /** Answers `pi/diagnostics`. */
@@ -162,10 +151,7 @@ export class PiClient implements vscode.Disposable {
       initializationOptions: serverSettings(getter(), await this.options.apiKey()),
     };
     const client = new LanguageClient("piLsp", "pi-lsp", serverOptions, clientOptions);
-    // Handlers registered before start() are installed after the client's defaults, so this
-    // one replaces the built-in showMessageRequest handler (and survives restarts).
     client.registerFeature(piCapabilities);
-    client.onRequest(ShowMessageRequest.type, (params) => this.showMessageRequest(params));
     client.onRequest(APPROVE_TOOL, (params: ApproveToolParams) =>
       this.approveToolHandler?.(params) ?? { decision: "deny" as ApprovalDecision });
     client.onRequest(DIAGNOSTICS, (params: DiagnosticsParams) =>
@@ -177,17 +163,6 @@ export class PiClient implements vscode.Disposable {
     this.client = client;
     await client.start();
     this.startedEmitter.fire();
-  }
-
-  private showMessageRequest(params: ShowMessageRequestParams): Promise<MessageActionItem | null> {
-    const custom = this.messageRequestHandler?.(params);
-    if (custom) return custom;
-    // The client's default behaviour: a notification with the actions as buttons.
-    const show =
-      params.type === MessageType.Error ? vscode.window.showErrorMessage
-      : params.type === MessageType.Warning ? vscode.window.showWarningMessage
-      : vscode.window.showInformationMessage;
-    return Promise.resolve(show(params.message, ...(params.actions ?? []))).then((item) => item ?? null);
   }
 
   private configurationChanged(e: vscode.ConfigurationChangeEvent): void {

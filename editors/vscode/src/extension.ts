@@ -1,7 +1,7 @@
 // Entry point: wires the client, the Sessions view, the chat panels, the context documents,
 // the status bar and the commands together. Nothing here knows what a session means.
 import * as vscode from "vscode";
-import { Approvals, APPROVAL_SCHEME } from "./approval";
+import { ANSWER_COMMAND, Approvals, APPROVAL_SCHEME } from "./approval";
 import { ChatPanels } from "./chatPanel";
 import { PiClient } from "./client";
 import { editorDiagnostics, registerContextCommands } from "./codeContext";
@@ -31,8 +31,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<PiApi>
   const sessions = new Sessions(pi, context.workspaceState, () => chats?.activeSession());
   chats = new ChatPanels(pi, sessions, context.extensionUri);
   const panels = chats;
-  pi.messageRequestHandler = (params) => panels.approval(params);
-  const approvals = new Approvals(sessions, () => chats);
+  const approvals = new Approvals(pi, sessions, panels);
   pi.approveToolHandler = (params) => approvals.approve(params);
   pi.diagnosticsHandler = (params) => editorDiagnostics(params);
 
@@ -50,6 +49,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<PiApi>
     pi, sessions, view, treeView, chats, contextProvider, status,
     vscode.workspace.registerTextDocumentContentProvider(SCHEME, contextProvider),
     vscode.workspace.registerTextDocumentContentProvider(APPROVAL_SCHEME, approvals.texts),
+    vscode.commands.registerCommand(ANSWER_COMMAND, (id: string, choice: string) => approvals.answer(id, choice)),
     ...registerContextCommands(sessions, panels),
     context.secrets.onDidChange((e) => {
       if (e.key === API_KEY_SECRET) void pi.sendSettings();
@@ -85,6 +85,6 @@ export { TreeShape } from "./treeShape";
 export { modelList, serverLaunch, serverSettings } from "./settings";
 export { contextUri, parseContextUri } from "./contextProvider";
 export { sessionOfArgument, sessionKey } from "./sessions";
-export { approvalMessage, decisionOf } from "./approval";
+export { approvalMessage, decisionOf, notificationText } from "./approval";
 export { toItems } from "./codeContext";
 export { piCapabilities, syncsDocument } from "./client";

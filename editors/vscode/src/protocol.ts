@@ -272,6 +272,3 @@ export type TurnEvent =
   | { type: "error"; message: string }
   | { type: "compaction_start"; reason: string }
   | { type: "compaction_end"; entryId: string | null; error?: string | null; willRetry?: boolean };
-
-/** The approval buttons the server offers in `window/showMessageRequest`. */
-export const APPROVAL_ACTIONS = ["Allow", "Allow for this session", "Deny"] as const;

@@ -1,5 +1,6 @@
 // Rewinding files: how the workspace differs from the state recorded at an entry, shown as a
-// read-only `pi-files:` diff document, then a confirmation, the restore, and an Undo button.
+// read-only `pi-files:` diff document, then a question that leaves it in view, the restore, and
+// an Undo button.
 // The server keeps the snapshots (pi.fileChanges / pi.restoreFiles); this only asks and shows.
 import * as vscode from "vscode";
 import type { PiClient } from "./client";
@@ -51,9 +52,9 @@ export class Rewinder {
       return;
     }
     await vscode.window.showTextDocument(await vscode.workspace.openTextDocument(filesUri(uri, entryId)), { preview: true });
-    const detail = changes.files.map((f) => `${f.status}: ${f.path}`).join("\n");
-    const go = await vscode.window.showWarningMessage(`${lead}Restore ${changes.files.length} file(s) to entry ${entryId}?`,
-      { modal: true, detail }, "Restore");
+    // Not modal: a dialog would cover the diff it asks about. Closing the question restores nothing.
+    const go = await vscode.window.showWarningMessage(
+      `${lead}Restore ${changes.files.length} file(s) to entry ${entryId}? The diff shows what changes (- now, + then).`, "Restore", "Cancel");
     if (go !== "Restore") return;
     const result = await this.pi.call("pi.restoreFiles", { uri, entryId });
     this.undoIds.set(uri, result.undoId);

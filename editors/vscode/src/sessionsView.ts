@@ -33,8 +33,10 @@ export class EntryItem extends vscode.TreeItem {
     leafId: string | null,
     expandable: boolean,
   ) {
-    super(node.preview || node.type, collapsed(expandable, node.onPath));
     const leaf = node.id === leafId;
+    // The leaf mark and the label lead: at the side bar's default width the end of a row is cut.
+    super([leaf ? "← leaf ·" : "", node.label ? `[${node.label}]` : "", node.preview || node.type].filter(Boolean).join(" "),
+      collapsed(expandable, node.onPath));
     // VS Code keeps the expansion state an id had and ignores collapsibleState after that, so
     // a branch that has just come onto the path (or a chain entry that has just become a fork)
     // would stay folded. The id says whether the item opens, so such an item is new to it.
@@ -42,8 +44,7 @@ export class EntryItem extends vscode.TreeItem {
     this.id = `entry:${sessionKey(sessionUri)}#${node.id}${fold}`;
     // The role in contextValue lets package.json offer "Edit prompt" on user messages only.
     this.contextValue = `entry.${node.role ?? node.type}${node.onPath ? ".onPath" : ""}`;
-    const parts = [node.label ? `[${node.label}]` : "", leaf ? "← leaf" : "", node.id];
-    this.description = parts.filter(Boolean).join(" ");
+    this.description = node.id;
     this.iconPath = new vscode.ThemeIcon(
       leaf ? "debug-stackframe-focused" : iconFor(node),
       node.onPath ? new vscode.ThemeColor("charts.blue") : new vscode.ThemeColor("disabledForeground"),
@@ -61,12 +62,19 @@ export class EntryItem extends vscode.TreeItem {
 
 export type Item = SessionItem | EntryItem;
 
+/**
+ * The context key the view's welcome texts read: unset until the server first answers (the
+ * view says it is starting, never that there are no sessions), then `ready` or `failed`.
+ */
+export const SESSIONS_STATE = "piLsp.sessionsState";
+
 export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Disposable {
   private readonly changed = new vscode.EventEmitter<Item | undefined>();
   readonly onDidChangeTreeData = this.changed.event;
   private readonly shapes = new Map<string, Promise<TreeShape>>();
   private readonly disposables: vscode.Disposable[] = [this.changed];
   private timer: ReturnType<typeof setTimeout> | undefined;
+  private state: "ready" | "failed" | undefined;
 
   constructor(private readonly pi: PiClient, private readonly sessions: Sessions) {
     this.disposables.push(
@@ -97,7 +105,15 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
   async getChildren(item?: Item): Promise<Item[]> {
     if (item === undefined) {
       const current = this.sessions.current();
-      return (await this.sessions.list()).map((s) => new SessionItem(s, sameSession(s.uri, current)));
+      let listed: SessionInfo[];
+      try {
+        listed = await this.sessions.list();
+      } catch {
+        this.setState("failed"); // the welcome text offers the output and a restart
+        return [];
+      }
+      this.setState("ready");
+      return listed.map((s) => new SessionItem(s, sameSession(s.uri, current)));
     }
     const uri = item.sessionUri;
     const shape = await this.shape(uri);
@@ -115,6 +131,10 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
       this.shapes.set(key, shape);
     }
     return shape;
+  }
+
+  private setState(state: "ready" | "failed"): void {
+    if (state !== this.state) void vscode.commands.executeCommand("setContext", SESSIONS_STATE, (this.state = state));
   }
 
   dispose(): void {

@@ -65,7 +65,20 @@ export function modelChoices(get: Getter): string[] {
   return Array.isArray(models) ? models.filter((m): m is string => typeof m === "string") : [];
 }
 
-/** The configured models first, then the ones the server lists (built in and from pi's models.json), each once. */
-export function modelList(configured: string[], listed: { provider: string; id: string }[]): string[] {
-  return [...new Set([...configured, ...listed.map((m) => `${m.provider}/${m.id}`)])];
+/** A model to offer: `provider/id`, and the name the server knows it by when that says more. */
+export interface ModelChoice {
+  id: string;
+  name?: string;
+}
+
+/**
+ * The configured models first, then the ones the server lists (built in and from pi's
+ * models.json), each once, with models.json's `name` where it has one.
+ */
+export function modelList(configured: string[], listed: { provider: string; id: string; name?: string }[]): ModelChoice[] {
+  const names = new Map(listed.map((m) => [`${m.provider}/${m.id}`, m.name && m.name !== m.id ? m.name : undefined]));
+  return [...new Set([...configured, ...names.keys()])].map((id) => {
+    const name = names.get(id);
+    return name ? { id, name } : { id };
+  });
 }

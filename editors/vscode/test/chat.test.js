@@ -1,21 +1,28 @@
 // The chat panel end to end: activate(), the real server, a local fake Anthropic endpoint.
 // A prompt streams into the panel, a bash call asks for approval through pi/approveTool
-// (answered in a notification or in the panel), and abort/steer go through.
+// (answered in a notification or in the panel; an abort takes the question away), and
+// abort/steer go through.
 "use strict";
 require("../testlib/register-vscode-stub");
 const { test, before, after } = require("node:test");
 const assert = require("node:assert/strict");
+const fs = require("node:fs");
+const path = require("node:path");
 const vscode = require("vscode");
 const ext = require("../out/extension.js");
 const { eventually } = require("../testlib/server");
 const { activateWithFake } = require("../testlib/activate");
 const { textReply, toolReply } = require("../testlib/fake-anthropic");
 
-const { rec, respond } = vscode.__test;
+const { rec, respond, links, click } = vscode.__test;
 let rig, ws, api, fake, uri, panel;
 
 before(async () => {
   ({ fake, ws, api } = rig = await activateWithFake({ toolApproval: "ask" }));
+  // A model of pi's models.json, with the name it gives it.
+  fs.writeFileSync(path.join(ws.folder, ".pi", "models.json"), JSON.stringify({ providers: { ollama: {
+    baseUrl: "http://127.0.0.1:9/v1", api: "openai-completions", apiKey: "ollama",
+    models: [{ id: "qwen2.5-coder:7b", name: "Qwen Coder", contextWindow: 32768 }] } } }));
   uri = (await api.sessions.list())[0].uri;
   panel = await vscode.commands.executeCommand("piLsp.openChat", { uri });
   panel.panel.__receive({ type: "ready" }); // what the webview script sends when loaded
@@ -40,23 +47,26 @@ test("the panel opens on the session's context, with model and thinking pickers"
   assert.equal(reset.state.model, "anthropic/claude-opus-4-5");
   assert.equal(reset.state.thinkingLevel, "high");
   assert.ok(reset.state.thinkingLevels.includes("xhigh"));
-  assert.ok(reset.state.models.includes("anthropic/claude-sonnet-4-5"));
-  assert.ok(reset.state.models.includes("openai/gpt-4.1"), "the server's own list (pi.listModels) is offered too");
+  assert.deepEqual(reset.state.models[0], { id: "anthropic/claude-sonnet-4-5" }, "piLsp.models first");
+  assert.ok(reset.state.models.some((m) => m.id === "openai/gpt-4.1"), "the server's own list (pi.listModels) is offered too");
+  assert.ok(reset.state.models.some((m) => m.id === "ollama/qwen2.5-coder:7b" && m.name === "Qwen Coder"), "with models.json's names");
   assert.ok(reset.blocks.length > 5);
   assert.ok(reset.blocks.some((b) => b.html.includes('class="msg user"')));
   assert.ok(panel.panel.posted.length > 0, "queued messages were delivered after ready");
   assert.match(panel.panel.webview.html, /Content-Security-Policy/);
+  // Attachment chips go above the input (the real VS Code run checks where they land).
+  assert.match(panel.panel.webview.html, /<div id="attachments"><\/div>\s*<footer>\s*<textarea id="input"/);
 });
 
-test("a prompt streams in; bash asks for approval natively; the tool result is shown", async () => {
+test("a prompt streams in; bash asks for approval in a notification; the tool result is shown", async () => {
   fake.script(
     toolReply({ thinking: "The user wants a shell command.", text: "Running it.", calls: [["toolu_1", "bash", { command: "echo hi-from-bash" }]] }),
     textReply("All ", "done: **", "hi**"),
   );
-  respond("showWarningMessage", () => "Accept");
-  const html = await turn("please run echo");
-  respond("showWarningMessage");
-  assert.ok(rec.messages.some((m) => m.kind === "warning" && /pi \(.+\) wants to run bash: echo hi-from-bash/.test(m.message)));
+  const html = await turn("please run echo", async () => {
+    const note = await eventually(() => rec.progress.find((p) => !p.done && /pi \(.+\) wants to run bash: echo hi-from-bash$/.test(p.options.title)), "the notification");
+    await click(links(note.options.title).find((l) => l.text === "Accept").href);
+  });
   assert.ok(panel.posted.some((m) => m.type === "approval"), "the panel showed the approval too");
   assert.ok(panel.posted.some((m) => m.type === "approvalDone"), "and dropped it once answered");
   assert.ok(panel.posted.some((m) => m.type === "upsert" && m.html.includes("streaming")), "streamed while running");
@@ -80,17 +90,39 @@ test("an approval can be answered in the panel instead (Reject)", async () => {
     toolReply({ text: "Deleting.", calls: [["toolu_2", "bash", { command: "rm -rf build" }]] }),
     textReply("Understood, I will not."),
   );
-  respond("showWarningMessage", () => new Promise(() => {})); // the notification is ignored
   const html = await turn("clean up", async () => {
     const card = await eventually(() => panel.posted.find((m) => m.type === "approval" && /rm -rf build/.test(m.message)), "the approval card");
     assert.deepEqual(card.actions, ["Accept", "Accept for Session", "Reject"]);
     assert.equal(card.detail, "rm -rf build", "the whole command");
     await panel.receive({ type: "approve", id: card.id, choice: "Reject" });
   });
-  respond("showWarningMessage");
   assert.match(html, /<details class="tool failed"/);
   assert.match(html, /denied/);
   assert.match(html, /Understood, I will not/);
+});
+
+test("a question the turn is aborted under goes, card and notification", async () => {
+  fake.script(toolReply({ text: "Deploying.", calls: [["toolu_3", "bash", { command: "make deploy" }]] }));
+  const html = await turn("deploy it", async () => {
+    const card = await eventually(() => panel.posted.find((m) => m.type === "approval" && m.detail === "make deploy"), "the approval card");
+    const note = rec.progress.find((p) => p.options.title.endsWith("wants to run bash: make deploy"));
+    assert.ok(note && !note.done);
+    await panel.receive({ type: "abort" });
+    await eventually(() => panel.posted.some((m) => m.type === "approvalDone" && m.id === card.id) && note.done, "the card and the notification to go");
+  });
+  assert.match(html, /deploy it/);
+  assert.match(html, /aborted/i);
+});
+
+test("the model picker offers models by their models.json name and marks the current one", async () => {
+  let offered;
+  respond("showQuickPick", (items) => { offered = items; return items.find((i) => i.label === "Qwen Coder"); });
+  await panel.receive({ type: "pickModel" });
+  respond("showQuickPick");
+  const qwen = offered.find((i) => i.label === "Qwen Coder");
+  assert.equal(qwen.description, "ollama/qwen2.5-coder:7b");
+  assert.deepEqual(offered.filter((i) => /current/.test(i.description ?? "")).map((i) => i.label), ["anthropic/claude-opus-4-5"]);
+  await eventually(() => lastReset().state.model === "ollama/qwen2.5-coder:7b", "the picked model in the panel");
 });
 
 test("model and thinking pickers write to the session", async () => {

@@ -14,7 +14,7 @@ const { eventually } = require("../testlib/server");
 const { activateWithFake } = require("../testlib/activate");
 const { textReply } = require("../testlib/fake-anthropic");
 
-const { rec, respond, setActiveEditor, setDiagnostics } = vscode.__test;
+const { rec, respond, setActiveEditor, setDiagnostics, links, click } = vscode.__test;
 const TITLE = "Fix slow order listing"; // the example session's name
 let rig, ws, api, fake, uri;
 
@@ -46,62 +46,93 @@ test("the client announces pi/approveTool and pi/diagnostics and syncs files, no
   assert.equal(ext.syncsDocument(vscode.Uri.parse("untitled:Untitled-1")), false);
 });
 
-test("an edit is approved from a diff of the current and the proposed text", async () => {
+/** The approval notification still open whose text says `what`. */
+const notification = (what) => rec.progress.find((p) => !p.done && p.options.title.includes(what));
+const answerLink = (note, choice) => links(note.options.title).find((l) => l.text === choice);
+
+test("an edit is approved from a diff of the current and the proposed text, in the notification", async () => {
   rec.executed.length = 0;
   const file = path.join(ws.folder, "src", "orders.py");
-  let shown;
-  respond("showWarningMessage", (message, ...items) => {
-    const diff = rec.executed.find((e) => e.id === "vscode.diff");
-    shown = { message, items, diff, left: diff && rec.contentProviders.get(diff.args[0].scheme).provideTextDocumentContent(diff.args[0]),
-      right: diff && rec.contentProviders.get(diff.args[1].scheme).provideTextDocumentContent(diff.args[1]) };
-    return "Accept for Session";
-  });
-  const answer = await api.pi.approveToolHandler(approvalParams({
+  const pending = api.pi.approveToolHandler(approvalParams({
     tool: "edit", path: file, oldText: "def a():\n    pass\n", newText: "def a():\n    return 1\n", diff: "@@ -1,2 +1,2 @@",
   }));
-  respond("showWarningMessage");
-  assert.deepEqual(answer, { decision: "allowSession" });
-  assert.equal(shown.message, `pi (${TITLE}) wants to edit src/orders.py`, "the session's title, not its file");
-  assert.deepEqual(shown.items, ["Accept", "Accept for Session", "Reject"]);
-  assert.equal(shown.diff.args[0].scheme, "pi-approval");
-  assert.equal(shown.left, "def a():\n    pass\n");
-  assert.equal(shown.right, "def a():\n    return 1\n");
-  assert.match(shown.diff.args[2], /^orders\.py: current ↔ proposed \(pi: Fix slow order listing\)$/);
+  const note = await eventually(() => notification("wants to edit src/orders.py"), "the approval notification");
+  const diff = rec.executed.find((e) => e.id === "vscode.diff");
+  const side = (i) => rec.contentProviders.get(diff.args[i].scheme).provideTextDocumentContent(diff.args[i]);
+  assert.equal(note.options.location, vscode.ProgressLocation.Notification);
+  assert.deepEqual(links(note.options.title).map((l) => l.text), ["Accept", "Accept for Session", "Reject"]);
+  assert.ok(note.options.title.endsWith(` — pi (${TITLE}) wants to edit src/orders.py`), note.options.title);
+  assert.equal(diff.args[0].scheme, "pi-approval");
+  assert.equal(side(0), "def a():\n    pass\n");
+  assert.equal(side(1), "def a():\n    return 1\n");
+  assert.match(diff.args[2], /^orders\.py: current ↔ proposed \(pi: Fix slow order listing\)$/);
+  await click(answerLink(note, "Accept for Session").href);
+  assert.deepEqual(await pending, { decision: "allowSession" });
+  assert.equal(note.done, true, "the answered notification is gone");
   // Answered: the proposed text is gone.
-  assert.equal(rec.contentProviders.get("pi-approval").provideTextDocumentContent(shown.diff.args[1]), "");
+  assert.equal(side(1), "");
 });
 
-test("a new file shows an empty left side; bash shows its whole command; dismissing denies", async () => {
+test("a new file shows an empty left side; bash shows its whole command, and what it quotes makes no links", async () => {
   rec.executed.length = 0;
-  let message;
-  respond("showWarningMessage", (m) => { message = m; return "Accept"; });
-  const created = await api.pi.approveToolHandler(approvalParams({ tool: "write", path: path.join(ws.folder, "new.txt"), oldText: null, newText: "hello\n" }));
-  assert.deepEqual(created, { decision: "allow" });
-  assert.equal(message, `pi (${TITLE}) wants to create new.txt`);
+  const created = api.pi.approveToolHandler(approvalParams({ tool: "write", path: path.join(ws.folder, "new.txt"), oldText: null, newText: "hello\n" }));
+  await click(answerLink(await eventually(() => notification(`pi (${TITLE}) wants to create new.txt`), "the question"), "Accept").href);
+  assert.deepEqual(await created, { decision: "allow" });
   assert.match(rec.executed.find((e) => e.id === "vscode.diff").args[2], /new file/);
 
-  respond("showWarningMessage", (m) => { message = m; return "Accept"; });
-  await api.pi.approveToolHandler(approvalParams({ tool: "read", path: "/etc/hosts", outsideWorkspace: true }));
-  assert.equal(message, `pi (${TITLE}) wants to read /etc/hosts (outside the workspace)`);
+  const read = api.pi.approveToolHandler(approvalParams({ tool: "read", path: "/etc/hosts", outsideWorkspace: true }));
+  await click(answerLink(await eventually(() => notification(`pi (${TITLE}) wants to read /etc/hosts (outside the workspace)`), "the question"), "Reject").href);
+  assert.deepEqual(await read, { decision: "deny" });
 
-  const command = "cd build &&\n  rm -rf dist";
-  respond("showWarningMessage", (m) => { message = m; return undefined; }); // closed unanswered
-  const denied = await api.pi.approveToolHandler(approvalParams({ tool: "bash", command, outsideWorkspace: false }));
-  respond("showWarningMessage");
-  assert.deepEqual(denied, { decision: "deny" });
-  assert.equal(message, `pi (${TITLE}) wants to run bash: ${command}`);
+  // A command may hold what VS Code would render as a link (one that runs a command) or an icon.
+  const command = "cd build &&\n  echo $(date) [ok](command:workbench.action.quit)";
+  const bash = api.pi.approveToolHandler(approvalParams({ tool: "bash", command, outsideWorkspace: false }));
+  const note = await eventually(() => rec.progress.find((p) => !p.done && p.options.title.includes("wants to run bash")), "the question");
+  assert.deepEqual(links(note.options.title).map((l) => l.text), ["Accept", "Accept for Session", "Reject"], "only the answers are links");
+  assert.ok(!/\$\(/.test(note.options.title), "no `$(` for VS Code to take for an icon");
+  assert.ok(note.options.title.replace(/\u200b/g, "").endsWith(`pi (${TITLE}) wants to run bash: ${command}`), "the whole command reads as it is");
+  await click(answerLink(note, "Reject").href);
+  assert.deepEqual(await bash, { decision: "deny" });
 });
 
-test("the chat of the asking session shows the approval with the diff and can answer it", async () => {
+test("closing what shows a question is no answer: it stays open in the chat card, and goes once answered there", async () => {
   const panel = await openChat(uri);
-  respond("showWarningMessage", () => new Promise(() => {})); // the notification is ignored
+  rec.executed.length = 0;
+  // An editor group, and the chat's group to its right: the diff goes to the editors' group.
+  const groups = vscode.window.tabGroups.all;
+  vscode.window.tabGroups.all = [{ viewColumn: panel.panel.viewColumn + 1 }, { viewColumn: panel.panel.viewColumn }];
+  // Whatever notification the question shows, the user closes it (×) or presses Escape.
+  respond("showWarningMessage", () => undefined);
+  respond("showInformationMessage", () => undefined);
+  let settled = false;
   const pending = api.pi.approveToolHandler(approvalParams({ tool: "edit", path: path.join(ws.folder, "a.py"), oldText: "x\n", newText: "y\n", diff: "-x\n+y\n" }));
+  pending.then(() => { settled = true; });
   const card = await eventually(() => panel.posted.find((m) => m.type === "approval" && m.detail === "-x\n+y\n"), "the approval card");
   assert.equal(card.message, `pi (${TITLE}) wants to edit a.py`);
+  assert.equal(rec.executed.find((e) => e.id === "vscode.diff").args[3].viewColumn, panel.panel.viewColumn + 1, "the diff does not cover the chat");
+  vscode.window.tabGroups.all = groups;
+  await new Promise((r) => setImmediate(r)); // every answer given so far has arrived
+  assert.equal(settled, false, "the question is still open");
+  const note = notification("wants to edit a.py");
+  assert.ok(note && !note.done, "and its notification is still up");
+  await panel.receive({ type: "approve", id: card.id, choice: "Accept" });
+  assert.deepEqual(await pending, { decision: "allow" });
+  respond("showWarningMessage");
+  respond("showInformationMessage");
+  assert.ok(panel.posted.some((m) => m.type === "approvalDone" && m.id === card.id), "the card goes");
+  assert.equal(note.done, true, "so does the notification");
+  assert.ok(!rec.messages.some((m) => m.message.includes("wants to edit a.py")), "no message notification: VS Code could not take one back");
+});
+
+test("a chat opened while a question is open shows its card", async () => {
+  const { uri: other } = await api.pi.call("pi.newSession", { name: "Asking later" });
+  const pending = api.pi.approveToolHandler(approvalParams({ uri: other, tool: "bash", command: "make test" }));
+  await eventually(() => notification("wants to run bash: make test"), "the question");
+  const panel = await openChat(other);
+  const card = panel.posted.find((m) => m.type === "approval" && m.detail === "make test");
+  assert.ok(card, "the card of the open question");
   await panel.receive({ type: "approve", id: card.id, choice: "Reject" });
   assert.deepEqual(await pending, { decision: "deny" });
-  respond("showWarningMessage");
-  assert.ok(panel.posted.some((m) => m.type === "approvalDone" && m.id === card.id));
 });
 
 test("pi/diagnostics answers with the editor's diagnostics, waiting for news about open files", async () => {
@@ -146,6 +177,10 @@ test("Send Selection to Chat attaches the unsaved selection; the next prompt car
   const user = fake.requests[0].body.messages.at(-1).content.filter((b) => b.type === "text").map((b) => b.text);
   assert.deepEqual(user, ["why is b slow?", '<file path="src/orders.py" lines="4-5" language="python">\ndef b():\n    return 2\n</file>']);
   assert.equal(panel.attachments.length, 0, "sent once");
+  // The user's own message shows the code as a titled block; the markup is the model's.
+  const shown = await eventually(() => lastReset(panel)?.blocks.find((b) => b.html.includes("why is b slow?")), "the prompt in the transcript");
+  assert.match(shown.html, /<div class="file-title">src\/orders\.py:4-5<\/div><pre><code class="language-python">def b\(\):\n    return 2<\/code><\/pre>/);
+  assert.ok(!shown.html.includes("&lt;file"), shown.html);
   setActiveEditor(undefined);
 });
 
@@ -208,7 +243,7 @@ test("after a branch, the items holding the leaf are open, as VS Code would show
         if (item.kind === "session" && item.sessionUri !== uri) continue;
         const state = seen.has(item.id) ? seen.get(item.id) : item.collapsibleState;
         seen.set(item.id, state);
-        if (item.kind === "entry" && /← leaf/.test(item.description)) return true;
+        if (item.kind === "entry" && item.label.startsWith("← leaf")) return true;
         if (item.collapsibleState !== vscode.TreeItemCollapsibleState.None && (await walk(await provider.getChildren(item)))) {
           states.push([item.kind === "entry" ? item.entryId : "session", state]);
           return true;

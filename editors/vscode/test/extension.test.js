@@ -67,15 +67,19 @@ test("the tree provider lists sessions, then entries, with the current path mark
   assert.deepEqual(branches.map((b) => b.entryId).sort(), ["18fc1fcb", "e1afef94"]);
   const dead = branches.find((b) => b.entryId === "e1afef94");
   assert.equal(dead.collapsibleState, vscode.TreeItemCollapsibleState.Collapsed, "an abandoned branch stays folded");
-  assert.match(dead.description, /\[data-layer-question\]/);
+  // The label and the leaf mark lead the row (its end is cut at the side bar's default width); the id follows.
+  assert.match(dead.label, /^\[data-layer-question\] OK, that makes sense/);
+  assert.equal(dead.description, "e1afef94");
   assert.equal(dead.contextValue, "entry.user");
   assert.equal(dead.iconPath.color.id, "disabledForeground");
   const live = branches.find((b) => b.entryId === "18fc1fcb");
   assert.equal(live.contextValue, "entry.branch_summary.onPath");
   assert.equal(live.iconPath.color.id, "charts.blue");
   const rest = await provider().getChildren(live);
-  const leaf = rest.find((e) => /← leaf/.test(e.description));
+  const leaf = rest.find((e) => e.label.startsWith("← leaf · "));
   assert.ok(leaf, "the leaf is marked");
+  assert.equal(leaf.entryId, "8fb6dff7");
+  assert.equal(rest.filter((e) => e.label.includes("← leaf")).length, 1);
   assert.equal(leaf.iconPath.id, "debug-stackframe-focused");
   // A click on an entry previews the context there.
   assert.deepEqual(leaf.command.arguments, [{ uri: sessionUri, entryId: leaf.entryId }]);
@@ -117,7 +121,7 @@ test("Branch here on a tree item moves the leaf; the view refreshes on pi/sessio
   const branches = await provider().getChildren(fork);
   const off = branches.find((b) => b.entryId === "18fc1fcb");
   assert.equal(off.iconPath.color.id, "disabledForeground", "the old branch is now off the path");
-  assert.match(fork.description, /← leaf/, "the target is the leaf now");
+  assert.match(fork.label, /^← leaf · /, "the target is the leaf now");
   assert.ok(!branches.some((b) => b.node.type === "leaf"), "the bookkeeping `leaf` entry is not shown");
 });
 

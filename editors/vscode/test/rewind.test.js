@@ -1,6 +1,6 @@
 // Rewinding files end to end: activate(), the real server, the local fake Anthropic endpoint.
 // Two turns write notes.txt; Branch Here then offers to restore the first turn's files (the
-// diff first), Undo puts them back, and Restore Files to Here… can be declined; Branch Here with
+// diff first, the question beside it, never over it), Undo puts them back, and Restore Files to Here… can be declined; Branch Here with
 // Summary… offers the restore too.
 "use strict";
 require("../testlib/register-vscode-stub");
@@ -46,14 +46,20 @@ before(async () => {
 
 after(() => rig?.stop());
 
+/** What a restore asks: not a modal dialog, which would cover the diff it asks about. */
+const question = (lead, entryId) => `${lead}Restore 1 file(s) to entry ${entryId}? The diff shows what changes (- now, + then).`;
+
 test("Branch Here offers to restore the files, shows the diff first, and Undo puts them back", async () => {
   const asked = [];
-  respond("showWarningMessage", (message) => { asked.push(message); return "Restore"; });
+  respond("showWarningMessage", (message, ...items) => {
+    asked.push({ message, items, showing: rec.shown.at(-1)?.uri.scheme });
+    return "Restore";
+  });
   respond("showInformationMessage", (message) => (message.startsWith("pi: restored") ? "Undo" : undefined));
   const result = await run("piLsp.branch", { uri, entryId: first });
   assert.deepEqual(errors(), []);
   assert.equal(result.fileChanges, 1);
-  assert.deepEqual(asked, [`1 file(s) differ from this entry. Restore 1 file(s) to entry ${first}?`]);
+  assert.deepEqual(asked, [{ message: question("1 file(s) differ from this entry. ", first), items: ["Restore", "Cancel"], showing: "pi-files" }]);
   const shown = rec.shown.at(-1);
   assert.equal(shown.uri.scheme, "pi-files");
   assert.match(shown.getText(), /^diff --git a\/notes.txt b\/notes.txt/);
@@ -85,10 +91,11 @@ test("Restore Files to Here… on an entry does nothing when declined, and resto
 test("before the first turn the state is the one that turn started from: notes.txt goes", async () => {
   const tree = await api.pi.call("pi.getTree", { uri });
   const asked = [];
-  respond("showWarningMessage", (message, options) => { asked.push([message, options.detail]); return undefined; });
+  respond("showWarningMessage", (message) => { asked.push(message); return undefined; });
   assert.equal(await run("piLsp.restoreFiles", { uri, entryId: tree.nodes[0].id }), undefined);
   respond("showWarningMessage");
-  assert.deepEqual(asked, [[`Restore 1 file(s) to entry ${tree.nodes[0].id}?`, "deleted: notes.txt"]]);
+  assert.deepEqual(asked, [question("", tree.nodes[0].id)]);
+  assert.match(rec.shown.at(-1).getText(), /^deleted file mode/m, "the diff says the file goes");
   assert.equal(notes(), "v2\n");
 });
 
@@ -101,7 +108,7 @@ test("Branch Here with Summary… offers to restore the files as Branch Here doe
   assert.deepEqual(errors(), []);
   assert.equal(done.ok, true);
   assert.equal(done.result.fileChanges, 1);
-  assert.deepEqual(asked, [`1 file(s) differ from this entry. Restore 1 file(s) to entry ${done.result.leafId}?`]);
+  assert.deepEqual(asked, [question("1 file(s) differ from this entry. ", done.result.leafId)]);
   assert.equal(notes(), "v1\n");
   await run("piLsp.undoRestoreFiles", { uri });
   assert.equal(notes(), "v2\n");

@@ -80,11 +80,28 @@ test("serverSettings sends only the server's keys, and only set ones", () => {
   assert.deepEqual(ext.serverSettings((k) => values[k], "key"), { model: "anthropic/x", toolApproval: "auto", sessionDirs: [], anthropicApiKey: "key" });
 });
 
-test("modelList: the configured models first, then the server's, each once", () => {
-  const listed = [{ provider: "anthropic", id: "claude-sonnet-4-5" }, { provider: "ollama", id: "qwen2.5-coder:7b" }];
+test("modelList: the configured models first, then the server's, each once, with models.json's names", () => {
+  // The server names a model by its id when models.json gives it no name.
+  const listed = [{ provider: "anthropic", id: "claude-sonnet-4-5", name: "claude-sonnet-4-5" }, { provider: "ollama", id: "qwen2.5-coder:7b", name: "Qwen Coder" }];
   assert.deepEqual(ext.modelList(["anthropic/claude-sonnet-4-5", "anthropic/claude-opus-4-5"], listed),
-    ["anthropic/claude-sonnet-4-5", "anthropic/claude-opus-4-5", "ollama/qwen2.5-coder:7b"]);
+    [{ id: "anthropic/claude-sonnet-4-5" }, { id: "anthropic/claude-opus-4-5" }, { id: "ollama/qwen2.5-coder:7b", name: "Qwen Coder" }]);
   assert.deepEqual(ext.modelList([], []), []);
+});
+
+test("code sent with a prompt shows in the user's message as a titled code block, not as markup", () => {
+  const t = new ext.Transcript();
+  t.load([{ entryId: "u1", role: "user", tokens: 9, message: { role: "user", content: [
+    { type: "text", text: "why is b slow?" },
+    { type: "text", text: '<file path="src/orders.py" lines="4-5" language="python">\ndef b():\n    return 2 < 3\n</file>' },
+    { type: "text", text: '<file path="README.md">\n# Title\n</file>' },
+    { type: "text", text: '<file path="one.py" lines="7-7">\nx = 1\n</file>' },
+  ] } }]);
+  const html = ext.renderBlock(t.block("u1"), t.tools);
+  assert.ok(!html.includes("&lt;file"), html);
+  assert.match(html, /<div class="file"><div class="file-title">src\/orders\.py:4-5<\/div><pre><code class="language-python">def b\(\):\n    return 2 &lt; 3<\/code><\/pre><\/div>/);
+  assert.match(html, /<div class="file-title">README\.md<\/div><pre><code># Title<\/code><\/pre>/);
+  assert.match(html, /<div class="file-title">one\.py:7<\/div>/);
+  assert.match(html, /why is b slow\?/);
 });
 
 test("serverLaunch: piLsp.command, else pythonPath -m pi_lsp.cli serve, else pi-lsp serve", () => {

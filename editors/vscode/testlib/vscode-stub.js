@@ -80,6 +80,7 @@ const rec = {
   panels: [],
   statusItems: [],
   shown: [], // documents passed to showTextDocument
+  progress: [], // {options, done}: withProgress calls, done once their task has settled
   config: new Map(), // "piLsp.key" -> value
   responders: new Map(), // "showQuickPick" -> fn
 };
@@ -218,7 +219,15 @@ const base = {
       rec.shown.push(doc);
       return { document: doc, options };
     },
-    withProgress: async (opts, task) => task({ report: () => {} }, new CancellationTokenSource().token),
+    withProgress: async (opts, task) => {
+      const entry = { options: opts, done: false };
+      rec.progress.push(entry);
+      try {
+        return await task({ report: () => {} }, new CancellationTokenSource().token);
+      } finally {
+        entry.done = true; // VS Code closes a progress notification when its task settles
+      }
+    },
     createTreeView: (id, options) => {
       const selection = new EventEmitter();
       const view = { id, options, selection: [], onDidChangeSelection: selection.event, onDidExpandElement: noopEvent, onDidCollapseElement: noopEvent,
@@ -272,6 +281,15 @@ const base = {
     setDiagnostics: (uri, items) => {
       diagnostics.set(uri.toString(), items);
       diagnosticsEmitter.fire({ uris: [uri] });
+    },
+    /** The links of a notification's text, found as VS Code's notifications find them. */
+    links: (text) => [...text.matchAll(/\[([^\]]+)\]\(((?:https?:\/\/|command:|file:)[^)\s]+)(?: (["'])(.+?)(\3))?\)/gi)]
+      .map((m) => ({ text: m[1], href: m[2] })),
+    /** A click on a `command:` link: the command runs with the JSON arguments in its query. */
+    click: (href) => {
+      const [, id, query] = /^command:([^?]+)(?:\?(.*))?$/.exec(href);
+      const args = query ? JSON.parse(decodeURIComponent(query)) : [];
+      return base.commands.executeCommand(id, ...(Array.isArray(args) ? args : [args]));
     },
     /** Clears what was recorded (not the registrations). */
     reset: () => { rec.output.length = 0; rec.messages.length = 0; rec.executed.length = 0; rec.shown.length = 0; rec.responders.clear(); },

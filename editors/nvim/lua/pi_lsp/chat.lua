@@ -455,7 +455,7 @@ local function show(chat)
   vim.wo[chat_win].number = false
   vim.wo[chat_win].winbar = STATUSLINE
   util.markdown_window(chat_win)
-  util.use_folds(chat_win, 0)
+  util.use_folds(chat_win, 0, true)
   local input_win = vim.fn.bufwinid(chat.input)
   if input_win == -1 then
     vim.api.nvim_set_current_win(chat_win)
@@ -497,13 +497,28 @@ function M.open(uri, opts)
   return chat
 end
 
---- Put `text` in the chat input of `uri` (opening the chat if it is not shown).
+--- Put `text` in the chat input of `uri` (opening the chat if it is not
+--- shown). A draft the user has not sent is never dropped unasked.
 function M.set_input(uri, text)
   local chat = chats[util.key(uri)]
   if not chat or vim.fn.bufwinid(chat.input) == -1 then
     return M.open(uri, { input = text })
   end
-  vim.api.nvim_buf_set_lines(chat.input, 0, -1, false, util.split_lines(text))
+  local function put()
+    vim.api.nvim_buf_set_lines(chat.input, 0, -1, false, util.split_lines(text))
+  end
+  local draft = input_text(chat)
+  if draft == "" or draft == vim.trim(text) then
+    return put()
+  end
+  local choices = { "Replace the draft", "Keep the draft" }
+  vim.ui.select(choices, { prompt = "The chat input holds a draft you have not sent" }, function(choice)
+    if choice == choices[1] then
+      put()
+    else
+      util.notify("the draft stays in the chat input")
+    end
+  end)
 end
 
 function M.close(uri)

@@ -39,27 +39,39 @@ function M.approval_message(params, root)
   return ("pi (%s) wants to %s %s%s"):format(params.title, verb, relative(params.path or "a file", root), where)
 end
 
-local function side(name, text, filetype)
-  local buf = util.scratch(name, filetype)
+--- One side of a proposed change, named "notes.py (proposed)": the tab line
+--- shortens every directory of a name, so a path-like name would read
+--- "p//a/t/p/notes.py". A second open question on the same file gets " 2".
+local function side(name, which, text, filetype)
+  local buf = vim.api.nvim_create_buf(false, true)
+  local wanted, n = ("%s (%s)"):format(name, which), 1
+  while not pcall(vim.api.nvim_buf_set_name, buf, wanted) do
+    n = n + 1
+    wanted = ("%s (%s %d)"):format(name, which, n)
+  end
+  vim.bo[buf].filetype = filetype
   util.set_lines(buf, 0, -1, util.split_lines(type(text) == "string" and text:gsub("\n$", "") or ""))
   return buf
 end
 
---- Open the current text and the proposed one side by side in a new tab, in
---- diff mode; `answer(decision)` is called once, from a key or the tab closing.
+--- Open the current text and the proposed one side by side (current |
+--- proposed, as VS Code shows them) in a new tab, in diff mode and normal
+--- mode; `answer(decision)` is called once, from a key or the tab closing.
 function M.show_diff(params, message, answer)
   local name = vim.fs.basename(params.path or "file")
   local filetype = vim.filetype.match({ filename = name }) or ""
-  local base = ("pi://approve/%s/"):format(params.toolCallId or "call")
   vim.cmd("tabnew")
   local tab = vim.api.nvim_get_current_tabpage()
-  local current = side(base .. "current/" .. name, params.oldText, filetype)
-  local proposed = side(base .. "proposed/" .. name, params.newText, filetype)
+  local current = side(name, "current", params.oldText, filetype)
+  local proposed = side(name, "proposed", params.newText, filetype)
   vim.api.nvim_win_set_buf(0, current)
   vim.cmd("diffthis")
-  vim.cmd("vsplit")
+  vim.cmd("rightbelow vsplit")
   vim.api.nvim_win_set_buf(0, proposed)
   vim.cmd("diffthis")
+  -- The question may come while the user types (e.g. after <C-s> in the chat
+  -- input): its keys are normal-mode keys, so `a` must accept, not insert.
+  vim.cmd("stopinsert")
   local keys = config.options.approval.keys
   local hint = ("%s · %s accept · %s accept for session · %s reject"):format(
     message:gsub("%%", "%%%%"), keys.accept, keys.accept_session, keys.reject)

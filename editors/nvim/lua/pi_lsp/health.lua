@@ -33,8 +33,8 @@ local function check_command()
   local shown = table.concat(cmd, " ")
   if vim.fn.executable(cmd[1]) ~= 1 then
     health.error(("%q is not executable (cmd = %s)"):format(cmd[1], shown), {
-      "install pi-lsp (`pip install pi-lsp`, or a checkout's `make .venv/.installed`)",
-      'or set `cmd` in setup(), e.g. { "/path/to/.venv/bin/python", "-m", "pi_lsp.cli", "serve" }',
+      "pi-lsp is not on the package index: install it from a checkout with `make install` (its own virtualenv, `pi-lsp` in ~/.local/bin), or `pipx install` the wheel `make wheel` builds in dist/",
+      'or set `cmd` in setup(), e.g. { "/path/to/pi-lsp/.venv/bin/python", "-m", "pi_lsp.cli", "serve" } for a checkout\'s `make .venv/.installed`',
     })
     return
   end

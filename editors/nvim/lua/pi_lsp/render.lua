@@ -136,6 +136,49 @@ function Builder:tool_result(message)
   end)
 end
 
+--- Code sent with a prompt reaches the model as `<file path=… lines=…>`
+--- markup (one text block each); the user sees a titled code block, folded.
+--- Returns nil for any other text.
+function M.attached_file(text)
+  local attrs, body = text:match('^<file (path="[^"]*"[^>\n]*)>\n(.*)</file>$')
+  local path = attrs and attrs:match('^path="([^"]*)"')
+  if not path then
+    return nil
+  end
+  local first, last = attrs:match(' lines="(%d+)%-(%d+)"')
+  local lines = not first and "" or first == last and (":" .. first) or (":" .. first .. "-" .. last)
+  return { title = path .. lines, language = attrs:match(' language="([^"]*)"'), text = body:gsub("\n$", "") }
+end
+
+function Builder:user_content(content)
+  if type(content) == "string" then
+    return self:add(content)
+  end
+  local text = {} -- consecutive text blocks, as one paragraph
+  local function flush()
+    if #text > 0 then
+      self:add(table.concat(text, "\n"))
+      text = {}
+    end
+  end
+  for _, block in ipairs(content or {}) do
+    local file = block.type == "text" and M.attached_file(block.text or "")
+    if file then
+      flush()
+      self:blank()
+      local count = #util.split_lines(file.text)
+      self:folded(("▸ 📎 %s (%d line%s)"):format(file.title, count, count == 1 and "" or "s"), function()
+        self:fenced(file.text, file.language)
+      end)
+    elseif block.type == "text" then
+      text[#text + 1] = block.text or ""
+    elseif block.type == "image" then
+      text[#text + 1] = "[image]"
+    end
+  end
+  flush()
+end
+
 --- One message of the conversation. `entry_id` names its entry when known.
 function Builder:message(message, entry_id)
   local role = message.role
@@ -143,7 +186,7 @@ function Builder:message(message, entry_id)
     self:blank()
     self:add("## You" .. where(entry_id))
     self:add("")
-    self:add(content_text(message.content))
+    self:user_content(message.content)
   elseif role == "assistant" then
     self:blank()
     local model = message.model and (" · " .. message.model) or ""

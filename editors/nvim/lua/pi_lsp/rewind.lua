@@ -34,6 +34,11 @@ function M.offer(uri, entry_id, root, question)
     util.set_lines(buf, 0, -1, diff_lines(result.files))
     vim.b[buf].pi_lsp_uri = uri
     util.show(buf, "botright split")
+    util.map(buf, "n", "q", function()
+      if not pcall(vim.cmd, "close") then
+        vim.cmd("enew") -- the last window: show an empty buffer instead
+      end
+    end, "pi: close the diff")
     local choices = { "Restore", "Cancel" }
     local prompt = ("%sRestore %d file(s) to entry %s?"):format(question or "", #result.files, entry_id)
     vim.ui.select(choices, { prompt = prompt }, function(choice)

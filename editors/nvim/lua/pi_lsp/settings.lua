@@ -30,20 +30,24 @@ function M.model(arg)
       end
       return set_model(uri, provider, model_id)
     end
+    local root = session.root_of(uri)
     client.run("pi.listModels", {}, function(result)
-      local current = (session.status(uri) or {}).model
-      vim.ui.select(result.models or {}, {
-        prompt = "Model for " .. file_name(uri),
-        format_item = function(m)
-          local name = m.provider .. "/" .. m.id
-          return ("%s  (%s tokens)%s"):format(name, util.short_count(m.contextWindow), name == current and "  ← current" or "")
-        end,
-      }, function(choice)
-        if choice then
-          set_model(uri, choice.provider, choice.id)
-        end
-      end)
-    end, session.root_of(uri))
+      -- The session's model from the server: the statusline's cache may not be filled yet.
+      client.run("pi.previewContext", { uri = uri }, function(preview)
+        vim.ui.select(result.models or {}, {
+          prompt = "Model for " .. file_name(uri),
+          format_item = function(m)
+            local id = m.provider .. "/" .. m.id
+            local name = (m.name and m.name ~= m.id) and (m.name .. " — ") or "" -- models.json's name
+            return ("%s%s  (%s tokens)%s"):format(name, id, util.short_count(m.contextWindow), id == preview.model and "  ← current" or "")
+          end,
+        }, function(choice)
+          if choice then
+            set_model(uri, choice.provider, choice.id)
+          end
+        end)
+      end, root)
+    end, root)
   end)
 end
 

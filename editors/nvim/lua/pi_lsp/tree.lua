@@ -13,34 +13,52 @@ local ns = vim.api.nvim_create_namespace("pi_lsp_tree")
 local views = {} -- buf -> {uri, root, nodes, by_id, leaf, line_ids, ids_line, rendered}
 local HEADER_LINES = 2
 
+-- Every key's action: its hint on the tree's second line, and what `?` says.
 local HELP = {
-  { "branch", "branch here" },
-  { "branch_summary", "branch with summary" },
-  { "label", "label" },
-  { "fork", "fork" },
-  { "preview", "preview context" },
-  { "diff", "diff vs leaf" },
-  { "edit", "edit prompt" },
-  { "restore_files", "restore files" },
-  { "chat", "chat" },
-  { "refresh", "refresh" },
-  { "close", "close" },
+  { "branch", "branch", "branch here (offers to restore the files)" },
+  { "branch_summary", "summary", "branch here with a summary of the branch left" },
+  { "label", "label", "label the entry" },
+  { "fork", "fork", "fork into a new session" },
+  { "preview", "preview", "preview the context at the entry" },
+  { "diff", "diff", "diff the context against the leaf" },
+  { "edit", "edit", "edit this prompt (into the chat input)" },
+  { "restore_files", "restore", "restore the files to the entry (diff first)" },
+  { "undo_restore", "undo", "undo the last restore of files" },
+  { "chat", "chat", "open the chat" },
+  { "refresh", "refresh", "refresh" },
+  { "close", "close", "close the tree" },
+  { "help", "keys", "list the keys" },
 }
 
 local function first_key(value)
   return type(value) == "table" and value[1] or value
 end
 
-local function help_line()
+--- The hint line: the keys, as many as fit in `width` cells, and always `?`
+--- (which lists them all).
+function M.help_line(width)
   local keys = config.options.tree.keys
-  local parts = {}
+  local parts, last = {}, nil
   for _, item in ipairs(HELP) do
     local key = first_key(keys[item[1]])
-    if key then
+    if key and item[1] == "help" then
+      last = key .. " " .. item[2]
+    elseif key then
       parts[#parts + 1] = key .. " " .. item[2]
     end
   end
-  return '" ' .. table.concat(parts, " · ")
+  local function line(list)
+    return '" ' .. table.concat(list, " · ")
+  end
+  local shown = {}
+  for _, part in ipairs(parts) do
+    if width and vim.fn.strdisplaywidth(line(vim.list_extend({ unpack(shown) }, { part, last }))) > width then
+      break
+    end
+    shown[#shown + 1] = part
+  end
+  shown[#shown + 1] = last
+  return line(shown)
 end
 
 -- -- layout ------------------------------------------------------------------------------------
@@ -126,6 +144,7 @@ function M.layout(tree, show_leaf_entries, width)
     end
   end
   local stack = {}
+  local starts = {} -- line of each branch's first entry -> {node, indent}
   for i = #(index[false] or {}), 1, -1 do
     stack[#stack + 1] = { index[false][i], "", false, 0 }
   end
@@ -136,6 +155,7 @@ function M.layout(tree, show_leaf_entries, width)
       -- A branch's fold runs until the next branch at its depth or shallower.
       close_to(depth, lnum - 1)
       open[#open + 1] = { lnum, depth }
+      starts[lnum] = { node, indent }
     end
     lines[lnum] = node_line(node, indent, branch_start, tree.leafId, width)
     ids[lnum] = node.id
@@ -150,6 +170,14 @@ function M.layout(tree, show_leaf_entries, width)
     end
   end
   close_to(1, #lines)
+  if width then
+    -- Closed, a fold shows its first line and "… N more lines": that line leaves room for it.
+    for _, fold in ipairs(folds) do
+      local node, indent = unpack(starts[fold[1]])
+      local room = width - vim.fn.strdisplaywidth(util.fold_marker(fold[2] - fold[1]))
+      lines[fold[1]] = node_line(node, indent, true, tree.leafId, room)
+    end
+  end
   return lines, ids, folds, by_id
 end
 
@@ -268,7 +296,7 @@ local function draw(buf, view, tree)
   end
   util.set_folds(buf, shifted)
   local header = ("%s — %d entries, leaf %s"):format(session_title(view), #(tree.nodes or {}), tree.leafId or "(none)")
-  local all = { header, help_line() }
+  local all = { header, M.help_line(text_width(buf)) }
   vim.list_extend(all, lines)
   util.set_lines(buf, 0, -1, all)
   highlight(buf, lines, ids, view)
@@ -448,11 +476,14 @@ function M.actions.close()
 end
 
 function M.actions.help()
+  local keys = config.options.tree.keys
   local lines = {}
-  for name, key in pairs(config.options.tree.keys) do
-    lines[#lines + 1] = ("%-12s %s"):format(type(key) == "table" and table.concat(key, ", ") or key, name)
+  for _, item in ipairs(HELP) do
+    local key = keys[item[1]]
+    if key then
+      lines[#lines + 1] = ("%-9s %s"):format(type(key) == "table" and table.concat(key, ", ") or key, item[3])
+    end
   end
-  table.sort(lines)
   util.notify("tree keys:\n" .. table.concat(lines, "\n"))
 end
 

@@ -205,18 +205,34 @@ function M.foldexpr(lnum)
   return level and tostring(level) or "0"
 end
 
-function M.foldtext()
-  local first = vim.fn.getline(vim.v.foldstart)
-  local count = vim.v.foldend - vim.v.foldstart
-  return ("%s  … %d more line%s"):format(first, count, count == 1 and "" or "s")
+--- What a closed fold of `count` more lines adds to its first line.
+function M.fold_marker(count)
+  return ("  … %d more line%s"):format(count, count == 1 and "" or "s")
 end
 
---- Give a window expression folds read from `set_folds`.
-function M.use_folds(win, level)
+function M.foldtext()
+  return vim.fn.getline(vim.v.foldstart) .. M.fold_marker(vim.v.foldend - vim.v.foldstart)
+end
+
+--- A line of Markdown without its markup, as a window that conceals it shows it.
+function M.plain_markdown(line)
+  line = line:gsub("^#+%s+", ""):gsub("^>%s?", ""):gsub("%*%*(.-)%*%*", "%1"):gsub("`([^`]*)`", "%1")
+  -- _emphasis_, not the underscores inside a word (read_file)
+  return (((" " .. line .. " "):gsub("([%s%(])_([^_]+)_([%s%).,:;])", "%1%2%3")):sub(2, -2))
+end
+
+--- The fold text of a Markdown window: a fold's line shows no markup either.
+function M.markdown_foldtext()
+  return M.plain_markdown(vim.fn.getline(vim.v.foldstart)) .. M.fold_marker(vim.v.foldend - vim.v.foldstart)
+end
+
+--- Give a window expression folds read from `set_folds`; `markdown`: its
+--- lines are Markdown (see markdown_foldtext).
+function M.use_folds(win, level, markdown)
   local wo = vim.wo[win]
   wo.foldmethod = "expr"
   wo.foldexpr = "v:lua.require'pi_lsp.util'.foldexpr(v:lnum)"
-  wo.foldtext = "v:lua.require'pi_lsp.util'.foldtext()"
+  wo.foldtext = ("v:lua.require'pi_lsp.util'.%s()"):format(markdown and "markdown_foldtext" or "foldtext")
   wo.foldlevel = level or 0
   wo.foldenable = true
 end

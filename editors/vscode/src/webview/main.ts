@@ -15,13 +15,18 @@ const approvals = $<HTMLElement>("approvals");
 const openState = new Map<string, boolean>();
 let busy = false;
 const OTHER = "__other__";
+/** Whether the transcript keeps its newest message in view: until the user scrolls up. */
+let following = true;
 
 function send(message: FromWebview): void {
   vscode.postMessage(message);
 }
 
+function toBottom(): void {
+  transcript.scrollTop = transcript.scrollHeight;
+}
+
 function place(id: string, html: string): void {
-  const atBottom = transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 40;
   const template = document.createElement("template");
   template.innerHTML = html.trim();
   const node = template.content.firstElementChild ?? document.createElement("div");
@@ -33,7 +38,7 @@ function place(id: string, html: string): void {
   const old = transcript.querySelector(`[data-id="${CSS.escape(id)}"]`);
   if (old) old.replaceWith(node);
   else transcript.appendChild(node);
-  if (atBottom) transcript.scrollTop = transcript.scrollHeight; // follow the stream unless scrolled up
+  if (following) toBottom(); // follow the stream unless scrolled up
 }
 
 function setState(state: ChatState): void {
@@ -42,8 +47,13 @@ function setState(state: ChatState): void {
   $("tokens").textContent = state.tokens;
   document.body.classList.toggle("busy", busy);
   const models = [...state.models];
-  if (state.model && !models.includes(state.model)) models.unshift(state.model);
-  model.replaceChildren(...models.map((m) => new Option(m, m, false, m === state.model)), new Option("Other…", OTHER));
+  if (state.model && !models.some((m) => m.id === state.model)) models.unshift({ id: state.model });
+  model.replaceChildren(...models.map((m) => {
+    const option = new Option(m.name ?? m.id, m.id, false, m.id === state.model);
+    option.title = m.id;
+    return option;
+  }), new Option("Other…", OTHER));
+  model.title = `Model: ${state.model ?? "default"}`;
   thinking.replaceChildren(...state.thinkingLevels.map((l) => new Option(`thinking: ${l}`, l, false, l === state.thinkingLevel)));
   $("attachments").replaceChildren(...state.attachments.map((label, index) => {
     const chip = document.createElement("span");
@@ -72,7 +82,8 @@ window.addEventListener("message", (event: MessageEvent<ToWebview>) => {
       transcript.replaceChildren();
       for (const b of m.blocks) place(b.id, b.html);
       setState(m.state);
-      transcript.scrollTop = transcript.scrollHeight;
+      following = true;
+      toBottom();
       break;
     case "upsert":
       place(m.id, m.html);
@@ -110,6 +121,20 @@ window.addEventListener("message", (event: MessageEvent<ToWebview>) => {
       break;
   }
 });
+
+// Only the user scrolls up (following the stream scrolls down, and a scroll event may come
+// after more has been added): scrolling up stops the following, back at the end resumes it.
+let lastTop = 0;
+transcript.addEventListener("scroll", () => {
+  if (transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 40) following = true;
+  else if (transcript.scrollTop < lastTop) following = false;
+  lastTop = transcript.scrollTop;
+});
+// An approval card, the attachment chips or a resized window change the transcript's height:
+// the newest message stays in view.
+new ResizeObserver(() => {
+  if (following) toBottom();
+}).observe(transcript);
 
 transcript.addEventListener("toggle", (event) => {
   const d = event.target as HTMLDetailsElement;
