@@ -5,6 +5,7 @@ Field order in each Struct is the order pi writes, so encoded lines match pi's b
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 import msgspec
@@ -258,6 +259,21 @@ class SessionInfoEntry(_Entry, tag="session_info", kw_only=True):
     parent_id: str | None
     timestamp: str
     name: str | None = None
+
+
+# What JavaScript's `trim()` removes (not Python's `strip()` set: U+FEFF yes, U+001C-001F no).
+JS_WHITESPACE = ("\t\n\x0b\x0c\r \xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+                 "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff")
+
+
+def session_name(entry: SessionInfoEntry) -> str | None:
+    """The name a `session_info` entry sets; an empty or blank one clears it (pi's rule)."""
+    return (entry.name or "").strip(JS_WHITESPACE) or None
+
+
+def clean_session_name(name: str) -> str:
+    """A name as pi writes it: line breaks become spaces, then trimmed ("" clears)."""
+    return re.sub(r"[\r\n]+", " ", name).strip(JS_WHITESPACE)
 
 
 class LeafEntry(_Entry, tag="leaf", kw_only=True):

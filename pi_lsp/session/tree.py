@@ -27,9 +27,11 @@ from pi_lsp.session.entries import (
     SessionInfoEntry,
     ThinkingLevelChangeEntry,
     UserBlock,
+    clean_session_name,
     encoder,
     entry_decoder,
     head_decoder,
+    session_name,
 )
 from pi_lsp.session.ids import (
     iso_now,
@@ -189,8 +191,8 @@ class SessionTree:
                 self.labels[entry.target_id] = entry.label
             else:
                 self.labels.pop(entry.target_id, None)
-        elif isinstance(entry, SessionInfoEntry) and entry.name and entry.name.strip():
-            self.name = entry.name.strip()
+        elif isinstance(entry, SessionInfoEntry):
+            self.name = session_name(entry)
         if isinstance(entry, LeafEntry) and (entry.target_id is None or
                                              entry.target_id in self.by_id):
             self.leaf_id = entry.target_id
@@ -449,4 +451,5 @@ class SessionTree:
                                        label=text or None))
 
     def append_session_info(self, name: str) -> str:
-        return self._append(SessionInfoEntry(**self._common(), name=name.strip()))
+        """Name the session; an empty or blank name clears it."""
+        return self._append(SessionInfoEntry(**self._common(), name=clean_session_name(name)))
