@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from pi_lsp.context.projection import ModelRef, project_path
+from pi_lsp.context.tokens import projected_context_size
 from pi_lsp.session.tree import SessionTree
 
 
@@ -37,3 +38,9 @@ def build_leaf_context(tree: SessionTree, leaf_id: str | None) -> LeafContext:
 
 def build_session_context(tree: SessionTree, leaf_id: str | None) -> SessionContext:
     return build_leaf_context(tree, leaf_id).context
+
+
+def context_tokens(tree: SessionTree, leaf_id: str | None) -> int:
+    """The context's size at `leaf_id` as pi 1.6 measures it for compaction."""
+    path = tree.path_to(leaf_id)
+    return projected_context_size(project_path(path), path)
