@@ -29,6 +29,7 @@ from pygls.exceptions import JsonRpcException
 from pygls.uris import to_fs_path
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
+from pi_lsp.summarize.branch import BRANCH_SUMMARY_PREAMBLE
 from tests.fake_anthropic import FakeAnthropic, Reply, text_reply, tool_reply
 from tests.fake_openai import MODEL as LOCAL_MODEL
 from tests.fake_openai import FakeOpenAI, chat_reply
@@ -541,7 +542,8 @@ async def test_branch_summary_uses_the_configured_model_endpoint(pi: Pi, fake: F
     requests = fake.message_requests()
     assert [r["model"] for r in requests] == [SUMMARY_MODEL], done
     assert done["ok"] is True, done
-    assert done["result"]["summary"].startswith("The dead end tried an ORM and was dropped.")
+    assert done["result"]["summary"].startswith(
+        BRANCH_SUMMARY_PREAMBLE + "The dead end tried an ORM and was dropped.")
 
 
 async def test_compact(pi: Pi) -> None:

@@ -25,6 +25,8 @@ from pi_lsp.session.entries import (
 )
 from pi_lsp.session.ids import iso_to_ms
 from pi_lsp.session.tree import SessionTree, UnknownEntryError
+from pi_lsp.summarize.compaction import CompactionSettings, compact
+from pi_lsp.summarize.extractive import ExtractiveSummarizer
 
 HEADER: dict[str, Any] = {
     "type": "session", "version": 3, "id": "11111111-2222-3333-4444-555555555555",
@@ -512,3 +514,34 @@ def test_check_reports_context_edits_that_edit_nothing(tmp_path: Path) -> None:
     found = {(p.kind, p.entry_id) for p in check_session(tree)} - {("no-assistant-message", None)}
     assert found == {("edit-off-path", "dddddddd"), ("dangling-reference", "eeeeeeee"),
                      ("unreadable-edit", "ffffffff")}
+
+
+async def test_a_compaction_carries_the_replayed_system_message(tmp_path: Path) -> None:
+    first = {"role": "system", "content": "", "sections": {"preamble": "be brief", "cwd": "x"},
+             "timestamp": 1, "toolsAdded": [{"name": "read", "description": "r",
+                                             "parameters": {}},
+                                            {"name": "bash", "description": "b",
+                                             "parameters": {}}]}
+    patch = {"role": "system", "content": "", "sections": {"cwd": None}, "timestamp": 2,
+             "toolsRemoved": [{"name": "bash"}]}
+    tree = write_session(tmp_path / "s.jsonl", [
+        entry("message", "aaaaaaaa", None, message=first),
+        msg("bbbbbbbb", "aaaaaaaa", "x" * 400),
+        entry("message", "cccccccc", "bbbbbbbb", message=patch),
+        entry("message", "dddddddd", "cccccccc", message=assistant_text("y" * 400)),
+        msg("eeeeeeee", "dddddddd", "z" * 400),
+    ])
+    result = await compact(tree, "eeeeeeee", ExtractiveSummarizer(),
+                           CompactionSettings(keep_recent_tokens=50))
+    line = json.loads(Path(tree.path).read_text("utf-8").splitlines()[-1])
+    assert line["fromHook"] is False
+    assert list(line)[-2:] == ["fromHook", "systemMessage"]
+    # The prompt and tools in force, folded into one, stamped with the compaction's time.
+    assert line["systemMessage"] == {
+        "role": "system", "content": "", "sections": {"preamble": "be brief"},
+        "toolsAdded": [first["toolsAdded"][0]], "timestamp": iso_to_ms(line["timestamp"])}
+    assert list(line["systemMessage"]) == ["role", "content", "sections", "toolsAdded",
+                                           "timestamp"]
+    roles = [json.loads(bytes(m))["role"] for m in
+             build_session_context(tree, result.entry_id).messages]
+    assert roles[:2] == ["system", "compactionSummary"] and "system" not in roles[2:]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pi_lsp.session.entries import AgentMessage, SystemMessage, TextContent
+from pi_lsp.session.entries import AgentMessage, SystemCheckpoint, SystemMessage, TextContent
 
 
 def system_content_text(message: SystemMessage) -> str:
@@ -52,3 +52,10 @@ def current_system_message(messages: list[AgentMessage | None]) -> SystemMessage
         return None
     return SystemMessage(content="\n\n".join(texts), sections=sections or None,
                          tools_added=tools or None, timestamp=timestamp or 0)
+
+
+def checkpoint_of(message: SystemMessage) -> SystemCheckpoint:
+    """A folded system message as a compaction stores it (the writer sets its time)."""
+    sections = {k: v for k, v in (message.sections or {}).items() if v is not None}
+    return SystemCheckpoint(content=system_content_text(message), sections=sections or None,
+                            tools_added=message.tools_added, timestamp=message.timestamp)

@@ -138,6 +138,15 @@ class SystemMessage(_Message, tag="system", kw_only=True):
     tools_removed: list[Any] | None = None
 
 
+class SystemCheckpoint(_Message, tag="system", kw_only=True):
+    """The replayed system message a compaction carries, keys in the order pi writes them."""
+
+    content: str
+    sections: dict[str, str] | None = None
+    tools_added: list[Any] | None = None
+    timestamp: int
+
+
 class BranchSummaryMessage(_Message, tag="branchSummary", kw_only=True):
     """In memory only: made from a `branch_summary` entry."""
 

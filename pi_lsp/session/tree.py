@@ -25,6 +25,7 @@ from pi_lsp.session.entries import (
     ModelChangeEntry,
     SessionHeader,
     SessionInfoEntry,
+    SystemCheckpoint,
     ThinkingLevelChangeEntry,
     UserBlock,
     clean_session_name,
@@ -411,10 +412,18 @@ class SessionTree:
                                              model_id=model_id))
 
     def append_compaction(self, summary: str, first_kept_entry_id: str, tokens_before: int,
-                          details: Any = None, from_hook: bool | None = None) -> str:
+                          details: Any = None, from_hook: bool | None = None,
+                          system_message: SystemCheckpoint | None = None) -> str:
+        """A compaction; `system_message` (the replayed prompt and tools) is stored with the
+        compaction's own time, as pi 1.6 stores it."""
+        common = self._common()
+        if system_message is not None:
+            system_message = msgspec.structs.replace(
+                system_message, timestamp=iso_to_ms(common["timestamp"]))
         return self._append(CompactionEntry(
-            **self._common(), summary=summary, first_kept_entry_id=first_kept_entry_id,
+            **common, summary=summary, first_kept_entry_id=first_kept_entry_id,
             tokens_before=tokens_before, details=details, from_hook=from_hook,
+            system_message=system_message,
         ))
 
     def append_branch_summary(self, from_id: str, summary: str, details: Any = None,

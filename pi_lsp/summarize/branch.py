@@ -132,6 +132,9 @@ def navigation(tree: SessionTree, target_id: str) -> Navigation:
 
 
 NO_CONTENT = "No content to summarize"
+# pi's opening lines, so pi and pi-lsp summaries read the same in either tool.
+BRANCH_SUMMARY_PREAMBLE = ("The user explored a different conversation branch before returning "
+                           "here.\nSummary of that exploration:\n\n")
 
 
 class BranchOutcome(msgspec.Struct, rename="camel", omit_defaults=True):
@@ -160,11 +163,12 @@ async def branch_with_summary(tree: SessionTree, target_id: str, summarizer: Sum
     if fitted.messages:
         request = SummaryRequest("branch", fitted.messages, BRANCH_SUMMARY_MAX_TOKENS,
                                  instructions=instructions)
-        summary = await summarizer.summarize(request) + format_file_lists(lists)
+        summary = BRANCH_SUMMARY_PREAMBLE + await summarizer.summarize(request) + \
+            format_file_lists(lists)
     else:
         summary = NO_CONTENT
     entry_id = tree.branch_with_summary(move.leaf_id, old_leaf or "root", summary,
-                                        summary_details(lists, summarizer))
+                                        summary_details(lists, summarizer), from_hook=False)
     return BranchOutcome(tree.leaf_id, move.editor_text, entry_id, summary)
 
 

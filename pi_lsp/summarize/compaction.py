@@ -7,6 +7,7 @@ from typing import Any
 import msgspec
 
 from pi_lsp.context.projection import Projection, entry_messages, message_role, project_path
+from pi_lsp.context.replay import checkpoint_of, current_system_message
 from pi_lsp.context.tokens import decode_all, estimate_tokens, projected_context_size
 from pi_lsp.session.entries import (
     AgentMessage,
@@ -239,7 +240,9 @@ async def compact(tree: SessionTree, leaf_id: str | None, summarizer: Summarizer
     details = summary_details(plan.files, summarizer)
     if leaf_id != tree.leaf_id:
         tree.branch(leaf_id) if leaf_id is not None else tree.reset_leaf()
+    system = current_system_message(decode_all(project_path(tree.path_to(tree.leaf_id)).messages))
     entry_id = tree.append_compaction(summary, plan.first_kept_entry_id, plan.tokens_before,
-                                      details)
+                                      details, from_hook=False,
+                                      system_message=checkpoint_of(system) if system else None)
     return CompactionResult(entry_id, summary, plan.first_kept_entry_id, plan.tokens_before,
                             details)
