@@ -34,7 +34,7 @@ PI16_ON_073 = SAMPLES / "pi16-on-073"
 
 
 def sample_files() -> list[Path]:
-    if CONFORMANCE != SAMPLES:
+    if CONFORMANCE.resolve() != SAMPLES:
         return conformance_files()
     return sorted(SAMPLES.glob("*.jsonl")) + sorted((SAMPLES / "pi16").glob("*.jsonl"))
 
@@ -55,7 +55,7 @@ def expected(path: Path) -> dict[str, Any]:
 
 def expected_pi16(path: Path) -> dict[str, Any]:
     """What pi 1.6 computes on the file: serialized text, tokens, plans, branch pairs."""
-    if path.parent == SAMPLES:
+    if path.parent.resolve() == SAMPLES:
         return read_json(PI16_ON_073 / f"{path.stem}.expected.json")
     return expected(path)
 
