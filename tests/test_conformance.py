@@ -1,9 +1,17 @@
-"""pi-lsp computes what pi 0.73.1 computes on sessions pi wrote itself."""
+"""pi-lsp computes what pi computes on sessions pi wrote itself.
+
+Two samples are in the repo: files pi 1.6 wrote (`conformance/pi16/`), and files pi 0.73.1 wrote
+(`conformance/`). pi 1.6 reads the older files with 0.73.1's contexts, model layer, leaf, name and
+tree, so those are held to 0.73.1's answers; their summarizer text, token estimates, compaction
+plans and branch collections follow pi 1.6's rules, held to pi 1.6's answers on the same files
+(`conformance/pi16-on-073/`). `PI_LSP_CONFORMANCE=DIR` runs every check on DIR's pairs instead
+(files pi 1.6 wrote with its own answers, e.g. from a generator).
+"""
 
 from __future__ import annotations
 
 import json
-from functools import cache
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -13,34 +21,60 @@ import pytest
 from pi_lsp.context.build import build_session_context
 from pi_lsp.context.convert import BRANCH_SUMMARY_PREFIX, BRANCH_SUMMARY_SUFFIX, convert_to_llm
 from pi_lsp.context.tokens import estimate_tokens
-from pi_lsp.session.entries import LlmMessage, decode_message
+from pi_lsp.session.entries import ModelMessage, decode_message
 from pi_lsp.session.outline import nested_tree
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.summarize.branch import collect_branch_entries, fit_branch_messages
 from pi_lsp.summarize.compaction import CompactionSettings, plan_summary, prepare_compaction
 from pi_lsp.summarize.serialize import serialize_conversation
-from tests.conftest import conformance_files
+from tests.conftest import CONFORMANCE, ROOT, conformance_files
 
-FILES = conformance_files()
+SAMPLES = ROOT / "tests" / "conformance"
+PI16_ON_073 = SAMPLES / "pi16-on-073"
 
 
-@cache
-def expected(path: Path) -> dict[str, Any]:
-    result: dict[str, Any] = json.loads(path.with_suffix(".expected.json").read_text("utf-8"))
+def sample_files() -> list[Path]:
+    if CONFORMANCE.resolve() != SAMPLES:
+        return conformance_files()
+    return sorted(SAMPLES.glob("*.jsonl")) + sorted((SAMPLES / "pi16").glob("*.jsonl"))
+
+
+FILES = sample_files()
+
+
+@lru_cache(maxsize=4)  # tests run file by file; a generated corpus is large
+def read_json(path: Path) -> dict[str, Any]:
+    result: dict[str, Any] = json.loads(path.read_text("utf-8"))
     return result
+
+
+def expected(path: Path) -> dict[str, Any]:
+    """What pi computes on the file: contexts, model layer, leaf, name, tree."""
+    return read_json(path.with_suffix(".expected.json"))
+
+
+def expected_pi16(path: Path) -> dict[str, Any]:
+    """What pi 1.6 computes on the file: serialized text, tokens, plans, branch pairs."""
+    if path.parent.resolve() == SAMPLES:
+        return read_json(PI16_ON_073 / f"{path.stem}.expected.json")
+    return expected(path)
 
 
 def as_json(value: object) -> Any:
     return json.loads(msgspec.json.encode(value))
 
 
-def leaves(path: Path) -> list[str]:
-    return list(expected(path)["contexts"])
-
-
-@pytest.fixture(scope="module", params=FILES, ids=[f.stem for f in FILES])
+@pytest.fixture(scope="module", params=FILES,
+                ids=[f"{f.parent.name}/{f.stem}" for f in FILES])
 def session(request: pytest.FixtureRequest) -> tuple[Path, SessionTree]:
     return request.param, SessionTree.open(str(request.param))
+
+
+def test_both_samples_are_in_the_repo() -> None:
+    """The pi 0.73.1 files each have pi 1.6's answers beside them; pi 1.6's sample is there."""
+    older = sorted(SAMPLES.glob("*.jsonl"))
+    assert older and len(sorted((SAMPLES / "pi16").glob("*.jsonl"))) == 4
+    assert all((PI16_ON_073 / f"{p.stem}.expected.json").exists() for p in older)
 
 
 def test_file_loads_without_problems(session: tuple[Path, SessionTree]) -> None:
@@ -72,7 +106,7 @@ def test_context_at_every_leaf(session: tuple[Path, SessionTree]) -> None:
 
 def test_tokens_at_every_leaf(session: tuple[Path, SessionTree]) -> None:
     path, tree = session
-    for leaf, case in expected(path)["contexts"].items():
+    for leaf, case in expected_pi16(path)["contexts"].items():
         context = build_session_context(tree, leaf)
         tokens = []
         for raw in context.messages:
@@ -121,7 +155,7 @@ def test_conformance_covers_branch_summaries() -> None:
 
 def test_compaction_plans(session: tuple[Path, SessionTree]) -> None:
     path, tree = session
-    plans = expected(path)["plans"]
+    plans = expected_pi16(path)["plans"]
     assert plans
     for key, want in plans.items():
         leaf, keep = key.split(":")
@@ -132,7 +166,7 @@ def test_compaction_plans(session: tuple[Path, SessionTree]) -> None:
 
 def test_branch_summary_collections(session: tuple[Path, SessionTree]) -> None:
     path, tree = session
-    pairs = expected(path)["branchPairs"]
+    pairs = expected_pi16(path)["branchPairs"]
     assert pairs
     for key, want in pairs.items():
         old, target = key.split(">")
@@ -149,15 +183,16 @@ def test_branch_summary_collections(session: tuple[Path, SessionTree]) -> None:
         } == want, key
 
 
-LLM_DECODER = msgspec.json.Decoder(list[LlmMessage])
+LLM_DECODER = msgspec.json.Decoder(list[ModelMessage])
 
 
 def test_serialization_of_pis_model_layer(session: tuple[Path, SessionTree]) -> None:
     """Our serializer on pi's own model-layer messages gives pi's text exactly."""
     path, _ = session
+    serialized = expected_pi16(path)["contexts"]
     for leaf, case in expected(path)["contexts"].items():
         messages = LLM_DECODER.decode(json.dumps(case["llm"]).encode())
-        assert serialize_conversation(messages) == case["serialized"], leaf
+        assert serialize_conversation(messages) == serialized[leaf]["serialized"], leaf
 
 
 def test_serialization_of_our_model_layer(session: tuple[Path, SessionTree]) -> None:

@@ -126,7 +126,7 @@ def test_estimates_count_utf16_and_images() -> None:
     assert utf16_length("a🙂参") == 4
     assert estimate_tokens(user("🙂🙂")) == 1
     image = ImageContent(data="AAAA", mime_type="image/png")
-    assert estimate_tokens(UserMessage(content=[image], timestamp=1)) == 0
+    assert estimate_tokens(UserMessage(content=[image], timestamp=1)) == 1200  # pi 1.6 counts it
     with_image = ToolResultMessage(tool_call_id="t", tool_name="read", content=[image],
                                    is_error=False, timestamp=1)
     assert estimate_tokens(with_image) == 1200
@@ -143,3 +143,6 @@ def test_context_size_uses_last_good_usage_plus_later_estimates() -> None:
     assert context_size([user("x" * 400)]) == 100
     zero_total = msgspec.structs.replace(messages[1], usage=Usage(input=5, output=6))  # type: ignore[arg-type]
     assert context_size([zero_total]) == 11
+    # pi 1.6: a reply that reported no usage at all is no anchor; it is estimated instead.
+    silent = msgspec.structs.replace(messages[1], usage=Usage())  # type: ignore[arg-type]
+    assert context_size([user("x" * 400), silent]) == 100 + 1

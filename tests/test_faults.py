@@ -487,16 +487,20 @@ def test_a_failed_append_is_one_line_from_the_command_line(
 # -- 6. session names ------------------------------------------------------------------------
 
 
-def test_an_empty_name_does_not_clear_the_name_as_in_pi(tmp_path: Path) -> None:
-    """pi's getSessionName is the latest non-empty name; an empty session_info changes nothing."""
+def test_an_empty_name_clears_the_name_as_in_pi(tmp_path: Path) -> None:
+    """pi's getSessionName (0.73.1 and 1.6) is the latest session_info's trimmed name; an empty
+    or blank one clears it."""
     def info(entry_id: str, parent: str, name: str, n: int) -> bytes:
         return json.dumps({"type": "session_info", "id": entry_id, "parentId": parent,
                            "timestamp": stamp(n), "name": name}).encode()
     path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1),
-                                        info("aaaa0002", "aaaa0001", "  Named  ", 2),
-                                        info("aaaa0003", "aaaa0002", "", 3)])
+                                        info("aaaa0002", "aaaa0001", "  Named  ", 2)])
     assert SessionTree.open(str(path)).name == "Named"
     assert summarize(path).name == "Named"
+    with path.open("ab") as handle:
+        handle.write(info("aaaa0003", "aaaa0002", "", 3) + b"\n")
+    assert SessionTree.open(str(path)).name is None
+    assert summarize(path).name is None
 
 
 # -- 7. a branch summary with nothing left behind --------------------------------------------

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from pi_lsp.context.build import build_session_context
 from pi_lsp.session.entries import (
+    JS_WHITESPACE,
     AssistantBlock,
     AssistantMessage,
     Cost,
@@ -182,8 +183,8 @@ def _append(tree: SessionTree, op: Op, model: Model) -> str:
         return new_id
     if kind == "name":
         new_id = tree.append_session_info(op[1])
-        if op[1].strip():
-            model.name = op[1].strip()
+        # pi's rule: line breaks become spaces, JS-trimmed; the latest name wins, blank clears.
+        model.name = re.sub(r"[\r\n]+", " ", op[1]).strip(JS_WHITESPACE) or None
         return new_id
     if kind == "custom":
         return tree.append_custom(op[1], op[2])

@@ -36,7 +36,7 @@ from pi_lsp.session.entries import (
     encoder,
 )
 from pi_lsp.session.tree import SessionTree
-from pi_lsp.summarize.branch import branch, branch_with_summary
+from pi_lsp.summarize.branch import BRANCH_SUMMARY_PREAMBLE, branch, branch_with_summary
 from pi_lsp.summarize.compaction import (
     CompactionPlan,
     CompactionSettings,
@@ -244,7 +244,8 @@ async def test_model_compaction_request_and_entry(
     assert "<modified-files>" not in entry.summary
     last = lines(session)[-1]
     assert last["type"] == "compaction" and last["id"] == result.entry_id
-    assert last["details"] == details and "fromHook" not in last
+    assert last["details"] == details and last["fromHook"] is False  # written as pi 1.6 does
+    assert "systemMessage" not in last  # the session has no system message to replay
 
 
 async def test_model_compaction_with_instructions(
@@ -505,7 +506,8 @@ async def test_branch_with_model_summary(
     assert "<previous-summary>" not in text
 
     assert outcome.summary is not None
-    assert outcome.summary.startswith("## Goal\nThe branch tried raw SQL.")
+    assert outcome.summary.startswith(
+        BRANCH_SUMMARY_PREAMBLE + "## Goal\nThe branch tried raw SQL.")
     entry = open_tree(session).entry(outcome.summary_entry_id or "")
     assert isinstance(entry, BranchSummaryEntry)
     assert entry.parent_id == FORK_PARENT and entry.from_id == TIP_B

@@ -11,6 +11,7 @@ import msgspec
 import pytest
 
 from pi_lsp.context.build import build_session_context
+from pi_lsp.context.convert import convert_to_llm
 from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import (
     AssistantMessage,
@@ -22,8 +23,11 @@ from pi_lsp.session.entries import (
     Usage,
     UserMessage,
 )
+from pi_lsp.session.ids import iso_to_ms
 from pi_lsp.session.tree import SessionTree, UnknownEntryError
 from tests.waits import CEILING_S
+from pi_lsp.summarize.compaction import CompactionSettings, compact
+from pi_lsp.summarize.extractive import ExtractiveSummarizer
 
 HEADER: dict[str, Any] = {
     "type": "session", "version": 3, "id": "11111111-2222-3333-4444-555555555555",
@@ -295,16 +299,18 @@ def test_hand_written_label_without_label_clears(tmp_path: Path) -> None:
     assert tree.labels == {}
 
 
-def test_session_name_is_latest_non_empty(tmp_path: Path) -> None:
+def test_session_name_is_the_latest_and_a_blank_one_clears(tmp_path: Path) -> None:
     tree = new_tree(tmp_path)
     tree.append_message(user("a"))
     assert tree.name is None
     tree.append_session_info("first")
-    tree.append_session_info(" second ")
-    assert tree.name == "second"
-    tree.append_session_info("   ")
-    assert tree.name == "second"
-    assert SessionTree.open(tree.path).name == "second"
+    tree.append_session_info(" second\r\nline\ufeff")
+    assert tree.name == "second line"
+    assert SessionTree.open(tree.path).name == "second line"
+    tree.append_session_info("  \u2028 ")  # pi 0.73.1 and 1.6 both clear on a blank name
+    assert tree.name is None
+    assert json.loads(Path(tree.path).read_text("utf-8").splitlines()[-1])["name"] == ""
+    assert SessionTree.open(tree.path).name is None
 
 
 def test_context_after_a_compaction(tmp_path: Path) -> None:
@@ -413,3 +419,130 @@ def test_check_reports_each_problem(tmp_path: Path) -> None:
     assert "call_9" in by_entry["eeeeeeee"].message
     assert len(problems) == 4
     assert [p.line for p in problems] == sorted(p.line or 0 for p in problems)
+
+
+# -- pi 1.6: context edits, system messages, compaction checkpoints -------------------------------
+
+
+def assistant_text(text: str) -> dict[str, Any]:
+    return json.loads(msgspec.json.encode(AssistantMessage(
+        content=[TextContent(text=text)], api="messages", provider="anthropic", model="m",
+        usage=Usage(), stop_reason="stop", timestamp=2)))
+
+
+def edit(entry_id: str, parent: str, target: str, replacement: Any) -> dict[str, Any]:
+    return entry("context_edit", entry_id, parent, targetId=target, replacement=replacement)
+
+
+def test_context_edits_apply_on_their_own_path_only(tmp_path: Path) -> None:
+    tree = write_session(tmp_path / "s.jsonl", [
+        msg("aaaaaaaa", None, "huge output"),
+        entry("message", "bbbbbbbb", "aaaaaaaa", message=assistant_text("answer")),
+        edit("cccccccc", "bbbbbbbb", "aaaaaaaa", None),
+        edit("dddddddd", "cccccccc", "bbbbbbbb", {"content": "short"}),
+        msg("eeeeeeee", "dddddddd", "next"),
+        msg("ffffffff", "bbbbbbbb", "other branch"),
+    ])
+    # The omitted user message is gone; a string replaces a reply's content as one text block.
+    assert texts(tree, "eeeeeeee") == [[{"type": "text", "text": "short"}], "next"]
+    built = build_session_context(tree, "eeeeeeee")
+    assert json.loads(bytes(built.messages[0]))["model"] == "m"  # only the content changed
+    # On another branch, and above the edits, the originals are back.
+    assert texts(tree, "ffffffff") == ["huge output", [{"type": "text", "text": "answer"}],
+                                       "other branch"]
+    assert texts(tree, "cccccccc") == [[{"type": "text", "text": "answer"}]]
+
+
+def test_latest_edit_wins_and_restores_the_original(tmp_path: Path) -> None:
+    tree = write_session(tmp_path / "s.jsonl", [
+        msg("aaaaaaaa", None, "original"),
+        edit("bbbbbbbb", "aaaaaaaa", "aaaaaaaa", None),
+        edit("cccccccc", "bbbbbbbb", "aaaaaaaa", {"content": "original"}),
+    ])
+    assert texts(tree, "bbbbbbbb") == []
+    assert texts(tree, "cccccccc") == ["original"]
+
+
+def test_system_messages_reach_the_model_layer_and_compactions_put_theirs_first(
+        tmp_path: Path) -> None:
+    system = {"role": "system", "content": "", "sections": {"preamble": "be brief"},
+              "timestamp": 1, "toolsAdded": [{"name": "read", "description": "r",
+                                              "parameters": {}}]}
+    checkpoint = {**system, "sections": {"preamble": "be briefer"}, "timestamp": 5}
+    tree = write_session(tmp_path / "s.jsonl", [
+        entry("message", "aaaaaaaa", None, message=system),
+        msg("bbbbbbbb", "aaaaaaaa", "one"),
+        entry("message", "cccccccc", "bbbbbbbb", message={**system, "timestamp": 3}),
+        msg("dddddddd", "cccccccc", "two"),
+        entry("compaction", "eeeeeeee", "dddddddd", summary="s", firstKeptEntryId="bbbbbbbb",
+              tokensBefore=10, systemMessage=checkpoint),
+        entry("compaction", "ffffffff", "eeeeeeee", summary="t", firstKeptEntryId="ffffffff",
+              tokensBefore=10),
+    ])
+    before = build_session_context(tree, "dddddddd").messages
+    assert [json.loads(bytes(m))["role"] for m in convert_to_llm(before)] == \
+        ["system", "user", "system", "user"]
+    roles = [(m["role"], m.get("timestamp")) for m in
+             (json.loads(bytes(raw)) for raw in build_session_context(tree, "eeeeeeee").messages)]
+    # The checkpoint first, then the summary, then the kept range without its system message.
+    assert roles[:2] == [("system", 5), ("compactionSummary", iso_to_ms(
+        "2025-01-01T10:00:02.000Z"))]
+    assert [r for r, _ in roles[2:]] == ["user", "user"]
+    # A compaction that keeps nothing (its own id) and carries no checkpoint: summary only.
+    assert [json.loads(bytes(m))["role"] for m in
+            build_session_context(tree, "ffffffff").messages] == ["compactionSummary"]
+
+
+def test_null_content_and_custom_message_without_content_read_as_empty(tmp_path: Path) -> None:
+    tree = write_session(tmp_path / "s.jsonl", [
+        entry("message", "aaaaaaaa", None, message={"role": "user", "content": None,
+                                                     "timestamp": 1}),
+        entry("custom_message", "bbbbbbbb", "aaaaaaaa", customType="note", display=True),
+    ])
+    assert texts(tree, "bbbbbbbb") == [[], []]
+
+
+def test_check_reports_context_edits_that_edit_nothing(tmp_path: Path) -> None:
+    tree = write_session(tmp_path / "s.jsonl", [
+        msg("aaaaaaaa", None),
+        msg("bbbbbbbb", "aaaaaaaa"),
+        msg("cccccccc", "aaaaaaaa"),
+        edit("dddddddd", "cccccccc", "bbbbbbbb", None),
+        edit("eeeeeeee", "dddddddd", "99999999", None),
+        entry("context_edit", "ffffffff", "eeeeeeee", targetId="aaaaaaaa"),
+        edit("abababab", "ffffffff", "aaaaaaaa", {"content": "fine"}),
+    ])
+    found = {(p.kind, p.entry_id) for p in check_session(tree)} - {("no-assistant-message", None)}
+    assert found == {("edit-off-path", "dddddddd"), ("dangling-reference", "eeeeeeee"),
+                     ("unreadable-edit", "ffffffff")}
+
+
+async def test_a_compaction_carries_the_replayed_system_message(tmp_path: Path) -> None:
+    first = {"role": "system", "content": "", "sections": {"preamble": "be brief", "cwd": "x"},
+             "timestamp": 1, "toolsAdded": [{"name": "read", "description": "r",
+                                             "parameters": {}},
+                                            {"name": "bash", "description": "b",
+                                             "parameters": {}}]}
+    patch = {"role": "system", "content": "", "sections": {"cwd": None}, "timestamp": 2,
+             "toolsRemoved": [{"name": "bash"}]}
+    tree = write_session(tmp_path / "s.jsonl", [
+        entry("message", "aaaaaaaa", None, message=first),
+        msg("bbbbbbbb", "aaaaaaaa", "x" * 400),
+        entry("message", "cccccccc", "bbbbbbbb", message=patch),
+        entry("message", "dddddddd", "cccccccc", message=assistant_text("y" * 400)),
+        msg("eeeeeeee", "dddddddd", "z" * 400),
+    ])
+    result = await compact(tree, "eeeeeeee", ExtractiveSummarizer(),
+                           CompactionSettings(keep_recent_tokens=50))
+    line = json.loads(Path(tree.path).read_text("utf-8").splitlines()[-1])
+    assert line["fromHook"] is False
+    assert list(line)[-2:] == ["fromHook", "systemMessage"]
+    # The prompt and tools in force, folded into one, stamped with the compaction's time.
+    assert line["systemMessage"] == {
+        "role": "system", "content": "", "sections": {"preamble": "be brief"},
+        "toolsAdded": [first["toolsAdded"][0]], "timestamp": iso_to_ms(line["timestamp"])}
+    assert list(line["systemMessage"]) == ["role", "content", "sections", "toolsAdded",
+                                           "timestamp"]
+    roles = [json.loads(bytes(m))["role"] for m in
+             build_session_context(tree, result.entry_id).messages]
+    assert roles[:2] == ["system", "compactionSummary"] and "system" not in roles[2:]

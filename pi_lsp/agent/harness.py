@@ -32,9 +32,9 @@ from pi_lsp.agent.loop import Aborted, abortable, run_loop
 from pi_lsp.agent.prompt import build_system_prompt
 from pi_lsp.agent.retry import RetrySettings, is_passing_failure
 from pi_lsp.agent.tools import ALL_TOOLS, DISK, FileAccess, Tool, ToolContext, ToolError
-from pi_lsp.context.build import build_session_context, context_settings
+from pi_lsp.context.build import build_session_context, context_tokens
 from pi_lsp.context.convert import convert_to_llm, prepare_for_provider
-from pi_lsp.context.tokens import context_size, decode_all
+from pi_lsp.context.projection import context_settings
 from pi_lsp.providers.base import ModelRequest, Provider, ToolSpec
 from pi_lsp.providers.registry import ModelInfo, ModelRegistry
 from pi_lsp.session.entries import (
@@ -380,8 +380,7 @@ class Harness:
             self._follow_up.clear()
 
     def context_tokens(self) -> int:
-        context = build_session_context(self.tree, self.tree.leaf_id)
-        return context_size(decode_all(context.messages))
+        return context_tokens(self.tree, self.tree.leaf_id)
 
     async def _compact_if_needed(self, reason: str, force: bool = False) -> bool:
         settings = self.compaction

@@ -18,7 +18,7 @@ from pi_lsp.agent.events import (
     ToolExecutionStart,
 )
 from pi_lsp.agent.harness import Harness, ProviderFactory
-from pi_lsp.context.build import context_settings
+from pi_lsp.context.projection import context_settings
 from pi_lsp.files.history import record_files
 from pi_lsp.providers.base import MissingApiKeyError, TextDelta
 from pi_lsp.providers.factory import UnknownProviderError, provider_factory

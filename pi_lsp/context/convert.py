@@ -15,6 +15,8 @@ from pi_lsp.session.entries import (
     CompactionSummaryMessage,
     CustomMessage,
     LlmMessage,
+    ModelMessage,
+    SystemMessage,
     TextContent,
     ThinkingContent,
     ToolCall,
@@ -40,7 +42,7 @@ BRANCH_SUMMARY_PREFIX = (
 )
 BRANCH_SUMMARY_SUFFIX = "\n</branch_exploration_summary>"
 
-PASS_THROUGH_ROLES = frozenset({"user", "assistant", "toolResult"})
+PASS_THROUGH_ROLES = frozenset({"system", "user", "assistant", "toolResult"})
 NO_RESULT_TEXT = "No result provided"
 
 
@@ -64,10 +66,10 @@ def _user_text(text: str, timestamp: int) -> UserMessage:
     return _user([TextContent(text=text)], timestamp)
 
 
-def message_to_llm(message: AgentMessage) -> LlmMessage | None:
+def message_to_llm(message: AgentMessage) -> ModelMessage | None:
     """One runtime message in the model layer, or None when it never reaches the model."""
     match message:
-        case UserMessage() | AssistantMessage() | ToolResultMessage():
+        case SystemMessage() | UserMessage() | AssistantMessage() | ToolResultMessage():
             return message
         case BashExecutionMessage():
             if message.exclude_from_context:
@@ -110,9 +112,10 @@ def convert_to_llm(messages: list[msgspec.Raw]) -> list[msgspec.Raw]:
     return [raw for _, raw in convert_with_sources(messages)]
 
 
-def prepare_for_provider(messages: list[LlmMessage]) -> list[LlmMessage]:
+def prepare_for_provider(messages: list[ModelMessage]) -> list[LlmMessage]:
     """Drop failed replies (with their tool results) and give every tool call a result
-    before the conversation moves on."""
+    before the conversation moves on. System messages are left out: pi-lsp's requests carry
+    its own system prompt and tools (replaying the session's is not built yet)."""
     prepared: list[LlmMessage] = []
     open_calls: list[ToolCall] = []
     answered: set[str] = set()
@@ -129,6 +132,8 @@ def prepare_for_provider(messages: list[LlmMessage]) -> list[LlmMessage]:
         answered.clear()
 
     for message in messages:
+        if isinstance(message, SystemMessage):
+            continue
         if isinstance(message, AssistantMessage):
             close_open_calls(message.timestamp)
             if message.stop_reason in ("error", "aborted"):

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import msgspec
 
-from pi_lsp.context.build import LeafContext, build_leaf_context
+from pi_lsp.context.build import LeafContext, build_leaf_context, context_tokens
 from pi_lsp.context.convert import convert_with_sources
 from pi_lsp.context.tokens import (
-    context_size,
     decode_all,
     estimate_tokens,
     last_reported,
@@ -90,7 +89,7 @@ def preview_context(tree: SessionTree, leaf_id: str | None, layer: str) -> Conte
         leaf_id=leaf_id,
         layer=layer,
         messages=messages,
-        total_tokens=context_size(agent_messages),
+        total_tokens=context_tokens(tree, leaf_id),
         thinking_level=context.thinking_level,
         model=f"{model.provider}/{model.model_id}" if model else None,
         reported_at=built.entry_ids[anchor] if reply is not None else None,
@@ -223,6 +222,6 @@ def diff_contexts(tree: SessionTree, from_leaf: str, to_leaf: str) -> ContextDif
     return ContextDiff(
         only_from=[e for e in first.entry_ids if e not in in_second],
         only_to=[e for e in second.entry_ids if e not in in_first],
-        from_tokens=context_size(decode_all(first.context.messages)),
-        to_tokens=context_size(decode_all(second.context.messages)),
+        from_tokens=context_tokens(tree, from_leaf),
+        to_tokens=context_tokens(tree, to_leaf),
     )

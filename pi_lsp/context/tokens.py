@@ -6,6 +6,8 @@ import math
 
 import msgspec
 
+from pi_lsp.context.projection import Projection
+from pi_lsp.context.replay import current_system_message
 from pi_lsp.session.entries import (
     AgentMessage,
     AssistantMessage,
@@ -14,6 +16,7 @@ from pi_lsp.session.entries import (
     CompactionSummaryMessage,
     CustomMessage,
     ImageContent,
+    SystemMessage,
     TextContent,
     ThinkingContent,
     ToolCall,
@@ -23,6 +26,7 @@ from pi_lsp.session.entries import (
     decode_message,
     encoder,
 )
+from pi_lsp.session.journal import Record
 
 IMAGE_CHARS = 4800
 FAILED = ("aborted", "error")
@@ -35,22 +39,28 @@ def utf16_length(text: str) -> int:
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
-def _block_chars(content: str | list[UserBlock], count_images: bool) -> int:
+def _block_chars(content: str | list[UserBlock]) -> int:
     if isinstance(content, str):
         return utf16_length(content)
     chars = 0
     for block in content:
         if isinstance(block, TextContent):
             chars += utf16_length(block.text)
-        elif count_images and isinstance(block, ImageContent):
+        elif isinstance(block, ImageContent):
             chars += IMAGE_CHARS
     return chars
 
 
 def message_chars(message: AgentMessage) -> int:
     match message:
-        case UserMessage():
-            return _block_chars(message.content, count_images=False)
+        case SystemMessage():
+            chars = _block_chars(message.content)
+            chars += sum(utf16_length(v) for v in (message.sections or {}).values() if v)
+            if message.tools_added is not None:
+                chars += utf16_length(encoder.encode(message.tools_added).decode())
+            return chars
+        case UserMessage() | CustomMessage() | ToolResultMessage():
+            return _block_chars(message.content)
         case AssistantMessage():
             chars = 0
             for block in message.content:
@@ -62,8 +72,6 @@ def message_chars(message: AgentMessage) -> int:
                     arguments = encoder.encode(block.arguments).decode()
                     chars += utf16_length(block.name) + utf16_length(arguments)
             return chars
-        case CustomMessage() | ToolResultMessage():
-            return _block_chars(message.content, count_images=True)
         case BashExecutionMessage():
             return utf16_length(message.command) + utf16_length(message.output)
         case BranchSummaryMessage() | CompactionSummaryMessage():
@@ -76,6 +84,7 @@ def estimate_tokens(message: AgentMessage) -> int:
 
 
 def usage_tokens(message: AssistantMessage) -> int:
+    """The reply's reported context size: `totalTokens`, else the sum of its parts."""
     usage = message.usage
     if usage.total_tokens:
         return usage.total_tokens
@@ -83,10 +92,11 @@ def usage_tokens(message: AssistantMessage) -> int:
 
 
 def last_reported(messages: list[AgentMessage | None]) -> int:
-    """The index of the last reply whose usage counts (not failed), or -1."""
+    """The index of the last reply whose usage counts (not failed, not all zero), or -1."""
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
-        if isinstance(message, AssistantMessage) and message.stop_reason not in FAILED:
+        if isinstance(message, AssistantMessage) and message.stop_reason not in FAILED \
+                and usage_tokens(message) > 0:
             return index
     return -1
 
@@ -107,3 +117,34 @@ def context_size(messages: list[AgentMessage | None]) -> int:
 
 def decode_all(messages: list[msgspec.Raw]) -> list[AgentMessage | None]:
     return [decode_message(raw) for raw in messages]
+
+
+def projected_context_size(projection: Projection, path: list[Record]) -> int:
+    """pi 1.6's `estimateProjectedContextTokens`: a reply's reported usage counts only when no
+    edit or compaction came after it on the path; otherwise everything is estimated, system
+    messages once, as the replayed one."""
+    messages = decode_all(projection.messages)
+    last_good = last_reported(messages)
+    if last_good >= 0:
+        source = projection.entries[_entry_index(projection, last_good)].record
+        invalidated = max((i for i, r in enumerate(path)
+                           if r.env.type in ("context_edit", "compaction")), default=-1)
+        if _index_in(path, source) > invalidated:
+            return context_size(messages)
+    system = current_system_message(messages)
+    total = estimate_tokens(system) if system is not None else 0
+    return total + sum(estimate_tokens(m) for m in messages
+                       if m is not None and not isinstance(m, SystemMessage))
+
+
+def _entry_index(projection: Projection, message_index: int) -> int:
+    seen = 0
+    for index, entry in enumerate(projection.entries):
+        seen += len(entry.messages)
+        if message_index < seen:
+            return index
+    raise IndexError(message_index)
+
+
+def _index_in(path: list[Record], record: Record) -> int:
+    return next((i for i, r in enumerate(path) if r is record), -1)

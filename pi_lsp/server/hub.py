@@ -17,7 +17,7 @@ import msgspec
 from pi_lsp.agent.approval import Approver, allow_all
 from pi_lsp.agent.harness import Diagnostics, Harness
 from pi_lsp.agent.tools import DISK, FileAccess
-from pi_lsp.context.build import build_leaf_context
+from pi_lsp.context.build import build_leaf_context, context_tokens
 from pi_lsp.context.preview import (
     ContextDiff,
     LayerMessage,
@@ -25,7 +25,7 @@ from pi_lsp.context.preview import (
     layer_messages,
     render_markdown,
 )
-from pi_lsp.context.tokens import context_size, decode_all, estimate_tokens
+from pi_lsp.context.tokens import estimate_tokens
 from pi_lsp.files.history import record_files
 from pi_lsp.providers.base import Provider
 from pi_lsp.providers.factory import provider_factory
@@ -404,7 +404,7 @@ class SessionHub:
             self._attach_entry_ids(messages, layer_messages(built, "llm"))
         else:
             messages = layer_messages(built, layer)
-        total = context_size(decode_all(context.messages))
+        total = context_tokens(tree, leaf)
         model = f"{model_info.provider}/{model_info.id}"
         return Preview(
             leaf_id=leaf, layer=layer, model=model, thinking_level=context.thinking_level,

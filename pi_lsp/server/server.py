@@ -614,10 +614,6 @@ async def fork(ls: PiServer, args: ForkArgs) -> dict[str, Any]:
 
 @command("pi.setName", NameArgs)
 async def set_name(ls: PiServer, args: NameArgs) -> dict[str, Any]:
-    if not args.name.strip():
-        # pi's name is the latest non-empty one, so an empty name could never clear it.
-        raise JsonRpcInvalidParams("invalid argument: `name` must not be empty (pi keeps the "
-                                   "last non-empty name; a session name cannot be cleared)")
     ls.sessions().harness(await open_tree(ls, args.uri)).set_name(args.name)
     return {}
 

@@ -18,6 +18,7 @@ from pi_lsp.session.entries import (
     TextContent,
     UserMessage,
     decode_message,
+    session_name,
 )
 from pi_lsp.session.ids import iso_to_ms
 from pi_lsp.session.journal import (
@@ -134,7 +135,7 @@ class SummaryFold:
     latest: str | None = None
 
     def add(self, records: list[Record]) -> None:
-        """Count what a tree would load: entries with an id; the last non-blank name wins."""
+        """Count what a tree would load: entries with an id; the last name wins (blank clears)."""
         for record in records:
             if record.env.id is None:
                 continue
@@ -142,8 +143,8 @@ class SummaryFold:
             kind = record.env.type
             if kind == "session_info":
                 entry = decode_entry(record)
-                if isinstance(entry, SessionInfoEntry) and entry.name and entry.name.strip():
-                    self.name = entry.name.strip()
+                if isinstance(entry, SessionInfoEntry):
+                    self.name = session_name(entry)
             elif kind == "message" and self.first_message is None:
                 self.first_message = user_text(record)
             stamp_ms = iso_to_ms(record.env.timestamp)

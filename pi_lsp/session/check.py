@@ -7,6 +7,7 @@ import msgspec
 from pi_lsp.session.entries import (
     AssistantMessage,
     CompactionEntry,
+    ContextEditEntry,
     LabelEntry,
     LeafEntry,
     ToolCall,
@@ -32,6 +33,10 @@ REPAIRS = {
     "orphan": "point parentId at an entry that exists, or leave it a root as pi shows it",
     "cycle": "break the loop by making one of its entries a root",
     "dangling-reference": "point the reference at an entry that exists",
+    "edit-off-path": "drop the edit, or point its targetId at an entry above it (an edit "
+                     "applies only to its own path)",
+    "unreadable-edit": "give the edit a `replacement` (null omits the target, {content} "
+                       "replaces it) or drop the line; pi 1.6 fails on such a context",
     "missing-tool-result": "add a toolResult (isError) under the call so the next request "
                            "answers every tool call",
     "unwritten": "nothing to repair: pi writes a new session at its first assistant message",
@@ -46,6 +51,7 @@ def check_session(tree: SessionTree) -> list[Problem]:
     problems += orphans(tree)
     problems += cycles(tree)
     problems += dangling_references(tree)
+    problems += context_edit_problems(tree)
     problems += unanswered_tool_calls(tree)
     if tree.deferred:
         problems.append(Problem("unwritten", "a new session with no assistant reply yet; "
@@ -119,6 +125,27 @@ def dangling_references(tree: SessionTree) -> list[Problem]:
         if target is not None and target not in tree.by_id:
             found.append(Problem("dangling-reference", f"{field} {target!r} is not in the file",
                                  record.line, record.env.id))
+    return found
+
+
+def context_edit_problems(tree: SessionTree) -> list[Problem]:
+    """Context edits that change nothing: a target not in the file or not on the edit's
+    path, or no readable `replacement`."""
+    found = []
+    for record in tree.records:
+        if record.env.type != "context_edit":
+            continue
+        entry = decode_entry(record)
+        if not isinstance(entry, ContextEditEntry):
+            found.append(Problem("unreadable-edit", "context_edit without a readable "
+                                 "targetId and replacement", record.line, record.env.id))
+        elif entry.target_id not in tree.by_id:
+            found.append(Problem("dangling-reference", f"targetId {entry.target_id!r} is "
+                                 "not in the file", record.line, record.env.id))
+        elif entry.target_id not in tree.path_ids(entry.id):
+            found.append(Problem("edit-off-path", f"targetId {entry.target_id!r} is not on "
+                                 "the edit's path, so it edits nothing", record.line,
+                                 record.env.id))
     return found
 
 

@@ -5,6 +5,7 @@ Field order in each Struct is the order pi writes, so encoded lines match pi's b
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 import msgspec
@@ -83,6 +84,18 @@ class AssistantMessage(_Message, tag="assistant", kw_only=True):
     timestamp: int
     response_id: str | None = None  # the server's id for the reply
     error_message: str | None = None
+    thinking_level: str | None = None  # the level requested (pi 1.6 writes it last)
+
+
+class NestedCall(msgspec.Struct, rename="camel"):
+    """A tool call a tool made itself (pi 1.6); only what file lists need."""
+
+    name: str
+    arguments: Any = None
+
+
+class NestedCalls(msgspec.Struct):
+    calls: list[NestedCall]
 
 
 class ToolResultMessage(_Message, tag="toolResult", kw_only=True):
@@ -92,6 +105,7 @@ class ToolResultMessage(_Message, tag="toolResult", kw_only=True):
     details: Any = None
     is_error: bool
     timestamp: int
+    nested_calls: NestedCalls | None = None
 
 
 class BashExecutionMessage(_Message, tag="bashExecution", kw_only=True):
@@ -113,6 +127,26 @@ class CustomMessage(_Message, tag="custom", kw_only=True):
     timestamp: int
 
 
+class SystemMessage(_Message, tag="system", kw_only=True):
+    """pi 1.6's prompt checkpoint or patch: text, named sections (None removes one), tools."""
+
+    content: str | list[UserBlock]
+    sections: dict[str, str | None] | None = None
+    timestamp: int
+    # Declarations stay as decoded, so their JSON text (counted in estimates) is pi's.
+    tools_added: list[Any] | None = None
+    tools_removed: list[Any] | None = None
+
+
+class SystemCheckpoint(_Message, tag="system", kw_only=True):
+    """The replayed system message a compaction carries, keys in the order pi writes them."""
+
+    content: str
+    sections: dict[str, str] | None = None
+    tools_added: list[Any] | None = None
+    timestamp: int
+
+
 class BranchSummaryMessage(_Message, tag="branchSummary", kw_only=True):
     """In memory only: made from a `branch_summary` entry."""
 
@@ -130,7 +164,8 @@ class CompactionSummaryMessage(_Message, tag="compactionSummary", kw_only=True):
 
 
 AgentMessage = (
-    UserMessage
+    SystemMessage
+    | UserMessage
     | AssistantMessage
     | ToolResultMessage
     | BashExecutionMessage
@@ -138,7 +173,8 @@ AgentMessage = (
     | BranchSummaryMessage
     | CompactionSummaryMessage
 )
-LlmMessage = UserMessage | AssistantMessage | ToolResultMessage
+LlmMessage = UserMessage | AssistantMessage | ToolResultMessage  # what a provider is sent
+ModelMessage = SystemMessage | LlmMessage  # pi 1.6's model layer keeps system messages
 
 
 class SessionHeader(msgspec.Struct, tag_field="type", tag="session", rename="camel",
@@ -184,7 +220,10 @@ class CompactionEntry(_Entry, tag="compaction", kw_only=True):
     first_kept_entry_id: str
     tokens_before: int
     details: Any = None
+    usage: Any = None
     from_hook: bool | None = None
+    # pi 1.6: the replayed system message at the compaction, first in the context after it.
+    system_message: Any = None
 
 
 class BranchSummaryEntry(_Entry, tag="branch_summary", kw_only=True):
@@ -194,6 +233,7 @@ class BranchSummaryEntry(_Entry, tag="branch_summary", kw_only=True):
     from_id: str
     summary: str
     details: Any = None
+    usage: Any = None
     from_hook: bool | None = None
 
 
@@ -207,7 +247,7 @@ class CustomEntry(_Entry, tag="custom", kw_only=True):
 
 class CustomMessageEntry(_Entry, tag="custom_message", kw_only=True):
     custom_type: str
-    content: str | list[UserBlock]
+    content: str | list[UserBlock] | None = None  # pi 1.6 reads a missing one as []
     display: bool
     details: Any = None
     id: str
@@ -230,6 +270,21 @@ class SessionInfoEntry(_Entry, tag="session_info", kw_only=True):
     name: str | None = None
 
 
+# What JavaScript's `trim()` removes (not Python's `strip()` set: U+FEFF yes, U+001C-001F no).
+JS_WHITESPACE = ("\t\n\x0b\x0c\r \xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+                 "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff")
+
+
+def session_name(entry: SessionInfoEntry) -> str | None:
+    """The name a `session_info` entry sets; an empty or blank one clears it (pi's rule)."""
+    return (entry.name or "").strip(JS_WHITESPACE) or None
+
+
+def clean_session_name(name: str) -> str:
+    """A name as pi writes it: line breaks become spaces, then trimmed ("" clears)."""
+    return re.sub(r"[\r\n]+", " ", name).strip(JS_WHITESPACE)
+
+
 class LeafEntry(_Entry, tag="leaf", kw_only=True):
     """A durable leaf move (newer pi); `parentId` is the target, so older pi builds it too."""
 
@@ -237,6 +292,33 @@ class LeafEntry(_Entry, tag="leaf", kw_only=True):
     parent_id: str | None
     timestamp: str
     target_id: str | None
+
+
+class Replacement(msgspec.Struct):
+    content: Any  # read as stored: pi puts it in the context as it is
+
+
+class ContextEditEntry(_Entry, tag="context_edit", kw_only=True):
+    """pi 1.6: from here on the path, `targetId` contributes `replacement` (None: nothing)."""
+
+    id: str
+    parent_id: str | None
+    timestamp: str
+    target_id: str
+    replacement: Replacement | None
+
+
+class UsageEntry(_Entry, tag="usage", kw_only=True):
+    """pi 1.6: tokens spent outside a reply (a summary, a title); no context, counted in cost."""
+
+    id: str
+    parent_id: str | None
+    timestamp: str
+    kind: str
+    provider: str
+    model: str
+    usage: Any = None
+    note: str | None = None
 
 
 Entry = (
@@ -250,6 +332,8 @@ Entry = (
     | LabelEntry
     | SessionInfoEntry
     | LeafEntry
+    | ContextEditEntry
+    | UsageEntry
 )
 
 

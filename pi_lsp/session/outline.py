@@ -91,7 +91,7 @@ def entry_preview(entry: Entry | None) -> str:
         case BranchSummaryEntry():
             return f"branch summary: {shorten(entry.summary, 56)}"
         case CustomMessageEntry():
-            return shorten(f"{entry.custom_type}: {content_text(entry.content)}")
+            return shorten(f"{entry.custom_type}: {content_text(entry.content or [])}")
         case CustomEntry():
             return f"custom {entry.custom_type}"
         case LabelEntry():

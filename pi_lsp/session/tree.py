@@ -25,11 +25,14 @@ from pi_lsp.session.entries import (
     ModelChangeEntry,
     SessionHeader,
     SessionInfoEntry,
+    SystemCheckpoint,
     ThinkingLevelChangeEntry,
     UserBlock,
+    clean_session_name,
     encoder,
     entry_decoder,
     head_decoder,
+    session_name,
 )
 from pi_lsp.session.ids import (
     iso_now,
@@ -189,8 +192,8 @@ class SessionTree:
                 self.labels[entry.target_id] = entry.label
             else:
                 self.labels.pop(entry.target_id, None)
-        elif isinstance(entry, SessionInfoEntry) and entry.name and entry.name.strip():
-            self.name = entry.name.strip()
+        elif isinstance(entry, SessionInfoEntry):
+            self.name = session_name(entry)
         if isinstance(entry, LeafEntry) and (entry.target_id is None or
                                              entry.target_id in self.by_id):
             self.leaf_id = entry.target_id
@@ -409,10 +412,18 @@ class SessionTree:
                                              model_id=model_id))
 
     def append_compaction(self, summary: str, first_kept_entry_id: str, tokens_before: int,
-                          details: Any = None, from_hook: bool | None = None) -> str:
+                          details: Any = None, from_hook: bool | None = None,
+                          system_message: SystemCheckpoint | None = None) -> str:
+        """A compaction; `system_message` (the replayed prompt and tools) is stored with the
+        compaction's own time, as pi 1.6 stores it."""
+        common = self._common()
+        if system_message is not None:
+            system_message = msgspec.structs.replace(
+                system_message, timestamp=iso_to_ms(common["timestamp"]))
         return self._append(CompactionEntry(
-            **self._common(), summary=summary, first_kept_entry_id=first_kept_entry_id,
+            **common, summary=summary, first_kept_entry_id=first_kept_entry_id,
             tokens_before=tokens_before, details=details, from_hook=from_hook,
+            system_message=system_message,
         ))
 
     def append_branch_summary(self, from_id: str, summary: str, details: Any = None,
@@ -449,4 +460,5 @@ class SessionTree:
                                        label=text or None))
 
     def append_session_info(self, name: str) -> str:
-        return self._append(SessionInfoEntry(**self._common(), name=name.strip()))
+        """Name the session; an empty or blank name clears it."""
+        return self._append(SessionInfoEntry(**self._common(), name=clean_session_name(name)))

@@ -4,22 +4,25 @@ from __future__ import annotations
 
 import msgspec
 
-from pi_lsp.context.build import compaction_message
+from pi_lsp.context.projection import apply_edit, compaction_messages, entry_messages, latest_edits
 from pi_lsp.context.tokens import estimate_tokens
 from pi_lsp.session.entries import (
     AgentMessage,
     BranchSummaryEntry,
+    BranchSummaryMessage,
     CompactionEntry,
+    ContextEditEntry,
     CustomMessageEntry,
     MessageEntry,
     ToolResultMessage,
     UserMessage,
     decode_message,
 )
+from pi_lsp.session.ids import iso_to_ms
 from pi_lsp.session.journal import Record
 from pi_lsp.session.outline import content_text
 from pi_lsp.session.tree import SessionTree, decode_entry, parent_of
-from pi_lsp.summarize.compaction import record_message, summary_details
+from pi_lsp.summarize.compaction import summary_details
 from pi_lsp.summarize.fileops import FileOps, format_file_lists
 from pi_lsp.summarize.summarizer import Summarizer, SummaryRequest
 
@@ -58,14 +61,27 @@ def collect_branch_entries(tree: SessionTree, old_leaf_id: str | None, target_id
     return BranchEntries(records, common)
 
 
-def branch_message(record: Record) -> AgentMessage | None:
-    """What an entry adds to a branch summary: tool results are left out, compactions kept."""
-    if record.env.type == "compaction":
+def branch_message(record: Record, edit: ContextEditEntry | None) -> AgentMessage | None:
+    """What an entry adds to a branch summary: tool results are left out, a compaction is its
+    summary alone, an empty branch summary still counts, an edit applies as in the context."""
+    kind = record.env.type
+    if kind == "branch_summary":
+        entry = decode_entry(record)
+        if isinstance(entry, BranchSummaryEntry):
+            return BranchSummaryMessage(summary=entry.summary, from_id=entry.from_id,
+                                        timestamp=iso_to_ms(entry.timestamp))
+        return None
+    if kind == "compaction":
         entry = decode_entry(record)
         if isinstance(entry, CompactionEntry):
-            return decode_message(compaction_message(entry))
+            return decode_message(compaction_messages(entry)[-1])
         return None
-    message = record_message(record)
+    if kind not in ("message", "custom_message"):
+        return None
+    messages = entry_messages(record)
+    if edit is not None:
+        messages = apply_edit(messages, edit)
+    message = decode_message(messages[0]) if messages else None
     return None if isinstance(message, ToolResultMessage) else message
 
 
@@ -77,10 +93,11 @@ def fit_branch_messages(records: list[Record], budget: int) -> BranchMessages:
             entry = decode_entry(record)
             if isinstance(entry, BranchSummaryEntry) and not entry.from_hook:
                 files.add_details(entry.details)
+    edits = latest_edits(records)
     messages: list[AgentMessage] = []
     total = 0
     for record in reversed(records):
-        message = branch_message(record)
+        message = branch_message(record, edits.get(record.env.id))  # type: ignore[arg-type]
         if message is None:
             continue
         files.add_message(message)
@@ -110,11 +127,14 @@ def navigation(tree: SessionTree, target_id: str) -> Navigation:
     if isinstance(entry, MessageEntry) and isinstance(entry.message, UserMessage):
         return Navigation(parent_of(record), content_text(entry.message.content))
     if isinstance(entry, CustomMessageEntry):
-        return Navigation(parent_of(record), content_text(entry.content))
+        return Navigation(parent_of(record), content_text(entry.content or []))
     return Navigation(target_id, None)
 
 
 NO_CONTENT = "No content to summarize"
+# pi's opening lines, so pi and pi-lsp summaries read the same in either tool.
+BRANCH_SUMMARY_PREAMBLE = ("The user explored a different conversation branch before returning "
+                           "here.\nSummary of that exploration:\n\n")
 
 
 class BranchOutcome(msgspec.Struct, rename="camel", omit_defaults=True):
@@ -143,11 +163,12 @@ async def branch_with_summary(tree: SessionTree, target_id: str, summarizer: Sum
     if fitted.messages:
         request = SummaryRequest("branch", fitted.messages, BRANCH_SUMMARY_MAX_TOKENS,
                                  instructions=instructions)
-        summary = await summarizer.summarize(request) + format_file_lists(lists)
+        summary = BRANCH_SUMMARY_PREAMBLE + await summarizer.summarize(request) + \
+            format_file_lists(lists)
     else:
         summary = NO_CONTENT
     entry_id = tree.branch_with_summary(move.leaf_id, old_leaf or "root", summary,
-                                        summary_details(lists, summarizer))
+                                        summary_details(lists, summarizer), from_hook=False)
     return BranchOutcome(tree.leaf_id, move.editor_text, entry_id, summary)
 
 

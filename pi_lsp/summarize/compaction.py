@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import msgspec
 
-from pi_lsp.context.build import messages_of_path
-from pi_lsp.context.tokens import context_size, decode_all, estimate_tokens
+from pi_lsp.context.projection import Projection, entry_messages, message_role, project_path
+from pi_lsp.context.replay import checkpoint_of, current_system_message
+from pi_lsp.context.tokens import decode_all, estimate_tokens, projected_context_size
 from pi_lsp.session.entries import (
     AgentMessage,
-    BranchSummaryEntry,
-    BranchSummaryMessage,
     CompactionEntry,
-    CustomMessage,
-    CustomMessageEntry,
-    decode_message,
+    ContextEditEntry,
+    SystemMessage,
     head_decoder,
 )
-from pi_lsp.session.ids import iso_to_ms
 from pi_lsp.session.journal import Record
 from pi_lsp.session.tree import SessionTree, decode_entry
 from pi_lsp.summarize.fileops import FileLists, FileOps, format_file_lists
@@ -65,96 +61,111 @@ def plan_summary(plan: CompactionPlan) -> PlanSummary:
     )
 
 
-def record_message(record: Record) -> AgentMessage | None:
-    """What an entry contributes to a summary (compactions are handled by the caller)."""
-    kind = record.env.type
-    if kind == "message":
-        return decode_message(record.env.message)
-    if kind not in ("custom_message", "branch_summary"):
-        return None
-    entry = decode_entry(record)
-    if isinstance(entry, CustomMessageEntry):
-        return CustomMessage(custom_type=entry.custom_type, content=entry.content,
-                             display=entry.display, details=entry.details,
-                             timestamp=iso_to_ms(entry.timestamp))
-    if isinstance(entry, BranchSummaryEntry):
-        return BranchSummaryMessage(summary=entry.summary, from_id=entry.from_id,
-                                    timestamp=iso_to_ms(entry.timestamp))
-    return None
+CUT_ROLES = frozenset({"user", "assistant", "bashExecution", "custom", "branchSummary",
+                       "compactionSummary"})
+TURN_START_ROLES = frozenset({"user", "bashExecution", "custom", "branchSummary",
+                              "compactionSummary"})
 
 
-def _role(record: Record) -> str | None:
-    if record.env.type != "message":
-        return None
+class _Step(msgspec.Struct):
+    """A projected entry with its messages decoded (None: a role pi-lsp does not know)."""
+
+    record: Record
+    messages: list[AgentMessage | None]
+    roles: list[str]
+    omitted: bool  # it would contribute messages, but an edit removed them
+
+
+def _role(raw: msgspec.Raw) -> str:
     try:
-        return head_decoder.decode(record.env.message).role or None
+        return head_decoder.decode(raw).role
     except msgspec.ValidationError:
-        return None
+        return ""
 
 
-def is_cut_point(record: Record) -> bool:
-    """A cut may fall on any message but a tool result, or on a summary or custom message."""
-    if record.env.type in ("branch_summary", "custom_message"):
-        return True
-    return record.env.type == "message" and _role(record) not in (None, "toolResult")
+def _steps(projection: Projection) -> list[_Step]:
+    return [_Step(e.record, decode_all(e.messages), [_role(m) for m in e.messages],
+                  not e.messages and e.record.env.type != "context_edit"
+                  and bool(entry_messages(e.record)))
+            for e in projection.entries]
 
 
-def turn_start(path: list[Record], index: int, start: int) -> int:
-    """The user (or bash, summary, custom) message that began the turn holding `index`, or -1."""
-    for i in range(index, start - 1, -1):
-        record = path[i]
-        if record.env.type in ("branch_summary", "custom_message"):
-            return i
-        if record.env.type == "message" and _role(record) in ("user", "bashExecution"):
-            return i
-    return -1
+def _has_role(step: _Step, roles: frozenset[str]) -> bool:
+    return step.record.env.type != "compaction" and any(r in roles for r in step.roles)
 
 
-def find_cut_point(path: list[Record], start: int, end: int, keep_recent_tokens: int
-                   ) -> tuple[int, int]:
+def _tokens(step: _Step) -> int:
+    return sum(estimate_tokens(m) for m in step.messages if m is not None)
+
+
+def _only_failed_attempt_after(steps: list[_Step]) -> bool:
+    """Whether what follows a cut is only a failed reply (and its results) an edit omitted,
+    which pi 1.6 steps over rather than keep."""
+    omitted_ids = {s.record.env.id for s in steps if s.omitted}
+    for step in steps:
+        if step.record.env.type == "context_edit":
+            edit = decode_entry(step.record)
+            if isinstance(edit, ContextEditEntry) and edit.replacement is not None \
+                    and edit.target_id not in omitted_ids:
+                return False
+    return any(s.omitted and message_role(s.record) == "assistant" for s in steps) and all(
+        s.record.env.type != "compaction" and not s.messages for s in steps)
+
+
+def find_cut_point(steps: list[_Step], start: int, keep_recent_tokens: int) -> tuple[int, int]:
     """(first kept index, turn start index or -1), keeping about `keep_recent_tokens`."""
-    cut_points = [i for i in range(start, end) if is_cut_point(path[i])]
+    end = len(steps)
+    cut_points = [i for i in range(start, end) if _has_role(steps[i], CUT_ROLES)]
     if not cut_points:
         return start, -1
-    cut = cut_points[0]
-    total = 0
+    cut, total, exceeded = cut_points[0], 0, False
     for i in range(end - 1, start - 1, -1):
-        if path[i].env.type != "message":
+        tokens = _tokens(steps[i])
+        if tokens == 0:
             continue
-        message = decode_message(path[i].env.message)
-        total += estimate_tokens(message) if message is not None else 0
+        total += tokens
         if total >= keep_recent_tokens:
-            cut = next((c for c in cut_points if c >= i), cut)
+            exceeded = True
+            cut = next((c for c in cut_points if c >= i), cut_points[-1])
             break
-    while cut > start and path[cut - 1].env.type not in ("compaction", "message"):
-        cut -= 1  # settings, labels and the like travel with what follows them
-    if path[cut].env.type == "message" and _role(path[cut]) == "user":
+    if exceeded and _only_failed_attempt_after(steps[cut + 1:]):
+        cut += 1
+    while cut > start and steps[cut - 1].record.env.type != "compaction" \
+            and not steps[cut - 1].messages:
+        cut -= 1  # settings, labels, omitted entries and the like travel with what follows
+    if _has_role(steps[cut], TURN_START_ROLES):
         return cut, -1
-    return cut, turn_start(path, cut, start)
+    turn = next((i for i in range(cut, start - 1, -1)
+                 if _has_role(steps[i], TURN_START_ROLES)), -1)
+    return cut, turn
+
+
+def _summary_messages(steps: list[_Step]) -> list[AgentMessage]:
+    return [m for s in steps if s.record.env.type != "compaction"
+            for m in s.messages if m is not None and not isinstance(m, SystemMessage)]
 
 
 def prepare_compaction(path: list[Record], settings: CompactionSettings) -> CompactionPlan | None:
-    """pi's `prepareCompaction`, with the repeat-compaction window starting at the kept entry."""
+    """pi 1.6's `prepareCompaction` over the projection; None when nothing would be summarized."""
     if not path or path[-1].env.type == "compaction":
         return None
-    previous_index = next(
-        (i for i in range(len(path) - 1, -1, -1) if path[i].env.type == "compaction"), -1)
+    projection = project_path(path)
+    steps = _steps(projection)
     previous: CompactionEntry | None = None
-    start = 0
-    if previous_index >= 0:
-        entry = decode_entry(path[previous_index])
+    if steps and steps[0].record.env.type == "compaction" and steps[0].messages:
+        entry = decode_entry(steps[0].record)
         previous = entry if isinstance(entry, CompactionEntry) else None
-        kept = previous.first_kept_entry_id if previous else None
-        start = next((i for i, r in enumerate(path) if r.env.id == kept), previous_index + 1)
-    tokens_before = context_size(decode_all(messages_of_path(path)[0]))
-    cut, turn = find_cut_point(path, start, len(path), settings.keep_recent_tokens)
-    first_kept = path[cut].env.id
-    if first_kept is None:
+    start = 1 if previous is not None else 0
+    tokens_before = projected_context_size(projection, path)
+    cut, turn = find_cut_point(steps, start, settings.keep_recent_tokens)
+    if cut >= len(steps):
         return None
+    first_kept = steps[cut].record.env.id
     split = turn != -1
-    history_end = turn if split else cut
-    to_summarize = [m for r in path[start:history_end] if (m := record_message(r)) is not None]
-    prefix = [m for r in path[turn:cut] if (m := record_message(r)) is not None] if split else []
+    to_summarize = _summary_messages(steps[start:turn if split else cut])
+    prefix = _summary_messages(steps[turn:cut]) if split else []
+    if first_kept is None or not (to_summarize or prefix):
+        return None
     files = FileOps()
     if previous is not None and not previous.from_hook:
         files.add_details(previous.details)
@@ -165,7 +176,6 @@ def prepare_compaction(path: list[Record], settings: CompactionSettings) -> Comp
         previous_summary=previous.summary if previous else None,
         messages_to_summarize=to_summarize, turn_prefix_messages=prefix, files=files.lists(),
     )
-
 
 
 class CompactionResult(msgspec.Struct, rename="camel"):
@@ -198,11 +208,11 @@ async def summarize_plan(plan: CompactionPlan, summarizer: Summarizer,
     if plan.is_split_turn and plan.turn_prefix_messages:
         prefix = SummaryRequest("turn_prefix", plan.turn_prefix_messages,
                                 int(0.5 * settings.reserve_tokens))
-        if plan.messages_to_summarize:
-            history_text, prefix_text = await asyncio.gather(
-                summarizer.summarize(history), summarizer.summarize(prefix))
-        else:
-            history_text, prefix_text = NO_HISTORY, await summarizer.summarize(prefix)
+        # pi 1.6: one request after the other, and the previous summary survives a split turn
+        # that adds no history.
+        history_text = await summarizer.summarize(history) if plan.messages_to_summarize \
+            else plan.previous_summary or NO_HISTORY
+        prefix_text = await summarizer.summarize(prefix)
         summary = f"{history_text}{SPLIT_TURN_MARK}\n\n{prefix_text}"
     else:
         summary = await summarizer.summarize(history)
@@ -212,9 +222,9 @@ async def summarize_plan(plan: CompactionPlan, summarizer: Summarizer,
 def plan_or_refusal(path: list[Record], settings: CompactionSettings) -> CompactionPlan:
     """The plan `compact` would carry out on `path`; NothingToCompactError when it would refuse."""
     plan = prepare_compaction(path, settings)
-    if plan is None:
+    if plan is None and (not path or path[-1].env.type == "compaction"):
         raise NothingToCompactError()
-    if not plan.messages_to_summarize and not plan.turn_prefix_messages:
+    if plan is None:
         raise NothingToCompactError(
             f"nothing to compact: the whole context fits in keepRecentTokens "
             f"({settings.keep_recent_tokens})")
@@ -230,7 +240,9 @@ async def compact(tree: SessionTree, leaf_id: str | None, summarizer: Summarizer
     details = summary_details(plan.files, summarizer)
     if leaf_id != tree.leaf_id:
         tree.branch(leaf_id) if leaf_id is not None else tree.reset_leaf()
+    system = current_system_message(decode_all(project_path(tree.path_to(tree.leaf_id)).messages))
     entry_id = tree.append_compaction(summary, plan.first_kept_entry_id, plan.tokens_before,
-                                      details)
+                                      details, from_hook=False,
+                                      system_message=checkpoint_of(system) if system else None)
     return CompactionResult(entry_id, summary, plan.first_kept_entry_id, plan.tokens_before,
                             details)

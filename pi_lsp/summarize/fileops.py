@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from pi_lsp.session.entries import AgentMessage, AssistantMessage, ToolCall
+from pi_lsp.session.entries import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage
 
 
 class FileLists(msgspec.Struct, rename="camel"):
@@ -22,20 +22,25 @@ class FileOps:
     edited: set[str] = field(default_factory=set)
 
     def add_message(self, message: AgentMessage) -> None:
-        if not isinstance(message, AssistantMessage):
+        """The calls of a reply, and (pi 1.6) the calls a tool made itself."""
+        if isinstance(message, AssistantMessage):
+            for block in message.content:
+                if isinstance(block, ToolCall):
+                    self.add_call(block.name, block.arguments)
+        elif isinstance(message, ToolResultMessage) and message.nested_calls is not None:
+            for call in message.nested_calls.calls:
+                self.add_call(call.name, call.arguments)
+
+    def add_call(self, name: str, arguments: Any) -> None:
+        path = arguments.get("path") if isinstance(arguments, dict) else None
+        if not isinstance(path, str) or not path:
             return
-        for block in message.content:
-            if not isinstance(block, ToolCall):
-                continue
-            path = block.arguments.get("path")
-            if not isinstance(path, str) or not path:
-                continue
-            if block.name == "read":
-                self.read.add(path)
-            elif block.name == "write":
-                self.written.add(path)
-            elif block.name == "edit":
-                self.edited.add(path)
+        if name == "read":
+            self.read.add(path)
+        elif name == "write":
+            self.written.add(path)
+        elif name == "edit":
+            self.edited.add(path)
 
     def add_details(self, details: Any) -> None:
         """Carry over the lists an earlier summary stored in its `details`."""

@@ -5,9 +5,8 @@ from __future__ import annotations
 from pi_lsp.context.tokens import utf16_length
 from pi_lsp.session.entries import (
     AssistantMessage,
-    LlmMessage,
+    ModelMessage,
     TextContent,
-    ThinkingContent,
     ToolCall,
     ToolResultMessage,
     UserMessage,
@@ -17,17 +16,23 @@ from pi_lsp.session.entries import (
 TOOL_RESULT_MAX_CHARS = 2000
 
 
-def utf16_prefix(text: str, units: int) -> str:
-    """The first `units` UTF-16 code units, as JavaScript's `slice(0, units)` takes them."""
-    encoded = text.encode("utf-16-le", "surrogatepass")[: units * 2]
-    return encoded.decode("utf-16-le", "surrogatepass")
+def utf16_head(text: str, units: int) -> str:
+    """The first `units` code units, one fewer when the cut would split a surrogate pair."""
+    encoded = text.encode("utf-16-le", "surrogatepass")
+    if 0 < units < len(encoded) // 2:
+        last = int.from_bytes(encoded[units * 2 - 2:units * 2], "little")
+        following = int.from_bytes(encoded[units * 2:units * 2 + 2], "little")
+        if 0xD800 <= last <= 0xDBFF and 0xDC00 <= following <= 0xDFFF:
+            units -= 1
+    return encoded[: units * 2].decode("utf-16-le", "surrogatepass")
 
 
 def truncate_for_summary(text: str, limit: int = TOOL_RESULT_MAX_CHARS) -> str:
     length = utf16_length(text)
     if length <= limit:
         return text
-    return f"{utf16_prefix(text, limit)}\n\n[... {length - limit} more characters truncated]"
+    # pi 1.6 reports the count as if the cut had kept `limit` units.
+    return f"{utf16_head(text, limit)}\n\n[... {length - limit} more characters truncated]"
 
 
 def _texts(content: str | list[object]) -> str:
@@ -42,7 +47,8 @@ def _tool_call_text(call: ToolCall) -> str:
     return f"{call.name}({arguments})"
 
 
-def serialize_conversation(messages: list[LlmMessage]) -> str:
+def serialize_conversation(messages: list[ModelMessage]) -> str:
+    """pi 1.6's text: thinking and system messages are left out."""
     parts: list[str] = []
     for message in messages:
         if isinstance(message, UserMessage):
@@ -51,10 +57,7 @@ def serialize_conversation(messages: list[LlmMessage]) -> str:
                 parts.append(f"[User]: {text}")
         elif isinstance(message, AssistantMessage):
             texts = [b.text for b in message.content if isinstance(b, TextContent)]
-            thoughts = [b.thinking for b in message.content if isinstance(b, ThinkingContent)]
             calls = [_tool_call_text(b) for b in message.content if isinstance(b, ToolCall)]
-            if thoughts:
-                parts.append("[Assistant thinking]: " + "\n".join(thoughts))
             if texts:
                 parts.append("[Assistant]: " + "\n".join(texts))
             if calls:

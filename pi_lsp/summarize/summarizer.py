@@ -9,7 +9,7 @@ import msgspec
 from pi_lsp.context.convert import message_to_llm
 from pi_lsp.providers.base import ModelRequest, Provider, ReplyBuilder
 from pi_lsp.providers.registry import ModelInfo
-from pi_lsp.session.entries import AgentMessage, LlmMessage, TextContent, UserMessage
+from pi_lsp.session.entries import AgentMessage, ModelMessage, TextContent, UserMessage
 from pi_lsp.session.ids import now_ms
 from pi_lsp.summarize import prompts
 from pi_lsp.summarize.serialize import serialize_conversation
@@ -36,7 +36,7 @@ class Summarizer(Protocol):
     async def summarize(self, request: SummaryRequest) -> str: ...
 
 
-def llm_messages(messages: list[AgentMessage]) -> list[LlmMessage]:
+def llm_messages(messages: list[AgentMessage]) -> list[ModelMessage]:
     return [m for m in map(message_to_llm, messages) if m is not None]
 
 

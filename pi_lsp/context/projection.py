@@ -1,0 +1,245 @@
+"""pi 1.6's session projection: what each entry on a path puts in the context, edits applied.
+
+The context, the compaction plan and the context size are all read off this one list, so an
+edit, a compaction's prompt checkpoint or an omitted entry is seen the same way by each.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from pi_lsp.session.entries import (
+    NO_MESSAGE,
+    BranchSummaryEntry,
+    BranchSummaryMessage,
+    CompactionEntry,
+    CompactionSummaryMessage,
+    ContextEditEntry,
+    CustomMessage,
+    CustomMessageEntry,
+    ModelChangeEntry,
+    ThinkingLevelChangeEntry,
+    encoder,
+    head_decoder,
+)
+from pi_lsp.session.ids import iso_to_ms
+from pi_lsp.session.journal import Record
+from pi_lsp.session.tree import decode_entry
+
+CONTENT_ROLES = frozenset({"user", "assistant", "toolResult"})
+EDITABLE_ROLES = frozenset({"user", "assistant", "toolResult", "custom"})
+EMPTY_LIST = msgspec.Raw(b"[]")
+
+
+class ModelRef(msgspec.Struct, rename="camel"):
+    provider: str
+    model_id: str
+
+
+class ContextSettings(msgspec.Struct):
+    thinking_level: str
+    model: ModelRef | None
+
+
+class ProjectedEntry(msgspec.Struct):
+    """One entry of the context list and the messages it contributes (none when omitted)."""
+
+    record: Record
+    messages: list[msgspec.Raw]
+
+
+class Projection(msgspec.Struct):
+    entries: list[ProjectedEntry]
+    settings: ContextSettings
+
+    @property
+    def messages(self) -> list[msgspec.Raw]:
+        return [message for entry in self.entries for message in entry.messages]
+
+
+class _ContentHead(msgspec.Struct):
+    role: str = ""
+    content: msgspec.Raw = NO_MESSAGE
+
+
+_content_head_decoder = msgspec.json.Decoder(_ContentHead)
+
+
+def context_settings(path: list[Record]) -> ContextSettings:
+    """The thinking level and model set last on the raw path (scanned from the leaf back)."""
+    level: str | None = None
+    model: ModelRef | None = None
+    for record in reversed(path):
+        kind = record.env.type
+        if level is None and kind == "thinking_level_change":
+            entry = decode_entry(record)
+            if isinstance(entry, ThinkingLevelChangeEntry):
+                level = entry.thinking_level
+        elif model is None and kind == "model_change":
+            entry = decode_entry(record)
+            if isinstance(entry, ModelChangeEntry):
+                model = ModelRef(entry.provider, entry.model_id)
+        elif model is None and kind == "message":
+            model = _assistant_model(record.env.message)
+        if level is not None and model is not None:
+            break
+    return ContextSettings(level or "off", model)
+
+
+def _assistant_model(raw: msgspec.Raw) -> ModelRef | None:
+    try:
+        head = head_decoder.decode(raw)
+    except msgspec.ValidationError:
+        return None
+    if head.role != "assistant" or head.provider is None or head.model is None:
+        return None
+    return ModelRef(head.provider, head.model)
+
+
+def message_role(record: Record) -> str | None:
+    """The role of a `message` entry (None for other entries and unreadable messages)."""
+    if record.env.type != "message":
+        return None
+    try:
+        return head_decoder.decode(record.env.message).role or None
+    except msgspec.ValidationError:
+        return None
+
+
+def with_content(raw: msgspec.Raw, content: Any) -> msgspec.Raw:
+    """The message with only its content replaced, every other key kept in place."""
+    message = msgspec.json.decode(raw)
+    message["content"] = content
+    return msgspec.Raw(encoder.encode(message))
+
+
+def _raw(message: msgspec.Struct) -> msgspec.Raw:
+    return msgspec.Raw(encoder.encode(message))
+
+
+def _js_truthy(value: Any) -> bool:
+    return isinstance(value, dict | list) or bool(value)
+
+
+def compaction_messages(entry: CompactionEntry) -> list[msgspec.Raw]:
+    """A compaction's prompt checkpoint (pi 1.6) and its summary."""
+    summary = _raw(CompactionSummaryMessage(
+        summary=entry.summary, tokens_before=entry.tokens_before,
+        timestamp=iso_to_ms(entry.timestamp),
+    ))
+    if _js_truthy(entry.system_message):
+        return [msgspec.Raw(encoder.encode(entry.system_message)), summary]
+    return [summary]
+
+
+def entry_messages(record: Record) -> list[msgspec.Raw]:
+    """The messages an entry contributes before edits (pi's `sessionEntryToContextMessages`)."""
+    kind = record.env.type
+    if kind == "message":
+        raw = record.env.message
+        if raw is NO_MESSAGE:
+            return []
+        try:
+            head = _content_head_decoder.decode(raw)
+        except msgspec.ValidationError:
+            return [raw]
+        if bytes(head.content) == b"null":
+            if head.role == "system":
+                return [with_content(raw, "")]
+            if head.role in CONTENT_ROLES:
+                return [with_content(raw, [])]
+        return [raw]
+    if kind == "custom_message":
+        entry = decode_entry(record)
+        if isinstance(entry, CustomMessageEntry):
+            return [_raw(CustomMessage(
+                custom_type=entry.custom_type,
+                content=entry.content if entry.content is not None else [],
+                display=entry.display, details=entry.details,
+                timestamp=iso_to_ms(entry.timestamp),
+            ))]
+    elif kind == "branch_summary":
+        entry = decode_entry(record)
+        if isinstance(entry, BranchSummaryEntry) and entry.summary:
+            return [_raw(BranchSummaryMessage(
+                summary=entry.summary, from_id=entry.from_id,
+                timestamp=iso_to_ms(entry.timestamp),
+            ))]
+    elif kind == "compaction":
+        entry = decode_entry(record)
+        if isinstance(entry, CompactionEntry):
+            return compaction_messages(entry)
+    return []
+
+
+def apply_edit(messages: list[msgspec.Raw], edit: ContextEditEntry) -> list[msgspec.Raw]:
+    """An entry's messages under an edit: omitted, or with the content of editable roles
+    replaced (a string becomes one text block for replies and tool results)."""
+    if edit.replacement is None:
+        return []
+    edited = []
+    for raw in messages:
+        try:
+            role = head_decoder.decode(raw).role
+        except msgspec.ValidationError:
+            role = ""
+        if role not in EDITABLE_ROLES:
+            edited.append(raw)
+            continue
+        content = edit.replacement.content
+        if role in ("assistant", "toolResult") and isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        edited.append(with_content(raw, content))
+    return edited
+
+
+def last_compaction(path: list[Record]) -> tuple[int, CompactionEntry] | None:
+    for index in range(len(path) - 1, -1, -1):
+        if path[index].env.type == "compaction":
+            entry = decode_entry(path[index])
+            if isinstance(entry, CompactionEntry):
+                return index, entry
+    return None
+
+
+def context_entries(path: list[Record]) -> list[Record]:
+    """The entries the context is made of: the last compaction, its kept range without system
+    messages (none when the kept entry is not before it), then everything after it."""
+    found = last_compaction(path)
+    if found is None:
+        return path
+    index, compaction = found
+    start = next(
+        (i for i in range(index) if path[i].env.id == compaction.first_kept_entry_id), index)
+    kept = [r for r in path[start:index] if message_role(r) != "system"]
+    return [path[index], *kept, *path[index + 1:]]
+
+
+def latest_edits(records: list[Record]) -> dict[str, ContextEditEntry]:
+    """The last readable edit per target among `records`."""
+    edits: dict[str, ContextEditEntry] = {}
+    for record in records:
+        if record.env.type == "context_edit":
+            entry = decode_entry(record)
+            if isinstance(entry, ContextEditEntry):
+                edits[entry.target_id] = entry
+    return edits
+
+
+def project_path(path: list[Record]) -> Projection:
+    """pi 1.6's `buildSessionProjection` over a root-to-leaf path."""
+    records = context_entries(path)
+    edits = latest_edits(records)
+    entries = []
+    for index, record in enumerate(records):
+        if record.env.type == "compaction" and index > 0:
+            messages: list[msgspec.Raw] = []  # an older compaction inside the kept range
+        else:
+            messages = entry_messages(record)
+            edit = edits.get(record.env.id)  # type: ignore[arg-type]
+            if edit is not None:
+                messages = apply_edit(messages, edit)
+        entries.append(ProjectedEntry(record, messages))
+    return Projection(entries, context_settings(path))
