@@ -25,9 +25,9 @@ from pi_lsp.session.entries import (
 )
 from pi_lsp.session.ids import iso_to_ms
 from pi_lsp.session.tree import SessionTree, UnknownEntryError
-from tests.waits import CEILING_S
 from pi_lsp.summarize.compaction import CompactionSettings, compact
 from pi_lsp.summarize.extractive import ExtractiveSummarizer
+from tests.waits import CEILING_S
 
 HEADER: dict[str, Any] = {
     "type": "session", "version": 3, "id": "11111111-2222-3333-4444-555555555555",
