@@ -34,6 +34,7 @@ from pi_lsp.files.history import (
 )
 from pi_lsp.files.snapshots import Snapshot, SnapshotStore, store_for
 from pi_lsp.providers.anthropic import AnthropicProvider
+from pi_lsp.providers.retry import ProviderRetry
 from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import encoder
 from pi_lsp.session.tree import SessionTree
@@ -276,7 +277,7 @@ async def denied_write(root: Path, fake: FakeAnthropic) -> list[str]:
     """One turn whose write is denied at once; the tasks still pending when it has ended."""
     (root / ".pi" / "sessions").mkdir(parents=True)
     tree = SessionTree.create(str(root / ".pi" / "sessions" / "s.jsonl"), str(root))
-    provider = AnthropicProvider("k", base_url=fake.url, max_retries=0)
+    provider = AnthropicProvider("k", base_url=fake.url, retry=ProviderRetry(max_retries=0))
 
     async def deny(_request: ApprovalRequest) -> str | None:
         return "denied"
