@@ -25,6 +25,7 @@ from pi_lsp.session.entries import THINKING_LEVELS, AssistantMessage, TextConten
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.settings import Settings, SettingsError, load_settings
 from pi_lsp.summarize.select import choose_summarizer
+from pi_lsp.trust import trusted_without_asking
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
 
@@ -40,6 +41,7 @@ class RunOptions:
     new: bool = False
     model: str | None = None
     thinking: str | None = None
+    approve: bool | None = None  # --approve / --no-approve: trust the folder's .pi/ files or not
 
 
 def parse_model(text: str) -> tuple[str, str]:
@@ -159,7 +161,10 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings) -
 def main_run(options: RunOptions) -> int:
     workspace = Path(os.getcwd())
     try:
-        settings = load_settings(workspace)
+        trusted = trusted_without_asking(workspace, options.approve,
+                                         lambda note: print(f"pi-lsp: note: {note}",
+                                                            file=sys.stderr))
+        settings = load_settings(workspace, project=trusted)
         return asyncio.run(run_prompt(options, workspace, settings))
     except (RunError, MissingApiKeyError, SettingsError, UnknownProviderError) as error:
         print(f"pi-lsp: {error}", file=sys.stderr)
