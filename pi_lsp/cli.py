@@ -15,7 +15,7 @@ import msgspec
 from pi_lsp.context.build import build_session_context
 from pi_lsp.context.convert import convert_to_llm
 from pi_lsp.context.preview import preview_context, render_preview
-from pi_lsp.session.catalog import list_sessions, session_dirs
+from pi_lsp.session.catalog import followed, list_sessions, session_dirs
 from pi_lsp.session.check import check_session, repaired_copy
 from pi_lsp.session.entries import THINKING_LEVELS, encoder
 from pi_lsp.session.fork import fork_session
@@ -134,7 +134,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     workspace = args.dir or os.getcwd()
     if not os.path.isdir(workspace):
         raise CliError(f"{workspace}: not a directory")
-    sessions = list_sessions(session_dirs(workspace))
+    sessions = list_sessions(followed(session_dirs(workspace), Path(workspace)))
     if args.json:
         write_line({"sessions": sessions})
         return 0

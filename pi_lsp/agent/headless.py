@@ -20,7 +20,13 @@ from pi_lsp.agent.harness import Harness, ProviderFactory
 from pi_lsp.files.history import record_files
 from pi_lsp.providers.base import MissingApiKeyError, TextDelta
 from pi_lsp.providers.factory import UnknownProviderError, provider_factory
-from pi_lsp.session.catalog import list_sessions, start_session, workspace_session_dir
+from pi_lsp.session.catalog import (
+    SessionDirError,
+    followed,
+    list_sessions,
+    start_session,
+    workspace_session_dir,
+)
 from pi_lsp.session.entries import THINKING_LEVELS, AssistantMessage, TextContent
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.settings import Settings, SettingsError, load_settings
@@ -65,7 +71,7 @@ def choose_session(options: RunOptions, workspace: Path, settings: Settings) -> 
         return SessionTree.open(str(path)) if path.exists() else \
             new_session(workspace, settings, path)
     if not options.new:
-        existing = list_sessions([workspace_session_dir(str(workspace))])
+        existing = list_sessions(followed([workspace_session_dir(str(workspace))], workspace))
         if existing:
             return SessionTree.open(existing[0].path)
     return new_session(workspace, settings)
@@ -166,6 +172,7 @@ def main_run(options: RunOptions) -> int:
                                                             file=sys.stderr))
         settings = load_settings(workspace, project=trusted)
         return asyncio.run(run_prompt(options, workspace, settings))
-    except (RunError, MissingApiKeyError, SettingsError, UnknownProviderError) as error:
+    except (RunError, MissingApiKeyError, SettingsError, UnknownProviderError,
+            SessionDirError) as error:
         print(f"pi-lsp: {error}", file=sys.stderr)
         return EXIT_USAGE

@@ -1,9 +1,9 @@
-"""Shell commands in their own process group that cannot outlive the process that started them.
+"""Shell commands that cannot outlive the process that started them.
 
-The command runs under a small `sh` wrapper whose stdin is a pipe only this process can write
-to. A watcher in the wrapper's group waits on that pipe; when this process ends in any way, a
-SIGKILL included, the kernel closes the pipe and the watcher kills the whole group. Aborts and
-timeouts kill the group directly.
+A command runs under a small watcher (`subreaper.py`) in its own process group, whose stdin is a
+pipe only this process can write to. When this process ends in any way, a SIGKILL included, or
+gives up on the command (abort, timeout), the pipe closes and the watcher kills everything the
+command started: on Linux even what left the group with `setsid`, elsewhere the group.
 """
 
 from __future__ import annotations
@@ -12,25 +12,17 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
 from pathlib import Path
 
-# $1 is the command. fd 3 keeps the watch pipe for the watcher alone; the command reads
-# /dev/null, as before. `kill -KILL 0` is the wrapper's whole process group.
-WRAPPER = """
-exec 3<&0 </dev/null
-( read -r _ <&3; kill -KILL 0 ) >/dev/null 2>&1 &
-watcher=$!
-exec 3<&-
-sh -c "$1" &
-wait $!
-status=$?
-kill $watcher 2>/dev/null
-exit $status
-"""
+from pi_lsp.agent import subreaper
+
+WATCHER = subreaper.__file__
+KILL_WAIT_S = 10.0  # the watcher kills at once; this only bounds a watcher that hangs
 
 
 class ShellProcess:
-    """One running command; `close()` kills what is left of its group and drops the pipe."""
+    """One running command; `close()` kills what is left of it and drops the pipe."""
 
     def __init__(self, process: asyncio.subprocess.Process, watch: int) -> None:
         self.process = process
@@ -41,7 +33,7 @@ class ShellProcess:
         read_end, write_end = os.pipe()  # not inherited: only this process holds the write end
         try:
             process = await asyncio.create_subprocess_exec(
-                "/bin/sh", "-c", WRAPPER, "pi-bash", command, cwd=cwd, stdin=read_end,
+                sys.executable, "-I", "-S", WATCHER, command, cwd=cwd, stdin=read_end,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True)
         except BaseException:
@@ -52,15 +44,17 @@ class ShellProcess:
         return cls(process, write_end)
 
     def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-
-    async def close(self) -> None:
-        """After the command ended or was given up on: nothing of it keeps running."""
-        if self.process.returncode is None:
-            self.kill()
-            with contextlib.suppress(Exception):
-                await asyncio.shield(self.process.wait())
+        """Tell the watcher to kill the command and all it started (it closes the pipe)."""
         if self._watch >= 0:
             os.close(self._watch)
             self._watch = -1
+
+    async def close(self) -> None:
+        """After the command ended or was given up on: nothing of it keeps running."""
+        running = self.process.returncode is None
+        self.kill()
+        if running:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(asyncio.wait_for(self.process.wait(), KILL_WAIT_S))
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGKILL)  # a watcher that did not

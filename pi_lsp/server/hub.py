@@ -36,6 +36,7 @@ from pi_lsp.session.catalog import (
     SessionIndex,
     SessionSummary,
     confine_session,
+    followed,
     session_dirs,
     start_session,
     tree_summary,
@@ -184,7 +185,7 @@ class SessionHub:
 
     def directories(self, folder: Path) -> list[Path]:
         extra = [Path(d) if os.path.isabs(d) else folder / d for d in self.config.session_dirs]
-        return [*session_dirs(str(folder)), *extra]
+        return followed([*session_dirs(str(folder)), *extra], folder)
 
     def roots(self) -> list[Path]:
         """The workspace folders; the current directory when the editor named none."""

@@ -625,7 +625,10 @@ async def set_thinking_level(ls: PiServer, args: ThinkingArgs) -> dict[str, Any]
 async def prompt(ls: PiServer, args: PromptArgs) -> dict[str, Any]:
     path = await open_tree(ls, args.uri)
     harness = ls.sessions().harness(path)
-    attachments = prompt_attachments(ls.files, harness.root, args)
+    attached = await prompt_attachments(ls.files, harness.root, args, harness.approve_call)
+    for refusal in attached.refused:
+        ls.tell(refusal)
+    attachments = attached.rendered
     if args.delivery != "prompt" and harness.busy:
         images = [ImageContent(data=i.data, mime_type=i.mime_type) for i in args.images]
         deliver = harness.steer if args.delivery == "steer" else harness.follow_up

@@ -71,6 +71,27 @@ def session_dirs(workspace: str) -> list[Path]:
     return [workspace_session_dir(root), cli_session_dir(root)]
 
 
+class SessionDirError(ValueError):
+    """A workspace's session folder that is a symlink leading out of the workspace."""
+
+
+def leads_out(directory: Path, workspace: Path) -> bool:
+    """Whether `directory`, written inside `workspace`, is really somewhere else (a symlink on
+    its way leads out): a repository must not point pi-lsp at another project's sessions."""
+    written = Path(os.path.abspath(directory))
+    root = Path(os.path.abspath(workspace))
+    if root != written and root not in written.parents:
+        return False  # configured outside the workspace: the user's own choice
+    real_root = Path(os.path.realpath(root))
+    real = Path(os.path.realpath(written))
+    return real != real_root and real_root not in real.parents
+
+
+def followed(directories: list[Path], workspace: Path) -> list[Path]:
+    """The session folders that are listed and written: not one that leads out."""
+    return [d for d in directories if not leads_out(d, workspace)]
+
+
 class ForeignSessionError(Exception):
     """A path that is not a session file directly inside one of the session directories."""
 
@@ -259,6 +280,11 @@ def start_session(workspace: Path, provider: str, model_id: str, thinking_level:
     continues it."""
     if path is None:
         directory = workspace_session_dir(str(workspace))
+        if leads_out(directory, workspace):
+            raise SessionDirError(
+                f"{directory} leads to {os.path.realpath(directory)}, outside the workspace; "
+                "pi-lsp does not follow it. Remove the symlink (or make it a folder) to "
+                "start sessions here.")
         directory.mkdir(parents=True, exist_ok=True)
         link_session_dir(workspace)
         tree = SessionTree.create_in(directory, str(workspace), deferred=True)
