@@ -326,8 +326,8 @@ def read_file(path: str, take: Take | None = None) -> Snapshot:
                     lines.next_line))
         elif lines.dropping:
             batch.problems.append(Problem(
-                "too-long", f"last line is longer than {MAX_LINE_BYTES >> 20} MB (and has no "
-                "newline yet)", lines.next_line))
+                "torn", f"last line is incomplete (no newline) and longer than "
+                f"{MAX_LINE_BYTES >> 20} MB; skipped", lines.next_line))
         if take is not None:
             take(batch)
         suffix = os.pread(handle.fileno(), min(offset, SUFFIX_CHECK),

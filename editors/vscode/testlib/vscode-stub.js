@@ -93,6 +93,7 @@ const configEmitter = new EventEmitter();
 const diagnostics = new Map(); // uri string -> vscode.Diagnostic-like objects
 const diagnosticsEmitter = new EventEmitter();
 const activeEditorEmitter = new EventEmitter();
+const trustEmitter = new EventEmitter();
 
 // Settings not set by a test have the defaults the extension's package.json declares.
 const declared = require("../package.json").contributes.configuration.properties;
@@ -184,6 +185,8 @@ const base = {
   env: { language: "en", appName: "fake-vscode", machineId: "x", sessionId: "y", uiKind: 1, openExternal: async () => true },
   workspace: {
     workspaceFolders: undefined, textDocuments, notebookDocuments: [],
+    isTrusted: true, // a window VS Code trusts; `__test.setTrusted(false)` is Restricted Mode
+    onDidGrantWorkspaceTrust: trustEmitter.event,
     getConfiguration,
     onDidChangeConfiguration: configEmitter.event,
     registerTextDocumentContentProvider: (scheme, provider) => {
@@ -272,6 +275,11 @@ const base = {
     setDiagnostics: (uri, items) => {
       diagnostics.set(uri.toString(), items);
       diagnosticsEmitter.fire({ uris: [uri] });
+    },
+    /** Restricted Mode (false), or the user granting trust (true: onDidGrantWorkspaceTrust). */
+    setTrusted: (trusted) => {
+      base.workspace.isTrusted = trusted;
+      if (trusted) trustEmitter.fire();
     },
     /** Clears what was recorded (not the registrations). */
     reset: () => { rec.output.length = 0; rec.messages.length = 0; rec.executed.length = 0; rec.shown.length = 0; rec.responders.clear(); },
