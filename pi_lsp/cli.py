@@ -15,7 +15,7 @@ import msgspec
 from pi_lsp.context.build import build_session_context
 from pi_lsp.context.convert import convert_to_llm
 from pi_lsp.context.preview import preview_context, render_preview
-from pi_lsp.session.catalog import list_sessions, session_dirs
+from pi_lsp.session.catalog import followed, list_sessions, session_dirs
 from pi_lsp.session.check import check_session, repaired_copy
 from pi_lsp.session.entries import THINKING_LEVELS, encoder
 from pi_lsp.session.fork import fork_session
@@ -134,7 +134,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     workspace = args.dir or os.getcwd()
     if not os.path.isdir(workspace):
         raise CliError(f"{workspace}: not a directory")
-    sessions = list_sessions(session_dirs(workspace))
+    sessions = list_sessions(followed(session_dirs(workspace), Path(workspace)))
     if args.json:
         write_line({"sessions": sessions})
         return 0
@@ -165,14 +165,20 @@ def cmd_fork(args: argparse.Namespace) -> int:
     return 0
 
 
-def workspace_settings(tree: SessionTree) -> Settings:
-    """Settings of the workspace the session belongs to (its `.pi/sessions/` parent)."""
-    from pi_lsp.settings import SettingsError, load_settings
+def note(message: str) -> None:
+    print(f"pi-lsp: note: {message}", file=sys.stderr)
 
-    directory = Path(tree.path).resolve().parent
-    root = directory.parent.parent if directory.parts[-2:] == (".pi", "sessions") else Path.cwd()
+
+def workspace_settings(tree: SessionTree, approve: bool | None) -> Settings:
+    """Settings of the workspace the session belongs to (its `.pi/sessions/` parent); its own
+    `.pi/` files only when it is trusted (`approve` decides once)."""
+    from pi_lsp.files.history import workspace_of
+    from pi_lsp.settings import SettingsError, load_settings
+    from pi_lsp.trust import trusted_without_asking
+
+    root = workspace_of(Path(tree.path), str(Path.cwd()))
     try:
-        return load_settings(root)
+        return load_settings(root, project=trusted_without_asking(root, approve, note))
     except SettingsError as error:
         raise CliError(str(error)) from None
 
@@ -192,7 +198,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     leaf = args.leaf or tree.leaf_id
     if leaf is not None:
         tree.record(leaf)
-    settings = workspace_settings(tree)
+    settings = workspace_settings(tree, args.approve)
     compaction = settings.compaction
     if args.keep_recent_tokens is not None:
         compaction = msgspec.structs.replace(compaction, keep_recent_tokens=args.keep_recent_tokens)
@@ -232,7 +238,7 @@ def cmd_branch(args: argparse.Namespace) -> int:
     if args.summarize:
         from pi_lsp.summarize.select import choose_summarizer
 
-        settings = workspace_settings(tree)
+        settings = workspace_settings(tree, args.approve)
         summarizer = choose_summarizer(settings)
         model = settings.default_model
         window = settings.registry().get(settings.default_provider, model)
@@ -260,18 +266,25 @@ def cmd_rewind(args: argparse.Namespace) -> int:
 
     from pi_lsp.files.history import RewindError, changes_to, restore_files, target_of, workspace_of
     from pi_lsp.files.snapshots import SnapshotError, store_for
+    from pi_lsp.trust import trusted_without_asking
 
     tree = open_session(args.file)
-    store = store_for(workspace_of(Path(tree.path), tree.header.cwd))
+    root = workspace_of(Path(tree.path), tree.header.cwd)
+    store = store_for(root)
     if store.unavailable_reason is not None:
         raise CliError(store.unavailable_reason)
+    legacy = store.adopt_legacy(trusted_without_asking(root, args.approve, note))
+    if legacy is not None:
+        note(legacy)
     try:
         if args.dry_run:
-            _now, files, _skipped = asyncio.run(
-                changes_to(store, target_of(tree, args.to, args.undo)))
-            for change in files:
+            found = asyncio.run(changes_to(store, target_of(tree, args.to, args.undo)))
+            for change in found.files:
                 sys.stdout.write(change.diff or f"{change.status}: {change.path}\n")
-            print(f"{len(files)} file(s) would change", file=sys.stderr)
+            for path in found.refused:
+                print(f"would be left alone (under .git/ or .pi/, or behind a symlink): {path}",
+                      file=sys.stderr)
+            print(f"{len(found.files)} file(s) would change", file=sys.stderr)
             return 0
         result = asyncio.run(restore_files(tree, store, args.to, args.undo))
     except (RewindError, SnapshotError) as error:
@@ -280,6 +293,8 @@ def cmd_rewind(args: argparse.Namespace) -> int:
         print(f"{change.status:9} {change.path}")
     for path in result.skipped:
         print(f"left alone (too large to snapshot): {path}")
+    for path in result.refused:
+        print(f"left alone (under .git/ or .pi/, or behind a symlink): {path}")
     print(f"restored {len(result.files)} file(s); undo with: pi-lsp rewind {args.file} "
           f"--undo {result.undo_id}")
     return 0
@@ -291,7 +306,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.session and args.new:
         raise CliError("--session and --new cannot be used together")
     return main_run(RunOptions(prompt=args.prompt, session=args.session, new=args.new,
-                               model=args.model, thinking=args.thinking))
+                               model=args.model, thinking=args.thinking, approve=args.approve))
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -299,6 +314,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     serve(args.tcp)
     return 0
+
+
+def add_trust_options(command: argparse.ArgumentParser) -> None:
+    """pi's one-time trust override for commands that load a folder's `.pi/` files."""
+    trust = command.add_mutually_exclusive_group()
+    trust.add_argument("--approve", dest="approve", action="store_const", const=True,
+                       help="trust the folder's .pi/ files for this command")
+    trust.add_argument("--no-approve", dest="approve", action="store_const", const=False,
+                       help="leave the folder's .pi/ files out for this command")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -342,6 +366,7 @@ def build_parser() -> argparse.ArgumentParser:
     compact_cmd.add_argument("--instructions", metavar="TEXT")
     compact_cmd.add_argument("--plan", action="store_true", help="print the plan; call no model")
     compact_cmd.add_argument("--json", action="store_true")
+    add_trust_options(compact_cmd)
     compact_cmd.set_defaults(run=cmd_compact)
 
     branch_cmd = commands.add_parser("branch", help="move the leaf to an entry (durably)")
@@ -351,6 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
                             help="summarize the branch being left under the new position")
     branch_cmd.add_argument("--instructions", metavar="TEXT")
     branch_cmd.add_argument("--json", action="store_true")
+    add_trust_options(branch_cmd)
     branch_cmd.set_defaults(run=cmd_branch)
 
     rewind = commands.add_parser("rewind", help="restore the workspace's files to an entry")
@@ -359,6 +385,7 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("--to", metavar="ID", help="the entry whose files to restore")
     target.add_argument("--undo", metavar="SNAPSHOT", help="undo a restore (the id it printed)")
     rewind.add_argument("--dry-run", action="store_true", help="print the diff; change nothing")
+    add_trust_options(rewind)
     rewind.set_defaults(run=cmd_rewind)
 
     serve = commands.add_parser("serve", help="the language server (stdio)")
@@ -374,6 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--model", metavar="PROVIDER/ID")
     run.add_argument("--thinking", metavar="LEVEL",
                      choices=THINKING_LEVELS)
+    add_trust_options(run)
     run.set_defaults(run=cmd_run)
     return parser
 

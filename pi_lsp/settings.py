@@ -1,8 +1,11 @@
-"""Settings from `~/.pi/agent/settings.json` and the project's `.pi/settings.json` (it wins)."""
+"""Settings from `~/.pi/agent/settings.json` and, in a trusted folder, the project's
+`.pi/settings.json` (it wins for the keys a project may set)."""
 
 from __future__ import annotations
 
+import logging
 import os
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +23,9 @@ from pi_lsp.providers.registry import (
 )
 from pi_lsp.session.catalog import agent_dir
 from pi_lsp.summarize.compaction import CompactionSettings
+from pi_lsp.trust import trust_path
+
+log = logging.getLogger(__name__)
 
 
 class SettingsError(Exception):
@@ -56,6 +62,15 @@ class Settings(msgspec.Struct, rename="camel", omit_defaults=True):
 
 
 API_KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+# What a project's `.pi/settings.json` may set. Keys, permissions, trust and where sessions go
+# (`apiKeys`, `allowWritesOutsideWorkspace`, `defaultProjectTrust`, ...) are the user's alone.
+PROJECT_KEYS = frozenset({"defaultProvider", "defaultModel", "defaultThinkingLevel",
+                          "compaction", "branchSummary", "summaryModel", "models"})
+
+
+# Keys pi-lsp reads that only the user's settings.json may set (others it does not read).
+USER_KEYS = frozenset({f.encode_name for f in msgspec.structs.fields(Settings)} - PROJECT_KEYS -
+                      {"providers"} | {"defaultProjectTrust"})
 
 
 def settings_files(workspace: Path) -> list[Path]:
@@ -63,9 +78,10 @@ def settings_files(workspace: Path) -> list[Path]:
 
 
 def settings_stamp(workspace: Path) -> tuple[int | None, ...]:
-    """When each settings and models file last changed (None: absent), to notice edits."""
+    """When each settings, models and trust file last changed (None: absent), to notice
+    edits (pi's /trust included)."""
     stamps: list[int | None] = []
-    for path in [*settings_files(workspace), *models_files(workspace)]:
+    for path in [*settings_files(workspace), *models_files(workspace), trust_path()]:
         try:
             stamps.append(path.stat().st_mtime_ns)
         except OSError:
@@ -73,10 +89,13 @@ def settings_stamp(workspace: Path) -> tuple[int | None, ...]:
     return tuple(stamps)
 
 
-def load_settings(workspace: Path) -> Settings:
-    merged: dict[str, Any] = {}
-    for path in settings_files(workspace):
-        for key, value in read_object(path, "settings", SettingsError).items():
+def load_settings(workspace: Path, *, project: bool) -> Settings:
+    """The user's settings, with the project's `.pi/settings.json` and `.pi/models.json` over
+    them when `project` (a trusted folder); a project file sets only PROJECT_KEYS."""
+    user, project_file = settings_files(workspace)
+    merged = read_object(user, "settings", SettingsError)
+    if project:
+        for key, value in _project_settings(project_file).items():
             if isinstance(value, dict) and isinstance(merged.get(key), dict):
                 merged[key] = {**merged[key], **value}  # nested sections merge key by key
             else:
@@ -85,12 +104,28 @@ def load_settings(workspace: Path) -> Settings:
     try:
         settings = msgspec.convert(merged, Settings)
     except msgspec.ValidationError as error:
-        raise SettingsError(f"settings ({', '.join(map(str, settings_files(workspace)))}): "
-                            f"{error}") from None
+        files = [user, project_file] if project else [user]
+        raise SettingsError(f"settings ({', '.join(map(str, files))}): {error}") from None
     try:
-        models, providers = load_models(workspace)
+        models, providers = load_models(workspace, project=project)
     except ModelsFileError as error:
         raise SettingsError(str(error)) from None
     settings.models = [*models, *settings.models]
     settings.providers = providers
     return settings
+
+
+def _project_settings(path: Path) -> dict[str, Any]:
+    """The keys a project's settings.json may set; the others are left out (and those pi-lsp
+    reads are logged)."""
+    data = read_object(path, "settings", SettingsError)
+    ignored = sorted(set(data) & USER_KEYS)
+    if ignored:
+        _log_ignored(str(path), tuple(ignored))
+    return {key: value for key, value in data.items() if key in PROJECT_KEYS}
+
+
+@lru_cache(maxsize=64)  # once per file and set of keys, not at every load
+def _log_ignored(path: str, keys: tuple[str, ...]) -> None:
+    log.warning("%s: %s left out: only your own settings.json may set %s", path,
+                ", ".join(keys), "them" if len(keys) > 1 else "it")

@@ -2,18 +2,43 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
+from pi_lsp.trust import save_decision
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_openai import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFORMANCE = Path(os.environ.get("PI_LSP_CONFORMANCE", ROOT / "tests" / "conformance"))
 EXAMPLE_WORKSPACE = ROOT / "examples" / "workspace"
+
+# Nothing a test runs may read or write the user's own pi folder or state folder (snapshot
+# stores): both point at throwaway folders for the whole run, servers and CLIs included.
+_SCRATCH = tempfile.mkdtemp(prefix="pi-lsp-tests-")
+atexit.register(shutil.rmtree, _SCRATCH, True)
+os.environ["XDG_STATE_HOME"] = os.path.join(_SCRATCH, "state")
+os.environ["PI_CODING_AGENT_DIR"] = os.path.join(_SCRATCH, "agent")
+
+
+@pytest.fixture(autouse=True)
+def own_agent_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test its own pi folder, so trust decisions never pass from one test to another."""
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "agent"))
+
+
+def trust(folder: Path, agent: Path, trusted: bool = True) -> None:
+    """Save a decision for `folder` in the trust store of the pi folder `agent`, as pi's
+    /trust does."""
+    with mock.patch.dict(os.environ, {"PI_CODING_AGENT_DIR": str(agent)}):
+        save_decision(folder, trusted)
 
 
 def conformance_files() -> list[Path]:

@@ -40,7 +40,7 @@ def test_mentions_name_workspace_files_only(tmp_path: Path) -> None:
     (tmp_path / "secret.txt").write_text("no\n")
     (root / "big.log").write_text("z" * (MENTION_BYTE_LIMIT + 1))
     found = mentions("see @docs/a.md, @docs and @../secret.txt or mail me@docs.md; "
-                     "@docs/a.md again, not @big.log", root, DiskFiles())
+                     "@docs/a.md again, not @big.log", root, DiskFiles()).found
     assert [(a.path, a.text) for a in found] == [((root / "docs" / "a.md").resolve(), "A\n")]
 
 

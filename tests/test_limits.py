@@ -40,7 +40,7 @@ from pi_lsp.server.protocol import (
 )
 from pi_lsp.server.server import server
 from pi_lsp.server.stdio import FrameReader
-from pi_lsp.session import catalog
+from pi_lsp.session import catalog, journal
 from pi_lsp.session.catalog import SessionIndex, summarize
 from pi_lsp.session.entries import UserMessage
 from pi_lsp.session.journal import Tail, read_file
@@ -669,12 +669,13 @@ def damaged_sessions(directory: Path) -> list[Path]:
 @pytest.mark.parametrize("chunk", [7, 1 << 20])
 def test_a_summary_read_in_chunks_matches_the_tree(tmp_path: Path, chunk: int,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(catalog, "READ_CHUNK", chunk)
     for path in damaged_sessions(tmp_path / "s"):
-        fold, tail = catalog.read_summary(path)
-        assert (fold.name, fold.entry_count, fold.first_message) == tree_summary(path), path
-        snapshot = read_file(str(path))
-        expected = Tail.after(str(path), snapshot)
+        summary = tree_summary(path)
+        expected = Tail.after(str(path), read_file(str(path)))
+        with monkeypatch.context() as patch:
+            patch.setattr(journal, "READ_CHUNK", chunk)
+            fold, tail = catalog.read_summary(path)
+        assert (fold.name, fold.entry_count, fold.first_message) == summary, path
         assert (tail.offset, tail.inode, tail.prefix, tail.lines_read, tail.unterminated) == (
             expected.offset, expected.inode, expected.prefix, expected.lines_read,
             expected.unterminated), path
@@ -684,7 +685,7 @@ def test_a_huge_session_is_summarized_without_holding_it(tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "big.jsonl"
     make_chain(path, 2000)
-    monkeypatch.setattr(catalog, "READ_CHUNK", 4096)
+    monkeypatch.setattr(journal, "READ_CHUNK", 4096)
     held: list[int] = []
     real_add = catalog.SummaryFold.add
 

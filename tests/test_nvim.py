@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import trust
 from tests.fake_anthropic import FakeAnthropic, Reply, text_reply, tool_reply
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,9 +105,20 @@ def test_tree_actions_and_compaction(workspace: Path, fake: FakeAnthropic,
                                      tmp_path: Path) -> None:
     # Keep little of the recent context, so the short path at hand has something to compact.
     (workspace / ".pi" / "settings.json").write_text('{"compaction": {"keepRecentTokens": 400}}')
+    trust(workspace, tmp_path / "agent")  # the folder's settings are loaded
     fake.script(*[text_reply("## Goal\nSummarized by the fake.") for _ in range(4)])
     run_script("actions_spec.lua", workspace, fake, tmp_path)
     assert fake.message_requests(), "the branch summary was asked of the (fake) summary model"
+
+
+def test_trust_asks_on_first_use_and_saves_pis_decisions(workspace: Path, fake: FakeAnthropic,
+                                                        tmp_path: Path) -> None:
+    fake.script()
+    (workspace / ".pi" / "settings.json").write_text('{"defaultModel": "claude-opus-4-5"}')
+    run_script("trust_spec.lua", workspace, fake, tmp_path)
+    stored = json.loads((tmp_path / "agent" / "trust.json").read_text())
+    assert stored == {str(workspace.resolve()): False}
+    assert fake.message_requests() == []
 
 
 def test_tree_restores_files(workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:

@@ -43,6 +43,7 @@ from pi_lsp.session.entries import (
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.settings import SettingsError, load_settings
 from tests import fake_anthropic
+from tests.conftest import trust
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_openai import (
     MODEL,
@@ -368,10 +369,12 @@ def test_models_json_global_and_project_merge(dirs, monkeypatch) -> None:
                             "compat": {"maxTokensField": "max_tokens"}}]},
         "openai": {"modelOverrides": {"gpt-5": {"name": "GPT-5 (team)", "maxTokens": 1000}}},
     }})
+    # A project that moves a provider names its key too: the user's never goes where a
+    # project points (tests/test_trust.py).
     write(workspace / ".pi" / "models.json", {"providers": {
-        "ollama": {"baseUrl": "http://gpu-box:11434/v1",
+        "ollama": {"baseUrl": "http://gpu-box:11434/v1", "apiKey": "ollama",
                    "models": [{"id": "qwen", "contextWindow": 64000, "reasoning": True}]}}})
-    settings = load_settings(workspace)
+    settings = load_settings(workspace, project=True)
     registry = settings.registry()
     qwen = registry.get("ollama", "qwen")
     assert (qwen.context_window, qwen.reasoning, qwen.api) == (64000, True, CHAT_API)
@@ -418,7 +421,7 @@ def test_a_bad_models_json_is_a_clear_error(dirs, data, expected) -> None:
     _agent, workspace = dirs
     path = write(workspace / ".pi" / "models.json", data)
     with pytest.raises(SettingsError) as info:
-        load_settings(workspace)
+        load_settings(workspace, project=True)
     assert str(path) in str(info.value) and expected in str(info.value), str(info.value)
 
 
@@ -432,7 +435,7 @@ def test_unknown_and_unusable_providers_are_clear_errors(dirs) -> None:
         "keyless": {"baseUrl": "http://k/v1", "api": "openai-completions",
                     "models": [{"id": "m"}]},
     }})
-    settings = load_settings(workspace)
+    settings = load_settings(workspace, project=True)
     made = provider_factory(settings.registry(), settings.api_key)
     with pytest.raises(UnknownProviderError, match=r"'mistral' is not configured.*models\.json"):
         made("mistral")
@@ -442,7 +445,7 @@ def test_unknown_and_unusable_providers_are_clear_errors(dirs) -> None:
         made("vault")
     with pytest.raises(MissingApiKeyError, match=r"providers\.keyless\.apiKey"):
         made("keyless")
-    assert load_models(workspace)[1][0].source == str(agent / "models.json")
+    assert load_models(workspace, project=True)[1][0].source == str(agent / "models.json")
 
 
 # -- a session across providers --------------------------------------------------------------
@@ -451,6 +454,7 @@ def test_unknown_and_unusable_providers_are_clear_errors(dirs) -> None:
 async def test_session_moves_from_anthropic_to_openai_compatible_and_back(
         tmp_path: Path, fake: FakeAnthropic, oai: FakeOpenAI, monkeypatch) -> None:
     monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "agent"))
+    trust(tmp_path, tmp_path / "agent")  # its models.json is loaded
     write(tmp_path / ".pi" / "models.json", {"providers": {
         "ollama": {"baseUrl": f"{oai.url}/v1", "api": "openai-completions", "apiKey": "ollama",
                    "models": [{"id": MODEL, "reasoning": True}]},
@@ -531,6 +535,7 @@ async def test_session_moves_from_anthropic_to_openai_compatible_and_back(
 
 def test_an_edited_models_json_reaches_open_sessions(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "agent"))
+    trust(tmp_path, tmp_path / "agent")  # its models.json is loaded
     hub = SessionHub([tmp_path], Config())
     path = hub.new_session(None, tmp_path)
     before = hub.harness(path)
@@ -587,7 +592,7 @@ async def test_a_models_json_summary_model_summarizes(dirs, oai) -> None:
         "baseUrl": f"{oai.url}/v1", "api": "openai-completions", "apiKey": "ollama",
         "models": [{"id": MODEL}]}}})
     write(workspace / ".pi" / "settings.json", {"summaryModel": f"ollama/{MODEL}"})
-    summarizer = choose_summarizer(load_settings(workspace))
+    summarizer = choose_summarizer(load_settings(workspace, project=True))
     assert isinstance(summarizer, ModelSummarizer)
     assert summarizer.model.api == CHAT_API
     oai.script(chat_reply("## Goal\nShip it."))

@@ -353,7 +353,7 @@ async def test_without_git_turns_run_and_the_feature_says_it_is_unavailable(
     await harness.prompt("go")
     await provider.client.close()
     assert (root / "a.txt").read_text() == "a"
-    assert not (root / ".pi" / "snapshots").exists()
+    assert not store.git_dir.exists() and not (root / ".pi" / "snapshots").exists()
     leaf = tree.leaf_id
     assert leaf is not None
     changes = await file_changes(tree, store, leaf)

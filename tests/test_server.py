@@ -32,6 +32,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.summarize.branch import BRANCH_SUMMARY_PREAMBLE
+from tests.conftest import trust
 from tests.fake_anthropic import FakeAnthropic, Reply, text_reply, tool_reply
 from tests.fake_openai import MODEL as LOCAL_MODEL
 from tests.fake_openai import FakeOpenAI, chat_reply
@@ -137,6 +138,7 @@ def make_workspace(root: Path) -> Path:
         folder = root / name
         shutil.copytree(EXAMPLE, folder)
         (folder / ".pi" / "settings.json").write_text(json.dumps(settings))
+    trust(root, Path(AGENT_DIR.name))  # the folders' settings are loaded
     return root
 
 

@@ -17,6 +17,9 @@ SECRET_FILES = ("id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", "*.pem", "*.ke
                 "*.pfx", ".netrc", "_netrc", ".git-credentials", ".pypirc", ".npmrc",
                 ".env", ".env.*", ".envrc")
 SECRET_PATHS = frozenset({Path("/etc/shadow"), Path("/etc/gshadow")})
+# The kernel's views of processes and devices: /proc/self/environ holds every secret in the
+# environment, and neither holds source code.
+KERNEL_DIRS = (Path("/proc"), Path("/sys"))
 # Templates of `.env` files, which by convention hold no values.
 ENV_TEMPLATES = frozenset({".env.example", ".env.sample", ".env.template"})
 # pi's own files under `.pi/`: settings (permissions, keys) and model definitions.
@@ -42,6 +45,8 @@ def secret_reason(path: Path) -> str | None:
     """Why `path` (as written, or where its symlinks lead) looks like a secret; None if not."""
     agent = agent_dir().resolve()
     for candidate in (_as_written(path), path.resolve()):
+        if any(inside(candidate, folder) for folder in KERNEL_DIRS):
+            return "it is in /proc or /sys, which show the environment and secrets of processes"
         if SECRET_DIRS & set(candidate.parts[:-1]):
             return "it is inside a folder of credentials"
         if candidate in SECRET_PATHS or _secret_name(candidate.name):

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import msgspec
 
+from pi_lsp.agent.access import secret_reason
 from pi_lsp.agent.tools import FileAccess
 
 ATTACHMENT_CHAR_LIMIT = 100_000  # per file or selection; the rest is cut with a note
@@ -54,15 +55,29 @@ def lines_of(text: str, span: Range) -> str:
     return "".join(lines[span.start_line:span.end_line + 1])
 
 
-def mentions(text: str, root: Path, files: FileAccess) -> list[Attachment]:
-    """The files `@path` names in a prompt: inside the workspace and readable; others are left."""
+class Mentions(msgspec.Struct):
+    found: list[Attachment]
+    refused: list[str]  # why a named file was not attached, one line each
+
+
+def mentions(text: str, root: Path, files: FileAccess) -> Mentions:
+    """The files `@path` names in a prompt: inside the workspace and readable (a secret is
+    refused as `read` refuses it); others stay text."""
     found: list[Attachment] = []
+    refused: list[str] = []
     seen: set[Path] = set()
     resolved_root = root.resolve()
     for match in MENTION.finditer(text):
-        path = (resolved_root / match.group(1)).resolve()
+        given = resolved_root / match.group(1)
+        path = given.resolve()
         if path in seen or not path.is_relative_to(resolved_root) or path.is_dir() or \
                 (path.is_file() and path.stat().st_size > MENTION_BYTE_LIMIT):
+            continue
+        reason = secret_reason(given)
+        if reason is not None:
+            seen.add(path)
+            refused.append(f"@{match.group(1)} was not attached: reading it is refused "
+                           f"because {reason}")
             continue
         try:
             content = files.read_text(path)
@@ -72,4 +87,4 @@ def mentions(text: str, root: Path, files: FileAccess) -> list[Attachment]:
             continue
         seen.add(path)
         found.append(Attachment(path=path, text=content))
-    return found
+    return Mentions(found, refused)

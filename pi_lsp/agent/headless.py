@@ -23,11 +23,18 @@ from pi_lsp.files.history import record_files
 from pi_lsp.providers.base import MissingApiKeyError, TextDelta
 from pi_lsp.providers.factory import UnknownProviderError, provider_factory
 from pi_lsp.providers.models_file import ModelsFileError
-from pi_lsp.session.catalog import list_sessions, start_session, workspace_session_dir
+from pi_lsp.session.catalog import (
+    SessionDirError,
+    followed,
+    list_sessions,
+    start_session,
+    workspace_session_dir,
+)
 from pi_lsp.session.entries import THINKING_LEVELS, AssistantMessage, TextContent
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.settings import Settings, SettingsError, load_settings
 from pi_lsp.summarize.select import choose_summarizer
+from pi_lsp.trust import trusted_without_asking
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
 
@@ -43,6 +50,7 @@ class RunOptions:
     new: bool = False
     model: str | None = None
     thinking: str | None = None
+    approve: bool | None = None  # --approve / --no-approve: trust the folder's .pi/ files or not
 
 
 def parse_model(text: str) -> tuple[str, str]:
@@ -71,7 +79,7 @@ def choose_session(options: RunOptions, workspace: Path, settings: Settings) -> 
         return SessionTree.open(str(path)) if path.exists() else \
             new_session(options, workspace, settings, path)
     if not options.new:
-        existing = list_sessions([workspace_session_dir(str(workspace))])
+        existing = list_sessions(followed([workspace_session_dir(str(workspace))], workspace))
         if existing:
             return SessionTree.open(existing[0].path)
     return new_session(options, workspace, settings)
@@ -189,9 +197,12 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings) -
 def main_run(options: RunOptions) -> int:
     workspace = Path(os.getcwd())
     try:
-        settings = load_settings(workspace)
+        trusted = trusted_without_asking(workspace, options.approve,
+                                         lambda note: print(f"pi-lsp: note: {note}",
+                                                            file=sys.stderr))
+        settings = load_settings(workspace, project=trusted)
         return asyncio.run(run_prompt(options, workspace, settings))
     except (RunError, MissingApiKeyError, SettingsError, UnknownProviderError,
-            ModelsFileError) as error:
+            ModelsFileError, SessionDirError) as error:
         print(f"pi-lsp: {error}", file=sys.stderr)
         return EXIT_USAGE

@@ -1,9 +1,9 @@
-"""Shell commands in their own process group that cannot outlive the process that started them.
+"""Shell commands that cannot outlive the process that started them.
 
-The command runs under a small `sh` wrapper whose stdin is a pipe only this process can write
-to. A watcher in the wrapper's group waits on that pipe; when this process ends in any way, a
-SIGKILL included, the kernel closes the pipe and the watcher kills the whole group. Aborts and
-timeouts kill the group directly.
+A command runs under a small watcher (`subreaper.py`) in its own process group, whose stdin is a
+pipe only this process can write to. When this process ends in any way, a SIGKILL included, or
+gives up on the command (abort, timeout), the pipe closes and the watcher kills everything the
+command started: on Linux even what left the group with `setsid`, elsewhere the group.
 """
 
 from __future__ import annotations
@@ -12,28 +12,19 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
 from pathlib import Path
 
+from pi_lsp.agent import subreaper
 from pi_lsp.finish import finish
 
-# $1 is the command. fd 3 keeps the watch pipe for the watcher alone; the command reads
-# /dev/null, as before. `kill -KILL 0` is the wrapper's whole process group.
-WRAPPER = """
-exec 3<&0 </dev/null
-( read -r _ <&3; kill -KILL 0 ) >/dev/null 2>&1 &
-watcher=$!
-exec 3<&-
-sh -c "$1" &
-wait $!
-status=$?
-kill $watcher 2>/dev/null
-exit $status
-"""
+WATCHER = subreaper.__file__
+KILL_WAIT_S = 10.0  # the watcher kills at once; this only bounds a watcher that hangs
 
 
 class ShellProcess:
     """One running command and its output (stdout and stderr together); `close()` kills what
-    is left of its group and drops both pipes."""
+    is left of it and drops both pipes."""
 
     def __init__(self, process: asyncio.subprocess.Process, output: asyncio.StreamReader,
                  pipe: asyncio.ReadTransport, watch: int) -> None:
@@ -53,17 +44,26 @@ class ShellProcess:
         out_read, out_write = os.pipe()
         read_end, write_end = os.pipe()  # not inherited: only this process holds the write end
         pipe: asyncio.ReadTransport | None = None
+        given_up: ShellProcess | None = None
+
+        async def give_up(started: asyncio.subprocess.Process) -> None:
+            nonlocal given_up
+            assert pipe is not None
+            given_up = cls(started, output, pipe, write_end)
+            await given_up.close()
+
         try:
             # A cancel here closes what it opened (out_read included).
             pipe, _ = await asyncio.get_running_loop().connect_read_pipe(
                 lambda: asyncio.StreamReaderProtocol(output), os.fdopen(out_read, "rb", 0))
             process = await finish(asyncio.ensure_future(asyncio.create_subprocess_exec(
-                "/bin/sh", "-c", WRAPPER, "pi-bash", command, cwd=cwd, stdin=read_end,
-                stdout=out_write, stderr=out_write, start_new_session=True)), _stop)
+                sys.executable, "-I", "-S", WATCHER, command, cwd=cwd, stdin=read_end,
+                stdout=out_write, stderr=out_write, start_new_session=True)), give_up)
         except BaseException:
-            os.close(write_end)
-            if pipe is not None:
-                pipe.close()
+            if given_up is None:  # else its close() has released both already
+                os.close(write_end)
+                if pipe is not None:
+                    pipe.close()
             raise
         finally:
             os.close(read_end)
@@ -72,16 +72,20 @@ class ShellProcess:
 
     async def close(self) -> None:
         """After the command ended or was given up on: nothing of it keeps running."""
-        await _stop(self.process)
-        self._pipe.close()
-        if self._watch >= 0:
+        if self._watch >= 0:  # closed, it tells the watcher to kill all the command started
             os.close(self._watch)
             self._watch = -1
+        await _stop(self.process)
+        self._pipe.close()
 
 
 async def _stop(process: asyncio.subprocess.Process) -> None:
-    """Kill the process's group, if it is still running, and wait for it."""
-    if process.returncode is None:
+    """Wait for the watcher to end; kill its group if it does not."""
+    if process.returncode is not None:
+        return
+    ended = asyncio.ensure_future(process.wait())
+    await finish(asyncio.ensure_future(asyncio.wait([ended], timeout=KILL_WAIT_S)))
+    if not ended.done():
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGKILL)
-        await finish(asyncio.ensure_future(process.wait()))
+        await finish(ended)

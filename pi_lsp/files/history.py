@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections import deque
 from pathlib import Path
+from typing import Annotated
 
 import msgspec
 
@@ -20,11 +20,13 @@ from pi_lsp.agent.events import AgentEvent, TurnEnd
 from pi_lsp.agent.harness import Harness
 from pi_lsp.agent.tools import Execute, Tool, ToolContext, ToolResult
 from pi_lsp.files.snapshots import (
+    OBJECT_ID,
     FileChange,
     Snapshot,
     SnapshotError,
     SnapshotStore,
     store_for,
+    unsafe_reason,
 )
 from pi_lsp.finish import finish
 from pi_lsp.session.entries import CustomEntry
@@ -35,14 +37,15 @@ log = logging.getLogger(__name__)
 
 FILES_TYPE = "pi-lsp/files"
 CHANGING_TOOLS = frozenset({"write", "edit", "bash"})
-SNAPSHOT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+# A session is data from anywhere: an id in it is used only if it is an object id.
+ObjectId = Annotated[str, msgspec.Meta(pattern=f"^(?:{OBJECT_ID.pattern})$")]
 
 
 class FilesData(msgspec.Struct, omit_defaults=True):
     """The data of a `pi-lsp/files` entry: the workspace before and after one turn."""
 
-    before: str
-    after: str
+    before: ObjectId
+    after: ObjectId
     skipped: list[str] = msgspec.field(default_factory=list)
 
 
@@ -53,12 +56,15 @@ class FileChanges(msgspec.Struct, rename="camel", omit_defaults=True):
     files: list[FileChange] = msgspec.field(default_factory=list)
     reason: str | None = None  # why there is nothing to compare with
     skipped: list[str] = msgspec.field(default_factory=list)  # too large to compare or restore
+    # Never restored: under .git/ or .pi/, or behind a symlink.
+    refused: list[str] = msgspec.field(default_factory=list)
 
 
-class RestoreResult(msgspec.Struct, rename="camel"):
+class RestoreResult(msgspec.Struct, rename="camel", omit_defaults=True):
     files: list[FileChange]
     undo_id: str  # the workspace before the restore; restoring it undoes this one
     skipped: list[str]
+    refused: list[str] = msgspec.field(default_factory=list)
 
 
 class RewindError(Exception):
@@ -175,7 +181,7 @@ def target_of(tree: SessionTree | None, entry_id: str | None, undo_id: str | Non
               ) -> Snapshot:
     """The snapshot to compare with or restore: the state at an entry, or an undo id."""
     if undo_id is not None:
-        if not SNAPSHOT_ID.fullmatch(undo_id):
+        if not OBJECT_ID.fullmatch(undo_id):
             raise RewindError(f"undo id {undo_id!r} is not a snapshot id (40 or 64 hex digits)")
         return Snapshot(undo_id)
     if tree is None or entry_id is None:
@@ -187,17 +193,27 @@ def target_of(tree: SessionTree | None, entry_id: str | None, undo_id: str | Non
     return target
 
 
+class Changes(msgspec.Struct):
+    """What a restore of a snapshot would do to the workspace as it is now."""
+
+    current: Snapshot
+    files: list[FileChange]
+    skipped: list[str]  # too large to snapshot, then or now (one side lacks their content)
+    refused: list[str]  # under .git/ or .pi/, or behind a symlink: never restored
+
+
 async def changes_to(store: SnapshotStore, target: Snapshot, with_diff: bool = True
-                     ) -> tuple[Snapshot, list[FileChange], list[str]]:
-    """The workspace now, the files a restore of `target` would change, and those left out
-    as too large (then or now: one of the snapshots lacks their content)."""
+                     ) -> Changes:
+    """The workspace now and the files a restore of `target` would change."""
     current = await store.snapshot()
     try:
         files = await store.changes(current.tree, target.tree, with_diff)
     except SnapshotError:
         raise RewindError(f"no snapshot {target.tree} in {store.git_dir}") from None
     skipped = sorted({*current.skipped, *target.skipped})
-    return current, [f for f in files if f.path not in skipped], skipped
+    files = [f for f in files if f.path not in skipped]
+    refused = [f.path for f in files if unsafe_reason(store.root, f.path) is not None]
+    return Changes(current, [f for f in files if f.path not in refused], skipped, refused)
 
 
 async def file_changes(tree: SessionTree, store: SnapshotStore, entry_id: str,
@@ -210,8 +226,9 @@ async def file_changes(tree: SessionTree, store: SnapshotStore, entry_id: str,
         reason = "no turn recorded the files at or after this entry"
     if reason is not None or target is None:
         return FileChanges(available=False, reason=reason)
-    _current, files, skipped = await changes_to(store, target, with_diff)
-    return FileChanges(available=True, files=files, skipped=skipped)
+    found = await changes_to(store, target, with_diff)
+    return FileChanges(available=True, files=found.files, skipped=found.skipped,
+                       refused=found.refused)
 
 
 async def count_changes(tree: SessionTree, store: SnapshotStore, entry_id: str | None) -> int:
@@ -230,16 +247,17 @@ async def restore_files(tree: SessionTree | None, store: SnapshotStore, entry_id
                         undo_id: str | None = None) -> RestoreResult:
     """Make the workspace what it was at `entry_id` (or at `undo_id`); returns how to undo it.
 
-    Only files that differ are written or deleted; ignored files and files too large to
-    snapshot are never touched.
+    Only files that differ are written or deleted; ignored files, files too large to snapshot
+    and paths under `.git/` or `.pi/` or behind a symlink are never touched.
     """
     reason = store.unavailable_reason
     if reason is not None:
         raise RewindError(reason)
     target = target_of(tree, entry_id, undo_id)
-    current, files, skipped = await changes_to(store, target)
-    await store.restore(target.tree, files)
-    return RestoreResult(files=files, undo_id=current.tree, skipped=skipped)
+    found = await changes_to(store, target)
+    await store.restore(target.tree, found.files)
+    return RestoreResult(files=found.files, undo_id=found.current.tree, skipped=found.skipped,
+                         refused=found.refused)
 
 
 def record_files(harness: Harness) -> None:

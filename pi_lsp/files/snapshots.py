@@ -1,15 +1,21 @@
-"""Snapshots of a workspace's files in a shadow git repository under `.pi/snapshots/`.
+"""Snapshots of a workspace's files in a git store of pi-lsp's own, outside the workspace.
 
-The store is its own git directory with its own index, used with `--work-tree=ROOT`, so the
-user's `.git`, index and stash are never touched. It honours the workspace's `.gitignore` files
-and always leaves out `.git/` and `.pi/`.
+The store is in the user's state folder (`$XDG_STATE_HOME/pi-lsp/snapshots/<key>/`, by default
+under `~/.local/state`), keyed by the workspace's real path: its own git directory and index,
+used with `--work-tree=ROOT`, so the user's `.git`, index and stash are never touched. Nothing in
+the workspace changes how git runs there: no hooks, no system or global config, no attributes,
+filters, textconv or fsmonitor, and every id is checked to be an object id before git sees it.
+It honours the workspace's `.gitignore` files and always leaves out `.git/` and `.pi/`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
+import re
 import shutil
+import stat
 from pathlib import Path
 from typing import Literal
 
@@ -17,14 +23,40 @@ import msgspec
 
 from pi_lsp.finish import run_to_end
 
-STORE_DIR = Path(".pi") / "snapshots"
+LEGACY_DIR = Path(".pi") / "snapshots"  # where pi-lsp kept its store before; never run on
 MAX_FILE_BYTES = 5 * 1024 * 1024  # larger files are left out of snapshots, and say so
 MAX_DIFF_CHARS = 100_000  # per file, in what fileChanges returns
 LOCK_RETRIES = 40  # another pi-lsp on the same workspace may hold the store's index lock
 LOCK_WAIT_S = 0.05
+OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+# A path with one of these parts is never snapshot or restored (case-insensitively).
+PRIVATE_PARTS = frozenset({".git", ".pi"})
+# For every file, whatever `.gitattributes` says: no filter or textconv driver, no line-ending or
+# encoding conversion, no keyword expansion. (`-diff` would make every file binary; `!diff`
+# leaves git's own text detection.)
+ATTRIBUTES = "* !filter !diff !merge !text !eol !working-tree-encoding !ident !export-subst\n"
+# Settings that keep git from starting anything or changing what it reads and writes.
+GIT_SETTINGS = ("core.hooksPath=/dev/null", "core.fsmonitor=false", "core.attributesFile=/dev/null",
+                "core.quotePath=false", "core.autocrlf=false", "core.safecrlf=false",
+                "core.untrackedCache=false")
+ADOPTED = "pi-lsp-adopted"  # in a store: it took the objects of a legacy store (once)
 
 Status = Literal["added", "modified", "deleted"]
 _STATUS: dict[str, Status] = {"A": "added", "M": "modified", "D": "deleted", "T": "modified"}
+
+
+def state_home() -> Path:
+    configured = os.environ.get("XDG_STATE_HOME", "")
+    # The XDG spec: a relative path is invalid and ignored.
+    return Path(configured) if os.path.isabs(configured) else Path.home() / ".local" / "state"
+
+
+def store_dir(root: Path) -> Path:
+    """The store of a workspace: named for its folder, keyed by its real path."""
+    real = os.path.realpath(root)
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", os.path.basename(real))[:40] or "root"
+    digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:16]
+    return state_home() / "pi-lsp" / "snapshots" / f"{name}-{digest}"
 
 
 class SnapshotError(Exception):
@@ -49,7 +81,7 @@ class SnapshotStore:
 
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
-        self.git_dir = self.root / STORE_DIR
+        self.git_dir = store_dir(self.root)
         self.git = shutil.which("git")
         self._lock = asyncio.Lock()
 
@@ -69,14 +101,13 @@ class SnapshotStore:
         reason = self.unavailable_reason
         if reason is not None or self.git is None:
             raise SnapshotError(reason)
-        # Inherited GIT_* variables (from a hook, say) must not redirect us at the user's repo.
+        # Inherited GIT_* variables (from a hook, say) must not redirect us at the user's repo,
+        # and no config but the store's own applies.
         env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-        env["GIT_LITERAL_PATHSPECS"] = "1" if literal else "0"
+        env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull,
+                   GIT_TERMINAL_PROMPT="0", GIT_LITERAL_PATHSPECS="1" if literal else "0")
         where = [f"--git-dir={self.git_dir}", f"--work-tree={self.root}"] if store else []
-        # The user's git config applies (excludes files) except what would change the result
-        # or start something (line endings, an fsmonitor daemon).
-        settings = ("core.quotePath=false", "core.autocrlf=false", "core.fsmonitor=false")
-        command = [self.git, *where, *(f for s in settings for f in ("-c", s)), *args]
+        command = [self.git, *where, *(f for s in GIT_SETTINGS for f in ("-c", s)), *args]
         for _attempt in range(LOCK_RETRIES):
             status, out, err = await run_to_end(command, stdin, cwd=self.root, env=env)
             if status == 0:
@@ -90,16 +121,16 @@ class SnapshotStore:
     async def _ensure(self) -> None:
         if self.exists():
             return
-        self.git_dir.mkdir(parents=True, exist_ok=True)
-        await self._run("init", "--quiet", "--bare", str(self.git_dir), store=False)
+        self.git_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        await self._run("init", "--quiet", "--bare", "--template=", str(self.git_dir),
+                        store=False)
         # Nothing in the store is ever unreachable on purpose, so nothing may be collected.
         for key, value in (("gc.auto", "0"), ("gc.pruneExpire", "never"),
                            ("core.bare", "false")):
             await self._run("config", key, value)
         (self.git_dir / "info").mkdir(exist_ok=True)
-        (self.git_dir / "info" / "exclude").write_text("/.pi/\n")
-        # The user's own git must not see the store even when `.pi/` is not ignored.
-        (self.git_dir / ".gitignore").write_text("*\n")
+        (self.git_dir / "info" / "exclude").write_text(".pi\n")
+        (self.git_dir / "info" / "attributes").write_text(ATTRIBUTES)
 
     # -- snapshots -----------------------------------------------------------------------
 
@@ -117,34 +148,67 @@ class SnapshotStore:
                 await self._run("rm", "--cached", "-q", "--ignore-unmatch",
                                 "--pathspec-from-file=-", "--pathspec-file-nul",
                                 stdin=_join(skipped))
-            tree = (await self._run("write-tree")).decode().strip()
+            tree = object_id((await self._run("write-tree")).decode().strip())
             return Snapshot(tree, skipped)
 
     async def changes(self, current: str, target: str, with_diff: bool = True
                       ) -> list[FileChange]:
         """What restoring `target` over `current` would do, file by file, sorted by path."""
+        ids = object_id(current), object_id(target)
         async with self._lock:
             listed = _split(await self._run("diff-tree", "-r", "-z", "--no-renames",
-                                            "--name-status", current, target))
+                                            "--name-status", "--end-of-options", *ids))
             pairs = [(_STATUS.get(listed[i][:1], "modified"), listed[i + 1])
                      for i in range(0, len(listed) - 1, 2)]
             diffs: dict[str, str] = {}
             if with_diff and pairs:
                 text = await self._run("diff", "--no-color", "--no-renames", "--no-ext-diff",
-                                       current, target)
+                                       "--no-textconv", "--end-of-options", *ids)
                 diffs = _split_diff(text.decode(errors="replace"), [p for _, p in pairs])
         return [FileChange(path, status, diffs.get(path, "")) for status, path in pairs]
 
     async def restore(self, target: str, changes: list[FileChange]) -> None:
-        """Make the listed files what they are in `target`; no other file is touched."""
+        """Make the listed files what they are in `target`; no other file is touched, and
+        none under `.git/` or `.pi/` or behind a symlink (see `unsafe_reason`)."""
+        source = object_id(target)
+        for change in changes:
+            reason = unsafe_reason(self.root, change.path)
+            if reason is not None:
+                raise SnapshotError(f"{change.path}: not restored because {reason}")
         async with self._lock:
             written = [c.path for c in changes if c.status != "deleted"]
             if written:
-                await self._run("checkout", target, "--pathspec-from-file=-",
-                                "--pathspec-file-nul", stdin=_join(written))
+                await self._run("restore", f"--source={source}", "--worktree",
+                                "--pathspec-from-file=-", "--pathspec-file-nul",
+                                stdin=_join(written))
             for change in changes:
                 if change.status == "deleted":
                     _remove(self.root, change.path)
+
+    # -- a store an earlier pi-lsp kept in the workspace ---------------------------------
+
+    def adopt_legacy(self, trusted: bool) -> str | None:
+        """What to say about a store in the workspace's `.pi/snapshots/` (None: there is none,
+        or it was taken already). git never runs on it and it is never deleted; in a trusted
+        folder its object files (data, never its config or hooks) are copied here once, so
+        the entries that name them still rewind."""
+        legacy = self.root / LEGACY_DIR
+        if not os.path.lexists(legacy) or (self.git_dir / ADOPTED).exists():
+            return None
+        where = f"pi-lsp now keeps file snapshots in {self.git_dir}"
+        if legacy.is_symlink() or legacy.parent.is_symlink() or not legacy.is_dir():
+            return (f"{legacy} is not a folder of the workspace (a symlink, or a file); it was "
+                    f"not used. {where}. You may delete it.")
+        if not trusted:
+            return (f"{legacy} is a snapshot store an earlier pi-lsp kept in the workspace; "
+                    f"{where}. As the folder is not trusted nothing was taken from it, so "
+                    "files changed by earlier turns cannot be restored unless you trust it. "
+                    "You may delete it.")
+        copied = _copy_objects(legacy / "objects", self.git_dir / "objects")
+        (self.git_dir / ADOPTED).write_text(f"{legacy}\n")
+        return (f"{legacy} is a snapshot store an earlier pi-lsp kept in the workspace; {where} "
+                f"and copied {copied} object file(s) from it (data only: its config and hooks "
+                "are never used), so earlier entries still restore. You may delete it.")
 
 
 _stores: dict[Path, SnapshotStore] = {}
@@ -206,8 +270,77 @@ def _cap(diff: str) -> str:
     return diff[:MAX_DIFF_CHARS] + f"\n… ({len(diff) - MAX_DIFF_CHARS} more characters)\n"
 
 
+def object_id(value: str) -> str:
+    """`value` if it is a git object id (40 or 64 lowercase hex digits), else SnapshotError."""
+    if not OBJECT_ID.fullmatch(value):
+        raise SnapshotError(f"{value[:80]!r} is not a snapshot id (40 or 64 hex digits)")
+    return value
+
+
+def unsafe_reason(root: Path, relative: str) -> str | None:
+    """Why a restore must not write or delete `relative` under `root`: it is under `.git/` or
+    `.pi/`, leaves the root, or a folder on its way is a symlink. None when it may."""
+    parts = relative.split("/")
+    if relative.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        return "it is not a plain path inside the workspace"
+    if any(p.lower() in PRIVATE_PARTS for p in parts):
+        return "it is under .git/ or .pi/, which are never restored"
+    folder = root
+    for part in parts[:-1]:
+        folder = folder / part
+        try:
+            mode = os.lstat(folder).st_mode
+        except FileNotFoundError:
+            return None  # the rest is made as folders
+        if stat.S_ISLNK(mode):
+            return f"{folder.relative_to(root)} is a symlink, which a restore never goes through"
+    return None
+
+
+def _copy_objects(source: Path, target: Path) -> int:
+    """Copy git object files (loose objects and packs, by their names; regular files only)."""
+    copied = 0
+    loose = re.compile(r"[0-9a-f]{38}|[0-9a-f]{62}")
+    pack = re.compile(r"pack-(?:[0-9a-f]{40}|[0-9a-f]{64})\.(?:pack|idx)")
+    for folder, names in [(d, loose) for d in _subdirs(source) if re.fullmatch(
+            r"[0-9a-f]{2}", d.name)] + [(source / "pack", pack)]:
+        for file in _files(folder):
+            if names.fullmatch(file.name) is None:
+                continue
+            destination = target / folder.name / file.name if names is loose \
+                else target / "pack" / file.name
+            if destination.exists():
+                continue
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            _copy_file(file, destination)
+            copied += 1
+    return copied
+
+
+def _subdirs(folder: Path) -> list[Path]:
+    try:
+        return [Path(e.path) for e in os.scandir(folder) if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+
+
+def _files(folder: Path) -> list[Path]:
+    try:
+        return [Path(e.path) for e in os.scandir(folder) if e.is_file(follow_symlinks=False)]
+    except OSError:
+        return []
+
+
+def _copy_file(source: Path, target: Path) -> None:
+    """Copy one file's bytes, never through a symlink at the source."""
+    fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as reader, open(target, "xb") as writer:
+        shutil.copyfileobj(reader, writer)
+
+
 def _remove(root: Path, relative: str) -> None:
-    """Delete one file, then the directories it leaves empty (never the root)."""
+    """Delete one file (a symlink itself, never what it leads to), then the folders it leaves
+    empty (never the root)."""
     path = root / relative
     if not (path.is_file() or path.is_symlink()):
         return

@@ -20,11 +20,16 @@ class UnknownProviderError(ValueError):
     """A provider nobody configured, or one whose wire format pi-lsp does not speak."""
 
 
+class RedirectedKeyError(UnknownProviderError):
+    """A provider a project file sends elsewhere, which has no key of its own there."""
+
+
 def provider_factory(registry: ModelRegistry, settings_key: Callable[[str], str | None],
                      anthropic_base_url: str | None = None, retry: ProviderRetry | None = None
                      ) -> Callable[[str], Provider]:
     """Makes providers by name; the key comes from settings (environment, `apiKeys`) first,
-    then from models.json's `apiKey`; `retry` is settings' `retry.provider`."""
+    then from models.json's `apiKey` (see `load_models` for what a project file gets);
+    `retry` is settings' `retry.provider`."""
 
     def make(name: str) -> Provider:
         config = registry.provider(name)
@@ -38,10 +43,18 @@ def provider_factory(registry: ModelRegistry, settings_key: Callable[[str], str 
                 f"provider {name!r} ({config.source}) uses api {config.api!r}; pi-lsp speaks "
                 f"{', '.join(SUPPORTED_APIS)}")
         where = f"{config.source}: providers.{name}"
-        key = settings_key(name) or (
-            resolve_value(config.api_key, f"{where}.apiKey") if config.api_key else None)
-        headers = {header: resolve_value(value, f"{where}.headers.{header}")
-                   for header, value in config.headers.items()}
+        key = settings_key(name) if config.user_key else None
+        if not key and config.api_key:
+            key = config.api_key if config.literal_key else \
+                resolve_value(config.api_key, f"{where}.apiKey")
+        if not key and not config.user_key:
+            raise RedirectedKeyError(
+                f"provider {name!r}: {config.source} changes where its requests go (baseUrl, "
+                f"api or headers), so your own API key is not sent there; give it an apiKey "
+                f"in that file, or trust only files that leave {name} alone")
+        headers = config.headers if config.literal_headers else {
+            header: resolve_value(value, f"{where}.headers.{header}")
+            for header, value in config.headers.items()}
         # The SDKs are imported when a provider is first made: they are most of the server's
         # start-up otherwise, and an editor waits for that to show anything.
         if config.api == ANTHROPIC_API:

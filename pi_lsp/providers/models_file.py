@@ -1,7 +1,8 @@
 """pi's models.json: custom providers and models (Ollama, llama.cpp, vLLM, LM Studio, proxies).
 
-Read from `~/.pi/agent/models.json` (or `$PI_CODING_AGENT_DIR/models.json`) and the project's
-`.pi/models.json`; the project's file wins per provider field and per model id.
+Read from `~/.pi/agent/models.json` (or `$PI_CODING_AGENT_DIR/models.json`) and, in a trusted
+folder, the project's `.pi/models.json`; the project's file wins per provider field and per model
+id, but never gets the user's key (see `load_models`).
 """
 
 from __future__ import annotations
@@ -130,23 +131,40 @@ def _merge(files: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return merged
 
 
-def load_models(workspace: Path) -> tuple[list[ModelInfo], list[ProviderConfig]]:
-    """The models and providers pi's models.json files describe for `workspace`."""
-    files = models_files(workspace)
+# Fields that decide where a provider's requests go and what they carry: a project file that
+# sets one of them gets no key but the one it names itself.
+ROUTING_FIELDS = ("baseUrl", "api", "headers")
+
+
+def load_models(workspace: Path, *, project: bool
+                ) -> tuple[list[ModelInfo], list[ProviderConfig]]:
+    """The models and providers pi's models.json files describe for `workspace`: the user's,
+    and with `project` (a trusted folder) the project's over them.
+
+    A project file's `apiKey` and headers are sent as written (never an environment
+    variable's value), and a provider whose baseUrl, api or headers it changes gets only the
+    key the project file itself gives: the user's key never goes where a project points.
+    """
+    files = models_files(workspace)[:2 if project else 1]
     raw = [_read(path) for path in files]
     merged = msgspec.convert({"providers": _merge(raw)}, ModelsFile)
     sources = {name: str(path) for path, data in zip(files, raw, strict=True)
                for name in data.get("providers") or {}}
     _check(merged, sources)
+    from_project: dict[str, dict[str, Any]] = raw[1].get("providers") or {} if project else {}
     built_in = {p.name: p for p in BUILT_IN_PROVIDERS}
     models: list[ModelInfo] = []
     providers: list[ProviderConfig] = []
     for name, spec in merged.providers.items():
         base = built_in.get(name)
         api = spec.api or (base.api if base else "")
+        own = from_project.get(name, {})
+        rerouted = any(field in own for field in ROUTING_FIELDS)
         providers.append(ProviderConfig(
-            name, api, spec.base_url or (base.base_url if base else None), spec.api_key,
-            spec.headers, sources[name]))
+            name, api, spec.base_url or (base.base_url if base else None),
+            spec.api_key if "apiKey" in own or not rerouted else None, spec.headers,
+            sources[name], literal_key="apiKey" in own, literal_headers="headers" in own,
+            user_key=not rerouted))
         models += _overridden(name, spec)
         models += [_model(name, api, spec, m) for m in spec.models]
     return models, providers

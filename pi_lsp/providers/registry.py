@@ -78,6 +78,11 @@ class ProviderConfig(msgspec.Struct):
     api_key: str | None = None  # as written: a literal, an environment variable name, or !command
     headers: dict[str, str] = msgspec.field(default_factory=dict)
     source: str = "built in"  # the file that configured it, for error messages
+    # From a project's models.json: the key and headers are sent as written, and when it
+    # changed where requests go the user's own key (environment, apiKeys) is not sent.
+    literal_key: bool = False
+    literal_headers: bool = False
+    user_key: bool = True
 
 
 def _claude(model_id: str, window: int, max_tokens: int, input_price: float,

@@ -16,10 +16,13 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 from pygls.workspace import TextDocument
 
+from pi_lsp.agent.access import inside, secret_reason
+from pi_lsp.agent.approval import ApprovalRequest, Approver
 from pi_lsp.agent.attachments import Attachment, Range, lines_of, mentions, render
 from pi_lsp.agent.feedback import FileProblems, Problem, problems_message
 from pi_lsp.agent.tools import DISK, ToolError
 from pi_lsp.server.protocol import ContextArg, PromptArgs
+from pi_lsp.session.entries import ToolCall
 
 log = logging.getLogger(__name__)
 
@@ -132,22 +135,45 @@ async def editor_problems(server: LanguageServer, root: Path, paths: list[Path])
     return problems_message(reports, root)
 
 
-def prompt_attachments(files: EditorFiles, root: Path, args: PromptArgs) -> list[str]:
-    """The prompt's code context and `@path` mentions, rendered for the model."""
-    found = [attachment(files, item, i) for i, item in enumerate(args.context)]
+class AttachmentRefused(ValueError):
+    """A file sent with a prompt that `read` would not read, or that the user did not allow."""
+
+
+class PromptAttachments(msgspec.Struct):
+    rendered: list[str]  # as the model reads them
+    refused: list[str]  # `@path` mentions left as text, and why
+
+
+async def prompt_attachments(files: EditorFiles, root: Path, args: PromptArgs,
+                             approve: Approver) -> PromptAttachments:
+    """The prompt's code context and `@path` mentions, under `read`'s rules: a secret is never
+    attached, and a file outside the workspace only if the user allows it."""
+    found = [await attachment(files, item, i, root, approve) for i, item in enumerate(args.context)]
     named = {a.path for a in found if a.range is None}
-    found += [a for a in mentions(args.text, root, files) if a.path not in named]
-    return [render(a, root) for a in found]
+    mentioned = mentions(args.text, root, files)
+    found += [a for a in mentioned.found if a.path not in named]
+    return PromptAttachments([render(a, root) for a in found], mentioned.refused)
 
 
-def attachment(files: EditorFiles, item: ContextArg, index: int) -> Attachment:
+async def attachment(files: EditorFiles, item: ContextArg, index: int, root: Path,
+                     approve: Approver) -> Attachment:
     """One `context` item: its text as sent, else the file's (open documents unsaved)."""
     field = f"`context[{index}].uri`"
     raw = to_fs_path(item.uri) if item.uri.startswith("file:") else None
     if raw is None:
         raise JsonRpcInvalidParams(f"invalid argument: {field} must be a file: URI, "
                                    f"not {item.uri!r}")
+    reason = secret_reason(Path(raw))
+    if reason is not None:
+        raise AttachmentRefused(f"{raw} (context[{index}]) is not attached: reading it is "
+                                f"refused because {reason}")
     path = Path(raw).resolve()
+    if not inside(path, root.resolve()):
+        call = ToolCall(id=f"context-{index}", name="read", arguments={"path": str(path)})
+        refusal = await approve(ApprovalRequest(call, outside_workspace=True, path=path))
+        if refusal is not None:
+            raise AttachmentRefused(f"{raw} (context[{index}]) is outside the workspace and "
+                                    f"was not attached: {refusal}")
     span = None
     if item.range is not None:
         end = item.range.end

@@ -27,6 +27,7 @@ from pi_lsp.context.preview import (
 )
 from pi_lsp.context.tokens import estimate_tokens
 from pi_lsp.files.history import record_files
+from pi_lsp.files.snapshots import store_for
 from pi_lsp.providers.base import Provider
 from pi_lsp.providers.factory import provider_factory
 from pi_lsp.providers.wire import request_params
@@ -35,6 +36,7 @@ from pi_lsp.session.catalog import (
     SessionIndex,
     SessionSummary,
     confine_session,
+    followed,
     session_dirs,
     start_session,
     tree_summary,
@@ -54,6 +56,7 @@ from pi_lsp.summarize.compaction import (
     plan_summary,
 )
 from pi_lsp.summarize.select import choose_summarizer
+from pi_lsp.trust import TrustState, resolve_trust, save_decision, untrusted_note
 
 Layer = Literal["agent", "llm", "request"]
 ChangeListener = Callable[[Path, SessionTree, Refresh], None]
@@ -81,6 +84,9 @@ class Config(msgspec.Struct, rename="camel", omit_defaults=True, forbid_unknown_
     anthropic_api_key: str | None = None
     anthropic_base_url: str | None = None
     diagnostics_feedback: bool = True
+    # The editor's own trust of the window (VS Code's workspace.isTrusted): false is
+    # Restricted Mode, where a folder's .pi/ files are never loaded.
+    workspace_trusted: bool | None = None
 
 
 class UnknownSessionError(Exception):
@@ -125,9 +131,10 @@ class Preview(msgspec.Struct, rename="camel", omit_defaults=True):
     request: dict[str, object] | None = None
 
 
-def workspace_settings(root: Path, config: Config) -> Settings:
-    """The workspace's settings files, with what the editor set on top."""
-    settings = load_settings(root)
+def workspace_settings(root: Path, config: Config, project: bool) -> Settings:
+    """The workspace's settings files (the project's only when `project`), with what the
+    editor set on top."""
+    settings = load_settings(root, project=project)
     changes: dict[str, object] = {}
     if config.model:
         provider, _, model_id = config.model.partition("/")
@@ -170,12 +177,15 @@ class SessionHub:
             LruCache(MAX_PREVIEWS, MAX_PREVIEW_BYTES, lambda item: preview_weight(item[1]))
         # Per session: its folder and its settings files' times when its harness was made.
         self._stamps: dict[Path, tuple[Path, tuple[int | None, ...]]] = {}
+        self.session_trust: dict[Path, bool] = {}  # decisions for this server only, by folder
+        self.notices: list[Callable[[str], None]] = []  # what the user must be told
+        self._told: set[tuple[Path, str]] = set()
 
     # -- where sessions are --------------------------------------------------------------
 
     def directories(self, folder: Path) -> list[Path]:
         extra = [Path(d) if os.path.isabs(d) else folder / d for d in self.config.session_dirs]
-        return [*session_dirs(str(folder)), *extra]
+        return followed([*session_dirs(str(folder)), *extra], folder)
 
     def roots(self) -> list[Path]:
         """The workspace folders; the current directory when the editor named none."""
@@ -287,7 +297,49 @@ class SessionHub:
         self._drop(key)
 
     def settings_for(self, path: Path) -> Settings:
-        return workspace_settings(self.folder_of(path), self.config)
+        return self.folder_settings(self.folder_of(path))
+
+    # -- trust ---------------------------------------------------------------------------
+
+    def trust(self, folder: Path) -> TrustState:
+        return resolve_trust(folder, client=self.config.workspace_trusted,
+                             session=self.session_trust.get(folder.resolve()))
+
+    def folder_settings(self, folder: Path) -> Settings:
+        """A folder's settings: its own `.pi/` files only when it is trusted (if they are
+        left out, the user is told once, as about an old snapshot store in it)."""
+        state = self.trust(folder)
+        note = untrusted_note(state)
+        if note is not None:
+            self.tell_once(folder, "trust", note)
+        legacy = store_for(folder).adopt_legacy(state.trusted)
+        if legacy is not None:
+            self.tell_once(folder, f"snapshots {state.trusted}", legacy)
+        return workspace_settings(folder, self.config, state.trusted)
+
+    def set_trust(self, folder: Path, trusted: bool | None, save: bool, parent: bool
+                  ) -> TrustState:
+        """Decide for a folder: saved in pi's trust store, or for this server only (None
+        forgets the decision); idle sessions of the folder take their settings again."""
+        folder = self.workspace_folder(folder)
+        key = folder.resolve()
+        if save:
+            save_decision(folder, trusted, parent)
+            self.session_trust.pop(key, None)
+        elif trusted is None:
+            self.session_trust.pop(key, None)
+        else:
+            self.session_trust[key] = trusted
+        self._told.discard((key, "trust"))  # a folder left untrusted is told again
+        self._drop_idle(lambda harness: harness.root.resolve() == key)
+        return self.trust(folder)
+
+    def tell_once(self, folder: Path, topic: str, message: str) -> None:
+        if (folder.resolve(), topic) in self._told:
+            return
+        self._told.add((folder.resolve(), topic))
+        for notice in list(self.notices):
+            notice(message)
 
     def harness(self, path: Path) -> Harness:
         key = path.resolve()
@@ -324,8 +376,11 @@ class SessionHub:
     def reconfigure(self, config: Config) -> None:
         """New settings apply to harnesses made from now on; idle ones are rebuilt."""
         self.config = config
+        self._drop_idle(lambda _harness: True)
+
+    def _drop_idle(self, which: Callable[[Harness], bool]) -> None:
         for key, harness in list(self.harnesses.items()):
-            if not harness.busy:
+            if not harness.busy and which(harness):
                 del self.harnesses[key]
 
     # -- answers -------------------------------------------------------------------------
@@ -341,7 +396,7 @@ class SessionHub:
 
     def new_session(self, name: str | None, folder: Path | None = None) -> Path:
         root = self.workspace_folder(folder) if folder is not None else self.roots()[0]
-        settings = workspace_settings(root, self.config)
+        settings = self.folder_settings(root)
         tree = self._keep(start_session(root, settings.default_provider, settings.default_model,
                                         settings.default_thinking_level))
         if name:

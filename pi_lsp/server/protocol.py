@@ -176,6 +176,13 @@ class RestoreFilesArgs(SessionArgs):
     undo_id: str | None = None
 
 
+class SetTrustArgs(_Args):
+    folder_uri: Uri
+    trusted: bool | None  # null forgets the folder's own decision
+    save: bool = True  # in pi's trust store; false: for this server only
+    parent: bool = False  # trust the parent folder instead (pi's "Trust parent folder")
+
+
 class ImageArg(_Args):
     data: ImageData
     mime_type: Annotated[str, msgspec.Meta(max_length=100)]

@@ -40,7 +40,6 @@ from pi_lsp.server.hub import (
     ForeignFolderError,
     SessionHub,
     UnknownSessionError,
-    workspace_settings,
 )
 from pi_lsp.server.protocol import (
     APPROVE_TOOL,
@@ -66,6 +65,7 @@ from pi_lsp.server.protocol import (
     PromptArgs,
     RestoreFilesArgs,
     SessionArgs,
+    SetTrustArgs,
     ThinkingArgs,
     client_approves_tools,
     parse_approval,
@@ -80,6 +80,7 @@ from pi_lsp.settings import SettingsError
 from pi_lsp.summarize.branch import BranchOutcome
 from pi_lsp.summarize.compaction import NothingToCompactError
 from pi_lsp.summarize.summarizer import SummaryError
+from pi_lsp.trust import TrustError, TrustState
 
 log = logging.getLogger(__name__)
 
@@ -229,6 +230,10 @@ class PiServer(LanguageServer):
                 return None
             return await editor_problems(self, root, paths)
         return problems
+
+    def tell(self, message: str) -> None:
+        self.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning,
+                                                         message=f"pi-lsp: {message}"))
 
     def session_title(self, path: Path) -> str:
         tree = self.hub.trees.get(path.resolve()) if self.hub else None
@@ -399,8 +404,8 @@ def command(name: str, kind: type[A]) -> Callable[[Callable[[PiServer, A], Any]]
             except BusyError as error:
                 raise server_error(str(error), BUSY) from None
             except (NotRunningError, NothingToCompactError, SettingsError, SummaryError,
-                    MissingApiKeyError, RewindError, SnapshotError, ValueError, OSError
-                    ) as error:
+                    MissingApiKeyError, RewindError, SnapshotError, TrustError, ValueError,
+                    OSError) as error:
                 raise server_error(str(error), FAILED) from None
             except asyncio.CancelledError:
                 raise JsonRpcRequestCancelled(f"{name} was cancelled") from None
@@ -433,6 +438,7 @@ async def initialized(ls: PiServer, _params: types.InitializedParams) -> None:
         folders = [Path(ls.workspace.root_path)]
     ls.hub = SessionHub(folders, ls.config, ls.approver_for, ls.files, ls.diagnostics_for)
     ls.hub.listeners.append(ls.on_session_changed)
+    ls.hub.notices.append(ls.tell)
     ls.start_watching()
 
 
@@ -634,7 +640,10 @@ async def set_thinking_level(ls: PiServer, args: ThinkingArgs) -> dict[str, Any]
 async def prompt(ls: PiServer, args: PromptArgs) -> dict[str, Any]:
     path = await open_tree(ls, args.uri)
     harness = ls.sessions().harness(path)
-    attachments = prompt_attachments(ls.files, harness.root, args)
+    attached = await prompt_attachments(ls.files, harness.root, args, harness.approve_call)
+    for refusal in attached.refused:
+        ls.tell(refusal)
+    attachments = attached.rendered
     if args.delivery != "prompt" and harness.busy:
         images = [ImageContent(data=i.data, mime_type=i.mime_type) for i in args.images]
         deliver = harness.steer if args.delivery == "steer" else harness.follow_up
@@ -658,14 +667,34 @@ async def abort(ls: PiServer, args: SessionArgs) -> dict[str, Any]:
 
 @command("pi.listModels", NoArgs)
 def list_models(ls: PiServer, _args: NoArgs) -> dict[str, Any]:
-    folder = ls.sessions().folders[0] if ls.sessions().folders else Path.cwd()
-    settings = workspace_settings(folder, ls.config)
+    settings = ls.sessions().folder_settings(ls.sessions().roots()[0])
     models = settings.registry().all()
     return {"models": [{"provider": m.provider, "id": m.id, "name": m.name or m.id,
                         "api": m.api, "reasoning": m.reasoning, "input": m.input,
                         "contextWindow": m.context_window, "maxTokens": m.max_tokens}
                        for m in models],
             "default": f"{settings.default_provider}/{settings.default_model}"}
+
+
+def trust_json(state: TrustState) -> dict[str, Any]:
+    item: dict[str, Any] = msgspec.to_builtins(state)
+    item["folderUri"] = uri_of(Path(item.pop("folder")))
+    return item
+
+
+@command("pi.trustStatus", NoArgs)
+def trust_status(ls: PiServer, _args: NoArgs) -> dict[str, Any]:
+    hub = ls.sessions()
+    return {"folders": [trust_json(hub.trust(folder)) for folder in hub.roots()]}
+
+
+@command("pi.setTrust", SetTrustArgs)
+def set_trust(ls: PiServer, args: SetTrustArgs) -> dict[str, Any]:
+    if args.parent and not (args.trusted and args.save):
+        raise JsonRpcInvalidParams("invalid argument: `parent` trusts the parent folder and "
+                                   "needs `trusted: true` and `save: true`")
+    folder = ls.session_path(args.folder_uri, "folderUri")
+    return trust_json(ls.sessions().set_trust(folder, args.trusted, args.save, args.parent))
 
 
 @command("pi.check", SessionArgs)

@@ -22,8 +22,6 @@ from pi_lsp.session.entries import (
 )
 from pi_lsp.session.ids import iso_to_ms
 from pi_lsp.session.journal import (
-    BOM,
-    PREFIX_CHECK,
     LineBatch,
     NotASessionError,
     Record,
@@ -36,7 +34,6 @@ from pi_lsp.session.sessiondir import link_session_dir
 from pi_lsp.session.tree import SessionTree, decode_entry
 
 FIRST_MESSAGE_CHARS = 200
-READ_CHUNK = 8 << 20  # a huge file is summarized a few MB at a time, never held whole
 
 
 class SessionSummary(msgspec.Struct, rename="camel"):
@@ -73,6 +70,27 @@ def cli_session_dir(cwd: str) -> Path:
 def session_dirs(workspace: str) -> list[Path]:
     root = os.path.abspath(workspace)
     return [workspace_session_dir(root), cli_session_dir(root)]
+
+
+class SessionDirError(ValueError):
+    """A workspace's session folder that is a symlink leading out of the workspace."""
+
+
+def leads_out(directory: Path, workspace: Path) -> bool:
+    """Whether `directory`, written inside `workspace`, is really somewhere else (a symlink on
+    its way leads out): a repository must not point pi-lsp at another project's sessions."""
+    written = Path(os.path.abspath(directory))
+    root = Path(os.path.abspath(workspace))
+    if root != written and root not in written.parents:
+        return False  # configured outside the workspace: the user's own choice
+    real_root = Path(os.path.realpath(root))
+    real = Path(os.path.realpath(written))
+    return real != real_root and real_root not in real.parents
+
+
+def followed(directories: list[Path], workspace: Path) -> list[Path]:
+    """The session folders that are listed and written: not one that leads out."""
+    return [d for d in directories if not leads_out(d, workspace)]
 
 
 class ForeignSessionError(Exception):
@@ -163,52 +181,31 @@ class SummaryFold:
         )
 
 
+class _NeedsMigration(Exception):
+    """A version 1 or 2 file: its summary needs the whole file, migrated."""
+
+
 def read_summary(path: Path) -> tuple[SummaryFold, Tail]:
-    """A session file's summary and where reading stopped, read a chunk at a time so a huge
-    file costs little memory; a version 1 or 2 file is read whole (it must be migrated)."""
-    with open(path, "rb") as handle:
-        inode = os.fstat(handle.fileno()).st_ino
-        batch = LineBatch()
-        fold: SummaryFold | None = None
-        prefix = b""
-        pending = b""
-        offset = lines_read = 0
-        first = True
-        while chunk := handle.read(READ_CHUNK):
-            if len(prefix) < PREFIX_CHECK:
-                prefix += chunk[:PREFIX_CHECK - len(prefix)]
-            if first and chunk.startswith(BOM):
-                chunk, offset = chunk[len(BOM):], len(BOM)
-            first = False
-            *lines, pending = (pending + chunk).split(b"\n")
-            parse_lines(lines, lines_read + 1, batch)
-            lines_read += len(lines)
-            offset += sum(len(line) + 1 for line in lines)
-            if fold is None and batch.header is not None:
-                if (batch.header.version or 1) < CURRENT_VERSION:
-                    return _read_whole(path)
-                fold = SummaryFold(batch.header)
-            if fold is not None:
-                fold.add(batch.records)
-            batch.records, batch.problems = [], []
-    unterminated = False
-    if pending:
-        probe = LineBatch(header=batch.header, header_raw=batch.header_raw)
-        parse_lines([pending], lines_read + 1, probe)
-        if not probe.problems:
-            batch.header, batch.header_raw = probe.header, probe.header_raw
-            if fold is None and batch.header is not None:
-                fold = SummaryFold(batch.header)
-            if fold is not None:
-                fold.add(probe.records)
-            offset += len(pending)
-            lines_read += 1
-            unterminated = True
-    if fold is None or batch.header is None:
-        raise NotASessionError("it has no session header")
-    if (batch.header.version or 1) < CURRENT_VERSION:
+    """A session file's summary and where reading stopped, read a chunk at a time so a file
+    of any size costs little memory; a version 1 or 2 file is read whole (it must be
+    migrated)."""
+    fold: SummaryFold | None = None
+
+    def take(batch: LineBatch) -> None:
+        nonlocal fold
+        if fold is None and batch.header is not None:
+            if (batch.header.version or 1) < CURRENT_VERSION:
+                raise _NeedsMigration
+            fold = SummaryFold(batch.header)
+        if fold is not None:
+            fold.add(batch.records)
+
+    try:
+        snapshot = read_file(str(path), take)
+    except _NeedsMigration:
         return _read_whole(path)
-    return fold, Tail(str(path), offset, inode, prefix[:offset], lines_read, unterminated)
+    assert fold is not None  # read_file raises when there is no header
+    return fold, Tail.after(str(path), snapshot)
 
 
 def _read_whole(path: Path) -> tuple[SummaryFold, Tail]:
@@ -284,6 +281,11 @@ def start_session(workspace: Path, provider: str, model_id: str, thinking_level:
     continues it."""
     if path is None:
         directory = workspace_session_dir(str(workspace))
+        if leads_out(directory, workspace):
+            raise SessionDirError(
+                f"{directory} leads to {os.path.realpath(directory)}, outside the workspace; "
+                "pi-lsp does not follow it. Remove the symlink (or make it a folder) to "
+                "start sessions here.")
         directory.mkdir(parents=True, exist_ok=True)
         link_session_dir(workspace)
         tree = SessionTree.create_in(directory, str(workspace), deferred=True)

@@ -29,6 +29,8 @@ REPAIRS = {
             "first, so it stays a malformed line of its own)",
     "invalid-utf8": "write the line again with U+FFFD for the invalid bytes, as pi reads it",
     "lone-surrogate": "write the line again with U+FFFD for the unpaired surrogate",
+    "too-long": "drop the line; pi-lsp skips lines over 64 MB",
+    "too-deep": "drop the line; pi-lsp skips JSON nested more than 200 levels deep",
     "duplicate-id": "give the later entry a new id (readers keep the later one)",
     "orphan": "point parentId at an entry that exists, or leave it a root as pi shows it",
     "cycle": "break the loop by making one of its entries a root",
@@ -68,7 +70,7 @@ def check_session(tree: SessionTree) -> list[Problem]:
 
 
 LINE_REPAIRS = {"blank", "malformed", "not-object", "invalid-entry", "extra-header", "torn",
-                "invalid-utf8", "lone-surrogate"}
+                "invalid-utf8", "lone-surrogate", "too-long", "too-deep"}
 
 
 def repaired_copy(tree: SessionTree, target: str) -> list[Problem]:

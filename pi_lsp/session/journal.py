@@ -7,7 +7,9 @@ import errno
 import fcntl
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import msgspec
 
@@ -15,6 +17,9 @@ from pi_lsp.session.entries import Envelope, SessionHeader, envelope_decoder, he
 
 BOM = b"\xef\xbb\xbf"
 MAX_TAIL_READ = 64 << 20
+READ_CHUNK = 8 << 20  # files are read a few MB at a time
+MAX_LINE_BYTES = 64 << 20  # a longer line is skipped as damaged, never held whole
+MAX_NESTING = 200  # deeper JSON is skipped as damaged: decoding it would exhaust the stack
 PREFIX_CHECK = 512
 SUFFIX_CHECK = 64
 UTF8_CHUNK = 16 << 10  # small pieces keep the check's scratch strings in cache
@@ -94,6 +99,31 @@ def is_utf8(data: bytes) -> bool:
     return True
 
 
+_JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"')
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_NOT_OPENERS = bytes(b for b in range(256) if b not in b"[{\n")
+_MANY_OPENERS = re.compile(rb"[^\n]{%d}" % (MAX_NESTING + 1))
+
+
+def may_be_too_deep(lines: bytes) -> bool:
+    """Whether some line of `lines` opens enough arrays and objects to nest too deep (a quick
+    test of many lines at once; `too_deep` decides for one)."""
+    return _MANY_OPENERS.search(lines.translate(None, _NOT_OPENERS)) is not None
+
+
+def too_deep(raw: bytes) -> bool:
+    """Whether the JSON in `raw` nests arrays and objects more than MAX_NESTING levels deep."""
+    if raw.count(b"[") + raw.count(b"{") <= MAX_NESTING:
+        return False
+    brackets = _JSON_STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
+    depth = 0
+    for char in brackets:
+        depth += 1 if char in b"[{" else -1
+        if depth > MAX_NESTING:
+            return True
+    return False
+
+
 def _replace_lone_surrogate(match: re.Match[bytes]) -> bytes:
     text = match.group()
     return text if len(text) != 6 else "\ufffd".encode()
@@ -132,6 +162,10 @@ def parse_lines(lines: list[bytes], first_line: int, batch: LineBatch) -> None:
             raw = raw[:-1]
         if not raw or raw.isspace():
             batch.problems.append(Problem("blank", "blank line", number))
+            continue
+        if too_deep(raw):
+            batch.problems.append(Problem("too-deep", f"JSON nested more than {MAX_NESTING} "
+                                          "levels deep", number))
             continue
         disk = raw
         raw, repairs = repair_line(raw)
@@ -181,70 +215,172 @@ class Snapshot:
     prefix: bytes
     suffix: bytes  # the last bytes before `offset`: a rewrite that keeps the size changes them
     unterminated: bool  # the last line parsed but has no newline yet
+    dropping: bool = False  # the file ends inside a line too long to keep; it is being skipped
 
 
-def read_file(path: str) -> Snapshot:
-    """Read a whole session file, tolerating damaged lines."""
+class Run(NamedTuple):
+    """Complete lines in a row: the number of the first, and them joined by newlines."""
+
+    first_line: int
+    body: bytes
+    lines: list[bytes]
+
+
+@dataclass(slots=True)
+class LineSplitter:
+    """Complete lines out of bytes that arrive in pieces, in linear time and bounded memory: a
+    line longer than MAX_LINE_BYTES is dropped as it arrives and only its number is kept."""
+
+    next_line: int = 1
+    pending: list[bytes] = field(default_factory=list)  # the unfinished line, in pieces
+    pending_size: int = 0
+    dropping: bool = False  # the unfinished line is over the limit: its bytes are dropped
+    too_long: list[int] = field(default_factory=list)  # numbers of the lines dropped
+
+    def feed(self, data: bytes) -> Run | None:
+        """The lines `data` completes; None when it completes none that is kept."""
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            self._hold(data)
+            return None
+        first_end = data.find(b"\n")
+        if self.dropping or self.pending_size + first_end > MAX_LINE_BYTES:
+            self.too_long.append(self.next_line)
+            self.next_line += 1
+            self.pending, self.pending_size, self.dropping = [], 0, False
+            if first_end == cut:
+                self._hold(data[cut + 1:])
+                return None
+            body = data[first_end + 1:cut]
+        else:
+            body = b"".join([*self.pending, data[:cut]]) if self.pending else data[:cut]
+            self.pending, self.pending_size = [], 0
+        run = Run(self.next_line, body, body.split(b"\n"))
+        self.next_line += len(run.lines)
+        self._hold(data[cut + 1:])
+        return run
+
+    def _hold(self, piece: bytes) -> None:
+        if self.dropping or not piece:
+            return
+        if self.pending_size + len(piece) > MAX_LINE_BYTES:
+            self.pending, self.pending_size, self.dropping = [], 0, True
+            return
+        self.pending.append(piece)
+        self.pending_size += len(piece)
+
+    def rest(self) -> bytes:
+        """The unfinished line held so far (nothing while one is being dropped)."""
+        return b"".join(self.pending)
+
+    def take_too_long(self, batch: LineBatch) -> None:
+        """Report the lines dropped since the last call."""
+        batch.problems.extend(Problem("too-long", f"line longer than {MAX_LINE_BYTES >> 20} MB",
+                                      number) for number in self.too_long)
+        self.too_long.clear()
+
+
+Take = Callable[[LineBatch], None]
+
+
+def read_file(path: str, take: Take | None = None) -> Snapshot:
+    """Read a whole session file, tolerating damaged lines, a few MB at a time.
+
+    With `take`, each batch of records is handed over as it is read and not kept (the
+    snapshot's records stay empty), so a file of any size is read in bounded memory.
+    """
     if os.path.isdir(path):
         raise IsADirectoryError(f"{path} is a directory")
+    batch = LineBatch()
+    lines = LineSplitter()
     with open(path, "rb") as handle:
-        data = handle.read()
         inode = os.fstat(handle.fileno()).st_ino
-    size = len(data)
-    prefix = data[:PREFIX_CHECK]
-    body = data[len(BOM):] if data.startswith(BOM) else data
-    lines = body.split(b"\n")
-    torn = lines.pop()
-    unterminated = False
-    batch = (_parse_clean(lines, body) if is_utf8(body) else None) or LineBatch()
-    if batch.header is None:
-        parse_lines(lines, 1, batch)
-    offset = size
-    if torn:
-        torn_line = len(lines) + 1
-        probe = LineBatch(header=batch.header, header_raw=batch.header_raw)
-        parse_lines([torn], torn_line, probe)
-        if not probe.problems:
-            batch.records.extend(probe.records)
-            batch.header, batch.header_raw = probe.header, probe.header_raw
-            unterminated = True
-        else:
-            offset = size - len(torn)
-            batch.problems.append(
-                Problem("torn", "last line is incomplete (no newline; does not parse)", torn_line)
-            )
+        prefix = b""
+        size = 0
+        while chunk := handle.read(READ_CHUNK):
+            if size == 0 and chunk.startswith(BOM):
+                prefix, size, chunk = BOM, len(BOM), chunk[len(BOM):]
+            if len(prefix) < PREFIX_CHECK:
+                prefix += chunk[:PREFIX_CHECK - len(prefix)]
+            size += len(chunk)
+            found = lines.feed(chunk)
+            lines.take_too_long(batch)
+            if found is not None:
+                _parse_run(found, batch)
+            if take is not None:
+                take(batch)
+                batch.records, batch.problems = [], []
+        torn = lines.rest()
+        offset = size - len(torn)
+        unterminated = False
+        if torn:
+            probe = LineBatch(header=batch.header, header_raw=batch.header_raw)
+            parse_lines([torn], lines.next_line, probe)
+            if not probe.problems:
+                batch.records.extend(probe.records)
+                batch.header, batch.header_raw = probe.header, probe.header_raw
+                offset, unterminated = size, True
+            else:
+                batch.problems.append(Problem(
+                    "torn", "last line is incomplete (no newline; does not parse)",
+                    lines.next_line))
+        elif lines.dropping:
+            batch.problems.append(Problem(
+                "torn", f"last line is incomplete (no newline) and longer than "
+                f"{MAX_LINE_BYTES >> 20} MB; skipped", lines.next_line))
+        if take is not None:
+            take(batch)
+        suffix = os.pread(handle.fileno(), min(offset, SUFFIX_CHECK),
+                          max(0, offset - SUFFIX_CHECK))
     if batch.header is None or batch.header_raw is None:
         raise NotASessionError("it has no session header")
     return Snapshot(
         header=batch.header,
         header_raw=batch.header_raw,
-        records=batch.records,
-        problems=batch.problems,
+        records=batch.records if take is None else [],
+        problems=batch.problems if take is None else [],
         offset=offset,
         inode=inode,
-        lines_read=len(lines) + unterminated,
-        prefix=prefix,
-        suffix=data[max(0, offset - SUFFIX_CHECK):offset],
+        lines_read=lines.next_line - 1 + unterminated,
+        prefix=prefix[:offset],
+        suffix=suffix,
         unterminated=unterminated,
+        dropping=lines.dropping,
     )
 
 
-def _parse_clean(lines: list[bytes], body: bytes) -> LineBatch | None:
-    """The fast path for an undamaged file: every line decoded in one call."""
-    if not lines or b"\r" in body:
-        return None
+def _parse_run(run: Run, batch: LineBatch) -> None:
+    """Decode a run of complete lines: all at once when none is damaged, else one by one."""
+    if not _parse_clean(run, batch):
+        parse_lines(run.lines, run.first_line, batch)
+
+
+def _parse_clean(run: Run, batch: LineBatch) -> bool:
+    """The fast path for undamaged lines: every line decoded in one call; False (nothing
+    taken) when some line needs the careful path."""
+    first_line, body, lines = run
+    if b"\r" in body or not is_utf8(body) or may_be_too_deep(body):
+        return False
     try:
         envelopes = envelope_decoder.decode_lines(body)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return None  # some line is damaged; the careful path reports which
-    if len(envelopes) != len(lines) or envelopes[0].type != "session":
-        return None  # blank lines were skipped, or the header is not first
-    header = _decode_header(lines[0], envelopes[0])
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return False  # some line is damaged; the careful path reports which
+    if len(envelopes) != len(lines):
+        return False  # blank lines were skipped
     records = [Record(number, raw, env) for number, (raw, env)
-               in enumerate(zip(lines, envelopes, strict=True), 1) if number > 1]
+               in enumerate(zip(lines, envelopes, strict=True), first_line)]
+    header = None
+    if batch.header is None:
+        if envelopes[0].type != "session":
+            return False  # the header is not first
+        header = _decode_header(lines[0], envelopes[0])
+        records = records[1:]
     if any(record.env.type == "session" for record in records):
-        return None
-    return LineBatch(records=records, header=header, header_raw=lines[0])
+        return False
+    if header is not None:
+        batch.header, batch.header_raw = header, lines[0]
+    batch.records.extend(records)
+    return True
 
 
 def append_lines(path: str, lines: list[bytes], *, create: bool = False,
@@ -292,6 +428,7 @@ class TailResult:
     lines: list[bytes]
     first_line: int
     reset: bool
+    problems: list[Problem] = field(default_factory=list)  # lines dropped as too long
 
 
 @dataclass(slots=True)
@@ -302,16 +439,20 @@ class Tail:
     offset: int
     inode: int
     prefix: bytes
-    lines_read: int
+    lines: LineSplitter
     unterminated: bool = False
-    partial: bytes = b""
     suffix: bytes = b""
 
     @classmethod
     def after(cls, path: str, snapshot: Snapshot) -> Tail:
         prefix = snapshot.prefix[: snapshot.offset]
-        return cls(path, snapshot.offset, snapshot.inode, prefix, snapshot.lines_read,
-                   snapshot.unterminated, suffix=snapshot.suffix)
+        lines = LineSplitter(snapshot.lines_read + 1, dropping=snapshot.dropping)
+        return cls(path, snapshot.offset, snapshot.inode, prefix, lines, snapshot.unterminated,
+                   suffix=snapshot.suffix)
+
+    @property
+    def lines_read(self) -> int:
+        return self.lines.next_line - 1
 
     def replaced(self) -> bool:
         """Whether the file at the path is no longer the one read (gone, another inode, cut
@@ -353,7 +494,9 @@ class Tail:
         if self.unterminated and data.startswith(b"\n"):
             data = data[1:]  # the newline that ends a line already taken
         self.unterminated = False
-        *lines, self.partial = (self.partial + data).split(b"\n")
-        first = self.lines_read + 1
-        self.lines_read += len(lines)
-        return TailResult(lines, first, False)
+        found = self.lines.feed(data)
+        dropped = LineBatch()
+        self.lines.take_too_long(dropped)
+        if found is None:
+            return TailResult([], self.lines_read + 1, False, dropped.problems)
+        return TailResult(found.lines, found.first_line, False, dropped.problems)

@@ -52,6 +52,10 @@ def link_session_dir(workspace: Path) -> None:
     Other keys and the file's layout are kept; a file that is not a JSON object is left alone.
     """
     path = workspace / ".pi" / "settings.json"
+    if path.is_symlink():  # it may lead to anything (the user's own settings, /dev/zero)
+        log.warning("%s is a symlink; left alone, so `pi -c` will not see pi-lsp's sessions "
+                    "(add \"sessionDir\": %r to share them)", path, SESSION_DIR_VALUE)
+        return
     try:
         text = path.read_bytes()
     except FileNotFoundError:

@@ -226,9 +226,10 @@ class SessionTree:
         if result.reset:
             self._load(read_file(self.path))
             return Refresh(len(self.records), True)
-        if not result.lines:
+        if not result.lines and not result.problems:
             return Refresh(0, False)
-        batch = LineBatch(header=self.header, header_raw=self.header_raw)
+        batch = LineBatch(header=self.header, header_raw=self.header_raw,
+                          problems=result.problems)
         parse_lines(result.lines, result.first_line, batch)
         # A torn last line is either finished now or reported again as malformed.
         self.problems = [p for p in self.problems if p.kind != "torn"] + batch.problems

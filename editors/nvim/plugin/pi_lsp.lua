@@ -97,6 +97,20 @@ local commands = {
     end,
     { nargs = "?", complete = complete_sessions, desc = "pi: check the session file (quickfix list)" },
   },
+  PiTrust = {
+    function(o)
+      pi().trust(o.args)
+    end,
+    {
+      nargs = "?",
+      complete = function(lead)
+        return vim.tbl_filter(function(word)
+          return vim.startswith(word, lead)
+        end, require("pi_lsp.trust").WORDS)
+      end,
+      desc = "pi: trust the workspace folder's .pi/ files (pi's trust.json), or show the decision",
+    },
+  },
   PiSend = {
     function(o)
       pi().ensure_setup()

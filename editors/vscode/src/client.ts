@@ -28,6 +28,7 @@ import {
   TurnNotification,
 } from "./protocol";
 import { LAUNCH_KEYS, SECTION, SERVER_KEYS, getter, serverLaunch, serverSettings } from "./settings";
+import { isTrusted, launchesFromWorkspace, restrictedReason } from "./trust";
 
 /** Session files are the server's own business: it reads them from disk, never from here. */
 export function syncsDocument(uri: vscode.Uri): boolean {
@@ -109,6 +110,8 @@ export class PiClient implements vscode.Disposable {
 
   /** One `workspace/executeCommand` with its one object argument (DESIGN.md). */
   async call<K extends CommandName>(command: K, args: ArgsOf<K>): Promise<ResultOf<K>> {
+    const refused = restrictedReason(command, args);
+    if (refused) throw new Error(refused);
     await this.start();
     const client = this.client;
     if (!client) throw new Error("the pi-lsp server is not running");
@@ -119,7 +122,7 @@ export class PiClient implements vscode.Disposable {
   async sendSettings(): Promise<void> {
     const client = this.client;
     if (!client?.isRunning()) return;
-    const settings = serverSettings(getter(), await this.options.apiKey());
+    const settings = serverSettings(getter(), await this.options.apiKey(), isTrusted());
     await client.sendNotification(DidChangeConfigurationNotification.type, { settings: { [SECTION]: settings } });
   }
 
@@ -130,7 +133,12 @@ export class PiClient implements vscode.Disposable {
 
   private async launch(): Promise<void> {
     const folder = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
-    const launch = serverLaunch(getter(), folder);
+    const get = getter();
+    if (!isTrusted() && launchesFromWorkspace(LAUNCH_KEYS.map((key) => get(key)))) {
+      throw new Error("the server command points into the workspace (${workspaceFolder}), whose " +
+        "programs are not run in Restricted Mode; trust the workspace or change piLsp.command / piLsp.pythonPath");
+    }
+    const launch = serverLaunch(get, folder);
     const serverOptions: ServerOptions = {
       command: launch.command,
       args: launch.args,
@@ -148,7 +156,7 @@ export class PiClient implements vscode.Disposable {
         didClose: (doc, next) => (syncsDocument(doc.uri) ? next(doc) : Promise.resolve()),
       },
       outputChannel: this.outputChannel,
-      initializationOptions: serverSettings(getter(), await this.options.apiKey()),
+      initializationOptions: serverSettings(get, await this.options.apiKey(), isTrusted()),
     };
     const client = new LanguageClient("piLsp", "pi-lsp", serverOptions, clientOptions);
     client.registerFeature(piCapabilities);

@@ -10,6 +10,7 @@ import { FILES_SCHEME, FilesDiffProvider, Rewinder } from "./rewind";
 import { entryOfArgument, Sessions } from "./sessions";
 import type { SessionsView } from "./sessionsView";
 import type { StatusBar } from "./statusBar";
+import { trustFolder } from "./trust";
 
 export const API_KEY_SECRET = "piLsp.anthropicApiKey";
 
@@ -320,6 +321,7 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
       else await c.secrets.delete(API_KEY_SECRET);
       await pi.sendSettings();
     },
+    "piLsp.trust": () => trustFolder(pi),
     "piLsp.restartServer": () => pi.restart(),
     "piLsp.showOutput": async () => pi.outputChannel.show(),
   };

@@ -10,6 +10,7 @@ import { ContextProvider, SCHEME } from "./contextProvider";
 import { Sessions } from "./sessions";
 import { Item, SessionsView } from "./sessionsView";
 import { StatusBar } from "./statusBar";
+import { offerToSave } from "./trust";
 
 /** What activate() returns: for other extensions and for the tests. */
 export interface PiApi {
@@ -54,6 +55,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<PiApi>
     context.secrets.onDidChange((e) => {
       if (e.key === API_KEY_SECRET) void pi.sendSettings();
     }),
+    vscode.workspace.onDidGrantWorkspaceTrust(() => void offerToSave(pi).catch((error: unknown) => {
+      void vscode.window.showErrorMessage(`pi: ${error instanceof Error ? error.message : String(error)}`);
+    })),
     ...registerCommands({ pi, sessions, view, chats, status, secrets: context.secrets }),
   );
   api = { pi, sessions, view, treeView, chats, contextProvider, status, approvals };
@@ -88,3 +92,4 @@ export { sessionOfArgument, sessionKey } from "./sessions";
 export { approvalMessage, decisionOf, notificationText } from "./approval";
 export { toItems } from "./codeContext";
 export { piCapabilities, syncsDocument } from "./client";
+export { describe as describeTrust, launchesFromWorkspace, restrictedReason } from "./trust";

@@ -113,6 +113,16 @@ export interface Problem {
 }
 
 /** Every command: its one object argument and its result. */
+/** Whether a folder's own .pi/ files are loaded, and why (pi_lsp/trust.py). */
+export interface TrustState {
+  folderUri: string;
+  trusted: boolean;
+  decision: "override" | "restricted" | "session" | "saved" | "client" | "default" | "undecided" | "noProjectFiles" | "error";
+  projectFiles: string[];
+  savedPath?: string;
+  error?: string;
+}
+
 export interface Commands {
   "pi.listSessions": [Record<string, never>, { sessions: SessionInfo[] }];
   "pi.newSession": [{ name?: string; folderUri?: string }, { uri: string }];
@@ -133,6 +143,8 @@ export interface Commands {
   "pi.fileChanges": [{ uri: string; entryId: string }, FileChangesResult];
   "pi.restoreFiles": [{ uri: string; entryId?: string; undoId?: string }, RestoreResult];
   "pi.listModels": [Record<string, never>, { models: ModelInfo[]; default: string }];
+  "pi.trustStatus": [Record<string, never>, { folders: TrustState[] }];
+  "pi.setTrust": [{ folderUri: string; trusted: boolean | null; save?: boolean; parent?: boolean }, TrustState];
 }
 
 /** A model the server knows: built in, or from pi's models.json. */

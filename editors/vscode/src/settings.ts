@@ -27,8 +27,9 @@ export function getter(scope?: vscode.Uri): Getter {
   return (key) => config.get(key);
 }
 
-/** What goes in initializationOptions and didChangeConfiguration: set values only. */
-export function serverSettings(get: Getter, apiKey?: string): Record<string, unknown> {
+/** What goes in initializationOptions and didChangeConfiguration: set values only, and
+ *  whether VS Code trusts the workspace (false: Restricted Mode). */
+export function serverSettings(get: Getter, apiKey?: string, trusted?: boolean): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const key of SERVER_KEYS) {
     const value = get(key);
@@ -37,6 +38,7 @@ export function serverSettings(get: Getter, apiKey?: string): Record<string, unk
     out[key] = value;
   }
   if (apiKey) out.anthropicApiKey = apiKey;
+  if (trusted !== undefined) out.workspaceTrusted = trusted;
   return out;
 }
 

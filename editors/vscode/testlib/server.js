@@ -1,8 +1,8 @@
 // Where the real server is and a throwaway workspace for it.
 //   PI_PYTHON  the interpreter with pi_lsp installed (default: the repository's .venv)
 //   PI_SERVER  a whole command line instead, e.g. "pi-lsp serve" (wins over PI_PYTHON)
-// The server always gets PI_CODING_AGENT_DIR set to a temporary folder, so the user's
-// ~/.pi/agent (settings, keys, sessions) never leaks into a test.
+// The server always gets PI_CODING_AGENT_DIR and XDG_STATE_HOME set to temporary folders, so
+// the user's ~/.pi/agent (settings, keys, sessions, trust) and state never leak into a test.
 "use strict";
 const fs = require("node:fs");
 const os = require("node:os");
@@ -30,7 +30,8 @@ function makeWorkspace({ settings } = {}) {
   if (settings) fs.writeFileSync(path.join(folder, ".pi", "settings.json"), JSON.stringify(settings));
   const sessionsDir = path.join(folder, ".pi", "sessions");
   const sessionFile = path.join(sessionsDir, fs.readdirSync(sessionsDir).find((f) => f.endsWith(".jsonl")));
-  const env = { ...process.env, PI_CODING_AGENT_DIR: agentDir };
+  // Snapshot stores go to the state folder: a throwaway one too.
+  const env = { ...process.env, PI_CODING_AGENT_DIR: agentDir, XDG_STATE_HOME: path.join(root, "state") };
   delete env.ANTHROPIC_API_KEY; // nothing in a test may reach a real model
   delete env.ANTHROPIC_BASE_URL;
   return {

@@ -94,6 +94,7 @@ const configEmitter = new EventEmitter();
 const diagnostics = new Map(); // uri string -> vscode.Diagnostic-like objects
 const diagnosticsEmitter = new EventEmitter();
 const activeEditorEmitter = new EventEmitter();
+const trustEmitter = new EventEmitter();
 
 // Settings not set by a test have the defaults the extension's package.json declares.
 const declared = require("../package.json").contributes.configuration.properties;
@@ -185,6 +186,8 @@ const base = {
   env: { language: "en", appName: "fake-vscode", machineId: "x", sessionId: "y", uiKind: 1, openExternal: async () => true },
   workspace: {
     workspaceFolders: undefined, textDocuments, notebookDocuments: [],
+    isTrusted: true, // a window VS Code trusts; `__test.setTrusted(false)` is Restricted Mode
+    onDidGrantWorkspaceTrust: trustEmitter.event,
     getConfiguration,
     onDidChangeConfiguration: configEmitter.event,
     registerTextDocumentContentProvider: (scheme, provider) => {
@@ -290,6 +293,11 @@ const base = {
       const [, id, query] = /^command:([^?]+)(?:\?(.*))?$/.exec(href);
       const args = query ? JSON.parse(decodeURIComponent(query)) : [];
       return base.commands.executeCommand(id, ...(Array.isArray(args) ? args : [args]));
+    },
+    /** Restricted Mode (false), or the user granting trust (true: onDidGrantWorkspaceTrust). */
+    setTrusted: (trusted) => {
+      base.workspace.isTrusted = trusted;
+      if (trusted) trustEmitter.fire();
     },
     /** Clears what was recorded (not the registrations). */
     reset: () => { rec.output.length = 0; rec.messages.length = 0; rec.executed.length = 0; rec.shown.length = 0; rec.responders.clear(); },

@@ -89,6 +89,7 @@ local function start(root)
     on_init = function(client)
       vim.schedule(function()
         flush_waiting(client)
+        require("pi_lsp.trust").on_start(root)
         -- Open file buffers are synced: the agent reads their unsaved text and
         -- edits them through workspace/applyEdit.
         require("pi_lsp.editor").sync_buffers(client, root)

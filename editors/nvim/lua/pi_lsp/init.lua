@@ -61,6 +61,7 @@ local entry_points = {
   thinking = { "pi_lsp.settings", "thinking" },
   rename = { "pi_lsp.settings", "rename" },
   check = { "pi_lsp.settings", "check" },
+  trust = { "pi_lsp.trust", "command" },
 }
 for name, target in pairs(entry_points) do
   M[name] = function(arg)
