@@ -65,7 +65,7 @@ API_KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY
 # What a project's `.pi/settings.json` may set. Keys, permissions, trust and where sessions go
 # (`apiKeys`, `allowWritesOutsideWorkspace`, `defaultProjectTrust`, ...) are the user's alone.
 PROJECT_KEYS = frozenset({"defaultProvider", "defaultModel", "defaultThinkingLevel",
-                          "compaction", "branchSummary", "summaryModel", "models"})
+                          "compaction", "branchSummary", "summaryModel", "models", "retry"})
 
 
 # Keys pi-lsp reads that only the user's settings.json may set (others it does not read).

@@ -322,7 +322,7 @@ def test_models_json_with_comments_and_trailing_commas_is_read(
   },
 }""")
     (agent / "settings.json").write_bytes(b"\xef\xbb\xbf" + b'{"defaultProvider": "llama"}')
-    settings = load_settings(tmp_path)
+    settings = load_settings(tmp_path, project=True)
     assert settings.default_provider == "llama"
     qwen = settings.registry().get("llama", "qwen")
     assert qwen.base_url == "http://127.0.0.1:8080/v1"

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import trust
 from tests.fake_anthropic import (
     FakeAnthropic,
     Reply,
@@ -55,9 +56,12 @@ def env(fake: FakeAnthropic, agent_dir: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
+def workspace(tmp_path: Path, agent_dir: Path) -> Path:
+    # Trusted, as pi's /trust saves it: these tests run turns with project models.json files;
+    # untrusted folders have tests of their own (test_trust.py).
     path = tmp_path / "ws"
     path.mkdir()
+    trust(path, agent_dir)
     return path
 
 

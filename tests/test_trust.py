@@ -38,6 +38,7 @@ from pi_lsp.files.history import (
 )
 from pi_lsp.files.snapshots import FileChange, SnapshotError, store_for
 from pi_lsp.providers.anthropic import AnthropicProvider
+from pi_lsp.providers.retry import ProviderRetry
 from pi_lsp.server.hub import Config, SessionHub
 from pi_lsp.session.catalog import SessionIndex
 from pi_lsp.session.check import check_session
@@ -135,7 +136,7 @@ class Turns:
         sessions = root / ".pi" / "sessions"
         sessions.mkdir(parents=True, exist_ok=True)
         self.tree = SessionTree.create(str(sessions / "s.jsonl"), str(root))
-        self.provider = AnthropicProvider("k", base_url=fake.url, max_retries=0)
+        self.provider = AnthropicProvider("k", base_url=fake.url, retry=ProviderRetry(max_retries=0))
         self.denied: set[str] = set()
 
         async def approve(request: Any) -> str | None:

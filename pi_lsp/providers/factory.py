@@ -45,16 +45,15 @@ def provider_factory(registry: ModelRegistry, settings_key: Callable[[str], str 
         where = f"{config.source}: providers.{name}"
         key = settings_key(name) if config.user_key else None
         if not key and config.api_key:
-            key = config.api_key if config.literal_key else \
-                resolve_value(config.api_key, f"{where}.apiKey")
+            key = resolve_value(config.api_key, f"{where}.apiKey", config.literal_key)
         if not key and not config.user_key:
             raise RedirectedKeyError(
                 f"provider {name!r}: {config.source} changes where its requests go (baseUrl, "
                 f"api or headers), so your own API key is not sent there; give it an apiKey "
                 f"in that file, or trust only files that leave {name} alone")
-        headers = config.headers if config.literal_headers else {
-            header: resolve_value(value, f"{where}.headers.{header}")
-            for header, value in config.headers.items()}
+        headers = {header: resolve_value(value, f"{where}.headers.{header}",
+                                         config.literal_headers)
+                   for header, value in config.headers.items()}
         # The SDKs are imported when a provider is first made: they are most of the server's
         # start-up otherwise, and an editor waits for that to show anything.
         if config.api == ANTHROPIC_API:

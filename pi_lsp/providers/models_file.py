@@ -204,10 +204,10 @@ def _overridden(provider: str, spec: ProviderSpec) -> list[ModelInfo]:
     return changed
 
 
-def resolve_value(value: str, what: str) -> str:
-    """pi's value resolution: an environment variable's value if one has that name, else the
-    literal; `!command` (run a shell command) is not supported."""
+def resolve_value(value: str, what: str, literal: bool = False) -> str:
+    """pi's value resolution: an environment variable's value if one has that name (unless
+    `literal`: a project file's values), else the literal; `!command` is never run."""
     if value.startswith("!"):
         raise ModelsFileError(f"{what}: shell commands (\"!…\") are not supported by pi-lsp; "
                               f"put the value in an environment variable and name it instead")
-    return os.environ.get(value) or value
+    return value if literal else os.environ.get(value) or value
