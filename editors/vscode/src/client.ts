@@ -71,6 +71,7 @@ export class PiClient implements vscode.Disposable {
 
   private client: LanguageClient | undefined;
   private starting: Promise<void> | undefined;
+  private closed = false;
   private readonly disposables: vscode.Disposable[] = [];
   readonly outputChannel: vscode.OutputChannel;
 
@@ -89,6 +90,7 @@ export class PiClient implements vscode.Disposable {
 
   /** Starts the server once; later callers wait for the same start. */
   start(): Promise<void> {
+    if (this.closed) return Promise.reject(new Error("the pi-lsp server was stopped with the extension"));
     this.starting ??= this.launch().catch((error: unknown) => {
       this.starting = undefined; // a later call may try again (e.g. after fixing the setting)
       throw error;
@@ -102,10 +104,19 @@ export class PiClient implements vscode.Disposable {
   }
 
   async stop(): Promise<void> {
+    const starting = this.starting;
+    this.starting = undefined;
+    await starting?.catch(() => undefined); // a start under way ends first, so its server is stopped too
     const client = this.client;
     this.client = undefined;
-    this.starting = undefined;
     if (client?.isRunning()) await client.stop();
+  }
+
+  /** Stops the server for good (deactivation): a later call, from a timer or a view, fails
+   *  instead of starting a server that nobody would stop. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.stop();
   }
 
   /** One `workspace/executeCommand` with its one object argument (DESIGN.md). */
@@ -127,7 +138,7 @@ export class PiClient implements vscode.Disposable {
   }
 
   dispose(): void {
-    void this.stop();
+    void this.close();
     for (const d of this.disposables) d.dispose();
   }
 

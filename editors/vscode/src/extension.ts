@@ -77,7 +77,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<PiApi>
 }
 
 export async function deactivate(): Promise<void> {
-  await api?.pi.stop();
+  await api?.pi.close();
   api = undefined;
 }
 

@@ -32,7 +32,7 @@ before(async () => {
 });
 
 after(async () => {
-  await pi?.stop();
+  await pi?.close();
   pi?.dispose();
   restoreEnv?.();
   ws?.cleanup();
