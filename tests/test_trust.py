@@ -136,7 +136,8 @@ class Turns:
         sessions = root / ".pi" / "sessions"
         sessions.mkdir(parents=True, exist_ok=True)
         self.tree = SessionTree.create(str(sessions / "s.jsonl"), str(root))
-        self.provider = AnthropicProvider("k", base_url=fake.url, retry=ProviderRetry(max_retries=0))
+        self.provider = AnthropicProvider("k", base_url=fake.url,
+                                          retry=ProviderRetry(max_retries=0))
         self.denied: set[str] = set()
 
         async def approve(request: Any) -> str | None:
