@@ -1,9 +1,11 @@
-"""Server memory after many previews, and `pi.listSessions` latency with one huge session.
+"""Server memory after many previews, and `pi.listSessions` with one huge session or one giant line.
 
 Usage: python benchmarks/bench_resources.py [--previews N] [--sessions N] [--huge-mb N]
+                                            [--giant-mb N]
 Prints (a) the server's RSS after opening a 20 MB session and previewing N different leaves
-(target under 400 MB) and (b) `pi.listSessions` p50/p95 over many sessions, one of them huge,
-after the first call (target p95 under 50 ms).
+(target under 400 MB), (b) `pi.listSessions` p50/p95 over many sessions, one of them huge,
+after the first call (target p95 under 50 ms), and (c) `pi.listSessions` on a workspace whose
+one session is a 1 GB file without a newline (target under 5 s, server peak RSS under 300 MB).
 """
 
 from __future__ import annotations
@@ -29,12 +31,12 @@ from pi_lsp.session.tree import SessionTree  # noqa: E402
 SESSION_MB = 20
 
 
-def rss_mb(pid: int) -> float:
-    """Resident memory of a process (Linux /proc, else `ps`)."""
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """Resident memory of a process, now or at its peak (`VmHWM`) (Linux /proc, else `ps`)."""
     status = Path(f"/proc/{pid}/status")
     if status.exists():
         for line in status.read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024
     output = os.popen(f"ps -o rss= -p {pid}").read().strip()
     return int(output) / 1024
@@ -75,7 +77,8 @@ def write_huge_session(path: Path, megabytes: int) -> None:
 
 async def start_server(scratch: Path, workspace: Path) -> tuple[asyncio.subprocess.Process,
                                                                 RawClient]:
-    env = {**os.environ, "PI_CODING_AGENT_DIR": str(scratch / "agent")}
+    env = {**os.environ, "PI_CODING_AGENT_DIR": str(scratch / "agent"),
+           "XDG_STATE_HOME": str(scratch / "state")}
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "pi_lsp.cli", "serve", env=env, limit=256 << 20,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
@@ -144,16 +147,48 @@ async def measure_listing(scratch: Path, count: int, huge_mb: int, calls: int) -
     await stop_server(process, client)
 
 
+def write_giant_line(path: Path, megabytes: int) -> None:
+    """A session header, then one line of `megabytes` MB with no newline (a hostile file)."""
+    block = b"x" * (1 << 20)
+    with path.open("wb") as out:
+        out.write(b'{"type":"session","version":3,"id":"giant","timestamp":"2026-01-01T00:00:00'
+                  b'.000Z","cwd":"/w"}\n{"type":"message","id":"aaaa0001","parentId":null,'
+                  b'"message":{"role":"user","content":"')
+        for _ in range(megabytes):
+            out.write(block)
+
+
+async def measure_giant_line(scratch: Path, megabytes: int) -> None:
+    workspace = scratch / "giant"
+    sessions = workspace / ".pi" / "sessions"
+    sessions.mkdir(parents=True)
+    giant = sessions / "giant.jsonl"
+    write_giant_line(giant, megabytes)
+    print(f"(c) one session of {giant.stat().st_size / 1e6:.0f} MB, its second line without a "
+          "newline")
+    process, client = await start_server(scratch, workspace)
+    await command(client, "pi.listModels")  # the server is up: measure the listing alone
+    before = rss_mb(process.pid)
+    took = await command(client, "pi.listSessions")
+    peak = rss_mb(process.pid, "VmHWM")
+    print(f"    pi.listSessions: {took / 1000:.2f} s  (target < 5 s); server RSS {before:.0f} MB "
+          f"before, peak {peak:.0f} MB  (target < 300 MB)")
+    await stop_server(process, client)
+    giant.unlink()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--previews", type=int, default=40)
     parser.add_argument("--sessions", type=int, default=500)
     parser.add_argument("--huge-mb", type=int, default=200)
     parser.add_argument("--calls", type=int, default=40)
+    parser.add_argument("--giant-mb", type=int, default=1024)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="pi-lsp-bench-resources-") as scratch:
         asyncio.run(measure_previews(Path(scratch), args.previews))
         asyncio.run(measure_listing(Path(scratch), args.sessions, args.huge_mb, args.calls))
+        asyncio.run(measure_giant_line(Path(scratch), args.giant_mb))
 
 
 if __name__ == "__main__":

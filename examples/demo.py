@@ -168,6 +168,7 @@ async def main() -> None:
     workspace = scratch / "shop-api"
     shutil.copytree(HERE / "workspace", workspace)
     os.environ.setdefault("PI_CODING_AGENT_DIR", str(scratch / "agent"))
+    os.environ["XDG_STATE_HOME"] = str(scratch / "state")  # the tour's file snapshots go too
     demo = Demo(workspace)
     try:
         await demo.start()

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import tracemalloc
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,12 @@ def agent() -> Path:
 
 def hub_for(root: Path, **config: Any) -> SessionHub:
     return SessionHub([root], Config(**config))
+
+
+async def close_providers(harness: Harness) -> None:
+    """Close the SDK clients a harness made (their connections must not outlive the loop)."""
+    for provider in harness._provider_cache.values():
+        await provider.client.close()  # type: ignore[attr-defined]
 
 
 # -- a committed snapshot store, attributes and the user's git config --------------------------
@@ -292,15 +299,15 @@ def test_an_old_store_in_a_trusted_folder_is_copied_and_never_run_or_deleted(
     (root / "a.txt").write_text("new\n")
     trust(root, agent())
     done = pi_lsp("rewind", tree.path, "--to", entry)
-    assert done.returncode == 0, done.stderr
-    assert "copied" in done.stderr and "You may delete it" in done.stderr
-    assert (root / "a.txt").read_text() == "old\n"
     # Nothing under .pi/ went (that store had no .pi/ exclude), nothing of it ran or went.
     assert (root / ".pi" / "sessions" / "s.jsonl").exists()
     assert (root / ".pi" / "settings.json").exists()
     assert list(markers.iterdir()) == []
     assert sorted(p.relative_to(root) for p in (root / ".pi" / "snapshots").rglob("*")) == \
         legacy
+    assert done.returncode == 0, done.stderr
+    assert "copied" in done.stderr and "You may delete it" in done.stderr
+    assert (root / "a.txt").read_text() == "old\n"
     again = pi_lsp("rewind", tree.path, "--to", entry)
     assert again.returncode == 0 and "copied" not in again.stderr  # once
 
@@ -347,8 +354,11 @@ async def test_a_project_models_json_never_gets_the_users_key(
     hub = hub_for(root)
     harness = hub.harness(hub.new_session(None, root))
     attacker.script(text_reply("got it"))
-    with pytest.raises(ValueError, match="your own API key is not sent there"):
-        await harness.prompt("hello")
+    try:
+        with pytest.raises(ValueError, match="your own API key is not sent there"):
+            await harness.prompt("hello")
+    finally:
+        await close_providers(harness)
     assert sent_secrets(attacker.requests, USER_KEY) == []
 
 
@@ -365,7 +375,10 @@ async def test_project_key_and_header_values_are_literal(
     hub = hub_for(root)
     harness = hub.harness(hub.new_session(None, root))
     oai.script(chat_reply("hi"))
-    await harness.prompt("hello")
+    try:
+        await harness.prompt("hello")
+    finally:
+        await close_providers(harness)
     (request,) = oai.requests
     assert request.headers["authorization"] == "Bearer ANTHROPIC_API_KEY"
     assert request.headers["x-exfil"] == "AWS_SECRET_ACCESS_KEY"
@@ -383,14 +396,18 @@ async def test_a_project_settings_file_never_widens_permissions(
     trust(root, agent())
     hub = hub_for(root, tool_approval="auto", anthropic_base_url=fake.url,
                   anthropic_api_key="test")
-    settings = hub.folder_settings(root)
+    path = hub.new_session(None, root)
+    settings = hub.settings_for(path)
     assert settings.default_thinking_level == "high"  # what a project may set is taken
     assert not settings.allow_writes_outside_workspace and settings.api_keys == {
         "anthropic": "test"}
-    harness = hub.harness(hub.new_session(None, root))
+    harness = hub.harness(path)
     fake.script(tool_reply([("c1", "write", {"path": str(outside), "content": "pwned\n"})]),
                 text_reply("done"))
-    await harness.prompt("write it")
+    try:
+        await harness.prompt("write it")
+    finally:
+        await close_providers(harness)
     assert not outside.exists()
     assert sent_secrets(fake.requests, "sk-project") == []
     assert sent_secrets(fake.requests, "test")  # the user's own key went
@@ -405,13 +422,18 @@ async def test_an_untrusted_folder_loads_no_project_file_and_says_so_once(
     write_json(root / ".pi" / "settings.json", {"defaultProvider": "evil", "defaultModel": "m"})
     oai.script()
     hub = hub_for(root, anthropic_base_url=fake.url, anthropic_api_key="test")
-    told: list[str] = []
-    hub.notices.append(told.append)
     harness = hub.harness(hub.new_session(None, root))
     fake.script(text_reply("hi"))
-    await harness.prompt("hello")
+    try:
+        await harness.prompt("hello")
+    finally:
+        await close_providers(harness)
     assert oai.requests == [] and len(fake.message_requests()) == 1
     assert harness.registry.provider("evil") is None
+    hub = hub_for(root, anthropic_base_url=fake.url, anthropic_api_key="test")
+    told: list[str] = []
+    hub.notices.append(told.append)
+    harness = hub.harness(Path(harness.tree.path))
     hub.folder_settings(root)
     (note,) = told
     assert ".pi/settings.json and .pi/models.json not loaded because it is not trusted yet" \
@@ -470,34 +492,33 @@ def test_deeply_nested_json_is_a_damaged_line_everywhere(tmp_path: Path) -> None
 
 def test_a_line_longer_than_the_limit_is_skipped_without_being_held(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pi_lsp.session import journal
+    from pi_lsp.session import catalog, journal
 
-    monkeypatch.setattr(journal, "MAX_LINE_BYTES", 1 << 20)
-    monkeypatch.setattr(journal, "READ_CHUNK", 64 << 10)
-    held: list[int] = []
-    real_hold = journal.LineSplitter._hold
-
-    def hold(splitter: journal.LineSplitter, piece: bytes) -> None:
-        real_hold(splitter, piece)
-        held.append(splitter.pending_size)
-    monkeypatch.setattr(journal.LineSplitter, "_hold", hold)
+    for module in (journal, catalog):  # read in small pieces; lines over 1 MB are too long
+        monkeypatch.setattr(module, "READ_CHUNK", 64 << 10, raising=False)
+    monkeypatch.setattr(journal, "MAX_LINE_BYTES", 1 << 20, raising=False)
     folder = tmp_path / "sessions"
     shutil.copytree(EXAMPLE / ".pi" / "sessions", folder)
     path = next(folder.glob("*.jsonl"))
     giant = len(path.read_bytes().splitlines()) + 1
     with open(path, "ab") as handle:
-        handle.write(b'{"type":"custom","id":"big"' + b" " * (4 << 20))  # no newline yet
+        handle.write(b'{"type":"custom","id":"big"' + b" " * (6 << 20))  # no newline yet
     index = SessionIndex()
-    (summary,) = index.list([folder])
+    tracemalloc.start()
+    try:
+        (summary,) = index.list([folder])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 << 20, f"listing held {peak >> 20} MB of a 6 MB line"
     tree = SessionTree.open(str(path))
     assert [(p.kind, p.line) for p in tree.problems] == [("torn", giant)]
-    assert max(held) <= 1 << 20
     with open(path, "ab") as handle:  # the giant line ends; what follows is read again
         handle.write(b"}\n" + json.dumps({
             "type": "session_info", "id": "after01", "parentId": tree.leaf_id,
             "timestamp": "2026-12-01T00:00:00.000Z", "name": "after the giant"}).encode() + b"\n")
     tree.refresh()
-    assert tree.name == "after the giant"
+    assert tree.name == "after the giant" and "big" not in tree.by_id
     assert [(p.kind, p.line) for p in tree.problems] == [("too-long", giant)]
     assert index.list([folder])[0].name == "after the giant"
     assert summary.entry_count + 1 == index.list([folder])[0].entry_count
