@@ -147,6 +147,7 @@ def test_model_thinking_name_check_and_markdown(workspace: Path, fake: FakeAnthr
     lines = example_session.read_bytes().splitlines(keepends=True)
     damaged = workspace / ".pi" / "sessions" / "damaged.jsonl"  # the server opens no others
     damaged.write_bytes(b"".join(lines[:2]) + b'{"type":"message",broken\n' + b"".join(lines[2:]))
+    trust(workspace, tmp_path / "agent")  # the spec's project models.json is loaded
     run_script("commands_spec.lua", workspace, fake, tmp_path, PI_LSP_DAMAGED=str(damaged))
     session = workspace / ".pi" / "sessions" / example_session.name
     entries = [json.loads(line) for line in session.read_text().splitlines()]

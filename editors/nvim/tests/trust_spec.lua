@@ -15,7 +15,7 @@ table.insert(H.selects, function(items, opts)
 end)
 vim.cmd.cd(os.getenv("PI_LSP_WORKSPACE"))
 require("pi_lsp").setup(H.options())
-H.wait(15000, function()
+H.wait(function()
   return asked ~= nil
 end, "the first use did not ask about the folder's .pi/ files")
 H.check(asked:find("Trust project folder", 1, true) and asked:find(".pi/settings.json", 1, true), "the question: " .. asked)
@@ -41,14 +41,14 @@ local function told(text)
   return false
 end
 
-H.wait(5000, function()
+H.wait(function()
   return told("not trusted: decided for this Neovim only")
 end, "the answer was not confirmed")
 H.check(default_model() == "anthropic/claude-sonnet-4-5", "the folder's settings are not loaded: " .. tostring(default_model()))
 H.check(saved() == nil, "a choice for this session only is not saved")
 
 vim.cmd("PiTrust show")
-H.wait(5000, function()
+H.wait(function()
   return told(folder .. " is not trusted: decided for this Neovim only; .pi/settings.json")
     or told(vim.fn.getcwd() .. " is not trusted: decided for this Neovim only; .pi/settings.json")
 end, ":PiTrust show")
@@ -57,15 +57,15 @@ table.insert(H.selects, function(items)
   return items[1] -- Trust
 end)
 vim.cmd("PiTrust")
-H.wait(5000, function()
+H.wait(function()
   return saved() == true
 end, "Trust was not saved in pi's trust.json")
-H.wait(5000, function()
+H.wait(function()
   return default_model() == "anthropic/claude-opus-4-5"
 end, "the folder's settings are loaded once it is trusted")
 
 vim.cmd("PiTrust no")
-H.wait(5000, function()
+H.wait(function()
   return saved() == false
 end, ":PiTrust no was not saved")
 H.check(default_model() == "anthropic/claude-sonnet-4-5", "a folder not trusted loads nothing")

@@ -85,7 +85,7 @@ test("granting trust sends it to the server and offers to save it in pi's trust.
     return items.find((i) => i.startsWith("Save"));
   });
   setTrusted(true);
-  await eventually(() => fs.existsSync(store()), 10000, "trust.json");
+  await eventually(() => fs.existsSync(store()), "trust.json");
   assert.match(offers[0], /Trust .* for the pi CLI too\?/);
   const real = fs.realpathSync(ws.folder);
   assert.equal(fs.readFileSync(store(), "utf8"), `${JSON.stringify({ [real]: true }, null, 2)}\n`);
