@@ -12,7 +12,6 @@ import asyncio
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -60,6 +59,7 @@ from tests.test_server import (
     init_options,
     wait_events,
 )
+from tests.waits import alive, gone, pid_in
 
 FAILED = -32011
 USER_KEY = "sk-ant-user-secret"
@@ -562,14 +562,6 @@ asyncio.run(main())
 """
 
 
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a subreaper needs Linux")
 async def test_a_setsid_grandchild_dies_with_a_killed_server(tmp_path: Path) -> None:
     pid_file = tmp_path / "grandchild.pid"
@@ -578,21 +570,11 @@ async def test_a_setsid_grandchild_dies_with_a_killed_server(tmp_path: Path) -> 
         sys.executable, "-c", SURVIVOR, command, str(tmp_path),
         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
     try:
-        while not (pid_file.exists() and pid_file.read_text().strip()):
-            assert process.returncode is None, "the command did not start"
-            await asyncio.sleep(0.02)
-        pid = int(pid_file.read_text())
+        pid = await pid_in(pid_file)
         assert alive(pid)
         process.kill()
         await process.wait()
-        for _ in range(200):  # the watcher kills it at once; this is only the ceiling
-            if not alive(pid):
-                break
-            await asyncio.sleep(0.02)
-        survived = alive(pid)
-        if survived:
-            os.kill(pid, signal.SIGKILL)
-        assert not survived, "a setsid grandchild outlived the process killed with SIGKILL"
+        await gone(pid, "a setsid grandchild of the process killed with SIGKILL")
     finally:
         if process.returncode is None:
             process.kill()
