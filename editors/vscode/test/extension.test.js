@@ -7,32 +7,23 @@ const assert = require("node:assert/strict");
 const vscode = require("vscode");
 const manifest = require("../package.json");
 const ext = require("../out/extension.js");
-const { serverCommand, makeWorkspace, useEnv, eventually } = require("../testlib/server");
-const { makeContext, disposeAll } = require("../testlib/context");
+const { eventually } = require("../testlib/server");
+const { makeContext } = require("../testlib/context");
+const { activateOn } = require("../testlib/activate");
 
-const { rec, setConfig, respond } = vscode.__test;
-let ws, restoreEnv, context, api, sessionUri;
+const { rec, respond } = vscode.__test;
+let rig, ws, api, sessionUri;
 const run = (id, ...args) => vscode.commands.executeCommand(id, ...args);
 const provider = () => rec.treeProviders.get("piLsp.sessions");
 const errors = () => rec.messages.filter((m) => m.kind === "error").map((m) => m.message);
 
 before(async () => {
-  ws = makeWorkspace({ settings: { summaryModel: null } }); // extractive summaries: no model needed
-  restoreEnv = useEnv(ws.env);
-  vscode.workspace.workspaceFolders = [{ uri: vscode.Uri.file(ws.folder), name: "workspace", index: 0 }];
-  const { command, args } = serverCommand();
-  setConfig("piLsp.command", [command, ...args]);
-  context = makeContext();
-  api = await ext.activate(context);
+  // Extractive summaries: no model needed.
+  ({ ws, api } = rig = await activateOn({ settings: { summaryModel: null } }));
   sessionUri = (await api.sessions.list())[0].uri;
 });
 
-after(async () => {
-  await ext.deactivate();
-  disposeAll(context);
-  restoreEnv?.();
-  ws?.cleanup();
-});
+after(() => rig?.stop());
 
 test("every piLsp.* command in package.json is registered, and nothing else", () => {
   const declared = manifest.contributes.commands.map((c) => c.command).sort();

@@ -10,34 +10,24 @@ const path = require("node:path");
 const vscode = require("vscode");
 const manifest = require("../package.json");
 const ext = require("../out/extension.js");
-const { serverCommand, makeWorkspace, useEnv, eventually } = require("../testlib/server");
-const { makeContext, disposeAll } = require("../testlib/context");
+const { eventually } = require("../testlib/server");
+const { activateOn } = require("../testlib/activate");
 
-const { rec, setConfig, setTrusted, respond } = vscode.__test;
-let ws, restoreEnv, context, api, sessionUri;
+const { rec, setTrusted, respond } = vscode.__test;
+let rig, ws, api, sessionUri;
 const run = (id, ...args) => vscode.commands.executeCommand(id, ...args);
 const store = () => path.join(ws.agentDir, "trust.json");
 const status = async () => (await api.pi.call("pi.trustStatus", {})).folders[0];
 
 before(async () => {
   // The folder's own settings would turn summaries off and pick another model.
-  ws = makeWorkspace({ settings: { defaultModel: "claude-opus-4-5", summaryModel: null } });
-  restoreEnv = useEnv(ws.env);
-  vscode.workspace.workspaceFolders = [{ uri: vscode.Uri.file(ws.folder), name: "workspace", index: 0 }];
-  const { command, args } = serverCommand();
-  setConfig("piLsp.command", [command, ...args]);
-  setTrusted(false); // the folder was opened in Restricted Mode
-  context = makeContext();
-  api = await ext.activate(context);
+  const settings = { defaultModel: "claude-opus-4-5", summaryModel: null };
+  // The folder was opened in Restricted Mode.
+  ({ ws, api } = rig = await activateOn({ settings, configure: () => (setTrusted(false), {}) }));
   sessionUri = (await api.sessions.list())[0].uri;
 });
 
-after(async () => {
-  await ext.deactivate();
-  disposeAll(context);
-  restoreEnv?.();
-  ws?.cleanup();
-});
+after(() => rig?.stop());
 
 test("the manifest: limited support in Restricted Mode, no program or key route from a workspace", () => {
   const untrusted = manifest.capabilities.untrustedWorkspaces;

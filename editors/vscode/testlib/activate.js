@@ -1,5 +1,5 @@
-// The extension activated on a copy of the example workspace, against the real server and a
-// local fake Anthropic endpoint: what each end-to-end test file starts from.
+// The extension activated on a copy of the example workspace against the real server: what each
+// end-to-end test file starts from, with or without a local fake Anthropic endpoint.
 "use strict";
 const vscode = require("vscode");
 const ext = require("../out/extension.js");
@@ -7,27 +7,40 @@ const { serverCommand, makeWorkspace, useEnv } = require("./server");
 const { makeContext, disposeAll } = require("./context");
 const { FakeAnthropic } = require("./fake-anthropic");
 
-async function activateWithFake({ toolApproval }) {
-  const fake = new FakeAnthropic();
-  await fake.start();
-  const ws = makeWorkspace({ settings: { summaryModel: null, compaction: { enabled: false } } });
+/** `configure` runs after the workspace is made and before activate() (config, trust, secrets). */
+async function activateOn({ settings, configure = () => ({}) }) {
+  const ws = makeWorkspace({ settings });
   const restoreEnv = useEnv(ws.env);
   vscode.workspace.workspaceFolders = [{ uri: vscode.Uri.file(ws.folder), name: "workspace", index: 0 }];
   const { command, args } = serverCommand();
-  const { setConfig } = vscode.__test;
-  setConfig("piLsp.command", [command, ...args]);
-  setConfig("piLsp.anthropicBaseUrl", fake.url);
-  setConfig("piLsp.toolApproval", toolApproval);
-  const context = makeContext({ "piLsp.anthropicApiKey": "test-key" }); // from SecretStorage
+  vscode.__test.setConfig("piLsp.command", [command, ...args]);
+  const context = makeContext(configure(ws));
   const api = await ext.activate(context);
   async function stop() {
     await ext.deactivate();
     disposeAll(context);
-    await fake.stop();
     restoreEnv();
     ws.cleanup();
   }
-  return { fake, ws, context, api, stop };
+  return { ws, context, api, stop };
 }
 
-module.exports = { activateWithFake };
+async function activateWithFake({ toolApproval }) {
+  const fake = new FakeAnthropic();
+  await fake.start();
+  const rig = await activateOn({
+    settings: { summaryModel: null, compaction: { enabled: false } },
+    configure: () => {
+      vscode.__test.setConfig("piLsp.anthropicBaseUrl", fake.url);
+      vscode.__test.setConfig("piLsp.toolApproval", toolApproval);
+      return { "piLsp.anthropicApiKey": "test-key" }; // from SecretStorage
+    },
+  });
+  async function stop() {
+    await rig.stop();
+    await fake.stop();
+  }
+  return { ...rig, fake, stop };
+}
+
+module.exports = { activateOn, activateWithFake };
