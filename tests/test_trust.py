@@ -59,7 +59,7 @@ from tests.test_server import (
     init_options,
     wait_events,
 )
-from tests.waits import alive, gone, pid_in
+from tests.waits import CEILING_S, alive, gone, pid_in
 
 FAILED = -32011
 USER_KEY = "sk-ant-user-secret"
@@ -727,7 +727,7 @@ async def lsp_server(lsp_client: LanguageClient, tmp_path_factory: pytest.TempPa
     lsp_client.pi = await connect(  # type: ignore[attr-defined]
         lsp_client, "neovim@v0.11", top, init_options(fake), folders=("ws",))
     yield
-    await asyncio.wait_for(lsp_client.shutdown_session(), 5)
+    await asyncio.wait_for(lsp_client.shutdown_session(), CEILING_S)
 
 
 @pytest.fixture(scope="module")
