@@ -19,7 +19,8 @@ from pi_lsp.agent.harness import Harness
 from pi_lsp.cli import main
 from pi_lsp.context.build import build_session_context
 from pi_lsp.providers.anthropic import AnthropicProvider
-from pi_lsp.server.hub import Config, SessionHub
+from pi_lsp.server.config import Config
+from pi_lsp.server.hub import SessionHub
 from pi_lsp.session import journal
 from pi_lsp.session.catalog import start_session, summarize
 from pi_lsp.session.check import check_session

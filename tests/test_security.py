@@ -34,7 +34,9 @@ from pi_lsp.agent.tools import (
     execute_tool,
     propose_change,
 )
-from pi_lsp.server.hub import Config, ForeignFolderError, SessionHub
+from pi_lsp.server.config import Config
+from pi_lsp.server.hub import SessionHub
+from pi_lsp.server.workspace import ForeignFolderError
 from pi_lsp.session.catalog import ForeignSessionError, cli_session_dir
 from pi_lsp.session.entries import TextContent, ToolCall
 from tests.fake_anthropic import FakeAnthropic, text_reply, tool_reply
