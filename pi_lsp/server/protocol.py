@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Generator
+from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.protocol import LanguageServerProtocol, lsp_method
+from pygls.uris import from_fs_path
 
 from pi_lsp.providers.registry import ModelInfo
 
@@ -21,6 +23,10 @@ JOB_DONE = "pi/jobDone"
 APPROVE_TOOL = "pi/approveTool"  # server → client request, when the client advertises it
 
 T = TypeVar("T")
+
+
+def uri_of(path: Path) -> str:
+    return from_fs_path(str(path)) or str(path)
 
 
 class PiProtocol(LanguageServerProtocol):

@@ -12,54 +12,29 @@ import msgspec
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams, JsonRpcRequestCancelled
 from pygls.lsp.server import LanguageServer
-from pygls.uris import from_fs_path, to_fs_path
+from pygls.uris import to_fs_path
 
-from pi_lsp.agent.harness import Harness
-from pi_lsp.files.history import count_changes, file_changes, restore_files
-from pi_lsp.files.snapshots import store_for
 from pi_lsp.server import stdio
 from pi_lsp.server.approvals import ToolApprovals
+from pi_lsp.server.commands import entries, files, runs, sessions, workspace
 from pi_lsp.server.config import Config, read_config
-from pi_lsp.server.editor import EditorFiles, editor_problems, experimental_flag, prompt_attachments
+from pi_lsp.server.editor import EditorFiles, editor_problems, experimental_flag
 from pi_lsp.server.errors import FAILED, ExpectedErrors, as_answer, server_error
 from pi_lsp.server.hub import SessionHub
 from pi_lsp.server.protocol import (
     SESSION_CHANGED,
     SESSIONS_CHANGED,
-    BranchArgs,
-    BranchSummaryArgs,
-    CompactArgs,
-    DiffArgs,
-    FileChangesArgs,
-    ForkArgs,
-    LabelArgs,
-    ModelArgs,
-    ModelItem,
-    NameArgs,
-    NewSessionArgs,
-    NoArgs,
     PiProtocol,
-    PreviewArgs,
-    PromptArgs,
-    RestoreFilesArgs,
-    SessionArgs,
-    SetTrustArgs,
-    ThinkingArgs,
     parse_args,
+    uri_of,
 )
 from pi_lsp.server.tasks import Tasks
-from pi_lsp.server.turns import Runs, prompt_images
+from pi_lsp.server.turns import Runs
 from pi_lsp.server.watcher import SessionWatch
 from pi_lsp.session.tree import Refresh, SessionTree
-from pi_lsp.summarize.branch import BranchOutcome
-from pi_lsp.trust import TrustState
 
 SHUTDOWN_WAIT_S = 1.5
 A = TypeVar("A")
-
-
-def uri_of(path: Path) -> str:
-    return from_fs_path(str(path)) or str(path)
 
 
 class PiServer(LanguageServer):
@@ -91,6 +66,14 @@ class PiServer(LanguageServer):
             raise JsonRpcInvalidParams(
                 f"invalid argument: `{field}` must be a file: URI, not {uri!r}")
         return Path(path)
+
+    async def open_tree(self, uri: str) -> Path:
+        """The session's resolved path, its tree loaded off the event loop the first time."""
+        hub = self.sessions()
+        path = hub.confine(self.session_path(uri))  # on every command: folders, settings change
+        if path not in hub.open:
+            await asyncio.to_thread(hub.tree, path)
+        return path
 
     def workspace_folders(self) -> list[Path]:
         return [Path(p) for p in (to_fs_path(f.uri) for f in self.workspace.folders.values())
@@ -215,192 +198,10 @@ async def shutdown(ls: PiServer, _params: None) -> None:
 
 # -- commands ----------------------------------------------------------------------------
 
-
-@command("pi.listSessions", NoArgs)
-async def list_sessions(ls: PiServer, _args: NoArgs) -> dict[str, Any]:
-    sessions = await asyncio.to_thread(ls.sessions().list_sessions)
-    listed = []
-    for session in sessions:
-        item = msgspec.to_builtins(session)
-        item["uri"] = uri_of(Path(item.pop("path")))
-        listed.append(item)
-    return {"sessions": listed}
-
-
-@command("pi.newSession", NewSessionArgs)
-def new_session(ls: PiServer, args: NewSessionArgs) -> dict[str, Any]:
-    folder = ls.session_path(args.folder_uri, "folderUri") if args.folder_uri else None
-    path = ls.sessions().new_session(args.name, folder)
-    ls.watch.created(path)
-    return {"uri": uri_of(path)}
-
-
-async def open_tree(ls: PiServer, uri: str) -> Path:
-    """The session's resolved path, its tree loaded off the event loop the first time."""
-    hub = ls.sessions()
-    path = hub.confine(ls.session_path(uri))  # on every command: folders and settings change
-    if path not in hub.open:
-        await asyncio.to_thread(hub.tree, path)
-    return path
-
-
-@command("pi.getTree", SessionArgs)
-async def get_tree(ls: PiServer, args: SessionArgs) -> Any:
-    return ls.sessions().tree_view(await open_tree(ls, args.uri))
-
-
-@command("pi.previewContext", PreviewArgs)
-async def preview_context(ls: PiServer, args: PreviewArgs) -> Any:
-    return ls.sessions().preview(await open_tree(ls, args.uri), args.leaf_id, args.layer)
-
-
-@command("pi.diffContext", DiffArgs)
-async def diff_context(ls: PiServer, args: DiffArgs) -> Any:
-    path = await open_tree(ls, args.uri)
-    return ls.sessions().diff(path, args.from_leaf_id, args.to_leaf_id)
-
-
-@command("pi.branch", BranchArgs)
-async def branch(ls: PiServer, args: BranchArgs) -> Any:
-    path = await open_tree(ls, args.uri)
-    harness = ls.sessions().harness(path)
-    outcome = harness.branch(args.target_id, durable=ls.config.durable_leaf_moves)
-    if not ls.config.durable_leaf_moves:  # nothing was appended, so say where the leaf went
-        ls.on_session_changed(path.resolve(), harness.tree, Refresh(0, False))
-    return await with_file_changes(harness, outcome)
-
-
-async def with_file_changes(harness: Harness, outcome: BranchOutcome) -> dict[str, Any]:
-    """A branch's outcome plus `fileChanges`, the count that lets the editor offer a restore."""
-    changes = await count_changes(harness.tree, store_for(harness.root), outcome.leaf_id)
-    return {**msgspec.to_builtins(outcome), "fileChanges": changes}
-
-
-@command("pi.fileChanges", FileChangesArgs)
-async def get_file_changes(ls: PiServer, args: FileChangesArgs) -> Any:
-    harness = ls.sessions().harness(await open_tree(ls, args.uri))
-    return await file_changes(harness.tree, store_for(harness.root), args.entry_id)
-
-
-@command("pi.restoreFiles", RestoreFilesArgs)
-async def restore(ls: PiServer, args: RestoreFilesArgs) -> Any:
-    if (args.entry_id is None) == (args.undo_id is None):
-        raise JsonRpcInvalidParams("invalid argument: give exactly one of `entryId`, `undoId`")
-    harness = ls.sessions().harness(await open_tree(ls, args.uri))
-    ls.sessions().require_workspace_idle(harness.root)
-    return await restore_files(harness.tree, store_for(harness.root), args.entry_id,
-                               args.undo_id)
-
-
-@command("pi.branchWithSummary", BranchSummaryArgs)
-async def branch_with_summary(ls: PiServer, args: BranchSummaryArgs) -> dict[str, Any]:
-    path = await open_tree(ls, args.uri)
-    harness = ls.sessions().harness(path)
-    harness.tree.record(args.target_id)
-    ls.sessions().require_idle(path)
-
-    async def work() -> dict[str, Any]:
-        return await with_file_changes(harness, await harness.branch_with_summary(
-            args.target_id, args.instructions, durable=ls.config.durable_leaf_moves))
-
-    return {"jobId": ls.runs.start_job(args.uri, "pi: summarizing the branch", harness, work)}
-
-
-@command("pi.compact", CompactArgs)
-async def compact(ls: PiServer, args: CompactArgs) -> dict[str, Any]:
-    path = await open_tree(ls, args.uri)
-    if args.dry_run:
-        return {"plan": ls.sessions().plan(path)}
-    harness = ls.sessions().harness(path)
-    ls.sessions().require_idle(path)
-    return {"jobId": ls.runs.start_job(args.uri, "pi: compacting", harness,
-                                       lambda: harness.compact(args.instructions))}
-
-
-@command("pi.label", LabelArgs)
-async def label(ls: PiServer, args: LabelArgs) -> dict[str, Any]:
-    ls.sessions().harness(await open_tree(ls, args.uri)).set_label(args.target_id, args.label)
-    return {}
-
-
-@command("pi.fork", ForkArgs)
-async def fork(ls: PiServer, args: ForkArgs) -> dict[str, Any]:
-    forked = ls.sessions().fork(await open_tree(ls, args.uri), args.leaf_id)
-    ls.watch.created(forked)
-    return {"uri": uri_of(forked)}
-
-
-@command("pi.setName", NameArgs)
-async def set_name(ls: PiServer, args: NameArgs) -> dict[str, Any]:
-    ls.sessions().harness(await open_tree(ls, args.uri)).set_name(args.name)
-    return {}
-
-
-@command("pi.setModel", ModelArgs)
-async def set_model(ls: PiServer, args: ModelArgs) -> dict[str, Any]:
-    ls.sessions().harness(await open_tree(ls, args.uri)).set_model(args.provider, args.model_id)
-    return {}
-
-
-@command("pi.setThinkingLevel", ThinkingArgs)
-async def set_thinking_level(ls: PiServer, args: ThinkingArgs) -> dict[str, Any]:
-    ls.sessions().harness(await open_tree(ls, args.uri)).set_thinking_level(args.level)
-    return {}
-
-
-@command("pi.prompt", PromptArgs)
-async def prompt(ls: PiServer, args: PromptArgs) -> dict[str, Any]:
-    path = await open_tree(ls, args.uri)
-    harness = ls.sessions().harness(path)
-    attached = await prompt_attachments(ls.files, harness.root, args, harness.approve_call)
-    for refusal in attached.refused:
-        ls.tell(refusal)
-    if args.delivery != "prompt" and harness.busy:
-        deliver = harness.steer if args.delivery == "steer" else harness.follow_up
-        deliver(args.text, prompt_images(args), attached.rendered or None)
-        return {"turnId": None, "queued": args.delivery}
-    session = ls.sessions().claim_turn(path)
-    ls.runs.start_turn(args.uri, session, harness, args, attached.rendered)
-    return {"turnId": session.turn_id}
-
-
-@command("pi.abort", SessionArgs)
-async def abort(ls: PiServer, args: SessionArgs) -> dict[str, Any]:
-    harness = ls.sessions().running(await open_tree(ls, args.uri))
-    return {"aborted": harness.abort() if harness is not None else False}
-
-
-@command("pi.listModels", NoArgs)
-def list_models(ls: PiServer, _args: NoArgs) -> dict[str, Any]:
-    settings = ls.sessions().default_settings()
-    return {"models": [ModelItem.of(m) for m in settings.registry().all()],
-            "default": f"{settings.default_provider}/{settings.default_model}"}
-
-
-def trust_json(state: TrustState) -> dict[str, Any]:
-    item: dict[str, Any] = msgspec.to_builtins(state)
-    item["folderUri"] = uri_of(Path(item.pop("folder")))
-    return item
-
-
-@command("pi.trustStatus", NoArgs)
-def trust_status(ls: PiServer, _args: NoArgs) -> dict[str, Any]:
-    hub = ls.sessions()
-    return {"folders": [trust_json(hub.trust(folder)) for folder in hub.roots()]}
-
-
-@command("pi.setTrust", SetTrustArgs)
-def set_trust(ls: PiServer, args: SetTrustArgs) -> dict[str, Any]:
-    if args.parent and not (args.trusted and args.save):
-        raise JsonRpcInvalidParams("invalid argument: `parent` trusts the parent folder and "
-                                   "needs `trusted: true` and `save: true`")
-    folder = ls.session_path(args.folder_uri, "folderUri")
-    return trust_json(ls.sessions().set_trust(folder, args.trusted, args.save, args.parent))
-
-
-@command("pi.check", SessionArgs)
-async def check(ls: PiServer, args: SessionArgs) -> dict[str, Any]:
-    return {"problems": ls.sessions().check(await open_tree(ls, args.uri))}
+for table in (sessions.COMMANDS, entries.COMMANDS, files.COMMANDS, runs.COMMANDS,
+              workspace.COMMANDS):
+    for name, kind, handler in table:
+        command(name, kind)(handler)
 
 
 def serve(tcp: str | None = None) -> None:
