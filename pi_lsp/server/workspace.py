@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pi_lsp.files.snapshots import store_for
 from pi_lsp.server.config import Config, workspace_settings
-from pi_lsp.session.catalog import confine_session, followed, session_dirs
+from pi_lsp.session.catalog import confine_session, followed, session_dirs, session_workspace
 from pi_lsp.settings import Settings
 from pi_lsp.trust import TrustState, resolve_trust, save_decision, untrusted_note
 
@@ -44,13 +44,9 @@ class Workspace:
 
     def folder_of(self, path: Path) -> Path:
         """The workspace folder a session belongs to (the deepest one holding it)."""
-        resolved = path.resolve()
-        for folder in sorted(self.folders, key=lambda f: len(str(f)), reverse=True):
-            if any(resolved.parent == d for d in map(Path.resolve, self.directories(folder))):
-                return folder
-            if folder.resolve() in resolved.parents:
-                return folder
-        return self.folders[0] if self.folders else resolved.parent
+        folders = {folder: self.directories(folder) for folder in self.folders}
+        fallback = self.folders[0] if self.folders else path.resolve().parent
+        return session_workspace(path, folders, fallback)
 
     def confine(self, path: Path) -> Path:
         """`path` resolved, if it is a session file of the workspace as its folders are now."""
