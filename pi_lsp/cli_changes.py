@@ -22,7 +22,7 @@ def note(message: str) -> None:
     print(f"pi-lsp: note: {message}", file=sys.stderr)
 
 
-def workspace_settings(tree: SessionTree, approve: bool | None) -> Settings:
+def session_settings(tree: SessionTree, approve: bool | None) -> Settings:
     """Settings of the workspace the session belongs to (its `.pi/sessions/` parent); its own
     `.pi/` files only when it is trusted (`approve` decides once)."""
     from pi_lsp.settings import SettingsError, load_settings
@@ -50,7 +50,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     leaf = args.leaf or tree.leaf_id
     if leaf is not None:
         tree.record(leaf)
-    settings = workspace_settings(tree, args.approve)
+    settings = session_settings(tree, args.approve)
     compaction = settings.compaction
     if args.keep_recent_tokens is not None:
         compaction = msgspec.structs.replace(compaction, keep_recent_tokens=args.keep_recent_tokens)
@@ -90,7 +90,7 @@ def cmd_branch(args: argparse.Namespace) -> int:
     if args.summarize:
         from pi_lsp.summarize.select import choose_summarizer
 
-        settings = workspace_settings(tree, args.approve)
+        settings = session_settings(tree, args.approve)
         summarizer = choose_summarizer(settings)
         model = settings.default_model
         window = settings.registry().get(settings.default_provider, model)

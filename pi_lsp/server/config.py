@@ -35,7 +35,7 @@ def read_config(raw: Any) -> Config:
     return msgspec.convert(raw or {}, Config)
 
 
-def workspace_settings(root: Path, config: Config, project: bool) -> Settings:
+def editor_settings(root: Path, config: Config, project: bool) -> Settings:
     """The workspace's settings files (the project's only when `project`), with what the
     editor set on top."""
     settings = load_settings(root, project=project)

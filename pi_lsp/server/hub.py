@@ -135,12 +135,9 @@ class SessionHub(Workspace):
 
     # -- open sessions -------------------------------------------------------------------
 
-    def tree(self, path: Path) -> SessionTree:
-        """The open tree of a session file, brought up to date with the disk."""
-        return self.session(path).tree
-
-    def session(self, path: Path) -> OpenSession:
-        """The open session of a session file, its tree brought up to date with the disk."""
+    def sync(self, path: Path) -> OpenSession:
+        """Open the session file at `path`, or bring its open tree up to date with the disk;
+        its record."""
         key = self.confine(path)
         session = self.open.get(key)
         if session is None:
@@ -216,7 +213,7 @@ class SessionHub(Workspace):
             folder, made = session.stamp
             if session.harness.busy or made == settings_stamp(folder):
                 return session.harness
-        session = self.session(path)
+        session = self.sync(path)
         folder = session.stamp[0] if session.stamp is not None else self.folder_of(path)
         stamp = settings_stamp(folder)
         session.harness = make_harness(
@@ -245,7 +242,7 @@ class SessionHub(Workspace):
         session.claim_turn()
         return session
 
-    def running(self, path: Path) -> Harness | None:
+    def harness_if_made(self, path: Path) -> Harness | None:
         """The session's harness if it has one; none is made."""
         session = self.open.get(path.resolve())
         return session.harness if session is not None else None
@@ -282,7 +279,7 @@ class SessionHub(Workspace):
     # -- answers -------------------------------------------------------------------------
 
     def new_session(self, name: str | None, folder: Path | None = None) -> Path:
-        root = self.workspace_folder(folder) if folder is not None else self.roots()[0]
+        root = self.workspace_folder(folder) if folder is not None else self.default_folder()
         settings = self.folder_settings(root)
         tree = self._keep(start_session(root, settings.default_provider, settings.default_model,
                                         settings.default_thinking_level)).tree
@@ -291,7 +288,7 @@ class SessionHub(Workspace):
         return Path(tree.path)
 
     def tree_view(self, path: Path) -> TreeView:
-        session = self.session(path)
+        session = self.sync(path)
         tree = session.tree
         state = (id(tree.records), len(tree.records), tree.leaf_id)
         cached = session.view
@@ -316,7 +313,7 @@ class SessionHub(Workspace):
         return view
 
     def preview(self, path: Path, leaf_id: str | None, layer: Layer) -> Preview:
-        tree = self.tree(path)
+        tree = self.sync(path).tree
         leaf = leaf_id if leaf_id is not None else tree.leaf_id
         if leaf is not None:
             tree.record(leaf)
@@ -364,14 +361,14 @@ class SessionHub(Workspace):
             message.entry_id = by_body.get(bytes(message.message))
 
     def diff(self, path: Path, from_leaf: str, to_leaf: str) -> ContextDiff:
-        tree = self.tree(path)
+        tree = self.sync(path).tree
         tree.record(from_leaf)
         tree.record(to_leaf)
         return diff_contexts(tree, from_leaf, to_leaf)
 
     def plan(self, path: Path) -> PlanSummary | None:
         """What a compaction would do now, or None when it would refuse (nothing to summarize)."""
-        tree = self.tree(path)
+        tree = self.sync(path).tree
         settings = self.settings_for(path)
         try:
             return plan_summary(plan_or_refusal(tree.path_to(tree.leaf_id), settings.compaction))
@@ -379,11 +376,11 @@ class SessionHub(Workspace):
             return None
 
     def fork(self, path: Path, leaf_id: str | None) -> Path:
-        tree = self.tree(path)
+        tree = self.sync(path).tree
         leaf = leaf_id or tree.leaf_id
         if leaf is None:
             raise ValueError("the session is empty; there is nothing to fork")
         return Path(self._keep(fork_session(tree, leaf)).tree.path)
 
     def check(self, path: Path) -> list[Problem]:
-        return check_session(self.tree(path))
+        return check_session(self.sync(path).tree)

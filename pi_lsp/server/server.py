@@ -41,12 +41,12 @@ class PiServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__("pi-lsp", "0.1.0", protocol_cls=PiProtocol, max_workers=4)
         self.config = Config()
-        self.hub: SessionHub | None = None
+        self._hub: SessionHub | None = None
         self.tasks = Tasks()
         self.runs = Runs(self, self.tasks)
         self.approvals = ToolApprovals(self, lambda: self.config)
         self.files = EditorFiles(self)
-        self.watch = SessionWatch(lambda path: self.sessions().file_changed(path),
+        self.watch = SessionWatch(lambda path: self.hub.file_changed(path),
                                   lambda: self.protocol.notify(SESSIONS_CHANGED, {}),
                                   self.tasks.start)
 
@@ -55,10 +55,24 @@ class PiServer(LanguageServer):
         `shutdown` (running turns are aborted and saved)."""
         stdio.start_io(self, self.shutdown_work, stdin, stdout)
 
-    def sessions(self) -> SessionHub:
-        if self.hub is None:
+    @property
+    def hub(self) -> SessionHub:
+        """The workspace's sessions; an error answer until `initialized`."""
+        if self._hub is None:
             raise server_error("the server is not initialized yet", FAILED)
-        return self.hub
+        return self._hub
+
+    @property
+    def started(self) -> bool:
+        return self._hub is not None
+
+    def start(self, folders: list[Path]) -> None:
+        """Take the workspace folders: the hub is made and its session directories watched."""
+        self._hub = SessionHub(folders, self.config, self.approvals.approver_for, self.files,
+                               self.diagnostics_for)
+        self._hub.listeners.append(self.on_session_changed)
+        self._hub.notices.append(self.tell)
+        self.watch.follow(self._hub.all_directories())
 
     def session_path(self, uri: str, field: str = "uri") -> Path:
         path = to_fs_path(uri) if uri.startswith("file:") else None
@@ -69,10 +83,10 @@ class PiServer(LanguageServer):
 
     async def open_tree(self, uri: str) -> Path:
         """The session's resolved path, its tree loaded off the event loop the first time."""
-        hub = self.sessions()
+        hub = self.hub
         path = hub.confine(self.session_path(uri))  # on every command: folders, settings change
         if path not in hub.open:
-            await asyncio.to_thread(hub.tree, path)
+            await asyncio.to_thread(hub.sync, path)
         return path
 
     def workspace_folders(self) -> list[Path]:
@@ -112,7 +126,7 @@ class PiServer(LanguageServer):
     async def shutdown_work(self) -> None:
         """Abort every running turn (each is persisted as aborted) and stop watching; no task
         is left running."""
-        for session in self.hub.open.values() if self.hub is not None else ():
+        for session in self.hub.open.values() if self.started else ():
             if session.harness is not None:
                 session.harness.abort()
         await self.tasks.finish(SHUTDOWN_WAIT_S)
@@ -153,24 +167,20 @@ async def initialized(ls: PiServer, _params: types.InitializedParams) -> None:
     folders = ls.workspace_folders()
     if not folders and ls.workspace.root_path:
         folders = [Path(ls.workspace.root_path)]
-    ls.hub = SessionHub(folders, ls.config, ls.approvals.approver_for, ls.files,
-                        ls.diagnostics_for)
-    ls.hub.listeners.append(ls.on_session_changed)
-    ls.hub.notices.append(ls.tell)
-    ls.watch.follow(ls.hub.all_directories())
+    ls.start(folders)
 
 
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
 def did_change_configuration(ls: PiServer, params: types.DidChangeConfigurationParams) -> None:
     ls.take_config(params.settings)
-    if ls.hub is not None:
+    if ls.started:
         ls.hub.reconfigure(ls.config)
         ls.watch.follow(ls.hub.all_directories())
 
 
 @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
 def did_change_folders(ls: PiServer, _params: types.DidChangeWorkspaceFoldersParams) -> None:
-    if ls.hub is not None:
+    if ls.started:
         ls.hub.folders = ls.workspace_folders()
         ls.watch.follow(ls.hub.all_directories())
         ls.protocol.notify(SESSIONS_CHANGED, {})

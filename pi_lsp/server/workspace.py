@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pi_lsp.files.snapshots import store_for
-from pi_lsp.server.config import Config, workspace_settings
+from pi_lsp.server.config import Config, editor_settings
 from pi_lsp.session.catalog import confine_session, followed, session_dirs, session_workspace
 from pi_lsp.settings import Settings
 from pi_lsp.trust import TrustState, resolve_trust, save_decision, untrusted_note
@@ -31,13 +31,13 @@ class Workspace:
         extra = [Path(d) if os.path.isabs(d) else folder / d for d in self.config.session_dirs]
         return followed([*session_dirs(str(folder)), *extra], folder)
 
-    def roots(self) -> list[Path]:
+    def folders_or_cwd(self) -> list[Path]:
         """The workspace folders; the current directory when the editor named none."""
         return self.folders or [Path.cwd()]
 
     def all_directories(self) -> list[Path]:
         seen: dict[Path, None] = {}
-        for folder in self.roots():
+        for folder in self.folders_or_cwd():
             for directory in self.directories(folder):
                 seen.setdefault(directory.resolve(), None)
         return list(seen)
@@ -55,15 +55,19 @@ class Workspace:
     def workspace_folder(self, folder: Path) -> Path:
         """`folder` if it is one of the workspace's folders (symlinks followed), else an error."""
         resolved = folder.resolve()
-        for candidate in self.roots():
+        for candidate in self.folders_or_cwd():
             if candidate.resolve() == resolved:
                 return candidate
-        listed = ", ".join(str(f) for f in self.roots())
+        listed = ", ".join(str(f) for f in self.folders_or_cwd())
         raise ForeignFolderError(f"{folder} is not one of its folders ({listed})")
 
+    def default_folder(self) -> Path:
+        """Where new sessions go unless a folder is named: the first one."""
+        return self.folders_or_cwd()[0]
+
     def default_settings(self) -> Settings:
-        """The settings of the first workspace folder, where new sessions go by default."""
-        return self.folder_settings(self.roots()[0])
+        """The settings of the default folder."""
+        return self.folder_settings(self.default_folder())
 
     def settings_for(self, path: Path) -> Settings:
         return self.folder_settings(self.folder_of(path))
@@ -84,7 +88,7 @@ class Workspace:
         legacy = store_for(folder).adopt_legacy(state.trusted)
         if legacy is not None:
             self.tell_once(folder, f"snapshots {state.trusted}", legacy)
-        return workspace_settings(folder, self.config, state.trusted)
+        return editor_settings(folder, self.config, state.trusted)
 
     def set_trust(self, folder: Path, trusted: bool | None, save: bool, parent: bool
                   ) -> TrustState:

@@ -25,15 +25,15 @@ async def with_file_changes(harness: Harness, outcome: BranchOutcome) -> dict[st
 
 
 async def get_file_changes(ls: PiServer, args: FileChangesArgs) -> Any:
-    harness = ls.sessions().harness(await ls.open_tree(args.uri))
+    harness = ls.hub.harness(await ls.open_tree(args.uri))
     return await file_changes(harness.tree, store_for(harness.root), args.entry_id)
 
 
 async def restore(ls: PiServer, args: RestoreFilesArgs) -> Any:
     if (args.entry_id is None) == (args.undo_id is None):
         raise JsonRpcInvalidParams("invalid argument: give exactly one of `entryId`, `undoId`")
-    harness = ls.sessions().harness(await ls.open_tree(args.uri))
-    ls.sessions().require_workspace_idle(harness.root)
+    harness = ls.hub.harness(await ls.open_tree(args.uri))
+    ls.hub.require_workspace_idle(harness.root)
     return await restore_files(harness.tree, store_for(harness.root), args.entry_id,
                                args.undo_id)
 

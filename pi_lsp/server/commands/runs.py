@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 async def prompt(ls: PiServer, args: PromptArgs) -> dict[str, Any]:
     path = await ls.open_tree(args.uri)
-    harness = ls.sessions().harness(path)
+    harness = ls.hub.harness(path)
     attached = await prompt_attachments(ls.files, harness.root, args, harness.approve_call)
     for refusal in attached.refused:
         ls.tell(refusal)
@@ -24,31 +24,31 @@ async def prompt(ls: PiServer, args: PromptArgs) -> dict[str, Any]:
         deliver = harness.steer if args.delivery == "steer" else harness.follow_up
         deliver(args.text, prompt_images(args), attached.rendered or None)
         return {"turnId": None, "queued": args.delivery}
-    session = ls.sessions().claim_turn(path)
+    session = ls.hub.claim_turn(path)
     ls.runs.start_turn(args.uri, session, harness, args, attached.rendered)
     return {"turnId": session.turn_id}
 
 
 async def abort(ls: PiServer, args: SessionArgs) -> dict[str, Any]:
-    harness = ls.sessions().running(await ls.open_tree(args.uri))
+    harness = ls.hub.harness_if_made(await ls.open_tree(args.uri))
     return {"aborted": harness.abort() if harness is not None else False}
 
 
 async def compact(ls: PiServer, args: CompactArgs) -> dict[str, Any]:
     path = await ls.open_tree(args.uri)
     if args.dry_run:
-        return {"plan": ls.sessions().plan(path)}
-    harness = ls.sessions().harness(path)
-    ls.sessions().require_idle(path)
+        return {"plan": ls.hub.plan(path)}
+    harness = ls.hub.harness(path)
+    ls.hub.require_idle(path)
     return {"jobId": ls.runs.start_job(args.uri, "pi: compacting", harness,
                                        lambda: harness.compact(args.instructions))}
 
 
 async def branch_with_summary(ls: PiServer, args: BranchSummaryArgs) -> dict[str, Any]:
     path = await ls.open_tree(args.uri)
-    harness = ls.sessions().harness(path)
+    harness = ls.hub.harness(path)
     harness.tree.record(args.target_id)
-    ls.sessions().require_idle(path)
+    ls.hub.require_idle(path)
 
     async def work() -> dict[str, Any]:
         return await with_file_changes(harness, await harness.branch_with_summary(

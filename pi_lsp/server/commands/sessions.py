@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 
 async def list_sessions(ls: PiServer, _args: NoArgs) -> dict[str, Any]:
-    sessions = await asyncio.to_thread(ls.sessions().list_sessions)
+    sessions = await asyncio.to_thread(ls.hub.list_sessions)
     listed = []
     for session in sessions:
         item = msgspec.to_builtins(session)
@@ -35,32 +35,32 @@ async def list_sessions(ls: PiServer, _args: NoArgs) -> dict[str, Any]:
 
 def new_session(ls: PiServer, args: NewSessionArgs) -> dict[str, Any]:
     folder = ls.session_path(args.folder_uri, "folderUri") if args.folder_uri else None
-    path = ls.sessions().new_session(args.name, folder)
+    path = ls.hub.new_session(args.name, folder)
     ls.watch.created(path)
     return {"uri": uri_of(path)}
 
 
 async def get_tree(ls: PiServer, args: SessionArgs) -> Any:
-    return ls.sessions().tree_view(await ls.open_tree(args.uri))
+    return ls.hub.tree_view(await ls.open_tree(args.uri))
 
 
 async def preview_context(ls: PiServer, args: PreviewArgs) -> Any:
-    return ls.sessions().preview(await ls.open_tree(args.uri), args.leaf_id, args.layer)
+    return ls.hub.preview(await ls.open_tree(args.uri), args.leaf_id, args.layer)
 
 
 async def diff_context(ls: PiServer, args: DiffArgs) -> Any:
     path = await ls.open_tree(args.uri)
-    return ls.sessions().diff(path, args.from_leaf_id, args.to_leaf_id)
+    return ls.hub.diff(path, args.from_leaf_id, args.to_leaf_id)
 
 
 async def fork(ls: PiServer, args: ForkArgs) -> dict[str, Any]:
-    forked = ls.sessions().fork(await ls.open_tree(args.uri), args.leaf_id)
+    forked = ls.hub.fork(await ls.open_tree(args.uri), args.leaf_id)
     ls.watch.created(forked)
     return {"uri": uri_of(forked)}
 
 
 async def check(ls: PiServer, args: SessionArgs) -> dict[str, Any]:
-    return {"problems": ls.sessions().check(await ls.open_tree(args.uri))}
+    return {"problems": ls.hub.check(await ls.open_tree(args.uri))}
 
 
 COMMANDS: list[Command] = [

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 def list_models(ls: PiServer, _args: NoArgs) -> dict[str, Any]:
-    settings = ls.sessions().default_settings()
+    settings = ls.hub.default_settings()
     return {"models": [ModelItem.of(m) for m in settings.registry().all()],
             "default": f"{settings.default_provider}/{settings.default_model}"}
 
@@ -29,8 +29,8 @@ def trust_json(state: TrustState) -> dict[str, Any]:
 
 
 def trust_status(ls: PiServer, _args: NoArgs) -> dict[str, Any]:
-    hub = ls.sessions()
-    return {"folders": [trust_json(hub.trust(folder)) for folder in hub.roots()]}
+    hub = ls.hub
+    return {"folders": [trust_json(hub.trust(folder)) for folder in hub.folders_or_cwd()]}
 
 
 def set_trust(ls: PiServer, args: SetTrustArgs) -> dict[str, Any]:
@@ -38,7 +38,7 @@ def set_trust(ls: PiServer, args: SetTrustArgs) -> dict[str, Any]:
         raise JsonRpcInvalidParams("invalid argument: `parent` trusts the parent folder and "
                                    "needs `trusted: true` and `save: true`")
     folder = ls.session_path(args.folder_uri, "folderUri")
-    return trust_json(ls.sessions().set_trust(folder, args.trusted, args.save, args.parent))
+    return trust_json(ls.hub.set_trust(folder, args.trusted, args.save, args.parent))
 
 
 COMMANDS: list[Command] = [
