@@ -24,7 +24,7 @@ from pi_lsp.session.outline import nested_tree, outline_lines
 from pi_lsp.session.tree import SessionTree, UnknownEntryError
 
 if TYPE_CHECKING:
-    from pi_lsp.settings import Settings
+    pass
 
 # Commands that summarize or talk to a model import what they need themselves: the readers
 # (`context`, `tree`, ...) stay quick to start, which matters when an editor calls them often.
@@ -165,141 +165,6 @@ def cmd_fork(args: argparse.Namespace) -> int:
     return 0
 
 
-def note(message: str) -> None:
-    print(f"pi-lsp: note: {message}", file=sys.stderr)
-
-
-def workspace_settings(tree: SessionTree, approve: bool | None) -> Settings:
-    """Settings of the workspace the session belongs to (its `.pi/sessions/` parent); its own
-    `.pi/` files only when it is trusted (`approve` decides once)."""
-    from pi_lsp.files.history import workspace_of
-    from pi_lsp.settings import SettingsError, load_settings
-    from pi_lsp.trust import trusted_without_asking
-
-    root = workspace_of(Path(tree.path), str(Path.cwd()))
-    try:
-        return load_settings(root, project=trusted_without_asking(root, approve, note))
-    except SettingsError as error:
-        raise CliError(str(error)) from None
-
-
-def cmd_compact(args: argparse.Namespace) -> int:
-    import asyncio
-
-    from pi_lsp.summarize.compaction import (
-        NothingToCompactError,
-        compact,
-        plan_or_refusal,
-        plan_summary,
-    )
-    from pi_lsp.summarize.summarizer import SummaryError
-
-    tree = open_session(args.file)
-    leaf = args.leaf or tree.leaf_id
-    if leaf is not None:
-        tree.record(leaf)
-    settings = workspace_settings(tree, args.approve)
-    compaction = settings.compaction
-    if args.keep_recent_tokens is not None:
-        compaction = msgspec.structs.replace(compaction, keep_recent_tokens=args.keep_recent_tokens)
-    if args.plan:
-        try:
-            write_line(plan_summary(plan_or_refusal(tree.path_to(leaf), compaction)))
-        except NothingToCompactError as error:
-            write_line(None)  # as the server's dry run answers
-            print(f"pi-lsp: compact would refuse: {error}", file=sys.stderr)
-            return EXIT_PROBLEMS
-        return 0
-    from pi_lsp.summarize.select import choose_summarizer
-
-    summarizer = choose_summarizer(settings)
-    try:
-        result = asyncio.run(compact(tree, leaf, summarizer, compaction, args.instructions))
-    except (NothingToCompactError, SummaryError) as error:
-        raise CliError(str(error)) from None
-    if args.json:
-        write_line(result)
-    else:
-        how = "extractive summary" if summarizer.extractive else "model summary"
-        print(f"compacted {result.tokens_before} tokens into entry {result.entry_id} ({how}); "
-              f"kept from {result.first_kept_entry_id}")
-        print(result.summary)
-    return 0
-
-
-def cmd_branch(args: argparse.Namespace) -> int:
-    import asyncio
-
-    from pi_lsp.summarize.branch import branch, branch_with_summary
-    from pi_lsp.summarize.summarizer import SummaryError
-
-    tree = open_session(args.file)
-    tree.record(args.to)
-    if args.summarize:
-        from pi_lsp.summarize.select import choose_summarizer
-
-        settings = workspace_settings(tree, args.approve)
-        summarizer = choose_summarizer(settings)
-        model = settings.default_model
-        window = settings.registry().get(settings.default_provider, model)
-        budget = window.context_window - settings.branch_summary.reserve_tokens
-        try:
-            outcome = asyncio.run(branch_with_summary(tree, args.to, summarizer, budget,
-                                                      args.instructions))
-        except SummaryError as error:
-            raise CliError(str(error)) from None
-    else:
-        outcome = branch(tree, args.to)
-    if args.json:
-        write_line(outcome)
-        return 0
-    print(f"leaf is now {outcome.leaf_id or '(new root)'}")
-    if outcome.summary_entry_id:
-        print(f"branch summary {outcome.summary_entry_id}:\n{outcome.summary}")
-    if outcome.editor_text is not None:
-        print(f"prompt to edit and resend:\n{outcome.editor_text}")
-    return 0
-
-
-def cmd_rewind(args: argparse.Namespace) -> int:
-    import asyncio
-
-    from pi_lsp.files.history import RewindError, changes_to, restore_files, target_of, workspace_of
-    from pi_lsp.files.snapshots import SnapshotError, store_for
-    from pi_lsp.trust import trusted_without_asking
-
-    tree = open_session(args.file)
-    root = workspace_of(Path(tree.path), tree.header.cwd)
-    store = store_for(root)
-    if store.unavailable_reason is not None:
-        raise CliError(store.unavailable_reason)
-    legacy = store.adopt_legacy(trusted_without_asking(root, args.approve, note))
-    if legacy is not None:
-        note(legacy)
-    try:
-        if args.dry_run:
-            found = asyncio.run(changes_to(store, target_of(tree, args.to, args.undo)))
-            for change in found.files:
-                sys.stdout.write(change.diff or f"{change.status}: {change.path}\n")
-            for path in found.refused:
-                print(f"would be left alone (under .git/ or .pi/, or behind a symlink): {path}",
-                      file=sys.stderr)
-            print(f"{len(found.files)} file(s) would change", file=sys.stderr)
-            return 0
-        result = asyncio.run(restore_files(tree, store, args.to, args.undo))
-    except (RewindError, SnapshotError) as error:
-        raise CliError(str(error)) from None
-    for change in result.files:
-        print(f"{change.status:9} {change.path}")
-    for path in result.skipped:
-        print(f"left alone (too large to snapshot): {path}")
-    for path in result.refused:
-        print(f"left alone (under .git/ or .pi/, or behind a symlink): {path}")
-    print(f"restored {len(result.files)} file(s); undo with: pi-lsp rewind {args.file} "
-          f"--undo {result.undo_id}")
-    return 0
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     from pi_lsp.agent.headless import RunOptions, main_run
 
@@ -326,6 +191,8 @@ def add_trust_options(command: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from pi_lsp import cli_changes as changes  # it uses this module's helpers
+
     parser = _Parser(prog="pi-lsp", description="pi session trees for editors and terminals")
     parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -367,7 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
     compact_cmd.add_argument("--plan", action="store_true", help="print the plan; call no model")
     compact_cmd.add_argument("--json", action="store_true")
     add_trust_options(compact_cmd)
-    compact_cmd.set_defaults(run=cmd_compact)
+    compact_cmd.set_defaults(run=changes.cmd_compact)
 
     branch_cmd = commands.add_parser("branch", help="move the leaf to an entry (durably)")
     branch_cmd.add_argument("file")
@@ -377,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     branch_cmd.add_argument("--instructions", metavar="TEXT")
     branch_cmd.add_argument("--json", action="store_true")
     add_trust_options(branch_cmd)
-    branch_cmd.set_defaults(run=cmd_branch)
+    branch_cmd.set_defaults(run=changes.cmd_branch)
 
     rewind = commands.add_parser("rewind", help="restore the workspace's files to an entry")
     rewind.add_argument("file")
@@ -386,7 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("--undo", metavar="SNAPSHOT", help="undo a restore (the id it printed)")
     rewind.add_argument("--dry-run", action="store_true", help="print the diff; change nothing")
     add_trust_options(rewind)
-    rewind.set_defaults(run=cmd_rewind)
+    rewind.set_defaults(run=changes.cmd_rewind)
 
     serve = commands.add_parser("serve", help="the language server (stdio)")
     serve.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead (debugging)")
@@ -429,5 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return EXIT_USAGE
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # `python -m pi_lsp.cli`: run the imported module, whose errors
+    from pi_lsp.cli import main as imported_main  # cli_changes raises
+
+    sys.exit(imported_main())

@@ -19,7 +19,8 @@ from pi_lsp.agent.harness import Harness
 from pi_lsp.cli import main
 from pi_lsp.context.build import build_session_context
 from pi_lsp.providers.anthropic import AnthropicProvider
-from pi_lsp.server.hub import Config, SessionHub
+from pi_lsp.server.config import Config
+from pi_lsp.server.hub import SessionHub
 from pi_lsp.session import journal
 from pi_lsp.session.catalog import start_session, summarize
 from pi_lsp.session.check import check_session
@@ -256,15 +257,15 @@ def test_the_hub_holds_a_new_session_until_its_first_reply(tmp_path: Path) -> No
     hub = SessionHub([tmp_path], Config())
     path = hub.new_session("scratch")
     assert not path.exists()
-    assert hub.tree(path).name == "scratch"
+    assert hub.sync(path).tree.name == "scratch"
     assert [n.type for n in hub.tree_view(path).nodes] == [
         "model_change", "thinking_level_change", "session_info"]
     assert hub.preview(path, None, "agent").messages == []
     listed = {Path(s.path): s for s in hub.list_sessions()}
     assert listed[path].name == "scratch"
     hub.harness(path).set_name("renamed")
-    assert hub.tree(path).name == "renamed" and not path.exists()
-    hub.tree(path).append_message(reply())
+    assert hub.sync(path).tree.name == "renamed" and not path.exists()
+    hub.sync(path).tree.append_message(reply())
     assert path.is_file()
     assert summarize(path).name == "renamed"
     assert [p.kind for p in hub.check(path)] == []
@@ -278,12 +279,12 @@ def test_a_fork_with_no_reply_waits_in_memory(tmp_path: Path) -> None:
     hub = SessionHub([tmp_path], Config())
     forked = hub.fork(source, "aaaa0001")
     assert not forked.exists()
-    assert hub.tree(forked).path_ids(hub.tree(forked).leaf_id) == ["aaaa0001"]
-    assert hub.tree(forked).header.parent_session == str(source.resolve())
-    hub.tree(forked).append_message(reply("answer"))
+    assert hub.sync(forked).tree.path_ids(hub.sync(forked).tree.leaf_id) == ["aaaa0001"]
+    assert hub.sync(forked).tree.header.parent_session == str(source.resolve())
+    hub.sync(forked).tree.append_message(reply("answer"))
     lines = forked.read_bytes().split(b"\n")[:-1]
     assert [json.loads(line).get("id") for line in lines[1:]] == [
-        "aaaa0001", hub.tree(forked).leaf_id]
+        "aaaa0001", hub.sync(forked).tree.leaf_id]
     assert hub.fork(source, "aaaa0002").is_file()  # a reply on the path: written at once
 
 

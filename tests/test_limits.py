@@ -25,7 +25,8 @@ from pi_lsp.agent.output import UPDATE_INTERVAL_S, OutputTail, discard_file
 from pi_lsp.agent.tools import BASH, ToolContext, execute_tool
 from pi_lsp.server import hub as hub_module
 from pi_lsp.server import stdio
-from pi_lsp.server.hub import Config, SessionHub
+from pi_lsp.server.config import Config
+from pi_lsp.server.hub import SessionHub
 from pi_lsp.server.protocol import (
     BranchArgs,
     CompactArgs,
@@ -110,17 +111,47 @@ def test_a_deleted_session_leaves_nothing_behind(hub: SessionHub) -> None:
     path.unlink()
     hub.file_changed(path)
     key = path.resolve()
-    assert key not in hub.trees and key not in hub.harnesses and key not in hub._nodes
-    assert hub._views.get(key) is None
+    assert key not in hub.open  # its tree, harness, views and nodes were held there
     assert all(cached[0] != key for cached in hub._previews)
-    assert other.resolve() in hub.trees and len(hub._previews) == 1
+    assert other.resolve() in hub.open and len(hub._previews) == 1
+
+
+def test_dropping_a_session_clears_what_the_server_held_for_it(hub: SessionHub) -> None:
+    path = sessions_dir(hub) / "a.jsonl"
+    make_chain(path, 2)
+    hub.tree_view(path)
+    hub.harness(path)
+    session = hub.claim_turn(path)
+    session.allowed_tools.add("bash")
+    session.release_turn()
+    path.unlink()
+    hub.file_changed(path)
+    make_chain(path, 2)  # a new file at the same path starts with nothing of the old one
+    again = hub.sync(path)
+    assert again is not session and again.allowed_tools == set()
+    assert again.harness is None and again.turn_id is None and again.view is None
+
+
+def test_a_relocated_session_keeps_all_it_held(hub: SessionHub, tmp_path: Path) -> None:
+    path = sessions_dir(hub) / "a.jsonl"
+    ids = make_chain(path, 2)
+    harness = hub.harness(path)
+    session = hub.held(path)
+    session.allowed_tools.add("bash")
+    replacement = tmp_path / "other.jsonl"
+    make_chain(replacement, 1)
+    os.replace(replacement, path)
+    harness.set_label(ids[0], "kept")  # an idle append to a replaced file moves it
+    moved = Path(harness.tree.path).resolve()
+    assert moved != path.resolve() and hub.open[moved] is session
+    assert session.harness is harness and session.allowed_tools == {"bash"}
 
 
 def test_a_deleted_session_never_opened_here_is_dropped_from_the_caches(hub: SessionHub) -> None:
     path = sessions_dir(hub) / "a.jsonl"
     make_chain(path, 2)
     hub.preview(path, None, "agent")
-    hub.trees.clear()  # as if the tree had been closed but its answers were still cached
+    hub.open.clear()  # as if the session had been closed but its answers were still cached
     path.unlink()
     hub.file_changed(path)
     assert len(hub._previews) == 0
@@ -134,11 +165,10 @@ def test_open_trees_are_bounded_but_a_running_one_stays(hub: SessionHub) -> None
     busy.phase = "turn"  # as during a turn
     for path in paths[1:]:
         hub.tree_view(path)
-    assert len(hub.trees) == hub_module.MAX_OPEN_TREES
-    assert paths[0].resolve() in hub.trees and hub.harnesses[paths[0].resolve()] is busy
-    assert paths[1].resolve() not in hub.trees  # the least recently used idle one went
-    assert paths[-1].resolve() in hub.trees
-    assert set(hub._nodes) <= set(hub.trees)
+    assert len(hub.open) == hub_module.MAX_OPEN_TREES
+    assert paths[0].resolve() in hub.open and hub.open[paths[0].resolve()].harness is busy
+    assert paths[1].resolve() not in hub.open  # the least recently used idle one went
+    assert paths[-1].resolve() in hub.open
     busy.phase = "idle"
 
 

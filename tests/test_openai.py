@@ -29,7 +29,8 @@ from pi_lsp.providers.registry import (
     ProviderConfig,
 )
 from pi_lsp.providers.retry import ProviderRetry
-from pi_lsp.server.hub import Config, SessionHub
+from pi_lsp.server.config import Config
+from pi_lsp.server.hub import SessionHub
 from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import (
     AssistantMessage,

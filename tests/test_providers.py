@@ -30,7 +30,7 @@ from pi_lsp.providers.registry import (
     ProviderConfig,
 )
 from pi_lsp.providers.retry import ProviderRetry, retry_delay_s
-from pi_lsp.server.server import progress_report
+from pi_lsp.server.turns import progress_report
 from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import (
     AssistantMessage,

@@ -34,7 +34,9 @@ from pi_lsp.agent.tools import (
     execute_tool,
     propose_change,
 )
-from pi_lsp.server.hub import Config, ForeignFolderError, SessionHub
+from pi_lsp.server.config import Config
+from pi_lsp.server.hub import SessionHub
+from pi_lsp.server.workspace import ForeignFolderError
 from pi_lsp.session.catalog import ForeignSessionError, cli_session_dir
 from pi_lsp.session.entries import TextContent, ToolCall
 from tests.fake_anthropic import FakeAnthropic, text_reply, tool_reply
@@ -107,18 +109,18 @@ def test_hub_opens_only_sessions_directly_in_its_session_folders(root: Path, tmp
                  sessions / "link.jsonl", sessions / "sub" / "foreign.jsonl",
                  root / "notes.jsonl", sessions / "missing.txt"):
         with pytest.raises(ForeignSessionError) as error:
-            hub.tree(path)
+            hub.sync(path)
         assert str(path) in str(error.value)
         if path.name == "link.jsonl":
             assert f"leads to {foreign}" in str(error.value)
     assert foreign.read_bytes() == before
     assert {Path(s.path).name for s in hub.list_sessions()} == {"own.jsonl", "configured.jsonl"}
-    assert hub.tree(own).leaf_id == BRANCH_B_TIP
-    assert hub.tree(sessions / "x" / ".." / "own.jsonl") is hub.tree(own)
-    assert hub.tree(extra / "configured.jsonl").leaf_id == BRANCH_B_TIP
+    assert hub.sync(own).tree.leaf_id == BRANCH_B_TIP
+    assert hub.sync(sessions / "x" / ".." / "own.jsonl").tree is hub.sync(own).tree
+    assert hub.sync(extra / "configured.jsonl").tree.leaf_id == BRANCH_B_TIP
     hub.folders = [tmp_path / "other"]  # the folder left the workspace: its sessions go too
     with pytest.raises(ForeignSessionError):
-        hub.tree(own)
+        hub.sync(own)
 
 
 def test_hub_starts_sessions_only_in_workspace_folders(root: Path, tmp_path: Path) -> None:

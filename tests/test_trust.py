@@ -39,7 +39,8 @@ from pi_lsp.files.history import (
 from pi_lsp.files.snapshots import FileChange, SnapshotError, store_for
 from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.providers.retry import ProviderRetry
-from pi_lsp.server.hub import Config, SessionHub
+from pi_lsp.server.config import Config
+from pi_lsp.server.hub import SessionHub
 from pi_lsp.session.catalog import SessionIndex
 from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import AssistantMessage, TextContent, Usage, UserMessage

@@ -17,11 +17,10 @@ from pi_lsp.agent.events import (
     ToolExecutionEnd,
     ToolExecutionStart,
 )
-from pi_lsp.agent.harness import Harness, ProviderFactory
 from pi_lsp.context.projection import context_settings
-from pi_lsp.files.history import record_files
+from pi_lsp.harness_factory import make_harness
 from pi_lsp.providers.base import MissingApiKeyError, TextDelta
-from pi_lsp.providers.factory import UnknownProviderError, provider_factory
+from pi_lsp.providers.factory import UnknownProviderError
 from pi_lsp.providers.models_file import ModelsFileError
 from pi_lsp.session.catalog import (
     SessionDirError,
@@ -33,7 +32,6 @@ from pi_lsp.session.catalog import (
 from pi_lsp.session.entries import THINKING_LEVELS, AssistantMessage, TextContent
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.settings import Settings, SettingsError, load_settings
-from pi_lsp.summarize.select import choose_summarizer
 from pi_lsp.trust import trusted_without_asking
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
@@ -140,25 +138,12 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings) -
     wanted = parse_model(options.model) if options.model else None
     if options.thinking and options.thinking not in THINKING_LEVELS:
         raise RunError(f"--thinking must be one of {', '.join(THINKING_LEVELS)}")
-    registry = settings.registry()
-    providers: ProviderFactory = provider_factory(registry, settings.api_key,
-                                                  retry=settings.retry.provider)
     tree = choose_session(options, workspace, settings)  # a new one is written at its reply
-    harness = Harness(
-        tree, workspace, providers,
-        registry=registry,
-        default_model=(settings.default_provider, settings.default_model),
-        allow_outside_root=settings.allow_writes_outside_workspace,
-        summarizer=choose_summarizer(settings),
-        compaction=settings.compaction,
-        branch_reserve_tokens=settings.branch_summary.reserve_tokens,
-        retry=settings.retry,
-    )
+    harness = make_harness(tree, workspace, settings)
     current = harness.model()
     # Only the provider the run uses is made: a missing key or unknown provider fails here,
     # before anything is written.
     harness.provider(wanted[0] if wanted else current.provider)
-    record_files(harness)
     if wanted and (current.provider, current.id) != wanted:
         harness.set_model(*wanted)
     if options.thinking and \

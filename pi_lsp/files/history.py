@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from pathlib import Path
 from typing import Annotated
 
 import msgspec
@@ -264,10 +263,3 @@ def record_files(harness: Harness) -> None:
     """Bind the files each turn of this harness touches to its session tree."""
     TurnRecorder(harness.tree, store_for(harness.root)).attach(harness)
 
-
-def workspace_of(session_path: Path, cwd: str) -> Path:
-    """The workspace a session file belongs to: the parent of its `.pi/sessions/`, else cwd."""
-    directory = session_path.resolve().parent
-    if directory.parts[-2:] == (".pi", "sessions"):
-        return directory.parent.parent
-    return Path(cwd)

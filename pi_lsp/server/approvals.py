@@ -1,11 +1,29 @@
-"""Tool approval as an editor sees it: `pi/approveTool` params, or the fallback question."""
+"""Tool approval as an editor sees it: `pi/approveTool`, or the fallback question."""
 
 from __future__ import annotations
 
-from pi_lsp.agent.approval import ApprovalRequest
-from pi_lsp.server.protocol import ApproveToolParams
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.uris import from_fs_path
+
+from pi_lsp.agent.approval import ApprovalRequest, Approver
+from pi_lsp.server.config import Config
+from pi_lsp.server.open_session import OpenSession
+from pi_lsp.server.protocol import (
+    APPROVE_TOOL,
+    ApproveToolParams,
+    Decision,
+    client_approves_tools,
+    parse_approval,
+)
 
 SHOW_LIMIT = 2000  # the longest command or diff the fallback question shows (always in full)
+ALLOW, ALLOW_SESSION, DENY = "Allow", "Allow for this session", "Deny"
+CHOICES: dict[str, Decision] = {ALLOW: "allow", ALLOW_SESSION: "allowSession"}
 
 
 class NotAsked(Exception):
@@ -45,3 +63,58 @@ def fallback_question(request: ApprovalRequest, title: str) -> str:
         return question + shown
     outside = " (outside the workspace)" if request.outside_workspace else ""
     return f"{question}{request.path}{outside}" + (f"\n{shown}" if change is not None else "")
+
+
+class ToolApprovals:
+    """Asks the editor's user before a tool runs, unless approval is automatic or the tool
+    was allowed for the session."""
+
+    def __init__(self, server: LanguageServer, config: Callable[[], Config]) -> None:
+        self.server, self.config = server, config
+
+    def approver_for(self, path: Path, session: OpenSession) -> Approver:
+        async def approve(request: ApprovalRequest) -> str | None:
+            name = request.call.name
+            if self.config().tool_approval == "auto" or name in session.allowed_tools:
+                return None
+            try:
+                if client_approves_tools(self.server.client_capabilities):
+                    decision = await self.ask_approve_tool(approve_tool_params(
+                        request, from_fs_path(str(path)) or str(path), session.turn_id,
+                        session.title))
+                else:
+                    decision = await self.ask_message(name,
+                                                      fallback_question(request, session.title))
+            except NotAsked as error:
+                return str(error)
+            if decision == "allowSession":
+                session.allowed_tools.add(name)
+            return None if decision != "deny" else f"the user denied running {name}"
+        return approve
+
+    async def ask_approve_tool(self, params: ApproveToolParams) -> Decision:
+        # Shielded, here and below: an abort ends the wait, and a late answer still finds its
+        # future (a cancelled one would make pygls fail on the answer).
+        try:
+            answer = await asyncio.shield(
+                self.server.protocol.send_request_async(APPROVE_TOOL, params))
+        except Exception as error:  # an error answer counts as a denial
+            raise NotAsked(f"the user could not be asked to approve {params.tool} ({error}); "
+                           "it was not run") from None
+        result = parse_approval(answer)
+        if result is None:
+            raise NotAsked(f"the editor answered the approval request with {answer!r}, not "
+                           f"allow, allowSession or deny; {params.tool} was not run")
+        return result.decision
+
+    async def ask_message(self, name: str, question: str) -> Decision:
+        params = types.ShowMessageRequestParams(
+            type=types.MessageType.Warning, message=question,
+            actions=[types.MessageActionItem(t) for t in (ALLOW, ALLOW_SESSION, DENY)],
+        )
+        try:
+            answer = await asyncio.shield(self.server.window_show_message_request_async(params))
+        except Exception as error:  # a client that cannot ask counts as a denial
+            raise NotAsked(f"the user could not be asked to approve {name} ({error}); "
+                           "it was not run") from None
+        return CHOICES.get(answer.title if answer is not None else "", "deny")

@@ -1,11 +1,10 @@
-"""The sessions of an editor's workspaces: open trees, one harness each, and what they answer.
+"""The open sessions of the editor's workspace, one record each, and what they answer.
 
 Knows nothing of LSP; the server converts requests into these calls and results into JSON.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from collections import OrderedDict
 from collections.abc import Callable
@@ -15,7 +14,7 @@ from typing import Literal
 import msgspec
 
 from pi_lsp.agent.approval import Approver, allow_all
-from pi_lsp.agent.harness import Diagnostics, Harness
+from pi_lsp.agent.harness import BusyError, Diagnostics, Harness
 from pi_lsp.agent.tools import DISK, FileAccess
 from pi_lsp.context.build import build_leaf_context, context_tokens
 from pi_lsp.context.preview import (
@@ -26,18 +25,15 @@ from pi_lsp.context.preview import (
     render_markdown,
 )
 from pi_lsp.context.tokens import estimate_tokens
-from pi_lsp.files.history import record_files
-from pi_lsp.files.snapshots import store_for
-from pi_lsp.providers.base import Provider
-from pi_lsp.providers.factory import provider_factory
+from pi_lsp.harness_factory import make_harness
 from pi_lsp.providers.wire import request_params
 from pi_lsp.server.cache import LruCache
+from pi_lsp.server.config import Config
+from pi_lsp.server.open_session import OpenSession
+from pi_lsp.server.workspace import Workspace
 from pi_lsp.session.catalog import (
     SessionIndex,
     SessionSummary,
-    confine_session,
-    followed,
-    session_dirs,
     start_session,
     tree_summary,
 )
@@ -48,54 +44,30 @@ from pi_lsp.session.ids import iso_to_ms
 from pi_lsp.session.journal import NotASessionError, Problem
 from pi_lsp.session.outline import entry_preview, record_role
 from pi_lsp.session.tree import Refresh, SessionTree, decode_entry
-from pi_lsp.settings import Settings, load_settings, settings_stamp
+from pi_lsp.settings import settings_stamp
 from pi_lsp.summarize.compaction import (
     NothingToCompactError,
     PlanSummary,
     plan_or_refusal,
     plan_summary,
 )
-from pi_lsp.summarize.select import choose_summarizer
-from pi_lsp.trust import TrustState, resolve_trust, save_decision, untrusted_note
+from pi_lsp.trust import TrustState
 
 Layer = Literal["agent", "llm", "request"]
 ChangeListener = Callable[[Path, SessionTree, Refresh], None]
-ApproverFactory = Callable[[Path], Approver]
+ApproverFactory = Callable[[Path, OpenSession], Approver]
 DiagnosticsFactory = Callable[[Path], Diagnostics | None]
 
 # Memory bounds: a preview holds a whole context (tens of MB for a long session), a tree a
 # whole file; only the recently used stay (a tree with a running harness always stays).
 MAX_PREVIEWS = 8
 MAX_PREVIEW_BYTES = 64 << 20
-MAX_VIEWS = 8
 MAX_OPEN_TREES = 8
-
-
-class Config(msgspec.Struct, rename="camel", omit_defaults=True, forbid_unknown_fields=True):
-    """What an editor may set (initialization options, `workspace/didChangeConfiguration`)."""
-
-    session_dirs: list[str] = msgspec.field(default_factory=list)
-    model: str | None = None  # PROVIDER/ID for new sessions
-    summary_model: str | None = None
-    thinking_level: str | None = None
-    tool_approval: Literal["ask", "auto"] = "ask"
-    durable_leaf_moves: bool = True
-    auto_compaction: bool = True
-    anthropic_api_key: str | None = None
-    anthropic_base_url: str | None = None
-    diagnostics_feedback: bool = True
-    # The editor's own trust of the window (VS Code's workspace.isTrusted): false is
-    # Restricted Mode, where a folder's .pi/ files are never loaded.
-    workspace_trusted: bool | None = None
 
 
 class UnknownSessionError(Exception):
     def __str__(self) -> str:
         return f"no session at {self.args[0]}"
-
-
-class ForeignFolderError(Exception):
-    """A folder that is not one of the workspace's folders."""
 
 
 class NotASessionFileError(UnknownSessionError):
@@ -131,151 +103,89 @@ class Preview(msgspec.Struct, rename="camel", omit_defaults=True):
     request: dict[str, object] | None = None
 
 
-def workspace_settings(root: Path, config: Config, project: bool) -> Settings:
-    """The workspace's settings files (the project's only when `project`), with what the
-    editor set on top."""
-    settings = load_settings(root, project=project)
-    changes: dict[str, object] = {}
-    if config.model:
-        provider, _, model_id = config.model.partition("/")
-        changes.update(default_provider=provider, default_model=model_id)
-    if config.thinking_level:
-        changes["default_thinking_level"] = config.thinking_level
-    if config.summary_model:
-        changes["summary_model"] = config.summary_model
-    if config.anthropic_api_key:
-        changes["api_keys"] = {**settings.api_keys, "anthropic": config.anthropic_api_key}
-    if not config.auto_compaction:
-        changes["compaction"] = msgspec.structs.replace(settings.compaction, enabled=False)
-    return msgspec.structs.replace(settings, **changes) if changes else settings
-
-
 def preview_weight(preview: Preview) -> int:
     """Roughly the bytes a cached preview holds (a str may take 4 bytes a character)."""
     return sys.getsizeof(preview.markdown) + sum(len(m.message) for m in preview.messages)
 
 
-class SessionHub:
+class SessionHub(Workspace):
+    """The workspace's open sessions, one record each, and what they answer."""
+
     def __init__(self, folders: list[Path], config: Config,
-                 approver_for: ApproverFactory = lambda _path: allow_all,
+                 approver_for: ApproverFactory = lambda _path, _session: allow_all,
                  files: FileAccess = DISK,
                  diagnostics_for: DiagnosticsFactory = lambda _root: None) -> None:
-        self.folders = folders
-        self.config = config
+        super().__init__(folders, config)
         self.approver_for = approver_for
         self.files = files
         self.diagnostics_for = diagnostics_for
-        self.trees: OrderedDict[Path, SessionTree] = OrderedDict()  # least recently used first
-        self.harnesses: dict[Path, Harness] = {}
+        self.open: OrderedDict[Path, OpenSession] = OrderedDict()  # least recently used first
         self.listeners: list[ChangeListener] = []
         self.index = SessionIndex()
-        # Views are pure functions of a tree's state; keep the last one per session.
-        self._views: LruCache[Path, tuple[tuple[int, int, str | None], TreeView]] = \
-            LruCache(MAX_VIEWS)
-        self._nodes: dict[Path, dict[int, tuple[str | None, str, str | None, str]]] = {}
+        # Previews are bounded across sessions (each may hold tens of MB), so they are kept
+        # here, by session path, and dropped with their session.
         self._previews: LruCache[tuple[Path, str | None, str], tuple[object, Preview]] = \
             LruCache(MAX_PREVIEWS, MAX_PREVIEW_BYTES, lambda item: preview_weight(item[1]))
-        # Per session: its folder and its settings files' times when its harness was made.
-        self._stamps: dict[Path, tuple[Path, tuple[int | None, ...]]] = {}
-        self.session_trust: dict[Path, bool] = {}  # decisions for this server only, by folder
-        self.notices: list[Callable[[str], None]] = []  # what the user must be told
-        self._told: set[tuple[Path, str]] = set()
-
-    # -- where sessions are --------------------------------------------------------------
-
-    def directories(self, folder: Path) -> list[Path]:
-        extra = [Path(d) if os.path.isabs(d) else folder / d for d in self.config.session_dirs]
-        return followed([*session_dirs(str(folder)), *extra], folder)
-
-    def roots(self) -> list[Path]:
-        """The workspace folders; the current directory when the editor named none."""
-        return self.folders or [Path.cwd()]
-
-    def all_directories(self) -> list[Path]:
-        seen: dict[Path, None] = {}
-        for folder in self.roots():
-            for directory in self.directories(folder):
-                seen.setdefault(directory.resolve(), None)
-        return list(seen)
-
-    def folder_of(self, path: Path) -> Path:
-        """The workspace folder a session belongs to (the deepest one holding it)."""
-        resolved = path.resolve()
-        for folder in sorted(self.folders, key=lambda f: len(str(f)), reverse=True):
-            if any(resolved.parent == d for d in map(Path.resolve, self.directories(folder))):
-                return folder
-            if folder.resolve() in resolved.parents:
-                return folder
-        return self.folders[0] if self.folders else resolved.parent
-
-    def confine(self, path: Path) -> Path:
-        """`path` resolved, if it is a session file of the workspace as its folders are now."""
-        return confine_session(path, self.all_directories())
 
     def list_sessions(self) -> list[SessionSummary]:
         """The sessions on disk, and the new ones not written yet (no reply so far)."""
         sessions = self.index.list(self.all_directories())
-        waiting = [tree_summary(t) for t in self.trees.values() if t.deferred]
+        waiting = [tree_summary(s.tree) for s in self.open.values() if s.tree.deferred]
         return sorted([*sessions, *waiting], key=lambda s: iso_to_ms(s.modified), reverse=True)
 
     # -- open sessions -------------------------------------------------------------------
 
-    def tree(self, path: Path) -> SessionTree:
-        """The open tree of a session file, brought up to date with the disk."""
+    def sync(self, path: Path) -> OpenSession:
+        """Open the session file at `path`, or bring its open tree up to date with the disk;
+        its record."""
         key = self.confine(path)
-        tree = self.trees.get(key)
-        if tree is None:
+        session = self.open.get(key)
+        if session is None:
             if not key.is_file():
                 raise UnknownSessionError(str(path))
             try:
                 tree = SessionTree.open(str(key))
             except NotASessionError as error:
                 raise NotASessionFileError(str(path), str(error)) from None
-            self._keep(tree)
-            self._close_unused_trees()
+            session = self._keep(tree)
+            self._close_unused_sessions()
         else:
-            self.trees.move_to_end(key)
-            tree.refresh()
-        return tree
+            self.open.move_to_end(key)
+            session.tree.refresh()
+        return session
 
-    def _close_unused_trees(self) -> None:
-        """Close the least recently used trees beyond the bound, never one that is running."""
-        excess = len(self.trees) - MAX_OPEN_TREES
-        for key in list(self.trees):
+    def _close_unused_sessions(self) -> None:
+        """Close the least recently used sessions beyond the bound, never a running one."""
+        excess = len(self.open) - MAX_OPEN_TREES
+        for key, session in list(self.open.items()):
             if excess <= 0:
                 break
-            harness = self.harnesses.get(key)
             # A new session not written yet lives only here: never let it go.
-            if (harness is None or not harness.busy) and not self.trees[key].deferred:
+            if not session.busy and not session.tree.deferred:
                 self._drop(key)
                 excess -= 1
 
     def _drop(self, key: Path) -> None:
         """Everything held for one session: its tree, idle harness and cached answers."""
-        self.trees.pop(key, None)
-        self.harnesses.pop(key, None)
-        self._stamps.pop(key, None)
-        self._nodes.pop(key, None)
-        self._views.pop(key)
+        self.open.pop(key, None)
         self._previews.drop_where(lambda cached: cached[0] == key)
 
-    def _keep(self, tree: SessionTree) -> SessionTree:
+    def _keep(self, tree: SessionTree) -> OpenSession:
         """Hold an open tree (one not written yet included) and follow its changes."""
-        self.trees[Path(tree.path).resolve()] = tree
+        session = self.open[Path(tree.path).resolve()] = OpenSession(tree)
         tree.listeners.append(self._changed)
-        return tree
+        return session
 
     def _changed(self, tree: SessionTree, change: Refresh) -> None:
         path = Path(tree.path).resolve()
         if change.relocated_from is not None:  # its file was replaced: it lives on elsewhere
             old = Path(change.relocated_from).resolve()
-            self.trees.pop(old, None)
-            self.trees[path] = tree
-            harness = self.harnesses.pop(old, None)
-            if harness is not None:
-                self.harnesses[path] = harness
-        if change.reloaded:
-            self._nodes.pop(path, None)
+            moved = self.open.pop(old) if old in self.open else OpenSession(tree)
+            self.open[path] = moved
+            self._previews.drop_where(lambda cached: cached[0] == old)
+        session = self.open.get(path)
+        if change.reloaded and session is not None:
+            session.nodes.clear()
         for listener in list(self.listeners):
             listener(path, tree, change)
 
@@ -284,94 +194,77 @@ class SessionHub:
         if not path.exists():
             self.forget(path)
             return
-        tree = self.trees.get(path.resolve())
-        if tree is not None:
-            tree.refresh()
+        session = self.open.get(path.resolve())
+        if session is not None:
+            session.tree.refresh()
 
     def forget(self, path: Path) -> None:
         """The file is gone: stop its run and drop all that was held for it."""
         key = path.resolve()
-        harness = self.harnesses.get(key)
-        if harness is not None:
-            harness.abort()
+        session = self.open.get(key)
+        if session is not None and session.harness is not None:
+            session.harness.abort()
         self._drop(key)
 
-    def settings_for(self, path: Path) -> Settings:
-        return self.folder_settings(self.folder_of(path))
+    def harness(self, path: Path) -> Harness:
+        """The session's harness; an idle one is rebuilt when settings or models.json changed."""
+        session = self.open.get(path.resolve())
+        if session is not None and session.harness is not None and session.stamp is not None:
+            folder, made = session.stamp
+            if session.harness.busy or made == settings_stamp(folder):
+                return session.harness
+        session = self.sync(path)
+        folder = session.stamp[0] if session.stamp is not None else self.folder_of(path)
+        stamp = settings_stamp(folder)
+        session.harness = make_harness(
+            session.tree, self.folder_of(path), self.settings_for(path),
+            anthropic_base_url=self.config.anthropic_base_url,
+            approve=self.approver_for(path.resolve(), session),
+            session_dirs=tuple(self.all_directories()), files=self.files,
+            diagnostics=self.diagnostics_for(self.folder_of(path)))
+        session.stamp = (folder, stamp)
+        return session.harness
 
-    # -- trust ---------------------------------------------------------------------------
+    def held(self, path: Path) -> OpenSession:
+        """The open session at `path`, as it is (nothing is read)."""
+        session = self.open.get(path.resolve())
+        if session is None:
+            raise UnknownSessionError(str(path))
+        return session
 
-    def trust(self, folder: Path) -> TrustState:
-        return resolve_trust(folder, client=self.config.workspace_trusted,
-                             session=self.session_trust.get(folder.resolve()))
+    def require_idle(self, path: Path) -> None:
+        """BusyError while the session runs a turn, compaction or summary, or is about to."""
+        self.held(path).require_idle()
 
-    def folder_settings(self, folder: Path) -> Settings:
-        """A folder's settings: its own `.pi/` files only when it is trusted (if they are
-        left out, the user is told once, as about an old snapshot store in it)."""
-        state = self.trust(folder)
-        note = untrusted_note(state)
-        if note is not None:
-            self.tell_once(folder, "trust", note)
-        legacy = store_for(folder).adopt_legacy(state.trusted)
-        if legacy is not None:
-            self.tell_once(folder, f"snapshots {state.trusted}", legacy)
-        return workspace_settings(folder, self.config, state.trusted)
+    def claim_turn(self, path: Path) -> OpenSession:
+        """Take the session for a new turn (its `turn_id`); BusyError if it is not idle."""
+        session = self.held(path)
+        session.claim_turn()
+        return session
+
+    def harness_if_made(self, path: Path) -> Harness | None:
+        """The session's harness if it has one; none is made."""
+        session = self.open.get(path.resolve())
+        return session.harness if session is not None else None
+
+    def require_workspace_idle(self, root: Path) -> None:
+        """BusyError while any session of the workspace at `root` runs (or is about to): any
+        may be writing its files."""
+        root = root.resolve()
+        for key, session in self.open.items():
+            if session.busy and session.harness is not None and \
+                    session.harness.root.resolve() == root:
+                raise BusyError(f"a session in this workspace is busy ({key.name}); "
+                                "restore files when it is idle")
 
     def set_trust(self, folder: Path, trusted: bool | None, save: bool, parent: bool
                   ) -> TrustState:
-        """Decide for a folder: saved in pi's trust store, or for this server only (None
-        forgets the decision); idle sessions of the folder take their settings again."""
-        folder = self.workspace_folder(folder)
-        key = folder.resolve()
-        if save:
-            save_decision(folder, trusted, parent)
-            self.session_trust.pop(key, None)
-        elif trusted is None:
-            self.session_trust.pop(key, None)
-        else:
-            self.session_trust[key] = trusted
-        self._told.discard((key, "trust"))  # a folder left untrusted is told again
+        """Decide for a folder (see Workspace.set_trust); its idle sessions take their
+        settings again."""
+        state = super().set_trust(folder, trusted, save, parent)
+        key = self.workspace_folder(folder).resolve()
         self._drop_idle(lambda harness: harness.root.resolve() == key)
-        return self.trust(folder)
-
-    def tell_once(self, folder: Path, topic: str, message: str) -> None:
-        if (folder.resolve(), topic) in self._told:
-            return
-        self._told.add((folder.resolve(), topic))
-        for notice in list(self.notices):
-            notice(message)
-
-    def harness(self, path: Path) -> Harness:
-        key = path.resolve()
-        harness = self.harnesses.get(key)
-        folder, made = self._stamps.get(key) or (self.folder_of(key), None)
-        stamp = settings_stamp(folder)
-        if harness is not None and not harness.busy and made != stamp:
-            harness = None  # settings or models.json changed: an idle harness is rebuilt
-        if harness is None:
-            settings = self.settings_for(key)
-            harness = Harness(
-                self.tree(key), self.folder_of(key), self.provider_factory(settings),
-                registry=settings.registry(),
-                default_model=(settings.default_provider, settings.default_model),
-                approve=self.approver_for(key),
-                allow_outside_root=settings.allow_writes_outside_workspace,
-                session_dirs=tuple(self.all_directories()),
-                summarizer=choose_summarizer(settings, base_url=self.config.anthropic_base_url),
-                compaction=settings.compaction,
-                branch_reserve_tokens=settings.branch_summary.reserve_tokens,
-                files=self.files,
-                diagnostics=self.diagnostics_for(self.folder_of(key)),
-                retry=settings.retry,
-            )
-            record_files(harness)
-            self.harnesses[key] = harness
-            self._stamps[key] = (folder, stamp)
-        return harness
-
-    def provider_factory(self, settings: Settings) -> Callable[[str], Provider]:
-        return provider_factory(settings.registry(), settings.api_key,
-                                self.config.anthropic_base_url, settings.retry.provider)
+        return state
 
     def reconfigure(self, config: Config) -> None:
         """New settings apply to harnesses made from now on; idle ones are rebuilt."""
@@ -379,39 +272,30 @@ class SessionHub:
         self._drop_idle(lambda _harness: True)
 
     def _drop_idle(self, which: Callable[[Harness], bool]) -> None:
-        for key, harness in list(self.harnesses.items()):
-            if not harness.busy and which(harness):
-                del self.harnesses[key]
+        for session in self.open.values():
+            if session.harness is not None and not session.busy and which(session.harness):
+                session.harness = session.stamp = None
 
     # -- answers -------------------------------------------------------------------------
 
-    def workspace_folder(self, folder: Path) -> Path:
-        """`folder` if it is one of the workspace's folders (symlinks followed), else an error."""
-        resolved = folder.resolve()
-        for candidate in self.roots():
-            if candidate.resolve() == resolved:
-                return candidate
-        listed = ", ".join(str(f) for f in self.roots())
-        raise ForeignFolderError(f"{folder} is not one of its folders ({listed})")
-
     def new_session(self, name: str | None, folder: Path | None = None) -> Path:
-        root = self.workspace_folder(folder) if folder is not None else self.roots()[0]
+        root = self.workspace_folder(folder) if folder is not None else self.default_folder()
         settings = self.folder_settings(root)
         tree = self._keep(start_session(root, settings.default_provider, settings.default_model,
-                                        settings.default_thinking_level))
+                                        settings.default_thinking_level)).tree
         if name:
             tree.append_session_info(name)
         return Path(tree.path)
 
     def tree_view(self, path: Path) -> TreeView:
-        tree = self.tree(path)
-        key = path.resolve()
+        session = self.sync(path)
+        tree = session.tree
         state = (id(tree.records), len(tree.records), tree.leaf_id)
-        cached = self._views.get(key)
+        cached = session.view
         if cached is not None and cached[0] == state:
             return cached[1]
         on_path = set(tree.path_ids(tree.leaf_id))
-        static = self._nodes.setdefault(key, {})
+        static = session.nodes
         nodes = []
         for record in tree.records:
             entry_id = record.env.id or ""
@@ -425,11 +309,11 @@ class SessionHub:
             nodes.append(Node(entry_id, parent, kind, role, preview, tree.label(entry_id),
                               record.env.timestamp, entry_id in on_path))
         view = TreeView(tree.leaf_id, nodes)
-        self._views.put(key, (state, view))
+        session.view = (state, view)
         return view
 
     def preview(self, path: Path, leaf_id: str | None, layer: Layer) -> Preview:
-        tree = self.tree(path)
+        tree = self.sync(path).tree
         leaf = leaf_id if leaf_id is not None else tree.leaf_id
         if leaf is not None:
             tree.record(leaf)
@@ -477,14 +361,14 @@ class SessionHub:
             message.entry_id = by_body.get(bytes(message.message))
 
     def diff(self, path: Path, from_leaf: str, to_leaf: str) -> ContextDiff:
-        tree = self.tree(path)
+        tree = self.sync(path).tree
         tree.record(from_leaf)
         tree.record(to_leaf)
         return diff_contexts(tree, from_leaf, to_leaf)
 
     def plan(self, path: Path) -> PlanSummary | None:
         """What a compaction would do now, or None when it would refuse (nothing to summarize)."""
-        tree = self.tree(path)
+        tree = self.sync(path).tree
         settings = self.settings_for(path)
         try:
             return plan_summary(plan_or_refusal(tree.path_to(tree.leaf_id), settings.compaction))
@@ -492,11 +376,11 @@ class SessionHub:
             return None
 
     def fork(self, path: Path, leaf_id: str | None) -> Path:
-        tree = self.tree(path)
+        tree = self.sync(path).tree
         leaf = leaf_id or tree.leaf_id
         if leaf is None:
             raise ValueError("the session is empty; there is nothing to fork")
-        return Path(self._keep(fork_session(tree, leaf)).path)
+        return Path(self._keep(fork_session(tree, leaf)).tree.path)
 
     def check(self, path: Path) -> list[Problem]:
-        return check_session(self.tree(path))
+        return check_session(self.sync(path).tree)

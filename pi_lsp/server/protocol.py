@@ -5,12 +5,16 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Generator
+from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.protocol import LanguageServerProtocol, lsp_method
+from pygls.uris import from_fs_path
+
+from pi_lsp.providers.registry import ModelInfo
 
 SESSIONS_CHANGED = "pi/sessionsChanged"
 SESSION_CHANGED = "pi/sessionChanged"
@@ -19,6 +23,10 @@ JOB_DONE = "pi/jobDone"
 APPROVE_TOOL = "pi/approveTool"  # server → client request, when the client advertises it
 
 T = TypeVar("T")
+
+
+def uri_of(path: Path) -> str:
+    return from_fs_path(str(path)) or str(path)
 
 
 class PiProtocol(LanguageServerProtocol):
@@ -217,6 +225,26 @@ class PromptArgs(SessionArgs):
     context: Annotated[list[ContextArg], msgspec.Meta(max_length=MAX_CONTEXT)] = \
         msgspec.field(default_factory=list)
     delivery: Literal["prompt", "steer", "followUp"] = "prompt"
+
+
+class ModelItem(msgspec.Struct, rename="camel"):
+    """A model as `pi.listModels` lists it."""
+
+    provider: str
+    id: str
+    name: str | None
+    api: str
+    reasoning: bool
+    input: list[str]
+    context_window: int
+    max_tokens: int
+
+    def __post_init__(self) -> None:
+        self.name = self.name or self.id
+
+    @classmethod
+    def of(cls, model: ModelInfo) -> ModelItem:
+        return msgspec.convert(model, cls, from_attributes=True)
 
 
 class ApproveToolParams(msgspec.Struct, rename="camel", kw_only=True):

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 import watchfiles
 
@@ -73,3 +74,41 @@ class DirectoryWatcher:
         ):
             for change, path in sorted(changes, key=lambda c: c[1]):
                 self.on_change(Path(path), change)
+
+
+class SessionWatch:
+    """The workspace's session directories, watched, and which session files are in them."""
+
+    def __init__(self, on_file: Callable[[Path], None], on_listing: Callable[[], None],
+                 stop_later: Callable[[Coroutine[Any, Any, None], str], object]) -> None:
+        self.on_file, self.on_listing, self.stop_later = on_file, on_listing, stop_later
+        self.watchers: dict[Path, DirectoryWatcher] = {}
+        self.known: set[Path] = set()  # the session files that exist, as last seen
+
+    def follow(self, directories: list[Path]) -> None:
+        """Watch exactly `directories` from now on."""
+        wanted = set(directories)
+        for directory in list(self.watchers):
+            if directory not in wanted:
+                self.stop_later(self.watchers.pop(directory).stop(), f"stop watching {directory}")
+        for directory in wanted - set(self.watchers):
+            watcher = DirectoryWatcher(directory, self.changed)
+            self.watchers[directory] = watcher
+            watcher.start()
+
+    def changed(self, path: Path, _change: object) -> None:
+        exists = path.is_file()
+        if exists != (path in self.known):
+            (self.known.add if exists else self.known.discard)(path)
+            self.on_listing()
+        self.on_file(path)
+
+    def created(self, path: Path) -> None:
+        """A session file the server itself made; the listing has changed."""
+        self.known.add(path)
+        self.on_listing()
+
+    async def stop(self) -> None:
+        for watcher in self.watchers.values():
+            await watcher.stop()
+        self.watchers.clear()

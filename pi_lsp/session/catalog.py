@@ -112,6 +112,19 @@ def confine_session(path: Path, directories: list[Path]) -> Path:
     return resolved
 
 
+def session_workspace(path: Path, folders: dict[Path, list[Path]], fallback: Path) -> Path:
+    """The workspace a session file belongs to: the deepest of `folders` (each with its session
+    directories) holding it, else the parent of the `.pi/sessions/` it is in, else `fallback`."""
+    resolved = path.resolve()
+    for folder in sorted(folders, key=lambda f: len(str(f)), reverse=True):
+        if any(resolved.parent == d.resolve() for d in folders[folder]) or \
+                folder.resolve() in resolved.parents:
+            return folder
+    if resolved.parent.parts[-2:] == (".pi", "sessions"):
+        return resolved.parent.parent.parent
+    return fallback
+
+
 def _session_files(directories: list[Path]) -> list[str]:
     """The session files directly in the directories, a symlink leading out not being one; as
     strings, since hundreds of Path objects cost more than the listing itself."""

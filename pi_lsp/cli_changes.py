@@ -1,0 +1,152 @@
+"""`pi-lsp compact`, `branch` and `rewind`: the commands that change a session or its
+workspace's files, under the settings and trust of the workspace the session belongs to."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from pi_lsp.cli import EXIT_PROBLEMS, CliError, open_session, write_line
+from pi_lsp.session.catalog import session_workspace
+from pi_lsp.session.tree import SessionTree
+
+if TYPE_CHECKING:
+    from pi_lsp.settings import Settings
+
+
+def note(message: str) -> None:
+    print(f"pi-lsp: note: {message}", file=sys.stderr)
+
+
+def session_settings(tree: SessionTree, approve: bool | None) -> Settings:
+    """Settings of the workspace the session belongs to (its `.pi/sessions/` parent); its own
+    `.pi/` files only when it is trusted (`approve` decides once)."""
+    from pi_lsp.settings import SettingsError, load_settings
+    from pi_lsp.trust import trusted_without_asking
+
+    root = session_workspace(Path(tree.path), {}, Path.cwd())
+    try:
+        return load_settings(root, project=trusted_without_asking(root, approve, note))
+    except SettingsError as error:
+        raise CliError(str(error)) from None
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from pi_lsp.summarize.compaction import (
+        NothingToCompactError,
+        compact,
+        plan_or_refusal,
+        plan_summary,
+    )
+    from pi_lsp.summarize.summarizer import SummaryError
+
+    tree = open_session(args.file)
+    leaf = args.leaf or tree.leaf_id
+    if leaf is not None:
+        tree.record(leaf)
+    settings = session_settings(tree, args.approve)
+    compaction = settings.compaction
+    if args.keep_recent_tokens is not None:
+        compaction = msgspec.structs.replace(compaction, keep_recent_tokens=args.keep_recent_tokens)
+    if args.plan:
+        try:
+            write_line(plan_summary(plan_or_refusal(tree.path_to(leaf), compaction)))
+        except NothingToCompactError as error:
+            write_line(None)  # as the server's dry run answers
+            print(f"pi-lsp: compact would refuse: {error}", file=sys.stderr)
+            return EXIT_PROBLEMS
+        return 0
+    from pi_lsp.summarize.select import choose_summarizer
+
+    summarizer = choose_summarizer(settings)
+    try:
+        result = asyncio.run(compact(tree, leaf, summarizer, compaction, args.instructions))
+    except (NothingToCompactError, SummaryError) as error:
+        raise CliError(str(error)) from None
+    if args.json:
+        write_line(result)
+    else:
+        how = "extractive summary" if summarizer.extractive else "model summary"
+        print(f"compacted {result.tokens_before} tokens into entry {result.entry_id} ({how}); "
+              f"kept from {result.first_kept_entry_id}")
+        print(result.summary)
+    return 0
+
+
+def cmd_branch(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from pi_lsp.summarize.branch import branch, branch_with_summary
+    from pi_lsp.summarize.summarizer import SummaryError
+
+    tree = open_session(args.file)
+    tree.record(args.to)
+    if args.summarize:
+        from pi_lsp.summarize.select import choose_summarizer
+
+        settings = session_settings(tree, args.approve)
+        summarizer = choose_summarizer(settings)
+        model = settings.default_model
+        window = settings.registry().get(settings.default_provider, model)
+        budget = window.context_window - settings.branch_summary.reserve_tokens
+        try:
+            outcome = asyncio.run(branch_with_summary(tree, args.to, summarizer, budget,
+                                                      args.instructions))
+        except SummaryError as error:
+            raise CliError(str(error)) from None
+    else:
+        outcome = branch(tree, args.to)
+    if args.json:
+        write_line(outcome)
+        return 0
+    print(f"leaf is now {outcome.leaf_id or '(new root)'}")
+    if outcome.summary_entry_id:
+        print(f"branch summary {outcome.summary_entry_id}:\n{outcome.summary}")
+    if outcome.editor_text is not None:
+        print(f"prompt to edit and resend:\n{outcome.editor_text}")
+    return 0
+
+
+def cmd_rewind(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from pi_lsp.files.history import RewindError, changes_to, restore_files, target_of
+    from pi_lsp.files.snapshots import SnapshotError, store_for
+    from pi_lsp.trust import trusted_without_asking
+
+    tree = open_session(args.file)
+    root = session_workspace(Path(tree.path), {}, Path(tree.header.cwd))
+    store = store_for(root)
+    if store.unavailable_reason is not None:
+        raise CliError(store.unavailable_reason)
+    legacy = store.adopt_legacy(trusted_without_asking(root, args.approve, note))
+    if legacy is not None:
+        note(legacy)
+    try:
+        if args.dry_run:
+            found = asyncio.run(changes_to(store, target_of(tree, args.to, args.undo)))
+            for change in found.files:
+                sys.stdout.write(change.diff or f"{change.status}: {change.path}\n")
+            for path in found.refused:
+                print(f"would be left alone (under .git/ or .pi/, or behind a symlink): {path}",
+                      file=sys.stderr)
+            print(f"{len(found.files)} file(s) would change", file=sys.stderr)
+            return 0
+        result = asyncio.run(restore_files(tree, store, args.to, args.undo))
+    except (RewindError, SnapshotError) as error:
+        raise CliError(str(error)) from None
+    for change in result.files:
+        print(f"{change.status:9} {change.path}")
+    for path in result.skipped:
+        print(f"left alone (too large to snapshot): {path}")
+    for path in result.refused:
+        print(f"left alone (under .git/ or .pi/, or behind a symlink): {path}")
+    print(f"restored {len(result.files)} file(s); undo with: pi-lsp rewind {args.file} "
+          f"--undo {result.undo_id}")
+    return 0

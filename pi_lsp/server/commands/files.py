@@ -1,0 +1,44 @@
+"""The workspace files a session's turns changed, and restoring them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+from pygls.exceptions import JsonRpcInvalidParams
+
+from pi_lsp.agent.harness import Harness
+from pi_lsp.files.history import count_changes, file_changes, restore_files
+from pi_lsp.files.snapshots import store_for
+from pi_lsp.server.commands import Command
+from pi_lsp.server.protocol import FileChangesArgs, RestoreFilesArgs
+from pi_lsp.summarize.branch import BranchOutcome
+
+if TYPE_CHECKING:
+    from pi_lsp.server.server import PiServer
+
+
+async def with_file_changes(harness: Harness, outcome: BranchOutcome) -> dict[str, Any]:
+    """A branch's outcome plus `fileChanges`, the count that lets the editor offer a restore."""
+    changes = await count_changes(harness.tree, store_for(harness.root), outcome.leaf_id)
+    return {**msgspec.to_builtins(outcome), "fileChanges": changes}
+
+
+async def get_file_changes(ls: PiServer, args: FileChangesArgs) -> Any:
+    harness = ls.hub.harness(await ls.open_tree(args.uri))
+    return await file_changes(harness.tree, store_for(harness.root), args.entry_id)
+
+
+async def restore(ls: PiServer, args: RestoreFilesArgs) -> Any:
+    if (args.entry_id is None) == (args.undo_id is None):
+        raise JsonRpcInvalidParams("invalid argument: give exactly one of `entryId`, `undoId`")
+    harness = ls.hub.harness(await ls.open_tree(args.uri))
+    ls.hub.require_workspace_idle(harness.root)
+    return await restore_files(harness.tree, store_for(harness.root), args.entry_id,
+                               args.undo_id)
+
+
+COMMANDS: list[Command] = [
+    ("pi.fileChanges", FileChangesArgs, get_file_changes),
+    ("pi.restoreFiles", RestoreFilesArgs, restore),
+]

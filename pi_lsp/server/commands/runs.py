@@ -1,0 +1,65 @@
+"""Prompts, aborts, compactions and branch summaries: the work that runs in the background."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pi_lsp.server.commands import Command
+from pi_lsp.server.commands.files import with_file_changes
+from pi_lsp.server.editor import prompt_attachments
+from pi_lsp.server.protocol import BranchSummaryArgs, CompactArgs, PromptArgs, SessionArgs
+from pi_lsp.server.turns import prompt_images
+
+if TYPE_CHECKING:
+    from pi_lsp.server.server import PiServer
+
+
+async def prompt(ls: PiServer, args: PromptArgs) -> dict[str, Any]:
+    path = await ls.open_tree(args.uri)
+    harness = ls.hub.harness(path)
+    attached = await prompt_attachments(ls.files, harness.root, args, harness.approve_call)
+    for refusal in attached.refused:
+        ls.tell(refusal)
+    if args.delivery != "prompt" and harness.busy:
+        deliver = harness.steer if args.delivery == "steer" else harness.follow_up
+        deliver(args.text, prompt_images(args), attached.rendered or None)
+        return {"turnId": None, "queued": args.delivery}
+    session = ls.hub.claim_turn(path)
+    ls.runs.start_turn(args.uri, session, harness, args, attached.rendered)
+    return {"turnId": session.turn_id}
+
+
+async def abort(ls: PiServer, args: SessionArgs) -> dict[str, Any]:
+    harness = ls.hub.harness_if_made(await ls.open_tree(args.uri))
+    return {"aborted": harness.abort() if harness is not None else False}
+
+
+async def compact(ls: PiServer, args: CompactArgs) -> dict[str, Any]:
+    path = await ls.open_tree(args.uri)
+    if args.dry_run:
+        return {"plan": ls.hub.plan(path)}
+    harness = ls.hub.harness(path)
+    ls.hub.require_idle(path)
+    return {"jobId": ls.runs.start_job(args.uri, "pi: compacting", harness,
+                                       lambda: harness.compact(args.instructions))}
+
+
+async def branch_with_summary(ls: PiServer, args: BranchSummaryArgs) -> dict[str, Any]:
+    path = await ls.open_tree(args.uri)
+    harness = ls.hub.harness(path)
+    harness.tree.record(args.target_id)
+    ls.hub.require_idle(path)
+
+    async def work() -> dict[str, Any]:
+        return await with_file_changes(harness, await harness.branch_with_summary(
+            args.target_id, args.instructions, durable=ls.config.durable_leaf_moves))
+
+    return {"jobId": ls.runs.start_job(args.uri, "pi: summarizing the branch", harness, work)}
+
+
+COMMANDS: list[Command] = [
+    ("pi.prompt", PromptArgs, prompt),
+    ("pi.abort", SessionArgs, abort),
+    ("pi.compact", CompactArgs, compact),
+    ("pi.branchWithSummary", BranchSummaryArgs, branch_with_summary),
+]

@@ -1,0 +1,74 @@
+"""Listing, creating, reading and checking sessions."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from pi_lsp.server.commands import Command
+from pi_lsp.server.protocol import (
+    DiffArgs,
+    ForkArgs,
+    NewSessionArgs,
+    NoArgs,
+    PreviewArgs,
+    SessionArgs,
+    uri_of,
+)
+
+if TYPE_CHECKING:
+    from pi_lsp.server.server import PiServer
+
+
+async def list_sessions(ls: PiServer, _args: NoArgs) -> dict[str, Any]:
+    sessions = await asyncio.to_thread(ls.hub.list_sessions)
+    listed = []
+    for session in sessions:
+        item = msgspec.to_builtins(session)
+        item["uri"] = uri_of(Path(item.pop("path")))
+        listed.append(item)
+    return {"sessions": listed}
+
+
+def new_session(ls: PiServer, args: NewSessionArgs) -> dict[str, Any]:
+    folder = ls.session_path(args.folder_uri, "folderUri") if args.folder_uri else None
+    path = ls.hub.new_session(args.name, folder)
+    ls.watch.created(path)
+    return {"uri": uri_of(path)}
+
+
+async def get_tree(ls: PiServer, args: SessionArgs) -> Any:
+    return ls.hub.tree_view(await ls.open_tree(args.uri))
+
+
+async def preview_context(ls: PiServer, args: PreviewArgs) -> Any:
+    return ls.hub.preview(await ls.open_tree(args.uri), args.leaf_id, args.layer)
+
+
+async def diff_context(ls: PiServer, args: DiffArgs) -> Any:
+    path = await ls.open_tree(args.uri)
+    return ls.hub.diff(path, args.from_leaf_id, args.to_leaf_id)
+
+
+async def fork(ls: PiServer, args: ForkArgs) -> dict[str, Any]:
+    forked = ls.hub.fork(await ls.open_tree(args.uri), args.leaf_id)
+    ls.watch.created(forked)
+    return {"uri": uri_of(forked)}
+
+
+async def check(ls: PiServer, args: SessionArgs) -> dict[str, Any]:
+    return {"problems": ls.hub.check(await ls.open_tree(args.uri))}
+
+
+COMMANDS: list[Command] = [
+    ("pi.listSessions", NoArgs, list_sessions),
+    ("pi.newSession", NewSessionArgs, new_session),
+    ("pi.getTree", SessionArgs, get_tree),
+    ("pi.previewContext", PreviewArgs, preview_context),
+    ("pi.diffContext", DiffArgs, diff_context),
+    ("pi.fork", ForkArgs, fork),
+    ("pi.check", SessionArgs, check),
+]

@@ -1,0 +1,54 @@
+"""What an editor may set (initialization options, `workspace/didChangeConfiguration`), and
+the settings it gives over the settings files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from pi_lsp.settings import Settings, load_settings
+
+
+class Config(msgspec.Struct, rename="camel", omit_defaults=True, forbid_unknown_fields=True):
+    session_dirs: list[str] = msgspec.field(default_factory=list)
+    model: str | None = None  # PROVIDER/ID for new sessions
+    summary_model: str | None = None
+    thinking_level: str | None = None
+    tool_approval: Literal["ask", "auto"] = "ask"
+    durable_leaf_moves: bool = True
+    auto_compaction: bool = True
+    anthropic_api_key: str | None = None
+    anthropic_base_url: str | None = None
+    diagnostics_feedback: bool = True
+    # The editor's own trust of the window (VS Code's workspace.isTrusted): false is
+    # Restricted Mode, where a folder's .pi/ files are never loaded.
+    workspace_trusted: bool | None = None
+
+
+def read_config(raw: Any) -> Config:
+    """The editor's settings, under `piLsp` or at the top; msgspec.ValidationError names what
+    is wrong."""
+    if isinstance(raw, dict) and isinstance(raw.get("piLsp"), dict):
+        raw = raw["piLsp"]
+    return msgspec.convert(raw or {}, Config)
+
+
+def editor_settings(root: Path, config: Config, project: bool) -> Settings:
+    """The workspace's settings files (the project's only when `project`), with what the
+    editor set on top."""
+    settings = load_settings(root, project=project)
+    changes: dict[str, object] = {}
+    if config.model:
+        provider, _, model_id = config.model.partition("/")
+        changes.update(default_provider=provider, default_model=model_id)
+    if config.thinking_level:
+        changes["default_thinking_level"] = config.thinking_level
+    if config.summary_model:
+        changes["summary_model"] = config.summary_model
+    if config.anthropic_api_key:
+        changes["api_keys"] = {**settings.api_keys, "anthropic": config.anthropic_api_key}
+    if not config.auto_compaction:
+        changes["compaction"] = msgspec.structs.replace(settings.compaction, enabled=False)
+    return msgspec.structs.replace(settings, **changes) if changes else settings

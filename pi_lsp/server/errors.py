@@ -1,0 +1,75 @@
+"""How failures become answers: the one list of expected errors, their JSON-RPC codes, and the
+log filter that keeps them out of the editor's log."""
+
+from __future__ import annotations
+
+import logging
+
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+
+from pi_lsp.agent.harness import BusyError, NotRunningError
+from pi_lsp.agent.loop import Aborted
+from pi_lsp.files.history import RewindError
+from pi_lsp.files.snapshots import SnapshotError
+from pi_lsp.providers.base import MissingApiKeyError
+from pi_lsp.server.hub import UnknownSessionError
+from pi_lsp.server.workspace import ForeignFolderError
+from pi_lsp.session.catalog import ForeignSessionError
+from pi_lsp.session.tree import UnknownEntryError
+from pi_lsp.settings import SettingsError
+from pi_lsp.summarize.compaction import NothingToCompactError
+from pi_lsp.summarize.summarizer import SummaryError
+from pi_lsp.trust import TrustError
+
+# In JSON-RPC's server range, clear of the codes LSP itself defines (-32001, -32002).
+BUSY = -32010
+FAILED = -32011
+
+# Failures that are answers, not faults: the user is told their message, and no traceback is
+# logged. Anything else is a bug.
+EXPECTED: tuple[type[Exception], ...] = (
+    UnknownSessionError, UnknownEntryError, ForeignSessionError, ForeignFolderError, BusyError,
+    NotRunningError, Aborted, NothingToCompactError, SettingsError, SummaryError,
+    MissingApiKeyError, RewindError, SnapshotError, TrustError, ValueError, OSError,
+)
+
+
+def server_error(message: str, code: int) -> JsonRpcException:
+    """A JSON-RPC error in the server range (pygls' own constructor is untyped)."""
+    return JsonRpcException(message=message, code=code)
+
+
+def failure_message(error: BaseException) -> str:
+    """What the user reads about a failed turn or job: an expected error's own words."""
+    if isinstance(error, EXPECTED):
+        return str(error) or "cancelled"
+    return f"{type(error).__name__}: {error}"
+
+
+def as_answer(error: Exception) -> Exception:
+    """The JSON-RPC error a command answers with; an unexpected error is returned as it is."""
+    if isinstance(error, JsonRpcException):
+        return error
+    if isinstance(error, (UnknownSessionError, UnknownEntryError)):
+        return JsonRpcInvalidParams(str(error))
+    if isinstance(error, ForeignSessionError):
+        return JsonRpcInvalidParams(
+            f"invalid argument: `uri` is not a session of this workspace: {error}")
+    if isinstance(error, ForeignFolderError):
+        return JsonRpcInvalidParams(
+            f"invalid argument: `folderUri` is not a workspace folder: {error}")
+    if isinstance(error, BusyError):
+        return server_error(str(error), BUSY)
+    if isinstance(error, EXPECTED):
+        return server_error(str(error), FAILED)
+    return error
+
+
+class ExpectedErrors(logging.Filter):
+    """pygls logs every error answer with a traceback; the ones pi-lsp raises on purpose (bad
+    arguments, busy sessions) are answers, not faults, and stay out of the editor's log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not (isinstance(error, JsonRpcException) and
+                    error.code in (JsonRpcInvalidParams.CODE, BUSY, FAILED))

@@ -1,0 +1,60 @@
+"""One open session: everything held for it, so dropping or moving it is one operation."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from pi_lsp.agent.harness import BusyError, Harness
+from pi_lsp.session.tree import SessionTree
+
+if TYPE_CHECKING:
+    from pi_lsp.server.hub import TreeView
+
+# A tree view's parts that never change for a line: parent, type, role, preview.
+NodeParts = tuple[str | None, str, str | None, str]
+
+
+class OpenSession(msgspec.Struct):
+    tree: SessionTree
+    harness: Harness | None = None
+    # The folder its harness was made for and its settings files' times then.
+    stamp: tuple[Path, tuple[int | None, ...]] | None = None
+    nodes: dict[int, NodeParts] = msgspec.field(default_factory=dict)
+    view: tuple[tuple[int, int, str | None], TreeView] | None = None  # the last, by tree state
+    allowed_tools: set[str] = msgspec.field(default_factory=set)  # "allow for this session"
+    turn_id: str | None = None  # claimed by a prompt, from before its harness says busy
+    turn: asyncio.Task[Any] | None = None  # the running turn
+
+    @property
+    def title(self) -> str:
+        return self.tree.name or Path(self.tree.path).name
+
+    @property
+    def busy(self) -> bool:
+        return self.turn_id is not None or (self.harness is not None and self.harness.busy)
+
+    def require_idle(self, hint: str = "") -> None:
+        """BusyError when a turn, compaction or summary is running or about to."""
+        if self.busy:
+            phase = self.harness.phase if self.harness is not None and self.harness.busy \
+                else "turn"
+            raise BusyError(f"the session is busy ({phase}){hint}")
+
+    def claim_turn(self) -> str:
+        """Take the session for a new turn now, so a second prompt is refused at once."""
+        self.require_idle("; steer or follow up instead")
+        self.turn_id = str(uuid.uuid4())
+        return self.turn_id
+
+    def run_turn(self, task: asyncio.Task[Any]) -> None:
+        """`task` runs the claimed turn; the claim ends with it."""
+        self.turn = task
+        task.add_done_callback(lambda _task: self.release_turn())
+
+    def release_turn(self) -> None:
+        self.turn_id, self.turn = None, None

@@ -1,0 +1,47 @@
+"""The server's background work: every task named, held until it ends, its failure logged by
+one rule."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from typing import Any
+
+from pi_lsp.server.errors import EXPECTED
+
+log = logging.getLogger(__name__)
+
+
+class Tasks:
+    def __init__(self) -> None:
+        self._running: set[asyncio.Task[Any]] = set()
+
+    def start(self, work: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        """Run `work` in the background; a strong reference is kept until it ends."""
+        task = asyncio.ensure_future(work)
+        task.set_name(name)
+        self._running.add(task)
+        task.add_done_callback(self._ended)
+        return task
+
+    def _ended(self, task: asyncio.Task[Any]) -> None:
+        self._running.discard(task)
+        error = None if task.cancelled() else task.exception()
+        if error is None:
+            return
+        if isinstance(error, EXPECTED):  # the user has been told already
+            log.info("%s: %s", task.get_name(), error)
+        else:
+            log.error("%s failed", task.get_name(), exc_info=error)
+
+    async def finish(self, wait_s: float) -> None:
+        """Let running tasks end for up to `wait_s`, then cancel the rest and await them."""
+        running = [t for t in self._running if not t.done()]
+        if not running:
+            return
+        _done, late = await asyncio.wait(running, timeout=wait_s)
+        for task in late:  # waiting on the client, say: cut, and awaited all the same
+            task.cancel()
+        if late:
+            await asyncio.wait(late)

@@ -1,0 +1,161 @@
+"""Turns and jobs run in the background: their progress in the editor, their events as
+`pi/turn` and their ends as `pi/jobDone`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgspec
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+
+from pi_lsp.agent.events import AgentEvent, AutoRetryStart, MessageUpdate, ToolExecutionStart
+from pi_lsp.agent.harness import Harness
+from pi_lsp.server.errors import failure_message
+from pi_lsp.server.open_session import OpenSession
+from pi_lsp.server.protocol import JOB_DONE, TURN, PromptArgs
+from pi_lsp.server.tasks import Tasks
+from pi_lsp.session.entries import ImageContent
+from pi_lsp.session.outline import shorten
+
+DELTA_FLUSH_S = 0.05  # text deltas are sent at most ~20 times a second per turn
+PROGRESS_PROMPT_CHARS = 40  # of the prompt, in a turn's progress
+
+
+def prompt_images(args: PromptArgs) -> list[ImageContent] | None:
+    return [ImageContent(data=i.data, mime_type=i.mime_type) for i in args.images] or None
+
+
+def progress_report(event: AgentEvent) -> str | None:
+    """What a turn's progress says about `event`, if anything."""
+    if isinstance(event, ToolExecutionStart):
+        return f"running {event.tool_name}"
+    if isinstance(event, AutoRetryStart):
+        return f"{event.error_message}; retrying in {event.delay_ms / 1000:g}s " \
+               f"({event.attempt}/{event.max_attempts})"
+    return None
+
+
+class Runs:
+    def __init__(self, server: LanguageServer, tasks: Tasks) -> None:
+        self.server, self.tasks = server, tasks
+
+    def start_turn(self, uri: str, session: OpenSession, harness: Harness, args: PromptArgs,
+                   attachments: list[str]) -> None:
+        """Run a prompt in the background, for the turn the session has claimed."""
+        turn_id = session.turn_id or ""
+        session.run_turn(self.tasks.start(self._turn(uri, turn_id, harness, args, attachments),
+                                          f"turn {turn_id}"))
+
+    def start_job(self, uri: str, title: str, harness: Harness,
+                  work: Callable[[], Awaitable[Any]]) -> str:
+        """Run a compaction or branch summary in the background; the job's id."""
+        job_id = str(uuid.uuid4())
+        self.tasks.start(self._job(uri, job_id, title, harness, work), f"job {job_id} ({title})")
+        return job_id
+
+    async def _turn(self, uri: str, turn_id: str, harness: Harness, args: PromptArgs,
+                    attachments: list[str]) -> None:
+        stream = TurnStream(self.server, uri, turn_id)
+        unsubscribe = harness.subscribe(stream.on_event)
+        # A status bar shows "title: message" cut from the left: a short title, and a message
+        # the tool reports replace, keep what is still running in view.
+        token = await self.progress_begin("pi", shorten(args.text, PROGRESS_PROMPT_CHARS))
+        self.abort_on_cancel(token, harness)
+        stream.progress_token = token
+        outcome = "done"
+        try:
+            await harness.prompt(args.text, prompt_images(args), attachments or None)
+        except Exception as error:  # the harness has sent it as the turn's `error` event
+            outcome = failure_message(error)
+            raise
+        finally:
+            stream.flush()
+            unsubscribe()
+            self.progress_end(token, outcome)
+
+    async def _job(self, uri: str, job_id: str, title: str, harness: Harness,
+                   work: Callable[[], Awaitable[Any]]) -> None:
+        token = await self.progress_begin(title)
+        self.abort_on_cancel(token, harness)
+        try:
+            result = await work()
+        except Exception as error:
+            self.server.protocol.notify(JOB_DONE, {"jobId": job_id, "uri": uri, "ok": False,
+                                                   "error": failure_message(error)})
+            raise
+        else:
+            self.server.protocol.notify(JOB_DONE, {"jobId": job_id, "uri": uri, "ok": True,
+                                                   "result": msgspec.to_builtins(result)})
+        finally:
+            self.progress_end(token, "done")
+
+    async def progress_begin(self, title: str, message: str | None = None) -> str | None:
+        window = self.server.client_capabilities.window
+        if window is None or not window.work_done_progress:
+            return None
+        token = str(uuid.uuid4())
+        try:
+            await self.server.work_done_progress.create_async(token)
+        except Exception:
+            return None  # the client does not do progress
+        self.server.work_done_progress.begin(token, types.WorkDoneProgressBegin(
+            title=title, message=message, cancellable=True))
+        return token
+
+    def progress_end(self, token: str | None, message: str) -> None:
+        if token is not None:
+            with contextlib.suppress(Exception):
+                self.server.work_done_progress.end(token,
+                                                   types.WorkDoneProgressEnd(message=message))
+
+    def abort_on_cancel(self, token: str | None, harness: Harness) -> None:
+        future = self.server.work_done_progress.tokens.get(token) if token else None
+        if future is not None:
+            future.add_done_callback(lambda f: harness.abort() if f.cancelled() else None)
+
+
+class TurnStream:
+    """Forwards one turn's events as `pi/turn`, with text deltas coalesced."""
+
+    def __init__(self, server: LanguageServer, uri: str, turn_id: str) -> None:
+        self.server, self.uri, self.turn_id = server, uri, turn_id
+        self.deltas: list[dict[str, Any]] = []
+        self.timer: asyncio.TimerHandle | None = None
+        self.progress_token: str | None = None
+
+    def send(self, event: dict[str, Any]) -> None:
+        self.server.protocol.notify(TURN, {"uri": self.uri, "turnId": self.turn_id,
+                                           "event": event})
+
+    def on_event(self, event: AgentEvent) -> None:
+        if isinstance(event, MessageUpdate):
+            delta = msgspec.to_builtins(event.delta)
+            last = self.deltas[-1] if self.deltas else None
+            if last and last["type"] == delta["type"] and \
+                    last["contentIndex"] == delta["contentIndex"]:
+                last["delta"] += delta["delta"]
+            else:
+                self.deltas.append(delta)
+            if self.timer is None:
+                self.timer = asyncio.get_running_loop().call_later(DELTA_FLUSH_S, self.flush)
+            return
+        self.flush()
+        report = progress_report(event)
+        if report and self.progress_token:
+            with contextlib.suppress(Exception):
+                self.server.work_done_progress.report(self.progress_token,
+                                                      types.WorkDoneProgressReport(message=report))
+        self.send(msgspec.to_builtins(event))
+
+    def flush(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.deltas:
+            deltas, self.deltas = self.deltas, []
+            self.send({"type": "message_update", "deltas": deltas})

@@ -1,0 +1,114 @@
+"""The editor's workspace: its folders, where their sessions are, their trust and settings."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from pi_lsp.files.snapshots import store_for
+from pi_lsp.server.config import Config, editor_settings
+from pi_lsp.session.catalog import confine_session, followed, session_dirs, session_workspace
+from pi_lsp.settings import Settings
+from pi_lsp.trust import TrustState, resolve_trust, save_decision, untrusted_note
+
+
+class ForeignFolderError(Exception):
+    """A folder that is not one of the workspace's folders."""
+
+
+class Workspace:
+    def __init__(self, folders: list[Path], config: Config) -> None:
+        self.folders = folders
+        self.config = config
+        self.session_trust: dict[Path, bool] = {}  # decisions for this server only, by folder
+        self.notices: list[Callable[[str], None]] = []  # what the user must be told
+        self._told: set[tuple[Path, str]] = set()
+
+    # -- where sessions are --------------------------------------------------------------
+
+    def directories(self, folder: Path) -> list[Path]:
+        extra = [Path(d) if os.path.isabs(d) else folder / d for d in self.config.session_dirs]
+        return followed([*session_dirs(str(folder)), *extra], folder)
+
+    def folders_or_cwd(self) -> list[Path]:
+        """The workspace folders; the current directory when the editor named none."""
+        return self.folders or [Path.cwd()]
+
+    def all_directories(self) -> list[Path]:
+        seen: dict[Path, None] = {}
+        for folder in self.folders_or_cwd():
+            for directory in self.directories(folder):
+                seen.setdefault(directory.resolve(), None)
+        return list(seen)
+
+    def folder_of(self, path: Path) -> Path:
+        """The workspace folder a session belongs to (the deepest one holding it)."""
+        folders = {folder: self.directories(folder) for folder in self.folders}
+        fallback = self.folders[0] if self.folders else path.resolve().parent
+        return session_workspace(path, folders, fallback)
+
+    def confine(self, path: Path) -> Path:
+        """`path` resolved, if it is a session file of the workspace as its folders are now."""
+        return confine_session(path, self.all_directories())
+
+    def workspace_folder(self, folder: Path) -> Path:
+        """`folder` if it is one of the workspace's folders (symlinks followed), else an error."""
+        resolved = folder.resolve()
+        for candidate in self.folders_or_cwd():
+            if candidate.resolve() == resolved:
+                return candidate
+        listed = ", ".join(str(f) for f in self.folders_or_cwd())
+        raise ForeignFolderError(f"{folder} is not one of its folders ({listed})")
+
+    def default_folder(self) -> Path:
+        """Where new sessions go unless a folder is named: the first one."""
+        return self.folders_or_cwd()[0]
+
+    def default_settings(self) -> Settings:
+        """The settings of the default folder."""
+        return self.folder_settings(self.default_folder())
+
+    def settings_for(self, path: Path) -> Settings:
+        return self.folder_settings(self.folder_of(path))
+
+    # -- trust ---------------------------------------------------------------------------
+
+    def trust(self, folder: Path) -> TrustState:
+        return resolve_trust(folder, client=self.config.workspace_trusted,
+                             session=self.session_trust.get(folder.resolve()))
+
+    def folder_settings(self, folder: Path) -> Settings:
+        """A folder's settings: its own `.pi/` files only when it is trusted (if they are
+        left out, the user is told once, as about an old snapshot store in it)."""
+        state = self.trust(folder)
+        note = untrusted_note(state)
+        if note is not None:
+            self.tell_once(folder, "trust", note)
+        legacy = store_for(folder).adopt_legacy(state.trusted)
+        if legacy is not None:
+            self.tell_once(folder, f"snapshots {state.trusted}", legacy)
+        return editor_settings(folder, self.config, state.trusted)
+
+    def set_trust(self, folder: Path, trusted: bool | None, save: bool, parent: bool
+                  ) -> TrustState:
+        """Decide for a folder: saved in pi's trust store, or for this server only (None
+        forgets the decision)."""
+        folder = self.workspace_folder(folder)
+        key = folder.resolve()
+        if save:
+            save_decision(folder, trusted, parent)
+            self.session_trust.pop(key, None)
+        elif trusted is None:
+            self.session_trust.pop(key, None)
+        else:
+            self.session_trust[key] = trusted
+        self._told.discard((key, "trust"))  # a folder left untrusted is told again
+        return self.trust(folder)
+
+    def tell_once(self, folder: Path, topic: str, message: str) -> None:
+        if (folder.resolve(), topic) in self._told:
+            return
+        self._told.add((folder.resolve(), topic))
+        for notice in list(self.notices):
+            notice(message)
