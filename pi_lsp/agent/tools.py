@@ -50,9 +50,16 @@ class FileAccess(Protocol):
 
     async def write_text(self, path: Path, text: str) -> None: ...
 
+    def open_texts(self) -> dict[Path, str]:
+        """The text of each file open in an editor, unsaved changes included, by real path."""
+        ...
+
 
 class DiskFiles:
     """File access straight to the disk."""
+
+    def open_texts(self) -> dict[Path, str]:
+        return {}
 
     def read_text(self, path: Path) -> str | None:
         return path.read_text("utf-8") if path.is_file() else None

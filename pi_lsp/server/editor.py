@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,15 @@ class EditorFiles:
     def forget(self, uri: str) -> None:
         """The client changed, opened or closed the document: its text is the truth again."""
         self.applied.pop(uri, None)
+
+    def open_texts(self) -> dict[Path, str]:
+        texts: dict[Path, str] = {}
+        for uri, document in self.server.workspace.text_documents.items():
+            path = to_fs_path(uri) if uri.startswith("file:") else None
+            if path is not None:
+                # realpath: a symlink loop is no error (Path.resolve raises on it).
+                texts[Path(os.path.realpath(path))] = self.applied.get(uri, document.source)
+        return texts
 
     def read_text(self, path: Path) -> str | None:
         document = self.document(path)

@@ -544,14 +544,16 @@ async def branch(ls: PiServer, args: BranchArgs) -> Any:
 
 async def with_file_changes(harness: Harness, outcome: BranchOutcome) -> dict[str, Any]:
     """A branch's outcome plus `fileChanges`, the count that lets the editor offer a restore."""
-    changes = await count_changes(harness.tree, store_for(harness.root), outcome.leaf_id)
+    changes = await count_changes(harness.tree, store_for(harness.root), outcome.leaf_id,
+                                  harness.files)
     return {**msgspec.to_builtins(outcome), "fileChanges": changes}
 
 
 @command("pi.fileChanges", FileChangesArgs)
 async def get_file_changes(ls: PiServer, args: FileChangesArgs) -> Any:
     harness = ls.sessions().harness(await open_tree(ls, args.uri))
-    return await file_changes(harness.tree, store_for(harness.root), args.entry_id)
+    return await file_changes(harness.tree, store_for(harness.root), args.entry_id,
+                              files=harness.files)
 
 
 @command("pi.restoreFiles", RestoreFilesArgs)
@@ -568,7 +570,7 @@ async def restore(ls: PiServer, args: RestoreFilesArgs) -> Any:
         raise BusyError(f"a session in this workspace is busy ({Path(running[0]).name}); "
                         "restore files when it is idle")
     return await restore_files(harness.tree, store_for(harness.root), args.entry_id,
-                               args.undo_id)
+                               args.undo_id, harness.files)
 
 
 @command("pi.branchWithSummary", BranchSummaryArgs)
