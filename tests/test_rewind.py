@@ -525,6 +525,17 @@ class Buffers:
             types.TextDocumentItem(uri, "python", 1, self.texts[uri])))
         return uri
 
+    def reload(self, uri: str) -> None:
+        """Take the disk's text, as an editor does when a file changes under a clean buffer."""
+        self.texts[uri] = path_of(uri).read_text()
+        self.send_change(uri)
+
+    def send_change(self, uri: str) -> None:
+        self.versions[uri] += 1
+        self.client.text_document_did_change(types.DidChangeTextDocumentParams(
+            types.VersionedTextDocumentIdentifier(self.versions[uri], uri),
+            [types.TextDocumentContentChangeWholeDocument(self.texts[uri])]))
+
     def close(self, uri: str) -> None:
         del self.texts[uri]
         self.client.text_document_did_close(types.DidCloseTextDocumentParams(
@@ -540,10 +551,7 @@ class Buffers:
             for edit in change.edits:
                 assert isinstance(edit, types.TextEdit), edit
                 self.texts[uri] = replaced(self.texts[uri], edit.range, edit.new_text)
-            self.versions[uri] += 1
-            self.client.text_document_did_change(types.DidChangeTextDocumentParams(
-                types.VersionedTextDocumentIdentifier(self.versions[uri], uri),
-                [types.TextDocumentContentChangeWholeDocument(self.texts[uri])]))
+            self.send_change(uri)
         return types.ApplyWorkspaceEditResult(applied=True)
 
 
@@ -725,5 +733,33 @@ async def test_server_rewinds_a_turn_that_edited_an_open_unsaved_buffer(
         assert undone["inEditor"] == ["opened.py"]
         assert buffers.texts[doc] == "LIMIT = 2\n"
         assert path.read_text() == "LIMIT = 1\n"
+    finally:
+        buffers.close(doc)
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_server_records_what_bash_did_to_an_open_file_with_nothing_unsaved(
+        lsp: Pi, buffers: Buffers, fake: FakeAnthropic) -> None:
+    pi, path = lsp, lsp.root / "ws" / "clean.py"
+    path.write_text("A = 1\n")
+    uri = (await call(pi.client, "pi.newSession", {}))["uri"]
+    doc = buffers.open(path)
+    try:
+        fake.script(tool_reply([("b1", "bash", {"command": "sed -i s/1/2/ clean.py"})]),
+                    text_reply("bumped"))
+        await lsp_prompt(pi, uri, "bump A")
+        assert path.read_text() == "A = 2\n"
+        asked = next(e["id"] for e in lines(path_of(uri)) if e["type"] == "message")
+        # The buffer had nothing unsaved: the disk's text is the file's, before and after.
+        changes = await call(pi.client, "pi.fileChanges", {"uri": uri, "entryId": asked})
+        assert [(f["path"], f["status"]) for f in changes["files"]] == [("clean.py", "modified")]
+        assert "-A = 2" in changes["files"][0]["diff"] and "+A = 1" in changes["files"][0]["diff"]
+
+        buffers.reload(doc)  # the editor shows the disk's new text: no edit of the user's
+        restored = await call(pi.client, "pi.restoreFiles", {"uri": uri, "entryId": asked})
+        assert restored["inEditor"] == ["clean.py"]
+        assert buffers.texts[doc] == "A = 1\n" and path.read_text() == "A = 2\n"
+        again = await call(pi.client, "pi.fileChanges", {"uri": uri, "entryId": asked})
+        assert again == {"available": True}  # the unsaved buffer is what the user has now
     finally:
         buffers.close(doc)

@@ -4,9 +4,9 @@ A turn that ran `write`, `edit` or `bash` is followed by a `custom` entry (custo
 `pi-lsp/files`, data `{before, after, skipped?}`: snapshot tree ids). pi builds no context from
 `custom` entries, so pi opens the session with the same context at every entry.
 
-In an editor the workspace is what the editor shows: a file open there counts with its unsaved
-text (a turn edits open files through the editor, which saves them later, if ever), and a
-restore changes it through the editor too.
+In an editor the workspace is what the editor shows: a file open there with changes not saved
+counts with its buffer's text (a turn edits open files through the editor, which saves them
+later, if ever), and a restore changes an open file through the editor too.
 """
 
 from __future__ import annotations
@@ -110,26 +110,36 @@ def state_at(tree: SessionTree, entry_id: str) -> Snapshot | None:
     return None
 
 
-def editor_texts(files: FileAccess, root: Path) -> dict[str, bytes]:
-    """The workspace's files open in the editor, as it holds them, by relative path: those on
-    disk that a restore may write (an open file deleted on disk stays deleted)."""
-    texts: dict[str, bytes] = {}
+class OpenFiles(msgspec.Struct):
+    """The workspace's files open in the editor (those on disk a restore may write; one
+    deleted on disk stays deleted), by relative path."""
+
+    paths: list[str]
+    unsaved: dict[str, bytes]  # the text of those with changes not saved, over the disk's
+
+
+def open_files(files: FileAccess, root: Path) -> OpenFiles:
+    found = OpenFiles([], {})
     for path, text in files.open_texts().items():
         if not path.is_relative_to(root) or not path.is_file():
             continue
         relative = path.relative_to(root).as_posix()
+        if unsafe_reason(root, relative) is not None:
+            continue
+        found.paths.append(relative)
         try:
-            content = text.encode()
+            content = None if text is None else text.encode()
         except UnicodeEncodeError:  # a lone surrogate from the client: the disk's stands
             continue
-        if unsafe_reason(root, relative) is None and len(content) <= MAX_FILE_BYTES:
-            texts[relative] = content
-    return texts
+        if content is not None and len(content) <= MAX_FILE_BYTES:
+            found.unsaved[relative] = content
+    found.paths.sort()
+    return found
 
 
 async def snapshot_of(store: SnapshotStore, files: FileAccess) -> Snapshot:
     """The workspace now, open files as the editor holds them."""
-    return await store.snapshot(editor_texts(files, store.root))
+    return await store.snapshot(open_files(files, store.root).unsaved)
 
 
 class TurnRecorder:
@@ -227,7 +237,7 @@ class Changes(msgspec.Struct):
     """What a restore of a snapshot would do to the workspace as it is now."""
 
     current: Snapshot
-    in_editor: list[str]  # the files the snapshot took from the editor
+    in_editor: list[str]  # the files open in the editor
     files: list[FileChange]
     skipped: list[str]  # too large to snapshot, then or now (one side lacks their content)
     refused: list[str]  # under .git/ or .pi/, or behind a symlink: never restored
@@ -236,8 +246,8 @@ class Changes(msgspec.Struct):
 async def changes_to(store: SnapshotStore, target: Snapshot, with_diff: bool = True,
                      files: FileAccess = DISK) -> Changes:
     """The workspace now and the files a restore of `target` would change."""
-    texts = editor_texts(files, store.root)
-    current = await store.snapshot(texts)
+    editor = open_files(files, store.root)
+    current = await store.snapshot(editor.unsaved)
     try:
         changed = await store.changes(current.tree, target.tree, with_diff)
     except SnapshotError:
@@ -245,7 +255,7 @@ async def changes_to(store: SnapshotStore, target: Snapshot, with_diff: bool = T
     skipped = sorted({*current.skipped, *target.skipped})
     changed = [f for f in changed if f.path not in skipped]
     refused = [f.path for f in changed if unsafe_reason(store.root, f.path) is not None]
-    return Changes(current, sorted(texts), [f for f in changed if f.path not in refused],
+    return Changes(current, editor.paths, [f for f in changed if f.path not in refused],
                    skipped, refused)
 
 
