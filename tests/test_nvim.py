@@ -131,6 +131,15 @@ def test_tree_restores_files(workspace: Path, fake: FakeAnthropic, tmp_path: Pat
     assert (workspace / "notes.txt").read_text() == "v2\n"
 
 
+def test_tree_rewinds_a_turn_that_edited_an_open_buffer(workspace: Path, fake: FakeAnthropic,
+                                                        tmp_path: Path) -> None:
+    fake.script(tool_reply([("e1", "edit", {"path": "limits.py", "oldText": "LIMIT = 1",
+                                            "newText": "LIMIT = 2"})]),
+                text_reply("raised it"))
+    run_script("rewind_buffer_spec.lua", workspace, fake, tmp_path)
+    assert (workspace / "limits.py").read_text() == "LIMIT = 1\n"  # never saved
+
+
 def test_setup_health_help_and_files_that_are_not_sessions(workspace: Path, fake: FakeAnthropic,
                                                            tmp_path: Path) -> None:
     fake.script()

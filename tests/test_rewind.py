@@ -10,13 +10,14 @@ import asyncio
 import json
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_lsp
+from lsprotocol import types
 from pytest_lsp import LanguageClient
 
 from pi_lsp.agent.approval import ApprovalRequest, Approver, allow_all
@@ -249,8 +250,8 @@ async def test_the_before_snapshot_runs_while_the_user_is_asked(
     taken = asyncio.Event()
     snapshot = store.snapshot
 
-    async def noted() -> Snapshot:
-        result = await snapshot()
+    async def noted(overrides: Mapping[str, bytes] | None = None) -> Snapshot:
+        result = await snapshot(overrides)
         taken.set()
         return result
 
@@ -389,6 +390,21 @@ async def test_a_store_locked_by_another_process_is_waited_for(tmp_path: Path) -
     assert second.tree != first.tree
 
 
+async def test_a_snapshot_takes_open_files_over_the_disk(tmp_path: Path) -> None:
+    root = user_repo(tmp_path / "ws")
+    store = SnapshotStore(root)
+    disk = await store.snapshot()
+    held = await store.snapshot({"app.py": b"unsaved\n", "debug.log": b"ignored, open\n",
+                                 "gone.txt": b"open, never saved\n"})
+    assert await store.read(held.tree, "app.py") == b"unsaved\n"
+    assert await store.read(disk.tree, "app.py") == b"print('v0')\n"
+    # Only what the snapshot holds anyway: never an ignored file or one missing on disk.
+    assert await store.read(held.tree, "debug.log") is None
+    assert await store.read(held.tree, "gone.txt") is None
+    # The next snapshot reads the disk again, though the file's times did not change.
+    assert (await store.snapshot()).tree == disk.tree
+
+
 # -- the state at an entry, changes, restore ---------------------------------------------
 
 
@@ -492,12 +508,75 @@ async def test_cli_rewind(rig: Rig, fake: FakeAnthropic) -> None:
 # -- the language server -----------------------------------------------------------------
 
 
+class Buffers:
+    """The test editor's open documents: `workspace/applyEdit` changes them (never the disk)
+    and is answered after the didChange it causes, as editors do."""
+
+    def __init__(self, client: LanguageClient) -> None:
+        self.client = client
+        self.texts: dict[str, str] = {}
+        self.versions: dict[str, int] = {}
+        self.edits: list[types.ApplyWorkspaceEditParams] = []
+
+    def open(self, path: Path) -> str:
+        uri = path.as_uri()
+        self.texts[uri], self.versions[uri] = path.read_text(), 1
+        self.client.text_document_did_open(types.DidOpenTextDocumentParams(
+            types.TextDocumentItem(uri, "python", 1, self.texts[uri])))
+        return uri
+
+    def reload(self, uri: str) -> None:
+        """Take the disk's text, as an editor does when a file changes under a clean buffer."""
+        self.texts[uri] = path_of(uri).read_text()
+        self.send_change(uri)
+
+    def send_change(self, uri: str) -> None:
+        self.versions[uri] += 1
+        self.client.text_document_did_change(types.DidChangeTextDocumentParams(
+            types.VersionedTextDocumentIdentifier(self.versions[uri], uri),
+            [types.TextDocumentContentChangeWholeDocument(self.texts[uri])]))
+
+    def close(self, uri: str) -> None:
+        del self.texts[uri]
+        self.client.text_document_did_close(types.DidCloseTextDocumentParams(
+            types.TextDocumentIdentifier(uri)))
+
+    def apply(self, params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
+        self.edits.append(params)
+        for change in params.edit.document_changes or []:
+            assert isinstance(change, types.TextDocumentEdit), change
+            uri = change.text_document.uri
+            if uri not in self.texts or change.text_document.version != self.versions[uri]:
+                return types.ApplyWorkspaceEditResult(applied=False, failure_reason="stale")
+            for edit in change.edits:
+                assert isinstance(edit, types.TextEdit), edit
+                self.texts[uri] = replaced(self.texts[uri], edit.range, edit.new_text)
+            self.send_change(uri)
+        return types.ApplyWorkspaceEditResult(applied=True)
+
+
+def replaced(text: str, span: types.Range, new_text: str) -> str:
+    """`text` with `span` (ASCII text: any position encoding) replaced by `new_text`."""
+    lines = text.splitlines(keepends=True)
+
+    def offset(position: types.Position) -> int:
+        return sum(map(len, lines[:position.line])) + position.character
+
+    return text[:offset(span.start)] + new_text + text[offset(span.end):]
+
+
 @pytest_lsp.fixture(scope="module", params=CLIENTS, config=SERVER)
 async def lsp_server(request: pytest.FixtureRequest, lsp_client: LanguageClient,
                      tmp_path_factory: pytest.TempPathFactory, fake: FakeAnthropic) -> Any:
     top = tmp_path_factory.mktemp("lsp")
     root = user_repo(top / "ws")
     (root / ".pi" / "sessions").mkdir(parents=True)
+    buffers = lsp_client.buffers = Buffers(lsp_client)  # type: ignore[attr-defined]
+
+    @lsp_client.feature(types.WORKSPACE_APPLY_EDIT)
+    def apply_edit(params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
+        return buffers.apply(params)
+
     lsp_client.pi = await connect(  # type: ignore[attr-defined]
         lsp_client, request.param, top, init_options(fake, toolApproval="auto"),
         folders=("ws",))
@@ -508,6 +587,11 @@ async def lsp_server(request: pytest.FixtureRequest, lsp_client: LanguageClient,
 @pytest.fixture(scope="module")
 def lsp(lsp_server: LanguageClient) -> Pi:
     return lsp_server.pi  # type: ignore[attr-defined,no-any-return]
+
+
+@pytest.fixture(scope="module")
+def buffers(lsp_server: LanguageClient) -> Buffers:
+    return lsp_server.buffers  # type: ignore[attr-defined,no-any-return]
 
 
 async def lsp_prompt(pi: Pi, uri: str, text: str) -> None:
@@ -606,3 +690,76 @@ async def test_server_rewind_errors(lsp: Pi, fake: FakeAnthropic) -> None:
     error = await call_error(pi.client, "pi.restoreFiles", {"uri": uri, "entryId": leaf})
     assert error.code == BUSY and "busy" in str(error)
     await wait_events(pi, turn, since)
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_server_rewinds_a_turn_that_edited_an_open_unsaved_buffer(
+        lsp: Pi, buffers: Buffers, fake: FakeAnthropic) -> None:
+    pi, path = lsp, lsp.root / "ws" / "opened.py"
+    path.write_text("LIMIT = 1\n")
+    uri = (await call(pi.client, "pi.newSession", {}))["uri"]
+    doc = buffers.open(path)
+    try:
+        fake.script(tool_reply([("e1", "edit", {"path": "opened.py", "oldText": "LIMIT = 1",
+                                                "newText": "LIMIT = 2"})]),
+                    text_reply("raised it"))
+        await lsp_prompt(pi, uri, "raise the limit")
+        assert buffers.texts[doc] == "LIMIT = 2\n"
+        assert path.read_text() == "LIMIT = 1\n"  # the user has not saved
+        asked = next(e["id"] for e in lines(path_of(uri)) if e["type"] == "message")
+
+        # Before the turn the buffer said LIMIT = 1: the diff is against the buffer (the disk
+        # says so already).
+        changes = await call(pi.client, "pi.fileChanges", {"uri": uri, "entryId": asked})
+        assert changes["available"] is True, changes
+        assert [(f["path"], f["status"]) for f in changes["files"]] == [("opened.py", "modified")]
+        assert "-LIMIT = 2" in changes["files"][0]["diff"]
+        assert "+LIMIT = 1" in changes["files"][0]["diff"]
+        branched = await call(pi.client, "pi.branch", {"uri": uri, "targetId": asked})
+        assert branched["fileChanges"] == 1
+
+        edits = len(buffers.edits)
+        restored = await call(pi.client, "pi.restoreFiles", {"uri": uri, "entryId": asked})
+        assert [f["path"] for f in restored["files"]] == ["opened.py"]
+        assert restored["inEditor"] == ["opened.py"]
+        assert len(buffers.edits) == edits + 1  # through the editor, where it can be undone
+        assert buffers.texts[doc] == "LIMIT = 1\n"
+        assert path.read_text() == "LIMIT = 1\n"
+        again = await call(pi.client, "pi.fileChanges", {"uri": uri, "entryId": asked})
+        assert again == {"available": True}  # no file differs
+
+        undone = await call(pi.client, "pi.restoreFiles",
+                            {"uri": uri, "undoId": restored["undoId"]})
+        assert undone["inEditor"] == ["opened.py"]
+        assert buffers.texts[doc] == "LIMIT = 2\n"
+        assert path.read_text() == "LIMIT = 1\n"
+    finally:
+        buffers.close(doc)
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_server_records_what_bash_did_to_an_open_file_with_nothing_unsaved(
+        lsp: Pi, buffers: Buffers, fake: FakeAnthropic) -> None:
+    pi, path = lsp, lsp.root / "ws" / "clean.py"
+    path.write_text("A = 1\n")
+    uri = (await call(pi.client, "pi.newSession", {}))["uri"]
+    doc = buffers.open(path)
+    try:
+        fake.script(tool_reply([("b1", "bash", {"command": "sed -i s/1/2/ clean.py"})]),
+                    text_reply("bumped"))
+        await lsp_prompt(pi, uri, "bump A")
+        assert path.read_text() == "A = 2\n"
+        asked = next(e["id"] for e in lines(path_of(uri)) if e["type"] == "message")
+        # The buffer had nothing unsaved: the disk's text is the file's, before and after.
+        changes = await call(pi.client, "pi.fileChanges", {"uri": uri, "entryId": asked})
+        assert [(f["path"], f["status"]) for f in changes["files"]] == [("clean.py", "modified")]
+        assert "-A = 2" in changes["files"][0]["diff"] and "+A = 1" in changes["files"][0]["diff"]
+
+        buffers.reload(doc)  # the editor shows the disk's new text: no edit of the user's
+        restored = await call(pi.client, "pi.restoreFiles", {"uri": uri, "entryId": asked})
+        assert restored["inEditor"] == ["clean.py"]
+        assert buffers.texts[doc] == "A = 1\n" and path.read_text() == "A = 2\n"
+        again = await call(pi.client, "pi.fileChanges", {"uri": uri, "entryId": asked})
+        assert again == {"available": True}  # the unsaved buffer is what the user has now
+    finally:
+        buffers.close(doc)

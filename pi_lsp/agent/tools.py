@@ -50,9 +50,17 @@ class FileAccess(Protocol):
 
     async def write_text(self, path: Path, text: str) -> None: ...
 
+    def open_texts(self) -> dict[Path, str | None]:
+        """The files open in an editor, by real path: the text of those with changes not yet
+        saved, None for the others (the disk has their text)."""
+        ...
+
 
 class DiskFiles:
     """File access straight to the disk."""
+
+    def open_texts(self) -> dict[Path, str | None]:
+        return {}
 
     def read_text(self, path: Path) -> str | None:
         return path.read_text("utf-8") if path.is_file() else None

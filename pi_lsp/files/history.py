@@ -3,6 +3,10 @@
 A turn that ran `write`, `edit` or `bash` is followed by a `custom` entry (customType
 `pi-lsp/files`, data `{before, after, skipped?}`: snapshot tree ids). pi builds no context from
 `custom` entries, so pi opens the session with the same context at every entry.
+
+In an editor the workspace is what the editor shows: a file open there with changes not saved
+counts with its buffer's text (a turn edits open files through the editor, which saves them
+later, if ever), and a restore changes an open file through the editor too.
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ import msgspec
 from pi_lsp.agent.approval import ApprovalRequest, Approver
 from pi_lsp.agent.events import AgentEvent, TurnEnd
 from pi_lsp.agent.harness import Harness
-from pi_lsp.agent.tools import Execute, Tool, ToolContext, ToolResult
+from pi_lsp.agent.tools import DISK, Execute, FileAccess, Tool, ToolContext, ToolError, ToolResult
 from pi_lsp.files.snapshots import (
+    MAX_FILE_BYTES,
     OBJECT_ID,
     FileChange,
     Snapshot,
@@ -64,6 +69,7 @@ class RestoreResult(msgspec.Struct, rename="camel", omit_defaults=True):
     undo_id: str  # the workspace before the restore; restoring it undoes this one
     skipped: list[str]
     refused: list[str] = msgspec.field(default_factory=list)
+    in_editor: list[str] = msgspec.field(default_factory=list)  # changed there, not yet saved
 
 
 class RewindError(Exception):
@@ -103,12 +109,46 @@ def state_at(tree: SessionTree, entry_id: str) -> Snapshot | None:
     return None
 
 
+class OpenFiles(msgspec.Struct):
+    """The workspace's files open in the editor (those on disk a restore may write; one
+    deleted on disk stays deleted), by relative path."""
+
+    paths: list[str]
+    unsaved: dict[str, bytes]  # the text of those with changes not saved, over the disk's
+
+
+def open_files(files: FileAccess, root: Path) -> OpenFiles:
+    found = OpenFiles([], {})
+    for path, text in files.open_texts().items():
+        if not path.is_relative_to(root) or not path.is_file():
+            continue
+        relative = path.relative_to(root).as_posix()
+        if unsafe_reason(root, relative) is not None:
+            continue
+        found.paths.append(relative)
+        try:
+            content = None if text is None else text.encode()
+        except UnicodeEncodeError:  # a lone surrogate from the client: the disk's stands
+            continue
+        if content is not None and len(content) <= MAX_FILE_BYTES:
+            found.unsaved[relative] = content
+    found.paths.sort()
+    return found
+
+
+async def snapshot_of(store: SnapshotStore, files: FileAccess) -> Snapshot:
+    """The workspace now, open files as the editor holds them."""
+    return await store.snapshot(open_files(files, store.root).unsaved)
+
+
 class TurnRecorder:
     """Snapshots around a session's changing tools; one `pi-lsp/files` entry per turn."""
 
-    def __init__(self, tree: SessionTree, store: SnapshotStore) -> None:
+    def __init__(self, tree: SessionTree, store: SnapshotStore, files: FileAccess = DISK
+                 ) -> None:
         self.tree = tree
         self.store = store
+        self.files = files
         self._before: asyncio.Task[Snapshot | None] | None = None
         self._after: Snapshot | None = None
 
@@ -152,7 +192,7 @@ class TurnRecorder:
 
     async def _snapshot(self) -> Snapshot | None:
         try:
-            return await self.store.snapshot()
+            return await snapshot_of(self.store, self.files)
         except (SnapshotError, OSError) as error:  # a failed snapshot never fails the turn
             log.warning("pi-lsp: file snapshot failed: %s", error)
             return None
@@ -196,28 +236,32 @@ class Changes(msgspec.Struct):
     """What a restore of a snapshot would do to the workspace as it is now."""
 
     current: Snapshot
+    in_editor: list[str]  # the files open in the editor
     files: list[FileChange]
     skipped: list[str]  # too large to snapshot, then or now (one side lacks their content)
     refused: list[str]  # under .git/ or .pi/, or behind a symlink: never restored
 
 
-async def changes_to(store: SnapshotStore, target: Snapshot, with_diff: bool = True
-                     ) -> Changes:
+async def changes_to(store: SnapshotStore, target: Snapshot, with_diff: bool = True,
+                     files: FileAccess = DISK) -> Changes:
     """The workspace now and the files a restore of `target` would change."""
-    current = await store.snapshot()
+    editor = open_files(files, store.root)
+    current = await store.snapshot(editor.unsaved)
     try:
-        files = await store.changes(current.tree, target.tree, with_diff)
+        changed = await store.changes(current.tree, target.tree, with_diff)
     except SnapshotError:
         raise RewindError(f"no snapshot {target.tree} in {store.git_dir}") from None
     skipped = sorted({*current.skipped, *target.skipped})
-    files = [f for f in files if f.path not in skipped]
-    refused = [f.path for f in files if unsafe_reason(store.root, f.path) is not None]
-    return Changes(current, [f for f in files if f.path not in refused], skipped, refused)
+    changed = [f for f in changed if f.path not in skipped]
+    refused = [f.path for f in changed if unsafe_reason(store.root, f.path) is not None]
+    return Changes(current, editor.paths, [f for f in changed if f.path not in refused],
+                   skipped, refused)
 
 
 async def file_changes(tree: SessionTree, store: SnapshotStore, entry_id: str,
-                       with_diff: bool = True) -> FileChanges:
-    """How the workspace now differs from its state at `entry_id`."""
+                       with_diff: bool = True, files: FileAccess = DISK) -> FileChanges:
+    """How the workspace now (open files as the editor holds them) differs from its state at
+    `entry_id`."""
     tree.record(entry_id)
     target = state_at(tree, entry_id)
     reason = store.unavailable_reason
@@ -225,41 +269,66 @@ async def file_changes(tree: SessionTree, store: SnapshotStore, entry_id: str,
         reason = "no turn recorded the files at or after this entry"
     if reason is not None or target is None:
         return FileChanges(available=False, reason=reason)
-    found = await changes_to(store, target, with_diff)
+    found = await changes_to(store, target, with_diff, files)
     return FileChanges(available=True, files=found.files, skipped=found.skipped,
                        refused=found.refused)
 
 
-async def count_changes(tree: SessionTree, store: SnapshotStore, entry_id: str | None) -> int:
+async def count_changes(tree: SessionTree, store: SnapshotStore, entry_id: str | None,
+                        files: FileAccess = DISK) -> int:
     """How many files differ from the state at `entry_id`; 0 when none is recorded, or when
     comparing fails (that is logged: the caller's own work is done already)."""
     if entry_id is None:
         return 0
     try:
-        return len((await file_changes(tree, store, entry_id, with_diff=False)).files)
+        return len((await file_changes(tree, store, entry_id, False, files)).files)
     except (RewindError, SnapshotError, OSError) as error:
         log.warning("pi-lsp: could not compare the files with entry %s: %s", entry_id, error)
         return 0
 
 
 async def restore_files(tree: SessionTree | None, store: SnapshotStore, entry_id: str | None,
-                        undo_id: str | None = None) -> RestoreResult:
+                        undo_id: str | None = None, files: FileAccess = DISK) -> RestoreResult:
     """Make the workspace what it was at `entry_id` (or at `undo_id`); returns how to undo it.
 
     Only files that differ are written or deleted; ignored files, files too large to snapshot
-    and paths under `.git/` or `.pi/` or behind a symlink are never touched.
+    and paths under `.git/` or `.pi/` or behind a symlink are never touched. A file open in the
+    editor is changed there (the user saves it), unless the restore deletes it.
     """
     reason = store.unavailable_reason
     if reason is not None:
         raise RewindError(reason)
     target = target_of(tree, entry_id, undo_id)
-    found = await changes_to(store, target)
-    await store.restore(target.tree, found.files)
+    found = await changes_to(store, target, files=files)
+    texts = await editor_restores(store, target, found)
+    await store.restore(target.tree, [f for f in found.files if f.path not in texts])
+    for path, text in texts.items():
+        try:
+            await files.write_text(store.root / path, text)
+        except (ToolError, OSError) as error:
+            raise RewindError(f"{path} was not restored: {error}") from None
     return RestoreResult(files=found.files, undo_id=found.current.tree, skipped=found.skipped,
-                         refused=found.refused)
+                         refused=found.refused, in_editor=sorted(texts))
+
+
+async def editor_restores(store: SnapshotStore, target: Snapshot, found: Changes
+                          ) -> dict[str, str]:
+    """The text a restore gives each file open in the editor that it changes (one that is not
+    UTF-8 text is restored on disk)."""
+    texts: dict[str, str] = {}
+    for change in found.files:
+        if change.path not in found.in_editor or change.status != "modified":
+            continue
+        content = await store.read(target.tree, change.path)
+        try:
+            if content is not None:
+                texts[change.path] = content.decode()
+        except UnicodeDecodeError:
+            continue
+    return texts
 
 
 def record_files(harness: Harness) -> None:
     """Bind the files each turn of this harness touches to its session tree."""
-    TurnRecorder(harness.tree, store_for(harness.root)).attach(harness)
+    TurnRecorder(harness.tree, store_for(harness.root), harness.files).attach(harness)
 

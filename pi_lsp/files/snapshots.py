@@ -5,7 +5,8 @@ under `~/.local/state`), keyed by the workspace's real path: its own git directo
 used with `--work-tree=ROOT`, so the user's `.git`, index and stash are never touched. Nothing in
 the workspace changes how git runs there: no hooks, no system or global config, no attributes,
 filters, textconv or fsmonitor, and every id is checked to be an object id before git sees it.
-It honours the workspace's `.gitignore` files and always leaves out `.git/` and `.pi/`.
+It honours the workspace's `.gitignore` files and always leaves out `.git/` and `.pi/`. A
+snapshot may take some files' content from elsewhere than the disk (an editor's unsaved buffers).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import re
 import shutil
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -134,8 +136,11 @@ class SnapshotStore:
 
     # -- snapshots -----------------------------------------------------------------------
 
-    async def snapshot(self) -> Snapshot:
-        """The workspace's files now, as a tree id; files over the size cap are left out."""
+    async def snapshot(self, overrides: Mapping[str, bytes] | None = None) -> Snapshot:
+        """The workspace's files now, as a tree id; files over the size cap are left out.
+
+        `overrides` (by relative path) replace the disk's content of files the snapshot holds.
+        """
         async with self._lock:
             await self._ensure()
             listed = await self._run("ls-files", "-z", "--others", "--modified",
@@ -148,8 +153,35 @@ class SnapshotStore:
                 await self._run("rm", "--cached", "-q", "--ignore-unmatch",
                                 "--pathspec-from-file=-", "--pathspec-file-nul",
                                 stdin=_join(skipped))
+            if overrides:
+                await self._override(overrides)
             tree = object_id((await self._run("write-tree")).decode().strip())
             return Snapshot(tree, skipped)
+
+    async def _override(self, contents: Mapping[str, bytes]) -> None:
+        """Stage `contents` instead of the disk's for the regular files already staged (never
+        an ignored, skipped or missing one). Their entries carry no file times, so the next
+        `add` reads the disk again."""
+        staged = _split(await self._run("ls-files", "-s", "-z", "--", *contents))
+        entries = []
+        for line in staged:
+            info, path = line.split("\t", 1)
+            mode = info.split(" ", 1)[0]
+            if path in contents and mode in ("100644", "100755"):
+                blob = await self._run("hash-object", "-w", "--stdin", stdin=contents[path])
+                entries.append(f"{mode} {object_id(blob.decode().strip())}\t{path}")
+        if entries:
+            await self._run("update-index", "-z", "--index-info", stdin=_join(entries))
+
+    async def read(self, tree: str, path: str) -> bytes | None:
+        """The content of one regular file in a snapshot (None: no such file there)."""
+        async with self._lock:
+            listed = _split(await self._run("ls-tree", "-z", object_id(tree), "--", path))
+            info, _, name = listed[0].partition("\t") if listed else ("", "", "")
+            mode, _, blob = info.partition(" blob ")
+            if name != path or mode not in ("100644", "100755"):
+                return None
+            return await self._run("cat-file", "blob", object_id(blob))
 
     async def changes(self, current: str, target: str, with_diff: bool = True
                       ) -> list[FileChange]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,9 @@ class EditorFiles:
         # Text we applied, until the client's didChange for it arrives (the order of the
         # applyEdit answer and that notification is not fixed).
         self.applied: dict[str, str] = {}
+        # Documents whose text differs from the disk's, as the client last sent it. The others
+        # show the disk, which a turn's `bash` may change under them.
+        self.unsaved: set[str] = set()
 
     def document(self, path: Path) -> TextDocument | None:
         documents: dict[str, TextDocument] = self.server.workspace.text_documents
@@ -71,9 +75,33 @@ class EditorFiles:
                 return document
         return None
 
-    def forget(self, uri: str) -> None:
-        """The client changed, opened or closed the document: its text is the truth again."""
+    def synced(self, uri: str) -> None:
+        """The client opened or changed the document: its text is the truth again, unsaved
+        when it differs from the disk's (an editor's reload of a changed file is no edit)."""
         self.applied.pop(uri, None)
+        document = self.server.workspace.text_documents.get(uri)
+        path = to_fs_path(uri) if uri.startswith("file:") else None
+        if document is None or path is None or not same_as_disk(document.source, Path(path)):
+            self.unsaved.add(uri)
+        else:
+            self.unsaved.discard(uri)
+
+    def forget(self, uri: str) -> None:
+        """The client saved or closed the document: the disk has its text."""
+        self.applied.pop(uri, None)
+        self.unsaved.discard(uri)
+
+    def open_texts(self) -> dict[Path, str | None]:
+        texts: dict[Path, str | None] = {}
+        for uri, document in self.server.workspace.text_documents.items():
+            path = to_fs_path(uri) if uri.startswith("file:") else None
+            if path is None:
+                continue
+            unsaved = uri in self.unsaved or uri in self.applied
+            # realpath: a symlink loop is no error (Path.resolve raises on it).
+            texts[Path(os.path.realpath(path))] = \
+                self.applied.get(uri, document.source) if unsaved else None
+        return texts
 
     def read_text(self, path: Path) -> str | None:
         document = self.document(path)
@@ -98,6 +126,14 @@ class EditorFiles:
             raise ToolError(f"the editor did not apply the change to {path}"
                             f"{': ' + answer.failure_reason if answer.failure_reason else ''}")
         self.applied[document.uri] = text
+
+
+def same_as_disk(text: str, path: Path) -> bool:
+    try:
+        content = text.encode()
+        return os.stat(path).st_size == len(content) and path.read_bytes() == content
+    except (OSError, UnicodeEncodeError):
+        return False
 
 
 def end_of(document: TextDocument) -> types.Position:

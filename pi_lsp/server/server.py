@@ -188,11 +188,16 @@ def did_change_folders(ls: PiServer, _params: types.DidChangeWorkspaceFoldersPar
 
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
 def did_open(ls: PiServer, params: types.DidOpenTextDocumentParams) -> None:
-    ls.files.forget(params.text_document.uri)  # pygls keeps the text; registering syncs it
+    ls.files.synced(params.text_document.uri)  # pygls keeps the text; registering syncs it
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
 def did_change(ls: PiServer, params: types.DidChangeTextDocumentParams) -> None:
+    ls.files.synced(params.text_document.uri)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+def did_save(ls: PiServer, params: types.DidSaveTextDocumentParams) -> None:
     ls.files.forget(params.text_document.uri)
 
 

@@ -98,6 +98,7 @@ function prepare(fakeUrl) {
     "window.commandCenter": false,
     "diffEditor.useInlineViewWhenSpaceIsLimited": false,
     "workbench.tree.enableStickyScroll": false, // a sticky row would cover the ones clicked
+    "files.autoSave": "off", // as in desktop VS Code (a web build saves after a delay): edits stay unsaved
   }, null, 2));
   for (const dir of ["home", "agent", "extensions"]) fs.mkdirSync(path.join(root, dir));
   fs.writeFileSync(path.join(root, "config.yaml"), "auth: none\ncert: false\n");
@@ -437,6 +438,59 @@ step("Branch Here from the tree's context menu moves the leaf", async ({ page, w
   const last = JSON.parse(lines.at(-1));
   if (last.type !== "leaf" || last.targetId !== "28511eec") throw new Error(`the session file's last entry is not a durable leaf move to 28511eec: ${lines.at(-1)}`);
   await shot(page, "branch");
+});
+
+step("a turn that edits an open file leaves it unsaved; Restore Files to Here puts the buffer back, undoably", async ({ page, ws, fake }) => {
+  fake.script(
+    toolReply({ text: "Keyset pagination, then.", calls: [["toolu_e2e_3", "edit", { path: "app/orders.py", oldText: "LIMIT 50 OFFSET ?", newText: "WHERE order_id > ? LIMIT 50" }]] }),
+    textReply("Done: app/orders.py pages by order_id."),
+  );
+  const chat = chatFrame(page);
+  const input = chat.locator("#input");
+  await input.fill("Switch app/orders.py to keyset pagination.");
+  await input.press("Enter");
+  const card = chat.locator("#approvals .approval", { hasText: "app/orders.py" });
+  await waitFor(() => card.isVisible(), "the question whether to edit app/orders.py, as a card in the chat");
+  await card.locator("button", { hasText: /^Accept$/ }).click();
+  await waitFor(async () => (await textOf(chat.locator("#transcript"))).includes("pages by order_id."), "the reply after the edit");
+  await waitFor(async () => !(await chat.locator("body.busy").count()), "the turn to end");
+  // The edit went to the open editor (workspace/applyEdit): it shows there, unsaved.
+  const tab = page.locator(".tabs-container .tab", { hasText: "orders.py" }).first();
+  const code = page.locator(".editor-group-container.active .monaco-editor .view-lines").first();
+  const showOrders = async () => {
+    await tab.click(); // in front again: a files diff may have opened over it
+    return flatText(code);
+  };
+  await waitFor(async () => (await showOrders()).includes("WHERE order_id > ? LIMIT 50"), "the edit in the open app/orders.py");
+  await waitFor(async () => /\bdirty\b/.test(await tab.getAttribute("class")), "app/orders.py marked unsaved");
+  const orders = () => fs.readFileSync(path.join(ws.folder, "app", "orders.py"), "utf8");
+  if (orders() !== ORDERS) throw new Error("the edit of an open file reached the disk before a save");
+  // Restore Files to Here… on the prompt: the diff is against the buffer, the restore an edit there.
+  const prompt = await rowWith(page, "Switch app/orders.py to keyset", "the prompt of the turn that edited app/orders.py");
+  const entryId = (await textOf(prompt)).match(/\b[0-9a-f]{8}\b/)?.[0];
+  if (!entryId) throw new Error(`no entry id in the prompt's row: ${await textOf(prompt)}`);
+  await prompt.click({ button: "right" });
+  const item = page.locator(".context-view .monaco-menu .action-label", { hasText: /^Restore Files to Here…$/ });
+  await waitFor(() => item.isVisible(), "the entry's context menu to offer Restore Files to Here…");
+  await item.click();
+  const lines = page.locator(".editor-group-container.active .monaco-editor .view-lines").first();
+  await waitFor(async () => {
+    const text = await textOf(lines);
+    return /^-.*WHERE order_id > \? LIMIT 50/m.test(text) && /^\+.*LIMIT 50 OFFSET \?/m.test(text);
+  }, "the files diff: app/orders.py going back from the buffer's text to the one before the turn");
+  const ask = toast(page, `Restore 1 file(s) to entry ${entryId}?`);
+  await waitFor(() => ask.isVisible(), `the question whether to restore 1 file to entry ${entryId}`);
+  await ask.locator(".monaco-button", { hasText: /^Restore$/ }).click();
+  const done = toast(page, "1 open in the editor, not saved");
+  await waitFor(() => done.isVisible(), "the notification that the file was restored in its editor");
+  await waitFor(async () => (await showOrders()).includes("LIMIT 50 OFFSET ?"), "app/orders.py back as it was before the turn, in its editor");
+  if (orders() !== ORDERS) throw new Error("the restore of an open file wrote the disk");
+  // An edit in the editor's own history: Undo there takes the restore back.
+  await code.click();
+  await page.keyboard.press("Control+z");
+  await waitFor(async () => (await showOrders()).includes("WHERE order_id > ? LIMIT 50"), "Ctrl+Z in the editor to undo the restore");
+  await shot(page, "rewind-open-file");
+  expectCalls(fake, 2);
 });
 
 async function cleanup() {

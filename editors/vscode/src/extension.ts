@@ -91,5 +91,6 @@ export { contextUri, parseContextUri } from "./contextProvider";
 export { sessionOfArgument, sessionKey } from "./sessions";
 export { approvalMessage, decisionOf, notificationText } from "./approval";
 export { toItems } from "./codeContext";
+export { restoredMessage } from "./rewind";
 export { piCapabilities, syncsDocument } from "./client";
 export { describe as describeTrust, launchesFromWorkspace, restrictedReason } from "./trust";

@@ -92,6 +92,9 @@ export interface RestoreResult {
   files: FileChange[];
   undoId: string;
   skipped: string[];
+  refused?: string[];
+  /** Files open in the editor: restored there through workspace/applyEdit, not saved. */
+  inEditor?: string[];
 }
 
 export interface CompactPlan {

@@ -18,6 +18,15 @@ export function diffText(files: FileChange[]): string {
   return files.map((f) => f.diff || `${f.status}: ${f.path}\n`).join("");
 }
 
+/** What a restore (of an entry's files, or undone: `entryId` null) says; files open in the
+ * editor were changed there (undoable) and wait to be saved. */
+export function restoredMessage(result: RestoreResult, entryId: string | null): string {
+  const open = result.inEditor?.length ? `; ${result.inEditor.length} open in the editor, not saved` : "";
+  return entryId === null
+    ? `pi: undid the restore (${result.files.length} file(s) back as they were${open}).`
+    : `pi: restored ${result.files.length} file(s) to entry ${entryId}${open}.`;
+}
+
 export class FilesDiffProvider implements vscode.TextDocumentContentProvider {
   constructor(private readonly pi: PiClient) {}
 
@@ -58,7 +67,7 @@ export class Rewinder {
     if (go !== "Restore") return;
     const result = await this.pi.call("pi.restoreFiles", { uri, entryId });
     this.undoIds.set(uri, result.undoId);
-    void vscode.window.showInformationMessage(`pi: restored ${result.files.length} file(s) to entry ${entryId}.`, "Undo")
+    void vscode.window.showInformationMessage(restoredMessage(result, entryId), "Undo")
       .then((choice) => (choice === "Undo" ? this.undo(uri) : undefined))
       .then(undefined, (error) => vscode.window.showErrorMessage(`pi: ${error instanceof Error ? error.message : String(error)}`));
     return result;
@@ -73,7 +82,7 @@ export class Rewinder {
     }
     const result = await this.pi.call("pi.restoreFiles", { uri, undoId });
     this.undoIds.delete(uri);
-    void vscode.window.showInformationMessage(`pi: undid the restore (${result.files.length} file(s) back as they were).`);
+    void vscode.window.showInformationMessage(restoredMessage(result, null));
     return result;
   }
 }

@@ -124,3 +124,14 @@ test("pi-context URIs carry the session, leaf and layer; arguments name sessions
   assert.equal(ext.sessionOfArgument(vscode.Uri.file("/tmp/notes.txt")), undefined);
   assert.equal(ext.sessionKey(session), ext.sessionKey("file:///tmp/a b/.pi/sessions/x.jsonl"));
 });
+
+test("a restore says how many files it changed in open editors, unsaved", () => {
+  const files = [{ path: "a.py", status: "modified", diff: "" }, { path: "b.txt", status: "deleted", diff: "" }];
+  const result = { files, undoId: "0".repeat(40), skipped: [] };
+  assert.equal(ext.restoredMessage(result, "e1"), "pi: restored 2 file(s) to entry e1.");
+  assert.equal(ext.restoredMessage({ ...result, inEditor: ["a.py"] }, "e1"),
+    "pi: restored 2 file(s) to entry e1; 1 open in the editor, not saved.");
+  assert.equal(ext.restoredMessage({ ...result, inEditor: ["a.py"] }, null),
+    "pi: undid the restore (2 file(s) back as they were; 1 open in the editor, not saved).");
+  assert.equal(ext.restoredMessage(result, null), "pi: undid the restore (2 file(s) back as they were).");
+});

@@ -20,13 +20,15 @@ if TYPE_CHECKING:
 
 async def with_file_changes(harness: Harness, outcome: BranchOutcome) -> dict[str, Any]:
     """A branch's outcome plus `fileChanges`, the count that lets the editor offer a restore."""
-    changes = await count_changes(harness.tree, store_for(harness.root), outcome.leaf_id)
+    changes = await count_changes(harness.tree, store_for(harness.root), outcome.leaf_id,
+                                  harness.files)
     return {**msgspec.to_builtins(outcome), "fileChanges": changes}
 
 
 async def get_file_changes(ls: PiServer, args: FileChangesArgs) -> Any:
     harness = ls.hub.harness(await ls.open_tree(args.uri))
-    return await file_changes(harness.tree, store_for(harness.root), args.entry_id)
+    return await file_changes(harness.tree, store_for(harness.root), args.entry_id,
+                              files=harness.files)
 
 
 async def restore(ls: PiServer, args: RestoreFilesArgs) -> Any:
@@ -35,7 +37,7 @@ async def restore(ls: PiServer, args: RestoreFilesArgs) -> Any:
     harness = ls.hub.harness(await ls.open_tree(args.uri))
     ls.hub.require_workspace_idle(harness.root)
     return await restore_files(harness.tree, store_for(harness.root), args.entry_id,
-                               args.undo_id)
+                               args.undo_id, harness.files)
 
 
 COMMANDS: list[Command] = [

@@ -8,6 +8,12 @@ local M = {}
 
 M.undo_ids = {} -- session key -> undo id of the last restore made from here
 
+-- Files open in Neovim are restored in their buffers (undoable there), not saved.
+local function in_buffers(done)
+  local count = done.inEditor and #done.inEditor or 0
+  return count > 0 and (", %d in open buffers, not saved"):format(count) or ""
+end
+
 local function diff_lines(files)
   local lines = {}
   for _, file in ipairs(files) do
@@ -47,7 +53,11 @@ function M.offer(uri, entry_id, root, question)
       end
       client.run("pi.restoreFiles", { uri = uri, entryId = entry_id }, function(done)
         M.undo_ids[util.key(uri)] = done.undoId
-        util.notify(("restored %d file(s) to entry %s (U in the tree undoes it)"):format(#done.files, entry_id))
+        util.notify(("restored %d file(s) to entry %s%s (U in the tree undoes it)"):format(
+          #done.files,
+          entry_id,
+          in_buffers(done)
+        ))
       end, root)
     end)
   end, root)
@@ -61,7 +71,7 @@ function M.undo(uri, root)
   end
   client.run("pi.restoreFiles", { uri = uri, undoId = undo_id }, function(done)
     M.undo_ids[util.key(uri)] = nil
-    util.notify(("undid the restore: %d file(s) back as they were"):format(#done.files))
+    util.notify(("undid the restore: %d file(s) back as they were%s"):format(#done.files, in_buffers(done)))
   end, root)
 end
 
