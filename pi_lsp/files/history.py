@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from pathlib import Path
 from typing import Annotated
 
 import msgspec
