@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import codecs
+import io
 import os
 import sys
 import unicodedata
@@ -406,7 +408,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _surrogates_as_replacement(error: UnicodeError) -> tuple[bytes, int]:
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    # As bytes: UTF-8's encoder takes only ASCII text from a handler.
+    return "\ufffd".encode() * (error.end - error.start), error.end
+
+
+def show_lone_surrogates_as_replacement() -> None:
+    """A session may hold half an emoji (pi keeps what a model streamed); print it as U+FFFD,
+    as a terminal would show it, instead of failing."""
+    codecs.register_error("pi-lsp-surrogates", _surrogates_as_replacement)
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and codecs.lookup(stream.encoding).name == "utf-8":
+            stream.reconfigure(errors="pi-lsp-surrogates")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    show_lone_surrogates_as_replacement()
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:  # bare `pi-lsp`: say what it can do

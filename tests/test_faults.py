@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import subprocess
 import sys
@@ -18,12 +19,21 @@ from pi_lsp.agent.events import AgentEvent, SessionMoved, ToolExecutionStart
 from pi_lsp.agent.harness import Harness
 from pi_lsp.cli import main
 from pi_lsp.context.build import build_session_context
+from pi_lsp.context.tokens import estimate_tokens
 from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.server.hub import Config, SessionHub
 from pi_lsp.session import journal
 from pi_lsp.session.catalog import start_session, summarize
 from pi_lsp.session.check import check_session
-from pi_lsp.session.entries import AssistantMessage, TextContent, Usage, UserMessage
+from pi_lsp.session.entries import (
+    AssistantMessage,
+    TextContent,
+    ToolCall,
+    Usage,
+    UserMessage,
+    decode_message,
+    encoder,
+)
 from pi_lsp.session.fork import fork_session
 from pi_lsp.session.journal import Tail, WriteFailedError, is_utf8, read_file, repair_line
 from pi_lsp.session.tree import Refresh, SessionTree
@@ -188,16 +198,24 @@ def surrogate_session(tmp_path: Path) -> Path:
     ])
 
 
-def test_lone_surrogate_keeps_the_line_and_everything_below(tmp_path: Path) -> None:
+def test_lone_surrogate_is_read_as_pi_reads_it(tmp_path: Path) -> None:
+    """pi keeps a cut emoji as its one code unit (a provider can stream one); so does pi-lsp."""
     path = surrogate_session(tmp_path)
     tree = SessionTree.open(str(path))
     assert tree.path_ids(tree.leaf_id) == [f"aaaa000{n}" for n in range(1, 6)]
     assert texts(tree, tree.leaf_id) == [
-        "first", "cut here: \ufffd!", "ok", "whole: \U0001f600", "not an escape: \\ud83d"]
-    assert kinds(tree.problems) == [("lone-surrogate", 3)]
-    assert kinds(check_session(tree)) == [("lone-surrogate", 3)]
-    assert check_session(tree)[0].repair
+        "first", "cut here: \ud83d!", "ok", "whole: \U0001f600", "not an escape: \\ud83d"]
+    assert tree.problems == [] and check_session(tree) == []
     assert tree.record("aaaa0002").original == path.read_bytes().split(b"\n")[2]
+
+
+def strings_in(value: Any) -> str:
+    """Every string in a JSON value, joined by newlines."""
+    if isinstance(value, dict):
+        return "\n".join(strings_in(v) for v in value.values())
+    if isinstance(value, list):
+        return "\n".join(strings_in(v) for v in value)
+    return value if isinstance(value, str) else ""
 
 
 def test_lone_surrogate_output_is_valid_utf8_json(tmp_path: Path) -> None:
@@ -207,14 +225,35 @@ def test_lone_surrogate_output_is_valid_utf8_json(tmp_path: Path) -> None:
     for layer in ("agent", "llm"):
         result = pi_lsp("context", str(path), "--json", "--layer", layer)
         assert result.returncode == 0, result.stderr
-        assert "cut here: \ufffd!" in result.stdout.decode("utf-8")
-        assert "cut here: \ufffd!" in json.dumps(json.loads(result.stdout), ensure_ascii=False)
+        assert b"cut here: \\ud83d!" in result.stdout and is_utf8(result.stdout)
+        assert "cut here: \ud83d!" in json.loads(result.stdout)["messages"][1]["content"]
+    text = pi_lsp("context", str(path))
+    assert text.returncode == 0, text.stderr
+    assert "cut here: \ufffd!" in text.stdout.decode("utf-8")  # a terminal shows U+FFFD
     hub = SessionHub([tmp_path], Config())
     for layer in ("agent", "llm", "request"):
         preview = hub.preview(path, None, layer)  # type: ignore[arg-type]
-        encoded = msgspec.json.encode(preview)
-        assert "cut here: \ufffd!" in encoded.decode("utf-8")
-    assert pi_lsp("check", str(path)).stdout.count(b"lone-surrogate") == 1
+        assert "cut here: \ud83d!" in strings_in(json.loads(encoder.encode(preview)))
+
+
+def test_a_lone_surrogate_is_written_as_pi_writes_it(tmp_path: Path) -> None:
+    """Escaped as `\\udXXX` (JSON.stringify's form); read back as the same code unit, counted
+    as pi counts it (the escape's six characters inside a tool call's JSON arguments)."""
+    tree = SessionTree.create(str(tmp_path / "s.jsonl"), "/w")
+    tree.append_message(UserMessage(content="bad \ud83d end", timestamp=1))
+    call = ToolCall(id="t1", name="read", arguments={"path": "x\udc00"})
+    tree.append_message(AssistantMessage(content=[call], api="anthropic-messages",
+                                         provider="anthropic", model="m", usage=Usage(),
+                                         stop_reason="toolUse", timestamp=2))
+    data = tmp_path.joinpath("s.jsonl").read_bytes()
+    assert b'"content":"bad \\ud83d end"' in data and b'"path":"x\\udc00"' in data
+    assert is_utf8(data)
+    again = SessionTree.open(tree.path)
+    assert again.problems == []
+    assert texts(again, again.records[0].env.id) == ["bad \ud83d end"]
+    reply = decode_message(again.record(again.leaf_id or "").env.message)
+    assert isinstance(reply, AssistantMessage) and reply.content == [call]
+    assert estimate_tokens(reply) == math.ceil((len("read") + len('{"path":"x\\udc00"}')) / 4)
 
 
 # -- 3. no file before the first reply -------------------------------------------------------
@@ -553,7 +592,7 @@ def test_every_problem_kind_has_a_repair_hint(tmp_path: Path) -> None:
     problems = check_session(SessionTree.open(str(path)))
     found = {p.kind for p in problems}
     assert found >= {"blank", "malformed", "not-object", "invalid-entry", "duplicate-id",
-                     "orphan", "dangling-reference", "invalid-utf8", "lone-surrogate", "torn",
+                     "orphan", "dangling-reference", "invalid-utf8", "torn",
                      "no-assistant-message"}
     assert all(p.repair for p in problems), [p for p in problems if not p.repair]
 
@@ -571,12 +610,12 @@ def test_repair_writes_a_repaired_copy_and_leaves_the_file(tmp_path: Path) -> No
     copy = tmp_path / "fixed.jsonl"
     result = pi_lsp("check", str(path), "--repair", str(copy))
     assert result.returncode == 0, result.stderr
-    assert result.stdout.count(b"\n") == 6  # five repaired lines, then the summary
+    assert result.stdout.count(b"\n") == 5  # four repaired lines, then the summary
     assert path.read_bytes() == before
     assert check_session(SessionTree.open(str(copy))) == []
     assert is_utf8(copy.read_bytes())
     fixed = SessionTree.open(str(copy))
-    assert texts(fixed, fixed.leaf_id) == ["one", "\ufffd", "\ufffd", "four"]
+    assert texts(fixed, fixed.leaf_id) == ["one", "\ufffd", "\ud83d", "four"]
     assert copy.read_bytes().split(b"\n")[1] == before.split(b"\n")[1]  # good lines as they were
     again = pi_lsp("check", str(path), "--repair", str(copy))
     assert again.returncode == 2 and b"already exists" in again.stderr

@@ -1119,3 +1119,21 @@ async def test_compact_dry_run_is_null_when_a_run_would_refuse(pi: Pi) -> None:
     uri = await new_session(pi)  # nothing but settings: nothing to summarize
     assert (await call(pi.client, "pi.compact", {"uri": uri, "dryRun": True}))["plan"] is None
     assert await call(pi.client, "pi.listModels", []) != {}  # an empty Lua table is `[]`
+
+
+async def test_a_lone_surrogate_in_a_reply_ends_the_turn_normally(pi: Pi,
+                                                                 fake: FakeAnthropic) -> None:
+    """Half an emoji streamed by the provider is shown, stored as pi stores it (`\\ud83d`)
+    and previewed; the turn ends without an error."""
+    uri = await new_session(pi)
+    fake.script(text_reply("bad \ud83d", " end"))
+    since = pi.mark()
+    turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "hi"}))["turnId"]
+    events = await wait_events(pi, turn_id, since)
+    assert "error" not in event_types(events), events
+    streamed = "".join(d["delta"] for e in events if e["type"] == "message_update"
+                       for d in e["deltas"] if d["type"] == "text_delta")
+    assert streamed == "bad \ud83d end"
+    assert b'"text":"bad \\ud83d end"' in path_of(uri).read_bytes()
+    preview = await call(pi.client, "pi.previewContext", {"uri": uri})
+    assert "bad \ud83d end" in json.dumps(preview, ensure_ascii=False, default=str)

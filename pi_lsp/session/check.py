@@ -28,7 +28,6 @@ REPAIRS = {
     "torn": "cut the incomplete last line off (the next append ends it with a newline "
             "first, so it stays a malformed line of its own)",
     "invalid-utf8": "write the line again with U+FFFD for the invalid bytes, as pi reads it",
-    "lone-surrogate": "write the line again with U+FFFD for the unpaired surrogate",
     "too-long": "drop the line; pi-lsp skips lines over 64 MB",
     "too-deep": "drop the line; pi-lsp skips JSON nested more than 200 levels deep",
     "duplicate-id": "give the later entry a new id (readers keep the later one)",
@@ -70,7 +69,7 @@ def check_session(tree: SessionTree) -> list[Problem]:
 
 
 LINE_REPAIRS = {"blank", "malformed", "not-object", "invalid-entry", "extra-header", "torn",
-                "invalid-utf8", "lone-surrogate", "too-long", "too-deep"}
+                "invalid-utf8", "too-long", "too-deep"}
 
 
 def repaired_copy(tree: SessionTree, target: str) -> list[Problem]:

@@ -5,14 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from pi_lsp.session.entries import CompactionEntry, LabelEntry, LeafEntry, encoder
 from pi_lsp.session.ids import iso_now, new_entry_id
 from pi_lsp.session.journal import Record
+from pi_lsp.session.jsontext import Decoder
 from pi_lsp.session.tree import SessionTree, decode_entry, parent_of
 
-_dict_decoder = msgspec.json.Decoder(dict[str, Any])
+_dict_decoder: Decoder[dict[str, Any]] = Decoder(dict[str, Any])
 
 
 def fork_lines(source: SessionTree, leaf_id: str) -> list[bytes]:

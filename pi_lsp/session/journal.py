@@ -24,11 +24,6 @@ PREFIX_CHECK = 512
 SUFFIX_CHECK = 64
 UTF8_CHUNK = 16 << 10  # small pieces keep the check's scratch strings in cache
 
-# An escaped backslash, a surrogate pair, or a lone surrogate escape (JSON allows all three).
-_SURROGATE_ESCAPE = re.compile(
-    rb"\\\\|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\u[dD][89a-fA-F][0-9a-fA-F]{2}"
-)
-
 
 class NotASessionError(Exception):
     """The file exists but holds no pi session header."""
@@ -124,32 +119,21 @@ def too_deep(raw: bytes) -> bool:
     return False
 
 
-def _replace_lone_surrogate(match: re.Match[bytes]) -> bytes:
-    text = match.group()
-    return text if len(text) != 6 else "\ufffd".encode()
-
-
 def repair_line(raw: bytes) -> tuple[bytes, list[Problem]]:
-    """Read a line as pi (JavaScript) reads it: invalid UTF-8 and lone surrogates become U+FFFD.
+    """Read a line as pi (JavaScript) reads it: invalid UTF-8 becomes U+FFFD.
 
     Node replaces each maximal invalid subpart with one U+FFFD, as Python's `errors="replace"`
-    does; a lone surrogate survives JSON.parse but is written out as U+FFFD.
+    does. (A lone surrogate escape is valid JSON that pi keeps; `jsontext` reads it.)
     """
-    problems: list[Problem] = []
-    if not raw.isascii():
-        try:
-            raw.decode()
-        except UnicodeDecodeError as error:
-            raw = raw.decode(errors="replace").encode()
-            problems.append(Problem("invalid-utf8", f"bytes that are not UTF-8 ({error.reason} "
-                                    f"at byte {error.start}); read as U+FFFD, as pi reads them"))
-    if b"\\u" in raw:
-        repaired = _SURROGATE_ESCAPE.sub(_replace_lone_surrogate, raw)
-        if repaired != raw:
-            raw = repaired
-            problems.append(Problem("lone-surrogate", "an unpaired UTF-16 surrogate escape (a cut "
-                                    "emoji); read as U+FFFD, as pi writes it out"))
-    return raw, problems
+    if raw.isascii():
+        return raw, []
+    try:
+        raw.decode()
+    except UnicodeDecodeError as error:
+        return raw.decode(errors="replace").encode(), [Problem(
+            "invalid-utf8", f"bytes that are not UTF-8 ({error.reason} at byte {error.start}); "
+            "read as U+FFFD, as pi reads them")]
+    return raw, []
 
 
 def parse_lines(lines: list[bytes], first_line: int, batch: LineBatch) -> None:
@@ -362,7 +346,7 @@ def _parse_clean(run: Run, batch: LineBatch) -> bool:
     if b"\r" in body or not is_utf8(body) or may_be_too_deep(body):
         return False
     try:
-        envelopes = envelope_decoder.decode_lines(body)
+        envelopes = envelope_decoder.fast.decode_lines(body)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return False  # some line is damaged; the careful path reports which
     if len(envelopes) != len(lines):
