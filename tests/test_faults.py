@@ -637,3 +637,37 @@ def test_a_fork_of_an_old_version_file_with_a_damaged_line_is_version_3(tmp_path
     reopened = SessionTree.open(fork.path)
     assert texts(reopened, reopened.leaf_id) == ["caf\ufffd", "ok"]
     assert reopened.path_ids(reopened.leaf_id) == source.path_ids(source.leaf_id)
+
+
+# -- 9. U+2028/U+2029 are written escaped ---------------------------------------------------
+
+SEPARATORS = "x\u2028y\u2029z"
+
+
+def test_line_separators_are_written_escaped_on_every_write_path(tmp_path: Path) -> None:
+    """Raw U+2028/U+2029 are valid JSON, but a reader that splits lines on them (editors,
+    older JavaScript) would cut the line; pi reads the escapes the same."""
+    raw = "\u2028".encode(), "\u2029".encode()
+    pi_line = user_line("aaaa0001", None, SEPARATORS, 1)  # pi writes them raw
+    assert all(r in pi_line for r in raw)
+    path = write(tmp_path / "s.jsonl", [pi_line])
+    tree = SessionTree.open(str(path))
+    tree.append_message(UserMessage(content=SEPARATORS, timestamp=2))  # append
+    tree.append_session_info(SEPARATORS)
+    forked = fork_session(tree, tree.leaf_id or "")  # fork
+    forked.append_message(reply())
+    repaired = tmp_path / "repaired.jsonl"
+    assert pi_lsp("check", str(path), "--repair", str(repaired)).returncode == 0  # repair
+    other = write(tmp_path / "other.jsonl", [pi_line]).read_bytes()
+    os.replace(tmp_path / "other.jsonl", path)
+    tree.append_label("aaaa0001", "kept")  # relocate: the file was replaced under the session
+    written = [Path(tree.path), Path(forked.path), repaired]
+    assert len(set(written)) == 3 and Path(tree.path) != path
+    for copy in written:
+        data = copy.read_bytes()
+        assert not any(r in data for r in raw), copy
+        assert data.count(b"x\\u2028y\\u2029z") >= 2, copy
+        again = SessionTree.open(str(copy))
+        assert again.name == SEPARATORS
+        assert texts(again, "aaaa0001") == [SEPARATORS]
+    assert path.read_bytes() == other  # another writer's file is left as it was

@@ -14,6 +14,7 @@ from typing import NamedTuple
 import msgspec
 
 from pi_lsp.session.entries import Envelope, SessionHeader, envelope_decoder, header_decoder
+from pi_lsp.session.jsontext import escape_line_separators
 
 BOM = b"\xef\xbb\xbf"
 MAX_TAIL_READ = 64 << 20
@@ -372,7 +373,8 @@ def append_lines(path: str, lines: list[bytes], *, create: bool = False,
     """Append complete lines in one `write()` under an exclusive advisory lock.
 
     A torn last line is terminated first so the new entries never join it. A write that fails
-    part way (disk full, I/O error) is cut back off, so no torn line is left behind.
+    part way (disk full, I/O error) is cut back off, so no torn line is left behind. Every
+    session write comes here, so U+2028/U+2029 are escaped here.
     """
     flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0) | \
         (os.O_EXCL if exclusive else 0)
@@ -386,7 +388,7 @@ def append_lines(path: str, lines: list[bytes], *, create: bool = False,
         prefix = b""
         if size and os.pread(fd, 1, size - 1) != b"\n":
             prefix = b"\n"
-        payload = prefix + b"".join(line + b"\n" for line in lines)
+        payload = prefix + b"".join(escape_line_separators(line) + b"\n" for line in lines)
         written = 0
         try:
             while written < len(payload):

@@ -90,3 +90,12 @@ class Encoder:
 
 
 encoder = Encoder()
+
+
+def escape_line_separators(line: bytes) -> bytes:
+    """A JSON line with U+2028/U+2029 written as escapes: the same JSON to pi, but no reader
+    that splits lines on them (editors, older JavaScript) can cut it. (Outside strings JSON
+    allows only ASCII, so every one found is inside a string.)"""
+    if b"\xe2\x80" not in line:
+        return line
+    return line.replace("\u2028".encode(), b"\\u2028").replace("\u2029".encode(), b"\\u2029")
