@@ -158,11 +158,10 @@ def cmd_fork(args: argparse.Namespace) -> int:
         raise CliError(f"{args.file}: the session is empty; nothing to fork")
     fork = fork_session(tree, leaf)
     if not fork.on_disk:
-        # pi writes a session only from its first reply (#1672); a file with no reply in it
-        # would get its header and entries written a second time by pi.
-        raise CliError(f"{args.file}: nothing written: the path to {leaf} has no assistant "
-                       f"reply, and pi writes a new session only with its first reply; "
-                       f"continue there instead (pi-lsp branch {args.file} --to {leaf})")
+        # pi writes a session only from its first user or assistant message (pi 1.6's rule).
+        raise CliError(f"{args.file}: nothing written: the path to {leaf} has no user or "
+                       f"assistant message, and pi writes a new session only from its first "
+                       f"one; continue there instead (pi-lsp branch {args.file} --to {leaf})")
     print(fork.path)
     return 0
 

@@ -256,7 +256,7 @@ def test_a_lone_surrogate_is_written_as_pi_writes_it(tmp_path: Path) -> None:
     assert estimate_tokens(reply) == math.ceil((len("read") + len('{"path":"x\\udc00"}')) / 4)
 
 
-# -- 3. no file before the first reply -------------------------------------------------------
+# -- 3. no file before the first prompt ------------------------------------------------------
 
 
 def reply(text: str = "hello") -> AssistantMessage:
@@ -265,33 +265,34 @@ def reply(text: str = "hello") -> AssistantMessage:
                             stop_reason="stop", timestamp=2)
 
 
-def test_a_new_session_is_written_at_its_first_reply(tmp_path: Path) -> None:
+def test_a_new_session_is_written_at_its_first_user_message(tmp_path: Path) -> None:
+    """pi 1.6's rule: setup entries alone leave no file; the prompt writes them all, so it is
+    kept even when its reply never comes."""
     tree = start_session(tmp_path, "anthropic", "claude-sonnet-4-5", "high")
     path = Path(tree.path)
     assert path.parent == tmp_path / ".pi" / "sessions"
     tree.append_session_info("draft")
-    first = tree.append_message(UserMessage(content="hi", timestamp=1))
+    tree.append_custom_message("note", "context", display=False)
     assert not path.exists() and not tree.on_disk
-    assert tree.name == "draft" and tree.leaf_id == first
-    assert [r.env.type for r in tree.records] == [
-        "model_change", "thinking_level_change", "session_info", "message"]
+    assert tree.name == "draft"
     assert [p.kind for p in check_session(tree)] == ["unwritten"]
     changes: list[Refresh] = []
     tree.listeners.append(lambda _tree, change: changes.append(change))
-    answer = tree.append_message(reply())
-    assert tree.on_disk and changes == [Refresh(5, True)]
+    first = tree.append_message(UserMessage(content="hi", timestamp=1))
+    assert tree.on_disk and changes == [Refresh(5, True)] and tree.leaf_id == first
     lines = path.read_bytes().split(b"\n")
     assert lines[-1] == b""
     assert json.loads(lines[0])["id"] == tree.header.id
     assert [json.loads(line)["type"] for line in lines[1:-1]] == [
-        "model_change", "thinking_level_change", "session_info", "message", "message"]
+        "model_change", "thinking_level_change", "session_info", "custom_message", "message"]
+    assert check_session(SessionTree.open(str(path))) == []  # no reply yet is no problem
+    answer = tree.append_message(reply())
     reopened = SessionTree.open(str(path))
     assert reopened.path_ids(reopened.leaf_id) == tree.path_ids(answer)
-    tree.append_message(UserMessage(content="more", timestamp=3))
     assert path.read_bytes().count(b'"type":"session"') == 1  # the header is written once
 
 
-def test_the_hub_holds_a_new_session_until_its_first_reply(tmp_path: Path) -> None:
+def test_the_hub_holds_a_new_session_until_its_first_prompt(tmp_path: Path) -> None:
     hub = SessionHub([tmp_path], Config())
     path = hub.new_session("scratch")
     assert not path.exists()
@@ -303,35 +304,40 @@ def test_the_hub_holds_a_new_session_until_its_first_reply(tmp_path: Path) -> No
     assert listed[path].name == "scratch"
     hub.harness(path).set_name("renamed")
     assert hub.tree(path).name == "renamed" and not path.exists()
-    hub.tree(path).append_message(reply())
+    hub.tree(path).append_message(UserMessage(content="hi", timestamp=1))
     assert path.is_file()
     assert summarize(path).name == "renamed"
     assert [p.kind for p in hub.check(path)] == []
 
 
-def test_a_fork_with_no_reply_waits_in_memory(tmp_path: Path) -> None:
+def model_change_line(entry_id: str, n: int) -> bytes:
+    return json.dumps({"type": "model_change", "id": entry_id, "parentId": None,
+                       "timestamp": stamp(n), "provider": "anthropic", "modelId": "m"}).encode()
+
+
+def test_a_fork_with_no_prompt_waits_in_memory(tmp_path: Path) -> None:
     sessions = tmp_path / ".pi" / "sessions"
     sessions.mkdir(parents=True)
-    source = write(sessions / "s.jsonl", [user_line("aaaa0001", None, "one", 1),
-                                          reply_line("aaaa0002", "aaaa0001", "two", 2)])
+    source = write(sessions / "s.jsonl", [model_change_line("aaaa0001", 1),
+                                          user_line("aaaa0002", "aaaa0001", "two", 2)])
     hub = SessionHub([tmp_path], Config())
     forked = hub.fork(source, "aaaa0001")
     assert not forked.exists()
     assert hub.tree(forked).path_ids(hub.tree(forked).leaf_id) == ["aaaa0001"]
     assert hub.tree(forked).header.parent_session == str(source.resolve())
-    hub.tree(forked).append_message(reply("answer"))
+    hub.tree(forked).append_message(UserMessage(content="other", timestamp=3))
     lines = forked.read_bytes().split(b"\n")[:-1]
     assert [json.loads(line).get("id") for line in lines[1:]] == [
         "aaaa0001", hub.tree(forked).leaf_id]
-    assert hub.fork(source, "aaaa0002").is_file()  # a reply on the path: written at once
+    assert hub.fork(source, "aaaa0002").is_file()  # a prompt on the path: written at once
 
 
-def test_cli_fork_refuses_a_path_with_no_reply(tmp_path: Path) -> None:
-    source = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1),
-                                          reply_line("aaaa0002", "aaaa0001", "two", 2)])
+def test_cli_fork_refuses_a_path_with_no_prompt(tmp_path: Path) -> None:
+    source = write(tmp_path / "s.jsonl", [model_change_line("aaaa0001", 1),
+                                          user_line("aaaa0002", "aaaa0001", "two", 2)])
     result = pi_lsp("fork", str(source), "--leaf", "aaaa0001")
     assert result.returncode == 2
-    assert b"nothing written" in result.stderr and b"first reply" in result.stderr
+    assert b"nothing written" in result.stderr and b"no user or assistant" in result.stderr
     assert result.stderr.count(b"\n") == 1
     assert sorted(tmp_path.iterdir()) == [source]
     written = pi_lsp("fork", str(source), "--leaf", "aaaa0002")
@@ -567,16 +573,6 @@ async def test_summarizing_toward_a_descendant_writes_no_summary(tmp_path: Path)
 # -- 8. check says what a repair would do ----------------------------------------------------
 
 
-def test_a_file_without_a_reply_is_reported(tmp_path: Path) -> None:
-    """Such a file (an older pi-lsp wrote them) loses entries when pi continues it."""
-    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
-    problems = check_session(SessionTree.open(str(path)))
-    assert kinds(problems) == [("no-assistant-message", None)] and problems[0].repair
-    with open(path, "ab") as handle:
-        handle.write(reply_line("aaaa0002", "aaaa0001", "two", 2) + b"\n")
-    assert check_session(SessionTree.open(str(path))) == []
-
-
 def test_every_problem_kind_has_a_repair_hint(tmp_path: Path) -> None:
     path = write(tmp_path / "s.jsonl", [
         b"", b"not json", b"[1]", b'{"type":"message","id":5}',
@@ -592,8 +588,7 @@ def test_every_problem_kind_has_a_repair_hint(tmp_path: Path) -> None:
     problems = check_session(SessionTree.open(str(path)))
     found = {p.kind for p in problems}
     assert found >= {"blank", "malformed", "not-object", "invalid-entry", "duplicate-id",
-                     "orphan", "dangling-reference", "invalid-utf8", "torn",
-                     "no-assistant-message"}
+                     "orphan", "dangling-reference", "invalid-utf8", "torn"}
     assert all(p.repair for p in problems), [p for p in problems if not p.repair]
 
 

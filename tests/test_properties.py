@@ -29,7 +29,7 @@ from pi_lsp.session.entries import (
     UserMessage,
 )
 from pi_lsp.session.fork import fork_session
-from pi_lsp.session.tree import SessionTree, is_reply
+from pi_lsp.session.tree import SessionTree, starts_conversation
 
 SETTINGS = settings(
     max_examples=60,
@@ -440,12 +440,12 @@ def test_fork_copies_the_path(tmp_path: Path, ops: list[Op], where: int) -> None
 
 
 def _forked(source: SessionTree, leaf: str) -> SessionTree:
-    """The fork as read back from its file, or, with no assistant message on the path, as
-    held in memory: pi writes no file for it until its first reply (#1672)."""
+    """The fork as read back from its file, or, with no user or assistant message on the path,
+    as held in memory: pi 1.6 writes no file for it until its first one."""
     fork = fork_session(source, leaf)
-    has_reply = any(is_reply(record) for record in source.path_to(leaf))
-    assert fork.on_disk == has_reply == Path(fork.path).exists()
-    return SessionTree.open(fork.path) if has_reply else fork
+    started = any(starts_conversation(record) for record in source.path_to(leaf))
+    assert fork.on_disk == started == Path(fork.path).exists()
+    return SessionTree.open(fork.path) if started else fork
 
 
 def _fork_and_compare(tmp_path: Path, ops: list[Op], where: int) -> None:

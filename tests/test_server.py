@@ -358,7 +358,7 @@ async def test_new_session(pi: Pi) -> None:
     since = pi.mark()
     uri = await new_session(pi, "scratch")
     path = path_of(uri)
-    assert not path.exists()  # as in pi, the file is written with the first reply
+    assert not path.exists()  # as in pi, the file is written with the first prompt
     assert path.parent == (pi.main / ".pi" / "sessions").resolve()
     kinds = [n["type"] for n in await tree_nodes(pi, uri)]
     assert "model_change" in kinds and "session_info" in kinds

@@ -213,7 +213,7 @@ class SessionHub:
         return confine_session(path, self.all_directories())
 
     def list_sessions(self) -> list[SessionSummary]:
-        """The sessions on disk, and the new ones not written yet (no reply so far)."""
+        """The sessions on disk, and the new ones not written yet (no prompt so far)."""
         sessions = self.index.list(self.all_directories())
         waiting = [tree_summary(t) for t in self.trees.values() if t.deferred]
         return sorted([*sessions, *waiting], key=lambda s: iso_to_ms(s.modified), reverse=True)

@@ -15,7 +15,7 @@ from pi_lsp.session.entries import (
     decode_message,
 )
 from pi_lsp.session.journal import Problem, Record, append_lines
-from pi_lsp.session.tree import SessionTree, decode_entry, is_reply, parent_of
+from pi_lsp.session.tree import SessionTree, decode_entry, parent_of
 
 # What a repair would do about each kind of problem; `check` only reports, it never rewrites.
 REPAIRS = {
@@ -40,9 +40,7 @@ REPAIRS = {
                        "replaces it) or drop the line; pi 1.6 fails on such a context",
     "missing-tool-result": "add a toolResult (isError) under the call so the next request "
                            "answers every tool call",
-    "unwritten": "nothing to repair: pi writes a new session at its first assistant message",
-    "no-assistant-message": "continue it with pi-lsp (which writes every entry) or delete it; "
-                            "pi would not write its next entries until a reply",
+    "unwritten": "nothing to repair: pi writes a new session at its first user message",
 }
 
 
@@ -55,13 +53,8 @@ def check_session(tree: SessionTree) -> list[Problem]:
     problems += context_edit_problems(tree)
     problems += unanswered_tool_calls(tree)
     if tree.deferred:
-        problems.append(Problem("unwritten", "a new session with no assistant reply yet; "
-                                "it has no file until its first reply"))
-    elif not any(map(is_reply, tree.records)):
-        # pi never leaves such a file; continuing one, pi keeps new entries in memory until
-        # its first reply and then writes only that reply, under a parent not in the file.
-        problems.append(Problem("no-assistant-message", "the file holds no assistant message "
-                                "(pi writes a session only from its first reply)"))
+        problems.append(Problem("unwritten", "a new session with no user message yet; "
+                                "it has no file until its first prompt"))
     for problem in problems:
         problem.repair = REPAIRS.get(problem.kind)
     problems.sort(key=lambda p: p.line or 0)

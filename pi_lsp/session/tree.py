@@ -79,12 +79,13 @@ def decode_entry(record: Record) -> Entry | None:
         return None
 
 
-def is_reply(record: Record) -> bool:
-    """Whether the entry is an assistant message (what makes pi write a new session)."""
-    if record.env.type != "message" or b'"assistant"' not in bytes(record.env.message):
+def starts_conversation(record: Record) -> bool:
+    """Whether the entry is a user or assistant message: the first one makes pi 1.6 write a
+    new session (setup entries alone leave no file)."""
+    if record.env.type != "message":
         return False
     try:
-        return head_decoder.decode(record.env.message).role == "assistant"
+        return head_decoder.decode(record.env.message).role in ("user", "assistant")
     except msgspec.ValidationError:
         return False
 
@@ -109,8 +110,8 @@ class SessionTree:
         self.name: str | None = None
         self.leaf_id: str | None = None
         self.migrated = False
-        # A deferred session is written, header and all, at its first assistant message (pi's
-        # rule); until then its entries are only in `_unwritten` and in memory.
+        # A deferred session is written, header and all, at its first user or assistant message
+        # (pi 1.6's rule); until then its entries are only in `_unwritten` and in memory.
         self.deferred = False
         self._unwritten: list[bytes] = []
         # While a turn runs, entries another writer appends do not move the leaf, so the
@@ -133,7 +134,7 @@ class SessionTree:
     def create(cls, path: str, cwd: str, parent_session: str | None = None, *,
                deferred: bool = False) -> SessionTree:
         """A new session; the file is written with its first entry, or (`deferred`) as pi
-        writes one: header and entries together at its first assistant message."""
+        writes one: header and entries together at its first user or assistant message."""
         header = SessionHeader(
             version=3, id=new_session_id(), timestamp=iso_now(), cwd=cwd,
             parent_session=parent_session,
@@ -376,12 +377,12 @@ class SessionTree:
         return entry.id
 
     def _keep_unwritten(self, lines: list[bytes]) -> None:
-        """Hold a deferred session's new lines in memory; at its first assistant message
-        write the header and every held line together, as pi does."""
+        """Hold a deferred session's new lines in memory; at its first user or assistant
+        message write the header and every held line together, as pi does."""
         batch = LineBatch(header=self.header, header_raw=self.header_raw)
         parse_lines(lines, len(self._unwritten) + 2, batch)
         self._unwritten.extend(lines)
-        if not any(map(is_reply, batch.records)):
+        if not any(map(starts_conversation, batch.records)):
             self._add(batch.records)
             self._notify(Refresh(len(batch.records), False))
             return
@@ -392,7 +393,7 @@ class SessionTree:
 
     def take_lines(self, lines: list[bytes]) -> None:
         """Entry lines made elsewhere (a fork's path) for a new deferred session: held, or
-        written with the header at once when one of them is an assistant message."""
+        written with the header at once when one of them is a user or assistant message."""
         if not self.deferred:
             raise ValueError("only a new session not yet written takes ready-made lines")
         self._keep_unwritten(lines)
