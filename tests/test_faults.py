@@ -567,7 +567,7 @@ async def test_summarizing_toward_a_descendant_writes_no_summary(tmp_path: Path)
     tree.branch("aaaa0002")
     durable = await branch_with_summary(tree, "aaaa0004", ExtractiveSummarizer(), 10_000)
     assert durable.summary_entry_id is None
-    assert [r.env.type for r in SessionTree.open(str(path)).records][-1] == "leaf"
+    assert [r.env.type for r in SessionTree.open(str(path)).records][-1] == "custom"
 
 
 # -- 8. check says what a repair would do ----------------------------------------------------

@@ -211,12 +211,12 @@ def run(tree: SessionTree, ops: list[Op]) -> Model:
             assert tree.leaf_id is None
         elif kind == "move":
             target = None if op[1] is None else _pick(tree, op[1])
-            new_id = tree.move_leaf(target)
-            record = tree.record(new_id)
-            assert record.env.type == "leaf"
+            new_id = tree.move_leaf(target, durable=True)
+            record = tree.record(new_id or "")
+            assert record.env.type == "custom"
             assert record.env.parent_id == target
-            assert tree.leaf_id == target
-            model.durable_leaf = target
+            assert tree.leaf_id == new_id
+            model.durable_leaf = new_id
         else:
             previous = tree.leaf_id
             new_id = _append(tree, op, model)
@@ -466,6 +466,6 @@ def test_fork_keeps_context_when_first_kept_entry_is_a_label(tmp_path: Path) -> 
 
 
 def test_fork_at_a_leaf_entry_under_a_label(tmp_path: Path) -> None:
-    """move_leaf(label) writes a leaf entry targeting the label, which the fork drops."""
+    """move_leaf(label) writes a custom entry under the label, which the fork drops."""
     ops: list[Op] = [("user", "a", 0), ("label", 0, None), ("move", 1)]
     _fork_and_compare(tmp_path, ops, where=2)

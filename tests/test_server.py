@@ -505,7 +505,10 @@ async def test_branch_to_a_user_message(pi: Pi) -> None:
     since = pi.mark()
     result = await call(pi.client, "pi.branch", {"uri": uri, "targetId": FORK_QUESTION})
     question = next(e for e in lines(path_of(uri)) if e["id"] == FORK_QUESTION)
-    assert result["leafId"] == FORK_PARENT
+    move = lines(path_of(uri))[-1]  # durable leaf moves are the default: one entry under it
+    assert (move["type"], move["customType"], move["parentId"]) == (
+        "custom", "pi-lsp.leaf", FORK_PARENT)
+    assert result["leafId"] == FORK_PARENT  # editors are shown the target, the move is hidden
     assert result["editorText"] == question["message"]["content"][0]["text"]
     note = await wait_note(pi, SESSION_CHANGED, lambda p: path_of(p["uri"]) == path_of(uri),
                            since)
@@ -513,7 +516,7 @@ async def test_branch_to_a_user_message(pi: Pi) -> None:
     assert note["entries"] == len(lines(path_of(uri)))
     tree = await call(pi.client, "pi.getTree", {"uri": uri})
     assert tree["leafId"] == FORK_PARENT
-    assert tree["nodes"][-1]["type"] == "leaf"  # durable leaf moves are the default
+    assert tree["nodes"][-1]["id"] == move["id"] and tree["nodes"][-1]["type"] == "leaf"
     # any other entry becomes the leaf itself, with no text to edit
     moved = await call(pi.client, "pi.branch", {"uri": uri, "targetId": "d9977f3d"})
     assert moved["leafId"] == "d9977f3d" and moved.get("editorText") is None

@@ -521,25 +521,25 @@ def test_plain_branch_is_one_leaf_entry(session: Path) -> None:
     target = "28511eec"  # an assistant reply on branch A: the leaf lands on it
     expected = context_bytes(tree, target)
     outcome = branch(tree, target)
-    assert outcome.leaf_id == target and outcome.editor_text is None
-
     written = lines(session)
     assert len(written) == count + 1
     leaf = written[-1]
-    assert leaf["type"] == "leaf" and leaf["targetId"] == target and leaf["parentId"] == target
+    assert outcome.leaf_id == target and outcome.editor_text is None
+    assert (leaf["type"], leaf["customType"], leaf["data"], leaf["parentId"]) == (
+        "custom", "pi-lsp.leaf", {"targetId": target}, target)
     reopened = open_tree(session)
-    assert reopened.leaf_id == target
+    assert reopened.leaf_id == leaf["id"]
     assert context_bytes(reopened, reopened.leaf_id) == expected
-    assert context_bytes(reopened, leaf["id"]) == expected
 
     # To a user message: the leaf goes to its parent and the text comes back for editing.
     expected = context_bytes(reopened, FORK_PARENT)
     outcome = branch(reopened, FORK)
-    assert outcome.leaf_id == FORK_PARENT and outcome.editor_text == FORK_TEXT
+    assert outcome.editor_text == FORK_TEXT
     written = lines(session)
     assert len(written) == count + 2
-    assert written[-1]["type"] == "leaf" and written[-1]["targetId"] == FORK_PARENT
-    assert open_tree(session).leaf_id == FORK_PARENT
+    assert written[-1]["parentId"] == FORK_PARENT == written[-1]["data"]["targetId"]
+    assert outcome.leaf_id == FORK_PARENT
+    assert written[-1]["id"] == open_tree(session).leaf_id
     assert context_bytes(open_tree(session), written[-1]["id"]) == expected
 
 

@@ -47,7 +47,7 @@ from pi_lsp.session.fork import fork_session
 from pi_lsp.session.ids import iso_to_ms
 from pi_lsp.session.journal import NotASessionError, Problem
 from pi_lsp.session.outline import entry_preview, record_role
-from pi_lsp.session.tree import Refresh, SessionTree, decode_entry
+from pi_lsp.session.tree import Refresh, SessionTree, decode_entry, is_leaf_move
 from pi_lsp.settings import Settings, load_settings, settings_stamp
 from pi_lsp.summarize.compaction import (
     NothingToCompactError,
@@ -420,11 +420,12 @@ class SessionHub:
                 parent = record.env.parent_id
                 parts = static[record.line] = (
                     parent if parent in tree.by_id and parent != entry_id else None,
-                    record.env.type, record_role(record), entry_preview(decode_entry(record)))
+                    "leaf" if is_leaf_move(record) else record.env.type, record_role(record),
+                    entry_preview(decode_entry(record)))
             parent, kind, role, preview = parts
             nodes.append(Node(entry_id, parent, kind, role, preview, tree.label(entry_id),
                               record.env.timestamp, entry_id in on_path))
-        view = TreeView(tree.leaf_id, nodes)
+        view = TreeView(tree.shown_leaf(), nodes)
         self._views.put(key, (state, view))
         return view
 

@@ -9,7 +9,6 @@ from pi_lsp.session.entries import (
     CompactionEntry,
     ContextEditEntry,
     LabelEntry,
-    LeafEntry,
     ToolCall,
     ToolResultMessage,
     decode_message,
@@ -107,14 +106,14 @@ def cycles(tree: SessionTree) -> list[Problem]:
 def dangling_references(tree: SessionTree) -> list[Problem]:
     found = []
     for record in tree.records:
-        if record.env.type not in ("compaction", "label", "leaf"):
+        if record.env.type not in ("compaction", "label"):
             continue
         entry = decode_entry(record)
         target: str | None = None
         field = ""
         if isinstance(entry, CompactionEntry):
             target, field = entry.first_kept_entry_id, "firstKeptEntryId"
-        elif isinstance(entry, LabelEntry | LeafEntry):
+        elif isinstance(entry, LabelEntry):
             target, field = entry.target_id, "targetId"
         if target is not None and target not in tree.by_id:
             found.append(Problem("dangling-reference", f"{field} {target!r} is not in the file",

@@ -289,7 +289,8 @@ def clean_session_name(name: str) -> str:
 
 
 class LeafEntry(_Entry, tag="leaf", kw_only=True):
-    """A durable leaf move (newer pi); `parentId` is the target, so older pi builds it too."""
+    """pi-lsp's old durable leaf move: an entry type pi does not know, so (as pi) it is read
+    as a plain node under its target; pi-lsp now writes a `custom` entry instead."""
 
     id: str
     parent_id: str | None

@@ -20,7 +20,6 @@ from pi_lsp.session.entries import (
     CustomMessageEntry,
     Entry,
     LabelEntry,
-    LeafEntry,
     MessageEntry,
     ModelChangeEntry,
     SessionHeader,
@@ -52,6 +51,8 @@ from pi_lsp.session.journal import (
     read_file,
 )
 from pi_lsp.session.migrate import migrate
+
+LEAF_MOVE = "pi-lsp.leaf"  # the customType of a durable leaf move
 
 
 class UnknownEntryError(KeyError):
@@ -88,6 +89,16 @@ def starts_conversation(record: Record) -> bool:
         return head_decoder.decode(record.env.message).role in ("user", "assistant")
     except msgspec.ValidationError:
         return False
+
+
+def is_leaf_move(record: Record) -> bool:
+    """A durable leaf move: pi-lsp's `custom` entry, or its older `leaf` entry."""
+    if record.env.type == "leaf":
+        return True
+    if record.env.type != "custom" or LEAF_MOVE.encode() not in record.raw:
+        return False
+    entry = decode_entry(record)
+    return isinstance(entry, CustomEntry) and entry.custom_type == LEAF_MOVE
 
 
 def parent_of(record: Record) -> str | None:
@@ -178,11 +189,11 @@ class SessionTree:
                 )
             by_id[entry_id] = record
             self.records.append(record)
+            # pi's leaf is the last entry, whatever its type (a leaf move included).
+            self.leaf_id = entry_id
             kind = record.env.type
-            if kind == "label" or kind == "session_info" or kind == "leaf":
+            if kind == "label" or kind == "session_info":
                 self._apply_marker(record)
-            else:
-                self.leaf_id = entry_id
         if records:
             self._children = None
 
@@ -195,13 +206,6 @@ class SessionTree:
                 self.labels.pop(entry.target_id, None)
         elif isinstance(entry, SessionInfoEntry):
             self.name = session_name(entry)
-        if isinstance(entry, LeafEntry) and (entry.target_id is None or
-                                             entry.target_id in self.by_id):
-            self.leaf_id = entry.target_id
-        else:
-            # A move to an entry that is not in the file leaves the leaf on the move itself,
-            # as pi does for an unknown leaf; `check` reports the dangling target.
-            self.leaf_id = record.env.id
 
     def refresh(self) -> Refresh:
         """Take in whatever was appended since the last read (by anyone); tell listeners."""
@@ -333,6 +337,14 @@ class SessionTree:
 
     # -- moving the leaf -----------------------------------------------------------------
 
+    def shown_leaf(self) -> str | None:
+        """The leaf as editors show it: a durable leaf move (pi's leaf when last) stands for
+        its target, which has the same context."""
+        if self.leaf_id is None:
+            return None
+        record = self.by_id[self.leaf_id]
+        return parent_of(record) if is_leaf_move(record) else self.leaf_id
+
     def branch(self, entry_id: str) -> None:
         """Move the leaf in memory (O(1)); the next append hangs under `entry_id`."""
         self.record(entry_id)
@@ -342,16 +354,15 @@ class SessionTree:
         """The next append starts a new root."""
         self.leaf_id = None
 
-    def move_leaf(self, entry_id: str | None) -> str:
-        """A durable leaf move: a `leaf` entry under the target, read by newer and older pi."""
+    def move_leaf(self, entry_id: str | None, *, durable: bool) -> str | None:
+        """Go to `entry_id` (None: the next append starts a new root): in memory only, or
+        `durable`: recorded as a `pi-lsp.leaf` custom entry under it, which pi (0.73.1 and
+        1.6) takes as the leaf and as nothing in the context; returns that entry's id."""
         if entry_id is None:
             self.reset_leaf()
         else:
             self.branch(entry_id)
-        return self._append(
-            LeafEntry(id=self._new_id(), parent_id=entry_id, timestamp=iso_now(),
-                      target_id=entry_id)
-        )
+        return self.append_custom(LEAF_MOVE, {"targetId": entry_id}) if durable else None
 
     # -- appending -----------------------------------------------------------------------
 
@@ -373,7 +384,7 @@ class SessionTree:
         append_lines(self.path, [line])
         self.refresh()
         # The new entry is this session's position even if another writer's came after it.
-        self.leaf_id = entry.target_id if isinstance(entry, LeafEntry) else entry.id
+        self.leaf_id = entry.id
         return entry.id
 
     def _keep_unwritten(self, lines: list[bytes]) -> None:
@@ -438,10 +449,7 @@ class SessionTree:
     def branch_with_summary(self, target_id: str | None, from_id: str, summary: str,
                             details: Any = None, from_hook: bool | None = None) -> str:
         """Move to `target_id` and record what the abandoned branch taught under it."""
-        if target_id is None:
-            self.reset_leaf()
-        else:
-            self.branch(target_id)
+        self.move_leaf(target_id, durable=False)
         return self.append_branch_summary(from_id, summary, details, from_hook)
 
     def append_custom(self, custom_type: str, data: Any = None) -> str:

@@ -173,12 +173,8 @@ async def branch_with_summary(tree: SessionTree, target_id: str, summarizer: Sum
 
 
 def branch(tree: SessionTree, target_id: str, durable: bool = True) -> BranchOutcome:
-    """Move to `target_id` without a summary: an O(1) pointer move (plus one `leaf` entry)."""
+    """Move to `target_id` without a summary: an O(1) pointer move (`durable`: plus one
+    entry)."""
     move = navigation(tree, target_id)
-    if durable:
-        tree.move_leaf(move.leaf_id)
-    elif move.leaf_id is None:
-        tree.reset_leaf()
-    else:
-        tree.branch(move.leaf_id)
-    return BranchOutcome(tree.leaf_id, move.editor_text)
+    tree.move_leaf(move.leaf_id, durable=durable)
+    return BranchOutcome(tree.shown_leaf(), move.editor_text)

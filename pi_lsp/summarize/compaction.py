@@ -239,7 +239,7 @@ async def compact(tree: SessionTree, leaf_id: str | None, summarizer: Summarizer
     summary = await summarize_plan(plan, summarizer, settings, instructions)
     details = summary_details(plan.files, summarizer)
     if leaf_id != tree.leaf_id:
-        tree.branch(leaf_id) if leaf_id is not None else tree.reset_leaf()
+        tree.move_leaf(leaf_id, durable=False)
     system = current_system_message(decode_all(project_path(tree.path_to(tree.leaf_id)).messages))
     entry_id = tree.append_compaction(summary, plan.first_kept_entry_id, plan.tokens_before,
                                       details, from_hook=False,
