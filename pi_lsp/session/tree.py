@@ -26,6 +26,7 @@ from pi_lsp.session.entries import (
     SessionInfoEntry,
     SystemCheckpoint,
     ThinkingLevelChangeEntry,
+    Usage,
     UserBlock,
     clean_session_name,
     encoder,
@@ -425,32 +426,34 @@ class SessionTree:
                                              model_id=model_id))
 
     def append_compaction(self, summary: str, first_kept_entry_id: str, tokens_before: int,
-                          details: Any = None, from_hook: bool | None = None,
+                          details: Any = None, usage: Usage | None = None,
+                          from_hook: bool | None = None,
                           system_message: SystemCheckpoint | None = None) -> str:
-        """A compaction; `system_message` (the replayed prompt and tools) is stored with the
-        compaction's own time, as pi 1.6 stores it."""
+        """A compaction; `usage` is the summary model's, and `system_message` (the replayed
+        prompt and tools) is stored with the compaction's own time, as pi 1.6 stores it."""
         common = self._common()
         if system_message is not None:
             system_message = msgspec.structs.replace(
                 system_message, timestamp=iso_to_ms(common["timestamp"]))
         return self._append(CompactionEntry(
             **common, summary=summary, first_kept_entry_id=first_kept_entry_id,
-            tokens_before=tokens_before, details=details, from_hook=from_hook,
+            tokens_before=tokens_before, details=details, usage=usage, from_hook=from_hook,
             system_message=system_message,
         ))
 
     def append_branch_summary(self, from_id: str, summary: str, details: Any = None,
-                              from_hook: bool | None = None) -> str:
+                              from_hook: bool | None = None, usage: Usage | None = None) -> str:
         return self._append(BranchSummaryEntry(
-            **self._common(), from_id=from_id, summary=summary, details=details,
+            **self._common(), from_id=from_id, summary=summary, details=details, usage=usage,
             from_hook=from_hook,
         ))
 
     def branch_with_summary(self, target_id: str | None, from_id: str, summary: str,
-                            details: Any = None, from_hook: bool | None = None) -> str:
+                            details: Any = None, from_hook: bool | None = None,
+                            usage: Usage | None = None) -> str:
         """Move to `target_id` and record what the abandoned branch taught under it."""
         self.move_leaf(target_id, durable=False)
-        return self.append_branch_summary(from_id, summary, details, from_hook)
+        return self.append_branch_summary(from_id, summary, details, from_hook, usage)
 
     def append_custom(self, custom_type: str, data: Any = None) -> str:
         return self._append(CustomEntry(**self._common(), custom_type=custom_type, data=data))

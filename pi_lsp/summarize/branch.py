@@ -163,12 +163,14 @@ async def branch_with_summary(tree: SessionTree, target_id: str, summarizer: Sum
     if fitted.messages:
         request = SummaryRequest("branch", fitted.messages, BRANCH_SUMMARY_MAX_TOKENS,
                                  instructions=instructions)
-        summary = BRANCH_SUMMARY_PREAMBLE + await summarizer.summarize(request) + \
-            format_file_lists(lists)
+        written = await summarizer.summarize(request)
+        summary, usage = BRANCH_SUMMARY_PREAMBLE + written.text + format_file_lists(lists), \
+            written.usage
     else:
-        summary = NO_CONTENT
+        summary, usage = NO_CONTENT, None
     entry_id = tree.branch_with_summary(move.leaf_id, old_leaf or "root", summary,
-                                        summary_details(lists, summarizer), from_hook=False)
+                                        summary_details(lists, summarizer), from_hook=False,
+                                        usage=usage)
     return BranchOutcome(tree.leaf_id, move.editor_text, entry_id, summary)
 
 
