@@ -17,11 +17,12 @@ import msgspec
 from pi_lsp.context.build import build_session_context
 from pi_lsp.context.convert import convert_to_llm
 from pi_lsp.context.preview import preview_context, render_preview
+from pi_lsp.session.appender import WriteFailedError
 from pi_lsp.session.catalog import followed, list_sessions, session_dirs
 from pi_lsp.session.check import check_session, repaired_copy
 from pi_lsp.session.entries import THINKING_LEVELS, encoder
 from pi_lsp.session.fork import fork_session
-from pi_lsp.session.journal import NotASessionError, WriteFailedError
+from pi_lsp.session.journal import NotASessionError
 from pi_lsp.session.outline import nested_tree, outline_lines
 from pi_lsp.session.tree import SessionTree, UnknownEntryError
 

@@ -22,7 +22,8 @@ from pi_lsp.context.build import build_session_context
 from pi_lsp.context.tokens import estimate_tokens
 from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.server.hub import Config, SessionHub
-from pi_lsp.session import journal
+from pi_lsp.session import appender, journal
+from pi_lsp.session.appender import WriteFailedError
 from pi_lsp.session.catalog import start_session, summarize
 from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import (
@@ -35,7 +36,8 @@ from pi_lsp.session.entries import (
     encoder,
 )
 from pi_lsp.session.fork import fork_session
-from pi_lsp.session.journal import Tail, WriteFailedError, is_utf8, read_file, repair_line
+from pi_lsp.session.journal import is_utf8, read_file, repair_line
+from pi_lsp.session.tail import Tail
 from pi_lsp.session.tree import Refresh, SessionTree
 from pi_lsp.summarize.branch import branch_with_summary
 from pi_lsp.summarize.extractive import ExtractiveSummarizer
@@ -488,7 +490,7 @@ def failing_write(monkeypatch: pytest.MonkeyPatch, error: int | None) -> None:
         if error is None:
             return 0
         raise OSError(error, os.strerror(error))
-    monkeypatch.setattr(journal.os, "write", write_half)
+    monkeypatch.setattr(appender.os, "write", write_half)
 
 
 @pytest.mark.parametrize("error", [errno.ENOSPC, errno.EIO, None])
@@ -512,7 +514,7 @@ def test_a_failed_append_leaves_no_torn_line(tmp_path: Path, monkeypatch: pytest
 def test_a_file_that_cannot_be_opened_is_named(tmp_path: Path) -> None:
     missing = tmp_path / "gone" / "s.jsonl"
     with pytest.raises(WriteFailedError) as caught:
-        journal.append_lines(str(missing), [b"{}"], create=True)
+        appender.append_lines(str(missing), [b"{}"], create=True)
     assert str(caught.value) == f"could not write to {missing}: No such file or directory"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
+from pi_lsp.session.appender import append_lines
 from pi_lsp.session.entries import (
     AssistantMessage,
     CompactionEntry,
@@ -13,7 +14,7 @@ from pi_lsp.session.entries import (
     ToolResultMessage,
     decode_message,
 )
-from pi_lsp.session.journal import Problem, Record, append_lines
+from pi_lsp.session.journal import Problem, Record
 from pi_lsp.session.tree import SessionTree, decode_entry, parent_of
 
 # What a repair would do about each kind of problem; `check` only reports, it never rewrites.

@@ -10,6 +10,7 @@ from typing import Any
 
 import msgspec
 
+from pi_lsp.session.appender import append_lines
 from pi_lsp.session.entries import (
     AgentMessage,
     BranchSummaryEntry,
@@ -46,12 +47,11 @@ from pi_lsp.session.journal import (
     Problem,
     Record,
     Snapshot,
-    Tail,
-    append_lines,
     parse_lines,
     read_file,
 )
 from pi_lsp.session.migrate import migrate
+from pi_lsp.session.tail import Tail
 
 LEAF_MOVE = "pi-lsp.leaf"  # the customType of a durable leaf move
 
