@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pi_lsp.context.build import build_session_context
+from pi_lsp.session.appender import append_lines
 from pi_lsp.session.entries import (
     AssistantMessage,
     MessageEntry,
@@ -33,7 +34,6 @@ from pi_lsp.session.entries import (
     UserMessage,
     encoder,
 )
-from pi_lsp.session.journal import append_lines
 from pi_lsp.session.tree import SessionTree
 
 HERE = Path(__file__).resolve().parent

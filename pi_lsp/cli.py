@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import codecs
+import io
 import os
 import sys
 import unicodedata
@@ -15,11 +17,12 @@ import msgspec
 from pi_lsp.context.build import build_session_context
 from pi_lsp.context.convert import convert_to_llm
 from pi_lsp.context.preview import preview_context, render_preview
+from pi_lsp.session.appender import WriteFailedError
 from pi_lsp.session.catalog import followed, list_sessions, session_dirs
 from pi_lsp.session.check import check_session, repaired_copy
 from pi_lsp.session.entries import THINKING_LEVELS, encoder
 from pi_lsp.session.fork import fork_session
-from pi_lsp.session.journal import NotASessionError, WriteFailedError
+from pi_lsp.session.journal import NotASessionError
 from pi_lsp.session.outline import nested_tree, outline_lines
 from pi_lsp.session.tree import SessionTree, UnknownEntryError
 
@@ -156,11 +159,10 @@ def cmd_fork(args: argparse.Namespace) -> int:
         raise CliError(f"{args.file}: the session is empty; nothing to fork")
     fork = fork_session(tree, leaf)
     if not fork.on_disk:
-        # pi writes a session only from its first reply (#1672); a file with no reply in it
-        # would get its header and entries written a second time by pi.
-        raise CliError(f"{args.file}: nothing written: the path to {leaf} has no assistant "
-                       f"reply, and pi writes a new session only with its first reply; "
-                       f"continue there instead (pi-lsp branch {args.file} --to {leaf})")
+        # pi writes a session only from its first user or assistant message (pi 1.6's rule).
+        raise CliError(f"{args.file}: nothing written: the path to {leaf} has no user or "
+                       f"assistant message, and pi writes a new session only from its first "
+                       f"one; continue there instead (pi-lsp branch {args.file} --to {leaf})")
     print(fork.path)
     return 0
 
@@ -273,7 +275,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _surrogates_as_replacement(error: UnicodeError) -> tuple[bytes, int]:
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    # As bytes: UTF-8's encoder takes only ASCII text from a handler.
+    return "\ufffd".encode() * (error.end - error.start), error.end
+
+
+def show_lone_surrogates_as_replacement() -> None:
+    """A session may hold half an emoji (pi keeps what a model streamed); print it as U+FFFD,
+    as a terminal would show it, instead of failing."""
+    codecs.register_error("pi-lsp-surrogates", _surrogates_as_replacement)
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and codecs.lookup(stream.encoding).name == "utf-8":
+            stream.reconfigure(errors="pi-lsp-surrogates")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    show_lone_surrogates_as_replacement()
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:  # bare `pi-lsp`: say what it can do

@@ -145,8 +145,8 @@ def test_usage_errors_exit_2() -> None:
 
 
 def written_session(workspace: Path) -> SessionTree:
-    """A session file with no reply yet, as an older pi-lsp wrote them (new ones wait for a
-    reply before they have a file, as pi's do)."""
+    """A session file with only setup entries, as an older pi-lsp wrote them (new ones wait
+    for a prompt before they have a file, as pi's do)."""
     directory = workspace / ".pi" / "sessions"
     directory.mkdir(parents=True, exist_ok=True)
     tree = SessionTree.create_in(directory, str(workspace))

@@ -22,6 +22,7 @@ from pi_lsp.context.build import build_session_context
 from pi_lsp.context.convert import BRANCH_SUMMARY_PREFIX, BRANCH_SUMMARY_SUFFIX, convert_to_llm
 from pi_lsp.context.tokens import estimate_tokens
 from pi_lsp.session.entries import ModelMessage, decode_message
+from pi_lsp.session.jsontext import Decoder, encoder
 from pi_lsp.session.outline import nested_tree
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.summarize.branch import collect_branch_entries, fit_branch_messages
@@ -61,7 +62,7 @@ def expected_pi16(path: Path) -> dict[str, Any]:
 
 
 def as_json(value: object) -> Any:
-    return json.loads(msgspec.json.encode(value))
+    return json.loads(encoder.encode(value))
 
 
 @pytest.fixture(scope="module", params=FILES,
@@ -183,7 +184,7 @@ def test_branch_summary_collections(session: tuple[Path, SessionTree]) -> None:
         } == want, key
 
 
-LLM_DECODER = msgspec.json.Decoder(list[ModelMessage])
+LLM_DECODER: Decoder[list[ModelMessage]] = Decoder(list[ModelMessage])
 
 
 def test_serialization_of_pis_model_layer(session: tuple[Path, SessionTree]) -> None:

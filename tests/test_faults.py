@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import subprocess
 import sys
@@ -18,15 +19,26 @@ from pi_lsp.agent.events import AgentEvent, SessionMoved, ToolExecutionStart
 from pi_lsp.agent.harness import Harness
 from pi_lsp.cli import main
 from pi_lsp.context.build import build_session_context
+from pi_lsp.context.tokens import estimate_tokens
 from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.server.config import Config
 from pi_lsp.server.hub import SessionHub
-from pi_lsp.session import journal
+from pi_lsp.session import appender, journal
+from pi_lsp.session.appender import WriteFailedError
 from pi_lsp.session.catalog import start_session, summarize
 from pi_lsp.session.check import check_session
-from pi_lsp.session.entries import AssistantMessage, TextContent, Usage, UserMessage
+from pi_lsp.session.entries import (
+    AssistantMessage,
+    TextContent,
+    ToolCall,
+    Usage,
+    UserMessage,
+    decode_message,
+    encoder,
+)
 from pi_lsp.session.fork import fork_session
-from pi_lsp.session.journal import Tail, WriteFailedError, is_utf8, read_file, repair_line
+from pi_lsp.session.journal import is_utf8, read_file, repair_line
+from pi_lsp.session.tail import Tail
 from pi_lsp.session.tree import Refresh, SessionTree
 from pi_lsp.summarize.branch import branch_with_summary
 from pi_lsp.summarize.extractive import ExtractiveSummarizer
@@ -189,16 +201,24 @@ def surrogate_session(tmp_path: Path) -> Path:
     ])
 
 
-def test_lone_surrogate_keeps_the_line_and_everything_below(tmp_path: Path) -> None:
+def test_lone_surrogate_is_read_as_pi_reads_it(tmp_path: Path) -> None:
+    """pi keeps a cut emoji as its one code unit (a provider can stream one); so does pi-lsp."""
     path = surrogate_session(tmp_path)
     tree = SessionTree.open(str(path))
     assert tree.path_ids(tree.leaf_id) == [f"aaaa000{n}" for n in range(1, 6)]
     assert texts(tree, tree.leaf_id) == [
-        "first", "cut here: \ufffd!", "ok", "whole: \U0001f600", "not an escape: \\ud83d"]
-    assert kinds(tree.problems) == [("lone-surrogate", 3)]
-    assert kinds(check_session(tree)) == [("lone-surrogate", 3)]
-    assert check_session(tree)[0].repair
+        "first", "cut here: \ud83d!", "ok", "whole: \U0001f600", "not an escape: \\ud83d"]
+    assert tree.problems == [] and check_session(tree) == []
     assert tree.record("aaaa0002").original == path.read_bytes().split(b"\n")[2]
+
+
+def strings_in(value: Any) -> str:
+    """Every string in a JSON value, joined by newlines."""
+    if isinstance(value, dict):
+        return "\n".join(strings_in(v) for v in value.values())
+    if isinstance(value, list):
+        return "\n".join(strings_in(v) for v in value)
+    return value if isinstance(value, str) else ""
 
 
 def test_lone_surrogate_output_is_valid_utf8_json(tmp_path: Path) -> None:
@@ -208,17 +228,38 @@ def test_lone_surrogate_output_is_valid_utf8_json(tmp_path: Path) -> None:
     for layer in ("agent", "llm"):
         result = pi_lsp("context", str(path), "--json", "--layer", layer)
         assert result.returncode == 0, result.stderr
-        assert "cut here: \ufffd!" in result.stdout.decode("utf-8")
-        assert "cut here: \ufffd!" in json.dumps(json.loads(result.stdout), ensure_ascii=False)
+        assert b"cut here: \\ud83d!" in result.stdout and is_utf8(result.stdout)
+        assert "cut here: \ud83d!" in json.loads(result.stdout)["messages"][1]["content"]
+    text = pi_lsp("context", str(path))
+    assert text.returncode == 0, text.stderr
+    assert "cut here: \ufffd!" in text.stdout.decode("utf-8")  # a terminal shows U+FFFD
     hub = SessionHub([tmp_path], Config())
     for layer in ("agent", "llm", "request"):
         preview = hub.preview(path, None, layer)  # type: ignore[arg-type]
-        encoded = msgspec.json.encode(preview)
-        assert "cut here: \ufffd!" in encoded.decode("utf-8")
-    assert pi_lsp("check", str(path)).stdout.count(b"lone-surrogate") == 1
+        assert "cut here: \ud83d!" in strings_in(json.loads(encoder.encode(preview)))
 
 
-# -- 3. no file before the first reply -------------------------------------------------------
+def test_a_lone_surrogate_is_written_as_pi_writes_it(tmp_path: Path) -> None:
+    """Escaped as `\\udXXX` (JSON.stringify's form); read back as the same code unit, counted
+    as pi counts it (the escape's six characters inside a tool call's JSON arguments)."""
+    tree = SessionTree.create(str(tmp_path / "s.jsonl"), "/w")
+    tree.append_message(UserMessage(content="bad \ud83d end", timestamp=1))
+    call = ToolCall(id="t1", name="read", arguments={"path": "x\udc00"})
+    tree.append_message(AssistantMessage(content=[call], api="anthropic-messages",
+                                         provider="anthropic", model="m", usage=Usage(),
+                                         stop_reason="toolUse", timestamp=2))
+    data = tmp_path.joinpath("s.jsonl").read_bytes()
+    assert b'"content":"bad \\ud83d end"' in data and b'"path":"x\\udc00"' in data
+    assert is_utf8(data)
+    again = SessionTree.open(tree.path)
+    assert again.problems == []
+    assert texts(again, again.records[0].env.id) == ["bad \ud83d end"]
+    reply = decode_message(again.record(again.leaf_id or "").env.message)
+    assert isinstance(reply, AssistantMessage) and reply.content == [call]
+    assert estimate_tokens(reply) == math.ceil((len("read") + len('{"path":"x\\udc00"}')) / 4)
+
+
+# -- 3. no file before the first prompt ------------------------------------------------------
 
 
 def reply(text: str = "hello") -> AssistantMessage:
@@ -227,33 +268,34 @@ def reply(text: str = "hello") -> AssistantMessage:
                             stop_reason="stop", timestamp=2)
 
 
-def test_a_new_session_is_written_at_its_first_reply(tmp_path: Path) -> None:
+def test_a_new_session_is_written_at_its_first_user_message(tmp_path: Path) -> None:
+    """pi 1.6's rule: setup entries alone leave no file; the prompt writes them all, so it is
+    kept even when its reply never comes."""
     tree = start_session(tmp_path, "anthropic", "claude-sonnet-4-5", "high")
     path = Path(tree.path)
     assert path.parent == tmp_path / ".pi" / "sessions"
     tree.append_session_info("draft")
-    first = tree.append_message(UserMessage(content="hi", timestamp=1))
+    tree.append_custom_message("note", "context", display=False)
     assert not path.exists() and not tree.on_disk
-    assert tree.name == "draft" and tree.leaf_id == first
-    assert [r.env.type for r in tree.records] == [
-        "model_change", "thinking_level_change", "session_info", "message"]
+    assert tree.name == "draft"
     assert [p.kind for p in check_session(tree)] == ["unwritten"]
     changes: list[Refresh] = []
     tree.listeners.append(lambda _tree, change: changes.append(change))
-    answer = tree.append_message(reply())
-    assert tree.on_disk and changes == [Refresh(5, True)]
+    first = tree.append_message(UserMessage(content="hi", timestamp=1))
+    assert tree.on_disk and changes == [Refresh(5, True)] and tree.leaf_id == first
     lines = path.read_bytes().split(b"\n")
     assert lines[-1] == b""
     assert json.loads(lines[0])["id"] == tree.header.id
     assert [json.loads(line)["type"] for line in lines[1:-1]] == [
-        "model_change", "thinking_level_change", "session_info", "message", "message"]
+        "model_change", "thinking_level_change", "session_info", "custom_message", "message"]
+    assert check_session(SessionTree.open(str(path))) == []  # no reply yet is no problem
+    answer = tree.append_message(reply())
     reopened = SessionTree.open(str(path))
     assert reopened.path_ids(reopened.leaf_id) == tree.path_ids(answer)
-    tree.append_message(UserMessage(content="more", timestamp=3))
     assert path.read_bytes().count(b'"type":"session"') == 1  # the header is written once
 
 
-def test_the_hub_holds_a_new_session_until_its_first_reply(tmp_path: Path) -> None:
+def test_the_hub_holds_a_new_session_until_its_first_prompt(tmp_path: Path) -> None:
     hub = SessionHub([tmp_path], Config())
     path = hub.new_session("scratch")
     assert not path.exists()
@@ -265,35 +307,40 @@ def test_the_hub_holds_a_new_session_until_its_first_reply(tmp_path: Path) -> No
     assert listed[path].name == "scratch"
     hub.harness(path).set_name("renamed")
     assert hub.sync(path).tree.name == "renamed" and not path.exists()
-    hub.sync(path).tree.append_message(reply())
+    hub.sync(path).tree.append_message(UserMessage(content="hi", timestamp=1))
     assert path.is_file()
     assert summarize(path).name == "renamed"
     assert [p.kind for p in hub.check(path)] == []
 
 
-def test_a_fork_with_no_reply_waits_in_memory(tmp_path: Path) -> None:
+def model_change_line(entry_id: str, n: int) -> bytes:
+    return json.dumps({"type": "model_change", "id": entry_id, "parentId": None,
+                       "timestamp": stamp(n), "provider": "anthropic", "modelId": "m"}).encode()
+
+
+def test_a_fork_with_no_prompt_waits_in_memory(tmp_path: Path) -> None:
     sessions = tmp_path / ".pi" / "sessions"
     sessions.mkdir(parents=True)
-    source = write(sessions / "s.jsonl", [user_line("aaaa0001", None, "one", 1),
-                                          reply_line("aaaa0002", "aaaa0001", "two", 2)])
+    source = write(sessions / "s.jsonl", [model_change_line("aaaa0001", 1),
+                                          user_line("aaaa0002", "aaaa0001", "two", 2)])
     hub = SessionHub([tmp_path], Config())
     forked = hub.fork(source, "aaaa0001")
     assert not forked.exists()
     assert hub.sync(forked).tree.path_ids(hub.sync(forked).tree.leaf_id) == ["aaaa0001"]
     assert hub.sync(forked).tree.header.parent_session == str(source.resolve())
-    hub.sync(forked).tree.append_message(reply("answer"))
+    hub.sync(forked).tree.append_message(UserMessage(content="other", timestamp=3))
     lines = forked.read_bytes().split(b"\n")[:-1]
     assert [json.loads(line).get("id") for line in lines[1:]] == [
         "aaaa0001", hub.sync(forked).tree.leaf_id]
-    assert hub.fork(source, "aaaa0002").is_file()  # a reply on the path: written at once
+    assert hub.fork(source, "aaaa0002").is_file()  # a prompt on the path: written at once
 
 
-def test_cli_fork_refuses_a_path_with_no_reply(tmp_path: Path) -> None:
-    source = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1),
-                                          reply_line("aaaa0002", "aaaa0001", "two", 2)])
+def test_cli_fork_refuses_a_path_with_no_prompt(tmp_path: Path) -> None:
+    source = write(tmp_path / "s.jsonl", [model_change_line("aaaa0001", 1),
+                                          user_line("aaaa0002", "aaaa0001", "two", 2)])
     result = pi_lsp("fork", str(source), "--leaf", "aaaa0001")
     assert result.returncode == 2
-    assert b"nothing written" in result.stderr and b"first reply" in result.stderr
+    assert b"nothing written" in result.stderr and b"no user or assistant" in result.stderr
     assert result.stderr.count(b"\n") == 1
     assert sorted(tmp_path.iterdir()) == [source]
     written = pi_lsp("fork", str(source), "--leaf", "aaaa0002")
@@ -444,7 +491,7 @@ def failing_write(monkeypatch: pytest.MonkeyPatch, error: int | None) -> None:
         if error is None:
             return 0
         raise OSError(error, os.strerror(error))
-    monkeypatch.setattr(journal.os, "write", write_half)
+    monkeypatch.setattr(appender.os, "write", write_half)
 
 
 @pytest.mark.parametrize("error", [errno.ENOSPC, errno.EIO, None])
@@ -468,7 +515,7 @@ def test_a_failed_append_leaves_no_torn_line(tmp_path: Path, monkeypatch: pytest
 def test_a_file_that_cannot_be_opened_is_named(tmp_path: Path) -> None:
     missing = tmp_path / "gone" / "s.jsonl"
     with pytest.raises(WriteFailedError) as caught:
-        journal.append_lines(str(missing), [b"{}"], create=True)
+        appender.append_lines(str(missing), [b"{}"], create=True)
     assert str(caught.value) == f"could not write to {missing}: No such file or directory"
 
 
@@ -523,20 +570,10 @@ async def test_summarizing_toward_a_descendant_writes_no_summary(tmp_path: Path)
     tree.branch("aaaa0002")
     durable = await branch_with_summary(tree, "aaaa0004", ExtractiveSummarizer(), 10_000)
     assert durable.summary_entry_id is None
-    assert [r.env.type for r in SessionTree.open(str(path)).records][-1] == "leaf"
+    assert [r.env.type for r in SessionTree.open(str(path)).records][-1] == "custom"
 
 
 # -- 8. check says what a repair would do ----------------------------------------------------
-
-
-def test_a_file_without_a_reply_is_reported(tmp_path: Path) -> None:
-    """Such a file (an older pi-lsp wrote them) loses entries when pi continues it."""
-    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
-    problems = check_session(SessionTree.open(str(path)))
-    assert kinds(problems) == [("no-assistant-message", None)] and problems[0].repair
-    with open(path, "ab") as handle:
-        handle.write(reply_line("aaaa0002", "aaaa0001", "two", 2) + b"\n")
-    assert check_session(SessionTree.open(str(path))) == []
 
 
 def test_every_problem_kind_has_a_repair_hint(tmp_path: Path) -> None:
@@ -554,8 +591,7 @@ def test_every_problem_kind_has_a_repair_hint(tmp_path: Path) -> None:
     problems = check_session(SessionTree.open(str(path)))
     found = {p.kind for p in problems}
     assert found >= {"blank", "malformed", "not-object", "invalid-entry", "duplicate-id",
-                     "orphan", "dangling-reference", "invalid-utf8", "lone-surrogate", "torn",
-                     "no-assistant-message"}
+                     "orphan", "dangling-reference", "invalid-utf8", "torn"}
     assert all(p.repair for p in problems), [p for p in problems if not p.repair]
 
 
@@ -572,12 +608,12 @@ def test_repair_writes_a_repaired_copy_and_leaves_the_file(tmp_path: Path) -> No
     copy = tmp_path / "fixed.jsonl"
     result = pi_lsp("check", str(path), "--repair", str(copy))
     assert result.returncode == 0, result.stderr
-    assert result.stdout.count(b"\n") == 6  # five repaired lines, then the summary
+    assert result.stdout.count(b"\n") == 5  # four repaired lines, then the summary
     assert path.read_bytes() == before
     assert check_session(SessionTree.open(str(copy))) == []
     assert is_utf8(copy.read_bytes())
     fixed = SessionTree.open(str(copy))
-    assert texts(fixed, fixed.leaf_id) == ["one", "\ufffd", "\ufffd", "four"]
+    assert texts(fixed, fixed.leaf_id) == ["one", "\ufffd", "\ud83d", "four"]
     assert copy.read_bytes().split(b"\n")[1] == before.split(b"\n")[1]  # good lines as they were
     again = pi_lsp("check", str(path), "--repair", str(copy))
     assert again.returncode == 2 and b"already exists" in again.stderr
@@ -599,3 +635,37 @@ def test_a_fork_of_an_old_version_file_with_a_damaged_line_is_version_3(tmp_path
     reopened = SessionTree.open(fork.path)
     assert texts(reopened, reopened.leaf_id) == ["caf\ufffd", "ok"]
     assert reopened.path_ids(reopened.leaf_id) == source.path_ids(source.leaf_id)
+
+
+# -- 9. U+2028/U+2029 are written escaped ---------------------------------------------------
+
+SEPARATORS = "x\u2028y\u2029z"
+
+
+def test_line_separators_are_written_escaped_on_every_write_path(tmp_path: Path) -> None:
+    """Raw U+2028/U+2029 are valid JSON, but a reader that splits lines on them (editors,
+    older JavaScript) would cut the line; pi reads the escapes the same."""
+    raw = "\u2028".encode(), "\u2029".encode()
+    pi_line = user_line("aaaa0001", None, SEPARATORS, 1)  # pi writes them raw
+    assert all(r in pi_line for r in raw)
+    path = write(tmp_path / "s.jsonl", [pi_line])
+    tree = SessionTree.open(str(path))
+    tree.append_message(UserMessage(content=SEPARATORS, timestamp=2))  # append
+    tree.append_session_info(SEPARATORS)
+    forked = fork_session(tree, tree.leaf_id or "")  # fork
+    forked.append_message(reply())
+    repaired = tmp_path / "repaired.jsonl"
+    assert pi_lsp("check", str(path), "--repair", str(repaired)).returncode == 0  # repair
+    other = write(tmp_path / "other.jsonl", [pi_line]).read_bytes()
+    os.replace(tmp_path / "other.jsonl", path)
+    tree.append_label("aaaa0001", "kept")  # relocate: the file was replaced under the session
+    written = [Path(tree.path), Path(forked.path), repaired]
+    assert len(set(written)) == 3 and Path(tree.path) != path
+    for copy in written:
+        data = copy.read_bytes()
+        assert not any(r in data for r in raw), copy
+        assert data.count(b"x\\u2028y\\u2029z") >= 2, copy
+        again = SessionTree.open(str(copy))
+        assert again.name == SEPARATORS
+        assert texts(again, "aaaa0001") == [SEPARATORS]
+    assert path.read_bytes() == other  # another writer's file is left as it was

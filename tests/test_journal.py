@@ -14,15 +14,15 @@ from typing import Any
 
 import pytest
 
+from pi_lsp.session.appender import append_lines
 from pi_lsp.session.entries import CompactionEntry, CustomMessage, MessageEntry
 from pi_lsp.session.journal import (
     BOM,
     NotASessionError,
     Problem,
-    Tail,
-    append_lines,
     read_file,
 )
+from pi_lsp.session.tail import Tail
 from pi_lsp.session.tree import Refresh, SessionTree
 from tests.waits import CEILING_S
 

@@ -44,7 +44,8 @@ from pi_lsp.server.stdio import FrameReader
 from pi_lsp.session import catalog, journal
 from pi_lsp.session.catalog import SessionIndex, summarize
 from pi_lsp.session.entries import UserMessage
-from pi_lsp.session.journal import Tail, read_file
+from pi_lsp.session.journal import read_file
+from pi_lsp.session.tail import Tail
 from pi_lsp.session.tree import SessionTree
 from tests.conftest import conformance_files
 from tests.fake_anthropic import FakeAnthropic, Reply, text_reply, tool_reply

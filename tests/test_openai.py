@@ -597,9 +597,9 @@ async def test_a_models_json_summary_model_summarizes(dirs, oai) -> None:
     assert isinstance(summarizer, ModelSummarizer)
     assert summarizer.model.api == CHAT_API
     oai.script(chat_reply("## Goal\nShip it."))
-    text = await summarizer.summarize(SummaryRequest(
+    summary = await summarizer.summarize(SummaryRequest(
         "history", [UserMessage(content="build the thing", timestamp=1)], 2000))
-    assert text == "## Goal\nShip it."
+    assert summary.text == "## Goal\nShip it." and summary.usage is not None
     [request] = oai.chat_requests()[-1:]
     assert request["model"] == MODEL and request["max_completion_tokens"] == 2000
     assert "build the thing" in json.dumps(request["messages"])

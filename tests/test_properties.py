@@ -29,7 +29,7 @@ from pi_lsp.session.entries import (
     UserMessage,
 )
 from pi_lsp.session.fork import fork_session
-from pi_lsp.session.tree import SessionTree, is_reply
+from pi_lsp.session.tree import SessionTree, starts_conversation
 
 SETTINGS = settings(
     max_examples=60,
@@ -211,12 +211,12 @@ def run(tree: SessionTree, ops: list[Op]) -> Model:
             assert tree.leaf_id is None
         elif kind == "move":
             target = None if op[1] is None else _pick(tree, op[1])
-            new_id = tree.move_leaf(target)
-            record = tree.record(new_id)
-            assert record.env.type == "leaf"
+            new_id = tree.move_leaf(target, durable=True)
+            record = tree.record(new_id or "")
+            assert record.env.type == "custom"
             assert record.env.parent_id == target
-            assert tree.leaf_id == target
-            model.durable_leaf = target
+            assert tree.leaf_id == new_id
+            model.durable_leaf = new_id
         else:
             previous = tree.leaf_id
             new_id = _append(tree, op, model)
@@ -440,12 +440,12 @@ def test_fork_copies_the_path(tmp_path: Path, ops: list[Op], where: int) -> None
 
 
 def _forked(source: SessionTree, leaf: str) -> SessionTree:
-    """The fork as read back from its file, or, with no assistant message on the path, as
-    held in memory: pi writes no file for it until its first reply (#1672)."""
+    """The fork as read back from its file, or, with no user or assistant message on the path,
+    as held in memory: pi 1.6 writes no file for it until its first one."""
     fork = fork_session(source, leaf)
-    has_reply = any(is_reply(record) for record in source.path_to(leaf))
-    assert fork.on_disk == has_reply == Path(fork.path).exists()
-    return SessionTree.open(fork.path) if has_reply else fork
+    started = any(starts_conversation(record) for record in source.path_to(leaf))
+    assert fork.on_disk == started == Path(fork.path).exists()
+    return SessionTree.open(fork.path) if started else fork
 
 
 def _fork_and_compare(tmp_path: Path, ops: list[Op], where: int) -> None:
@@ -466,6 +466,6 @@ def test_fork_keeps_context_when_first_kept_entry_is_a_label(tmp_path: Path) -> 
 
 
 def test_fork_at_a_leaf_entry_under_a_label(tmp_path: Path) -> None:
-    """move_leaf(label) writes a leaf entry targeting the label, which the fork drops."""
+    """move_leaf(label) writes a custom entry under the label, which the fork drops."""
     ops: list[Op] = [("user", "a", 0), ("label", 0, None), ("move", 1)]
     _fork_and_compare(tmp_path, ops, where=2)

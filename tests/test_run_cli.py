@@ -159,6 +159,24 @@ def test_run_continues_the_newest_session_or_the_named_one(
     assert check(first, env).returncode == 0
 
 
+def test_a_lone_surrogate_in_the_stream_is_stored_as_pi_stores_it(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    """A provider can stream half an emoji; pi keeps it (as `\\ud83d`) and sends it again
+    without it. Once this crashed the run before the reply was written."""
+    fake.script(text_reply("bad \ud83d", " end"))
+    result = pi_run(workspace, env, "--new", "hi")
+    assert result.returncode == 0, result.stderr
+    assert "bad \ufffd end" in result.stdout  # the terminal shows U+FFFD
+    [path] = sessions(workspace)
+    assert b'"text":"bad \\ud83d end"' in path.read_bytes()
+    assert entries(path)[-1]["message"]["content"] == [{"type": "text", "text": "bad \ud83d end"}]
+    assert check(path, env).returncode == 0
+    fake.script(text_reply("ok"))
+    assert pi_run(workspace, env, "again").returncode == 0
+    [request] = fake.message_requests()
+    assert request["messages"][1]["content"][0]["text"] == "bad  end"
+
+
 def test_tool_turn_writes_the_file_and_reports_the_tool(
         fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
     fake.script(

@@ -457,7 +457,7 @@ async def test_writing_the_session_itself_is_refused_without_asking(
         pi: Pi, fake: FakeAnthropic) -> None:
     uri = (await call(pi.client, "pi.newSession", {}))["uri"]
     path = path_of(uri)
-    assert not path.exists()  # as in pi, written with the first reply
+    assert not path.exists()  # as in pi, written with the first prompt
     before = [n["id"] for n in (await call(pi.client, "pi.getTree", {"uri": uri}))["nodes"]]
     settings = (pi.ws / ".pi" / "settings.json").read_bytes()
     fake.script(tool_reply([("w1", "write", {"path": str(path), "content": "gone\n"}),

@@ -358,7 +358,7 @@ async def test_new_session(pi: Pi) -> None:
     since = pi.mark()
     uri = await new_session(pi, "scratch")
     path = path_of(uri)
-    assert not path.exists()  # as in pi, the file is written with the first reply
+    assert not path.exists()  # as in pi, the file is written with the first prompt
     assert path.parent == (pi.main / ".pi" / "sessions").resolve()
     kinds = [n["type"] for n in await tree_nodes(pi, uri)]
     assert "model_change" in kinds and "session_info" in kinds
@@ -505,7 +505,10 @@ async def test_branch_to_a_user_message(pi: Pi) -> None:
     since = pi.mark()
     result = await call(pi.client, "pi.branch", {"uri": uri, "targetId": FORK_QUESTION})
     question = next(e for e in lines(path_of(uri)) if e["id"] == FORK_QUESTION)
-    assert result["leafId"] == FORK_PARENT
+    move = lines(path_of(uri))[-1]  # durable leaf moves are the default: one entry under it
+    assert (move["type"], move["customType"], move["parentId"]) == (
+        "custom", "pi-lsp.leaf", FORK_PARENT)
+    assert result["leafId"] == FORK_PARENT  # editors are shown the target, the move is hidden
     assert result["editorText"] == question["message"]["content"][0]["text"]
     note = await wait_note(pi, SESSION_CHANGED, lambda p: path_of(p["uri"]) == path_of(uri),
                            since)
@@ -513,7 +516,7 @@ async def test_branch_to_a_user_message(pi: Pi) -> None:
     assert note["entries"] == len(lines(path_of(uri)))
     tree = await call(pi.client, "pi.getTree", {"uri": uri})
     assert tree["leafId"] == FORK_PARENT
-    assert tree["nodes"][-1]["type"] == "leaf"  # durable leaf moves are the default
+    assert tree["nodes"][-1]["id"] == move["id"] and tree["nodes"][-1]["type"] == "leaf"
     # any other entry becomes the leaf itself, with no text to edit
     moved = await call(pi.client, "pi.branch", {"uri": uri, "targetId": "d9977f3d"})
     assert moved["leafId"] == "d9977f3d" and moved.get("editorText") is None
@@ -1119,3 +1122,21 @@ async def test_compact_dry_run_is_null_when_a_run_would_refuse(pi: Pi) -> None:
     uri = await new_session(pi)  # nothing but settings: nothing to summarize
     assert (await call(pi.client, "pi.compact", {"uri": uri, "dryRun": True}))["plan"] is None
     assert await call(pi.client, "pi.listModels", []) != {}  # an empty Lua table is `[]`
+
+
+async def test_a_lone_surrogate_in_a_reply_ends_the_turn_normally(pi: Pi,
+                                                                 fake: FakeAnthropic) -> None:
+    """Half an emoji streamed by the provider is shown, stored as pi stores it (`\\ud83d`)
+    and previewed; the turn ends without an error."""
+    uri = await new_session(pi)
+    fake.script(text_reply("bad \ud83d", " end"))
+    since = pi.mark()
+    turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "hi"}))["turnId"]
+    events = await wait_events(pi, turn_id, since)
+    assert "error" not in event_types(events), events
+    streamed = "".join(d["delta"] for e in events if e["type"] == "message_update"
+                       for d in e["deltas"] if d["type"] == "text_delta")
+    assert streamed == "bad \ud83d end"
+    assert b'"text":"bad \\ud83d end"' in path_of(uri).read_bytes()
+    preview = await call(pi.client, "pi.previewContext", {"uri": uri})
+    assert "bad \ud83d end" in json.dumps(preview, ensure_ascii=False, default=str)

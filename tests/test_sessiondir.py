@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pi_lsp.session.catalog import start_session
-from pi_lsp.session.entries import AssistantMessage, TextContent, Usage
+from pi_lsp.session.entries import UserMessage
 from pi_lsp.session.sessiondir import link_session_dir
 
 
@@ -38,10 +38,8 @@ def pi_continue_candidates(cwd: Path) -> list[Path]:
 def test_a_new_session_is_where_pi_continue_looks(tmp_path: Path) -> None:
     tree = start_session(tmp_path, "anthropic", "claude-sonnet-4-5", "off")
     assert settings_path(tmp_path).read_text("utf-8") == '{\n  "sessionDir": ".pi/sessions"\n}\n'
-    assert pi_continue_candidates(tmp_path) == []  # as in pi: no file before the first reply
-    tree.append_message(AssistantMessage(
-        content=[TextContent(text="hi")], api="anthropic-messages", provider="anthropic",
-        model="claude-sonnet-4-5", usage=Usage(), stop_reason="stop", timestamp=1))
+    assert pi_continue_candidates(tmp_path) == []  # as in pi: no file before the first prompt
+    tree.append_message(UserMessage(content="hi", timestamp=1))
     assert pi_continue_candidates(tmp_path) == [Path(tree.path)]
 
 

@@ -246,6 +246,9 @@ async def test_model_compaction_request_and_entry(
     assert last["type"] == "compaction" and last["id"] == result.entry_id
     assert last["details"] == details and last["fromHook"] is False  # written as pi 1.6 does
     assert "systemMessage" not in last  # the session has no system message to replay
+    # The summary model's usage, where pi 1.6 writes it (and counts it in cost totals).
+    assert list(last)[-3:] == ["details", "usage", "fromHook"]
+    assert_summary_usage(last["usage"], requests=1)
 
 
 async def test_model_compaction_with_instructions(
@@ -286,6 +289,14 @@ async def test_repeat_model_compaction_updates_the_previous_summary(
     assert_compaction_entry(session, result.entry_id, TIP_B, plan, details)
 
 
+def assert_summary_usage(usage: dict[str, Any], requests: int) -> None:
+    """The fake's usage (100 in, 20 out per reply), summed over `requests` as pi sums it."""
+    assert list(usage) == ["input", "output", "cacheRead", "cacheWrite", "totalTokens", "cost"]
+    assert (usage["input"], usage["output"], usage["totalTokens"]) == (
+        100 * requests, 20 * requests, 120 * requests)
+    assert usage["cost"]["total"] > 0
+
+
 async def test_split_turn_makes_two_requests(
         session: Path, fake: FakeAnthropic, model_summarizer: ModelSummarizer) -> None:
     tree = open_tree(session)
@@ -321,6 +332,7 @@ async def test_split_turn_makes_two_requests(
     assert details["modifiedFiles"] == ["app/db.py", "app/models.py"]
     assert result.details == details
     assert_compaction_entry(session, result.entry_id, TIP_A, plan, details)
+    assert_summary_usage(lines(session)[-1]["usage"], requests=2)
 
 
 # -- 2. the context after a compaction -----------------------------------------------------
@@ -402,9 +414,10 @@ async def test_extractive_summary_is_deterministic_and_structured(session: Path)
     plan = plan_at(tree, "ce0de375", 430)  # no earlier compaction on this path
     assert not plan.is_split_turn and plan.files.modified_files == ["app/orders.py"]
     settings = CompactionSettings(keep_recent_tokens=430)
-    first = await summarize_plan(plan, ExtractiveSummarizer(), settings, None)
-    second = await summarize_plan(plan, ExtractiveSummarizer(), settings, None)
-    assert first == second
+    summary = await summarize_plan(plan, ExtractiveSummarizer(), settings, None)
+    assert summary == await summarize_plan(plan, ExtractiveSummarizer(), settings, None)
+    assert summary.usage is None
+    first = summary.text
 
     position = -1
     for heading in HISTORY_HEADINGS:
@@ -426,6 +439,7 @@ async def test_extractive_compaction_is_marked(session: Path) -> None:
                "summarizer": "extractive"}
     assert result.details == details
     entry = assert_compaction_entry(session, result.entry_id, TIP_A, plan, details)
+    assert "usage" not in lines(session)[-1]  # no model, no usage
     # A split turn: the turn's prefix (the fork question) is summarized after the mark.
     before, after = entry.summary.split(SPLIT_MARK, 1)
     assert FIRST_REQUEST in before and "## Original Request" in after
@@ -513,6 +527,9 @@ async def test_branch_with_model_summary(
     assert entry.parent_id == FORK_PARENT and entry.from_id == TIP_B
     assert "summarizer" not in entry.details
     assert set(entry.details) == {"readFiles", "modifiedFiles"}
+    written = lines(session)[-1]
+    assert list(written)[-3:] == ["details", "usage", "fromHook"]
+    assert_summary_usage(written["usage"], requests=1)
 
 
 def test_plain_branch_is_one_leaf_entry(session: Path) -> None:
@@ -521,25 +538,25 @@ def test_plain_branch_is_one_leaf_entry(session: Path) -> None:
     target = "28511eec"  # an assistant reply on branch A: the leaf lands on it
     expected = context_bytes(tree, target)
     outcome = branch(tree, target)
-    assert outcome.leaf_id == target and outcome.editor_text is None
-
     written = lines(session)
     assert len(written) == count + 1
     leaf = written[-1]
-    assert leaf["type"] == "leaf" and leaf["targetId"] == target and leaf["parentId"] == target
+    assert outcome.leaf_id == target and outcome.editor_text is None
+    assert (leaf["type"], leaf["customType"], leaf["data"], leaf["parentId"]) == (
+        "custom", "pi-lsp.leaf", {"targetId": target}, target)
     reopened = open_tree(session)
-    assert reopened.leaf_id == target
+    assert reopened.leaf_id == leaf["id"]
     assert context_bytes(reopened, reopened.leaf_id) == expected
-    assert context_bytes(reopened, leaf["id"]) == expected
 
     # To a user message: the leaf goes to its parent and the text comes back for editing.
     expected = context_bytes(reopened, FORK_PARENT)
     outcome = branch(reopened, FORK)
-    assert outcome.leaf_id == FORK_PARENT and outcome.editor_text == FORK_TEXT
+    assert outcome.editor_text == FORK_TEXT
     written = lines(session)
     assert len(written) == count + 2
-    assert written[-1]["type"] == "leaf" and written[-1]["targetId"] == FORK_PARENT
-    assert open_tree(session).leaf_id == FORK_PARENT
+    assert written[-1]["parentId"] == FORK_PARENT == written[-1]["data"]["targetId"]
+    assert outcome.leaf_id == FORK_PARENT
+    assert written[-1]["id"] == open_tree(session).leaf_id
     assert context_bytes(open_tree(session), written[-1]["id"]) == expected
 
 

@@ -103,7 +103,7 @@ def test_branch_to_an_unknown_id_raises(tmp_path: Path) -> None:
     with pytest.raises(UnknownEntryError):
         tree.branch("deadbeef")
     with pytest.raises(KeyError):
-        tree.move_leaf("deadbeef")
+        tree.move_leaf("deadbeef", durable=True)
     assert tree.leaf_id == first
     assert len(tree.records) == 1
 
@@ -154,31 +154,61 @@ def test_move_leaf_is_durable(tmp_path: Path) -> None:
     b = tree.append_message(user("b"))
     tree.append_message(user("c"))
     expected = context(tree, b)
-    move = tree.move_leaf(b)
-    assert tree.leaf_id == b
+    move = tree.move_leaf(b, durable=True)
+    # A custom entry under the target, as pi's appendCustomEntry writes it after branch(b):
+    # pi 0.73.1 and 1.6 both take it as the leaf and as nothing in the context.
     line = json.loads(Path(tree.path).read_bytes().splitlines()[-1])
-    assert line["type"] == "leaf"
-    assert line["id"] == move
-    assert line["parentId"] == b
-    assert line["targetId"] == b
+    assert line == {"type": "custom", "customType": "pi-lsp.leaf", "data": {"targetId": b},
+                    "id": move, "parentId": b, "timestamp": line["timestamp"]}
+    assert list(line) == ["type", "customType", "data", "id", "parentId", "timestamp"]
+    assert tree.leaf_id == move and context(tree, move) == expected
     reopened = SessionTree.open(tree.path)
-    assert reopened.leaf_id == b
+    assert reopened.leaf_id == move  # pi's getLeafId(): the last entry
     assert context(reopened, reopened.leaf_id) == expected
-    assert context(reopened, move) == expected, "older pi builds the leaf entry as under b"
-    assert build_session_context(reopened, b).thinking_level == "high"
-    # The next append hangs under the target, not under the leaf entry.
+    assert build_session_context(reopened, move).thinking_level == "high"
+    # The next append (pi's or pi-lsp's) hangs under the move, so both continue from b.
     d = reopened.append_message(user("d"))
-    assert reopened.record(d).env.parent_id == b
+    assert reopened.record(d).env.parent_id == move
     assert texts(reopened, d) == ["a", "b", "d"]
     assert a in reopened.path_ids(d)
+
+
+def test_move_leaf_in_memory_writes_nothing(tmp_path: Path) -> None:
+    tree = new_tree(tmp_path)
+    a = tree.append_message(user("a"))
+    tree.append_message(user("b"))
+    before = Path(tree.path).read_bytes()
+    assert tree.move_leaf(a, durable=False) is None
+    assert tree.leaf_id == a and Path(tree.path).read_bytes() == before
+    assert tree.move_leaf(None, durable=False) is None
+    assert tree.leaf_id is None and Path(tree.path).read_bytes() == before
 
 
 def test_move_leaf_to_none(tmp_path: Path) -> None:
     tree = new_tree(tmp_path)
     tree.append_message(user("a"))
-    tree.move_leaf(None)
-    assert tree.leaf_id is None
-    assert SessionTree.open(tree.path).leaf_id is None
+    move = tree.move_leaf(None, durable=True)
+    assert tree.leaf_id == move and tree.record(move or "").env.parent_id is None
+    assert texts(tree, move) == []
+    reopened = SessionTree.open(tree.path)
+    assert reopened.leaf_id == move and texts(reopened, move) == []
+    e = reopened.append_message(user("e"))
+    assert texts(reopened, e) == ["e"]
+
+
+@pytest.mark.parametrize("target", ["aaaaaaaa", None])
+def test_an_old_leaf_entry_is_read_as_pi_16_reads_it(tmp_path: Path, target: str | None) -> None:
+    """pi 1.6 does not know pi-lsp's old `leaf` entry: it is a node like any other, the leaf
+    when last, with its target's context because it sits under it."""
+    tree = write_session(tmp_path / "s.jsonl", [
+        msg("aaaaaaaa", None), msg("bbbbbbbb", "aaaaaaaa"),
+        entry("leaf", "cccccccc", target, targetId=target),
+    ])
+    assert tree.leaf_id == "cccccccc"
+    assert texts(tree, tree.leaf_id) == (texts(tree, target) if target else [])
+    following = tree.append_message(user("next"))
+    assert tree.record(following).env.parent_id == "cccccccc"
+    assert check_session(tree) == []
 
 
 # -- ordering and roots ---------------------------------------------------------------------------
@@ -512,7 +542,7 @@ def test_check_reports_context_edits_that_edit_nothing(tmp_path: Path) -> None:
         entry("context_edit", "ffffffff", "eeeeeeee", targetId="aaaaaaaa"),
         edit("abababab", "ffffffff", "aaaaaaaa", {"content": "fine"}),
     ])
-    found = {(p.kind, p.entry_id) for p in check_session(tree)} - {("no-assistant-message", None)}
+    found = {(p.kind, p.entry_id) for p in check_session(tree)}
     assert found == {("edit-off-path", "dddddddd"), ("dangling-reference", "eeeeeeee"),
                      ("unreadable-edit", "ffffffff")}
 

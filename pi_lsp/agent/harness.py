@@ -495,13 +495,5 @@ class Harness:
         if target_id is not None:
             self.tree.record(target_id)
 
-        def move() -> None:
-            if durable:
-                self.tree.move_leaf(target_id)
-            elif target_id is None:
-                self.tree.reset_leaf()
-            else:
-                self.tree.branch(target_id)
-
-        self._write("leaf", move)
+        self._write("leaf", lambda: self.tree.move_leaf(target_id, durable=durable))
 

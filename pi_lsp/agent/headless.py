@@ -61,7 +61,7 @@ def parse_model(text: str) -> tuple[str, str]:
 
 def new_session(options: RunOptions, workspace: Path, settings: Settings,
                 path: Path | None = None) -> SessionTree:
-    """A session (written at its first reply) that begins with the model and thinking level
+    """A session (written at its first prompt) that begins with the model and thinking level
     the run uses: `--model` and `--thinking`, else the settings' defaults."""
     provider, model_id = parse_model(options.model) if options.model else \
         (settings.default_provider, settings.default_model)
@@ -167,7 +167,7 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings) -
         for stop in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(stop)
     printer.end_line()
-    written = "" if tree.on_disk else " (not written: pi writes a session at its first reply)"
+    written = "" if tree.on_disk else " (not written: pi writes a session at its first prompt)"
     print(f"session: {tree.path}{written}", file=sys.stderr)
     last = next((m for m in reversed(produced) if isinstance(m, AssistantMessage)), None)
     if stopped_by is not None:

@@ -26,6 +26,7 @@ from pi_lsp.session.entries import (
 )
 from pi_lsp.session.ids import iso_to_ms
 from pi_lsp.session.journal import Record
+from pi_lsp.session.jsontext import Decoder
 from pi_lsp.session.tree import decode_entry
 
 CONTENT_ROLES = frozenset({"user", "assistant", "toolResult"})
@@ -64,7 +65,8 @@ class _ContentHead(msgspec.Struct):
     content: msgspec.Raw = NO_MESSAGE
 
 
-_content_head_decoder = msgspec.json.Decoder(_ContentHead)
+_content_head_decoder: Decoder[_ContentHead] = Decoder(_ContentHead)
+_object_decoder: Decoder[dict[str, Any]] = Decoder(dict[str, Any])
 
 
 def context_settings(path: list[Record]) -> ContextSettings:
@@ -110,7 +112,7 @@ def message_role(record: Record) -> str | None:
 
 def with_content(raw: msgspec.Raw, content: Any) -> msgspec.Raw:
     """The message with only its content replaced, every other key kept in place."""
-    message = msgspec.json.decode(raw)
+    message = _object_decoder.decode(raw)
     message["content"] = content
     return msgspec.Raw(encoder.encode(message))
 

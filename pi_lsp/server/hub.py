@@ -43,7 +43,7 @@ from pi_lsp.session.fork import fork_session
 from pi_lsp.session.ids import iso_to_ms
 from pi_lsp.session.journal import NotASessionError, Problem
 from pi_lsp.session.outline import entry_preview, record_role
-from pi_lsp.session.tree import Refresh, SessionTree, decode_entry
+from pi_lsp.session.tree import Refresh, SessionTree, decode_entry, is_leaf_move
 from pi_lsp.settings import settings_stamp
 from pi_lsp.summarize.compaction import (
     NothingToCompactError,
@@ -128,7 +128,7 @@ class SessionHub(Workspace):
             LruCache(MAX_PREVIEWS, MAX_PREVIEW_BYTES, lambda item: preview_weight(item[1]))
 
     def list_sessions(self) -> list[SessionSummary]:
-        """The sessions on disk, and the new ones not written yet (no reply so far)."""
+        """The sessions on disk, and the new ones not written yet (no prompt so far)."""
         sessions = self.index.list(self.all_directories())
         waiting = [tree_summary(s.tree) for s in self.open.values() if s.tree.deferred]
         return sorted([*sessions, *waiting], key=lambda s: iso_to_ms(s.modified), reverse=True)
@@ -304,11 +304,12 @@ class SessionHub(Workspace):
                 parent = record.env.parent_id
                 parts = static[record.line] = (
                     parent if parent in tree.by_id and parent != entry_id else None,
-                    record.env.type, record_role(record), entry_preview(decode_entry(record)))
+                    "leaf" if is_leaf_move(record) else record.env.type, record_role(record),
+                    entry_preview(decode_entry(record)))
             parent, kind, role, preview = parts
             nodes.append(Node(entry_id, parent, kind, role, preview, tree.label(entry_id),
                               record.env.timestamp, entry_id in on_path))
-        view = TreeView(tree.leaf_id, nodes)
+        view = TreeView(tree.shown_leaf(), nodes)
         session.view = (state, view)
         return view
 

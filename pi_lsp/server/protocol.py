@@ -15,6 +15,7 @@ from pygls.protocol import LanguageServerProtocol, lsp_method
 from pygls.uris import from_fs_path
 
 from pi_lsp.providers.registry import ModelInfo
+from pi_lsp.session.jsontext import Decoder, encoder
 
 SESSIONS_CHANGED = "pi/sessionsChanged"
 SESSION_CHANGED = "pi/sessionChanged"
@@ -23,6 +24,7 @@ JOB_DONE = "pi/jobDone"
 APPROVE_TOOL = "pi/approveTool"  # server → client request, when the client advertises it
 
 T = TypeVar("T")
+_any_decoder: Decoder[Any] = Decoder(Any)
 
 
 def uri_of(path: Path) -> str:
@@ -38,7 +40,7 @@ class PiProtocol(LanguageServerProtocol):
 
     def _serialize_message(self, data: Any) -> Any:
         if isinstance(data, msgspec.Struct | msgspec.Raw):
-            return msgspec.json.decode(msgspec.json.encode(data))
+            return _any_decoder.decode(encoder.encode(data))
         return super()._serialize_message(data)
 
     def _send_data(self, data: Any) -> None:
@@ -97,9 +99,9 @@ def _fast_body(data: Any) -> bytes | None:
     if not isinstance(payload, msgspec.Struct | dict):
         return None
     try:
-        return msgspec.json.encode(message)
-    except (TypeError, msgspec.EncodeError, UnicodeEncodeError):
-        return None  # something only pygls' own serializer knows (attrs types, surrogates)
+        return encoder.encode(message)
+    except (TypeError, msgspec.EncodeError):
+        return None  # something only pygls' own serializer knows (attrs types)
 
 
 # Size limits on command arguments (in characters; lists in items), so one request cannot make

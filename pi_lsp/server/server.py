@@ -95,7 +95,7 @@ class PiServer(LanguageServer):
 
     def on_session_changed(self, path: Path, tree: SessionTree, change: Refresh) -> None:
         note: dict[str, Any] = {"uri": uri_of(path), "entries": len(tree.records),
-                                "leafId": tree.leaf_id, "reloaded": change.reloaded}
+                                "leafId": tree.shown_leaf(), "reloaded": change.reloaded}
         if change.relocated_from is not None:
             note["relocatedFrom"] = uri_of(Path(change.relocated_from))
             self.tell(f"{change.relocated_from} was replaced by another program; this session "

@@ -25,12 +25,12 @@ from pi_lsp.session.journal import (
     LineBatch,
     NotASessionError,
     Record,
-    Tail,
     parse_lines,
     read_file,
 )
 from pi_lsp.session.migrate import migrate
 from pi_lsp.session.sessiondir import link_session_dir
+from pi_lsp.session.tail import Tail
 from pi_lsp.session.tree import SessionTree, decode_entry
 
 FIRST_MESSAGE_CHARS = 200

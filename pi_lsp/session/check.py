@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import msgspec
 
+from pi_lsp.session.appender import append_lines
 from pi_lsp.session.entries import (
     AssistantMessage,
     CompactionEntry,
     ContextEditEntry,
     LabelEntry,
-    LeafEntry,
     ToolCall,
     ToolResultMessage,
     decode_message,
 )
-from pi_lsp.session.journal import Problem, Record, append_lines
-from pi_lsp.session.tree import SessionTree, decode_entry, is_reply, parent_of
+from pi_lsp.session.journal import Problem, Record
+from pi_lsp.session.tree import SessionTree, decode_entry, parent_of
 
 # What a repair would do about each kind of problem; `check` only reports, it never rewrites.
 REPAIRS = {
@@ -28,7 +28,6 @@ REPAIRS = {
     "torn": "cut the incomplete last line off (the next append ends it with a newline "
             "first, so it stays a malformed line of its own)",
     "invalid-utf8": "write the line again with U+FFFD for the invalid bytes, as pi reads it",
-    "lone-surrogate": "write the line again with U+FFFD for the unpaired surrogate",
     "too-long": "drop the line; pi-lsp skips lines over 64 MB",
     "too-deep": "drop the line; pi-lsp skips JSON nested more than 200 levels deep",
     "duplicate-id": "give the later entry a new id (readers keep the later one)",
@@ -41,9 +40,7 @@ REPAIRS = {
                        "replaces it) or drop the line; pi 1.6 fails on such a context",
     "missing-tool-result": "add a toolResult (isError) under the call so the next request "
                            "answers every tool call",
-    "unwritten": "nothing to repair: pi writes a new session at its first assistant message",
-    "no-assistant-message": "continue it with pi-lsp (which writes every entry) or delete it; "
-                            "pi would not write its next entries until a reply",
+    "unwritten": "nothing to repair: pi writes a new session at its first user message",
 }
 
 
@@ -56,13 +53,8 @@ def check_session(tree: SessionTree) -> list[Problem]:
     problems += context_edit_problems(tree)
     problems += unanswered_tool_calls(tree)
     if tree.deferred:
-        problems.append(Problem("unwritten", "a new session with no assistant reply yet; "
-                                "it has no file until its first reply"))
-    elif not any(map(is_reply, tree.records)):
-        # pi never leaves such a file; continuing one, pi keeps new entries in memory until
-        # its first reply and then writes only that reply, under a parent not in the file.
-        problems.append(Problem("no-assistant-message", "the file holds no assistant message "
-                                "(pi writes a session only from its first reply)"))
+        problems.append(Problem("unwritten", "a new session with no user message yet; "
+                                "it has no file until its first prompt"))
     for problem in problems:
         problem.repair = REPAIRS.get(problem.kind)
     problems.sort(key=lambda p: p.line or 0)
@@ -70,7 +62,7 @@ def check_session(tree: SessionTree) -> list[Problem]:
 
 
 LINE_REPAIRS = {"blank", "malformed", "not-object", "invalid-entry", "extra-header", "torn",
-                "invalid-utf8", "lone-surrogate", "too-long", "too-deep"}
+                "invalid-utf8", "too-long", "too-deep"}
 
 
 def repaired_copy(tree: SessionTree, target: str) -> list[Problem]:
@@ -115,14 +107,14 @@ def cycles(tree: SessionTree) -> list[Problem]:
 def dangling_references(tree: SessionTree) -> list[Problem]:
     found = []
     for record in tree.records:
-        if record.env.type not in ("compaction", "label", "leaf"):
+        if record.env.type not in ("compaction", "label"):
             continue
         entry = decode_entry(record)
         target: str | None = None
         field = ""
         if isinstance(entry, CompactionEntry):
             target, field = entry.first_kept_entry_id, "firstKeptEntryId"
-        elif isinstance(entry, LabelEntry | LeafEntry):
+        elif isinstance(entry, LabelEntry):
             target, field = entry.target_id, "targetId"
         if target is not None and target not in tree.by_id:
             found.append(Problem("dangling-reference", f"{field} {target!r} is not in the file",

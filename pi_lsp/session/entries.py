@@ -10,6 +10,9 @@ from typing import Any, Literal
 
 import msgspec
 
+from pi_lsp.session.jsontext import Decoder
+from pi_lsp.session.jsontext import encoder as encoder  # pi's JSON text, for every writer
+
 CURRENT_VERSION = 3
 
 THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
@@ -286,7 +289,8 @@ def clean_session_name(name: str) -> str:
 
 
 class LeafEntry(_Entry, tag="leaf", kw_only=True):
-    """A durable leaf move (newer pi); `parentId` is the target, so older pi builds it too."""
+    """pi-lsp's old durable leaf move: an entry type pi does not know, so (as pi) it is read
+    as a plain node under its target; pi-lsp now writes a `custom` entry instead."""
 
     id: str
     parent_id: str | None
@@ -359,12 +363,11 @@ class MessageHead(msgspec.Struct, rename="camel"):
     stop_reason: str | None = None
 
 
-envelope_decoder = msgspec.json.Decoder(Envelope)
-entry_decoder = msgspec.json.Decoder(Entry)
-message_decoder = msgspec.json.Decoder(AgentMessage)
-head_decoder = msgspec.json.Decoder(MessageHead)
-header_decoder = msgspec.json.Decoder(SessionHeader)
-encoder = msgspec.json.Encoder()
+envelope_decoder: Decoder[Envelope] = Decoder(Envelope)
+entry_decoder: Decoder[Entry] = Decoder(Entry)
+message_decoder: Decoder[AgentMessage] = Decoder(AgentMessage)
+head_decoder: Decoder[MessageHead] = Decoder(MessageHead)
+header_decoder: Decoder[SessionHeader] = Decoder(SessionHeader)
 
 
 def decode_message(raw: msgspec.Raw | bytes) -> AgentMessage | None:

@@ -5,43 +5,38 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
-from pi_lsp.session.entries import CompactionEntry, LabelEntry, LeafEntry, encoder
+from pi_lsp.session.entries import CompactionEntry, LabelEntry, encoder
 from pi_lsp.session.ids import iso_now, new_entry_id
 from pi_lsp.session.journal import Record
+from pi_lsp.session.jsontext import Decoder
 from pi_lsp.session.tree import SessionTree, decode_entry, parent_of
 
-_dict_decoder = msgspec.json.Decoder(dict[str, Any])
+_dict_decoder: Decoder[dict[str, Any]] = Decoder(dict[str, Any])
 
 
 def fork_lines(source: SessionTree, leaf_id: str) -> list[bytes]:
     """The entry lines of the fork: the path without its labels, then the labels re-emitted.
 
-    References to a dropped label are moved to the entries around it: parents and leaf
-    targets to the entry before it, a compaction's first kept entry to the entry after it.
+    References to a dropped label are moved to the entries around it: parents to the entry
+    before it, a compaction's first kept entry to the entry after it.
     """
     path = source.path_to(leaf_id)
     kept = [record for record in path if record.env.type != "label"]
     kept_ids = [record.env.id or "" for record in kept]
-    before: dict[str, str | None] = {}
     after: dict[str, str | None] = {}
-    previous: str | None = None
     waiting: list[str] = []
     for record in path:
         entry_id = record.env.id or ""
         if record.env.type == "label":
-            before[entry_id] = previous
             waiting.append(entry_id)
             continue
         for dropped in waiting:
             after[dropped] = entry_id
-        waiting, previous = [], entry_id
+        waiting = []
     lines: list[bytes] = []
     for index, record in enumerate(kept):
         parent = kept_ids[index - 1] if index else None
-        lines.append(_relinked(record, parent, source.is_root(record) and index == 0,
-                               before, after))
+        lines.append(_relinked(record, parent, source.is_root(record) and index == 0, after))
     taken = set(kept_ids)
     tail = kept_ids[-1] if kept_ids else None
     for target in kept_ids:
@@ -58,15 +53,13 @@ def fork_lines(source: SessionTree, leaf_id: str) -> list[bytes]:
 
 
 def _relinked(record: Record, parent: str | None, keeps_own_root: bool,
-              before: dict[str, str | None], after: dict[str, str | None]) -> bytes:
+              after: dict[str, str | None]) -> bytes:
     """The record's line, rewritten only where it points at a dropped label or a cycle."""
     if keeps_own_root or parent_of(record) == parent:
         changes: dict[str, str | None] = {}
     else:
         changes = {"parentId": parent}
     entry = decode_entry(record)
-    if isinstance(entry, LeafEntry) and entry.target_id in before:
-        changes["targetId"] = before[entry.target_id]
     if isinstance(entry, CompactionEntry) and entry.first_kept_entry_id in after:
         changes["firstKeptEntryId"] = after[entry.first_kept_entry_id]
     if not changes:
@@ -78,8 +71,8 @@ def _relinked(record: Record, parent: str | None, keeps_own_root: bool,
 
 def fork_session(source: SessionTree, leaf_id: str, directory: Path | None = None
                  ) -> SessionTree:
-    """The fork, next to the source (or in `directory`). As in pi (#1672), its file is written
-    only if the path holds an assistant message; otherwise it waits, in memory, for one."""
+    """The fork, next to the source (or in `directory`). As in pi 1.6, its file is written only
+    if the path holds a user or assistant message; otherwise it waits, in memory, for one."""
     source.record(leaf_id)
     target_dir = directory or Path(source.path).resolve().parent
     target_dir.mkdir(parents=True, exist_ok=True)

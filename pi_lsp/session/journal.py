@@ -1,10 +1,9 @@
-"""One session file on disk: a tolerant reader, a locked appender and an incremental tail."""
+"""Reading one session file: a tolerant, bounded-memory reader of its lines (writing is in
+`appender`, reading what was appended since in `tail`)."""
 
 from __future__ import annotations
 
 import codecs
-import errno
-import fcntl
 import os
 import re
 from collections.abc import Callable
@@ -16,7 +15,6 @@ import msgspec
 from pi_lsp.session.entries import Envelope, SessionHeader, envelope_decoder, header_decoder
 
 BOM = b"\xef\xbb\xbf"
-MAX_TAIL_READ = 64 << 20
 READ_CHUNK = 8 << 20  # files are read a few MB at a time
 MAX_LINE_BYTES = 64 << 20  # a longer line is skipped as damaged, never held whole
 MAX_NESTING = 200  # deeper JSON is skipped as damaged: decoding it would exhaust the stack
@@ -24,21 +22,9 @@ PREFIX_CHECK = 512
 SUFFIX_CHECK = 64
 UTF8_CHUNK = 16 << 10  # small pieces keep the check's scratch strings in cache
 
-# An escaped backslash, a surrogate pair, or a lone surrogate escape (JSON allows all three).
-_SURROGATE_ESCAPE = re.compile(
-    rb"\\\\|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\u[dD][89a-fA-F][0-9a-fA-F]{2}"
-)
-
 
 class NotASessionError(Exception):
     """The file exists but holds no pi session header."""
-
-
-class WriteFailedError(OSError):
-    """An append did not reach the disk whole; the file was cut back to where it was."""
-
-    def __str__(self) -> str:
-        return f"could not write to {self.filename}: {self.strerror}"
 
 
 class Problem(msgspec.Struct, omit_defaults=True, rename="camel"):
@@ -124,32 +110,21 @@ def too_deep(raw: bytes) -> bool:
     return False
 
 
-def _replace_lone_surrogate(match: re.Match[bytes]) -> bytes:
-    text = match.group()
-    return text if len(text) != 6 else "\ufffd".encode()
-
-
 def repair_line(raw: bytes) -> tuple[bytes, list[Problem]]:
-    """Read a line as pi (JavaScript) reads it: invalid UTF-8 and lone surrogates become U+FFFD.
+    """Read a line as pi (JavaScript) reads it: invalid UTF-8 becomes U+FFFD.
 
     Node replaces each maximal invalid subpart with one U+FFFD, as Python's `errors="replace"`
-    does; a lone surrogate survives JSON.parse but is written out as U+FFFD.
+    does. (A lone surrogate escape is valid JSON that pi keeps; `jsontext` reads it.)
     """
-    problems: list[Problem] = []
-    if not raw.isascii():
-        try:
-            raw.decode()
-        except UnicodeDecodeError as error:
-            raw = raw.decode(errors="replace").encode()
-            problems.append(Problem("invalid-utf8", f"bytes that are not UTF-8 ({error.reason} "
-                                    f"at byte {error.start}); read as U+FFFD, as pi reads them"))
-    if b"\\u" in raw:
-        repaired = _SURROGATE_ESCAPE.sub(_replace_lone_surrogate, raw)
-        if repaired != raw:
-            raw = repaired
-            problems.append(Problem("lone-surrogate", "an unpaired UTF-16 surrogate escape (a cut "
-                                    "emoji); read as U+FFFD, as pi writes it out"))
-    return raw, problems
+    if raw.isascii():
+        return raw, []
+    try:
+        raw.decode()
+    except UnicodeDecodeError as error:
+        return raw.decode(errors="replace").encode(), [Problem(
+            "invalid-utf8", f"bytes that are not UTF-8 ({error.reason} at byte {error.start}); "
+            "read as U+FFFD, as pi reads them")]
+    return raw, []
 
 
 def parse_lines(lines: list[bytes], first_line: int, batch: LineBatch) -> None:
@@ -362,7 +337,7 @@ def _parse_clean(run: Run, batch: LineBatch) -> bool:
     if b"\r" in body or not is_utf8(body) or may_be_too_deep(body):
         return False
     try:
-        envelopes = envelope_decoder.decode_lines(body)
+        envelopes = envelope_decoder.fast.decode_lines(body)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return False  # some line is damaged; the careful path reports which
     if len(envelopes) != len(lines):
@@ -381,122 +356,3 @@ def _parse_clean(run: Run, batch: LineBatch) -> bool:
         batch.header, batch.header_raw = header, lines[0]
     batch.records.extend(records)
     return True
-
-
-def append_lines(path: str, lines: list[bytes], *, create: bool = False,
-                 exclusive: bool = False) -> None:
-    """Append complete lines in one `write()` under an exclusive advisory lock.
-
-    A torn last line is terminated first so the new entries never join it. A write that fails
-    part way (disk full, I/O error) is cut back off, so no torn line is left behind.
-    """
-    flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0) | \
-        (os.O_EXCL if exclusive else 0)
-    try:
-        fd = os.open(path, flags, 0o644)
-    except OSError as error:
-        raise WriteFailedError(error.errno, error.strerror, path) from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        size = os.fstat(fd).st_size
-        prefix = b""
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            prefix = b"\n"
-        payload = prefix + b"".join(line + b"\n" for line in lines)
-        written = 0
-        try:
-            while written < len(payload):
-                count = os.write(fd, payload[written:])
-                if count == 0:
-                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-                written += count
-        except OSError as error:
-            _cut_back(fd, size, written)
-            raise WriteFailedError(error.errno, error.strerror, path) from None
-    finally:
-        os.close(fd)
-
-
-def _cut_back(fd: int, size: int, written: int) -> None:
-    """Undo a partial append, unless someone else (pi takes no lock) has written since."""
-    if written and os.fstat(fd).st_size == size + written:
-        os.ftruncate(fd, size)
-
-
-@dataclass(slots=True)
-class TailResult:
-    lines: list[bytes]
-    first_line: int
-    reset: bool
-    problems: list[Problem] = field(default_factory=list)  # lines dropped as too long
-
-
-@dataclass(slots=True)
-class Tail:
-    """Reads only what was appended since the last read; notices truncation and replacement."""
-
-    path: str
-    offset: int
-    inode: int
-    prefix: bytes
-    lines: LineSplitter
-    unterminated: bool = False
-    suffix: bytes = b""
-
-    @classmethod
-    def after(cls, path: str, snapshot: Snapshot) -> Tail:
-        prefix = snapshot.prefix[: snapshot.offset]
-        lines = LineSplitter(snapshot.lines_read + 1, dropping=snapshot.dropping)
-        return cls(path, snapshot.offset, snapshot.inode, prefix, lines, snapshot.unterminated,
-                   suffix=snapshot.suffix)
-
-    @property
-    def lines_read(self) -> int:
-        return self.lines.next_line - 1
-
-    def replaced(self) -> bool:
-        """Whether the file at the path is no longer the one read (gone, another inode, cut
-        short, or rewritten: its first or last known bytes differ)."""
-        try:
-            fd = os.open(self.path, os.O_RDONLY)
-        except FileNotFoundError:
-            return True
-        try:
-            return self._replaced(fd, os.fstat(fd))
-        finally:
-            os.close(fd)
-
-    def _replaced(self, fd: int, stat: os.stat_result) -> bool:
-        if stat.st_ino != self.inode or stat.st_size < self.offset:
-            return True
-        if os.pread(fd, len(self.prefix), 0) != self.prefix:
-            return True
-        start = self.offset - len(self.suffix)
-        return os.pread(fd, len(self.suffix), start) != self.suffix
-
-    def poll(self) -> TailResult:
-        """Complete new lines, or `reset=True` when the file must be read again from the start."""
-        try:
-            fd = os.open(self.path, os.O_RDONLY)
-        except FileNotFoundError:
-            return TailResult([], 0, True)
-        try:
-            stat = os.fstat(fd)
-            if self._replaced(fd, stat):
-                return TailResult([], 0, True)
-            if stat.st_size == self.offset:
-                return TailResult([], self.lines_read + 1, False)
-            data = os.pread(fd, min(stat.st_size - self.offset, MAX_TAIL_READ), self.offset)
-        finally:
-            os.close(fd)
-        self.offset += len(data)
-        self.suffix = (self.suffix + data[-SUFFIX_CHECK:])[-SUFFIX_CHECK:]
-        if self.unterminated and data.startswith(b"\n"):
-            data = data[1:]  # the newline that ends a line already taken
-        self.unterminated = False
-        found = self.lines.feed(data)
-        dropped = LineBatch()
-        self.lines.take_too_long(dropped)
-        if found is None:
-            return TailResult([], self.lines_read + 1, False, dropped.problems)
-        return TailResult(found.lines, found.first_line, False, dropped.problems)

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-
 from pi_lsp.session.entries import CURRENT_VERSION, envelope_decoder, header_decoder
 from pi_lsp.session.ids import new_entry_id
 from pi_lsp.session.journal import Record, Snapshot
+from pi_lsp.session.jsontext import Decoder, encoder
 
-_dict_decoder = msgspec.json.Decoder(dict[str, Any])
+_dict_decoder: Decoder[dict[str, Any]] = Decoder(dict[str, Any])
 
 
 def migrate(snapshot: Snapshot) -> bool:
@@ -23,13 +22,13 @@ def migrate(snapshot: Snapshot) -> bool:
     _v2_to_v3(snapshot.records)
     header = _dict_decoder.decode(snapshot.header_raw)
     header["version"] = CURRENT_VERSION
-    snapshot.header_raw = msgspec.json.encode(header)
+    snapshot.header_raw = encoder.encode(header)
     snapshot.header = header_decoder.decode(snapshot.header_raw)
     return True
 
 
 def _rewrite(record: Record, entry: dict[str, Any]) -> None:
-    record.raw = msgspec.json.encode(entry)
+    record.raw = encoder.encode(entry)
     record.env = envelope_decoder.decode(record.raw)
     record.disk = None  # a copy of the session is written in its migrated form
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import msgspec
 
+from pi_lsp.session.appender import append_lines
 from pi_lsp.session.entries import (
     AgentMessage,
     BranchSummaryEntry,
@@ -20,13 +21,13 @@ from pi_lsp.session.entries import (
     CustomMessageEntry,
     Entry,
     LabelEntry,
-    LeafEntry,
     MessageEntry,
     ModelChangeEntry,
     SessionHeader,
     SessionInfoEntry,
     SystemCheckpoint,
     ThinkingLevelChangeEntry,
+    Usage,
     UserBlock,
     clean_session_name,
     encoder,
@@ -46,12 +47,13 @@ from pi_lsp.session.journal import (
     Problem,
     Record,
     Snapshot,
-    Tail,
-    append_lines,
     parse_lines,
     read_file,
 )
 from pi_lsp.session.migrate import migrate
+from pi_lsp.session.tail import Tail
+
+LEAF_MOVE = "pi-lsp.leaf"  # the customType of a durable leaf move
 
 
 class UnknownEntryError(KeyError):
@@ -79,14 +81,25 @@ def decode_entry(record: Record) -> Entry | None:
         return None
 
 
-def is_reply(record: Record) -> bool:
-    """Whether the entry is an assistant message (what makes pi write a new session)."""
-    if record.env.type != "message" or b'"assistant"' not in bytes(record.env.message):
+def starts_conversation(record: Record) -> bool:
+    """Whether the entry is a user or assistant message: the first one makes pi 1.6 write a
+    new session (setup entries alone leave no file)."""
+    if record.env.type != "message":
         return False
     try:
-        return head_decoder.decode(record.env.message).role == "assistant"
+        return head_decoder.decode(record.env.message).role in ("user", "assistant")
     except msgspec.ValidationError:
         return False
+
+
+def is_leaf_move(record: Record) -> bool:
+    """A durable leaf move: pi-lsp's `custom` entry, or its older `leaf` entry."""
+    if record.env.type == "leaf":
+        return True
+    if record.env.type != "custom" or LEAF_MOVE.encode() not in record.raw:
+        return False
+    entry = decode_entry(record)
+    return isinstance(entry, CustomEntry) and entry.custom_type == LEAF_MOVE
 
 
 def parent_of(record: Record) -> str | None:
@@ -109,8 +122,8 @@ class SessionTree:
         self.name: str | None = None
         self.leaf_id: str | None = None
         self.migrated = False
-        # A deferred session is written, header and all, at its first assistant message (pi's
-        # rule); until then its entries are only in `_unwritten` and in memory.
+        # A deferred session is written, header and all, at its first user or assistant message
+        # (pi 1.6's rule); until then its entries are only in `_unwritten` and in memory.
         self.deferred = False
         self._unwritten: list[bytes] = []
         # While a turn runs, entries another writer appends do not move the leaf, so the
@@ -133,7 +146,7 @@ class SessionTree:
     def create(cls, path: str, cwd: str, parent_session: str | None = None, *,
                deferred: bool = False) -> SessionTree:
         """A new session; the file is written with its first entry, or (`deferred`) as pi
-        writes one: header and entries together at its first assistant message."""
+        writes one: header and entries together at its first user or assistant message."""
         header = SessionHeader(
             version=3, id=new_session_id(), timestamp=iso_now(), cwd=cwd,
             parent_session=parent_session,
@@ -177,11 +190,11 @@ class SessionTree:
                 )
             by_id[entry_id] = record
             self.records.append(record)
+            # pi's leaf is the last entry, whatever its type (a leaf move included).
+            self.leaf_id = entry_id
             kind = record.env.type
-            if kind == "label" or kind == "session_info" or kind == "leaf":
+            if kind == "label" or kind == "session_info":
                 self._apply_marker(record)
-            else:
-                self.leaf_id = entry_id
         if records:
             self._children = None
 
@@ -194,13 +207,6 @@ class SessionTree:
                 self.labels.pop(entry.target_id, None)
         elif isinstance(entry, SessionInfoEntry):
             self.name = session_name(entry)
-        if isinstance(entry, LeafEntry) and (entry.target_id is None or
-                                             entry.target_id in self.by_id):
-            self.leaf_id = entry.target_id
-        else:
-            # A move to an entry that is not in the file leaves the leaf on the move itself,
-            # as pi does for an unknown leaf; `check` reports the dangling target.
-            self.leaf_id = record.env.id
 
     def refresh(self) -> Refresh:
         """Take in whatever was appended since the last read (by anyone); tell listeners."""
@@ -332,6 +338,14 @@ class SessionTree:
 
     # -- moving the leaf -----------------------------------------------------------------
 
+    def shown_leaf(self) -> str | None:
+        """The leaf as editors show it: a durable leaf move (pi's leaf when last) stands for
+        its target, which has the same context."""
+        if self.leaf_id is None:
+            return None
+        record = self.by_id[self.leaf_id]
+        return parent_of(record) if is_leaf_move(record) else self.leaf_id
+
     def branch(self, entry_id: str) -> None:
         """Move the leaf in memory (O(1)); the next append hangs under `entry_id`."""
         self.record(entry_id)
@@ -341,16 +355,15 @@ class SessionTree:
         """The next append starts a new root."""
         self.leaf_id = None
 
-    def move_leaf(self, entry_id: str | None) -> str:
-        """A durable leaf move: a `leaf` entry under the target, read by newer and older pi."""
+    def move_leaf(self, entry_id: str | None, *, durable: bool) -> str | None:
+        """Go to `entry_id` (None: the next append starts a new root): in memory only, or
+        `durable`: recorded as a `pi-lsp.leaf` custom entry under it, which pi (0.73.1 and
+        1.6) takes as the leaf and as nothing in the context; returns that entry's id."""
         if entry_id is None:
             self.reset_leaf()
         else:
             self.branch(entry_id)
-        return self._append(
-            LeafEntry(id=self._new_id(), parent_id=entry_id, timestamp=iso_now(),
-                      target_id=entry_id)
-        )
+        return self.append_custom(LEAF_MOVE, {"targetId": entry_id}) if durable else None
 
     # -- appending -----------------------------------------------------------------------
 
@@ -372,16 +385,16 @@ class SessionTree:
         append_lines(self.path, [line])
         self.refresh()
         # The new entry is this session's position even if another writer's came after it.
-        self.leaf_id = entry.target_id if isinstance(entry, LeafEntry) else entry.id
+        self.leaf_id = entry.id
         return entry.id
 
     def _keep_unwritten(self, lines: list[bytes]) -> None:
-        """Hold a deferred session's new lines in memory; at its first assistant message
-        write the header and every held line together, as pi does."""
+        """Hold a deferred session's new lines in memory; at its first user or assistant
+        message write the header and every held line together, as pi does."""
         batch = LineBatch(header=self.header, header_raw=self.header_raw)
         parse_lines(lines, len(self._unwritten) + 2, batch)
         self._unwritten.extend(lines)
-        if not any(map(is_reply, batch.records)):
+        if not any(map(starts_conversation, batch.records)):
             self._add(batch.records)
             self._notify(Refresh(len(batch.records), False))
             return
@@ -392,7 +405,7 @@ class SessionTree:
 
     def take_lines(self, lines: list[bytes]) -> None:
         """Entry lines made elsewhere (a fork's path) for a new deferred session: held, or
-        written with the header at once when one of them is an assistant message."""
+        written with the header at once when one of them is a user or assistant message."""
         if not self.deferred:
             raise ValueError("only a new session not yet written takes ready-made lines")
         self._keep_unwritten(lines)
@@ -413,35 +426,34 @@ class SessionTree:
                                              model_id=model_id))
 
     def append_compaction(self, summary: str, first_kept_entry_id: str, tokens_before: int,
-                          details: Any = None, from_hook: bool | None = None,
+                          details: Any = None, usage: Usage | None = None,
+                          from_hook: bool | None = None,
                           system_message: SystemCheckpoint | None = None) -> str:
-        """A compaction; `system_message` (the replayed prompt and tools) is stored with the
-        compaction's own time, as pi 1.6 stores it."""
+        """A compaction; `usage` is the summary model's, and `system_message` (the replayed
+        prompt and tools) is stored with the compaction's own time, as pi 1.6 stores it."""
         common = self._common()
         if system_message is not None:
             system_message = msgspec.structs.replace(
                 system_message, timestamp=iso_to_ms(common["timestamp"]))
         return self._append(CompactionEntry(
             **common, summary=summary, first_kept_entry_id=first_kept_entry_id,
-            tokens_before=tokens_before, details=details, from_hook=from_hook,
+            tokens_before=tokens_before, details=details, usage=usage, from_hook=from_hook,
             system_message=system_message,
         ))
 
     def append_branch_summary(self, from_id: str, summary: str, details: Any = None,
-                              from_hook: bool | None = None) -> str:
+                              from_hook: bool | None = None, usage: Usage | None = None) -> str:
         return self._append(BranchSummaryEntry(
-            **self._common(), from_id=from_id, summary=summary, details=details,
+            **self._common(), from_id=from_id, summary=summary, details=details, usage=usage,
             from_hook=from_hook,
         ))
 
     def branch_with_summary(self, target_id: str | None, from_id: str, summary: str,
-                            details: Any = None, from_hook: bool | None = None) -> str:
+                            details: Any = None, from_hook: bool | None = None,
+                            usage: Usage | None = None) -> str:
         """Move to `target_id` and record what the abandoned branch taught under it."""
-        if target_id is None:
-            self.reset_leaf()
-        else:
-            self.branch(target_id)
-        return self.append_branch_summary(from_id, summary, details, from_hook)
+        self.move_leaf(target_id, durable=False)
+        return self.append_branch_summary(from_id, summary, details, from_hook, usage)
 
     def append_custom(self, custom_type: str, data: Any = None) -> str:
         return self._append(CustomEntry(**self._common(), custom_type=custom_type, data=data))

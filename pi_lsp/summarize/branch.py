@@ -163,22 +163,20 @@ async def branch_with_summary(tree: SessionTree, target_id: str, summarizer: Sum
     if fitted.messages:
         request = SummaryRequest("branch", fitted.messages, BRANCH_SUMMARY_MAX_TOKENS,
                                  instructions=instructions)
-        summary = BRANCH_SUMMARY_PREAMBLE + await summarizer.summarize(request) + \
-            format_file_lists(lists)
+        written = await summarizer.summarize(request)
+        summary, usage = BRANCH_SUMMARY_PREAMBLE + written.text + format_file_lists(lists), \
+            written.usage
     else:
-        summary = NO_CONTENT
+        summary, usage = NO_CONTENT, None
     entry_id = tree.branch_with_summary(move.leaf_id, old_leaf or "root", summary,
-                                        summary_details(lists, summarizer), from_hook=False)
+                                        summary_details(lists, summarizer), from_hook=False,
+                                        usage=usage)
     return BranchOutcome(tree.leaf_id, move.editor_text, entry_id, summary)
 
 
 def branch(tree: SessionTree, target_id: str, durable: bool = True) -> BranchOutcome:
-    """Move to `target_id` without a summary: an O(1) pointer move (plus one `leaf` entry)."""
+    """Move to `target_id` without a summary: an O(1) pointer move (`durable`: plus one
+    entry)."""
     move = navigation(tree, target_id)
-    if durable:
-        tree.move_leaf(move.leaf_id)
-    elif move.leaf_id is None:
-        tree.reset_leaf()
-    else:
-        tree.branch(move.leaf_id)
-    return BranchOutcome(tree.leaf_id, move.editor_text)
+    tree.move_leaf(move.leaf_id, durable=durable)
+    return BranchOutcome(tree.shown_leaf(), move.editor_text)

@@ -19,7 +19,13 @@ from pi_lsp.session.entries import (
 from pi_lsp.session.journal import Record
 from pi_lsp.session.tree import SessionTree, decode_entry
 from pi_lsp.summarize.fileops import FileLists, FileOps, format_file_lists
-from pi_lsp.summarize.summarizer import SPLIT_TURN_MARK, Summarizer, SummaryRequest
+from pi_lsp.summarize.summarizer import (
+    SPLIT_TURN_MARK,
+    Summarizer,
+    Summary,
+    SummaryRequest,
+    combined_usage,
+)
 
 NO_HISTORY = "No prior history."
 
@@ -200,8 +206,8 @@ def summary_details(files: FileLists, summarizer: Summarizer) -> dict[str, Any]:
 
 
 async def summarize_plan(plan: CompactionPlan, summarizer: Summarizer,
-                         settings: CompactionSettings, instructions: str | None) -> str:
-    """The summary text of a plan, file lists included."""
+                         settings: CompactionSettings, instructions: str | None) -> Summary:
+    """The summary of a plan, file lists included, with the usage of every request made."""
     history = SummaryRequest("history", plan.messages_to_summarize,
                              int(0.8 * settings.reserve_tokens), plan.previous_summary,
                              instructions)
@@ -210,13 +216,14 @@ async def summarize_plan(plan: CompactionPlan, summarizer: Summarizer,
                                 int(0.5 * settings.reserve_tokens))
         # pi 1.6: one request after the other, and the previous summary survives a split turn
         # that adds no history.
-        history_text = await summarizer.summarize(history) if plan.messages_to_summarize \
-            else plan.previous_summary or NO_HISTORY
-        prefix_text = await summarizer.summarize(prefix)
-        summary = f"{history_text}{SPLIT_TURN_MARK}\n\n{prefix_text}"
+        earlier = await summarizer.summarize(history) if plan.messages_to_summarize \
+            else Summary(plan.previous_summary or NO_HISTORY)
+        turn = await summarizer.summarize(prefix)
+        summary = Summary(f"{earlier.text}{SPLIT_TURN_MARK}\n\n{turn.text}",
+                          combined_usage(earlier.usage, turn.usage))
     else:
         summary = await summarizer.summarize(history)
-    return summary + format_file_lists(plan.files)
+    return Summary(summary.text + format_file_lists(plan.files), summary.usage)
 
 
 def plan_or_refusal(path: list[Record], settings: CompactionSettings) -> CompactionPlan:
@@ -239,10 +246,10 @@ async def compact(tree: SessionTree, leaf_id: str | None, summarizer: Summarizer
     summary = await summarize_plan(plan, summarizer, settings, instructions)
     details = summary_details(plan.files, summarizer)
     if leaf_id != tree.leaf_id:
-        tree.branch(leaf_id) if leaf_id is not None else tree.reset_leaf()
+        tree.move_leaf(leaf_id, durable=False)
     system = current_system_message(decode_all(project_path(tree.path_to(tree.leaf_id)).messages))
-    entry_id = tree.append_compaction(summary, plan.first_kept_entry_id, plan.tokens_before,
-                                      details, from_hook=False,
+    entry_id = tree.append_compaction(summary.text, plan.first_kept_entry_id,
+                                      plan.tokens_before, details, summary.usage, from_hook=False,
                                       system_message=checkpoint_of(system) if system else None)
-    return CompactionResult(entry_id, summary, plan.first_kept_entry_id, plan.tokens_before,
+    return CompactionResult(entry_id, summary.text, plan.first_kept_entry_id, plan.tokens_before,
                             details)

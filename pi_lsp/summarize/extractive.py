@@ -19,7 +19,7 @@ from pi_lsp.session.entries import (
 )
 from pi_lsp.session.outline import content_text
 from pi_lsp.summarize.fileops import FileOps
-from pi_lsp.summarize.summarizer import SPLIT_TURN_MARK, SummaryRequest
+from pi_lsp.summarize.summarizer import SPLIT_TURN_MARK, Summary, SummaryRequest
 
 NONE = "(none)"
 REQUEST_CHARS = 300
@@ -134,8 +134,8 @@ def _merged(previous: dict[str, list[str]], heading: str, lines: list[str]) -> l
 class ExtractiveSummarizer:
     extractive = True
 
-    async def summarize(self, request: SummaryRequest) -> str:
-        return extractive_summary(request)
+    async def summarize(self, request: SummaryRequest) -> Summary:
+        return Summary(extractive_summary(request))
 
 
 def extractive_summary(request: SummaryRequest) -> str:

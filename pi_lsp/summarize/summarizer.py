@@ -9,7 +9,14 @@ import msgspec
 from pi_lsp.context.convert import message_to_llm
 from pi_lsp.providers.base import ModelRequest, Provider, ReplyBuilder
 from pi_lsp.providers.registry import ModelInfo
-from pi_lsp.session.entries import AgentMessage, ModelMessage, TextContent, UserMessage
+from pi_lsp.session.entries import (
+    AgentMessage,
+    Cost,
+    ModelMessage,
+    TextContent,
+    Usage,
+    UserMessage,
+)
 from pi_lsp.session.ids import now_ms
 from pi_lsp.summarize import prompts
 from pi_lsp.summarize.serialize import serialize_conversation
@@ -30,10 +37,32 @@ class SummaryRequest(msgspec.Struct):
     instructions: str | None = None  # the user's focus for this summary
 
 
+class Summary(msgspec.Struct):
+    """A summary's text and what the model spent on it (None when no model wrote it)."""
+
+    text: str
+    usage: Usage | None = None
+
+
+def combined_usage(first: Usage | None, second: Usage | None) -> Usage | None:
+    """Two summaries' usage added up, field by field (pi's `combineUsage`)."""
+    if first is None or second is None:
+        return first or second
+    a, b = first.cost, second.cost
+    return Usage(
+        input=first.input + second.input, output=first.output + second.output,
+        cache_read=first.cache_read + second.cache_read,
+        cache_write=first.cache_write + second.cache_write,
+        total_tokens=first.total_tokens + second.total_tokens,
+        cost=Cost(input=a.input + b.input, output=a.output + b.output,
+                  cache_read=a.cache_read + b.cache_read,
+                  cache_write=a.cache_write + b.cache_write, total=a.total + b.total))
+
+
 class Summarizer(Protocol):
     extractive: bool
 
-    async def summarize(self, request: SummaryRequest) -> str: ...
+    async def summarize(self, request: SummaryRequest) -> Summary: ...
 
 
 def llm_messages(messages: list[AgentMessage]) -> list[ModelMessage]:
@@ -67,7 +96,7 @@ class ModelSummarizer:
     def __init__(self, provider: Provider, model: ModelInfo) -> None:
         self.provider, self.model = provider, model
 
-    async def summarize(self, request: SummaryRequest) -> str:
+    async def summarize(self, request: SummaryRequest) -> Summary:
         prompt = UserMessage(content=[TextContent(text=summary_prompt(request))],
                              timestamp=now_ms())
         model_request = ModelRequest(
@@ -83,4 +112,4 @@ class ModelSummarizer:
         text = "\n".join(b.text for b in message.content if isinstance(b, TextContent)).strip()
         if not text:
             raise SummaryError("the summary model returned no text")
-        return text
+        return Summary(text, message.usage)
