@@ -87,6 +87,24 @@ class Provider(Protocol):
         ...
 
 
+_UNSAFE_ID = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def safe_id(raw: str) -> str:
+    """A tool-call id with every character a provider may refuse (all but letters, digits,
+    `_` and `-`) turned into `_`."""
+    return _UNSAFE_ID.sub("_", raw)
+
+
+def count_openai_usage(usage: Usage, prompt: int, output: int, cached: int, written: int
+                       ) -> None:
+    """OpenAI's counts as pi keeps them: the prompt's cached and cache-written tokens are not
+    counted again as input."""
+    usage.input = max(0, prompt - cached - written)
+    usage.output = output
+    usage.cache_read, usage.cache_write = cached, written
+
+
 _LONE_SURROGATE = re.compile(
     r"[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]")
 
