@@ -463,3 +463,23 @@ def test_retry_waits_are_shown_and_the_run_recovers(
     [path] = sessions(workspace)
     assert [e["message"]["stopReason"] for e in entries(path)
             if e["type"] == "message" and e["message"]["role"] == "assistant"] == ["error", "stop"]
+
+
+def test_context_request_layer_is_the_request_run_sent(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    fake.script(text_reply("Hello!"))
+    assert pi_run(workspace, env, "--new", "hello").returncode == 0
+    [path] = sessions(workspace)
+    asked = next(e["id"] for e in entries(path)
+                 if e["type"] == "message" and e["message"]["role"] == "user")
+    shown = subprocess.run(command("context", str(path), "--leaf", asked, "--layer", "request",
+                                   "--json"), cwd=workspace, env=env, capture_output=True,
+                           text=True, timeout=CEILING_S)
+    assert shown.returncode == 0, shown.stderr
+    [sent] = fake.message_requests()
+    assert json.loads(shown.stdout) == {k: v for k, v in sent.items() if k != "stream"}
+    rows = subprocess.run(command("context", str(path), "--leaf", asked, "--layer", "request"),
+                          cwd=workspace, env=env, capture_output=True, text=True,
+                          timeout=CEILING_S)
+    assert rows.returncode == 0, rows.stderr
+    assert f"{asked}  user" in rows.stdout and "model: anthropic/claude-sonnet-4-5" in rows.stdout

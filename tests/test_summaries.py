@@ -714,6 +714,25 @@ def test_cli_branch_with_summary(tmp_path: Path, session: Path) -> None:
     assert entry["details"]["summarizer"] == "extractive"
 
 
+def test_cli_branch_summary_reads_within_the_window_of_the_model_at_the_leaf(
+        tmp_path: Path, session: Path) -> None:
+    """As the server does: the default model's window (a tiny one here) does not matter."""
+    plain = session.with_name("plain.jsonl")
+    shutil.copy(session, plain)
+    baseline = run_cli(tmp_path, "branch", str(plain), "--to", FORK, "--summarize", "--json")
+    assert baseline.returncode == 0, baseline.stderr
+    agent = tmp_path / "agent"
+    agent.mkdir(exist_ok=True)
+    (agent / "settings.json").write_text(json.dumps({"defaultModel": "tiny", "models": [{
+        "provider": "anthropic", "id": "tiny", "contextWindow": 16_400, "maxTokens": 1024,
+        "price": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}}]}))
+    done = run_cli(tmp_path, "branch", str(session), "--to", FORK, "--summarize", "--json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)["summary"]
+    assert "Let's not swap in an ORM" in summary  # the default's window had room for nothing
+    assert summary == json.loads(baseline.stdout)["summary"]
+
+
 def test_cli_branch_to_an_unknown_entry(tmp_path: Path, session: Path) -> None:
     before = session.read_bytes()
     done = run_cli(tmp_path, "branch", str(session), "--to", "nope")

@@ -7,6 +7,8 @@ from datetime import date
 from pathlib import Path
 
 from pi_lsp.agent.tools import Tool
+from pi_lsp.context.layers import AgentSetup
+from pi_lsp.providers.registry import ModelRegistry
 
 PROJECT_NOTES = ("AGENTS.md", "CLAUDE.md")
 NOTES_LIMIT = 32 * 1024
@@ -36,3 +38,10 @@ def build_system_prompt(root: Path, tools: Sequence[Tool], today: date | None = 
     for name, text in project_notes(root):
         lines += ["", f"Project instructions from {name}:", "", text]
     return "\n".join(lines)
+
+
+def agent_setup(root: Path, tools: Sequence[Tool], registry: ModelRegistry,
+                default_model: tuple[str, str]) -> AgentSetup:
+    """What the agent working in `root` adds to a request: its prompt, tools and models."""
+    return AgentSetup(registry, default_model, build_system_prompt(root, tools),
+                      [tool.spec for tool in tools])
