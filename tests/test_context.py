@@ -154,7 +154,7 @@ def test_request_layer_rows_name_their_entries_and_none_for_made_up_results() ->
     from pi_lsp.session.tree import SessionTree
     from tests.conftest import conformance_files
 
-    agent = AgentSetup(ModelRegistry(), ("anthropic", "claude-sonnet-4-5"), "prompt", [])
+    agent = AgentSetup(ModelRegistry(), ("anthropic", "claude-sonnet-4-5"), {"preamble": "hi"}, [])
     made_up = 0
     for path in conformance_files():
         tree = SessionTree.open(str(path))

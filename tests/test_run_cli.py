@@ -115,7 +115,8 @@ def test_new_session_streams_the_reply_and_writes_the_session(
     assert header["id"] == match.group(2)
     assert header["timestamp"].replace(":", "-").replace(".", "-") == match.group(1)
     assert header["cwd"] == str(workspace)
-    assert kinds(path) == ["model_change", "thinking_level_change", "user", "assistant"]
+    assert kinds(path) == ["model_change", "thinking_level_change", "system", "user",
+                           "assistant"]
     assistant = entries(path)[-1]["message"]
     assert assistant["content"] == [{"type": "text", "text": "Hello, world!"}]
     assert assistant["stopReason"] == "stop"
@@ -430,7 +431,8 @@ def test_model_flag_needs_no_default_provider_and_only_the_choice_is_written(
                     f"ollama/{LOCAL_MODEL}", "--thinking", "low", "hi")
     assert result.returncode == 0, result.stderr
     [path] = sessions(workspace)
-    assert kinds(path) == ["model_change", "thinking_level_change", "user", "assistant"]
+    assert kinds(path) == ["model_change", "thinking_level_change", "system", "user",
+                           "assistant"]
     change, level = entries(path)[:2]
     assert (change["provider"], change["modelId"]) == ("ollama", LOCAL_MODEL)
     assert level["thinkingLevel"] == "low"
@@ -438,7 +440,8 @@ def test_model_flag_needs_no_default_provider_and_only_the_choice_is_written(
     oai.script(chat_reply("still local"))
     again = pi_run(workspace, without_anthropic_key(env), "--thinking", "low", "more")
     assert again.returncode == 0, again.stderr
-    assert kinds(path)[2:] == ["user", "assistant", "user", "assistant"]  # nothing re-set
+    # nothing re-set, nothing declared again
+    assert kinds(path)[2:] == ["system", "user", "assistant", "user", "assistant"]
 
 
 def test_a_shell_command_api_key_is_a_clear_usage_error(

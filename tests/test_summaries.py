@@ -588,10 +588,12 @@ async def test_auto_compaction_at_the_threshold(
     written = lines(Path(tree.path))
     compaction = next(i for i, e in enumerate(written) if e["type"] == "compaction")
     assert written[compaction]["id"] == end.entry_id
-    user = written[compaction + 1]
+    # the session had no system message: the prompt and tools are declared after it
+    declared, user = written[compaction + 1:compaction + 3]
+    assert declared["message"]["role"] == "system" and declared["parentId"] == end.entry_id
     assert user["type"] == "message" and user["message"]["role"] == "user"
     assert user["message"]["content"][0]["text"] == "Now step 3."
-    assert user["parentId"] == end.entry_id
+    assert user["parentId"] == declared["id"]
     assert written[-1]["message"]["role"] == "assistant"
     assert [e["type"] for e in written].count("compaction") == 1
 
@@ -616,8 +618,9 @@ async def test_overflow_compacts_and_retries_once(
     await harness.prompt("Document the query.")
 
     new = lines(session)[count:]
-    assert [e["type"] for e in new] == ["message", "message", "compaction", "message"]
-    user, failed, compaction, reply = new
+    assert [e["type"] for e in new] == ["message", "message", "message", "compaction", "message"]
+    declared, user, failed, compaction, reply = new
+    assert declared["message"]["role"] == "system"  # the compaction keeps it for the retry
     assert user["message"]["role"] == "user"
     assert failed["message"]["role"] == "assistant"
     assert failed["message"]["stopReason"] == "error"

@@ -27,7 +27,7 @@ from pi_lsp.agent.retry import Retries, RetrySettings, is_context_overflow
 from pi_lsp.agent.tools import ALL_TOOLS, DISK, FileAccess, Tool, ToolContext
 from pi_lsp.agent.writes import PendingWrites
 from pi_lsp.context.build import context_tokens
-from pi_lsp.context.layers import AgentSetup, build_layer, model_at
+from pi_lsp.context.layers import AgentSetup, build_layer, model_at, system_patch_at
 from pi_lsp.context.projection import context_settings
 from pi_lsp.providers.base import ModelRequest, Provider
 from pi_lsp.providers.registry import ModelInfo, ModelRegistry
@@ -164,13 +164,13 @@ class Harness:
                         self.default_model)
 
     def agent_setup(self) -> AgentSetup:
-        """The prompt and tools as they are now (the prompt reads the project's notes)."""
+        """The prompt sections and tools as they are now (they read the project's notes)."""
         return agent_setup(self.root, list(self.tools.values()), self.registry,
                            self.default_model)
 
     def next_request(self) -> tuple[ModelRequest, Provider]:
-        """The request at the leaf as it is now (flushed writes included), with the prompt and
-        tools the run started with."""
+        """The request at the leaf as it is now (flushed writes included): the prompt and tools
+        are the session's replayed ones, which the run declared at its start."""
         request = build_layer(self.tree, self.tree.leaf_id, "request",
                               self.agent or self.agent_setup()).request
         assert request is not None
@@ -260,6 +260,9 @@ class Harness:
         try:
             self.agent = self.agent_setup()
             self.provider(self.model().provider)  # a missing API key fails before any write
+            patch = system_patch_at(self.tree, self.tree.leaf_id, self.agent, now_ms())
+            if patch is not None:  # pi 1.6 keeps the prompt and tools in the session
+                self.tree.append_message(patch)
             return await run_loop(self, prompts)
         finally:
             if self.retries.attempt:  # aborted while a retry ran

@@ -4,12 +4,13 @@ agent's prompt and tools). The preview, the harness and the CLI all read this on
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
 from pi_lsp.context.convert import convert_with_sources, prepare_with_sources
 from pi_lsp.context.projection import ContextSettings, ModelRef, project_path
+from pi_lsp.context.replay import current_system_message, system_patch, system_text
 from pi_lsp.context.tokens import (
     decode_all,
     estimate_tokens,
@@ -19,7 +20,15 @@ from pi_lsp.context.tokens import (
 )
 from pi_lsp.providers.base import ModelRequest, ToolSpec
 from pi_lsp.providers.registry import ModelInfo, ModelRegistry
-from pi_lsp.session.entries import AgentMessage, AssistantMessage, decode_message, encoder, role_of
+from pi_lsp.session.entries import (
+    AgentMessage,
+    AssistantMessage,
+    SystemMessage,
+    decode_message,
+    encoder,
+    head_decoder,
+    role_of,
+)
 from pi_lsp.session.tree import SessionTree
 
 Layer = Literal["agent", "llm", "request"]
@@ -36,12 +45,13 @@ class LayerRow(msgspec.Struct, rename="camel"):
 
 
 class AgentSetup(msgspec.Struct):
-    """What the agent adds to a session's context to make a request."""
+    """What the agent adds to a session's context to make a request: its models, and the
+    prompt sections and tool declarations the session's replayed ones are patched to."""
 
     registry: ModelRegistry
     default_model: tuple[str, str]
-    system_prompt: str
-    tools: list[ToolSpec]
+    sections: dict[str, str]
+    tools: list[dict[str, Any]]
 
 
 class ContextLayer(msgspec.Struct):
@@ -63,6 +73,37 @@ def model_at(settings: ContextSettings, registry: ModelRegistry, default: tuple[
     if settings.model is not None:
         return registry.get(settings.model.provider, settings.model.model_id)
     return registry.get(*default)
+
+
+def replayed_prompt(messages: list[AgentMessage | None], agent: AgentSetup
+                    ) -> tuple[str, list[ToolSpec]]:
+    """The request's prompt and tools: the session's replayed ones with the patch a turn
+    writes first (`system_patch_at`) applied."""
+    replayed = current_system_message(messages)
+    patch = system_patch(replayed, agent.sections, agent.tools, 0)
+    system = current_system_message([replayed, patch]) if patch is not None else replayed
+    if system is None:
+        return "", []
+    tools = [ToolSpec(str(tool.get("name")), str(tool.get("description", "")),
+                      tool.get("parameters") or {}) for tool in system.tools_added or []]
+    return system_text(system), tools
+
+
+def system_patch_at(tree: SessionTree, leaf_id: str | None, agent: AgentSetup,
+                    timestamp: int) -> SystemMessage | None:
+    """What a turn from `leaf_id` writes first so the session replays the agent's prompt and
+    tools (everything on a branch that has no system message yet), or None."""
+    systems = [decode_message(raw) for raw in project_path(tree.path_to(leaf_id)).messages
+               if _is_system(raw)]
+    return system_patch(current_system_message(systems), agent.sections, agent.tools,
+                        timestamp)
+
+
+def _is_system(raw: msgspec.Raw) -> bool:
+    try:
+        return head_decoder.decode(raw).role == "system"
+    except msgspec.ValidationError:
+        return False
 
 
 def _row(entry_id: str | None, raw: msgspec.Raw, message: AgentMessage | None) -> LayerRow:
@@ -96,11 +137,11 @@ def build_layer(tree: SessionTree, leaf_id: str | None, layer: Layer,
             rows = [_row(readable[source][0] if source is not None else None,
                          msgspec.Raw(encoder.encode(message)), message)
                     for source, message in prepared]
+            prompt, tools = replayed_prompt(messages, agent)
             request = ModelRequest(
                 model=model_at(projection.settings, agent.registry, agent.default_model),
-                system_prompt=agent.system_prompt, messages=[m for _, m in prepared],
-                tools=agent.tools, thinking_level=projection.settings.thinking_level,
-                session_id=tree.header.id)
+                system_prompt=prompt, messages=[m for _, m in prepared], tools=tools,
+                thinking_level=projection.settings.thinking_level, session_id=tree.header.id)
     anchor = last_reported(messages)
     reply = messages[anchor] if anchor >= 0 else None
     return ContextLayer(

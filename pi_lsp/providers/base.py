@@ -175,9 +175,10 @@ def cost_of(usage: Usage, model: ModelInfo) -> Cost:
 class ReplyBuilder:
     """Assembles an assistant message from stream pieces, the way pi stores it."""
 
-    def __init__(self, api: str, model: ModelInfo) -> None:
+    def __init__(self, api: str, model: ModelInfo, thinking_level: str | None = None) -> None:
         self.api = api
         self.model = model
+        self.thinking_level = thinking_level  # the level asked for, kept in the reply (pi 1.6)
         self.blocks: list[AssistantBlock] = []
         self._tool_json: dict[int, str] = {}
         self.usage = Usage()
@@ -264,7 +265,7 @@ class ReplyBuilder:
             content=blocks, api=self.api, provider=self.model.provider,
             model=self.model.id, usage=usage, stop_reason=self.stop_reason,
             timestamp=self.timestamp, response_id=self.response_id,
-            error_message=self.error_message,
+            error_message=self.error_message, thinking_level=self.thinking_level,
         )
 
 

@@ -434,7 +434,7 @@ class SessionHub:
         key = (path.resolve(), leaf, layer)
         model = model_at(context_settings(tree.path_to(leaf)), agent.registry,
                          agent.default_model)
-        state = (id(tree.records), len(tree.records), model.id, agent.system_prompt)
+        state = (id(tree.records), len(tree.records), model.id, agent.sections)
         cached = self._previews.get(key)
         if cached is not None and cached[0] == state:
             return cached[1]
