@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from pi_lsp.context.build import build_session_context
-from pi_lsp.context.convert import convert_to_llm
-from pi_lsp.context.preview import preview_context, render_preview
+from pi_lsp.context.build import SessionContext
+from pi_lsp.context.layers import AgentSetup, build_layer
+from pi_lsp.context.preview import render_preview
 from pi_lsp.session.appender import WriteFailedError
 from pi_lsp.session.catalog import followed, list_sessions, session_dirs
 from pi_lsp.session.check import check_session, repaired_copy
@@ -89,16 +89,33 @@ def write_line(value: object) -> None:
 def cmd_context(args: argparse.Namespace) -> int:
     tree = open_session(args.file)
     leaves: list[str | None] = list(args.leaf) if args.leaf else [tree.leaf_id]
+    agent = request_setup(tree, args.approve) if args.layer == "request" else None
     for leaf in leaves:
-        if args.json:
-            context = build_session_context(tree, leaf)
-            if args.layer == "llm":
-                write_line({"messages": convert_to_llm(context.messages)})
-            else:
-                write_line(context)
+        layer = build_layer(tree, leaf, args.layer, agent)
+        if not args.json:
+            print(render_preview(layer))
+        elif layer.request is not None:
+            from pi_lsp.providers.wire import request_params
+
+            write_line(request_params(layer.request))
+        elif args.layer == "llm":
+            write_line({"messages": [row.message for row in layer.rows]})
         else:
-            print(render_preview(preview_context(tree, leaf, args.layer)))
+            write_line(SessionContext([row.message for row in layer.rows], layer.thinking_level,
+                                      layer.model))
     return 0
+
+
+def request_setup(tree: SessionTree, approve: bool | None) -> AgentSetup:
+    """What `pi-lsp run` would add to the session's context: its prompt, tools and models."""
+    from pi_lsp.agent.prompt import agent_setup
+    from pi_lsp.agent.tools import ALL_TOOLS
+    from pi_lsp.cli_changes import session_settings
+    from pi_lsp.session.catalog import session_workspace
+
+    settings = session_settings(tree, approve)
+    return agent_setup(session_workspace(Path(tree.path), {}, Path.cwd()), ALL_TOOLS,
+                       settings.registry(), (settings.default_provider, settings.default_model))
 
 
 def cmd_tree(args: argparse.Namespace) -> int:
@@ -203,8 +220,11 @@ def build_parser() -> argparse.ArgumentParser:
     context.add_argument("file")
     context.add_argument("--leaf", action="append", metavar="ID",
                          help="entry id (repeatable; default: the current leaf)")
-    context.add_argument("--layer", choices=("agent", "llm"), default="agent")
+    context.add_argument("--layer", choices=("agent", "llm", "request"), default="agent",
+                         help="request: what `pi-lsp run` would send the provider (--json: "
+                              "the request body)")
     context.add_argument("--json", action="store_true")
+    add_trust_options(context)
     context.set_defaults(run=cmd_context)
 
     tree = commands.add_parser("tree", help="the session tree")

@@ -82,7 +82,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
 def cmd_branch(args: argparse.Namespace) -> int:
     import asyncio
 
-    from pi_lsp.summarize.branch import branch, branch_with_summary
+    from pi_lsp.summarize.branch import branch, branch_summary_budget, branch_with_summary
     from pi_lsp.summarize.summarizer import SummaryError
 
     tree = open_session(args.file)
@@ -92,9 +92,9 @@ def cmd_branch(args: argparse.Namespace) -> int:
 
         settings = session_settings(tree, args.approve)
         summarizer = choose_summarizer(settings)
-        model = settings.default_model
-        window = settings.registry().get(settings.default_provider, model)
-        budget = window.context_window - settings.branch_summary.reserve_tokens
+        budget = branch_summary_budget(tree, settings.registry(),
+                                       (settings.default_provider, settings.default_model),
+                                       settings.branch_summary.reserve_tokens)
         try:
             outcome = asyncio.run(branch_with_summary(tree, args.to, summarizer, budget,
                                                       args.instructions))

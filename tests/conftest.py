@@ -12,6 +12,8 @@ from unittest import mock
 
 import pytest
 
+from pi_lsp.agent.harness import Harness
+from pi_lsp.context.layers import system_patch_at
 from pi_lsp.trust import save_decision
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_openai import FakeOpenAI
@@ -69,3 +71,12 @@ def oai() -> Iterator[FakeOpenAI]:
     server.start()
     yield server
     server.stop()
+
+
+def declare(harness: Harness) -> str:
+    """Write the harness's prompt and tools into its session, as its first prompt would, and
+    give the entry's id: tests of turns then see only what their turns write (declaring is
+    tested in test_system_messages.py)."""
+    patch = system_patch_at(harness.tree, harness.tree.leaf_id, harness.agent_setup(), 0)
+    assert patch is not None
+    return harness.tree.append_message(patch)

@@ -52,6 +52,7 @@ from pi_lsp.session.entries import (
     role_of,
 )
 from pi_lsp.session.tree import SessionTree
+from tests.conftest import declare
 from tests.fake_anthropic import (
     FakeAnthropic,
     Reply,
@@ -95,6 +96,7 @@ class Rig:
 
         # Agent-level retries are tested on their own (test_providers.py).
         self.harness = Harness(self.tree, root, make, retry=RetrySettings(enabled=False))
+        self.declared = declare(self.harness)
         self.events: list[AgentEvent] = []
         self.harness.subscribe(self.events.append)
 
@@ -111,9 +113,11 @@ class Rig:
         self.harness.subscribe(listener)
 
     def entries(self) -> list[dict[str, Any]]:
+        """The entries after the session's declaration of the prompt and tools."""
         lines = Path(self.path).read_text().splitlines()
         assert json.loads(lines[0])["type"] == "session"
-        return [json.loads(line) for line in lines[1:]]
+        assert json.loads(lines[1])["id"] == self.declared
+        return [json.loads(line) for line in lines[2:]]
 
     def messages(self) -> list[dict[str, Any]]:
         return [e["message"] for e in self.entries() if e["type"] == "message"]
@@ -147,9 +151,9 @@ def kind(entry: dict[str, Any]) -> str:
     return str(entry["type"])
 
 
-def assert_chain(entries: list[dict[str, Any]]) -> None:
-    """Each entry hangs under the one written before it."""
-    assert entries[0]["parentId"] is None
+def assert_chain(entries: list[dict[str, Any]], under: str) -> None:
+    """Each entry hangs under the one written before it, the first under `under`."""
+    assert entries[0]["parentId"] == under
     for previous, entry in itertools.pairwise(entries):
         assert entry["parentId"] == previous["id"], (kind(previous), kind(entry))
 
@@ -234,7 +238,7 @@ async def test_full_turn_events_entries_usage_and_wire(make_rig, fake) -> None:
     assert [kind(e) for e in entries] == [
         "thinking_level_change", "message:user", "message:assistant",
         "message:toolResult", "message:toolResult", "message:assistant"]
-    assert_chain(entries)
+    assert_chain(entries, rig.declared)
     first = entries[2]["message"]
     assert first["stopReason"] == "toolUse"
     assert first["content"][0] == {
@@ -314,9 +318,9 @@ async def test_full_turn_events_entries_usage_and_wire(make_rig, fake) -> None:
     assert check_session(reopened) == []
     assert reopened.leaf_id == entries[-1]["id"]
     context = build_session_context(reopened, reopened.leaf_id)
-    assert len(context.messages) == 5
+    assert len(context.messages) == 6  # the rig's declared prompt and tools first
     assert [json.loads(bytes(m))["role"] for m in context.messages] == [
-        "user", "assistant", "toolResult", "toolResult", "assistant"]
+        "system", "user", "assistant", "toolResult", "toolResult", "assistant"]
     assert context.thinking_level == "medium"
     assert context.model is not None and context.model.model_id == SONNET
 
@@ -580,7 +584,7 @@ async def test_model_change_mid_turn_waits_for_the_turn_end(make_rig, fake) -> N
     assert [kind(e) for e in entries] == [
         "message:user", "message:assistant", "message:toolResult", "message:toolResult",
         "model_change", "message:assistant"]
-    assert_chain(entries)
+    assert_chain(entries, rig.declared)
     assert (entries[4]["provider"], entries[4]["modelId"]) == ("anthropic", HAIKU)
     assert entries[1]["message"]["model"] == SONNET
     assert entries[5]["message"]["model"] == HAIKU
@@ -614,7 +618,7 @@ async def test_label_and_name_mid_turn_flush_at_turn_end_in_order(make_rig, fake
     assert [kind(e) for e in entries] == [
         "message:user", "message:assistant", "message:toolResult",
         "label", "session_info", "session_info", "message:assistant"]
-    assert_chain(entries)
+    assert_chain(entries, rig.declared)
     assert entries[3]["targetId"] == prompt_id[0] and entries[3]["label"] == "start here"
     assert [entries[4]["name"], entries[5]["name"]] == ["First name", "Refactor the parser"]
     reopened = SessionTree.open(rig.path)
@@ -666,7 +670,7 @@ async def test_steer_and_follow_up_are_delivered_in_their_places(make_rig, fake)
     assert [kind(e) for e in entries] == [
         "message:user", "message:assistant", "message:toolResult", "message:toolResult",
         "message:user", "message:assistant", "message:user", "message:assistant"]
-    assert_chain(entries)
+    assert_chain(entries, rig.declared)
     assert entries[4]["message"]["content"][0]["text"] == "also check b"
     assert entries[6]["message"]["content"][0]["text"] == "and then c"
     assert entries[7]["message"]["content"] == [{"type": "text", "text": "c done"}]

@@ -146,3 +146,30 @@ def test_context_size_uses_last_good_usage_plus_later_estimates() -> None:
     # pi 1.6: a reply that reported no usage at all is no anchor; it is estimated instead.
     silent = msgspec.structs.replace(messages[1], usage=Usage())  # type: ignore[arg-type]
     assert context_size([user("x" * 400), silent]) == 100 + 1
+
+
+def test_request_layer_rows_name_their_entries_and_none_for_made_up_results() -> None:
+    from pi_lsp.context.layers import AgentSetup, build_layer
+    from pi_lsp.providers.registry import ModelRegistry
+    from pi_lsp.session.tree import SessionTree
+    from tests.conftest import conformance_files
+
+    agent = AgentSetup(ModelRegistry(), ("anthropic", "claude-sonnet-4-5"), {"preamble": "hi"}, [])
+    made_up = 0
+    for path in conformance_files():
+        tree = SessionTree.open(str(path))
+        for record in tree.records[::7]:
+            leaf = record.env.id
+            llm = build_layer(tree, leaf, "llm").rows
+            request = build_layer(tree, leaf, "request", agent)
+            assert request.request is not None and len(request.rows) == \
+                len(request.request.messages)
+            sources = {row.entry_id for row in llm}
+            for row in request.rows:
+                if row.entry_id is None:
+                    made_up += 1
+                    assert row.role == "toolResult"
+                    assert NO_RESULT_TEXT.encode() in bytes(row.message)
+                else:
+                    assert row.entry_id in sources
+    assert made_up > 0  # the samples have calls left without a result

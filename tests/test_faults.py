@@ -442,7 +442,8 @@ async def test_a_file_replaced_mid_turn_keeps_both_sides(
     rescued = SessionTree.open(tree.path)
     assert rescued.header.parent_session == str(Path(original).resolve())
     path = rescued.path_ids(rescued.leaf_id)
-    assert path[:2] == ["aaaa0001", "aaaa0002"] and len(path) == 6  # user, call, result, reply
+    # the declared prompt and tools, user, call, result, reply
+    assert path[:2] == ["aaaa0001", "aaaa0002"] and len(path) == 7
     assert [p.kind for p in check_session(rescued)] == []
     assert any(isinstance(e, ToolExecutionStart) for e in events)
 

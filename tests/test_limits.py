@@ -662,7 +662,7 @@ async def test_sigterm_to_pi_lsp_run_mid_tool_kills_the_command_and_saves_the_ru
         (session,) = (workspace / ".pi" / "sessions").glob("*.jsonl")
         roles = [e["message"]["role"] for e in session_lines(session.as_uri())
                  if e["type"] == "message"]
-        assert roles == ["user", "assistant", "toolResult"]
+        assert roles == ["system", "user", "assistant", "toolResult"]
     finally:
         if process.returncode is None:
             process.kill()

@@ -44,7 +44,7 @@ from pi_lsp.session.entries import (
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.settings import SettingsError, load_settings
 from tests import fake_anthropic
-from tests.conftest import trust
+from tests.conftest import declare, trust
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_openai import (
     MODEL,
@@ -79,12 +79,14 @@ class Rig:
         make = provider_factory(registry, (keys or {}).get, retry=retry.provider)
         self.harness = Harness(self.tree, root, make, registry=registry, default_model=default,
                                retry=retry)
+        self.declared = declare(self.harness)  # the tests here see only their turns' messages
         self.events: list[Any] = []
         self.harness.subscribe(self.events.append)
 
     def messages(self) -> list[dict[str, Any]]:
         lines = Path(self.path).read_text().splitlines()[1:]
-        return [e["message"] for e in map(json.loads, lines) if e["type"] == "message"]
+        assert json.loads(lines[0])["id"] == self.declared
+        return [e["message"] for e in map(json.loads, lines[1:]) if e["type"] == "message"]
 
     async def close(self) -> None:
         for provider in self.harness._provider_cache.values():

@@ -163,7 +163,7 @@ async def test_a_changing_turn_is_followed_by_one_files_entry(rig: Rig, fake: Fa
     await two_turns(rig, fake)
     entries = rig.entries()
     kinds = [e["message"]["role"] if e["type"] == "message" else e["type"] for e in entries]
-    assert kinds == ["user", "assistant", "toolResult", "custom", "assistant",
+    assert kinds == ["system", "user", "assistant", "toolResult", "custom", "assistant",
                      "user", "assistant", "toolResult", "toolResult", "custom", "assistant"]
     by_id = {e["id"]: e for e in entries}
     for files in rig.files_entries():
@@ -241,7 +241,8 @@ async def test_the_files_entry_comes_before_writes_queued_during_the_turn(
     await rig.harness.prompt("go")
     kinds = [e["message"]["role"] if e["type"] == "message" else e["type"]
              for e in rig.entries()]
-    assert kinds == ["user", "assistant", "toolResult", "custom", "model_change", "assistant"]
+    assert kinds == ["system", "user", "assistant", "toolResult", "custom", "model_change",
+                     "assistant"]
 
 
 async def test_the_before_snapshot_runs_while_the_user_is_asked(

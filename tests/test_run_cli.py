@@ -115,7 +115,8 @@ def test_new_session_streams_the_reply_and_writes_the_session(
     assert header["id"] == match.group(2)
     assert header["timestamp"].replace(":", "-").replace(".", "-") == match.group(1)
     assert header["cwd"] == str(workspace)
-    assert kinds(path) == ["model_change", "thinking_level_change", "user", "assistant"]
+    assert kinds(path) == ["model_change", "thinking_level_change", "system", "user",
+                           "assistant"]
     assistant = entries(path)[-1]["message"]
     assert assistant["content"] == [{"type": "text", "text": "Hello, world!"}]
     assert assistant["stopReason"] == "stop"
@@ -448,7 +449,8 @@ def test_model_flag_needs_no_default_provider_and_only_the_choice_is_written(
                     f"ollama/{LOCAL_MODEL}", "--thinking", "low", "hi")
     assert result.returncode == 0, result.stderr
     [path] = sessions(workspace)
-    assert kinds(path) == ["model_change", "thinking_level_change", "user", "assistant"]
+    assert kinds(path) == ["model_change", "thinking_level_change", "system", "user",
+                           "assistant"]
     change, level = entries(path)[:2]
     assert (change["provider"], change["modelId"]) == ("ollama", LOCAL_MODEL)
     assert level["thinkingLevel"] == "low"
@@ -456,7 +458,8 @@ def test_model_flag_needs_no_default_provider_and_only_the_choice_is_written(
     oai.script(chat_reply("still local"))
     again = pi_run(workspace, without_anthropic_key(env), "--thinking", "low", "more")
     assert again.returncode == 0, again.stderr
-    assert kinds(path)[2:] == ["user", "assistant", "user", "assistant"]  # nothing re-set
+    # nothing re-set, nothing declared again
+    assert kinds(path)[2:] == ["system", "user", "assistant", "user", "assistant"]
 
 
 def test_a_shell_command_api_key_is_a_clear_usage_error(
@@ -481,3 +484,23 @@ def test_retry_waits_are_shown_and_the_run_recovers(
     [path] = sessions(workspace)
     assert [e["message"]["stopReason"] for e in entries(path)
             if e["type"] == "message" and e["message"]["role"] == "assistant"] == ["error", "stop"]
+
+
+def test_context_request_layer_is_the_request_run_sent(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    fake.script(text_reply("Hello!"))
+    assert pi_run(workspace, env, "--new", "hello").returncode == 0
+    [path] = sessions(workspace)
+    asked = next(e["id"] for e in entries(path)
+                 if e["type"] == "message" and e["message"]["role"] == "user")
+    shown = subprocess.run(command("context", str(path), "--leaf", asked, "--layer", "request",
+                                   "--json"), cwd=workspace, env=env, capture_output=True,
+                           text=True, timeout=CEILING_S)
+    assert shown.returncode == 0, shown.stderr
+    [sent] = fake.message_requests()
+    assert json.loads(shown.stdout) == {k: v for k, v in sent.items() if k != "stream"}
+    rows = subprocess.run(command("context", str(path), "--leaf", asked, "--layer", "request"),
+                          cwd=workspace, env=env, capture_output=True, text=True,
+                          timeout=CEILING_S)
+    assert rows.returncode == 0, rows.stderr
+    assert f"{asked}  user" in rows.stdout and "model: anthropic/claude-sonnet-4-5" in rows.stdout

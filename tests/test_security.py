@@ -610,10 +610,10 @@ async def test_abort_ends_a_turn_waiting_for_approval(
     result = results(events)["t1"]
     assert result["isError"] and "aborted" in result_text(result)
     entries = [e["message"] for e in lines(path_of(uri)) if e["type"] == "message"]
-    assert [m["role"] for m in entries] == ["user", "assistant", "toolResult"]
-    assert entries[1]["content"][-1]["id"] == "t1"
-    assert entries[2]["toolCallId"] == "t1" and entries[2]["isError"] is True
-    assert "aborted" in json.dumps(entries[2]["content"])
+    assert [m["role"] for m in entries] == ["system", "user", "assistant", "toolResult"]
+    assert entries[2]["content"][-1]["id"] == "t1"
+    assert entries[3]["toolCallId"] == "t1" and entries[3]["isError"] is True
+    assert "aborted" in json.dumps(entries[3]["content"])
     # the answer that comes after all is harmless, and the session takes a new prompt
     answered = pi.answered
     pi.release.set()

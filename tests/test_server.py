@@ -385,7 +385,7 @@ async def test_new_session_is_written_whole_at_its_first_reply(pi: Pi,
     assert data.count(b'"type":"session"') == 1 and data.startswith(b'{"type":"session"')
     assert [e["type"] for e in lines(path)] == [
         "model_change", "thinking_level_change", "session_info", "session_info", "message",
-        "message"]
+        "message", "message"]  # the declared prompt and tools, the prompt, the reply
     assert [n["id"] for n in await tree_nodes(pi, uri)] == [e["id"] for e in lines(path)]
     listed = (await call(pi.client, "pi.listSessions", {}))["sessions"]
     assert [s["name"] for s in listed if path_of(s["uri"]) == path] == ["final"]
@@ -873,10 +873,11 @@ async def test_prompt_runs_a_tool_turn_with_approval(pi: Pi, fake: FakeAnthropic
     assert len(pi.asked) == asked + 1 and "echo hello-from-bash" in pi.asked[-1]
     save_points = [e for e in events if e["type"] == "save_point"]
     assert len(save_points) == 2
-    # persisted: the prompt, the call, its result, the answer
-    assert message_roles(path_of(uri)) == ["user", "assistant", "toolResult", "assistant"]
+    # persisted: the declared prompt and tools, the prompt, the call, its result, the answer
+    assert message_roles(path_of(uri)) == ["system", "user", "assistant", "toolResult",
+                                           "assistant"]
     entries = [e["message"] for e in lines(path_of(uri)) if e["type"] == "message"]
-    assert [m.get("stopReason") for m in entries] == [None, "toolUse", None, "stop"]
+    assert [m.get("stopReason") for m in entries] == [None, None, "toolUse", None, "stop"]
     requests = fake.message_requests()
     assert len(requests) == 2
     [result_block] = tool_results(requests[1])
@@ -885,12 +886,13 @@ async def test_prompt_runs_a_tool_turn_with_approval(pi: Pi, fake: FakeAnthropic
     assert "hello-from-bash" in json.dumps(result_block["content"])
     tree = await call(pi.client, "pi.getTree", {"uri": uri})
     assert [n["role"] for n in tree["nodes"] if n["type"] == "message"] == \
-        ["user", "assistant", "toolResult", "assistant"]
-    # one pi/sessionChanged per entry the turn wrote; the watcher adds none
+        ["system", "user", "assistant", "toolResult", "assistant"]
+    # one pi/sessionChanged per entry the turn wrote (the declared prompt and tools, the
+    # prompt, the call, its result, the answer); the watcher adds none
     await watcher_caught_up(pi)
     counts = [p["entries"] for p in pi.of(SESSION_CHANGED, since)
               if path_of(p["uri"]) == path_of(uri)]
-    assert counts == list(range(entries_before + 1, entries_before + 5)), counts
+    assert counts == list(range(entries_before + 1, entries_before + 6)), counts
     # the turn is also a work-done progress: begun with the prompt, a report per tool, ended
     reports = next(r for r in pi.client.progress_reports.values()
                    if r and isinstance(r[0], types.WorkDoneProgressBegin)
@@ -923,7 +925,8 @@ async def test_denied_tool_is_an_error_the_model_sees(pi: Pi, fake: FakeAnthropi
     [result_block] = tool_results(requests[1])
     assert result_block["tool_use_id"] == "toolu_2" and result_block["is_error"] is True
     assert "denied" in json.dumps(result_block["content"])
-    assert message_roles(path_of(uri)) == ["user", "assistant", "toolResult", "assistant"]
+    assert message_roles(path_of(uri)) == ["system", "user", "assistant", "toolResult",
+                                           "assistant"]
 
 
 async def test_abort_during_a_slow_stream(pi: Pi, fake: FakeAnthropic) -> None:
@@ -959,7 +962,7 @@ async def test_abort_during_a_tool(pi: Pi, fake: FakeAnthropic) -> None:
     assert event_types(events)[-1] == "agent_end"
     end = next(e for e in events if e["type"] == "tool_execution_end")
     assert end["isError"] is True
-    assert message_roles(path_of(uri)) == ["user", "assistant", "toolResult"]
+    assert message_roles(path_of(uri)) == ["system", "user", "assistant", "toolResult"]
     assert "aborted" in json.dumps(lines(path_of(uri))[-1]["message"]["content"])
     await gone(sleeping, "the aborted command")  # stopped, not left running
     assert not marker.exists()  # its shell went with it

@@ -605,10 +605,12 @@ async def test_auto_compaction_at_the_threshold(
     written = lines(Path(tree.path))
     compaction = next(i for i, e in enumerate(written) if e["type"] == "compaction")
     assert written[compaction]["id"] == end.entry_id
-    user = written[compaction + 1]
+    # the session had no system message: the prompt and tools are declared after it
+    declared, user = written[compaction + 1:compaction + 3]
+    assert declared["message"]["role"] == "system" and declared["parentId"] == end.entry_id
     assert user["type"] == "message" and user["message"]["role"] == "user"
     assert user["message"]["content"][0]["text"] == "Now step 3."
-    assert user["parentId"] == end.entry_id
+    assert user["parentId"] == declared["id"]
     assert written[-1]["message"]["role"] == "assistant"
     assert [e["type"] for e in written].count("compaction") == 1
 
@@ -633,8 +635,9 @@ async def test_overflow_compacts_and_retries_once(
     await harness.prompt("Document the query.")
 
     new = lines(session)[count:]
-    assert [e["type"] for e in new] == ["message", "message", "compaction", "message"]
-    user, failed, compaction, reply = new
+    assert [e["type"] for e in new] == ["message", "message", "message", "compaction", "message"]
+    declared, user, failed, compaction, reply = new
+    assert declared["message"]["role"] == "system"  # the compaction keeps it for the retry
     assert user["message"]["role"] == "user"
     assert failed["message"]["role"] == "assistant"
     assert failed["message"]["stopReason"] == "error"
@@ -729,6 +732,25 @@ def test_cli_branch_with_summary(tmp_path: Path, session: Path) -> None:
     assert entry["type"] == "branch_summary" and entry["id"] == printed["summaryEntryId"]
     assert entry["parentId"] == FORK_PARENT and entry["fromId"] == TIP_B
     assert entry["details"]["summarizer"] == "extractive"
+
+
+def test_cli_branch_summary_reads_within_the_window_of_the_model_at_the_leaf(
+        tmp_path: Path, session: Path) -> None:
+    """As the server does: the default model's window (a tiny one here) does not matter."""
+    plain = session.with_name("plain.jsonl")
+    shutil.copy(session, plain)
+    baseline = run_cli(tmp_path, "branch", str(plain), "--to", FORK, "--summarize", "--json")
+    assert baseline.returncode == 0, baseline.stderr
+    agent = tmp_path / "agent"
+    agent.mkdir(exist_ok=True)
+    (agent / "settings.json").write_text(json.dumps({"defaultModel": "tiny", "models": [{
+        "provider": "anthropic", "id": "tiny", "contextWindow": 16_400, "maxTokens": 1024,
+        "price": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}}]}))
+    done = run_cli(tmp_path, "branch", str(session), "--to", FORK, "--summarize", "--json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)["summary"]
+    assert "Let's not swap in an ORM" in summary  # the default's window had room for nothing
+    assert summary == json.loads(baseline.stdout)["summary"]
 
 
 def test_cli_branch_to_an_unknown_entry(tmp_path: Path, session: Path) -> None:

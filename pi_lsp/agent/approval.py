@@ -7,7 +7,7 @@ from pathlib import Path
 
 import msgspec
 
-from pi_lsp.agent.tools import Proposal, ToolContext, propose_change
+from pi_lsp.agent.tools import Proposal, ToolContext, ToolError, propose_change
 from pi_lsp.session.entries import ToolCall
 
 
@@ -41,3 +41,19 @@ def approval_request(call: ToolCall, ctx: ToolContext) -> ApprovalRequest | None
     if change is None:
         return None
     return ApprovalRequest(call, not ctx.inside(change.path), change.path, change)
+
+
+async def ask_approval(call: ToolCall, ctx: ToolContext, approver: Approver) -> str | None:
+    """None to run `call` in `ctx` (with the approved change noted in it), or why not."""
+    try:
+        request = approval_request(call, ctx)
+    except ToolError as error:
+        return str(error)  # refused outright: nobody is asked
+    except (OSError, UnicodeError, ValueError) as error:  # as the tool itself would fail
+        return f"{call.name} failed: {error}"
+    if request is None:
+        return None
+    refusal = await approver(request)
+    if refusal is None:
+        ctx.approved = request.change
+    return refusal

@@ -3,54 +3,51 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-import msgspec
-
-from pi_lsp.agent.approval import Approver, allow_all, approval_request
+from pi_lsp.agent.approval import Approver, allow_all, ask_approval
 from pi_lsp.agent.events import (
     AgentEnd,
     AgentEvent,
-    AutoRetryEnd,
-    AutoRetryStart,
     CompactionEnd,
     CompactionStart,
     ErrorEvent,
     MessageEnd,
     SavePoint,
     SessionMoved,
-    ToolExecutionEnd,
-    ToolExecutionStart,
     TurnEnd,
 )
-from pi_lsp.agent.feedback import FEEDBACK_ROUNDS
+from pi_lsp.agent.feedback import Diagnostics as Diagnostics
+from pi_lsp.agent.feedback import EditFeedback
 from pi_lsp.agent.loop import Aborted, abortable, run_loop
-from pi_lsp.agent.prompt import build_system_prompt
-from pi_lsp.agent.retry import RetrySettings, is_passing_failure
-from pi_lsp.agent.tools import ALL_TOOLS, DISK, FileAccess, Tool, ToolContext, ToolError
-from pi_lsp.context.build import build_session_context, context_tokens
-from pi_lsp.context.convert import convert_to_llm, prepare_for_provider
+from pi_lsp.agent.prompt import agent_setup
+from pi_lsp.agent.retry import Retries, RetrySettings, is_context_overflow
+from pi_lsp.agent.tools import ALL_TOOLS, DISK, FileAccess, Tool, ToolContext
+from pi_lsp.agent.writes import PendingWrites
+from pi_lsp.context.build import context_tokens
+from pi_lsp.context.layers import AgentSetup, build_layer, model_at, system_patch_at
 from pi_lsp.context.projection import context_settings
-from pi_lsp.providers.base import ModelRequest, Provider, ToolSpec
+from pi_lsp.providers.base import ModelRequest, Provider
 from pi_lsp.providers.registry import ModelInfo, ModelRegistry
 from pi_lsp.session.entries import (
     AgentMessage,
     AssistantMessage,
     ImageContent,
-    LlmMessage,
     TextContent,
     ToolCall,
     UserBlock,
     UserMessage,
-    decode_message,
 )
 from pi_lsp.session.ids import now_ms
 from pi_lsp.session.tree import SessionTree
-from pi_lsp.summarize.branch import BranchOutcome, branch, branch_with_summary
+from pi_lsp.summarize.branch import (
+    BranchOutcome,
+    branch,
+    branch_summary_budget,
+    branch_with_summary,
+)
 from pi_lsp.summarize.compaction import (
     CompactionResult,
     CompactionSettings,
@@ -64,9 +61,6 @@ from pi_lsp.summarize.summarizer import Summarizer, SummaryError
 Phase = Literal["idle", "turn", "compaction", "branch_summary"]
 ProviderFactory = Callable[[str], Provider]
 Listener = Callable[[AgentEvent], None]
-# Given the files a run changed, what the editor says is wrong with them (None: nothing).
-Diagnostics = Callable[[list[Path]], Awaitable[str | None]]
-FILE_TOOLS = frozenset({"write", "edit"})
 
 
 class BusyError(Exception):
@@ -75,28 +69,6 @@ class BusyError(Exception):
 
 class NotRunningError(Exception):
     """Steering and follow-ups need a running turn."""
-
-
-class TurnState(msgspec.Struct):
-    """What one model call is made from, frozen when the call is prepared."""
-
-    messages: list[LlmMessage]
-    model: ModelInfo
-    thinking_level: str
-    tools: list[Tool]
-    system_prompt: str
-
-
-_OVERFLOW = re.compile(
-    r"prompt is too long|exceeds? the context window|maximum context length|context length|"
-    r"context_length_exceeded|input is too long|too many (input )?tokens|request_too_large",
-    re.I,
-)
-
-
-def is_context_overflow(error_message: str | None) -> bool:
-    """Whether a provider error says the request did not fit the model's window."""
-    return bool(error_message and _OVERFLOW.search(error_message))
 
 
 def last_reply(messages: list[AgentMessage]) -> AssistantMessage | None:
@@ -142,19 +114,16 @@ class Harness:
         self.compaction = compaction or CompactionSettings()
         self.branch_reserve_tokens = branch_reserve_tokens
         self.files = files
-        self.diagnostics = diagnostics
+        self.edit_feedback = EditFeedback(root, diagnostics)
         self.retry = retry or RetrySettings()
-        self._retry_attempt = 0  # retries of the current reply so far
-        self._editing: dict[str, Path] = {}  # running write/edit calls: call id -> file
-        self._touched: set[Path] = set()  # files this prompt's run changed
-        self._feedback_rounds = 0
+        self.retries = Retries(self)
         self.phase: Phase = "idle"
         self.aborted = False
-        self.state: TurnState | None = None
+        self.agent: AgentSetup | None = None  # the running prompt's, kept for all its turns
         self._providers = providers
         self._provider_cache: dict[str, Provider] = {}
         self._listeners: list[Listener] = []
-        self._pending: list[tuple[str, Callable[[], object]]] = []
+        self._pending = PendingWrites()
         self._steering: list[UserMessage] = []
         self._follow_up: list[UserMessage] = []
         self._current: asyncio.Task[Any] | None = None
@@ -172,68 +141,40 @@ class Harness:
             self.tree.append_message(event.message)  # loop messages land as they complete
             if self.tree.path != path:
                 moved = SessionMoved(replaced_path=path, path=self.tree.path)
-        self._note_edits(event)
-        ended_retry = self._retry_attempt > 0 and isinstance(event, MessageEnd) and \
+        self.edit_feedback.note(event)
+        ended_retry = self.retries.attempt > 0 and isinstance(event, MessageEnd) and \
             isinstance(event.message, AssistantMessage) and event.message.stop_reason != "error"
         for listener in list(self._listeners):
             listener(event)
         if moved is not None:
             self.emit(moved)
         if ended_retry:
-            self._end_retry(success=True)
+            self.retries.end(success=True)
         if isinstance(event, TurnEnd):
-            had = self._flush(stop_at_leaf_move=True)
+            had = self._pending.flush(stop_at_leaf_move=True)
             self.emit(SavePoint(had_pending_mutations=had))
         elif isinstance(event, AgentEnd) and self._pending:
-            self._flush(stop_at_leaf_move=False)
+            self._pending.flush(stop_at_leaf_move=False)
 
     # -- turn state ----------------------------------------------------------------------
 
     def model(self) -> ModelInfo:
         """The model in force at the leaf, else the default."""
-        return self.model_at(self.tree.leaf_id)
+        return model_at(context_settings(self.tree.path_to(self.tree.leaf_id)), self.registry,
+                        self.default_model)
 
-    def model_at(self, leaf_id: str | None) -> ModelInfo:
-        settings = context_settings(self.tree.path_to(leaf_id))
-        if settings.model is not None:
-            return self.registry.get(settings.model.provider, settings.model.model_id)
-        return self.registry.get(*self.default_model)
-
-    def create_turn_state(self) -> TurnState:
-        """Freeze messages (built at the leaf), model, thinking level, tools and system prompt."""
-        return self.turn_state_at(self.tree.leaf_id)
-
-    def turn_state_at(self, leaf_id: str | None) -> TurnState:
-        context = build_session_context(self.tree, leaf_id)
-        llm = [m for m in map(decode_message, convert_to_llm(context.messages)) if m is not None]
-        tools = list(self.tools.values())
-        return TurnState(
-            messages=prepare_for_provider(llm),  # type: ignore[arg-type]
-            model=self.model_at(leaf_id),
-            thinking_level=context.thinking_level,
-            tools=tools,
-            system_prompt=build_system_prompt(self.root, tools),
-        )
-
-    def request_for(self, state: TurnState) -> ModelRequest:
-        return ModelRequest(
-            model=state.model, system_prompt=state.system_prompt, messages=state.messages,
-            tools=[ToolSpec(t.spec.name, t.spec.description, t.spec.parameters)
-                   for t in state.tools],
-            thinking_level=state.thinking_level, session_id=self.tree.header.id,
-        )
-
-    def prepare_next_turn(self) -> TurnState:
-        """A new snapshot with whatever changed since the last call (flushed writes included)."""
-        previous = self.state
-        self.state = self.create_turn_state()
-        if previous is not None:
-            self.state.tools, self.state.system_prompt = previous.tools, previous.system_prompt
-        return self.state
+    def agent_setup(self) -> AgentSetup:
+        """The prompt sections and tools as they are now (they read the project's notes)."""
+        return agent_setup(self.root, list(self.tools.values()), self.registry,
+                           self.default_model)
 
     def next_request(self) -> tuple[ModelRequest, Provider]:
-        state = self.prepare_next_turn()
-        return self.request_for(state), self.provider(state.model.provider)
+        """The request at the leaf as it is now (flushed writes included): the prompt and tools
+        are the session's replayed ones, which the run declared at its start."""
+        request = build_layer(self.tree, self.tree.leaf_id, "request",
+                              self.agent or self.agent_setup()).request
+        assert request is not None
+        return request, self.provider(request.model.provider)
 
     def provider(self, name: str) -> Provider:
         if name not in self._provider_cache:
@@ -252,25 +193,8 @@ class Harness:
 
     async def feedback(self) -> list[UserMessage]:
         """The editor's problems in the files this run changed, as a user message (capped)."""
-        touched, self._touched = sorted(self._touched), set()
-        if self.diagnostics is None or not touched or self.aborted or \
-                self._feedback_rounds >= FEEDBACK_ROUNDS:
-            return []
-        text = await self.diagnostics(touched)
-        if text is None:
-            return []
-        self._feedback_rounds += 1
-        return [user_message(text)]
-
-    def _note_edits(self, event: AgentEvent) -> None:
-        if isinstance(event, ToolExecutionStart) and event.tool_name in FILE_TOOLS:
-            with contextlib.suppress(ToolError):  # the tool reports a bad path itself
-                self._editing[event.tool_call_id] = ToolContext(self.root).given(
-                    event.args.get("path")).resolve()
-        elif isinstance(event, ToolExecutionEnd):
-            path = self._editing.pop(event.tool_call_id, None)
-            if path is not None and not event.is_error:
-                self._touched.add(path)
+        text = await self.edit_feedback.problems(self.aborted)
+        return [] if text is None else [user_message(text)]
 
     def tool(self, name: str) -> Tool | None:
         return self.tools.get(name)
@@ -280,45 +204,13 @@ class Harness:
                            files=self.files)
 
     async def approve(self, call: ToolCall, ctx: ToolContext) -> str | None:
-        try:
-            request = approval_request(call, ctx)
-        except ToolError as error:
-            return str(error)  # refused outright: nobody is asked
-        except (OSError, UnicodeError, ValueError) as error:  # as the tool itself would fail
-            return f"{call.name} failed: {error}"
-        if request is None:
-            return None
-        refusal = await self.approve_call(request)
-        if refusal is None:
-            ctx.approved = request.change
-        return refusal
+        return await ask_approval(call, ctx, self.approve_call)
 
     def track(self, task: asyncio.Task[Any]) -> None:
         self._current = task
 
     async def retry_after(self, reply: AssistantMessage) -> bool:
-        """Wait and say yes when the reply failed for a passing reason and retries are left
-        (settings `retry`); each wait is announced as an `auto_retry_start` event."""
-        settings, error = self.retry, reply.error_message
-        if self.aborted or not settings.enabled or self._retry_attempt >= settings.max_retries \
-                or is_context_overflow(error) or not is_passing_failure(error):
-            if self._retry_attempt:
-                self._end_retry(success=False, final_error=error)
-            return False
-        self._retry_attempt += 1
-        delay_ms = settings.delay_ms(self._retry_attempt)
-        self.emit(AutoRetryStart(attempt=self._retry_attempt, max_attempts=settings.max_retries,
-                                 delay_ms=delay_ms, error_message=error or "Unknown error"))
-        try:
-            await abortable(self, asyncio.sleep(delay_ms / 1000))
-        except Aborted:
-            self._end_retry(success=False, final_error="Retry cancelled")
-            return False
-        return True
-
-    def _end_retry(self, success: bool, final_error: str | None = None) -> None:
-        attempt, self._retry_attempt = self._retry_attempt, 0
-        self.emit(AutoRetryEnd(success=success, attempt=attempt, final_error=final_error))
+        return await self.retries.after(reply, self.retry)
 
     # -- running -------------------------------------------------------------------------
 
@@ -349,8 +241,7 @@ class Harness:
                       attachments: list[str] | None) -> list[AgentMessage]:
         self._require_idle()
         self.aborted = False
-        self._touched.clear()
-        self._feedback_rounds = 0
+        self.edit_feedback.restart()
         self.tree.refresh()
         await self._compact_if_needed("threshold")
         produced = await self._run([user_message(text, images, attachments)])
@@ -364,18 +255,21 @@ class Harness:
         return produced
 
     async def _run(self, prompts: list[UserMessage]) -> list[AgentMessage]:
-        self.phase, self.aborted, self._retry_attempt = "turn", False, 0
+        self.phase, self.aborted, self.retries.attempt = "turn", False, 0
         self.tree.hold_leaf = True  # another writer's entries must not become this turn's parent
         try:
-            self.state = self.create_turn_state()
-            self.provider(self.state.model.provider)  # a missing API key fails before any write
+            self.agent = self.agent_setup()
+            self.provider(self.model().provider)  # a missing API key fails before any write
+            patch = system_patch_at(self.tree, self.tree.leaf_id, self.agent, now_ms())
+            if patch is not None:  # pi 1.6 keeps the prompt and tools in the session
+                self.tree.append_message(patch)
             return await run_loop(self, prompts)
         finally:
-            if self._retry_attempt:  # aborted while a retry ran
-                self._end_retry(success=False, final_error="Retry cancelled")
+            if self.retries.attempt:  # aborted while a retry ran
+                self.retries.end(success=False, final_error="Retry cancelled")
             self.tree.hold_leaf = False
-            self._flush(stop_at_leaf_move=False)
-            self.phase, self.state, self._current = "idle", None, None
+            self._pending.flush(stop_at_leaf_move=False)
+            self.phase, self.agent, self._current = "idle", None, None
             self._steering.clear()
             self._follow_up.clear()
 
@@ -416,7 +310,8 @@ class Harness:
         self._require_idle()
         self.tree.record(target_id)
         self.phase, self.aborted = "branch_summary", False
-        budget = self.model().context_window - self.branch_reserve_tokens
+        budget = branch_summary_budget(self.tree, self.registry, self.default_model,
+                                       self.branch_reserve_tokens)
         try:
             return await abortable(self, branch_with_summary(
                 self.tree, target_id, self.summarizer, budget, instructions, durable))
@@ -454,26 +349,7 @@ class Harness:
     # -- writes that wait for a save point -----------------------------------------------
 
     def _write(self, kind: str, action: Callable[[], object]) -> None:
-        if self.busy:
-            self._pending.append((kind, action))
-        else:
-            action()
-
-    def _flush(self, stop_at_leaf_move: bool) -> bool:
-        """Write queued changes in the order they were asked for.
-
-        At a turn end a leaf move (and all that came after it) waits for the run to end,
-        so the running loop's next message still hangs where the loop expects.
-        """
-        flushed = False
-        while self._pending:
-            kind, action = self._pending[0]
-            if stop_at_leaf_move and kind == "leaf":
-                break
-            self._pending.pop(0)
-            action()
-            flushed = True
-        return flushed
+        self._pending.write(self.busy, kind, action)
 
     def set_model(self, provider: str, model_id: str) -> None:
         self._write("model", lambda: self.tree.append_model_change(provider, model_id))

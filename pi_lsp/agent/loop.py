@@ -103,7 +103,7 @@ def _deliver(hooks: LoopHooks, messages: list[UserMessage], produced: list[Agent
 
 async def stream_reply(hooks: LoopHooks) -> AssistantMessage:
     request, provider = hooks.next_request()
-    reply = ReplyBuilder(request.model.api, request.model)
+    reply = ReplyBuilder(request.model.api, request.model, request.thinking_level)
     hooks.emit(MessageStart(message=reply.snapshot()))
 
     async def consume() -> None:

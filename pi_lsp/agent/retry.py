@@ -8,11 +8,15 @@ and neither is an exhausted quota.
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 import msgspec
 
+from pi_lsp.agent.events import AutoRetryEnd, AutoRetryStart
+from pi_lsp.agent.loop import Aborted, LoopHooks, abortable
 from pi_lsp.providers.retry import ProviderRetry
+from pi_lsp.session.entries import AssistantMessage
 
 _LIMITS = re.compile("|".join([
     "GoUsageLimitError", "FreeUsageLimitError", "Monthly usage limit reached",
@@ -45,6 +49,13 @@ _PASSING = re.compile("|".join([
 ]), re.IGNORECASE)
 
 
+_OVERFLOW = re.compile(
+    r"prompt is too long|exceeds? the context window|maximum context length|context length|"
+    r"context_length_exceeded|input is too long|too many (input )?tokens|request_too_large",
+    re.I,
+)
+
+
 class RetrySettings(msgspec.Struct, rename="camel", kw_only=True):
     """pi's `retry` settings, with pi's defaults."""
 
@@ -65,3 +76,40 @@ def is_passing_failure(error_message: str | None) -> bool:
     if not error_message or _LIMITS.search(error_message):
         return False
     return bool(_PASSING.search(error_message))
+
+
+def is_context_overflow(error_message: str | None) -> bool:
+    """Whether a provider error says the request did not fit the model's window."""
+    return bool(error_message and _OVERFLOW.search(error_message))
+
+
+class Retries:
+    """The current reply's retries: each wait announced, how they ended told once."""
+
+    def __init__(self, hooks: LoopHooks) -> None:
+        self.hooks = hooks
+        self.attempt = 0  # retries of the current reply so far
+
+    async def after(self, reply: AssistantMessage, settings: RetrySettings) -> bool:
+        """Wait and say yes when the reply failed for a passing reason and retries are left;
+        each wait is announced as an `auto_retry_start` event."""
+        hooks, error = self.hooks, reply.error_message
+        if hooks.aborted or not settings.enabled or self.attempt >= settings.max_retries \
+                or is_context_overflow(error) or not is_passing_failure(error):
+            if self.attempt:
+                self.end(success=False, final_error=error)
+            return False
+        self.attempt += 1
+        delay_ms = settings.delay_ms(self.attempt)
+        hooks.emit(AutoRetryStart(attempt=self.attempt, max_attempts=settings.max_retries,
+                                  delay_ms=delay_ms, error_message=error or "Unknown error"))
+        try:
+            await abortable(hooks, asyncio.sleep(delay_ms / 1000))
+        except Aborted:
+            self.end(success=False, final_error="Retry cancelled")
+            return False
+        return True
+
+    def end(self, success: bool, final_error: str | None = None) -> None:
+        attempt, self.attempt = self.attempt, 0
+        self.hooks.emit(AutoRetryEnd(success=success, attempt=attempt, final_error=final_error))

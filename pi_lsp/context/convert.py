@@ -113,25 +113,30 @@ def convert_to_llm(messages: list[msgspec.Raw]) -> list[msgspec.Raw]:
 
 
 def prepare_for_provider(messages: list[ModelMessage]) -> list[LlmMessage]:
+    return [message for _, message in prepare_with_sources(messages)]
+
+
+def prepare_with_sources(messages: list[ModelMessage]) -> list[tuple[int | None, LlmMessage]]:
     """Drop failed replies (with their tool results) and give every tool call a result
-    before the conversation moves on. System messages are left out: pi-lsp's requests carry
-    its own system prompt and tools (replaying the session's is not built yet)."""
-    prepared: list[LlmMessage] = []
+    before the conversation moves on, keeping the index each message came from (None for a
+    result made here). System messages are left out: pi-lsp's requests carry its own system
+    prompt and tools (replaying the session's is not built yet)."""
+    prepared: list[tuple[int | None, LlmMessage]] = []
     open_calls: list[ToolCall] = []
     answered: set[str] = set()
 
     def close_open_calls(timestamp: int) -> None:
         for call in open_calls:
             if call.id not in answered:
-                prepared.append(ToolResultMessage(
+                prepared.append((None, ToolResultMessage(
                     tool_call_id=call.id, tool_name=call.name,
                     content=[TextContent(text=NO_RESULT_TEXT)], is_error=True,
                     timestamp=timestamp,
-                ))
+                )))
         open_calls.clear()
         answered.clear()
 
-    for message in messages:
+    for index, message in enumerate(messages):
         if isinstance(message, SystemMessage):
             continue
         if isinstance(message, AssistantMessage):
@@ -146,9 +151,9 @@ def prepare_for_provider(messages: list[ModelMessage]) -> list[LlmMessage]:
             answered.add(message.tool_call_id)
         else:
             close_open_calls(message.timestamp)
-        prepared.append(message)
+        prepared.append((index, message))
     if open_calls:
-        close_open_calls(prepared[-1].timestamp)
+        close_open_calls(prepared[-1][1].timestamp)
     return prepared
 
 

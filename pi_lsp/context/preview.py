@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import msgspec
 
-from pi_lsp.context.build import LeafContext, build_leaf_context, context_tokens
-from pi_lsp.context.convert import convert_with_sources
-from pi_lsp.context.tokens import (
-    decode_all,
-    estimate_tokens,
-    last_reported,
-    usage_tokens,
-)
+from pi_lsp.context.build import build_leaf_context, context_tokens
+from pi_lsp.context.layers import ContextLayer, LayerRow
 from pi_lsp.session.entries import (
     AgentMessage,
     AssistantMessage,
@@ -26,29 +20,9 @@ from pi_lsp.session.entries import (
     UserMessage,
     decode_message,
     encoder,
-    role_of,
 )
 from pi_lsp.session.outline import content_text, message_preview, shorten
 from pi_lsp.session.tree import SessionTree
-
-
-class PreviewMessage(msgspec.Struct, rename="camel"):
-    entry_id: str
-    role: str
-    tokens: int
-    text: str
-
-
-class ContextPreview(msgspec.Struct, rename="camel"):
-    leaf_id: str | None
-    layer: str
-    messages: list[PreviewMessage]
-    total_tokens: int
-    thinking_level: str
-    model: str | None
-    reported_at: str | None  # the reply whose reported usage the total starts from
-    reported_tokens: int
-    messages_after: int  # estimated one by one, after that reply
 
 
 def _describe(message: AgentMessage | None) -> str:
@@ -62,46 +36,10 @@ def _describe(message: AgentMessage | None) -> str:
     return message_preview(message)
 
 
-def preview_context(tree: SessionTree, leaf_id: str | None, layer: str) -> ContextPreview:
-    """Each message of the layer with its source entry and token estimate, and the total."""
-    built: LeafContext = build_leaf_context(tree, leaf_id)
-    context = built.context
-    pairs: list[tuple[int, msgspec.Raw]]
-    if layer == "llm":
-        pairs = convert_with_sources(context.messages)
-    else:
-        pairs = list(enumerate(context.messages))
-    decoded = [decode_message(raw) for _, raw in pairs]
-    messages = [
-        PreviewMessage(
-            entry_id=built.entry_ids[source],
-            role=role_of(message) if message is not None else "?",
-            tokens=estimate_tokens(message) if message is not None else 0,
-            text=_describe(message),
-        )
-        for (source, _), message in zip(pairs, decoded, strict=True)
-    ]
-    model = context.model
-    agent_messages = decode_all(context.messages)
-    anchor = last_reported(agent_messages)
-    reply = agent_messages[anchor] if anchor >= 0 else None
-    return ContextPreview(
-        leaf_id=leaf_id,
-        layer=layer,
-        messages=messages,
-        total_tokens=context_tokens(tree, leaf_id),
-        thinking_level=context.thinking_level,
-        model=f"{model.provider}/{model.model_id}" if model else None,
-        reported_at=built.entry_ids[anchor] if reply is not None else None,
-        reported_tokens=usage_tokens(reply) if isinstance(reply, AssistantMessage) else 0,
-        messages_after=len(agent_messages) - anchor - 1,
-    )
-
-
-def total_lines(preview: ContextPreview) -> list[str]:
+def total_lines(preview: ContextLayer) -> list[str]:
     """The total, and how it is made when it is not the sum of the rows."""
     total = preview.total_tokens
-    lines = [f"{len(preview.messages)} messages, about {total:,} tokens"]
+    lines = [f"{len(preview.rows)} messages, about {total:,} tokens"]
     if preview.reported_at is not None:
         line = (f"  = {preview.reported_tokens:,}, the usage the model reported for its reply "
                 f"at {preview.reported_at}")
@@ -110,46 +48,27 @@ def total_lines(preview: ContextPreview) -> list[str]:
             line += (f", + {total - preview.reported_tokens:,} estimated for the "
                      f"{preview.messages_after} message{plural} after it")
         lines.append(line)
-    rows = sum(m.tokens for m in preview.messages)
+    rows = sum(row.tokens for row in preview.rows)
     if rows != total:
         lines.append(f"  (each row is an estimate, characters / 4: they add up to {rows:,})")
     return lines
 
 
-def render_preview(preview: ContextPreview) -> str:
-    width = max((len(m.role) for m in preview.messages), default=4)
+def render_preview(preview: ContextLayer) -> str:
+    """The layer as lines for a terminal: one per message, then the total, model and level."""
+    width = max((len(row.role) for row in preview.rows), default=4)
     lines = [f"context at {preview.leaf_id or '(empty)'} — layer {preview.layer}"]
-    for message in preview.messages:
-        lines.append(f"  {message.entry_id:<8}  {message.role:<{width}}  "
-                     f"{message.tokens:>6} tok  {message.text}")
+    for row in preview.rows:
+        text = _describe(decode_message(row.message))
+        lines.append(f"  {row.entry_id or '-':<8}  {row.role:<{width}}  "
+                     f"{row.tokens:>6} tok  {text}")
     lines += total_lines(preview)
-    lines.append(f"model: {preview.model or '(none)'}   thinking: {preview.thinking_level}")
+    model = preview.model
+    shown = f"{model.provider}/{model.model_id}" if model else "(none)"
+    if preview.request is not None:
+        shown = f"{preview.request.model.provider}/{preview.request.model.id}"
+    lines.append(f"model: {shown}   thinking: {preview.thinking_level}")
     return "\n".join(lines)
-
-
-class LayerMessage(msgspec.Struct, rename="camel"):
-    """One message of a context layer, with the entry it came from and its estimate."""
-
-    entry_id: str | None
-    role: str
-    tokens: int
-    message: msgspec.Raw
-
-
-def layer_messages(built: LeafContext, layer: str) -> list[LayerMessage]:
-    """The messages of the `agent` or `llm` layer of a built context."""
-    messages = built.context.messages
-    pairs = convert_with_sources(messages) if layer == "llm" else list(enumerate(messages))
-    result = []
-    for source, raw in pairs:
-        message = decode_message(raw)
-        result.append(LayerMessage(
-            entry_id=built.entry_ids[source],
-            role=role_of(message) if message is not None else "?",
-            tokens=estimate_tokens(message) if message is not None else 0,
-            message=raw,
-        ))
-    return result
 
 
 def _fenced(text: str, info: str = "") -> str:
@@ -193,7 +112,7 @@ def message_markdown(message: AgentMessage | None) -> str:
     return ""
 
 
-def render_markdown(leaf_id: str | None, layer: str, messages: list[LayerMessage],
+def render_markdown(leaf_id: str | None, layer: str, messages: list[LayerRow],
                     total: int, window: int, thinking_level: str, model: str | None) -> str:
     lines = [
         f"# Context at `{leaf_id or '(empty)'}` — {total:,} of {window:,} tokens",

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pi_lsp.session.entries import AgentMessage, SystemCheckpoint, SystemMessage, TextContent
+from pi_lsp.session.entries import (
+    AgentMessage,
+    SystemCheckpoint,
+    SystemMessage,
+    TextContent,
+    encoder,
+)
 
 
 def system_content_text(message: SystemMessage) -> str:
@@ -59,3 +65,40 @@ def checkpoint_of(message: SystemMessage) -> SystemCheckpoint:
     sections = {k: v for k, v in (message.sections or {}).items() if v is not None}
     return SystemCheckpoint(content=system_content_text(message), sections=sections or None,
                             tools_added=message.tools_added, timestamp=message.timestamp)
+
+
+def system_text(message: SystemMessage) -> str:
+    """The prompt a provider sends for a replayed system message: content, then sections."""
+    parts = [system_content_text(message), *(v for v in (message.sections or {}).values() if v)]
+    return "\n\n".join(part for part in parts if part)
+
+
+def declaration(tool: Any) -> dict[str, Any]:
+    """A tool as the model is told of it (pi's `toToolDeclaration`): missing keys left out."""
+    tool = tool if isinstance(tool, dict) else {}
+    keys = ("name", "description", "parameters", "constrainedSampling")
+    return {key: tool[key] for key in keys if tool.get(key) is not None}
+
+
+def _declared(tools: list[Any]) -> dict[Any, bytes]:
+    return {_tool_name(tool): encoder.encode(declaration(tool)) for tool in tools}
+
+
+def system_patch(replayed: SystemMessage | None, sections: dict[str, str],
+                 tools: list[dict[str, Any]], timestamp: int) -> SystemMessage | None:
+    """The system message that turns the replayed prompt and tools into `sections` and `tools`
+    (pi's `diffSystemPromptSections` and `getToolStateChanges`): changed and new sections,
+    `None` for the ones to drop; a redefined tool is removed and added. None: nothing to say."""
+    before = {k: v for k, v in (replayed.sections or {}).items() if v is not None} \
+        if replayed is not None else {}
+    patch: dict[str, str | None] = {k: v for k, v in sections.items() if before.get(k) != v}
+    patch.update({name: None for name in before if name not in sections})
+    old_tools = replayed.tools_added or [] if replayed is not None else []
+    old, new = _declared(old_tools), _declared(tools)
+    added = [declaration(t) for t in tools if old.get(_tool_name(t)) != new[_tool_name(t)]]
+    removed = [{"name": _tool_name(t)} for t in old_tools
+               if new.get(_tool_name(t)) != old[_tool_name(t)]]
+    if not (patch or added or removed):
+        return None
+    return SystemMessage(content="", sections=patch or None, timestamp=timestamp,
+                         tools_added=added or None, tools_removed=removed or None)

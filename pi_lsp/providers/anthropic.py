@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -14,9 +13,10 @@ from pi_lsp.providers.base import (
     ModelRequest,
     ProviderEvent,
     ReplyBuilder,
+    safe_id,
     without_lone_surrogates,
 )
-from pi_lsp.providers.failures import StreamEndedEarly, transport_failure, unreadable_reply
+from pi_lsp.providers.failures import StreamEndedEarly, failure_text
 from pi_lsp.providers.registry import ANTHROPIC_API
 from pi_lsp.providers.retry import HttpFailure, ProviderRetry, with_retries
 from pi_lsp.session.entries import (
@@ -37,12 +37,12 @@ ANSWER_ROOM = 4096  # output kept free beyond the thinking budget
 CACHE = {"type": "ephemeral"}
 STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop",
                 "max_tokens": "length", "tool_use": "toolUse"}
-_TOOL_ID = re.compile(r"[^a-zA-Z0-9_-]")
+SDK = "anthropic"
 
 
 def tool_id(raw: str, _source: AssistantMessage | None = None) -> str:
     """Ids from other providers made acceptable to Anthropic (letters, digits, _ and -)."""
-    return _TOOL_ID.sub("_", raw)[:64] or "tool"
+    return safe_id(raw)[:64] or "tool"
 
 
 def _user_blocks(content: str | list[UserBlock]) -> str | list[dict[str, Any]]:
@@ -145,8 +145,11 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
     return without_lone_surrogates(params)  # type: ignore[no-any-return]
 
 
-def error_text(label: str, error: anthropic.APIError) -> str:
-    """One line for an error the server sent: a failed status, or an error event mid-stream."""
+def error_text(label: str, error: BaseException) -> str | None:
+    """One line for an error the server sent: a failed status, or an error event mid-stream
+    (None: not one)."""
+    if not isinstance(error, anthropic.APIError):
+        return None
     body = error.body
     detail = body.get("error") if isinstance(body, dict) else None
     if isinstance(error, anthropic.APIStatusError) and isinstance(detail, dict):
@@ -207,16 +210,8 @@ class AnthropicProvider:
             if not reasoned:
                 raise StreamEndedEarly("stream ended without a stop reason")
         except Exception as error:  # every failure ends in the reply, partial content kept
-            reply.fail("error", self.failure_text(error, answered))
-
-    def failure_text(self, error: Exception, answered: bool) -> str:
-        described = transport_failure(error, self.label, str(self.client.base_url),
-                                      self.retry.timeout_s, answered)
-        if described is not None:
-            return described
-        if isinstance(error, anthropic.APIError):
-            return error_text(self.label, error)
-        return unreadable_reply(error, self.label)
+            reply.fail("error", failure_text(error, self.label, str(self.client.base_url),
+                                             self.retry.timeout_s, answered, error_text))
 
     def _apply(self, event: Any, reply: ReplyBuilder, slots: dict[int, int]
                ) -> list[ProviderEvent]:

@@ -87,6 +87,24 @@ class Provider(Protocol):
         ...
 
 
+_UNSAFE_ID = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def safe_id(raw: str) -> str:
+    """A tool-call id with every character a provider may refuse (all but letters, digits,
+    `_` and `-`) turned into `_`."""
+    return _UNSAFE_ID.sub("_", raw)
+
+
+def count_openai_usage(usage: Usage, prompt: int, output: int, cached: int, written: int
+                       ) -> None:
+    """OpenAI's counts as pi keeps them: the prompt's cached and cache-written tokens are not
+    counted again as input."""
+    usage.input = max(0, prompt - cached - written)
+    usage.output = output
+    usage.cache_read, usage.cache_write = cached, written
+
+
 _LONE_SURROGATE = re.compile(
     r"[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]")
 
@@ -157,9 +175,10 @@ def cost_of(usage: Usage, model: ModelInfo) -> Cost:
 class ReplyBuilder:
     """Assembles an assistant message from stream pieces, the way pi stores it."""
 
-    def __init__(self, api: str, model: ModelInfo) -> None:
+    def __init__(self, api: str, model: ModelInfo, thinking_level: str | None = None) -> None:
         self.api = api
         self.model = model
+        self.thinking_level = thinking_level  # the level asked for, kept in the reply (pi 1.6)
         self.blocks: list[AssistantBlock] = []
         self._tool_json: dict[int, str] = {}
         self.usage = Usage()
@@ -246,7 +265,7 @@ class ReplyBuilder:
             content=blocks, api=self.api, provider=self.model.provider,
             model=self.model.id, usage=usage, stop_reason=self.stop_reason,
             timestamp=self.timestamp, response_id=self.response_id,
-            error_message=self.error_message,
+            error_message=self.error_message, thinking_level=self.thinking_level,
         )
 
 

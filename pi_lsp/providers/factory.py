@@ -6,18 +6,10 @@ from collections.abc import Callable
 
 from pi_lsp.providers.base import Provider
 from pi_lsp.providers.models_file import resolve_value
-from pi_lsp.providers.registry import (
-    ANTHROPIC_API,
-    CHAT_API,
-    RESPONSES_API,
-    SUPPORTED_APIS,
-    ModelRegistry,
-)
+from pi_lsp.providers.registry import ModelRegistry
 from pi_lsp.providers.retry import ProviderRetry
-
-
-class UnknownProviderError(ValueError):
-    """A provider nobody configured, or one whose wire format pi-lsp does not speak."""
+from pi_lsp.providers.wire import UnknownProviderError as UnknownProviderError
+from pi_lsp.providers.wire import wire_for
 
 
 class RedirectedKeyError(UnknownProviderError):
@@ -38,10 +30,7 @@ def provider_factory(registry: ModelRegistry, settings_key: Callable[[str], str 
                 f"provider {name!r} is not configured: add it under \"providers\" in "
                 f"~/.pi/agent/models.json or the project's .pi/models.json (baseUrl, api, "
                 f"apiKey, models)")
-        if config.api not in SUPPORTED_APIS:
-            raise UnknownProviderError(
-                f"provider {name!r} ({config.source}) uses api {config.api!r}; pi-lsp speaks "
-                f"{', '.join(SUPPORTED_APIS)}")
+        sdk = wire_for(config.api, f"provider {name!r} ({config.source})").SDK
         where = f"{config.source}: providers.{name}"
         key = settings_key(name) if config.user_key else None
         if not key and config.api_key:
@@ -56,14 +45,13 @@ def provider_factory(registry: ModelRegistry, settings_key: Callable[[str], str 
                    for header, value in config.headers.items()}
         # The SDKs are imported when a provider is first made: they are most of the server's
         # start-up otherwise, and an editor waits for that to show anything.
-        if config.api == ANTHROPIC_API:
+        if sdk == "anthropic":
             from pi_lsp.providers.anthropic import AnthropicProvider
 
             base_url = anthropic_base_url if name == "anthropic" and anthropic_base_url \
                 else config.base_url
             return AnthropicProvider(key, base_url=base_url, retry=retry, headers=headers,
                                      name=name)
-        assert config.api in (CHAT_API, RESPONSES_API)
         from pi_lsp.providers.openai_api import OpenAIProvider
 
         return OpenAIProvider(name, key, config.base_url, headers, retry)

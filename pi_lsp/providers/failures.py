@@ -9,6 +9,7 @@ pi's, so the same failures are retried (see pi_lsp.agent.retry).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 
 class StreamEndedEarly(Exception):
@@ -56,3 +57,11 @@ def transport_failure(error: BaseException, label: str, url: str, timeout_s: flo
 def unreadable_reply(error: BaseException, label: str) -> str:
     """A stream the reader could not follow (an event of an unexpected shape)."""
     return f"{label} sent a reply pi-lsp cannot read ({type(error).__name__}: {error})"
+
+
+def failure_text(error: BaseException, label: str, url: str, timeout_s: float, answered: bool,
+                 server_error: Callable[[str, BaseException], str | None]) -> str:
+    """The line a failed call ends with: the transport's failure, else the error the server
+    sent (`server_error`, the SDK's reading), else a reply that could not be read."""
+    return transport_failure(error, label, url, timeout_s, answered) or \
+        server_error(label, error) or unreadable_reply(error, label)

@@ -7,20 +7,20 @@ model's `api`.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from types import ModuleType
-from typing import Any
 
 import openai
 
-from pi_lsp.providers import openai_chat, openai_responses
 from pi_lsp.providers.base import MissingApiKeyError, ModelRequest, ProviderEvent, ReplyBuilder
-from pi_lsp.providers.failures import transport_failure, unreadable_reply
-from pi_lsp.providers.registry import CHAT_API, RESPONSES_API
+from pi_lsp.providers.failures import failure_text
 from pi_lsp.providers.retry import HttpFailure, ProviderRetry, with_retries
+from pi_lsp.providers.wire import WIRE_MODULES, wire_for
 
 
-def error_text(label: str, error: openai.APIError) -> str:
-    """One line for an error the server sent: a failed status, or an error event mid-stream."""
+def error_text(label: str, error: BaseException) -> str | None:
+    """One line for an error the server sent: a failed status, or an error event mid-stream
+    (None: not one)."""
+    if not isinstance(error, openai.APIError):
+        return None
     body = error.body if isinstance(error.body, dict) else {}
     kind = body.get("type") or body.get("code") or "error"
     text = body.get("message") or error.message
@@ -53,20 +53,13 @@ class OpenAIProvider:
 
     async def stream(self, request: ModelRequest, reply: ReplyBuilder
                      ) -> AsyncIterator[ProviderEvent]:
-        api = request.model.api
-        reader: openai_chat.ChatReader | openai_responses.ResponsesReader
         # The parameters are built as plain JSON (the preview shows them), not the SDK's types.
-        create: Any
-        wire: ModuleType
-        if api == CHAT_API:
-            create, wire = self.client.chat.completions.create, openai_chat
-            reader = openai_chat.ChatReader(reply, openai_chat.compat_of(request.model))
-        elif api == RESPONSES_API:
-            create, wire = self.client.responses.create, openai_responses
-            reader = openai_responses.ResponsesReader(reply)
-        else:
+        api = request.model.api
+        wire = wire_for(api, self.name) if api in WIRE_MODULES else None
+        if wire is None or wire.SDK != "openai":
             reply.fail("error", f"{self.name}: api {api!r} is not an OpenAI API")
             return
+        create, reader = wire.endpoint(self.client), wire.reader(reply, request.model)
         params = wire.request_params(request)
         headers = {**request.model.headers, **wire.request_headers(request)}
         answered = False
@@ -82,13 +75,5 @@ class OpenAIProvider:
             for produced in reader.finish():
                 yield produced
         except Exception as error:  # every failure ends in the reply, partial content kept
-            reply.fail("error", self.failure_text(error, answered))
-
-    def failure_text(self, error: Exception, answered: bool) -> str:
-        described = transport_failure(error, self.label, str(self.client.base_url),
-                                      self.retry.timeout_s, answered)
-        if described is not None:
-            return described
-        if isinstance(error, openai.APIError):
-            return error_text(self.label, error)
-        return unreadable_reply(error, self.label)
+            reply.fail("error", failure_text(error, self.label, str(self.client.base_url),
+                                             self.retry.timeout_s, answered, error_text))

@@ -7,7 +7,6 @@ flags (pi's), laid over what pi detects from the host, cover where they differ f
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from pi_lsp.context.convert import adapt_to_model
@@ -15,6 +14,8 @@ from pi_lsp.providers.base import (
     ModelRequest,
     ProviderEvent,
     ReplyBuilder,
+    count_openai_usage,
+    safe_id,
     short_hash,
     without_lone_surrogates,
 )
@@ -38,7 +39,7 @@ STOP_REASONS: dict[str, StopReason] = {"stop": "stop", "end": "stop", "length": 
                                        "tool_calls": "toolUse", "function_call": "toolUse"}
 REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
 PROMPT_CACHE_KEY_CHARS = 64
-_UNSAFE_ID = re.compile(r"[^a-zA-Z0-9_-]")
+SDK = "openai"
 
 
 def compat_of(model: ModelInfo) -> Compat:
@@ -79,7 +80,7 @@ def tool_id(raw: str, provider: str) -> str:
     """A tool-call id this API accepts: a Responses `call|item` pair joined (hashed past 40
     characters), at most 40 characters for OpenAI itself."""
     if "|" in raw:
-        call, item = (_UNSAFE_ID.sub("_", part) for part in raw.split("|", 1))
+        call, item = (safe_id(part) for part in raw.split("|", 1))
         joined = f"{call}_{item}" if item else call
         if len(joined) <= 40:
             return joined
@@ -265,11 +266,18 @@ def _usage(raw: Any, reply: ReplyBuilder) -> None:
         cached = getattr(raw, "prompt_cache_hit_tokens", None)
     if cached is None:
         cached = getattr(raw, "cached_tokens", None)
-    written = getattr(details, "cache_write_tokens", None) or 0
-    reply.usage.cache_read, reply.usage.cache_write = cached or 0, written
-    reply.usage.input = max(0, (getattr(raw, "prompt_tokens", None) or 0) - (cached or 0)
-                            - written)
-    reply.usage.output = getattr(raw, "completion_tokens", None) or 0
+    count_openai_usage(reply.usage, getattr(raw, "prompt_tokens", None) or 0,
+                       getattr(raw, "completion_tokens", None) or 0, cached or 0,
+                       getattr(details, "cache_write_tokens", None) or 0)
+
+
+def endpoint(client: Any) -> Any:
+    """The SDK call that streams this API's replies."""
+    return client.chat.completions.create
+
+
+def reader(reply: ReplyBuilder, model: ModelInfo) -> ChatReader:
+    return ChatReader(reply, compat_of(model))
 
 
 class ChatReader:

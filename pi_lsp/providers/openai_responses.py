@@ -8,7 +8,6 @@ id is kept as pi keeps it, `{"v":1,"id":…}` in the text block's signature.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from pi_lsp.context.convert import adapt_to_model
@@ -16,6 +15,8 @@ from pi_lsp.providers.base import (
     ModelRequest,
     ProviderEvent,
     ReplyBuilder,
+    count_openai_usage,
+    safe_id,
     short_hash,
     without_lone_surrogates,
 )
@@ -42,7 +43,7 @@ from pi_lsp.session.entries import (
 MIN_OUTPUT_TOKENS = 16  # OpenAI rejects less
 # Providers whose `call|item` ids are OpenAI's own; other hosts get one plain id.
 PAIRED_ID_PROVIDERS = frozenset({"openai", "openai-codex", "opencode"})
-_UNSAFE_ID = re.compile(r"[^a-zA-Z0-9_-]")
+SDK = "openai"
 
 
 def compat_of(model: ModelInfo) -> Compat:
@@ -54,7 +55,7 @@ def compat_of(model: ModelInfo) -> Compat:
 
 
 def _id_part(part: str) -> str:
-    return _UNSAFE_ID.sub("_", part)[:64].rstrip("_")
+    return safe_id(part)[:64].rstrip("_")
 
 
 def tool_id(raw: str, source: AssistantMessage, model: ModelInfo) -> str:
@@ -212,6 +213,15 @@ def request_headers(request: ModelRequest) -> dict[str, str]:
     return {**headers, "x-client-request-id": session}
 
 
+def endpoint(client: Any) -> Any:
+    """The SDK call that streams this API's replies."""
+    return client.responses.create
+
+
+def reader(reply: ReplyBuilder, _model: ModelInfo) -> ResponsesReader:
+    return ResponsesReader(reply)
+
+
 class ResponsesReader:
     """Turns Responses stream events into reply blocks, one per output item."""
 
@@ -287,9 +297,8 @@ class ResponsesReader:
             details = usage.input_tokens_details
             cached = (getattr(details, "cached_tokens", None) or 0) if details else 0
             written = (getattr(details, "cache_write_tokens", None) or 0) if details else 0
-            reply.usage.input = max(0, (usage.input_tokens or 0) - cached - written)
-            reply.usage.output = usage.output_tokens or 0
-            reply.usage.cache_read, reply.usage.cache_write = cached, written
+            count_openai_usage(reply.usage, usage.input_tokens or 0, usage.output_tokens or 0,
+                               cached, written)
         status = response.status
         if status == "failed":
             error, details = response.error, response.incomplete_details

@@ -9,23 +9,22 @@ import sys
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
 
 import msgspec
 
 from pi_lsp.agent.approval import Approver, allow_all
 from pi_lsp.agent.harness import BusyError, Diagnostics, Harness
-from pi_lsp.agent.tools import DISK, FileAccess
-from pi_lsp.context.build import build_leaf_context, context_tokens
+from pi_lsp.agent.prompt import agent_setup
+from pi_lsp.agent.tools import ALL_TOOLS, DISK, FileAccess
+from pi_lsp.context.layers import AgentSetup, Layer, LayerRow, build_layer, model_at
 from pi_lsp.context.preview import (
     ContextDiff,
-    LayerMessage,
     diff_contexts,
-    layer_messages,
     render_markdown,
 )
-from pi_lsp.context.tokens import estimate_tokens
+from pi_lsp.context.projection import context_settings
 from pi_lsp.harness_factory import make_harness
+from pi_lsp.providers.registry import ModelInfo
 from pi_lsp.providers.wire import request_params
 from pi_lsp.server.cache import LruCache
 from pi_lsp.server.config import Config
@@ -38,7 +37,6 @@ from pi_lsp.session.catalog import (
     tree_summary,
 )
 from pi_lsp.session.check import check_session
-from pi_lsp.session.entries import encoder, role_of
 from pi_lsp.session.fork import fork_session
 from pi_lsp.session.ids import iso_to_ms
 from pi_lsp.session.journal import NotASessionError, Problem
@@ -53,7 +51,6 @@ from pi_lsp.summarize.compaction import (
 )
 from pi_lsp.trust import TrustState
 
-Layer = Literal["agent", "llm", "request"]
 ChangeListener = Callable[[Path, SessionTree, Refresh], None]
 ApproverFactory = Callable[[Path, OpenSession], Approver]
 DiagnosticsFactory = Callable[[Path], Diagnostics | None]
@@ -96,7 +93,7 @@ class Preview(msgspec.Struct, rename="camel", omit_defaults=True):
     layer: str
     model: str | None
     thinking_level: str
-    messages: list[LayerMessage]
+    messages: list[LayerRow]
     total_tokens: int
     context_window: int
     markdown: str
@@ -314,52 +311,37 @@ class SessionHub(Workspace):
         return view
 
     def preview(self, path: Path, leaf_id: str | None, layer: Layer) -> Preview:
+        """The context at an entry in one layer, read without making the session's agent."""
         tree = self.sync(path).tree
         leaf = leaf_id if leaf_id is not None else tree.leaf_id
         if leaf is not None:
             tree.record(leaf)
+        settings = self.settings_for(path)
+        agent = agent_setup(self.folder_of(path), ALL_TOOLS, settings.registry(),
+                            (settings.default_provider, settings.default_model))
         key = (path.resolve(), leaf, layer)
-        state = (id(tree.records), len(tree.records), self.harness(path).model_at(leaf).id)
+        model = model_at(context_settings(tree.path_to(leaf)), agent.registry,
+                         agent.default_model)
+        state = (id(tree.records), len(tree.records), model.id, agent.sections)
         cached = self._previews.get(key)
         if cached is not None and cached[0] == state:
             return cached[1]
-        preview = self._build_preview(path, tree, leaf, layer)
+        preview = self._build_preview(tree, leaf, layer, agent, model)
         self._previews.put(key, (state, preview))
         return preview
 
-    def _build_preview(self, path: Path, tree: SessionTree, leaf: str | None, layer: Layer
-                       ) -> Preview:
-        built = build_leaf_context(tree, leaf)
-        context = built.context
-        harness = self.harness(path)
-        model_info = harness.model_at(leaf)
-        request = None
-        if layer == "request":
-            state = harness.turn_state_at(leaf)
-            request = request_params(harness.request_for(state))
-            messages = [LayerMessage(entry_id=None, role=role_of(m),
-                                     tokens=estimate_tokens(m),
-                                     message=msgspec.Raw(encoder.encode(m)))
-                        for m in state.messages]
-            self._attach_entry_ids(messages, layer_messages(built, "llm"))
-        else:
-            messages = layer_messages(built, layer)
-        total = context_tokens(tree, leaf)
-        model = f"{model_info.provider}/{model_info.id}"
-        return Preview(
-            leaf_id=leaf, layer=layer, model=model, thinking_level=context.thinking_level,
-            messages=messages, total_tokens=total, context_window=model_info.context_window,
-            markdown=render_markdown(leaf, layer, messages, total, model_info.context_window,
-                                     context.thinking_level, model),
-            request=request,
-        )
-
     @staticmethod
-    def _attach_entry_ids(prepared: list[LayerMessage], llm: list[LayerMessage]) -> None:
-        """Give provider-layer messages the entry ids of the model-layer messages they match."""
-        by_body = {bytes(m.message): m.entry_id for m in llm}
-        for message in prepared:
-            message.entry_id = by_body.get(bytes(message.message))
+    def _build_preview(tree: SessionTree, leaf: str | None, layer: Layer, agent: AgentSetup,
+                       info: ModelInfo) -> Preview:
+        built = build_layer(tree, leaf, layer, agent)
+        model, window = f"{info.provider}/{info.id}", info.context_window
+        return Preview(
+            leaf_id=leaf, layer=layer, model=model, thinking_level=built.thinking_level,
+            messages=built.rows, total_tokens=built.total_tokens, context_window=window,
+            markdown=render_markdown(leaf, layer, built.rows, built.total_tokens, window,
+                                     built.thinking_level, model),
+            request=request_params(built.request) if built.request is not None else None,
+        )
 
     def diff(self, path: Path, from_leaf: str, to_leaf: str) -> ContextDiff:
         tree = self.sync(path).tree

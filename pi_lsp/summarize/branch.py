@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import msgspec
 
-from pi_lsp.context.projection import apply_edit, compaction_messages, entry_messages, latest_edits
+from pi_lsp.context.layers import model_at
+from pi_lsp.context.projection import (
+    apply_edit,
+    compaction_messages,
+    context_settings,
+    entry_messages,
+    latest_edits,
+)
 from pi_lsp.context.tokens import estimate_tokens
+from pi_lsp.providers.registry import ModelRegistry
 from pi_lsp.session.entries import (
     AgentMessage,
     BranchSummaryEntry,
@@ -28,6 +36,14 @@ from pi_lsp.summarize.summarizer import Summarizer, SummaryRequest
 
 BRANCH_SUMMARY_MAX_TOKENS = 2048
 SUMMARY_SHARE_FLOOR = 0.9  # a summary that breaks the budget still fits below 90% of it
+
+
+def branch_summary_budget(tree: SessionTree, registry: ModelRegistry,
+                          default_model: tuple[str, str], reserve_tokens: int) -> int:
+    """What a summary of the branch being left may read: the window of the model in force at
+    its leaf (the one that summarizes it in pi), less the reserve."""
+    settings = context_settings(tree.path_to(tree.leaf_id))
+    return model_at(settings, registry, default_model).context_window - reserve_tokens
 
 
 class BranchEntries(msgspec.Struct):

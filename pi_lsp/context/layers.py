@@ -1,0 +1,155 @@
+"""The context at an entry in each of its three layers, as rows of one type: `agent` (pi's
+messages), `llm` (what the model is given) and `request` (what the provider is sent, with the
+agent's prompt and tools). The preview, the harness and the CLI all read this one function."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+from pi_lsp.context.convert import convert_with_sources, prepare_with_sources
+from pi_lsp.context.projection import ContextSettings, ModelRef, project_path
+from pi_lsp.context.replay import current_system_message, system_patch, system_text
+from pi_lsp.context.tokens import (
+    decode_all,
+    estimate_tokens,
+    last_reported,
+    projected_context_size,
+    usage_tokens,
+)
+from pi_lsp.providers.base import ModelRequest, ToolSpec
+from pi_lsp.providers.registry import ModelInfo, ModelRegistry
+from pi_lsp.session.entries import (
+    AgentMessage,
+    AssistantMessage,
+    SystemMessage,
+    decode_message,
+    encoder,
+    head_decoder,
+    role_of,
+)
+from pi_lsp.session.tree import SessionTree
+
+Layer = Literal["agent", "llm", "request"]
+
+
+class LayerRow(msgspec.Struct, rename="camel"):
+    """One message of a layer: the entry it came from (None: made for the request), its role,
+    its estimate and the message itself."""
+
+    entry_id: str | None
+    role: str
+    tokens: int
+    message: msgspec.Raw
+
+
+class AgentSetup(msgspec.Struct):
+    """What the agent adds to a session's context to make a request: its models, and the
+    prompt sections and tool declarations the session's replayed ones are patched to."""
+
+    registry: ModelRegistry
+    default_model: tuple[str, str]
+    sections: dict[str, str]
+    tools: list[dict[str, Any]]
+
+
+class ContextLayer(msgspec.Struct):
+    leaf_id: str | None
+    layer: Layer
+    rows: list[LayerRow]
+    thinking_level: str
+    model: ModelRef | None  # the one set on the path
+    total_tokens: int
+    reported_at: str | None  # the reply whose reported usage the total starts from
+    reported_tokens: int
+    messages_after: int  # estimated one by one, after that reply
+    request: ModelRequest | None = None  # the request layer's
+
+
+def model_at(settings: ContextSettings, registry: ModelRegistry, default: tuple[str, str]
+             ) -> ModelInfo:
+    """The model in force where `settings` were read, else the default."""
+    if settings.model is not None:
+        return registry.get(settings.model.provider, settings.model.model_id)
+    return registry.get(*default)
+
+
+def replayed_prompt(messages: list[AgentMessage | None], agent: AgentSetup
+                    ) -> tuple[str, list[ToolSpec]]:
+    """The request's prompt and tools: the session's replayed ones with the patch a turn
+    writes first (`system_patch_at`) applied."""
+    replayed = current_system_message(messages)
+    patch = system_patch(replayed, agent.sections, agent.tools, 0)
+    system = current_system_message([replayed, patch]) if patch is not None else replayed
+    if system is None:
+        return "", []
+    tools = [ToolSpec(str(tool.get("name")), str(tool.get("description", "")),
+                      tool.get("parameters") or {}) for tool in system.tools_added or []]
+    return system_text(system), tools
+
+
+def system_patch_at(tree: SessionTree, leaf_id: str | None, agent: AgentSetup,
+                    timestamp: int) -> SystemMessage | None:
+    """What a turn from `leaf_id` writes first so the session replays the agent's prompt and
+    tools (everything on a branch that has no system message yet), or None."""
+    systems = [decode_message(raw) for raw in project_path(tree.path_to(leaf_id)).messages
+               if _is_system(raw)]
+    return system_patch(current_system_message(systems), agent.sections, agent.tools,
+                        timestamp)
+
+
+def _is_system(raw: msgspec.Raw) -> bool:
+    try:
+        return head_decoder.decode(raw).role == "system"
+    except msgspec.ValidationError:
+        return False
+
+
+def _row(entry_id: str | None, raw: msgspec.Raw, message: AgentMessage | None) -> LayerRow:
+    if message is None:
+        return LayerRow(entry_id, "?", 0, raw)
+    return LayerRow(entry_id, role_of(message), estimate_tokens(message), raw)
+
+
+def build_layer(tree: SessionTree, leaf_id: str | None, layer: Layer,
+                agent: AgentSetup | None = None) -> ContextLayer:
+    """The context at `leaf_id` in `layer`; the request layer needs the `agent`."""
+    path = tree.path_to(leaf_id)
+    projection = project_path(path)
+    ids = [entry.record.env.id for entry in projection.entries for _ in entry.messages]
+    raws = projection.messages
+    messages = decode_all(raws)
+    request = None
+    if layer == "agent":
+        rows = [_row(ids[i], raw, message)
+                for i, (raw, message) in enumerate(zip(raws, messages, strict=True))]
+    else:
+        converted = [(ids[source], raw, decode_message(raw))
+                     for source, raw in convert_with_sources(raws)]
+        if layer == "llm":
+            rows = [_row(entry_id, raw, message) for entry_id, raw, message in converted]
+        else:
+            assert agent is not None, "the request layer is made with the agent's setup"
+            readable = [(entry_id, m) for entry_id, _, m in converted if m is not None]
+            # converted: only the model layer's roles are left
+            prepared = prepare_with_sources([m for _, m in readable])  # type: ignore[misc]
+            rows = [_row(readable[source][0] if source is not None else None,
+                         msgspec.Raw(encoder.encode(message)), message)
+                    for source, message in prepared]
+            prompt, tools = replayed_prompt(messages, agent)
+            request = ModelRequest(
+                model=model_at(projection.settings, agent.registry, agent.default_model),
+                system_prompt=prompt, messages=[m for _, m in prepared], tools=tools,
+                thinking_level=projection.settings.thinking_level, session_id=tree.header.id)
+    anchor = last_reported(messages)
+    reply = messages[anchor] if anchor >= 0 else None
+    return ContextLayer(
+        leaf_id=leaf_id, layer=layer, rows=rows,
+        thinking_level=projection.settings.thinking_level, model=projection.settings.model,
+        total_tokens=projected_context_size(projection, path),
+        reported_at=ids[anchor] if reply is not None else None,
+        reported_tokens=usage_tokens(reply) if isinstance(reply, AssistantMessage) else 0,
+        messages_after=len(messages) - anchor - 1,
+        request=request,
+    )

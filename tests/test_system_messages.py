@@ -1,0 +1,201 @@
+"""pi 1.6 keeps the system prompt and the tools in the session: pi-lsp declares its own on a
+session's first request, writes a patch when they change (or when another writer changed
+them), and sends the replayed ones, so pi 1.6 and pi-lsp can take turns on one session."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pi_lsp.agent.harness import Harness
+from pi_lsp.agent.retry import RetrySettings
+from pi_lsp.context.build import build_session_context
+from pi_lsp.context.replay import current_system_message, system_text
+from pi_lsp.providers.anthropic import AnthropicProvider
+from pi_lsp.providers.retry import ProviderRetry
+from pi_lsp.session.entries import SystemMessage, decode_message
+from pi_lsp.session.tree import SessionTree
+from tests.conftest import CONFORMANCE
+from tests.fake_anthropic import FakeAnthropic, text_reply
+from tests.waits import CEILING_S
+
+SECTIONS = ["preamble", "tools", "project_context", "cwd", "date"]
+TOOLS = ["read", "write", "edit", "bash"]
+PI16 = Path(os.environ.get("PI_LSP_PI16", "/work/scratch/pi16")) / "node_modules"
+
+
+def harness(path: Path, root: Path, fake: FakeAnthropic) -> Harness:
+    tree = SessionTree.open(str(path)) if path.exists() else \
+        SessionTree.create(str(path), str(root))
+
+    def make(_name: str) -> AnthropicProvider:
+        return AnthropicProvider("test-key", base_url=fake.url,
+                                 retry=ProviderRetry(max_retries=0))
+
+    return Harness(tree, root, make, retry=RetrySettings(enabled=False))
+
+
+def entries(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text("utf-8").splitlines()[1:]]
+
+
+def system_entries(path: Path) -> list[dict[str, Any]]:
+    return [e["message"] for e in entries(path)
+            if e["type"] == "message" and e["message"]["role"] == "system"]
+
+
+def replayed(path: Path) -> SystemMessage:
+    tree = SessionTree.open(str(path))
+    context = build_session_context(tree, tree.leaf_id)
+    system = current_system_message([decode_message(m) for m in context.messages])
+    assert system is not None
+    return system
+
+
+def sent_tools(request: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"name": t["name"], "description": t["description"], "parameters": t["input_schema"]}
+            for t in request.get("tools", [])]
+
+
+def assert_sent_the_replay(request: dict[str, Any], path: Path) -> None:
+    system = replayed(path)
+    assert [block["text"] for block in request["system"]] == [system_text(system)]
+    assert sent_tools(request) == system.tools_added
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    (root / ".pi" / "sessions").mkdir(parents=True)
+    (root / "AGENTS.md").write_text("Run the tests with make test.\n")
+    return root
+
+
+async def test_first_request_declares_the_prompt_and_tools_and_sends_the_replay(
+        workspace: Path, fake: FakeAnthropic) -> None:
+    path = workspace / ".pi" / "sessions" / "s.jsonl"
+    agent = harness(path, workspace, fake)
+    fake.script(text_reply("one"), text_reply("two"))
+    await agent.prompt("hello")
+    written = entries(path)
+    assert [e["message"]["role"] for e in written] == ["system", "user", "assistant"]
+    declared = written[0]["message"]
+    assert list(declared) == ["role", "content", "sections", "timestamp", "toolsAdded"]
+    assert declared["content"] == "" and list(declared["sections"]) == SECTIONS
+    assert declared["sections"]["preamble"].startswith("You are a coding agent")
+    assert declared["sections"]["project_context"] == (
+        "<project_context>\nProject instructions from AGENTS.md:\n\n"
+        "Run the tests with make test.\n</project_context>")
+    assert declared["sections"]["cwd"] == f"<cwd>\n{workspace}\n</cwd>"
+    assert [t["name"] for t in declared["toolsAdded"]] == TOOLS
+    assert all(list(t) == ["name", "description", "parameters"] for t in declared["toolsAdded"])
+    reply = written[2]["message"]
+    assert list(reply)[-1] == "thinkingLevel" and reply["thinkingLevel"] == "off"  # as pi 1.6
+
+    await agent.prompt("again")  # nothing changed: nothing more is declared
+    assert len(system_entries(path)) == 1
+    first, second = fake.message_requests()
+    assert first["system"] == second["system"]
+    assert_sent_the_replay(second, path)
+
+
+async def test_a_changed_prompt_is_patched_and_the_request_has_the_change(
+        workspace: Path, fake: FakeAnthropic) -> None:
+    path = workspace / ".pi" / "sessions" / "s.jsonl"
+    agent = harness(path, workspace, fake)
+    fake.script(text_reply("one"), text_reply("two"))
+    await agent.prompt("hello")
+    (workspace / "AGENTS.md").write_text("Use tabs.\n")
+    await agent.prompt("again")
+    patch = system_entries(path)[-1]
+    assert patch == {"role": "system", "content": "", "sections": {
+        "project_context": "<project_context>\nProject instructions from AGENTS.md:\n\n"
+                           "Use tabs.\n</project_context>"}, "timestamp": patch["timestamp"]}
+    request = fake.message_requests()[-1]
+    assert "Use tabs." in request["system"][0]["text"]
+    assert "make test" not in request["system"][0]["text"]
+    assert_sent_the_replay(request, path)
+
+
+async def test_what_another_writer_changed_is_patched_back_and_nothing_else(
+        workspace: Path, fake: FakeAnthropic) -> None:
+    path = workspace / ".pi" / "sessions" / "s.jsonl"
+    agent = harness(path, workspace, fake)
+    fake.script(text_reply("one"), text_reply("two"))
+    await agent.prompt("hello")
+    # as pi 1.6 writes a patch: a section dropped, one of its own added, a tool removed
+    agent.tree.append_message(SystemMessage(
+        content="", sections={"date": None, "rules": "<rules>\nbe brief\n</rules>"},
+        timestamp=1, tools_removed=[{"name": "bash"}]))
+    await agent.prompt("again")
+    patch = system_entries(path)[-1]
+    bash = next(t for t in system_entries(path)[0]["toolsAdded"] if t["name"] == "bash")
+    assert list(patch["sections"]) == ["date", "rules"] and patch["sections"]["rules"] is None
+    assert patch["sections"]["date"].startswith("<date>\nToday's date: ")
+    assert patch["toolsAdded"] == [bash] and "toolsRemoved" not in patch
+    assert_sent_the_replay(fake.message_requests()[-1], path)
+    assert list(replayed(path).sections or {}) == ["preamble", "tools", "project_context",
+                                                   "cwd", "date"]
+
+
+async def test_a_pi16_session_is_patched_not_declared_again(
+        workspace: Path, fake: FakeAnthropic) -> None:
+    path = workspace / ".pi" / "sessions" / "s.jsonl"
+    shutil.copy(CONFORMANCE / "pi16" / "201.jsonl", path)
+    before = replayed(path)
+    assert before.sections and before.tools_added  # pi 1.6 declared its own
+    agent = harness(path, workspace, fake)
+    fake.script(text_reply("one"), text_reply("two"))
+    await agent.prompt("hello")
+    added = len(system_entries(path))
+    await agent.prompt("again")
+    assert len(system_entries(path)) == added  # the second turn finds its own prompt
+    patch = [e for e in entries(path) if e["type"] == "message"][-5]["message"]
+    assert patch["role"] == "system" and patch["content"] == ""
+    # pi's tools are declared otherwise (their descriptions differ): each removed and re-added
+    assert [t["name"] for t in patch["toolsRemoved"]] == [t["name"] for t in
+                                                          before.tools_added]
+    assert [t["name"] for t in patch["toolsAdded"]] == TOOLS
+    after = replayed(path)
+    # a section pi had keeps its place; the new ones follow
+    assert list(after.sections or {}) == ["preamble", "tools", "cwd", "project_context", "date"]
+    assert [t["name"] for t in after.tools_added or []] == TOOLS
+    for request in fake.message_requests():
+        assert request["system"][0]["text"] == system_text(after)
+        assert sent_tools(request) == after.tools_added
+
+
+def pi16_node() -> str | None:
+    """Node ≥ 22.19 beside an installed pi 1.6, or None."""
+    node = shutil.which("node", path=str(PI16 / ".bin")) or shutil.which("node")
+    if node is None or not (PI16 / "@earendil-works" / "pi-coding-agent").is_dir():
+        return None
+    version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout
+    found = re.match(r"v(\d+)\.(\d+)", version)
+    return node if found and (int(found[1]), int(found[2])) >= (22, 19) else None
+
+
+async def test_pi16_replays_what_pi_lsp_wrote(workspace: Path, fake: FakeAnthropic) -> None:
+    node = pi16_node()
+    if node is None:
+        pytest.skip("needs pi 1.6 and Node >= 22.19 (set PI_LSP_PI16 to its install)")
+    path = workspace / ".pi" / "sessions" / "s.jsonl"
+    shutil.copy(CONFORMANCE / "pi16" / "201.jsonl", path)
+    agent = harness(path, workspace, fake)
+    fake.script(text_reply("one"))
+    await agent.prompt("hello")
+    read = subprocess.run([node, str(Path(__file__).with_name("pi16_replay.mjs")),
+                           str(PI16 / "@earendil-works"), str(path)],
+                          capture_output=True, text=True, timeout=CEILING_S)
+    assert read.returncode == 0, read.stderr
+    pi = json.loads(read.stdout)
+    [request] = fake.message_requests()
+    assert pi["system"] == request["system"][0]["text"]
+    assert pi["tools"] == sent_tools(request)
