@@ -50,8 +50,9 @@ end)
 vim.api.nvim_set_current_win(vim.fn.bufwinid(tree))
 vim.api.nvim_win_set_cursor(0, { H.entry(tree, first), 0 })
 H.keys("b")
+-- The file changes on disk before the answer (with its undo id) reaches Neovim: wait for both.
 H.wait(function()
-  return read(notes) == "v1\n"
+  return read(notes) == "v1\n" and next(require("pi_lsp.rewind").undo_ids) ~= nil
 end, "the files were not restored after branching")
 H.check(asked and asked:find("1 file(s) differ from this entry. Restore 1 file(s) to entry " .. first, 1, true),
   "the branch offered the restore: " .. tostring(asked))
