@@ -28,7 +28,6 @@ class OpenSession(msgspec.Struct):
     view: tuple[tuple[int, int, str | None], TreeView] | None = None  # the last, by tree state
     allowed_tools: set[str] = msgspec.field(default_factory=set)  # "allow for this session"
     turn_id: str | None = None  # claimed by a prompt, from before its harness says busy
-    turn: asyncio.Task[Any] | None = None  # the running turn
 
     @property
     def title(self) -> str:
@@ -53,8 +52,7 @@ class OpenSession(msgspec.Struct):
 
     def run_turn(self, task: asyncio.Task[Any]) -> None:
         """`task` runs the claimed turn; the claim ends with it."""
-        self.turn = task
         task.add_done_callback(lambda _task: self.release_turn())
 
     def release_turn(self) -> None:
-        self.turn_id, self.turn = None, None
+        self.turn_id = None
