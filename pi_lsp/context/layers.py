@@ -9,7 +9,8 @@ from typing import Any, Literal
 import msgspec
 
 from pi_lsp.context.convert import convert_with_sources, prepare_with_sources
-from pi_lsp.context.projection import ContextSettings, ModelRef, project_path
+from pi_lsp.context.edits import EditMark, edit_marks
+from pi_lsp.context.projection import ContextSettings, ModelRef, ProjectedEntry, project_path
 from pi_lsp.context.replay import current_system_message, system_patch, system_text
 from pi_lsp.context.tokens import (
     decode_all,
@@ -34,14 +35,15 @@ from pi_lsp.session.tree import SessionTree
 Layer = Literal["agent", "llm", "request"]
 
 
-class LayerRow(msgspec.Struct, rename="camel"):
+class LayerRow(msgspec.Struct, rename="camel", omit_defaults=True):
     """One message of a layer: the entry it came from (None: made for the request), its role,
-    its estimate and the message itself."""
+    its estimate and the message itself; `edited` when a context edit replaced its content."""
 
     entry_id: str | None
     role: str
     tokens: int
     message: msgspec.Raw
+    edited: bool = False
 
 
 class AgentSetup(msgspec.Struct):
@@ -65,6 +67,7 @@ class ContextLayer(msgspec.Struct):
     reported_tokens: int
     messages_after: int  # estimated one by one, after that reply
     request: ModelRequest | None = None  # the request layer's
+    edits: list[EditMark] = msgspec.field(default_factory=list)  # the context edits in force
 
 
 def model_at(settings: ContextSettings, registry: ModelRegistry, default: tuple[str, str]
@@ -144,6 +147,7 @@ def build_layer(tree: SessionTree, leaf_id: str | None, layer: Layer,
                 thinking_level=projection.settings.thinking_level, session_id=tree.header.id)
     anchor = last_reported(messages)
     reply = messages[anchor] if anchor >= 0 else None
+    edits = placed_marks(projection.entries, rows)
     return ContextLayer(
         leaf_id=leaf_id, layer=layer, rows=rows,
         thinking_level=projection.settings.thinking_level, model=projection.settings.model,
@@ -151,5 +155,25 @@ def build_layer(tree: SessionTree, leaf_id: str | None, layer: Layer,
         reported_at=ids[anchor] if reply is not None else None,
         reported_tokens=usage_tokens(reply) if isinstance(reply, AssistantMessage) else 0,
         messages_after=len(messages) - anchor - 1,
-        request=request,
+        request=request, edits=edits,
     )
+
+
+def placed_marks(entries: list[ProjectedEntry], rows: list[LayerRow]) -> list[EditMark]:
+    """The edits in force, each placed where its target is among `rows`; the rows of replaced
+    targets are marked `edited`."""
+    marks = edit_marks(entries)
+    if not marks:
+        return marks
+    order = {entry.record.env.id: index for index, entry in enumerate(entries)}
+    replaced = {mark.target_id for mark in marks if mark.kind == "replaced"}
+    for row in rows:
+        row.edited = row.entry_id in replaced
+    for mark in marks:
+        target, seen, mark.position = order[mark.target_id], -1, len(rows)
+        for index, row in enumerate(rows):
+            seen = order.get(row.entry_id, seen)
+            if seen > target:
+                mark.position = index
+                break
+    return marks

@@ -5,7 +5,9 @@ from __future__ import annotations
 import msgspec
 
 from pi_lsp.context.build import build_leaf_context, context_tokens
+from pi_lsp.context.edits import EditMark
 from pi_lsp.context.layers import ContextLayer, LayerRow
+from pi_lsp.context.tokens import utf16_length
 from pi_lsp.session.entries import (
     AgentMessage,
     AssistantMessage,
@@ -13,6 +15,7 @@ from pi_lsp.session.entries import (
     BranchSummaryMessage,
     CompactionSummaryMessage,
     CustomMessage,
+    SystemMessage,
     TextContent,
     ThinkingContent,
     ToolCall,
@@ -36,6 +39,19 @@ def _describe(message: AgentMessage | None) -> str:
     return message_preview(message)
 
 
+def edits_line(edits: list[EditMark]) -> str | None:
+    """What the context edits in force do to the estimate, or None when there are none."""
+    if not edits:
+        return None
+    omitted = sum(1 for mark in edits if mark.kind == "omitted")
+    parts = [f"{count} {kind}" for count, kind in
+             ((omitted, "removed"), (len(edits) - omitted, "replaced")) if count]
+    before = sum(mark.tokens_before for mark in edits)
+    after = sum(mark.tokens_after for mark in edits)
+    return (f"context edits: {', '.join(parts)}: their messages {before:,} → {after:,} tokens "
+            f"({after - before:+,})")
+
+
 def total_lines(preview: ContextLayer) -> list[str]:
     """The total, and how it is made when it is not the sum of the rows."""
     total = preview.total_tokens
@@ -51,6 +67,9 @@ def total_lines(preview: ContextLayer) -> list[str]:
     rows = sum(row.tokens for row in preview.rows)
     if rows != total:
         lines.append(f"  (each row is an estimate, characters / 4: they add up to {rows:,})")
+    edits = edits_line(preview.edits)
+    if edits is not None:
+        lines.append(edits)
     return lines
 
 
@@ -58,9 +77,17 @@ def render_preview(preview: ContextLayer) -> str:
     """The layer as lines for a terminal: one per message, then the total, model and level."""
     width = max((len(row.role) for row in preview.rows), default=4)
     lines = [f"context at {preview.leaf_id or '(empty)'} — layer {preview.layer}"]
-    for row in preview.rows:
+    omitted = removed_at(preview.edits)
+    for index, row in enumerate([*preview.rows, None]):
+        for mark in omitted.get(index, []):
+            lines.append(f"- {mark.target_id:<8}  {mark.role:<{width}}  {0:>6} tok  "
+                         f"removed by edit {mark.edit_id} (was {mark.tokens_before:,} tok: "
+                         f"{mark.original})")
+        if row is None:
+            break
         text = _describe(decode_message(row.message))
-        lines.append(f"  {row.entry_id or '-':<8}  {row.role:<{width}}  "
+        edited = "✎" if row.edited else " "
+        lines.append(f"{edited} {row.entry_id or '-':<8}  {row.role:<{width}}  "
                      f"{row.tokens:>6} tok  {text}")
     lines += total_lines(preview)
     model = preview.model
@@ -69,6 +96,15 @@ def render_preview(preview: ContextLayer) -> str:
         shown = f"{preview.request.model.provider}/{preview.request.model.id}"
     lines.append(f"model: {shown}   thinking: {preview.thinking_level}")
     return "\n".join(lines)
+
+
+def removed_at(edits: list[EditMark]) -> dict[int, list[EditMark]]:
+    """The removed targets by the row index they stood before."""
+    at: dict[int, list[EditMark]] = {}
+    for mark in edits:
+        if mark.kind == "omitted":
+            at.setdefault(mark.position, []).append(mark)
+    return at
 
 
 def _fenced(text: str, info: str = "") -> str:
@@ -109,20 +145,56 @@ def message_markdown(message: AgentMessage | None) -> str:
         case BranchSummaryMessage():
             return ("**Summary of a branch that was explored and left**\n\n"
                     + _fenced(message.summary, "markdown"))
+        case SystemMessage():
+            return system_markdown(message)
     return ""
 
 
+def system_markdown(message: SystemMessage) -> str:
+    """A prompt checkpoint or patch: its own text, then the sections and tools it sets."""
+    lines = []
+    text = content_text(message.content)
+    if text:
+        lines.append(_fenced(text))
+    for name, section in (message.sections or {}).items():
+        lines.append(f"- section `{name}`: " + (
+            "removed" if section is None else f"{utf16_length(section):,} characters"))
+    added = [str(tool.get("name")) if isinstance(tool, dict) else "?"
+             for tool in message.tools_added or []]
+    removed = [str(tool.get("name")) if isinstance(tool, dict) else "?"
+               for tool in message.tools_removed or []]
+    if added:
+        lines.append("- tools: " + ", ".join(f"`{name}`" for name in added))
+    if removed:
+        lines.append("- tools removed: " + ", ".join(f"`{name}`" for name in removed))
+    return "\n".join(lines) or "_(an empty system message)_"
+
+
 def render_markdown(leaf_id: str | None, layer: str, messages: list[LayerRow],
-                    total: int, window: int, thinking_level: str, model: str | None) -> str:
+                    total: int, window: int, thinking_level: str, model: str | None,
+                    edits: list[EditMark] | None = None) -> str:
     lines = [
         f"# Context at `{leaf_id or '(empty)'}` — {total:,} of {window:,} tokens",
         "",
         f"**Model** {model or '(none)'} · **Thinking** {thinking_level} · **Layer** {layer} · "
         f"{len(messages)} messages",
     ]
-    for number, item in enumerate(messages, 1):
+    summary = edits_line(edits or [])
+    if summary is not None:
+        lines += ["", f"_{summary[0].upper()}{summary[1:]}_"]
+    omitted = removed_at(edits or [])
+    replaced = {mark.target_id: mark for mark in edits or [] if mark.kind == "replaced"}
+    for number, item in enumerate([*messages, None], 1):
+        for mark in omitted.get(number - 1, []):
+            lines += ["", f"## ~~{mark.role}~~ · removed from the context · "
+                          f"{mark.tokens_before:,} → 0 tokens · `{mark.target_id}`", "",
+                      f"_Removed by the context edit `{mark.edit_id}`: {mark.original}_"]
+        if item is None:
+            break
         where = f" · `{item.entry_id}`" if item.entry_id else ""
-        lines += ["", f"## {number}. {item.role} · {item.tokens:,} tokens{where}", "",
+        was = replaced.get(item.entry_id or "") if item.edited else None
+        edited = f" · ✎ replaced (was {was.tokens_before:,} tokens)" if was else ""
+        lines += ["", f"## {number}. {item.role} · {item.tokens:,} tokens{edited}{where}", "",
                   message_markdown(decode_message(item.message))]
     return "\n".join(lines) + "\n"
 

@@ -20,6 +20,7 @@ from pi_lsp.session.entries import (
     CustomMessage,
     CustomMessageEntry,
     ModelChangeEntry,
+    Replacement,
     ThinkingLevelChangeEntry,
     encoder,
     head_decoder,
@@ -49,6 +50,7 @@ class ProjectedEntry(msgspec.Struct):
 
     record: Record
     messages: list[msgspec.Raw]
+    edit: ContextEditEntry | None = None  # the edit in force on this entry, if any
 
 
 class Projection(msgspec.Struct):
@@ -176,10 +178,11 @@ def entry_messages(record: Record) -> list[msgspec.Raw]:
     return []
 
 
-def apply_edit(messages: list[msgspec.Raw], edit: ContextEditEntry) -> list[msgspec.Raw]:
+def apply_edit(messages: list[msgspec.Raw], replacement: Replacement | None
+               ) -> list[msgspec.Raw]:
     """An entry's messages under an edit: omitted, or with the content of editable roles
     replaced (a string becomes one text block for replies and tool results)."""
-    if edit.replacement is None:
+    if replacement is None:
         return []
     edited = []
     for raw in messages:
@@ -190,7 +193,7 @@ def apply_edit(messages: list[msgspec.Raw], edit: ContextEditEntry) -> list[msgs
         if role not in EDITABLE_ROLES:
             edited.append(raw)
             continue
-        content = edit.replacement.content
+        content = replacement.content
         if role in ("assistant", "toolResult") and isinstance(content, str):
             content = [{"type": "text", "text": content}]
         edited.append(with_content(raw, content))
@@ -236,12 +239,13 @@ def project_path(path: list[Record]) -> Projection:
     edits = latest_edits(records)
     entries = []
     for index, record in enumerate(records):
+        edit = None
         if record.env.type == "compaction" and index > 0:
             messages: list[msgspec.Raw] = []  # an older compaction inside the kept range
         else:
             messages = entry_messages(record)
             edit = edits.get(record.env.id)  # type: ignore[arg-type]
             if edit is not None:
-                messages = apply_edit(messages, edit)
-        entries.append(ProjectedEntry(record, messages))
+                messages = apply_edit(messages, edit.replacement)
+        entries.append(ProjectedEntry(record, messages, edit))
     return Projection(entries, context_settings(path))

@@ -16,6 +16,7 @@ from pi_lsp.agent.approval import Approver, allow_all
 from pi_lsp.agent.harness import BusyError, Diagnostics, Harness
 from pi_lsp.agent.prompt import agent_setup
 from pi_lsp.agent.tools import ALL_TOOLS, DISK, FileAccess
+from pi_lsp.context.edits import EditMark
 from pi_lsp.context.layers import AgentSetup, Layer, LayerRow, build_layer, model_at
 from pi_lsp.context.preview import (
     ContextDiff,
@@ -98,6 +99,7 @@ class Preview(msgspec.Struct, rename="camel", omit_defaults=True):
     context_window: int
     markdown: str
     request: dict[str, object] | None = None
+    edits: list[EditMark] = msgspec.field(default_factory=list)  # context edits in force
 
 
 def preview_weight(preview: Preview) -> int:
@@ -339,8 +341,9 @@ class SessionHub(Workspace):
             leaf_id=leaf, layer=layer, model=model, thinking_level=built.thinking_level,
             messages=built.rows, total_tokens=built.total_tokens, context_window=window,
             markdown=render_markdown(leaf, layer, built.rows, built.total_tokens, window,
-                                     built.thinking_level, model),
+                                     built.thinking_level, model, built.edits),
             request=request_params(built.request) if built.request is not None else None,
+            edits=built.edits,
         )
 
     def diff(self, path: Path, from_leaf: str, to_leaf: str) -> ContextDiff:

@@ -15,6 +15,7 @@ from pygls.protocol import LanguageServerProtocol, lsp_method
 from pygls.uris import from_fs_path
 
 from pi_lsp.providers.registry import ModelInfo
+from pi_lsp.session.entries import UserBlock
 from pi_lsp.session.jsontext import Decoder, encoder
 
 SESSIONS_CHANGED = "pi/sessionsChanged"
@@ -114,6 +115,7 @@ PromptText = Annotated[str, msgspec.Meta(max_length=1_000_000)]
 ImageData = Annotated[str, msgspec.Meta(max_length=20_000_000)]  # base64
 MAX_IMAGES = 20
 MAX_CONTEXT = 50  # code attachments of one prompt
+MAX_BLOCKS = 100  # content blocks of a replacement
 
 
 class _Args(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
@@ -154,6 +156,14 @@ class BranchSummaryArgs(BranchArgs):
 class CompactArgs(SessionArgs):
     instructions: Instructions | None = None
     dry_run: bool = False
+
+
+class ReplacementArg(_Args):
+    content: PromptText | Annotated[list[UserBlock], msgspec.Meta(max_length=MAX_BLOCKS)]
+
+
+class EditContextArgs(BranchArgs):
+    replacement: ReplacementArg | None  # null: remove the target from the context
 
 
 class LabelArgs(BranchArgs):

@@ -17,12 +17,14 @@ from pi_lsp.session.entries import (
     BranchSummaryMessage,
     CompactionEntry,
     CompactionSummaryMessage,
+    ContextEditEntry,
     CustomEntry,
     CustomMessageEntry,
     Entry,
     LabelEntry,
     MessageEntry,
     ModelChangeEntry,
+    Replacement,
     SessionHeader,
     SessionInfoEntry,
     SystemCheckpoint,
@@ -471,6 +473,12 @@ class SessionTree:
         text = label.strip() if label else None
         return self._append(LabelEntry(**self._common(), target_id=target_id,
                                        label=text or None))
+
+    def append_context_edit(self, target_id: str, replacement: Replacement | None) -> str:
+        """pi 1.6's edit of `target_id` in the context from here on (None omits it); the
+        caller checks the target (`context/edits.py`)."""
+        return self._append(ContextEditEntry(**self._common(), target_id=target_id,
+                                             replacement=replacement))
 
     def append_session_info(self, name: str) -> str:
         """Name the session; an empty or blank name clears it."""

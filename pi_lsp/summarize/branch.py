@@ -96,7 +96,7 @@ def branch_message(record: Record, edit: ContextEditEntry | None) -> AgentMessag
         return None
     messages = entry_messages(record)
     if edit is not None:
-        messages = apply_edit(messages, edit)
+        messages = apply_edit(messages, edit.replacement)
     message = decode_message(messages[0]) if messages else None
     return None if isinstance(message, ToolResultMessage) else message
 

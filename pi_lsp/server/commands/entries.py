@@ -1,12 +1,23 @@
-"""Writing to a session: moving its leaf, labels, its name, model and thinking level."""
+"""Writing to a session: moving its leaf, labels, its name, model and thinking level, and
+context edits."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
+from pi_lsp.context.edits import edit_context, undo_context_edit
 from pi_lsp.server.commands import Command
 from pi_lsp.server.commands.files import with_file_changes
-from pi_lsp.server.protocol import BranchArgs, LabelArgs, ModelArgs, NameArgs, ThinkingArgs
+from pi_lsp.server.protocol import (
+    BranchArgs,
+    EditContextArgs,
+    LabelArgs,
+    ModelArgs,
+    NameArgs,
+    ThinkingArgs,
+)
 from pi_lsp.session.tree import Refresh
 
 if TYPE_CHECKING:
@@ -42,10 +53,26 @@ async def set_thinking_level(ls: PiServer, args: ThinkingArgs) -> dict[str, Any]
     return {}
 
 
+async def edit_context_command(ls: PiServer, args: EditContextArgs) -> dict[str, Any]:
+    path = await ls.open_tree(args.uri)
+    ls.hub.require_idle(path)
+    content = None if args.replacement is None else \
+        msgspec.to_builtins(args.replacement.content)
+    return {"editId": edit_context(ls.hub.sync(path).tree, args.target_id, content)}
+
+
+async def undo_context_edit_command(ls: PiServer, args: BranchArgs) -> dict[str, Any]:
+    path = await ls.open_tree(args.uri)
+    ls.hub.require_idle(path)
+    return {"editId": undo_context_edit(ls.hub.sync(path).tree, args.target_id)}
+
+
 COMMANDS: list[Command] = [
     ("pi.branch", BranchArgs, move_to_entry),
     ("pi.label", LabelArgs, label),
     ("pi.setName", NameArgs, set_name),
     ("pi.setModel", ModelArgs, set_model),
     ("pi.setThinkingLevel", ThinkingArgs, set_thinking_level),
+    ("pi.editContext", EditContextArgs, edit_context_command),
+    ("pi.undoContextEdit", BranchArgs, undo_context_edit_command),
 ]

@@ -1,0 +1,227 @@
+"""Editing the context (issue 16): `context_edit` entries written as pi 1.6 writes them, refused
+where pi refuses them, undone by a later edit, and shown in the preview with their token effect."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pi_lsp.context.build import build_session_context
+from pi_lsp.context.edits import ContextEditError, edit_context, undo_context_edit
+from pi_lsp.context.layers import build_layer
+from pi_lsp.context.preview import render_markdown, render_preview
+from pi_lsp.session.tree import SessionTree
+from tests.test_system_messages import PI16, pi16_node
+from tests.test_tree import assistant_text, assistant_with_call, entry, msg, write_session
+from tests.waits import CEILING_S
+
+HUGE = "line of output\n" * 2000
+
+
+def big_result(call_id: str) -> dict[str, Any]:
+    return {"role": "toolResult", "toolCallId": call_id, "toolName": "read",
+            "content": [{"type": "text", "text": HUGE}], "isError": False, "timestamp": 3}
+
+
+def session(tmp_path: Path) -> SessionTree:
+    """A branch with a system message and a shell command, then the leaf's branch: question →
+    call → huge result → answer → custom message → model change (the leaf)."""
+    return write_session(tmp_path / "s.jsonl", [
+        msg("aaaaaaaa", None, "question"),
+        msg("99999999", "aaaaaaaa", "other branch"),
+        entry("message", "12121212", "99999999",
+              message={"role": "system", "content": "prompt", "timestamp": 4}),
+        entry("message", "34343434", "12121212",
+              message={"role": "bashExecution", "command": "ls", "output": "x",
+                       "cancelled": False, "truncated": False, "timestamp": 5}),
+        entry("message", "bbbbbbbb", "aaaaaaaa", message=assistant_with_call("call_1")),
+        entry("message", "cccccccc", "bbbbbbbb", message=big_result("call_1")),
+        entry("message", "dddddddd", "cccccccc", message=assistant_text("answer")),
+        entry("custom_message", "eeeeeeee", "dddddddd", customType="note", content="a note",
+              display=True),
+        entry("model_change", "ffffffff", "eeeeeeee", provider="anthropic", modelId="m"),
+    ])
+
+
+def last_line(tree: SessionTree) -> str:
+    return Path(tree.path).read_text().splitlines()[-1]
+
+
+def contents(tree: SessionTree) -> list[Any]:
+    return [json.loads(bytes(m)) for m in build_session_context(tree, tree.leaf_id).messages]
+
+
+def test_an_edit_is_written_as_pi_writes_it(tmp_path: Path) -> None:
+    tree = session(tmp_path)
+    omit = edit_context(tree, "cccccccc", None)
+    assert re.fullmatch(r'\{"type":"context_edit","id":"[0-9a-f]{8}","parentId":"ffffffff",'
+                        r'"timestamp":"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z",'
+                        r'"targetId":"cccccccc","replacement":null\}', last_line(tree))
+    assert tree.leaf_id == omit  # the next entry hangs under the edit, as in pi
+    # A string is one text block for replies and tool results, and stays a string otherwise.
+    edit_context(tree, "dddddddd", "short")
+    assert last_line(tree).endswith('"targetId":"dddddddd",'
+                                    '"replacement":{"content":[{"type":"text","text":"short"}]}}')
+    edit_context(tree, "aaaaaaaa", "asked")
+    edit_context(tree, "eeeeeeee", "noted")
+    assert last_line(tree).endswith('"targetId":"eeeeeeee","replacement":{"content":"noted"}}')
+    assert [m.get("content") for m in contents(tree)] == [
+        "asked", assistant_with_call("call_1")["content"], [{"type": "text", "text": "short"}],
+        "noted"]
+
+
+@pytest.mark.parametrize(("target", "words"), [
+    ("deadbeef", "no entry with id 'deadbeef'"),
+    ("99999999", "'99999999' is not on the current branch"),
+    ("ffffffff", "'ffffffff' is a model_change entry"),
+])
+def test_an_edit_pi_would_refuse_is_refused_and_writes_nothing(
+        tmp_path: Path, target: str, words: str) -> None:
+    tree = session(tmp_path)
+    before = Path(tree.path).read_bytes()
+    with pytest.raises(ContextEditError, match=words):
+        edit_context(tree, target, None)
+    assert Path(tree.path).read_bytes() == before
+
+
+@pytest.mark.parametrize(("target", "kind"), [("12121212", "system"),
+                                               ("34343434", "bashExecution")])
+def test_only_user_assistant_tool_result_and_custom_messages_are_editable(
+        tmp_path: Path, target: str, kind: str) -> None:
+    tree = session(tmp_path)
+    tree.branch("34343434")
+    with pytest.raises(ContextEditError, match=f"is a {kind} entry: only user, assistant"):
+        edit_context(tree, target, "x")
+
+
+@pytest.mark.parametrize("replacement", [None, "replaced", [{"type": "text", "text": "b"}]])
+@pytest.mark.parametrize("target", ["aaaaaaaa", "bbbbbbbb", "cccccccc", "eeeeeeee"])
+def test_undo_gives_back_exactly_the_unedited_context(
+        tmp_path: Path, target: str, replacement: Any) -> None:
+    tree = session(tmp_path)
+    original = contents(tree)
+    edit_context(tree, target, replacement)
+    assert contents(tree) != original
+    undo_context_edit(tree, target)
+    assert contents(tree) == original
+    # nothing is left to undo, and a second undo says so instead of writing again
+    with pytest.raises(ContextEditError, match="has no context edit in force"):
+        undo_context_edit(tree, target)
+
+
+def test_undo_refuses_a_target_without_an_edit_on_this_branch(tmp_path: Path) -> None:
+    tree = session(tmp_path)
+    edit_context(tree, "cccccccc", None)
+    tree.branch("dddddddd")  # above the edit: the original is back already
+    with pytest.raises(ContextEditError, match="'cccccccc' has no context edit in force"):
+        undo_context_edit(tree, "cccccccc")
+
+
+def test_undo_of_a_message_with_null_content(tmp_path: Path) -> None:
+    tree = write_session(tmp_path / "s.jsonl", [
+        entry("message", "aaaaaaaa", None, message={"role": "user", "content": None,
+                                                     "timestamp": 1}),
+        entry("custom_message", "bbbbbbbb", "aaaaaaaa", customType="note", display=True),
+    ])
+    original = contents(tree)
+    for target in ("aaaaaaaa", "bbbbbbbb"):
+        edit_context(tree, target, "filled")
+        undo_context_edit(tree, target)
+    assert contents(tree) == original
+
+
+def test_the_preview_marks_edits_and_their_token_effect(tmp_path: Path) -> None:
+    tree = session(tmp_path)
+    before = build_layer(tree, tree.leaf_id, "agent")
+    assert before.edits == []
+    omit = edit_context(tree, "cccccccc", None)
+    edit_context(tree, "dddddddd", "short")
+    after = build_layer(tree, tree.leaf_id, "agent")
+    assert after.total_tokens < before.total_tokens - 7000  # the huge output is gone
+    removed, replaced = after.edits
+    assert (removed.target_id, removed.edit_id, removed.kind, removed.role) == \
+        ("cccccccc", omit, "omitted", "toolResult")
+    assert removed.tokens_before == 7500 and removed.tokens_after == 0
+    assert removed.position == 2  # where it stood: after the call, before the answer
+    assert (replaced.kind, replaced.tokens_before, replaced.tokens_after) == ("replaced", 2, 2)
+    assert [r.entry_id for r in after.rows if r.edited] == ["dddddddd"]
+    text = render_preview(after)
+    assert "- cccccccc  toolResult       0 tok  removed by edit" in text
+    assert "✎ dddddddd" in text
+    assert "context edits: 1 removed, 1 replaced: their messages 7,502 → 2 tokens (-7,500)" \
+        in text
+    markdown = render_markdown(after.leaf_id, "agent", after.rows, after.total_tokens, 1000,
+                               "off", None, after.edits)
+    assert "## ~~toolResult~~ · removed from the context · 7,500 → 0 tokens · `cccccccc`" \
+        in markdown
+    assert markdown.index("`bbbbbbbb`") < markdown.index("~~toolResult~~") < \
+        markdown.index("`dddddddd`")
+    assert "· ✎ replaced (was 2 tokens) · `dddddddd`" in markdown
+    # the llm layer marks the same edits
+    assert [m.target_id for m in build_layer(tree, tree.leaf_id, "llm").edits] == \
+        ["cccccccc", "dddddddd"]
+    undo_context_edit(tree, "cccccccc")
+    assert [m.target_id for m in build_layer(tree, tree.leaf_id, "agent").edits] == ["dddddddd"]
+
+
+def test_system_rows_show_their_sections_and_tools(tmp_path: Path) -> None:
+    system = {"role": "system", "content": "", "sections": {"preamble": "be brief",
+                                                             "cwd": None},
+              "toolsAdded": [{"name": "read", "description": "r", "parameters": {}}],
+              "toolsRemoved": [{"name": "bash"}], "timestamp": 1}
+    tree = write_session(tmp_path / "s.jsonl", [entry("message", "aaaaaaaa", None,
+                                                      message=system)])
+    layer = build_layer(tree, "aaaaaaaa", "agent")
+    markdown = render_markdown("aaaaaaaa", "agent", layer.rows, 0, 1, "off", None)
+    body = markdown.split("`aaaaaaaa`", 1)[1]
+    assert "- section `preamble`: 8 characters" in body
+    assert "- section `cwd`: removed" in body
+    assert "- tools: `read`" in body and "- tools removed: `bash`" in body
+
+
+# -- pi 1.6 itself reads what pi-lsp wrote, and writes the same line ------------------------
+
+
+def pi16(*arguments: str) -> str:
+    node = pi16_node()
+    if node is None:
+        pytest.skip("needs pi 1.6 and Node >= 22.19 (set PI_LSP_PI16 to its install)")
+    run = subprocess.run([node, str(Path(__file__).with_name("pi16_edit.mjs")),
+                          str(PI16 / "@earendil-works"), *arguments],
+                         capture_output=True, text=True, timeout=CEILING_S)
+    assert run.returncode == 0, run.stderr
+    return run.stdout
+
+
+def test_pi16_reads_the_edits_and_the_undo_pi_lsp_wrote(tmp_path: Path) -> None:
+    tree = session(tmp_path)
+    edit_context(tree, "cccccccc", None)
+    edit_context(tree, "dddddddd", "short")
+    edit_context(tree, "eeeeeeee", "noted")
+    assert json.loads(pi16(tree.path, "context")) == contents(tree)
+    for target in ("cccccccc", "dddddddd", "eeeeeeee"):
+        undo_context_edit(tree, target)
+    assert json.loads(pi16(tree.path, "context")) == contents(tree)
+
+
+@pytest.mark.parametrize(("target", "replacement"), [
+    ("cccccccc", None), ("dddddddd", "short"), ("aaaaaaaa", "asked"),
+    ("eeeeeeee", [{"type": "text", "text": "noted"}])])
+def test_pi16_writes_the_same_edit_line(tmp_path: Path, target: str, replacement: Any) -> None:
+    tree = session(tmp_path)
+    theirs = tmp_path / "pi.jsonl"
+    shutil.copyfile(tree.path, theirs)
+    edit_context(tree, target, replacement)
+    pi16(str(theirs), "edit", target,
+         json.dumps(None if replacement is None else {"content": replacement}))
+
+    def masked(line: str) -> str:
+        return re.sub(r'"(id|timestamp)":"[^"]*"', r'"\1":"…"', line)
+
+    assert masked(last_line(tree)) == masked(theirs.read_text().splitlines()[-1])
