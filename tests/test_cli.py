@@ -240,3 +240,22 @@ def test_the_server_starts_without_the_model_sdks() -> None:
          "print(sorted({m.split('.')[0] for m in sys.modules} & {'anthropic', 'openai'}))"],
         capture_output=True, text=True, timeout=60, check=True)
     assert loaded.stdout.strip() == "[]"
+
+
+def test_context_shows_the_edits_in_force(tmp_path: Path, example_session: Path) -> None:
+    from pi_lsp.context.edits import edit_context
+
+    path = tmp_path / "s.jsonl"
+    shutil.copyfile(example_session, path)
+    tree = SessionTree.open(str(path))
+    omit = edit_context(tree, "145bca81", None)
+    edit_context(tree, "456798a9", "I added the test.")
+    result = pi_lsp("context", str(path))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    removed = next(i for i, line in enumerate(lines) if line.startswith("- 145bca81"))
+    assert lines[removed - 1].split()[0] == "a562cc8e"  # in its place, after its call
+    assert f"0 tok  removed by edit {omit} (was 301 tok: bash: QUERY PLAN" in lines[removed]
+    assert any(line.startswith("✎ 456798a9  assistant") and " 5 tok  I added the test." in line
+               for line in lines)
+    assert "context edits: 1 removed, 1 replaced: their messages 700 → 5 tokens (-695)" in lines

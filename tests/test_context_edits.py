@@ -16,7 +16,7 @@ from pi_lsp.context.build import build_session_context
 from pi_lsp.context.edits import ContextEditError, edit_context, undo_context_edit
 from pi_lsp.context.layers import build_layer
 from pi_lsp.context.preview import render_markdown, render_preview
-from pi_lsp.session.tree import SessionTree
+from pi_lsp.session.tree import SessionTree, UnknownEntryError
 from tests.test_system_messages import PI16, pi16_node
 from tests.test_tree import assistant_text, assistant_with_call, entry, msg, write_session
 from tests.waits import CEILING_S
@@ -76,16 +76,16 @@ def test_an_edit_is_written_as_pi_writes_it(tmp_path: Path) -> None:
         "noted"]
 
 
-@pytest.mark.parametrize(("target", "words"), [
-    ("deadbeef", "no entry with id 'deadbeef'"),
-    ("99999999", "'99999999' is not on the current branch"),
-    ("ffffffff", "'ffffffff' is a model_change entry"),
+@pytest.mark.parametrize(("target", "error", "words"), [
+    ("deadbeef", UnknownEntryError, "no entry with id 'deadbeef'"),
+    ("99999999", ContextEditError, "'99999999' is not on the current branch"),
+    ("ffffffff", ContextEditError, "'ffffffff' is a model_change entry"),
 ])
 def test_an_edit_pi_would_refuse_is_refused_and_writes_nothing(
-        tmp_path: Path, target: str, words: str) -> None:
+        tmp_path: Path, target: str, error: type[Exception], words: str) -> None:
     tree = session(tmp_path)
     before = Path(tree.path).read_bytes()
-    with pytest.raises(ContextEditError, match=words):
+    with pytest.raises(error, match=words):
         edit_context(tree, target, None)
     assert Path(tree.path).read_bytes() == before
 

@@ -393,6 +393,8 @@ FOREIGN_ARGS: list[tuple[str, dict[str, Any]]] = [
     ("pi.setName", {"name": "hijacked"}),
     ("pi.setModel", {"provider": "anthropic", "modelId": "claude-haiku-4-5"}),
     ("pi.setThinkingLevel", {"level": "low"}), ("pi.prompt", {"text": "hi"}),
+    ("pi.editContext", {"targetId": FORK_QUESTION, "replacement": None}),
+    ("pi.undoContextEdit", {"targetId": FORK_QUESTION}),
 ]
 
 

@@ -64,11 +64,13 @@ JOB_DONE = "pi/jobDone"
 NOTIFICATIONS = (SESSIONS_CHANGED, SESSION_CHANGED, TURN, JOB_DONE)
 INVALID_PARAMS = -32602
 BUSY = -32010
+FAILED = -32011
 
 COMMANDS = {
     "pi.listSessions", "pi.newSession", "pi.getTree", "pi.previewContext", "pi.diffContext",
     "pi.branch", "pi.branchWithSummary", "pi.compact", "pi.label", "pi.fork", "pi.setName",
     "pi.setModel", "pi.setThinkingLevel", "pi.prompt", "pi.abort", "pi.check",
+    "pi.editContext", "pi.undoContextEdit",
 }
 
 # The server never reads the real ~/.pi: its agent directory is an empty temporary one.
@@ -673,6 +675,49 @@ async def test_set_model_and_thinking_level(pi: Pi) -> None:
     assert preview["request"]["model"] == SUMMARY_MODEL
 
 
+async def test_edit_context_remove_replace_and_undo(pi: Pi) -> None:
+    uri = copy_session(pi.main, "edits")
+    before = await call(pi.client, "pi.previewContext", {"uri": uri})
+    since = pi.mark()
+    removed = await call(pi.client, "pi.editContext",
+                         {"uri": uri, "targetId": "145bca81", "replacement": None})
+    last = lines(path_of(uri))[-1]
+    assert last == {"type": "context_edit", "id": removed["editId"], "parentId": before["leafId"],
+                    "timestamp": last["timestamp"], "targetId": "145bca81",
+                    "replacement": None}
+    await wait_note(pi, SESSION_CHANGED, lambda p: path_of(p["uri"]) == path_of(uri) and
+                    p["leafId"] == removed["editId"], since)
+    replaced = await call(pi.client, "pi.editContext", {
+        "uri": uri, "targetId": "456798a9", "replacement": {"content": "I added the test."}})
+    assert lines(path_of(uri))[-1]["replacement"] == {
+        "content": [{"type": "text", "text": "I added the test."}]}
+    preview = await call(pi.client, "pi.previewContext", {"uri": uri})
+    assert "145bca81" not in [m["entryId"] for m in preview["messages"]]
+    assert preview["totalTokens"] < before["totalTokens"]
+    assert [(e["targetId"], e["editId"], e["kind"], e["tokensBefore"], e["tokensAfter"])
+            for e in preview["edits"]] == [
+        ("145bca81", removed["editId"], "omitted", 301, 0),
+        ("456798a9", replaced["editId"], "replaced", 399, 5)]
+    assert [m["entryId"] for m in preview["messages"] if m.get("edited")] == ["456798a9"]
+    assert "## ~~toolResult~~ · removed from the context · 301 → 0 tokens · `145bca81`" in \
+        preview["markdown"]
+    undone = await call(pi.client, "pi.undoContextEdit", {"uri": uri, "targetId": "145bca81"})
+    assert lines(path_of(uri))[-1]["id"] == undone["editId"]
+    preview = await call(pi.client, "pi.previewContext", {"uri": uri})
+    assert [e["targetId"] for e in preview["edits"]] == ["456798a9"]
+    assert "145bca81" in [m["entryId"] for m in preview["messages"]]
+    written = path_of(uri).read_bytes()
+    for argument, words in (
+            ({"targetId": COMPACTION, "replacement": None}, "is a compaction entry"),
+            ({"targetId": FORK_QUESTION, "replacement": None}, "not on the current branch")):
+        error = await call_error(pi.client, "pi.editContext", {"uri": uri, **argument})
+        assert error.code == FAILED and words in error.message, error.message
+    error = await call_error(pi.client, "pi.undoContextEdit",
+                             {"uri": uri, "targetId": "145bca81"})
+    assert error.code == FAILED and "no context edit in force" in error.message
+    assert path_of(uri).read_bytes() == written
+
+
 # -- bad input -------------------------------------------------------------------------------
 
 MISSING = "file:///nonexistent/pi-lsp/none.jsonl"
@@ -720,6 +765,18 @@ BAD_INPUT: list[tuple[str, str, Callable[[str], list[Any]], str]] = [
     ("missing-file-prompt", "pi.prompt", lambda uri: [{"uri": MISSING, "text": "hi"}],
      "none.jsonl"),
     ("missing-file-abort", "pi.abort", lambda uri: [{"uri": MISSING}], "none.jsonl"),
+    ("unknown-edit-target", "pi.editContext",
+     lambda uri: [{"uri": uri, "targetId": "deadbeef", "replacement": None}], "deadbeef"),
+    ("unknown-undo-target", "pi.undoContextEdit",
+     lambda uri: [{"uri": uri, "targetId": "deadbeef"}], "deadbeef"),
+    ("edit-without-replacement", "pi.editContext",
+     lambda uri: [{"uri": uri, "targetId": "145bca81"}], "replacement"),
+    ("edit-content-not-text", "pi.editContext",
+     lambda uri: [{"uri": uri, "targetId": "145bca81", "replacement": {"content": 7}}],
+     "content"),
+    ("edit-unknown-block", "pi.editContext",
+     lambda uri: [{"uri": uri, "targetId": "145bca81",
+                   "replacement": {"content": [{"type": "toolCall"}]}}], "content"),
 ]
 
 
@@ -979,6 +1036,9 @@ async def test_second_prompt_while_busy_is_refused(pi: Pi, fake: FakeAnthropic) 
         ("pi.branch", {"uri": uri, "targetId": (await tree_nodes(pi, uri))[0]["id"]}),
         ("pi.branchWithSummary", {"uri": uri, "targetId": (await tree_nodes(pi, uri))[0]["id"]}),
         ("pi.compact", {"uri": uri}),
+        ("pi.editContext", {"uri": uri, "targetId": (await tree_nodes(pi, uri))[0]["id"],
+                            "replacement": None}),
+        ("pi.undoContextEdit", {"uri": uri, "targetId": (await tree_nodes(pi, uri))[0]["id"]}),
     ):
         refused = await call_error(pi.client, command, argument)
         assert refused.code == BUSY and "busy" in refused.message, (command, refused.message)

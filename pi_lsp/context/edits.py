@@ -60,9 +60,7 @@ def editable_role(record: Record) -> str | None:
 
 def _editable_target(tree: SessionTree, target_id: str) -> tuple[Record, str]:
     """The target on the current branch and its role; refused as pi refuses it."""
-    record = tree.by_id.get(target_id)
-    if record is None:
-        raise ContextEditError(f"no entry with id {target_id!r} in this session")
+    record = tree.record(target_id)
     if target_id not in tree.path_ids(tree.leaf_id):
         raise ContextEditError(f"entry {target_id!r} is not on the current branch; go to a "
                                "leaf below it to edit its context")
