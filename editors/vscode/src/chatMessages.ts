@@ -31,4 +31,5 @@ export type FromWebview =
   | { type: "setThinking"; level: string }
   | { type: "approve"; id: string; choice: string }
   | { type: "previewContext" }
-  | { type: "detach"; index: number };
+  | { type: "detach"; index: number }
+  | { type: "contextEdit"; action: "remove" | "replace" | "undo"; entryId: string };

@@ -1,6 +1,6 @@
 // The chat transcript: the context's messages, then a running turn's pi/turn events folded in.
 // Pure (no vscode import) so it is tested in plain Node; the panel renders what changed.
-import { AgentMessage, ContentBlock, PreviewMessage, StreamDelta, TurnEvent } from "./protocol";
+import { AgentMessage, ContentBlock, EditMark, PreviewMessage, StreamDelta, TurnEvent } from "./protocol";
 
 export type Part =
   | { type: "text"; text: string }
@@ -14,11 +14,16 @@ export interface ToolRun {
   running: boolean;
   text: string;
   isError: boolean;
+  /** The result's entry, once it is in the session (it can then be edited in the context). */
+  entryId?: string;
+  edited?: boolean;
 }
 
 export type Block =
-  | { id: string; kind: "user"; parts: Part[] }
-  | { id: string; kind: "assistant"; parts: Part[]; streaming: boolean; model?: string; error?: string }
+  | { id: string; kind: "user"; parts: Part[]; edited?: boolean }
+  | { id: string; kind: "assistant"; parts: Part[]; streaming: boolean; model?: string; error?: string; edited?: boolean }
+  /** A message a context edit left out: shown where it was, so it can be put back. */
+  | { id: string; kind: "removed"; entryId: string; role: string; text: string; tokens: number }
   | { id: string; kind: "summary"; title: string; text: string }
   | { id: string; kind: "notice"; text: string; level: "info" | "error" };
 
@@ -30,10 +35,22 @@ export class Transcript {
   private counter = 0;
 
   /** Starts again from the context the server built (after a branch, a reload, a turn end). */
-  load(messages: PreviewMessage[]): void {
+  load(messages: PreviewMessage[], edits: EditMark[] = []): void {
     this.blocks = [];
     this.tools.clear();
-    for (const m of messages) this.add(m.message, m.entryId ?? undefined);
+    const removed = edits.filter((e) => e.kind === "omitted");
+    const removedAt = (index: number) => {
+      for (const e of removed) {
+        if (e.position === index || (index === messages.length && e.position > index)) {
+          this.push({ id: `removed-${e.targetId}`, kind: "removed", entryId: e.targetId, role: e.role, text: e.original, tokens: e.tokensBefore });
+        }
+      }
+    };
+    messages.forEach((m, index) => {
+      removedAt(index);
+      this.add(m.message, m.entryId ?? undefined, m.edited);
+    });
+    removedAt(messages.length);
   }
 
   /** Folds one event in; returns the ids of the blocks to redraw. */
@@ -82,18 +99,18 @@ export class Transcript {
     return this.blocks.find((b) => b.id === id);
   }
 
-  private add(message: AgentMessage, id?: string): string[] {
+  private add(message: AgentMessage, id?: string, edited?: boolean): string[] {
     switch (message.role) {
       case "user":
-        return [this.push({ id: id ?? "", kind: "user", parts: parts(message.content).map(attachedFile) })];
+        return [this.push({ id: id ?? "", kind: "user", parts: parts(message.content).map(attachedFile), edited })];
       case "assistant":
         return [this.push({
           id: id ?? "", kind: "assistant", parts: parts(message.content), streaming: id === undefined,
-          model: message.model, error: errorOf(message),
+          model: message.model, error: errorOf(message), edited,
         })];
       case "toolResult":
         if (message.toolCallId) {
-          this.tools.set(message.toolCallId, { running: false, text: contentText(message.content), isError: !!message.isError });
+          this.tools.set(message.toolCallId, { running: false, text: contentText(message.content), isError: !!message.isError, entryId: id, edited });
           return this.blocksCalling(message.toolCallId);
         }
         return [];

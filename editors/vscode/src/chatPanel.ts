@@ -11,6 +11,8 @@ import { ModelChoice, modelChoices, modelList, getter } from "./settings";
 import { Sessions, sessionKey } from "./sessions";
 import { formatTokens } from "./statusBar";
 
+const CONTEXT_EDITS = { remove: "piLsp.removeFromContext", replace: "piLsp.replaceInContext", undo: "piLsp.undoContextEdit" };
+
 /** A question shown as a card in its session's chat until it is settled. */
 export interface Question {
   id: string;
@@ -167,7 +169,7 @@ export class ChatPanel {
       };
       this.panel.title = `pi: ${this.state.title}`;
       if (!this.transcript.busy) {
-        this.transcript.load(preview.messages);
+        this.transcript.load(preview.messages, preview.edits);
         const blocks = this.rendered();
         if (this.failed) blocks.push({ id: "failed", html: noticeHtml("failed", `Not sent: ${this.failed.error}`, "error") });
         this.post({ type: "reset", blocks, state: this.state });
@@ -256,6 +258,9 @@ export class ChatPanel {
         case "detach":
           this.attachments.splice(m.index, 1);
           this.postAttachments();
+          return;
+        case "contextEdit":
+          await vscode.commands.executeCommand(CONTEXT_EDITS[m.action], { uri: this.uri, entryId: m.entryId });
           return;
       }
     } catch (error) {

@@ -35,13 +35,17 @@ export function renderBlock(block: Block, tools: ReadonlyMap<string, ToolRun>): 
   const id = escapeHtml(block.id);
   switch (block.kind) {
     case "user":
-      return `<div class="msg user" data-id="${id}"><div class="role">You</div>${block.parts.map((p, i) => renderPart(block.id, p, i, tools, false)).join("")}</div>`;
+      return `<div class="msg user" data-id="${id}"><div class="role">You${contextActions(block.id, block.edited)}</div>${block.parts.map((p, i) => renderPart(block.id, p, i, tools, false)).join("")}</div>`;
     case "assistant": {
       const body = block.parts.map((p, i) => renderPart(block.id, p, i, tools, block.streaming)).join("");
       const error = block.error ? `<div class="error">${escapeHtml(block.error)}</div>` : "";
       const cursor = block.streaming ? `<span class="cursor">▍</span>` : "";
-      return `<div class="msg assistant${block.streaming ? " streaming" : ""}" data-id="${id}"><div class="role">pi${block.model ? ` · ${escapeHtml(block.model)}` : ""}</div>${body}${cursor}${error}</div>`;
+      const actions = block.streaming ? "" : contextActions(block.id, block.edited);
+      return `<div class="msg assistant${block.streaming ? " streaming" : ""}" data-id="${id}"><div class="role">pi${block.model ? ` · ${escapeHtml(block.model)}` : ""}${actions}</div>${body}${cursor}${error}</div>`;
     }
+    case "removed":
+      return `<div class="msg removed" data-id="${id}"><div class="role">${escapeHtml(block.role)} removed from the context · ${block.tokens.toLocaleString("en")} tokens` +
+        `${contextButton(block.entryId, "undo", "Undo context edit")}</div><div class="text">${escapeHtml(block.text)}</div></div>`;
     case "summary":
       return `<div class="msg summary" data-id="${id}"><details data-key="${id}:s"><summary>${escapeHtml(block.title)}</summary>${markdown(block.text)}</details></div>`;
     case "notice":
@@ -60,8 +64,9 @@ function renderPart(blockId: string, part: Part, index: number, tools: ReadonlyM
     case "toolCall": {
       const run = tools.get(part.id);
       const state = !run ? (streaming ? "…" : "") : run.running ? " · running…" : run.isError ? " · failed" : " · done";
+      const actions = run?.entryId ? contextActions(run.entryId, run.edited) : "";
       const result = run && (run.text || !run.running)
-        ? `<div class="tool-result${run.isError ? " failed" : ""}"><pre>${escapeHtml(run.text || "(no output)")}</pre></div>` : "";
+        ? `<div class="tool-result${run.isError ? " failed" : ""}">${actions}<pre>${escapeHtml(run.text || "(no output)")}</pre></div>` : "";
       return `<details class="tool${run?.isError ? " failed" : ""}" data-key="${key}"><summary>${escapeHtml(part.name || "tool")}${part.brief ? ` <code>${escapeHtml(part.brief)}</code>` : ""}${escapeHtml(state)}</summary>` +
         `<pre class="tool-args">${escapeHtml(part.args)}</pre>${result}</details>`;
     }
@@ -71,4 +76,16 @@ function renderPart(blockId: string, part: Part, index: number, tools: ReadonlyM
       return `<div class="file"><div class="file-title">${escapeHtml(part.title)}</div>` +
         `<pre><code${part.language ? ` class="language-${escapeHtml(part.language)}"` : ""}>${escapeHtml(part.text)}</code></pre></div>`;
   }
+}
+
+/** Remove / Replace / Undo on a message that is an entry of the session (not one being streamed). */
+function contextActions(entryId: string, edited: boolean | undefined): string {
+  if (!entryId || entryId.startsWith("local-")) return "";
+  return `<span class="ctx-actions">${edited ? '<span class="edited">✎ edited in context</span>' : ""}` +
+    contextButton(entryId, "remove", "Remove from context") + contextButton(entryId, "replace", "Replace in context…") +
+    (edited ? contextButton(entryId, "undo", "Undo context edit") : "") + "</span>";
+}
+
+function contextButton(entryId: string, action: "remove" | "replace" | "undo", title: string): string {
+  return `<button class="ctx" data-ctx="${action}" data-entry="${escapeHtml(entryId)}">${title}</button>`;
 }

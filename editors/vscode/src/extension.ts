@@ -6,6 +6,7 @@ import { ChatPanels } from "./chatPanel";
 import { PiClient } from "./client";
 import { editorDiagnostics, registerContextCommands } from "./codeContext";
 import { API_KEY_SECRET, registerCommands } from "./commands";
+import { registerContextEdits } from "./contextEdits";
 import { ContextProvider, SCHEME } from "./contextProvider";
 import { Sessions } from "./sessions";
 import { Item, SessionsView } from "./sessionsView";
@@ -52,6 +53,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<PiApi>
     vscode.workspace.registerTextDocumentContentProvider(APPROVAL_SCHEME, approvals.texts),
     vscode.commands.registerCommand(ANSWER_COMMAND, (id: string, choice: string) => approvals.answer(id, choice)),
     ...registerContextCommands(sessions, panels),
+    ...registerContextEdits(pi),
     context.secrets.onDidChange((e) => {
       if (e.key === API_KEY_SECRET) void pi.sendSettings();
     }),
@@ -88,6 +90,7 @@ export { renderBlock, markdown } from "./chatRender";
 export { TreeShape } from "./treeShape";
 export { modelList, serverLaunch, serverSettings } from "./settings";
 export { contextUri, parseContextUri } from "./contextProvider";
+export { contextLenses, editActions } from "./contextEdits";
 export { sessionOfArgument, sessionKey } from "./sessions";
 export { approvalMessage, decisionOf, notificationText } from "./approval";
 export { toItems } from "./codeContext";

@@ -47,6 +47,21 @@ export interface PreviewMessage {
   role: string;
   tokens: number;
   message: AgentMessage;
+  /** A context edit replaced its content. */
+  edited?: boolean;
+}
+
+/** A context edit in force (pi_lsp/context/edits.py EditMark). */
+export interface EditMark {
+  targetId: string;
+  editId: string;
+  kind: "omitted" | "replaced";
+  role: string;
+  tokensBefore: number;
+  tokensAfter: number;
+  original: string;
+  /** Where its target stands among the preview's messages. */
+  position: number;
 }
 
 export interface PreviewResult {
@@ -58,6 +73,7 @@ export interface PreviewResult {
   totalTokens: number;
   contextWindow: number;
   markdown: string;
+  edits?: EditMark[];
 }
 
 export interface DiffResult {
@@ -143,6 +159,8 @@ export interface Commands {
   "pi.prompt": [{ uri: string; text: string; delivery?: Delivery; context?: CodeContext[] }, { turnId: string | null; queued?: Delivery }];
   "pi.abort": [{ uri: string }, { aborted: boolean }];
   "pi.check": [{ uri: string }, { problems: Problem[] }];
+  "pi.editContext": [{ uri: string; targetId: string; replacement: { content: string } | null }, { editId: string }];
+  "pi.undoContextEdit": [{ uri: string; targetId: string }, { editId: string }];
   "pi.fileChanges": [{ uri: string; entryId: string }, FileChangesResult];
   "pi.restoreFiles": [{ uri: string; entryId?: string; undoId?: string }, RestoreResult];
   "pi.listModels": [Record<string, never>, { models: ModelInfo[]; default: string }];

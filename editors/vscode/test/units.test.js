@@ -135,3 +135,46 @@ test("a restore says how many files it changed in open editors, unsaved", () => 
     "pi: undid the restore (2 file(s) back as they were; 1 open in the editor, not saved).");
   assert.equal(ext.restoredMessage(result, null), "pi: undid the restore (2 file(s) back as they were).");
 });
+
+test("context edits: the preview's message headings get Remove / Replace / Undo by their state", () => {
+  const markdown = [
+    "# Context at `x` — 10 of 100 tokens", "",
+    "## 1. compactionSummary · 383 tokens · `a2b2d4fe`", "",
+    "## 2. user · 30 tokens · `4e303b25`", "",
+    "## ~~toolResult~~ · removed from the context · 301 → 0 tokens · `145bca81`", "",
+    "## 3. assistant · 5 tokens · ✎ replaced (was 399 tokens) · `456798a9`", "",
+    "## 4. custom · 3 tokens · `c0ffee00`",
+  ].join("\n");
+  assert.deepEqual(ext.contextLenses(markdown), [
+    { line: 4, entryId: "4e303b25", state: "kept" },
+    { line: 6, entryId: "145bca81", state: "removed" },
+    { line: 8, entryId: "456798a9", state: "replaced" },
+    { line: 10, entryId: "c0ffee00", state: "kept" },
+  ]);
+  const titles = (state) => ext.editActions(state).map((a) => a.title);
+  assert.deepEqual(titles("kept"), ["Remove from Context", "Replace in Context…"]);
+  assert.deepEqual(titles("replaced"), ["Replace in Context…", "Undo Context Edit"]);
+  assert.deepEqual(titles("removed"), ["Undo Context Edit"]);
+});
+
+test("context edits in the chat: a removed message stays in its place with Undo; edited ones say so", () => {
+  const t = new ext.Transcript();
+  const user = (id, text, extra = {}) => ({ entryId: id, role: "user", tokens: 1, message: { role: "user", content: text }, ...extra });
+  const call = { entryId: "a1", role: "assistant", tokens: 1, message: { role: "assistant", content: [{ type: "toolCall", id: "c1", name: "bash", arguments: { command: "ls" } }] } };
+  const result = { entryId: "r1", role: "toolResult", tokens: 1, edited: true, message: { role: "toolResult", toolCallId: "c1", content: [{ type: "text", text: "short" }] } };
+  t.load([user("u1", "hi"), call, result, user("u2", "bye")], [
+    { targetId: "u0", editId: "e1", kind: "omitted", role: "user", tokensBefore: 9000, tokensAfter: 0, original: "huge paste", position: 0 },
+    { targetId: "r1", editId: "e2", kind: "replaced", role: "toolResult", tokensBefore: 50, tokensAfter: 1, original: "bash: …", position: 2 },
+    { targetId: "u3", editId: "e3", kind: "omitted", role: "user", tokensBefore: 4, tokensAfter: 0, original: "last", position: 4 },
+  ]);
+  assert.deepEqual(t.blocks.map((b) => b.id), ["removed-u0", "u1", "a1", "u2", "removed-u3"]);
+  const html = t.blocks.map((b) => ext.renderBlock(b, t.tools));
+  assert.match(html[0], /user removed from the context · 9,000 tokens<button class="ctx" data-ctx="undo" data-entry="u0">/);
+  assert.match(html[1], /data-ctx="remove" data-entry="u1"/);
+  assert.doesNotMatch(html[1], /data-ctx="undo"/);
+  // the tool result is shown with its call, with its own actions, marked edited
+  assert.match(html[2], /<div class="tool-result"><span class="ctx-actions"><span class="edited">✎ edited in context<\/span>.*data-ctx="undo" data-entry="r1"/);
+  // a message being streamed is no entry yet: no actions
+  t.apply({ type: "message_start", message: { role: "assistant", content: [] } });
+  assert.doesNotMatch(ext.renderBlock(t.blocks.at(-1), t.tools), /data-ctx/);
+});

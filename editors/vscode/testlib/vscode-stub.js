@@ -61,6 +61,9 @@ class Range {
   constructor(start, end) { this.start = start; this.end = end; }
   get isEmpty() { return this.start.line === this.end.line && this.start.character === this.end.character; }
 }
+class CodeLens {
+  constructor(range, command) { this.range = range; this.command = command; }
+}
 class Selection extends Range {
   constructor(anchor, active) { super(anchor, active); this.anchor = anchor; this.active = active; }
 }
@@ -83,6 +86,7 @@ const rec = {
   progress: [], // {options, done}: withProgress calls, done once their task has settled
   config: new Map(), // "piLsp.key" -> value
   responders: new Map(), // "showQuickPick" -> fn
+  codeLensProviders: [], // {selector, provider}
 };
 
 function respond(kind, items, ...rest) {
@@ -176,7 +180,7 @@ function message(kind, api) {
 }
 
 const base = {
-  Disposable, EventEmitter, CancellationTokenSource, TreeItem, ThemeIcon, ThemeColor, MarkdownString, Uri, Position, Range, Selection,
+  Disposable, EventEmitter, CancellationTokenSource, TreeItem, ThemeIcon, ThemeColor, MarkdownString, Uri, Position, Range, Selection, CodeLens,
   DiagnosticSeverity: { Error: 0, Warning: 1, Information: 2, Hint: 3 },
   TreeItemCollapsibleState: { None: 0, Collapsed: 1, Expanded: 2 },
   StatusBarAlignment: { Left: 1, Right: 2 },
@@ -252,6 +256,11 @@ const base = {
   },
   languages: new Proxy({
     getDiagnostics: (uri) => diagnostics.get(uri.toString()) ?? [],
+    registerCodeLensProvider: (selector, provider) => {
+      const entry = { selector, provider };
+      rec.codeLensProviders.push(entry);
+      return new Disposable(() => rec.codeLensProviders.splice(rec.codeLensProviders.indexOf(entry), 1));
+    },
     onDidChangeDiagnostics: diagnosticsEmitter.event,
   }, { get: (t, p) => (p in t ? t[p] : p === "match" ? () => 0 : p === "createDiagnosticCollection" ? () => ({ set() {}, delete() {}, clear() {}, dispose() {}, forEach() {} }) : () => new Disposable()) }),
   commands: {

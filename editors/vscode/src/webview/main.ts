@@ -136,6 +136,15 @@ new ResizeObserver(() => {
   if (following) toBottom();
 }).observe(transcript);
 
+// Remove / Replace / Undo on a message: the buttons are in the blocks the extension renders.
+transcript.addEventListener("click", (event) => {
+  const button = (event.target as HTMLElement).closest<HTMLButtonElement>("button[data-ctx]");
+  if (!button) return;
+  event.preventDefault();
+  const action = button.dataset.ctx as "remove" | "replace" | "undo";
+  send({ type: "contextEdit", action, entryId: button.dataset.entry ?? "" });
+});
+
 transcript.addEventListener("toggle", (event) => {
   const d = event.target as HTMLDetailsElement;
   if (d.dataset?.key) openState.set(d.dataset.key, d.open);
