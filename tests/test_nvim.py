@@ -186,3 +186,9 @@ def test_agent_edits_open_buffers_with_code_context_and_diagnostics(
     problems = requests[3]["messages"][-1]["content"][0]["text"]
     assert problems == ("The editor reports these problems in files you changed:\n"
                         "- notes.py:1:1: error [test]: boom")
+
+
+def test_context_edits_from_the_context_buffer_and_the_chat(workspace: Path, fake: FakeAnthropic,
+                                                           tmp_path: Path) -> None:
+    run_script("context_edit_spec.lua", workspace, fake, tmp_path)
+    assert fake.message_requests() == []  # editing the context asks no model

@@ -123,9 +123,7 @@ local function make_resync(chat)
         util.error("pi.previewContext: " .. (err.message or tostring(err)))
       elseif not chat.live then
         local b = render.builder()
-        for _, item in ipairs(result.messages or {}) do
-          b:message(item.message or {}, item.entryId)
-        end
+        b:context(result)
         chat.committed = b
         chat.leaf = result.leafId
         draw_all(chat)
@@ -404,6 +402,29 @@ local function map_keys(chat)
   util.map(chat.buf, "n", keys.context, function()
     require("pi_lsp.context").preview(chat.uri)
   end, "pi: context")
+  -- Context edits on the message under the cursor; the chat re-reads the
+  -- transcript when the session changes.
+  local context = require("pi_lsp.context")
+  context.map_edit_keys(chat.buf, chat.uri, function()
+    return M.entry_at(chat, vim.api.nvim_win_get_cursor(0)[1])
+  end)
+  util.map(chat.buf, "n", config.options.context.keys.help, function()
+    util.notify(("%s send · %s steer · %s follow-up · %s abort · %s tree · %s context · %s · %s close"):format(
+      keys.send, keys.steer, keys.follow_up, keys.abort, keys.tree, keys.context, context.edit_help(), keys.close))
+  end, "pi: keys")
+end
+
+--- The entry of the message at 1-based `line` of the chat buffer (nil for
+--- none, or for a message that cannot be edited in the context).
+function M.entry_at(chat, line)
+  local found
+  for _, entry in ipairs(chat.committed.entries) do
+    if entry.line + HEADER_LINES <= line then
+      found = entry
+    end
+  end
+  local editable = { user = true, assistant = true, toolResult = true, custom = true }
+  return found and (editable[found.role] or found.removed) and found.id or nil
 end
 
 local function create(uri)

@@ -51,6 +51,11 @@ M.defaults = {
       close = "q",
     },
   },
+  -- Editing the context (pi 1.6's context edits), on a message of the context
+  -- buffer (:PiContext) or of the chat.
+  context = {
+    keys = { remove = "dd", replace = "cc", undo = "u", help = "?" },
+  },
   -- pi/approveTool: a write or edit opens as a diff in a new tab.
   approval = {
     keys = { accept = "a", accept_session = "A", reject = "r" },

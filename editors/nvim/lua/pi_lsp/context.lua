@@ -1,6 +1,7 @@
 -- :PiContext, the context diff of the tree view, and :PiCompact. The server
 -- writes the Markdown (with token counts); these only put it in buffers.
 local client = require("pi_lsp.client")
+local config = require("pi_lsp.config")
 local session = require("pi_lsp.session")
 local util = require("pi_lsp.util")
 
@@ -22,17 +23,123 @@ local function show_scratch(name, lines, uri, filetype)
   return buf, win
 end
 
---- The context preview of `uri` at `leaf_id` (default: the current leaf).
-function M.preview(uri, leaf_id)
+-- -- editing the context ------------------------------------------------------------------------
+
+local EDITABLE = { user = true, assistant = true, toolResult = true, custom = true }
+local PREFILL_CHARS = 2000 -- a longer message (a huge output) is replaced starting empty
+
+--- The message whose preview heading is at or above `line` (1-based) of `lines`:
+--- its entry id and "kept", "replaced" or "removed"; nil when it cannot be edited.
+function M.heading_at(lines, line)
+  for i = math.min(line, #lines), 1, -1 do
+    local text = lines[i]
+    local role, rest = text:match("^## %d+%. (%w+) · (.*)$")
+    local removed = text:match("^## ~~(%w+)~~ · ")
+    local id = (role or removed) and text:match("`([^`]+)`$")
+    if id then
+      if not EDITABLE[role or removed] then
+        return nil
+      end
+      return id, removed and "removed" or (rest:find("✎ replaced", 1, true) and "replaced" or "kept")
+    end
+  end
+end
+
+local function text_of(message)
+  if type(message.content) == "string" then
+    return message.content
+  end
+  local parts = {}
+  for _, block in ipairs(message.content or {}) do
+    if block.type == "text" then
+      parts[#parts + 1] = block.text or ""
+    end
+  end
+  return table.concat(parts, "\n")
+end
+
+local function replace(uri, entry_id, done)
+  local root = session.root_of(uri)
+  client.run("pi.previewContext", { uri = uri }, function(result)
+    local current = ""
+    for _, item in ipairs(result.messages or {}) do
+      if item.entryId == entry_id then
+        current = text_of(item.message or {})
+      end
+    end
+    local default = (#current <= PREFILL_CHARS and not current:find("\n")) and current or ""
+    vim.ui.input({ prompt = ("What the model sees instead of %s: "):format(entry_id), default = default }, function(text)
+      if text ~= nil then
+        client.run("pi.editContext", { uri = uri, targetId = entry_id, replacement = { content = text } }, done, root)
+      end
+    end)
+  end, root)
+end
+
+--- Edit the context of `uri` at its current leaf: "remove" the message of
+--- `entry_id`, "replace" its content (asked for), or "undo" the edit in force.
+--- `done` runs once the server has written the edit.
+function M.edit(uri, entry_id, action, done)
+  local function written(result)
+    local said = { remove = "removed %s from the context", replace = "replaced %s in the context", undo = "undid the context edit of %s" }
+    util.notify(said[action]:format(entry_id))
+    if done then
+      done(result)
+    end
+  end
+  if action == "replace" then
+    return replace(uri, entry_id, written)
+  end
+  local command = action == "undo" and "pi.undoContextEdit" or "pi.editContext"
+  local args = { uri = uri, targetId = entry_id }
+  if action == "remove" then
+    args.replacement = vim.NIL
+  end
+  client.run(command, args, written, session.root_of(uri))
+end
+
+--- The keys of the context edits, for the `?` help of the context buffer and the chat.
+function M.edit_help()
+  local keys = config.options.context.keys
+  return ("%s remove from the context · %s replace in the context · %s undo the context edit"):format(keys.remove, keys.replace, keys.undo)
+end
+
+--- Map the edit keys in `buf`; `target()` names the entry under the cursor (or nil).
+function M.map_edit_keys(buf, uri, target, after)
+  local keys = config.options.context.keys
+  for _, action in ipairs({ "remove", "replace", "undo" }) do
+    util.map(buf, "n", keys[action], function()
+      local id = target()
+      if not id then
+        return util.warn("no user, assistant, tool result or custom message under the cursor")
+      end
+      M.edit(uri, id, action, after)
+    end, "pi: " .. action .. " in the context")
+  end
+end
+
+--- The context preview of `uri` at `leaf_id` (default: the current leaf);
+--- `line`: where to put the cursor (default: the top).
+function M.preview(uri, leaf_id, line)
   local args = { uri = uri }
   if leaf_id and leaf_id ~= "" then
     args.leafId = leaf_id
   end
   client.run("pi.previewContext", args, function(result)
     -- One buffer per session: previewing another entry replaces the last one.
-    local buf = show_scratch("pi://context/" .. name_of(uri), util.split_lines(result.markdown or ""), uri)
+    local lines = util.split_lines(result.markdown or "")
+    local buf = show_scratch("pi://context/" .. name_of(uri), lines, uri)
     vim.b[buf].pi_lsp_leaf = result.leafId
-    vim.api.nvim_win_set_cursor(0, { 1, 0 })
+    vim.api.nvim_win_set_cursor(0, { math.min(line or 1, #lines), 0 })
+    -- Edits are written at the current leaf: the buffer then shows that.
+    M.map_edit_keys(buf, uri, function()
+      return M.heading_at(vim.api.nvim_buf_get_lines(buf, 0, -1, false), vim.api.nvim_win_get_cursor(0)[1])
+    end, function()
+      M.preview(uri, nil, vim.api.nvim_win_get_cursor(0)[1])
+    end)
+    util.map(buf, "n", config.options.context.keys.help, function()
+      util.notify(M.edit_help() .. " · q close")
+    end, "pi: keys")
   end, session.root_of(uri))
 end
 

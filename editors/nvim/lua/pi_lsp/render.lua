@@ -10,7 +10,8 @@ local Builder = {}
 Builder.__index = Builder
 
 function M.builder()
-  return setmetatable({ lines = {}, folds = {} }, Builder)
+  -- entries: where each message with an entry id starts ({ line, id, role, removed }).
+  return setmetatable({ lines = {}, folds = {}, entries = {} }, Builder)
 end
 
 --- Add text (may hold newlines).
@@ -57,6 +58,9 @@ function Builder:extend(other)
   for _, fold in ipairs(other.folds) do
     self.folds[#self.folds + 1] = { fold[1] + offset, fold[2] + offset }
   end
+  for _, entry in ipairs(other.entries) do
+    self.entries[#self.entries + 1] = vim.tbl_extend("force", entry, { line = entry.line + offset })
+  end
 end
 
 local function content_text(content)
@@ -85,8 +89,8 @@ local function one_line(text, limit)
   return flat
 end
 
-local function where(entry_id)
-  return entry_id and ("  `" .. entry_id .. "`") or ""
+local function where(entry_id, edited)
+  return (edited and " · ✎ edited in context" or "") .. (entry_id and ("  `" .. entry_id .. "`") or "")
 end
 
 local function call_target(arguments)
@@ -127,11 +131,12 @@ function Builder:assistant_block(block)
   end
 end
 
-function Builder:tool_result(message)
+function Builder:tool_result(message, entry_id, edited)
   local text = content_text(message.content)
   local mark = message.isError and "✗" or "✓"
   self:blank()
-  self:folded(("▸ %s %s: %s"):format(mark, message.toolName or "tool", one_line(text)), function()
+  local line = ("▸ %s %s: %s"):format(mark, message.toolName or "tool", one_line(text))
+  self:folded(line .. where(entry_id, edited), function()
     self:fenced(text)
   end)
 end
@@ -179,18 +184,23 @@ function Builder:user_content(content)
   flush()
 end
 
---- One message of the conversation. `entry_id` names its entry when known.
-function Builder:message(message, entry_id)
+--- One message of the conversation. `entry_id` names its entry when known;
+--- `edited`: a context edit replaced its content.
+function Builder:message(message, entry_id, edited)
   local role = message.role
+  if entry_id then
+    self:blank()
+    self.entries[#self.entries + 1] = { line = #self.lines + 1, id = entry_id, role = role }
+  end
   if role == "user" then
     self:blank()
-    self:add("## You" .. where(entry_id))
+    self:add("## You" .. where(entry_id, edited))
     self:add("")
     self:user_content(message.content)
   elseif role == "assistant" then
     self:blank()
     local model = message.model and (" · " .. message.model) or ""
-    self:add("## pi" .. model .. where(entry_id))
+    self:add("## pi" .. model .. where(entry_id, edited))
     for _, block in ipairs(message.content or {}) do
       self:assistant_block(block)
     end
@@ -199,7 +209,7 @@ function Builder:message(message, entry_id)
       self:add(("_(%s%s)_"):format(message.stopReason, message.errorMessage and (": " .. message.errorMessage) or ""))
     end
   elseif role == "toolResult" then
-    self:tool_result(message)
+    self:tool_result(message, entry_id, edited)
   elseif role == "bashExecution" then
     self:blank()
     self:folded("## $ " .. one_line(message.command) .. where(entry_id), function()
@@ -220,9 +230,39 @@ function Builder:message(message, entry_id)
     end)
   elseif role == "custom" then
     self:blank()
-    self:add("## " .. (message.customType or "custom") .. where(entry_id))
+    self:add("## " .. (message.customType or "custom") .. where(entry_id, edited))
     self:add("")
     self:add(content_text(message.content))
+  end
+end
+
+--- A message a context edit left out (pi.previewContext's `edits`), in its place.
+function Builder:removed(mark)
+  self:blank()
+  self.entries[#self.entries + 1] = { line = #self.lines + 1, id = mark.targetId, role = mark.role, removed = true }
+  self:add(("## ~~%s~~ removed from the context · %s tokens  `%s`"):format(mark.role, util.thousands(mark.tokensBefore), mark.targetId))
+  self:add("")
+  self:add("_" .. one_line(mark.original or "") .. "_")
+end
+
+--- The messages of a preview (its `messages` and `edits`), removed ones in their place.
+function Builder:context(result)
+  local messages, removed = result.messages or {}, {}
+  for _, mark in ipairs(result.edits or {}) do
+    if mark.kind == "omitted" then
+      removed[#removed + 1] = mark
+    end
+  end
+  for index = 1, #messages + 1 do
+    for _, mark in ipairs(removed) do
+      if mark.position == index - 1 or (index > #messages and mark.position > #messages) then
+        self:removed(mark)
+      end
+    end
+    local item = messages[index]
+    if item then
+      self:message(item.message or {}, item.entryId, item.edited)
+    end
   end
 end
 
