@@ -1032,13 +1032,14 @@ async def test_second_prompt_while_busy_is_refused(pi: Pi, fake: FakeAnthropic) 
     turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "first"}))["turnId"]
     error = await call_error(pi.client, "pi.prompt", {"uri": uri, "text": "second"})
     assert error.code == BUSY and "busy" in error.message
+    await wait_event(pi, turn_id, "message_end", since)  # the prompt is in the session
+    prompt = next(n["id"] for n in await tree_nodes(pi, uri) if n["role"] == "user")
     for command, argument in (
         ("pi.branch", {"uri": uri, "targetId": (await tree_nodes(pi, uri))[0]["id"]}),
         ("pi.branchWithSummary", {"uri": uri, "targetId": (await tree_nodes(pi, uri))[0]["id"]}),
         ("pi.compact", {"uri": uri}),
-        ("pi.editContext", {"uri": uri, "targetId": (await tree_nodes(pi, uri))[0]["id"],
-                            "replacement": None}),
-        ("pi.undoContextEdit", {"uri": uri, "targetId": (await tree_nodes(pi, uri))[0]["id"]}),
+        ("pi.editContext", {"uri": uri, "targetId": prompt, "replacement": None}),
+        ("pi.undoContextEdit", {"uri": uri, "targetId": prompt}),
     ):
         refused = await call_error(pi.client, command, argument)
         assert refused.code == BUSY and "busy" in refused.message, (command, refused.message)
