@@ -190,5 +190,6 @@ def test_agent_edits_open_buffers_with_code_context_and_diagnostics(
 
 def test_context_edits_from_the_context_buffer_and_the_chat(workspace: Path, fake: FakeAnthropic,
                                                            tmp_path: Path) -> None:
+    asked = len(fake.message_requests())  # the fake serves the whole module
     run_script("context_edit_spec.lua", workspace, fake, tmp_path)
-    assert fake.message_requests() == []  # editing the context asks no model
+    assert len(fake.message_requests()) == asked  # editing the context asks no model
