@@ -43,6 +43,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "workspace"
 EXAMPLE_SESSION = next((EXAMPLE / ".pi" / "sessions").glob("*.jsonl"))
+EVERY_TYPE = ROOT / "tests" / "fixtures" / "every-type.jsonl"  # one entry of every type
 MAIN_ID = "5f0c2a9e-3b1d-4c7e-9a51-2d8e6f4b7c10"
 
 FORK_QUESTION = "e1afef94"  # the user message where the ORM dead end starts
@@ -341,6 +342,7 @@ async def test_list_sessions(pi: Pi) -> None:
                             "firstMessage", "parentSession"}
     assert session["id"] == MAIN_ID
     assert session["name"] == "Fix slow order listing"
+    assert session["title"] == "Fix slow order listing"
     assert session["entryCount"] == len(lines(pi.session))
     assert session["firstMessage"].startswith("GET /orders is really slow")
     assert session["parentSession"] is None
@@ -402,12 +404,24 @@ async def test_new_session_in_another_folder(pi: Pi) -> None:
 async def test_get_tree(pi: Pi) -> None:
     tree = await call(pi.client, "pi.getTree", {"uri": pi.uri})
     entries = lines(pi.session)
-    assert tree["leafId"] == BRANCH_B_TIP
-    assert [n["id"] for n in tree["nodes"]] == [e["id"] for e in entries]
+    assert tree["leafId"] == tree["leafRow"] == BRANCH_B_TIP
+    assert tree["title"] == "Fix slow order listing"
+    assert tree["entries"] == len(entries)
+    # Every entry is a row (none is bookkeeping), in drawing order: the chain up to the fork
+    # at one depth, then each branch one deeper, its first entry a head.
+    assert sorted(n["id"] for n in tree["nodes"]) == sorted(e["id"] for e in entries)
+    rows = [(n["id"], n["depth"], n["head"]) for n in tree["nodes"]]
+    fork = [n["id"] for n in tree["nodes"]].index(FORK_PARENT)
+    assert all(depth == 0 and not head for _id, depth, head in rows[:fork + 1])
+    assert [row for row in rows if row[2]] == [(FORK_QUESTION, 1, True),
+                                               (BRANCH_SUMMARY, 1, True)]
+    assert rows[fork + 1] == (FORK_QUESTION, 1, True)
+    assert all(depth == 1 for _id, depth, _head in rows[fork + 1:])
+    assert rows[-1][0] == BRANCH_B_TIP
     nodes = {n["id"]: n for n in tree["nodes"]}
     for node in tree["nodes"]:
-        assert set(node) == {"id", "parentId", "type", "role", "preview", "label", "timestamp",
-                             "onPath"}
+        assert set(node) == {"id", "parentId", "depth", "head", "type", "role", "preview",
+                             "label", "timestamp", "onPath"}
     question = nodes[FORK_QUESTION]
     assert (question["type"], question["role"], question["parentId"]) == \
         ("message", "user", FORK_PARENT)
@@ -419,6 +433,32 @@ async def test_get_tree(pi: Pi) -> None:
     assert nodes["c66a750f"]["label"] == "tests-green"
     assert nodes[entries[0]["id"]]["parentId"] is None
     assert all(n["timestamp"] for n in tree["nodes"])
+
+
+async def test_tree_rows_for_every_entry_type(pi: Pi) -> None:
+    """Usage records are never rows; leaf moves (`leaf`, custom `pi-lsp.leaf`) and context
+    edits only when asked for; their children are lifted to the row above them."""
+    target = pi.main / ".pi" / "sessions" / "every-type.jsonl"
+    shutil.copyfile(EVERY_TYPE, target)
+    tree = await call(pi.client, "pi.getTree", {"uri": target.as_uri()})
+    rows = [(n["id"], n["depth"], n["head"]) for n in tree["nodes"]]
+    assert rows == [("m1", 0, False), ("u1", 0, False), ("a1", 0, False),
+                    ("u2", 1, True), ("a2", 1, False), ("u3", 1, False),
+                    ("u4", 1, True), ("cx1", 1, False), ("lb1", 1, False), ("si1", 1, False)]
+    assert (tree["leafId"], tree["leafRow"], tree["entries"]) == ("cl2", "u3", 15)
+    assert tree["title"] == "Every type"
+    parents = {n["id"]: n["parentId"] for n in tree["nodes"]}
+    assert parents["u2"] == "us1" and parents["u4"] == "cl1"  # the entry's own parent
+    everything = await call(pi.client, "pi.getTree", {"uri": target.as_uri(),
+                                                      "bookkeeping": True})
+    assert [(n["id"], n["depth"], n["head"]) for n in everything["nodes"]] == [
+        ("m1", 0, False), ("u1", 0, False),
+        ("a1", 1, True), ("u2", 2, True), ("a2", 2, False), ("ce1", 2, False),
+        ("u3", 2, False), ("cl2", 2, False),
+        ("cl1", 2, True), ("u4", 2, False), ("cx1", 2, False), ("lb1", 2, False),
+        ("si1", 2, False),
+        ("lf1", 1, True)]
+    assert everything["leafRow"] == "cl2"
 
 
 @pytest.mark.parametrize("layer", ["agent", "llm", "request"])
@@ -513,7 +553,9 @@ async def test_branch_to_a_user_message(pi: Pi) -> None:
     assert note["entries"] == len(lines(path_of(uri)))
     tree = await call(pi.client, "pi.getTree", {"uri": uri})
     assert tree["leafId"] == FORK_PARENT
-    assert tree["nodes"][-1]["type"] == "leaf"  # durable leaf moves are the default
+    assert lines(path_of(uri))[-1]["type"] == "leaf"  # durable leaf moves are the default
+    assert tree["leafRow"] == FORK_PARENT  # the move itself is no row
+    assert "leaf" not in [n["type"] for n in tree["nodes"]]
     # any other entry becomes the leaf itself, with no text to edit
     moved = await call(pi.client, "pi.branch", {"uri": uri, "targetId": "d9977f3d"})
     assert moved["leafId"] == "d9977f3d" and moved.get("editorText") is None

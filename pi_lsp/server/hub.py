@@ -40,12 +40,14 @@ from pi_lsp.session.catalog import (
     session_dirs,
     start_session,
     tree_summary,
+    tree_title,
 )
 from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import encoder, role_of
 from pi_lsp.session.fork import fork_session
 from pi_lsp.session.ids import iso_to_ms
 from pi_lsp.session.journal import NotASessionError, Problem
+from pi_lsp.session.layout import layout, shown_entry
 from pi_lsp.session.outline import entry_preview, record_role
 from pi_lsp.session.tree import Refresh, SessionTree, decode_entry
 from pi_lsp.settings import Settings, load_settings, settings_stamp
@@ -106,6 +108,8 @@ class NotASessionFileError(UnknownSessionError):
 class Node(msgspec.Struct, rename="camel"):
     id: str
     parent_id: str | None
+    depth: int
+    head: bool
     type: str
     role: str | None
     preview: str
@@ -116,6 +120,9 @@ class Node(msgspec.Struct, rename="camel"):
 
 class TreeView(msgspec.Struct, rename="camel"):
     leaf_id: str | None
+    leaf_row: str | None  # the row marked as the leaf (the leaf, or the row above a hidden one)
+    title: str
+    entries: int
     nodes: list[Node]
 
 
@@ -170,7 +177,7 @@ class SessionHub:
         self.listeners: list[ChangeListener] = []
         self.index = SessionIndex()
         # Views are pure functions of a tree's state; keep the last one per session.
-        self._views: LruCache[Path, tuple[tuple[int, int, str | None], TreeView]] = \
+        self._views: LruCache[Path, tuple[tuple[int, int, str | None, bool], TreeView]] = \
             LruCache(MAX_VIEWS)
         self._nodes: dict[Path, dict[int, tuple[str | None, str, str | None, str]]] = {}
         self._previews: LruCache[tuple[Path, str | None, str], tuple[object, Preview]] = \
@@ -403,17 +410,19 @@ class SessionHub:
             tree.append_session_info(name)
         return Path(tree.path)
 
-    def tree_view(self, path: Path) -> TreeView:
+    def tree_view(self, path: Path, bookkeeping: bool = False) -> TreeView:
+        """The rows an editor draws, in order (`session/layout.py`), with what each row says."""
         tree = self.tree(path)
         key = path.resolve()
-        state = (id(tree.records), len(tree.records), tree.leaf_id)
+        state = (id(tree.records), len(tree.records), tree.leaf_id, bookkeeping)
         cached = self._views.get(key)
         if cached is not None and cached[0] == state:
             return cached[1]
         on_path = set(tree.path_ids(tree.leaf_id))
         static = self._nodes.setdefault(key, {})
         nodes = []
-        for record in tree.records:
+        for row in layout(tree, bookkeeping):
+            record = row.record
             entry_id = record.env.id or ""
             parts = static.get(record.line)
             if parts is None:
@@ -422,9 +431,10 @@ class SessionHub:
                     parent if parent in tree.by_id and parent != entry_id else None,
                     record.env.type, record_role(record), entry_preview(decode_entry(record)))
             parent, kind, role, preview = parts
-            nodes.append(Node(entry_id, parent, kind, role, preview, tree.label(entry_id),
-                              record.env.timestamp, entry_id in on_path))
-        view = TreeView(tree.leaf_id, nodes)
+            nodes.append(Node(entry_id, parent, row.depth, row.head, kind, role, preview,
+                              tree.label(entry_id), record.env.timestamp, entry_id in on_path))
+        view = TreeView(tree.leaf_id, shown_entry(tree, tree.leaf_id, bookkeeping),
+                        tree_title(tree), len(tree.records), nodes)
         self._views.put(key, (state, view))
         return view
 

@@ -67,12 +67,13 @@ from pi_lsp.server.protocol import (
     SessionArgs,
     SetTrustArgs,
     ThinkingArgs,
+    TreeArgs,
     client_approves_tools,
     parse_approval,
     parse_args,
 )
 from pi_lsp.server.watcher import DirectoryWatcher
-from pi_lsp.session.catalog import ForeignSessionError
+from pi_lsp.session.catalog import ForeignSessionError, session_title, tree_title
 from pi_lsp.session.entries import ImageContent
 from pi_lsp.session.outline import shorten
 from pi_lsp.session.tree import Refresh, SessionTree, UnknownEntryError
@@ -237,7 +238,7 @@ class PiServer(LanguageServer):
 
     def session_title(self, path: Path) -> str:
         tree = self.hub.trees.get(path.resolve()) if self.hub else None
-        return (tree.name if tree and tree.name else None) or path.name
+        return tree_title(tree) if tree else session_title(None, None, str(path))
 
     # -- turns and jobs ------------------------------------------------------------------
 
@@ -516,9 +517,9 @@ async def open_tree(ls: PiServer, uri: str) -> Path:
     return path
 
 
-@command("pi.getTree", SessionArgs)
-async def get_tree(ls: PiServer, args: SessionArgs) -> Any:
-    return ls.sessions().tree_view(await open_tree(ls, args.uri))
+@command("pi.getTree", TreeArgs)
+async def get_tree(ls: PiServer, args: TreeArgs) -> Any:
+    return ls.sessions().tree_view(await open_tree(ls, args.uri), args.bookkeeping)
 
 
 @command("pi.previewContext", PreviewArgs)

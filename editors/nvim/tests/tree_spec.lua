@@ -153,4 +153,25 @@ H.wait(function()
 end, "statusline: " .. require("pi_lsp").statusline())
 H.check(require("pi_lsp").statusline():find("/200k", 1, true), "statusline shows the window: " .. require("pi_lsp").statusline())
 
+-- A session with every entry type: the tree draws exactly the server's rows (usage records,
+-- leaf moves and context edits left out, their children lifted), as the VS Code view does.
+local every = vim.fn.getcwd() .. "/.pi/sessions/every-type.jsonl"
+vim.fn.writefile(vim.fn.readfile(vim.env.PI_LSP_EVERY_TYPE, "b"), every, "b")
+require("pi_lsp.tree").open(vim.uri_from_fname(every))
+local every_buf
+H.wait(function()
+  every_buf = H.find_buf("pi://tree/every-type")
+  return every_buf and H.contains(every_buf, "← leaf")
+end, "the every-type tree did not render", every_buf)
+local rows = H.exec("pi.getTree", { uri = vim.uri_from_fname(every) }).nodes
+local drawn = H.lines(every_buf)
+H.check(drawn[1]:find("^Every type — 15 entries, leaf cl2"), "header: " .. drawn[1])
+H.check(#drawn == 2 + #rows and #rows == 10, "one line per row", every_buf)
+for i, row in ipairs(rows) do
+  local prefix = ("  "):rep(row.depth) .. (row.head and "├─ " or "")
+  local line = drawn[2 + i]
+  H.check(line:sub(1, #prefix) == prefix and line:find(" " .. row.id .. " ", 1, true), "row " .. row.id .. ": " .. line)
+end
+H.check(H.lines(every_buf)[H.line_of(every_buf, "← leaf")]:find(" u3 user", 1, true), "the leaf mark sits on u3, above the hidden move", every_buf)
+
 H.finish()

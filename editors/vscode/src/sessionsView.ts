@@ -1,4 +1,4 @@
-// The Sessions view: sessions, then their entries laid out by TreeShape. The current path is
+// The Sessions view: sessions, then their entries as the server lays them out (TreeShape). The current path is
 // coloured and the leaf marked; everything shown comes from pi.listSessions and pi.getTree.
 import * as vscode from "vscode";
 import type { PiClient } from "./client";
@@ -29,11 +29,10 @@ export class EntryItem extends vscode.TreeItem {
   constructor(
     readonly sessionUri: string,
     readonly node: TreeNode,
-    readonly head: boolean,
-    leafId: string | null,
+    leafRow: string | null,
     expandable: boolean,
   ) {
-    const leaf = node.id === leafId;
+    const leaf = node.id === leafRow;
     // The leaf mark and the label lead: at the side bar's default width the end of a row is cut.
     super([leaf ? "← leaf ·" : "", node.label ? `[${node.label}]` : "", node.preview || node.type].filter(Boolean).join(" "),
       collapsed(expandable, node.onPath));
@@ -117,8 +116,8 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
     }
     const uri = item.sessionUri;
     const shape = await this.shape(uri);
-    const placed = item.kind === "session" ? shape.roots() : shape.childrenOfItem(item.node.id, item.head);
-    return placed.map((p) => new EntryItem(uri, p.node, p.head, shape.tree.leafId, shape.expandable(p.node.id, p.head)));
+    const rows = item.kind === "session" ? shape.roots() : shape.childrenOf(item.node.id);
+    return rows.map((node) => new EntryItem(uri, node, shape.tree.leafRow, shape.expandable(node.id)));
   }
 
   /** The session's tree, fetched once per change. */

@@ -213,3 +213,25 @@ test("a failing command shows the server's message instead of throwing", async (
   assert.equal(errors().length, before + 1);
   assert.match(errors().at(-1), /^pi: /);
 });
+
+test("a session with every entry type: the view shows exactly the server's rows, as Neovim draws them", async () => {
+  const file = require("node:path").join(ws.sessionsDir, "every-type.jsonl");
+  require("node:fs").copyFileSync(require("node:path").join(__dirname, "..", "..", "..", "tests", "fixtures", "every-type.jsonl"), file);
+  const uri = vscode.Uri.file(file).toString();
+  const rows = (await api.pi.call("pi.getTree", { uri })).nodes;
+  const session = await eventually(async () => (await provider().getChildren()).find((s) => s.kind === "session" && ext.sessionKey(s.sessionUri) === file), "the new session in the view");
+  assert.equal(session.label, "Every type");
+  // Depth first, as the view shows them when every item is expanded.
+  const shown = [];
+  const walk = async (item) => {
+    for (const child of await provider().getChildren(item)) {
+      shown.push(child);
+      assert.equal(child.collapsibleState !== vscode.TreeItemCollapsibleState.None, (await provider().getChildren(child)).length > 0, child.entryId);
+      await walk(child);
+    }
+  };
+  await walk(session);
+  assert.deepEqual(shown.map((i) => [i.entryId, i.node.head]), rows.map((r) => [r.id, r.head]));
+  assert.deepEqual(rows.map((r) => r.id), ["m1", "u1", "a1", "u2", "a2", "u3", "u4", "cx1", "lb1", "si1"]);
+  assert.deepEqual(shown.filter((i) => /^← leaf/.test(i.label)).map((i) => i.entryId), ["u3"]);
+});

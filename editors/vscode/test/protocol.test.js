@@ -63,20 +63,22 @@ test("pi.listSessions lists the workspace session with the documented keys", asy
   const { sessions } = await exec("pi.listSessions", {});
   assert.equal(sessions.length, 1);
   session = sessions[0];
-  assert.deepEqual(keys(session), ["created", "cwd", "entryCount", "firstMessage", "id", "modified", "name", "parentSession", "uri"]);
+  assert.deepEqual(keys(session), ["created", "cwd", "entryCount", "firstMessage", "id", "modified", "name", "parentSession", "title", "uri"]);
   assert.ok(samePath(session.uri, pathToFileURL(ws.sessionFile).href));
   assert.equal(session.name, "Fix slow order listing");
   assert.equal(session.entryCount, 56);
   assert.equal(notes.filter((n) => n.method === "window/showMessage").length, 0, "no settings complaint");
 });
 
-test("pi.getTree: one node per entry, parents inside the tree, the leaf on the path", async () => {
+test("pi.getTree: one row per entry, parents inside the tree, the leaf on the path", async () => {
   const tree = await exec("pi.getTree", { uri: session.uri });
-  assert.deepEqual(keys(tree), ["leafId", "nodes"]);
+  assert.deepEqual(keys(tree), ["entries", "leafId", "leafRow", "nodes", "title"]);
   assert.equal(tree.nodes.length, 56);
+  assert.equal(tree.entries, 56);
+  assert.equal(tree.title, session.title);
   const ids = new Set(tree.nodes.map((n) => n.id));
   for (const n of tree.nodes) {
-    assert.deepEqual(keys(n), ["id", "label", "onPath", "parentId", "preview", "role", "timestamp", "type"]);
+    assert.deepEqual(keys(n), ["depth", "head", "id", "label", "onPath", "parentId", "preview", "role", "timestamp", "type"]);
     assert.ok(n.parentId === null || ids.has(n.parentId), `dangling parent ${n.parentId}`);
   }
   const leaf = tree.nodes.find((n) => n.id === tree.leafId);
