@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from pi_lsp.session.entries import CustomEntry
 from pi_lsp.session.journal import Record
-from pi_lsp.session.tree import SessionTree, decode_entry
+from pi_lsp.session.tree import SessionTree, decode_entry, parent_of
 
 # pi never shows usage records in its tree.
 ALWAYS_HIDDEN = frozenset({"usage"})
@@ -47,8 +47,13 @@ def layout(tree: SessionTree, bookkeeping: bool = False) -> list[Row]:
     index = tree.children_index()
 
     def shown_children(parent: str | None) -> list[Record]:
+        children = index.get(parent)
+        if not children:
+            return []
+        if len(children) == 1 and is_shown(children[0], bookkeeping):
+            return children  # a chain: most entries
         found: list[Record] = []
-        stack = list(reversed(index.get(parent, [])))
+        stack = list(reversed(children))
         while stack:
             record = stack.pop()
             if is_shown(record, bookkeeping):
@@ -75,7 +80,12 @@ def layout(tree: SessionTree, bookkeeping: bool = False) -> list[Row]:
 def shown_entry(tree: SessionTree, entry_id: str | None, bookkeeping: bool = False) -> str | None:
     """The row that stands for an entry: itself, or the nearest shown entry above it (a leaf
     move is the leaf, and editors mark the entry it moved to)."""
-    for record in reversed(tree.path_to(entry_id)):
+    seen: set[str] = set()
+    record = tree.by_id.get(entry_id) if entry_id is not None else None
+    while record is not None and record.env.id not in seen:
         if is_shown(record, bookkeeping):
             return record.env.id
+        seen.add(record.env.id or "")
+        parent = parent_of(record)
+        record = tree.by_id.get(parent) if parent is not None else None
     return None
