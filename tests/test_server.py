@@ -30,6 +30,7 @@ from pygls.exceptions import JsonRpcException
 from pygls.uris import to_fs_path
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
+from pi_lsp.session.entries import UserMessage
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.summarize.branch import BRANCH_SUMMARY_PREAMBLE
 from tests.conftest import trust
@@ -419,6 +420,7 @@ async def test_get_tree(pi: Pi) -> None:
     assert all(depth == 1 for _id, depth, _head in rows[fork + 1:])
     assert rows[-1][0] == BRANCH_B_TIP
     nodes = {n["id"]: n for n in tree["nodes"]}
+    assert isinstance(tree["version"], int)
     for node in tree["nodes"]:
         assert set(node) == {"id", "parentId", "depth", "head", "type", "role", "preview",
                              "label", "timestamp", "onPath"}
@@ -459,6 +461,46 @@ async def test_tree_rows_for_every_entry_type(pi: Pi) -> None:
         ("si1", 2, False),
         ("lf1", 1, True)]
     assert everything["leafRow"] == "cl2"
+
+
+def patched(view: dict[str, Any], delta: dict[str, Any]) -> list[dict[str, Any]]:
+    start, delete = delta["start"], delta["delete"]
+    return [*view["nodes"][:start], *delta["rows"], *view["nodes"][start + delete:]]
+
+
+async def test_session_changed_carries_the_tree_change(pi: Pi) -> None:
+    """An editor showing the tree patches it from pi/sessionChanged: rows replaced from
+    `start`, based on the version it holds; it fetches again only when it missed one."""
+    uri = copy_session(pi.main, "deltas")
+    path = path_of(uri)
+    view = await call(pi.client, "pi.getTree", {"uri": uri})
+    since = pi.mark()
+    SessionTree.open(str(path)).append_message(UserMessage(content="from the pi CLI",
+                                                           timestamp=1))
+    note = await wait_note(pi, SESSION_CHANGED, lambda p: path_of(p["uri"]) == path, since)
+    delta = note["tree"]
+    assert delta["base"] == view["version"] and delta["version"] > view["version"]
+    assert (delta["start"], delta["delete"], len(delta["rows"])) == (len(view["nodes"]), 0, 1)
+    assert delta["rows"][0]["preview"] == "from the pi CLI"
+    fresh = await call(pi.client, "pi.getTree", {"uri": uri})
+    assert fresh["version"] == delta["version"]
+    assert patched(view, delta) == fresh["nodes"]
+    assert (delta["leafId"], delta["leafRow"], delta["entries"]) == \
+        (fresh["leafId"], fresh["leafRow"], fresh["entries"])
+    # A leaf move changes which rows are on the path.
+    since = pi.mark()
+    await call(pi.client, "pi.branch", {"uri": uri, "targetId": "28511eec"})
+    moved = (await wait_note(pi, SESSION_CHANGED, lambda p: path_of(p["uri"]) == path,
+                             since))["tree"]
+    assert moved["base"] == fresh["version"]
+    after = await call(pi.client, "pi.getTree", {"uri": uri})
+    assert patched(fresh, moved) == after["nodes"] and moved["leafRow"] == "28511eec"
+    # Whoever fetched the other view (bookkeeping rows) gets no patch for the default one.
+    await call(pi.client, "pi.getTree", {"uri": uri, "bookkeeping": True})
+    since = pi.mark()
+    await call(pi.client, "pi.label", {"uri": uri, "targetId": "28511eec", "label": "x"})
+    note = await wait_note(pi, SESSION_CHANGED, lambda p: path_of(p["uri"]) == path, since)
+    assert "tree" not in note
 
 
 @pytest.mark.parametrize("layer", ["agent", "llm", "request"])
@@ -798,7 +840,8 @@ async def test_unknown_command_answers_an_error(pi: Pi) -> None:
 
 APPEND = textwrap.dedent("""
     import sys
-    from pi_lsp.session.tree import SessionTree
+    from pi_lsp.session.entries import UserMessage
+from pi_lsp.session.tree import SessionTree
     SessionTree.open(sys.argv[1]).append_custom("external", {"from": "another process"})
 """)
 

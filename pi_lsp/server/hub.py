@@ -32,6 +32,7 @@ from pi_lsp.providers.base import Provider
 from pi_lsp.providers.factory import provider_factory
 from pi_lsp.providers.wire import request_params
 from pi_lsp.server.cache import LruCache
+from pi_lsp.server.treeview import TreeView, TreeViews
 from pi_lsp.session.catalog import (
     SessionIndex,
     SessionSummary,
@@ -40,16 +41,13 @@ from pi_lsp.session.catalog import (
     session_dirs,
     start_session,
     tree_summary,
-    tree_title,
 )
 from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import encoder, role_of
 from pi_lsp.session.fork import fork_session
 from pi_lsp.session.ids import iso_to_ms
 from pi_lsp.session.journal import NotASessionError, Problem
-from pi_lsp.session.layout import layout, shown_entry
-from pi_lsp.session.outline import entry_preview, record_role
-from pi_lsp.session.tree import Refresh, SessionTree, decode_entry
+from pi_lsp.session.tree import Refresh, SessionTree
 from pi_lsp.settings import Settings, load_settings, settings_stamp
 from pi_lsp.summarize.compaction import (
     NothingToCompactError,
@@ -69,7 +67,6 @@ DiagnosticsFactory = Callable[[Path], Diagnostics | None]
 # whole file; only the recently used stay (a tree with a running harness always stays).
 MAX_PREVIEWS = 8
 MAX_PREVIEW_BYTES = 64 << 20
-MAX_VIEWS = 8
 MAX_OPEN_TREES = 8
 
 
@@ -103,27 +100,6 @@ class ForeignFolderError(Exception):
 class NotASessionFileError(UnknownSessionError):
     def __str__(self) -> str:
         return f"{self.args[0]} is not a pi session file ({self.args[1]})"
-
-
-class Node(msgspec.Struct, rename="camel"):
-    id: str
-    parent_id: str | None
-    depth: int
-    head: bool
-    type: str
-    role: str | None
-    preview: str
-    label: str | None
-    timestamp: str | None
-    on_path: bool
-
-
-class TreeView(msgspec.Struct, rename="camel"):
-    leaf_id: str | None
-    leaf_row: str | None  # the row marked as the leaf (the leaf, or the row above a hidden one)
-    title: str
-    entries: int
-    nodes: list[Node]
 
 
 class Preview(msgspec.Struct, rename="camel", omit_defaults=True):
@@ -177,9 +153,7 @@ class SessionHub:
         self.listeners: list[ChangeListener] = []
         self.index = SessionIndex()
         # Views are pure functions of a tree's state; keep the last one per session.
-        self._views: LruCache[Path, tuple[tuple[int, int, str | None, bool], TreeView]] = \
-            LruCache(MAX_VIEWS)
-        self._nodes: dict[Path, dict[int, tuple[str | None, str, str | None, str]]] = {}
+        self.views = TreeViews()
         self._previews: LruCache[tuple[Path, str | None, str], tuple[object, Preview]] = \
             LruCache(MAX_PREVIEWS, MAX_PREVIEW_BYTES, lambda item: preview_weight(item[1]))
         # Per session: its folder and its settings files' times when its harness was made.
@@ -262,8 +236,7 @@ class SessionHub:
         self.trees.pop(key, None)
         self.harnesses.pop(key, None)
         self._stamps.pop(key, None)
-        self._nodes.pop(key, None)
-        self._views.pop(key)
+        self.views.drop(key)
         self._previews.drop_where(lambda cached: cached[0] == key)
 
     def _keep(self, tree: SessionTree) -> SessionTree:
@@ -282,7 +255,7 @@ class SessionHub:
             if harness is not None:
                 self.harnesses[path] = harness
         if change.reloaded:
-            self._nodes.pop(path, None)
+            self.views.drop(path)
         for listener in list(self.listeners):
             listener(path, tree, change)
 
@@ -412,31 +385,7 @@ class SessionHub:
 
     def tree_view(self, path: Path, bookkeeping: bool = False) -> TreeView:
         """The rows an editor draws, in order (`session/layout.py`), with what each row says."""
-        tree = self.tree(path)
-        key = path.resolve()
-        state = (id(tree.records), len(tree.records), tree.leaf_id, bookkeeping)
-        cached = self._views.get(key)
-        if cached is not None and cached[0] == state:
-            return cached[1]
-        on_path = set(tree.path_ids(tree.leaf_id))
-        static = self._nodes.setdefault(key, {})
-        nodes = []
-        for row in layout(tree, bookkeeping):
-            record = row.record
-            entry_id = record.env.id or ""
-            parts = static.get(record.line)
-            if parts is None:
-                parent = record.env.parent_id
-                parts = static[record.line] = (
-                    parent if parent in tree.by_id and parent != entry_id else None,
-                    record.env.type, record_role(record), entry_preview(decode_entry(record)))
-            parent, kind, role, preview = parts
-            nodes.append(Node(entry_id, parent, row.depth, row.head, kind, role, preview,
-                              tree.label(entry_id), record.env.timestamp, entry_id in on_path))
-        view = TreeView(tree.leaf_id, shown_entry(tree, tree.leaf_id, bookkeeping),
-                        tree_title(tree), len(tree.records), nodes)
-        self._views.put(key, (state, view))
-        return view
+        return self.views.view(path.resolve(), self.tree(path), bookkeeping)
 
     def preview(self, path: Path, leaf_id: str | None, layer: Layer) -> Preview:
         tree = self.tree(path)

@@ -168,6 +168,9 @@ class PiServer(LanguageServer):
             "uri": from_fs_path(str(path)), "entries": len(tree.records),
             "leafId": tree.leaf_id, "reloaded": change.reloaded,
         }
+        delta = self.sessions().views.delta(path, tree)  # for editors showing the tree
+        if delta is not None:
+            note["tree"] = msgspec.to_builtins(delta)
         if change.relocated_from is not None:
             note["relocatedFrom"] = uri_of(Path(change.relocated_from))
             self.window_show_message(types.ShowMessageParams(

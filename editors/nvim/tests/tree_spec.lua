@@ -174,4 +174,27 @@ for i, row in ipairs(rows) do
 end
 H.check(H.lines(every_buf)[H.line_of(every_buf, "← leaf")]:find(" u3 user", 1, true), "the leaf mark sits on u3, above the hidden move", every_buf)
 
+-- Another program appends: the tree is patched from pi/sessionChanged, not fetched again.
+local client = require("pi_lsp.client")
+local exec, fetched = client.exec, 0
+client.exec = function(command, ...)
+  fetched = fetched + (command == "pi.getTree" and 1 or 0)
+  return exec(command, ...)
+end
+vim.fn.writefile({
+  vim.json.encode({
+    type = "message", id = "u5", parentId = "cl2", timestamp = "2026-12-01T10:00:16.000Z",
+    message = { role = "user", content = "Appended by the pi CLI", timestamp = 1796119216000 },
+  }),
+}, every, "a")
+H.wait(function()
+  return H.entry(every_buf, "u5") ~= nil
+end, "the appended entry did not appear", every_buf)
+client.exec = exec
+local appended = H.lines(every_buf)[H.entry(every_buf, "u5")]
+H.check(appended:find("^  %* u5 user: Appe.*  ← leaf$") and H.entry(every_buf, "u5") == H.entry(every_buf, "u3") + 1,
+  "a row after u3, the leaf now: " .. appended)
+H.check(H.lines(every_buf)[1]:find("16 entries, leaf u5", 1, true), "header: " .. H.lines(every_buf)[1])
+H.check(fetched == 0, "the tree was patched, not fetched (" .. fetched .. " pi.getTree)")
+
 H.finish()

@@ -85,7 +85,7 @@ export async function deactivate(): Promise<void> {
 export { PiClient } from "./client";
 export { Transcript } from "./chatModel";
 export { renderBlock, markdown } from "./chatRender";
-export { TreeShape } from "./treeShape";
+export { patchTree, TreeShape } from "./treeShape";
 export { modelList, serverLaunch, serverSettings } from "./settings";
 export { contextUri, parseContextUri } from "./contextProvider";
 export { sessionOfArgument, sessionKey } from "./sessions";

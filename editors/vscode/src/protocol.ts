@@ -45,6 +45,8 @@ export interface TreeNode {
 }
 
 export interface TreeResult {
+  /** Unique across sessions; pi/sessionChanged's `tree` patches this version only. */
+  version: number;
   leafId: string | null;
   /** The row marked as the leaf: the leaf, or the row above it when the leaf is a hidden entry. */
   leafRow: string | null;
@@ -228,6 +230,16 @@ export interface SessionChanged {
   entries: number;
   leafId: string | null;
   reloaded: boolean;
+  /** How the tree changed, when the server holds the tree an editor shows. */
+  tree?: TreeDelta;
+}
+
+/** The tree at `version` is the one at `base` with `nodes[start, start + delete)` replaced by `rows`. */
+export interface TreeDelta extends Omit<TreeResult, "nodes"> {
+  base: number;
+  start: number;
+  delete: number;
+  rows: TreeNode[];
 }
 
 export interface TurnNotification {

@@ -2,9 +2,9 @@
 // coloured and the leaf marked; everything shown comes from pi.listSessions and pi.getTree.
 import * as vscode from "vscode";
 import type { PiClient } from "./client";
-import { SessionInfo, TreeNode, TreeResult } from "./protocol";
+import { SessionChanged, SessionInfo, TreeNode, TreeResult } from "./protocol";
 import { sameSession, Sessions, sessionKey } from "./sessions";
-import { TreeShape } from "./treeShape";
+import { patchTree, TreeShape } from "./treeShape";
 
 export class SessionItem extends vscode.TreeItem {
   readonly kind = "session";
@@ -71,6 +71,7 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
   private readonly changed = new vscode.EventEmitter<Item | undefined>();
   readonly onDidChangeTreeData = this.changed.event;
   private readonly shapes = new Map<string, Promise<TreeShape>>();
+  private readonly trees = new Map<string, TreeResult>(); // the last tree fetched or patched
   private readonly disposables: vscode.Disposable[] = [this.changed];
   private timer: ReturnType<typeof setTimeout> | undefined;
   private state: "ready" | "failed" | undefined;
@@ -78,7 +79,7 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
   constructor(private readonly pi: PiClient, private readonly sessions: Sessions) {
     this.disposables.push(
       pi.onSessionsChanged(() => this.refresh()),
-      pi.onSessionChanged((e) => this.refresh(e.uri)),
+      pi.onSessionChanged((e) => this.sessionChanged(e)),
       pi.onStarted(() => this.refresh()),
       sessions.onDidChangeCurrent(() => this.refresh(undefined, false)),
     );
@@ -92,9 +93,22 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
     if (dropTrees) {
       if (uri === undefined) this.shapes.clear();
       else this.shapes.delete(sessionKey(uri));
+      if (uri === undefined) this.trees.clear();
+      else this.trees.delete(sessionKey(uri));
     }
     clearTimeout(this.timer);
     this.timer = setTimeout(() => this.changed.fire(undefined), 100);
+  }
+
+  /** A session changed: patch its tree when the change applies to the one held, else fetch. */
+  private sessionChanged(e: SessionChanged): void {
+    const key = sessionKey(e.uri);
+    const held = this.trees.get(key);
+    const patched = held && e.tree ? patchTree(held, e.tree) : undefined;
+    if (!patched) return this.refresh(e.uri);
+    this.trees.set(key, patched);
+    this.shapes.set(key, Promise.resolve(new TreeShape(patched)));
+    this.refresh(undefined, false);
   }
 
   getTreeItem(item: Item): vscode.TreeItem {
@@ -125,7 +139,10 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
     const key = sessionKey(uri);
     let shape = this.shapes.get(key);
     if (!shape) {
-      shape = this.pi.call("pi.getTree", { uri }).then((t: TreeResult) => new TreeShape(t));
+      shape = this.pi.call("pi.getTree", { uri }).then((t: TreeResult) => {
+        this.trees.set(key, t);
+        return new TreeShape(t);
+      });
       shape.catch(() => this.shapes.delete(key));
       this.shapes.set(key, shape);
     }

@@ -2,7 +2,7 @@
 // No layout is decided here, depth and head come from the server; only VS Code's nesting:
 // the rows of a chain are siblings, the rest of a branch are the children of its first row
 // (its head), and a fork's branches are the children of its last row. Pure: no vscode import.
-import { TreeNode, TreeResult } from "./protocol";
+import { TreeDelta, TreeNode, TreeResult } from "./protocol";
 
 export class TreeShape {
   readonly byId = new Map<string, TreeNode>();
@@ -35,4 +35,11 @@ export class TreeShape {
   expandable(id: string): boolean {
     return this.childrenOf(id).length > 0;
   }
+}
+
+/** The tree after a pi/sessionChanged change, or undefined when it is for another version. */
+export function patchTree(tree: TreeResult, delta: TreeDelta): TreeResult | undefined {
+  if (tree.version !== delta.base) return undefined;
+  const { base: _base, start, delete: count, rows, ...rest } = delta;
+  return { ...rest, nodes: [...tree.nodes.slice(0, start), ...rows, ...tree.nodes.slice(start + count)] };
 }

@@ -30,6 +30,15 @@ test("TreeShape nests the server's rows: a chain as siblings, a branch under its
   assert.deepEqual(nested.childrenOf("y").map((n) => n.id), ["y1"]);
 });
 
+test("patchTree applies a pi/sessionChanged change to the version it is for, and only to it", () => {
+  const tree = { version: 3, leafId: "b", leafRow: "b", title: "t", entries: 2, nodes: [row("a", 0, false), row("b", 0, false)] };
+  const delta = { base: 3, version: 4, leafId: "c", leafRow: "c", title: "t", entries: 3, start: 2, delete: 0, rows: [row("c", 0, false)] };
+  assert.deepEqual(ext.patchTree(tree, delta), { version: 4, leafId: "c", leafRow: "c", title: "t", entries: 3, nodes: [row("a", 0, false), row("b", 0, false), row("c", 0, false)] });
+  const replace = { ...delta, start: 1, delete: 1, rows: [row("x", 1, true), row("y", 1, true)] };
+  assert.deepEqual(ext.patchTree(tree, replace).nodes.map((n) => n.id), ["a", "x", "y"]);
+  assert.equal(ext.patchTree(tree, { ...delta, base: 2 }), undefined, "a version was missed: fetch again");
+});
+
 test("Transcript folds streamed deltas by content index, and the final message wins", () => {
   const t = new ext.Transcript();
   t.load([{ entryId: "u1", role: "user", tokens: 3, message: { role: "user", content: "hello" } }]);

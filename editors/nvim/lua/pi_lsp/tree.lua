@@ -138,6 +138,30 @@ function M.layout(tree, width)
   return lines, ids, folds, by_id
 end
 
+--- The tree after a pi/sessionChanged change (`delta`: rows replaced from
+--- `start`), or nil when it does not apply to `tree` (another version).
+function M.patch(tree, delta)
+  if not (tree and delta and tree.version == delta.base) then
+    return nil
+  end
+  local nodes = {}
+  for i = 1, delta.start do
+    nodes[i] = tree.nodes[i]
+  end
+  vim.list_extend(nodes, delta.rows)
+  for i = delta.start + delta.delete + 1, #tree.nodes do
+    nodes[#nodes + 1] = tree.nodes[i]
+  end
+  return {
+    version = delta.version,
+    leafId = delta.leafId,
+    leafRow = delta.leafRow,
+    title = delta.title,
+    entries = delta.entries,
+    nodes = nodes,
+  }
+end
+
 -- -- rendering ---------------------------------------------------------------------------------
 
 local function highlight(buf, lines, ids, view)
@@ -472,8 +496,14 @@ local function buffer_for(uri, root)
   map_keys(buf)
   util.tie(buf, {
     util.on("sessionChanged", function(change)
-      if util.same(change.uri, uri) then
-        view.refresh()
+      if not util.same(change.uri, uri) then
+        return
+      end
+      local patched = M.patch(view.tree, change.tree)
+      if patched and not config.options.tree.show_bookkeeping then
+        draw(buf, view, patched)
+      else
+        view.refresh() -- a version missed, or no change to patch with: fetch the tree
       end
     end),
     function()
