@@ -529,6 +529,25 @@ async def test_preview_context_layers(pi: Pi, layer: str) -> None:
         assert preview["request"]["messages"]
 
 
+async def test_preview_context_in_pages(pi: Pi) -> None:
+    """The totals with the first and last pages at once; any page by its first message; the
+    token counts those of the whole preview."""
+    whole = await call(pi.client, "pi.previewContext", {"uri": pi.uri})
+    messages = whole["messages"]
+    assert len(messages) > 8
+    first = await call(pi.client, "pi.previewContext", {"uri": pi.uri, "page": 4})
+    assert "markdown" not in first and "messages" not in first
+    assert (first["totalMessages"], first["totalTokens"]) == (len(messages), whole["totalTokens"])
+    assert [(p["start"], p["messages"]) for p in first["pages"]] == \
+        [(0, messages[:4]), (len(messages) - 4, messages[-4:])]
+    more = await call(pi.client, "pi.previewContext", {"uri": pi.uri, "page": 4, "start": 4})
+    assert [(p["start"], p["messages"]) for p in more["pages"]] == [(4, messages[4:8])]
+    small = await call(pi.client, "pi.previewContext", {"uri": pi.uri, "page": len(messages)})
+    assert [(p["start"], p["messages"]) for p in small["pages"]] == [(0, messages)]
+    error = await call_error(pi.client, "pi.previewContext", {"uri": pi.uri, "page": 0})
+    assert error.code == INVALID_PARAMS and "page" in str(error)
+
+
 async def test_preview_context_defaults_to_the_leaf(pi: Pi) -> None:
     preview = await call(pi.client, "pi.previewContext", {"uri": pi.uri})
     assert preview["leafId"] == BRANCH_B_TIP

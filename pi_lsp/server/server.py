@@ -41,6 +41,7 @@ from pi_lsp.server.hub import (
     SessionHub,
     UnknownSessionError,
 )
+from pi_lsp.server.previewpage import paged
 from pi_lsp.server.protocol import (
     APPROVE_TOOL,
     JOB_DONE,
@@ -527,7 +528,8 @@ async def get_tree(ls: PiServer, args: TreeArgs) -> Any:
 
 @command("pi.previewContext", PreviewArgs)
 async def preview_context(ls: PiServer, args: PreviewArgs) -> Any:
-    return ls.sessions().preview(await open_tree(ls, args.uri), args.leaf_id, args.layer)
+    preview = ls.sessions().preview(await open_tree(ls, args.uri), args.leaf_id, args.layer)
+    return preview if args.page is None else paged(preview, args.page, args.start)
 
 
 @command("pi.diffContext", DiffArgs)
