@@ -136,7 +136,12 @@ async def start_server(scratch: Path, fake_url: str) -> tuple[RawClient, float]:
 async def stop_server(client: RawClient) -> None:
     await client.request("shutdown", None)
     client.send({"method": "exit"})
-    await asyncio.wait_for(client.process.wait(), 10)
+    try:
+        await asyncio.wait_for(client.process.wait(), 30)
+    except TimeoutError:
+        print(f"(the server had not exited 30 s after `exit`; killed pid {client.process.pid})")
+        client.process.kill()
+        await client.process.wait()
     client.reader.cancel()
 
 
@@ -159,6 +164,10 @@ def pi16() -> tuple[str, Path] | None:
     return (node, modules) if (major, minor) >= (22, 19) else None
 
 
+def row(cells: tuple[str, str]) -> None:
+    print(f"| {cells[0]} | {cells[1]} |", flush=True)
+
+
 async def table(entries: int) -> None:
     scratch = Path(tempfile.mkdtemp(prefix="pi-lsp-bench-table-"))
     sessions = scratch / "ws" / ".pi" / "sessions"
@@ -171,11 +180,12 @@ async def table(entries: int) -> None:
     url = fake.start()
     client, started = await start_server(scratch, url)
     uri = session.as_uri()
-    rows = [("`initialize` answered (process start to answer)", f"{started / 1000:.2f} s")]
+    print("| step | measured |\n|---|---|")
+    row(("`initialize` answered (process start to answer)", f"{started / 1000:.2f} s"))
     took, size_b = await client.command("pi.getTree", uri=uri)
-    rows.append(("first `pi.getTree`", f"{took / 1000:.2f} s, {size_b / 1e6:.1f} MB of JSON"))
+    row(("first `pi.getTree`", f"{took / 1000:.2f} s, {size_b / 1e6:.1f} MB of JSON"))
     took, size_b = await client.command("pi.previewContext", uri=uri)
-    rows.append(("`pi.previewContext` at the leaf", f"{took / 1000:.2f} s, {size_b / 1e6:.1f} MB"))
+    row(("`pi.previewContext` at the leaf", f"{took / 1000:.2f} s, {size_b / 1e6:.1f} MB"))
     line = encoder.encode(UserMessage(content="appended by another writer", timestamp=1))
     entry = (b'{"type":"message","id":"feedbeef","parentId":"' + leaf.encode() +
              b'","timestamp":"2026-12-31T00:00:00.000Z","message":' + line + b"}")
@@ -186,21 +196,21 @@ async def table(entries: int) -> None:
         await asyncio.sleep(0.001)
     arrived, size_b, note = client.changes[seen]
     patch = "with the tree's change to patch" if "tree" in note else "without a tree change"
-    rows.append(("an external append → `pi/sessionChanged`",
+    row(("an external append → `pi/sessionChanged`",
                  f"{(arrived - start) * 1000:.0f} ms, {size_b} bytes ({patch})"))
     took, size_b = await client.command("pi.getTree", uri=uri)
-    rows.append(("`pi.getTree` again after that append (editors now patch instead)",
+    row(("`pi.getTree` again after that append (editors now patch instead)",
                  f"{took:.0f} ms, {size_b / 1e6:.1f} MB"))
     now, peak = rss_mb(client.process.pid)
-    rows.append(("server RSS after these", f"{now:.0f} MB (peak {peak:.0f} MB)"))
+    row(("server RSS after these", f"{now:.0f} MB (peak {peak:.0f} MB)"))
     await stop_server(client)
     fake.stop()
     cli_s, cli_mb = median_run([sys.executable, "-m", "pi_lsp.cli", "context", str(session),
                                 "--json"], 3)
     found = pi16()
     if found is None:
-        rows.append(("pi 1.6 load + context", "not run (no Node >= 22.19 with pi 1.6)"))
-        rows.append(("`pi-lsp context --json`", f"{cli_s:.2f} s, {cli_mb:.0f} MB"))
+        row(("pi 1.6 load + context", "not run (no Node >= 22.19 with pi 1.6)"))
+        row(("`pi-lsp context --json`", f"{cli_s:.2f} s, {cli_mb:.0f} MB"))
     else:
         node, modules = found
         copy = scratch / "pi-copy.jsonl"  # pi may rewrite what it opens
@@ -208,14 +218,11 @@ async def table(entries: int) -> None:
         env = {**os.environ, "PI_NODE_MODULES": str(modules), "PI_PACKAGE": PI16_PACKAGE}
         pi_s, pi_mb = median_run([node, str(ROOT / "benchmarks" / "pi_context.mjs"), str(copy)],
                                  3, env)
-        rows.append(("pi 1.6 load + context (reference, same run, median of 3)",
+        row(("pi 1.6 load + context (reference, same run, median of 3)",
                      f"{pi_s:.2f} s, peak {pi_mb:.0f} MB"))
-        rows.append(("`pi-lsp context --json` (median of 3)",
+        row(("`pi-lsp context --json` (median of 3)",
                      f"{cli_s:.2f} s, peak {cli_mb:.0f} MB: {cli_s / pi_s:.2f}x and "
                      f"{cli_mb / pi_mb:.2f}x of pi 1.6"))
-    print("| step | measured |\n|---|---|")
-    for step, figure in rows:
-        print(f"| {step} | {figure} |")
     shutil.rmtree(scratch, ignore_errors=True)
 
 

@@ -13,11 +13,14 @@ import msgspec
 
 from pi_lsp.server.cache import LruCache
 from pi_lsp.session.catalog import tree_title
-from pi_lsp.session.layout import layout, shown_entry
+from pi_lsp.session.journal import Record
+from pi_lsp.session.layout import is_shown, layout, shown_entry
 from pi_lsp.session.outline import entry_preview, record_role
-from pi_lsp.session.tree import SessionTree, decode_entry
+from pi_lsp.session.tree import SessionTree, decode_entry, parent_of
 
 MAX_VIEWS = 8
+# Entries that change other rows (labels, the title) or move the leaf: no growing past them.
+MARKERS = frozenset({"label", "session_info", "leaf", "custom"})
 T = TypeVar("T")
 
 
@@ -103,7 +106,8 @@ class TreeViews:
         state = (id(tree.records), len(tree.records), tree.leaf_id, bookkeeping)
         if held.view is not None and held.state == state:
             return held.view
-        held.state, held.view = state, self._build(held.parts, tree, bookkeeping)
+        grown = self._grown(held, tree, bookkeeping)
+        held.state, held.view = state, grown or self._build(held.parts, tree, bookkeeping)
         return held.view
 
     def delta(self, key: Path, tree: SessionTree) -> TreeDelta | None:
@@ -120,21 +124,56 @@ class TreeViews:
         return TreeDelta(old.version, new.version, new.leaf_id, new.leaf_row, new.title,
                          new.entries, start, delete, rows)
 
+    def _grown(self, held: _Held, tree: SessionTree, bookkeeping: bool) -> TreeView | None:
+        """The view after entries were appended one under the other below the leaf, when the
+        leaf's row ends its branch: the old rows with the new ones after it, without laying
+        the whole tree out again (a turn streaming into a 100k-entry session). None otherwise."""
+        old, state = held.view, held.state
+        if old is None or state is None or state[0] != id(tree.records) or \
+                state[3] != bookkeeping or old.leaf_row is None or \
+                len(tree.by_id) != len(tree.records):  # a reused id replaces an older entry
+            return None
+        at = next((i for i, node in enumerate(old.nodes) if node.id == old.leaf_row), None)
+        if at is None:
+            return None
+        row = old.nodes[at]
+        after = old.nodes[at + 1] if at + 1 < len(old.nodes) else None
+        if after is not None and (after.depth > row.depth or
+                                  (after.depth == row.depth and not after.head)):
+            return None  # the leaf's row has children: the new entries make a fork
+        tip = old.leaf_id
+        leaf_row: str | None = old.leaf_row
+        rows: list[Node] = []
+        for record in tree.records[state[1]:]:
+            if record.env.type in MARKERS or parent_of(record) != tip:
+                return None
+            tip = record.env.id
+            if is_shown(record, bookkeeping):
+                rows.append(self._node(held.parts, tree, record, row.depth, False, True))
+                leaf_row = tip
+        if tip != tree.leaf_id:
+            return None
+        return TreeView(next(self._versions), tree.leaf_id, leaf_row, tree_title(tree),
+                        len(tree.records), [*old.nodes[:at + 1], *rows, *old.nodes[at + 1:]])
+
+    @staticmethod
+    def _node(parts: dict[int, Parts], tree: SessionTree, record: Record, depth: int,
+              head: bool, on_path: bool) -> Node:
+        entry_id = record.env.id or ""
+        fixed = parts.get(record.line)
+        if fixed is None:
+            parent = record.env.parent_id
+            fixed = parts[record.line] = (
+                parent if parent in tree.by_id and parent != entry_id else None,
+                record.env.type, record_role(record), entry_preview(decode_entry(record)))
+        parent, kind, role, preview = fixed
+        return Node(entry_id, parent, depth, head, kind, role, preview, tree.label(entry_id),
+                    record.env.timestamp, on_path)
+
     def _build(self, parts: dict[int, Parts], tree: SessionTree, bookkeeping: bool) -> TreeView:
         on_path = set(tree.path_ids(tree.leaf_id))
-        nodes = []
-        for row in layout(tree, bookkeeping):
-            record = row.record
-            entry_id = record.env.id or ""
-            fixed = parts.get(record.line)
-            if fixed is None:
-                parent = record.env.parent_id
-                fixed = parts[record.line] = (
-                    parent if parent in tree.by_id and parent != entry_id else None,
-                    record.env.type, record_role(record), entry_preview(decode_entry(record)))
-            parent, kind, role, preview = fixed
-            nodes.append(Node(entry_id, parent, row.depth, row.head, kind, role, preview,
-                              tree.label(entry_id), record.env.timestamp, entry_id in on_path))
+        nodes = [self._node(parts, tree, row.record, row.depth, row.head,
+                            row.record.env.id in on_path) for row in layout(tree, bookkeeping)]
         return TreeView(next(self._versions), tree.leaf_id,
                         shown_entry(tree, tree.leaf_id, bookkeeping), tree_title(tree),
                         len(tree.records), nodes)
