@@ -110,8 +110,7 @@ def test_a_deleted_session_leaves_nothing_behind(hub: SessionHub) -> None:
     path.unlink()
     hub.file_changed(path)
     key = path.resolve()
-    assert key not in hub.trees and key not in hub.harnesses and key not in hub._nodes
-    assert hub._views.get(key) is None
+    assert key not in hub.trees and key not in hub.harnesses and key not in hub.views
     assert all(cached[0] != key for cached in hub._previews)
     assert other.resolve() in hub.trees and len(hub._previews) == 1
 
@@ -138,7 +137,7 @@ def test_open_trees_are_bounded_but_a_running_one_stays(hub: SessionHub) -> None
     assert paths[0].resolve() in hub.trees and hub.harnesses[paths[0].resolve()] is busy
     assert paths[1].resolve() not in hub.trees  # the least recently used idle one went
     assert paths[-1].resolve() in hub.trees
-    assert set(hub._nodes) <= set(hub.trees)
+    assert set(hub.views) <= set(hub.trees)
     busy.phase = "idle"
 
 

@@ -859,8 +859,7 @@ async def test_unknown_command_answers_an_error(pi: Pi) -> None:
 
 APPEND = textwrap.dedent("""
     import sys
-    from pi_lsp.session.entries import UserMessage
-from pi_lsp.session.tree import SessionTree
+    from pi_lsp.session.tree import SessionTree
     SessionTree.open(sys.argv[1]).append_custom("external", {"from": "another process"})
 """)
 

@@ -4,7 +4,7 @@ with what each one says, a version per view, and the change between two versions
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -90,13 +90,15 @@ class TreeViews:
         self._held: LruCache[Path, _Held] = LruCache(MAX_VIEWS)
         self._versions = itertools.count(1)
 
-    def drop(self, key: Path, parts: bool = True) -> None:
-        """Forget a session's view (and, unless `parts` is false, what its lines said)."""
-        held = self._held.get(key)
-        if held is not None and not parts:
-            held.state = held.view = None
-        else:
-            self._held.pop(key)
+    def __iter__(self) -> Iterator[Path]:
+        return iter(self._held)
+
+    def __contains__(self, key: object) -> bool:
+        return key in set(self._held)
+
+    def drop(self, key: Path) -> None:
+        """Forget a session's view and what its lines said."""
+        self._held.pop(key)
 
     def view(self, key: Path, tree: SessionTree, bookkeeping: bool = False) -> TreeView:
         held = self._held.get(key)
