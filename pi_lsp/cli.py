@@ -18,7 +18,7 @@ from pi_lsp.context.build import SessionContext
 from pi_lsp.context.layers import AgentSetup, build_layer
 from pi_lsp.context.preview import render_preview
 from pi_lsp.session.appender import WriteFailedError
-from pi_lsp.session.catalog import followed, list_sessions, session_dirs
+from pi_lsp.session.catalog import followed, list_sessions, session_dirs, tree_title
 from pi_lsp.session.check import check_session, repaired_copy
 from pi_lsp.session.entries import THINKING_LEVELS, encoder
 from pi_lsp.session.fork import fork_session
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 
 EXIT_PROBLEMS = 1
 EXIT_USAGE = 2
-TITLE_CHARS = 60
 UNSAFE = ("Cc", "Zl", "Zp")  # control characters, line and paragraph separators
 
 
@@ -123,7 +122,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
     if args.json:
         write_line(nested_tree(tree))
         return 0
-    title = printable(tree.name or Path(tree.path).name)
+    title = printable(tree_title(tree))
     print(f"{title} — {len(tree.records)} entries, leaf {tree.leaf_id or '(none)'}")
     print("\n".join(outline_lines(tree)))
     return 0
@@ -161,10 +160,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     if not sessions:
         print(f"no sessions for {os.path.abspath(workspace)}")
     for session in sessions:
-        title = printable(session.name or session.first_message or "(empty)")
-        if len(title) > TITLE_CHARS:
-            title = title[:TITLE_CHARS - 1] + "…"
-        print(f"{session.modified}  {session.entry_count:>6} entries  {title}")
+        print(f"{session.modified}  {session.entry_count:>6} entries  {printable(session.title)}")
         print(f"    {printable(session.path)}")
     return 0
 

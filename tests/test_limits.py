@@ -130,7 +130,7 @@ def test_dropping_a_session_clears_what_the_server_held_for_it(hub: SessionHub) 
     make_chain(path, 2)  # a new file at the same path starts with nothing of the old one
     again = hub.sync(path)
     assert again is not session and again.allowed_tools == set()
-    assert again.harness is None and again.turn_id is None and again.view is None
+    assert again.harness is None and again.turn_id is None and again.view.view is None
 
 
 def test_a_relocated_session_keeps_all_it_held(hub: SessionHub, tmp_path: Path) -> None:

@@ -96,6 +96,9 @@ class PiServer(LanguageServer):
     def on_session_changed(self, path: Path, tree: SessionTree, change: Refresh) -> None:
         note: dict[str, Any] = {"uri": uri_of(path), "entries": len(tree.records),
                                 "leafId": tree.shown_leaf(), "reloaded": change.reloaded}
+        delta = self.hub.tree_delta(path, tree)  # for editors showing the tree
+        if delta is not None:
+            note["tree"] = msgspec.to_builtins(delta)
         if change.relocated_from is not None:
             note["relocatedFrom"] = uri_of(Path(change.relocated_from))
             self.tell(f"{change.relocated_from} was replaced by another program; this session "

@@ -312,6 +312,8 @@ class SessionTree:
                 key = None if self.is_root(record) else parent_of(record)
                 index.setdefault(key, []).append(record)
             for key, siblings in index.items():
+                if len(siblings) < 2:  # most entries have one child: no sort (100k calls)
+                    continue
                 siblings.sort(key=lambda r: r.line)
                 if key is not None:
                     siblings.sort(key=lambda r: iso_to_ms(r.env.timestamp))
