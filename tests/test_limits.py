@@ -49,7 +49,7 @@ from pi_lsp.session.tail import Tail
 from pi_lsp.session.tree import SessionTree
 from tests.conftest import conformance_files
 from tests.fake_anthropic import FakeAnthropic, Reply, text_reply, tool_reply
-from tests.waits import CEILING_S, alive, gone, pid_in, until
+from tests.waits import CEILING_S, PROCESS_CEILING_S, alive, gone, pid_in, until
 
 # -- memory held by the hub ----------------------------------------------------------------
 
@@ -553,7 +553,7 @@ def test_full_output_files_are_deleted_when_the_process_exits(tmp_path: Path) ->
         print(path)
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          cwd=tmp_path, check=True, timeout=60)
+                          cwd=tmp_path, check=True, timeout=PROCESS_CEILING_S)
     path = Path(done.stdout.strip())
     assert path.name.startswith("pi-lsp-bash-") and not path.exists()
 
