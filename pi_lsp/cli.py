@@ -24,7 +24,8 @@ from pi_lsp.session.entries import THINKING_LEVELS, encoder
 from pi_lsp.session.fork import fork_session
 from pi_lsp.session.journal import NotASessionError
 from pi_lsp.session.outline import nested_tree, outline_lines
-from pi_lsp.session.tree import SessionTree, UnknownEntryError
+from pi_lsp.session.records import UnknownEntryError
+from pi_lsp.session.tree import SessionTree
 
 if TYPE_CHECKING:
     pass

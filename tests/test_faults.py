@@ -37,8 +37,9 @@ from pi_lsp.session.entries import (
 )
 from pi_lsp.session.fork import fork_session
 from pi_lsp.session.journal import is_utf8, read_file, repair_line
+from pi_lsp.session.records import Refresh
 from pi_lsp.session.tail import Tail
-from pi_lsp.session.tree import Refresh, SessionTree
+from pi_lsp.session.tree import SessionTree
 from pi_lsp.summarize.branch import branch_with_summary
 from pi_lsp.summarize.extractive import ExtractiveSummarizer
 from tests.fake_anthropic import FakeAnthropic, text_reply, tool_reply

@@ -22,8 +22,9 @@ from pi_lsp.session.journal import (
     Problem,
     read_file,
 )
+from pi_lsp.session.records import Refresh
 from pi_lsp.session.tail import Tail
-from pi_lsp.session.tree import Refresh, SessionTree
+from pi_lsp.session.tree import SessionTree
 from tests.waits import CEILING_S, PROCESS_CEILING_S
 
 ROOT = Path(__file__).resolve().parent.parent

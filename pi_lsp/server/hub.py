@@ -41,7 +41,8 @@ from pi_lsp.session.check import check_session
 from pi_lsp.session.fork import fork_session
 from pi_lsp.session.ids import iso_to_ms
 from pi_lsp.session.journal import NotASessionError, Problem
-from pi_lsp.session.tree import Refresh, SessionTree
+from pi_lsp.session.records import Refresh
+from pi_lsp.session.tree import SessionTree
 from pi_lsp.settings import settings_stamp
 from pi_lsp.summarize.compaction import (
     NothingToCompactError,

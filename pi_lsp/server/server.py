@@ -31,7 +31,8 @@ from pi_lsp.server.protocol import (
 from pi_lsp.server.tasks import Tasks
 from pi_lsp.server.turns import Runs
 from pi_lsp.server.watcher import SessionWatch
-from pi_lsp.session.tree import Refresh, SessionTree
+from pi_lsp.session.records import Refresh
+from pi_lsp.session.tree import SessionTree
 
 SHUTDOWN_WAIT_S = 1.5
 A = TypeVar("A")

@@ -14,7 +14,8 @@ from pi_lsp.session.catalog import tree_title
 from pi_lsp.session.journal import Record
 from pi_lsp.session.layout import is_shown, layout, shown_entry
 from pi_lsp.session.outline import entry_preview, record_role
-from pi_lsp.session.tree import SessionTree, decode_entry, is_leaf_move, parent_of
+from pi_lsp.session.records import decode_entry, is_leaf_move, parent_of
+from pi_lsp.session.tree import SessionTree
 
 # Entries that change other rows (labels, the title) or move the leaf: no growing past them.
 MARKERS = frozenset({"label", "session_info", "leaf", "custom"})

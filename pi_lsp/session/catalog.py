@@ -30,9 +30,10 @@ from pi_lsp.session.journal import (
 )
 from pi_lsp.session.migrate import migrate
 from pi_lsp.session.outline import shorten
+from pi_lsp.session.records import decode_entry
 from pi_lsp.session.sessiondir import link_session_dir
 from pi_lsp.session.tail import Tail
-from pi_lsp.session.tree import SessionTree, decode_entry
+from pi_lsp.session.tree import SessionTree
 
 FIRST_MESSAGE_CHARS = 200
 TITLE_CHARS = 60

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pi_lsp.session.journal import Record
-from pi_lsp.session.tree import SessionTree, is_leaf_move, parent_of
+from pi_lsp.session.records import is_leaf_move, parent_of
+from pi_lsp.session.tree import SessionTree
 
 # pi never shows usage records in its tree.
 ALWAYS_HIDDEN = frozenset({"usage"})

@@ -29,7 +29,8 @@ from pi_lsp.session.entries import (
 )
 from pi_lsp.session.journal import Record
 from pi_lsp.session.layout import layout, shown_entry
-from pi_lsp.session.tree import SessionTree, decode_entry
+from pi_lsp.session.records import decode_entry
+from pi_lsp.session.tree import SessionTree
 
 PREVIEW_CHARS = 72
 

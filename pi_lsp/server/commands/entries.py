@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from pi_lsp.server.commands import Command
 from pi_lsp.server.commands.files import with_file_changes
 from pi_lsp.server.protocol import BranchArgs, LabelArgs, ModelArgs, NameArgs, ThinkingArgs
-from pi_lsp.session.tree import Refresh
+from pi_lsp.session.records import Refresh
 
 if TYPE_CHECKING:
     from pi_lsp.server.server import PiServer
