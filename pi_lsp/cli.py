@@ -110,11 +110,10 @@ def request_setup(tree: SessionTree, approve: bool | None) -> AgentSetup:
     """What `pi-lsp run` would add to the session's context: its prompt, tools and models."""
     from pi_lsp.agent.prompt import agent_setup
     from pi_lsp.agent.tools import ALL_TOOLS
-    from pi_lsp.cli_changes import session_settings
-    from pi_lsp.session.catalog import session_workspace
+    from pi_lsp.cli_changes import session_root, session_settings
 
     settings = session_settings(tree, approve)
-    return agent_setup(session_workspace(Path(tree.path), {}, Path.cwd()), ALL_TOOLS,
+    return agent_setup(session_root(tree), ALL_TOOLS,
                        settings.registry(), (settings.default_provider, settings.default_model))
 
 

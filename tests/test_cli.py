@@ -53,6 +53,23 @@ def test_context_llm_layer_has_only_model_roles() -> None:
     assert len(printed["messages"]) == len(expected(SAMPLE)["contexts"][leaf]["llm"])
 
 
+def test_a_session_outside_a_workspace_works_in_the_directory_pi_recorded(
+        tmp_path: Path) -> None:
+    # As in pi's own session folder (~/.pi/agent/sessions/…): no `.pi/sessions/` to go by, so
+    # the header's cwd names the workspace, whichever directory the command runs in.
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    lines = SAMPLE.read_bytes().splitlines()
+    header = json.loads(lines[0])
+    header["cwd"] = str(project)
+    session = tmp_path / "s.jsonl"
+    session.write_bytes(b"\n".join([json.dumps(header).encode(), *lines[1:]]) + b"\n")
+    result = run_cli("context", str(session), "--layer", "request", "--json", cwd=elsewhere)
+    assert result.returncode == 0, result.stderr
+    assert f"<cwd>\\n{project}\\n</cwd>" in result.stdout and str(elsewhere) not in result.stdout
+
+
 def test_context_preview_is_readable(example_session: Path) -> None:
     result = run_cli("context", str(example_session))
     assert result.returncode == 0, result.stderr
