@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from pi_lsp.context.build import SessionContext
+from pi_lsp.context.build import build_session_context
 from pi_lsp.context.layers import AgentSetup, build_layer
 from pi_lsp.context.preview import render_preview
 from pi_lsp.session.appender import WriteFailedError
@@ -91,6 +91,9 @@ def cmd_context(args: argparse.Namespace) -> int:
     leaves: list[str | None] = list(args.leaf) if args.leaf else [tree.leaf_id]
     agent = request_setup(tree, args.approve) if args.layer == "request" else None
     for leaf in leaves:
+        if args.json and args.layer == "agent":  # pi's context as it is: nothing to estimate
+            write_line(build_session_context(tree, leaf))
+            continue
         layer = build_layer(tree, leaf, args.layer, agent)
         if not args.json:
             print(render_preview(layer))
@@ -98,11 +101,8 @@ def cmd_context(args: argparse.Namespace) -> int:
             from pi_lsp.providers.wire import request_params
 
             write_line(request_params(layer.request))
-        elif args.layer == "llm":
+        else:  # the model layer
             write_line({"messages": [row.message for row in layer.rows]})
-        else:
-            write_line(SessionContext([row.message for row in layer.rows], layer.thinking_level,
-                                      layer.model))
     return 0
 
 
