@@ -1,7 +1,15 @@
-"""Request latency of `pi.getTree` and `pi.previewContext` on a large session while a turn streams.
+"""The server on long sessions, as an editor meets it.
 
-Usage: python benchmarks/bench_server.py [--entries N] [--requests N]
-Prints p50/p95 per command; the target is p95 under 50 ms.
+First issue 19's table on a session of `--table-entries` entries (one long main line, a side
+branch every 50 entries): start to the `initialize` answer, the first `pi.getTree` (time and
+bytes), `pi.previewContext` at the leaf, another writer's append to `pi/sessionChanged` (with
+the tree's change an editor patches), `pi.getTree` again, the server's RSS; and, as the
+reference, pi 1.6's own load + context of the same file where Node >= 22.19 and pi 1.6 are
+found (PI16_NODE, PI16_MODULES), with `pi-lsp context --json` beside it.
+Then request latency of `pi.getTree` and `pi.previewContext` on a `--entries` session while a
+turn streams (p50/p95 per command; the target is p95 under 50 ms).
+
+Usage: python benchmarks/bench_server.py [--table-entries N] [--entries N] [--requests N]
 """
 
 from __future__ import annotations
@@ -9,7 +17,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -21,12 +31,16 @@ import msgspec
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
-from bench_session import make_session  # noqa: E402
+from bench_session import make_session, median_run  # noqa: E402
 
+from pi_lsp.session.entries import UserMessage, encoder  # noqa: E402
+from pi_lsp.session.journal import append_lines  # noqa: E402
 from pi_lsp.session.tree import SessionTree  # noqa: E402
 from tests.fake_anthropic import FakeAnthropic, text_reply  # noqa: E402
 
 KEPT_ENTRIES = 300
+PI16 = Path("/work/scratch/pi16/node_modules")  # where the team keeps pi 1.6 and Node 22
+PI16_PACKAGE = "@earendil-works/pi-coding-agent"
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -56,6 +70,7 @@ class RawClient:
         self.process = process
         self.pending: dict[int, asyncio.Future[Any]] = {}
         self.events: list[str] = []
+        self.changes: list[tuple[float, int, Any]] = []  # pi/sessionChanged: when, bytes, params
         self.next_id = 0
         self.reader = asyncio.ensure_future(self._read())
 
@@ -68,7 +83,10 @@ class RawClient:
                           if line.lower().startswith(b"content-length"))
             message = reply_decoder.decode(await stream.readexactly(length))
             if message.id is not None and message.method is None:
-                self.pending.pop(message.id).set_result(message)
+                self.pending.pop(message.id).set_result((message, length))
+            elif message.method == "pi/sessionChanged":
+                self.changes.append((time.perf_counter(), length,
+                                     event_decoder.decode(message.params)))
             elif message.method == "pi/turn":
                 self.events.append(event_decoder.decode(message.params)["event"]["type"])
 
@@ -77,14 +95,135 @@ class RawClient:
         assert self.process.stdin is not None
         self.process.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
 
-    async def request(self, method: str, params: Any) -> None:
+    async def request(self, method: str, params: Any) -> int:
+        """Send a request and wait for its answer; the answer's size in bytes."""
         self.next_id += 1
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.pending[self.next_id] = future
         self.send({"id": self.next_id, "method": method, "params": params})
-        reply: Reply = await asyncio.wait_for(future, 60)
+        reply, size = await asyncio.wait_for(future, 120)
         if reply.error is not None:
             raise RuntimeError(reply.error["message"])
+        return size  # type: ignore[no-any-return]
+
+    async def command(self, name: str, **args: Any) -> tuple[float, int]:
+        """Milliseconds and bytes of one command's answer."""
+        start = time.perf_counter()
+        size = await self.request("workspace/executeCommand",
+                                  {"command": name, "arguments": [args]})
+        return (time.perf_counter() - start) * 1000, size
+
+
+async def start_server(scratch: Path, fake_url: str) -> tuple[RawClient, float]:
+    """`pi-lsp serve` on the workspace `scratch/ws`, and ms from start to its initialize answer."""
+    env = {**os.environ, "PI_CODING_AGENT_DIR": str(scratch / "agent")}
+    start = time.perf_counter()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "pi_lsp.cli", "serve", env=env, limit=64 << 20,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+    client = RawClient(process)
+    await client.request("initialize", {
+        "processId": os.getpid(), "capabilities": {},
+        "workspaceFolders": [{"uri": (scratch / "ws").as_uri(), "name": "ws"}],
+        "initializationOptions": {"anthropicBaseUrl": fake_url, "anthropicApiKey": "bench",
+                                  "toolApproval": "auto", "autoCompaction": False},
+    })
+    answered = (time.perf_counter() - start) * 1000
+    client.send({"method": "initialized", "params": {}})
+    return client, answered
+
+
+async def stop_server(client: RawClient) -> None:
+    await client.request("shutdown", None)
+    client.send({"method": "exit"})
+    try:
+        await asyncio.wait_for(client.process.wait(), 30)
+    except TimeoutError:
+        print(f"(the server had not exited 30 s after `exit`; killed pid {client.process.pid})")
+        client.process.kill()
+        await client.process.wait()
+    client.reader.cancel()
+
+
+def rss_mb(pid: int) -> tuple[float, float]:
+    """Resident and peak resident MB of a process (Linux)."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text()
+                  .splitlines() if ":" in line)
+    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+
+
+def pi16() -> tuple[str, Path] | None:
+    """Node >= 22.19 and pi 1.6's node_modules, if both are there."""
+    modules = Path(os.environ.get("PI16_MODULES", PI16))
+    node = os.environ.get("PI16_NODE", str(modules / ".bin" / "node"))
+    if not (modules / PI16_PACKAGE).is_dir() or not Path(node).exists():
+        return None
+    version = subprocess.run([node, "--version"], capture_output=True, text=True,
+                             check=False).stdout.strip().lstrip("v")
+    major, minor = (int(part) for part in version.split(".")[:2])
+    return (node, modules) if (major, minor) >= (22, 19) else None
+
+
+def row(cells: tuple[str, str]) -> None:
+    print(f"| {cells[0]} | {cells[1]} |", flush=True)
+
+
+async def table(entries: int) -> None:
+    scratch = Path(tempfile.mkdtemp(prefix="pi-lsp-bench-table-"))
+    sessions = scratch / "ws" / ".pi" / "sessions"
+    sessions.mkdir(parents=True)
+    session = sessions / "long.jsonl"
+    leaf = make_session(session, entries, branch_every=50, branch_length=10)
+    size = session.stat().st_size / 1e6
+    print(f"## issue 19's table: {entries} entries ({size:.0f} MB), a side branch every 50")
+    fake = FakeAnthropic()
+    url = fake.start()
+    client, started = await start_server(scratch, url)
+    uri = session.as_uri()
+    print("| step | measured |\n|---|---|")
+    row(("`initialize` answered (process start to answer)", f"{started / 1000:.2f} s"))
+    took, size_b = await client.command("pi.getTree", uri=uri)
+    row(("first `pi.getTree`", f"{took / 1000:.2f} s, {size_b / 1e6:.1f} MB of JSON"))
+    took, size_b = await client.command("pi.previewContext", uri=uri)
+    row(("`pi.previewContext` at the leaf", f"{took / 1000:.2f} s, {size_b / 1e6:.1f} MB"))
+    line = encoder.encode(UserMessage(content="appended by another writer", timestamp=1))
+    entry = (b'{"type":"message","id":"feedbeef","parentId":"' + leaf.encode() +
+             b'","timestamp":"2026-12-31T00:00:00.000Z","message":' + line + b"}")
+    seen = len(client.changes)
+    start = time.perf_counter()
+    append_lines(str(session), [entry])
+    while len(client.changes) == seen:
+        await asyncio.sleep(0.001)
+    arrived, size_b, note = client.changes[seen]
+    patch = "with the tree's change to patch" if "tree" in note else "without a tree change"
+    row(("an external append → `pi/sessionChanged`",
+                 f"{(arrived - start) * 1000:.0f} ms, {size_b} bytes ({patch})"))
+    took, size_b = await client.command("pi.getTree", uri=uri)
+    row(("`pi.getTree` again after that append (editors now patch instead)",
+                 f"{took:.0f} ms, {size_b / 1e6:.1f} MB"))
+    now, peak = rss_mb(client.process.pid)
+    row(("server RSS after these", f"{now:.0f} MB (peak {peak:.0f} MB)"))
+    await stop_server(client)
+    fake.stop()
+    cli_s, cli_mb = median_run([sys.executable, "-m", "pi_lsp.cli", "context", str(session),
+                                "--json"], 3)
+    found = pi16()
+    if found is None:
+        row(("pi 1.6 load + context", "not run (no Node >= 22.19 with pi 1.6)"))
+        row(("`pi-lsp context --json`", f"{cli_s:.2f} s, {cli_mb:.0f} MB"))
+    else:
+        node, modules = found
+        copy = scratch / "pi-copy.jsonl"  # pi may rewrite what it opens
+        shutil.copy(session, copy)
+        env = {**os.environ, "PI_NODE_MODULES": str(modules), "PI_PACKAGE": PI16_PACKAGE}
+        pi_s, pi_mb = median_run([node, str(ROOT / "benchmarks" / "pi_context.mjs"), str(copy)],
+                                 3, env)
+        row(("pi 1.6 load + context (reference, same run, median of 3)",
+                     f"{pi_s:.2f} s, peak {pi_mb:.0f} MB"))
+        row(("`pi-lsp context --json` (median of 3)",
+                     f"{cli_s:.2f} s, peak {cli_mb:.0f} MB: {cli_s / pi_s:.2f}x and "
+                     f"{cli_mb / pi_mb:.2f}x of pi 1.6"))
+    shutil.rmtree(scratch, ignore_errors=True)
 
 
 async def measure(entries: int, requests: int) -> None:
@@ -103,25 +242,11 @@ async def measure(entries: int, requests: int) -> None:
     fake = FakeAnthropic()
     url = fake.start()
     fake.script(text_reply(*(f"word{i} " for i in range(600)), delay=0.01))
-    env = {**os.environ, "PI_CODING_AGENT_DIR": str(scratch / "agent")}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "pi_lsp.cli", "serve", env=env, limit=64 << 20,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
-    client = RawClient(process)
-    await client.request("initialize", {
-        "processId": os.getpid(), "capabilities": {},
-        "workspaceFolders": [{"uri": (scratch / "ws").as_uri(), "name": "ws"}],
-        "initializationOptions": {"anthropicBaseUrl": url, "anthropicApiKey": "bench",
-                                  "toolApproval": "auto", "autoCompaction": False},
-    })
-    client.send({"method": "initialized", "params": {}})
+    client, _started = await start_server(scratch, url)
     uri = session.as_uri()
 
     async def call(name: str, **args: Any) -> float:
-        start = time.perf_counter()
-        await client.request("workspace/executeCommand",
-                             {"command": name, "arguments": [{"uri": uri, **args}]})
-        return (time.perf_counter() - start) * 1000
+        return (await client.command(name, uri=uri, **args))[0]
 
     first_tree = await call("pi.getTree")
     first_preview = await call("pi.previewContext")
@@ -141,18 +266,17 @@ async def measure(entries: int, requests: int) -> None:
               f"p95 {percentile(values, 0.95):6.1f} ms  (target p95 < 50 ms)")
     print(f"the turn was still streaming at the end of the measurement: {streaming}; "
           f"pi/turn notifications so far: {len(client.events)}")
-    await client.request("shutdown", None)
-    client.send({"method": "exit"})
-    await asyncio.wait_for(process.wait(), 5)
-    client.reader.cancel()
+    await stop_server(client)
     fake.stop()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--table-entries", type=int, default=100_000)
     parser.add_argument("--entries", type=int, default=20_000)
     parser.add_argument("--requests", type=int, default=40)
     args = parser.parse_args()
+    asyncio.run(table(args.table_entries))
     asyncio.run(measure(args.entries, args.requests))
 
 

@@ -46,8 +46,10 @@ def words(rng: random.Random, count: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(count))
 
 
-def make_session(path: Path, entries: int, seed: int = 7) -> str:
-    """A long main line with side branches every so often; returns the leaf id."""
+def make_session(path: Path, entries: int, seed: int = 7, branch_every: int = 5000,
+                 branch_length: int = 200) -> str:
+    """A long main line with a side branch every `branch_every` entries (`branch_length` long,
+    off an earlier point of the main line); returns the leaf id."""
     rng = random.Random(seed)
     lines = [encoder.encode(SessionHeader(version=3, id="bench", timestamp=iso(0), cwd="/w"))]
     parent: str | None = None
@@ -56,10 +58,10 @@ def make_session(path: Path, entries: int, seed: int = 7) -> str:
     for index in range(entries):
         entry_id = f"{index:08x}"
         stamp = iso(index)
-        on_side_branch = index > 5000 and index % 5000 < 200
-        if on_side_branch and index % 5000 == 0:
+        on_side_branch = index > branch_every and index % branch_every < branch_length
+        if on_side_branch and index % branch_every == 0:
             parent = rng.choice(fork_points)
-        elif index > 5000 and index % 5000 == 200:
+        elif index > branch_every and index % branch_every == branch_length:
             parent = main_tip
         kind = index % 4
         if index % 997 == 0:
@@ -84,7 +86,7 @@ def make_session(path: Path, entries: int, seed: int = 7) -> str:
         lines.append(encoder.encode(entry))
         if not on_side_branch:
             main_tip = entry_id
-            if index % 1000 == 0:
+            if index % max(1, branch_every // 5) == 0:
                 fork_points.append(entry_id)
         parent = entry_id
     path.write_bytes(b"\n".join(lines) + b"\n")

@@ -9,9 +9,11 @@ if (!file) {
 }
 // dist/core/session-manager.js is not in the package "exports" map, so import it by absolute URL.
 const nm = process.env.PI_NODE_MODULES;
+// PI_PACKAGE names pi 1.6's package (@earendil-works/pi-coding-agent); 0.73.1's by default.
+const pkg = process.env.PI_PACKAGE ?? "@mariozechner/pi-coding-agent";
 const url = nm
-  ? pathToFileURL(join(nm, "@mariozechner/pi-coding-agent/dist/core/session-manager.js")).href
-  : new URL("./core/session-manager.js", import.meta.resolve("@mariozechner/pi-coding-agent")).href;
+  ? pathToFileURL(join(nm, pkg, "dist/core/session-manager.js")).href
+  : new URL("./core/session-manager.js", import.meta.resolve(pkg)).href;
 const { SessionManager, buildSessionContext } = await import(url);
 
 const sm = SessionManager.open(file);

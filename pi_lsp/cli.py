@@ -14,17 +14,18 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from pi_lsp.context.build import SessionContext
+from pi_lsp.context.build import build_session_context
 from pi_lsp.context.layers import AgentSetup, build_layer
 from pi_lsp.context.preview import render_preview
 from pi_lsp.session.appender import WriteFailedError
-from pi_lsp.session.catalog import followed, list_sessions, session_dirs
+from pi_lsp.session.catalog import followed, list_sessions, session_dirs, tree_title
 from pi_lsp.session.check import check_session, repaired_copy
 from pi_lsp.session.entries import THINKING_LEVELS, encoder
 from pi_lsp.session.fork import fork_session
 from pi_lsp.session.journal import NotASessionError
 from pi_lsp.session.outline import nested_tree, outline_lines
-from pi_lsp.session.tree import SessionTree, UnknownEntryError
+from pi_lsp.session.records import UnknownEntryError
+from pi_lsp.session.tree import SessionTree
 
 if TYPE_CHECKING:
     pass
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
 
 EXIT_PROBLEMS = 1
 EXIT_USAGE = 2
-TITLE_CHARS = 60
 UNSAFE = ("Cc", "Zl", "Zp")  # control characters, line and paragraph separators
 
 
@@ -91,6 +91,9 @@ def cmd_context(args: argparse.Namespace) -> int:
     leaves: list[str | None] = list(args.leaf) if args.leaf else [tree.leaf_id]
     agent = request_setup(tree, args.approve) if args.layer == "request" else None
     for leaf in leaves:
+        if args.json and args.layer == "agent":  # pi's context as it is: nothing to estimate
+            write_line(build_session_context(tree, leaf))
+            continue
         layer = build_layer(tree, leaf, args.layer, agent)
         if not args.json:
             print(render_preview(layer))
@@ -98,11 +101,8 @@ def cmd_context(args: argparse.Namespace) -> int:
             from pi_lsp.providers.wire import request_params
 
             write_line(request_params(layer.request))
-        elif args.layer == "llm":
+        else:  # the model layer
             write_line({"messages": [row.message for row in layer.rows]})
-        else:
-            write_line(SessionContext([row.message for row in layer.rows], layer.thinking_level,
-                                      layer.model))
     return 0
 
 
@@ -110,11 +110,10 @@ def request_setup(tree: SessionTree, approve: bool | None) -> AgentSetup:
     """What `pi-lsp run` would add to the session's context: its prompt, tools and models."""
     from pi_lsp.agent.prompt import agent_setup
     from pi_lsp.agent.tools import ALL_TOOLS
-    from pi_lsp.cli_changes import session_settings
-    from pi_lsp.session.catalog import session_workspace
+    from pi_lsp.cli_changes import session_root, session_settings
 
     settings = session_settings(tree, approve)
-    return agent_setup(session_workspace(Path(tree.path), {}, Path.cwd()), ALL_TOOLS,
+    return agent_setup(session_root(tree), ALL_TOOLS,
                        settings.registry(), (settings.default_provider, settings.default_model))
 
 
@@ -123,7 +122,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
     if args.json:
         write_line(nested_tree(tree))
         return 0
-    title = printable(tree.name or Path(tree.path).name)
+    title = printable(tree_title(tree))
     print(f"{title} — {len(tree.records)} entries, leaf {tree.leaf_id or '(none)'}")
     print("\n".join(outline_lines(tree)))
     return 0
@@ -161,10 +160,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     if not sessions:
         print(f"no sessions for {os.path.abspath(workspace)}")
     for session in sessions:
-        title = printable(session.name or session.first_message or "(empty)")
-        if len(title) > TITLE_CHARS:
-            title = title[:TITLE_CHARS - 1] + "…"
-        print(f"{session.modified}  {session.entry_count:>6} entries  {title}")
+        print(f"{session.modified}  {session.entry_count:>6} entries  {printable(session.title)}")
         print(f"    {printable(session.path)}")
     return 0
 

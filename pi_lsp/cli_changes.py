@@ -22,13 +22,20 @@ def note(message: str) -> None:
     print(f"pi-lsp: note: {message}", file=sys.stderr)
 
 
+def session_root(tree: SessionTree) -> Path:
+    """The workspace of a session the command line was given: its `.pi/sessions/` parent, else
+    the directory pi recorded in its header when that exists, else the current directory."""
+    recorded = Path(tree.header.cwd)
+    return session_workspace(Path(tree.path), {}, recorded if recorded.is_dir() else Path.cwd())
+
+
 def session_settings(tree: SessionTree, approve: bool | None) -> Settings:
     """Settings of the workspace the session belongs to (its `.pi/sessions/` parent); its own
     `.pi/` files only when it is trusted (`approve` decides once)."""
     from pi_lsp.settings import SettingsError, load_settings
     from pi_lsp.trust import trusted_without_asking
 
-    root = session_workspace(Path(tree.path), {}, Path.cwd())
+    root = session_root(tree)
     try:
         return load_settings(root, project=trusted_without_asking(root, approve, note))
     except SettingsError as error:
@@ -121,7 +128,7 @@ def cmd_rewind(args: argparse.Namespace) -> int:
     from pi_lsp.trust import trusted_without_asking
 
     tree = open_session(args.file)
-    root = session_workspace(Path(tree.path), {}, Path(tree.header.cwd))
+    root = session_root(tree)
     store = store_for(root)
     if store.unavailable_reason is not None:
         raise CliError(store.unavailable_reason)

@@ -10,9 +10,11 @@ import pytest
 
 from pi_lsp.session.catalog import (
     FIRST_MESSAGE_CHARS,
+    TITLE_CHARS,
     cli_session_dir,
     list_sessions,
     session_dirs,
+    session_title,
 )
 
 
@@ -157,3 +159,14 @@ def test_first_message_is_the_first_user_message_in_the_file(tmp_path: Path) -> 
 
 def test_missing_directories_are_fine(agent_dir: Path, tmp_path: Path) -> None:
     assert list_sessions(session_dirs(str(tmp_path / "nowhere"))) == []
+
+
+def test_session_title_one_rule() -> None:
+    """The name, else the first prompt on one line and cut, else the file name."""
+    path = "/w/.pi/sessions/2026-01-01T00-00-00-000Z_abc.jsonl"
+    assert session_title("Named", "a prompt", path) == "Named"
+    assert session_title(None, "fix\n the   bug", path) == "fix the bug"
+    long = session_title(None, "word " * 40, path)
+    assert len(long) == TITLE_CHARS and long.endswith("…")
+    assert session_title(None, "  \n", path) == "2026-01-01T00-00-00-000Z_abc"
+    assert session_title(None, None, path) == "2026-01-01T00-00-00-000Z_abc"

@@ -15,13 +15,9 @@ import pytest
 from pi_lsp.session.entries import UserMessage
 from pi_lsp.session.tree import SessionTree
 from tests.conftest import EXAMPLE_WORKSPACE, conformance_files
+from tests.waits import PROCESS_CEILING_S, run_cli
 
 SAMPLE = conformance_files()[0]
-
-
-def pi_lsp(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pi_lsp.cli", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=60)
 
 
 def expected(path: Path) -> dict[str, Any]:
@@ -30,7 +26,7 @@ def expected(path: Path) -> dict[str, Any]:
 
 
 def test_context_json_default_leaf_is_pis_context() -> None:
-    result = pi_lsp("context", str(SAMPLE), "--json")
+    result = run_cli("context", str(SAMPLE), "--json")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert len(lines) == 1
@@ -41,7 +37,7 @@ def test_context_json_one_line_per_leaf_in_order() -> None:
     cases = expected(SAMPLE)["contexts"]
     leaves = list(cases)[:3][::-1]
     args = [arg for leaf in leaves for arg in ("--leaf", leaf)]
-    result = pi_lsp("context", str(SAMPLE), *args, "--json")
+    result = run_cli("context", str(SAMPLE), *args, "--json")
     assert result.returncode == 0, result.stderr
     printed = [json.loads(line) for line in result.stdout.splitlines()]
     assert printed == [cases[leaf]["context"] for leaf in leaves]
@@ -49,7 +45,7 @@ def test_context_json_one_line_per_leaf_in_order() -> None:
 
 def test_context_llm_layer_has_only_model_roles() -> None:
     leaf = list(expected(SAMPLE)["contexts"])[-1]
-    result = pi_lsp("context", str(SAMPLE), "--leaf", leaf, "--layer", "llm", "--json")
+    result = run_cli("context", str(SAMPLE), "--leaf", leaf, "--layer", "llm", "--json")
     assert result.returncode == 0, result.stderr
     printed = json.loads(result.stdout)
     assert set(printed) == {"messages"}
@@ -57,8 +53,25 @@ def test_context_llm_layer_has_only_model_roles() -> None:
     assert len(printed["messages"]) == len(expected(SAMPLE)["contexts"][leaf]["llm"])
 
 
+def test_a_session_outside_a_workspace_works_in_the_directory_pi_recorded(
+        tmp_path: Path) -> None:
+    # As in pi's own session folder (~/.pi/agent/sessions/…): no `.pi/sessions/` to go by, so
+    # the header's cwd names the workspace, whichever directory the command runs in.
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    lines = SAMPLE.read_bytes().splitlines()
+    header = json.loads(lines[0])
+    header["cwd"] = str(project)
+    session = tmp_path / "s.jsonl"
+    session.write_bytes(b"\n".join([json.dumps(header).encode(), *lines[1:]]) + b"\n")
+    result = run_cli("context", str(session), "--layer", "request", "--json", cwd=elsewhere)
+    assert result.returncode == 0, result.stderr
+    assert f"<cwd>\\n{project}\\n</cwd>" in result.stdout and str(elsewhere) not in result.stdout
+
+
 def test_context_preview_is_readable(example_session: Path) -> None:
-    result = pi_lsp("context", str(example_session))
+    result = run_cli("context", str(example_session))
     assert result.returncode == 0, result.stderr
     assert "compactionSummary" in result.stdout
     assert "tok" in result.stdout
@@ -67,13 +80,13 @@ def test_context_preview_is_readable(example_session: Path) -> None:
 
 
 def test_tree_json_is_pis_tree() -> None:
-    result = pi_lsp("tree", str(SAMPLE), "--json")
+    result = run_cli("tree", str(SAMPLE), "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == expected(SAMPLE)["tree"]
 
 
 def test_tree_text_marks_labels_path_and_leaf(example_session: Path) -> None:
-    result = pi_lsp("tree", str(example_session))
+    result = run_cli("tree", str(example_session))
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     leaf_lines = [line for line in lines if line.endswith("← leaf")]
@@ -86,18 +99,18 @@ def test_tree_text_marks_labels_path_and_leaf(example_session: Path) -> None:
 
 
 def test_check_clean_and_damaged(tmp_path: Path, example_session: Path) -> None:
-    clean = pi_lsp("check", str(example_session))
+    clean = run_cli("check", str(example_session))
     assert clean.returncode == 0, clean.stdout
     damaged = tmp_path / "damaged.jsonl"
     damaged.write_bytes(example_session.read_bytes() + b'{"type":"message",broken\n[1]\n')
-    report = pi_lsp("check", str(damaged))
+    report = run_cli("check", str(damaged))
     assert report.returncode == 1
     assert "malformed" in report.stdout
     assert "not-object" in report.stdout
 
 
 def test_sessions_lists_example_workspace() -> None:
-    result = pi_lsp("sessions", str(EXAMPLE_WORKSPACE), "--json")
+    result = run_cli("sessions", str(EXAMPLE_WORKSPACE), "--json")
     assert result.returncode == 0, result.stderr
     sessions = json.loads(result.stdout)["sessions"]
     assert [s["name"] for s in sessions] == ["Fix slow order listing"]
@@ -109,14 +122,14 @@ def test_fork_prints_new_file_with_same_context(tmp_path: Path, example_session:
     source = tmp_path / "sessions" / example_session.name
     source.parent.mkdir()
     source.write_bytes(example_session.read_bytes())
-    result = pi_lsp("fork", str(source), "--leaf", "28511eec")
+    result = run_cli("fork", str(source), "--leaf", "28511eec")
     assert result.returncode == 0, result.stderr
     forked = Path(result.stdout.strip())
     assert forked.parent == source.parent and forked.exists()
     header = json.loads(forked.read_text("utf-8").splitlines()[0])
     assert header["parentSession"] == str(source)
-    ours = pi_lsp("context", str(forked), "--json").stdout
-    theirs = pi_lsp("context", str(source), "--leaf", "28511eec", "--json").stdout
+    ours = run_cli("context", str(forked), "--json").stdout
+    theirs = run_cli("context", str(source), "--leaf", "28511eec", "--json").stdout
     assert json.loads(ours) == json.loads(theirs)
 
 
@@ -125,7 +138,7 @@ def test_bad_files_get_one_line_and_exit_2(tmp_path: Path, command: str) -> None
     not_session = tmp_path / "notes.jsonl"
     not_session.write_text('{"hello": "world"}\n')
     for target in (tmp_path / "missing.jsonl", tmp_path, not_session):
-        result = pi_lsp(command, str(target))
+        result = run_cli(command, str(target))
         assert result.returncode == 2, (target, result.stdout)
         assert result.stderr.count("\n") == 1, result.stderr
         assert "Traceback" not in result.stderr
@@ -133,13 +146,13 @@ def test_bad_files_get_one_line_and_exit_2(tmp_path: Path, command: str) -> None
 
 
 def test_unknown_leaf_is_a_clear_error() -> None:
-    result = pi_lsp("context", str(SAMPLE), "--leaf", "nope1234")
+    result = run_cli("context", str(SAMPLE), "--leaf", "nope1234")
     assert result.returncode == 2
     assert "nope1234" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_usage_errors_exit_2() -> None:
-    result = pi_lsp("context")
+    result = run_cli("context")
     assert result.returncode == 2
     assert result.stderr.startswith("pi-lsp:")
 
@@ -159,36 +172,37 @@ def test_sessions_escapes_control_characters(tmp_path: Path) -> None:
     named.append_session_info("two\nlines\x1b[31m red")
     unnamed = written_session(tmp_path)
     unnamed.append_message(UserMessage(content="first\r\nprompt\u2028end", timestamp=1))
-    result = pi_lsp("sessions", str(tmp_path))
+    result = run_cli("sessions", str(tmp_path))
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert len(lines) == 4, result.stdout  # two lines per session, whatever the names hold
     assert "\x1b" not in result.stdout and "\r" not in result.stdout
     # A line break in a name is written as a space, as pi writes names.
     assert any(line.endswith("two lines\\x1b[31m red") for line in lines), lines
-    assert any(line.endswith("first\\r\\nprompt\\u2028end") for line in lines), lines
+    # A title is one line: the first prompt's line breaks are spaces (catalog.session_title).
+    assert any(line.endswith("  first prompt end") for line in lines), lines
 
 
 def test_compact_plan_says_when_compact_would_refuse(tmp_path: Path,
                                                      example_session: Path) -> None:
     example_session = Path(shutil.copy(example_session, tmp_path))
-    plan = pi_lsp("compact", str(example_session), "--plan", "--keep-recent-tokens", "100")
+    plan = run_cli("compact", str(example_session), "--plan", "--keep-recent-tokens", "100")
     assert plan.returncode == 0, plan.stderr
     assert json.loads(plan.stdout)["firstKeptEntryId"]
     for extra in ([], ["--keep-recent-tokens", "100000"]):
-        refused = pi_lsp("compact", str(example_session), "--plan", *extra)
+        refused = run_cli("compact", str(example_session), "--plan", *extra)
         assert refused.returncode == 1, refused.stdout
         assert json.loads(refused.stdout) is None  # the server's dry run answers null too
         assert refused.stderr.startswith("pi-lsp: compact would refuse: nothing to compact")
         # and compact itself refuses for the same reason
-        real = pi_lsp("compact", str(example_session), *extra)
+        real = run_cli("compact", str(example_session), *extra)
         assert real.returncode == 2
         assert real.stderr.removeprefix("pi-lsp: ") == \
             refused.stderr.removeprefix("pi-lsp: compact would refuse: ")
 
 
 def test_context_total_is_explained(example_session: Path) -> None:
-    result = pi_lsp("context", str(example_session), "--leaf", "29ad348d")
+    result = run_cli("context", str(example_session), "--leaf", "29ad348d")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     rows = [line for line in lines if " tok  " in line]
@@ -210,7 +224,7 @@ def test_context_total_is_explained(example_session: Path) -> None:
 def test_context_total_without_a_reply_is_the_sum_of_the_rows(tmp_path: Path) -> None:
     tree = written_session(tmp_path)
     tree.append_message(UserMessage(content="x" * 400, timestamp=1))
-    result = pi_lsp("context", tree.path)
+    result = run_cli("context", tree.path)
     assert result.returncode == 0, result.stderr
     assert "1 messages, about 100 tokens\nmodel:" in result.stdout
 
@@ -218,13 +232,13 @@ def test_context_total_without_a_reply_is_the_sum_of_the_rows(tmp_path: Path) ->
 def test_version() -> None:
     from importlib.metadata import version
 
-    result = pi_lsp("--version")
+    result = run_cli("--version")
     assert result.returncode == 0
     assert result.stdout == f"pi-lsp {version('pi-lsp')}\n"
 
 
 def test_bare_command_lists_the_commands() -> None:
-    result = pi_lsp()
+    result = run_cli()
     assert result.returncode == 2
     assert result.stdout == ""
     for command in ("serve", "run", "context", "tree", "check", "sessions", "fork", "compact",
@@ -238,7 +252,7 @@ def test_the_server_starts_without_the_model_sdks() -> None:
     loaded = subprocess.run(
         [sys.executable, "-c", "import sys, pi_lsp.cli, pi_lsp.server.server; "
          "print(sorted({m.split('.')[0] for m in sys.modules} & {'anthropic', 'openai'}))"],
-        capture_output=True, text=True, timeout=60, check=True)
+        capture_output=True, text=True, timeout=PROCESS_CEILING_S, check=True)
     assert loaded.stdout.strip() == "[]"
 
 
@@ -250,7 +264,7 @@ def test_context_shows_the_edits_in_force(tmp_path: Path, example_session: Path)
     tree = SessionTree.open(str(path))
     omit = edit_context(tree, "145bca81", None)
     edit_context(tree, "456798a9", "I added the test.")
-    result = pi_lsp("context", str(path))
+    result = run_cli("context", str(path))
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     removed = next(i for i, line in enumerate(lines) if line.startswith("- 145bca81"))

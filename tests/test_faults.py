@@ -7,7 +7,6 @@ import json
 import math
 import os
 import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -38,11 +37,13 @@ from pi_lsp.session.entries import (
 )
 from pi_lsp.session.fork import fork_session
 from pi_lsp.session.journal import is_utf8, read_file, repair_line
+from pi_lsp.session.records import Refresh
 from pi_lsp.session.tail import Tail
-from pi_lsp.session.tree import Refresh, SessionTree
+from pi_lsp.session.tree import SessionTree
 from pi_lsp.summarize.branch import branch_with_summary
 from pi_lsp.summarize.extractive import ExtractiveSummarizer
 from tests.fake_anthropic import FakeAnthropic, text_reply, tool_reply
+from tests.waits import run_cli
 
 HEADER = {"type": "session", "version": 3, "id": "f00d", "timestamp": "2025-01-01T10:00:00.000Z",
           "cwd": "/w"}
@@ -76,8 +77,7 @@ def write(path: Path, lines: list[bytes]) -> Path:
 
 
 def pi_lsp(*args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "pi_lsp.cli", *args], capture_output=True,
-                          timeout=60)
+    return run_cli(*args, text=False)
 
 
 def texts(tree: SessionTree, leaf: str | None) -> list[str]:

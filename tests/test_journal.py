@@ -22,9 +22,10 @@ from pi_lsp.session.journal import (
     Problem,
     read_file,
 )
+from pi_lsp.session.records import Refresh
 from pi_lsp.session.tail import Tail
-from pi_lsp.session.tree import Refresh, SessionTree
-from tests.waits import CEILING_S
+from pi_lsp.session.tree import SessionTree
+from tests.waits import CEILING_S, PROCESS_CEILING_S
 
 ROOT = Path(__file__).resolve().parent.parent
 SESSION_ID = "11111111-2222-4333-8444-555555555555"
@@ -695,7 +696,7 @@ def test_two_processes_append_to_one_file_without_tearing(tmp_path: Path) -> Non
             assert all(w.poll() is None for w in workers), "a worker died early"
             time.sleep(0.005)
         go.touch()
-        outputs = [w.communicate(timeout=CEILING_S) for w in workers]
+        outputs = [w.communicate(timeout=PROCESS_CEILING_S) for w in workers]
     finally:
         for worker in workers:
             if worker.poll() is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -74,7 +75,8 @@ def run_script(name: str, workspace: Path, fake: FakeAnthropic, tmp_path: Path,
 
 
 def test_tree_branch_label_preview(workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
-    run_script("tree_spec.lua", workspace, fake, tmp_path)
+    run_script("tree_spec.lua", workspace, fake, tmp_path,
+               PI_LSP_EVERY_TYPE=str(ROOT / "tests" / "fixtures" / "every-type.jsonl"))
     assert fake.message_requests() == []  # nothing here talks to the model
 
 
@@ -193,3 +195,36 @@ def test_context_edits_from_the_context_buffer_and_the_chat(workspace: Path, fak
     asked = len(fake.message_requests())  # the fake serves the whole module
     run_script("context_edit_spec.lua", workspace, fake, tmp_path)
     assert len(fake.message_requests()) == asked  # editing the context asks no model
+
+
+def load_time_requires(source: str) -> set[str]:
+    """The plugin modules a Lua file requires when it is loaded (at the top level, not inside
+    a function: those run later, once every module is loaded)."""
+    return set(re.findall(r'^local \w+ = require\("pi_lsp\.(\w+)"\)', source, re.MULTILINE))
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, str] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = "open"
+        stack.append(node)
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == "open":
+                return [*stack[stack.index(target):], target]
+            if target not in state and (found := visit(target)):
+                return found
+        stack.pop()
+        state[node] = "done"
+        return None
+
+    return next((c for n in sorted(graph) if n not in state and (c := visit(n))), None)
+
+
+def test_no_require_cycle_when_the_plugin_loads() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"a"}}) == ["a", "b", "a"]  # the check can fail
+    modules = PLUGIN / "lua" / "pi_lsp"
+    graph = {path.stem: load_time_requires(path.read_text()) for path in modules.glob("*.lua")}
+    assert graph["tree"] >= {"client", "session", "util"}, "requires were read"
+    assert find_cycle(graph) is None

@@ -29,7 +29,8 @@ from pi_lsp.session.entries import (
     UserMessage,
 )
 from pi_lsp.session.fork import fork_session
-from pi_lsp.session.tree import SessionTree, starts_conversation
+from pi_lsp.session.records import starts_conversation
+from pi_lsp.session.tree import SessionTree
 
 SETTINGS = settings(
     max_examples=60,
@@ -385,6 +386,12 @@ def test_ids_and_lines(tmp_path: Path, ops: list[Op]) -> None:
 )
 # Found by hypothesis: a path that is a single root label entry; the fork holds no entries.
 @example(ops=[("user", "", 0), ("reset",), ("label", 0, None)], where=1)
+# Found by hypothesis: a U+2028 in a fork held in memory (no prompt yet) must be held as it
+# will be written, escaped, or the fork's context differs from the source's by bytes.
+@example(ops=[("user", "", 0), ("user", "", 0), ("user", "", 0), ("move", None),
+              ("model", "anthropic", ""), ("label", 0, None),
+              ("tool_result", "\u2028", False, 0), ("user", "", 0), ("user", "", 0)],
+         where=2202)
 def test_fork_copies_the_path(tmp_path: Path, ops: list[Op], where: int) -> None:
     source = new_tree(tmp_path)
     run(source, ops)

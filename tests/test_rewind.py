@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,7 +55,7 @@ from tests.test_server import (
     wait_events,
     wait_note,
 )
-from tests.waits import CEILING_S
+from tests.waits import CEILING_S, run_cli
 
 FAILED = -32011
 
@@ -477,32 +476,27 @@ async def test_restore_refuses_what_it_cannot_do(rig: Rig, fake: FakeAnthropic) 
 # -- the command line --------------------------------------------------------------------
 
 
-def pi_lsp(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pi_lsp.cli", *args], capture_output=True,
-                          text=True, timeout=60)
-
-
 async def test_cli_rewind(rig: Rig, fake: FakeAnthropic) -> None:
     first, _ = await two_turns(rig, fake)
     session = rig.tree.path
-    dry = pi_lsp("rewind", session, "--to", first, "--dry-run")
+    dry = run_cli("rewind", session, "--to", first, "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert "+v1" in dry.stdout and "-v2" in dry.stdout
     assert "2 file(s) would change" in dry.stderr
     assert (rig.root / "notes.txt").read_text() == "v2\n"
 
-    done = pi_lsp("rewind", session, "--to", first)
+    done = run_cli("rewind", session, "--to", first)
     assert done.returncode == 0, done.stderr
     assert "deleted   new/deep.txt" in done.stdout and "modified  notes.txt" in done.stdout
     assert (rig.root / "notes.txt").read_text() == "v1\n"
     undo = done.stdout.strip().splitlines()[-1].split("--undo ")[1]
-    back = pi_lsp("rewind", session, "--undo", undo)
+    back = run_cli("rewind", session, "--undo", undo)
     assert back.returncode == 0, back.stderr
     assert (rig.root / "notes.txt").read_text() == "v2\n"
 
-    missing = pi_lsp("rewind", session, "--to", "nope")
+    missing = run_cli("rewind", session, "--to", "nope")
     assert missing.returncode == 2 and "no entry with id 'nope'" in missing.stderr
-    neither = pi_lsp("rewind", session)
+    neither = run_cli("rewind", session)
     assert neither.returncode == 2 and "--to" in neither.stderr
 
 

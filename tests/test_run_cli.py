@@ -29,7 +29,7 @@ from tests.fake_openai import MODEL as LOCAL_MODEL
 from tests.fake_openai import FakeOpenAI, chat_reply, chunk
 from tests.fake_openai import Reply as OpenAIReply
 from tests.fake_openai import error_reply as openai_error
-from tests.waits import CEILING_S
+from tests.waits import CEILING_S, PROCESS_CEILING_S, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 SESSION_NAME = re.compile(
@@ -70,13 +70,11 @@ def command(*args: str) -> list[str]:
 
 
 def pi_run(workspace: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command("run", *args), cwd=workspace, env=env, capture_output=True,
-                          text=True, timeout=CEILING_S)
+    return run_cli("run", *args, cwd=workspace, env=env)
 
 
 def check(path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command("check", str(path)), env=env, capture_output=True, text=True,
-                          timeout=CEILING_S)
+    return run_cli("check", str(path), env=env)
 
 
 def sessions(workspace: Path) -> list[Path]:
@@ -358,8 +356,8 @@ def test_ctrl_c_aborts_and_records_the_abort(
                 seen += chunk
         assert b"piece0" in seen, "the stream never started"
         process.send_signal(signal.SIGINT)
-        code = process.wait(timeout=CEILING_S)
-        stdout, stderr = process.communicate(timeout=CEILING_S)
+        code = process.wait(timeout=PROCESS_CEILING_S)
+        stdout, stderr = process.communicate(timeout=PROCESS_CEILING_S)
     finally:
         if process.poll() is None:
             process.kill()
@@ -493,14 +491,12 @@ def test_context_request_layer_is_the_request_run_sent(
     [path] = sessions(workspace)
     asked = next(e["id"] for e in entries(path)
                  if e["type"] == "message" and e["message"]["role"] == "user")
-    shown = subprocess.run(command("context", str(path), "--leaf", asked, "--layer", "request",
-                                   "--json"), cwd=workspace, env=env, capture_output=True,
-                           text=True, timeout=CEILING_S)
+    shown = run_cli("context", str(path), "--leaf", asked, "--layer", "request", "--json",
+                    cwd=workspace, env=env)
     assert shown.returncode == 0, shown.stderr
     [sent] = fake.message_requests()
     assert json.loads(shown.stdout) == {k: v for k, v in sent.items() if k != "stream"}
-    rows = subprocess.run(command("context", str(path), "--leaf", asked, "--layer", "request"),
-                          cwd=workspace, env=env, capture_output=True, text=True,
-                          timeout=CEILING_S)
+    rows = run_cli("context", str(path), "--leaf", asked, "--layer", "request", cwd=workspace,
+                   env=env)
     assert rows.returncode == 0, rows.stderr
     assert f"{asked}  user" in rows.stdout and "model: anthropic/claude-sonnet-4-5" in rows.stdout

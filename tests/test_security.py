@@ -360,6 +360,10 @@ async def turn_end(pi: Pi, turn_id: str) -> list[dict[str, Any]]:
     return [n["event"] for n in pi.notes if n["turnId"] == turn_id]
 
 
+# A session without a name is called by its first prompt (catalog.session_title).
+UNNAMED_TITLE = "go"
+
+
 async def run_turn(pi: Pi, fake: FakeAnthropic, calls: list[tuple[str, str, dict[str, Any]]],
                    answer: Any = "allow") -> tuple[str, list[dict[str, Any]], Path]:
     """One prompt on a fresh session whose reply makes `calls`; returns its events."""
@@ -487,10 +491,10 @@ async def test_bash_approval_shows_the_whole_command(pi: Pi, fake: FakeAnthropic
     assert len(pi.asked) == 1
     if pi.custom:
         assert pi.asked[0] == {"uri": path.as_uri(), "turnId": turn_id, "toolCallId": "b1",
-                               "tool": "bash", "title": path.name, "command": command,
+                               "tool": "bash", "title": UNNAMED_TITLE, "command": command,
                                "outsideWorkspace": False}
     else:
-        assert pi.asked[0] == f"pi ({path.name}) wants to run bash: {command}"
+        assert pi.asked[0] == f"pi ({UNNAMED_TITLE}) wants to run bash: {command}"
     assert "PAYLOAD-AFTER-SPACES" in result_text(results(events)["b1"])
 
 
@@ -513,7 +517,7 @@ async def test_write_and_edit_approvals_show_the_change(pi: Pi, fake: FakeAnthro
     existing = pi.ws / "notes.txt"
     existing.write_text("keep\nold line\n")
     new_file = pi.ws / "fresh.txt"
-    _, events, path = await run_turn(pi, fake, [
+    _, events, _path = await run_turn(pi, fake, [
         ("w1", "write", {"path": "fresh.txt", "content": "brand new\n"}),
         ("e1", "edit", {"path": "notes.txt", "oldText": "old line", "newText": "new line"}),
     ])
@@ -523,15 +527,15 @@ async def test_write_and_edit_approvals_show_the_change(pi: Pi, fake: FakeAnthro
         assert write["path"] == str(new_file.resolve()) and write["tool"] == "write"
         assert write["oldText"] is None and write["newText"] == "brand new\n"
         assert write["diff"].startswith(f"--- /dev/null\n+++ {new_file.resolve()}\n")
-        assert write["title"] == path.name and write["outsideWorkspace"] is False
+        assert write["title"] == UNNAMED_TITLE and write["outsideWorkspace"] is False
         assert edit["oldText"] == "keep\nold line\n" and edit["newText"] == "keep\nnew line\n"
         assert f"--- {existing.resolve()}" in edit["diff"]
         assert "-old line" in edit["diff"] and "+new line" in edit["diff"]
         assert "command" not in write
     else:
-        assert write.startswith(f"pi ({path.name}) wants to run write: {new_file.resolve()}\n")
+        assert write.startswith(f"pi ({UNNAMED_TITLE}) wants to run write: {new_file.resolve()}\n")
         assert "+brand new" in write
-        assert edit.startswith(f"pi ({path.name}) wants to run edit: {existing.resolve()}\n")
+        assert edit.startswith(f"pi ({UNNAMED_TITLE}) wants to run edit: {existing.resolve()}\n")
         assert "-old line" in edit and "+new line" in edit
     assert not any(r["isError"] for r in results(events).values())
     assert new_file.read_text() == "brand new\n"

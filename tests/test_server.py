@@ -30,6 +30,7 @@ from pygls.exceptions import JsonRpcException
 from pygls.uris import to_fs_path
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
+from pi_lsp.session.entries import UserMessage
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.summarize.branch import BRANCH_SUMMARY_PREAMBLE
 from tests.conftest import trust
@@ -43,6 +44,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "workspace"
 EXAMPLE_SESSION = next((EXAMPLE / ".pi" / "sessions").glob("*.jsonl"))
+EVERY_TYPE = ROOT / "tests" / "fixtures" / "every-type.jsonl"  # one entry of every type
 MAIN_ID = "5f0c2a9e-3b1d-4c7e-9a51-2d8e6f4b7c10"
 
 FORK_QUESTION = "e1afef94"  # the user message where the ORM dead end starts
@@ -343,6 +345,7 @@ async def test_list_sessions(pi: Pi) -> None:
                             "firstMessage", "parentSession"}
     assert session["id"] == MAIN_ID
     assert session["name"] == "Fix slow order listing"
+    assert session["title"] == "Fix slow order listing"
     assert session["entryCount"] == len(lines(pi.session))
     assert session["firstMessage"].startswith("GET /orders is really slow")
     assert session["parentSession"] is None
@@ -404,12 +407,25 @@ async def test_new_session_in_another_folder(pi: Pi) -> None:
 async def test_get_tree(pi: Pi) -> None:
     tree = await call(pi.client, "pi.getTree", {"uri": pi.uri})
     entries = lines(pi.session)
-    assert tree["leafId"] == BRANCH_B_TIP
-    assert [n["id"] for n in tree["nodes"]] == [e["id"] for e in entries]
+    assert tree["leafId"] == tree["leafRow"] == BRANCH_B_TIP
+    assert tree["title"] == "Fix slow order listing"
+    assert tree["entries"] == len(entries)
+    # Every entry is a row (none is bookkeeping), in drawing order: the chain up to the fork
+    # at one depth, then each branch one deeper, its first entry a head.
+    assert sorted(n["id"] for n in tree["nodes"]) == sorted(e["id"] for e in entries)
+    rows = [(n["id"], n["depth"], n["head"]) for n in tree["nodes"]]
+    fork = [n["id"] for n in tree["nodes"]].index(FORK_PARENT)
+    assert all(depth == 0 and not head for _id, depth, head in rows[:fork + 1])
+    assert [row for row in rows if row[2]] == [(FORK_QUESTION, 1, True),
+                                               (BRANCH_SUMMARY, 1, True)]
+    assert rows[fork + 1] == (FORK_QUESTION, 1, True)
+    assert all(depth == 1 for _id, depth, _head in rows[fork + 1:])
+    assert rows[-1][0] == BRANCH_B_TIP
     nodes = {n["id"]: n for n in tree["nodes"]}
+    assert isinstance(tree["version"], int)
     for node in tree["nodes"]:
-        assert set(node) == {"id", "parentId", "type", "role", "preview", "label", "timestamp",
-                             "onPath"}
+        assert set(node) == {"id", "parentId", "depth", "head", "type", "role", "preview",
+                             "label", "timestamp", "onPath"}
     question = nodes[FORK_QUESTION]
     assert (question["type"], question["role"], question["parentId"]) == \
         ("message", "user", FORK_PARENT)
@@ -421,6 +437,73 @@ async def test_get_tree(pi: Pi) -> None:
     assert nodes["c66a750f"]["label"] == "tests-green"
     assert nodes[entries[0]["id"]]["parentId"] is None
     assert all(n["timestamp"] for n in tree["nodes"])
+
+
+async def test_tree_rows_for_every_entry_type(pi: Pi) -> None:
+    """Usage records are never rows; leaf moves (`leaf`, custom `pi-lsp.leaf`) and context
+    edits only when asked for; their children are lifted to the row above them."""
+    target = pi.main / ".pi" / "sessions" / "every-type.jsonl"
+    shutil.copyfile(EVERY_TYPE, target)
+    tree = await call(pi.client, "pi.getTree", {"uri": target.as_uri()})
+    rows = [(n["id"], n["depth"], n["head"]) for n in tree["nodes"]]
+    assert rows == [("m1", 0, False), ("u1", 0, False), ("a1", 0, False),
+                    ("u2", 1, True), ("a2", 1, False), ("u3", 1, False),
+                    ("u4", 1, True), ("cx1", 1, False), ("lb1", 1, False), ("si1", 1, False)]
+    # the leaf move (cl2) stands for its target
+    assert (tree["leafId"], tree["leafRow"], tree["entries"]) == ("u3", "u3", 15)
+    assert tree["title"] == "Every type"
+    parents = {n["id"]: n["parentId"] for n in tree["nodes"]}
+    assert parents["u2"] == "us1" and parents["u4"] == "cl1"  # the entry's own parent
+    everything = await call(pi.client, "pi.getTree", {"uri": target.as_uri(),
+                                                      "bookkeeping": True})
+    assert [(n["id"], n["depth"], n["head"]) for n in everything["nodes"]] == [
+        ("m1", 0, False), ("u1", 0, False),
+        ("a1", 1, True), ("u2", 2, True), ("a2", 2, False), ("ce1", 2, False),
+        ("u3", 2, False), ("cl2", 2, False),
+        ("cl1", 2, True), ("u4", 2, False), ("cx1", 2, False), ("lb1", 2, False),
+        ("si1", 2, False),
+        ("lf1", 1, True)]
+    assert everything["leafRow"] == "cl2"
+
+
+def patched(view: dict[str, Any], delta: dict[str, Any]) -> list[dict[str, Any]]:
+    start, delete = delta["start"], delta["delete"]
+    return [*view["nodes"][:start], *delta["rows"], *view["nodes"][start + delete:]]
+
+
+async def test_session_changed_carries_the_tree_change(pi: Pi) -> None:
+    """An editor showing the tree patches it from pi/sessionChanged: rows replaced from
+    `start`, based on the version it holds; it fetches again only when it missed one."""
+    uri = copy_session(pi.main, "deltas")
+    path = path_of(uri)
+    view = await call(pi.client, "pi.getTree", {"uri": uri})
+    since = pi.mark()
+    SessionTree.open(str(path)).append_message(UserMessage(content="from the pi CLI",
+                                                           timestamp=1))
+    note = await wait_note(pi, SESSION_CHANGED, lambda p: path_of(p["uri"]) == path, since)
+    delta = note["tree"]
+    assert delta["base"] == view["version"] and delta["version"] > view["version"]
+    assert (delta["start"], delta["delete"], len(delta["rows"])) == (len(view["nodes"]), 0, 1)
+    assert delta["rows"][0]["preview"] == "from the pi CLI"
+    fresh = await call(pi.client, "pi.getTree", {"uri": uri})
+    assert fresh["version"] == delta["version"]
+    assert patched(view, delta) == fresh["nodes"]
+    assert (delta["leafId"], delta["leafRow"], delta["entries"]) == \
+        (fresh["leafId"], fresh["leafRow"], fresh["entries"])
+    # A leaf move changes which rows are on the path.
+    since = pi.mark()
+    await call(pi.client, "pi.branch", {"uri": uri, "targetId": "28511eec"})
+    moved = (await wait_note(pi, SESSION_CHANGED, lambda p: path_of(p["uri"]) == path,
+                             since))["tree"]
+    assert moved["base"] == fresh["version"]
+    after = await call(pi.client, "pi.getTree", {"uri": uri})
+    assert patched(fresh, moved) == after["nodes"] and moved["leafRow"] == "28511eec"
+    # Whoever fetched the other view (bookkeeping rows) gets no patch for the default one.
+    await call(pi.client, "pi.getTree", {"uri": uri, "bookkeeping": True})
+    since = pi.mark()
+    await call(pi.client, "pi.label", {"uri": uri, "targetId": "28511eec", "label": "x"})
+    note = await wait_note(pi, SESSION_CHANGED, lambda p: path_of(p["uri"]) == path, since)
+    assert "tree" not in note
 
 
 @pytest.mark.parametrize("layer", ["agent", "llm", "request"])
@@ -447,6 +530,25 @@ async def test_preview_context_layers(pi: Pi, layer: str) -> None:
     if layer == "request":
         assert preview["request"]["model"] == DEFAULT_MODEL
         assert preview["request"]["messages"]
+
+
+async def test_preview_context_in_pages(pi: Pi) -> None:
+    """The totals with the first and last pages at once; any page by its first message; the
+    token counts those of the whole preview."""
+    whole = await call(pi.client, "pi.previewContext", {"uri": pi.uri})
+    messages = whole["messages"]
+    assert len(messages) > 8
+    first = await call(pi.client, "pi.previewContext", {"uri": pi.uri, "page": 4})
+    assert "markdown" not in first and "messages" not in first
+    assert (first["totalMessages"], first["totalTokens"]) == (len(messages), whole["totalTokens"])
+    assert [(p["start"], p["messages"]) for p in first["pages"]] == \
+        [(0, messages[:4]), (len(messages) - 4, messages[-4:])]
+    more = await call(pi.client, "pi.previewContext", {"uri": pi.uri, "page": 4, "start": 4})
+    assert [(p["start"], p["messages"]) for p in more["pages"]] == [(4, messages[4:8])]
+    small = await call(pi.client, "pi.previewContext", {"uri": pi.uri, "page": len(messages)})
+    assert [(p["start"], p["messages"]) for p in small["pages"]] == [(0, messages)]
+    error = await call_error(pi.client, "pi.previewContext", {"uri": pi.uri, "page": 0})
+    assert error.code == INVALID_PARAMS and "page" in str(error)
 
 
 async def test_preview_context_defaults_to_the_leaf(pi: Pi) -> None:
@@ -518,7 +620,10 @@ async def test_branch_to_a_user_message(pi: Pi) -> None:
     assert note["entries"] == len(lines(path_of(uri)))
     tree = await call(pi.client, "pi.getTree", {"uri": uri})
     assert tree["leafId"] == FORK_PARENT
-    assert tree["nodes"][-1]["id"] == move["id"] and tree["nodes"][-1]["type"] == "leaf"
+    assert tree["leafRow"] == FORK_PARENT  # the move itself is no row
+    assert move["id"] not in [n["id"] for n in tree["nodes"]]
+    shown = await call(pi.client, "pi.getTree", {"uri": uri, "bookkeeping": True})
+    assert shown["nodes"][-1]["id"] == move["id"] and shown["nodes"][-1]["type"] == "leaf"
     # any other entry becomes the leaf itself, with no text to edit
     moved = await call(pi.client, "pi.branch", {"uri": uri, "targetId": "d9977f3d"})
     assert moved["leafId"] == "d9977f3d" and moved.get("editorText") is None
@@ -699,6 +804,8 @@ async def test_edit_context_remove_replace_and_undo(pi: Pi) -> None:
         ("145bca81", removed["editId"], "omitted", 301, 0),
         ("456798a9", replaced["editId"], "replaced", 399, 5)]
     assert [m["entryId"] for m in preview["messages"] if m.get("edited")] == ["456798a9"]
+    paged = await call(pi.client, "pi.previewContext", {"uri": uri, "page": 2})
+    assert paged["edits"] == preview["edits"]  # positions in the whole list, as the pages' starts
     assert "## ~~toolResult~~ · removed from the context · 301 → 0 tokens · `145bca81`" in \
         preview["markdown"]
     undone = await call(pi.client, "pi.undoContextEdit", {"uri": uri, "targetId": "145bca81"})

@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -50,7 +49,7 @@ from pi_lsp.summarize.serialize import serialize_conversation
 from pi_lsp.summarize.summarizer import ModelSummarizer, SummaryError, llm_messages
 from tests.conftest import EXAMPLE_WORKSPACE
 from tests.fake_anthropic import FakeAnthropic, error_reply, text_reply
-from tests.waits import until
+from tests.waits import run_cli, until
 
 FORK = "e1afef94"  # "OK, that makes sense. How should we fix the data layer?"
 FORK_PARENT = "24652ae8"
@@ -681,16 +680,15 @@ async def test_busy_harness_refuses_summaries(
 # -- 7. the command line -------------------------------------------------------------------
 
 
-def run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def cli_in(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
     env["PI_CODING_AGENT_DIR"] = str(tmp_path / "agent")
-    return subprocess.run([sys.executable, "-m", "pi_lsp.cli", *args], capture_output=True,
-                          text=True, env=env, cwd=tmp_path, timeout=60)
+    return run_cli(*args, cwd=tmp_path, env=env)
 
 
 def test_cli_compact_plan_writes_nothing(tmp_path: Path, session: Path) -> None:
     before = session.read_bytes()
-    done = run_cli(tmp_path, "compact", str(session), "--plan",
+    done = cli_in(tmp_path, "compact", str(session), "--plan",
                    "--keep-recent-tokens", str(KEEP_B_REPEAT))
     assert done.returncode == 0, done.stderr
     printed = json.loads(done.stdout)
@@ -705,7 +703,7 @@ def test_cli_compact_plan_writes_nothing(tmp_path: Path, session: Path) -> None:
 
 def test_cli_compact_appends_an_extractive_compaction(tmp_path: Path, session: Path) -> None:
     count = len(lines(session))
-    done = run_cli(tmp_path, "compact", str(session), "--keep-recent-tokens", "300", "--json")
+    done = cli_in(tmp_path, "compact", str(session), "--keep-recent-tokens", "300", "--json")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     written = lines(session)
@@ -717,13 +715,13 @@ def test_cli_compact_appends_an_extractive_compaction(tmp_path: Path, session: P
     assert entry["summary"] == result["summary"]
     assert entry["firstKeptEntryId"] == result["firstKeptEntryId"]
 
-    check = run_cli(tmp_path, "check", str(session))
+    check = cli_in(tmp_path, "check", str(session))
     assert check.returncode == 0, check.stdout
     assert "0 problem(s)" in check.stdout
 
 
 def test_cli_branch_with_summary(tmp_path: Path, session: Path) -> None:
-    done = run_cli(tmp_path, "branch", str(session), "--to", FORK, "--summarize", "--json")
+    done = cli_in(tmp_path, "branch", str(session), "--to", FORK, "--summarize", "--json")
     assert done.returncode == 0, done.stderr
     printed = json.loads(done.stdout)
     assert printed["editorText"] == FORK_TEXT
@@ -739,14 +737,14 @@ def test_cli_branch_summary_reads_within_the_window_of_the_model_at_the_leaf(
     """As the server does: the default model's window (a tiny one here) does not matter."""
     plain = session.with_name("plain.jsonl")
     shutil.copy(session, plain)
-    baseline = run_cli(tmp_path, "branch", str(plain), "--to", FORK, "--summarize", "--json")
+    baseline = cli_in(tmp_path, "branch", str(plain), "--to", FORK, "--summarize", "--json")
     assert baseline.returncode == 0, baseline.stderr
     agent = tmp_path / "agent"
     agent.mkdir(exist_ok=True)
     (agent / "settings.json").write_text(json.dumps({"defaultModel": "tiny", "models": [{
         "provider": "anthropic", "id": "tiny", "contextWindow": 16_400, "maxTokens": 1024,
         "price": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}}]}))
-    done = run_cli(tmp_path, "branch", str(session), "--to", FORK, "--summarize", "--json")
+    done = cli_in(tmp_path, "branch", str(session), "--to", FORK, "--summarize", "--json")
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)["summary"]
     assert "Let's not swap in an ORM" in summary  # the default's window had room for nothing
@@ -755,7 +753,7 @@ def test_cli_branch_summary_reads_within_the_window_of_the_model_at_the_leaf(
 
 def test_cli_branch_to_an_unknown_entry(tmp_path: Path, session: Path) -> None:
     before = session.read_bytes()
-    done = run_cli(tmp_path, "branch", str(session), "--to", "nope")
+    done = cli_in(tmp_path, "branch", str(session), "--to", "nope")
     assert done.returncode == 2
     assert done.stdout == ""
     assert len(done.stderr.strip().splitlines()) == 1

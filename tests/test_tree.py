@@ -24,7 +24,8 @@ from pi_lsp.session.entries import (
     UserMessage,
 )
 from pi_lsp.session.ids import iso_to_ms
-from pi_lsp.session.tree import SessionTree, UnknownEntryError
+from pi_lsp.session.records import UnknownEntryError
+from pi_lsp.session.tree import SessionTree
 from pi_lsp.summarize.compaction import CompactionSettings, compact
 from pi_lsp.summarize.extractive import ExtractiveSummarizer
 from tests.waits import CEILING_S

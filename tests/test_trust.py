@@ -60,16 +60,10 @@ from tests.test_server import (
     init_options,
     wait_events,
 )
-from tests.waits import CEILING_S, alive, gone, pid_in
+from tests.waits import CEILING_S, alive, gone, pid_in, run_cli
 
 FAILED = -32011
 USER_KEY = "sk-ant-user-secret"
-
-
-def pi_lsp(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None
-           ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pi_lsp.cli", *args], capture_output=True,
-                          text=True, timeout=60, cwd=cwd, env=env)
 
 
 def write_json(path: Path, data: Any) -> Path:
@@ -242,7 +236,7 @@ async def test_ids_from_a_session_never_reach_git_as_options(tmp_path: Path) -> 
         await restore_files(tree, store, entry)
     with pytest.raises(RewindError, match="not a snapshot id"):
         await restore_files(None, store, None, option)
-    dry = pi_lsp("rewind", tree.path, "--to", entry, "--dry-run")
+    dry = run_cli("rewind", tree.path, "--to", entry, "--dry-run")
     assert dry.returncode == 2 and "no turn recorded" in dry.stderr
     assert victim.read_text() == "export PATH\n"
 
@@ -299,7 +293,7 @@ def test_an_old_store_in_a_trusted_folder_is_copied_and_never_run_or_deleted(
     legacy = sorted(p.relative_to(root) for p in (root / ".pi" / "snapshots").rglob("*"))
     (root / "a.txt").write_text("new\n")
     trust(root, agent())
-    done = pi_lsp("rewind", tree.path, "--to", entry)
+    done = run_cli("rewind", tree.path, "--to", entry)
     # Nothing under .pi/ went (that store had no .pi/ exclude), nothing of it ran or went.
     assert (root / ".pi" / "sessions" / "s.jsonl").exists()
     assert (root / ".pi" / "settings.json").exists()
@@ -309,7 +303,7 @@ def test_an_old_store_in_a_trusted_folder_is_copied_and_never_run_or_deleted(
     assert done.returncode == 0, done.stderr
     assert "copied" in done.stderr and "You may delete it" in done.stderr
     assert (root / "a.txt").read_text() == "old\n"
-    again = pi_lsp("rewind", tree.path, "--to", entry)
+    again = run_cli("rewind", tree.path, "--to", entry)
     assert again.returncode == 0 and "copied" not in again.stderr  # once
 
 
@@ -319,7 +313,7 @@ def test_an_old_store_in_an_untrusted_folder_is_ignored_with_a_note(tmp_path: Pa
     old_tree = legacy_store_with_a_tree(root, tmp_path / "markers")
     tree, entry = session_with_files_entry(root, old_tree, old_tree)
     (root / "a.txt").write_text("new\n")
-    done = pi_lsp("rewind", tree.path, "--to", entry)
+    done = run_cli("rewind", tree.path, "--to", entry)
     assert done.returncode == 2
     assert "not trusted nothing was taken from it" in done.stderr
     assert f"no snapshot {old_tree}" in done.stderr
@@ -484,10 +478,10 @@ def test_deeply_nested_json_is_a_damaged_line_everywhere(tmp_path: Path) -> None
     assert [r.env.id for r in tree.records] == ["aaaa0001"]
     assert [(p.kind, p.line) for p in check_session(tree)
             if p.kind == "too-deep"] == [("too-deep", 2), ("too-deep", 4)]
-    checked = pi_lsp("check", str(path))
+    checked = run_cli("check", str(path))
     assert checked.returncode == 1, checked.stderr
     assert "line 2: too-deep" in checked.stdout and "line 4: too-deep" in checked.stdout
-    shown = pi_lsp("tree", str(path))
+    shown = run_cli("tree", str(path))
     assert shown.returncode == 0 and "1 entries" in shown.stdout, shown.stderr
 
 
@@ -690,7 +684,7 @@ def test_cli_run_loads_project_files_only_when_trusted(tmp_path: Path, fake: Fak
 
     def model_of(*flags: str) -> tuple[str, str]:
         fake.script(text_reply("ok"))
-        done = pi_lsp("run", "--new", *flags, "hi", cwd=root, env=env)
+        done = run_cli("run", "--new", *flags, "hi", cwd=root, env=env)
         assert done.returncode == 0, done.stderr
         return fake.message_requests()[-1]["model"], done.stderr
 

@@ -11,11 +11,16 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 CEILING_S = 60.0
+# A whole process: Python's start and imports took over 60 s at a load average of 15.
+PROCESS_CEILING_S = 240.0
 POLL_S = 0.02  # for conditions nothing announces (a file appearing, a process gone)
 
 
@@ -62,3 +67,10 @@ async def gone(pid: int, what: str) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
         raise
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+            text: bool = True) -> subprocess.CompletedProcess[Any]:
+    """`pi-lsp ARGS` run to its end, its output captured."""
+    return subprocess.run([sys.executable, "-m", "pi_lsp.cli", *args], capture_output=True,
+                          text=text, cwd=cwd, env=env, timeout=PROCESS_CEILING_S)

@@ -26,7 +26,8 @@ from pi_lsp.session.entries import (
 from pi_lsp.session.journal import Record
 from pi_lsp.session.jsontext import Decoder
 from pi_lsp.session.outline import message_preview
-from pi_lsp.session.tree import SessionTree, decode_entry
+from pi_lsp.session.records import decode_entry
+from pi_lsp.session.tree import SessionTree
 
 EDITABLE_MESSAGE_ROLES = ("user", "assistant", "toolResult")
 _value_decoder: Decoder[Any] = Decoder(Any)

@@ -28,7 +28,7 @@ from pi_lsp.session.entries import (
 from pi_lsp.session.ids import iso_to_ms
 from pi_lsp.session.journal import Record
 from pi_lsp.session.jsontext import Decoder
-from pi_lsp.session.tree import decode_entry
+from pi_lsp.session.records import decode_entry
 
 CONTENT_ROLES = frozenset({"user", "assistant", "toolResult"})
 EDITABLE_ROLES = frozenset({"user", "assistant", "toolResult", "custom"})

@@ -36,7 +36,8 @@ from pi_lsp.files.snapshots import (
 from pi_lsp.finish import finish
 from pi_lsp.session.entries import CustomEntry
 from pi_lsp.session.journal import Record
-from pi_lsp.session.tree import SessionTree, decode_entry
+from pi_lsp.session.records import decode_entry
+from pi_lsp.session.tree import SessionTree
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from pi_lsp.providers.base import MissingApiKeyError
 from pi_lsp.server.hub import UnknownSessionError
 from pi_lsp.server.workspace import ForeignFolderError
 from pi_lsp.session.catalog import ForeignSessionError
-from pi_lsp.session.tree import UnknownEntryError
+from pi_lsp.session.records import UnknownEntryError
 from pi_lsp.settings import SettingsError
 from pi_lsp.summarize.compaction import NothingToCompactError
 from pi_lsp.summarize.summarizer import SummaryError

@@ -30,6 +30,7 @@ from pi_lsp.providers.wire import request_params
 from pi_lsp.server.cache import LruCache
 from pi_lsp.server.config import Config
 from pi_lsp.server.open_session import OpenSession
+from pi_lsp.server.treeview import HeldView, TreeDelta, TreeView, TreeViews
 from pi_lsp.server.workspace import Workspace
 from pi_lsp.session.catalog import (
     SessionIndex,
@@ -41,8 +42,8 @@ from pi_lsp.session.check import check_session
 from pi_lsp.session.fork import fork_session
 from pi_lsp.session.ids import iso_to_ms
 from pi_lsp.session.journal import NotASessionError, Problem
-from pi_lsp.session.outline import entry_preview, record_role
-from pi_lsp.session.tree import Refresh, SessionTree, decode_entry, is_leaf_move
+from pi_lsp.session.records import Refresh
+from pi_lsp.session.tree import SessionTree
 from pi_lsp.settings import settings_stamp
 from pi_lsp.summarize.compaction import (
     NothingToCompactError,
@@ -71,22 +72,6 @@ class UnknownSessionError(Exception):
 class NotASessionFileError(UnknownSessionError):
     def __str__(self) -> str:
         return f"{self.args[0]} is not a pi session file ({self.args[1]})"
-
-
-class Node(msgspec.Struct, rename="camel"):
-    id: str
-    parent_id: str | None
-    type: str
-    role: str | None
-    preview: str
-    label: str | None
-    timestamp: str | None
-    on_path: bool
-
-
-class TreeView(msgspec.Struct, rename="camel"):
-    leaf_id: str | None
-    nodes: list[Node]
 
 
 class Preview(msgspec.Struct, rename="camel", omit_defaults=True):
@@ -121,6 +106,7 @@ class SessionHub(Workspace):
         self.open: OrderedDict[Path, OpenSession] = OrderedDict()  # least recently used first
         self.listeners: list[ChangeListener] = []
         self.index = SessionIndex()
+        self.views = TreeViews()
         # Previews are bounded across sessions (each may hold tens of MB), so they are kept
         # here, by session path, and dropped with their session.
         self._previews: LruCache[tuple[Path, str | None, str], tuple[object, Preview]] = \
@@ -184,7 +170,7 @@ class SessionHub(Workspace):
             self._previews.drop_where(lambda cached: cached[0] == old)
         session = self.open.get(path)
         if change.reloaded and session is not None:
-            session.nodes.clear()
+            session.view = HeldView()
         for listener in list(self.listeners):
             listener(path, tree, change)
 
@@ -286,31 +272,15 @@ class SessionHub(Workspace):
             tree.append_session_info(name)
         return Path(tree.path)
 
-    def tree_view(self, path: Path) -> TreeView:
+    def tree_view(self, path: Path, bookkeeping: bool = False) -> TreeView:
+        """The rows an editor draws, in order (`session/layout.py`), with what each row says."""
         session = self.sync(path)
-        tree = session.tree
-        state = (id(tree.records), len(tree.records), tree.leaf_id)
-        cached = session.view
-        if cached is not None and cached[0] == state:
-            return cached[1]
-        on_path = set(tree.path_ids(tree.leaf_id))
-        static = session.nodes
-        nodes = []
-        for record in tree.records:
-            entry_id = record.env.id or ""
-            parts = static.get(record.line)
-            if parts is None:
-                parent = record.env.parent_id
-                parts = static[record.line] = (
-                    parent if parent in tree.by_id and parent != entry_id else None,
-                    "leaf" if is_leaf_move(record) else record.env.type, record_role(record),
-                    entry_preview(decode_entry(record)))
-            parent, kind, role, preview = parts
-            nodes.append(Node(entry_id, parent, kind, role, preview, tree.label(entry_id),
-                              record.env.timestamp, entry_id in on_path))
-        view = TreeView(tree.shown_leaf(), nodes)
-        session.view = (state, view)
-        return view
+        return self.views.view(session.view, session.tree, bookkeeping)
+
+    def tree_delta(self, path: Path, tree: SessionTree) -> TreeDelta | None:
+        """The change to the tree an editor was shown, for `pi/sessionChanged`."""
+        session = self.open.get(path.resolve())
+        return self.views.delta(session.view, tree) if session is not None else None
 
     def preview(self, path: Path, leaf_id: str | None, layer: Layer) -> Preview:
         """The context at an entry in one layer, read without making the session's agent."""

@@ -5,18 +5,14 @@ from __future__ import annotations
 import asyncio
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
 from pi_lsp.agent.harness import BusyError, Harness
+from pi_lsp.server.treeview import HeldView
+from pi_lsp.session.catalog import tree_title
 from pi_lsp.session.tree import SessionTree
-
-if TYPE_CHECKING:
-    from pi_lsp.server.hub import TreeView
-
-# A tree view's parts that never change for a line: parent, type, role, preview.
-NodeParts = tuple[str | None, str, str | None, str]
 
 
 class OpenSession(msgspec.Struct):
@@ -24,14 +20,13 @@ class OpenSession(msgspec.Struct):
     harness: Harness | None = None
     # The folder its harness was made for and its settings files' times then.
     stamp: tuple[Path, tuple[int | None, ...]] | None = None
-    nodes: dict[int, NodeParts] = msgspec.field(default_factory=dict)
-    view: tuple[tuple[int, int, str | None], TreeView] | None = None  # the last, by tree state
+    view: HeldView = msgspec.field(default_factory=HeldView)  # the tree as last shown
     allowed_tools: set[str] = msgspec.field(default_factory=set)  # "allow for this session"
     turn_id: str | None = None  # claimed by a prompt, from before its harness says busy
 
     @property
     def title(self) -> str:
-        return self.tree.name or Path(self.tree.path).name
+        return tree_title(self.tree)
 
     @property
     def busy(self) -> bool:

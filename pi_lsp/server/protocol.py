@@ -135,9 +135,16 @@ class SessionArgs(_Args):
     uri: Uri
 
 
+class TreeArgs(SessionArgs):
+    bookkeeping: bool = False  # leaf moves and context edits as rows too
+
+
 class PreviewArgs(SessionArgs):
     leaf_id: Id | None = None
     layer: Literal["agent", "llm", "request"] = "agent"
+    # Paged: `page` messages from `start`, or (no `start`) the first and the last page.
+    page: Annotated[int, msgspec.Meta(ge=1, le=10_000)] | None = None
+    start: Count | None = None
 
 
 class DiffArgs(SessionArgs):
@@ -266,7 +273,7 @@ class ApproveToolParams(msgspec.Struct, rename="camel", kw_only=True):
     turn_id: str | None
     tool_call_id: str
     tool: str
-    title: str  # the session's name, else its file name
+    title: str  # catalog.session_title
     outside_workspace: bool
     command: str | msgspec.UnsetType = msgspec.UNSET  # bash: the whole command
     path: str | msgspec.UnsetType = msgspec.UNSET  # read, write, edit: absolute

@@ -31,7 +31,8 @@ from pi_lsp.server.protocol import (
 from pi_lsp.server.tasks import Tasks
 from pi_lsp.server.turns import Runs
 from pi_lsp.server.watcher import SessionWatch
-from pi_lsp.session.tree import Refresh, SessionTree
+from pi_lsp.session.records import Refresh
+from pi_lsp.session.tree import SessionTree
 
 SHUTDOWN_WAIT_S = 1.5
 A = TypeVar("A")
@@ -96,6 +97,9 @@ class PiServer(LanguageServer):
     def on_session_changed(self, path: Path, tree: SessionTree, change: Refresh) -> None:
         note: dict[str, Any] = {"uri": uri_of(path), "entries": len(tree.records),
                                 "leafId": tree.shown_leaf(), "reloaded": change.reloaded}
+        delta = self.hub.tree_delta(path, tree)  # for editors showing the tree
+        if delta is not None:
+            note["tree"] = msgspec.to_builtins(delta)
         if change.relocated_from is not None:
             note["relocatedFrom"] = uri_of(Path(change.relocated_from))
             self.tell(f"{change.relocated_from} was replaced by another program; this session "

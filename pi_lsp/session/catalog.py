@@ -29,11 +29,14 @@ from pi_lsp.session.journal import (
     read_file,
 )
 from pi_lsp.session.migrate import migrate
+from pi_lsp.session.outline import shorten
+from pi_lsp.session.records import decode_entry
 from pi_lsp.session.sessiondir import link_session_dir
 from pi_lsp.session.tail import Tail
-from pi_lsp.session.tree import SessionTree, decode_entry
+from pi_lsp.session.tree import SessionTree
 
 FIRST_MESSAGE_CHARS = 200
+TITLE_CHARS = 60
 
 
 class SessionSummary(msgspec.Struct, rename="camel"):
@@ -46,6 +49,23 @@ class SessionSummary(msgspec.Struct, rename="camel"):
     entry_count: int
     first_message: str | None
     parent_session: str | None
+    title: str
+
+
+def session_title(name: str | None, first_message: str | None, path: str) -> str:
+    """What editors and the CLI call a session: its name, else its first prompt (cut), else
+    its file name."""
+    if name:
+        return name
+    if first_message and first_message.strip():
+        return shorten(first_message, TITLE_CHARS)
+    return Path(path).stem
+
+
+def tree_title(tree: SessionTree) -> str:
+    """`session_title` of an open session (its first prompt is near the top of the file)."""
+    first = next((text for text in map(user_text, tree.records) if text is not None), None)
+    return session_title(tree.name, first, tree.path)
 
 
 def workspace_session_dir(workspace: str) -> Path:
@@ -191,6 +211,7 @@ class SummaryFold:
             path=str(path), id=header.id, name=self.name, cwd=header.cwd,
             created=header.timestamp, modified=modified, entry_count=self.entry_count,
             first_message=self.first_message, parent_session=header.parent_session,
+            title=session_title(self.name, self.first_message, str(path)),
         )
 
 

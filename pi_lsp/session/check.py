@@ -15,7 +15,8 @@ from pi_lsp.session.entries import (
     decode_message,
 )
 from pi_lsp.session.journal import Problem, Record
-from pi_lsp.session.tree import SessionTree, decode_entry, parent_of
+from pi_lsp.session.records import decode_entry, parent_of
+from pi_lsp.session.tree import SessionTree
 
 # What a repair would do about each kind of problem; `check` only reports, it never rewrites.
 REPAIRS = {

@@ -9,7 +9,8 @@ from pi_lsp.session.entries import CompactionEntry, LabelEntry, encoder
 from pi_lsp.session.ids import iso_now, new_entry_id
 from pi_lsp.session.journal import Record
 from pi_lsp.session.jsontext import Decoder
-from pi_lsp.session.tree import SessionTree, decode_entry, parent_of
+from pi_lsp.session.records import decode_entry, parent_of
+from pi_lsp.session.tree import SessionTree
 
 _dict_decoder: Decoder[dict[str, Any]] = Decoder(dict[str, Any])
 

@@ -28,7 +28,9 @@ from pi_lsp.session.entries import (
     role_of,
 )
 from pi_lsp.session.journal import Record
-from pi_lsp.session.tree import SessionTree, decode_entry
+from pi_lsp.session.layout import layout, shown_entry
+from pi_lsp.session.records import decode_entry
+from pi_lsp.session.tree import SessionTree
 
 PREVIEW_CHARS = 72
 
@@ -136,29 +138,20 @@ def nested_tree(tree: SessionTree) -> list[TreeNode]:
 
 
 def outline_lines(tree: SessionTree) -> list[str]:
-    """An indented outline; a chain stays at one depth, only forks indent."""
+    """An indented outline of the tree's layout; a chain stays at one depth, only forks indent."""
     on_path = set(tree.path_ids(tree.leaf_id))
-    index = tree.children_index()
+    leaf_row = shown_entry(tree, tree.leaf_id)
     lines: list[str] = []
-    stack: list[tuple[Record, str, bool]] = [
-        (root, "", False) for root in reversed(index.get(None, []))
-    ]
-    while stack:
-        record, indent, branch_start = stack.pop()
+    for row in layout(tree):
+        record = row.record
         entry_id = record.env.id or ""
         marks = "*" if entry_id in on_path else " "
         label = tree.label(entry_id)
-        text = f"{indent}{'├─ ' if branch_start else ''}{marks} {entry_id} "
+        text = f"{'  ' * row.depth}{'├─ ' if row.head else ''}{marks} {entry_id} "
         text += f"{record_kind(record)}: {entry_preview(decode_entry(record))}"
         if label:
             text += f"  [{label}]"
-        if entry_id == tree.leaf_id:
+        if entry_id == leaf_row:
             text += "  ← leaf"
         lines.append(text)
-        children = index.get(entry_id, [])
-        if len(children) == 1:
-            stack.append((children[0], indent, False))
-        else:
-            child_indent = indent + ("│  " if branch_start else "") + "  "
-            stack.extend((child, child_indent, True) for child in reversed(children))
     return lines

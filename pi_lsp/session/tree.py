@@ -1,46 +1,26 @@
-"""A session as a tree: index, leaf, paths, labels, name, and the append API."""
+"""A session as a tree: index, leaf, paths, labels, name; reading and writing its file."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from pi_lsp.session.appender import append_lines
+from pi_lsp.session.appends import EntryAppends
 from pi_lsp.session.entries import (
-    AgentMessage,
-    BranchSummaryEntry,
-    BranchSummaryMessage,
-    CompactionEntry,
-    CompactionSummaryMessage,
-    ContextEditEntry,
-    CustomEntry,
-    CustomMessageEntry,
     Entry,
     LabelEntry,
-    MessageEntry,
-    ModelChangeEntry,
-    Replacement,
     SessionHeader,
     SessionInfoEntry,
-    SystemCheckpoint,
-    ThinkingLevelChangeEntry,
     Usage,
-    UserBlock,
-    clean_session_name,
     encoder,
-    entry_decoder,
-    head_decoder,
     session_name,
 )
 from pi_lsp.session.ids import (
     iso_now,
     iso_to_ms,
-    new_entry_id,
     new_session_id,
     session_file_name,
 )
@@ -52,65 +32,21 @@ from pi_lsp.session.journal import (
     parse_lines,
     read_file,
 )
+from pi_lsp.session.jsontext import escape_line_separators
 from pi_lsp.session.migrate import migrate
+from pi_lsp.session.records import (
+    LEAF_MOVE,
+    Refresh,
+    UnknownEntryError,
+    decode_entry,
+    is_leaf_move,
+    parent_of,
+    starts_conversation,
+)
 from pi_lsp.session.tail import Tail
 
-LEAF_MOVE = "pi-lsp.leaf"  # the customType of a durable leaf move
 
-
-class UnknownEntryError(KeyError):
-    """An entry id that is not in the session."""
-
-    def __str__(self) -> str:
-        return f"no entry with id {self.args[0]!r} in this session"
-
-
-@dataclass(slots=True)
-class Refresh:
-    """What a refresh found: entries added, whether the file had to be read again, and the
-    path the session was moved away from when its file was replaced under a running write."""
-
-    added: int
-    reloaded: bool
-    relocated_from: str | None = None
-
-
-def decode_entry(record: Record) -> Entry | None:
-    """The typed entry of a record, or None for unknown types and unreadable bodies."""
-    try:
-        return entry_decoder.decode(record.raw)
-    except msgspec.ValidationError:
-        return None
-
-
-def starts_conversation(record: Record) -> bool:
-    """Whether the entry is a user or assistant message: the first one makes pi 1.6 write a
-    new session (setup entries alone leave no file)."""
-    if record.env.type != "message":
-        return False
-    try:
-        return head_decoder.decode(record.env.message).role in ("user", "assistant")
-    except msgspec.ValidationError:
-        return False
-
-
-def is_leaf_move(record: Record) -> bool:
-    """A durable leaf move: pi-lsp's `custom` entry, or its older `leaf` entry."""
-    if record.env.type == "leaf":
-        return True
-    if record.env.type != "custom" or LEAF_MOVE.encode() not in record.raw:
-        return False
-    entry = decode_entry(record)
-    return isinstance(entry, CustomEntry) and entry.custom_type == LEAF_MOVE
-
-
-def parent_of(record: Record) -> str | None:
-    """The parent id, with a self-parent read as a root."""
-    parent = record.env.parent_id
-    return None if parent == record.env.id else parent
-
-
-class SessionTree:
+class SessionTree(EntryAppends):
     """One session file held in memory; every write goes through the journal first."""
 
     def __init__(self, path: str, header: SessionHeader, header_raw: bytes) -> None:
@@ -314,6 +250,8 @@ class SessionTree:
                 key = None if self.is_root(record) else parent_of(record)
                 index.setdefault(key, []).append(record)
             for key, siblings in index.items():
+                if len(siblings) < 2:  # most entries have one child: no sort (100k calls)
+                    continue
                 siblings.sort(key=lambda r: r.line)
                 if key is not None:
                     siblings.sort(key=lambda r: iso_to_ms(r.env.timestamp))
@@ -369,9 +307,6 @@ class SessionTree:
 
     # -- appending -----------------------------------------------------------------------
 
-    def _new_id(self) -> str:
-        return new_entry_id(self.by_id)
-
     def _append(self, entry: Entry) -> str:
         """Write one entry. Another writer's entries are taken in first; a file replaced since
         it was read is left alone and this session moves to a new file (`_relocate`)."""
@@ -393,6 +328,7 @@ class SessionTree:
     def _keep_unwritten(self, lines: list[bytes]) -> None:
         """Hold a deferred session's new lines in memory; at its first user or assistant
         message write the header and every held line together, as pi does."""
+        lines = [escape_line_separators(line) for line in lines]  # held as they will be written
         batch = LineBatch(header=self.header, header_raw=self.header_raw)
         parse_lines(lines, len(self._unwritten) + 2, batch)
         self._unwritten.extend(lines)
@@ -412,44 +348,6 @@ class SessionTree:
             raise ValueError("only a new session not yet written takes ready-made lines")
         self._keep_unwritten(lines)
 
-    def _common(self) -> dict[str, Any]:
-        return {"id": self._new_id(), "parent_id": self.leaf_id, "timestamp": iso_now()}
-
-    def append_message(self, message: AgentMessage) -> str:
-        if isinstance(message, BranchSummaryMessage | CompactionSummaryMessage):
-            raise ValueError("summary messages are made from entries and are never appended")
-        return self._append(MessageEntry(**self._common(), message=message))
-
-    def append_thinking_level_change(self, level: str) -> str:
-        return self._append(ThinkingLevelChangeEntry(**self._common(), thinking_level=level))
-
-    def append_model_change(self, provider: str, model_id: str) -> str:
-        return self._append(ModelChangeEntry(**self._common(), provider=provider,
-                                             model_id=model_id))
-
-    def append_compaction(self, summary: str, first_kept_entry_id: str, tokens_before: int,
-                          details: Any = None, usage: Usage | None = None,
-                          from_hook: bool | None = None,
-                          system_message: SystemCheckpoint | None = None) -> str:
-        """A compaction; `usage` is the summary model's, and `system_message` (the replayed
-        prompt and tools) is stored with the compaction's own time, as pi 1.6 stores it."""
-        common = self._common()
-        if system_message is not None:
-            system_message = msgspec.structs.replace(
-                system_message, timestamp=iso_to_ms(common["timestamp"]))
-        return self._append(CompactionEntry(
-            **common, summary=summary, first_kept_entry_id=first_kept_entry_id,
-            tokens_before=tokens_before, details=details, usage=usage, from_hook=from_hook,
-            system_message=system_message,
-        ))
-
-    def append_branch_summary(self, from_id: str, summary: str, details: Any = None,
-                              from_hook: bool | None = None, usage: Usage | None = None) -> str:
-        return self._append(BranchSummaryEntry(
-            **self._common(), from_id=from_id, summary=summary, details=details, usage=usage,
-            from_hook=from_hook,
-        ))
-
     def branch_with_summary(self, target_id: str | None, from_id: str, summary: str,
                             details: Any = None, from_hook: bool | None = None,
                             usage: Usage | None = None) -> str:
@@ -457,29 +355,9 @@ class SessionTree:
         self.move_leaf(target_id, durable=False)
         return self.append_branch_summary(from_id, summary, details, from_hook, usage)
 
-    def append_custom(self, custom_type: str, data: Any = None) -> str:
-        return self._append(CustomEntry(**self._common(), custom_type=custom_type, data=data))
-
-    def append_custom_message(self, custom_type: str, content: str | list[UserBlock],
-                              display: bool, details: Any = None) -> str:
-        return self._append(CustomMessageEntry(
-            **self._common(), custom_type=custom_type, content=content, display=display,
-            details=details,
-        ))
-
     def append_label(self, target_id: str, label: str | None) -> str:
         """Set a label on an entry; None or an empty label clears it."""
         self.record(target_id)
         text = label.strip() if label else None
         return self._append(LabelEntry(**self._common(), target_id=target_id,
                                        label=text or None))
-
-    def append_context_edit(self, target_id: str, replacement: Replacement | None) -> str:
-        """pi 1.6's edit of `target_id` in the context from here on (None omits it); the
-        caller checks the target (`context/edits.py`)."""
-        return self._append(ContextEditEntry(**self._common(), target_id=target_id,
-                                             replacement=replacement))
-
-    def append_session_info(self, name: str) -> str:
-        """Name the session; an empty or blank name clears it."""
-        return self._append(SessionInfoEntry(**self._common(), name=clean_session_name(name)))

@@ -29,7 +29,8 @@ from pi_lsp.session.entries import (
 from pi_lsp.session.ids import iso_to_ms
 from pi_lsp.session.journal import Record
 from pi_lsp.session.outline import content_text
-from pi_lsp.session.tree import SessionTree, decode_entry, parent_of
+from pi_lsp.session.records import decode_entry, parent_of
+from pi_lsp.session.tree import SessionTree
 from pi_lsp.summarize.compaction import summary_details
 from pi_lsp.summarize.fileops import FileOps, format_file_lists
 from pi_lsp.summarize.summarizer import Summarizer, SummaryRequest

@@ -17,7 +17,8 @@ from pi_lsp.session.entries import (
     head_decoder,
 )
 from pi_lsp.session.journal import Record
-from pi_lsp.session.tree import SessionTree, decode_entry
+from pi_lsp.session.records import decode_entry
+from pi_lsp.session.tree import SessionTree
 from pi_lsp.summarize.fileops import FileLists, FileOps, format_file_lists
 from pi_lsp.summarize.summarizer import (
     SPLIT_TURN_MARK,

@@ -153,4 +153,48 @@ H.wait(function()
 end, "statusline: " .. require("pi_lsp").statusline())
 H.check(require("pi_lsp").statusline():find("/200k", 1, true), "statusline shows the window: " .. require("pi_lsp").statusline())
 
+-- A session with every entry type: the tree draws exactly the server's rows (usage records,
+-- leaf moves and context edits left out, their children lifted), as the VS Code view does.
+local every = vim.fn.getcwd() .. "/.pi/sessions/every-type.jsonl"
+vim.fn.writefile(vim.fn.readfile(vim.env.PI_LSP_EVERY_TYPE, "b"), every, "b")
+require("pi_lsp.tree").open(vim.uri_from_fname(every))
+local every_buf
+H.wait(function()
+  every_buf = H.find_buf("pi://tree/every-type")
+  return every_buf and H.contains(every_buf, "← leaf")
+end, "the every-type tree did not render", every_buf)
+local rows = H.exec("pi.getTree", { uri = vim.uri_from_fname(every) }).nodes
+local drawn = H.lines(every_buf)
+H.check(drawn[1]:find("^Every type — 15 entries, leaf u3"), "header: " .. drawn[1])
+H.check(#drawn == 2 + #rows and #rows == 10, "one line per row", every_buf)
+for i, row in ipairs(rows) do
+  local prefix = ("  "):rep(row.depth) .. (row.head and "├─ " or "")
+  local line = drawn[2 + i]
+  H.check(line:sub(1, #prefix) == prefix and line:find(" " .. row.id .. " ", 1, true), "row " .. row.id .. ": " .. line)
+end
+H.check(H.lines(every_buf)[H.line_of(every_buf, "← leaf")]:find(" u3 user", 1, true), "the leaf mark sits on u3, above the hidden move", every_buf)
+
+-- Another program appends: the tree is patched from pi/sessionChanged, not fetched again.
+local client = require("pi_lsp.client")
+local exec, fetched = client.exec, 0
+client.exec = function(command, ...)
+  fetched = fetched + (command == "pi.getTree" and 1 or 0)
+  return exec(command, ...)
+end
+vim.fn.writefile({
+  vim.json.encode({
+    type = "message", id = "u5", parentId = "cl2", timestamp = "2026-12-01T10:00:16.000Z",
+    message = { role = "user", content = "Appended by the pi CLI", timestamp = 1796119216000 },
+  }),
+}, every, "a")
+H.wait(function()
+  return H.entry(every_buf, "u5") ~= nil
+end, "the appended entry did not appear", every_buf)
+client.exec = exec
+local appended = H.lines(every_buf)[H.entry(every_buf, "u5")]
+H.check(appended:find("^  %* u5 user: Appe.*  ← leaf$") and H.entry(every_buf, "u5") == H.entry(every_buf, "u3") + 1,
+  "a row after u3, the leaf now: " .. appended)
+H.check(H.lines(every_buf)[1]:find("16 entries, leaf u5", 1, true), "header: " .. H.lines(every_buf)[1])
+H.check(fetched == 0, "the tree was patched, not fetched (" .. fetched .. " pi.getTree)")
+
 H.finish()

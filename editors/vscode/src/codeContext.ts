@@ -1,8 +1,6 @@
 // Code sent with a prompt: the selection or the whole file, with the editor's (unsaved) text,
 // and the editor's diagnostics for the files a turn changed (answers `pi/diagnostics`).
 import * as vscode from "vscode";
-import type { ChatPanels } from "./chatPanel";
-import type { Sessions } from "./sessions";
 import { CodeContext, DiagnosticItem, DiagnosticsParams, DiagnosticsResult } from "./protocol";
 
 export interface Attachment {
@@ -69,21 +67,4 @@ export async function editorDiagnostics(params: DiagnosticsParams, settleMs = 10
     }
   });
   return { diagnostics: uris.map((u) => ({ uri: u.toString(), items: toItems(vscode.languages.getDiagnostics(u)) })) };
-}
-
-/** *Send Selection to Chat* and *Add Current File to Chat*: attach, then show the chat. */
-export function registerContextCommands(sessions: Sessions, chats: ChatPanels): vscode.Disposable[] {
-  async function attach(make: (editor: vscode.TextEditor) => Attachment, arg: unknown): Promise<void> {
-    const editor = vscode.window.activeTextEditor;
-    if (!editor) {
-      void vscode.window.showErrorMessage("pi: there is no editor in front to take code from.");
-      return;
-    }
-    const uri = await sessions.resolve(arg);
-    if (uri) (await chats.open(uri)).attach(make(editor));
-  }
-  return [
-    vscode.commands.registerCommand("piLsp.sendSelection", (arg?: unknown) => attach(selectionAttachment, arg)),
-    vscode.commands.registerCommand("piLsp.addFileToChat", (arg?: unknown) => attach((e) => fileAttachment(e.document), arg)),
-  ];
 }

@@ -2,15 +2,16 @@
 // its entry (the tree item, else a pick), then makes one server call: the logic is the server's.
 import * as vscode from "vscode";
 import type { ChatPanels } from "./chatPanel";
-import { pickModel } from "./chatPanel";
 import type { PiClient } from "./client";
+import { Attachment, fileAttachment, selectionAttachment } from "./codeContext";
 import { contextUri } from "./contextProvider";
+import { pickModel } from "./modelPicker";
 import { BranchResult, Delivery, JobDone, Layer, ThinkingLevel, THINKING_LEVELS, TreeNode } from "./protocol";
 import { FILES_SCHEME, FilesDiffProvider, Rewinder } from "./rewind";
 import { entryOfArgument, Sessions } from "./sessions";
 import type { SessionsView } from "./sessionsView";
 import type { StatusBar } from "./statusBar";
-import { trustFolder } from "./trust";
+import { trustFolder } from "./trustDialogs";
 
 export const API_KEY_SECRET = "piLsp.anthropicApiKey";
 
@@ -74,12 +75,12 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
     if (named) return named;
     const shape = await c.view.shape(uri);
     type Item = vscode.QuickPickItem & { id: string };
-    // Newest first; the view's hidden bookkeeping entries are left out here too.
-    const shown = [...shape.tree.nodes].reverse().filter((n) => shape.visible(n.id) && (!only || only(n)));
+    // The rows the view shows (no usage records or bookkeeping), newest first.
+    const shown = [...shape.tree.nodes].sort((a, b) => (b.timestamp ?? "").localeCompare(a.timestamp ?? "")).filter((n) => !only || only(n));
     const items: Item[] = shown.map((n) => ({
       id: n.id,
       label: `${n.onPath ? "$(circle-filled)" : "$(circle-outline)"} ${n.preview || n.type}`,
-      description: [n.id, n.role ?? n.type, n.label ? `[${n.label}]` : "", n.id === shape.tree.leafId ? "← leaf" : ""].filter(Boolean).join(" "),
+      description: [n.id, n.role ?? n.type, n.label ? `[${n.label}]` : "", n.id === shape.tree.leafRow ? "← leaf" : ""].filter(Boolean).join(" "),
     }));
     return (await vscode.window.showQuickPick(items, { placeHolder, matchOnDescription: true }))?.id;
   }
@@ -342,3 +343,19 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
   return disposables;
 }
 
+/** *Send Selection to Chat* and *Add Current File to Chat*: attach, then show the chat. */
+export function registerContextCommands(sessions: Sessions, chats: ChatPanels): vscode.Disposable[] {
+  async function attach(make: (editor: vscode.TextEditor) => Attachment, arg: unknown): Promise<void> {
+    const editor = vscode.window.activeTextEditor;
+    if (!editor) {
+      void vscode.window.showErrorMessage("pi: there is no editor in front to take code from.");
+      return;
+    }
+    const uri = await sessions.resolve(arg);
+    if (uri) (await chats.open(uri)).attach(make(editor));
+  }
+  return [
+    vscode.commands.registerCommand("piLsp.sendSelection", (arg?: unknown) => attach(selectionAttachment, arg)),
+    vscode.commands.registerCommand("piLsp.addFileToChat", (arg?: unknown) => attach((e) => fileAttachment(e.document), arg)),
+  ];
+}

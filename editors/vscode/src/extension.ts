@@ -4,14 +4,14 @@ import * as vscode from "vscode";
 import { ANSWER_COMMAND, Approvals, APPROVAL_SCHEME } from "./approval";
 import { ChatPanels } from "./chatPanel";
 import { PiClient } from "./client";
-import { editorDiagnostics, registerContextCommands } from "./codeContext";
-import { API_KEY_SECRET, registerCommands } from "./commands";
+import { editorDiagnostics } from "./codeContext";
+import { API_KEY_SECRET, registerCommands, registerContextCommands } from "./commands";
 import { registerContextEdits } from "./contextEdits";
 import { ContextProvider, SCHEME } from "./contextProvider";
 import { Sessions } from "./sessions";
 import { Item, SessionsView } from "./sessionsView";
 import { StatusBar } from "./statusBar";
-import { offerToSave } from "./trust";
+import { offerToSave } from "./trustDialogs";
 
 /** What activate() returns: for other extensions and for the tests. */
 export interface PiApi {
@@ -87,7 +87,7 @@ export async function deactivate(): Promise<void> {
 export { PiClient } from "./client";
 export { Transcript } from "./chatModel";
 export { renderBlock, markdown } from "./chatRender";
-export { TreeShape } from "./treeShape";
+export { patchTree, TreeShape } from "./treeShape";
 export { modelList, serverLaunch, serverSettings } from "./settings";
 export { contextUri, parseContextUri } from "./contextProvider";
 export { contextLenses, editActions } from "./contextEdits";

@@ -24,11 +24,18 @@ export interface SessionInfo {
   entryCount: number;
   firstMessage: string | null;
   parentSession: string | null;
+  /** What to call the session: its name, else its first prompt (cut), else its file name. */
+  title: string;
 }
 
+/** One row of the tree as the server lays it out (pi_lsp/session/layout.py), in drawing order. */
 export interface TreeNode {
   id: string;
   parentId: string | null;
+  /** Forks above the row: a chain stays at one depth, each branch of a fork is one deeper. */
+  depth: number;
+  /** The first entry of a branch (a fork's child, or one of several roots). */
+  head: boolean;
   type: string;
   role: string | null;
   preview: string;
@@ -38,7 +45,14 @@ export interface TreeNode {
 }
 
 export interface TreeResult {
+  /** Unique across sessions; pi/sessionChanged's `tree` patches this version only. */
+  version: number;
   leafId: string | null;
+  /** The row marked as the leaf: the leaf, or the row above it when the leaf is a hidden entry. */
+  leafRow: string | null;
+  title: string;
+  /** Entries in the file (rows leave out usage records and bookkeeping). */
+  entries: number;
   nodes: TreeNode[];
 }
 
@@ -237,6 +251,16 @@ export interface SessionChanged {
   entries: number;
   leafId: string | null;
   reloaded: boolean;
+  /** How the tree changed, when the server holds the tree an editor shows. */
+  tree?: TreeDelta;
+}
+
+/** The tree at `version` is the one at `base` with `nodes[start, start + delete)` replaced by `rows`. */
+export interface TreeDelta extends Omit<TreeResult, "nodes"> {
+  base: number;
+  start: number;
+  delete: number;
+  rows: TreeNode[];
 }
 
 export interface TurnNotification {

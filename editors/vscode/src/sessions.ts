@@ -135,7 +135,7 @@ export class Sessions implements vscode.Disposable {
     type Item = vscode.QuickPickItem & { uri?: string };
     const sessions = await this.list();
     const items: Item[] = sessions.map((s) => ({
-      label: s.name ?? s.firstMessage ?? s.id,
+      label: s.title,
       description: `${s.entryCount} entries`,
       detail: `${s.modified}${s.cwd ? ` · ${s.cwd}` : ""}`,
       uri: s.uri,
@@ -155,11 +155,9 @@ export class Sessions implements vscode.Disposable {
     return uri;
   }
 
-  /** The label to show for a session. */
+  /** The label to show for a session: the server's title; its file name until it is listed. */
   static title(info: SessionInfo | undefined, uri: string): string {
-    if (info?.name) return info.name;
-    if (info?.firstMessage) return info.firstMessage.length > 50 ? `${info.firstMessage.slice(0, 50)}…` : info.firstMessage;
-    return vscode.Uri.parse(uri).path.split("/").pop() ?? uri;
+    return info?.title ?? vscode.Uri.parse(uri).path.split("/").pop()?.replace(/\.jsonl$/, "") ?? uri;
   }
 
   dispose(): void {

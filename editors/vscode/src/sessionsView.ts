@@ -1,10 +1,10 @@
-// The Sessions view: sessions, then their entries laid out by TreeShape. The current path is
+// The Sessions view: sessions, then their entries as the server lays them out (TreeShape). The current path is
 // coloured and the leaf marked; everything shown comes from pi.listSessions and pi.getTree.
 import * as vscode from "vscode";
 import type { PiClient } from "./client";
-import { SessionInfo, TreeNode, TreeResult } from "./protocol";
+import { SessionChanged, SessionInfo, TreeNode, TreeResult } from "./protocol";
 import { sameSession, Sessions, sessionKey } from "./sessions";
-import { TreeShape } from "./treeShape";
+import { patchTree, TreeShape } from "./treeShape";
 
 export class SessionItem extends vscode.TreeItem {
   readonly kind = "session";
@@ -29,11 +29,10 @@ export class EntryItem extends vscode.TreeItem {
   constructor(
     readonly sessionUri: string,
     readonly node: TreeNode,
-    readonly head: boolean,
-    leafId: string | null,
+    leafRow: string | null,
     expandable: boolean,
   ) {
-    const leaf = node.id === leafId;
+    const leaf = node.id === leafRow;
     // The leaf mark and the label lead: at the side bar's default width the end of a row is cut.
     super([leaf ? "← leaf ·" : "", node.label ? `[${node.label}]` : "", node.preview || node.type].filter(Boolean).join(" "),
       collapsed(expandable, node.onPath));
@@ -72,14 +71,17 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
   private readonly changed = new vscode.EventEmitter<Item | undefined>();
   readonly onDidChangeTreeData = this.changed.event;
   private readonly shapes = new Map<string, Promise<TreeShape>>();
+  private readonly trees = new Map<string, TreeResult>(); // the last tree fetched or patched
   private readonly disposables: vscode.Disposable[] = [this.changed];
   private timer: ReturnType<typeof setTimeout> | undefined;
   private state: "ready" | "failed" | undefined;
 
   constructor(private readonly pi: PiClient, private readonly sessions: Sessions) {
     this.disposables.push(
-      pi.onSessionsChanged(() => this.refresh()),
-      pi.onSessionChanged((e) => this.refresh(e.uri)),
+      // The list changed (a file came or went): the trees held still hold, each patched by its
+      // own pi/sessionChanged; those of sessions no longer listed go at the next listing.
+      pi.onSessionsChanged(() => this.refresh(undefined, false)),
+      pi.onSessionChanged((e) => this.sessionChanged(e)),
       pi.onStarted(() => this.refresh()),
       sessions.onDidChangeCurrent(() => this.refresh(undefined, false)),
     );
@@ -93,9 +95,22 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
     if (dropTrees) {
       if (uri === undefined) this.shapes.clear();
       else this.shapes.delete(sessionKey(uri));
+      if (uri === undefined) this.trees.clear();
+      else this.trees.delete(sessionKey(uri));
     }
     clearTimeout(this.timer);
     this.timer = setTimeout(() => this.changed.fire(undefined), 100);
+  }
+
+  /** A session changed: patch its tree when the change applies to the one held, else fetch. */
+  private sessionChanged(e: SessionChanged): void {
+    const key = sessionKey(e.uri);
+    const held = this.trees.get(key);
+    const patched = held && e.tree ? patchTree(held, e.tree) : undefined;
+    if (!patched) return this.refresh(e.uri);
+    this.trees.set(key, patched);
+    this.shapes.set(key, Promise.resolve(new TreeShape(patched)));
+    this.refresh(undefined, false);
   }
 
   getTreeItem(item: Item): vscode.TreeItem {
@@ -113,12 +128,18 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
         return [];
       }
       this.setState("ready");
+      this.keepOnly(new Set(listed.map((s) => sessionKey(s.uri))));
       return listed.map((s) => new SessionItem(s, sameSession(s.uri, current)));
     }
     const uri = item.sessionUri;
     const shape = await this.shape(uri);
-    const placed = item.kind === "session" ? shape.roots() : shape.childrenOfItem(item.node.id, item.head);
-    return placed.map((p) => new EntryItem(uri, p.node, p.head, shape.tree.leafId, shape.expandable(p.node.id, p.head)));
+    const rows = item.kind === "session" ? shape.roots() : shape.childrenOf(item.node.id);
+    return rows.map((node) => new EntryItem(uri, node, shape.tree.leafRow, shape.expandable(node.id)));
+  }
+
+  private keepOnly(keys: Set<string>): void {
+    for (const key of [...this.shapes.keys()]) if (!keys.has(key)) this.shapes.delete(key);
+    for (const key of [...this.trees.keys()]) if (!keys.has(key)) this.trees.delete(key);
   }
 
   /** The session's tree, fetched once per change. */
@@ -126,7 +147,10 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
     const key = sessionKey(uri);
     let shape = this.shapes.get(key);
     if (!shape) {
-      shape = this.pi.call("pi.getTree", { uri }).then((t: TreeResult) => new TreeShape(t));
+      shape = this.pi.call("pi.getTree", { uri }).then((t: TreeResult) => {
+        this.trees.set(key, t);
+        return new TreeShape(t);
+      });
       shape.catch(() => this.shapes.delete(key));
       this.shapes.set(key, shape);
     }

@@ -1,76 +1,45 @@
-// How a session tree is laid out in a tree view, as the CLI's `pi-lsp tree` does: a chain
-// of single children stays at one depth, and only a fork indents (one child item per branch).
-// Without this a 500-entry session would be 500 levels deep. Pure: no vscode import.
-import { TreeNode, TreeResult } from "./protocol";
-
-export interface Placed {
-  node: TreeNode;
-  /** The first entry of a branch, under a fork: its children continue the branch. */
-  head: boolean;
-}
+// The server's tree rows (pi.getTree, laid out by pi_lsp/session/layout.py) as a VS Code tree.
+// No layout is decided here, depth and head come from the server; only VS Code's nesting:
+// the rows of a chain are siblings, the rest of a branch are the children of its first row
+// (its head), and a fork's branches are the children of its last row. Pure: no vscode import.
+import { TreeDelta, TreeNode, TreeResult } from "./protocol";
 
 export class TreeShape {
   readonly byId = new Map<string, TreeNode>();
   private readonly children = new Map<string | null, TreeNode[]>();
-  private readonly shown = new Set<string>();
 
   constructor(readonly tree: TreeResult) {
-    for (const node of tree.nodes) this.byId.set(node.id, node);
-    // A durable branch appends a childless `leaf` entry under its target: bookkeeping, not
-    // conversation, and shown it would make every branch look like a fork. One that has
-    // children (an older pi wrote under it) stays visible.
-    const parents = new Set(tree.nodes.map((n) => n.parentId));
+    const headAt: (string | null)[] = []; // the branch each depth's rows continue
+    const lastAt: string[] = []; // the latest row at each depth: before deeper heads, a fork
     for (const node of tree.nodes) {
-      if (node.type === "leaf" && !parents.has(node.id)) continue;
-      this.shown.add(node.id);
-      // A parent that is not in the file makes the node a root (the server reports it too).
-      const parent = node.parentId !== null && this.byId.has(node.parentId) ? node.parentId : null;
+      this.byId.set(node.id, node);
+      const parent = node.head ? (node.depth === 0 ? null : lastAt[node.depth - 1]) : headAt[node.depth] ?? null;
+      if (node.head) headAt[node.depth] = node.id;
+      lastAt[node.depth] = node.id;
       const list = this.children.get(parent) ?? [];
       list.push(node);
       this.children.set(parent, list);
     }
   }
 
-  /** False for entries the view leaves out (childless `leaf` markers). */
-  visible(id: string): boolean {
-    return this.shown.has(id);
+  /** The items directly under the session. */
+  roots(): TreeNode[] {
+    return this.childrenOf(null);
   }
 
+  /** The items under an entry item: the rest of its branch, or a fork's branches. */
   childrenOf(id: string | null): TreeNode[] {
     return this.children.get(id) ?? [];
   }
 
-  /** `start` and its single-child descendants, ending at a fork or a leaf. */
-  chain(start: TreeNode): TreeNode[] {
-    const out = [start];
-    const seen = new Set([start.id]);
-    for (let kids = this.childrenOf(start.id); kids.length === 1 && !seen.has(kids[0].id); kids = this.childrenOf(kids[0].id)) {
-      out.push(kids[0]);
-      seen.add(kids[0].id);
-    }
-    return out;
+  expandable(id: string): boolean {
+    return this.childrenOf(id).length > 0;
   }
+}
 
-  /** The items directly under the session. */
-  roots(): Placed[] {
-    return this.continuation(this.childrenOf(null));
-  }
-
-  /** The items under an entry item: a fork's branches, or the rest of a branch. */
-  childrenOfItem(id: string, head: boolean): Placed[] {
-    const kids = this.childrenOf(id);
-    if (kids.length === 1 && !head) return []; // shown as its next sibling
-    return this.continuation(kids);
-  }
-
-  /** True when the item has something to expand. */
-  expandable(id: string, head: boolean): boolean {
-    const n = this.childrenOf(id).length;
-    return head ? n > 0 : n > 1;
-  }
-
-  private continuation(kids: TreeNode[]): Placed[] {
-    if (kids.length === 1) return this.chain(kids[0]).map((node) => ({ node, head: false }));
-    return kids.map((node) => ({ node, head: true }));
-  }
+/** The tree after a pi/sessionChanged change, or undefined when it is for another version. */
+export function patchTree(tree: TreeResult, delta: TreeDelta): TreeResult | undefined {
+  if (tree.version !== delta.base) return undefined;
+  const { base: _base, start, delete: count, rows, ...rest } = delta;
+  return { ...rest, nodes: [...tree.nodes.slice(0, start), ...rows, ...tree.nodes.slice(start + count)] };
 }

@@ -2,7 +2,6 @@
 // CLI). In Restricted Mode the extension shows sessions and previews and runs nothing; the
 // server is told (`workspaceTrusted`) and then leaves the folder's .pi/ files out.
 import * as vscode from "vscode";
-import type { PiClient } from "./client";
 import type { ArgsOf, CommandName, TrustState } from "./protocol";
 
 /** Server commands that run a model or tools; refused in Restricted Mode. */
@@ -46,62 +45,4 @@ export function describe(state: TrustState): string {
   const where = state.savedPath ? ` (${state.savedPath})` : "";
   return `${state.trusted ? "trusted" : "not trusted"}: ${DECISION[state.decision]}${where}; ${what}` +
     (state.error ? `. ${state.error}` : "");
-}
-
-type Choice = vscode.QuickPickItem & { args: Omit<ArgsOf<"pi.setTrust">, "folderUri"> };
-
-function folderPath(uri: string): string {
-  return vscode.Uri.parse(uri).fsPath;
-}
-
-/** pi: Trust This Folder…: pi's choices (trust, trust the parent, do not trust), saved in pi's
- *  trust.json so the pi CLI decides the same. */
-export async function trustFolder(pi: PiClient): Promise<TrustState | undefined> {
-  if (!isTrusted()) {
-    const manage = "Manage Workspace Trust";
-    const choice = await vscode.window.showWarningMessage(
-      "pi: VS Code is in Restricted Mode for this workspace; trust it in VS Code first.", manage);
-    if (choice === manage) await vscode.commands.executeCommand(MANAGE_TRUST);
-    return undefined;
-  }
-  const { folders } = await pi.call("pi.trustStatus", {});
-  const state = folders.length === 1 ? folders[0] : await pickFolder(folders);
-  if (!state) return undefined;
-  const path = folderPath(state.folderUri);
-  const parent = path.replace(/\/[^/]+\/?$/, "") || "/";
-  const choices: Choice[] = [
-    { label: "Trust", description: path, args: { trusted: true } },
-    { label: "Trust parent folder", description: parent, args: { trusted: true, parent: true } },
-    { label: "Do not trust", description: path, args: { trusted: false } },
-    { label: "Forget the decision", description: "pi's defaultProjectTrust decides", args: { trusted: null } },
-  ];
-  const picked = await vscode.window.showQuickPick(choices, {
-    placeHolder: `pi: ${path} is ${describe(state)}. Load its .pi/settings.json and .pi/models.json?`,
-  });
-  if (!picked) return undefined;
-  const saved = await pi.call("pi.setTrust", { folderUri: state.folderUri, ...picked.args });
-  void vscode.window.showInformationMessage(`pi: ${path} is ${describe(saved)}.`);
-  return saved;
-}
-
-async function pickFolder(folders: TrustState[]): Promise<TrustState | undefined> {
-  const picked = await vscode.window.showQuickPick(
-    folders.map((f) => ({ label: folderPath(f.folderUri), description: describe(f), state: f })),
-    { placeHolder: "pi: which folder?" });
-  return picked?.state;
-}
-
-/** After the user trusts the workspace in VS Code: offer to save it in pi's store too, so the pi
- *  CLI loads the same .pi/ files. */
-export async function offerToSave(pi: PiClient): Promise<void> {
-  await pi.sendSettings();
-  const { folders } = await pi.call("pi.trustStatus", {});
-  const unsaved = folders.filter((f) => f.decision !== "saved" && f.projectFiles.length > 0);
-  if (unsaved.length === 0) return;
-  const save = "Save in pi's trust.json";
-  const choice = await vscode.window.showInformationMessage(
-    `pi: the workspace is trusted now. Trust ${unsaved.map((f) => folderPath(f.folderUri)).join(", ")} ` +
-    "for the pi CLI too?", save, "Not Now");
-  if (choice !== save) return;
-  for (const folder of unsaved) await pi.call("pi.setTrust", { folderUri: folder.folderUri, trusted: true });
 }

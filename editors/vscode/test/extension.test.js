@@ -204,3 +204,49 @@ test("a failing command shows the server's message instead of throwing", async (
   assert.equal(errors().length, before + 1);
   assert.match(errors().at(-1), /^pi: /);
 });
+
+test("a session with every entry type: the view shows exactly the server's rows, as Neovim draws them", async () => {
+  const file = require("node:path").join(ws.sessionsDir, "every-type.jsonl");
+  require("node:fs").copyFileSync(require("node:path").join(__dirname, "..", "..", "..", "tests", "fixtures", "every-type.jsonl"), file);
+  const uri = vscode.Uri.file(file).toString();
+  const rows = (await api.pi.call("pi.getTree", { uri })).nodes;
+  const session = await eventually(async () => (await provider().getChildren()).find((s) => s.kind === "session" && ext.sessionKey(s.sessionUri) === file), "the new session in the view");
+  assert.equal(session.label, "Every type");
+  // Depth first, as the view shows them when every item is expanded.
+  const shown = [];
+  const walk = async (item) => {
+    for (const child of await provider().getChildren(item)) {
+      shown.push(child);
+      assert.equal(child.collapsibleState !== vscode.TreeItemCollapsibleState.None, (await provider().getChildren(child)).length > 0, child.entryId);
+      await walk(child);
+    }
+  };
+  await walk(session);
+  assert.deepEqual(shown.map((i) => [i.entryId, i.node.head]), rows.map((r) => [r.id, r.head]));
+  assert.deepEqual(rows.map((r) => r.id), ["m1", "u1", "a1", "u2", "a2", "u3", "u4", "cx1", "lb1", "si1"]);
+  assert.deepEqual(shown.filter((i) => /^← leaf/.test(i.label)).map((i) => i.entryId), ["u3"]);
+  // Another program appends: the view is patched from pi/sessionChanged, not fetched again.
+  const call = api.pi.call;
+  let fetched = 0;
+  api.pi.call = (command, args) => {
+    if (command === "pi.getTree") fetched += 1;
+    return call.call(api.pi, command, args);
+  };
+  try {
+    require("node:fs").appendFileSync(file, JSON.stringify({ type: "message", id: "u5", parentId: "cl2", timestamp: "2026-12-01T10:00:16.000Z",
+      message: { role: "user", content: "Appended by the pi CLI", timestamp: 1796119216000 } }) + "\n");
+    const items = async () => {
+      const out = [];
+      const walk = async (item) => { for (const child of await provider().getChildren(item)) { out.push(child); await walk(child); } };
+      await walk(session);
+      return out;
+    };
+    const after = await eventually(async () => { const all = await items(); return all.some((i) => i.entryId === "u5") && all; }, "the appended entry in the view");
+    const added = after.find((i) => i.entryId === "u5");
+    assert.match(added.label, /^← leaf · Appended by the pi CLI/);
+    assert.deepEqual(after.map((i) => i.entryId), [...rows.map((r) => r.id).slice(0, 6), "u5", ...rows.map((r) => r.id).slice(6)]);
+    assert.equal(fetched, 0, "the tree was patched, not fetched");
+  } finally {
+    api.pi.call = call;
+  }
+});

@@ -63,20 +63,22 @@ test("pi.listSessions lists the workspace session with the documented keys", asy
   const { sessions } = await exec("pi.listSessions", {});
   assert.equal(sessions.length, 1);
   session = sessions[0];
-  assert.deepEqual(keys(session), ["created", "cwd", "entryCount", "firstMessage", "id", "modified", "name", "parentSession", "uri"]);
+  assert.deepEqual(keys(session), ["created", "cwd", "entryCount", "firstMessage", "id", "modified", "name", "parentSession", "title", "uri"]);
   assert.ok(samePath(session.uri, pathToFileURL(ws.sessionFile).href));
   assert.equal(session.name, "Fix slow order listing");
   assert.equal(session.entryCount, 56);
   assert.equal(notes.filter((n) => n.method === "window/showMessage").length, 0, "no settings complaint");
 });
 
-test("pi.getTree: one node per entry, parents inside the tree, the leaf on the path", async () => {
+test("pi.getTree: one row per entry, parents inside the tree, the leaf on the path", async () => {
   const tree = await exec("pi.getTree", { uri: session.uri });
-  assert.deepEqual(keys(tree), ["leafId", "nodes"]);
+  assert.deepEqual(keys(tree), ["entries", "leafId", "leafRow", "nodes", "title", "version"]);
   assert.equal(tree.nodes.length, 56);
+  assert.equal(tree.entries, 56);
+  assert.equal(tree.title, session.title);
   const ids = new Set(tree.nodes.map((n) => n.id));
   for (const n of tree.nodes) {
-    assert.deepEqual(keys(n), ["id", "label", "onPath", "parentId", "preview", "role", "timestamp", "type"]);
+    assert.deepEqual(keys(n), ["depth", "head", "id", "label", "onPath", "parentId", "preview", "role", "timestamp", "type"]);
     assert.ok(n.parentId === null || ids.has(n.parentId), `dangling parent ${n.parentId}`);
   }
   const leaf = tree.nodes.find((n) => n.id === tree.leafId);
@@ -114,12 +116,15 @@ test("pi.branch moves the leaf and the server says so with pi/sessionChanged", a
   const result = await exec("pi.branch", { uri: session.uri, targetId: "24652ae8" });
   assert.ok("leafId" in result);
   const change = await eventually(() => notes.slice(before).find((n) => n.method === "pi/sessionChanged"), "pi/sessionChanged");
-  assert.deepEqual(keys(change.params), ["entries", "leafId", "reloaded", "uri"]);
+  // The server holds the tree fetched above, so the note says how it changed.
+  assert.deepEqual(keys(change.params), ["entries", "leafId", "reloaded", "tree", "uri"]);
   assert.ok(samePath(change.params.uri, session.uri));
   assert.equal(change.params.reloaded, false);
   assert.equal(change.params.entries, 57, "a durable leaf move appends one entry");
   const tree = await exec("pi.getTree", { uri: session.uri });
   assert.equal(tree.leafId, result.leafId);
+  assert.equal(change.params.tree.version, tree.version);
+  assert.equal(change.params.tree.leafRow, tree.leafRow);
   assert.ok(tree.nodes.find((n) => n.id === "24652ae8").onPath);
   assert.ok(!tree.nodes.find((n) => n.id === "b45d7b19").onPath, "the old branch is off the path");
 });

@@ -6,25 +6,37 @@ const assert = require("node:assert/strict");
 const vscode = require("vscode");
 const ext = require("../out/extension.js");
 
-const node = (id, parentId, extra = {}) => ({ id, parentId, type: "message", role: "user", preview: id, label: null, timestamp: null, onPath: false, ...extra });
+const row = (id, depth, head, extra = {}) => ({ id, parentId: null, depth, head, type: "message", role: "user", preview: id, label: null, timestamp: null, onPath: false, ...extra });
 
-test("TreeShape: chains stay flat, forks indent, childless leaf entries are hidden", () => {
-  //  a - b - c < d - e      (c forks)
+test("TreeShape nests the server's rows: a chain as siblings, a branch under its head, branches under the fork", () => {
+  //  a - b - c < d - e      (c forks; the server sends the rows in this order)
   //            < f - g
-  //  plus a `leaf` marker under b
-  const shape = new ext.TreeShape({ leafId: "e", nodes: [
-    node("a", null), node("b", "a"), node("c", "b"), node("d", "c"), node("e", "d"), node("f", "c"), node("g", "f"),
-    node("L", "b", { type: "leaf", role: null }),
+  const shape = new ext.TreeShape({ leafId: "e", leafRow: "e", title: "t", entries: 7, nodes: [
+    row("a", 0, false), row("b", 0, false), row("c", 0, false),
+    row("d", 1, true), row("e", 1, false), row("f", 1, true), row("g", 1, false),
   ] });
-  assert.deepEqual(shape.roots().map((p) => [p.node.id, p.head]), [["a", false], ["b", false], ["c", false]]);
-  assert.equal(shape.expandable("b", false), false, "the leaf marker does not make b a fork");
-  assert.equal(shape.expandable("c", false), true);
-  assert.deepEqual(shape.childrenOfItem("c", false).map((p) => [p.node.id, p.head]), [["d", true], ["f", true]]);
-  assert.deepEqual(shape.childrenOfItem("d", true).map((p) => p.node.id), ["e"]);
-  assert.deepEqual(shape.childrenOfItem("a", false), []);
-  // Several roots are branches of their own; a parent outside the file makes a root.
-  const two = new ext.TreeShape({ leafId: null, nodes: [node("x", null), node("y", "missing")] });
-  assert.deepEqual(two.roots().map((p) => [p.node.id, p.head]), [["x", true], ["y", true]]);
+  assert.deepEqual(shape.roots().map((n) => n.id), ["a", "b", "c"]);
+  assert.equal(shape.expandable("b"), false);
+  assert.deepEqual(shape.childrenOf("c").map((n) => [n.id, n.head]), [["d", true], ["f", true]]);
+  assert.deepEqual(shape.childrenOf("d").map((n) => n.id), ["e"]);
+  assert.deepEqual(shape.childrenOf("a"), []);
+  // A head that forks at once: its branches are its own children. Several roots are heads.
+  const nested = new ext.TreeShape({ leafId: null, leafRow: null, title: "t", entries: 6, nodes: [
+    row("x", 0, true), row("x1", 1, true), row("x2", 1, true), row("x3", 1, false), row("y", 0, true), row("y1", 0, false),
+  ] });
+  assert.deepEqual(nested.roots().map((n) => n.id), ["x", "y"]);
+  assert.deepEqual(nested.childrenOf("x").map((n) => n.id), ["x1", "x2"]);
+  assert.deepEqual(nested.childrenOf("x2").map((n) => n.id), ["x3"]);
+  assert.deepEqual(nested.childrenOf("y").map((n) => n.id), ["y1"]);
+});
+
+test("patchTree applies a pi/sessionChanged change to the version it is for, and only to it", () => {
+  const tree = { version: 3, leafId: "b", leafRow: "b", title: "t", entries: 2, nodes: [row("a", 0, false), row("b", 0, false)] };
+  const delta = { base: 3, version: 4, leafId: "c", leafRow: "c", title: "t", entries: 3, start: 2, delete: 0, rows: [row("c", 0, false)] };
+  assert.deepEqual(ext.patchTree(tree, delta), { version: 4, leafId: "c", leafRow: "c", title: "t", entries: 3, nodes: [row("a", 0, false), row("b", 0, false), row("c", 0, false)] });
+  const replace = { ...delta, start: 1, delete: 1, rows: [row("x", 1, true), row("y", 1, true)] };
+  assert.deepEqual(ext.patchTree(tree, replace).nodes.map((n) => n.id), ["a", "x", "y"]);
+  assert.equal(ext.patchTree(tree, { ...delta, base: 2 }), undefined, "a version was missed: fetch again");
 });
 
 test("Transcript folds streamed deltas by content index, and the final message wins", () => {

@@ -18,7 +18,7 @@ from pi_lsp.server.protocol import (
     NameArgs,
     ThinkingArgs,
 )
-from pi_lsp.session.tree import Refresh
+from pi_lsp.session.records import Refresh
 
 if TYPE_CHECKING:
     from pi_lsp.server.server import PiServer

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from pi_lsp.server.commands import Command
+from pi_lsp.server.previewpage import paged
 from pi_lsp.server.protocol import (
     DiffArgs,
     ForkArgs,
@@ -16,6 +17,7 @@ from pi_lsp.server.protocol import (
     NoArgs,
     PreviewArgs,
     SessionArgs,
+    TreeArgs,
     uri_of,
 )
 
@@ -40,12 +42,13 @@ def new_session(ls: PiServer, args: NewSessionArgs) -> dict[str, Any]:
     return {"uri": uri_of(path)}
 
 
-async def get_tree(ls: PiServer, args: SessionArgs) -> Any:
-    return ls.hub.tree_view(await ls.open_tree(args.uri))
+async def get_tree(ls: PiServer, args: TreeArgs) -> Any:
+    return ls.hub.tree_view(await ls.open_tree(args.uri), args.bookkeeping)
 
 
 async def preview_context(ls: PiServer, args: PreviewArgs) -> Any:
-    return ls.hub.preview(await ls.open_tree(args.uri), args.leaf_id, args.layer)
+    preview = ls.hub.preview(await ls.open_tree(args.uri), args.leaf_id, args.layer)
+    return preview if args.page is None else paged(preview, args.page, args.start)
 
 
 async def diff_context(ls: PiServer, args: DiffArgs) -> Any:
@@ -66,7 +69,7 @@ async def check(ls: PiServer, args: SessionArgs) -> dict[str, Any]:
 COMMANDS: list[Command] = [
     ("pi.listSessions", NoArgs, list_sessions),
     ("pi.newSession", NewSessionArgs, new_session),
-    ("pi.getTree", SessionArgs, get_tree),
+    ("pi.getTree", TreeArgs, get_tree),
     ("pi.previewContext", PreviewArgs, preview_context),
     ("pi.diffContext", DiffArgs, diff_context),
     ("pi.fork", ForkArgs, fork),

@@ -19,8 +19,8 @@ end
 
 local function title_of(chat)
   for _, s in ipairs(session.listed[chat.root] or {}) do
-    if util.same(s.uri, chat.uri) and s.name and s.name ~= "" then
-      return s.name
+    if util.same(s.uri, chat.uri) then
+      return s.title
     end
   end
   return name_of(chat.uri)

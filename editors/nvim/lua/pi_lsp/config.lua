@@ -18,8 +18,8 @@ M.defaults = {
   -- What :PiSessions opens for a picked session: "tree", "chat" or "none".
   open = "tree",
   tree = {
-    -- `leaf` entries only record a leaf move; they clutter the tree.
-    show_leaf_entries = false,
+    -- Records of leaf moves and context edits (pi's bookkeeping) as rows too.
+    show_bookkeeping = false,
     -- Fold the branches that are not on the current path at first sight.
     fold_off_path = true,
     keys = {

@@ -114,13 +114,8 @@ local function match(sessions, wanted)
 end
 
 function M.describe(s)
-  local title = (s.name and s.name ~= "") and s.name or (s.firstMessage or "(empty)")
-  title = title:gsub("%s+", " ")
-  if #title > 60 then
-    title = title:sub(1, 59) .. "…"
-  end
   local when = (s.modified or ""):gsub("T", " "):gsub("%..*$", "")
-  return ("%s  · %s · %d entries"):format(title, when, s.entryCount or 0)
+  return ("%s  · %s · %d entries"):format(s.title, when, s.entryCount or 0)
 end
 
 --- Resolve the session for a command, in the documented order: the argument,

@@ -1,6 +1,6 @@
--- :PiTree — the session tree in a buffer. A chain of entries stays at one
--- depth and only forks indent (as `pi-lsp tree` prints it); every fork's branch
--- is a fold. `*` marks the current path, `← leaf` the leaf. Re-rendered on
+-- :PiTree — the session tree in a buffer, drawn from the rows the server lays
+-- out (a chain stays at one depth, only forks indent, as `pi-lsp tree` prints
+-- it); every fork's branch is a fold. `*` marks the current path, `← leaf` the leaf. Re-rendered on
 -- pi/sessionChanged; every action is one server command.
 local client = require("pi_lsp.client")
 local config = require("pi_lsp.config")
@@ -61,28 +61,7 @@ function M.help_line(width)
   return line(shown)
 end
 
--- -- layout ------------------------------------------------------------------------------------
-
---- Children of every shown node in file order. Hidden `leaf` entries pass
---- their children up to the nearest shown ancestor.
-local function children_index(nodes, by_id, show)
-  local function shown_parent(node)
-    local parent = node.parentId and by_id[node.parentId]
-    while parent and not show(parent) do
-      parent = parent.parentId and by_id[parent.parentId]
-    end
-    return parent and parent.id or false
-  end
-  local index = {}
-  for _, node in ipairs(nodes) do
-    if show(node) then
-      local parent = shown_parent(node)
-      index[parent] = index[parent] or {}
-      table.insert(index[parent], node)
-    end
-  end
-  return index
-end
+-- -- drawing the server's layout -------------------------------------------------------------
 
 --- `text` cut to `cells` screen cells, with "…" where it was cut.
 local function clip(text, cells)
@@ -102,10 +81,10 @@ end
 
 --- One entry's line. Wider than `width` cells, the preview is shortened: the
 --- id, the label and the leaf mark are never cut.
-local function node_line(node, indent, branch_start, leaf, width)
+local function node_line(node, leaf, width)
   local mark = node.onPath and "*" or " "
   local kind = node.role or node.type
-  local head = ("%s%s%s %s %s: "):format(indent, branch_start and "├─ " or "", mark, node.id, kind)
+  local head = ("%s%s%s %s %s: "):format(("  "):rep(node.depth), node.head and "├─ " or "", mark, node.id, kind)
   local tail = ""
   if node.label and node.label ~= "" then
     tail = tail .. "  [" .. node.label .. "]"
@@ -123,18 +102,14 @@ local function node_line(node, indent, branch_start, leaf, width)
 end
 
 --- Lines, the entry id of each line, and fold ranges for a pi.getTree result,
---- lines made to fit `width` cells when given.
---- Iterative (a session can hold 100k entries: no recursion).
-function M.layout(tree, show_leaf_entries, width)
+--- lines made to fit `width` cells when given. The server lays the rows out
+--- (session/layout.py): each row's depth and whether it starts a branch.
+function M.layout(tree, width)
   local nodes = tree.nodes or {}
   local by_id = {}
   for _, node in ipairs(nodes) do
     by_id[node.id] = node
   end
-  local function show(node)
-    return show_leaf_entries or node.type ~= "leaf"
-  end
-  local index = children_index(nodes, by_id, show)
   local lines, ids, folds = {}, {}, {}
   local open = {} -- folds not yet closed, deepest last: {first line, depth}
   local function close_to(depth, last)
@@ -143,54 +118,51 @@ function M.layout(tree, show_leaf_entries, width)
       folds[#folds + 1] = { fold[1], last, fold[2] }
     end
   end
-  local stack = {}
-  local starts = {} -- line of each branch's first entry -> {node, indent}
-  for i = #(index[false] or {}), 1, -1 do
-    stack[#stack + 1] = { index[false][i], "", false, 0 }
-  end
-  while #stack > 0 do
-    local node, indent, branch_start, depth = unpack(table.remove(stack))
-    local lnum = #lines + 1
-    if branch_start then
+  for lnum, node in ipairs(nodes) do
+    if node.head then
       -- A branch's fold runs until the next branch at its depth or shallower.
-      close_to(depth, lnum - 1)
-      open[#open + 1] = { lnum, depth }
-      starts[lnum] = { node, indent }
+      close_to(node.depth + 1, lnum - 1)
+      open[#open + 1] = { lnum, node.depth + 1 }
     end
-    lines[lnum] = node_line(node, indent, branch_start, tree.leafId, width)
+    lines[lnum] = node_line(node, tree.leafRow, width)
     ids[lnum] = node.id
-    local children = index[node.id] or {}
-    if #children == 1 then
-      stack[#stack + 1] = { children[1], indent, false, depth }
-    elseif #children > 1 then
-      local child_indent = indent .. (branch_start and "│  " or "") .. "  "
-      for i = #children, 1, -1 do
-        stack[#stack + 1] = { children[i], child_indent, true, depth + 1 }
-      end
-    end
   end
   close_to(1, #lines)
   if width then
     -- Closed, a fold shows its first line and "… N more lines": that line leaves room for it.
     for _, fold in ipairs(folds) do
-      local node, indent = unpack(starts[fold[1]])
-      local room = width - vim.fn.strdisplaywidth(util.fold_marker(fold[2] - fold[1]))
-      lines[fold[1]] = node_line(node, indent, true, tree.leafId, room)
+      local node = by_id[ids[fold[1]]]
+      lines[fold[1]] = node_line(node, tree.leafRow, width - vim.fn.strdisplaywidth(util.fold_marker(fold[2] - fold[1])))
     end
   end
   return lines, ids, folds, by_id
 end
 
--- -- rendering ---------------------------------------------------------------------------------
-
-local function session_title(view)
-  for _, s in ipairs(session.listed[view.root] or {}) do
-    if util.same(s.uri, view.uri) then
-      return (s.name and s.name ~= "") and s.name or s.id
-    end
+--- The tree after a pi/sessionChanged change (`delta`: rows replaced from
+--- `start`), or nil when it does not apply to `tree` (another version).
+function M.patch(tree, delta)
+  if not (tree and delta and tree.version == delta.base) then
+    return nil
   end
-  return vim.fn.fnamemodify(util.key(view.uri), ":t:r")
+  local nodes = {}
+  for i = 1, delta.start do
+    nodes[i] = tree.nodes[i]
+  end
+  vim.list_extend(nodes, delta.rows)
+  for i = delta.start + delta.delete + 1, #tree.nodes do
+    nodes[#nodes + 1] = tree.nodes[i]
+  end
+  return {
+    version = delta.version,
+    leafId = delta.leafId,
+    leafRow = delta.leafRow,
+    title = delta.title,
+    entries = delta.entries,
+    nodes = nodes,
+  }
 end
+
+-- -- rendering ---------------------------------------------------------------------------------
 
 local function highlight(buf, lines, ids, view)
   vim.api.nvim_buf_clear_namespace(buf, ns, 0, -1)
@@ -211,7 +183,7 @@ local function highlight(buf, lines, ids, view)
     if label_col then
       vim.api.nvim_buf_set_extmark(buf, ns, row, label_col - 1, { end_col = label_col + #node.label + 1, hl_group = "PiTreeLabel" })
     end
-    if id == view.leaf then
+    if id == view.leaf_row then
       vim.api.nvim_buf_set_extmark(buf, ns, row, 0, { end_col = #line, hl_group = "PiTreeLeaf" })
     end
   end
@@ -282,9 +254,10 @@ end
 local function draw(buf, view, tree)
   local cursor_id = cursor_entry(buf, view)
   local closed = view.rendered and closed_folds(buf, view) or nil
-  local lines, ids, folds, by_id = M.layout(tree, config.options.tree.show_leaf_entries, text_width(buf))
+  local lines, ids, folds, by_id = M.layout(tree, text_width(buf))
   view.tree, view.width = tree, text_width(buf)
   view.nodes, view.by_id, view.leaf, view.line_ids, view.folds = tree.nodes, by_id, tree.leafId, ids, folds
+  view.leaf_row = tree.leafRow
   view.ids_line = {}
   for lnum, id in pairs(ids) do
     view.ids_line[id] = lnum + HEADER_LINES
@@ -295,7 +268,7 @@ local function draw(buf, view, tree)
     shifted[#shifted + 1] = { fold[1] + HEADER_LINES, fold[2] + HEADER_LINES, fold[3] }
   end
   util.set_folds(buf, shifted)
-  local header = ("%s — %d entries, leaf %s"):format(session_title(view), #(tree.nodes or {}), tree.leafId or "(none)")
+  local header = ("%s — %d entries, leaf %s"):format(tree.title, tree.entries, tree.leafId or "(none)")
   local all = { header, M.help_line(text_width(buf)) }
   vim.list_extend(all, lines)
   util.set_lines(buf, 0, -1, all)
@@ -303,7 +276,7 @@ local function draw(buf, view, tree)
   restore_folds(buf, view, folds, closed)
   local win = vim.fn.bufwinid(buf)
   -- Stay on the entry the cursor was on; the first time, go to the leaf.
-  local target = (cursor_id and view.ids_line[cursor_id]) or view.ids_line[tree.leafId or ""]
+  local target = (cursor_id and view.ids_line[cursor_id]) or view.ids_line[tree.leafRow or ""]
   if win ~= -1 and target then
     vim.api.nvim_win_set_cursor(win, { target, 0 })
   end
@@ -511,7 +484,7 @@ local function buffer_for(uri, root)
   local view = { uri = uri, root = root }
   views[buf] = view
   view.refresh = util.coalesce(function(done)
-    client.exec("pi.getTree", { uri = uri }, function(err, tree)
+    client.exec("pi.getTree", { uri = uri, bookkeeping = config.options.tree.show_bookkeeping }, function(err, tree)
       if err then
         util.error("pi.getTree: " .. (err.message or tostring(err)))
       elseif vim.api.nvim_buf_is_valid(buf) then
@@ -523,13 +496,14 @@ local function buffer_for(uri, root)
   map_keys(buf)
   util.tie(buf, {
     util.on("sessionChanged", function(change)
-      if util.same(change.uri, uri) then
-        view.refresh()
+      if not util.same(change.uri, uri) then
+        return
       end
-    end),
-    util.on("listed", function(listed_root)
-      if listed_root == root and view.tree then
-        draw(buf, view, view.tree) -- the title may have changed
+      local patched = M.patch(view.tree, change.tree)
+      if patched and not config.options.tree.show_bookkeeping then
+        draw(buf, view, patched)
+      else
+        view.refresh() -- a version missed, or no change to patch with: fetch the tree
       end
     end),
     function()
@@ -562,12 +536,6 @@ function M.open(uri)
   vim.wo[win].number = false
   vim.wo[win].relativenumber = false
   util.use_folds(win, 99)
-  -- The title comes from the session list; fetch it once if we have none.
-  if not session.listed[root] then
-    session.list(function()
-      M.refresh(buf)
-    end, root)
-  end
   M.refresh(buf)
   return buf
 end

@@ -1,0 +1,65 @@
+"""What one record of a session file is: its typed entry, its parent, and the kinds of record
+the tree treats specially."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import msgspec
+
+from pi_lsp.session.entries import CustomEntry, Entry, entry_decoder, head_decoder
+from pi_lsp.session.journal import Record
+
+LEAF_MOVE = "pi-lsp.leaf"  # the customType of a durable leaf move
+
+
+class UnknownEntryError(KeyError):
+    """An entry id that is not in the session."""
+
+    def __str__(self) -> str:
+        return f"no entry with id {self.args[0]!r} in this session"
+
+
+@dataclass(slots=True)
+class Refresh:
+    """What a refresh found: entries added, whether the file had to be read again, and the
+    path the session was moved away from when its file was replaced under a running write."""
+
+    added: int
+    reloaded: bool
+    relocated_from: str | None = None
+
+
+def decode_entry(record: Record) -> Entry | None:
+    """The typed entry of a record, or None for unknown types and unreadable bodies."""
+    try:
+        return entry_decoder.decode(record.raw)
+    except msgspec.ValidationError:
+        return None
+
+
+def starts_conversation(record: Record) -> bool:
+    """Whether the entry is a user or assistant message: the first one makes pi 1.6 write a
+    new session (setup entries alone leave no file)."""
+    if record.env.type != "message":
+        return False
+    try:
+        return head_decoder.decode(record.env.message).role in ("user", "assistant")
+    except msgspec.ValidationError:
+        return False
+
+
+def is_leaf_move(record: Record) -> bool:
+    """A durable leaf move: pi-lsp's `custom` entry, or its older `leaf` entry."""
+    if record.env.type == "leaf":
+        return True
+    if record.env.type != "custom" or LEAF_MOVE.encode() not in record.raw:
+        return False
+    entry = decode_entry(record)
+    return isinstance(entry, CustomEntry) and entry.custom_type == LEAF_MOVE
+
+
+def parent_of(record: Record) -> str | None:
+    """The parent id, with a self-parent read as a root."""
+    parent = record.env.parent_id
+    return None if parent == record.env.id else parent

@@ -1,0 +1,55 @@
+"""The tree view an editor is sent: after appends under the leaf it grows without a new layout,
+and always equals the view laid out from scratch."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from pi_lsp.server import treeview
+from pi_lsp.server.treeview import HeldView, TreeView, TreeViews
+from pi_lsp.session.entries import UserMessage
+from pi_lsp.session.tree import SessionTree
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = next((ROOT / "examples" / "workspace" / ".pi" / "sessions").glob("*.jsonl"))
+EVERY_TYPE = ROOT / "tests" / "fixtures" / "every-type.jsonl"
+FORK_PARENT = "24652ae8"
+
+
+def from_scratch(tree: SessionTree) -> TreeView:
+    return TreeViews().view(HeldView(), tree)
+
+
+def prompt(tree: SessionTree, text: str = "more") -> None:
+    tree.append_message(UserMessage(content=text, timestamp=1))
+
+
+@pytest.mark.parametrize(("source", "change", "grows"), [
+    (EXAMPLE, lambda tree: [prompt(tree), prompt(tree, "again")], True),
+    (EVERY_TYPE, prompt, True),  # the leaf is a hidden move: the row above it grows
+    (EXAMPLE, lambda tree: tree.append_label(FORK_PARENT, "x"), False),
+    (EXAMPLE, lambda tree: (tree.branch(FORK_PARENT), prompt(tree)), False),  # a new fork
+])
+def test_a_changed_view_equals_one_laid_out_anew(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: Path,
+        change: Callable[[SessionTree], object], grows: bool) -> None:
+    path = Path(shutil.copy(source, tmp_path / "s.jsonl"))
+    tree = SessionTree.open(str(path))
+    views, held = TreeViews(), HeldView()
+    before = views.view(held, tree)
+    change(tree)
+    laid_out: list[int] = []
+    real_layout = treeview.layout
+    monkeypatch.setattr(treeview, "layout", lambda *a: laid_out.append(1) or real_layout(*a))
+    after = views.view(held, tree)
+    assert (laid_out == []) is grows
+    expected = from_scratch(tree)
+    assert after.version > before.version
+    assert (after.leaf_id, after.leaf_row, after.title, after.entries, after.nodes) == \
+        (expected.leaf_id, expected.leaf_row, expected.title, expected.entries, expected.nodes)
+    delta = views.delta(held, tree)
+    assert delta is None  # nothing changed since
