@@ -10,36 +10,26 @@ import sys
 import unicodedata
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import msgspec
 
+from pi_lsp.cli_common import EXIT_PROBLEMS, EXIT_USAGE, CliError, open_session, write_line
 from pi_lsp.context.build import build_session_context
 from pi_lsp.context.layers import AgentSetup, build_layer
 from pi_lsp.context.preview import render_preview
 from pi_lsp.session.appender import WriteFailedError
 from pi_lsp.session.catalog import followed, list_sessions, session_dirs, tree_title
 from pi_lsp.session.check import check_session, repaired_copy
-from pi_lsp.session.entries import THINKING_LEVELS, encoder
+from pi_lsp.session.entries import THINKING_LEVELS
 from pi_lsp.session.fork import fork_session
-from pi_lsp.session.journal import NotASessionError
 from pi_lsp.session.outline import nested_tree, outline_lines
 from pi_lsp.session.records import UnknownEntryError
 from pi_lsp.session.tree import SessionTree
 
-if TYPE_CHECKING:
-    pass
-
 # Commands that summarize or talk to a model import what they need themselves: the readers
 # (`context`, `tree`, ...) stay quick to start, which matters when an editor calls them often.
 
-EXIT_PROBLEMS = 1
-EXIT_USAGE = 2
 UNSAFE = ("Cc", "Zl", "Zp")  # control characters, line and paragraph separators
-
-
-class CliError(Exception):
-    """A problem with what the user asked for; printed as one line."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -61,29 +51,10 @@ class _Version(argparse.Action):
         parser.exit(0)
 
 
-def open_session(path: str) -> SessionTree:
-    if not os.path.exists(path):
-        raise CliError(f"{path}: no such file")
-    if os.path.isdir(path):
-        raise CliError(f"{path}: is a directory, not a session file")
-    try:
-        return SessionTree.open(path)
-    except NotASessionError as error:
-        raise CliError(f"{path}: not a pi session file ({error})") from None
-    except OSError as error:
-        raise CliError(f"{path}: cannot read ({error.strerror})") from None
-
-
 def printable(text: str) -> str:
     """`text` for one terminal line: control characters and line breaks spelled as escapes."""
     return "".join(repr(char)[1:-1] if unicodedata.category(char) in UNSAFE else char
                    for char in text)
-
-
-def write_line(value: object) -> None:
-    """One JSON line; the newline is written apart so a large context is not copied again."""
-    sys.stdout.buffer.write(encoder.encode(value))
-    sys.stdout.buffer.write(b"\n")
 
 
 def cmd_context(args: argparse.Namespace) -> int:
@@ -206,7 +177,7 @@ def add_trust_options(command: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pi_lsp import cli_changes as changes  # it uses this module's helpers
+    from pi_lsp import cli_changes as changes
 
     parser = _Parser(prog="pi-lsp", description="pi session trees for editors and terminals")
     parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
@@ -331,7 +302,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     return EXIT_USAGE
 
 
-if __name__ == "__main__":  # `python -m pi_lsp.cli`: run the imported module, whose errors
-    from pi_lsp.cli import main as imported_main  # cli_changes raises
-
-    sys.exit(imported_main())
+if __name__ == "__main__":
+    sys.exit(main())

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from pi_lsp.cli import EXIT_PROBLEMS, CliError, open_session, write_line
+from pi_lsp.cli_common import EXIT_PROBLEMS, CliError, open_session, write_line
 from pi_lsp.session.catalog import session_workspace
 from pi_lsp.session.tree import SessionTree
 

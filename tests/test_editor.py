@@ -155,9 +155,10 @@ async def test_open_document_is_read_unsaved_and_edited_through_the_editor(
     assert len(editor.edits) == 1
     change = editor.edits[0]["edit"]["documentChanges"][0]
     assert change["textDocument"] == {"uri": uri, "version": 2}
-    assert change["edits"] == [{"range": {"start": {"line": 0, "character": 0},
-                                          "end": {"line": 1, "character": 0}},
-                                "newText": "LIMIT = 3  # unsaved\n"}]
+    # Only what changed, so the cursor and undo in the editor stay where they were.
+    assert change["edits"] == [{"range": {"start": {"line": 0, "character": 8},
+                                          "end": {"line": 0, "character": 9}},
+                                "newText": "3"}]
     assert path.read_text() == DISK_TEXT  # the disk waits for the user to save
 
     # The turn's end asked the editor about the file it changed, once; errors reach the model.

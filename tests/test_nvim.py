@@ -137,9 +137,12 @@ def test_tree_rewinds_a_turn_that_edited_an_open_buffer(workspace: Path, fake: F
                                                         tmp_path: Path) -> None:
     fake.script(tool_reply([("e1", "edit", {"path": "limits.py", "oldText": "LIMIT = 1",
                                             "newText": "LIMIT = 2"})]),
-                text_reply("raised it"))
+                text_reply("raised it"),
+                tool_reply([("w1", "write", {"path": "made.py", "content": "MADE = 1\n"})]),
+                text_reply("made it"))
     run_script("rewind_buffer_spec.lua", workspace, fake, tmp_path)
     assert (workspace / "limits.py").read_text() == "LIMIT = 1\n"  # never saved
+    assert (workspace / "made.py").read_text() == "MADE = 1\n"  # deleted, then back by U
 
 
 def test_setup_health_help_and_files_that_are_not_sessions(workspace: Path, fake: FakeAnthropic,

@@ -22,6 +22,7 @@ from pytest_lsp import LanguageClient
 from pi_lsp.agent.approval import ApprovalRequest, Approver, allow_all
 from pi_lsp.agent.events import ToolExecutionStart
 from pi_lsp.agent.harness import Harness
+from pi_lsp.agent.tools import DiskFiles
 from pi_lsp.context.build import build_session_context
 from pi_lsp.files import snapshots
 from pi_lsp.files.history import (
@@ -459,6 +460,26 @@ async def test_restore_takes_back_user_edits_made_since(rig: Rig, fake: FakeAnth
     assert (rig.root / "app.py").read_text() == "print('edited')\n"
 
 
+class OpenOnDisk(DiskFiles):
+    """An editor with files open and nothing unsaved that cannot delete files."""
+
+    def __init__(self, *paths: Path) -> None:
+        self.paths = paths
+
+    def open_texts(self) -> dict[Path, str | None]:
+        return {path.resolve(): None for path in self.paths}
+
+
+async def test_an_open_file_an_editor_cannot_delete_is_deleted_on_disk(
+        rig: Rig, fake: FakeAnthropic) -> None:
+    first, _ = await two_turns(rig, fake)
+    deep = rig.root / "new" / "deep.txt"
+    result = await restore_files(rig.tree, store_for(rig.root), first, files=OpenOnDisk(deep))
+    assert {f.path: f.status for f in result.files}["new/deep.txt"] == "deleted"
+    assert not (rig.root / "new").exists()  # the file, and the folder it left empty
+    assert result.in_editor == []
+
+
 async def test_restore_refuses_what_it_cannot_do(rig: Rig, fake: FakeAnthropic) -> None:
     store = store_for(rig.root)
     fake.script(text_reply("just talk"))
@@ -539,6 +560,10 @@ class Buffers:
     def apply(self, params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
         self.edits.append(params)
         for change in params.edit.document_changes or []:
+            if isinstance(change, types.DeleteFile):  # the file goes, and its buffer with it
+                path_of(change.uri).unlink()
+                self.close(change.uri)
+                continue
             assert isinstance(change, types.TextDocumentEdit), change
             uri = change.text_document.uri
             if uri not in self.texts or change.text_document.version != self.versions[uri]:
@@ -718,6 +743,10 @@ async def test_server_rewinds_a_turn_that_edited_an_open_unsaved_buffer(
         assert [f["path"] for f in restored["files"]] == ["opened.py"]
         assert restored["inEditor"] == ["opened.py"]
         assert len(buffers.edits) == edits + 1  # through the editor, where it can be undone
+        # Only the digit changes, so the cursor and undo there stay put.
+        assert buffers.edits[-1].edit.document_changes == (types.TextDocumentEdit(
+            types.OptionalVersionedTextDocumentIdentifier(doc, buffers.versions[doc] - 1),
+            (types.TextEdit(types.Range(types.Position(0, 8), types.Position(0, 9)), "1"),)),)
         assert buffers.texts[doc] == "LIMIT = 1\n"
         assert path.read_text() == "LIMIT = 1\n"
         again = await call(pi.client, "pi.fileChanges", {"uri": uri, "entryId": asked})
@@ -758,3 +787,28 @@ async def test_server_records_what_bash_did_to_an_open_file_with_nothing_unsaved
         assert again == {"available": True}  # the unsaved buffer is what the user has now
     finally:
         buffers.close(doc)
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_server_deletes_an_open_file_the_turn_made_through_the_editor(
+        lsp: Pi, buffers: Buffers, fake: FakeAnthropic) -> None:
+    pi, path = lsp, lsp.root / "ws" / "made" / "new.py"
+    uri = (await call(pi.client, "pi.newSession", {}))["uri"]
+    fake.script(tool_reply([write("m1", "made/new.py", "NEW = 1\n")]), text_reply("made it"))
+    await lsp_prompt(pi, uri, "make a module")
+    asked = next(e["id"] for e in lines(path_of(uri)) if e["type"] == "message")
+    doc = buffers.open(path)  # the user looks at what the turn made, and types in it
+    buffers.texts[doc] = "NEW = 2  # unsaved\n"
+    buffers.send_change(doc)
+
+    edits = len(buffers.edits)
+    restored = await call(pi.client, "pi.restoreFiles", {"uri": uri, "entryId": asked})
+    assert [(f["path"], f["status"]) for f in restored["files"]] == [("made/new.py", "deleted")]
+    assert [e.edit.document_changes for e in buffers.edits[edits:]] == [(types.DeleteFile(
+        doc, options=types.DeleteFileOptions(ignore_if_not_exists=True)),)]
+    assert doc not in buffers.texts  # no buffer is left holding the deleted file
+    assert not path.parent.exists()  # nor the folder it leaves empty
+
+    # Not open any more: the undo writes it on disk, as the buffer held it.
+    await call(pi.client, "pi.restoreFiles", {"uri": uri, "undoId": restored["undoId"]})
+    assert path.read_text() == "NEW = 2  # unsaved\n"

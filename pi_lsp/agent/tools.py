@@ -50,6 +50,11 @@ class FileAccess(Protocol):
 
     async def write_text(self, path: Path, text: str) -> None: ...
 
+    async def delete_in_editor(self, path: Path) -> None:
+        """Delete a file open in an editor through the editor, which drops its buffer; nothing
+        when it is not open there or the editor cannot delete files (the disk is the caller's)."""
+        ...
+
     def open_texts(self) -> dict[Path, str | None]:
         """The files open in an editor, by real path: the text of those with changes not yet
         saved, None for the others (the disk has their text)."""
@@ -68,6 +73,9 @@ class DiskFiles:
     async def write_text(self, path: Path, text: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, "utf-8")
+
+    async def delete_in_editor(self, path: Path) -> None:
+        return None
 
 
 DISK = DiskFiles()

@@ -295,7 +295,7 @@ async def restore_files(tree: SessionTree | None, store: SnapshotStore, entry_id
 
     Only files that differ are written or deleted; ignored files, files too large to snapshot
     and paths under `.git/` or `.pi/` or behind a symlink are never touched. A file open in the
-    editor is changed there (the user saves it), unless the restore deletes it.
+    editor is changed there (the user saves it), or deleted through it (its buffer goes too).
     """
     reason = store.unavailable_reason
     if reason is not None:
@@ -303,12 +303,19 @@ async def restore_files(tree: SessionTree | None, store: SnapshotStore, entry_id
     target = target_of(tree, entry_id, undo_id)
     found = await changes_to(store, target, files=files)
     texts = await editor_restores(store, target, found)
-    await store.restore(target.tree, [f for f in found.files if f.path not in texts])
-    for path, text in texts.items():
+    deletes = [f for f in found.files if f.status == "deleted" and f.path in found.in_editor]
+    in_editor = {*texts, *(f.path for f in deletes)}
+    await store.restore(target.tree, [f for f in found.files if f.path not in in_editor])
+    for change in found.files:
         try:
-            await files.write_text(store.root / path, text)
+            if change.path in texts:
+                await files.write_text(store.root / change.path, texts[change.path])
+            elif change.path in in_editor:
+                await files.delete_in_editor(store.root / change.path)
         except (ToolError, OSError) as error:
-            raise RewindError(f"{path} was not restored: {error}") from None
+            raise RewindError(f"{change.path} was not restored: {error}") from None
+    # What an editor could not delete goes on disk, with the folders left empty.
+    await store.restore(target.tree, deletes)
     return RestoreResult(files=found.files, undo_id=found.current.tree, skipped=found.skipped,
                          refused=found.refused, in_editor=sorted(texts))
 

@@ -374,9 +374,9 @@ def _remove(root: Path, relative: str) -> None:
     """Delete one file (a symlink itself, never what it leads to), then the folders it leaves
     empty (never the root)."""
     path = root / relative
-    if not (path.is_file() or path.is_symlink()):
+    if path.is_dir() and not path.is_symlink():
         return
-    path.unlink()
+    path.unlink(missing_ok=True)  # an editor may have deleted it
     parent = path.parent
     while parent != root and root in parent.parents:
         try:

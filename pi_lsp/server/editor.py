@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -109,23 +110,46 @@ class EditorFiles:
             return DISK.read_text(path)
         return self.applied.get(document.uri, document.source)
 
+    def can_edit(self) -> bool:
+        workspace = self.server.client_capabilities.workspace
+        return workspace is not None and workspace.apply_edit is True
+
+    def can_delete(self) -> bool:
+        workspace = self.server.client_capabilities.workspace
+        edits = workspace.workspace_edit if workspace is not None else None
+        return self.can_edit() and edits is not None and \
+            types.ResourceOperationKind.Delete in (edits.resource_operations or ())
+
     async def write_text(self, path: Path, text: str) -> None:
         document = self.document(path)
-        workspace = self.server.client_capabilities.workspace
-        if document is None or workspace is None or not workspace.apply_edit:
+        if document is None or not self.can_edit():
             await DISK.write_text(path, text)
             return
+        # Only the changed span, so the editor's cursor, marks and undo stay where they were.
         edit = types.TextDocumentEdit(
             text_document=types.OptionalVersionedTextDocumentIdentifier(
                 uri=document.uri, version=document.version),
-            edits=[types.TextEdit(range=types.Range(types.Position(0, 0), end_of(document)),
-                                  new_text=text)])
-        answer = await self.server.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(
-            edit=types.WorkspaceEdit(document_changes=[edit]), label=f"pi: {path.name}"))
+            edits=[smallest_edit(document.source, text,
+                                 document.position_codec.client_num_units)])
+        await self.apply(path, types.WorkspaceEdit(document_changes=[edit]), f"pi: {path.name}")
+        self.applied[document.uri] = text
+
+    async def delete_in_editor(self, path: Path) -> None:
+        document = self.document(path)
+        if document is None or not self.can_delete():
+            return
+        delete = types.DeleteFile(uri=document.uri,
+                                  options=types.DeleteFileOptions(ignore_if_not_exists=True))
+        await self.apply(path, types.WorkspaceEdit(document_changes=[delete]),
+                         f"pi: delete {path.name}")
+        self.forget(document.uri)
+
+    async def apply(self, path: Path, edit: types.WorkspaceEdit, label: str) -> None:
+        answer = await self.server.workspace_apply_edit_async(
+            types.ApplyWorkspaceEditParams(edit=edit, label=label))
         if not answer.applied:
             raise ToolError(f"the editor did not apply the change to {path}"
                             f"{': ' + answer.failure_reason if answer.failure_reason else ''}")
-        self.applied[document.uri] = text
 
 
 def same_as_disk(text: str, path: Path) -> bool:
@@ -136,15 +160,31 @@ def same_as_disk(text: str, path: Path) -> bool:
         return False
 
 
-def end_of(document: TextDocument) -> types.Position:
-    """The position after the last character, in the client's units."""
-    lines = document.lines
-    if not lines:
-        return types.Position(0, 0)
-    last = lines[-1]
-    if last.endswith("\n"):
-        return types.Position(len(lines), 0)
-    return types.Position(len(lines) - 1, document.position_codec.client_num_units(last))
+def smallest_edit(old: str, new: str, units: Callable[[str], int] = len) -> types.TextEdit:
+    """The one edit that turns `old` into `new`: the span between their common prefix and
+    suffix; `units` counts a line's characters as the client does."""
+    limit = min(len(old), len(new))
+    start = 0
+    while start < limit and old[start] == new[start]:
+        start += 1
+    if start and old[start - 1] == "\r":  # never split a CRLF: a lone CR breaks a line too
+        start -= 1
+    kept = 0
+    while kept < limit - start and old[-1 - kept] == new[-1 - kept]:
+        kept += 1
+    if kept and old[-kept] == "\n" and "\r" in (old[-kept - 1:-kept], new[-kept - 1:-kept]):
+        kept -= 1
+    return types.TextEdit(range=types.Range(position_at(old, start, units),
+                                            position_at(old, len(old) - kept, units)),
+                          new_text=new[start:len(new) - kept])
+
+
+def position_at(text: str, offset: int, units: Callable[[str], int]) -> types.Position:
+    """The LSP position of `text[offset]` (lines end at CR, LF or CRLF, as LSP counts them)."""
+    before = text[:offset]
+    line = before.count("\n") + before.count("\r") - before.count("\r\n")
+    line_start = max(before.rfind("\n"), before.rfind("\r")) + 1
+    return types.Position(line, units(before[line_start:]))
 
 
 class UriProblems(msgspec.Struct):

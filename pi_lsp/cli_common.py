@@ -1,0 +1,37 @@
+"""What every `pi-lsp` command shares: its exit codes, its one error, opening the session file it
+is given, and writing JSON lines."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from pi_lsp.session.entries import encoder
+from pi_lsp.session.journal import NotASessionError
+from pi_lsp.session.tree import SessionTree
+
+EXIT_PROBLEMS = 1
+EXIT_USAGE = 2
+
+
+class CliError(Exception):
+    """A problem with what the user asked for; printed as one line."""
+
+
+def open_session(path: str) -> SessionTree:
+    if not os.path.exists(path):
+        raise CliError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise CliError(f"{path}: is a directory, not a session file")
+    try:
+        return SessionTree.open(path)
+    except NotASessionError as error:
+        raise CliError(f"{path}: not a pi session file ({error})") from None
+    except OSError as error:
+        raise CliError(f"{path}: cannot read ({error.strerror})") from None
+
+
+def write_line(value: object) -> None:
+    """One JSON line; the newline is written apart so a large context is not copied again."""
+    sys.stdout.buffer.write(encoder.encode(value))
+    sys.stdout.buffer.write(b"\n")
