@@ -1,7 +1,10 @@
 -- pi-lsp for Neovim: a thin client of the pi-lsp language server. Every
 -- session operation is a server command; this plugin only shows results and
 -- turns keys into commands. See :help pi_lsp.
+-- This module is the top layer: it wires the modules below it (the client
+-- knows no view), so no module requires one that requires it back.
 local config = require("pi_lsp.config")
+local util = require("pi_lsp.util")
 
 local M = {}
 
@@ -19,6 +22,25 @@ local function define_highlights()
   end
 end
 
+-- What the lower modules hand upward: the server's requests and a started
+-- server; and the views' own listeners.
+local function wire()
+  local client = require("pi_lsp.client")
+  local chat = require("pi_lsp.chat")
+  local editor = require("pi_lsp.editor")
+  client.answer("window/showMessageRequest", chat.approve)
+  client.answer("pi/approveTool", editor.approve_tool, editor.CAPABILITIES)
+  client.answer("pi/diagnostics", editor.diagnostics, editor.CAPABILITIES)
+  util.on("initialized", function(root, started)
+    require("pi_lsp.trust").on_start(root)
+    -- Open file buffers are synced: the agent reads their unsaved text and
+    -- edits them through workspace/applyEdit.
+    editor.sync_buffers(started, root)
+  end)
+  require("pi_lsp.session").setup_listeners()
+  chat.setup_listeners()
+end
+
 --- Configure pi-lsp and (unless autostart = false) start the server for the
 --- current workspace, if one of `root_markers` marks it: a folder without
 --- one gets a server only when a command asks. Calling it again replaces
@@ -32,8 +54,7 @@ function M.setup(opts)
   define_highlights()
   if not listening then
     listening = true
-    require("pi_lsp.session").setup_listeners()
-    require("pi_lsp.chat").setup_listeners()
+    wire()
   end
   M.configured = true
   local client = require("pi_lsp.client")
