@@ -73,7 +73,6 @@ end
 
 -- The user commands' entry points: each makes sure of setup, then hands its argument on.
 local entry_points = {
-  sessions = { "pi_lsp.session", "sessions_command" },
   tree = { "pi_lsp.tree", "command" },
   chat = { "pi_lsp.chat", "command" },
   context = { "pi_lsp.context", "command" },
@@ -89,6 +88,20 @@ for name, target in pairs(entry_points) do
     M.ensure_setup()
     require(target[1])[target[2]](arg)
   end
+end
+
+--- `:PiSessions`: pick, then open what `open` says (a new session opens the chat).
+function M.sessions()
+  M.ensure_setup()
+  require("pi_lsp.session").pick(function(uri, created)
+    -- A new session has no tree to look at yet: the chat is where to start.
+    local open = created and "chat" or config.options.open
+    if open == "tree" then
+      require("pi_lsp.tree").open(uri)
+    elseif open == "chat" then
+      require("pi_lsp.chat").open(uri)
+    end
+  end)
 end
 
 --- For 'statusline' / 'winbar': "π claude-opus-4-5 · high · 8.1k/200k · busy"
