@@ -2,7 +2,8 @@
 -- session operation is a server command; this plugin only shows results and
 -- turns keys into commands. See :help pi_lsp.
 -- This module is the top layer: it wires the modules below it (the client
--- knows no view), so no module requires one that requires it back.
+-- knows no view; the chat asks for the tree, which sits above it, through
+-- the bus), so no module requires one that requires it back.
 local config = require("pi_lsp.config")
 local util = require("pi_lsp.util")
 
@@ -22,8 +23,8 @@ local function define_highlights()
   end
 end
 
--- What the lower modules hand upward: the server's requests and a started
--- server; and the views' own listeners.
+-- What the lower modules hand upward: the server's requests, a started
+-- server, the tree asked for by the chat; and the views' own listeners.
 local function wire()
   local client = require("pi_lsp.client")
   local chat = require("pi_lsp.chat")
@@ -36,6 +37,9 @@ local function wire()
     -- Open file buffers are synced: the agent reads their unsaved text and
     -- edits them through workspace/applyEdit.
     editor.sync_buffers(started, root)
+  end)
+  util.on("openTree", function(uri)
+    require("pi_lsp.tree").open(uri)
   end)
   require("pi_lsp.session").setup_listeners()
   chat.setup_listeners()
