@@ -1,7 +1,7 @@
 -- The language client: one pi-lsp process per workspace root, started with
 -- vim.lsp, and `exec` to run the server's pi.* commands. Server notifications
 -- are re-emitted on the util bus for the views; server requests go to the
--- handler registered for them (init.lua wires both), so this transport knows
+-- answer registered for them (init.lua wires both), so this transport knows
 -- nothing of the modules above it.
 local config = require("pi_lsp.config")
 local util = require("pi_lsp.util")
