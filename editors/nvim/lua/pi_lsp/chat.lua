@@ -397,7 +397,7 @@ local function map_keys(chat)
     M.send(chat, "prompt")
   end, "pi: send")
   util.map(chat.buf, "n", keys.tree, function()
-    require("pi_lsp.tree").open(chat.uri)
+    util.emit("openTree", chat.uri) -- the tree sits above the chat (it fills the input)
   end, "pi: tree")
   util.map(chat.buf, "n", keys.context, function()
     require("pi_lsp.context").preview(chat.uri)
@@ -462,7 +462,7 @@ local function create(uri)
   return chat
 end
 
-local STATUSLINE = "%{%v:lua.require'pi_lsp'.statusline()%}"
+local STATUSLINE = "%{%v:lua.require'pi_lsp.session'.statusline()%}"
 
 local function show(chat)
   local chat_win = vim.fn.bufwinid(chat.buf)

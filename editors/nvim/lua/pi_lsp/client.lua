@@ -1,6 +1,8 @@
 -- The language client: one pi-lsp process per workspace root, started with
 -- vim.lsp, and `exec` to run the server's pi.* commands. Server notifications
--- are re-emitted on the util bus for the views.
+-- are re-emitted on the util bus for the views; server requests go to the
+-- answer registered for them (init.lua wires both), so this transport knows
+-- nothing of the modules above it.
 local config = require("pi_lsp.config")
 local util = require("pi_lsp.util")
 
@@ -9,6 +11,8 @@ local M = {}
 M.NAME = "pi_lsp"
 local clients = {} -- root -> client id
 local waiting = {} -- client id -> calls made before the server was initialized
+local answers = {} -- server request method -> fn(params) that answers it
+local claims = {} -- capabilities the registered answers let the client claim
 
 --- The nearest folder holding one of `root_markers`, looking upward from a
 --- file buffer's path (anything else: from the cwd); nil if there is none.
@@ -31,29 +35,33 @@ function M.root(buf)
   return vim.b[buf].pi_lsp_root or M.marked_root(buf) or vim.fn.getcwd()
 end
 
--- Server-to-client traffic. Notifications go to the bus; the approval request
--- is answered by the chat module, which may wait for the user.
+--- Answer the server's `method` requests with `fn(params)`; `capabilities`:
+--- what the client tells servers it starts from now on, because it answers them.
+function M.answer(method, fn, capabilities)
+  answers[method] = fn
+  claims = vim.tbl_deep_extend("force", claims, capabilities or {})
+end
+
+-- Server-to-client traffic: notifications go to the bus, requests to their
+-- registered answers (which may wait for the user).
 local function handlers()
   local function relay(event)
     return function(_, params, ctx)
       util.emit(event, params or {}, ctx and ctx.client_id)
     end
   end
-  return {
+  local out = {
     ["pi/sessionsChanged"] = relay("sessionsChanged"),
     ["pi/sessionChanged"] = relay("sessionChanged"),
     ["pi/turn"] = relay("turn"),
     ["pi/jobDone"] = relay("jobDone"),
-    ["window/showMessageRequest"] = function(_, params)
-      return require("pi_lsp.chat").approve(params)
-    end,
-    ["pi/approveTool"] = function(_, params)
-      return require("pi_lsp.editor").approve_tool(params)
-    end,
-    ["pi/diagnostics"] = function(_, params)
-      return require("pi_lsp.editor").diagnostics(params)
-    end,
   }
+  for method, fn in pairs(answers) do
+    out[method] = function(_, params)
+      return fn(params)
+    end
+  end
+  return out
 end
 
 --- An empty Lua table encodes as a JSON array; the server wants objects.
@@ -82,17 +90,13 @@ local function start(root)
     workspace_folders = { { uri = vim.uri_from_fname(root), name = vim.fs.basename(root) } },
     init_options = object(opts.settings),
     handlers = handlers(),
-    capabilities = vim.tbl_deep_extend("force", vim.lsp.protocol.make_client_capabilities(),
-      require("pi_lsp.editor").CAPABILITIES),
+    capabilities = vim.tbl_deep_extend("force", vim.lsp.protocol.make_client_capabilities(), claims),
     -- The server creates its session hub on `initialized`, which nvim sends
     -- just before on_init runs: only now may commands go out.
     on_init = function(client)
       vim.schedule(function()
         flush_waiting(client)
-        require("pi_lsp.trust").on_start(root)
-        -- Open file buffers are synced: the agent reads their unsaved text and
-        -- edits them through workspace/applyEdit.
-        require("pi_lsp.editor").sync_buffers(client, root)
+        util.emit("initialized", root, client)
       end)
     end,
     on_exit = function(_, _, client_id)

@@ -1,7 +1,6 @@
 -- Which session a command acts on, the session list, the per-session status
 -- the statusline shows, and waiting for background jobs.
 local client = require("pi_lsp.client")
-local config = require("pi_lsp.config")
 local util = require("pi_lsp.util")
 
 local M = {}
@@ -202,19 +201,6 @@ function M.pick(callback, opts)
       M.use(item.uri)
       callback(item.uri)
     end)
-  end)
-end
-
---- `:PiSessions`: pick, then open what `open` says (a new session opens the chat).
-function M.sessions_command()
-  M.pick(function(uri, created)
-    -- A new session has no tree to look at yet: the chat is where to start.
-    local open = created and "chat" or config.options.open
-    if open == "tree" then
-      require("pi_lsp.tree").open(uri)
-    elseif open == "chat" then
-      require("pi_lsp.chat").open(uri)
-    end
   end)
 end
 

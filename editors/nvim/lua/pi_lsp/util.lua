@@ -56,6 +56,10 @@ end
 -- -- event bus ----------------------------------------------------------------------------
 -- Notifications from the server are fanned out to whichever views are open;
 -- views subscribe when created and unsubscribe when their buffer goes away.
+-- It also carries what a lower module must not call upward for (init.lua
+-- wires the listeners): the events are the server's sessionsChanged,
+-- sessionChanged, turn and jobDone; initialized (root, client: a server is
+-- ready); listed (root: session.list); openTree (uri: the chat asks for it).
 
 local listeners = {}
 
