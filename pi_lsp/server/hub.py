@@ -29,7 +29,7 @@ from pi_lsp.providers.wire import request_params
 from pi_lsp.server.cache import LruCache
 from pi_lsp.server.config import Config
 from pi_lsp.server.open_session import OpenSession
-from pi_lsp.server.treeview import HeldView, TreeDelta, TreeView, TreeViews
+from pi_lsp.server.treeview import HeldView, RowsUnder, TreeDelta, TreeView, TreeViews
 from pi_lsp.server.workspace import Workspace
 from pi_lsp.session.catalog import (
     SessionIndex,
@@ -269,10 +269,17 @@ class SessionHub(Workspace):
             tree.append_session_info(name)
         return Path(tree.path)
 
-    def tree_view(self, path: Path, bookkeeping: bool = False) -> TreeView:
-        """The rows an editor draws, in order (`session/layout.py`), with what each row says."""
+    def tree_view(self, path: Path, bookkeeping: bool = False, limit: int | None = None
+                  ) -> TreeView:
+        """The rows an editor draws, in order (`session/layout.py`), with what each row says;
+        folded to the current path's last `limit` rows and the branches off them when given."""
         session = self.sync(path)
-        return self.views.view(session.view, session.tree, bookkeeping)
+        return self.views.view(session.view, session.tree, bookkeeping, limit)
+
+    def rows_under(self, path: Path, under: str, start: int, limit: int) -> RowsUnder:
+        """A page of the rows folded under one row of the tree last shown."""
+        session = self.sync(path)
+        return self.views.rows_under(session.view, session.tree, under, start, limit)
 
     def tree_delta(self, path: Path, tree: SessionTree) -> TreeDelta | None:
         """The change to the tree an editor was shown, for `pi/sessionChanged`."""
