@@ -66,7 +66,7 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
   const session = (arg: unknown) => sessions.resolve(arg);
 
   async function node(uri: string, id: string): Promise<TreeNode | undefined> {
-    return (await c.view.shape(uri)).byId.get(id);
+    return c.view.node(uri, id);
   }
 
   /** The entry the argument names, else one picked from the session's entries. */
