@@ -12,19 +12,29 @@ end, "the tree buffer did not render", buf)
 
 -- Entries, the current path, the leaf and labels are shown.
 H.check(H.contains(buf, "Fix slow order listing — 56 entries, leaf 8fb6dff7"), "header names the session and leaf", buf)
-H.check(H.contains(buf, "[orm-dead-end]"), "label orm-dead-end shown", buf)
 H.check(H.contains(buf, "[tests-green]"), "label tests-green shown", buf)
 local leaf_line = H.lines(buf)[H.line_of(buf, "← leaf")]
 H.check(leaf_line:find("8fb6dff7", 1, true) and leaf_line:find("*", 1, true), "the leaf line is on the path: " .. leaf_line)
-local dead_end = H.lines(buf)[H.entry(buf, "28511eec")]
-H.check(not dead_end:find("* 28511eec", 1, true), "the dead end is off the path: " .. dead_end)
 H.check(H.lines(buf)[2]:find('^" <CR> branch · s summary · .*%? keys$'), "a help line is shown", buf)
 H.check(vim.api.nvim_get_current_buf() == buf, "the tree window is current")
 H.check(vim.api.nvim_win_get_cursor(0)[1] == H.line_of(buf, "← leaf"), "the cursor starts on the leaf")
--- The abandoned ORM branch is folded, the path is not.
+-- The abandoned ORM branch is folded, the path is not; the server sent the branch's first row
+-- and its count, and opening the fold fetches its rows.
 local orm_start = H.entry(buf, "e1afef94")
 H.check(vim.fn.foldclosed(orm_start) == orm_start, "the off-path branch is folded")
 H.check(vim.fn.foldclosed(H.entry(buf, "904e4bce")) == -1, "the current path is not folded")
+H.check(H.entry(buf, "28511eec") == nil and H.lines(buf)[orm_start + 1] == "    … 13 more rows",
+  "the folded branch's rows are not fetched yet", buf)
+vim.api.nvim_win_set_cursor(0, { orm_start, 0 })
+H.keys("zo")
+H.wait(function()
+  return H.entry(buf, "28511eec") ~= nil
+end, "opening the fold did not fetch its rows", buf)
+H.check(not H.contains(buf, "more rows") and vim.fn.foldclosed(orm_start) == -1, "all 13 rows, the fold open", buf)
+vim.cmd("normal! zc")
+H.check(H.contains(buf, "[orm-dead-end]"), "label orm-dead-end shown", buf)
+local dead_end = H.lines(buf)[H.entry(buf, "28511eec")]
+H.check(not dead_end:find("* 28511eec", 1, true), "the dead end is off the path: " .. dead_end)
 
 -- Lines fit the window: the preview is shortened, never the id, label or leaf mark.
 local function fits(width)
@@ -104,6 +114,10 @@ H.check(H.exec("pi.getTree", { uri = vim.b[buf].pi_lsp_uri }).leafId == "28511ee
 H.check(H.lines(buf)[H.entry(buf, "28511eec")]:find("* 28511eec", 1, true), "the new leaf is on the path", buf)
 H.check(vim.api.nvim_win_get_cursor(0)[1] == H.entry(buf, "28511eec"), "the cursor stays on the entry")
 
+-- The branch left comes folded; its fold was open, so its rows are fetched again.
+H.wait(function()
+  return H.entry(buf, "c66a750f") ~= nil
+end, "the rows of the open fold of the branch left were not fetched", buf)
 -- Label the old leaf with `l`.
 vim.api.nvim_win_set_cursor(0, { H.entry(buf, "c66a750f"), 0 })
 table.insert(H.inputs, "regression-test")
@@ -157,13 +171,18 @@ H.check(require("pi_lsp").statusline():find("/200k", 1, true), "statusline shows
 -- leaf moves and context edits left out, their children lifted), as the VS Code view does.
 local every = vim.fn.getcwd() .. "/.pi/sessions/every-type.jsonl"
 vim.fn.writefile(vim.fn.readfile(vim.env.PI_LSP_EVERY_TYPE, "b"), every, "b")
+local rows = H.exec("pi.getTree", { uri = vim.uri_from_fname(every) }).nodes
 require("pi_lsp.tree").open(vim.uri_from_fname(every))
 local every_buf
 H.wait(function()
   every_buf = H.find_buf("pi://tree/every-type")
   return every_buf and H.contains(every_buf, "← leaf")
 end, "the every-type tree did not render", every_buf)
-local rows = H.exec("pi.getTree", { uri = vim.uri_from_fname(every) }).nodes
+-- Every fold opened: the rows folded off the path are fetched.
+H.keys("zR")
+H.wait(function()
+  return not H.contains(every_buf, "more rows")
+end, "opening every fold did not fetch the folded rows", every_buf)
 local drawn = H.lines(every_buf)
 H.check(drawn[1]:find("^Every type — 15 entries, leaf u3"), "header: " .. drawn[1])
 H.check(#drawn == 2 + #rows and #rows == 10, "one line per row", every_buf)
