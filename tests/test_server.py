@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -605,11 +606,19 @@ async def test_preview_context_in_pages(pi: Pi) -> None:
     messages = whole["messages"]
     assert len(messages) > 8
     first = await call(pi.client, "pi.previewContext", {"uri": pi.uri, "page": 4})
-    assert "markdown" not in first and "messages" not in first
+    assert "messages" not in first
+    # The Markdown of the pages sent, and a line for the messages left out between them.
+    header, *sections = re.split(r"\n\n(?=## \d+\. )", whole["markdown"].rstrip("\n"))
+    count = len(sections)
+    assert count == len(messages)
+    gap = f"_… messages 5 to {count - 4} not shown_"
+    assert first["markdown"] == "\n\n".join(
+        [header, *sections[:4], gap, *sections[-4:]]) + "\n"
+    more = await call(pi.client, "pi.previewContext", {"uri": pi.uri, "page": 4, "start": 4})
+    assert more["markdown"].startswith(header + "\n\n_… messages 1 to 4 not shown_\n\n## 5.")
     assert (first["totalMessages"], first["totalTokens"]) == (len(messages), whole["totalTokens"])
     assert [(p["start"], p["messages"]) for p in first["pages"]] == \
         [(0, messages[:4]), (len(messages) - 4, messages[-4:])]
-    more = await call(pi.client, "pi.previewContext", {"uri": pi.uri, "page": 4, "start": 4})
     assert [(p["start"], p["messages"]) for p in more["pages"]] == [(4, messages[4:8])]
     small = await call(pi.client, "pi.previewContext", {"uri": pi.uri, "page": len(messages)})
     assert [(p["start"], p["messages"]) for p in small["pages"]] == [(0, messages)]

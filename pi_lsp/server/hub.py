@@ -106,7 +106,7 @@ class SessionHub(Workspace):
         self.views = TreeViews()
         # Previews are bounded across sessions (each may hold tens of MB), so they are kept
         # here, by session path, and dropped with their session.
-        self._previews: LruCache[tuple[Path, str | None, str], tuple[object, Preview]] = \
+        self._previews: LruCache[tuple[Path, str | None, str, bool], tuple[object, Preview]] = \
             LruCache(MAX_PREVIEWS, MAX_PREVIEW_BYTES, lambda item: preview_weight(item[1]))
 
     def list_sessions(self) -> list[SessionSummary]:
@@ -286,8 +286,10 @@ class SessionHub(Workspace):
         session = self.open.get(path.resolve())
         return self.views.delta(session.view, tree) if session is not None else None
 
-    def preview(self, path: Path, leaf_id: str | None, layer: Layer) -> Preview:
-        """The context at an entry in one layer, read without making the session's agent."""
+    def preview(self, path: Path, leaf_id: str | None, layer: Layer, markdown: bool = True
+                ) -> Preview:
+        """The context at an entry in one layer, read without making the session's agent;
+        without its `markdown` when the caller renders pages of it."""
         tree = self.sync(path).tree
         leaf = leaf_id if leaf_id is not None else tree.leaf_id
         if leaf is not None:
@@ -295,27 +297,27 @@ class SessionHub(Workspace):
         settings = self.settings_for(path)
         agent = agent_setup(self.folder_of(path), ALL_TOOLS, settings.registry(),
                             (settings.default_provider, settings.default_model))
-        key = (path.resolve(), leaf, layer)
+        key = (path.resolve(), leaf, layer, markdown)
         model = model_at(context_settings(tree.path_to(leaf)), agent.registry,
                          agent.default_model)
         state = (id(tree.records), len(tree.records), model.id, agent.sections)
         cached = self._previews.get(key)
         if cached is not None and cached[0] == state:
             return cached[1]
-        preview = self._build_preview(tree, leaf, layer, agent, model)
+        preview = self._build_preview(tree, leaf, layer, agent, model, markdown)
         self._previews.put(key, (state, preview))
         return preview
 
     @staticmethod
     def _build_preview(tree: SessionTree, leaf: str | None, layer: Layer, agent: AgentSetup,
-                       info: ModelInfo) -> Preview:
+                       info: ModelInfo, markdown: bool) -> Preview:
         built = build_layer(tree, leaf, layer, agent)
         model, window = f"{info.provider}/{info.id}", info.context_window
         return Preview(
             leaf_id=leaf, layer=layer, model=model, thinking_level=built.thinking_level,
             messages=built.rows, total_tokens=built.total_tokens, context_window=window,
             markdown=render_markdown(leaf, layer, built.rows, built.total_tokens, window,
-                                     built.thinking_level, model),
+                                     built.thinking_level, model) if markdown else "",
             request=request_params(built.request) if built.request is not None else None,
         )
 

@@ -52,7 +52,8 @@ async def get_tree(ls: PiServer, args: TreeArgs) -> Any:
 
 
 async def preview_context(ls: PiServer, args: PreviewArgs) -> Any:
-    preview = ls.hub.preview(await ls.open_tree(args.uri), args.leaf_id, args.layer)
+    preview = ls.hub.preview(await ls.open_tree(args.uri), args.leaf_id, args.layer,
+                             markdown=args.page is None)
     return preview if args.page is None else paged(preview, args.page, args.start)
 
 
