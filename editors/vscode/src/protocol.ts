@@ -158,7 +158,8 @@ export interface Commands {
   "pi.newSession": [{ name?: string; folderUri?: string }, { uri: string }];
   /** With `under`, the answer is a RowsUnder page instead. */
   "pi.getTree": [{ uri: string; limit?: number; under?: string; start?: number }, TreeResult];
-  "pi.previewContext": [{ uri: string; leafId?: string; layer?: Layer }, PreviewResult];
+  /** With `page`, `messages` is left out: `markdown` shows the first and last `page` messages. */
+  "pi.previewContext": [{ uri: string; leafId?: string; layer?: Layer; page?: number }, PreviewResult];
   "pi.diffContext": [{ uri: string; fromLeafId: string; toLeafId: string }, DiffResult];
   "pi.branch": [{ uri: string; targetId: string }, BranchResult];
   "pi.branchWithSummary": [{ uri: string; targetId: string; instructions?: string }, { jobId: string }];

@@ -247,6 +247,28 @@ test("a path longer than the view asks for: its earlier rows come on demand", as
   assert.deepEqual([all[0].entryId, all.at(-1).entryId], ["p0", "p349"]);
 });
 
+test("a long context's preview shows both ends at first, more on Show More of the Context", async () => {
+  const path = require("node:path");
+  const file = path.join(ws.sessionsDir, "long-context.jsonl");
+  const lines = [JSON.stringify({ type: "session", version: 3, id: "long-context", timestamp: "2026-12-01T10:00:00.000Z", cwd: "/tmp/long" })];
+  for (let i = 0; i < 350; i++) {
+    lines.push(JSON.stringify({ type: "message", id: `c${i}`, parentId: i ? `c${i - 1}` : null, timestamp: "2026-12-01T10:00:01.000Z",
+      message: { role: "user", content: `prompt ${i}`, timestamp: 1796119201000 } }));
+  }
+  require("node:fs").writeFileSync(file, lines.join("\n") + "\n");
+  const uri = vscode.Uri.file(file).toString();
+  const doc = await run("piLsp.previewContext", { uri });
+  const text = () => rec.shown.at(-1).getText();
+  assert.equal(rec.shown.at(-1).uri.toString(), doc.toString());
+  assert.match(text(), /## 50\. user/);
+  assert.match(text(), /_… messages 51 to 300 not shown_/);
+  assert.match(text(), /## 350\. user · \d+ tokens · `c349`/);
+  await run("piLsp.showMoreContext", doc);
+  const more = await api.contextProvider.provideTextDocumentContent(doc);
+  assert.match(more, /## 100\. user/);
+  assert.match(more, /_… messages 101 to 250 not shown_/);
+});
+
 test("a failing command shows the server's message instead of throwing", async () => {
   const before = errors().length;
   assert.equal(await run("piLsp.branch", { uri: sessionUri, entryId: "no-such-entry" }), undefined);
