@@ -216,4 +216,30 @@ H.check(appended:find("^  %* u5 user: Appe.*  ← leaf$") and H.entry(every_buf,
 H.check(H.lines(every_buf)[1]:find("16 entries, leaf u5", 1, true), "header: " .. H.lines(every_buf)[1])
 H.check(fetched == 0, "the tree was patched, not fetched (" .. fetched .. " pi.getTree)")
 
+-- A long context's preview: the first and last 50 messages at once, `+` shows more.
+local long = vim.fn.getcwd() .. "/.pi/sessions/long-context.jsonl"
+local long_lines = {
+  vim.json.encode({ type = "session", version = 3, id = "long-context", timestamp = "2026-12-01T10:00:00.000Z", cwd = "/tmp/long" }),
+}
+for i = 0, 349 do
+  long_lines[#long_lines + 1] = vim.json.encode({
+    type = "message", id = "c" .. i, parentId = i > 0 and ("c" .. (i - 1)) or vim.NIL, timestamp = "2026-12-01T10:00:01.000Z",
+    message = { role = "user", content = "prompt " .. i, timestamp = 1796119201000 },
+  })
+end
+vim.fn.writefile(long_lines, long)
+require("pi_lsp.context").preview(vim.uri_from_fname(long))
+local long_buf
+H.wait(function()
+  long_buf = H.find_buf("pi://context/long-context")
+  return long_buf and H.contains(long_buf, "_… messages 51 to 300 not shown_")
+end, "the long context's preview did not show both ends", long_buf)
+H.check(H.contains(long_buf, "## 50. user") and H.contains(long_buf, "## 350. user"), "both ends are shown", long_buf)
+vim.api.nvim_set_current_win(vim.fn.bufwinid(long_buf))
+H.keys("+")
+H.wait(function()
+  return H.contains(long_buf, "_… messages 101 to 250 not shown_")
+end, "`+` did not show more of the context", long_buf)
+H.check(H.contains(long_buf, "## 100. user"), "50 more from each end", long_buf)
+
 H.finish()
