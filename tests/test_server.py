@@ -424,7 +424,7 @@ async def test_get_tree(pi: Pi) -> None:
     assert isinstance(tree["version"], int)
     for node in tree["nodes"]:
         assert set(node) == {"id", "parentId", "depth", "head", "type", "role", "preview",
-                             "label", "timestamp", "onPath"}
+                             "label", "timestamp", "onPath", "hidden"}
     question = nodes[FORK_QUESTION]
     assert (question["type"], question["role"], question["parentId"]) == \
         ("message", "user", FORK_PARENT)

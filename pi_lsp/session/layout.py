@@ -25,6 +25,8 @@ class Row:
 
 def is_shown(record: Record, bookkeeping: bool = False) -> bool:
     """Usage records never; leaf moves and context edits (pi's "bookkeeping") when asked for."""
+    if record.env.type == "message":  # most entries: decided without a look inside
+        return True
     if record.env.type in ALWAYS_HIDDEN:
         return False
     return bookkeeping or not (record.env.type == "context_edit" or is_leaf_move(record))
