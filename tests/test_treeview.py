@@ -88,3 +88,24 @@ def test_a_folded_view_unfolds_to_a_slice_of_the_whole(source: Path, limit: int)
                     not is_shown(tree.by_id[parent]):
                 parent = tree.by_id[parent].env.parent_id
             assert node.id in path or parent in path or parent is None, node.id
+
+
+def test_a_folded_window_keeps_its_start_while_it_grows_up_to_twice_its_size(
+        tmp_path: Path) -> None:
+    """Rows appended under the leaf widen the window; laid out again (a label), the window
+    still starts where it did, so the change sent is small, until it is twice as long."""
+    tree = SessionTree.open(str(shutil.copy(EXAMPLE, tmp_path / "s.jsonl")))
+    views, held = TreeViews(), HeldView()
+    first = views.view(held, tree, False, 3).nodes[0].id
+
+    def path_rows() -> list[str]:
+        view = views.view(held, tree, False, 3)
+        return [node.id for node in view.nodes if node.on_path]
+
+    prompt(tree)
+    prompt(tree)
+    tree.append_label(FORK_PARENT, "x")  # not grown: laid out again
+    assert len(path_rows()) == 6 and path_rows()[0] == first
+    prompt(tree)
+    tree.append_label(FORK_PARENT, "y")
+    assert len(path_rows()) == 3

@@ -106,8 +106,9 @@ class Folded:
 def fold(rows: list[Row], on_path: set[str], keep: int | None, cut: str | None = None
          ) -> Folded:
     """The current path's rows and one row per branch off it, each folded to that row; of
-    the path only the last `keep` rows (from `cut` when it is on the path), with the branches
-    off those. `keep` None: every row, nothing folded."""
+    the path only the last `keep` rows (from `cut` when it is on the path and no more than
+    2 * `keep` rows back, so a growing window changes little), with the branches off those.
+    `keep` None: every row, nothing folded."""
     if keep is None:
         return Folded(0, [(at, 0) for at in range(len(rows))], None)
     items: list[tuple[int, int, int]] = []  # index, folded rows, the path row it hangs off
@@ -129,9 +130,10 @@ def fold(rows: list[Row], on_path: set[str], keep: int | None, cut: str | None =
         at = end
     paths = [item for item in items if rows[item[0]].record.env.id in on_path]
     first = max(0, len(paths) - keep)
-    if cut is not None and cut in on_path:
+    if cut is not None and cut in on_path:  # the window grew: keep it up to twice its size
         first = min(first, next((n for n, item in enumerate(paths)
-                                 if rows[item[0]].record.env.id == cut), first))
+                                 if rows[item[0]].record.env.id == cut and
+                                 n >= len(paths) - 2 * keep), first))
     shown = [(at, hidden) for at, hidden, anchor in items if anchor >= first]
     earlier = len(rows) - sum(1 + hidden for _at, hidden in shown)
     return Folded(earlier, shown, rows[paths[first][0]].record.env.id if paths else None)
