@@ -193,6 +193,13 @@ for i, row in ipairs(rows) do
 end
 H.check(H.lines(every_buf)[H.line_of(every_buf, "← leaf")]:find(" u3 user", 1, true), "the leaf mark sits on u3, above the hidden move", every_buf)
 
+-- The end of a long path can be many forks deep: rows are indented from the shallowest drawn.
+local deep = require("pi_lsp.tree").layout({ nodes = {
+  { id = "d1", depth = 1600, head = false, type = "message", role = "user", preview = "deep" },
+  { id = "d2", depth = 1601, head = true, type = "message", role = "user", preview = "deeper", hidden = 0 },
+} }, 80)
+H.check(deep[1] == "  d1 user: deep" and deep[2] == "  ├─   d2 user: deeper", "indented from the shallowest row: " .. vim.inspect(deep))
+
 -- Another program appends: the tree is patched from pi/sessionChanged, not fetched again.
 local client = require("pi_lsp.client")
 local exec, fetched = client.exec, 0

@@ -85,13 +85,14 @@ end
 
 --- One entry's line. Wider than `width` cells, the preview is shortened: the
 --- id, the label and the leaf mark are never cut.
-local function node_line(node, leaf, width)
+local function node_line(node, leaf, width, base)
+  local indent = ("  "):rep(math.max(0, node.depth - (base or 0)))
   if node.more then
-    return ("%s… %d %s rows"):format(("  "):rep(node.depth), node.count, node.under and "more" or "earlier")
+    return ("%s… %d %s rows"):format(indent, node.count, node.under and "more" or "earlier")
   end
   local mark = node.onPath and "*" or " "
   local kind = node.role or node.type
-  local head = ("%s%s%s %s %s: "):format(("  "):rep(node.depth), node.head and "├─ " or "", mark, node.id, kind)
+  local head = ("%s%s%s %s %s: "):format(indent, node.head and "├─ " or "", mark, node.id, kind)
   local tail = ""
   if node.label and node.label ~= "" then
     tail = tail .. "  [" .. node.label .. "]"
@@ -144,6 +145,12 @@ function M.layout(tree, width)
     end
   end
   local lines, ids, folds, more = {}, {}, {}, {}
+  -- Indented from the shallowest row drawn: the end of a long path can be forks deep.
+  local base = math.huge
+  for _, node in ipairs(nodes) do
+    base = node.more and base or math.min(base, node.depth)
+  end
+  base = base == math.huge and 0 or base
   local open = {} -- folds not yet closed, deepest last: {first line, depth}
   local function close_to(depth, last)
     while #open > 0 and open[#open][2] >= depth do
@@ -154,10 +161,10 @@ function M.layout(tree, width)
   for lnum, node in ipairs(nodes) do
     if node.head then
       -- A branch's fold runs until the next branch at its depth or shallower.
-      close_to(node.depth + 1, lnum - 1)
-      open[#open + 1] = { lnum, node.depth + 1 }
+      close_to(node.depth - base + 1, lnum - 1)
+      open[#open + 1] = { lnum, node.depth - base + 1 }
     end
-    lines[lnum] = node_line(node, tree.leafRow, width)
+    lines[lnum] = node_line(node, tree.leafRow, width, base)
     if node.more then
       more[lnum] = node
     else
@@ -169,7 +176,7 @@ function M.layout(tree, width)
     -- Closed, a fold shows its first line and "… N more lines": that line leaves room for it.
     for _, fold in ipairs(folds) do
       local node = by_id[ids[fold[1]]]
-      lines[fold[1]] = node_line(node, tree.leafRow, width - vim.fn.strdisplaywidth(util.fold_marker(fold[2] - fold[1])))
+      lines[fold[1]] = node_line(node, tree.leafRow, width - vim.fn.strdisplaywidth(util.fold_marker(fold[2] - fold[1])), base)
     end
   end
   return lines, ids, folds, by_id, more
