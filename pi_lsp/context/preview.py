@@ -113,17 +113,27 @@ def message_markdown(message: AgentMessage | None) -> str:
 
 
 def render_markdown(leaf_id: str | None, layer: str, messages: list[LayerRow],
-                    total: int, window: int, thinking_level: str, model: str | None) -> str:
+                    total: int, window: int, thinking_level: str, model: str | None,
+                    pages: list[tuple[int, list[LayerRow]]] | None = None) -> str:
+    """The preview as Markdown; with `pages` (first index, messages) only those messages of
+    `messages`, a line for each run left out."""
     lines = [
         f"# Context at `{leaf_id or '(empty)'}` — {total:,} of {window:,} tokens",
         "",
         f"**Model** {model or '(none)'} · **Thinking** {thinking_level} · **Layer** {layer} · "
         f"{len(messages)} messages",
     ]
-    for number, item in enumerate(messages, 1):
-        where = f" · `{item.entry_id}`" if item.entry_id else ""
-        lines += ["", f"## {number}. {item.role} · {item.tokens:,} tokens{where}", "",
-                  message_markdown(decode_message(item.message))]
+    shown = 0
+    for first, page in pages if pages is not None else [(0, messages)]:
+        if first > shown:
+            lines += ["", f"_… messages {shown + 1} to {first} not shown_"]
+        for number, item in enumerate(page, first + 1):
+            where = f" · `{item.entry_id}`" if item.entry_id else ""
+            lines += ["", f"## {number}. {item.role} · {item.tokens:,} tokens{where}", "",
+                      message_markdown(decode_message(item.message))]
+        shown = first + len(page)
+    if shown < len(messages):
+        lines += ["", f"_… messages {shown + 1} to {len(messages)} not shown_"]
     return "\n".join(lines) + "\n"
 
 

@@ -22,9 +22,12 @@ local function show_scratch(name, lines, uri, filetype)
   return buf, win
 end
 
---- The context preview of `uri` at `leaf_id` (default: the current leaf).
-function M.preview(uri, leaf_id)
-  local args = { uri = uri }
+local PAGE = 50 -- messages from each end of a long context; `+` shows as many more
+
+--- The context preview of `uri` at `leaf_id` (default: the current leaf): the
+--- first and last `page` messages (default PAGE).
+function M.preview(uri, leaf_id, page)
+  local args = { uri = uri, page = page or PAGE }
   if leaf_id and leaf_id ~= "" then
     args.leafId = leaf_id
   end
@@ -32,6 +35,9 @@ function M.preview(uri, leaf_id)
     -- One buffer per session: previewing another entry replaces the last one.
     local buf = show_scratch("pi://context/" .. name_of(uri), util.split_lines(result.markdown or ""), uri)
     vim.b[buf].pi_lsp_leaf = result.leafId
+    util.map(buf, "n", "+", function()
+      M.preview(uri, leaf_id, args.page + PAGE)
+    end, "show more of the context")
     vim.api.nvim_win_set_cursor(0, { 1, 0 })
   end, session.root_of(uri))
 end
