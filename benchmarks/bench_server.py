@@ -1,13 +1,16 @@
 """The server on long sessions, as an editor meets it.
 
 First issue 19's table on a session of `--table-entries` entries (one long main line, a side
-branch every 50 entries): start to the `initialize` answer, the first `pi.getTree` (time and
-bytes), `pi.previewContext` at the leaf, another writer's append to `pi/sessionChanged` (with
-the tree's change an editor patches), `pi.getTree` again, the server's RSS; and, as the
+branch every 50 entries): start to the `initialize` answer, the first `pi.getTree` as the editors
+ask for it (folded, the path's last 300 rows; time and bytes), opening the largest folded row
+(`under`, a page), `pi.previewContext` at the leaf (whole, and a page from each end), another
+writer's append to `pi/sessionChanged` (with the tree's change an editor patches), `pi.getTree`
+again, the whole tree unfolded (what editors asked before), the server's RSS; and, as the
 reference, pi 1.6's own load + context of the same file where Node >= 22.19 and pi 1.6 are
 found (PI16_NODE, PI16_MODULES), with `pi-lsp context --json` beside it.
-Then request latency of `pi.getTree` and `pi.previewContext` on a `--entries` session while a
-turn streams (p50/p95 per command; the target is p95 under 50 ms).
+Then request latency of `pi.getTree` and `pi.previewContext` (as the editors ask: folded,
+paged) on a `--entries` session while a turn streams (p50/p95 per command; the target is p95
+under 50 ms).
 
 Usage: python benchmarks/bench_server.py [--table-entries N] [--entries N] [--requests N]
 """
@@ -33,12 +36,13 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 from bench_session import make_session, median_run  # noqa: E402
 
+from pi_lsp.session.appender import append_lines  # noqa: E402
 from pi_lsp.session.entries import UserMessage, encoder  # noqa: E402
-from pi_lsp.session.journal import append_lines  # noqa: E402
 from pi_lsp.session.tree import SessionTree  # noqa: E402
 from tests.fake_anthropic import FakeAnthropic, text_reply  # noqa: E402
 
 KEPT_ENTRIES = 300
+PATH_ROWS = 300  # what both editors ask for first
 PI16 = Path("/work/scratch/pi16/node_modules")  # where the team keeps pi 1.6 and Node 22
 PI16_PACKAGE = "@earendil-works/pi-coding-agent"
 
@@ -56,6 +60,7 @@ class Reply(msgspec.Struct):
     id: int | None = None
     method: str | None = None
     params: msgspec.Raw = msgspec.Raw(b"null")  # msgspec cannot make Raw optional
+    result: msgspec.Raw = msgspec.Raw(b"null")
     error: dict[str, Any] | None = None
 
 
@@ -112,6 +117,16 @@ class RawClient:
         size = await self.request("workspace/executeCommand",
                                   {"command": name, "arguments": [args]})
         return (time.perf_counter() - start) * 1000, size
+
+    async def answer(self, name: str, **args: Any) -> Any:
+        """One command's answer, decoded."""
+        self.next_id += 1
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.pending[self.next_id] = future
+        self.send({"id": self.next_id, "method": "workspace/executeCommand",
+                   "params": {"command": name, "arguments": [args]}})
+        reply, _size = await asyncio.wait_for(future, 120)
+        return event_decoder.decode(reply.result)
 
 
 async def start_server(scratch: Path, fake_url: str) -> tuple[RawClient, float]:
@@ -182,10 +197,26 @@ async def table(entries: int) -> None:
     uri = session.as_uri()
     print("| step | measured |\n|---|---|")
     row(("`initialize` answered (process start to answer)", f"{started / 1000:.2f} s"))
-    took, size_b = await client.command("pi.getTree", uri=uri)
-    row(("first `pi.getTree`", f"{took / 1000:.2f} s, {size_b / 1e6:.1f} MB of JSON"))
+    took, size_b = await client.command("pi.getTree", uri=uri, limit=PATH_ROWS)
+    row(("first `pi.getTree` (folded, as the editors ask; opens the file)",
+         f"{took / 1000:.2f} s, {size_b / 1e6:.2f} MB of JSON"))
+    # The last rows of the path may have no branch off them: look further back for one.
+    limit, hidden = PATH_ROWS, []
+    while not hidden and limit < 100 * PATH_ROWS:
+        limit *= 4
+        hidden = [node for node in (await client.answer("pi.getTree", uri=uri, limit=limit))
+                  ["nodes"] if node["hidden"]]
+    await client.command("pi.getTree", uri=uri, limit=PATH_ROWS)  # the editor's view again
+    if hidden:
+        folded = max(hidden, key=lambda node: node["hidden"])
+        took, size_b = await client.command("pi.getTree", uri=uri, under=folded["id"], limit=500)
+        row((f"opening a folded branch ({folded['hidden']} rows; `under`, first 500)",
+             f"{took:.0f} ms, {size_b / 1e6:.2f} MB"))
+    took, size_b = await client.command("pi.previewContext", uri=uri, page=50)
+    row(("`pi.previewContext` at the leaf, first and last 50 messages (`page`)",
+         f"{took / 1000:.2f} s, {size_b / 1e6:.2f} MB"))
     took, size_b = await client.command("pi.previewContext", uri=uri)
-    row(("`pi.previewContext` at the leaf", f"{took / 1000:.2f} s, {size_b / 1e6:.1f} MB"))
+    row(("`pi.previewContext` at the leaf, whole", f"{took / 1000:.2f} s, {size_b / 1e6:.1f} MB"))
     line = encoder.encode(UserMessage(content="appended by another writer", timestamp=1))
     entry = (b'{"type":"message","id":"feedbeef","parentId":"' + leaf.encode() +
              b'","timestamp":"2026-12-31T00:00:00.000Z","message":' + line + b"}")
@@ -198,9 +229,11 @@ async def table(entries: int) -> None:
     patch = "with the tree's change to patch" if "tree" in note else "without a tree change"
     row(("an external append → `pi/sessionChanged`",
                  f"{(arrived - start) * 1000:.0f} ms, {size_b} bytes ({patch})"))
+    took, size_b = await client.command("pi.getTree", uri=uri, limit=PATH_ROWS)
+    row(("`pi.getTree` again after that append (editors patch instead)",
+                 f"{took:.0f} ms, {size_b / 1e6:.2f} MB"))
     took, size_b = await client.command("pi.getTree", uri=uri)
-    row(("`pi.getTree` again after that append (editors now patch instead)",
-                 f"{took:.0f} ms, {size_b / 1e6:.1f} MB"))
+    row(("the whole tree unfolded (no `limit`)", f"{took / 1000:.2f} s, {size_b / 1e6:.1f} MB"))
     now, peak = rss_mb(client.process.pid)
     row(("server RSS after these", f"{now:.0f} MB (peak {peak:.0f} MB)"))
     await stop_server(client)
@@ -248,8 +281,8 @@ async def measure(entries: int, requests: int) -> None:
     async def call(name: str, **args: Any) -> float:
         return (await client.command(name, uri=uri, **args))[0]
 
-    first_tree = await call("pi.getTree")
-    first_preview = await call("pi.previewContext")
+    first_tree = await call("pi.getTree", limit=PATH_ROWS)
+    first_preview = await call("pi.previewContext", page=50)
     print(f"first pi.getTree (opens the file): {first_tree:.0f} ms; "
           f"first pi.previewContext: {first_preview:.0f} ms")
 
@@ -257,9 +290,11 @@ async def measure(entries: int, requests: int) -> None:
     while "message_update" not in client.events:
         await asyncio.sleep(0.01)
     timings: dict[str, list[float]] = {"pi.getTree": [], "pi.previewContext": []}
+    asked: dict[str, dict[str, int]] = {"pi.getTree": {"limit": PATH_ROWS},
+                                        "pi.previewContext": {"page": 50}}  # as editors ask
     for _ in range(requests):
         for name, values in timings.items():
-            values.append(await call(name))
+            values.append(await call(name, **asked[name]))
     streaming = "agent_end" not in client.events
     for name, values in timings.items():
         print(f"{name:<18} while a turn streams: p50 {statistics.median(values):6.1f} ms, "

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -425,7 +426,7 @@ async def test_get_tree(pi: Pi) -> None:
     assert isinstance(tree["version"], int)
     for node in tree["nodes"]:
         assert set(node) == {"id", "parentId", "depth", "head", "type", "role", "preview",
-                             "label", "timestamp", "onPath"}
+                             "label", "timestamp", "onPath", "hidden"}
     question = nodes[FORK_QUESTION]
     assert (question["type"], question["role"], question["parentId"]) == \
         ("message", "user", FORK_PARENT)
@@ -506,6 +507,74 @@ async def test_session_changed_carries_the_tree_change(pi: Pi) -> None:
     assert "tree" not in note
 
 
+def without_folds(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**node, "hidden": 0} for node in nodes]
+
+
+async def test_a_folded_tree_sends_the_path_and_one_row_per_branch_off_it(pi: Pi) -> None:
+    """`limit`: the current path's rows and each branch off it as one row with the count of
+    rows under it; `under` hands those out a page at a time, and together they are the tree."""
+    uri = copy_session(pi.main, "folded")
+    full = (await call(pi.client, "pi.getTree", {"uri": uri}))["nodes"]
+    folded = await call(pi.client, "pi.getTree", {"uri": uri, "limit": 1000})
+    assert folded["earlier"] == 0
+    on_path = {n["id"] for n in full if n["onPath"]}
+    assert [n["id"] for n in folded["nodes"] if n["id"] not in on_path] == [FORK_QUESTION]
+    head = next(n for n in folded["nodes"] if n["id"] == FORK_QUESTION)
+    assert head["parentId"] in on_path and head["hidden"] == 13
+    rows: list[dict[str, Any]] = []
+    while len(rows) < head["hidden"]:
+        page = await call(pi.client, "pi.getTree",
+                          {"uri": uri, "under": FORK_QUESTION, "start": len(rows), "limit": 5})
+        assert (page["under"], page["start"], page["total"]) == (FORK_QUESTION, len(rows), 13)
+        assert len(page["nodes"]) == min(5, 13 - len(rows))
+        rows += page["nodes"]
+    at = folded["nodes"].index(head) + 1
+    assert without_folds([*folded["nodes"][:at], *rows, *folded["nodes"][at:]]) == full
+    error = await call_error(pi.client, "pi.getTree", {"uri": uri, "under": "deadbeef"})
+    assert error.code == INVALID_PARAMS and "deadbeef" in error.message
+
+
+async def test_a_long_path_is_sent_from_the_leaf_end(pi: Pi) -> None:
+    """Of a path longer than `limit`, the last rows; `earlier` counts the rest, which a larger
+    `limit` shows (with the branches off it folded)."""
+    uri = copy_session(pi.main, "window")
+    full = (await call(pi.client, "pi.getTree", {"uri": uri}))["nodes"]
+    tail = await call(pi.client, "pi.getTree", {"uri": uri, "limit": 4})
+    assert tail["nodes"] == full[-4:] and tail["earlier"] == len(full) - 4
+    wider = await call(pi.client, "pi.getTree", {"uri": uri, "limit": 40})  # of 42 path rows
+    assert wider["earlier"] == 2 and wider["nodes"][0] == full[2]
+    assert [n["id"] for n in wider["nodes"] if n["hidden"]] == [FORK_QUESTION]
+
+
+async def test_a_folded_tree_is_patched_from_session_changed(pi: Pi) -> None:
+    """The change in pi/sessionChanged is to the folded view the editor holds: patched, it
+    equals the view fetched again, for an append and for a leaf move into a folded branch."""
+    uri = copy_session(pi.main, "folded-deltas")
+    path = path_of(uri)
+    view = await call(pi.client, "pi.getTree", {"uri": uri, "limit": 4})
+    since = pi.mark()
+    SessionTree.open(str(path)).append_message(UserMessage(content="from the pi CLI",
+                                                           timestamp=1))
+    delta = (await wait_note(pi, SESSION_CHANGED, lambda p: path_of(p["uri"]) == path,
+                             since))["tree"]
+    assert (delta["base"], delta["start"], delta["delete"], len(delta["rows"])) == \
+        (view["version"], 4, 0, 1)
+    fresh = await call(pi.client, "pi.getTree", {"uri": uri, "limit": 4})
+    assert fresh["version"] == delta["version"] and fresh["earlier"] == delta["earlier"]
+    assert patched(view, delta) == fresh["nodes"]
+    since = pi.mark()
+    await call(pi.client, "pi.branch", {"uri": uri, "targetId": "28511eec"})
+    moved = (await wait_note(pi, SESSION_CHANGED, lambda p: path_of(p["uri"]) == path,
+                             since))["tree"]
+    after = await call(pi.client, "pi.getTree", {"uri": uri, "limit": 4})
+    assert moved["base"] == fresh["version"] and moved["version"] == after["version"]
+    assert patched(fresh, moved) == after["nodes"] and moved["earlier"] == after["earlier"]
+    # The rows past the leaf fold into the first of them.
+    assert [(n["id"], n["hidden"]) for n in after["nodes"][-2:]] == \
+        [("28511eec", 0), ("904492e1", 1)]
+
+
 @pytest.mark.parametrize("layer", ["agent", "llm", "request"])
 async def test_preview_context_layers(pi: Pi, layer: str) -> None:
     preview = await call(pi.client, "pi.previewContext",
@@ -539,11 +608,19 @@ async def test_preview_context_in_pages(pi: Pi) -> None:
     messages = whole["messages"]
     assert len(messages) > 8
     first = await call(pi.client, "pi.previewContext", {"uri": pi.uri, "page": 4})
-    assert "markdown" not in first and "messages" not in first
+    assert "messages" not in first
+    # The Markdown of the pages sent, and a line for the messages left out between them.
+    header, *sections = re.split(r"\n\n(?=## \d+\. )", whole["markdown"].rstrip("\n"))
+    count = len(sections)
+    assert count == len(messages)
+    gap = f"_… messages 5 to {count - 4} not shown_"
+    assert first["markdown"] == "\n\n".join(
+        [header, *sections[:4], gap, *sections[-4:]]) + "\n"
+    more = await call(pi.client, "pi.previewContext", {"uri": pi.uri, "page": 4, "start": 4})
+    assert more["markdown"].startswith(header + "\n\n_… messages 1 to 4 not shown_\n\n## 5.")
     assert (first["totalMessages"], first["totalTokens"]) == (len(messages), whole["totalTokens"])
     assert [(p["start"], p["messages"]) for p in first["pages"]] == \
         [(0, messages[:4]), (len(messages) - 4, messages[-4:])]
-    more = await call(pi.client, "pi.previewContext", {"uri": pi.uri, "page": 4, "start": 4})
     assert [(p["start"], p["messages"]) for p in more["pages"]] == [(4, messages[4:8])]
     small = await call(pi.client, "pi.previewContext", {"uri": pi.uri, "page": len(messages)})
     assert [(p["start"], p["messages"]) for p in small["pages"]] == [(0, messages)]

@@ -7,11 +7,13 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from pi_lsp.server import treeview
 from pi_lsp.server.treeview import HeldView, TreeView, TreeViews
 from pi_lsp.session.entries import UserMessage
+from pi_lsp.session.layout import is_shown
 from pi_lsp.session.tree import SessionTree
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,3 +55,57 @@ def test_a_changed_view_equals_one_laid_out_anew(
         (expected.leaf_id, expected.leaf_row, expected.title, expected.entries, expected.nodes)
     delta = views.delta(held, tree)
     assert delta is None  # nothing changed since
+
+
+@pytest.mark.parametrize("source", [EXAMPLE, EVERY_TYPE])
+@pytest.mark.parametrize("limit", [1000, 3, 1])
+def test_a_folded_view_unfolds_to_a_slice_of_the_whole(source: Path, limit: int) -> None:
+    """At every leaf: the folded view with the rows under each folded row put back is the
+    whole view's rows but `earlier` of them, in order; each row sent is on the path or hangs
+    right off it."""
+    tree = SessionTree.open(str(source))
+    for record in tree.records:
+        tree.branch(record.env.id or "")
+        whole = from_scratch(tree).nodes
+        views, held = TreeViews(), HeldView()
+        folded = views.view(held, tree, False, limit)
+        unfolded = []
+        for node in folded.nodes:
+            unfolded.append(msgspec.structs.replace(node, hidden=0))
+            if node.hidden:
+                under = views.rows_under(held, tree, node.id, 0, 100_000)
+                assert under.total == node.hidden == len(under.nodes)
+                unfolded += under.nodes
+        at = whole.index(unfolded[0]) if unfolded else 0
+        assert unfolded == whole[at:at + len(unfolded)]
+        assert folded.earlier == len(whole) - len(unfolded)
+        assert sum(node.on_path for node in folded.nodes) == \
+            min(limit, sum(node.on_path for node in whole))
+        path = set(tree.path_ids(tree.leaf_id))
+        for node in folded.nodes:
+            parent = node.parent_id  # through entries that are no rows (usage records)
+            while parent is not None and parent not in path and \
+                    not is_shown(tree.by_id[parent]):
+                parent = tree.by_id[parent].env.parent_id
+            assert node.id in path or parent in path or parent is None, node.id
+
+
+def test_a_folded_window_keeps_its_start_while_it_grows_up_to_twice_its_size(
+        tmp_path: Path) -> None:
+    """Rows appended under the leaf widen the window; laid out again (a label), the window
+    still starts where it did, so the change sent is small, until it is twice as long."""
+    tree = SessionTree.open(str(shutil.copy(EXAMPLE, tmp_path / "s.jsonl")))
+    views, held = TreeViews(), HeldView()
+    first = views.view(held, tree, False, 3).nodes[0].id
+
+    def path_rows() -> list[str]:
+        view = views.view(held, tree, False, 3)
+        return [node.id for node in view.nodes if node.on_path]
+
+    prompt(tree)
+    prompt(tree)
+    tree.append_label(FORK_PARENT, "x")  # not grown: laid out again
+    assert len(path_rows()) == 6 and path_rows()[0] == first
+    prompt(tree)
+    tree.append_label(FORK_PARENT, "y")
+    assert len(path_rows()) == 3

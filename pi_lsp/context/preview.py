@@ -172,7 +172,10 @@ def system_markdown(message: SystemMessage) -> str:
 
 def render_markdown(leaf_id: str | None, layer: str, messages: list[LayerRow],
                     total: int, window: int, thinking_level: str, model: str | None,
-                    edits: list[EditMark] | None = None) -> str:
+                    edits: list[EditMark] | None = None,
+                    pages: list[tuple[int, list[LayerRow]]] | None = None) -> str:
+    """The preview as Markdown, the context edits in force marked in place; with `pages`
+    (first index, messages) only those messages of `messages`, a line for each run left out."""
     lines = [
         f"# Context at `{leaf_id or '(empty)'}` — {total:,} of {window:,} tokens",
         "",
@@ -184,18 +187,29 @@ def render_markdown(leaf_id: str | None, layer: str, messages: list[LayerRow],
         lines += ["", f"_{summary[0].upper()}{summary[1:]}_"]
     omitted = removed_at(edits or [])
     replaced = {mark.target_id: mark for mark in edits or [] if mark.kind == "replaced"}
-    for number, item in enumerate([*messages, None], 1):
-        for mark in omitted.get(number - 1, []):
-            lines += ["", f"## ~~{mark.role}~~ · removed from the context · "
-                          f"{mark.tokens_before:,} → 0 tokens · `{mark.target_id}`", "",
-                      f"_Removed by the context edit `{mark.edit_id}`: {mark.original}_"]
-        if item is None:
-            break
-        where = f" · `{item.entry_id}`" if item.entry_id else ""
-        was = replaced.get(item.entry_id or "") if item.edited else None
-        edited = f" · ✎ replaced (was {was.tokens_before:,} tokens)" if was else ""
-        lines += ["", f"## {number}. {item.role} · {item.tokens:,} tokens{edited}{where}", "",
-                  message_markdown(decode_message(item.message))]
+
+    def removed_before(index: int) -> None:
+        for mark in omitted.get(index, []):
+            lines.extend(["", f"## ~~{mark.role}~~ · removed from the context · "
+                              f"{mark.tokens_before:,} → 0 tokens · `{mark.target_id}`", "",
+                          f"_Removed by the context edit `{mark.edit_id}`: {mark.original}_"])
+
+    shown = 0
+    for first, page in pages if pages is not None else [(0, messages)]:
+        if first > shown:
+            lines += ["", f"_… messages {shown + 1} to {first} not shown_"]
+        for number, item in enumerate(page, first + 1):
+            removed_before(number - 1)
+            where = f" · `{item.entry_id}`" if item.entry_id else ""
+            was = replaced.get(item.entry_id or "") if item.edited else None
+            edited = f" · ✎ replaced (was {was.tokens_before:,} tokens)" if was else ""
+            lines += ["", f"## {number}. {item.role} · {item.tokens:,} tokens{edited}{where}",
+                      "", message_markdown(decode_message(item.message))]
+        shown = first + len(page)
+    if shown < len(messages):
+        lines += ["", f"_… messages {shown + 1} to {len(messages)} not shown_"]
+    else:
+        removed_before(len(messages))
     return "\n".join(lines) + "\n"
 
 

@@ -30,7 +30,7 @@ from pi_lsp.providers.wire import request_params
 from pi_lsp.server.cache import LruCache
 from pi_lsp.server.config import Config
 from pi_lsp.server.open_session import OpenSession
-from pi_lsp.server.treeview import HeldView, TreeDelta, TreeView, TreeViews
+from pi_lsp.server.treeview import HeldView, RowsUnder, TreeDelta, TreeView, TreeViews
 from pi_lsp.server.workspace import Workspace
 from pi_lsp.session.catalog import (
     SessionIndex,
@@ -109,7 +109,7 @@ class SessionHub(Workspace):
         self.views = TreeViews()
         # Previews are bounded across sessions (each may hold tens of MB), so they are kept
         # here, by session path, and dropped with their session.
-        self._previews: LruCache[tuple[Path, str | None, str], tuple[object, Preview]] = \
+        self._previews: LruCache[tuple[Path, str | None, str, bool], tuple[object, Preview]] = \
             LruCache(MAX_PREVIEWS, MAX_PREVIEW_BYTES, lambda item: preview_weight(item[1]))
 
     def list_sessions(self) -> list[SessionSummary]:
@@ -272,18 +272,27 @@ class SessionHub(Workspace):
             tree.append_session_info(name)
         return Path(tree.path)
 
-    def tree_view(self, path: Path, bookkeeping: bool = False) -> TreeView:
-        """The rows an editor draws, in order (`session/layout.py`), with what each row says."""
+    def tree_view(self, path: Path, bookkeeping: bool = False, limit: int | None = None
+                  ) -> TreeView:
+        """The rows an editor draws, in order (`session/layout.py`), with what each row says;
+        folded to the current path's last `limit` rows and the branches off them when given."""
         session = self.sync(path)
-        return self.views.view(session.view, session.tree, bookkeeping)
+        return self.views.view(session.view, session.tree, bookkeeping, limit)
+
+    def rows_under(self, path: Path, under: str, start: int, limit: int) -> RowsUnder:
+        """A page of the rows folded under one row of the tree last shown."""
+        session = self.sync(path)
+        return self.views.rows_under(session.view, session.tree, under, start, limit)
 
     def tree_delta(self, path: Path, tree: SessionTree) -> TreeDelta | None:
         """The change to the tree an editor was shown, for `pi/sessionChanged`."""
         session = self.open.get(path.resolve())
         return self.views.delta(session.view, tree) if session is not None else None
 
-    def preview(self, path: Path, leaf_id: str | None, layer: Layer) -> Preview:
-        """The context at an entry in one layer, read without making the session's agent."""
+    def preview(self, path: Path, leaf_id: str | None, layer: Layer, markdown: bool = True
+                ) -> Preview:
+        """The context at an entry in one layer, read without making the session's agent;
+        without its `markdown` when the caller renders pages of it."""
         tree = self.sync(path).tree
         leaf = leaf_id if leaf_id is not None else tree.leaf_id
         if leaf is not None:
@@ -291,27 +300,27 @@ class SessionHub(Workspace):
         settings = self.settings_for(path)
         agent = agent_setup(self.folder_of(path), ALL_TOOLS, settings.registry(),
                             (settings.default_provider, settings.default_model))
-        key = (path.resolve(), leaf, layer)
+        key = (path.resolve(), leaf, layer, markdown)
         model = model_at(context_settings(tree.path_to(leaf)), agent.registry,
                          agent.default_model)
         state = (id(tree.records), len(tree.records), model.id, agent.sections)
         cached = self._previews.get(key)
         if cached is not None and cached[0] == state:
             return cached[1]
-        preview = self._build_preview(tree, leaf, layer, agent, model)
+        preview = self._build_preview(tree, leaf, layer, agent, model, markdown)
         self._previews.put(key, (state, preview))
         return preview
 
     @staticmethod
     def _build_preview(tree: SessionTree, leaf: str | None, layer: Layer, agent: AgentSetup,
-                       info: ModelInfo) -> Preview:
+                       info: ModelInfo, markdown: bool) -> Preview:
         built = build_layer(tree, leaf, layer, agent)
         model, window = f"{info.provider}/{info.id}", info.context_window
         return Preview(
             leaf_id=leaf, layer=layer, model=model, thinking_level=built.thinking_level,
             messages=built.rows, total_tokens=built.total_tokens, context_window=window,
             markdown=render_markdown(leaf, layer, built.rows, built.total_tokens, window,
-                                     built.thinking_level, model, built.edits),
+                                     built.thinking_level, model, built.edits) if markdown else "",
             request=request_params(built.request) if built.request is not None else None,
             edits=built.edits,
         )

@@ -1,6 +1,7 @@
 """`pi.previewContext` a page at a time: the totals, and the first and last pages at once (an
 editor shows the end first), then any page by its first message. Token counts are the whole
-preview's: exact per message and in total."""
+preview's: exact per message and in total; `markdown` shows the pages sent and says what is
+left out."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import msgspec
 
 from pi_lsp.context.edits import EditMark
 from pi_lsp.context.layers import LayerRow
+from pi_lsp.context.preview import render_markdown
 from pi_lsp.server.hub import Preview
 
 
@@ -25,6 +27,7 @@ class PreviewPages(msgspec.Struct, rename="camel", omit_defaults=True):
     context_window: int
     total_messages: int
     pages: list[Page]  # first and last (one when they meet), or the page asked for
+    markdown: str
     request: dict[str, object] | None = None
     edits: list[EditMark] = msgspec.field(default_factory=list)  # positions in the whole list
 
@@ -38,6 +41,9 @@ def paged(preview: Preview, size: int, start: int | None) -> PreviewPages:
         pages = [Page(0, messages)]
     else:
         pages = [Page(0, messages[:size]), Page(len(messages) - size, messages[-size:])]
+    markdown = render_markdown(preview.leaf_id, preview.layer, messages, preview.total_tokens,
+                               preview.context_window, preview.thinking_level, preview.model,
+                               preview.edits, [(page.start, page.messages) for page in pages])
     return PreviewPages(preview.leaf_id, preview.layer, preview.model, preview.thinking_level,
                         preview.total_tokens, preview.context_window, len(messages), pages,
-                        preview.request, preview.edits)
+                        markdown, preview.request, preview.edits)

@@ -137,6 +137,11 @@ class SessionArgs(_Args):
 
 class TreeArgs(SessionArgs):
     bookkeeping: bool = False  # leaf moves and context edits as rows too
+    # Folded: the current path's last `limit` rows and one row per branch off them; with
+    # `under`, the `limit` rows from `start` folded under that row.
+    limit: Annotated[int, msgspec.Meta(ge=1, le=100_000)] | None = None
+    under: Id | None = None
+    start: Count = 0
 
 
 class PreviewArgs(SessionArgs):

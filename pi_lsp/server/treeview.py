@@ -1,5 +1,10 @@
 """What `pi.getTree` answers and `pi/sessionChanged` patches: the rows of `session/layout.py`
-with what each one says, a version per view, and the change between two versions."""
+with what each one says, a version per view, and the change between two versions.
+
+A view asked with `limit` is folded (`layout.fold`): the current path's last rows and one row
+per branch off it carrying the count of rows under it, which `rows_under` hands out a page at a
+time. Only the rows sent are described (label, preview): a 100k-entry session costs its layout,
+not 100k previews."""
 
 from __future__ import annotations
 
@@ -11,10 +16,9 @@ from typing import TypeVar
 import msgspec
 
 from pi_lsp.session.catalog import tree_title
-from pi_lsp.session.journal import Record
-from pi_lsp.session.layout import is_shown, layout, shown_entry
+from pi_lsp.session.layout import Row, branch_end, fold, is_shown, layout, shown_entry
 from pi_lsp.session.outline import entry_preview, record_role
-from pi_lsp.session.records import decode_entry, is_leaf_move, parent_of
+from pi_lsp.session.records import UnknownEntryError, decode_entry, is_leaf_move, parent_of
 from pi_lsp.session.tree import SessionTree
 
 # Entries that change other rows (labels, the title) or move the leaf: no growing past them.
@@ -33,6 +37,7 @@ class Node(msgspec.Struct, rename="camel"):
     label: str | None
     timestamp: str | None
     on_path: bool
+    hidden: int = 0  # rows folded under this one (a branch off the path): `under` fetches them
 
 
 class TreeView(msgspec.Struct, rename="camel"):
@@ -42,11 +47,12 @@ class TreeView(msgspec.Struct, rename="camel"):
     title: str
     entries: int
     nodes: list[Node]
+    earlier: int = 0  # rows before the window (a folded view): a larger `limit` shows them
 
 
 class TreeDelta(msgspec.Struct, rename="camel"):
-    """The default view at `version` is the one at `base` with `nodes[start:start + delete]`
-    replaced by `rows`."""
+    """The view at `version` is the one at `base` with `nodes[start:start + delete]` replaced
+    by `rows`."""
 
     base: int
     version: int
@@ -54,9 +60,25 @@ class TreeDelta(msgspec.Struct, rename="camel"):
     leaf_row: str | None
     title: str
     entries: int
+    earlier: int
     start: int
     delete: int
     rows: list[Node]
+
+
+class RowsUnder(msgspec.Struct, rename="camel"):
+    """A page of the rows folded under `under`, in drawing order."""
+
+    version: int
+    under: str
+    start: int
+    total: int
+    nodes: list[Node]
+
+
+class NotARowError(UnknownEntryError):
+    def __str__(self) -> str:
+        return f"no row with id {self.args[0]!r} in this session's tree"
 
 
 def splice(old: Sequence[T], new: Sequence[T]) -> tuple[int, int, list[T]]:
@@ -72,15 +94,18 @@ def splice(old: Sequence[T], new: Sequence[T]) -> tuple[int, int, list[T]]:
 
 
 Parts = tuple[str | None, str, str | None, str]  # parent, type, role, preview: fixed per line
+State = tuple[int, int, str | None, bool, int | None]  # records, count, leaf, bookkeeping, limit
 
 
 @dataclass
 class HeldView:
-    """One session's last view and its entries' fixed parts (kept in its `OpenSession`)."""
+    """One session's last view, its layout and its entries' fixed parts (in its `OpenSession`)."""
 
     parts: dict[int, Parts] = field(default_factory=dict)
-    state: tuple[int, int, str | None, bool] | None = None
+    state: State | None = None
     view: TreeView | None = None
+    rows: list[Row] = field(default_factory=list)  # the whole layout the view was cut from
+    cut: str | None = None  # where the folded view's window starts, kept while it grows
 
 
 class TreeViews:
@@ -89,62 +114,92 @@ class TreeViews:
     def __init__(self) -> None:
         self._versions = itertools.count(1)
 
-    def view(self, held: HeldView, tree: SessionTree, bookkeeping: bool = False) -> TreeView:
-        state = (id(tree.records), len(tree.records), tree.leaf_id, bookkeeping)
+    def view(self, held: HeldView, tree: SessionTree, bookkeeping: bool = False,
+             limit: int | None = None) -> TreeView:
+        state = (id(tree.records), len(tree.records), tree.leaf_id, bookkeeping, limit)
         if held.view is not None and held.state == state:
             return held.view
-        grown = self._grown(held, tree, bookkeeping)
-        held.state, held.view = state, grown or self._build(held.parts, tree, bookkeeping)
+        grown = self._grown(held, tree, bookkeeping, limit)
+        if grown is None:
+            same_kind = held.state is not None and held.state[3:] == (bookkeeping, limit)
+            grown = self._build(held, tree, bookkeeping, limit, held.cut if same_kind else None)
+        held.state, held.view = state, grown
         return held.view
 
     def delta(self, held: HeldView, tree: SessionTree) -> TreeDelta | None:
-        """The change to the default view since it was last built; None when there is none
-        to give (no view shown, or the other kind): clients then fetch the tree again."""
+        """The change to the view without bookkeeping since it was last built; None when
+        there is none to give (no view shown, or the other kind): clients then fetch again."""
         if held.view is None or held.state is None or held.state[3]:
             return None
         old = held.view
-        new = self.view(held, tree)
+        new = self.view(held, tree, False, held.state[4])
         if new is old:
             return None
         start, delete, rows = splice(old.nodes, new.nodes)
         return TreeDelta(old.version, new.version, new.leaf_id, new.leaf_row, new.title,
-                         new.entries, start, delete, rows)
+                         new.entries, new.earlier, start, delete, rows)
 
-    def _grown(self, held: HeldView, tree: SessionTree, bookkeeping: bool) -> TreeView | None:
+    def rows_under(self, held: HeldView, tree: SessionTree, under: str, start: int,
+                   limit: int) -> RowsUnder:
+        """The rows `limit` at a time from `start` that hang under the row `under` (a folded
+        branch) in the layout the current view was cut from."""
+        kind = held.state[3:] if held.state is not None else (False, 1)  # 1: the layout only
+        view = self.view(held, tree, *kind)
+        rows = held.rows
+        at = next((n for n in range(len(rows) - 1, -1, -1) if rows[n].record.env.id == under),
+                  None)
+        if at is None:
+            raise NotARowError(under)
+        end = branch_end(rows, at)
+        on_path = set(tree.path_ids(tree.leaf_id))
+        page = rows[at + 1 + start:min(end, at + 1 + start + limit)]
+        return RowsUnder(view.version, under, start, end - at - 1,
+                         [self._node(held.parts, tree, row, 0, row.record.env.id in on_path)
+                          for row in page])
+
+    def _grown(self, held: HeldView, tree: SessionTree, bookkeeping: bool, limit: int | None
+               ) -> TreeView | None:
         """The view after entries were appended one under the other below the leaf, when the
         leaf's row ends its branch: the old rows with the new ones after it, without laying
         the whole tree out again (a turn streaming into a 100k-entry session). None otherwise."""
-        old, state = held.view, held.state
+        old, state, rows = held.view, held.state, held.rows
         if old is None or state is None or state[0] != id(tree.records) or \
-                state[3] != bookkeeping or old.leaf_row is None or \
+                state[3:] != (bookkeeping, limit) or old.leaf_row is None or \
                 len(tree.by_id) != len(tree.records):  # a reused id replaces an older entry
             return None
-        at = next((i for i, node in enumerate(old.nodes) if node.id == old.leaf_row), None)
-        if at is None:
+        at = next((n for n in range(len(rows) - 1, -1, -1)
+                   if rows[n].record.env.id == old.leaf_row), None)
+        shown_at = next((n for n in range(len(old.nodes) - 1, -1, -1)
+                         if old.nodes[n].id == old.leaf_row), None)
+        if at is None or shown_at is None:
             return None
-        row = old.nodes[at]
-        after = old.nodes[at + 1] if at + 1 < len(old.nodes) else None
+        row = rows[at]
+        after = rows[at + 1] if at + 1 < len(rows) else None
         if after is not None and (after.depth > row.depth or
                                   (after.depth == row.depth and not after.head)):
             return None  # the leaf's row has children: the new entries make a fork
         tip = state[2]
         leaf_row: str | None = old.leaf_row
-        rows: list[Node] = []
+        new: list[Row] = []
         for record in tree.records[state[1]:]:
             if record.env.type in MARKERS or parent_of(record) != tip:
                 return None
             tip = record.env.id
             if is_shown(record, bookkeeping):
-                rows.append(self._node(held.parts, tree, record, row.depth, False, True))
+                new.append(Row(record, row.depth, False))
                 leaf_row = tip
         if tip != tree.leaf_id:
             return None
+        rows[at + 1:at + 1] = new
+        nodes = [self._node(held.parts, tree, added, 0, True) for added in new]
         return TreeView(next(self._versions), tree.shown_leaf(), leaf_row, tree_title(tree),
-                        len(tree.records), [*old.nodes[:at + 1], *rows, *old.nodes[at + 1:]])
+                        len(tree.records), [*old.nodes[:shown_at + 1], *nodes,
+                                            *old.nodes[shown_at + 1:]], old.earlier)
 
     @staticmethod
-    def _node(parts: dict[int, Parts], tree: SessionTree, record: Record, depth: int,
-              head: bool, on_path: bool) -> Node:
+    def _node(parts: dict[int, Parts], tree: SessionTree, row: Row, hidden: int,
+              on_path: bool) -> Node:
+        record = row.record
         entry_id = record.env.id or ""
         fixed = parts.get(record.line)
         if fixed is None:
@@ -154,13 +209,17 @@ class TreeViews:
                 "leaf" if is_leaf_move(record) else record.env.type, record_role(record),
                 entry_preview(decode_entry(record)))
         parent, kind, role, preview = fixed
-        return Node(entry_id, parent, depth, head, kind, role, preview, tree.label(entry_id),
-                    record.env.timestamp, on_path)
+        return Node(entry_id, parent, row.depth, row.head, kind, role, preview,
+                    tree.label(entry_id), record.env.timestamp, on_path, hidden)
 
-    def _build(self, parts: dict[int, Parts], tree: SessionTree, bookkeeping: bool) -> TreeView:
+    def _build(self, held: HeldView, tree: SessionTree, bookkeeping: bool, limit: int | None,
+               cut: str | None) -> TreeView:
         on_path = set(tree.path_ids(tree.leaf_id))
-        nodes = [self._node(parts, tree, row.record, row.depth, row.head,
-                            row.record.env.id in on_path) for row in layout(tree, bookkeeping)]
+        held.rows = rows = layout(tree, bookkeeping)
+        folded = fold(rows, on_path, limit, cut)
+        held.cut = folded.cut
+        nodes = [self._node(held.parts, tree, rows[at], hidden, rows[at].record.env.id in on_path)
+                 for at, hidden in folded.shown]
         return TreeView(next(self._versions), tree.shown_leaf(),
                         shown_entry(tree, tree.leaf_id, bookkeeping), tree_title(tree),
-                        len(tree.records), nodes)
+                        len(tree.records), nodes, folded.earlier)

@@ -18,9 +18,13 @@ end, "the tree of the buffer's session", tree)
 local uri = vim.b[tree].pi_lsp_uri
 H.check(vim.uri_to_fname(uri) == vim.fn.fnamemodify(example, ":p"), "the tree shows the edited file: " .. uri)
 
-vim.cmd("normal! zR")
--- `s`: over to the ORM dead end, with a summary of the main line being left.
+-- `s`: over to the ORM dead end, with a summary of the main line being left. Its folded
+-- rows are fetched as its fold opens.
 vim.api.nvim_set_current_win(vim.fn.bufwinid(tree))
+H.keys("zR")
+H.wait(function()
+  return H.entry(tree, "28511eec") ~= nil
+end, "opening the folds did not fetch the dead end's rows", tree)
 vim.api.nvim_win_set_cursor(0, { H.entry(tree, "28511eec"), 0 })
 table.insert(H.inputs, "")
 H.keys("s")

@@ -12,19 +12,29 @@ end, "the tree buffer did not render", buf)
 
 -- Entries, the current path, the leaf and labels are shown.
 H.check(H.contains(buf, "Fix slow order listing — 56 entries, leaf 8fb6dff7"), "header names the session and leaf", buf)
-H.check(H.contains(buf, "[orm-dead-end]"), "label orm-dead-end shown", buf)
 H.check(H.contains(buf, "[tests-green]"), "label tests-green shown", buf)
 local leaf_line = H.lines(buf)[H.line_of(buf, "← leaf")]
 H.check(leaf_line:find("8fb6dff7", 1, true) and leaf_line:find("*", 1, true), "the leaf line is on the path: " .. leaf_line)
-local dead_end = H.lines(buf)[H.entry(buf, "28511eec")]
-H.check(not dead_end:find("* 28511eec", 1, true), "the dead end is off the path: " .. dead_end)
 H.check(H.lines(buf)[2]:find('^" <CR> branch · s summary · .*%? keys$'), "a help line is shown", buf)
 H.check(vim.api.nvim_get_current_buf() == buf, "the tree window is current")
 H.check(vim.api.nvim_win_get_cursor(0)[1] == H.line_of(buf, "← leaf"), "the cursor starts on the leaf")
--- The abandoned ORM branch is folded, the path is not.
+-- The abandoned ORM branch is folded, the path is not; the server sent the branch's first row
+-- and its count, and opening the fold fetches its rows.
 local orm_start = H.entry(buf, "e1afef94")
 H.check(vim.fn.foldclosed(orm_start) == orm_start, "the off-path branch is folded")
 H.check(vim.fn.foldclosed(H.entry(buf, "904e4bce")) == -1, "the current path is not folded")
+H.check(H.entry(buf, "28511eec") == nil and H.lines(buf)[orm_start + 1] == "    … 13 more rows",
+  "the folded branch's rows are not fetched yet", buf)
+vim.api.nvim_win_set_cursor(0, { orm_start, 0 })
+H.keys("zo")
+H.wait(function()
+  return H.entry(buf, "28511eec") ~= nil
+end, "opening the fold did not fetch its rows", buf)
+H.check(not H.contains(buf, "more rows") and vim.fn.foldclosed(orm_start) == -1, "all 13 rows, the fold open", buf)
+vim.cmd("normal! zc")
+H.check(H.contains(buf, "[orm-dead-end]"), "label orm-dead-end shown", buf)
+local dead_end = H.lines(buf)[H.entry(buf, "28511eec")]
+H.check(not dead_end:find("* 28511eec", 1, true), "the dead end is off the path: " .. dead_end)
 
 -- Lines fit the window: the preview is shortened, never the id, label or leaf mark.
 local function fits(width)
@@ -104,6 +114,10 @@ H.check(H.exec("pi.getTree", { uri = vim.b[buf].pi_lsp_uri }).leafId == "28511ee
 H.check(H.lines(buf)[H.entry(buf, "28511eec")]:find("* 28511eec", 1, true), "the new leaf is on the path", buf)
 H.check(vim.api.nvim_win_get_cursor(0)[1] == H.entry(buf, "28511eec"), "the cursor stays on the entry")
 
+-- The branch left comes folded; its fold was open, so its rows are fetched again.
+H.wait(function()
+  return H.entry(buf, "c66a750f") ~= nil
+end, "the rows of the open fold of the branch left were not fetched", buf)
 -- Label the old leaf with `l`.
 vim.api.nvim_win_set_cursor(0, { H.entry(buf, "c66a750f"), 0 })
 table.insert(H.inputs, "regression-test")
@@ -157,13 +171,18 @@ H.check(require("pi_lsp").statusline():find("/200k", 1, true), "statusline shows
 -- leaf moves and context edits left out, their children lifted), as the VS Code view does.
 local every = vim.fn.getcwd() .. "/.pi/sessions/every-type.jsonl"
 vim.fn.writefile(vim.fn.readfile(vim.env.PI_LSP_EVERY_TYPE, "b"), every, "b")
+local rows = H.exec("pi.getTree", { uri = vim.uri_from_fname(every) }).nodes
 require("pi_lsp.tree").open(vim.uri_from_fname(every))
 local every_buf
 H.wait(function()
   every_buf = H.find_buf("pi://tree/every-type")
   return every_buf and H.contains(every_buf, "← leaf")
 end, "the every-type tree did not render", every_buf)
-local rows = H.exec("pi.getTree", { uri = vim.uri_from_fname(every) }).nodes
+-- Every fold opened: the rows folded off the path are fetched.
+H.keys("zR")
+H.wait(function()
+  return not H.contains(every_buf, "more rows")
+end, "opening every fold did not fetch the folded rows", every_buf)
 local drawn = H.lines(every_buf)
 H.check(drawn[1]:find("^Every type — 15 entries, leaf u3"), "header: " .. drawn[1])
 H.check(#drawn == 2 + #rows and #rows == 10, "one line per row", every_buf)
@@ -173,6 +192,13 @@ for i, row in ipairs(rows) do
   H.check(line:sub(1, #prefix) == prefix and line:find(" " .. row.id .. " ", 1, true), "row " .. row.id .. ": " .. line)
 end
 H.check(H.lines(every_buf)[H.line_of(every_buf, "← leaf")]:find(" u3 user", 1, true), "the leaf mark sits on u3, above the hidden move", every_buf)
+
+-- The end of a long path can be many forks deep: rows are indented from the shallowest drawn.
+local deep = require("pi_lsp.tree").layout({ nodes = {
+  { id = "d1", depth = 1600, head = false, type = "message", role = "user", preview = "deep" },
+  { id = "d2", depth = 1601, head = true, type = "message", role = "user", preview = "deeper", hidden = 0 },
+} }, 80)
+H.check(deep[1] == "  d1 user: deep" and deep[2] == "  ├─   d2 user: deeper", "indented from the shallowest row: " .. vim.inspect(deep))
 
 -- Another program appends: the tree is patched from pi/sessionChanged, not fetched again.
 local client = require("pi_lsp.client")
@@ -196,5 +222,31 @@ H.check(appended:find("^  %* u5 user: Appe.*  ← leaf$") and H.entry(every_buf,
   "a row after u3, the leaf now: " .. appended)
 H.check(H.lines(every_buf)[1]:find("16 entries, leaf u5", 1, true), "header: " .. H.lines(every_buf)[1])
 H.check(fetched == 0, "the tree was patched, not fetched (" .. fetched .. " pi.getTree)")
+
+-- A long context's preview: the first and last 50 messages at once, `+` shows more.
+local long = vim.fn.getcwd() .. "/.pi/sessions/long-context.jsonl"
+local long_lines = {
+  vim.json.encode({ type = "session", version = 3, id = "long-context", timestamp = "2026-12-01T10:00:00.000Z", cwd = "/tmp/long" }),
+}
+for i = 0, 349 do
+  long_lines[#long_lines + 1] = vim.json.encode({
+    type = "message", id = "c" .. i, parentId = i > 0 and ("c" .. (i - 1)) or vim.NIL, timestamp = "2026-12-01T10:00:01.000Z",
+    message = { role = "user", content = "prompt " .. i, timestamp = 1796119201000 },
+  })
+end
+vim.fn.writefile(long_lines, long)
+require("pi_lsp.context").preview(vim.uri_from_fname(long))
+local long_buf
+H.wait(function()
+  long_buf = H.find_buf("pi://context/long-context")
+  return long_buf and H.contains(long_buf, "_… messages 51 to 300 not shown_")
+end, "the long context's preview did not show both ends", long_buf)
+H.check(H.contains(long_buf, "## 50. user") and H.contains(long_buf, "## 350. user"), "both ends are shown", long_buf)
+vim.api.nvim_set_current_win(vim.fn.bufwinid(long_buf))
+H.keys("+")
+H.wait(function()
+  return H.contains(long_buf, "_… messages 101 to 250 not shown_")
+end, "`+` did not show more of the context", long_buf)
+H.check(H.contains(long_buf, "## 100. user"), "50 more from each end", long_buf)
 
 H.finish()

@@ -66,7 +66,7 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
   const session = (arg: unknown) => sessions.resolve(arg);
 
   async function node(uri: string, id: string): Promise<TreeNode | undefined> {
-    return (await c.view.shape(uri)).byId.get(id);
+    return c.view.node(uri, id);
   }
 
   /** The entry the argument names, else one picked from the session's entries. */
@@ -287,7 +287,7 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
       const uri = await session(arg);
       if (!uri) return;
       const given = arg && typeof arg === "object" ? (arg as { model?: string }).model : undefined;
-      const model = given ?? (await pickModel(pi, (await pi.call("pi.previewContext", { uri })).model));
+      const model = given ?? (await pickModel(pi, (await pi.call("pi.previewContext", { uri, page: 1 })).model));
       if (!model) return;
       const slash = model.indexOf("/");
       if (slash <= 0) throw new Error(`a model is provider/id, not ${model}`);

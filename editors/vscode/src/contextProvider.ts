@@ -1,10 +1,13 @@
 // Context previews as read-only virtual documents on the `pi-context:` scheme. The text is
-// pi.previewContext's markdown, made by the same code that builds the model request.
+// pi.previewContext's markdown, made by the same code that builds the model request: paged, the
+// first and last messages (a long context shows its end at once), more on "Show More of the Context".
 import * as vscode from "vscode";
 import type { PiClient } from "./client";
 import { Layer } from "./protocol";
 
 export const SCHEME = "pi-context";
+/** Messages shown from each end of a context at first; each "more" adds as many. */
+export const PREVIEW_PAGE = 50;
 
 export interface ContextTarget {
   session: string;
@@ -35,6 +38,7 @@ export class ContextProvider implements vscode.TextDocumentContentProvider, vsco
   private readonly changed = new vscode.EventEmitter<vscode.Uri>();
   readonly onDidChange = this.changed.event;
   private readonly disposables: vscode.Disposable[] = [this.changed];
+  private readonly pages = new Map<string, number>(); // per document: messages from each end
 
   constructor(private readonly pi: PiClient) {
     // Only previews of the current leaf change: an entry's own context never does (append-only).
@@ -47,12 +51,19 @@ export class ContextProvider implements vscode.TextDocumentContentProvider, vsco
       const preview = await this.pi.call("pi.previewContext", {
         uri: target.session,
         layer: target.layer,
+        page: this.pages.get(uri.toString()) ?? PREVIEW_PAGE,
         ...(target.leafId ? { leafId: target.leafId } : {}),
       });
       return preview.markdown;
     } catch (error) {
       return `# No preview\n\n${error instanceof Error ? error.message : String(error)}\n`;
     }
+  }
+
+  /** Show more of a preview: as many messages again from each end. */
+  more(uri: vscode.Uri): void {
+    this.pages.set(uri.toString(), (this.pages.get(uri.toString()) ?? PREVIEW_PAGE) + PREVIEW_PAGE);
+    this.changed.fire(uri);
   }
 
   refresh(session: string): void {

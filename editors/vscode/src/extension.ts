@@ -50,6 +50,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<PiApi>
   context.subscriptions.push(
     pi, sessions, view, treeView, chats, contextProvider, status,
     vscode.workspace.registerTextDocumentContentProvider(SCHEME, contextProvider),
+    vscode.commands.registerCommand("piLsp.showMoreContext", (uri?: vscode.Uri) => {
+      const shown = uri ?? vscode.window.activeTextEditor?.document.uri;
+      if (shown?.scheme === SCHEME) contextProvider.more(shown);
+    }),
     vscode.workspace.registerTextDocumentContentProvider(APPROVAL_SCHEME, approvals.texts),
     vscode.commands.registerCommand(ANSWER_COMMAND, (id: string, choice: string) => approvals.answer(id, choice)),
     ...registerContextCommands(sessions, panels),

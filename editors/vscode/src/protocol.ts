@@ -42,6 +42,8 @@ export interface TreeNode {
   label: string | null;
   timestamp: string | null;
   onPath: boolean;
+  /** Rows folded under this one (a branch off the path, or the rows past the leaf): `under` fetches them. */
+  hidden: number;
 }
 
 export interface TreeResult {
@@ -53,6 +55,17 @@ export interface TreeResult {
   title: string;
   /** Entries in the file (rows leave out usage records and bookkeeping). */
   entries: number;
+  nodes: TreeNode[];
+  /** Rows before the first one sent (a `limit` was given): a larger `limit` shows them. */
+  earlier: number;
+}
+
+/** A page of the rows folded under the row `under`, in drawing order. */
+export interface RowsUnder {
+  version: number;
+  under: string;
+  start: number;
+  total: number;
   nodes: TreeNode[];
 }
 
@@ -159,8 +172,10 @@ export interface TrustState {
 export interface Commands {
   "pi.listSessions": [Record<string, never>, { sessions: SessionInfo[] }];
   "pi.newSession": [{ name?: string; folderUri?: string }, { uri: string }];
-  "pi.getTree": [{ uri: string }, TreeResult];
-  "pi.previewContext": [{ uri: string; leafId?: string; layer?: Layer }, PreviewResult];
+  /** With `under`, the answer is a RowsUnder page instead. */
+  "pi.getTree": [{ uri: string; limit?: number; under?: string; start?: number }, TreeResult];
+  /** With `page`, `messages` is left out: `markdown` shows the first and last `page` messages. */
+  "pi.previewContext": [{ uri: string; leafId?: string; layer?: Layer; page?: number }, PreviewResult];
   "pi.diffContext": [{ uri: string; fromLeafId: string; toLeafId: string }, DiffResult];
   "pi.branch": [{ uri: string; targetId: string }, BranchResult];
   "pi.branchWithSummary": [{ uri: string; targetId: string; instructions?: string }, { jobId: string }];

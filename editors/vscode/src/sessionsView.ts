@@ -1,8 +1,10 @@
 // The Sessions view: sessions, then their entries as the server lays them out (TreeShape). The current path is
-// coloured and the leaf marked; everything shown comes from pi.listSessions and pi.getTree.
+// coloured and the leaf marked; everything shown comes from pi.listSessions and pi.getTree. The tree comes
+// folded (the path's last rows, each branch off it one row): a folded row's rows are fetched when it opens,
+// a page at a time, and "earlier" rows by asking for a longer path.
 import * as vscode from "vscode";
 import type { PiClient } from "./client";
-import { SessionChanged, SessionInfo, TreeNode, TreeResult } from "./protocol";
+import { RowsUnder, SessionChanged, SessionInfo, TreeNode, TreeResult } from "./protocol";
 import { sameSession, Sessions, sessionKey } from "./sessions";
 import { patchTree, TreeShape } from "./treeShape";
 
@@ -24,6 +26,18 @@ export class SessionItem extends vscode.TreeItem {
   }
 }
 
+/** The rows of the path before the window, or the rest of a folded row's rows: a click shows more. */
+export class MoreItem extends vscode.TreeItem {
+  readonly kind = "more";
+  constructor(readonly sessionUri: string, count: number, under?: string) {
+    super(under ? `… ${count} more rows` : `… ${count} earlier rows`, vscode.TreeItemCollapsibleState.None);
+    this.id = `more:${sessionKey(sessionUri)}#${under ?? ""}`;
+    this.contextValue = "more";
+    this.iconPath = new vscode.ThemeIcon("ellipsis");
+    this.command = { command: MORE_ROWS, title: "Show More", arguments: [{ uri: sessionUri, under }] };
+  }
+}
+
 export class EntryItem extends vscode.TreeItem {
   readonly kind = "entry";
   constructor(
@@ -31,6 +45,7 @@ export class EntryItem extends vscode.TreeItem {
     readonly node: TreeNode,
     leafRow: string | null,
     expandable: boolean,
+    readonly shape: TreeShape, // the rows it was drawn from: the session's, or a folded row's
   ) {
     const leaf = node.id === leafRow;
     // The leaf mark and the label lead: at the side bar's default width the end of a row is cut.
@@ -59,7 +74,18 @@ export class EntryItem extends vscode.TreeItem {
   }
 }
 
-export type Item = SessionItem | EntryItem;
+export type Item = SessionItem | EntryItem | MoreItem;
+
+export const MORE_ROWS = "piLsp.showMoreRows";
+/** Rows of the current path asked for at first (and added by each "earlier"), rows of a folded row per page. */
+export const PATH_ROWS = 300;
+export const PAGE_ROWS = 500;
+
+interface Unfolded {
+  total: number; // the folded row's `hidden` when fetched: another count means other rows
+  rows: TreeNode[];
+  shape: TreeShape;
+}
 
 /**
  * The context key the view's welcome texts read: unset until the server first answers (the
@@ -72,6 +98,8 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
   readonly onDidChangeTreeData = this.changed.event;
   private readonly shapes = new Map<string, Promise<TreeShape>>();
   private readonly trees = new Map<string, TreeResult>(); // the last tree fetched or patched
+  private readonly limits = new Map<string, number>(); // path rows asked for, per session
+  private readonly unfolded = new Map<string, Map<string, Promise<Unfolded>>>(); // per session, per folded row
   private readonly disposables: vscode.Disposable[] = [this.changed];
   private timer: ReturnType<typeof setTimeout> | undefined;
   private state: "ready" | "failed" | undefined;
@@ -84,7 +112,52 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
       pi.onSessionChanged((e) => this.sessionChanged(e)),
       pi.onStarted(() => this.refresh()),
       sessions.onDidChangeCurrent(() => this.refresh(undefined, false)),
+      vscode.commands.registerCommand(MORE_ROWS, (arg: { uri: string; under?: string }) => this.more(arg.uri, arg.under)),
     );
+  }
+
+  /** Show more: earlier rows of the path (a longer path is fetched), or the next page of a folded row. */
+  async more(uri: string, under?: string): Promise<void> {
+    const key = sessionKey(uri);
+    if (under === undefined) {
+      this.limits.set(key, (this.limits.get(key) ?? PATH_ROWS) + PATH_ROWS);
+      return this.refresh(uri);
+    }
+    const held = this.unfolded.get(key)?.get(under);
+    if (!held) return;
+    const unfolded = await held;
+    const page = await this.page(uri, under, unfolded.rows.length);
+    const rows = [...unfolded.rows, ...page.nodes];
+    this.unfolded.get(key)?.set(under, Promise.resolve({ total: page.total, rows, shape: rowsShape(rows) }));
+    this.refresh(undefined, false);
+  }
+
+  private page(uri: string, under: string, start: number): Promise<RowsUnder> {
+    return this.pi.call("pi.getTree", { uri, under, start, limit: PAGE_ROWS }) as unknown as Promise<RowsUnder>;
+  }
+
+  /** The rows folded under `node`, fetched when it first opens and kept while its count holds. */
+  private rowsUnder(uri: string, node: TreeNode): Promise<Unfolded> {
+    const key = sessionKey(uri);
+    const held = this.unfolded.get(key) ?? new Map<string, Promise<Unfolded>>();
+    this.unfolded.set(key, held);
+    let rows = held.get(node.id);
+    if (!rows) {
+      rows = this.page(uri, node.id, 0).then((page) => ({ total: page.total, rows: page.nodes, shape: rowsShape(page.nodes) }));
+      rows.catch(() => held.delete(node.id));
+      held.set(node.id, rows);
+    }
+    return rows;
+  }
+
+  /** Forget the rows fetched under folded rows whose count changed (or that are gone). */
+  private keepUnfolded(key: string, tree: TreeResult): void {
+    const held = this.unfolded.get(key);
+    if (!held) return;
+    const counts = new Map(tree.nodes.map((n) => [n.id, n.hidden]));
+    for (const [id, rows] of [...held]) {
+      void rows.then((r) => { if (counts.get(id) !== r.total) held.delete(id); }, () => held.delete(id));
+    }
   }
 
   /**
@@ -93,10 +166,10 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
    */
   refresh(uri?: string, dropTrees = true): void {
     if (dropTrees) {
-      if (uri === undefined) this.shapes.clear();
-      else this.shapes.delete(sessionKey(uri));
-      if (uri === undefined) this.trees.clear();
-      else this.trees.delete(sessionKey(uri));
+      for (const map of [this.shapes, this.trees, this.unfolded]) {
+        if (uri === undefined) map.clear();
+        else map.delete(sessionKey(uri));
+      }
     }
     clearTimeout(this.timer);
     this.timer = setTimeout(() => this.changed.fire(undefined), 100);
@@ -109,6 +182,7 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
     const patched = held && e.tree ? patchTree(held, e.tree) : undefined;
     if (!patched) return this.refresh(e.uri);
     this.trees.set(key, patched);
+    this.keepUnfolded(key, patched);
     this.shapes.set(key, Promise.resolve(new TreeShape(patched)));
     this.refresh(undefined, false);
   }
@@ -131,15 +205,39 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
       this.keepOnly(new Set(listed.map((s) => sessionKey(s.uri))));
       return listed.map((s) => new SessionItem(s, sameSession(s.uri, current)));
     }
+    if (item.kind === "more") return [];
     const uri = item.sessionUri;
     const shape = await this.shape(uri);
-    const rows = item.kind === "session" ? shape.roots() : shape.childrenOf(item.node.id);
-    return rows.map((node) => new EntryItem(uri, node, shape.tree.leafRow, shape.expandable(node.id)));
+    const leafRow = shape.tree.leafRow;
+    const entries = (from: TreeShape, rows: TreeNode[]) =>
+      rows.map((node) => new EntryItem(uri, node, leafRow, from.expandable(node.id) || node.hidden > 0, from));
+    if (item.kind === "session") {
+      const earlier = shape.tree.earlier ? [new MoreItem(uri, shape.tree.earlier)] : [];
+      return [...earlier, ...entries(shape, shape.roots())];
+    }
+    if (item.node.hidden > 0) {
+      const unfolded = await this.rowsUnder(uri, item.node);
+      const rest = unfolded.total - unfolded.rows.length;
+      return [...entries(unfolded.shape, unfolded.shape.roots()), ...(rest > 0 ? [new MoreItem(uri, rest, item.node.id)] : [])];
+    }
+    return entries(item.shape, item.shape.childrenOf(item.node.id));
   }
 
   private keepOnly(keys: Set<string>): void {
     for (const key of [...this.shapes.keys()]) if (!keys.has(key)) this.shapes.delete(key);
     for (const key of [...this.trees.keys()]) if (!keys.has(key)) this.trees.delete(key);
+    for (const key of [...this.unfolded.keys()]) if (!keys.has(key)) this.unfolded.delete(key);
+  }
+
+  /** A row the view holds: in the tree, or among the rows fetched under a folded row. */
+  async node(uri: string, id: string): Promise<TreeNode | undefined> {
+    const found = (await this.shape(uri)).byId.get(id);
+    if (found) return found;
+    for (const rows of this.unfolded.get(sessionKey(uri))?.values() ?? []) {
+      const node = (await rows.catch(() => undefined))?.shape.byId.get(id);
+      if (node) return node;
+    }
+    return undefined;
   }
 
   /** The session's tree, fetched once per change. */
@@ -147,7 +245,7 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
     const key = sessionKey(uri);
     let shape = this.shapes.get(key);
     if (!shape) {
-      shape = this.pi.call("pi.getTree", { uri }).then((t: TreeResult) => {
+      shape = this.pi.call("pi.getTree", { uri, limit: this.limits.get(key) ?? PATH_ROWS }).then((t: TreeResult) => {
         this.trees.set(key, t);
         return new TreeShape(t);
       });
@@ -165,6 +263,11 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
     clearTimeout(this.timer);
     for (const d of this.disposables) d.dispose();
   }
+}
+
+/** The shape of rows fetched under a folded row: its own top level is theirs. */
+function rowsShape(rows: TreeNode[]): TreeShape {
+  return new TreeShape({ version: 0, leafId: null, leafRow: null, title: "", entries: 0, earlier: 0, nodes: rows });
 }
 
 function collapsed(expandable: boolean, onPath: boolean): vscode.TreeItemCollapsibleState {

@@ -49,7 +49,7 @@ export class StatusBar implements vscode.Disposable {
     }
     try {
       const [preview, info] = await Promise.all([
-        this.pi.call("pi.previewContext", { uri }),
+        this.pi.call("pi.previewContext", { uri, page: 1 }), // the totals, not the messages
         this.sessions.info(uri).catch(() => undefined),
       ]);
       const share = preview.contextWindow ? preview.totalTokens / preview.contextWindow : 0;

@@ -76,6 +76,35 @@ test("the tree provider lists sessions, then entries, with the current path mark
   assert.deepEqual(leaf.command.arguments, [{ uri: sessionUri, entryId: leaf.entryId }]);
 });
 
+test("the view asks for the tree folded: a folded branch's rows are fetched when it opens", async () => {
+  const calls = [];
+  const call = api.pi.call;
+  api.pi.call = (command, args) => {
+    if (command === "pi.getTree") calls.push(args);
+    return call.call(api.pi, command, args);
+  };
+  try {
+    provider().refresh();
+    const session = (await provider().getChildren())[0];
+    const fork = (await provider().getChildren(session)).find((e) => e.entryId === "24652ae8");
+    const dead = (await provider().getChildren(fork)).find((b) => b.entryId === "e1afef94");
+    assert.deepEqual(calls.map((a) => [a.limit, a.under]), [[300, undefined]], "one folded fetch, nothing under the branch yet");
+    assert.equal(dead.node.hidden, 13);
+    assert.equal(dead.collapsibleState, vscode.TreeItemCollapsibleState.Collapsed);
+    const rows = await provider().getChildren(dead);
+    assert.deepEqual(calls.slice(1).map((a) => [a.under, a.start]), [["e1afef94", 0]]);
+    assert.equal(rows[0].entryId, "d9977f3d", "the branch's chain, under its head");
+    const all = [];
+    const walk = async (items) => { for (const item of items) { all.push(item.entryId); await walk(await provider().getChildren(item)); } };
+    await walk(rows);
+    assert.equal(all.length, 13);
+    await provider().getChildren(dead);
+    assert.equal(calls.length, 2, "kept, not fetched again");
+  } finally {
+    api.pi.call = call;
+  }
+});
+
 test("previewContext opens a read-only pi-context: document with the server's markdown", async () => {
   const doc = await run("piLsp.previewContext", { uri: sessionUri, entryId: "24652ae8" });
   assert.equal(doc.scheme, "pi-context");
@@ -196,6 +225,48 @@ test("Set model and thinking level write entries; Check finds nothing wrong", as
   assert.equal(preview.model, "anthropic/claude-haiku-4-5");
   assert.equal(preview.thinkingLevel, "low");
   assert.deepEqual(await run("piLsp.check", { uri: sessionUri }), []);
+});
+
+test("a path longer than the view asks for: its earlier rows come on demand", async () => {
+  const path = require("node:path");
+  const file = path.join(ws.sessionsDir, "long-path.jsonl");
+  const lines = [JSON.stringify({ type: "session", version: 3, id: "long-path", timestamp: "2026-12-01T10:00:00.000Z", cwd: "/tmp/long" })];
+  for (let i = 0; i < 350; i++) {
+    lines.push(JSON.stringify({ type: "message", id: `p${i}`, parentId: i ? `p${i - 1}` : null, timestamp: "2026-12-01T10:00:01.000Z",
+      message: { role: "user", content: `prompt ${i}`, timestamp: 1796119201000 } }));
+  }
+  require("node:fs").writeFileSync(file, lines.join("\n") + "\n");
+  const session = await eventually(async () => (await provider().getChildren()).find((s) => s.kind === "session" && ext.sessionKey(s.sessionUri) === file), "the long session in the view");
+  const first = await provider().getChildren(session);
+  assert.equal(first.length, 301);
+  assert.equal(first[0].kind, "more");
+  assert.equal(first[0].label, "… 50 earlier rows");
+  assert.deepEqual([first[1].entryId, first.at(-1).entryId], ["p50", "p349"]);
+  await run(first[0].command.command, ...first[0].command.arguments);
+  const all = await eventually(async () => { const items = await provider().getChildren(session); return items.length === 350 && items; }, "the earlier rows");
+  assert.deepEqual([all[0].entryId, all.at(-1).entryId], ["p0", "p349"]);
+});
+
+test("a long context's preview shows both ends at first, more on Show More of the Context", async () => {
+  const path = require("node:path");
+  const file = path.join(ws.sessionsDir, "long-context.jsonl");
+  const lines = [JSON.stringify({ type: "session", version: 3, id: "long-context", timestamp: "2026-12-01T10:00:00.000Z", cwd: "/tmp/long" })];
+  for (let i = 0; i < 350; i++) {
+    lines.push(JSON.stringify({ type: "message", id: `c${i}`, parentId: i ? `c${i - 1}` : null, timestamp: "2026-12-01T10:00:01.000Z",
+      message: { role: "user", content: `prompt ${i}`, timestamp: 1796119201000 } }));
+  }
+  require("node:fs").writeFileSync(file, lines.join("\n") + "\n");
+  const uri = vscode.Uri.file(file).toString();
+  const doc = await run("piLsp.previewContext", { uri });
+  const text = () => rec.shown.at(-1).getText();
+  assert.equal(rec.shown.at(-1).uri.toString(), doc.toString());
+  assert.match(text(), /## 50\. user/);
+  assert.match(text(), /_… messages 51 to 300 not shown_/);
+  assert.match(text(), /## 350\. user · \d+ tokens · `c349`/);
+  await run("piLsp.showMoreContext", doc);
+  const more = await api.contextProvider.provideTextDocumentContent(doc);
+  assert.match(more, /## 100\. user/);
+  assert.match(more, /_… messages 101 to 250 not shown_/);
 });
 
 test("a failing command shows the server's message instead of throwing", async () => {

@@ -72,13 +72,13 @@ test("pi.listSessions lists the workspace session with the documented keys", asy
 
 test("pi.getTree: one row per entry, parents inside the tree, the leaf on the path", async () => {
   const tree = await exec("pi.getTree", { uri: session.uri });
-  assert.deepEqual(keys(tree), ["entries", "leafId", "leafRow", "nodes", "title", "version"]);
+  assert.deepEqual(keys(tree), ["earlier", "entries", "leafId", "leafRow", "nodes", "title", "version"]);
   assert.equal(tree.nodes.length, 56);
   assert.equal(tree.entries, 56);
   assert.equal(tree.title, session.title);
   const ids = new Set(tree.nodes.map((n) => n.id));
   for (const n of tree.nodes) {
-    assert.deepEqual(keys(n), ["depth", "head", "id", "label", "onPath", "parentId", "preview", "role", "timestamp", "type"]);
+    assert.deepEqual(keys(n), ["depth", "head", "hidden", "id", "label", "onPath", "parentId", "preview", "role", "timestamp", "type"]);
     assert.ok(n.parentId === null || ids.has(n.parentId), `dangling parent ${n.parentId}`);
   }
   const leaf = tree.nodes.find((n) => n.id === tree.leafId);

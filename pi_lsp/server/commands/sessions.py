@@ -24,6 +24,8 @@ from pi_lsp.server.protocol import (
 if TYPE_CHECKING:
     from pi_lsp.server.server import PiServer
 
+ROWS_UNDER_PAGE = 500
+
 
 async def list_sessions(ls: PiServer, _args: NoArgs) -> dict[str, Any]:
     sessions = await asyncio.to_thread(ls.hub.list_sessions)
@@ -43,11 +45,15 @@ def new_session(ls: PiServer, args: NewSessionArgs) -> dict[str, Any]:
 
 
 async def get_tree(ls: PiServer, args: TreeArgs) -> Any:
-    return ls.hub.tree_view(await ls.open_tree(args.uri), args.bookkeeping)
+    path = await ls.open_tree(args.uri)
+    if args.under is not None:
+        return ls.hub.rows_under(path, args.under, args.start, args.limit or ROWS_UNDER_PAGE)
+    return ls.hub.tree_view(path, args.bookkeeping, args.limit)
 
 
 async def preview_context(ls: PiServer, args: PreviewArgs) -> Any:
-    preview = ls.hub.preview(await ls.open_tree(args.uri), args.leaf_id, args.layer)
+    preview = ls.hub.preview(await ls.open_tree(args.uri), args.leaf_id, args.layer,
+                             markdown=args.page is None)
     return preview if args.page is None else paged(preview, args.page, args.start)
 
 

@@ -118,10 +118,13 @@ function M.map_edit_keys(buf, uri, target, after)
   end
 end
 
---- The context preview of `uri` at `leaf_id` (default: the current leaf);
---- `line`: where to put the cursor (default: the top).
-function M.preview(uri, leaf_id, line)
-  local args = { uri = uri }
+local PAGE = 50 -- messages from each end of a long context; `+` shows as many more
+
+--- The context preview of `uri` at `leaf_id` (default: the current leaf): the
+--- first and last `page` messages (default PAGE); `line`: where to put the
+--- cursor (default: the top).
+function M.preview(uri, leaf_id, page, line)
+  local args = { uri = uri, page = page or PAGE }
   if leaf_id and leaf_id ~= "" then
     args.leafId = leaf_id
   end
@@ -130,15 +133,18 @@ function M.preview(uri, leaf_id, line)
     local lines = util.split_lines(result.markdown or "")
     local buf = show_scratch("pi://context/" .. name_of(uri), lines, uri)
     vim.b[buf].pi_lsp_leaf = result.leafId
+    util.map(buf, "n", "+", function()
+      M.preview(uri, leaf_id, args.page + PAGE)
+    end, "show more of the context")
     vim.api.nvim_win_set_cursor(0, { math.min(line or 1, #lines), 0 })
     -- Edits are written at the current leaf: the buffer then shows that.
     M.map_edit_keys(buf, uri, function()
       return M.heading_at(vim.api.nvim_buf_get_lines(buf, 0, -1, false), vim.api.nvim_win_get_cursor(0)[1])
     end, function()
-      M.preview(uri, nil, vim.api.nvim_win_get_cursor(0)[1])
+      M.preview(uri, nil, args.page, vim.api.nvim_win_get_cursor(0)[1])
     end)
     util.map(buf, "n", config.options.context.keys.help, function()
-      util.notify(M.edit_help() .. " · q close")
+      util.notify(M.edit_help() .. " · + more of the context · q close")
     end, "pi: keys")
   end, session.root_of(uri))
 end

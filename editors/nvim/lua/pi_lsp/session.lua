@@ -217,7 +217,7 @@ function M.refresh_status(uri)
   end
   refreshers[key] = refreshers[key]
     or util.coalesce(function(done)
-      client.exec("pi.previewContext", { uri = uri }, function(err, result)
+      client.exec("pi.previewContext", { uri = uri, page = 1 }, function(err, result) -- totals only
         if not err and result then
           local busy = status[key] and status[key].busy or false
           status[key] = {

@@ -33,7 +33,7 @@ function M.model(arg)
     local root = session.root_of(uri)
     client.run("pi.listModels", {}, function(result)
       -- The session's model from the server: the statusline's cache may not be filled yet.
-      client.run("pi.previewContext", { uri = uri }, function(preview)
+      client.run("pi.previewContext", { uri = uri, page = 1 }, function(preview)
         vim.ui.select(result.models or {}, {
           prompt = "Model for " .. file_name(uri),
           format_item = function(m)

@@ -1,7 +1,9 @@
 -- :PiTree — the session tree in a buffer, drawn from the rows the server lays
 -- out (a chain stays at one depth, only forks indent, as `pi-lsp tree` prints
 -- it); every fork's branch is a fold. `*` marks the current path, `← leaf` the leaf. Re-rendered on
--- pi/sessionChanged; every action is one server command.
+-- pi/sessionChanged; every action is one server command. The tree comes folded (the path's last
+-- rows, each branch off it one row): a folded row's rows are fetched when its fold opens or the
+-- cursor reaches its "… N more rows" line, earlier rows when the cursor reaches "… N earlier rows".
 local client = require("pi_lsp.client")
 local config = require("pi_lsp.config")
 local session = require("pi_lsp.session")
@@ -12,6 +14,8 @@ local M = {}
 local ns = vim.api.nvim_create_namespace("pi_lsp_tree")
 local views = {} -- buf -> {uri, root, nodes, by_id, leaf, line_ids, ids_line, rendered}
 local HEADER_LINES = 2
+local PATH_ROWS = 300 -- rows of the current path asked for at first, and added by "earlier"
+local PAGE_ROWS = 500 -- rows fetched under a folded row at a time
 
 -- Every key's action: its hint on the tree's second line, and what `?` says.
 local HELP = {
@@ -81,10 +85,14 @@ end
 
 --- One entry's line. Wider than `width` cells, the preview is shortened: the
 --- id, the label and the leaf mark are never cut.
-local function node_line(node, leaf, width)
+local function node_line(node, leaf, width, base)
+  local indent = ("  "):rep(math.max(0, node.depth - (base or 0)))
+  if node.more then
+    return ("%s… %d %s rows"):format(indent, node.count, node.under and "more" or "earlier")
+  end
   local mark = node.onPath and "*" or " "
   local kind = node.role or node.type
-  local head = ("%s%s%s %s %s: "):format(("  "):rep(node.depth), node.head and "├─ " or "", mark, node.id, kind)
+  local head = ("%s%s%s %s %s: "):format(indent, node.head and "├─ " or "", mark, node.id, kind)
   local tail = ""
   if node.label and node.label ~= "" then
     tail = tail .. "  [" .. node.label .. "]"
@@ -101,16 +109,48 @@ local function node_line(node, leaf, width)
   return head .. preview .. tail
 end
 
+--- The rows to draw: `tree`'s, each folded row followed by the rows fetched
+--- under it (`unfolded[id]`: {total, rows}) and a "… N more rows" row for the
+--- rest; "… N earlier rows" first when the path was cut.
+function M.unfold(tree, unfolded)
+  local nodes = {}
+  if (tree.earlier or 0) > 0 then
+    nodes[1] = { more = true, count = tree.earlier, depth = 0 }
+  end
+  for _, node in ipairs(tree.nodes or {}) do
+    nodes[#nodes + 1] = node
+    local hidden = node.hidden or 0
+    if hidden > 0 then
+      local fetched = unfolded and unfolded[node.id]
+      local rows = fetched and fetched.total == hidden and fetched.rows or {}
+      vim.list_extend(nodes, rows)
+      if #rows < hidden then
+        nodes[#nodes + 1] = { more = true, under = node.id, start = #rows, count = hidden - #rows, depth = node.depth + 1 }
+      end
+    end
+  end
+  return vim.tbl_extend("force", tree, { nodes = nodes })
+end
+
 --- Lines, the entry id of each line, and fold ranges for a pi.getTree result,
 --- lines made to fit `width` cells when given. The server lays the rows out
 --- (session/layout.py): each row's depth and whether it starts a branch.
+--- "More" rows (M.unfold) have no id; the fifth result maps their lines to them.
 function M.layout(tree, width)
   local nodes = tree.nodes or {}
   local by_id = {}
   for _, node in ipairs(nodes) do
-    by_id[node.id] = node
+    if not node.more then
+      by_id[node.id] = node
+    end
   end
-  local lines, ids, folds = {}, {}, {}
+  local lines, ids, folds, more = {}, {}, {}, {}
+  -- Indented from the shallowest row drawn: the end of a long path can be forks deep.
+  local base = math.huge
+  for _, node in ipairs(nodes) do
+    base = node.more and base or math.min(base, node.depth)
+  end
+  base = base == math.huge and 0 or base
   local open = {} -- folds not yet closed, deepest last: {first line, depth}
   local function close_to(depth, last)
     while #open > 0 and open[#open][2] >= depth do
@@ -121,21 +161,25 @@ function M.layout(tree, width)
   for lnum, node in ipairs(nodes) do
     if node.head then
       -- A branch's fold runs until the next branch at its depth or shallower.
-      close_to(node.depth + 1, lnum - 1)
-      open[#open + 1] = { lnum, node.depth + 1 }
+      close_to(node.depth - base + 1, lnum - 1)
+      open[#open + 1] = { lnum, node.depth - base + 1 }
     end
-    lines[lnum] = node_line(node, tree.leafRow, width)
-    ids[lnum] = node.id
+    lines[lnum] = node_line(node, tree.leafRow, width, base)
+    if node.more then
+      more[lnum] = node
+    else
+      ids[lnum] = node.id
+    end
   end
   close_to(1, #lines)
   if width then
     -- Closed, a fold shows its first line and "… N more lines": that line leaves room for it.
     for _, fold in ipairs(folds) do
       local node = by_id[ids[fold[1]]]
-      lines[fold[1]] = node_line(node, tree.leafRow, width - vim.fn.strdisplaywidth(util.fold_marker(fold[2] - fold[1])))
+      lines[fold[1]] = node_line(node, tree.leafRow, width - vim.fn.strdisplaywidth(util.fold_marker(fold[2] - fold[1])), base)
     end
   end
-  return lines, ids, folds, by_id
+  return lines, ids, folds, by_id, more
 end
 
 --- The tree after a pi/sessionChanged change (`delta`: rows replaced from
@@ -158,6 +202,7 @@ function M.patch(tree, delta)
     leafRow = delta.leafRow,
     title = delta.title,
     entries = delta.entries,
+    earlier = delta.earlier,
     nodes = nodes,
   }
 end
@@ -251,11 +296,13 @@ local function text_width(buf)
   return vim.api.nvim_win_get_width(win) - vim.fn.getwininfo(win)[1].textoff
 end
 
+local fetch_shown -- below: it draws, and drawing calls it
+
 local function draw(buf, view, tree)
   local cursor_id = cursor_entry(buf, view)
   local closed = view.rendered and closed_folds(buf, view) or nil
-  local lines, ids, folds, by_id = M.layout(tree, text_width(buf))
-  view.tree, view.width = tree, text_width(buf)
+  local lines, ids, folds, by_id, more = M.layout(M.unfold(tree, view.unfolded), text_width(buf))
+  view.tree, view.width, view.more = tree, text_width(buf), more
   view.nodes, view.by_id, view.leaf, view.line_ids, view.folds = tree.nodes, by_id, tree.leafId, ids, folds
   view.leaf_row = tree.leafRow
   view.ids_line = {}
@@ -281,6 +328,51 @@ local function draw(buf, view, tree)
     vim.api.nvim_win_set_cursor(win, { target, 0 })
   end
   view.rendered = true
+  fetch_shown(buf, true)
+end
+
+--- Fetch what a "more" row stands for: a longer path, or the next page of
+--- rows under a folded row (kept while the row's count holds).
+local function fetch_more(buf, row)
+  local view = views[buf]
+  if not row.under then
+    view.limit = view.limit + PATH_ROWS
+    return view.refresh()
+  end
+  if view.fetching[row.under] then
+    return
+  end
+  local held = view.unfolded[row.under] or { rows = {} }
+  view.fetching[row.under] = true
+  local args = { uri = view.uri, under = row.under, start = #held.rows, limit = PAGE_ROWS }
+  client.exec("pi.getTree", args, function(err, page)
+    view.fetching[row.under] = nil
+    if err then
+      return util.error("pi.getTree: " .. (err.message or tostring(err)))
+    end
+    view.unfolded[row.under] = { total = page.total, rows = vim.list_extend(vim.list_slice(held.rows), page.nodes) }
+    if vim.api.nvim_buf_is_valid(buf) then
+      draw(buf, view, view.tree)
+    end
+  end, view.root)
+end
+
+--- Fetch the rows of "more" rows: the one on the cursor's line, and with
+--- `opened` the first page of each folded row whose fold is open.
+function fetch_shown(buf, opened)
+  local view = views[buf]
+  local win = vim.fn.bufwinid(buf)
+  if not view or not view.more or win == -1 then
+    return
+  end
+  local cursor = vim.api.nvim_win_get_cursor(win)[1] - HEADER_LINES
+  vim.api.nvim_win_call(win, function()
+    for lnum, row in pairs(view.more) do
+      if lnum == cursor or (opened and row.start == 0 and vim.fn.foldclosed(lnum + HEADER_LINES) == -1) then
+        fetch_more(buf, row)
+      end
+    end
+  end)
 end
 
 --- Fetch the tree and redraw (coalesced per buffer).
@@ -461,6 +553,13 @@ function M.actions.help()
 end
 
 local function map_keys(buf)
+  -- Opening a fold fetches the rows folded into it.
+  for _, key in ipairs({ "zo", "zO", "za", "zA", "zv", "zR" }) do
+    util.map(buf, "n", key, function()
+      vim.cmd("normal! " .. vim.v.count1 .. key)
+      fetch_shown(buf, true)
+    end, "pi: open the fold, fetching its rows")
+  end
   for action, keys in pairs(config.options.tree.keys) do
     for _, key in ipairs(type(keys) == "table" and keys or { keys }) do
       util.map(buf, "n", key, function()
@@ -481,19 +580,27 @@ local function buffer_for(uri, root)
   local buf = util.scratch("pi://tree/" .. vim.fn.fnamemodify(util.key(uri), ":t:r"), "pitree")
   vim.b[buf].pi_lsp_uri = uri
   vim.b[buf].pi_lsp_root = root
-  local view = { uri = uri, root = root }
+  local view = { uri = uri, root = root, limit = PATH_ROWS, unfolded = {}, fetching = {} }
   views[buf] = view
   view.refresh = util.coalesce(function(done)
-    client.exec("pi.getTree", { uri = uri, bookkeeping = config.options.tree.show_bookkeeping }, function(err, tree)
+    local args = { uri = uri, bookkeeping = config.options.tree.show_bookkeeping, limit = view.limit }
+    client.exec("pi.getTree", args, function(err, tree)
       if err then
         util.error("pi.getTree: " .. (err.message or tostring(err)))
       elseif vim.api.nvim_buf_is_valid(buf) then
+        view.unfolded = {} -- fetched anew as their folds show
         draw(buf, view, tree)
       end
       done()
     end, root)
   end)
   map_keys(buf)
+  vim.api.nvim_create_autocmd("CursorMoved", {
+    buffer = buf,
+    callback = function()
+      fetch_shown(buf, false)
+    end,
+  })
   util.tie(buf, {
     util.on("sessionChanged", function(change)
       if not util.same(change.uri, uri) then
