@@ -225,3 +225,22 @@ def test_pi16_writes_the_same_edit_line(tmp_path: Path, target: str, replacement
         return re.sub(r'"(id|timestamp)":"[^"]*"', r'"\1":"…"', line)
 
     assert masked(last_line(tree)) == masked(theirs.read_text().splitlines()[-1])
+
+
+def test_a_paged_preview_marks_the_edits_of_the_pages_it_shows(tmp_path: Path) -> None:
+    tree = session(tmp_path)
+    edit_context(tree, "cccccccc", None)  # stood before the 3rd message
+    edit_context(tree, "eeeeeeee", "noted")  # the 4th message
+    layer = build_layer(tree, tree.leaf_id, "agent")
+    rows = layer.rows
+
+    def paged(*pages: tuple[int, int]) -> str:
+        return render_markdown(layer.leaf_id, "agent", rows, layer.total_tokens, 1000, "off",
+                               None, layer.edits, [(s, rows[s:e]) for s, e in pages])
+
+    both = paged((0, 1), (3, 4))
+    assert "~~toolResult~~" not in both  # it stood among the messages left out
+    assert "_… messages 2 to 3 not shown_" in both
+    assert "## 4. custom · 2 tokens · ✎ replaced (was 2 tokens) · `eeeeeeee`" in both
+    middle = paged((2, 3))
+    assert middle.index("## ~~toolResult~~") < middle.index("## 3. assistant")
