@@ -19,7 +19,7 @@ const CODE_SERVER = path.join(E2E, "node_modules", ".bin", "code-server");
 const CHROMIUM = "/usr/bin/chromium"; // Debian's, from install.sh
 const SHOTS = path.join(E2E, "out");
 /** The screenshots the README shows, committed: a run updates them only with PI_E2E_README=1. */
-const README_SHOTS = ["diff-review", "chat-attachment", "rewind"];
+const README_SHOTS = ["diff-review", "chat-attachment", "rewind", "context-edit"];
 const README_DIR = path.join(E2E, "screenshots");
 const OVERALL_MS = 420_000;
 const STEP_MS = 30_000;
@@ -269,6 +269,42 @@ step("a click on an entry previews the context the model gets there", async ({ p
   await waitFor(() => tab.isVisible(), "an editor tab for the context preview at e1afef94");
   const lines = page.locator(".editor-instance .monaco-editor .view-lines").first();
   await waitFor(async () => (await textOf(lines)).includes("# Context at `e1afef94`"), "the preview to start with \"# Context at `e1afef94`\"");
+});
+
+step("Remove from Context on a tool output in the preview: struck through in its place, the total estimated again", async ({ page }) => {
+  const editor = page.locator(".editor-instance .monaco-editor").first();
+  const lines = editor.locator(".view-lines").first();
+  const heading = lines.locator(".view-line", { hasText: /^## \d+\. toolResult · / }).first();
+  await editor.click();
+  await waitFor(async () => {
+    if (await heading.isVisible()) return true;
+    await page.keyboard.press("PageDown");
+    return false;
+  }, "a tool output's heading in the preview");
+  // A heading's code lenses sit on the line above it: the nearest Remove above this heading.
+  const top = (await heading.boundingBox()).y;
+  const removes = editor.locator(".codelens-decoration a", { hasText: "Remove from Context" });
+  let nearest;
+  let gap = Infinity;
+  for (const lens of await removes.all()) {
+    const box = await lens.boundingBox();
+    if (box && box.y < top && top - box.y < gap) [nearest, gap] = [lens, top - box.y];
+  }
+  if (!nearest) throw new Error("no Remove from Context code lens above the tool output's heading");
+  await nearest.click();
+  // The preview reloads with the edit: look through it (only the lines in sight are rendered).
+  const struck = lines.locator(".view-line", { hasText: /^## ~~toolResult~~ · / }).first();
+  let seen = "";
+  await waitFor(async () => {
+    if (await struck.isVisible()) return true;
+    const now = await textOf(lines);
+    await page.keyboard.press(now === seen ? "Control+Home" : "PageDown"); // at the end: from the top
+    seen = now;
+    return false;
+  }, "the tool output's heading struck through, in its place");
+  await shot(page, "context-edit");
+  await page.keyboard.press("Control+Home");
+  await waitFor(async () => /removed/.test(await textOf(lines)), "the preview's total to say what the edit removed");
 });
 
 step("a write opens as a diff to review; answered in the chat card, its notification goes too; the reply streams", async ({ page, ws, fake }) => {
