@@ -271,16 +271,29 @@ step("a click on an entry previews the context the model gets there", async ({ p
   await waitFor(async () => (await textOf(lines)).includes("# Context at `e1afef94`"), "the preview to start with \"# Context at `e1afef94`\"");
 });
 
-step("Remove from Context on a tool output in the preview: struck through in its place, the total estimated again", async ({ page }) => {
+/** Page through an editor until `line` is in sight (only the lines in sight are rendered). */
+async function pageTo(page, lines, line, what) {
+  let seen = "";
+  await waitFor(async () => {
+    if (await line.isVisible()) return true;
+    const now = await textOf(lines);
+    await page.keyboard.press(now === seen ? "Control+Home" : "PageDown"); // at the end: from the top
+    seen = now;
+    return false;
+  }, what);
+}
+
+step("Remove from Context on a tool output in the preview at the leaf: struck through in its place, the total estimated again", async ({ page }) => {
+  // An edit holds on the current branch from the leaf on: the preview at the leaf shows it.
+  await runCommand(page, "View: Close All Editor Groups");
+  await runCommand(page, "pi: Preview Context");
   const editor = page.locator(".editor-instance .monaco-editor").first();
   const lines = editor.locator(".view-lines").first();
-  const heading = lines.locator(".view-line", { hasText: /^## \d+\. toolResult · / }).first();
-  await editor.click();
-  await waitFor(async () => {
-    if (await heading.isVisible()) return true;
-    await page.keyboard.press("PageDown");
-    return false;
-  }, "a tool output's heading in the preview");
+  await waitFor(async () => (await textOf(lines)).includes("# Context at"), "the preview at the leaf");
+  // Monaco draws spaces as no-break spaces, which \s matches.
+  const heading = lines.locator(".view-line", { hasText: /^##\s\d+\.\stoolResult\s·\s/ }).first();
+  await editor.locator(".view-lines").first().click();
+  await pageTo(page, lines, heading, "a tool output's heading in the preview");
   // A heading's code lenses sit on the line above it: the nearest Remove above this heading.
   const top = (await heading.boundingBox()).y;
   const removes = editor.locator(".codelens-decoration a", { hasText: "Remove from Context" });
@@ -292,16 +305,17 @@ step("Remove from Context on a tool output in the preview: struck through in its
   }
   if (!nearest) throw new Error("no Remove from Context code lens above the tool output's heading");
   await nearest.click();
-  // The preview reloads with the edit: look through it (only the lines in sight are rendered).
-  const struck = lines.locator(".view-line", { hasText: /^## ~~toolResult~~ · / }).first();
-  let seen = "";
+  const struck = lines.locator(".view-line", { hasText: /^##\s~~toolResult~~\s·\s/ }).first();
+  await pageTo(page, lines, struck, "the tool output's heading struck through, in its place");
+  // Its code lens now offers the undo (VS Code asks for the lenses again a moment after a change).
   await waitFor(async () => {
-    if (await struck.isVisible()) return true;
-    const now = await textOf(lines);
-    await page.keyboard.press(now === seen ? "Control+Home" : "PageDown"); // at the end: from the top
-    seen = now;
+    const at = (await struck.boundingBox())?.y ?? 0;
+    for (const lens of await editor.locator(".codelens-decoration a", { hasText: "Undo Context Edit" }).all()) {
+      const box = await lens.boundingBox();
+      if (box && box.y < at && at - box.y < 40) return true;
+    }
     return false;
-  }, "the tool output's heading struck through, in its place");
+  }, "Undo Context Edit above the removed message");
   await shot(page, "context-edit");
   await page.keyboard.press("Control+Home");
   await waitFor(async () => /removed/.test(await textOf(lines)), "the preview's total to say what the edit removed");
@@ -472,7 +486,8 @@ step("Branch Here from the tree's context menu moves the leaf", async ({ page, w
     "the leaf marker on the orm-dead-end entry");
   const lines = fs.readFileSync(ws.sessionFile, "utf8").trim().split("\n");
   const last = JSON.parse(lines.at(-1));
-  if (last.type !== "leaf" || last.targetId !== "28511eec") throw new Error(`the session file's last entry is not a durable leaf move to 28511eec: ${lines.at(-1)}`);
+  // A durable leaf move is a `custom` entry pi reads as the leaf and leaves out of the context.
+  if (last.type !== "custom" || last.customType !== "pi-lsp.leaf" || last.data?.targetId !== "28511eec" || last.parentId !== "28511eec") throw new Error(`the session file's last entry is not a durable leaf move to 28511eec: ${lines.at(-1)}`);
   await shot(page, "branch");
 });
 

@@ -174,27 +174,13 @@ function on_event.message_update(chat, event)
   render.apply_deltas(chat.live, event.deltas)
 end
 
---- The text of a user message (a string or text blocks).
-local function user_text(message)
-  if type(message.content) == "string" then
-    return message.content
-  end
-  local parts = {}
-  for _, block in ipairs(message.content or {}) do
-    if block.type == "text" then
-      parts[#parts + 1] = block.text
-    end
-  end
-  return table.concat(parts, "\n")
-end
-
 function on_event.message_end(chat, event)
   if event.message and event.message.role == "assistant" then
     chat.live = nil
   end
   if event.message and event.message.role == "user" then
     -- A queued steer or follow-up reached the model: it is no longer ours to keep.
-    local text = user_text(event.message)
+    local text = render.content_text(event.message.content)
     for i, item in ipairs(chat.queued) do
       if item.text == text then
         table.remove(chat.queued, i)

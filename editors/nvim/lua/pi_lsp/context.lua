@@ -2,6 +2,7 @@
 -- writes the Markdown (with token counts); these only put it in buffers.
 local client = require("pi_lsp.client")
 local config = require("pi_lsp.config")
+local render = require("pi_lsp.render")
 local session = require("pi_lsp.session")
 local util = require("pi_lsp.util")
 
@@ -45,26 +46,13 @@ function M.heading_at(lines, line)
   end
 end
 
-local function text_of(message)
-  if type(message.content) == "string" then
-    return message.content
-  end
-  local parts = {}
-  for _, block in ipairs(message.content or {}) do
-    if block.type == "text" then
-      parts[#parts + 1] = block.text or ""
-    end
-  end
-  return table.concat(parts, "\n")
-end
-
 local function replace(uri, entry_id, done)
   local root = session.root_of(uri)
   client.run("pi.previewContext", { uri = uri }, function(result)
     local current = ""
     for _, item in ipairs(result.messages or {}) do
       if item.entryId == entry_id then
-        current = text_of(item.message or {})
+        current = render.content_text((item.message or {}).content)
       end
     end
     local default = (#current <= PREFILL_CHARS and not current:find("\n")) and current or ""

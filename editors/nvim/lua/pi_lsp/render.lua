@@ -63,7 +63,8 @@ function Builder:extend(other)
   end
 end
 
-local function content_text(content)
+--- A message content's text blocks joined; `image` (if given) stands in for each image.
+local function content_text(content, image)
   if type(content) == "string" then
     return content
   end
@@ -71,8 +72,8 @@ local function content_text(content)
   for _, block in ipairs(content or {}) do
     if block.type == "text" then
       parts[#parts + 1] = block.text or ""
-    elseif block.type == "image" then
-      parts[#parts + 1] = "[image]"
+    elseif block.type == "image" and image then
+      parts[#parts + 1] = image
     end
   end
   return table.concat(parts, "\n")
@@ -132,7 +133,7 @@ function Builder:assistant_block(block)
 end
 
 function Builder:tool_result(message, entry_id, edited)
-  local text = content_text(message.content)
+  local text = content_text(message.content, "[image]")
   local mark = message.isError and "✗" or "✓"
   self:blank()
   local line = ("▸ %s %s: %s"):format(mark, message.toolName or "tool", one_line(text))
@@ -232,7 +233,7 @@ function Builder:message(message, entry_id, edited)
     self:blank()
     self:add("## " .. (message.customType or "custom") .. where(entry_id, edited))
     self:add("")
-    self:add(content_text(message.content))
+    self:add(content_text(message.content, "[image]"))
   end
 end
 
