@@ -188,10 +188,20 @@ def test_system_rows_show_their_sections_and_tools(tmp_path: Path) -> None:
 # -- pi 1.6 itself reads what pi-lsp wrote, and writes the same line ------------------------
 
 
-def pi16(*arguments: str) -> str:
+# What pi 1.6 answered on these sessions, for machines without it (no Node >= 22.19); where pi
+# 1.6 is installed the tests run it and check the stored answers against it too.
+STORED = Path(__file__).with_name("fixtures") / "pi16-context-edits.json"
+
+
+def stored(key: str) -> Any:
+    return json.loads(STORED.read_text("utf-8"))[key]
+
+
+def run_pi16(*arguments: str) -> str | None:
+    """`tests/pi16_edit.mjs ARGUMENTS` run by pi 1.6's Node, or None when it is not here."""
     node = pi16_node()
     if node is None:
-        pytest.skip("needs pi 1.6 and Node >= 22.19 (set PI_LSP_PI16 to its install)")
+        return None
     run = subprocess.run([node, str(Path(__file__).with_name("pi16_edit.mjs")),
                           str(PI16 / "@earendil-works"), *arguments],
                          capture_output=True, text=True, timeout=CEILING_S)
@@ -199,15 +209,39 @@ def pi16(*arguments: str) -> str:
     return run.stdout
 
 
+def pi16_context(key: str, path: str) -> Any:
+    """The messages pi 1.6 builds at the leaf of `path` (run, or as stored from its run)."""
+    out = run_pi16(path, "context")
+    if out is None:
+        return stored(key)
+    assert json.loads(out) == stored(key)
+    return json.loads(out)
+
+
+def masked(line: str) -> str:
+    return re.sub(r'"(id|timestamp)":"[^"]*"', r'"\1":"…"', line)
+
+
+def pi16_edit_line(key: str, theirs: Path, target: str, replacement: Any) -> str:
+    """The line pi 1.6 appends to `theirs` for this edit, id and time masked (or as stored)."""
+    out = run_pi16(str(theirs), "edit", target,
+                   json.dumps(None if replacement is None else {"content": replacement}))
+    if out is None:
+        return str(stored(key))
+    line = masked(theirs.read_text().splitlines()[-1])
+    assert line == stored(key)
+    return line
+
+
 def test_pi16_reads_the_edits_and_the_undo_pi_lsp_wrote(tmp_path: Path) -> None:
     tree = session(tmp_path)
     edit_context(tree, "cccccccc", None)
     edit_context(tree, "dddddddd", "short")
     edit_context(tree, "eeeeeeee", "noted")
-    assert json.loads(pi16(tree.path, "context")) == contents(tree)
+    assert pi16_context("edited", tree.path) == contents(tree)
     for target in ("cccccccc", "dddddddd", "eeeeeeee"):
         undo_context_edit(tree, target)
-    assert json.loads(pi16(tree.path, "context")) == contents(tree)
+    assert pi16_context("undone", tree.path) == contents(tree)
 
 
 @pytest.mark.parametrize(("target", "replacement"), [
@@ -218,13 +252,8 @@ def test_pi16_writes_the_same_edit_line(tmp_path: Path, target: str, replacement
     theirs = tmp_path / "pi.jsonl"
     shutil.copyfile(tree.path, theirs)
     edit_context(tree, target, replacement)
-    pi16(str(theirs), "edit", target,
-         json.dumps(None if replacement is None else {"content": replacement}))
-
-    def masked(line: str) -> str:
-        return re.sub(r'"(id|timestamp)":"[^"]*"', r'"\1":"…"', line)
-
-    assert masked(last_line(tree)) == masked(theirs.read_text().splitlines()[-1])
+    assert masked(last_line(tree)) == pi16_edit_line(f"edit {target}", theirs, target,
+                                                     replacement)
 
 
 def test_a_paged_preview_marks_the_edits_of_the_pages_it_shows(tmp_path: Path) -> None:
