@@ -153,6 +153,9 @@ export class ChatPanel {
   /** The context the server builds is the transcript; a running turn is streamed on top. */
   async reload(): Promise<void> {
     clearTimeout(this.reloadTimer);
+    // A context asked for during a turn may lack the turn's last entries: it must not become the
+    // transcript when the turn has ended meanwhile (the reload after agent_end brings them).
+    const asked = this.transcript.busy;
     try {
       const [preview, info, models] = await Promise.all([
         this.pi.call("pi.previewContext", { uri: this.uri }),
@@ -169,7 +172,7 @@ export class ChatPanel {
         busy: this.transcript.busy,
       };
       this.panel.title = `pi: ${this.state.title}`;
-      if (!this.transcript.busy) {
+      if (!asked && !this.transcript.busy) {
         this.transcript.load(preview.messages, preview.edits);
         const blocks = this.rendered();
         if (this.failed) blocks.push({ id: "failed", html: noticeHtml("failed", `Not sent: ${this.failed.error}`, "error") });
