@@ -370,6 +370,19 @@ def test_a_held_leaf_ignores_another_writers_appends(tmp_path: Path) -> None:
     assert "f0000001" in tree.by_id
 
 
+def test_listeners_see_a_held_sessions_new_entry_as_its_leaf(tmp_path: Path) -> None:
+    """A turn holds its leaf; each entry it writes is told with that entry as the leaf (the
+    editors patch their trees from it and would mark the entry before as the leaf)."""
+    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
+    tree = SessionTree.open(str(path))
+    tree.hold_leaf = True
+    seen: list[tuple[str | None, int]] = []
+    tree.listeners.append(lambda told, _change: seen.append((told.leaf_id, len(told.records))))
+    call = tree.append_message(reply("calling a tool"))
+    result = tree.append_message(UserMessage(content="result", timestamp=3))
+    assert seen == [(call, 2), (result, 3)]
+
+
 def test_entries_written_just_before_an_append_are_taken_in_first(tmp_path: Path) -> None:
     path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
     tree = SessionTree.open(str(path))

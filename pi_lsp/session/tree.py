@@ -320,9 +320,11 @@ class SessionTree(EntryAppends):
             return entry.id
         self._notify(self._read_new(relocate=True))
         append_lines(self.path, [line])
-        self.refresh()
-        # The new entry is this session's position even if another writer's came after it.
+        change = self._read_new(relocate=self.hold_leaf)
+        # The new entry is this session's position even if another writer's came after it;
+        # listeners are told after, so they never see the entry beside the leaf it replaced.
         self.leaf_id = entry.id
+        self._notify(change)
         return entry.id
 
     def _keep_unwritten(self, lines: list[bytes]) -> None:

@@ -1,0 +1,97 @@
+"""The editors on a long session: a real headless Neovim with the plugin opens the tree and the
+chat of a `--entries` session (one long main line, a side branch every 50 entries, as issue 19's
+table), then a turn streams a long reply from the fake server into it while the tree follows.
+
+Prints how long each view took to show and how long Neovim's loop stalled (the longest gap of a
+timer due every 5 ms, and how many gaps passed 50 ms): a stall is keys that do not answer.
+
+Usage: python benchmarks/bench_editors.py [--entries N] [--pieces N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
+from bench_session import make_session  # noqa: E402
+
+from tests.fake_anthropic import FakeAnthropic, text_reply  # noqa: E402
+from tests.test_nvim import nvim_binary  # noqa: E402
+
+PIECE_DELAY_S = 0.01
+
+
+def neovim(scratch: Path, session: Path, url: str, pieces: int) -> dict[str, object]:
+    """Run the Lua script in a headless Neovim on the session; its figures."""
+    env = {
+        **os.environ,
+        "PI_LSP_PYTHON": sys.executable,
+        "PI_LSP_WORKSPACE": str(session.parent.parent.parent),
+        "PI_LSP_FAKE_URL": url,
+        "PI_LSP_SESSION": str(session),
+        "PI_LSP_LAST_PIECE": f"word{pieces - 1}",
+        "PI_CODING_AGENT_DIR": str(scratch / "agent"),
+        "HOME": str(scratch / "home"),
+        "XDG_STATE_HOME": str(scratch / "state"),
+    }
+    env.pop("ANTHROPIC_API_KEY", None)
+    script = ROOT / "benchmarks" / "nvim_long_session.lua"
+    result = subprocess.run([nvim_binary(), "--headless", "--clean", "-u", "NONE", "-l",
+                             str(script)], cwd=env["PI_LSP_WORKSPACE"], env=env,
+                            capture_output=True, text=True, timeout=600, check=False)
+    if result.returncode != 0:
+        sys.exit(f"the Neovim script failed (exit {result.returncode}):\n{result.stdout}\n"
+                 f"{result.stderr}")
+    return json.loads(result.stdout.splitlines()[0])
+
+
+def stall_line(figures: dict[str, float]) -> str:
+    return (f"longest stall {figures['longest_ms']:.0f} ms, "
+            f"{figures['over_50ms']:.0f} stalls over 50 ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--entries", type=int, default=100_000)
+    parser.add_argument("--pieces", type=int, default=300, help="text deltas of the streamed reply")
+    args = parser.parse_args()
+    scratch = Path(tempfile.mkdtemp(prefix="pi-lsp-bench-editors-"))
+    fake = FakeAnthropic()
+    try:
+        session = scratch / "ws" / ".pi" / "sessions" / "long.jsonl"
+        session.parent.mkdir(parents=True)
+        make_session(session, args.entries, branch_every=50, branch_length=10)
+        print(f"session: {args.entries} entries, {session.stat().st_size / 1e6:.1f} MB; "
+              f"load average {os.getloadavg()[0]:.1f}")
+        url = fake.start()
+        fake.script(text_reply(*(f"word{i} " for i in range(args.pieces)), delay=PIECE_DELAY_S))
+        started = time.perf_counter()
+        figures = neovim(scratch, session, url, args.pieces)
+        print(f"Neovim ({time.perf_counter() - started:.1f} s in all):")
+        print(f"  server initialized         {figures['initialize_ms']:7.0f} ms")
+        print(f"  tree shown (the path's end) {figures['tree_ms']:6.0f} ms, "
+              f"{figures['tree_lines']} lines")
+        print(f"  chat shown (its transcript) {figures['chat_ms']:6.0f} ms")
+        print(f"  while opening both: {stall_line(figures['opening'])}")  # type: ignore[arg-type]
+        print(f"  a {args.pieces}-delta reply streamed in {figures['stream_ms']:.0f} ms "
+              f"(the fake sends one every {PIECE_DELAY_S * 1000:.0f} ms): "
+              f"{stall_line(figures['streaming'])}")  # type: ignore[arg-type]
+        print(f"  the tree showed the reply as its leaf {figures['tree_follow_ms']:.0f} ms "
+              f"after the chat showed its last piece")
+    finally:
+        fake.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
