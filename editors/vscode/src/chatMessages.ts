@@ -31,5 +31,6 @@ export type FromWebview =
   | { type: "setThinking"; level: string }
   | { type: "approve"; id: string; choice: string }
   | { type: "previewContext" }
+  | { type: "earlier" }
   | { type: "detach"; index: number }
   | { type: "contextEdit"; action: "remove" | "replace" | "undo"; entryId: string };

@@ -6,12 +6,14 @@ import { ChatState, FromWebview, ToWebview } from "./chatMessages";
 import { Transcript } from "./chatModel";
 import { renderBlock } from "./chatRender";
 import type { Attachment } from "./codeContext";
-import { ThinkingLevel, THINKING_LEVELS, TurnNotification } from "./protocol";
+import { EditMark, PreviewPage, ThinkingLevel, THINKING_LEVELS, TurnNotification } from "./protocol";
 import { modelChoices, getter } from "./settings";
 import { availableModels, pickModel } from "./modelPicker";
 import { Sessions, sessionKey } from "./sessions";
 import { formatTokens } from "./statusBar";
 
+/** Messages of the context the chat shows at first, and adds with each "Show earlier". */
+export const CHAT_PAGE = 200;
 const CONTEXT_EDITS = { remove: "piLsp.removeFromContext", replace: "piLsp.replaceInContext", undo: "piLsp.undoContextEdit" };
 
 /** A question shown as a card in its session's chat until it is settled. */
@@ -105,6 +107,9 @@ export class ChatPanel {
   /** A prompt whose turn failed before it started: it is in no entry, so it is kept here. */
   private failed: { text: string; error: string } | undefined;
   private pending: string | undefined;
+  /** The last messages of the context the chat shows (a long session's are many). */
+  private shown = CHAT_PAGE;
+  private earlier = 0; // messages before the ones shown
   private readonly reloadedEmitter = new vscode.EventEmitter<void>();
   /** Fires after each reload from the server (tests wait on it). */
   readonly onDidReload = this.reloadedEmitter.event;
@@ -158,7 +163,7 @@ export class ChatPanel {
     const asked = this.transcript.busy;
     try {
       const [preview, info, models] = await Promise.all([
-        this.pi.call("pi.previewContext", { uri: this.uri }),
+        this.pi.call("pi.previewContext", { uri: this.uri, page: this.shown }),
         this.sessions.info(this.uri).catch(() => undefined),
         availableModels(this.pi),
       ]);
@@ -173,7 +178,9 @@ export class ChatPanel {
       };
       this.panel.title = `pi: ${this.state.title}`;
       if (!asked && !this.transcript.busy) {
-        this.transcript.load(preview.messages, preview.edits);
+        const last = preview.pages?.at(-1) ?? { start: 0, messages: [] };
+        this.earlier = last.start;
+        this.transcript.load(last.messages, editsIn(preview.edits ?? [], last));
         const blocks = this.rendered();
         if (this.failed) blocks.push({ id: "failed", html: noticeHtml("failed", `Not sent: ${this.failed.error}`, "error") });
         this.post({ type: "reset", blocks, state: this.state });
@@ -256,6 +263,9 @@ export class ChatPanel {
         case "approve":
           this.onAnswer(m.id, m.choice);
           return;
+        case "earlier":
+          this.shown += CHAT_PAGE;
+          return await this.reload();
         case "previewContext":
           await vscode.commands.executeCommand("piLsp.previewContext", { uri: this.uri });
           return;
@@ -315,8 +325,20 @@ export class ChatPanel {
   }
 
   private rendered(): { id: string; html: string }[] {
-    return this.transcript.blocks.map((b) => ({ id: b.id, html: renderBlock(b, this.transcript.tools) }));
+    const blocks = this.transcript.blocks.map((b) => ({ id: b.id, html: renderBlock(b, this.transcript.tools) }));
+    if (this.earlier > 0) blocks.unshift({ id: "earlier", html: earlierHtml(this.earlier) });
+    return blocks;
   }
+}
+
+/** The context edits of a page, placed among its messages. */
+function editsIn(edits: EditMark[], page: PreviewPage): EditMark[] {
+  return edits.filter((e) => e.position >= page.start).map((e) => ({ ...e, position: e.position - page.start }));
+}
+
+function earlierHtml(count: number): string {
+  return `<div class="notice info earlier" data-id="earlier">${count.toLocaleString("en")} earlier message${count === 1 ? "" : "s"} of the context not shown ` +
+    `<button data-earlier="1">Show ${Math.min(count, CHAT_PAGE)} more</button></div>`;
 }
 
 function noticeHtml(id: string, text: string, level: "info" | "error"): string {

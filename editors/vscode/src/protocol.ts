@@ -91,6 +91,12 @@ export interface EditMark {
   position: number;
 }
 
+/** Messages of a paged preview, from the one at `start` in the whole context. */
+export interface PreviewPage {
+  start: number;
+  messages: PreviewMessage[];
+}
+
 export interface PreviewResult {
   leafId: string | null;
   layer: Layer;
@@ -101,6 +107,9 @@ export interface PreviewResult {
   contextWindow: number;
   markdown: string;
   edits?: EditMark[];
+  /** With `page`: the whole context's length, and its first and last pages (one when they meet). */
+  totalMessages?: number;
+  pages?: PreviewPage[];
 }
 
 export interface DiffResult {
@@ -174,7 +183,7 @@ export interface Commands {
   "pi.newSession": [{ name?: string; folderUri?: string }, { uri: string }];
   /** With `under`, the answer is a RowsUnder page instead. */
   "pi.getTree": [{ uri: string; limit?: number; under?: string; start?: number }, TreeResult];
-  /** With `page`, `messages` is left out: `markdown` shows the first and last `page` messages. */
+  /** With `page`, `messages` is left out: `pages` holds the first and last `page` messages. */
   "pi.previewContext": [{ uri: string; leafId?: string; layer?: Layer; page?: number }, PreviewResult];
   "pi.diffContext": [{ uri: string; fromLeafId: string; toLeafId: string }, DiffResult];
   "pi.branch": [{ uri: string; targetId: string }, BranchResult];

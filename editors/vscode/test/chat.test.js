@@ -153,3 +153,35 @@ test("the markdown renderer escapes raw HTML and drops script links", () => {
   assert.match(html, /<a href="https:\/\/example.org">ok<\/a>/);
   assert.ok(!html.includes("<img"));
 });
+
+test("a long session's chat shows the context's last messages, and earlier ones on demand", async () => {
+  // 1000 questions: the chat shows the last CHAT_PAGE (200) of them, then 200 more; then all of
+  // them, as the server sends the whole context once its first and last pages meet.
+  const stamp = (i) => new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString();
+  const lines = [{ type: "session", version: 3, id: "long-chat", timestamp: stamp(0), cwd: ws.folder }];
+  for (let i = 0; i < 1000; i++) {
+    lines.push({ type: "message", id: `e${String(i).padStart(7, "0")}`, parentId: i ? `e${String(i - 1).padStart(7, "0")}` : null,
+      timestamp: stamp(i), message: { role: "user", content: `question ${i}`, timestamp: i } });
+  }
+  const file = path.join(ws.folder, ".pi", "sessions", "long-chat.jsonl");
+  fs.writeFileSync(file, lines.map((l) => JSON.stringify(l)).join("\n") + "\n");
+  const longUri = vscode.Uri.file(file).toString();
+  await eventually(async () => (await api.sessions.list()).some((s) => s.uri === longUri), "the session to be listed");
+  const long = await vscode.commands.executeCommand("piLsp.openChat", { uri: longUri });
+  long.panel.__receive({ type: "ready" });
+  const shown = async (count) => {
+    const reset = await eventually(() => long.posted.filter((m) => m.type === "reset").find((m) => m.blocks.filter((b) => /class="msg user"/.test(b.html)).length === count), `${count} messages in the chat`);
+    return reset.blocks;
+  };
+  let blocks = await shown(200);
+  assert.match(blocks[0].html, /800 earlier messages of the context not shown <button data-earlier="1">Show 200 more<\/button>/);
+  assert.match(blocks[1].html, /question 800</, "the first message shown is the 801st");
+  assert.match(blocks.at(-1).html, /question 999</);
+  await long.receive({ type: "earlier" });
+  blocks = await shown(400);
+  assert.match(blocks[0].html, /600 earlier messages of the context not shown <button data-earlier="1">Show 200 more<\/button>/);
+  await long.receive({ type: "earlier" });
+  blocks = await shown(1000);
+  assert.match(blocks[0].html, /question 0</, "all of them, without the notice");
+  long.panel.dispose();
+});

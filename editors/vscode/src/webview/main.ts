@@ -138,6 +138,11 @@ new ResizeObserver(() => {
 
 // Remove / Replace / Undo on a message: the buttons are in the blocks the extension renders.
 transcript.addEventListener("click", (event) => {
+  if ((event.target as HTMLElement).closest("button[data-earlier]")) {
+    event.preventDefault();
+    send({ type: "earlier" });
+    return;
+  }
   const button = (event.target as HTMLElement).closest<HTMLButtonElement>("button[data-ctx]");
   if (!button) return;
   event.preventDefault();
