@@ -200,10 +200,12 @@ class Snapshot:
 
 
 class Run(NamedTuple):
-    """Complete lines in a row: the number of the first, and them joined by newlines."""
+    """Complete lines in a row: the number of the first, them joined by newlines, and how many
+    there are."""
 
     first_line: int
     body: bytes
+    line_count: int
 
     def lines(self) -> list[bytes]:
         """The lines, each copied out (the careful path, and the few a tail reads)."""
@@ -237,10 +239,12 @@ class LineSplitter:
                 return None
             body = data[first_end + 1:cut]
         else:
-            body = b"".join([*self.pending, data[:cut]]) if self.pending else data[:cut]
+            # A view, so the lines are copied once, not sliced out and then joined.
+            body = b"".join([*self.pending, memoryview(data)[:cut]]) if self.pending \
+                else data[:cut]
             self.pending, self.pending_size = [], 0
-        run = Run(self.next_line, body)
-        self.next_line += body.count(b"\n") + 1
+        run = Run(self.next_line, body, body.count(b"\n") + 1)
+        self.next_line += run.line_count
         self._hold(data[cut + 1:])
         return run
 
@@ -345,18 +349,18 @@ _line_decoder = msgspec.json.Decoder(msgspec.Raw)
 def _parse_clean(run: Run, batch: LineBatch) -> bool:
     """The fast path for undamaged lines: each line a view of the run's bytes (no copy), its
     envelope decoded from it; False (nothing taken) when some line needs the careful path."""
-    first_line, body = run
+    first_line, body, line_count = run
     if b"\r" in body or not is_utf8(body) or may_be_too_deep(body):
         return False
-    decode = envelope_decoder.fast.decode
     try:
         texts = _line_decoder.decode_lines(body)
-        if len(texts) != body.count(b"\n") + 1:
-            return False  # blank lines were skipped
-        records = [Record(number, text, decode(text))
-                   for number, text in enumerate(texts, first_line)]
+        envelopes = envelope_decoder.fast.decode_lines(body)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return False  # some line is damaged; the careful path reports which
+    if len(texts) != line_count:
+        return False  # blank lines were skipped
+    records = [Record(number, text, env) for number, (text, env)
+               in enumerate(zip(texts, envelopes, strict=True), first_line)]
     if batch.header is None:
         if records[0].env.type != "session":
             return False  # the header is not first
