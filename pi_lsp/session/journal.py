@@ -347,8 +347,9 @@ _line_decoder = msgspec.json.Decoder(msgspec.Raw)
 
 
 def _parse_clean(run: Run, batch: LineBatch) -> bool:
-    """The fast path for undamaged lines: each line a view of the run's bytes (no copy), its
-    envelope decoded from it; False (nothing taken) when some line needs the careful path."""
+    """The fast path for undamaged lines: the lines (views of the run's bytes, not copies) and
+    their envelopes decoded in one call each; False (nothing taken) when some line needs the
+    careful path."""
     first_line, body, line_count = run
     if b"\r" in body or not is_utf8(body) or may_be_too_deep(body):
         return False
@@ -357,7 +358,7 @@ def _parse_clean(run: Run, batch: LineBatch) -> bool:
         envelopes = envelope_decoder.fast.decode_lines(body)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return False  # some line is damaged; the careful path reports which
-    if len(texts) != line_count:
+    if len(texts) != line_count or len(envelopes) != line_count:
         return False  # blank lines were skipped
     records = [Record(number, text, env) for number, (text, env)
                in enumerate(zip(texts, envelopes, strict=True), first_line)]
