@@ -9,25 +9,28 @@ import os
 import sys
 import unicodedata
 from collections.abc import Callable, Sequence
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
-from pi_lsp.cli_common import EXIT_PROBLEMS, EXIT_USAGE, CliError, open_session, write_line
-from pi_lsp.context.build import build_session_context
-from pi_lsp.context.layers import AgentSetup, build_layer
-from pi_lsp.context.preview import render_preview
+from pi_lsp.cli_common import (
+    EXIT_PROBLEMS,
+    EXIT_USAGE,
+    CliError,
+    open_session,
+    write_line,
+    write_messages,
+)
 from pi_lsp.session.appender import WriteFailedError
-from pi_lsp.session.catalog import followed, list_sessions, session_dirs, tree_title
-from pi_lsp.session.check import check_session, repaired_copy
 from pi_lsp.session.entries import THINKING_LEVELS
-from pi_lsp.session.fork import fork_session
-from pi_lsp.session.outline import nested_tree, outline_lines
 from pi_lsp.session.records import UnknownEntryError
-from pi_lsp.session.tree import SessionTree
 
-# Commands that summarize or talk to a model import what they need themselves: the readers
-# (`context`, `tree`, ...) stay quick to start, which matters when an editor calls them often.
+if TYPE_CHECKING:
+    from pi_lsp.context.layers import AgentSetup
+    from pi_lsp.session.tree import SessionTree
+
+# Each command imports what it needs itself: the readers (`context`, `tree`, ...) stay quick to
+# start, which matters when an editor calls them often, and none pays for another's modules.
 
 UNSAFE = ("Cc", "Zl", "Zp")  # control characters, line and paragraph separators
 
@@ -58,13 +61,20 @@ def printable(text: str) -> str:
 
 
 def cmd_context(args: argparse.Namespace) -> int:
+    from pi_lsp.context.build import build_session_context
+
     tree = open_session(args.file)
     leaves: list[str | None] = list(args.leaf) if args.leaf else [tree.leaf_id]
+    if args.json and args.layer == "agent":  # pi's context as it is: nothing to estimate
+        for leaf in leaves:
+            context = build_session_context(tree, leaf)
+            write_messages(msgspec.structs.replace(context, messages=[]), context.messages)
+        return 0
+    from pi_lsp.context.layers import build_layer
+    from pi_lsp.context.preview import render_preview
+
     agent = request_setup(tree, args.approve) if args.layer == "request" else None
     for leaf in leaves:
-        if args.json and args.layer == "agent":  # pi's context as it is: nothing to estimate
-            write_line(build_session_context(tree, leaf))
-            continue
         layer = build_layer(tree, leaf, args.layer, agent)
         if not args.json:
             print(render_preview(layer))
@@ -73,7 +83,7 @@ def cmd_context(args: argparse.Namespace) -> int:
 
             write_line(request_params(layer.request))
         else:  # the model layer
-            write_line({"messages": [row.message for row in layer.rows]})
+            write_messages({"messages": []}, [row.message for row in layer.rows])
     return 0
 
 
@@ -89,6 +99,9 @@ def request_setup(tree: SessionTree, approve: bool | None) -> AgentSetup:
 
 
 def cmd_tree(args: argparse.Namespace) -> int:
+    from pi_lsp.session.catalog import tree_title
+    from pi_lsp.session.outline import nested_tree, outline_lines
+
     tree = open_session(args.file)
     if args.json:
         write_line(nested_tree(tree))
@@ -100,6 +113,8 @@ def cmd_tree(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from pi_lsp.session.check import check_session, repaired_copy
+
     tree = open_session(args.file)
     if args.repair:
         if os.path.exists(args.repair):
@@ -121,6 +136,10 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from pi_lsp.session.catalog import followed, list_sessions, session_dirs
+
     workspace = args.dir or os.getcwd()
     if not os.path.isdir(workspace):
         raise CliError(f"{workspace}: not a directory")
@@ -137,6 +156,8 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
 
 def cmd_fork(args: argparse.Namespace) -> int:
+    from pi_lsp.session.fork import fork_session
+
     tree = open_session(args.file)
     leaf = args.leaf or tree.leaf_id
     if leaf is None:
@@ -160,6 +181,24 @@ def cmd_run(args: argparse.Namespace) -> int:
                                model=args.model, thinking=args.thinking, approve=args.approve))
 
 
+def cmd_compact(args: argparse.Namespace) -> int:
+    from pi_lsp import cli_changes
+
+    return cli_changes.cmd_compact(args)
+
+
+def cmd_branch(args: argparse.Namespace) -> int:
+    from pi_lsp import cli_changes
+
+    return cli_changes.cmd_branch(args)
+
+
+def cmd_rewind(args: argparse.Namespace) -> int:
+    from pi_lsp import cli_changes
+
+    return cli_changes.cmd_rewind(args)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from pi_lsp.server.server import serve
 
@@ -177,8 +216,6 @@ def add_trust_options(command: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pi_lsp import cli_changes as changes
-
     parser = _Parser(prog="pi-lsp", description="pi session trees for editors and terminals")
     parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -223,7 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     compact_cmd.add_argument("--plan", action="store_true", help="print the plan; call no model")
     compact_cmd.add_argument("--json", action="store_true")
     add_trust_options(compact_cmd)
-    compact_cmd.set_defaults(run=changes.cmd_compact)
+    compact_cmd.set_defaults(run=cmd_compact)
 
     branch_cmd = commands.add_parser("branch", help="move the leaf to an entry (durably)")
     branch_cmd.add_argument("file")
@@ -233,7 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
     branch_cmd.add_argument("--instructions", metavar="TEXT")
     branch_cmd.add_argument("--json", action="store_true")
     add_trust_options(branch_cmd)
-    branch_cmd.set_defaults(run=changes.cmd_branch)
+    branch_cmd.set_defaults(run=cmd_branch)
 
     rewind = commands.add_parser("rewind", help="restore the workspace's files to an entry")
     rewind.add_argument("file")
@@ -242,7 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("--undo", metavar="SNAPSHOT", help="undo a restore (the id it printed)")
     rewind.add_argument("--dry-run", action="store_true", help="print the diff; change nothing")
     add_trust_options(rewind)
-    rewind.set_defaults(run=changes.cmd_rewind)
+    rewind.set_defaults(run=cmd_rewind)
 
     serve = commands.add_parser("serve", help="the language server (stdio)")
     serve.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead (debugging)")

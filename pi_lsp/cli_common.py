@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import sys
 
+import msgspec
+
 from pi_lsp.session.entries import encoder
 from pi_lsp.session.journal import NotASessionError
 from pi_lsp.session.tree import SessionTree
@@ -35,3 +37,19 @@ def write_line(value: object) -> None:
     """One JSON line; the newline is written apart so a large context is not copied again."""
     sys.stdout.buffer.write(encoder.encode(value))
     sys.stdout.buffer.write(b"\n")
+
+
+MESSAGES_BATCH = 1000
+
+
+def write_messages(value: object, messages: list[msgspec.Raw]) -> None:
+    """One JSON line: `value`, whose first field is an empty `messages`, with `messages` written
+    in its place a batch at a time, as they are (a long context is tens of MB: never one copy)."""
+    head, tail = encoder.encode(value).split(b"[]", 1)
+    out = sys.stdout.buffer
+    out.write(head + b"[")
+    for start in range(0, len(messages), MESSAGES_BATCH):
+        if start:
+            out.write(b",")
+        out.write(b",".join(messages[start:start + MESSAGES_BATCH]))
+    out.write(b"]" + tail + b"\n")

@@ -53,6 +53,32 @@ def test_context_llm_layer_has_only_model_roles() -> None:
     assert len(printed["messages"]) == len(expected(SAMPLE)["contexts"][leaf]["llm"])
 
 
+def test_context_json_of_a_long_context_is_the_context_encoded_whole(tmp_path: Path) -> None:
+    # It is written a batch of messages at a time; the line must not show where batches end.
+    from pi_lsp.context.build import build_session_context
+    from pi_lsp.session.entries import encoder
+
+    tree = SessionTree.create(str(tmp_path / "s.jsonl"), str(tmp_path))
+    tree.append_model_change("anthropic", "claude-sonnet-4-5")
+    for index in range(2_500):
+        tree.append_message(UserMessage(content=f"{index} \u2028 \U0001f642", timestamp=index))
+    tree = SessionTree.open(tree.path)
+    result = run_cli("context", tree.path, "--json", text=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == encoder.encode(build_session_context(tree, tree.leaf_id)) + b"\n"
+
+
+def test_the_command_line_imports_a_command_s_modules_when_it_runs() -> None:
+    # `pi-lsp context` is what an editor runs often: it must not wait for the other commands'.
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, pi_lsp.cli; pi_lsp.cli.build_parser(); "
+         "print(sorted(m for m in sys.modules if m.startswith('pi_lsp.')))"],
+        capture_output=True, text=True, timeout=PROCESS_CEILING_S, check=True)
+    for module in ("pi_lsp.cli_changes", "pi_lsp.session.catalog", "pi_lsp.context.layers",
+                   "pi_lsp.session.outline", "pi_lsp.context.build"):
+        assert module not in loaded.stdout
+
+
 def test_a_session_outside_a_workspace_works_in_the_directory_pi_recorded(
         tmp_path: Path) -> None:
     # As in pi's own session folder (~/.pi/agent/sessions/…): no `.pi/sessions/` to go by, so

@@ -35,15 +35,21 @@ class Problem(msgspec.Struct, omit_defaults=True, rename="camel"):
     repair: str | None = None  # what a repair would do (`check` fills it in)
 
 
-@dataclass(slots=True)
-class Record:
-    """One entry line: where it was, its bytes as read (valid UTF-8 JSON), its envelope, and
-    the exact bytes on disk when reading had to repair them."""
+class Record(msgspec.Struct, gc=False):
+    """One entry line: where it was, its text as read (valid UTF-8 JSON), its envelope, and
+    the exact bytes on disk when reading had to repair them.
+
+    `text` is a view of the buffer the line was read in, not a copy of it: a session's records
+    share its file's bytes. (gc=False: a record refers only to bytes, strings and views.)"""
 
     line: int
-    raw: bytes
+    text: msgspec.Raw
     env: Envelope
     disk: bytes | None = None
+
+    @property
+    def raw(self) -> bytes:
+        return bytes(self.text)
 
     @property
     def original(self) -> bytes:
@@ -155,7 +161,7 @@ def parse_lines(lines: list[bytes], first_line: int, batch: LineBatch) -> None:
             repair.line, repair.entry_id = number, env.id
         batch.problems.extend(repairs)
         if repairs and batch.header is not None:
-            records.append(Record(number, raw, env, disk))
+            records.append(Record(number, msgspec.Raw(raw), env, disk))
             continue
         if batch.header is None:
             batch.header = _decode_header(raw, env)
@@ -164,7 +170,7 @@ def parse_lines(lines: list[bytes], first_line: int, batch: LineBatch) -> None:
         if env.type == "session":
             batch.problems.append(Problem("extra-header", "a second session header", number))
             continue
-        records.append(Record(number, raw, env))
+        records.append(Record(number, msgspec.Raw(raw), env))
 
 
 def _decode_header(raw: bytes, env: Envelope) -> SessionHeader:
@@ -194,11 +200,16 @@ class Snapshot:
 
 
 class Run(NamedTuple):
-    """Complete lines in a row: the number of the first, and them joined by newlines."""
+    """Complete lines in a row: the number of the first, them joined by newlines, and how many
+    there are."""
 
     first_line: int
     body: bytes
-    lines: list[bytes]
+    line_count: int
+
+    def lines(self) -> list[bytes]:
+        """The lines, each copied out (the careful path, and the few a tail reads)."""
+        return self.body.split(b"\n")
 
 
 @dataclass(slots=True)
@@ -228,10 +239,12 @@ class LineSplitter:
                 return None
             body = data[first_end + 1:cut]
         else:
-            body = b"".join([*self.pending, data[:cut]]) if self.pending else data[:cut]
+            # A view, so the lines are copied once, not sliced out and then joined.
+            body = b"".join([*self.pending, memoryview(data)[:cut]]) if self.pending \
+                else data[:cut]
             self.pending, self.pending_size = [], 0
-        run = Run(self.next_line, body, body.split(b"\n"))
-        self.next_line += len(run.lines)
+        run = Run(self.next_line, body, body.count(b"\n") + 1)
+        self.next_line += run.line_count
         self._hold(data[cut + 1:])
         return run
 
@@ -327,32 +340,38 @@ def read_file(path: str, take: Take | None = None) -> Snapshot:
 def _parse_run(run: Run, batch: LineBatch) -> None:
     """Decode a run of complete lines: all at once when none is damaged, else one by one."""
     if not _parse_clean(run, batch):
-        parse_lines(run.lines, run.first_line, batch)
+        parse_lines(run.lines(), run.first_line, batch)
+
+
+_line_decoder = msgspec.json.Decoder(msgspec.Raw)
 
 
 def _parse_clean(run: Run, batch: LineBatch) -> bool:
-    """The fast path for undamaged lines: every line decoded in one call; False (nothing
-    taken) when some line needs the careful path."""
-    first_line, body, lines = run
+    """The fast path for undamaged lines: the lines (views of the run's bytes, not copies) and
+    their envelopes decoded in one call each; False (nothing taken) when some line needs the
+    careful path."""
+    first_line, body, line_count = run
     if b"\r" in body or not is_utf8(body) or may_be_too_deep(body):
         return False
     try:
+        texts = _line_decoder.decode_lines(body)
         envelopes = envelope_decoder.fast.decode_lines(body)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return False  # some line is damaged; the careful path reports which
-    if len(envelopes) != len(lines):
+    if len(texts) != line_count or len(envelopes) != line_count:
         return False  # blank lines were skipped
-    records = [Record(number, raw, env) for number, (raw, env)
-               in enumerate(zip(lines, envelopes, strict=True), first_line)]
-    header = None
+    records = [Record(number, text, env) for number, (text, env)
+               in enumerate(zip(texts, envelopes, strict=True), first_line)]
     if batch.header is None:
-        if envelopes[0].type != "session":
+        if records[0].env.type != "session":
             return False  # the header is not first
-        header = _decode_header(lines[0], envelopes[0])
+        header = _decode_header(records[0].raw, records[0].env)
         records = records[1:]
+    else:
+        header = None
     if any(record.env.type == "session" for record in records):
         return False
     if header is not None:
-        batch.header, batch.header_raw = header, lines[0]
+        batch.header, batch.header_raw = header, bytes(texts[0])
     batch.records.extend(records)
     return True

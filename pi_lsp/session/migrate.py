@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from pi_lsp.session.entries import CURRENT_VERSION, envelope_decoder, header_decoder
 from pi_lsp.session.ids import new_entry_id
 from pi_lsp.session.journal import Record, Snapshot
@@ -28,8 +30,8 @@ def migrate(snapshot: Snapshot) -> bool:
 
 
 def _rewrite(record: Record, entry: dict[str, Any]) -> None:
-    record.raw = encoder.encode(entry)
-    record.env = envelope_decoder.decode(record.raw)
+    record.text = msgspec.Raw(encoder.encode(entry))
+    record.env = envelope_decoder.decode(record.text)
     record.disk = None  # a copy of the session is written in its migrated form
 
 

@@ -33,7 +33,7 @@ class Refresh:
 def decode_entry(record: Record) -> Entry | None:
     """The typed entry of a record, or None for unknown types and unreadable bodies."""
     try:
-        return entry_decoder.decode(record.raw)
+        return entry_decoder.decode(record.text)
     except msgspec.ValidationError:
         return None
 

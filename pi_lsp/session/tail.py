@@ -86,4 +86,4 @@ class Tail:
         self.lines.take_too_long(dropped)
         if found is None:
             return TailResult([], self.lines_read + 1, False, dropped.problems)
-        return TailResult(found.lines, found.first_line, False, dropped.problems)
+        return TailResult(found.lines(), found.first_line, False, dropped.problems)
