@@ -8,17 +8,12 @@ from typing import Any, Literal
 
 import msgspec
 
-from pi_lsp.context.convert import convert_with_sources, prepare_with_sources
+from pi_lsp.context.convert import convert_decoded, prepare_with_sources
 from pi_lsp.context.edits import EditMark, edit_marks
+from pi_lsp.context.messages import decode_path
 from pi_lsp.context.projection import ContextSettings, ModelRef, ProjectedEntry, project_path
 from pi_lsp.context.replay import current_system_message, system_patch, system_text
-from pi_lsp.context.tokens import (
-    decode_all,
-    estimate_tokens,
-    last_reported,
-    projected_context_size,
-    usage_tokens,
-)
+from pi_lsp.context.tokens import estimate_tokens, last_reported, usage_tokens
 from pi_lsp.providers.base import ModelRequest, ToolSpec
 from pi_lsp.providers.registry import ModelInfo, ModelRegistry
 from pi_lsp.session.entries import (
@@ -56,10 +51,26 @@ class AgentSetup(msgspec.Struct):
     tools: list[dict[str, Any]]
 
 
+class RowHead(msgspec.Struct):
+    """A row before its message is written out: `body` is the raw message, or the converted or
+    prepared one, encoded only when a page shows the row."""
+
+    entry_id: str | None
+    role: str
+    tokens: int
+    body: Any
+    edited: bool = False
+
+    def row(self) -> LayerRow:
+        body = self.body if isinstance(self.body, msgspec.Raw) else \
+            msgspec.Raw(encoder.encode(self.body))
+        return LayerRow(self.entry_id, self.role, self.tokens, body, self.edited)
+
+
 class ContextLayer(msgspec.Struct):
     leaf_id: str | None
     layer: Layer
-    rows: list[LayerRow]
+    heads: list[RowHead]
     thinking_level: str
     model: ModelRef | None  # the one set on the path
     total_tokens: int
@@ -68,6 +79,14 @@ class ContextLayer(msgspec.Struct):
     messages_after: int  # estimated one by one, after that reply
     request: ModelRequest | None = None  # the request layer's
     edits: list[EditMark] = msgspec.field(default_factory=list)  # the context edits in force
+
+    @property
+    def rows(self) -> list[LayerRow]:
+        """Every row with its message (a long context is better read a page at a time)."""
+        return self.rows_between(0, len(self.heads))
+
+    def rows_between(self, start: int, stop: int) -> list[LayerRow]:
+        return [head.row() for head in self.heads[start:stop]]
 
 
 def model_at(settings: ContextSettings, registry: ModelRegistry, default: tuple[str, str]
@@ -109,49 +128,51 @@ def _is_system(raw: msgspec.Raw) -> bool:
         return False
 
 
-def _row(entry_id: str | None, raw: msgspec.Raw, message: AgentMessage | None) -> LayerRow:
+def _head(entry_id: str | None, body: Any, message: AgentMessage | None, tokens: int
+          ) -> RowHead:
     if message is None:
-        return LayerRow(entry_id, "?", 0, raw)
-    return LayerRow(entry_id, role_of(message), estimate_tokens(message), raw)
+        return RowHead(entry_id, "?", 0, body)
+    return RowHead(entry_id, role_of(message), tokens, body)
 
 
 def build_layer(tree: SessionTree, leaf_id: str | None, layer: Layer,
                 agent: AgentSetup | None = None) -> ContextLayer:
     """The context at `leaf_id` in `layer`; the request layer needs the `agent`."""
-    path = tree.path_to(leaf_id)
-    projection = project_path(path)
-    ids = [entry.record.env.id for entry in projection.entries for _ in entry.messages]
-    raws = projection.messages
-    messages = decode_all(raws)
+    decoded = decode_path(tree, leaf_id)
+    ids, messages, settings = decoded.entry_ids, decoded.messages, decoded.projection.settings
     request = None
     if layer == "agent":
-        rows = [_row(ids[i], raw, message)
-                for i, (raw, message) in enumerate(zip(raws, messages, strict=True))]
+        heads = [_head(*row) for row in zip(ids, decoded.raws, messages, decoded.tokens,
+                                             strict=True)]
     else:
-        converted = [(ids[source], raw, decode_message(raw))
-                     for source, raw in convert_with_sources(raws)]
+        # a message that passes through keeps the agent layer's estimate
+        converted = [(ids[source], body, message,
+                      decoded.tokens[source] if isinstance(body, msgspec.Raw) else
+                      estimate_tokens(message) if message is not None else 0)
+                     for source, body, message in convert_decoded(decoded.raws, messages)]
         if layer == "llm":
-            rows = [_row(entry_id, raw, message) for entry_id, raw, message in converted]
+            heads = [_head(*row) for row in converted]
         else:
             assert agent is not None, "the request layer is made with the agent's setup"
-            readable = [(entry_id, m) for entry_id, _, m in converted if m is not None]
-            # converted: only the model layer's roles are left
-            prepared = prepare_with_sources([m for _, m in readable])  # type: ignore[misc]
-            rows = [_row(readable[source][0] if source is not None else None,
-                         msgspec.Raw(encoder.encode(message)), message)
-                    for source, message in prepared]
+            readable = [(entry_id, m, count) for entry_id, _, m, count in converted
+                        if m is not None]
+            prepared = prepare_with_sources([m for _, m, _ in readable])
+            heads = [_head(readable[source][0], message, message, readable[source][2])
+                     if source is not None else _head(None, message, message,
+                                                      estimate_tokens(message))
+                     for source, message in prepared]
             prompt, tools = replayed_prompt(messages, agent)
             request = ModelRequest(
-                model=model_at(projection.settings, agent.registry, agent.default_model),
+                model=model_at(settings, agent.registry, agent.default_model),
                 system_prompt=prompt, messages=[m for _, m in prepared], tools=tools,
-                thinking_level=projection.settings.thinking_level, session_id=tree.header.id)
+                thinking_level=settings.thinking_level, session_id=tree.header.id)
     anchor = last_reported(messages)
     reply = messages[anchor] if anchor >= 0 else None
-    edits = placed_marks(projection.entries, rows)
+    edits = placed_marks(decoded.projection.entries, heads)
     return ContextLayer(
-        leaf_id=leaf_id, layer=layer, rows=rows,
-        thinking_level=projection.settings.thinking_level, model=projection.settings.model,
-        total_tokens=projected_context_size(projection, path),
+        leaf_id=leaf_id, layer=layer, heads=heads,
+        thinking_level=settings.thinking_level, model=settings.model,
+        total_tokens=decoded.total_tokens(),
         reported_at=ids[anchor] if reply is not None else None,
         reported_tokens=usage_tokens(reply) if isinstance(reply, AssistantMessage) else 0,
         messages_after=len(messages) - anchor - 1,
@@ -159,7 +180,7 @@ def build_layer(tree: SessionTree, leaf_id: str | None, layer: Layer,
     )
 
 
-def placed_marks(entries: list[ProjectedEntry], rows: list[LayerRow]) -> list[EditMark]:
+def placed_marks(entries: list[ProjectedEntry], rows: list[RowHead]) -> list[EditMark]:
     """The edits in force, each placed where its target is among `rows`; the rows of replaced
     targets are marked `edited`."""
     marks = edit_marks(entries)

@@ -120,21 +120,30 @@ def decode_all(messages: list[msgspec.Raw]) -> list[AgentMessage | None]:
 
 
 def projected_context_size(projection: Projection, path: list[Record]) -> int:
-    """pi 1.6's `estimateProjectedContextTokens`: a reply's reported usage counts only when no
-    edit or compaction came after it on the path; otherwise everything is estimated, system
-    messages once, as the replayed one."""
+    """pi 1.6's `estimateProjectedContextTokens` at the end of `path`."""
     messages = decode_all(projection.messages)
+    tokens = [estimate_tokens(m) if m is not None else 0 for m in messages]
+    return projected_tokens(projection, path, messages, tokens)
+
+
+def projected_tokens(projection: Projection, path: list[Record],
+                     messages: list[AgentMessage | None], tokens: list[int]) -> int:
+    """The same over the projection's decoded messages and their estimates: a reply's reported
+    usage counts only when no edit or compaction came after it on the path; otherwise
+    everything is estimated, system messages once, as the replayed one."""
     last_good = last_reported(messages)
     if last_good >= 0:
         source = projection.entries[_entry_index(projection, last_good)].record
         invalidated = max((i for i, r in enumerate(path)
                            if r.env.type in ("context_edit", "compaction")), default=-1)
         if _index_in(path, source) > invalidated:
-            return context_size(messages)
+            anchor = messages[last_good]
+            assert isinstance(anchor, AssistantMessage)
+            return usage_tokens(anchor) + sum(tokens[last_good + 1:])
     system = current_system_message(messages)
     total = estimate_tokens(system) if system is not None else 0
-    return total + sum(estimate_tokens(m) for m in messages
-                       if m is not None and not isinstance(m, SystemMessage))
+    return total + sum(count for message, count in zip(messages, tokens, strict=True)
+                       if not isinstance(message, SystemMessage))
 
 
 def _entry_index(projection: Projection, message_index: int) -> int:
