@@ -26,7 +26,6 @@ from pi_lsp.session.entries import (
     decode_message,
     encoder,
     head_decoder,
-    role_of,
 )
 
 COMPACTION_SUMMARY_PREFIX = (
@@ -90,37 +89,30 @@ def message_to_llm(message: AgentMessage) -> ModelMessage | None:
     return None
 
 
-def convert_decoded(raws: list[msgspec.Raw], messages: list[AgentMessage | None]
-                    ) -> list[tuple[int, msgspec.Raw | ModelMessage, ModelMessage | None]]:
-    """`convert_to_llm` over messages decoded already, keeping the index of the runtime message
-    each result came from: (index, what is written, the message; None when unreadable). What is
-    written is the raw message where it passes through, else the converted one."""
-    converted: list[tuple[int, msgspec.Raw | ModelMessage, ModelMessage | None]] = []
-    for index, (raw, message) in enumerate(zip(raws, messages, strict=True)):
-        if message is None:
-            if _role(raw) in PASS_THROUGH_ROLES:
-                converted.append((index, raw, None))
-        elif role_of(message) in PASS_THROUGH_ROLES:
-            converted.append((index, raw, message))  # type: ignore[arg-type]
-        else:
-            llm = message_to_llm(message)
-            if llm is not None:
-                converted.append((index, llm, llm))
+def convert_with_sources(messages: list[msgspec.Raw]
+                         ) -> list[tuple[int, msgspec.Raw | ModelMessage]]:
+    """`convert_to_llm`, keeping the index of the runtime message each result came from: the
+    raw message where it passes through, else the converted one (for the caller to encode)."""
+    converted: list[tuple[int, msgspec.Raw | ModelMessage]] = []
+    for index, raw in enumerate(messages):
+        try:
+            role = head_decoder.decode(raw).role
+        except msgspec.ValidationError:
+            continue
+        if role in PASS_THROUGH_ROLES:
+            converted.append((index, raw))
+            continue
+        message = decode_message(raw)
+        llm = message_to_llm(message) if message is not None else None
+        if llm is not None:
+            converted.append((index, llm))
     return converted
-
-
-def _role(raw: msgspec.Raw) -> str | None:
-    try:
-        return head_decoder.decode(raw).role
-    except msgspec.ValidationError:
-        return None
 
 
 def convert_to_llm(messages: list[msgspec.Raw]) -> list[msgspec.Raw]:
     """pi's `convertToLlm`, with the branch-summary wrapper of the seed design."""
-    decoded = [decode_message(raw) for raw in messages]
     return [body if isinstance(body, msgspec.Raw) else msgspec.Raw(encoder.encode(body))
-            for _, body, _ in convert_decoded(messages, decoded)]
+            for _, body in convert_with_sources(messages)]
 
 
 def prepare_for_provider(messages: list[ModelMessage]) -> list[LlmMessage]:

@@ -4,11 +4,12 @@ agent's prompt and tools). The preview, the harness and the CLI all read this on
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import msgspec
 
-from pi_lsp.context.convert import convert_decoded, prepare_with_sources
+from pi_lsp.context.convert import convert_with_sources, prepare_with_sources
 from pi_lsp.context.edits import EditMark, edit_marks
 from pi_lsp.context.messages import decode_path
 from pi_lsp.context.projection import ContextSettings, ModelRef, ProjectedEntry, project_path
@@ -52,19 +53,22 @@ class AgentSetup(msgspec.Struct):
 
 
 class RowHead(msgspec.Struct):
-    """A row before its message is written out: `body` is the raw message, or the converted or
-    prepared one, encoded only when a page shows the row."""
+    """A row before it is read: `body` is the raw message, or the converted or prepared one;
+    its role and estimate are worked out, and it is encoded, only when the row is shown."""
 
     entry_id: str | None
-    role: str
-    tokens: int
     body: Any
     edited: bool = False
 
     def row(self) -> LayerRow:
-        body = self.body if isinstance(self.body, msgspec.Raw) else \
-            msgspec.Raw(encoder.encode(self.body))
-        return LayerRow(self.entry_id, self.role, self.tokens, body, self.edited)
+        if isinstance(self.body, msgspec.Raw):
+            raw, message = self.body, decode_message(self.body)
+        else:
+            raw, message = msgspec.Raw(encoder.encode(self.body)), self.body
+        if message is None:
+            return LayerRow(self.entry_id, "?", 0, raw, self.edited)
+        return LayerRow(self.entry_id, role_of(message), estimate_tokens(message), raw,
+                        self.edited)
 
 
 class ContextLayer(msgspec.Struct):
@@ -97,7 +101,7 @@ def model_at(settings: ContextSettings, registry: ModelRegistry, default: tuple[
     return registry.get(*default)
 
 
-def replayed_prompt(messages: list[AgentMessage | None], agent: AgentSetup
+def replayed_prompt(messages: Sequence[AgentMessage | None], agent: AgentSetup
                     ) -> tuple[str, list[ToolSpec]]:
     """The request's prompt and tools: the session's replayed ones with the patch a turn
     writes first (`system_patch_at`) applied."""
@@ -128,44 +132,32 @@ def _is_system(raw: msgspec.Raw) -> bool:
         return False
 
 
-def _head(entry_id: str | None, body: Any, message: AgentMessage | None, tokens: int
-          ) -> RowHead:
-    if message is None:
-        return RowHead(entry_id, "?", 0, body)
-    return RowHead(entry_id, role_of(message), tokens, body)
-
-
 def build_layer(tree: SessionTree, leaf_id: str | None, layer: Layer,
                 agent: AgentSetup | None = None) -> ContextLayer:
-    """The context at `leaf_id` in `layer`; the request layer needs the `agent`."""
+    """The context at `leaf_id` in `layer`; the request layer needs the `agent`. Only what the
+    total needs is read here: the rows are read when they are shown."""
     decoded = decode_path(tree, leaf_id)
     ids, messages, settings = decoded.entry_ids, decoded.messages, decoded.projection.settings
     request = None
     if layer == "agent":
-        heads = [_head(*row) for row in zip(ids, decoded.raws, messages, decoded.tokens,
-                                             strict=True)]
+        heads = [RowHead(entry_id, raw) for entry_id, raw in zip(ids, messages.raws, strict=True)]
+    elif layer == "llm":
+        heads = [RowHead(ids[source], body)
+                 for source, body in convert_with_sources(messages.raws)]
     else:
-        # a message that passes through keeps the agent layer's estimate
-        converted = [(ids[source], body, message,
-                      decoded.tokens[source] if isinstance(body, msgspec.Raw) else
-                      estimate_tokens(message) if message is not None else 0)
-                     for source, body, message in convert_decoded(decoded.raws, messages)]
-        if layer == "llm":
-            heads = [_head(*row) for row in converted]
-        else:
-            assert agent is not None, "the request layer is made with the agent's setup"
-            readable = [(entry_id, m, count) for entry_id, _, m, count in converted
-                        if m is not None]
-            prepared = prepare_with_sources([m for _, m, _ in readable])
-            heads = [_head(readable[source][0], message, message, readable[source][2])
-                     if source is not None else _head(None, message, message,
-                                                      estimate_tokens(message))
-                     for source, message in prepared]
-            prompt, tools = replayed_prompt(messages, agent)
-            request = ModelRequest(
-                model=model_at(settings, agent.registry, agent.default_model),
-                system_prompt=prompt, messages=[m for _, m in prepared], tools=tools,
-                thinking_level=settings.thinking_level, session_id=tree.header.id)
+        assert agent is not None, "the request layer is made with the agent's setup"
+        read = [(ids[source], messages[source] if isinstance(body, msgspec.Raw) else body)
+                for source, body in convert_with_sources(messages.raws)]
+        readable = [(entry_id, m) for entry_id, m in read if m is not None]
+        # converted: only the model layer's roles are left
+        prepared = prepare_with_sources([m for _, m in readable])  # type: ignore[misc]
+        heads = [RowHead(readable[source][0] if source is not None else None, message)
+                 for source, message in prepared]
+        prompt, tools = replayed_prompt(messages, agent)
+        request = ModelRequest(
+            model=model_at(settings, agent.registry, agent.default_model),
+            system_prompt=prompt, messages=[m for _, m in prepared], tools=tools,
+            thinking_level=settings.thinking_level, session_id=tree.header.id)
     anchor = last_reported(messages)
     reply = messages[anchor] if anchor >= 0 else None
     edits = placed_marks(decoded.projection.entries, heads)

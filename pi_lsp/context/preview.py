@@ -52,10 +52,10 @@ def edits_line(edits: list[EditMark]) -> str | None:
             f"({after - before:+,})")
 
 
-def total_lines(preview: ContextLayer) -> list[str]:
-    """The total, and how it is made when it is not the sum of the rows."""
+def total_lines(preview: ContextLayer, rows: list[LayerRow]) -> list[str]:
+    """The total, and how it is made when it is not the sum of the `rows`."""
     total = preview.total_tokens
-    lines = [f"{len(preview.heads)} messages, about {total:,} tokens"]
+    lines = [f"{len(rows)} messages, about {total:,} tokens"]
     if preview.reported_at is not None:
         line = (f"  = {preview.reported_tokens:,}, the usage the model reported for its reply "
                 f"at {preview.reported_at}")
@@ -64,9 +64,9 @@ def total_lines(preview: ContextLayer) -> list[str]:
             line += (f", + {total - preview.reported_tokens:,} estimated for the "
                      f"{preview.messages_after} message{plural} after it")
         lines.append(line)
-    rows = sum(head.tokens for head in preview.heads)
-    if rows != total:
-        lines.append(f"  (each row is an estimate, characters / 4: they add up to {rows:,})")
+    added = sum(row.tokens for row in rows)
+    if added != total:
+        lines.append(f"  (each row is an estimate, characters / 4: they add up to {added:,})")
     edits = edits_line(preview.edits)
     if edits is not None:
         lines.append(edits)
@@ -75,10 +75,11 @@ def total_lines(preview: ContextLayer) -> list[str]:
 
 def render_preview(preview: ContextLayer) -> str:
     """The layer as lines for a terminal: one per message, then the total, model and level."""
-    width = max((len(head.role) for head in preview.heads), default=4)
+    rows = preview.rows
+    width = max((len(row.role) for row in rows), default=4)
     lines = [f"context at {preview.leaf_id or '(empty)'} — layer {preview.layer}"]
     omitted = removed_at(preview.edits)
-    for index, row in enumerate([*preview.rows, None]):
+    for index, row in enumerate([*rows, None]):
         for mark in omitted.get(index, []):
             lines.append(f"- {mark.target_id:<8}  {mark.role:<{width}}  {0:>6} tok  "
                          f"removed by edit {mark.edit_id} (was {mark.tokens_before:,} tok: "
@@ -89,7 +90,7 @@ def render_preview(preview: ContextLayer) -> str:
         edited = "✎" if row.edited else " "
         lines.append(f"{edited} {row.entry_id or '-':<8}  {row.role:<{width}}  "
                      f"{row.tokens:>6} tok  {text}")
-    lines += total_lines(preview)
+    lines += total_lines(preview, rows)
     model = preview.model
     shown = f"{model.provider}/{model.model_id}" if model else "(none)"
     if preview.request is not None:

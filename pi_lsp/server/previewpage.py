@@ -70,12 +70,12 @@ def outline_of(tree: SessionTree, leaf_id: str | None, layer: Layer, agent: Agen
 
 
 def outline_weight(outline: Outline) -> int:
-    """Roughly the bytes an outline adds to its session's: raw messages are the session's own,
-    a converted one holds about 4 bytes a token, and so does a request's body."""
+    """Roughly the bytes an outline adds to its session's: its rows point into the session's
+    own messages, but the request layer holds them decoded, and the request's body (about
+    4 bytes a token each)."""
     context = outline.context
-    made = sum(head.tokens for head in context.heads if not isinstance(head.body, msgspec.Raw))
-    body = context.total_tokens if outline.request is not None else 0
-    return HEAD_BYTES * len(context.heads) + 4 * (made + body)
+    made = context.total_tokens if outline.request is not None else 0
+    return HEAD_BYTES * len(context.heads) + 8 * made
 
 
 def _markdown(outline: Outline, pages: list[Page]) -> str:
