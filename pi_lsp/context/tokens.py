@@ -131,26 +131,30 @@ def projected_tokens(projection: Projection, path: list[Record],
     when no edit or compaction came after it on the path (then only the messages after it
     are read); otherwise everything is estimated, system messages once, as the replayed one."""
     last_good = last_reported(messages)
-    if last_good >= 0:
-        source = projection.entries[_entry_index(projection, last_good)].record
-        invalidated = max((i for i, r in enumerate(path)
-                           if r.env.type in ("context_edit", "compaction")), default=-1)
-        if _index_in(path, source) > invalidated:
-            return context_size(messages)
+    if last_good >= 0 and _holds(path, _source(projection, last_good, len(messages))):
+        return context_size(messages)
     system = current_system_message(messages)
     total = estimate_tokens(system) if system is not None else 0
     return total + sum(estimate_tokens(m) for m in messages
                        if m is not None and not isinstance(m, SystemMessage))
 
 
-def _entry_index(projection: Projection, message_index: int) -> int:
-    seen = 0
-    for index, entry in enumerate(projection.entries):
-        seen += len(entry.messages)
-        if message_index < seen:
-            return index
+def _source(projection: Projection, message_index: int, count: int) -> Record:
+    """The entry the message at `message_index` of `count` came from (found from the end,
+    where the anchor reply usually is)."""
+    after = count
+    for entry in reversed(projection.entries):
+        after -= len(entry.messages)
+        if message_index >= after:
+            return entry.record
     raise IndexError(message_index)
 
 
-def _index_in(path: list[Record], record: Record) -> int:
-    return next((i for i, r in enumerate(path) if r is record), -1)
+def _holds(path: list[Record], source: Record) -> bool:
+    """Whether no edit or compaction comes after `source` on the path."""
+    for record in reversed(path):
+        if record is source:
+            return True
+        if record.env.type in ("context_edit", "compaction"):
+            return False
+    return False
