@@ -156,8 +156,8 @@ def test_the_preview_marks_edits_and_their_token_effect(tmp_path: Path) -> None:
     assert "✎ dddddddd" in text
     assert "context edits: 1 removed, 1 replaced: their messages 7,502 → 2 tokens (-7,500)" \
         in text
-    markdown = render_markdown(after.leaf_id, "agent", after.rows, after.total_tokens, 1000,
-                               "off", None, after.edits)
+    markdown = render_markdown(after.leaf_id, "agent", [(0, after.rows)], len(after.heads),
+                               after.total_tokens, 1000, "off", None, after.edits)
     assert "## ~~toolResult~~ · removed from the context · 7,500 → 0 tokens · `cccccccc`" \
         in markdown
     assert markdown.index("`bbbbbbbb`") < markdown.index("~~toolResult~~") < \
@@ -178,7 +178,7 @@ def test_system_rows_show_their_sections_and_tools(tmp_path: Path) -> None:
     tree = write_session(tmp_path / "s.jsonl", [entry("message", "aaaaaaaa", None,
                                                       message=system)])
     layer = build_layer(tree, "aaaaaaaa", "agent")
-    markdown = render_markdown("aaaaaaaa", "agent", layer.rows, 0, 1, "off", None)
+    markdown = render_markdown("aaaaaaaa", "agent", [(0, layer.rows)], 1, 0, 1, "off", None)
     body = markdown.split("`aaaaaaaa`", 1)[1]
     assert "- section `preamble`: 8 characters" in body
     assert "- section `cwd`: removed" in body
@@ -264,8 +264,8 @@ def test_a_paged_preview_marks_the_edits_of_the_pages_it_shows(tmp_path: Path) -
     rows = layer.rows
 
     def paged(*pages: tuple[int, int]) -> str:
-        return render_markdown(layer.leaf_id, "agent", rows, layer.total_tokens, 1000, "off",
-                               None, layer.edits, [(s, rows[s:e]) for s, e in pages])
+        return render_markdown(layer.leaf_id, "agent", [(s, rows[s:e]) for s, e in pages],
+                               len(rows), layer.total_tokens, 1000, "off", None, layer.edits)
 
     both = paged((0, 1), (3, 4))
     assert "~~toolResult~~" not in both  # it stood among the messages left out

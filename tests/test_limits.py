@@ -85,9 +85,9 @@ def test_previews_of_many_leaves_keep_only_the_recent_few(hub: SessionHub) -> No
     for leaf in ids:
         hub.preview(path, leaf, "agent")
     assert len(hub._previews) == hub_module.MAX_PREVIEWS
-    assert list(hub._previews)[-1] == (path.resolve(), ids[-1], "agent", True)  # with Markdown
+    assert list(hub._previews)[-1] == (path.resolve(), ids[-1], "agent")
     # The most recent one is still answered from the cache.
-    assert hub.preview(path, ids[-1], "agent") is hub.preview(path, ids[-1], "agent")
+    assert hub.outline(path, ids[-1], "agent") is hub.outline(path, ids[-1], "agent")
 
 
 def test_preview_cache_is_bounded_by_size(hub: SessionHub,

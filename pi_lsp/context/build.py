@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import msgspec
 
+from pi_lsp.context.messages import decode_path
 from pi_lsp.context.projection import ModelRef, project_path
-from pi_lsp.context.tokens import projected_context_size
 from pi_lsp.session.tree import SessionTree
 
 
@@ -42,5 +42,4 @@ def build_session_context(tree: SessionTree, leaf_id: str | None) -> SessionCont
 
 def context_tokens(tree: SessionTree, leaf_id: str | None) -> int:
     """The context's size at `leaf_id` as pi 1.6 measures it for compaction."""
-    path = tree.path_to(leaf_id)
-    return projected_context_size(project_path(path), path)
+    return decode_path(tree, leaf_id).total_tokens()

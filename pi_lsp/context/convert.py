@@ -89,9 +89,11 @@ def message_to_llm(message: AgentMessage) -> ModelMessage | None:
     return None
 
 
-def convert_with_sources(messages: list[msgspec.Raw]) -> list[tuple[int, msgspec.Raw]]:
-    """`convert_to_llm`, keeping the index of the runtime message each result came from."""
-    converted: list[tuple[int, msgspec.Raw]] = []
+def convert_with_sources(messages: list[msgspec.Raw]
+                         ) -> list[tuple[int, msgspec.Raw | ModelMessage]]:
+    """`convert_to_llm`, keeping the index of the runtime message each result came from: the
+    raw message where it passes through, else the converted one (for the caller to encode)."""
+    converted: list[tuple[int, msgspec.Raw | ModelMessage]] = []
     for index, raw in enumerate(messages):
         try:
             role = head_decoder.decode(raw).role
@@ -103,13 +105,14 @@ def convert_with_sources(messages: list[msgspec.Raw]) -> list[tuple[int, msgspec
         message = decode_message(raw)
         llm = message_to_llm(message) if message is not None else None
         if llm is not None:
-            converted.append((index, msgspec.Raw(encoder.encode(llm))))
+            converted.append((index, llm))
     return converted
 
 
 def convert_to_llm(messages: list[msgspec.Raw]) -> list[msgspec.Raw]:
     """pi's `convertToLlm`, with the branch-summary wrapper of the seed design."""
-    return [raw for _, raw in convert_with_sources(messages)]
+    return [body if isinstance(body, msgspec.Raw) else msgspec.Raw(encoder.encode(body))
+            for _, body in convert_with_sources(messages)]
 
 
 def prepare_for_provider(messages: list[ModelMessage]) -> list[LlmMessage]:

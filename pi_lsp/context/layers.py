@@ -4,21 +4,17 @@ agent's prompt and tools). The preview, the harness and the CLI all read this on
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import msgspec
 
 from pi_lsp.context.convert import convert_with_sources, prepare_with_sources
 from pi_lsp.context.edits import EditMark, edit_marks
+from pi_lsp.context.messages import decode_path
 from pi_lsp.context.projection import ContextSettings, ModelRef, ProjectedEntry, project_path
 from pi_lsp.context.replay import current_system_message, system_patch, system_text
-from pi_lsp.context.tokens import (
-    decode_all,
-    estimate_tokens,
-    last_reported,
-    projected_context_size,
-    usage_tokens,
-)
+from pi_lsp.context.tokens import estimate_tokens, last_reported, usage_tokens
 from pi_lsp.providers.base import ModelRequest, ToolSpec
 from pi_lsp.providers.registry import ModelInfo, ModelRegistry
 from pi_lsp.session.entries import (
@@ -56,10 +52,29 @@ class AgentSetup(msgspec.Struct):
     tools: list[dict[str, Any]]
 
 
+class RowHead(msgspec.Struct):
+    """A row before it is read: `body` is the raw message, or the converted or prepared one;
+    its role and estimate are worked out, and it is encoded, only when the row is shown."""
+
+    entry_id: str | None
+    body: Any
+    edited: bool = False
+
+    def row(self) -> LayerRow:
+        if isinstance(self.body, msgspec.Raw):
+            raw, message = self.body, decode_message(self.body)
+        else:
+            raw, message = msgspec.Raw(encoder.encode(self.body)), self.body
+        if message is None:
+            return LayerRow(self.entry_id, "?", 0, raw, self.edited)
+        return LayerRow(self.entry_id, role_of(message), estimate_tokens(message), raw,
+                        self.edited)
+
+
 class ContextLayer(msgspec.Struct):
     leaf_id: str | None
     layer: Layer
-    rows: list[LayerRow]
+    heads: list[RowHead]
     thinking_level: str
     model: ModelRef | None  # the one set on the path
     total_tokens: int
@@ -68,6 +83,14 @@ class ContextLayer(msgspec.Struct):
     messages_after: int  # estimated one by one, after that reply
     request: ModelRequest | None = None  # the request layer's
     edits: list[EditMark] = msgspec.field(default_factory=list)  # the context edits in force
+
+    @property
+    def rows(self) -> list[LayerRow]:
+        """Every row with its message (a long context is better read a page at a time)."""
+        return self.rows_between(0, len(self.heads))
+
+    def rows_between(self, start: int, stop: int) -> list[LayerRow]:
+        return [head.row() for head in self.heads[start:stop]]
 
 
 def model_at(settings: ContextSettings, registry: ModelRegistry, default: tuple[str, str]
@@ -78,7 +101,7 @@ def model_at(settings: ContextSettings, registry: ModelRegistry, default: tuple[
     return registry.get(*default)
 
 
-def replayed_prompt(messages: list[AgentMessage | None], agent: AgentSetup
+def replayed_prompt(messages: Sequence[AgentMessage | None], agent: AgentSetup
                     ) -> tuple[str, list[ToolSpec]]:
     """The request's prompt and tools: the session's replayed ones with the patch a turn
     writes first (`system_patch_at`) applied."""
@@ -109,49 +132,39 @@ def _is_system(raw: msgspec.Raw) -> bool:
         return False
 
 
-def _row(entry_id: str | None, raw: msgspec.Raw, message: AgentMessage | None) -> LayerRow:
-    if message is None:
-        return LayerRow(entry_id, "?", 0, raw)
-    return LayerRow(entry_id, role_of(message), estimate_tokens(message), raw)
-
-
 def build_layer(tree: SessionTree, leaf_id: str | None, layer: Layer,
                 agent: AgentSetup | None = None) -> ContextLayer:
-    """The context at `leaf_id` in `layer`; the request layer needs the `agent`."""
-    path = tree.path_to(leaf_id)
-    projection = project_path(path)
-    ids = [entry.record.env.id for entry in projection.entries for _ in entry.messages]
-    raws = projection.messages
-    messages = decode_all(raws)
+    """The context at `leaf_id` in `layer`; the request layer needs the `agent`. Only what the
+    total needs is read here: the rows are read when they are shown."""
+    decoded = decode_path(tree, leaf_id)
+    ids, messages, settings = decoded.entry_ids, decoded.messages, decoded.projection.settings
     request = None
     if layer == "agent":
-        rows = [_row(ids[i], raw, message)
-                for i, (raw, message) in enumerate(zip(raws, messages, strict=True))]
+        heads = [RowHead(entry_id, raw) for entry_id, raw in zip(ids, messages.raws, strict=True)]
+    elif layer == "llm":
+        heads = [RowHead(ids[source], body)
+                 for source, body in convert_with_sources(messages.raws)]
     else:
-        converted = [(ids[source], raw, decode_message(raw))
-                     for source, raw in convert_with_sources(raws)]
-        if layer == "llm":
-            rows = [_row(entry_id, raw, message) for entry_id, raw, message in converted]
-        else:
-            assert agent is not None, "the request layer is made with the agent's setup"
-            readable = [(entry_id, m) for entry_id, _, m in converted if m is not None]
-            # converted: only the model layer's roles are left
-            prepared = prepare_with_sources([m for _, m in readable])  # type: ignore[misc]
-            rows = [_row(readable[source][0] if source is not None else None,
-                         msgspec.Raw(encoder.encode(message)), message)
-                    for source, message in prepared]
-            prompt, tools = replayed_prompt(messages, agent)
-            request = ModelRequest(
-                model=model_at(projection.settings, agent.registry, agent.default_model),
-                system_prompt=prompt, messages=[m for _, m in prepared], tools=tools,
-                thinking_level=projection.settings.thinking_level, session_id=tree.header.id)
+        assert agent is not None, "the request layer is made with the agent's setup"
+        read = [(ids[source], messages[source] if isinstance(body, msgspec.Raw) else body)
+                for source, body in convert_with_sources(messages.raws)]
+        readable = [(entry_id, m) for entry_id, m in read if m is not None]
+        # converted: only the model layer's roles are left
+        prepared = prepare_with_sources([m for _, m in readable])  # type: ignore[misc]
+        heads = [RowHead(readable[source][0] if source is not None else None, message)
+                 for source, message in prepared]
+        prompt, tools = replayed_prompt(messages, agent)
+        request = ModelRequest(
+            model=model_at(settings, agent.registry, agent.default_model),
+            system_prompt=prompt, messages=[m for _, m in prepared], tools=tools,
+            thinking_level=settings.thinking_level, session_id=tree.header.id)
     anchor = last_reported(messages)
     reply = messages[anchor] if anchor >= 0 else None
-    edits = placed_marks(projection.entries, rows)
+    edits = placed_marks(decoded.projection.entries, heads)
     return ContextLayer(
-        leaf_id=leaf_id, layer=layer, rows=rows,
-        thinking_level=projection.settings.thinking_level, model=projection.settings.model,
-        total_tokens=projected_context_size(projection, path),
+        leaf_id=leaf_id, layer=layer, heads=heads,
+        thinking_level=settings.thinking_level, model=settings.model,
+        total_tokens=decoded.total_tokens(),
         reported_at=ids[anchor] if reply is not None else None,
         reported_tokens=usage_tokens(reply) if isinstance(reply, AssistantMessage) else 0,
         messages_after=len(messages) - anchor - 1,
@@ -159,7 +172,7 @@ def build_layer(tree: SessionTree, leaf_id: str | None, layer: Layer,
     )
 
 
-def placed_marks(entries: list[ProjectedEntry], rows: list[LayerRow]) -> list[EditMark]:
+def placed_marks(entries: list[ProjectedEntry], rows: list[RowHead]) -> list[EditMark]:
     """The edits in force, each placed where its target is among `rows`; the rows of replaced
     targets are marked `edited`."""
     marks = edit_marks(entries)

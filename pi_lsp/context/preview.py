@@ -52,10 +52,10 @@ def edits_line(edits: list[EditMark]) -> str | None:
             f"({after - before:+,})")
 
 
-def total_lines(preview: ContextLayer) -> list[str]:
-    """The total, and how it is made when it is not the sum of the rows."""
+def total_lines(preview: ContextLayer, rows: list[LayerRow]) -> list[str]:
+    """The total, and how it is made when it is not the sum of the `rows`."""
     total = preview.total_tokens
-    lines = [f"{len(preview.rows)} messages, about {total:,} tokens"]
+    lines = [f"{len(rows)} messages, about {total:,} tokens"]
     if preview.reported_at is not None:
         line = (f"  = {preview.reported_tokens:,}, the usage the model reported for its reply "
                 f"at {preview.reported_at}")
@@ -64,9 +64,9 @@ def total_lines(preview: ContextLayer) -> list[str]:
             line += (f", + {total - preview.reported_tokens:,} estimated for the "
                      f"{preview.messages_after} message{plural} after it")
         lines.append(line)
-    rows = sum(row.tokens for row in preview.rows)
-    if rows != total:
-        lines.append(f"  (each row is an estimate, characters / 4: they add up to {rows:,})")
+    added = sum(row.tokens for row in rows)
+    if added != total:
+        lines.append(f"  (each row is an estimate, characters / 4: they add up to {added:,})")
     edits = edits_line(preview.edits)
     if edits is not None:
         lines.append(edits)
@@ -75,10 +75,11 @@ def total_lines(preview: ContextLayer) -> list[str]:
 
 def render_preview(preview: ContextLayer) -> str:
     """The layer as lines for a terminal: one per message, then the total, model and level."""
-    width = max((len(row.role) for row in preview.rows), default=4)
+    rows = preview.rows
+    width = max((len(row.role) for row in rows), default=4)
     lines = [f"context at {preview.leaf_id or '(empty)'} — layer {preview.layer}"]
     omitted = removed_at(preview.edits)
-    for index, row in enumerate([*preview.rows, None]):
+    for index, row in enumerate([*rows, None]):
         for mark in omitted.get(index, []):
             lines.append(f"- {mark.target_id:<8}  {mark.role:<{width}}  {0:>6} tok  "
                          f"removed by edit {mark.edit_id} (was {mark.tokens_before:,} tok: "
@@ -89,7 +90,7 @@ def render_preview(preview: ContextLayer) -> str:
         edited = "✎" if row.edited else " "
         lines.append(f"{edited} {row.entry_id or '-':<8}  {row.role:<{width}}  "
                      f"{row.tokens:>6} tok  {text}")
-    lines += total_lines(preview)
+    lines += total_lines(preview, rows)
     model = preview.model
     shown = f"{model.provider}/{model.model_id}" if model else "(none)"
     if preview.request is not None:
@@ -170,17 +171,16 @@ def system_markdown(message: SystemMessage) -> str:
     return "\n".join(lines) or "_(an empty system message)_"
 
 
-def render_markdown(leaf_id: str | None, layer: str, messages: list[LayerRow],
-                    total: int, window: int, thinking_level: str, model: str | None,
-                    edits: list[EditMark] | None = None,
-                    pages: list[tuple[int, list[LayerRow]]] | None = None) -> str:
-    """The preview as Markdown, the context edits in force marked in place; with `pages`
-    (first index, messages) only those messages of `messages`, a line for each run left out."""
+def render_markdown(leaf_id: str | None, layer: str, pages: list[tuple[int, list[LayerRow]]],
+                    count: int, total: int, window: int, thinking_level: str,
+                    model: str | None, edits: list[EditMark] | None = None) -> str:
+    """The preview of `count` messages as Markdown, the context edits in force marked in place:
+    the `pages` (first index, messages) given, a line for each run left out."""
     lines = [
         f"# Context at `{leaf_id or '(empty)'}` — {total:,} of {window:,} tokens",
         "",
         f"**Model** {model or '(none)'} · **Thinking** {thinking_level} · **Layer** {layer} · "
-        f"{len(messages)} messages",
+        f"{count} messages",
     ]
     summary = edits_line(edits or [])
     if summary is not None:
@@ -195,7 +195,7 @@ def render_markdown(leaf_id: str | None, layer: str, messages: list[LayerRow],
                           f"_Removed by the context edit `{mark.edit_id}`: {mark.original}_"])
 
     shown = 0
-    for first, page in pages if pages is not None else [(0, messages)]:
+    for first, page in pages:
         if first > shown:
             lines += ["", f"_… messages {shown + 1} to {first} not shown_"]
         for number, item in enumerate(page, first + 1):
@@ -206,10 +206,10 @@ def render_markdown(leaf_id: str | None, layer: str, messages: list[LayerRow],
             lines += ["", f"## {number}. {item.role} · {item.tokens:,} tokens{edited}{where}",
                       "", message_markdown(decode_message(item.message))]
         shown = first + len(page)
-    if shown < len(messages):
-        lines += ["", f"_… messages {shown + 1} to {len(messages)} not shown_"]
+    if shown < count:
+        lines += ["", f"_… messages {shown + 1} to {count} not shown_"]
     else:
-        removed_before(len(messages))
+        removed_before(count)
     return "\n".join(lines) + "\n"
 
 

@@ -32,7 +32,6 @@ from pi_lsp.session.records import decode_entry
 
 CONTENT_ROLES = frozenset({"user", "assistant", "toolResult"})
 EDITABLE_ROLES = frozenset({"user", "assistant", "toolResult", "custom"})
-EMPTY_LIST = msgspec.Raw(b"[]")
 
 
 class ModelRef(msgspec.Struct, rename="camel"):

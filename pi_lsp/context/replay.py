@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pi_lsp.session.entries import (
@@ -23,7 +24,7 @@ def _tool_name(tool: Any) -> Any:
     return tool.get("name") if isinstance(tool, dict) else None
 
 
-def current_tools(messages: list[AgentMessage | None]) -> list[Any]:
+def current_tools(messages: Sequence[AgentMessage | None]) -> list[Any]:
     """Tool declarations after every add and remove, in first-declared order."""
     tools: dict[Any, Any] = {}
     for message in messages:
@@ -35,7 +36,7 @@ def current_tools(messages: list[AgentMessage | None]) -> list[Any]:
     return list(tools.values())
 
 
-def current_system_message(messages: list[AgentMessage | None]) -> SystemMessage | None:
+def current_system_message(messages: Sequence[AgentMessage | None]) -> SystemMessage | None:
     """All system messages folded into one (pi's `getCurrentSystemMessage`), or None."""
     texts: list[str] = []
     sections: dict[str, str | None] = {}

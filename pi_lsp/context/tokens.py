@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import msgspec
 
@@ -91,7 +92,7 @@ def usage_tokens(message: AssistantMessage) -> int:
     return usage.input + usage.output + usage.cache_read + usage.cache_write
 
 
-def last_reported(messages: list[AgentMessage | None]) -> int:
+def last_reported(messages: Sequence[AgentMessage | None]) -> int:
     """The index of the last reply whose usage counts (not failed, not all zero), or -1."""
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
@@ -101,7 +102,7 @@ def last_reported(messages: list[AgentMessage | None]) -> int:
     return -1
 
 
-def context_size(messages: list[AgentMessage | None]) -> int:
+def context_size(messages: Sequence[AgentMessage | None]) -> int:
     """The last good reply's reported usage plus estimates of everything after it."""
     last_good = last_reported(messages)
     total = 0
@@ -120,31 +121,40 @@ def decode_all(messages: list[msgspec.Raw]) -> list[AgentMessage | None]:
 
 
 def projected_context_size(projection: Projection, path: list[Record]) -> int:
-    """pi 1.6's `estimateProjectedContextTokens`: a reply's reported usage counts only when no
-    edit or compaction came after it on the path; otherwise everything is estimated, system
-    messages once, as the replayed one."""
-    messages = decode_all(projection.messages)
+    """pi 1.6's `estimateProjectedContextTokens` at the end of `path`."""
+    return projected_tokens(projection, path, decode_all(projection.messages))
+
+
+def projected_tokens(projection: Projection, path: list[Record],
+                     messages: Sequence[AgentMessage | None]) -> int:
+    """The same over the projection's messages as read: a reply's reported usage counts only
+    when no edit or compaction came after it on the path (then only the messages after it
+    are read); otherwise everything is estimated, system messages once, as the replayed one."""
     last_good = last_reported(messages)
-    if last_good >= 0:
-        source = projection.entries[_entry_index(projection, last_good)].record
-        invalidated = max((i for i, r in enumerate(path)
-                           if r.env.type in ("context_edit", "compaction")), default=-1)
-        if _index_in(path, source) > invalidated:
-            return context_size(messages)
+    if last_good >= 0 and _holds(path, _source(projection, last_good, len(messages))):
+        return context_size(messages)
     system = current_system_message(messages)
     total = estimate_tokens(system) if system is not None else 0
     return total + sum(estimate_tokens(m) for m in messages
                        if m is not None and not isinstance(m, SystemMessage))
 
 
-def _entry_index(projection: Projection, message_index: int) -> int:
-    seen = 0
-    for index, entry in enumerate(projection.entries):
-        seen += len(entry.messages)
-        if message_index < seen:
-            return index
+def _source(projection: Projection, message_index: int, count: int) -> Record:
+    """The entry the message at `message_index` of `count` came from (found from the end,
+    where the anchor reply usually is)."""
+    after = count
+    for entry in reversed(projection.entries):
+        after -= len(entry.messages)
+        if message_index >= after:
+            return entry.record
     raise IndexError(message_index)
 
 
-def _index_in(path: list[Record], record: Record) -> int:
-    return next((i for i, r in enumerate(path) if r is record), -1)
+def _holds(path: list[Record], source: Record) -> bool:
+    """Whether no edit or compaction comes after `source` on the path."""
+    for record in reversed(path):
+        if record is source:
+            return True
+        if record.env.type in ("context_edit", "compaction"):
+            return False
+    return False

@@ -5,31 +5,21 @@ Knows nothing of LSP; the server converts requests into these calls and results 
 
 from __future__ import annotations
 
-import sys
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
-
-import msgspec
 
 from pi_lsp.agent.approval import Approver, allow_all
 from pi_lsp.agent.harness import BusyError, Diagnostics, Harness
 from pi_lsp.agent.prompt import agent_setup
 from pi_lsp.agent.tools import ALL_TOOLS, DISK, FileAccess
-from pi_lsp.context.edits import EditMark
-from pi_lsp.context.layers import AgentSetup, Layer, LayerRow, build_layer, model_at
-from pi_lsp.context.preview import (
-    ContextDiff,
-    diff_contexts,
-    render_markdown,
-)
-from pi_lsp.context.projection import context_settings
+from pi_lsp.context.layers import Layer
+from pi_lsp.context.preview import ContextDiff, diff_contexts
 from pi_lsp.harness_factory import make_harness
-from pi_lsp.providers.registry import ModelInfo
-from pi_lsp.providers.wire import request_params
 from pi_lsp.server.cache import LruCache
 from pi_lsp.server.config import Config
 from pi_lsp.server.open_session import OpenSession
+from pi_lsp.server.previewpage import Outline, Preview, outline_of, outline_weight, whole
 from pi_lsp.server.treeview import HeldView, RowsUnder, TreeDelta, TreeView, TreeViews
 from pi_lsp.server.workspace import Workspace
 from pi_lsp.session.catalog import (
@@ -57,7 +47,7 @@ ChangeListener = Callable[[Path, SessionTree, Refresh], None]
 ApproverFactory = Callable[[Path, OpenSession], Approver]
 DiagnosticsFactory = Callable[[Path], Diagnostics | None]
 
-# Memory bounds: a preview holds a whole context (tens of MB for a long session), a tree a
+# Memory bounds: a preview's outline holds a row per message (MBs for a long session), a tree a
 # whole file; only the recently used stay (a tree with a running harness always stays).
 MAX_PREVIEWS = 8
 MAX_PREVIEW_BYTES = 64 << 20
@@ -72,24 +62,6 @@ class UnknownSessionError(Exception):
 class NotASessionFileError(UnknownSessionError):
     def __str__(self) -> str:
         return f"{self.args[0]} is not a pi session file ({self.args[1]})"
-
-
-class Preview(msgspec.Struct, rename="camel", omit_defaults=True):
-    leaf_id: str | None
-    layer: str
-    model: str | None
-    thinking_level: str
-    messages: list[LayerRow]
-    total_tokens: int
-    context_window: int
-    markdown: str
-    request: dict[str, object] | None = None
-    edits: list[EditMark] = msgspec.field(default_factory=list)  # context edits in force
-
-
-def preview_weight(preview: Preview) -> int:
-    """Roughly the bytes a cached preview holds (a str may take 4 bytes a character)."""
-    return sys.getsizeof(preview.markdown) + sum(len(m.message) for m in preview.messages)
 
 
 class SessionHub(Workspace):
@@ -107,10 +79,10 @@ class SessionHub(Workspace):
         self.listeners: list[ChangeListener] = []
         self.index = SessionIndex()
         self.views = TreeViews()
-        # Previews are bounded across sessions (each may hold tens of MB), so they are kept
-        # here, by session path, and dropped with their session.
-        self._previews: LruCache[tuple[Path, str | None, str, bool], tuple[object, Preview]] = \
-            LruCache(MAX_PREVIEWS, MAX_PREVIEW_BYTES, lambda item: preview_weight(item[1]))
+        # The outlines previews are read from are bounded across sessions (each may hold tens
+        # of MB), so they are kept here, by session path, and dropped with their session.
+        self._previews: LruCache[tuple[Path, str | None, str], tuple[object, Outline]] = \
+            LruCache(MAX_PREVIEWS, MAX_PREVIEW_BYTES, lambda item: outline_weight(item[1]))
 
     def list_sessions(self) -> list[SessionSummary]:
         """The sessions on disk, and the new ones not written yet (no prompt so far)."""
@@ -289,10 +261,14 @@ class SessionHub(Workspace):
         session = self.open.get(path.resolve())
         return self.views.delta(session.view, tree) if session is not None else None
 
-    def preview(self, path: Path, leaf_id: str | None, layer: Layer, markdown: bool = True
-                ) -> Preview:
-        """The context at an entry in one layer, read without making the session's agent;
-        without its `markdown` when the caller renders pages of it."""
+    def preview(self, path: Path, leaf_id: str | None, layer: Layer) -> Preview:
+        """The context at an entry in one layer, whole, read without making the session's
+        agent."""
+        return whole(self.outline(path, leaf_id, layer))
+
+    def outline(self, path: Path, leaf_id: str | None, layer: Layer) -> Outline:
+        """What previews at an entry are read from, kept per session version and leaf: the
+        next page of a long context is cut from it."""
         tree = self.sync(path).tree
         leaf = leaf_id if leaf_id is not None else tree.leaf_id
         if leaf is not None:
@@ -300,30 +276,14 @@ class SessionHub(Workspace):
         settings = self.settings_for(path)
         agent = agent_setup(self.folder_of(path), ALL_TOOLS, settings.registry(),
                             (settings.default_provider, settings.default_model))
-        key = (path.resolve(), leaf, layer, markdown)
-        model = model_at(context_settings(tree.path_to(leaf)), agent.registry,
-                         agent.default_model)
-        state = (id(tree.records), len(tree.records), model.id, agent.sections)
+        key = (path.resolve(), leaf, layer)
+        state = (id(tree.records), len(tree.records), agent.default_model, agent.sections)
         cached = self._previews.get(key)
         if cached is not None and cached[0] == state:
             return cached[1]
-        preview = self._build_preview(tree, leaf, layer, agent, model, markdown)
-        self._previews.put(key, (state, preview))
-        return preview
-
-    @staticmethod
-    def _build_preview(tree: SessionTree, leaf: str | None, layer: Layer, agent: AgentSetup,
-                       info: ModelInfo, markdown: bool) -> Preview:
-        built = build_layer(tree, leaf, layer, agent)
-        model, window = f"{info.provider}/{info.id}", info.context_window
-        return Preview(
-            leaf_id=leaf, layer=layer, model=model, thinking_level=built.thinking_level,
-            messages=built.rows, total_tokens=built.total_tokens, context_window=window,
-            markdown=render_markdown(leaf, layer, built.rows, built.total_tokens, window,
-                                     built.thinking_level, model, built.edits) if markdown else "",
-            request=request_params(built.request) if built.request is not None else None,
-            edits=built.edits,
-        )
+        outline = outline_of(tree, leaf, layer, agent)
+        self._previews.put(key, (state, outline))
+        return outline
 
     def diff(self, path: Path, from_leaf: str, to_leaf: str) -> ContextDiff:
         tree = self.sync(path).tree

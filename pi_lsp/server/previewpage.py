@@ -1,16 +1,44 @@
-"""`pi.previewContext` a page at a time: the totals, and the first and last pages at once (an
-editor shows the end first), then any page by its first message. Token counts are the whole
-preview's: exact per message and in total; `markdown` shows the pages sent and says what is
-left out."""
+"""`pi.previewContext` whole or a page at a time: the totals, and the first and last pages at
+once (an editor shows the end first), then any page by its first message. Both are read off
+one outline of the layer (each message decoded and estimated once); a page encodes and renders
+only its own messages. Token counts are the whole preview's: exact per message and in total;
+a page's `markdown` shows the pages sent and says what is left out."""
 
 from __future__ import annotations
 
 import msgspec
 
 from pi_lsp.context.edits import EditMark
-from pi_lsp.context.layers import LayerRow
+from pi_lsp.context.layers import AgentSetup, ContextLayer, Layer, LayerRow, build_layer, model_at
 from pi_lsp.context.preview import render_markdown
-from pi_lsp.server.hub import Preview
+from pi_lsp.context.projection import ContextSettings
+from pi_lsp.providers.wire import request_params
+from pi_lsp.session.tree import SessionTree
+
+HEAD_BYTES = 200  # roughly what a row's outline holds beside its message
+
+
+class Outline(msgspec.Struct):
+    """A layer at a leaf as the previews read it: its rows without their text, the totals, the
+    model it goes to and, in the request layer, the request's body."""
+
+    context: ContextLayer
+    model: str
+    context_window: int
+    request: dict[str, object] | None
+
+
+class Preview(msgspec.Struct, rename="camel", omit_defaults=True):
+    leaf_id: str | None
+    layer: str
+    model: str | None
+    thinking_level: str
+    messages: list[LayerRow]
+    total_tokens: int
+    context_window: int
+    markdown: str
+    request: dict[str, object] | None = None
+    edits: list[EditMark] = msgspec.field(default_factory=list)  # context edits in force
 
 
 class Page(msgspec.Struct, rename="camel"):
@@ -32,18 +60,52 @@ class PreviewPages(msgspec.Struct, rename="camel", omit_defaults=True):
     edits: list[EditMark] = msgspec.field(default_factory=list)  # positions in the whole list
 
 
-def paged(preview: Preview, size: int, start: int | None) -> PreviewPages:
-    """`preview` with only the first and last `size` messages, or the `size` from `start`."""
-    messages = preview.messages
+def outline_of(tree: SessionTree, leaf_id: str | None, layer: Layer, agent: AgentSetup
+               ) -> Outline:
+    context = build_layer(tree, leaf_id, layer, agent)
+    info = model_at(ContextSettings(context.thinking_level, context.model), agent.registry,
+                    agent.default_model)
+    request = request_params(context.request) if context.request is not None else None
+    return Outline(context, f"{info.provider}/{info.id}", info.context_window, request)
+
+
+def outline_weight(outline: Outline) -> int:
+    """Roughly the bytes an outline adds to its session's: its rows point into the session's
+    own messages, but the request layer holds them decoded, and the request's body (about
+    4 bytes a token each)."""
+    context = outline.context
+    made = context.total_tokens if outline.request is not None else 0
+    return HEAD_BYTES * len(context.heads) + 8 * made
+
+
+def _markdown(outline: Outline, pages: list[Page]) -> str:
+    context = outline.context
+    return render_markdown(context.leaf_id, context.layer,
+                           [(page.start, page.messages) for page in pages], len(context.heads),
+                           context.total_tokens, outline.context_window,
+                           context.thinking_level, outline.model, context.edits)
+
+
+def whole(outline: Outline) -> Preview:
+    """Every message of the layer, and the Markdown of them all."""
+    context = outline.context
+    rows = context.rows
+    return Preview(context.leaf_id, context.layer, outline.model, context.thinking_level, rows,
+                   context.total_tokens, outline.context_window,
+                   _markdown(outline, [Page(0, rows)]), outline.request, context.edits)
+
+
+def paged(outline: Outline, size: int, start: int | None) -> PreviewPages:
+    """The first and last `size` messages, or the `size` from `start`."""
+    context = outline.context
+    count = len(context.heads)
     if start is not None:
-        pages = [Page(start, messages[start:start + size])]
-    elif len(messages) <= 2 * size:
-        pages = [Page(0, messages)]
+        spans = [(start, min(start + size, count))]
+    elif count <= 2 * size:
+        spans = [(0, count)]
     else:
-        pages = [Page(0, messages[:size]), Page(len(messages) - size, messages[-size:])]
-    markdown = render_markdown(preview.leaf_id, preview.layer, messages, preview.total_tokens,
-                               preview.context_window, preview.thinking_level, preview.model,
-                               preview.edits, [(page.start, page.messages) for page in pages])
-    return PreviewPages(preview.leaf_id, preview.layer, preview.model, preview.thinking_level,
-                        preview.total_tokens, preview.context_window, len(messages), pages,
-                        markdown, preview.request, preview.edits)
+        spans = [(0, size), (count - size, count)]
+    pages = [Page(first, context.rows_between(first, stop)) for first, stop in spans]
+    return PreviewPages(context.leaf_id, context.layer, outline.model, context.thinking_level,
+                        context.total_tokens, outline.context_window, count, pages,
+                        _markdown(outline, pages), outline.request, context.edits)

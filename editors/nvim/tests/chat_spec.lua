@@ -96,4 +96,26 @@ H.wait(function()
 end, "the tree of the new session", tree_buf)
 H.dump(":PiTree (new session)", tree_buf)
 
+-- A long conversation is read in pages (pi.previewContext's `page`): the chat
+-- shows the first and the last, a line for the messages left out, and a
+-- message a context edit removed where it stood.
+local function said(text)
+  return { role = "user", content = text, timestamp = 1 }
+end
+local long = require("pi_lsp.render").builder()
+long:context({
+  totalMessages = 120,
+  pages = { { start = 0, messages = { { entryId = "00000001", message = said("first of all") } } },
+            { start = 119, messages = { { entryId = "00000077", message = said("the last one") } } } },
+  edits = {
+    { kind = "omitted", position = 119, role = "toolResult", targetId = "00000076", tokensBefore = 9, original = "out" },
+    { kind = "omitted", position = 50, role = "toolResult", targetId = "00000033", tokensBefore = 9, original = "unseen" },
+  },
+})
+local shown = table.concat(long.lines, "\n")
+local first, gap = shown:find("first of all", 1, true), shown:find("_… messages 2 to 119 not shown_", 1, true)
+local removed, last = shown:find("~~toolResult~~ removed from the context · 9 tokens  `00000076`", 1, true), shown:find("the last one", 1, true)
+H.check(first and gap and removed and last and first < gap and gap < removed and removed < last, "the pages in order with the run left out between them:\n" .. shown)
+H.check(not shown:find("00000033", 1, true), "an edit among the messages left out is not shown:\n" .. shown)
+
 H.finish()

@@ -52,9 +52,10 @@ async def get_tree(ls: PiServer, args: TreeArgs) -> Any:
 
 
 async def preview_context(ls: PiServer, args: PreviewArgs) -> Any:
-    preview = ls.hub.preview(await ls.open_tree(args.uri), args.leaf_id, args.layer,
-                             markdown=args.page is None)
-    return preview if args.page is None else paged(preview, args.page, args.start)
+    path = await ls.open_tree(args.uri)
+    if args.page is None:
+        return ls.hub.preview(path, args.leaf_id, args.layer)
+    return paged(ls.hub.outline(path, args.leaf_id, args.layer), args.page, args.start)
 
 
 async def diff_context(ls: PiServer, args: DiffArgs) -> Any:

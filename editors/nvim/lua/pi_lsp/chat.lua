@@ -1,5 +1,6 @@
 -- :PiChat — the conversation on the current path as Markdown, with an input
--- window under it. The transcript is what pi.previewContext says (agent layer);
+-- window under it. The transcript is what pi.previewContext says (agent layer,
+-- the first and last pages of a long one);
 -- while a turn runs, pi/turn events stream the reply into a "live" region at
 -- the end, and when the run ends the transcript is read again from the server.
 local client = require("pi_lsp.client")
@@ -12,6 +13,7 @@ local M = {}
 
 local chats = {} -- session key -> chat
 local HEADER_LINES = 2
+local PAGE = 50 -- messages from each end of a long conversation (:PiContext pages through all)
 
 local function name_of(uri)
   return vim.fn.fnamemodify(util.key(uri), ":t:r")
@@ -118,7 +120,7 @@ end
 
 local function make_resync(chat)
   return util.coalesce(function(done)
-    client.exec("pi.previewContext", { uri = chat.uri }, function(err, result)
+    client.exec("pi.previewContext", { uri = chat.uri, page = PAGE }, function(err, result)
       if err then
         util.error("pi.previewContext: " .. (err.message or tostring(err)))
       elseif not chat.live then

@@ -246,24 +246,42 @@ function Builder:removed(mark)
   self:add("_" .. one_line(mark.original or "") .. "_")
 end
 
---- The messages of a preview (its `messages` and `edits`), removed ones in their place.
+--- The pages of a paged preview (its `pages`, `totalMessages` and `edits`):
+--- the messages a context edit removed in their place, a line for each run
+--- of messages left out.
 function Builder:context(result)
-  local messages, removed = result.messages or {}, {}
+  local removed = {}
   for _, mark in ipairs(result.edits or {}) do
     if mark.kind == "omitted" then
       removed[#removed + 1] = mark
     end
   end
-  for index = 1, #messages + 1 do
+  local function removed_before(position, last)
     for _, mark in ipairs(removed) do
-      if mark.position == index - 1 or (index > #messages and mark.position > #messages) then
+      if mark.position == position or (last and mark.position > position) then
         self:removed(mark)
       end
     end
-    local item = messages[index]
-    if item then
+  end
+  local function left_out(from, to)
+    self:blank()
+    self:add(("_… messages %d to %d not shown_"):format(from + 1, to))
+  end
+  local shown, total = 0, result.totalMessages or 0
+  for _, page in ipairs(result.pages or {}) do
+    if page.start > shown then
+      left_out(shown, page.start)
+    end
+    for i, item in ipairs(page.messages or {}) do
+      removed_before(page.start + i - 1)
       self:message(item.message or {}, item.entryId, item.edited)
     end
+    shown = page.start + #(page.messages or {})
+  end
+  if shown < total then
+    left_out(shown, total)
+  else
+    removed_before(total, true)
   end
 end
 

@@ -1,0 +1,152 @@
+"""A paged preview is the whole preview cut to its pages: random sessions (compactions, branch
+summaries, pi 1.6 context edits and system messages, a branch or two) in every layer."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pi_lsp.context.layers import AgentSetup, Layer
+from pi_lsp.context.preview import render_markdown
+from pi_lsp.providers.registry import ModelRegistry
+from pi_lsp.server.config import Config
+from pi_lsp.server.hub import SessionHub
+from pi_lsp.server.previewpage import Page, Preview, PreviewPages, outline_of, paged, whole
+from pi_lsp.session.appender import append_lines
+from tests.test_tree import msg, write_session
+
+AGENT = AgentSetup(ModelRegistry(), ("anthropic", "claude-sonnet-4-5"), {"preamble": "hi"},
+                   [{"name": "read", "description": "r", "parameters": {}}])
+STAMP = "2025-01-01T10:00:02.000Z"
+
+text = st.text(alphabet=st.sampled_from(list("ab z\"\\\n😀é")), max_size=40)
+content = st.one_of(text, st.lists(st.builds(lambda t: {"type": "text", "text": t}, text),
+                                   max_size=2))
+
+
+def _message(role: str, body: str, draw: st.DrawFn) -> dict[str, Any]:
+    if role == "user":
+        return {"role": "user", "content": draw(content), "timestamp": 1}
+    if role == "assistant":
+        calls = [{"type": "toolCall", "id": f"c{i}", "name": "read", "arguments": {"p": body}}
+                 for i in range(draw(st.integers(0, 2)))]
+        total = draw(st.sampled_from([0, 0, 120, 5000]))
+        return {"role": "assistant", "content": [{"type": "thinking", "thinking": body},
+                                                 {"type": "text", "text": body}, *calls],
+                "api": "anthropic-messages", "provider": "anthropic",
+                "model": draw(st.sampled_from(["claude-sonnet-4-5", "claude-opus-4-5"])),
+                "usage": {"input": total, "output": 0, "cacheRead": 0, "cacheWrite": 0,
+                          "totalTokens": total,
+                          "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0,
+                                   "total": 0}},
+                "stopReason": draw(st.sampled_from(["stop", "toolUse", "error"])),
+                "timestamp": 2}
+    if role == "toolResult":
+        return {"role": "toolResult", "toolCallId": f"c{draw(st.integers(0, 2))}",
+                "toolName": "read", "content": [{"type": "text", "text": body}],
+                "isError": draw(st.booleans()), "timestamp": 3}
+    if role == "bashExecution":
+        return {"role": "bashExecution", "command": "ls", "output": body, "exitCode": 1,
+                "cancelled": False, "truncated": False, "timestamp": 4,
+                "excludeFromContext": draw(st.booleans())}
+    return {"role": "system", "content": body, "timestamp": 5,
+            "sections": {"preamble": body, "cwd": None},
+            "toolsAdded": [{"name": "read", "description": body, "parameters": {}}]}
+
+
+ROLES = ["user", "assistant", "toolResult", "bashExecution", "system"]
+KINDS = ["message"] * 6 + ["custom_message", "branch_summary", "compaction", "context_edit",
+                           "thinking_level_change", "model_change", "unreadable"]
+
+
+@st.composite
+def sessions(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Entries in file order; each hangs off the last one, now and then off an earlier one."""
+    entries: list[dict[str, Any]] = []
+    for index in range(draw(st.integers(1, 40))):
+        entry_id = f"{index:08x}"
+        parent = entries[-1]["id"] if entries else None
+        if entries and draw(st.integers(0, 9)) == 0:
+            parent = draw(st.sampled_from(entries))["id"]
+        kind = draw(st.sampled_from(KINDS))
+        body = draw(text)
+        earlier = draw(st.sampled_from(entries))["id"] if entries else entry_id
+        fields: dict[str, Any]
+        if kind == "message":
+            fields = {"message": _message(draw(st.sampled_from(ROLES)), body, draw)}
+        elif kind == "unreadable":
+            kind, fields = "message", {"message": {"role": "user", "content": 7}}
+        elif kind == "custom_message":
+            fields = {"customType": "note", "content": draw(content), "display": True}
+        elif kind == "branch_summary":
+            fields = {"fromId": earlier, "summary": body}
+        elif kind == "compaction":
+            fields = {"summary": body, "firstKeptEntryId": earlier, "tokensBefore": 10}
+            if draw(st.booleans()):
+                fields["systemMessage"] = {"role": "system", "content": body, "timestamp": 6}
+        elif kind == "context_edit":
+            fields = {"targetId": earlier,
+                      "replacement": draw(st.one_of(st.none(), st.builds(
+                          lambda c: {"content": c}, content)))}
+        elif kind == "thinking_level_change":
+            fields = {"thinkingLevel": draw(st.sampled_from(["off", "high"]))}
+        else:
+            fields = {"provider": "anthropic", "modelId": "claude-opus-4-5"}
+        entries.append({"type": kind, "id": entry_id, "parentId": parent, "timestamp": STAMP,
+                        **fields})
+    return entries
+
+
+def cut(preview: Preview, size: int, start: int | None) -> PreviewPages:
+    """The whole preview sliced to the pages `paged` sends, as the preview was paged before."""
+    messages = preview.messages
+    if start is not None:
+        pages = [Page(start, messages[start:start + size])]
+    elif len(messages) <= 2 * size:
+        pages = [Page(0, messages)]
+    else:
+        pages = [Page(0, messages[:size]), Page(len(messages) - size, messages[-size:])]
+    markdown = render_markdown(preview.leaf_id, preview.layer,
+                               [(page.start, page.messages) for page in pages], len(messages),
+                               preview.total_tokens, preview.context_window,
+                               preview.thinking_level, preview.model, preview.edits)
+    return PreviewPages(preview.leaf_id, preview.layer, preview.model, preview.thinking_level,
+                        preview.total_tokens, preview.context_window, len(messages), pages,
+                        markdown, preview.request, preview.edits)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(entries=sessions(), leaf=st.integers(0, 100), layer=st.sampled_from(["agent", "llm",
+                                                                            "request"]),
+       size=st.integers(1, 6), start=st.one_of(st.none(), st.integers(0, 30)))
+def test_a_page_is_the_whole_preview_sliced(entries: list[dict[str, Any]], leaf: int,
+                                            layer: Layer, size: int, start: int | None) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        tree = write_session(Path(folder) / "s.jsonl", entries)
+        leaf_id = entries[leaf % len(entries)]["id"]
+        outline = outline_of(tree, leaf_id, layer, AGENT)
+        expected = cut(whole(outline_of(tree, leaf_id, layer, AGENT)), size, start)
+        assert msgspec.json.encode(paged(outline, size, start)) == msgspec.json.encode(expected)
+
+
+def test_the_next_page_comes_from_the_outline_until_the_session_changes(tmp_path: Path) -> None:
+    sessions = tmp_path / ".pi" / "sessions"
+    sessions.mkdir(parents=True)
+    path = sessions / "s.jsonl"
+    write_session(path, [msg(f"{i:08x}", f"{i - 1:08x}" if i else None, f"m{i}")
+                         for i in range(9)])
+    hub = SessionHub([tmp_path], Config())
+    first = hub.outline(path, None, "agent")
+    assert paged(first, 2, None).total_messages == 9
+    assert hub.outline(path, None, "agent") is first
+    append_lines(str(path), [json.dumps(msg("00000009", "00000008", "m9")).encode()])
+    hub.file_changed(path)
+    again = hub.outline(path, None, "agent")
+    assert again is not first and paged(again, 2, 8).pages[0].messages[-1].entry_id == \
+        "00000009"
