@@ -1,8 +1,8 @@
 """The editors on a long session: a real headless Neovim with the plugin, and the VS Code
 extension on its offline stand-in for the VS Code API (as its tests run it), each open the tree
 and the chat of a `--entries` session (one long main line, a side branch every 50 entries, as
-issue 19's table); then a turn streams a long reply from a fake server into it while the tree
-follows.
+issue 19's table, compacted to its last 300 entries); then a turn streams a long reply from a
+fake server into it while the tree follows.
 
 Prints how long each view took to show and how long the editor's loop stalled (the longest gap
 of a timer due every 5 ms, and how many gaps passed 50 ms): a stall is keys that do not answer.
@@ -28,10 +28,12 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 from bench_session import make_session  # noqa: E402
 
+from pi_lsp.session.tree import SessionTree  # noqa: E402
 from tests.fake_anthropic import FakeAnthropic, text_reply  # noqa: E402
 from tests.test_nvim import nvim_binary  # noqa: E402
 
 PIECE_DELAY_S = 0.01
+KEPT_ENTRIES = 300
 VSCODE = ROOT / "editors" / "vscode"
 
 
@@ -99,7 +101,11 @@ def main() -> None:
     fake = FakeAnthropic()
     try:
         pristine = scratch / "long.jsonl"  # each editor gets its own copy
-        make_session(pristine, args.entries, branch_every=50, branch_length=10)
+        leaf = make_session(pristine, args.entries, branch_every=50, branch_length=10)
+        # As a long real session would be: compacted, so the context at the leaf fits the window.
+        tree = SessionTree.open(str(pristine))
+        kept = tree.path_ids(leaf)[-KEPT_ENTRIES]
+        tree.append_compaction("## Goal\nKeep the benchmark honest.", kept, 150_000)
         session = scratch / "ws" / ".pi" / "sessions" / pristine.name
         session.parent.mkdir(parents=True)
         shutil.copyfile(pristine, session)

@@ -32,6 +32,19 @@ function stalls() {
   return result;
 }
 
+/** The session file's last entry, read from its end (the waits must not cost what they measure). */
+function lastEntry(file) {
+  const fd = fs.openSync(file, "r");
+  try {
+    const size = fs.fstatSync(fd).size;
+    const tail = Buffer.alloc(Math.min(size, 1 << 18));
+    fs.readSync(fd, tail, 0, tail.length, size - tail.length);
+    return JSON.parse(tail.toString("utf8").trimEnd().split("\n").at(-1));
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
 function textReply(count) {
   const start = { type: "message_start", message: { id: "msg_bench", type: "message", role: "assistant", model: "claude-sonnet-4-5", content: [], stop_reason: null, usage: { input_tokens: 100, output_tokens: 0 } } };
   const deltas = Array.from({ length: count }, (_, i) => ({ type: "content_block_delta", index: 0, delta: { type: "text_delta", text: `word${i} ` } }));
@@ -93,7 +106,7 @@ async function main() {
   start = performance.now();
   // The view follows: the tree it holds ends at the reply, as the session file does.
   await eventually(() => {
-    const entry = JSON.parse(fs.readFileSync(copied, "utf8").trimEnd().split("\n").at(-1));
+    const entry = lastEntry(copied);
     return entry.message?.role === "assistant" && rows.some((row) => row.node?.id === entry.id && String(row.label).startsWith("← leaf"));
   }, "the Sessions view to follow the turn");
   figures.tree_follow_ms = performance.now() - start;

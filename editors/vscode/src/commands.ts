@@ -236,7 +236,7 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
       const uri = await session(arg);
       const target = uri && (await entry(uri, arg, "Compare the context at which entry with the current one?"));
       if (!uri || !target) return;
-      const leaf = (await pi.call("pi.getTree", { uri })).leafId;
+      const leaf = (await pi.call("pi.getTree", { uri, limit: 1 })).leafId; // the leaf, not the whole tree
       if (!leaf) throw new Error("the session has no current leaf");
       const diff = await pi.call("pi.diffContext", { uri, fromLeafId: target, toLeafId: leaf });
       const title = Sessions.title(await sessions.info(uri).catch(() => undefined), uri);
