@@ -210,7 +210,8 @@ class TreeViews:
                 entry_preview(decode_entry(record)))
         kind, role, preview = fixed
         # Not fixed: a parent that comes later in the file is no parent until it comes.
-        parent = record.env.parent_id if tree.parent_key(record) is not None else None
+        parent = record.env.parent_id
+        parent = parent if parent != entry_id and parent in tree.by_id else None
         return Node(entry_id, parent, row.depth, row.head, kind, role, preview,
                     tree.label(entry_id), record.env.timestamp, on_path, hidden)
 

@@ -72,7 +72,11 @@ def drawn(index: Index, rows: list[Row], bookkeeping: bool = False) -> Iterator[
     while stack:
         row = stack.pop()
         yield row
-        stack.extend(reversed(rows_below(index, row, bookkeeping)))
+        children = shown_children(index, row.record.env.id, bookkeeping)
+        if len(children) == 1:  # `rows_below` inline: a chain goes on at the same depth
+            stack.append(Row(children[0], row.depth, False))
+        else:
+            stack.extend(Row(child, row.depth + 1, True) for child in reversed(children))
 
 
 def layout(tree: SessionTree, bookkeeping: bool = False) -> list[Row]:
