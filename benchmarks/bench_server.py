@@ -1,13 +1,14 @@
 """The server on long sessions, as an editor meets it.
 
 First issue 19's table on a session of `--table-entries` entries (one long main line, a side
-branch every 50 entries): start to the `initialize` answer, the first `pi.getTree` as the editors
-ask for it (folded, the path's last 300 rows; time and bytes), opening the largest folded row
-(`under`, a page), `pi.previewContext` at the leaf (whole, and a page from each end), another
-writer's append to `pi/sessionChanged` (with the tree's change an editor patches), `pi.getTree`
-again, the whole tree unfolded (what editors asked before), the server's RSS; and, as the
-reference, pi 1.6's own load + context of the same file where Node >= 22.19 and pi 1.6 are
-found (PI16_NODE, PI16_MODULES), with `pi-lsp context --json` beside it.
+branch every 50 entries, and one left 100 rows above the leaf): start to the `initialize` answer,
+the first `pi.getTree` as the editors ask for it (folded, the path's last 300 rows; time and
+bytes), opening the largest folded row that view sent (`under`, a page), `pi.previewContext` at
+the leaf (whole, and a page from each end), another writer's append to `pi/sessionChanged` (with
+the tree's change an editor patches), `pi.getTree` again, the whole tree unfolded (what editors
+asked before), the server's RSS; and, as the reference, pi 1.6's own load + context of the same
+file where Node >= 22.19 and pi 1.6 are found (PI16_NODE, PI16_MODULES), with
+`pi-lsp context --json` beside it.
 Then request latency of `pi.getTree` and `pi.previewContext` (as the editors ask: folded,
 paged) on a `--entries` session while a turn streams (p50/p95 per command; the target is p95
 under 50 ms).
@@ -37,12 +38,13 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 from bench_session import make_session, median_run  # noqa: E402
 
 from pi_lsp.session.appender import append_lines  # noqa: E402
-from pi_lsp.session.entries import UserMessage, encoder  # noqa: E402
+from pi_lsp.session.entries import MessageEntry, UserMessage, encoder  # noqa: E402
 from pi_lsp.session.tree import SessionTree  # noqa: E402
 from tests.fake_anthropic import FakeAnthropic, text_reply  # noqa: E402
 
 KEPT_ENTRIES = 300
 PATH_ROWS = 300  # what both editors ask for first
+RECENT_BRANCH = 100  # how far above the leaf the table's session has a branch off the path
 PI16 = Path("/work/scratch/pi16/node_modules")  # where the team keeps pi 1.6 and Node 22
 PI16_PACKAGE = "@earendil-works/pi-coding-agent"
 
@@ -77,6 +79,7 @@ class RawClient:
         self.events: list[str] = []
         self.changes: list[tuple[float, int, Any]] = []  # pi/sessionChanged: when, bytes, params
         self.next_id = 0
+        self.last = msgspec.Raw(b"null")  # the last answer's result, as received
         self.reader = asyncio.ensure_future(self._read())
 
     async def _read(self) -> None:
@@ -109,6 +112,7 @@ class RawClient:
         reply, size = await asyncio.wait_for(future, 120)
         if reply.error is not None:
             raise RuntimeError(reply.error["message"])
+        self.last = reply.result
         return size  # type: ignore[no-any-return]
 
     async def command(self, name: str, **args: Any) -> tuple[float, int]:
@@ -117,16 +121,6 @@ class RawClient:
         size = await self.request("workspace/executeCommand",
                                   {"command": name, "arguments": [args]})
         return (time.perf_counter() - start) * 1000, size
-
-    async def answer(self, name: str, **args: Any) -> Any:
-        """One command's answer, decoded."""
-        self.next_id += 1
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self.pending[self.next_id] = future
-        self.send({"id": self.next_id, "method": "workspace/executeCommand",
-                   "params": {"command": name, "arguments": [args]}})
-        reply, _size = await asyncio.wait_for(future, 120)
-        return event_decoder.decode(reply.result)
 
 
 async def start_server(scratch: Path, fake_url: str) -> tuple[RawClient, float]:
@@ -179,6 +173,24 @@ def pi16() -> tuple[str, Path] | None:
     return (node, modules) if (major, minor) >= (22, 19) else None
 
 
+def branch_near_leaf(session: Path, leaf: str, length: int = 10) -> None:
+    """A side branch off the main line `RECENT_BRANCH` rows above the leaf, written right after
+    the entry it forks from (the leaf stays the last entry): one a user left recently, which
+    the first folded view sends as a folded row."""
+    tree = SessionTree.open(str(session))
+    fork = tree.record(tree.path_ids(leaf)[-RECENT_BRANCH])
+    parent = fork.env.id
+    branch = []
+    for n in range(length):
+        entry = MessageEntry(id=f"b{n:07x}", parent_id=parent, timestamp=fork.env.timestamp or "",
+                             message=UserMessage(content=f"a branch left, entry {n}",
+                                                 timestamp=n))
+        branch.append(encoder.encode(entry) + b"\n")
+        parent = entry.id
+    lines = session.read_bytes().splitlines(keepends=True)
+    session.write_bytes(b"".join([*lines[:fork.line], *branch, *lines[fork.line:]]))
+
+
 def row(cells: tuple[str, str]) -> None:
     print(f"| {cells[0]} | {cells[1]} |", flush=True)
 
@@ -189,8 +201,10 @@ async def table(entries: int) -> None:
     sessions.mkdir(parents=True)
     session = sessions / "long.jsonl"
     leaf = make_session(session, entries, branch_every=50, branch_length=10)
+    branch_near_leaf(session, leaf)
     size = session.stat().st_size / 1e6
-    print(f"## issue 19's table: {entries} entries ({size:.0f} MB), a side branch every 50")
+    print(f"## issue 19's table: {entries} entries ({size:.0f} MB), a side branch every 50 "
+          f"and one {RECENT_BRANCH} rows above the leaf")
     fake = FakeAnthropic()
     url = fake.start()
     client, started = await start_server(scratch, url)
@@ -200,18 +214,15 @@ async def table(entries: int) -> None:
     took, size_b = await client.command("pi.getTree", uri=uri, limit=PATH_ROWS)
     row(("first `pi.getTree` (folded, as the editors ask; opens the file)",
          f"{took / 1000:.2f} s, {size_b / 1e6:.2f} MB of JSON"))
-    # The last rows of the path may have no branch off them: look further back for one.
-    limit, hidden = PATH_ROWS, []
-    while not hidden and limit < 100 * PATH_ROWS:
-        limit *= 4
-        hidden = [node for node in (await client.answer("pi.getTree", uri=uri, limit=limit))
-                  ["nodes"] if node["hidden"]]
-    await client.command("pi.getTree", uri=uri, limit=PATH_ROWS)  # the editor's view again
+    # An editor opens a folded row it was sent.
+    hidden = [node for node in event_decoder.decode(client.last)["nodes"] if node["hidden"]]
     if hidden:
         folded = max(hidden, key=lambda node: node["hidden"])
         took, size_b = await client.command("pi.getTree", uri=uri, under=folded["id"], limit=500)
-        row((f"opening a folded branch ({folded['hidden']} rows; `under`, first 500)",
-             f"{took:.0f} ms, {size_b / 1e6:.2f} MB"))
+        row((f"opening a folded branch of that view ({folded['hidden']} rows; `under`, "
+             "first 500)", f"{took:.0f} ms, {size_b / 1e6:.2f} MB"))
+    else:
+        row(("opening a folded branch of that view", "none: it sent no folded row"))
     took, size_b = await client.command("pi.previewContext", uri=uri, page=50)
     row(("`pi.previewContext` at the leaf, first and last 50 messages (`page`)",
          f"{took / 1000:.2f} s, {size_b / 1e6:.2f} MB"))

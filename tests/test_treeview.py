@@ -45,8 +45,8 @@ def test_a_changed_view_equals_one_laid_out_anew(
     before = views.view(held, tree)
     change(tree)
     laid_out: list[int] = []
-    real_layout = treeview.layout
-    monkeypatch.setattr(treeview, "layout", lambda *a: laid_out.append(1) or real_layout(*a))
+    real_fold = treeview.fold
+    monkeypatch.setattr(treeview, "fold", lambda *a: laid_out.append(1) or real_fold(*a))
     after = views.view(held, tree)
     assert (laid_out == []) is grows
     expected = from_scratch(tree)

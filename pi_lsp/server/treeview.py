@@ -1,10 +1,10 @@
 """What `pi.getTree` answers and `pi/sessionChanged` patches: the rows of `session/layout.py`
 with what each one says, a version per view, and the change between two versions.
 
-A view asked with `limit` is folded (`layout.fold`): the current path's last rows and one row
+A view asked with `limit` is folded (`session/fold.py`): the current path's last rows and one row
 per branch off it carrying the count of rows under it, which `rows_under` hands out a page at a
-time. Only the rows sent are described (label, preview): a 100k-entry session costs its layout,
-not 100k previews."""
+time. Only the rows sent are made and described (label, preview): a 100k-entry session costs a
+walk up its path and a count of its rows, not 100k rows."""
 
 from __future__ import annotations
 
@@ -16,7 +16,18 @@ from typing import TypeVar
 import msgspec
 
 from pi_lsp.session.catalog import tree_title
-from pi_lsp.session.layout import Row, branch_end, fold, is_shown, layout, shown_entry
+from pi_lsp.session.fold import fold
+from pi_lsp.session.journal import Record
+from pi_lsp.session.layout import (
+    Row,
+    count_rows,
+    drawn,
+    is_shown,
+    place,
+    rows_below,
+    shown_children,
+    shown_entry,
+)
 from pi_lsp.session.outline import entry_preview, record_role
 from pi_lsp.session.records import UnknownEntryError, decode_entry, is_leaf_move, parent_of
 from pi_lsp.session.tree import SessionTree
@@ -93,18 +104,17 @@ def splice(old: Sequence[T], new: Sequence[T]) -> tuple[int, int, list[T]]:
     return start, len(old) - start - end, list(new[start:len(new) - end])
 
 
-Parts = tuple[str | None, str, str | None, str]  # parent, type, role, preview: fixed per line
+Parts = tuple[str, str | None, str]  # type, role, preview: fixed per line
 State = tuple[int, int, str | None, bool, int | None]  # records, count, leaf, bookkeeping, limit
 
 
 @dataclass
 class HeldView:
-    """One session's last view, its layout and its entries' fixed parts (in its `OpenSession`)."""
+    """One session's last view and its entries' fixed parts (in its `OpenSession`)."""
 
     parts: dict[int, Parts] = field(default_factory=dict)
     state: State | None = None
     view: TreeView | None = None
-    rows: list[Row] = field(default_factory=list)  # the whole layout the view was cut from
     cut: str | None = None  # where the folded view's window starts, kept while it grows
 
 
@@ -142,57 +152,49 @@ class TreeViews:
     def rows_under(self, held: HeldView, tree: SessionTree, under: str, start: int,
                    limit: int) -> RowsUnder:
         """The rows `limit` at a time from `start` that hang under the row `under` (a folded
-        branch) in the layout the current view was cut from."""
-        kind = held.state[3:] if held.state is not None else (False, 1)  # 1: the layout only
-        view = self.view(held, tree, *kind)
-        rows = held.rows
-        at = next((n for n in range(len(rows) - 1, -1, -1) if rows[n].record.env.id == under),
-                  None)
-        if at is None:
+        branch) in the tree the current view shows."""
+        bookkeeping, kind_limit = held.state[3:] if held.state is not None else (False, 1)
+        view = self.view(held, tree, bookkeeping, kind_limit)
+        nodes = {node.id: node for node in view.nodes}
+        row = place(tree, under, bookkeeping,
+                    {entry_id: (node.depth, node.head) for entry_id, node in nodes.items()})
+        if row is None:
             raise NotARowError(under)
-        end = branch_end(rows, at)
-        on_path = set(tree.path_ids(tree.leaf_id))
-        page = rows[at + 1 + start:min(end, at + 1 + start + limit)]
-        return RowsUnder(view.version, under, start, end - at - 1,
+        node = nodes.get(under)
+        index = tree.children_index()
+        below = rows_below(index, row, bookkeeping)
+        page = list(itertools.islice(drawn(index, below, bookkeeping), start, start + limit))
+        # Nothing under a row off the path is on it.
+        on_path = _path_below(tree, under) if node is None or node.on_path else set()
+        return RowsUnder(view.version, under, start,
+                         count_rows(index, [row.record], bookkeeping) - 1,
                          [self._node(held.parts, tree, row, 0, row.record.env.id in on_path)
                           for row in page])
 
     def _grown(self, held: HeldView, tree: SessionTree, bookkeeping: bool, limit: int | None
                ) -> TreeView | None:
         """The view after entries were appended one under the other below the leaf, when the
-        leaf's row ends its branch: the old rows with the new ones after it, without laying
-        the whole tree out again (a turn streaming into a 100k-entry session). None otherwise."""
-        old, state, rows = held.view, held.state, held.rows
+        leaf's row ends its branch: the old rows with the new ones after it, without folding
+        the tree again (a turn streaming into a 100k-entry session). None otherwise."""
+        old, state = held.view, held.state
         if old is None or state is None or state[0] != id(tree.records) or \
                 state[3:] != (bookkeeping, limit) or old.leaf_row is None or \
                 len(tree.by_id) != len(tree.records):  # a reused id replaces an older entry
             return None
-        at = next((n for n in range(len(rows) - 1, -1, -1)
-                   if rows[n].record.env.id == old.leaf_row), None)
         shown_at = next((n for n in range(len(old.nodes) - 1, -1, -1)
                          if old.nodes[n].id == old.leaf_row), None)
-        if at is None or shown_at is None:
+        added = tree.records[state[1]:]
+        if shown_at is None or not _chain_below(tree, state[2], added):
             return None
-        row = rows[at]
-        after = rows[at + 1] if at + 1 < len(rows) else None
-        if after is not None and (after.depth > row.depth or
-                                  (after.depth == row.depth and not after.head)):
-            return None  # the leaf's row has children: the new entries make a fork
-        tip = state[2]
-        leaf_row: str | None = old.leaf_row
-        new: list[Row] = []
-        for record in tree.records[state[1]:]:
-            if record.env.type in MARKERS or parent_of(record) != tip:
-                return None
-            tip = record.env.id
-            if is_shown(record, bookkeeping):
-                new.append(Row(record, row.depth, False))
-                leaf_row = tip
-        if tip != tree.leaf_id:
-            return None
-        rows[at + 1:at + 1] = new
-        nodes = [self._node(held.parts, tree, added, 0, True) for added in new]
-        return TreeView(next(self._versions), tree.shown_leaf(), leaf_row, tree_title(tree),
+        new = [record for record in added if is_shown(record, bookkeeping)]
+        index = tree.children_index()
+        if shown_children(index, old.leaf_row, bookkeeping) != new[:1]:
+            return None  # the leaf's row has other rows under it: the new entries make a fork
+        depth = old.nodes[shown_at].depth
+        nodes = [self._node(held.parts, tree, Row(record, depth, False), 0, True)
+                 for record in new]
+        return TreeView(next(self._versions), tree.shown_leaf(),
+                        new[-1].env.id if new else old.leaf_row, tree_title(tree),
                         len(tree.records), [*old.nodes[:shown_at + 1], *nodes,
                                             *old.nodes[shown_at + 1:]], old.earlier)
 
@@ -203,23 +205,44 @@ class TreeViews:
         entry_id = record.env.id or ""
         fixed = parts.get(record.line)
         if fixed is None:
-            parent = record.env.parent_id
             fixed = parts[record.line] = (
-                parent if parent in tree.by_id and parent != entry_id else None,
                 "leaf" if is_leaf_move(record) else record.env.type, record_role(record),
                 entry_preview(decode_entry(record)))
-        parent, kind, role, preview = fixed
+        kind, role, preview = fixed
+        # Not fixed: a parent that comes later in the file is no parent until it comes.
+        parent = record.env.parent_id
+        parent = parent if parent != entry_id and parent in tree.by_id else None
         return Node(entry_id, parent, row.depth, row.head, kind, role, preview,
                     tree.label(entry_id), record.env.timestamp, on_path, hidden)
 
     def _build(self, held: HeldView, tree: SessionTree, bookkeeping: bool, limit: int | None,
                cut: str | None) -> TreeView:
-        on_path = set(tree.path_ids(tree.leaf_id))
-        held.rows = rows = layout(tree, bookkeeping)
-        folded = fold(rows, on_path, limit, cut)
+        folded = fold(tree, bookkeeping, limit, cut)
         held.cut = folded.cut
-        nodes = [self._node(held.parts, tree, rows[at], hidden, rows[at].record.env.id in on_path)
-                 for at, hidden in folded.shown]
+        nodes = [self._node(held.parts, tree, row, hidden, on_path)
+                 for row, hidden, on_path in folded.shown]
         return TreeView(next(self._versions), tree.shown_leaf(),
                         shown_entry(tree, tree.leaf_id, bookkeeping), tree_title(tree),
                         len(tree.records), nodes, folded.earlier)
+
+
+def _chain_below(tree: SessionTree, tip: str | None, added: list[Record]) -> bool:
+    """Whether the appended entries hang one under the other below `tip`, the last one the
+    leaf, none of them a marker or the parent of an entry read before it (taken in under it)."""
+    for at, record in enumerate(added):
+        if record.env.type in MARKERS or parent_of(record) != tip:
+            return False
+        tip = record.env.id
+        if tree.children(tip or "") != added[at + 1:at + 2]:  # its one child is the next
+            return False
+    return tip == tree.leaf_id
+
+
+def _path_below(tree: SessionTree, top: str) -> set[str]:
+    """The current path's entries below `top`; none when `top` is not on it."""
+    below: set[str] = set()
+    for record in tree.ancestors(tree.leaf_id):
+        if record.env.id == top:
+            return below
+        below.add(record.env.id or "")
+    return set()

@@ -7,6 +7,8 @@ are left out as pi's `/tree` leaves them out, their children lifted to the neare
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from pi_lsp.session.journal import Record
@@ -33,41 +35,110 @@ def is_shown(record: Record, bookkeeping: bool = False) -> bool:
     return bookkeeping or not (record.env.type == "context_edit" or is_leaf_move(record))
 
 
-def layout(tree: SessionTree, bookkeeping: bool = False) -> list[Row]:
-    """Every shown entry in drawing order (depth first, children oldest first).
+Index = dict[str | None, list[Record]]
 
-    Iterative throughout: a session can hold 100k entries in one chain."""
-    index = tree.children_index()
 
-    def shown_children(parent: str | None) -> list[Record]:
-        children = index.get(parent)
-        if not children:
-            return []
-        if len(children) == 1 and is_shown(children[0], bookkeeping):
-            return children  # a chain: most entries
-        found: list[Record] = []
-        stack = list(reversed(children))
-        while stack:
-            record = stack.pop()
-            if is_shown(record, bookkeeping):
-                found.append(record)
-            else:
-                stack.extend(reversed(index.get(record.env.id, [])))
-        return found
+def shown_children(index: Index, parent: str | None, bookkeeping: bool = False) -> list[Record]:
+    """The rows right under an entry (None: the roots): its shown children, and the shown
+    entries under its hidden ones."""
+    children = index.get(parent)
+    if not children:
+        return []
+    if len(children) == 1 and is_shown(children[0], bookkeeping):
+        return children  # a chain: most entries
+    found: list[Record] = []
+    stack = list(reversed(children))
+    while stack:
+        record = stack.pop()
+        if is_shown(record, bookkeeping):
+            found.append(record)
+        else:
+            stack.extend(reversed(index.get(record.env.id, [])))
+    return found
 
-    roots = shown_children(None)
-    several = len(roots) > 1
-    stack = [Row(root, 0, several) for root in reversed(roots)]
-    rows: list[Row] = []
+
+def rows_below(index: Index, row: Row, bookkeeping: bool = False) -> list[Row]:
+    """The rows right under `row`: one continues its chain, several are a fork's branches."""
+    children = shown_children(index, row.record.env.id, bookkeeping)
+    if len(children) == 1:
+        return [Row(children[0], row.depth, False)]
+    return [Row(child, row.depth + 1, True) for child in children]
+
+
+def drawn(index: Index, rows: list[Row], bookkeeping: bool = False) -> Iterator[Row]:
+    """`rows` each followed by every row under it, in drawing order (depth first, children
+    oldest first). Iterative throughout: a session can hold 100k entries in one chain."""
+    stack = list(reversed(rows))
     while stack:
         row = stack.pop()
-        rows.append(row)
-        children = shown_children(row.record.env.id)
-        if len(children) == 1:
+        yield row
+        children = shown_children(index, row.record.env.id, bookkeeping)
+        if len(children) == 1:  # `rows_below` inline: a chain goes on at the same depth
             stack.append(Row(children[0], row.depth, False))
         else:
             stack.extend(Row(child, row.depth + 1, True) for child in reversed(children))
-    return rows
+
+
+def layout(tree: SessionTree, bookkeeping: bool = False) -> list[Row]:
+    """Every shown entry in drawing order."""
+    index = tree.children_index()
+    roots = shown_children(index, None, bookkeeping)
+    return list(drawn(index, [Row(root, 0, len(roots) > 1) for root in roots], bookkeeping))
+
+
+def count_rows(index: Index, records: list[Record], bookkeeping: bool = False) -> int:
+    """How many rows `records` and every entry under them make."""
+    count = 0
+    stack = list(records)
+    while stack:
+        record = stack.pop()
+        while True:  # down a chain without the stack: most entries have one child
+            count += record.env.type == "message" or is_shown(record, bookkeeping)
+            children = index.get(record.env.id)
+            if not children:
+                break
+            stack += children[1:]
+            record = children[0]
+    return count
+
+
+def place(tree: SessionTree, entry_id: str, bookkeeping: bool = False,
+          known: Mapping[str, tuple[int, bool]] | None = None) -> Row | None:
+    """An entry's row as `layout` draws it, found by walking up from it to the top or to a
+    row that is `known` (its depth and head); None when it is no row."""
+    record = tree.by_id.get(entry_id)
+    if record is None or not is_shown(record, bookkeeping):
+        return None
+    if known and entry_id in known:
+        return Row(record, *known[entry_id])
+    index = tree.children_index()
+    depth = 0  # forks above its row, as far as the walk came
+    head: bool | None = None  # whether the row right above it forks
+    child = top = record  # the last row passed, the last entry
+    for top in itertools.islice(tree.ancestors(entry_id), 1, None):
+        if not is_shown(top, bookkeeping):
+            continue
+        fork = _forks(index, top, child, bookkeeping)
+        depth += fork
+        head = fork if head is None else head
+        found = known.get(top.env.id or "") if known else None
+        if found is not None:
+            return Row(record, found[0] + depth, head)
+        child = top
+    if not tree.is_root(top):
+        return None  # under a cycle: no root above it
+    if head is None:  # a root row
+        return Row(record, 0, len(shown_children(index, None, bookkeeping)) > 1)
+    return Row(record, depth, head)
+
+
+def _forks(index: Index, parent: Record, child: Record, bookkeeping: bool) -> bool:
+    """Whether a row forks (several rows right under it); `child`, the next row down a path,
+    is one of them."""
+    children = index.get(parent.env.id, [])
+    if len(children) == 1 and children[0] is child:  # a chain: most of a long path
+        return False
+    return len(shown_children(index, parent.env.id, bookkeeping)) > 1
 
 
 def shown_entry(tree: SessionTree, entry_id: str | None, bookkeeping: bool = False) -> str | None:
@@ -82,59 +153,3 @@ def shown_entry(tree: SessionTree, entry_id: str | None, bookkeeping: bool = Fal
         parent = parent_of(record)
         record = tree.by_id.get(parent) if parent is not None else None
     return None
-
-
-def branch_end(rows: list[Row], at: int) -> int:
-    """The index after the rows that hang under `rows[at]`: the rest of its branch, the forks
-    off it included."""
-    depth = rows[at].depth
-    end = at + 1
-    while end < len(rows) and (rows[end].depth > depth or
-                               (rows[end].depth == depth and not rows[end].head)):
-        end += 1
-    return end
-
-
-@dataclass(slots=True)
-class Folded:
-    """The rows an editor draws first: `shown` as (index in the layout, rows folded under it)."""
-
-    earlier: int  # layout rows left out before the window: the path's start, branches off it
-    shown: list[tuple[int, int]]
-    cut: str | None  # the first path row in the window
-
-
-def fold(rows: list[Row], on_path: set[str], keep: int | None, cut: str | None = None
-         ) -> Folded:
-    """The current path's rows and one row per branch off it, each folded to that row; of
-    the path only the last `keep` rows (from `cut` when it is on the path and no more than
-    2 * `keep` rows back, so a growing window changes little), with the branches off those.
-    `keep` None: every row, nothing folded."""
-    if keep is None:
-        return Folded(0, [(at, 0) for at in range(len(rows))], None)
-    items: list[tuple[int, int, int]] = []  # index, folded rows, the path row it hangs off
-    last_at_depth: dict[int, int] = {}  # the path ordinal of the latest path row per depth
-    ordinal = at = 0
-    while at < len(rows):
-        row = rows[at]
-        if row.record.env.id in on_path:
-            last_at_depth[row.depth] = ordinal
-            items.append((at, 0, ordinal))
-            ordinal += 1
-            at += 1
-            continue
-        # A branch off the path (its fork is the latest path row a level up) or the rows past
-        # the leaf (hanging off the leaf's row at its own depth).
-        end = branch_end(rows, at)
-        anchor = last_at_depth.get(row.depth - 1 if row.head else row.depth, -1)
-        items.append((at, end - at - 1, anchor))
-        at = end
-    paths = [item for item in items if rows[item[0]].record.env.id in on_path]
-    first = max(0, len(paths) - keep)
-    if cut is not None and cut in on_path:  # the window grew: keep it up to twice its size
-        first = min(first, next((n for n, item in enumerate(paths)
-                                 if rows[item[0]].record.env.id == cut and
-                                 n >= len(paths) - 2 * keep), first))
-    shown = [(at, hidden) for at, hidden, anchor in items if anchor >= first]
-    earlier = len(rows) - sum(1 + hidden for _at, hidden in shown)
-    return Folded(earlier, shown, rows[paths[first][0]].record.env.id if paths else None)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from bisect import insort
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,26 @@ from pi_lsp.session.records import (
     starts_conversation,
 )
 from pi_lsp.session.tail import Tail
+
+
+def _file_order(record: Record) -> int:
+    return record.line
+
+
+def _age(record: Record) -> tuple[int, int]:
+    return iso_to_ms(record.env.timestamp), record.line
+
+
+def _insert(index: dict[str | None, list[Record]], key: str | None, record: Record) -> None:
+    """Roots in file order; children oldest first, ties in file order."""
+    insort(index.setdefault(key, []), record, key=_file_order if key is None else _age)
+
+
+def _remove(index: dict[str | None, list[Record]], key: str | None, record: Record) -> None:
+    siblings = index[key]
+    del siblings[next(n for n, sibling in enumerate(siblings) if sibling is record)]
+    if not siblings:
+        del index[key]
 
 
 class SessionTree(EntryAppends):
@@ -122,19 +143,20 @@ class SessionTree(EntryAppends):
             if entry_id is None:
                 self.problems.append(Problem("no-id", "entry has no id", record.line))
                 continue
-            if entry_id in by_id:
+            replaced = by_id.get(entry_id)
+            if replaced is not None:
                 self.problems.append(
                     Problem("duplicate-id", f"id {entry_id!r} is used twice", record.line, entry_id)
                 )
             by_id[entry_id] = record
+            if self._children is not None:
+                self._index(self._children, record, replaced)
             self.records.append(record)
             # pi's leaf is the last entry, whatever its type (a leaf move included).
             self.leaf_id = entry_id
             kind = record.env.type
             if kind == "label" or kind == "session_info":
                 self._apply_marker(record)
-        if records:
-            self._children = None
 
     def _apply_marker(self, record: Record) -> None:
         entry = decode_entry(record)
@@ -211,27 +233,22 @@ class SessionTree(EntryAppends):
     def entry(self, entry_id: str) -> Entry | None:
         return decode_entry(self.record(entry_id))
 
+    def ancestors(self, entry_id: str | None) -> Iterator[Record]:
+        """The entry, its parent, and so on up; a missing parent or a cycle ends the walk."""
+        if entry_id is None:
+            return
+        by_id = self.by_id
+        record: Record | None = self.record(entry_id)
+        seen: set[str | None] = set()
+        while record is not None and record.env.id not in seen:
+            seen.add(record.env.id)
+            yield record
+            parent = parent_of(record)
+            record = by_id.get(parent) if parent is not None else None
+
     def path_to(self, leaf_id: str | None) -> list[Record]:
         """Root-to-leaf records; a missing parent or a cycle ends the walk."""
-        if leaf_id is None:
-            return []
-        by_id = self.by_id
-        record = self.record(leaf_id)
-        seen: set[str] = set()
-        path: list[Record] = []
-        while True:
-            entry_id = record.env.id
-            if entry_id in seen:
-                break
-            seen.add(entry_id)  # type: ignore[arg-type]
-            path.append(record)
-            parent = parent_of(record)
-            if parent is None:
-                break
-            next_record = by_id.get(parent)
-            if next_record is None:
-                break
-            record = next_record
+        path = list(self.ancestors(leaf_id))
         path.reverse()
         return path
 
@@ -239,24 +256,44 @@ class SessionTree(EntryAppends):
         return [record.env.id for record in self.path_to(leaf_id)]  # type: ignore[misc]
 
     def is_root(self, record: Record) -> bool:
+        return self.parent_key(record) is None
+
+    def parent_key(self, record: Record) -> str | None:
+        """Where the children index holds a record: under its parent, or (None) as a root."""
         parent = parent_of(record)
-        return parent is None or parent not in self.by_id
+        return parent if parent in self.by_id else None
 
     def children_index(self) -> dict[str | None, list[Record]]:
-        """Children of every entry (roots under None), oldest first, ties in file order."""
+        """Children of every entry (roots under None), oldest first, ties in file order;
+        built once, then kept up to date by every append."""
         if self._children is None:
             index: dict[str | None, list[Record]] = {}
-            for record in self.by_id.values():
-                key = None if self.is_root(record) else parent_of(record)
-                index.setdefault(key, []).append(record)
+            by_id = self.by_id
+            for record in by_id.values():  # `parent_key` inline: 100k entries
+                parent = record.env.parent_id
+                key = parent if parent in by_id and parent != record.env.id else None
+                siblings = index.get(key)
+                if siblings is None:
+                    index[key] = [record]
+                else:
+                    siblings.append(record)
             for key, siblings in index.items():
-                if len(siblings) < 2:  # most entries have one child: no sort (100k calls)
-                    continue
-                siblings.sort(key=lambda r: r.line)
-                if key is not None:
-                    siblings.sort(key=lambda r: iso_to_ms(r.env.timestamp))
+                if len(siblings) > 1:  # most entries have one child: no sort (100k calls)
+                    siblings.sort(key=_file_order if key is None else _age)
             self._children = index
         return self._children
+
+    def _index(self, index: dict[str | None, list[Record]], record: Record,
+               replaced: Record | None) -> None:
+        """Place an appended record (already in `by_id`) where a fresh index would have it."""
+        entry_id = record.env.id
+        if replaced is not None:  # a reused id: the older entry is gone, its children stay
+            _remove(index, self.parent_key(replaced), replaced)
+        else:  # entries that named it as their parent before it came are roots no more
+            for orphan in [r for r in index.get(None, []) if parent_of(r) == entry_id]:
+                _remove(index, None, orphan)
+                _insert(index, entry_id, orphan)
+        _insert(index, self.parent_key(record), record)
 
     def children(self, entry_id: str) -> list[Record]:
         return self.children_index().get(entry_id, [])

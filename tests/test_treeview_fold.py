@@ -1,0 +1,328 @@
+"""The folded tree view, made by walking up from the leaf, against the reference it replaced:
+the whole layout, then folded. On random trees (reused ids, parents that come later in the
+file, cycles, rows that are no rows), before and after entries are appended to a view."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from pi_lsp.server.treeview import HeldView, NotARowError, TreeView, TreeViews
+from pi_lsp.session.appender import append_lines
+from pi_lsp.session.fold import Folded, fold
+from pi_lsp.session.ids import iso_to_ms
+from pi_lsp.session.journal import Record
+from pi_lsp.session.layout import Row, is_shown
+from pi_lsp.session.records import LEAF_MOVE, parent_of
+from pi_lsp.session.tree import SessionTree
+
+SETTINGS = settings(max_examples=200, deadline=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                           HealthCheck.too_slow])
+HEADER = {"type": "session", "version": 3, "id": "11111111-2222-3333-4444-555555555555",
+          "timestamp": "2026-12-01T00:00:00.000Z", "cwd": "/w"}
+IDS = [f"{n:08x}" for n in range(1, 13)]  # few: ids are reused, parents come later
+NEW = "new"  # an id of its own
+CHAIN = "chain"  # the parent is the line before (the leaf, for the first line appended)
+KINDS = ["message", "message", "message", "usage", "context_edit", "leaf_move", "leaf",
+         "model_change", "custom", "label", "session_info"]
+STAMPS = [None, "2026-12-01T00:00:01.000Z", "2026-12-01T00:00:02.000Z",
+          "2026-12-01T00:00:02.500Z", "unreadable"]
+_counter = itertools.count(0x1000)  # new ids, apart from IDS
+
+Line = tuple[str, str, str | None, str | None]  # kind, id, parent (or CHAIN), timestamp
+Drawn = tuple[list[tuple[str, int, bool, int, bool]], int, str | None]
+
+line = st.tuples(st.sampled_from(KINDS), st.just(NEW) | st.just(NEW) | st.sampled_from(IDS),
+                 st.one_of(st.none(), st.just(CHAIN), st.just(CHAIN), st.sampled_from(IDS)),
+                 st.sampled_from(STAMPS))
+turn = st.tuples(st.sampled_from(["message", "message", "usage"]), st.just(NEW), st.just(CHAIN),
+                 st.sampled_from(STAMPS))  # a turn streaming in under the leaf
+move = st.none() | st.just("") | st.sampled_from(IDS)  # None: stays, "": no leaf
+move = st.none() | move  # mostly stays: views grow
+unders = st.lists(st.tuples(st.sampled_from(IDS), st.integers(0, 4), st.integers(1, 5)),
+                  max_size=3)
+
+
+# -- the reference: the whole layout, then folded (pi-lsp's tree view before issue 19) -----
+
+def reference_index(tree: SessionTree) -> dict[str | None, list[Record]]:
+    index: dict[str | None, list[Record]] = {}
+    for record in tree.by_id.values():
+        parent = parent_of(record)
+        index.setdefault(parent if parent in tree.by_id else None, []).append(record)
+    for key, siblings in index.items():
+        siblings.sort(key=lambda r: r.line)
+        if key is not None:
+            siblings.sort(key=lambda r: iso_to_ms(r.env.timestamp))
+    return index
+
+
+def reference_path(tree: SessionTree) -> set[str | None]:
+    seen: set[str | None] = set()
+    record = tree.by_id.get(tree.leaf_id) if tree.leaf_id is not None else None
+    while record is not None and record.env.id not in seen:
+        seen.add(record.env.id)
+        parent = parent_of(record)
+        record = tree.by_id.get(parent) if parent is not None else None
+    return seen
+
+
+def reference_layout(index: dict[str | None, list[Record]], bookkeeping: bool) -> list[Row]:
+    def shown_children(parent: str | None) -> list[Record]:
+        found: list[Record] = []
+        stack = list(reversed(index.get(parent, [])))
+        while stack:
+            record = stack.pop()
+            if is_shown(record, bookkeeping):
+                found.append(record)
+            else:
+                stack.extend(reversed(index.get(record.env.id, [])))
+        return found
+
+    roots = shown_children(None)
+    stack = [Row(root, 0, len(roots) > 1) for root in reversed(roots)]
+    rows: list[Row] = []
+    while stack:
+        row = stack.pop()
+        rows.append(row)
+        children = shown_children(row.record.env.id)
+        if len(children) == 1:
+            stack.append(Row(children[0], row.depth, False))
+        else:
+            stack.extend(Row(child, row.depth + 1, True) for child in reversed(children))
+    return rows
+
+
+def branch_end(rows: list[Row], at: int) -> int:
+    depth = rows[at].depth
+    end = at + 1
+    while end < len(rows) and (rows[end].depth > depth or
+                               (rows[end].depth == depth and not rows[end].head)):
+        end += 1
+    return end
+
+
+def reference_fold(rows: list[Row], on_path: set[str | None], keep: int | None,
+                   cut: str | None) -> Drawn:
+    if keep is None:
+        return [(row.record.env.id or "", row.depth, row.head, 0, row.record.env.id in on_path)
+                for row in rows], 0, None
+    items: list[tuple[int, int, int]] = []
+    last_at_depth: dict[int, int] = {}
+    ordinal = at = 0
+    while at < len(rows):
+        row = rows[at]
+        if row.record.env.id in on_path:
+            last_at_depth[row.depth] = ordinal
+            items.append((at, 0, ordinal))
+            ordinal += 1
+            at += 1
+            continue
+        end = branch_end(rows, at)
+        anchor = last_at_depth.get(row.depth - 1 if row.head else row.depth, -1)
+        items.append((at, end - at - 1, anchor))
+        at = end
+    paths = [item for item in items if rows[item[0]].record.env.id in on_path]
+    first = max(0, len(paths) - keep)
+    if cut is not None and cut in on_path:
+        first = min(first, next((n for n, item in enumerate(paths)
+                                 if rows[item[0]].record.env.id == cut and
+                                 n >= len(paths) - 2 * keep), first))
+    shown = [(at, hidden) for at, hidden, anchor in items if anchor >= first]
+    earlier = len(rows) - sum(1 + hidden for _at, hidden in shown)
+    return ([(rows[at].record.env.id or "", rows[at].depth, rows[at].head, hidden,
+              rows[at].record.env.id in on_path) for at, hidden in shown], earlier,
+            rows[paths[first][0]].record.env.id if paths else None)
+
+
+# -- the session and what is compared --------------------------------------------------------
+
+def entry(kind: str, entry_id: str, parent: str | None, stamp: str | None) -> dict[str, Any]:
+    common = {"id": entry_id, "parentId": parent, "timestamp": stamp}
+    match kind:
+        case "message":
+            return {"type": "message", **common,
+                    "message": {"role": "user", "content": entry_id, "timestamp": 1}}
+        case "usage":
+            return {"type": "usage", **common, "kind": "turn"}
+        case "context_edit":
+            return {"type": "context_edit", **common, "targetId": parent or entry_id,
+                    "replacement": None}
+        case "leaf_move":
+            return {"type": "custom", **common, "customType": LEAF_MOVE,
+                    "data": {"targetId": parent}}
+        case "leaf":
+            return {"type": "leaf", **common, "targetId": parent}
+        case "model_change":
+            return {"type": "model_change", **common, "provider": "p", "modelId": "m"}
+        case "label":
+            return {"type": "label", **common, "targetId": parent or entry_id, "label": stamp}
+        case "session_info":
+            return {"type": "session_info", **common, "name": entry_id}
+    return {"type": "custom", **common, "customType": "ext", "data": None}
+
+
+def encoded(lines: list[Line], before: str | None) -> list[bytes]:
+    out = []
+    for kind, entry_id, parent, stamp in lines:
+        entry_id = f"{next(_counter):08x}" if entry_id == NEW else entry_id
+        out.append(json.dumps(entry(kind, entry_id, before if parent == CHAIN else parent,
+                                    stamp)).encode())
+        before = entry_id
+    return out
+
+
+def drawn_fold(folded: Folded) -> Drawn:
+    return ([(row.record.env.id or "", row.depth, row.head, hidden, on_path)
+             for row, hidden, on_path in folded.shown], folded.earlier, folded.cut)
+
+
+def drawn_view(view: TreeView) -> tuple[list[tuple[str, int, bool, int, bool]], int]:
+    return [(n.id, n.depth, n.head, n.hidden, n.on_path) for n in view.nodes], view.earlier
+
+
+def child_ids(index: dict[str | None, list[Record]]) -> dict[str | None, list[str | None]]:
+    return {key: [record.env.id for record in children] for key, children in index.items()}
+
+
+def check(tree: SessionTree, views: TreeViews, held: HeldView, keep: int | None,
+          bookkeeping: bool, cut: str | None, pages: list[tuple[str, int, int]]) -> None:
+    index = reference_index(tree)
+    assert child_ids(tree.children_index()) == child_ids(index)  # kept, not built again
+    rows = reference_layout(index, bookkeeping)
+    on_path = reference_path(tree)
+    assert drawn_fold(fold(tree, bookkeeping, keep, cut)) == \
+        reference_fold(rows, on_path, keep, cut)
+
+    fresh = TreeViews().view(HeldView(), tree, bookkeeping, keep)
+    assert drawn_view(fresh) == reference_fold(rows, on_path, keep, None)[:2]
+    # The held view was grown (its window from where it started) or folded again from its
+    # cut: either way it is the view made anew with as many of the path's rows.
+    view = views.view(held, tree, bookkeeping, keep)
+    path_rows = sum(node.on_path for node in view.nodes)
+    assert path_rows >= sum(node.on_path for node in fresh.nodes)
+    wide = TreeViews().view(HeldView(), tree, bookkeeping, keep and max(keep, path_rows))
+    assert msgspec.structs.replace(view, version=0) == msgspec.structs.replace(wide, version=0)
+    assert drawn_view(wide) == \
+        reference_fold(rows, on_path, keep and max(keep, path_rows), None)[:2]
+    for node in view.nodes:  # a parent only once it is in the file, and never itself
+        parent = tree.by_id[node.id].env.parent_id
+        assert node.parent_id == (parent if parent in tree.by_id and parent != node.id else None)
+
+    folded = [(node.id, 0, node.hidden) for node in view.nodes if node.hidden]
+    for under, start, limit in [*pages, *folded]:
+        at = next((n for n, row in enumerate(rows) if row.record.env.id == under), None)
+        if at is None:
+            with pytest.raises(NotARowError):
+                views.rows_under(held, tree, under, start, limit)
+            continue
+        end = branch_end(rows, at)
+        page = views.rows_under(held, tree, under, start, limit)
+        expected = rows[at + 1 + start:min(end, at + 1 + start + limit)]
+        assert page.total == end - at - 1
+        assert [(n.id, n.depth, n.head, n.on_path) for n in page.nodes] == \
+            [(r.record.env.id, r.depth, r.head, r.record.env.id in on_path) for r in expected]
+
+
+def move_leaf(tree: SessionTree, to: str | None) -> None:
+    if to == "":
+        tree.reset_leaf()
+    elif to is not None and to in tree.by_id:
+        tree.branch(to)
+
+
+@SETTINGS
+@given(first=st.lists(line, min_size=1, max_size=24), first_move=move,
+       appends=st.lists(st.tuples(st.lists(turn, min_size=1, max_size=4) |
+                                  st.lists(line, max_size=6), move), max_size=3),
+       keep=st.one_of(st.none(), st.integers(1, 5)), bookkeeping=st.booleans(),
+       cut=st.one_of(st.none(), st.sampled_from(IDS)), pages=unders)
+# A parent that comes later in the file: the entry is a root until it comes.
+@example(first=[("message", IDS[1], IDS[0], None), ("message", IDS[2], None, None)],
+         first_move=None, appends=[([("message", IDS[0], CHAIN, None)], None)], keep=2,
+         bookkeeping=False, cut=None, pages=[])
+# A reused id: the entry moves to its new parent, and the old one is gone.
+@example(first=[("message", IDS[0], None, None), ("message", IDS[1], CHAIN, None),
+                ("message", IDS[2], IDS[0], None)],
+         first_move=None, appends=[([("message", IDS[1], IDS[2], None)], None)], keep=1,
+         bookkeeping=False, cut=None, pages=[(IDS[0], 0, 5)])
+# A turn under a leaf that has rows under it: a fork, not a longer branch.
+@example(first=[("message", IDS[0], None, None), ("message", IDS[1], CHAIN, None),
+                ("message", IDS[2], CHAIN, None)],
+         first_move=IDS[1], appends=[([("message", NEW, CHAIN, None)], None)], keep=2,
+         bookkeeping=False, cut=None, pages=[])
+# A turn under a leaf a fork above it: the new rows at its row's depth.
+@example(first=[("message", IDS[0], None, None), ("message", IDS[1], CHAIN, None),
+                ("message", IDS[2], IDS[0], None)],
+         first_move=None, appends=[([("message", NEW, CHAIN, None), ("usage", NEW, CHAIN, None),
+                                     ("message", NEW, CHAIN, None)], None)], keep=3,
+         bookkeeping=False, cut=None, pages=[])
+# A label on the leaf's row: it changes that row, the view does not just grow.
+@example(first=[("message", IDS[0], None, None), ("message", IDS[1], CHAIN, None)],
+         first_move=None, appends=[([("label", NEW, CHAIN, "x")], None)], keep=2,
+         bookkeeping=False, cut=None, pages=[])
+# A page under a row that was never sent, inside a folded branch with a fork in it.
+@example(first=[("message", IDS[0], None, None), ("message", IDS[1], CHAIN, None),
+                ("message", IDS[2], IDS[0], None), ("message", IDS[3], IDS[2], None),
+                ("message", IDS[4], IDS[2], None), ("message", IDS[6], IDS[3], None),
+                ("message", IDS[5], IDS[1], None)],
+         first_move=None, appends=[], keep=3, bookkeeping=False, cut=None,
+         pages=[(IDS[3], 0, 5)])
+# Branches after the path's next row, off two rows of the window: the deeper ones first.
+@example(first=[("message", IDS[0], None, None), ("message", IDS[1], CHAIN, None),
+                ("message", IDS[2], CHAIN, None), ("message", IDS[3], IDS[0], None),
+                ("message", IDS[4], IDS[1], None)],
+         first_move=IDS[2], appends=[], keep=3, bookkeeping=False, cut=None, pages=[])
+# A window that grew keeps its start while it is at most twice as long.
+@example(first=[("message", IDS[n], CHAIN, None) for n in range(6)],
+         first_move=None, appends=[], keep=2, bookkeeping=False, cut=IDS[2], pages=[])
+def test_a_folded_view_is_the_whole_layout_folded(
+        tmp_path_factory: pytest.TempPathFactory, first: list[Line], first_move: str | None,
+        appends: list[tuple[list[Line], str | None]], keep: int | None, bookkeeping: bool,
+        cut: str | None, pages: list[tuple[str, int, int]]) -> None:
+    path = tmp_path_factory.mktemp(f"fold{next(_counter)}") / "s.jsonl"
+    path.write_bytes(b"\n".join([json.dumps(HEADER).encode(), *encoded(first, None)]) + b"\n")
+    tree = SessionTree.open(str(path))
+    move_leaf(tree, first_move)
+    views, held = TreeViews(), HeldView()
+    check(tree, views, held, keep, bookkeeping, cut, pages)
+    for lines, to in appends:
+        append_lines(str(path), encoded(lines, tree.leaf_id))
+        tree.refresh()
+        move_leaf(tree, to)
+        check(tree, views, held, keep, bookkeeping, cut, pages)
+    assert child_ids(tree.children_index()) == child_ids(SessionTree.open(str(path))
+                                                         .children_index())
+
+
+def test_a_turn_streaming_under_the_leaf_grows_the_view_without_folding_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The case the growth is for, on a folded view: entries one under the other below the
+    leaf are added after its row, and the tree is not walked or counted again."""
+    from pi_lsp.server import treeview
+
+    path = tmp_path / "s.jsonl"
+    lines: list[Line] = [("message", IDS[0], None, None), ("message", IDS[1], CHAIN, None),
+                         ("message", IDS[2], IDS[0], None), ("message", IDS[3], IDS[1], None)]
+    path.write_bytes(b"\n".join([json.dumps(HEADER).encode(), *encoded(lines, None)]) + b"\n")
+    tree = SessionTree.open(str(path))
+    views, held = TreeViews(), HeldView()
+    before = views.view(held, tree, False, 2)
+    folds: list[int] = []
+    real_fold = treeview.fold
+    monkeypatch.setattr(treeview, "fold", lambda *a: folds.append(1) or real_fold(*a))
+    append_lines(str(path), encoded([("usage", IDS[4], CHAIN, None),
+                                     ("message", IDS[5], CHAIN, None)], tree.leaf_id))
+    tree.refresh()
+    after = views.view(held, tree, False, 2)
+    assert folds == []
+    assert [node.id for node in after.nodes] == [*(node.id for node in before.nodes), IDS[5]]
+    assert after.leaf_row == IDS[5] and after.earlier == before.earlier
