@@ -1,6 +1,7 @@
 """The folded tree view, made by walking up from the leaf, against the reference it replaced:
-the whole layout, then folded. On random trees (reused ids, parents that come later in the
-file, cycles, rows that are no rows), before and after entries are appended to a view."""
+the whole layout, then folded; and every path the tree keeps against a fresh walk. On random
+trees (reused ids, parents that come later in the file, cycles, rows that are no rows), before
+and after entries are appended to a view."""
 
 from __future__ import annotations
 
@@ -73,6 +74,23 @@ def reference_path(tree: SessionTree) -> set[str | None]:
         parent = parent_of(record)
         record = tree.by_id.get(parent) if parent is not None else None
     return seen
+
+
+def reference_path_ids(tree: SessionTree, leaf: str) -> list[str | None]:
+    walked: list[str | None] = []
+    record = tree.by_id.get(leaf)
+    while record is not None and record.env.id not in walked:
+        walked.append(record.env.id)
+        parent = parent_of(record)
+        record = tree.by_id.get(parent) if parent is not None else None
+    return walked[::-1]
+
+
+def check_paths(tree: SessionTree) -> None:
+    """Every entry's path, then the leaf's (kept for the entries a turn appends under it)."""
+    for entry_id in [*tree.by_id, tree.leaf_id]:
+        if entry_id is not None:
+            assert tree.path_ids(entry_id) == reference_path_ids(tree, entry_id)
 
 
 def reference_layout(index: dict[str | None, list[Record]], bookkeeping: bool) -> list[Row]:
@@ -294,11 +312,13 @@ def test_a_folded_view_is_the_whole_layout_folded(
     move_leaf(tree, first_move)
     views, held = TreeViews(), HeldView()
     check(tree, views, held, keep, bookkeeping, cut, pages)
+    check_paths(tree)
     for lines, to in appends:
         append_lines(str(path), encoded(lines, tree.leaf_id))
         tree.refresh()
         move_leaf(tree, to)
         check(tree, views, held, keep, bookkeeping, cut, pages)
+        check_paths(tree)
     assert child_ids(tree.children_index()) == child_ids(SessionTree.open(str(path))
                                                          .children_index())
 
@@ -326,3 +346,22 @@ def test_a_turn_streaming_under_the_leaf_grows_the_view_without_folding_again(
     assert folds == []
     assert [node.id for node in after.nodes] == [*(node.id for node in before.nodes), IDS[5]]
     assert after.leaf_row == IDS[5] and after.earlier == before.earlier
+
+
+def test_a_turn_extends_the_kept_path_without_walking_it_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A turn asks for the path at each step: each entry it writes under the leaf extends the
+    kept path (a walk up a 100k-entry path is about 0.1 s)."""
+    path = tmp_path / "s.jsonl"
+    lines = encoded([("message", NEW, CHAIN, None)] * 50, None)
+    path.write_bytes(b"\n".join([json.dumps(HEADER).encode(), *lines]) + b"\n")
+    tree = SessionTree.open(str(path))
+    tree.hold_leaf = True
+    first = tree.path_ids(tree.leaf_id)
+
+    def no_walk(self: SessionTree, entry_id: str | None) -> None:
+        raise AssertionError(f"walked up from {entry_id}")
+
+    monkeypatch.setattr(SessionTree, "ancestors", no_walk)
+    added = [tree.append_custom("ext", {"n": n}) for n in range(3)]
+    assert tree.path_ids(tree.leaf_id) == [*first, *added]
