@@ -8,6 +8,7 @@ Prints figures; with Node and pi's npm package present it also runs pi on the sa
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import resource
@@ -159,6 +160,16 @@ def pi_modules(install: bool, scratch: Path) -> Path | None:
     return modules
 
 
+def pi_label(modules: Path) -> str:
+    """The package pi_context.mjs runs (PI_PACKAGE picks pi 1.6's), with its version."""
+    package = os.environ.get("PI_PACKAGE", PI_PACKAGE)
+    try:
+        version = json.loads((modules / package / "package.json").read_text())["version"]
+    except (OSError, ValueError, KeyError):
+        version = "(version unknown)"
+    return f"{package} {version}"
+
+
 def depth_scaling(directory: Path) -> list[tuple[int, float]]:
     """Context build time at growing depths: O(depth) shows as a constant time per entry."""
     figures = []
@@ -230,8 +241,8 @@ def report(scratch: Path, entries: int, install_pi: bool) -> None:
     pi_cmd = ["node", str(HERE / "pi_context.mjs"), str(pi_path)]
     pi_s, pi_mb = median_run(pi_cmd, 3, env)
     ours_s, ours_mb = median_run([*cli[:-2], str(pi_path), "--json"], 3)
-    print(f"pi {PI_VERSION} open + buildSessionContext + JSON (median of 3): {pi_s * 1000:.0f} ms, "
-          f"peak RSS {pi_mb:.0f} MB")
+    print(f"{pi_label(modules)} open + buildSessionContext + JSON (median of 3): "
+          f"{pi_s * 1000:.0f} ms, peak RSS {pi_mb:.0f} MB")
     print(f"ratio time  pi-lsp / pi: {ours_s / pi_s:.3f}  (target <= 0.2)")
     print(f"ratio memory pi-lsp / pi: {ours_mb / pi_mb:.3f}  (target <= 0.5)")
 
