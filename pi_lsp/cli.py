@@ -181,22 +181,14 @@ def cmd_run(args: argparse.Namespace) -> int:
                                model=args.model, thinking=args.thinking, approve=args.approve))
 
 
-def cmd_compact(args: argparse.Namespace) -> int:
-    from pi_lsp import cli_changes
+def changing(name: str) -> Callable[[argparse.Namespace], int]:
+    """The `cli_changes` command `name`, imported when it runs."""
+    def run(args: argparse.Namespace) -> int:
+        from pi_lsp import cli_changes
 
-    return cli_changes.cmd_compact(args)
-
-
-def cmd_branch(args: argparse.Namespace) -> int:
-    from pi_lsp import cli_changes
-
-    return cli_changes.cmd_branch(args)
-
-
-def cmd_rewind(args: argparse.Namespace) -> int:
-    from pi_lsp import cli_changes
-
-    return cli_changes.cmd_rewind(args)
+        command: Callable[[argparse.Namespace], int] = getattr(cli_changes, name)
+        return command(args)
+    return run
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -260,7 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     compact_cmd.add_argument("--plan", action="store_true", help="print the plan; call no model")
     compact_cmd.add_argument("--json", action="store_true")
     add_trust_options(compact_cmd)
-    compact_cmd.set_defaults(run=cmd_compact)
+    compact_cmd.set_defaults(run=changing("cmd_compact"))
 
     branch_cmd = commands.add_parser("branch", help="move the leaf to an entry (durably)")
     branch_cmd.add_argument("file")
@@ -270,7 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     branch_cmd.add_argument("--instructions", metavar="TEXT")
     branch_cmd.add_argument("--json", action="store_true")
     add_trust_options(branch_cmd)
-    branch_cmd.set_defaults(run=cmd_branch)
+    branch_cmd.set_defaults(run=changing("cmd_branch"))
 
     rewind = commands.add_parser("rewind", help="restore the workspace's files to an entry")
     rewind.add_argument("file")
@@ -279,7 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("--undo", metavar="SNAPSHOT", help="undo a restore (the id it printed)")
     rewind.add_argument("--dry-run", action="store_true", help="print the diff; change nothing")
     add_trust_options(rewind)
-    rewind.set_defaults(run=cmd_rewind)
+    rewind.set_defaults(run=changing("cmd_rewind"))
 
     serve = commands.add_parser("serve", help="the language server (stdio)")
     serve.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead (debugging)")

@@ -12,7 +12,7 @@ import { availableModels, pickModel } from "./modelPicker";
 import { Sessions, sessionKey } from "./sessions";
 import { formatTokens } from "./statusBar";
 
-/** Messages of the context the chat shows at first, and adds with each "Show earlier". */
+/** Messages of the context the chat shows at first, and adds with each "Show more". */
 export const CHAT_PAGE = 200;
 const CONTEXT_EDITS = { remove: "piLsp.removeFromContext", replace: "piLsp.replaceInContext", undo: "piLsp.undoContextEdit" };
 
