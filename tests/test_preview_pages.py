@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,7 +18,15 @@ from pi_lsp.context.preview import render_markdown
 from pi_lsp.providers.registry import ModelRegistry
 from pi_lsp.server.config import Config
 from pi_lsp.server.hub import SessionHub
-from pi_lsp.server.previewpage import Page, Preview, PreviewPages, outline_of, paged, whole
+from pi_lsp.server.previewpage import (
+    Page,
+    Preview,
+    PreviewPages,
+    first_row,
+    outline_of,
+    paged,
+    whole,
+)
 from pi_lsp.session.appender import append_lines
 from tests.test_tree import msg, write_session
 
@@ -150,3 +159,24 @@ def test_the_next_page_comes_from_the_outline_until_the_session_changes(tmp_path
     again = hub.outline(path, None, "agent")
     assert again is not first and paged(again, 2, 8).pages[0].messages[-1].entry_id == \
         "00000009"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(entries=sessions(), leaf=st.integers(0, 100), layer=st.sampled_from(["agent", "llm",
+                                                                            "request"]))
+def test_a_page_from_an_entry_starts_at_its_first_message(entries: list[dict[str, Any]],
+                                                          leaf: int, layer: Layer) -> None:
+    """What a context edit's Replace prefills from: one page, not the whole preview."""
+    with tempfile.TemporaryDirectory() as folder:
+        tree = write_session(Path(folder) / "s.jsonl", entries)
+        leaf_id = entries[leaf % len(entries)]["id"]
+        outline = outline_of(tree, leaf_id, layer, AGENT)
+        rows = whole(outline).messages
+        for entry in entries:
+            first = next((row for row in rows if row.entry_id == entry["id"]), None)
+            if first is None:
+                with pytest.raises(ValueError, match=f"entry '{entry['id']}' has no message"):
+                    first_row(outline, entry["id"])
+                continue
+            page = paged(outline, 1, first_row(outline, entry["id"])).pages[0]
+            assert msgspec.json.encode(page.messages) == msgspec.json.encode([first])

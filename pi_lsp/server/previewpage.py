@@ -95,6 +95,14 @@ def whole(outline: Outline) -> Preview:
                    _markdown(outline, [Page(0, rows)]), outline.request, context.edits)
 
 
+def first_row(outline: Outline, entry_id: str) -> int:
+    """Where the first message of `entry_id` is in the layer."""
+    for index, head in enumerate(outline.context.heads):
+        if head.entry_id == entry_id:
+            return index
+    raise ValueError(f"entry {entry_id!r} has no message in this context")
+
+
 def paged(outline: Outline, size: int, start: int | None) -> PreviewPages:
     """The first and last `size` messages, or the `size` from `start`."""
     context = outline.context

@@ -147,9 +147,11 @@ class TreeArgs(SessionArgs):
 class PreviewArgs(SessionArgs):
     leaf_id: Id | None = None
     layer: Literal["agent", "llm", "request"] = "agent"
-    # Paged: `page` messages from `start`, or (no `start`) the first and the last page.
+    # Paged: `page` messages from `start`, or from `entry_id`'s first message, or (neither)
+    # the first and the last page.
     page: Annotated[int, msgspec.Meta(ge=1, le=10_000)] | None = None
     start: Count | None = None
+    entry_id: Id | None = None
 
 
 class DiffArgs(SessionArgs):

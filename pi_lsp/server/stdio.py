@@ -23,6 +23,8 @@ from pygls.exceptions import JsonRpcException
 from pygls.io_ import StdoutWriter
 from pygls.server import JsonRPCServer
 
+from pi_lsp.server.memory import LARGE_ANSWER, give_back
+
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = 64 << 20
@@ -127,11 +129,12 @@ def _pump(reader: FrameReader, loop: asyncio.AbstractEventLoop,
         loop.call_soon_threadsafe(queue.put_nowait, None)
 
 
-async def serve(server: JsonRPCServer, stdin: BinaryIO, on_end: Callable[[], Awaitable[None]]
-                ) -> None:
+async def serve(server: JsonRPCServer, stdin: BinaryIO, stdout: BinaryIO,
+                on_end: Callable[[], Awaitable[None]]) -> None:
     """Handle messages until stdin ends, SIGTERM arrives or the server shuts down; then, unless
     the client already asked for `shutdown`, run `on_end` (abort and save running work)."""
     loop = asyncio.get_running_loop()
+    server.protocol.set_writer(Writer(stdout, loop))
     queue: asyncio.Queue[bytes | None] = asyncio.Queue()
     room = threading.Semaphore(QUEUED_MESSAGES)
     fd = stdin.fileno()
@@ -161,13 +164,27 @@ async def serve(server: JsonRPCServer, stdin: BinaryIO, on_end: Callable[[], Awa
         await on_end()
 
 
+class Writer(StdoutWriter):
+    """pygls' stdout writer that gives the memory back once a large answer is sent."""
+
+    def __init__(self, stdout: BinaryIO, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(stdout)
+        self._loop = loop
+
+    def write(self, data: bytes) -> None:
+        super().write(data)
+        if len(data) > LARGE_ANSWER:
+            # Soon, not now: the answer is freed only when pygls' send returns.
+            self._loop.call_soon_threadsafe(give_back)
+
+
 def start_io(server: JsonRPCServer, on_end: Callable[[], Awaitable[None]],
              stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
     """pygls' `start_io` with this module's reader; returns when the server is done."""
     server._stop_event = threading.Event()
-    server.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
     try:
-        asyncio.run(serve(server, stdin or sys.stdin.buffer, on_end))
+        asyncio.run(serve(server, stdin or sys.stdin.buffer, stdout or sys.stdout.buffer,
+                          on_end))
     except BrokenPipeError:
         log.error("the connection to the client is lost; shutting down")
     except (KeyboardInterrupt, SystemExit):

@@ -80,6 +80,7 @@ H.keys("cc")
 H.wait(function()
   return H.contains(chat, "✎ edited in context  `" .. REPLY .. "`") and H.contains(chat, "I added the test.")
 end, "cc did not replace the reply in the chat", chat)
+H.check(H.asked.default:find("^I'll add tests/test_orders%.py"), "the reply's text was offered for editing: " .. tostring(H.asked.default))
 H.check(last_entry().replacement.content[1].text == "I added the test.", "the replacement was written as one text block")
 H.wait(function()
   return pi.statusline() ~= tokens

@@ -29,6 +29,7 @@ function H.prepare()
   -- Headless nvim has no UI for vim.ui.*: tests answer through these queues.
   H.inputs, H.selects = {}, {}
   vim.ui.input = function(opts, on_confirm)
+    H.asked = opts
     local answer = table.remove(H.inputs, 1)
     assert(answer ~= nil, "unexpected vim.ui.input: " .. tostring(opts and opts.prompt))
     on_confirm(answer ~= false and answer or nil)

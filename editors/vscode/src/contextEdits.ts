@@ -87,8 +87,8 @@ export function registerContextEdits(pi: PiClient): vscode.Disposable[] {
       const given = (arg as { text?: unknown }).text;
       let text = typeof given === "string" ? given : undefined;
       if (text === undefined) {
-        const preview = await pi.call("pi.previewContext", { uri });
-        const current = textOf(preview.messages.find((m) => m.entryId === entryId)?.message.content);
+        const page = await pi.call("pi.previewContext", { uri, page: 1, entryId });
+        const current = textOf(page.pages?.[0]?.messages[0]?.message.content);
         text = await vscode.window.showInputBox({
           prompt: `What the model sees instead of ${entryId} from now on (the session keeps the original)`,
           value: current.length <= PREFILL_CHARS ? current : "",

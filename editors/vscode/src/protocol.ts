@@ -184,7 +184,7 @@ export interface Commands {
   /** With `under`, the answer is a RowsUnder page instead. */
   "pi.getTree": [{ uri: string; limit?: number; under?: string; start?: number }, TreeResult];
   /** With `page`, `messages` is left out: `pages` holds the first and last `page` messages. */
-  "pi.previewContext": [{ uri: string; leafId?: string; layer?: Layer; page?: number }, PreviewResult];
+  "pi.previewContext": [{ uri: string; leafId?: string; layer?: Layer; page?: number; start?: number; entryId?: string }, PreviewResult];
   "pi.diffContext": [{ uri: string; fromLeafId: string; toLeafId: string }, DiffResult];
   "pi.branch": [{ uri: string; targetId: string }, BranchResult];
   "pi.branchWithSummary": [{ uri: string; targetId: string; instructions?: string }, { jobId: string }];

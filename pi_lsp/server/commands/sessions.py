@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from pi_lsp.server.commands import Command
-from pi_lsp.server.previewpage import paged
+from pi_lsp.server.previewpage import first_row, paged
 from pi_lsp.server.protocol import (
     DiffArgs,
     ForkArgs,
@@ -55,7 +55,9 @@ async def preview_context(ls: PiServer, args: PreviewArgs) -> Any:
     path = await ls.open_tree(args.uri)
     if args.page is None:
         return ls.hub.preview(path, args.leaf_id, args.layer)
-    return paged(ls.hub.outline(path, args.leaf_id, args.layer), args.page, args.start)
+    outline = ls.hub.outline(path, args.leaf_id, args.layer)
+    start = args.start if args.entry_id is None else first_row(outline, args.entry_id)
+    return paged(outline, args.page, start)
 
 
 async def diff_context(ls: PiServer, args: DiffArgs) -> Any:

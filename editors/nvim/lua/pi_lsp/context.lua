@@ -48,13 +48,10 @@ end
 
 local function replace(uri, entry_id, done)
   local root = session.root_of(uri)
-  client.run("pi.previewContext", { uri = uri }, function(result)
-    local current = ""
-    for _, item in ipairs(result.messages or {}) do
-      if item.entryId == entry_id then
-        current = render.content_text((item.message or {}).content)
-      end
-    end
+  client.run("pi.previewContext", { uri = uri, page = 1, entryId = entry_id }, function(result)
+    local page = (result.pages or {})[1] or {}
+    local item = (page.messages or {})[1] or {}
+    local current = render.content_text((item.message or {}).content)
     local default = (#current <= PREFILL_CHARS and not current:find("\n")) and current or ""
     vim.ui.input({ prompt = ("What the model sees instead of %s: "):format(entry_id), default = default }, function(text)
       if text ~= nil then
