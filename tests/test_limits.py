@@ -27,6 +27,7 @@ from pi_lsp.server import hub as hub_module
 from pi_lsp.server import stdio
 from pi_lsp.server.config import Config
 from pi_lsp.server.hub import SessionHub
+from pi_lsp.server.memory import LARGE_ANSWER, give_back
 from pi_lsp.server.protocol import (
     BranchArgs,
     CompactArgs,
@@ -193,6 +194,38 @@ async def test_command_results_are_not_kept_after_the_answer() -> None:
     assert answers == [{"big": "result"}]
     protocol._request_futures.pop("req-1", None)  # the answer callback does this in pygls
     assert set(protocol._request_futures) == before
+
+
+async def test_the_heap_is_given_back_after_a_large_answer_only(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """glibc keeps the heap a whole preview grew to; the server trims it once a large answer
+    is written, not after every small one (a trim walks the whole heap)."""
+    trims: list[int] = []
+    monkeypatch.setattr(stdio, "give_back", lambda: trims.append(len(out.getvalue())))
+    out = io.BytesIO()
+    writer = stdio.Writer(out, asyncio.get_running_loop())
+    writer.write(b"x" * 1000)
+    writer.write(b"y" * (LARGE_ANSWER + 1))
+    await until(lambda: trims, "the trim after the large answer")
+    assert trims == [1000 + LARGE_ANSWER + 1]  # after the answer was written, once
+
+
+def resident_kb() -> int:
+    status = Path(f"/proc/{os.getpid()}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmRSS")).split()[1])
+
+
+def test_giving_back_returns_to_the_system_what_was_freed() -> None:
+    before = resident_kb()
+    held = [bytes(3000) + bytes([n % 256]) for n in range(60_000)]  # ~180 MB from malloc
+    pin = bytes(3000) + b"!"  # above them: the heap's top cannot shrink past it by itself
+    grown = resident_kb()
+    held.clear()
+    kept = resident_kb()
+    give_back()
+    given_back = resident_kb()
+    assert pin and kept > grown - (grown - before) // 4, "the allocator kept the freed heap"
+    assert given_back < before + (grown - before) // 4
 
 
 # -- session listing -----------------------------------------------------------------------

@@ -13,7 +13,7 @@ LARGE_ANSWER = 4 << 20  # bytes: smaller answers leave too little behind to be w
 @cache
 def _malloc_trim() -> Callable[[int], int] | None:
     try:
-        return ctypes.CDLL(None).malloc_trim  # type: ignore[no-any-return]
+        return ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):
         return None  # not glibc (macOS, musl): their allocators give memory back themselves
 
