@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import codecs
+import operator
 import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import msgspec
 
@@ -199,17 +199,25 @@ class Snapshot:
     dropping: bool = False  # the file ends inside a line too long to keep; it is being skipped
 
 
-class Run(NamedTuple):
-    """Complete lines in a row: the number of the first, them joined by newlines, and how many
-    there are."""
+@dataclass(slots=True)
+class Run:
+    """Complete lines in a row: the number of the first, and them joined by newlines."""
 
     first_line: int
     body: bytes
-    line_count: int
+    known_count: int | None = None  # decoding the lines usually tells: counting takes longer
+
+    @property
+    def line_count(self) -> int:
+        if self.known_count is None:
+            self.known_count = self.body.count(b"\n") + 1
+        return self.known_count
 
     def lines(self) -> list[bytes]:
         """The lines, each copied out (the careful path, and the few a tail reads)."""
-        return self.body.split(b"\n")
+        lines = self.body.split(b"\n")
+        self.known_count = len(lines)
+        return lines
 
 
 @dataclass(slots=True)
@@ -217,11 +225,18 @@ class LineSplitter:
     """Complete lines out of bytes that arrive in pieces, in linear time and bounded memory: a
     line longer than MAX_LINE_BYTES is dropped as it arrives and only its number is kept."""
 
-    next_line: int = 1
+    counted_to: int = 1  # the number of the first line of `last`, or of the next line
     pending: list[bytes] = field(default_factory=list)  # the unfinished line, in pieces
     pending_size: int = 0
     dropping: bool = False  # the unfinished line is over the limit: its bytes are dropped
     too_long: list[int] = field(default_factory=list)  # numbers of the lines dropped
+    last: Run | None = None  # the run handed out last, its lines not yet counted here
+
+    @property
+    def next_line(self) -> int:
+        if self.last is not None:
+            self.counted_to, self.last = self.last.first_line + self.last.line_count, None
+        return self.counted_to
 
     def feed(self, data: bytes) -> Run | None:
         """The lines `data` completes; None when it completes none that is kept."""
@@ -232,7 +247,7 @@ class LineSplitter:
         first_end = data.find(b"\n")
         if self.dropping or self.pending_size + first_end > MAX_LINE_BYTES:
             self.too_long.append(self.next_line)
-            self.next_line += 1
+            self.counted_to += 1
             self.pending, self.pending_size, self.dropping = [], 0, False
             if first_end == cut:
                 self._hold(data[cut + 1:])
@@ -243,10 +258,9 @@ class LineSplitter:
             body = b"".join([*self.pending, memoryview(data)[:cut]]) if self.pending \
                 else data[:cut]
             self.pending, self.pending_size = [], 0
-        run = Run(self.next_line, body, body.count(b"\n") + 1)
-        self.next_line += run.line_count
+        self.last = Run(self.next_line, body)
         self._hold(data[cut + 1:])
-        return run
+        return self.last
 
     def _hold(self, piece: bytes) -> None:
         if self.dropping or not piece:
@@ -344,13 +358,14 @@ def _parse_run(run: Run, batch: LineBatch) -> None:
 
 
 _line_decoder = msgspec.json.Decoder(msgspec.Raw)
+_type_of = operator.attrgetter("type")
 
 
 def _parse_clean(run: Run, batch: LineBatch) -> bool:
     """The fast path for undamaged lines: the lines (views of the run's bytes, not copies) and
     their envelopes decoded in one call each; False (nothing taken) when some line needs the
     careful path."""
-    first_line, body, line_count = run
+    first_line, body = run.first_line, run.body
     if b"\r" in body or not is_utf8(body) or may_be_too_deep(body):
         return False
     try:
@@ -358,20 +373,21 @@ def _parse_clean(run: Run, batch: LineBatch) -> bool:
         envelopes = envelope_decoder.fast.decode_lines(body)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return False  # some line is damaged; the careful path reports which
-    if len(texts) != line_count or len(envelopes) != line_count:
-        return False  # blank lines were skipped
-    records = [Record(number, text, env) for number, (text, env)
-               in enumerate(zip(texts, envelopes, strict=True), first_line)]
-    if batch.header is None:
-        if records[0].env.type != "session":
-            return False  # the header is not first
-        header = _decode_header(records[0].raw, records[0].env)
-        records = records[1:]
-    else:
-        header = None
-    if any(record.env.type == "session" for record in records):
+    # Each line whole in its text: none was blank (those are skipped) or had spaces around it.
+    if len(envelopes) != len(texts) or sum(map(len, texts)) + len(texts) - 1 != len(body):
         return False
-    if header is not None:
-        batch.header, batch.header_raw = header, bytes(texts[0])
-    batch.records.extend(records)
+    run.known_count = len(texts)
+    if batch.header is None:
+        if envelopes[0].type != "session":
+            return False  # the header is not first
+        header_raw = bytes(texts[0])
+        header = _decode_header(header_raw, envelopes[0])
+        texts, envelopes, first_line = texts[1:], envelopes[1:], first_line + 1
+        if "session" in map(_type_of, envelopes):
+            return False
+        batch.header, batch.header_raw = header, header_raw
+    elif "session" in map(_type_of, envelopes):
+        return False  # a second header: the careful path reports it
+    batch.records += [Record(number, text, env) for number, (text, env)
+                      in enumerate(zip(texts, envelopes, strict=True), first_line)]
     return True
