@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pi_lsp.session.catalog import (
     FIRST_MESSAGE_CHARS,
@@ -16,6 +19,7 @@ from pi_lsp.session.catalog import (
     session_dirs,
     session_title,
 )
+from pi_lsp.session.ids import iso_moment, iso_to_ms
 
 
 @pytest.fixture
@@ -170,3 +174,35 @@ def test_session_title_one_rule() -> None:
     assert len(long) == TITLE_CHARS and long.endswith("…")
     assert session_title(None, "  \n", path) == "2026-01-01T00-00-00-000Z_abc"
     assert session_title(None, None, path) == "2026-01-01T00-00-00-000Z_abc"
+
+
+def _ms_as_javascript_reads_it(text: str) -> int:
+    """`new Date(text).getTime()` for the forms Python reads alike: the reference."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return 0
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.replace(microsecond=0).timestamp()) * 1000 + moment.microsecond // 1000
+
+
+stamps = st.one_of(
+    st.datetimes(timezones=st.one_of(st.none(), st.just(UTC),
+                                     st.builds(lambda h: timezone(timedelta(hours=h)),
+                                               st.integers(-12, 12)))
+                 ).map(lambda d: d.isoformat()),
+    st.datetimes().map(lambda d: d.strftime("%Y-%m-%dT%H:%M:%S.")
+                       + f"{d.microsecond // 1000:03d}Z"),  # as pi writes them
+    st.sampled_from(["", "yesterday", "2025-02-30T00:00:00.000Z", "2025-13-01T00:00:00Z"]),
+)
+
+
+@settings(max_examples=300)
+@given(first=stamps, second=stamps)
+def test_listing_orders_stamps_by_their_milliseconds(first: str, second: str) -> None:
+    """The summary compares instants, not milliseconds (100k conversions per large file):
+    both must order every pair alike, sub-millisecond digits and unreadable stamps included."""
+    assert iso_to_ms(first) == _ms_as_javascript_reads_it(first)
+    assert (iso_moment(first) >= iso_moment(second)) == \
+        (_ms_as_javascript_reads_it(first) >= _ms_as_javascript_reads_it(second))

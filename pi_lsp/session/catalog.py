@@ -6,6 +6,7 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from pi_lsp.session.entries import (
     decode_message,
     session_name,
 )
-from pi_lsp.session.ids import iso_to_ms
+from pi_lsp.session.ids import EPOCH, iso_moment, iso_to_ms
 from pi_lsp.session.journal import (
     LineBatch,
     NotASessionError,
@@ -182,7 +183,7 @@ class SummaryFold:
     name: str | None = None
     entry_count: int = 0
     first_message: str | None = None
-    latest_ms: int = 0
+    latest_at: datetime = EPOCH
     latest: str | None = None
 
     def add(self, records: list[Record]) -> None:
@@ -198,14 +199,14 @@ class SummaryFold:
                     self.name = session_name(entry)
             elif kind == "message" and self.first_message is None:
                 self.first_message = user_text(record)
-            stamp_ms = iso_to_ms(record.env.timestamp)
-            if stamp_ms >= self.latest_ms and record.env.timestamp:
-                self.latest_ms, self.latest = stamp_ms, record.env.timestamp
+            stamp_at = iso_moment(record.env.timestamp)
+            if stamp_at >= self.latest_at and record.env.timestamp:
+                self.latest_at, self.latest = stamp_at, record.env.timestamp
 
     def summary(self, path: Path) -> SessionSummary:
         header = self.header
         modified = header.timestamp
-        if self.latest is not None and self.latest_ms > iso_to_ms(header.timestamp):
+        if self.latest is not None and self.latest_at > iso_moment(header.timestamp):
             modified = self.latest
         return SessionSummary(
             path=str(path), id=header.id, name=self.name, cwd=header.cwd,

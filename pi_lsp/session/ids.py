@@ -34,16 +34,29 @@ def iso_now() -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
-def iso_to_ms(text: str | None) -> int:
-    """Epoch milliseconds of an ISO timestamp, as `new Date(text).getTime()` (0 if unreadable)."""
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def iso_moment(text: str | None) -> datetime:
+    """The instant of an ISO timestamp as `new Date(text)` reads it: to the millisecond, UTC
+    when no zone is given (the epoch if unreadable). Comparing these is cheaper than
+    converting each to milliseconds."""
     if not text:
-        return 0
+        return EPOCH
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
-        return 0
+        return EPOCH
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
+    if moment.microsecond % 1000:
+        moment = moment.replace(microsecond=moment.microsecond - moment.microsecond % 1000)
+    return moment
+
+
+def iso_to_ms(text: str | None) -> int:
+    """Epoch milliseconds of an ISO timestamp, as `new Date(text).getTime()` (0 if unreadable)."""
+    moment = iso_moment(text)
     whole = int(moment.replace(microsecond=0).timestamp())
     return whole * 1000 + moment.microsecond // 1000
 
