@@ -113,7 +113,8 @@ def sessions(draw: st.DrawFn) -> list[dict[str, Any]]:
 
 
 def cut(preview: Preview, size: int, start: int | None) -> PreviewPages:
-    """The whole preview sliced to the pages `paged` sends, as the preview was paged before."""
+    """The whole preview sliced to the pages `paged` sends, as the preview was paged before
+    (the request's body left to the whole preview)."""
     messages = preview.messages
     if start is not None:
         pages = [Page(start, messages[start:start + size])]
@@ -127,7 +128,7 @@ def cut(preview: Preview, size: int, start: int | None) -> PreviewPages:
                                preview.thinking_level, preview.model, preview.edits)
     return PreviewPages(preview.leaf_id, preview.layer, preview.model, preview.thinking_level,
                         preview.total_tokens, preview.context_window, len(messages), pages,
-                        markdown, preview.request, preview.edits)
+                        markdown, preview.edits)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

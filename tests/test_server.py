@@ -628,6 +628,16 @@ async def test_preview_context_in_pages(pi: Pi) -> None:
     assert error.code == INVALID_PARAMS and "page" in str(error)
 
 
+async def test_a_page_of_the_request_layer_leaves_the_body_to_the_whole_preview(pi: Pi) -> None:
+    """The body is the whole context again in the provider's form (41 MB at 100k entries)."""
+    whole = await call(pi.client, "pi.previewContext", {"uri": pi.uri, "layer": "request"})
+    page = await call(pi.client, "pi.previewContext",
+                      {"uri": pi.uri, "layer": "request", "page": 2})
+    assert whole["request"]["messages"] and "request" not in page
+    assert page["totalMessages"] == len(whole["messages"])
+    assert page["pages"][0]["messages"] == whole["messages"][:2]
+
+
 async def test_preview_context_defaults_to_the_leaf(pi: Pi) -> None:
     preview = await call(pi.client, "pi.previewContext", {"uri": pi.uri})
     assert preview["leafId"] == BRANCH_B_TIP
