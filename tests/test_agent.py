@@ -9,6 +9,7 @@ import asyncio
 import base64
 import itertools
 import json
+import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -65,7 +66,7 @@ from tests.fake_anthropic import (
     tool_block,
     tool_reply,
 )
-from tests.waits import CEILING_S, gone, pid_in
+from tests.waits import CEILING_S, gone, pid_in, until
 
 SONNET = "claude-sonnet-4-5"
 HAIKU = "claude-haiku-4-5"
@@ -142,6 +143,29 @@ async def make_rig(tmp_path: Path, fake: FakeAnthropic) -> AsyncIterator[Callabl
     yield make
     for rig in rigs:
         await rig.close()
+
+
+async def test_the_event_loop_runs_while_the_first_provider_is_made(make_rig: Callable[..., Rig],
+                                                                    fake: FakeAnthropic) -> None:
+    """Making it imports its SDK (seconds on a busy machine): the editor's requests go on."""
+    rig = make_rig()
+    fake.script(text_reply("done"))
+    make = rig.harness._providers
+    entered, loop_ran = threading.Event(), threading.Event()
+    ran_meanwhile: list[bool] = []
+
+    def slow(name: str) -> AnthropicProvider:
+        entered.set()
+        ran_meanwhile.append(loop_ran.wait(CEILING_S))  # never, were this the loop's thread
+        return make(name)
+
+    rig.harness._providers = slow
+    run = asyncio.create_task(rig.harness.prompt("hi"))
+    await until(entered.is_set, "the provider being made")
+    loop_ran.set()
+    await run
+    assert ran_meanwhile == [True]
+    assert rig.messages()[-1]["content"][0]["text"] == "done"
 
 
 def kind(entry: dict[str, Any]) -> str:

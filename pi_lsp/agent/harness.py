@@ -181,6 +181,13 @@ class Harness:
             self._provider_cache[name] = self._providers(name)
         return self._provider_cache[name]
 
+    async def _made_provider(self, name: str) -> Provider:
+        """`provider`, made off the event loop the first time: importing its SDK takes a second
+        or more (9 s at load 8), and every editor request would wait for it."""
+        if name not in self._provider_cache:
+            self._provider_cache[name] = await asyncio.to_thread(self._providers, name)
+        return self._provider_cache[name]
+
     # -- the loop's hooks ----------------------------------------------------------------
 
     def take_steering(self) -> list[UserMessage]:
@@ -259,7 +266,7 @@ class Harness:
         self.tree.hold_leaf = True  # another writer's entries must not become this turn's parent
         try:
             self.agent = self.agent_setup()
-            self.provider(self.model().provider)  # a missing API key fails before any write
+            await self._made_provider(self.model().provider)  # no API key: fails before writing
             patch = system_patch_at(self.tree, self.tree.leaf_id, self.agent, now_ms())
             if patch is not None:  # pi 1.6 keeps the prompt and tools in the session
                 self.tree.append_message(patch)
