@@ -11,7 +11,7 @@ from pi_lsp.files.history import record_files
 from pi_lsp.providers.factory import provider_factory
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.settings import Settings
-from pi_lsp.summarize.select import choose_summarizer
+from pi_lsp.summarize.select import ChosenSummarizer, choose_summarizer
 
 
 def make_harness(tree: SessionTree, root: Path, settings: Settings, *,
@@ -28,7 +28,8 @@ def make_harness(tree: SessionTree, root: Path, settings: Settings, *,
         approve=approve,
         allow_outside_root=settings.allow_writes_outside_workspace,
         session_dirs=session_dirs,
-        summarizer=choose_summarizer(settings, base_url=anthropic_base_url),
+        summarizer=ChosenSummarizer(
+            lambda: choose_summarizer(settings, base_url=anthropic_base_url)),
         compaction=settings.compaction,
         branch_reserve_tokens=settings.branch_summary.reserve_tokens,
         files=files,

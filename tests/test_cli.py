@@ -282,6 +282,24 @@ def test_the_server_starts_without_the_model_sdks() -> None:
     assert loaded.stdout.strip() == "[]"
 
 
+def test_a_harness_is_made_without_the_model_sdks(tmp_path: Path, example_session: Path) -> None:
+    """Every command makes one, a label included: importing an SDK there held the server's loop
+    for seconds. The turn or summary that needs one imports it off the loop."""
+    sessions = tmp_path / ".pi" / "sessions"
+    sessions.mkdir(parents=True)
+    path = sessions / "s.jsonl"
+    shutil.copyfile(example_session, path)
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys; from pathlib import Path; "
+         "from pi_lsp.server.config import Config; from pi_lsp.server.hub import SessionHub; "
+         f"hub = SessionHub([Path({str(tmp_path)!r})], Config()); "
+         f"hub.harness(Path({str(path)!r})).set_label('456798a9', 'checked'); "
+         "print(sorted({m.split('.')[0] for m in sys.modules} & {'anthropic', 'openai'}))"],
+        capture_output=True, text=True, timeout=PROCESS_CEILING_S, check=True)
+    assert loaded.stdout.strip() == "[]"
+    assert SessionTree.open(str(path)).label("456798a9") == "checked"
+
+
 def test_context_shows_the_edits_in_force(tmp_path: Path, example_session: Path) -> None:
     from pi_lsp.context.edits import edit_context
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
+
 from pi_lsp.providers.base import MissingApiKeyError
 from pi_lsp.providers.factory import provider_factory
 from pi_lsp.providers.registry import ModelRegistry
 from pi_lsp.settings import Settings
 from pi_lsp.summarize.extractive import ExtractiveSummarizer
-from pi_lsp.summarize.summarizer import ModelSummarizer, Summarizer
+from pi_lsp.summarize.summarizer import ModelSummarizer, Summarizer, Summary, SummaryRequest
 
 
 def choose_summarizer(settings: Settings, registry: ModelRegistry | None = None,
@@ -25,3 +28,23 @@ def choose_summarizer(settings: Settings, registry: ModelRegistry | None = None,
         return ExtractiveSummarizer()
     model = registry.get(provider, model_id)
     return ModelSummarizer(made, model)
+
+
+class ChosenSummarizer:
+    """`choose_summarizer`'s pick, made at the first summary and off the event loop: a model
+    summarizer imports its provider's SDK (seconds), and any command makes a harness."""
+
+    def __init__(self, choose: Callable[[], Summarizer]) -> None:
+        self._choose = choose
+        self._chosen: Summarizer | None = None
+
+    @property
+    def extractive(self) -> bool:
+        if self._chosen is None:
+            self._chosen = self._choose()
+        return self._chosen.extractive
+
+    async def summarize(self, request: SummaryRequest) -> Summary:
+        if self._chosen is None:
+            self._chosen = await asyncio.to_thread(self._choose)
+        return await self._chosen.summarize(request)

@@ -60,7 +60,8 @@ def combined_usage(first: Usage | None, second: Usage | None) -> Usage | None:
 
 
 class Summarizer(Protocol):
-    extractive: bool
+    @property
+    def extractive(self) -> bool: ...
 
     async def summarize(self, request: SummaryRequest) -> Summary: ...
 
