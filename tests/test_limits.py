@@ -218,14 +218,16 @@ def resident_kb() -> int:
 def test_giving_back_returns_to_the_system_what_was_freed() -> None:
     before = resident_kb()
     held = [bytes(3000) + bytes([n % 256]) for n in range(60_000)]  # ~180 MB from malloc
-    pin = bytes(3000) + b"!"  # above them: the heap's top cannot shrink past it by itself
     grown = resident_kb()
+    # Every tenth block stays, the last one among them: the freed ones are holes of whole
+    # pages that the allocator keeps (it only shrinks the heap's top, which stays in use).
+    kept_blocks = held[9::10]
     held.clear()
     kept = resident_kb()
     give_back()
     given_back = resident_kb()
-    assert pin and kept > grown - (grown - before) // 4, "the allocator kept the freed heap"
-    assert given_back < before + (grown - before) // 4
+    assert kept_blocks and kept > grown - (grown - before) // 4, "the allocator kept the holes"
+    assert given_back < before + (grown - before) // 2
 
 
 # -- session listing -----------------------------------------------------------------------
