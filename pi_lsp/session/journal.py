@@ -377,17 +377,17 @@ def _parse_clean(run: Run, batch: LineBatch) -> bool:
     if len(envelopes) != len(texts) or sum(map(len, texts)) + len(texts) - 1 != len(body):
         return False
     run.known_count = len(texts)
+    header = None
     if batch.header is None:
         if envelopes[0].type != "session":
             return False  # the header is not first
         header_raw = bytes(texts[0])
         header = _decode_header(header_raw, envelopes[0])
         texts, envelopes, first_line = texts[1:], envelopes[1:], first_line + 1
-        if "session" in map(_type_of, envelopes):
-            return False
-        batch.header, batch.header_raw = header, header_raw
-    elif "session" in map(_type_of, envelopes):
+    if "session" in map(_type_of, envelopes):
         return False  # a second header: the careful path reports it
+    if header is not None:
+        batch.header, batch.header_raw = header, header_raw
     batch.records += [Record(number, text, env) for number, (text, env)
                       in enumerate(zip(texts, envelopes, strict=True), first_line)]
     return True
