@@ -94,11 +94,11 @@ def whole(outline: Outline) -> Preview:
 
 
 def first_row(outline: Outline, entry_id: str) -> int:
-    """Where the first message of `entry_id` is in the layer."""
-    for index, head in enumerate(outline.context.heads):
-        if head.entry_id == entry_id:
-            return index
-    raise ValueError(f"entry {entry_id!r} has no message in this context")
+    """Where the first message of `entry_id` is in the layer; past its end when the entry has
+    none there (an edit removed it, or it is not on the path), so its page is empty."""
+    heads = outline.context.heads
+    return next((index for index, head in enumerate(heads) if head.entry_id == entry_id),
+                len(heads))
 
 
 def paged(outline: Outline, size: int, start: int | None) -> PreviewPages:
