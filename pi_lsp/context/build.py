@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from pi_lsp.context.messages import decode_path
-from pi_lsp.context.projection import ModelRef, project_path
+from pi_lsp.context.projection import ContextSettings, ModelRef, project_messages, project_path
 from pi_lsp.session.tree import SessionTree
 
 
@@ -27,17 +27,17 @@ class LeafContext(msgspec.Struct):
 def build_leaf_context(tree: SessionTree, leaf_id: str | None) -> LeafContext:
     """pi's `buildSessionContext` at `leaf_id` (None: the empty context), with entry ids."""
     projection = project_path(tree.path_to(leaf_id))
-    messages: list[msgspec.Raw] = []
-    ids: list[str] = []
-    for entry in projection.entries:
-        messages += entry.messages
-        ids += [entry.record.env.id] * len(entry.messages)  # type: ignore[list-item]
-    settings = projection.settings
-    return LeafContext(SessionContext(messages, settings.thinking_level, settings.model), ids)
+    context = _session_context(projection.messages, projection.settings)
+    return LeafContext(context, projection.entry_ids())
 
 
 def build_session_context(tree: SessionTree, leaf_id: str | None) -> SessionContext:
-    return build_leaf_context(tree, leaf_id).context
+    """pi's `buildSessionContext` at `leaf_id` (None: the empty context)."""
+    return _session_context(*project_messages(tree.path_to(leaf_id)))
+
+
+def _session_context(messages: list[msgspec.Raw], settings: ContextSettings) -> SessionContext:
+    return SessionContext(messages, settings.thinking_level, settings.model)
 
 
 def context_tokens(tree: SessionTree, leaf_id: str | None) -> int:

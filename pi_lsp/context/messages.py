@@ -57,9 +57,5 @@ def decode_path(tree: SessionTree, leaf_id: str | None) -> DecodedMessages:
     """The projection of the path to `leaf_id` (None: the empty context), to be read."""
     path = tree.path_to(leaf_id)
     projection = project_path(path)
-    raws: list[msgspec.Raw] = []
-    ids: list[str] = []
-    for entry in projection.entries:
-        raws += entry.messages
-        ids += [entry.record.env.id] * len(entry.messages)  # type: ignore[list-item]
-    return DecodedMessages(path, projection, LazyMessages(raws), ids)
+    return DecodedMessages(path, projection, LazyMessages(projection.messages),
+                           projection.entry_ids())

@@ -6,6 +6,7 @@ edit, a compaction's prompt checkpoint or an omitted entry is seen the same way 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -30,6 +31,7 @@ from pi_lsp.session.journal import Record
 from pi_lsp.session.jsontext import Decoder
 from pi_lsp.session.records import decode_entry
 
+_JSON_NULL = msgspec.Raw(b"null")
 CONTENT_ROLES = frozenset({"user", "assistant", "toolResult"})
 EDITABLE_ROLES = frozenset({"user", "assistant", "toolResult", "custom"})
 
@@ -44,8 +46,11 @@ class ContextSettings(msgspec.Struct):
     model: ModelRef | None
 
 
-class ProjectedEntry(msgspec.Struct):
+class ProjectedEntry(msgspec.Struct, gc=False):
     """One entry of the context list and the messages it contributes (none when omitted)."""
+
+    # gc=False: an entry refers only to a record, raw messages and a decoded edit, none of
+    # which can refer back to it, and a long path makes tens of thousands of them at once.
 
     record: Record
     messages: list[msgspec.Raw]
@@ -58,7 +63,15 @@ class Projection(msgspec.Struct):
 
     @property
     def messages(self) -> list[msgspec.Raw]:
-        return [message for entry in self.entries for message in entry.messages]
+        messages: list[msgspec.Raw] = []
+        for entry in self.entries:
+            messages += entry.messages  # one extend per entry, not a step per message
+        return messages
+
+    def entry_ids(self) -> list[str]:
+        """The id of the entry each message came from, in the order of `messages`."""
+        return [entry.record.env.id for entry in self.entries  # type: ignore[misc]
+                for _ in entry.messages]
 
 
 class _ContentHead(msgspec.Struct):
@@ -72,23 +85,32 @@ _object_decoder: Decoder[dict[str, Any]] = Decoder(dict[str, Any])
 
 def context_settings(path: list[Record]) -> ContextSettings:
     """The thinking level and model set last on the raw path (scanned from the leaf back)."""
-    level: str | None = None
-    model: ModelRef | None = None
+    return ContextSettings(_thinking_level(path) or "off", _model(path))
+
+
+def _thinking_level(path: list[Record]) -> str | None:
+    # A scan of its own: the level is often set only at the start, so this one usually reads
+    # the whole path, and a loop that tests one type per entry is the cheapest way to do it.
     for record in reversed(path):
-        kind = record.env.type
-        if level is None and kind == "thinking_level_change":
+        if record.env.type == "thinking_level_change":
             entry = decode_entry(record)
             if isinstance(entry, ThinkingLevelChangeEntry):
-                level = entry.thinking_level
-        elif model is None and kind == "model_change":
+                return entry.thinking_level
+    return None
+
+
+def _model(path: list[Record]) -> ModelRef | None:
+    for record in reversed(path):
+        kind = record.env.type
+        if kind == "model_change":
             entry = decode_entry(record)
             if isinstance(entry, ModelChangeEntry):
-                model = ModelRef(entry.provider, entry.model_id)
-        elif model is None and kind == "message":
+                return ModelRef(entry.provider, entry.model_id)
+        elif kind == "message":
             model = _assistant_model(record.env.message)
-        if level is not None and model is not None:
-            break
-    return ContextSettings(level or "off", model)
+            if model is not None:
+                return model
+    return None
 
 
 def _assistant_model(raw: msgspec.Raw) -> ModelRef | None:
@@ -148,7 +170,7 @@ def entry_messages(record: Record) -> list[msgspec.Raw]:
             head = _content_head_decoder.decode(raw)
         except msgspec.ValidationError:
             return [raw]
-        if bytes(head.content) == b"null":
+        if head.content == _JSON_NULL:  # null or missing; Raw compares without a copy
             if head.role == "system":
                 return [with_content(raw, "")]
             if head.role in CONTENT_ROLES:
@@ -215,8 +237,10 @@ def context_entries(path: list[Record]) -> list[Record]:
     if found is None:
         return path
     index, compaction = found
-    start = next(
-        (i for i in range(index) if path[i].env.id == compaction.first_kept_entry_id), index)
+    first_kept = compaction.first_kept_entry_id
+    # Sought from the compaction back, a few entries and not the whole path before them: ids
+    # on a path are unique (the tree's walk up stops at a repeated one), so it is the same one.
+    start = next((i for i in range(index - 1, -1, -1) if path[i].env.id == first_kept), index)
     kept = [r for r in path[start:index] if message_role(r) != "system"]
     return [path[index], *kept, *path[index + 1:]]
 
@@ -234,9 +258,20 @@ def latest_edits(records: list[Record]) -> dict[str, ContextEditEntry]:
 
 def project_path(path: list[Record]) -> Projection:
     """pi 1.6's `buildSessionProjection` over a root-to-leaf path."""
-    records = context_entries(path)
+    return Projection(list(_projected(context_entries(path))), context_settings(path))
+
+
+def project_messages(path: list[Record]) -> tuple[list[msgspec.Raw], ContextSettings]:
+    """The messages and settings of `project_path`, without keeping an entry per record: a
+    whole long context needs no more (each entry is freed as soon as its messages are taken)."""
+    messages: list[msgspec.Raw] = []
+    for entry in _projected(context_entries(path)):
+        messages += entry.messages
+    return messages, context_settings(path)
+
+
+def _projected(records: list[Record]) -> Iterator[ProjectedEntry]:
     edits = latest_edits(records)
-    entries = []
     for index, record in enumerate(records):
         edit = None
         if record.env.type == "compaction" and index > 0:
@@ -246,5 +281,4 @@ def project_path(path: list[Record]) -> Projection:
             edit = edits.get(record.env.id)  # type: ignore[arg-type]
             if edit is not None:
                 messages = apply_edit(messages, edit.replacement)
-        entries.append(ProjectedEntry(record, messages, edit))
-    return Projection(entries, context_settings(path))
+        yield ProjectedEntry(record, messages, edit)
