@@ -104,6 +104,25 @@ def test_whitespace_only_line_is_reported_as_blank(tmp_path: Path, blank: bytes)
     assert tree.leaf_id == "aaaa0002"
 
 
+A1, A2, A3, A4 = (custom("a1"), custom("a2", "a1"), custom("a3", "a2"), custom("a4", "a3"))
+
+
+@pytest.mark.parametrize(("lines", "problems"), [
+    ([A1, A2 + b" " + A3, A4], [("malformed", 3)]),  # two entries on one line
+    ([A1, A2 + A3, b"", A4], [("malformed", 3), ("blank", 4)]),  # and a blank line after
+    ([A1[:30], A1[30:] + A2 + b" ", A4], [("malformed", 2), ("malformed", 3)]),  # one across two
+])
+def test_a_line_is_one_entry_as_pi_reads_it(tmp_path: Path, lines: list[bytes],
+                                            problems: list[tuple[str, int]]) -> None:
+    """msgspec reads a stream of values, pi one per line: a line holding two entries, or half
+    of one, is damaged, whatever the values in it; the lines after keep their numbers."""
+    snapshot = read_file(write_session(tmp_path / "s.jsonl", [header(), *lines]))
+    assert kinds(snapshot.problems) == problems
+    whole = [n for n, line in enumerate(lines, 2) if line in (A1, A4)]
+    assert [r.line for r in snapshot.records] == whole
+    assert snapshot.lines_read == len(lines) + 1
+
+
 @pytest.mark.parametrize(
     "junk",
     [

@@ -9,6 +9,7 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import msgspec
 
@@ -97,10 +98,10 @@ _NOT_OPENERS = bytes(b for b in range(256) if b not in b"[{\n")
 _MANY_OPENERS = re.compile(rb"[^\n]{%d}" % (MAX_NESTING + 1))
 
 
-def may_be_too_deep(lines: bytes) -> bool:
-    """Whether some line of `lines` opens enough arrays and objects to nest too deep (a quick
-    test of many lines at once; `too_deep` decides for one)."""
-    return _MANY_OPENERS.search(lines.translate(None, _NOT_OPENERS)) is not None
+def may_be_too_deep(skeleton: bytes) -> bool:
+    """Whether some line of a run's `skeleton` opens enough arrays and objects to nest too deep
+    (a quick test of many lines at once; `too_deep` decides for one)."""
+    return _MANY_OPENERS.search(skeleton) is not None
 
 
 def too_deep(raw: bytes) -> bool:
@@ -199,25 +200,21 @@ class Snapshot:
     dropping: bool = False  # the file ends inside a line too long to keep; it is being skipped
 
 
-@dataclass(slots=True)
-class Run:
-    """Complete lines in a row: the number of the first, and them joined by newlines."""
+class Run(NamedTuple):
+    """Complete lines in a row: the number of the first, them joined by newlines, and their
+    skeleton (only their newlines and opening brackets: how many lines, and how deep)."""
 
     first_line: int
     body: bytes
-    known_count: int | None = None  # decoding the lines usually tells: counting takes longer
+    skeleton: bytes
 
     @property
     def line_count(self) -> int:
-        if self.known_count is None:
-            self.known_count = self.body.count(b"\n") + 1
-        return self.known_count
+        return self.skeleton.count(b"\n") + 1
 
     def lines(self) -> list[bytes]:
         """The lines, each copied out (the careful path, and the few a tail reads)."""
-        lines = self.body.split(b"\n")
-        self.known_count = len(lines)
-        return lines
+        return self.body.split(b"\n")
 
 
 @dataclass(slots=True)
@@ -225,18 +222,11 @@ class LineSplitter:
     """Complete lines out of bytes that arrive in pieces, in linear time and bounded memory: a
     line longer than MAX_LINE_BYTES is dropped as it arrives and only its number is kept."""
 
-    counted_to: int = 1  # the number of the first line of `last`, or of the next line
+    next_line: int = 1
     pending: list[bytes] = field(default_factory=list)  # the unfinished line, in pieces
     pending_size: int = 0
     dropping: bool = False  # the unfinished line is over the limit: its bytes are dropped
     too_long: list[int] = field(default_factory=list)  # numbers of the lines dropped
-    last: Run | None = None  # the run handed out last, its lines not yet counted here
-
-    @property
-    def next_line(self) -> int:
-        if self.last is not None:
-            self.counted_to, self.last = self.last.first_line + self.last.line_count, None
-        return self.counted_to
 
     def feed(self, data: bytes) -> Run | None:
         """The lines `data` completes; None when it completes none that is kept."""
@@ -247,7 +237,7 @@ class LineSplitter:
         first_end = data.find(b"\n")
         if self.dropping or self.pending_size + first_end > MAX_LINE_BYTES:
             self.too_long.append(self.next_line)
-            self.counted_to += 1
+            self.next_line += 1
             self.pending, self.pending_size, self.dropping = [], 0, False
             if first_end == cut:
                 self._hold(data[cut + 1:])
@@ -258,9 +248,10 @@ class LineSplitter:
             body = b"".join([*self.pending, memoryview(data)[:cut]]) if self.pending \
                 else data[:cut]
             self.pending, self.pending_size = [], 0
-        self.last = Run(self.next_line, body)
+        run = Run(self.next_line, body, body.translate(None, _NOT_OPENERS))
+        self.next_line += run.line_count
         self._hold(data[cut + 1:])
-        return self.last
+        return run
 
     def _hold(self, piece: bytes) -> None:
         if self.dropping or not piece:
@@ -365,18 +356,19 @@ def _parse_clean(run: Run, batch: LineBatch) -> bool:
     """The fast path for undamaged lines: the lines (views of the run's bytes, not copies) and
     their envelopes decoded in one call each; False (nothing taken) when some line needs the
     careful path."""
-    first_line, body = run.first_line, run.body
-    if b"\r" in body or not is_utf8(body) or may_be_too_deep(body):
+    first_line, body, skeleton = run
+    if b"\r" in body or not is_utf8(body) or may_be_too_deep(skeleton):
         return False
     try:
         texts = _line_decoder.decode_lines(body)
         envelopes = envelope_decoder.fast.decode_lines(body)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return False  # some line is damaged; the careful path reports which
-    # Each line whole in its text: none was blank (those are skipped) or had spaces around it.
-    if len(envelopes) != len(texts) or sum(map(len, texts)) + len(texts) - 1 != len(body):
+    # msgspec reads a stream of values (several on a line, one across lines, blank lines
+    # skipped), pi a value per line: every line must be one value, whole.
+    if len(texts) != run.line_count or len(envelopes) != len(texts) or \
+            b"\n".join(texts) != body:
         return False
-    run.known_count = len(texts)
     header = None
     if batch.header is None:
         if envelopes[0].type != "session":
