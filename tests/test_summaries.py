@@ -45,6 +45,7 @@ from pi_lsp.summarize.compaction import (
     summarize_plan,
 )
 from pi_lsp.summarize.extractive import ExtractiveSummarizer
+from pi_lsp.summarize.select import ChosenSummarizer
 from pi_lsp.summarize.serialize import serialize_conversation
 from pi_lsp.summarize.summarizer import ModelSummarizer, SummaryError, llm_messages
 from tests.conftest import EXAMPLE_WORKSPACE
@@ -529,6 +530,33 @@ async def test_branch_with_model_summary(
     written = lines(session)[-1]
     assert list(written)[-3:] == ["details", "usage", "fromHook"]
     assert_summary_usage(written["usage"], requests=1)
+
+
+async def test_a_branch_with_nothing_to_summarize_chooses_no_summarizer(tmp_path: Path) -> None:
+    """A model summarizer is chosen off the event loop at the first summary; with no message
+    left behind none is written, so none is chosen (on the loop, that imported an SDK)."""
+    path = tmp_path / "s.jsonl"
+    lines_written = [
+        {"type": "session", "version": 3, "id": "11111111-2222-4333-8444-555555555555",
+         "timestamp": "2025-01-02T03:04:05.678Z", "cwd": str(tmp_path)},
+        {"type": "message", "id": "m1", "parentId": None, "timestamp": "2025-01-02T03:04:05.678Z",
+         "message": {"role": "user", "content": "hi", "timestamp": 1}},
+        {"type": "model_change", "id": "m2", "parentId": "m1",
+         "timestamp": "2025-01-02T03:04:06.000Z", "provider": "anthropic",
+         "modelId": "claude-haiku-4-5"},
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines_written))
+    chosen: list[str] = []
+
+    def choose() -> ExtractiveSummarizer:
+        chosen.append("chosen")
+        return ExtractiveSummarizer()
+
+    outcome = await branch_with_summary(open_tree(path), "m1", ChosenSummarizer(choose),
+                                        BIG_BUDGET)
+    entry = open_tree(path).entry(outcome.summary_entry_id or "")
+    assert isinstance(entry, BranchSummaryEntry) and entry.summary == "No content to summarize"
+    assert "summarizer" not in entry.details and chosen == []
 
 
 def test_plain_branch_is_one_leaf_entry(session: Path) -> None:

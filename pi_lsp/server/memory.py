@@ -12,6 +12,7 @@ LARGE_ANSWER = 4 << 20  # bytes: smaller answers leave too little behind to be w
 
 @cache
 def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's `malloc_trim`, found once."""
     try:
         return ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):

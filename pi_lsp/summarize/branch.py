@@ -177,16 +177,17 @@ async def branch_with_summary(tree: SessionTree, target_id: str, summarizer: Sum
         return branch(tree, target_id, durable)
     fitted = fit_branch_messages(collected.records, budget)
     lists = fitted.files.lists()
+    writer: Summarizer | None = None  # the fixed text when there is nothing to summarize
     if fitted.messages:
         request = SummaryRequest("branch", fitted.messages, BRANCH_SUMMARY_MAX_TOKENS,
                                  instructions=instructions)
-        written = await summarizer.summarize(request)
+        written, writer = await summarizer.summarize(request), summarizer
         summary, usage = BRANCH_SUMMARY_PREAMBLE + written.text + format_file_lists(lists), \
             written.usage
     else:
         summary, usage = NO_CONTENT, None
     entry_id = tree.branch_with_summary(move.leaf_id, old_leaf or "root", summary,
-                                        summary_details(lists, summarizer), from_hook=False,
+                                        summary_details(lists, writer), from_hook=False,
                                         usage=usage)
     return BranchOutcome(tree.leaf_id, move.editor_text, entry_id, summary)
 

@@ -199,9 +199,10 @@ class NothingToCompactError(Exception):
             "nothing to compact: the path is empty or already ends in a compaction"
 
 
-def summary_details(files: FileLists, summarizer: Summarizer) -> dict[str, Any]:
+def summary_details(files: FileLists, summarizer: Summarizer | None) -> dict[str, Any]:
+    """pi's file lists, and which summarizer wrote the summary (None: none did)."""
     details: dict[str, Any] = msgspec.to_builtins(files)
-    if summarizer.extractive:
+    if summarizer is not None and summarizer.extractive:
         details["summarizer"] = "extractive"  # so nobody mistakes it for a model's summary
     return details
 

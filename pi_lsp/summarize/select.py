@@ -40,11 +40,13 @@ class ChosenSummarizer:
 
     @property
     def extractive(self) -> bool:
+        """The pick's; read before any summary, the pick is made here, on the caller's thread."""
         if self._chosen is None:
             self._chosen = self._choose()
         return self._chosen.extractive
 
     async def summarize(self, request: SummaryRequest) -> Summary:
+        """The pick's summary, the pick made first in a worker thread."""
         if self._chosen is None:
             self._chosen = await asyncio.to_thread(self._choose)
         return await self._chosen.summarize(request)
