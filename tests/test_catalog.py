@@ -176,8 +176,8 @@ def test_session_title_one_rule() -> None:
     assert session_title(None, None, path) == "2026-01-01T00-00-00-000Z_abc"
 
 
-def _ms_as_javascript_reads_it(text: str) -> int:
-    """`new Date(text).getTime()` for the forms Python reads alike: the reference."""
+def _ms_as_before(text: str) -> int:
+    """The milliseconds as they were worked out before listings compared instants."""
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
@@ -203,6 +203,6 @@ stamps = st.one_of(
 def test_listing_orders_stamps_by_their_milliseconds(first: str, second: str) -> None:
     """The summary compares instants, not milliseconds (100k conversions per large file):
     both must order every pair alike, sub-millisecond digits and unreadable stamps included."""
-    assert iso_to_ms(first) == _ms_as_javascript_reads_it(first)
+    assert iso_to_ms(first) == _ms_as_before(first)
     assert (iso_moment(first) >= iso_moment(second)) == \
-        (_ms_as_javascript_reads_it(first) >= _ms_as_javascript_reads_it(second))
+        (_ms_as_before(first) >= _ms_as_before(second))

@@ -364,6 +364,17 @@ def test_context_after_a_compaction(tmp_path: Path) -> None:
     tree.append_message(user("u5"))
     messages = [json.loads(bytes(m)) for m in build_session_context(tree, tree.leaf_id).messages]
     assert [m.get("summary") or m.get("content") for m in messages] == ["summary two", "u5"]
+    # One that keeps from the path's first entry keeps every message before it; the level set
+    # near the root and the model set last are both in force.
+    first = tree.path_ids(tree.leaf_id)[0]
+    tree.append_model_change("openai", "gpt-5")
+    tree.append_compaction("summary three", first, 9)
+    ctx = build_session_context(tree, tree.leaf_id)
+    messages = [json.loads(bytes(m)) for m in ctx.messages]
+    assert [m.get("summary") or m.get("content") for m in messages] == \
+        ["summary three", "u1", "u2", "u3", "u4", "u5"]
+    assert ctx.thinking_level == "low" and ctx.model is not None
+    assert (ctx.model.provider, ctx.model.model_id) == ("openai", "gpt-5")
 
 
 # -- common ancestor --------------------------------------------------------------------------

@@ -153,6 +153,10 @@ class PreviewArgs(SessionArgs):
     start: Count | None = None
     entry_id: Id | None = None
 
+    def __post_init__(self) -> None:
+        if self.entry_id is not None and (self.page is None or self.start is not None):
+            raise ValueError("`entryId` starts a page: give it with `page` and without `start`")
+
 
 class DiffArgs(SessionArgs):
     from_leaf_id: Id

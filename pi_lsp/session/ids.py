@@ -38,9 +38,9 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def iso_moment(text: str | None) -> datetime:
-    """The instant of an ISO timestamp as `new Date(text)` reads it: to the millisecond, UTC
-    when no zone is given (the epoch if unreadable). Comparing these is cheaper than
-    converting each to milliseconds."""
+    """The instant of an ISO timestamp to the millisecond, as JavaScript keeps it (the epoch if
+    unreadable; UTC when no zone is given, where JavaScript would take local time: pi writes
+    `Z`). Comparing these is cheaper than converting each to milliseconds."""
     if not text:
         return EPOCH
     try:
@@ -55,7 +55,8 @@ def iso_moment(text: str | None) -> datetime:
 
 
 def iso_to_ms(text: str | None) -> int:
-    """Epoch milliseconds of an ISO timestamp, as `new Date(text).getTime()` (0 if unreadable)."""
+    """Epoch milliseconds of an ISO timestamp, as `new Date(text).getTime()` for the ones pi
+    writes (0 if unreadable)."""
     moment = iso_moment(text)
     whole = int(moment.replace(microsecond=0).timestamp())
     return whole * 1000 + moment.microsecond // 1000
