@@ -239,10 +239,7 @@ def _chain_below(tree: SessionTree, tip: str | None, added: list[Record]) -> boo
 
 
 def _path_below(tree: SessionTree, top: str) -> set[str]:
-    """The current path's entries below `top`; none when `top` is not on it."""
-    below: set[str] = set()
-    for record in tree.ancestors(tree.leaf_id):
-        if record.env.id == top:
-            return below
-        below.add(record.env.id or "")
-    return set()
+    """The current path's entries below `top` (the path the tree keeps); none when `top` is
+    not on it."""
+    path = tree.path_ids(tree.leaf_id)
+    return set(path[path.index(top) + 1:]) if top in path else set()
