@@ -302,6 +302,21 @@ def move_leaf(tree: SessionTree, to: str | None) -> None:
 # A window that grew keeps its start while it is at most twice as long.
 @example(first=[("message", IDS[n], CHAIN, None) for n in range(6)],
          first_move=None, appends=[], keep=2, bookkeeping=False, cut=IDS[2], pages=[])
+# The missing parent of the kept path's top comes: the path goes on up through it.
+@example(first=[("message", NEW, IDS[0], None)], first_move=None,
+         appends=[([("message", IDS[0], None, None)], None)], keep=1, bookkeeping=False,
+         cut=None, pages=[])
+# A chain right above the window under a fork: its top row is no branch's head.
+@example(first=[("message", IDS[0], None, None), ("message", IDS[1], CHAIN, None),
+                ("message", IDS[2], CHAIN, None), ("message", IDS[3], CHAIN, None),
+                ("message", IDS[4], CHAIN, None), ("message", IDS[5], IDS[1], None)],
+         first_move=IDS[4], appends=[], keep=2, bookkeeping=False, cut=None, pages=[])
+# A message above the window whose one child is hidden, with two rows under that: a fork.
+@example(first=[("message", IDS[0], None, None), ("message", IDS[1], CHAIN, None),
+                ("usage", IDS[2], CHAIN, None), ("message", IDS[3], CHAIN, None),
+                ("message", IDS[4], IDS[2], None), ("message", IDS[5], IDS[3], None),
+                ("message", IDS[6], CHAIN, None)],
+         first_move=None, appends=[], keep=2, bookkeeping=False, cut=None, pages=[])
 def test_a_folded_view_is_the_whole_layout_folded(
         tmp_path_factory: pytest.TempPathFactory, first: list[Line], first_move: str | None,
         appends: list[tuple[list[Line], str | None]], keep: int | None, bookkeeping: bool,

@@ -344,7 +344,7 @@ Entry = (
 NO_MESSAGE = msgspec.Raw(b"null")
 
 
-class Envelope(msgspec.Struct, rename="camel"):
+class Envelope(msgspec.Struct, rename="camel", gc=False):
     """What every line is decoded to on load; the body stays raw until needed."""
 
     type: str

@@ -165,6 +165,8 @@ class SessionTree(EntryAppends):
                 self.problems.append(
                     Problem("duplicate-id", f"id {entry_id!r} is used twice", record.line, entry_id)
                 )
+            elif self._tops_held_path(entry_id):
+                self._epoch += 1  # the kept path goes on up through it now
             by_id[entry_id] = record
             if self._children is not None:
                 self._index(self._children, record, replaced)
@@ -174,6 +176,12 @@ class SessionTree(EntryAppends):
             kind = record.env.type
             if kind == "label" or kind == "session_info":
                 self._apply_marker(record)
+
+    def _tops_held_path(self, entry_id: str) -> bool:
+        """Whether the kept path ended under a parent that was missing and is `entry_id`."""
+        held = self._held_path
+        return held is not None and bool(held.records) and \
+            held.records[0].env.parent_id == entry_id
 
     def _apply_marker(self, record: Record) -> None:
         entry = decode_entry(record)
