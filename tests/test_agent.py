@@ -168,6 +168,32 @@ async def test_the_event_loop_runs_while_the_first_provider_is_made(make_rig: Ca
     assert rig.messages()[-1]["content"][0]["text"] == "done"
 
 
+async def test_an_abort_while_the_first_provider_is_made_sends_nothing(
+        make_rig: Callable[..., Rig], fake: FakeAnthropic) -> None:
+    """Nothing runs yet that abort() could cancel: the turn ends aborted without asking the
+    model, as an abort right after the request would (found in review)."""
+    rig = make_rig()
+    fake.script(text_reply("a long answer nobody wants"))
+    make = rig.harness._providers
+    entered, go = threading.Event(), threading.Event()
+
+    def slow(name: str) -> AnthropicProvider:
+        entered.set()
+        go.wait(CEILING_S)
+        return make(name)
+
+    rig.harness._providers = slow
+    run = asyncio.create_task(rig.harness.prompt("hi"))
+    await until(entered.is_set, "the provider being made")
+    assert rig.harness.abort() is True
+    go.set()
+    produced = await asyncio.wait_for(run, CEILING_S)
+    assert fake.message_requests() == []
+    assert [role_of(m) for m in produced] == ["user", "assistant"]
+    assert rig.entries()[-1]["message"]["stopReason"] == "aborted"
+    assert not rig.harness.busy
+
+
 def kind(entry: dict[str, Any]) -> str:
     """`message:<role>` for messages, the entry type otherwise."""
     if entry["type"] == "message":

@@ -524,6 +524,17 @@ def test_truncation_reloads(tmp_path: Path) -> None:
     assert "aaaa0002" not in tree.by_id
 
 
+def test_a_file_cut_to_its_header_leaves_no_leaf(tmp_path: Path) -> None:
+    """The old leaf is in no file any more (it was kept, and asking for its path failed)."""
+    path = base_session(tmp_path)
+    tree = SessionTree.open(path)
+    write_session(Path(path), [header()])
+    assert tree.refresh() == Refresh(0, True)
+    assert tree.leaf_id is None
+    assert tree.path_to(tree.leaf_id) == []
+    assert tree.shown_leaf() is None
+
+
 def test_replacement_by_os_replace_reloads(tmp_path: Path) -> None:
     path = base_session(tmp_path)
     tree = SessionTree.open(path)

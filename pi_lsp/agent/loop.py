@@ -83,6 +83,9 @@ class Aborted(Exception):
 
 async def abortable(hooks: LoopHooks, work: Coroutine[Any, Any, T]) -> T:
     """Run `work` as its own task so abort() can cancel it without cancelling the loop."""
+    if hooks.aborted:  # abort() came while nothing ran that it could cancel
+        work.close()
+        raise Aborted()
     task = asyncio.ensure_future(work)
     hooks.track(task)
     try:

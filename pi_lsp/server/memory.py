@@ -15,8 +15,8 @@ def _malloc_trim() -> Callable[[int], int] | None:
     """glibc's `malloc_trim`, found once."""
     try:
         return ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return None  # not glibc (macOS, musl): their allocators give memory back themselves
+    except (OSError, AttributeError, TypeError):  # TypeError: Windows takes no None
+        return None  # not glibc (macOS, musl, Windows): their allocators give memory back
 
 
 def give_back() -> None:

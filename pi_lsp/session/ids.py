@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Container
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 _MAX_SHORT_TRIES = 100
 
@@ -35,6 +35,7 @@ def iso_now() -> str:
 
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MINUTE = timedelta(minutes=1)
 
 
 def iso_moment(text: str | None) -> datetime:
@@ -49,6 +50,8 @@ def iso_moment(text: str | None) -> datetime:
         return EPOCH
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
+    elif moment.utcoffset() % MINUTE:  # type: ignore[operator]  # a zone gives an offset
+        return EPOCH  # an offset with seconds: JavaScript reads no date
     if moment.microsecond % 1000:
         moment = moment.replace(microsecond=moment.microsecond - moment.microsecond % 1000)
     return moment

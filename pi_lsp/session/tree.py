@@ -146,6 +146,7 @@ class SessionTree(EntryAppends):
         self.migrated = migrate(snapshot)
         self.header, self.header_raw = snapshot.header, snapshot.header_raw
         self.records, self.by_id, self.labels, self.name = [], {}, {}, None
+        self.leaf_id = None  # a file read again may hold none of the entries it had
         self.problems = snapshot.problems
         self._children = None
         self._epoch += 1
