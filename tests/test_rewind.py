@@ -494,6 +494,43 @@ async def test_restore_refuses_what_it_cannot_do(rig: Rig, fake: FakeAnthropic) 
         await restore_files(None, store, None, "0" * 40)
 
 
+@pytest.mark.parametrize("open_in_editor", [False, True], ids=["on-disk", "open"])
+async def test_a_restore_that_makes_a_folder_a_symlink_deletes_nothing_outside(
+        tmp_path: Path, open_in_editor: bool) -> None:
+    """A snapshot may hold a symlink where a folder is now: the folder's files are deleted
+    before the symlink is written, never through it (found in review: a committed session
+    naming such a tree deleted a file outside the workspace)."""
+    root, outside = tmp_path / "ws", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "victim.txt").write_text("precious\n")
+    (root / "x").symlink_to(outside)
+    store = SnapshotStore(root)
+    with_link = await store.snapshot()
+    (root / "x").unlink()
+    (root / "x").mkdir()
+    (root / "x" / "victim.txt").write_text("decoy\n")
+    files = OpenOnDisk(root / "x" / "victim.txt") if open_in_editor else DiskFiles()
+    result = await restore_files(None, store, None, with_link.tree, files=files)
+    assert {(f.path, f.status) for f in result.files} == {("x", "added"),
+                                                          ("x/victim.txt", "deleted")}
+    assert (root / "x").is_symlink()
+    assert (outside / "victim.txt").read_text() == "precious\n"
+
+
+def test_the_state_below_an_entry_in_a_cycle_is_found_or_not_without_end(tmp_path: Path) -> None:
+    """A reused id can make the entries below an entry a cycle; the walk down ends."""
+    path = tmp_path / "s.jsonl"
+    lines = [{"type": "session", "version": 3, "id": "cccccccc-cccc-cccc-cccc-cccccccccccc",
+              "timestamp": "2026-12-01T00:00:00.000Z", "cwd": str(tmp_path)}]
+    for entry_id, parent in (("u1", None), ("a1", "u1"), ("u1", "a1")):
+        lines.append({"type": "message", "id": entry_id, "parentId": parent,
+                      "timestamp": "2026-12-01T00:00:01.000Z",
+                      "message": {"role": "user", "content": "hi", "timestamp": 1}})
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert state_at(SessionTree.open(str(path)), "a1") is None
+
+
 # -- the command line --------------------------------------------------------------------
 
 

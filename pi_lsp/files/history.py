@@ -14,8 +14,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
 
@@ -101,12 +102,14 @@ def state_at(tree: SessionTree, entry_id: str) -> Snapshot | None:
         if data is not None:
             return Snapshot(data.after, data.skipped)
     queue = deque(tree.children(entry_id))
+    seen = {entry_id}  # a reused id can make the entries below a cycle
     while queue:
         record = queue.popleft()
         data = files_data(record)
         if data is not None:
             return Snapshot(data.before, data.skipped)
-        if record.env.id is not None:
+        if record.env.id is not None and record.env.id not in seen:
+            seen.add(record.env.id)
             queue.extend(tree.children(record.env.id))
     return None
 
@@ -303,21 +306,30 @@ async def restore_files(tree: SessionTree | None, store: SnapshotStore, entry_id
     target = target_of(tree, entry_id, undo_id)
     found = await changes_to(store, target, files=files)
     texts = await editor_restores(store, target, found)
-    deletes = [f for f in found.files if f.status == "deleted" and f.path in found.in_editor]
-    in_editor = {*texts, *(f.path for f in deletes)}
-    await store.restore(target.tree, [f for f in found.files if f.path not in in_editor])
+    # Every delete comes before every write: a write can make a folder a symlink (a snapshot
+    # may hold one), and a later delete of a file "in" it would go wherever it leads.
     for change in found.files:
-        try:
-            if change.path in texts:
-                await files.write_text(store.root / change.path, texts[change.path])
-            elif change.path in in_editor:
-                await files.delete_in_editor(store.root / change.path)
-        except (ToolError, OSError) as error:
-            raise RewindError(f"{change.path} was not restored: {error}") from None
-    # What an editor could not delete goes on disk, with the folders left empty.
-    await store.restore(target.tree, deletes)
+        if change.status == "deleted" and change.path in found.in_editor:
+            await _in_editor(store, change.path, files.delete_in_editor(store.root / change.path))
+    # On disk: what an editor could not delete, with the folders left empty, then the rest.
+    await store.restore(target.tree, [f for f in found.files if f.path not in texts])
+    for path, text in texts.items():
+        await _in_editor(store, path, files.write_text(store.root / path, text))
     return RestoreResult(files=found.files, undo_id=found.current.tree, skipped=found.skipped,
                          refused=found.refused, in_editor=sorted(texts))
+
+
+async def _in_editor(store: SnapshotStore, path: str, change: Coroutine[Any, Any, object]
+                     ) -> None:
+    """Make one change through the editor, if the path is still safe to change right now."""
+    reason = unsafe_reason(store.root, path)
+    if reason is not None:
+        change.close()
+        raise RewindError(f"{path} was not restored because {reason}")
+    try:
+        await change
+    except (ToolError, OSError) as error:
+        raise RewindError(f"{path} was not restored: {error}") from None
 
 
 async def editor_restores(store: SnapshotStore, target: Snapshot, found: Changes

@@ -208,14 +208,16 @@ class SnapshotStore:
             if reason is not None:
                 raise SnapshotError(f"{change.path}: not restored because {reason}")
         async with self._lock:
+            # Deletes first: a write can make a folder a symlink, and a later delete of a file
+            # "in" it would go wherever it leads.
+            for change in changes:
+                if change.status == "deleted":
+                    _remove(self.root, change.path)
             written = [c.path for c in changes if c.status != "deleted"]
             if written:
                 await self._run("restore", f"--source={source}", "--worktree",
                                 "--pathspec-from-file=-", "--pathspec-file-nul",
                                 stdin=_join(written))
-            for change in changes:
-                if change.status == "deleted":
-                    _remove(self.root, change.path)
 
     # -- a store an earlier pi-lsp kept in the workspace ---------------------------------
 
@@ -372,7 +374,10 @@ def _copy_file(source: Path, target: Path) -> None:
 
 def _remove(root: Path, relative: str) -> None:
     """Delete one file (a symlink itself, never what it leads to), then the folders it leaves
-    empty (never the root)."""
+    empty (never the root); checked again just before, as folders may have changed since."""
+    reason = unsafe_reason(root, relative)
+    if reason is not None:
+        raise SnapshotError(f"{relative}: not deleted because {reason}")
     path = root / relative
     if path.is_dir() and not path.is_symlink():
         return
