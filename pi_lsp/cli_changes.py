@@ -24,9 +24,13 @@ def note(message: str) -> None:
 
 def session_root(tree: SessionTree) -> Path:
     """The workspace of a session the command line was given: its `.pi/sessions/` parent, else
-    the directory pi recorded in its header when that exists, else the current directory."""
+    the directory pi recorded in its header when that exists, else the current directory.
+
+    pi records an absolute path; a relative one (a file shipped in a repository, say) would
+    point wherever the command happens to run from, so it is not taken."""
     recorded = Path(tree.header.cwd)
-    return session_workspace(Path(tree.path), {}, recorded if recorded.is_dir() else Path.cwd())
+    known = recorded.is_absolute() and recorded.is_dir()
+    return session_workspace(Path(tree.path), {}, recorded if known else Path.cwd())
 
 
 def session_settings(tree: SessionTree, approve: bool | None) -> Settings:
@@ -143,7 +147,7 @@ def cmd_rewind(args: argparse.Namespace) -> int:
             for path in found.refused:
                 print(f"would be left alone (under .git/ or .pi/, or behind a symlink): {path}",
                       file=sys.stderr)
-            print(f"{len(found.files)} file(s) would change", file=sys.stderr)
+            print(f"{len(found.files)} file(s) in {root} would change", file=sys.stderr)
             return 0
         result = asyncio.run(restore_files(tree, store, args.to, args.undo))
     except (RewindError, SnapshotError) as error:
@@ -154,6 +158,6 @@ def cmd_rewind(args: argparse.Namespace) -> int:
         print(f"left alone (too large to snapshot): {path}")
     for path in result.refused:
         print(f"left alone (under .git/ or .pi/, or behind a symlink): {path}")
-    print(f"restored {len(result.files)} file(s); undo with: pi-lsp rewind {args.file} "
+    print(f"restored {len(result.files)} file(s) in {root}; undo with: pi-lsp rewind {args.file} "
           f"--undo {result.undo_id}")
     return 0

@@ -540,7 +540,7 @@ async def test_cli_rewind(rig: Rig, fake: FakeAnthropic) -> None:
     dry = run_cli("rewind", session, "--to", first, "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert "+v1" in dry.stdout and "-v2" in dry.stdout
-    assert "2 file(s) would change" in dry.stderr
+    assert "2 file(s) in " in dry.stderr and " would change" in dry.stderr
     assert (rig.root / "notes.txt").read_text() == "v2\n"
 
     done = run_cli("rewind", session, "--to", first)
@@ -556,6 +556,24 @@ async def test_cli_rewind(rig: Rig, fake: FakeAnthropic) -> None:
     assert missing.returncode == 2 and "no entry with id 'nope'" in missing.stderr
     neither = run_cli("rewind", session)
     assert neither.returncode == 2 and "--to" in neither.stderr
+
+
+def test_the_command_line_never_takes_a_relative_cwd_as_the_workspace(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session shipped in a repository could name `../other-project` and have `rewind` change
+    files there; pi writes absolute paths, so a relative one means the current directory."""
+    from pi_lsp.cli_changes import session_root
+
+    (tmp_path / "other-project").mkdir()
+    (tmp_path / "repo" / "docs").mkdir(parents=True)
+    path = tmp_path / "repo" / "docs" / "example.jsonl"
+    for cwd, expected in (("../other-project", tmp_path / "repo"),
+                          (str(tmp_path / "other-project"), tmp_path / "other-project")):
+        path.write_text(json.dumps({"type": "session", "version": 3, "cwd": cwd,
+                                    "id": "eeeeeeee-eeee-eeee-eeee-eeeeeeeeeeee",
+                                    "timestamp": "2026-12-01T00:00:00.000Z"}) + "\n")
+        monkeypatch.chdir(tmp_path / "repo")
+        assert session_root(SessionTree.open(str(path))).resolve() == expected.resolve()
 
 
 # -- the language server -----------------------------------------------------------------
