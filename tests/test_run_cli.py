@@ -158,6 +158,30 @@ def test_run_continues_the_newest_session_or_the_named_one(
     assert check(first, env).returncode == 0
 
 
+@pytest.mark.parametrize("decided", [None, False], ids=["nobody-decided", "not-trusted"])
+def test_a_folder_nobody_trusted_has_its_sessions_left_alone(
+        fake: FakeAnthropic, tmp_path: Path, agent_dir: Path, env: dict[str, str],
+        decided: bool | None) -> None:
+    """A cloned repository's session (a history it made up) is not continued: a run's tools
+    do not ask. Naming it with --session still works."""
+    workspace = tmp_path / "cloned"
+    workspace.mkdir()
+    if decided is not None:
+        trust(workspace, agent_dir, decided)
+    fake.script(text_reply("first"))
+    assert pi_run(workspace, env, "--new", "planted history").returncode == 0
+    [planted] = sessions(workspace)
+    fake.script(text_reply("fresh"))
+    result = pi_run(workspace, env, "hello")
+    assert result.returncode == 0, result.stderr
+    assert "none of its sessions is continued" in result.stderr
+    assert user_texts(planted) == ["planted history"]
+    [fresh] = [p for p in sessions(workspace) if p != planted]
+    assert user_texts(fresh) == ["hello"]
+    assert [m["content"][0]["text"] for m in fake.message_requests()[-1]["messages"]] == \
+        ["hello"]
+
+
 def test_a_lone_surrogate_in_the_stream_is_stored_as_pi_stores_it(
         fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
     """A provider can stream half an emoji; pi keeps it (as `\\ud83d`) and sends it again

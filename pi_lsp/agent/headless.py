@@ -32,7 +32,7 @@ from pi_lsp.session.catalog import (
 from pi_lsp.session.entries import THINKING_LEVELS, AssistantMessage, TextContent
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.settings import Settings, SettingsError, load_settings
-from pi_lsp.trust import trusted_without_asking
+from pi_lsp.trust import resolve_trust, trusted_without_asking
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
 
@@ -69,7 +69,10 @@ def new_session(options: RunOptions, workspace: Path, settings: Settings,
                          options.thinking or settings.default_thinking_level, path)
 
 
-def choose_session(options: RunOptions, workspace: Path, settings: Settings) -> SessionTree:
+def choose_session(options: RunOptions, workspace: Path, settings: Settings, vouched: bool
+                   ) -> SessionTree:
+    """`--session`, else the workspace's newest session, else a new one. A folder nobody
+    trusted gets a new one: its sessions may have come with it, and a run's tools do not ask."""
     if options.session:
         path = Path(options.session)
         if path.is_dir():
@@ -78,8 +81,12 @@ def choose_session(options: RunOptions, workspace: Path, settings: Settings) -> 
             new_session(options, workspace, settings, path)
     if not options.new:
         existing = list_sessions(followed([workspace_session_dir(str(workspace))], workspace))
-        if existing:
+        if existing and vouched:
             return SessionTree.open(existing[0].path)
+        if existing:
+            print("pi-lsp: note: a new session: this folder is not trusted, so none of its "
+                  "sessions is continued (name one with --session, or trust the folder)",
+                  file=sys.stderr)
     return new_session(options, workspace, settings)
 
 
@@ -134,11 +141,12 @@ class TerminalPrinter:
             self.at_line_start = True
 
 
-async def run_prompt(options: RunOptions, workspace: Path, settings: Settings) -> int:
+async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, vouched: bool
+                     ) -> int:
     wanted = parse_model(options.model) if options.model else None
     if options.thinking and options.thinking not in THINKING_LEVELS:
         raise RunError(f"--thinking must be one of {', '.join(THINKING_LEVELS)}")
-    tree = choose_session(options, workspace, settings)  # a new one is written at its reply
+    tree = choose_session(options, workspace, settings, vouched)  # a new one: at its reply
     harness = make_harness(tree, workspace, settings)
     current = harness.model()
     # Only the provider the run uses is made: a missing key or unknown provider fails here,
@@ -186,7 +194,10 @@ def main_run(options: RunOptions) -> int:
                                          lambda note: print(f"pi-lsp: note: {note}",
                                                             file=sys.stderr))
         settings = load_settings(workspace, project=trusted)
-        return asyncio.run(run_prompt(options, workspace, settings))
+        # A folder trusted only for having no settings to load has not been vouched for.
+        vouched = trusted and resolve_trust(workspace, override=options.approve).decision \
+            != "noProjectFiles"
+        return asyncio.run(run_prompt(options, workspace, settings, vouched))
     except (RunError, MissingApiKeyError, SettingsError, UnknownProviderError,
             ModelsFileError, SessionDirError) as error:
         print(f"pi-lsp: {error}", file=sys.stderr)
