@@ -621,6 +621,26 @@ def test_decisions_are_written_as_pi_writes_them(tmp_path: Path) -> None:
     assert not (agent() / "trust.json.lock").exists()
 
 
+def test_a_folder_leading_up_to_a_folder_around_it_is_never_trusted(tmp_path: Path) -> None:
+    """A repository's `examples -> ..` opened and trusted would trust the folder holding every
+    project (the store keys real paths); distrusting through it stays possible."""
+    from pi_lsp.trust import TrustError
+
+    repo = tmp_path / "src" / "repo"
+    repo.mkdir(parents=True)
+    (repo / "examples").symlink_to("..")
+    for parent in (False, True):
+        with pytest.raises(TrustError, match="a folder that contains it"):
+            save_decision(repo / "examples", True, parent)
+    assert not (agent() / "trust.json").exists()
+    save_decision(repo / "examples", False)
+    assert json.loads((agent() / "trust.json").read_text()) == {str(tmp_path / "src"): False}
+    (repo / "inside").mkdir()
+    (repo / "linked").symlink_to("inside")
+    save_decision(repo / "linked", True)  # leads elsewhere, not up: pi keys it by its real path
+    assert json.loads((agent() / "trust.json").read_text())[str(repo / "inside")] is True
+
+
 @pytest.mark.parametrize("content", ["{not json", "[1]", '{"/x": 1}'])
 def test_a_bad_trust_store_is_an_error_and_never_written_over(tmp_path: Path,
                                                                content: str) -> None:
