@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -377,6 +378,22 @@ async def test_diffs_go_to_their_files_even_when_git_quotes_the_name(tmp_path: P
     assert [c.path for c in changes] == names
     for change in changes:
         assert f"-new {change.path}" in change.diff and f"+old {change.path}" in change.diff
+
+
+def test_a_git_the_workspace_holds_is_never_run(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """With `.` or an empty entry on PATH, a repository's own `git` would be found first."""
+    import shutil
+
+    real = shutil.which("git")
+    assert real is not None
+    (tmp_path / "git").write_text("#!/bin/sh\ntouch ran\n")
+    (tmp_path / "git").chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    for path in (f".{os.pathsep}{os.path.dirname(real)}", f"{os.pathsep}{os.path.dirname(real)}"):
+        monkeypatch.setenv("PATH", path)
+        assert shutil.which("git") != real  # what a plain lookup finds
+        assert SnapshotStore(tmp_path).git == real
 
 
 async def test_a_store_locked_by_another_process_is_waited_for(tmp_path: Path) -> None:

@@ -84,7 +84,7 @@ class SnapshotStore:
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
         self.git_dir = store_dir(self.root)
-        self.git = shutil.which("git")
+        self.git = _git_on_path()
         self._lock = asyncio.Lock()
 
     @property
@@ -243,6 +243,13 @@ class SnapshotStore:
         return (f"{legacy} is a snapshot store an earlier pi-lsp kept in the workspace; {where} "
                 f"and copied {copied} object file(s) from it (data only: its config and hooks "
                 "are never used), so earlier entries still restore. You may delete it.")
+
+
+def _git_on_path() -> str | None:
+    """git from PATH's absolute folders only: a relative entry (`.`, or an empty one) would
+    find a `git` a repository committed, in whatever folder the server runs."""
+    folders = os.environ.get("PATH", os.defpath).split(os.pathsep)
+    return shutil.which("git", path=os.pathsep.join(f for f in folders if os.path.isabs(f)))
 
 
 _stores: dict[Path, SnapshotStore] = {}
