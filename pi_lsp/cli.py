@@ -7,7 +7,6 @@ import codecs
 import io
 import os
 import sys
-import unicodedata
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -18,6 +17,7 @@ from pi_lsp.cli_common import (
     EXIT_USAGE,
     CliError,
     open_session,
+    printable,
     write_line,
     write_messages,
 )
@@ -31,8 +31,6 @@ if TYPE_CHECKING:
 
 # Each command imports what it needs itself: the readers (`context`, `tree`, ...) stay quick to
 # start, which matters when an editor calls them often, and none pays for another's modules.
-
-UNSAFE = ("Cc", "Zl", "Zp")  # control characters, line and paragraph separators
 
 
 class _Parser(argparse.ArgumentParser):
@@ -52,12 +50,6 @@ class _Version(argparse.Action):
             found = "(not installed)"
         print(f"pi-lsp {found}")
         parser.exit(0)
-
-
-def printable(text: str) -> str:
-    """`text` for one terminal line: control characters and line breaks spelled as escapes."""
-    return "".join(repr(char)[1:-1] if unicodedata.category(char) in UNSAFE else char
-                   for char in text)
 
 
 def cmd_context(args: argparse.Namespace) -> int:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from pi_lsp.cli_common import EXIT_PROBLEMS, CliError, open_session, write_line
+from pi_lsp.cli_common import EXIT_PROBLEMS, CliError, open_session, printable, write_line
 from pi_lsp.session.catalog import session_workspace
 from pi_lsp.session.tree import SessionTree
 
@@ -20,6 +20,12 @@ if TYPE_CHECKING:
 
 def note(message: str) -> None:
     print(f"pi-lsp: note: {message}", file=sys.stderr)
+
+
+def printable_diff(diff: str) -> str:
+    """A diff for the terminal, its tabs kept: no file can send it escape sequences."""
+    lines = diff.removesuffix("\n").split("\n")
+    return "".join("\t".join(map(printable, line.split("\t"))) + "\n" for line in lines)
 
 
 def session_root(tree: SessionTree) -> Path:
@@ -142,22 +148,23 @@ def cmd_rewind(args: argparse.Namespace) -> int:
     try:
         if args.dry_run:
             found = asyncio.run(changes_to(store, target_of(tree, args.to, args.undo)))
-            for change in found.files:
-                sys.stdout.write(change.diff or f"{change.status}: {change.path}\n")
+            for change in found.files:  # file names and contents may come from anyone
+                sys.stdout.write(printable_diff(change.diff) if change.diff
+                                 else f"{change.status}: {printable(change.path)}\n")
             for path in found.refused:
-                print(f"would be left alone (under .git/ or .pi/, or behind a symlink): {path}",
-                      file=sys.stderr)
+                print("would be left alone (under .git/ or .pi/, or behind a symlink): "
+                      f"{printable(path)}", file=sys.stderr)
             print(f"{len(found.files)} file(s) in {root} would change", file=sys.stderr)
             return 0
         result = asyncio.run(restore_files(tree, store, args.to, args.undo))
     except (RewindError, SnapshotError) as error:
         raise CliError(str(error)) from None
     for change in result.files:
-        print(f"{change.status:9} {change.path}")
+        print(f"{change.status:9} {printable(change.path)}")
     for path in result.skipped:
-        print(f"left alone (too large to snapshot): {path}")
+        print(f"left alone (too large to snapshot): {printable(path)}")
     for path in result.refused:
-        print(f"left alone (under .git/ or .pi/, or behind a symlink): {path}")
+        print(f"left alone (under .git/ or .pi/, or behind a symlink): {printable(path)}")
     print(f"restored {len(result.files)} file(s) in {root}; undo with: pi-lsp rewind {args.file} "
           f"--undo {result.undo_id}")
     return 0

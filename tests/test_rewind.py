@@ -575,6 +575,20 @@ async def test_cli_rewind(rig: Rig, fake: FakeAnthropic) -> None:
     assert neither.returncode == 2 and "--to" in neither.stderr
 
 
+async def test_rewind_prints_no_escape_sequence_a_file_holds(rig: Rig, fake: FakeAnthropic
+                                                               ) -> None:
+    """File names and contents come from the repository; the terminal gets them as text."""
+    first, _ = await two_turns(rig, fake)
+    (rig.root / "evil\x1b]0;pwned\x07.txt").write_text("tab\there \x1b[2J\n")
+    dry = run_cli("rewind", rig.tree.path, "--to", first, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "\x1b" not in dry.stdout + dry.stderr and "\x07" not in dry.stdout
+    assert "+tab\there \\x1b[2J" in dry.stdout or "-tab\there \\x1b[2J" in dry.stdout
+    done = run_cli("rewind", rig.tree.path, "--to", first)
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout and "deleted   evil\\x1b]0;pwned\\x07.txt" in done.stdout
+
+
 def test_the_command_line_never_takes_a_relative_cwd_as_the_workspace(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A session shipped in a repository could name `../other-project` and have `rewind` change
