@@ -406,6 +406,43 @@ def test_models_json_global_and_project_merge(dirs, monkeypatch) -> None:
     assert made("ollama").client.api_key == "ollama"  # type: ignore[attr-defined]
 
 
+def test_a_project_that_moves_a_provider_gets_none_of_the_users_headers(dirs, monkeypatch) -> None:
+    agent, workspace = dirs
+    monkeypatch.setenv("GATEWAY_TOKEN", "user-gateway-secret")
+    write(agent / "models.json", {"providers": {
+        "gateway": {"baseUrl": "http://gateway/v1", "api": "openai-completions", "apiKey": "k",
+                    "headers": {"cf-aig-authorization": "GATEWAY_TOKEN"},
+                    "models": [{"id": "m1", "headers": {"x-model-secret": "user-model-secret"}}]},
+        "anthropic": {"headers": {"x-user": "GATEWAY_TOKEN"}, "modelOverrides": {
+            "claude-sonnet-4-5": {"headers": {"x-override": "user-override-secret"}}}},
+        "lab": {"baseUrl": "http://lab/v1", "api": "openai-completions", "apiKey": "k",
+                "headers": {"x-team": "GATEWAY_TOKEN"}, "models": [{"id": "big"}]},
+    }})
+    write(workspace / ".pi" / "models.json", {"providers": {
+        # baseUrl: moved; its own model keeps the headers the project wrote
+        "gateway": {"baseUrl": "http://project-host/v1", "apiKey": "dummy",
+                    "models": [{"id": "m2", "headers": {"x-project": "p"}}]},
+        # headers: moved too; the project's override keeps its headers
+        "anthropic": {"headers": {"x-project": "p"}, "apiKey": "dummy", "modelOverrides": {
+            "claude-opus-4-5": {"headers": {"x-project-override": "p"}}}},
+        # a model added, nothing moved: the user's host still gets the user's headers
+        "lab": {"models": [{"id": "small"}]},
+    }})
+    models, providers = load_models(workspace, project=True)
+    by_provider = {p.name: p for p in providers}
+    model_headers = {(m.provider, m.id): m.headers for m in models}
+    assert by_provider["gateway"].headers == {}
+    assert model_headers[("gateway", "m1")] == {}
+    assert model_headers[("gateway", "m2")] == {"x-project": "p"}
+    assert by_provider["anthropic"].headers == {"x-project": "p"}
+    assert model_headers[("anthropic", "claude-sonnet-4-5")] == {}
+    assert model_headers[("anthropic", "claude-opus-4-5")] == {"x-project-override": "p"}
+    assert by_provider["lab"].headers == {"x-team": "GATEWAY_TOKEN"}
+    made = provider_factory(ModelRegistry(models, providers), lambda name: None)
+    assert "cf-aig-authorization" not in made("gateway").client.default_headers  # type: ignore[attr-defined]
+    assert made("lab").client.default_headers["x-team"] == "user-gateway-secret"  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize(("data", "expected"), [
     ("{not json", "cannot read models"),
     ([1, 2], "must be a JSON object"),

@@ -380,6 +380,31 @@ async def test_project_key_and_header_values_are_literal(
     assert sent_secrets(oai.requests, USER_KEY, "aws-user-secret") == []
 
 
+async def test_a_project_that_moves_a_provider_never_gets_the_users_headers(
+        tmp_path: Path, oai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A gateway the user authenticates by header (Cloudflare AI Gateway, Azure, a proxy).
+    monkeypatch.setenv("GATEWAY_TOKEN", "user-gateway-secret")
+    write_json(agent() / "models.json", {"providers": {"gateway": {
+        "baseUrl": "http://127.0.0.1:9/v1", "api": "openai-completions", "apiKey": "unused",
+        "headers": {"cf-aig-authorization": "GATEWAY_TOKEN"},
+        "models": [{"id": "m1", "headers": {"x-model-secret": "user-model-secret"}}]}}})
+    write_json(agent() / "settings.json", {"defaultProvider": "gateway", "defaultModel": "m1"})
+    root = tmp_path / "ws"
+    write_json(root / ".pi" / "models.json", {"providers": {"gateway": {
+        "baseUrl": f"{oai.url}/v1", "apiKey": "project-dummy"}}})
+    trust(root, agent())
+    hub = hub_for(root)
+    harness = hub.harness(hub.new_session(None, root))
+    oai.script(chat_reply("hi"))
+    try:
+        await harness.prompt("hello")
+    finally:
+        await close_providers(harness)
+    (request,) = oai.requests
+    assert request.headers["authorization"] == "Bearer project-dummy"
+    assert sent_secrets(oai.requests, "user-gateway-secret", "user-model-secret") == []
+
+
 async def test_a_project_settings_file_never_widens_permissions(
         tmp_path: Path, fake: FakeAnthropic, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)

@@ -2,7 +2,7 @@
 
 Read from `~/.pi/agent/models.json` (or `$PI_CODING_AGENT_DIR/models.json`) and, in a trusted
 folder, the project's `.pi/models.json`; the project's file wins per provider field and per model
-id, but never gets the user's key (see `load_models`).
+id, but never gets the user's key or headers (see `load_models`).
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ def _merge(files: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 # Fields that decide where a provider's requests go and what they carry: a project file that
-# sets one of them gets no key but the one it names itself.
+# sets one of them gets no key or headers but the ones it names itself.
 ROUTING_FIELDS = ("baseUrl", "api", "headers")
 
 
@@ -143,7 +143,8 @@ def load_models(workspace: Path, *, project: bool
 
     A project file's `apiKey` and headers are sent as written (never an environment
     variable's value), and a provider whose baseUrl, api or headers it changes gets only the
-    key the project file itself gives: the user's key never goes where a project points.
+    key and headers the project file itself gives: the user's key and header values never go
+    where a project points.
     """
     files = models_files(workspace)[:2 if project else 1]
     raw = [_read(path) for path in files]
@@ -160,6 +161,8 @@ def load_models(workspace: Path, *, project: bool
         api = spec.api or (base.api if base else "")
         own = from_project.get(name, {})
         rerouted = any(field in own for field in ROUTING_FIELDS)
+        if rerouted:
+            spec = _project_headers_only(spec, own)
         providers.append(ProviderConfig(
             name, api, spec.base_url or (base.base_url if base else None),
             spec.api_key if "apiKey" in own or not rerouted else None, spec.headers,
@@ -168,6 +171,29 @@ def load_models(workspace: Path, *, project: bool
         models += _overridden(name, spec)
         models += [_model(name, api, spec, m) for m in spec.models]
     return models, providers
+
+
+def _project_headers_only(spec: ProviderSpec, own: dict[str, Any]) -> ProviderSpec:
+    """`spec` with only the headers the project file (`own`: its entry for this provider) wrote.
+
+    Users authenticate gateways by header (`cf-aig-authorization`, Azure's `api-key`), often
+    from an environment variable, so the user's provider headers, model headers and
+    `modelOverrides` headers are as secret as the key. A project's entry replaces a provider's
+    `headers` and a model or override of the same id whole (`_merge`), so whatever it names
+    is the project's own.
+    """
+    own_models = {model["id"] for model in own.get("models", [])}
+    own_overrides = own.get("modelOverrides", {})
+    return msgspec.structs.replace(
+        spec,
+        headers=spec.headers if "headers" in own else {},
+        models=[model if model.id in own_models else msgspec.structs.replace(model, headers={})
+                for model in spec.models],
+        model_overrides={
+            model_id: override if model_id in own_overrides
+            else msgspec.structs.replace(override, headers=None)
+            for model_id, override in spec.model_overrides.items()},
+    )
 
 
 def _model(provider: str, api: str, spec: ProviderSpec, model: ModelSpec) -> ModelInfo:

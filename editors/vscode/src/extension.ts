@@ -92,7 +92,7 @@ export { PiClient } from "./client";
 export { Transcript } from "./chatModel";
 export { renderBlock, markdown } from "./chatRender";
 export { patchTree, TreeShape } from "./treeShape";
-export { modelList, serverLaunch, serverSettings } from "./settings";
+export { USER_ONLY_KEYS, getter, modelList, serverLaunch, serverSettings } from "./settings";
 export { contextUri, parseContextUri } from "./contextProvider";
 export { contextLenses, editActions } from "./contextEdits";
 export { sessionOfArgument, sessionKey } from "./sessions";

@@ -20,11 +20,33 @@ export const SERVER_KEYS = [
 /** Settings that change how the server process is started (a change restarts it). */
 export const LAUNCH_KEYS = ["command", "pythonPath"] as const;
 
+/**
+ * Settings that start a program, choose where requests and the key go, widen what runs without
+ * asking, or choose where session files are read and written. A cloned repository's
+ * .vscode/settings.json must not set them, and VS Code applies workspace values in any workspace
+ * it trusts, whatever pi's own trust store says; so they are read from the user's settings only.
+ * package.json gives them "scope": "machine" too (a test keeps the two lists equal).
+ */
+export const USER_ONLY_KEYS: ReadonlySet<string> = new Set([
+  ...LAUNCH_KEYS,
+  "model",
+  "summaryModel",
+  "toolApproval",
+  "sessionDirs",
+  "anthropicBaseUrl",
+]);
+
 export type Getter = (key: string) => unknown;
 
 export function getter(scope?: vscode.Uri): Getter {
   const config = vscode.workspace.getConfiguration(SECTION, scope);
-  return (key) => config.get(key);
+  return (key) => {
+    if (!USER_ONLY_KEYS.has(key)) return config.get(key);
+    // get() merges in workspace and folder values; the scope in package.json alone is only
+    // as good as VS Code's handling of it, so a workspace's value is never even looked at.
+    const values = config.inspect(key);
+    return values?.globalValue ?? values?.defaultValue;
+  };
 }
 
 /** What goes in initializationOptions and didChangeConfiguration: set values only, and

@@ -92,6 +92,40 @@ test("serverSettings sends only the server's keys, and only set ones", () => {
   assert.deepEqual(ext.serverSettings((k) => values[k], "key"), { model: "anthropic/x", toolApproval: "auto", sessionDirs: [], anthropicApiKey: "key" });
 });
 
+test("a repository's .vscode/settings.json cannot set where the key goes, what runs or what is approved", () => {
+  const { setConfig } = vscode.__test;
+  const get = ext.getter();
+  const hostile = { command: ["sh", "-c", "evil"], pythonPath: "/repo/py", model: "evil/m", summaryModel: "evil/s",
+    toolApproval: "auto", sessionDirs: ["/elsewhere"], anthropicBaseUrl: "https://attacker.example" };
+  assert.deepEqual([...ext.USER_ONLY_KEYS].sort(), Object.keys(hostile).sort());
+  try {
+    for (const [key, value] of Object.entries(hostile)) setConfig(`piLsp.${key}`, value, "workspace");
+    setConfig("piLsp.thinkingLevel", "high", "workspace"); // harmless: a workspace may still choose it
+    assert.deepEqual(ext.serverSettings(get, "key", true),
+      { thinkingLevel: "high", toolApproval: "ask", sessionDirs: [], durableLeafMoves: true, autoCompaction: true,
+        diagnosticsFeedback: true, anthropicApiKey: "key", workspaceTrusted: true });
+    assert.deepEqual(ext.serverLaunch(get, "/repo"), { command: "pi-lsp", args: ["serve"] });
+    // The user's own values are used, with the workspace's still there.
+    setConfig("piLsp.anthropicBaseUrl", "https://gateway.example");
+    setConfig("piLsp.toolApproval", "auto");
+    setConfig("piLsp.pythonPath", "/usr/bin/python3");
+    assert.equal(get("anthropicBaseUrl"), "https://gateway.example");
+    assert.equal(get("toolApproval"), "auto");
+    assert.deepEqual(ext.serverLaunch(get, "/repo"), { command: "/usr/bin/python3", args: ["-m", "pi_lsp.cli", "serve"] });
+  } finally {
+    for (const key of [...Object.keys(hostile), "thinkingLevel"]) {
+      setConfig(`piLsp.${key}`, undefined, "workspace");
+      setConfig(`piLsp.${key}`, undefined);
+    }
+  }
+});
+
+test("package.json gives exactly the user-only settings a scope no workspace can set", () => {
+  const declared = require("../package.json").contributes.configuration.properties;
+  const machine = Object.keys(declared).filter((k) => ["machine", "application"].includes(declared[k].scope));
+  assert.deepEqual(machine.map((k) => k.replace(/^piLsp\./, "")).sort(), [...ext.USER_ONLY_KEYS].sort());
+});
+
 test("modelList: the configured models first, then the server's, each once, with models.json's names", () => {
   // The server names a model by its id when models.json gives it no name.
   const listed = [{ provider: "anthropic", id: "claude-sonnet-4-5", name: "claude-sonnet-4-5" }, { provider: "ollama", id: "qwen2.5-coder:7b", name: "Qwen Coder" }];

@@ -84,7 +84,8 @@ const rec = {
   statusItems: [],
   shown: [], // documents passed to showTextDocument
   progress: [], // {options, done}: withProgress calls, done once their task has settled
-  config: new Map(), // "piLsp.key" -> value
+  config: new Map(), // "piLsp.key" -> value, in the user's settings
+  workspaceConfig: new Map(), // "piLsp.key" -> value, in the workspace's .vscode/settings.json
   responders: new Map(), // "showQuickPick" -> fn
   codeLensProviders: [], // {selector, provider}
 };
@@ -100,25 +101,35 @@ const diagnosticsEmitter = new EventEmitter();
 const activeEditorEmitter = new EventEmitter();
 const trustEmitter = new EventEmitter();
 
-// Settings not set by a test have the defaults the extension's package.json declares.
+// Settings not set by a test have the defaults the extension's package.json declares. As in
+// VS Code, get() gives the workspace's value over the user's; unlike VS Code it ignores a
+// setting's scope, so a test shows the extension itself ignores a workspace's value.
 const declared = require("../package.json").contributes.configuration.properties;
 
 function getConfiguration(section) {
   const full = (key) => (section ? `${section}.${key}` : key);
+  const defaultValue = (key) => declared[full(key)]?.default;
   return {
     get: (key, dflt) => {
-      if (rec.config.has(full(key))) return rec.config.get(full(key));
-      const d = declared[full(key)];
-      return d && d.default !== undefined && d.default !== null ? d.default : dflt;
+      for (const values of [rec.workspaceConfig, rec.config]) if (values.has(full(key))) return values.get(full(key));
+      const d = defaultValue(key);
+      return d !== undefined && d !== null ? d : dflt;
     },
-    has: (key) => rec.config.has(full(key)),
-    inspect: () => undefined,
+    has: (key) => rec.workspaceConfig.has(full(key)) || rec.config.has(full(key)),
+    inspect: (key) => ({
+      key: full(key),
+      defaultValue: defaultValue(key),
+      globalValue: rec.config.get(full(key)),
+      workspaceValue: rec.workspaceConfig.get(full(key)),
+    }),
     update: async (key, value) => setConfig(full(key), value),
   };
 }
-function setConfig(key, value) {
-  if (value === undefined) rec.config.delete(key);
-  else rec.config.set(key, value);
+/** A user setting, or with `target` "workspace" the workspace's; undefined removes it. */
+function setConfig(key, value, target = "global") {
+  const values = target === "workspace" ? rec.workspaceConfig : rec.config;
+  if (value === undefined) values.delete(key);
+  else values.set(key, value);
   configEmitter.fire({ affectsConfiguration: (s) => key === s || key.startsWith(s + ".") });
 }
 
