@@ -177,6 +177,12 @@ def save_decision(folder: Path, trusted: bool | None, parent: bool = False) -> N
     """Save a decision for `folder` (None removes its own); `parent` trusts its parent
     folder instead and removes the folder's own decision, as pi's "Trust parent folder"."""
     key = canonical(folder)
+    opened = os.path.abspath(os.path.expanduser(folder))
+    if (trusted or parent) and opened.startswith(os.path.join(key, "")):
+        # A symlink in a repository (`examples -> ..`) would have trust saved for a folder
+        # holding it, and so for every project under that folder.
+        raise TrustError(f"{opened} leads to {key}, a folder that contains it: trusting it "
+                         f"would trust every project in {key}. Open {key} itself to trust it.")
     updates = [(os.path.dirname(key), True), (key, None)] if parent else [(key, trusted)]
     path = trust_path()
     with _locked(path):
