@@ -20,7 +20,7 @@ from typing import Literal
 
 import msgspec
 
-from pi_lsp.jsonfile import read_object
+from pi_lsp.jsonfile import read_object, write_atomically
 from pi_lsp.session.catalog import agent_dir
 
 TRUST_FILE = "trust.json"
@@ -115,9 +115,7 @@ def _write_store(path: Path, data: dict[str, bool | None]) -> None:
                                                                           "surrogatepass"))}
     text = json.dumps(ordered, indent=2, ensure_ascii=False) + "\n"
     target = Path(os.path.realpath(path))  # a symlinked store stays a symlink
-    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    temporary.write_bytes(text.encode("utf-8", "surrogateescape"))
-    os.replace(temporary, target)
+    write_atomically(target, text.encode("utf-8", "surrogateescape"))
 
 
 @contextlib.contextmanager
@@ -177,12 +175,6 @@ def save_decision(folder: Path, trusted: bool | None, parent: bool = False) -> N
     """Save a decision for `folder` (None removes its own); `parent` trusts its parent
     folder instead and removes the folder's own decision, as pi's "Trust parent folder"."""
     key = canonical(folder)
-    opened = os.path.abspath(os.path.expanduser(folder))
-    if (trusted or parent) and opened.startswith(os.path.join(key, "")):
-        # A symlink in a repository (`examples -> ..`) would have trust saved for a folder
-        # holding it, and so for every project under that folder.
-        raise TrustError(f"{opened} leads to {key}, a folder that contains it: trusting it "
-                         f"would trust every project in {key}. Open {key} itself to trust it.")
     updates = [(os.path.dirname(key), True), (key, None)] if parent else [(key, trusted)]
     path = trust_path()
     with _locked(path):
