@@ -40,6 +40,8 @@ def read_object(path: Path, what: str, error: type[Exception], comments: bool = 
         return {}
     except (OSError, msgspec.DecodeError) as fault:
         raise error(f"{path}: cannot read {what} ({fault})") from None
+    except RecursionError:  # msgspec's limit on nesting: a file no one writes by hand
+        raise error(f"{path}: cannot read {what} (JSON nested too deeply)") from None
     if not isinstance(data, dict):
         raise error(f"{path}: {what} must be a JSON object")
     return data

@@ -100,6 +100,9 @@ def read_store(path: Path) -> dict[str, bool | None]:
     except msgspec.DecodeError as error:
         raise TrustError(f"{path}: pi's trust store is not valid JSON ({error}); fix or delete "
                          "it") from None
+    except RecursionError:  # msgspec's limit on nesting
+        raise TrustError(f"{path}: pi's trust store is not valid JSON (nested too deeply); fix "
+                         "or delete it") from None
     if not isinstance(parsed, dict):
         raise TrustError(f"{path}: pi's trust store must be a JSON object of folders")
     for key, value in parsed.items():

@@ -12,8 +12,13 @@ from pathlib import Path
 import pytest
 
 from pi_lsp.agent.prompt import NOTES_LIMIT, project_notes, system_sections
+from pi_lsp.jsonfile import read_object
 from pi_lsp.session.sessiondir import link_session_dir
-from pi_lsp.trust import save_decision, saved_decisions, trust_path
+from pi_lsp.settings import SettingsError, load_settings
+from pi_lsp.trust import resolve_trust, save_decision, saved_decisions, trust_path
+from tests.waits import run_cli
+
+DEEP = b'{"a":' * 2000 + b"1" + b"}" * 2000  # 8 KB, past msgspec's nesting limit
 
 # -- project notes (AGENTS.md, CLAUDE.md) ----------------------------------------------------
 
@@ -123,5 +128,50 @@ def test_the_trust_store_is_written_without_following_a_planted_name(tmp_path: P
     save_decision(tmp_path / "repo", True)
     assert victim.read_text() == "kept\n"
     assert list(saved_decisions().values()) == [True]
+
+
+# -- JSON nested too deeply ------------------------------------------------------------------
+
+
+def test_deep_json_is_an_invalid_file_named_in_the_error(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    path.write_bytes(DEEP)
+    with pytest.raises(SettingsError, match=f"^{path}: cannot read settings .*nested too deeply"):
+        read_object(path, "settings", SettingsError)
+
+
+def test_deep_project_settings_leave_an_untrusted_folder_untrusted(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    (tmp_path / ".pi").mkdir()
+    (tmp_path / ".pi" / "settings.json").write_bytes(DEEP)
+    state = resolve_trust(tmp_path)
+    assert (state.trusted, state.decision, state.project_files) == \
+        (False, "undecided", [".pi/settings.json"])
+    with caplog.at_level(logging.WARNING):
+        link_session_dir(tmp_path)
+    assert "settings.json: not valid JSON (nested too deeply)" in caplog.text
+    with pytest.raises(SettingsError, match="nested too deeply"):
+        load_settings(tmp_path, project=True)
+
+
+@pytest.mark.parametrize("name", ["settings.json", "trust.json"])
+def test_deep_user_files_fail_closed(tmp_path: Path, name: str) -> None:
+    (tmp_path / ".pi").mkdir()
+    (tmp_path / ".pi" / "settings.json").write_text('{"theme": "dark"}')
+    trust_path().parent.mkdir(parents=True)
+    (trust_path().parent / name).write_bytes(DEEP)
+    state = resolve_trust(tmp_path)
+    assert (state.trusted, state.decision) == (False, "error")
+    assert state.error is not None and name in state.error and "nested too deeply" in state.error
+
+
+def test_the_cli_reports_deep_settings_without_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / ".pi").mkdir()
+    (tmp_path / ".pi" / "settings.json").write_bytes(DEEP)
+    done = run_cli("run", "--approve", "hi", cwd=tmp_path)
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr and "RecursionError" not in done.stderr
+    assert f"{tmp_path / '.pi' / 'settings.json'}: cannot read settings (JSON nested too " \
+        "deeply)" in done.stderr
 
 

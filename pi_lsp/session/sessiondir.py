@@ -70,6 +70,8 @@ def link_session_dir(workspace: Path) -> None:
         settings: Any = msgspec.json.decode(text)
     except msgspec.DecodeError as error:
         settings, problem = None, f"not valid JSON ({error})"
+    except RecursionError:  # msgspec's limit on nesting
+        settings, problem = None, "not valid JSON (nested too deeply)"
     else:
         problem = "not a JSON object"
     if not isinstance(settings, dict):
