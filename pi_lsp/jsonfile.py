@@ -6,7 +6,11 @@ They are read as pi reads them: a leading byte-order mark is skipped, and models
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import stat
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +40,27 @@ def read_object(path: Path, what: str, error: type[Exception], comments: bool = 
         return {}
     except (OSError, msgspec.DecodeError) as fault:
         raise error(f"{path}: cannot read {what} ({fault})") from None
+    except RecursionError:  # msgspec's limit on nesting: a file no one writes by hand
+        raise error(f"{path}: cannot read {what} (JSON nested too deeply)") from None
     if not isinstance(data, dict):
         raise error(f"{path}: {what} must be a JSON object")
     return data
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` so a reader never sees half a file, through a new temporary
+    file beside it: a name the folder already holds (a committed symlink) is never followed."""
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(data)
+            with contextlib.suppress(FileNotFoundError):
+                # The replaced file's permissions are kept; a new file stays private (0600).
+                current = os.lstat(path).st_mode
+                if stat.S_ISREG(current):
+                    os.fchmod(file.fileno(), stat.S_IMODE(current))
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise

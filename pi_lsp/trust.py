@@ -20,7 +20,7 @@ from typing import Literal
 
 import msgspec
 
-from pi_lsp.jsonfile import read_object
+from pi_lsp.jsonfile import read_object, write_atomically
 from pi_lsp.session.catalog import agent_dir
 
 TRUST_FILE = "trust.json"
@@ -100,6 +100,9 @@ def read_store(path: Path) -> dict[str, bool | None]:
     except msgspec.DecodeError as error:
         raise TrustError(f"{path}: pi's trust store is not valid JSON ({error}); fix or delete "
                          "it") from None
+    except RecursionError:  # msgspec's limit on nesting
+        raise TrustError(f"{path}: pi's trust store is not valid JSON (nested too deeply); fix "
+                         "or delete it") from None
     if not isinstance(parsed, dict):
         raise TrustError(f"{path}: pi's trust store must be a JSON object of folders")
     for key, value in parsed.items():
@@ -115,9 +118,7 @@ def _write_store(path: Path, data: dict[str, bool | None]) -> None:
                                                                           "surrogatepass"))}
     text = json.dumps(ordered, indent=2, ensure_ascii=False) + "\n"
     target = Path(os.path.realpath(path))  # a symlinked store stays a symlink
-    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    temporary.write_bytes(text.encode("utf-8", "surrogateescape"))
-    os.replace(temporary, target)
+    write_atomically(target, text.encode("utf-8", "surrogateescape"))
 
 
 @contextlib.contextmanager

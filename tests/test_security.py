@@ -494,7 +494,7 @@ async def test_bash_approval_shows_the_whole_command(pi: Pi, fake: FakeAnthropic
                                "tool": "bash", "title": UNNAMED_TITLE, "command": command,
                                "outsideWorkspace": False}
     else:
-        assert pi.asked[0] == f"pi ({UNNAMED_TITLE}) wants to run bash: {command}"
+        assert pi.asked[0] == f"pi wants to run bash: {command} (session: {UNNAMED_TITLE})"
     assert "PAYLOAD-AFTER-SPACES" in result_text(results(events)["b1"])
 
 
@@ -533,9 +533,11 @@ async def test_write_and_edit_approvals_show_the_change(pi: Pi, fake: FakeAnthro
         assert "-old line" in edit["diff"] and "+new line" in edit["diff"]
         assert "command" not in write
     else:
-        assert write.startswith(f"pi ({UNNAMED_TITLE}) wants to run write: {new_file.resolve()}\n")
+        assert write.startswith(f"pi wants to run write: {new_file.resolve()} "
+                               f"(session: {UNNAMED_TITLE})\n")
         assert "+brand new" in write
-        assert edit.startswith(f"pi ({UNNAMED_TITLE}) wants to run edit: {existing.resolve()}\n")
+        assert edit.startswith(f"pi wants to run edit: {existing.resolve()} "
+                              f"(session: {UNNAMED_TITLE})\n")
         assert "-old line" in edit and "+new line" in edit
     assert not any(r["isError"] for r in results(events).values())
     assert new_file.read_text() == "brand new\n"

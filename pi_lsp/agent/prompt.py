@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import codecs
+import logging
+import os
+import stat
 from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
 
 import msgspec
 
+from pi_lsp.agent.access import inside, secret_reason
 from pi_lsp.agent.tools import Tool
 from pi_lsp.context.layers import AgentSetup
 from pi_lsp.providers.registry import ModelRegistry
+
+log = logging.getLogger(__name__)
 
 PROJECT_NOTES = ("AGENTS.md", "CLAUDE.md")
 NOTES_LIMIT = 32 * 1024
@@ -22,12 +29,40 @@ project's tests or commands to check what you did. Be brief in what you say; sho
 exact errors. Ask when a request is ambiguous instead of guessing at something destructive."""
 
 
+def _read_notes(path: Path, root: Path) -> str | None:
+    """The first NOTES_LIMIT bytes of a notes file; None (logged) when there is none, or it is
+    no regular file of the project's own or looks like a secret."""
+    if not os.path.lexists(path):
+        return None
+    # A committed symlink may lead to /proc/self/environ or ~/.aws/credentials; one within the
+    # project (CLAUDE.md -> AGENTS.md) is fine.
+    real = Path(os.path.realpath(path))
+    reason = secret_reason(path) or (
+        None if inside(real, Path(os.path.realpath(root))) else "it leads outside the project")
+    if reason is None:
+        try:
+            # O_NOFOLLOW: `real` has no symlinks, so one put there meanwhile is not followed;
+            # O_NONBLOCK: a FIFO does not hang the opening.
+            fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                with os.fdopen(fd, "rb") as file:
+                    # Not final: a character cut at the limit is dropped, not replaced.
+                    return codecs.getincrementaldecoder("utf-8")("replace").decode(
+                        file.read(NOTES_LIMIT))
+            os.close(fd)
+            reason = "it is not a regular file"
+        except OSError as error:
+            reason = error.strerror or str(error)
+    log.warning("%s: not read as project notes because %s", path, reason)
+    return None
+
+
 def project_notes(root: Path) -> list[tuple[str, str]]:
+    """The project's notes files that can be read, by name, each cut to NOTES_LIMIT bytes."""
     notes = []
     for name in PROJECT_NOTES:
-        path = root / name
-        if path.is_file():
-            text = path.read_text("utf-8", errors="replace")[:NOTES_LIMIT]
+        text = _read_notes(root / name, root)
+        if text is not None:
             notes.append((name, text.strip()))
     return notes
 

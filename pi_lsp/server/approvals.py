@@ -47,8 +47,8 @@ def approve_tool_params(request: ApprovalRequest, uri: str, turn_id: str | None,
 
 
 def fallback_question(request: ApprovalRequest, title: str) -> str:
-    """The `window/showMessageRequest` text: the session, the tool, and the whole command or
-    diff. NotAsked when that is too long to show in full."""
+    """The `window/showMessageRequest` text: the tool, its whole command or path, the session (a
+    repository may name it, so never first), any diff. NotAsked when too long to show in full."""
     name, change = request.call.name, request.change
     if name == "bash":
         shown, what = str(request.call.arguments.get("command")), "command"
@@ -58,11 +58,12 @@ def fallback_question(request: ApprovalRequest, title: str) -> str:
         raise NotAsked(f"the {what} is {len(shown)} characters long, too long to show in full "
                        f"for approval (the limit is {SHOW_LIMIT}); {name} was not run. Split "
                        "it into smaller steps.")
-    question = f"pi ({title}) wants to run {name}: "
+    session = f" (session: {title})"
     if name == "bash":
-        return question + shown
+        return f"pi wants to run bash: {shown}{session}"
     outside = " (outside the workspace)" if request.outside_workspace else ""
-    return f"{question}{request.path}{outside}" + (f"\n{shown}" if change is not None else "")
+    return f"pi wants to run {name}: {request.path}{outside}{session}" + \
+        (f"\n{shown}" if change is not None else "")
 
 
 class ToolApprovals:

@@ -54,13 +54,13 @@ class SessionSummary(msgspec.Struct, rename="camel"):
 
 
 def session_title(name: str | None, first_message: str | None, path: str) -> str:
-    """What editors and the CLI call a session: its name, else its first prompt (cut), else
-    its file name."""
-    if name:
-        return name
-    if first_message and first_message.strip():
-        return shorten(first_message, TITLE_CHARS)
-    return Path(path).stem
+    """What editors and the CLI call a session: its name, else its first prompt, else its file
+    name; on one line and cut, as all three may come from a repository."""
+    for text in (name, first_message):
+        shown = shorten(text or "", TITLE_CHARS)
+        if shown:
+            return shown
+    return shorten(Path(path).stem, TITLE_CHARS)
 
 
 def tree_title(tree: SessionTree) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import msgspec
 
 from pi_lsp.session.entries import (
@@ -33,6 +35,9 @@ from pi_lsp.session.records import decode_entry
 from pi_lsp.session.tree import SessionTree
 
 PREVIEW_CHARS = 72
+# Control characters (Unicode's Cc), line and paragraph separators: none may reach a one-line
+# preview, where a committed session's text could fake a line of its own.
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 class TreeNode(msgspec.Struct):
@@ -42,7 +47,8 @@ class TreeNode(msgspec.Struct):
 
 
 def shorten(text: str, limit: int = PREVIEW_CHARS) -> str:
-    flat = " ".join(text.split())
+    """`text` on one line (control characters and runs of whitespace as one space), cut."""
+    flat = " ".join(CONTROL.sub(" ", text).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 

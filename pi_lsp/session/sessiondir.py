@@ -14,6 +14,8 @@ from typing import Any
 
 import msgspec
 
+from pi_lsp.jsonfile import write_atomically
+
 log = logging.getLogger(__name__)
 
 SESSION_DIR_VALUE = ".pi/sessions"
@@ -38,20 +40,18 @@ def _with_key(text: bytes) -> bytes:
     return text[:opening] + spacing + b'"sessionDir": ".pi/sessions",' + rest
 
 
-def _write(path: Path, data: bytes) -> None:
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_bytes(data)
-    if path.exists():
-        os.chmod(temporary, path.stat().st_mode & 0o7777)
-    os.replace(temporary, path)  # a reader never sees half a file
-
-
 def link_session_dir(workspace: Path) -> None:
     """Set `sessionDir` in the workspace's `.pi/settings.json` unless it names a folder already.
 
     Other keys and the file's layout are kept; a file that is not a JSON object is left alone.
     """
     path = workspace / ".pi" / "settings.json"
+    folder = path.parent
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        # A repository's `.pi` symlink would have pi-lsp write wherever it leads.
+        log.warning("%s is a symlink or not a folder; settings.json left alone, so `pi -c` "
+                    "will not see pi-lsp's sessions", folder)
+        return
     if path.is_symlink():  # it may lead to anything (the user's own settings, /dev/zero)
         log.warning("%s is a symlink; left alone, so `pi -c` will not see pi-lsp's sessions "
                     "(add \"sessionDir\": %r to share them)", path, SESSION_DIR_VALUE)
@@ -59,8 +59,8 @@ def link_session_dir(workspace: Path) -> None:
     try:
         text = path.read_bytes()
     except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _write(path, NEW_SETTINGS)
+        folder.mkdir(parents=True, exist_ok=True)
+        write_atomically(path, NEW_SETTINGS)
         return
     except OSError as error:
         log.warning("%s: cannot read (%s); sessionDir not set, so `pi -c` will not see "
@@ -70,6 +70,8 @@ def link_session_dir(workspace: Path) -> None:
         settings: Any = msgspec.json.decode(text)
     except msgspec.DecodeError as error:
         settings, problem = None, f"not valid JSON ({error})"
+    except RecursionError:  # msgspec's limit on nesting
+        settings, problem = None, "not valid JSON (nested too deeply)"
     else:
         problem = "not a JSON object"
     if not isinstance(settings, dict):
@@ -77,7 +79,7 @@ def link_session_dir(workspace: Path) -> None:
                     "(add \"sessionDir\": %r to share them)", path, problem, SESSION_DIR_VALUE)
         return
     if "sessionDir" not in settings:
-        _write(path, _with_key(text))
+        write_atomically(path, _with_key(text))
         return
     current = settings["sessionDir"]
     if not (isinstance(current, str) and _same_dir(current, workspace)):

@@ -25,7 +25,7 @@ end) == call, "tool calls are folded", chat_buf)
 local asked, noted
 table.insert(H.selects, function(items, opts)
   asked = opts.prompt
-  noted = H.contains(chat_buf, "wants to run bash: echo approved-run**")
+  noted = H.contains(chat_buf, "wants to run bash: echo approved-run (session: ")
   H.dump(":PiChat (the server asks; vim.ui.select is open)", chat_buf, 10)
   for _, item in ipairs(items) do
     if item.title == "Allow" then
@@ -38,7 +38,7 @@ H.keys("<CR>")
 H.wait(function()
   return H.contains(chat_buf, "It printed approved-run.")
 end, "the turn after the approved tool did not finish", chat_buf)
--- The server may name the session in the question: "pi (NAME) wants to run …".
+-- The server names the session after the command: "pi wants to run bash: … (session: NAME)".
 H.check(asked and asked:find("wants to run bash: echo approved-run", 1, true), "the approval prompt: " .. tostring(asked))
 H.check(noted, "the question was shown in the chat while it was asked", chat_buf)
 H.wait(function()

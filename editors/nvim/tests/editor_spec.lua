@@ -101,7 +101,7 @@ H.check(table.concat(H.lines(current), "\n") == "A = 3", "the current side: " ..
 H.check(table.concat(H.lines(proposed), "\n") == "A = 4\nB = 5", "the proposed side: " .. H.text(proposed))
 H.check(vim.bo[proposed].filetype == "python", "the sides get the file's filetype")
 local bar = vim.wo[vim.fn.bufwinid(proposed)].winbar
-H.check(bar:find("pi (Fix slow order listing) wants to edit notes.py", 1, true) and bar:find("A accept for session", 1, true), "the winbar: " .. bar)
+H.check(bar:find("pi wants to edit notes.py (session: Fix slow order listing)", 1, true) and bar:find("A accept for session", 1, true), "the winbar: " .. bar)
 vim.api.nvim_set_current_win(vim.fn.bufwinid(proposed))
 H.keys("A")
 H.wait(function()
@@ -174,9 +174,9 @@ H.wait(function()
   return answer ~= nil
 end, "no answer for bash")
 H.check(answer.decision == "allow", "decision: " .. vim.inspect(answer))
-H.check(asked == "pi (Fix slow order listing) wants to run bash: cd build &&\n  make all", "the question: " .. tostring(asked))
-H.check(H.contains(chat.buf, "**⚠ pi (Fix slow order listing) wants to run bash: cd build &&")
-  and H.contains(chat.buf, "make all**  → Allow"), "the question and its answer are noted in the chat", chat.buf)
+H.check(asked == "pi wants to run bash: cd build &&\n  make all (session: Fix slow order listing)", "the question: " .. tostring(asked))
+H.check(H.contains(chat.buf, "**⚠ pi wants to run bash: cd build &&")
+  and H.contains(chat.buf, "make all (session: Fix slow order listing)**  → Allow"), "the question and its answer are noted in the chat", chat.buf)
 
 -- A read outside the workspace asks through vim.ui.select too.
 table.insert(H.selects, function(items, opts)
@@ -190,7 +190,7 @@ end)()
 H.wait(function()
   return answer ~= nil
 end, "no answer for read")
-H.check(answer.decision == "deny" and asked == "pi (T) wants to read /etc/hosts (outside the workspace)", "read: " .. tostring(asked))
+H.check(answer.decision == "deny" and asked == "pi wants to read /etc/hosts (outside the workspace) (session: T)", "read: " .. tostring(asked))
 
 -- pi/diagnostics for a file that is not loaded: no items.
 local report

@@ -23,13 +23,15 @@ export function decisionOf(choice: string | undefined): ApprovalDecision {
   return choice === ACCEPT ? "allow" : choice === ACCEPT_SESSION ? "allowSession" : "deny";
 }
 
-/** What the question says: the session's title, the tool and what it touches. */
+/** What the question says: the tool and what it touches, then the session's title (a repository
+ * may have chosen it, so it never comes first). */
 export function approvalMessage(p: ApproveToolParams, title: string, root?: string): string {
   const where = p.outsideWorkspace ? " (outside the workspace)" : "";
-  if (p.tool === "bash") return `pi (${title}) wants to run bash${where}: ${p.command ?? ""}`;
+  const session = ` (session: ${title})`;
+  if (p.tool === "bash") return `pi wants to run bash${where}: ${p.command ?? ""}${session}`;
   const file = p.path ? (root && !path.relative(root, p.path).startsWith("..") ? path.relative(root, p.path) : p.path) : "a file";
   const verb = p.tool !== "write" ? p.tool : p.oldText == null ? "create" : "overwrite";
-  return `pi (${title}) wants to ${verb} ${file}${where}`;
+  return `pi wants to ${verb} ${file}${where}${session}`;
 }
 
 /**

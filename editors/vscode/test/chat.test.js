@@ -64,7 +64,7 @@ test("a prompt streams in; bash asks for approval in a notification; the tool re
     textReply("All ", "done: **", "hi**"),
   );
   const html = await turn("please run echo", async () => {
-    const note = await eventually(() => rec.progress.find((p) => !p.done && /pi \(.+\) wants to run bash: echo hi-from-bash$/.test(p.options.title)), "the notification");
+    const note = await eventually(() => rec.progress.find((p) => !p.done && /pi wants to run bash: echo hi-from-bash \(session: .+\)$/.test(p.options.title)), "the notification");
     await click(links(note.options.title).find((l) => l.text === "Accept").href);
   });
   assert.ok(panel.posted.some((m) => m.type === "approval"), "the panel showed the approval too");
@@ -105,7 +105,7 @@ test("a question the turn is aborted under goes, card and notification", async (
   fake.script(toolReply({ text: "Deploying.", calls: [["toolu_3", "bash", { command: "make deploy" }]] }));
   const html = await turn("deploy it", async () => {
     const card = await eventually(() => panel.posted.find((m) => m.type === "approval" && m.detail === "make deploy"), "the approval card");
-    const note = rec.progress.find((p) => p.options.title.endsWith("wants to run bash: make deploy"));
+    const note = rec.progress.find((p) => p.options.title.includes("wants to run bash: make deploy (session: "));
     assert.ok(note && !note.done);
     await panel.receive({ type: "abort" });
     await eventually(() => panel.posted.some((m) => m.type === "approvalDone" && m.id === card.id) && note.done, "the card and the notification to go");

@@ -61,7 +61,7 @@ test("an edit is approved from a diff of the current and the proposed text, in t
   const side = (i) => rec.contentProviders.get(diff.args[i].scheme).provideTextDocumentContent(diff.args[i]);
   assert.equal(note.options.location, vscode.ProgressLocation.Notification);
   assert.deepEqual(links(note.options.title).map((l) => l.text), ["Accept", "Accept for Session", "Reject"]);
-  assert.ok(note.options.title.endsWith(` — pi (${TITLE}) wants to edit src/orders.py`), note.options.title);
+  assert.ok(note.options.title.endsWith(` — pi wants to edit src/orders.py (session: ${TITLE})`), note.options.title);
   assert.equal(diff.args[0].scheme, "pi-approval");
   assert.equal(side(0), "def a():\n    pass\n");
   assert.equal(side(1), "def a():\n    return 1\n");
@@ -76,12 +76,12 @@ test("an edit is approved from a diff of the current and the proposed text, in t
 test("a new file shows an empty left side; bash shows its whole command, and what it quotes makes no links", async () => {
   rec.executed.length = 0;
   const created = api.pi.approveToolHandler(approvalParams({ tool: "write", path: path.join(ws.folder, "new.txt"), oldText: null, newText: "hello\n" }));
-  await click(answerLink(await eventually(() => notification(`pi (${TITLE}) wants to create new.txt`), "the question"), "Accept").href);
+  await click(answerLink(await eventually(() => notification(`pi wants to create new.txt (session: ${TITLE})`), "the question"), "Accept").href);
   assert.deepEqual(await created, { decision: "allow" });
   assert.match(rec.executed.find((e) => e.id === "vscode.diff").args[2], /new file/);
 
   const read = api.pi.approveToolHandler(approvalParams({ tool: "read", path: "/etc/hosts", outsideWorkspace: true }));
-  await click(answerLink(await eventually(() => notification(`pi (${TITLE}) wants to read /etc/hosts (outside the workspace)`), "the question"), "Reject").href);
+  await click(answerLink(await eventually(() => notification(`pi wants to read /etc/hosts (outside the workspace) (session: ${TITLE})`), "the question"), "Reject").href);
   assert.deepEqual(await read, { decision: "deny" });
 
   // A command may hold what VS Code would render as a link (one that runs a command) or an icon.
@@ -90,7 +90,7 @@ test("a new file shows an empty left side; bash shows its whole command, and wha
   const note = await eventually(() => rec.progress.find((p) => !p.done && p.options.title.includes("wants to run bash")), "the question");
   assert.deepEqual(links(note.options.title).map((l) => l.text), ["Accept", "Accept for Session", "Reject"], "only the answers are links");
   assert.ok(!/\$\(/.test(note.options.title), "no `$(` for VS Code to take for an icon");
-  assert.ok(note.options.title.replace(/\u200b/g, "").endsWith(`pi (${TITLE}) wants to run bash: ${command}`), "the whole command reads as it is");
+  assert.ok(note.options.title.replace(/\u200b/g, "").endsWith(`pi wants to run bash: ${command} (session: ${TITLE})`), "the whole command reads as it is");
   await click(answerLink(note, "Reject").href);
   assert.deepEqual(await bash, { decision: "deny" });
 });
@@ -108,7 +108,7 @@ test("closing what shows a question is no answer: it stays open in the chat card
   const pending = api.pi.approveToolHandler(approvalParams({ tool: "edit", path: path.join(ws.folder, "a.py"), oldText: "x\n", newText: "y\n", diff: "-x\n+y\n" }));
   pending.then(() => { settled = true; });
   const card = await eventually(() => panel.posted.find((m) => m.type === "approval" && m.detail === "-x\n+y\n"), "the approval card");
-  assert.equal(card.message, `pi (${TITLE}) wants to edit a.py`);
+  assert.equal(card.message, `pi wants to edit a.py (session: ${TITLE})`);
   assert.equal(rec.executed.find((e) => e.id === "vscode.diff").args[3].viewColumn, panel.panel.viewColumn + 1, "the diff does not cover the chat");
   vscode.window.tabGroups.all = groups;
   await new Promise((r) => setImmediate(r)); // every answer given so far has arrived

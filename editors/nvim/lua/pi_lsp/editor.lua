@@ -26,17 +26,18 @@ local function relative(path, root)
   return path
 end
 
---- The question: the session's title, the tool and what it touches.
+--- The question: the tool and what it touches, then the session's title (a
+--- repository may have chosen it, so it never comes first).
 function M.approval_message(params, root)
   local where = params.outsideWorkspace and " (outside the workspace)" or ""
   if params.tool == "bash" then
-    return ("pi (%s) wants to run bash%s: %s"):format(params.title, where, params.command or "")
+    return ("pi wants to run bash%s: %s (session: %s)"):format(where, params.command or "", params.title)
   end
   local verb = params.tool
   if verb == "write" then
     verb = (params.oldText == nil or params.oldText == vim.NIL) and "create" or "overwrite"
   end
-  return ("pi (%s) wants to %s %s%s"):format(params.title, verb, relative(params.path or "a file", root), where)
+  return ("pi wants to %s %s%s (session: %s)"):format(verb, relative(params.path or "a file", root), where, params.title)
 end
 
 --- One side of a proposed change, named "notes.py (proposed)": the tab line
