@@ -204,7 +204,7 @@ stamps = st.one_of(
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)  # a busy machine is no failure
 @given(first=stamps, second=stamps)
 @example(first="2024-01-01T01:00:00.000+01:00:00.000500", second="2023-12-31T23:59:59.999Z")
 def test_listing_orders_stamps_by_their_milliseconds(first: str, second: str) -> None:
