@@ -343,7 +343,8 @@ async def test_files_over_the_cap_are_left_out_and_named(
 
 async def test_without_git_turns_run_and_the_feature_says_it_is_unavailable(
         tmp_path: Path, fake: FakeAnthropic, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(snapshots.shutil, "which", lambda _name: None)
+    (tmp_path / "bin").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))  # a PATH with no git on it
     root = tmp_path / "nogit"
     (root / ".pi" / "sessions").mkdir(parents=True)
     tree = SessionTree.create(str(root / ".pi" / "sessions" / "s.jsonl"), str(root))
