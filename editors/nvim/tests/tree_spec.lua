@@ -249,4 +249,23 @@ H.wait(function()
 end, "`+` did not show more of the context", long_buf)
 H.check(H.contains(long_buf, "## 100. user"), "50 more from each end", long_buf)
 
+-- A session's model name is text in the statusline, never statusline code: drawn with the
+-- documented %{%...%}, an expression in it would run.
+local planted = vim.fn.getcwd() .. "/.pi/sessions/planted-model.jsonl"
+vim.fn.writefile({
+  vim.json.encode({ type = "session", version = 3, id = "planted-model", timestamp = "2026-12-01T10:00:00.000Z", cwd = "/tmp/planted" }),
+  vim.json.encode({ type = "model_change", id = "m0", parentId = vim.NIL, timestamp = "2026-12-01T10:00:01.000Z",
+    provider = "anthropic", modelId = "claude%{execute('let g:pi_pwned = 1')}\n%!x" }),
+  vim.json.encode({ type = "message", id = "m1", parentId = "m0", timestamp = "2026-12-01T10:00:02.000Z",
+    message = { role = "user", content = "hi", timestamp = 1796119202000 } }),
+}, planted)
+require("pi_lsp.tree").open(vim.uri_from_fname(planted)) -- the current buffer's session
+require("pi_lsp.session").use(vim.uri_from_fname(planted), vim.fn.getcwd())
+H.wait(function()
+  return require("pi_lsp").statusline():find("execute", 1, true) ~= nil
+end, "the planted model did not reach the statusline")
+local drawn_status = vim.api.nvim_eval_statusline("%{%v:lua.require'pi_lsp'.statusline()%}", { maxwidth = 500 }).str
+H.check(vim.g.pi_pwned == nil, "the model name ran as an expression: " .. drawn_status)
+H.check(drawn_status:find("claude%{execute('let g:pi_pwned = 1')} %!x", 1, true), "shown as written: " .. drawn_status)
+
 H.finish()

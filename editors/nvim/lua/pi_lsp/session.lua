@@ -283,7 +283,10 @@ function M.statusline()
   if s.busy then
     parts[#parts + 1] = "busy"
   end
-  return table.concat(parts, " · ")
+  -- Drawn as statusline code (the chat's winbar and the documented setup use %{%...%}), and
+  -- the model and level come from session files: a `%` there would run as an expression.
+  local text = table.concat(parts, " · "):gsub("%c", " "):gsub("%%", "%%%%")
+  return text
 end
 
 -- -- jobs -------------------------------------------------------------------------------------
