@@ -10,6 +10,7 @@ import type { ChatPanels } from "./chatPanel";
 import type { PiClient } from "./client";
 import { ApprovalDecision, ApproveToolParams } from "./protocol";
 import { Sessions } from "./sessions";
+import { plain } from "./plainText";
 
 export const APPROVAL_SCHEME = "pi-approval";
 export const ACCEPT = "Accept";
@@ -43,7 +44,7 @@ export function approvalMessage(p: ApproveToolParams, title: string, root?: stri
 export function notificationText(id: string, message: string): string {
   const links = APPROVAL_CHOICES.map((choice) =>
     `[${choice}](command:${ANSWER_COMMAND}?${encodeURIComponent(JSON.stringify([id, choice]))})`);
-  return `${links.join(" · ")} — ${message.replace(/([\]$])\(/g, "$1\u200b(")}`;
+  return `${links.join(" · ")} — ${plain(message)}`;
 }
 
 /** The two sides of proposed changes, served read-only under `pi-approval:`. */

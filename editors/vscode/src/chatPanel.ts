@@ -188,7 +188,7 @@ export class ChatPanel {
         this.post({ type: "state", state: this.state });
       }
     } catch (error) {
-      this.post({ type: "reset", blocks: [{ id: "error", html: `<div class="notice error">${String(error)}</div>` }], state: this.state });
+      this.post({ type: "reset", blocks: [{ id: "error", html: `<div class="notice error">${escape(String(error))}</div>` }], state: this.state });
     }
     this.reloadedEmitter.fire();
   }

@@ -29,6 +29,7 @@ import {
 } from "./protocol";
 import { LAUNCH_KEYS, SECTION, SERVER_KEYS, getter, serverLaunch, serverSettings } from "./settings";
 import { isTrusted, launchesFromWorkspace, restrictedReason } from "./trust";
+import { plain } from "./plainText";
 
 /** Session files are the server's own business: it reads them from disk, never from here. */
 export function syncsDocument(uri: vscode.Uri): boolean {
@@ -188,7 +189,7 @@ export class PiClient implements vscode.Disposable {
     if (!this.client) return;
     if (LAUNCH_KEYS.some((k) => e.affectsConfiguration(`${SECTION}.${k}`))) {
       void this.restart().catch((error: unknown) => {
-        void vscode.window.showErrorMessage(`pi-lsp: the server did not restart: ${String(error)}`);
+        void vscode.window.showErrorMessage(plain(`pi-lsp: the server did not restart: ${String(error)}`));
       });
     } else if (SERVER_KEYS.some((k) => e.affectsConfiguration(`${SECTION}.${k}`))) {
       void this.sendSettings();

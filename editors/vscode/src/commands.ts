@@ -12,6 +12,7 @@ import { entryOfArgument, Sessions } from "./sessions";
 import type { SessionsView } from "./sessionsView";
 import type { StatusBar } from "./statusBar";
 import { trustFolder } from "./trustDialogs";
+import { plain } from "./plainText";
 
 export const API_KEY_SECRET = "piLsp.anthropicApiKey";
 
@@ -79,8 +80,8 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
     const shown = [...shape.tree.nodes].sort((a, b) => (b.timestamp ?? "").localeCompare(a.timestamp ?? "")).filter((n) => !only || only(n));
     const items: Item[] = shown.map((n) => ({
       id: n.id,
-      label: `${n.onPath ? "$(circle-filled)" : "$(circle-outline)"} ${n.preview || n.type}`,
-      description: [n.id, n.role ?? n.type, n.label ? `[${n.label}]` : "", n.id === shape.tree.leafRow ? "← leaf" : ""].filter(Boolean).join(" "),
+      label: `${n.onPath ? "$(circle-filled)" : "$(circle-outline)"} ${plain(n.preview || n.type)}`,
+      description: plain([n.id, n.role ?? n.type, n.label ? `[${n.label}]` : "", n.id === shape.tree.leafRow ? "← leaf" : ""].filter(Boolean).join(" ")),
     }));
     return (await vscode.window.showQuickPick(items, { placeHolder, matchOnDescription: true }))?.id;
   }
@@ -264,7 +265,7 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
         return;
       }
       const go = await vscode.window.showInformationMessage(
-        `Compact ${plan.messagesToSummarize} messages (${plan.tokensBefore} tokens), keeping from ${plan.firstKeptEntryId}?`,
+        plain(`Compact ${plan.messagesToSummarize} messages (${plan.tokensBefore} tokens), keeping from ${plan.firstKeptEntryId}?`),
         { modal: true }, "Compact");
       if (go !== "Compact") return;
       const instructions = await vscode.window.showInputBox({ prompt: "What should the summary keep? (optional)" });
@@ -335,7 +336,7 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
       try {
         return await handler(arg);
       } catch (error) {
-        void vscode.window.showErrorMessage(`pi: ${error instanceof Error ? error.message : String(error)}`);
+        void vscode.window.showErrorMessage(plain(`pi: ${error instanceof Error ? error.message : String(error)}`));
         return undefined;
       }
     }));

@@ -5,6 +5,7 @@ import * as vscode from "vscode";
 import type { PiClient } from "./client";
 import { parseContextUri, SCHEME } from "./contextProvider";
 import type { AgentMessage } from "./protocol";
+import { plain } from "./plainText";
 
 /** What a command acts on: the session and the entry whose message is edited. */
 export interface EditTarget {
@@ -109,7 +110,7 @@ export function registerContextEdits(pi: PiClient): vscode.Disposable[] {
       try {
         return await handler(arg);
       } catch (error) {
-        void vscode.window.showErrorMessage(`pi: ${error instanceof Error ? error.message : String(error)}`);
+        void vscode.window.showErrorMessage(plain(`pi: ${error instanceof Error ? error.message : String(error)}`));
         return undefined;
       }
     })),

@@ -12,6 +12,7 @@ import { Sessions } from "./sessions";
 import { Item, SessionsView } from "./sessionsView";
 import { StatusBar } from "./statusBar";
 import { offerToSave } from "./trustDialogs";
+import { plain } from "./plainText";
 
 /** What activate() returns: for other extensions and for the tests. */
 export interface PiApi {
@@ -62,7 +63,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<PiApi>
       if (e.key === API_KEY_SECRET) void pi.sendSettings();
     }),
     vscode.workspace.onDidGrantWorkspaceTrust(() => void offerToSave(pi).catch((error: unknown) => {
-      void vscode.window.showErrorMessage(`pi: ${error instanceof Error ? error.message : String(error)}`);
+      void vscode.window.showErrorMessage(plain(`pi: ${error instanceof Error ? error.message : String(error)}`));
     })),
     ...registerCommands({ pi, sessions, view, chats, status, secrets: context.secrets }),
   );
@@ -73,8 +74,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<PiApi>
   } catch (error) {
     // Activation still succeeds, so the commands (Restart Server, settings) stay usable.
     void vscode.window
-      .showErrorMessage(`pi-lsp: the server did not start (${error instanceof Error ? error.message : String(error)}). ` +
-        "Set piLsp.pythonPath or piLsp.command.", "Open Settings")
+      .showErrorMessage(plain(`pi-lsp: the server did not start (${error instanceof Error ? error.message : String(error)}). ` +
+        "Set piLsp.pythonPath or piLsp.command."), "Open Settings")
       .then((choice) => {
         if (choice) void vscode.commands.executeCommand("workbench.action.openSettings", "piLsp");
       });

@@ -5,6 +5,7 @@
 import * as vscode from "vscode";
 import type { PiClient } from "./client";
 import type { FileChange, RestoreResult } from "./protocol";
+import { plain } from "./plainText";
 
 export const FILES_SCHEME = "pi-files";
 
@@ -53,23 +54,23 @@ export class Rewinder {
   async offer(uri: string, entryId: string, lead = ""): Promise<RestoreResult | undefined> {
     const changes = await this.pi.call("pi.fileChanges", { uri, entryId });
     if (!changes.available) {
-      void vscode.window.showInformationMessage(`pi: no files recorded at entry ${entryId} (${changes.reason ?? "unavailable"}).`);
+      void vscode.window.showInformationMessage(plain(`pi: no files recorded at entry ${entryId} (${changes.reason ?? "unavailable"}).`));
       return;
     }
     if (changes.files.length === 0) {
-      void vscode.window.showInformationMessage(`pi: the files already match entry ${entryId}.`);
+      void vscode.window.showInformationMessage(plain(`pi: the files already match entry ${entryId}.`));
       return;
     }
     await vscode.window.showTextDocument(await vscode.workspace.openTextDocument(filesUri(uri, entryId)), { preview: true });
     // Not modal: a dialog would cover the diff it asks about. Closing the question restores nothing.
     const go = await vscode.window.showWarningMessage(
-      `${lead}Restore ${changes.files.length} file(s) to entry ${entryId}? The diff shows what changes (- now, + then).`, "Restore", "Cancel");
+      plain(`${lead}Restore ${changes.files.length} file(s) to entry ${entryId}? The diff shows what changes (- now, + then).`), "Restore", "Cancel");
     if (go !== "Restore") return;
     const result = await this.pi.call("pi.restoreFiles", { uri, entryId });
     this.undoIds.set(uri, result.undoId);
-    void vscode.window.showInformationMessage(restoredMessage(result, entryId), "Undo")
+    void vscode.window.showInformationMessage(plain(restoredMessage(result, entryId)), "Undo")
       .then((choice) => (choice === "Undo" ? this.undo(uri) : undefined))
-      .then(undefined, (error) => vscode.window.showErrorMessage(`pi: ${error instanceof Error ? error.message : String(error)}`));
+      .then(undefined, (error) => vscode.window.showErrorMessage(plain(`pi: ${error instanceof Error ? error.message : String(error)}`)));
     return result;
   }
 
@@ -82,7 +83,7 @@ export class Rewinder {
     }
     const result = await this.pi.call("pi.restoreFiles", { uri, undoId });
     this.undoIds.delete(uri);
-    void vscode.window.showInformationMessage(restoredMessage(result, null));
+    void vscode.window.showInformationMessage(plain(restoredMessage(result, null)));
     return result;
   }
 }

@@ -5,6 +5,7 @@ import * as vscode from "vscode";
 import type { PiClient } from "./client";
 import { SessionInfo } from "./protocol";
 import { parseContextUri, SCHEME } from "./contextProvider";
+import { plain } from "./plainText";
 
 const LAST_USED = "piLsp.lastSession";
 
@@ -135,9 +136,9 @@ export class Sessions implements vscode.Disposable {
     type Item = vscode.QuickPickItem & { uri?: string };
     const sessions = await this.list();
     const items: Item[] = sessions.map((s) => ({
-      label: s.title,
+      label: plain(s.title),
       description: `${s.entryCount} entries`,
-      detail: `${s.modified}${s.cwd ? ` · ${s.cwd}` : ""}`,
+      detail: plain(`${s.modified}${s.cwd ? ` · ${s.cwd}` : ""}`),
       uri: s.uri,
     }));
     items.push({ label: "$(add) New session…" });

@@ -16,8 +16,9 @@ export class SessionItem extends vscode.TreeItem {
     this.contextValue = "session";
     this.description = `${info.entryCount} entries · ${shortDate(info.modified)}`;
     this.tooltip = new vscode.MarkdownString(
-      [`**${this.label as string}**`, "", `${info.entryCount} entries`, `created ${info.created}`,
-        `modified ${info.modified}`, info.cwd ? `cwd \`${info.cwd}\`` : ""].filter(Boolean).join("  \n"));
+      [`**${escapeMarkdown(this.label as string)}**`, "", `${info.entryCount} entries`,
+        `created ${escapeMarkdown(info.created)}`, `modified ${escapeMarkdown(info.modified)}`,
+        info.cwd ? `cwd ${escapeMarkdown(info.cwd)}` : ""].filter(Boolean).join("  \n"));
     // The session commands default to is coloured like the current path.
     this.iconPath = new vscode.ThemeIcon(current ? "comment-discussion" : "comment", current ? new vscode.ThemeColor("charts.blue") : undefined);
   }
@@ -63,7 +64,7 @@ export class EntryItem extends vscode.TreeItem {
       leaf ? "debug-stackframe-focused" : iconFor(node),
       node.onPath ? new vscode.ThemeColor("charts.blue") : new vscode.ThemeColor("disabledForeground"),
     );
-    const facts = [`\`${node.id}\` · ${node.role ?? node.type}${node.onPath ? " · on the current path" : ""}`,
+    const facts = [`${escapeMarkdown(node.id)} · ${node.role ?? node.type}${node.onPath ? " · on the current path" : ""}`,
       node.label ? `label: **${escapeMarkdown(node.label)}**` : "", node.timestamp ?? ""].filter(Boolean);
     this.tooltip = new vscode.MarkdownString(`${facts.join("  \n")}\n\n${escapeMarkdown(node.preview)}`);
     // A click shows what the model would receive at this entry.

@@ -4,6 +4,7 @@ import * as vscode from "vscode";
 import type { PiClient } from "./client";
 import type { ArgsOf, TrustState } from "./protocol";
 import { describe, isTrusted, MANAGE_TRUST } from "./trust";
+import { plain } from "./plainText";
 
 type Choice = vscode.QuickPickItem & { args: Omit<ArgsOf<"pi.setTrust">, "folderUri"> };
 
@@ -37,7 +38,7 @@ export async function trustFolder(pi: PiClient): Promise<TrustState | undefined>
   });
   if (!picked) return undefined;
   const saved = await pi.call("pi.setTrust", { folderUri: state.folderUri, ...picked.args });
-  void vscode.window.showInformationMessage(`pi: ${path} is ${describe(saved)}.`);
+  void vscode.window.showInformationMessage(plain(`pi: ${path} is ${describe(saved)}.`));
   return saved;
 }
 
@@ -57,8 +58,8 @@ export async function offerToSave(pi: PiClient): Promise<void> {
   if (unsaved.length === 0) return;
   const save = "Save in pi's trust.json";
   const choice = await vscode.window.showInformationMessage(
-    `pi: the workspace is trusted now. Trust ${unsaved.map((f) => folderPath(f.folderUri)).join(", ")} ` +
-    "for the pi CLI too?", save, "Not Now");
+    plain(`pi: the workspace is trusted now. Trust ${unsaved.map((f) => folderPath(f.folderUri)).join(", ")} ` +
+    "for the pi CLI too?"), save, "Not Now");
   if (choice !== save) return;
   for (const folder of unsaved) await pi.call("pi.setTrust", { folderUri: folder.folderUri, trusted: true });
 }

