@@ -258,12 +258,20 @@ vim.fn.writefile({
     provider = "anthropic", modelId = "claude%{execute('let g:pi_pwned = 1')}\n%!x" }),
   vim.json.encode({ type = "message", id = "m1", parentId = "m0", timestamp = "2026-12-01T10:00:02.000Z",
     message = { role = "user", content = "hi", timestamp = 1796119202000 } }),
+  vim.json.encode({ type = "label", id = "m2\nx", parentId = "m1", timestamp = "2026-12-01T10:00:03.000Z",
+    targetId = "m1", label = "two\nlines" }),
 }, planted)
 require("pi_lsp.tree").open(vim.uri_from_fname(planted)) -- the current buffer's session
 require("pi_lsp.session").use(vim.uri_from_fname(planted), vim.fn.getcwd())
 H.wait(function()
   return require("pi_lsp").statusline():find("execute", 1, true) ~= nil
 end, "the planted model did not reach the statusline")
+local planted_buf
+H.wait(function()
+  planted_buf = H.find_buf("pi://tree/planted-model")
+  return planted_buf and H.contains(planted_buf, "[two lines]")
+end, "a label with a line break did not draw as one line", planted_buf)
+H.check(H.contains(planted_buf, "leaf m2 x"), "the leaf's id with a line break is one line", planted_buf)
 local drawn_status = vim.api.nvim_eval_statusline("%{%v:lua.require'pi_lsp'.statusline()%}", { maxwidth = 500 }).str
 H.check(vim.g.pi_pwned == nil, "the model name ran as an expression: " .. drawn_status)
 H.check(drawn_status:find("claude%{execute('let g:pi_pwned = 1')} %!x", 1, true), "shown as written: " .. drawn_status)
