@@ -155,6 +155,9 @@ class SessionTree(EntryAppends):
 
     def _add(self, records: list[Record]) -> None:
         by_id = self.by_id
+        held = self._held_path
+        # The parent the kept path's top names, missing when the path was walked.
+        above_held = held.records[0].env.parent_id if held and held.records else None
         for record in records:
             entry_id = record.env.id
             if entry_id is None:
@@ -166,7 +169,7 @@ class SessionTree(EntryAppends):
                 self.problems.append(
                     Problem("duplicate-id", f"id {entry_id!r} is used twice", record.line, entry_id)
                 )
-            elif self._tops_held_path(entry_id):
+            elif entry_id == above_held:
                 self._epoch += 1  # the kept path goes on up through it now
             by_id[entry_id] = record
             if self._children is not None:
@@ -177,12 +180,6 @@ class SessionTree(EntryAppends):
             kind = record.env.type
             if kind == "label" or kind == "session_info":
                 self._apply_marker(record)
-
-    def _tops_held_path(self, entry_id: str) -> bool:
-        """Whether the kept path ended under a parent that was missing and is `entry_id`."""
-        held = self._held_path
-        return held is not None and bool(held.records) and \
-            held.records[0].env.parent_id == entry_id
 
     def _apply_marker(self, record: Record) -> None:
         entry = decode_entry(record)
