@@ -43,11 +43,11 @@ def session_settings(tree: SessionTree, approve: bool | None) -> Settings:
     """Settings of the workspace the session belongs to (its `.pi/sessions/` parent); its own
     `.pi/` files only when it is trusted (`approve` decides once)."""
     from pi_lsp.settings import SettingsError, load_settings
-    from pi_lsp.trust import trusted_without_asking
+    from pi_lsp.trust import decide_without_asking
 
     root = session_root(tree)
     try:
-        return load_settings(root, project=trusted_without_asking(root, approve, note))
+        return load_settings(root, project=decide_without_asking(root, approve, note).trusted)
     except SettingsError as error:
         raise CliError(str(error)) from None
 
@@ -135,14 +135,14 @@ def cmd_rewind(args: argparse.Namespace) -> int:
 
     from pi_lsp.files.history import RewindError, changes_to, restore_files, target_of
     from pi_lsp.files.snapshots import SnapshotError, store_for
-    from pi_lsp.trust import trusted_without_asking
+    from pi_lsp.trust import decide_without_asking
 
     tree = open_session(args.file)
     root = session_root(tree)
     store = store_for(root)
     if store.unavailable_reason is not None:
         raise CliError(store.unavailable_reason)
-    legacy = store.adopt_legacy(trusted_without_asking(root, args.approve, note))
+    legacy = store.adopt_legacy(decide_without_asking(root, args.approve, note).trusted)
     if legacy is not None:
         note(legacy)
     try:

@@ -53,6 +53,11 @@ class TrustState(msgspec.Struct, rename="camel", omit_defaults=True):
     saved_path: str | None = None  # the directory whose saved decision applies
     error: str | None = None
 
+    @property
+    def vouched(self) -> bool:
+        """Trusted by someone's decision, not merely for having no `.pi/` files to load."""
+        return self.trusted and self.decision != "noProjectFiles"
+
 
 def trust_path() -> Path:
     return agent_dir() / TRUST_FILE
@@ -262,12 +267,12 @@ def untrusted_note(state: TrustState) -> str | None:
             "VS Code, or --approve on the command line.")
 
 
-def trusted_without_asking(folder: Path, override: bool | None,
-                           report: Callable[[str], None]) -> bool:
+def decide_without_asking(folder: Path, override: bool | None,
+                          report: Callable[[str], None]) -> TrustState:
     """The decision where nobody can be asked (the command line, as pi's print mode):
     `--approve`/`--no-approve`, else saved, else `defaultProjectTrust` with `ask` as no."""
     state = resolve_trust(folder, override=override)
     note = untrusted_note(state)
     if note is not None:
         report(note)
-    return state.trusted
+    return state

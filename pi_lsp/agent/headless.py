@@ -32,7 +32,7 @@ from pi_lsp.session.catalog import (
 from pi_lsp.session.entries import THINKING_LEVELS, AssistantMessage, TextContent
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.settings import Settings, SettingsError, load_settings
-from pi_lsp.trust import resolve_trust, trusted_without_asking
+from pi_lsp.trust import decide_without_asking
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
 
@@ -190,14 +190,11 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
 def main_run(options: RunOptions) -> int:
     workspace = Path(os.getcwd())
     try:
-        trusted = trusted_without_asking(workspace, options.approve,
-                                         lambda note: print(f"pi-lsp: note: {note}",
-                                                            file=sys.stderr))
-        settings = load_settings(workspace, project=trusted)
-        # A folder trusted only for having no settings to load has not been vouched for.
-        vouched = trusted and resolve_trust(workspace, override=options.approve).decision \
-            != "noProjectFiles"
-        return asyncio.run(run_prompt(options, workspace, settings, vouched))
+        trust = decide_without_asking(workspace, options.approve,
+                                      lambda note: print(f"pi-lsp: note: {note}",
+                                                         file=sys.stderr))
+        settings = load_settings(workspace, project=trust.trusted)
+        return asyncio.run(run_prompt(options, workspace, settings, trust.vouched))
     except (RunError, MissingApiKeyError, SettingsError, UnknownProviderError,
             ModelsFileError, SessionDirError) as error:
         print(f"pi-lsp: {error}", file=sys.stderr)
