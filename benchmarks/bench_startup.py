@@ -1,14 +1,19 @@
-"""Start-up: from process start to the `initialize` answer, and `pi-lsp --version`.
+"""Start-up: from process start to the `initialize` answer, and `pi-lsp --version`; then the
+first reply of a new server.
 
 Usage: python benchmarks/bench_startup.py [--runs N]
 Each row is timed N times, the rows interleaved so that all share the machine's load; `node -e 0`
 and `python -c pass` are the floors, measured in the same run. Prints the median and the fastest
 run per row. The editor shows nothing until `initialize` is answered.
+The first reply is `pi.prompt` to the first streamed text from a local fake Anthropic server, in
+a new server: cold, and after `pi.prepareTurn` was answered (what both editors ask when a chat
+opens, while the user types).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import shutil
@@ -21,7 +26,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 PYTHON = sys.executable
+
+from bench_server import event_decoder, start_server, stop_server  # noqa: E402
+
+from tests.fake_anthropic import FakeAnthropic, text_reply  # noqa: E402
 
 
 def frame(message: dict[str, object]) -> bytes:
@@ -63,6 +73,27 @@ def time_initialize(workspace: Path, env: dict[str, str]) -> float:
     return elapsed
 
 
+async def first_reply(prepared: bool) -> float:
+    """Seconds from `pi.prompt` to the first streamed text, in a new server on a new session."""
+    with tempfile.TemporaryDirectory(prefix="pi-lsp-bench-") as tmp:
+        (Path(tmp) / "ws").mkdir()
+        fake = FakeAnthropic()
+        client, _started = await start_server(Path(tmp), fake.start())
+        fake.script(text_reply("hello", " there"))
+        await client.command("pi.newSession")
+        uri = event_decoder.decode(client.last)["uri"]
+        if prepared:
+            await client.command("pi.prepareTurn", uri=uri)
+        started = time.perf_counter()
+        await client.command("pi.prompt", uri=uri, text="hi")
+        while "message_update" not in client.events:
+            await asyncio.sleep(0.001)
+        elapsed = time.perf_counter() - started
+        await stop_server(client)
+        fake.stop()
+    return elapsed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
@@ -87,8 +118,13 @@ def main() -> None:
         for _ in range(runs):
             for name, measure in rows.items():
                 times[name].append(measure())
+    replies: dict[str, list[float]] = {"first reply, cold": [],
+                                       "first reply after pi.prepareTurn": []}
+    for _ in range(max(3, runs // 3)):
+        for name, values in replies.items():
+            values.append(asyncio.run(first_reply(prepared=name != "first reply, cold")))
     print(f"start-up, {runs} runs each (load average {os.getloadavg()[0]:.1f})")
-    for name, values in times.items():
+    for name, values in {**times, **replies}.items():
         print(f"  {name:38} median {statistics.median(values) * 1000:6.0f} ms   "
               f"fastest {min(values) * 1000:6.0f} ms")
 

@@ -194,6 +194,33 @@ async def test_an_abort_while_the_first_provider_is_made_sends_nothing(
     assert not rig.harness.busy
 
 
+async def test_a_turn_started_while_prepare_makes_the_provider_uses_that_one(
+        make_rig: Callable[..., Rig], fake: FakeAnthropic) -> None:
+    """A chat opens (`prepare`) and the user sends at once: one provider is made, not two."""
+    rig = make_rig()
+    fake.script(text_reply("done"))
+    make = rig.harness._providers
+    entered, go = threading.Event(), threading.Event()
+    made: list[str] = []
+
+    def slow(name: str) -> AnthropicProvider:
+        made.append(name)
+        entered.set()
+        go.wait(CEILING_S)
+        return make(name)
+
+    rig.harness._providers = slow
+    prepared = asyncio.create_task(rig.harness.prepare())
+    await until(entered.is_set, "the provider being made")
+    run = asyncio.create_task(rig.harness.prompt("hi"))
+    go.set()
+    model = await prepared
+    await run
+    assert (model.provider, model.id) == ("anthropic", SONNET)
+    assert made == ["anthropic"]
+    assert rig.messages()[-1]["content"][0]["text"] == "done"
+
+
 def kind(entry: dict[str, Any]) -> str:
     """`message:<role>` for messages, the entry type otherwise."""
     if entry["type"] == "message":

@@ -72,7 +72,7 @@ FAILED = -32011
 COMMANDS = {
     "pi.listSessions", "pi.newSession", "pi.getTree", "pi.previewContext", "pi.diffContext",
     "pi.branch", "pi.branchWithSummary", "pi.compact", "pi.label", "pi.fork", "pi.setName",
-    "pi.setModel", "pi.setThinkingLevel", "pi.prompt", "pi.abort", "pi.check",
+    "pi.setModel", "pi.setThinkingLevel", "pi.prompt", "pi.prepareTurn", "pi.abort", "pi.check",
     "pi.editContext", "pi.undoContextEdit",
 }
 
@@ -1374,6 +1374,22 @@ async def test_a_turn_that_cannot_start_reports_one_error(pi: Pi) -> None:
     assert len(errors) == 1 and "openai" in errors[0]["message"], events
     assert await tree_nodes(pi, uri) == before  # nothing was added for the failed turn
     assert not path_of(uri).exists()
+
+
+async def test_prepare_turn_answers_the_model_its_turn_would_use(pi: Pi,
+                                                                   fake: FakeAnthropic) -> None:
+    """What a chat asks when it opens; a turn after it runs as usual, and a model whose
+    provider has no key is reported by its name before anything is typed."""
+    uri = await new_session(pi)
+    assert await call(pi.client, "pi.prepareTurn", {"uri": uri}) == {
+        "provider": "anthropic", "model": DEFAULT_MODEL}
+    fake.script(text_reply("ready"))
+    since = pi.mark()
+    turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "hi"}))["turnId"]
+    assert event_types(await wait_events(pi, turn_id, since))[-1] == "agent_end"
+    await call(pi.client, "pi.setModel", {"uri": uri, "provider": "openai", "modelId": "gpt-5"})
+    error = await call_error(pi.client, "pi.prepareTurn", {"uri": uri})
+    assert error.code == FAILED and "openai" in error.message, error.message
 
 
 async def test_compact_dry_run_is_null_when_a_run_would_refuse(pi: Pi) -> None:

@@ -122,6 +122,7 @@ class Harness:
         self.agent: AgentSetup | None = None  # the running prompt's, kept for all its turns
         self._providers = providers
         self._provider_cache: dict[str, Provider] = {}
+        self._making = asyncio.Lock()
         self._listeners: list[Listener] = []
         self._pending = PendingWrites()
         self._steering: list[UserMessage] = []
@@ -184,9 +185,18 @@ class Harness:
     async def _made_provider(self, name: str) -> Provider:
         """`provider`, made off the event loop the first time: importing its SDK takes a second
         or more (9 s at load 8), and every editor request would wait for it."""
-        if name not in self._provider_cache:
-            self._provider_cache[name] = await asyncio.to_thread(self._providers, name)
+        async with self._making:  # a turn that starts while `prepare` makes it waits for it
+            if name not in self._provider_cache:
+                # The thread keeps what it made, even if the turn waiting for it is cancelled.
+                await asyncio.to_thread(self.provider, name)
         return self._provider_cache[name]
+
+    async def prepare(self) -> ModelInfo:
+        """The model the next turn would use, its provider made: an editor asks when a chat
+        opens, as the SDK's import is most of the first reply's wait."""
+        model = self.model()
+        await self._made_provider(model.provider)
+        return model
 
     # -- the loop's hooks ----------------------------------------------------------------
 

@@ -12,6 +12,21 @@ table.insert(H.selects, function(items)
   return items[1]
 end)
 table.insert(H.inputs, "nvim chat")
+-- Opening the chat has the server get its first turn ready (pi.prepareTurn), so the first
+-- reply does not wait for the model's SDK to load.
+local client = require("pi_lsp.client")
+local exec, prepared = client.exec, {}
+client.exec = function(command, args, callback, root)
+  if command == "pi.prepareTurn" then
+    table.insert(prepared, args.uri)
+    local given = callback
+    callback = function(err, result)
+      prepared.answer = err or result
+      given(err, result)
+    end
+  end
+  return exec(command, args, callback, root)
+end
 vim.cmd("PiSessions")
 local chat_buf, input_buf
 H.wait(function()
@@ -19,6 +34,12 @@ H.wait(function()
   return chat_buf and input_buf and vim.api.nvim_get_current_buf() == input_buf
 end, "the chat did not open with its input")
 local uri = vim.b[chat_buf].pi_lsp_uri
+H.wait(function()
+  return prepared.answer ~= nil
+end, "pi.prepareTurn was not answered")
+client.exec = exec
+H.check(#prepared == 1 and prepared[1] == uri, "asked once, for the chat's session: " .. vim.inspect(prepared))
+H.check(prepared.answer.provider == "anthropic" and prepared.answer.model == "claude-sonnet-4-5", "the model its turn would use: " .. vim.inspect(prepared.answer))
 H.wait(function()
   return H.contains(chat_buf, "# nvim chat")
 end, "the chat header names the session", chat_buf)

@@ -54,6 +54,9 @@ export class ChatPanels implements vscode.Disposable {
         (id, choice) => this.questions.get(id)?.answer(choice));
       this.panels.set(key, panel);
       for (const q of this.questions.values()) if (sessionKey(q.uri) === key) panel.showQuestion(q);
+      // The server loads the model's SDK now, not at the first prompt (a second or more).
+      // Only time is at stake: a missing key or provider is reported by the prompt, in the chat.
+      this.pi.call("pi.prepareTurn", { uri }).catch(() => undefined);
       await panel.reload();
     } else if (opts.reveal !== false) {
       panel.panel.reveal(panel.panel.viewColumn);

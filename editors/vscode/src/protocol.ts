@@ -195,6 +195,7 @@ export interface Commands {
   "pi.setModel": [{ uri: string; provider: string; modelId: string }, Record<string, never>];
   "pi.setThinkingLevel": [{ uri: string; level: ThinkingLevel }, Record<string, never>];
   "pi.prompt": [{ uri: string; text: string; delivery?: Delivery; context?: CodeContext[] }, { turnId: string | null; queued?: Delivery }];
+  "pi.prepareTurn": [{ uri: string }, { provider: string; model: string }];
   "pi.abort": [{ uri: string }, { aborted: boolean }];
   "pi.check": [{ uri: string }, { problems: Problem[] }];
   "pi.editContext": [{ uri: string; targetId: string; replacement: { content: string } | null }, { editId: string }];

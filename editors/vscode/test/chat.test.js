@@ -185,3 +185,27 @@ test("a long session's chat shows the context's last messages, and earlier ones 
   assert.match(blocks[0].html, /question 0</, "all of them, without the notice");
   long.panel.dispose();
 });
+
+test("opening a chat has the server get its first turn ready (pi.prepareTurn): the first reply does not wait for the SDK", async () => {
+  const asked = [];
+  const call = api.pi.call;
+  api.pi.call = function (method, args) {
+    const answer = call.call(this, method, args);
+    if (method === "pi.prepareTurn") asked.push({ args, answer });
+    return answer;
+  };
+  try {
+    const { uri: other } = await call.call(api.pi, "pi.newSession", {});
+    const chat = await vscode.commands.executeCommand("piLsp.openChat", { uri: other });
+    assert.equal(asked.length, 1, "asked once, when the chat opened");
+    assert.equal(asked[0].args.uri, other);
+    const { provider, model } = await asked[0].answer;
+    const preview = await call.call(api.pi, "pi.previewContext", { uri: other, page: 1 });
+    assert.equal(`${provider}/${model}`, preview.model, "the model the chat shows");
+    await vscode.commands.executeCommand("piLsp.openChat", { uri: other });
+    assert.equal(asked.length, 1, "a chat already open is only shown");
+    chat.panel.dispose();
+  } finally {
+    api.pi.call = call;
+  }
+});

@@ -29,6 +29,12 @@ async def prompt(ls: PiServer, args: PromptArgs) -> dict[str, Any]:
     return {"turnId": session.turn_id}
 
 
+async def prepare_turn(ls: PiServer, args: SessionArgs) -> dict[str, Any]:
+    """Answered once the session's next turn could start at once (its provider made)."""
+    model = await ls.hub.harness(await ls.open_tree(args.uri)).prepare()
+    return {"provider": model.provider, "model": model.id}
+
+
 async def abort(ls: PiServer, args: SessionArgs) -> dict[str, Any]:
     harness = ls.hub.harness_if_made(await ls.open_tree(args.uri))
     return {"aborted": harness.abort() if harness is not None else False}
@@ -59,6 +65,7 @@ async def branch_with_summary(ls: PiServer, args: BranchSummaryArgs) -> dict[str
 
 COMMANDS: list[Command] = [
     ("pi.prompt", PromptArgs, prompt),
+    ("pi.prepareTurn", SessionArgs, prepare_turn),
     ("pi.abort", SessionArgs, abort),
     ("pi.compact", CompactArgs, compact),
     ("pi.branchWithSummary", BranchSummaryArgs, branch_with_summary),

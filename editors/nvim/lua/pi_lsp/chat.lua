@@ -447,6 +447,9 @@ local function create(uri)
     end,
   })
   chats[key] = chat
+  -- The server loads the model's SDK now, not at the first prompt (a second or more). Only
+  -- time is at stake: a missing key or provider is reported when a prompt is sent.
+  client.exec("pi.prepareTurn", { uri = uri }, function() end, root)
   return chat
 end
 
