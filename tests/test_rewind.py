@@ -29,12 +29,14 @@ from pi_lsp.files import snapshots
 from pi_lsp.files.history import (
     FILES_TYPE,
     RewindError,
+    count_changes,
     file_changes,
     record_files,
     restore_files,
     state_at,
 )
-from pi_lsp.files.snapshots import Snapshot, SnapshotStore, store_for
+from pi_lsp.files.recorded import LOG
+from pi_lsp.files.snapshots import FileChange, Snapshot, SnapshotError, SnapshotStore, store_for
 from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.providers.retry import ProviderRetry
 from pi_lsp.session.check import check_session
@@ -510,6 +512,114 @@ async def test_restore_refuses_what_it_cannot_do(rig: Rig, fake: FakeAnthropic) 
         await restore_files(None, store, None, "HEAD")
     with pytest.raises(RewindError, match="no snapshot"):
         await restore_files(None, store, None, "0" * 40)
+
+
+# -- trees a session names that the store never recorded ----------------------------------
+
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # every git knows it
+
+
+def planted(root: Path, tree: str) -> tuple[SessionTree, str]:
+    """A committed session whose `pi-lsp/files` entry names `tree` before and after."""
+    (root / ".pi" / "sessions").mkdir(parents=True, exist_ok=True)
+    session = SessionTree.create(str(root / ".pi" / "sessions" / "planted.jsonl"), str(root))
+    session.append_custom(FILES_TYPE, {"before": tree, "after": tree})
+    assert session.leaf_id is not None
+    return session, session.leaf_id
+
+
+async def workspace_with_a_snapshot(root: Path) -> tuple[SnapshotStore, Snapshot]:
+    root.mkdir(parents=True)
+    (root / "top.txt").write_text("top\n")
+    (root / "src").mkdir()
+    (root / "src" / "a.py").write_text("a\n")
+    (root / "src" / "b.py").write_text("b\n")
+    store = SnapshotStore(root)
+    return store, await store.snapshot()
+
+
+def subtree(store: SnapshotStore, tree: str, folder: str) -> str:
+    return subprocess.run(["git", f"--git-dir={store.git_dir}", "rev-parse", f"{tree}:{folder}"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def logged(store: SnapshotStore) -> set[str]:
+    return set((store.git_dir / LOG).read_text().split())
+
+
+async def refused_everywhere(store: SnapshotStore, tree: str) -> None:
+    """Every way to compare with, read or restore `tree` fails with the clear error and no
+    file changes."""
+    files = {p: p.read_bytes() for p in store.root.rglob("*") if p.is_file()
+             and ".pi" not in p.parts}
+    session, entry = planted(store.root, tree)
+    clear = f"no snapshot {tree} in .*: that id is not a snapshot this store recorded"
+    with pytest.raises(RewindError, match=clear):
+        await file_changes(session, store, entry)
+    with pytest.raises(RewindError, match=clear):
+        await restore_files(session, store, entry)
+    with pytest.raises(RewindError, match=clear):
+        await restore_files(None, store, None, tree)
+    assert await count_changes(session, store, entry) == 0
+    current = await store.snapshot()
+    for attempt in (store.changes(current.tree, tree), store.changes(tree, current.tree),
+                    store.read(tree, "top.txt"),
+                    store.restore(tree, [FileChange("top.txt", "deleted", "")])):
+        with pytest.raises(SnapshotError, match=clear):
+            await attempt
+    cli = run_cli("rewind", session.path, "--to", entry)
+    assert cli.returncode == 2 and "not a snapshot this store recorded" in cli.stderr
+    assert {p: p.read_bytes() for p in store.root.rglob("*") if p.is_file()
+            and ".pi" not in p.parts} == files
+
+
+async def test_a_session_naming_gits_empty_tree_deletes_nothing(tmp_path: Path) -> None:
+    """Restoring git's empty tree would delete every file the store tracks."""
+    store, _ = await workspace_with_a_snapshot(tmp_path / "ws")
+    await refused_everywhere(store, EMPTY_TREE)
+
+
+async def test_a_session_naming_a_snapshots_subtree_is_refused(tmp_path: Path) -> None:
+    """A folder's tree id is predictable; restoring it would delete the rest and move the
+    folder's files to the root."""
+    store, snapshot = await workspace_with_a_snapshot(tmp_path / "ws")
+    await refused_everywhere(store, subtree(store, snapshot.tree, "src"))
+
+
+async def test_a_snapshot_of_an_empty_workspace_restores(tmp_path: Path) -> None:
+    """The empty tree is refused only when no snapshot recorded it."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    store = SnapshotStore(root)
+    empty = await store.snapshot()
+    assert empty.tree == EMPTY_TREE
+    (root / "later.txt").write_text("later\n")
+    result = await restore_files(None, store, None, empty.tree)
+    assert [(f.path, f.status) for f in result.files] == [("later.txt", "deleted")]
+    assert not (root / "later.txt").exists()
+
+
+async def test_a_store_older_than_its_log_restores_its_snapshots_and_only_those(
+        tmp_path: Path) -> None:
+    store, first = await workspace_with_a_snapshot(tmp_path / "ws")
+    (store.root / "top.txt").write_text("changed\n")
+    (store.root / "src" / "new.py").write_text("new\n")
+    second = await store.snapshot()
+    (store.git_dir / LOG).unlink()  # as a store made before the log was
+    older = SnapshotStore(store.root)
+    # The log is filled once with the store's root trees: its snapshots', no subtree.
+    assert await older.changes(second.tree, first.tree, with_diff=False)
+    assert logged(older) == {first.tree, second.tree}
+    await refused_everywhere(older, EMPTY_TREE)
+    await refused_everywhere(older, subtree(older, first.tree, "src"))
+    result = await restore_files(None, older, None, first.tree)
+    assert {(f.path, f.status) for f in result.files} == {("top.txt", "modified"),
+                                                          ("src/new.py", "deleted")}
+    assert (store.root / "top.txt").read_text() == "top\n"
+    assert not (store.root / "src" / "new.py").exists()
+    await restore_files(None, older, None, result.undo_id)
+    assert (store.root / "top.txt").read_text() == "changed\n"
+    assert EMPTY_TREE not in logged(older)
 
 
 @pytest.mark.parametrize("open_in_editor", [False, True], ids=["on-disk", "open"])

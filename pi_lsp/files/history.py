@@ -254,8 +254,8 @@ async def changes_to(store: SnapshotStore, target: Snapshot, with_diff: bool = T
     current = await store.snapshot(editor.unsaved)
     try:
         changed = await store.changes(current.tree, target.tree, with_diff)
-    except SnapshotError:
-        raise RewindError(f"no snapshot {target.tree} in {store.git_dir}") from None
+    except SnapshotError as error:  # the store's words: a tree it never recorded, say
+        raise RewindError(str(error)) from None
     skipped = sorted({*current.skipped, *target.skipped})
     changed = [f for f in changed if f.path not in skipped]
     refused = [f.path for f in changed if unsafe_reason(store.root, f.path) is not None]

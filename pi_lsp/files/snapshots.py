@@ -7,6 +7,8 @@ the workspace changes how git runs there: no hooks, no system or global config, 
 filters, textconv or fsmonitor, and every id is checked to be an object id before git sees it.
 It honours the workspace's `.gitignore` files and always leaves out `.git/` and `.pi/`. A
 snapshot may take some files' content from elsewhere than the disk (an editor's unsaved buffers).
+It compares with, reads and restores only the root trees its own snapshots recorded (see
+`recorded`): a session names trees by id, and a committed session is hostile.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Literal
 
 import msgspec
 
+from pi_lsp.files.recorded import UNLOGGED, TreeLog, root_trees
 from pi_lsp.finish import run_to_end
 
 LEGACY_DIR = Path(".pi") / "snapshots"  # where pi-lsp kept its store before; never run on
@@ -85,6 +88,7 @@ class SnapshotStore:
         self.root = root.resolve()
         self.git_dir = store_dir(self.root)
         self.git = _git_on_path()
+        self.log = TreeLog(self.git_dir)
         self._lock = asyncio.Lock()
 
     @property
@@ -133,6 +137,36 @@ class SnapshotStore:
         (self.git_dir / "info").mkdir(exist_ok=True)
         (self.git_dir / "info" / "exclude").write_text(".pi\n")
         (self.git_dir / "info" / "attributes").write_text(ATTRIBUTES)
+        self.log.start([])
+
+    # -- the trees it recorded -----------------------------------------------------------
+
+    async def _log_ready(self) -> None:
+        if self.exists() and self.log.needs_scan():
+            await self._scan()
+
+    async def _scan(self) -> None:
+        """Log the root trees already in the store: the trees no other tree in it names."""
+        # So a store older than the log, or given a legacy store's objects, still restores.
+        listed = await self._run("cat-file", "--batch-all-objects",
+                                 "--batch-check=%(objectname) %(objecttype)")
+        trees = sorted({line.split(" ")[0] for line in listed.decode().splitlines()
+                        if line.endswith(" tree")})
+        contents = await self._run("cat-file", "--batch", stdin="".join(
+            f"{t}\n" for t in trees).encode()) if trees else b""
+        empty = (await self._run("hash-object", "-t", "tree", "--stdin", stdin=b"")).strip()
+        self.log.start(root_trees(contents) - {empty.decode()})
+        (self.git_dir / UNLOGGED).unlink(missing_ok=True)
+
+    async def _recorded(self, *trees: str) -> None:
+        """SnapshotError unless every tree is a root tree this store's snapshots recorded: a
+        session may name any tree its git knows (the empty one, a folder's), and restoring
+        one of those deletes files."""
+        await self._log_ready()
+        for tree in trees:
+            if not self.log.has(object_id(tree)):
+                raise SnapshotError(f"no snapshot {tree} in {self.git_dir}: that id is not a "
+                                    "snapshot this store recorded")
 
     # -- snapshots -----------------------------------------------------------------------
 
@@ -143,6 +177,7 @@ class SnapshotStore:
         """
         async with self._lock:
             await self._ensure()
+            await self._log_ready()
             listed = await self._run("ls-files", "-z", "--others", "--modified",
                                      "--exclude-standard")
             skipped = sorted(p for p in _split(listed) if _too_large(self.root / p))
@@ -156,6 +191,7 @@ class SnapshotStore:
             if overrides:
                 await self._override(overrides)
             tree = object_id((await self._run("write-tree")).decode().strip())
+            self.log.add([tree])
             return Snapshot(tree, skipped)
 
     async def _override(self, contents: Mapping[str, bytes]) -> None:
@@ -176,6 +212,7 @@ class SnapshotStore:
     async def read(self, tree: str, path: str) -> bytes | None:
         """The content of one regular file in a snapshot (None: no such file there)."""
         async with self._lock:
+            await self._recorded(tree)
             listed = _split(await self._run("ls-tree", "-z", object_id(tree), "--", path))
             info, _, name = listed[0].partition("\t") if listed else ("", "", "")
             mode, _, blob = info.partition(" blob ")
@@ -188,6 +225,7 @@ class SnapshotStore:
         """What restoring `target` over `current` would do, file by file, sorted by path."""
         ids = object_id(current), object_id(target)
         async with self._lock:
+            await self._recorded(*ids)
             listed = _split(await self._run("diff-tree", "-r", "-z", "--no-renames",
                                             "--name-status", "--end-of-options", *ids))
             pairs = [(_STATUS.get(listed[i][:1], "modified"), listed[i + 1])
@@ -208,6 +246,7 @@ class SnapshotStore:
             if reason is not None:
                 raise SnapshotError(f"{change.path}: not restored because {reason}")
         async with self._lock:
+            await self._recorded(source)
             # Deletes first: a write can make a folder a symlink, and a later delete of a file
             # "in" it would go wherever it leads.
             for change in changes:
@@ -239,6 +278,7 @@ class SnapshotStore:
                     "files changed by earlier turns cannot be restored unless you trust it. "
                     "You may delete it.")
         copied = _copy_objects(legacy / "objects", self.git_dir / "objects")
+        (self.git_dir / UNLOGGED).touch()  # its root trees are logged at the next use
         (self.git_dir / ADOPTED).write_text(f"{legacy}\n")
         return (f"{legacy} is a snapshot store an earlier pi-lsp kept in the workspace; {where} "
                 f"and copied {copied} object file(s) from it (data only: its config and hooks "
