@@ -32,12 +32,14 @@ from pi_lsp.server.memory import LARGE_ANSWER, give_back
 from pi_lsp.server.protocol import (
     BranchArgs,
     CompactArgs,
+    FileChangesArgs,
     LabelArgs,
     ModelArgs,
     NameArgs,
     NewSessionArgs,
     PreviewArgs,
     PromptArgs,
+    RestoreFilesArgs,
     SessionArgs,
     parse_args,
 )
@@ -322,8 +324,10 @@ URI = "file:///w/.pi/sessions/a.jsonl"
     (ModelArgs, {"uri": URI, "provider": "p" * 1025, "modelId": "m"}, "$.provider"),
     (NewSessionArgs, {"name": "n" * 1025}, "$.name"),
     (SessionArgs, {"uri": "file:///" + "d/" * 2100}, "$.uri"),
-    (BranchArgs, {"uri": URI, "targetId": "x" * 257}, "$.targetId"),
-    (PreviewArgs, {"uri": URI, "leafId": "x" * 257}, "$.leafId"),
+    (BranchArgs, {"uri": URI, "targetId": "x" * 65_537}, "$.targetId"),
+    (PreviewArgs, {"uri": URI, "leafId": "x" * 65_537}, "$.leafId"),
+    (FileChangesArgs, {"uri": URI, "entryId": "x" * 65_537}, "$.entryId"),
+    (RestoreFilesArgs, {"uri": URI, "undoId": "x" * 65_537}, "$.undoId"),
     (CompactArgs, {"uri": URI, "instructions": "i" * 100_001}, "$.instructions"),
     (PromptArgs, {"uri": URI, "text": "t" * 1_000_001}, "$.text"),
     (PromptArgs, {"uri": URI, "text": "t",
@@ -353,6 +357,8 @@ def test_arguments_at_the_limits_are_accepted() -> None:
     prompt = parse_args(({"uri": URI, "text": "t" * 1_000_000,
                           "images": [{"data": "", "mimeType": "image/png"}] * 20},), PromptArgs)
     assert len(prompt.images) == 20
+    assert len(parse_args(({"uri": URI, "targetId": "x" * 65_536},), BranchArgs).target_id) == \
+        65_536
 
 
 # -- framing -------------------------------------------------------------------------------

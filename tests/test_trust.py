@@ -307,6 +307,17 @@ def test_an_old_store_in_a_trusted_folder_is_copied_and_never_run_or_deleted(
     assert again.returncode == 0 and "copied" not in again.stderr  # once
 
 
+def test_an_old_store_without_objects_is_taken_before_any_snapshot(tmp_path: Path) -> None:
+    """The store's own folder is made for it (it failed on a missing folder)."""
+    root = tmp_path / "ws"
+    (root / ".pi" / "snapshots").mkdir(parents=True)
+    store = store_for(root)
+    assert not store.git_dir.exists()
+    note = store.adopt_legacy(trusted=True)
+    assert note is not None and "copied 0 object file(s)" in note
+    assert store.adopt_legacy(trusted=True) is None  # once
+
+
 def test_an_old_store_in_an_untrusted_folder_is_ignored_with_a_note(tmp_path: Path) -> None:
     root = tmp_path / "ws"
     root.mkdir()

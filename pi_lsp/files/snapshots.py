@@ -277,6 +277,7 @@ class SnapshotStore:
                     f"{where}. As the folder is not trusted nothing was taken from it, so "
                     "files changed by earlier turns cannot be restored unless you trust it. "
                     "You may delete it.")
+        self.git_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         copied = _copy_objects(legacy / "objects", self.git_dir / "objects")
         (self.git_dir / UNLOGGED).touch()  # its root trees are logged at the next use
         (self.git_dir / ADOPTED).write_text(f"{legacy}\n")

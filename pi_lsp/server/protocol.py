@@ -108,7 +108,9 @@ def _fast_body(data: Any) -> bytes | None:
 # Size limits on command arguments (in characters; lists in items), so one request cannot make
 # the server hold or write something absurd. Generous for any real use.
 Uri = Annotated[str, msgspec.Meta(max_length=4096)]
-Id = Annotated[str, msgspec.Meta(max_length=256)]
+# pi writes 8-character ids, but a session file may hold any: far longer ones must stay nameable
+# (a planted message with a 300-character id could not be edited out of the context).
+Id = Annotated[str, msgspec.Meta(max_length=65_536)]
 Short = Annotated[str, msgspec.Meta(max_length=1024)]  # names, labels, providers, model ids
 Instructions = Annotated[str, msgspec.Meta(max_length=100_000)]
 PromptText = Annotated[str, msgspec.Meta(max_length=1_000_000)]
@@ -206,12 +208,12 @@ class ThinkingArgs(SessionArgs):
 
 
 class FileChangesArgs(SessionArgs):
-    entry_id: str
+    entry_id: Id
 
 
 class RestoreFilesArgs(SessionArgs):
-    entry_id: str | None = None
-    undo_id: str | None = None
+    entry_id: Id | None = None
+    undo_id: Id | None = None
 
 
 class SetTrustArgs(_Args):
