@@ -78,7 +78,7 @@ class Demo:
 
     async def start(self) -> None:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        await self.client.start_io(sys.executable, "-m", "pi_lsp.cli", "serve", env=env)
+        await self.client.start_io(sys.executable, "-P", "-m", "pi_lsp.cli", "serve", env=env)
         self.client.initialize(types.InitializeParams(
             capabilities=types.ClientCapabilities(
                 window=types.WindowClientCapabilities(work_done_progress=False)),

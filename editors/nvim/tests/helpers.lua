@@ -54,7 +54,7 @@ end
 --- setup() options that run this checkout's server against the fake Anthropic.
 function H.options(extra)
   return vim.tbl_deep_extend("force", {
-    cmd = { env("PI_LSP_PYTHON"), "-m", "pi_lsp.cli", "serve" },
+    cmd = { env("PI_LSP_PYTHON"), "-P", "-m", "pi_lsp.cli", "serve" },
     settings = {
       anthropicBaseUrl = env("PI_LSP_FAKE_URL"),
       anthropicApiKey = "test",

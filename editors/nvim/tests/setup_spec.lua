@@ -77,19 +77,29 @@ local response = client:request_sync("workspace/executeCommand", {
 }, H.CEILING_MS)
 H.check(response.err and response.err.message:find("notes.jsonl is not a pi session file", 1, true), vim.inspect(response))
 
--- setup() in a marked workspace starts the server.
+-- setup() in a marked workspace starts the server. The workspace (a cloned repository, say)
+-- plants its own `pi_lsp/` package: `python -m` (here without -P, as older docs said) imports
+-- from its working directory, which is the plugin's folder, never the workspace (nvim's cwd).
+local planted = vim.fn.fnamemodify(workspace, ":h") .. "/planted-package-ran"
+vim.fn.mkdir(workspace .. "/pi_lsp", "p")
+vim.fn.writefile({ ("open(%q, 'w').close()"):format(planted) }, workspace .. "/pi_lsp/__init__.py")
 vim.cmd.enew()
 require("pi_lsp.client").stop_all()
 H.wait(function()
   return servers() == 0
 end, "the server did not stop")
-require("pi_lsp").setup(H.options())
+require("pi_lsp").setup(H.options({ cmd = { os.getenv("PI_LSP_PYTHON"), "-m", "pi_lsp.cli", "serve" } }))
 H.check(servers() == 1, "setup() in the workspace starts a server: " .. servers())
 H.wait(function()
   return vim.lsp.get_clients({ name = "pi_lsp" })[1] ~= nil
 end, "the server did not initialize")
+local cmd_cwd = vim.lsp.get_clients({ name = "pi_lsp" })[1].config.cmd_cwd
+H.check(cmd_cwd and vim.fn.isdirectory(cmd_cwd) == 1, "the server runs in a folder of its own: " .. tostring(cmd_cwd))
+H.check(not vim.startswith(vim.fs.normalize(cmd_cwd) .. "/", workspace .. "/"), "the server runs outside the workspace: " .. cmd_cwd)
 report = health_report()
 H.check(report:find("OK workspace " .. workspace .. " (has .pi)", 1, true), "the workspace is reported:\n" .. report)
 H.check(report:find("OK server running for " .. workspace, 1, true), "the server is reported:\n" .. report)
+H.check(report:find("OK pi-lsp 0.", 1, true), "the health probe ran our pi-lsp:\n" .. report)
+H.check(vim.fn.filereadable(planted) == 0, "the workspace's pi_lsp/__init__.py ran")
 
 H.finish()

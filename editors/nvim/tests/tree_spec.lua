@@ -258,7 +258,9 @@ vim.fn.writefile({
     provider = "anthropic", modelId = "claude%{execute('let g:pi_pwned = 1')}\n%!x" }),
   vim.json.encode({ type = "message", id = "m1", parentId = "m0", timestamp = "2026-12-01T10:00:02.000Z",
     message = { role = "user", content = "hi", timestamp = 1796119202000 } }),
-  vim.json.encode({ type = "label", id = "m2\nx", parentId = "m1", timestamp = "2026-12-01T10:00:03.000Z",
+  vim.json.encode({ type = "message", id = "nl\nid", parentId = "m1", timestamp = "2026-12-01T10:00:02.500Z",
+    message = { role = "user", content = "again", timestamp = 1796119202500 } }),
+  vim.json.encode({ type = "label", id = "m2\nx", parentId = "nl\nid", timestamp = "2026-12-01T10:00:03.000Z",
     targetId = "m1", label = "two\nlines" }),
 }, planted)
 require("pi_lsp.tree").open(vim.uri_from_fname(planted)) -- the current buffer's session
@@ -275,5 +277,23 @@ H.check(H.contains(planted_buf, "leaf m2 x"), "the leaf's id with a line break i
 local drawn_status = vim.api.nvim_eval_statusline("%{%v:lua.require'pi_lsp'.statusline()%}", { maxwidth = 500 }).str
 H.check(vim.g.pi_pwned == nil, "the model name ran as an expression: " .. drawn_status)
 H.check(drawn_status:find("claude%{execute('let g:pi_pwned = 1')} %!x", 1, true), "shown as written: " .. drawn_status)
+
+-- Ids with line breaks in the context diff (from the first row to the leaf `m2\nx`) and in a
+-- compaction plan (its kept entry, its paths): each is one line, so the buffers draw.
+vim.api.nvim_set_current_win(vim.fn.bufwinid(planted_buf))
+vim.api.nvim_win_set_cursor(0, { H.entry(planted_buf, "m0"), 0 })
+require("pi_lsp.tree").actions.diff(planted_buf)
+local diff_buf
+H.wait(function()
+  diff_buf = H.find_buf("pi://diff/planted-model")
+  return diff_buf and H.contains(diff_buf, "- `nl id`")
+end, "the context diff did not draw (an id with a line break)", diff_buf)
+H.check(H.contains(diff_buf, "against the leaf `m2 x`"), "the leaf's id is one line", diff_buf)
+local plan = require("pi_lsp.context").plan_lines({ tokensBefore = 1200, messagesToSummarize = 2,
+  firstKeptEntryId = "nl\nid", readFiles = { "a\nb.py" }, modifiedFiles = { "c\r.py" } })
+local plan_buf = vim.api.nvim_create_buf(false, true)
+vim.api.nvim_buf_set_lines(plan_buf, 0, -1, false, plan) -- raises on a line holding a newline
+H.check(H.contains(plan_buf, "first kept entry: `nl id`") and H.contains(plan_buf, "read files: a b.py")
+  and H.contains(plan_buf, "modified files: c .py"), "the plan's ids and paths are one line each", plan_buf)
 
 H.finish()

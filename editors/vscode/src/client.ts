@@ -6,7 +6,9 @@ import {
   ExecuteCommandRequest,
   LanguageClient,
   LanguageClientOptions,
+  MessageType,
   ServerOptions,
+  ShowMessageNotification,
   StaticFeature,
 } from "vscode-languageclient/node";
 import {
@@ -145,6 +147,8 @@ export class PiClient implements vscode.Disposable {
 
   private async launch(): Promise<void> {
     const folder = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+    // Without a folder the server would take its working directory (below: ours) as the workspace.
+    if (!folder) throw new Error("no folder is open; pi-lsp works on a workspace folder's sessions");
     const get = getter();
     if (!isTrusted() && launchesFromWorkspace(LAUNCH_KEYS.map((key) => get(key)))) {
       throw new Error("the server command points into the workspace (${workspaceFolder}), whose " +
@@ -156,7 +160,9 @@ export class PiClient implements vscode.Disposable {
       args: launch.args,
       // No `transport`: TransportKind.stdio would append `--stdio`, which `pi-lsp serve`
       // rejects. Without one the client still talks over the process's stdin/stdout.
-      options: { cwd: folder, env: process.env },
+      // Our own folder (always there), never the workspace: `python -m` and a relative PATH
+      // entry would otherwise run the repository's files. The server gets the folder by LSP.
+      options: { cwd: __dirname, env: process.env },
     };
     const clientOptions: LanguageClientOptions = {
       // Open files are synced so the agent reads unsaved text and edits through applyEdit;
@@ -176,6 +182,13 @@ export class PiClient implements vscode.Disposable {
       this.approveToolHandler?.(params) ?? { decision: "deny" as ApprovalDecision });
     client.onRequest(DIAGNOSTICS, (params: DiagnosticsParams) =>
       this.diagnosticsHandler?.(params) ?? { diagnostics: [] });
+    // In place of the client's own handler: the server quotes paths (session files, folders),
+    // which a notification would render as markdown links that run commands.
+    client.onNotification(ShowMessageNotification.type, ({ type, message }) => {
+      if (type === MessageType.Error) void vscode.window.showErrorMessage(plain(message));
+      else if (type === MessageType.Warning) void vscode.window.showWarningMessage(plain(message));
+      else void vscode.window.showInformationMessage(plain(message));
+    });
     client.onNotification(SESSIONS_CHANGED, () => this.sessionsChangedEmitter.fire());
     client.onNotification(SESSION_CHANGED, (p: SessionChanged) => this.sessionChangedEmitter.fire(p));
     client.onNotification(TURN, (p: TurnNotification) => this.turnEmitter.fire(p));

@@ -55,8 +55,9 @@ export class EntryItem extends vscode.TreeItem {
     // VS Code keeps the expansion state an id had and ignores collapsibleState after that, so
     // a branch that has just come onto the path (or a chain entry that has just become a fork)
     // would stay folded. The id says whether the item opens, so such an item is new to it.
-    const fold = !expandable ? "" : node.onPath ? "/open" : "/fold";
-    this.id = `entry:${sessionKey(sessionUri)}#${node.id}${fold}`;
+    const fold = !expandable ? "" : node.onPath ? "open" : "fold";
+    // As a JSON list: joined as text, entry `a` shown open (`a/open`) met an entry named `a/open`.
+    this.id = JSON.stringify(["entry", sessionKey(sessionUri), node.id, fold]);
     // The role in contextValue lets package.json offer "Edit prompt" on user messages only.
     this.contextValue = `entry.${node.role ?? node.type}${node.onPath ? ".onPath" : ""}`;
     this.description = node.id;
@@ -64,8 +65,8 @@ export class EntryItem extends vscode.TreeItem {
       leaf ? "debug-stackframe-focused" : iconFor(node),
       node.onPath ? new vscode.ThemeColor("charts.blue") : new vscode.ThemeColor("disabledForeground"),
     );
-    const facts = [`${escapeMarkdown(node.id)} · ${node.role ?? node.type}${node.onPath ? " · on the current path" : ""}`,
-      node.label ? `label: **${escapeMarkdown(node.label)}**` : "", node.timestamp ?? ""].filter(Boolean);
+    const facts = [`${escapeMarkdown(node.id)} · ${escapeMarkdown(node.role ?? node.type)}${node.onPath ? " · on the current path" : ""}`,
+      node.label ? `label: **${escapeMarkdown(node.label)}**` : "", escapeMarkdown(node.timestamp ?? "")].filter(Boolean);
     this.tooltip = new vscode.MarkdownString(`${facts.join("  \n")}\n\n${escapeMarkdown(node.preview)}`);
     // A click shows what the model would receive at this entry.
     this.command = { command: "piLsp.previewContext", title: "Preview Context", arguments: [{ uri: sessionUri, entryId: node.id }] };

@@ -69,7 +69,7 @@ export interface Launch {
   args: string[];
 }
 
-/** `piLsp.command`, else `PYTHON -m pi_lsp.cli serve` with `piLsp.pythonPath`, else `pi-lsp serve`. */
+/** `piLsp.command`, else `PYTHON -P -m pi_lsp.cli serve` with `piLsp.pythonPath`, else `pi-lsp serve`. */
 export function serverLaunch(get: Getter, workspaceFolder?: string): Launch {
   const expand = (s: string) => (workspaceFolder ? s.split("${workspaceFolder}").join(workspaceFolder) : s);
   const command = get("command");
@@ -79,7 +79,9 @@ export function serverLaunch(get: Getter, workspaceFolder?: string): Launch {
   }
   const python = get("pythonPath");
   if (typeof python === "string" && python.trim()) {
-    return { command: expand(python.trim()), args: ["-m", "pi_lsp.cli", "serve"] };
+    // -P: `-m` would put the working directory first on sys.path, where a repository's own
+    // `pi_lsp/` package would be imported instead of ours.
+    return { command: expand(python.trim()), args: ["-P", "-m", "pi_lsp.cli", "serve"] };
   }
   return { command: "pi-lsp", args: ["serve"] };
 }

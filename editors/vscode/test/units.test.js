@@ -111,7 +111,7 @@ test("a repository's .vscode/settings.json cannot set where the key goes, what r
     setConfig("piLsp.pythonPath", "/usr/bin/python3");
     assert.equal(get("anthropicBaseUrl"), "https://gateway.example");
     assert.equal(get("toolApproval"), "auto");
-    assert.deepEqual(ext.serverLaunch(get, "/repo"), { command: "/usr/bin/python3", args: ["-m", "pi_lsp.cli", "serve"] });
+    assert.deepEqual(ext.serverLaunch(get, "/repo"), { command: "/usr/bin/python3", args: ["-P", "-m", "pi_lsp.cli", "serve"] });
   } finally {
     for (const key of [...Object.keys(hostile), "thinkingLevel"]) {
       setConfig(`piLsp.${key}`, undefined, "workspace");
@@ -150,10 +150,10 @@ test("code sent with a prompt shows in the user's message as a titled code block
   assert.match(html, /why is b slow\?/);
 });
 
-test("serverLaunch: piLsp.command, else pythonPath -m pi_lsp.cli serve, else pi-lsp serve", () => {
+test("serverLaunch: piLsp.command, else pythonPath -P -m pi_lsp.cli serve, else pi-lsp serve", () => {
   const get = (values) => (k) => values[k];
   assert.deepEqual(ext.serverLaunch(get({ command: ["${workspaceFolder}/bin/pi-lsp", "serve"], pythonPath: "/py" }), "/ws"), { command: "/ws/bin/pi-lsp", args: ["serve"] });
-  assert.deepEqual(ext.serverLaunch(get({ command: [], pythonPath: "${workspaceFolder}/.venv/bin/python" }), "/ws"), { command: "/ws/.venv/bin/python", args: ["-m", "pi_lsp.cli", "serve"] });
+  assert.deepEqual(ext.serverLaunch(get({ command: [], pythonPath: "${workspaceFolder}/.venv/bin/python" }), "/ws"), { command: "/ws/.venv/bin/python", args: ["-P", "-m", "pi_lsp.cli", "serve"] });
   assert.deepEqual(ext.serverLaunch(get({})), { command: "pi-lsp", args: ["serve"] });
 });
 

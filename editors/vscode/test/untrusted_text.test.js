@@ -24,6 +24,9 @@ before(async () => {
     { type: "session", version: 3, id: "planted", timestamp: ts, cwd: rig.ws.folder },
     { type: "message", id: PLANTED_ID, parentId: null, timestamp: ts, message: { role: "user", content: [{ type: "text", text: "hello" }], timestamp: 1 } },
     { type: "session_info", id: "n1", parentId: PLANTED_ID, timestamp: ts, name: "$(add) New session…" },
+    // A timestamp and an entry type are session text too (shown in the entry's tooltip).
+    { type: "message", id: "t1", parentId: "n1", timestamp: LINK, message: { role: "user", content: [{ type: "text", text: "when?" }], timestamp: 2 } },
+    { type: LINK, id: "x1", parentId: "t1", timestamp: ts },
   ];
   const file = path.join(rig.ws.sessionsDir, "2027-01-01T00-00-00-000Z_planted.jsonl");
   fs.writeFileSync(file, lines.map((l) => JSON.stringify(l)).join("\n") + "\n");
@@ -51,4 +54,34 @@ test("a session named like the picker's own New session item is not drawn as it"
   }
   assert.equal(items.filter((item) => item.label === "$(add) New session…").length, 1, JSON.stringify(items.map((i) => i.label)));
   assert.ok(items.some((item) => item.label.startsWith("$\u200b(add)")), "the planted name is shown as text");
+});
+
+test("an entry's timestamp and type never become links in its tooltip", async () => {
+  const session = (await rig.api.view.getChildren()).find((item) => item.sessionUri === uri);
+  const all = [];
+  const walk = async (items) => { for (const item of items) { all.push(item); await walk(await rig.api.view.getChildren(item)); } };
+  await walk(await rig.api.view.getChildren(session));
+  const tooltips = Object.fromEntries(all.map((item) => [item.entryId, item.tooltip.value]));
+  assert.match(tooltips.t1, /sendSequence/, "the timestamp is shown");
+  assert.match(tooltips.x1, /sendSequence/, "the type is shown");
+  assert.deepEqual(Object.values(tooltips).flatMap((t) => links(t)), []);
+});
+
+test("entry ids that read like another row's tree item id still give each row its own id", async () => {
+  // Entry `a` is a fork on the current path (a row shown open); another entry is named `a/open`.
+  const ts = "2026-01-01T00:00:00.000Z";
+  const user = (id, parentId, text) => ({ type: "message", id, parentId, timestamp: ts, message: { role: "user", content: [{ type: "text", text }], timestamp: 1 } });
+  const lines = [
+    { type: "session", version: 3, id: "ids", timestamp: ts, cwd: rig.ws.folder },
+    user("a", null, "fork"), user("a/open", "a", "one side"), user("b", "a", "other side"), user("a/fold", "b", "leaf"),
+  ];
+  const file = path.join(rig.ws.sessionsDir, "2027-01-02T00-00-00-000Z_ids.jsonl");
+  fs.writeFileSync(file, lines.map((l) => JSON.stringify(l)).join("\n") + "\n");
+  const idsUri = vscode.Uri.file(file).toString();
+  const session = await eventually(async () => (await rig.api.view.getChildren()).find((item) => item.sessionUri === idsUri), "the session in the view");
+  const all = [];
+  const walk = async (items) => { for (const item of items) { all.push(item); await walk(await rig.api.view.getChildren(item)); } };
+  await walk(await rig.api.view.getChildren(session));
+  assert.deepEqual(all.map((item) => item.entryId).sort(), ["a", "a/fold", "a/open", "b"]);
+  assert.equal(new Set(all.map((item) => item.id)).size, all.length, JSON.stringify(all.map((item) => item.id)));
 });

@@ -17,7 +17,7 @@ function serverCommand() {
     const [command, ...args] = process.env.PI_SERVER.trim().split(/\s+/);
     return { command, args };
   }
-  return { command: PYTHON, args: ["-m", "pi_lsp.cli", "serve"] };
+  return { command: PYTHON, args: ["-P", "-m", "pi_lsp.cli", "serve"] };
 }
 
 /** A tmp copy of examples/workspace, a tmp agent dir, and env for the server. */

@@ -80,11 +80,17 @@ local function flush_waiting(client)
   end
 end
 
+--- Where the server (and :checkhealth's probe of it) runs: this plugin's own folder, which is
+--- always there and never the workspace, where `python -m` and a relative PATH entry would
+--- run the repository's own files. The server gets the root from `workspace_folders`.
+M.cmd_cwd = vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h")
+
 local function start(root)
   local opts = config.options
   local cfg = {
     name = M.NAME,
     cmd = opts.cmd,
+    cmd_cwd = M.cmd_cwd,
     cmd_env = opts.cmd_env,
     root_dir = root,
     workspace_folders = { { uri = vim.uri_from_fname(root), name = vim.fs.basename(root) } },

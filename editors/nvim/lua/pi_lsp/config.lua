@@ -3,7 +3,7 @@
 local M = {}
 
 M.defaults = {
-  -- How to start the server; `python -m pi_lsp.cli serve` works too.
+  -- How to start the server; `python -P -m pi_lsp.cli serve` works too (-P: not from the cwd).
   cmd = { "pi-lsp", "serve" },
   cmd_env = nil,
   -- The workspace root is the nearest folder holding one of these.

@@ -174,7 +174,8 @@ function M.diff(uri, from, to, by_id)
     for _, id in ipairs(result.onlyTo or {}) do
       lines[#lines + 1] = entry_line(id, by_id)
     end
-    show_scratch("pi://diff/" .. name_of(uri), lines, uri)
+    -- Ids and previews (a session's name) are session text, which may hold line breaks.
+    show_scratch("pi://diff/" .. name_of(uri), vim.tbl_map(util.one_line, lines), uri)
   end, session.root_of(uri))
 end
 
@@ -197,6 +198,8 @@ function M.plan_lines(plan)
   if plan.modifiedFiles and #plan.modifiedFiles > 0 then
     lines[#lines + 1] = "- modified files: " .. table.concat(plan.modifiedFiles, ", ")
   end
+  -- The kept entry's id and the paths are session text, which may hold line breaks.
+  lines = vim.tbl_map(util.one_line, lines)
   if plan.previousSummary then
     vim.list_extend(lines, { "", "## Previous summary (updated, not replaced)", "" })
     vim.list_extend(lines, util.split_lines(plan.previousSummary))

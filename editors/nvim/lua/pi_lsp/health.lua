@@ -34,7 +34,7 @@ local function check_command()
   if vim.fn.executable(cmd[1]) ~= 1 then
     health.error(("%q is not executable (cmd = %s)"):format(cmd[1], shown), {
       "pi-lsp is not on the package index: install it from a checkout with `make install` (its own virtualenv, `pi-lsp` in ~/.local/bin), or `pipx install` the wheel `make wheel` builds in dist/",
-      'or set `cmd` in setup(), e.g. { "/path/to/pi-lsp/.venv/bin/python", "-m", "pi_lsp.cli", "serve" } for a checkout\'s `make .venv/.installed`',
+      'or set `cmd` in setup(), e.g. { "/path/to/pi-lsp/.venv/bin/python", "-P", "-m", "pi_lsp.cli", "serve" } for a checkout\'s `make .venv/.installed`',
     })
     return
   end
@@ -44,7 +44,7 @@ local function check_command()
     return
   end
   local ok, result = pcall(function()
-    return vim.system(probe, { text = true, env = config.options.cmd_env }):wait(10000)
+    return vim.system(probe, { text = true, cwd = client.cmd_cwd, env = config.options.cmd_env }):wait(10000)
   end)
   if ok and result.code == 0 then
     health.ok(("%s (%s)"):format(vim.trim(result.stdout), shown))

@@ -106,8 +106,7 @@ local function node_line(node, leaf, width, base)
     local room = width - vim.fn.strdisplaywidth(head) - vim.fn.strdisplaywidth(tail)
     preview = room > 1 and clip(preview, room) or ""
   end
-  -- Ids and labels are a session file's text: a line break would fail the whole draw.
-  return (head .. preview .. tail):gsub("%c", " ")
+  return util.one_line(head .. preview .. tail)
 end
 
 --- The rows to draw: `tree`'s, each folded row followed by the rows fetched
@@ -316,7 +315,7 @@ local function draw(buf, view, tree)
     shifted[#shifted + 1] = { fold[1] + HEADER_LINES, fold[2] + HEADER_LINES, fold[3] }
   end
   util.set_folds(buf, shifted)
-  local header = ("%s — %d entries, leaf %s"):format(tree.title, tree.entries, tree.leafId or "(none)"):gsub("%c", " ")
+  local header = util.one_line(("%s — %d entries, leaf %s"):format(tree.title, tree.entries, tree.leafId or "(none)"))
   local all = { header, M.help_line(text_width(buf)) }
   vim.list_extend(all, lines)
   util.set_lines(buf, 0, -1, all)

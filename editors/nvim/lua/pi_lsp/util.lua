@@ -35,6 +35,12 @@ function M.split_lines(text)
   return vim.split(text or "", "\n", { plain = true })
 end
 
+--- `text` as one buffer line: control characters (line breaks too) as spaces. Ids, names and
+--- paths are a session file's text, and a line holding a newline fails the whole draw.
+function M.one_line(text)
+  return (tostring(text):gsub("%c", " "))
+end
+
 --- "1234" -> "1.2k": statuslines and headers have little room.
 function M.short_count(n)
   n = tonumber(n) or 0
