@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from functools import cmp_to_key
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,11 @@ unders = st.lists(st.tuples(st.sampled_from(IDS), st.integers(0, 4), st.integers
 
 # -- the reference: the whole layout, then folded (pi-lsp's tree view before issue 19) -----
 
+def _difference(a: Record, b: Record) -> float:
+    first, second = iso_to_ms(a.env.timestamp), iso_to_ms(b.env.timestamp)
+    return float("nan") if first is None or second is None else first - second
+
+
 def reference_index(tree: SessionTree) -> dict[str | None, list[Record]]:
     index: dict[str | None, list[Record]] = {}
     for record in tree.by_id.values():
@@ -61,8 +67,8 @@ def reference_index(tree: SessionTree) -> dict[str | None, list[Record]]:
         index.setdefault(parent if parent in tree.by_id else None, []).append(record)
     for key, siblings in index.items():
         siblings.sort(key=lambda r: r.line)
-        if key is not None:
-            siblings.sort(key=lambda r: iso_to_ms(r.env.timestamp))
+        if key is not None:  # pi's comparator: an unreadable stamp (NaN) equals every other
+            siblings.sort(key=cmp_to_key(_difference))
     return index
 
 

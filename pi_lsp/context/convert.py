@@ -58,11 +58,11 @@ def bash_execution_text(message: BashExecutionMessage) -> str:
     return text
 
 
-def _user(content: str | list[UserBlock], timestamp: int) -> UserMessage:
+def _user(content: str | list[UserBlock], timestamp: int | None) -> UserMessage:
     return UserMessage(content=content, timestamp=timestamp)
 
 
-def _user_text(text: str, timestamp: int) -> UserMessage:
+def _user_text(text: str, timestamp: int | None) -> UserMessage:
     return _user([TextContent(text=text)], timestamp)
 
 
@@ -128,7 +128,7 @@ def prepare_with_sources(messages: list[ModelMessage]) -> list[tuple[int | None,
     open_calls: list[ToolCall] = []
     answered: set[str] = set()
 
-    def close_open_calls(timestamp: int) -> None:
+    def close_open_calls(timestamp: int | None) -> None:
         for call in open_calls:
             if call.id not in answered:
                 prepared.append((None, ToolResultMessage(

@@ -30,7 +30,7 @@ from pi_lsp.session.catalog import (
 )
 from pi_lsp.session.check import check_session
 from pi_lsp.session.fork import fork_session
-from pi_lsp.session.ids import iso_to_ms
+from pi_lsp.session.ids import order_ms
 from pi_lsp.session.journal import NotASessionError, Problem
 from pi_lsp.session.records import Refresh
 from pi_lsp.session.tree import SessionTree
@@ -88,7 +88,7 @@ class SessionHub(Workspace):
         """The sessions on disk, and the new ones not written yet (no prompt so far)."""
         sessions = self.index.list(self.all_directories())
         waiting = [tree_summary(s.tree) for s in self.open.values() if s.tree.deferred]
-        return sorted([*sessions, *waiting], key=lambda s: iso_to_ms(s.modified), reverse=True)
+        return sorted([*sessions, *waiting], key=lambda s: order_ms(s.modified), reverse=True)
 
     # -- open sessions -------------------------------------------------------------------
 

@@ -64,7 +64,7 @@ class EntryAppends:
         common = self._common()
         if system_message is not None:
             system_message = msgspec.structs.replace(
-                system_message, timestamp=iso_to_ms(common["timestamp"]))
+                system_message, timestamp=iso_to_ms(common["timestamp"]) or 0)  # iso_now()
         return self._append(CompactionEntry(
             **common, summary=summary, first_kept_entry_id=first_kept_entry_id,
             tokens_before=tokens_before, details=details, usage=usage, from_hook=from_hook,

@@ -6,7 +6,6 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from pi_lsp.session.entries import (
     decode_message,
     session_name,
 )
-from pi_lsp.session.ids import EPOCH, iso_moment, iso_to_ms
+from pi_lsp.session.ids import iso_to_ms, order_ms
 from pi_lsp.session.journal import (
     LineBatch,
     NotASessionError,
@@ -183,7 +182,7 @@ class SummaryFold:
     name: str | None = None
     entry_count: int = 0
     first_message: str | None = None
-    latest_at: datetime = EPOCH
+    latest_ms: int = 0  # stamps before 1970 never count, as in pi (`lastActivityTime > 0`)
     latest: str | None = None
 
     def add(self, records: list[Record]) -> None:
@@ -199,14 +198,15 @@ class SummaryFold:
                     self.name = session_name(entry)
             elif kind == "message" and self.first_message is None:
                 self.first_message = user_text(record)
-            stamp_at = iso_moment(record.env.timestamp)
-            if stamp_at >= self.latest_at and record.env.timestamp:
-                self.latest_at, self.latest = stamp_at, record.env.timestamp
+            stamp_ms = iso_to_ms(record.env.timestamp)
+            if stamp_ms is not None and stamp_ms >= self.latest_ms:  # pi skips NaN
+                self.latest_ms, self.latest = stamp_ms, record.env.timestamp
 
     def summary(self, path: Path) -> SessionSummary:
         header = self.header
         modified = header.timestamp
-        if self.latest is not None and self.latest_at > iso_moment(header.timestamp):
+        header_ms = iso_to_ms(header.timestamp)
+        if self.latest is not None and (header_ms is None or self.latest_ms > header_ms):
             modified = self.latest
         return SessionSummary(
             path=str(path), id=header.id, name=self.name, cwd=header.cwd,
@@ -348,4 +348,4 @@ def _newest_first(files: list[str], summary: Callable[[str], SessionSummary]
     return sessions
 
 
-_modified_ms = lru_cache(maxsize=4096)(iso_to_ms)  # listings sort the same stamps again
+_modified_ms = lru_cache(maxsize=4096)(order_ms)  # listings sort the same stamps again

@@ -74,7 +74,7 @@ class _Message(msgspec.Struct, tag_field="role", rename="camel", omit_defaults=T
 
 class UserMessage(_Message, tag="user", kw_only=True):
     content: str | list[UserBlock]
-    timestamp: int
+    timestamp: int | None  # None: pi's NaN (an unreadable entry stamp), written as null
 
 
 class AssistantMessage(_Message, tag="assistant", kw_only=True):
@@ -107,7 +107,7 @@ class ToolResultMessage(_Message, tag="toolResult", kw_only=True):
     content: list[UserBlock]
     details: Any = None
     is_error: bool
-    timestamp: int
+    timestamp: int | None  # None: pi's NaN (an unreadable entry stamp), written as null
     nested_calls: NestedCalls | None = None
 
 
@@ -127,7 +127,7 @@ class CustomMessage(_Message, tag="custom", kw_only=True):
     content: str | list[UserBlock]
     display: bool
     details: Any = None
-    timestamp: int
+    timestamp: int | None  # None: pi's NaN (an unreadable entry stamp), written as null
 
 
 class SystemMessage(_Message, tag="system", kw_only=True):
@@ -155,7 +155,7 @@ class BranchSummaryMessage(_Message, tag="branchSummary", kw_only=True):
 
     summary: str
     from_id: str
-    timestamp: int
+    timestamp: int | None  # None: pi's NaN (an unreadable entry stamp), written as null
 
 
 class CompactionSummaryMessage(_Message, tag="compactionSummary", kw_only=True):
@@ -163,7 +163,7 @@ class CompactionSummaryMessage(_Message, tag="compactionSummary", kw_only=True):
 
     summary: str
     tokens_before: int
-    timestamp: int
+    timestamp: int | None  # None: pi's NaN (an unreadable entry stamp), written as null
 
 
 AgentMessage = (

@@ -5,7 +5,9 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Container
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
+
+from pi_lsp.session.jsdate import MAX_TIME_MS, parse_ms
 
 _MAX_SHORT_TRIES = 100
 
@@ -34,35 +36,16 @@ def iso_now() -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-MINUTE = timedelta(minutes=1)
+def iso_to_ms(text: str | None) -> int | None:
+    """`new Date(text).getTime()` as pi computes it: epoch milliseconds, or None for NaN (a
+    missing stamp included: JavaScript's `new Date(undefined)`)."""
+    return None if text is None else parse_ms(text)
 
 
-def iso_moment(text: str | None) -> datetime:
-    """The instant of an ISO timestamp to the millisecond, as JavaScript keeps it (the epoch if
-    unreadable; UTC when no zone is given, where JavaScript would take local time: pi writes
-    `Z`). Comparing these is cheaper than converting each to milliseconds."""
-    if not text:
-        return EPOCH
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        return EPOCH
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    elif moment.utcoffset() % MINUTE:  # type: ignore[operator]  # a zone gives an offset
-        return EPOCH  # an offset with seconds: JavaScript reads no date
-    if moment.microsecond % 1000:
-        moment = moment.replace(microsecond=moment.microsecond - moment.microsecond % 1000)
-    return moment
-
-
-def iso_to_ms(text: str | None) -> int:
-    """Epoch milliseconds of an ISO timestamp, as `new Date(text).getTime()` for the ones pi
-    writes (0 if unreadable)."""
-    moment = iso_moment(text)
-    whole = int(moment.replace(microsecond=0).timestamp())
-    return whole * 1000 + moment.microsecond // 1000
+def order_ms(text: str | None) -> int:
+    """An ordering key for newest-first listings: unreadable stamps sort as the oldest."""
+    ms = None if text is None else parse_ms(text)
+    return -MAX_TIME_MS - 1 if ms is None else ms
 
 
 def now_ms() -> int:

@@ -6,6 +6,7 @@ import os
 from bisect import insort
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import cmp_to_key
 from pathlib import Path
 from typing import Any
 
@@ -53,12 +54,42 @@ def _file_order(record: Record) -> int:
 
 
 def _age(record: Record) -> tuple[int, int]:
-    return iso_to_ms(record.env.timestamp), record.line
+    ms = iso_to_ms(record.env.timestamp)
+    return 0 if ms is None else ms, record.line  # callers keep unreadable stamps away
+
+
+def _js_difference(a: Record, b: Record) -> int:
+    """pi's comparator, `new Date(a.timestamp) - new Date(b.timestamp)`; NaN when either is
+    unreadable, given as 0: sorts test only `< 0`, where NaN and 0 are alike."""
+    first, second = iso_to_ms(a.env.timestamp), iso_to_ms(b.env.timestamp)
+    return 0 if first is None or second is None else first - second
+
+
+def _unreadable(record: Record) -> bool:
+    return iso_to_ms(record.env.timestamp) is None
+
+
+def _order_children(siblings: list[Record]) -> None:
+    """pi's order: oldest first, ties in file order; an unreadable stamp compares equal to
+    every other, so then the order is the one V8's sort makes of the file order (V8's sort is
+    CPython's TimSort, so `list.sort` with the same comparator leaves the same order)."""
+    if any(map(_unreadable, siblings)):
+        siblings.sort(key=_file_order)
+        siblings.sort(key=cmp_to_key(_js_difference))
+    else:
+        siblings.sort(key=_age)
 
 
 def _insert(index: dict[str | None, list[Record]], key: str | None, record: Record) -> None:
     """Roots in file order; children oldest first, ties in file order."""
-    insort(index.setdefault(key, []), record, key=_file_order if key is None else _age)
+    siblings = index.setdefault(key, [])
+    if key is None:
+        insort(siblings, record, key=_file_order)
+    elif siblings and (_unreadable(record) or any(map(_unreadable, siblings))):
+        siblings.append(record)  # no consistent order to insert into: sort as pi does
+        _order_children(siblings)
+    else:
+        insort(siblings, record, key=_age)
 
 
 def _remove(index: dict[str | None, list[Record]], key: str | None, record: Record) -> None:
@@ -66,6 +97,8 @@ def _remove(index: dict[str | None, list[Record]], key: str | None, record: Reco
     del siblings[next(n for n, sibling in enumerate(siblings) if sibling is record)]
     if not siblings:
         del index[key]
+    elif key is not None and any(map(_unreadable, siblings)):
+        _order_children(siblings)  # pi sorts what is left afresh: the rest may move
 
 
 @dataclass(slots=True)
@@ -336,7 +369,10 @@ class SessionTree(EntryAppends):
                     siblings.append(record)
             for key, siblings in index.items():
                 if len(siblings) > 1:  # most entries have one child: no sort (100k calls)
-                    siblings.sort(key=_file_order if key is None else _age)
+                    if key is None:
+                        siblings.sort(key=_file_order)
+                    else:
+                        _order_children(siblings)
             self._children = index
         return self._children
 

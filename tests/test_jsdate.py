@@ -1,0 +1,147 @@
+"""Entry stamps read as pi reads them (`new Date(text).getTime()` in Node 22), checked against
+tables Node wrote once (tests/fixtures/js_dates*.mjs): the CI has no Node 22."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pi_lsp.context.build import build_session_context
+from pi_lsp.session.ids import iso_to_ms, order_ms
+from pi_lsp.session.jsdate import MAX_TIME_MS
+from pi_lsp.session.jsontext import encoder
+from pi_lsp.session.tree import SessionTree
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TABLE = json.loads((FIXTURES / "js_dates.json").read_text(encoding="utf-8"))
+PI = json.loads((FIXTURES / "js_dates_pi.json").read_text(encoding="utf-8"))
+
+
+def _set_zone(monkeypatch: pytest.MonkeyPatch, zone: str) -> None:
+    if zone != "UTC" and not Path("/usr/share/zoneinfo", zone).exists():
+        pytest.skip(f"no time zone data for {zone}")
+    monkeypatch.setenv("TZ", zone)
+    time.tzset()
+
+
+@pytest.fixture(autouse=True)
+def _restore_zone() -> Iterator[None]:
+    yield
+    time.tzset()  # monkeypatch has put TZ back by now; the C library must read it again
+
+
+# The ECMAScript Date Time String Format (lower-case `t` and `z` too, as V8 takes them); V8's
+# legacy forms, which Node also reads, are everything else.
+ES_FORM = re.compile(r"(\d{4}|[+-]\d{6})(-\d\d(-\d\d)?)?"
+                     r"([Tt]\d\d:\d\d(:\d\d(\.(?P<fraction>\d+))?)?"
+                     r"(?P<zone>[Zz]|[+-]\d\d:\d\d)?)?", re.ASCII)
+
+
+def _left_unread(text: str) -> bool:
+    """Whether pi-lsp leaves a string Node reads as no time on purpose: V8's legacy forms,
+    fractions past 9 digits, and local times past the years Python's clock takes."""
+    form = ES_FORM.fullmatch(text)
+    if form is None or len(form["fraction"] or "") > 9:
+        return True
+    year = int(text[:text.index("-", 1)] if "-" in text[1:] else text)
+    return "T" in text.upper() and form["zone"] is None and not 1 <= year <= 9999
+
+
+@pytest.mark.parametrize("zone", TABLE["zones"])
+def test_every_string_reads_as_node_reads_it(monkeypatch: pytest.MonkeyPatch, zone: str) -> None:
+    """ISO forms, local-time forms (DST gaps and repeats), out-of-range fields, extended years
+    and generated junk: never a time Node would not give, and no time left unread but V8's
+    legacy forms (and the two odd cases `_left_unread` names)."""
+    _set_zone(monkeypatch, zone)
+    wrong = [(text, expected[zone], iso_to_ms(text)) for text, expected in TABLE["table"]
+             if iso_to_ms(text) not in (expected[zone], None)]
+    assert wrong == []
+    unread = [text for text, expected in TABLE["table"]
+              if iso_to_ms(text) is None and expected[zone] is not None]
+    assert [text for text in unread if not _left_unread(text)] == []
+    read = [text for text, expected in TABLE["table"] if expected[zone] is not None]
+    assert len(read) - len(unread) > 80 and len(TABLE["table"]) > 1000
+
+
+def test_the_table_covers_the_forms_in_question() -> None:
+    rows = dict(TABLE["table"])
+    assert rows["2024-01-02T24:00:00Z"]["UTC"] == 1704240000000 == iso_to_ms("2024-01-02T24:00:00Z")
+    assert rows["+275760-09-13T00:00:00.000Z"]["UTC"] == MAX_TIME_MS
+    assert rows["+275760-09-13T00:00:00.001Z"]["UTC"] is None
+    assert rows["2024-01-02"]["America/New_York"] == rows["2024-01-02"]["UTC"]  # date only: UTC
+    assert rows["2024-01-02T03:04"]["America/New_York"] != rows["2024-01-02T03:04"]["UTC"]
+    assert rows["2024-02-30T00:00:00.000Z"]["UTC"] == iso_to_ms("2024-03-01T00:00:00.000Z")
+    assert rows["Jan 2 2024"]["UTC"] is not None and rows["2024-W01-2"]["UTC"] is None
+
+
+def test_unreadable_stamps_are_none_not_the_epoch() -> None:
+    assert iso_to_ms("garbage") is None
+    assert iso_to_ms(None) is None  # a missing stamp: `new Date(undefined)`
+    assert iso_to_ms("1970-01-01T00:00:00.000Z") == 0
+    assert order_ms("garbage") < order_ms("-271821-04-20T00:00:00.000Z")
+
+
+@pytest.fixture
+def pi_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SessionTree:
+    _set_zone(monkeypatch, "UTC")  # pi's answers were taken in UTC (a local-time stamp is there)
+    path = tmp_path / "s.jsonl"
+    path.write_text(PI["file"], encoding="utf-8")
+    return SessionTree.open(str(path))
+
+
+def _as_json(value: object) -> Any:
+    return json.loads(encoder.encode(value))
+
+
+def test_context_with_unreadable_stamps_is_pis(pi_session: SessionTree) -> None:
+    """pi stamps summaries and custom messages with `new Date(entry.timestamp).getTime()`;
+    NaN is written as null (JSON.stringify), not 0."""
+    tree = pi_session
+    assert tree.leaf_id == PI["leafId"]
+    context = _as_json(build_session_context(tree, tree.leaf_id))
+    assert context == PI["context"]
+    assert [m["timestamp"] for m in context["messages"]][:4] == [None] * 4
+
+
+def test_siblings_are_in_pis_order(pi_session: SessionTree) -> None:
+    """pi sorts children by `new Date(a) - new Date(b)`: NaN compares equal to every stamp,
+    so the order is the one V8's sort makes, past 64 siblings too."""
+    tree = pi_session
+    index = tree.children_index()
+    order = {key: [r.env.id for r in siblings] for key, siblings in index.items()
+             if key is not None and len(siblings) > 1}
+    assert order == PI["order"]
+    assert len(PI["order"]["r0"]) > 64
+
+
+def test_appends_keep_pis_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Children appended one by one end where a fresh read of the whole file puts them."""
+    _set_zone(monkeypatch, "UTC")
+    lines = PI["file"].splitlines(keepends=True)
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(lines[:3]), encoding="utf-8")
+    tree = SessionTree.open(str(path))
+    tree.children_index()
+    with path.open("a", encoding="utf-8") as file:
+        for line in lines[3:]:
+            file.write(line)
+            file.flush()
+            tree.refresh()
+    appended = {k: [r.env.id for r in v] for k, v in tree.children_index().items() if k}
+    fresh = SessionTree.open(str(path))
+    assert appended == {k: [r.env.id for r in v] for k, v in fresh.children_index().items() if k}
+    assert {k: v for k, v in appended.items() if len(v) > 1} == PI["order"]
+
+
+def test_local_time_reads_in_the_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+    _set_zone(monkeypatch, "America/New_York")
+    assert iso_to_ms("2024-01-02T00:00:00") == iso_to_ms("2024-01-02T05:00:00Z")
+    assert iso_to_ms("2024-01-02") == iso_to_ms("2024-01-02T00:00:00Z")
+    assert os.environ["TZ"] == "America/New_York"
