@@ -273,3 +273,40 @@ def test_a_paged_preview_marks_the_edits_of_the_pages_it_shows(tmp_path: Path) -
     assert "## 4. custom · 2 tokens · ✎ replaced (was 2 tokens) · `eeeeeeee`" in both
     middle = paged((2, 3))
     assert middle.index("## ~~toolResult~~") < middle.index("## 3. assistant")
+
+
+def test_an_image_an_edit_put_in_a_reply_is_read_as_pi_reads_it(tmp_path: Path) -> None:
+    """pi writes any blocks an edit gives a reply; it counts and serializes only the text, and
+    its providers leave the image out (pi-lsp took the reply for unreadable: no token count,
+    no serialization, no compaction plan). pi 1.6's figures for this file."""
+    from pi_lsp.context.tokens import estimate_tokens
+    from pi_lsp.session.entries import decode_message
+    from pi_lsp.summarize.compaction import CompactionSettings, plan_summary, prepare_compaction
+    from pi_lsp.summarize.serialize import serialize_conversation
+
+    path = tmp_path / "s.jsonl"
+    stamp = '"timestamp":"2026-12-03T13:00:00.000Z"'
+    usage = ('{"input":1,"output":1,"cacheRead":0,"cacheWrite":0,"totalTokens":2,"cost":'
+             '{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}}')
+    path.write_text("\n".join([
+        '{"type":"session","version":3,"id":"s1",' + stamp + ',"cwd":"/p"}',
+        '{"type":"message","id":"a","parentId":null,' + stamp + ',"message":{"role":"user",'
+        '"content":"hello there","timestamp":1}}',
+        '{"type":"message","id":"b","parentId":"a",' + stamp + ',"message":{"role":"assistant",'
+        '"content":[{"type":"text","text":"12345678"}],"api":"x","provider":"p","model":"m",'
+        '"usage":' + usage + ',"stopReason":"stop","timestamp":2}}',
+        '{"type":"context_edit","id":"c","parentId":"b",' + stamp + ',"targetId":"b",'
+        '"replacement":{"content":[{"type":"text","text":"abcd"},'
+        '{"type":"image","data":"AA==","mimeType":"image/png"}]}}',
+        '{"type":"message","id":"d","parentId":"c",' + stamp + ',"message":{"role":"user",'
+        '"content":"next","timestamp":1}}']) + "\n")
+    tree = SessionTree.open(str(path))
+    messages = [decode_message(raw) for raw in build_session_context(tree, "d").messages]
+    assert [estimate_tokens(m) for m in messages if m is not None] == [3, 1, 1]
+    assert serialize_conversation(messages) == (  # type: ignore[arg-type]
+        "[User]: hello there\n\n[Assistant]: abcd\n\n[User]: next")
+    plan = prepare_compaction(tree.path_to("c"), CompactionSettings(keep_recent_tokens=1))
+    assert plan is not None
+    summary = plan_summary(plan)
+    assert (summary.first_kept_entry_id, summary.is_split_turn, summary.tokens_before) == (
+        "b", True, 4)

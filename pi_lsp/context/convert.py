@@ -189,6 +189,8 @@ def _foreign_block(block: AssistantBlock, message: AssistantMessage,
         return None
     if isinstance(block, TextContent):
         return TextContent(text=block.text)
+    if not isinstance(block, ToolCall):
+        return block  # an image a context edit put in a reply: every provider leaves it out
     new_id = normalize_id(block.id, message) if normalize_id else block.id
     if new_id != block.id:
         renamed[block.id] = new_id

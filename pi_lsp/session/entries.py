@@ -47,7 +47,7 @@ class ToolCall(_Block, tag="toolCall", kw_only=True):
 
 
 UserBlock = TextContent | ImageContent
-AssistantBlock = TextContent | ThinkingContent | ToolCall
+AssistantBlock = TextContent | ThinkingContent | ToolCall | ImageContent
 
 
 class Cost(msgspec.Struct, rename="camel"):
