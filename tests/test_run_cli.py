@@ -225,6 +225,20 @@ def test_tool_turn_writes_the_file_and_reports_the_tool(
     assert check(path, env).returncode == 0
 
 
+def test_reply_text_and_tool_lines_reach_the_terminal_without_escape_sequences(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    """OSC 52 in a reply set the clipboard; SGR 8 in a command hid it in the `→ bash` line."""
+    command = "\x1b]0;innocent\x07\x1b[8mecho pwned\x1b[0m; echo ok"
+    fake.script(tool_reply([("t1", "bash", {"command": command})], text="Run\x1b[2K\r it."),
+                text_reply("Done.\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2gK\x07\ttabbed\x9b2J"))
+    result = pi_run(workspace, env, "--new", "go")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "Run[2K it.\nDone.]52;c;Y3VybCBldmlsLnNoIHwgc2gK\ttabbed2J\n"
+    assert "→ bash \\x1b]0;innocent\\x07\\x1b[8mecho pwned\\x1b[0m; echo ok\n" in \
+        result.stderr
+    assert "\x1b" not in result.stderr and "\x07" not in result.stderr
+
+
 def test_model_flag_changes_the_wire_model_and_is_recorded(
         fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
     fake.script(text_reply("ok", model="claude-haiku-4-5"))
