@@ -12,6 +12,7 @@ import pytest
 from pi_lsp.agent.tools import (
     BASH,
     EDIT,
+    KEY_VARIABLES,
     READ,
     READ_BYTE_LIMIT,
     WRITE,
@@ -222,6 +223,20 @@ async def test_bash_timeout(root: Path) -> None:
     result = await run(BASH, {"command": "sleep 300", "timeout": 1}, root)
     assert result.is_error
     assert "timed out" in text_of(result)
+
+
+async def test_bash_runs_without_the_api_keys(root: Path, monkeypatch: pytest.MonkeyPatch
+                                              ) -> None:
+    """An approved `npm test` runs the repository's code, which must not find the keys."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-hidden")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-hidden")
+    monkeypatch.setenv("GATEWAY_TOKEN", "gateway-hidden")  # named by a models.json apiKey
+    monkeypatch.setenv("PI_LSP_TEST_KEPT", "kept")
+    result = await run(BASH, {"command": "env"}, root,
+                       key_variables=KEY_VARIABLES | {"GATEWAY_TOKEN"})
+    text = text_of(result)
+    assert "PI_LSP_TEST_KEPT=kept" in text
+    assert "hidden" not in text and "_API_KEY=" not in text and "GATEWAY_TOKEN" not in text
 
 
 async def test_bash_huge_output_keeps_the_tail_and_saves_all(root: Path) -> None:

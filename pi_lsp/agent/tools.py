@@ -17,12 +17,16 @@ from pi_lsp.agent.access import inside, protected_reason, secret_reason
 from pi_lsp.agent.output import OutputTail, ThrottledUpdates
 from pi_lsp.agent.shell import ShellProcess
 from pi_lsp.providers.base import ToolSpec
+from pi_lsp.providers.registry import API_KEY_VARIABLES
 from pi_lsp.session.entries import ImageContent, TextContent, UserBlock
 
 READ_LINE_LIMIT = 2000
 READ_BYTE_LIMIT = 50 * 1024
 LONG_LINE = 2000
 BASH_TIMEOUT_S = 120
+# The variables pi-lsp reads its own keys from; a command the user approves runs the project's
+# code (npm test, pytest), which must not find them.
+KEY_VARIABLES = frozenset(API_KEY_VARIABLES.values())
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
                ".gif": "image/gif", ".webp": "image/webp"}
 
@@ -104,6 +108,7 @@ class ToolContext:
     session_dirs: tuple[Path, ...] = ()  # configured session folders, never written
     approved: Proposal | None = None  # the change the user saw; only that may be written
     files: FileAccess = DISK
+    key_variables: frozenset[str] = KEY_VARIABLES  # left out of bash's environment
 
     def given(self, raw: object) -> Path:
         """The path argument made absolute, symlinks not yet followed."""
@@ -132,6 +137,11 @@ class ToolContext:
             raise ToolError(f"{raw} is outside the workspace {self.root.resolve()}; "
                             "writing there is not allowed")
         return path
+
+    def environment(self) -> dict[str, str]:
+        """What bash runs with: this process's environment without the API keys."""
+        return {name: value for name, value in os.environ.items()
+                if name not in self.key_variables}
 
 
 Execute = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]
@@ -268,7 +278,7 @@ async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
 async def run_bash(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     command = _str_arg(args, "command")
     timeout = _int_arg(args, "timeout", BASH_TIMEOUT_S) or BASH_TIMEOUT_S
-    shell = await ShellProcess.start(command, ctx.root)
+    shell = await ShellProcess.start(command, ctx.root, ctx.environment())
     process = shell.process
     output = OutputTail()
     updates = ThrottledUpdates(lambda: output.tail()[0], ctx.on_update)
