@@ -225,6 +225,16 @@ async def test_bash_timeout(root: Path) -> None:
     assert "timed out" in text_of(result)
 
 
+@pytest.mark.parametrize("timeout", [24 * 60 * 60 + 1, 10**20, 10**400])
+async def test_bash_timeout_over_a_day_is_refused_before_the_command_runs(
+        root: Path, timeout: int) -> None:
+    """10**400 s passed the check and failed in asyncio after the approved command started."""
+    result = await run(BASH, {"command": "touch ran", "timeout": timeout}, root)
+    assert result.is_error
+    assert "at most 86400 seconds" in text_of(result)
+    assert not (root / "ran").exists()
+
+
 async def test_bash_runs_without_the_api_keys(root: Path, monkeypatch: pytest.MonkeyPatch
                                               ) -> None:
     """An approved `npm test` runs the repository's code, which must not find the keys."""

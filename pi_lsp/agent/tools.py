@@ -24,6 +24,7 @@ READ_LINE_LIMIT = 2000
 READ_BYTE_LIMIT = 50 * 1024
 LONG_LINE = 2000
 BASH_TIMEOUT_S = 120
+BASH_TIMEOUT_MAX_S = 24 * 60 * 60
 # The variables pi-lsp reads its own keys from; a command the user approves runs the project's
 # code (npm test, pytest), which must not find them.
 KEY_VARIABLES = frozenset(API_KEY_VARIABLES.values())
@@ -278,6 +279,9 @@ async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
 async def run_bash(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     command = _str_arg(args, "command")
     timeout = _int_arg(args, "timeout", BASH_TIMEOUT_S) or BASH_TIMEOUT_S
+    if timeout > BASH_TIMEOUT_MAX_S:
+        # Refused before anything runs: asyncio fails on a huge one once the command started.
+        raise ToolError(f"`timeout` must be at most {BASH_TIMEOUT_MAX_S} seconds (24 hours)")
     shell = await ShellProcess.start(command, ctx.root, ctx.environment())
     process = shell.process
     output = OutputTail()
