@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pi_lsp.agent.approval import allow_all, ask_approval
 from pi_lsp.agent.tools import (
     BASH,
     EDIT,
@@ -20,8 +22,10 @@ from pi_lsp.agent.tools import (
     ToolContext,
     ToolResult,
     execute_tool,
+    text_result,
 )
-from pi_lsp.session.entries import ImageContent, TextContent
+from pi_lsp.providers.base import ToolSpec
+from pi_lsp.session.entries import ImageContent, TextContent, ToolCall
 from tests.waits import CEILING_S, alive, gone, pid_in, until
 
 # A 1x1 transparent PNG.
@@ -317,6 +321,37 @@ async def test_bad_argument_types_are_error_results(root: Path, tool: Tool,
     assert text_of(result)
     assert (root / "a.txt").read_text() == "a\n"
     assert not (root / "b.txt").exists()
+
+
+@pytest.mark.parametrize(("tool", "args"), [
+    (READ, {"path": "loop"}),
+    (WRITE, {"path": "loop", "content": "x"}),
+    (EDIT, {"path": "loop", "oldText": "a", "newText": "b"}),
+])
+async def test_a_committed_symlink_loop_is_an_error_result(root: Path, tool: Tool,
+                                                          args: dict[str, Any]) -> None:
+    """Path.resolve raises RuntimeError on a loop (Python 3.11): the call had no result."""
+    (root / "loop").symlink_to("loop")
+    ctx = ToolContext(root)
+    call = ToolCall(id="1", name=tool.name, arguments=args)
+    refusal = await ask_approval(call, ctx, allow_all)
+    assert refusal is not None and "symlink" in refusal
+    result = await execute_tool(tool, tool.name, args, ctx)
+    assert result.is_error
+    assert "symlink" in text_of(result)
+
+
+async def test_an_unforeseen_exception_in_a_tool_is_an_error_result(
+        root: Path, caplog: pytest.LogCaptureFixture) -> None:
+    async def broken(_args: dict[str, Any], _ctx: ToolContext) -> ToolResult:
+        raise RuntimeError("no result for this")
+
+    tool = Tool(ToolSpec("broken", "", {}), broken)
+    with caplog.at_level(logging.ERROR, "pi_lsp.agent.tools"):
+        result = await execute_tool(tool, "broken", {}, ToolContext(root))
+    assert result == text_result("broken failed: RuntimeError: no result for this",
+                                 is_error=True)
+    assert "no result for this" in caplog.text  # a bug: logged with its traceback
 
 
 async def test_unknown_tool_is_an_error_result(root: Path) -> None:

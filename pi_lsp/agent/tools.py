@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import difflib
+import logging
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -19,6 +20,8 @@ from pi_lsp.agent.shell import ShellProcess
 from pi_lsp.providers.base import ToolSpec
 from pi_lsp.providers.registry import API_KEY_VARIABLES
 from pi_lsp.session.entries import ImageContent, TextContent, UserBlock
+
+log = logging.getLogger(__name__)
 
 READ_LINE_LIMIT = 2000
 READ_BYTE_LIMIT = 50 * 1024
@@ -119,23 +122,23 @@ class ToolContext:
         return path if path.is_absolute() else self.root / path
 
     def inside(self, path: Path) -> bool:
-        return inside(path, self.root.resolve())
+        return inside(path, Path(os.path.realpath(self.root)))
 
     def readable(self, raw: object) -> Path:
         given = self.given(raw)
-        reason = secret_reason(given)
+        reason = _unless_loop(raw, lambda: secret_reason(given))
         if reason is not None:
             raise ToolError(f"{raw}: reading it is refused because {reason}")
-        return given.resolve()
+        return Path(os.path.realpath(given))
 
     def writable(self, raw: object) -> Path:
         given = self.given(raw)
-        reason = protected_reason(given, self.root, self.session_dirs)
+        reason = _unless_loop(raw, lambda: protected_reason(given, self.root, self.session_dirs))
         if reason is not None:
             raise ToolError(f"{raw}: writing it is refused because {reason}")
-        path = given.resolve()
+        path = Path(os.path.realpath(given))
         if not self.allow_outside_root and not self.inside(path):
-            raise ToolError(f"{raw} is outside the workspace {self.root.resolve()}; "
+            raise ToolError(f"{raw} is outside the workspace {os.path.realpath(self.root)}; "
                             "writing there is not allowed")
         return path
 
@@ -143,6 +146,16 @@ class ToolContext:
         """What bash runs with: this process's environment without the API keys."""
         return {name: value for name, value in os.environ.items()
                 if name not in self.key_variables}
+
+
+
+def _unless_loop(raw: object, check: Callable[[], str | None]) -> str | None:
+    """`check()`, whose Path.resolve raises RuntimeError on a symlink loop before Python 3.13
+    (a repository can commit one): that is the call's error, not a crashed turn."""
+    try:
+        return check()
+    except RuntimeError as error:
+        raise ToolError(f"{raw}: its symlinks cannot be followed ({error})") from None
 
 
 Execute = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]
@@ -352,3 +365,6 @@ async def execute_tool(tool: Tool | None, name: str, args: dict[str, Any],
         return text_result(str(error), is_error=True)
     except (OSError, UnicodeError, ValueError) as error:
         return text_result(f"{name} failed: {error}", is_error=True)
+    except Exception as error:  # a bug, or a case not foreseen: still the call's result
+        log.exception("the %s tool failed", name)
+        return text_result(f"{name} failed: {type(error).__name__}: {error}", is_error=True)
