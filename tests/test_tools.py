@@ -5,16 +5,22 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import os
+import threading
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pi_lsp.agent import tools
 from pi_lsp.agent.approval import allow_all, ask_approval
 from pi_lsp.agent.tools import (
     BASH,
     EDIT,
+    IMAGE_BYTE_LIMIT,
     KEY_VARIABLES,
+    LONG_LINE,
     READ,
     READ_BYTE_LIMIT,
     WRITE,
@@ -106,6 +112,77 @@ async def test_read_png_is_an_image_block(root: Path) -> None:
     assert len(images) == 1
     assert images[0].mime_type == "image/png"
     assert base64.b64decode(images[0].data) == PNG
+
+
+async def test_read_of_a_huge_file_takes_a_piece_of_it_in_memory(root: Path) -> None:
+    """A committed 400 MB data file read with limit=1 took 1.5 GB and stalled the loop 2 s."""
+    line = b"a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q,r,s,t\n"
+    (root / "data.csv").write_bytes(line * (32 * 1024 * 1024 // len(line)))  # 32 MB
+    tracemalloc.start()
+    try:
+        result = await run(READ, {"path": "data.csv", "limit": 1}, root)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    lines = 32 * 1024 * 1024 // len(line)
+    assert text_of(result) == ("     1\ta,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q,r,s,t\n\n"
+                               f"[Showing lines 1-1 of {lines}; use offset=2 for more]")
+    assert peak < 8 * 1024 * 1024
+
+
+async def test_read_runs_off_the_event_loop(root: Path, monkeypatch: pytest.MonkeyPatch
+                                            ) -> None:
+    (root / "a.txt").write_text("alpha\n")
+    threads: list[threading.Thread] = []
+    page = tools._disk_page
+
+    def recorded(*args: Any) -> str | None:
+        threads.append(threading.current_thread())
+        return page(*args)
+
+    monkeypatch.setattr(tools, "_disk_page", recorded)
+    assert text_of(await run(READ, {"path": "a.txt"}, root)) == "     1\talpha"
+    assert threads and threads[0] is not threading.main_thread()
+
+
+TRICKY = ("crlf\r\nlone cr\rff\x0cvt\x0bsep\u2028nel\x85" + "long" * LONG_LINE + "\r\n"
+          + "bad \udcff utf-8\n\n\nlast without end")
+
+
+@pytest.mark.parametrize("piece", [1, 2, 3, 7, 4096])
+@pytest.mark.parametrize(("offset", "limit"), [(1, 2000), (2, 3), (7, 1), (11, 5)])
+async def test_read_in_pieces_shows_what_the_whole_text_shows(
+        root: Path, monkeypatch: pytest.MonkeyPatch, piece: int, offset: int, limit: int
+) -> None:
+    """The lines as str.splitlines() splits the whole text, wherever a piece ends: inside a
+    \r\n, a character, or a line longer than LONG_LINE."""
+    (root / "t.txt").write_bytes(TRICKY.encode("utf-8", "surrogateescape"))
+    whole = TRICKY.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    expected = tools._page([whole.splitlines(True)], offset, limit)
+    assert len(whole.splitlines()) == 11 and expected.startswith(f"{offset:>6}\t")
+    monkeypatch.setattr(tools, "READ_CHUNK", piece)
+    assert text_of(await run(READ, {"path": "t.txt", "offset": offset, "limit": limit},
+                             root)) == expected
+
+
+async def test_read_through_a_symlink_inside_the_workspace(root: Path) -> None:
+    (root / "AGENTS.md").write_text("notes\n")
+    (root / "CLAUDE.md").symlink_to("AGENTS.md")
+    assert text_of(await run(READ, {"path": "CLAUDE.md"}, root)) == "     1\tnotes"
+
+
+async def test_read_of_a_fifo_is_an_error_and_does_not_hang(root: Path) -> None:
+    os.mkfifo(root / "pipe")
+    result = await asyncio.wait_for(run(READ, {"path": "pipe"}, root), CEILING_S)
+    assert result.is_error
+
+
+async def test_read_refuses_an_image_over_the_limit(root: Path) -> None:
+    (root / "huge.png").write_bytes(PNG + b"\0" * IMAGE_BYTE_LIMIT)
+    result = await run(READ, {"path": "huge.png"}, root)
+    assert result.is_error
+    assert "larger than 5 MB" in text_of(result)
+    assert not [b for b in result.content if isinstance(b, ImageContent)]
 
 
 # -- write ---------------------------------------------------------------------------------
