@@ -15,6 +15,7 @@ from pi_lsp.agent.retry import RetrySettings
 from pi_lsp.jsonfile import read_object
 from pi_lsp.providers.models_file import ModelsFileError, load_models, models_files
 from pi_lsp.providers.registry import (
+    API_KEY_VARIABLES,
     DEFAULT_MODEL,
     DEFAULT_SUMMARY_MODEL,
     ModelInfo,
@@ -61,7 +62,6 @@ class Settings(msgspec.Struct, rename="camel", omit_defaults=True):
         return ModelRegistry(self.models, self.providers)
 
 
-API_KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 # What a project's `.pi/settings.json` may set. Keys, permissions, trust and where sessions go
 # (`apiKeys`, `allowWritesOutsideWorkspace`, `defaultProjectTrust`, ...) are the user's alone.
 PROJECT_KEYS = frozenset({"defaultProvider", "defaultModel", "defaultThinkingLevel",

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from pi_lsp.agent.approval import ApprovalRequest
 from pi_lsp.agent.events import (
     AgentEvent,
     MessageEnd,
@@ -521,6 +522,31 @@ async def test_failing_tools_become_error_results_and_the_loop_goes_on(make_rig,
     assert [b["tool_use_id"] for b in wire] == ["t1", "t2", "t3", "t4"]
     assert all(b["is_error"] is True for b in wire)
     assert rig.messages()[-1]["content"] == [{"type": "text", "text": "I see the errors."}]
+    assert rig.problems() == []
+
+
+async def test_a_symlink_loop_and_a_failed_approval_still_answer_their_calls(
+        make_rig, fake, caplog: pytest.LogCaptureFixture) -> None:
+    """A committed symlink loop (RuntimeError from Path.resolve on Python 3.11) and an
+    approver that fails left their calls without a result and failed the prompt."""
+    rig = make_rig()
+    (rig.root / "loop").symlink_to("loop")
+
+    async def approve(request: ApprovalRequest) -> str | None:
+        if request.call.name == "bash":
+            raise RuntimeError("the editor went away")
+        return None
+
+    rig.harness.approve_call = approve
+    fake.script(tool_reply([("t1", "read", {"path": "loop"}), ("t2", "bash", {"command": "true"})]),
+                text_reply("I see."))
+    await rig.harness.prompt("read loop, then run true")
+    results = [m for m in rig.messages() if m["role"] == "toolResult"]
+    assert [(r["toolCallId"], r["isError"]) for r in results] == [("t1", True), ("t2", True)]
+    assert "symlink" in results[0]["content"][0]["text"]
+    assert results[1]["content"][0]["text"] == "bash failed: RuntimeError: the editor went away"
+    assert "the editor went away" in caplog.text
+    assert rig.messages()[-1]["content"] == [{"type": "text", "text": "I see."}]
     assert rig.problems() == []
 
 

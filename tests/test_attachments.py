@@ -6,8 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from pi_lsp.agent.attachments import MENTION_BYTE_LIMIT, Attachment, Range, mentions, render
+from pi_lsp.agent.events import ToolExecutionEnd, ToolExecutionStart
 from pi_lsp.agent.feedback import (
     PROBLEM_LIMIT,
+    EditFeedback,
     FileProblems,
     Position,
     Problem,
@@ -15,6 +17,7 @@ from pi_lsp.agent.feedback import (
     problems_message,
 )
 from pi_lsp.agent.tools import DiskFiles
+from pi_lsp.session.entries import ToolResultMessage
 
 
 def test_problems_are_errors_first_and_capped(tmp_path: Path) -> None:
@@ -42,6 +45,25 @@ def test_mentions_name_workspace_files_only(tmp_path: Path) -> None:
     found = mentions("see @docs/a.md, @docs and @../secret.txt or mail me@docs.md; "
                      "@docs/a.md again, not @big.log", root, DiskFiles()).found
     assert [(a.path, a.text) for a in found] == [((root / "docs" / "a.md").resolve(), "A\n")]
+
+
+def test_a_mentioned_symlink_loop_stays_text(tmp_path: Path) -> None:
+    """Path.resolve raised RuntimeError on it (Python 3.11), failing the whole prompt."""
+    (tmp_path / "loop").symlink_to("loop")
+    (tmp_path / "a.md").write_text("A\n")
+    found = mentions("look at @loop and @a.md", tmp_path, DiskFiles())
+    assert [a.path.name for a in found.found] == ["a.md"] and found.refused == []
+
+
+def test_a_write_to_a_symlink_loop_is_noted_without_raising(tmp_path: Path) -> None:
+    (tmp_path / "loop").symlink_to("loop")
+    feedback = EditFeedback(tmp_path, None)
+    feedback.note(ToolExecutionStart(tool_call_id="1", tool_name="write",
+                                     args={"path": "loop", "content": "x"}))
+    feedback.note(ToolExecutionEnd(tool_call_id="1", tool_name="write", result=ToolResultMessage(
+        tool_call_id="1", tool_name="write", content=[], is_error=True, timestamp=0),
+        is_error=True))
+    assert feedback._touched == set()
 
 
 def test_attachments_render_relative_paths_and_cut_long_text(tmp_path: Path) -> None:

@@ -225,6 +225,46 @@ def test_tool_turn_writes_the_file_and_reports_the_tool(
     assert check(path, env).returncode == 0
 
 
+def test_bash_gets_no_api_key_of_the_environment_or_of_models_json(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str], agent_dir: Path,
+        tmp_path: Path) -> None:
+    """A command the run allows runs the repository's code (`npm test`), which read the keys
+    pi-lsp reads: ANTHROPIC_API_KEY, OPENAI_API_KEY and those your models.json names."""
+    own = tmp_path / "agent"
+    own.mkdir()
+    (own / "settings.json").write_text((agent_dir / "settings.json").read_text())
+    (own / "models.json").write_text(json.dumps({"providers": {"gateway": {
+        "baseUrl": "http://127.0.0.1:9/v1", "api": "openai-completions",
+        "apiKey": "GATEWAY_TOKEN", "headers": {"X-Team": "GATEWAY_TEAM"},
+        "models": [{"id": "m"}]}}}))
+    trust(workspace, own)
+    keys = {"ANTHROPIC_API_KEY": "sk-ant-hidden", "OPENAI_API_KEY": "sk-openai-hidden",
+            "GATEWAY_TOKEN": "gateway-hidden", "GATEWAY_TEAM": "team-hidden"}
+    fake.script(tool_reply([("t1", "bash", {"command": "env"})]), text_reply("Done."))
+    result = pi_run(workspace, {**env, **keys, "PI_CODING_AGENT_DIR": str(own),
+                                "PI_LSP_TEST_KEPT": "kept"}, "--new", "show the environment")
+    assert result.returncode == 0, result.stderr
+    [output] = [b for b in fake.message_requests()[1]["messages"][-1]["content"]
+                if b["type"] == "tool_result"]
+    text = json.dumps(output)
+    assert "PI_LSP_TEST_KEPT=kept" in text
+    assert "hidden" not in text and not [name for name in keys if name in text]
+
+
+def test_reply_text_and_tool_lines_reach_the_terminal_without_escape_sequences(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    """OSC 52 in a reply set the clipboard; SGR 8 in a command hid it in the `→ bash` line."""
+    command = "\x1b]0;innocent\x07\x1b[8mecho pwned\x1b[0m; echo ok"
+    fake.script(tool_reply([("t1", "bash", {"command": command})], text="Run\x1b[2K\r it."),
+                text_reply("Done.\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2gK\x07\ttabbed\x9b2J"))
+    result = pi_run(workspace, env, "--new", "go")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "Run[2K it.\nDone.]52;c;Y3VybCBldmlsLnNoIHwgc2gK\ttabbed2J\n"
+    assert "→ bash \\x1b]0;innocent\\x07\\x1b[8mecho pwned\\x1b[0m; echo ok\n" in \
+        result.stderr
+    assert "\x1b" not in result.stderr and "\x07" not in result.stderr
+
+
 def test_model_flag_changes_the_wire_model_and_is_recorded(
         fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
     fake.script(text_reply("ok", model="claude-haiku-4-5"))

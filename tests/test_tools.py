@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
+import os
+import threading
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pi_lsp.agent import tools
+from pi_lsp.agent.approval import allow_all, ask_approval
 from pi_lsp.agent.tools import (
     BASH,
     EDIT,
+    IMAGE_BYTE_LIMIT,
+    KEY_VARIABLES,
+    LONG_LINE,
     READ,
     READ_BYTE_LIMIT,
     WRITE,
@@ -19,8 +28,10 @@ from pi_lsp.agent.tools import (
     ToolContext,
     ToolResult,
     execute_tool,
+    text_result,
 )
-from pi_lsp.session.entries import ImageContent, TextContent
+from pi_lsp.providers.base import ToolSpec
+from pi_lsp.session.entries import ImageContent, TextContent, ToolCall
 from tests.waits import CEILING_S, alive, gone, pid_in, until
 
 # A 1x1 transparent PNG.
@@ -101,6 +112,77 @@ async def test_read_png_is_an_image_block(root: Path) -> None:
     assert len(images) == 1
     assert images[0].mime_type == "image/png"
     assert base64.b64decode(images[0].data) == PNG
+
+
+async def test_read_of_a_huge_file_takes_a_piece_of_it_in_memory(root: Path) -> None:
+    """A committed 400 MB data file read with limit=1 took 1.5 GB and stalled the loop 2 s."""
+    line = b"a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q,r,s,t\n"
+    (root / "data.csv").write_bytes(line * (32 * 1024 * 1024 // len(line)))  # 32 MB
+    tracemalloc.start()
+    try:
+        result = await run(READ, {"path": "data.csv", "limit": 1}, root)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    lines = 32 * 1024 * 1024 // len(line)
+    assert text_of(result) == ("     1\ta,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q,r,s,t\n\n"
+                               f"[Showing lines 1-1 of {lines}; use offset=2 for more]")
+    assert peak < 8 * 1024 * 1024
+
+
+async def test_read_runs_off_the_event_loop(root: Path, monkeypatch: pytest.MonkeyPatch
+                                            ) -> None:
+    (root / "a.txt").write_text("alpha\n")
+    threads: list[threading.Thread] = []
+    page = tools._disk_page
+
+    def recorded(*args: Any) -> str | None:
+        threads.append(threading.current_thread())
+        return page(*args)
+
+    monkeypatch.setattr(tools, "_disk_page", recorded)
+    assert text_of(await run(READ, {"path": "a.txt"}, root)) == "     1\talpha"
+    assert threads and threads[0] is not threading.main_thread()
+
+
+TRICKY = ("crlf\r\nlone cr\rff\x0cvt\x0bsep\u2028nel\x85" + "long" * LONG_LINE + "\r\n"
+          + "bad \udcff utf-8\n\n\nlast without end")
+
+
+@pytest.mark.parametrize("piece", [1, 2, 3, 7, 4096])
+@pytest.mark.parametrize(("offset", "limit"), [(1, 2000), (2, 3), (7, 1), (11, 5)])
+async def test_read_in_pieces_shows_what_the_whole_text_shows(
+        root: Path, monkeypatch: pytest.MonkeyPatch, piece: int, offset: int, limit: int
+) -> None:
+    """The lines as str.splitlines() splits the whole text, wherever a piece ends: inside a
+    \r\n, a character, or a line longer than LONG_LINE."""
+    (root / "t.txt").write_bytes(TRICKY.encode("utf-8", "surrogateescape"))
+    whole = TRICKY.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    expected = tools._page([whole.splitlines(True)], offset, limit)
+    assert len(whole.splitlines()) == 11 and expected.startswith(f"{offset:>6}\t")
+    monkeypatch.setattr(tools, "READ_CHUNK", piece)
+    assert text_of(await run(READ, {"path": "t.txt", "offset": offset, "limit": limit},
+                             root)) == expected
+
+
+async def test_read_through_a_symlink_inside_the_workspace(root: Path) -> None:
+    (root / "AGENTS.md").write_text("notes\n")
+    (root / "CLAUDE.md").symlink_to("AGENTS.md")
+    assert text_of(await run(READ, {"path": "CLAUDE.md"}, root)) == "     1\tnotes"
+
+
+async def test_read_of_a_fifo_is_an_error_and_does_not_hang(root: Path) -> None:
+    os.mkfifo(root / "pipe")
+    result = await asyncio.wait_for(run(READ, {"path": "pipe"}, root), CEILING_S)
+    assert result.is_error
+
+
+async def test_read_refuses_an_image_over_the_limit(root: Path) -> None:
+    (root / "huge.png").write_bytes(PNG + b"\0" * IMAGE_BYTE_LIMIT)
+    result = await run(READ, {"path": "huge.png"}, root)
+    assert result.is_error
+    assert "larger than 5 MB" in text_of(result)
+    assert not [b for b in result.content if isinstance(b, ImageContent)]
 
 
 # -- write ---------------------------------------------------------------------------------
@@ -224,6 +306,30 @@ async def test_bash_timeout(root: Path) -> None:
     assert "timed out" in text_of(result)
 
 
+@pytest.mark.parametrize("timeout", [24 * 60 * 60 + 1, 10**20, 10**400])
+async def test_bash_timeout_over_a_day_is_refused_before_the_command_runs(
+        root: Path, timeout: int) -> None:
+    """10**400 s passed the check and failed in asyncio after the approved command started."""
+    result = await run(BASH, {"command": "touch ran", "timeout": timeout}, root)
+    assert result.is_error
+    assert "at most 86400 seconds" in text_of(result)
+    assert not (root / "ran").exists()
+
+
+async def test_bash_runs_without_the_api_keys(root: Path, monkeypatch: pytest.MonkeyPatch
+                                              ) -> None:
+    """An approved `npm test` runs the repository's code, which must not find the keys."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-hidden")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-hidden")
+    monkeypatch.setenv("GATEWAY_TOKEN", "gateway-hidden")  # named by a models.json apiKey
+    monkeypatch.setenv("PI_LSP_TEST_KEPT", "kept")
+    result = await run(BASH, {"command": "env"}, root,
+                       key_variables=KEY_VARIABLES | {"GATEWAY_TOKEN"})
+    text = text_of(result)
+    assert "PI_LSP_TEST_KEPT=kept" in text
+    assert "hidden" not in text and "_API_KEY=" not in text and "GATEWAY_TOKEN" not in text
+
+
 async def test_bash_huge_output_keeps_the_tail_and_saves_all(root: Path) -> None:
     result = await run(BASH, {"command": "seq 1 200000"}, root)
     full_path = Path(result.details["fullOutputPath"])
@@ -292,6 +398,37 @@ async def test_bad_argument_types_are_error_results(root: Path, tool: Tool,
     assert text_of(result)
     assert (root / "a.txt").read_text() == "a\n"
     assert not (root / "b.txt").exists()
+
+
+@pytest.mark.parametrize(("tool", "args"), [
+    (READ, {"path": "loop"}),
+    (WRITE, {"path": "loop", "content": "x"}),
+    (EDIT, {"path": "loop", "oldText": "a", "newText": "b"}),
+])
+async def test_a_committed_symlink_loop_is_an_error_result(root: Path, tool: Tool,
+                                                          args: dict[str, Any]) -> None:
+    """Path.resolve raises RuntimeError on a loop (Python 3.11): the call had no result."""
+    (root / "loop").symlink_to("loop")
+    ctx = ToolContext(root)
+    call = ToolCall(id="1", name=tool.name, arguments=args)
+    refusal = await ask_approval(call, ctx, allow_all)
+    assert refusal is not None and "symlink" in refusal
+    result = await execute_tool(tool, tool.name, args, ctx)
+    assert result.is_error
+    assert "symlink" in text_of(result)
+
+
+async def test_an_unforeseen_exception_in_a_tool_is_an_error_result(
+        root: Path, caplog: pytest.LogCaptureFixture) -> None:
+    async def broken(_args: dict[str, Any], _ctx: ToolContext) -> ToolResult:
+        raise RuntimeError("no result for this")
+
+    tool = Tool(ToolSpec("broken", "", {}), broken)
+    with caplog.at_level(logging.ERROR, "pi_lsp.agent.tools"):
+        result = await execute_tool(tool, "broken", {}, ToolContext(root))
+    assert result == text_result("broken failed: RuntimeError: no result for this",
+                                 is_error=True)
+    assert "no result for this" in caplog.text  # a bug: logged with its traceback
 
 
 async def test_unknown_tool_is_an_error_result(root: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -66,14 +67,18 @@ def mentions(text: str, root: Path, files: FileAccess) -> Mentions:
     found: list[Attachment] = []
     refused: list[str] = []
     seen: set[Path] = set()
-    resolved_root = root.resolve()
+    # realpath: Path.resolve raises on a symlink loop (one a repository commits) before 3.13.
+    resolved_root = Path(os.path.realpath(root))
     for match in MENTION.finditer(text):
         given = resolved_root / match.group(1)
-        path = given.resolve()
+        path = Path(os.path.realpath(given))
         if path in seen or not path.is_relative_to(resolved_root) or path.is_dir() or \
                 (path.is_file() and path.stat().st_size > MENTION_BYTE_LIMIT):
             continue
-        reason = secret_reason(given)
+        try:
+            reason = secret_reason(given)
+        except RuntimeError:  # a symlink loop: no file to attach, the mention stays text
+            continue
         if reason is not None:
             seen.add(path)
             refused.append(f"@{match.group(1)} was not attached: reading it is refused "

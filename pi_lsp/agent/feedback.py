@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -85,8 +86,9 @@ class EditFeedback:
     def note(self, event: AgentEvent) -> None:
         if isinstance(event, ToolExecutionStart) and event.tool_name in FILE_TOOLS:
             with contextlib.suppress(ToolError):  # the tool reports a bad path itself
-                self._editing[event.tool_call_id] = ToolContext(self.root).given(
-                    event.args.get("path")).resolve()
+                # realpath: Path.resolve raises on a symlink loop before Python 3.13.
+                self._editing[event.tool_call_id] = Path(os.path.realpath(
+                    ToolContext(self.root).given(event.args.get("path"))))
         elif isinstance(event, ToolExecutionEnd):
             path = self._editing.pop(event.tool_call_id, None)
             if path is not None and not event.is_error:

@@ -218,7 +218,8 @@ class Harness:
 
     def tool_context(self, on_update: Callable[[str], None]) -> ToolContext:
         return ToolContext(self.root, self.allow_outside_root, on_update, self.session_dirs,
-                           files=self.files)
+                           files=self.files,
+                           key_variables=self.registry.key_variables())
 
     async def approve(self, call: ToolCall, ctx: ToolContext) -> str | None:
         return await ask_approval(call, ctx, self.approve_call)

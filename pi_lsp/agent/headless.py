@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import sys
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from pi_lsp.agent.events import (
     ToolExecutionEnd,
     ToolExecutionStart,
 )
+from pi_lsp.cli_common import printable
 from pi_lsp.context.projection import context_settings
 from pi_lsp.harness_factory import make_harness
 from pi_lsp.providers.base import MissingApiKeyError, TextDelta
@@ -35,6 +37,9 @@ from pi_lsp.settings import Settings, SettingsError, load_settings
 from pi_lsp.trust import decide_without_asking
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
+# C0 and C1 control characters but tab and newline: the escape sequences a reply could use to
+# set the clipboard (OSC 52), hide text (SGR 8) or rewrite what is on screen (\r, CSI).
+CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 class RunError(Exception):
@@ -103,32 +108,38 @@ class TerminalPrinter:
             self.write_text(event.delta.delta)
         elif isinstance(event, AutoRetryStart):
             self.end_line()
-            self.err.write(f"  ↻ {event.error_message}; retrying in {event.delay_ms / 1000:g}s "
+            self.err.write(f"  ↻ {printable(event.error_message)}; retrying in "
+                           f"{event.delay_ms / 1000:g}s "
                            f"({event.attempt}/{event.max_attempts})\n")
             self.err.flush()
         elif isinstance(event, ToolExecutionStart):
             self.end_line()
             target = event.args.get("path") or event.args.get("command") or ""
-            self.err.write(f"→ {event.tool_name} {str(target)[:80]}\n")
+            # The model's arguments, as they are: a control character shows as its escape.
+            self.err.write(f"→ {printable(event.tool_name)} {printable(str(target)[:80])}\n")
         elif isinstance(event, ToolExecutionEnd):
             first = next((b.text for b in event.result.content if isinstance(b, TextContent)), "")
             if event.is_error:
                 last_line = first.strip().splitlines()[-1][:100] if first.strip() else ""
-                self.err.write(f"  ✗ {event.tool_name}: {last_line}\n")
+                self.err.write(f"  ✗ {printable(event.tool_name)}: {printable(last_line)}\n")
             else:
-                self.err.write(f"  ✓ {event.tool_name}\n")
+                self.err.write(f"  ✓ {printable(event.tool_name)}\n")
             self.err.flush()
 
     def write_text(self, text: str) -> None:
-        """Reply text as it streams; a lone surrogate (a model can send one) shows as U+FFFD."""
+        """Reply text as it streams, without control characters (tab and newline aside); a
+        lone surrogate (a model can send one) shows as U+FFFD."""
         text, self.high_surrogate = self.high_surrogate + text, ""
         if text and "\ud800" <= text[-1] <= "\udbff":
             text, self.high_surrogate = text[:-1], text[-1]
-        printable = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-        self.out.write(printable)
+        # Dropped whether or not stdout is a terminal: a reply saved to a file reaches one when
+        # it is shown, and no reply needs them.
+        shown = CONTROLS.sub("", text.encode("utf-16", "surrogatepass").decode("utf-16",
+                                                                                "replace"))
+        self.out.write(shown)
         self.out.flush()
-        if printable:
-            self.at_line_start = printable.endswith("\n")
+        if shown:
+            self.at_line_start = shown.endswith("\n")
 
     def end_line(self) -> None:
         if self.high_surrogate:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol, TypeVar
 
@@ -30,6 +31,8 @@ from pi_lsp.session.entries import (
     UserMessage,
 )
 from pi_lsp.session.ids import now_ms
+
+log = logging.getLogger(__name__)
 
 ABORTED_REPLY = "Request was aborted"
 ABORTED_TOOL = "Tool execution was aborted"
@@ -144,6 +147,10 @@ async def run_tool(hooks: LoopHooks, call: ToolCall) -> ToolResultMessage:
                     hooks, execute_tool(hooks.tool(call.name), call.name, call.arguments, context))
         except Aborted:
             result = text_result(ABORTED_TOOL, is_error=True)
+        except Exception as error:  # a failed approval still answers the call, or no turn can
+            log.exception("approving the %s call failed", call.name)
+            result = text_result(f"{call.name} failed: {type(error).__name__}: {error}",
+                                 is_error=True)
     message = ToolResultMessage(
         tool_call_id=call.id, tool_name=call.name, content=result.content, details=result.details,
         is_error=result.is_error, timestamp=now_ms(),

@@ -34,8 +34,10 @@ class ShellProcess:
         self._watch = watch
 
     @classmethod
-    async def start(cls, command: str, cwd: Path) -> ShellProcess:
-        """Start `command`; a cancel meanwhile lets the start end, then kills what it started.
+    async def start(cls, command: str, cwd: Path, env: dict[str, str] | None = None
+                    ) -> ShellProcess:
+        """Start `command` in `env` (None: this process's); a cancel meanwhile lets the start
+        end, then kills what it started.
 
         The output pipe is ours, not asyncio's: a process's `wait()` also waits for the pipes
         asyncio made to reach their end, which never comes once nobody reads a full one.
@@ -57,7 +59,7 @@ class ShellProcess:
             pipe, _ = await asyncio.get_running_loop().connect_read_pipe(
                 lambda: asyncio.StreamReaderProtocol(output), os.fdopen(out_read, "rb", 0))
             process = await finish(asyncio.ensure_future(asyncio.create_subprocess_exec(
-                sys.executable, "-I", "-S", WATCHER, command, cwd=cwd, stdin=read_end,
+                sys.executable, "-I", "-S", WATCHER, command, cwd=cwd, env=env, stdin=read_end,
                 stdout=out_write, stderr=out_write, start_new_session=True)), give_up)
         except BaseException:
             if given_up is None:  # else its close() has released both already

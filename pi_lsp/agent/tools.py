@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import codecs
 import difflib
+import io
+import logging
 import os
-from collections.abc import Awaitable, Callable
+import stat
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
 import msgspec
 
@@ -17,12 +21,23 @@ from pi_lsp.agent.access import inside, protected_reason, secret_reason
 from pi_lsp.agent.output import OutputTail, ThrottledUpdates
 from pi_lsp.agent.shell import ShellProcess
 from pi_lsp.providers.base import ToolSpec
+from pi_lsp.providers.registry import API_KEY_VARIABLES
 from pi_lsp.session.entries import ImageContent, TextContent, UserBlock
+
+log = logging.getLogger(__name__)
 
 READ_LINE_LIMIT = 2000
 READ_BYTE_LIMIT = 50 * 1024
 LONG_LINE = 2000
+READ_CHUNK = 1 << 20  # a file is read this much at a time, whatever its size
+# Anthropic's limit for one image (OpenAI's is 20 MB); a bigger one would fail every later
+# request of the session, since the image stays in its context.
+IMAGE_BYTE_LIMIT = 5 * 1024 * 1024
 BASH_TIMEOUT_S = 120
+BASH_TIMEOUT_MAX_S = 24 * 60 * 60
+# The variables pi-lsp reads its own keys from; a command the user approves runs the project's
+# code (npm test, pytest), which must not find them.
+KEY_VARIABLES = frozenset(API_KEY_VARIABLES.values())
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
                ".gif": "image/gif", ".webp": "image/webp"}
 
@@ -68,7 +83,7 @@ class DiskFiles:
         return {}
 
     def read_text(self, path: Path) -> str | None:
-        return path.read_text("utf-8") if path.is_file() else None
+        return disk_text(path)
 
     async def write_text(self, path: Path, text: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -79,6 +94,32 @@ class DiskFiles:
 
 
 DISK = DiskFiles()
+
+
+def open_regular(path: Path) -> IO[bytes] | None:
+    """`path` opened for reading if it is a regular file (through its symlinks); None when it
+    does not exist or is something else (a folder, a FIFO, a device)."""
+    real = os.path.realpath(path)  # Path.resolve raises on a symlink loop before Python 3.13
+    try:
+        # O_NOFOLLOW: `real` has no symlinks, so one put there meanwhile is not followed;
+        # O_NONBLOCK: a FIFO put there does not hang the opening.
+        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return os.fdopen(fd, "rb")
+
+
+def disk_text(path: Path, errors: str = "strict") -> str | None:
+    """A regular file's UTF-8 text, line ends made newlines as Path.read_text makes them; None
+    when there is no such file."""
+    file = open_regular(path)
+    if file is None:
+        return None
+    with io.TextIOWrapper(file, "utf-8", errors) as text:
+        return text.read()
 
 
 class Proposal(msgspec.Struct, frozen=True):
@@ -104,6 +145,7 @@ class ToolContext:
     session_dirs: tuple[Path, ...] = ()  # configured session folders, never written
     approved: Proposal | None = None  # the change the user saw; only that may be written
     files: FileAccess = DISK
+    key_variables: frozenset[str] = KEY_VARIABLES  # left out of bash's environment
 
     def given(self, raw: object) -> Path:
         """The path argument made absolute, symlinks not yet followed."""
@@ -113,25 +155,39 @@ class ToolContext:
         return path if path.is_absolute() else self.root / path
 
     def inside(self, path: Path) -> bool:
-        return inside(path, self.root.resolve())
+        return inside(path, Path(os.path.realpath(self.root)))
 
     def readable(self, raw: object) -> Path:
         given = self.given(raw)
-        reason = secret_reason(given)
+        reason = _unless_loop(raw, lambda: secret_reason(given))
         if reason is not None:
             raise ToolError(f"{raw}: reading it is refused because {reason}")
-        return given.resolve()
+        return Path(os.path.realpath(given))
 
     def writable(self, raw: object) -> Path:
         given = self.given(raw)
-        reason = protected_reason(given, self.root, self.session_dirs)
+        reason = _unless_loop(raw, lambda: protected_reason(given, self.root, self.session_dirs))
         if reason is not None:
             raise ToolError(f"{raw}: writing it is refused because {reason}")
-        path = given.resolve()
+        path = Path(os.path.realpath(given))
         if not self.allow_outside_root and not self.inside(path):
-            raise ToolError(f"{raw} is outside the workspace {self.root.resolve()}; "
+            raise ToolError(f"{raw} is outside the workspace {os.path.realpath(self.root)}; "
                             "writing there is not allowed")
         return path
+
+    def environment(self) -> dict[str, str]:
+        """What bash runs with: this process's environment without the API keys."""
+        return {name: value for name, value in os.environ.items()
+                if name not in self.key_variables}
+
+
+def _unless_loop(raw: object, check: Callable[[], str | None]) -> str | None:
+    """`check()`, whose Path.resolve raises RuntimeError on a symlink loop before Python 3.13
+    (a repository can commit one): that is the call's error, not a crashed turn."""
+    try:
+        return check()
+    except RuntimeError as error:
+        raise ToolError(f"{raw}: its symlinks cannot be followed ({error})") from None
 
 
 Execute = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]
@@ -166,35 +222,97 @@ def _str_arg(args: dict[str, Any], key: str) -> str:
 async def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     path = ctx.readable(args.get("path"))
     mime = IMAGE_TYPES.get(path.suffix.lower())
-    if mime and path.is_file():
-        data = base64.b64encode(path.read_bytes()).decode()
-        return ToolResult([TextContent(text=f"Read image {path.name}"),
-                           ImageContent(data=data, mime_type=mime)])
-    content = _current_text(path, ctx)
-    if content is None:
-        raise ToolError(f"{args.get('path')}: no such file")
+    if mime:
+        data = await asyncio.to_thread(_image_data, path, args.get("path"))
+        if data is not None:
+            return ToolResult([TextContent(text=f"Read image {path.name}"),
+                               ImageContent(data=data, mime_type=mime)])
     offset = max(1, _int_arg(args, "offset", 1) or 1)
     limit = _int_arg(args, "limit", READ_LINE_LIMIT) or READ_LINE_LIMIT
-    lines = content.splitlines()
-    if offset > len(lines) and lines:
-        raise ToolError(f"offset {offset} is past the end of the file ({len(lines)} lines)")
+    unsaved = ctx.files.open_texts().get(path)  # the editor's text, when it is not the disk's
+    if unsaved is not None:
+        return text_result(_page([unsaved.splitlines(True)], offset, limit))
+    # In a thread, a piece at a time: a 400 MB file neither stalls the loop nor fills memory.
+    page = await asyncio.to_thread(_disk_page, path, offset, limit)
+    if page is None:
+        raise ToolError(f"{args.get('path')}: no such file")
+    return text_result(page)
+
+
+def _image_data(path: Path, raw: object) -> str | None:
+    """The image's bytes in base64, refused above IMAGE_BYTE_LIMIT; None when it is no file."""
+    file = open_regular(path)
+    if file is None:
+        return None
+    with file:
+        data = file.read(IMAGE_BYTE_LIMIT + 1)
+    if len(data) > IMAGE_BYTE_LIMIT:
+        raise ToolError(f"{raw}: the image is larger than {IMAGE_BYTE_LIMIT // (1024 * 1024)} "
+                        "MB, too large to send to the model; make a smaller copy (with bash) "
+                        "and read that")
+    return base64.b64encode(data).decode()
+
+
+def _disk_page(path: Path, offset: int, limit: int) -> str | None:
+    """What `read` shows of a file on disk; None when there is no such file."""
+    file = open_regular(path)
+    if file is None:
+        return None
+    with file:
+        return _page(_line_batches(file), offset, limit)
+
+
+# What str.splitlines() ends a line at, "\r" aside (a "\n" may follow it).
+LINE_ENDS = frozenset("\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+
+
+def _line_batches(file: IO[bytes]) -> Iterator[list[str]]:
+    """The file's lines, ends kept, as str.splitlines(True) splits its UTF-8 text (bad bytes
+    replaced), a piece of the file at a time. A line still open at a piece's end is kept cut to
+    LONG_LINE + 1 characters, so a line of any length takes no more memory."""
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    pending = ""
+    while chunk := file.read(READ_CHUNK):
+        lines = (pending + decoder.decode(chunk)).splitlines(True)
+        last = lines.pop() if lines else ""  # a chunk may hold part of a character only
+        if last[-1:] in LINE_ENDS:
+            lines.append(last)
+            pending = ""
+        else:
+            body, cr = (last[:-1], "\r") if last.endswith("\r") else (last, "")
+            pending = body[:LONG_LINE + 1] + cr
+        yield lines
+    yield (pending + decoder.decode(b"", final=True)).splitlines(True)
+
+
+def _page(batches: Iterable[list[str]], offset: int, limit: int) -> str:
+    """What `read` shows of these lines: numbered from `offset`, at most `limit` lines and
+    READ_BYTE_LIMIT bytes, long lines cut, and a note when the file goes on."""
     shown: list[str] = []
-    size = 0
+    size = total = 0
     end = offset - 1
-    for number in range(offset, min(len(lines), offset - 1 + limit) + 1):
-        line = lines[number - 1]
-        if len(line) > LONG_LINE:
-            line = line[:LONG_LINE] + " [line truncated]"
-        numbered = f"{number:>6}\t{line}"
-        size += len(numbered.encode()) + 1
-        if size > READ_BYTE_LIMIT and shown:
-            break
-        shown.append(numbered)
-        end = number
+    full = False
+    for batch in batches:
+        first, total = total + 1, total + len(batch)
+        for number in range(max(first, offset), min(total, offset - 1 + limit) + 1):
+            if full:
+                break
+            line = batch[number - first].splitlines()[0]
+            if len(line) > LONG_LINE:
+                line = line[:LONG_LINE] + " [line truncated]"
+            numbered = f"{number:>6}\t{line}"
+            size += len(numbered.encode()) + 1
+            if size > READ_BYTE_LIMIT and shown:
+                full = True
+                break
+            shown.append(numbered)
+            end = number
+    if offset > total and total:
+        raise ToolError(f"offset {offset} is past the end of the file ({total} lines)")
     text = "\n".join(shown)
-    if end < len(lines):
-        text += f"\n\n[Showing lines {offset}-{end} of {len(lines)}; use offset={end + 1} for more]"
-    return text_result(text or "(empty file)")
+    if end < total:
+        text += f"\n\n[Showing lines {offset}-{end} of {total}; use offset={end + 1} for more]"
+    return text or "(empty file)"
 
 
 def _current_text(path: Path, ctx: ToolContext) -> str | None:
@@ -202,7 +320,7 @@ def _current_text(path: Path, ctx: ToolContext) -> str | None:
     try:
         return ctx.files.read_text(path)
     except UnicodeDecodeError:
-        return path.read_text("utf-8", errors="replace")
+        return disk_text(path, "replace")
 
 
 def propose_write(args: dict[str, Any], ctx: ToolContext) -> Proposal:
@@ -268,7 +386,10 @@ async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
 async def run_bash(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     command = _str_arg(args, "command")
     timeout = _int_arg(args, "timeout", BASH_TIMEOUT_S) or BASH_TIMEOUT_S
-    shell = await ShellProcess.start(command, ctx.root)
+    if timeout > BASH_TIMEOUT_MAX_S:
+        # Refused before anything runs: asyncio fails on a huge one once the command started.
+        raise ToolError(f"`timeout` must be at most {BASH_TIMEOUT_MAX_S} seconds (24 hours)")
+    shell = await ShellProcess.start(command, ctx.root, ctx.environment())
     process = shell.process
     output = OutputTail()
     updates = ThrottledUpdates(lambda: output.tail()[0], ctx.on_update)
@@ -338,3 +459,6 @@ async def execute_tool(tool: Tool | None, name: str, args: dict[str, Any],
         return text_result(str(error), is_error=True)
     except (OSError, UnicodeError, ValueError) as error:
         return text_result(f"{name} failed: {error}", is_error=True)
+    except Exception as error:  # a bug, or a case not foreseen: still the call's result
+        log.exception("the %s tool failed", name)
+        return text_result(f"{name} failed: {type(error).__name__}: {error}", is_error=True)

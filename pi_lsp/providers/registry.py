@@ -10,6 +10,8 @@ ANTHROPIC_API = "anthropic-messages"
 CHAT_API = "openai-completions"
 RESPONSES_API = "openai-responses"
 SUPPORTED_APIS = (ANTHROPIC_API, CHAT_API, RESPONSES_API)
+# Where pi (and pi-lsp) read the built-in providers' keys from, before settings' `apiKeys`.
+API_KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
 
 class Price(msgspec.Struct, rename="camel"):
@@ -160,6 +162,17 @@ class ModelRegistry:
 
     def all(self) -> list[ModelInfo]:
         return list(self._models.values())
+
+    def key_variables(self) -> frozenset[str]:
+        """The environment variables keys are read from: pi-lsp's own, and those models.json's
+        `apiKey` and header values may name (your own files': a project's values are literals)."""
+        names = set(API_KEY_VARIABLES.values())
+        for config in self._providers.values():
+            if config.api_key and not config.literal_key:
+                names.add(config.api_key)
+            if not config.literal_headers:
+                names.update(config.headers.values())
+        return frozenset(names)
 
 
 def detect_compat(provider: str, base_url: str) -> Compat:
