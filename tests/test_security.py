@@ -22,6 +22,7 @@ from pygls.exceptions import JsonRpcInternalError
 from pytest_lsp import LanguageClient, client_capabilities
 from pytest_lsp.client import captured_exception_key
 
+from pi_lsp.agent.access import protected_reason, secret_reason
 from pi_lsp.agent.approval import approval_request
 from pi_lsp.agent.tools import (
     EDIT,
@@ -138,7 +139,16 @@ def test_hub_starts_sessions_only_in_workspace_folders(root: Path, tmp_path: Pat
 SECRETS = [".env", ".env.local", ".envrc", "config/id_rsa", "keys/id_ed25519.pub",
            "certs/server.pem", "tls.key", ".netrc", ".git-credentials", "home/.ssh/config",
            "home/.aws/credentials", "home/.gnupg/pubring.kbx", ".pi/settings.json",
-           ".pi/models.json"]
+           ".pi/models.json",
+           # tokens by other names: in git's remote URLs, gh's, git's, cargo's, Postgres',
+           # Vault's, Terraform's, Yarn's, npm's, Docker's and kubectl's own files
+           ".git/config", "credentials.json", "home/.config/gh/hosts.yml",
+           "home/.config/git/credentials", "home/.cargo/credentials.toml", "home/.pgpass",
+           "home/.vault-token", "prod.tfvars", "infra/prod.tfvars.json", ".yarnrc.yml",
+           "home/.npmrc", "home/.docker/config.json", "home/.kube/config",
+           # as macOS and Windows find them: names differ from the secret's only in case
+           "home/.SSH/config", "home/.AWS/credentials", ".PI/Settings.json", ".ENV",
+           "home/.Git-Credentials"]
 
 
 @pytest.mark.parametrize("name", SECRETS)
@@ -168,6 +178,31 @@ async def test_read_refuses_links_to_secrets_and_pi_credentials(root: Path, agen
         assert "SECRET" not in text_of(result)
     (root / ".env.example").write_text("API_KEY=\n")
     assert not (await execute_tool(READ, "read", {"path": ".env.example"}, ctx)).is_error
+
+
+def test_files_named_like_secrets_only_in_part_are_read(root: Path) -> None:
+    ctx = ToolContext(root)
+    for name in ("ansible/hosts.yml", ".github/config", "docs/credentials.md", ".gitconfig.md"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("x\n")
+        assert approval_request(ToolCall(id="c", name="read", arguments={"path": name}),
+                                ctx) is None, name
+
+
+async def test_names_are_compared_as_case_insensitive_file_systems_do(
+        root: Path, agent_dir: Path) -> None:
+    # No case-insensitive file system here: the rules are called with the names macOS and
+    # Windows would take for the protected files themselves.
+    shouted = agent_dir.parent / agent_dir.name.upper()
+    for path in (shouted / "auth.json", agent_dir / "AUTH.json", root.parent / "home" / ".SSH"
+                 / "id_rsa.pub.backup", root / ".Pi" / "MODELS.json"):
+        assert secret_reason(path) is not None, path
+    for path in (root / ".PI" / "settings.json", root / ".pi" / "SESSIONS" / "a.jsonl",
+                 root / ".GIT" / "config", root / ".g\u200cit" / "hooks" / "pre-commit",
+                 root / ".git." / "config", root / ".PI" / "Extensions" / "x.ts",
+                 shouted / "trust.json", root / ".AGENTS" / "Skills" / "s" / "SKILL.md"):
+        assert protected_reason(path, root) is not None, path
+    assert protected_reason(root / "src" / "Git.py", root) is None
 
 
 def test_reads_outside_the_workspace_need_approval(root: Path, tmp_path: Path) -> None:
@@ -213,6 +248,67 @@ async def test_tools_never_write_pi_files(root: Path, agent_dir: Path, tmp_path:
     assert all(t.read_text() == "ORIGINAL\n" for t in targets)
     assert not (await execute_tool(WRITE, "write", {"path": "ok.txt", "content": "x"},
                                    ctx)).is_error
+
+
+# What git runs on its own (`core.fsmonitor`, `core.pager`, hooks: editors run `git status`
+# unasked) and what pi loads in a trusted project (extensions and packages run; settings name
+# packages; skills, prompts and system prompts steer the model).
+RUN_BY_GIT_OR_PI = [".git/config", ".git/hooks/pre-commit", "sub/.git/info/attributes", ".git",
+                    ".pi/extensions/evil.ts", ".pi/extensions/pkg/index.ts", ".pi/mcp.json",
+                    ".pi/SYSTEM.md", ".pi/APPEND_SYSTEM.md", ".pi/skills/s/SKILL.md",
+                    ".pi/prompts/p.md", ".pi/themes/t.json", ".pi/npm/node_modules/x/index.js",
+                    ".pi/git/github.com/o/r/index.ts", ".agents/skills/s/SKILL.md",
+                    "sub/.agents/skills/s/run.sh", "to-git/config"]
+
+
+@pytest.mark.parametrize("tool", [WRITE, EDIT], ids=["write", "edit"])
+async def test_tools_never_write_what_git_or_pi_would_run(root: Path, tool: Any) -> None:
+    (root / ".git" / "hooks").mkdir(parents=True)
+    (root / "to-git").symlink_to(root / ".git", target_is_directory=True)
+    # even with writes outside the workspace allowed (and, in the server, toolApproval auto
+    # or the tool allowed for the session): the call is refused before anyone is asked
+    ctx = ToolContext(root, allow_outside_root=True)
+    for name in RUN_BY_GIT_OR_PI:
+        target = root / name
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text("ORIGINAL\n")
+        args = {"path": name, "content": "CLOBBERED\n"} if tool is WRITE else \
+            {"path": name, "oldText": "ORIGINAL", "newText": "CLOBBERED"}
+        with pytest.raises(ToolError, match="writing it is refused because") as error:
+            approval_request(ToolCall(id="c", name=tool.name, arguments=args), ctx)
+        why = str(error.value)
+        assert "git runs as commands" in why if ".git" in name or "to-git" in name else \
+            "pi loads" in why and "may not change what the user trusted" in why, why
+        result = await execute_tool(tool, tool.name, args, ctx)
+        assert result.is_error and "writing it is refused" in text_of(result), name
+    assert (root / ".git" / "config").read_text() == "ORIGINAL\n"
+    for name in (".gitignore", ".github/workflows/ci.yml", ".pi/notes.md", "agents/skills.md",
+                 "docs/.pi.md"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("ORIGINAL\n")
+        args = {"path": name, "content": "new\n"} if tool is WRITE else \
+            {"path": name, "oldText": "ORIGINAL", "newText": "new"}
+        assert not (await execute_tool(tool, tool.name, args, ctx)).is_error, name
+
+
+async def test_a_linked_pi_folder_is_protected_where_it_leads(root: Path) -> None:
+    # A repository commits `.pi -> conf`: `conf/settings.json` is pi's settings.
+    conf = root / "conf"
+    (conf / "extensions").mkdir(parents=True)
+    (conf / "settings.json").write_text('{"defaultModel": "x"}\n')
+    shutil.rmtree(root / ".pi")
+    (root / ".pi").symlink_to("conf", target_is_directory=True)
+    (root / ".agents").symlink_to("skills-here", target_is_directory=True)
+    ctx = ToolContext(root)
+    for name in ("conf/settings.json", "conf/extensions/x.ts", "conf/mcp.json",
+                 "skills-here/skills/s/SKILL.md"):
+        with pytest.raises(ToolError, match="a symlink makes a folder pi loads"):
+            ctx.writable(name)
+    with pytest.raises(ToolError, match="reading it is refused"):
+        ctx.readable("conf/settings.json")
+    assert ctx.writable("conf/notes.md") == conf.resolve() / "notes.md"
+    assert (conf / "settings.json").read_text() == '{"defaultModel": "x"}\n'
 
 
 async def test_a_proposal_is_exactly_what_is_written(root: Path) -> None:
