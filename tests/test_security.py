@@ -13,7 +13,8 @@ import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 import pytest_lsp
@@ -23,7 +24,7 @@ from pytest_lsp import LanguageClient, client_capabilities
 from pytest_lsp.client import captured_exception_key
 
 from pi_lsp.agent.access import protected_reason, secret_reason
-from pi_lsp.agent.approval import approval_request
+from pi_lsp.agent.approval import ApprovalRequest, approval_request
 from pi_lsp.agent.tools import (
     EDIT,
     READ,
@@ -35,6 +36,7 @@ from pi_lsp.agent.tools import (
     execute_tool,
     propose_change,
 )
+from pi_lsp.server.approvals import ToolApprovals
 from pi_lsp.server.config import Config
 from pi_lsp.server.hub import SessionHub
 from pi_lsp.server.workspace import ForeignFolderError
@@ -338,6 +340,45 @@ async def test_a_file_changed_during_approval_is_not_written(root: Path) -> None
     result = await execute_tool(WRITE, "write", args, ctx)
     assert result.is_error and "changed while the write waited for approval" in text_of(result)
     assert (root / "a.txt").read_text() == "the user's edit\n"
+
+
+class AskingServer:
+    """Just what ToolApprovals uses of a server: a client that answers pi/approveTool, here
+    always with "allow for this session", counting the questions."""
+
+    def __init__(self) -> None:
+        self.client_capabilities = types.ClientCapabilities(
+            experimental={"piLsp": {"approveTool": True}})
+        self.protocol = self
+        self.asked: list[Any] = []
+
+    async def send_request_async(self, _method: str, params: Any) -> Any:
+        self.asked.append(params)
+        return {"decision": "allowSession"}
+
+
+async def test_allow_for_the_session_covers_the_tool_inside_or_outside_only(
+        root: Path, tmp_path: Path) -> None:
+    server = AskingServer()
+    session = SimpleNamespace(allowed_tools=set(), turn_id=None, title="t")
+    approve = ToolApprovals(cast(Any, server), Config).approver_for(root / "s.jsonl",
+                                                                     cast(Any, session))
+
+    def request(tool: str, path: Path) -> ApprovalRequest:
+        call = ToolCall(id=f"{tool}-{path.name}", name=tool, arguments={"path": str(path)})
+        return ApprovalRequest(call, outside_workspace=not path.is_relative_to(root), path=path)
+
+    # One read outside allowed for the session allows reads outside, never writes; a write
+    # inside allowed for the session does not allow writes outside (allowWritesOutsideWorkspace)
+    steps = [("read", tmp_path / "a.txt", 1), ("read", tmp_path / "b.txt", 1),
+             ("write", tmp_path / "c.txt", 2), ("write", root / "d.txt", 3),
+             ("write", root / "e.txt", 3), ("write", tmp_path / "f.txt", 3),
+             ("read", root / "g.txt", 4), ("edit", tmp_path / "h.txt", 5)]
+    for tool, path, asked in steps:
+        assert await approve(request(tool, path)) is None
+        assert len(server.asked) == asked, (tool, path)
+    assert session.allowed_tools == {("read", True), ("write", True), ("write", False),
+                                     ("read", False), ("edit", True)}
 
 
 # -- the server ------------------------------------------------------------------------------

@@ -66,6 +66,12 @@ def fallback_question(request: ApprovalRequest, title: str) -> str:
         (f"\n{shown}" if change is not None else "")
 
 
+def grant(request: ApprovalRequest) -> tuple[str, bool]:
+    """What "allow for this session" allows: the tool, inside or outside the workspace only
+    (allowing one read outside must not allow reading anything anywhere)."""
+    return request.call.name, request.outside_workspace
+
+
 class ToolApprovals:
     """Asks the editor's user before a tool runs, unless approval is automatic or the tool
     was allowed for the session."""
@@ -76,7 +82,7 @@ class ToolApprovals:
     def approver_for(self, path: Path, session: OpenSession) -> Approver:
         async def approve(request: ApprovalRequest) -> str | None:
             name = request.call.name
-            if self.config().tool_approval == "auto" or name in session.allowed_tools:
+            if self.config().tool_approval == "auto" or grant(request) in session.allowed_tools:
                 return None
             try:
                 if client_approves_tools(self.server.client_capabilities):
@@ -89,7 +95,7 @@ class ToolApprovals:
             except NotAsked as error:
                 return str(error)
             if decision == "allowSession":
-                session.allowed_tools.add(name)
+                session.allowed_tools.add(grant(request))
             return None if decision != "deny" else f"the user denied running {name}"
         return approve
 
