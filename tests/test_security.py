@@ -311,6 +311,10 @@ async def test_a_linked_pi_folder_is_protected_where_it_leads(root: Path) -> Non
         ctx.readable("conf/settings.json")
     assert ctx.writable("conf/notes.md") == conf.resolve() / "notes.md"
     assert (conf / "settings.json").read_text() == '{"defaultModel": "x"}\n'
+    (root / ".agents").unlink()
+    (root / ".agents").symlink_to(".agents")  # a loop leads nowhere: other writes go on
+    assert ctx.writable("notes.md") == root.resolve() / "notes.md"
+    assert secret_reason(root / "sub" / "settings.json") is None
 
 
 async def test_a_proposal_is_exactly_what_is_written(root: Path) -> None:

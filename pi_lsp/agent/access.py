@@ -120,8 +120,11 @@ def _project_folders(candidate: Path, *roots: Path) -> Iterator[tuple[Path, froz
     for folder in {*roots, *candidate.parents}:
         for name, loaded in PROJECT_DIRS.items():
             linked = folder / name
-            if linked.is_symlink():
-                yield linked.resolve(), loaded
+            try:
+                if linked.is_symlink():
+                    yield linked.resolve(), loaded
+            except (OSError, RuntimeError):  # a loop leads nowhere pi could load from
+                continue
 
 
 def _git_or_project_reason(candidate: Path, root: Path) -> str | None:
