@@ -17,13 +17,13 @@ from pi_lsp.cli_common import (
     EXIT_USAGE,
     CliError,
     open_session,
-    printable,
     write_line,
     write_messages,
 )
 from pi_lsp.session.appender import WriteFailedError
 from pi_lsp.session.entries import THINKING_LEVELS
 from pi_lsp.session.records import UnknownEntryError
+from pi_lsp.visible import printable
 
 if TYPE_CHECKING:
     from pi_lsp.context.layers import AgentSetup

@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from pi_lsp.cli_common import EXIT_PROBLEMS, CliError, open_session, printable, write_line
+from pi_lsp.cli_common import EXIT_PROBLEMS, CliError, open_session, write_line
 from pi_lsp.session.catalog import session_workspace
 from pi_lsp.session.tree import SessionTree
+from pi_lsp.visible import printable
 
 if TYPE_CHECKING:
     from pi_lsp.settings import Settings

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import sys
-import unicodedata
 
 import msgspec
 
@@ -15,7 +14,6 @@ from pi_lsp.session.tree import SessionTree
 
 EXIT_PROBLEMS = 1
 EXIT_USAGE = 2
-UNSAFE = ("Cc", "Zl", "Zp")  # control characters, line and paragraph separators
 
 
 class CliError(Exception):
@@ -33,12 +31,6 @@ def open_session(path: str) -> SessionTree:
         raise CliError(f"{path}: not a pi session file ({error})") from None
     except OSError as error:
         raise CliError(f"{path}: cannot read ({error.strerror})") from None
-
-
-def printable(text: str) -> str:
-    """`text` for one terminal line: control characters and line breaks spelled as escapes."""
-    return "".join(repr(char)[1:-1] if unicodedata.category(char) in UNSAFE else char
-                   for char in text)
 
 
 def write_line(value: object) -> None:

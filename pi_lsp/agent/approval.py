@@ -9,6 +9,7 @@ import msgspec
 
 from pi_lsp.agent.tools import Proposal, ToolContext, ToolError, propose_change
 from pi_lsp.session.entries import ToolCall
+from pi_lsp.visible import bidi_controls
 
 
 class ApprovalRequest(msgspec.Struct, frozen=True):
@@ -29,10 +30,22 @@ async def allow_all(_request: ApprovalRequest) -> str | None:
     return None
 
 
+def refuse_bidi_controls(command: str) -> None:
+    """A ToolError when `command` holds bidi controls: they make it display in another order
+    than the shell reads it, so no one could approve what it does."""
+    controls = bidi_controls(command)
+    if controls:
+        raise ToolError(f"the command holds bidirectional control characters "
+                        f"({', '.join(controls)}), which show it in another order than it "
+                        "runs; it was not run. Write them as escapes (printf '\\u202e') "
+                        "if they are needed.")
+
+
 def approval_request(call: ToolCall, ctx: ToolContext) -> ApprovalRequest | None:
     """What must be approved before `call` runs, or None when it needs no approval (reads in
     the workspace, unknown tools). A call refused outright raises its ToolError."""
     if call.name == "bash":
+        refuse_bidi_controls(str(call.arguments.get("command")))
         return ApprovalRequest(call, outside_workspace=False)
     if call.name == "read":
         path = ctx.readable(call.arguments.get("path"))

@@ -18,7 +18,6 @@ from pi_lsp.agent.events import (
     ToolExecutionEnd,
     ToolExecutionStart,
 )
-from pi_lsp.cli_common import printable
 from pi_lsp.context.projection import context_settings
 from pi_lsp.harness_factory import make_harness
 from pi_lsp.providers.base import MissingApiKeyError, TextDelta
@@ -35,6 +34,7 @@ from pi_lsp.session.entries import THINKING_LEVELS, AssistantMessage, TextConten
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.settings import Settings, SettingsError, load_settings
 from pi_lsp.trust import decide_without_asking
+from pi_lsp.visible import printable
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
 # C0 and C1 control characters but tab and newline: the escape sequences a reply could use to

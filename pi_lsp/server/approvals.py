@@ -20,6 +20,7 @@ from pi_lsp.server.protocol import (
     client_approves_tools,
     parse_approval,
 )
+from pi_lsp.visible import visible
 
 SHOW_LIMIT = 2000  # the longest command or diff the fallback question shows (always in full)
 ALLOW, ALLOW_SESSION, DENY = "Allow", "Allow for this session", "Deny"
@@ -48,22 +49,30 @@ def approve_tool_params(request: ApprovalRequest, uri: str, turn_id: str | None,
 
 def fallback_question(request: ApprovalRequest, title: str) -> str:
     """The `window/showMessageRequest` text: the tool, its whole command or path, the session (a
-    repository may name it, so never first), any diff. NotAsked when too long to show in full."""
+    repository may name it, so never first), any diff. The model's and the repository's text is
+    made visible (escapes for what could hide or reorder it, long white space as its length).
+    NotAsked when too long to show in full."""
     name, change = request.call.name, request.change
     if name == "bash":
-        shown, what = str(request.call.arguments.get("command")), "command"
+        shown, what = visible(str(request.call.arguments.get("command"))), "command"
     else:
-        shown, what = (change.diff() if change is not None else ""), "change (as a diff)"
+        shown, what = visible(change.diff() if change is not None else ""), "change (as a diff)"
     if len(shown) > SHOW_LIMIT:
         raise NotAsked(f"the {what} is {len(shown)} characters long, too long to show in full "
                        f"for approval (the limit is {SHOW_LIMIT}); {name} was not run. Split "
                        "it into smaller steps.")
-    session = f" (session: {title})"
+    session = f" (session: {visible(title)})"
     if name == "bash":
         return f"pi wants to run bash: {shown}{session}"
     outside = " (outside the workspace)" if request.outside_workspace else ""
-    return f"pi wants to run {name}: {request.path}{outside}{session}" + \
+    return f"pi wants to run {name}: {visible(str(request.path))}{outside}{session}" + \
         (f"\n{shown}" if change is not None else "")
+
+
+def grant(request: ApprovalRequest) -> tuple[str, bool]:
+    """What "allow for this session" allows: the tool, inside or outside the workspace only
+    (allowing one read outside must not allow reading anything anywhere)."""
+    return request.call.name, request.outside_workspace
 
 
 class ToolApprovals:
@@ -76,7 +85,7 @@ class ToolApprovals:
     def approver_for(self, path: Path, session: OpenSession) -> Approver:
         async def approve(request: ApprovalRequest) -> str | None:
             name = request.call.name
-            if self.config().tool_approval == "auto" or name in session.allowed_tools:
+            if self.config().tool_approval == "auto" or grant(request) in session.allowed_tools:
                 return None
             try:
                 if client_approves_tools(self.server.client_capabilities):
@@ -89,7 +98,7 @@ class ToolApprovals:
             except NotAsked as error:
                 return str(error)
             if decision == "allowSession":
-                session.allowed_tools.add(name)
+                session.allowed_tools.add(grant(request))
             return None if decision != "deny" else f"the user denied running {name}"
         return approve
 

@@ -21,7 +21,8 @@ class OpenSession(msgspec.Struct):
     # The folder its harness was made for and its settings files' times then.
     stamp: tuple[Path, tuple[int | None, ...]] | None = None
     view: HeldView = msgspec.field(default_factory=HeldView)  # the tree as last shown
-    allowed_tools: set[str] = msgspec.field(default_factory=set)  # "allow for this session"
+    # "allow for this session": tools, each inside or outside the workspace (True)
+    allowed_tools: set[tuple[str, bool]] = msgspec.field(default_factory=set)
     turn_id: str | None = None  # claimed by a prompt, from before its harness says busy
 
     @property

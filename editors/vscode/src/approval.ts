@@ -10,7 +10,7 @@ import type { ChatPanels } from "./chatPanel";
 import type { PiClient } from "./client";
 import { ApprovalDecision, ApproveToolParams } from "./protocol";
 import { Sessions } from "./sessions";
-import { plain } from "./plainText";
+import { plain, visible } from "./plainText";
 
 export const APPROVAL_SCHEME = "pi-approval";
 export const ACCEPT = "Accept";
@@ -28,11 +28,17 @@ export function decisionOf(choice: string | undefined): ApprovalDecision {
  * may have chosen it, so it never comes first). */
 export function approvalMessage(p: ApproveToolParams, title: string, root?: string): string {
   const where = p.outsideWorkspace ? " (outside the workspace)" : "";
-  const session = ` (session: ${title})`;
-  if (p.tool === "bash") return `pi wants to run bash${where}: ${p.command ?? ""}${session}`;
+  const session = ` (session: ${visible(title)})`;
+  if (p.tool === "bash") return `pi wants to run bash${where}: ${visible(p.command ?? "")}${session}`;
   const file = p.path ? (root && !path.relative(root, p.path).startsWith("..") ? path.relative(root, p.path) : p.path) : "a file";
   const verb = p.tool !== "write" ? p.tool : p.oldText == null ? "create" : "overwrite";
-  return `pi wants to ${verb} ${file}${where}${session}`;
+  return `pi wants to ${verb} ${visible(file)}${where}${session}`;
+}
+
+/** What the chat card shows under the question: the command or the diff, made visible. */
+export function approvalDetail(p: ApproveToolParams): string | undefined {
+  const detail = p.tool === "bash" ? p.command : p.diff;
+  return detail == null ? undefined : visible(detail);
 }
 
 /**
@@ -87,7 +93,7 @@ export class Approvals {
     const ended = this.pi.onTurn((n) => {
       if (n.turnId === p.turnId && (n.event.type === "agent_end" || n.event.type === "error")) this.open.get(id)?.(undefined);
     });
-    this.chats.ask({ id, uri: p.uri, message, actions: APPROVAL_CHOICES, detail: p.tool === "bash" ? p.command : p.diff,
+    this.chats.ask({ id, uri: p.uri, message, actions: APPROVAL_CHOICES, detail: approvalDetail(p),
       answer: (choice) => this.answer(id, choice) });
     void vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: notificationText(id, message) }, () => answered);
     try {

@@ -97,7 +97,8 @@ export { USER_ONLY_KEYS, getter, modelList, serverLaunch, serverSettings } from 
 export { contextUri, parseContextUri } from "./contextProvider";
 export { contextLenses, editActions } from "./contextEdits";
 export { sessionOfArgument, sessionKey } from "./sessions";
-export { approvalMessage, decisionOf, notificationText } from "./approval";
+export { approvalDetail, approvalMessage, decisionOf, notificationText } from "./approval";
+export { visible } from "./plainText";
 export { toItems } from "./codeContext";
 export { restoredMessage } from "./rewind";
 export { piCapabilities, syncsDocument } from "./client";

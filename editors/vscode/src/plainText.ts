@@ -6,3 +6,33 @@
 export function plain(text: string): string {
   return text.replace(/([\]$])\(/g, "$1\u200b(");
 }
+
+// Control and format characters (bidi overrides, zero-width ones), line and paragraph separators:
+// spelled as escapes, as the server's fallback question does (pi_lsp/visible.py).
+const UNSAFE = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu;
+const NAMED: Record<string, string> = { "\r": "\\r" };
+// Longer runs of white space are spelled as their length: they could push what follows out of
+// sight (`git status` + 1500 spaces + `; curl … | sh`).
+const LONG_RUN = 40;
+const MANY_BREAKS = 3;
+
+function escaped(char: string): string {
+  const code = char.codePointAt(0) ?? 0;
+  if (NAMED[char]) return NAMED[char];
+  if (code < 0x100) return `\\x${code.toString(16).padStart(2, "0")}`;
+  if (code < 0x10000) return `\\u${code.toString(16).padStart(4, "0")}`;
+  return `\\U${code.toString(16).padStart(8, "0")}`;
+}
+
+function spelled(run: string): string {
+  if (run.length <= LONG_RUN && run.split("\n").length - 1 <= MANY_BREAKS) return run;
+  const kind = /^ +$/.test(run) ? "spaces" : /^\n+$/.test(run) ? "line breaks" : "white space characters";
+  return `⟨${run.length} ${kind}⟩`;
+}
+
+/** Text a model or a repository wrote, to approve: line breaks and tabs kept, other unsafe
+ * characters spelled as escapes, long runs of white space as their length. */
+export function visible(text: string): string {
+  return text.replace(UNSAFE, (char) => (char === "\n" || char === "\t" ? char : escaped(char)))
+    .replace(/\s{2,}/gu, spelled);
+}

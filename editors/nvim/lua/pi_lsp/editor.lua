@@ -4,6 +4,7 @@
 -- (so the agent reads unsaved text and edits through workspace/applyEdit).
 local config = require("pi_lsp.config")
 local util = require("pi_lsp.util")
+local visible = require("pi_lsp.visible").visible
 
 local M = {}
 
@@ -27,17 +28,19 @@ local function relative(path, root)
 end
 
 --- The question: the tool and what it touches, then the session's title (a
---- repository may have chosen it, so it never comes first).
+--- repository may have chosen it, so it never comes first). What the model
+--- or the repository wrote is made visible: nothing in it may hide the rest.
 function M.approval_message(params, root)
   local where = params.outsideWorkspace and " (outside the workspace)" or ""
+  local title = visible(params.title)
   if params.tool == "bash" then
-    return ("pi wants to run bash%s: %s (session: %s)"):format(where, params.command or "", params.title)
+    return ("pi wants to run bash%s: %s (session: %s)"):format(where, visible(params.command), title)
   end
   local verb = params.tool
   if verb == "write" then
     verb = (params.oldText == nil or params.oldText == vim.NIL) and "create" or "overwrite"
   end
-  return ("pi wants to %s %s%s (session: %s)"):format(verb, relative(params.path or "a file", root), where, params.title)
+  return ("pi wants to %s %s%s (session: %s)"):format(verb, visible(relative(params.path or "a file", root)), where, title)
 end
 
 --- One side of a proposed change, named "notes.py (proposed)": the tab line
