@@ -142,7 +142,8 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     if not sessions:
         print(f"no sessions for {os.path.abspath(workspace)}")
     for session in sessions:
-        print(f"{session.modified}  {session.entry_count:>6} entries  {printable(session.title)}")
+        print(f"{printable(session.modified)}  {session.entry_count:>6} entries  "
+              f"{printable(session.title)}")
         print(f"    {printable(session.path)}")
     return 0
 

@@ -145,3 +145,47 @@ def test_local_time_reads_in_the_zone(monkeypatch: pytest.MonkeyPatch) -> None:
     assert iso_to_ms("2024-01-02T00:00:00") == iso_to_ms("2024-01-02T05:00:00Z")
     assert iso_to_ms("2024-01-02") == iso_to_ms("2024-01-02T00:00:00Z")
     assert os.environ["TZ"] == "America/New_York"
+
+
+def test_the_last_unreadable_sibling_going_leaves_them_in_order(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An id used again takes its entry away from its siblings: with the one unreadable stamp
+    gone, the rest are sorted again, as a fresh read sorts them (found in review)."""
+    _set_zone(monkeypatch, "UTC")
+
+    def line(entry_id: str, parent: str | None, stamp: str) -> str:
+        return json.dumps({"type": "message", "id": entry_id, "parentId": parent,
+                           "timestamp": stamp, "message": {"role": "user", "content": "x",
+                                                           "timestamp": 0}}) + "\n"
+
+    path = tmp_path / "s.jsonl"
+    path.write_text(json.dumps({"type": "session", "version": 3, "id": "s1", "cwd": "/w",
+                                "timestamp": "2024-01-01T00:00:00.000Z"}) + "\n" +
+                    line("P", None, "2024-01-01T00:00:00.000Z") +
+                    line("A", "P", "2024-01-01T00:00:03.000Z") + line("X", "P", "garbage") +
+                    line("B", "P", "2024-01-01T00:00:01.000Z"))
+    tree = SessionTree.open(str(path))
+    assert [r.env.id for r in tree.children("P")] == ["A", "X", "B"]  # pi's order: no sort
+    with path.open("a") as file:
+        file.write(line("X", "A", "2024-01-01T00:00:05.000Z") +
+                   line("C", "P", "2024-01-01T00:00:02.000Z"))
+    tree.refresh()
+    fresh = SessionTree.open(str(path))
+    assert [r.env.id for r in tree.children("P")] == [r.env.id for r in fresh.children("P")] \
+        == ["B", "C", "A"]
+
+
+@pytest.mark.parametrize(("text", "node"), [
+    ("2024-01-02 10:00:00.123456+00:00", 1704189600123),  # Python's str(datetime)
+    ("2024-01-02 10:00", 1704189600000),  # local time (UTC here)
+    ("2024-01-02T10:00+0000", 1704189600000),
+    ("2024-01-02 24:00Z", 1704240000000),
+    ("2024-06-30T24:00:00.000000001Z", None),  # past the day's end
+    ("0049-01-01 00:00Z", None),  # Node: 2049; left unread rather than read as year 49
+])
+def test_forms_other_tools_write_read_as_node_reads_them(
+        monkeypatch: pytest.MonkeyPatch, text: str, node: int | None) -> None:
+    """Stamps the old reader took and the first JavaScript-like one did not (found in review);
+    Node 22's answers in UTC."""
+    _set_zone(monkeypatch, "UTC")
+    assert iso_to_ms(text) == node

@@ -42,6 +42,7 @@ from pi_lsp.server.hub import SessionHub
 from pi_lsp.server.workspace import ForeignFolderError
 from pi_lsp.session.catalog import ForeignSessionError, cli_session_dir
 from pi_lsp.session.entries import TextContent, ToolCall
+from pi_lsp.visible import printable, visible
 from tests.fake_anthropic import FakeAnthropic, text_reply, tool_reply
 from tests.test_server import (
     BRANCH_B_TIP,
@@ -413,7 +414,18 @@ def test_the_fallback_question_hides_nothing_of_the_command(root: Path) -> None:
     assert "(session: evil\\u202etitle\\u2028)\n" in question
 
 
-@pytest.mark.parametrize("control", ["\u202e", "\u2066", "\u200f", "\u061c"])
+def test_visible_text_keeps_line_breaks_and_indentation() -> None:
+    """A line break before deep indentation stayed hidden in the white space's length (found in
+    review): what a YAML or Python change indents is part of what is approved."""
+    assert visible("<div>\n" + " " * 44 + "<span/>\n</div>") == \
+        "<div>\n⟨44 spaces⟩<span/>\n</div>"
+    assert visible("a\n  \n\t\n\n\nb\n\n\nc") == "a⟨5 line breaks⟩b\n\n\nc"
+    # A terminal line keeps the joiners emoji and scripts need; bidi controls are spelled.
+    persian = "\u06a9\u062a\u0627\u0628\u200c\u0647\u0627"  # books: a non-joiner inside
+    assert printable(f"👨\u200d👩 {persian} \u202ex\n") == f"👨\u200d👩 {persian} \\u202ex\\n"
+
+
+@pytest.mark.parametrize("control", ["\u202e", "\u2066", "\u202b", "\u2069"])
 def test_a_command_with_bidi_controls_is_refused(root: Path, control: str) -> None:
     command = f"echo {control} hs| x.example lruc"
     with pytest.raises(ToolError, match=f"bidirectional control characters "
@@ -422,6 +434,9 @@ def test_a_command_with_bidi_controls_is_refused(root: Path, control: str) -> No
                          ToolContext(root))
     assert approval_request(ToolCall(id="b", name="bash", arguments={"command": "echo שלום"}),
                             ToolContext(root)) is not None
+    # A right-to-left mark only places neutral characters: Hebrew and Arabic text holds them.
+    marked = ToolCall(id="b", name="bash", arguments={"command": "git commit -m 'שלום\u200f!'"})
+    assert approval_request(marked, ToolContext(root)) is not None
 
 
 # -- the server ------------------------------------------------------------------------------

@@ -58,6 +58,14 @@ def test_notes_that_lead_out_of_the_project_or_to_a_secret_in_it_are_not_read(
     assert project_notes(project) == []
 
 
+def test_notes_that_link_to_themselves_are_not_read(project: Path) -> None:
+    """A committed `AGENTS.md -> AGENTS.md` failed every turn (Path.resolve raised on the
+    loop); an attachment through one was an internal error."""
+    (project / "AGENTS.md").symlink_to("AGENTS.md")
+    assert project_notes(project) == []
+    assert "project_context" not in system_sections(project, [])
+
+
 def test_notes_within_the_project_are_read(project: Path) -> None:
     (project / "AGENTS.md").write_text("Run make test.\n")
     (project / "CLAUDE.md").symlink_to("AGENTS.md")  # a common layout

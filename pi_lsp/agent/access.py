@@ -72,8 +72,13 @@ def _as_written(path: Path) -> Path:
 
 
 def _candidates(path: Path) -> tuple[Path, Path]:
-    """`path` as written and where its symlinks lead: a rule must hold for both."""
-    return _as_written(path), path.resolve()
+    """`path` as written and where its symlinks lead: a rule must hold for both. (realpath:
+    Path.resolve raises on a symlink loop before Python 3.13, and a repository can commit one.)"""
+    return _as_written(path), _real(path)
+
+
+def _real(path: Path) -> Path:
+    return Path(os.path.realpath(path))
 
 
 def _has_run(parts: tuple[str, ...], run: tuple[str, ...]) -> bool:
@@ -87,7 +92,7 @@ def _secret_name(name: str) -> bool:
 
 
 def _agent_dirs() -> set[Path]:
-    return {_as_written(agent_dir()), agent_dir().resolve()}
+    return {_as_written(agent_dir()), _real(agent_dir())}
 
 
 def secret_reason(path: Path) -> str | None:
@@ -122,8 +127,8 @@ def _project_folders(candidate: Path, *roots: Path) -> Iterator[tuple[Path, froz
             linked = folder / name
             try:
                 if linked.is_symlink():
-                    yield linked.resolve(), loaded
-            except (OSError, RuntimeError):  # a loop leads nowhere pi could load from
+                    yield _real(linked), loaded  # a loop leads nowhere pi could load from
+            except OSError:
                 continue
 
 
@@ -152,7 +157,7 @@ def protected_reason(path: Path, root: Path, extra_session_dirs: Iterable[Path] 
     in `.git/`, and the project files pi loads (`.pi/settings.json`, `.pi/extensions/`, …).
     None when it may be written."""
     folders = [*session_dirs(str(root)), *extra_session_dirs]
-    sessions = {d for folder in folders for d in (_as_written(folder), folder.resolve())}
+    sessions = {d for folder in folders for d in (_as_written(folder), _real(folder))}
     agents = _agent_dirs()
     for candidate in _candidates(path):
         if any(folded_inside(candidate, folder) for folder in sessions):

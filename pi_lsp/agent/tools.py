@@ -159,14 +159,14 @@ class ToolContext:
 
     def readable(self, raw: object) -> Path:
         given = self.given(raw)
-        reason = _unless_loop(raw, lambda: secret_reason(given))
+        reason = secret_reason(given)
         if reason is not None:
             raise ToolError(f"{raw}: reading it is refused because {reason}")
         return Path(os.path.realpath(given))
 
     def writable(self, raw: object) -> Path:
         given = self.given(raw)
-        reason = _unless_loop(raw, lambda: protected_reason(given, self.root, self.session_dirs))
+        reason = protected_reason(given, self.root, self.session_dirs)
         if reason is not None:
             raise ToolError(f"{raw}: writing it is refused because {reason}")
         path = Path(os.path.realpath(given))
@@ -179,15 +179,6 @@ class ToolContext:
         """What bash runs with: this process's environment without the API keys."""
         return {name: value for name, value in os.environ.items()
                 if name not in self.key_variables}
-
-
-def _unless_loop(raw: object, check: Callable[[], str | None]) -> str | None:
-    """`check()`, whose Path.resolve raises RuntimeError on a symlink loop before Python 3.13
-    (a repository can commit one): that is the call's error, not a crashed turn."""
-    try:
-        return check()
-    except RuntimeError as error:
-        raise ToolError(f"{raw}: its symlinks cannot be followed ({error})") from None
 
 
 Execute = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]

@@ -155,7 +155,8 @@ class SnapshotStore:
         contents = await self._run("cat-file", "--batch", stdin="".join(
             f"{t}\n" for t in trees).encode()) if trees else b""
         empty = (await self._run("hash-object", "-t", "tree", "--stdin", stdin=b"")).strip()
-        self.log.start(root_trees(contents) - {empty.decode()})
+        roots = await asyncio.to_thread(root_trees, contents)  # a large store: seconds of parsing
+        self.log.start(roots - {empty.decode()})
         (self.git_dir / UNLOGGED).unlink(missing_ok=True)
 
     async def _recorded(self, *trees: str) -> None:

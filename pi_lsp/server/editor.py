@@ -243,8 +243,8 @@ async def attachment(files: EditorFiles, item: ContextArg, index: int, root: Pat
     if reason is not None:
         raise AttachmentRefused(f"{raw} (context[{index}]) is not attached: reading it is "
                                 f"refused because {reason}")
-    path = Path(raw).resolve()
-    if not inside(path, root.resolve()):
+    path = Path(os.path.realpath(raw))  # Path.resolve raises on a symlink loop (< 3.13)
+    if not inside(path, Path(os.path.realpath(root))):
         call = ToolCall(id=f"context-{index}", name="read", arguments={"path": str(path)})
         refusal = await approve(ApprovalRequest(call, outside_workspace=True, path=path))
         if refusal is not None:

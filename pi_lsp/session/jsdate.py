@@ -2,9 +2,10 @@
 milliseconds, or None where JavaScript gets NaN (and pi writes `null`).
 
 The ECMAScript Date Time String Format, with what V8 also takes in it: lower-case `t` and `z`,
-up to 9 fraction digits, and a day past the month's end rolling over. V8's legacy forms
-(`Jan 2 2024`, `2024/01/02`, a space for the `T`) are not read: they are None here, where pi
-would read a time (tests/fixtures/js_dates.json holds Node's answers).
+up to 9 fraction digits, a day past the month's end rolling over, and (years 100 to 9999) a
+space for the `T` and offsets without a colon, as Python's `str(datetime)` and other tools
+write them. V8's other legacy forms (`Jan 2 2024`, `2024/01/02`) are not read: they are None
+here, where pi would read a time (tests/fixtures/js_dates.json holds Node's answers).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ _EPOCH = _NAIVE_EPOCH.replace(tzinfo=UTC)
 
 _FORM = re.compile(
     r"(\d{4}|[+-]\d{6})(?:-(\d\d)(?:-(\d\d))?)?"
-    r"(?:[Tt](\d\d):(\d\d)(?::(\d\d)(?:\.(\d{1,9}))?)?([Zz]|[+-]\d\d:\d\d)?)?", re.ASCII)
+    r"(?:[Tt ](\d\d):(\d\d)(?::(\d\d)(?:\.(\d{1,9}))?)?([Zz]|[+-]\d\d:?\d\d)?)?", re.ASCII)
 _PI_FORM = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", re.ASCII)
 
 
@@ -40,6 +41,10 @@ def read_iso(text: str) -> int | None:
     if match is None or match[1] == "-000000":
         return None
     year, month, day, hour, minute, second, fraction, zone = match.groups()
+    if (" " in text or len(zone or "") == 5) and not "0100" <= year <= "9999":
+        return None  # V8's legacy reading of these forms takes years below 100 as 19xx or 20xx
+    if hour == "24" and int(fraction or "0"):
+        return None  # 24:00 only as the day's end, to the last fraction digit
     millis = int((fraction or "0")[:3].ljust(3, "0"))
     fields = (int(year), int(month or 1), int(day or 1), int(hour or 0), int(minute or 0),
               int(second or 0), millis)
@@ -52,7 +57,7 @@ def _offset_minutes(zone: str | None) -> int | None:
     """Minutes east of UTC (`Z` or none: 0); None when out of range."""
     if zone is None or zone in "Zz":
         return 0
-    hours, minutes = int(zone[1:3]), int(zone[4:6])
+    hours, minutes = int(zone[1:3]), int(zone[-2:])
     if hours > 23 or minutes > 59:
         return None
     return (hours * 60 + minutes) * (1 if zone[0] == "+" else -1)

@@ -97,7 +97,7 @@ def _remove(index: dict[str | None, list[Record]], key: str | None, record: Reco
     del siblings[next(n for n, sibling in enumerate(siblings) if sibling is record)]
     if not siblings:
         del index[key]
-    elif key is not None and any(map(_unreadable, siblings)):
+    elif key is not None and (_unreadable(record) or any(map(_unreadable, siblings))):
         _order_children(siblings)  # pi sorts what is left afresh: the rest may move
 
 

@@ -11,10 +11,12 @@ export function plain(text: string): string {
 // spelled as escapes, as the server's fallback question does (pi_lsp/visible.py).
 const UNSAFE = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu;
 const NAMED: Record<string, string> = { "\r": "\\r" };
-// Longer runs of white space are spelled as their length: they could push what follows out of
-// sight (`git status` + 1500 spaces + `; curl … | sh`).
+// Longer runs of white space in a line are spelled as their length: they could push what follows
+// out of sight (`git status` + 1500 spaces + `; curl … | sh`); so are runs of blank lines.
 const LONG_RUN = 40;
 const MANY_BREAKS = 3;
+const SPACE_RUN = new RegExp(`[^\\S\\n]{${LONG_RUN + 1},}`, "gu");
+const BREAK_RUN = new RegExp(`\\n(?:[^\\S\\n]*\\n){${MANY_BREAKS},}`, "gu");
 
 function escaped(char: string): string {
   const code = char.codePointAt(0) ?? 0;
@@ -24,15 +26,15 @@ function escaped(char: string): string {
   return `\\U${code.toString(16).padStart(8, "0")}`;
 }
 
-function spelled(run: string): string {
-  if (run.length <= LONG_RUN && run.split("\n").length - 1 <= MANY_BREAKS) return run;
-  const kind = /^ +$/.test(run) ? "spaces" : /^\n+$/.test(run) ? "line breaks" : "white space characters";
-  return `⟨${run.length} ${kind}⟩`;
+function spaces(run: string): string {
+  return `⟨${run.length} ${/^ +$/.test(run) ? "spaces" : "white space characters"}⟩`;
 }
 
 /** Text a model or a repository wrote, to approve: line breaks and tabs kept, other unsafe
- * characters spelled as escapes, long runs of white space as their length. */
+ * characters spelled as escapes, long runs of white space in a line, and of blank lines, as their
+ * length. */
 export function visible(text: string): string {
   return text.replace(UNSAFE, (char) => (char === "\n" || char === "\t" ? char : escaped(char)))
-    .replace(/\s{2,}/gu, spelled);
+    .replace(BREAK_RUN, (run) => `⟨${run.split("\n").length - 1} line breaks⟩`)
+    .replace(SPACE_RUN, spaces);
 }

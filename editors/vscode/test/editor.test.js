@@ -113,6 +113,9 @@ test("a question shows what could hide or reorder a command, in the notification
   assert.equal(ext.approvalMessage({ tool: "read", path: "/tmp/a\u202etxt.sh", outsideWorkspace: true }, "t\u2066i\n\n\n\n\nx"),
     "pi wants to read /tmp/a\\u202etxt.sh (outside the workspace) (session: t\\u2066i⟨5 line breaks⟩x)");
   assert.equal(ext.visible("a\n\n\tb" + " ".repeat(40) + "c\u{e0001}"), "a\n\n\tb" + " ".repeat(40) + "c\\U000e0001");
+  // a line break before deep indentation stays (it is part of what is approved)
+  assert.equal(ext.visible("<div>\n" + " ".repeat(44) + "<span/>\n</div>"), "<div>\n⟨44 spaces⟩<span/>\n</div>");
+  assert.equal(ext.visible("a\n  \n\t\n\n\nb\n\n\nc"), "a⟨5 line breaks⟩b\n\n\nc");
 });
 
 test("closing what shows a question is no answer: it stays open in the chat card, and goes once answered there", async () => {

@@ -14,14 +14,15 @@ local UNSAFE = {
   { 0xE0020, 0xE007F },
 }
 -- White space left once the unsafe characters are escaped: the space
--- separators (Zs), tabs and line breaks.
-local WHITE = { [0x09] = true, [0x0A] = true, [0x20] = true, [0xA0] = true, [0x1680] = true,
+-- separators (Zs) and tabs (lines are split at their breaks first).
+local WHITE = { [0x09] = true, [0x20] = true, [0xA0] = true, [0x1680] = true,
   [0x202F] = true, [0x205F] = true, [0x3000] = true }
 for code = 0x2000, 0x200A do
   WHITE[code] = true
 end
--- Longer runs of white space are spelled as their length: they could push
--- what follows out of sight (`git status` + 1500 spaces + `; curl … | sh`).
+-- Longer runs of white space in a line are spelled as their length: they could
+-- push what follows out of sight (`git status` + 1500 spaces + `; curl … | sh`);
+-- so are runs of blank lines.
 local LONG_RUN, MANY_BREAKS = 40, 3
 
 local function codepoint(char)
@@ -53,29 +54,22 @@ local function escaped(code)
   return (code < 0x100 and "\\x%02x" or code < 0x10000 and "\\u%04x" or "\\U%08x"):format(code)
 end
 
---- A run of white space as it is, or as its length when too long to show.
-local function spelled(run, codes)
-  local breaks = select(2, run:gsub("\n", ""))
-  if #codes <= LONG_RUN and breaks <= MANY_BREAKS then
-    return run
-  end
-  local kind = run:match("^ +$") and "spaces" or run:match("^\n+$") and "line breaks" or "white space characters"
-  return ("⟨%d %s⟩"):format(#codes, kind)
-end
+local UTF8_CHAR = "[%z\1-\127\192-\247][\128-\191]*"
 
---- `text` to approve: line breaks and tabs kept, other unsafe characters
---- spelled as escapes, runs of white space longer than 40 as their length.
-function M.visible(text)
+--- One line, unsafe characters spelled as escapes and runs of white space
+--- longer than LONG_RUN as their length.
+local function shown_line(line)
   local out, run, codes = {}, {}, {}
   local function flush()
-    if #codes > 1 then
-      table.insert(out, spelled(table.concat(run), codes))
-    elseif #codes == 1 then
-      table.insert(out, run[1])
+    if #codes > LONG_RUN then
+      local kind = table.concat(run):match("^ +$") and "spaces" or "white space characters"
+      table.insert(out, ("⟨%d %s⟩"):format(#codes, kind))
+    else
+      table.insert(out, table.concat(run))
     end
     run, codes = {}, {}
   end
-  for char in tostring(text or ""):gmatch("[%z\1-\127\192-\247][\128-\191]*") do
+  for char in line:gmatch(UTF8_CHAR) do
     local code = codepoint(char)
     if WHITE[code] then
       table.insert(run, char)
@@ -86,6 +80,38 @@ function M.visible(text)
     end
   end
   flush()
+  return table.concat(out)
+end
+
+local function blank(line)
+  for char in line:gmatch(UTF8_CHAR) do
+    if not WHITE[codepoint(char)] then
+      return false
+    end
+  end
+  return true
+end
+
+--- `text` to approve: line breaks and tabs kept, other unsafe characters
+--- spelled as escapes, runs of white space in a line longer than 40, and runs
+--- of more than 3 line breaks, as their length.
+function M.visible(text)
+  local lines = vim.split(tostring(text or ""), "\n", { plain = true })
+  local out, at = { shown_line(lines[1]) }, 1
+  while at < #lines do
+    local next = at + 1 -- the next line that is not blank (or the last)
+    while next < #lines and blank(lines[next]) do
+      next = next + 1
+    end
+    if next - at > MANY_BREAKS then
+      table.insert(out, ("⟨%d line breaks⟩"):format(next - at) .. shown_line(lines[next]))
+    else
+      for line = at + 1, next do
+        table.insert(out, "\n" .. shown_line(lines[line]))
+      end
+    end
+    at = next
+  end
   return table.concat(out)
 end
 
