@@ -222,6 +222,35 @@ async def test_a_turn_started_while_prepare_makes_the_provider_uses_that_one(
     assert rig.messages()[-1]["content"][0]["text"] == "done"
 
 
+async def test_a_turn_after_a_cancelled_prepare_uses_the_provider_it_was_making(
+        make_rig: Callable[..., Rig], fake: FakeAnthropic) -> None:
+    """The chat's request is cancelled while the SDK loads; the turn sent next waits for the
+    same making, not a second one beside it (found in review)."""
+    rig = make_rig()
+    fake.script(text_reply("done"))
+    make = rig.harness._providers
+    entered, go = threading.Event(), threading.Event()
+    made: list[str] = []
+
+    def slow(name: str) -> AnthropicProvider:
+        made.append(name)
+        entered.set()
+        go.wait(CEILING_S)
+        return make(name)
+
+    rig.harness._providers = slow
+    prepared = asyncio.create_task(rig.harness.prepare())
+    await until(entered.is_set, "the provider being made")
+    prepared.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await prepared
+    run = asyncio.create_task(rig.harness.prompt("hi"))
+    go.set()
+    await run
+    assert made == ["anthropic"]
+    assert rig.messages()[-1]["content"][0]["text"] == "done"
+
+
 def kind(entry: dict[str, Any]) -> str:
     """`message:<role>` for messages, the entry type otherwise."""
     if entry["type"] == "message":

@@ -122,7 +122,7 @@ class Harness:
         self.agent: AgentSetup | None = None  # the running prompt's, kept for all its turns
         self._providers = providers
         self._provider_cache: dict[str, Provider] = {}
-        self._making = asyncio.Lock()
+        self._making: dict[str, asyncio.Task[Provider]] = {}  # providers being made, by name
         self._listeners: list[Listener] = []
         self._pending = PendingWrites()
         self._steering: list[UserMessage] = []
@@ -185,11 +185,20 @@ class Harness:
     async def _made_provider(self, name: str) -> Provider:
         """`provider`, made off the event loop the first time: importing its SDK takes a second
         or more (9 s at load 8), and every editor request would wait for it."""
-        async with self._making:  # a turn that starts while `prepare` makes it waits for it
-            if name not in self._provider_cache:
-                # The thread keeps what it made, even if the turn waiting for it is cancelled.
-                await asyncio.to_thread(self.provider, name)
-        return self._provider_cache[name]
+        if name in self._provider_cache:
+            return self._provider_cache[name]
+        making = self._making.get(name)
+        if making is None:  # one making per name: a turn started meanwhile waits for it
+            making = self._making[name] = asyncio.ensure_future(
+                asyncio.to_thread(self.provider, name))
+            making.add_done_callback(lambda done: self._made(name, done))
+        # Shielded: a waiter cancelled (an abort, a cancelled request) leaves it to the others.
+        return await asyncio.shield(making)
+
+    def _made(self, name: str, done: asyncio.Task[Provider]) -> None:
+        del self._making[name]
+        if not done.cancelled():
+            done.exception()  # seen here, so a failure nobody waits for any more is not logged
 
     async def prepare(self) -> ModelInfo:
         """The model the next turn would use, its provider made: an editor asks when a chat
