@@ -386,6 +386,35 @@ async def test_allow_for_the_session_covers_the_tool_inside_or_outside_only(
                                      ("read", False), ("edit", True)}
 
 
+@pytest.mark.parametrize("config", [".vscode/settings.json", ".vscode/tasks.json",
+                                    ".idea/workspace.xml", ".nvim.lua", "sub/.exrc",
+                                    ".VSCode/launch.json"])
+async def test_a_change_to_an_editors_settings_is_asked_for_every_time(
+        root: Path, config: str) -> None:
+    """They run programs when the user next opens a terminal or the folder (a terminal
+    profile, a task on folder open): a model told to by a file it read must not change them
+    under "allow for this session"."""
+    server = AskingServer()
+    session = SimpleNamespace(allowed_tools=set(), turn_id=None, title="t")
+    approve = ToolApprovals(cast(Any, server), Config).approver_for(root / "s.jsonl",
+                                                                     cast(Any, session))
+
+    def write(path: str, content: str) -> ApprovalRequest:
+        request = approval_request(ToolCall(id=content, name="write", arguments={
+            "path": path, "content": content}), ToolContext(root))
+        assert request is not None
+        return request
+
+    for content in ("{}", "{ }"):
+        assert await approve(write(config, content)) is None
+    assert len(server.asked) == 2 and session.allowed_tools == set()
+    assert await approve(write("src/a.py", "x")) is None  # allowed for the session here
+    assert await approve(write("src/b.py", "y")) is None
+    assert len(server.asked) == 3 and session.allowed_tools == {("write", False)}
+    assert await approve(write(config, "{}")) is None  # and still asked
+    assert len(server.asked) == 4
+
+
 def bash(command: str) -> ApprovalRequest:
     return ApprovalRequest(ToolCall(id="b", name="bash", arguments={"command": command}), False)
 

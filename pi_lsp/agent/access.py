@@ -45,6 +45,13 @@ PI_PROJECT = frozenset({"settings.json", "models.json", "mcp.json", "system.md",
 PROJECT_DIRS = {".pi": PI_PROJECT, ".agents": frozenset({"skills"})}
 
 
+# Editor settings that run programs when the user next opens a terminal or the folder
+# (terminal profiles, interpreter paths, tasks, launch configurations, exrc): a change to one
+# is asked for every time, never covered by "allow for this session".
+EDITOR_CONFIG_DIRS = frozenset({".vscode", ".idea", ".zed", ".helix"})
+EDITOR_CONFIG_FILES = frozenset({".nvim.lua", ".nvimrc", ".exrc"})
+
+
 def inside(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
@@ -168,3 +175,11 @@ def protected_reason(path: Path, root: Path, extra_session_dirs: Iterable[Path] 
         if reason is not None:
             return reason
     return None
+
+
+def runs_on_its_own(path: Path) -> bool:
+    """Whether a write to `path` changes what an editor runs by itself (see EDITOR_CONFIG_DIRS):
+    named folded, as written or where its links lead."""
+    return any(fold(candidate.name) in EDITOR_CONFIG_FILES or
+               any(part in EDITOR_CONFIG_DIRS for part in folded(candidate.parent))
+               for candidate in _candidates(path))

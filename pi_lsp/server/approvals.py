@@ -10,6 +10,7 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path
 
+from pi_lsp.agent.access import runs_on_its_own
 from pi_lsp.agent.approval import ApprovalRequest, Approver
 from pi_lsp.server.config import Config
 from pi_lsp.server.open_session import OpenSession
@@ -69,9 +70,12 @@ def fallback_question(request: ApprovalRequest, title: str) -> str:
         (f"\n{shown}" if change is not None else "")
 
 
-def grant(request: ApprovalRequest) -> tuple[str, bool]:
+def grant(request: ApprovalRequest) -> tuple[str, bool] | None:
     """What "allow for this session" allows: the tool, inside or outside the workspace only
-    (allowing one read outside must not allow reading anything anywhere)."""
+    (allowing one read outside must not allow reading anything anywhere); None for a change to
+    an editor's settings, which is asked for every time (`runs_on_its_own`)."""
+    if request.change is not None and runs_on_its_own(request.change.path):
+        return None
     return request.call.name, request.outside_workspace
 
 
@@ -85,7 +89,9 @@ class ToolApprovals:
     def approver_for(self, path: Path, session: OpenSession) -> Approver:
         async def approve(request: ApprovalRequest) -> str | None:
             name = request.call.name
-            if self.config().tool_approval == "auto" or grant(request) in session.allowed_tools:
+            granted = grant(request)
+            if self.config().tool_approval == "auto" or (
+                    granted is not None and granted in session.allowed_tools):
                 return None
             try:
                 if client_approves_tools(self.server.client_capabilities):
@@ -97,8 +103,8 @@ class ToolApprovals:
                                                       fallback_question(request, session.title))
             except NotAsked as error:
                 return str(error)
-            if decision == "allowSession":
-                session.allowed_tools.add(grant(request))
+            if decision == "allowSession" and granted is not None:
+                session.allowed_tools.add(granted)
             return None if decision != "deny" else f"the user denied running {name}"
         return approve
 
