@@ -251,6 +251,40 @@ async def test_a_turn_after_a_cancelled_prepare_uses_the_provider_it_was_making(
     assert rig.messages()[-1]["content"][0]["text"] == "done"
 
 
+def raw_tool_block(index: int, call_id: str, name: str, arguments_json: str
+                   ) -> list[dict[str, Any]]:
+    """A tool call whose arguments arrive as the model wrote them, valid JSON or not."""
+    return [{"type": "content_block_start", "index": index,
+             "content_block": {"type": "tool_use", "id": call_id, "name": name, "input": {}}},
+            {"type": "content_block_delta", "index": index,
+             "delta": {"type": "input_json_delta", "partial_json": arguments_json}},
+            {"type": "content_block_stop", "index": index}]
+
+
+async def test_tool_arguments_are_read_and_refused_as_pi_reads_them(
+        make_rig: Callable[..., Rig], fake: FakeAnthropic) -> None:
+    """A regex's `\\d` or a raw line break in a string is mended, as pi 1.6 mends them (pi-lsp
+    ran the tool with no arguments at all); arguments that stay unreadable are the call's
+    error, kept on the call as pi keeps them (found in review)."""
+    rig = make_rig()
+    (rig.root / "a.txt").write_text("line one\n")
+    fake.script(Reply([message_start(),
+                       *raw_tool_block(0, "toolu_1", "bash", '{"command": "echo x\\d+"}'),
+                       *raw_tool_block(1, "toolu_2", "read", '{"path": "a.txt'),
+                       *message_end("tool_use")]),
+                text_reply("done"))
+    await rig.harness.prompt("count")
+    calls = rig.messages()[1]["content"]
+    assert calls[0]["arguments"] == {"command": "echo x\\d+"}
+    assert "argumentsError" not in calls[0]
+    assert calls[1]["arguments"] == {}
+    assert calls[1]["argumentsError"].endswith('\n\nReceived arguments:\n{"path": "a.txt')
+    results = [m for m in rig.messages() if m["role"] == "toolResult"]
+    assert not results[0]["isError"]
+    assert results[1]["isError"]
+    assert results[1]["content"][0]["text"].startswith('Invalid arguments for tool "read": ')
+
+
 def kind(entry: dict[str, Any]) -> str:
     """`message:<role>` for messages, the entry type otherwise."""
     if entry["type"] == "message":

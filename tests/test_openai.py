@@ -55,6 +55,7 @@ from tests.fake_openai import (
     error_reply,
     message_item,
     responses_reply,
+    usage_chunk,
 )
 from tests.waits import CEILING_S, until
 
@@ -176,6 +177,26 @@ async def test_chat_tool_calls_round_trip(make_rig, oai) -> None:
          "function": {"name": "bash", "arguments": '{"command": "echo hi"}'}}]}
     assert second[3]["tool_call_id"] == "call_r" and "alpha" in second[3]["content"]
     assert second[4]["tool_call_id"] == "call_b" and second[4]["content"].strip() == "hi"
+
+
+async def test_chat_tool_calls_without_an_index_are_told_apart_by_id(make_rig, oai) -> None:
+    """A host that numbers no tool call: both were one, the second lost and the arguments
+    `{..}{..}` read as none (found in review); pi 1.6 finds them by id."""
+    rig = make_rig()
+    (rig.root / "a.txt").write_text("alpha\n")
+    calls = [("call_r", "read", '{"path": "a.txt"}'), ("call_b", "bash", '{"command": "echo hi"}')]
+    oai.script(Reply([chunk({"role": "assistant", "content": ""}),
+                      *(chunk({"tool_calls": [{"id": call_id, "type": "function", "function": {
+                          "name": name, "arguments": arguments}}]})
+                        for call_id, name, arguments in calls),
+                      chunk(finish="tool_calls"), usage_chunk(10, 5)]),
+               chat_reply("Done."))
+    await rig.harness.prompt("look")
+    assert rig.messages()[1]["content"] == [
+        {"type": "toolCall", "id": "call_r", "name": "read", "arguments": {"path": "a.txt"}},
+        {"type": "toolCall", "id": "call_b", "name": "bash", "arguments": {"command": "echo hi"}},
+    ]
+    assert [m["role"] for m in rig.messages()][2:] == ["toolResult", "toolResult", "assistant"]
 
 
 async def test_chat_reasoning_effort_and_reasoning_content_round_trip(make_rig, oai) -> None:

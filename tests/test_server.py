@@ -35,7 +35,15 @@ from pi_lsp.session.entries import UserMessage
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.summarize.branch import BRANCH_SUMMARY_PREAMBLE
 from tests.conftest import trust
-from tests.fake_anthropic import FakeAnthropic, Reply, text_reply, tool_reply
+from tests.fake_anthropic import (
+    FakeAnthropic,
+    Reply,
+    message_end,
+    message_start,
+    text_block,
+    text_reply,
+    tool_reply,
+)
 from tests.fake_openai import MODEL as LOCAL_MODEL
 from tests.fake_openai import FakeOpenAI, chat_reply
 from tests.waits import CEILING_S, POLL_S, gone, pid_in
@@ -1058,6 +1066,29 @@ async def test_rewritten_session_is_reloaded(pi: Pi) -> None:
     assert len(tree["nodes"]) == 9 and tree["leafId"] == tree["nodes"][-1]["id"]
 
 
+async def test_a_session_overwritten_with_garbage_leaves_the_folder_watched(pi: Pi) -> None:
+    """Reading it again raised out of the watch, which ended: nothing another writer did in
+    that folder was seen until a restart (found in review)."""
+    uri = copy_session(pi.main, "garbled")
+    await call(pi.client, "pi.getTree", {"uri": uri})
+    await watcher_caught_up(pi)
+    path_of(uri).write_text("not json at all\n")
+    since = pi.mark()
+    later = copy_session(pi.main, "later")
+    await wait_note(pi, SESSIONS_CHANGED, since=since)
+    listed = (await call(pi.client, "pi.listSessions", {}))["sessions"]
+    assert any(s["uri"].endswith("later.jsonl") for s in listed)
+    count = len((await call(pi.client, "pi.getTree", {"uri": later}))["nodes"])
+    since = pi.mark()
+    done = await asyncio.to_thread(subprocess.run, [sys.executable, "-c", APPEND,
+                                                    str(path_of(later))],
+                                   env=SERVER_ENV, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    note = await wait_note(pi, SESSION_CHANGED, lambda p: path_of(p["uri"]) == path_of(later),
+                           since)
+    assert note["entries"] == count + 1
+
+
 async def test_two_servers_see_each_other(pi: Pi, fake: FakeAnthropic) -> None:
     uri = await fork(pi)
     other_client = await SERVER.start()
@@ -1390,6 +1421,21 @@ async def test_prepare_turn_answers_the_model_its_turn_would_use(pi: Pi,
     await call(pi.client, "pi.setModel", {"uri": uri, "provider": "openai", "modelId": "gpt-5"})
     error = await call_error(pi.client, "pi.prepareTurn", {"uri": uri})
     assert error.code == FAILED and "openai" in error.message, error.message
+
+
+async def test_a_block_ended_twice_ends_the_turn_normally(pi: Pi, fake: FakeAnthropic) -> None:
+    """A provider that sends a block's end twice: the two ends were merged as text deltas, and
+    the turn failed with `'delta'`, its reply lost (found in review)."""
+    uri = await new_session(pi)
+    fake.script(Reply([message_start(), *text_block(0, "said once"),
+                       {"type": "content_block_stop", "index": 0}, *message_end()]))
+    since = pi.mark()
+    turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "hi"}))["turnId"]
+    events = await wait_events(pi, turn_id, since)
+    assert "error" not in event_types(events), events
+    last = lines(path_of(uri))[-1]
+    assert last["message"]["role"] == "assistant"
+    assert last["message"]["content"] == [{"type": "text", "text": "said once"}]
 
 
 async def test_compact_dry_run_is_null_when_a_run_would_refuse(pi: Pi) -> None:

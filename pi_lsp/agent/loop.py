@@ -132,6 +132,9 @@ async def run_tool(hooks: LoopHooks, call: ToolCall) -> ToolResultMessage:
     result: ToolResult
     if hooks.aborted:
         result = text_result(SKIPPED_TOOL, is_error=True)
+    elif call.arguments_error is not None:  # as pi 1.6 answers arguments it could not read
+        result = text_result(f'Invalid arguments for tool "{call.name}": '
+                             f"{call.arguments_error}", is_error=True)
     else:
         def update(text: str) -> None:
             hooks.emit(ToolExecutionUpdate(tool_call_id=call.id, tool_name=call.name,

@@ -238,7 +238,7 @@ class ReplyBuilder:
         text = self._tool_json.pop(index, None)
         block = self.blocks[index]
         if text is not None and isinstance(block, ToolCall):
-            block.arguments = parse_arguments(text)
+            block.arguments, block.arguments_error = parse_arguments(text)
         return BlockEnd(content_index=index)
 
     def fail(self, reason: StopReason, message: str) -> None:
@@ -269,11 +269,57 @@ class ReplyBuilder:
         )
 
 
-def parse_arguments(text: str) -> dict[str, Any]:
+def parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
+    """A finished tool call's arguments as pi 1.6 reads them: the JSON, repaired when it does not
+    parse (`repaired_json`); else none, and what went wrong with the text received, which pi
+    keeps as the call's `argumentsError` and reports to the model."""
     if not text.strip():
-        return {}
+        return {}, None
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            repaired = repaired_json(text)
+            if repaired == text:
+                raise
+            value = json.loads(repaired)
+        if not isinstance(value, dict):
+            raise ValueError("Tool arguments must be a JSON object")
+    except (ValueError, RecursionError) as error:
+        return {}, f"{error}\n\nReceived arguments:\n{text}"
+    return value, None
+
+
+_ESCAPED = frozenset('"\\/bfnrt')
+_CONTROL_ESCAPES = {"\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def repaired_json(text: str) -> str:
+    """JSON as models often get it wrong, mended inside strings: raw control characters escaped,
+    and a backslash that starts no valid escape (a regex's `\\d`) doubled."""
+    out: list[str] = []
+    in_string = False
+    at = 0
+    while at < len(text):
+        char = text[at]
+        if not in_string or char == '"':
+            in_string = (char == '"') != in_string
+            out.append(char)
+        elif char == "\\":
+            following = text[at + 1:at + 2]
+            if following == "u" and len(text[at + 2:at + 6]) == 4 and \
+                    set(text[at + 2:at + 6]) <= _HEX:
+                out.append(text[at:at + 6])
+                at += 5
+            elif following and following in _ESCAPED:
+                out.append(text[at:at + 2])
+                at += 1
+            else:
+                out.append("\\\\")
+        elif char < " ":
+            out.append(_CONTROL_ESCAPES.get(char, f"\\u{ord(char):04x}"))
+        else:
+            out.append(char)
+        at += 1
+    return "".join(out)

@@ -287,7 +287,9 @@ class ChatReader:
         self.reply = reply
         self.compat = compat
         self.current: tuple[str, int] | None = None  # (kind, reply block index)
-        self.calls: dict[int, int] = {}  # the stream's tool-call index -> reply block index
+        # The stream's tool calls -> reply block index: by their index, or (hosts that send
+        # none) by their id, as pi finds them; a call with neither is a new one.
+        self.calls: dict[int | str, int] = {}
         self.finished = False  # a finish_reason arrived
 
     def _switch(self, kind: str, start: Any) -> tuple[list[ProviderEvent], int]:
@@ -350,13 +352,14 @@ class ChatReader:
 
     def _tool_call(self, call: Any) -> list[ProviderEvent]:
         events: list[ProviderEvent] = []
-        index = self.calls.get(call.index)
+        key = call.index if call.index is not None else call.id
+        index = self.calls.get(key) if key is not None else None
         if index is None:
             function = call.function
             events += self._close()
             index = self.reply.start_tool_call(call.id or f"call_{call.index}",
                                                (function.name if function else None) or "")
-            self.calls[call.index] = index
+            self.calls[key if key is not None else f"#{index}"] = index
             self.current = ("tool", index)
         arguments = call.function.arguments if call.function else None
         if arguments:

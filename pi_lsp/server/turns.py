@@ -136,8 +136,8 @@ class TurnStream:
         if isinstance(event, MessageUpdate):
             delta = msgspec.to_builtins(event.delta)
             last = self.deltas[-1] if self.deltas else None
-            if last and last["type"] == delta["type"] and \
-                    last["contentIndex"] == delta["contentIndex"]:
+            if last and last["type"] == delta["type"] and "delta" in delta and \
+                    last["contentIndex"] == delta["contentIndex"]:  # a block's end has no text
                 last["delta"] += delta["delta"]
             else:
                 self.deltas.append(delta)

@@ -41,8 +41,12 @@ class DirectoryWatcher:
     async def stop(self) -> None:
         self._stop.set()
         if self._task is not None:
-            with contextlib.suppress(asyncio.CancelledError, asyncio.TimeoutError):
+            try:
                 await asyncio.wait_for(self._task, 2)
+            except (TimeoutError, asyncio.CancelledError):
+                pass
+            except Exception:  # the watch had ended on its own: stopping the others goes on
+                log.exception("watching %s had failed", self.directory)
 
     async def _run(self) -> None:
         while not self._stop.is_set():
@@ -50,7 +54,7 @@ class DirectoryWatcher:
                 return
             # Files already there when the watch begins are reported once.
             for path in sorted(self.directory.glob("*.jsonl")):
-                self.on_change(path, watchfiles.Change.added)
+                self._report(path, watchfiles.Change.added)
             try:
                 await self._watch()
             except OSError as error:
@@ -73,7 +77,15 @@ class DirectoryWatcher:
             force_polling=self.force_polling or None, poll_delay_ms=POLL_MS,
         ):
             for change, path in sorted(changes, key=lambda c: c[1]):
-                self.on_change(Path(path), change)
+                self._report(Path(path), change)
+
+    def _report(self, path: Path, change: watchfiles.Change) -> None:
+        """Tell of one change; a file that fails to read (no longer a session, say) is logged,
+        and the folder's other files are still watched."""
+        try:
+            self.on_change(path, change)
+        except Exception:
+            log.exception("%s changed and could not be read again", path)
 
 
 class SessionWatch:

@@ -44,6 +44,7 @@ class ToolCall(_Block, tag="toolCall", kw_only=True):
     name: str
     arguments: dict[str, Any]
     thought_signature: str | None = None
+    arguments_error: str | None = None  # pi 1.6: why the arguments sent could not be read
 
 
 UserBlock = TextContent | ImageContent
