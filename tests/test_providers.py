@@ -17,7 +17,7 @@ from pi_lsp.agent.headless import TerminalPrinter
 from pi_lsp.agent.retry import RetrySettings, is_passing_failure
 from pi_lsp.providers import openai_chat, openai_responses
 from pi_lsp.providers.anthropic import AnthropicProvider
-from pi_lsp.providers.base import ModelRequest, ReplyBuilder, TextDelta, ToolSpec
+from pi_lsp.providers.base import MAX_TOKENS, ModelRequest, ReplyBuilder, TextDelta, ToolSpec
 from pi_lsp.providers.factory import provider_factory
 from pi_lsp.providers.openai_api import OpenAIProvider
 from pi_lsp.providers.registry import (
@@ -511,3 +511,15 @@ def test_hosts_get_pi_16s_detected_compat() -> None:
                                    thinking_format="qwen"))
     params = openai_chat.request_params(request(explicit, level="low"))
     assert params["max_completion_tokens"] == 8192 and params["enable_thinking"] is True
+
+
+def test_token_counts_a_server_sends_are_made_ones_a_reply_can_hold() -> None:
+    """10**400 input tokens overflowed the cost outside the provider's error handling, and the
+    turn failed (found in review); negative and fractional counts are kept out too."""
+    model = ModelRegistry().get("anthropic", "claude-sonnet-4-5")
+    assert model is not None
+    reply = ReplyBuilder(model.api, model)
+    reply.usage.input, reply.usage.output, reply.usage.cache_read = 10**400, -5, 1.5  # type: ignore[assignment]
+    usage = reply.message().usage
+    assert (usage.input, usage.output, usage.cache_read) == (MAX_TOKENS, 0, 1)
+    assert usage.total_tokens == MAX_TOKENS + 1 and usage.cost.total > 0

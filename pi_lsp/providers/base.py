@@ -258,7 +258,10 @@ class ReplyBuilder:
         return self._assemble(list(self.blocks))
 
     def _assemble(self, blocks: list[AssistantBlock]) -> AssistantMessage:
-        usage = msgspec.structs.replace(self.usage)
+        usage = msgspec.structs.replace(
+            self.usage, input=_counted(self.usage.input), output=_counted(self.usage.output),
+            cache_read=_counted(self.usage.cache_read),
+            cache_write=_counted(self.usage.cache_write))
         usage.total_tokens = usage.input + usage.output + usage.cache_read + usage.cache_write
         usage.cost = cost_of(usage, self.model)
         return AssistantMessage(
@@ -267,6 +270,20 @@ class ReplyBuilder:
             timestamp=self.timestamp, response_id=self.response_id,
             error_message=self.error_message, thinking_level=self.thinking_level,
         )
+
+
+MAX_TOKENS = 2**53 - 1  # the largest count a JavaScript number holds exactly
+
+
+def _counted(tokens: object) -> int:
+    """A token count as a provider reported it, made one a reply can hold and price: a broken
+    or hostile server may send a negative, fractional or astronomical one (10**400 overflowed
+    the cost, outside the provider's error handling)."""
+    try:
+        whole: int = int(tokens)  # type: ignore[call-overload]
+    except (TypeError, ValueError, OverflowError):
+        return 0
+    return min(max(whole, 0), MAX_TOKENS)
 
 
 def parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
