@@ -44,10 +44,15 @@ from pi_lsp.summarize.compaction import (
     prepare_compaction,
     summarize_plan,
 )
-from pi_lsp.summarize.extractive import ExtractiveSummarizer
+from pi_lsp.summarize.extractive import MERGED_ITEMS, ExtractiveSummarizer, extractive_summary
 from pi_lsp.summarize.select import ChosenSummarizer
 from pi_lsp.summarize.serialize import serialize_conversation
-from pi_lsp.summarize.summarizer import ModelSummarizer, SummaryError, llm_messages
+from pi_lsp.summarize.summarizer import (
+    ModelSummarizer,
+    SummaryError,
+    SummaryRequest,
+    llm_messages,
+)
 from tests.conftest import EXAMPLE_WORKSPACE
 from tests.fake_anthropic import FakeAnthropic, error_reply, text_reply
 from tests.waits import run_cli, until
@@ -787,3 +792,23 @@ def test_cli_branch_to_an_unknown_entry(tmp_path: Path, session: Path) -> None:
     assert len(done.stderr.strip().splitlines()) == 1
     assert "nope" in done.stderr and "Traceback" not in done.stderr
     assert session.read_bytes() == before
+
+
+def test_an_extractive_summary_carried_through_many_compactions_stays_bounded() -> None:
+    """Each compaction merged every earlier line and added a focus line: 40 of them made a
+    42K-character summary with 40 focus lines (found in review)."""
+    summary = None
+    for n in range(40):
+        messages: list[Any] = []
+        for i in range(10):
+            messages.append(UserMessage(content=f"round {n} task {i}: you must keep it short",
+                                        timestamp=1))
+            messages.append(AssistantMessage(
+                content=[TextContent(text=f"r{n}.{i} done, decided to use X{n}{i}.")], api="a",
+                provider="p", model="m", usage=Usage(), stop_reason="stop", timestamp=1))
+        summary = extractive_summary(SummaryRequest("history", messages, 1000, summary,
+                                                    f"focus on round {n}"))
+    assert summary is not None and len(summary) < 4000
+    assert summary.count("Focus: ") == 1 and "Focus: focus on round 39" in summary
+    decisions = summary.split("## Key Decisions\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert len(decisions) == MERGED_ITEMS and "X399" in decisions[-1]

@@ -25,6 +25,8 @@ NONE = "(none)"
 REQUEST_CHARS = 300
 REPLY_CHARS = 400
 MAX_ITEMS = 8
+MERGED_ITEMS = 2 * MAX_ITEMS  # a section carried through compactions keeps its newest lines
+FOCUS = "Focus: "
 _CONSTRAINT = re.compile(
     r"\b(must|should|don't|do not|never|always|keep|prefer|avoid|without|only)\b", re.I)
 _DECISION = re.compile(
@@ -127,8 +129,10 @@ def _previous_sections(summary: str | None) -> dict[str, list[str]]:
 
 
 def _merged(previous: dict[str, list[str]], heading: str, lines: list[str]) -> list[str]:
+    """A section's earlier lines and its new ones, the newest MERGED_ITEMS: a summary carried
+    through every compaction of a long session must not grow with each (40 made 42K chars)."""
     earlier = previous.get(heading, [])
-    return [*earlier, *(line for line in lines if line not in earlier)]
+    return [*earlier, *(line for line in lines if line not in earlier)][-MERGED_ITEMS:]
 
 
 class ExtractiveSummarizer:
@@ -150,8 +154,9 @@ def extractive_summary(request: SummaryRequest) -> str:
     previous = _previous_sections(request.previous_summary)
     goal = previous.get("## Goal") or (
         [_short(facts.requests[0], REQUEST_CHARS)] if facts.requests else [])
-    if request.instructions:
-        goal = [*goal, f"Focus: {_short(request.instructions, 200)}"]
+    if request.instructions:  # this summary's focus, in place of an earlier one
+        goal = [*(line for line in goal if not line.startswith(FOCUS)),
+                f"{FOCUS}{_short(request.instructions, 200)}"]
     next_steps = [f"1. Continue with: {_short(facts.requests[-1], 200)}"] if facts.requests else []
     parts = [
         _section("## Goal", goal),
