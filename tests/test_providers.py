@@ -457,6 +457,12 @@ def test_retry_delays_follow_pi() -> None:
     assert retry_delay_s({"retry-after": "90"}, 0, 0, "") == 90  # 0: no limit
     assert 0.375 <= retry_delay_s({}, 0, 60_000, "") <= 0.5
     assert 6 <= retry_delay_s({}, 9, 60_000, "") <= 8
+    # An endless or unreadable delay counts as none asked, as in pi (it read "nans" before);
+    # retry-after-ms that is no number leaves retry-after to say.
+    for endless in ({"retry-after-ms": "inf"}, {"retry-after-ms": "1e400"},
+                    {"retry-after": "1e306"}, {"retry-after-ms": "nan"}):
+        assert 0.375 <= retry_delay_s(endless, 0, 60_000, "") <= 0.5, endless
+    assert retry_delay_s({"retry-after-ms": "soon", "retry-after": "3"}, 0, 60_000, "") == 3
     settings = RetrySettings()
     assert [settings.delay_ms(n) for n in (1, 2, 3, 7)] == [2000, 4000, 8000, 60_000]
 

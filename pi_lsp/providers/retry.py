@@ -9,6 +9,7 @@ server asks and cannot say so.
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -48,21 +49,11 @@ def retry_delay_s(headers: Mapping[str, str], retry_index: int, max_delay_ms: in
     """How long to wait before retry `retry_index` (0-based): what the server asks, else 0.5s
     doubling up to 8s, less up to a quarter. A server asking more than `max_delay_ms` (0: no
     limit) fails the call instead."""
-    asked_ms: float | None = None
-    if headers.get("retry-after-ms"):
-        try:
-            asked_ms = float(headers["retry-after-ms"])
-        except ValueError:
-            asked_ms = None
+    asked_ms = _finite(_number(headers.get("retry-after-ms")))
     if asked_ms is None and headers.get("retry-after"):
         value = headers["retry-after"]
-        try:
-            asked_ms = float(value) * 1000
-        except ValueError:
-            try:
-                asked_ms = (parsedate_to_datetime(value).timestamp() - time.time()) * 1000
-            except (TypeError, ValueError):
-                asked_ms = None
+        seconds = _number(value)
+        asked_ms = _finite(seconds * 1000 if seconds is not None else _date_ms(value))
     if asked_ms is not None:
         if max_delay_ms > 0 and asked_ms > max_delay_ms:
             raise RetryDelayTooLong(
@@ -89,3 +80,24 @@ async def with_retries(send: Callable[[], Awaitable[T]], policy: ProviderRetry,
             await asyncio.sleep(retry_delay_s(failure[1], retry_index,
                                               policy.max_retry_delay_ms, str(error)))
             retry_index += 1
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        return float(text) if text else None
+    except ValueError:
+        return None
+
+
+def _date_ms(text: str) -> float | None:
+    """Milliseconds from now to an HTTP date."""
+    try:
+        return (parsedate_to_datetime(text).timestamp() - time.time()) * 1000
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _finite(ms: float | None) -> float | None:
+    """A delay the server asked that can be waited (or refused as too long): as pi, one that is
+    no number or endless (`inf`, `1e400`) counts as none asked (it read "nans s" before)."""
+    return ms if ms is not None and math.isfinite(ms) else None
