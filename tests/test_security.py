@@ -185,7 +185,8 @@ async def test_read_refuses_links_to_secrets_and_pi_credentials(root: Path, agen
 
 def test_files_named_like_secrets_only_in_part_are_read(root: Path) -> None:
     ctx = ToolContext(root)
-    for name in ("ansible/hosts.yml", ".github/config", "docs/credentials.md", ".gitconfig.md"):
+    for name in ("ansible/hosts.yml", ".github/config", "docs/credentials.md", ".gitconfig.md",
+                 ".docker/Dockerfile", ".kube/deployment.yaml"):
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text("x\n")
         assert approval_request(ToolCall(id="c", name="read", arguments={"path": name}),

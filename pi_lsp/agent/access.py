@@ -15,17 +15,18 @@ from pi_lsp.session.catalog import agent_dir, session_dirs
 # names: there `.SSH/config` and `.PI/settings.json` are the protected files themselves.
 
 # Folders of credentials: any path through one of these is a secret.
-SECRET_DIRS = frozenset({".ssh", ".aws", ".gnupg", ".azure", ".kube", ".docker",
-                         ".password-store"})
+SECRET_DIRS = frozenset({".ssh", ".aws", ".gnupg", ".azure", ".password-store"})
 # File names (shell patterns) that hold keys, passwords or tokens.
 SECRET_FILES = ("id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", "*.pem", "*.key", "*.p12",
                 "*.pfx", ".netrc", "_netrc", ".git-credentials", ".pypirc", ".npmrc",
                 ".env", ".env.*", ".envrc", "credentials", "credentials.json",
                 "credentials.toml", ".pgpass", ".vault-token", "*.tfvars", "*.tfvars.json",
                 ".yarnrc.yml", ".dockercfg")
-# Files known by their folder as well as their name (`hosts.yml` alone is an Ansible inventory):
-# gh's tokens, and git's config, whose remote URLs may carry them.
-SECRET_RUNS = ((".git", "config"), ("gh", "hosts.yml"))
+# Files known by their folder as well as their name (`hosts.yml` alone is an Ansible inventory;
+# a project's `.docker/` and `.kube/` hold Dockerfiles and manifests): gh's, Docker's and
+# kubectl's tokens, and git's config, whose remote URLs may carry them.
+SECRET_RUNS = ((".git", "config"), ("gh", "hosts.yml"), (".docker", "config.json"),
+               (".kube", "config"))
 SECRET_PATHS = frozenset({Path("/etc/shadow"), Path("/etc/gshadow")})
 # The kernel's views of processes and devices: /proc/self/environ holds every secret in the
 # environment, and neither holds source code.
