@@ -49,6 +49,7 @@ from pi_lsp.summarize.select import ChosenSummarizer
 from pi_lsp.summarize.serialize import serialize_conversation
 from pi_lsp.summarize.summarizer import (
     ModelSummarizer,
+    Summary,
     SummaryError,
     SummaryRequest,
     llm_messages,
@@ -369,6 +370,32 @@ async def test_context_after_compaction(session: Path) -> None:
     assert [bytes(m) for m in after[:-1]] == [bytes(m) for m in context.messages]
     assert json.loads(bytes(after[-1])) == {"role": "user", "content": "And after that?",
                                      "timestamp": 1}
+
+
+async def test_what_another_writer_adds_during_a_compaction_stays_in_the_context(
+        session: Path) -> None:
+    """The pi CLI goes on in the session while the summary is made: its exchange was left on a
+    side branch beside the compaction, out of the context (found in review); it now comes
+    before the compaction, among the kept messages."""
+    tree = open_tree(session)
+    start = tree.leaf_id
+
+    class OtherWriterMeanwhile(ExtractiveSummarizer):
+        async def summarize(self, request: SummaryRequest) -> Summary:
+            if tree.leaf_id == start:  # once, though a split turn is summarized twice
+                other = SessionTree.open(str(session))
+                other.append_message(UserMessage(content="written by the pi CLI", timestamp=1))
+                tree.refresh()  # what the server's watch does
+            return await super().summarize(request)
+
+    result = await compact(tree, start, OtherWriterMeanwhile(),
+                           CompactionSettings(keep_recent_tokens=100))
+    tree = open_tree(session)
+    assert tree.leaf_id == result.entry_id
+    added = tree.record(tree.record(result.entry_id).env.parent_id or "")
+    assert added.env.parent_id == start
+    context = build_session_context(tree, result.entry_id)
+    assert json.loads(bytes(context.messages[-1]))["content"] == "written by the pi CLI"
 
 
 # -- 3. failures write nothing ------------------------------------------------------------

@@ -243,11 +243,14 @@ def plan_or_refusal(path: list[Record], settings: CompactionSettings) -> Compact
 async def compact(tree: SessionTree, leaf_id: str | None, summarizer: Summarizer,
                   settings: CompactionSettings, instructions: str | None = None
                   ) -> CompactionResult:
-    """Summarize the path up to `leaf_id` and append the compaction there."""
+    """Summarize the path up to `leaf_id` and append the compaction there (or, when another
+    writer went on from there meanwhile, after what it wrote: that stays in the context)."""
+    before = tree.leaf_id
     plan = plan_or_refusal(tree.path_to(leaf_id), settings)
     summary = await summarize_plan(plan, summarizer, settings, instructions)
     details = summary_details(plan.files, summarizer)
-    if leaf_id != tree.leaf_id:
+    grown = leaf_id == before != tree.leaf_id and leaf_id in tree.path_ids(tree.leaf_id)
+    if leaf_id != tree.leaf_id and not grown:
         tree.move_leaf(leaf_id, durable=False)
     system = current_system_message(decode_all(project_path(tree.path_to(tree.leaf_id)).messages))
     entry_id = tree.append_compaction(summary.text, plan.first_kept_entry_id,
