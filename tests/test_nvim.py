@@ -83,10 +83,12 @@ def test_tree_branch_label_preview(workspace: Path, fake: FakeAnthropic, tmp_pat
 def test_chat_streams_a_reply_and_aborts(workspace: Path, fake: FakeAnthropic,
                                          tmp_path: Path) -> None:
     slow = text_reply(*[f"piece{i} " for i in range(60)], delay=0.3)
-    fake.script(text_reply("Hello", " there"), slow)
+    again = text_reply(*[f"again{i} " for i in range(60)], delay=0.3)  # the server is killed
+    fake.script(text_reply("Hello", " there"), slow, again, text_reply("Back", " again"))
     run_script("chat_spec.lua", workspace, fake, tmp_path)
     requests = fake.message_requests()
-    assert len(requests) == 2
+    assert len(requests) == 4
+    assert requests[3]["messages"][-1]["content"][0]["text"] == "Steer before the crash"
     assert requests[0]["messages"][-1]["content"][0]["text"] == "Say hello"
 
 

@@ -1,7 +1,8 @@
 -- :PiSessions starts a new session, :PiChat sends a prompt and shows the
--- streamed reply, then a slow reply is aborted and the turn ends.
--- The fake server is scripted with: text_reply("Hello", " there"), then a
--- reply of 60 pieces 0.3 s apart.
+-- streamed reply, then a slow reply is aborted and the turn ends; then a prompt
+-- that fails before its turn, a chat reopened mid-turn and a server crash.
+-- The fake server is scripted with: text_reply("Hello", " there"), then two
+-- replies of 60 pieces 0.3 s apart, then text_reply("Back", " again").
 local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/helpers.lua")
 H.setup()
 local pi = require("pi_lsp")
@@ -116,6 +117,64 @@ H.wait(function()
   return tree_buf and H.contains(tree_buf, "Count slowly") and H.contains(tree_buf, "← leaf")
 end, "the tree of the new session", tree_buf)
 H.dump(":PiTree (new session)", tree_buf)
+
+-- A prompt that fails before its turn starts (its model's provider has no API key) was
+-- never written to the session: it goes back into the input instead of being lost.
+vim.cmd("PiChat " .. uri)
+H.wait(function()
+  return vim.api.nvim_get_current_buf() == input_buf
+end, "the chat input is shown again")
+H.exec("pi.setModel", { uri = uri, provider = "openai", modelId = "gpt-4.1" })
+vim.api.nvim_buf_set_lines(input_buf, 0, -1, false, { "a prompt pi never got" })
+H.keys("<CR>")
+H.wait(function()
+  return vim.tbl_contains(H.messages, "pi-lsp: your prompt did not reach pi; it is back in the input")
+end, "the failed prompt was not given back: " .. table.concat(H.messages, " | "))
+H.check(H.text(input_buf) == "a prompt pi never got", "the failed prompt is back in the input", input_buf)
+H.check(H.contains(chat_buf, "**⚠ "), "the error is shown", chat_buf)
+H.check(not require("pi_lsp.chat").get(uri).busy, "the chat is not busy")
+H.exec("pi.setModel", { uri = uri, provider = "anthropic", modelId = "claude-sonnet-4-5" })
+
+-- A chat reopened mid-turn shows the conversation before the running turn at once.
+vim.api.nvim_buf_set_lines(input_buf, 0, -1, false, { "Count again" })
+H.keys("<CR>")
+H.wait(function()
+  return H.contains(chat_buf, "again1")
+end, "the third reply did not start streaming", chat_buf)
+vim.cmd("bwipeout! " .. chat_buf .. " " .. input_buf)
+vim.cmd("PiChat " .. uri)
+H.wait(function()
+  chat_buf, input_buf = H.find_buf("pi://chat/"), H.find_buf("pi://input/")
+  return chat_buf and input_buf and H.contains(chat_buf, "Say hello") and H.contains(chat_buf, "Hello there")
+    and H.contains(chat_buf, "pi is working")
+end, "the reopened chat did not show the earlier conversation while the turn runs", chat_buf)
+
+-- The server dies mid-turn: the chat stops waiting for a turn that is gone, drops the
+-- half-streamed reply, gives back the undelivered steer and takes prompts again.
+vim.api.nvim_set_current_win(vim.fn.bufwinid(input_buf))
+vim.api.nvim_buf_set_lines(input_buf, 0, -1, false, { "Steer before the crash" })
+H.keys("S")
+H.wait(function()
+  return H.contains(chat_buf, "↳ steering: Steer before the crash")
+end, "the steer was not queued", chat_buf)
+for _, pid in ipairs(vim.api.nvim_get_proc_children(vim.fn.getpid())) do
+  vim.uv.kill(pid, "sigkill")
+end
+local crashed = require("pi_lsp.chat").get(uri)
+H.wait(function()
+  return not crashed.busy and not H.contains(chat_buf, "pi is working") and not pi.statusline():find("busy", 1, true)
+end, "the chat stayed busy after the server died: " .. pi.statusline(), chat_buf)
+H.check(H.contains(chat_buf, "the pi-lsp server stopped"), "a note says the server stopped", chat_buf)
+H.check(not H.contains(chat_buf, "again1"), "the half-streamed reply is gone", chat_buf)
+H.wait(function()
+  return H.text(input_buf) == "Steer before the crash"
+end, "the undelivered steer is back in the input", input_buf)
+H.keys("<CR>") -- sent as a prompt: a new server runs it
+H.wait(function()
+  return H.contains(chat_buf, "Back again") and not crashed.busy
+    and H.text(chat_buf):find("## You  `%x+`\n\nSay hello") ~= nil
+end, "the chat did not take a prompt after the crash", chat_buf)
+H.check(not vim.tbl_contains(H.messages, "pi-lsp: nothing is running"), "nothing refused")
 
 -- A long conversation is read in pages (pi.previewContext's `page`): the chat
 -- shows the first and the last, a line for the messages left out, and a

@@ -120,10 +120,13 @@ end
 
 local function make_resync(chat)
   return util.coalesce(function(done)
+    local turns = chat.turns
     client.exec("pi.previewContext", { uri = chat.uri, page = PAGE }, function(err, result)
       if err then
         util.error("pi.previewContext: " .. (err.message or tostring(err)))
-      elseif not chat.live then
+      elseif chat.turns == turns then
+        -- (A turn that started since was read from before its prompt: its
+        -- agent_end reads again.) The live region is drawn apart from this.
         local b = render.builder()
         b:context(result)
         chat.committed = b
@@ -162,7 +165,8 @@ end
 local on_event = {}
 
 function on_event.agent_start(chat)
-  chat.busy, chat.notes = true, {}
+  chat.busy, chat.notes, chat.pending = true, {}, nil
+  chat.turns = chat.turns + 1
 end
 
 function on_event.message_start(chat, event)
@@ -211,35 +215,52 @@ function on_event.compaction_end(chat, event)
   note(chat, event.error and ("_✗ compaction failed: " .. event.error .. "_") or "_✓ context compacted_")
 end
 
---- Steers and follow-ups the turn ended without (an abort, an error) go back
---- into the input, before whatever is being written there now.
-local function restore_queued(chat)
-  if #chat.queued == 0 or not vim.api.nvim_buf_is_valid(chat.input) then
-    chat.queued = {}
-    return
+--- Put `texts` back into the input, before whatever is being written there now.
+local function put_back(chat, texts)
+  if #texts == 0 or not vim.api.nvim_buf_is_valid(chat.input) then
+    return false
   end
-  local texts = {}
-  for _, item in ipairs(chat.queued) do
-    texts[#texts + 1] = item.text
-  end
-  chat.queued = {}
   local draft = input_text(chat)
   if draft ~= "" then
     texts[#texts + 1] = draft
   end
   vim.api.nvim_buf_set_lines(chat.input, 0, -1, false, util.split_lines(table.concat(texts, "\n\n")))
-  util.warn("the turn ended before your queued message reached pi; it is back in the input")
+  return true
+end
+
+--- Steers and follow-ups the turn ended without (an abort, an error) go back
+--- into the input.
+local function restore_queued(chat)
+  local texts = {}
+  for _, item in ipairs(chat.queued) do
+    texts[#texts + 1] = item.text
+  end
+  chat.queued = {}
+  if put_back(chat, texts) then
+    util.warn("the turn ended before your queued message reached pi; it is back in the input")
+  end
+end
+
+--- A prompt whose turn never started (no API key, the server gone) was not
+--- written to the session: the input it was cleared from gets it back.
+local function restore_pending(chat)
+  local text = chat.pending
+  chat.pending = nil
+  if text and put_back(chat, { text }) then
+    util.warn("your prompt did not reach pi; it is back in the input")
+  end
 end
 
 function on_event.error(chat, event)
   chat.busy, chat.live, chat.tool = false, nil, nil
+  restore_pending(chat)
   restore_queued(chat)
   note(chat, "**⚠ " .. (event.message or "error") .. "**", true)
   resync(chat)
 end
 
 function on_event.agent_end(chat)
-  chat.busy, chat.live, chat.tool = false, nil, nil
+  chat.busy, chat.live, chat.tool, chat.pending = false, nil, nil, nil
   restore_queued(chat)
   chat.notes = vim.tbl_filter(function(item)
     return item.lasting
@@ -284,6 +305,7 @@ function M.send(chat, delivery)
       return item.context
     end, attached)
   end
+  local turns = chat.turns
   client.run("pi.prompt", args, function(result)
     vim.api.nvim_buf_set_lines(chat.input, 0, -1, false, {})
     chat.context = {}
@@ -294,6 +316,9 @@ function M.send(chat, delivery)
     else
       chat.notes = {}
       chat.turn_id = result.turnId
+      if chat.turns == turns then
+        chat.pending = text -- until its agent_start: an error before it loses the prompt
+      end
     end
   end, chat.root)
 end
@@ -418,7 +443,7 @@ end
 local function create(uri)
   local key = util.key(uri)
   local root = session.root_of(uri)
-  local chat = { uri = uri, root = root, committed = render.builder(), notes = {}, queued = {}, busy = session.busy(uri) }
+  local chat = { uri = uri, root = root, committed = render.builder(), notes = {}, queued = {}, busy = session.busy(uri), turns = 0 }
   chat.buf = util.scratch("pi://chat/" .. name_of(uri), "markdown")
   chat.input = util.scratch("pi://input/" .. name_of(uri), "markdown")
   vim.bo[chat.input].modifiable = true
@@ -450,6 +475,8 @@ local function create(uri)
   -- The server loads the model's SDK now, not at the first prompt (a second or more). Only
   -- time is at stake: a missing key or provider is reported when a prompt is sent.
   client.exec("pi.prepareTurn", { uri = uri }, function() end, root)
+  -- Even mid-turn: the conversation before the running turn is shown at once.
+  resync(chat)
   return chat
 end
 
@@ -491,6 +518,7 @@ end
 --- Open the chat of `uri`. opts.input: text to put in the input.
 function M.open(uri, opts)
   opts = opts or {}
+  local created = not chats[util.key(uri)]
   local chat = chats[util.key(uri)] or create(uri)
   show(chat)
   if opts.input then
@@ -501,10 +529,11 @@ function M.open(uri, opts)
       draw_all(chat)
     end, chat.root)
   end
-  if not chat.busy then
+  if chat.busy then
+    draw_all(chat) -- the live region; the transcript comes with create's resync
+  end
+  if not chat.busy and not created then
     resync(chat)
-  else
-    draw_all(chat)
   end
   return chat
 end
@@ -566,8 +595,37 @@ function M.get(uri)
   return chats[util.key(uri) or ""]
 end
 
+--- The server of `root` exited (a crash, a stop): its turns ended with no
+--- agent_end, so its chats stop waiting and give back what was not delivered.
+local function on_stopped(root)
+  for _, chat in pairs(chats) do
+    if chat.root == root and vim.api.nvim_buf_is_valid(chat.buf) then
+      local running = chat.busy or chat.live or chat.pending
+      chat.busy, chat.live, chat.tool = false, nil, nil
+      restore_pending(chat)
+      restore_queued(chat)
+      chat.resync = make_resync(chat) -- a read in flight is never answered
+      chat.stale = true
+      if running then
+        note(chat, "**⚠ the pi-lsp server stopped; the turn ended with it (the next command starts it again)**", true)
+      end
+      draw_live(chat)
+    end
+  end
+end
+
 function M.setup_listeners()
   util.on("turn", on_turn)
+  util.on("stopped", on_stopped)
+  util.on("initialized", function(root)
+    -- What the stopped server had written is read from the one started since.
+    for _, chat in pairs(chats) do
+      if chat.root == root and chat.stale and vim.api.nvim_buf_is_valid(chat.buf) then
+        chat.stale = false
+        resync(chat)
+      end
+    end
+  end)
 end
 
 return M

@@ -112,6 +112,11 @@ local function start(root)
         end
       end
       waiting[client_id] = nil
+      -- A turn that was running ended with the process, with no agent_end; and
+      -- requests in flight are never answered. The views must not wait for them.
+      vim.schedule(function()
+        util.emit("stopped", root)
+      end)
     end,
   }
   local id

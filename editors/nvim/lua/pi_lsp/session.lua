@@ -319,6 +319,15 @@ function M.setup_listeners()
   util.on("sessionsChanged", function()
     M.listed = {}
   end)
+  util.on("stopped", function(root)
+    -- The server's turns died with it: none of its sessions is busy any more.
+    for key, s in pairs(status) do
+      if s.busy and (roots[key] or client.root(0)) == root then
+        s.busy = false
+      end
+    end
+    vim.cmd("redrawstatus!")
+  end)
   util.on("turn", function(note)
     local kind = note.event and note.event.type
     if kind == "agent_start" then

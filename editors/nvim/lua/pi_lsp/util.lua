@@ -65,7 +65,8 @@ end
 -- It also carries what a lower module must not call upward for (init.lua
 -- wires the listeners): the events are the server's sessionsChanged,
 -- sessionChanged, turn and jobDone; initialized (root, client: a server is
--- ready); listed (root: session.list); openTree (uri: the chat asks for it).
+-- ready); stopped (root: its server exited); listed (root: session.list);
+-- openTree (uri: the chat asks for it).
 
 local listeners = {}
 
