@@ -84,10 +84,11 @@ def test_chat_streams_a_reply_and_aborts(workspace: Path, fake: FakeAnthropic,
                                          tmp_path: Path) -> None:
     slow = text_reply(*[f"piece{i} " for i in range(60)], delay=0.3)
     again = text_reply(*[f"again{i} " for i in range(60)], delay=0.3)  # the server is killed
-    fake.script(text_reply("Hello", " there"), slow, again, text_reply("Back", " again"))
+    fake.script(text_reply("Hello", " there"), slow, again, text_reply("Back", " again"),
+                tool_reply([("s1", "bash", {"command": "sleep 1"})]), text_reply("Fifth", " reply"))
     run_script("chat_spec.lua", workspace, fake, tmp_path)
     requests = fake.message_requests()
-    assert len(requests) == 4
+    assert len(requests) == 6
     assert requests[3]["messages"][-1]["content"][0]["text"] == "Steer before the crash"
     assert requests[0]["messages"][-1]["content"][0]["text"] == "Say hello"
 

@@ -2,7 +2,8 @@
 -- streamed reply, then a slow reply is aborted and the turn ends; then a prompt
 -- that fails before its turn, a chat reopened mid-turn and a server crash.
 -- The fake server is scripted with: text_reply("Hello", " there"), then two
--- replies of 60 pieces 0.3 s apart, then text_reply("Back", " again").
+-- replies of 60 pieces 0.3 s apart, then text_reply("Back", " again"), a bash
+-- call of `sleep 1` and text_reply("Fifth", " reply").
 local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/helpers.lua")
 H.setup()
 local pi = require("pi_lsp")
@@ -175,6 +176,46 @@ H.wait(function()
     and H.text(chat_buf):find("## You  `%x+`\n\nSay hello") ~= nil
 end, "the chat did not take a prompt after the crash", chat_buf)
 H.check(not vim.tbl_contains(H.messages, "pi-lsp: nothing is running"), "nothing refused")
+
+-- A transcript read while idle but answered after the next turn started is from before
+-- its prompt: it is dropped, not drawn over the prompt (the turn's end reads again).
+local held = {}
+client.exec = function(command, args, callback, root)
+  if command == "pi.previewContext" and args.page ~= 1 and not held.sent then -- (page 1: the statusline's)
+    held.sent = true
+    return exec(command, args, function(err, result)
+      held.answer = function()
+        callback(err, result)
+      end
+    end, root)
+  end
+  return exec(command, args, callback, root)
+end
+crashed.resync()
+H.wait(function()
+  return held.answer ~= nil
+end, "the held read was not answered")
+client.exec = exec
+local kept
+local off = require("pi_lsp.util").on("turn", function(params)
+  local event = params.event or {}
+  if event.type == "tool_execution_start" and kept == nil then
+    vim.schedule(function() -- after the chat has drawn the prompt, with no reply streaming
+      held.answer()
+      kept = H.contains(chat_buf, "Last one")
+    end)
+  end
+end)
+vim.api.nvim_buf_set_lines(input_buf, 0, -1, false, { "Last one" })
+H.keys("<CR>")
+H.wait(function()
+  return kept ~= nil
+end, "the prompt did not reach the chat")
+off()
+H.check(kept, "a read from before the prompt replaced it", chat_buf)
+H.wait(function()
+  return H.contains(chat_buf, "Fifth reply") and not crashed.busy
+end, "the last turn did not end", chat_buf)
 
 -- A long conversation is read in pages (pi.previewContext's `page`): the chat
 -- shows the first and the last, a line for the messages left out, and a
