@@ -76,7 +76,11 @@ export class Approvals {
   /** Questions still open, by id: each resolves with its answer (undefined: none will come). */
   private readonly open = new Map<string, (choice: string | undefined) => void>();
 
-  constructor(private readonly pi: PiClient, private readonly sessions: Sessions, private readonly chats: ChatPanels) {}
+  constructor(private readonly pi: PiClient, private readonly sessions: Sessions, private readonly chats: ChatPanels) {
+    // A restarted server asks again if it needs to: the old one's questions (no turn end will
+    // come for them) go, card and notification.
+    pi.onStarted(() => [...this.open.values()].forEach((settle) => settle(undefined)));
+  }
 
   /** An answer from the notification or the chat card; only the first one counts. */
   answer(id: string, choice: string): void {

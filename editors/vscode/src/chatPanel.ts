@@ -40,7 +40,7 @@ export class ChatPanels implements vscode.Disposable {
     this.disposables.push(
       pi.onTurn((n) => this.panels.get(sessionKey(n.uri))?.onTurn(n)),
       pi.onSessionChanged((e) => this.panels.get(sessionKey(e.uri))?.scheduleReload()),
-      pi.onStarted(() => this.panels.forEach((p) => p.scheduleReload())),
+      pi.onStarted(() => this.panels.forEach((p) => p.serverStarted())),
     );
   }
 
@@ -200,6 +200,17 @@ export class ChatPanel {
   scheduleReload(delay = 150): void {
     clearTimeout(this.reloadTimer);
     this.reloadTimer = setTimeout(() => void this.reload(), delay);
+  }
+
+  /** A new server runs no turn: one this chat was showing ended with the old server (a crash,
+   *  a restart), and no agent_end will come for it. */
+  serverStarted(): void {
+    this.pending = undefined;
+    if (this.transcript.busy) {
+      this.transcript.apply({ type: "agent_end" });
+      this.setBusy(false);
+    }
+    this.scheduleReload();
   }
 
   onTurn(n: TurnNotification): void {
