@@ -145,6 +145,31 @@ test("while a turn runs, the input steers; abort stops the turn", async () => {
   assert.match(html, /aborted/i);
 });
 
+test("a queued steer the turn ends without goes back to the input; one delivered does not", async () => {
+  const slow = textReply(..."a slow answer that keeps going and going".split(" ").map((w) => w + " "));
+  slow.delay = 150;
+  fake.script(slow);
+  await turn("talk slowly again", async () => {
+    await eventually(() => panel.transcript.busy && fake.requests.length > 0 && panel.posted.some((m) => m.type === "upsert" && /slow answer/.test(m.html)), "the reply to stream");
+    await panel.receive({ type: "send", text: "LOST-STEER please", delivery: "steer" });
+    await panel.receive({ type: "abort" });
+  });
+  const back = await eventually(() => panel.posted.find((m) => m.type === "setInput" && m.text.includes("LOST-STEER")), "the steer back in the input");
+  assert.equal(back.text, "LOST-STEER please");
+  assert.equal(back.keepDraft, true, "before what is being written now");
+  assert.ok(rec.messages.some((m) => /queued message reached pi; it is back in the chat's input/.test(m.message)));
+
+  const slower = textReply(...Array.from({ length: 30 }, (_, i) => `w${i} `));
+  slower.delay = 100;
+  fake.script(slower, textReply("steered"));
+  const html = await turn("talk slowly once more", async () => {
+    await eventually(() => panel.transcript.busy && fake.requests.length === 1, "the turn to start");
+    await panel.receive({ type: "send", text: "DELIVERED-STEER please", delivery: "steer" });
+  });
+  assert.match(html, /DELIVERED-STEER/, "the steer reached the model");
+  assert.ok(!panel.posted.some((m) => m.type === "setInput" && m.text.includes("DELIVERED-STEER")), "and is not handed back");
+});
+
 test("the markdown renderer escapes raw HTML and drops script links", () => {
   const html = ext.markdown('<script>alert(1)</script>\n\nsee <img src=x onerror=alert(1)> and [x](javascript:alert(1))\n\n[ok](https://example.org) ![img](https://example.org/a.png)');
   assert.ok(!html.includes("<script>"));
