@@ -88,19 +88,27 @@ export class Approvals {
   }
 
   async approve(p: ApproveToolParams): Promise<{ decision: ApprovalDecision }> {
-    const title = Sessions.title(await this.sessions.info(p.uri).catch(() => undefined), p.uri);
-    const message = approvalMessage(p, title, vscode.workspace.workspaceFolders?.[0]?.uri.fsPath);
-    const diff = p.path && p.newText !== undefined ? await this.showDiff(p, title) : undefined;
     const id = `approve-${++this.count}`;
-    const answered = new Promise<string | undefined>((resolve) => this.open.set(id, resolve));
-    // An aborted or failed turn waits for no answer any more: its question goes with it.
+    let settled = false;
+    const answered = new Promise<string | undefined>((resolve) => this.open.set(id, (choice) => {
+      settled = true;
+      resolve(choice);
+    }));
+    // An aborted or failed turn waits for no answer any more: its question goes with it. Heard
+    // from the start: the turn may end while the title is fetched or the diff opens.
     const ended = this.pi.onTurn((n) => {
       if (n.turnId === p.turnId && (n.event.type === "agent_end" || n.event.type === "error")) this.open.get(id)?.(undefined);
     });
-    this.chats.ask({ id, uri: p.uri, message, actions: APPROVAL_CHOICES, detail: approvalDetail(p),
-      answer: (choice) => this.answer(id, choice) });
-    void vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: notificationText(id, message) }, () => answered);
+    let diff: vscode.Uri | undefined;
     try {
+      const title = Sessions.title(await this.sessions.info(p.uri).catch(() => undefined), p.uri);
+      const message = approvalMessage(p, title, vscode.workspace.workspaceFolders?.[0]?.uri.fsPath);
+      if (!settled && p.path && p.newText !== undefined) diff = await this.showDiff(p, title);
+      if (!settled) {
+        this.chats.ask({ id, uri: p.uri, message, actions: APPROVAL_CHOICES, detail: approvalDetail(p),
+          answer: (choice) => this.answer(id, choice) });
+        void vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: notificationText(id, message) }, () => answered);
+      }
       return { decision: decisionOf(await answered) };
     } finally {
       this.open.delete(id);

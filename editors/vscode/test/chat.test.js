@@ -114,6 +114,28 @@ test("a question the turn is aborted under goes, card and notification", async (
   assert.match(html, /aborted/i);
 });
 
+test("a turn that ends while its question is being prepared asks nothing", async () => {
+  // The turn ends (an abort) while the session's title is fetched, before the question is shown.
+  let release;
+  const info = api.sessions.info;
+  api.sessions.info = (u) => new Promise((r) => (release = r)).then(() => info.call(api.sessions, u));
+  const asked = panel.posted.filter((m) => m.type === "approval").length;
+  const notes = rec.progress.length;
+  let decision;
+  try {
+    api.approvals.approve({ uri, turnId: "turn-gone", toolCallId: "toolu_gone", tool: "bash", command: "make gone" }).then((d) => (decision = d));
+    await eventually(() => release, "the title to be asked for");
+    api.pi.turnEmitter.fire({ uri, turnId: "turn-gone", event: { type: "agent_end", messages: [] } });
+    release();
+    await eventually(() => decision, "the question to be settled");
+  } finally {
+    api.sessions.info = info;
+  }
+  assert.deepEqual(decision, { decision: "deny" });
+  assert.equal(panel.posted.filter((m) => m.type === "approval").length, asked, "no card");
+  assert.equal(rec.progress.length, notes, "no notification");
+});
+
 test("the model picker offers models by their models.json name and marks the current one", async () => {
   let offered;
   respond("showQuickPick", (items) => { offered = items; return items.find((i) => i.label === "Qwen Coder"); });
