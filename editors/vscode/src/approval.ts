@@ -76,7 +76,11 @@ export class Approvals {
   /** Questions still open, by id: each resolves with its answer (undefined: none will come). */
   private readonly open = new Map<string, (choice: string | undefined) => void>();
 
-  constructor(private readonly pi: PiClient, private readonly sessions: Sessions, private readonly chats: ChatPanels) {}
+  constructor(private readonly pi: PiClient, private readonly sessions: Sessions, private readonly chats: ChatPanels) {
+    // A restarted server asks again if it needs to: the old one's questions (no turn end will
+    // come for them) go, card and notification.
+    pi.onStarted(() => [...this.open.values()].forEach((settle) => settle(undefined)));
+  }
 
   /** An answer from the notification or the chat card; only the first one counts. */
   answer(id: string, choice: string): void {
@@ -84,19 +88,27 @@ export class Approvals {
   }
 
   async approve(p: ApproveToolParams): Promise<{ decision: ApprovalDecision }> {
-    const title = Sessions.title(await this.sessions.info(p.uri).catch(() => undefined), p.uri);
-    const message = approvalMessage(p, title, vscode.workspace.workspaceFolders?.[0]?.uri.fsPath);
-    const diff = p.path && p.newText !== undefined ? await this.showDiff(p, title) : undefined;
     const id = `approve-${++this.count}`;
-    const answered = new Promise<string | undefined>((resolve) => this.open.set(id, resolve));
-    // An aborted or failed turn waits for no answer any more: its question goes with it.
+    let settled = false;
+    const answered = new Promise<string | undefined>((resolve) => this.open.set(id, (choice) => {
+      settled = true;
+      resolve(choice);
+    }));
+    // An aborted or failed turn waits for no answer any more: its question goes with it. Heard
+    // from the start: the turn may end while the title is fetched or the diff opens.
     const ended = this.pi.onTurn((n) => {
       if (n.turnId === p.turnId && (n.event.type === "agent_end" || n.event.type === "error")) this.open.get(id)?.(undefined);
     });
-    this.chats.ask({ id, uri: p.uri, message, actions: APPROVAL_CHOICES, detail: approvalDetail(p),
-      answer: (choice) => this.answer(id, choice) });
-    void vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: notificationText(id, message) }, () => answered);
+    let diff: vscode.Uri | undefined;
     try {
+      const title = Sessions.title(await this.sessions.info(p.uri).catch(() => undefined), p.uri);
+      const message = approvalMessage(p, title, vscode.workspace.workspaceFolders?.[0]?.uri.fsPath);
+      if (!settled && p.path && p.newText !== undefined) diff = await this.showDiff(p, title);
+      if (!settled) {
+        this.chats.ask({ id, uri: p.uri, message, actions: APPROVAL_CHOICES, detail: approvalDetail(p),
+          answer: (choice) => this.answer(id, choice) });
+        void vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: notificationText(id, message) }, () => answered);
+      }
       return { decision: decisionOf(await answered) };
     } finally {
       this.open.delete(id);

@@ -20,7 +20,8 @@ export type ToWebview =
   | { type: "state"; state: ChatState }
   | { type: "approval"; id: string; message: string; actions: string[]; detail?: string }
   | { type: "approvalDone"; id: string }
-  | { type: "setInput"; text: string };
+  /** `keepDraft`: what is being written stays, after the text. */
+  | { type: "setInput"; text: string; keepDraft?: boolean };
 
 export type FromWebview =
   | { type: "ready" }

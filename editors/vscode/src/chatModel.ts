@@ -128,8 +128,9 @@ export class Transcript {
   }
 
   private stream(deltas: StreamDelta[]): string[] {
-    const block = this.streaming();
-    if (!block) return [];
+    // A chat opened mid-reply missed its message_start: the reply is shown from here on (its
+    // message_end brings the whole of it).
+    const block = this.streaming() ?? this.startStreaming();
     for (const d of deltas) {
       if (d.delta === undefined) continue; // block_end carries no text
       const kind: Part["type"] = d.type === "thinking_delta" ? "thinking" : d.type === "toolcall_delta" ? "toolCall" : "text";
@@ -159,6 +160,12 @@ export class Transcript {
   private streaming(): Extract<Block, { kind: "assistant" }> | undefined {
     const last = this.blocks[this.blocks.length - 1];
     return last?.kind === "assistant" && last.streaming ? last : undefined;
+  }
+
+  private startStreaming(): Extract<Block, { kind: "assistant" }> {
+    const block: Extract<Block, { kind: "assistant" }> = { id: "", kind: "assistant", parts: [], streaming: true };
+    this.push(block);
+    return block;
   }
 
   private finishStreaming(): void {

@@ -3,7 +3,7 @@
 import * as vscode from "vscode";
 import type { PiClient } from "./client";
 import { ChatState, FromWebview, ToWebview } from "./chatMessages";
-import { Transcript } from "./chatModel";
+import { Transcript, contentText } from "./chatModel";
 import { renderBlock } from "./chatRender";
 import type { Attachment } from "./codeContext";
 import { EditMark, PreviewPage, ThinkingLevel, THINKING_LEVELS, TurnNotification } from "./protocol";
@@ -40,7 +40,7 @@ export class ChatPanels implements vscode.Disposable {
     this.disposables.push(
       pi.onTurn((n) => this.panels.get(sessionKey(n.uri))?.onTurn(n)),
       pi.onSessionChanged((e) => this.panels.get(sessionKey(e.uri))?.scheduleReload()),
-      pi.onStarted(() => this.panels.forEach((p) => p.scheduleReload())),
+      pi.onStarted(() => this.panels.forEach((p) => p.serverStarted())),
     );
   }
 
@@ -110,6 +110,9 @@ export class ChatPanel {
   /** A prompt whose turn failed before it started: it is in no entry, so it is kept here. */
   private failed: { text: string; error: string } | undefined;
   private pending: string | undefined;
+  /** Steers and follow-ups the server queued: the webview cleared them from its input, so an
+   *  abort or error before they reach the model would lose them. */
+  private readonly queued: string[] = [];
   /** The last messages of the context the chat shows (a long session's are many). */
   private shown = CHAT_PAGE;
   private earlier = 0; // messages before the ones shown
@@ -202,6 +205,18 @@ export class ChatPanel {
     this.reloadTimer = setTimeout(() => void this.reload(), delay);
   }
 
+  /** A new server runs no turn: one this chat was showing ended with the old server (a crash,
+   *  a restart), and no agent_end will come for it. */
+  serverStarted(): void {
+    this.pending = undefined;
+    if (this.transcript.busy) {
+      this.transcript.apply({ type: "agent_end" });
+      this.setBusy(false);
+    }
+    this.restoreQueued();
+    this.scheduleReload();
+  }
+
   onTurn(n: TurnNotification): void {
     if (n.event.type === "agent_start") this.pending = undefined;
     if (n.event.type === "error" && this.pending !== undefined) {
@@ -210,13 +225,30 @@ export class ChatPanel {
       this.pending = undefined;
       this.post({ type: "setInput", text: this.failed.text });
     }
+    if (n.event.type === "message_end" && n.event.message.role === "user") {
+      // A queued message reached the model: it is no longer ours to keep.
+      const text = contentText(n.event.message.content);
+      const at = this.queued.findIndex((q) => text === q || text.includes(q)); // attached code comes with it
+      if (at >= 0) this.queued.splice(at, 1);
+    }
     const wasBusy = this.transcript.busy;
     for (const id of this.transcript.apply(n.event)) {
       const block = this.transcript.block(id);
       if (block) this.post({ type: "upsert", id, html: renderBlock(block, this.transcript.tools) });
     }
     if (wasBusy !== this.transcript.busy) this.setBusy(this.transcript.busy);
-    if (n.event.type === "agent_end" || n.event.type === "error") this.scheduleReload(300);
+    if (n.event.type === "agent_end" || n.event.type === "error") {
+      this.restoreQueued();
+      this.scheduleReload(300);
+    }
+  }
+
+  /** Queued messages the turn ended without (an abort, an error) go back into the input. */
+  private restoreQueued(): void {
+    if (!this.queued.length) return;
+    this.post({ type: "setInput", text: this.queued.splice(0).join("\n\n"), keepDraft: true });
+    // Not a notice in the transcript: the reload after the turn's end would drop it at once.
+    void vscode.window.showInformationMessage("pi: the turn ended before your queued message reached pi; it is back in the chat's input.");
   }
 
   setInput(text: string): void {
@@ -301,6 +333,7 @@ export class ChatPanel {
       const result = await this.pi.call("pi.prompt", { uri: this.uri, text, delivery, ...(context.length ? { context } : {}) });
       this.attachments.splice(0);
       if (context.length) this.postAttachments();
+      if (result.queued) this.queued.push(text);
       if (result.queued) this.notice(result.queued === "steer" ? "Steering message queued for after the current tool." : "Follow-up queued for when the turn ends.", "info");
     } catch (error) {
       if (delivery === "prompt") this.setBusy(false);

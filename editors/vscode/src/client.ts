@@ -9,6 +9,7 @@ import {
   MessageType,
   ServerOptions,
   ShowMessageNotification,
+  State,
   StaticFeature,
 } from "vscode-languageclient/node";
 import {
@@ -64,7 +65,8 @@ export class PiClient implements vscode.Disposable {
   readonly onSessionChanged = this.sessionChangedEmitter.event;
   readonly onTurn = this.turnEmitter.event;
   readonly onJobDone = this.jobDoneEmitter.event;
-  /** Fired after every (re)start, so views can reload. */
+  /** Fired after every (re)start, ours or the client's own after a crash, so views can reload:
+   *  the new server knows no turn, question or job of the old one. */
   readonly onStarted = this.startedEmitter.event;
 
   /** Answers `pi/approveTool` (no handler: every call is denied). */
@@ -194,7 +196,13 @@ export class PiClient implements vscode.Disposable {
     client.onNotification(TURN, (p: TurnNotification) => this.turnEmitter.fire(p));
     client.onNotification(JOB_DONE, (p: JobDone) => this.jobDoneEmitter.fire(p));
     this.client = client;
+    // The client restarts a crashed server by itself: that start is announced here too.
+    let started = false;
+    client.onDidChangeState((e) => {
+      if (started && e.newState === State.Running && this.client === client) this.startedEmitter.fire();
+    });
     await client.start();
+    started = true;
     this.startedEmitter.fire();
   }
 

@@ -30,6 +30,7 @@ export class Jobs implements vscode.Disposable {
   private readonly done = new Map<string, JobDone>();
   private readonly waiting = new Map<string, (j: JobDone) => void>();
   private readonly subscription: vscode.Disposable;
+  private readonly restarted: vscode.Disposable;
 
   constructor(pi: PiClient) {
     this.subscription = pi.onJobDone((j) => {
@@ -41,6 +42,12 @@ export class Jobs implements vscode.Disposable {
       }
       this.done.set(j.jobId, j);
       if (this.done.size > 50) this.done.delete(this.done.keys().next().value as string);
+    });
+    // A restarted server never finishes the old one's jobs: their notifications go.
+    this.restarted = pi.onStarted(() => {
+      const waiting = [...this.waiting];
+      this.waiting.clear();
+      for (const [jobId, waiter] of waiting) waiter({ jobId, uri: "", ok: false, error: "the pi-lsp server restarted" });
     });
   }
 
@@ -55,6 +62,7 @@ export class Jobs implements vscode.Disposable {
 
   dispose(): void {
     this.subscription.dispose();
+    this.restarted.dispose();
   }
 }
 

@@ -114,6 +114,28 @@ test("a question the turn is aborted under goes, card and notification", async (
   assert.match(html, /aborted/i);
 });
 
+test("a turn that ends while its question is being prepared asks nothing", async () => {
+  // The turn ends (an abort) while the session's title is fetched, before the question is shown.
+  let release;
+  const info = api.sessions.info;
+  api.sessions.info = (u) => new Promise((r) => (release = r)).then(() => info.call(api.sessions, u));
+  const asked = panel.posted.filter((m) => m.type === "approval").length;
+  const notes = rec.progress.length;
+  let decision;
+  try {
+    api.approvals.approve({ uri, turnId: "turn-gone", toolCallId: "toolu_gone", tool: "bash", command: "make gone" }).then((d) => (decision = d));
+    await eventually(() => release, "the title to be asked for");
+    api.pi.turnEmitter.fire({ uri, turnId: "turn-gone", event: { type: "agent_end", messages: [] } });
+    release();
+    await eventually(() => decision, "the question to be settled");
+  } finally {
+    api.sessions.info = info;
+  }
+  assert.deepEqual(decision, { decision: "deny" });
+  assert.equal(panel.posted.filter((m) => m.type === "approval").length, asked, "no card");
+  assert.equal(rec.progress.length, notes, "no notification");
+});
+
 test("the model picker offers models by their models.json name and marks the current one", async () => {
   let offered;
   respond("showQuickPick", (items) => { offered = items; return items.find((i) => i.label === "Qwen Coder"); });
@@ -143,6 +165,31 @@ test("while a turn runs, the input steers; abort stops the turn", async () => {
   });
   assert.match(html, /talk slowly/);
   assert.match(html, /aborted/i);
+});
+
+test("a queued steer the turn ends without goes back to the input; one delivered does not", async () => {
+  const slow = textReply(..."a slow answer that keeps going and going".split(" ").map((w) => w + " "));
+  slow.delay = 150;
+  fake.script(slow);
+  await turn("talk slowly again", async () => {
+    await eventually(() => panel.transcript.busy && fake.requests.length > 0 && panel.posted.some((m) => m.type === "upsert" && /slow answer/.test(m.html)), "the reply to stream");
+    await panel.receive({ type: "send", text: "LOST-STEER please", delivery: "steer" });
+    await panel.receive({ type: "abort" });
+  });
+  const back = await eventually(() => panel.posted.find((m) => m.type === "setInput" && m.text.includes("LOST-STEER")), "the steer back in the input");
+  assert.equal(back.text, "LOST-STEER please");
+  assert.equal(back.keepDraft, true, "before what is being written now");
+  assert.ok(rec.messages.some((m) => /queued message reached pi; it is back in the chat's input/.test(m.message)));
+
+  const slower = textReply(...Array.from({ length: 30 }, (_, i) => `w${i} `));
+  slower.delay = 100;
+  fake.script(slower, textReply("steered"));
+  const html = await turn("talk slowly once more", async () => {
+    await eventually(() => panel.transcript.busy && fake.requests.length === 1, "the turn to start");
+    await panel.receive({ type: "send", text: "DELIVERED-STEER please", delivery: "steer" });
+  });
+  assert.match(html, /DELIVERED-STEER/, "the steer reached the model");
+  assert.ok(!panel.posted.some((m) => m.type === "setInput" && m.text.includes("DELIVERED-STEER")), "and is not handed back");
 });
 
 test("the markdown renderer escapes raw HTML and drops script links", () => {

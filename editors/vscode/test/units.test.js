@@ -77,6 +77,23 @@ test("Transcript folds streamed deltas by content index, and the final message w
   assert.equal(t.busy, false);
 });
 
+test("Transcript: a reply joined mid-stream (a chat opened during it) is shown from there, then whole", () => {
+  const t = new ext.Transcript();
+  t.load([{ entryId: "u1", role: "user", tokens: 3, message: { role: "user", content: "hello" } }]);
+  const [id] = t.apply({ type: "message_update", deltas: [{ type: "text_delta", contentIndex: 0, delta: "there" }] });
+  assert.ok(id, "the delta started a block");
+  let block = t.block(id);
+  assert.equal(block.kind, "assistant");
+  assert.equal(block.streaming, true);
+  assert.equal(block.parts[0].text, "there");
+  assert.equal(t.busy, true);
+  assert.deepEqual(t.apply({ type: "message_end", message: { role: "assistant", model: "m", content: [{ type: "text", text: "Hi there" }] } }), [id]);
+  block = t.block(id);
+  assert.equal(block.streaming, false);
+  assert.equal(block.parts[0].text, "Hi there");
+  assert.equal(t.blocks.length, 2);
+});
+
 test("Transcript: an aborted reply and an error notice", () => {
   const t = new ext.Transcript();
   const [id] = t.apply({ type: "message_start", message: { role: "assistant", content: [] } });

@@ -116,7 +116,7 @@ window.addEventListener("message", (event: MessageEvent<ToWebview>) => {
       approvals.querySelector(`[data-id="${CSS.escape(m.id)}"]`)?.remove();
       break;
     case "setInput":
-      input.value = m.text;
+      input.value = m.keepDraft && input.value.trim() ? `${m.text}\n\n${input.value}` : m.text;
       input.focus();
       break;
   }
