@@ -195,24 +195,29 @@ async def test_an_abort_while_the_first_provider_is_made_sends_nothing(
     assert not rig.harness.busy
 
 
+def held_provider(rig: Rig) -> tuple[list[str], threading.Event]:
+    """The rig's providers made only once `go` is set; the names asked for, as asked."""
+    make = rig.harness._providers
+    made: list[str] = []
+    go = threading.Event()
+
+    def slow(name: str) -> AnthropicProvider:
+        made.append(name)
+        go.wait(CEILING_S)
+        return make(name)
+
+    rig.harness._providers = slow
+    return made, go
+
+
 async def test_a_turn_started_while_prepare_makes_the_provider_uses_that_one(
         make_rig: Callable[..., Rig], fake: FakeAnthropic) -> None:
     """A chat opens (`prepare`) and the user sends at once: one provider is made, not two."""
     rig = make_rig()
     fake.script(text_reply("done"))
-    make = rig.harness._providers
-    entered, go = threading.Event(), threading.Event()
-    made: list[str] = []
-
-    def slow(name: str) -> AnthropicProvider:
-        made.append(name)
-        entered.set()
-        go.wait(CEILING_S)
-        return make(name)
-
-    rig.harness._providers = slow
+    made, go = held_provider(rig)
     prepared = asyncio.create_task(rig.harness.prepare())
-    await until(entered.is_set, "the provider being made")
+    await until(lambda: made != [], "the provider being made")
     run = asyncio.create_task(rig.harness.prompt("hi"))
     go.set()
     model = await prepared
@@ -228,19 +233,9 @@ async def test_a_turn_after_a_cancelled_prepare_uses_the_provider_it_was_making(
     same making, not a second one beside it (found in review)."""
     rig = make_rig()
     fake.script(text_reply("done"))
-    make = rig.harness._providers
-    entered, go = threading.Event(), threading.Event()
-    made: list[str] = []
-
-    def slow(name: str) -> AnthropicProvider:
-        made.append(name)
-        entered.set()
-        go.wait(CEILING_S)
-        return make(name)
-
-    rig.harness._providers = slow
+    made, go = held_provider(rig)
     prepared = asyncio.create_task(rig.harness.prepare())
-    await until(entered.is_set, "the provider being made")
+    await until(lambda: made != [], "the provider being made")
     prepared.cancel()
     with pytest.raises(asyncio.CancelledError):
         await prepared

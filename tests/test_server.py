@@ -1023,17 +1023,22 @@ APPEND = textwrap.dedent("""
 """)
 
 
-async def test_external_append_is_seen(pi: Pi) -> None:
-    uri = await fork(pi)
-    count = len((await call(pi.client, "pi.getTree", {"uri": uri}))["nodes"])
-    await watcher_caught_up(pi)
+async def appended_elsewhere(pi: Pi, uri: str) -> dict[str, Any]:
+    """Append to the session from another process; the `pi/sessionChanged` that tells of it."""
     since = pi.mark()
     done = await asyncio.to_thread(subprocess.run, [sys.executable, "-c", APPEND,
                                                     str(path_of(uri))],
                                    env=SERVER_ENV, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    note = await wait_note(pi, SESSION_CHANGED, lambda p: path_of(p["uri"]) == path_of(uri),
+    return await wait_note(pi, SESSION_CHANGED, lambda p: path_of(p["uri"]) == path_of(uri),
                            since)
+
+
+async def test_external_append_is_seen(pi: Pi) -> None:
+    uri = await fork(pi)
+    count = len((await call(pi.client, "pi.getTree", {"uri": uri}))["nodes"])
+    await watcher_caught_up(pi)
+    note = await appended_elsewhere(pi, uri)
     assert note["entries"] == count + 1 and note["reloaded"] is False
     tree = await call(pi.client, "pi.getTree", {"uri": uri})
     assert tree["nodes"][-1]["type"] == "custom" and len(tree["nodes"]) == count + 1
@@ -1079,13 +1084,7 @@ async def test_a_session_overwritten_with_garbage_leaves_the_folder_watched(pi: 
     listed = (await call(pi.client, "pi.listSessions", {}))["sessions"]
     assert any(s["uri"].endswith("later.jsonl") for s in listed)
     count = len((await call(pi.client, "pi.getTree", {"uri": later}))["nodes"])
-    since = pi.mark()
-    done = await asyncio.to_thread(subprocess.run, [sys.executable, "-c", APPEND,
-                                                    str(path_of(later))],
-                                   env=SERVER_ENV, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    note = await wait_note(pi, SESSION_CHANGED, lambda p: path_of(p["uri"]) == path_of(later),
-                           since)
+    note = await appended_elsewhere(pi, later)
     assert note["entries"] == count + 1
 
 
