@@ -152,8 +152,9 @@ def _git_or_project_reason(candidate: Path, root: Path) -> str | None:
                     "settings, extensions, packages, skills or prompts), and the agent may not "
                     "change what the user trusted")
     for folder, loaded in _project_folders(candidate, root):
-        rest = folded(candidate)[len(folded(folder)):]
-        if folded_inside(candidate, folder) and rest and rest[0] in loaded:
+        prefix = folded(folder)
+        rest = parts[len(prefix):]
+        if parts[:len(prefix)] == prefix and rest and rest[0] in loaded:
             return (f"it is in {folder}, which a symlink makes a folder pi loads in a trusted "
                     "project, and the agent may not change what the user trusted")
     return None

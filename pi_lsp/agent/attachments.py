@@ -75,10 +75,7 @@ def mentions(text: str, root: Path, files: FileAccess) -> Mentions:
         if path in seen or not path.is_relative_to(resolved_root) or path.is_dir() or \
                 (path.is_file() and path.stat().st_size > MENTION_BYTE_LIMIT):
             continue
-        try:
-            reason = secret_reason(given)
-        except RuntimeError:  # a symlink loop: no file to attach, the mention stays text
-            continue
+        reason = secret_reason(given)
         if reason is not None:
             seen.add(path)
             refused.append(f"@{match.group(1)} was not attached: reading it is refused "

@@ -5,7 +5,6 @@ from __future__ import annotations
 import codecs
 import logging
 import os
-import stat
 from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
@@ -13,7 +12,7 @@ from pathlib import Path
 import msgspec
 
 from pi_lsp.agent.access import inside, secret_reason
-from pi_lsp.agent.tools import Tool
+from pi_lsp.agent.tools import Tool, open_regular
 from pi_lsp.context.layers import AgentSetup
 from pi_lsp.providers.registry import ModelRegistry
 
@@ -41,18 +40,15 @@ def _read_notes(path: Path, root: Path) -> str | None:
         None if inside(real, Path(os.path.realpath(root))) else "it leads outside the project")
     if reason is None:
         try:
-            # O_NOFOLLOW: `real` has no symlinks, so one put there meanwhile is not followed;
-            # O_NONBLOCK: a FIFO does not hang the opening.
-            fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-            if stat.S_ISREG(os.fstat(fd).st_mode):
-                with os.fdopen(fd, "rb") as file:
-                    # Not final: a character cut at the limit is dropped, not replaced.
-                    return codecs.getincrementaldecoder("utf-8")("replace").decode(
-                        file.read(NOTES_LIMIT))
-            os.close(fd)
-            reason = "it is not a regular file"
+            file = open_regular(path)
         except OSError as error:
             reason = error.strerror or str(error)
+        else:
+            if file is not None:
+                with file:  # not final: a character cut at the limit is dropped, not replaced
+                    return codecs.getincrementaldecoder("utf-8")("replace").decode(
+                        file.read(NOTES_LIMIT))
+            reason = "it is not a regular file"
     log.warning("%s: not read as project notes because %s", path, reason)
     return None
 

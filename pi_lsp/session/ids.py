@@ -44,7 +44,7 @@ def iso_to_ms(text: str | None) -> int | None:
 
 def order_ms(text: str | None) -> int:
     """An ordering key for newest-first listings: unreadable stamps sort as the oldest."""
-    ms = None if text is None else parse_ms(text)
+    ms = iso_to_ms(text)
     return -MAX_TIME_MS - 1 if ms is None else ms
 
 
