@@ -228,7 +228,7 @@ export class ChatPanel {
     if (n.event.type === "message_end" && n.event.message.role === "user") {
       // A queued message reached the model: it is no longer ours to keep.
       const text = contentText(n.event.message.content);
-      const at = this.queued.findIndex((q) => text === q || text.includes(q)); // attached code comes with it
+      const at = this.queued.findIndex((q) => text.includes(q)); // attached code comes with it
       if (at >= 0) this.queued.splice(at, 1);
     }
     const wasBusy = this.transcript.busy;

@@ -251,17 +251,23 @@ local function restore_pending(chat)
   end
 end
 
-function on_event.error(chat, event)
+--- The turn is over, however it ended: nothing runs, and what it did not deliver
+--- (a prompt, queued steering) goes back to the input.
+local function end_turn(chat)
   chat.busy, chat.live, chat.tool = false, nil, nil
   restore_pending(chat)
   restore_queued(chat)
+end
+
+function on_event.error(chat, event)
+  end_turn(chat)
   note(chat, "**⚠ " .. (event.message or "error") .. "**", true)
   resync(chat)
 end
 
 function on_event.agent_end(chat)
-  chat.busy, chat.live, chat.tool, chat.pending = false, nil, nil, nil
-  restore_queued(chat)
+  chat.pending = nil -- delivered: the turn ran
+  end_turn(chat)
   chat.notes = vim.tbl_filter(function(item)
     return item.lasting
   end, chat.notes)
@@ -475,8 +481,6 @@ local function create(uri)
   -- The server loads the model's SDK now, not at the first prompt (a second or more). Only
   -- time is at stake: a missing key or provider is reported when a prompt is sent.
   client.exec("pi.prepareTurn", { uri = uri }, function() end, root)
-  -- Even mid-turn: the conversation before the running turn is shown at once.
-  resync(chat)
   return chat
 end
 
@@ -518,8 +522,9 @@ end
 --- Open the chat of `uri`. opts.input: text to put in the input.
 function M.open(uri, opts)
   opts = opts or {}
-  local created = not chats[util.key(uri)]
-  local chat = chats[util.key(uri)] or create(uri)
+  local chat = chats[util.key(uri)]
+  local created = not chat
+  chat = chat or create(uri)
   show(chat)
   if opts.input then
     M.set_input(uri, opts.input)
@@ -529,11 +534,11 @@ function M.open(uri, opts)
       draw_all(chat)
     end, chat.root)
   end
-  if chat.busy then
-    draw_all(chat) -- the live region; the transcript comes with create's resync
+  if created or not chat.busy then
+    resync(chat) -- a new chat reads the transcript even while a turn runs
   end
-  if not chat.busy and not created then
-    resync(chat)
+  if chat.busy then
+    draw_all(chat) -- the live region, drawn at once
   end
   return chat
 end
@@ -601,9 +606,7 @@ local function on_stopped(root)
   for _, chat in pairs(chats) do
     if chat.root == root and vim.api.nvim_buf_is_valid(chat.buf) then
       local running = chat.busy or chat.live or chat.pending
-      chat.busy, chat.live, chat.tool = false, nil, nil
-      restore_pending(chat)
-      restore_queued(chat)
+      end_turn(chat)
       chat.resync = make_resync(chat) -- a read in flight is never answered
       chat.stale = true
       if running then

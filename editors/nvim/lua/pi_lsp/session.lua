@@ -285,7 +285,7 @@ function M.statusline()
   end
   -- Drawn as statusline code (the chat's winbar and the documented setup use %{%...%}), and
   -- the model and level come from session files: a `%` there would run as an expression.
-  local text = table.concat(parts, " · "):gsub("%c", " "):gsub("%%", "%%%%")
+  local text = util.one_line(table.concat(parts, " · ")):gsub("%%", "%%%%")
   return text
 end
 
