@@ -607,7 +607,6 @@ local function on_stopped(root)
     if chat.root == root and vim.api.nvim_buf_is_valid(chat.buf) then
       local running = chat.busy or chat.live or chat.pending
       end_turn(chat)
-      chat.resync = make_resync(chat) -- a read in flight is never answered
       chat.stale = true
       if running then
         note(chat, "**⚠ the pi-lsp server stopped; the turn ended with it (the next command starts it again)**", true)

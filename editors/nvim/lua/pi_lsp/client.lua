@@ -11,6 +11,7 @@ local M = {}
 M.NAME = "pi_lsp"
 local clients = {} -- root -> client id
 local waiting = {} -- client id -> calls made before the server was initialized
+local in_flight = {} -- client id -> set of the answers to requests sent and not answered yet
 local answers = {} -- server request method -> fn(params) that answers it
 local claims = {} -- capabilities the registered answers let the client claim
 
@@ -112,9 +113,14 @@ local function start(root)
         end
       end
       waiting[client_id] = nil
-      -- A turn that was running ended with the process, with no agent_end; and
-      -- requests in flight are never answered. The views must not wait for them.
+      -- Requests in flight are never answered: each gets an error, so no view waits for
+      -- one. A turn that was running ended with the process, with no agent_end.
+      local calls = in_flight[client_id] or {}
+      in_flight[client_id] = nil
       vim.schedule(function()
+        for _, answer in pairs(calls) do
+          answer({ message = "the pi-lsp server stopped" })
+        end
         util.emit("stopped", root)
       end)
     end,
@@ -181,13 +187,22 @@ end
 function M.exec(command, args, callback, root)
   M.with_client(root, function(client)
     local params = { command = command, arguments = { object(args) } }
-    request(client, "workspace/executeCommand", params, function(err, result)
+    local calls = in_flight[client.id] or {}
+    in_flight[client.id] = calls
+    local answer
+    answer = function(err, result)
+      if not calls[answer] then
+        return -- answered already: the server stopped first
+      end
+      calls[answer] = nil
       if callback then
         callback(err, result)
       elseif err then
         util.error(("%s: %s"):format(command, err.message or tostring(err)))
       end
-    end)
+    end
+    calls[answer] = answer
+    request(client, "workspace/executeCommand", params, answer)
   end)
 end
 
