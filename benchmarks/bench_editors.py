@@ -26,7 +26,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
-from bench_session import make_session  # noqa: E402
+from bench_session import byte_compiled, make_session  # noqa: E402
 
 from pi_lsp.session.tree import SessionTree  # noqa: E402
 from tests.fake_anthropic import FakeAnthropic, text_reply  # noqa: E402
@@ -97,6 +97,7 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=100_000)
     parser.add_argument("--pieces", type=int, default=300, help="text deltas of the streamed reply")
     args = parser.parse_args()
+    byte_compiled()
     scratch = Path(tempfile.mkdtemp(prefix="pi-lsp-bench-editors-"))
     fake = FakeAnthropic()
     try:

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 from bench_server import RawClient, percentile  # noqa: E402
-from bench_session import iso, make_session  # noqa: E402
+from bench_session import byte_compiled, iso, make_session  # noqa: E402
 
 from pi_lsp.session.tree import SessionTree  # noqa: E402
 
@@ -77,6 +77,7 @@ def write_huge_session(path: Path, megabytes: int) -> None:
 
 async def start_server(scratch: Path, workspace: Path) -> tuple[asyncio.subprocess.Process,
                                                                 RawClient]:
+    byte_compiled()
     env = {**os.environ, "PI_CODING_AGENT_DIR": str(scratch / "agent"),
            "XDG_STATE_HOME": str(scratch / "state")}
     process = await asyncio.create_subprocess_exec(

@@ -35,7 +35,7 @@ import msgspec
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
-from bench_session import make_session, median_run  # noqa: E402
+from bench_session import byte_compiled, make_session, median_run  # noqa: E402
 
 from pi_lsp.session.appender import append_lines  # noqa: E402
 from pi_lsp.session.entries import MessageEntry, UserMessage, encoder  # noqa: E402
@@ -125,6 +125,7 @@ class RawClient:
 
 async def start_server(scratch: Path, fake_url: str) -> tuple[RawClient, float]:
     """`pi-lsp serve` on the workspace `scratch/ws`, and ms from start to its initialize answer."""
+    byte_compiled()
     env = {**os.environ, "PI_CODING_AGENT_DIR": str(scratch / "agent")}
     start = time.perf_counter()
     process = await asyncio.create_subprocess_exec(

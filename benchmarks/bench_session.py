@@ -8,6 +8,7 @@ Prints figures; with Node and pi's npm package present it also runs pi on the sa
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import random
@@ -93,6 +94,13 @@ def make_session(path: Path, entries: int, seed: int = 7, branch_every: int = 50
     path.write_bytes(b"\n".join(lines) + b"\n")
     assert parent == main_tip
     return parent or ""
+
+
+def byte_compiled() -> None:
+    """pi-lsp's modules compiled as `pip install` compiles them, so a server or CLI started here
+    starts as an installed one does. (A checkout run under PYTHONDONTWRITEBYTECODE compiles
+    every module from source at each start: 0.1 s of a 0.5 s server start here.)"""
+    compileall.compile_dir(HERE.parent / "pi_lsp", quiet=1)
 
 
 def iso(index: int) -> str:

@@ -30,6 +30,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 PYTHON = sys.executable
 
 from bench_server import event_decoder, start_server, stop_server  # noqa: E402
+from bench_session import byte_compiled  # noqa: E402
 
 from tests.fake_anthropic import FakeAnthropic, text_reply  # noqa: E402
 
@@ -98,6 +99,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
     runs = parser.parse_args().runs
+    byte_compiled()
     node = shutil.which("node")
     with tempfile.TemporaryDirectory(prefix="pi-lsp-bench-") as tmp:
         workspace = Path(tmp) / "ws"

@@ -151,7 +151,9 @@ def reference_fold(rows: list[Row], on_path: set[str | None], keep: int | None,
             at += 1
             continue
         end = branch_end(rows, at)
-        anchor = last_at_depth.get(row.depth - 1 if row.head else row.depth, -1)
+        # Another root hangs off the path's top row (ordinal 0): shown once the window has it.
+        anchor = 0 if row.depth == 0 and row.head else \
+            last_at_depth.get(row.depth - 1 if row.head else row.depth, -1)
         items.append((at, end - at - 1, anchor))
         at = end
     paths = [item for item in items if rows[item[0]].record.env.id in on_path]
@@ -160,7 +162,7 @@ def reference_fold(rows: list[Row], on_path: set[str | None], keep: int | None,
         first = min(first, next((n for n, item in enumerate(paths)
                                  if rows[item[0]].record.env.id == cut and
                                  n >= len(paths) - 2 * keep), first))
-    shown = [(at, hidden) for at, hidden, anchor in items if anchor >= first]
+    shown = [(at, hidden) for at, hidden, anchor in items if anchor >= first] if paths else []
     earlier = len(rows) - sum(1 + hidden for _at, hidden in shown)
     return ([(rows[at].record.env.id or "", rows[at].depth, rows[at].head, hidden,
               rows[at].record.env.id in on_path) for at, hidden in shown], earlier,
@@ -226,6 +228,11 @@ def check(tree: SessionTree, views: TreeViews, held: HeldView, keep: int | None,
     assert drawn_fold(fold(tree, bookkeeping, keep, cut)) == \
         reference_fold(rows, on_path, keep, cut)
 
+    # "Earlier rows" always come into view by asking for a longer path: a window as long as
+    # the tree leaves none out (the other roots included) once the leaf is a row.
+    whole = fold(tree, bookkeeping, len(tree.records) + 1)
+    assert whole.earlier == 0 or not whole.shown
+
     fresh = TreeViews().view(HeldView(), tree, bookkeeping, keep)
     assert drawn_view(fresh) == reference_fold(rows, on_path, keep, None)[:2]
     # The held view was grown (its window from where it started) or folded again from its
@@ -273,6 +280,10 @@ def move_leaf(tree: SessionTree, to: str | None) -> None:
 @example(first=[("message", IDS[1], IDS[0], None), ("message", IDS[2], None, None)],
          first_move=None, appends=[([("message", IDS[0], CHAIN, None)], None)], keep=2,
          bookkeeping=False, cut=None, pages=[])
+# Begun again from the very start: the first conversation is a folded root beside the path's.
+@example(first=[("message", IDS[0], None, None), ("message", IDS[1], CHAIN, None),
+                ("message", IDS[2], None, None), ("message", IDS[3], CHAIN, None)],
+         first_move=None, appends=[], keep=5, bookkeeping=False, cut=None, pages=[])
 # A reused id: the entry moves to its new parent, and the old one is gone.
 @example(first=[("message", IDS[0], None, None), ("message", IDS[1], CHAIN, None),
                 ("message", IDS[2], IDS[0], None)],

@@ -1,5 +1,5 @@
 """The tree as editors ask for it first: the current path's last rows and one row per branch
-off them, each branch folded to that row.
+off them (the other roots, once the path's top is among them), each branch folded to that row.
 
 Found by walking up from the leaf, never by laying the whole tree out: the rows of a
 100k-entry session are counted, but only the few hundred sent are made."""
@@ -17,6 +17,7 @@ from pi_lsp.session.layout import (
     layout,
     place,
     rows_below,
+    shown_children,
 )
 from pi_lsp.session.tree import SessionTree
 
@@ -48,6 +49,12 @@ def fold(tree: SessionTree, bookkeeping: bool, keep: int | None, cut: str | None
         return Folded(total, [], None)
     shown: list[tuple[Row, int, bool]] = []
     after: list[list[tuple[Row, int, bool]]] = []  # branches drawn after the path's next row
+    tops = shown_children(index, None, bookkeeping)
+    first = next((n for n, record in enumerate(tops) if record is window[0]), None)
+    if first is not None and len(tops) > 1:  # the window reaches the top: other roots show
+        rows = [Row(record, 0, True) for record in tops]
+        shown += _branches(index, rows[:first], bookkeeping)
+        after.append(_branches(index, rows[first + 1:], bookkeeping))
     for at in range(len(window)):
         shown.append((row, 0, True))
         below = rows_below(index, row, bookkeeping)

@@ -296,4 +296,29 @@ vim.api.nvim_buf_set_lines(plan_buf, 0, -1, false, plan) -- raises on a line hol
 H.check(H.contains(plan_buf, "first kept entry: `nl id`") and H.contains(plan_buf, "read files: a b.py")
   and H.contains(plan_buf, "modified files: c .py"), "the plan's ids and paths are one line each", plan_buf)
 
+-- A session begun again from the very start: the first conversation is a folded root beside the
+-- path's, never "earlier rows" that a longer path cannot bring.
+local roots = vim.fn.getcwd() .. "/.pi/sessions/two-roots.jsonl"
+local function root_message(id, parent, text)
+  return vim.json.encode({ type = "message", id = id, parentId = parent or vim.NIL, timestamp = "2026-12-01T10:00:01.000Z",
+    message = { role = "user", content = text, timestamp = 1796119201000 } })
+end
+vim.fn.writefile({
+  vim.json.encode({ type = "session", version = 3, id = "two-roots", timestamp = "2026-12-01T10:00:00.000Z", cwd = "/tmp/roots" }),
+  root_message("a1", nil, "first try"), root_message("a2", "a1", "first try, on"),
+  root_message("b1", nil, "second try"), root_message("b2", "b1", "second try, on"),
+}, roots)
+require("pi_lsp.tree").open(vim.uri_from_fname(roots))
+local roots_buf
+H.wait(function()
+  roots_buf = H.find_buf("pi://tree/two-roots")
+  return roots_buf and H.contains(roots_buf, "← leaf")
+end, "the two-roots tree did not render", roots_buf)
+H.check(not H.contains(roots_buf, "earlier rows") and H.entry(roots_buf, "a1") ~= nil, "the first conversation is a row", roots_buf)
+vim.api.nvim_win_set_cursor(0, { H.entry(roots_buf, "a1"), 0 })
+H.keys("zo")
+H.wait(function()
+  return H.entry(roots_buf, "a2") ~= nil
+end, "opening the first conversation did not fetch its rows", roots_buf)
+
 H.finish()

@@ -247,6 +247,24 @@ test("a path longer than the view asks for: its earlier rows come on demand", as
   assert.deepEqual([all[0].entryId, all.at(-1).entryId], ["p0", "p349"]);
 });
 
+test("a session begun again from the very start shows its first conversation, folded", async () => {
+  const path = require("node:path");
+  const file = path.join(ws.sessionsDir, "two-roots.jsonl");
+  const message = (id, parentId, content) => JSON.stringify({ type: "message", id, parentId, timestamp: "2026-12-01T10:00:01.000Z",
+    message: { role: "user", content, timestamp: 1796119201000 } });
+  require("node:fs").writeFileSync(file, [
+    JSON.stringify({ type: "session", version: 3, id: "two-roots", timestamp: "2026-12-01T10:00:00.000Z", cwd: "/tmp/roots" }),
+    message("a1", null, "first try"), message("a2", "a1", "first try, on"),
+    message("b1", null, "second try"), message("b2", "b1", "second try, on"),
+  ].join("\n") + "\n");
+  const session = await eventually(async () => (await provider().getChildren()).find((s) => s.kind === "session" && ext.sessionKey(s.sessionUri) === file), "the session in the view");
+  const rows = await provider().getChildren(session);
+  assert.deepEqual(rows.map((item) => item.entryId), ["a1", "b1"]); // no "earlier rows" that never open
+  assert.equal(rows[0].collapsibleState, vscode.TreeItemCollapsibleState.Collapsed);
+  assert.deepEqual((await provider().getChildren(rows[0])).map((item) => item.entryId), ["a2"]);
+  assert.deepEqual((await provider().getChildren(rows[1])).map((item) => item.entryId), ["b2"]);
+});
+
 test("a long context's preview shows both ends at first, more on Show More of the Context", async () => {
   const path = require("node:path");
   const file = path.join(ws.sessionsDir, "long-context.jsonl");
