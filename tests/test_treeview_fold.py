@@ -162,7 +162,8 @@ def reference_fold(rows: list[Row], on_path: set[str | None], keep: int | None,
         first = min(first, next((n for n, item in enumerate(paths)
                                  if rows[item[0]].record.env.id == cut and
                                  n >= len(paths) - 2 * keep), first))
-    shown = [(at, hidden) for at, hidden, anchor in items if anchor >= first] if paths else []
+    # No path row (no leaf, a hidden one, or one under a cycle): the roots, each folded.
+    shown = [(at, hidden) for at, hidden, anchor in items if anchor >= first or not paths]
     earlier = len(rows) - sum(1 + hidden for _at, hidden in shown)
     return ([(rows[at].record.env.id or "", rows[at].depth, rows[at].head, hidden,
               rows[at].record.env.id in on_path) for at, hidden in shown], earlier,
@@ -229,9 +230,8 @@ def check(tree: SessionTree, views: TreeViews, held: HeldView, keep: int | None,
         reference_fold(rows, on_path, keep, cut)
 
     # "Earlier rows" always come into view by asking for a longer path: a window as long as
-    # the tree leaves none out (the other roots included) once the leaf is a row.
-    whole = fold(tree, bookkeeping, len(tree.records) + 1)
-    assert whole.earlier == 0 or not whole.shown
+    # the tree leaves none out (the other roots included).
+    assert fold(tree, bookkeeping, len(tree.records) + 1).earlier == 0
 
     fresh = TreeViews().view(HeldView(), tree, bookkeeping, keep)
     assert drawn_view(fresh) == reference_fold(rows, on_path, keep, None)[:2]
@@ -284,6 +284,9 @@ def move_leaf(tree: SessionTree, to: str | None) -> None:
 @example(first=[("message", IDS[0], None, None), ("message", IDS[1], CHAIN, None),
                 ("message", IDS[2], None, None), ("message", IDS[3], CHAIN, None)],
          first_move=None, appends=[], keep=5, bookkeeping=False, cut=None, pages=[])
+# No leaf (the next entry starts a new root): the roots, folded, not "earlier rows" alone.
+@example(first=[("message", IDS[0], None, None), ("message", IDS[1], CHAIN, None)],
+         first_move="", appends=[], keep=5, bookkeeping=False, cut=None, pages=[])
 # A reused id: the entry moves to its new parent, and the old one is gone.
 @example(first=[("message", IDS[0], None, None), ("message", IDS[1], CHAIN, None),
                 ("message", IDS[2], IDS[0], None)],

@@ -1,5 +1,6 @@
 """The tree as editors ask for it first: the current path's last rows and one row per branch
-off them (the other roots, once the path's top is among them), each branch folded to that row.
+off them (the other roots, once the path's top is among them; only the roots when no leaf is a
+row), each branch folded to that row.
 
 Found by walking up from the leaf, never by laying the whole tree out: the rows of a
 100k-entry session are counted, but only the few hundred sent are made."""
@@ -45,16 +46,17 @@ def fold(tree: SessionTree, bookkeeping: bool, keep: int | None, cut: str | None
     total = count_rows(index, index.get(None, []), bookkeeping)
     window = _window(tree, bookkeeping, keep, cut)
     row = place(tree, window[0].env.id or "", bookkeeping) if window else None
-    if row is None:  # no leaf, or a cycle above it: nothing is on the path
-        return Folded(total, [], None)
-    shown: list[tuple[Row, int, bool]] = []
-    after: list[list[tuple[Row, int, bool]]] = []  # branches drawn after the path's next row
     tops = shown_children(index, None, bookkeeping)
+    top_rows = [Row(record, 0, len(tops) > 1) for record in tops]
+    if row is None:  # no leaf row, or a cycle above it: nothing is on the path
+        shown = _branches(index, top_rows, bookkeeping)
+        return Folded(total - sum(1 + hidden for _row, hidden, _on in shown), shown, None)
+    shown = []
+    after: list[list[tuple[Row, int, bool]]] = []  # branches drawn after the path's next row
     first = next((n for n, record in enumerate(tops) if record is window[0]), None)
-    if first is not None and len(tops) > 1:  # the window reaches the top: other roots show
-        rows = [Row(record, 0, True) for record in tops]
-        shown += _branches(index, rows[:first], bookkeeping)
-        after.append(_branches(index, rows[first + 1:], bookkeeping))
+    if first is not None:  # the window reaches the top: the other roots show
+        shown += _branches(index, top_rows[:first], bookkeeping)
+        after.append(_branches(index, top_rows[first + 1:], bookkeeping))
     for at in range(len(window)):
         shown.append((row, 0, True))
         below = rows_below(index, row, bookkeeping)
