@@ -482,6 +482,7 @@ class Pi:
     custom: bool  # answers pi/approveTool
     notes: list[dict[str, Any]] = field(default_factory=list)  # pi/turn params
     asked: list[Any] = field(default_factory=list)  # approveTool params, or the message text
+    offered: list[list[str]] = field(default_factory=list)  # each message's action titles
     answer: Any = "allow"  # a decision; "never" waits for `release`; "error" fails
     release: asyncio.Event = field(default_factory=asyncio.Event)
     answered: int = 0  # answers given after a release
@@ -543,6 +544,7 @@ async def client(request: pytest.FixtureRequest, lsp_client: LanguageClient,
     @lsp_client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
     async def ask(params: types.ShowMessageRequestParams) -> types.MessageActionItem | None:
         pi.asked.append(params.message)
+        pi.offered.append([a.title for a in params.actions or []])
         decision = await answer(pi)
         title = ANSWERS.get(decision) if isinstance(decision, str) else None
         return next((a for a in params.actions or [] if a.title == title), None)
@@ -594,7 +596,7 @@ async def run_turn(pi: Pi, fake: FakeAnthropic, calls: list[tuple[str, str, dict
     """One prompt on a fresh session whose reply makes `calls`; returns its events."""
     fake.script(tool_reply(calls), text_reply("done"))
     uri = (await call(pi.client, "pi.newSession", {}))["uri"]
-    pi.answer, pi.asked = answer, []
+    pi.answer, pi.asked, pi.offered = answer, [], []
     turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "go"}))["turnId"]
     events = await turn_end(pi, turn_id)
     assert "error" not in [e["type"] for e in events], events
@@ -717,7 +719,7 @@ async def test_bash_approval_shows_the_whole_command(pi: Pi, fake: FakeAnthropic
     if pi.custom:
         assert pi.asked[0] == {"uri": path.as_uri(), "turnId": turn_id, "toolCallId": "b1",
                                "tool": "bash", "title": UNNAMED_TITLE, "command": command,
-                               "outsideWorkspace": False}
+                               "outsideWorkspace": False, "allowForSession": True}
     else:  # the spaces, which could push the payload out of sight, are spelled as their length
         assert pi.asked[0] == ("pi wants to run bash: echo start⟨300 spaces⟩; echo "
                                f"PAYLOAD-AFTER-SPACES (session: {UNNAMED_TITLE})")
@@ -807,6 +809,22 @@ async def test_allow_for_the_session_asks_once(pi: Pi, fake: FakeAnthropic) -> N
                                              ("b2", "bash", {"command": "echo two"})],
                                   answer="allowSession")
     assert len(pi.asked) == 1
+    assert not any(r["isError"] for r in results(events).values())
+
+
+@LSP
+async def test_allow_for_the_session_is_not_offered_for_an_editors_settings(
+        pi: Pi, fake: FakeAnthropic) -> None:
+    """It would not be remembered (they are asked for every time): offered, it would read as
+    a promise not to ask again."""
+    _, events, _ = await run_turn(pi, fake, [
+        ("w1", "write", {"path": ".vscode/tasks.json", "content": "{}\n"}),
+        ("w2", "write", {"path": "plain.txt", "content": "x\n"})])
+    assert len(pi.asked) == 2
+    if pi.custom:
+        assert [a["allowForSession"] for a in pi.asked] == [False, True]
+    else:
+        assert pi.offered == [["Allow", "Deny"], ["Allow", "Allow for this session", "Deny"]]
     assert not any(r["isError"] for r in results(events).values())
 
 

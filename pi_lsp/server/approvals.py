@@ -37,7 +37,8 @@ def approve_tool_params(request: ApprovalRequest, uri: str, turn_id: str | None,
     """Everything the user approves: the whole command, or the whole change and its diff."""
     call, change = request.call, request.change
     params = ApproveToolParams(uri=uri, turn_id=turn_id, tool_call_id=call.id, tool=call.name,
-                               title=title, outside_workspace=request.outside_workspace)
+                               title=title, outside_workspace=request.outside_workspace,
+                               allow_for_session=grant(request) is not None)
     if call.name == "bash":
         params.command = str(call.arguments.get("command"))
     if request.path is not None:
@@ -100,9 +101,12 @@ class ToolApprovals:
                         session.title))
                 else:
                     decision = await self.ask_message(name,
-                                                      fallback_question(request, session.title))
+                                                      fallback_question(request, session.title),
+                                                      granted is not None)
             except NotAsked as error:
                 return str(error)
+            # An editor that offers it regardless (older than `allowForSession`) gets a plain
+            # allow for such a call: nothing is remembered.
             if decision == "allowSession" and granted is not None:
                 session.allowed_tools.add(granted)
             return None if decision != "deny" else f"the user denied running {name}"
@@ -123,10 +127,13 @@ class ToolApprovals:
                            f"allow, allowSession or deny; {params.tool} was not run")
         return result.decision
 
-    async def ask_message(self, name: str, question: str) -> Decision:
+    async def ask_message(self, name: str, question: str, for_session: bool) -> Decision:
+        # Offered only where it is remembered (`grant`): otherwise it would read as a promise
+        # not to ask again, and the next call would ask anyway.
+        titles = (ALLOW, ALLOW_SESSION, DENY) if for_session else (ALLOW, DENY)
         params = types.ShowMessageRequestParams(
             type=types.MessageType.Warning, message=question,
-            actions=[types.MessageActionItem(t) for t in (ALLOW, ALLOW_SESSION, DENY)],
+            actions=[types.MessageActionItem(t) for t in titles],
         )
         try:
             answer = await asyncio.shield(self.server.window_show_message_request_async(params))

@@ -288,6 +288,9 @@ class ApproveToolParams(msgspec.Struct, rename="camel", kw_only=True):
     tool: str
     title: str  # catalog.session_title
     outside_workspace: bool
+    # False where "allow for this session" would not be remembered (approvals.grant), so that
+    # editors do not offer it only to ask again next time
+    allow_for_session: bool
     command: str | msgspec.UnsetType = msgspec.UNSET  # bash: the whole command
     path: str | msgspec.UnsetType = msgspec.UNSET  # read, write, edit: absolute
     old_text: str | msgspec.UnsetType | None = msgspec.UNSET  # write, edit; null: a new file

@@ -130,6 +130,43 @@ H.wait(function()
 end, "no answer after r")
 H.check(answer.decision == "deny", "decision: " .. vim.inspect(answer))
 
+-- A change to an editor's settings: the server would ask again, so nothing
+-- offers to accept it for the session (winbar, key, vim.ui.select's choices).
+answer = nil
+coroutine.wrap(function()
+  answer = editor.approve_tool(vim.tbl_extend("force", params, {
+    toolCallId = "toolu_12", tool = "write", oldText = vim.NIL, path = root .. "/.vscode/tasks.json", allowForSession = false,
+  }))
+end)()
+local settings
+H.wait(function()
+  settings = H.find_buf(root .. "/tasks.json (proposed)")
+  return settings and vim.fn.bufwinid(settings) ~= -1
+end, "no diff tab for the editor's settings")
+vim.api.nvim_set_current_win(vim.fn.bufwinid(settings))
+H.check(vim.wo.winbar:find("· a accept · r reject", 1, true) and not vim.wo.winbar:find("for session", 1, true), "the winbar: " .. vim.wo.winbar)
+H.check(vim.fn.maparg("A", "n", false, true).buffer ~= 1, "A is not mapped in the diff")
+H.keys("a")
+H.wait(function()
+  return answer ~= nil
+end, "no answer after a")
+H.check(answer.decision == "allow", "decision: " .. vim.inspect(answer))
+local offered
+table.insert(H.selects, function(items)
+  offered = vim.tbl_map(function(item)
+    return item.title
+  end, items)
+  return items[1]
+end)
+answer = nil
+coroutine.wrap(function()
+  answer = editor.approve_tool({ uri = chat.uri, turnId = "t", toolCallId = "toolu_13", tool = "read", title = "T", path = "/etc/hosts", outsideWorkspace = true, allowForSession = false })
+end)()
+H.wait(function()
+  return answer ~= nil
+end, "no answer for the read")
+H.check(vim.deep_equal(offered, { "Allow", "Deny" }), "the choices: " .. vim.inspect(offered))
+
 -- The question comes while the user types (as after <C-s> in the chat input):
 -- the diff tab leaves insert mode, so `a` accepts instead of typing. Insert
 -- mode needs keys as a UI sends them, which a `-l` script has not: a second

@@ -20,6 +20,12 @@ export const APPROVAL_CHOICES = [ACCEPT, ACCEPT_SESSION, REJECT];
 /** The command the notification's links run: `[id, choice]`. */
 export const ANSWER_COMMAND = "piLsp.answerApproval";
 
+/** The answers to `p`: "Accept for Session" only where the server remembers it (not for a
+ * change to an editor's settings, asked every time); a server that does not say remembers it. */
+export function approvalChoices(p: ApproveToolParams): string[] {
+  return p.allowForSession === false ? [ACCEPT, REJECT] : APPROVAL_CHOICES;
+}
+
 export function decisionOf(choice: string | undefined): ApprovalDecision {
   return choice === ACCEPT ? "allow" : choice === ACCEPT_SESSION ? "allowSession" : "deny";
 }
@@ -47,8 +53,8 @@ export function approvalDetail(p: ApproveToolParams): string | undefined {
  * path): a zero-width space breaks up every `](` (it must not become a link that runs a
  * command) and `$(` (VS Code would take `$(name)` for an icon and drop it from the text).
  */
-export function notificationText(id: string, message: string): string {
-  const links = APPROVAL_CHOICES.map((choice) =>
+export function notificationText(id: string, message: string, choices: string[]): string {
+  const links = choices.map((choice) =>
     `[${choice}](command:${ANSWER_COMMAND}?${encodeURIComponent(JSON.stringify([id, choice]))})`);
   return `${links.join(" · ")} — ${plain(message)}`;
 }
@@ -105,9 +111,10 @@ export class Approvals {
       const message = approvalMessage(p, title, vscode.workspace.workspaceFolders?.[0]?.uri.fsPath);
       if (!settled && p.path && p.newText !== undefined) diff = await this.showDiff(p, title);
       if (!settled) {
-        this.chats.ask({ id, uri: p.uri, message, actions: APPROVAL_CHOICES, detail: approvalDetail(p),
+        const choices = approvalChoices(p);
+        this.chats.ask({ id, uri: p.uri, message, actions: choices, detail: approvalDetail(p),
           answer: (choice) => this.answer(id, choice) });
-        void vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: notificationText(id, message) }, () => answered);
+        void vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: notificationText(id, message, choices) }, () => answered);
       }
       return { decision: decisionOf(await answered) };
     } finally {

@@ -247,6 +247,9 @@ export interface ApproveToolParams {
   command?: string;
   path?: string;
   outsideWorkspace: boolean;
+  /** false: "allow for this session" would not be remembered for this call, so it is not
+   * offered; older servers leave it out (offered). */
+  allowForSession?: boolean;
   oldText?: string | null;
   newText?: string;
   diff?: string;

@@ -147,6 +147,19 @@ test("closing what shows a question is no answer: it stays open in the chat card
   assert.ok(!rec.messages.some((m) => m.message.includes("wants to edit a.py")), "no message notification: VS Code could not take one back");
 });
 
+test("a change to an editor's settings offers no Accept for Session (the server would ask again), in the notification and the chat card", async () => {
+  const panel = await openChat(uri);
+  const pending = api.pi.approveToolHandler(approvalParams({
+    tool: "write", path: path.join(ws.folder, ".vscode", "tasks.json"), oldText: null, newText: "{}\n", diff: "+{}\n", allowForSession: false,
+  }));
+  const note = await eventually(() => notification("wants to create .vscode/tasks.json"), "the question");
+  const card = await eventually(() => panel.posted.find((m) => m.type === "approval" && m.message.includes(".vscode/tasks.json")), "the card");
+  assert.deepEqual(links(note.options.title).map((l) => l.text), ["Accept", "Reject"]);
+  assert.deepEqual(card.actions, ["Accept", "Reject"]);
+  await click(answerLink(note, "Accept").href);
+  assert.deepEqual(await pending, { decision: "allow" });
+});
+
 test("a chat opened while a question is open shows its card", async () => {
   const { uri: other } = await api.pi.call("pi.newSession", { name: "Asking later" });
   const pending = api.pi.approveToolHandler(approvalParams({ uri: other, tool: "bash", command: "make test" }));

@@ -20,6 +20,13 @@ local CHOICES = {
 }
 local ANSWERS = { allow = "Allow", allowSession = "Allow for this session", deny = "Deny" }
 
+--- Whether to offer "Allow for this session": not where the server would not
+--- remember it (a change to an editor's settings, asked every time), yes when
+--- an older server does not say.
+local function for_session(params)
+  return params.allowForSession ~= false
+end
+
 local function relative(path, root)
   if root and vim.startswith(path, root .. "/") then
     return path:sub(#root + 2)
@@ -77,8 +84,12 @@ function M.show_diff(params, message, answer)
   -- input): its keys are normal-mode keys, so `a` must accept, not insert.
   vim.cmd("stopinsert")
   local keys = config.options.approval.keys
-  local hint = ("%s · %s accept · %s accept for session · %s reject"):format(
-    message:gsub("%%", "%%%%"), keys.accept, keys.accept_session, keys.reject)
+  local answers = { keys.accept .. " accept" }
+  if for_session(params) then
+    answers[#answers + 1] = keys.accept_session .. " accept for session"
+  end
+  answers[#answers + 1] = keys.reject .. " reject"
+  local hint = message:gsub("%%", "%%%%") .. " · " .. table.concat(answers, " · ")
   for _, win in ipairs(vim.api.nvim_tabpage_list_wins(tab)) do
     vim.wo[win].winbar = hint
   end
@@ -102,9 +113,11 @@ function M.show_diff(params, message, answer)
     util.map(buf, "n", keys.accept, function()
       finish("allow")
     end, "pi: accept this change")
-    util.map(buf, "n", keys.accept_session, function()
-      finish("allowSession")
-    end, "pi: accept, and do not ask again in this session")
+    if for_session(params) then
+      util.map(buf, "n", keys.accept_session, function()
+        finish("allowSession")
+      end, "pi: accept, and do not ask again in this session")
+    end
     for _, lhs in ipairs({ keys.reject, "q" }) do
       util.map(buf, "n", lhs, function()
         finish("deny")
@@ -139,7 +152,10 @@ function M.approve_tool(params)
       M.show_diff(params, message, answer)
       return
     end
-    vim.ui.select(CHOICES, {
+    local choices = vim.tbl_filter(function(choice)
+      return choice.decision ~= "allowSession" or for_session(params)
+    end, CHOICES)
+    vim.ui.select(choices, {
       prompt = message,
       kind = "pi_lsp_approval",
       format_item = function(choice)
