@@ -184,7 +184,10 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
     const patched = held && e.tree ? patchTree(held, e.tree) : undefined;
     if (!patched) return this.refresh(e.uri);
     this.trees.set(key, patched);
-    this.keepUnfolded(key, patched);
+    // A label entry labels a row that may be under a folded row, whose count stays: their rows
+    // are fetched again. Other changes (a turn's entries under the leaf) keep them by count.
+    if (e.tree?.rows.some((n) => n.type === "label")) this.unfolded.delete(key);
+    else this.keepUnfolded(key, patched);
     this.shapes.set(key, Promise.resolve(new TreeShape(patched)));
     this.refresh(undefined, false);
   }

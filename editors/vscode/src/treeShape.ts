@@ -1,7 +1,10 @@
 // The server's tree rows (pi.getTree, laid out by pi_lsp/session/layout.py) as a VS Code tree.
 // No layout is decided here, depth and head come from the server; only VS Code's nesting:
 // the rows of a chain are siblings, the rest of a branch are the children of its first row
-// (its head), and a fork's branches are the children of its last row. Pure: no vscode import.
+// (its head), and a fork's branches are the children of its last row. Nesting is relative to
+// the rows held: a head whose fork is not among them (the fork is before the window, or it is
+// the folded row whose rows these are) is at the top, so every row is reachable from roots().
+// Pure: no vscode import.
 import { TreeDelta, TreeNode, TreeResult } from "./protocol";
 
 export class TreeShape {
@@ -13,7 +16,7 @@ export class TreeShape {
     const lastAt: string[] = []; // the latest row at each depth: before deeper heads, a fork
     for (const node of tree.nodes) {
       this.byId.set(node.id, node);
-      const parent = node.head ? (node.depth === 0 ? null : lastAt[node.depth - 1]) : headAt[node.depth] ?? null;
+      const parent = (node.head ? lastAt[node.depth - 1] : headAt[node.depth]) ?? null;
       if (node.head) headAt[node.depth] = node.id;
       lastAt[node.depth] = node.id;
       const list = this.children.get(parent) ?? [];

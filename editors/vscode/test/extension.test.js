@@ -265,6 +265,76 @@ test("a session begun again from the very start shows its first conversation, fo
   assert.deepEqual((await provider().getChildren(rows[1])).map((item) => item.entryId), ["b2"]);
 });
 
+/** A session file of user messages, as [id, parentId] pairs in file order; its item in the view. */
+async function writeSession(name, messages) {
+  const file = require("node:path").join(ws.sessionsDir, `${name}.jsonl`);
+  require("node:fs").writeFileSync(file, [
+    JSON.stringify({ type: "session", version: 3, id: name, timestamp: "2026-12-01T10:00:00.000Z", cwd: "/tmp/shapes" }),
+    ...messages.map(([id, parentId]) => JSON.stringify({ type: "message", id, parentId, timestamp: "2026-12-01T10:00:01.000Z",
+      message: { role: "user", content: `prompt ${id}`, timestamp: 1796119201000 } })),
+  ].join("\n") + "\n");
+  const session = await eventually(async () => (await provider().getChildren()).find((s) => s.kind === "session" && ext.sessionKey(s.sessionUri) === file), `${name} in the view`);
+  return { file, session };
+}
+const chain = (prefix, n, parentId) => Array.from({ length: n }, (_, i) => [`${prefix}${i}`, i ? `${prefix}${i - 1}` : parentId]);
+
+/** Every entry item under `item`, depth first, as the view shows them when all are expanded. */
+async function reachable(item) {
+  const ids = [];
+  for (const child of await provider().getChildren(item)) {
+    if (child.kind === "entry") ids.push(child.entryId, ...(await reachable(child)));
+  }
+  return ids;
+}
+
+test("a window that starts at a branch's head, and a folded row that forks at once: every row can be reached", async () => {
+  // a0 … a9 < b0 < x0 - x1            (b0 folded: its rows start with a fork)
+  //            |    < y0 - y1
+  //          < c0 … c299 (the leaf)   (exactly the 300 rows the view asks for: the window starts at c0)
+  const { session } = await writeSession("fork-above", [
+    ...chain("a", 10, null), ["b0", "a9"], ...chain("x", 2, "b0"), ...chain("y", 2, "b0"), ...chain("c", 300, "a9"),
+  ]);
+  const first = await provider().getChildren(session);
+  assert.deepEqual(first.map((item) => item.entryId ?? item.label), ["… 15 earlier rows", "c0"]);
+  const path = await reachable(session);
+  assert.deepEqual([path.length, path[0], path.at(-1)], [300, "c0", "c299"]);
+  await run(first[0].command.command, ...first[0].command.arguments);
+  const all = await eventually(async () => { const ids = await reachable(session); return ids.length === 315 && ids; }, "every row");
+  assert.deepEqual(all.slice(9, 17), ["a9", "b0", "x0", "x1", "y0", "y1", "c0", "c1"]);
+});
+
+test("a label on a row under an opened folded row shows; a turn's entries under the leaf fetch no rows again", async () => {
+  // a0 - a1 < b0 - b1 - b2   (folded, opened)
+  //         < c0 - c1 - c2   (the leaf)
+  const { file, session } = await writeSession("label-folded", [...chain("a", 2, null), ...chain("b", 3, "a1"), ...chain("c", 3, "a1")]);
+  const uri = session.sessionUri;
+  const call = api.pi.call;
+  const pages = [];
+  api.pi.call = (command, args) => {
+    if (command === "pi.getTree" && args.under) pages.push(args.under);
+    return call.call(api.pi, command, args);
+  };
+  const item = async (id) => (await provider().getChildren((await provider().getChildren(session))[1])).find((i) => i.entryId === id);
+  const labels = async () => (await provider().getChildren(await item("b0"))).map((i) => i.label);
+  try {
+    assert.deepEqual(await labels(), ["prompt b1", "prompt b2"]);
+    assert.deepEqual(pages, ["b0"]);
+    require("node:fs").appendFileSync(file, JSON.stringify({ type: "message", id: "c3", parentId: "c2", timestamp: "2026-12-01T10:00:02.000Z",
+      message: { role: "user", content: "prompt c3", timestamp: 1796119202000 } }) + "\n");
+    await eventually(async () => (await provider().getChildren(await item("c0"))).some((i) => i.entryId === "c3"), "the appended entry");
+    assert.deepEqual(await labels(), ["prompt b1", "prompt b2"]);
+    assert.deepEqual(pages, ["b0"], "kept: the new entry is under the leaf");
+    respond("showInputBox", () => "good idea");
+    await run("piLsp.label", { uri, entryId: "b2" });
+    respond("showInputBox");
+    assert.deepEqual(errors(), []);
+    await eventually(async () => (await labels()).includes("[good idea] prompt b2"), "the label under the folded row");
+    assert.deepEqual(pages, ["b0", "b0"]);
+  } finally {
+    api.pi.call = call;
+  }
+});
+
 test("a long context's preview shows both ends at first, more on Show More of the Context", async () => {
   const path = require("node:path");
   const file = path.join(ws.sessionsDir, "long-context.jsonl");

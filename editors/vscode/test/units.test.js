@@ -30,6 +30,33 @@ test("TreeShape nests the server's rows: a chain as siblings, a branch under its
   assert.deepEqual(nested.childrenOf("y").map((n) => n.id), ["y1"]);
 });
 
+test("TreeShape: a head whose fork is not among the rows held is at the top, not lost", () => {
+  // The window starts at a branch's head (its fork is among the earlier rows): the path was gone.
+  const path = ["c1", "c2", "c3"].map((id) => row(id, 1, false));
+  const window = new ext.TreeShape({ leafId: "c3", leafRow: "c3", title: "t", entries: 17, earlier: 13, nodes: [row("c0", 1, true), ...path] });
+  assert.deepEqual(window.roots().map((n) => n.id), ["c0"]);
+  assert.deepEqual(window.childrenOf("c0").map((n) => n.id), ["c1", "c2", "c3"]);
+  // A folded row that forks at once (a2 < a3 / x0 - x1): its page starts with the branches' heads.
+  const page = new ext.TreeShape({ leafId: null, leafRow: null, title: "", entries: 0, earlier: 0, nodes: [
+    row("a3", 1, true), row("x0", 1, true), row("x1", 1, false),
+  ] });
+  assert.deepEqual(page.roots().map((n) => n.id), ["a3", "x0"]);
+  assert.deepEqual(page.childrenOf("x0").map((n) => n.id), ["x1"]);
+});
+
+test("TreeShape: every row of any list of rows is reachable from roots(), once", () => {
+  let seed = 7;
+  const random = (n) => (seed = (seed * 1103515245 + 12345) % 2147483648) % n;
+  for (let round = 0; round < 2000; round++) {
+    const nodes = Array.from({ length: 1 + random(12) }, (_, i) => row(`r${i}`, random(4), random(2) === 0));
+    const shape = new ext.TreeShape({ leafId: null, leafRow: null, title: "", entries: 0, earlier: 0, nodes });
+    const reached = [];
+    const walk = (rows) => { for (const n of rows) { reached.push(n.id); walk(shape.childrenOf(n.id)); } };
+    walk(shape.roots());
+    assert.deepEqual(reached.sort(), nodes.map((n) => n.id).sort(), JSON.stringify(nodes.map((n) => [n.depth, n.head])));
+  }
+});
+
 test("patchTree applies a pi/sessionChanged change to the version it is for, and only to it", () => {
   const tree = { version: 3, leafId: "b", leafRow: "b", title: "t", entries: 2, nodes: [row("a", 0, false), row("b", 0, false)] };
   const delta = { base: 3, version: 4, leafId: "c", leafRow: "c", title: "t", entries: 3, start: 2, delete: 0, rows: [row("c", 0, false)] };
