@@ -321,4 +321,100 @@ H.wait(function()
   return H.entry(roots_buf, "a2") ~= nil
 end, "opening the first conversation did not fetch its rows", roots_buf)
 
+-- Rows fetched under a folded row are drawn only while they are still what the server has
+-- there: after a change, the tree is the one fetched afresh.
+local T = require("pi_lsp.tree")
+local function entry(id, parent, role)
+  local message = role == "assistant"
+      and { role = role, content = { { type = "text", text = "answer " .. id } }, api = "anthropic-messages", provider = "anthropic",
+        model = "claude-sonnet-4-5", usage = { input = 1, output = 1, cacheRead = 0, cacheWrite = 0, totalTokens = 2,
+          cost = { input = 0, output = 0, cacheRead = 0, cacheWrite = 0, total = 0 } }, stopReason = "stop", timestamp = 1796119201000 }
+    or { role = "user", content = "prompt " .. id, timestamp = 1796119201000 }
+  return vim.json.encode({ type = "message", id = id, parentId = parent or vim.NIL, timestamp = "2026-12-01T10:00:01.000Z", message = message })
+end
+--- A session file of `entries` ({id, parent, role}), its tree open; the tree's buffer.
+local function open_session(name, entries)
+  local path = vim.fn.getcwd() .. "/.pi/sessions/" .. name .. ".jsonl"
+  local lines = { vim.json.encode({ type = "session", version = 3, id = name, timestamp = "2026-12-01T10:00:00.000Z", cwd = "/tmp/" .. name }) }
+  for _, e in ipairs(entries) do
+    lines[#lines + 1] = entry(unpack(e))
+  end
+  vim.fn.writefile(lines, path)
+  T.open(vim.uri_from_fname(path))
+  local tree_buf
+  H.wait(function()
+    tree_buf = H.find_buf("pi://tree/" .. name)
+    return tree_buf and H.contains(tree_buf, "← leaf")
+  end, "the " .. name .. " tree did not render", tree_buf)
+  return tree_buf, path
+end
+--- Check that the tree's buffer draws the rows the server has now, every folded row's rows
+--- after it (each at its depth, with its label).
+local function check_as_fetched(tree_buf)
+  local uri, rows = T.view(tree_buf).uri, {}
+  for _, node in ipairs(H.exec("pi.getTree", { uri = uri, limit = 300 }).nodes) do
+    rows[#rows + 1] = node
+    if (node.hidden or 0) > 0 then
+      vim.list_extend(rows, H.exec("pi.getTree", { uri = uri, under = node.id, start = 0, limit = 500 }).nodes)
+    end
+  end
+  local drawn = H.lines(tree_buf)
+  for i, row in ipairs(rows) do
+    local start = ("  "):rep(row.depth) .. (row.head and "├─ " or "") .. (row.onPath and "*" or " ") .. " " .. row.id .. " "
+    local line = drawn[2 + i] or ""
+    H.check(line:sub(1, #start) == start and (not row.label or line:find("[" .. row.label .. "]", 1, true)),
+      ("row %d: %q, not %q%s"):format(i, line, start, row.label and (" [" .. row.label .. "]") or ""), tree_buf)
+  end
+  H.check(#drawn == 2 + #rows, "rows drawn: " .. (#drawn - 2) .. " of " .. #rows, tree_buf)
+end
+--- Wait for the tree to show `id` with every folded row's rows fetched (none still "more").
+local function settled(tree_buf, id)
+  H.wait(function()
+    return H.entry(tree_buf, id) ~= nil and not H.contains(tree_buf, "more rows") and next(T.view(tree_buf).fetching) == nil
+  end, id .. " did not appear with the folded rows fetched", tree_buf)
+end
+
+-- Gone back to an earlier answer, then asked again: the folded row after it becomes a fork one
+-- deeper with the same count, and its rows are drawn at their new depth, inside its fold.
+local back_buf, back = open_session("back-again", {
+  { "q0" }, { "a0", "q0", "assistant" }, { "q1", "a0" }, { "a1", "q1", "assistant" },
+  { "q2", "a1" }, { "a2", "q2", "assistant" }, { "q3", "a1" }, { "a3", "q3", "assistant" },
+})
+H.exec("pi.branch", { uri = T.view(back_buf).uri, targetId = "a0" }) -- as `b` does, without its refresh
+H.wait(function()
+  return (H.lines(back_buf)[H.entry(back_buf, "a0")] or ""):find("← leaf", 1, true)
+end, "the branch to a0 did not show", back_buf)
+settled(back_buf, "a3")
+vim.fn.writefile({ entry("q4", "a0") }, back, "a")
+settled(back_buf, "q4")
+check_as_fetched(back_buf)
+
+-- Another writer goes on inside a folded branch (and back on the path): the folded row's count
+-- grows, and its rows are fetched again from the top, not the old ones with a page added.
+local grow_buf, grow = open_session("grows-inside", {
+  { "r0" }, { "r1", "r0", "assistant" }, { "x0", "r1" }, { "x1", "x0", "assistant" }, { "y0", "r1" },
+  { "y1", "y0", "assistant" }, { "p0" }, { "p1", "p0", "assistant" }, { "p2", "p1" },
+})
+vim.api.nvim_win_set_cursor(0, { H.entry(grow_buf, "r0"), 0 })
+H.keys("zo")
+settled(grow_buf, "y1")
+vim.fn.writefile({ entry("x2", "x1"), entry("p3", "p2") }, grow, "a")
+settled(grow_buf, "p3")
+check_as_fetched(grow_buf)
+
+-- Another program labels a row under an open folded row: the label shows (the folded row's
+-- count does not change, its rows are fetched again).
+local label_buf, labelled_path = open_session("label-inside", {
+  { "a0" }, { "a1", "a0", "assistant" }, { "b0", "a1" }, { "b1", "b0", "assistant" }, { "b2", "b1" },
+  { "c0", "a1" }, { "c1", "c0", "assistant" }, { "c2", "c1" },
+})
+vim.api.nvim_win_set_cursor(0, { H.entry(label_buf, "b0"), 0 })
+H.keys("zo")
+settled(label_buf, "b2")
+vim.fn.writefile({ vim.json.encode({ type = "label", id = "L1", parentId = "c2", timestamp = "2026-12-01T10:00:02.000Z",
+  targetId = "b2", label = "good idea" }) }, labelled_path, "a")
+settled(label_buf, "L1")
+H.check(H.lines(label_buf)[H.entry(label_buf, "b2")]:find("[good idea]", 1, true), "the label on b2 shows", label_buf)
+check_as_fetched(label_buf)
+
 H.finish()

@@ -109,8 +109,14 @@ local function node_line(node, leaf, width, base)
   return util.one_line(head .. preview .. tail)
 end
 
+--- Whether rows fetched under a folded row (`fetched`: {total, depth, head, rows}) still
+--- belong under `node`: the server places them from the row's depth, and counts them.
+local function still_under(fetched, node)
+  return fetched and fetched.total == node.hidden and fetched.depth == node.depth and fetched.head == node.head
+end
+
 --- The rows to draw: `tree`'s, each folded row followed by the rows fetched
---- under it (`unfolded[id]`: {total, rows}) and a "… N more rows" row for the
+--- under it (`unfolded[id]`, while still_under) and a "… N more rows" row for the
 --- rest; "… N earlier rows" first when the path was cut.
 function M.unfold(tree, unfolded)
   local nodes = {}
@@ -122,7 +128,7 @@ function M.unfold(tree, unfolded)
     local hidden = node.hidden or 0
     if hidden > 0 then
       local fetched = unfolded and unfolded[node.id]
-      local rows = fetched and fetched.total == hidden and fetched.rows or {}
+      local rows = still_under(fetched, node) and fetched.rows or {}
       vim.list_extend(nodes, rows)
       if #rows < hidden then
         nodes[#nodes + 1] = { more = true, under = node.id, start = #rows, count = hidden - #rows, depth = node.depth + 1 }
@@ -332,7 +338,7 @@ local function draw(buf, view, tree)
 end
 
 --- Fetch what a "more" row stands for: a longer path, or the next page of
---- rows under a folded row (kept while the row's count holds).
+--- rows under a folded row (kept while they are still under it).
 local function fetch_more(buf, row)
   local view = views[buf]
   if not row.under then
@@ -342,7 +348,8 @@ local function fetch_more(buf, row)
   if view.fetching[row.under] then
     return
   end
-  local held = view.unfolded[row.under] or { rows = {} }
+  -- A "more" row starts after the rows drawn: none when those held no longer fit (M.unfold).
+  local held = row.start > 0 and view.unfolded[row.under] or { rows = {} }
   view.fetching[row.under] = true
   local args = { uri = view.uri, under = row.under, start = #held.rows, limit = PAGE_ROWS }
   client.exec("pi.getTree", args, function(err, page)
@@ -350,7 +357,13 @@ local function fetch_more(buf, row)
     if err then
       return util.error("pi.getTree: " .. (err.message or tostring(err)))
     end
-    view.unfolded[row.under] = { total = page.total, rows = vim.list_extend(vim.list_slice(held.rows), page.nodes) }
+    local node = view.by_id[row.under] or {}
+    if #held.rows > 0 and (view.unfolded[row.under] ~= held or page.total ~= held.total) then
+      view.unfolded[row.under] = nil -- they changed while this page came: fetched again from the top
+    else
+      local rows = vim.list_extend(vim.list_slice(held.rows), page.nodes)
+      view.unfolded[row.under] = { total = page.total, depth = node.depth, head = node.head, rows = rows }
+    end
     if vim.api.nvim_buf_is_valid(buf) then
       draw(buf, view, view.tree)
     end
@@ -571,6 +584,17 @@ end
 
 -- -- opening -----------------------------------------------------------------------------------
 
+--- Whether a change adds a label entry: the label can be on a row folded under another, which
+--- the change does not carry (the folded row's count stays). Entries a turn streams are not.
+local function relabels(delta)
+  for _, row in ipairs(delta.rows) do
+    if row.type == "label" then
+      return true
+    end
+  end
+  return false
+end
+
 local function buffer_for(uri, root)
   for buf, view in pairs(views) do
     if vim.api.nvim_buf_is_valid(buf) and util.same(view.uri, uri) then
@@ -608,6 +632,9 @@ local function buffer_for(uri, root)
       end
       local patched = M.patch(view.tree, change.tree)
       if patched and not config.options.tree.show_bookkeeping then
+        if relabels(change.tree) then
+          view.unfolded = {} -- a label may sit on a row under a folded row: fetched again
+        end
         draw(buf, view, patched)
       else
         view.refresh() -- a version missed, or no change to patch with: fetch the tree
