@@ -494,23 +494,17 @@ def test_an_idle_append_to_a_replaced_file_moves_to_a_new_file(tmp_path: Path) -
 
 
 def failing_write(monkeypatch: pytest.MonkeyPatch, error: int | None) -> None:
-    """The next os.write stores half its bytes, then fails with `error` (None: writes 0)."""
-    real = os.write
-    calls = {"n": 0}
-
-    def write_half(fd: int, data: bytes) -> int:
-        calls["n"] += 1
-        if calls["n"] == 1:
-            return real(fd, data[: len(data) // 2])
+    """The next os.write writes nothing and fails with `error` (None: returns 0)."""
+    def write_nothing(fd: int, data: bytes) -> int:
         if error is None:
             return 0
         raise OSError(error, os.strerror(error))
-    monkeypatch.setattr(appender.os, "write", write_half)
+    monkeypatch.setattr(appender.os, "write", write_nothing)
 
 
 @pytest.mark.parametrize("error", [errno.ENOSPC, errno.EIO, None])
-def test_a_failed_append_leaves_no_torn_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                             error: int | None) -> None:
+def test_a_failed_append_leaves_the_file_as_it_was(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: int | None) -> None:
     path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
     before = path.read_bytes()
     tree = SessionTree.open(str(path))
@@ -524,6 +518,86 @@ def test_a_failed_append_leaves_no_torn_line(tmp_path: Path, monkeypatch: pytest
     assert tree.refresh() == Refresh(0, False)
     again = tree.append_message(UserMessage(content="three", timestamp=3))
     assert SessionTree.open(str(path)).path_ids(again) == ["aaaa0001", again]
+
+
+def short_write(monkeypatch: pytest.MonkeyPatch, path: Path, before: bytes = b"",
+                after: bytes = b"") -> list[bytes]:
+    """The next os.write stores only the first half of its bytes (disk full, a signal), and
+    another writer (pi takes no lock) appends `before` just before it and `after` just after;
+    returns the bytes the write was given."""
+    real = os.write
+    given = []
+
+    def write_half(fd: int, data: bytes) -> int:
+        monkeypatch.setattr(appender.os, "write", real)
+        given.append(data)
+        with path.open("ab") as handle:
+            handle.write(before)
+        count = real(fd, data[: len(data) // 2])
+        with path.open("ab") as handle:
+            handle.write(after)
+        return count
+    monkeypatch.setattr(appender.os, "write", write_half)
+    return given
+
+
+def test_a_short_write_is_cut_back_not_finished(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
+    before = path.read_bytes()
+    tree = SessionTree.open(str(path))
+    given = short_write(monkeypatch, path)
+    with pytest.raises(WriteFailedError) as caught:
+        tree.append_message(UserMessage(content="two " * 100, timestamp=2))
+    assert path.read_bytes() == before
+    total = len(given[0])
+    assert str(caught.value) == (f"could not write to {path}: only {total // 2} of {total} "
+                                 "bytes were written; they were cut back off")
+    assert tree.refresh() == Refresh(0, False)
+    again = tree.append_message(UserMessage(content="three", timestamp=3))
+    assert SessionTree.open(str(path)).path_ids(again) == ["aaaa0001", again]
+
+
+def test_a_short_write_after_another_writers_line_is_a_damaged_line_of_its_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pi's line landed before our part: a newline ends the part, and pi's next line is whole
+    instead of glued to it."""
+    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
+    before = path.read_bytes()
+    tree = SessionTree.open(str(path))
+    pi = user_line("bbbb0002", "aaaa0001", "pi's", 2) + b"\n"
+    given = short_write(monkeypatch, path, before=pi)
+    with pytest.raises(WriteFailedError) as caught:
+        tree.append_message(UserMessage(content="two " * 100, timestamp=3))
+    part = given[0][: len(given[0]) // 2]
+    assert path.read_bytes() == before + pi + part + b"\n"
+    assert "another writer appended too; they are left as a damaged line" in str(caught.value)
+    later = user_line("bbbb0003", "bbbb0002", "pi's next", 4) + b"\n"
+    with path.open("ab") as handle:
+        handle.write(later)
+    tree.refresh()
+    fresh = SessionTree.open(str(path))
+    assert kinds(fresh.problems) == [("malformed", 4)]
+    assert fresh.path_ids(fresh.leaf_id) == ["aaaa0001", "bbbb0002", "bbbb0003"]
+    assert (tree.leaf_id, kinds(tree.problems)) == (fresh.leaf_id, kinds(fresh.problems))
+
+
+def test_a_short_write_is_not_finished_after_another_writers_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pi's line landed straight after our part: they are one damaged line now, which nothing
+    can undo, but the rest is not written after it (where it would be a third damaged line)
+    and the caller is told."""
+    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
+    before = path.read_bytes()
+    tree = SessionTree.open(str(path))
+    pi = user_line("bbbb0002", "aaaa0001", "pi's", 2) + b"\n"
+    given = short_write(monkeypatch, path, after=pi)
+    with pytest.raises(WriteFailedError) as caught:
+        tree.append_message(UserMessage(content="two " * 100, timestamp=3))
+    part = given[0][: len(given[0]) // 2]
+    assert path.read_bytes() == before + part + pi
+    assert str(caught.value).endswith("another writer's line was appended straight after "
+                                      "them; both are left as one damaged line")
 
 
 def test_a_file_that_cannot_be_opened_is_named(tmp_path: Path) -> None:

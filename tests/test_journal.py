@@ -207,6 +207,38 @@ def test_append_after_valid_unterminated_last_line_reports_nothing(tmp_path: Pat
     assert SessionTree.open(path).problems == []
 
 
+@pytest.mark.parametrize("pieces", [1, 2], ids=["whole", "in-two-writes"])
+def test_a_line_appended_straight_after_an_unterminated_one_is_read_as_pi_reads_it(
+        tmp_path: Path, pieces: int) -> None:
+    """pi 0.73 appends its next line with no newline before it: the two are one line that
+    does not parse, so the entry taken from the unterminated line is gone, in the live view as
+    in a fresh read, and nothing is appended under it."""
+    path = write_session(tmp_path / "s.jsonl", [header(), custom("aaaa0001"),
+                                                custom("aaaa0002", "aaaa0001")], final_eol=False)
+    tree = SessionTree.open(path)
+    assert tree.leaf_id == "aaaa0002"
+    line = custom("bbbb0003", "aaaa0002") + b"\n"
+    for piece in (line[:20], line[20:]) if pieces == 2 else (line,):
+        with open(path, "ab") as handle:
+            handle.write(piece)
+        tree.refresh()
+        fresh = SessionTree.open(path)
+        assert (record_ids(tree), tree.leaf_id, kinds(tree.problems)) == \
+            (record_ids(fresh), fresh.leaf_id, kinds(fresh.problems))
+    assert (record_ids(tree), tree.leaf_id) == (["aaaa0001"], "aaaa0001")
+    assert kinds(tree.problems) == [("malformed", 3)]
+    new_id = tree.append_custom("k", {"i": 1})
+    assert SessionTree.open(path).path_ids(new_id) == ["aaaa0001", new_id]
+
+
+def test_tail_reads_again_a_last_line_extended_without_a_newline(tmp_path: Path) -> None:
+    path = write_session(tmp_path / "s.jsonl", [header(), custom("aaaa0001")], final_eol=False)
+    tail = Tail.after(path, read_file(path))
+    with open(path, "ab") as handle:
+        handle.write(custom("aaaa0002", "aaaa0001") + b"\n")
+    assert tail.poll().reset
+
+
 def test_crlf_line_endings_load_and_raw_drops_the_cr(tmp_path: Path) -> None:
     lines = [header(), custom("aaaa0001"), custom("aaaa0002", "aaaa0001")]
     path = write_session(tmp_path / "s.jsonl", lines, eol=b"\r\n")

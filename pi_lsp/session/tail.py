@@ -76,9 +76,14 @@ class Tail:
             data = os.pread(fd, min(stat.st_size - self.offset, MAX_TAIL_READ), self.offset)
         finally:
             os.close(fd)
+        if self.unterminated and not data.startswith(b"\n"):
+            # The last line, taken with no newline, runs on into the new bytes (pi 0.73 appends
+            # straight after it): the record taken from it is gone as pi reads the line, and
+            # only a read of the whole line again says what it is now.
+            return TailResult([], 0, True)
         self.offset += len(data)
         self.suffix = (self.suffix + data[-SUFFIX_CHECK:])[-SUFFIX_CHECK:]
-        if self.unterminated and data.startswith(b"\n"):
+        if self.unterminated:
             data = data[1:]  # the newline that ends a line already taken
         self.unterminated = False
         found = self.lines.feed(data)
