@@ -5,6 +5,7 @@ Knows nothing of LSP; the server converts requests into these calls and results 
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
@@ -76,6 +77,7 @@ class SessionHub(Workspace):
         self.files = files
         self.diagnostics_for = diagnostics_for
         self.open: OrderedDict[Path, OpenSession] = OrderedDict()  # least recently used first
+        self._loading: dict[Path, asyncio.Task[OpenSession]] = {}  # files being read, by path
         self.listeners: list[ChangeListener] = []
         self.index = SessionIndex()
         self.views = TreeViews()
@@ -98,18 +100,49 @@ class SessionHub(Workspace):
         key = self.confine(path)
         session = self.open.get(key)
         if session is None:
-            if not key.is_file():
-                raise UnknownSessionError(str(path))
-            try:
-                tree = SessionTree.open(str(key))
-            except NotASessionError as error:
-                raise NotASessionFileError(str(path), str(error)) from None
-            session = self._keep(tree)
+            session = self._keep(self._read(key, path))
             self._close_unused_sessions()
         else:
             self.open.move_to_end(key)
             session.tree.refresh()
         return session
+
+    async def load(self, path: Path) -> OpenSession:
+        """The session at `path`, its file read in a worker thread the first time; callers
+        asking at once share one read, so there is one tree (and one turn) per file."""
+        key = self.confine(path)
+        session = self.open.get(key)
+        if session is not None:
+            return session
+        loading = self._loading.get(key)
+        if loading is None:
+            loading = self._loading[key] = asyncio.create_task(self._load(key, path))
+        # A caller cancelled while waiting leaves the read to the others.
+        return await asyncio.shield(loading)
+
+    async def _load(self, key: Path, path: Path) -> OpenSession:
+        """Read the file off the event loop, then hold its tree; `open` changes on the loop
+        only."""
+        try:
+            tree = await asyncio.to_thread(self._read, key, path)
+        finally:
+            del self._loading[key]  # a failed read is tried again by the next caller
+        session = self.open.get(key)  # opened meanwhile by `sync`: that one may run a turn
+        if session is None:
+            session = self._keep(tree)
+            self._close_unused_sessions()
+        return session
+
+    @staticmethod
+    def _read(key: Path, path: Path) -> SessionTree:
+        """The session file at `key`, read whole; named errors for a missing file or one
+        that is not a session."""
+        if not key.is_file():
+            raise UnknownSessionError(str(path))
+        try:
+            return SessionTree.open(str(key))
+        except NotASessionError as error:
+            raise NotASessionFileError(str(path), str(error)) from None
 
     def _close_unused_sessions(self) -> None:
         """Close the least recently used sessions beyond the bound, never a running one."""

@@ -86,8 +86,7 @@ class PiServer(LanguageServer):
         """The session's resolved path, its tree loaded off the event loop the first time."""
         hub = self.hub
         path = hub.confine(self.session_path(uri))  # on every command: folders, settings change
-        if path not in hub.open:
-            await asyncio.to_thread(hub.sync, path)
+        await hub.load(path)
         return path
 
     def workspace_folders(self) -> list[Path]:

@@ -1,0 +1,101 @@
+"""The hub's open sessions when editor requests for one session arrive at once."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pi_lsp.agent.harness import BusyError
+from pi_lsp.server.config import Config
+from pi_lsp.server.hub import NotASessionFileError, SessionHub
+from pi_lsp.server.open_session import OpenSession
+from pi_lsp.session.tree import SessionTree
+from tests.waits import CEILING_S, until
+
+
+class HeldReads:
+    """SessionTree.open held in its worker thread until `release` is set; reads counted, and
+    the calls that send work to a worker thread."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.reads = self.threads = 0
+        self.release = threading.Event()
+        read, to_thread = SessionTree.open, asyncio.to_thread
+
+        def held(path: str) -> SessionTree:
+            self.reads += 1
+            self.release.wait(CEILING_S)  # a failed test leaves no thread behind
+            return read(path)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.threads += 1
+            return to_thread(*args, **kwargs)
+        monkeypatch.setattr(SessionTree, "open", held)
+        monkeypatch.setattr(asyncio, "to_thread", counted)
+
+
+@pytest.fixture
+def path(tmp_path: Path, example_session: Path) -> Path:
+    """A session file of the workspace at `tmp_path`."""
+    path = tmp_path / ".pi" / "sessions" / "s.jsonl"
+    path.parent.mkdir(parents=True)
+    shutil.copyfile(example_session, path)
+    return path
+
+
+async def second_open_waiting(hub: SessionHub, path: Path, reads: HeldReads
+                              ) -> tuple[asyncio.Task[OpenSession], asyncio.Task[OpenSession]]:
+    """Two opens of `path` while the first is inside its read, each as far as it goes."""
+    first = asyncio.create_task(hub.load(path))
+    await until(lambda: reads.reads == 1, "the first open to start reading")
+    second = asyncio.create_task(hub.load(path))
+    await asyncio.sleep(0)  # one loop turn: the second runs up to its first wait
+    # A second open reading the file itself (the fault) is let in first, so both reads overlap.
+    await until(lambda: reads.reads == reads.threads, "every worker thread to reach its read")
+    return first, second
+
+
+async def test_two_opens_of_one_session_share_one_tree(
+        tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    hub = SessionHub([tmp_path], Config())
+    reads = HeldReads(monkeypatch)
+    first, second = await second_open_waiting(hub, path, reads)
+    reads.release.set()
+    one, other = await asyncio.gather(first, second)
+    assert one is other is hub.held(path) and reads.reads == 1
+    one.claim_turn()  # a prompt through the first request
+    with pytest.raises(BusyError):
+        hub.claim_turn(path)
+
+
+async def test_a_failed_open_fails_for_every_caller_and_is_tried_again(
+        tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    good = path.read_bytes()
+    path.write_bytes(b"not a session\n")
+    hub = SessionHub([tmp_path], Config())
+    reads = HeldReads(monkeypatch)
+    first, second = await second_open_waiting(hub, path, reads)
+    reads.release.set()
+    errors = await asyncio.gather(first, second, return_exceptions=True)
+    assert all(isinstance(error, NotASessionFileError) for error in errors)
+    assert str(errors[0]) == str(errors[1]) and reads.reads == 1
+    assert not hub.open
+    path.write_bytes(good)
+    assert await hub.load(path) is hub.held(path) and reads.reads == 2
+
+
+async def test_a_cancelled_open_leaves_the_read_to_the_other(
+        tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    hub = SessionHub([tmp_path], Config())
+    reads = HeldReads(monkeypatch)
+    first, second = await second_open_waiting(hub, path, reads)
+    first.cancel()  # the request that started the read
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    reads.release.set()
+    assert await second is hub.held(path) and reads.reads == 1
