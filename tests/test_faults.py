@@ -23,6 +23,7 @@ from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.server.config import Config
 from pi_lsp.server.hub import SessionHub
 from pi_lsp.session import appender, journal
+from pi_lsp.session import tree as tree_module
 from pi_lsp.session.appender import WriteFailedError
 from pi_lsp.session.catalog import start_session, summarize
 from pi_lsp.session.check import check_session
@@ -313,6 +314,39 @@ def test_the_hub_holds_a_new_session_until_its_first_prompt(tmp_path: Path) -> N
     assert [p.kind for p in hub.check(path)] == []
 
 
+def test_a_new_session_never_writes_into_a_file_created_meanwhile(tmp_path: Path) -> None:
+    """pi 1.6 creates a session file with "wx"; a file another process made at the path
+    first is left as it was, and this session's entries stay in memory."""
+    path = tmp_path / "new.jsonl"
+    tree = start_session(tmp_path, "anthropic", "m", "off", path)
+    other = write(path, [user_line("bbbb0001", None, "other process", 1)]).read_bytes()
+    with pytest.raises(WriteFailedError) as caught:
+        tree.append_message(UserMessage(content="mine", timestamp=2))
+    assert caught.value.errno == errno.EEXIST
+    assert str(caught.value).startswith(f"could not write to {path}: another process created")
+    assert path.read_bytes() == other
+    assert tree.deferred and not tree.on_disk
+    assert [r.env.type for r in tree.records] == ["model_change", "thinking_level_change"]
+
+
+def test_a_failed_first_write_leaves_the_new_session_as_it_was(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "new.jsonl"
+    tree = start_session(tmp_path, "anthropic", "m", "off", path)
+    before = tree.path_ids(tree.leaf_id)
+    failing_write(monkeypatch, errno.ENOSPC)
+    with pytest.raises(WriteFailedError):
+        tree.append_message(UserMessage(content="lost prompt", timestamp=1))
+    monkeypatch.undo()
+    assert not path.exists()  # no empty file left behind
+    assert tree.deferred and tree.path_ids(tree.leaf_id) == before
+    again = tree.append_message(UserMessage(content="again", timestamp=2))
+    reopened = SessionTree.open(str(path))
+    assert reopened.path_ids(again) == [*before, again]
+    assert texts(reopened, again) == ["again"]
+    assert b"lost prompt" not in path.read_bytes()
+
+
 def model_change_line(entry_id: str, n: int) -> bytes:
     return json.dumps({"type": "model_change", "id": entry_id, "parentId": None,
                        "timestamp": stamp(n), "provider": "anthropic", "modelId": "m"}).encode()
@@ -488,6 +522,46 @@ def test_an_idle_append_to_a_replaced_file_moves_to_a_new_file(tmp_path: Path) -
     assert changes[0].relocated_from == str(path)
     assert tree.path != str(path) and tree.label("aaaa0001") == "kept"
     assert label in entries(tree.path) and "aaaa0001" in entries(tree.path)
+
+
+def test_an_entry_written_into_a_replacement_does_not_become_the_leaf(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file is replaced after the append read what others wrote, before it wrote: the
+    session moves to a new file without the entry, and its leaf stays one the tree holds."""
+    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
+    tree = SessionTree.open(str(path))
+    tree.hold_leaf = True
+    real = appender.append_lines
+
+    def replace_first(target: str, lines: list[bytes], **flags: bool) -> None:
+        os.replace(write(tmp_path / "new.jsonl", [user_line("cccc0001", None, "new", 1)]), path)
+        monkeypatch.setattr(tree_module, "append_lines", real)
+        real(target, lines, **flags)
+    monkeypatch.setattr(tree_module, "append_lines", replace_first)
+    tree.append_message(UserMessage(content="two", timestamp=2))
+    assert tree.path != str(path) and tree.leaf_id == "aaaa0001"
+    assert tree.path_ids(tree.leaf_id) == ["aaaa0001"]
+
+
+def test_an_entry_torn_by_another_writer_does_not_become_the_leaf(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
+    tree = SessionTree.open(str(path))
+    real = os.write
+    calls = {"n": 0}
+
+    def short_then_foreign(fd: int, data: bytes) -> int:  # pi takes no lock
+        calls["n"] += 1
+        if calls["n"] > 1:
+            return real(fd, data)
+        count = real(fd, data[: len(data) // 2])
+        with open(path, "ab") as handle:
+            handle.write(foreign_line("f0000001", "aaaa0001") + b"\n")
+        return count
+    monkeypatch.setattr(appender.os, "write", short_then_foreign)
+    mine = tree.append_message(UserMessage(content="two " * 50, timestamp=2))
+    assert mine not in tree.by_id and tree.leaf_id in tree.by_id
+    assert tree.path_ids(tree.leaf_id)[0] == "aaaa0001"
 
 
 # -- 5. a write that fails part way ----------------------------------------------------------

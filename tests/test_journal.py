@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from pi_lsp.session.appender import append_lines
+from pi_lsp.session.appender import WriteFailedError, append_lines
 from pi_lsp.session.entries import CompactionEntry, CustomMessage, MessageEntry
+from pi_lsp.session.fork import fork_session
 from pi_lsp.session.journal import (
     BOM,
     NotASessionError,
@@ -681,6 +682,40 @@ def test_v1_migration_leaves_the_file_tailable(tmp_path: Path) -> None:
     leaf = tree.leaf_id
     assert tree.refresh() == Refresh(0, False)
     assert tree.leaf_id == leaf
+
+
+def test_a_v1_session_is_not_written_to_but_forks_to_version_3(tmp_path: Path) -> None:
+    """Its ids are made up at each read (pi 1.6 makes up others when it upgrades the file),
+    so a line naming them would lose what it says: writing is refused with what to do."""
+    path = write_session(tmp_path / "v1.jsonl", _v1_lines())
+    before = Path(path).read_bytes()
+    tree = SessionTree.open(path)
+    first = record_ids(tree)[0] or ""
+    with pytest.raises(WriteFailedError) as caught:
+        tree.append_label(first, "kept")
+    message = str(caught.value)
+    assert message.startswith(f"could not write to {path}: ")
+    assert "open it once with pi" in message and "fork it" in message
+    assert Path(path).read_bytes() == before
+    fork = fork_session(tree, tree.leaf_id or "")
+    fork.append_label(first, "kept")
+    copy = SessionTree.open(fork.path)
+    assert copy.header.version == 3 and not copy.migrated and copy.problems == []
+    ids = record_ids(copy)
+    assert [r.env.parent_id for r in copy.records] == [None, *ids[:-1]]
+    assert copy.label(first) == "kept"
+    compaction = copy.entry(ids[3] or "")
+    assert isinstance(compaction, CompactionEntry) and compaction.first_kept_entry_id == ids[1]
+
+
+def test_a_v2_session_keeps_its_ids_and_is_appended_to(tmp_path: Path) -> None:
+    plain = dumps({"type": "message", "id": "aaaa0001", "parentId": None, "timestamp": TS,
+                   "message": {"role": "user", "content": "hello", "timestamp": 4}})
+    path = write_session(tmp_path / "v2.jsonl", [header(version=2), plain])
+    tree = SessionTree.open(path)
+    label = tree.append_label("aaaa0001", "kept")
+    reopened = SessionTree.open(path)
+    assert reopened.label("aaaa0001") == "kept" and reopened.leaf_id == label
 
 
 def test_v2_hook_message_becomes_custom_in_memory(tmp_path: Path) -> None:

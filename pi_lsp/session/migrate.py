@@ -29,6 +29,12 @@ def migrate(snapshot: Snapshot) -> bool:
     return True
 
 
+def ids_made_up(snapshot: Snapshot) -> bool:
+    """Whether the entries' ids are made up in memory (version 1 files hold none): a line
+    written that names them could not be matched by a later read, which makes up others."""
+    return (snapshot.header.version or 1) < 2
+
+
 def _rewrite(record: Record, entry: dict[str, Any]) -> None:
     record.text = msgspec.Raw(encoder.encode(entry))
     record.env = envelope_decoder.decode(record.text)

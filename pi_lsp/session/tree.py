@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 from bisect import insort
 from collections.abc import Callable, Iterator
@@ -10,7 +12,7 @@ from functools import cmp_to_key
 from pathlib import Path
 from typing import Any
 
-from pi_lsp.session.appender import append_lines
+from pi_lsp.session.appender import WriteFailedError, append_lines
 from pi_lsp.session.appends import EntryAppends
 from pi_lsp.session.entries import (
     Entry,
@@ -36,7 +38,7 @@ from pi_lsp.session.journal import (
     read_file,
 )
 from pi_lsp.session.jsontext import escape_line_separators
-from pi_lsp.session.migrate import migrate
+from pi_lsp.session.migrate import ids_made_up, migrate
 from pi_lsp.session.records import (
     LEAF_MOVE,
     Refresh,
@@ -47,6 +49,12 @@ from pi_lsp.session.records import (
     starts_conversation,
 )
 from pi_lsp.session.tail import Tail
+
+IDS_IN_MEMORY = ("its entries have no ids in the file (a version 1 session), so nothing written "
+                 "could name them; open it once with pi (1.6 upgrades the file) or fork it into "
+                 "a new session")
+CREATED_MEANWHILE = ("another process created this file first; nothing was written to it, and "
+                     "this session is still only in memory")
 
 
 def _file_order(record: Record) -> int:
@@ -126,6 +134,9 @@ class SessionTree(EntryAppends):
         self.name: str | None = None
         self.leaf_id: str | None = None
         self.migrated = False
+        # A version 1 file's ids are made up at each read: writing would name ones no later
+        # read (pi's or ours) can match, so such a session is read-only.
+        self.ids_in_memory = False
         # A deferred session is written, header and all, at its first user or assistant message
         # (pi 1.6's rule); until then its entries are only in `_unwritten` and in memory.
         self.deferred = False
@@ -176,6 +187,7 @@ class SessionTree(EntryAppends):
         return self._tail is not None
 
     def _load(self, snapshot: Snapshot) -> None:
+        self.ids_in_memory = ids_made_up(snapshot)
         self.migrated = migrate(snapshot)
         self.header, self.header_raw = snapshot.header, snapshot.header_raw
         self.records, self.by_id, self.labels, self.name = [], {}, {}, None
@@ -440,6 +452,8 @@ class SessionTree(EntryAppends):
     def _append(self, entry: Entry) -> str:
         """Write one entry. Another writer's entries are taken in first; a file replaced since
         it was read is left alone and this session moves to a new file (`_relocate`)."""
+        if self.ids_in_memory:
+            raise WriteFailedError(errno.EPERM, IDS_IN_MEMORY, self.path)
         line = encoder.encode(entry)
         if self._tail is None and self.deferred:
             self._keep_unwritten([line])
@@ -451,11 +465,28 @@ class SessionTree(EntryAppends):
         self._notify(self._read_new(relocate=True))
         append_lines(self.path, [line])
         change = self._read_new(relocate=self.hold_leaf)
-        # The new entry is this session's position even if another writer's came after it;
-        # listeners are told after, so they never see the entry beside the leaf it replaced.
-        self.leaf_id = entry.id
+        # The new entry is this session's position even if another writer's came after it,
+        # once read back (a line torn by another writer, or written into a file that replaced
+        # this one, is not in the session); listeners are told after, so they never see the
+        # entry beside the leaf it replaced.
+        if entry.id in self.by_id:
+            self.leaf_id = entry.id
         self._notify(change)
         return entry.id
+
+    def _create_file(self, lines: list[bytes]) -> None:
+        """Write a new session's first lines into a file made for them: one another process
+        created at the path meanwhile is left alone (pi 1.6 creates with "wx" too), and a
+        failed write leaves no empty file behind."""
+        try:
+            append_lines(self.path, lines, create=True, exclusive=True)
+        except WriteFailedError as error:
+            if error.errno == errno.EEXIST:
+                raise WriteFailedError(errno.EEXIST, CREATED_MEANWHILE, self.path) from None
+            with contextlib.suppress(OSError):
+                if os.stat(self.path).st_size == 0:  # ours, cut back to nothing
+                    os.unlink(self.path)
+            raise
 
     def _keep_unwritten(self, lines: list[bytes]) -> None:
         """Hold a deferred session's new lines in memory; at its first user or assistant
@@ -463,12 +494,13 @@ class SessionTree(EntryAppends):
         lines = [escape_line_separators(line) for line in lines]  # held as they will be written
         batch = LineBatch(header=self.header, header_raw=self.header_raw)
         parse_lines(lines, len(self._unwritten) + 2, batch)
-        self._unwritten.extend(lines)
         if not any(map(starts_conversation, batch.records)):
+            self._unwritten.extend(lines)
             self._add(batch.records)
             self._notify(Refresh(len(batch.records), False))
             return
-        append_lines(self.path, [self.header_raw, *self._unwritten], create=True)
+        # Held only once written: lines whose write failed are not part of the session.
+        self._create_file([self.header_raw, *self._unwritten, *lines])
         self._unwritten, self.deferred = [], False
         self._load(read_file(self.path))
         self._notify(Refresh(len(self.records), True))
