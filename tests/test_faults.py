@@ -524,23 +524,24 @@ def test_an_idle_append_to_a_replaced_file_moves_to_a_new_file(tmp_path: Path) -
     assert label in entries(tree.path) and "aaaa0001" in entries(tree.path)
 
 
-def test_an_entry_written_into_a_replacement_does_not_become_the_leaf(
+def test_an_entry_is_never_written_into_a_replacement(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The file is replaced after the append read what others wrote, before it wrote: the
-    session moves to a new file without the entry, and its leaf stays one the tree holds."""
+    replacement is left as it was, and the session moves to a new file with the entry."""
     path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
     tree = SessionTree.open(str(path))
     tree.hold_leaf = True
     real = appender.append_lines
 
-    def replace_first(target: str, lines: list[bytes], **flags: bool) -> None:
+    def replace_first(target: str, lines: list[bytes], **flags: Any) -> None:
         os.replace(write(tmp_path / "new.jsonl", [user_line("cccc0001", None, "new", 1)]), path)
         monkeypatch.setattr(tree_module, "append_lines", real)
         real(target, lines, **flags)
     monkeypatch.setattr(tree_module, "append_lines", replace_first)
-    tree.append_message(UserMessage(content="two", timestamp=2))
-    assert tree.path != str(path) and tree.leaf_id == "aaaa0001"
-    assert tree.path_ids(tree.leaf_id) == ["aaaa0001"]
+    mine = tree.append_message(UserMessage(content="two", timestamp=2))
+    assert list(entries(str(path))) == ["cccc0001"]
+    assert tree.path != str(path) and tree.leaf_id == mine
+    assert tree.path_ids(tree.leaf_id) == ["aaaa0001", mine] and mine in entries(tree.path)
 
 
 def test_an_entry_torn_by_another_writer_does_not_become_the_leaf(
@@ -559,9 +560,10 @@ def test_an_entry_torn_by_another_writer_does_not_become_the_leaf(
             handle.write(foreign_line("f0000001", "aaaa0001") + b"\n")
         return count
     monkeypatch.setattr(appender.os, "write", short_then_foreign)
-    mine = tree.append_message(UserMessage(content="two " * 50, timestamp=2))
-    assert mine not in tree.by_id and tree.leaf_id in tree.by_id
-    assert tree.path_ids(tree.leaf_id)[0] == "aaaa0001"
+    with pytest.raises(WriteFailedError, match="one damaged line"):
+        tree.append_message(UserMessage(content="two " * 50, timestamp=2))
+    tree.refresh()
+    assert tree.leaf_id in tree.by_id and tree.path_ids(tree.leaf_id)[0] == "aaaa0001"
 
 
 # -- 5. a write that fails part way ----------------------------------------------------------

@@ -16,14 +16,19 @@ class WriteFailedError(OSError):
         return f"could not write to {self.filename}: {self.strerror}"
 
 
+class FileReplacedError(WriteFailedError):
+    """The file at the path is no longer the one the session read; nothing was written."""
+
+
 def append_lines(path: str, lines: list[bytes], *, create: bool = False,
-                 exclusive: bool = False) -> None:
+                 exclusive: bool = False, inode: int | None = None) -> None:
     """Append complete lines in one `write()` under an exclusive advisory lock.
 
     A torn last line is terminated first so the new entries never join it. A write that
     stores only part of the lines is not finished: the part is cut back off, or ended as a
     damaged line of its own (see `_short_write`). Every session write comes here, so
-    U+2028/U+2029 are escaped here.
+    U+2028/U+2029 are escaped here. With `inode`, the lines are written only into the file
+    that has it (checked on the open file, so a replacement that comes first gets nothing).
     """
     flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0) | \
         (os.O_EXCL if exclusive else 0)
@@ -33,7 +38,10 @@ def append_lines(path: str, lines: list[bytes], *, create: bool = False,
         raise WriteFailedError(error.errno, error.strerror, path) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        size = os.fstat(fd).st_size
+        opened = os.fstat(fd)
+        if inode is not None and opened.st_ino != inode:
+            raise FileReplacedError(errno.ESTALE, "the file was replaced", path)
+        size = opened.st_size
         prefix = b""
         # pi takes no lock, so this check and the write below are not one step: a line of
         # pi's seen half written here is whole by the time ours lands after it, and the

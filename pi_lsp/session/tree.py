@@ -12,7 +12,7 @@ from functools import cmp_to_key
 from pathlib import Path
 from typing import Any
 
-from pi_lsp.session.appender import WriteFailedError, append_lines
+from pi_lsp.session.appender import FileReplacedError, WriteFailedError, append_lines
 from pi_lsp.session.appends import EntryAppends
 from pi_lsp.session.entries import (
     Entry,
@@ -463,12 +463,15 @@ class SessionTree(EntryAppends):
             self.refresh()
             return entry.id
         self._notify(self._read_new(relocate=True))
-        append_lines(self.path, [line])
+        try:
+            append_lines(self.path, [line], inode=self._tail.inode)
+        except FileReplacedError:  # replaced since the read above: move away, write there
+            self._notify(self._read_new(relocate=True))
+            append_lines(self.path, [line], inode=self._tail.inode)
         change = self._read_new(relocate=self.hold_leaf)
         # The new entry is this session's position even if another writer's came after it,
-        # once read back (a line torn by another writer, or written into a file that replaced
-        # this one, is not in the session); listeners are told after, so they never see the
-        # entry beside the leaf it replaced.
+        # once read back (a line torn by another writer is not in the session); listeners are
+        # told after, so they never see the entry beside the leaf it replaced.
         if entry.id in self.by_id:
             self.leaf_id = entry.id
         self._notify(change)
