@@ -544,26 +544,23 @@ def test_an_entry_is_never_written_into_a_replacement(
     assert tree.path_ids(tree.leaf_id) == ["aaaa0001", mine] and mine in entries(tree.path)
 
 
-def test_an_entry_torn_by_another_writer_does_not_become_the_leaf(
+def test_an_entry_run_together_with_another_writers_line_is_an_error(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another writer (no lock) has half a line out as ours lands whole after it: the two are
+    one damaged line, so the append fails, and the leaf stays on an entry the tree holds."""
     path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
     tree = SessionTree.open(str(path))
     real = os.write
-    calls = {"n": 0}
 
-    def short_then_foreign(fd: int, data: bytes) -> int:  # pi takes no lock
-        calls["n"] += 1
-        if calls["n"] > 1:
-            return real(fd, data)
-        count = real(fd, data[: len(data) // 2])
+    def foreign_half_first(fd: int, data: bytes) -> int:
+        monkeypatch.setattr(appender.os, "write", real)
         with open(path, "ab") as handle:
-            handle.write(foreign_line("f0000001", "aaaa0001") + b"\n")
-        return count
-    monkeypatch.setattr(appender.os, "write", short_then_foreign)
-    with pytest.raises(WriteFailedError, match="one damaged line"):
-        tree.append_message(UserMessage(content="two " * 50, timestamp=2))
-    tree.refresh()
-    assert tree.leaf_id in tree.by_id and tree.path_ids(tree.leaf_id)[0] == "aaaa0001"
+            handle.write(foreign_line("f0000001", "aaaa0001")[:30])
+        return real(fd, data)
+    monkeypatch.setattr(appender.os, "write", foreign_half_first)
+    with pytest.raises(WriteFailedError, match="ran together"):
+        tree.append_message(UserMessage(content="two", timestamp=2))
+    assert tree.leaf_id == "aaaa0001" and tree.path_ids(tree.leaf_id) == ["aaaa0001"]
 
 
 # -- 5. a write that fails part way ----------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import shutil
 import threading
 from pathlib import Path
@@ -99,3 +100,23 @@ async def test_a_cancelled_open_leaves_the_read_to_the_other(
         await first
     reads.release.set()
     assert await second is hub.held(path) and reads.reads == 1
+
+
+async def test_a_failed_open_whose_callers_all_left_is_not_reported_unretrieved(
+        tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path.write_bytes(b"not a session\n")
+    hub = SessionHub([tmp_path], Config())
+    reads = HeldReads(monkeypatch)
+    reported: list[dict[str, Any]] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _loop, seen: reported.append(seen))
+    waiter = asyncio.create_task(hub.load(path))
+    await until(lambda: reads.reads == 1, "the open to start reading")
+    load = hub._loading[path.resolve()]
+    waiter.cancel()  # its request was cancelled: nobody is left to hear the failure
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    reads.release.set()
+    await asyncio.wait([load])
+    del load
+    gc.collect()  # an unretrieved failure is reported when its task goes
+    assert reported == []

@@ -117,6 +117,7 @@ class SessionHub(Workspace):
         loading = self._loading.get(key)
         if loading is None:
             loading = self._loading[key] = asyncio.create_task(self._load(key, path))
+            loading.add_done_callback(_retrieved)
         # A caller cancelled while waiting leaves the read to the others.
         return await asyncio.shield(loading)
 
@@ -342,3 +343,10 @@ class SessionHub(Workspace):
 
     def check(self, path: Path) -> list[Problem]:
         return check_session(self.sync(path).tree)
+
+
+def _retrieved(task: asyncio.Task[OpenSession]) -> None:
+    """Take a load's failure off the task: its waiters report it, and when all of them were
+    cancelled there is nobody to (asyncio would log it as never retrieved)."""
+    if not task.cancelled():
+        task.exception()

@@ -35,7 +35,8 @@ class Folded:
 
 def fold(tree: SessionTree, bookkeeping: bool, keep: int | None, cut: str | None = None
          ) -> Folded:
-    """The current path's rows and one row per branch off them; of the path only the last
+    """The current path's rows and one row per branch off them (and the other roots once the
+    path's top is in; only the roots when no leaf is a row); of the path only the last
     `keep` rows (from `cut` when it is on the path and no more than 2 * `keep` rows back, so
     a growing window changes little). `keep` None: every row, nothing folded."""
     if keep is None:

@@ -79,7 +79,8 @@ class Tail:
         if self.unterminated and not data.startswith(b"\n"):
             # The last line, taken with no newline, runs on into the new bytes (pi 0.73 appends
             # straight after it): the record taken from it is gone as pi reads the line, and
-            # only a read of the whole line again says what it is now.
+            # only a read of the whole line again says what it is now. (A session appending or
+            # mid-turn then moves to a new file, as for a rewrite: it holds that record.)
             return TailResult([], 0, True)
         self.offset += len(data)
         self.suffix = (self.suffix + data[-SUFFIX_CHECK:])[-SUFFIX_CHECK:]

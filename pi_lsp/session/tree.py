@@ -54,7 +54,9 @@ IDS_IN_MEMORY = ("its entries have no ids in the file (a version 1 session), so 
                  "could name them; open it once with pi (1.6 upgrades the file) or fork it into "
                  "a new session")
 CREATED_MEANWHILE = ("another process created this file first; nothing was written to it, and "
-                     "this session is still only in memory")
+                     "this session is still only in memory: start a new session")
+NOT_READ_BACK = ("another writer's line was being written at the same moment and the two ran "
+                 "together, so the entry is not in the session")
 
 
 def _file_order(record: Record) -> int:
@@ -470,11 +472,14 @@ class SessionTree(EntryAppends):
             append_lines(self.path, [line], inode=self._tail.inode)
         change = self._read_new(relocate=self.hold_leaf)
         # The new entry is this session's position even if another writer's came after it,
-        # once read back (a line torn by another writer is not in the session); listeners are
-        # told after, so they never see the entry beside the leaf it replaced.
-        if entry.id in self.by_id:
+        # once read back; listeners are told after, so they never see the entry beside the
+        # leaf it replaced.
+        written = entry.id in self.by_id
+        if written:
             self.leaf_id = entry.id
         self._notify(change)
+        if not written:
+            raise WriteFailedError(errno.EIO, NOT_READ_BACK, self.path)
         return entry.id
 
     def _create_file(self, lines: list[bytes]) -> None:
