@@ -13,11 +13,14 @@ from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pi_lsp.agent.events import AgentEvent, SessionMoved, ToolExecutionStart
 from pi_lsp.agent.harness import Harness
 from pi_lsp.cli import main
 from pi_lsp.context.build import build_session_context
+from pi_lsp.context.replay import current_system_message, current_tools, system_text
 from pi_lsp.context.tokens import estimate_tokens
 from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.server.config import Config
@@ -43,6 +46,8 @@ from pi_lsp.session.tail import Tail
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.summarize.branch import branch_with_summary
 from pi_lsp.summarize.extractive import ExtractiveSummarizer
+from pi_lsp.summarize.serialize import serialize_conversation
+from pi_lsp.summarize.summarizer import llm_messages
 from tests.fake_anthropic import FakeAnthropic, text_reply, tool_reply
 from tests.waits import run_cli
 
@@ -830,3 +835,68 @@ def test_line_separators_are_written_escaped_on_every_write_path(tmp_path: Path)
         assert again.name == SEPARATORS
         assert texts(again, "aaaa0001") == [SEPARATORS]
     assert path.read_bytes() == other  # another writer's file is left as it was
+
+
+# -- 10. messages with hand-edited bookkeeping fields ------------------------------------------
+# pi never checks the type of a message's timestamp, usage or model fields: a message where one
+# is wrong stays in its context. The figures are what pi 1.6 computes on these lines.
+
+def message_line(entry_id: str, parent: str | None, message: dict[str, Any]) -> bytes:
+    return json.dumps({"type": "message", "id": entry_id, "parentId": parent,
+                       "timestamp": "2026-12-03T13:00:00.097Z", "message": message}).encode()
+
+
+ONE = {"role": "user", "content": "one", "timestamp": 1}
+REPLY = {"role": "assistant", "content": [{"type": "text", "text": "x"}], "api": "x",
+         "provider": "p", "model": "m", "usage": None, "stopReason": "stop", "timestamp": 2}
+
+
+@pytest.mark.parametrize(("second", "tokens", "conversation"), [
+    ({"role": "user", "content": "two", "timestamp": "x"}, [1, 1], "[User]: one\n\n[User]: two"),
+    (REPLY, [1, 1], "[User]: one\n\n[Assistant]: x"),
+    ({key: value for key, value in REPLY.items() if key not in ("api", "provider", "model")},
+     [1, 1], "[User]: one\n\n[Assistant]: x"),
+])
+def test_a_message_with_a_wrongly_typed_field_stays_in_the_context(
+        tmp_path: Path, second: dict[str, Any], tokens: list[int], conversation: str) -> None:
+    path = write(tmp_path / "s.jsonl", [message_line("a", None, ONE),
+                                        message_line("b", "a", second)])
+    tree = SessionTree.open(str(path))
+    messages = [decode_message(raw) for raw in build_session_context(tree, "b").messages]
+    assert None not in messages
+    assert [estimate_tokens(m) for m in messages if m is not None] == tokens
+    assert serialize_conversation(llm_messages([m for m in messages if m is not None])) == \
+        conversation
+
+
+def test_a_system_message_with_a_wrongly_typed_timestamp_still_gives_the_prompt_and_tools(
+        tmp_path: Path) -> None:
+    system = {"role": "system", "content": "base prompt", "timestamp": "x",
+              "toolsAdded": [{"name": "read", "description": "d", "parameters": {}}]}
+    path = write(tmp_path / "s.jsonl", [message_line("a", None, system),
+                                        message_line("b", "a", ONE)])
+    messages = [decode_message(raw)
+                for raw in build_session_context(SessionTree.open(str(path)), "b").messages]
+    head = current_system_message(messages)
+    assert head is not None and system_text(head) == "base prompt"
+    assert [tool["name"] for tool in current_tools(messages)] == ["read"]
+    assert [estimate_tokens(m) for m in messages if m is not None] == [16, 1]
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
+                                                                max_size=3),
+    max_leaves=8)
+message_fields = st.sampled_from(["role", "content", "timestamp", "usage", "api", "provider",
+                                  "model", "stopReason", "toolCallId", "toolName", "isError"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(role=st.sampled_from(["user", "assistant", "toolResult", "system", "custom"]) | json_values,
+       fields=st.dictionaries(message_fields, json_values, max_size=6))
+def test_any_message_object_is_read_or_refused_never_raises(role: Any,
+                                                            fields: dict[str, Any]) -> None:
+    message = decode_message(json.dumps({**fields, "role": role}).encode())
+    assert message is None or estimate_tokens(message) >= 0

@@ -376,7 +376,51 @@ def decode_message(raw: msgspec.Raw | bytes) -> AgentMessage | None:
     try:
         return message_decoder.decode(raw)
     except msgspec.ValidationError:
+        return _read_leniently(raw)
+
+
+# What a message's bookkeeping fields read as when they are absent or of another type: pi
+# (JavaScript) never checks them, so a hand-edited `"timestamp": "x"` or `"usage": null` leaves
+# the message in pi's context, and pi's estimates treat them as these values do.
+_FALLBACKS: dict[str, Any] = {"timestamp": 0, "api": "", "provider": "", "model": "",
+                              "usage": {}, "stopReason": "stop"}
+_MESSAGE_TYPES = {kind.__struct_config__.tag: kind for kind in AgentMessage.__args__}
+_fields_decoder: Decoder[dict[str, Any]] = Decoder(dict[str, Any])
+
+
+def _fits(value: Any, kind: Any) -> bool:
+    try:
+        msgspec.convert(value, kind)
+    except msgspec.ValidationError:
+        return False
+    return True
+
+
+def _read_leniently(raw: msgspec.Raw | bytes) -> AgentMessage | None:
+    """A message whose bookkeeping fields (or a tool call's arguments) pi-lsp cannot read as
+    their types, read with those as absent; None when its role or content is what is wrong."""
+    try:
+        fields = _fields_decoder.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError):
         return None
+    role = fields.get("role")
+    kind = _MESSAGE_TYPES.get(role) if isinstance(role, str) else None
+    if kind is None:
+        return None
+    for field in msgspec.structs.fields(kind):
+        name = field.encode_name
+        if name in _FALLBACKS and not _fits(fields.get(name, field.default), field.type):
+            fields[name] = None if _fits(None, field.type) else _FALLBACKS[name]
+    content = fields.get("content")
+    for block in content if isinstance(content, list) else []:
+        if isinstance(block, dict) and block.get("type") == "toolCall" and \
+                not isinstance(block.get("arguments"), dict):
+            block["arguments"] = {}
+    try:
+        message: AgentMessage = msgspec.convert(fields, AgentMessage)
+    except msgspec.ValidationError:
+        return None
+    return message
 
 
 def role_of(message: AgentMessage) -> str:
