@@ -119,4 +119,6 @@ async def test_a_failed_open_whose_callers_all_left_is_not_reported_unretrieved(
     await asyncio.wait([load])
     del load
     gc.collect()  # an unretrieved failure is reported when its task goes
-    assert reported == []
+    # (Earlier tests' garbage collected here may report its own: only this load's counts.)
+    assert not [seen for seen in reported
+                if isinstance(seen.get("exception"), NotASessionFileError)]
