@@ -636,19 +636,28 @@ def test_a_short_write_is_cut_back_not_finished(tmp_path: Path,
     assert SessionTree.open(str(path)).path_ids(again) == ["aaaa0001", again]
 
 
+PI_LINE = user_line("bbbb0002", "aaaa0001", "pi's", 2) + b"\n"
+
+
+def torn_beside_pi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **where: bytes
+                   ) -> tuple[Path, SessionTree, bytes, bytes, pytest.ExceptionInfo[Any]]:
+    """An append whose write stores half its bytes, pi's line landing `before` or `after`
+    them: the file, its tree, the bytes before, the half written and the error raised."""
+    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
+    before = path.read_bytes()
+    tree = SessionTree.open(str(path))
+    given = short_write(monkeypatch, path, **where)
+    with pytest.raises(WriteFailedError) as caught:
+        tree.append_message(UserMessage(content="two " * 100, timestamp=3))
+    return path, tree, before, given[0][: len(given[0]) // 2], caught
+
+
 def test_a_short_write_after_another_writers_line_is_a_damaged_line_of_its_own(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """pi's line landed before our part: a newline ends the part, and pi's next line is whole
     instead of glued to it."""
-    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
-    before = path.read_bytes()
-    tree = SessionTree.open(str(path))
-    pi = user_line("bbbb0002", "aaaa0001", "pi's", 2) + b"\n"
-    given = short_write(monkeypatch, path, before=pi)
-    with pytest.raises(WriteFailedError) as caught:
-        tree.append_message(UserMessage(content="two " * 100, timestamp=3))
-    part = given[0][: len(given[0]) // 2]
-    assert path.read_bytes() == before + pi + part + b"\n"
+    path, tree, before, part, caught = torn_beside_pi(tmp_path, monkeypatch, before=PI_LINE)
+    assert path.read_bytes() == before + PI_LINE + part + b"\n"
     assert "another writer appended too; they are left as a damaged line" in str(caught.value)
     later = user_line("bbbb0003", "bbbb0002", "pi's next", 4) + b"\n"
     with path.open("ab") as handle:
@@ -665,15 +674,8 @@ def test_a_short_write_is_not_finished_after_another_writers_line(
     """pi's line landed straight after our part: they are one damaged line now, which nothing
     can undo, but the rest is not written after it (where it would be a third damaged line)
     and the caller is told."""
-    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
-    before = path.read_bytes()
-    tree = SessionTree.open(str(path))
-    pi = user_line("bbbb0002", "aaaa0001", "pi's", 2) + b"\n"
-    given = short_write(monkeypatch, path, after=pi)
-    with pytest.raises(WriteFailedError) as caught:
-        tree.append_message(UserMessage(content="two " * 100, timestamp=3))
-    part = given[0][: len(given[0]) // 2]
-    assert path.read_bytes() == before + part + pi
+    path, _tree, before, part, caught = torn_beside_pi(tmp_path, monkeypatch, after=PI_LINE)
+    assert path.read_bytes() == before + part + PI_LINE
     assert str(caught.value).endswith("another writer's line was appended straight after "
                                       "them; both are left as one damaged line")
 
