@@ -529,17 +529,24 @@ def test_an_idle_append_to_a_replaced_file_moves_to_a_new_file(tmp_path: Path) -
     assert label in entries(tree.path) and "aaaa0001" in entries(tree.path)
 
 
+@pytest.mark.parametrize("in_place", [False, True])
+@pytest.mark.parametrize("hold_leaf", [False, True])
 def test_an_entry_is_never_written_into_a_replacement(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The file is replaced after the append read what others wrote, before it wrote: the
-    replacement is left as it was, and the session moves to a new file with the entry."""
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, in_place: bool, hold_leaf: bool) -> None:
+    """The file is replaced (renamed over, or rewritten in place as some editors save) after
+    the append read what others wrote, before it wrote: the replacement is left as it was,
+    and the session moves to a new file with the entry."""
     path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
     tree = SessionTree.open(str(path))
-    tree.hold_leaf = True
+    tree.hold_leaf = hold_leaf
     real = appender.append_lines
 
     def replace_first(target: str, lines: list[bytes], **flags: Any) -> None:
-        os.replace(write(tmp_path / "new.jsonl", [user_line("cccc0001", None, "new", 1)]), path)
+        other = write(tmp_path / "new.jsonl", [user_line("cccc0001", None, "new", 1)])
+        if in_place:
+            path.write_bytes(other.read_bytes())  # truncates and writes: the same inode
+        else:
+            os.replace(other, path)
         monkeypatch.setattr(tree_module, "append_lines", real)
         real(target, lines, **flags)
     monkeypatch.setattr(tree_module, "append_lines", replace_first)
@@ -547,6 +554,18 @@ def test_an_entry_is_never_written_into_a_replacement(
     assert list(entries(str(path))) == ["cccc0001"]
     assert tree.path != str(path) and tree.leaf_id == mine
     assert tree.path_ids(tree.leaf_id) == ["aaaa0001", mine] and mine in entries(tree.path)
+
+
+def test_an_entry_pi_lsp_could_not_read_back_is_not_written(tmp_path: Path) -> None:
+    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
+    before = path.read_bytes()
+    tree = SessionTree.open(str(path))
+    deep: Any = []
+    for _ in range(250):
+        deep = [deep]
+    with pytest.raises(WriteFailedError, match="nests more than 200 levels deep"):
+        tree.append_custom("x", deep)
+    assert path.read_bytes() == before and tree.leaf_id == "aaaa0001"
 
 
 def test_an_entry_run_together_with_another_writers_line_is_an_error(
@@ -902,3 +921,28 @@ def test_any_message_object_is_read_or_refused_never_raises(role: Any,
                                                             fields: dict[str, Any]) -> None:
     message = decode_message(json.dumps({**fields, "role": role}).encode())
     assert message is None or estimate_tokens(message) >= 0
+
+
+@pytest.mark.parametrize("raw", [
+    rb'{"role":"user","content":5,"timestamp":"\ud800"}',
+    rb'{"role":"user","content":"a","timestamp":"x","\ud800":1}',
+    rb'{"role":"assistant","content":[],"usage":"\udc00","timestamp":2}',
+])
+def test_a_lone_surrogate_in_a_message_that_does_not_fit_is_refused_not_raised(raw: bytes) -> None:
+    message = decode_message(raw)
+    assert message is None or estimate_tokens(message) >= 0
+
+
+def test_a_usage_with_one_odd_field_keeps_the_others() -> None:
+    """pi 1.6 counts this reply's reported 5,000 tokens (its `cost` is null)."""
+    usage = {"input": 4000, "output": 1000, "totalTokens": 5000, "cost": None}
+    reply = decode_message(json.dumps({**REPLY, "usage": usage}).encode())
+    assert isinstance(reply, AssistantMessage) and reply.usage.total_tokens == 5000
+
+
+def test_a_system_message_without_a_timestamp_gives_no_prompt_as_in_pi() -> None:
+    """pi 1.6 takes a system message with no timestamp and no tools for no prompt at all."""
+    messages = [decode_message(b'{"role":"system","content":"base prompt"}'),
+                decode_message(json.dumps(ONE).encode())]
+    assert current_system_message(messages) is None
+

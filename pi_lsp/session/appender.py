@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+from collections.abc import Callable
 
 from pi_lsp.session.jsontext import escape_line_separators
 
@@ -21,14 +22,15 @@ class FileReplacedError(WriteFailedError):
 
 
 def append_lines(path: str, lines: list[bytes], *, create: bool = False,
-                 exclusive: bool = False, inode: int | None = None) -> None:
+                 exclusive: bool = False,
+                 unchanged: Callable[[int, os.stat_result], bool] | None = None) -> None:
     """Append complete lines in one `write()` under an exclusive advisory lock.
 
     A torn last line is terminated first so the new entries never join it. A write that
     stores only part of the lines is not finished: the part is cut back off, or ended as a
     damaged line of its own (see `_short_write`). Every session write comes here, so
-    U+2028/U+2029 are escaped here. With `inode`, the lines are written only into the file
-    that has it (checked on the open file, so a replacement that comes first gets nothing).
+    U+2028/U+2029 are escaped here. With `unchanged`, the lines are written only while it
+    says the open file is still the one read (a replacement that comes first gets nothing).
     """
     flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0) | \
         (os.O_EXCL if exclusive else 0)
@@ -39,7 +41,7 @@ def append_lines(path: str, lines: list[bytes], *, create: bool = False,
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         opened = os.fstat(fd)
-        if inode is not None and opened.st_ino != inode:
+        if unchanged is not None and not unchanged(fd, opened):
             raise FileReplacedError(errno.ESTALE, "the file was replaced", path)
         size = opened.st_size
         prefix = b""

@@ -391,14 +391,22 @@ _fields_decoder: Decoder[dict[str, Any]] = Decoder(dict[str, Any])
 def _fits(value: Any, kind: Any) -> bool:
     try:
         msgspec.convert(value, kind)
-    except msgspec.ValidationError:
+    except (msgspec.ValidationError, UnicodeEncodeError):  # (a lone surrogate in the error)
         return False
     return True
 
 
+def _fitting_part(value: dict[str, Any], kind: type[msgspec.Struct]) -> dict[str, Any]:
+    """An object's keys whose values fit `kind`'s fields (pi reads the rest of a `usage` whose
+    `cost` is null, say)."""
+    types = {field.encode_name: field.type for field in msgspec.structs.fields(kind)}
+    return {key: item for key, item in value.items() if _fits(item, types.get(key, Any))}
+
+
 def _read_leniently(raw: msgspec.Raw | bytes) -> AgentMessage | None:
-    """A message whose bookkeeping fields (or a tool call's arguments) pi-lsp cannot read as
-    their types, read with those as absent; None when its role or content is what is wrong."""
+    """A message whose bookkeeping fields pi-lsp cannot read as their types, read with those
+    as absent; None when its role or content is what is wrong. (Tool-call arguments that are no
+    object read as none: pi would send, and count, them as written.)"""
     try:
         fields = _fields_decoder.decode(raw)
     except (msgspec.DecodeError, msgspec.ValidationError):
@@ -409,8 +417,14 @@ def _read_leniently(raw: msgspec.Raw | bytes) -> AgentMessage | None:
         return None
     for field in msgspec.structs.fields(kind):
         name = field.encode_name
-        if name in _FALLBACKS and not _fits(fields.get(name, field.default), field.type):
-            fields[name] = None if _fits(None, field.type) else _FALLBACKS[name]
+        if name not in _FALLBACKS or _fits(fields.get(name, field.default), field.type):
+            continue
+        if name == "usage" and isinstance(fields.get(name), dict):
+            fields[name] = _fitting_part(fields[name], Usage)
+        elif _fits(None, field.type):
+            fields[name] = None
+        elif name != "timestamp" or name in fields:  # pi skips a system message without one
+            fields[name] = _FALLBACKS[name]
     content = fields.get("content")
     for block in content if isinstance(content, list) else []:
         if isinstance(block, dict) and block.get("type") == "toolCall" and \
@@ -418,7 +432,7 @@ def _read_leniently(raw: msgspec.Raw | bytes) -> AgentMessage | None:
             block["arguments"] = {}
     try:
         message: AgentMessage = msgspec.convert(fields, AgentMessage)
-    except msgspec.ValidationError:
+    except (msgspec.ValidationError, UnicodeEncodeError):
         return None
     return message
 

@@ -62,7 +62,10 @@ class Decoder(Generic[T]):
             for name in self._raw_fields:
                 if name in value:
                     value[name] = msgspec.Raw(encoder.encode(value[name]))
-        result: T = msgspec.convert(value, self.kind)
+        try:
+            result: T = msgspec.convert(value, self.kind)
+        except UnicodeEncodeError:  # msgspec's own error text cannot hold a lone surrogate
+            raise msgspec.ValidationError("a lone surrogate where it does not fit") from None
         return result
 
 

@@ -53,6 +53,10 @@ class Tail:
         finally:
             os.close(fd)
 
+    def holds(self, fd: int, stat: os.stat_result) -> bool:
+        """Whether the open file `fd` is still the one read (appended to or not)."""
+        return not self._replaced(fd, stat)
+
     def _replaced(self, fd: int, stat: os.stat_result) -> bool:
         if stat.st_ino != self.inode or stat.st_size < self.offset:
             return True

@@ -30,12 +30,15 @@ from pi_lsp.session.ids import (
     session_file_name,
 )
 from pi_lsp.session.journal import (
+    MAX_LINE_BYTES,
+    MAX_NESTING,
     LineBatch,
     Problem,
     Record,
     Snapshot,
     parse_lines,
     read_file,
+    too_deep,
 )
 from pi_lsp.session.jsontext import escape_line_separators
 from pi_lsp.session.migrate import ids_made_up, migrate
@@ -57,6 +60,10 @@ CREATED_MEANWHILE = ("another process created this file first; nothing was writt
                      "this session is still only in memory: start a new session")
 NOT_READ_BACK = ("another writer's line was being written at the same moment and the two ran "
                  "together, so the entry is not in the session")
+REPLACED_AS_WRITTEN = ("the file was replaced as the entry was written; this session goes on in "
+                       "a new file, without it")
+UNREADABLE = (f"the entry nests more than {MAX_NESTING} levels deep or is longer than "
+              f"{MAX_LINE_BYTES >> 20} MB: pi-lsp could not read it back, so it was not written")
 
 
 def _file_order(record: Record) -> int:
@@ -457,6 +464,8 @@ class SessionTree(EntryAppends):
         if self.ids_in_memory:
             raise WriteFailedError(errno.EPERM, IDS_IN_MEMORY, self.path)
         line = encoder.encode(entry)
+        if len(line) > MAX_LINE_BYTES or too_deep(line):
+            raise WriteFailedError(errno.EINVAL, UNREADABLE, self.path)
         if self._tail is None and self.deferred:
             self._keep_unwritten([line])
             return entry.id
@@ -466,10 +475,10 @@ class SessionTree(EntryAppends):
             return entry.id
         self._notify(self._read_new(relocate=True))
         try:
-            append_lines(self.path, [line], inode=self._tail.inode)
+            append_lines(self.path, [line], unchanged=self._tail.holds)
         except FileReplacedError:  # replaced since the read above: move away, write there
             self._notify(self._read_new(relocate=True))
-            append_lines(self.path, [line], inode=self._tail.inode)
+            append_lines(self.path, [line], unchanged=self._tail.holds)
         change = self._read_new(relocate=self.hold_leaf)
         # The new entry is this session's position even if another writer's came after it,
         # once read back; listeners are told after, so they never see the entry beside the
@@ -479,7 +488,8 @@ class SessionTree(EntryAppends):
             self.leaf_id = entry.id
         self._notify(change)
         if not written:
-            raise WriteFailedError(errno.EIO, NOT_READ_BACK, self.path)
+            raise WriteFailedError(errno.EIO, REPLACED_AS_WRITTEN if change.relocated_from
+                                   else NOT_READ_BACK, self.path)
         return entry.id
 
     def _create_file(self, lines: list[bytes]) -> None:
