@@ -32,13 +32,13 @@ class NotAsked(Exception):
     """The user could not be asked, or gave no decision; the message is what the model reads."""
 
 
-def approve_tool_params(request: ApprovalRequest, uri: str, turn_id: str | None, title: str
-                        ) -> ApproveToolParams:
+def approve_tool_params(request: ApprovalRequest, uri: str, turn_id: str | None, title: str,
+                        allow_for_session: bool) -> ApproveToolParams:
     """Everything the user approves: the whole command, or the whole change and its diff."""
     call, change = request.call, request.change
     params = ApproveToolParams(uri=uri, turn_id=turn_id, tool_call_id=call.id, tool=call.name,
                                title=title, outside_workspace=request.outside_workspace,
-                               allow_for_session=grant(request) is not None)
+                               allow_for_session=allow_for_session)
     if call.name == "bash":
         params.command = str(call.arguments.get("command"))
     if request.path is not None:
@@ -98,7 +98,7 @@ class ToolApprovals:
                 if client_approves_tools(self.server.client_capabilities):
                     decision = await self.ask_approve_tool(approve_tool_params(
                         request, from_fs_path(str(path)) or str(path), session.turn_id,
-                        session.title))
+                        session.title, granted is not None))
                 else:
                     decision = await self.ask_message(name,
                                                       fallback_question(request, session.title),

@@ -65,16 +65,14 @@ def append_lines(path: str, lines: list[bytes], *, create: bool = False,
 
 def _short_write(fd: int, size: int, payload: bytes, written: int) -> str:
     """Deal with a write that stored only the first `written` bytes (disk full, file size
-    limit, a signal) and say what is left in the file.
-
-    The rest is never written with a second `write()`: pi, which takes no lock, could
-    append a line between the two, and the halves of ours would be glued around it.
-    Without a lock pi honours, some harm stays possible in the instants between looking
-    at the file and changing it: a line pi appends after the size is checked and before
-    the cut is cut off with our part; one it appends after our part and before our
-    newline is glued to our part; and one it appended straight after our part before we
-    looked is glued to it already, which nothing in an append-only file can undo.
-    """
+    limit, a signal); what is left in the file, said for the error."""
+    # The rest is never written with a second `write()`: pi, which takes no lock, could
+    # append a line between the two, and the halves of ours would be glued around it. Without
+    # a lock pi honours, some harm stays possible between looking at the file and changing it:
+    # a line pi appends after the size is checked and before the cut is cut off with our part;
+    # one it appends after our part and before our newline is glued to our part; and one it
+    # appended straight after our part before we looked is glued to it already, which nothing
+    # in an append-only file can undo.
     if written == 0:
         return os.strerror(errno.ENOSPC)
     stored = f"only {written} of {len(payload)} bytes were written"

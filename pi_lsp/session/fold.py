@@ -50,8 +50,7 @@ def fold(tree: SessionTree, bookkeeping: bool, keep: int | None, cut: str | None
     tops = shown_children(index, None, bookkeeping)
     top_rows = [Row(record, 0, len(tops) > 1) for record in tops]
     if row is None:  # no leaf row, or a cycle above it: nothing is on the path
-        shown = _branches(index, top_rows, bookkeeping)
-        return Folded(total - sum(1 + hidden for _row, hidden, _on in shown), shown, None)
+        return _folded(total, _branches(index, top_rows, bookkeeping), None)
     shown = []
     after: list[list[tuple[Row, int, bool]]] = []  # branches drawn after the path's next row
     first = next((n for n, record in enumerate(tops) if record is window[0]), None)
@@ -70,8 +69,12 @@ def fold(tree: SessionTree, bookkeeping: bool, keep: int | None, cut: str | None
         row = below[split]
     for branches in reversed(after):
         shown += branches
-    return Folded(total - sum(1 + hidden for _row, hidden, _on in shown), shown,
-                  window[0].env.id)
+    return _folded(total, shown, window[0].env.id)
+
+
+def _folded(total: int, shown: list[tuple[Row, int, bool]], cut: str | None) -> Folded:
+    """`shown`, with the rest of the `total` rows (neither shown nor folded) as earlier."""
+    return Folded(total - sum(1 + hidden for _row, hidden, _on in shown), shown, cut)
 
 
 def _window(tree: SessionTree, bookkeeping: bool, keep: int, cut: str | None) -> list[Record]:
