@@ -10,11 +10,7 @@ local example = vim.fn.glob(workspace .. "/.pi/sessions/*.jsonl")
 -- The session file in the current buffer is the session.
 vim.cmd.edit(vim.fn.fnameescape(example))
 vim.cmd("PiTree")
-local tree
-H.wait(function()
-  tree = H.find_buf("pi://tree/")
-  return tree and H.contains(tree, "← leaf")
-end, "the tree of the buffer's session", tree)
+local tree = H.wait_buf("pi://tree/", "← leaf", "the tree of the buffer's session")
 local uri = vim.b[tree].pi_lsp_uri
 H.check(vim.uri_to_fname(uri) == vim.fn.fnamemodify(example, ":p"), "the tree shows the edited file: " .. uri)
 

@@ -88,10 +88,14 @@ function H.text(buf)
   return table.concat(H.lines(buf), "\n")
 end
 
---- Wait for `cond`; at the ceiling fail with `what` and, if given, a buffer's text.
+--- Wait for `cond()`; on a timeout fail naming `what`, with the text of `buf` (a buffer, or a
+--- function giving the one found last) and the messages so far.
 function H.wait(cond, what, buf)
   if vim.wait(H.CEILING_MS, cond, 20) then
     return
+  end
+  if type(buf) == "function" then
+    buf = buf()
   end
   local detail = ""
   if buf and vim.api.nvim_buf_is_valid(buf) then
@@ -115,6 +119,18 @@ function H.contains(buf, needle)
 end
 
 --- The buffer whose name starts with `prefix` (pi://tree/, pi://chat/ …).
+--- The buffer named `prefix`…, once it holds `text`.
+function H.wait_buf(prefix, text, what)
+  local buf
+  H.wait(function()
+    buf = H.find_buf(prefix)
+    return buf and H.contains(buf, text)
+  end, what, function()
+    return buf
+  end)
+  return buf
+end
+
 function H.find_buf(prefix)
   for _, buf in ipairs(vim.api.nvim_list_bufs()) do
     if vim.startswith(vim.api.nvim_buf_get_name(buf), prefix) then

@@ -4,11 +4,7 @@ local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h")
 H.setup()
 
 vim.cmd("PiTree")
-local buf
-H.wait(function()
-  buf = H.find_buf("pi://tree/")
-  return buf and H.contains(buf, "← leaf")
-end, "the tree buffer did not render", buf)
+local buf = H.wait_buf("pi://tree/", "← leaf", "the tree buffer did not render")
 
 -- Entries, the current path, the leaf and labels are shown.
 H.check(H.contains(buf, "Fix slow order listing — 56 entries, leaf 8fb6dff7"), "header names the session and leaf", buf)
@@ -132,11 +128,7 @@ H.check(labelled:find("[regression-test]", 1, true), "the label sits on c66a750f
 vim.api.nvim_set_current_win(vim.fn.bufwinid(buf))
 vim.api.nvim_win_set_cursor(0, { H.entry(buf, "24652ae8"), 0 })
 H.keys("p")
-local preview
-H.wait(function()
-  preview = H.find_buf("pi://context/")
-  return preview and H.contains(preview, "# Context at `24652ae8`")
-end, "the context preview did not open", preview)
+local preview = H.wait_buf("pi://context/", "# Context at `24652ae8`", "the context preview did not open")
 H.check(H.contains(preview, "tokens · `e0c67744`"), "per-message token counts", preview)
 H.check(H.text(preview):find("# Context at `24652ae8` — [%d,]+ of 200,000 tokens"), "total against the window", preview)
 
@@ -144,11 +136,7 @@ H.check(H.text(preview):find("# Context at `24652ae8` — [%d,]+ of 200,000 toke
 vim.api.nvim_set_current_win(vim.fn.bufwinid(buf))
 vim.api.nvim_win_set_cursor(0, { H.entry(buf, "c66a750f"), 0 })
 H.keys("d")
-local diff
-H.wait(function()
-  diff = H.find_buf("pi://diff/")
-  return diff and H.contains(diff, "Only at the leaf")
-end, "the diff did not open", diff)
+local diff = H.wait_buf("pi://diff/", "Only at the leaf", "the diff did not open")
 H.check(H.contains(diff, "# Context at `c66a750f` against the leaf `"), "diff header", diff)
 H.check(H.contains(diff, "`e1afef94` user: OK, that makes sense."), "entries only at the leaf are listed", diff)
 
@@ -173,11 +161,7 @@ local every = vim.fn.getcwd() .. "/.pi/sessions/every-type.jsonl"
 vim.fn.writefile(vim.fn.readfile(vim.env.PI_LSP_EVERY_TYPE, "b"), every, "b")
 local rows = H.exec("pi.getTree", { uri = vim.uri_from_fname(every) }).nodes
 require("pi_lsp.tree").open(vim.uri_from_fname(every))
-local every_buf
-H.wait(function()
-  every_buf = H.find_buf("pi://tree/every-type")
-  return every_buf and H.contains(every_buf, "← leaf")
-end, "the every-type tree did not render", every_buf)
+local every_buf = H.wait_buf("pi://tree/every-type", "← leaf", "the every-type tree did not render")
 -- Every fold opened: the rows folded off the path are fetched.
 H.keys("zR")
 H.wait(function()
@@ -236,11 +220,7 @@ for i = 0, 349 do
 end
 vim.fn.writefile(long_lines, long)
 require("pi_lsp.context").preview(vim.uri_from_fname(long))
-local long_buf
-H.wait(function()
-  long_buf = H.find_buf("pi://context/long-context")
-  return long_buf and H.contains(long_buf, "_… messages 51 to 300 not shown_")
-end, "the long context's preview did not show both ends", long_buf)
+local long_buf = H.wait_buf("pi://context/long-context", "_… messages 51 to 300 not shown_", "the long context's preview did not show both ends")
 H.check(H.contains(long_buf, "## 50. user") and H.contains(long_buf, "## 350. user"), "both ends are shown", long_buf)
 vim.api.nvim_set_current_win(vim.fn.bufwinid(long_buf))
 H.keys("+")
@@ -268,11 +248,7 @@ require("pi_lsp.session").use(vim.uri_from_fname(planted), vim.fn.getcwd())
 H.wait(function()
   return require("pi_lsp").statusline():find("execute", 1, true) ~= nil
 end, "the planted model did not reach the statusline")
-local planted_buf
-H.wait(function()
-  planted_buf = H.find_buf("pi://tree/planted-model")
-  return planted_buf and H.contains(planted_buf, "[two lines]")
-end, "a label with a line break did not draw as one line", planted_buf)
+local planted_buf = H.wait_buf("pi://tree/planted-model", "[two lines]", "a label with a line break did not draw as one line")
 H.check(H.contains(planted_buf, "leaf m2 x"), "the leaf's id with a line break is one line", planted_buf)
 local drawn_status = vim.api.nvim_eval_statusline("%{%v:lua.require'pi_lsp'.statusline()%}", { maxwidth = 500 }).str
 H.check(vim.g.pi_pwned == nil, "the model name ran as an expression: " .. drawn_status)
@@ -283,11 +259,7 @@ H.check(drawn_status:find("claude%{execute('let g:pi_pwned = 1')} %!x", 1, true)
 vim.api.nvim_set_current_win(vim.fn.bufwinid(planted_buf))
 vim.api.nvim_win_set_cursor(0, { H.entry(planted_buf, "m0"), 0 })
 require("pi_lsp.tree").actions.diff(planted_buf)
-local diff_buf
-H.wait(function()
-  diff_buf = H.find_buf("pi://diff/planted-model")
-  return diff_buf and H.contains(diff_buf, "- `nl id`")
-end, "the context diff did not draw (an id with a line break)", diff_buf)
+local diff_buf = H.wait_buf("pi://diff/planted-model", "- `nl id`", "the context diff did not draw (an id with a line break)")
 H.check(H.contains(diff_buf, "against the leaf `m2 x`"), "the leaf's id is one line", diff_buf)
 local plan = require("pi_lsp.context").plan_lines({ tokensBefore = 1200, messagesToSummarize = 2,
   firstKeptEntryId = "nl\nid", readFiles = { "a\nb.py" }, modifiedFiles = { "c\r.py" } })
@@ -295,31 +267,6 @@ local plan_buf = vim.api.nvim_create_buf(false, true)
 vim.api.nvim_buf_set_lines(plan_buf, 0, -1, false, plan) -- raises on a line holding a newline
 H.check(H.contains(plan_buf, "first kept entry: `nl id`") and H.contains(plan_buf, "read files: a b.py")
   and H.contains(plan_buf, "modified files: c .py"), "the plan's ids and paths are one line each", plan_buf)
-
--- A session begun again from the very start: the first conversation is a folded root beside the
--- path's, never "earlier rows" that a longer path cannot bring.
-local roots = vim.fn.getcwd() .. "/.pi/sessions/two-roots.jsonl"
-local function root_message(id, parent, text)
-  return vim.json.encode({ type = "message", id = id, parentId = parent or vim.NIL, timestamp = "2026-12-01T10:00:01.000Z",
-    message = { role = "user", content = text, timestamp = 1796119201000 } })
-end
-vim.fn.writefile({
-  vim.json.encode({ type = "session", version = 3, id = "two-roots", timestamp = "2026-12-01T10:00:00.000Z", cwd = "/tmp/roots" }),
-  root_message("a1", nil, "first try"), root_message("a2", "a1", "first try, on"),
-  root_message("b1", nil, "second try"), root_message("b2", "b1", "second try, on"),
-}, roots)
-require("pi_lsp.tree").open(vim.uri_from_fname(roots))
-local roots_buf
-H.wait(function()
-  roots_buf = H.find_buf("pi://tree/two-roots")
-  return roots_buf and H.contains(roots_buf, "← leaf")
-end, "the two-roots tree did not render", roots_buf)
-H.check(not H.contains(roots_buf, "earlier rows") and H.entry(roots_buf, "a1") ~= nil, "the first conversation is a row", roots_buf)
-vim.api.nvim_win_set_cursor(0, { H.entry(roots_buf, "a1"), 0 })
-H.keys("zo")
-H.wait(function()
-  return H.entry(roots_buf, "a2") ~= nil
-end, "opening the first conversation did not fetch its rows", roots_buf)
 
 -- Rows fetched under a folded row are drawn only while they are still what the server has
 -- there: after a change, the tree is the one fetched afresh.
@@ -341,12 +288,7 @@ local function open_session(name, entries)
   end
   vim.fn.writefile(lines, path)
   T.open(vim.uri_from_fname(path))
-  local tree_buf
-  H.wait(function()
-    tree_buf = H.find_buf("pi://tree/" .. name)
-    return tree_buf and H.contains(tree_buf, "← leaf")
-  end, "the " .. name .. " tree did not render", tree_buf)
-  return tree_buf, path
+  return H.wait_buf("pi://tree/" .. name, "← leaf", "the " .. name .. " tree did not render"), path
 end
 --- Check that the tree's buffer draws the rows the server has now, every folded row's rows
 --- after it (each at its depth, with its label).
@@ -416,5 +358,15 @@ vim.fn.writefile({ vim.json.encode({ type = "label", id = "L1", parentId = "c2",
 settled(label_buf, "L1")
 H.check(H.lines(label_buf)[H.entry(label_buf, "b2")]:find("[good idea]", 1, true), "the label on b2 shows", label_buf)
 check_as_fetched(label_buf)
+
+-- A session begun again from the very start: the first conversation is a folded root beside the
+-- path's, never "earlier rows" that a longer path cannot bring.
+local roots_buf = open_session("two-roots", { { "a1" }, { "a2", "a1" }, { "b1" }, { "b2", "b1" } })
+H.check(not H.contains(roots_buf, "earlier rows") and H.entry(roots_buf, "a1") ~= nil, "the first conversation is a row", roots_buf)
+vim.api.nvim_win_set_cursor(0, { H.entry(roots_buf, "a1"), 0 })
+H.keys("zo")
+H.wait(function()
+  return H.entry(roots_buf, "a2") ~= nil
+end, "opening the first conversation did not fetch its rows", roots_buf)
 
 H.finish()

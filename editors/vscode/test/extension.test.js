@@ -248,16 +248,7 @@ test("a path longer than the view asks for: its earlier rows come on demand", as
 });
 
 test("a session begun again from the very start shows its first conversation, folded", async () => {
-  const path = require("node:path");
-  const file = path.join(ws.sessionsDir, "two-roots.jsonl");
-  const message = (id, parentId, content) => JSON.stringify({ type: "message", id, parentId, timestamp: "2026-12-01T10:00:01.000Z",
-    message: { role: "user", content, timestamp: 1796119201000 } });
-  require("node:fs").writeFileSync(file, [
-    JSON.stringify({ type: "session", version: 3, id: "two-roots", timestamp: "2026-12-01T10:00:00.000Z", cwd: "/tmp/roots" }),
-    message("a1", null, "first try"), message("a2", "a1", "first try, on"),
-    message("b1", null, "second try"), message("b2", "b1", "second try, on"),
-  ].join("\n") + "\n");
-  const session = await eventually(async () => (await provider().getChildren()).find((s) => s.kind === "session" && ext.sessionKey(s.sessionUri) === file), "the session in the view");
+  const { session } = await writeSession("two-roots", [["a1", null], ["a2", "a1"], ["b1", null], ["b2", "b1"]]);
   const rows = await provider().getChildren(session);
   assert.deepEqual(rows.map((item) => item.entryId), ["a1", "b1"]); // no "earlier rows" that never open
   assert.equal(rows[0].collapsibleState, vscode.TreeItemCollapsibleState.Collapsed);

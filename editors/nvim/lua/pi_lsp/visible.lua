@@ -40,7 +40,7 @@ end
 local function unsafe(code)
   for _, range in ipairs(UNSAFE) do
     if code >= range[1] and code <= range[2] then
-      return code ~= 0x09 and code ~= 0x0A -- tabs and line breaks stay
+      return true -- (tabs are white space and lines are split first: neither comes here)
     end
   end
   return false
@@ -59,21 +59,20 @@ local UTF8_CHAR = "[%z\1-\127\192-\247][\128-\191]*"
 --- One line, unsafe characters spelled as escapes and runs of white space
 --- longer than LONG_RUN as their length.
 local function shown_line(line)
-  local out, run, codes = {}, {}, {}
+  local out, run = {}, {}
   local function flush()
-    if #codes > LONG_RUN then
+    if #run > LONG_RUN then
       local kind = table.concat(run):match("^ +$") and "spaces" or "white space characters"
-      table.insert(out, ("⟨%d %s⟩"):format(#codes, kind))
+      table.insert(out, ("⟨%d %s⟩"):format(#run, kind))
     else
       table.insert(out, table.concat(run))
     end
-    run, codes = {}, {}
+    run = {}
   end
   for char in line:gmatch(UTF8_CHAR) do
     local code = codepoint(char)
     if WHITE[code] then
       table.insert(run, char)
-      table.insert(codes, code)
     else
       flush()
       table.insert(out, unsafe(code) and escaped(code) or char)
