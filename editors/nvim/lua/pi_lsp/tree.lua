@@ -352,12 +352,13 @@ local function fetch_more(buf, row)
   local held = row.start > 0 and view.unfolded[row.under] or { rows = {} }
   view.fetching[row.under] = true
   local args = { uri = view.uri, under = row.under, start = #held.rows, limit = PAGE_ROWS }
+  -- Where the folded row was when asked: a page for a row that moved meanwhile is not reused.
+  local node = view.by_id[row.under] or {}
   client.exec("pi.getTree", args, function(err, page)
     view.fetching[row.under] = nil
     if err then
       return util.error("pi.getTree: " .. (err.message or tostring(err)))
     end
-    local node = view.by_id[row.under] or {}
     if #held.rows > 0 and (view.unfolded[row.under] ~= held or page.total ~= held.total) then
       view.unfolded[row.under] = nil -- they changed while this page came: fetched again from the top
     else
