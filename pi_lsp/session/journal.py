@@ -40,8 +40,7 @@ class Record(msgspec.Struct, gc=False):
     """One entry line: where it was, its text as read (valid UTF-8 JSON), its envelope, and
     the exact bytes on disk when reading had to repair them.
 
-    `text` is a view of the buffer the line was read in, not a copy of it: a session's records
-    share its file's bytes. (gc=False: a record refers only to bytes, strings and views.)"""
+    (gc=False: a record refers only to bytes, strings and views.)"""
 
     line: int
     text: msgspec.Raw
@@ -344,36 +343,32 @@ def read_file(path: str, take: Take | None = None) -> Snapshot:
 
 def _parse_run(run: Run, batch: LineBatch) -> None:
     """Decode a run of complete lines: all at once when none is damaged, else one by one."""
-    if not _parse_clean(run, batch):
-        parse_lines(run.lines(), run.first_line, batch)
+    lines = run.lines()
+    if not _parse_clean(run, lines, batch):
+        parse_lines(lines, run.first_line, batch)
 
 
-_line_decoder = msgspec.json.Decoder(msgspec.Raw)
 _type_of = operator.attrgetter("type")
 
 
-def _parse_clean(run: Run, batch: LineBatch) -> bool:
-    """The fast path for undamaged lines: the lines (views of the run's bytes, not copies) and
-    their envelopes decoded in one call each; False (nothing taken) when some line needs the
-    careful path."""
+def _parse_clean(run: Run, lines: list[bytes], batch: LineBatch) -> bool:
+    """The fast path for undamaged lines: their envelopes decoded without a check per line;
+    False (nothing taken) when some line needs the careful path."""
     first_line, body, skeleton = run
     if b"\r" in body or not is_utf8(body) or may_be_too_deep(skeleton):
         return False
     try:
-        texts = _line_decoder.decode_lines(body)
-        envelopes = envelope_decoder.fast.decode_lines(body)
+        # A line at a time, as pi reads: one value per line, whole (a stream decoder would
+        # take several values on a line, or one across lines).
+        envelopes = list(map(envelope_decoder.fast.decode, lines))
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return False  # some line is damaged; the careful path reports which
-    # msgspec reads a stream of values (several on a line, one across lines, blank lines
-    # skipped), pi a value per line: every line must be one value, whole.
-    if len(texts) != run.line_count or len(envelopes) != len(texts) or \
-            b"\n".join(texts) != body:
-        return False
+    texts = list(map(msgspec.Raw, lines))
     header = None
     if batch.header is None:
         if envelopes[0].type != "session":
             return False  # the header is not first
-        header_raw = bytes(texts[0])
+        header_raw = lines[0]
         header = _decode_header(header_raw, envelopes[0])
         texts, envelopes, first_line = texts[1:], envelopes[1:], first_line + 1
     if "session" in map(_type_of, envelopes):
