@@ -77,6 +77,25 @@ local response = client:request_sync("workspace/executeCommand", {
 }, H.CEILING_MS)
 H.check(response.err and response.err.message:find("notes.jsonl is not a pi session file", 1, true), vim.inspect(response))
 
+-- A server that exits before it is ready: calls made meanwhile get an error, none waits forever.
+require("pi_lsp.client").stop_all()
+H.wait(function()
+  return servers() == 0
+end, "the server did not stop")
+require("pi_lsp").setup(H.options({ cmd = { os.getenv("PI_LSP_PYTHON"), "-c", "import sys; sys.exit(3)" } }))
+local answered
+require("pi_lsp.client").exec("pi.listSessions", {}, function(err)
+  answered = err or "no error"
+end, workspace)
+H.wait(function()
+  return answered ~= nil
+end, "a call made before the server was ready was never answered")
+H.check(type(answered) == "table" and answered.message == "the pi-lsp server stopped before it was ready", vim.inspect(answered))
+vim.cmd("PiSessions")
+H.wait(function()
+  return H.said("pi.listSessions: the pi-lsp server stopped before it was ready")
+end, "the sessions view did not say the server stopped: " .. table.concat(H.messages, " | "))
+
 -- setup() in a marked workspace starts the server. The workspace (a cloned repository, say)
 -- plants its own `pi_lsp/` package: `python -m` (here without -P, as older docs said) imports
 -- from its working directory, which is the plugin's folder, never the workspace (nvim's cwd).

@@ -10,7 +10,7 @@ local M = {}
 
 M.NAME = "pi_lsp"
 local clients = {} -- root -> client id
-local waiting = {} -- client id -> calls made before the server was initialized
+local waiting = {} -- client id -> calls made before the server was initialized: { run, fail }
 local in_flight = {} -- client id -> set of the answers to requests sent and not answered yet
 local answers = {} -- server request method -> fn(params) that answers it
 local claims = {} -- capabilities the registered answers let the client claim
@@ -77,7 +77,7 @@ local function flush_waiting(client)
   local calls = waiting[client.id] or {}
   waiting[client.id] = nil
   for _, call in ipairs(calls) do
-    call(client)
+    call.run(client)
   end
 end
 
@@ -112,12 +112,17 @@ local function start(root)
           clients[r] = nil
         end
       end
+      -- Calls queued for a server that never got ready and requests in flight are never
+      -- answered: each gets an error, so no view waits for one. A turn that was running
+      -- ended with the process, with no agent_end.
+      local queued = waiting[client_id] or {}
       waiting[client_id] = nil
-      -- Requests in flight are never answered: each gets an error, so no view waits for
-      -- one. A turn that was running ended with the process, with no agent_end.
       local calls = in_flight[client_id] or {}
       in_flight[client_id] = nil
       vim.schedule(function()
+        for _, call in ipairs(queued) do
+          call.fail({ message = "the pi-lsp server stopped before it was ready" })
+        end
         for _, answer in pairs(calls) do
           answer({ message = "the pi-lsp server stopped" })
         end
@@ -161,8 +166,9 @@ function M.get(root)
   return id and vim.lsp.get_client_by_id(id), root
 end
 
---- Call `fn(client)` once the client for `root` is initialized.
-function M.with_client(root, fn)
+--- Call `fn(client)` once the client for `root` is initialized, or `fail(err)` if its
+--- server stops first.
+local function with_client(root, fn, fail)
   local client = M.get(root)
   if not client then
     return
@@ -171,7 +177,7 @@ function M.with_client(root, fn)
     fn(client)
   else
     waiting[client.id] = waiting[client.id] or {}
-    table.insert(waiting[client.id], fn)
+    table.insert(waiting[client.id], { run = fn, fail = fail })
   end
 end
 
@@ -185,7 +191,14 @@ end
 --- Run the server command `command` with one object argument.
 --- `callback(err, result)`; without a callback, errors are reported.
 function M.exec(command, args, callback, root)
-  M.with_client(root, function(client)
+  local function finish(err, result)
+    if callback then
+      callback(err, result)
+    elseif err then
+      util.error(("%s: %s"):format(command, err.message or tostring(err)))
+    end
+  end
+  with_client(root, function(client)
     local params = { command = command, arguments = { object(args) } }
     local calls = in_flight[client.id] or {}
     in_flight[client.id] = calls
@@ -195,15 +208,11 @@ function M.exec(command, args, callback, root)
         return -- answered already: the server stopped first
       end
       calls[answer] = nil
-      if callback then
-        callback(err, result)
-      elseif err then
-        util.error(("%s: %s"):format(command, err.message or tostring(err)))
-      end
+      finish(err, result)
     end
     calls[answer] = answer
     request(client, "workspace/executeCommand", params, answer)
-  end)
+  end, finish)
 end
 
 --- Like exec, but report errors and call `on_result(result)` only on success.
