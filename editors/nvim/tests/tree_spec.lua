@@ -369,4 +369,28 @@ H.wait(function()
   return H.entry(roots_buf, "a2") ~= nil
 end, "opening the first conversation did not fetch its rows", roots_buf)
 
+-- The server dies and a command starts it again: the open tree follows its session again.
+local crash_buf, crashed = open_session("after-crash", { { "k0" }, { "k1", "k0", "assistant" } })
+local stopped = false
+require("pi_lsp.util").on("stopped", function()
+  stopped = true
+end)
+for _, pid in ipairs(vim.api.nvim_get_proc_children(vim.fn.getpid())) do
+  vim.uv.kill(pid, "sigkill")
+end
+H.wait(function()
+  return stopped
+end, "the server did not stop")
+local listed = false
+require("pi_lsp.client").exec("pi.listSessions", {}, function(err)
+  listed = err == nil
+end)
+H.wait(function()
+  return listed
+end, "no server started again")
+vim.fn.writefile({ entry("k2", "k1") }, crashed, "a")
+H.wait(function()
+  return H.entry(crash_buf, "k2") ~= nil
+end, "the tree did not follow its session after the server started again", crash_buf)
+
 H.finish()

@@ -641,6 +641,12 @@ local function buffer_for(uri, root)
         view.refresh() -- a version missed, or no change to patch with: fetch the tree
       end
     end),
+    util.on("initialized", function(started)
+      -- A server started again (after a crash) follows only the sessions asked of it.
+      if started == root then
+        view.refresh()
+      end
+    end),
     function()
       views[buf] = nil
       util.forget_folds(buf)
