@@ -369,28 +369,41 @@ H.wait(function()
   return H.entry(roots_buf, "a2") ~= nil
 end, "opening the first conversation did not fetch its rows", roots_buf)
 
--- The server dies and a command starts it again: the open tree follows its session again.
-local crash_buf, crashed = open_session("after-crash", { { "k0" }, { "k1", "k0", "assistant" } })
-local stopped = false
-require("pi_lsp.util").on("stopped", function()
-  stopped = true
+-- The server dies: it is started again, and the open tree follows its session again.
+local util = require("pi_lsp.util")
+local stops, starts = 0, 0
+util.on("stopped", function()
+  stops = stops + 1
 end)
-for _, pid in ipairs(vim.api.nvim_get_proc_children(vim.fn.getpid())) do
-  vim.uv.kill(pid, "sigkill")
+util.on("initialized", function()
+  starts = starts + 1
+end)
+local function kill_server()
+  local before = stops
+  for _, pid in ipairs(vim.api.nvim_get_proc_children(vim.fn.getpid())) do
+    vim.uv.kill(pid, "sigkill")
+  end
+  H.wait(function()
+    return stops > before
+  end, "the server did not stop")
 end
-H.wait(function()
-  return stopped
-end, "the server did not stop")
-local listed = false
-require("pi_lsp.client").exec("pi.listSessions", {}, function(err)
-  listed = err == nil
-end)
-H.wait(function()
-  return listed
-end, "no server started again")
+local crash_buf, crashed = open_session("after-crash", { { "k0" }, { "k1", "k0", "assistant" } })
+kill_server()
 vim.fn.writefile({ entry("k2", "k1") }, crashed, "a")
 H.wait(function()
   return H.entry(crash_buf, "k2") ~= nil
 end, "the tree did not follow its session after the server started again", crash_buf)
+-- A server that keeps crashing is left stopped after three restarts in three minutes.
+for _ = 1, 3 do
+  local before = starts
+  H.wait(function()
+    return starts > before or #vim.lsp.get_clients({ name = "pi_lsp" }) > 0
+  end, "the server was not started again")
+  kill_server()
+end
+H.wait(function()
+  return H.said(("the server for %s stopped 4 times in 3 minutes; the next command starts it again"):format(vim.fn.getcwd()))
+end, "no word that the server is left stopped: " .. table.concat(H.messages, " | "))
+H.check(#vim.lsp.get_clients({ name = "pi_lsp", _uninitialized = true }) == 0, "the server was started again")
 
 H.finish()

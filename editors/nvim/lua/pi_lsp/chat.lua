@@ -609,7 +609,7 @@ local function on_stopped(root)
       end_turn(chat)
       chat.stale = true
       if running then
-        note(chat, "**⚠ the pi-lsp server stopped; the turn ended with it (the next command starts it again)**", true)
+        note(chat, "**⚠ the pi-lsp server stopped; the turn ended with it**", true)
       end
       draw_live(chat)
     end

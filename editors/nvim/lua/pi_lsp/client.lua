@@ -13,6 +13,11 @@ local clients = {} -- root -> client id
 local waiting = {} -- client id -> calls made before the server was initialized: { run, fail }
 local in_flight = {} -- client id -> set of the answers to requests sent and not answered yet
 local answers = {} -- server request method -> fn(params) that answers it
+local ready = {} -- client id -> true once initialized
+local stopping = {} -- client id -> true when stopped on purpose
+local restarts = {} -- root -> when its server was started again after a crash (uv.now() ms)
+-- As VS Code's client: a server that crashes again and again is left stopped.
+local RESTART_LIMIT, RESTART_WINDOW_MS = 3, 3 * 60 * 1000
 local claims = {} -- capabilities the registered answers let the client claim
 
 --- The nearest folder holding one of `root_markers`, looking upward from a
@@ -86,7 +91,29 @@ end
 --- run the repository's own files. The server gets the root from `workspace_folders`.
 M.cmd_cwd = vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h")
 
-local function start(root)
+local start
+
+--- Start the server of `root` again after a crash, unless it crashed too often lately: its
+--- views follow their sessions again (they fetch anew on "initialized").
+local function restart_after_crash(root)
+  local now = vim.uv.now()
+  local recent = vim.tbl_filter(function(at)
+    return now - at < RESTART_WINDOW_MS
+  end, restarts[root] or {})
+  restarts[root] = recent
+  if clients[root] then
+    return -- a command started it already
+  end
+  if #recent >= RESTART_LIMIT then
+    util.error(("the server for %s stopped %d times in %d minutes; the next command starts it again"):format(
+      root, #recent + 1, RESTART_WINDOW_MS / 60000))
+    return
+  end
+  table.insert(recent, now)
+  M.get(root)
+end
+
+start = function(root)
   local opts = config.options
   local cfg = {
     name = M.NAME,
@@ -101,12 +128,15 @@ local function start(root)
     -- The server creates its session hub on `initialized`, which nvim sends
     -- just before on_init runs: only now may commands go out.
     on_init = function(client)
+      ready[client.id] = true
       vim.schedule(function()
         flush_waiting(client)
         util.emit("initialized", root, client)
       end)
     end,
-    on_exit = function(_, _, client_id)
+    on_exit = function(code, signal, client_id)
+      local crashed = ready[client_id] and not stopping[client_id] and (code ~= 0 or signal ~= 0)
+      ready[client_id], stopping[client_id] = nil, nil
       for r, id in pairs(clients) do
         if id == client_id then
           clients[r] = nil
@@ -127,6 +157,9 @@ local function start(root)
           answer({ message = "the pi-lsp server stopped" })
         end
         util.emit("stopped", root)
+        if crashed and vim.v.exiting == vim.NIL then
+          restart_after_crash(root)
+        end
       end)
     end,
   }
@@ -252,6 +285,7 @@ function M.stop_all()
   for root, id in pairs(clients) do
     local client = vim.lsp.get_client_by_id(id)
     if client then
+      stopping[id] = true
       if util.has_011 then
         client:stop()
       else
