@@ -352,8 +352,8 @@ _type_of = operator.attrgetter("type")
 
 
 def _parse_clean(run: Run, lines: list[bytes], batch: LineBatch) -> bool:
-    """The fast path for undamaged lines: their envelopes decoded without a check per line;
-    False (nothing taken) when some line needs the careful path."""
+    """The fast path for undamaged lines: each decoded straight to its envelope, none looked
+    at first; False (nothing taken) when some line needs the careful path."""
     first_line, body, skeleton = run
     if b"\r" in body or not is_utf8(body) or may_be_too_deep(skeleton):
         return False
