@@ -21,6 +21,7 @@ from pi_lsp.providers.base import (
 )
 from pi_lsp.providers.failures import StreamEndedEarly
 from pi_lsp.providers.registry import CHAT_API, Compat, ModelInfo, detect_compat
+from pi_lsp.providers.thinking import effort_of, thinking_level
 from pi_lsp.session.entries import (
     AssistantMessage,
     ImageContent,
@@ -34,7 +35,6 @@ from pi_lsp.session.entries import (
 )
 
 OUTPUT_CAP = 32_000  # pi's default output limit for a request
-LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
 STOP_REASONS: dict[str, StopReason] = {"stop": "stop", "end": "stop", "length": "length",
                                        "tool_calls": "toolUse", "function_call": "toolUse"}
 REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
@@ -45,28 +45,6 @@ SDK = "openai"
 def compat_of(model: ModelInfo) -> Compat:
     """The model's flags over pi's defaults for its host."""
     return model.compat.over(detect_compat(model.provider, model.base_url or ""))
-
-
-def thinking_level(model: ModelInfo, level: str) -> str | None:
-    """The level pi asks a model to think at (None: not at all): `level` clamped to the ones
-    the model has (`thinkingLevelMap` None drops one; xhigh needs an entry)."""
-    if not model.reasoning or level == "off" or level not in LEVELS:
-        return None
-    levels = model.thinking_level_map
-
-    def available(candidate: str) -> bool:
-        if candidate in levels and levels[candidate] is None:
-            return False
-        return candidate != "xhigh" or candidate in levels
-
-    wanted = LEVELS.index(level)
-    order = [*LEVELS[wanted:], *reversed(LEVELS[1:wanted])]
-    return next((candidate for candidate in order if available(candidate)), None)
-
-
-def effort_of(model: ModelInfo, level: str) -> str:
-    """The effort sent for a thinking level: the model's `thinkingLevelMap` entry, or the level."""
-    return model.thinking_level_map.get(level) or level
 
 
 def off_effort(model: ModelInfo, default: str | None) -> str | None:

@@ -24,11 +24,10 @@ from pi_lsp.providers.failures import StreamEndedEarly
 from pi_lsp.providers.openai_chat import (
     OUTPUT_CAP,
     PROMPT_CACHE_KEY_CHARS,
-    effort_of,
     off_effort,
-    thinking_level,
 )
 from pi_lsp.providers.registry import RESPONSES_API, Compat, ModelInfo
+from pi_lsp.providers.thinking import effort_of, thinking_level
 from pi_lsp.session.entries import (
     AssistantMessage,
     ImageContent,

@@ -1,0 +1,29 @@
+"""How hard a model is asked to think: a session's thinking level clamped to the levels the
+model has, and the effort sent for one (both OpenAI wires and Anthropic's)."""
+
+from __future__ import annotations
+
+from pi_lsp.providers.registry import ModelInfo
+from pi_lsp.session.entries import THINKING_LEVELS as LEVELS
+
+
+def thinking_level(model: ModelInfo, level: str) -> str | None:
+    """The level pi asks a model to think at (None: not at all): `level` clamped to the ones
+    the model has (`thinkingLevelMap` None drops one; xhigh needs an entry)."""
+    if not model.reasoning or level == "off" or level not in LEVELS:
+        return None
+    levels = model.thinking_level_map
+
+    def available(candidate: str) -> bool:
+        if candidate in levels and levels[candidate] is None:
+            return False
+        return candidate != "xhigh" or candidate in levels
+
+    wanted = LEVELS.index(level)
+    order = [*LEVELS[wanted:], *reversed(LEVELS[1:wanted])]
+    return next((candidate for candidate in order if available(candidate)), None)
+
+
+def effort_of(model: ModelInfo, level: str) -> str:
+    """The effort sent for a thinking level: the model's `thinkingLevelMap` entry, or the level."""
+    return model.thinking_level_map.get(level) or level
