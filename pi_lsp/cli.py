@@ -86,8 +86,9 @@ def request_setup(tree: SessionTree, approve: bool | None) -> AgentSetup:
     from pi_lsp.cli_changes import session_root, session_settings
 
     settings = session_settings(tree, approve)
-    return agent_setup(session_root(tree), ALL_TOOLS,
-                       settings.registry(), (settings.default_provider, settings.default_model))
+    return agent_setup(session_root(tree), ALL_TOOLS, settings.registry(),
+                       (settings.default_provider, settings.default_model),
+                       settings.default_thinking_level)
 
 
 def cmd_tree(args: argparse.Namespace) -> int:

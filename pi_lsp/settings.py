@@ -23,6 +23,7 @@ from pi_lsp.providers.registry import (
     ProviderConfig,
 )
 from pi_lsp.session.catalog import agent_dir
+from pi_lsp.session.entries import DEFAULT_THINKING_LEVEL
 from pi_lsp.summarize.compaction import CompactionSettings
 from pi_lsp.trust import trust_path
 
@@ -40,7 +41,7 @@ class BranchSummarySettings(msgspec.Struct, rename="camel"):
 class Settings(msgspec.Struct, rename="camel", omit_defaults=True):
     default_provider: str = "anthropic"
     default_model: str = DEFAULT_MODEL
-    default_thinking_level: str = "off"
+    default_thinking_level: str = DEFAULT_THINKING_LEVEL
     api_keys: dict[str, str] = msgspec.field(default_factory=dict)
     models: list[ModelInfo] = msgspec.field(default_factory=list)
     allow_writes_outside_workspace: bool = False

@@ -461,16 +461,27 @@ async def test_full_turn_events_entries_usage_and_wire(make_rig, fake) -> None:
     assert context.model is not None and context.model.model_id == SONNET
 
 
-@pytest.mark.parametrize("level", [None, "off"])
-async def test_thinking_off_is_disabled_on_the_wire(make_rig, fake, level) -> None:
+async def test_thinking_off_is_disabled_on_the_wire(make_rig, fake) -> None:
     rig = make_rig()
     fake.script(text_reply("ok"))
-    if level is not None:
-        rig.harness.set_thinking_level(level)
+    rig.harness.set_thinking_level("off")
     await rig.harness.prompt("hi")
     [request] = fake.message_requests()
     assert request["thinking"] == {"type": "disabled"}
     assert rig.messages()[-1]["stopReason"] == "stop"
+
+
+async def test_a_branch_that_sets_no_thinking_level_thinks_at_the_default(make_rig, fake) -> None:
+    """pi 1.6 resumes such a session at settings.json's level, else "medium" (not "off",
+    the level its context reports)."""
+    rig = make_rig()
+    fake.script(text_reply("ok"), text_reply("again"))
+    await rig.harness.prompt("hi")
+    rig.harness.default_thinking_level = "off"
+    await rig.harness.prompt("and now?")
+    first, second = fake.message_requests()
+    assert first["thinking"]["type"] == "enabled"
+    assert second["thinking"] == {"type": "disabled"}
 
 
 # -- 2. provider errors ----------------------------------------------------------------------

@@ -154,7 +154,8 @@ def test_request_layer_rows_name_their_entries_and_none_for_made_up_results() ->
     from pi_lsp.session.tree import SessionTree
     from tests.conftest import conformance_files
 
-    agent = AgentSetup(ModelRegistry(), ("anthropic", "claude-sonnet-4-5"), {"preamble": "hi"}, [])
+    agent = AgentSetup(ModelRegistry(), ("anthropic", "claude-sonnet-4-5"), "off",
+                       {"preamble": "hi"}, [])
     made_up = 0
     for path in conformance_files():
         tree = SessionTree.open(str(path))
@@ -173,3 +174,29 @@ def test_request_layer_rows_name_their_entries_and_none_for_made_up_results() ->
                 else:
                     assert row.entry_id in sources
     assert made_up > 0  # the samples have calls left without a result
+
+
+def test_the_request_thinks_at_the_agents_default_where_the_path_sets_no_level() -> None:
+    """As pi 1.6 resumes a session: the level set on the branch, else its default (the
+    context itself still reports "off", as pi's buildSessionContext does)."""
+    from pi_lsp.context.layers import AgentSetup, build_layer
+    from pi_lsp.context.projection import context_settings
+    from pi_lsp.providers.registry import ModelRegistry
+    from pi_lsp.session.tree import SessionTree
+    from tests.conftest import conformance_files
+
+    agent = AgentSetup(ModelRegistry(), ("anthropic", "claude-sonnet-4-5"), "high",
+                       {"preamble": "hi"}, [])
+    seen = set()
+    for path in conformance_files():
+        tree = SessionTree.open(str(path))
+        for record in tree.records[::5]:
+            settings = context_settings(tree.path_to(record.env.id))
+            layer = build_layer(tree, record.env.id, "request", agent)
+            assert layer.request is not None
+            expected = settings.thinking_level if settings.thinking_level_set else "high"
+            assert layer.request.thinking_level == layer.thinking_level == expected
+            assert build_layer(tree, record.env.id, "agent").thinking_level == \
+                settings.thinking_level
+            seen.add(settings.thinking_level_set)
+    assert seen == {True, False}  # the samples have branches with and without a level

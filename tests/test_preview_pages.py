@@ -29,7 +29,7 @@ from pi_lsp.server.previewpage import (
 from pi_lsp.session.appender import append_lines
 from tests.test_tree import msg, write_session
 
-AGENT = AgentSetup(ModelRegistry(), ("anthropic", "claude-sonnet-4-5"), {"preamble": "hi"},
+AGENT = AgentSetup(ModelRegistry(), ("anthropic", "claude-sonnet-4-5"), "off", {"preamble": "hi"},
                    [{"name": "read", "description": "r", "parameters": {}}])
 STAMP = "2025-01-01T10:00:02.000Z"
 

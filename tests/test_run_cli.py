@@ -121,7 +121,9 @@ def test_new_session_streams_the_reply_and_writes_the_session(
     [request] = fake.message_requests()
     assert request["messages"][-1]["content"][0]["text"] == "hello"
     assert request["model"] == "claude-sonnet-4-5"
-    assert request["thinking"] == {"type": "disabled"}
+    # No thinkingLevel in settings.json: pi 1.6's default, written down and sent.
+    assert entries(path)[1]["thinkingLevel"] == "medium"
+    assert request["thinking"]["type"] == "enabled"
     checked = check(path, env)
     assert checked.returncode == 0, checked.stdout + checked.stderr
 

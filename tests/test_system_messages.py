@@ -98,7 +98,8 @@ async def test_first_request_declares_the_prompt_and_tools_and_sends_the_replay(
     assert [t["name"] for t in declared["toolsAdded"]] == TOOLS
     assert all(list(t) == ["name", "description", "parameters"] for t in declared["toolsAdded"])
     reply = written[2]["message"]
-    assert list(reply)[-1] == "thinkingLevel" and reply["thinkingLevel"] == "off"  # as pi 1.6
+    # As pi 1.6: the level the reply was asked at (none set on the branch: the default).
+    assert list(reply)[-1] == "thinkingLevel" and reply["thinkingLevel"] == "medium"
 
     await agent.prompt("again")  # nothing changed: nothing more is declared
     assert len(system_entries(path)) == 1

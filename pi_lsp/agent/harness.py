@@ -32,6 +32,7 @@ from pi_lsp.context.projection import context_settings
 from pi_lsp.providers.base import ModelRequest, Provider
 from pi_lsp.providers.registry import ModelInfo, ModelRegistry
 from pi_lsp.session.entries import (
+    DEFAULT_THINKING_LEVEL,
     AgentMessage,
     AssistantMessage,
     ImageContent,
@@ -91,6 +92,7 @@ class Harness:
         providers: ProviderFactory,
         registry: ModelRegistry | None = None,
         default_model: tuple[str, str] = ("anthropic", "claude-sonnet-4-5"),
+        default_thinking_level: str = DEFAULT_THINKING_LEVEL,
         tools: tuple[Tool, ...] = ALL_TOOLS,
         approve: Approver = allow_all,
         allow_outside_root: bool = False,
@@ -106,6 +108,7 @@ class Harness:
         self.root = root
         self.registry = registry or ModelRegistry()
         self.default_model = default_model
+        self.default_thinking_level = default_thinking_level
         self.tools = {tool.name: tool for tool in tools}
         self.approve_call = approve
         self.allow_outside_root = allow_outside_root
@@ -167,7 +170,7 @@ class Harness:
     def agent_setup(self) -> AgentSetup:
         """The prompt sections and tools as they are now (they read the project's notes)."""
         return agent_setup(self.root, list(self.tools.values()), self.registry,
-                           self.default_model)
+                           self.default_model, self.default_thinking_level)
 
     def next_request(self) -> tuple[ModelRequest, Provider]:
         """The request at the leaf as it is now (flushed writes included): the prompt and tools

@@ -165,8 +165,9 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
     harness.provider(wanted[0] if wanted else current.provider)
     if wanted and (current.provider, current.id) != wanted:
         harness.set_model(*wanted)
-    if options.thinking and \
-            options.thinking != context_settings(tree.path_to(tree.leaf_id)).thinking_level:
+    at_leaf = context_settings(tree.path_to(tree.leaf_id))
+    if options.thinking and (options.thinking, True) != (at_leaf.thinking_level,
+                                                         at_leaf.thinking_level_set):
         harness.set_thinking_level(options.thinking)
     printer = TerminalPrinter(sys.stdout, sys.stderr)
     harness.subscribe(printer)

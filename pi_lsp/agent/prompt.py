@@ -79,9 +79,10 @@ def system_sections(root: Path, tools: Sequence[Tool], today: date | None = None
 
 
 def agent_setup(root: Path, tools: Sequence[Tool], registry: ModelRegistry,
-                default_model: tuple[str, str]) -> AgentSetup:
+                default_model: tuple[str, str], default_thinking_level: str) -> AgentSetup:
     """What the agent working in `root` adds to a request: its prompt, tools and models."""
     declarations = [{"name": tool.spec.name, "description": tool.spec.description,
                      "parameters": msgspec.json.decode(msgspec.json.encode(tool.spec.parameters))}
                     for tool in tools]
-    return AgentSetup(registry, default_model, system_sections(root, tools), declarations)
+    return AgentSetup(registry, default_model, default_thinking_level,
+                      system_sections(root, tools), declarations)

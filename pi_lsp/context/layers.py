@@ -48,6 +48,7 @@ class AgentSetup(msgspec.Struct):
 
     registry: ModelRegistry
     default_model: tuple[str, str]
+    default_thinking_level: str  # for a path that sets none (pi 1.6 resumes such a session so)
     sections: dict[str, str]
     tools: list[dict[str, Any]]
 
@@ -99,6 +100,11 @@ def model_at(settings: ContextSettings, registry: ModelRegistry, default: tuple[
     if settings.model is not None:
         return registry.get(settings.model.provider, settings.model.model_id)
     return registry.get(*default)
+
+
+def turn_thinking_level(settings: ContextSettings, agent: AgentSetup) -> str:
+    """The level a turn asks for: the one set on the path, else the agent's default."""
+    return settings.thinking_level if settings.thinking_level_set else agent.default_thinking_level
 
 
 def replayed_prompt(messages: Sequence[AgentMessage | None], agent: AgentSetup
@@ -157,13 +163,14 @@ def build_layer(tree: SessionTree, leaf_id: str | None, layer: Layer,
         request = ModelRequest(
             model=model_at(settings, agent.registry, agent.default_model),
             system_prompt=prompt, messages=[m for _, m in prepared], tools=tools,
-            thinking_level=settings.thinking_level, session_id=tree.header.id)
+            thinking_level=turn_thinking_level(settings, agent), session_id=tree.header.id)
     anchor = last_reported(messages)
     reply = messages[anchor] if anchor >= 0 else None
     edits = placed_marks(decoded.projection.entries, heads)
     return ContextLayer(
         leaf_id=leaf_id, layer=layer, heads=heads,
-        thinking_level=settings.thinking_level, model=settings.model,
+        thinking_level=request.thinking_level if request is not None else settings.thinking_level,
+        model=settings.model,
         total_tokens=decoded.total_tokens(),
         reported_at=ids[anchor] if reply is not None else None,
         reported_tokens=usage_tokens(reply) if isinstance(reply, AssistantMessage) else 0,

@@ -42,8 +42,9 @@ class ModelRef(msgspec.Struct, rename="camel"):
 
 
 class ContextSettings(msgspec.Struct):
-    thinking_level: str
+    thinking_level: str  # pi's context value: "off" when none is set on the path
     model: ModelRef | None
+    thinking_level_set: bool = False  # else pi's agent thinks at its default level
 
 
 class ProjectedEntry(msgspec.Struct, gc=False):
@@ -85,7 +86,8 @@ _object_decoder: Decoder[dict[str, Any]] = Decoder(dict[str, Any])
 
 def context_settings(path: list[Record]) -> ContextSettings:
     """The thinking level and model set last on the raw path (scanned from the leaf back)."""
-    return ContextSettings(_thinking_level(path) or "off", _model(path))
+    level = _thinking_level(path)
+    return ContextSettings(level or "off", _model(path), level is not None)
 
 
 def _thinking_level(path: list[Record]) -> str | None:

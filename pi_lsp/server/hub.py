@@ -309,9 +309,11 @@ class SessionHub(Workspace):
             tree.record(leaf)
         settings = self.settings_for(path)
         agent = agent_setup(self.folder_of(path), ALL_TOOLS, settings.registry(),
-                            (settings.default_provider, settings.default_model))
+                            (settings.default_provider, settings.default_model),
+                            settings.default_thinking_level)
         key = (path.resolve(), leaf, layer)
-        state = (id(tree.records), len(tree.records), agent.default_model, agent.sections)
+        state = (id(tree.records), len(tree.records), agent.default_model,
+                 agent.default_thinking_level, agent.sections)
         cached = self._previews.get(key)
         if cached is not None and cached[0] == state:
             return cached[1]
