@@ -172,9 +172,9 @@ async def test_chat_tool_calls_round_trip(make_rig, oai) -> None:
     assert second[2] == {"role": "assistant", "content": "Reading.",
                          "tool_calls": [
         {"id": "call_r", "type": "function",
-         "function": {"name": "read", "arguments": '{"path": "a.txt"}'}},
+         "function": {"name": "read", "arguments": '{"path":"a.txt"}'}},
         {"id": "call_b", "type": "function",
-         "function": {"name": "bash", "arguments": '{"command": "echo hi"}'}}]}
+         "function": {"name": "bash", "arguments": '{"command":"echo hi"}'}}]}
     assert second[3]["tool_call_id"] == "call_r" and "alpha" in second[3]["content"]
     assert second[4]["tool_call_id"] == "call_b" and second[4]["content"].strip() == "hi"
 
@@ -317,7 +317,7 @@ async def test_responses_reasoning_tool_call_round_trip(make_rig, oai) -> None:
     assert replayed[0] == item  # the reasoning item goes back whole
     assert replayed[1]["type"] == "message" and replayed[1]["id"] == "msg_1"
     assert replayed[2] == {"type": "function_call", "call_id": "call_1", "id": "fc_2",
-                           "name": "read", "arguments": '{"path": "a.txt"}'}
+                           "name": "read", "arguments": '{"path":"a.txt"}'}
     assert replayed[3]["type"] == "function_call_output"
     assert replayed[3]["call_id"] == "call_1" and "alpha" in replayed[3]["output"]
 
@@ -664,3 +664,57 @@ async def test_a_models_json_summary_model_summarizes(dirs, oai) -> None:
     assert request["model"] == MODEL and request["max_completion_tokens"] == 2000
     assert "build the thing" in json.dumps(request["messages"])
     await summarizer.provider.client.close()  # type: ignore[attr-defined]
+
+
+# -- the wire as pi 1.6 writes it (differences found against pi-ai 1.6's own providers) ------
+
+
+def _reply(*content: Any) -> AssistantMessage:
+    return AssistantMessage(content=list(content), api=RESPONSES_API, provider="openai",
+                            model="gpt-5-mini", usage=Usage(), stop_reason="toolUse", timestamp=1)
+
+
+def _bodies(messages: list[Any], level: str = "medium", prompt: str = "be brief"
+            ) -> dict[str, dict[str, Any]]:
+    """The Chat Completions and Responses bodies for one conversation with GPT-5 mini."""
+    chat = msgspec.structs.replace(REGISTRY_GPT5, api=CHAT_API)
+    return {api: reader.request_params(ModelRequest(model, prompt, messages, [], level))
+            for api, reader, model in ((CHAT_API, openai_chat, chat),
+                                       (RESPONSES_API, openai_responses, REGISTRY_GPT5))}
+
+
+def test_tool_call_arguments_are_written_as_json_stringify_writes_them() -> None:
+    call = ToolCall(id="call_1|fc_1", name="bash", arguments={"command": "ls é", "n": [1, 2]})
+    bodies = _bodies([UserMessage(content="go", timestamp=1), _reply(call)])
+    expected = '{"command":"ls é","n":[1,2]}'
+    assert bodies[CHAT_API]["messages"][2]["tool_calls"][0]["function"]["arguments"] == expected
+    assert bodies[RESPONSES_API]["input"][2]["arguments"] == expected
+
+
+def test_an_empty_prompt_sends_no_instruction_message() -> None:
+    for body in _bodies([UserMessage(content="hi", timestamp=1)], prompt="").values():
+        items = body.get("messages", body.get("input"))
+        assert [item.get("role") for item in items] == ["user"]
+
+
+def test_made_up_item_ids_count_only_the_messages_sent() -> None:
+    """pi numbers `msg_pi_N` by the messages that gave items: an empty user message gives none."""
+    silent = UserMessage(content=[], timestamp=1)
+    body = _bodies([silent, _reply(TextContent(text="hello"))])[RESPONSES_API]
+    assert [item.get("id") for item in body["input"]] == [None, "msg_pi_0"]
+
+
+def test_chat_sends_an_empty_user_text_and_no_text_made_only_of_a_lone_surrogate() -> None:
+    call = ToolCall(id="call_1", name="bash", arguments={})
+    body = _bodies([UserMessage(content="", timestamp=1),
+                    _reply(TextContent(text="\ud800"), call)])[CHAT_API]
+    assert body["messages"][1] == {"role": "user", "content": ""}
+    assert body["messages"][2]["content"] is None
+
+
+def test_thinking_off_asks_gpt_5_for_its_least_effort() -> None:
+    """GPT-5 cannot stop reasoning (its thinkingLevelMap has no "off"): pi clamps off to minimal,
+    where sending nothing would leave the server's default, medium."""
+    bodies = _bodies([UserMessage(content="hi", timestamp=1)], level="off")
+    assert bodies[CHAT_API]["reasoning_effort"] == "minimal"
+    assert bodies[RESPONSES_API]["reasoning"] == {"effort": "minimal", "summary": "auto"}

@@ -25,9 +25,9 @@ from pi_lsp.session.entries import (
     UserBlock,
     UserMessage,
     decode_message,
-    encoder,
 )
 from pi_lsp.session.journal import Record
+from pi_lsp.session.jsontext import stringify
 
 IMAGE_CHARS = 4800
 FAILED = ("aborted", "error")
@@ -58,7 +58,7 @@ def message_chars(message: AgentMessage) -> int:
             chars = _block_chars(message.content)
             chars += sum(utf16_length(v) for v in (message.sections or {}).values() if v)
             if message.tools_added is not None:
-                chars += utf16_length(encoder.encode(message.tools_added).decode())
+                chars += utf16_length(stringify(message.tools_added))
             return chars
         case UserMessage() | CustomMessage() | ToolResultMessage():
             return _block_chars(message.content)
@@ -70,8 +70,7 @@ def message_chars(message: AgentMessage) -> int:
                 elif isinstance(block, ThinkingContent):
                     chars += utf16_length(block.thinking)
                 elif isinstance(block, ToolCall):
-                    arguments = encoder.encode(block.arguments).decode()
-                    chars += utf16_length(block.name) + utf16_length(arguments)
+                    chars += utf16_length(block.name) + utf16_length(stringify(block.arguments))
             return chars
         case BashExecutionMessage():
             return utf16_length(message.command) + utf16_length(message.output)

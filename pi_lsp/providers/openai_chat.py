@@ -6,7 +6,6 @@ flags (pi's), laid over what pi detects from the host, cover where they differ f
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pi_lsp.context.convert import adapt_to_model
@@ -33,6 +32,7 @@ from pi_lsp.session.entries import (
     UserBlock,
     UserMessage,
 )
+from pi_lsp.session.jsontext import stringify
 
 OUTPUT_CAP = 32_000  # pi's default output limit for a request
 STOP_REASONS: dict[str, StopReason] = {"stop": "stop", "end": "stop", "length": "length",
@@ -85,7 +85,9 @@ def _assistant(message: AssistantMessage, model: ModelInfo, compat: Compat
                ) -> dict[str, Any] | None:
     texts = [b.text for b in message.content if isinstance(b, TextContent) and b.text.strip()]
     # The text as one string, as pi sends it: an array of parts is mirrored back by some models.
-    wire: dict[str, Any] = {"role": "assistant", "content": "".join(texts) or None}
+    # (Empty once its lone surrogates go: none, as pi sends it.)
+    wire: dict[str, Any] = {"role": "assistant",
+                            "content": without_lone_surrogates("".join(texts)) or None}
     # Thinking left after adapt_to_model is this model's own; it goes back where it came from.
     thoughts = [b for b in message.content if isinstance(b, ThinkingContent) and b.thinking.strip()]
     if thoughts and compat.requires_thinking_as_text:
@@ -96,7 +98,7 @@ def _assistant(message: AssistantMessage, model: ModelInfo, compat: Compat
     calls = [b for b in message.content if isinstance(b, ToolCall)]
     if calls:
         wire["tool_calls"] = [{"id": c.id, "type": "function", "function": {
-            "name": c.name, "arguments": json.dumps(c.arguments)}} for c in calls]
+            "name": c.name, "arguments": stringify(c.arguments)}} for c in calls]
     if compat.requires_reasoning_content_on_assistant_messages and model.reasoning:
         wire.setdefault("reasoning_content", "")
     return wire if wire["content"] or calls else None
@@ -129,7 +131,8 @@ def wire_messages(request: ModelRequest, compat: Compat) -> list[dict[str, Any]]
     model = request.model
     developer = model.reasoning and compat.supports_developer_role
     wire: list[dict[str, Any]] = [
-        {"role": "developer" if developer else "system", "content": request.system_prompt}]
+        {"role": "developer" if developer else "system", "content": request.system_prompt}
+    ] if request.system_prompt else []
     messages = adapt_to_model(request.messages, model.provider, CHAT_API, model.id,
                               lambda raw, _source: tool_id(raw, model.provider))
     pending: list[ToolResultMessage] = []
@@ -142,7 +145,7 @@ def wire_messages(request: ModelRequest, compat: Compat) -> list[dict[str, Any]]
             pending = []
         if isinstance(message, UserMessage):
             content = _parts(message.content, model)
-            if content:
+            if content or isinstance(content, str):  # pi sends even an empty text
                 wire.append({"role": "user", "content": content})
         elif isinstance(message, AssistantMessage):
             assistant = _assistant(message, model, compat)

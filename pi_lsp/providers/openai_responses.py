@@ -38,6 +38,7 @@ from pi_lsp.session.entries import (
     UserBlock,
     UserMessage,
 )
+from pi_lsp.session.jsontext import stringify
 
 MIN_OUTPUT_TOKENS = 16  # OpenAI rejects less
 # Providers whose `call|item` ids are OpenAI's own; other hosts get one plain id.
@@ -137,7 +138,7 @@ def _assistant(message: AssistantMessage, model: ModelInfo, index: int) -> list[
             # Another model's item ids were paired with its own reasoning; leave them out.
             if item_id.startswith("fc_") and not other_model:
                 call["id"] = item_id
-            call.update(call_id=call_id, name=block.name, arguments=json.dumps(block.arguments))
+            call.update(call_id=call_id, name=block.name, arguments=stringify(block.arguments))
             items.append(call)
     return items
 
@@ -162,18 +163,21 @@ def wire_input(request: ModelRequest) -> list[dict[str, Any]]:
     model = request.model
     developer = model.reasoning and compat_of(model).supports_developer_role
     items: list[dict[str, Any]] = [{"role": "developer" if developer else "system",
-                                    "content": request.system_prompt}]
+                                    "content": request.system_prompt}
+                                   ] if request.system_prompt else []
     messages = adapt_to_model(request.messages, model.provider, RESPONSES_API, model.id,
                               lambda raw, source: tool_id(raw, source, model))
-    for index, message in enumerate(messages):
+    sent = 0  # messages that gave items: pi numbers its made-up item ids by them
+    for message in messages:
         if isinstance(message, UserMessage):
-            content = _content(message.content, model)
-            if content:
-                items.append({"role": "user", "content": content})
+            made = [{"role": "user", "content": content}] \
+                if (content := _content(message.content, model)) else []
         elif isinstance(message, AssistantMessage):
-            items += _assistant(message, model, index)
+            made = _assistant(message, model, sent)
         else:
-            items.append(_tool_result(message, model))
+            made = [_tool_result(message, model)]
+        items += made
+        sent += bool(made)
     return items
 
 

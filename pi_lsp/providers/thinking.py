@@ -9,8 +9,8 @@ from pi_lsp.session.entries import THINKING_LEVELS as LEVELS
 
 def thinking_level(model: ModelInfo, level: str) -> str | None:
     """The level pi asks a model to think at (None: not at all): `level` clamped to the ones
-    the model has (`thinkingLevelMap` None drops one; xhigh needs an entry)."""
-    if not model.reasoning or level == "off" or level not in LEVELS:
+    the model has (`thinkingLevelMap` None drops one, "off" included; xhigh needs an entry)."""
+    if not model.reasoning or level not in LEVELS:
         return None
     levels = model.thinking_level_map
 
@@ -20,8 +20,9 @@ def thinking_level(model: ModelInfo, level: str) -> str | None:
         return candidate != "xhigh" or candidate in levels
 
     wanted = LEVELS.index(level)
-    order = [*LEVELS[wanted:], *reversed(LEVELS[1:wanted])]
-    return next((candidate for candidate in order if available(candidate)), None)
+    order = [*LEVELS[wanted:], *reversed(LEVELS[:wanted])]
+    found = next((candidate for candidate in order if available(candidate)), None)
+    return None if found == "off" else found
 
 
 def effort_of(model: ModelInfo, level: str) -> str:

@@ -95,6 +95,11 @@ class Encoder:
 encoder = Encoder()
 
 
+def stringify(value: Any) -> str:
+    """`value` as JavaScript's `JSON.stringify` writes it: compact, characters as they are."""
+    return encoder.encode(value).decode()
+
+
 def escape_line_separators(line: bytes) -> bytes:
     """A JSON line with U+2028/U+2029 written as escapes: the same JSON to pi, but no reader
     that splits lines on them (editors, older JavaScript) can cut it. (Outside strings JSON
