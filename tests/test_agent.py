@@ -318,6 +318,9 @@ def tool_results_of(request: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def text_of(result: dict[str, Any]) -> str:
+    """A tool result's text: pi sends text alone as one string, otherwise blocks."""
+    if isinstance(result["content"], str):
+        return result["content"]
     return "".join(block.get("text", "") for block in result["content"])
 
 

@@ -21,6 +21,7 @@ from pi_lsp.providers.registry import ANTHROPIC_API
 from pi_lsp.providers.retry import HttpFailure, ProviderRetry, with_retries
 from pi_lsp.session.entries import (
     AssistantMessage,
+    ImageContent,
     LlmMessage,
     TextContent,
     ThinkingContent,
@@ -45,17 +46,36 @@ def tool_id(raw: str, _source: AssistantMessage | None = None) -> str:
     return safe_id(raw)[:64] or "tool"
 
 
-def _user_blocks(content: str | list[UserBlock]) -> str | list[dict[str, Any]]:
+# What JavaScript's String.prototype.trim() removes (pi tests blankness with it): Python's
+# str.strip() differs (it keeps U+FEFF, and removes U+001C-U+001F and U+0085).
+JS_WHITESPACE = ("\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+                 "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff")
+# pi 1.6's words for the images of a failed tool call, which Anthropic refuses inside it.
+ERROR_IMAGE_NOTE = "(image attached after the tool results)"
+IMAGE_ONLY_NOTE = "(see attached image)"
+CACHEABLE = ("text", "image", "tool_result")
+
+
+def is_blank(text: str) -> bool:
+    """Whether pi treats `text` as empty: nothing left after JavaScript's trim() (lone
+    surrogates count as nothing too, since they are stripped before sending)."""
+    return not without_lone_surrogates(text).strip(JS_WHITESPACE)
+
+
+def _image(block: ImageContent) -> dict[str, Any]:
+    return {"type": "image", "source": {
+        "type": "base64", "media_type": block.mime_type, "data": block.data}}
+
+
+def _user_content(content: str | list[UserBlock]) -> str | list[dict[str, Any]] | None:
+    """A user message's content with blank text left out (None: nothing left, not sent)."""
     if isinstance(content, str):
-        return content
-    blocks: list[dict[str, Any]] = []
-    for block in content:
-        if isinstance(block, TextContent):
-            blocks.append({"type": "text", "text": block.text})
-        else:
-            blocks.append({"type": "image", "source": {
-                "type": "base64", "media_type": block.mime_type, "data": block.data}})
-    return blocks
+        return None if is_blank(content) else content
+    kept = [block for block in content
+            if not isinstance(block, TextContent) or not is_blank(block.text)]
+    blocks = [_image(block) if isinstance(block, ImageContent)
+              else {"type": "text", "text": block.text} for block in kept]
+    return blocks or None
 
 
 def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
@@ -63,15 +83,18 @@ def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for block in message.content:
         if isinstance(block, TextContent):
-            if block.text:
+            if not is_blank(block.text):
                 blocks.append({"type": "text", "text": block.text})
         elif isinstance(block, ThinkingContent):
-            if block.redacted and block.thinking_signature:
-                blocks.append({"type": "redacted_thinking", "data": block.thinking_signature})
-            elif block.thinking_signature:
+            signature = block.thinking_signature or ""
+            if block.redacted and signature:
+                blocks.append({"type": "redacted_thinking", "data": signature})
+            elif block.redacted:
+                continue  # no data to send back (pi sends the block without it: a 400)
+            elif not is_blank(signature):
                 blocks.append({"type": "thinking", "thinking": block.thinking,
-                               "signature": block.thinking_signature})
-            elif block.thinking and not block.redacted:
+                               "signature": signature})
+            elif not is_blank(block.thinking):
                 # Unsigned thinking cannot be replayed as thinking; it travels as plain text.
                 blocks.append({"type": "text", "text": block.thinking})
         elif isinstance(block, ToolCall):
@@ -80,44 +103,85 @@ def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
     return blocks
 
 
-def _tool_result(message: ToolResultMessage) -> dict[str, Any]:
-    content = _user_blocks(message.content)
-    return {"type": "tool_result", "tool_use_id": tool_id(message.tool_call_id),
-            "content": content or [{"type": "text", "text": "(no output)"}],
-            "is_error": message.is_error}
+def _result_content(content: list[UserBlock]) -> str | list[dict[str, Any]]:
+    """A tool result's content as pi sends it: text alone as one string (lines joined),
+    otherwise blocks, with a note first when there are only images."""
+    if all(isinstance(block, TextContent) for block in content):
+        return "\n".join(block.text for block in content if isinstance(block, TextContent))
+    blocks = [_image(block) if isinstance(block, ImageContent)
+              else {"type": "text", "text": block.text} for block in content]
+    if not any(isinstance(block, TextContent) for block in content):
+        blocks.insert(0, {"type": "text", "text": IMAGE_ONLY_NOTE})
+    return blocks
+
+
+def _without_images(content: list[UserBlock]) -> list[UserBlock]:
+    """An error result's content with each run of images replaced by a note."""
+    kept: list[UserBlock] = []
+    for block in content:
+        if isinstance(block, ImageContent):
+            if not (kept and isinstance(kept[-1], TextContent)
+                    and kept[-1].text == ERROR_IMAGE_NOTE):
+                kept.append(TextContent(text=ERROR_IMAGE_NOTE))
+        else:
+            kept.append(block)
+    return kept
+
+
+def _tool_results(results: list[ToolResultMessage]) -> list[dict[str, Any]]:
+    """One turn's tool results; a failed call's images follow all of them, each group
+    introduced by a line, since Anthropic accepts only text in an error result."""
+    blocks: list[dict[str, Any]] = []
+    after: list[dict[str, Any]] = []
+    for message in results:
+        call_id = tool_id(message.tool_call_id)
+        content = message.content
+        images = [block for block in content if isinstance(block, ImageContent)]
+        if message.is_error and images:
+            content = _without_images(content)
+            after.append({"type": "text", "text": "Images from the error result of tool call "
+                                                  f"{call_id} ({message.tool_name}):"})
+            after.extend(_image(image) for image in images)
+        blocks.append({"type": "tool_result", "tool_use_id": call_id,
+                       "content": _result_content(content), "is_error": message.is_error})
+    return blocks + after
 
 
 def wire_messages(messages: list[LlmMessage], model_id: str, provider: str = "anthropic"
                   ) -> list[dict[str, Any]]:
     """Model-layer messages as Messages API turns; consecutive tool results share one turn."""
     wire: list[dict[str, Any]] = []
+    results: list[ToolResultMessage] = []
     for message in adapt_to_model(messages, provider, API, model_id, tool_id):
+        if isinstance(message, ToolResultMessage):
+            results.append(message)
+            continue
+        if results:
+            wire.append({"role": "user", "content": _tool_results(results)})
+            results = []
         if isinstance(message, UserMessage):
-            wire.append({"role": "user", "content": _user_blocks(message.content)})
+            content = _user_content(message.content)
+            if content is not None:
+                wire.append({"role": "user", "content": content})
         elif isinstance(message, AssistantMessage):
             blocks = _assistant_blocks(message)
             if blocks:
                 wire.append({"role": "assistant", "content": blocks})
-        else:
-            result = _tool_result(message)
-            last = wire[-1] if wire else None
-            if last and last["role"] == "user" and isinstance(last["content"], list) and \
-                    last["content"] and last["content"][-1].get("type") == "tool_result":
-                last["content"].append(result)
-            else:
-                wire.append({"role": "user", "content": [result]})
+    if results:
+        wire.append({"role": "user", "content": _tool_results(results)})
     _mark_newest(wire)
     return wire
 
 
 def _mark_newest(wire: list[dict[str, Any]]) -> None:
-    """A cache breakpoint on the newest message, so the next call reads the whole prefix."""
-    if not wire:
+    """A cache breakpoint on the newest message when it is the user's, so the next call reads
+    the whole prefix (pi marks no reply: the next request adds a turn after it anyway)."""
+    if not wire or wire[-1]["role"] != "user":
         return
     newest = wire[-1]
     if isinstance(newest["content"], str):
         newest["content"] = [{"type": "text", "text": newest["content"]}]
-    if newest["content"]:
+    if newest["content"] and newest["content"][-1]["type"] in CACHEABLE:
         newest["content"][-1]["cache_control"] = CACHE
 
 
