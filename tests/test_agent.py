@@ -935,9 +935,13 @@ def test_request_params_disabled_thinking_and_tools() -> None:
     assert request_params(request_for("high", plain))["max_tokens"] == 8192
     specs = [ToolSpec("a", "first", {"type": "object"}), ToolSpec("b", "second", {})]
     tools = request_params(request_for("off", tools=specs))["tools"]
+    # pi 1.6's object schema, whatever the parameters say (a schema without it is a 400)
     assert tools == [
-        {"name": "a", "description": "first", "input_schema": {"type": "object"}},
-        {"name": "b", "description": "second", "input_schema": {}, "cache_control": CACHE}]
+        {"name": "a", "description": "first",
+         "input_schema": {"type": "object", "properties": {}, "required": []}},
+        {"name": "b", "description": "second",
+         "input_schema": {"type": "object", "properties": {}, "required": []},
+         "cache_control": CACHE}]
 
 
 def assistant(blocks: list[Any], model: str = SONNET, provider: str = "anthropic"

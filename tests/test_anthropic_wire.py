@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pi_lsp.providers.anthropic import AnthropicProvider, wire_messages
+from pi_lsp.providers.anthropic import AnthropicProvider, request_params, wire_messages
 from pi_lsp.providers.base import ModelRequest, ReplyBuilder, ToolSpec
 from pi_lsp.providers.registry import ModelInfo, ModelRegistry
 from pi_lsp.session.entries import (
@@ -151,3 +151,33 @@ async def test_sent_tool_result_is_a_string(fake: FakeAnthropic) -> None:
     _ = [event async for event in provider.stream(request(messages), built)]
     sent = fake.message_requests()[-1]
     assert sent["messages"][2]["content"][0]["content"] == "a\nb"
+
+
+# -- system prompt and tools -------------------------------------------------------------------
+
+
+def test_an_empty_system_prompt_is_left_out() -> None:
+    """pi 1.6 sends no `system` for an empty prompt; an empty text block is a 400."""
+    messages: list[LlmMessage] = [UserMessage(content="q", timestamp=1)]
+    assert "system" not in request_params(request(messages, system=""))
+    assert request_params(request(messages, system=" "))["system"] == [
+        {"type": "text", "text": " ", "cache_control": CACHE}]
+
+
+def test_tool_schemas_are_object_schemas() -> None:
+    """pi 1.6 always sends {type: object, properties, required}, keeping $defs, definitions
+    and additionalProperties; other root keywords (a root anyOf is a 400) stay out."""
+    specs = [ToolSpec("a", "first", {}),
+             ToolSpec("b", "second", {"anyOf": [{"type": "string"}], "required": ["x"],
+                                      "properties": {"x": {"$ref": "#/$defs/X"}},
+                                      "$defs": {"X": {"type": "string"}},
+                                      "additionalProperties": False, "definitions": {}})]
+    tools = request_params(request([UserMessage(content="q", timestamp=1)], tools=specs))["tools"]
+    assert tools == [
+        {"name": "a", "description": "first",
+         "input_schema": {"type": "object", "properties": {}, "required": []}},
+        {"name": "b", "description": "second",
+         "input_schema": {"type": "object", "properties": {"x": {"$ref": "#/$defs/X"}},
+                          "required": ["x"], "additionalProperties": False,
+                          "$defs": {"X": {"type": "string"}}, "definitions": {}},
+         "cache_control": CACHE}]

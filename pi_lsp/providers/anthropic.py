@@ -13,6 +13,7 @@ from pi_lsp.providers.base import (
     ModelRequest,
     ProviderEvent,
     ReplyBuilder,
+    ToolSpec,
     safe_id,
     without_lone_surrogates,
 )
@@ -185,20 +186,50 @@ def _mark_newest(wire: list[dict[str, Any]]) -> None:
         newest["content"][-1]["cache_control"] = CACHE
 
 
+def _system(prompt: str) -> list[dict[str, Any]] | None:
+    """The system blocks (None: an empty prompt, which pi leaves out; an empty block is a 400)."""
+    if not prompt:
+        return None
+    return [{"type": "text", "text": prompt, "cache_control": CACHE}]
+
+
+# Root keywords of a tool's schema kept as they are: shared definitions so $refs resolve, and
+# whether extra arguments are allowed. Others stay out (Anthropic 400s on a root anyOf).
+KEPT_SCHEMA_KEYS = ("additionalProperties", "$defs", "definitions")
+
+
+def input_schema(parameters: dict[str, Any]) -> dict[str, Any]:
+    """A tool's parameters as the object schema Anthropic requires (pi 1.6's shape)."""
+    properties = parameters.get("properties")
+    required = parameters.get("required")
+    schema: dict[str, Any] = {"type": "object",
+                              "properties": {} if properties is None else properties,
+                              "required": [] if required is None else required}
+    schema.update((key, parameters[key]) for key in KEPT_SCHEMA_KEYS if key in parameters)
+    return schema
+
+
+def _tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
+    """Tool definitions, the last one a cache breakpoint so the tool list is cached too."""
+    wire = [{"name": t.name, "description": t.description,
+             "input_schema": input_schema(t.parameters)} for t in tools]
+    wire[-1]["cache_control"] = CACHE
+    return wire
+
+
 def request_params(request: ModelRequest) -> dict[str, Any]:
     """The keyword arguments of `messages.create` for a request."""
     model = request.model
     max_tokens = request.max_tokens or min(model.max_tokens, DEFAULT_MAX_TOKENS)
     params: dict[str, Any] = {
         "model": model.id,
-        "system": [{"type": "text", "text": request.system_prompt, "cache_control": CACHE}],
         "messages": wire_messages(request.messages, model.id, model.provider),
     }
+    system = _system(request.system_prompt)
+    if system is not None:
+        params["system"] = system
     if request.tools:
-        tools = [{"name": t.name, "description": t.description, "input_schema": t.parameters}
-                 for t in request.tools]
-        tools[-1]["cache_control"] = CACHE
-        params["tools"] = tools
+        params["tools"] = _tools(request.tools)
     budget = THINKING_BUDGETS.get(request.thinking_level)
     if budget and model.reasoning:
         max_tokens = max(max_tokens, min(budget + ANSWER_ROOM, model.max_tokens))
