@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from msgspec.structs import replace as msgspec_replace
 
 from pi_lsp.providers.anthropic import AnthropicProvider, request_params, wire_messages
 from pi_lsp.providers.base import ModelRequest, ReplyBuilder, ToolSpec
@@ -181,3 +182,112 @@ def test_tool_schemas_are_object_schemas() -> None:
                           "required": ["x"], "additionalProperties": False,
                           "$defs": {"X": {"type": "string"}}, "definitions": {}},
          "cache_control": CACHE}]
+
+
+# -- thinking, max_tokens, betas ---------------------------------------------------------------
+
+
+def thinking_of(level: str, model: str = SONNET, **kwargs: Any) -> dict[str, Any]:
+    params = request_params(request([UserMessage(content="q", timestamp=1)], level, model,
+                                    **kwargs))
+    return {key: params[key] for key in ("max_tokens", "thinking", "output_config", "betas")
+            if key in params}
+
+
+def test_budgets_and_max_tokens_are_pi_16s() -> None:
+    """pi 1.6: budgets 1024/2048/8192/16384, max_tokens the model's cap (the budget on top
+    of the output room, within the cap); xhigh is clamped to high on Claude 4.5."""
+    interleaved = ["interleaved-thinking-2025-05-14"]
+    for level, budget in {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384,
+                          "xhigh": 16384}.items():
+        assert thinking_of(level) == {"max_tokens": 64000, "betas": interleaved, "thinking": {
+            "type": "enabled", "budget_tokens": budget}}
+    assert thinking_of("high", "claude-opus-4-1")["max_tokens"] == 32000
+    assert thinking_of("off") == {"max_tokens": 64000, "thinking": {"type": "disabled"}}
+    # a caller's own cap (summaries) is the answer room, the budget comes on top
+    assert thinking_of("low", max_tokens=5000)["max_tokens"] == 7048
+    assert thinking_of("off", max_tokens=5000)["max_tokens"] == 5000
+
+
+def test_a_tiny_output_cap_keeps_answer_room() -> None:
+    small = ModelInfo("anthropic", "small", 200_000, 10_000, REGISTRY.get("anthropic",
+                                                                         SONNET).price)
+    assert thinking_of("high", info=small) == {
+        "max_tokens": 10_000, "betas": ["interleaved-thinking-2025-05-14"],
+        "thinking": {"type": "enabled", "budget_tokens": 10_000 - 1024}}
+
+
+def test_adaptive_models_get_an_effort_and_no_budget() -> None:
+    """pi 1.6 lets the 4.6 models think adaptively at an effort (minimal and low: low), with
+    no interleaved-thinking beta; they have no xhigh, so it is high."""
+    for level, effort in {"minimal": "low", "low": "low", "medium": "medium", "high": "high",
+                          "xhigh": "high"}.items():
+        assert thinking_of(level, "claude-opus-4-6") == {
+            "max_tokens": 128_000, "thinking": {"type": "adaptive"},
+            "output_config": {"effort": effort}}
+    assert thinking_of("off", "claude-sonnet-4-6") == {"max_tokens": 64_000,
+                                                       "thinking": {"type": "disabled"}}
+
+
+def test_max_tokens_fits_the_context_window() -> None:
+    """pi-ai 1.6 lowers max_tokens to the window left after the estimated input (3.5
+    characters a token) less a 15% margin, or only 4096 when that leaves under 32768."""
+    model = ModelInfo("anthropic", "m", 100_000, 64_000, REGISTRY.get("anthropic",
+                                                                     SONNET).price)
+    big = [UserMessage(content="x" * 200_000, timestamp=1)]
+    used = 57_143 + 1  # the message's 200000 characters and the prompt "sys", each rounded up
+    params = request_params(request(big, "off", info=model))
+    assert params["max_tokens"] == 100_000 - used - 8_572
+    fuller = [UserMessage(content="x" * 250_000, timestamp=1)]
+    params = request_params(request(fuller, "off", info=model))
+    assert params["max_tokens"] == 100_000 - (71_429 + 1) - 4096  # under 32768: fixed margin
+    # the last good reply's reported usage stands for everything before it
+    used_reply = AssistantMessage(content=[TextContent(text="a")], api="anthropic-messages",
+                                  provider="anthropic", model="m", usage=Usage(total_tokens=90_000),
+                                  stop_reason="stop", timestamp=2)
+    params = request_params(request([*big, used_reply, UserMessage(content="q", timestamp=3)],
+                                    "off", info=model))
+    assert params["max_tokens"] == 100_000 - 90_001 - 4096
+
+
+def test_a_models_beta_header_replaces_pis_betas() -> None:
+    model = REGISTRY.get("anthropic", SONNET)
+    own = msgspec_replace(model, headers={"Anthropic-Beta": "a, b,a,"})
+    assert thinking_of("off", info=own)["betas"] == ["a", "b"]
+    assert thinking_of("high", info=own)["betas"] == ["a", "b"]
+
+
+def test_plain_models_hear_nothing_about_thinking() -> None:
+    plain = ModelInfo("anthropic", "plain", 100_000, 8192, REGISTRY.get("anthropic",
+                                                                       SONNET).price,
+                      reasoning=False)
+    assert thinking_of("high", info=plain) == {"max_tokens": 8192}
+
+
+@pytest.mark.asyncio
+async def test_betas_are_sent_as_the_beta_header(fake: FakeAnthropic) -> None:
+    """Through the real SDK: what the preview shows as `betas` goes as `anthropic-beta`, and
+    an adaptive request's effort reaches the server."""
+    provider = AnthropicProvider("k", base_url=fake.url)
+    fake.script(text_reply("done"), text_reply("done"))
+    for model_id in (SONNET, "claude-opus-4-6"):
+        model = REGISTRY.get("anthropic", model_id)
+        built = ReplyBuilder(model.api, model)
+        messages: list[LlmMessage] = [UserMessage(content="go", timestamp=1)]
+        _ = [e async for e in provider.stream(request(messages, "medium", model_id), built)]
+        assert built.error_message is None
+    budgeted, adaptive = [r for r in fake.requests if r.path.startswith("/v1/messages")]
+    assert budgeted.headers["anthropic-beta"] == "interleaved-thinking-2025-05-14"
+    assert "betas" not in budgeted.body
+    assert budgeted.body["thinking"] == {"type": "enabled", "budget_tokens": 8192}
+    assert "anthropic-beta" not in adaptive.headers
+    assert adaptive.body["output_config"] == {"effort": "medium"}
+    assert adaptive.body["thinking"] == {"type": "adaptive"}
+
+
+def test_a_tool_with_lone_surrogates_is_estimated_and_sent_without_them() -> None:
+    """The input estimate reads tool definitions that msgspec cannot encode."""
+    spec = ToolSpec("a", "d\ud800", {"properties": {"x": {"description": "\udfff"}}})
+    tools = request_params(request([UserMessage(content="q", timestamp=1)], tools=[spec]))["tools"]
+    assert tools[0]["description"] == "d"
+    assert tools[0]["input_schema"]["properties"] == {"x": {"description": ""}}

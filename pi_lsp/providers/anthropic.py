@@ -18,8 +18,10 @@ from pi_lsp.providers.base import (
     without_lone_surrogates,
 )
 from pi_lsp.providers.failures import StreamEndedEarly, failure_text
-from pi_lsp.providers.registry import ANTHROPIC_API
+from pi_lsp.providers.output_room import fit_to_context
+from pi_lsp.providers.registry import ANTHROPIC_API, ModelInfo
 from pi_lsp.providers.retry import HttpFailure, ProviderRetry, with_retries
+from pi_lsp.providers.thinking import thinking_level
 from pi_lsp.session.entries import (
     AssistantMessage,
     ImageContent,
@@ -33,9 +35,14 @@ from pi_lsp.session.entries import (
 )
 
 API = ANTHROPIC_API
-THINKING_BUDGETS = {"minimal": 1024, "low": 4096, "medium": 10240, "high": 20480, "xhigh": 32000}
-DEFAULT_MAX_TOKENS = 16_384
-ANSWER_ROOM = 4096  # output kept free beyond the thinking budget
+# pi 1.6's budgets; xhigh (only on models that list it) thinks as high does.
+THINKING_BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384}
+ANSWER_ROOM = 1024  # output always kept free beyond the thinking budget (pi's MIN_ANSWER_TOKENS)
+MIN_BUDGET = 1024  # Anthropic's smallest thinking budget, what pi sends when none fits
+# Sent while thinking within a budget: the model may think between tool calls, as under pi.
+# (pi's message-threads beta and eager_input_streaming are left out on purpose.)
+INTERLEAVED_THINKING = "interleaved-thinking-2025-05-14"
+EFFORTS = {"minimal": "low", "low": "low", "medium": "medium", "high": "high"}
 CACHE = {"type": "ephemeral"}
 STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop",
                 "max_tokens": "length", "tool_use": "toolUse"}
@@ -217,10 +224,53 @@ def _tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
     return wire
 
 
-def request_params(request: ModelRequest) -> dict[str, Any]:
-    """The keyword arguments of `messages.create` for a request."""
+def _effort(model: ModelInfo, level: str) -> str:
+    """The effort an adaptive model is asked for: its `thinkingLevelMap` entry, else pi's."""
+    return model.thinking_level_map.get(level) or EFFORTS.get(level, "high")
+
+
+def _budget_thinking(request: ModelRequest, level: str, room: int) -> dict[str, Any]:
+    """max_tokens and a thinking budget that share it, as pi 1.6 sizes them: the budget on top
+    of the output room, within the model's cap and the context window, answer room kept."""
     model = request.model
-    max_tokens = request.max_tokens or min(model.max_tokens, DEFAULT_MAX_TOKENS)
+    budget = THINKING_BUDGETS["high" if level == "xhigh" else level]
+    max_tokens = min(room + budget, model.max_tokens)
+    if max_tokens <= budget:
+        budget = min(budget, max(0, max_tokens - ANSWER_ROOM))
+    max_tokens = fit_to_context(request, max_tokens)
+    budget = min(budget, max(0, max_tokens - ANSWER_ROOM)) or MIN_BUDGET
+    return {"max_tokens": max_tokens, "thinking": {"type": "enabled", "budget_tokens": budget}}
+
+
+def _thinking(request: ModelRequest) -> dict[str, Any]:
+    """max_tokens and the thinking fields for the session's level, clamped to the model's."""
+    model = request.model
+    room = fit_to_context(request, request.max_tokens or model.max_tokens)
+    level = thinking_level(model, request.thinking_level)
+    if level is None:
+        # pi says nothing about thinking to a model without it, or whose "off" is not sent.
+        quiet = not model.reasoning or ("off" in model.thinking_level_map
+                                        and model.thinking_level_map["off"] is None)
+        return {"max_tokens": room} if quiet else {"max_tokens": room,
+                                                   "thinking": {"type": "disabled"}}
+    if model.compat.force_adaptive_thinking:
+        return {"max_tokens": room, "thinking": {"type": "adaptive"},
+                "output_config": {"effort": _effort(model, level)}}
+    return _budget_thinking(request, level, room)
+
+
+def _betas(model: ModelInfo, budgeted: bool) -> list[str]:
+    """The betas asked for: an `anthropic-beta` header the model sets replaces pi's own."""
+    for name, value in model.headers.items():
+        if name.lower() == "anthropic-beta":
+            return list(dict.fromkeys(b.strip() for b in value.split(",") if b.strip()))
+    return [INTERLEAVED_THINKING] if budgeted and model.reasoning else []
+
+
+def request_params(request: ModelRequest) -> dict[str, Any]:
+    """The keyword arguments of `messages.create` (of `beta.messages.create` when it has
+    `betas`) for a request."""
+    model = request.model
     params: dict[str, Any] = {
         "model": model.id,
         "messages": wire_messages(request.messages, model.id, model.provider),
@@ -230,13 +280,10 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
         params["system"] = system
     if request.tools:
         params["tools"] = _tools(request.tools)
-    budget = THINKING_BUDGETS.get(request.thinking_level)
-    if budget and model.reasoning:
-        max_tokens = max(max_tokens, min(budget + ANSWER_ROOM, model.max_tokens))
-        params["thinking"] = {"type": "enabled", "budget_tokens": min(budget, max_tokens - 1)}
-    else:
-        params["thinking"] = {"type": "disabled"}
-    params["max_tokens"] = max_tokens
+    params.update(_thinking(request))
+    betas = _betas(model, params.get("thinking", {}).get("type") == "enabled")
+    if betas:
+        params["betas"] = betas
     return without_lone_surrogates(params)  # type: ignore[no-any-return]
 
 
@@ -286,8 +333,10 @@ class AnthropicProvider:
         params = request_params(request)
         answered = started = stopped = reasoned = False
         try:
+            # Betas go through the SDK's beta client, which sends them as `anthropic-beta`.
+            messages = self.client.beta.messages if "betas" in params else self.client.messages
             stream = await with_retries(
-                lambda: self.client.messages.create(
+                lambda: messages.create(
                     **params, stream=True, extra_headers=request.model.headers or None),
                 self.retry, http_failure)
             answered = True
