@@ -318,6 +318,9 @@ def tool_results_of(request: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def text_of(result: dict[str, Any]) -> str:
+    """A tool result's text: pi sends text alone as one string, otherwise blocks."""
+    if isinstance(result["content"], str):
+        return result["content"]
     return "".join(block.get("text", "") for block in result["content"])
 
 
@@ -423,12 +426,15 @@ async def test_full_turn_events_entries_usage_and_wire(make_rig, fake) -> None:
     assert [t["name"] for t in one["tools"]] == ["read", "write", "edit", "bash"]
     assert one["tools"][-1]["cache_control"] == CACHE
     assert all("cache_control" not in t for t in one["tools"][:-1])
-    assert one["thinking"] == {"type": "enabled", "budget_tokens": 10240}
-    assert one["max_tokens"] > 10240
+    # pi 1.6's medium budget, on top of an answer room of the model's whole output cap
+    assert one["thinking"] == {"type": "enabled", "budget_tokens": 8192}
+    assert one["max_tokens"] == 64000
+    sent = [r for r in fake.requests if r.path.startswith("/v1/messages")]
+    assert {r.headers.get("anthropic-beta") for r in sent} == {"interleaved-thinking-2025-05-14"}
     assert one["messages"] == [{"role": "user", "content": [
         {"type": "text", "text": "look at a.txt", "cache_control": CACHE}]}]
 
-    assert two["thinking"] == {"type": "enabled", "budget_tokens": 10240}
+    assert two["thinking"] == {"type": "enabled", "budget_tokens": 8192}
     assert len(two["messages"]) == 3
     user, assistant, results = two["messages"]
     assert user == {"role": "user", "content": [{"type": "text", "text": "look at a.txt"}]}
@@ -923,29 +929,37 @@ def test_request_params_thinking_budgets(level, budget, model_id) -> None:
 
 
 def test_request_params_expected_numbers() -> None:
+    # pi 1.6's budgets and max_tokens (the model's cap: 64000 for Sonnet 4.5); Claude 4.5 has
+    # no xhigh, so it thinks as high
     assert {level: request_params(request_for(level))["thinking"]["budget_tokens"]
-            for level in THINKING_BUDGETS} == {
-        "minimal": 1024, "low": 4096, "medium": 10240, "high": 20480, "xhigh": 32000}
-    assert request_params(request_for("medium"))["max_tokens"] == 16384
-    assert request_params(request_for("xhigh"))["max_tokens"] >= 32000 + 1
-    # an explicit max_tokens below the budget is raised above it
+            for level in (*THINKING_BUDGETS, "xhigh")} == {
+        "minimal": 1024, "low": 2048, "medium": 8192, "high": 16384, "xhigh": 16384}
+    assert request_params(request_for("medium"))["max_tokens"] == 64000
+    assert request_params(request_for("xhigh"))["max_tokens"] == 64000
+    # an explicit max_tokens gets the budget on top of it
     small = request_params(request_for("high", max_tokens=2000))
-    assert small["max_tokens"] > small["thinking"]["budget_tokens"] == 20480
+    assert small["max_tokens"] == 2000 + 16384
+    assert small["thinking"]["budget_tokens"] == 16384
 
 
 def test_request_params_disabled_thinking_and_tools() -> None:
     off = request_params(request_for("off"))
     assert off["thinking"] == {"type": "disabled"}
-    assert off["max_tokens"] == 16384
+    assert off["max_tokens"] == 64000  # pi 1.6: the model's output cap
     assert "tools" not in off
     plain = ModelInfo("anthropic", "plain", 100_000, 8192, Price(1, 1, 0, 0), reasoning=False)
-    assert request_params(request_for("high", plain))["thinking"] == {"type": "disabled"}
+    # pi 1.6 says nothing about thinking to a model without it
+    assert "thinking" not in request_params(request_for("high", plain))
     assert request_params(request_for("high", plain))["max_tokens"] == 8192
     specs = [ToolSpec("a", "first", {"type": "object"}), ToolSpec("b", "second", {})]
     tools = request_params(request_for("off", tools=specs))["tools"]
+    # pi 1.6's object schema, whatever the parameters say (a schema without it is a 400)
     assert tools == [
-        {"name": "a", "description": "first", "input_schema": {"type": "object"}},
-        {"name": "b", "description": "second", "input_schema": {}, "cache_control": CACHE}]
+        {"name": "a", "description": "first",
+         "input_schema": {"type": "object", "properties": {}, "required": []}},
+        {"name": "b", "description": "second",
+         "input_schema": {"type": "object", "properties": {}, "required": []},
+         "cache_control": CACHE}]
 
 
 def assistant(blocks: list[Any], model: str = SONNET, provider: str = "anthropic"

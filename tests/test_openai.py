@@ -585,9 +585,12 @@ async def test_session_moves_from_anthropic_to_openai_compatible_and_back(
     problems = check_session(SessionTree.open(str(path)))
     assert [p.message for p in problems] == ["tool call 'toolu_lost' (bash) has no result"]
 
-    # The request preview at a leaf is exactly what that leaf's provider received.
+    # The request preview at a leaf is exactly what that leaf's provider received; the
+    # Anthropic SDK sends the preview's `betas` as the anthropic-beta header.
+    claude_headers = [r.headers for r in fake.requests if r.path.startswith("/v1/messages")][-1]
+    claude_sent = {**claude, "betas": claude_headers["anthropic-beta"].split(",")}
     for leaf, sent in ((before_last_responses_call, oai.responses_requests()[-1]),
-                       (harness.tree.path_ids(harness.tree.leaf_id)[-2], claude)):
+                       (harness.tree.path_ids(harness.tree.leaf_id)[-2], claude_sent)):
         preview = hub.preview(path, leaf, "request")
         assert preview.request == {k: v for k, v in sent.items() if k != "stream"}
     for provider in harness._provider_cache.values():

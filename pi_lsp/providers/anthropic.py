@@ -13,14 +13,18 @@ from pi_lsp.providers.base import (
     ModelRequest,
     ProviderEvent,
     ReplyBuilder,
+    ToolSpec,
     safe_id,
     without_lone_surrogates,
 )
 from pi_lsp.providers.failures import StreamEndedEarly, failure_text
-from pi_lsp.providers.registry import ANTHROPIC_API
+from pi_lsp.providers.output_room import fit_to_context
+from pi_lsp.providers.registry import ANTHROPIC_API, ModelInfo
 from pi_lsp.providers.retry import HttpFailure, ProviderRetry, with_retries
+from pi_lsp.providers.thinking import thinking_level
 from pi_lsp.session.entries import (
     AssistantMessage,
+    ImageContent,
     LlmMessage,
     TextContent,
     ThinkingContent,
@@ -31,9 +35,14 @@ from pi_lsp.session.entries import (
 )
 
 API = ANTHROPIC_API
-THINKING_BUDGETS = {"minimal": 1024, "low": 4096, "medium": 10240, "high": 20480, "xhigh": 32000}
-DEFAULT_MAX_TOKENS = 16_384
-ANSWER_ROOM = 4096  # output kept free beyond the thinking budget
+# pi 1.6's budgets; xhigh (only on models that list it) thinks as high does.
+THINKING_BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384}
+ANSWER_ROOM = 1024  # output always kept free beyond the thinking budget (pi's MIN_ANSWER_TOKENS)
+MIN_BUDGET = 1024  # Anthropic's smallest thinking budget, what pi sends when none fits
+# Sent while thinking within a budget: the model may think between tool calls, as under pi.
+# (pi's message-threads beta and eager_input_streaming are left out on purpose.)
+INTERLEAVED_THINKING = "interleaved-thinking-2025-05-14"
+EFFORTS = {"minimal": "low", "low": "low", "medium": "medium", "high": "high"}
 CACHE = {"type": "ephemeral"}
 STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop",
                 "max_tokens": "length", "tool_use": "toolUse"}
@@ -45,17 +54,36 @@ def tool_id(raw: str, _source: AssistantMessage | None = None) -> str:
     return safe_id(raw)[:64] or "tool"
 
 
-def _user_blocks(content: str | list[UserBlock]) -> str | list[dict[str, Any]]:
+# What JavaScript's String.prototype.trim() removes (pi tests blankness with it): Python's
+# str.strip() differs (it keeps U+FEFF, and removes U+001C-U+001F and U+0085).
+JS_WHITESPACE = ("\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+                 "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff")
+# pi 1.6's words for the images of a failed tool call, which Anthropic refuses inside it.
+ERROR_IMAGE_NOTE = "(image attached after the tool results)"
+IMAGE_ONLY_NOTE = "(see attached image)"
+CACHEABLE = ("text", "image", "tool_result")
+
+
+def is_blank(text: str) -> bool:
+    """Whether pi treats `text` as empty: nothing left after JavaScript's trim() (lone
+    surrogates count as nothing too, since they are stripped before sending)."""
+    return not without_lone_surrogates(text).strip(JS_WHITESPACE)
+
+
+def _image(block: ImageContent) -> dict[str, Any]:
+    return {"type": "image", "source": {
+        "type": "base64", "media_type": block.mime_type, "data": block.data}}
+
+
+def _user_content(content: str | list[UserBlock]) -> str | list[dict[str, Any]] | None:
+    """A user message's content with blank text left out (None: nothing left, not sent)."""
     if isinstance(content, str):
-        return content
-    blocks: list[dict[str, Any]] = []
-    for block in content:
-        if isinstance(block, TextContent):
-            blocks.append({"type": "text", "text": block.text})
-        else:
-            blocks.append({"type": "image", "source": {
-                "type": "base64", "media_type": block.mime_type, "data": block.data}})
-    return blocks
+        return None if is_blank(content) else content
+    kept = [block for block in content
+            if not isinstance(block, TextContent) or not is_blank(block.text)]
+    blocks = [_image(block) if isinstance(block, ImageContent)
+              else {"type": "text", "text": block.text} for block in kept]
+    return blocks or None
 
 
 def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
@@ -63,15 +91,18 @@ def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for block in message.content:
         if isinstance(block, TextContent):
-            if block.text:
+            if not is_blank(block.text):
                 blocks.append({"type": "text", "text": block.text})
         elif isinstance(block, ThinkingContent):
-            if block.redacted and block.thinking_signature:
-                blocks.append({"type": "redacted_thinking", "data": block.thinking_signature})
-            elif block.thinking_signature:
+            signature = block.thinking_signature or ""
+            if block.redacted and signature:
+                blocks.append({"type": "redacted_thinking", "data": signature})
+            elif block.redacted:
+                continue  # no data to send back (pi sends the block without it: a 400)
+            elif not is_blank(signature):
                 blocks.append({"type": "thinking", "thinking": block.thinking,
-                               "signature": block.thinking_signature})
-            elif block.thinking and not block.redacted:
+                               "signature": signature})
+            elif not is_blank(block.thinking):
                 # Unsigned thinking cannot be replayed as thinking; it travels as plain text.
                 blocks.append({"type": "text", "text": block.thinking})
         elif isinstance(block, ToolCall):
@@ -80,68 +111,179 @@ def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
     return blocks
 
 
-def _tool_result(message: ToolResultMessage) -> dict[str, Any]:
-    content = _user_blocks(message.content)
-    return {"type": "tool_result", "tool_use_id": tool_id(message.tool_call_id),
-            "content": content or [{"type": "text", "text": "(no output)"}],
-            "is_error": message.is_error}
+def _result_content(content: list[UserBlock]) -> str | list[dict[str, Any]]:
+    """A tool result's content as pi sends it: text alone as one string (lines joined),
+    otherwise blocks, with a note first when there are only images."""
+    if all(isinstance(block, TextContent) for block in content):
+        return "\n".join(block.text for block in content if isinstance(block, TextContent))
+    blocks = [_image(block) if isinstance(block, ImageContent)
+              else {"type": "text", "text": block.text} for block in content]
+    if not any(isinstance(block, TextContent) for block in content):
+        blocks.insert(0, {"type": "text", "text": IMAGE_ONLY_NOTE})
+    return blocks
+
+
+def _without_images(content: list[UserBlock]) -> list[UserBlock]:
+    """An error result's content with each run of images replaced by a note."""
+    kept: list[UserBlock] = []
+    for block in content:
+        if isinstance(block, ImageContent):
+            if not (kept and isinstance(kept[-1], TextContent)
+                    and kept[-1].text == ERROR_IMAGE_NOTE):
+                kept.append(TextContent(text=ERROR_IMAGE_NOTE))
+        else:
+            kept.append(block)
+    return kept
+
+
+def _tool_results(results: list[ToolResultMessage]) -> list[dict[str, Any]]:
+    """One turn's tool results; a failed call's images follow all of them, each group
+    introduced by a line, since Anthropic accepts only text in an error result."""
+    blocks: list[dict[str, Any]] = []
+    after: list[dict[str, Any]] = []
+    for message in results:
+        call_id = tool_id(message.tool_call_id)
+        content = message.content
+        images = [block for block in content if isinstance(block, ImageContent)]
+        if message.is_error and images:
+            content = _without_images(content)
+            after.append({"type": "text", "text": "Images from the error result of tool call "
+                                                  f"{call_id} ({message.tool_name}):"})
+            after.extend(_image(image) for image in images)
+        blocks.append({"type": "tool_result", "tool_use_id": call_id,
+                       "content": _result_content(content), "is_error": message.is_error})
+    return blocks + after
 
 
 def wire_messages(messages: list[LlmMessage], model_id: str, provider: str = "anthropic"
                   ) -> list[dict[str, Any]]:
     """Model-layer messages as Messages API turns; consecutive tool results share one turn."""
     wire: list[dict[str, Any]] = []
+    results: list[ToolResultMessage] = []
     for message in adapt_to_model(messages, provider, API, model_id, tool_id):
+        if isinstance(message, ToolResultMessage):
+            results.append(message)
+            continue
+        if results:
+            wire.append({"role": "user", "content": _tool_results(results)})
+            results = []
         if isinstance(message, UserMessage):
-            wire.append({"role": "user", "content": _user_blocks(message.content)})
+            content = _user_content(message.content)
+            if content is not None:
+                wire.append({"role": "user", "content": content})
         elif isinstance(message, AssistantMessage):
             blocks = _assistant_blocks(message)
             if blocks:
                 wire.append({"role": "assistant", "content": blocks})
-        else:
-            result = _tool_result(message)
-            last = wire[-1] if wire else None
-            if last and last["role"] == "user" and isinstance(last["content"], list) and \
-                    last["content"] and last["content"][-1].get("type") == "tool_result":
-                last["content"].append(result)
-            else:
-                wire.append({"role": "user", "content": [result]})
+    if results:
+        wire.append({"role": "user", "content": _tool_results(results)})
     _mark_newest(wire)
     return wire
 
 
 def _mark_newest(wire: list[dict[str, Any]]) -> None:
-    """A cache breakpoint on the newest message, so the next call reads the whole prefix."""
-    if not wire:
+    """A cache breakpoint on the newest message when it is the user's, so the next call reads
+    the whole prefix (pi marks no reply: the next request adds a turn after it anyway)."""
+    if not wire or wire[-1]["role"] != "user":
         return
     newest = wire[-1]
     if isinstance(newest["content"], str):
         newest["content"] = [{"type": "text", "text": newest["content"]}]
-    if newest["content"]:
+    if newest["content"] and newest["content"][-1]["type"] in CACHEABLE:
         newest["content"][-1]["cache_control"] = CACHE
 
 
-def request_params(request: ModelRequest) -> dict[str, Any]:
-    """The keyword arguments of `messages.create` for a request."""
+def _system(prompt: str) -> list[dict[str, Any]] | None:
+    """The system blocks (None: an empty prompt, which pi leaves out; an empty block is a 400)."""
+    if not prompt:
+        return None
+    return [{"type": "text", "text": prompt, "cache_control": CACHE}]
+
+
+# Root keywords of a tool's schema kept as they are: shared definitions so $refs resolve, and
+# whether extra arguments are allowed. Others stay out (Anthropic 400s on a root anyOf).
+KEPT_SCHEMA_KEYS = ("additionalProperties", "$defs", "definitions")
+
+
+def input_schema(parameters: dict[str, Any]) -> dict[str, Any]:
+    """A tool's parameters as the object schema Anthropic requires (pi 1.6's shape)."""
+    properties = parameters.get("properties")
+    required = parameters.get("required")
+    schema: dict[str, Any] = {"type": "object",
+                              "properties": {} if properties is None else properties,
+                              "required": [] if required is None else required}
+    schema.update((key, parameters[key]) for key in KEPT_SCHEMA_KEYS if key in parameters)
+    return schema
+
+
+def _tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
+    """Tool definitions, the last one a cache breakpoint so the tool list is cached too."""
+    wire = [{"name": t.name, "description": t.description,
+             "input_schema": input_schema(t.parameters)} for t in tools]
+    wire[-1]["cache_control"] = CACHE
+    return wire
+
+
+def _effort(model: ModelInfo, level: str) -> str:
+    """The effort an adaptive model is asked for: its `thinkingLevelMap` entry, else pi's."""
+    return model.thinking_level_map.get(level) or EFFORTS.get(level, "high")
+
+
+def _budget_thinking(request: ModelRequest, level: str, room: int) -> dict[str, Any]:
+    """max_tokens and a thinking budget that share it, as pi 1.6 sizes them: the budget on top
+    of the output room, within the model's cap and the context window, answer room kept."""
     model = request.model
-    max_tokens = request.max_tokens or min(model.max_tokens, DEFAULT_MAX_TOKENS)
+    budget = THINKING_BUDGETS["high" if level == "xhigh" else level]
+    max_tokens = min(room + budget, model.max_tokens)
+    if max_tokens <= budget:
+        budget = min(budget, max(0, max_tokens - ANSWER_ROOM))
+    max_tokens = fit_to_context(request, max_tokens)
+    budget = min(budget, max(0, max_tokens - ANSWER_ROOM)) or MIN_BUDGET
+    return {"max_tokens": max_tokens, "thinking": {"type": "enabled", "budget_tokens": budget}}
+
+
+def _thinking(request: ModelRequest) -> dict[str, Any]:
+    """max_tokens and the thinking fields for the session's level, clamped to the model's."""
+    model = request.model
+    room = fit_to_context(request, request.max_tokens or model.max_tokens)
+    level = thinking_level(model, request.thinking_level)
+    if level is None:
+        # pi says nothing about thinking to a model without it, or whose "off" is not sent.
+        quiet = not model.reasoning or ("off" in model.thinking_level_map
+                                        and model.thinking_level_map["off"] is None)
+        return {"max_tokens": room} if quiet else {"max_tokens": room,
+                                                   "thinking": {"type": "disabled"}}
+    if model.compat.force_adaptive_thinking:
+        return {"max_tokens": room, "thinking": {"type": "adaptive"},
+                "output_config": {"effort": _effort(model, level)}}
+    return _budget_thinking(request, level, room)
+
+
+def _betas(model: ModelInfo, budgeted: bool) -> list[str]:
+    """The betas asked for: an `anthropic-beta` header the model sets replaces pi's own."""
+    for name, value in model.headers.items():
+        if name.lower() == "anthropic-beta":
+            return list(dict.fromkeys(b.strip() for b in value.split(",") if b.strip()))
+    return [INTERLEAVED_THINKING] if budgeted and model.reasoning else []
+
+
+def request_params(request: ModelRequest) -> dict[str, Any]:
+    """The keyword arguments of `messages.create` (of `beta.messages.create` when it has
+    `betas`) for a request."""
+    model = request.model
     params: dict[str, Any] = {
         "model": model.id,
-        "system": [{"type": "text", "text": request.system_prompt, "cache_control": CACHE}],
         "messages": wire_messages(request.messages, model.id, model.provider),
     }
+    system = _system(request.system_prompt)
+    if system is not None:
+        params["system"] = system
     if request.tools:
-        tools = [{"name": t.name, "description": t.description, "input_schema": t.parameters}
-                 for t in request.tools]
-        tools[-1]["cache_control"] = CACHE
-        params["tools"] = tools
-    budget = THINKING_BUDGETS.get(request.thinking_level)
-    if budget and model.reasoning:
-        max_tokens = max(max_tokens, min(budget + ANSWER_ROOM, model.max_tokens))
-        params["thinking"] = {"type": "enabled", "budget_tokens": min(budget, max_tokens - 1)}
-    else:
-        params["thinking"] = {"type": "disabled"}
-    params["max_tokens"] = max_tokens
+        params["tools"] = _tools(request.tools)
+    params.update(_thinking(request))
+    betas = _betas(model, params.get("thinking", {}).get("type") == "enabled")
+    if betas:
+        params["betas"] = betas
     return without_lone_surrogates(params)  # type: ignore[no-any-return]
 
 
@@ -191,8 +333,10 @@ class AnthropicProvider:
         params = request_params(request)
         answered = started = stopped = reasoned = False
         try:
+            # Betas go through the SDK's beta client, which sends them as `anthropic-beta`.
+            messages = self.client.beta.messages if "betas" in params else self.client.messages
             stream = await with_retries(
-                lambda: self.client.messages.create(
+                lambda: messages.create(
                     **params, stream=True, extra_headers=request.model.headers or None),
                 self.retry, http_failure)
             answered = True

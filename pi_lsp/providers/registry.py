@@ -29,7 +29,8 @@ ThinkingFormat = Literal["openai", "openrouter", "deepseek", "together", "zai", 
 
 
 class Compat(msgspec.Struct, rename="camel", omit_defaults=True):
-    """pi's `compat` flags for OpenAI-compatible servers; None means "detect from the server"."""
+    """pi's `compat` flags for OpenAI-compatible servers, and the Anthropic one pi-lsp reads;
+    None means "detect from the server"."""
 
     supports_store: bool | None = None
     supports_developer_role: bool | None = None
@@ -46,6 +47,8 @@ class Compat(msgspec.Struct, rename="camel", omit_defaults=True):
     send_session_affinity_headers: bool | None = None
     session_affinity_format: Literal["openai", "openai-nosession", "openrouter"] | None = None
     prompt_cache_key_mode: Literal["auto", "enabled", "disabled"] | None = None
+    # Anthropic: the model thinks adaptively at an effort, never within a token budget.
+    force_adaptive_thinking: bool | None = None
 
     def over(self, base: Compat) -> Compat:
         """These flags, with `base` filling the ones left unset."""
@@ -88,10 +91,12 @@ class ProviderConfig(msgspec.Struct):
 
 
 def _claude(model_id: str, window: int, max_tokens: int, input_price: float,
-            output_price: float) -> ModelInfo:
+            output_price: float, adaptive: bool = False) -> ModelInfo:
     # Anthropic bills cache reads at a tenth of input and five-minute cache writes at 1.25x.
     price = Price(input_price, output_price, input_price / 10, input_price * 1.25)
-    return ModelInfo("anthropic", model_id, window, max_tokens, price, input=["text", "image"])
+    # As pi 1.6's catalog: the 4.6 models think adaptively (forceAdaptiveThinking).
+    return ModelInfo("anthropic", model_id, window, max_tokens, price, input=["text", "image"],
+                     compat=Compat(force_adaptive_thinking=True) if adaptive else Compat())
 
 
 def _gpt(model_id: str, window: int, max_tokens: int, input_price: float, output_price: float,
@@ -105,8 +110,8 @@ def _gpt(model_id: str, window: int, max_tokens: int, input_price: float, output
 
 
 BUILT_IN: tuple[ModelInfo, ...] = (
-    _claude("claude-opus-4-6", 200_000, 128_000, 5, 25),
-    _claude("claude-sonnet-4-6", 200_000, 64_000, 3, 15),
+    _claude("claude-opus-4-6", 200_000, 128_000, 5, 25, adaptive=True),
+    _claude("claude-sonnet-4-6", 200_000, 64_000, 3, 15, adaptive=True),
     _claude("claude-opus-4-5", 200_000, 64_000, 5, 25),
     _claude("claude-sonnet-4-5", 200_000, 64_000, 3, 15),
     _claude("claude-haiku-4-5", 200_000, 64_000, 1, 5),

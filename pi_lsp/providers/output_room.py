@@ -1,0 +1,65 @@
+"""How much output a request may ask for: pi-ai 1.6's `clampMaxTokensToContext`, which fits
+max_tokens into the context window left after the input, with a margin for miscounting."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import msgspec
+
+from pi_lsp.context.tokens import FAILED, message_chars, usage_tokens, utf16_length
+from pi_lsp.providers.base import ModelRequest
+from pi_lsp.session.entries import AssistantMessage, LlmMessage
+
+CHARS_PER_TOKEN = 3.5  # pi-ai's estimate here (not the /4 pi's compaction uses)
+SAFETY_TOKENS = 4096
+SAFETY_RATIO = 0.15  # providers may count the input up to ~12% above the estimate
+MIN_OUTPUT_WITH_RATIO = 32_768
+
+
+def _tokens(chars: int) -> int:
+    return math.ceil(chars / CHARS_PER_TOKEN)
+
+
+def _anchor(messages: list[LlmMessage]) -> int:
+    """The last reply whose reported usage still describes the prefix before it, or -1:
+    not failed, usage reported, and nothing newer inserted before it."""
+    found, newest = -1, -math.inf
+    for index, message in enumerate(messages):
+        # A missing stamp is pi's NaN: no comparison with it holds, from then on too.
+        stamp = math.nan if message.timestamp is None else float(message.timestamp)
+        if isinstance(message, AssistantMessage) and stamp >= newest \
+                and message.stop_reason not in FAILED and usage_tokens(message) > 0:
+            found = index
+        newest = math.nan if math.isnan(stamp) or math.isnan(newest) else max(newest, stamp)
+    return found
+
+
+def input_tokens(request: ModelRequest) -> int:
+    """pi-ai's estimate of the input: the last good reply's usage plus what came after it,
+    else every message with the system prompt and tool definitions."""
+    messages = request.messages
+    anchor = _anchor(messages)
+    if anchor >= 0:
+        reply = messages[anchor]
+        assert isinstance(reply, AssistantMessage)
+        return usage_tokens(reply) + sum(_tokens(message_chars(m)) for m in messages[anchor + 1:])
+    # The standard json module, not msgspec: a definition may hold lone surrogates.
+    tools = json.dumps(msgspec.to_builtins(request.tools), ensure_ascii=False,
+                       separators=(",", ":")) if request.tools else ""
+    return (_tokens(utf16_length(request.system_prompt)) + (_tokens(utf16_length(tools)) if tools
+            else 0) + sum(_tokens(message_chars(m)) for m in messages))
+
+
+def fit_to_context(request: ModelRequest, max_tokens: int) -> int:
+    """`max_tokens` lowered to fit the window after the estimated input and a margin (15%,
+    or only 4096 tokens when that would leave under 32768 for output)."""
+    window = request.model.context_window
+    if window <= 0:
+        return max(1, max_tokens)
+    used = input_tokens(request)
+    room = window - used - max(SAFETY_TOKENS, math.ceil(used * SAFETY_RATIO))
+    if room < MIN_OUTPUT_WITH_RATIO:
+        room = min(MIN_OUTPUT_WITH_RATIO, window - used - SAFETY_TOKENS)
+    return min(max_tokens, max(1, room))

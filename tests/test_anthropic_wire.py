@@ -1,0 +1,293 @@
+"""The Anthropic Messages body pi-lsp sends, held to what pi 1.6 sends (except where pi's
+request would be refused): message shapes, cache marks, system, tools, thinking, betas."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from msgspec.structs import replace as msgspec_replace
+
+from pi_lsp.providers.anthropic import AnthropicProvider, request_params, wire_messages
+from pi_lsp.providers.base import ModelRequest, ReplyBuilder, ToolSpec
+from pi_lsp.providers.registry import ModelInfo, ModelRegistry
+from pi_lsp.session.entries import (
+    AssistantMessage,
+    ImageContent,
+    LlmMessage,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from tests.fake_anthropic import FakeAnthropic, text_reply
+
+SONNET = "claude-sonnet-4-5"
+REGISTRY = ModelRegistry()
+CACHE = {"type": "ephemeral"}
+PNG = "iVBORw0KGgo="
+
+
+def reply(*blocks: Any) -> AssistantMessage:
+    return AssistantMessage(content=list(blocks), api="anthropic-messages", provider="anthropic",
+                            model=SONNET, usage=Usage(), stop_reason="toolUse", timestamp=2)
+
+
+def result(call_id: str, *blocks: Any, is_error: bool = False) -> ToolResultMessage:
+    return ToolResultMessage(tool_call_id=call_id, tool_name="bash", content=list(blocks),
+                             is_error=is_error, timestamp=3)
+
+
+def image() -> ImageContent:
+    return ImageContent(data=PNG, mime_type="image/png")
+
+
+def call(call_id: str) -> ToolCall:
+    return ToolCall(id=call_id, name="bash", arguments={"command": "x"})
+
+
+def request(messages: list[LlmMessage], level: str = "off", model: str = SONNET,
+            system: str = "sys", tools: list[ToolSpec] | None = None,
+            info: ModelInfo | None = None, max_tokens: int | None = None) -> ModelRequest:
+    return ModelRequest(model=info or REGISTRY.get("anthropic", model), system_prompt=system,
+                        messages=messages, tools=tools or [], thinking_level=level,
+                        max_tokens=max_tokens)
+
+
+# -- tool results ------------------------------------------------------------------------------
+
+
+def test_text_only_tool_result_is_one_string_of_lines() -> None:
+    """pi 1.6 sends a text-only result as a string, its text blocks joined by newlines."""
+    wire = wire_messages([UserMessage(content="go", timestamp=1), reply(call("c1")),
+                          result("c1", TextContent(text="one"), TextContent(text="two")),
+                          UserMessage(content="next", timestamp=4)], SONNET)
+    assert wire[2]["content"] == [{"type": "tool_result", "tool_use_id": "c1",
+                                   "content": "one\ntwo", "is_error": False}]
+
+
+def test_tool_result_with_images_stays_blocks_and_images_alone_get_a_note() -> None:
+    wire = wire_messages([UserMessage(content="go", timestamp=1),
+                          reply(call("c1"), call("c2")),
+                          result("c1", TextContent(text="see"), image()),
+                          result("c2", image())], SONNET)
+    first, second = wire[2]["content"]
+    assert [b["type"] for b in first["content"]] == ["text", "image"]
+    assert second["content"][0] == {"type": "text", "text": "(see attached image)"}
+    assert second["content"][1]["type"] == "image"
+
+
+def test_failed_tool_results_images_follow_all_results() -> None:
+    """Anthropic refuses images inside an error result: pi 1.6 leaves a note in the result and
+    sends the images after every result of the turn, each group introduced by a line."""
+    wire = wire_messages([UserMessage(content="go", timestamp=1),
+                          reply(call("c1"), call("c2")),
+                          result("c1", TextContent(text="boom"), image(), image(),
+                                 TextContent(text="end"), is_error=True),
+                          result("c2", TextContent(text="ok"))], SONNET)
+    content = wire[2]["content"]
+    assert [b["type"] for b in content] == ["tool_result", "tool_result", "text", "image",
+                                            "image"]
+    assert content[0]["content"] == "boom\n(image attached after the tool results)\nend"
+    assert content[0]["is_error"] is True
+    assert content[1]["content"] == "ok"
+    assert content[2] == {"type": "text",
+                          "text": "Images from the error result of tool call c1 (bash):"}
+    assert content[-1]["cache_control"] == CACHE
+
+
+# -- blank content -----------------------------------------------------------------------------
+
+
+def test_blank_text_is_left_out_as_javascript_trim_sees_it() -> None:
+    """pi 1.6 drops text that JavaScript's trim() empties (U+FEFF, U+2028 included, unlike
+    Python's strip()) and user messages left with nothing; U+001C is not JS whitespace."""
+    wire = wire_messages([
+        UserMessage(content=" \ufeff\u2028", timestamp=1),
+        UserMessage(content=[TextContent(text="\r"), TextContent(text="")], timestamp=1),
+        UserMessage(content=[TextContent(text="\u3000"), image()], timestamp=1),
+        reply(TextContent(text="\u2029 "), TextContent(text="answer"),
+              ThinkingContent(thinking=" \n")),
+        UserMessage(content="\x1c", timestamp=4),
+    ], SONNET)
+    assert [m["role"] for m in wire] == ["user", "assistant", "user"]
+    assert [b["type"] for b in wire[0]["content"]] == ["image"]
+    assert wire[1]["content"] == [{"type": "text", "text": "answer"}]
+    assert wire[2]["content"] == [{"type": "text", "text": "\x1c", "cache_control": CACHE}]
+
+
+def test_blank_unsigned_thinking_is_dropped_and_unsigned_thinking_is_text() -> None:
+    """pi 1.6: unsigned thinking goes as text, blank unsigned thinking not at all, and a
+    blank signature counts as none."""
+    wire = wire_messages([UserMessage(content="q", timestamp=1),
+                          reply(ThinkingContent(thinking="\t", thinking_signature=" "),
+                                ThinkingContent(thinking="plan", thinking_signature="\n"),
+                                TextContent(text="a")),
+                          UserMessage(content="again", timestamp=4)], SONNET)
+    assert wire[1]["content"] == [{"type": "text", "text": "plan"}, {"type": "text", "text": "a"}]
+
+
+# -- cache marks -------------------------------------------------------------------------------
+
+
+def test_a_final_reply_carries_no_cache_mark() -> None:
+    """pi 1.6 marks the newest message only when it is the user's."""
+    wire = wire_messages([UserMessage(content="q", timestamp=1), reply(TextContent(text="a"))],
+                         SONNET)
+    assert wire[-1] == {"role": "assistant", "content": [{"type": "text", "text": "a"}]}
+    assert wire[0] == {"role": "user", "content": "q"}
+
+
+@pytest.mark.asyncio
+async def test_sent_tool_result_is_a_string(fake: FakeAnthropic) -> None:
+    """Through the real SDK: the body that reaches the server has the string result."""
+    fake.script(text_reply("done"))
+    provider = AnthropicProvider("k", base_url=fake.url)
+    model = REGISTRY.get("anthropic", SONNET)
+    messages: list[LlmMessage] = [UserMessage(content="go", timestamp=1), reply(call("c1")),
+                                  result("c1", TextContent(text="a"), TextContent(text="b"))]
+    built = ReplyBuilder(model.api, model)
+    _ = [event async for event in provider.stream(request(messages), built)]
+    sent = fake.message_requests()[-1]
+    assert sent["messages"][2]["content"][0]["content"] == "a\nb"
+
+
+# -- system prompt and tools -------------------------------------------------------------------
+
+
+def test_an_empty_system_prompt_is_left_out() -> None:
+    """pi 1.6 sends no `system` for an empty prompt; an empty text block is a 400."""
+    messages: list[LlmMessage] = [UserMessage(content="q", timestamp=1)]
+    assert "system" not in request_params(request(messages, system=""))
+    assert request_params(request(messages, system=" "))["system"] == [
+        {"type": "text", "text": " ", "cache_control": CACHE}]
+
+
+def test_tool_schemas_are_object_schemas() -> None:
+    """pi 1.6 always sends {type: object, properties, required}, keeping $defs, definitions
+    and additionalProperties; other root keywords (a root anyOf is a 400) stay out."""
+    specs = [ToolSpec("a", "first", {}),
+             ToolSpec("b", "second", {"anyOf": [{"type": "string"}], "required": ["x"],
+                                      "properties": {"x": {"$ref": "#/$defs/X"}},
+                                      "$defs": {"X": {"type": "string"}},
+                                      "additionalProperties": False, "definitions": {}})]
+    tools = request_params(request([UserMessage(content="q", timestamp=1)], tools=specs))["tools"]
+    assert tools == [
+        {"name": "a", "description": "first",
+         "input_schema": {"type": "object", "properties": {}, "required": []}},
+        {"name": "b", "description": "second",
+         "input_schema": {"type": "object", "properties": {"x": {"$ref": "#/$defs/X"}},
+                          "required": ["x"], "additionalProperties": False,
+                          "$defs": {"X": {"type": "string"}}, "definitions": {}},
+         "cache_control": CACHE}]
+
+
+# -- thinking, max_tokens, betas ---------------------------------------------------------------
+
+
+def thinking_of(level: str, model: str = SONNET, **kwargs: Any) -> dict[str, Any]:
+    params = request_params(request([UserMessage(content="q", timestamp=1)], level, model,
+                                    **kwargs))
+    return {key: params[key] for key in ("max_tokens", "thinking", "output_config", "betas")
+            if key in params}
+
+
+def test_budgets_and_max_tokens_are_pi_16s() -> None:
+    """pi 1.6: budgets 1024/2048/8192/16384, max_tokens the model's cap (the budget on top
+    of the output room, within the cap); xhigh is clamped to high on Claude 4.5."""
+    interleaved = ["interleaved-thinking-2025-05-14"]
+    for level, budget in {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384,
+                          "xhigh": 16384}.items():
+        assert thinking_of(level) == {"max_tokens": 64000, "betas": interleaved, "thinking": {
+            "type": "enabled", "budget_tokens": budget}}
+    assert thinking_of("high", "claude-opus-4-1")["max_tokens"] == 32000
+    assert thinking_of("off") == {"max_tokens": 64000, "thinking": {"type": "disabled"}}
+    # a caller's own cap (summaries) is the answer room, the budget comes on top
+    assert thinking_of("low", max_tokens=5000)["max_tokens"] == 7048
+    assert thinking_of("off", max_tokens=5000)["max_tokens"] == 5000
+
+
+def test_a_tiny_output_cap_keeps_answer_room() -> None:
+    small = ModelInfo("anthropic", "small", 200_000, 10_000, REGISTRY.get("anthropic",
+                                                                         SONNET).price)
+    assert thinking_of("high", info=small) == {
+        "max_tokens": 10_000, "betas": ["interleaved-thinking-2025-05-14"],
+        "thinking": {"type": "enabled", "budget_tokens": 10_000 - 1024}}
+
+
+def test_adaptive_models_get_an_effort_and_no_budget() -> None:
+    """pi 1.6 lets the 4.6 models think adaptively at an effort (minimal and low: low), with
+    no interleaved-thinking beta; they have no xhigh, so it is high."""
+    for level, effort in {"minimal": "low", "low": "low", "medium": "medium", "high": "high",
+                          "xhigh": "high"}.items():
+        assert thinking_of(level, "claude-opus-4-6") == {
+            "max_tokens": 128_000, "thinking": {"type": "adaptive"},
+            "output_config": {"effort": effort}}
+    assert thinking_of("off", "claude-sonnet-4-6") == {"max_tokens": 64_000,
+                                                       "thinking": {"type": "disabled"}}
+
+
+def test_max_tokens_fits_the_context_window() -> None:
+    """pi-ai 1.6 lowers max_tokens to the window left after the estimated input (3.5
+    characters a token) less a 15% margin, or only 4096 when that leaves under 32768."""
+    model = ModelInfo("anthropic", "m", 100_000, 64_000, REGISTRY.get("anthropic",
+                                                                     SONNET).price)
+    big = [UserMessage(content="x" * 200_000, timestamp=1)]
+    used = 57_143 + 1  # the message's 200000 characters and the prompt "sys", each rounded up
+    params = request_params(request(big, "off", info=model))
+    assert params["max_tokens"] == 100_000 - used - 8_572
+    fuller = [UserMessage(content="x" * 250_000, timestamp=1)]
+    params = request_params(request(fuller, "off", info=model))
+    assert params["max_tokens"] == 100_000 - (71_429 + 1) - 4096  # under 32768: fixed margin
+    # the last good reply's reported usage stands for everything before it
+    used_reply = AssistantMessage(content=[TextContent(text="a")], api="anthropic-messages",
+                                  provider="anthropic", model="m", usage=Usage(total_tokens=90_000),
+                                  stop_reason="stop", timestamp=2)
+    params = request_params(request([*big, used_reply, UserMessage(content="q", timestamp=3)],
+                                    "off", info=model))
+    assert params["max_tokens"] == 100_000 - 90_001 - 4096
+
+
+def test_a_models_beta_header_replaces_pis_betas() -> None:
+    model = REGISTRY.get("anthropic", SONNET)
+    own = msgspec_replace(model, headers={"Anthropic-Beta": "a, b,a,"})
+    assert thinking_of("off", info=own)["betas"] == ["a", "b"]
+    assert thinking_of("high", info=own)["betas"] == ["a", "b"]
+
+
+def test_plain_models_hear_nothing_about_thinking() -> None:
+    plain = ModelInfo("anthropic", "plain", 100_000, 8192, REGISTRY.get("anthropic",
+                                                                       SONNET).price,
+                      reasoning=False)
+    assert thinking_of("high", info=plain) == {"max_tokens": 8192}
+
+
+@pytest.mark.asyncio
+async def test_betas_are_sent_as_the_beta_header(fake: FakeAnthropic) -> None:
+    """Through the real SDK: what the preview shows as `betas` goes as `anthropic-beta`, and
+    an adaptive request's effort reaches the server."""
+    provider = AnthropicProvider("k", base_url=fake.url)
+    fake.script(text_reply("done"), text_reply("done"))
+    for model_id in (SONNET, "claude-opus-4-6"):
+        model = REGISTRY.get("anthropic", model_id)
+        built = ReplyBuilder(model.api, model)
+        messages: list[LlmMessage] = [UserMessage(content="go", timestamp=1)]
+        _ = [e async for e in provider.stream(request(messages, "medium", model_id), built)]
+        assert built.error_message is None
+    budgeted, adaptive = [r for r in fake.requests if r.path.startswith("/v1/messages")]
+    assert budgeted.headers["anthropic-beta"] == "interleaved-thinking-2025-05-14"
+    assert "betas" not in budgeted.body
+    assert budgeted.body["thinking"] == {"type": "enabled", "budget_tokens": 8192}
+    assert "anthropic-beta" not in adaptive.headers
+    assert adaptive.body["output_config"] == {"effort": "medium"}
+    assert adaptive.body["thinking"] == {"type": "adaptive"}
+
+
+def test_a_tool_with_lone_surrogates_is_estimated_and_sent_without_them() -> None:
+    """The input estimate reads tool definitions that msgspec cannot encode."""
+    spec = ToolSpec("a", "d\ud800", {"properties": {"x": {"description": "\udfff"}}})
+    tools = request_params(request([UserMessage(content="q", timestamp=1)], tools=[spec]))["tools"]
+    assert tools[0]["description"] == "d"
+    assert tools[0]["input_schema"]["properties"] == {"x": {"description": ""}}
