@@ -721,3 +721,15 @@ def test_thinking_off_asks_gpt_5_for_its_least_effort() -> None:
     bodies = _bodies([UserMessage(content="hi", timestamp=1)], level="off")
     assert bodies[CHAT_API]["reasoning_effort"] == "minimal"
     assert bodies[RESPONSES_API]["reasoning"] == {"effort": "minimal", "summary": "auto"}
+
+
+def test_the_output_limit_is_the_models_fitted_to_the_window() -> None:
+    """pi 1.6 asks for the model's whole output, less only where the input nears the window."""
+    window, cap = REGISTRY_GPT5.context_window, REGISTRY_GPT5.max_tokens
+    short = _bodies([UserMessage(content="hi", timestamp=1)])
+    assert short[CHAT_API]["max_completion_tokens"] == cap
+    assert short[RESPONSES_API]["max_output_tokens"] == cap
+    # 3.5 characters a token, as pi-ai estimates the input; 4096 tokens of margin kept
+    near_full = _bodies([UserMessage(content="x" * int((window - 10_000) * 3.5), timestamp=1)])
+    assert near_full[RESPONSES_API]["max_output_tokens"] == \
+        near_full[CHAT_API]["max_completion_tokens"] < 10_000

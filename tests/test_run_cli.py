@@ -561,6 +561,9 @@ def test_context_request_layer_is_the_request_run_sent(
                     cwd=workspace, env=env)
     assert shown.returncode == 0, shown.stderr
     [sent] = fake.message_requests()
+    # The Anthropic SDK sends the preview's `betas` as the anthropic-beta header.
+    [headers] = [r.headers for r in fake.requests if r.path.startswith("/v1/messages")]
+    sent = {**sent, "betas": headers["anthropic-beta"].split(",")}
     assert json.loads(shown.stdout) == {k: v for k, v in sent.items() if k != "stream"}
     rows = run_cli("context", str(path), "--leaf", asked, "--layer", "request", cwd=workspace,
                    env=env)

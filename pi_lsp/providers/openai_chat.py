@@ -19,6 +19,7 @@ from pi_lsp.providers.base import (
     without_lone_surrogates,
 )
 from pi_lsp.providers.failures import StreamEndedEarly
+from pi_lsp.providers.output_room import fit_to_context
 from pi_lsp.providers.registry import CHAT_API, Compat, ModelInfo, detect_compat
 from pi_lsp.providers.thinking import effort_of, thinking_level
 from pi_lsp.session.entries import (
@@ -34,7 +35,6 @@ from pi_lsp.session.entries import (
 )
 from pi_lsp.session.jsontext import stringify
 
-OUTPUT_CAP = 32_000  # pi's default output limit for a request
 STOP_REASONS: dict[str, StopReason] = {"stop": "stop", "end": "stop", "length": "length",
                                        "tool_calls": "toolUse", "function_call": "toolUse"}
 REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
@@ -171,7 +171,7 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
         params["stream_options"] = {"include_usage": True}
     if compat.supports_store:
         params["store"] = False
-    max_tokens = request.max_tokens or min(model.max_tokens, OUTPUT_CAP)
+    max_tokens = fit_to_context(request, request.max_tokens or model.max_tokens)
     params[compat.max_tokens_field or "max_completion_tokens"] = max_tokens
     if request.tools:
         strict = {"strict": False} if compat.supports_strict_mode else {}

@@ -22,10 +22,10 @@ from pi_lsp.providers.base import (
 )
 from pi_lsp.providers.failures import StreamEndedEarly
 from pi_lsp.providers.openai_chat import (
-    OUTPUT_CAP,
     PROMPT_CACHE_KEY_CHARS,
     off_effort,
 )
+from pi_lsp.providers.output_room import fit_to_context
 from pi_lsp.providers.registry import RESPONSES_API, Compat, ModelInfo
 from pi_lsp.providers.thinking import effort_of, thinking_level
 from pi_lsp.session.entries import (
@@ -188,8 +188,8 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
     if request.session_id and compat.prompt_cache_key_mode != "disabled":
         params["prompt_cache_key"] = request.session_id[:PROMPT_CACHE_KEY_CHARS]
     params["store"] = False
-    params["max_output_tokens"] = max(request.max_tokens or min(model.max_tokens, OUTPUT_CAP),
-                                      MIN_OUTPUT_TOKENS)
+    room = fit_to_context(request, request.max_tokens or model.max_tokens)
+    params["max_output_tokens"] = max(room, MIN_OUTPUT_TOKENS)
     if request.tools:
         strict = {"strict": False} if compat.supports_strict_mode else {}
         params["tools"] = [{"type": "function", "name": t.name, "description": t.description,

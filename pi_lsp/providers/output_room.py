@@ -3,14 +3,12 @@ max_tokens into the context window left after the input, with a margin for misco
 
 from __future__ import annotations
 
-import json
 import math
-
-import msgspec
 
 from pi_lsp.context.tokens import FAILED, message_chars, usage_tokens, utf16_length
 from pi_lsp.providers.base import ModelRequest
 from pi_lsp.session.entries import AssistantMessage, LlmMessage
+from pi_lsp.session.jsontext import stringify
 
 CHARS_PER_TOKEN = 3.5  # pi-ai's estimate here (not the /4 pi's compaction uses)
 SAFETY_TOKENS = 4096
@@ -45,9 +43,7 @@ def input_tokens(request: ModelRequest) -> int:
         reply = messages[anchor]
         assert isinstance(reply, AssistantMessage)
         return usage_tokens(reply) + sum(_tokens(message_chars(m)) for m in messages[anchor + 1:])
-    # The standard json module, not msgspec: a definition may hold lone surrogates.
-    tools = json.dumps(msgspec.to_builtins(request.tools), ensure_ascii=False,
-                       separators=(",", ":")) if request.tools else ""
+    tools = stringify(request.tools) if request.tools else ""
     return (_tokens(utf16_length(request.system_prompt)) + (_tokens(utf16_length(tools)) if tools
             else 0) + sum(_tokens(message_chars(m)) for m in messages))
 
