@@ -219,14 +219,28 @@ def test_a_tiny_output_cap_keeps_answer_room() -> None:
 
 def test_adaptive_models_get_an_effort_and_no_budget() -> None:
     """pi 1.6 lets the 4.6 models think adaptively at an effort (minimal and low: low), with
-    no interleaved-thinking beta; they have no xhigh, so it is high."""
+    no interleaved-thinking beta; they have max but no xhigh, which pi clamps up to max."""
     for level, effort in {"minimal": "low", "low": "low", "medium": "medium", "high": "high",
-                          "xhigh": "high"}.items():
+                          "xhigh": "max", "max": "max"}.items():
         assert thinking_of(level, "claude-opus-4-6") == {
             "max_tokens": 128_000, "thinking": {"type": "adaptive"},
             "output_config": {"effort": effort}}
-    assert thinking_of("off", "claude-sonnet-4-6") == {"max_tokens": 64_000,
+    assert thinking_of("off", "claude-sonnet-4-6") == {"max_tokens": 128_000,
                                                        "thinking": {"type": "disabled"}}
+
+
+def test_pi_16s_max_level_is_clamped_to_what_a_model_has() -> None:
+    """A session pi 1.6 set to "max": Claude 4.5 has no max, so its budget is high's; GPT-5
+    has neither max nor xhigh, so it reasons at high."""
+    from pi_lsp.providers import openai_responses
+    from pi_lsp.providers.thinking import thinking_level
+
+    assert thinking_of("max")["thinking"] == {"type": "enabled", "budget_tokens": 16_384}
+    gpt5 = ModelRegistry().get("openai", "gpt-5")
+    assert thinking_level(gpt5, "max") == "high"
+    body = openai_responses.request_params(ModelRequest(
+        gpt5, "s", [UserMessage(content="q", timestamp=1)], [], "max"))
+    assert body["reasoning"]["effort"] == "high"
 
 
 def test_max_tokens_fits_the_context_window() -> None:

@@ -171,7 +171,7 @@ def test_model_thinking_name_check_and_markdown(workspace: Path, fake: FakeAnthr
     assert [e["name"] for e in entries if e["type"] == "session_info"][-3:] == [
         "Orders, faster", "Orders: N+1 fixed", "Orders done"]
     assert [e["thinkingLevel"] for e in entries if e["type"] == "thinking_level_change"][-2:] == [
-        "low", "xhigh"]
+        "low", "max"]
     assert fake.message_requests() == []
 
 

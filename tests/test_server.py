@@ -932,7 +932,7 @@ BAD_INPUT: list[tuple[str, str, Callable[[str], list[Any]], str]] = [
      lambda uri: [{"uri": uri, "targetId": 7, "label": "x"}], "targetId"),
     ("dry-run-not-a-bool", "pi.compact", lambda uri: [{"uri": uri, "dryRun": "yes"}], "dryRun"),
     ("unknown-layer", "pi.previewContext", lambda uri: [{"uri": uri, "layer": "wire"}], "layer"),
-    ("unknown-level", "pi.setThinkingLevel", lambda uri: [{"uri": uri, "level": "max"}], "level"),
+    ("unknown-level", "pi.setThinkingLevel", lambda uri: [{"uri": uri, "level": "extra"}], "level"),
     ("unknown-delivery", "pi.prompt",
      lambda uri: [{"uri": uri, "text": "hi", "delivery": "later"}], "delivery"),
     ("label-missing", "pi.label", lambda uri: [{"uri": uri, "targetId": COMPACTION}], "label"),

@@ -35,7 +35,7 @@ from pi_lsp.session.entries import (
 )
 
 API = ANTHROPIC_API
-# pi 1.6's budgets; xhigh (only on models that list it) thinks as high does.
+# pi 1.6's budgets; xhigh and max (only on models that list them) think as high does.
 THINKING_BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384}
 ANSWER_ROOM = 1024  # output always kept free beyond the thinking budget (pi's MIN_ANSWER_TOKENS)
 MIN_BUDGET = 1024  # Anthropic's smallest thinking budget, what pi sends when none fits
@@ -233,7 +233,7 @@ def _budget_thinking(request: ModelRequest, level: str, room: int) -> dict[str, 
     """max_tokens and a thinking budget that share it, as pi 1.6 sizes them: the budget on top
     of the output room, within the model's cap and the context window, answer room kept."""
     model = request.model
-    budget = THINKING_BUDGETS["high" if level == "xhigh" else level]
+    budget = THINKING_BUDGETS.get(level, THINKING_BUDGETS["high"])
     max_tokens = min(room + budget, model.max_tokens)
     if max_tokens <= budget:
         budget = min(budget, max(0, max_tokens - ANSWER_ROOM))

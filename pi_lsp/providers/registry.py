@@ -96,22 +96,24 @@ def _claude(model_id: str, window: int, max_tokens: int, input_price: float,
     price = Price(input_price, output_price, input_price / 10, input_price * 1.25)
     # As pi 1.6's catalog: the 4.6 models think adaptively (forceAdaptiveThinking).
     return ModelInfo("anthropic", model_id, window, max_tokens, price, input=["text", "image"],
-                     compat=Compat(force_adaptive_thinking=True) if adaptive else Compat())
+                     compat=Compat(force_adaptive_thinking=True) if adaptive else Compat(),
+                     thinking_level_map={"max": "max"} if adaptive else {})
 
 
 def _gpt(model_id: str, window: int, max_tokens: int, input_price: float, output_price: float,
          cached_price: float, reasoning: bool) -> ModelInfo:
     # As pi's catalog: strict tools, and GPT-5 cannot turn reasoning off (nothing is sent).
-    levels: dict[str, str | None] = {"off": None, "xhigh": None} if reasoning else {}
+    levels: dict[str, str | None] = {"off": None, "xhigh": None, "max": None} if reasoning else {}
     return ModelInfo("openai", model_id, window, max_tokens,
                      Price(input_price, output_price, cached_price, 0), reasoning=reasoning,
                      api=RESPONSES_API, input=["text", "image"],
                      compat=Compat(supports_strict_mode=True), thinking_level_map=levels)
 
 
+# Windows, output caps and prices as pi 1.6's catalog (models.generated.js) has them.
 BUILT_IN: tuple[ModelInfo, ...] = (
-    _claude("claude-opus-4-6", 200_000, 128_000, 5, 25, adaptive=True),
-    _claude("claude-sonnet-4-6", 200_000, 64_000, 3, 15, adaptive=True),
+    _claude("claude-opus-4-6", 1_000_000, 128_000, 5, 25, adaptive=True),
+    _claude("claude-sonnet-4-6", 1_000_000, 128_000, 3, 15, adaptive=True),
     _claude("claude-opus-4-5", 200_000, 64_000, 5, 25),
     _claude("claude-sonnet-4-5", 200_000, 64_000, 3, 15),
     _claude("claude-haiku-4-5", 200_000, 64_000, 1, 5),

@@ -9,7 +9,8 @@ from pi_lsp.session.entries import THINKING_LEVELS as LEVELS
 
 def thinking_level(model: ModelInfo, level: str) -> str | None:
     """The level pi asks a model to think at (None: not at all): `level` clamped to the ones
-    the model has (`thinkingLevelMap` None drops one, "off" included; xhigh needs an entry)."""
+    the model has (`thinkingLevelMap` None drops one, "off" included; xhigh and max need an
+    entry)."""
     if not model.reasoning or level not in LEVELS:
         return None
     levels = model.thinking_level_map
@@ -17,7 +18,7 @@ def thinking_level(model: ModelInfo, level: str) -> str | None:
     def available(candidate: str) -> bool:
         if candidate in levels and levels[candidate] is None:
             return False
-        return candidate != "xhigh" or candidate in levels
+        return candidate not in ("xhigh", "max") or candidate in levels
 
     wanted = LEVELS.index(level)
     order = [*LEVELS[wanted:], *reversed(LEVELS[:wanted])]

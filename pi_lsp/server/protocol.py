@@ -204,7 +204,7 @@ class ModelArgs(SessionArgs):
 
 
 class ThinkingArgs(SessionArgs):
-    level: Literal["off", "minimal", "low", "medium", "high", "xhigh"]
+    level: Literal["off", "minimal", "low", "medium", "high", "xhigh", "max"]
 
 
 class FileChangesArgs(SessionArgs):

@@ -15,7 +15,7 @@ from pi_lsp.session.jsontext import encoder as encoder  # pi's JSON text, for ev
 
 CURRENT_VERSION = 3
 
-THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh")
+THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh", "max")  # pi 1.6's
 DEFAULT_THINKING_LEVEL = "medium"  # pi 1.6's, where settings.json names none
 StopReason = Literal["stop", "length", "toolUse", "error", "aborted"]
 

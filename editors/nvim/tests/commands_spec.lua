@@ -74,11 +74,11 @@ table.insert(H.selects, function(items)
 end)
 vim.cmd("PiThinking")
 H.wait(function()
-  return preview().thinkingLevel == "xhigh"
+  return preview().thinkingLevel == "max"
 end, "the picked thinking level was not set")
 pcall(vim.cmd, "PiThinking extreme")
-H.check(H.said('no thinking level "extreme" (one of: off, minimal, low, medium, high, xhigh)'), "bad level")
-H.check(vim.deep_equal(vim.fn.getcompletion("PiThinking m", "cmdline"), { "minimal", "medium" }), "levels complete")
+H.check(H.said('no thinking level "extreme" (one of: off, minimal, low, medium, high, xhigh, max)'), "bad level")
+H.check(vim.deep_equal(vim.fn.getcompletion("PiThinking m", "cmdline"), { "minimal", "medium", "max" }), "levels complete")
 
 -- :PiRename with a name, and asking with the current name filled in.
 vim.cmd("PiRename Orders, faster")

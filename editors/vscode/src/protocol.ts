@@ -9,7 +9,7 @@ export const JOB_DONE = "pi/jobDone";
 export const APPROVE_TOOL = "pi/approveTool";
 export const DIAGNOSTICS = "pi/diagnostics";
 
-export const THINKING_LEVELS = ["off", "minimal", "low", "medium", "high", "xhigh"] as const;
+export const THINKING_LEVELS = ["off", "minimal", "low", "medium", "high", "xhigh", "max"] as const;
 export type ThinkingLevel = (typeof THINKING_LEVELS)[number];
 export type Layer = "agent" | "llm" | "request";
 export type Delivery = "prompt" | "steer" | "followUp";

@@ -6,7 +6,7 @@ local util = require("pi_lsp.util")
 
 local M = {}
 
-M.THINKING_LEVELS = { "off", "minimal", "low", "medium", "high", "xhigh" }
+M.THINKING_LEVELS = { "off", "minimal", "low", "medium", "high", "xhigh", "max" }
 
 local function file_name(uri)
   return vim.fn.fnamemodify(util.key(uri), ":t")
