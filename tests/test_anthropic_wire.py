@@ -3,18 +3,11 @@ request would be refused): message shapes, cache marks, system, tools, thinking,
 
 from __future__ import annotations
 
-import json
-import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
 from msgspec.structs import replace as msgspec_replace
 
-from pi_lsp.context.convert import BRANCH_SUMMARY_PREFIX
-from pi_lsp.context.layers import AgentSetup, build_layer
-from pi_lsp.context.messages import decode_path
-from pi_lsp.context.replay import current_system_message
 from pi_lsp.providers.anthropic import AnthropicProvider, request_params, wire_messages
 from pi_lsp.providers.base import ModelRequest, ReplyBuilder, ToolSpec
 from pi_lsp.providers.registry import ModelInfo, ModelRegistry
@@ -29,11 +22,7 @@ from pi_lsp.session.entries import (
     Usage,
     UserMessage,
 )
-from pi_lsp.session.tree import SessionTree
-from tests.conftest import CONFORMANCE, conformance_files
 from tests.fake_anthropic import FakeAnthropic, text_reply
-from tests.test_system_messages import PI16, pi16_node
-from tests.waits import CEILING_S
 
 SONNET = "claude-sonnet-4-5"
 REGISTRY = ModelRegistry()
@@ -317,85 +306,3 @@ def test_a_tool_with_lone_surrogates_is_estimated_and_sent_without_them() -> Non
     assert tools[0]["description"] == "d"
     assert tools[0]["input_schema"]["properties"] == {"x": {"description": ""}}
 
-
-# -- every conformance file, against the body pi 1.6 itself sends --------------------------------
-
-# pi 1.6's own bodies (tests/pi16_wire.mjs, run again where pi 1.6 is installed).
-STORED_BODIES = Path(__file__).with_name("fixtures") / "pi16-anthropic-bodies.json"
-LEFT_OUT_BETA = "message-threads-2026-08-12"
-BRANCH_SUMMARY_OPENINGS = ("The following is a summary of a branch", BRANCH_SUMMARY_PREFIX)
-
-
-def _without_unsent_calls_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """pi's messages less the tool results whose call is not in the request (the API refuses
-    them; pi-lsp leaves them out)."""
-    called: set[str] = set()
-    kept: list[dict[str, Any]] = []
-    for message in messages:
-        content = message["content"]
-        if isinstance(content, list):
-            called |= {b["id"] for b in content if b.get("type") == "tool_use"}
-            content = [b for b in content
-                       if b.get("type") != "tool_result" or b["tool_use_id"] in called]
-            if not content:
-                continue
-        kept.append({**message, "content": content})
-    return kept
-
-
-def _comparable(body: dict[str, Any], replayed: bool, pi: bool) -> dict[str, Any]:
-    """A body less what pi-lsp leaves different on purpose: pi's message-threads beta,
-    eager_input_streaming and thinking.display, a branch summary's wording, results of calls
-    not sent; and the prompt and tools where each agent sends its own (nothing replayed)."""
-    body = json.loads(json.dumps(body))
-    body.pop("stream", None)
-    body["betas"] = [beta for beta in body.get("betas", []) if beta != LEFT_OUT_BETA]
-    body.get("thinking", {}).pop("display", None)
-    for tool in body.get("tools", []):
-        tool.pop("eager_input_streaming", None)
-    if not replayed:
-        body.pop("system", None)
-        body.pop("tools", None)
-    if pi:
-        body["messages"] = _without_unsent_calls_results(body["messages"])
-    for message in body["messages"]:
-        for block in message["content"] if isinstance(message["content"], list) else []:
-            if block.get("type") == "text" and block["text"].startswith(BRANCH_SUMMARY_OPENINGS):
-                block["text"] = "(a branch summary)"
-    return body
-
-
-def _pi16_bodies(files: list[Path]) -> dict[str, Any]:
-    stored: dict[str, Any] = json.loads(STORED_BODIES.read_text("utf-8"))
-    node = pi16_node()
-    if node is not None:
-        run = subprocess.run([node, str(Path(__file__).with_name("pi16_wire.mjs")),
-                              str(PI16 / "@earendil-works"), *map(str, files)],
-                             capture_output=True, text=True, timeout=CEILING_S)
-        assert run.returncode == 0, run.stderr
-        live = {str(Path(file).relative_to(CONFORMANCE)): body
-                for file, body in json.loads(run.stdout).items()}
-        assert live == stored  # the stored bodies are pi's
-    return stored
-
-
-def test_every_conformance_body_is_the_one_pi_16_sends() -> None:
-    files = [*conformance_files(), *sorted((CONFORMANCE / "pi16").glob("*.jsonl"))]
-    pi_bodies = _pi16_bodies(files)
-    registry = ModelRegistry()
-    for file in files:
-        tree = SessionTree.open(str(file))
-        replayed = current_system_message(list(decode_path(tree, tree.leaf_id).messages))
-        # Given the session's own prompt and tools, pi-lsp's agent patches nothing, as pi's
-        # would not: the replay itself is compared.
-        sections = {k: v for k, v in (replayed.sections or {}).items() if v is not None} \
-            if replayed is not None else {}
-        agent = AgentSetup(registry, ("anthropic", SONNET), "medium", sections,
-                           list(replayed.tools_added or []) if replayed is not None else [])
-        layer = build_layer(tree, tree.leaf_id, "request", agent)
-        assert layer.request is not None
-        ours = request_params(msgspec_replace(layer.request, model=registry.get("anthropic",
-                                                                                 SONNET)))
-        name = str(file.relative_to(CONFORMANCE))
-        assert _comparable(ours, replayed is not None, pi=False) == \
-            _comparable(pi_bodies[name], replayed is not None, pi=True), name

@@ -1,0 +1,172 @@
+"""Every conformance file's request body, on each wire pi-lsp speaks, held to the one pi 1.6
+itself sends (tests/pi16_wire.mjs: pi's context, the level a resumed session gets, convertToLlm
+and pi-ai's own provider, the body caught before sending).
+
+The bodies are stored for machines without pi 1.6; where it is installed they are made again
+and checked against the stored ones. Compared less what pi-lsp leaves different on purpose:
+requests the APIs refuse (results of calls not sent), a branch summary's wording, pi's beta
+features, and the prompt and tools where each agent sends its own (the session replays none)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from pi_lsp.context.convert import BRANCH_SUMMARY_PREFIX
+from pi_lsp.context.layers import AgentSetup, build_layer
+from pi_lsp.context.messages import decode_path
+from pi_lsp.context.replay import current_system_message
+from pi_lsp.providers.registry import ANTHROPIC_API, CHAT_API, RESPONSES_API, ModelRegistry
+from pi_lsp.providers.wire import request_params
+from pi_lsp.session.tree import SessionTree
+from tests.conftest import CONFORMANCE, conformance_files
+from tests.test_system_messages import PI16, pi16_node
+from tests.waits import CEILING_S
+
+STORED_BODIES = Path(__file__).with_name("fixtures") / "pi16-bodies.json"
+MODELS = {ANTHROPIC_API: ("anthropic", "claude-sonnet-4-5"), RESPONSES_API: ("openai", "gpt-5"),
+          CHAT_API: ("openai", "gpt-5")}
+LEFT_OUT_BETA = "message-threads-2026-08-12"
+BRANCH_SUMMARY_OPENINGS = ("The following is a summary of a branch", BRANCH_SUMMARY_PREFIX)
+MADE_UP_ID = re.compile(r"msg_pi_\d+(_\d+)?")
+
+
+def _files() -> list[Path]:
+    return [*conformance_files(), *sorted((CONFORMANCE / "pi16").glob("*.jsonl"))]
+
+
+@pytest.fixture(scope="module")
+def pi_bodies() -> dict[str, Any]:
+    stored: dict[str, Any] = json.loads(STORED_BODIES.read_text("utf-8"))
+    node = pi16_node()
+    if node is not None:
+        for api in MODELS:
+            run = subprocess.run([node, str(Path(__file__).with_name("pi16_wire.mjs")),
+                                  str(PI16 / "@earendil-works"), api, *map(str, _files())],
+                                 capture_output=True, text=True, timeout=CEILING_S)
+            assert run.returncode == 0, run.stderr
+            for file, body in json.loads(run.stdout).items():
+                key = f"{api} {Path(file).relative_to(CONFORMANCE)}"
+                assert body == stored[key], key  # the stored bodies are pi's
+    return stored
+
+
+def _ours(file: Path, api: str) -> tuple[dict[str, Any], bool]:
+    """pi-lsp's body at the file's leaf, and whether the session replays a prompt. Given the
+    session's own prompt and tools, pi-lsp's agent patches nothing, as pi's would not."""
+    tree = SessionTree.open(str(file))
+    replayed = current_system_message(list(decode_path(tree, tree.leaf_id).messages))
+    registry = ModelRegistry()
+    sections = {name: text for name, text in (replayed.sections or {}).items()
+                if text is not None} if replayed is not None else {}
+    tools = list(replayed.tools_added or []) if replayed is not None else []
+    agent = AgentSetup(registry, MODELS[api], "medium", sections, tools)
+    request = build_layer(tree, tree.leaf_id, "request", agent).request
+    assert request is not None
+    model = msgspec.structs.replace(registry.get(*MODELS[api]), api=api)
+    return request_params(msgspec.structs.replace(request, model=model)), replayed is not None
+
+
+def _called_first(items: list[dict[str, Any]], calls: Any, answers: Any) -> list[dict[str, Any]]:
+    """`items` less the answers to calls not among the items before them."""
+    called: set[str] = set()
+    kept = []
+    for item in items:
+        called |= calls(item)
+        answered = answers(item)
+        if answered is not None and answered not in called:
+            continue
+        kept.append(item)
+    return kept
+
+
+def _anthropic(body: dict[str, Any], pi: bool) -> dict[str, Any]:
+    body["betas"] = [beta for beta in body.get("betas", []) if beta != LEFT_OUT_BETA]
+    body.get("thinking", {}).pop("display", None)
+    for tool in body.get("tools", []):
+        tool.pop("eager_input_streaming", None)
+    if pi:  # a turn's blocks, one after the other
+        blocks = [(n, block) for n, message in enumerate(body["messages"])
+                  for block in (message["content"] if isinstance(message["content"], list)
+                                else [])]
+        kept = _called_first(
+            blocks, lambda b: {b[1]["id"]} if b[1].get("type") == "tool_use" else set(),
+            lambda b: b[1]["tool_use_id"] if b[1].get("type") == "tool_result" else None)
+        messages = []
+        for n, message in enumerate(body["messages"]):
+            content = message["content"]
+            if isinstance(content, list):
+                content = [block for at, block in kept if at == n]
+                if not content:
+                    continue
+            messages.append({**message, "content": content})
+        body["messages"] = messages
+    return body
+
+
+def _responses(body: dict[str, Any], pi: bool) -> dict[str, Any]:
+    if pi:
+        body["input"] = _called_first(
+            body["input"], lambda i: {i["call_id"]} if i.get("type") == "function_call" else set(),
+            lambda i: i["call_id"] if i.get("type") == "function_call_output" else None)
+    # pi numbers made-up ids by the messages sent, results of calls not sent among them.
+    numbers: dict[str, str] = {}
+    for item in body["input"]:
+        if MADE_UP_ID.fullmatch(str(item.get("id"))):
+            item["id"] = numbers.setdefault(item["id"], f"msg_pi_#{len(numbers)}")
+    return body
+
+
+def _chat(body: dict[str, Any], pi: bool) -> dict[str, Any]:
+    if pi:
+        body["messages"] = _called_first(
+            body["messages"], lambda m: {c["id"] for c in m.get("tool_calls", [])},
+            lambda m: m["tool_call_id"] if m["role"] == "tool" else None)
+    return body
+
+
+def _comparable(body: dict[str, Any], api: str, replayed: bool, pi: bool) -> dict[str, Any]:
+    body = json.loads(json.dumps(body))
+    body.pop("stream", None)
+    if not replayed:  # each agent's own prompt and tools
+        body.pop("system", None)
+        body.pop("tools", None)
+        key = "messages" if api != RESPONSES_API else "input"
+        if api != ANTHROPIC_API and body[key] and body[key][0].get("role") in ("system",
+                                                                                "developer"):
+            body[key] = body[key][1:]
+    body = {ANTHROPIC_API: _anthropic, RESPONSES_API: _responses, CHAT_API: _chat}[api](body, pi)
+    return _without_summary_wording(body)
+
+
+def _without_summary_wording(value: Any) -> Any:
+    """`value` with each branch summary's text, whose wording is pi-lsp's own, as one mark."""
+    if isinstance(value, str):
+        return "(a branch summary)" if value.startswith(BRANCH_SUMMARY_OPENINGS) else value
+    if isinstance(value, dict):
+        return {key: _without_summary_wording(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_without_summary_wording(item) for item in value]
+    return value
+
+
+@pytest.mark.parametrize("api", list(MODELS))
+def test_every_conformance_body_is_the_one_pi_16_sends(api: str, pi_bodies: dict[str, Any]
+                                                       ) -> None:
+    compared = 0
+    for file in _files():
+        name = str(file.relative_to(CONFORMANCE))
+        pi = pi_bodies[f"{api} {name}"]
+        if pi is None:
+            continue  # pi makes no body: a reply's signature it cannot parse (pi-lsp skips it)
+        ours, replayed = _ours(file, api)
+        assert _comparable(ours, api, replayed, pi=False) == \
+            _comparable(pi, api, replayed, pi=True), name
+        compared += 1
+    assert compared >= 10
