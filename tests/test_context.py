@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 import msgspec
+import pytest
 
 from pi_lsp.context.convert import (
     BRANCH_SUMMARY_PREFIX,
@@ -200,3 +203,30 @@ def test_the_request_thinks_at_the_agents_default_where_the_path_sets_no_level()
                 settings.thinking_level
             seen.add(settings.thinking_level_set)
     assert seen == {True, False}  # the samples have branches with and without a level
+
+
+@pytest.mark.parametrize("written", [None, 42, "extreme"])
+def test_a_level_pi_cannot_read_thinks_as_little_as_the_model_allows(tmp_path, written) -> None:
+    """pi takes a thinking_level_change's level as it is and clamps it: anything but a level
+    gives a model its lowest one (Claude: off; GPT-5, which cannot stop reasoning: minimal)."""
+    from pi_lsp.context.projection import context_settings
+    from pi_lsp.providers.registry import ModelRegistry
+    from pi_lsp.providers.thinking import thinking_level
+    from pi_lsp.session.tree import SessionTree
+
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in [
+        {"type": "session", "version": 3, "id": "s", "timestamp": "2026-12-01T10:00:00.000Z",
+         "cwd": "/w"},
+        {"type": "thinking_level_change", "id": "a1", "parentId": None,
+         "timestamp": "2026-12-01T10:00:01.000Z", "thinkingLevel": "high"},
+        {"type": "thinking_level_change", "id": "a2", "parentId": "a1",
+         "timestamp": "2026-12-01T10:00:02.000Z", "thinkingLevel": written},
+    ]) + "\n")
+    tree = SessionTree.open(str(path))
+    settings = context_settings(tree.path_to(tree.leaf_id))
+    assert settings.thinking_level_set  # not the earlier "high", nor the agent's default
+    registry = ModelRegistry()
+    assert thinking_level(registry.get("anthropic", "claude-sonnet-4-5"),
+                          settings.thinking_level) is None
+    assert thinking_level(registry.get("openai", "gpt-5"), settings.thinking_level) == "minimal"

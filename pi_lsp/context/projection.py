@@ -22,7 +22,6 @@ from pi_lsp.session.entries import (
     CustomMessageEntry,
     ModelChangeEntry,
     Replacement,
-    ThinkingLevelChangeEntry,
     encoder,
     head_decoder,
 )
@@ -81,6 +80,13 @@ class _ContentHead(msgspec.Struct):
 
 
 _content_head_decoder: Decoder[_ContentHead] = Decoder(_ContentHead)
+
+
+class _LevelHead(msgspec.Struct, rename="camel"):
+    thinking_level: Any = None
+
+
+_level_decoder: Decoder[_LevelHead] = Decoder(_LevelHead)
 _object_decoder: Decoder[dict[str, Any]] = Decoder(dict[str, Any])
 
 
@@ -95,9 +101,10 @@ def _thinking_level(path: list[Record]) -> str | None:
     # the whole path, and a loop that tests one type per entry is the cheapest way to do it.
     for record in reversed(path):
         if record.env.type == "thinking_level_change":
-            entry = decode_entry(record)
-            if isinstance(entry, ThinkingLevelChangeEntry):
-                return entry.thinking_level
+            # pi takes the level as the entry holds it; one that is not text thinks as "off"
+            # does (pi's clamp gives either a model's lowest level).
+            level = _level_decoder.decode(record.text).thinking_level
+            return level if isinstance(level, str) else "off"
     return None
 
 

@@ -11,7 +11,7 @@ def thinking_level(model: ModelInfo, level: str) -> str | None:
     """The level pi asks a model to think at (None: not at all): `level` clamped to the ones
     the model has (`thinkingLevelMap` None drops one, "off" included; xhigh and max need an
     entry)."""
-    if not model.reasoning or level not in LEVELS:
+    if not model.reasoning:
         return None
     levels = model.thinking_level_map
 
@@ -20,7 +20,7 @@ def thinking_level(model: ModelInfo, level: str) -> str | None:
             return False
         return candidate not in ("xhigh", "max") or candidate in levels
 
-    wanted = LEVELS.index(level)
+    wanted = LEVELS.index(level) if level in LEVELS else 0  # pi: an unknown level is the lowest
     order = [*LEVELS[wanted:], *reversed(LEVELS[:wanted])]
     found = next((candidate for candidate in order if available(candidate)), None)
     return None if found == "off" else found
