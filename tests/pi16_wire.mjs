@@ -24,7 +24,9 @@ for (const file of files) {
   const context = session.buildSessionContext();
   // As createAgentSession resumes it: no level on the branch takes the default, "medium".
   const set = session.getBranch().some((entry) => entry.type === "thinking_level_change");
-  const level = compat.clampThinkingLevel(model, set ? context.thinkingLevel : "medium");
+  // (An entry without a level leaves it undefined: the default too; null is clamped.)
+  const kept = set ? context.thinkingLevel : undefined;
+  const level = compat.clampThinkingLevel(model, kept === undefined ? "medium" : kept);
   let body = null;
   await compat.streamSimple(model, normalizeContext({ messages: convertToLlm(context.messages) }), {
     apiKey: "sk-offline", reasoning: level === "off" ? undefined : level, sessionId: session.getSessionId(),

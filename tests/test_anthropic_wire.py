@@ -299,6 +299,22 @@ async def test_betas_are_sent_as_the_beta_header(fake: FakeAnthropic) -> None:
     assert adaptive.body["thinking"] == {"type": "adaptive"}
 
 
+async def test_a_providers_own_beta_header_replaces_pis_betas(fake: FakeAnthropic) -> None:
+    """As pi: an anthropic-beta set for the provider (models.json's headers: the 1M window's
+    beta, say) is the one sent, not overridden by the interleaved-thinking beta."""
+    own = {"anthropic-beta": "context-1m-2025-08-07"}
+    provider = AnthropicProvider("k", base_url=fake.url, headers=own)
+    fake.script(text_reply("done"))
+    model = REGISTRY.get("anthropic", SONNET)
+    built = ReplyBuilder(model.api, model)
+    messages: list[LlmMessage] = [UserMessage(content="go", timestamp=1)]
+    _ = [e async for e in provider.stream(request(messages, "medium"), built)]
+    assert built.error_message is None
+    [sent] = [r for r in fake.requests if r.path.startswith("/v1/messages")]
+    assert sent.headers["anthropic-beta"] == "context-1m-2025-08-07"
+    assert sent.body["thinking"] == {"type": "enabled", "budget_tokens": 8192}
+
+
 def test_a_tool_with_lone_surrogates_is_estimated_and_sent_without_them() -> None:
     """The input estimate reads tool definitions that msgspec cannot encode."""
     spec = ToolSpec("a", "d\ud800", {"properties": {"x": {"description": "\udfff"}}})

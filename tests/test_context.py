@@ -201,11 +201,16 @@ def test_the_request_thinks_at_the_agents_default_where_the_path_sets_no_level()
             assert layer.request.thinking_level == layer.thinking_level == expected
             assert build_layer(tree, record.env.id, "agent").thinking_level == \
                 settings.thinking_level
+            # what the server previews in any layer: the level in force for the next turn
+            assert build_layer(tree, record.env.id, "agent", agent).thinking_level == expected
             seen.add(settings.thinking_level_set)
     assert seen == {True, False}  # the samples have branches with and without a level
 
 
-@pytest.mark.parametrize("written", [None, 42, "extreme"])
+MISSING = object()
+
+
+@pytest.mark.parametrize("written", [None, 42, "extreme", MISSING])
 def test_a_level_pi_cannot_read_thinks_as_little_as_the_model_allows(tmp_path, written) -> None:
     """pi takes a thinking_level_change's level as it is and clamps it: anything but a level
     gives a model its lowest one (Claude: off; GPT-5, which cannot stop reasoning: minimal)."""
@@ -221,11 +226,15 @@ def test_a_level_pi_cannot_read_thinks_as_little_as_the_model_allows(tmp_path, w
         {"type": "thinking_level_change", "id": "a1", "parentId": None,
          "timestamp": "2026-12-01T10:00:01.000Z", "thinkingLevel": "high"},
         {"type": "thinking_level_change", "id": "a2", "parentId": "a1",
-         "timestamp": "2026-12-01T10:00:02.000Z", "thinkingLevel": written},
+         "timestamp": "2026-12-01T10:00:02.000Z",
+         **({} if written is MISSING else {"thinkingLevel": written})},
     ]) + "\n")
     tree = SessionTree.open(str(path))
     settings = context_settings(tree.path_to(tree.leaf_id))
-    assert settings.thinking_level_set  # not the earlier "high", nor the agent's default
+    # Not the earlier "high"; no level at all is none set: the agent's default (as pi).
+    assert settings.thinking_level_set is (written is not MISSING)
+    if written is MISSING:
+        return
     registry = ModelRegistry()
     assert thinking_level(registry.get("anthropic", "claude-sonnet-4-5"),
                           settings.thinking_level) is None

@@ -169,7 +169,9 @@ def build_layer(tree: SessionTree, leaf_id: str | None, layer: Layer,
     edits = placed_marks(decoded.projection.entries, heads)
     return ContextLayer(
         leaf_id=leaf_id, layer=layer, heads=heads,
-        thinking_level=request.thinking_level if request is not None else settings.thinking_level,
+        # With the agent: the level its next turn asks for (editors show it as the one in force).
+        thinking_level=turn_thinking_level(settings, agent) if agent is not None
+        else settings.thinking_level,
         model=settings.model,
         total_tokens=decoded.total_tokens(),
         reported_at=ids[anchor] if reply is not None else None,

@@ -83,7 +83,7 @@ _content_head_decoder: Decoder[_ContentHead] = Decoder(_ContentHead)
 
 
 class _LevelHead(msgspec.Struct, rename="camel"):
-    thinking_level: Any = None
+    thinking_level: Any = msgspec.UNSET
 
 
 _level_decoder: Decoder[_LevelHead] = Decoder(_LevelHead)
@@ -101,9 +101,12 @@ def _thinking_level(path: list[Record]) -> str | None:
     # the whole path, and a loop that tests one type per entry is the cheapest way to do it.
     for record in reversed(path):
         if record.env.type == "thinking_level_change":
-            # pi takes the level as the entry holds it; one that is not text thinks as "off"
-            # does (pi's clamp gives either a model's lowest level).
+            # pi takes the level as the entry holds it: none at all leaves the agent's default,
+            # and one that is not text thinks as "off" does (pi's clamp gives either a
+            # model's lowest level).
             level = _level_decoder.decode(record.text).thinking_level
+            if level is msgspec.UNSET:
+                return None
             return level if isinstance(level, str) else "off"
     return None
 

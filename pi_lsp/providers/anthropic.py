@@ -259,12 +259,18 @@ def _thinking(request: ModelRequest) -> dict[str, Any]:
     return _budget_thinking(request, level, room)
 
 
-def _betas(model: ModelInfo, budgeted: bool) -> list[str]:
-    """The betas asked for: an `anthropic-beta` header the model sets replaces pi's own."""
-    for name, value in model.headers.items():
+def _betas_of(headers: dict[str, str]) -> list[str]:
+    """The betas an `anthropic-beta` header among `headers` names."""
+    for name, value in headers.items():
         if name.lower() == "anthropic-beta":
             return list(dict.fromkeys(b.strip() for b in value.split(",") if b.strip()))
-    return [INTERLEAVED_THINKING] if budgeted and model.reasoning else []
+    return []
+
+
+def _betas(model: ModelInfo, budgeted: bool) -> list[str]:
+    """The betas asked for: an `anthropic-beta` header the model sets replaces pi's own."""
+    return _betas_of(model.headers) or (
+        [INTERLEAVED_THINKING] if budgeted and model.reasoning else [])
 
 
 def request_params(request: ModelRequest) -> dict[str, Any]:
@@ -327,10 +333,15 @@ class AnthropicProvider:
         self.client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url,
                                                max_retries=0, timeout=self.retry.timeout_s,
                                                default_headers=headers or None)
+        # A provider's own anthropic-beta replaces pi's betas, as a model's does (the 1M
+        # window's beta, say): the beta client's header would override it.
+        self.own_betas = any(name.lower() == "anthropic-beta" for name in headers or {})
 
     async def stream(self, request: ModelRequest, reply: ReplyBuilder
                      ) -> AsyncIterator[ProviderEvent]:
         params = request_params(request)
+        if self.own_betas and not _betas_of(request.model.headers):
+            params.pop("betas", None)
         answered = started = stopped = reasoned = False
         try:
             # Betas go through the SDK's beta client, which sends them as `anthropic-beta`.
