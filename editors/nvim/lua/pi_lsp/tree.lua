@@ -642,8 +642,9 @@ local function buffer_for(uri, root)
       end
     end),
     util.on("initialized", function(started)
-      -- A server started again (after a crash) follows only the sessions asked of it.
-      if started == root then
+      -- A server started again (after a crash) follows only the sessions asked of it. (A
+      -- view not drawn yet has its first fetch waiting for this server already.)
+      if started == root and view.tree then
         view.refresh()
       end
     end),
