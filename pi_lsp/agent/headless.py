@@ -166,8 +166,8 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
     if wanted and (current.provider, current.id) != wanted:
         harness.set_model(*wanted)
     at_leaf = context_settings(tree.path_to(tree.leaf_id))
-    if options.thinking and (options.thinking, True) != (at_leaf.thinking_level,
-                                                         at_leaf.thinking_level_set):
+    if options.thinking and not (at_leaf.thinking_level_set
+                                 and options.thinking == at_leaf.thinking_level):
         harness.set_thinking_level(options.thinking)
     printer = TerminalPrinter(sys.stdout, sys.stderr)
     harness.subscribe(printer)

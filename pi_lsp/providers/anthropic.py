@@ -18,7 +18,7 @@ from pi_lsp.providers.base import (
     without_lone_surrogates,
 )
 from pi_lsp.providers.failures import StreamEndedEarly, failure_text
-from pi_lsp.providers.output_room import fit_to_context
+from pi_lsp.providers.output_room import fit_to_window, input_tokens
 from pi_lsp.providers.registry import ANTHROPIC_API, ModelInfo
 from pi_lsp.providers.retry import HttpFailure, ProviderRetry, with_retries
 from pi_lsp.providers.thinking import thinking_level
@@ -229,15 +229,15 @@ def _effort(model: ModelInfo, level: str) -> str:
     return model.thinking_level_map.get(level) or EFFORTS.get(level, "high")
 
 
-def _budget_thinking(request: ModelRequest, level: str, room: int) -> dict[str, Any]:
+def _budget_thinking(model: ModelInfo, level: str, room: int, used: int) -> dict[str, Any]:
     """max_tokens and a thinking budget that share it, as pi 1.6 sizes them: the budget on top
-    of the output room, within the model's cap and the context window, answer room kept."""
-    model = request.model
+    of the output room, within the model's cap and the context window (`used` input tokens),
+    answer room kept."""
     budget = THINKING_BUDGETS.get(level, THINKING_BUDGETS["high"])
     max_tokens = min(room + budget, model.max_tokens)
     if max_tokens <= budget:
         budget = min(budget, max(0, max_tokens - ANSWER_ROOM))
-    max_tokens = fit_to_context(request, max_tokens)
+    max_tokens = fit_to_window(model.context_window, used, max_tokens)
     budget = min(budget, max(0, max_tokens - ANSWER_ROOM)) or MIN_BUDGET
     return {"max_tokens": max_tokens, "thinking": {"type": "enabled", "budget_tokens": budget}}
 
@@ -245,7 +245,8 @@ def _budget_thinking(request: ModelRequest, level: str, room: int) -> dict[str, 
 def _thinking(request: ModelRequest) -> dict[str, Any]:
     """max_tokens and the thinking fields for the session's level, clamped to the model's."""
     model = request.model
-    room = fit_to_context(request, request.max_tokens or model.max_tokens)
+    used = input_tokens(request)  # estimated once: it walks the messages after the last reply
+    room = fit_to_window(model.context_window, used, request.max_tokens or model.max_tokens)
     level = thinking_level(model, request.thinking_level)
     if level is None:
         # pi says nothing about thinking to a model without it, or whose "off" is not sent.
@@ -256,7 +257,7 @@ def _thinking(request: ModelRequest) -> dict[str, Any]:
     if model.compat.force_adaptive_thinking:
         return {"max_tokens": room, "thinking": {"type": "adaptive"},
                 "output_config": {"effort": _effort(model, level)}}
-    return _budget_thinking(request, level, room)
+    return _budget_thinking(model, level, room, used)
 
 
 def _betas_of(headers: dict[str, str]) -> list[str]:
@@ -335,7 +336,7 @@ class AnthropicProvider:
                                                default_headers=headers or None)
         # A provider's own anthropic-beta replaces pi's betas, as a model's does (the 1M
         # window's beta, say): the beta client's header would override it.
-        self.own_betas = any(name.lower() == "anthropic-beta" for name in headers or {})
+        self.own_betas = bool(_betas_of(headers or {}))
 
     async def stream(self, request: ModelRequest, reply: ReplyBuilder
                      ) -> AsyncIterator[ProviderEvent]:

@@ -19,7 +19,7 @@ from pi_lsp.providers.base import (
     without_lone_surrogates,
 )
 from pi_lsp.providers.failures import StreamEndedEarly
-from pi_lsp.providers.output_room import fit_to_context
+from pi_lsp.providers.output_room import output_room
 from pi_lsp.providers.registry import CHAT_API, Compat, ModelInfo, detect_compat
 from pi_lsp.providers.thinking import effort_of, thinking_level
 from pi_lsp.session.entries import (
@@ -171,8 +171,7 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
         params["stream_options"] = {"include_usage": True}
     if compat.supports_store:
         params["store"] = False
-    max_tokens = fit_to_context(request, request.max_tokens or model.max_tokens)
-    params[compat.max_tokens_field or "max_completion_tokens"] = max_tokens
+    params[compat.max_tokens_field or "max_completion_tokens"] = output_room(request)
     if request.tools:
         strict = {"strict": False} if compat.supports_strict_mode else {}
         params["tools"] = [{"type": "function", "function": {

@@ -25,7 +25,7 @@ from pi_lsp.providers.openai_chat import (
     PROMPT_CACHE_KEY_CHARS,
     off_effort,
 )
-from pi_lsp.providers.output_room import fit_to_context
+from pi_lsp.providers.output_room import output_room
 from pi_lsp.providers.registry import RESPONSES_API, Compat, ModelInfo
 from pi_lsp.providers.thinking import effort_of, thinking_level
 from pi_lsp.session.entries import (
@@ -188,8 +188,7 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
     if request.session_id and compat.prompt_cache_key_mode != "disabled":
         params["prompt_cache_key"] = request.session_id[:PROMPT_CACHE_KEY_CHARS]
     params["store"] = False
-    room = fit_to_context(request, request.max_tokens or model.max_tokens)
-    params["max_output_tokens"] = max(room, MIN_OUTPUT_TOKENS)
+    params["max_output_tokens"] = max(output_room(request), MIN_OUTPUT_TOKENS)
     if request.tools:
         strict = {"strict": False} if compat.supports_strict_mode else {}
         params["tools"] = [{"type": "function", "name": t.name, "description": t.description,

@@ -48,13 +48,18 @@ def input_tokens(request: ModelRequest) -> int:
             else 0) + sum(_tokens(message_chars(m)) for m in messages))
 
 
-def fit_to_context(request: ModelRequest, max_tokens: int) -> int:
-    """`max_tokens` lowered to fit the window after the estimated input and a margin (15%,
+def output_room(request: ModelRequest) -> int:
+    """The output a request asks for: its own cap or the model's, fitted to the window."""
+    model = request.model
+    return fit_to_window(model.context_window, input_tokens(request),
+                         request.max_tokens or model.max_tokens)
+
+
+def fit_to_window(window: int, used: int, max_tokens: int) -> int:
+    """`max_tokens` lowered to fit the window after `used` input tokens and a margin (15%,
     or only 4096 tokens when that would leave under 32768 for output)."""
-    window = request.model.context_window
     if window <= 0:
         return max(1, max_tokens)
-    used = input_tokens(request)
     room = window - used - max(SAFETY_TOKENS, math.ceil(used * SAFETY_RATIO))
     if room < MIN_OUTPUT_WITH_RATIO:
         room = min(MIN_OUTPUT_WITH_RATIO, window - used - SAFETY_TOKENS)
