@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import threading
 from pathlib import Path
 from typing import Any
@@ -277,6 +278,32 @@ def test_a_cycle_does_not_hang_and_is_reported(tmp_path: Path) -> None:
     assert "cycle" in kinds
     assert kinds.count("cycle") == 1
     assert "orphan" not in kinds
+
+
+def test_walks_up_end_where_a_walk_that_remembers_every_id_ends(tmp_path: Path) -> None:
+    """Walks up trust ever earlier lines not to cycle; parents written later, self-parents,
+    missing parents, reused ids and cycles entered after such a stretch end them as a walk
+    that keeps every id it passed does."""
+    rng = random.Random(19)
+    for trial in range(200):
+        names = [f"{n:08x}" for n in range(rng.randint(1, 12))]
+        entries = []
+        for line, name in enumerate(names):
+            pick = rng.random()
+            parent = (None if pick < 0.1 else "ffffffff" if pick < 0.15
+                      else rng.choice(names[:line]) if pick < 0.75 and line
+                      else rng.choice(names))
+            entries.append(msg(rng.choice(names) if rng.random() < 0.1 else name, parent))
+        tree = write_session(tmp_path / f"s{trial}.jsonl", entries)
+        for start in tree.by_id:
+            expected, seen = [], set()
+            record = tree.by_id.get(start)
+            while record is not None and record.env.id not in seen:
+                seen.add(record.env.id)
+                expected.append(record.env.id)
+                parent = record.env.parent_id
+                record = None if parent == record.env.id else tree.by_id.get(parent or "")
+            assert ids(list(tree.ancestors(start))) == expected, (entries, start)
 
 
 # -- labels and names -----------------------------------------------------------------------------

@@ -116,9 +116,12 @@ def place(tree: SessionTree, entry_id: str, bookkeeping: bool = False,
     head: bool | None = None  # whether the row right above it forks
     child = top = record  # the last row passed, the last entry
     for top in itertools.islice(tree.ancestors(entry_id), 1, None):
-        if not is_shown(top, bookkeeping):
+        if top.env.type != "message" and not is_shown(top, bookkeeping):
             continue
-        fork = _forks(index, top, child, bookkeeping)
+        # `_forks` inline for a chain, most of a long path (100k steps)
+        children = index.get(top.env.id)
+        fork = not (children is not None and len(children) == 1 and children[0] is child) \
+            and _forks(index, top, child, bookkeeping)
         depth += fork
         head = fork if head is None else head
         found = known.get(top.env.id or "") if known else None

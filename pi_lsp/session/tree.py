@@ -315,13 +315,29 @@ class SessionTree(EntryAppends):
         if entry_id is None:
             return
         by_id = self.by_id
-        record: Record | None = self.record(entry_id)
-        seen: set[str | None] = set()
-        while record is not None and record.env.id not in seen:
-            seen.add(record.env.id)
+        record = self.record(entry_id)
+        # A walk to ever earlier lines cannot cycle, so no set of the ids passed is needed
+        # until a parent comes at or after its child (a hostile or merged file): 100k steps.
+        while True:
             yield record
-            parent = parent_of(record)
-            record = by_id.get(parent) if parent is not None else None
+            parent = by_id.get(record.env.parent_id)  # type: ignore[arg-type]
+            if parent is None:
+                return
+            if parent.line >= record.line:
+                break
+            record = parent
+        seen: set[str | None] = set()
+        walked: Record | None = self.record(entry_id)  # the ids yielded: walked again
+        while walked is not None and walked is not record:
+            seen.add(walked.env.id)
+            walked = by_id.get(walked.env.parent_id)  # type: ignore[arg-type]
+        above: Record | None = record
+        while above is not None and above.env.id not in seen:
+            seen.add(above.env.id)
+            if above is not record:
+                yield above
+            parent_id = parent_of(above)
+            above = by_id.get(parent_id) if parent_id is not None else None
 
     def path_to(self, leaf_id: str | None) -> list[Record]:
         """Root-to-leaf records; a missing parent or a cycle ends the walk."""
