@@ -655,6 +655,31 @@ def test_a_short_write_is_cut_back_not_finished(tmp_path: Path,
     assert SessionTree.open(str(path)).path_ids(again) == ["aaaa0001", again]
 
 
+def test_another_instances_short_write_cut_back_leaves_a_running_session_in_place(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two editor windows on one file: one runs a turn, the other's append stores half its
+    line (disk full) and cuts it back off, and the first had read the half meanwhile. The
+    file is the one it read, so its turn goes on in it (before, it moved to a new file)."""
+    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
+    running, other = SessionTree.open(str(path)), SessionTree.open(str(path))
+    running.hold_leaf = True
+    real = os.write
+
+    def half_seen(fd: int, data: bytes) -> int:
+        monkeypatch.setattr(appender.os, "write", real)
+        count = real(fd, data[: len(data) // 2])
+        assert running.refresh() == Refresh(0, False)  # its watcher fires now
+        return count
+
+    monkeypatch.setattr(appender.os, "write", half_seen)
+    with pytest.raises(WriteFailedError, match="they were cut back off"):
+        other.append_label("aaaa0001", "from the other window")
+    assert running.refresh() == Refresh(0, False)
+    turn = running.append_message(UserMessage(content="the turn goes on", timestamp=2))
+    assert running.path == str(path)
+    assert SessionTree.open(str(path)).path_ids(turn) == ["aaaa0001", turn]
+
+
 PI_LINE = user_line("bbbb0002", "aaaa0001", "pi's", 2) + b"\n"
 
 

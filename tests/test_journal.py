@@ -545,6 +545,32 @@ def test_tail_buffers_a_partial_line(tmp_path: Path) -> None:
     assert result.first_line == 4
 
 
+def test_an_unfinished_line_cut_back_is_read_again_not_a_replacement(tmp_path: Path) -> None:
+    """Another writer's failed append cut back off (what `append_lines` does with a short
+    write), or its unfinished line rewritten: the lines read whole are unchanged, so the file
+    is the one read, and the line that comes is read from its start."""
+    path = base_session(tmp_path)
+    tree = SessionTree.open(path)
+    whole = os.path.getsize(path)
+    cut_back = custom("bbbb0003", "aaaa0002")
+    with open(path, "ab") as handle:
+        handle.write(cut_back[:30])
+    assert tree.refresh() == Refresh(0, False)
+    os.truncate(path, whole)
+    assert tree.refresh() == Refresh(0, False)
+    with open(path, "ab") as handle:
+        handle.write(custom("bbbb0004", "aaaa0002")[:50])
+    assert tree.refresh() == Refresh(0, False)
+    os.truncate(path, whole)
+    with open(path, "ab") as handle:  # unseen: a longer line in its place, read from its start
+        handle.write(custom("aaaa0003", "aaaa0002", note="y" * 40) + b"\n")
+    assert tree.refresh() == Refresh(1, False)
+    assert tree.record("aaaa0003").raw == custom("aaaa0003", "aaaa0002", note="y" * 40)
+    assert (tree.leaf_id, tree.problems) == ("aaaa0003", [])
+    os.truncate(path, whole - 1)  # into a line read whole: a replacement
+    assert tree.refresh().reloaded
+
+
 def test_truncation_reloads(tmp_path: Path) -> None:
     path = base_session(tmp_path)
     tree = SessionTree.open(path)

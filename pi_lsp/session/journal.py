@@ -261,6 +261,10 @@ class LineSplitter:
         self.pending.append(piece)
         self.pending_size += len(piece)
 
+    def forget_unfinished(self) -> None:
+        """Drop the unfinished line held so far: it is to be read again from its start."""
+        self.pending, self.pending_size, self.dropping = [], 0, False
+
     def rest(self) -> bytes:
         """The unfinished line held so far (nothing while one is being dropped)."""
         return b"".join(self.pending)

@@ -20,22 +20,28 @@ class TailResult:
 
 @dataclass(slots=True)
 class Tail:
-    """Reads only what was appended since the last read; notices truncation and replacement."""
+    """Reads only what was appended since the last read; notices truncation and replacement.
+
+    Lines read whole are the file as read: a change to them is a replacement. The unfinished
+    line after them is another writer's, still being written: it may be cut back (a failed
+    write) or change, and is then read again from its start."""
 
     path: str
-    offset: int
+    offset: int  # how far the file was read
     inode: int
     prefix: bytes
     lines: LineSplitter
     unterminated: bool = False
-    suffix: bytes = b""
+    suffix: bytes = b""  # the last bytes of the whole lines read
+    end: int = 0  # where the whole lines read end (the unfinished line starts)
+    torn: bytes = b""  # the last bytes read of the unfinished line
 
     @classmethod
     def after(cls, path: str, snapshot: Snapshot) -> Tail:
         prefix = snapshot.prefix[: snapshot.offset]
         lines = LineSplitter(snapshot.lines_read + 1, dropping=snapshot.dropping)
         return cls(path, snapshot.offset, snapshot.inode, prefix, lines, snapshot.unterminated,
-                   suffix=snapshot.suffix)
+                   suffix=snapshot.suffix, end=snapshot.offset)
 
     @property
     def lines_read(self) -> int:
@@ -58,12 +64,16 @@ class Tail:
         return not self._replaced(fd, stat)
 
     def _replaced(self, fd: int, stat: os.stat_result) -> bool:
-        if stat.st_ino != self.inode or stat.st_size < self.offset:
+        if stat.st_ino != self.inode or stat.st_size < self.end:
             return True
         if os.pread(fd, len(self.prefix), 0) != self.prefix:
             return True
-        start = self.offset - len(self.suffix)
-        return os.pread(fd, len(self.suffix), start) != self.suffix
+        return os.pread(fd, len(self.suffix), self.end - len(self.suffix)) != self.suffix
+
+    def _torn_changed(self, fd: int, stat: os.stat_result) -> bool:
+        """Whether the unfinished line read so far was cut back or rewritten since."""
+        return stat.st_size < self.offset or \
+            os.pread(fd, len(self.torn), self.offset - len(self.torn)) != self.torn
 
     def poll(self) -> TailResult:
         """Complete new lines, or `reset=True` when the file must be read again from the start."""
@@ -75,6 +85,9 @@ class Tail:
             stat = os.fstat(fd)
             if self._replaced(fd, stat):
                 return TailResult([], 0, True)
+            if self.offset > self.end and self._torn_changed(fd, stat):
+                self.offset, self.torn = self.end, b""
+                self.lines.forget_unfinished()
             if stat.st_size == self.offset:
                 return TailResult([], self.lines_read + 1, False)
             data = os.pread(fd, min(stat.st_size - self.offset, MAX_TAIL_READ), self.offset)
@@ -86,8 +99,7 @@ class Tail:
             # only a read of the whole line again says what it is now. (A session appending or
             # mid-turn then moves to a new file, as for a rewrite: it holds that record.)
             return TailResult([], 0, True)
-        self.offset += len(data)
-        self.suffix = (self.suffix + data[-SUFFIX_CHECK:])[-SUFFIX_CHECK:]
+        self._advance(data)
         if self.unterminated:
             data = data[1:]  # the newline that ends a line already taken
         self.unterminated = False
@@ -97,3 +109,13 @@ class Tail:
         if found is None:
             return TailResult([], self.lines_read + 1, False, dropped.problems)
         return TailResult(found.lines(), found.first_line, False, dropped.problems)
+
+    def _advance(self, data: bytes) -> None:
+        """Move past `data`, just read: the whole lines it ends and the unfinished one after."""
+        cut = data.rfind(b"\n") + 1
+        if cut:
+            self.end = self.offset + cut
+            self.suffix = (self.suffix + data[:cut][-SUFFIX_CHECK:])[-SUFFIX_CHECK:]
+            self.torn = b""
+        self.torn = (self.torn + data[cut:][-SUFFIX_CHECK:])[-SUFFIX_CHECK:]
+        self.offset += len(data)
