@@ -13,7 +13,7 @@ import pytest
 
 from pi_lsp.agent.harness import BusyError
 from pi_lsp.server.config import Config
-from pi_lsp.server.hub import NotASessionFileError, SessionHub
+from pi_lsp.server.hub import NotASessionFileError, SessionHub, UnknownSessionError
 from pi_lsp.server.open_session import OpenSession
 from pi_lsp.session.tree import SessionTree
 from tests.waits import CEILING_S, until
@@ -88,6 +88,31 @@ async def test_a_failed_open_fails_for_every_caller_and_is_tried_again(
     assert not hub.open
     path.write_bytes(good)
     assert await hub.load(path) is hub.held(path) and reads.reads == 2
+
+
+async def test_a_session_deleted_while_its_first_read_runs_is_not_held(
+        tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The watcher reports the deletion before the read is taken in, when nothing is held
+    to forget yet: the read must not be kept (before, the session stayed open, fileless)."""
+    hub = SessionHub([tmp_path], Config())
+    read_done, release = threading.Event(), threading.Event()
+    read = SessionTree.open
+
+    def read_then_wait(file: str) -> SessionTree:
+        tree = read(file)
+        read_done.set()
+        release.wait(CEILING_S)
+        return tree
+
+    monkeypatch.setattr(SessionTree, "open", read_then_wait)
+    load = asyncio.create_task(hub.load(path))
+    await until(read_done.is_set, "the read to finish")
+    path.unlink()
+    hub.file_changed(path)
+    release.set()
+    with pytest.raises(UnknownSessionError, match="no session at"):
+        await load
+    assert not hub.open
 
 
 async def test_a_cancelled_open_leaves_the_read_to_the_other(

@@ -130,6 +130,8 @@ class SessionHub(Workspace):
             del self._loading[key]  # a failed read is tried again by the next caller
         session = self.open.get(key)  # opened meanwhile by `sync`: that one may run a turn
         if session is None:
+            if not key.is_file():  # deleted as it was read: the watcher's word came first
+                raise UnknownSessionError(str(path))
             session = self._keep(tree)
             self._close_unused_sessions()
         return session
