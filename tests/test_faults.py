@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pi_lsp.agent.events import AgentEvent, SessionMoved, ToolExecutionStart
+from pi_lsp.agent.events import AgentEvent, MessageEnd, SessionMoved, ToolExecutionStart
 from pi_lsp.agent.harness import Harness
 from pi_lsp.cli import main
 from pi_lsp.context.build import build_session_context
@@ -498,6 +498,32 @@ async def test_a_file_replaced_mid_turn_keeps_both_sides(
     assert path[:2] == ["aaaa0001", "aaaa0002"] and len(path) == 7
     assert [p.kind for p in check_session(rescued)] == []
     assert any(isinstance(e, ToolExecutionStart) for e in events)
+
+
+def test_a_message_lost_in_a_move_still_says_where_the_session_went(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file is replaced as a turn's message is written: the session moves to a new file
+    without it and the write fails, and listeners still learn the new path (before, the
+    failure skipped SessionMoved)."""
+    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
+    other = write(tmp_path / "other.jsonl", [user_line("bbbb0001", None, "someone else", 1)])
+    harness = Harness(SessionTree.open(str(path)), tmp_path, lambda _name: None)
+    events: list[AgentEvent] = []
+    harness.subscribe(events.append)
+    real = tree_module.append_lines
+
+    def replaced_as_written(file: str, lines: list[bytes], **options: Any) -> None:
+        real(file, lines, **options)
+        if file == str(path):
+            os.replace(other, path)
+
+    monkeypatch.setattr(tree_module, "append_lines", replaced_as_written)
+    harness.tree.hold_leaf = True  # a turn runs
+    with pytest.raises(WriteFailedError, match="replaced as the entry was written"):
+        harness.emit(MessageEnd(message=UserMessage(content="lost", timestamp=2)))
+    assert [(e.replaced_path, e.path) for e in events if isinstance(e, SessionMoved)] == [
+        (str(path), harness.tree.path)]
+    assert harness.tree.path != str(path)
 
 
 def test_a_rewrite_of_the_same_size_is_noticed(tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ from pi_lsp.context.layers import AgentSetup, build_layer, model_at, system_patc
 from pi_lsp.context.projection import context_settings
 from pi_lsp.providers.base import ModelRequest, Provider
 from pi_lsp.providers.registry import ModelInfo, ModelRegistry
+from pi_lsp.session.appender import WriteFailedError
 from pi_lsp.session.entries import (
     DEFAULT_THINKING_LEVEL,
     AgentMessage,
@@ -142,7 +143,12 @@ class Harness:
         moved: SessionMoved | None = None
         if isinstance(event, MessageEnd):
             path = self.tree.path
-            self.tree.append_message(event.message)  # loop messages land as they complete
+            try:
+                self.tree.append_message(event.message)  # loop messages land as they complete
+            except WriteFailedError:
+                if self.tree.path != path:  # moved, and the message was lost in the move
+                    self.emit(SessionMoved(replaced_path=path, path=self.tree.path))
+                raise
             if self.tree.path != path:
                 moved = SessionMoved(replaced_path=path, path=self.tree.path)
         self.edit_feedback.note(event)
