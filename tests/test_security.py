@@ -46,6 +46,7 @@ from pi_lsp.visible import printable, visible
 from tests.fake_anthropic import FakeAnthropic, text_reply, tool_reply
 from tests.test_server import (
     BRANCH_B_TIP,
+    BUSY,
     DEAD_END_TIP,
     EXAMPLE_SESSION,
     FORK_QUESTION,
@@ -843,6 +844,30 @@ async def test_anything_but_a_decision_is_a_denial(pi: Pi, fake: FakeAnthropic, 
     assert result["isError"], result
     assert "was not run" in result_text(result) or "denied" in result_text(result), result
     assert not marker.exists()
+
+
+@LSP
+async def test_a_prompt_asking_about_its_attachment_holds_the_turn(
+        pi: Pi, fake: FakeAnthropic) -> None:
+    """A prompt takes the session before its attachments are gathered: while the user is
+    asked about a file outside the workspace, a second prompt is refused at once (before, it
+    took the turn, and the first was refused once answered); a refused attachment lets go."""
+    uri = (await call(pi.client, "pi.newSession", {}))["uri"]
+    outside = pi.outside / "readme.txt"
+    pi.answer, pi.asked, pi.release = "never", [], asyncio.Event()
+    first = asyncio.create_task(call_error(pi.client, "pi.prompt", {
+        "uri": uri, "text": "first", "context": [{"uri": outside.as_uri()}]}))
+    await until(lambda: pi.asked, "the attachment to be asked about")
+    second = await call_error(pi.client, "pi.prompt", {"uri": uri, "text": "second"})
+    assert second.code == BUSY and "busy" in second.message
+    pi.release.set()  # answered "deny"
+    assert "is outside the workspace and was not attached" in (await first).message
+    pi.answer = "allow"
+    fake.script(text_reply("third"))
+    turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "third"}))["turnId"]
+    assert (await turn_end(pi, turn_id))[-1]["type"] == "agent_end"
+    sent = json.dumps(fake.message_requests()[-1]["messages"])
+    assert "third" in sent and "second" not in sent and "first" not in sent
 
 
 # -- 5. abort ends an approval nobody answers ------------------------------------------------

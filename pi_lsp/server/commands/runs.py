@@ -17,14 +17,23 @@ if TYPE_CHECKING:
 async def prompt(ls: PiServer, args: PromptArgs) -> dict[str, Any]:
     path = await ls.open_tree(args.uri)
     harness = ls.hub.harness(path)
-    attached = await prompt_attachments(ls.files, harness.root, args, harness.approve_call)
+    # Claimed before the attachments, which may wait on the user: prompts start in the order
+    # sent, and one sent while the session is busy is refused at once, not after a question.
+    queue = args.delivery != "prompt" and harness.busy
+    session = None if queue else ls.hub.claim_turn(path)
+    try:
+        attached = await prompt_attachments(ls.files, harness.root, args, harness.approve_call)
+    except BaseException:
+        if session is not None:
+            session.release_turn()
+        raise
     for refusal in attached.refused:
         ls.tell(refusal)
-    if args.delivery != "prompt" and harness.busy:
+    if session is None and harness.busy:
         deliver = harness.steer if args.delivery == "steer" else harness.follow_up
         deliver(args.text, prompt_images(args), attached.rendered or None)
         return {"turnId": None, "queued": args.delivery}
-    session = ls.hub.claim_turn(path)
+    session = session or ls.hub.claim_turn(path)  # the run it was for ended meanwhile
     ls.runs.start_turn(args.uri, session, harness, args, attached.rendered)
     return {"turnId": session.turn_id}
 
