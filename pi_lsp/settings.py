@@ -22,6 +22,7 @@ from pi_lsp.providers.registry import (
     ModelRegistry,
     ProviderConfig,
 )
+from pi_lsp.providers.thinking import clamped_level
 from pi_lsp.session.catalog import agent_dir
 from pi_lsp.session.entries import DEFAULT_THINKING_LEVEL
 from pi_lsp.summarize.compaction import CompactionSettings
@@ -41,7 +42,8 @@ class BranchSummarySettings(msgspec.Struct, rename="camel"):
 class Settings(msgspec.Struct, rename="camel", omit_defaults=True):
     default_provider: str = "anthropic"
     default_model: str = DEFAULT_MODEL
-    default_thinking_level: str = DEFAULT_THINKING_LEVEL
+    default_thinking_level: str | None = None
+    model_thinking_levels: dict[str, str] = msgspec.field(default_factory=dict)
     api_keys: dict[str, str] = msgspec.field(default_factory=dict)
     models: list[ModelInfo] = msgspec.field(default_factory=list)
     allow_writes_outside_workspace: bool = False
@@ -58,6 +60,24 @@ class Settings(msgspec.Struct, rename="camel", omit_defaults=True):
             return os.environ[variable]
         return self.api_keys.get(provider)
 
+    @property
+    def resume_thinking_level(self) -> str:
+        """The level a session that sets none thinks at (pi resumes it so): the default set,
+        else medium."""
+        return self.default_thinking_level or DEFAULT_THINKING_LEVEL
+
+    def thinking_level_for(self, provider: str, model_id: str) -> str | None:
+        """The level pi switches to with a model: the model's own (`modelThinkingLevels`),
+        else the default set; None: neither is set (the level stays)."""
+        return self.model_thinking_levels.get(f"{provider}/{model_id}",
+                                              self.default_thinking_level)
+
+    def new_session_thinking_level(self, model: ModelInfo) -> str:
+        """The level pi starts a session with: the model's own, else the default set, else
+        medium; clamped to the model."""
+        return clamped_level(model, self.model_thinking_levels.get(
+            f"{model.provider}/{model.id}") or self.resume_thinking_level)
+
     def registry(self) -> ModelRegistry:
         """Built-in models, then models.json's, then the ones settings.json adds."""
         return ModelRegistry(self.models, self.providers)
@@ -66,6 +86,7 @@ class Settings(msgspec.Struct, rename="camel", omit_defaults=True):
 # What a project's `.pi/settings.json` may set. Keys, permissions, trust and where sessions go
 # (`apiKeys`, `allowWritesOutsideWorkspace`, `defaultProjectTrust`, ...) are the user's alone.
 PROJECT_KEYS = frozenset({"defaultProvider", "defaultModel", "defaultThinkingLevel",
+                          "modelThinkingLevels",
                           "compaction", "branchSummary", "summaryModel", "models", "retry"})
 
 

@@ -349,7 +349,7 @@ async def test_full_turn_events_entries_usage_and_wire(make_rig, fake) -> None:
         ]),
         text_reply("All ", "done."),
     )
-    rig.harness.set_thinking_level("medium")
+    rig.harness.set_thinking_level("high")
     produced = await rig.harness.prompt("look at a.txt")
 
     # events, in order
@@ -426,15 +426,15 @@ async def test_full_turn_events_entries_usage_and_wire(make_rig, fake) -> None:
     assert [t["name"] for t in one["tools"]] == ["read", "write", "edit", "bash"]
     assert one["tools"][-1]["cache_control"] == CACHE
     assert all("cache_control" not in t for t in one["tools"][:-1])
-    # pi 1.6's medium budget, on top of an answer room of the model's whole output cap
-    assert one["thinking"] == {"type": "enabled", "budget_tokens": 8192}
+    # pi 1.6's high budget, on top of an answer room of the model's whole output cap
+    assert one["thinking"] == {"type": "enabled", "budget_tokens": 16384}
     assert one["max_tokens"] == 64000
     sent = [r for r in fake.requests if r.path.startswith("/v1/messages")]
     assert {r.headers.get("anthropic-beta") for r in sent} == {"interleaved-thinking-2025-05-14"}
     assert one["messages"] == [{"role": "user", "content": [
         {"type": "text", "text": "look at a.txt", "cache_control": CACHE}]}]
 
-    assert two["thinking"] == {"type": "enabled", "budget_tokens": 8192}
+    assert two["thinking"] == {"type": "enabled", "budget_tokens": 16384}
     assert len(two["messages"]) == 3
     user, assistant, results = two["messages"]
     assert user == {"role": "user", "content": [{"type": "text", "text": "look at a.txt"}]}
@@ -463,7 +463,7 @@ async def test_full_turn_events_entries_usage_and_wire(make_rig, fake) -> None:
     assert len(context.messages) == 6  # the rig's declared prompt and tools first
     assert [json.loads(bytes(m))["role"] for m in context.messages] == [
         "system", "user", "assistant", "toolResult", "toolResult", "assistant"]
-    assert context.thinking_level == "medium"
+    assert context.thinking_level == "high"
     assert context.model is not None and context.model.model_id == SONNET
 
 
@@ -814,6 +814,45 @@ async def test_changes_while_idle_are_written_at_once(make_rig, fake) -> None:
     fake.script(text_reply("hi"))
     await rig.harness.prompt("hello")
     assert fake.message_requests()[0]["model"] == HAIKU
+
+
+def recorded(path: str, kind: str, field: str) -> list[Any]:
+    """A field of every entry of one kind in the file, in order."""
+    lines = Path(path).read_bytes().splitlines()[1:]
+    return [entry[field] for entry in map(json.loads, lines) if entry["type"] == kind]
+
+
+def test_levels_are_recorded_as_pi_records_them(tmp_path: Path) -> None:
+    """pi 1.6's setThinkingLevel and setModel: a level is written clamped to the model, and
+    only when it changes the one in force; a model switch takes the model's own level, else
+    the default set, else keeps the level, clamped to the new model. (Before, every level was
+    written as asked, and a switch kept the level unclamped.)"""
+    tree = SessionTree.create(str(tmp_path / "s.jsonl"), cwd=str(tmp_path))
+    own = {"openai/gpt-5": "low"}
+    harness = Harness(tree, tmp_path, lambda _name: None,
+                      level_for_model=lambda provider, model: own.get(f"{provider}/{model}"))
+    harness.set_thinking_level("medium")  # the default, in force already: nothing
+    harness.set_thinking_level("xhigh")  # claude-sonnet-4-5 goes no higher than high
+    harness.set_thinking_level("high")
+    harness.set_model("anthropic", "claude-opus-4-6")  # has high: kept, nothing written
+    harness.set_model("openai", "gpt-5")  # its own level
+    harness.set_thinking_level("off")  # gpt-5 always reasons: minimal
+    harness.set_model("openai", "gpt-4.1")  # reasons at no level: off
+    harness.set_model("anthropic", "claude-sonnet-4-5")  # off is a level Claude has: kept
+    assert recorded(tree.path, "thinking_level_change", "thinkingLevel") == [
+        "high", "low", "minimal", "off"]
+    assert recorded(tree.path, "model_change", "modelId") == [
+        "claude-opus-4-6", "gpt-5", "gpt-4.1", "claude-sonnet-4-5"]
+    assert harness.thinking_level() == "off"
+
+
+def test_a_switch_takes_the_default_set_over_the_level_in_force(tmp_path: Path) -> None:
+    tree = SessionTree.create(str(tmp_path / "s.jsonl"), cwd=str(tmp_path))
+    harness = Harness(tree, tmp_path, lambda _name: None, default_thinking_level="low",
+                      level_for_model=lambda _provider, _model: "low")
+    harness.set_thinking_level("high")
+    harness.set_model("anthropic", "claude-haiku-4-5")
+    assert recorded(tree.path, "thinking_level_change", "thinkingLevel") == ["high", "low"]
 
 
 # -- 6. steering and follow-ups --------------------------------------------------------------

@@ -572,6 +572,12 @@ async def test_session_moves_from_anthropic_to_openai_compatible_and_back(
     fake.script(fake_anthropic.text_reply("Back."))
     await harness.prompt("summarize")
     claude = fake.message_requests()[-1]
+    # pi 1.6's setModel: "big" thinks at no level, so the switch to it recorded "off", and the
+    # switch back keeps the level in force (none is configured): Claude no longer thinks.
+    levels = [json.loads(line).get("thinkingLevel") for line in Path(path).read_bytes().split(
+        b"\n") if b'"thinking_level_change"' in line]
+    assert levels == ["medium", "low", "off"], levels
+    assert claude["thinking"] == {"type": "disabled"}
     blocks = [b for m in claude["messages"] for b in m["content"] if isinstance(b, dict)]
     assert {"type": "thinking", "thinking": "Claude thinks.", "signature": "sig-claude"} in [
         {k: v for k, v in b.items() if k != "cache_control"} for b in blocks]  # its own, kept
@@ -588,7 +594,8 @@ async def test_session_moves_from_anthropic_to_openai_compatible_and_back(
     # The request preview at a leaf is exactly what that leaf's provider received; the
     # Anthropic SDK sends the preview's `betas` as the anthropic-beta header.
     claude_headers = [r.headers for r in fake.requests if r.path.startswith("/v1/messages")][-1]
-    claude_sent = {**claude, "betas": claude_headers["anthropic-beta"].split(",")}
+    assert "anthropic-beta" not in claude_headers  # no thinking: no interleaved-thinking beta
+    claude_sent = claude
     for leaf, sent in ((before_last_responses_call, oai.responses_requests()[-1]),
                        (harness.tree.path_ids(harness.tree.leaf_id)[-2], claude_sent)):
         preview = hub.preview(path, leaf, "request")

@@ -517,7 +517,7 @@ def test_model_flag_needs_no_default_provider_and_only_the_choice_is_written(
                            "assistant"]
     change, level = entries(path)[:2]
     assert (change["provider"], change["modelId"]) == ("ollama", LOCAL_MODEL)
-    assert level["thinkingLevel"] == "low"
+    assert level["thinkingLevel"] == "off"  # as pi 1.6 records it: the model thinks at none
     # Continuing it needs no Anthropic key either: its model is the local one.
     oai.script(chat_reply("still local"))
     again = pi_run(workspace, without_anthropic_key(env), "--thinking", "low", "more")

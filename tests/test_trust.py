@@ -443,6 +443,25 @@ async def test_a_project_settings_file_never_widens_permissions(
     assert sent_secrets(fake.requests, "test")  # the user's own key went
 
 
+def test_a_project_may_set_levels_per_model_and_a_new_session_starts_at_its_models(
+        tmp_path: Path) -> None:
+    """pi 1.6's `modelThinkingLevels`: a new session starts at its model's own level (over
+    the default set), clamped as pi records it; a switch to another model takes the default."""
+    root = tmp_path / "ws"
+    write_json(root / ".pi" / "settings.json", {
+        "defaultThinkingLevel": "low",
+        "modelThinkingLevels": {"anthropic/claude-sonnet-4-5": "xhigh"}})
+    trust(root, agent())
+    hub = hub_for(root)
+    path = hub.new_session(None, root)
+    tree = hub.sync(path).tree
+    assert [json.loads(r.raw)["thinkingLevel"] for r in tree.records
+            if r.env.type == "thinking_level_change"] == ["high"]  # no xhigh on this model
+    settings = hub.settings_for(path)
+    assert settings.thinking_level_for("anthropic", "claude-haiku-4-5") == "low"
+    assert settings.thinking_level_for("anthropic", "claude-sonnet-4-5") == "xhigh"
+
+
 async def test_an_untrusted_folder_loads_no_project_file_and_says_so_once(
         tmp_path: Path, fake: FakeAnthropic, oai: FakeOpenAI) -> None:
     root = tmp_path / "ws"

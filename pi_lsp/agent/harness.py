@@ -31,6 +31,7 @@ from pi_lsp.context.layers import AgentSetup, build_layer, model_at, system_patc
 from pi_lsp.context.projection import context_settings
 from pi_lsp.providers.base import ModelRequest, Provider
 from pi_lsp.providers.registry import ModelInfo, ModelRegistry
+from pi_lsp.providers.thinking import clamped_level
 from pi_lsp.session.appender import WriteFailedError
 from pi_lsp.session.entries import (
     DEFAULT_THINKING_LEVEL,
@@ -94,6 +95,7 @@ class Harness:
         registry: ModelRegistry | None = None,
         default_model: tuple[str, str] = ("anthropic", "claude-sonnet-4-5"),
         default_thinking_level: str = DEFAULT_THINKING_LEVEL,
+        level_for_model: Callable[[str, str], str | None] = lambda _provider, _model: None,
         tools: tuple[Tool, ...] = ALL_TOOLS,
         approve: Approver = allow_all,
         allow_outside_root: bool = False,
@@ -110,6 +112,7 @@ class Harness:
         self.registry = registry or ModelRegistry()
         self.default_model = default_model
         self.default_thinking_level = default_thinking_level
+        self.level_for_model = level_for_model  # the level a model switch sets (None: stays)
         self.tools = {tool.name: tool for tool in tools}
         self.approve_call = approve
         self.allow_outside_root = allow_outside_root
@@ -172,6 +175,14 @@ class Harness:
         """The model in force at the leaf, else the default."""
         return model_at(context_settings(self.tree.path_to(self.tree.leaf_id)), self.registry,
                         self.default_model)
+
+    def thinking_level(self) -> str:
+        """The level the next turn thinks at, as pi holds it: the path's, else the default,
+        clamped to the model in force."""
+        settings = context_settings(self.tree.path_to(self.tree.leaf_id))
+        level = settings.thinking_level if settings.thinking_level_set \
+            else self.default_thinking_level
+        return clamped_level(model_at(settings, self.registry, self.default_model), level)
 
     def agent_setup(self) -> AgentSetup:
         """The prompt sections and tools as they are now (they read the project's notes)."""
@@ -388,10 +399,25 @@ class Harness:
         self._pending.write(self.busy, kind, action)
 
     def set_model(self, provider: str, model_id: str) -> None:
-        self._write("model", lambda: self.tree.append_model_change(provider, model_id))
+        self._write("model", lambda: self._switch_model(provider, model_id))
 
     def set_thinking_level(self, level: str) -> None:
-        self._write("thinking", lambda: self.tree.append_thinking_level_change(level))
+        self._write("thinking", lambda: self._record_thinking_level(level, self.thinking_level()))
+
+    def _switch_model(self, provider: str, model_id: str) -> None:
+        """pi's setModel: the change, then the level for the new model (its own, else the
+        default set, else the one in force), recorded when it changes."""
+        current = self.thinking_level()
+        self.tree.append_model_change(provider, model_id)
+        level = self.level_for_model(provider, model_id)
+        self._record_thinking_level(current if level is None else level, current)
+
+    def _record_thinking_level(self, level: str, current: str) -> None:
+        """pi's setThinkingLevel: `level` clamped to the model in force, written only when it
+        is not the level thought at until now (`current`)."""
+        clamped = clamped_level(self.model(), level)
+        if clamped != current:
+            self.tree.append_thinking_level_change(clamped)
 
     def set_label(self, target_id: str, label: str | None) -> None:
         self.tree.record(target_id)

@@ -18,11 +18,11 @@ from pi_lsp.agent.events import (
     ToolExecutionEnd,
     ToolExecutionStart,
 )
-from pi_lsp.context.projection import context_settings
 from pi_lsp.harness_factory import make_harness
 from pi_lsp.providers.base import MissingApiKeyError, TextDelta
 from pi_lsp.providers.factory import UnknownProviderError
 from pi_lsp.providers.models_file import ModelsFileError
+from pi_lsp.providers.thinking import clamped_level
 from pi_lsp.session.catalog import (
     SessionDirError,
     followed,
@@ -67,11 +67,14 @@ def parse_model(text: str) -> tuple[str, str]:
 def new_session(options: RunOptions, workspace: Path, settings: Settings,
                 path: Path | None = None) -> SessionTree:
     """A session (written at its first prompt) that begins with the model and thinking level
-    the run uses: `--model` and `--thinking`, else the settings' defaults."""
+    the run uses: `--model` and `--thinking`, else the settings' defaults (the level clamped
+    to the model, as pi starts one)."""
     provider, model_id = parse_model(options.model) if options.model else \
         (settings.default_provider, settings.default_model)
-    return start_session(workspace, provider, model_id,
-                         options.thinking or settings.default_thinking_level, path)
+    model = settings.registry().get(provider, model_id)
+    level = clamped_level(model, options.thinking) if options.thinking else \
+        settings.new_session_thinking_level(model)
+    return start_session(workspace, provider, model_id, level, path)
 
 
 def choose_session(options: RunOptions, workspace: Path, settings: Settings, vouched: bool
@@ -165,9 +168,7 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
     harness.provider(wanted[0] if wanted else current.provider)
     if wanted and (current.provider, current.id) != wanted:
         harness.set_model(*wanted)
-    at_leaf = context_settings(tree.path_to(tree.leaf_id))
-    if options.thinking and not (at_leaf.thinking_level_set
-                                 and options.thinking == at_leaf.thinking_level):
+    if options.thinking:  # written only when it changes the level (pi's rule)
         harness.set_thinking_level(options.thinking)
     printer = TerminalPrinter(sys.stdout, sys.stderr)
     harness.subscribe(printer)

@@ -26,6 +26,12 @@ def thinking_level(model: ModelInfo, level: str) -> str | None:
     return None if found == "off" else found
 
 
+def clamped_level(model: ModelInfo, level: str) -> str:
+    """The level pi records for a model: `level` clamped to the ones it has ("off" where it
+    thinks at none)."""
+    return thinking_level(model, level) or "off"
+
+
 def effort_of(model: ModelInfo, level: str) -> str:
     """The effort sent for a thinking level: the model's `thinkingLevelMap` entry, or the level."""
     return model.thinking_level_map.get(level) or level

@@ -274,8 +274,9 @@ class SessionHub(Workspace):
     def new_session(self, name: str | None, folder: Path | None = None) -> Path:
         root = self.workspace_folder(folder) if folder is not None else self.default_folder()
         settings = self.folder_settings(root)
+        model = settings.registry().get(settings.default_provider, settings.default_model)
         tree = self._keep(start_session(root, settings.default_provider, settings.default_model,
-                                        settings.default_thinking_level)).tree
+                                        settings.new_session_thinking_level(model))).tree
         if name:
             tree.append_session_info(name)
         return Path(tree.path)
@@ -312,7 +313,7 @@ class SessionHub(Workspace):
         settings = self.settings_for(path)
         agent = agent_setup(self.folder_of(path), ALL_TOOLS, settings.registry(),
                             (settings.default_provider, settings.default_model),
-                            settings.default_thinking_level)
+                            settings.resume_thinking_level)
         key = (path.resolve(), leaf, layer)
         state = (id(tree.records), len(tree.records), agent.default_model,
                  agent.default_thinking_level, agent.sections)

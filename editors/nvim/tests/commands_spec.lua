@@ -72,9 +72,9 @@ end, "the thinking level was not set")
 table.insert(H.selects, function(items)
   return items[#items]
 end)
-vim.cmd("PiThinking")
+vim.cmd("PiThinking") -- max, written as pi 1.6 writes it: clamped to claude-opus-4-5's high
 H.wait(function()
-  return preview().thinkingLevel == "max"
+  return preview().thinkingLevel == "high"
 end, "the picked thinking level was not set")
 pcall(vim.cmd, "PiThinking extreme")
 H.check(H.said('no thinking level "extreme" (one of: off, minimal, low, medium, high, xhigh, max)'), "bad level")
