@@ -571,6 +571,26 @@ def test_an_unfinished_line_cut_back_is_read_again_not_a_replacement(tmp_path: P
     assert tree.refresh().reloaded
 
 
+def test_a_line_finished_by_a_short_write_leaves_the_file_the_one_read(
+        tmp_path: Path) -> None:
+    """A line read unfinished and then finished by a few bytes (a newline alone, as
+    `append_lines` ends another writer's half line): what was read whole still matches the
+    file, so the next look finds nothing new, and a running session appends in place."""
+    path = base_session(tmp_path)
+    tree = SessionTree.open(path)
+    tree.hold_leaf = True  # a turn runs: a file taken as replaced would move it
+    line = custom("aaaa0003", "aaaa0002")
+    with open(path, "ab") as handle:
+        handle.write(line)
+    assert tree.refresh() == Refresh(0, False)
+    with open(path, "ab") as handle:
+        handle.write(b"\n")
+    assert tree.refresh() == Refresh(1, False)
+    assert tree.refresh() == Refresh(0, False)
+    tree.append_custom("test", None)
+    assert tree.path == path and len(SessionTree.open(path).records) == 4
+
+
 def test_truncation_reloads(tmp_path: Path) -> None:
     path = base_session(tmp_path)
     tree = SessionTree.open(path)

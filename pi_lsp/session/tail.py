@@ -113,9 +113,9 @@ class Tail:
     def _advance(self, data: bytes) -> None:
         """Move past `data`, just read: the whole lines it ends and the unfinished one after."""
         cut = data.rfind(b"\n") + 1
-        if cut:
+        if cut:  # the line read unfinished so far ends here: its bytes are whole-line bytes now
             self.end = self.offset + cut
-            self.suffix = (self.suffix + data[:cut][-SUFFIX_CHECK:])[-SUFFIX_CHECK:]
+            self.suffix = (self.suffix + self.torn + data[:cut][-SUFFIX_CHECK:])[-SUFFIX_CHECK:]
             self.torn = b""
         self.torn = (self.torn + data[cut:][-SUFFIX_CHECK:])[-SUFFIX_CHECK:]
         self.offset += len(data)
