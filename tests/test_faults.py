@@ -16,7 +16,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pi_lsp.agent.events import AgentEvent, MessageEnd, SessionMoved, ToolExecutionStart
+from pi_lsp.agent.events import (
+    AgentEvent,
+    MessageEnd,
+    SessionMoved,
+    ToolExecutionStart,
+    TurnEnd,
+)
 from pi_lsp.agent.harness import Harness
 from pi_lsp.cli import main
 from pi_lsp.context.build import build_session_context
@@ -524,6 +530,25 @@ def test_a_message_lost_in_a_move_still_says_where_the_session_went(
     assert [(e.replaced_path, e.path) for e in events if isinstance(e, SessionMoved)] == [
         (str(path), harness.tree.path)]
     assert harness.tree.path != str(path)
+
+
+def test_a_move_found_by_a_write_queued_for_the_turns_end_is_said(tmp_path: Path) -> None:
+    """A label asked for during a turn is written at its end, and finds the file replaced:
+    the session moves, and listeners learn it (before, only a message's write said so)."""
+    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
+    other = write(tmp_path / "other.jsonl", [user_line("bbbb0001", None, "someone else", 1)])
+    harness = Harness(SessionTree.open(str(path)), tmp_path, lambda _name: None)
+    events: list[AgentEvent] = []
+    harness.subscribe(events.append)
+    harness.phase, harness.tree.hold_leaf = "turn", True  # a turn runs
+    harness.set_label("aaaa0001", "queued")
+    os.replace(other, path)
+    harness.emit(TurnEnd(message=AssistantMessage(
+        content=[], api="anthropic-messages", provider="anthropic", model="m", usage=Usage(),
+        stop_reason="stop", timestamp=2), tool_results=[]))
+    assert [(e.replaced_path, e.path) for e in events if isinstance(e, SessionMoved)] == [
+        (str(path), harness.tree.path)]
+    assert harness.tree.label("aaaa0001") == "queued" and harness.tree.path != str(path)
 
 
 def test_a_rewrite_of_the_same_size_is_noticed(tmp_path: Path) -> None:

@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import shutil
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from pi_lsp.agent.harness import BusyError
+from pi_lsp.server.commands import runs
 from pi_lsp.server.config import Config
+from pi_lsp.server.editor import PromptAttachments
 from pi_lsp.server.hub import NotASessionFileError, SessionHub, UnknownSessionError
 from pi_lsp.server.open_session import OpenSession
+from pi_lsp.server.protocol import PromptArgs
 from pi_lsp.session.tree import SessionTree
 from tests.waits import CEILING_S, until
 
@@ -90,10 +95,34 @@ async def test_a_failed_open_fails_for_every_caller_and_is_tried_again(
     assert await hub.load(path) is hub.held(path) and reads.reads == 2
 
 
-async def test_a_session_deleted_while_its_first_read_runs_is_not_held(
-        tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The watcher reports the deletion before the read is taken in, when nothing is held
-    to forget yet: the read must not be kept (before, the session stayed open, fileless)."""
+def appended(path: Path) -> None:
+    line = b'{"type":"custom","customType":"x","id":"zzzz9999","parentId":null,' \
+        b'"timestamp":"2026-01-01T00:00:00.000Z"}\n'
+    with path.open("ab") as handle:
+        handle.write(line)
+
+
+def replaced(path: Path, lines: list[bytes]) -> None:
+    new = path.with_suffix(".new")
+    new.write_bytes(b"".join(lines))
+    os.replace(new, path)
+
+
+CHANGES_DURING_READ = {
+    "deleted": (Path.unlink, "no session at"),
+    "appended": (appended, None),
+    "replaced": (lambda path: replaced(path, path.read_bytes().splitlines(True)[:1]), None),
+    "replaced by another file": (lambda path: replaced(path, [b"not a session\n"]),
+                                 "is not a pi session file"),
+}
+
+
+@pytest.mark.parametrize("change", CHANGES_DURING_READ)
+async def test_a_change_while_the_first_read_runs_is_taken_in(
+        tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch, change: str) -> None:
+    """The watcher reports a change made between the read and its taking in, when nothing is
+    held to follow it: the tree kept is the file as it is then (before, a deleted file's
+    session stayed open, and an append or a replacement went unseen until the next change)."""
     hub = SessionHub([tmp_path], Config())
     read_done, release = threading.Event(), threading.Event()
     read = SessionTree.open
@@ -107,12 +136,17 @@ async def test_a_session_deleted_while_its_first_read_runs_is_not_held(
     monkeypatch.setattr(SessionTree, "open", read_then_wait)
     load = asyncio.create_task(hub.load(path))
     await until(read_done.is_set, "the read to finish")
-    path.unlink()
+    make, refused = CHANGES_DURING_READ[change]
+    make(path)
     hub.file_changed(path)
     release.set()
-    with pytest.raises(UnknownSessionError, match="no session at"):
-        await load
-    assert not hub.open
+    if refused is not None:
+        with pytest.raises(UnknownSessionError, match=refused):
+            await load
+        assert not hub.open
+        return
+    tree = (await load).tree
+    assert [r.raw for r in tree.records] == [r.raw for r in read(str(path)).records]
 
 
 async def test_a_cancelled_open_leaves_the_read_to_the_other(
@@ -147,3 +181,35 @@ async def test_a_failed_open_whose_callers_all_left_is_not_reported_unretrieved(
     # (Earlier tests' garbage collected here may report its own: only this load's counts.)
     assert not [seen for seen in reported
                 if isinstance(seen.get("exception"), NotASessionFileError)]
+
+
+async def test_a_prompt_whose_session_went_while_it_asked_is_not_run(
+        tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pi.prompt holds the session while the user is asked about an attachment; the file is
+    deleted meanwhile and the session dropped: the prompt is refused, its claim let go, and no
+    turn starts on the dropped session."""
+    hub = SessionHub([tmp_path], Config())
+    session = await hub.load(path)
+    asking, answered = asyncio.Event(), asyncio.Event()
+
+    async def asked(*_args: Any) -> PromptAttachments:
+        asking.set()
+        await answered.wait()
+        return PromptAttachments([], [])
+
+    async def open_tree(_uri: str) -> Path:
+        return path
+
+    started: list[Any] = []
+    monkeypatch.setattr(runs, "prompt_attachments", asked)
+    server = SimpleNamespace(hub=hub, files=None, tell=lambda _text: None, open_tree=open_tree,
+                             runs=SimpleNamespace(start_turn=lambda *args: started.append(args)))
+    prompt = asyncio.create_task(runs.prompt(server, PromptArgs(uri=path.as_uri(), text="hi")))
+    await asyncio.wait_for(asking.wait(), CEILING_S)
+    assert session.turn_id is not None
+    path.unlink()
+    hub.file_changed(path)  # the watcher's word
+    answered.set()
+    with pytest.raises(UnknownSessionError, match="no session at"):
+        await prompt
+    assert started == [] and session.turn_id is None

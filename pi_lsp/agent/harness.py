@@ -32,7 +32,6 @@ from pi_lsp.context.projection import context_settings
 from pi_lsp.providers.base import ModelRequest, Provider
 from pi_lsp.providers.registry import ModelInfo, ModelRegistry
 from pi_lsp.providers.thinking import clamped_level
-from pi_lsp.session.appender import WriteFailedError
 from pi_lsp.session.entries import (
     DEFAULT_THINKING_LEVEL,
     AgentMessage,
@@ -143,24 +142,23 @@ class Harness:
         return lambda: self._listeners.remove(listener)
 
     def emit(self, event: AgentEvent) -> None:
-        moved: SessionMoved | None = None
-        if isinstance(event, MessageEnd):
-            path = self.tree.path
-            try:
-                self.tree.append_message(event.message)  # loop messages land as they complete
-            except WriteFailedError:
-                if self.tree.path != path:  # moved, and the message was lost in the move
-                    self.emit(SessionMoved(replaced_path=path, path=self.tree.path))
-                raise
+        path = self.tree.path
+        try:
+            self._deliver(event)
+        finally:
+            # A write for it (its message, or writes queued until a save point) found the file
+            # replaced: the session goes on in a new file, even when the write itself failed.
             if self.tree.path != path:
-                moved = SessionMoved(replaced_path=path, path=self.tree.path)
+                self.emit(SessionMoved(replaced_path=path, path=self.tree.path))
+
+    def _deliver(self, event: AgentEvent) -> None:
+        if isinstance(event, MessageEnd):
+            self.tree.append_message(event.message)  # loop messages land as they complete
         self.edit_feedback.note(event)
         ended_retry = self.retries.attempt > 0 and isinstance(event, MessageEnd) and \
             isinstance(event.message, AssistantMessage) and event.message.stop_reason != "error"
         for listener in list(self._listeners):
             listener(event)
-        if moved is not None:
-            self.emit(moved)
         if ended_retry:
             self.retries.end(success=True)
         if isinstance(event, TurnEnd):

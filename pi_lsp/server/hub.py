@@ -130,11 +130,21 @@ class SessionHub(Workspace):
             del self._loading[key]  # a failed read is tried again by the next caller
         session = self.open.get(key)  # opened meanwhile by `sync`: that one may run a turn
         if session is None:
-            if not key.is_file():  # deleted as it was read: the watcher's word came first
-                raise UnknownSessionError(str(path))
+            self._catch_up(tree, path)
             session = self._keep(tree)
             self._close_unused_sessions()
         return session
+
+    @staticmethod
+    def _catch_up(tree: SessionTree, path: Path) -> None:
+        """Take in what changed while the file was read (appended, replaced or deleted): the
+        watcher's word came when nothing was held to follow it."""
+        try:
+            tree.refresh()
+        except FileNotFoundError:
+            raise UnknownSessionError(str(path)) from None
+        except NotASessionError as error:
+            raise NotASessionFileError(str(path), str(error)) from None
 
     @staticmethod
     def _read(key: Path, path: Path) -> SessionTree:

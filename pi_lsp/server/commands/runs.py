@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from pi_lsp.server.commands import Command
 from pi_lsp.server.commands.files import with_file_changes
 from pi_lsp.server.editor import prompt_attachments
+from pi_lsp.server.hub import UnknownSessionError
 from pi_lsp.server.protocol import BranchSummaryArgs, CompactArgs, PromptArgs, SessionArgs
 from pi_lsp.server.turns import prompt_images
 
@@ -23,6 +24,8 @@ async def prompt(ls: PiServer, args: PromptArgs) -> dict[str, Any]:
     session = None if queue else ls.hub.claim_turn(path)
     try:
         attached = await prompt_attachments(ls.files, harness.root, args, harness.approve_call)
+        if session is not None and ls.hub.held(path) is not session:  # its file went meanwhile
+            raise UnknownSessionError(str(path))
     except BaseException:
         if session is not None:
             session.release_turn()
