@@ -306,6 +306,28 @@ def test_walks_up_end_where_a_walk_that_remembers_every_id_ends(tmp_path: Path) 
             assert ids(list(tree.ancestors(start))) == expected, (entries, start)
 
 
+def test_a_walk_up_taken_step_by_step_ends_when_the_tree_changes_under_it(
+        tmp_path: Path) -> None:
+    """A walk paused while an id is used again (making a cycle with the entry it started at)
+    still ends: its careful part guards against the changed tree too."""
+    tree = write_session(tmp_path / "s.jsonl", [
+        msg("xxxxxxxx", None), msg("rrrrrrrr", "xxxxxxxx"), msg("aaaaaaaa", "rrrrrrrr"),
+        msg("ssssssss", "aaaaaaaa")])
+    # R's parent written after it: the walk from S turns careful at R
+    tree.by_id["rrrrrrrr"].env.parent_id = "xxxxxxxx"
+    tree.by_id["xxxxxxxx"].line = 9
+    walk = tree.ancestors("ssssssss")
+    assert [next(walk).env.id for _ in range(3)] == ["ssssssss", "aaaaaaaa", "rrrrrrrr"]
+    tree.by_id["aaaaaaaa"] = msgspec.structs.replace(tree.by_id["aaaaaaaa"], line=11, env=(
+        msgspec.structs.replace(tree.by_id["aaaaaaaa"].env, parent_id="ssssssss")))
+    rest: list[str] = []
+    worker = threading.Thread(target=lambda: rest.extend(r.env.id for r in walk), daemon=True)
+    worker.start()
+    worker.join(timeout=CEILING_S)
+    assert not worker.is_alive(), "the walk does not end"
+    assert rest == ["xxxxxxxx"]
+
+
 # -- labels and names -----------------------------------------------------------------------------
 
 
