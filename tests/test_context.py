@@ -180,31 +180,36 @@ def test_request_layer_rows_name_their_entries_and_none_for_made_up_results() ->
 
 
 def test_the_request_thinks_at_the_agents_default_where_the_path_sets_no_level() -> None:
-    """As pi 1.6 resumes a session: the level set on the branch, else its default (the
-    context itself still reports "off", as pi's buildSessionContext does)."""
-    from pi_lsp.context.layers import AgentSetup, build_layer
+    """As pi 1.6 resumes a session: the level set on the branch, else its default, and it
+    thinks at that level clamped to the model, which previews report (the context itself still
+    reports the branch's level or "off", as pi's buildSessionContext does)."""
+    from pi_lsp.context.layers import AgentSetup, build_layer, model_at
     from pi_lsp.context.projection import context_settings
     from pi_lsp.providers.registry import ModelRegistry
+    from pi_lsp.providers.thinking import clamped_level
     from pi_lsp.session.tree import SessionTree
     from tests.conftest import conformance_files
 
     agent = AgentSetup(ModelRegistry(), ("anthropic", "claude-sonnet-4-5"), "high",
                        {"preamble": "hi"}, [])
-    seen = set()
+    seen, clamped = set(), set()
     for path in conformance_files():
         tree = SessionTree.open(str(path))
         for record in tree.records[::5]:
             settings = context_settings(tree.path_to(record.env.id))
             layer = build_layer(tree, record.env.id, "request", agent)
             assert layer.request is not None
-            expected = settings.thinking_level if settings.thinking_level_set else "high"
-            assert layer.request.thinking_level == layer.thinking_level == expected
+            asked = settings.thinking_level if settings.thinking_level_set else "high"
+            in_force = clamped_level(model_at(settings, agent.registry, agent.default_model),
+                                     asked)
+            assert (layer.request.thinking_level, layer.thinking_level) == (asked, in_force)
             assert build_layer(tree, record.env.id, "agent").thinking_level == \
                 settings.thinking_level
             # what the server previews in any layer: the level in force for the next turn
-            assert build_layer(tree, record.env.id, "agent", agent).thinking_level == expected
+            assert build_layer(tree, record.env.id, "agent", agent).thinking_level == in_force
             seen.add(settings.thinking_level_set)
-    assert seen == {True, False}  # the samples have branches with and without a level
+            clamped.add(asked != in_force)
+    assert seen == clamped == {True, False}  # with and without a level; clamped and not
 
 
 MISSING = object()

@@ -27,7 +27,13 @@ from pi_lsp.agent.retry import Retries, RetrySettings, is_context_overflow
 from pi_lsp.agent.tools import ALL_TOOLS, DISK, FileAccess, Tool, ToolContext
 from pi_lsp.agent.writes import PendingWrites
 from pi_lsp.context.build import context_tokens
-from pi_lsp.context.layers import AgentSetup, build_layer, model_at, system_patch_at
+from pi_lsp.context.layers import (
+    AgentSetup,
+    build_layer,
+    level_in_force,
+    model_at,
+    system_patch_at,
+)
 from pi_lsp.context.projection import context_settings
 from pi_lsp.providers.base import ModelRequest, Provider
 from pi_lsp.providers.registry import ModelInfo, ModelRegistry
@@ -177,10 +183,8 @@ class Harness:
     def thinking_level(self) -> str:
         """The level the next turn thinks at, as pi holds it: the path's, else the default,
         clamped to the model in force."""
-        settings = context_settings(self.tree.path_to(self.tree.leaf_id))
-        level = settings.thinking_level if settings.thinking_level_set \
-            else self.default_thinking_level
-        return clamped_level(model_at(settings, self.registry, self.default_model), level)
+        return level_in_force(context_settings(self.tree.path_to(self.tree.leaf_id)),
+                              self.registry, self.default_model, self.default_thinking_level)
 
     def agent_setup(self) -> AgentSetup:
         """The prompt sections and tools as they are now (they read the project's notes)."""

@@ -17,6 +17,7 @@ from pi_lsp.context.replay import current_system_message, system_patch, system_t
 from pi_lsp.context.tokens import estimate_tokens, last_reported, usage_tokens
 from pi_lsp.providers.base import ModelRequest, ToolSpec
 from pi_lsp.providers.registry import ModelInfo, ModelRegistry
+from pi_lsp.providers.thinking import clamped_level
 from pi_lsp.session.entries import (
     AgentMessage,
     AssistantMessage,
@@ -102,9 +103,16 @@ def model_at(settings: ContextSettings, registry: ModelRegistry, default: tuple[
     return registry.get(*default)
 
 
-def turn_thinking_level(settings: ContextSettings, agent: AgentSetup) -> str:
-    """The level a turn asks for: the one set on the path, else the agent's default."""
-    return settings.thinking_level if settings.thinking_level_set else agent.default_thinking_level
+def asked_level(settings: ContextSettings, default_level: str) -> str:
+    """The level a turn asks for: the one set on the path, else the default."""
+    return settings.thinking_level if settings.thinking_level_set else default_level
+
+
+def level_in_force(settings: ContextSettings, registry: ModelRegistry,
+                   default_model: tuple[str, str], default_level: str) -> str:
+    """The level a turn thinks at, as pi holds it: the one asked for, clamped to the model."""
+    return clamped_level(model_at(settings, registry, default_model),
+                         asked_level(settings, default_level))
 
 
 def replayed_prompt(messages: Sequence[AgentMessage | None], agent: AgentSetup
@@ -163,14 +171,16 @@ def build_layer(tree: SessionTree, leaf_id: str | None, layer: Layer,
         request = ModelRequest(
             model=model_at(settings, agent.registry, agent.default_model),
             system_prompt=prompt, messages=[m for _, m in prepared], tools=tools,
-            thinking_level=turn_thinking_level(settings, agent), session_id=tree.header.id)
+            thinking_level=asked_level(settings, agent.default_thinking_level),
+            session_id=tree.header.id)
     anchor = last_reported(messages)
     reply = messages[anchor] if anchor >= 0 else None
     edits = placed_marks(decoded.projection.entries, heads)
     return ContextLayer(
         leaf_id=leaf_id, layer=layer, heads=heads,
-        # With the agent: the level its next turn asks for (editors show it as the one in force).
-        thinking_level=turn_thinking_level(settings, agent) if agent is not None
+        # With the agent: the level its next turn thinks at (editors show it as the one in force).
+        thinking_level=level_in_force(settings, agent.registry, agent.default_model,
+                                      agent.default_thinking_level) if agent is not None
         else settings.thinking_level,
         model=settings.model,
         total_tokens=decoded.total_tokens(),
