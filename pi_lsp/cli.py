@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import codecs
-import gc
 import io
 import os
 import sys
@@ -187,13 +186,8 @@ def changing(name: str) -> Callable[[argparse.Namespace], int]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    # The server's modules live as long as it does: the collector neither runs while they load
-    # (about 50 ms of full collections) nor looks through them again.
-    gc.disable()
     from pi_lsp.server.server import serve
 
-    gc.freeze()
-    gc.enable()
     serve(args.tcp)
     return 0
 

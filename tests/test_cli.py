@@ -332,21 +332,3 @@ def test_context_shows_the_edits_in_force(tmp_path: Path, example_session: Path)
                for line in lines)
     assert "context edits: 1 removed, 1 replaced: their messages 700 → 5 tokens (-695)" in lines
 
-
-def test_serve_leaves_the_collector_on_with_its_modules_frozen(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The server's modules load with the collector off and are then frozen (looked through
-    by no later collection); the server itself must run with it on, or cycles would leak."""
-    import gc
-
-    from pi_lsp import cli
-    from pi_lsp.server import server
-
-    seen: list[tuple[bool, int]] = []
-    monkeypatch.setattr(server, "serve", lambda _tcp: seen.append(
-        (gc.isenabled(), gc.get_freeze_count())))
-    try:
-        assert cli.main(["serve"]) == 0
-    finally:
-        gc.unfreeze()
-    assert len(seen) == 1 and seen[0][0] and seen[0][1] > 0
