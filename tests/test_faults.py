@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import json
 import math
@@ -16,9 +17,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pi_lsp.agent import harness as harness_module
 from pi_lsp.agent.events import (
     AgentEvent,
     MessageEnd,
+    SavePoint,
     SessionMoved,
     ToolExecutionStart,
     TurnEnd,
@@ -546,6 +549,49 @@ def test_a_move_found_by_a_write_queued_for_the_turns_end_is_said(tmp_path: Path
     harness.emit(TurnEnd(message=AssistantMessage(
         content=[], api="anthropic-messages", provider="anthropic", model="m", usage=Usage(),
         stop_reason="stop", timestamp=2), tool_results=[]))
+    assert [(e.replaced_path, e.path) for e in events if isinstance(e, SessionMoved)] == [
+        (str(path), harness.tree.path)]
+    assert harness.tree.label("aaaa0001") == "queued" and harness.tree.path != str(path)
+
+
+def test_a_move_found_during_a_nested_event_is_said_once(tmp_path: Path) -> None:
+    """A listener writes at the save point a turn's end makes (an event inside an event) and
+    finds the file replaced: one SessionMoved, not one per event that was under way."""
+    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
+    other = write(tmp_path / "other.jsonl", [user_line("bbbb0001", None, "someone else", 1)])
+    harness = Harness(SessionTree.open(str(path)), tmp_path, lambda _name: None)
+    events: list[AgentEvent] = []
+    harness.subscribe(events.append)
+    harness.subscribe(lambda event: harness.tree.append_custom("at-save-point", None)
+                      if isinstance(event, SavePoint) else None)
+    harness.phase, harness.tree.hold_leaf = "turn", True
+    os.replace(other, path)
+    harness.emit(TurnEnd(message=AssistantMessage(
+        content=[], api="anthropic-messages", provider="anthropic", model="m", usage=Usage(),
+        stop_reason="stop", timestamp=2), tool_results=[]))
+    assert [(e.replaced_path, e.path) for e in events if isinstance(e, SessionMoved)] == [
+        (str(path), harness.tree.path)]
+
+
+async def test_a_move_found_as_a_cut_short_run_flushes_is_said(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run aborted before its end still writes what was queued; that write finds the file
+    replaced, and listeners hear where the session went."""
+    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
+    other = write(tmp_path / "other.jsonl", [user_line("bbbb0001", None, "someone else", 1)])
+    harness = Harness(SessionTree.open(str(path)), tmp_path, lambda _name: None)
+    events: list[AgentEvent] = []
+    harness.subscribe(events.append)
+
+    async def cut_short(_hooks: Any, _prompts: Any) -> list[Any]:
+        harness.set_label("aaaa0001", "queued")
+        os.replace(other, path)
+        raise asyncio.CancelledError
+
+    monkeypatch.setattr(harness_module, "run_loop", cut_short)
+    monkeypatch.setattr(harness_module, "system_patch_at", lambda *_args: None)
+    with pytest.raises(asyncio.CancelledError):
+        await harness._run([])
     assert [(e.replaced_path, e.path) for e in events if isinstance(e, SessionMoved)] == [
         (str(path), harness.tree.path)]
     assert harness.tree.label("aaaa0001") == "queued" and harness.tree.path != str(path)

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from pi_lsp.agent.harness import BusyError
+from pi_lsp.server import hub as hub_module
 from pi_lsp.server.commands import runs
 from pi_lsp.server.config import Config
 from pi_lsp.server.editor import PromptAttachments
@@ -114,6 +115,7 @@ CHANGES_DURING_READ = {
     "replaced": (lambda path: replaced(path, path.read_bytes().splitlines(True)[:1]), None),
     "replaced by another file": (lambda path: replaced(path, [b"not a session\n"]),
                                  "is not a pi session file"),
+    "replaced by a folder": (lambda path: (path.unlink(), path.mkdir()), "no session at"),
 }
 
 
@@ -213,3 +215,32 @@ async def test_a_prompt_whose_session_went_while_it_asked_is_not_run(
     with pytest.raises(UnknownSessionError, match="no session at"):
         await prompt
     assert started == [] and session.turn_id is None
+
+
+async def test_a_prompt_asking_about_its_attachment_keeps_the_sessions_harness(
+        tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A harness is made anew when settings change, but not while a prompt holds the session:
+    the turn runs on the harness that pi.abort and queued writes reach."""
+    hub = SessionHub([tmp_path], Config())
+    await hub.load(path)
+    asking, answered = asyncio.Event(), asyncio.Event()
+
+    async def asked(*_args: Any) -> PromptAttachments:
+        asking.set()
+        await answered.wait()
+        return PromptAttachments([], [])
+
+    async def open_tree(_uri: str) -> Path:
+        return path
+
+    started: list[Any] = []
+    monkeypatch.setattr(runs, "prompt_attachments", asked)
+    server = SimpleNamespace(hub=hub, files=None, tell=lambda _text: None, open_tree=open_tree,
+                             runs=SimpleNamespace(start_turn=lambda *args: started.append(args)))
+    prompt = asyncio.create_task(runs.prompt(server, PromptArgs(uri=path.as_uri(), text="hi")))
+    await asyncio.wait_for(asking.wait(), CEILING_S)
+    monkeypatch.setattr(hub_module, "settings_stamp", lambda _folder: ("edited",))
+    assert hub.harness(path) is hub.held(path).harness  # another command meanwhile
+    answered.set()
+    await prompt
+    assert [args[2] for args in started] == [hub.held(path).harness]

@@ -328,6 +328,21 @@ def test_a_walk_up_taken_step_by_step_ends_when_the_tree_changes_under_it(
     assert rest == ["xxxxxxxx"]
 
 
+def test_a_paused_walk_whose_turning_entry_was_written_again_still_reaches_the_root(
+        tmp_path: Path) -> None:
+    """The entry where a paused walk turned careful is replaced by an equal one under its id:
+    the walk goes on above it, to the root."""
+    tree = write_session(tmp_path / "s.jsonl", [
+        msg("xxxxxxxx", None), msg("rrrrrrrr", "xxxxxxxx"), msg("aaaaaaaa", "rrrrrrrr"),
+        msg("ssssssss", "aaaaaaaa")])
+    tree.by_id["rrrrrrrr"].env.parent_id = "xxxxxxxx"
+    tree.by_id["xxxxxxxx"].line = 9  # R's parent written after it: the walk turns careful at R
+    walk = tree.ancestors("ssssssss")
+    assert [next(walk).env.id for _ in range(3)] == ["ssssssss", "aaaaaaaa", "rrrrrrrr"]
+    tree.by_id["rrrrrrrr"] = msgspec.structs.replace(tree.by_id["rrrrrrrr"], line=12)
+    assert [record.env.id for record in walk] == ["xxxxxxxx"]
+
+
 # -- labels and names -----------------------------------------------------------------------------
 
 

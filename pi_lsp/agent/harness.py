@@ -113,6 +113,7 @@ class Harness:
         retry: RetrySettings | None = None,
     ) -> None:
         self.tree = tree
+        self._said_path = tree.path  # where listeners last heard the session is
         self.root = root
         self.registry = registry or ModelRegistry()
         self.default_model = default_model
@@ -148,14 +149,18 @@ class Harness:
         return lambda: self._listeners.remove(listener)
 
     def emit(self, event: AgentEvent) -> None:
-        path = self.tree.path
         try:
             self._deliver(event)
         finally:
-            # A write for it (its message, or writes queued until a save point) found the file
-            # replaced: the session goes on in a new file, even when the write itself failed.
-            if self.tree.path != path:
-                self.emit(SessionMoved(replaced_path=path, path=self.tree.path))
+            self._say_if_moved()
+
+    def _say_if_moved(self) -> None:
+        """SessionMoved, once, after a write found the file replaced (the session goes on in a
+        new file), whichever write it was, and even when the write itself failed."""
+        if self.tree.path != self._said_path:
+            moved = SessionMoved(replaced_path=self._said_path, path=self.tree.path)
+            self._said_path = self.tree.path
+            self.emit(moved)
 
     def _deliver(self, event: AgentEvent) -> None:
         if isinstance(event, MessageEnd):
@@ -321,6 +326,7 @@ class Harness:
             self.phase, self.agent, self._current = "idle", None, None
             self._steering.clear()
             self._follow_up.clear()
+            self._say_if_moved()  # a write flushed above, or one of the run's own
 
     def context_tokens(self) -> int:
         return context_tokens(self.tree, self.tree.leaf_id)

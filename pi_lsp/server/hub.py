@@ -141,7 +141,7 @@ class SessionHub(Workspace):
         watcher's word came when nothing was held to follow it."""
         try:
             tree.refresh()
-        except FileNotFoundError:
+        except (FileNotFoundError, IsADirectoryError):
             raise UnknownSessionError(str(path)) from None
         except NotASessionError as error:
             raise NotASessionFileError(str(path), str(error)) from None
@@ -214,7 +214,7 @@ class SessionHub(Workspace):
         session = self.open.get(path.resolve())
         if session is not None and session.harness is not None and session.stamp is not None:
             folder, made = session.stamp
-            if session.harness.busy or made == settings_stamp(folder):
+            if session.busy or made == settings_stamp(folder):  # a claimed turn's included
                 return session.harness
         session = self.sync(path)
         folder = session.stamp[0] if session.stamp is not None else self.folder_of(path)

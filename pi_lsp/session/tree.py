@@ -328,7 +328,8 @@ class SessionTree(EntryAppends):
             record = parent
         seen: set[str | None] = set()
         walked: Record | None = self.record(entry_id)  # the ids yielded: walked again
-        while walked is not None and walked is not record and walked.env.id not in seen:
+        while walked is not None and walked.env.id != record.env.id and \
+                walked.env.id not in seen:
             seen.add(walked.env.id)  # (the tree may have changed since: guarded all the same)
             walked = by_id.get(walked.env.parent_id)  # type: ignore[arg-type]
         above: Record | None = record
