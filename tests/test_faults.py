@@ -9,6 +9,7 @@ import math
 import os
 import subprocess
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -509,92 +510,97 @@ async def test_a_file_replaced_mid_turn_keeps_both_sides(
     assert any(isinstance(e, ToolExecutionStart) for e in events)
 
 
+@dataclass
+class Moving:
+    """A harness on a session whose file `other` will replace, and the events it sent."""
+
+    path: Path
+    other: Path
+    harness: Harness
+    events: list[AgentEvent]
+
+    def moves(self) -> list[tuple[str, str]]:
+        return [(e.replaced_path, e.path) for e in self.events if isinstance(e, SessionMoved)]
+
+    def moved_once(self) -> bool:
+        """Listeners heard of the one move, from the file to where the session is now."""
+        path = self.harness.tree.path
+        return path != str(self.path) and self.moves() == [(str(self.path), path)]
+
+
+def moving(tmp_path: Path) -> Moving:
+    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
+    other = write(tmp_path / "other.jsonl", [user_line("bbbb0001", None, "someone else", 1)])
+    harness = Harness(SessionTree.open(str(path)), tmp_path, lambda _name: None)
+    events: list[AgentEvent] = []
+    harness.subscribe(events.append)
+    return Moving(path, other, harness, events)
+
+
+TURN_END = TurnEnd(message=AssistantMessage(
+    content=[], api="anthropic-messages", provider="anthropic", model="m", usage=Usage(),
+    stop_reason="stop", timestamp=2), tool_results=[])
+
+
 def test_a_message_lost_in_a_move_still_says_where_the_session_went(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The file is replaced as a turn's message is written: the session moves to a new file
     without it and the write fails, and listeners still learn the new path (before, the
     failure skipped SessionMoved)."""
-    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
-    other = write(tmp_path / "other.jsonl", [user_line("bbbb0001", None, "someone else", 1)])
-    harness = Harness(SessionTree.open(str(path)), tmp_path, lambda _name: None)
-    events: list[AgentEvent] = []
-    harness.subscribe(events.append)
+    rig = moving(tmp_path)
     real = tree_module.append_lines
 
     def replaced_as_written(file: str, lines: list[bytes], **options: Any) -> None:
         real(file, lines, **options)
-        if file == str(path):
-            os.replace(other, path)
+        if file == str(rig.path):
+            os.replace(rig.other, rig.path)
 
     monkeypatch.setattr(tree_module, "append_lines", replaced_as_written)
-    harness.tree.hold_leaf = True  # a turn runs
+    rig.harness.tree.hold_leaf = True  # a turn runs
     with pytest.raises(WriteFailedError, match="replaced as the entry was written"):
-        harness.emit(MessageEnd(message=UserMessage(content="lost", timestamp=2)))
-    assert [(e.replaced_path, e.path) for e in events if isinstance(e, SessionMoved)] == [
-        (str(path), harness.tree.path)]
-    assert harness.tree.path != str(path)
+        rig.harness.emit(MessageEnd(message=UserMessage(content="lost", timestamp=2)))
+    assert rig.moved_once()
 
 
 def test_a_move_found_by_a_write_queued_for_the_turns_end_is_said(tmp_path: Path) -> None:
     """A label asked for during a turn is written at its end, and finds the file replaced:
     the session moves, and listeners learn it (before, only a message's write said so)."""
-    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
-    other = write(tmp_path / "other.jsonl", [user_line("bbbb0001", None, "someone else", 1)])
-    harness = Harness(SessionTree.open(str(path)), tmp_path, lambda _name: None)
-    events: list[AgentEvent] = []
-    harness.subscribe(events.append)
-    harness.phase, harness.tree.hold_leaf = "turn", True  # a turn runs
-    harness.set_label("aaaa0001", "queued")
-    os.replace(other, path)
-    harness.emit(TurnEnd(message=AssistantMessage(
-        content=[], api="anthropic-messages", provider="anthropic", model="m", usage=Usage(),
-        stop_reason="stop", timestamp=2), tool_results=[]))
-    assert [(e.replaced_path, e.path) for e in events if isinstance(e, SessionMoved)] == [
-        (str(path), harness.tree.path)]
-    assert harness.tree.label("aaaa0001") == "queued" and harness.tree.path != str(path)
+    rig = moving(tmp_path)
+    rig.harness.phase, rig.harness.tree.hold_leaf = "turn", True  # a turn runs
+    rig.harness.set_label("aaaa0001", "queued")
+    os.replace(rig.other, rig.path)
+    rig.harness.emit(TURN_END)
+    assert rig.moved_once() and rig.harness.tree.label("aaaa0001") == "queued"
 
 
 def test_a_move_found_during_a_nested_event_is_said_once(tmp_path: Path) -> None:
     """A listener writes at the save point a turn's end makes (an event inside an event) and
     finds the file replaced: one SessionMoved, not one per event that was under way."""
-    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
-    other = write(tmp_path / "other.jsonl", [user_line("bbbb0001", None, "someone else", 1)])
-    harness = Harness(SessionTree.open(str(path)), tmp_path, lambda _name: None)
-    events: list[AgentEvent] = []
-    harness.subscribe(events.append)
-    harness.subscribe(lambda event: harness.tree.append_custom("at-save-point", None)
-                      if isinstance(event, SavePoint) else None)
-    harness.phase, harness.tree.hold_leaf = "turn", True
-    os.replace(other, path)
-    harness.emit(TurnEnd(message=AssistantMessage(
-        content=[], api="anthropic-messages", provider="anthropic", model="m", usage=Usage(),
-        stop_reason="stop", timestamp=2), tool_results=[]))
-    assert [(e.replaced_path, e.path) for e in events if isinstance(e, SessionMoved)] == [
-        (str(path), harness.tree.path)]
+    rig = moving(tmp_path)
+    rig.harness.subscribe(lambda event: rig.harness.tree.append_custom("at-save-point", None)
+                          if isinstance(event, SavePoint) else None)
+    rig.harness.phase, rig.harness.tree.hold_leaf = "turn", True
+    os.replace(rig.other, rig.path)
+    rig.harness.emit(TURN_END)
+    assert rig.moved_once()
 
 
 async def test_a_move_found_as_a_cut_short_run_flushes_is_said(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A run aborted before its end still writes what was queued; that write finds the file
     replaced, and listeners hear where the session went."""
-    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
-    other = write(tmp_path / "other.jsonl", [user_line("bbbb0001", None, "someone else", 1)])
-    harness = Harness(SessionTree.open(str(path)), tmp_path, lambda _name: None)
-    events: list[AgentEvent] = []
-    harness.subscribe(events.append)
+    rig = moving(tmp_path)
 
     async def cut_short(_hooks: Any, _prompts: Any) -> list[Any]:
-        harness.set_label("aaaa0001", "queued")
-        os.replace(other, path)
+        rig.harness.set_label("aaaa0001", "queued")
+        os.replace(rig.other, rig.path)
         raise asyncio.CancelledError
 
     monkeypatch.setattr(harness_module, "run_loop", cut_short)
     monkeypatch.setattr(harness_module, "system_patch_at", lambda *_args: None)
     with pytest.raises(asyncio.CancelledError):
-        await harness._run([])
-    assert [(e.replaced_path, e.path) for e in events if isinstance(e, SessionMoved)] == [
-        (str(path), harness.tree.path)]
-    assert harness.tree.label("aaaa0001") == "queued" and harness.tree.path != str(path)
+        await rig.harness._run([])
+    assert rig.moved_once() and rig.harness.tree.label("aaaa0001") == "queued"
 
 
 def test_a_rewrite_of_the_same_size_is_noticed(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ import gc
 import os
 import shutil
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -185,13 +186,17 @@ async def test_a_failed_open_whose_callers_all_left_is_not_reported_unretrieved(
                 if isinstance(seen.get("exception"), NotASessionFileError)]
 
 
-async def test_a_prompt_whose_session_went_while_it_asked_is_not_run(
-        tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """pi.prompt holds the session while the user is asked about an attachment; the file is
-    deleted meanwhile and the session dropped: the prompt is refused, its claim let go, and no
-    turn starts on the dropped session."""
-    hub = SessionHub([tmp_path], Config())
-    session = await hub.load(path)
+@dataclass
+class AskingPrompt:
+    """A pi.prompt on a bare server, held where it asks the user about an attachment."""
+
+    task: asyncio.Task[dict[str, Any]]
+    answered: asyncio.Event
+    started: list[tuple[Any, ...]]  # the turns it started: (uri, session, harness, args, ...)
+
+
+async def prompt_asking(hub: SessionHub, path: Path, monkeypatch: pytest.MonkeyPatch
+                        ) -> AskingPrompt:
     asking, answered = asyncio.Event(), asyncio.Event()
 
     async def asked(*_args: Any) -> PromptAttachments:
@@ -202,19 +207,30 @@ async def test_a_prompt_whose_session_went_while_it_asked_is_not_run(
     async def open_tree(_uri: str) -> Path:
         return path
 
-    started: list[Any] = []
+    started: list[tuple[Any, ...]] = []
     monkeypatch.setattr(runs, "prompt_attachments", asked)
     server = SimpleNamespace(hub=hub, files=None, tell=lambda _text: None, open_tree=open_tree,
                              runs=SimpleNamespace(start_turn=lambda *args: started.append(args)))
-    prompt = asyncio.create_task(runs.prompt(server, PromptArgs(uri=path.as_uri(), text="hi")))
+    task = asyncio.create_task(runs.prompt(server, PromptArgs(uri=path.as_uri(), text="hi")))
     await asyncio.wait_for(asking.wait(), CEILING_S)
+    return AskingPrompt(task, answered, started)
+
+
+async def test_a_prompt_whose_session_went_while_it_asked_is_not_run(
+        tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pi.prompt holds the session while the user is asked about an attachment; the file is
+    deleted meanwhile and the session dropped: the prompt is refused, its claim let go, and no
+    turn starts on the dropped session."""
+    hub = SessionHub([tmp_path], Config())
+    session = await hub.load(path)
+    prompt = await prompt_asking(hub, path, monkeypatch)
     assert session.turn_id is not None
     path.unlink()
     hub.file_changed(path)  # the watcher's word
-    answered.set()
+    prompt.answered.set()
     with pytest.raises(UnknownSessionError, match="no session at"):
-        await prompt
-    assert started == [] and session.turn_id is None
+        await prompt.task
+    assert prompt.started == [] and session.turn_id is None
 
 
 async def test_a_prompt_asking_about_its_attachment_keeps_the_sessions_harness(
@@ -223,24 +239,9 @@ async def test_a_prompt_asking_about_its_attachment_keeps_the_sessions_harness(
     the turn runs on the harness that pi.abort and queued writes reach."""
     hub = SessionHub([tmp_path], Config())
     await hub.load(path)
-    asking, answered = asyncio.Event(), asyncio.Event()
-
-    async def asked(*_args: Any) -> PromptAttachments:
-        asking.set()
-        await answered.wait()
-        return PromptAttachments([], [])
-
-    async def open_tree(_uri: str) -> Path:
-        return path
-
-    started: list[Any] = []
-    monkeypatch.setattr(runs, "prompt_attachments", asked)
-    server = SimpleNamespace(hub=hub, files=None, tell=lambda _text: None, open_tree=open_tree,
-                             runs=SimpleNamespace(start_turn=lambda *args: started.append(args)))
-    prompt = asyncio.create_task(runs.prompt(server, PromptArgs(uri=path.as_uri(), text="hi")))
-    await asyncio.wait_for(asking.wait(), CEILING_S)
+    prompt = await prompt_asking(hub, path, monkeypatch)
     monkeypatch.setattr(hub_module, "settings_stamp", lambda _folder: ("edited",))
     assert hub.harness(path) is hub.held(path).harness  # another command meanwhile
-    answered.set()
-    await prompt
-    assert [args[2] for args in started] == [hub.held(path).harness]
+    prompt.answered.set()
+    await prompt.task
+    assert [args[2] for args in prompt.started] == [hub.held(path).harness]
