@@ -170,7 +170,7 @@ def test_model_thinking_name_check_and_markdown(workspace: Path, fake: FakeAnthr
     entries = [json.loads(line) for line in session.read_text().splitlines()]
     assert [e["name"] for e in entries if e["type"] == "session_info"][-3:] == [
         "Orders, faster", "Orders: N+1 fixed", "Orders done"]
-    # max is written as pi 1.6 writes it: clamped to claude-opus-4-5's highest, high
+    # the picker offers claude-opus-4-5's levels only, as pi's does: its highest is high
     assert [e["thinkingLevel"] for e in entries if e["type"] == "thinking_level_change"][-2:] == [
         "low", "high"]
     assert fake.message_requests() == []

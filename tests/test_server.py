@@ -873,6 +873,15 @@ async def test_set_model_and_thinking_level(pi: Pi) -> None:
     assert preview["model"] == f"anthropic/{SUMMARY_MODEL}"
     assert preview["thinkingLevel"] == "low"
     assert preview["request"]["model"] == SUMMARY_MODEL
+    # the levels a picker offers: the model's, as pi's (no xhigh or max on Claude 4.5)
+    assert preview["thinkingLevels"] == ["off", "minimal", "low", "medium", "high"]
+    for provider, model, levels in (
+            ("anthropic", "claude-opus-4-6", ["off", "minimal", "low", "medium", "high", "max"]),
+            ("openai", "gpt-5", ["minimal", "low", "medium", "high"]),
+            ("openai", "gpt-4.1", ["off"])):
+        await call(pi.client, "pi.setModel", {"uri": uri, "provider": provider, "modelId": model})
+        paged = await call(pi.client, "pi.previewContext", {"uri": uri, "page": 1})
+        assert paged["thinkingLevels"] == levels, model
 
 
 async def test_edit_context_remove_replace_and_undo(pi: Pi) -> None:

@@ -7,22 +7,29 @@ from pi_lsp.providers.registry import ModelInfo
 from pi_lsp.session.entries import THINKING_LEVELS as LEVELS
 
 
+def _has(model: ModelInfo, level: str) -> bool:
+    """Whether a reasoning model has a level (`thinkingLevelMap` None drops one, "off"
+    included; xhigh and max need an entry)."""
+    levels = model.thinking_level_map
+    if level in levels and levels[level] is None:
+        return False
+    return level not in ("xhigh", "max") or level in levels
+
+
+def thinking_levels(model: ModelInfo) -> list[str]:
+    """The levels pi offers for a model (getSupportedThinkingLevels): "off" alone where it
+    does not reason."""
+    return [level for level in LEVELS if _has(model, level)] if model.reasoning else ["off"]
+
+
 def thinking_level(model: ModelInfo, level: str) -> str | None:
     """The level pi asks a model to think at (None: not at all): `level` clamped to the ones
-    the model has (`thinkingLevelMap` None drops one, "off" included; xhigh and max need an
-    entry)."""
+    the model has."""
     if not model.reasoning:
         return None
-    levels = model.thinking_level_map
-
-    def available(candidate: str) -> bool:
-        if candidate in levels and levels[candidate] is None:
-            return False
-        return candidate not in ("xhigh", "max") or candidate in levels
-
     wanted = LEVELS.index(level) if level in LEVELS else 0  # pi: an unknown level is the lowest
     order = [*LEVELS[wanted:], *reversed(LEVELS[:wanted])]
-    found = next((candidate for candidate in order if available(candidate)), None)
+    found = next((candidate for candidate in order if _has(model, candidate)), None)
     return None if found == "off" else found
 
 

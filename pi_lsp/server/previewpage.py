@@ -12,6 +12,7 @@ from pi_lsp.context.edits import EditMark
 from pi_lsp.context.layers import AgentSetup, ContextLayer, Layer, LayerRow, build_layer, model_at
 from pi_lsp.context.preview import render_markdown
 from pi_lsp.context.projection import ContextSettings
+from pi_lsp.providers.thinking import thinking_levels
 from pi_lsp.providers.wire import request_params
 from pi_lsp.session.tree import SessionTree
 
@@ -25,6 +26,7 @@ class Outline(msgspec.Struct):
     context: ContextLayer
     model: str
     context_window: int
+    thinking_levels: list[str]  # the ones the model offers
 
 
 class Preview(msgspec.Struct, rename="camel", omit_defaults=True):
@@ -32,6 +34,7 @@ class Preview(msgspec.Struct, rename="camel", omit_defaults=True):
     layer: str
     model: str | None
     thinking_level: str
+    thinking_levels: list[str]  # the levels the model offers (pi's picker shows these)
     messages: list[LayerRow]
     total_tokens: int
     context_window: int
@@ -50,6 +53,7 @@ class PreviewPages(msgspec.Struct, rename="camel", omit_defaults=True):
     layer: str
     model: str | None
     thinking_level: str
+    thinking_levels: list[str]
     total_tokens: int
     context_window: int
     total_messages: int
@@ -63,7 +67,8 @@ def outline_of(tree: SessionTree, leaf_id: str | None, layer: Layer, agent: Agen
     context = build_layer(tree, leaf_id, layer, agent)
     info = model_at(ContextSettings(context.thinking_level, context.model), agent.registry,
                     agent.default_model)
-    return Outline(context, f"{info.provider}/{info.id}", info.context_window)
+    return Outline(context, f"{info.provider}/{info.id}", info.context_window,
+                   thinking_levels(info))
 
 
 def outline_weight(outline: Outline) -> int:
@@ -88,8 +93,8 @@ def whole(outline: Outline) -> Preview:
     context = outline.context
     rows = context.rows
     request = request_params(context.request) if context.request is not None else None
-    return Preview(context.leaf_id, context.layer, outline.model, context.thinking_level, rows,
-                   context.total_tokens, outline.context_window,
+    return Preview(context.leaf_id, context.layer, outline.model, context.thinking_level,
+                   outline.thinking_levels, rows, context.total_tokens, outline.context_window,
                    _markdown(outline, [Page(0, rows)]), request, context.edits)
 
 
@@ -114,5 +119,5 @@ def paged(outline: Outline, size: int, start: int | None) -> PreviewPages:
         spans = [(0, size), (count - size, count)]
     pages = [Page(first, context.rows_between(first, stop)) for first, stop in spans]
     return PreviewPages(context.leaf_id, context.layer, outline.model, context.thinking_level,
-                        context.total_tokens, outline.context_window, count, pages,
-                        _markdown(outline, pages), context.edits)
+                        outline.thinking_levels, context.total_tokens, outline.context_window,
+                        count, pages, _markdown(outline, pages), context.edits)

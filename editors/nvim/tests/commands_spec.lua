@@ -69,13 +69,16 @@ vim.cmd("PiThinking low")
 H.wait(function()
   return preview().thinkingLevel == "low"
 end, "the thinking level was not set")
+local offered
 table.insert(H.selects, function(items)
+  offered = items
   return items[#items]
 end)
-vim.cmd("PiThinking") -- max, written as pi 1.6 writes it: clamped to claude-opus-4-5's high
+vim.cmd("PiThinking") -- only claude-opus-4-5's levels are offered, as pi's picker offers them
 H.wait(function()
   return preview().thinkingLevel == "high"
 end, "the picked thinking level was not set")
+H.check(vim.deep_equal(offered, { "off", "minimal", "low", "medium", "high" }), "the model's levels: " .. vim.inspect(offered))
 pcall(vim.cmd, "PiThinking extreme")
 H.check(H.said('no thinking level "extreme" (one of: off, minimal, low, medium, high, xhigh, max)'), "bad level")
 H.check(vim.deep_equal(vim.fn.getcompletion("PiThinking m", "cmdline"), { "minimal", "medium", "max" }), "levels complete")

@@ -179,6 +179,7 @@ export class ChatPanel {
         model: preview.model,
         models,
         thinkingLevel: preview.thinkingLevel,
+        thinkingLevels: preview.thinkingLevels ?? THINKING_LEVELS,
         tokens: `${formatTokens(preview.totalTokens)} / ${formatTokens(preview.contextWindow)} tokens`,
         busy: this.transcript.busy,
       };

@@ -306,7 +306,9 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
       const uri = await session(arg);
       if (!uri) return;
       const given = arg && typeof arg === "object" ? (arg as { level?: string }).level : undefined;
-      const level = given ?? (await vscode.window.showQuickPick([...THINKING_LEVELS], { placeHolder: "Thinking level (from the next turn on)" }));
+      // The levels the session's model offers, as pi's picker shows them.
+      const offered = given ? [] : (await pi.call("pi.previewContext", { uri, page: 1 })).thinkingLevels ?? THINKING_LEVELS;
+      const level = given ?? (await vscode.window.showQuickPick([...offered], { placeHolder: "Thinking level (from the next turn on)" }));
       if (!level) return;
       return pi.call("pi.setThinkingLevel", { uri, level: level as ThinkingLevel });
     },

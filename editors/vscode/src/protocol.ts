@@ -102,6 +102,8 @@ export interface PreviewResult {
   layer: Layer;
   model: string | null;
   thinkingLevel: string;
+  /** The levels the model offers, as pi's picker shows them. */
+  thinkingLevels: ThinkingLevel[];
   messages: PreviewMessage[];
   totalTokens: number;
   contextWindow: number;

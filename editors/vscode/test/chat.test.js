@@ -46,7 +46,8 @@ test("the panel opens on the session's context, with model and thinking pickers"
   assert.ok(reset, "the panel was filled once the webview was ready");
   assert.equal(reset.state.model, "anthropic/claude-opus-4-5");
   assert.equal(reset.state.thinkingLevel, "high");
-  assert.ok(reset.state.thinkingLevels.includes("xhigh"));
+  // the levels claude-opus-4-5 offers, as pi's picker shows them (no xhigh or max)
+  assert.deepEqual(reset.state.thinkingLevels, ["off", "minimal", "low", "medium", "high"]);
   assert.deepEqual(reset.state.models[0], { id: "anthropic/claude-sonnet-4-5" }, "piLsp.models first");
   assert.ok(reset.state.models.some((m) => m.id === "openai/gpt-4.1"), "the server's own list (pi.listModels) is offered too");
   assert.ok(reset.state.models.some((m) => m.id === "ollama/qwen2.5-coder:7b" && m.name === "Qwen Coder"), "with models.json's names");

@@ -225,6 +225,16 @@ test("Set model and thinking level write entries; Check finds nothing wrong", as
   assert.equal(preview.model, "anthropic/claude-haiku-4-5");
   assert.equal(preview.thinkingLevel, "low");
   assert.deepEqual(await run("piLsp.check", { uri: sessionUri }), []);
+  // Without a level: a pick among the levels claude-haiku-4-5 offers, as pi's picker shows them.
+  let offered;
+  respond("showQuickPick", (items) => { offered = items; return "high"; });
+  try {
+    await run("piLsp.setThinkingLevel", { uri: sessionUri });
+  } finally {
+    respond("showQuickPick");
+  }
+  assert.deepEqual(offered, ["off", "minimal", "low", "medium", "high"]);
+  assert.equal((await api.pi.call("pi.previewContext", { uri: sessionUri, page: 1 })).thinkingLevel, "high");
 });
 
 test("a path longer than the view asks for: its earlier rows come on demand", async () => {

@@ -61,23 +61,25 @@ local function set_thinking(uri, level)
   end, session.root_of(uri))
 end
 
---- `:PiThinking [level]`: set the thinking level, or pick one.
+--- `:PiThinking [level]`: set the thinking level, or pick one of those the session's model
+--- offers (as pi's picker does).
 function M.thinking(arg)
   session.resolve(nil, function(uri)
     if arg and arg ~= "" then
       return set_thinking(uri, arg)
     end
-    local current = (session.status(uri) or {}).thinkingLevel
-    vim.ui.select(M.THINKING_LEVELS, {
-      prompt = "Thinking level for " .. file_name(uri),
-      format_item = function(level)
-        return level == current and (level .. "  ← current") or level
-      end,
-    }, function(level)
-      if level then
-        set_thinking(uri, level)
-      end
-    end)
+    client.run("pi.previewContext", { uri = uri, page = 1 }, function(preview)
+      vim.ui.select(preview.thinkingLevels or M.THINKING_LEVELS, {
+        prompt = "Thinking level for " .. file_name(uri),
+        format_item = function(level)
+          return level == preview.thinkingLevel and (level .. "  ← current") or level
+        end,
+      }, function(level)
+        if level then
+          set_thinking(uri, level)
+        end
+      end)
+    end, session.root_of(uri))
   end)
 end
 
