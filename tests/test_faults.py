@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from pi_lsp.agent import harness as harness_module
 from pi_lsp.agent.events import (
     AgentEvent,
+    AgentStart,
     MessageEnd,
     SavePoint,
     SessionMoved,
@@ -601,6 +602,26 @@ async def test_a_move_found_as_a_cut_short_run_flushes_is_said(
     with pytest.raises(asyncio.CancelledError):
         await rig.harness._run([])
     assert rig.moved_once() and rig.harness.tree.label("aaaa0001") == "queued"
+
+
+async def test_a_move_an_idle_write_found_is_not_said_by_a_later_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An idle write (a name) finds the file replaced: the hub tells editors where the
+    session went (relocatedFrom); the next run, much later, does not say it again."""
+    rig = moving(tmp_path)
+    os.replace(rig.other, rig.path)
+    rig.harness.set_name("renamed while idle")
+    assert rig.harness.tree.path != str(rig.path)
+
+    async def one_event(_hooks: Any, _prompts: Any) -> list[Any]:
+        rig.harness.emit(AgentStart())
+        return []
+
+    monkeypatch.setattr(harness_module, "run_loop", one_event)
+    monkeypatch.setattr(harness_module, "system_patch_at", lambda *_args: None)
+    monkeypatch.setattr(rig.harness, "_made_provider", lambda _name: asyncio.sleep(0))
+    await rig.harness._run([])
+    assert rig.moves() == []
 
 
 def test_a_rewrite_of_the_same_size_is_noticed(tmp_path: Path) -> None:

@@ -195,8 +195,8 @@ class AskingPrompt:
     started: list[tuple[Any, ...]]  # the turns it started: (uri, session, harness, args, ...)
 
 
-async def prompt_asking(hub: SessionHub, path: Path, monkeypatch: pytest.MonkeyPatch
-                        ) -> AskingPrompt:
+async def prompt_asking(hub: SessionHub, path: Path, monkeypatch: pytest.MonkeyPatch,
+                        delivery: str = "prompt") -> AskingPrompt:
     asking, answered = asyncio.Event(), asyncio.Event()
 
     async def asked(*_args: Any) -> PromptAttachments:
@@ -211,7 +211,8 @@ async def prompt_asking(hub: SessionHub, path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(runs, "prompt_attachments", asked)
     server = SimpleNamespace(hub=hub, files=None, tell=lambda _text: None, open_tree=open_tree,
                              runs=SimpleNamespace(start_turn=lambda *args: started.append(args)))
-    task = asyncio.create_task(runs.prompt(server, PromptArgs(uri=path.as_uri(), text="hi")))
+    task = asyncio.create_task(runs.prompt(server, PromptArgs(uri=path.as_uri(), text="hi",
+                                                              delivery=delivery)))
     await asyncio.wait_for(asking.wait(), CEILING_S)
     return AskingPrompt(task, answered, started)
 
@@ -245,3 +246,40 @@ async def test_a_prompt_asking_about_its_attachment_keeps_the_sessions_harness(
     prompt.answered.set()
     await prompt.task
     assert [args[2] for args in prompt.started] == [hub.held(path).harness]
+
+
+async def test_a_follow_up_whose_run_ended_as_it_asked_starts_on_the_sessions_harness(
+        tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A follow-up sent while a run goes is asked about its attachment; the run ends and
+    settings change meanwhile, so the session's harness is made anew: the turn it starts
+    runs on that one (the one pi.abort reaches), not the one the follow-up began with."""
+    hub = SessionHub([tmp_path], Config())
+    await hub.load(path)
+    running = hub.harness(path)
+    running.phase = "turn"
+    prompt = await prompt_asking(hub, path, monkeypatch, delivery="followUp")
+    running.phase = "idle"  # the run ends
+    monkeypatch.setattr(hub_module, "settings_stamp", lambda _folder: ("edited",))
+    assert hub.harness(path) is not running
+    prompt.answered.set()
+    await prompt.task
+    assert [args[2] for args in prompt.started] == [hub.held(path).harness]
+
+
+def test_a_folder_in_an_open_sessions_place_is_no_session(
+        tmp_path: Path, path: Path, example_session: Path) -> None:
+    """Commands and the watcher find a folder where an open session's file was: it is
+    forgotten and said to be no session, not a raw error."""
+    hub = SessionHub([tmp_path], Config())
+    for found_by in ("a command", "the watcher"):
+        hub.sync(path)
+        path.unlink()
+        path.mkdir()
+        if found_by == "a command":
+            with pytest.raises(UnknownSessionError, match="no session at"):
+                hub.sync(path)
+        else:
+            hub.file_changed(path)
+        assert not hub.open, found_by
+        path.rmdir()
+        shutil.copyfile(example_session, path)

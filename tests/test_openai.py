@@ -6,6 +6,7 @@ session that moves between Anthropic and OpenAI-compatible models.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from pi_lsp.providers.registry import (
     ProviderConfig,
 )
 from pi_lsp.providers.retry import ProviderRetry
+from pi_lsp.providers.thinking import thinking_levels
 from pi_lsp.server.config import Config
 from pi_lsp.server.hub import SessionHub
 from pi_lsp.session.check import check_session
@@ -391,7 +393,9 @@ def test_models_json_global_and_project_merge(dirs, monkeypatch) -> None:
                             "input": ["text", "image"], "contextWindow": 262144,
                             "maxTokens": 65536, "cost": {"input": 0.6, "output": 3},
                             "compat": {"maxTokensField": "max_tokens"}}]},
-        "openai": {"modelOverrides": {"gpt-5": {"name": "GPT-5 (team)", "maxTokens": 1000}}},
+        "openai": {"modelOverrides": {"gpt-5": {"name": "GPT-5 (team)", "maxTokens": 1000,
+                                                "thinkingLevelMap": {"low": None,
+                                                                     "xhigh": "xhigh"}}}},
     }})
     # A project that moves a provider names its key too: the user's never goes where a
     # project points (tests/test_trust.py).
@@ -416,6 +420,8 @@ def test_models_json_global_and_project_merge(dirs, monkeypatch) -> None:
     assert big.compat.max_tokens_field == "max_tokens"  # and the model's own
     gpt5 = registry.get("openai", "gpt-5")
     assert (gpt5.name, gpt5.max_tokens, gpt5.context_window) == ("GPT-5 (team)", 1000, 400_000)
+    # an override's thinkingLevelMap is merged over the built-in one, as pi merges it
+    assert thinking_levels(gpt5) == ["minimal", "medium", "high", "xhigh"]
     listed = {(m.provider, m.id) for m in registry.all()}
     assert {("ollama", "qwen"), ("ollama", "llama3.1:8b"), ("lab", "big"),
             ("anthropic", "claude-sonnet-4-5")} <= listed
@@ -621,6 +627,18 @@ def test_an_edited_models_json_reaches_open_sessions(tmp_path: Path, monkeypatch
     preview = hub.preview(path, None, "request")
     assert preview.model == f"ollama/{MODEL}" and preview.context_window == 4096
     assert preview.request is not None and preview.request["messages"][0]["role"] == "system"
+    # Edited again, with the session as it was: previews (kept per session version) follow it.
+    assert hub.preview(path, None, "agent").thinking_levels == ["off"]
+    write(tmp_path / ".pi" / "models.json", {"providers": {"ollama": {
+        "baseUrl": "http://127.0.0.1:9/v1", "api": "openai-completions", "apiKey": "ollama",
+        "models": [{"id": MODEL, "contextWindow": 8192, "reasoning": True,
+                    "thinkingLevelMap": {"minimal": None, "xhigh": "xhigh"}}]}}})
+    edited = (tmp_path / ".pi" / "models.json").stat()  # a time of its own, however quick
+    os.utime(tmp_path / ".pi" / "models.json",
+             ns=(edited.st_atime_ns, edited.st_mtime_ns + 1_000_000_000))
+    again = hub.preview(path, None, "agent")
+    assert again.context_window == 8192
+    assert again.thinking_levels == ["off", "low", "medium", "high", "xhigh"]
 
 
 async def test_abort_mid_stream_saves_the_partial_reply(make_rig, oai) -> None:

@@ -310,6 +310,7 @@ class Harness:
 
     async def _run(self, prompts: list[UserMessage]) -> list[AgentMessage]:
         self.phase, self.aborted, self.retries.attempt = "turn", False, 0
+        self._said_path = self.tree.path  # a move while idle was the hub's to tell
         self.tree.hold_leaf = True  # another writer's entries must not become this turn's parent
         try:
             self.agent = self.agent_setup()
@@ -405,6 +406,8 @@ class Harness:
 
     def _write(self, kind: str, action: Callable[[], object]) -> None:
         self._pending.write(self.busy, kind, action)
+        if not self.busy:
+            self._said_path = self.tree.path  # an idle write's move is the hub's to tell
 
     def set_model(self, provider: str, model_id: str) -> None:
         self._write("model", lambda: self._switch_model(provider, model_id))

@@ -64,6 +64,7 @@ class OverrideSpec(msgspec.Struct, rename="camel"):
     cost: dict[str, float] | None = None
     headers: dict[str, str] | None = None
     compat: Compat | None = None
+    thinking_level_map: dict[str, str | None] | None = None  # merged over the built-in one
 
 
 class ProviderSpec(msgspec.Struct, rename="camel"):
@@ -224,6 +225,9 @@ def _overridden(provider: str, spec: ProviderSpec) -> list[ModelInfo]:
                 "headers": override.headers,
             }.items() if value is not None})
             changes["price"] = msgspec.convert(price, Price)
+            if override.thinking_level_map is not None:
+                changes["thinking_level_map"] = {**model.thinking_level_map,
+                                                 **override.thinking_level_map}
             if override.compat is not None:
                 changes["compat"] = override.compat.over(changes["compat"])
         changed.append(msgspec.structs.replace(model, **changes))

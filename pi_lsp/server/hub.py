@@ -104,7 +104,11 @@ class SessionHub(Workspace):
             self._close_unused_sessions()
         else:
             self.open.move_to_end(key)
-            session.tree.refresh()
+            try:
+                self._catch_up(session.tree, path)
+            except UnknownSessionError:  # gone, or no longer a session: nothing to hold
+                self.forget(key)
+                raise
         return session
 
     async def load(self, path: Path) -> OpenSession:
@@ -130,15 +134,14 @@ class SessionHub(Workspace):
             del self._loading[key]  # a failed read is tried again by the next caller
         session = self.open.get(key)  # opened meanwhile by `sync`: that one may run a turn
         if session is None:
-            self._catch_up(tree, path)
+            self._catch_up(tree, path)  # changed as it was read, when nothing was held to follow
             session = self._keep(tree)
             self._close_unused_sessions()
         return session
 
     @staticmethod
     def _catch_up(tree: SessionTree, path: Path) -> None:
-        """Take in what changed while the file was read (appended, replaced or deleted): the
-        watcher's word came when nothing was held to follow it."""
+        """Take in what changed on disk (appended, replaced or deleted), as named errors."""
         try:
             tree.refresh()
         except (FileNotFoundError, IsADirectoryError):
@@ -154,6 +157,8 @@ class SessionHub(Workspace):
             raise UnknownSessionError(str(path))
         try:
             return SessionTree.open(str(key))
+        except (FileNotFoundError, IsADirectoryError):  # gone since the look above
+            raise UnknownSessionError(str(path)) from None
         except NotASessionError as error:
             raise NotASessionFileError(str(path), str(error)) from None
 
@@ -194,12 +199,15 @@ class SessionHub(Workspace):
 
     def file_changed(self, path: Path) -> None:
         """The watcher saw `path` change: take in what another writer appended."""
-        if not path.exists():
+        if not path.is_file():
             self.forget(path)
             return
         session = self.open.get(path.resolve())
         if session is not None:
-            session.tree.refresh()
+            try:
+                self._catch_up(session.tree, path)
+            except UnknownSessionError:
+                self.forget(path)
 
     def forget(self, path: Path) -> None:
         """The file is gone: stop its run and drop all that was held for it."""
@@ -325,8 +333,10 @@ class SessionHub(Workspace):
                             (settings.default_provider, settings.default_model),
                             settings.resume_thinking_level)
         key = (path.resolve(), leaf, layer)
+        # The settings and models files' times too: a model's window and levels come from them.
         state = (id(tree.records), len(tree.records), agent.default_model,
-                 agent.default_thinking_level, agent.sections)
+                 agent.default_thinking_level, agent.sections,
+                 settings_stamp(self.folder_of(path)))
         cached = self._previews.get(key)
         if cached is not None and cached[0] == state:
             return cached[1]

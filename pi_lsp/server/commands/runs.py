@@ -36,7 +36,8 @@ async def prompt(ls: PiServer, args: PromptArgs) -> dict[str, Any]:
         deliver = harness.steer if args.delivery == "steer" else harness.follow_up
         deliver(args.text, prompt_images(args), attached.rendered or None)
         return {"turnId": None, "queued": args.delivery}
-    session = session or ls.hub.claim_turn(path)  # the run it was for ended meanwhile
+    if session is None:  # the run it was for ended meanwhile (its harness may be made anew)
+        session, harness = ls.hub.claim_turn(path), ls.hub.harness(path)
     ls.runs.start_turn(args.uri, session, harness, args, attached.rendered)
     return {"turnId": session.turn_id}
 
