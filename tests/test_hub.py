@@ -283,3 +283,15 @@ def test_a_folder_in_an_open_sessions_place_is_no_session(
         assert not hub.open, found_by
         path.rmdir()
         shutil.copyfile(example_session, path)
+
+
+@pytest.mark.parametrize("error", [FileNotFoundError, IsADirectoryError])
+def test_a_session_gone_between_the_look_and_the_read_is_no_session(
+        tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch,
+        error: type[OSError]) -> None:
+    def gone(_file: str) -> SessionTree:
+        raise error(2, "gone", str(path))
+
+    monkeypatch.setattr(SessionTree, "open", gone)
+    with pytest.raises(UnknownSessionError, match="no session at"):
+        SessionHub([tmp_path], Config()).sync(path)
