@@ -75,15 +75,17 @@ def _image(block: ImageContent) -> dict[str, Any]:
         "type": "base64", "media_type": block.mime_type, "data": block.data}}
 
 
+def _blocks(content: list[UserBlock]) -> list[dict[str, Any]]:
+    return [_image(block) if isinstance(block, ImageContent)
+            else {"type": "text", "text": block.text} for block in content]
+
+
 def _user_content(content: str | list[UserBlock]) -> str | list[dict[str, Any]] | None:
     """A user message's content with blank text left out (None: nothing left, not sent)."""
     if isinstance(content, str):
         return None if is_blank(content) else content
-    kept = [block for block in content
-            if not isinstance(block, TextContent) or not is_blank(block.text)]
-    blocks = [_image(block) if isinstance(block, ImageContent)
-              else {"type": "text", "text": block.text} for block in kept]
-    return blocks or None
+    return _blocks([block for block in content
+                    if not isinstance(block, TextContent) or not is_blank(block.text)]) or None
 
 
 def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
@@ -116,8 +118,7 @@ def _result_content(content: list[UserBlock]) -> str | list[dict[str, Any]]:
     otherwise blocks, with a note first when there are only images."""
     if all(isinstance(block, TextContent) for block in content):
         return "\n".join(block.text for block in content if isinstance(block, TextContent))
-    blocks = [_image(block) if isinstance(block, ImageContent)
-              else {"type": "text", "text": block.text} for block in content]
+    blocks = _blocks(content)
     if not any(isinstance(block, TextContent) for block in content):
         blocks.insert(0, {"type": "text", "text": IMAGE_ONLY_NOTE})
     return blocks

@@ -328,15 +328,15 @@ class SessionHub(Workspace):
         leaf = leaf_id if leaf_id is not None else tree.leaf_id
         if leaf is not None:
             tree.record(leaf)
-        settings = self.settings_for(path)
-        agent = agent_setup(self.folder_of(path), ALL_TOOLS, settings.registry(),
+        settings, folder = self.settings_for(path), self.folder_of(path)
+        agent = agent_setup(folder, ALL_TOOLS, settings.registry(),
                             (settings.default_provider, settings.default_model),
                             settings.resume_thinking_level)
         key = (path.resolve(), leaf, layer)
         # The settings and models files' times too: a model's window and levels come from them.
         state = (id(tree.records), len(tree.records), agent.default_model,
                  agent.default_thinking_level, agent.sections,
-                 settings_stamp(self.folder_of(path)))
+                 settings_stamp(folder))
         cached = self._previews.get(key)
         if cached is not None and cached[0] == state:
             return cached[1]
