@@ -434,7 +434,7 @@ async def test_get_tree(pi: Pi) -> None:
     assert isinstance(tree["version"], int)
     for node in tree["nodes"]:
         assert set(node) == {"id", "parentId", "depth", "head", "type", "role", "preview",
-                             "label", "timestamp", "onPath", "hidden"}
+                             "label", "timestamp", "onPath", "hidden", "moreBranches"}
     question = nodes[FORK_QUESTION]
     assert (question["type"], question["role"], question["parentId"]) == \
         ("message", "user", FORK_PARENT)
@@ -541,6 +541,55 @@ async def test_a_folded_tree_sends_the_path_and_one_row_per_branch_off_it(pi: Pi
     assert without_folds([*folded["nodes"][:at], *rows, *folded["nodes"][at:]]) == full
     error = await call_error(pi.client, "pi.getTree", {"uri": uri, "under": "deadbeef"})
     assert error.code == INVALID_PARAMS and "deadbeef" in error.message
+
+
+async def test_a_fork_with_more_branches_than_a_view_sends_counts_the_rest(pi: Pi) -> None:
+    """A folded view sends at most BRANCH_ROWS (300) branch rows, one per fork at least: the
+    last one sent of a fork counts the rest, and `after` hands those out a page at a time.
+    (Before, 400 other roots and a 700-branch fork were 1,103 rows at any `limit`.)"""
+    target = pi.main / ".pi" / "sessions" / "wide.jsonl"
+    stamp = "2026-12-01T10:00:00.000Z"
+
+    def user(entry_id: str, parent: str | None) -> str:
+        return json.dumps({"type": "message", "id": entry_id, "parentId": parent,
+                           "timestamp": stamp, "message": {"role": "user",
+                                                           "content": entry_id, "timestamp": 1}})
+
+    entries = [user(f"o{n}", None) for n in range(400)]  # begun again 400 times
+    entries += [user("r0", None), user("r1", "r0"), user("r2", "r1")]
+    for n in range(700):  # 700 branches off r0, each two rows
+        entries += [user(f"b{n}", "r0"), user(f"c{n}", f"b{n}")]
+    header = {"type": "session", "version": 3, "id": "wide", "timestamp": stamp, "cwd": "/w"}
+    target.write_text("\n".join([json.dumps(header), *entries, user("r3", "r2")]) + "\n")
+    uri = target.as_uri()
+    full = (await call(pi.client, "pi.getTree", {"uri": uri}))["nodes"]
+    view = await call(pi.client, "pi.getTree", {"uri": uri, "limit": 300})
+    nodes = view["nodes"]
+    # The roots before the path's top come first in drawing order; the fork keeps one branch.
+    assert [n["id"] for n in nodes if n["onPath"]] == ["r0", "r1", "r2", "r3"]
+    assert len(nodes) == 4 + 300 + 1 and view["earlier"] == 0
+    assert [(n["id"], n["moreBranches"]) for n in nodes if n["moreBranches"]] == \
+        [("o299", 100), ("b0", 699)]
+    sent = {n["id"]: n for n in nodes}
+    for host in ("o299", "b0"):
+        rest: list[dict[str, Any]] = []
+        while len(rest) < sent[host]["moreBranches"]:
+            page = await call(pi.client, "pi.getTree",
+                              {"uri": uri, "after": host, "start": len(rest), "limit": 250})
+            assert (page["after"], page["start"], page["total"]) == \
+                (host, len(rest), sent[host]["moreBranches"])
+            rest += page["nodes"]
+        sent.update((n["id"], n) for n in rest)
+    # With the branches fetched, every row is sent or folded under one sent, once.
+    heads = [n for n in full if n["onPath"] or n["head"]]
+    assert sorted(sent) == sorted(n["id"] for n in heads)
+    assert sum(1 + n["hidden"] for n in sent.values()) == len(full)
+    for node in heads:
+        assert {**sent[node["id"]], "hidden": 0, "moreBranches": 0} == node
+    error = await call_error(pi.client, "pi.getTree", {"uri": uri, "after": "r1"})
+    assert error.code == INVALID_PARAMS and "r1" in error.message  # a path row: no branch
+    error = await call_error(pi.client, "pi.getTree", {"uri": uri, "after": "b0", "under": "b0"})
+    assert error.code == INVALID_PARAMS and "`under` or `after`" in error.message
 
 
 async def test_a_long_path_is_sent_from_the_leaf_end(pi: Pi) -> None:

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from pi_lsp.server.treeview import HeldView, NotARowError, TreeView, TreeViews
+from pi_lsp.session import fold as fold_module
 from pi_lsp.session.appender import append_lines
 from pi_lsp.session.fold import Folded, fold
 from pi_lsp.session.ids import iso_to_ms
@@ -40,7 +41,8 @@ STAMPS = [None, "2026-12-01T00:00:01.000Z", "2026-12-01T00:00:02.000Z",
 _counter = itertools.count(0x1000)  # new ids, apart from IDS
 
 Line = tuple[str, str, str | None, str | None]  # kind, id, parent (or CHAIN), timestamp
-Drawn = tuple[list[tuple[str, int, bool, int, bool]], int, str | None]
+Item = tuple[str, int, bool, int, bool, int]  # id, depth, head, hidden, on path, more branches
+Drawn = tuple[list[Item], int, str | None]
 
 line = st.tuples(st.sampled_from(KINDS), st.just(NEW) | st.just(NEW) | st.sampled_from(IDS),
                  st.one_of(st.none(), st.just(CHAIN), st.just(CHAIN), st.sampled_from(IDS)),
@@ -135,10 +137,11 @@ def branch_end(rows: list[Row], at: int) -> int:
 
 
 def reference_fold(rows: list[Row], on_path: set[str | None], keep: int | None,
-                   cut: str | None) -> Drawn:
+                   cut: str | None) -> tuple[Drawn, dict[str, list[Item]]]:
+    """The folded rows, and for each row whose fork's later branches were cut, those."""
     if keep is None:
-        return [(row.record.env.id or "", row.depth, row.head, 0, row.record.env.id in on_path)
-                for row in rows], 0, None
+        return ([(row.record.env.id or "", row.depth, row.head, 0, row.record.env.id in on_path,
+                  0) for row in rows], 0, None), {}
     items: list[tuple[int, int, int]] = []
     last_at_depth: dict[int, int] = {}
     ordinal = at = 0
@@ -163,11 +166,38 @@ def reference_fold(rows: list[Row], on_path: set[str | None], keep: int | None,
                                  if rows[item[0]].record.env.id == cut and
                                  n >= len(paths) - 2 * keep), first))
     # No path row (no leaf, a hidden one, or one under a cycle): the roots, each folded.
-    shown = [(at, hidden) for at, hidden, anchor in items if anchor >= first or not paths]
-    earlier = len(rows) - sum(1 + hidden for _at, hidden in shown)
-    return ([(rows[at].record.env.id or "", rows[at].depth, rows[at].head, hidden,
-              rows[at].record.env.id in on_path) for at, hidden in shown], earlier,
-            rows[paths[first][0]].record.env.id if paths else None)
+    shown = [item for item in items if item[2] >= first or not paths]
+    earlier = len(rows) - sum(1 + hidden for _at, hidden, _anchor in shown)
+
+    # A fork's branches: a run of off-path heads at one depth off one path row (a chain going
+    # on past the leaf is one of its own). The budget goes to the forks nearest the leaf
+    # first, one branch each at least.
+    forks: list[list[int]] = []
+    for n, (at, _hidden, anchor) in enumerate(shown):
+        if rows[at].record.env.id in on_path:
+            continue
+        if forks and forks[-1][-1] == n - 1 and shown[n - 1][2] == anchor and \
+                rows[shown[n - 1][0]].depth == rows[at].depth and \
+                rows[shown[n - 1][0]].head and rows[at].head:
+            forks[-1].append(n)
+        else:
+            forks.append([n])
+    left, cut_off, more = fold_module.BRANCH_ROWS, set(), {}
+    for branches in sorted(forks, key=lambda branches: -shown[branches[0]][2]):
+        take = min(len(branches), max(1, left))
+        left = max(0, left - take)
+        cut_off.update(branches[take:])
+        if take < len(branches):
+            more[branches[take - 1]] = branches[take:]
+
+    def item(n: int) -> Item:
+        at, hidden, _anchor = shown[n]
+        return (rows[at].record.env.id or "", rows[at].depth, rows[at].head, hidden,
+                rows[at].record.env.id in on_path, len(more.get(n, [])))
+
+    drawn = [item(n) for n in range(len(shown)) if n not in cut_off]
+    omitted = {item(n)[0]: [item(m) for m in rest] for n, rest in more.items()}
+    return (drawn, earlier, rows[paths[first][0]].record.env.id if paths else None), omitted
 
 
 # -- the session and what is compared --------------------------------------------------------
@@ -208,12 +238,13 @@ def encoded(lines: list[Line], before: str | None) -> list[bytes]:
 
 
 def drawn_fold(folded: Folded) -> Drawn:
-    return ([(row.record.env.id or "", row.depth, row.head, hidden, on_path)
-             for row, hidden, on_path in folded.shown], folded.earlier, folded.cut)
+    return ([(row.record.env.id or "", row.depth, row.head, hidden, on_path, more)
+             for row, hidden, on_path, more in folded.shown], folded.earlier, folded.cut)
 
 
-def drawn_view(view: TreeView) -> tuple[list[tuple[str, int, bool, int, bool]], int]:
-    return [(n.id, n.depth, n.head, n.hidden, n.on_path) for n in view.nodes], view.earlier
+def drawn_view(view: TreeView) -> tuple[list[Item], int]:
+    return [(n.id, n.depth, n.head, n.hidden, n.on_path, n.more_branches)
+            for n in view.nodes], view.earlier
 
 
 def child_ids(index: dict[str | None, list[Record]]) -> dict[str | None, list[str | None]]:
@@ -227,14 +258,14 @@ def check(tree: SessionTree, views: TreeViews, held: HeldView, keep: int | None,
     rows = reference_layout(index, bookkeeping)
     on_path = reference_path(tree)
     assert drawn_fold(fold(tree, bookkeeping, keep, cut)) == \
-        reference_fold(rows, on_path, keep, cut)
+        reference_fold(rows, on_path, keep, cut)[0]
 
     # "Earlier rows" always come into view by asking for a longer path: a window as long as
     # the tree leaves none out (the other roots included).
     assert fold(tree, bookkeeping, len(tree.records) + 1).earlier == 0
 
     fresh = TreeViews().view(HeldView(), tree, bookkeeping, keep)
-    assert drawn_view(fresh) == reference_fold(rows, on_path, keep, None)[:2]
+    assert drawn_view(fresh) == reference_fold(rows, on_path, keep, None)[0][:2]
     # The held view was grown (its window from where it started) or folded again from its
     # cut: either way it is the view made anew with as many of the path's rows.
     view = views.view(held, tree, bookkeeping, keep)
@@ -242,8 +273,8 @@ def check(tree: SessionTree, views: TreeViews, held: HeldView, keep: int | None,
     assert path_rows >= sum(node.on_path for node in fresh.nodes)
     wide = TreeViews().view(HeldView(), tree, bookkeeping, keep and max(keep, path_rows))
     assert msgspec.structs.replace(view, version=0) == msgspec.structs.replace(wide, version=0)
-    assert drawn_view(wide) == \
-        reference_fold(rows, on_path, keep and max(keep, path_rows), None)[:2]
+    drawn, omitted = reference_fold(rows, on_path, keep and max(keep, path_rows), None)
+    assert drawn_view(wide) == drawn[:2]
     for node in view.nodes:  # a parent only once it is in the file, and never itself
         parent = tree.by_id[node.id].env.parent_id
         assert node.parent_id == (parent if parent in tree.by_id and parent != node.id else None)
@@ -261,6 +292,19 @@ def check(tree: SessionTree, views: TreeViews, held: HeldView, keep: int | None,
         assert page.total == end - at - 1
         assert [(n.id, n.depth, n.head, n.on_path) for n in page.nodes] == \
             [(r.record.env.id, r.depth, r.head, r.record.env.id in on_path) for r in expected]
+
+    # The branches a fork's row left out come from its last one sent, a page at a time.
+    assert {node.id for node in view.nodes if node.more_branches} == set(omitted)
+    for after, rest in omitted.items():
+        for start, limit in [(0, len(rest)), (1, 2)]:
+            page = views.branches_after(held, tree, after, start, limit)
+            assert page.total == len(rest)
+            assert [(n.id, n.depth, n.head, n.hidden, n.on_path, n.more_branches)
+                    for n in page.nodes] == rest[start:start + limit]
+    for node in view.nodes:
+        if node.on_path:
+            with pytest.raises(NotARowError):
+                views.branches_after(held, tree, node.id, 0, 5)
 
 
 def move_leaf(tree: SessionTree, to: str | None) -> None:
@@ -346,14 +390,17 @@ def test_a_folded_view_is_the_whole_layout_folded(
     tree = SessionTree.open(str(path))
     move_leaf(tree, first_move)
     views, held = TreeViews(), HeldView()
-    check(tree, views, held, keep, bookkeeping, cut, pages)
-    check_paths(tree)
-    for lines, to in appends:
-        append_lines(str(path), encoded(lines, tree.leaf_id))
-        tree.refresh()
-        move_leaf(tree, to)
+    with pytest.MonkeyPatch.context() as patch:
+        # The branch budget as small as the window, so that these small trees' forks are cut.
+        patch.setattr(fold_module, "BRANCH_ROWS", keep or 1)
         check(tree, views, held, keep, bookkeeping, cut, pages)
         check_paths(tree)
+        for lines, to in appends:
+            append_lines(str(path), encoded(lines, tree.leaf_id))
+            tree.refresh()
+            move_leaf(tree, to)
+            check(tree, views, held, keep, bookkeeping, cut, pages)
+            check_paths(tree)
     assert child_ids(tree.children_index()) == child_ids(SessionTree.open(str(path))
                                                          .children_index())
 

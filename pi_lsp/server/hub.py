@@ -21,7 +21,14 @@ from pi_lsp.server.cache import LruCache
 from pi_lsp.server.config import Config
 from pi_lsp.server.open_session import OpenSession
 from pi_lsp.server.previewpage import Outline, Preview, outline_of, outline_weight, whole
-from pi_lsp.server.treeview import HeldView, RowsUnder, TreeDelta, TreeView, TreeViews
+from pi_lsp.server.treeview import (
+    BranchesAfter,
+    HeldView,
+    RowsUnder,
+    TreeDelta,
+    TreeView,
+    TreeViews,
+)
 from pi_lsp.server.workspace import Workspace
 from pi_lsp.session.catalog import (
     SessionIndex,
@@ -310,6 +317,11 @@ class SessionHub(Workspace):
         """A page of the rows folded under one row of the tree last shown."""
         session = self.sync(path)
         return self.views.rows_under(session.view, session.tree, under, start, limit)
+
+    def branches_after(self, path: Path, after: str, start: int, limit: int) -> BranchesAfter:
+        """A page of the branches the tree last shown left out after one of its rows."""
+        session = self.sync(path)
+        return self.views.branches_after(session.view, session.tree, after, start, limit)
 
     def tree_delta(self, path: Path, tree: SessionTree) -> TreeDelta | None:
         """The change to the tree an editor was shown, for `pi/sessionChanged`."""

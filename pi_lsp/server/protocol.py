@@ -140,10 +140,16 @@ class SessionArgs(_Args):
 class TreeArgs(SessionArgs):
     bookkeeping: bool = False  # leaf moves and context edits as rows too
     # Folded: the current path's last `limit` rows and one row per branch off them; with
-    # `under`, the `limit` rows from `start` folded under that row.
+    # `under`, the `limit` rows from `start` folded under that row; with `after`, the `limit`
+    # branches from `start` left out after that one.
     limit: Annotated[int, msgspec.Meta(ge=1, le=100_000)] | None = None
     under: Id | None = None
+    after: Id | None = None
     start: Count = 0
+
+    def __post_init__(self) -> None:
+        if self.under is not None and self.after is not None:
+            raise ValueError("give `under` or `after`, not both")
 
 
 class PreviewArgs(SessionArgs):

@@ -3,8 +3,9 @@ with what each one says, a version per view, and the change between two versions
 
 A view asked with `limit` is folded (`session/fold.py`): the current path's last rows and one row
 per branch off it carrying the count of rows under it, which `rows_under` hands out a page at a
-time. Only the rows sent are made and described (label, preview): a 100k-entry session costs a
-walk up its path and a count of its rows, not 100k rows."""
+time; a fork with more branches than the view sends counts the rest on its last one sent, and
+`branches_after` hands them out. Only the rows sent are made and described (label, preview): a
+100k-entry session costs a walk up its path and a count of its rows, not 100k rows."""
 
 from __future__ import annotations
 
@@ -49,6 +50,7 @@ class Node(msgspec.Struct, rename="camel"):
     timestamp: str | None
     on_path: bool
     hidden: int = 0  # rows folded under this one (a branch off the path): `under` fetches them
+    more_branches: int = 0  # its fork's branches after it not sent: `after` fetches them
 
 
 class TreeView(msgspec.Struct, rename="camel"):
@@ -82,6 +84,17 @@ class RowsUnder(msgspec.Struct, rename="camel"):
 
     version: int
     under: str
+    start: int
+    total: int
+    nodes: list[Node]
+
+
+class BranchesAfter(msgspec.Struct, rename="camel"):
+    """A page of the branches after the row `after` that its fork's row in the view left out,
+    each folded."""
+
+    version: int
+    after: str
     start: int
     total: int
     nodes: list[Node]
@@ -171,6 +184,30 @@ class TreeViews:
                          [self._node(held.parts, tree, row, 0, row.record.env.id in on_path)
                           for row in page])
 
+    def branches_after(self, held: HeldView, tree: SessionTree, after: str, start: int,
+                       limit: int) -> BranchesAfter:
+        """The branches `limit` at a time from `start` that follow the row `after` (one the
+        current view sends) under its fork, up to the current path's."""
+        bookkeeping, kind_limit = held.state[3:] if held.state is not None else (False, 1)
+        view = self.view(held, tree, bookkeeping, kind_limit)
+        node = next((node for node in view.nodes if node.id == after), None)
+        if node is None or node.on_path:
+            raise NotARowError(after)
+        above = next((record for record in itertools.islice(tree.ancestors(after), 1, None)
+                      if is_shown(record, bookkeeping)), None)
+        index = tree.children_index()
+        siblings = shown_children(index, above.env.id if above else None, bookkeeping)
+        at = next((n for n, record in enumerate(siblings) if record.env.id == after), None)
+        if at is None:
+            raise NotARowError(after)
+        on_path = {node.id for node in view.nodes if node.on_path}
+        rest = list(itertools.takewhile(lambda record: record.env.id not in on_path,
+                                        siblings[at + 1:]))
+        return BranchesAfter(view.version, after, start, len(rest), [
+            self._node(held.parts, tree, Row(record, node.depth, node.head),
+                       count_rows(index, [record], bookkeeping) - 1, False)
+            for record in rest[start:start + limit]])
+
     def _grown(self, held: HeldView, tree: SessionTree, bookkeeping: bool, limit: int | None
                ) -> TreeView | None:
         """The view after entries were appended one under the other below the leaf, when the
@@ -200,7 +237,7 @@ class TreeViews:
 
     @staticmethod
     def _node(parts: dict[int, Parts], tree: SessionTree, row: Row, hidden: int,
-              on_path: bool) -> Node:
+              on_path: bool, more: int = 0) -> Node:
         record = row.record
         entry_id = record.env.id or ""
         fixed = parts.get(record.line)
@@ -213,14 +250,14 @@ class TreeViews:
         parent = record.env.parent_id
         parent = parent if parent != entry_id and parent in tree.by_id else None
         return Node(entry_id, parent, row.depth, row.head, kind, role, preview,
-                    tree.label(entry_id), record.env.timestamp, on_path, hidden)
+                    tree.label(entry_id), record.env.timestamp, on_path, hidden, more)
 
     def _build(self, held: HeldView, tree: SessionTree, bookkeeping: bool, limit: int | None,
                cut: str | None) -> TreeView:
         folded = fold(tree, bookkeeping, limit, cut)
         held.cut = folded.cut
-        nodes = [self._node(held.parts, tree, row, hidden, on_path)
-                 for row, hidden, on_path in folded.shown]
+        nodes = [self._node(held.parts, tree, row, hidden, on_path, more)
+                 for row, hidden, on_path, more in folded.shown]
         return TreeView(next(self._versions), tree.shown_leaf(),
                         shown_entry(tree, tree.leaf_id, bookkeeping), tree_title(tree),
                         len(tree.records), nodes, folded.earlier)

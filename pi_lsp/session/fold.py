@@ -1,6 +1,7 @@
 """The tree as editors ask for it first: the current path's last rows and one row per branch
 off them (the other roots, once the path's top is among them; only the roots when no leaf is a
-row), each branch folded to that row.
+row), each branch folded to that row; past BRANCH_ROWS branches, a fork's first ones, the last
+sent counting the rest.
 
 Found by walking up from the leaf, never by laying the whole tree out: the rows of a
 100k-entry session are counted, but only the few hundred sent are made."""
@@ -22,14 +23,20 @@ from pi_lsp.session.layout import (
 )
 from pi_lsp.session.tree import SessionTree
 
+BRANCH_ROWS = 300  # branch rows a folded view sends (one per fork at least); the rest on asking
+
+Shown = tuple[Row, int, bool, int]  # a row, rows folded under it, on the path, branches after it
+# Path rows (None) and each fork's branches, by the window row they hang off (the roots: its top).
+Drawing = list[tuple[int | None, list[Row]]]
+
 
 @dataclass(slots=True)
 class Folded:
-    """The rows an editor draws first, in drawing order, each with the rows folded under it
-    and whether it is on the current path."""
+    """The rows an editor draws first, in drawing order, each with the rows folded under it,
+    whether it is on the current path, and the branches after it that were not sent."""
 
     earlier: int  # rows left out before the window: the path's start, branches off it
-    shown: list[tuple[Row, int, bool]]
+    shown: list[Shown]
     cut: str | None  # the first path row in the window
 
 
@@ -41,7 +48,7 @@ def fold(tree: SessionTree, bookkeeping: bool, keep: int | None, cut: str | None
     a growing window changes little). `keep` None: every row, nothing folded."""
     if keep is None:
         on_path = set(tree.path_ids(tree.leaf_id))
-        return Folded(0, [(row, 0, row.record.env.id in on_path)
+        return Folded(0, [(row, 0, row.record.env.id in on_path, 0)
                           for row in layout(tree, bookkeeping)], None)
     index = tree.children_index()
     total = count_rows(index, index.get(None, []), bookkeeping)
@@ -50,31 +57,58 @@ def fold(tree: SessionTree, bookkeeping: bool, keep: int | None, cut: str | None
     tops = shown_children(index, None, bookkeeping)
     top_rows = [Row(record, 0, len(tops) > 1) for record in tops]
     if row is None:  # no leaf row, or a cycle above it: nothing is on the path
-        return _folded(total, _branches(index, top_rows, bookkeeping), None)
-    shown = []
-    after: list[list[tuple[Row, int, bool]]] = []  # branches drawn after the path's next row
+        return _folded(index, total, [(0, top_rows)], None, bookkeeping)
+    drawing: Drawing = []
+    after: Drawing = []  # branches drawn after the path's next row
     first = next((n for n, record in enumerate(tops) if record is window[0]), None)
     if first is not None:  # the window reaches the top: the other roots show
-        shown += _branches(index, top_rows[:first], bookkeeping)
-        after.append(_branches(index, top_rows[first + 1:], bookkeeping))
+        drawing.append((0, top_rows[:first]))
+        after.append((0, top_rows[first + 1:]))
     for at in range(len(window)):
-        shown.append((row, 0, True))
+        drawing.append((None, [row]))
         below = rows_below(index, row, bookkeeping)
         if at == len(window) - 1:  # the rows past the leaf hang off its row
-            shown += _branches(index, below, bookkeeping)
+            drawing.append((at, below))
             break
         split = next(n for n, child in enumerate(below) if child.record is window[at + 1])
-        shown += _branches(index, below[:split], bookkeeping)
-        after.append(_branches(index, below[split + 1:], bookkeeping))
+        drawing.append((at, below[:split]))
+        after.append((at, below[split + 1:]))
         row = below[split]
-    for branches in reversed(after):
-        shown += branches
-    return _folded(total, shown, window[0].env.id)
+    drawing += reversed(after)
+    return _folded(index, total, drawing, window[0].env.id, bookkeeping)
 
 
-def _folded(total: int, shown: list[tuple[Row, int, bool]], cut: str | None) -> Folded:
-    """`shown`, with the rest of the `total` rows (neither shown nor folded) as earlier."""
-    return Folded(total - sum(1 + hidden for _row, hidden, _on in shown), shown, cut)
+def _folded(index: Index, total: int, drawing: Drawing, cut: str | None, bookkeeping: bool
+            ) -> Folded:
+    """`drawing`'s rows, each branch folded and each fork's cut to its share of BRANCH_ROWS;
+    the rest of the `total` rows (neither shown, folded nor cut) are earlier."""
+    shown: list[Shown] = []
+    sent = 0  # rows shown or folded under one
+    for (anchor, rows), take in zip(drawing, _shares(drawing), strict=True):
+        if anchor is None:
+            shown.append((rows[0], 0, True, 0))
+            sent += 1
+            continue
+        for row in rows[:take]:
+            hidden = count_rows(index, [row.record], bookkeeping) - 1
+            shown.append((row, hidden, False, 0))
+            sent += 1 + hidden
+        if take < len(rows):
+            shown[-1] = (*shown[-1][:3], len(rows) - take)
+            sent += count_rows(index, [row.record for row in rows[take:]], bookkeeping)
+    return Folded(total - sent, shown, cut)
+
+
+def _shares(drawing: Drawing) -> list[int]:
+    """How many of each fork's branches are sent: every one while BRANCH_ROWS lasts, the
+    forks nearest the leaf first, and at least one of each (the row that says how many more)."""
+    shares = [len(rows) for _anchor, rows in drawing]
+    forks = [n for n, (anchor, _rows) in enumerate(drawing) if anchor is not None]
+    left = BRANCH_ROWS
+    for n in sorted(forks, key=lambda n: -(drawing[n][0] or 0)):  # stable: drawing order next
+        shares[n] = min(shares[n], max(1, left))
+        left = max(0, left - shares[n])
+    return shares
 
 
 def _window(tree: SessionTree, bookkeeping: bool, keep: int, cut: str | None) -> list[Record]:
@@ -89,8 +123,3 @@ def _window(tree: SessionTree, bookkeeping: bool, keep: int, cut: str | None) ->
     size = min(len(rows), keep)
     size = max(size, next((n + 1 for n, record in enumerate(rows) if record.env.id == cut), size))
     return rows[size - 1::-1] if size else []
-
-
-def _branches(index: Index, rows: list[Row], bookkeeping: bool
-              ) -> list[tuple[Row, int, bool]]:
-    return [(row, count_rows(index, [row.record], bookkeeping) - 1, False) for row in rows]

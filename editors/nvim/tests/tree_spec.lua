@@ -312,7 +312,9 @@ end
 --- Wait for the tree to show `id` with every folded row's rows fetched (none still "more").
 local function settled(tree_buf, id)
   H.wait(function()
-    return H.entry(tree_buf, id) ~= nil and not H.contains(tree_buf, "more rows") and next(T.view(tree_buf).fetching) == nil
+    local fetching = T.view(tree_buf).fetching
+    return H.entry(tree_buf, id) ~= nil and not H.contains(tree_buf, "more rows") and next(fetching.under) == nil
+      and next(fetching.after) == nil
   end, id .. " did not appear with the folded rows fetched", tree_buf)
 end
 
@@ -368,6 +370,38 @@ H.keys("zo")
 H.wait(function()
   return H.entry(roots_buf, "a2") ~= nil
 end, "opening the first conversation did not fetch its rows", roots_buf)
+
+-- A fork with more branches than a view sends (300): the last one sent is followed by a
+-- "… N more branches" line, outside its fold, that fetches the rest when the cursor reaches it.
+local wide_entries = { { "r0" } }
+for n = 0, 304 do
+  wide_entries[#wide_entries + 1] = { "b" .. n, "r0" }
+  wide_entries[#wide_entries + 1] = { "c" .. n, "b" .. n, "assistant" }
+end
+wide_entries[#wide_entries + 1] = { "r1", "r0" } -- the leaf: the branches come before it
+local wide_buf = open_session("wide-fork", wide_entries)
+H.check(H.entry(wide_buf, "b299") ~= nil and H.entry(wide_buf, "b300") == nil, "300 branches sent", wide_buf)
+local more_line = H.line_of(wide_buf, "… 5 more branches")
+H.check(more_line == H.entry(wide_buf, "b299") + 2 and H.lines(wide_buf)[more_line] == "  … 5 more branches",
+  "the rest counted after the last branch's row and its folded rows", wide_buf)
+H.check(vim.fn.foldclosed(H.entry(wide_buf, "b299")) ~= -1 and vim.fn.foldclosed(more_line) == -1,
+  "the last branch is folded, the line for the rest is not", wide_buf)
+vim.api.nvim_win_set_cursor(0, { more_line, 0 })
+-- A UI fires CursorMoved when the cursor moves; a headless script's moves do not, so fire it here.
+vim.api.nvim_exec_autocmds("CursorMoved", { buffer = wide_buf })
+H.wait(function()
+  return H.entry(wide_buf, "b304") ~= nil
+end, "the branches left out did not come when the cursor reached their line", wide_buf)
+H.check(not H.contains(wide_buf, "more branches") and H.entry(wide_buf, "r1") == H.entry(wide_buf, "b304") + 2,
+  "the rest of the branches drawn before the path goes on", wide_buf)
+local last = H.entry(wide_buf, "b304")
+H.check(H.lines(wide_buf)[last]:find("^  ├─   b304 user") and vim.fn.foldclosed(last) == last,
+  "a branch fetched is drawn and folded as one sent", wide_buf)
+vim.api.nvim_win_set_cursor(0, { last, 0 })
+H.keys("zo")
+H.wait(function()
+  return H.entry(wide_buf, "c304") ~= nil
+end, "the rows under a branch fetched did not come when its fold opened", wide_buf)
 
 -- The server dies: it is started again, and the open tree follows its session again.
 local util = require("pi_lsp.util")

@@ -44,6 +44,8 @@ export interface TreeNode {
   onPath: boolean;
   /** Rows folded under this one (a branch off the path, or the rows past the leaf): `under` fetches them. */
   hidden: number;
+  /** Its fork's branches after it that were not sent (a fork with very many): `after` fetches them. */
+  moreBranches: number;
 }
 
 export interface TreeResult {
@@ -64,6 +66,15 @@ export interface TreeResult {
 export interface RowsUnder {
   version: number;
   under: string;
+  start: number;
+  total: number;
+  nodes: TreeNode[];
+}
+
+/** A page of the branches left out after the row `after`, each folded. */
+export interface BranchesAfter {
+  version: number;
+  after: string;
   start: number;
   total: number;
   nodes: TreeNode[];
@@ -183,8 +194,8 @@ export interface TrustState {
 export interface Commands {
   "pi.listSessions": [Record<string, never>, { sessions: SessionInfo[] }];
   "pi.newSession": [{ name?: string; folderUri?: string }, { uri: string }];
-  /** With `under`, the answer is a RowsUnder page instead. */
-  "pi.getTree": [{ uri: string; limit?: number; under?: string; start?: number }, TreeResult];
+  /** With `under`, the answer is a RowsUnder page instead; with `after`, a BranchesAfter page. */
+  "pi.getTree": [{ uri: string; limit?: number; under?: string; after?: string; start?: number }, TreeResult];
   /** With `page`, `messages` is left out: `pages` holds the first and last `page` messages. */
   "pi.previewContext": [{ uri: string; leafId?: string; layer?: Layer; page?: number; start?: number; entryId?: string }, PreviewResult];
   "pi.diffContext": [{ uri: string; fromLeafId: string; toLeafId: string }, DiffResult];

@@ -1,10 +1,11 @@
 // The Sessions view: sessions, then their entries as the server lays them out (TreeShape). The current path is
 // coloured and the leaf marked; everything shown comes from pi.listSessions and pi.getTree. The tree comes
 // folded (the path's last rows, each branch off it one row): a folded row's rows are fetched when it opens,
-// a page at a time, and "earlier" rows by asking for a longer path.
+// a page at a time, "earlier" rows by asking for a longer path, and the branches a fork with very many left
+// out a page at a click.
 import * as vscode from "vscode";
 import type { PiClient } from "./client";
-import { RowsUnder, SessionChanged, SessionInfo, TreeNode, TreeResult } from "./protocol";
+import { BranchesAfter, RowsUnder, SessionChanged, SessionInfo, TreeNode, TreeResult } from "./protocol";
 import { sameSession, Sessions, sessionKey } from "./sessions";
 import { patchTree, TreeShape } from "./treeShape";
 
@@ -27,15 +28,24 @@ export class SessionItem extends vscode.TreeItem {
   }
 }
 
-/** The rows of the path before the window, or the rest of a folded row's rows: a click shows more. */
+/** What a "more" item stands for: the rest of a folded row's rows, or of the branches a fork left out
+ * after a row (`start` of them shown); neither, the rows of the path before the window. */
+export interface MoreOf {
+  under?: string;
+  after?: string;
+  start?: number;
+}
+
+/** Rows not shown yet: a click shows more. */
 export class MoreItem extends vscode.TreeItem {
   readonly kind = "more";
-  constructor(readonly sessionUri: string, count: number, under?: string) {
-    super(under ? `… ${count} more rows` : `… ${count} earlier rows`, vscode.TreeItemCollapsibleState.None);
-    this.id = `more:${sessionKey(sessionUri)}#${under ?? ""}`;
+  constructor(readonly sessionUri: string, count: number, of: MoreOf = {}) {
+    super(of.after !== undefined ? `… ${count} more branches` : of.under !== undefined ? `… ${count} more rows` : `… ${count} earlier rows`,
+      vscode.TreeItemCollapsibleState.None);
+    this.id = JSON.stringify(["more", sessionKey(sessionUri), of.under ?? null, of.after ?? null]);
     this.contextValue = "more";
     this.iconPath = new vscode.ThemeIcon("ellipsis");
-    this.command = { command: MORE_ROWS, title: "Show More", arguments: [{ uri: sessionUri, under }] };
+    this.command = { command: MORE_ROWS, title: "Show More", arguments: [{ uri: sessionUri, ...of }] };
   }
 }
 
@@ -102,6 +112,7 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
   private readonly trees = new Map<string, TreeResult>(); // the last tree fetched or patched
   private readonly limits = new Map<string, number>(); // path rows asked for, per session
   private readonly unfolded = new Map<string, Map<string, Promise<Unfolded>>>(); // per session, per folded row
+  private readonly branches = new Map<string, Map<string, Unfolded>>(); // per session, the branches fetched after a row
   private readonly disposables: vscode.Disposable[] = [this.changed];
   private timer: ReturnType<typeof setTimeout> | undefined;
   private state: "ready" | "failed" | undefined;
@@ -114,13 +125,15 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
       pi.onSessionChanged((e) => this.sessionChanged(e)),
       pi.onStarted(() => this.refresh()),
       sessions.onDidChangeCurrent(() => this.refresh(undefined, false)),
-      vscode.commands.registerCommand(MORE_ROWS, (arg: { uri: string; under?: string }) => this.more(arg.uri, arg.under)),
+      vscode.commands.registerCommand(MORE_ROWS, (arg: { uri: string } & MoreOf) => this.more(arg.uri, arg)),
     );
   }
 
-  /** Show more: earlier rows of the path (a longer path is fetched), or the next page of a folded row. */
-  async more(uri: string, under?: string): Promise<void> {
+  /** Show more: earlier rows of the path (a longer path is fetched), the next page of a folded row, or of
+   * the branches left out after a row. */
+  async more(uri: string, { under, after, start = 0 }: MoreOf = {}): Promise<void> {
     const key = sessionKey(uri);
+    if (after !== undefined) return this.moreBranches(uri, after, start);
     if (under === undefined) {
       this.limits.set(key, (this.limits.get(key) ?? PATH_ROWS) + PATH_ROWS);
       return this.refresh(uri);
@@ -131,6 +144,22 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
     const page = await this.page(uri, under, unfolded.rows.length);
     const rows = [...unfolded.rows, ...page.nodes];
     this.unfolded.get(key)?.set(under, Promise.resolve({ total: page.total, rows, shape: rowsShape(rows) }));
+    this.refresh(undefined, false);
+  }
+
+  private async moreBranches(uri: string, after: string, start: number): Promise<void> {
+    const key = sessionKey(uri);
+    const fetched = this.branches.get(key) ?? new Map<string, Unfolded>();
+    this.branches.set(key, fetched);
+    const held = start > 0 ? fetched.get(after) : undefined;
+    const args = { uri, after, start: held?.rows.length ?? 0, limit: PAGE_ROWS };
+    const page = await (this.pi.call("pi.getTree", args) as unknown as Promise<BranchesAfter>);
+    if (held && (fetched.get(after) !== held || page.total !== held.total)) {
+      fetched.delete(after); // they changed while this page came: the next click starts from the top
+    } else {
+      const rows = [...(held?.rows ?? []), ...page.nodes];
+      fetched.set(after, { total: page.total, rows, shape: rowsShape(rows) });
+    }
     this.refresh(undefined, false);
   }
 
@@ -168,7 +197,7 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
    */
   refresh(uri?: string, dropTrees = true): void {
     if (dropTrees) {
-      for (const map of [this.shapes, this.trees, this.unfolded]) {
+      for (const map of [this.shapes, this.trees, this.unfolded, this.branches]) {
         if (uri === undefined) map.clear();
         else map.delete(sessionKey(uri));
       }
@@ -186,8 +215,10 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
     this.trees.set(key, patched);
     // A label entry labels a row that may be under a folded row, whose count stays: their rows
     // are fetched again. Other changes (a turn's entries under the leaf) keep them by count.
-    if (e.tree?.rows.some((n) => n.type === "label")) this.unfolded.delete(key);
-    else this.keepUnfolded(key, patched);
+    if (e.tree?.rows.some((n) => n.type === "label")) {
+      this.unfolded.delete(key);
+      this.branches.delete(key);
+    } else this.keepUnfolded(key, patched);
     this.shapes.set(key, Promise.resolve(new TreeShape(patched)));
     this.refresh(undefined, false);
   }
@@ -214,8 +245,17 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
     const uri = item.sessionUri;
     const shape = await this.shape(uri);
     const leafRow = shape.tree.leafRow;
-    const entries = (from: TreeShape, rows: TreeNode[]) =>
-      rows.map((node) => new EntryItem(uri, node, leafRow, from.expandable(node.id) || node.hidden > 0, from));
+    const fetched = this.branches.get(sessionKey(uri));
+    // Each row, and after the last branch sent of a fork with more, those fetched and an item for the rest.
+    const entries = (from: TreeShape, rows: TreeNode[]): Item[] => rows.flatMap((node) => {
+      const entry = new EntryItem(uri, node, leafRow, from.expandable(node.id) || node.hidden > 0, from);
+      if (!node.moreBranches) return [entry];
+      const held = fetched?.get(node.id);
+      const shown = held?.total === node.moreBranches ? held : undefined; // counted alike: still those
+      const rest = node.moreBranches - (shown?.rows.length ?? 0);
+      return [entry, ...(shown ? entries(shown.shape, shown.rows) : []),
+        ...(rest > 0 ? [new MoreItem(uri, rest, { after: node.id, start: shown?.rows.length ?? 0 })] : [])];
+    });
     if (item.kind === "session") {
       const earlier = shape.tree.earlier ? [new MoreItem(uri, shape.tree.earlier)] : [];
       return [...earlier, ...entries(shape, shape.roots())];
@@ -223,7 +263,7 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
     if (item.node.hidden > 0) {
       const unfolded = await this.rowsUnder(uri, item.node);
       const rest = unfolded.total - unfolded.rows.length;
-      return [...entries(unfolded.shape, unfolded.shape.roots()), ...(rest > 0 ? [new MoreItem(uri, rest, item.node.id)] : [])];
+      return [...entries(unfolded.shape, unfolded.shape.roots()), ...(rest > 0 ? [new MoreItem(uri, rest, { under: item.node.id })] : [])];
     }
     return entries(item.shape, item.shape.childrenOf(item.node.id));
   }
@@ -232,12 +272,18 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
     for (const key of [...this.shapes.keys()]) if (!keys.has(key)) this.shapes.delete(key);
     for (const key of [...this.trees.keys()]) if (!keys.has(key)) this.trees.delete(key);
     for (const key of [...this.unfolded.keys()]) if (!keys.has(key)) this.unfolded.delete(key);
+    for (const key of [...this.branches.keys()]) if (!keys.has(key)) this.branches.delete(key);
   }
 
-  /** A row the view holds: in the tree, or among the rows fetched under a folded row. */
+  /** A row the view holds: in the tree, among the branches fetched after a row, or the rows fetched under a
+   * folded row. */
   async node(uri: string, id: string): Promise<TreeNode | undefined> {
     const found = (await this.shape(uri)).byId.get(id);
     if (found) return found;
+    for (const held of this.branches.get(sessionKey(uri))?.values() ?? []) {
+      const node = held.shape.byId.get(id);
+      if (node) return node;
+    }
     for (const rows of this.unfolded.get(sessionKey(uri))?.values() ?? []) {
       const node = (await rows.catch(() => undefined))?.shape.byId.get(id);
       if (node) return node;

@@ -266,6 +266,24 @@ test("a session begun again from the very start shows its first conversation, fo
   assert.deepEqual((await provider().getChildren(rows[1])).map((item) => item.entryId), ["b2"]);
 });
 
+test("a fork with more branches than the view is sent shows the rest a page at a click", async () => {
+  const messages = [["r0", null]];
+  for (let n = 0; n < 305; n++) messages.push([`b${n}`, "r0"], [`c${n}`, `b${n}`]);
+  messages.push(["r1", "r0"]); // the leaf: the branches come before it
+  const { session } = await writeSession("wide-fork", messages);
+  const [top] = await provider().getChildren(session);
+  assert.equal(top.entryId, "r0");
+  const first = await provider().getChildren(top);
+  assert.equal(first.length, 300 + 1 + 1, "300 branches, the rest as one item, then the path");
+  assert.deepEqual([first[299].entryId, first[300].kind, first[300].label, first[301].entryId], ["b299", "more", "… 5 more branches", "r1"]);
+  await run(first[300].command.command, ...first[300].command.arguments);
+  const all = await eventually(async () => { const items = await provider().getChildren(top); return items.length === 306 && items; }, "the branches left out");
+  assert.deepEqual(all.slice(299, 306).map((item) => item.entryId), ["b299", "b300", "b301", "b302", "b303", "b304", "r1"]);
+  const fetched = all[304];
+  assert.equal(fetched.collapsibleState, vscode.TreeItemCollapsibleState.Collapsed, "a branch fetched is folded as one sent");
+  assert.deepEqual((await provider().getChildren(fetched)).map((item) => item.entryId), ["c304"]);
+});
+
 /** A session file of user messages, as [id, parentId] pairs in file order; its item in the view. */
 async function writeSession(name, messages) {
   const file = require("node:path").join(ws.sessionsDir, `${name}.jsonl`);

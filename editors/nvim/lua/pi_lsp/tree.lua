@@ -3,7 +3,8 @@
 -- it); every fork's branch is a fold. `*` marks the current path, `← leaf` the leaf. Re-rendered on
 -- pi/sessionChanged; every action is one server command. The tree comes folded (the path's last
 -- rows, each branch off it one row): a folded row's rows are fetched when its fold opens or the
--- cursor reaches its "… N more rows" line, earlier rows when the cursor reaches "… N earlier rows".
+-- cursor reaches its "… N more rows" line, earlier rows when the cursor reaches "… N earlier rows",
+-- the branches a fork with very many left out when it reaches "… N more branches".
 local client = require("pi_lsp.client")
 local config = require("pi_lsp.config")
 local session = require("pi_lsp.session")
@@ -88,6 +89,9 @@ end
 local function node_line(node, leaf, width, base)
   local indent = ("  "):rep(math.max(0, node.depth - (base or 0)))
   if node.more then
+    if node.after then
+      return ("%s… %d more branches"):format(indent, node.count)
+    end
     return ("%s… %d %s rows"):format(indent, node.count, node.under and "more" or "earlier")
   end
   local mark = node.onPath and "*" or " "
@@ -117,13 +121,15 @@ end
 
 --- The rows to draw: `tree`'s, each folded row followed by the rows fetched
 --- under it (`unfolded[id]`, while still_under) and a "… N more rows" row for the
+--- rest, the last branch sent of a fork with more followed by those fetched
+--- (`branches[id]`, each in turn unfolded) and a "… N more branches" row for the
 --- rest; "… N earlier rows" first when the path was cut.
-function M.unfold(tree, unfolded)
+function M.unfold(tree, unfolded, branches)
   local nodes = {}
   if (tree.earlier or 0) > 0 then
     nodes[1] = { more = true, count = tree.earlier, depth = 0 }
   end
-  for _, node in ipairs(tree.nodes or {}) do
+  local function add(node)
     nodes[#nodes + 1] = node
     local hidden = node.hidden or 0
     if hidden > 0 then
@@ -134,6 +140,22 @@ function M.unfold(tree, unfolded)
         nodes[#nodes + 1] = { more = true, under = node.id, start = #rows, count = hidden - #rows, depth = node.depth + 1 }
       end
     end
+    local more = node.moreBranches or 0
+    if more > 0 then
+      local fetched = branches and branches[node.id]
+      -- Counted the same and placed the same, they are still the branches after this one.
+      local same = fetched and fetched.total == more and fetched.depth == node.depth and fetched.head == node.head
+      local rows = same and fetched.rows or {}
+      for _, row in ipairs(rows) do
+        add(row)
+      end
+      if #rows < more then
+        nodes[#nodes + 1] = { more = true, after = node.id, start = #rows, count = more - #rows, depth = node.depth }
+      end
+    end
+  end
+  for _, node in ipairs(tree.nodes or {}) do
+    add(node)
   end
   return vim.tbl_extend("force", tree, { nodes = nodes })
 end
@@ -165,9 +187,12 @@ function M.layout(tree, width)
     end
   end
   for lnum, node in ipairs(nodes) do
-    if node.head then
-      -- A branch's fold runs until the next branch at its depth or shallower.
+    if node.head or node.after then
+      -- A branch's fold runs until the next branch at its depth or shallower (or the row
+      -- that stands for the rest of its fork's branches, which no branch's fold hides).
       close_to(node.depth - base + 1, lnum - 1)
+    end
+    if node.head then
       open[#open + 1] = { lnum, node.depth - base + 1 }
     end
     lines[lnum] = node_line(node, tree.leafRow, width, base)
@@ -240,19 +265,21 @@ local function highlight(buf, lines, ids, view)
   end
 end
 
---- Which branch folds the user has closed, by the entry id they start at.
+--- Whether each branch fold drawn is closed, by the entry id it starts at (false for
+--- every other row drawn: a row that starts a fold when drawn again shows open).
 local function closed_folds(buf, view)
   local closed = {}
   local win = vim.fn.bufwinid(buf)
   if win == -1 or not view.line_ids then
     return nil
   end
+  for id in pairs(view.ids_line) do
+    closed[id] = false
+  end
   vim.api.nvim_win_call(win, function()
     for _, fold in ipairs(view.folds or {}) do
       local row = fold[1] + HEADER_LINES
-      if vim.fn.foldclosed(row) == row then
-        closed[view.line_ids[fold[1]]] = true
-      end
+      closed[view.line_ids[fold[1]]] = vim.fn.foldclosed(row) == row
     end
   end)
   return closed
@@ -272,10 +299,9 @@ local function restore_folds(buf, view, folds, closed)
     for _, fold in ipairs(folds) do
       local id = view.line_ids[fold[1]]
       local node = view.by_id[id]
-      local close
-      if closed then
-        close = closed[id]
-      else
+      -- A row not drawn before (the first draw, a branch fetched or new) starts as configured.
+      local close = closed and closed[id]
+      if close == nil then
         close = config.options.tree.fold_off_path and not node.onPath
       end
       if close then
@@ -307,7 +333,7 @@ local fetch_shown -- below: it draws, and drawing calls it
 local function draw(buf, view, tree)
   local cursor_id = cursor_entry(buf, view)
   local closed = view.rendered and closed_folds(buf, view) or nil
-  local lines, ids, folds, by_id, more = M.layout(M.unfold(tree, view.unfolded), text_width(buf))
+  local lines, ids, folds, by_id, more = M.layout(M.unfold(tree, view.unfolded, view.branches), text_width(buf))
   view.tree, view.width, view.more = tree, text_width(buf), more
   view.nodes, view.by_id, view.leaf, view.line_ids, view.folds = tree.nodes, by_id, tree.leafId, ids, folds
   view.leaf_row = tree.leafRow
@@ -338,32 +364,34 @@ local function draw(buf, view, tree)
 end
 
 --- Fetch what a "more" row stands for: a longer path, or the next page of
---- rows under a folded row (kept while they are still under it).
+--- rows under a folded row or of branches after one (kept while they still are).
 local function fetch_more(buf, row)
   local view = views[buf]
-  if not row.under then
+  if not (row.under or row.after) then
     view.limit = view.limit + PATH_ROWS
     return view.refresh()
   end
-  if view.fetching[row.under] then
+  local kind, id = row.under and "under" or "after", row.under or row.after
+  local store = row.under and view.unfolded or view.branches
+  if view.fetching[kind][id] then
     return
   end
   -- A "more" row starts after the rows drawn: none when those held no longer fit (M.unfold).
-  local held = row.start > 0 and view.unfolded[row.under] or { rows = {} }
-  view.fetching[row.under] = true
-  local args = { uri = view.uri, under = row.under, start = #held.rows, limit = PAGE_ROWS }
-  -- Where the folded row was when asked: a page for a row that moved meanwhile is not reused.
-  local node = view.by_id[row.under] or {}
+  local held = row.start > 0 and store[id] or { rows = {} }
+  view.fetching[kind][id] = true
+  local args = { uri = view.uri, [kind] = id, start = #held.rows, limit = PAGE_ROWS }
+  -- Where the row was when asked: a page for a row that moved meanwhile is not reused.
+  local node = view.by_id[id] or {}
   client.exec("pi.getTree", args, function(err, page)
-    view.fetching[row.under] = nil
+    view.fetching[kind][id] = nil
     if err then
       return util.error("pi.getTree: " .. (err.message or tostring(err)))
     end
-    if #held.rows > 0 and (view.unfolded[row.under] ~= held or page.total ~= held.total) then
-      view.unfolded[row.under] = nil -- they changed while this page came: fetched again from the top
+    if #held.rows > 0 and (store[id] ~= held or page.total ~= held.total) then
+      store[id] = nil -- they changed while this page came: fetched again from the top
     else
       local rows = vim.list_extend(vim.list_slice(held.rows), page.nodes)
-      view.unfolded[row.under] = { total = page.total, depth = node.depth, head = node.head, rows = rows }
+      store[id] = { total = page.total, depth = node.depth, head = node.head, rows = rows }
     end
     if vim.api.nvim_buf_is_valid(buf) then
       draw(buf, view, view.tree)
@@ -382,7 +410,9 @@ function fetch_shown(buf, opened)
   local cursor = vim.api.nvim_win_get_cursor(win)[1] - HEADER_LINES
   vim.api.nvim_win_call(win, function()
     for lnum, row in pairs(view.more) do
-      if lnum == cursor or (opened and row.start == 0 and vim.fn.foldclosed(lnum + HEADER_LINES) == -1) then
+      -- Branches left out come only when asked: drawn, they would be fetched at every draw.
+      local shown = row.under and row.start == 0 and vim.fn.foldclosed(lnum + HEADER_LINES) == -1
+      if lnum == cursor or (opened and shown) then
         fetch_more(buf, row)
       end
     end
@@ -605,7 +635,8 @@ local function buffer_for(uri, root)
   local buf = util.scratch("pi://tree/" .. vim.fn.fnamemodify(util.key(uri), ":t:r"), "pitree")
   vim.b[buf].pi_lsp_uri = uri
   vim.b[buf].pi_lsp_root = root
-  local view = { uri = uri, root = root, limit = PATH_ROWS, unfolded = {}, fetching = {} }
+  local view = { uri = uri, root = root, limit = PATH_ROWS, unfolded = {}, branches = {} }
+  view.fetching = { under = {}, after = {} }
   views[buf] = view
   view.refresh = util.coalesce(function(done)
     local args = { uri = uri, bookkeeping = config.options.tree.show_bookkeeping, limit = view.limit }
@@ -613,7 +644,7 @@ local function buffer_for(uri, root)
       if err then
         util.error("pi.getTree: " .. (err.message or tostring(err)))
       elseif vim.api.nvim_buf_is_valid(buf) then
-        view.unfolded = {} -- fetched anew as their folds show
+        view.unfolded, view.branches = {}, {} -- fetched anew as they show
         draw(buf, view, tree)
       end
       done()
@@ -634,7 +665,7 @@ local function buffer_for(uri, root)
       local patched = M.patch(view.tree, change.tree)
       if patched and not config.options.tree.show_bookkeeping then
         if relabels(change.tree) then
-          view.unfolded = {} -- a label may sit on a row under a folded row: fetched again
+          view.unfolded, view.branches = {}, {} -- a label may sit on a row not in the tree: fetched again
         end
         draw(buf, view, patched)
       else
