@@ -44,6 +44,7 @@ from tests.fake_anthropic import FakeAnthropic, text_reply  # noqa: E402
 
 KEPT_ENTRIES = 300
 PATH_ROWS = 300  # what both editors ask for first
+WIDE = 20_000  # roots and branches of the session that shows the branch cap
 RECENT_BRANCH = 100  # how far above the leaf the table's session has a branch off the path
 PI16 = Path("/work/scratch/pi16/node_modules")  # where the team keeps pi 1.6 and Node 22
 PI16_PACKAGE = "@earendil-works/pi-coding-agent"
@@ -192,6 +193,22 @@ def branch_near_leaf(session: Path, leaf: str, length: int = 10) -> None:
     session.write_bytes(b"".join([*lines[:fork.line], *branch, *lines[fork.line:]]))
 
 
+def wide_session(session: Path, count: int) -> None:
+    """A session begun again `count` times, then a fork of `count` branches on its path: what
+    a folded view's branch cap is for."""
+    stamp = "2026-12-01T10:00:00.000Z"
+
+    def user(entry_id: str, parent: str | None) -> bytes:
+        return encoder.encode(MessageEntry(id=entry_id, parent_id=parent, timestamp=stamp,
+                                           message=UserMessage(content=entry_id, timestamp=1)))
+
+    header = b'{"type":"session","version":3,"id":"wide","timestamp":"' + stamp.encode() + \
+        b'","cwd":"/w"}'
+    lines = [header, *(user(f"o{n}", None) for n in range(count)), user("r0", None)]
+    lines += [*(user(f"b{n}", "r0") for n in range(count)), user("r1", "r0")]
+    session.write_bytes(b"\n".join(lines) + b"\n")
+
+
 def row(cells: tuple[str, str]) -> None:
     print(f"| {cells[0]} | {cells[1]} |", flush=True)
 
@@ -248,6 +265,15 @@ async def table(entries: int) -> None:
     row(("the whole tree unfolded (no `limit`)", f"{took / 1000:.2f} s, {size_b / 1e6:.1f} MB"))
     now, peak = rss_mb(client.process.pid)
     row(("server RSS after these", f"{now:.0f} MB (peak {peak:.0f} MB)"))
+    wide = sessions / "wide.jsonl"
+    wide_session(wide, WIDE)
+    took, size_b = await client.command("pi.getTree", uri=wide.as_uri(), limit=PATH_ROWS)
+    sent = len(event_decoder.decode(client.last)["nodes"])
+    row((f"another session: begun again {WIDE:,} times beside a {WIDE:,}-branch fork, first "
+         "`pi.getTree` (folded)", f"{took / 1000:.2f} s, {sent} rows, {size_b / 1e6:.2f} MB"))
+    took, size_b = await client.command("pi.getTree", uri=wide.as_uri(), after="b0", limit=500)
+    row(("its fork's branches left out, a page (`after`, 500)",
+         f"{took:.0f} ms, {size_b / 1e6:.2f} MB"))
     await stop_server(client)
     fake.stop()
     cli_s, cli_mb = median_run([sys.executable, "-m", "pi_lsp.cli", "context", str(session),

@@ -434,7 +434,8 @@ async def test_get_tree(pi: Pi) -> None:
     assert isinstance(tree["version"], int)
     for node in tree["nodes"]:
         assert set(node) == {"id", "parentId", "depth", "head", "type", "role", "preview",
-                             "label", "timestamp", "onPath", "hidden", "moreBranches"}
+                             "label", "timestamp", "onPath", "hidden", "moreBranches",
+                             "moreRows"}
     question = nodes[FORK_QUESTION]
     assert (question["type"], question["role"], question["parentId"]) == \
         ("message", "user", FORK_PARENT)
@@ -544,9 +545,10 @@ async def test_a_folded_tree_sends_the_path_and_one_row_per_branch_off_it(pi: Pi
 
 
 async def test_a_fork_with_more_branches_than_a_view_sends_counts_the_rest(pi: Pi) -> None:
-    """A folded view sends at most BRANCH_ROWS (300) branch rows, one per fork at least: the
-    last one sent of a fork counts the rest, and `after` hands those out a page at a time.
-    (Before, 400 other roots and a 700-branch fork were 1,103 rows at any `limit`.)"""
+    """A folded view sends at most BRANCH_ROWS (300) branch rows, the forks nearest the leaf
+    first (the other roots last) and one of each at least: the last one sent of a fork counts
+    the rest, and `after` hands those out a page at a time. (Before, 400 other roots and a
+    700-branch fork were 1,103 rows at any `limit`.)"""
     target = pi.main / ".pi" / "sessions" / "wide.jsonl"
     stamp = "2026-12-01T10:00:00.000Z"
 
@@ -565,19 +567,19 @@ async def test_a_fork_with_more_branches_than_a_view_sends_counts_the_rest(pi: P
     full = (await call(pi.client, "pi.getTree", {"uri": uri}))["nodes"]
     view = await call(pi.client, "pi.getTree", {"uri": uri, "limit": 300})
     nodes = view["nodes"]
-    # The roots before the path's top come first in drawing order; the fork keeps one branch.
+    # The fork on the path keeps 300 branches, the other roots one.
     assert [n["id"] for n in nodes if n["onPath"]] == ["r0", "r1", "r2", "r3"]
     assert len(nodes) == 4 + 300 + 1 and view["earlier"] == 0
-    assert [(n["id"], n["moreBranches"]) for n in nodes if n["moreBranches"]] == \
-        [("o299", 100), ("b0", 699)]
+    assert [(n["id"], n["moreBranches"], n["moreRows"]) for n in nodes if n["moreBranches"]] == \
+        [("o0", 399, 399), ("b299", 400, 800)]
     sent = {n["id"]: n for n in nodes}
-    for host in ("o299", "b0"):
+    for host in ("o0", "b299"):
         rest: list[dict[str, Any]] = []
         while len(rest) < sent[host]["moreBranches"]:
             page = await call(pi.client, "pi.getTree",
                               {"uri": uri, "after": host, "start": len(rest), "limit": 250})
-            assert (page["after"], page["start"], page["total"]) == \
-                (host, len(rest), sent[host]["moreBranches"])
+            assert (page["after"], page["start"], page["total"], page["rows"]) == \
+                (host, len(rest), sent[host]["moreBranches"], sent[host]["moreRows"])
             rest += page["nodes"]
         sent.update((n["id"], n) for n in rest)
     # With the branches fetched, every row is sent or folded under one sent, once.
@@ -585,9 +587,13 @@ async def test_a_fork_with_more_branches_than_a_view_sends_counts_the_rest(pi: P
     assert sorted(sent) == sorted(n["id"] for n in heads)
     assert sum(1 + n["hidden"] for n in sent.values()) == len(full)
     for node in heads:
-        assert {**sent[node["id"]], "hidden": 0, "moreBranches": 0} == node
+        assert {**sent[node["id"]], "hidden": 0, "moreBranches": 0, "moreRows": 0} == node
     error = await call_error(pi.client, "pi.getTree", {"uri": uri, "after": "r1"})
     assert error.code == INVALID_PARAMS and "r1" in error.message  # a path row: no branch
+    # A view fetched meanwhile with another `limit` (VS Code's diff asks for 1) changes nothing.
+    await call(pi.client, "pi.getTree", {"uri": uri, "limit": 1})
+    page = await call(pi.client, "pi.getTree", {"uri": uri, "after": "b299", "limit": 1})
+    assert (page["total"], [n["id"] for n in page["nodes"]]) == (400, ["b300"])
     error = await call_error(pi.client, "pi.getTree", {"uri": uri, "after": "b0", "under": "b0"})
     assert error.code == INVALID_PARAMS and "`under` or `after`" in error.message
 

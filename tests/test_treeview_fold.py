@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from pi_lsp.server.treeview import HeldView, NotARowError, TreeView, TreeViews
+from pi_lsp.server.treeview import HeldView, Node, NotARowError, TreeView, TreeViews
 from pi_lsp.session import fold as fold_module
 from pi_lsp.session.appender import append_lines
 from pi_lsp.session.fold import Folded, fold
@@ -41,7 +41,8 @@ STAMPS = [None, "2026-12-01T00:00:01.000Z", "2026-12-01T00:00:02.000Z",
 _counter = itertools.count(0x1000)  # new ids, apart from IDS
 
 Line = tuple[str, str, str | None, str | None]  # kind, id, parent (or CHAIN), timestamp
-Item = tuple[str, int, bool, int, bool, int]  # id, depth, head, hidden, on path, more branches
+# id, depth, head, hidden, on path, branches left out after it, the rows they make
+Item = tuple[str, int, bool, int, bool, int, int]
 Drawn = tuple[list[Item], int, str | None]
 
 line = st.tuples(st.sampled_from(KINDS), st.just(NEW) | st.just(NEW) | st.sampled_from(IDS),
@@ -137,11 +138,10 @@ def branch_end(rows: list[Row], at: int) -> int:
 
 
 def reference_fold(rows: list[Row], on_path: set[str | None], keep: int | None,
-                   cut: str | None) -> tuple[Drawn, dict[str, list[Item]]]:
-    """The folded rows, and for each row whose fork's later branches were cut, those."""
+                   cut: str | None) -> Drawn:
     if keep is None:
-        return ([(row.record.env.id or "", row.depth, row.head, 0, row.record.env.id in on_path,
-                  0) for row in rows], 0, None), {}
+        return [(row.record.env.id or "", row.depth, row.head, 0, row.record.env.id in on_path,
+                 0, 0) for row in rows], 0, None
     items: list[tuple[int, int, int]] = []
     last_at_depth: dict[int, int] = {}
     ordinal = at = 0
@@ -171,7 +171,7 @@ def reference_fold(rows: list[Row], on_path: set[str | None], keep: int | None,
 
     # A fork's branches: a run of off-path heads at one depth off one path row (a chain going
     # on past the leaf is one of its own). The budget goes to the forks nearest the leaf
-    # first, one branch each at least.
+    # first (the other roots last), one branch each at least.
     forks: list[list[int]] = []
     for n, (at, _hidden, anchor) in enumerate(shown):
         if rows[at].record.env.id in on_path:
@@ -182,8 +182,12 @@ def reference_fold(rows: list[Row], on_path: set[str | None], keep: int | None,
             forks[-1].append(n)
         else:
             forks.append([n])
+    def nearness(branches: list[int]) -> int:
+        at, _hidden, anchor = shown[branches[0]]
+        return -1 if rows[at].depth == 0 and rows[at].head else anchor
+
     left, cut_off, more = fold_module.BRANCH_ROWS, set(), {}
-    for branches in sorted(forks, key=lambda branches: -shown[branches[0]][2]):
+    for branches in sorted(forks, key=lambda branches: -nearness(branches)):
         take = min(len(branches), max(1, left))
         left = max(0, left - take)
         cut_off.update(branches[take:])
@@ -192,12 +196,27 @@ def reference_fold(rows: list[Row], on_path: set[str | None], keep: int | None,
 
     def item(n: int) -> Item:
         at, hidden, _anchor = shown[n]
+        rest = more.get(n, [])
         return (rows[at].record.env.id or "", rows[at].depth, rows[at].head, hidden,
-                rows[at].record.env.id in on_path, len(more.get(n, [])))
+                rows[at].record.env.id in on_path, len(rest),
+                sum(1 + shown[m][1] for m in rest))
 
     drawn = [item(n) for n in range(len(shown)) if n not in cut_off]
-    omitted = {item(n)[0]: [item(m) for m in rest] for n, rest in more.items()}
-    return (drawn, earlier, rows[paths[first][0]].record.env.id if paths else None), omitted
+    return drawn, earlier, rows[paths[first][0]].record.env.id if paths else None
+
+
+def reference_after(rows: list[Row], at: int, on_path: set[str | None]) -> list[Item]:
+    """The branches after the row at `at` under its fork (or among the roots), up to the
+    path's, each folded."""
+    found: list[Item] = []
+    row, end = rows[at], branch_end(rows, at)
+    while row.head and end < len(rows) and rows[end].depth == row.depth and rows[end].head \
+            and rows[end].record.env.id not in on_path:
+        after = branch_end(rows, end)
+        found.append((rows[end].record.env.id or "", row.depth, True, after - end - 1, False, 0,
+                      0))
+        end = after
+    return found
 
 
 # -- the session and what is compared --------------------------------------------------------
@@ -238,13 +257,17 @@ def encoded(lines: list[Line], before: str | None) -> list[bytes]:
 
 
 def drawn_fold(folded: Folded) -> Drawn:
-    return ([(row.record.env.id or "", row.depth, row.head, hidden, on_path, more)
-             for row, hidden, on_path, more in folded.shown], folded.earlier, folded.cut)
+    return ([(row.record.env.id or "", row.depth, row.head, hidden, on_path, more, more_rows)
+             for row, hidden, on_path, more, more_rows in folded.shown], folded.earlier,
+            folded.cut)
+
+
+def drawn_node(n: Node) -> Item:
+    return n.id, n.depth, n.head, n.hidden, n.on_path, n.more_branches, n.more_rows
 
 
 def drawn_view(view: TreeView) -> tuple[list[Item], int]:
-    return [(n.id, n.depth, n.head, n.hidden, n.on_path, n.more_branches)
-            for n in view.nodes], view.earlier
+    return [drawn_node(n) for n in view.nodes], view.earlier
 
 
 def child_ids(index: dict[str | None, list[Record]]) -> dict[str | None, list[str | None]]:
@@ -258,14 +281,14 @@ def check(tree: SessionTree, views: TreeViews, held: HeldView, keep: int | None,
     rows = reference_layout(index, bookkeeping)
     on_path = reference_path(tree)
     assert drawn_fold(fold(tree, bookkeeping, keep, cut)) == \
-        reference_fold(rows, on_path, keep, cut)[0]
+        reference_fold(rows, on_path, keep, cut)
 
     # "Earlier rows" always come into view by asking for a longer path: a window as long as
     # the tree leaves none out (the other roots included).
     assert fold(tree, bookkeeping, len(tree.records) + 1).earlier == 0
 
     fresh = TreeViews().view(HeldView(), tree, bookkeeping, keep)
-    assert drawn_view(fresh) == reference_fold(rows, on_path, keep, None)[0][:2]
+    assert drawn_view(fresh) == reference_fold(rows, on_path, keep, None)[:2]
     # The held view was grown (its window from where it started) or folded again from its
     # cut: either way it is the view made anew with as many of the path's rows.
     view = views.view(held, tree, bookkeeping, keep)
@@ -273,8 +296,8 @@ def check(tree: SessionTree, views: TreeViews, held: HeldView, keep: int | None,
     assert path_rows >= sum(node.on_path for node in fresh.nodes)
     wide = TreeViews().view(HeldView(), tree, bookkeeping, keep and max(keep, path_rows))
     assert msgspec.structs.replace(view, version=0) == msgspec.structs.replace(wide, version=0)
-    drawn, omitted = reference_fold(rows, on_path, keep and max(keep, path_rows), None)
-    assert drawn_view(wide) == drawn[:2]
+    assert drawn_view(wide) == \
+        reference_fold(rows, on_path, keep and max(keep, path_rows), None)[:2]
     for node in view.nodes:  # a parent only once it is in the file, and never itself
         parent = tree.by_id[node.id].env.parent_id
         assert node.parent_id == (parent if parent in tree.by_id and parent != node.id else None)
@@ -293,18 +316,25 @@ def check(tree: SessionTree, views: TreeViews, held: HeldView, keep: int | None,
         assert [(n.id, n.depth, n.head, n.on_path) for n in page.nodes] == \
             [(r.record.env.id, r.depth, r.head, r.record.env.id in on_path) for r in expected]
 
-    # The branches a fork's row left out come from its last one sent, a page at a time.
-    assert {node.id for node in view.nodes if node.more_branches} == set(omitted)
-    for after, rest in omitted.items():
+    # The branches after a row, a page at a time: of the last branch a fork's row sends, the
+    # ones it left out; of a row off the path anywhere, the rest of its fork's up to the path.
+    sent = [node.id for node in view.nodes]
+    for after in [*sent, *(under for under, _start, _limit in pages)]:
+        at = next((n for n, row in enumerate(rows) if row.record.env.id == after), None)
+        if at is None or after in on_path:
+            with pytest.raises(NotARowError):
+                views.branches_after(held, tree, after, 0, 5)
+            continue
+        rest = reference_after(rows, at, on_path)
+        node = view.nodes[sent.index(after)] if after in sent else None
+        if node is not None and node.more_branches:  # each one left out, none sent after it
+            assert (node.more_branches, node.more_rows) == \
+                (len(rest), sum(1 + item[3] for item in rest))
+            assert not set(sent) & {branch[0] for branch in rest}
         for start, limit in [(0, len(rest)), (1, 2)]:
             page = views.branches_after(held, tree, after, start, limit)
-            assert page.total == len(rest)
-            assert [(n.id, n.depth, n.head, n.hidden, n.on_path, n.more_branches)
-                    for n in page.nodes] == rest[start:start + limit]
-    for node in view.nodes:
-        if node.on_path:
-            with pytest.raises(NotARowError):
-                views.branches_after(held, tree, node.id, 0, 5)
+            assert (page.total, page.rows) == (len(rest), sum(1 + item[3] for item in rest))
+            assert [drawn_node(n) for n in page.nodes] == rest[start:start + limit]
 
 
 def move_leaf(tree: SessionTree, to: str | None) -> None:
@@ -380,6 +410,11 @@ def move_leaf(tree: SessionTree, to: str | None) -> None:
                 ("usage", IDS[2], CHAIN, None), ("message", IDS[3], CHAIN, None),
                 ("message", IDS[4], IDS[2], None), ("message", IDS[5], IDS[3], None),
                 ("message", IDS[6], CHAIN, None)],
+         first_move=None, appends=[], keep=2, bookkeeping=False, cut=None, pages=[])
+# Other roots and a fork on the path's top row, more than the budget (2): the fork's first.
+@example(first=[("message", IDS[0], None, None), ("message", IDS[1], None, None),
+                ("message", IDS[2], None, None), ("message", IDS[3], IDS[2], None),
+                ("message", IDS[4], IDS[2], None), ("message", IDS[5], IDS[2], None)],
          first_move=None, appends=[], keep=2, bookkeeping=False, cut=None, pages=[])
 def test_a_folded_view_is_the_whole_layout_folded(
         tmp_path_factory: pytest.TempPathFactory, first: list[Line], first_move: str | None,

@@ -51,6 +51,7 @@ class Node(msgspec.Struct, rename="camel"):
     on_path: bool
     hidden: int = 0  # rows folded under this one (a branch off the path): `under` fetches them
     more_branches: int = 0  # its fork's branches after it not sent: `after` fetches them
+    more_rows: int = 0  # the rows those branches make
 
 
 class TreeView(msgspec.Struct, rename="camel"):
@@ -90,13 +91,14 @@ class RowsUnder(msgspec.Struct, rename="camel"):
 
 
 class BranchesAfter(msgspec.Struct, rename="camel"):
-    """A page of the branches after the row `after` that its fork's row in the view left out,
-    each folded."""
+    """A page of the branches after the row `after` under its fork (up to the current path),
+    each folded: of the last branch a view sends, the ones it left out."""
 
     version: int
     after: str
     start: int
     total: int
+    rows: int  # the rows all `total` branches make
     nodes: list[Node]
 
 
@@ -186,25 +188,27 @@ class TreeViews:
 
     def branches_after(self, held: HeldView, tree: SessionTree, after: str, start: int,
                        limit: int) -> BranchesAfter:
-        """The branches `limit` at a time from `start` that follow the row `after` (one the
-        current view sends) under its fork, up to the current path's."""
+        """The branches `limit` at a time from `start` that follow the row `after` (off the
+        current path) under its fork or among the roots, up to the current path's."""
         bookkeeping, kind_limit = held.state[3:] if held.state is not None else (False, 1)
         view = self.view(held, tree, bookkeeping, kind_limit)
-        node = next((node for node in view.nodes if node.id == after), None)
-        if node is None or node.on_path:
+        row = place(tree, after, bookkeeping,
+                    {node.id: (node.depth, node.head) for node in view.nodes})
+        on_path = set(tree.path_ids(tree.leaf_id))
+        if row is None or after in on_path:
             raise NotARowError(after)
         above = next((record for record in itertools.islice(tree.ancestors(after), 1, None)
                       if is_shown(record, bookkeeping)), None)
         index = tree.children_index()
         siblings = shown_children(index, above.env.id if above else None, bookkeeping)
-        at = next((n for n, record in enumerate(siblings) if record.env.id == after), None)
-        if at is None:
+        at = next((n for n, record in enumerate(siblings) if record is row.record), None)
+        if at is None:  # (placed, it is among them; guarded all the same)
             raise NotARowError(after)
-        on_path = {node.id for node in view.nodes if node.on_path}
         rest = list(itertools.takewhile(lambda record: record.env.id not in on_path,
                                         siblings[at + 1:]))
-        return BranchesAfter(view.version, after, start, len(rest), [
-            self._node(held.parts, tree, Row(record, node.depth, node.head),
+        return BranchesAfter(view.version, after, start, len(rest),
+                             count_rows(index, rest, bookkeeping), [
+            self._node(held.parts, tree, Row(record, row.depth, row.head),
                        count_rows(index, [record], bookkeeping) - 1, False)
             for record in rest[start:start + limit]])
 
@@ -237,7 +241,7 @@ class TreeViews:
 
     @staticmethod
     def _node(parts: dict[int, Parts], tree: SessionTree, row: Row, hidden: int,
-              on_path: bool, more: int = 0) -> Node:
+              on_path: bool, more: int = 0, more_rows: int = 0) -> Node:
         record = row.record
         entry_id = record.env.id or ""
         fixed = parts.get(record.line)
@@ -250,14 +254,14 @@ class TreeViews:
         parent = record.env.parent_id
         parent = parent if parent != entry_id and parent in tree.by_id else None
         return Node(entry_id, parent, row.depth, row.head, kind, role, preview,
-                    tree.label(entry_id), record.env.timestamp, on_path, hidden, more)
+                    tree.label(entry_id), record.env.timestamp, on_path, hidden, more, more_rows)
 
     def _build(self, held: HeldView, tree: SessionTree, bookkeeping: bool, limit: int | None,
                cut: str | None) -> TreeView:
         folded = fold(tree, bookkeeping, limit, cut)
         held.cut = folded.cut
-        nodes = [self._node(held.parts, tree, row, hidden, on_path, more)
-                 for row, hidden, on_path, more in folded.shown]
+        nodes = [self._node(held.parts, tree, row, hidden, on_path, more, more_rows)
+                 for row, hidden, on_path, more, more_rows in folded.shown]
         return TreeView(next(self._versions), tree.shown_leaf(),
                         shown_entry(tree, tree.leaf_id, bookkeeping), tree_title(tree),
                         len(tree.records), nodes, folded.earlier)

@@ -25,8 +25,10 @@ from pi_lsp.session.tree import SessionTree
 
 BRANCH_ROWS = 300  # branch rows a folded view sends (one per fork at least); the rest on asking
 
-Shown = tuple[Row, int, bool, int]  # a row, rows folded under it, on the path, branches after it
-# Path rows (None) and each fork's branches, by the window row they hang off (the roots: its top).
+# A row, the rows folded under it, whether it is on the path, and the branches after it left out
+# with the rows they make.
+Shown = tuple[Row, int, bool, int, int]
+# Path rows (None) and each fork's branches, by the window row they hang off (the roots: -1).
 Drawing = list[tuple[int | None, list[Row]]]
 
 
@@ -48,7 +50,7 @@ def fold(tree: SessionTree, bookkeeping: bool, keep: int | None, cut: str | None
     a growing window changes little). `keep` None: every row, nothing folded."""
     if keep is None:
         on_path = set(tree.path_ids(tree.leaf_id))
-        return Folded(0, [(row, 0, row.record.env.id in on_path, 0)
+        return Folded(0, [(row, 0, row.record.env.id in on_path, 0, 0)
                           for row in layout(tree, bookkeeping)], None)
     index = tree.children_index()
     total = count_rows(index, index.get(None, []), bookkeeping)
@@ -57,13 +59,13 @@ def fold(tree: SessionTree, bookkeeping: bool, keep: int | None, cut: str | None
     tops = shown_children(index, None, bookkeeping)
     top_rows = [Row(record, 0, len(tops) > 1) for record in tops]
     if row is None:  # no leaf row, or a cycle above it: nothing is on the path
-        return _folded(index, total, [(0, top_rows)], None, bookkeeping)
+        return _folded(index, total, [(-1, top_rows)], None, bookkeeping)
     drawing: Drawing = []
     after: Drawing = []  # branches drawn after the path's next row
     first = next((n for n, record in enumerate(tops) if record is window[0]), None)
     if first is not None:  # the window reaches the top: the other roots show
-        drawing.append((0, top_rows[:first]))
-        after.append((0, top_rows[first + 1:]))
+        drawing.append((-1, top_rows[:first]))
+        after.append((-1, top_rows[first + 1:]))
     for at in range(len(window)):
         drawing.append((None, [row]))
         below = rows_below(index, row, bookkeeping)
@@ -86,22 +88,24 @@ def _folded(index: Index, total: int, drawing: Drawing, cut: str | None, bookkee
     sent = 0  # rows shown or folded under one
     for (anchor, rows), take in zip(drawing, _shares(drawing), strict=True):
         if anchor is None:
-            shown.append((rows[0], 0, True, 0))
+            shown.append((rows[0], 0, True, 0, 0))
             sent += 1
             continue
         for row in rows[:take]:
             hidden = count_rows(index, [row.record], bookkeeping) - 1
-            shown.append((row, hidden, False, 0))
+            shown.append((row, hidden, False, 0, 0))
             sent += 1 + hidden
         if take < len(rows):
-            shown[-1] = (*shown[-1][:3], len(rows) - take)
-            sent += count_rows(index, [row.record for row in rows[take:]], bookkeeping)
+            left_out = count_rows(index, [row.record for row in rows[take:]], bookkeeping)
+            shown[-1] = (*shown[-1][:3], len(rows) - take, left_out)
+            sent += left_out
     return Folded(total - sent, shown, cut)
 
 
 def _shares(drawing: Drawing) -> list[int]:
     """How many of each fork's branches are sent: every one while BRANCH_ROWS lasts, the
-    forks nearest the leaf first, and at least one of each (the row that says how many more)."""
+    forks nearest the leaf first (the other roots last), and at least one of each (the row
+    that says how many more)."""
     shares = [len(rows) for _anchor, rows in drawing]
     forks = [n for n, (anchor, _rows) in enumerate(drawing) if anchor is not None]
     left = BRANCH_ROWS

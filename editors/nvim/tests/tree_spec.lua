@@ -394,6 +394,7 @@ H.wait(function()
 end, "the branches left out did not come when the cursor reached their line", wide_buf)
 H.check(not H.contains(wide_buf, "more branches") and H.entry(wide_buf, "r1") == H.entry(wide_buf, "b304") + 2,
   "the rest of the branches drawn before the path goes on", wide_buf)
+H.check(vim.api.nvim_win_get_cursor(0)[1] == H.entry(wide_buf, "b300"), "the cursor stays on that line, now the first branch fetched", wide_buf)
 local last = H.entry(wide_buf, "b304")
 H.check(H.lines(wide_buf)[last]:find("^  ├─   b304 user") and vim.fn.foldclosed(last) == last,
   "a branch fetched is drawn and folded as one sent", wide_buf)
@@ -402,6 +403,23 @@ H.keys("zo")
 H.wait(function()
   return H.entry(wide_buf, "c304") ~= nil
 end, "the rows under a branch fetched did not come when its fold opened", wide_buf)
+-- Another writer answers inside a branch fetched, then moves the leaf back (pi-lsp's durable move
+-- hangs under its target): the view's change
+-- counts one more row left out after b299, and the branches fetched (b302's count among them)
+-- are fetched again.
+local wide_path = vim.uri_to_fname(T.view(wide_buf).uri)
+vim.fn.writefile({ entry("d302", "c302", "assistant"), vim.json.encode({ type = "custom", id = "m302", parentId = "r1",
+  timestamp = "2026-12-01T10:00:02.000Z", customType = "pi-lsp.leaf", data = { targetId = "r1" } }) }, wide_path, "a")
+H.wait(function()
+  return H.contains(wide_buf, "… 5 more branches")
+end, "the branches fetched were kept after rows came under one of them", wide_buf)
+vim.api.nvim_win_set_cursor(0, { H.line_of(wide_buf, "… 5 more branches"), 0 })
+vim.api.nvim_exec_autocmds("CursorMoved", { buffer = wide_buf })
+H.wait(function()
+  return H.entry(wide_buf, "b304") ~= nil
+end, "the branches did not come again", wide_buf)
+local b302 = T.view(wide_buf).by_id["b302"]
+H.check(b302 and b302.hidden == 2, "b302 fetched again, with its two rows: " .. vim.inspect(b302), wide_buf)
 
 -- The server dies: it is started again, and the open tree follows its session again.
 local util = require("pi_lsp.util")

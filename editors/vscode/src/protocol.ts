@@ -46,6 +46,8 @@ export interface TreeNode {
   hidden: number;
   /** Its fork's branches after it that were not sent (a fork with very many): `after` fetches them. */
   moreBranches: number;
+  /** The rows those branches make. */
+  moreRows: number;
 }
 
 export interface TreeResult {
@@ -77,6 +79,8 @@ export interface BranchesAfter {
   after: string;
   start: number;
   total: number;
+  /** The rows all `total` branches make. */
+  rows: number;
   nodes: TreeNode[];
 }
 

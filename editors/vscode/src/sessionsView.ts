@@ -99,6 +99,11 @@ interface Unfolded {
   shape: TreeShape;
 }
 
+/** The branches fetched after a row: kept while its `moreBranches` and `moreRows` are these. */
+interface Branches extends Unfolded {
+  made: number;
+}
+
 /**
  * The context key the view's welcome texts read: unset until the server first answers (the
  * view says it is starting, never that there are no sessions), then `ready` or `failed`.
@@ -112,7 +117,8 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
   private readonly trees = new Map<string, TreeResult>(); // the last tree fetched or patched
   private readonly limits = new Map<string, number>(); // path rows asked for, per session
   private readonly unfolded = new Map<string, Map<string, Promise<Unfolded>>>(); // per session, per folded row
-  private readonly branches = new Map<string, Map<string, Unfolded>>(); // per session, the branches fetched after a row
+  private readonly branches = new Map<string, Map<string, Branches>>(); // per session, the branches fetched after a row
+  private readonly paging = new Set<string>(); // "more branches" pages on their way, per session and row
   private readonly disposables: vscode.Disposable[] = [this.changed];
   private timer: ReturnType<typeof setTimeout> | undefined;
   private state: "ready" | "failed" | undefined;
@@ -149,16 +155,23 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
 
   private async moreBranches(uri: string, after: string, start: number): Promise<void> {
     const key = sessionKey(uri);
-    const fetched = this.branches.get(key) ?? new Map<string, Unfolded>();
-    this.branches.set(key, fetched);
-    const held = start > 0 ? fetched.get(after) : undefined;
-    const args = { uri, after, start: held?.rows.length ?? 0, limit: PAGE_ROWS };
-    const page = await (this.pi.call("pi.getTree", args) as unknown as Promise<BranchesAfter>);
-    if (held && (fetched.get(after) !== held || page.total !== held.total)) {
-      fetched.delete(after); // they changed while this page came: the next click starts from the top
-    } else {
-      const rows = [...(held?.rows ?? []), ...page.nodes];
-      fetched.set(after, { total: page.total, rows, shape: rowsShape(rows) });
+    const asking = JSON.stringify([key, after]);
+    if (this.paging.has(asking)) return; // a second click while the page comes
+    this.paging.add(asking);
+    try {
+      const fetched = this.branches.get(key) ?? new Map<string, Branches>();
+      this.branches.set(key, fetched);
+      const held = start > 0 ? fetched.get(after) : undefined;
+      const args = { uri, after, start: held?.rows.length ?? 0, limit: PAGE_ROWS };
+      const page = await (this.pi.call("pi.getTree", args) as unknown as Promise<BranchesAfter>);
+      if (held && (fetched.get(after) !== held || page.total !== held.total || page.rows !== held.made)) {
+        fetched.delete(after); // they changed while this page came: the next click starts from the top
+      } else {
+        const rows = [...(held?.rows ?? []), ...page.nodes];
+        fetched.set(after, { total: page.total, made: page.rows, rows, shape: rowsShape(rows) });
+      }
+    } finally {
+      this.paging.delete(asking);
     }
     this.refresh(undefined, false);
   }
@@ -181,11 +194,21 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
     return rows;
   }
 
-  /** Forget the rows fetched under folded rows whose count changed (or that are gone). */
+  /**
+   * Forget the branches fetched after a row whose counts changed (other branches now), and the rows
+   * fetched under folded rows whose count changed (or that are gone).
+   */
   private keepUnfolded(key: string, tree: TreeResult): void {
+    const branches = this.branches.get(key);
+    const hosts = new Map(tree.nodes.map((n) => [n.id, n]));
+    for (const [id, fetched] of [...(branches ?? [])]) {
+      const host = hosts.get(id);
+      if (host?.moreBranches !== fetched.total || host.moreRows !== fetched.made) branches?.delete(id);
+    }
     const held = this.unfolded.get(key);
     if (!held) return;
-    const counts = new Map(tree.nodes.map((n) => [n.id, n.hidden]));
+    const rows = [...tree.nodes, ...[...(branches?.values() ?? [])].flatMap((b) => b.rows)];
+    const counts = new Map(rows.map((n) => [n.id, n.hidden]));
     for (const [id, rows] of [...held]) {
       void rows.then((r) => { if (counts.get(id) !== r.total) held.delete(id); }, () => held.delete(id));
     }
@@ -251,7 +274,8 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
       const entry = new EntryItem(uri, node, leafRow, from.expandable(node.id) || node.hidden > 0, from);
       if (!node.moreBranches) return [entry];
       const held = fetched?.get(node.id);
-      const shown = held?.total === node.moreBranches ? held : undefined; // counted alike: still those
+      const same = held?.total === node.moreBranches && held.made === node.moreRows; // counted alike: still those
+      const shown = same ? held : undefined;
       const rest = node.moreBranches - (shown?.rows.length ?? 0);
       return [entry, ...(shown ? entries(shown.shape, shown.rows) : []),
         ...(rest > 0 ? [new MoreItem(uri, rest, { after: node.id, start: shown?.rows.length ?? 0 })] : [])];

@@ -270,18 +270,48 @@ test("a fork with more branches than the view is sent shows the rest a page at a
   const messages = [["r0", null]];
   for (let n = 0; n < 305; n++) messages.push([`b${n}`, "r0"], [`c${n}`, `b${n}`]);
   messages.push(["r1", "r0"]); // the leaf: the branches come before it
-  const { session } = await writeSession("wide-fork", messages);
+  const { file, session } = await writeSession("wide-fork", messages);
   const [top] = await provider().getChildren(session);
   assert.equal(top.entryId, "r0");
   const first = await provider().getChildren(top);
   assert.equal(first.length, 300 + 1 + 1, "300 branches, the rest as one item, then the path");
   assert.deepEqual([first[299].entryId, first[300].kind, first[300].label, first[301].entryId], ["b299", "more", "… 5 more branches", "r1"]);
-  await run(first[300].command.command, ...first[300].command.arguments);
+  const calls = [];
+  const call = api.pi.call;
+  api.pi.call = (command, args) => {
+    if (args?.after) calls.push(args);
+    return call.call(api.pi, command, args);
+  };
+  try {
+    // Clicked twice while the page comes: asked once.
+    await Promise.all([1, 2].map(() => run(first[300].command.command, ...first[300].command.arguments)));
+    assert.deepEqual(calls.map((a) => [a.after, a.start]), [["b299", 0]]);
+  } finally {
+    api.pi.call = call;
+  }
   const all = await eventually(async () => { const items = await provider().getChildren(top); return items.length === 306 && items; }, "the branches left out");
   assert.deepEqual(all.slice(299, 306).map((item) => item.entryId), ["b299", "b300", "b301", "b302", "b303", "b304", "r1"]);
   const fetched = all[304];
   assert.equal(fetched.collapsibleState, vscode.TreeItemCollapsibleState.Collapsed, "a branch fetched is folded as one sent");
   assert.deepEqual((await provider().getChildren(fetched)).map((item) => item.entryId), ["c304"]);
+  // Another writer answers inside a branch fetched, then moves the leaf back (pi-lsp's durable move hangs under
+  // its target): one more row left out after b299, so the branches fetched are other ones now.
+  const b302 = (await provider().node(session.sessionUri, "b302"));
+  assert.equal(b302.hidden, 1);
+  require("node:fs").appendFileSync(file, [
+    JSON.stringify({ type: "message", id: "d302", parentId: "c302", timestamp: "2026-12-01T10:00:02.000Z",
+      message: { role: "user", content: "prompt d302", timestamp: 1796119202000 } }),
+    JSON.stringify({ type: "custom", id: "m302", parentId: "r1", timestamp: "2026-12-01T10:00:02.000Z", customType: "pi-lsp.leaf",
+      data: { targetId: "r1" } }),
+  ].join("\n") + "\n");
+  const again = await eventually(async () => {
+    const [root] = await provider().getChildren(session);
+    const items = await provider().getChildren(root);
+    return items[300]?.kind === "more" && items;
+  }, "the branches fetched forgotten");
+  assert.equal(again[300].label, "… 5 more branches");
+  await run(again[300].command.command, ...again[300].command.arguments);
+  assert.equal((await provider().node(session.sessionUri, "b302")).hidden, 2, "fetched again, with its two rows");
 });
 
 /** A session file of user messages, as [id, parentId] pairs in file order; its item in the view. */

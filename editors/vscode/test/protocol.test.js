@@ -78,7 +78,7 @@ test("pi.getTree: one row per entry, parents inside the tree, the leaf on the pa
   assert.equal(tree.title, session.title);
   const ids = new Set(tree.nodes.map((n) => n.id));
   for (const n of tree.nodes) {
-    assert.deepEqual(keys(n), ["depth", "head", "hidden", "id", "label", "moreBranches", "onPath", "parentId", "preview", "role", "timestamp", "type"]);
+    assert.deepEqual(keys(n), ["depth", "head", "hidden", "id", "label", "moreBranches", "moreRows", "onPath", "parentId", "preview", "role", "timestamp", "type"]);
     assert.ok(n.parentId === null || ids.has(n.parentId), `dangling parent ${n.parentId}`);
   }
   const leaf = tree.nodes.find((n) => n.id === tree.leafId);

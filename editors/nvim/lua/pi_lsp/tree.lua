@@ -143,8 +143,10 @@ function M.unfold(tree, unfolded, branches)
     local more = node.moreBranches or 0
     if more > 0 then
       local fetched = branches and branches[node.id]
-      -- Counted the same and placed the same, they are still the branches after this one.
-      local same = fetched and fetched.total == more and fetched.depth == node.depth and fetched.head == node.head
+      -- Counted the same (branches and their rows) and placed the same, they are still the
+      -- branches after this one.
+      local same = fetched and fetched.total == more and fetched.made == node.moreRows
+        and fetched.depth == node.depth and fetched.head == node.head
       local rows = same and fetched.rows or {}
       for _, row in ipairs(rows) do
         add(row)
@@ -330,8 +332,18 @@ end
 
 local fetch_shown -- below: it draws, and drawing calls it
 
+--- The line of the cursor when it is on a "more" row of rows or branches (not "earlier"
+--- rows: the row that follows them is again one).
+local function cursor_on_more(buf, view)
+  local win = vim.fn.bufwinid(buf)
+  local lnum = win ~= -1 and vim.api.nvim_win_get_cursor(win)[1]
+  local row = lnum and view.more and view.more[lnum - HEADER_LINES]
+  return row and (row.under or row.after) and lnum or nil
+end
+
 local function draw(buf, view, tree)
   local cursor_id = cursor_entry(buf, view)
+  local more_line = cursor_on_more(buf, view)
   local closed = view.rendered and closed_folds(buf, view) or nil
   local lines, ids, folds, by_id, more = M.layout(M.unfold(tree, view.unfolded, view.branches), text_width(buf))
   view.tree, view.width, view.more = tree, text_width(buf), more
@@ -354,8 +366,11 @@ local function draw(buf, view, tree)
   highlight(buf, lines, ids, view)
   restore_folds(buf, view, folds, closed)
   local win = vim.fn.bufwinid(buf)
-  -- Stay on the entry the cursor was on; the first time, go to the leaf.
-  local target = (cursor_id and view.ids_line[cursor_id]) or view.ids_line[tree.leafRow or ""]
+  -- Stay on the entry the cursor was on, or on the line of the "more" row it was on (now the
+  -- first row fetched); the first time, go to the leaf.
+  local target = (cursor_id and view.ids_line[cursor_id])
+    or (more_line and math.min(more_line, #all))
+    or view.ids_line[tree.leafRow or ""]
   if win ~= -1 and target then
     vim.api.nvim_win_set_cursor(win, { target, 0 })
   end
@@ -387,11 +402,11 @@ local function fetch_more(buf, row)
     if err then
       return util.error("pi.getTree: " .. (err.message or tostring(err)))
     end
-    if #held.rows > 0 and (store[id] ~= held or page.total ~= held.total) then
+    if #held.rows > 0 and (store[id] ~= held or page.total ~= held.total or page.rows ~= held.made) then
       store[id] = nil -- they changed while this page came: fetched again from the top
     else
       local rows = vim.list_extend(vim.list_slice(held.rows), page.nodes)
-      store[id] = { total = page.total, depth = node.depth, head = node.head, rows = rows }
+      store[id] = { total = page.total, made = page.rows, depth = node.depth, head = node.head, rows = rows }
     end
     if vim.api.nvim_buf_is_valid(buf) then
       draw(buf, view, view.tree)
