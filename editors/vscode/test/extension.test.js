@@ -294,15 +294,31 @@ test("a fork with more branches than the view is sent shows the rest a page at a
   const fetched = all[304];
   assert.equal(fetched.collapsibleState, vscode.TreeItemCollapsibleState.Collapsed, "a branch fetched is folded as one sent");
   assert.deepEqual((await provider().getChildren(fetched)).map((item) => item.entryId), ["c304"]);
+  // A change elsewhere (the path grows): the branches fetched and the rows under them are kept, not asked again.
+  const fs = require("node:fs");
+  const user = (id, parentId) => JSON.stringify({ type: "message", id, parentId, timestamp: "2026-12-01T10:00:02.000Z",
+    message: { role: "user", content: `prompt ${id}`, timestamp: 1796119202000 } });
+  fs.appendFileSync(file, user("r2", "r1") + "\n");
+  await eventually(async () => (await provider().node(session.sessionUri, "r2")) !== undefined, "the path grown");
+  const asked = [];
+  api.pi.call = (command, args) => {
+    if (command === "pi.getTree") asked.push(args);
+    return call.call(api.pi, command, args);
+  };
+  try {
+    assert.deepEqual((await provider().getChildren(fetched)).map((item) => item.entryId), ["c304"]);
+    assert.equal((await provider().getChildren((await provider().getChildren(session))[0])).length, 306);
+    assert.deepEqual(asked.filter((a) => a.under || a.after), []);
+  } finally {
+    api.pi.call = call;
+  }
   // Another writer answers inside a branch fetched, then moves the leaf back (pi-lsp's durable move hangs under
   // its target): one more row left out after b299, so the branches fetched are other ones now.
   const b302 = (await provider().node(session.sessionUri, "b302"));
   assert.equal(b302.hidden, 1);
-  require("node:fs").appendFileSync(file, [
-    JSON.stringify({ type: "message", id: "d302", parentId: "c302", timestamp: "2026-12-01T10:00:02.000Z",
-      message: { role: "user", content: "prompt d302", timestamp: 1796119202000 } }),
-    JSON.stringify({ type: "custom", id: "m302", parentId: "r1", timestamp: "2026-12-01T10:00:02.000Z", customType: "pi-lsp.leaf",
-      data: { targetId: "r1" } }),
+  fs.appendFileSync(file, [user("d302", "c302"),
+    JSON.stringify({ type: "custom", id: "m302", parentId: "r2", timestamp: "2026-12-01T10:00:02.000Z", customType: "pi-lsp.leaf",
+      data: { targetId: "r2" } }),
   ].join("\n") + "\n");
   const again = await eventually(async () => {
     const [root] = await provider().getChildren(session);
