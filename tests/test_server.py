@@ -598,6 +598,36 @@ async def test_a_fork_with_more_branches_than_a_view_sends_counts_the_rest(pi: P
     assert error.code == INVALID_PARAMS and "`under` or `after`" in error.message
 
 
+async def test_a_page_is_counted_as_the_view_it_is_asked_for(pi: Pi) -> None:
+    """`under` and `after` pages count bookkeeping rows as asked (`bookkeeping`), whichever
+    kind of view the server built last (another editor's, or none since the session was
+    closed): before, a page took the last view's kind, and its count disagreed with the row."""
+    target = pi.main / ".pi" / "sessions" / "kinds.jsonl"
+    stamp = "2026-12-01T10:00:00.000Z"
+    user = {"role": "user", "content": "q", "timestamp": 1}
+
+    def message(entry_id: str, parent: str | None) -> dict[str, Any]:
+        return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": stamp,
+                "message": user}
+
+    entries = [message("r0", None), message("b0", "r0"),
+               {"type": "context_edit", "id": "e0", "parentId": "b0", "timestamp": stamp,
+                "targetId": "b0", "replacement": None},
+               message("b1", "r0"), message("r1", "r0")]
+    header = {"type": "session", "version": 3, "id": "kinds", "timestamp": stamp, "cwd": "/w"}
+    target.write_text("\n".join(json.dumps(line) for line in [header, *entries]) + "\n")
+    uri = target.as_uri()
+    shown = await call(pi.client, "pi.getTree", {"uri": uri, "limit": 300, "bookkeeping": True})
+    assert {n["id"]: n["hidden"] for n in shown["nodes"]}["b0"] == 1  # the edit, as a row
+    await call(pi.client, "pi.getTree", {"uri": uri, "limit": 300})  # another editor's view
+    page = await call(pi.client, "pi.getTree", {"uri": uri, "under": "b0", "bookkeeping": True})
+    assert (page["total"], [n["id"] for n in page["nodes"]]) == (1, ["e0"])
+    page = await call(pi.client, "pi.getTree", {"uri": uri, "after": "b0", "bookkeeping": True})
+    assert (page["total"], page["rows"]) == (1, 1)
+    page = await call(pi.client, "pi.getTree", {"uri": uri, "under": "b0"})
+    assert (page["total"], page["nodes"]) == (0, [])
+
+
 async def test_a_long_path_is_sent_from_the_leaf_end(pi: Pi) -> None:
     """Of a path longer than `limit`, the last rows; `earlier` counts the rest, which a larger
     `limit` shows (with the branches off it folded)."""

@@ -307,14 +307,31 @@ def check(tree: SessionTree, views: TreeViews, held: HeldView, keep: int | None,
         at = next((n for n, row in enumerate(rows) if row.record.env.id == under), None)
         if at is None:
             with pytest.raises(NotARowError):
-                views.rows_under(held, tree, under, start, limit)
+                views.rows_under(held, tree, under, start, limit, bookkeeping)
             continue
         end = branch_end(rows, at)
-        page = views.rows_under(held, tree, under, start, limit)
+        page = views.rows_under(held, tree, under, start, limit, bookkeeping)
         expected = rows[at + 1 + start:min(end, at + 1 + start + limit)]
         assert page.total == end - at - 1
         assert [(n.id, n.depth, n.head, n.on_path) for n in page.nodes] == \
             [(r.record.env.id, r.depth, r.head, r.record.env.id in on_path) for r in expected]
+
+    # Asked of the other kind of view than the one last built (the editor's setting, after the
+    # session was closed and opened again): counted as asked, and the view is left as it was.
+    other, before = reference_layout(index, not bookkeeping), held.view
+    for under, start, limit in pages:
+        at = next((n for n, row in enumerate(other) if row.record.env.id == under), None)
+        if at is None:
+            continue
+        end = branch_end(other, at)
+        page = views.rows_under(held, tree, under, start, limit, not bookkeeping)
+        assert (page.total, [node.id for node in page.nodes]) == (end - at - 1, [
+            row.record.env.id for row in other[at + 1 + start:min(end, at + 1 + start + limit)]])
+        if under not in on_path:
+            assert [item[0] for item in reference_after(other, at, on_path)] == [
+                node.id for node in views.branches_after(held, tree, under, 0, 100,
+                                                          not bookkeeping).nodes]
+    assert held.view is before
 
     # The branches after a row, a page at a time: of the last branch a fork's row sends, the
     # ones it left out; of a row off the path anywhere, the rest of its fork's up to the path.
@@ -323,7 +340,7 @@ def check(tree: SessionTree, views: TreeViews, held: HeldView, keep: int | None,
         at = next((n for n, row in enumerate(rows) if row.record.env.id == after), None)
         if at is None or after in on_path:
             with pytest.raises(NotARowError):
-                views.branches_after(held, tree, after, 0, 5)
+                views.branches_after(held, tree, after, 0, 5, bookkeeping)
             continue
         rest = reference_after(rows, at, on_path)
         node = view.nodes[sent.index(after)] if after in sent else None
@@ -332,7 +349,7 @@ def check(tree: SessionTree, views: TreeViews, held: HeldView, keep: int | None,
                 (len(rest), sum(1 + item[3] for item in rest))
             assert not set(sent) & {branch[0] for branch in rest}
         for start, limit in [(0, len(rest)), (1, 2)]:
-            page = views.branches_after(held, tree, after, start, limit)
+            page = views.branches_after(held, tree, after, start, limit, bookkeeping)
             assert (page.total, page.rows) == (len(rest), sum(1 + item[3] for item in rest))
             assert [drawn_node(n) for n in page.nodes] == rest[start:start + limit]
 

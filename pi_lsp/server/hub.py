@@ -313,15 +313,19 @@ class SessionHub(Workspace):
         session = self.sync(path)
         return self.views.view(session.view, session.tree, bookkeeping, limit)
 
-    def rows_under(self, path: Path, under: str, start: int, limit: int) -> RowsUnder:
-        """A page of the rows folded under one row of the tree last shown."""
+    def rows_under(self, path: Path, under: str, start: int, limit: int,
+                   bookkeeping: bool = False) -> RowsUnder:
+        """A page of the rows folded under one row of the tree."""
         session = self.sync(path)
-        return self.views.rows_under(session.view, session.tree, under, start, limit)
+        return self.views.rows_under(session.view, session.tree, under, start, limit,
+                                     bookkeeping)
 
-    def branches_after(self, path: Path, after: str, start: int, limit: int) -> BranchesAfter:
-        """A page of the branches the tree last shown left out after one of its rows."""
+    def branches_after(self, path: Path, after: str, start: int, limit: int,
+                       bookkeeping: bool = False) -> BranchesAfter:
+        """A page of the branches after one row of the tree, up to the current path's."""
         session = self.sync(path)
-        return self.views.branches_after(session.view, session.tree, after, start, limit)
+        return self.views.branches_after(session.view, session.tree, after, start, limit,
+                                         bookkeeping)
 
     def tree_delta(self, path: Path, tree: SessionTree) -> TreeDelta | None:
         """The change to the tree an editor was shown, for `pi/sessionChanged`."""

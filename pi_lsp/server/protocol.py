@@ -234,7 +234,7 @@ class ImageArg(_Args):
     mime_type: Annotated[str, msgspec.Meta(max_length=100)]
 
 
-Count = Annotated[int, msgspec.Meta(ge=0)]
+Count = Annotated[int, msgspec.Meta(ge=0, le=2**53 - 1)]  # up to JavaScript's safe integers
 
 
 class PositionArg(_Args):

@@ -83,7 +83,6 @@ class TreeDelta(msgspec.Struct, rename="camel"):
 class RowsUnder(msgspec.Struct, rename="camel"):
     """A page of the rows folded under `under`, in drawing order."""
 
-    version: int
     under: str
     start: int
     total: int
@@ -94,7 +93,6 @@ class BranchesAfter(msgspec.Struct, rename="camel"):
     """A page of the branches after the row `after` under its fork (up to the current path),
     each folded: of the last branch a view sends, the ones it left out."""
 
-    version: int
     after: str
     start: int
     total: int
@@ -165,35 +163,25 @@ class TreeViews:
                          new.entries, new.earlier, start, delete, rows)
 
     def rows_under(self, held: HeldView, tree: SessionTree, under: str, start: int,
-                   limit: int) -> RowsUnder:
+                   limit: int, bookkeeping: bool = False) -> RowsUnder:
         """The rows `limit` at a time from `start` that hang under the row `under` (a folded
-        branch) in the tree the current view shows."""
-        bookkeeping, kind_limit = held.state[3:] if held.state is not None else (False, 1)
-        view = self.view(held, tree, bookkeeping, kind_limit)
-        nodes = {node.id: node for node in view.nodes}
-        row = place(tree, under, bookkeeping,
-                    {entry_id: (node.depth, node.head) for entry_id, node in nodes.items()})
+        branch) in the tree as drawn with or without `bookkeeping` rows."""
+        row = place(tree, under, bookkeeping, self._known(held, tree, bookkeeping))
         if row is None:
             raise NotARowError(under)
-        node = nodes.get(under)
         index = tree.children_index()
         below = rows_below(index, row, bookkeeping)
         page = list(itertools.islice(drawn(index, below, bookkeeping), start, start + limit))
-        # Nothing under a row off the path is on it.
-        on_path = _path_below(tree, under) if node is None or node.on_path else set()
-        return RowsUnder(view.version, under, start,
-                         count_rows(index, [row.record], bookkeeping) - 1,
+        on_path = _path_below(tree, under)
+        return RowsUnder(under, start, count_rows(index, [row.record], bookkeeping) - 1,
                          [self._node(held.parts, tree, row, 0, row.record.env.id in on_path)
                           for row in page])
 
     def branches_after(self, held: HeldView, tree: SessionTree, after: str, start: int,
-                       limit: int) -> BranchesAfter:
+                       limit: int, bookkeeping: bool = False) -> BranchesAfter:
         """The branches `limit` at a time from `start` that follow the row `after` (off the
         current path) under its fork or among the roots, up to the current path's."""
-        bookkeeping, kind_limit = held.state[3:] if held.state is not None else (False, 1)
-        view = self.view(held, tree, bookkeeping, kind_limit)
-        row = place(tree, after, bookkeeping,
-                    {node.id: (node.depth, node.head) for node in view.nodes})
+        row = place(tree, after, bookkeeping, self._known(held, tree, bookkeeping))
         on_path = set(tree.path_ids(tree.leaf_id))
         if row is None or after in on_path:
             raise NotARowError(after)
@@ -206,11 +194,20 @@ class TreeViews:
             raise NotARowError(after)
         rest = list(itertools.takewhile(lambda record: record.env.id not in on_path,
                                         siblings[at + 1:]))
-        return BranchesAfter(view.version, after, start, len(rest),
+        return BranchesAfter(after, start, len(rest),
                              count_rows(index, rest, bookkeeping), [
             self._node(held.parts, tree, Row(record, row.depth, row.head),
                        count_rows(index, [record], bookkeeping) - 1, False)
             for record in rest[start:start + limit]])
+
+    def _known(self, held: HeldView, tree: SessionTree, bookkeeping: bool
+               ) -> dict[str, tuple[int, bool]]:
+        """Where the rows of the view last shown are (brought up to date), when it is of this
+        kind: a row's place is found by walking up to one of them, not to the top."""
+        if held.state is None or held.state[3] != bookkeeping:
+            return {}
+        view = self.view(held, tree, bookkeeping, held.state[4])
+        return {node.id: (node.depth, node.head) for node in view.nodes}
 
     def _grown(self, held: HeldView, tree: SessionTree, bookkeeping: bool, limit: int | None
                ) -> TreeView | None:

@@ -66,7 +66,6 @@ export interface TreeResult {
 
 /** A page of the rows folded under the row `under`, in drawing order. */
 export interface RowsUnder {
-  version: number;
   under: string;
   start: number;
   total: number;
@@ -75,7 +74,6 @@ export interface RowsUnder {
 
 /** A page of the branches left out after the row `after`, each folded. */
 export interface BranchesAfter {
-  version: number;
   after: string;
   start: number;
   total: number;

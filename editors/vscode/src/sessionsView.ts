@@ -159,11 +159,13 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
     if (this.paging.has(asking)) return; // a second click while the page comes
     this.paging.add(asking);
     try {
-      const fetched = this.branches.get(key) ?? new Map<string, Branches>();
-      this.branches.set(key, fetched);
-      const held = start > 0 ? fetched.get(after) : undefined;
+      const held = start > 0 ? this.branches.get(key)?.get(after) : undefined;
       const args = { uri, after, start: held?.rows.length ?? 0, limit: PAGE_ROWS };
       const page = await (this.pi.call("pi.getTree", args) as unknown as Promise<BranchesAfter>);
+      // The session's tree may have been fetched again meanwhile: the page goes with it, and is
+      // shown while the counts of the row it follows agree.
+      const fetched = this.branches.get(key) ?? new Map<string, Branches>();
+      this.branches.set(key, fetched);
       if (held && (fetched.get(after) !== held || page.total !== held.total || page.rows !== held.made)) {
         fetched.delete(after); // they changed while this page came: the next click starts from the top
       } else {

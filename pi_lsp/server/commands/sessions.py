@@ -47,9 +47,11 @@ def new_session(ls: PiServer, args: NewSessionArgs) -> dict[str, Any]:
 async def get_tree(ls: PiServer, args: TreeArgs) -> Any:
     path = await ls.open_tree(args.uri)
     if args.under is not None:
-        return ls.hub.rows_under(path, args.under, args.start, args.limit or ROWS_UNDER_PAGE)
+        return ls.hub.rows_under(path, args.under, args.start, args.limit or ROWS_UNDER_PAGE,
+                                 args.bookkeeping)
     if args.after is not None:
-        return ls.hub.branches_after(path, args.after, args.start, args.limit or ROWS_UNDER_PAGE)
+        return ls.hub.branches_after(path, args.after, args.start,
+                                     args.limit or ROWS_UNDER_PAGE, args.bookkeeping)
     return ls.hub.tree_view(path, args.bookkeeping, args.limit)
 
 

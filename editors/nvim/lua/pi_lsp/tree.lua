@@ -332,18 +332,34 @@ end
 
 local fetch_shown -- below: it draws, and drawing calls it
 
---- The line of the cursor when it is on a "more" row of rows or branches (not "earlier"
---- rows: the row that follows them is again one).
+--- The "more" row of rows or branches the cursor is on, if any (not "earlier" rows: the row
+--- that follows them is again one).
 local function cursor_on_more(buf, view)
   local win = vim.fn.bufwinid(buf)
   local lnum = win ~= -1 and vim.api.nvim_win_get_cursor(win)[1]
   local row = lnum and view.more and view.more[lnum - HEADER_LINES]
-  return row and (row.under or row.after) and lnum or nil
+  return row and (row.under or row.after) and row or nil
+end
+
+--- Where the cursor goes that was on the "more" row `row`: the first row it fetched, or the
+--- same "more" row while those have not come.
+local function line_after_more(view, row)
+  local held = (row.under and view.unfolded or view.branches)[row.under or row.after]
+  local first = held and held.rows[row.start + 1]
+  if first and view.ids_line[first.id] then
+    return view.ids_line[first.id]
+  end
+  for lnum, other in pairs(view.more) do
+    if other.under == row.under and other.after == row.after then
+      return lnum + HEADER_LINES
+    end
+  end
+  return nil
 end
 
 local function draw(buf, view, tree)
   local cursor_id = cursor_entry(buf, view)
-  local more_line = cursor_on_more(buf, view)
+  local on_more = cursor_on_more(buf, view)
   local closed = view.rendered and closed_folds(buf, view) or nil
   local lines, ids, folds, by_id, more = M.layout(M.unfold(tree, view.unfolded, view.branches), text_width(buf))
   view.tree, view.width, view.more = tree, text_width(buf), more
@@ -366,10 +382,10 @@ local function draw(buf, view, tree)
   highlight(buf, lines, ids, view)
   restore_folds(buf, view, folds, closed)
   local win = vim.fn.bufwinid(buf)
-  -- Stay on the entry the cursor was on, or on the line of the "more" row it was on (now the
-  -- first row fetched); the first time, go to the leaf.
+  -- Stay on the entry the cursor was on, or on what the "more" row it was on fetched; the
+  -- first time, go to the leaf.
   local target = (cursor_id and view.ids_line[cursor_id])
-    or (more_line and math.min(more_line, #all))
+    or (on_more and line_after_more(view, on_more))
     or view.ids_line[tree.leafRow or ""]
   if win ~= -1 and target then
     vim.api.nvim_win_set_cursor(win, { target, 0 })
@@ -394,13 +410,21 @@ local function fetch_more(buf, row)
   -- A "more" row starts after the rows drawn: none when those held no longer fit (M.unfold).
   local held = row.start > 0 and store[id] or { rows = {} }
   view.fetching[kind][id] = true
-  local args = { uri = view.uri, [kind] = id, start = #held.rows, limit = PAGE_ROWS }
+  local args = { uri = view.uri, [kind] = id, start = #held.rows, limit = PAGE_ROWS,
+    bookkeeping = config.options.tree.show_bookkeeping }
   -- Where the row was when asked: a page for a row that moved meanwhile is not reused.
   local node = view.by_id[id] or {}
   client.exec("pi.getTree", args, function(err, page)
     view.fetching[kind][id] = nil
     if err then
       return util.error("pi.getTree: " .. (err.message or tostring(err)))
+    end
+    -- Counted otherwise than the row drawn now: the tree changed, and its change redraws (so
+    -- this draws nothing, and the row is not fetched again and again).
+    local now = view.by_id[id] or {}
+    if page.total ~= (row.under and now.hidden or now.moreBranches) or (row.after and page.rows ~= now.moreRows) then
+      store[id] = nil
+      return
     end
     if #held.rows > 0 and (store[id] ~= held or page.total ~= held.total or page.rows ~= held.made) then
       store[id] = nil -- they changed while this page came: fetched again from the top
@@ -414,8 +438,8 @@ local function fetch_more(buf, row)
   end, view.root)
 end
 
---- Fetch the rows of "more" rows: the one on the cursor's line, and with
---- `opened` the first page of each folded row whose fold is open.
+--- Fetch the rows of "more" rows: the one on the cursor's line, or with `opened` the first
+--- page of each folded row whose fold is open.
 function fetch_shown(buf, opened)
   local view = views[buf]
   local win = vim.fn.bufwinid(buf)
@@ -427,7 +451,7 @@ function fetch_shown(buf, opened)
     for lnum, row in pairs(view.more) do
       -- Branches left out come only when asked: drawn, they would be fetched at every draw.
       local shown = row.under and row.start == 0 and vim.fn.foldclosed(lnum + HEADER_LINES) == -1
-      if lnum == cursor or (opened and shown) then
+      if (opened and shown) or (not opened and lnum == cursor) then
         fetch_more(buf, row)
       end
     end
