@@ -626,6 +626,8 @@ async def test_a_page_is_counted_as_the_view_it_is_asked_for(pi: Pi) -> None:
     assert (page["total"], page["rows"]) == (1, 1)
     page = await call(pi.client, "pi.getTree", {"uri": uri, "under": "b0"})
     assert (page["total"], page["nodes"]) == (0, [])
+    error = await call_error(pi.client, "pi.getTree", {"uri": uri, "under": "b0", "start": 2**64})
+    assert error.code == INVALID_PARAMS and "start" in error.message
 
 
 async def test_a_long_path_is_sent_from_the_leaf_end(pi: Pi) -> None:
