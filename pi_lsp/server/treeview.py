@@ -166,13 +166,16 @@ class TreeViews:
                    limit: int, bookkeeping: bool = False) -> RowsUnder:
         """The rows `limit` at a time from `start` that hang under the row `under` (a folded
         branch) in the tree as drawn with or without `bookkeeping` rows."""
-        row = place(tree, under, bookkeeping, self._known(held, tree, bookkeeping))
+        sent = self._sent(held, tree, bookkeeping)
+        row = place(tree, under, bookkeeping, _places(sent))
         if row is None:
             raise NotARowError(under)
         index = tree.children_index()
         below = rows_below(index, row, bookkeeping)
         page = list(itertools.islice(drawn(index, below, bookkeeping), start, start + limit))
-        on_path = _path_below(tree, under)
+        # Nothing under a row sent off the path is on it (no walk up a 100k-entry path).
+        node = sent.get(under)
+        on_path = _path_below(tree, under) if node is None or node.on_path else set()
         return RowsUnder(under, start, count_rows(index, [row.record], bookkeeping) - 1,
                          [self._node(held.parts, tree, row, 0, row.record.env.id in on_path)
                           for row in page])
@@ -181,8 +184,11 @@ class TreeViews:
                        limit: int, bookkeeping: bool = False) -> BranchesAfter:
         """The branches `limit` at a time from `start` that follow the row `after` (off the
         current path) under its fork or among the roots, up to the current path's."""
-        row = place(tree, after, bookkeeping, self._known(held, tree, bookkeeping))
-        on_path = set(tree.path_ids(tree.leaf_id))
+        sent = self._sent(held, tree, bookkeeping)
+        row = place(tree, after, bookkeeping, _places(sent))
+        # A row sent is one off a path row sent, which is the path's next row among its fork's.
+        on_path = {entry_id for entry_id, node in sent.items() if node.on_path} \
+            if after in sent else set(tree.path_ids(tree.leaf_id))
         if row is None or after in on_path:
             raise NotARowError(after)
         above = next((record for record in itertools.islice(tree.ancestors(after), 1, None)
@@ -200,14 +206,12 @@ class TreeViews:
                        count_rows(index, [record], bookkeeping) - 1, False)
             for record in rest[start:start + limit]])
 
-    def _known(self, held: HeldView, tree: SessionTree, bookkeeping: bool
-               ) -> dict[str, tuple[int, bool]]:
-        """Where the rows of the view last shown are (brought up to date), when it is of this
-        kind: a row's place is found by walking up to one of them, not to the top."""
+    def _sent(self, held: HeldView, tree: SessionTree, bookkeeping: bool) -> dict[str, Node]:
+        """The rows of the view last shown (brought up to date), when it is of this kind."""
         if held.state is None or held.state[3] != bookkeeping:
             return {}
-        view = self.view(held, tree, bookkeeping, held.state[4])
-        return {node.id: (node.depth, node.head) for node in view.nodes}
+        return {node.id: node for node in self.view(held, tree, bookkeeping,
+                                                    held.state[4]).nodes}
 
     def _grown(self, held: HeldView, tree: SessionTree, bookkeeping: bool, limit: int | None
                ) -> TreeView | None:
@@ -262,6 +266,11 @@ class TreeViews:
         return TreeView(next(self._versions), tree.shown_leaf(),
                         shown_entry(tree, tree.leaf_id, bookkeeping), tree_title(tree),
                         len(tree.records), nodes, folded.earlier)
+
+
+def _places(sent: dict[str, Node]) -> dict[str, tuple[int, bool]]:
+    """Where rows sent are: a row's place is found by walking up to one, not to the top."""
+    return {entry_id: (node.depth, node.head) for entry_id, node in sent.items()}
 
 
 def _chain_below(tree: SessionTree, tip: str | None, added: list[Record]) -> bool:
