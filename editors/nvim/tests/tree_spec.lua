@@ -184,6 +184,21 @@ local deep = require("pi_lsp.tree").layout({ nodes = {
 } }, 80)
 H.check(deep[1] == "  d1 user: deep" and deep[2] == "  ├─   d2 user: deeper", "indented from the shallowest row: " .. vim.inspect(deep))
 
+-- A folded row's "… N more rows" line belongs to its fold, not to the branch its first page ended in.
+local layout_of = require("pi_lsp.tree")
+local unfolded = layout_of.unfold({ nodes = { { id = "B", depth = 1, head = true, type = "message", role = "user", preview = "b", hidden = 8 } } },
+  { B = { total = 8, depth = 1, head = true, rows = {
+    { id = "x1", depth = 1, head = false, type = "message", role = "user", preview = "x" },
+    { id = "S1", depth = 2, head = true, type = "message", role = "user", preview = "s" },
+    { id = "S2", depth = 2, head = true, type = "message", role = "user", preview = "s" },
+    { id = "s2", depth = 2, head = false, type = "message", role = "user", preview = "s" },
+  } } })
+local under_lines, _, under_folds = layout_of.layout(unfolded, 80)
+H.check(under_lines[6] == "  … 4 more rows", "the line: " .. vim.inspect(under_lines))
+for _, fold in ipairs(under_folds) do
+  H.check(fold[1] == 1 or fold[2] < 6, "a branch's fold hides the line: " .. vim.inspect(under_folds))
+end
+
 -- Another program appends: the tree is patched from pi/sessionChanged, not fetched again.
 local client = require("pi_lsp.client")
 local exec, fetched = client.exec, 0
@@ -403,6 +418,25 @@ vim.api.nvim_win_set_cursor(0, { more_line, 0 })
 vim.api.nvim_exec_autocmds("CursorMoved", { buffer = wide_buf })
 client.exec = real_exec
 H.check(asked == 1 and H.line_of(wide_buf, "… 5 more branches") == more_line, "asked " .. asked .. " times", wide_buf)
+-- A page that comes after the tree was fetched again goes with the rows held then.
+local answer
+client.exec = function(command, args, callback, ...)
+  if command == "pi.getTree" and args.after then
+    answer = callback
+    return
+  end
+  return real_exec(command, args, callback, ...)
+end
+vim.api.nvim_exec_autocmds("CursorMoved", { buffer = wide_buf })
+H.check(answer ~= nil, "the page was not asked for")
+local held_then = T.view(wide_buf).branches
+T.refresh(wide_buf)
+H.wait(function()
+  return T.view(wide_buf).branches ~= held_then
+end, "the tree was not fetched again", wide_buf)
+client.exec = real_exec
+answer(nil, H.exec("pi.getTree", { uri = T.view(wide_buf).uri, after = "b299", limit = 500 }))
+H.check(H.entry(wide_buf, "b304") ~= nil, "the page that came after the tree was not drawn", wide_buf)
 vim.api.nvim_exec_autocmds("CursorMoved", { buffer = wide_buf })
 H.wait(function()
   return H.entry(wide_buf, "b304") ~= nil

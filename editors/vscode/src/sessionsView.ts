@@ -148,8 +148,16 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
     if (!held) return;
     const unfolded = await held;
     const page = await this.page(uri, under, unfolded.rows.length);
-    const rows = [...unfolded.rows, ...page.nodes];
-    this.unfolded.get(key)?.set(under, Promise.resolve({ total: page.total, rows, shape: rowsShape(rows) }));
+    const now = this.unfolded.get(key);
+    // Fetched again meanwhile (that answer stands), or counted otherwise (the rows changed while the
+    // page came: fetched again from the top when shown): the page does not follow those rows.
+    if (now?.get(under) === held) {
+      if (page.total !== unfolded.total) now.delete(under);
+      else {
+        const rows = [...unfolded.rows, ...page.nodes];
+        now.set(under, Promise.resolve({ total: page.total, rows, shape: rowsShape(rows) }));
+      }
+    }
     this.refresh(undefined, false);
   }
 

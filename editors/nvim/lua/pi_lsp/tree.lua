@@ -189,9 +189,9 @@ function M.layout(tree, width)
     end
   end
   for lnum, node in ipairs(nodes) do
-    if node.head or node.after then
-      -- A branch's fold runs until the next branch at its depth or shallower (or the row
-      -- that stands for the rest of its fork's branches, which no branch's fold hides).
+    if node.head or node.after or node.under then
+      -- A branch's fold runs until the next branch at its depth or shallower (or a row that
+      -- stands for more rows or branches, which no deeper branch's fold hides).
       close_to(node.depth - base + 1, lnum - 1)
     end
     if node.head then
@@ -403,12 +403,11 @@ local function fetch_more(buf, row)
     return view.refresh()
   end
   local kind, id = row.under and "under" or "after", row.under or row.after
-  local store = row.under and view.unfolded or view.branches
   if view.fetching[kind][id] then
     return
   end
   -- A "more" row starts after the rows drawn: none when those held no longer fit (M.unfold).
-  local held = row.start > 0 and store[id] or { rows = {} }
+  local held = row.start > 0 and (row.under and view.unfolded or view.branches)[id] or { rows = {} }
   view.fetching[kind][id] = true
   local args = { uri = view.uri, [kind] = id, start = #held.rows, limit = PAGE_ROWS,
     bookkeeping = config.options.tree.show_bookkeeping }
@@ -419,6 +418,8 @@ local function fetch_more(buf, row)
     if err then
       return util.error("pi.getTree: " .. (err.message or tostring(err)))
     end
+    -- The tree may have been fetched again meanwhile: the page goes with the rows held now.
+    local store = row.under and view.unfolded or view.branches
     -- Counted otherwise than the row drawn now: the tree changed, and its change redraws (so
     -- this draws nothing, and the row is not fetched again and again).
     local now = view.by_id[id] or {}
@@ -439,7 +440,8 @@ local function fetch_more(buf, row)
 end
 
 --- Fetch the rows of "more" rows: the one on the cursor's line, or with `opened` the first
---- page of each folded row whose fold is open.
+--- page of each folded row whose fold is open, and of the one the cursor is on (a draw that
+--- left it on a "more" row whose rows were dropped as changed).
 function fetch_shown(buf, opened)
   local view = views[buf]
   local win = vim.fn.bufwinid(buf)
@@ -451,7 +453,8 @@ function fetch_shown(buf, opened)
     for lnum, row in pairs(view.more) do
       -- Branches left out come only when asked: drawn, they would be fetched at every draw.
       local shown = row.under and row.start == 0 and vim.fn.foldclosed(lnum + HEADER_LINES) == -1
-      if (opened and shown) or (not opened and lnum == cursor) then
+      local again = lnum == cursor and row.start == 0 and (row.under or row.after)
+      if (opened and (shown or again)) or (not opened and lnum == cursor) then
         fetch_more(buf, row)
       end
     end
