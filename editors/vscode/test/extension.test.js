@@ -330,6 +330,42 @@ test("a fork with more branches than the view is sent shows the rest a page at a
   assert.equal((await provider().node(session.sessionUri, "b302")).hidden, 2, "fetched again, with its two rows");
 });
 
+test("a page of a folded row's rows that comes after they changed is not glued onto the rows held", async () => {
+  const messages = [["r0", null], ...chain("x", 502, "r0"), ["r1", "r0"]]; // the leaf: x's 502 rows fold
+  const { file, session } = await writeSession("changed-under", messages);
+  const [top] = await provider().getChildren(session);
+  const folded = (await provider().getChildren(top)).find((item) => item.entryId === "x0");
+  assert.equal(folded.node.hidden, 501);
+  const first = await provider().getChildren(folded);
+  assert.deepEqual([first.length, first.at(-1).label], [501, "… 1 more rows"]);
+  let release;
+  const gate = new Promise((resolve) => { release = resolve; });
+  const call = api.pi.call;
+  api.pi.call = async (command, args) => {
+    if (args?.under === "x0" && args.start > 0) await gate; // the page is on its way while a row comes
+    return call.call(api.pi, command, args);
+  };
+  try {
+    const clicked = run(first.at(-1).command.command, ...first.at(-1).command.arguments);
+    // Another writer's turn inside x0's rows, then the leaf moved back (pi-lsp's durable move hangs under its target).
+    // Its stamp is older than x2's: it is drawn first, and the rows after it move down one.
+    require("node:fs").appendFileSync(file, [JSON.stringify({ type: "message", id: "y0", parentId: "x1",
+      timestamp: "2026-12-01T10:00:00.500Z", message: { role: "user", content: "prompt y0", timestamp: 1796119202000 } }),
+    JSON.stringify({ type: "custom", id: "m0", parentId: "r1", timestamp: "2026-12-01T10:00:02.000Z", customType: "pi-lsp.leaf",
+      data: { targetId: "r1" } })].join("\n") + "\n");
+    await eventually(async () => (await provider().node(session.sessionUri, "x0"))?.hidden === 502, "the row under x0");
+    release();
+    await clicked;
+  } finally {
+    api.pi.call = call;
+  }
+  const [again] = await provider().getChildren(session);
+  const x0 = (await provider().getChildren(again)).find((item) => item.entryId === "x0");
+  const ids = await reachable(x0);
+  assert.equal(new Set(ids).size, ids.length, "no row twice");
+  assert.ok(ids.includes("y0"), "the new row, in the rows fetched again from the top");
+});
+
 /** A session file of user messages, as [id, parentId] pairs in file order; its item in the view. */
 async function writeSession(name, messages) {
   const file = require("node:path").join(ws.sessionsDir, `${name}.jsonl`);
