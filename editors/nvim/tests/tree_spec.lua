@@ -437,6 +437,43 @@ end, "the tree was not fetched again", wide_buf)
 client.exec = real_exec
 answer(nil, H.exec("pi.getTree", { uri = T.view(wide_buf).uri, after = "b299", limit = 500 }))
 H.check(H.entry(wide_buf, "b304") ~= nil, "the page that came after the tree was not drawn", wide_buf)
+-- A page that comes after the tree was fetched again, on top of branches fetched before: those
+-- are dropped, and fetched again from the top with the cursor on their line. (A stand-in answers
+-- the first page with two branches and holds the next; then the server answers.)
+held_then = T.view(wide_buf).branches
+T.refresh(wide_buf)
+H.wait(function()
+  return T.view(wide_buf).branches ~= held_then and H.line_of(wide_buf, "… 5 more branches")
+end, "the tree was not fetched again", wide_buf)
+local full = H.exec("pi.getTree", { uri = T.view(wide_buf).uri, after = "b299", limit = 500 })
+local pages, second = {}, nil
+client.exec = function(command, args, callback, ...)
+  if command ~= "pi.getTree" or not args.after or #pages == 2 then
+    return real_exec(command, args, callback, ...)
+  end
+  pages[#pages + 1] = args.start
+  if #pages == 1 then
+    callback(nil, { after = "b299", start = 0, total = 5, rows = 10, nodes = { full.nodes[1], full.nodes[2] } })
+  else
+    second = callback
+  end
+end
+vim.api.nvim_win_set_cursor(0, { H.line_of(wide_buf, "… 5 more branches"), 0 })
+vim.api.nvim_exec_autocmds("CursorMoved", { buffer = wide_buf })
+H.check(H.entry(wide_buf, "b301") ~= nil and H.line_of(wide_buf, "… 3 more branches"), "the first page", wide_buf)
+vim.api.nvim_win_set_cursor(0, { H.line_of(wide_buf, "… 3 more branches"), 0 })
+vim.api.nvim_exec_autocmds("CursorMoved", { buffer = wide_buf })
+held_then = T.view(wide_buf).branches
+T.refresh(wide_buf)
+H.wait(function()
+  return T.view(wide_buf).branches ~= held_then
+end, "the tree was not fetched again", wide_buf)
+second(nil, { after = "b299", start = 2, total = 5, rows = 10, nodes = { full.nodes[3], full.nodes[4], full.nodes[5] } })
+H.wait(function()
+  return H.entry(wide_buf, "b304") ~= nil
+end, "the branches dropped were not fetched again: pages " .. vim.inspect(pages), wide_buf)
+client.exec = real_exec
+H.check(vim.deep_equal(pages, { 0, 2 }), "pages asked: " .. vim.inspect(pages))
 vim.api.nvim_exec_autocmds("CursorMoved", { buffer = wide_buf })
 H.wait(function()
   return H.entry(wide_buf, "b304") ~= nil
