@@ -75,8 +75,8 @@ class Settings(msgspec.Struct, rename="camel", omit_defaults=True):
     def new_session_thinking_level(self, model: ModelInfo) -> str:
         """The level pi starts a session with: the model's own, else the default set, else
         medium; clamped to the model."""
-        return clamped_level(model, self.model_thinking_levels.get(
-            f"{model.provider}/{model.id}") or self.resume_thinking_level)
+        return clamped_level(model, self.thinking_level_for(model.provider, model.id)
+                             or DEFAULT_THINKING_LEVEL)
 
     def registry(self) -> ModelRegistry:
         """Built-in models, then models.json's, then the ones settings.json adds."""
