@@ -15,9 +15,11 @@ local uri = vim.b[tree].pi_lsp_uri
 H.check(vim.uri_to_fname(uri) == vim.fn.fnamemodify(example, ":p"), "the tree shows the edited file: " .. uri)
 
 -- `s`: over to the ORM dead end, with a summary of the main line being left. Its folded
--- rows are fetched as its fold opens.
+-- rows are fetched as its open fold scrolls into view (a UI fires WinScrolled; headless, here).
 vim.api.nvim_set_current_win(vim.fn.bufwinid(tree))
 H.keys("zR")
+vim.api.nvim_win_set_cursor(0, { H.line_of(tree, "more rows"), 0 })
+vim.api.nvim_exec_autocmds("WinScrolled", {})
 H.wait(function()
   return H.entry(tree, "28511eec") ~= nil
 end, "opening the folds did not fetch the dead end's rows", tree)

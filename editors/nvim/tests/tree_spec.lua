@@ -110,7 +110,10 @@ H.check(H.exec("pi.getTree", { uri = vim.b[buf].pi_lsp_uri }).leafId == "28511ee
 H.check(H.lines(buf)[H.entry(buf, "28511eec")]:find("* 28511eec", 1, true), "the new leaf is on the path", buf)
 H.check(vim.api.nvim_win_get_cursor(0)[1] == H.entry(buf, "28511eec"), "the cursor stays on the entry")
 
--- The branch left comes folded; its fold was open, so its rows are fetched again.
+-- The branch left comes folded; its fold was open, so its rows are fetched again as it scrolls
+-- into view (a UI fires WinScrolled; headless, fire it here).
+vim.api.nvim_win_set_cursor(0, { vim.api.nvim_buf_line_count(buf), 0 })
+vim.api.nvim_exec_autocmds("WinScrolled", {})
 H.wait(function()
   return H.entry(buf, "c66a750f") ~= nil
 end, "the rows of the open fold of the branch left were not fetched", buf)
@@ -506,6 +509,39 @@ H.wait(function()
 end, "the branches did not come again", wide_buf)
 local b302 = T.view(wide_buf).by_id["b302"]
 H.check(b302 and b302.hidden == 2, "b302 fetched again, with its two rows: " .. vim.inspect(b302), wide_buf)
+
+-- With fold_off_path off every branch shows open, but only the folded rows in view are fetched
+-- (forty would be forty requests and forty redraws at once); the others as they scroll in.
+local tree_options = require("pi_lsp.config").options.tree
+tree_options.fold_off_path = false
+local open_entries = { { "o0" } }
+for n = 1, 40 do
+  open_entries[#open_entries + 1] = { "h" .. n, "o0" }
+  open_entries[#open_entries + 1] = { "i" .. n, "h" .. n, "assistant" }
+end
+open_entries[#open_entries + 1] = { "o1", "o0" } -- the leaf, below the branches
+local under_asked = 0
+client.exec = function(command, args, ...)
+  if command == "pi.getTree" and args.under then
+    under_asked = under_asked + 1
+  end
+  return real_exec(command, args, ...)
+end
+local open_buf = open_session("open-branches", open_entries)
+H.wait(function()
+  return H.entry(open_buf, "i40") ~= nil and next(T.view(open_buf).fetching.under) == nil
+end, "the rows of the branch in view did not come", open_buf)
+local height = vim.api.nvim_win_get_height(0)
+H.check(under_asked > 0 and under_asked <= height and H.entry(open_buf, "i1") == nil and H.contains(open_buf, "… 1 more rows"),
+  ("%d branches' rows asked for with %d lines in view"):format(under_asked, height), open_buf)
+vim.api.nvim_win_set_cursor(0, { H.entry(open_buf, "h1"), 0 })
+-- A UI fires WinScrolled when the view scrolls; headless, fire it here.
+vim.api.nvim_exec_autocmds("WinScrolled", {})
+H.wait(function()
+  return H.entry(open_buf, "i1") ~= nil
+end, "the rows of a branch scrolled into view did not come", open_buf)
+client.exec = real_exec
+tree_options.fold_off_path = true
 
 -- The server dies: it is started again, and the open tree follows its session again.
 local util = require("pi_lsp.util")

@@ -440,7 +440,7 @@ local function fetch_more(buf, row)
 end
 
 --- Fetch the rows of "more" rows: the one on the cursor's line, or with `opened` the first
---- page of each folded row whose fold is open, and of the one the cursor is on (a draw that
+--- page of each folded row in view whose fold is open, and of the one the cursor is on (a draw that
 --- left it on a "more" row whose rows were dropped as changed).
 function fetch_shown(buf, opened)
   local view = views[buf]
@@ -450,9 +450,13 @@ function fetch_shown(buf, opened)
   end
   local cursor = vim.api.nvim_win_get_cursor(win)[1] - HEADER_LINES
   vim.api.nvim_win_call(win, function()
+    -- Only the lines in view: folds opened by the hundred (zR, or fold_off_path off) would ask
+    -- for every one at once, a request and a redraw each. The rest come as they scroll in.
+    local top, bottom = vim.fn.line("w0") - HEADER_LINES, vim.fn.line("w$") - HEADER_LINES
     for lnum, row in pairs(view.more) do
       -- Branches left out come only when asked: drawn, they would be fetched at every draw.
-      local shown = row.under and row.start == 0 and vim.fn.foldclosed(lnum + HEADER_LINES) == -1
+      local shown = row.under and row.start == 0 and lnum >= top and lnum <= bottom
+        and vim.fn.foldclosed(lnum + HEADER_LINES) == -1
       local again = lnum == cursor and row.start == 0 and (row.under or row.after)
       if (opened and (shown or again)) or (not opened and lnum == cursor) then
         fetch_more(buf, row)
@@ -736,6 +740,18 @@ vim.api.nvim_create_autocmd({ "WinResized", "VimResized" }, {
     for buf, view in pairs(views) do
       if view.tree and vim.api.nvim_buf_is_valid(buf) and text_width(buf) and text_width(buf) ~= view.width then
         draw(buf, view, view.tree)
+      end
+    end
+  end,
+})
+
+-- Lines scrolled into view fetch the rows of their open folds.
+vim.api.nvim_create_autocmd("WinScrolled", {
+  group = vim.api.nvim_create_augroup("pi_lsp_tree_scroll", { clear = true }),
+  callback = function()
+    for buf in pairs(views) do
+      if vim.api.nvim_buf_is_valid(buf) then
+        fetch_shown(buf, true)
       end
     end
   end,
