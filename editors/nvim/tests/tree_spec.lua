@@ -126,6 +126,8 @@ H.wait(function()
 end, "the new label did not appear", buf)
 local labelled = H.lines(buf)[H.entry(buf, "c66a750f")]
 H.check(labelled:find("[regression-test]", 1, true), "the label sits on c66a750f: " .. labelled)
+-- The label's draw folds the new label row's sibling; the current path's branch stays open.
+H.check(vim.fn.foldclosed(H.entry(buf, "e1afef94")) == -1, "the current path's branch was folded", buf)
 
 -- Preview the context at an entry with `p`: the server's Markdown, token counts.
 vim.api.nvim_set_current_win(vim.fn.bufwinid(buf))
@@ -379,6 +381,26 @@ settled(label_buf, "L1")
 H.check(H.lines(label_buf)[H.entry(label_buf, "b2")]:find("[good idea]", 1, true), "the label on b2 shows", label_buf)
 check_as_fetched(label_buf)
 
+-- A branch folded inside a closed fold keeps its own state through a draw: closed here, it is
+-- still closed when the fold around it opens.
+local nested_buf, nested_path = open_session("nested-folds", {
+  { "a0" }, { "a1", "a0", "assistant" }, { "b0", "a1" }, { "b1", "b0", "assistant" },
+  { "c0", "b1" }, { "c1", "c0", "assistant" }, { "d0", "b1" }, { "d1", "d0", "assistant" },
+  { "e0", "a1" }, { "e1", "e0", "assistant" },
+})
+vim.api.nvim_win_set_cursor(0, { H.entry(nested_buf, "b0"), 0 })
+H.keys("zo")
+settled(nested_buf, "c0")
+H.check(vim.fn.foldclosed(H.entry(nested_buf, "c0")) == H.entry(nested_buf, "c0"), "the inner branch starts folded", nested_buf)
+vim.api.nvim_win_set_cursor(0, { H.entry(nested_buf, "b0"), 0 })
+vim.cmd("normal! zc")
+vim.fn.writefile({ entry("e2", "e1") }, nested_path, "a")
+settled(nested_buf, "e2")
+vim.api.nvim_win_set_cursor(0, { H.entry(nested_buf, "b0"), 0 })
+H.keys("zo")
+H.check(vim.fn.foldclosed(H.entry(nested_buf, "b0")) == -1 and vim.fn.foldclosed(H.entry(nested_buf, "c0")) == H.entry(nested_buf, "c0"),
+  "the inner branch is folded still", nested_buf)
+
 -- A session begun again from the very start: the first conversation is a folded root beside the
 -- path's, never "earlier rows" that a longer path cannot bring.
 local roots_buf = open_session("two-roots", { { "a1" }, { "a2", "a1" }, { "b1" }, { "b2", "b1" } })
@@ -540,6 +562,13 @@ vim.api.nvim_exec_autocmds("WinScrolled", {})
 H.wait(function()
   return H.entry(open_buf, "i1") ~= nil
 end, "the rows of a branch scrolled into view did not come", open_buf)
+-- The tree fetched again (a change the view cannot patch): the rows held come back, in view
+-- or not.
+local held_open = T.view(open_buf).unfolded
+T.refresh(open_buf)
+H.wait(function()
+  return T.view(open_buf).unfolded ~= held_open and H.entry(open_buf, "i1") ~= nil and H.entry(open_buf, "i40") ~= nil
+end, "the rows held before the tree was fetched again did not all come back", open_buf)
 client.exec = real_exec
 tree_options.fold_off_path = true
 

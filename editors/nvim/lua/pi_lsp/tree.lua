@@ -268,7 +268,8 @@ local function highlight(buf, lines, ids, view)
 end
 
 --- Whether each branch fold drawn is closed, by the entry id it starts at (false for
---- every other row drawn: a row that starts a fold when drawn again shows open).
+--- every other row drawn: a row that starts a fold when drawn again shows open). A fold
+--- hidden in a closed one keeps what it was at the draw before: the window cannot tell.
 local function closed_folds(buf, view)
   local closed = {}
   local win = vim.fn.bufwinid(buf)
@@ -278,10 +279,16 @@ local function closed_folds(buf, view)
   for id in pairs(view.ids_line) do
     closed[id] = false
   end
+  local before = view.closed or {}
   vim.api.nvim_win_call(win, function()
     for _, fold in ipairs(view.folds or {}) do
-      local row = fold[1] + HEADER_LINES
-      closed[view.line_ids[fold[1]]] = vim.fn.foldclosed(row) == row
+      local row, id = fold[1] + HEADER_LINES, view.line_ids[fold[1]]
+      local shut = vim.fn.foldclosed(row)
+      if shut == -1 or shut == row then
+        closed[id] = shut == row
+      else
+        closed[id] = before[id]
+      end
     end
   end)
   return closed
@@ -306,8 +313,10 @@ local function restore_folds(buf, view, folds, closed)
       if close == nil then
         close = config.options.tree.fold_off_path and not node.onPath
       end
-      if close then
-        vim.cmd(("%dfoldclose"):format(fold[1] + HEADER_LINES))
+      -- Only an open one: closing a closed fold closes the one around it.
+      local row = fold[1] + HEADER_LINES
+      if close and vim.fn.foldclosed(row) ~= row then
+        vim.cmd(("%dfoldclose"):format(row))
       end
     end
   end)
@@ -361,6 +370,7 @@ local function draw(buf, view, tree)
   local cursor_id = cursor_entry(buf, view)
   local on_more = cursor_on_more(buf, view)
   local closed = view.rendered and closed_folds(buf, view) or nil
+  view.closed = closed
   local lines, ids, folds, by_id, more = M.layout(M.unfold(tree, view.unfolded, view.branches), text_width(buf))
   view.tree, view.width, view.more = tree, text_width(buf), more
   view.nodes, view.by_id, view.leaf, view.line_ids, view.folds = tree.nodes, by_id, tree.leafId, ids, folds
@@ -451,11 +461,16 @@ function fetch_shown(buf, opened)
   local cursor = vim.api.nvim_win_get_cursor(win)[1] - HEADER_LINES
   vim.api.nvim_win_call(win, function()
     -- Only the lines in view: folds opened by the hundred (zR, or fold_off_path off) would ask
-    -- for every one at once, a request and a redraw each. The rest come as they scroll in.
+    -- for every one at once, a request and a redraw each. The rest come as they scroll in,
+    -- but for the rows held before the tree was fetched again, wherever they are.
     local top, bottom = vim.fn.line("w0") - HEADER_LINES, vim.fn.line("w$") - HEADER_LINES
+    local reopen = opened and view.reopen or {}
+    if opened then
+      view.reopen = nil
+    end
     for lnum, row in pairs(view.more) do
       -- Branches left out come only when asked: drawn, they would be fetched at every draw.
-      local shown = row.under and row.start == 0 and lnum >= top and lnum <= bottom
+      local shown = row.under and row.start == 0 and (reopen[row.under] or (lnum >= top and lnum <= bottom))
         and vim.fn.foldclosed(lnum + HEADER_LINES) == -1
       local again = lnum == cursor and row.start == 0 and (row.under or row.after)
       if (opened and (shown or again)) or (not opened and lnum == cursor) then
@@ -690,7 +705,7 @@ local function buffer_for(uri, root)
       if err then
         util.error("pi.getTree: " .. (err.message or tostring(err)))
       elseif vim.api.nvim_buf_is_valid(buf) then
-        view.unfolded, view.branches = {}, {} -- fetched anew as they show
+        view.reopen, view.unfolded, view.branches = view.unfolded, {}, {} -- fetched anew
         draw(buf, view, tree)
       end
       done()
@@ -711,7 +726,8 @@ local function buffer_for(uri, root)
       local patched = M.patch(view.tree, change.tree)
       if patched and not config.options.tree.show_bookkeeping then
         if relabels(change.tree) then
-          view.unfolded, view.branches = {}, {} -- a label may sit on a row not in the tree: fetched again
+          -- A label may sit on a row not in the tree: fetched again.
+          view.reopen, view.unfolded, view.branches = view.unfolded, {}, {}
         end
         draw(buf, view, patched)
       else
