@@ -366,6 +366,35 @@ test("a page of a folded row's rows that comes after they changed is not glued o
   assert.ok(ids.includes("y0"), "the new row, in the rows fetched again from the top");
 });
 
+test("a page of branches that comes after the tree was fetched again goes with the tree fetched", async () => {
+  const messages = [["r0", null]];
+  for (let n = 0; n < 302; n++) messages.push([`b${n}`, "r0"]);
+  messages.push(["r1", "r0"]); // the leaf: the branches come before it
+  const { session } = await writeSession("wide-refetched", messages);
+  const [top] = await provider().getChildren(session);
+  const more = (await provider().getChildren(top)).find((item) => item.kind === "more");
+  assert.equal(more.label, "… 2 more branches");
+  let release;
+  const gate = new Promise((resolve) => { release = resolve; });
+  const call = api.pi.call;
+  api.pi.call = async (command, args) => {
+    if (args?.after) await gate; // the page is on its way while the tree is fetched again
+    return call.call(api.pi, command, args);
+  };
+  try {
+    const clicked = run(more.command.command, ...more.command.arguments);
+    provider().refresh(session.sessionUri);
+    await provider().getChildren((await provider().getChildren(session))[0]); // the tree fetched again
+    release();
+    await clicked;
+  } finally {
+    api.pi.call = call;
+  }
+  const items = await provider().getChildren((await provider().getChildren(session))[0]);
+  assert.deepEqual(items.slice(299).map((item) => item.entryId ?? item.label), ["b299", "b300", "b301", "r1"],
+    "the page shown with the tree fetched again");
+});
+
 /** A session file of user messages, as [id, parentId] pairs in file order; its item in the view. */
 async function writeSession(name, messages) {
   const file = require("node:path").join(ws.sessionsDir, `${name}.jsonl`);
