@@ -556,12 +556,13 @@ end, "the rows of the branch in view did not come", open_buf)
 local height = vim.api.nvim_win_get_height(0)
 H.check(under_asked > 0 and under_asked <= height and H.entry(open_buf, "i1") == nil and H.contains(open_buf, "… 1 more rows"),
   ("%d branches' rows asked for with %d lines in view"):format(under_asked, height), open_buf)
-vim.api.nvim_win_set_cursor(0, { H.entry(open_buf, "h1"), 0 })
+vim.api.nvim_win_set_cursor(0, { H.entry(open_buf, "h2"), 0 })
 -- A UI fires WinScrolled when the view scrolls; headless, fire it here.
 vim.api.nvim_exec_autocmds("WinScrolled", {})
 H.wait(function()
-  return H.entry(open_buf, "i1") ~= nil
-end, "the rows of a branch scrolled into view did not come", open_buf)
+  return H.entry(open_buf, "i1") ~= nil and H.entry(open_buf, "i2") ~= nil
+end, "the rows of the branches scrolled into view did not come", open_buf)
+H.check(vim.api.nvim_win_get_cursor(0)[1] == H.entry(open_buf, "h2"), "the cursor follows its row down as rows come above it", open_buf)
 -- The tree fetched again (a change the view cannot patch): the rows held come back, in view
 -- or not.
 local held_open = T.view(open_buf).unfolded
