@@ -19,7 +19,7 @@ H.check(vim.uri_to_fname(uri) == vim.fn.fnamemodify(example, ":p"), "the tree sh
 vim.api.nvim_set_current_win(vim.fn.bufwinid(tree))
 H.keys("zR")
 vim.api.nvim_win_set_cursor(0, { H.line_of(tree, "more rows"), 0 })
-vim.api.nvim_exec_autocmds("WinScrolled", {})
+vim.api.nvim_exec_autocmds("WinScrolled", { pattern = tostring(vim.api.nvim_get_current_win()) })
 H.wait(function()
   return H.entry(tree, "28511eec") ~= nil
 end, "opening the folds did not fetch the dead end's rows", tree)

@@ -113,7 +113,7 @@ H.check(vim.api.nvim_win_get_cursor(0)[1] == H.entry(buf, "28511eec"), "the curs
 -- The branch left comes folded; its fold was open, so its rows are fetched again as it scrolls
 -- into view (a UI fires WinScrolled; headless, fire it here).
 vim.api.nvim_win_set_cursor(0, { vim.api.nvim_buf_line_count(buf), 0 })
-vim.api.nvim_exec_autocmds("WinScrolled", {})
+vim.api.nvim_exec_autocmds("WinScrolled", { pattern = tostring(vim.api.nvim_get_current_win()) })
 H.wait(function()
   return H.entry(buf, "c66a750f") ~= nil
 end, "the rows of the open fold of the branch left were not fetched", buf)
@@ -441,6 +441,9 @@ end
 vim.api.nvim_win_set_cursor(0, { more_line, 0 })
 -- A UI fires CursorMoved when the cursor moves; a headless script's moves do not, so fire it here.
 vim.api.nvim_exec_autocmds("CursorMoved", { buffer = wide_buf })
+for _ = 1, 3 do -- nor as the window scrolls
+  vim.api.nvim_exec_autocmds("WinScrolled", { pattern = tostring(vim.api.nvim_get_current_win()) })
+end
 client.exec = real_exec
 H.check(asked == 1 and H.line_of(wide_buf, "… 5 more branches") == more_line, "asked " .. asked .. " times", wide_buf)
 -- A page that comes after the tree was fetched again goes with the rows held then.
@@ -461,7 +464,9 @@ H.wait(function()
 end, "the tree was not fetched again", wide_buf)
 client.exec = real_exec
 answer(nil, H.exec("pi.getTree", { uri = T.view(wide_buf).uri, after = "b299", limit = 500 }))
-H.check(H.entry(wide_buf, "b304") ~= nil, "the page that came after the tree was not drawn", wide_buf)
+H.wait(function()
+  return H.entry(wide_buf, "b304") ~= nil
+end, "the page that came after the tree was not drawn", wide_buf)
 -- A page that comes after the tree was fetched again, on top of branches fetched before: those
 -- are dropped, and fetched again from the top with the cursor on their line. (A stand-in answers
 -- the first page with two branches and holds the next; then the server answers.)
@@ -485,7 +490,9 @@ client.exec = function(command, args, callback, ...)
 end
 vim.api.nvim_win_set_cursor(0, { H.line_of(wide_buf, "… 5 more branches"), 0 })
 vim.api.nvim_exec_autocmds("CursorMoved", { buffer = wide_buf })
-H.check(H.entry(wide_buf, "b301") ~= nil and H.line_of(wide_buf, "… 3 more branches"), "the first page", wide_buf)
+H.wait(function()
+  return H.entry(wide_buf, "b301") ~= nil and H.line_of(wide_buf, "… 3 more branches")
+end, "the first page", wide_buf)
 vim.api.nvim_win_set_cursor(0, { H.line_of(wide_buf, "… 3 more branches"), 0 })
 vim.api.nvim_exec_autocmds("CursorMoved", { buffer = wide_buf })
 held_then = T.view(wide_buf).branches
@@ -558,7 +565,7 @@ H.check(under_asked > 0 and under_asked <= height and H.entry(open_buf, "i1") ==
   ("%d branches' rows asked for with %d lines in view"):format(under_asked, height), open_buf)
 vim.api.nvim_win_set_cursor(0, { H.entry(open_buf, "h2"), 0 })
 -- A UI fires WinScrolled when the view scrolls; headless, fire it here.
-vim.api.nvim_exec_autocmds("WinScrolled", {})
+vim.api.nvim_exec_autocmds("WinScrolled", { pattern = tostring(vim.api.nvim_get_current_win()) })
 H.wait(function()
   return H.entry(open_buf, "i1") ~= nil and H.entry(open_buf, "i2") ~= nil
 end, "the rows of the branches scrolled into view did not come", open_buf)
@@ -570,8 +577,48 @@ T.refresh(open_buf)
 H.wait(function()
   return T.view(open_buf).unfolded ~= held_open and H.entry(open_buf, "i1") ~= nil and H.entry(open_buf, "i40") ~= nil
 end, "the rows held before the tree was fetched again did not all come back", open_buf)
+-- Shown in a second window below, scrolled there: the rows in that window's view come.
+local open_path = vim.uri_to_fname(T.view(open_buf).uri)
+H.check(H.entry(open_buf, "i20") == nil, "i20 not fetched yet", open_buf)
+vim.cmd("belowright split")
+vim.api.nvim_win_set_cursor(0, { H.entry(open_buf, "h20"), 0 })
+vim.api.nvim_exec_autocmds("WinScrolled", { pattern = tostring(vim.api.nvim_get_current_win()) })
+H.wait(function()
+  return H.entry(open_buf, "i20") ~= nil
+end, "the rows in view in the second window did not come", open_buf)
+vim.cmd("close")
+-- Fetched again twice while no window shows it, then shown: the rows held come back.
+vim.cmd("enew")
+T.refresh(open_buf)
+H.wait(function()
+  return next(T.view(open_buf).unfolded) == nil
+end, "the tree was not fetched again", open_buf)
+local before_second = T.view(open_buf).tree
+T.refresh(open_buf)
+H.wait(function()
+  return T.view(open_buf).tree ~= before_second
+end, "the tree was not fetched again", open_buf)
+T.open(T.view(open_buf).uri)
+H.wait(function()
+  return H.entry(open_buf, "i1") ~= nil and H.entry(open_buf, "i40") ~= nil and H.entry(open_buf, "i20") ~= nil
+end, "the rows held did not come back when the tree was shown again", open_buf)
 client.exec = real_exec
 tree_options.fold_off_path = true
+
+-- After zR (which leaves 'foldlevel' at the deepest fold), a change that adds a one-line branch
+-- off the path: the path's own branch stays open, the leaf shown.
+local flat_buf, flat_path = open_session("one-line", {
+  { "a0" }, { "a1", "a0", "assistant" }, { "q0", "a1" }, { "p0", "a1" }, { "p1", "p0", "assistant" },
+  { "r0", "p1" }, { "r1", "r0", "assistant" },
+})
+vim.cmd("normal! zR")
+vim.fn.writefile({ entry("s0", "p1"), vim.json.encode({ type = "custom", id = "m1", parentId = "r1",
+  timestamp = "2026-12-01T10:00:02.000Z", customType = "pi-lsp.leaf", data = { targetId = "r1" } }) }, flat_path, "a")
+H.wait(function()
+  return H.entry(flat_buf, "s0") ~= nil
+end, "the new branch did not show", flat_buf)
+H.check(vim.fn.foldclosed(H.entry(flat_buf, "r1")) == -1 and vim.fn.foldclosed(H.entry(flat_buf, "p0")) == -1,
+  "the path's branch was folded, hiding the leaf", flat_buf)
 
 -- The server dies: it is started again, and the open tree follows its session again.
 local util = require("pi_lsp.util")

@@ -299,6 +299,9 @@ local function restore_folds(buf, view, folds, closed)
   if win == -1 then
     return
   end
+  -- zR (and zm, zr) leave 'foldlevel' at a depth: zx would close every fold deeper than it,
+  -- and a fold said open here would stay closed.
+  vim.wo[win].foldlevel = 99
   vim.api.nvim_win_call(win, function()
     vim.cmd("normal! zx") -- recompute the folds from the new levels, all open
     -- Deepest first, so closing an outer fold does not hide an inner one's line.
@@ -313,10 +316,8 @@ local function restore_folds(buf, view, folds, closed)
       if close == nil then
         close = config.options.tree.fold_off_path and not node.onPath
       end
-      -- Only an open one: closing a closed fold closes the one around it.
-      local row = fold[1] + HEADER_LINES
-      if close and vim.fn.foldclosed(row) ~= row then
-        vim.cmd(("%dfoldclose"):format(row))
+      if close then
+        vim.cmd(("%dfoldclose"):format(fold[1] + HEADER_LINES))
       end
     end
   end)
@@ -370,7 +371,7 @@ local function draw(buf, view, tree)
   local cursor_id = cursor_entry(buf, view)
   local on_more = cursor_on_more(buf, view)
   local closed = view.rendered and closed_folds(buf, view) or nil
-  view.closed = closed
+  view.closed = closed or view.closed -- a draw with no window keeps what the last one saw
   local lines, ids, folds, by_id, more = M.layout(M.unfold(tree, view.unfolded, view.branches), text_width(buf))
   view.tree, view.width, view.more = tree, text_width(buf), more
   view.nodes, view.by_id, view.leaf, view.line_ids, view.folds = tree.nodes, by_id, tree.leafId, ids, folds
@@ -401,7 +402,7 @@ local function draw(buf, view, tree)
     vim.api.nvim_win_set_cursor(win, { target, 0 })
   end
   view.rendered = true
-  fetch_shown(buf, true)
+  fetch_shown(buf, "draw")
 end
 
 --- Fetch what a "more" row stands for: a longer path, or the next page of
@@ -443,41 +444,45 @@ local function fetch_more(buf, row)
       local rows = vim.list_extend(vim.list_slice(held.rows), page.nodes)
       store[id] = { total = page.total, made = page.rows, depth = node.depth, head = node.head, rows = rows }
     end
-    if vim.api.nvim_buf_is_valid(buf) then
-      draw(buf, view, view.tree)
-    end
+    view.redraw()
   end, view.root)
 end
 
---- Fetch the rows of "more" rows: the one on the cursor's line, or with `opened` the first
---- page of each folded row in view whose fold is open, and of the one the cursor is on (a draw that
---- left it on a "more" row whose rows were dropped as changed).
-function fetch_shown(buf, opened)
+--- Fetch the rows of "more" rows, in each window showing the tree: with `how` "cursor" the
+--- one on the cursor's line; "view" the first page of each folded row in view whose fold is
+--- open; "draw" those, the ones held before the tree was fetched again (wherever they are),
+--- and the cursor's "more" row (a draw that left it on one whose rows were dropped as changed).
+function fetch_shown(buf, how)
   local view = views[buf]
-  local win = vim.fn.bufwinid(buf)
-  if not view or not view.more or win == -1 then
+  local wins = vim.fn.win_findbuf(buf)
+  if not view or not view.more or #wins == 0 then
     return
   end
-  local cursor = vim.api.nvim_win_get_cursor(win)[1] - HEADER_LINES
-  vim.api.nvim_win_call(win, function()
-    -- Only the lines in view: folds opened by the hundred (zR, or fold_off_path off) would ask
-    -- for every one at once, a request and a redraw each. The rest come as they scroll in,
-    -- but for the rows held before the tree was fetched again, wherever they are.
-    local top, bottom = vim.fn.line("w0") - HEADER_LINES, vim.fn.line("w$") - HEADER_LINES
-    local reopen = opened and view.reopen or {}
-    if opened then
-      view.reopen = nil
-    end
-    for lnum, row in pairs(view.more) do
-      -- Branches left out come only when asked: drawn, they would be fetched at every draw.
-      local shown = row.under and row.start == 0 and (reopen[row.under] or (lnum >= top and lnum <= bottom))
-        and vim.fn.foldclosed(lnum + HEADER_LINES) == -1
-      local again = lnum == cursor and row.start == 0 and (row.under or row.after)
-      if (opened and (shown or again)) or (not opened and lnum == cursor) then
-        fetch_more(buf, row)
+  local reopen = how == "draw" and view.reopen or {}
+  if how == "draw" then
+    view.reopen = nil
+  end
+  for _, win in ipairs(wins) do
+    local cursor = vim.api.nvim_win_get_cursor(win)[1] - HEADER_LINES
+    vim.api.nvim_win_call(win, function()
+      -- Only the lines in view: folds opened by the hundred (zR, or fold_off_path off) would
+      -- ask for every one at once. The rest come as they scroll in.
+      local top, bottom = vim.fn.line("w0") - HEADER_LINES, vim.fn.line("w$") - HEADER_LINES
+      for lnum, row in pairs(view.more) do
+        local fetch = lnum == cursor
+        if how ~= "cursor" then
+          -- Branches left out come only when asked: drawn, they would be fetched at every draw.
+          local shown = row.under and row.start == 0 and (reopen[row.under] or (lnum >= top and lnum <= bottom))
+            and vim.fn.foldclosed(lnum + HEADER_LINES) == -1
+          local again = how == "draw" and fetch and row.start == 0 and (row.under or row.after)
+          fetch = shown or again
+        end
+        if fetch then
+          fetch_more(buf, row)
+        end
       end
-    end
-  end)
+    end)
+  end
 end
 
 --- Fetch the tree and redraw (coalesced per buffer).
@@ -662,7 +667,7 @@ local function map_keys(buf)
   for _, key in ipairs({ "zo", "zO", "za", "zA", "zv", "zR" }) do
     util.map(buf, "n", key, function()
       vim.cmd("normal! " .. vim.v.count1 .. key)
-      fetch_shown(buf, true)
+      fetch_shown(buf, "view")
     end, "pi: open the fold, fetching its rows")
   end
   for action, keys in pairs(config.options.tree.keys) do
@@ -687,6 +692,13 @@ local function relabels(delta)
   return false
 end
 
+--- Drop the rows and branches fetched, to be fetched anew; the rows held come back at the
+--- next draw in a window (`reopen`), in view or not: they were open.
+local function reopen_held(view)
+  view.reopen = vim.tbl_extend("force", view.reopen or {}, view.unfolded)
+  view.unfolded, view.branches = {}, {}
+end
+
 local function buffer_for(uri, root)
   for buf, view in pairs(views) do
     if vim.api.nvim_buf_is_valid(buf) and util.same(view.uri, uri) then
@@ -699,13 +711,26 @@ local function buffer_for(uri, root)
   local view = { uri = uri, root = root, limit = PATH_ROWS, unfolded = {}, branches = {} }
   view.fetching = { under = {}, after = {} }
   views[buf] = view
+  -- Pages come in bursts (the rows held, after a refetch): one draw for those come meanwhile.
+  view.redraw = function()
+    if view.redrawing then
+      return
+    end
+    view.redrawing = true
+    vim.schedule(function()
+      view.redrawing = false
+      if views[buf] == view and vim.api.nvim_buf_is_valid(buf) then
+        draw(buf, view, view.tree)
+      end
+    end)
+  end
   view.refresh = util.coalesce(function(done)
     local args = { uri = uri, bookkeeping = config.options.tree.show_bookkeeping, limit = view.limit }
     client.exec("pi.getTree", args, function(err, tree)
       if err then
         util.error("pi.getTree: " .. (err.message or tostring(err)))
       elseif vim.api.nvim_buf_is_valid(buf) then
-        view.reopen, view.unfolded, view.branches = view.unfolded, {}, {} -- fetched anew
+        reopen_held(view)
         draw(buf, view, tree)
       end
       done()
@@ -715,7 +740,7 @@ local function buffer_for(uri, root)
   vim.api.nvim_create_autocmd("CursorMoved", {
     buffer = buf,
     callback = function()
-      fetch_shown(buf, false)
+      fetch_shown(buf, "cursor")
     end,
   })
   util.tie(buf, {
@@ -727,7 +752,7 @@ local function buffer_for(uri, root)
       if patched and not config.options.tree.show_bookkeeping then
         if relabels(change.tree) then
           -- A label may sit on a row not in the tree: fetched again.
-          view.reopen, view.unfolded, view.branches = view.unfolded, {}, {}
+          reopen_held(view)
         end
         draw(buf, view, patched)
       else
@@ -761,14 +786,23 @@ vim.api.nvim_create_autocmd({ "WinResized", "VimResized" }, {
   end,
 })
 
--- Lines scrolled into view fetch the rows of their open folds.
+-- Lines scrolled into view in a tree's window fetch the rows of their open folds.
 vim.api.nvim_create_autocmd("WinScrolled", {
   group = vim.api.nvim_create_augroup("pi_lsp_tree_scroll", { clear = true }),
-  callback = function()
-    for buf in pairs(views) do
-      if vim.api.nvim_buf_is_valid(buf) then
-        fetch_shown(buf, true)
+  callback = function(args)
+    local scrolled = { [tonumber(args.match) or -1] = true } -- the first; v:event has all
+    for key in pairs(vim.v.event) do
+      scrolled[tonumber(key) or -1] = true
+    end
+    local trees = {}
+    for win in pairs(scrolled) do
+      local buf = vim.api.nvim_win_is_valid(win) and vim.api.nvim_win_get_buf(win)
+      if buf and views[buf] then
+        trees[buf] = true
       end
+    end
+    for buf in pairs(trees) do
+      fetch_shown(buf, "view")
     end
   end,
 })
