@@ -400,6 +400,64 @@ vim.api.nvim_win_set_cursor(0, { H.entry(nested_buf, "b0"), 0 })
 H.keys("zo")
 H.check(vim.fn.foldclosed(H.entry(nested_buf, "b0")) == -1 and vim.fn.foldclosed(H.entry(nested_buf, "c0")) == H.entry(nested_buf, "c0"),
   "the inner branch is folded still", nested_buf)
+-- zR, a draw, then zm: the deepest folds close again ('foldlevel' is the deepest fold's, not 99).
+vim.cmd("normal! zR")
+vim.fn.writefile({ entry("e3", "e2") }, nested_path, "a")
+settled(nested_buf, "e3")
+vim.cmd("normal! zm")
+H.check(vim.fn.foldclosed(H.entry(nested_buf, "c0")) == H.entry(nested_buf, "c0") and vim.fn.foldclosed(H.entry(nested_buf, "b0")) == -1,
+  "zm after a draw did not fold the deepest branches", nested_buf)
+-- Hidden and shown again: the folds as they were left (d0 opened, against the configured).
+vim.api.nvim_win_set_cursor(0, { H.entry(nested_buf, "d0"), 0 })
+vim.cmd("normal! zo")
+vim.cmd("enew")
+T.open(T.view(nested_buf).uri)
+H.wait(function()
+  return vim.fn.bufwinid(nested_buf) ~= -1 and T.view(nested_buf).win == vim.fn.bufwinid(nested_buf)
+end, "the tree was not drawn again", nested_buf)
+settled(nested_buf, "c0")
+H.check(vim.fn.foldclosed(H.entry(nested_buf, "c0")) == H.entry(nested_buf, "c0") and vim.fn.foldclosed(H.entry(nested_buf, "b0")) == -1
+  and vim.fn.foldclosed(H.entry(nested_buf, "d0")) == -1, "the folds shown again are not as they were left", nested_buf)
+
+-- A later page of a folded row's rows still on its way when the tree is fetched again: dropped
+-- when it comes (the rows it followed are gone), and then the rows are fetched again from the
+-- top though out of view: they were open.
+local long_entries = { { "r0" }, { "x0", "r0" } }
+for n = 1, 502 do
+  long_entries[#long_entries + 1] = { "x" .. n, "x" .. (n - 1) }
+end
+for n = 1, 40 do
+  long_entries[#long_entries + 1] = { "r" .. n, "r" .. (n - 1) }
+end
+local long_buf = open_session("late-page", long_entries)
+vim.api.nvim_win_set_cursor(0, { H.entry(long_buf, "x0"), 0 })
+H.keys("zo")
+H.wait(function()
+  return H.entry(long_buf, "x500") ~= nil and H.line_of(long_buf, "… 2 more rows")
+end, "the first page of x0's rows did not come", long_buf)
+local late
+local exec_before = client.exec
+client.exec = function(command, args, callback, ...)
+  if command == "pi.getTree" and args.under == "x0" and args.start > 0 then
+    late = callback
+    return
+  end
+  return exec_before(command, args, callback, ...)
+end
+vim.api.nvim_win_set_cursor(0, { H.line_of(long_buf, "… 2 more rows"), 0 })
+vim.api.nvim_exec_autocmds("CursorMoved", { buffer = long_buf })
+H.check(late ~= nil, "the later page was not asked for", long_buf)
+vim.api.nvim_win_set_cursor(0, { H.entry(long_buf, "r40"), 0 })
+local held_late = T.view(long_buf).unfolded
+T.refresh(long_buf)
+H.wait(function()
+  return T.view(long_buf).unfolded ~= held_late and H.entry(long_buf, "x1") == nil
+end, "the tree was not fetched again", long_buf)
+client.exec = exec_before
+late(nil, H.exec("pi.getTree", { uri = T.view(long_buf).uri, under = "x0", start = 500, limit = 500 }))
+H.wait(function()
+  return H.entry(long_buf, "x1") ~= nil
+end, "x0's rows were not fetched again after the late page", long_buf)
 
 -- A session begun again from the very start: the first conversation is a folded root beside the
 -- path's, never "earlier rows" that a longer path cannot bring.
@@ -444,6 +502,11 @@ vim.api.nvim_exec_autocmds("CursorMoved", { buffer = wide_buf })
 for _ = 1, 3 do -- nor as the window scrolls
   vim.api.nvim_exec_autocmds("WinScrolled", { pattern = tostring(vim.api.nvim_get_current_win()) })
 end
+-- Nor when the cursor moves in another window on the tree (that one's cursor is elsewhere).
+vim.cmd("belowright split")
+vim.api.nvim_win_set_cursor(0, { H.entry(wide_buf, "r0"), 0 })
+vim.api.nvim_exec_autocmds("CursorMoved", { buffer = wide_buf })
+vim.cmd("close")
 client.exec = real_exec
 H.check(asked == 1 and H.line_of(wide_buf, "… 5 more branches") == more_line, "asked " .. asked .. " times", wide_buf)
 -- A page that comes after the tree was fetched again goes with the rows held then.

@@ -269,17 +269,19 @@ end
 
 --- Whether each branch fold drawn is closed, by the entry id it starts at (false for
 --- every other row drawn: a row that starts a fold when drawn again shows open). A fold
---- hidden in a closed one keeps what it was at the draw before: the window cannot tell.
+--- hidden in a closed one, or not drawn (its rows fetched again), keeps what it was: the
+--- window cannot tell. Nil when the window is not the one drawn in last: a new window's
+--- folds say nothing.
 local function closed_folds(buf, view)
-  local closed = {}
   local win = vim.fn.bufwinid(buf)
-  if win == -1 or not view.line_ids then
+  if win == -1 or win ~= view.win or not view.line_ids then
     return nil
   end
+  local before = view.closed or {}
+  local closed = vim.tbl_extend("force", {}, before)
   for id in pairs(view.ids_line) do
     closed[id] = false
   end
-  local before = view.closed or {}
   vim.api.nvim_win_call(win, function()
     for _, fold in ipairs(view.folds or {}) do
       local row, id = fold[1] + HEADER_LINES, view.line_ids[fold[1]]
@@ -300,8 +302,13 @@ local function restore_folds(buf, view, folds, closed)
     return
   end
   -- zR (and zm, zr) leave 'foldlevel' at a depth: zx would close every fold deeper than it,
-  -- and a fold said open here would stay closed.
-  vim.wo[win].foldlevel = 99
+  -- and a fold said open here would stay closed. The deepest fold's level opens all, as zR
+  -- does, and leaves zm and zr working.
+  local deepest = 0
+  for _, fold in ipairs(folds) do
+    deepest = math.max(deepest, fold[3])
+  end
+  vim.wo[win].foldlevel = deepest
   vim.api.nvim_win_call(win, function()
     vim.cmd("normal! zx") -- recompute the folds from the new levels, all open
     -- Deepest first, so closing an outer fold does not hide an inner one's line.
@@ -370,8 +377,8 @@ end
 local function draw(buf, view, tree)
   local cursor_id = cursor_entry(buf, view)
   local on_more = cursor_on_more(buf, view)
-  local closed = view.rendered and closed_folds(buf, view) or nil
-  view.closed = closed or view.closed -- a draw with no window keeps what the last one saw
+  -- A draw in no window, or in a new one, keeps what the last one saw.
+  view.closed = view.rendered and closed_folds(buf, view) or view.closed
   local lines, ids, folds, by_id, more = M.layout(M.unfold(tree, view.unfolded, view.branches), text_width(buf))
   view.tree, view.width, view.more = tree, text_width(buf), more
   view.nodes, view.by_id, view.leaf, view.line_ids, view.folds = tree.nodes, by_id, tree.leafId, ids, folds
@@ -391,8 +398,9 @@ local function draw(buf, view, tree)
   vim.list_extend(all, lines)
   util.set_lines(buf, 0, -1, all)
   highlight(buf, lines, ids, view)
-  restore_folds(buf, view, folds, closed)
+  restore_folds(buf, view, folds, view.closed)
   local win = vim.fn.bufwinid(buf)
+  view.win = win
   -- Stay on the entry the cursor was on, or on what the "more" row it was on fetched; the
   -- first time, go to the leaf.
   local target = (cursor_id and view.ids_line[cursor_id])
@@ -402,7 +410,9 @@ local function draw(buf, view, tree)
     vim.api.nvim_win_set_cursor(win, { target, 0 })
   end
   view.rendered = true
-  fetch_shown(buf, "draw")
+  if win ~= -1 then
+    fetch_shown(buf, "draw", { win })
+  end
 end
 
 --- Fetch what a "more" row stands for: a longer path, or the next page of
@@ -448,40 +458,49 @@ local function fetch_more(buf, row)
   end, view.root)
 end
 
---- Fetch the rows of "more" rows, in each window showing the tree: with `how` "cursor" the
---- one on the cursor's line; "view" the first page of each folded row in view whose fold is
---- open; "draw" those, the ones held before the tree was fetched again (wherever they are),
---- and the cursor's "more" row (a draw that left it on one whose rows were dropped as changed).
-function fetch_shown(buf, how)
+--- Fetch the rows of "more" rows in the windows `wins` (the current one by default) showing
+--- the tree: with `how` "cursor" the one on the cursor's line; "view" the first page of each
+--- folded row in view whose fold is open; "draw" those, the ones held before the tree was
+--- fetched again (wherever they are), and the cursor's "more" row (a draw that left it on one
+--- whose rows were dropped as changed).
+function fetch_shown(buf, how, wins)
   local view = views[buf]
-  local wins = vim.fn.win_findbuf(buf)
-  if not view or not view.more or #wins == 0 then
+  wins = wins or { vim.api.nvim_get_current_win() }
+  if not view or not view.more then
     return
   end
   local reopen = how == "draw" and view.reopen or {}
   if how == "draw" then
-    view.reopen = nil
+    -- Those still on their way are asked for at the next draw: a later page, when it comes,
+    -- is dropped (its rows were fetched again).
+    local waiting = {}
+    for id in pairs(reopen) do
+      waiting[id] = view.fetching.under[id]
+    end
+    view.reopen = next(waiting) and waiting or nil
   end
   for _, win in ipairs(wins) do
-    local cursor = vim.api.nvim_win_get_cursor(win)[1] - HEADER_LINES
-    vim.api.nvim_win_call(win, function()
-      -- Only the lines in view: folds opened by the hundred (zR, or fold_off_path off) would
-      -- ask for every one at once. The rest come as they scroll in.
-      local top, bottom = vim.fn.line("w0") - HEADER_LINES, vim.fn.line("w$") - HEADER_LINES
-      for lnum, row in pairs(view.more) do
-        local fetch = lnum == cursor
-        if how ~= "cursor" then
-          -- Branches left out come only when asked: drawn, they would be fetched at every draw.
-          local shown = row.under and row.start == 0 and (reopen[row.under] or (lnum >= top and lnum <= bottom))
-            and vim.fn.foldclosed(lnum + HEADER_LINES) == -1
-          local again = how == "draw" and fetch and row.start == 0 and (row.under or row.after)
-          fetch = shown or again
+    if vim.api.nvim_win_get_buf(win) == buf then
+      local cursor = vim.api.nvim_win_get_cursor(win)[1] - HEADER_LINES
+      vim.api.nvim_win_call(win, function()
+        -- Only the lines in view: folds opened by the hundred (zR, or fold_off_path off)
+        -- would ask for every one at once. The rest come as they scroll in.
+        local top, bottom = vim.fn.line("w0") - HEADER_LINES, vim.fn.line("w$") - HEADER_LINES
+        for lnum, row in pairs(view.more) do
+          local fetch = lnum == cursor
+          if how ~= "cursor" then
+            -- Branches left out come only when asked: drawn, they would be fetched at every draw.
+            local shown = row.under and row.start == 0 and (reopen[row.under] or (lnum >= top and lnum <= bottom))
+              and vim.fn.foldclosed(lnum + HEADER_LINES) == -1
+            local again = how == "draw" and fetch and row.start == 0 and (row.under or row.after)
+            fetch = shown or again
+          end
+          if fetch then
+            fetch_more(buf, row)
+          end
         end
-        if fetch then
-          fetch_more(buf, row)
-        end
-      end
-    end)
+      end)
+    end
   end
 end
 
@@ -737,6 +756,13 @@ local function buffer_for(uri, root)
     end, root)
   end)
   map_keys(buf)
+  -- The folds as they were left are what the next window showing the tree starts with.
+  vim.api.nvim_create_autocmd("BufWinLeave", {
+    buffer = buf,
+    callback = function()
+      view.closed = closed_folds(buf, view) or view.closed
+    end,
+  })
   vim.api.nvim_create_autocmd("CursorMoved", {
     buffer = buf,
     callback = function()
@@ -794,15 +820,11 @@ vim.api.nvim_create_autocmd("WinScrolled", {
     for key in pairs(vim.v.event) do
       scrolled[tonumber(key) or -1] = true
     end
-    local trees = {}
     for win in pairs(scrolled) do
       local buf = vim.api.nvim_win_is_valid(win) and vim.api.nvim_win_get_buf(win)
       if buf and views[buf] then
-        trees[buf] = true
+        fetch_shown(buf, "view", { win })
       end
-    end
-    for buf in pairs(trees) do
-      fetch_shown(buf, "view")
     end
   end,
 })
