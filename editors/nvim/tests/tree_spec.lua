@@ -418,6 +418,58 @@ end, "the tree was not drawn again", nested_buf)
 settled(nested_buf, "c0")
 H.check(vim.fn.foldclosed(H.entry(nested_buf, "c0")) == H.entry(nested_buf, "c0") and vim.fn.foldclosed(H.entry(nested_buf, "b0")) == -1
   and vim.fn.foldclosed(H.entry(nested_buf, "d0")) == -1, "the folds shown again are not as they were left", nested_buf)
+local nested_n = 3
+--- Another writer's entry on the path, drawn.
+local function grow_nested()
+  nested_n = nested_n + 1
+  vim.fn.writefile({ entry("e" .. nested_n, "e" .. (nested_n - 1)) }, nested_path, "a")
+  H.wait(function()
+    return T.view(nested_buf).by_id["e" .. nested_n] ~= nil
+  end, "e" .. nested_n .. " was not drawn", nested_buf)
+end
+-- :PiTree on the tree shown keeps its folds.
+vim.api.nvim_win_set_cursor(0, { H.entry(nested_buf, "b0"), 0 })
+vim.cmd("normal! zc")
+T.open(T.view(nested_buf).uri)
+grow_nested()
+H.check(vim.fn.foldclosed(H.entry(nested_buf, "b0")) == H.entry(nested_buf, "b0"), ":PiTree opened the folds", nested_buf)
+-- zM, a draw, zm: nothing opens; zn holds through a draw.
+vim.cmd("normal! zM")
+grow_nested()
+vim.cmd("normal! zm")
+H.check(vim.wo.foldlevel == 0 and vim.fn.foldclosed(H.entry(nested_buf, "b0")) == H.entry(nested_buf, "b0"),
+  "zm after zM and a draw opened folds (foldlevel " .. vim.wo.foldlevel .. ")", nested_buf)
+vim.cmd("normal! zn")
+grow_nested()
+H.check(not vim.wo.foldenable, "a draw turned folding on again", nested_buf)
+vim.cmd("normal! zN")
+H.keys("zR") -- b0's rows, dropped by :PiTree's fetch while it was folded, come again
+H.wait(function()
+  return H.entry(nested_buf, "c0") ~= nil
+end, "b0's rows did not come when its fold opened", nested_buf)
+-- Drawn while its tab page is not shown: the folds stay as they were.
+H.check(vim.fn.foldclosed(H.entry(nested_buf, "c0")) == H.entry(nested_buf, "c0") and vim.fn.foldclosed(H.entry(nested_buf, "b0")) == -1,
+  "c0 folded as it was left, b0 open", nested_buf)
+local tree_tab = vim.api.nvim_get_current_tabpage()
+vim.cmd("tabnew")
+grow_nested()
+vim.api.nvim_set_current_tabpage(tree_tab)
+H.check(vim.fn.foldclosed(H.entry(nested_buf, "c0")) == H.entry(nested_buf, "c0") and vim.fn.foldclosed(H.entry(nested_buf, "b0")) == -1,
+  "a draw in another tab page lost the folds", nested_buf)
+vim.api.nvim_win_set_cursor(0, { H.entry(nested_buf, "c0"), 0 })
+vim.cmd("normal! zo")
+grow_nested()
+H.check(vim.fn.foldclosed(H.entry(nested_buf, "c0")) == -1, "after a draw in another tab page, the next undid zo", nested_buf)
+vim.cmd("normal! zc")
+-- Drawn while hidden, shown again with :buffer: what is done there holds through the next draw.
+vim.cmd("enew")
+grow_nested()
+vim.cmd("buffer " .. nested_buf)
+H.check(vim.fn.foldclosed(H.entry(nested_buf, "c0")) == H.entry(nested_buf, "c0"), "shown with :buffer, the folds were lost", nested_buf)
+vim.api.nvim_win_set_cursor(0, { H.entry(nested_buf, "c0"), 0 })
+vim.cmd("normal! zo")
+grow_nested()
+H.check(vim.fn.foldclosed(H.entry(nested_buf, "c0")) == -1, "a draw undid zo in a window showing the tree through :buffer", nested_buf)
 
 -- A later page of a folded row's rows still on its way when the tree is fetched again: dropped
 -- when it comes (the rows it followed are gone), and then the rows are fetched again from the

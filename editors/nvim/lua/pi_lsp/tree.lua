@@ -267,13 +267,23 @@ local function highlight(buf, lines, ids, view)
   end
 end
 
+--- The window showing the tree `buf`: the one drawn in last while it does (in any tab page),
+--- else the first one found; -1 when none does.
+local function tree_win(buf)
+  local last = views[buf] and views[buf].win
+  if last and last ~= -1 and vim.api.nvim_win_is_valid(last) and vim.api.nvim_win_get_buf(last) == buf then
+    return last
+  end
+  return vim.fn.win_findbuf(buf)[1] or -1
+end
+
 --- Whether each branch fold drawn is closed, by the entry id it starts at (false for
 --- every other row drawn: a row that starts a fold when drawn again shows open). A fold
 --- hidden in a closed one, or not drawn (its rows fetched again), keeps what it was: the
 --- window cannot tell. Nil when the window is not the one drawn in last: a new window's
 --- folds say nothing.
 local function closed_folds(buf, view)
-  local win = vim.fn.bufwinid(buf)
+  local win = tree_win(buf)
   if win == -1 or win ~= view.win or not view.line_ids then
     return nil
   end
@@ -286,7 +296,9 @@ local function closed_folds(buf, view)
     for _, fold in ipairs(view.folds or {}) do
       local row, id = fold[1] + HEADER_LINES, view.line_ids[fold[1]]
       local shut = vim.fn.foldclosed(row)
-      if shut == -1 or shut == row then
+      if fold[2] == fold[1] then
+        closed[id] = before[id] -- one line never shows shut: it tells nothing
+      elseif shut == -1 or shut == row then
         closed[id] = shut == row
       else
         closed[id] = before[id]
@@ -296,42 +308,54 @@ local function closed_folds(buf, view)
   return closed
 end
 
-local function restore_folds(buf, view, folds, closed)
-  local win = vim.fn.bufwinid(buf)
-  if win == -1 then
-    return
+--- Set the folds of `win` as `closed` has them (those not in it as configured), over the
+--- window's own 'foldlevel' and 'foldenable' (so zM, zm, zr and zn hold through a draw).
+local function restore_folds(win, view, folds, closed)
+  local enabled = vim.wo[win].foldenable
+  local function shut(fold)
+    local id = view.line_ids[fold[1]]
+    local close = closed and closed[id]
+    if close == nil then -- a row not drawn before (a branch fetched or new) starts as configured
+      close = config.options.tree.fold_off_path and not view.by_id[id].onPath
+    end
+    return close
   end
-  -- zR (and zm, zr) leave 'foldlevel' at a depth: zx would close every fold deeper than it,
-  -- and a fold said open here would stay closed. The deepest fold's level opens all, as zR
-  -- does, and leaves zm and zr working.
-  local deepest = 0
-  for _, fold in ipairs(folds) do
-    deepest = math.max(deepest, fold[3])
-  end
-  vim.wo[win].foldlevel = deepest
   vim.api.nvim_win_call(win, function()
-    vim.cmd("normal! zx") -- recompute the folds from the new levels, all open
-    -- Deepest first, so closing an outer fold does not hide an inner one's line.
+    vim.cmd("normal! zx") -- the folds from the new levels, open or shut by 'foldlevel'
+    -- Outermost first: a line's foldopen opens the outermost shut fold around it, so each
+    -- open one is reached through those around it (opened here, shut again below).
     table.sort(folds, function(a, b)
-      return a[3] > b[3]
+      return a[3] < b[3]
     end)
     for _, fold in ipairs(folds) do
-      local id = view.line_ids[fold[1]]
-      local node = view.by_id[id]
-      -- A row not drawn before (the first draw, a branch fetched or new) starts as configured.
-      local close = closed and closed[id]
-      if close == nil then
-        close = config.options.tree.fold_off_path and not node.onPath
+      local row = fold[1] + HEADER_LINES
+      if not shut(fold) then
+        for _ = 0, fold[3] do
+          if vim.fn.foldclosed(row) == -1 then
+            break
+          end
+          vim.cmd(("%dfoldopen"):format(row))
+        end
+        if fold[2] == fold[1] then -- one line never shows shut, but may be, under zx
+          pcall(vim.cmd, ("%dfoldopen"):format(row))
+        end
       end
-      if close then
-        vim.cmd(("%dfoldclose"):format(fold[1] + HEADER_LINES))
+    end
+    -- Deepest first, so closing an outer fold does not hide an inner one's line. Closing a
+    -- fold shut already (one line, which never shows shut, may be) closes the one around it.
+    for n = #folds, 1, -1 do
+      local fold = folds[n]
+      local row = fold[1] + HEADER_LINES
+      if shut(fold) and fold[2] > fold[1] and vim.fn.foldclosed(row) == -1 then
+        vim.cmd(("%dfoldclose"):format(row))
       end
     end
   end)
+  vim.wo[win].foldenable = enabled -- zx turns it on
 end
 
 local function cursor_entry(buf, view)
-  local win = vim.fn.bufwinid(buf)
+  local win = tree_win(buf)
   if win == -1 or not view.line_ids then
     return nil
   end
@@ -340,7 +364,7 @@ end
 
 --- The text width of the window showing `buf`, or nil if none shows it.
 local function text_width(buf)
-  local win = vim.fn.bufwinid(buf)
+  local win = tree_win(buf)
   if win == -1 then
     return nil
   end
@@ -352,7 +376,7 @@ local fetch_shown -- below: it draws, and drawing calls it
 --- The "more" row of rows or branches the cursor is on, if any (not "earlier" rows: the row
 --- that follows them is again one).
 local function cursor_on_more(buf, view)
-  local win = vim.fn.bufwinid(buf)
+  local win = tree_win(buf)
   local lnum = win ~= -1 and vim.api.nvim_win_get_cursor(win)[1]
   local row = lnum and view.more and view.more[lnum - HEADER_LINES]
   return row and (row.under or row.after) and row or nil
@@ -398,8 +422,10 @@ local function draw(buf, view, tree)
   vim.list_extend(all, lines)
   util.set_lines(buf, 0, -1, all)
   highlight(buf, lines, ids, view)
-  restore_folds(buf, view, folds, view.closed)
-  local win = vim.fn.bufwinid(buf)
+  local win = tree_win(buf)
+  if win ~= -1 then
+    restore_folds(win, view, folds, view.closed)
+  end
   view.win = win
   -- Stay on the entry the cursor was on, or on what the "more" row it was on fetched; the
   -- first time, go to the leaf.
@@ -763,6 +789,17 @@ local function buffer_for(uri, root)
       view.closed = closed_folds(buf, view) or view.closed
     end,
   })
+  vim.api.nvim_create_autocmd("BufWinEnter", {
+    buffer = buf,
+    callback = function()
+      local win = vim.api.nvim_get_current_win()
+      util.use_folds(win, 99) -- a window new to the tree: its options came from another
+      if view.folds then
+        restore_folds(win, view, view.folds, view.closed)
+      end
+      view.win = win -- its folds are now the ones to read
+    end,
+  })
   vim.api.nvim_create_autocmd("CursorMoved", {
     buffer = buf,
     callback = function()
@@ -838,7 +875,6 @@ function M.open(uri)
   vim.wo[win].cursorline = true
   vim.wo[win].number = false
   vim.wo[win].relativenumber = false
-  util.use_folds(win, 99)
   M.refresh(buf)
   return buf
 end
