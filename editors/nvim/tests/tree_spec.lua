@@ -470,6 +470,35 @@ vim.api.nvim_win_set_cursor(0, { H.entry(nested_buf, "c0"), 0 })
 vim.cmd("normal! zo")
 grow_nested()
 H.check(vim.fn.foldclosed(H.entry(nested_buf, "c0")) == -1, "a draw undid zo in a window showing the tree through :buffer", nested_buf)
+-- zn, a draw, zN: the folds as they were (with folding off, none shows shut).
+vim.api.nvim_win_set_cursor(0, { H.entry(nested_buf, "b0"), 0 })
+vim.cmd("normal! zc")
+vim.cmd("normal! zn")
+grow_nested()
+vim.cmd("normal! zN")
+H.check(vim.fn.foldclosed(H.entry(nested_buf, "b0")) == H.entry(nested_buf, "b0"), "after zn, a draw and zN, b0 came back open", nested_buf)
+vim.cmd("normal! zo")
+-- Shown in a second window too: it starts with this one's folds; closed again, this one's hold.
+local first_win = vim.api.nvim_get_current_win()
+vim.cmd("vsplit | enew | buffer " .. nested_buf)
+H.check(vim.fn.foldclosed(H.entry(nested_buf, "b0")) == -1, "the second window shows b0 shut", nested_buf)
+vim.cmd("close")
+grow_nested()
+H.check(vim.api.nvim_get_current_win() == first_win and vim.fn.foldclosed(H.entry(nested_buf, "b0")) == -1,
+  "a draw shut b0 after the second window closed", nested_buf)
+-- Shown in two tab pages: the window worked in keeps its folds through draws.
+vim.cmd("tabnew")
+T.open(T.view(nested_buf).uri)
+H.wait(function()
+  return T.view(nested_buf).win == vim.api.nvim_get_current_win()
+end, "the tree did not show in the second tab page", nested_buf)
+vim.api.nvim_set_current_tabpage(tree_tab)
+vim.api.nvim_win_set_cursor(0, { H.entry(nested_buf, "e0"), 0 })
+vim.cmd("normal! zc")
+grow_nested()
+H.check(vim.fn.foldclosed(H.entry(nested_buf, "e0")) == H.entry(nested_buf, "e0"), "a draw opened e0 in the window worked in", nested_buf)
+vim.cmd("normal! zo")
+vim.cmd("tabonly")
 
 -- A later page of a folded row's rows still on its way when the tree is fetched again: dropped
 -- when it comes (the rows it followed are gone), and then the rows are fetched again from the

@@ -267,24 +267,26 @@ local function highlight(buf, lines, ids, view)
   end
 end
 
---- The window showing the tree `buf`: the one drawn in last while it does (in any tab page),
---- else the first one found; -1 when none does.
+--- Whether `win` is a window that shows `buf`.
+local function shows(win, buf)
+  return win ~= nil and win ~= -1 and vim.api.nvim_win_is_valid(win) and vim.api.nvim_win_get_buf(win) == buf
+end
+
+--- The window showing the tree `buf`: the one last drawn or entered while it does (in any tab
+--- page), else the first one found; -1 when none does.
 local function tree_win(buf)
   local last = views[buf] and views[buf].win
-  if last and last ~= -1 and vim.api.nvim_win_is_valid(last) and vim.api.nvim_win_get_buf(last) == buf then
-    return last
-  end
-  return vim.fn.win_findbuf(buf)[1] or -1
+  return shows(last, buf) and last or vim.fn.win_findbuf(buf)[1] or -1
 end
 
 --- Whether each branch fold drawn is closed, by the entry id it starts at (false for
 --- every other row drawn: a row that starts a fold when drawn again shows open). A fold
 --- hidden in a closed one, or not drawn (its rows fetched again), keeps what it was: the
---- window cannot tell. Nil when the window is not the one drawn in last: a new window's
---- folds say nothing.
+--- window cannot tell. Read in the window last drawn or entered; nil when that shows the tree
+--- no more (another window's folds say nothing).
 local function closed_folds(buf, view)
-  local win = tree_win(buf)
-  if win == -1 or win ~= view.win or not view.line_ids then
+  local win = view.win
+  if not shows(win, buf) or not view.line_ids then
     return nil
   end
   local before = view.closed or {}
@@ -292,6 +294,8 @@ local function closed_folds(buf, view)
   for id in pairs(view.ids_line) do
     closed[id] = false
   end
+  local enabled = vim.wo[win].foldenable
+  vim.wo[win].foldenable = true -- under zn no fold shows shut, yet each keeps its state
   vim.api.nvim_win_call(win, function()
     for _, fold in ipairs(view.folds or {}) do
       local row, id = fold[1] + HEADER_LINES, view.line_ids[fold[1]]
@@ -305,6 +309,7 @@ local function closed_folds(buf, view)
       end
     end
   end)
+  vim.wo[win].foldenable = enabled
   return closed
 end
 
@@ -787,6 +792,19 @@ local function buffer_for(uri, root)
     buffer = buf,
     callback = function()
       view.closed = closed_folds(buf, view) or view.closed
+    end,
+  })
+  -- Of several windows on the tree, the one last in has the folds the draws read and set.
+  vim.api.nvim_create_autocmd("WinLeave", {
+    buffer = buf,
+    callback = function()
+      view.closed = closed_folds(buf, view) or view.closed
+    end,
+  })
+  vim.api.nvim_create_autocmd("WinEnter", {
+    buffer = buf,
+    callback = function()
+      view.win = vim.api.nvim_get_current_win()
     end,
   })
   vim.api.nvim_create_autocmd("BufWinEnter", {
