@@ -267,6 +267,12 @@ local function highlight(buf, lines, ids, view)
   end
 end
 
+--- Set 'foldenable' in `win` for its buffer only (vim.wo would set the window's global value
+--- too, and the next buffer shown there would inherit it).
+local function set_foldenable(win, on)
+  vim.api.nvim_set_option_value("foldenable", on, { scope = "local", win = win })
+end
+
 --- Whether `win` is a window that shows `buf`.
 local function shows(win, buf)
   return win ~= nil and win ~= -1 and vim.api.nvim_win_is_valid(win) and vim.api.nvim_win_get_buf(win) == buf
@@ -295,7 +301,7 @@ local function closed_folds(buf, view)
     closed[id] = false
   end
   local enabled = vim.wo[win].foldenable
-  vim.wo[win].foldenable = true -- under zn no fold shows shut, yet each keeps its state
+  set_foldenable(win, true) -- under zn no fold shows shut, yet each keeps its state
   vim.api.nvim_win_call(win, function()
     for _, fold in ipairs(view.folds or {}) do
       local row, id = fold[1] + HEADER_LINES, view.line_ids[fold[1]]
@@ -309,7 +315,7 @@ local function closed_folds(buf, view)
       end
     end
   end)
-  vim.wo[win].foldenable = enabled
+  set_foldenable(win, enabled)
   return closed
 end
 
@@ -356,7 +362,7 @@ local function restore_folds(win, view, folds, closed)
       end
     end
   end)
-  vim.wo[win].foldenable = enabled -- zx turns it on
+  set_foldenable(win, enabled) -- zx turns it on
 end
 
 local function cursor_entry(buf, view)
@@ -804,7 +810,14 @@ local function buffer_for(uri, root)
   vim.api.nvim_create_autocmd("WinEnter", {
     buffer = buf,
     callback = function()
-      view.win = vim.api.nvim_get_current_win()
+      -- Once the command is done: :split enters a window on the tree that may show another
+      -- buffer a moment later (:split | enew, the preview's split).
+      local win = vim.api.nvim_get_current_win()
+      vim.schedule(function()
+        if shows(win, buf) then
+          view.win = win
+        end
+      end)
     end,
   })
   vim.api.nvim_create_autocmd("BufWinEnter", {
