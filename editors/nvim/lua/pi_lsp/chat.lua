@@ -493,10 +493,7 @@ local function show(chat)
     chat_win = vim.api.nvim_get_current_win()
     vim.api.nvim_win_set_buf(chat_win, chat.buf)
   end
-  vim.wo[chat_win].wrap = true
-  vim.wo[chat_win].linebreak = true
-  vim.wo[chat_win].number = false
-  vim.wo[chat_win].winbar = STATUSLINE
+  util.set_local(chat_win, { wrap = true, linebreak = true, number = false, winbar = STATUSLINE })
   util.markdown_window(chat_win)
   util.use_folds(chat_win, 0, true)
   local input_win = vim.fn.bufwinid(chat.input)
@@ -507,13 +504,15 @@ local function show(chat)
     vim.api.nvim_win_set_buf(input_win, chat.input)
   end
   local keys = config.options.chat.keys
-  vim.wo[input_win].winbar = ("pi input · %s send · %s steer · %s follow-up · %s abort"):format(
-    keys.send,
-    keys.steer,
-    keys.follow_up,
-    keys.abort
-  )
-  vim.wo[input_win].number = false
+  util.set_local(input_win, {
+    winbar = ("pi input · %s send · %s steer · %s follow-up · %s abort"):format(
+      keys.send,
+      keys.steer,
+      keys.follow_up,
+      keys.abort
+    ),
+    number = false,
+  })
   util.markdown_window(input_win)
   vim.api.nvim_set_current_win(input_win)
   return chat_win, input_win

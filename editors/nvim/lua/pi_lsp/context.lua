@@ -19,7 +19,7 @@ local function show_scratch(name, lines, uri, filetype)
   util.set_lines(buf, 0, -1, lines)
   util.map(buf, "n", "q", "<cmd>close<cr>", "close")
   local win = util.show(buf, "botright split")
-  vim.wo[win].wrap = true
+  util.set_local(win, { wrap = true })
   util.markdown_window(win)
   return buf, win
 end

@@ -267,12 +267,6 @@ local function highlight(buf, lines, ids, view)
   end
 end
 
---- Set 'foldenable' in `win` for its buffer only (vim.wo would set the window's global value
---- too, and the next buffer shown there would inherit it).
-local function set_foldenable(win, on)
-  vim.api.nvim_set_option_value("foldenable", on, { scope = "local", win = win })
-end
-
 --- Whether `win` is a window that shows `buf`.
 local function shows(win, buf)
   return win ~= nil and win ~= -1 and vim.api.nvim_win_is_valid(win) and vim.api.nvim_win_get_buf(win) == buf
@@ -301,7 +295,7 @@ local function closed_folds(buf, view)
     closed[id] = false
   end
   local enabled = vim.wo[win].foldenable
-  set_foldenable(win, true) -- under zn no fold shows shut, yet each keeps its state
+  util.set_local(win, { foldenable = true }) -- under zn no fold shows shut, yet each keeps its state
   vim.api.nvim_win_call(win, function()
     for _, fold in ipairs(view.folds or {}) do
       local row, id = fold[1] + HEADER_LINES, view.line_ids[fold[1]]
@@ -315,7 +309,7 @@ local function closed_folds(buf, view)
       end
     end
   end)
-  set_foldenable(win, enabled)
+  util.set_local(win, { foldenable = enabled })
   return closed
 end
 
@@ -362,7 +356,7 @@ local function restore_folds(win, view, folds, closed)
       end
     end
   end)
-  set_foldenable(win, enabled) -- zx turns it on
+  util.set_local(win, { foldenable = enabled }) -- zx turns it on
 end
 
 local function cursor_entry(buf, view)
@@ -410,6 +404,9 @@ local function line_after_more(view, row)
 end
 
 local function draw(buf, view, tree)
+  if not vim.api.nvim_buf_is_loaded(buf) then
+    return -- unloaded (:bdelete): opened again, it is made anew
+  end
   local cursor_id = cursor_entry(buf, view)
   local on_more = cursor_on_more(buf, view)
   -- A draw in no window, or in a new one, keeps what the last one saw.
@@ -722,7 +719,7 @@ local function map_keys(buf)
   -- Opening a fold fetches the rows folded into it.
   for _, key in ipairs({ "zo", "zO", "za", "zA", "zv", "zR" }) do
     util.map(buf, "n", key, function()
-      vim.cmd("normal! " .. vim.v.count1 .. key)
+      pcall(vim.cmd, "normal! " .. vim.v.count1 .. key) -- E490 on a line with no fold
       fetch_shown(buf, "view")
     end, "pi: open the fold, fetching its rows")
   end
@@ -758,7 +755,10 @@ end
 local function buffer_for(uri, root)
   for buf, view in pairs(views) do
     if vim.api.nvim_buf_is_valid(buf) and util.same(view.uri, uri) then
-      return buf
+      if vim.api.nvim_buf_is_loaded(buf) then
+        return buf
+      end
+      vim.api.nvim_buf_delete(buf, { force = true }) -- unloaded (:bdelete), keys gone: made anew
     end
   end
   local buf = util.scratch("pi://tree/" .. vim.fn.fnamemodify(util.key(uri), ":t:r"), "pitree")
@@ -902,10 +902,7 @@ function M.open(uri)
   local root = session.root_of(uri)
   local buf = buffer_for(uri, root)
   local win = util.show(buf, "topleft vsplit")
-  vim.wo[win].wrap = false
-  vim.wo[win].cursorline = true
-  vim.wo[win].number = false
-  vim.wo[win].relativenumber = false
+  util.set_local(win, { wrap = false, cursorline = true, number = false, relativenumber = false })
   M.refresh(buf)
   return buf
 end

@@ -157,10 +157,17 @@ function M.scratch(name, filetype)
   return buf
 end
 
+--- Set window options of `win` for the buffer it shows only: vim.wo would set the window's
+--- global values too, and every buffer shown there later would inherit them.
+function M.set_local(win, options)
+  for name, value in pairs(options) do
+    vim.api.nvim_set_option_value(name, value, { scope = "local", win = win })
+  end
+end
+
 --- A window showing Markdown: markup hidden, except on the cursor line.
 function M.markdown_window(win)
-  vim.wo[win].conceallevel = 2
-  vim.wo[win].concealcursor = ""
+  M.set_local(win, { conceallevel = 2, concealcursor = "" })
 end
 
 --- Replace lines of a read-only buffer (it stays read-only for the user).
@@ -240,12 +247,13 @@ end
 --- Give a window expression folds read from `set_folds`; `markdown`: its
 --- lines are Markdown (see markdown_foldtext).
 function M.use_folds(win, level, markdown)
-  local wo = vim.wo[win]
-  wo.foldmethod = "expr"
-  wo.foldexpr = "v:lua.require'pi_lsp.util'.foldexpr(v:lnum)"
-  wo.foldtext = ("v:lua.require'pi_lsp.util'.%s()"):format(markdown and "markdown_foldtext" or "foldtext")
-  wo.foldlevel = level or 0
-  wo.foldenable = true
+  M.set_local(win, {
+    foldmethod = "expr",
+    foldexpr = "v:lua.require'pi_lsp.util'.foldexpr(v:lnum)",
+    foldtext = ("v:lua.require'pi_lsp.util'.%s()"):format(markdown and "markdown_foldtext" or "foldtext"),
+    foldlevel = level or 0,
+    foldenable = true,
+  })
 end
 
 function M.forget_folds(buf)
