@@ -279,6 +279,15 @@ local function tree_win(buf)
   return shows(last, buf) and last or vim.fn.win_findbuf(buf)[1] or -1
 end
 
+--- Run `fn` in `win` with folding on (under zn no fold shows shut, yet each keeps its state;
+--- zx turns it on), then put the window's 'foldenable' back.
+local function with_folding(win, fn)
+  local enabled = vim.wo[win].foldenable
+  util.set_local(win, { foldenable = true })
+  vim.api.nvim_win_call(win, fn)
+  util.set_local(win, { foldenable = enabled })
+end
+
 --- Whether each branch fold drawn is closed, by the entry id it starts at (false for
 --- every other row drawn: a row that starts a fold when drawn again shows open). A fold
 --- hidden in a closed one, or not drawn (its rows fetched again), keeps what it was: the
@@ -294,29 +303,24 @@ local function closed_folds(buf, view)
   for id in pairs(view.ids_line) do
     closed[id] = false
   end
-  local enabled = vim.wo[win].foldenable
-  util.set_local(win, { foldenable = true }) -- under zn no fold shows shut, yet each keeps its state
-  vim.api.nvim_win_call(win, function()
+  with_folding(win, function()
     for _, fold in ipairs(view.folds or {}) do
       local row, id = fold[1] + HEADER_LINES, view.line_ids[fold[1]]
       local shut = vim.fn.foldclosed(row)
-      if fold[2] == fold[1] then
-        closed[id] = before[id] -- one line never shows shut: it tells nothing
-      elseif shut == -1 or shut == row then
+      -- One line never shows shut, and one inside a shut fold cannot tell: both keep theirs.
+      if fold[2] > fold[1] and (shut == -1 or shut == row) then
         closed[id] = shut == row
       else
         closed[id] = before[id]
       end
     end
   end)
-  util.set_local(win, { foldenable = enabled })
   return closed
 end
 
 --- Set the folds of `win` as `closed` has them (those not in it as configured), over the
 --- window's own 'foldlevel' and 'foldenable' (so zM, zm, zr and zn hold through a draw).
 local function restore_folds(win, view, folds, closed)
-  local enabled = vim.wo[win].foldenable
   local function shut(fold)
     local id = view.line_ids[fold[1]]
     local close = closed and closed[id]
@@ -325,7 +329,7 @@ local function restore_folds(win, view, folds, closed)
     end
     return close
   end
-  vim.api.nvim_win_call(win, function()
+  with_folding(win, function()
     vim.cmd("normal! zx") -- the folds from the new levels, open or shut by 'foldlevel'
     -- Outermost first: a line's foldopen opens the outermost shut fold around it, so each
     -- open one is reached through those around it (opened here, shut again below).
@@ -356,7 +360,6 @@ local function restore_folds(win, view, folds, closed)
       end
     end
   end)
-  util.set_local(win, { foldenable = enabled }) -- zx turns it on
 end
 
 local function cursor_entry(buf, view)
@@ -514,7 +517,7 @@ function fetch_shown(buf, how, wins)
     view.reopen = next(waiting) and waiting or nil
   end
   for _, win in ipairs(wins) do
-    if vim.api.nvim_win_get_buf(win) == buf then
+    if shows(win, buf) then
       local cursor = vim.api.nvim_win_get_cursor(win)[1] - HEADER_LINES
       vim.api.nvim_win_call(win, function()
         -- Only the lines in view: folds opened by the hundred (zR, or fold_off_path off)
@@ -793,15 +796,9 @@ local function buffer_for(uri, root)
     end, root)
   end)
   map_keys(buf)
-  -- The folds as they were left are what the next window showing the tree starts with.
-  vim.api.nvim_create_autocmd("BufWinLeave", {
-    buffer = buf,
-    callback = function()
-      view.closed = closed_folds(buf, view) or view.closed
-    end,
-  })
-  -- Of several windows on the tree, the one last in has the folds the draws read and set.
-  vim.api.nvim_create_autocmd("WinLeave", {
+  -- The folds as they were left are what the next window showing the tree starts with; of
+  -- several windows on the tree, the one last in has the folds the draws read and set.
+  vim.api.nvim_create_autocmd({ "BufWinLeave", "WinLeave" }, {
     buffer = buf,
     callback = function()
       view.closed = closed_folds(buf, view) or view.closed
