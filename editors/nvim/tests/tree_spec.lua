@@ -799,6 +799,25 @@ end, "the new branch did not show", flat_buf)
 H.check(vim.fn.foldclosed(H.entry(flat_buf, "r1")) == -1 and vim.fn.foldclosed(H.entry(flat_buf, "p0")) == -1,
   "the path's branch was folded, hiding the leaf", flat_buf)
 
+-- Folds opened without the mapped zo: a search opens one and moves the cursor onto its first
+-- row (not the "more" line), and the cursor's move fetches its rows; zr is mapped.
+local opened_buf = open_session("opened-otherwise", { { "s0" }, { "t0", "s0" }, { "t1", "t0", "assistant" },
+  { "t2", "t1" }, { "u0", "s0" }, { "u1", "u0", "assistant" }, { "s1", "s0" } })
+H.check(vim.fn.foldclosed(H.entry(opened_buf, "t0")) ~= -1 and H.entry(opened_buf, "t1") == nil, "t0 folded, its rows not fetched", opened_buf)
+-- (As typed: 'foldopen' applies to keys typed, not to :normal's.)
+vim.api.nvim_feedkeys(vim.keycode("gg/\\<t0\\><CR>"), "tx", false)
+H.check(vim.api.nvim_win_get_cursor(0)[1] == H.entry(opened_buf, "t0") and vim.fn.foldclosed(H.entry(opened_buf, "t0")) == -1,
+  "the search opened t0's fold and left the cursor on its first row", opened_buf)
+vim.api.nvim_exec_autocmds("CursorMoved", { buffer = opened_buf })
+H.wait(function()
+  return H.entry(opened_buf, "t2") ~= nil
+end, "the rows of a fold a search opened did not come", opened_buf)
+H.check(vim.fn.foldclosed(H.entry(opened_buf, "u0")) ~= -1 and H.entry(opened_buf, "u1") == nil, "u0 still folded", opened_buf)
+H.keys("zr")
+H.wait(function()
+  return H.entry(opened_buf, "u1") ~= nil
+end, "the rows of the folds zr opened did not come", opened_buf)
+
 -- The server dies: it is started again, and the open tree follows its session again.
 local util = require("pi_lsp.util")
 local stops, starts = 0, 0

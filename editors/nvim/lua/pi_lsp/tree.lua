@@ -496,10 +496,11 @@ local function fetch_more(buf, row)
 end
 
 --- Fetch the rows of "more" rows in the windows `wins` (the current one by default) showing
---- the tree: with `how` "cursor" the one on the cursor's line; "view" the first page of each
---- folded row in view whose fold is open; "draw" those, the ones held before the tree was
---- fetched again (wherever they are), and the cursor's "more" row (a draw that left it on one
---- whose rows were dropped as changed).
+--- the tree: with `how` "view" the first page of each folded row in view whose fold is open;
+--- "cursor" those and the one on the cursor's line (a search or a click that opened a fold
+--- moved the cursor); "draw" those, the ones held before the tree was fetched again (wherever
+--- they are), and the cursor's "more" row (a draw that left it on one whose rows were dropped
+--- as changed).
 function fetch_shown(buf, how, wins)
   local view = views[buf]
   wins = wins or { vim.api.nvim_get_current_win() }
@@ -524,14 +525,12 @@ function fetch_shown(buf, how, wins)
         -- would ask for every one at once. The rest come as they scroll in.
         local top, bottom = vim.fn.line("w0") - HEADER_LINES, vim.fn.line("w$") - HEADER_LINES
         for lnum, row in pairs(view.more) do
-          local fetch = lnum == cursor
-          if how ~= "cursor" then
-            -- Branches left out come only when asked: drawn, they would be fetched at every draw.
-            local shown = row.under and row.start == 0 and (reopen[row.under] or (lnum >= top and lnum <= bottom))
-              and vim.fn.foldclosed(lnum + HEADER_LINES) == -1
-            local again = how == "draw" and fetch and row.start == 0 and (row.under or row.after)
-            fetch = shown or again
-          end
+          local at_cursor = lnum == cursor
+          -- Branches left out come only when asked: drawn, they would be fetched at every draw.
+          local shown = row.under and row.start == 0 and (reopen[row.under] or (lnum >= top and lnum <= bottom))
+            and vim.fn.foldclosed(lnum + HEADER_LINES) == -1
+          local fetch = shown or (how == "cursor" and at_cursor)
+            or (how == "draw" and at_cursor and row.start == 0 and (row.under or row.after))
           if fetch then
             fetch_more(buf, row)
           end
@@ -720,11 +719,11 @@ end
 
 local function map_keys(buf)
   -- Opening a fold fetches the rows folded into it.
-  for _, key in ipairs({ "zo", "zO", "za", "zA", "zv", "zR" }) do
+  for _, key in ipairs({ "zo", "zO", "za", "zA", "zv", "zr", "zR", "zn", "zi", "zx", "zX" }) do
     util.map(buf, "n", key, function()
       pcall(vim.cmd, "normal! " .. vim.v.count1 .. key) -- E490 on a line with no fold
       fetch_shown(buf, "view")
-    end, "pi: open the fold, fetching its rows")
+    end, ("pi: %s, then fetch the rows of the folds it opens"):format(key))
   end
   for action, keys in pairs(config.options.tree.keys) do
     for _, key in ipairs(type(keys) == "table" and keys or { keys }) do
