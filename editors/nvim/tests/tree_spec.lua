@@ -818,6 +818,43 @@ H.wait(function()
   return H.entry(opened_buf, "u1") ~= nil
 end, "the rows of the folds zr opened did not come", opened_buf)
 
+-- The tree in two windows: a draw keeps each one's folds, and the other one's cursor on its entry
+-- as rows come in above it.
+local two_buf, two_path = open_session("two-windows", { { "s0" }, { "a0", "s0" }, { "a1", "a0", "assistant" },
+  { "b0", "s0" }, { "b1", "b0", "assistant" }, { "s1", "s0" }, { "s2", "s1", "assistant" }, { "s3", "s2" } })
+local win_a = vim.api.nvim_get_current_win()
+vim.cmd("belowright split")
+local win_b = vim.api.nvim_get_current_win()
+vim.api.nvim_win_set_cursor(win_b, { H.entry(two_buf, "a0"), 0 })
+H.keys("zo")
+H.wait(function()
+  return H.entry(two_buf, "a1") ~= nil
+end, "a0's rows did not come", two_buf)
+vim.api.nvim_win_set_cursor(win_b, { H.entry(two_buf, "s3"), 0 })
+vim.api.nvim_set_current_win(win_a)
+H.wait(function()
+  return T.view(two_buf).win == win_a
+end, "the first window is not the one last in", two_buf)
+local function folds_in(win)
+  return vim.api.nvim_win_call(win, function()
+    return { a0 = vim.fn.foldclosed(H.entry(two_buf, "a0")) ~= -1, b0 = vim.fn.foldclosed(H.entry(two_buf, "b0")) ~= -1 }
+  end)
+end
+H.check(vim.deep_equal(folds_in(win_a), { a0 = true, b0 = true }) and vim.deep_equal(folds_in(win_b), { a0 = false, b0 = true }),
+  "the folds to start from: " .. vim.inspect({ folds_in(win_a), folds_in(win_b) }), two_buf)
+-- An older branch under s0 (another writer's, who then moves the leaf back): a row above both
+-- windows' cursors.
+vim.fn.writefile({ vim.json.encode({ type = "message", id = "c0", parentId = "s0", timestamp = "2026-12-01T09:00:00.000Z",
+  message = { role = "user", content = "prompt c0", timestamp = 1796119201000 } }), vim.json.encode({ type = "custom", id = "m3",
+  parentId = "s3", timestamp = "2026-12-01T10:00:02.000Z", customType = "pi-lsp.leaf", data = { targetId = "s3" } }) }, two_path, "a")
+H.wait(function()
+  return H.entry(two_buf, "c0") ~= nil
+end, "the new branch did not show", two_buf)
+H.check(vim.deep_equal(folds_in(win_a), { a0 = true, b0 = true }) and vim.deep_equal(folds_in(win_b), { a0 = false, b0 = true }),
+  "a draw changed a window's folds: " .. vim.inspect({ folds_in(win_a), folds_in(win_b) }), two_buf)
+H.check(vim.api.nvim_win_get_cursor(win_b)[1] == H.entry(two_buf, "s3"), "the other window's cursor left s3", two_buf)
+vim.api.nvim_win_close(win_b, true)
+
 -- The server dies: it is started again, and the open tree follows its session again.
 local util = require("pi_lsp.util")
 local stops, starts = 0, 0

@@ -291,14 +291,13 @@ end
 --- Whether each branch fold drawn is closed, by the entry id it starts at (false for
 --- every other row drawn: a row that starts a fold when drawn again shows open). A fold
 --- hidden in a closed one, or not drawn (its rows fetched again), keeps what it was: the
---- window cannot tell. Read in the window last drawn or entered; nil when that shows the tree
---- no more (another window's folds say nothing).
-local function closed_folds(buf, view)
-  local win = view.win
+--- window cannot tell. Read in `win`, over what it had (new to the tree: what the window last
+--- in had); nil when it shows the tree no more.
+local function closed_folds(buf, view, win)
   if not shows(win, buf) or not view.line_ids then
     return nil
   end
-  local before = view.closed or {}
+  local before = view.closed_in[win] or view.closed or {}
   local closed = vim.tbl_extend("force", {}, before)
   for id in pairs(view.ids_line) do
     closed[id] = false
@@ -412,8 +411,17 @@ local function draw(buf, view, tree)
   end
   local cursor_id = cursor_entry(buf, view)
   local on_more = cursor_on_more(buf, view)
-  -- A draw in no window, or in a new one, keeps what the last one saw.
-  view.closed = view.rendered and closed_folds(buf, view) or view.closed
+  local win, wins = tree_win(buf), vim.fn.win_findbuf(buf)
+  -- Each window on the tree keeps its folds, and the others their cursor's entry; a draw in no
+  -- window keeps what the last one saw.
+  local closed_in, others = {}, {}
+  for _, shown_in in ipairs(wins) do
+    closed_in[shown_in] = view.rendered and closed_folds(buf, view, shown_in) or nil
+    if shown_in ~= win then
+      others[shown_in] = view.line_ids and view.line_ids[vim.api.nvim_win_get_cursor(shown_in)[1] - HEADER_LINES] or false
+    end
+  end
+  view.closed, view.closed_in = closed_in[win] or view.closed, closed_in
   local lines, ids, folds, by_id, more = M.layout(M.unfold(tree, view.unfolded, view.branches), text_width(buf))
   view.tree, view.width, view.more = tree, text_width(buf), more
   view.nodes, view.by_id, view.leaf, view.line_ids, view.folds = tree.nodes, by_id, tree.leafId, ids, folds
@@ -433,9 +441,8 @@ local function draw(buf, view, tree)
   vim.list_extend(all, lines)
   util.set_lines(buf, 0, -1, all)
   highlight(buf, lines, ids, view)
-  local win = tree_win(buf)
-  if win ~= -1 then
-    restore_folds(win, view, folds, view.closed)
+  for _, shown_in in ipairs(wins) do
+    restore_folds(shown_in, view, folds, closed_in[shown_in] or view.closed)
   end
   view.win = win
   -- Stay on the entry the cursor was on, or on what the "more" row it was on fetched; the
@@ -445,6 +452,11 @@ local function draw(buf, view, tree)
     or view.ids_line[tree.leafRow or ""]
   if win ~= -1 and target then
     vim.api.nvim_win_set_cursor(win, { target, 0 })
+  end
+  for other, id in pairs(others) do
+    if id and view.ids_line[id] then
+      vim.api.nvim_win_set_cursor(other, { view.ids_line[id], 0 })
+    end
   end
   view.rendered = true
   if win ~= -1 then
@@ -766,7 +778,7 @@ local function buffer_for(uri, root)
   local buf = util.scratch("pi://tree/" .. vim.fn.fnamemodify(util.key(uri), ":t:r"), "pitree")
   vim.b[buf].pi_lsp_uri = uri
   vim.b[buf].pi_lsp_root = root
-  local view = { uri = uri, root = root, limit = PATH_ROWS, unfolded = {}, branches = {} }
+  local view = { uri = uri, root = root, limit = PATH_ROWS, unfolded = {}, branches = {}, closed_in = {} }
   view.fetching = { under = {}, after = {} }
   views[buf] = view
   -- Pages come in bursts (the rows held, after a refetch): one draw for those come meanwhile.
@@ -800,7 +812,10 @@ local function buffer_for(uri, root)
   vim.api.nvim_create_autocmd({ "BufWinLeave", "WinLeave" }, {
     buffer = buf,
     callback = function()
-      view.closed = closed_folds(buf, view) or view.closed
+      local closed = closed_folds(buf, view, view.win)
+      if closed then
+        view.closed, view.closed_in[view.win] = closed, closed
+      end
     end,
   })
   vim.api.nvim_create_autocmd("WinEnter", {
@@ -821,6 +836,7 @@ local function buffer_for(uri, root)
     callback = function()
       local win = vim.api.nvim_get_current_win()
       util.use_folds(win, 99) -- a window new to the tree: its options came from another
+      view.closed_in[win] = nil
       if view.folds then
         restore_folds(win, view, view.folds, view.closed)
       end
