@@ -145,6 +145,47 @@ async def test_read_runs_off_the_event_loop(root: Path, monkeypatch: pytest.Monk
     assert threads and threads[0] is not threading.main_thread()
 
 
+async def test_an_aborted_read_stops_reading_the_file(root: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cancelled (a turn aborted), a read of a large file stops at its next piece instead of
+    reading on to the end in its thread."""
+    (root / "big.txt").write_bytes(b"line\n" * 100_000)
+    monkeypatch.setattr(tools, "READ_CHUNK", 4096)  # 123 pieces
+    reading, resume, closed = threading.Event(), threading.Event(), threading.Event()
+    reads: list[int] = []
+    opened = tools.open_regular
+
+    class Gated:
+        """The file, its first read held until the call is cancelled."""
+
+        def __init__(self, file: Any) -> None:
+            self.file = file
+
+        def read(self, size: int) -> bytes:
+            reads.append(size)
+            if len(reads) == 1:
+                reading.set()
+                resume.wait(CEILING_S)
+            return self.file.read(size)  # type: ignore[no-any-return]
+
+        def __enter__(self) -> Gated:
+            return self
+
+        def __exit__(self, *_exc: object) -> None:
+            self.file.close()
+            closed.set()
+
+    monkeypatch.setattr(tools, "open_regular", lambda path: Gated(opened(path)))
+    call = asyncio.ensure_future(run(READ, {"path": "big.txt"}, root))
+    assert await asyncio.to_thread(reading.wait, CEILING_S)
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    resume.set()
+    assert await asyncio.to_thread(closed.wait, CEILING_S)
+    assert len(reads) == 1
+
+
 TRICKY = ("crlf\r\nlone cr\rff\x0cvt\x0bsep\u2028nel\x85" + "long" * LONG_LINE + "\r\n"
           + "bad \udcff utf-8\n\n\nlast without end")
 

@@ -10,6 +10,7 @@ import io
 import logging
 import os
 import stat
+import threading
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -224,7 +225,12 @@ async def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     if unsaved is not None:
         return text_result(_page([unsaved.splitlines(True)], offset, limit))
     # In a thread, a piece at a time: a 400 MB file neither stalls the loop nor fills memory.
-    page = await asyncio.to_thread(_disk_page, path, offset, limit)
+    # A call cancelled (an abort) stops the thread at its next piece.
+    stop = threading.Event()
+    try:
+        page = await asyncio.to_thread(_disk_page, path, offset, limit, stop)
+    finally:
+        stop.set()
     if page is None:
         raise ToolError(f"{args.get('path')}: no such file")
     return text_result(page)
@@ -244,26 +250,27 @@ def _image_data(path: Path, raw: object) -> str | None:
     return base64.b64encode(data).decode()
 
 
-def _disk_page(path: Path, offset: int, limit: int) -> str | None:
-    """What `read` shows of a file on disk; None when there is no such file."""
+def _disk_page(path: Path, offset: int, limit: int, stop: threading.Event) -> str | None:
+    """What `read` shows of a file on disk (up to where `stop` was set); None when there is no
+    such file."""
     file = open_regular(path)
     if file is None:
         return None
     with file:
-        return _page(_line_batches(file), offset, limit)
+        return _page(_line_batches(file, stop), offset, limit)
 
 
 # What str.splitlines() ends a line at, "\r" aside (a "\n" may follow it).
 LINE_ENDS = frozenset("\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
 
 
-def _line_batches(file: IO[bytes]) -> Iterator[list[str]]:
+def _line_batches(file: IO[bytes], stop: threading.Event) -> Iterator[list[str]]:
     """The file's lines, ends kept, as str.splitlines(True) splits its UTF-8 text (bad bytes
     replaced), a piece of the file at a time. A line still open at a piece's end is kept cut to
     LONG_LINE + 1 characters, so a line of any length takes no more memory."""
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     pending = ""
-    while chunk := file.read(READ_CHUNK):
+    while not stop.is_set() and (chunk := file.read(READ_CHUNK)):
         lines = (pending + decoder.decode(chunk)).splitlines(True)
         last = lines.pop() if lines else ""  # a chunk may hold part of a character only
         if last[-1:] in LINE_ENDS:
