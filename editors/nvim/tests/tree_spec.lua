@@ -853,7 +853,46 @@ end, "the new branch did not show", two_buf)
 H.check(vim.deep_equal(folds_in(win_a), { a0 = true, b0 = true }) and vim.deep_equal(folds_in(win_b), { a0 = false, b0 = true }),
   "a draw changed a window's folds: " .. vim.inspect({ folds_in(win_a), folds_in(win_b) }), two_buf)
 H.check(vim.api.nvim_win_get_cursor(win_b)[1] == H.entry(two_buf, "s3"), "the other window's cursor left s3", two_buf)
-vim.api.nvim_win_close(win_b, true)
+-- The other window closed as the lines change (by an autocmd): the draw goes on in this one.
+vim.api.nvim_win_set_cursor(win_a, { H.entry(two_buf, "s2"), 0 })
+vim.api.nvim_create_autocmd("OptionSet", { pattern = "modifiable", once = true, callback = function()
+  vim.api.nvim_win_close(win_b, true)
+end })
+vim.fn.writefile({ vim.json.encode({ type = "message", id = "c1", parentId = "c0", timestamp = "2026-12-01T10:00:03.000Z",
+  message = { role = "assistant", content = { { type = "text", text = "answer c1" } }, api = "anthropic-messages",
+    provider = "anthropic", model = "claude-sonnet-4-5", usage = { input = 1, output = 1, cacheRead = 0, cacheWrite = 0,
+      totalTokens = 2, cost = { input = 0, output = 0, cacheRead = 0, cacheWrite = 0, total = 0 } },
+    stopReason = "stop", timestamp = 1796119201000 } }), vim.json.encode({ type = "custom", id = "m4", parentId = "s3",
+  timestamp = "2026-12-01T10:00:04.000Z", customType = "pi-lsp.leaf", data = { targetId = "s3" } }) }, two_path, "a")
+H.wait(function()
+  return T.view(two_buf).by_id.c0.hidden == 1 and not vim.api.nvim_win_is_valid(win_b)
+end, "the draw with a window closed meanwhile did not come", two_buf)
+H.check(vim.deep_equal(folds_in(win_a), { a0 = true, b0 = true }) and vim.api.nvim_win_get_cursor(win_a)[1] == H.entry(two_buf, "s2"),
+  "the draw stopped at the closed window: " .. vim.inspect(folds_in(win_a)), two_buf)
+
+-- A folded row whose page failed is asked for again at the next draw, not at every cursor move
+-- or scroll.
+local failing_buf = open_session("failing-page", { { "s0" }, { "t0", "s0" }, { "t1", "t0", "assistant" }, { "s1", "s0" } })
+local exec_real, failures = client.exec, 0
+client.exec = function(command, args, callback, ...)
+  if command == "pi.getTree" and args.under then
+    failures = failures + 1
+    return callback({ message = "a stand-in failure" })
+  end
+  return exec_real(command, args, callback, ...)
+end
+vim.api.nvim_win_set_cursor(0, { H.entry(failing_buf, "t0"), 0 })
+H.keys("zo")
+for _ = 1, 3 do
+  vim.api.nvim_exec_autocmds("CursorMoved", { buffer = failing_buf })
+  vim.api.nvim_exec_autocmds("WinScrolled", { pattern = tostring(vim.api.nvim_get_current_win()) })
+end
+client.exec = exec_real
+H.check(failures == 1, "asked " .. failures .. " times", failing_buf)
+T.view(failing_buf).redraw()
+H.wait(function()
+  return H.entry(failing_buf, "t1") ~= nil
+end, "the row was not asked for again at the next draw", failing_buf)
 
 -- The server dies: it is started again, and the open tree follows its session again.
 local util = require("pi_lsp.util")

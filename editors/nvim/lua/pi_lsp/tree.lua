@@ -424,6 +424,7 @@ local function draw(buf, view, tree)
   view.closed, view.closed_in = closed_in[win] or view.closed, closed_in
   local lines, ids, folds, by_id, more = M.layout(M.unfold(tree, view.unfolded, view.branches), text_width(buf))
   view.tree, view.width, view.more = tree, text_width(buf), more
+  view.failed = {}
   view.nodes, view.by_id, view.leaf, view.line_ids, view.folds = tree.nodes, by_id, tree.leafId, ids, folds
   view.leaf_row = tree.leafRow
   view.ids_line = {}
@@ -442,8 +443,11 @@ local function draw(buf, view, tree)
   util.set_lines(buf, 0, -1, all)
   highlight(buf, lines, ids, view)
   for _, shown_in in ipairs(wins) do
-    restore_folds(shown_in, view, folds, closed_in[shown_in] or view.closed)
+    if shows(shown_in, buf) then -- (an autocmd may have closed it as the lines changed)
+      restore_folds(shown_in, view, folds, closed_in[shown_in] or view.closed)
+    end
   end
+  win = shows(win, buf) and win or tree_win(buf)
   view.win = win
   -- Stay on the entry the cursor was on, or on what the "more" row it was on fetched; the
   -- first time, go to the leaf.
@@ -454,7 +458,7 @@ local function draw(buf, view, tree)
     vim.api.nvim_win_set_cursor(win, { target, 0 })
   end
   for other, id in pairs(others) do
-    if id and view.ids_line[id] then
+    if id and view.ids_line[id] and shows(other, buf) then
       vim.api.nvim_win_set_cursor(other, { view.ids_line[id], 0 })
     end
   end
@@ -485,7 +489,14 @@ local function fetch_more(buf, row)
   local node = view.by_id[id] or {}
   client.exec("pi.getTree", args, function(err, page)
     view.fetching[kind][id] = nil
+    -- Folded rows whose page failed or was dropped are asked for again at the next draw only.
+    local function failed()
+      if row.under then
+        view.failed[id] = true
+      end
+    end
     if err then
+      failed()
       return util.error("pi.getTree: " .. (err.message or tostring(err)))
     end
     -- The tree may have been fetched again meanwhile: the page goes with the rows held now.
@@ -495,6 +506,7 @@ local function fetch_more(buf, row)
     local now = view.by_id[id] or {}
     if page.total ~= (row.under and now.hidden or now.moreBranches) or (row.after and page.rows ~= now.moreRows) then
       store[id] = nil
+      failed()
       return
     end
     if #held.rows > 0 and (store[id] ~= held or page.total ~= held.total or page.rows ~= held.made) then
@@ -539,8 +551,8 @@ function fetch_shown(buf, how, wins)
         for lnum, row in pairs(view.more) do
           local at_cursor = lnum == cursor
           -- Branches left out come only when asked: drawn, they would be fetched at every draw.
-          local shown = row.under and row.start == 0 and (reopen[row.under] or (lnum >= top and lnum <= bottom))
-            and vim.fn.foldclosed(lnum + HEADER_LINES) == -1
+          local shown = row.under and row.start == 0 and not view.failed[row.under]
+            and (reopen[row.under] or (lnum >= top and lnum <= bottom)) and vim.fn.foldclosed(lnum + HEADER_LINES) == -1
           local fetch = shown or (how == "cursor" and at_cursor)
             or (how == "draw" and at_cursor and row.start == 0 and (row.under or row.after))
           if fetch then
@@ -779,7 +791,7 @@ local function buffer_for(uri, root)
   vim.b[buf].pi_lsp_uri = uri
   vim.b[buf].pi_lsp_root = root
   local view = { uri = uri, root = root, limit = PATH_ROWS, unfolded = {}, branches = {}, closed_in = {} }
-  view.fetching = { under = {}, after = {} }
+  view.fetching, view.failed = { under = {}, after = {} }, {}
   views[buf] = view
   -- Pages come in bursts (the rows held, after a refetch): one draw for those come meanwhile.
   view.redraw = function()
