@@ -869,6 +869,21 @@ H.wait(function()
 end, "the draw with a window closed meanwhile did not come", two_buf)
 H.check(vim.deep_equal(folds_in(win_a), { a0 = true, b0 = true }) and vim.api.nvim_win_get_cursor(win_a)[1] == H.entry(two_buf, "s2"),
   "the draw stopped at the closed window: " .. vim.inspect(folds_in(win_a)), two_buf)
+-- Or closed as the folds are read, before the lines change.
+vim.cmd("belowright split")
+local win_c = vim.api.nvim_get_current_win()
+vim.api.nvim_set_current_win(win_a)
+H.wait(function()
+  return T.view(two_buf).win == win_a
+end, "the first window is not the one last in", two_buf)
+vim.api.nvim_create_autocmd("OptionSet", { pattern = "foldenable", once = true, callback = function()
+  vim.api.nvim_win_close(win_c, true)
+end })
+local draws = T.view(two_buf).draws
+T.view(two_buf).redraw()
+H.wait(function()
+  return T.view(two_buf).draws > draws and not vim.api.nvim_win_is_valid(win_c)
+end, "the draw with a window closed as its folds were read did not come", two_buf)
 
 -- A folded row whose page failed is asked for again at the next draw, not at every cursor move
 -- or scroll.
@@ -887,12 +902,43 @@ for _ = 1, 3 do
   vim.api.nvim_exec_autocmds("CursorMoved", { buffer = failing_buf })
   vim.api.nvim_exec_autocmds("WinScrolled", { pattern = tostring(vim.api.nvim_get_current_win()) })
 end
-client.exec = exec_real
 H.check(failures == 1, "asked " .. failures .. " times", failing_buf)
 T.view(failing_buf).redraw()
 H.wait(function()
-  return H.entry(failing_buf, "t1") ~= nil
+  return failures == 2
 end, "the row was not asked for again at the next draw", failing_buf)
+-- A fold key asks again too.
+client.exec = exec_real
+H.keys("zc")
+H.keys("zo")
+H.wait(function()
+  return H.entry(failing_buf, "t1") ~= nil
+end, "the row was not asked for again at zo", failing_buf)
+-- A page asked for before a draw and found stale after it (the draw met it on its way, so
+-- asked for nothing): the row is asked for again at the next cursor move.
+local stale_buf, stale_path = open_session("stale-page", { { "s0" }, { "t0", "s0" }, { "t1", "t0", "assistant" }, { "s1", "s0" } })
+local held_page
+client.exec = function(command, args, callback, ...)
+  if command == "pi.getTree" and args.under == "t0" and not held_page then
+    held_page = callback
+    return
+  end
+  return exec_real(command, args, callback, ...)
+end
+vim.api.nvim_win_set_cursor(0, { H.entry(stale_buf, "t0"), 0 })
+H.keys("zo")
+H.check(held_page ~= nil, "t0's page was not asked for", stale_buf)
+vim.fn.writefile({ entry("t2", "t1"), vim.json.encode({ type = "custom", id = "m1", parentId = "s1",
+  timestamp = "2026-12-01T10:00:02.000Z", customType = "pi-lsp.leaf", data = { targetId = "s1" } }) }, stale_path, "a")
+H.wait(function()
+  return T.view(stale_buf).by_id.t0.hidden == 2
+end, "the change did not draw", stale_buf)
+held_page(nil, { under = "t0", start = 0, total = 1, rows = 1, nodes = {} })
+vim.api.nvim_exec_autocmds("CursorMoved", { buffer = stale_buf })
+H.wait(function()
+  return H.entry(stale_buf, "t2") ~= nil
+end, "the row whose stale page came after a draw was not asked for again", stale_buf)
+client.exec = exec_real
 
 -- The server dies: it is started again, and the open tree follows its session again.
 local util = require("pi_lsp.util")

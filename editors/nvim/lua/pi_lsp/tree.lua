@@ -417,14 +417,14 @@ local function draw(buf, view, tree)
   local closed_in, others = {}, {}
   for _, shown_in in ipairs(wins) do
     closed_in[shown_in] = view.rendered and closed_folds(buf, view, shown_in) or nil
-    if shown_in ~= win then
+    if shown_in ~= win and shows(shown_in, buf) then -- (an autocmd may have closed it meanwhile)
       others[shown_in] = view.line_ids and view.line_ids[vim.api.nvim_win_get_cursor(shown_in)[1] - HEADER_LINES] or false
     end
   end
   view.closed, view.closed_in = closed_in[win] or view.closed, closed_in
   local lines, ids, folds, by_id, more = M.layout(M.unfold(tree, view.unfolded, view.branches), text_width(buf))
   view.tree, view.width, view.more = tree, text_width(buf), more
-  view.failed = {}
+  view.failed, view.draws = {}, (view.draws or 0) + 1
   view.nodes, view.by_id, view.leaf, view.line_ids, view.folds = tree.nodes, by_id, tree.leafId, ids, folds
   view.leaf_row = tree.leafRow
   view.ids_line = {}
@@ -486,12 +486,14 @@ local function fetch_more(buf, row)
   local args = { uri = view.uri, [kind] = id, start = #held.rows, limit = PAGE_ROWS,
     bookkeeping = config.options.tree.show_bookkeeping }
   -- Where the row was when asked: a page for a row that moved meanwhile is not reused.
-  local node = view.by_id[id] or {}
+  local node, draws = view.by_id[id] or {}, view.draws
   client.exec("pi.getTree", args, function(err, page)
     view.fetching[kind][id] = nil
-    -- Folded rows whose page failed or was dropped are asked for again at the next draw only.
+    -- Folded rows whose page failed or was dropped are asked for again at the next draw, or
+    -- a fold key: not at every scroll and cursor move. (A draw since it was asked for may
+    -- be the one that was to ask again: it found the page on its way.)
     local function failed()
-      if row.under then
+      if row.under and view.draws == draws then
         view.failed[id] = true
       end
     end
@@ -746,6 +748,9 @@ local function map_keys(buf)
   for _, key in ipairs({ "zo", "zO", "za", "zA", "zv", "zr", "zR", "zn", "zi", "zx", "zX" }) do
     util.map(buf, "n", key, function()
       pcall(vim.cmd, "normal! " .. vim.v.count1 .. key) -- E490 on a line with no fold
+      if views[buf] then
+        views[buf].failed = {} -- asked for again
+      end
       fetch_shown(buf, "view")
     end, ("pi: %s, then fetch the rows of the folds it opens"):format(key))
   end
