@@ -569,6 +569,14 @@ local plain_uri = T.view(plain_buf).uri
 vim.cmd("bdelete " .. plain_buf)
 T.open(plain_uri)
 plain_buf = H.wait_buf("pi://tree/plain", "← leaf", "the tree did not draw again after :bdelete")
+-- Deleted and left: the emptied buffer goes (:buffer N would show it blank, without its keys).
+local deleted = plain_buf
+vim.cmd("bdelete " .. deleted)
+H.wait(function()
+  return not vim.api.nvim_buf_is_valid(deleted)
+end, ":bdelete left the tree's emptied buffer behind")
+T.open(plain_uri)
+plain_buf = H.wait_buf("pi://tree/plain", "← leaf", "the tree did not draw again after :bdelete")
 -- zo or za on a row with no fold (the path's) is no error.
 vim.api.nvim_win_set_cursor(0, { H.entry(plain_buf, "p0"), 0 })
 -- (A mapping's error in typed keys only shows as a message: its function is called here.)
@@ -884,6 +892,23 @@ T.view(two_buf).redraw()
 H.wait(function()
   return T.view(two_buf).draws > draws and not vim.api.nvim_win_is_valid(win_c)
 end, "the draw with a window closed as its folds were read did not come", two_buf)
+-- Fetched again (a refresh), the rows held under a fold come back though it is open only in
+-- another window.
+vim.cmd("belowright split")
+local win_d = vim.api.nvim_get_current_win()
+vim.api.nvim_win_set_cursor(win_d, { H.entry(two_buf, "a0"), 0 })
+H.keys("zo")
+vim.api.nvim_set_current_win(win_a)
+H.wait(function()
+  return T.view(two_buf).win == win_a
+end, "the first window is not the one last in", two_buf)
+H.check(folds_in(win_a).a0 and not folds_in(win_d).a0 and H.entry(two_buf, "a1") ~= nil, "a0 open in the other window only", two_buf)
+local two_tree = T.view(two_buf).tree
+T.refresh(two_buf)
+H.wait(function()
+  return T.view(two_buf).tree ~= two_tree and H.entry(two_buf, "a1") ~= nil
+end, "the rows held under a fold open in the other window did not come back", two_buf)
+vim.api.nvim_win_close(win_d, true)
 
 -- A folded row whose page failed is asked for again at the next draw, not at every cursor move
 -- or scroll.
@@ -905,7 +930,7 @@ end
 H.check(failures == 1, "asked " .. failures .. " times", failing_buf)
 T.view(failing_buf).redraw()
 H.wait(function()
-  return failures == 2
+  return failures >= 2
 end, "the row was not asked for again at the next draw", failing_buf)
 -- A fold key asks again too.
 client.exec = exec_real
@@ -934,11 +959,33 @@ H.wait(function()
   return T.view(stale_buf).by_id.t0.hidden == 2
 end, "the change did not draw", stale_buf)
 held_page(nil, { under = "t0", start = 0, total = 1, rows = 1, nodes = {} })
-vim.api.nvim_exec_autocmds("CursorMoved", { buffer = stale_buf })
 H.wait(function()
   return H.entry(stale_buf, "t2") ~= nil
 end, "the row whose stale page came after a draw was not asked for again", stale_buf)
 client.exec = exec_real
+-- The cursor on a row fetched under a fold when the tree is fetched again (a label, a refresh):
+-- it waits on the fold's row, and goes back to its row when the rows come.
+vim.api.nvim_win_set_cursor(0, { H.entry(stale_buf, "t2"), 0 })
+local stale_tree = T.view(stale_buf).tree
+T.refresh(stale_buf)
+H.wait(function()
+  return T.view(stale_buf).tree ~= stale_tree and H.entry(stale_buf, "t2") ~= nil
+end, "the rows did not come back", stale_buf)
+H.check(vim.api.nvim_win_get_cursor(0)[1] == H.entry(stale_buf, "t2"), "the cursor left t2", stale_buf)
+-- Shown in a window without BufWinEnter (:noautocmd), with its own folding: a draw folds there
+-- too (a new branch off the path starts folded).
+vim.cmd("botright new")
+vim.wo.foldmethod = "manual"
+vim.cmd("noautocmd buffer " .. stale_buf)
+local manual_win = vim.api.nvim_get_current_win()
+H.check(vim.wo[manual_win].foldmethod == "manual", "the window took the tree's folding", stale_buf)
+vim.fn.writefile({ entry("u0", "s0"), entry("u1", "u0", "assistant"), vim.json.encode({ type = "custom", id = "m2",
+  parentId = "s1", timestamp = "2026-12-01T10:00:03.000Z", customType = "pi-lsp.leaf", data = { targetId = "s1" } }) }, stale_path, "a")
+H.wait(function()
+  return H.entry(stale_buf, "u0") ~= nil
+end, "the new branch did not show", stale_buf)
+H.check(vim.fn.foldclosed(H.entry(stale_buf, "u0")) == H.entry(stale_buf, "u0"), "the new branch is not folded in that window", stale_buf)
+vim.api.nvim_win_close(manual_win, true)
 
 -- The server dies: it is started again, and the open tree follows its session again.
 local util = require("pi_lsp.util")

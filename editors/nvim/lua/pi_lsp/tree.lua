@@ -405,6 +405,23 @@ local function line_after_more(view, row)
   return nil
 end
 
+--- The drawn row whose rows, held and being fetched again, held `id` (the first drawn one up:
+--- the rows of a fold may be held under another's); nil when none did.
+local function held_under(view, id)
+  local seen = {}
+  while id and not view.ids_line[id] and not seen[id] do
+    seen[id] = true
+    local holder
+    for under, held in pairs(view.reopen or {}) do
+      for _, node in ipairs(type(held) == "table" and held.rows or {}) do
+        holder = node.id == id and under or holder
+      end
+    end
+    id = holder
+  end
+  return id and view.ids_line[id] and id or nil
+end
+
 local function draw(buf, view, tree)
   if not vim.api.nvim_buf_is_loaded(buf) then
     return -- unloaded (:bdelete): opened again, it is made anew
@@ -416,9 +433,15 @@ local function draw(buf, view, tree)
   -- window keeps what the last one saw.
   local closed_in, others = {}, {}
   for _, shown_in in ipairs(wins) do
-    closed_in[shown_in] = view.rendered and closed_folds(buf, view, shown_in) or nil
-    if shown_in ~= win and shows(shown_in, buf) then -- (an autocmd may have closed it meanwhile)
-      others[shown_in] = view.line_ids and view.line_ids[vim.api.nvim_win_get_cursor(shown_in)[1] - HEADER_LINES] or false
+    if shows(shown_in, buf) then -- (an autocmd may have closed it meanwhile)
+      if util.has_folds(shown_in) then
+        closed_in[shown_in] = view.rendered and closed_folds(buf, view, shown_in) or nil
+      else -- shown without BufWinEnter (:noautocmd buffer): new to the tree
+        util.use_folds(shown_in, 99)
+      end
+      if shown_in ~= win and shows(shown_in, buf) then -- (or as its folds were read)
+        others[shown_in] = view.line_ids and view.line_ids[vim.api.nvim_win_get_cursor(shown_in)[1] - HEADER_LINES] or false
+      end
     end
   end
   view.closed, view.closed_in = closed_in[win] or view.closed, closed_in
@@ -450,10 +473,24 @@ local function draw(buf, view, tree)
   win = shows(win, buf) and win or tree_win(buf)
   view.win = win
   -- Stay on the entry the cursor was on, or on what the "more" row it was on fetched; the
-  -- first time, go to the leaf.
-  local target = (cursor_id and view.ids_line[cursor_id])
-    or (on_more and line_after_more(view, on_more))
-    or view.ids_line[tree.leafRow or ""]
+  -- first time, go to the leaf. An entry among rows fetched again (after a label, a refresh)
+  -- is waited for on the row they fold under, while the cursor stays there.
+  local target = cursor_id and view.ids_line[cursor_id]
+  local pending = view.pending_cursor
+  view.pending_cursor = nil
+  if pending and cursor_id == pending.at then
+    if view.ids_line[pending.id] then
+      target = view.ids_line[pending.id]
+    else
+      view.pending_cursor = pending
+    end
+  elseif cursor_id and not target then
+    local under = held_under(view, cursor_id)
+    if under then
+      target, view.pending_cursor = view.ids_line[under], { id = cursor_id, at = under }
+    end
+  end
+  target = target or (on_more and line_after_more(view, on_more)) or view.ids_line[tree.leafRow or ""]
   if win ~= -1 and target then
     vim.api.nvim_win_set_cursor(win, { target, 0 })
   end
@@ -463,8 +500,11 @@ local function draw(buf, view, tree)
     end
   end
   view.rendered = true
-  if win ~= -1 then
-    fetch_shown(buf, "draw", { win })
+  local live = vim.tbl_filter(function(shown_in)
+    return shows(shown_in, buf)
+  end, wins)
+  if #live > 0 then -- (in none: what is held waits for a window)
+    fetch_shown(buf, "draw", live)
   end
 end
 
@@ -490,11 +530,13 @@ local function fetch_more(buf, row)
   client.exec("pi.getTree", args, function(err, page)
     view.fetching[kind][id] = nil
     -- Folded rows whose page failed or was dropped are asked for again at the next draw, or
-    -- a fold key: not at every scroll and cursor move. (A draw since it was asked for may
-    -- be the one that was to ask again: it found the page on its way.)
+    -- a fold key: not at every scroll and cursor move. A draw since it was asked for found
+    -- the page on its way and asked for nothing: asked for again now.
     local function failed()
       if row.under and view.draws == draws then
         view.failed[id] = true
+      elseif row.under then
+        fetch_shown(buf, "view", vim.fn.win_findbuf(buf))
       end
     end
     if err then
@@ -824,6 +866,18 @@ local function buffer_for(uri, root)
     end, root)
   end)
   map_keys(buf)
+  -- :bdelete empties the tree's buffer and drops its keys: it goes, to be made anew.
+  vim.api.nvim_create_autocmd("BufUnload", {
+    buffer = buf,
+    once = true,
+    callback = function()
+      vim.schedule(function()
+        if vim.api.nvim_buf_is_valid(buf) then
+          vim.api.nvim_buf_delete(buf, { force = true })
+        end
+      end)
+    end,
+  })
   -- The folds as they were left are what the next window showing the tree starts with; of
   -- several windows on the tree, the one last in has the folds the draws read and set.
   vim.api.nvim_create_autocmd({ "BufWinLeave", "WinLeave" }, {

@@ -246,14 +246,22 @@ end
 
 --- Give a window expression folds read from `set_folds`; `markdown`: its
 --- lines are Markdown (see markdown_foldtext).
+local FOLDEXPR = "v:lua.require'pi_lsp.util'.foldexpr(v:lnum)"
+
 function M.use_folds(win, level, markdown)
   M.set_local(win, {
     foldmethod = "expr",
-    foldexpr = "v:lua.require'pi_lsp.util'.foldexpr(v:lnum)",
+    foldexpr = FOLDEXPR,
     foldtext = ("v:lua.require'pi_lsp.util'.%s()"):format(markdown and "markdown_foldtext" or "foldtext"),
     foldlevel = level or 0,
     foldenable = true,
   })
+end
+
+--- Whether `win` folds by the levels set here (a buffer shown without BufWinEnter, as by
+--- :noautocmd, has the window's own folding).
+function M.has_folds(win)
+  return vim.wo[win].foldmethod == "expr" and vim.wo[win].foldexpr == FOLDEXPR
 end
 
 function M.forget_folds(buf)
