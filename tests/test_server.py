@@ -508,12 +508,17 @@ async def test_session_changed_carries_the_tree_change(pi: Pi) -> None:
     assert moved["base"] == fresh["version"]
     after = await call(pi.client, "pi.getTree", {"uri": uri})
     assert patched(fresh, moved) == after["nodes"] and moved["leafRow"] == "28511eec"
-    # Whoever fetched the other view (bookkeeping rows) gets no patch for the default one.
-    await call(pi.client, "pi.getTree", {"uri": uri, "bookkeeping": True})
+    # The change is to the view last fetched, of either kind: with bookkeeping rows too.
+    kept = await call(pi.client, "pi.getTree", {"uri": uri, "bookkeeping": True})
     since = pi.mark()
     await call(pi.client, "pi.label", {"uri": uri, "targetId": "28511eec", "label": "x"})
-    note = await wait_note(pi, SESSION_CHANGED, lambda p: path_of(p["uri"]) == path, since)
-    assert "tree" not in note
+    labelled = (await wait_note(pi, SESSION_CHANGED, lambda p: path_of(p["uri"]) == path,
+                                since))["tree"]
+    assert labelled["base"] == kept["version"]
+    again = await call(pi.client, "pi.getTree", {"uri": uri, "bookkeeping": True})
+    assert again["version"] == labelled["version"]
+    assert patched(kept, labelled) == again["nodes"]
+    assert any(node["type"] == "label" for node in labelled["rows"])
 
 
 def without_folds(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:

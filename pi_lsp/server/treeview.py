@@ -150,12 +150,12 @@ class TreeViews:
         return held.view
 
     def delta(self, held: HeldView, tree: SessionTree) -> TreeDelta | None:
-        """The change to the view without bookkeeping since it was last built; None when
-        there is none to give (no view shown, or the other kind): clients then fetch again."""
-        if held.view is None or held.state is None or held.state[3]:
+        """The change to the view last built (of its kind and length) since; None when there
+        is none to give. A client holding another version fetches again."""
+        if held.view is None or held.state is None:
             return None
         old = held.view
-        new = self.view(held, tree, False, held.state[4])
+        new = self.view(held, tree, held.state[3], held.state[4])
         if new is old:
             return None
         start, delete, rows = splice(old.nodes, new.nodes)

@@ -987,6 +987,25 @@ end, "the new branch did not show", stale_buf)
 H.check(vim.fn.foldclosed(H.entry(stale_buf, "u0")) == H.entry(stale_buf, "u0"), "the new branch is not folded in that window", stale_buf)
 vim.api.nvim_win_close(manual_win, true)
 
+-- With bookkeeping rows shown, a change is patched in too: the tree is not fetched again.
+tree_options.show_bookkeeping = true
+local kept_buf, kept_path = open_session("bookkeeping", { { "k0" }, { "k1", "k0", "assistant" } })
+local fetched, exec_kept = 0, client.exec
+client.exec = function(command, args, callback, ...)
+  if command == "pi.getTree" and not args.under and not args.after then
+    fetched = fetched + 1
+  end
+  return exec_kept(command, args, callback, ...)
+end
+vim.fn.writefile({ entry("k2", "k1"), vim.json.encode({ type = "custom", id = "m5", parentId = "k2",
+  timestamp = "2026-12-01T10:00:02.000Z", customType = "pi-lsp.leaf", data = { targetId = "k2" } }) }, kept_path, "a")
+H.wait(function()
+  return H.entry(kept_buf, "m5") ~= nil
+end, "the change did not show with its leaf move", kept_buf)
+client.exec = exec_kept
+tree_options.show_bookkeeping = false
+H.check(fetched == 0, "the tree was fetched again " .. fetched .. " times", kept_buf)
+
 -- The server dies: it is started again, and the open tree follows its session again.
 local util = require("pi_lsp.util")
 local stops, starts = 0, 0

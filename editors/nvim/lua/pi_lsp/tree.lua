@@ -926,7 +926,7 @@ local function buffer_for(uri, root)
         return
       end
       local patched = M.patch(view.tree, change.tree)
-      if patched and not config.options.tree.show_bookkeeping then
+      if patched then
         if relabels(change.tree) then
           -- A label may sit on a row not in the tree: fetched again.
           reopen_held(view)
