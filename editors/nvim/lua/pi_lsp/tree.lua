@@ -479,10 +479,13 @@ local function draw(buf, view, tree)
   local pending = view.pending_cursor
   view.pending_cursor = nil
   if pending and cursor_id == pending.at then
-    if view.ids_line[pending.id] then
-      target = view.ids_line[pending.id]
-    else
+    local line = view.ids_line[pending.id]
+    if not line then
       view.pending_cursor = pending
+    elseif vim.api.nvim_win_call(win, function()
+      return vim.fn.foldclosed(line) == -1
+    end) then
+      target = line -- (not into a fold closed meanwhile)
     end
   elseif cursor_id and not target then
     local under = held_under(view, cursor_id)
@@ -529,18 +532,14 @@ local function fetch_more(buf, row)
   local node, draws = view.by_id[id] or {}, view.draws
   client.exec("pi.getTree", args, function(err, page)
     view.fetching[kind][id] = nil
-    -- Folded rows whose page failed or was dropped are asked for again at the next draw, or
-    -- a fold key: not at every scroll and cursor move. A draw since it was asked for found
-    -- the page on its way and asked for nothing: asked for again now.
-    local function failed()
-      if row.under and view.draws == draws then
-        view.failed[id] = true
-      elseif row.under then
-        fetch_shown(buf, "view", vim.fn.win_findbuf(buf))
-      end
-    end
+    -- A folded row whose page failed or was dropped waits for the next draw or a fold key, not
+    -- asked for at every scroll and cursor move; unless a draw came since it was asked for
+    -- (that draw found it on its way and asked for nothing).
+    local drawn_since = view.draws ~= draws
     if err then
-      failed()
+      if row.under and not drawn_since then
+        view.failed[id] = true
+      end
       return util.error("pi.getTree: " .. (err.message or tostring(err)))
     end
     -- The tree may have been fetched again meanwhile: the page goes with the rows held now.
@@ -550,7 +549,11 @@ local function fetch_more(buf, row)
     local now = view.by_id[id] or {}
     if page.total ~= (row.under and now.hidden or now.moreBranches) or (row.after and page.rows ~= now.moreRows) then
       store[id] = nil
-      failed()
+      if row.under and drawn_since then -- stale: asked for again now
+        fetch_shown(buf, "view", vim.fn.win_findbuf(buf))
+      elseif row.under then
+        view.failed[id] = true
+      end
       return
     end
     if #held.rows > 0 and (store[id] ~= held or page.total ~= held.total or page.rows ~= held.made) then
@@ -866,16 +869,16 @@ local function buffer_for(uri, root)
     end, root)
   end)
   map_keys(buf)
-  -- :bdelete empties the tree's buffer and drops its keys: it goes, to be made anew.
-  vim.api.nvim_create_autocmd("BufUnload", {
+  -- :edit, or :buffer after :bdelete, loads the tree's buffer anew, empty (and :bdelete dropped
+  -- its keys): it is drawn again, its folds as last read.
+  vim.api.nvim_create_autocmd("BufReadCmd", {
     buffer = buf,
-    once = true,
     callback = function()
-      vim.schedule(function()
-        if vim.api.nvim_buf_is_valid(buf) then
-          vim.api.nvim_buf_delete(buf, { force = true })
-        end
-      end)
+      map_keys(buf)
+      if view.tree then
+        view.rendered = false
+        draw(buf, view, view.tree)
+      end
     end,
   })
   -- The folds as they were left are what the next window showing the tree starts with; of
@@ -917,6 +920,10 @@ local function buffer_for(uri, root)
   vim.api.nvim_create_autocmd("CursorMoved", {
     buffer = buf,
     callback = function()
+      local pending = view.pending_cursor
+      if pending and vim.api.nvim_win_get_cursor(0)[1] ~= view.ids_line[pending.at] then
+        view.pending_cursor = nil -- moved off the row it waits on
+      end
       fetch_shown(buf, "cursor")
     end,
   })
