@@ -573,6 +573,13 @@ plain_buf = H.wait_buf("pi://tree/plain", "← leaf", "the tree did not draw aga
 vim.cmd("bdelete " .. plain_buf)
 vim.cmd("buffer " .. plain_buf)
 H.check(H.contains(plain_buf, "← leaf") and vim.fn.maparg("zo", "n") ~= "", ":buffer after :bdelete showed the tree blank or without keys", plain_buf)
+local plain_tree = T.view(plain_buf).tree
+T.refresh(plain_buf)
+H.wait(function()
+  return T.view(plain_buf).tree ~= plain_tree
+end, "the tree was not fetched again", plain_buf)
+local plain_opts = { vim.bo[plain_buf].buftype, vim.bo[plain_buf].filetype, vim.bo[plain_buf].modified, vim.b[plain_buf].pi_lsp_uri }
+H.check(vim.deep_equal(plain_opts, { "nofile", "pitree", false, plain_uri }), "the tree shown again lost its options: " .. vim.inspect(plain_opts), plain_buf)
 local plain_wins = #vim.api.nvim_tabpage_list_wins(0)
 vim.cmd("edit")
 H.check(H.contains(plain_buf, "← leaf") and #vim.api.nvim_tabpage_list_wins(0) == plain_wins, ":edit left the tree blank or closed it", plain_buf)

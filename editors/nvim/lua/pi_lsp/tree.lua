@@ -837,9 +837,14 @@ local function buffer_for(uri, root)
       vim.api.nvim_buf_delete(buf, { force = true }) -- unloaded (:bdelete), keys gone: made anew
     end
   end
-  local buf = util.scratch("pi://tree/" .. vim.fn.fnamemodify(util.key(uri), ":t:r"), "pitree")
-  vim.b[buf].pi_lsp_uri = uri
-  vim.b[buf].pi_lsp_root = root
+  -- The buffer's options, variables and keys (:bdelete clears them: set again when it is read).
+  local function set_up()
+    local made = util.scratch("pi://tree/" .. vim.fn.fnamemodify(util.key(uri), ":t:r"), "pitree")
+    vim.b[made].pi_lsp_uri, vim.b[made].pi_lsp_root = uri, root
+    map_keys(made)
+    return made
+  end
+  local buf = set_up()
   local view = { uri = uri, root = root, limit = PATH_ROWS, unfolded = {}, branches = {}, closed_in = {} }
   view.fetching, view.failed = { under = {}, after = {} }, {}
   views[buf] = view
@@ -868,13 +873,12 @@ local function buffer_for(uri, root)
       done()
     end, root)
   end)
-  map_keys(buf)
-  -- :edit, or :buffer after :bdelete, loads the tree's buffer anew, empty (and :bdelete dropped
-  -- its keys): it is drawn again, its folds as last read.
+  -- :edit, or :buffer after :bdelete, loads the tree's buffer anew, empty: it is drawn again,
+  -- its folds as last read.
   vim.api.nvim_create_autocmd("BufReadCmd", {
     buffer = buf,
     callback = function()
-      map_keys(buf)
+      set_up()
       if view.tree then
         view.rendered = false
         draw(buf, view, view.tree)
