@@ -422,6 +422,31 @@ local function held_under(view, id)
   return id and view.ids_line[id] and id or nil
 end
 
+--- The line of the entry the cursor of `win` was on (`id`) as drawn now. An entry among rows
+--- fetched again (after a label, a refresh) is waited for on the row they fold under, while
+--- the cursor stays there; nil when it is drawn nowhere.
+local function entry_line(view, win, id)
+  local pending = view.pending_cursor
+  view.pending_cursor = nil
+  if pending and id == pending.at then
+    local line = view.ids_line[pending.id]
+    if not line then
+      view.pending_cursor = pending
+    elseif vim.api.nvim_win_call(win, function()
+      return vim.fn.foldclosed(line) == -1
+    end) then
+      return line -- (not into a fold closed meanwhile)
+    end
+  elseif id and not view.ids_line[id] then
+    local under = held_under(view, id)
+    if under then
+      view.pending_cursor = { id = id, at = under }
+      return view.ids_line[under]
+    end
+  end
+  return id and view.ids_line[id]
+end
+
 local function draw(buf, view, tree)
   if not vim.api.nvim_buf_is_loaded(buf) then
     return -- unloaded (:bdelete): opened again, it is made anew
@@ -473,27 +498,9 @@ local function draw(buf, view, tree)
   win = shows(win, buf) and win or tree_win(buf)
   view.win = win
   -- Stay on the entry the cursor was on, or on what the "more" row it was on fetched; the
-  -- first time, go to the leaf. An entry among rows fetched again (after a label, a refresh)
-  -- is waited for on the row they fold under, while the cursor stays there.
-  local target = cursor_id and view.ids_line[cursor_id]
-  local pending = view.pending_cursor
-  view.pending_cursor = nil
-  if pending and cursor_id == pending.at then
-    local line = view.ids_line[pending.id]
-    if not line then
-      view.pending_cursor = pending
-    elseif vim.api.nvim_win_call(win, function()
-      return vim.fn.foldclosed(line) == -1
-    end) then
-      target = line -- (not into a fold closed meanwhile)
-    end
-  elseif cursor_id and not target then
-    local under = held_under(view, cursor_id)
-    if under then
-      target, view.pending_cursor = view.ids_line[under], { id = cursor_id, at = under }
-    end
-  end
-  target = target or (on_more and line_after_more(view, on_more)) or view.ids_line[tree.leafRow or ""]
+  -- first time, go to the leaf.
+  local target = entry_line(view, win, cursor_id) or (on_more and line_after_more(view, on_more))
+    or view.ids_line[tree.leafRow or ""]
   if win ~= -1 and target then
     vim.api.nvim_win_set_cursor(win, { target, 0 })
   end
