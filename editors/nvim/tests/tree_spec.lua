@@ -1078,6 +1078,42 @@ client.exec = exec_kept
 tree_options.show_bookkeeping = false
 H.check(fetched == 0, "the tree was fetched again " .. fetched .. " times", kept_buf)
 
+-- The cursor on no entry stays on its line through a draw: on the header as a change comes, on
+-- "… N earlier rows" as they come. (It went to the leaf.)
+local chain = { { "e0" } }
+for n = 1, 304 do
+  chain[#chain + 1] = { "e" .. n, "e" .. (n - 1), n % 2 == 1 and "assistant" or nil }
+  if n == 300 then -- a branch off the path, near its end
+    chain[#chain + 1] = { "g0", "e300" }
+    chain[#chain + 1] = { "g1", "g0", "assistant" }
+  end
+end
+local chain_buf, chain_path = open_session("kept-line", chain)
+vim.api.nvim_win_set_cursor(0, { 1, 0 })
+vim.fn.writefile({ entry("e305", "e304") }, chain_path, "a")
+H.wait(function()
+  return H.entry(chain_buf, "e305") ~= nil
+end, "the change did not show", chain_buf)
+H.check(vim.api.nvim_win_get_cursor(0)[1] == 1, "the cursor left the header", chain_buf)
+H.check(H.lines(chain_buf)[3]:find("earlier rows", 1, true), "no earlier rows line", chain_buf)
+vim.api.nvim_win_set_cursor(0, { 3, 0 })
+vim.api.nvim_exec_autocmds("CursorMoved", { buffer = chain_buf })
+H.wait(function()
+  return not H.contains(chain_buf, "earlier rows")
+end, "the earlier rows did not come", chain_buf)
+H.check(vim.api.nvim_win_get_cursor(0)[1] == 3, "the cursor left the line of the earlier rows", chain_buf)
+-- :edit draws the tree again with the folds and the cursor's entry as they were just before.
+vim.api.nvim_win_set_cursor(0, { H.entry(chain_buf, "g0"), 0 })
+H.keys("zo")
+H.wait(function()
+  return H.entry(chain_buf, "g1") ~= nil
+end, "g0's rows did not come", chain_buf)
+vim.cmd("normal! zc")
+vim.api.nvim_win_set_cursor(0, { H.entry(chain_buf, "e302"), 0 })
+vim.cmd("edit")
+H.check(vim.fn.foldclosed(H.entry(chain_buf, "g0")) == H.entry(chain_buf, "g0") and vim.api.nvim_win_get_cursor(0)[1] == H.entry(chain_buf, "e302"),
+  ":edit lost the fold closed or the cursor's entry", chain_buf)
+
 -- The server dies: it is started again, and the open tree follows its session again.
 local util = require("pi_lsp.util")
 local stops, starts = 0, 0

@@ -447,13 +447,16 @@ local function entry_line(view, win, id)
   return id and view.ids_line[id]
 end
 
-local function draw(buf, view, tree)
+--- Draw `tree` in the buffer; `at`: the entry the cursor was on when the lines were emptied.
+local function draw(buf, view, tree, at)
   if not vim.api.nvim_buf_is_loaded(buf) then
     return -- unloaded (:bdelete): opened again, it is made anew
   end
-  local cursor_id = cursor_entry(buf, view)
+  local cursor_id = at or cursor_entry(buf, view)
   local on_more = cursor_on_more(buf, view)
   local win, wins = tree_win(buf), vim.fn.win_findbuf(buf)
+  -- On no entry and no "more" line (the header, the hint, "… N earlier rows"): the same line.
+  local kept = view.rendered and not cursor_id and not on_more and win ~= -1 and vim.api.nvim_win_get_cursor(win)[1]
   -- Each window on the tree keeps its folds, and the others their cursor's entry; a draw in no
   -- window keeps what the last one saw.
   local closed_in, others = {}, {}
@@ -500,7 +503,7 @@ local function draw(buf, view, tree)
   -- Stay on the entry the cursor was on, or on what the "more" row it was on fetched; the
   -- first time, go to the leaf.
   local target = entry_line(view, win, cursor_id) or (on_more and line_after_more(view, on_more))
-    or view.ids_line[tree.leafRow or ""]
+    or (kept and math.min(kept, vim.api.nvim_buf_line_count(buf))) or view.ids_line[tree.leafRow or ""]
   if win ~= -1 and target then
     vim.api.nvim_win_set_cursor(win, { target, 0 })
   end
@@ -881,14 +884,25 @@ local function buffer_for(uri, root)
     end, root)
   end)
   -- :edit, or :buffer after :bdelete, loads the tree's buffer anew, empty: it is drawn again,
-  -- its folds as last read.
+  -- its folds and the cursor's entry as read when it was emptied.
+  local unloaded_at
+  vim.api.nvim_create_autocmd("BufUnload", {
+    buffer = buf,
+    callback = function()
+      local closed = closed_folds(buf, view, view.win)
+      if closed then
+        view.closed, view.closed_in[view.win] = closed, closed
+      end
+      unloaded_at = cursor_entry(buf, view)
+    end,
+  })
   vim.api.nvim_create_autocmd("BufReadCmd", {
     buffer = buf,
     callback = function()
       set_up()
       if view.tree then
         view.rendered = false
-        draw(buf, view, view.tree)
+        draw(buf, view, view.tree, unloaded_at)
       end
     end,
   })
