@@ -412,9 +412,11 @@ local function held_under(view, id)
   while id and not view.ids_line[id] and not seen[id] do
     seen[id] = true
     local holder
-    for under, held in pairs(view.reopen or {}) do
-      for _, node in ipairs(type(held) == "table" and held.rows or {}) do
-        holder = node.id == id and under or holder
+    for _, kind in pairs(view.reopen or {}) do
+      for under, held in pairs(kind) do
+        for _, node in ipairs(type(held) == "table" and held.rows or {}) do
+          holder = node.id == id and under or holder
+        end
       end
     end
     id = holder
@@ -433,9 +435,9 @@ local function entry_line(view, win, id)
     if not line then
       view.pending_cursor = pending
     elseif vim.api.nvim_win_call(win, function()
-      return vim.fn.foldclosed(line) == -1
+      return vim.fn.foldclosed(line) == -1 or vim.fn.foldclosed(line) == line
     end) then
-      return line -- (not into a fold closed meanwhile)
+      return line -- (not into a fold closed meanwhile; a closed fold shows its first line)
     end
   elseif id and not view.ids_line[id] then
     local under = held_under(view, id)
@@ -588,15 +590,17 @@ function fetch_shown(buf, how, wins)
   if not view or not view.more then
     return
   end
-  local reopen = how == "draw" and view.reopen or {}
+  local reopen = how == "draw" and view.reopen or { under = {}, after = {} }
   if how == "draw" then
     -- Those still on their way are asked for at the next draw: a later page, when it comes,
     -- is dropped (its rows were fetched again).
-    local waiting = {}
-    for id in pairs(reopen) do
-      waiting[id] = view.fetching.under[id]
+    local waiting = { under = {}, after = {} }
+    for kind, held in pairs(reopen) do
+      for id in pairs(held) do
+        waiting[kind][id] = view.fetching[kind][id]
+      end
     end
-    view.reopen = next(waiting) and waiting or nil
+    view.reopen = (next(waiting.under) or next(waiting.after)) and waiting or nil
   end
   for _, win in ipairs(wins) do
     if shows(win, buf) then
@@ -609,9 +613,9 @@ function fetch_shown(buf, how, wins)
           local at_cursor = lnum == cursor
           -- Branches left out come only when asked: drawn, they would be fetched at every draw.
           local shown = row.under and row.start == 0 and not view.failed[row.under]
-            and (reopen[row.under] or (lnum >= top and lnum <= bottom)) and vim.fn.foldclosed(lnum + HEADER_LINES) == -1
-          local fetch = shown or (how == "cursor" and at_cursor)
-            or (how == "draw" and at_cursor and row.start == 0 and (row.under or row.after))
+            and (reopen.under[row.under] or (lnum >= top and lnum <= bottom)) and vim.fn.foldclosed(lnum + HEADER_LINES) == -1
+          local fetch = shown or (how == "cursor" and at_cursor) or (how == "draw" and row.start == 0
+            and (at_cursor and (row.under or row.after) or reopen.after[row.after or ""]))
           if fetch then
             fetch_more(buf, row)
           end
@@ -831,10 +835,12 @@ local function relabels(delta)
   return false
 end
 
---- Drop the rows and branches fetched, to be fetched anew; the rows held come back at the
---- next draw in a window (`reopen`), in view or not: they were open.
+--- Drop the rows and branches fetched, to be fetched anew; those held come back at the next
+--- draw in a window (`reopen`), in view or not: they were open, or asked for.
 local function reopen_held(view)
-  view.reopen = vim.tbl_extend("force", view.reopen or {}, view.unfolded)
+  local reopen = view.reopen or { under = {}, after = {} }
+  view.reopen = { under = vim.tbl_extend("force", reopen.under, view.unfolded),
+    after = vim.tbl_extend("force", reopen.after, view.branches) }
   view.unfolded, view.branches = {}, {}
 end
 
