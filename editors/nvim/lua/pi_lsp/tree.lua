@@ -449,16 +449,18 @@ local function entry_line(view, win, id)
   return id and view.ids_line[id]
 end
 
---- Draw `tree` in the buffer; `at`: the entry the cursor was on when the lines were emptied.
-local function draw(buf, view, tree, at)
+--- Draw `tree` in the buffer; `emptied`: where the cursor was when the lines were emptied
+--- ({id = its entry, line}).
+local function draw(buf, view, tree, emptied)
   if not vim.api.nvim_buf_is_loaded(buf) then
     return -- unloaded (:bdelete): opened again, it is made anew
   end
-  local cursor_id = at or cursor_entry(buf, view)
+  local cursor_id = emptied and emptied.id or cursor_entry(buf, view)
   local on_more = cursor_on_more(buf, view)
   local win, wins = tree_win(buf), vim.fn.win_findbuf(buf)
   -- On no entry and no "more" line (the header, the hint, "… N earlier rows"): the same line.
-  local kept = view.rendered and not cursor_id and not on_more and win ~= -1 and vim.api.nvim_win_get_cursor(win)[1]
+  local kept = not cursor_id and not on_more and (emptied and emptied.line
+    or view.rendered and win ~= -1 and vim.api.nvim_win_get_cursor(win)[1])
   -- Each window on the tree keeps its folds, and the others their cursor's entry; a draw in no
   -- window keeps what the last one saw.
   local closed_in, others = {}, {}
@@ -565,6 +567,12 @@ local function fetch_more(buf, row)
         fetch_shown(buf, "view", vim.fn.win_findbuf(buf))
       elseif row.under then
         view.failed[id] = true
+      else -- branches asked for: again at the tree's next draw, or now if it came
+        view.reopen = view.reopen or { under = {}, after = {} }
+        view.reopen.after[id] = true
+        if drawn_since then
+          fetch_shown(buf, "draw", vim.fn.win_findbuf(buf))
+        end
       end
       return
     end
@@ -891,7 +899,7 @@ local function buffer_for(uri, root)
   end)
   -- :edit, or :buffer after :bdelete, loads the tree's buffer anew, empty: it is drawn again,
   -- its folds and the cursor's entry as read when it was emptied.
-  local unloaded_at
+  local emptied
   vim.api.nvim_create_autocmd("BufUnload", {
     buffer = buf,
     callback = function()
@@ -899,7 +907,8 @@ local function buffer_for(uri, root)
       if closed then
         view.closed, view.closed_in[view.win] = closed, closed
       end
-      unloaded_at = cursor_entry(buf, view)
+      local win = tree_win(buf)
+      emptied = win ~= -1 and { id = cursor_entry(buf, view), line = vim.api.nvim_win_get_cursor(win)[1] } or nil
     end,
   })
   vim.api.nvim_create_autocmd("BufReadCmd", {
@@ -908,7 +917,7 @@ local function buffer_for(uri, root)
       set_up()
       if view.tree then
         view.rendered = false
-        draw(buf, view, view.tree, unloaded_at)
+        draw(buf, view, view.tree, emptied)
       end
     end,
   })
