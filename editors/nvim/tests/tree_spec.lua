@@ -559,6 +559,23 @@ late(nil, H.exec("pi.getTree", { uri = T.view(long_buf).uri, under = "x0", start
 H.wait(function()
   return H.entry(long_buf, "x1") ~= nil
 end, "x0's rows were not fetched again after the late page", long_buf)
+-- Rows held past the first page come back page after page when the tree is fetched again, and
+-- the cursor on one goes back to it.
+H.wait(function()
+  return H.line_of(long_buf, "… 2 more rows")
+end, "no second page to ask for", long_buf)
+vim.api.nvim_win_set_cursor(0, { H.line_of(long_buf, "… 2 more rows"), 0 })
+vim.api.nvim_exec_autocmds("CursorMoved", { buffer = long_buf })
+H.wait(function()
+  return H.entry(long_buf, "x502") ~= nil
+end, "the second page did not come", long_buf)
+vim.api.nvim_win_set_cursor(0, { H.entry(long_buf, "x501"), 0 })
+local long_tree = T.view(long_buf).tree
+T.refresh(long_buf)
+H.wait(function()
+  return T.view(long_buf).tree ~= long_tree and H.entry(long_buf, "x502") ~= nil
+end, "the rows past the first page did not come back", long_buf)
+H.check(vim.api.nvim_win_get_cursor(0)[1] == H.entry(long_buf, "x501"), "the cursor left x501", long_buf)
 
 -- A tree's window options stay with the tree: another buffer shown there gets the window's own.
 local plain_buf = open_session("plain", { { "p0" }, { "p1", "p0", "assistant" }, { "q0", "p0" }, { "q1", "q0", "assistant" } })

@@ -600,12 +600,15 @@ function fetch_shown(buf, how, wins)
   end
   local reopen = how == "draw" and view.reopen or { under = {}, after = {} }
   if how == "draw" then
-    -- Those still on their way are asked for at the next draw: a later page, when it comes,
-    -- is dropped (its rows were fetched again).
+    -- Those still on their way are asked for at the next draw (a later page, when it comes,
+    -- is dropped: its rows were fetched again), and those that held more pages than have come
+    -- back, page after page.
     local waiting = { under = {}, after = {} }
     for kind, held in pairs(reopen) do
-      for id in pairs(held) do
-        waiting[kind][id] = view.fetching[kind][id]
+      local store = kind == "under" and view.unfolded or view.branches
+      for id, was in pairs(held) do
+        local short = type(was) == "table" and #was.rows > (store[id] and #store[id].rows or 0)
+        waiting[kind][id] = (view.fetching[kind][id] or short) and was or nil
       end
     end
     view.reopen = (next(waiting.under) or next(waiting.after)) and waiting or nil
@@ -619,11 +622,15 @@ function fetch_shown(buf, how, wins)
         local top, bottom = vim.fn.line("w0") - HEADER_LINES, vim.fn.line("w$") - HEADER_LINES
         for lnum, row in pairs(view.more) do
           local at_cursor = lnum == cursor
+          local again = reopen[row.under and "under" or "after"][row.under or row.after or ""]
+          -- Held before the tree was fetched again: every page they were, wherever they are.
+          local first = row.start == 0
+          local held = again and (first or type(again) == "table" and #again.rows > row.start)
           -- Branches left out come only when asked: drawn, they would be fetched at every draw.
-          local shown = row.under and row.start == 0 and not view.failed[row.under]
-            and (reopen.under[row.under] or (lnum >= top and lnum <= bottom)) and vim.fn.foldclosed(lnum + HEADER_LINES) == -1
-          local fetch = shown or (how == "cursor" and at_cursor) or (how == "draw" and row.start == 0
-            and (at_cursor and (row.under or row.after) or reopen.after[row.after or ""]))
+          local shown = row.under and not view.failed[row.under]
+            and (held or first and lnum >= top and lnum <= bottom) and vim.fn.foldclosed(lnum + HEADER_LINES) == -1
+          local fetch = shown or (how == "cursor" and at_cursor)
+            or (how == "draw" and (row.after and held or first and at_cursor and (row.under or row.after)))
           if fetch then
             fetch_more(buf, row)
           end
