@@ -576,6 +576,32 @@ H.wait(function()
   return T.view(long_buf).tree ~= long_tree and H.entry(long_buf, "x502") ~= nil
 end, "the rows past the first page did not come back", long_buf)
 H.check(vim.api.nvim_win_get_cursor(0)[1] == H.entry(long_buf, "x501"), "the cursor left x501", long_buf)
+-- Fetched again twice while the second page is on its way: the rows still come back, every page.
+local held_second
+client.exec = function(command, args, callback, ...)
+  if command == "pi.getTree" and args.under == "x0" and args.start > 0 and not held_second then
+    held_second = function()
+      exec_before(command, args, callback)
+    end
+    return
+  end
+  return exec_before(command, args, callback, ...)
+end
+long_tree = T.view(long_buf).tree
+T.refresh(long_buf)
+H.wait(function()
+  return T.view(long_buf).tree ~= long_tree and held_second ~= nil
+end, "the second page was not asked for", long_buf)
+long_tree = T.view(long_buf).tree
+T.refresh(long_buf)
+H.wait(function()
+  return T.view(long_buf).tree ~= long_tree
+end, "the tree was not fetched again", long_buf)
+client.exec = exec_before
+held_second()
+H.wait(function()
+  return H.entry(long_buf, "x502") ~= nil
+end, "the rows past the first page did not come back after two refreshes", long_buf)
 
 -- A tree's window options stay with the tree: another buffer shown there gets the window's own.
 local plain_buf = open_session("plain", { { "p0" }, { "p1", "p0", "assistant" }, { "q0", "p0" }, { "q1", "q0", "assistant" } })
@@ -759,6 +785,29 @@ T.view(wide_buf).redraw()
 H.wait(function()
   return H.entry(wide_buf, "b304") ~= nil
 end, "the branches dropped as stale were not asked for again", wide_buf)
+-- A page of branches held that fails is not asked for again at every draw.
+local branch_failures = 0
+client.exec = function(command, args, callback, ...)
+  if command == "pi.getTree" and args.after then
+    branch_failures = branch_failures + 1
+    return callback({ message = "a stand-in failure" })
+  end
+  return real_exec(command, args, callback, ...)
+end
+wide_tree = T.view(wide_buf).tree
+T.refresh(wide_buf)
+H.wait(function()
+  return T.view(wide_buf).tree ~= wide_tree and branch_failures == 1
+end, "the branches were not asked for at the refresh", wide_buf)
+for _ = 1, 3 do
+  local before_draw = T.view(wide_buf).draws
+  T.view(wide_buf).redraw()
+  H.wait(function()
+    return T.view(wide_buf).draws > before_draw
+  end, "no draw", wide_buf)
+end
+client.exec = real_exec
+H.check(branch_failures == 1, "asked " .. branch_failures .. " times", wide_buf)
 -- Another writer answers inside a branch fetched, then moves the leaf back (pi-lsp's durable move
 -- hangs under its target): the view's change
 -- counts one more row left out after b299, and the branches fetched (b302's count among them)
@@ -1161,6 +1210,76 @@ H.check(vim.fn.foldclosed(H.entry(chain_buf, "g0")) == H.entry(chain_buf, "g0") 
 vim.api.nvim_win_set_cursor(0, { 2, 0 })
 vim.cmd("edit")
 H.check(vim.api.nvim_win_get_cursor(0)[1] == 2, ":edit moved the cursor off the hint line", chain_buf)
+
+-- A page of branches asked for at the cursor, found stale after a draw that met it on its way:
+-- asked for again at once (the cursor stays on the line: no other move asks).
+local few = { { "r0" } }
+for n = 0, 301 do
+  few[#few + 1] = { "b" .. n, "r0" }
+end
+few[#few + 1] = { "r1", "r0" }
+local few_buf = open_session("stale-branches", few)
+local held_branches, branch_pages = nil, 0
+client.exec = function(command, args, callback, ...)
+  if command == "pi.getTree" and args.after then
+    branch_pages = branch_pages + 1
+    if not held_branches then
+      held_branches = callback
+      return
+    end
+  end
+  return real_exec(command, args, callback, ...)
+end
+vim.api.nvim_win_set_cursor(0, { H.line_of(few_buf, "… 2 more branches"), 0 })
+vim.api.nvim_exec_autocmds("CursorMoved", { buffer = few_buf })
+H.check(held_branches ~= nil, "the branches were not asked for", few_buf)
+local few_draws = T.view(few_buf).draws
+T.view(few_buf).redraw()
+H.wait(function()
+  return T.view(few_buf).draws > few_draws
+end, "no draw", few_buf)
+held_branches(nil, { after = "b299", start = 0, total = 99, rows = 99, nodes = {} })
+H.wait(function()
+  return H.entry(few_buf, "b301") ~= nil
+end, "the stale page of branches was not asked for again", few_buf)
+client.exec = real_exec
+
+-- Two pages of branches held, and the first asked for again at a refresh comes stale: both pages
+-- still come back.
+local many = { { "r0" } }
+for n = 0, 849 do
+  many[#many + 1] = { "b" .. n, "r0" }
+end
+many[#many + 1] = { "r1", "r0" }
+local many_buf = open_session("two-pages", many)
+vim.api.nvim_win_set_cursor(0, { H.line_of(many_buf, "… 550 more branches"), 0 })
+vim.api.nvim_exec_autocmds("CursorMoved", { buffer = many_buf })
+H.wait(function()
+  return H.line_of(many_buf, "… 50 more branches")
+end, "the first page of branches did not come", many_buf)
+vim.api.nvim_win_set_cursor(0, { H.line_of(many_buf, "… 50 more branches"), 0 })
+vim.api.nvim_exec_autocmds("CursorMoved", { buffer = many_buf })
+H.wait(function()
+  return H.entry(many_buf, "b849") ~= nil
+end, "the second page of branches did not come", many_buf)
+local stale_first = false
+client.exec = function(command, args, callback, ...)
+  if command == "pi.getTree" and args.after and not stale_first then
+    stale_first = true
+    return callback(nil, { after = args.after, start = 0, total = 999, rows = 999, nodes = {} })
+  end
+  return real_exec(command, args, callback, ...)
+end
+local many_tree = T.view(many_buf).tree
+T.refresh(many_buf)
+H.wait(function()
+  return T.view(many_buf).tree ~= many_tree and stale_first
+end, "the branches were not asked for at the refresh", many_buf)
+client.exec = real_exec
+T.view(many_buf).redraw()
+H.wait(function()
+  return H.entry(many_buf, "b849") ~= nil
+end, "the second page of branches did not come back", many_buf)
 
 -- The server dies: it is started again, and the open tree follows its session again.
 local util = require("pi_lsp.util")

@@ -554,6 +554,9 @@ local function fetch_more(buf, row)
       if row.under and not drawn_since then
         view.failed[id] = true
       end
+      if view.reopen then -- held before: not asked for again at every draw
+        view.reopen[kind][id] = nil
+      end
       return util.error("pi.getTree: " .. (err.message or tostring(err)))
     end
     -- The tree may have been fetched again meanwhile: the page goes with the rows held now.
@@ -569,7 +572,7 @@ local function fetch_more(buf, row)
         view.failed[id] = true
       else -- branches asked for: again at the tree's next draw, or now if it came
         view.reopen = view.reopen or { under = {}, after = {} }
-        view.reopen.after[id] = true
+        view.reopen.after[id] = view.reopen.after[id] or true
         if drawn_since then
           fetch_shown(buf, "draw", vim.fn.win_findbuf(buf))
         end
@@ -853,9 +856,15 @@ end
 --- Drop the rows and branches fetched, to be fetched anew; those held come back at the next
 --- draw in a window (`reopen`), in view or not: they were open, or asked for.
 local function reopen_held(view)
-  local reopen = view.reopen or { under = {}, after = {} }
-  view.reopen = { under = vim.tbl_extend("force", reopen.under, view.unfolded),
-    after = vim.tbl_extend("force", reopen.after, view.branches) }
+  view.reopen = view.reopen or { under = {}, after = {} }
+  for kind, store in pairs({ under = view.unfolded, after = view.branches }) do
+    for id, held in pairs(store) do
+      local was = view.reopen[kind][id]
+      if not (type(was) == "table" and #was.rows > #held.rows) then -- (fetched again only in part)
+        view.reopen[kind][id] = held
+      end
+    end
+  end
   view.unfolded, view.branches = {}, {}
 end
 
