@@ -310,6 +310,14 @@ local function open_session(name, entries)
   T.open(vim.uri_from_fname(path))
   return H.wait_buf("pi://tree/" .. name, "← leaf", "the " .. name .. " tree did not render"), path
 end
+--- Fetch the tree of `tree_buf` again; wait until it is drawn anew and `ready()` holds.
+local function fetch_again(tree_buf, ready, message)
+  local before = T.view(tree_buf).tree
+  T.refresh(tree_buf)
+  H.wait(function()
+    return T.view(tree_buf).tree ~= before and (ready == nil or ready())
+  end, message or "the tree was not fetched again", tree_buf)
+end
 --- Check that the tree's buffer draws the rows the server has now, every folded row's rows
 --- after it (each at its depth, with its label).
 local function check_as_fetched(tree_buf)
@@ -570,11 +578,9 @@ H.wait(function()
   return H.entry(long_buf, "x502") ~= nil
 end, "the second page did not come", long_buf)
 vim.api.nvim_win_set_cursor(0, { H.entry(long_buf, "x501"), 0 })
-local long_tree = T.view(long_buf).tree
-T.refresh(long_buf)
-H.wait(function()
-  return T.view(long_buf).tree ~= long_tree and H.entry(long_buf, "x502") ~= nil
-end, "the rows past the first page did not come back", long_buf)
+fetch_again(long_buf, function()
+  return H.entry(long_buf, "x502") ~= nil
+end, "the rows past the first page did not come back")
 H.check(vim.api.nvim_win_get_cursor(0)[1] == H.entry(long_buf, "x501"), "the cursor left x501", long_buf)
 -- Fetched again twice while the second page is on its way: the rows still come back, every page.
 local held_second
@@ -587,16 +593,10 @@ client.exec = function(command, args, callback, ...)
   end
   return exec_before(command, args, callback, ...)
 end
-long_tree = T.view(long_buf).tree
-T.refresh(long_buf)
-H.wait(function()
-  return T.view(long_buf).tree ~= long_tree and held_second ~= nil
-end, "the second page was not asked for", long_buf)
-long_tree = T.view(long_buf).tree
-T.refresh(long_buf)
-H.wait(function()
-  return T.view(long_buf).tree ~= long_tree
-end, "the tree was not fetched again", long_buf)
+fetch_again(long_buf, function()
+  return held_second ~= nil
+end, "the second page was not asked for")
+fetch_again(long_buf)
 client.exec = exec_before
 held_second()
 H.wait(function()
@@ -616,11 +616,7 @@ plain_buf = H.wait_buf("pi://tree/plain", "← leaf", "the tree did not draw aga
 vim.cmd("bdelete " .. plain_buf)
 vim.cmd("buffer " .. plain_buf)
 H.check(H.contains(plain_buf, "← leaf") and vim.fn.maparg("zo", "n") ~= "", ":buffer after :bdelete showed the tree blank or without keys", plain_buf)
-local plain_tree = T.view(plain_buf).tree
-T.refresh(plain_buf)
-H.wait(function()
-  return T.view(plain_buf).tree ~= plain_tree
-end, "the tree was not fetched again", plain_buf)
+fetch_again(plain_buf)
 local plain_opts = { vim.bo[plain_buf].buftype, vim.bo[plain_buf].filetype, vim.bo[plain_buf].modified, vim.b[plain_buf].pi_lsp_uri }
 H.check(vim.deep_equal(plain_opts, { "nofile", "pitree", false, plain_uri }), "the tree shown again lost its options: " .. vim.inspect(plain_opts), plain_buf)
 local plain_wins = #vim.api.nvim_tabpage_list_wins(0)
@@ -758,11 +754,9 @@ H.wait(function()
 end, "the rows under a branch fetched did not come when its fold opened", wide_buf)
 -- The cursor on a branch fetched stays on it as the tree is fetched again.
 vim.api.nvim_win_set_cursor(0, { H.entry(wide_buf, "b303"), 0 })
-local wide_tree = T.view(wide_buf).tree
-T.refresh(wide_buf)
-H.wait(function()
-  return T.view(wide_buf).tree ~= wide_tree and H.entry(wide_buf, "b303") ~= nil
-end, "the branches fetched did not come back", wide_buf)
+fetch_again(wide_buf, function()
+  return H.entry(wide_buf, "b303") ~= nil
+end, "the branches fetched did not come back")
 H.check(vim.api.nvim_win_get_cursor(0)[1] == H.entry(wide_buf, "b303"), "the cursor left b303", wide_buf)
 -- Asked for again at a refresh, a page of branches dropped as stale (counted otherwise than the
 -- row drawn) is asked for again at the next draw.
@@ -774,11 +768,9 @@ client.exec = function(command, args, callback, ...)
   end
   return real_exec(command, args, callback, ...)
 end
-wide_tree = T.view(wide_buf).tree
-T.refresh(wide_buf)
-H.wait(function()
-  return T.view(wide_buf).tree ~= wide_tree and stale_branches == 1
-end, "the branches were not asked for at the refresh", wide_buf)
+fetch_again(wide_buf, function()
+  return stale_branches == 1
+end, "the branches were not asked for at the refresh")
 client.exec = real_exec
 H.check(H.entry(wide_buf, "b304") == nil, "the stale page was drawn", wide_buf)
 T.view(wide_buf).redraw()
@@ -794,11 +786,9 @@ client.exec = function(command, args, callback, ...)
   end
   return real_exec(command, args, callback, ...)
 end
-wide_tree = T.view(wide_buf).tree
-T.refresh(wide_buf)
-H.wait(function()
-  return T.view(wide_buf).tree ~= wide_tree and branch_failures == 1
-end, "the branches were not asked for at the refresh", wide_buf)
+fetch_again(wide_buf, function()
+  return branch_failures == 1
+end, "the branches were not asked for at the refresh")
 for _ = 1, 3 do
   local before_draw = T.view(wide_buf).draws
   T.view(wide_buf).redraw()
@@ -880,11 +870,7 @@ T.refresh(open_buf)
 H.wait(function()
   return next(T.view(open_buf).unfolded) == nil
 end, "the tree was not fetched again", open_buf)
-local before_second = T.view(open_buf).tree
-T.refresh(open_buf)
-H.wait(function()
-  return T.view(open_buf).tree ~= before_second
-end, "the tree was not fetched again", open_buf)
+fetch_again(open_buf)
 T.open(T.view(open_buf).uri)
 H.wait(function()
   return H.entry(open_buf, "i1") ~= nil and H.entry(open_buf, "i40") ~= nil and H.entry(open_buf, "i20") ~= nil
@@ -1003,11 +989,9 @@ H.wait(function()
   return T.view(two_buf).win == win_a
 end, "the first window is not the one last in", two_buf)
 H.check(folds_in(win_a).a0 and not folds_in(win_d).a0 and H.entry(two_buf, "a1") ~= nil, "a0 open in the other window only", two_buf)
-local two_tree = T.view(two_buf).tree
-T.refresh(two_buf)
-H.wait(function()
-  return T.view(two_buf).tree ~= two_tree and H.entry(two_buf, "a1") ~= nil
-end, "the rows held under a fold open in the other window did not come back", two_buf)
+fetch_again(two_buf, function()
+  return H.entry(two_buf, "a1") ~= nil
+end, "the rows held under a fold open in the other window did not come back")
 vim.api.nvim_win_close(win_d, true)
 
 -- A folded row whose page failed is asked for again at the next draw, not at every cursor move
@@ -1074,11 +1058,9 @@ client.exec = function(command, args, callback, ...)
   end
   return exec_real(command, args, callback, ...)
 end
-local stale_tree = T.view(stale_buf).tree
-T.refresh(stale_buf)
-H.wait(function()
-  return T.view(stale_buf).tree ~= stale_tree and held_error ~= nil
-end, "t0's rows were not asked for after the refresh", stale_buf)
+fetch_again(stale_buf, function()
+  return held_error ~= nil
+end, "t0's rows were not asked for after the refresh")
 T.view(stale_buf).redraw()
 local draws_now = T.view(stale_buf).draws
 H.wait(function()
@@ -1110,11 +1092,9 @@ local function refetched(check)
   vim.api.nvim_win_set_cursor(0, { H.entry(stale_buf, "t2"), 0 })
   held_pages = {}
   hold_pages()
-  stale_tree = T.view(stale_buf).tree
-  T.refresh(stale_buf)
-  H.wait(function()
-    return T.view(stale_buf).tree ~= stale_tree and #held_pages > 0
-  end, "t0's rows were not asked for after the refresh", stale_buf)
+  fetch_again(stale_buf, function()
+    return #held_pages > 0
+  end, "t0's rows were not asked for after the refresh")
   H.check(vim.api.nvim_win_get_cursor(0)[1] == H.entry(stale_buf, "t0"), "the cursor does not wait on t0", stale_buf)
   check()
   client.exec = exec_real
@@ -1270,11 +1250,9 @@ client.exec = function(command, args, callback, ...)
   end
   return real_exec(command, args, callback, ...)
 end
-local many_tree = T.view(many_buf).tree
-T.refresh(many_buf)
-H.wait(function()
-  return T.view(many_buf).tree ~= many_tree and stale_first
-end, "the branches were not asked for at the refresh", many_buf)
+fetch_again(many_buf, function()
+  return stale_first
+end, "the branches were not asked for at the refresh")
 client.exec = real_exec
 T.view(many_buf).redraw()
 H.wait(function()

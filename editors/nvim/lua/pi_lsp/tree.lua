@@ -913,16 +913,22 @@ local function buffer_for(uri, root)
       done()
     end, root)
   end)
+  -- The folds as they were left are what the next window showing the tree starts with; of
+  -- several windows on the tree, the one last in has the folds the draws read and set.
+  local function keep_folds()
+    local closed = closed_folds(buf, view, view.win)
+    if closed then
+      view.closed, view.closed_in[view.win] = closed, closed
+    end
+  end
+  vim.api.nvim_create_autocmd({ "BufWinLeave", "WinLeave" }, { buffer = buf, callback = keep_folds })
   -- :edit, or :buffer after :bdelete, loads the tree's buffer anew, empty: it is drawn again,
   -- its folds and the cursor's entry as read when it was emptied.
   local emptied
   vim.api.nvim_create_autocmd("BufUnload", {
     buffer = buf,
     callback = function()
-      local closed = closed_folds(buf, view, view.win)
-      if closed then
-        view.closed, view.closed_in[view.win] = closed, closed
-      end
+      keep_folds()
       local win = tree_win(buf)
       emptied = win ~= -1 and { id = cursor_entry(buf, view), line = vim.api.nvim_win_get_cursor(win)[1] } or nil
     end,
@@ -934,17 +940,6 @@ local function buffer_for(uri, root)
       if view.tree then
         view.rendered = false
         draw(buf, view, view.tree, emptied)
-      end
-    end,
-  })
-  -- The folds as they were left are what the next window showing the tree starts with; of
-  -- several windows on the tree, the one last in has the folds the draws read and set.
-  vim.api.nvim_create_autocmd({ "BufWinLeave", "WinLeave" }, {
-    buffer = buf,
-    callback = function()
-      local closed = closed_folds(buf, view, view.win)
-      if closed then
-        view.closed, view.closed_in[view.win] = closed, closed
       end
     end,
   })
