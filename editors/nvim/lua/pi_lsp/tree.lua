@@ -434,9 +434,9 @@ local function entry_line(view, win, id)
     local line = view.ids_line[pending.id]
     if not line then
       view.pending_cursor = pending
-    elseif vim.api.nvim_win_call(win, function()
-      return vim.fn.foldclosed(line) == -1 or vim.fn.foldclosed(line) == line
-    end) then
+    elseif vim.tbl_contains({ -1, line }, vim.api.nvim_win_call(win, function()
+      return vim.fn.foldclosed(line)
+    end)) then
       return line -- (not into a fold closed meanwhile; a closed fold shows its first line)
     end
   elseif id and not view.ids_line[id] then
@@ -517,11 +517,8 @@ local function draw(buf, view, tree, emptied)
     end
   end
   view.rendered = true
-  local live = vim.tbl_filter(function(shown_in)
-    return shows(shown_in, buf)
-  end, wins)
-  if #live > 0 then -- (in none: what is held waits for a window)
-    fetch_shown(buf, "draw", live)
+  if win ~= -1 then -- (in none: what is held waits for a window)
+    fetch_shown(buf, "draw", wins)
   end
 end
 
