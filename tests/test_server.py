@@ -764,6 +764,24 @@ async def test_diff_context_between_the_tips(pi: Pi) -> None:
     backwards = await call(pi.client, "pi.diffContext",
                            {"uri": pi.uri, "fromLeafId": BRANCH_B_TIP, "toLeafId": DEAD_END_TIP})
     assert (backwards["onlyFrom"], backwards["onlyTo"]) == (diff["onlyTo"], diff["onlyFrom"])
+    assert (diff["toLeafId"], backwards["toLeafId"]) == (BRANCH_B_TIP, DEAD_END_TIP)
+
+
+async def test_diff_context_with_the_current_leaf(pi: Pi) -> None:
+    # Without `toLeafId`, the leaf compared with is the current one, and the answer names it:
+    # an editor asks once, and does not fetch the tree (replacing the view it holds) for it.
+    uri = copy_session(pi.main, "diff-current")
+    leaf = (await call(pi.client, "pi.branch", {"uri": uri, "targetId": DEAD_END_TIP}))["leafId"]
+    diff = await call(pi.client, "pi.diffContext", {"uri": uri, "fromLeafId": BRANCH_B_TIP})
+    assert diff["toLeafId"] == leaf == (await call(pi.client, "pi.getTree", {"uri": uri}))["leafId"]
+    explicit = await call(pi.client, "pi.diffContext",
+                          {"uri": uri, "fromLeafId": BRANCH_B_TIP, "toLeafId": leaf})
+    assert diff == explicit and FORK_QUESTION in diff["onlyTo"]
+    empty = pi.main / ".pi" / "sessions" / "header-only.jsonl"
+    empty.write_text(path_of(uri).read_text().splitlines()[0] + "\n")
+    error = await call_error(pi.client, "pi.diffContext",
+                             {"uri": empty.as_uri(), "fromLeafId": "x"})
+    assert "no current leaf" in str(error)
 
 
 async def test_check(pi: Pi) -> None:
@@ -1057,7 +1075,7 @@ BAD_INPUT: list[tuple[str, str, Callable[[str], list[Any]], str]] = [
     ("unknown-fork-leaf", "pi.fork", lambda uri: [{"uri": uri, "leafId": "deadbeef"}],
      "deadbeef"),
     ("diff-leaf-missing", "pi.diffContext",
-     lambda uri: [{"uri": uri, "fromLeafId": DEAD_END_TIP}], "toLeafId"),
+     lambda uri: [{"uri": uri, "toLeafId": DEAD_END_TIP}], "fromLeafId"),
     ("image-without-type", "pi.prompt",
      lambda uri: [{"uri": uri, "text": "see", "images": [{"data": "AAAA"}]}], "mimeType"),
     ("not-a-file-uri", "pi.getTree", lambda uri: [{"uri": "untitled:Untitled-1"}], "uri"),

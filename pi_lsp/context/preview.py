@@ -218,6 +218,7 @@ class ContextDiff(msgspec.Struct, rename="camel"):
     only_to: list[str]
     from_tokens: int
     to_tokens: int
+    to_leaf_id: str
 
 
 def diff_contexts(tree: SessionTree, from_leaf: str, to_leaf: str) -> ContextDiff:
@@ -229,4 +230,5 @@ def diff_contexts(tree: SessionTree, from_leaf: str, to_leaf: str) -> ContextDif
         only_to=[e for e in second.entry_ids if e not in in_first],
         from_tokens=context_tokens(tree, from_leaf),
         to_tokens=context_tokens(tree, to_leaf),
+        to_leaf_id=to_leaf,
     )

@@ -168,7 +168,7 @@ class PreviewArgs(SessionArgs):
 
 class DiffArgs(SessionArgs):
     from_leaf_id: Id
-    to_leaf_id: Id
+    to_leaf_id: Id | None = None  # the current leaf
 
 
 class BranchArgs(SessionArgs):

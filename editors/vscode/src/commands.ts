@@ -245,9 +245,10 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
       const uri = await session(arg);
       const target = uri && (await entry(uri, arg, "Compare the context at which entry with the current one?"));
       if (!uri || !target) return;
-      const leaf = (await pi.call("pi.getTree", { uri, limit: 1 })).leafId; // the leaf, not the whole tree
-      if (!leaf) throw new Error("the session has no current leaf");
-      const diff = await pi.call("pi.diffContext", { uri, fromLeafId: target, toLeafId: leaf });
+      // Against the current leaf, which the answer names: no tree fetched for it (that would
+      // replace the view the server holds for the Sessions view, which then fetches it again).
+      const diff = await pi.call("pi.diffContext", { uri, fromLeafId: target });
+      const leaf = diff.toLeafId;
       const title = Sessions.title(await sessions.info(uri).catch(() => undefined), uri);
       const left = contextUri({ session: uri, leafId: target, layer: "agent" }, `Context · ${title}`);
       const right = contextUri({ session: uri, leafId: leaf, layer: "agent" }, `Context · ${title}`);

@@ -132,6 +132,8 @@ export interface DiffResult {
   onlyTo: string[];
   fromTokens: number;
   toTokens: number;
+  /** The leaf compared with: the one asked for, else the current one. */
+  toLeafId: string;
 }
 
 export interface BranchResult {
@@ -200,7 +202,7 @@ export interface Commands {
   "pi.getTree": [{ uri: string; limit?: number; under?: string; after?: string; start?: number }, TreeResult];
   /** With `page`, `messages` is left out: `pages` holds the first and last `page` messages. */
   "pi.previewContext": [{ uri: string; leafId?: string; layer?: Layer; page?: number; start?: number; entryId?: string }, PreviewResult];
-  "pi.diffContext": [{ uri: string; fromLeafId: string; toLeafId: string }, DiffResult];
+  "pi.diffContext": [{ uri: string; fromLeafId: string; toLeafId?: string }, DiffResult];
   "pi.branch": [{ uri: string; targetId: string }, BranchResult];
   "pi.branchWithSummary": [{ uri: string; targetId: string; instructions?: string }, { jobId: string }];
   "pi.compact": [{ uri: string; instructions?: string; dryRun?: boolean }, { plan?: CompactPlan | null; jobId?: string }];

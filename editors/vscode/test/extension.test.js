@@ -164,16 +164,32 @@ test("Edit prompt branches before a user message and puts its text in the chat i
 });
 
 test("Diff with current opens vscode.diff on two pi-context documents", async () => {
-  const diff = await run("piLsp.diffWithCurrent", { uri: sessionUri, entryId: "28511eec" });
+  const asked = [];
+  const call = api.pi.call;
+  api.pi.call = function (method, args) {
+    asked.push(method);
+    return call.call(this, method, args);
+  };
+  let diff;
+  try {
+    diff = await run("piLsp.diffWithCurrent", { uri: sessionUri, entryId: "28511eec" });
+  } finally {
+    api.pi.call = call;
+  }
   assert.deepEqual(errors(), []);
   assert.ok(diff.onlyFrom.includes("28511eec"));
-  const call = rec.executed.find((e) => e.id === "vscode.diff");
-  assert.ok(call);
-  const [left, right, title] = call.args;
+  // The tree is not fetched for its leaf: that would replace the view the server holds for the
+  // Sessions view, which would then fetch it whole at the next change.
+  assert.ok(!asked.includes("pi.getTree"), asked.join(", "));
+  const leaf = (await call.call(api.pi, "pi.getTree", { uri: sessionUri, limit: 1 })).leafId;
+  const executed = rec.executed.find((e) => e.id === "vscode.diff");
+  assert.ok(executed);
+  const [left, right, title] = executed.args;
   assert.equal(left.scheme, "pi-context");
   assert.equal(ext.parseContextUri(left).leafId, "28511eec");
   assert.equal(right.scheme, "pi-context");
-  assert.match(title, /tok/);
+  assert.equal(ext.parseContextUri(right).leafId, leaf, "the current leaf");
+  assert.match(title, new RegExp(`current ${leaf} \\(\\d+ tok\\)`));
 });
 
 test("Branch with summary runs as a job and lands a branch summary", async () => {

@@ -106,7 +106,9 @@ test("pi.previewContext: messages with entry ids and token counts, and markdown"
 test("pi.diffContext: entry ids only on either side, and both totals", async () => {
   const tree = await exec("pi.getTree", { uri: session.uri });
   const diff = await exec("pi.diffContext", { uri: session.uri, fromLeafId: "28511eec", toLeafId: tree.leafId });
-  assert.deepEqual(keys(diff), ["fromTokens", "onlyFrom", "onlyTo", "toTokens"]);
+  assert.deepEqual(keys(diff), ["fromTokens", "onlyFrom", "onlyTo", "toLeafId", "toTokens"]);
+  assert.equal(diff.toLeafId, tree.leafId);
+  assert.deepEqual(await exec("pi.diffContext", { uri: session.uri, fromLeafId: "28511eec" }), diff, "the current leaf by default");
   assert.ok(diff.onlyFrom.includes("28511eec"));
   assert.ok(diff.onlyTo.length > 0);
 });
