@@ -1132,6 +1132,28 @@ H.wait(function()
 end, "the new branch did not show", stale_buf)
 H.check(vim.fn.foldclosed(H.entry(stale_buf, "u0")) == H.entry(stale_buf, "u0"), "the new branch is not folded in that window", stale_buf)
 vim.api.nvim_win_close(manual_win, true)
+-- In a second window on the tree, its cursor waits too, for its own row, while the first one's
+-- stays where it is.
+vim.cmd("belowright split")
+local below = vim.api.nvim_get_current_win()
+vim.api.nvim_win_set_cursor(below, { H.entry(stale_buf, "t2"), 0 })
+vim.cmd("wincmd p")
+local above = vim.api.nvim_get_current_win()
+vim.api.nvim_win_set_cursor(above, { H.entry(stale_buf, "s1"), 0 })
+held_pages = {}
+hold_pages()
+fetch_again(stale_buf, function()
+  return #held_pages > 0
+end, "t0's rows were not asked for after the refresh")
+H.check(vim.api.nvim_win_get_cursor(below)[1] == H.entry(stale_buf, "t0"), "the second window's cursor does not wait on t0", stale_buf)
+client.exec = exec_real
+held_pages[1]()
+H.wait(function()
+  return H.entry(stale_buf, "t2") ~= nil
+end, "the rows did not come back", stale_buf)
+H.check(vim.api.nvim_win_get_cursor(below)[1] == H.entry(stale_buf, "t2"), "the second window's cursor did not go back to t2", stale_buf)
+H.check(vim.api.nvim_win_get_cursor(above)[1] == H.entry(stale_buf, "s1"), "the first window's cursor left s1", stale_buf)
+vim.api.nvim_win_close(below, true)
 
 -- With bookkeeping rows shown, a change is patched in too: the tree is not fetched again.
 tree_options.show_bookkeeping = true

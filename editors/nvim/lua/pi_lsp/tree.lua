@@ -426,14 +426,14 @@ end
 
 --- The line of the entry the cursor of `win` was on (`id`) as drawn now. An entry among rows
 --- fetched again (after a label, a refresh) is waited for on the row they fold under, while
---- the cursor stays there; nil when it is drawn nowhere.
+--- the cursor stays there (each window's for its own); nil when it is drawn nowhere.
 local function entry_line(view, win, id)
-  local pending = view.pending_cursor
-  view.pending_cursor = nil
+  local pending = view.pending_cursor[win]
+  view.pending_cursor[win] = nil
   if pending and id == pending.at then
     local line = view.ids_line[pending.id]
     if not line then
-      view.pending_cursor = pending
+      view.pending_cursor[win] = pending
     elseif vim.tbl_contains({ -1, line }, vim.api.nvim_win_call(win, function()
       return vim.fn.foldclosed(line)
     end)) then
@@ -442,7 +442,7 @@ local function entry_line(view, win, id)
   elseif id and not view.ids_line[id] then
     local under = held_under(view, id)
     if under then
-      view.pending_cursor = { id = id, at = under }
+      view.pending_cursor[win] = { id = id, at = under }
       return view.ids_line[under]
     end
   end
@@ -512,8 +512,9 @@ local function draw(buf, view, tree, emptied)
     vim.api.nvim_win_set_cursor(win, { target, 0 })
   end
   for other, id in pairs(others) do
-    if id and view.ids_line[id] and shows(other, buf) then
-      vim.api.nvim_win_set_cursor(other, { view.ids_line[id], 0 })
+    local line = id and shows(other, buf) and entry_line(view, other, id)
+    if line then
+      vim.api.nvim_win_set_cursor(other, { line, 0 })
     end
   end
   view.rendered = true
@@ -882,7 +883,8 @@ local function buffer_for(uri, root)
     return made
   end
   local buf = set_up()
-  local view = { uri = uri, root = root, limit = PATH_ROWS, unfolded = {}, branches = {}, closed_in = {} }
+  local view = { uri = uri, root = root, limit = PATH_ROWS, unfolded = {}, branches = {}, closed_in = {},
+    pending_cursor = {} }
   view.fetching, view.failed = { under = {}, after = {} }, {}
   views[buf] = view
   -- Pages come in bursts (the rows held, after a refetch): one draw for those come meanwhile.
@@ -968,9 +970,10 @@ local function buffer_for(uri, root)
   vim.api.nvim_create_autocmd("CursorMoved", {
     buffer = buf,
     callback = function()
-      local pending = view.pending_cursor
-      if pending and vim.api.nvim_win_get_cursor(0)[1] ~= view.ids_line[pending.at] then
-        view.pending_cursor = nil -- moved off the row it waits on
+      local win = vim.api.nvim_get_current_win()
+      local pending = view.pending_cursor[win]
+      if pending and vim.api.nvim_win_get_cursor(win)[1] ~= view.ids_line[pending.at] then
+        view.pending_cursor[win] = nil -- moved off the row it waits on
       end
       fetch_shown(buf, "cursor")
     end,
