@@ -782,6 +782,18 @@ async def test_diff_context_with_the_current_leaf(pi: Pi) -> None:
     error = await call_error(pi.client, "pi.diffContext",
                              {"uri": empty.as_uri(), "fromLeafId": "x"})
     assert "no current leaf" in str(error)
+    # Moved back before its first entry (editing the first prompt): no leaf, yet not empty.
+    question = next(entry for entry in lines(path_of(uri)) if entry["type"] == "message")
+    with empty.open("a") as file:
+        file.write(json.dumps({**question, "parentId": None}) + "\n")
+    moved = await call(pi.client, "pi.branch", {"uri": empty.as_uri(), "targetId": question["id"]})
+    assert moved["leafId"] is None
+    error = await call_error(pi.client, "pi.diffContext",
+                             {"uri": empty.as_uri(), "fromLeafId": question["id"]})
+    assert "no current leaf" in str(error) and "empty" not in str(error)
+    error = await call_error(pi.client, "pi.diffContext",
+                             {"uri": uri, "fromLeafId": leaf, "toLeafId": ""})
+    assert "no entry with id ''" in str(error)
 
 
 async def test_check(pi: Pi) -> None:

@@ -362,9 +362,9 @@ class SessionHub(Workspace):
 
     def diff(self, path: Path, from_leaf: str, to_leaf: str | None) -> ContextDiff:
         tree = self.sync(path).tree
-        to_leaf = to_leaf or tree.shown_leaf()
-        if to_leaf is None:
-            raise ValueError("the session is empty; there is no current leaf to compare with")
+        to_leaf = to_leaf if to_leaf is not None else tree.shown_leaf()
+        if to_leaf is None:  # empty, or moved back before its first entry
+            raise ValueError("the session has no current leaf to compare with")
         tree.record(from_leaf)
         tree.record(to_leaf)
         return diff_contexts(tree, from_leaf, to_leaf)

@@ -180,8 +180,8 @@ test("Diff with current opens vscode.diff on two pi-context documents", async ()
   assert.ok(diff.onlyFrom.includes("28511eec"));
   // The tree is not fetched for its leaf: that would replace the view the server holds for the
   // Sessions view, which would then fetch it whole at the next change.
-  assert.ok(!asked.includes("pi.getTree"), asked.join(", "));
-  const leaf = (await call.call(api.pi, "pi.getTree", { uri: sessionUri, limit: 1 })).leafId;
+  assert.ok(asked.includes("pi.diffContext") && !asked.includes("pi.getTree"), asked.join(", "));
+  const leaf = (await provider().shape(sessionUri)).tree.leafId; // the Sessions view's own
   const executed = rec.executed.find((e) => e.id === "vscode.diff");
   assert.ok(executed);
   const [left, right, title] = executed.args;
