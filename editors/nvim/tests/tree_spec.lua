@@ -622,6 +622,17 @@ H.check(vim.deep_equal(plain_opts, { "nofile", "pitree", false, plain_uri }), "t
 local plain_wins = #vim.api.nvim_tabpage_list_wins(0)
 vim.cmd("edit")
 H.check(H.contains(plain_buf, "← leaf") and #vim.api.nvim_tabpage_list_wins(0) == plain_wins, ":edit left the tree blank or closed it", plain_buf)
+-- Deleted, then loaded in no window (bufload(), as a session plugin may) and shown in a narrow
+-- one: laid out for that window, the cursor back on its entry.
+vim.api.nvim_win_set_cursor(0, { H.entry(plain_buf, "p1"), 0 })
+vim.cmd("bdelete " .. plain_buf)
+vim.cmd("vsplit | enew")
+vim.fn.bufload(plain_buf)
+vim.cmd("buffer " .. plain_buf)
+local narrow = vim.api.nvim_win_get_width(0) - vim.fn.getwininfo(vim.api.nvim_get_current_win())[1].textoff
+H.check(T.view(plain_buf).width == narrow, ("laid out for %s cells in a window of %d"):format(T.view(plain_buf).width, narrow), plain_buf)
+H.check(vim.api.nvim_win_get_cursor(0)[1] == H.entry(plain_buf, "p1"), "the cursor is not back on p1: on line " .. vim.api.nvim_win_get_cursor(0)[1], plain_buf)
+vim.cmd("only")
 -- zo or za on a row with no fold (the path's) is no error.
 vim.api.nvim_win_set_cursor(0, { H.entry(plain_buf, "p0"), 0 })
 -- (A mapping's error in typed keys only shows as a message: its function is called here.)

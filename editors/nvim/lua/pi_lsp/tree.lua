@@ -267,16 +267,25 @@ local function highlight(buf, lines, ids, view)
   end
 end
 
---- Whether `win` is a window that shows `buf`.
+--- Whether `win` shows `buf` to the user (not the hidden window autocmds of bufload() run in).
 local function shows(win, buf)
   return win ~= nil and win ~= -1 and vim.api.nvim_win_is_valid(win) and vim.api.nvim_win_get_buf(win) == buf
+    and vim.fn.win_gettype(win) ~= "autocmd"
 end
 
 --- The window showing the tree `buf`: the one last drawn or entered while it does (in any tab
 --- page), else the first one found; -1 when none does.
 local function tree_win(buf)
   local last = views[buf] and views[buf].win
-  return shows(last, buf) and last or vim.fn.win_findbuf(buf)[1] or -1
+  if shows(last, buf) then
+    return last
+  end
+  for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+    if shows(win, buf) then
+      return win
+    end
+  end
+  return -1
 end
 
 --- Run `fn` in `win` with folding on (under zn no fold shows shut, yet each keeps its state;
@@ -928,8 +937,10 @@ local function buffer_for(uri, root)
     buffer = buf,
     callback = function()
       keep_folds()
+      -- In no window (:bdelete hides it first): the line its windows last had.
       local win = tree_win(buf)
-      emptied = win ~= -1 and { id = cursor_entry(buf, view), line = vim.api.nvim_win_get_cursor(win)[1] } or nil
+      local line = win ~= -1 and vim.api.nvim_win_get_cursor(win)[1] or vim.fn.getbufinfo(buf)[1].lnum
+      emptied = line > 0 and { id = view.line_ids and view.line_ids[line - HEADER_LINES], line = line } or nil
     end,
   })
   vim.api.nvim_create_autocmd("BufReadCmd", {
@@ -939,6 +950,7 @@ local function buffer_for(uri, root)
       if view.tree then
         view.rendered = false
         draw(buf, view, view.tree, emptied)
+        emptied = tree_win(buf) == -1 and emptied or nil -- (loaded in no window: for the first)
       end
     end,
   })
@@ -959,12 +971,19 @@ local function buffer_for(uri, root)
     buffer = buf,
     callback = function()
       local win = vim.api.nvim_get_current_win()
+      if not shows(win, buf) then
+        return -- the hidden window of bufload()
+      end
       util.use_folds(win, 99) -- a window new to the tree: its options came from another
       view.closed_in[win] = nil
       if view.folds then
         restore_folds(win, view, view.folds, view.closed)
       end
       view.win = win -- its folds are now the ones to read
+      if view.tree and (emptied or text_width(buf) ~= view.width) then -- drawn in no window
+        draw(buf, view, view.tree, emptied)
+        emptied = nil
+      end
     end,
   })
   vim.api.nvim_create_autocmd("CursorMoved", {
