@@ -1184,6 +1184,14 @@ end, "the change did not show with its leaf move", kept_buf)
 client.exec = exec_kept
 tree_options.show_bookkeeping = false
 H.check(fetched == 0, "the tree was fetched again " .. fetched .. " times", kept_buf)
+-- The option turned off while the tree is open: the next change fetches the tree of the new
+-- kind (patched, it kept the rows the option no longer shows).
+vim.fn.writefile({ entry("k3", "k2", "assistant"), vim.json.encode({ type = "custom", id = "m6", parentId = "k3",
+  timestamp = "2026-12-01T10:00:03.000Z", customType = "pi-lsp.leaf", data = { targetId = "k3" } }) }, kept_path, "a")
+H.wait(function()
+  return H.entry(kept_buf, "k3") ~= nil
+end, "the change did not show", kept_buf)
+H.check(H.entry(kept_buf, "m5") == nil and H.entry(kept_buf, "m6") == nil, "leaf moves still shown with the option off", kept_buf)
 
 -- The cursor on no entry stays on its line through a draw: on the header as a change comes, on
 -- "… N earlier rows" as they come. (It went to the leaf.)

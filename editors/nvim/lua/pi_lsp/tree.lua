@@ -911,6 +911,7 @@ local function buffer_for(uri, root)
   end
   view.refresh = util.coalesce(function(done)
     local args = { uri = uri, bookkeeping = config.options.tree.show_bookkeeping, limit = view.limit }
+    view.bookkeeping = args.bookkeeping -- the kind of tree the changes patch
     client.exec("pi.getTree", args, function(err, tree)
       if err then
         util.error("pi.getTree: " .. (err.message or tostring(err)))
@@ -1002,7 +1003,8 @@ local function buffer_for(uri, root)
       if not util.same(change.uri, uri) then
         return
       end
-      local patched = M.patch(view.tree, change.tree)
+      local same_kind = view.bookkeeping == config.options.tree.show_bookkeeping
+      local patched = same_kind and M.patch(view.tree, change.tree)
       if patched then
         if relabels(change.tree) then
           -- A label may sit on a row not in the tree: fetched again.
