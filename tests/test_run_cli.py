@@ -295,6 +295,30 @@ def test_thinking_flag_enables_thinking(
     assert levels[-1] == "high"
 
 
+def test_flags_on_a_continued_session_are_for_that_run_only(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    # pi 1.6 takes --model and --thinking for the run it starts on a session it continues and
+    # writes neither: the session keeps its level, and its model is that of its last reply.
+    fake.script(text_reply("first"))
+    assert pi_run(workspace, env, "--new", "hi").returncode == 0
+    [path] = sessions(workspace)
+    before = kinds(path)
+    fake.script(text_reply("pondered", model="claude-haiku-4-5"))
+    result = pi_run(workspace, env, "--model", "anthropic/claude-haiku-4-5", "--thinking", "high",
+                    "think hard")
+    assert result.returncode == 0, result.stderr
+    flagged = fake.message_requests()[-1]
+    assert flagged["model"] == "claude-haiku-4-5"
+    assert kinds(path) == [*before, "user", "assistant"]
+    fake.script(text_reply("again", model="claude-haiku-4-5"))
+    assert pi_run(workspace, env, "and again").returncode == 0
+    plain = fake.message_requests()[-1]
+    assert plain["model"] == "claude-haiku-4-5"
+    [first] = fake.message_requests()[:1]
+    assert plain["thinking"] == first["thinking"] != flagged["thinking"], "not the session's level"
+    assert kinds(path) == [*before, "user", "assistant", "user", "assistant"]
+
+
 def test_bad_model_is_a_usage_error(
         fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
     fake.script(text_reply("never"))

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
+import msgspec
+
 from pi_lsp.agent.approval import Approver, allow_all, ask_approval
 from pi_lsp.agent.events import (
     AgentEnd,
@@ -33,8 +35,9 @@ from pi_lsp.context.layers import (
     level_in_force,
     model_at,
     system_patch_at,
+    with_run_choices,
 )
-from pi_lsp.context.projection import context_settings
+from pi_lsp.context.projection import ContextSettings, context_settings
 from pi_lsp.providers.base import ModelRequest, Provider
 from pi_lsp.providers.registry import ModelInfo, ModelRegistry
 from pi_lsp.providers.thinking import clamped_level
@@ -119,6 +122,8 @@ class Harness:
         self.default_model = default_model
         self.default_thinking_level = default_thinking_level
         self.level_for_model = level_for_model  # the level a model switch sets (None: stays)
+        self.run_model: tuple[str, str] | None = None  # pi's --model on a session it continues
+        self.run_thinking_level: str | None = None  # and its --thinking
         self.tools = {tool.name: tool for tool in tools}
         self.approve_call = approve
         self.allow_outside_root = allow_outside_root
@@ -180,21 +185,27 @@ class Harness:
 
     # -- turn state ----------------------------------------------------------------------
 
+    def settings(self) -> ContextSettings:
+        """The model and level set at the leaf, with the run's own over them."""
+        return with_run_choices(context_settings(self.tree.path_to(self.tree.leaf_id)),
+                                self.run_model, self.run_thinking_level)
+
     def model(self) -> ModelInfo:
         """The model in force at the leaf, else the default."""
-        return model_at(context_settings(self.tree.path_to(self.tree.leaf_id)), self.registry,
-                        self.default_model)
+        return model_at(self.settings(), self.registry, self.default_model)
 
     def thinking_level(self) -> str:
         """The level the next turn thinks at, as pi holds it: the path's, else the default,
         clamped to the model in force."""
-        return level_in_force(context_settings(self.tree.path_to(self.tree.leaf_id)),
-                              self.registry, self.default_model, self.default_thinking_level)
+        return level_in_force(self.settings(), self.registry, self.default_model,
+                              self.default_thinking_level)
 
     def agent_setup(self) -> AgentSetup:
         """The prompt sections and tools as they are now (they read the project's notes)."""
-        return agent_setup(self.root, list(self.tools.values()), self.registry,
-                           self.default_model, self.default_thinking_level)
+        setup = agent_setup(self.root, list(self.tools.values()), self.registry,
+                            self.default_model, self.default_thinking_level)
+        return msgspec.structs.replace(setup, run_model=self.run_model,
+                                       run_thinking_level=self.run_thinking_level)
 
     def next_request(self) -> tuple[ModelRequest, Provider]:
         """The request at the leaf as it is now (flushed writes included): the prompt and tools

@@ -18,6 +18,7 @@ from pi_lsp.agent.events import (
     ToolExecutionEnd,
     ToolExecutionStart,
 )
+from pi_lsp.context.projection import project_path
 from pi_lsp.harness_factory import make_harness
 from pi_lsp.providers.base import MissingApiKeyError, TextDelta
 from pi_lsp.providers.factory import UnknownProviderError
@@ -162,13 +163,16 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
         raise RunError(f"--thinking must be one of {', '.join(THINKING_LEVELS)}")
     tree = choose_session(options, workspace, settings, vouched)  # a new one: at its reply
     harness = make_harness(tree, workspace, settings)
+    continued = bool(project_path(tree.path_to(tree.leaf_id)).messages)
+    if continued:  # pi 1.6 takes the flags for this run only: the session keeps its own
+        harness.run_model, harness.run_thinking_level = wanted, options.thinking
     current = harness.model()
     # Only the provider the run uses is made: a missing key or unknown provider fails here,
     # before anything is written.
     harness.provider(wanted[0] if wanted else current.provider)
-    if wanted and (current.provider, current.id) != wanted:
+    if not continued and wanted and (current.provider, current.id) != wanted:
         harness.set_model(*wanted)
-    if options.thinking:  # written only when it changes the level (pi's rule)
+    if not continued and options.thinking:  # written only when it changes the level (pi's rule)
         harness.set_thinking_level(options.thinking)
     printer = TerminalPrinter(sys.stdout, sys.stderr)
     harness.subscribe(printer)

@@ -52,6 +52,9 @@ class AgentSetup(msgspec.Struct):
     default_thinking_level: str  # for a path that sets none (pi 1.6 resumes such a session so)
     sections: dict[str, str]
     tools: list[dict[str, Any]]
+    # pi's --model and --thinking on a session it continues: this run's, not written to it
+    run_model: tuple[str, str] | None = None
+    run_thinking_level: str | None = None
 
 
 class RowHead(msgspec.Struct):
@@ -103,6 +106,17 @@ def model_at(settings: ContextSettings, registry: ModelRegistry, default: tuple[
     return registry.get(*default)
 
 
+def with_run_choices(settings: ContextSettings, model: tuple[str, str] | None,
+                     level: str | None) -> ContextSettings:
+    """The session's settings with a run's own model and thinking level over them."""
+    if model is not None:
+        settings = msgspec.structs.replace(settings, model=ModelRef(*model))
+    if level is not None:
+        settings = msgspec.structs.replace(settings, thinking_level=level,
+                                           thinking_level_set=True)
+    return settings
+
+
 def asked_level(settings: ContextSettings, default_level: str) -> str:
     """The level a turn asks for: the one set on the path, else the default."""
     return settings.thinking_level if settings.thinking_level_set else default_level
@@ -152,6 +166,8 @@ def build_layer(tree: SessionTree, leaf_id: str | None, layer: Layer,
     total needs is read here: the rows are read when they are shown."""
     decoded = decode_path(tree, leaf_id)
     ids, messages, settings = decoded.entry_ids, decoded.messages, decoded.projection.settings
+    if agent is not None:
+        settings = with_run_choices(settings, agent.run_model, agent.run_thinking_level)
     request = None
     if layer == "agent":
         heads = [RowHead(entry_id, raw) for entry_id, raw in zip(ids, messages.raws, strict=True)]
