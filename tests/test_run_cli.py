@@ -304,11 +304,12 @@ def test_flags_on_a_continued_session_are_for_that_run_only(
     [path] = sessions(workspace)
     before = kinds(path)
     fake.script(text_reply("pondered", model="claude-haiku-4-5"))
-    result = pi_run(workspace, env, "--model", "anthropic/claude-haiku-4-5", "--thinking", "high",
+    result = pi_run(workspace, env, "--model", "anthropic/claude-haiku-4-5", "--thinking", "xhigh",
                     "think hard")
     assert result.returncode == 0, result.stderr
     flagged = fake.message_requests()[-1]
     assert flagged["model"] == "claude-haiku-4-5"
+    assert entries(path)[-1]["message"]["thinkingLevel"] == "high"  # clamped to the model
     assert kinds(path) == [*before, "user", "assistant"]
     fake.script(text_reply("again", model="claude-haiku-4-5"))
     assert pi_run(workspace, env, "and again").returncode == 0
@@ -317,6 +318,29 @@ def test_flags_on_a_continued_session_are_for_that_run_only(
     [first] = fake.message_requests()[:1]
     assert plain["thinking"] == first["thinking"] != flagged["thinking"], "not the session's level"
     assert kinds(path) == [*before, "user", "assistant", "user", "assistant"]
+
+
+def test_a_continued_session_that_sets_no_level_records_the_runs(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    # pi 1.6 records the level a continued session thinks at when its branch sets none (an
+    # older session's): the flag's, if given, which later runs then keep.
+    fake.script(text_reply("first"))
+    assert pi_run(workspace, env, "--new", "hi").returncode == 0
+    [path] = sessions(workspace)
+    lines = path.read_text("utf-8").splitlines()
+    unset = [line if json.loads(line).get("type") != "thinking_level_change" else
+             json.dumps({**json.loads(line), "type": "custom", "customType": "note"})
+             for line in lines]
+    path.write_text("\n".join(unset) + "\n", "utf-8")
+    fake.script(text_reply("low"))
+    assert pi_run(workspace, env, "--thinking", "low", "think").returncode == 0
+    assert kinds(path)[-3:] == ["thinking_level_change", "user", "assistant"]
+    assert entries(path)[-3]["thinkingLevel"] == "low"
+    flagged = fake.message_requests()[-1]
+    fake.script(text_reply("again"))
+    assert pi_run(workspace, env, "again").returncode == 0
+    assert fake.message_requests()[-1]["thinking"] == flagged["thinking"]
+    assert kinds(path)[-3:] == ["assistant", "user", "assistant"]
 
 
 def test_bad_model_is_a_usage_error(

@@ -426,6 +426,12 @@ class Harness:
     def set_thinking_level(self, level: str) -> None:
         self._write("thinking", lambda: self._record_thinking_level(level, self.thinking_level()))
 
+    def note_thinking_level(self) -> None:
+        """Record the level in force, as it stands (pi 1.6 does so on continuing a session
+        whose branch sets none)."""
+        self._write("thinking",
+                    lambda: self.tree.append_thinking_level_change(self.thinking_level()))
+
     def _switch_model(self, provider: str, model_id: str) -> None:
         """pi's setModel: the change, then the level for the new model (its own, else the
         default set, else the one in force), recorded when it changes."""

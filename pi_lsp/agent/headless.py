@@ -163,13 +163,18 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
         raise RunError(f"--thinking must be one of {', '.join(THINKING_LEVELS)}")
     tree = choose_session(options, workspace, settings, vouched)  # a new one: at its reply
     harness = make_harness(tree, workspace, settings)
-    continued = bool(project_path(tree.path_to(tree.leaf_id)).messages)
+    projection = project_path(tree.path_to(tree.leaf_id))
+    continued = bool(projection.messages)
     if continued:  # pi 1.6 takes the flags for this run only: the session keeps its own
-        harness.run_model, harness.run_thinking_level = wanted, options.thinking
+        harness.run_model = wanted
+        if options.thinking:
+            harness.run_thinking_level = clamped_level(harness.model(), options.thinking)
     current = harness.model()
     # Only the provider the run uses is made: a missing key or unknown provider fails here,
     # before anything is written.
     harness.provider(wanted[0] if wanted else current.provider)
+    if continued and not projection.settings.thinking_level_set:
+        harness.note_thinking_level()  # as pi 1.6 does for a session whose branch sets none
     if not continued and wanted and (current.provider, current.id) != wanted:
         harness.set_model(*wanted)
     if not continued and options.thinking:  # written only when it changes the level (pi's rule)
