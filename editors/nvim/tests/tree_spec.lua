@@ -623,15 +623,18 @@ local plain_wins = #vim.api.nvim_tabpage_list_wins(0)
 vim.cmd("edit")
 H.check(H.contains(plain_buf, "← leaf") and #vim.api.nvim_tabpage_list_wins(0) == plain_wins, ":edit left the tree blank or closed it", plain_buf)
 -- Deleted, then loaded in no window (bufload(), as a session plugin may) and shown in a narrow
--- one: laid out for that window, the cursor back on its entry.
-vim.api.nvim_win_set_cursor(0, { H.entry(plain_buf, "p1"), 0 })
-vim.cmd("bdelete " .. plain_buf)
+-- one: laid out for that window, the cursor back on its entry. (Opened from an editing window,
+-- which is the one current after :bdelete, with no cursor position of its own in the tree.)
+vim.cmd("only | enew")
+local reload_buf = open_session("reload", { { "r0" }, { "r1", "r0", "assistant" }, { "s0", "r0" }, { "s1", "s0", "assistant" } })
+vim.api.nvim_win_set_cursor(0, { H.entry(reload_buf, "r1"), 0 })
+vim.cmd("bdelete " .. reload_buf)
 vim.cmd("vsplit | enew")
-vim.fn.bufload(plain_buf)
-vim.cmd("buffer " .. plain_buf)
+vim.fn.bufload(reload_buf)
+vim.cmd("buffer " .. reload_buf)
 local narrow = vim.api.nvim_win_get_width(0) - vim.fn.getwininfo(vim.api.nvim_get_current_win())[1].textoff
-H.check(T.view(plain_buf).width == narrow, ("laid out for %s cells in a window of %d"):format(T.view(plain_buf).width, narrow), plain_buf)
-H.check(vim.api.nvim_win_get_cursor(0)[1] == H.entry(plain_buf, "p1"), "the cursor is not back on p1: on line " .. vim.api.nvim_win_get_cursor(0)[1], plain_buf)
+H.check(T.view(reload_buf).width == narrow, ("laid out for %s cells in a window of %d"):format(T.view(reload_buf).width, narrow), reload_buf)
+H.check(vim.api.nvim_win_get_cursor(0)[1] == H.entry(reload_buf, "r1"), "the cursor is not back on r1: on line " .. vim.api.nvim_win_get_cursor(0)[1], reload_buf)
 vim.cmd("only")
 -- zo or za on a row with no fold (the path's) is no error.
 vim.api.nvim_win_set_cursor(0, { H.entry(plain_buf, "p0"), 0 })

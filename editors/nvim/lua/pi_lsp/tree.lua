@@ -930,7 +930,22 @@ local function buffer_for(uri, root)
       view.closed, view.closed_in[view.win] = closed, closed
     end
   end
-  vim.api.nvim_create_autocmd({ "BufWinLeave", "WinLeave" }, { buffer = buf, callback = keep_folds })
+  -- Where the cursor was, by entry and line, in the window `win` (nil when none shows it).
+  local function cursor_at(win)
+    if win == -1 or vim.api.nvim_win_get_buf(win) ~= buf then
+      return nil
+    end
+    local line = vim.api.nvim_win_get_cursor(win)[1]
+    return { id = view.line_ids and view.line_ids[line - HEADER_LINES], line = line }
+  end
+  local left -- the cursor in the window the tree last left (:bdelete hides it first)
+  vim.api.nvim_create_autocmd({ "BufWinLeave", "WinLeave" }, {
+    buffer = buf,
+    callback = function()
+      keep_folds()
+      left = cursor_at(vim.api.nvim_get_current_win()) or left
+    end,
+  })
   -- :edit, or :buffer after :bdelete, loads the tree's buffer anew, empty: it is drawn again,
   -- its folds and the cursor's entry as read when it was emptied.
   local emptied
@@ -938,10 +953,7 @@ local function buffer_for(uri, root)
     buffer = buf,
     callback = function()
       keep_folds()
-      -- In no window (:bdelete hides it first): the line its windows last had.
-      local win = tree_win(buf)
-      local line = win ~= -1 and vim.api.nvim_win_get_cursor(win)[1] or vim.fn.getbufinfo(buf)[1].lnum
-      emptied = line > 0 and { id = view.line_ids and view.line_ids[line - HEADER_LINES], line = line } or nil
+      emptied = cursor_at(tree_win(buf)) or left
     end,
   })
   vim.api.nvim_create_autocmd("BufReadCmd", {
