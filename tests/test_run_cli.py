@@ -341,6 +341,15 @@ def test_a_continued_session_that_sets_no_level_records_the_runs(
     assert pi_run(workspace, env, "again").returncode == 0
     assert fake.message_requests()[-1]["thinking"] == flagged["thinking"]
     assert kinds(path)[-3:] == ["assistant", "user", "assistant"]
+    # A branch whose thinking_level_change has no level yet has one: pi looks at the type.
+    lines = path.read_text("utf-8").splitlines()
+    levelless = [line if json.loads(line).get("type") != "thinking_level_change" else
+                 json.dumps({k: v for k, v in json.loads(line).items() if k != "thinkingLevel"})
+                 for line in lines]
+    path.write_text("\n".join(levelless) + "\n", "utf-8")
+    fake.script(text_reply("once more"))
+    assert pi_run(workspace, env, "once more").returncode == 0
+    assert kinds(path)[-3:] == ["assistant", "user", "assistant"]
 
 
 def test_bad_model_is_a_usage_error(

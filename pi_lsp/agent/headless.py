@@ -163,8 +163,8 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
         raise RunError(f"--thinking must be one of {', '.join(THINKING_LEVELS)}")
     tree = choose_session(options, workspace, settings, vouched)  # a new one: at its reply
     harness = make_harness(tree, workspace, settings)
-    projection = project_path(tree.path_to(tree.leaf_id))
-    continued = bool(projection.messages)
+    path = tree.path_to(tree.leaf_id)
+    continued = bool(project_path(path).messages)
     if continued:  # pi 1.6 takes the flags for this run only: the session keeps its own
         harness.run_model = wanted
         if options.thinking:
@@ -173,8 +173,8 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
     # Only the provider the run uses is made: a missing key or unknown provider fails here,
     # before anything is written.
     harness.provider(wanted[0] if wanted else current.provider)
-    if continued and not projection.settings.thinking_level_set:
-        harness.note_thinking_level()  # as pi 1.6 does for a session whose branch sets none
+    if continued and "thinking_level_change" not in (record.env.type for record in path):
+        harness.note_thinking_level()  # as pi 1.6 does for a session whose branch has none
     if not continued and wanted and (current.provider, current.id) != wanted:
         harness.set_model(*wanted)
     if not continued and options.thinking:  # written only when it changes the level (pi's rule)

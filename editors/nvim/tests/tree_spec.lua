@@ -623,18 +623,28 @@ local plain_wins = #vim.api.nvim_tabpage_list_wins(0)
 vim.cmd("edit")
 H.check(H.contains(plain_buf, "← leaf") and #vim.api.nvim_tabpage_list_wins(0) == plain_wins, ":edit left the tree blank or closed it", plain_buf)
 -- Deleted, then loaded in no window (bufload(), as a session plugin may) and shown in a narrow
--- one: laid out for that window, the cursor back on its entry. (Opened from an editing window,
--- which is the one current after :bdelete, with no cursor position of its own in the tree.)
+-- one: laid out for that window, with what changed meanwhile, the cursor back on its entry.
+-- (Opened from an editing window, which is the one current after :bdelete, with no cursor
+-- position of its own in the tree; the tree's cursor last moved without entering its window,
+-- as a mouse wheel moves it.)
 vim.cmd("only | enew")
-local reload_buf = open_session("reload", { { "r0" }, { "r1", "r0", "assistant" }, { "s0", "r0" }, { "s1", "s0", "assistant" } })
+local reload_buf, reload_path = open_session("reload", { { "r0" }, { "r1", "r0", "assistant" }, { "s0", "r0" }, { "s1", "s0", "assistant" } })
+local reload_win = vim.api.nvim_get_current_win()
 vim.api.nvim_win_set_cursor(0, { H.entry(reload_buf, "r1"), 0 })
+vim.cmd("wincmd p")
+vim.api.nvim_win_set_cursor(reload_win, { H.entry(reload_buf, "s0"), 0 })
 vim.cmd("bdelete " .. reload_buf)
+vim.fn.writefile({ entry("t0", "s1"), entry("t1", "t0", "assistant") }, reload_path, "a")
+H.wait(function()
+  return T.view(reload_buf).tree.entries == 6
+end, "the change that came while the tree was unloaded was dropped", reload_buf)
 vim.cmd("vsplit | enew")
 vim.fn.bufload(reload_buf)
 vim.cmd("buffer " .. reload_buf)
 local narrow = vim.api.nvim_win_get_width(0) - vim.fn.getwininfo(vim.api.nvim_get_current_win())[1].textoff
 H.check(T.view(reload_buf).width == narrow, ("laid out for %s cells in a window of %d"):format(T.view(reload_buf).width, narrow), reload_buf)
-H.check(vim.api.nvim_win_get_cursor(0)[1] == H.entry(reload_buf, "r1"), "the cursor is not back on r1: on line " .. vim.api.nvim_win_get_cursor(0)[1], reload_buf)
+H.check(H.entry(reload_buf, "t1") ~= nil, "the entries that came while it was unloaded are not drawn", reload_buf)
+H.check(vim.api.nvim_win_get_cursor(0)[1] == H.entry(reload_buf, "s0"), "the cursor is not back on s0: on line " .. vim.api.nvim_win_get_cursor(0)[1], reload_buf)
 vim.cmd("only")
 -- zo or za on a row with no fold (the path's) is no error.
 vim.api.nvim_win_set_cursor(0, { H.entry(plain_buf, "p0"), 0 })

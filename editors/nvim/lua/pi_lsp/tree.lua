@@ -462,7 +462,8 @@ end
 --- ({id = its entry, line}).
 local function draw(buf, view, tree, emptied)
   if not vim.api.nvim_buf_is_loaded(buf) then
-    return -- unloaded (:bdelete): opened again, it is made anew
+    view.tree = tree -- unloaded (:bdelete): loaded again, it is drawn from the tree as it is now
+    return
   end
   local cursor_id = emptied and emptied.id or cursor_entry(buf, view)
   local on_more = cursor_on_more(buf, view)
@@ -943,7 +944,7 @@ local function buffer_for(uri, root)
     buffer = buf,
     callback = function()
       keep_folds()
-      left = cursor_at(vim.api.nvim_get_current_win()) or left
+      left = cursor_at(tree_win(buf)) or cursor_at(vim.api.nvim_get_current_win()) or left
     end,
   })
   -- :edit, or :buffer after :bdelete, loads the tree's buffer anew, empty: it is drawn again,
