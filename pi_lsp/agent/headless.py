@@ -173,6 +173,9 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
     # Only the provider the run uses is made: a missing key or unknown provider fails here,
     # before anything is written.
     harness.provider(wanted[0] if wanted else current.provider)
+    if wanted and harness.registry.find(*wanted) is None:  # pi warns so too, and goes on
+        print(f"pi-lsp: note: no model {printable(wanted[1])!r} is known for provider "
+              f"{printable(wanted[0])!r}; it is used as a custom model id", file=sys.stderr)
     if continued and "thinking_level_change" not in (record.env.type for record in path):
         harness.note_thinking_level()  # as pi 1.6 does for a session whose branch has none
     if not continued and wanted and (current.provider, current.id) != wanted:
