@@ -357,11 +357,11 @@ def test_an_unknown_model_id_is_used_with_a_note(
     fake.script(text_reply("ok"), text_reply("ok"))
     result = pi_run(workspace, env, "--new", "--model", "anthropic/claude-typo-9", "hi")
     assert result.returncode == 0, result.stderr
-    assert "no model 'claude-typo-9' is known for provider 'anthropic'" in result.stderr
+    assert "has no 'anthropic' model 'claude-typo-9': it is sent as written" in result.stderr
     assert fake.message_requests()[-1]["model"] == "claude-typo-9"
     known = pi_run(workspace, env, "--model", "anthropic/claude-haiku-4-5", "hi")
     assert known.returncode == 0, known.stderr
-    assert "custom model id" not in known.stderr
+    assert "catalog has no" not in known.stderr
 
 
 def test_bad_model_is_a_usage_error(

@@ -23,6 +23,7 @@ from pi_lsp.harness_factory import make_harness
 from pi_lsp.providers.base import MissingApiKeyError, TextDelta
 from pi_lsp.providers.factory import UnknownProviderError
 from pi_lsp.providers.models_file import ModelsFileError
+from pi_lsp.providers.registry import DEFAULT_CONTEXT_WINDOW
 from pi_lsp.providers.thinking import clamped_level
 from pi_lsp.session.catalog import (
     SessionDirError,
@@ -173,9 +174,10 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
     # Only the provider the run uses is made: a missing key or unknown provider fails here,
     # before anything is written.
     harness.provider(wanted[0] if wanted else current.provider)
-    if wanted and harness.registry.find(*wanted) is None:  # pi warns so too, and goes on
-        print(f"pi-lsp: note: no model {printable(wanted[1])!r} is known for provider "
-              f"{printable(wanted[0])!r}; it is used as a custom model id", file=sys.stderr)
+    if wanted and harness.registry.find(*wanted) is None:  # (pi warns of ids its catalog lacks)
+        print(f"pi-lsp: note: pi-lsp's catalog has no {printable(wanted[0])!r} model "
+              f"{printable(wanted[1])!r}: it is sent as written, counted with a "
+              f"{DEFAULT_CONTEXT_WINDOW:,}-token window and no price", file=sys.stderr)
     if continued and "thinking_level_change" not in (record.env.type for record in path):
         harness.note_thinking_level()  # as pi 1.6 does for a session whose branch has none
     if not continued and wanted and (current.provider, current.id) != wanted:

@@ -646,7 +646,28 @@ H.check(T.view(reload_buf).width == narrow, ("laid out for %s cells in a window 
 H.check(H.entry(reload_buf, "t1") ~= nil, "the entries that came while it was unloaded are not drawn", reload_buf)
 H.check(vim.api.nvim_win_get_cursor(0)[1] == H.entry(reload_buf, "s0"), "the cursor is not back on s0: on line " .. vim.api.nvim_win_get_cursor(0)[1], reload_buf)
 vim.cmd("only")
--- zo or za on a row with no fold (the path's) is no error.
+-- On a "… N more branches" line when deleted, the cursor comes back to that line, though a
+-- row above it grew meanwhile.
+vim.cmd("enew")
+local fan = { { "f0" } }
+for n = 0, 301 do
+  fan[#fan + 1] = { "g" .. n, "f0" }
+end
+fan[#fan + 1] = { "f1", "f0" }
+local fan_buf, fan_path = open_session("fan-reload", fan)
+vim.api.nvim_win_set_cursor(0, { H.line_of(fan_buf, "… 2 more branches"), 0 })
+local fan_entries = T.view(fan_buf).tree.entries
+vim.cmd("bdelete " .. fan_buf)
+vim.fn.writefile({ entry("h0", "g0", "assistant"), vim.json.encode({ type = "custom", id = "m9", parentId = "f1",
+  timestamp = "2026-12-01T10:00:09.000Z", customType = "pi-lsp.leaf", data = { targetId = "f1" } }) }, fan_path, "a")
+H.wait(function()
+  return T.view(fan_buf).tree.entries == fan_entries + 2
+end, "the change did not come", fan_buf)
+vim.cmd("buffer " .. fan_buf)
+H.check(vim.api.nvim_win_get_cursor(0)[1] == H.line_of(fan_buf, "… 2 more branches"),
+  "the cursor is not back on the line for the rest: on line " .. vim.api.nvim_win_get_cursor(0)[1], fan_buf)
+vim.cmd("only")
+
 vim.api.nvim_win_set_cursor(0, { H.entry(plain_buf, "p0"), 0 })
 -- (A mapping's error in typed keys only shows as a message: its function is called here.)
 local za_ok, za_error = pcall(vim.fn.maparg("za", "n", false, true).callback)

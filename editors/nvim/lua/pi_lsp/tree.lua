@@ -391,8 +391,8 @@ local fetch_shown -- below: it draws, and drawing calls it
 
 --- The "more" row of rows or branches the cursor is on, if any (not "earlier" rows: the row
 --- that follows them is again one).
-local function cursor_on_more(buf, view)
-  local win = tree_win(buf)
+local function cursor_on_more(buf, view, win)
+  win = win or tree_win(buf)
   local lnum = win ~= -1 and vim.api.nvim_win_get_cursor(win)[1]
   local row = lnum and view.more and view.more[lnum - HEADER_LINES]
   return row and (row.under or row.after) and row or nil
@@ -459,14 +459,14 @@ local function entry_line(view, win, id)
 end
 
 --- Draw `tree` in the buffer; `emptied`: where the cursor was when the lines were emptied
---- ({id = its entry, line}).
+--- ({id = its entry, more = its "more" row, line}).
 local function draw(buf, view, tree, emptied)
   if not vim.api.nvim_buf_is_loaded(buf) then
     view.tree = tree -- unloaded (:bdelete): loaded again, it is drawn from the tree as it is now
     return
   end
   local cursor_id = emptied and emptied.id or cursor_entry(buf, view)
-  local on_more = cursor_on_more(buf, view)
+  local on_more = emptied and emptied.more or not emptied and cursor_on_more(buf, view) or nil
   local win, wins = tree_win(buf), vim.fn.win_findbuf(buf)
   -- On no entry and no "more" line (the header, the hint, "… N earlier rows"): the same line.
   local kept = not cursor_id and not on_more and (emptied and emptied.line
@@ -931,13 +931,14 @@ local function buffer_for(uri, root)
       view.closed, view.closed_in[view.win] = closed, closed
     end
   end
-  -- Where the cursor was, by entry and line, in the window `win` (nil when none shows it).
+  -- Where the cursor was in the window `win`, by entry, "more" row and line (nil when it does
+  -- not show the tree).
   local function cursor_at(win)
     if win == -1 or vim.api.nvim_win_get_buf(win) ~= buf then
       return nil
     end
     local line = vim.api.nvim_win_get_cursor(win)[1]
-    return { id = view.line_ids and view.line_ids[line - HEADER_LINES], line = line }
+    return { id = view.line_ids and view.line_ids[line - HEADER_LINES], more = cursor_on_more(buf, view, win), line = line }
   end
   local left -- the cursor in the window the tree last left (:bdelete hides it first)
   vim.api.nvim_create_autocmd({ "BufWinLeave", "WinLeave" }, {
