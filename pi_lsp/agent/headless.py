@@ -178,12 +178,13 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
         print(f"pi-lsp: note: pi-lsp's catalog has no {printable(wanted[0])!r} model "
               f"{printable(wanted[1])!r}: it is sent as written, counted with a "
               f"{DEFAULT_CONTEXT_WINDOW:,}-token window and no price", file=sys.stderr)
-    if continued and "thinking_level_change" not in (record.env.type for record in path):
+    if not continued:  # a session with no messages yet begins with them, as pi begins one
+        if wanted and (current.provider, current.id) != wanted:
+            harness.set_model(*wanted)
+        if options.thinking:  # written only when it changes the level (pi's rule)
+            harness.set_thinking_level(options.thinking)
+    elif "thinking_level_change" not in (record.env.type for record in path):
         harness.note_thinking_level()  # as pi 1.6 does for a session whose branch has none
-    if not continued and wanted and (current.provider, current.id) != wanted:
-        harness.set_model(*wanted)
-    if not continued and options.thinking:  # written only when it changes the level (pi's rule)
-        harness.set_thinking_level(options.thinking)
     printer = TerminalPrinter(sys.stdout, sys.stderr)
     harness.subscribe(printer)
     loop = asyncio.get_running_loop()

@@ -370,14 +370,6 @@ local function restore_folds(win, view, folds, closed)
   end)
 end
 
-local function cursor_entry(buf, view)
-  local win = tree_win(buf)
-  if win == -1 or not view.line_ids then
-    return nil
-  end
-  return view.line_ids[vim.api.nvim_win_get_cursor(win)[1] - HEADER_LINES]
-end
-
 --- The text width of the window showing `buf`, or nil if none shows it.
 local function text_width(buf)
   local win = tree_win(buf)
@@ -389,13 +381,17 @@ end
 
 local fetch_shown -- below: it draws, and drawing calls it
 
---- The "more" row of rows or branches the cursor is on, if any (not "earlier" rows: the row
---- that follows them is again one).
-local function cursor_on_more(buf, view, win)
-  win = win or tree_win(buf)
-  local lnum = win ~= -1 and vim.api.nvim_win_get_cursor(win)[1]
-  local row = lnum and view.more and view.more[lnum - HEADER_LINES]
-  return row and (row.under or row.after) and row or nil
+--- Where the cursor of `win` is on the tree `buf`: its line, the entry there and the "more"
+--- row of rows or branches there (not "earlier" rows: the row that follows them is again one);
+--- nil when `win` does not show the tree.
+local function cursor_at(buf, view, win)
+  if not shows(win, buf) then
+    return nil
+  end
+  local line = vim.api.nvim_win_get_cursor(win)[1]
+  local more = view.more and view.more[line - HEADER_LINES]
+  return { line = line, id = view.line_ids and view.line_ids[line - HEADER_LINES],
+    more = more and (more.under or more.after) and more or nil }
 end
 
 --- Where the cursor goes that was on the "more" row `row`: the first row it fetched, or the
@@ -465,12 +461,11 @@ local function draw(buf, view, tree, emptied)
     view.tree = tree -- unloaded (:bdelete): loaded again, it is drawn from the tree as it is now
     return
   end
-  local cursor_id = emptied and emptied.id or cursor_entry(buf, view)
-  local on_more = emptied and emptied.more or not emptied and cursor_on_more(buf, view) or nil
   local win, wins = tree_win(buf), vim.fn.win_findbuf(buf)
+  local at = emptied or cursor_at(buf, view, win) or {}
+  local cursor_id, on_more = at.id, at.more
   -- On no entry and no "more" line (the header, the hint, "… N earlier rows"): the same line.
-  local kept = not cursor_id and not on_more and (emptied and emptied.line
-    or view.rendered and win ~= -1 and vim.api.nvim_win_get_cursor(win)[1])
+  local kept = not cursor_id and not on_more and (emptied or view.rendered) and at.line
   -- Each window on the tree keeps its folds, and the others their cursor's entry; a draw in no
   -- window keeps what the last one saw.
   local closed_in, others = {}, {}
@@ -931,21 +926,12 @@ local function buffer_for(uri, root)
       view.closed, view.closed_in[view.win] = closed, closed
     end
   end
-  -- Where the cursor was in the window `win`, by entry, "more" row and line (nil when it does
-  -- not show the tree).
-  local function cursor_at(win)
-    if win == -1 or vim.api.nvim_win_get_buf(win) ~= buf then
-      return nil
-    end
-    local line = vim.api.nvim_win_get_cursor(win)[1]
-    return { id = view.line_ids and view.line_ids[line - HEADER_LINES], more = cursor_on_more(buf, view, win), line = line }
-  end
   local left -- the cursor in the window the tree last left (:bdelete hides it first)
   vim.api.nvim_create_autocmd({ "BufWinLeave", "WinLeave" }, {
     buffer = buf,
     callback = function()
       keep_folds()
-      left = cursor_at(tree_win(buf)) or cursor_at(vim.api.nvim_get_current_win()) or left
+      left = cursor_at(buf, view, tree_win(buf)) or cursor_at(buf, view, vim.api.nvim_get_current_win()) or left
     end,
   })
   -- :edit, or :buffer after :bdelete, loads the tree's buffer anew, empty: it is drawn again,
@@ -955,7 +941,7 @@ local function buffer_for(uri, root)
     buffer = buf,
     callback = function()
       keep_folds()
-      emptied = cursor_at(tree_win(buf)) or left
+      emptied = cursor_at(buf, view, tree_win(buf)) or left
     end,
   })
   vim.api.nvim_create_autocmd("BufReadCmd", {
