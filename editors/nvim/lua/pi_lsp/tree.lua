@@ -476,8 +476,9 @@ local function draw(buf, view, tree, emptied)
       else -- shown without BufWinEnter (:noautocmd buffer): new to the tree
         util.use_folds(shown_in, 99)
       end
-      if shown_in ~= win and shows(shown_in, buf) then -- (or as its folds were read)
-        others[shown_in] = view.line_ids and view.line_ids[vim.api.nvim_win_get_cursor(shown_in)[1] - HEADER_LINES] or false
+      local other = shown_in ~= win and cursor_at(buf, view, shown_in) -- (nil: closed as its folds were read)
+      if other then
+        others[shown_in] = other.id or false
       end
     end
   end

@@ -244,10 +244,10 @@ function M.markdown_foldtext()
   return M.plain_markdown(vim.fn.getline(vim.v.foldstart)) .. M.fold_marker(vim.v.foldend - vim.v.foldstart)
 end
 
---- Give a window expression folds read from `set_folds`; `markdown`: its
---- lines are Markdown (see markdown_foldtext).
 local FOLDEXPR = "v:lua.require'pi_lsp.util'.foldexpr(v:lnum)"
 
+--- Give a window expression folds read from `set_folds`; `markdown`: its
+--- lines are Markdown (see markdown_foldtext).
 function M.use_folds(win, level, markdown)
   M.set_local(win, {
     foldmethod = "expr",
