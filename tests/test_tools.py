@@ -12,9 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pi_lsp.agent import tools
 from pi_lsp.agent.approval import allow_all, ask_approval
+from pi_lsp.agent.splice import splice, to_lf
 from pi_lsp.agent.tools import (
     BASH,
     EDIT,
@@ -28,6 +31,7 @@ from pi_lsp.agent.tools import (
     ToolContext,
     ToolResult,
     execute_tool,
+    propose_change,
     text_result,
 )
 from pi_lsp.providers.base import ToolSpec
@@ -316,6 +320,51 @@ async def test_edit_missing_file_is_an_error(root: Path) -> None:
     result = await run(EDIT, {"path": "nope.py", "oldText": "a", "newText": "b"}, root)
     assert result.is_error
     assert not (root / "nope.py").exists()
+
+
+async def test_edit_keeps_the_files_line_ends_and_byte_order_mark(root: Path) -> None:
+    (root / "f.txt").write_bytes("\ufeffone\r\ntwo\r\nthree\r\n".encode())
+    args = {"path": "f.txt", "oldText": "one\ntwo", "newText": "ONE\nTWO\n2"}
+    ctx = ToolContext(root)
+    ctx.approved = propose_change("edit", args, ctx)  # approved as the user saw it
+    result = await execute_tool(EDIT, "edit", args, ctx)
+    assert not result.is_error, text_of(result)
+    assert (root / "f.txt").read_bytes() == "\ufeffONE\r\nTWO\r\n2\r\nthree\r\n".encode()
+    assert result.details["diff"].splitlines()[2:] == [
+        "@@ -1,3 +1,4 @@", "-one", "-two", "+ONE", "+TWO", "+2", " three"]
+    assert result.details["firstChangedLine"] == 1
+
+
+# pi 1.6's applyReplacementsToOriginal on the same edits (dist/core/tools/edit-diff.js).
+PI16_SPLICES = [
+    ("one\r\ntwo\r\nthree\r\n", "two", "TWO", "one\r\nTWO\r\nthree\r\n"),
+    ("a\nb\r\nc\n", "b", "X\nY", "a\nX\r\nY\r\nc\n"),
+    ("a\rb\rc", "b", "X\nY", "a\rX\rY\rc"),
+    ("a\r\nb", "b", "X\nY", "a\r\nX\r\nY"),
+    ("a\rb\nc", "b\nc", "Z", "a\rZ"),
+    ("x\r\n", "x\n", "\ny", "\r\ny"),
+    ("k\r\nend", "\nend", "\nq", "k\r\nq"),
+    ("a\rb\n", "b", "\nZ", "a\r\n\nZ\n"),
+]
+
+
+@pytest.mark.parametrize(("original", "old", "new", "expected"), PI16_SPLICES)
+def test_splice_writes_what_pi_writes(original: str, old: str, new: str, expected: str) -> None:
+    start = to_lf(original).index(old)
+    assert splice(original, start, len(old), new) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text("ab\r\n", max_size=12), st.data())
+def test_splice_changes_only_the_span(original: str, data: st.DataObject) -> None:
+    text = to_lf(original)
+    start = data.draw(st.integers(0, len(text)))
+    length = data.draw(st.integers(0, len(text) - start))
+    new = data.draw(st.text("xy\n", max_size=6))
+    spliced = splice(original, start, length, new)
+    assert to_lf(spliced) == text[:start] + new + text[start + length:]
+    if "\r" not in original:
+        assert spliced == text[:start] + new + text[start + length:]
 
 
 # -- bash ----------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ import msgspec
 from pi_lsp.agent.access import inside, protected_reason, secret_reason
 from pi_lsp.agent.output import OutputTail, ThrottledUpdates
 from pi_lsp.agent.shell import ShellProcess
+from pi_lsp.agent.splice import splice, split_bom, to_lf
 from pi_lsp.providers.base import ToolSpec
 from pi_lsp.providers.registry import API_KEY_VARIABLES
 from pi_lsp.session.entries import ImageContent, TextContent, UserBlock
@@ -88,7 +89,7 @@ class DiskFiles:
 
     async def write_text(self, path: Path, text: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, "utf-8")
+        path.write_text(text, "utf-8", newline="")
 
     async def delete_in_editor(self, path: Path) -> None:
         return None
@@ -114,12 +115,11 @@ def open_regular(path: Path) -> IO[bytes] | None:
 
 
 def disk_text(path: Path, errors: str = "strict") -> str | None:
-    """A regular file's UTF-8 text, line ends made newlines as Path.read_text makes them; None
-    when there is no such file."""
+    """A regular file's UTF-8 text, line ends as they are; None when there is no such file."""
     file = open_regular(path)
     if file is None:
         return None
-    with io.TextIOWrapper(file, "utf-8", errors) as text:
+    with io.TextIOWrapper(file, "utf-8", errors, newline="") as text:
         return text.read()
 
 
@@ -335,14 +335,16 @@ def propose_edit(args: dict[str, Any], ctx: ToolContext) -> Proposal:
     before = ctx.files.read_text(path)
     if before is None:
         raise ToolError(f"{args['path']}: no such file")
-    count = before.count(old)
+    bom, body = split_bom(before)
+    text, old = to_lf(body), to_lf(old)
+    count = text.count(old)
     if count == 0:
         raise ToolError(f"the text to replace was not found in {args['path']}; "
                         "it must match exactly, whitespace included")
     if count > 1:
         raise ToolError(f"the text to replace occurs {count} times in {args['path']}; "
                         "include more context so it is unique")
-    return Proposal(path, before, before.replace(old, new, 1))
+    return Proposal(path, before, bom + splice(body, text.index(old), len(old), to_lf(new)))
 
 
 PROPOSERS: dict[str, Callable[[dict[str, Any], ToolContext], Proposal]] = {
@@ -373,11 +375,12 @@ async def write_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
 
 async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     change = _change("edit", args, ctx)
-    before, after = change.old_text or "", change.new_text
-    await ctx.files.write_text(change.path, after)
+    await ctx.files.write_text(change.path, change.new_text)
+    # Shown as it was matched: line ends as LF, no byte order mark.
+    before, after = (to_lf(split_bom(text)[1]) for text in (change.old_text or "", change.new_text))
     diff = "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True),
                                         f"a/{args['path']}", f"b/{args['path']}"))
-    first_line = before[: before.index(args["oldText"])].count("\n") + 1
+    first_line = before[: before.index(to_lf(args["oldText"]))].count("\n") + 1
     return text_result(f"Edited {args['path']}", {"diff": diff, "firstChangedLine": first_line})
 
 
