@@ -653,6 +653,25 @@ def test_an_idle_append_to_a_replaced_file_moves_to_a_new_file(tmp_path: Path) -
     assert label in entries(tree.path) and "aaaa0001" in entries(tree.path)
 
 
+@pytest.mark.parametrize("hold_leaf", [False, True])
+def test_an_append_to_a_deleted_file_brings_it_back_only_for_a_running_turn(
+        tmp_path: Path, hold_leaf: bool) -> None:
+    """A deleted session is not made again by a label or a name (the command finds no file);
+    a running turn's entries, which must not be lost, go on in a new file beside it."""
+    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
+    tree = SessionTree.open(str(path))
+    tree.hold_leaf = hold_leaf
+    path.unlink()
+    if not hold_leaf:
+        with pytest.raises(FileNotFoundError):
+            tree.append_label("aaaa0001", "kept")
+        assert list(tmp_path.iterdir()) == []
+        return
+    label = tree.append_label("aaaa0001", "kept")
+    [moved] = tmp_path.iterdir()
+    assert tree.path == str(moved) and {label, "aaaa0001"} <= set(entries(tree.path))
+
+
 @pytest.mark.parametrize("in_place", [False, True])
 @pytest.mark.parametrize("hold_leaf", [False, True])
 def test_an_entry_is_never_written_into_a_replacement(

@@ -256,9 +256,11 @@ async def test_a_follow_up_whose_run_ended_as_it_asked_starts_on_the_sessions_ha
     hub = SessionHub([tmp_path], Config())
     await hub.load(path)
     running = hub.harness(path)
+    hub.claim_turn(path)
     running.phase = "turn"
     prompt = await prompt_asking(hub, path, monkeypatch, delivery="followUp")
     running.phase = "idle"  # the run ends
+    hub.held(path).release()
     monkeypatch.setattr(hub_module, "settings_stamp", lambda _folder: ("edited",))
     assert hub.harness(path) is not running
     prompt.answered.set()

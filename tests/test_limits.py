@@ -128,7 +128,7 @@ def test_dropping_a_session_clears_what_the_server_held_for_it(hub: SessionHub) 
     hub.harness(path)
     session = hub.claim_turn(path)
     session.allowed_tools.add("bash")
-    session.release_turn()
+    session.release()
     path.unlink()
     hub.file_changed(path)
     make_chain(path, 2)  # a new file at the same path starts with nothing of the old one

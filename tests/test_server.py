@@ -19,7 +19,7 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,7 @@ from tests.fake_anthropic import (
 )
 from tests.fake_openai import MODEL as LOCAL_MODEL
 from tests.fake_openai import FakeOpenAI, chat_reply
-from tests.waits import CEILING_S, POLL_S, gone, pid_in
+from tests.waits import CEILING_S, POLL_S, gone, pid_in, until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -1378,6 +1378,97 @@ async def test_abort_during_a_tool(pi: Pi, fake: FakeAnthropic) -> None:
     assert "aborted" in json.dumps(lines(path_of(uri))[-1]["message"]["content"])
     await gone(sleeping, "the aborted command")  # stopped, not left running
     assert not marker.exists()  # its shell went with it
+
+
+@contextlib.contextmanager
+def progress_held(client: LanguageClient) -> Iterator[asyncio.Event]:
+    """The editor's answer to window/workDoneProgress/create held until the event is set (a
+    busy extension host): a turn or job is claimed and answered, and has not started."""
+    features = client.protocol.fm.features
+    original = features[types.WINDOW_WORK_DONE_PROGRESS_CREATE]
+    release = asyncio.Event()
+
+    async def held(params: types.WorkDoneProgressCreateParams) -> None:
+        await release.wait()
+        original(params)
+
+    features[types.WINDOW_WORK_DONE_PROGRESS_CREATE] = held
+    try:
+        yield release
+    finally:
+        release.set()
+        features[types.WINDOW_WORK_DONE_PROGRESS_CREATE] = original
+
+
+async def test_abort_before_the_turn_starts_stops_it(pi: Pi, fake: FakeAnthropic) -> None:
+    uri = await new_session(pi)
+    fake.script(slow_text(words=20, delay=0.05))
+    since = pi.mark()
+    with progress_held(pi.client) as release:
+        turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "OOPS"}))["turnId"]
+        assert await call(pi.client, "pi.abort", {"uri": uri}) == {"aborted": True}
+        release.set()
+        events = await wait_events(pi, turn_id, since)
+    assert event_types(events)[-1] == "agent_end"
+    # Written as pi writes a prompt aborted at once; the model was never asked.
+    replies = [e["message"] for e in lines(path_of(uri)) if e["type"] == "message"]
+    assert [(m["role"], m.get("stopReason")) for m in replies][-2:] == [
+        ("user", None), ("assistant", "aborted")]
+    assert fake.message_requests() == []
+
+
+async def test_a_job_holds_the_session_from_its_answer(pi: Pi, fake: FakeAnthropic) -> None:
+    for command, argument in (("pi.compact", {}), ("pi.branchWithSummary",
+                                                   {"targetId": FORK_QUESTION})):
+        uri = copy_session(pi.main, f"held-{command}")
+        before = path_of(uri).read_bytes()
+        fake.script(slow_text(words=10, delay=0.05))
+        since = pi.mark()
+        with progress_held(pi.client) as release:
+            job_id = (await call(pi.client, command, {"uri": uri, **argument}))["jobId"]
+            for refused in (
+                ("pi.prompt", {"uri": uri, "text": "NEXT"}),
+                ("pi.prompt", {"uri": uri, "text": "STEER", "delivery": "steer"}),
+                ("pi.branch", {"uri": uri, "targetId": DEAD_END_TIP}),
+                ("pi.compact", {"uri": uri}),
+            ):
+                error = await call_error(pi.client, *refused)
+                assert error.code == BUSY and "busy" in error.message, (command, refused)
+            assert await call(pi.client, "pi.abort", {"uri": uri}) == {"aborted": True}
+            release.set()
+            done = await wait_note(pi, JOB_DONE, lambda p, j=job_id: p["jobId"] == j, since)
+        assert done["ok"] is False and done["error"] == "aborted", done
+        assert path_of(uri).read_bytes() == before
+        assert fake.message_requests() == []
+        await call(pi.client, "pi.branch", {"uri": uri, "targetId": DEAD_END_TIP})  # idle again
+
+
+async def test_steer_during_a_compaction_is_refused(pi: Pi, fake: FakeAnthropic) -> None:
+    uri = copy_session(pi.main, "steer-while-compacting")
+    fake.script(slow_text(words=40, delay=0.05), text_reply("the split turn's start"))
+    since = pi.mark()
+    job_id = (await call(pi.client, "pi.compact", {"uri": uri}))["jobId"]
+    await until(lambda: fake.message_requests(), "the summary being asked for")
+    for delivery in ("steer", "followUp"):
+        error = await call_error(pi.client, "pi.prompt",
+                                 {"uri": uri, "text": "LOST?", "delivery": delivery})
+        assert error.code == BUSY and "(compaction)" in error.message, error.message
+    done = await wait_note(pi, JOB_DONE, lambda p: p["jobId"] == job_id, since)
+    assert done["ok"], done
+    assert "LOST?" not in path_of(uri).read_text()
+
+
+async def test_a_write_to_a_session_deleted_meanwhile_finds_no_session(pi: Pi) -> None:
+    uri = copy_session(pi.main, "deleted-then-named")
+    await call(pi.client, "pi.setName", {"uri": uri, "name": "first"})  # its harness is made
+    folder = path_of(uri).parent
+    before = set(folder.iterdir())
+    path_of(uri).unlink()  # before the watcher has seen it
+    for command, argument in (("pi.setName", {"name": "second"}),
+                              ("pi.branch", {"targetId": DEAD_END_TIP})):
+        error = await call_error(pi.client, command, {"uri": uri, **argument})
+        assert error.code == types.ErrorCodes.InvalidParams and "no session" in error.message
+    assert set(folder.iterdir()) == before - {path_of(uri)}  # not brought back as a new file
 
 
 async def test_second_prompt_while_busy_is_refused(pi: Pi, fake: FakeAnthropic) -> None:

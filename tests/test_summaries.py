@@ -678,6 +678,32 @@ async def test_auto_compaction_at_the_threshold(
     assert "compacted into the following summary" in first
 
 
+async def test_abort_during_the_compaction_before_a_prompt_stops_the_prompt(
+        tmp_path: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider]) -> None:
+    """Stop pressed while the context is compacted ahead of the model call stops the prompt
+    too: it is written as aborted and the model is not asked (it was asked regardless)."""
+    tree = tiny_session(tmp_path)
+    harness = Harness(tree, tmp_path, providers, registry=ModelRegistry([TINY]),
+                      default_model=("anthropic", "tiny"),
+                      compaction=CompactionSettings(reserve_tokens=1000, keep_recent_tokens=300))
+    events: list[AgentEvent] = []
+    harness.subscribe(events.append)
+    loop = asyncio.get_running_loop()
+    # Once the compaction's step is under way (scheduled right after its start is told).
+    harness.subscribe(lambda e: loop.call_soon(harness.abort)
+                      if isinstance(e, CompactionStart) else None)
+    fake.script(text_reply("Step 3 done."))
+    await harness.prompt("Now step 3.")
+
+    [end] = [e for e in events if isinstance(e, CompactionEnd)]
+    assert end.entry_id is None and end.error == "aborted"
+    written = lines(Path(tree.path))
+    assert "compaction" not in [e["type"] for e in written]
+    assert written[-1]["message"]["stopReason"] == "aborted"
+    assert written[-2]["message"]["content"][0]["text"] == "Now step 3."
+    assert fake.message_requests() == []
+
+
 async def test_overflow_compacts_and_retries_once(
         session: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider]) -> None:
     tree = open_tree(session)

@@ -288,24 +288,26 @@ class Harness:
             raise BusyError(f"the session is busy ({self.phase})")
 
     async def prompt(self, text: str, images: list[ImageContent] | None = None,
-                     attachments: list[str] | None = None) -> list[AgentMessage]:
+                     attachments: list[str] | None = None, *, aborted: bool = False
+                     ) -> list[AgentMessage]:
         """Run one prompt to completion; the returned messages are already in the session.
 
         The context is compacted first when it has outgrown the window, and a request the
         provider rejects as too long is compacted and retried once. A failure is told to
         subscribers as one `error` event and raised. `attachments` (code from the editor) follow
-        the text as blocks of their own.
+        the text as blocks of their own. `aborted`: stopped before it began, it is written as
+        pi writes a prompt aborted at once (the prompt, then an aborted reply).
         """
         try:
-            return await self._prompt(text, images, attachments)
+            return await self._prompt(text, images, attachments, aborted)
         except Exception as error:
             self.emit(ErrorEvent(message=str(error) or type(error).__name__))
             raise
 
     async def _prompt(self, text: str, images: list[ImageContent] | None,
-                      attachments: list[str] | None) -> list[AgentMessage]:
+                      attachments: list[str] | None, aborted: bool) -> list[AgentMessage]:
         self._require_idle()
-        self.aborted = False
+        self.aborted = aborted
         self.edit_feedback.restart()
         self.tree.refresh()
         await self._compact_if_needed("threshold")
@@ -320,7 +322,7 @@ class Harness:
         return produced
 
     async def _run(self, prompts: list[UserMessage]) -> list[AgentMessage]:
-        self.phase, self.aborted, self.retries.attempt = "turn", False, 0
+        self.phase, self.retries.attempt = "turn", 0
         self._said_path = self.tree.path  # a move while idle was the hub's to tell
         self.tree.hold_leaf = True  # another writer's entries must not become this turn's parent
         try:

@@ -225,8 +225,12 @@ class SessionHub(Workspace):
         self._drop(key)
 
     def harness(self, path: Path) -> Harness:
-        """The session's harness; an idle one is rebuilt when settings or models.json changed."""
+        """The session's harness; an idle one is rebuilt when settings or models.json changed.
+        An idle session is brought up to date first: a command on a file deleted meanwhile
+        finds no session, as it would after the watcher's look."""
         session = self.open.get(path.resolve())
+        if session is not None and not session.busy:
+            session = self.sync(path)
         if session is not None and session.harness is not None and session.stamp is not None:
             folder, made = session.stamp
             if session.busy or made == settings_stamp(folder):  # a claimed turn's included
@@ -259,6 +263,18 @@ class SessionHub(Workspace):
         session = self.held(path)
         session.claim_turn()
         return session
+
+    def claim_job(self, path: Path, phase: str) -> OpenSession:
+        """Take the session for a compaction or branch summary; BusyError if it is not idle."""
+        session = self.held(path)
+        session.claim_job(phase)
+        return session
+
+    def turn_running(self, path: Path) -> bool:
+        """Whether a turn runs on the session now: a steer or follow-up joins it."""
+        session = self.held(path)
+        return session.turn_id is not None and session.harness is not None and \
+            session.harness.busy
 
     def harness_if_made(self, path: Path) -> Harness | None:
         """The session's harness if it has one; none is made."""

@@ -24,6 +24,9 @@ class OpenSession(msgspec.Struct):
     # "allow for this session": tools, each inside or outside the workspace (True)
     allowed_tools: set[tuple[str, bool]] = msgspec.field(default_factory=set)
     turn_id: str | None = None  # claimed by a prompt, from before its harness says busy
+    job: str | None = None  # "compaction" or "branch_summary", claimed the same way
+    # pi.abort came while a claim had not started yet: it starts aborted.
+    abort_claimed: bool = False
 
     @property
     def title(self) -> str:
@@ -31,24 +34,36 @@ class OpenSession(msgspec.Struct):
 
     @property
     def busy(self) -> bool:
-        return self.turn_id is not None or (self.harness is not None and self.harness.busy)
+        return self.turn_id is not None or self.job is not None or \
+            (self.harness is not None and self.harness.busy)
 
     def require_idle(self, hint: str = "") -> None:
         """BusyError when a turn, compaction or summary is running or about to."""
         if self.busy:
             phase = self.harness.phase if self.harness is not None and self.harness.busy \
-                else "turn"
+                else self.job or "turn"
             raise BusyError(f"the session is busy ({phase}){hint}")
 
     def claim_turn(self) -> str:
         """Take the session for a new turn now, so a second prompt is refused at once."""
-        self.require_idle("; steer or follow up instead")
-        self.turn_id = str(uuid.uuid4())
+        self.require_idle("; steer or follow up instead" if self.turn_id is not None else "")
+        self.turn_id, self.abort_claimed = str(uuid.uuid4()), False
         return self.turn_id
 
-    def run_turn(self, task: asyncio.Task[Any]) -> None:
-        """`task` runs the claimed turn; the claim ends with it."""
-        task.add_done_callback(lambda _task: self.release_turn())
+    def claim_job(self, phase: str) -> None:
+        """Take the session for a compaction or branch summary now, as `claim_turn` does."""
+        self.require_idle()
+        self.job, self.abort_claimed = phase, False
 
-    def release_turn(self) -> None:
-        self.turn_id = None
+    def abort_claim(self) -> bool:
+        """Have a claimed turn or job start aborted; False when nothing is claimed."""
+        self.abort_claimed = self.turn_id is not None or self.job is not None
+        return self.abort_claimed
+
+    def run_claim(self, task: asyncio.Task[Any]) -> None:
+        """`task` runs the claimed turn or job; the claim ends with it."""
+        task.add_done_callback(lambda _task: self.release())
+
+    def release(self) -> None:
+        self.turn_id = self.job = None
+        self.abort_claimed = False

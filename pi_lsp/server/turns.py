@@ -15,6 +15,7 @@ from pygls.lsp.server import LanguageServer
 
 from pi_lsp.agent.events import AgentEvent, AutoRetryStart, MessageUpdate, ToolExecutionStart
 from pi_lsp.agent.harness import Harness
+from pi_lsp.agent.loop import Aborted
 from pi_lsp.server.errors import failure_message
 from pi_lsp.server.open_session import OpenSession
 from pi_lsp.server.protocol import JOB_DONE, TURN, PromptArgs
@@ -48,18 +49,19 @@ class Runs:
                    attachments: list[str]) -> None:
         """Run a prompt in the background, for the turn the session has claimed."""
         turn_id = session.turn_id or ""
-        session.run_turn(self.tasks.start(self._turn(uri, turn_id, harness, args, attachments),
-                                          f"turn {turn_id}"))
+        session.run_claim(self.tasks.start(
+            self._turn(uri, session, turn_id, harness, args, attachments), f"turn {turn_id}"))
 
-    def start_job(self, uri: str, title: str, harness: Harness,
+    def start_job(self, uri: str, title: str, session: OpenSession, harness: Harness,
                   work: Callable[[], Awaitable[Any]]) -> str:
-        """Run a compaction or branch summary in the background; the job's id."""
+        """Run a compaction or branch summary, the job the session has claimed; the job's id."""
         job_id = str(uuid.uuid4())
-        self.tasks.start(self._job(uri, job_id, title, harness, work), f"job {job_id} ({title})")
+        session.run_claim(self.tasks.start(self._job(uri, job_id, title, session, harness, work),
+                                           f"job {job_id} ({title})"))
         return job_id
 
-    async def _turn(self, uri: str, turn_id: str, harness: Harness, args: PromptArgs,
-                    attachments: list[str]) -> None:
+    async def _turn(self, uri: str, session: OpenSession, turn_id: str, harness: Harness,
+                    args: PromptArgs, attachments: list[str]) -> None:
         stream = TurnStream(self.server, uri, turn_id)
         unsubscribe = harness.subscribe(stream.on_event)
         # A status bar shows "title: message" cut from the left: a short title, and a message
@@ -69,7 +71,8 @@ class Runs:
         stream.progress_token = token
         outcome = "done"
         try:
-            await harness.prompt(args.text, prompt_images(args), attachments or None)
+            await harness.prompt(args.text, prompt_images(args), attachments or None,
+                                 aborted=session.abort_claimed)
         except Exception as error:  # the harness has sent it as the turn's `error` event
             outcome = failure_message(error)
             raise
@@ -78,11 +81,13 @@ class Runs:
             unsubscribe()
             self.progress_end(token, outcome)
 
-    async def _job(self, uri: str, job_id: str, title: str, harness: Harness,
-                   work: Callable[[], Awaitable[Any]]) -> None:
+    async def _job(self, uri: str, job_id: str, title: str, session: OpenSession,
+                   harness: Harness, work: Callable[[], Awaitable[Any]]) -> None:
         token = await self.progress_begin(title)
         self.abort_on_cancel(token, harness)
         try:
+            if session.abort_claimed:
+                raise Aborted()
             result = await work()
         except Exception as error:
             self.server.protocol.notify(JOB_DONE, {"jobId": job_id, "uri": uri, "ok": False,

@@ -16,6 +16,7 @@ class TailResult:
     first_line: int
     reset: bool
     problems: list[Problem] = field(default_factory=list)  # lines dropped as too long
+    gone: bool = False  # reset because there is no file at the path
 
 
 @dataclass(slots=True)
@@ -80,7 +81,7 @@ class Tail:
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
-            return TailResult([], 0, True)
+            return TailResult([], 0, True, gone=True)
         try:
             stat = os.fstat(fd)
             if self._replaced(fd, stat):

@@ -264,7 +264,9 @@ class SessionTree(EntryAppends):
             self._load(read_file(self.path))
             return Refresh(len(self.records), True)
         result = self._tail.poll()
-        if result.reset and relocate:
+        # A deleted file is moved away from only by a running turn, which must not lose its
+        # work; anything else finds no file (FileNotFoundError), not a new one made for it.
+        if result.reset and relocate and (self.hold_leaf or not result.gone):
             return self._relocate()
         if result.reset:
             self._load(read_file(self.path))
@@ -477,7 +479,8 @@ class SessionTree(EntryAppends):
 
     def _append(self, entry: Entry) -> str:
         """Write one entry. Another writer's entries are taken in first; a file replaced since
-        it was read is left alone and this session moves to a new file (`_relocate`)."""
+        it was read is left alone and this session moves to a new file (`_relocate`), as it
+        does from a deleted one while a turn runs."""
         if self.ids_in_memory:
             raise WriteFailedError(errno.EPERM, IDS_IN_MEMORY, self.path)
         line = encoder.encode(entry)

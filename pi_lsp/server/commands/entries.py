@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 async def move_to_entry(ls: PiServer, args: BranchArgs) -> Any:
     path = await ls.open_tree(args.uri)
     harness = ls.hub.harness(path)
+    ls.hub.require_idle(path)  # a turn or job claimed and not started yet counts
     outcome = harness.branch(args.target_id, durable=ls.config.durable_leaf_moves)
     if not ls.config.durable_leaf_moves:  # nothing was appended, so say where the leaf went
         ls.on_session_changed(path.resolve(), harness.tree, Refresh(0, False))

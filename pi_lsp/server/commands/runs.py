@@ -20,7 +20,7 @@ async def prompt(ls: PiServer, args: PromptArgs) -> dict[str, Any]:
     harness = ls.hub.harness(path)
     # Claimed before the attachments, which may wait on the user: prompts start in the order
     # sent, and one sent while the session is busy is refused at once, not after a question.
-    queue = args.delivery != "prompt" and harness.busy
+    queue = args.delivery != "prompt" and ls.hub.turn_running(path)
     session = None if queue else ls.hub.claim_turn(path)
     try:
         attached = await prompt_attachments(ls.files, harness.root, args, harness.approve_call)
@@ -28,11 +28,11 @@ async def prompt(ls: PiServer, args: PromptArgs) -> dict[str, Any]:
             raise UnknownSessionError(str(path))
     except BaseException:
         if session is not None:
-            session.release_turn()
+            session.release()
         raise
     for refusal in attached.refused:
         ls.tell(refusal)
-    if session is None and harness.busy:
+    if session is None and ls.hub.turn_running(path):
         deliver = harness.steer if args.delivery == "steer" else harness.follow_up
         deliver(args.text, prompt_images(args), attached.rendered or None)
         return {"turnId": None, "queued": args.delivery}
@@ -49,8 +49,11 @@ async def prepare_turn(ls: PiServer, args: SessionArgs) -> dict[str, Any]:
 
 
 async def abort(ls: PiServer, args: SessionArgs) -> dict[str, Any]:
-    harness = ls.hub.harness_if_made(await ls.open_tree(args.uri))
-    return {"aborted": harness.abort() if harness is not None else False}
+    path = await ls.open_tree(args.uri)
+    harness = ls.hub.harness_if_made(path)
+    if harness is not None and harness.abort():
+        return {"aborted": True}
+    return {"aborted": ls.hub.held(path).abort_claim()}  # claimed, not started yet
 
 
 async def compact(ls: PiServer, args: CompactArgs) -> dict[str, Any]:
@@ -58,8 +61,8 @@ async def compact(ls: PiServer, args: CompactArgs) -> dict[str, Any]:
     if args.dry_run:
         return {"plan": ls.hub.plan(path)}
     harness = ls.hub.harness(path)
-    ls.hub.require_idle(path)
-    return {"jobId": ls.runs.start_job(args.uri, "pi: compacting", harness,
+    session = ls.hub.claim_job(path, "compaction")
+    return {"jobId": ls.runs.start_job(args.uri, "pi: compacting", session, harness,
                                        lambda: harness.compact(args.instructions))}
 
 
@@ -67,13 +70,14 @@ async def branch_with_summary(ls: PiServer, args: BranchSummaryArgs) -> dict[str
     path = await ls.open_tree(args.uri)
     harness = ls.hub.harness(path)
     harness.tree.record(args.target_id)
-    ls.hub.require_idle(path)
+    session = ls.hub.claim_job(path, "branch_summary")
 
     async def work() -> dict[str, Any]:
         return await with_file_changes(harness, await harness.branch_with_summary(
             args.target_id, args.instructions, durable=ls.config.durable_leaf_moves))
 
-    return {"jobId": ls.runs.start_job(args.uri, "pi: summarizing the branch", harness, work)}
+    return {"jobId": ls.runs.start_job(args.uri, "pi: summarizing the branch", session, harness,
+                                       work)}
 
 
 COMMANDS: list[Command] = [
