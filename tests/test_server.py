@@ -1094,6 +1094,8 @@ BAD_INPUT: list[tuple[str, str, Callable[[str], list[Any]], str]] = [
     ("folder-not-a-file-uri", "pi.newSession", lambda uri: [{"folderUri": "untitled:x"}],
      "folderUri"),
     ("http-uri", "pi.check", lambda uri: [{"uri": "https://example.com/s.jsonl"}], "uri"),
+    ("nul-in-uri", "pi.getTree", lambda uri: [{"uri": uri.replace(".jsonl", "%00.jsonl")}],
+     "`uri`"),
     ("missing-file", "pi.getTree", lambda uri: [{"uri": MISSING}], "none.jsonl"),
     ("missing-file-prompt", "pi.prompt", lambda uri: [{"uri": MISSING, "text": "hi"}],
      "none.jsonl"),

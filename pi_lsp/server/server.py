@@ -80,6 +80,9 @@ class PiServer(LanguageServer):
         if path is None:
             raise JsonRpcInvalidParams(
                 f"invalid argument: `{field}` must be a file: URI, not {uri!r}")
+        if "\0" in path:  # no file can have it (%00): say which argument, not the OS's words
+            raise JsonRpcInvalidParams(
+                f"invalid argument: `{field}` names a path with a NUL character: {uri!r}")
         return Path(path)
 
     async def open_tree(self, uri: str) -> Path:
