@@ -152,6 +152,9 @@ def cmd_rewind(args: argparse.Namespace) -> int:
             for change in found.files:  # file names and contents may come from anyone
                 sys.stdout.write(printable_diff(change.diff) if change.diff
                                  else f"{change.status}: {printable(change.path)}\n")
+            for path in found.skipped:
+                print("would be left alone (ignored, or too large to snapshot): "
+                      f"{printable(path)}", file=sys.stderr)
             for path in found.refused:
                 print("would be left alone (under .git/ or .pi/, or behind a symlink): "
                       f"{printable(path)}", file=sys.stderr)
@@ -163,7 +166,7 @@ def cmd_rewind(args: argparse.Namespace) -> int:
     for change in result.files:
         print(f"{change.status:9} {printable(change.path)}")
     for path in result.skipped:
-        print(f"left alone (too large to snapshot): {printable(path)}")
+        print(f"left alone (ignored, or too large to snapshot): {printable(path)}")
     for path in result.refused:
         print(f"left alone (under .git/ or .pi/, or behind a symlink): {printable(path)}")
     print(f"restored {len(result.files)} file(s) in {root}; undo with: pi-lsp rewind {args.file} "

@@ -480,6 +480,102 @@ async def test_restore_takes_back_user_edits_made_since(rig: Rig, fake: FakeAnth
     assert (rig.root / "app.py").read_text() == "print('edited')\n"
 
 
+# -- ignored files: never deleted, written or reverted ------------------------------------
+
+
+async def test_restore_never_deletes_a_file_that_was_ignored_then(rig: Rig, fake: FakeAnthropic
+                                                                   ) -> None:
+    """A file absent from the entry's snapshot because it was ignored then is no file to
+    delete, though .gitignore no longer ignores it (found in review: it was deleted)."""
+    (rig.root / "logs").mkdir()
+    (rig.root / "logs" / "a.log").write_text("mine\n")  # a folder with only ignored files
+    fake.script(tool_reply([write("c1", "notes.txt", "v1\n")]), text_reply("ok"))
+    await rig.harness.prompt("write notes")
+    first = rig.last_assistant()
+    fake.script(tool_reply([write("c2", ".gitignore", "build/\n"),
+                            write("c3", "logs/new.txt", "new\n")]), text_reply("ok"))
+    await rig.harness.prompt("stop ignoring logs")
+    store = store_for(rig.root)
+    changes = await file_changes(rig.tree, store, first)
+    assert [(f.path, f.status) for f in changes.files] == [
+        (".gitignore", "modified"), ("logs/new.txt", "deleted")]
+    assert changes.skipped == ["debug.log", "logs/a.log"]
+    result = await restore_files(rig.tree, store, first)
+    assert [f.path for f in result.files] == [".gitignore", "logs/new.txt"]
+    assert result.skipped == ["debug.log", "logs/a.log"]
+    assert (rig.root / "debug.log").read_text() == "ignored\n"
+    assert (rig.root / "logs" / "a.log").read_text() == "mine\n"
+    assert not (rig.root / "logs" / "new.txt").exists()  # the folder is not ignored whole
+    assert (rig.root / ".gitignore").read_text() == "*.log\nbuild/\n"
+
+
+async def test_restore_never_touches_a_file_ignored_then_and_now(rig: Rig, fake: FakeAnthropic
+                                                                  ) -> None:
+    """A file snapshot before a .gitignore took it in drops out of later snapshots, and a
+    restore of the earlier state leaves the user's newer version alone (found in review: the
+    store's index kept it, and a restore put its old content back)."""
+    (rig.root / ".env").write_text("A=1\n")
+    fake.script(tool_reply([write("c1", ".gitignore", "*.log\nbuild/\n.env\n")]),
+                text_reply("ok"))
+    await rig.harness.prompt("ignore .env")
+    start, first = rig.entries()[0]["id"], rig.last_assistant()
+    (rig.root / ".env").write_text("A=1\nB=2\n")
+    fake.script(tool_reply([write("c2", "notes.txt", "v1\n")]), text_reply("ok"))
+    await rig.harness.prompt("write notes")
+    store = store_for(rig.root)
+    for data in (e["data"] for e in rig.files_entries()):
+        assert await store.read(data["after"], ".env") is None  # the secret is kept no more
+    result = await restore_files(rig.tree, store, first)
+    assert [f.path for f in result.files] == ["notes.txt"]
+    assert (rig.root / ".env").read_text() == "A=1\nB=2\n"
+    # Before the first turn .env was not ignored and the snapshot holds it; it is ignored now.
+    before = state_at(rig.tree, start)
+    assert before is not None and await store.read(before.tree, ".env") == b"A=1\n"
+    changes = await file_changes(rig.tree, store, start)
+    assert ".env" not in [f.path for f in changes.files] and ".env" in changes.skipped
+    result = await restore_files(rig.tree, store, start)
+    assert ".env" in result.skipped
+    assert (rig.root / ".env").read_text() == "A=1\nB=2\n"
+    assert (rig.root / ".gitignore").read_text() == "*.log\nbuild/\n"
+
+
+async def test_undoing_a_restore_never_deletes_a_file_ignored_before_it(
+        rig: Rig, fake: FakeAnthropic) -> None:
+    """An undo id names no session entry: what its snapshot left out as ignored is kept by
+    the store, so undoing a restore that changed .gitignore deletes no ignored file."""
+    fake.script(tool_reply([write("c1", ".gitignore", "build/\n")]), text_reply("ok"))
+    await rig.harness.prompt("stop ignoring logs")
+    first = rig.last_assistant()
+    fake.script(tool_reply([write("c2", ".gitignore", "*.log\nbuild/\n")]), text_reply("ok"))
+    await rig.harness.prompt("ignore logs again")
+    (rig.root / "debug.log").write_text("ignored\nmine\n")
+    store = store_for(rig.root)
+    result = await restore_files(rig.tree, store, first)
+    assert [f.path for f in result.files] == [".gitignore"] and "debug.log" in result.skipped
+    assert (rig.root / "debug.log").read_text() == "ignored\nmine\n"
+    undone = await restore_files(None, store, None, result.undo_id)
+    assert [f.path for f in undone.files] == [".gitignore"] and "debug.log" in undone.skipped
+    assert (rig.root / "debug.log").read_text() == "ignored\nmine\n"
+    assert (rig.root / ".gitignore").read_text() == "*.log\nbuild/\n"
+
+
+async def test_folders_ignored_whole_are_noted_whatever_their_names(tmp_path: Path) -> None:
+    """check-ignore reads pathspecs: a folder named like pathspec magic must not fail it."""
+    names = ["out", ":(top)out1", ":out2", ":!out3", "out[4]"]
+    for name in names:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "f").write_text("ignored\n")
+    (tmp_path / "logs").mkdir()  # a folder that only holds ignored files is not ignored
+    (tmp_path / "logs" / "a.out").mkdir()
+    (tmp_path / "logs" / "a.out" / "f").write_text("ignored\n")
+    (tmp_path / ".gitignore").write_text("out*/\n:*/\n*.out/\n")
+    store = SnapshotStore(tmp_path)
+    snapshot = await store.snapshot()
+    assert store.ignored.paths(snapshot.tree) == {*(f"{n}/" for n in names), "logs/a.out/"}
+    assert store.ignored_in([snapshot.tree], ["out/f", ":out2", "logs/new.txt", "outer"]) == [
+        "out/f", ":out2"]
+
+
 class OpenOnDisk(DiskFiles):
     """An editor with files open and nothing unsaved that cannot delete files."""
 

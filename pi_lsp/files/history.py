@@ -62,7 +62,8 @@ class FileChanges(msgspec.Struct, rename="camel", omit_defaults=True):
     available: bool
     files: list[FileChange] = msgspec.field(default_factory=list)
     reason: str | None = None  # why there is nothing to compare with
-    skipped: list[str] = msgspec.field(default_factory=list)  # too large to compare or restore
+    # Never restored: too large to snapshot, or ignored (now, or when the state was recorded).
+    skipped: list[str] = msgspec.field(default_factory=list)
     # Never restored: under .git/ or .pi/, or behind a symlink.
     refused: list[str] = msgspec.field(default_factory=list)
 
@@ -243,7 +244,9 @@ class Changes(msgspec.Struct):
     current: Snapshot
     in_editor: list[str]  # the files open in the editor
     files: list[FileChange]
-    skipped: list[str]  # too large to snapshot, then or now (one side lacks their content)
+    # Too large to snapshot, then or now (one side lacks their content), or ignored: an
+    # ignored file on disk now, or one the target's snapshot left out as ignored.
+    skipped: list[str]
     refused: list[str]  # under .git/ or .pi/, or behind a symlink: never restored
 
 
@@ -259,8 +262,12 @@ async def changes_to(store: SnapshotStore, target: Snapshot, with_diff: bool = T
     skipped = sorted({*current.skipped, *target.skipped})
     changed = [f for f in changed if f.path not in skipped]
     refused = [f.path for f in changed if unsafe_reason(store.root, f.path) is not None]
-    return Changes(current, editor.paths, [f for f in changed if f.path not in refused],
-                   skipped, refused)
+    changed = [f for f in changed if f.path not in refused]
+    # The target lacks a file ignored when it was made, though .gitignore may not ignore it
+    # now; and one ignored now holds the user's content, whatever the target held.
+    ignored = store.ignored_in([current.tree, target.tree], [f.path for f in changed])
+    return Changes(current, editor.paths, [f for f in changed if f.path not in ignored],
+                   sorted({*skipped, *ignored}), refused)
 
 
 async def file_changes(tree: SessionTree, store: SnapshotStore, entry_id: str,

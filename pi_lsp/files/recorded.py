@@ -1,5 +1,6 @@
 """The log of the root trees a snapshot store recorded itself: the only trees it compares with,
-reads or restores, whatever id a (possibly committed, so hostile) session names."""
+reads or restores, whatever id a (possibly committed, so hostile) session names. And per tree,
+the ignored files its snapshots left out, which a restore of it must never delete."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ LOG = "pi-lsp-recorded-trees"  # in the store's git dir: one root tree id a line
 # In the store's git dir while objects copied in (a legacy store's) may hold roots not logged.
 UNLOGGED = "pi-lsp-unlogged-trees"
 SUBTREE_MODE = b"40000"
+IGNORED = "pi-lsp-ignored"  # in the store's git dir: a file per root tree, NUL-separated paths
 
 
 class TreeLog:
@@ -70,6 +72,43 @@ class TreeLog:
             return set()
         with os.fdopen(fd, "rb") as file:
             return set(file.read().decode(errors="replace").split())
+
+
+class IgnoredLog:
+    """Per root tree, the ignored files and folders (`name/`) on disk when a snapshot made it:
+    left out of the tree, so a restore of it must not take them for files that were not there."""
+
+    def __init__(self, git_dir: Path) -> None:
+        self.folder = git_dir / IGNORED
+
+    def add(self, tree: str, paths: Iterable[str]) -> None:
+        """Add to a tree's paths: a tree made again may have left out others, and all count."""
+        new = sorted(set(paths) - self.paths(tree))
+        if not new:
+            return
+        self.folder.mkdir(mode=0o700, exist_ok=True)
+        fd = self._open(tree, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        try:
+            os.write(fd, b"".join(p.encode(errors="surrogateescape") + b"\0" for p in new))
+        finally:
+            os.close(fd)
+
+    def paths(self, tree: str) -> set[str]:
+        """The tree's paths; none for a tree made before this log was kept."""
+        try:
+            fd = self._open(tree, os.O_RDONLY)
+        except FileNotFoundError:
+            return set()
+        with os.fdopen(fd, "rb") as file:
+            return {p.decode(errors="surrogateescape") for p in file.read().split(b"\0") if p}
+
+    def _open(self, tree: str, flags: int) -> int:
+        """Open a tree's file, never through a symlink planted in the store (as `TreeLog`)."""
+        folder = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            return os.open(tree, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=folder)
+        finally:
+            os.close(folder)
 
 
 def root_trees(batch: bytes) -> set[str]:

@@ -5,7 +5,9 @@ under `~/.local/state`), keyed by the workspace's real path: its own git directo
 used with `--work-tree=ROOT`, so the user's `.git`, index and stash are never touched. Nothing in
 the workspace changes how git runs there: no hooks, no system or global config, no attributes,
 filters, textconv or fsmonitor, and every id is checked to be an object id before git sees it.
-It honours the workspace's `.gitignore` files and always leaves out `.git/` and `.pi/`. A
+It honours the workspace's `.gitignore` files and always leaves out `.git/` and `.pi/`; a file
+ignored now is never in a snapshot, though an earlier one held it, and each snapshot's tree is
+logged with the ignored files it left out (see `IgnoredLog`), which a restore never touches. A
 snapshot may take some files' content from elsewhere than the disk (an editor's unsaved buffers).
 It compares with, reads and restores only the root trees its own snapshots recorded (see
 `recorded`): a session names trees by id, and a committed session is hostile.
@@ -25,7 +27,7 @@ from typing import Literal
 
 import msgspec
 
-from pi_lsp.files.recorded import UNLOGGED, TreeLog, root_trees
+from pi_lsp.files.recorded import UNLOGGED, IgnoredLog, TreeLog, root_trees
 from pi_lsp.finish import run_to_end
 
 LEGACY_DIR = Path(".pi") / "snapshots"  # where pi-lsp kept its store before; never run on
@@ -89,6 +91,7 @@ class SnapshotStore:
         self.git_dir = store_dir(self.root)
         self.git = _git_on_path()
         self.log = TreeLog(self.git_dir)
+        self.ignored = IgnoredLog(self.git_dir)
         self._lock = asyncio.Lock()
 
     @property
@@ -103,7 +106,7 @@ class SnapshotStore:
     # -- running git ---------------------------------------------------------------------
 
     async def _run(self, *args: str, stdin: bytes | None = None, literal: bool = True,
-                   store: bool = True) -> bytes:
+                   store: bool = True, ok: tuple[int, ...] = (0,)) -> bytes:
         reason = self.unavailable_reason
         if reason is not None or self.git is None:
             raise SnapshotError(reason)
@@ -116,7 +119,7 @@ class SnapshotStore:
         command = [self.git, *where, *(f for s in GIT_SETTINGS for f in ("-c", s)), *args]
         for _attempt in range(LOCK_RETRIES):
             status, out, err = await run_to_end(command, stdin, cwd=self.root, env=env)
-            if status == 0:
+            if status in ok:
                 return out
             message = err.decode(errors="replace").strip()
             if "index.lock" not in message:
@@ -189,11 +192,47 @@ class SnapshotStore:
                 await self._run("rm", "--cached", "-q", "--ignore-unmatch",
                                 "--pathspec-from-file=-", "--pathspec-file-nul",
                                 stdin=_join(skipped))
+            await self._untrack_ignored()
             if overrides:
                 await self._override(overrides)
             tree = object_id((await self._run("write-tree")).decode().strip())
             self.log.add([tree])
+            self.ignored.add(tree, await self._ignored_on_disk())
             return Snapshot(tree, skipped)
+
+    async def _untrack_ignored(self) -> None:
+        """Drop the files ignored now from the index: `add -A` goes on updating a file an
+        earlier snapshot held, so a secret a `.gitignore` took in later would be kept on."""
+        tracked = _split(await self._run("ls-files", "-z", "--cached", "--ignored",
+                                         "--exclude-standard"))
+        if tracked:
+            await self._run("rm", "--cached", "-q", "--ignore-unmatch",
+                            "--pathspec-from-file=-", "--pathspec-file-nul", stdin=_join(tracked))
+
+    async def _ignored_on_disk(self) -> list[str]:
+        """The ignored files on disk, a folder ignored whole as one `name/` (not its files)."""
+        listed = _split(await self._run("ls-files", "-z", "--others", "--ignored",
+                                        "--exclude-standard", "--directory"))
+        folders = [p for p in listed if p.endswith("/")]
+        # ls-files also names a folder whose files are all ignored, though the folder is not:
+        # its files are listed too, and a restore may delete the folder's other files.
+        kept = set(await self._check_ignore([f"./{p}" for p in folders]))
+        return [p for p in listed if not p.endswith("/") or f"./{p}" in kept]
+
+    async def _check_ignore(self, paths: list[str]) -> list[str]:
+        """The `paths` ignored now, as given (`./` first: check-ignore reads pathspecs and
+        refuses literal ones, and a name starting with `:` would be magic)."""
+        if not paths:
+            return []
+        return _split(await self._run("check-ignore", "--no-index", "-z", "--stdin",
+                                      stdin=_join(paths), literal=False,
+                                      ok=(0, 1)))  # 1: none is ignored
+
+    def ignored_in(self, trees: list[str], paths: list[str]) -> list[str]:
+        """The `paths` the snapshots that made `trees` left out as ignored: the files, and any
+        path in (or at) a folder left out whole."""
+        left_out: set[str] = set().union(*(self.ignored.paths(object_id(t)) for t in trees))
+        return [p for p in paths if _left_out(p, left_out)]
 
     async def _override(self, contents: Mapping[str, bytes]) -> None:
         """Stage `contents` instead of the disk's for the regular files already staged (never
@@ -312,6 +351,13 @@ def _split(raw: bytes) -> list[str]:
 
 def _join(paths: list[str]) -> bytes:
     return b"".join(p.encode(errors="surrogateescape") + b"\0" for p in paths)
+
+
+def _left_out(path: str, left_out: set[str]) -> bool:
+    """Whether `path` is one of the files `left_out`, or is or is in one of its `name/`s."""
+    parts = path.split("/")
+    return path in left_out or any("/".join(parts[:i]) + "/" in left_out
+                                   for i in range(1, len(parts) + 1))
 
 
 def _too_large(path: Path) -> bool:
