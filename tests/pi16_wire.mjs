@@ -1,18 +1,21 @@
 // The request body pi 1.6 sends at each session's leaf, as its agent makes it: the context, the
 // thinking level a resumed session gets, convertToLlm, then pi-ai's own provider for API
 // (claude-sonnet-4-5 for anthropic-messages, gpt-5 for the OpenAI ones). The body is caught in
-// onPayload, which throws, so nothing is sent; null where pi makes no body.
-// Usage: node pi16_wire.mjs PACKAGES API FILE... -> {file: body | null}
+// onPayload, which throws, so nothing is sent; null where pi makes no body. With --text-only
+// the model's input is ["text"]: pi-ai turns the images it is not sent into notes.
+// Usage: node pi16_wire.mjs PACKAGES API [--text-only] FILE... -> {file: body | null}
 import { copyFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-const [packages, api, ...files] = process.argv.slice(2);
+const [packages, api, ...rest] = process.argv.slice(2);
+const textOnly = rest[0] === "--text-only";
+const files = textOnly ? rest.slice(1) : rest;
 const { SessionManager, convertToLlm } = await import(`${packages}/pi-coding-agent/dist/index.js`);
 const compat = await import(`${packages}/pi-ai/dist/compat.js`);
 const { normalizeContext } = await import(`${packages}/pi-ai/dist/utils/transcript.js`);
 const [provider, id] = api === "anthropic-messages" ? ["anthropic", "claude-sonnet-4-5"] : ["openai", "gpt-5"];
-const model = { ...compat.getModel(provider, id), api };
+const model = { ...compat.getModel(provider, id), api, ...(textOnly ? { input: ["text"] } : {}) };
 
 class Caught extends Error {}
 const scratch = mkdtempSync(join(tmpdir(), "pi16-wire-"));

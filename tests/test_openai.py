@@ -17,6 +17,7 @@ import pytest
 from pi_lsp.agent.events import MessageUpdate
 from pi_lsp.agent.harness import Harness
 from pi_lsp.agent.retry import RetrySettings
+from pi_lsp.context.convert import TOOL_IMAGE_NOTE, USER_IMAGE_NOTE
 from pi_lsp.providers import openai_chat, openai_responses
 from pi_lsp.providers.base import MissingApiKeyError, ModelRequest, TextDelta, ThinkingDelta
 from pi_lsp.providers.factory import UnknownProviderError, provider_factory
@@ -661,15 +662,161 @@ def test_images_reach_both_apis_only_for_image_models() -> None:
     from pi_lsp.session.entries import ImageContent
 
     image = ImageContent(data="iVBORw0K", mime_type="image/png")
-    prompt = UserMessage(content=[TextContent(text="see"), image], timestamp=1)
+    prompt = UserMessage(content=[TextContent(text="see"), image, image], timestamp=1)
     for api, reader in ((CHAT_API, openai_chat), (RESPONSES_API, openai_responses)):
         seeing = ModelInfo("lab", "v", 8000, 1000, PRICE, api=api, input=["text", "image"])
         blind = ModelInfo("lab", "t", 8000, 1000, PRICE, api=api)
         with_images = json.dumps(reader.request_params(ModelRequest(seeing, "s", [prompt], [],
                                                                    "off")))
-        without = json.dumps(reader.request_params(ModelRequest(blind, "s", [prompt], [], "off")))
+        without = reader.request_params(ModelRequest(blind, "s", [prompt], [], "off"))
         assert "data:image/png;base64,iVBORw0K" in with_images
-        assert "iVBORw0K" not in without and "see" in without
+        assert "iVBORw0K" not in json.dumps(without)
+        # pi-ai's note in place of the run of two images, after the text.
+        kind = "text" if api == CHAT_API else "input_text"
+        sent = without["messages" if api == CHAT_API else "input"][-1]
+        assert sent == {"role": "user", "content": [{"type": kind, "text": "see"},
+                                                    {"type": kind, "text": USER_IMAGE_NOTE}]}
+
+
+# A session with images in prompts and a tool result, held to the bodies pi 1.6 sends for it
+# to a model without image input (tests/pi16_wire.mjs --text-only).
+IMAGE = {"type": "image", "data": "iVBORw0KGgoAAAANSUhEUg==", "mimeType": "image/png"}
+ZERO_USAGE = {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2,
+              "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}
+IMAGE_SESSION = [
+    {"type": "session", "version": 3, "id": "0199a000-0000-7000-8000-000000000002",
+     "timestamp": "2026-12-03T13:43:06.440Z", "cwd": "/tmp"},
+    {"type": "message", "id": "b0000001", "parentId": None,
+     "timestamp": "2026-12-03T13:43:06.441Z",
+     "message": {"role": "user", "content": [
+         {"type": "text", "text": "what is in this screenshot?"}, IMAGE], "timestamp": 1}},
+    {"type": "message", "id": "b0000002", "parentId": "b0000001",
+     "timestamp": "2026-12-03T13:43:07.441Z",
+     "message": {"role": "assistant", "content": [
+         {"type": "toolCall", "id": "call_abc", "name": "read", "arguments": {"path": "a.png"}}],
+         "api": "openai-completions", "provider": "openai", "model": "gpt-5",
+         "usage": ZERO_USAGE, "stopReason": "toolUse", "timestamp": 2}},
+    {"type": "message", "id": "b0000003", "parentId": "b0000002",
+     "timestamp": "2026-12-03T13:43:08.441Z",
+     "message": {"role": "toolResult", "toolCallId": "call_abc", "toolName": "read",
+                 "content": [{"type": "text", "text": "Read image file [image/png]"}, IMAGE],
+                 "isError": False, "timestamp": 3}},
+    {"type": "message", "id": "b0000004", "parentId": "b0000003",
+     "timestamp": "2026-12-03T13:43:09.441Z",
+     "message": {"role": "user", "content": [IMAGE], "timestamp": 4}},
+]
+QUESTION = "what is in this screenshot?"
+TOOL_TEXT = f"Read image file [image/png]\n{TOOL_IMAGE_NOTE}"
+
+
+def _text_only_body(tmp_path: Path, api: str, image_session: list[dict[str, Any]] | None = None
+                    ) -> dict[str, Any]:
+    from pi_lsp.context.layers import AgentSetup, build_layer
+    from pi_lsp.providers.registry import ANTHROPIC_API
+    from pi_lsp.providers.wire import request_params
+
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in image_session or IMAGE_SESSION))
+    tree = SessionTree.open(str(path))
+    registry = ModelRegistry()
+    setup = AgentSetup(registry, ("openai", "gpt-5"), "medium", {}, [])
+    request = build_layer(tree, tree.leaf_id, "request", setup).request
+    assert request is not None
+    known = ("anthropic", "claude-sonnet-4-5") if api == ANTHROPIC_API else ("openai", "gpt-5")
+    model = msgspec.structs.replace(registry.get(*known), api=api, input=["text"])
+    return request_params(msgspec.structs.replace(request, model=model))
+
+
+def _conversation(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`messages` less the agent's own system prompt, if any."""
+    return messages[1:] if messages and messages[0].get("role") in ("system", "developer") \
+        else messages
+
+
+def test_chat_completions_text_only_model_gets_notes_for_images(tmp_path: Path) -> None:
+    assert _conversation(_text_only_body(tmp_path, CHAT_API)["messages"]) == [
+        {"role": "user", "content": [{"type": "text", "text": QUESTION},
+                                     {"type": "text", "text": USER_IMAGE_NOTE}]},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_abc", "type": "function",
+             "function": {"name": "read", "arguments": "{\"path\":\"a.png\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_abc", "content": TOOL_TEXT},
+        # An image-only prompt is still sent (before: left out, the request ended on the call).
+        {"role": "user", "content": [{"type": "text", "text": USER_IMAGE_NOTE}]}]
+
+
+def test_responses_text_only_model_gets_notes_for_images(tmp_path: Path) -> None:
+    assert _conversation(_text_only_body(tmp_path, RESPONSES_API)["input"]) == [
+        {"role": "user", "content": [{"type": "input_text", "text": QUESTION},
+                                     {"type": "input_text", "text": USER_IMAGE_NOTE}]},
+        {"type": "function_call", "call_id": "call_abc", "name": "read",
+         "arguments": "{\"path\":\"a.png\"}"},
+        {"type": "function_call_output", "call_id": "call_abc", "output": TOOL_TEXT},
+        {"role": "user", "content": [{"type": "input_text", "text": USER_IMAGE_NOTE}]}]
+
+
+def test_anthropic_text_only_model_gets_notes_for_images(tmp_path: Path) -> None:
+    from pi_lsp.providers.registry import ANTHROPIC_API
+
+    body = _text_only_body(tmp_path, ANTHROPIC_API)
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": QUESTION},
+                                     {"type": "text", "text": USER_IMAGE_NOTE}]},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "call_abc", "name": "read", "input": {"path": "a.png"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_abc",
+                                      "content": TOOL_TEXT, "is_error": False}]},
+        {"role": "user", "content": [{"type": "text", "text": USER_IMAGE_NOTE,
+                                      "cache_control": {"type": "ephemeral"}}]}]
+    # pi-ai sizes max_tokens on the context as it stands, images and all (the same here).
+    assert body["max_tokens"] == 64000
+
+
+def test_a_failed_calls_image_for_a_text_only_anthropic_model_is_a_note_in_the_result(
+        tmp_path: Path) -> None:
+    """pi notes the images before it moves a failed call's images after the results, so
+    there is nothing left to move."""
+    from pi_lsp.providers.registry import ANTHROPIC_API
+
+    session = json.loads(json.dumps(IMAGE_SESSION[:4]))
+    session[3]["message"]["isError"] = True
+    session[3]["message"]["content"] = [IMAGE, IMAGE]
+    assert _text_only_body(tmp_path, ANTHROPIC_API, session)["messages"][-1] == {
+        "role": "user", "content": [{
+            "type": "tool_result", "tool_use_id": "call_abc", "is_error": True,
+            "content": TOOL_IMAGE_NOTE, "cache_control": {"type": "ephemeral"}}]}
+
+
+def test_images_become_one_note_a_run_as_pi_ai_notes_them() -> None:
+    from pi_lsp.context.convert import downgrade_images
+    from pi_lsp.session.entries import ImageContent
+
+    image = ImageContent(data="iVBORw0K", mime_type="image/png")
+    text = TextContent(text="t")
+    messages: list[Any] = [
+        UserMessage(content=[image, image, text, image], timestamp=1),
+        UserMessage(content=[TextContent(text=USER_IMAGE_NOTE), image, text], timestamp=1),
+        UserMessage(content="plain", timestamp=1),
+        ToolResultMessage(tool_call_id="c", tool_name="read", content=[text, image, image],
+                          is_error=False, timestamp=1),
+        # A tool result's note is not a user message's: an image after it gets its own.
+        ToolResultMessage(tool_call_id="c", tool_name="read",
+                          content=[TextContent(text=USER_IMAGE_NOTE), image],
+                          is_error=False, timestamp=1),
+    ]
+    user_note, tool_note = TextContent(text=USER_IMAGE_NOTE), TextContent(text=TOOL_IMAGE_NOTE)
+    assert [m.content for m in downgrade_images(messages, ["text"])] == [
+        [user_note, text, user_note], [user_note, text], "plain", [text, tool_note],
+        [user_note, tool_note]]
+    assert downgrade_images(messages, ["text", "image"]) == messages
+
+
+def test_an_unknown_model_takes_images_as_its_providers_models_do() -> None:
+    """pi 1.6 copies a model of the provider for an id its catalog lacks."""
+    registry = ModelRegistry()
+    assert registry.get("anthropic", "claude-next").input == ["text", "image"]
+    assert registry.get("openai", "gpt-next").input == ["text", "image"]
+    assert registry.get("nowhere", "m").input == ["text"]
 
 
 async def test_a_models_json_summary_model_summarizes(dirs, oai) -> None:

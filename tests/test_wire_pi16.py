@@ -3,9 +3,11 @@ itself sends (tests/pi16_wire.mjs: pi's context, the level a resumed session get
 and pi-ai's own provider, the body caught before sending).
 
 The bodies are stored for machines without pi 1.6; where it is installed they are made again
-and checked against the stored ones. Compared less what pi-lsp leaves different on purpose:
-requests the APIs refuse (results of calls not sent), a branch summary's wording, pi's beta
-features, and the prompt and tools where each agent sends its own (the session replays none)."""
+and checked against the stored ones. Each body is also made for a model without image input
+(`--text-only`), whose images pi-ai turns into notes. Compared less what pi-lsp leaves
+different on purpose: requests the APIs refuse (results of calls not sent), a branch summary's
+wording, pi's beta features, and the prompt and tools where each agent sends its own (the
+session replays none)."""
 
 from __future__ import annotations
 
@@ -35,6 +37,8 @@ MODELS = {ANTHROPIC_API: ("anthropic", "claude-sonnet-4-5"), RESPONSES_API: ("op
 LEFT_OUT_BETA = "message-threads-2026-08-12"
 BRANCH_SUMMARY_OPENINGS = ("The following is a summary of a branch", BRANCH_SUMMARY_PREFIX)
 MADE_UP_ID = re.compile(r"msg_pi_\d+(_\d+)?")
+# In the stored bodies' keys ("API text-only FILE"): the body for a model without image input.
+TEXT_ONLY = "text-only"
 
 
 def _files() -> list[Path]:
@@ -47,19 +51,28 @@ def pi_bodies() -> dict[str, Any]:
     node = pi16_node()
     if node is not None:
         for api in MODELS:
-            run = subprocess.run([node, str(Path(__file__).with_name("pi16_wire.mjs")),
-                                  str(PI16 / "@earendil-works"), api, *map(str, _files())],
-                                 capture_output=True, text=True, timeout=CEILING_S)
-            assert run.returncode == 0, run.stderr
-            for file, body in json.loads(run.stdout).items():
-                key = f"{api} {Path(file).relative_to(CONFORMANCE)}"
-                assert body == stored[key], key  # the stored bodies are pi's
+            for text_only in (False, True):
+                run = subprocess.run([node, str(Path(__file__).with_name("pi16_wire.mjs")),
+                                      str(PI16 / "@earendil-works"), api,
+                                      *(["--text-only"] if text_only else []),
+                                      *map(str, _files())],
+                                     capture_output=True, text=True, timeout=CEILING_S)
+                assert run.returncode == 0, run.stderr
+                for file, body in json.loads(run.stdout).items():
+                    key = _key(api, text_only, Path(file))
+                    assert body == stored[key], key  # the stored bodies are pi's
     return stored
 
 
-def _ours(file: Path, api: str) -> tuple[dict[str, Any], bool]:
+def _key(api: str, text_only: bool, file: Path) -> str:
+    return " ".join([api, *([TEXT_ONLY] if text_only else []),
+                     str(file.relative_to(CONFORMANCE))])
+
+
+def _ours(file: Path, api: str, text_only: bool = False) -> tuple[dict[str, Any], bool]:
     """pi-lsp's body at the file's leaf, and whether the session replays a prompt. Given the
-    session's own prompt and tools, pi-lsp's agent patches nothing, as pi's would not."""
+    session's own prompt and tools, pi-lsp's agent patches nothing, as pi's would not.
+    `text_only`: for the model without image input."""
     tree = SessionTree.open(str(file))
     replayed = current_system_message(list(decode_path(tree, tree.leaf_id).messages))
     registry = ModelRegistry()
@@ -70,6 +83,8 @@ def _ours(file: Path, api: str) -> tuple[dict[str, Any], bool]:
     request = build_layer(tree, tree.leaf_id, "request", agent).request
     assert request is not None
     model = msgspec.structs.replace(registry.get(*MODELS[api]), api=api)
+    if text_only:
+        model = msgspec.structs.replace(model, input=["text"])
     return request_params(msgspec.structs.replace(request, model=model)), replayed is not None
 
 
@@ -156,16 +171,17 @@ def _without_summary_wording(value: Any) -> Any:
     return value
 
 
+@pytest.mark.parametrize("text_only", [False, True], ids=["images", TEXT_ONLY])
 @pytest.mark.parametrize("api", list(MODELS))
-def test_every_conformance_body_is_the_one_pi_16_sends(api: str, pi_bodies: dict[str, Any]
-                                                       ) -> None:
+def test_every_conformance_body_is_the_one_pi_16_sends(api: str, text_only: bool,
+                                                       pi_bodies: dict[str, Any]) -> None:
     compared = 0
     for file in _files():
         name = str(file.relative_to(CONFORMANCE))
-        pi = pi_bodies[f"{api} {name}"]
+        pi = pi_bodies[_key(api, text_only, file)]
         if pi is None:
             continue  # pi makes no body: a reply's signature it cannot parse (pi-lsp skips it)
-        ours, replayed = _ours(file, api)
+        ours, replayed = _ours(file, api, text_only)
         assert _comparable(ours, api, replayed, pi=False) == \
             _comparable(pi, api, replayed, pi=True), name
         compared += 1

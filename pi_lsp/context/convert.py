@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import msgspec
 
@@ -14,6 +14,7 @@ from pi_lsp.session.entries import (
     BranchSummaryMessage,
     CompactionSummaryMessage,
     CustomMessage,
+    ImageContent,
     LlmMessage,
     ModelMessage,
     SystemMessage,
@@ -41,6 +42,11 @@ BRANCH_SUMMARY_PREFIX = (
     "the current state of the work.\n\n<branch_exploration_summary>\n"
 )
 BRANCH_SUMMARY_SUFFIX = "\n</branch_exploration_summary>"
+
+# pi-ai 1.6's notes for the images a model without image input is not sent
+# (transform-messages.js, NON_VISION_*_IMAGE_PLACEHOLDER).
+USER_IMAGE_NOTE = "(image omitted: model does not support images)"
+TOOL_IMAGE_NOTE = "(tool image omitted: model does not support images)"
 
 PASS_THROUGH_ROLES = frozenset({"system", "user", "assistant", "toolResult"})
 NO_RESULT_TEXT = "No result provided"
@@ -160,15 +166,56 @@ def prepare_with_sources(messages: list[ModelMessage]) -> list[tuple[int | None,
     return prepared
 
 
+def images_noted(content: list[UserBlock], note: str) -> list[UserBlock]:
+    """`content` with each run of images as one `note` text block: pi-ai 1.6's
+    replaceImagesWithPlaceholder, which also counts a text block that reads `note` as the start
+    of a run (an image right after it adds no second note). Other blocks stay as they are."""
+    noted: list[UserBlock] = []
+    after_note = False
+    for block in content:
+        if isinstance(block, ImageContent):
+            if not after_note:
+                noted.append(TextContent(text=note))
+            after_note = True
+            continue
+        noted.append(block)
+        after_note = block.text == note
+    return noted
+
+
+def downgrade_images(messages: list[LlmMessage], model_input: Sequence[str]
+                     ) -> list[LlmMessage]:
+    """The messages a model without image input (`"image"` not in `model_input`) is sent:
+    pi-ai 1.6's downgradeUnsupportedImages, which every provider applies first. In a user
+    message (with block content) and a tool result each run of images becomes a note, so an
+    image-only prompt still reaches the model, as the note."""
+    if "image" in model_input:
+        return messages
+    downgraded: list[LlmMessage] = []
+    for message in messages:
+        if isinstance(message, UserMessage) and not isinstance(message.content, str) and any(
+                isinstance(block, ImageContent) for block in message.content):
+            message = msgspec.structs.replace(
+                message, content=images_noted(message.content, USER_IMAGE_NOTE))
+        elif isinstance(message, ToolResultMessage) and any(
+                isinstance(block, ImageContent) for block in message.content):
+            message = msgspec.structs.replace(
+                message, content=images_noted(message.content, TOOL_IMAGE_NOTE))
+        downgraded.append(message)
+    return downgraded
+
+
 def adapt_to_model(messages: list[LlmMessage], provider: str, api: str, model_id: str,
-                   normalize_id: Callable[[str, AssistantMessage], str] | None = None
-                   ) -> list[LlmMessage]:
-    """pi's cross-provider transform: another model's replies lose their thinking (it was that
-    model's, and as text it would read as part of the visible reply), redacted thinking and
-    signatures, and get tool-call ids this provider accepts (`normalize_id(id, reply)`)."""
+                   normalize_id: Callable[[str, AssistantMessage], str] | None = None,
+                   *, model_input: Sequence[str]) -> list[LlmMessage]:
+    """pi's cross-provider transform (transformMessages): images a model without image input
+    cannot see become notes (`downgrade_images`); another model's replies lose their thinking
+    (it was that model's, and as text it would read as part of the visible reply), redacted
+    thinking and signatures, and get tool-call ids this provider accepts
+    (`normalize_id(id, reply)`)."""
     renamed: dict[str, str] = {}
     adapted: list[LlmMessage] = []
-    for message in messages:
+    for message in downgrade_images(messages, model_input):
         if isinstance(message, AssistantMessage) and not (
                 message.provider == provider and message.api == api and message.model == model_id):
             blocks = [b for b in (_foreign_block(b, message, normalize_id, renamed)

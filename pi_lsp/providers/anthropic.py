@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import anthropic
@@ -156,12 +156,14 @@ def _tool_results(results: list[ToolResultMessage]) -> list[dict[str, Any]]:
     return blocks + after
 
 
-def wire_messages(messages: list[LlmMessage], model_id: str, provider: str = "anthropic"
-                  ) -> list[dict[str, Any]]:
-    """Model-layer messages as Messages API turns; consecutive tool results share one turn."""
+def wire_messages(messages: list[LlmMessage], model_id: str, provider: str = "anthropic",
+                  model_input: Sequence[str] = ("text", "image")) -> list[dict[str, Any]]:
+    """Model-layer messages as Messages API turns; consecutive tool results share one turn.
+    A model whose `model_input` lacks "image" gets notes for the images."""
     wire: list[dict[str, Any]] = []
     results: list[ToolResultMessage] = []
-    for message in adapt_to_model(messages, provider, API, model_id, tool_id):
+    for message in adapt_to_model(messages, provider, API, model_id, tool_id,
+                                  model_input=model_input):
         if isinstance(message, ToolResultMessage):
             results.append(message)
             continue
@@ -281,7 +283,7 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
     model = request.model
     params: dict[str, Any] = {
         "model": model.id,
-        "messages": wire_messages(request.messages, model.id, model.provider),
+        "messages": wire_messages(request.messages, model.id, model.provider, model.input),
     }
     system = _system(request.system_prompt)
     if system is not None:

@@ -67,7 +67,8 @@ def tool_id(raw: str, provider: str) -> str:
     return raw[:40] if provider == "openai" else raw
 
 
-def _parts(content: str | list[UserBlock], model: ModelInfo) -> str | list[dict[str, Any]]:
+def _parts(content: str | list[UserBlock]) -> str | list[dict[str, Any]]:
+    """A user message's content (images left in it are ones the model can see)."""
     if isinstance(content, str):
         return content
     parts: list[dict[str, Any]] = []
@@ -75,7 +76,7 @@ def _parts(content: str | list[UserBlock], model: ModelInfo) -> str | list[dict[
         if isinstance(block, TextContent):
             if block.text:
                 parts.append({"type": "text", "text": block.text})
-        elif "image" in model.input:
+        else:
             parts.append({"type": "image_url",
                           "image_url": {"url": f"data:{block.mime_type};base64,{block.data}"}})
     return parts
@@ -104,9 +105,9 @@ def _assistant(message: AssistantMessage, model: ModelInfo, compat: Compat
     return wire if wire["content"] or calls else None
 
 
-def _tool_results(results: list[ToolResultMessage], model: ModelInfo, compat: Compat
-                  ) -> list[dict[str, Any]]:
-    """A run of tool results: one `tool` message each, then their images as one user message."""
+def _tool_results(results: list[ToolResultMessage], compat: Compat) -> list[dict[str, Any]]:
+    """A run of tool results: one `tool` message each, then their images as one user message
+    (images left in a result are ones the model can see)."""
     wire: list[dict[str, Any]] = []
     images: list[ImageContent] = []
     for result in results:
@@ -119,9 +120,8 @@ def _tool_results(results: list[ToolResultMessage], model: ModelInfo, compat: Co
             message["name"] = result.tool_name
         wire.append(message)
         images += [b for b in result.content if isinstance(b, ImageContent)]
-    if images and "image" in model.input:
-        content = _parts([TextContent(text="Attached image(s) from tool result:"), *images],
-                         model)
+    if images:
+        content = _parts([TextContent(text="Attached image(s) from tool result:"), *images])
         wire.append({"role": "user", "content": content})
     return wire
 
@@ -134,17 +134,18 @@ def wire_messages(request: ModelRequest, compat: Compat) -> list[dict[str, Any]]
         {"role": "developer" if developer else "system", "content": request.system_prompt}
     ] if request.system_prompt else []
     messages = adapt_to_model(request.messages, model.provider, CHAT_API, model.id,
-                              lambda raw, _source: tool_id(raw, model.provider))
+                              lambda raw, _source: tool_id(raw, model.provider),
+                              model_input=model.input)
     pending: list[ToolResultMessage] = []
     for message in [*messages, None]:
         if isinstance(message, ToolResultMessage):
             pending.append(message)
             continue
         if pending:
-            wire += _tool_results(pending, model, compat)
+            wire += _tool_results(pending, compat)
             pending = []
         if isinstance(message, UserMessage):
-            content = _parts(message.content, model)
+            content = _parts(message.content)
             if content or isinstance(content, str):  # pi sends even an empty text
                 wire.append({"role": "user", "content": content})
         elif isinstance(message, AssistantMessage):

@@ -95,13 +95,14 @@ def parse_text_signature(signature: str | None) -> tuple[str | None, str | None]
     return signature, None
 
 
-def _content(content: str | list[UserBlock], model: ModelInfo) -> list[dict[str, Any]]:
+def _content(content: str | list[UserBlock]) -> list[dict[str, Any]]:
+    """A user message's content (images left in it are ones the model can see)."""
     blocks = [TextContent(text=content)] if isinstance(content, str) else content
     parts: list[dict[str, Any]] = []
     for block in blocks:
         if isinstance(block, TextContent):
             parts.append({"type": "input_text", "text": block.text})
-        elif "image" in model.input:
+        else:
             parts.append({"type": "input_image", "detail": "auto",
                           "image_url": f"data:{block.mime_type};base64,{block.data}"})
     return parts
@@ -143,17 +144,17 @@ def _assistant(message: AssistantMessage, model: ModelInfo, index: int) -> list[
     return items
 
 
-def _tool_result(result: ToolResultMessage, model: ModelInfo) -> dict[str, Any]:
+def _tool_result(result: ToolResultMessage) -> dict[str, Any]:
+    """A tool result's output item (images left in it are ones the model can see)."""
     text = "\n".join(b.text for b in result.content if isinstance(b, TextContent))
     images = [b for b in result.content if isinstance(b, ImageContent)]
     output: str | list[dict[str, Any]]
-    if images and "image" in model.input:
+    if images:
         output = [{"type": "input_text", "text": text}] if text.strip() else []
         output += [{"type": "input_image", "detail": "auto",
                     "image_url": f"data:{b.mime_type};base64,{b.data}"} for b in images]
     else:
-        output = text if text.strip() else \
-            "(see attached image)" if images else "(no tool output)"
+        output = text if text.strip() else "(no tool output)"
     return {"type": "function_call_output", "call_id": result.tool_call_id.partition("|")[0],
             "output": output}
 
@@ -166,16 +167,17 @@ def wire_input(request: ModelRequest) -> list[dict[str, Any]]:
                                     "content": request.system_prompt}
                                    ] if request.system_prompt else []
     messages = adapt_to_model(request.messages, model.provider, RESPONSES_API, model.id,
-                              lambda raw, source: tool_id(raw, source, model))
+                              lambda raw, source: tool_id(raw, source, model),
+                              model_input=model.input)
     sent = 0  # messages that gave items: pi numbers its made-up item ids by them
     for message in messages:
         if isinstance(message, UserMessage):
             made = [{"role": "user", "content": content}] \
-                if (content := _content(message.content, model)) else []
+                if (content := _content(message.content)) else []
         elif isinstance(message, AssistantMessage):
             made = _assistant(message, model, sent)
         else:
-            made = [_tool_result(message, model)]
+            made = [_tool_result(message)]
         items += made
         sent += bool(made)
     return items

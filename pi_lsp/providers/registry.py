@@ -148,15 +148,19 @@ class ModelRegistry:
         return self._with_base_url(found) if found is not None else None
 
     def get(self, provider: str, model_id: str) -> ModelInfo:
-        """The model's facts; an unknown model gets a conservative window and no price."""
+        """The model's facts; an unknown model gets a conservative window and no price, and
+        takes images when the provider's first known model does (pi 1.6 copies a provider
+        model for an id its catalog lacks: model-resolver.js, buildFallbackModel)."""
         found = self.find(provider, model_id)
         if found is not None:
             return found
         config = self._providers.get(provider)
+        known = next((m for m in self._models.values() if m.provider == provider), None)
         return self._with_base_url(ModelInfo(
             provider, model_id, DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_TOKENS, Price(0, 0, 0, 0),
             reasoning=config is None or config.api == ANTHROPIC_API,
-            api=config.api if config else ANTHROPIC_API))
+            api=config.api if config else ANTHROPIC_API,
+            input=list(known.input) if known is not None else ["text"]))
 
     def _with_base_url(self, model: ModelInfo) -> ModelInfo:
         config = self._providers.get(model.provider)
