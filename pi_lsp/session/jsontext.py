@@ -8,6 +8,7 @@ rare value or line that holds one takes the standard library's path; all else st
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any, Generic, TypeVar
 
@@ -95,9 +96,116 @@ class Encoder:
 encoder = Encoder()
 
 
+# Integers a double holds exactly: JavaScript writes those as they are.
+_EXACT_INTEGERS = 2**53
+
+
+def js_number(value: float) -> str:
+    """`value` as JavaScript's Number.prototype.toString writes it (ECMAScript
+    Number::toString): the shortest digits that read back as `value` (Python's repr finds the
+    same), fixed notation from 1e-7 up to 1e21, else an exponent with its sign; no ".0" on a
+    whole number, -0 as 0; NaN and the infinities as null (JSON.stringify's)."""
+    if value != value or value in (math.inf, -math.inf):
+        return "null"
+    if value == 0:
+        return "0"
+    shortest = repr(value)
+    if "e" not in shortest:  # repr is fixed from 1e-4 to 1e16: so is JavaScript, same digits
+        return shortest[:-2] if shortest.endswith(".0") else shortest
+    sign = "-" if value < 0 else ""
+    mantissa, _, exponent = shortest.lstrip("-").partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    digits = (whole + fraction).lstrip("0")
+    # value = 0.digits * 10**point (the k digits and n of ECMAScript's description)
+    point = len(whole) + int(exponent or 0) - (len(whole + fraction) - len(digits))
+    digits = digits.rstrip("0")
+    count = len(digits)
+    if count <= point <= 21:
+        return sign + digits + "0" * (point - count)
+    if 0 < point <= 21:
+        return sign + digits[:point] + "." + digits[point:]
+    if -6 < point <= 0:
+        return sign + "0." + "0" * -point + digits
+    power = point - 1
+    shown = digits if count == 1 else digits[0] + "." + digits[1:]
+    return f"{sign}{shown}e{'+' if power >= 0 else '-'}{abs(power)}"
+
+
+def _js_integer(value: int) -> str:
+    """An integer as JavaScript writes the double it reads it as (exact up to 2**53)."""
+    if -_EXACT_INTEGERS <= value <= _EXACT_INTEGERS:
+        return int.__repr__(value)
+    try:
+        return js_number(float(value))
+    except OverflowError:  # past the largest double: Infinity to JavaScript
+        return "null"
+
+
+def _js_numbers(value: Any) -> Any:
+    """`value` with each float, and each integer JavaScript cannot hold exactly, as JavaScript
+    writes it (raw JSON text); `value` itself when it has none. (Leaves are looked at in
+    place: the walk is on every stringify.)"""
+    kind = type(value)
+    if kind is float:
+        return msgspec.Raw(js_number(value).encode())
+    if kind is int:
+        return value if -_EXACT_INTEGERS <= value <= _EXACT_INTEGERS else \
+            msgspec.Raw(_js_integer(value).encode())
+    if kind is dict:
+        changed: dict[Any, Any] | None = None
+        for key, item in value.items():
+            item_kind = type(item)
+            if item_kind is str or item_kind is bool or item is None or (
+                    item_kind is int and -_EXACT_INTEGERS <= item <= _EXACT_INTEGERS):
+                continue
+            new = _js_numbers(item)
+            if new is not item:
+                if changed is None:
+                    changed = {}
+                changed[key] = new
+        return value if changed is None else {**value, **changed}
+    if kind is list or kind is tuple:
+        items: list[Any] | None = None
+        for index, item in enumerate(value):
+            item_kind = type(item)
+            if item_kind is str or item_kind is bool or item is None or (
+                    item_kind is int and -_EXACT_INTEGERS <= item <= _EXACT_INTEGERS):
+                continue
+            new = _js_numbers(item)
+            if new is not item:
+                if items is None:
+                    items = list(value)
+                items[index] = new
+        return value if items is None else items
+    if isinstance(value, msgspec.Struct):
+        builtins = msgspec.to_builtins(value)
+        new = _js_numbers(builtins)
+        return value if new is builtins else new
+    return value  # a string, bool, None, or a subclass msgspec writes as its base
+
+
+# The standard library's pure-Python encoder, which takes how numbers are written (its C
+# encoder does not): for the rare value with both such a number and a lone surrogate.
+_iterencode = json.encoder._make_iterencode  # type: ignore[attr-defined]
+
+
+def _js_dumps(value: Any) -> bytes:
+    builtins = msgspec.to_builtins(value, enc_hook=_raw_to_builtin)
+    chunks = _iterencode({}, _raw_to_builtin, json.encoder.py_encode_basestring, None,
+                         js_number, ":", ",", False, False, True, _intstr=_js_integer)
+    return "".join(chunks(builtins, 0)).encode("utf-8", "backslashreplace")
+
+
 def stringify(value: Any) -> str:
-    """`value` as JavaScript's `JSON.stringify` writes it: compact, characters as they are."""
-    return encoder.encode(value).decode()
+    """`value` as JavaScript's `JSON.stringify` writes it: compact, characters as they are,
+    numbers as JavaScript writes them (`js_number`: msgspec would write 1e-6, 1e21 or 1.0)."""
+    numbers = _js_numbers(value)
+    if numbers is value:
+        return encoder.encode(value).decode()
+    try:
+        return encoder.fast.encode(numbers).decode()
+    except UnicodeEncodeError:
+        return _js_dumps(value).decode()
 
 
 def escape_line_separators(line: bytes) -> bytes:
