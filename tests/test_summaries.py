@@ -55,7 +55,15 @@ from pi_lsp.summarize.summarizer import (
     llm_messages,
 )
 from tests.conftest import EXAMPLE_WORKSPACE
-from tests.fake_anthropic import FakeAnthropic, error_reply, text_reply
+from tests.fake_anthropic import (
+    FakeAnthropic,
+    Reply,
+    error_reply,
+    message_end,
+    message_start,
+    text_block,
+    text_reply,
+)
 from tests.waits import run_cli, until
 
 FORK = "e1afef94"  # "OK, that makes sense. How should we fix the data layer?"
@@ -702,6 +710,56 @@ async def test_abort_during_the_compaction_before_a_prompt_stops_the_prompt(
     assert written[-1]["message"]["stopReason"] == "aborted"
     assert written[-2]["message"]["content"][0]["text"] == "Now step 3."
     assert fake.message_requests() == []
+
+
+async def test_a_follow_up_sent_during_the_compaction_after_a_reply_is_answered_in_its_prompt(
+        tmp_path: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider]) -> None:
+    """The reply fills the window, so the prompt compacts after it; what the user follows up
+    with meanwhile is sent in that prompt, as pi 1.6 goes on (it waited for the next prompt)."""
+    tree = tiny_session(tmp_path)
+    roomy = ModelInfo("anthropic", "tiny", 8000, 1000, Price(0, 0, 0, 0))
+    harness = Harness(tree, tmp_path, providers, registry=ModelRegistry([roomy]),
+                      default_model=("anthropic", "tiny"),
+                      compaction=CompactionSettings(reserve_tokens=1000, keep_recent_tokens=300))
+    assert harness.context_tokens() < 8000 - 1000  # no compaction before the prompt
+    loop = asyncio.get_running_loop()
+    harness.subscribe(lambda e: loop.call_soon(harness.follow_up, "LATE")
+                      if isinstance(e, CompactionStart) else None)
+    fake.script(Reply([message_start(input_tokens=7500), *text_block(0, "Step 3 done."),
+                       *message_end()]), text_reply("Late answer."))
+    produced = await harness.prompt("Now step 3.")
+
+    written = lines(Path(tree.path))
+    kinds = [e["message"]["role"] if e["type"] == "message" else e["type"] for e in written]
+    assert kinds[-5:] == ["user", "assistant", "compaction", "user", "assistant"]
+    assert written[-2]["message"]["content"][0]["text"] == "LATE"
+    assert written[-1]["message"]["content"][0]["text"] == "Late answer."
+    assert [type(m).__name__ for m in produced][-2:] == ["UserMessage", "AssistantMessage"]
+    assert len(fake.message_requests()) == 2
+
+
+async def test_a_follow_up_left_by_an_aborted_prompt_is_not_sent_with_the_next(
+        tmp_path: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider]) -> None:
+    tree = tiny_session(tmp_path)
+    roomy = ModelInfo("anthropic", "tiny", 8000, 1000, Price(0, 0, 0, 0))
+    harness = Harness(tree, tmp_path, providers, registry=ModelRegistry([roomy]),
+                      default_model=("anthropic", "tiny"),
+                      compaction=CompactionSettings(reserve_tokens=1000, keep_recent_tokens=300))
+    loop = asyncio.get_running_loop()
+
+    def follow_up_then_stop(event: AgentEvent) -> None:
+        if isinstance(event, CompactionStart):
+            loop.call_soon(harness.follow_up, "LATE")
+            loop.call_soon(harness.abort)
+
+    unsubscribe = harness.subscribe(follow_up_then_stop)
+    fake.script(Reply([message_start(input_tokens=7500), *text_block(0, "Step 3 done."),
+                       *message_end()]), text_reply("Next answer."))
+    await harness.prompt("Now step 3.")
+    unsubscribe()
+    await harness.prompt("NEXT")
+    assert "LATE" not in json.dumps(fake.message_requests()[-1])
+    assert "LATE" not in Path(tree.path).read_text()
 
 
 async def test_overflow_compacts_and_retries_once(

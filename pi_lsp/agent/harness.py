@@ -310,16 +310,24 @@ class Harness:
         self.aborted = aborted
         self.edit_feedback.restart()
         self.tree.refresh()
-        await self._compact_if_needed("threshold")
-        produced = await self._run([user_message(text, images, attachments)])
-        last = last_reply(produced)
-        if last is not None and last.stop_reason == "error" and \
-                is_context_overflow(last.error_message) and self.compaction.enabled:
-            if await self._compact_if_needed("overflow", force=True):
-                produced += await self._run([])
-        elif last is not None and last.stop_reason != "aborted":
+        try:
             await self._compact_if_needed("threshold")
-        return produced
+            produced = await self._run([user_message(text, images, attachments)])
+            last = last_reply(produced)
+            if last is not None and last.stop_reason == "error" and \
+                    is_context_overflow(last.error_message) and self.compaction.enabled:
+                if await self._compact_if_needed("overflow", force=True):
+                    produced += await self._run([])
+            elif last is not None and last.stop_reason != "aborted":
+                await self._compact_if_needed("threshold")
+                # Steered or followed up while that compaction ran: pi 1.6 goes on with it.
+                queued = self.take_steering() + self.take_follow_up()
+                if queued and not self.aborted:
+                    produced += await self._run(queued)
+            return produced
+        finally:  # nothing queued for this prompt is left for the next one
+            self._steering.clear()
+            self._follow_up.clear()
 
     async def _run(self, prompts: list[UserMessage]) -> list[AgentMessage]:
         self.phase, self.retries.attempt = "turn", 0
