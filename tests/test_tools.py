@@ -335,6 +335,14 @@ async def test_edit_keeps_the_files_line_ends_and_byte_order_mark(root: Path) ->
     assert result.details["firstChangedLine"] == 1
 
 
+async def test_edit_that_changes_nothing_is_refused_as_pi_refuses_it(root: Path) -> None:
+    (root / "m.txt").write_bytes(b"a\r\nb\nc\n")  # mixed line ends: a splice would change them
+    result = await run(EDIT, {"path": "m.txt", "oldText": "a\nb\nc", "newText": "a\nb\nc"}, root)
+    assert result.is_error
+    assert text_of(result).startswith("No changes made to m.txt. The replacement produced")
+    assert (root / "m.txt").read_bytes() == b"a\r\nb\nc\n"
+
+
 # pi 1.6's applyReplacementsToOriginal on the same edits (dist/core/tools/edit-diff.js).
 PI16_SPLICES = [
     ("one\r\ntwo\r\nthree\r\n", "two", "TWO", "one\r\nTWO\r\nthree\r\n"),

@@ -344,7 +344,12 @@ def propose_edit(args: dict[str, Any], ctx: ToolContext) -> Proposal:
     if count > 1:
         raise ToolError(f"the text to replace occurs {count} times in {args['path']}; "
                         "include more context so it is unique")
-    return Proposal(path, before, bom + splice(body, text.index(old), len(old), to_lf(new)))
+    new = to_lf(new)
+    if new == old:  # a splice would change no text, only line ends: pi refuses it too
+        raise ToolError(f"No changes made to {args['path']}. The replacement produced identical "
+                        "content. This might indicate an issue with special characters or the "
+                        "text not existing as expected.")
+    return Proposal(path, before, bom + splice(body, text.index(old), len(old), new))
 
 
 PROPOSERS: dict[str, Callable[[dict[str, Any], ToolContext], Proposal]] = {

@@ -110,10 +110,10 @@ end, "no answer after A")
 H.check(answer.decision == "allowSession", "decision: " .. vim.inspect(answer))
 H.check(#vim.api.nvim_list_tabpages() == 1 and not vim.api.nvim_buf_is_valid(proposed), "the diff tab is gone")
 
--- A new file: an empty left side; `r` rejects.
+-- A new file: an empty left side; CRLF line ends are lines, not lines ending in ^M; `r` rejects.
 answer = nil
 coroutine.wrap(function()
-  answer = editor.approve_tool(vim.tbl_extend("force", params, { toolCallId = "toolu_8", tool = "write", oldText = vim.NIL, path = root .. "/new.txt" }))
+  answer = editor.approve_tool(vim.tbl_extend("force", params, { toolCallId = "toolu_8", tool = "write", oldText = vim.NIL, newText = "x\r\ny\r\n", path = root .. "/new.txt" }))
 end)()
 H.wait(function()
   local b = H.find_buf(root .. "/new.txt (proposed)")
@@ -123,6 +123,8 @@ H.wait(function()
   end
 end, "no diff tab for the new file")
 H.check(H.text(H.find_buf(root .. "/new.txt (current)")) == "", "a new file has no current text")
+H.check(vim.deep_equal(H.lines(H.find_buf(root .. "/new.txt (proposed)")), { "x", "y" }),
+  "the proposed side: " .. vim.inspect(H.lines(H.find_buf(root .. "/new.txt (proposed)"))))
 H.check(vim.wo.winbar:find("wants to create new.txt", 1, true), "the winbar: " .. vim.wo.winbar)
 H.keys("r")
 H.wait(function()

@@ -61,7 +61,9 @@ local function side(name, which, text, filetype)
     wanted = ("%s (%s %d)"):format(name, which, n)
   end
   vim.bo[buf].filetype = filetype
-  util.set_lines(buf, 0, -1, util.split_lines(type(text) == "string" and text:gsub("\n$", "") or ""))
+  -- A file's CRLF line ends (the server sends its text as it is) are shown as lines, not ^M.
+  local shown = type(text) == "string" and text:gsub("\r\n", "\n"):gsub("\n$", "") or ""
+  util.set_lines(buf, 0, -1, util.split_lines(shown))
   return buf
 end
 
