@@ -209,10 +209,10 @@ class FakeAnthropic:
         return await self._stream(reader, writer, reply, frames)
 
     async def _error(self, writer: asyncio.StreamWriter, status: int, headers: dict[str, str],
-                     body: dict[str, Any]) -> bool:
-        payload = json.dumps(body).encode()
+                     body: dict[str, Any] | bytes, kind: str = "application/json") -> bool:
+        payload = body if isinstance(body, bytes) else json.dumps(body).encode()
         head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
-        writer.write(f"HTTP/1.1 {status} Error\r\ncontent-type: application/json\r\n{head}"
+        writer.write(f"HTTP/1.1 {status} Error\r\ncontent-type: {kind}\r\n{head}"
                      f"content-length: {len(payload)}\r\n\r\n".encode() + payload)
         await writer.drain()
         return True

@@ -18,13 +18,15 @@ MODEL = "qwen2.5-coder:7b"
 
 @dataclass
 class Reply:
-    """One scripted answer: SSE payloads, or an error status with a JSON error body."""
+    """One scripted answer: SSE payloads, or an error status with a JSON error body (or `raw`
+    as the whole body)."""
 
     events: list[dict[str, Any]] = field(default_factory=list)
     status: int = 200
-    error: dict[str, Any] | None = None  # with 200: sent mid-stream after the events
+    error: dict[str, Any] | str | None = None  # with 200: sent mid-stream after the events
     delay: float = 0.0
-    raw: bytes = b""  # SSE bytes sent as they are, after the events (no [DONE] then)
+    raw: bytes = b""  # SSE bytes sent as they are, after the events (no [DONE] then); with an
+    # error status, the body as it is (a proxy's HTML page, FastAPI's {"detail": ...})
     cut: bool = False  # close the connection after the events, mid-body
     stall: bool = False  # after the events, send nothing until the client goes away
     headers: dict[str, str] = field(default_factory=lambda: {"retry-after-ms": "5"})
@@ -178,6 +180,8 @@ class FakeOpenAI(FakeAnthropic):
         reply = self.replies.pop(0) if self.replies else error_reply(
             500, "server_error", "the fake server has no scripted reply left")
         assert isinstance(reply, Reply), "script FakeOpenAI with tests.fake_openai replies"
+        if reply.status != 200 and reply.raw:
+            return await self._error(writer, reply.status, reply.headers, reply.raw, "text/html")
         if reply.status != 200:
             return await self._error(writer, reply.status, reply.headers, {"error": reply.error})
         chat = request.path.endswith("/chat/completions")

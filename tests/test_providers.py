@@ -178,6 +178,27 @@ async def test_a_refused_connection_is_an_error_entry(rig) -> None:
     assert is_passing_failure(last["errorMessage"])  # pi retries a connection error
 
 
+async def test_an_openai_compatible_error_body_the_sdk_does_not_parse_is_still_shown(
+        rig, oai) -> None:
+    """Ollama's and TGI's {"error": "..."}, FastAPI's {"detail": ...}, a proxy's HTML page: the
+    SDK finds no message in them, and the reply said only "Error code: 400"."""
+    one = rig()
+    page = b"<html>\n<head><title>502 Bad Gateway</title></head>\n<body>nginx</body>\n</html>"
+    oai.script(Reply(status=400, error="model 'qwen3:8b' not found, try pulling it first"),
+               Reply(status=422, raw=b'{"detail": [{"loc": ["body"], "msg": "field required"}]}'),
+               Reply(status=502, raw=page, headers={}),
+               Reply(status=400, raw=b"x" * 5000, headers={}))
+    shown = []
+    for _ in range(4):
+        await one.harness.prompt("hi")
+        shown.append(one.last()["errorMessage"])
+    assert shown[0] == "lab 400 error: model 'qwen3:8b' not found, try pulling it first"
+    assert shown[1] == 'lab 422 error: {"detail":[{"loc":["body"],"msg":"field required"}]}'
+    assert shown[2] == ("lab 502 error: <html> <head><title>502 Bad Gateway</title></head> "
+                        "<body>nginx</body> </html>")
+    assert shown[3] == f"lab 400 error: {'x' * 1000}... [truncated 4000 chars]"
+
+
 async def test_a_chat_stream_that_stops_without_finish_reason_is_incomplete(rig, oai) -> None:
     one = rig()
     oai.script(Reply(raw=sse(chunk({"content": "trailing off"}))))  # no finish_reason, no [DONE]

@@ -6,6 +6,7 @@ model's `api`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 
 import openai
@@ -15,6 +16,8 @@ from pi_lsp.providers.failures import failure_text
 from pi_lsp.providers.retry import HttpFailure, ProviderRetry, with_retries
 from pi_lsp.providers.wire import WIRE_MODULES, wire_for
 
+MAX_BODY_CHARS = 1000  # of an error body shown as it came: a proxy's HTML page can be long
+
 
 def error_text(label: str, error: BaseException) -> str | None:
     """One line for an error the server sent: a failed status, or an error event mid-stream
@@ -23,10 +26,25 @@ def error_text(label: str, error: BaseException) -> str | None:
         return None
     body = error.body if isinstance(error.body, dict) else {}
     kind = body.get("type") or body.get("code") or "error"
-    text = body.get("message") or error.message
+    text = body.get("message") if isinstance(body.get("message"), str) else None
+    text = text or body_text(error.body) or error.message
     if isinstance(error, openai.APIStatusError):
         return f"{label} {error.status_code} {kind}: {text}".strip()
     return f"{label} stream {kind}: {text}".strip()
+
+
+def body_text(body: object) -> str:
+    """An error body the SDK found no message in, on one line: a string (Ollama's and TGI's
+    {"error": "..."}, a proxy's HTML page) as it is, else compact JSON, cut as pi 1.6 cuts one
+    (pi-ai's truncateErrorText, which keeps 4,000 characters)."""
+    if body is None or body == {}:
+        return ""
+    text = body if isinstance(body, str) else \
+        json.dumps(body, ensure_ascii=False, separators=(",", ":"), default=str)
+    text = " ".join(text.split())
+    if len(text) <= MAX_BODY_CHARS:
+        return text
+    return f"{text[:MAX_BODY_CHARS]}... [truncated {len(text) - MAX_BODY_CHARS} chars]"
 
 
 def http_failure(error: Exception) -> HttpFailure | None:
