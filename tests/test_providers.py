@@ -3,15 +3,17 @@ shapes, pi's sessions continued, pi's retries. Streams are raw SSE bytes from th
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
+import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pi_lsp.agent.events import AutoRetryEnd, AutoRetryStart
+from pi_lsp.agent.events import AgentEnd, AutoRetryEnd, AutoRetryStart, ToolExecutionStart
 from pi_lsp.agent.harness import Harness
 from pi_lsp.agent.headless import TerminalPrinter
 from pi_lsp.agent.retry import RetrySettings, is_passing_failure
@@ -197,6 +199,66 @@ async def test_an_openai_compatible_error_body_the_sdk_does_not_parse_is_still_s
     assert shown[2] == ("lab 502 error: <html> <head><title>502 Bad Gateway</title></head> "
                         "<body>nginx</body> </html>")
     assert shown[3] == f"lab 400 error: {'x' * 1000}... [truncated 4000 chars]"
+
+
+@pytest.mark.parametrize(("provider", "reason"), [
+    ("openai", "no OpenAI API key"), ("nowhere", "provider 'nowhere' is not configured")])
+async def test_a_mid_run_switch_to_a_model_that_cannot_be_asked_ends_with_an_error_reply(
+        rig, oai, monkeypatch, tmp_path, provider, reason) -> None:
+    """The switch lands at the save point after the tool; the provider for the next request
+    could not be made, and that escaped Harness.prompt with no reply and no agent_end."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    one = rig()
+    (tmp_path / "a.txt").write_text("x\n")
+    oai.script(chat_reply(calls=[("c1", "read", {"path": "a.txt"})]))
+
+    def switch(event: Any) -> None:
+        if isinstance(event, ToolExecutionStart):
+            one.harness.set_model(provider, "gpt-5-mini")
+
+    one.harness.subscribe(switch)
+    await one.harness.prompt("hi")
+    last = one.last()
+    assert (last["role"], last["stopReason"]) == ("assistant", "error")
+    assert (last["provider"], last["model"]) == (provider, "gpt-5-mini")
+    assert reason in last["errorMessage"]
+    assert [m["role"] for m in one.messages()][-4:] == ["user", "assistant", "toolResult",
+                                                       "assistant"]
+    assert isinstance(one.events[-1], AgentEnd)
+    assert check_session(SessionTree.open(one.path)) == []
+
+
+async def test_an_abort_while_a_switched_to_provider_is_made_ends_the_run_at_once(
+        rig, oai, tmp_path) -> None:
+    """The new provider is made off the event loop (its SDK's import takes seconds), and an
+    abort meanwhile ends the run without waiting for it."""
+    one = rig()
+    (tmp_path / "a.txt").write_text("x\n")
+    oai.script(chat_reply(calls=[("c1", "read", {"path": "a.txt"})]))
+    loop, making, release = asyncio.get_running_loop(), asyncio.Event(), threading.Event()
+    make = one.harness._providers
+
+    def slow(name: str) -> Any:
+        if name == "other":
+            loop.call_soon_threadsafe(making.set)
+            assert threading.current_thread() is not threading.main_thread(), "made on the loop"
+            release.wait()
+        return make("lab")
+
+    one.harness._providers = slow
+    one.harness.subscribe(lambda event: isinstance(event, ToolExecutionStart) and
+                          one.harness.set_model("other", MODEL))
+    run = asyncio.ensure_future(one.harness.prompt("hi"))
+    await making.wait()
+    one.harness.abort()
+    try:
+        await run
+    finally:
+        release.set()
+    await one.harness._made_provider("other")  # made meanwhile, so the rig closes its client
+    last = one.last()
+    assert (last["stopReason"], last["errorMessage"]) == ("aborted", "Request was aborted")
+    assert isinstance(one.events[-1], AgentEnd)
 
 
 async def test_a_chat_stream_that_stops_without_finish_reason_is_incomplete(rig, oai) -> None:

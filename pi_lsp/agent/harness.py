@@ -207,13 +207,14 @@ class Harness:
         return msgspec.structs.replace(setup, run_model=self.run_model,
                                        run_thinking_level=self.run_thinking_level)
 
-    def next_request(self) -> tuple[ModelRequest, Provider]:
+    async def next_request(self) -> tuple[ModelRequest, Provider]:
         """The request at the leaf as it is now (flushed writes included): the prompt and tools
-        are the session's replayed ones, which the run declared at its start."""
+        are the session's replayed ones, which the run declared at its start. Its provider is
+        made off the event loop: a model switched to mid-run may be a new provider's."""
         request = build_layer(self.tree, self.tree.leaf_id, "request",
                               self.agent or self.agent_setup()).request
         assert request is not None
-        return request, self.provider(request.model.provider)
+        return request, await self._made_provider(request.model.provider)
 
     def provider(self, name: str) -> Provider:
         if name not in self._provider_cache:

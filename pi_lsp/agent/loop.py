@@ -21,10 +21,12 @@ from pi_lsp.agent.events import (
     TurnStart,
 )
 from pi_lsp.agent.tools import Tool, ToolContext, ToolResult, execute_tool, text_result
-from pi_lsp.providers.base import ModelRequest, Provider, ReplyBuilder
+from pi_lsp.providers.base import MissingApiKeyError, ModelRequest, Provider, ReplyBuilder
+from pi_lsp.providers.registry import ModelInfo
 from pi_lsp.session.entries import (
     AgentMessage,
     AssistantMessage,
+    StopReason,
     TextContent,
     ToolCall,
     ToolResultMessage,
@@ -49,7 +51,15 @@ class LoopHooks(Protocol):
 
     def emit(self, event: AgentEvent) -> None: ...
 
-    def next_request(self) -> tuple[ModelRequest, Provider]: ...
+    async def next_request(self) -> tuple[ModelRequest, Provider]:
+        """The request at the leaf and the provider for its model (made if need be)."""
+        ...
+
+    def model(self) -> ModelInfo:
+        """The model in force at the leaf: a reply no request was made for is this one's."""
+        ...
+
+    def thinking_level(self) -> str: ...
 
     def take_steering(self) -> list[UserMessage]: ...
 
@@ -107,8 +117,27 @@ def _deliver(hooks: LoopHooks, messages: list[UserMessage], produced: list[Agent
         produced.append(message)
 
 
+def unsent_reply(hooks: LoopHooks, reason: StopReason, text: str) -> AssistantMessage:
+    """The reply to a request never sent, ended as `reason` with `text`."""
+    model = hooks.model()
+    reply = ReplyBuilder(model.api, model, hooks.thinking_level())
+    reply.fail(reason, text)
+    message = reply.message()
+    hooks.emit(MessageStart(message=message))
+    hooks.emit(MessageEnd(message=message))
+    return message
+
+
 async def stream_reply(hooks: LoopHooks) -> AssistantMessage:
-    request, provider = hooks.next_request()
+    try:  # abortable: making a provider the first time imports its SDK, a second or more
+        request, provider = await abortable(hooks, hooks.next_request())
+    except Aborted:
+        return unsent_reply(hooks, "aborted", ABORTED_REPLY)
+    except Exception as error:  # a model switched to mid-run with no key, no such provider…
+        # …ends the run with the reason in the file, as a failed reply does.
+        expected = isinstance(error, MissingApiKeyError | ValueError)
+        log.warning("no request could be made: %s", error, exc_info=not expected)
+        return unsent_reply(hooks, "error", str(error) or type(error).__name__)
     reply = ReplyBuilder(request.model.api, request.model, request.thinking_level)
     hooks.emit(MessageStart(message=reply.snapshot()))
 
