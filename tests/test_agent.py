@@ -38,7 +38,7 @@ from pi_lsp.providers.anthropic import (
     tool_id,
     wire_messages,
 )
-from pi_lsp.providers.base import ModelRequest, ToolSpec, cost_of
+from pi_lsp.providers.base import MAX_ARGUMENT_NESTING, ModelRequest, ToolSpec, cost_of
 from pi_lsp.providers.registry import ModelInfo, ModelRegistry, Price
 from pi_lsp.providers.retry import ProviderRetry
 from pi_lsp.session.check import check_session
@@ -278,6 +278,42 @@ async def test_tool_arguments_are_read_and_refused_as_pi_reads_them(
     assert not results[0]["isError"]
     assert results[1]["isError"]
     assert results[1]["content"][0]["text"].startswith('Invalid arguments for tool "read": ')
+
+
+async def test_tool_arguments_nested_too_deep_to_record_are_refused_and_the_reply_kept(
+        make_rig: Callable[..., Rig], fake: FakeAnthropic) -> None:
+    """Arguments nested past what the session reader reads back made the reply's write fail:
+    the reply was lost and the write error escaped the run (found in review). Now they are the
+    call's error, as unreadable arguments are; arguments just within the limit are kept."""
+    rig = make_rig()
+    fits = {"command": "ls", "x": nested(MAX_ARGUMENT_NESTING - 1)}
+    deep = json.dumps({"command": "ls", "x": nested(MAX_ARGUMENT_NESTING)})
+    fake.script(Reply([message_start(), *text_block(0, "Running it."),
+                       *raw_tool_block(1, "toolu_1", "bash", json.dumps(fits)),
+                       *raw_tool_block(2, "toolu_2", "bash", deep),
+                       *message_end("tool_use")]),
+                text_reply("done"))
+    await rig.harness.prompt("hi")
+    reply = rig.messages()[1]
+    assert reply["content"][0]["text"] == "Running it."
+    assert reply["content"][1]["arguments"] == fits
+    assert reply["content"][2]["arguments"] == {}
+    assert reply["content"][2]["argumentsError"] == (
+        f"Tool arguments nest more than {MAX_ARGUMENT_NESTING} levels deep\n\n"
+        f"Received arguments:\n{deep}")
+    result = [m for m in rig.messages() if m["role"] == "toolResult"][1]
+    assert result["content"][0]["text"].startswith('Invalid arguments for tool "bash": Tool '
+                                                   'arguments nest more than')
+    assert rig.messages()[-1]["content"][0]["text"] == "done"
+    assert check_session(SessionTree.open(rig.path)) == []
+
+
+def nested(levels: int) -> list[Any]:
+    """An array nested `levels` deep."""
+    value: list[Any] = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
 
 
 def kind(entry: dict[str, Any]) -> str:

@@ -22,6 +22,7 @@ from pi_lsp.session.entries import (
     Usage,
 )
 from pi_lsp.session.ids import now_ms
+from pi_lsp.session.journal import MAX_NESTING
 
 
 class MissingApiKeyError(Exception):
@@ -286,6 +287,24 @@ def _counted(tokens: object) -> int:
     return min(max(whole, 0), MAX_TOKENS)
 
 
+# A call's arguments sit four levels into its entry's line, and the session reader skips a line
+# nested more than MAX_NESTING levels as damaged: deeper arguments could not be written.
+MAX_ARGUMENT_NESTING = MAX_NESTING - 4
+
+
+def nesting(value: object) -> int:
+    """How many levels of objects and arrays `value` nests (counted without recursing)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        inner = item.values() if isinstance(item, dict) else item if isinstance(item, list) \
+            else None
+        if inner is not None:
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in inner)
+    return deepest
+
+
 def parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
     """A finished tool call's arguments as pi 1.6 reads them: the JSON, repaired when it does not
     parse (`repaired_json`); else none, and what went wrong with the text received, which pi
@@ -302,6 +321,8 @@ def parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
             value = json.loads(repaired)
         if not isinstance(value, dict):
             raise ValueError("Tool arguments must be a JSON object")
+        if nesting(value) > MAX_ARGUMENT_NESTING:
+            raise ValueError(f"Tool arguments nest more than {MAX_ARGUMENT_NESTING} levels deep")
     except (ValueError, RecursionError) as error:
         return {}, f"{error}\n\nReceived arguments:\n{text}"
     return value, None
