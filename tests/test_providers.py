@@ -261,6 +261,27 @@ async def test_an_abort_while_a_switched_to_provider_is_made_ends_the_run_at_onc
     assert isinstance(one.events[-1], AgentEnd)
 
 
+async def test_a_port_out_of_range_cannot_be_reached(rig, tmp_path: Path) -> None:
+    """The transport's task group wraps the connect failure: the openai SDK let the group by
+    ("a reply pi-lsp cannot read (ExceptionGroup: ...)", not retried), and Anthropic's reason
+    was the group's "unhandled errors in a TaskGroup"."""
+    url = "http://127.0.0.1:99999"
+    one = rig(url=f"{url}/v1")
+    await one.harness.prompt("hi")
+    tree = SessionTree.create(str(tmp_path / "s.jsonl"), str(tmp_path))
+    provider = AnthropicProvider("k", base_url=url)
+    harness = Harness(tree, tmp_path, lambda _n: provider, retry=NO_RETRY)
+    try:
+        [_, reply] = await harness.prompt("hi")
+    finally:
+        await provider.client.close()
+    assert isinstance(reply, AssistantMessage)
+    reason = "(connection error: connect(): port must be 0-65535.)"
+    assert one.last()["errorMessage"] == f"cannot reach lab at {url}/v1/ {reason}"
+    assert reply.error_message == f"cannot reach Anthropic at {url} {reason}"
+    assert is_passing_failure(one.last()["errorMessage"])  # retried, as pi retries one
+
+
 async def test_a_chat_stream_that_stops_without_finish_reason_is_incomplete(rig, oai) -> None:
     one = rig()
     oai.script(Reply(raw=sse(chunk({"content": "trailing off"}))))  # no finish_reason, no [DONE]

@@ -27,7 +27,16 @@ def _kinds(error: BaseException) -> set[str]:
 
 
 def _cause(error: BaseException) -> BaseException | None:
-    return error.__cause__ or error.__context__
+    cause = error.__cause__ or error.__context__
+    return None if cause is None else _unwrapped(cause)
+
+
+def _unwrapped(error: BaseException) -> BaseException:
+    """The one error a one-member group holds: the transport's task group wraps a connect
+    failure (an out-of-range port's OverflowError) in one."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
 
 
 def transport_failure(error: BaseException, label: str, url: str, timeout_s: float,
@@ -39,6 +48,7 @@ def transport_failure(error: BaseException, label: str, url: str, timeout_s: flo
                 f"{error.colno}): {error.doc[:200]!r}")
     if isinstance(error, StreamEndedEarly | RetryDelayTooLong):
         return f"{label}: {error}"
+    grouped, error = isinstance(error, BaseExceptionGroup), _unwrapped(error)
     # The SDK may wrap the transport's error in its own APIConnectionError.
     kinds, cause = _kinds(error), _cause(error)
     inner = _kinds(cause) if cause is not None and "APIConnectionError" in kinds else kinds
@@ -49,7 +59,7 @@ def transport_failure(error: BaseException, label: str, url: str, timeout_s: flo
     if inner & {"RemoteProtocolError", "ReadError", "WriteError"}:
         what = "before the reply was complete" if answered else "without answering"
         return f"{label} closed the connection {what} (connection lost: {detail})"
-    if "APIConnectionError" in kinds:
+    if "APIConnectionError" in kinds or (grouped and not answered):  # the SDK let it by
         return f"cannot reach {label} at {url} (connection error: {detail})"
     return None
 
