@@ -16,7 +16,7 @@ from pi_lsp.providers.failures import failure_text
 from pi_lsp.providers.retry import HttpFailure, ProviderRetry, with_retries
 from pi_lsp.providers.wire import WIRE_MODULES, wire_for
 
-MAX_BODY_CHARS = 1000  # of an error body shown as it came: a proxy's HTML page can be long
+MAX_BODY_CHARS = 4000  # pi-ai 1.6 MAX_PROVIDER_ERROR_BODY_CHARS: retries read the reason
 
 
 def error_text(label: str, error: BaseException) -> str | None:
