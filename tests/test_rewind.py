@@ -538,6 +538,60 @@ async def test_restore_never_touches_a_file_ignored_then_and_now(rig: Rig, fake:
     assert (rig.root / ".env").read_text() == "A=1\nB=2\n"
     assert (rig.root / ".gitignore").read_text() == "*.log\nbuild/\n"
 
+async def test_restore_ignores_what_the_users_git_ignores(
+        rig: Rig, fake: FakeAnthropic, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Besides .gitignore: the repository's .git/info/exclude and the user's core.excludesFile
+    (which the user's git reads instead of ~/.config/git/ignore). Found in review: the store
+    read neither, so a file only they ignore was deleted by a restore."""
+    home = tmp_path / "home"
+    (home / ".config" / "git").mkdir(parents=True)
+    (home / ".config" / "git" / "ignore").write_text("*.bak\n")  # not read: a file is set
+    (home / "global-ignore").write_text("*.swp\n")
+    (home / ".gitconfig").write_text(f"[core]\n\texcludesFile = {home / 'global-ignore'}\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    (rig.root / ".git" / "info").mkdir(exist_ok=True)
+    (rig.root / ".git" / "info" / "exclude").write_text("scratch.md\n")
+    fake.script(tool_reply([write("c1", "notes.txt", "v1\n")]), text_reply("ok"))
+    await rig.harness.prompt("write notes")
+    first = rig.last_assistant()
+    for name in ("scratch.md", "x.swp", "y.bak"):
+        (rig.root / name).write_text("mine\n")
+    assert git(rig.root, "check-ignore", "scratch.md", "x.swp", "y.bak", "--no-index").split() \
+        == ["scratch.md", "x.swp"]  # as the user's git sees them, y.bak not
+    result = await restore_files(rig.tree, store_for(rig.root), first)
+    assert [(f.path, f.status) for f in result.files] == [("y.bak", "deleted")]
+    assert (rig.root / "scratch.md").exists() and (rig.root / "x.swp").exists()
+
+
+async def test_restore_never_brings_back_a_file_ignored_now(rig: Rig, fake: FakeAnthropic
+                                                            ) -> None:
+    """A secret snapshot before it was ignored, then ignored and deleted by the user, stays
+    gone (found in review: the restore wrote it back)."""
+    (rig.root / ".env").write_text("OLD_SECRET=1\n")
+    fake.script(tool_reply([write("c1", "notes.txt", "v1\n")]), text_reply("ok"))
+    await rig.harness.prompt("write notes")
+    first = rig.last_assistant()
+    (rig.root / ".gitignore").write_text("*.log\nbuild/\n.env\n")
+    (rig.root / ".env").unlink()
+    result = await restore_files(rig.tree, store_for(rig.root), first)
+    assert ".env" in result.skipped and ".env" not in [f.path for f in result.files]
+    assert not (rig.root / ".env").exists()
+
+
+async def test_snapshots_keep_one_list_of_the_ignored_files_they_share(
+        rig: Rig, fake: FakeAnthropic) -> None:
+    """Each tool call's snapshot notes the ignored files it left out; an unchanged list is
+    kept once, not again per snapshot (found in review: megabytes a call in a built tree)."""
+    fake.script(*(tool_reply([write(f"c{n}", "notes.txt", f"v{n}\n")]) for n in range(3)),
+                text_reply("ok"))
+    await rig.harness.prompt("write notes three times")
+    folder = store_for(rig.root).git_dir / "pi-lsp-ignored"
+    trees = {e["data"]["after"] for e in rig.files_entries()}
+    assert len(trees) >= 3
+    assert len([f for f in folder.iterdir() if f.name.endswith(".z")]) == 1
+    assert all(store_for(rig.root).ignored_in([t], ["debug.log"]) == ["debug.log"] for t in trees)
+
 
 async def test_undoing_a_restore_never_deletes_a_file_ignored_before_it(
         rig: Rig, fake: FakeAnthropic) -> None:

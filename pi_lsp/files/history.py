@@ -264,8 +264,10 @@ async def changes_to(store: SnapshotStore, target: Snapshot, with_diff: bool = T
     refused = [f.path for f in changed if unsafe_reason(store.root, f.path) is not None]
     changed = [f for f in changed if f.path not in refused]
     # The target lacks a file ignored when it was made, though .gitignore may not ignore it
-    # now; and one ignored now holds the user's content, whatever the target held.
-    ignored = store.ignored_in([current.tree, target.tree], [f.path for f in changed])
+    # now; one ignored now holds the user's content, whatever the target held; and one ignored
+    # now but not on disk (a secret the user deleted) is not brought back.
+    ignored = store.ignored_in([current.tree, target.tree], [f.path for f in changed]) + \
+        await store.ignored_now([f.path for f in changed if f.status == "added"])
     return Changes(current, editor.paths, [f for f in changed if f.path not in ignored],
                    sorted({*skipped, *ignored}), refused)
 

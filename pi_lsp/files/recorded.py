@@ -4,8 +4,10 @@ the ignored files its snapshots left out, which a restore of it must never delet
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -13,7 +15,10 @@ LOG = "pi-lsp-recorded-trees"  # in the store's git dir: one root tree id a line
 # In the store's git dir while objects copied in (a legacy store's) may hold roots not logged.
 UNLOGGED = "pi-lsp-unlogged-trees"
 SUBTREE_MODE = b"40000"
-IGNORED = "pi-lsp-ignored"  # in the store's git dir: a file per root tree, NUL-separated paths
+# In the store's git dir: per root tree a file naming its list, the lists (NUL-separated paths,
+# compressed) named by their digest.
+IGNORED = "pi-lsp-ignored"
+LIST = ".z"
 
 
 class TreeLog:
@@ -76,39 +81,59 @@ class TreeLog:
 
 class IgnoredLog:
     """Per root tree, the ignored files and folders (`name/`) on disk when a snapshot made it:
-    left out of the tree, so a restore of it must not take them for files that were not there."""
+    left out of the tree, so a restore of it must not take them for files that were not there.
+    A tree names its list by digest, so a list many snapshots share (most do) is kept once."""
 
     def __init__(self, git_dir: Path) -> None:
         self.folder = git_dir / IGNORED
 
     def add(self, tree: str, paths: Iterable[str]) -> None:
         """Add to a tree's paths: a tree made again may have left out others, and all count."""
-        new = sorted(set(paths) - self.paths(tree))
-        if not new:
+        known = self.paths(tree)
+        merged = known | set(paths)
+        if merged == known:
             return
+        data = zlib.compress(b"".join(p.encode(errors="surrogateescape") + b"\0"
+                                      for p in sorted(merged)))
+        digest = hashlib.sha256(data).hexdigest()
         self.folder.mkdir(mode=0o700, exist_ok=True)
-        fd = self._open(tree, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-        try:
-            os.write(fd, b"".join(p.encode(errors="surrogateescape") + b"\0" for p in new))
-        finally:
-            os.close(fd)
+        self._replace(f"{digest}{LIST}", data)
+        self._replace(tree, digest.encode())
 
     def paths(self, tree: str) -> set[str]:
         """The tree's paths; none for a tree made before this log was kept."""
         try:
-            fd = self._open(tree, os.O_RDONLY)
-        except FileNotFoundError:
+            digest = self._read(tree).decode("ascii")
+            data = zlib.decompress(self._read(f"{digest}{LIST}"))
+        except (FileNotFoundError, UnicodeDecodeError, zlib.error):
             return set()
-        with os.fdopen(fd, "rb") as file:
-            return {p.decode(errors="surrogateescape") for p in file.read().split(b"\0") if p}
+        return {p.decode(errors="surrogateescape") for p in data.split(b"\0") if p}
 
-    def _open(self, tree: str, flags: int) -> int:
-        """Open a tree's file, never through a symlink planted in the store (as `TreeLog`)."""
-        folder = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    def _read(self, name: str) -> bytes:
+        with os.fdopen(self._open(name, os.O_RDONLY), "rb") as file:
+            return file.read()
+
+    def _replace(self, name: str, data: bytes) -> None:
+        """Write a file whole, so a crash leaves the old one or the new one, never a part."""
+        partial = f".{name}.{os.getpid()}"
+        with os.fdopen(self._open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as file:
+            file.write(data)
+        folder = self._folder()
         try:
-            return os.open(tree, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=folder)
+            os.replace(partial, name, src_dir_fd=folder, dst_dir_fd=folder)
         finally:
             os.close(folder)
+
+    def _open(self, name: str, flags: int) -> int:
+        """Open a file of the log, never through a symlink planted in the store (as `TreeLog`)."""
+        folder = self._folder()
+        try:
+            return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=folder)
+        finally:
+            os.close(folder)
+
+    def _folder(self) -> int:
+        return os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
 
 
 def root_trees(batch: bytes) -> set[str]:

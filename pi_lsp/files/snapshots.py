@@ -46,6 +46,7 @@ ATTRIBUTES = "* !filter !diff !merge !text !eol !working-tree-encoding !ident !e
 GIT_SETTINGS = ("core.hooksPath=/dev/null", "core.fsmonitor=false", "core.attributesFile=/dev/null",
                 "core.quotePath=false", "core.autocrlf=false", "core.safecrlf=false",
                 "core.untrackedCache=false")
+EXCLUDES_LIMIT = 1 << 20  # of a workspace's .git/info/exclude read into the store's
 ADOPTED = "pi-lsp-adopted"  # in a store: it took the objects of a legacy store (once)
 
 Status = Literal["added", "modified", "deleted"]
@@ -93,6 +94,7 @@ class SnapshotStore:
         self.log = TreeLog(self.git_dir)
         self.ignored = IgnoredLog(self.git_dir)
         self._lock = asyncio.Lock()
+        self._excludes_file: str | None = None  # the user's git's, looked up at first snapshot
 
     @property
     def unavailable_reason(self) -> str | None:
@@ -116,7 +118,9 @@ class SnapshotStore:
         env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull,
                    GIT_TERMINAL_PROMPT="0", GIT_LITERAL_PATHSPECS="1" if literal else "0")
         where = [f"--git-dir={self.git_dir}", f"--work-tree={self.root}"] if store else []
-        command = [self.git, *where, *(f for s in GIT_SETTINGS for f in ("-c", s)), *args]
+        settings = [*GIT_SETTINGS, *([f"core.excludesFile={self._excludes_file}"]
+                                     if self._excludes_file else [])]
+        command = [self.git, *where, *(f for s in settings for f in ("-c", s)), *args]
         for _attempt in range(LOCK_RETRIES):
             status, out, err = await run_to_end(command, stdin, cwd=self.root, env=env)
             if status in ok:
@@ -182,6 +186,7 @@ class SnapshotStore:
         async with self._lock:
             await self._ensure()
             await self._log_ready()
+            await self._follow_user_excludes()
             listed = await self._run("ls-files", "-z", "--others", "--modified",
                                      "--exclude-standard")
             skipped = sorted(p for p in _split(listed) if _too_large(self.root / p))
@@ -199,6 +204,21 @@ class SnapshotStore:
             self.log.add([tree])
             self.ignored.add(tree, await self._ignored_on_disk())
             return Snapshot(tree, skipped)
+
+    async def _follow_user_excludes(self) -> None:
+        """Ignore what the user's own git ignores here: the workspace's `.git/info/exclude` and
+        the user's excludes file besides `.gitignore` (more ignored only ever means fewer files
+        a restore touches, whoever wrote them)."""
+        exclude = self.git_dir / "info" / "exclude"
+        wanted = ".pi\n" + _small_text(self.root / ".git" / "info" / "exclude")
+        if _small_text(exclude) != wanted:
+            exclude.write_text(wanted, errors="surrogateescape")
+        if self._excludes_file is None:
+            self._excludes_file = await _user_excludes_file(self.git)
+
+    async def ignored_now(self, paths: list[str]) -> list[str]:
+        """The `paths` ignored now (as the last snapshot read the rules)."""
+        return [p[2:] for p in await self._check_ignore([f"./{p}" for p in paths])]
 
     async def _untrack_ignored(self) -> None:
         """Drop the files ignored now from the index: `add -A` goes on updating a file an
@@ -351,6 +371,29 @@ def _split(raw: bytes) -> list[str]:
 
 def _join(paths: list[str]) -> bytes:
     return b"".join(p.encode(errors="surrogateescape") + b"\0" for p in paths)
+
+
+async def _user_excludes_file(git: str | None) -> str:
+    """The excludes file the user's git reads (its system and global config, never a repo's:
+    looked up outside any); "" when git's default, which the store's git reads too."""
+    if git is None:
+        return ""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    status, out, _err = await run_to_end([git, "config", "--path", "--get", "core.excludesFile"],
+                                         None, cwd="/", env=env)
+    return os.fsdecode(out).strip() if status == 0 else ""
+
+
+def _small_text(path: Path) -> str:
+    """A regular file's text, at most EXCLUDES_LIMIT bytes; "" for anything else."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not hang
+    except OSError:
+        return ""
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
+        return file.read(EXCLUDES_LIMIT).decode(errors="surrogateescape")
 
 
 def _left_out(path: str, left_out: set[str]) -> bool:
