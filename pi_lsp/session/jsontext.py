@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import re
 from typing import Any, Generic, TypeVar
 
@@ -141,6 +142,13 @@ def _js_integer(value: int) -> str:
         return "null"
 
 
+def _as_is(item: Any) -> bool:
+    """A leaf msgspec writes as JavaScript does: a string, bool, None or an exact integer."""
+    kind = type(item)
+    return kind is str or kind is bool or item is None or (
+        kind is int and -_EXACT_INTEGERS <= item <= _EXACT_INTEGERS)
+
+
 def _js_numbers(value: Any) -> Any:
     """`value` with each float, and each integer JavaScript cannot hold exactly, as JavaScript
     writes it (raw JSON text); `value` itself when it has none. (Leaves are looked at in
@@ -152,31 +160,12 @@ def _js_numbers(value: Any) -> Any:
         return value if -_EXACT_INTEGERS <= value <= _EXACT_INTEGERS else \
             msgspec.Raw(_js_integer(value).encode())
     if kind is dict:
-        changed: dict[Any, Any] | None = None
-        for key, item in value.items():
-            item_kind = type(item)
-            if item_kind is str or item_kind is bool or item is None or (
-                    item_kind is int and -_EXACT_INTEGERS <= item <= _EXACT_INTEGERS):
-                continue
-            new = _js_numbers(item)
-            if new is not item:
-                if changed is None:
-                    changed = {}
-                changed[key] = new
-        return value if changed is None else {**value, **changed}
+        changed = {key: new for key, item in value.items()
+                   if not _as_is(item) and (new := _js_numbers(item)) is not item}
+        return {**value, **changed} if changed else value
     if kind is list or kind is tuple:
-        items: list[Any] | None = None
-        for index, item in enumerate(value):
-            item_kind = type(item)
-            if item_kind is str or item_kind is bool or item is None or (
-                    item_kind is int and -_EXACT_INTEGERS <= item <= _EXACT_INTEGERS):
-                continue
-            new = _js_numbers(item)
-            if new is not item:
-                if items is None:
-                    items = list(value)
-                items[index] = new
-        return value if items is None else items
+        items = [item if _as_is(item) else _js_numbers(item) for item in value]
+        return value if all(map(operator.is_, items, value)) else items
     if isinstance(value, msgspec.Struct):
         builtins = msgspec.to_builtins(value)
         new = _js_numbers(builtins)
