@@ -99,8 +99,8 @@ def cmd_tree(args: argparse.Namespace) -> int:
     if args.json:
         write_line(nested_tree(tree))
         return 0
-    title = printable(tree_title(tree))
-    print(f"{title} — {len(tree.records)} entries, leaf {tree.leaf_id or '(none)'}")
+    print(printable(f"{tree_title(tree)} — {len(tree.records)} entries, "
+                    f"leaf {tree.leaf_id or '(none)'}"))
     print("\n".join(outline_lines(tree)))
     return 0
 
@@ -113,8 +113,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         if os.path.exists(args.repair):
             raise CliError(f"{args.repair}: already exists; --repair writes a new file")
         repaired = repaired_copy(tree, args.repair)
-        for problem in repaired:
-            print(f"{args.file}:line {problem.line}: {problem.kind}: {problem.message}")
+        for problem in repaired:  # a message quotes the session's text
+            print(printable(f"{args.file}:line {problem.line}: {problem.kind}: "
+                            f"{problem.message}"))
         print(f"wrote {args.repair}: {len(tree.records)} entries, {len(repaired)} damaged "
               f"line(s) repaired; {args.file} is unchanged")
         return 0
@@ -123,7 +124,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         where = f"line {problem.line}" if problem.line else "file"
         entry = f" [{problem.entry_id}]" if problem.entry_id else ""
         repair = f" (repair: {problem.repair})" if problem.repair else ""
-        print(f"{args.file}:{where}: {problem.kind}{entry}: {problem.message}{repair}")
+        print(printable(f"{args.file}:{where}: {problem.kind}{entry}: {problem.message}"
+                        f"{repair}"))
     print(f"{len(tree.records)} entries, {len(problems)} problem(s)")
     return EXIT_PROBLEMS if problems else 0
 

@@ -13,20 +13,19 @@ import msgspec
 from pi_lsp.cli_common import EXIT_PROBLEMS, CliError, open_session, write_line
 from pi_lsp.session.catalog import session_workspace
 from pi_lsp.session.tree import SessionTree
-from pi_lsp.visible import printable
+from pi_lsp.visible import printable, printable_lines
 
 if TYPE_CHECKING:
     from pi_lsp.settings import Settings
 
 
 def note(message: str) -> None:
-    print(f"pi-lsp: note: {message}", file=sys.stderr)
+    print(f"pi-lsp: note: {printable(message)}", file=sys.stderr)
 
 
 def printable_diff(diff: str) -> str:
     """A diff for the terminal, its tabs kept: no file can send it escape sequences."""
-    lines = diff.removesuffix("\n").split("\n")
-    return "".join("\t".join(map(printable, line.split("\t"))) + "\n" for line in lines)
+    return printable_lines(diff.removesuffix("\n")) + "\n"
 
 
 def session_root(tree: SessionTree) -> Path:
@@ -77,7 +76,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
             write_line(plan_summary(plan_or_refusal(tree.path_to(leaf), compaction)))
         except NothingToCompactError as error:
             write_line(None)  # as the server's dry run answers
-            print(f"pi-lsp: compact would refuse: {error}", file=sys.stderr)
+            print(f"pi-lsp: compact would refuse: {printable(str(error))}", file=sys.stderr)
             return EXIT_PROBLEMS
         return 0
     from pi_lsp.summarize.select import choose_summarizer
@@ -91,9 +90,9 @@ def cmd_compact(args: argparse.Namespace) -> int:
         write_line(result)
     else:
         how = "extractive summary" if summarizer.extractive else "model summary"
-        print(f"compacted {result.tokens_before} tokens into entry {result.entry_id} ({how}); "
-              f"kept from {result.first_kept_entry_id}")
-        print(result.summary)
+        print(printable(f"compacted {result.tokens_before} tokens into entry "
+                        f"{result.entry_id} ({how}); kept from {result.first_kept_entry_id}"))
+        print(printable_lines(result.summary))  # the model's, or the session's own text
     return 0
 
 
@@ -123,11 +122,12 @@ def cmd_branch(args: argparse.Namespace) -> int:
     if args.json:
         write_line(outcome)
         return 0
-    print(f"leaf is now {outcome.leaf_id or '(new root)'}")
-    if outcome.summary_entry_id:
-        print(f"branch summary {outcome.summary_entry_id}:\n{outcome.summary}")
+    print(f"leaf is now {printable(outcome.leaf_id or '(new root)')}")
+    if outcome.summary_entry_id:  # the summary and the prompt are text of the session's
+        print(f"branch summary {printable(outcome.summary_entry_id)}:\n"
+              f"{printable_lines(outcome.summary or '')}")
     if outcome.editor_text is not None:
-        print(f"prompt to edit and resend:\n{outcome.editor_text}")
+        print(f"prompt to edit and resend:\n{printable_lines(outcome.editor_text)}")
     return 0
 
 
@@ -158,7 +158,8 @@ def cmd_rewind(args: argparse.Namespace) -> int:
             for path in found.refused:
                 print("would be left alone (under .git/ or .pi/, or behind a symlink): "
                       f"{printable(path)}", file=sys.stderr)
-            print(f"{len(found.files)} file(s) in {root} would change", file=sys.stderr)
+            print(f"{len(found.files)} file(s) in {printable(str(root))} would change",
+                  file=sys.stderr)
             return 0
         result = asyncio.run(restore_files(tree, store, args.to, args.undo))
     except (RewindError, SnapshotError) as error:
@@ -169,6 +170,6 @@ def cmd_rewind(args: argparse.Namespace) -> int:
         print(f"left alone (ignored, or too large to snapshot): {printable(path)}")
     for path in result.refused:
         print(f"left alone (under .git/ or .pi/, or behind a symlink): {printable(path)}")
-    print(f"restored {len(result.files)} file(s) in {root}; undo with: pi-lsp rewind {args.file} "
-          f"--undo {result.undo_id}")
+    print(f"restored {len(result.files)} file(s) in {printable(str(root))}; undo with: "
+          f"pi-lsp rewind {args.file} --undo {result.undo_id}")
     return 0

@@ -11,13 +11,18 @@ import msgspec
 from pi_lsp.session.entries import encoder
 from pi_lsp.session.journal import NotASessionError
 from pi_lsp.session.tree import SessionTree
+from pi_lsp.visible import printable
 
 EXIT_PROBLEMS = 1
 EXIT_USAGE = 2
 
 
 class CliError(Exception):
-    """A problem with what the user asked for; printed as one line."""
+    """A problem with what the user asked for; printed as one line, escaped (it may quote a
+    session, a settings file or a model's error)."""
+
+    def __str__(self) -> str:
+        return printable(super().__str__())
 
 
 def open_session(path: str) -> SessionTree:

@@ -6,11 +6,14 @@ from __future__ import annotations
 import re
 import unicodedata
 
-# Control characters, line and paragraph separators: spelled as escapes in a terminal line.
-UNSAFE = ("Cc", "Zl", "Zp")
 # Characters that make text display in another order than it runs (Trojan Source): overrides,
 # embeddings and isolates (the marks, U+200E/U+200F, only place neutral characters).
-BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+BIDI = r"\u202a-\u202e\u2066-\u2069"
+BIDI_CONTROL = re.compile(f"[{BIDI}]")
+# What no terminal line may hold as it is: control characters (Unicode's Cc: escape sequences),
+# line and paragraph separators (Zl, Zp: a line of its own) and the bidi controls. All that
+# renders text for a person (`printable`, `printable_lines`, `outline.shorten`) uses this one set.
+UNSAFE = re.compile(rf"[\x00-\x1f\x7f-\x9f\u2028\u2029{BIDI}]")
 # Longer runs of white space in a line are spelled as their length: they could push what
 # follows out of sight (`git status` + 1500 spaces + `; curl … | sh`).
 LONG_RUN = 40
@@ -19,11 +22,21 @@ SPACE_RUN = re.compile(rf"[^\S\n]{{{LONG_RUN + 1},}}")
 BREAK_RUN = re.compile(rf"\n(?:[^\S\n]*\n){{{MANY_BREAKS},}}")
 
 
+def _spelled(unsafe: re.Match[str]) -> str:
+    return repr(unsafe.group())[1:-1]
+
+
 def printable(text: str) -> str:
     """`text` for one terminal line: control characters, line breaks and bidi controls spelled
     as escapes (joiners and other format characters stay: emoji and scripts need them)."""
-    return "".join(repr(char)[1:-1] if char in BIDI_CONTROLS or
-                   unicodedata.category(char) in UNSAFE else char for char in text)
+    return UNSAFE.sub(_spelled, text)
+
+
+def printable_lines(text: str) -> str:
+    """`text` of several lines for a terminal (a summary, a prompt): `printable`, its line
+    breaks and tabs kept."""
+    return UNSAFE.sub(lambda unsafe: unsafe.group() if unsafe.group() in "\n\t"
+                      else _spelled(unsafe), text)
 
 
 def _escaped(text: str) -> str:
@@ -47,4 +60,4 @@ def visible(text: str) -> str:
 
 def bidi_controls(text: str) -> list[str]:
     """The bidi control characters in `text`, as `U+202E`, in order, once each."""
-    return list(dict.fromkeys(f"U+{ord(char):04X}" for char in text if char in BIDI_CONTROLS))
+    return list(dict.fromkeys(f"U+{ord(char):04X}" for char in BIDI_CONTROL.findall(text)))

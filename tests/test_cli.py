@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -331,4 +332,87 @@ def test_context_shows_the_edits_in_force(tmp_path: Path, example_session: Path)
     assert any(line.startswith("✎ 456798a9  assistant") and " 5 tok  I added the test." in line
                for line in lines)
     assert "context edits: 1 removed, 1 replaced: their messages 700 → 5 tokens (-695)" in lines
+
+
+
+# What a committed session can hold: OSC 52 (set the clipboard), a clear screen, bidi controls
+# (Trojan Source) and a line break before text that would pass for a line of the output.
+HOSTILE = "\x1b]52;c;cm0gLXJmIH4K\x07\x1b[2J\u202e\u2066\nFORGED"
+SPELLED = "\\x1b]52;c;cm0gLXJmIH4K\\x07\\x1b[2J\\u202e\\u2066"
+RAW = ("\x1b", "\x07", "\u202e", "\u2066")
+
+
+def usage() -> dict[str, Any]:
+    cost = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}
+    return {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2,
+            "cost": cost}
+
+
+def entry(kind: str, entry_id: str, parent: str | None, **fields: Any) -> dict[str, Any]:
+    return {"type": kind, "id": entry_id, "parentId": parent,
+            "timestamp": "2026-12-02T12:05:00.728Z", **fields}
+
+
+def hostile_session(path: Path) -> None:
+    """Every value the CLI prints from a session, each ending in `HOSTILE`."""
+    user = "u1" + HOSTILE
+    reply = [{"type": "text", "text": f"reply{HOSTILE} " + "y" * 400},
+             {"type": "toolCall", "id": "c1", "name": "bash" + HOSTILE, "arguments": {}}]
+    rows = [
+        {"type": "session", "version": 3, "id": "s", "timestamp": "2026-12-02T12:05:00.727Z",
+         "cwd": str(path.parent)},
+        entry("model_change", "m1", None, provider="anthropic" + HOSTILE, modelId="x" + HOSTILE),
+        entry("thinking_level_change", "t1", "m1", thinkingLevel="high" + HOSTILE),
+        entry("message", user, "t1", message={
+            "role": "user", "content": f"hi{HOSTILE} " + "x" * 400, "timestamp": 1}),
+        entry("label", "l1", user, targetId=user, label="lab" + HOSTILE),
+        entry("session_info", "n1", "l1", name="name" + HOSTILE),
+        entry("message", "a1", "n1", message={
+            "role": "assistant", "content": reply, "api": "anthropic-messages",
+            "provider": "anthropic", "model": "m", "usage": usage(), "stopReason": "toolUse",
+            "timestamp": 2}),
+        entry("message", "u2", "a1", message={"role": "user", "content": "next" + HOSTILE,
+                                              "timestamp": 3}),
+    ]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
+def without_a_model(tmp_path: Path) -> dict[str, str]:
+    """An environment whose summaries are extractive: the session's own text."""
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    return {**env, "PI_CODING_AGENT_DIR": str(tmp_path / "agent")}
+
+
+@pytest.mark.parametrize("args", [["tree"], ["context"], ["check"],
+                                  ["compact", "--keep-recent-tokens", "5"],
+                                  ["branch", "--to", "t1", "--summarize"]])
+def test_session_text_reaches_the_terminal_escaped(tmp_path: Path, args: list[str]) -> None:
+    """Ids, labels, names, models, levels, tool names and summaries set the clipboard, cleared
+    the screen and reordered lines (found in review)."""
+    session = tmp_path / "hostile.jsonl"
+    hostile_session(session)
+    result = run_cli(args[0], str(session), *args[1:], env=without_a_model(tmp_path))
+    assert result.returncode in (0, 1), result.stderr
+    printed = result.stdout + result.stderr
+    assert not [char for char in RAW if char in printed], repr(printed)
+    assert SPELLED in result.stdout
+    if args[0] in ("tree", "context", "check"):  # one line per row: no line of the session's
+        assert not [line for line in printed.splitlines() if line.startswith("FORGED")]
+
+
+def test_a_prompt_to_resend_keeps_its_lines_and_spells_the_rest(tmp_path: Path) -> None:
+    session = tmp_path / "hostile.jsonl"
+    hostile_session(session)
+    result = run_cli("branch", str(session), "--to", "u1" + HOSTILE)
+    assert result.returncode == 0, result.stderr
+    assert not [char for char in RAW if char in result.stdout], repr(result.stdout)
+    assert result.stdout.startswith(f"leaf is now t1\nprompt to edit and resend:\nhi{SPELLED}\n"
+                                    f"FORGED xxx")
+
+
+def test_one_line_previews_hold_no_bidi_controls() -> None:
+    from pi_lsp.session.outline import shorten
+
+    # Joiners stay: emoji and scripts need them.
+    assert shorten("a\u202eb\u2066c\u2069\u202ad\u200de\u2028f\x9b") == "a b c d\u200de f"
 

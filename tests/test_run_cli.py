@@ -6,6 +6,7 @@ import json
 import os
 import re
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import trust
+from tests.conftest import conformance_files, trust
 from tests.fake_anthropic import (
     FakeAnthropic,
     Reply,
@@ -452,6 +453,35 @@ def test_provider_error_after_retries_exits_1(
     assert last["stopReason"] == "error"
     assert "the fake is broken" in last["errorMessage"]
     assert check(path, env).returncode == 0
+
+
+# A provider's error text is the server's: OSC 0 (window title), a clear screen, a bidi override.
+HOSTILE_ERROR = "bad\x1b]0;PWNED\x07\x1b[2J\u202erequest"
+SPELLED_ERROR = "bad\\x1b]0;PWNED\\x07\\x1b[2J\\u202erequest"
+
+
+def test_the_final_provider_error_reaches_the_terminal_escaped(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    """Found in review: the retry line was escaped, the error `run` ended with was not."""
+    fake.script(*[error_reply(400, "invalid_request_error", HOSTILE_ERROR) for _ in range(5)])
+    result = pi_run(workspace, env, "--new", "hello")
+    assert result.returncode == 1, result.stderr
+    [problem] = problem_lines(result.stderr)
+    assert SPELLED_ERROR in problem
+    assert not [char for char in "\x1b\x07\u202e" if char in result.stderr], result.stderr
+
+
+def test_a_summary_model_error_reaches_the_terminal_escaped(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str], tmp_path: Path) -> None:
+    session = tmp_path / "s.jsonl"
+    shutil.copy(conformance_files()[0], session)
+    fake.script(*[error_reply(400, "invalid_request_error", HOSTILE_ERROR) for _ in range(10)])
+    result = run_cli("compact", str(session), "--keep-recent-tokens", "1000", cwd=workspace,
+                     env=env)
+    assert result.returncode == 2, result.stderr
+    [problem] = problem_lines(result.stderr)
+    assert SPELLED_ERROR in problem
+    assert not [char for char in "\x1b\x07\u202e" if char in result.stderr], result.stderr
 
 
 def test_mid_stream_error_exits_1(

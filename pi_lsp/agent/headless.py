@@ -210,7 +210,8 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
         print("pi-lsp: aborted", file=sys.stderr)
         return EXIT_TERMINATED if stopped_by == signal.SIGTERM else EXIT_INTERRUPTED
     if last is not None and last.stop_reason == "error":
-        print(f"pi-lsp: {last.error_message or 'the model call failed'}", file=sys.stderr)
+        print(f"pi-lsp: {printable(last.error_message or 'the model call failed')}",
+              file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
 

@@ -26,6 +26,7 @@ from pi_lsp.session.entries import (
 )
 from pi_lsp.session.outline import content_text, message_preview, shorten
 from pi_lsp.session.tree import SessionTree
+from pi_lsp.visible import printable
 
 
 def _describe(message: AgentMessage | None) -> str:
@@ -74,7 +75,8 @@ def total_lines(preview: ContextLayer, rows: list[LayerRow]) -> list[str]:
 
 
 def render_preview(preview: ContextLayer) -> str:
-    """The layer as lines for a terminal: one per message, then the total, model and level."""
+    """The layer as lines for a terminal: one per message, then the total, model and level.
+    Ids, names and previews are the session's: each line is escaped."""
     rows = preview.rows
     width = max((len(row.role) for row in rows), default=4)
     lines = [f"context at {preview.leaf_id or '(empty)'} — layer {preview.layer}"]
@@ -96,7 +98,7 @@ def render_preview(preview: ContextLayer) -> str:
     if preview.request is not None:
         shown = f"{preview.request.model.provider}/{preview.request.model.id}"
     lines.append(f"model: {shown}   thinking: {preview.thinking_level}")
-    return "\n".join(lines)
+    return "\n".join(map(printable, lines))
 
 
 def removed_at(edits: list[EditMark]) -> dict[int, list[EditMark]]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 import msgspec
 
 from pi_lsp.session.entries import (
@@ -33,11 +31,9 @@ from pi_lsp.session.journal import Record
 from pi_lsp.session.layout import layout, shown_entry
 from pi_lsp.session.records import decode_entry
 from pi_lsp.session.tree import SessionTree
+from pi_lsp.visible import UNSAFE, printable
 
 PREVIEW_CHARS = 72
-# Control characters (Unicode's Cc), line and paragraph separators: none may reach a one-line
-# preview, where a committed session's text could fake a line of its own.
-CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 class TreeNode(msgspec.Struct):
@@ -47,8 +43,9 @@ class TreeNode(msgspec.Struct):
 
 
 def shorten(text: str, limit: int = PREVIEW_CHARS) -> str:
-    """`text` on one line (control characters and runs of whitespace as one space), cut."""
-    flat = " ".join(CONTROL.sub(" ", text).split())
+    """`text` on one line (control characters, bidi controls and runs of whitespace as one
+    space), cut: a committed session's text can neither fake a line nor reorder one."""
+    flat = " ".join(UNSAFE.sub(" ", text).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
@@ -144,7 +141,8 @@ def nested_tree(tree: SessionTree) -> list[TreeNode]:
 
 
 def outline_lines(tree: SessionTree) -> list[str]:
-    """An indented outline of the tree's layout; a chain stays at one depth, only forks indent."""
+    """An indented outline of the tree's layout for a terminal; a chain stays at one depth, only
+    forks indent. Ids, labels and names are the session's: escaped."""
     on_path = set(tree.path_ids(tree.leaf_id))
     leaf_row = shown_entry(tree, tree.leaf_id)
     lines: list[str] = []
@@ -159,5 +157,5 @@ def outline_lines(tree: SessionTree) -> list[str]:
             text += f"  [{label}]"
         if entry_id == leaf_row:
             text += "  ← leaf"
-        lines.append(text)
+        lines.append(printable(text))
     return lines
