@@ -101,7 +101,8 @@ def cmd_tree(args: argparse.Namespace) -> int:
         return 0
     print(printable(f"{tree_title(tree)} — {len(tree.records)} entries, "
                     f"leaf {tree.leaf_id or '(none)'}"))
-    print("\n".join(outline_lines(tree)))
+    for line in outline_lines(tree):  # one at a time: a large tree is never one string
+        print(line)
     return 0
 
 

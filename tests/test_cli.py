@@ -416,3 +416,35 @@ def test_one_line_previews_hold_no_bidi_controls() -> None:
     # Joiners stay: emoji and scripts need them.
     assert shorten("a\u202eb\u2066c\u2069\u202ad\u200de\u2028f\x9b") == "a b c d\u200de f"
 
+
+def nested_forks(path: Path, forks: int) -> None:
+    """Each user message forks: a reply that ends there, and the next user message."""
+    rows: list[dict[str, Any]] = [{"type": "session", "version": 3, "id": "s",
+                                   "timestamp": "2026-12-02T12:05:00.727Z",
+                                   "cwd": str(path.parent)}]
+    for n in range(forks):
+        user = {"role": "user", "content": f"prompt {n}", "timestamp": 1}
+        rows.append(entry("message", f"u{n}", f"u{n - 1}" if n else None, message=user))
+        rows.append(entry("message", f"a{n}", f"u{n}", message={
+            "role": "assistant", "content": [{"type": "text", "text": "ok"}],
+            "api": "anthropic-messages", "provider": "anthropic", "model": "m",
+            "usage": usage(), "stopReason": "stop", "timestamp": 2}))
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
+def test_a_deep_tree_prints_in_a_bounded_width(tmp_path: Path) -> None:
+    """2,000 nested forks printed 8 MB of indentation: each fork indented every row under it
+    by two more spaces (found in review: 10,000 made 200 MB)."""
+    session = tmp_path / "deep.jsonl"
+    forks = 2000
+    nested_forks(session, forks)
+    result = run_cli("tree", str(session))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 1 + 2 * forks  # the title, and a row for every entry
+    assert max(map(len, lines)) < 160, max(map(len, lines))  # 32 forks deep at most, and a mark
+    # Rows keep their depth up to the cap, and spell it past there.
+    assert lines[5] == "    ├─ * u2 user: prompt 2"
+    assert [line.lstrip(" ") for line in lines[-2:]] == [
+        f"⟨depth {forks - 1}⟩ ├─ * u{forks - 1} user: prompt {forks - 1}",
+        f"⟨depth {forks - 1}⟩ * a{forks - 1} assistant: ok  ← leaf"]

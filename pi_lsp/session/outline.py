@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import msgspec
 
 from pi_lsp.session.entries import (
@@ -34,6 +36,10 @@ from pi_lsp.session.tree import SessionTree
 from pi_lsp.visible import UNSAFE, printable
 
 PREVIEW_CHARS = 72
+# Forks past which the outline indents no further: each one indents every row under it, and
+# 10,000 nested forks made 200 MB of spaces. pi's own tree draws every level and cuts each line
+# at the terminal's width; a deeper row here spells its depth out instead.
+MAX_INDENT = 32
 
 
 class TreeNode(msgspec.Struct):
@@ -140,22 +146,27 @@ def nested_tree(tree: SessionTree) -> list[TreeNode]:
     return roots
 
 
-def outline_lines(tree: SessionTree) -> list[str]:
-    """An indented outline of the tree's layout for a terminal; a chain stays at one depth, only
-    forks indent. Ids, labels and names are the session's: escaped."""
+def indent(depth: int) -> str:
+    """A row's indentation: two spaces a fork, up to `MAX_INDENT`, then its depth as a mark."""
+    if depth <= MAX_INDENT:
+        return "  " * depth
+    return f"{'  ' * MAX_INDENT}⟨depth {depth}⟩ "
+
+
+def outline_lines(tree: SessionTree) -> Iterator[str]:
+    """An indented outline of the tree's layout for a terminal, a line at a time; a chain stays
+    at one depth, only forks indent. Ids, labels and names are the session's: escaped."""
     on_path = set(tree.path_ids(tree.leaf_id))
     leaf_row = shown_entry(tree, tree.leaf_id)
-    lines: list[str] = []
     for row in layout(tree):
         record = row.record
         entry_id = record.env.id or ""
         marks = "*" if entry_id in on_path else " "
         label = tree.label(entry_id)
-        text = f"{'  ' * row.depth}{'├─ ' if row.head else ''}{marks} {entry_id} "
+        text = f"{indent(row.depth)}{'├─ ' if row.head else ''}{marks} {entry_id} "
         text += f"{record_kind(record)}: {entry_preview(decode_entry(record))}"
         if label:
             text += f"  [{label}]"
         if entry_id == leaf_row:
             text += "  ← leaf"
-        lines.append(printable(text))
-    return lines
+        yield printable(text)
