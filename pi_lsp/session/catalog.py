@@ -88,8 +88,11 @@ def cli_session_dir(cwd: str) -> Path:
 
 
 def session_dirs(workspace: str) -> list[Path]:
+    """The workspace's `.pi/sessions/`, named as given (the confinement checks compare it with
+    the workspace's name), and the pi CLI's folder for its real path: pi's cwd is Node's
+    process.cwd(), which never names a symlink."""
     root = os.path.abspath(workspace)
-    return [workspace_session_dir(root), cli_session_dir(root)]
+    return [workspace_session_dir(root), cli_session_dir(os.path.realpath(root))]
 
 
 class SessionDirError(ValueError):
@@ -313,7 +316,7 @@ def start_session(workspace: Path, provider: str, model_id: str, thinking_level:
     """A new session (under the workspace's `.pi/sessions/` unless `path` is given) that
     begins as pi begins one: with its model and thinking level, and no file until its first
     assistant message. The pi CLI is pointed at `.pi/sessions/` too, so `pi -c` in the workspace
-    continues it."""
+    continues it (the header records the workspace's real path, which is pi's cwd there)."""
     if path is None:
         directory = workspace_session_dir(str(workspace))
         if leads_out(directory, workspace):

@@ -66,6 +66,13 @@ UNREADABLE = (f"the entry nests more than {MAX_NESTING} levels deep or is longer
               f"{MAX_LINE_BYTES >> 20} MB: pi-lsp could not read it back, so it was not written")
 
 
+def real_cwd(cwd: str) -> str:
+    """`cwd` as pi records one: its real path, as Node's process.cwd() gives it. pi compares a
+    header's cwd with its own as strings, never following symlinks, so a symlinked name would
+    hide the session from `pi -c`. A relative or empty one (pi never writes one) is kept."""
+    return os.path.realpath(cwd) if os.path.isabs(cwd) else cwd
+
+
 def _file_order(record: Record) -> int:
     return record.line
 
@@ -175,7 +182,7 @@ class SessionTree(EntryAppends):
         """A new session; the file is written with its first entry, or (`deferred`) as pi
         writes one: header and entries together at its first user or assistant message."""
         header = SessionHeader(
-            version=3, id=new_session_id(), timestamp=iso_now(), cwd=cwd,
+            version=3, id=new_session_id(), timestamp=iso_now(), cwd=real_cwd(cwd),
             parent_session=parent_session,
         )
         tree = cls(path, header, encoder.encode(header))
@@ -290,7 +297,8 @@ class SessionTree(EntryAppends):
         header names the old path as `parentSession`; this session continues there."""
         old = self.path
         header = SessionHeader(version=3, id=new_session_id(), timestamp=iso_now(),
-                               cwd=self.header.cwd, parent_session=str(Path(old).resolve()))
+                               cwd=real_cwd(self.header.cwd),
+                               parent_session=str(Path(old).resolve()))
         target = Path(old).resolve().parent / session_file_name(header.id, header.timestamp)
         append_lines(str(target), [encoder.encode(header), *(r.original for r in self.records)],
                      create=True)
