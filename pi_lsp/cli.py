@@ -134,12 +134,13 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_sessions(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from pi_lsp.session.catalog import followed, list_sessions, session_dirs
+    from pi_lsp.session.catalog import followed, list_sessions, of_workspaces, session_dirs
 
     workspace = args.dir or os.getcwd()
     if not os.path.isdir(workspace):
         raise CliError(f"{workspace}: not a directory")
-    sessions = list_sessions(followed(session_dirs(workspace), Path(workspace)))
+    sessions = of_workspaces(list_sessions(followed(session_dirs(workspace), Path(workspace))),
+                             [Path(workspace)])
     if args.json:
         write_line({"sessions": sessions})
         return 0

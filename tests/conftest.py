@@ -28,6 +28,7 @@ _SCRATCH = tempfile.mkdtemp(prefix="pi-lsp-tests-")
 atexit.register(shutil.rmtree, _SCRATCH, True)
 os.environ["XDG_STATE_HOME"] = os.path.join(_SCRATCH, "state")
 os.environ["PI_CODING_AGENT_DIR"] = os.path.join(_SCRATCH, "agent")
+os.environ.pop("PI_CODING_AGENT_SESSION_DIR", None)  # pi-lsp lists its sessions too
 
 
 @pytest.fixture(autouse=True)

@@ -1,9 +1,11 @@
 """Sessions move between pi-lsp and the pi CLI in one workspace: the cwd pi-lsp records and the
-pi CLI's folder it lists are those pi 1.6 uses, also for a workspace opened through a symlink."""
+pi CLI's folders it lists are those pi 1.6 uses, also for a workspace opened through a symlink
+and with $PI_CODING_AGENT_SESSION_DIR set."""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 from pathlib import Path
@@ -11,13 +13,21 @@ from typing import Any
 
 import pytest
 
+from pi_lsp.agent.access import protected_reason
 from pi_lsp.server.config import Config
 from pi_lsp.server.hub import SessionHub
-from pi_lsp.session.catalog import cli_session_dir, list_sessions, session_dirs, start_session
+from pi_lsp.session.catalog import (
+    cli_session_dir,
+    list_sessions,
+    pi_path,
+    session_dirs,
+    start_session,
+)
 from pi_lsp.session.entries import UserMessage
 from pi_lsp.session.fork import fork_session
 from pi_lsp.session.tree import SessionTree
 from tests.test_system_messages import PI16, pi16_node
+from tests.waits import run_cli
 
 PI16_INDEX = PI16 / "@earendil-works" / "pi-coding-agent" / "dist" / "index.js"
 
@@ -43,11 +53,12 @@ def prompted(tree: SessionTree) -> SessionTree:
     return tree
 
 
-def written_by_hand(path: Path, cwd: str) -> Path:
+def written_by_hand(path: Path, cwd: str, session_id: str = "0199aaaa-0000-7000-8000-000000000001"
+                    ) -> Path:
     """A session file whose header names `cwd` (as pi-lsp wrote one before it used real
     paths)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    lines = [{"type": "session", "version": 3, "id": "0199aaaa-0000-7000-8000-000000000001",
+    lines = [{"type": "session", "version": 3, "id": session_id,
               "timestamp": "2025-01-01T00:00:00.000Z", "cwd": cwd},
              {"type": "message", "id": "aaaa0001", "parentId": None,
               "timestamp": "2025-01-01T00:00:01.000Z",
@@ -118,13 +129,14 @@ def test_sessions_in_the_cli_folder_of_the_real_path_are_listed(
 # -- what pi 1.6 makes of it --------------------------------------------------------------------
 
 
-def pi16(cwd: Path, body: str) -> Any:
+def pi16(cwd: Path, body: str, **env: str) -> Any:
     """What a script using pi 1.6's SessionManager prints (JSON), run in `cwd` as `pi` is."""
     node = pi16_node()
     if node is None:
         pytest.skip("pi 1.6 is not installed")
     script = f"const {{ SessionManager }} = await import({json.dumps(str(PI16_INDEX))});\n{body}"
-    env = {"PATH": "/usr/bin:/bin", "PI_CODING_AGENT_DIR": os.environ["PI_CODING_AGENT_DIR"]}
+    env = {"PATH": "/usr/bin:/bin", "PI_CODING_AGENT_DIR": os.environ["PI_CODING_AGENT_DIR"],
+           **env}
     done = subprocess.run([node, "--input-type=module", "-e", script], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
@@ -169,3 +181,134 @@ def test_sessions_pi_starts_in_its_default_folder_are_listed(linked: tuple[Path,
                                              file: sm.getSessionFile()}));""")
     assert Path(found["dir"]) == session_dirs(str(link))[1]
     assert [s.path for s in list_sessions(session_dirs(str(link)))] == [found["file"]]
+
+
+# -- $PI_CODING_AGENT_SESSION_DIR -----------------------------------------------------------------
+
+CWDS = {"here": "{real}", "through the link": "{link}", "relative": ".", "from home": "~/real",
+        "another project": "{other}", "none": "", "lexically": "{real}/sub/.."}
+
+
+@pytest.fixture
+def shared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """pi's shared session folder, set in the environment, and the home folder as `tmp_path`."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    directory = tmp_path / "pi-sessions"
+    monkeypatch.setenv("PI_CODING_AGENT_SESSION_DIR", str(directory))
+    return directory
+
+
+def one_per_cwd(directory: Path, real: Path, link: Path) -> dict[str, Path]:
+    """A session in `directory` for each of CWDS."""
+    other = real.parent / "other"
+    return {name: written_by_hand(directory / f"{name.replace(' ', '-')}.jsonl",
+                                  cwd.format(real=real, link=link, other=other),
+                                  f"0199aaaa-0000-7000-8000-00000000000{n}")
+            for n, (name, cwd) in enumerate(CWDS.items())}
+
+
+def listed(workspace: Path) -> set[str]:
+    return {s.path for s in SessionHub([workspace], Config()).list_sessions()}
+
+
+def test_the_shared_folder_is_one_of_the_session_folders(shared: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    ws = tmp_path / "ws"
+    assert session_dirs(str(ws))[2:] == [shared]
+    monkeypatch.setenv("PI_CODING_AGENT_SESSION_DIR", "sessions")  # pi takes it from its cwd
+    assert session_dirs(str(ws))[2:] == [ws / "sessions"]
+    monkeypatch.setenv("PI_CODING_AGENT_SESSION_DIR", str(ws / ".pi" / "sessions"))
+    assert len(session_dirs(str(ws))) == 2  # listed once
+    monkeypatch.setenv("PI_CODING_AGENT_SESSION_DIR", "")  # pi ignores it empty
+    assert len(session_dirs(str(ws))) == 2
+
+
+@pytest.mark.parametrize(("value", "resolved"), [
+    ("~", "{home}"), ("~/s", "{home}/s"), ("~s", "{base}/~s"), ("s/../t", "{base}/t"),
+    ("/a//b/", "/a/b"), ("file:///a%20b/c", "/a b/c")])
+def test_paths_are_resolved_as_pi_resolves_them(shared: Path, tmp_path: Path, value: str,
+                                                resolved: str) -> None:
+    base = str(tmp_path / "ws")
+    assert pi_path(value, base) == resolved.format(home=tmp_path, base=base)
+
+
+def test_the_shared_folders_sessions_of_the_workspace_are_listed(
+        shared: Path, linked: tuple[Path, Path]) -> None:
+    real, link = linked
+    sessions = one_per_cwd(shared, real, link)
+    mine = {str(sessions[name]) for name in ("here", "relative", "from home", "lexically")}
+    assert listed(real) == listed(link) == mine
+    assert set(map(str, sessions.values())) - mine  # others are in the folder, not listed
+    done = run_cli("sessions", str(link), "--json")  # the variable inherited
+    assert done.returncode == 0, done.stderr
+    assert {s["path"] for s in json.loads(done.stdout)["sessions"]} == mine
+
+
+def test_the_workspaces_own_folders_are_not_filtered(shared: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """pi does not filter its default folder; pi-lsp lists all of `.pi/sessions/`."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    own = written_by_hand(ws / ".pi" / "sessions" / "a.jsonl", "/elsewhere")
+    monkeypatch.setenv("PI_CODING_AGENT_SESSION_DIR", str(ws / ".pi" / "sessions"))
+    assert listed(ws) == {str(own)}
+    cli = written_by_hand(cli_session_dir(str(ws)) / "b.jsonl", "/elsewhere")
+    monkeypatch.setenv("PI_CODING_AGENT_SESSION_DIR", str(cli.parent))
+    assert listed(ws) == {str(own), str(cli)}
+
+
+def test_a_session_in_the_shared_folder_belongs_to_the_folder_it_names(
+        shared: Path, tmp_path: Path) -> None:
+    first, second = tmp_path / "first-with-a-longer-name", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    session = written_by_hand(shared / "s.jsonl", str(second))
+    hub = SessionHub([first, second], Config())
+    assert [s.path for s in hub.list_sessions()] == [str(session)]
+    assert hub.folder_of(session) == second  # not the deepest folder holding the shared one
+
+
+def test_a_relative_shared_folder_that_leads_out_is_not_followed(
+        shared: Path, linked: tuple[Path, Path], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The variable is the user's; a repository's symlink where it points is not."""
+    real, _link = linked
+    elsewhere = tmp_path / "elsewhere"
+    written_by_hand(elsewhere / "s.jsonl", str(real))
+    (real / "sessions").symlink_to(elsewhere)
+    monkeypatch.setenv("PI_CODING_AGENT_SESSION_DIR", "sessions")
+    assert listed(real) == set()
+
+
+def test_the_tools_do_not_write_the_shared_folder(shared: Path, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    assert protected_reason(shared / "s.jsonl", ws) is not None
+
+
+def test_starting_a_session_says_the_variable_wins_over_the_setting(
+        shared: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with caplog.at_level(logging.WARNING):
+        start_session(ws, "anthropic", "claude-sonnet-4-5", "off")
+    assert "PI_CODING_AGENT_SESSION_DIR is set" in caplog.text and "pi -c" in caplog.text
+    settings = json.loads((ws / ".pi" / "settings.json").read_text("utf-8"))
+    assert settings == {"sessionDir": ".pi/sessions"}  # it holds once the variable is unset
+
+
+def test_pi_lists_in_the_shared_folder_what_pi_lsp_lists(
+        shared: Path, linked: tuple[Path, Path]) -> None:
+    """pi's own choice and filter (main.js: `--session-dir`, else the variable, else the
+    setting; SessionManager.list filters a folder other than its default by cwd)."""
+    real, link = linked
+    one_per_cwd(shared, real, link)
+    config = PI16_INDEX.parent / "config.js"
+    found = pi16(link, f"""
+        const {{ ENV_SESSION_DIR, expandTildePath }} = await import({json.dumps(str(config))});
+        const dir = expandTildePath(process.env[ENV_SESSION_DIR]);
+        const listed = await SessionManager.list(process.cwd(), dir);
+        process.stdout.write(JSON.stringify(listed.map((s) => s.path)));""",
+                 HOME=os.environ["HOME"], PI_CODING_AGENT_SESSION_DIR=str(shared))
+    assert set(found) == listed(link) != set()

@@ -33,6 +33,7 @@ from pi_lsp.server.workspace import Workspace
 from pi_lsp.session.catalog import (
     SessionIndex,
     SessionSummary,
+    of_workspaces,
     start_session,
     tree_summary,
 )
@@ -95,7 +96,7 @@ class SessionHub(Workspace):
 
     def list_sessions(self) -> list[SessionSummary]:
         """The sessions on disk, and the new ones not written yet (no prompt so far)."""
-        sessions = self.index.list(self.all_directories())
+        sessions = of_workspaces(self.index.list(self.all_directories()), self.folders_or_cwd())
         waiting = [tree_summary(s.tree) for s in self.open.values() if s.tree.deferred]
         return sorted([*sessions, *waiting], key=lambda s: order_ms(s.modified), reverse=True)
 

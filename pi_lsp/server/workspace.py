@@ -8,7 +8,13 @@ from pathlib import Path
 
 from pi_lsp.files.snapshots import store_for
 from pi_lsp.server.config import Config, editor_settings
-from pi_lsp.session.catalog import confine_session, followed, session_dirs, session_workspace
+from pi_lsp.session.catalog import (
+    confine_session,
+    followed,
+    session_dirs,
+    session_workspace,
+    shared_owner,
+)
 from pi_lsp.settings import Settings
 from pi_lsp.trust import TrustState, resolve_trust, save_decision, untrusted_note
 
@@ -43,7 +49,11 @@ class Workspace:
         return list(seen)
 
     def folder_of(self, path: Path) -> Path:
-        """The workspace folder a session belongs to (the deepest one holding it)."""
+        """The workspace folder a session belongs to: in pi's shared folder, the one its header
+        names (all share that folder); else the deepest one holding it."""
+        owner = shared_owner(path, self.folders)
+        if owner is not None:
+            return owner
         folders = {folder: self.directories(folder) for folder in self.folders}
         fallback = self.folders[0] if self.folders else path.resolve().parent
         return session_workspace(path, folders, fallback)

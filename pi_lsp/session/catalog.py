@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from urllib.parse import urlsplit
+from urllib.request import url2pathname
 
 import msgspec
 
@@ -18,10 +20,12 @@ from pi_lsp.session.entries import (
     TextContent,
     UserMessage,
     decode_message,
+    header_decoder,
     session_name,
 )
 from pi_lsp.session.ids import iso_to_ms, order_ms
 from pi_lsp.session.journal import (
+    MAX_LINE_BYTES,
     LineBatch,
     NotASessionError,
     Record,
@@ -31,7 +35,7 @@ from pi_lsp.session.journal import (
 from pi_lsp.session.migrate import migrate
 from pi_lsp.session.outline import shorten
 from pi_lsp.session.records import decode_entry
-from pi_lsp.session.sessiondir import link_session_dir
+from pi_lsp.session.sessiondir import SESSION_DIR_VARIABLE, link_session_dir
 from pi_lsp.session.tail import Tail
 from pi_lsp.session.tree import SessionTree
 
@@ -87,12 +91,84 @@ def cli_session_dir(cwd: str) -> Path:
     return agent_dir() / "sessions" / f"--{encoded}--"
 
 
-def session_dirs(workspace: str) -> list[Path]:
+def pi_path(value: str, base: str) -> str:
+    """`value` resolved as pi 1.6 resolves a path it is given (utils/paths.js resolvePath): `~`
+    and `~/…` from the home folder, a `file://` URL as its path, a relative one from `base`; no
+    symlink followed."""
+    if value == "~" or value.startswith("~/"):
+        value = os.path.expanduser("~") + value[1:]
+    elif value.startswith("file://"):
+        value = url2pathname(urlsplit(value).path)
+    return os.path.normpath(os.path.join(base, value))
+
+
+def shared_session_dir(workspace: str) -> Path | None:
+    """The folder $PI_CODING_AGENT_SESSION_DIR names, where the pi CLI keeps every project's
+    sessions (over a project's `sessionDir`); None when unset. A relative one is taken from the
+    workspace as named, so a symlink in it that leads out is caught as any other."""
+    value = os.environ.get(SESSION_DIR_VARIABLE)
+    return Path(pi_path(value, os.path.abspath(workspace))) if value else None
+
+
+def own_session_dirs(workspace: str) -> list[Path]:
     """The workspace's `.pi/sessions/`, named as given (the confinement checks compare it with
     the workspace's name), and the pi CLI's folder for its real path: pi's cwd is Node's
     process.cwd(), which never names a symlink."""
     root = os.path.abspath(workspace)
     return [workspace_session_dir(root), cli_session_dir(os.path.realpath(root))]
+
+
+def session_dirs(workspace: str) -> list[Path]:
+    """The workspace's own session folders, and pi's shared folder when one is set."""
+    own = own_session_dirs(workspace)
+    shared = shared_session_dir(workspace)
+    if shared is None or os.path.realpath(shared) in map(os.path.realpath, own):
+        return own
+    return [*own, shared]
+
+
+def shared_only(workspaces: list[Path]) -> set[str]:
+    """The real path of pi's shared folder unless it is also one of the workspaces' own (pi
+    does not filter its default folder, and pi-lsp lists all of `.pi/sessions/`)."""
+    shared = {os.path.realpath(d) for w in workspaces
+              if (d := shared_session_dir(str(w))) is not None}
+    own = {os.path.realpath(d) for w in workspaces for d in own_session_dirs(str(w))}
+    return shared - own
+
+
+def started_in(cwd: str, workspaces: list[Path]) -> Path | None:
+    """The workspace a header's `cwd` names as pi compares them: resolved from pi's cwd there
+    (the workspace's real path) but no symlink followed, equal to that real path."""
+    for workspace in workspaces:
+        real = os.path.realpath(workspace)
+        if cwd and pi_path(cwd, real) == real:
+            return workspace
+    return None
+
+
+def of_workspaces(sessions: list[SessionSummary], workspaces: list[Path]
+                  ) -> list[SessionSummary]:
+    """`sessions` less those in pi's shared folder that another project started: there, as in
+    pi, a session belongs to the workspace its header's cwd names."""
+    shared = shared_only(workspaces)
+    if not shared:
+        return sessions
+    folders = {os.path.dirname(s.path) for s in sessions}  # a few, for hundreds of files
+    filtered = {folder for folder in folders if os.path.realpath(folder) in shared}
+    return [s for s in sessions if os.path.dirname(s.path) not in filtered or
+            started_in(s.cwd, workspaces) is not None]
+
+
+def shared_owner(path: Path, workspaces: list[Path]) -> Path | None:
+    """For a session in pi's shared folder, the workspace its header names; else None."""
+    if os.path.dirname(os.path.realpath(path)) not in shared_only(workspaces):
+        return None
+    try:
+        with open(path, "rb") as file:
+            header = header_decoder.decode(file.readline(MAX_LINE_BYTES))
+    except (OSError, msgspec.DecodeError):
+        return None
+    return started_in(header.cwd, workspaces)
 
 
 class SessionDirError(ValueError):
