@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import codecs
+import errno
 import io
 import os
 import sys
@@ -13,9 +14,12 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from pi_lsp.cli_common import (
+    EXIT_INTERRUPTED,
     EXIT_PROBLEMS,
+    EXIT_READER_GONE,
     EXIT_USAGE,
     CliError,
+    discard_output,
     open_session,
     write_line,
     write_messages,
@@ -49,7 +53,7 @@ class _Version(argparse.Action):
         except PackageNotFoundError:
             found = "(not installed)"
         print(f"pi-lsp {found}")
-        parser.exit(0)
+        parser.exit(flushed(0))
 
 
 def cmd_context(args: argparse.Namespace) -> int:
@@ -305,8 +309,12 @@ def show_lone_surrogates_as_replacement() -> None:
             stream.reconfigure(errors="pi-lsp-surrogates")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    show_lone_surrogates_as_replacement()
+# Write errors that name no file: the output's (a command's own files name theirs).
+OUTPUT_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO}
+
+
+def run_command(argv: Sequence[str] | None) -> int:
+    """Parse `argv` and run its command; an expected failure is one line on stderr."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:  # bare `pi-lsp`: say what it can do
@@ -320,13 +328,50 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UnknownEntryError as error:
         print(f"pi-lsp: {args.file}: {error}", file=sys.stderr)
     except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        raise  # main's to handle, as for one at the last flush
     except msgspec.ValidationError as error:
         print(f"pi-lsp: {error}", file=sys.stderr)
+    except OSError as error:
+        if error.filename is not None or error.errno not in OUTPUT_ERRORS:
+            return internal_error(error)
+        return output_failed(error)
     except Exception as error:  # a bug must still not print a traceback at the user
-        print(f"pi-lsp: internal error ({type(error).__name__}: {error})", file=sys.stderr)
+        return internal_error(error)
     return EXIT_USAGE
+
+
+def internal_error(error: Exception) -> int:
+    print(f"pi-lsp: internal error ({type(error).__name__}: {error})", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def output_failed(error: OSError) -> int:
+    discard_output()
+    print(f"pi-lsp: cannot write the output ({error.strerror})", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def flushed(code: int) -> int:
+    """`code` once the output is flushed here, not at exit (a failure there is exit 120)."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        discard_output()  # the reader stopped early (`| head`); the command's code stands
+    except OSError as error:
+        return output_failed(error)
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    show_lone_surrogates_as_replacement()
+    try:
+        return flushed(run_command(argv))
+    except KeyboardInterrupt:
+        print("pi-lsp: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        discard_output()
+        return EXIT_READER_GONE
 
 
 if __name__ == "__main__":

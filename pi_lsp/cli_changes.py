@@ -161,7 +161,10 @@ def cmd_rewind(args: argparse.Namespace) -> int:
             print(f"{len(found.files)} file(s) in {printable(str(root))} would change",
                   file=sys.stderr)
             return 0
-        result = asyncio.run(restore_files(tree, store, args.to, args.undo))
+        result = asyncio.run(restore_files(
+            tree, store, args.to, args.undo,
+            before_changes=lambda undo_id: note(f"restoring; should it not finish, undo with: "
+                                                f"pi-lsp rewind {args.file} --undo {undo_id}")))
     except (RewindError, SnapshotError) as error:
         raise CliError(str(error)) from None
     for change in result.files:

@@ -15,6 +15,8 @@ from pi_lsp.visible import printable
 
 EXIT_PROBLEMS = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C stopped
+EXIT_READER_GONE = 141  # 128 + SIGPIPE: the reader stopped before the output was all written
 
 
 class CliError(Exception):
@@ -58,3 +60,9 @@ def write_messages(value: object, messages: list[msgspec.Raw]) -> None:
             out.write(b",")
         out.write(b",".join(messages[start:start + MESSAGES_BATCH]))
     out.write(b"]" + tail + b"\n")
+
+
+def discard_output() -> None:
+    """Point stdout at /dev/null (Python's documented way out of a reader gone): what is still
+    buffered goes nowhere, so the flush at exit cannot fail and print a Python error."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

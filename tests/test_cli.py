@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -448,3 +449,43 @@ def test_a_deep_tree_prints_in_a_bounded_width(tmp_path: Path) -> None:
     assert [line.lstrip(" ") for line in lines[-2:]] == [
         f"⟨depth {forks - 1}⟩ ├─ * u{forks - 1} user: prompt {forks - 1}",
         f"⟨depth {forks - 1}⟩ * a{forks - 1} assistant: ok  ← leaf"]
+
+
+# -- the ways a command ends -----------------------------------------------------------------
+
+CONFORMANCE = SAMPLE.parent
+
+
+def shell(script: str) -> subprocess.CompletedProcess[str]:
+    """`script` in bash, with Python's default buffered stdout (not the tests' unbuffered)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+    return subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True,
+                          timeout=PROCESS_CEILING_S)
+
+
+def cli_words(*args: str) -> str:
+    return shlex.join([sys.executable, "-m", "pi_lsp.cli", *args])
+
+
+@pytest.mark.parametrize(("args", "code"), [
+    (["tree", str(CONFORMANCE / "101.jsonl")], 0),  # all of it buffered: it fails at the end
+    (["check", str(CONFORMANCE / "104.jsonl")], 1),  # which keeps the command's own code
+    (["--version"], 0),
+    (["tree", str(CONFORMANCE / "102.jsonl")], 141),  # more than a buffer: cut short midway
+    (["context", str(CONFORMANCE / "101.jsonl"), "--json"], 141),
+])
+def test_a_reader_that_stops_early_ends_the_command_quietly(args: list[str], code: int) -> None:
+    """`pi-lsp tree s.jsonl | head -1`: Python's "Exception ignored ... BrokenPipeError" and
+    exit 120 came at the flush at exit. 141 is 128 + SIGPIPE, what `cat` gives there."""
+    result = shell(f'{cli_words(*args)} | true; echo "rc=${{PIPESTATUS[0]}}"')
+    assert result.stderr == ""
+    assert result.stdout == f"rc={code}\n"
+
+
+@pytest.mark.parametrize("args", [["tree", str(SAMPLE)], ["context", str(SAMPLE), "--json"],
+                                  ["--version"]])
+def test_output_that_cannot_be_written_is_one_line(args: list[str]) -> None:
+    result = shell(f"{cli_words(*args)} > /dev/full")
+    assert result.returncode == 2
+    assert result.stderr == "pi-lsp: cannot write the output (No space left on device)\n"

@@ -9,7 +9,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
+import signal
 import subprocess
+import sys
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,7 +62,7 @@ from tests.test_server import (
     wait_events,
     wait_note,
 )
-from tests.waits import CEILING_S, run_cli
+from tests.waits import CEILING_S, PROCESS_CEILING_S, pid_in, run_cli
 
 FAILED = -32011
 
@@ -848,6 +851,51 @@ async def test_rewind_prints_no_escape_sequence_a_file_holds(rig: Rig, fake: Fak
     done = run_cli("rewind", rig.tree.path, "--to", first)
     assert done.returncode == 0, done.stderr
     assert "\x1b" not in done.stdout and "deleted   evil\\x1b]0;pwned\\x07.txt" in done.stdout
+
+
+# git, but the restore's own `git restore` waits, its pid in MARKER, until it is killed.
+HELD_GIT = """#!/bin/sh
+for arg in "$@"; do
+  if [ "$arg" = restore ]; then echo $$ > "MARKER"; exec sleep 600; fi
+done
+exec GIT "$@"
+"""
+
+
+async def test_a_cli_rewind_stopped_midway_has_said_how_to_undo_it(
+        rig: Rig, fake: FakeAnthropic, tmp_path: Path) -> None:
+    """The undo id was printed at the end only: Ctrl-C midway (a traceback then) left the
+    user's files half restored, their edits recoverable only by digging in the store."""
+    first, _ = await two_turns(rig, fake)
+    held, bin_dir = tmp_path / "held.pid", tmp_path / "bin"
+    bin_dir.mkdir()
+    git_path = shutil.which("git")
+    assert git_path is not None
+    (bin_dir / "git").write_text(HELD_GIT.replace("MARKER", str(held)).replace("GIT", git_path))
+    (bin_dir / "git").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    process = subprocess.Popen([sys.executable, "-m", "pi_lsp.cli", "rewind", rig.tree.path,
+                                "--to", first], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    try:
+        git_pid = await pid_in(held)  # deletes done, writes not yet
+        process.send_signal(signal.SIGINT)
+        os.kill(git_pid, signal.SIGKILL)  # a terminal's Ctrl-C reaches git too
+        _out, err = process.communicate(timeout=PROCESS_CEILING_S)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 130, err
+    said = err.decode().splitlines()
+    assert said[-1] == "pi-lsp: interrupted"
+    assert said[-2].startswith("pi-lsp: note: restoring; should it not finish, undo with: "
+                               f"pi-lsp rewind {rig.tree.path} --undo ")
+    assert not (rig.root / "new" / "deep.txt").exists()  # midway indeed
+    back = run_cli("rewind", rig.tree.path, "--undo", said[-2].split("--undo ")[1])
+    assert back.returncode == 0, back.stderr
+    assert (rig.root / "new" / "deep.txt").read_text() == "deep\n"
+    assert (rig.root / "notes.txt").read_text() == "v2\n"
 
 
 def test_the_command_line_never_takes_a_relative_cwd_as_the_workspace(

@@ -30,7 +30,7 @@ from tests.fake_openai import MODEL as LOCAL_MODEL
 from tests.fake_openai import FakeOpenAI, chat_reply, chunk
 from tests.fake_openai import Reply as OpenAIReply
 from tests.fake_openai import error_reply as openai_error
-from tests.waits import CEILING_S, PROCESS_CEILING_S, run_cli
+from tests.waits import CEILING_S, PROCESS_CEILING_S, run_cli, until_sync
 
 ROOT = Path(__file__).resolve().parent.parent
 SESSION_NAME = re.compile(
@@ -668,3 +668,34 @@ def test_context_request_layer_is_the_request_run_sent(
                    env=env)
     assert rows.returncode == 0, rows.stderr
     assert f"{asked}  user" in rows.stdout and "model: anthropic/claude-sonnet-4-5" in rows.stdout
+
+
+# -- the ways a run ends ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args", [["compact", "--keep-recent-tokens", "1000"],
+                                  ["branch", "--to", "ID", "--summarize"]])
+def test_ctrl_c_while_a_summary_is_awaited_is_one_line(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str], tmp_path: Path,
+        args: list[str]) -> None:
+    from tests.conftest import conformance_files
+
+    session = tmp_path / "s.jsonl"
+    shutil.copyfile(conformance_files()[0], session)
+    before = session.read_bytes()
+    first = entries(session)[1]["id"]  # a branch point well above the leaf
+    fake.script(Reply([message_start()], stall=True))
+    args = [first if arg == "ID" else arg for arg in args]
+    process = subprocess.Popen(command(args[0], str(session), *args[1:]), cwd=workspace,
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        until_sync(fake.message_requests, "the summary to be asked for", PROCESS_CEILING_S)
+        process.send_signal(signal.SIGINT)
+        _stdout, stderr = process.communicate(timeout=PROCESS_CEILING_S)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 130, stderr
+    assert stderr.decode().endswith("pi-lsp: interrupted\n") and b"Traceback" not in stderr
+    assert session.read_bytes() == before

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -302,8 +302,11 @@ async def count_changes(tree: SessionTree, store: SnapshotStore, entry_id: str |
 
 
 async def restore_files(tree: SessionTree | None, store: SnapshotStore, entry_id: str | None,
-                        undo_id: str | None = None, files: FileAccess = DISK) -> RestoreResult:
-    """Make the workspace what it was at `entry_id` (or at `undo_id`); returns how to undo it.
+                        undo_id: str | None = None, files: FileAccess = DISK,
+                        before_changes: Callable[[str], object] = lambda _undo_id: None
+                        ) -> RestoreResult:
+    """Make the workspace what it was at `entry_id` (or at `undo_id`); returns how to undo it,
+    and tells `before_changes` first when there is anything to change.
 
     Only files that differ are written or deleted; ignored files, files too large to snapshot
     and paths under `.git/` or `.pi/` or behind a symlink are never touched. A file open in the
@@ -315,6 +318,8 @@ async def restore_files(tree: SessionTree | None, store: SnapshotStore, entry_id
     target = target_of(tree, entry_id, undo_id)
     found = await changes_to(store, target, files=files)
     texts = await editor_restores(store, target, found)
+    if found.files:  # so the undo id is known however the restore ends (Ctrl-C, a failure)
+        before_changes(found.current.tree)
     # Every delete comes before every write: a write can make a folder a symlink (a snapshot
     # may hold one), and a later delete of a file "in" it would go wherever it leads.
     for change in found.files:
