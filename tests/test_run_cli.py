@@ -673,6 +673,51 @@ def test_context_request_layer_is_the_request_run_sent(
 # -- the ways a run ends ----------------------------------------------------------------------
 
 
+def shell_run(workspace: Path, env: dict[str, str], script: str
+              ) -> subprocess.CompletedProcess[str]:
+    """`script` in bash with `RUN` set to the command, with Python's default buffered stdout."""
+    env = {k: v for k, v in env.items() if k != "PYTHONUNBUFFERED"}
+    return subprocess.run(["bash", "-c", script.replace("RUN", " ".join(command("run")))],
+                          cwd=workspace, env=env, capture_output=True, text=True,
+                          timeout=PROCESS_CEILING_S)
+
+
+def aborted_reply(workspace: Path) -> str:
+    [path] = sessions(workspace)
+    last = entries(path)[-1]
+    assert last["message"]["role"] == "assistant", last
+    assert last["message"]["stopReason"] == "aborted"
+    text: str = last["message"]["content"][0]["text"]
+    return text
+
+
+def test_a_reader_that_stops_early_aborts_the_run_and_keeps_the_reply(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    """`pi-lsp run "..." | head -c 20`: the failed write went up through the run's events,
+    cut the turn short before its reply was saved, and the run exited 0. As a writer whose
+    reader is gone stops (SIGPIPE), the run stops as for Ctrl-C: the reply so far is saved as
+    aborted and a running command killed, since nobody sees what it would go on to do."""
+    fake.script(text_reply("twenty bytes or more, at once ", *[f"piece{n} " for n in range(40)],
+                           delay=0.3))
+    result = shell_run(workspace, env, 'RUN --new go | head -c 20; echo " rc=${PIPESTATUS[0]}"')
+    assert result.stdout == "twenty bytes or more rc=141\n"
+    assert "pi-lsp: aborted: the reply's reader stopped reading; the reply so far is saved\n" \
+        in result.stderr
+    assert "Traceback" not in result.stderr and "Exception ignored" not in result.stderr
+    assert aborted_reply(workspace).startswith("twenty bytes or more, at once ")
+
+
+def test_a_reply_that_cannot_be_written_aborts_the_run(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    fake.script(text_reply(*[f"piece{n} " for n in range(40)], delay=0.3))
+    result = shell_run(workspace, env, "RUN --new go > /dev/full")
+    assert result.returncode == 2, result.stderr
+    assert problem_lines(result.stderr) == [
+        "pi-lsp: aborted: cannot write the reply (No space left on device); the reply so far "
+        "is saved"]
+    assert aborted_reply(workspace).startswith("piece0")
+
+
 @pytest.mark.parametrize("args", [["compact", "--keep-recent-tokens", "1000"],
                                   ["branch", "--to", "ID", "--summarize"]])
 def test_ctrl_c_while_a_summary_is_awaited_is_one_line(

@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -18,6 +19,7 @@ from pi_lsp.agent.events import (
     ToolExecutionEnd,
     ToolExecutionStart,
 )
+from pi_lsp.cli_common import EXIT_READER_GONE, discard_output
 from pi_lsp.context.projection import project_path
 from pi_lsp.harness_factory import make_harness
 from pi_lsp.providers.base import MissingApiKeyError, TextDelta
@@ -103,10 +105,13 @@ def choose_session(options: RunOptions, workspace: Path, settings: Settings, vou
 class TerminalPrinter:
     """Streams reply text to stdout and tool activity to stderr."""
 
-    def __init__(self, out: TextIO, err: TextIO) -> None:
+    def __init__(self, out: TextIO, err: TextIO,
+                 lost: Callable[[OSError], object] = lambda _error: None) -> None:
         self.out, self.err = out, err
         self.at_line_start = True
         self.high_surrogate = ""  # the first half of a character split between two deltas
+        self.lost = lost  # told once when stdout fails
+        self.failed: OSError | None = None  # why stdout failed (its reader gone, a full disk)
 
     def __call__(self, event: AgentEvent) -> None:
         if isinstance(event, MessageUpdate) and isinstance(event.delta, TextDelta):
@@ -141,20 +146,30 @@ class TerminalPrinter:
         # it is shown, and no reply needs them.
         shown = CONTROLS.sub("", text.encode("utf-16", "surrogatepass").decode("utf-16",
                                                                                 "replace"))
-        self.out.write(shown)
-        self.out.flush()
+        self.show(shown)
         if shown:
             self.at_line_start = shown.endswith("\n")
 
     def end_line(self) -> None:
         if self.high_surrogate:
             self.high_surrogate = ""
-            self.out.write("\ufffd")
+            self.show("\ufffd")
             self.at_line_start = False
         if not self.at_line_start:
-            self.out.write("\n")
-            self.out.flush()
+            self.show("\n")
             self.at_line_start = True
+
+    def show(self, text: str) -> None:
+        """`text` on stdout now; once stdout fails, nothing more (an error raised here would
+        go through the run's events and cut the turn short before its reply is saved)."""
+        if self.failed is not None:
+            return
+        try:
+            self.out.write(text)
+            self.out.flush()
+        except OSError as error:
+            self.failed = error
+            self.lost(error)
 
 
 async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, vouched: bool
@@ -185,8 +200,6 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
             harness.set_thinking_level(options.thinking)
     elif "thinking_level_change" not in (record.env.type for record in path):
         harness.note_thinking_level()  # as pi 1.6 does for a session whose branch has none
-    printer = TerminalPrinter(sys.stdout, sys.stderr)
-    harness.subscribe(printer)
     loop = asyncio.get_running_loop()
     stopped_by: signal.Signals | None = None
 
@@ -194,6 +207,14 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
         nonlocal stopped_by
         stopped_by = by
         harness.abort()  # the run saves what it has as aborted and kills a running command
+
+    def output_lost(_error: OSError) -> None:
+        # As a writer whose reader is gone stops (SIGPIPE): nobody sees the reply or tools.
+        discard_output()
+        harness.abort()
+
+    printer = TerminalPrinter(sys.stdout, sys.stderr, output_lost)
+    harness.subscribe(printer)
 
     for stop in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(stop, interrupt, stop)
@@ -206,6 +227,8 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
     written = "" if tree.on_disk else " (not written: pi writes a session at its first prompt)"
     print(f"session: {tree.path}{written}", file=sys.stderr)
     last = next((m for m in reversed(produced) if isinstance(m, AssistantMessage)), None)
+    if printer.failed is not None:
+        return output_failed(printer.failed)
     if stopped_by is not None:
         print("pi-lsp: aborted", file=sys.stderr)
         return EXIT_TERMINATED if stopped_by == signal.SIGTERM else EXIT_INTERRUPTED
@@ -214,6 +237,17 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
               file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
+
+
+def output_failed(error: OSError) -> int:
+    """Say why the run stopped when stdout failed; the exit code for it."""
+    if isinstance(error, BrokenPipeError):
+        print("pi-lsp: aborted: the reply's reader stopped reading; the reply so far is saved",
+              file=sys.stderr)
+        return EXIT_READER_GONE
+    print(f"pi-lsp: aborted: cannot write the reply ({error.strerror}); the reply so far is "
+          "saved", file=sys.stderr)
+    return EXIT_USAGE
 
 
 def main_run(options: RunOptions) -> int:
