@@ -489,3 +489,22 @@ def test_output_that_cannot_be_written_is_one_line(args: list[str]) -> None:
     result = shell(f"{cli_words(*args)} > /dev/full")
     assert result.returncode == 2
     assert result.stderr == "pi-lsp: cannot write the output (No space left on device)\n"
+
+
+@pytest.mark.parametrize("command", ["context", "tree", "check", "fork", "compact"])
+def test_a_fifo_is_refused_at_once(tmp_path: Path, command: str) -> None:
+    """Opening a FIFO waits for a writer: every command hung on one."""
+    fifo = tmp_path / "f.jsonl"
+    os.mkfifo(fifo)
+    result = run_cli(command, str(fifo))
+    assert result.returncode == 2
+    assert result.stderr == f"pi-lsp: {fifo}: not a pi session file (it is a FIFO, not a " \
+        "regular file)\n"
+
+
+def test_sessions_skips_a_fifo_in_the_sessions_folder(tmp_path: Path) -> None:
+    tree = written_session(tmp_path)
+    os.mkfifo(Path(tree.path).with_name("f.jsonl"))
+    result = run_cli("sessions", str(tmp_path), "--json")
+    assert result.returncode == 0, result.stderr
+    assert [s["path"] for s in json.loads(result.stdout)["sessions"]] == [tree.path]

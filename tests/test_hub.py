@@ -297,3 +297,21 @@ def test_a_session_gone_between_the_look_and_the_read_is_no_session(
     monkeypatch.setattr(SessionTree, "open", gone)
     with pytest.raises(UnknownSessionError, match="no session at"):
         SessionHub([tmp_path], Config()).sync(path)
+
+
+async def test_a_fifo_in_a_sessions_folder_never_blocks_the_server(tmp_path: Path, path: Path
+                                                                   ) -> None:
+    """Opening a FIFO for reading waits for a writer: listing, opening and following the
+    sessions folder must refuse one at once (each step hung before)."""
+    hub = SessionHub([tmp_path], Config())
+    fifo = path.with_name("pipe.jsonl")
+    os.mkfifo(fifo)
+    assert [s.path for s in hub.list_sessions()] == [str(path)]
+    with pytest.raises(UnknownSessionError):
+        hub.sync(fifo)
+    hub.sync(path)
+    path.unlink()
+    os.mkfifo(path)  # the open session's file replaced by a FIFO
+    with pytest.raises(NotASessionFileError, match="a FIFO, not a regular file"):
+        hub.sync(path)
+    assert not hub.open

@@ -7,9 +7,10 @@ import codecs
 import operator
 import os
 import re
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import IO, NamedTuple
 
 import msgspec
 
@@ -26,6 +27,10 @@ UTF8_CHUNK = 16 << 10  # small pieces keep the check's scratch strings in cache
 
 class NotASessionError(Exception):
     """The file exists but holds no pi session header."""
+
+
+class NotARegularFileError(NotASessionError):
+    """The path is a FIFO, a device or a socket: reading it could wait forever, or never end."""
 
 
 class Problem(msgspec.Struct, omit_defaults=True, rename="camel"):
@@ -285,11 +290,9 @@ def read_file(path: str, take: Take | None = None) -> Snapshot:
     With `take`, each batch of records is handed over as it is read and not kept (the
     snapshot's records stay empty), so a file of any size is read in bounded memory.
     """
-    if os.path.isdir(path):
-        raise IsADirectoryError(f"{path} is a directory")
     batch = LineBatch()
     lines = LineSplitter()
-    with open(path, "rb") as handle:
+    with open_regular(path) as handle:
         inode = os.fstat(handle.fileno()).st_ino
         prefix = b""
         size = 0
@@ -343,6 +346,24 @@ def read_file(path: str, take: Take | None = None) -> Snapshot:
         unterminated=unterminated,
         dropping=lines.dropping,
     )
+
+
+def open_regular(path: str) -> IO[bytes]:
+    """`path` opened for reading; IsADirectoryError or NotARegularFileError unless it is a
+    regular file. O_NONBLOCK: a FIFO is refused at once, not waited on for a writer."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISREG(mode):
+        return os.fdopen(fd, "rb")
+    os.close(fd)
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(f"{path} is a directory")
+    kind = _KINDS.get(stat.S_IFMT(mode), "special file")
+    raise NotARegularFileError(f"it is a {kind}, not a regular file")
+
+
+_KINDS = {stat.S_IFIFO: "FIFO", stat.S_IFSOCK: "socket", stat.S_IFCHR: "device",
+          stat.S_IFBLK: "device"}
 
 
 def _parse_run(run: Run, batch: LineBatch) -> None:

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pi_lsp.session.journal import SUFFIX_CHECK, LineBatch, LineSplitter, Problem, Snapshot
 
 MAX_TAIL_READ = 64 << 20
+# O_NONBLOCK: a FIFO put at the path opens at once (and is then a replacement), never waits.
+READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 @dataclass(slots=True)
@@ -52,7 +54,7 @@ class Tail:
         """Whether the file at the path is no longer the one read (gone, another inode, cut
         short, or rewritten: its first or last known bytes differ)."""
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            fd = os.open(self.path, READ_FLAGS)
         except FileNotFoundError:
             return True
         try:
@@ -79,7 +81,7 @@ class Tail:
     def poll(self) -> TailResult:
         """Complete new lines, or `reset=True` when the file must be read again from the start."""
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            fd = os.open(self.path, READ_FLAGS)
         except FileNotFoundError:
             return TailResult([], 0, True, gone=True)
         try:
