@@ -56,6 +56,15 @@ class _Version(argparse.Action):
         parser.exit(flushed(0))
 
 
+def host_port(text: str) -> str:
+    """`--tcp`'s HOST:PORT (HOST may be empty: 127.0.0.1), checked before anything starts."""
+    _host, colon, port = text.rpartition(":")
+    if not colon or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT with a port from 1 to "
+                                         "65535")
+    return text
+
+
 def cmd_context(args: argparse.Namespace) -> int:
     from pi_lsp.context.build import build_session_context
 
@@ -196,7 +205,14 @@ def changing(name: str) -> Callable[[argparse.Namespace], int]:
 def cmd_serve(args: argparse.Namespace) -> int:
     from pi_lsp.server.server import serve
 
-    serve(args.tcp)
+    try:
+        serve(args.tcp)
+    except OSError as error:
+        if not args.tcp:
+            raise
+        # Only the listening socket's making raises (a bind, a lookup): each connection's
+        # errors stay in its own task.
+        raise CliError(f"--tcp {args.tcp}: cannot listen ({error.strerror or error})") from None
     return 0
 
 
@@ -276,7 +292,8 @@ def build_parser() -> argparse.ArgumentParser:
     rewind.set_defaults(run=changing("cmd_rewind"))
 
     serve = commands.add_parser("serve", help="the language server (stdio)")
-    serve.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead (debugging)")
+    serve.add_argument("--tcp", metavar="HOST:PORT", type=host_port,
+                       help="listen on TCP instead (debugging)")
     serve.add_argument("--stdio", action="store_true",
                        help="stdio, the default (accepted because clients pass it)")
     serve.set_defaults(run=cmd_serve)

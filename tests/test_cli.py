@@ -7,6 +7,7 @@ import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -508,3 +509,23 @@ def test_sessions_skips_a_fifo_in_the_sessions_folder(tmp_path: Path) -> None:
     result = run_cli("sessions", str(tmp_path), "--json")
     assert result.returncode == 0, result.stderr
     assert [s["path"] for s in json.loads(result.stdout)["sessions"]] == [tree.path]
+
+
+@pytest.mark.parametrize("address", ["nonsense", "127.0.0.1:99999", "127.0.0.1:0", "host:",
+                                     "127.0.0.1:\uff18\uff10"])  # fullwidth 80: int() takes it
+def test_serve_checks_its_tcp_address_first(address: str) -> None:
+    result = run_cli("serve", "--tcp", address)
+    assert result.returncode == 2
+    assert result.stderr == f"pi-lsp: argument --tcp: {address!r} is not HOST:PORT with a " \
+        "port from 1 to 65535\n"
+
+
+def test_serve_says_when_it_cannot_listen() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_cli("serve", "--tcp", f"127.0.0.1:{port}")
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"pi-lsp: --tcp 127.0.0.1:{port}: cannot listen (")
+    assert "address already in use" in result.stderr and result.stderr.count("\n") == 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -896,6 +897,19 @@ async def test_a_cli_rewind_stopped_midway_has_said_how_to_undo_it(
     assert back.returncode == 0, back.stderr
     assert (rig.root / "new" / "deep.txt").read_text() == "deep\n"
     assert (rig.root / "notes.txt").read_text() == "v2\n"
+
+
+async def test_a_cli_rewind_with_no_place_for_its_store_says_so(
+        rig: Rig, fake: FakeAnthropic, tmp_path: Path) -> None:
+    first, _ = await two_turns(rig, fake)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    result = run_cli("rewind", rig.tree.path, "--to", first,
+                     env={**os.environ, "XDG_STATE_HOME": str(blocker)})
+    assert result.returncode == 2
+    assert re.fullmatch(f"pi-lsp: cannot create the snapshot store {blocker}/pi-lsp/snapshots/"
+                        r"\S+ \(Not a directory\); it is kept under \$XDG_STATE_HOME, else "
+                        r"~/.local/state\n", result.stderr), result.stderr
 
 
 def test_the_command_line_never_takes_a_relative_cwd_as_the_workspace(

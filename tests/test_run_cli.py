@@ -718,6 +718,38 @@ def test_a_reply_that_cannot_be_written_aborts_the_run(
     assert aborted_reply(workspace).startswith("piece0")
 
 
+def bad_session(kind: str, path: Path) -> str:
+    """A --session FILE that is not a session to continue, and the one line that says so."""
+    if kind == "not a session":
+        path.write_text('{"hello": "world"}\n')
+        return f"pi-lsp: {path}: not a pi session file (it has no session header)"
+    if kind == "FIFO":
+        os.mkfifo(path)
+        return f"pi-lsp: {path}: not a pi session file (it is a FIFO, not a regular file)"
+    if kind == "unreadable":
+        path.write_text("")
+        path.chmod(0)
+        return f"pi-lsp: {path}: cannot read (Permission denied)"
+    path.symlink_to(path.with_name("gone.jsonl"))
+    return f"pi-lsp: {path}: a symlink to nothing; name the session file itself"
+
+
+@pytest.mark.parametrize("kind", ["not a session", "FIFO", "unreadable", "dangling symlink"])
+def test_a_session_file_that_cannot_be_continued_is_named(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str], kind: str) -> None:
+    """Each was an "internal error", or a hang (a FIFO), or for a dangling symlink "another
+    process created this file first"."""
+    if kind == "unreadable" and os.geteuid() == 0:
+        pytest.skip("root reads any file")
+    path = workspace / "s.jsonl"
+    said = bad_session(kind, path)
+    fake.script(text_reply("never"))
+    result = pi_run(workspace, env, "--session", str(path), "hi")
+    assert result.returncode == 2
+    assert result.stderr == said + "\n"
+    assert fake.message_requests() == [] and sessions(workspace) == []
+
+
 @pytest.mark.parametrize("args", [["compact", "--keep-recent-tokens", "1000"],
                                   ["branch", "--to", "ID", "--summarize"]])
 def test_ctrl_c_while_a_summary_is_awaited_is_one_line(

@@ -19,7 +19,7 @@ from pi_lsp.agent.events import (
     ToolExecutionEnd,
     ToolExecutionStart,
 )
-from pi_lsp.cli_common import EXIT_READER_GONE, discard_output
+from pi_lsp.cli_common import EXIT_READER_GONE, discard_output, open_session
 from pi_lsp.context.projection import project_path
 from pi_lsp.harness_factory import make_harness
 from pi_lsp.providers.base import MissingApiKeyError, TextDelta
@@ -87,9 +87,9 @@ def choose_session(options: RunOptions, workspace: Path, settings: Settings, vou
     trusted gets a new one: its sessions may have come with it, and a run's tools do not ask."""
     if options.session:
         path = Path(options.session)
-        if path.is_dir():
-            raise RunError(f"{path}: is a directory, not a session file")
-        return SessionTree.open(str(path)) if path.exists() else \
+        if path.is_symlink() and not path.exists():  # a session is never made through one
+            raise RunError(f"{path}: a symlink to nothing; name the session file itself")
+        return open_session(str(path)) if path.exists() else \
             new_session(options, workspace, settings, path)
     if not options.new:
         existing = list_sessions(followed([workspace_session_dir(str(workspace))], workspace))

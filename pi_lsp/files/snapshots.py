@@ -134,6 +134,14 @@ class SnapshotStore:
     async def _ensure(self) -> None:
         if self.exists():
             return
+        try:
+            await self._create()
+        except OSError as error:  # XDG_STATE_HOME a file, say: name the folder, not a bug
+            raise SnapshotError(f"cannot create the snapshot store {self.git_dir} "
+                                f"({error.strerror}); it is kept under $XDG_STATE_HOME, else "
+                                "~/.local/state") from None
+
+    async def _create(self) -> None:
         self.git_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         await self._run("init", "--quiet", "--bare", "--template=", str(self.git_dir),
                         store=False)
