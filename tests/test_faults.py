@@ -887,6 +887,20 @@ def test_a_failed_append_is_one_line_from_the_command_line(
     assert path.read_bytes() == before
 
 
+@pytest.mark.parametrize("error", [errno.ENOSPC, None])
+def test_a_failed_repair_leaves_no_empty_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        error: int | None) -> None:
+    """`check --repair OUT` made OUT, then left it empty when the write failed (`fork` and a
+    new session already remove theirs)."""
+    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
+    out = tmp_path / "repaired.jsonl"
+    failing_write(monkeypatch, error)
+    assert main(["check", str(path), "--repair", str(out)]) == 2
+    assert capsys.readouterr().err.startswith(f"pi-lsp: could not write to {out}")
+    assert not out.exists()
+
+
 # -- 6. session names ------------------------------------------------------------------------
 
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
+
 import msgspec
 
-from pi_lsp.session.appender import append_lines
+from pi_lsp.session.appender import WriteFailedError, append_lines
 from pi_lsp.session.entries import (
     AssistantMessage,
     CompactionEntry,
@@ -69,8 +73,15 @@ LINE_REPAIRS = {"blank", "malformed", "not-object", "invalid-entry", "extra-head
 def repaired_copy(tree: SessionTree, target: str) -> list[Problem]:
     """Write the session to a new file `target` with its line-level problems repaired (damaged
     lines dropped, bad text read as U+FFFD); returns the problems that were repaired."""
-    append_lines(target, [tree.header_raw, *(record.raw for record in tree.records)],
-                 create=True, exclusive=True)
+    try:
+        append_lines(target, [tree.header_raw, *(record.raw for record in tree.records)],
+                     create=True, exclusive=True)
+    except WriteFailedError as error:
+        if error.errno != errno.EEXIST:  # then the file is ours: leave no empty one behind
+            with contextlib.suppress(OSError):
+                if os.stat(target).st_size == 0:
+                    os.unlink(target)
+        raise
     return [p for p in tree.problems if p.kind in LINE_REPAIRS]
 
 
