@@ -56,6 +56,14 @@ class _Version(argparse.Action):
         parser.exit(flushed(0))
 
 
+def given(text: str) -> str:
+    """An option's value, refused when empty: leaving the option out is how to get its
+    default, so an empty one (an unset shell variable) must not quietly stand for it."""
+    if not text:
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
 def host_port(text: str) -> str:
     """`--tcp`'s HOST:PORT (HOST may be empty: 127.0.0.1), checked before anything starts."""
     _host, colon, port = text.rpartition(":")
@@ -232,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     context = commands.add_parser("context", help="the context the model receives at a leaf")
     context.add_argument("file")
-    context.add_argument("--leaf", action="append", metavar="ID",
+    context.add_argument("--leaf", action="append", metavar="ID", type=given,
                          help="entry id (repeatable; default: the current leaf)")
     context.add_argument("--layer", choices=("agent", "llm", "request"), default="agent",
                          help="request: what `pi-lsp run` would send the provider (--json: "
@@ -248,7 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = commands.add_parser("check", help="an integrity report (exit 1 on problems)")
     check.add_argument("file")
-    check.add_argument("--repair", metavar="OUT",
+    check.add_argument("--repair", metavar="OUT", type=given,
                        help="write a copy with damaged lines dropped and bad text repaired")
     check.set_defaults(run=cmd_check)
 
@@ -259,12 +267,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     fork = commands.add_parser("fork", help="copy one path into a new session file")
     fork.add_argument("file")
-    fork.add_argument("--leaf", metavar="ID")
+    fork.add_argument("--leaf", metavar="ID", type=given)
     fork.set_defaults(run=cmd_fork)
 
     compact_cmd = commands.add_parser("compact", help="summarize the older part of a branch")
     compact_cmd.add_argument("file")
-    compact_cmd.add_argument("--leaf", metavar="ID")
+    compact_cmd.add_argument("--leaf", metavar="ID", type=given)
     compact_cmd.add_argument("--keep-recent-tokens", type=int, metavar="N")
     compact_cmd.add_argument("--instructions", metavar="TEXT")
     compact_cmd.add_argument("--plan", action="store_true", help="print the plan; call no model")
@@ -274,7 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     branch_cmd = commands.add_parser("branch", help="move the leaf to an entry (durably)")
     branch_cmd.add_argument("file")
-    branch_cmd.add_argument("--to", required=True, metavar="ID")
+    branch_cmd.add_argument("--to", required=True, metavar="ID", type=given)
     branch_cmd.add_argument("--summarize", action="store_true",
                             help="summarize the branch being left under the new position")
     branch_cmd.add_argument("--instructions", metavar="TEXT")
@@ -285,8 +293,9 @@ def build_parser() -> argparse.ArgumentParser:
     rewind = commands.add_parser("rewind", help="restore the workspace's files to an entry")
     rewind.add_argument("file")
     target = rewind.add_mutually_exclusive_group(required=True)
-    target.add_argument("--to", metavar="ID", help="the entry whose files to restore")
-    target.add_argument("--undo", metavar="SNAPSHOT", help="undo a restore (the id it printed)")
+    target.add_argument("--to", metavar="ID", type=given, help="the entry whose files to restore")
+    target.add_argument("--undo", metavar="SNAPSHOT", type=given,
+                        help="undo a restore (the id it printed)")
     rewind.add_argument("--dry-run", action="store_true", help="print the diff; change nothing")
     add_trust_options(rewind)
     rewind.set_defaults(run=changing("cmd_rewind"))
@@ -300,9 +309,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run one prompt to completion in this workspace")
     run.add_argument("prompt")
-    run.add_argument("--session", metavar="FILE")
+    run.add_argument("--session", metavar="FILE", type=given)
     run.add_argument("--new", action="store_true", help="start a new session")
-    run.add_argument("--model", metavar="PROVIDER/ID")
+    run.add_argument("--model", metavar="PROVIDER/ID", type=given)
     run.add_argument("--thinking", metavar="LEVEL",
                      choices=THINKING_LEVELS)
     add_trust_options(run)
