@@ -512,21 +512,22 @@ def test_sessions_skips_a_fifo_in_the_sessions_folder(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("args", [
-    ["fork", str(SAMPLE), "--leaf", ""], ["compact", str(SAMPLE), "--leaf", "", "--plan"],
-    ["context", str(SAMPLE), "--leaf", ""], ["check", str(SAMPLE), "--repair", ""],
-    ["branch", str(SAMPLE), "--to", ""], ["rewind", str(SAMPLE), "--undo", ""],
+    ["fork", "S", "--leaf", ""], ["compact", "S", "--leaf", "", "--plan"],
+    ["context", "S", "--leaf", ""], ["check", "S", "--repair", ""],
+    ["branch", "S", "--to", ""], ["rewind", "S", "--undo", ""],
     ["run", "--session", "", "hi"], ["run", "--model", "", "hi"]])
 def test_an_empty_option_value_is_refused_not_taken_as_absent(
         tmp_path: Path, args: list[str]) -> None:
     """An unset shell variable (`--leaf "$LEAF"`) must not quietly mean the default: fork and
     compact used the current leaf, check skipped the repair."""
-    before = sorted(SAMPLE.parent.iterdir())
-    result = run_cli(*args, cwd=tmp_path)
+    session = tmp_path / "s.jsonl"  # a copy: a fork made by mistake lands beside it
+    shutil.copyfile(SAMPLE, session)
+    result = run_cli(*[str(session) if arg == "S" else arg for arg in args], cwd=tmp_path)
     assert result.returncode == 2
     option = next(arg for arg in args if arg.startswith("--"))
     assert result.stderr == f"pi-lsp: argument {option}: must not be empty\n"
     assert result.stdout == ""
-    assert sorted(SAMPLE.parent.iterdir()) == before and not list(tmp_path.iterdir())
+    assert list(tmp_path.iterdir()) == [session]
 
 
 @pytest.mark.parametrize("address", ["nonsense", "127.0.0.1:99999", "127.0.0.1:0", "host:",
