@@ -380,7 +380,8 @@ def output_failed(error: OSError) -> int:
 def flushed(code: int) -> int:
     """`code` once the output is flushed here, not at exit (a failure there is exit 120)."""
     try:
-        sys.stdout.flush()
+        if not sys.stdout.closed:  # `serve` closes it as the editor's stream ends
+            sys.stdout.flush()
     except BrokenPipeError:
         discard_output()  # the reader stopped early (`| head`); the command's code stands
     except OSError as error:
