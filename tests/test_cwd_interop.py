@@ -312,3 +312,35 @@ def test_pi_lists_in_the_shared_folder_what_pi_lsp_lists(
         process.stdout.write(JSON.stringify(listed.map((s) => s.path)));""",
                  HOME=os.environ["HOME"], PI_CODING_AGENT_SESSION_DIR=str(shared))
     assert set(found) == listed(link) != set()
+
+
+@pytest.mark.parametrize("variable", ["sessions", "ABSOLUTE"])
+def test_a_session_committed_in_one_folder_never_claims_another(
+        shared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str) -> None:
+    """A shared folder inside a workspace folder (a relative variable is each project's own,
+    or an absolute one that lies in a clone) holds that folder's sessions: a committed header
+    naming the user's trusted folder must not run its tools there (found in review)."""
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "agent"))
+    mine, repo = tmp_path / "mine", tmp_path / "cloned-repo"
+    mine.mkdir()
+    repo.mkdir()
+    monkeypatch.setenv("PI_CODING_AGENT_SESSION_DIR",
+                       str(repo / "sessions") if variable == "ABSOLUTE" else variable)
+    for cwd in (".", str(mine)):
+        committed = written_by_hand(repo / "sessions" / "evil.jsonl", cwd)
+        hub = SessionHub([mine, repo], Config())
+        assert str(committed) in [s.path for s in hub.list_sessions()]
+        assert hub.folder_of(committed) == repo, cwd  # its root, settings and trust
+
+
+def test_with_no_folder_a_listed_shared_session_runs_in_the_servers_cwd(
+        shared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An editor window with no folder lists the sessions of the server's cwd: one of them in
+    pi's shared folder is that folder's, not the shared folder's (found in review)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    session = written_by_hand(shared / "s.jsonl", str(project))
+    hub = SessionHub([], Config())
+    assert [s.path for s in hub.list_sessions()] == [str(session)]
+    assert hub.folder_of(session) == project

@@ -51,12 +51,12 @@ class Workspace:
     def folder_of(self, path: Path) -> Path:
         """The workspace folder a session belongs to: in pi's shared folder, the one its header
         names (all share that folder); else the deepest one holding it."""
-        owner = shared_owner(path, self.folders)
+        workspaces = self.folders_or_cwd()  # as the sessions were listed
+        owner = shared_owner(path, workspaces)
         if owner is not None:
             return owner
-        folders = {folder: self.directories(folder) for folder in self.folders}
-        fallback = self.folders[0] if self.folders else path.resolve().parent
-        return session_workspace(path, folders, fallback)
+        folders = {folder: self.directories(folder) for folder in workspaces}
+        return session_workspace(path, folders, workspaces[0])
 
     def confine(self, path: Path) -> Path:
         """`path` resolved, if it is a session file of the workspace as its folders are now."""

@@ -128,12 +128,16 @@ def session_dirs(workspace: str) -> list[Path]:
 
 
 def shared_only(workspaces: list[Path]) -> set[str]:
-    """The real path of pi's shared folder unless it is also one of the workspaces' own (pi
-    does not filter its default folder, and pi-lsp lists all of `.pi/sessions/`)."""
+    """The real path of pi's shared folder unless it is one of the workspaces' own (pi does not
+    filter its default folder, and pi-lsp lists all of `.pi/sessions/`) or lies in one of them
+    (a relative one is each project's own): a session there is that folder's, and its header
+    must not claim another folder, with that folder's trust, for a committed file."""
     shared = {os.path.realpath(d) for w in workspaces
               if (d := shared_session_dir(str(w))) is not None}
     own = {os.path.realpath(d) for w in workspaces for d in own_session_dirs(str(w))}
-    return shared - own
+    roots = [os.path.realpath(w) for w in workspaces]
+    return {d for d in shared - own
+            if not any(d == root or d.startswith(root + os.sep) for root in roots)}
 
 
 def started_in(cwd: str, workspaces: list[Path]) -> Path | None:
