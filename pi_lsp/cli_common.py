@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TextIO
 
 import msgspec
 
@@ -62,7 +63,8 @@ def write_messages(value: object, messages: list[msgspec.Raw]) -> None:
     out.write(b"]" + tail + b"\n")
 
 
-def discard_output() -> None:
-    """Point stdout at /dev/null (Python's documented way out of a reader gone): what is still
-    buffered goes nowhere, so the flush at exit cannot fail and print a Python error."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+def discard_output(stream: TextIO | None = None) -> None:
+    """Point stdout (or `stream`) at /dev/null (Python's documented way out of a reader gone):
+    what is still buffered goes nowhere, so the flush at exit cannot fail and print a Python
+    error."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), (stream or sys.stdout).fileno())

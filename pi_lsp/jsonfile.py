@@ -60,7 +60,9 @@ def write_atomically(path: Path, data: bytes) -> None:
                 if stat.S_ISREG(current):
                     os.fchmod(file.fileno(), stat.S_IMODE(current))
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as error:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
+        if isinstance(error, OSError) and error.filename is None:  # a write's says no file
+            raise OSError(error.errno, error.strerror, str(path)) from None
         raise

@@ -707,6 +707,23 @@ def test_a_reader_that_stops_early_aborts_the_run_and_keeps_the_reply(
     assert aborted_reply(workspace).startswith("twenty bytes or more, at once ")
 
 
+def test_a_reader_of_the_tool_lines_that_stops_early_keeps_the_turn(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    """`pi-lsp run "..." 2>&1 >/dev/null | head -n 1`: the next tool line's failed write went up
+    through the run's events, the tool's result was never saved, and Python's failed flush of
+    stderr made the exit 120 (found in review). It stops as for stdout's reader."""
+    # The command finishes once the reader has closed its end, so the next line meets it.
+    command = "until [ -e reader-gone ]; do sleep 0.05; done; echo hi > made.txt"
+    fake.script(tool_reply([("toolu_1", "bash", {"command": command})], text="Running."),
+                text_reply("All done."))
+    result = shell_run(workspace, env, "RUN --new go 2>&1 >/dev/null | "
+                       '(head -n 1; exec 0<&-; touch reader-gone); echo "rc=${PIPESTATUS[0]}"')
+    assert result.stdout.startswith("→ bash ") and result.stdout.endswith("\nrc=141\n")
+    assert (workspace / "made.txt").exists()
+    [path] = sessions(workspace)
+    assert "toolResult" in kinds(path)  # the turn is saved up to where it stopped
+
+
 def test_a_reply_that_cannot_be_written_aborts_the_run(
         fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
     fake.script(text_reply(*[f"piece{n} " for n in range(40)], delay=0.3))

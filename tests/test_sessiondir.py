@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pi_lsp import jsonfile
 from pi_lsp.session.catalog import start_session
 from pi_lsp.session.entries import UserMessage
 from pi_lsp.session.sessiondir import link_session_dir
@@ -114,3 +116,18 @@ def test_a_malformed_file_is_left_untouched(tmp_path: Path, text: str, problem: 
     [record] = caplog.records
     assert str(path) in record.getMessage() and problem in record.getMessage()
     assert "left as it is" in record.getMessage()
+
+
+def test_a_failed_settings_write_names_the_file(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk names no file; the error must (the CLI took one without a file name for its
+    own output failing: 'cannot write the output', found in review). Nothing is left behind."""
+    def full(*_args: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(jsonfile.os, "replace", full)
+    with pytest.raises(OSError) as raised:
+        link_session_dir(tmp_path)
+    assert raised.value.errno == errno.ENOSPC
+    assert raised.value.filename == str(tmp_path / ".pi" / "settings.json")
+    assert list((tmp_path / ".pi").iterdir()) == []

@@ -106,35 +106,33 @@ class TerminalPrinter:
     """Streams reply text to stdout and tool activity to stderr."""
 
     def __init__(self, out: TextIO, err: TextIO,
-                 lost: Callable[[OSError], object] = lambda _error: None) -> None:
+                 lost: Callable[[OSError, TextIO], object] = lambda _error, _stream: None
+                 ) -> None:
         self.out, self.err = out, err
         self.at_line_start = True
         self.high_surrogate = ""  # the first half of a character split between two deltas
-        self.lost = lost  # told once when stdout fails
-        self.failed: OSError | None = None  # why stdout failed (its reader gone, a full disk)
+        self.lost = lost  # told once when stdout or stderr fails, and which
+        self.failed: OSError | None = None  # why it failed (its reader gone, a full disk)
 
     def __call__(self, event: AgentEvent) -> None:
         if isinstance(event, MessageUpdate) and isinstance(event.delta, TextDelta):
             self.write_text(event.delta.delta)
         elif isinstance(event, AutoRetryStart):
             self.end_line()
-            self.err.write(f"  ↻ {printable(event.error_message)}; retrying in "
-                           f"{event.delay_ms / 1000:g}s "
-                           f"({event.attempt}/{event.max_attempts})\n")
-            self.err.flush()
+            self.note(f"  ↻ {printable(event.error_message)}; retrying in "
+                      f"{event.delay_ms / 1000:g}s ({event.attempt}/{event.max_attempts})\n")
         elif isinstance(event, ToolExecutionStart):
             self.end_line()
             target = event.args.get("path") or event.args.get("command") or ""
             # The model's arguments, as they are: a control character shows as its escape.
-            self.err.write(f"→ {printable(event.tool_name)} {printable(str(target)[:80])}\n")
+            self.note(f"→ {printable(event.tool_name)} {printable(str(target)[:80])}\n")
         elif isinstance(event, ToolExecutionEnd):
             first = next((b.text for b in event.result.content if isinstance(b, TextContent)), "")
             if event.is_error:
                 last_line = first.strip().splitlines()[-1][:100] if first.strip() else ""
-                self.err.write(f"  ✗ {printable(event.tool_name)}: {printable(last_line)}\n")
+                self.note(f"  ✗ {printable(event.tool_name)}: {printable(last_line)}\n")
             else:
-                self.err.write(f"  ✓ {printable(event.tool_name)}\n")
-            self.err.flush()
+                self.note(f"  ✓ {printable(event.tool_name)}\n")
 
     def write_text(self, text: str) -> None:
         """Reply text as it streams, without control characters (tab and newline aside); a
@@ -160,16 +158,24 @@ class TerminalPrinter:
             self.at_line_start = True
 
     def show(self, text: str) -> None:
-        """`text` on stdout now; once stdout fails, nothing more (an error raised here would
-        go through the run's events and cut the turn short before its reply is saved)."""
+        """Reply text on stdout now."""
+        self._write(self.out, text)
+
+    def note(self, text: str) -> None:
+        """Tool activity on stderr now."""
+        self._write(self.err, text)
+
+    def _write(self, stream: TextIO, text: str) -> None:
+        """Once either stream fails, nothing more: an error raised here would go through the
+        run's events and cut the turn short before its reply is saved."""
         if self.failed is not None:
             return
         try:
-            self.out.write(text)
-            self.out.flush()
+            stream.write(text)
+            stream.flush()
         except OSError as error:
             self.failed = error
-            self.lost(error)
+            self.lost(error, stream)
 
 
 async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, vouched: bool
@@ -208,9 +214,9 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
         stopped_by = by
         harness.abort()  # the run saves what it has as aborted and kills a running command
 
-    def output_lost(_error: OSError) -> None:
+    def output_lost(_error: OSError, stream: TextIO) -> None:
         # As a writer whose reader is gone stops (SIGPIPE): nobody sees the reply or tools.
-        discard_output()
+        discard_output(stream)
         harness.abort()
 
     printer = TerminalPrinter(sys.stdout, sys.stderr, output_lost)
