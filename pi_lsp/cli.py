@@ -358,9 +358,12 @@ def run_command(argv: Sequence[str] | None) -> int:
     except msgspec.ValidationError as error:
         print(f"pi-lsp: {error}", file=sys.stderr)
     except OSError as error:
-        if error.filename is not None or error.errno not in OUTPUT_ERRORS:
+        if error.filename is not None:  # one of the command's own files: say which
+            print(f"pi-lsp: {printable(str(error.filename))}: {error.strerror}", file=sys.stderr)
+        elif error.errno in OUTPUT_ERRORS:
+            return output_failed(error)
+        else:
             return internal_error(error)
-        return output_failed(error)
     except Exception as error:  # a bug must still not print a traceback at the user
         return internal_error(error)
     return EXIT_USAGE
@@ -396,8 +399,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("pi-lsp: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except BrokenPipeError:
+    except BrokenPipeError:  # stdout's reader, or stderr's too when they share one pipe
         discard_output()
+        discard_output(sys.stderr)
         return EXIT_READER_GONE
 
 

@@ -326,11 +326,26 @@ def test_a_session_committed_in_one_folder_never_claims_another(
     repo.mkdir()
     monkeypatch.setenv("PI_CODING_AGENT_SESSION_DIR",
                        str(repo / "sessions") if variable == "ABSOLUTE" else variable)
-    for cwd in (".", str(mine)):
+    for cwd, listed in ((".", True), (str(mine), False)):  # pi in the clone lists the first
         committed = written_by_hand(repo / "sessions" / "evil.jsonl", cwd)
         hub = SessionHub([mine, repo], Config())
-        assert str(committed) in [s.path for s in hub.list_sessions()]
+        assert (str(committed) in [s.path for s in hub.list_sessions()]) is listed
         assert hub.folder_of(committed) == repo, cwd  # its root, settings and trust
+
+
+def test_a_shared_folder_in_the_home_workspace_lists_only_its_sessions(
+        shared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """~/pi-sessions with ~ open lists the sessions started in ~, as pi run there does, not
+    every project's (found in review of the fix above)."""
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "agent"))
+    project = tmp_path / "project"
+    project.mkdir()
+    written_by_hand(shared / "p.jsonl", str(project))  # another project's
+    mine = written_by_hand(shared / "h.jsonl", str(tmp_path),
+                           "0199aaaa-0000-7000-8000-000000000002")
+    hub = SessionHub([tmp_path], Config())  # `shared` lies in the home folder, tmp_path
+    assert [s.path for s in hub.list_sessions()] == [str(mine)]
+    assert hub.folder_of(mine) == tmp_path
 
 
 def test_with_no_folder_a_listed_shared_session_runs_in_the_servers_cwd(

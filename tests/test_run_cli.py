@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from pi_lsp import cli, jsonfile
 from tests.conftest import conformance_files, trust
 from tests.fake_anthropic import (
     FakeAnthropic,
@@ -722,6 +724,36 @@ def test_a_reader_of_the_tool_lines_that_stops_early_keeps_the_turn(
     assert (workspace / "made.txt").exists()
     [path] = sessions(workspace)
     assert "toolResult" in kinds(path)  # the turn is saved up to where it stopped
+
+
+def test_a_reader_of_the_reply_and_tool_lines_on_one_pipe_that_stops_early(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    """`2>&1 | head -c 20`: the run's last lines on stderr met the same broken pipe, and
+    Python's failed flush of stderr made the exit 120 (found in review)."""
+    fake.script(text_reply("twenty bytes or more, at once ", *[f"piece{n} " for n in range(40)],
+                           delay=0.3))
+    result = shell_run(workspace, env,
+                       'RUN --new go 2>&1 | head -c 20; echo " rc=${PIPESTATUS[0]}"')
+    assert result.stdout == "twenty bytes or more rc=141\n"
+    assert aborted_reply(workspace).startswith("twenty bytes or more, at once ")
+
+
+def test_a_full_disk_at_the_settings_file_is_one_line_naming_it(
+        workspace: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Starting a session writes sessionDir into .pi/settings.json; a full disk there said
+    'internal error (OSError …)' (found in review)."""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(workspace)
+
+    def full(*_args: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(jsonfile.os, "replace", full)
+    assert cli.main(["run", "--new", "--approve", "hi"]) == 2
+    assert capsys.readouterr().err == \
+        f"pi-lsp: {workspace / '.pi' / 'settings.json'}: No space left on device\n"
 
 
 def test_a_reply_that_cannot_be_written_aborts_the_run(

@@ -5,7 +5,9 @@ under `~/.local/state`), keyed by the workspace's real path: its own git directo
 used with `--work-tree=ROOT`, so the user's `.git`, index and stash are never touched. Nothing in
 the workspace changes how git runs there: no hooks, no system or global config, no attributes,
 filters, textconv or fsmonitor, and every id is checked to be an object id before git sees it.
-It honours the workspace's `.gitignore` files and always leaves out `.git/` and `.pi/`; a file
+It leaves out what the user's own git ignores (`.gitignore` files, the repository's
+`.git/info/exclude`, the user's `core.excludesFile`, read apart from any config git runs with)
+and always `.git/` and `.pi/`; a file
 ignored now is never in a snapshot, though an earlier one held it, and each snapshot's tree is
 logged with the ignored files it left out (see `IgnoredLog`), which a restore never touches. A
 snapshot may take some files' content from elsewhere than the disk (an editor's unsaved buffers).

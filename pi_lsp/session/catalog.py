@@ -1,4 +1,5 @@
-"""Finding the sessions of a workspace: its own `.pi/sessions/` and the pi CLI's folder for it."""
+"""Finding the sessions of a workspace: its own `.pi/sessions/`, the pi CLI's folder for it, and
+pi's shared folder when `$PI_CODING_AGENT_SESSION_DIR` names one (filtered by header `cwd`)."""
 
 from __future__ import annotations
 
@@ -127,17 +128,22 @@ def session_dirs(workspace: str) -> list[Path]:
     return [*own, shared]
 
 
-def shared_only(workspaces: list[Path]) -> set[str]:
-    """The real path of pi's shared folder unless it is one of the workspaces' own (pi does not
-    filter its default folder, and pi-lsp lists all of `.pi/sessions/`) or lies in one of them
-    (a relative one is each project's own): a session there is that folder's, and its header
-    must not claim another folder, with that folder's trust, for a committed file."""
-    shared = {os.path.realpath(d) for w in workspaces
-              if (d := shared_session_dir(str(w))) is not None}
+def shared_folders(workspaces: list[Path]) -> dict[str, list[Path]]:
+    """pi's shared folder (its real path) unless it is one of the workspaces' own (pi does not
+    filter its default folder, and pi-lsp lists all of `.pi/sessions/`), with the workspaces a
+    session there may belong to: the one it lies in (a relative one is each project's own, so a
+    committed header must not claim another folder, with that folder's trust), else all."""
     own = {os.path.realpath(d) for w in workspaces for d in own_session_dirs(str(w))}
-    roots = [os.path.realpath(w) for w in workspaces]
-    return {d for d in shared - own
-            if not any(d == root or d.startswith(root + os.sep) for root in roots)}
+    shared = {os.path.realpath(d) for w in workspaces
+              if (d := shared_session_dir(str(w))) is not None} - own
+    return {folder: _holding(folder, workspaces) or list(workspaces) for folder in shared}
+
+
+def _holding(folder: str, workspaces: list[Path]) -> list[Path]:
+    """The deepest of the workspaces `folder` lies in, if any."""
+    inside = [w for w in workspaces if folder == (root := os.path.realpath(w)) or
+              folder.startswith(root + os.sep)]
+    return [max(inside, key=lambda w: len(os.path.realpath(w)))] if inside else []
 
 
 def started_in(cwd: str, workspaces: list[Path]) -> Path | None:
@@ -154,25 +160,26 @@ def of_workspaces(sessions: list[SessionSummary], workspaces: list[Path]
                   ) -> list[SessionSummary]:
     """`sessions` less those in pi's shared folder that another project started: there, as in
     pi, a session belongs to the workspace its header's cwd names."""
-    shared = shared_only(workspaces)
+    shared = shared_folders(workspaces)
     if not shared:
         return sessions
-    folders = {os.path.dirname(s.path) for s in sessions}  # a few, for hundreds of files
-    filtered = {folder for folder in folders if os.path.realpath(folder) in shared}
-    return [s for s in sessions if os.path.dirname(s.path) not in filtered or
-            started_in(s.cwd, workspaces) is not None]
+    owners = {folder: shared.get(os.path.realpath(folder))  # a few, for hundreds of files
+              for folder in {os.path.dirname(s.path) for s in sessions}}
+    return [s for s in sessions if (among := owners[os.path.dirname(s.path)]) is None or
+            started_in(s.cwd, among) is not None]
 
 
 def shared_owner(path: Path, workspaces: list[Path]) -> Path | None:
     """For a session in pi's shared folder, the workspace its header names; else None."""
-    if os.path.dirname(os.path.realpath(path)) not in shared_only(workspaces):
+    among = shared_folders(workspaces).get(os.path.dirname(os.path.realpath(path)))
+    if among is None:
         return None
     try:
         with open(path, "rb") as file:
             header = header_decoder.decode(file.readline(MAX_LINE_BYTES))
     except (OSError, msgspec.DecodeError):
         return None
-    return started_in(header.cwd, workspaces)
+    return started_in(header.cwd, among)
 
 
 class SessionDirError(ValueError):
