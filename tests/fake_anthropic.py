@@ -12,6 +12,7 @@ import asyncio
 import json
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -27,6 +28,10 @@ class Reply:
     raw: bytes = b""  # SSE bytes sent as they are, after the events
     cut: bool = False  # close the connection after the events, mid-body
     stall: bool = False  # after the events, send nothing until the client goes away
+    # After the first `held_after` frames, send nothing more until this file exists (a test's
+    # event that the client's far side is ready for the rest, say its reader gone).
+    held_until: Path | None = None
+    held_after: int = 0
     headers: dict[str, str] = field(default_factory=lambda: {"retry-after-ms": "5"})
 
 
@@ -222,9 +227,11 @@ class FakeAnthropic:
         """A 200 SSE reply in chunks: the frames, then the raw bytes; ended, cut or stalled."""
         writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                      b"transfer-encoding: chunked\r\n\r\n")
-        for data in [*frames, reply.raw] if reply.raw else frames:
+        for sent, data in enumerate([*frames, reply.raw] if reply.raw else frames, 1):
             writer.write(b"%x\r\n%s\r\n" % (len(data), data))
             await writer.drain()
+            while sent == reply.held_after and reply.held_until and not reply.held_until.exists():
+                await asyncio.sleep(0.02)
             if reply.delay:
                 await asyncio.sleep(reply.delay)
         if reply.cut:

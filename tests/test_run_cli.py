@@ -693,15 +693,26 @@ def aborted_reply(workspace: Path) -> str:
     return text
 
 
+# Takes the first 20 bytes, closes its end, then says so: the reply's rest meets a reader gone.
+READER_OF_20 = "(head -c 20; exec 0<&-; touch reader-gone)"
+
+
+def gated_reply(workspace: Path) -> Reply:
+    """A reply whose first text (30 bytes) comes at once and the rest once the reader is gone."""
+    reply = text_reply("twenty bytes or more, at once ", *[f"piece{n} " for n in range(40)])
+    reply.held_until, reply.held_after = workspace / "reader-gone", 3  # start, block, first text
+    return reply
+
+
 def test_a_reader_that_stops_early_aborts_the_run_and_keeps_the_reply(
         fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
     """`pi-lsp run "..." | head -c 20`: the failed write went up through the run's events,
     cut the turn short before its reply was saved, and the run exited 0. As a writer whose
     reader is gone stops (SIGPIPE), the run stops as for Ctrl-C: the reply so far is saved as
     aborted and a running command killed, since nobody sees what it would go on to do."""
-    fake.script(text_reply("twenty bytes or more, at once ", *[f"piece{n} " for n in range(40)],
-                           delay=0.3))
-    result = shell_run(workspace, env, 'RUN --new go | head -c 20; echo " rc=${PIPESTATUS[0]}"')
+    fake.script(gated_reply(workspace))
+    result = shell_run(workspace, env,
+                       f'RUN --new go | {READER_OF_20}; echo " rc=${{PIPESTATUS[0]}}"')
     assert result.stdout == "twenty bytes or more rc=141\n"
     assert "pi-lsp: aborted: the reply's reader stopped reading; the reply so far is saved\n" \
         in result.stderr
@@ -730,10 +741,9 @@ def test_a_reader_of_the_reply_and_tool_lines_on_one_pipe_that_stops_early(
         fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
     """`2>&1 | head -c 20`: the run's last lines on stderr met the same broken pipe, and
     Python's failed flush of stderr made the exit 120 (found in review)."""
-    fake.script(text_reply("twenty bytes or more, at once ", *[f"piece{n} " for n in range(40)],
-                           delay=0.3))
+    fake.script(gated_reply(workspace))
     result = shell_run(workspace, env,
-                       'RUN --new go 2>&1 | head -c 20; echo " rc=${PIPESTATUS[0]}"')
+                       f'RUN --new go 2>&1 | {READER_OF_20}; echo " rc=${{PIPESTATUS[0]}}"')
     assert result.stdout == "twenty bytes or more rc=141\n"
     assert aborted_reply(workspace).startswith("twenty bytes or more, at once ")
 
