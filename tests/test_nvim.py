@@ -93,6 +93,15 @@ def test_chat_streams_a_reply_and_aborts(workspace: Path, fake: FakeAnthropic,
     assert requests[0]["messages"][-1]["content"][0]["text"] == "Say hello"
 
 
+def test_chat_keeps_attached_code_with_its_message(workspace: Path, fake: FakeAnthropic,
+                                                  tmp_path: Path) -> None:
+    fake.script(text_reply(*[f"piece{i} " for i in range(8)], delay=0.3),
+                text_reply("Steered", " reply"))
+    run_script("chat_attach_spec.lua", workspace, fake, tmp_path)
+    steered = fake.message_requests()[1]["messages"][-1]["content"]
+    assert steered[0]["text"] == "Also look at @notes.py" and "A = 2" in steered[1]["text"]
+
+
 def test_chat_asks_before_running_a_tool(workspace: Path, fake: FakeAnthropic,
                                          tmp_path: Path) -> None:
     call: Reply = tool_reply([("call_1", "bash", {"command": "echo approved-run"})],

@@ -162,6 +162,19 @@ local function note(chat, text, lasting)
   return item
 end
 
+--- The text a user message was sent with: its first text block (the server adds the
+--- code attached to it as more text blocks).
+local function sent_text(content)
+  if type(content) == "string" then
+    return content
+  end
+  for _, block in ipairs(content or {}) do
+    if block.type == "text" then
+      return block.text
+    end
+  end
+end
+
 local on_event = {}
 
 function on_event.agent_start(chat)
@@ -186,7 +199,7 @@ function on_event.message_end(chat, event)
   end
   if event.message and event.message.role == "user" then
     -- A queued steer or follow-up reached the model: it is no longer ours to keep.
-    local text = render.content_text(event.message.content)
+    local text = sent_text(event.message.content)
     for i, item in ipairs(chat.queued) do
       if item.text == text then
         table.remove(chat.queued, i)
