@@ -136,6 +136,17 @@ H.check(H.contains(chat_buf, "**⚠ "), "the error is shown", chat_buf)
 H.check(not require("pi_lsp.chat").get(uri).busy, "the chat is not busy")
 H.exec("pi.setModel", { uri = uri, provider = "anthropic", modelId = "claude-sonnet-4-5" })
 
+-- Only the input wiped (:bwipeout), then :PiChat: the chat makes its input again, with its
+-- session and its keys (the next prompt is sent from it with <CR>).
+vim.cmd("bwipeout! " .. input_buf)
+vim.cmd("PiChat " .. uri)
+H.wait(function()
+  input_buf = H.find_buf("pi://input/")
+  return input_buf and vim.api.nvim_get_current_buf() == input_buf
+end, "the wiped input was not made again")
+H.check(vim.b[input_buf].pi_lsp_uri == uri and vim.b[input_buf].pi_lsp_root == vim.b[chat_buf].pi_lsp_root,
+  "the new input names its session")
+
 -- A chat reopened mid-turn shows the conversation before the running turn at once.
 vim.api.nvim_buf_set_lines(input_buf, 0, -1, false, { "Count again" })
 H.keys("<CR>")

@@ -28,8 +28,18 @@ local function title_of(chat)
   return name_of(chat.uri)
 end
 
+local make_input -- (below, with the keys it maps)
+
+--- The input buffer of `chat`, made again if it was wiped (:bwipeout of it alone).
+local function input_of(chat)
+  if not vim.api.nvim_buf_is_valid(chat.input) then
+    make_input(chat)
+  end
+  return chat.input
+end
+
 local function input_text(chat)
-  local lines = vim.api.nvim_buf_get_lines(chat.input, 0, -1, false)
+  local lines = vim.api.nvim_buf_get_lines(input_of(chat), 0, -1, false)
   return vim.trim(table.concat(lines, "\n"))
 end
 
@@ -230,14 +240,14 @@ end
 
 --- Put `texts` back into the input, before whatever is being written there now.
 local function put_back(chat, texts)
-  if #texts == 0 or not vim.api.nvim_buf_is_valid(chat.input) then
+  if #texts == 0 then
     return false
   end
   local draft = input_text(chat)
   if draft ~= "" then
     texts[#texts + 1] = draft
   end
-  vim.api.nvim_buf_set_lines(chat.input, 0, -1, false, util.split_lines(table.concat(texts, "\n\n")))
+  vim.api.nvim_buf_set_lines(input_of(chat), 0, -1, false, util.split_lines(table.concat(texts, "\n\n")))
   return true
 end
 
@@ -326,7 +336,7 @@ function M.send(chat, delivery)
   end
   local turns = chat.turns
   client.run("pi.prompt", args, function(result)
-    vim.api.nvim_buf_set_lines(chat.input, 0, -1, false, {})
+    vim.api.nvim_buf_set_lines(input_of(chat), 0, -1, false, {})
     chat.context = {}
     if result.queued then
       table.insert(chat.queued, { delivery = result.queued, text = text })
@@ -406,28 +416,41 @@ end
 
 -- -- windows ------------------------------------------------------------------------------------
 
-local function map_keys(chat)
+--- A buffer of `chat` (the transcript or the input): its session, and the keys both map.
+local function prepare_buffer(chat, buf)
+  vim.b[buf].pi_lsp_uri = chat.uri
+  vim.b[buf].pi_lsp_root = chat.root
   local keys = config.options.chat.keys
-  for _, buf in ipairs({ chat.buf, chat.input }) do
-    util.map(buf, "n", keys.steer, function()
-      M.send(chat, "steer")
-    end, "pi: steer")
-    util.map(buf, "n", keys.follow_up, function()
-      M.send(chat, "followUp")
-    end, "pi: follow up")
-    util.map(buf, { "n", "i" }, keys.abort, function()
-      M.abort(chat)
-    end, "pi: abort")
-    util.map(buf, "n", keys.close, function()
-      M.close(chat.uri)
-    end, "pi: close the chat")
-  end
+  util.map(buf, "n", keys.steer, function()
+    M.send(chat, "steer")
+  end, "pi: steer")
+  util.map(buf, "n", keys.follow_up, function()
+    M.send(chat, "followUp")
+  end, "pi: follow up")
+  util.map(buf, { "n", "i" }, keys.abort, function()
+    M.abort(chat)
+  end, "pi: abort")
+  util.map(buf, "n", keys.close, function()
+    M.close(chat.uri)
+  end, "pi: close the chat")
+end
+
+--- The input buffer of `chat`, at its first open and again after a :bwipeout of it.
+function make_input(chat)
+  chat.input = util.scratch("pi://input/" .. name_of(chat.uri), "markdown")
+  vim.bo[chat.input].modifiable = true
+  prepare_buffer(chat, chat.input)
+  local keys = config.options.chat.keys
   util.map(chat.input, "n", keys.send, function()
     M.send(chat, "prompt")
   end, "pi: send")
   util.map(chat.input, "i", keys.send_insert, function()
     M.send(chat, "prompt")
   end, "pi: send")
+end
+
+local function map_chat_keys(chat)
+  local keys = config.options.chat.keys
   util.map(chat.buf, "n", keys.tree, function()
     util.emit("openTree", chat.uri) -- the tree sits above the chat (it fills the input)
   end, "pi: tree")
@@ -464,14 +487,10 @@ local function create(uri)
   local root = session.root_of(uri)
   local chat = { uri = uri, root = root, committed = render.builder(), notes = {}, queued = {}, busy = session.busy(uri), turns = 0 }
   chat.buf = util.scratch("pi://chat/" .. name_of(uri), "markdown")
-  chat.input = util.scratch("pi://input/" .. name_of(uri), "markdown")
-  vim.bo[chat.input].modifiable = true
-  for _, buf in ipairs({ chat.buf, chat.input }) do
-    vim.b[buf].pi_lsp_uri = uri
-    vim.b[buf].pi_lsp_root = root
-  end
+  prepare_buffer(chat, chat.buf)
+  map_chat_keys(chat)
+  make_input(chat)
   chat.resync = make_resync(chat)
-  map_keys(chat)
   util.tie(chat.buf, {
     util.on("sessionChanged", function(change)
       -- Our own turn's appends are already on screen; others (a branch, another
@@ -509,7 +528,7 @@ local function show(chat)
   util.set_local(chat_win, { wrap = true, linebreak = true, number = false, winbar = STATUSLINE })
   util.markdown_window(chat_win)
   util.use_folds(chat_win, 0, true)
-  local input_win = vim.fn.bufwinid(chat.input)
+  local input_win = vim.fn.bufwinid(input_of(chat))
   if input_win == -1 then
     vim.api.nvim_set_current_win(chat_win)
     vim.cmd(("belowright %dsplit"):format(config.options.chat.input_height))
@@ -563,7 +582,7 @@ function M.set_input(uri, text)
     return M.open(uri, { input = text })
   end
   local function put()
-    vim.api.nvim_buf_set_lines(chat.input, 0, -1, false, util.split_lines(text))
+    vim.api.nvim_buf_set_lines(input_of(chat), 0, -1, false, util.split_lines(text))
   end
   local draft = input_text(chat)
   if draft == "" or draft == vim.trim(text) then
