@@ -96,10 +96,18 @@ def test_chat_streams_a_reply_and_aborts(workspace: Path, fake: FakeAnthropic,
 def test_chat_keeps_attached_code_with_its_message(workspace: Path, fake: FakeAnthropic,
                                                   tmp_path: Path) -> None:
     fake.script(text_reply(*[f"piece{i} " for i in range(8)], delay=0.3),
-                text_reply("Steered", " reply"))
+                text_reply("Steered", " reply"), text_reply("Hello"),
+                text_reply(*[f"piece{i} " for i in range(60)], delay=0.3), text_reply("Again"))
     run_script("chat_attach_spec.lua", workspace, fake, tmp_path)
-    steered = fake.message_requests()[1]["messages"][-1]["content"]
+    requests = fake.message_requests()
+    assert len(requests) == 5
+    steered = requests[1]["messages"][-1]["content"]
     assert steered[0]["text"] == "Also look at @notes.py" and "A = 2" in steered[1]["text"]
+    for request, text in ((requests[2], "Explain this line"), (requests[4], "Faster, with this")):
+        given_back = request["messages"][-1]["content"]
+        assert given_back[0]["text"] == text, given_back
+        assert [b["text"] for b in given_back[1:]] == [
+            '<file path="notes.py" lines="1-1" language="python">\nA = 2\n</file>'], given_back
 
 
 def test_chat_asks_before_running_a_tool(workspace: Path, fake: FakeAnthropic,

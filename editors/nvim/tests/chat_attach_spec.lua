@@ -1,7 +1,9 @@
--- Messages with code attached (an @mention): a steer whose file went with it is delivered,
--- not given back at the turn's end.
--- The fake server is scripted with: a reply of 8 pieces 0.3 s apart and
--- text_reply("Steered", " reply").
+-- Messages with code attached (an @mention, :PiSend): a steer whose file went with it is
+-- delivered, not given back at the turn's end; a prompt that fails before its turn and a
+-- steer an abort leaves undelivered come back with their code.
+-- The fake server is scripted with: a reply of 8 pieces 0.3 s apart, text_reply("Steered",
+-- " reply"), text_reply("Hello"), a reply of 60 pieces 0.3 s apart (aborted) and
+-- text_reply("Again").
 local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/helpers.lua")
 H.setup()
 local f = assert(io.open("notes.py", "w"))
@@ -39,5 +41,55 @@ H.wait(function()
 end, "the steered turn ended", chat_buf)
 H.check(H.text(input_buf) == "", "the delivered steer was put back into the input", input_buf)
 H.check(not vim.tbl_contains(H.messages, UNDELIVERED), "a delivered steer was called undelivered")
+
+-- Code sent with :PiSend goes with the next prompt; when that prompt fails before its turn
+-- starts (its provider has no API key), the code comes back with the prompt's text.
+local function attach_line()
+  vim.cmd("wincmd t | edit notes.py | 1PiSend")
+  H.wait(function()
+    return #chat.context == 1 and H.contains(chat_buf, "📎 notes.py:1 goes with the next message")
+  end, "the line was attached", chat_buf)
+  vim.api.nvim_set_current_win(vim.fn.bufwinid(input_buf))
+end
+attach_line()
+H.exec("pi.setModel", { uri = uri, provider = "openai", modelId = "gpt-4.1" })
+vim.api.nvim_buf_set_lines(input_buf, 0, -1, false, { "Explain this line" })
+H.keys("<CR>")
+H.wait(function()
+  return H.said("your prompt did not reach pi; it is back in the input")
+end, "the failed prompt was given back", chat_buf)
+H.check(H.text(input_buf) == "Explain this line", "the prompt is back in the input", input_buf)
+H.check(#chat.context == 1 and H.contains(chat_buf, "📎 notes.py:1 goes with the next message"),
+  "its code is attached again: " .. vim.inspect(chat.context), chat_buf)
+H.exec("pi.setModel", { uri = uri, provider = "anthropic", modelId = "claude-sonnet-4-5" })
+H.keys("<CR>") -- sent again, with its code (tests/test_nvim.py reads the request)
+H.wait(function()
+  return H.contains(chat_buf, "Hello") and not chat.busy
+end, "the reply", chat_buf)
+H.check(#chat.context == 0 and not H.contains(chat_buf, "goes with the next message"), "the code went with it", chat_buf)
+
+-- A steer with code attached that the turn ends without (an abort) comes back with its code.
+vim.api.nvim_buf_set_lines(input_buf, 0, -1, false, { "Count again" })
+H.keys("<CR>")
+H.wait(function()
+  return H.contains(chat_buf, "piece1") and chat.busy
+end, "the second slow reply streams", chat_buf)
+attach_line()
+vim.api.nvim_buf_set_lines(input_buf, 0, -1, false, { "Faster, with this" })
+H.keys("S")
+H.wait(function()
+  return H.contains(chat_buf, "↳ steering: Faster, with this") and not H.contains(chat_buf, "goes with the next message")
+end, "the steer was queued with its code", chat_buf)
+H.keys("<C-c>")
+H.wait(function()
+  return vim.tbl_contains(H.messages, UNDELIVERED) and not chat.busy
+end, "the undelivered steer was given back", chat_buf)
+H.check(H.text(input_buf) == "Faster, with this", "the steer is back in the input", input_buf)
+H.check(#chat.context == 1 and H.contains(chat_buf, "📎 notes.py:1 goes with the next message"),
+  "its code is attached again: " .. vim.inspect(chat.context), chat_buf)
+H.keys("<CR>")
+H.wait(function()
+  return H.contains(chat_buf, "Again") and not chat.busy
+end, "the given-back steer was sent as a prompt", chat_buf)
 
 H.finish()

@@ -60,6 +60,10 @@ local function live_builder(chat)
     b:blank()
     b:add(note.text)
   end
+  for _, item in ipairs(chat.context) do
+    b:blank()
+    b:add(("_📎 %s goes with the next message_"):format(item.label))
+  end
   if chat.busy then
     local keys = config.options.chat.keys
     local doing = chat.tool and ("running " .. chat.tool) or "working"
@@ -238,28 +242,32 @@ function on_event.compaction_end(chat, event)
   note(chat, event.error and ("_✗ compaction failed: " .. event.error .. "_") or "_✓ context compacted_")
 end
 
---- Put `texts` back into the input, before whatever is being written there now.
-local function put_back(chat, texts)
-  if #texts == 0 then
+--- Put undelivered messages ({ text, context }) back: their texts into the input, before
+--- whatever is being written there now, and their code to go with the next message.
+local function put_back(chat, messages)
+  if #messages == 0 then
     return false
+  end
+  local texts, context = {}, {}
+  for _, message in ipairs(messages) do
+    texts[#texts + 1] = message.text
+    vim.list_extend(context, message.context)
   end
   local draft = input_text(chat)
   if draft ~= "" then
     texts[#texts + 1] = draft
   end
   vim.api.nvim_buf_set_lines(input_of(chat), 0, -1, false, util.split_lines(table.concat(texts, "\n\n")))
+  chat.context = vim.list_extend(context, chat.context)
   return true
 end
 
 --- Steers and follow-ups the turn ended without (an abort, an error) go back
 --- into the input.
 local function restore_queued(chat)
-  local texts = {}
-  for _, item in ipairs(chat.queued) do
-    texts[#texts + 1] = item.text
-  end
+  local queued = chat.queued
   chat.queued = {}
-  if put_back(chat, texts) then
+  if put_back(chat, queued) then
     util.warn("the turn ended before your queued message reached pi; it is back in the input")
   end
 end
@@ -267,9 +275,9 @@ end
 --- A prompt whose turn never started (no API key, the server gone) was not
 --- written to the session: the input it was cleared from gets it back.
 local function restore_pending(chat)
-  local text = chat.pending
+  local pending = chat.pending
   chat.pending = nil
-  if text and put_back(chat, { text }) then
+  if pending and put_back(chat, { pending }) then
     util.warn("your prompt did not reach pi; it is back in the input")
   end
 end
@@ -328,7 +336,7 @@ function M.send(chat, delivery)
   if delivery ~= "prompt" then
     args.delivery = delivery
   end
-  local attached = chat.context or {}
+  local attached = chat.context
   if #attached > 0 then
     args.context = vim.tbl_map(function(item)
       return item.context
@@ -337,16 +345,17 @@ function M.send(chat, delivery)
   local turns = chat.turns
   client.run("pi.prompt", args, function(result)
     vim.api.nvim_buf_set_lines(input_of(chat), 0, -1, false, {})
-    chat.context = {}
+    chat.context = {} -- now the message's: it comes back with the text if pi does not get it
     if result.queued then
-      table.insert(chat.queued, { delivery = result.queued, text = text })
+      table.insert(chat.queued, { delivery = result.queued, text = text, context = attached })
       local what = result.queued == "steer" and "steering" or "follow-up queued"
       note(chat, ("_↳ %s: %s_"):format(what, (text:gsub("\n", " "))))
     else
       chat.notes = {}
       chat.turn_id = result.turnId
       if chat.turns == turns then
-        chat.pending = text -- until its agent_start: an error before it loses the prompt
+        -- Until its agent_start: an error before it loses the prompt.
+        chat.pending = { text = text, context = attached }
       end
     end
   end, chat.root)
@@ -485,7 +494,7 @@ end
 local function create(uri)
   local key = util.key(uri)
   local root = session.root_of(uri)
-  local chat = { uri = uri, root = root, committed = render.builder(), notes = {}, queued = {}, busy = session.busy(uri), turns = 0 }
+  local chat = { uri = uri, root = root, committed = render.builder(), notes = {}, queued = {}, context = {}, busy = session.busy(uri), turns = 0 }
   chat.buf = util.scratch("pi://chat/" .. name_of(uri), "markdown")
   prepare_buffer(chat, chat.buf)
   map_chat_keys(chat)
@@ -618,12 +627,12 @@ function M.command(arg)
   end)
 end
 
---- Code (from :PiSend / :PiAddFile) that goes with the next message.
+--- Code (from :PiSend / :PiAddFile) that goes with the next message (shown under the
+--- transcript until it is sent).
 function M.attach(uri, item)
   local chat = M.open(uri)
-  chat.context = chat.context or {}
   table.insert(chat.context, item)
-  note(chat, ("_📎 %s goes with the next message_"):format(item.label))
+  draw_live(chat)
 end
 
 --- The chat state of `uri` (tests read it).
