@@ -3,7 +3,7 @@
 import * as vscode from "vscode";
 import type { PiClient } from "./client";
 import { ChatState, FromWebview, ToWebview } from "./chatMessages";
-import { Transcript, contentText } from "./chatModel";
+import { Transcript } from "./chatModel";
 import { renderBlock } from "./chatRender";
 import type { Attachment } from "./codeContext";
 import { EditMark, PreviewPage, ThinkingLevel, THINKING_LEVELS, TurnNotification } from "./protocol";
@@ -228,8 +228,10 @@ export class ChatPanel {
     }
     if (n.event.type === "message_end" && n.event.message.role === "user") {
       // A queued message reached the model: it is no longer ours to keep.
-      const text = contentText(n.event.message.content);
-      const at = this.queued.findIndex((q) => text.includes(q)); // attached code comes with it
+      // Its first text block is the text as sent; attached code follows in blocks of its own.
+      const content = n.event.message.content;
+      const sent = typeof content === "string" ? content : content?.find((b) => b.type === "text")?.text;
+      const at = sent === undefined ? -1 : this.queued.indexOf(sent);
       if (at >= 0) this.queued.splice(at, 1);
     }
     const wasBusy = this.transcript.busy;

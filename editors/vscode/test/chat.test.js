@@ -193,6 +193,21 @@ test("a queued steer the turn ends without goes back to the input; one delivered
   assert.ok(!panel.posted.some((m) => m.type === "setInput" && m.text.includes("DELIVERED-STEER")), "and is not handed back");
 });
 
+test("a delivered steer or follow-up is matched by its own text, not by a queued one inside it", async () => {
+  const slower = textReply(...Array.from({ length: 30 }, (_, i) => `w${i} `));
+  slower.delay = 100;
+  fake.script(slower, textReply("steered"), textReply("followed"));
+  const html = await turn("talk slowly, then more", async () => {
+    await eventually(() => panel.transcript.busy && fake.requests.length === 1, "the turn to start");
+    await panel.receive({ type: "send", text: "fix", delivery: "followUp" });
+    await panel.receive({ type: "send", text: "please fix", delivery: "steer" });
+  });
+  assert.match(html, /please fix/, "the steer reached the model");
+  assert.match(html, /followed/, "and the follow-up after it");
+  // "please fix" holds "fix": the steer took the follow-up's place in the queue and was handed back.
+  assert.ok(!panel.posted.some((m) => m.type === "setInput" && /fix/.test(m.text)), "nothing is handed back");
+});
+
 test("the markdown renderer escapes raw HTML and drops script links", () => {
   const html = ext.markdown('<script>alert(1)</script>\n\nsee <img src=x onerror=alert(1)> and [x](javascript:alert(1))\n\n[ok](https://example.org) ![img](https://example.org/a.png)');
   assert.ok(!html.includes("<script>"));
