@@ -227,10 +227,12 @@ class FakeAnthropic:
         """A 200 SSE reply in chunks: the frames, then the raw bytes; ended, cut or stalled."""
         writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                      b"transfer-encoding: chunked\r\n\r\n")
+        # The OpenAI fake streams its own replies here, which are not held.
+        held_until, held_after = getattr(reply, "held_until", None), getattr(reply, "held_after", 0)
         for sent, data in enumerate([*frames, reply.raw] if reply.raw else frames, 1):
             writer.write(b"%x\r\n%s\r\n" % (len(data), data))
             await writer.drain()
-            while sent == reply.held_after and reply.held_until and not reply.held_until.exists():
+            while sent == held_after and held_until is not None and not held_until.exists():
                 await asyncio.sleep(0.02)
             if reply.delay:
                 await asyncio.sleep(reply.delay)
