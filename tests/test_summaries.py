@@ -30,6 +30,8 @@ from pi_lsp.session.entries import (
     BranchSummaryEntry,
     CompactionEntry,
     TextContent,
+    ToolCall,
+    ToolResultMessage,
     Usage,
     UserMessage,
     encoder,
@@ -63,6 +65,7 @@ from tests.fake_anthropic import (
     message_start,
     text_block,
     text_reply,
+    tool_block,
 )
 from tests.waits import run_cli, until
 
@@ -917,9 +920,86 @@ def test_an_extractive_summary_carried_through_many_compactions_stays_bounded() 
             messages.append(AssistantMessage(
                 content=[TextContent(text=f"r{n}.{i} done, decided to use X{n}{i}.")], api="a",
                 provider="p", model="m", usage=Usage(), stop_reason="stop", timestamp=1))
-        summary = extractive_summary(SummaryRequest("history", messages, 1000, summary,
+        summary = extractive_summary(SummaryRequest("history", messages, summary,
                                                     f"focus on round {n}"))
     assert summary is not None and len(summary) < 4000
     assert summary.count("Focus: ") == 1 and "Focus: focus on round 39" in summary
     decisions = summary.split("## Key Decisions\n", 1)[1].split("\n\n", 1)[0].splitlines()
     assert len(decisions) == MERGED_ITEMS and "X399" in decisions[-1]
+
+
+# -- refused and held summaries (found in review) -------------------------------------------
+
+
+@pytest.mark.parametrize("reply", ["cut off", "tool call"])
+@pytest.mark.parametrize("kind", ["compaction", "branch summary"])
+async def test_a_summary_pi_would_refuse_writes_nothing(
+        session: Path, fake: FakeAnthropic, model_summarizer: ModelSummarizer, reply: str,
+        kind: str) -> None:
+    """A summary cut off at the token cap, or one that calls a tool, was written whole (the file
+    lists added) and the leaf moved onto it; pi 1.6 refuses both (getSummarizationFailure)."""
+    tree = open_tree(session)
+    before = session.read_bytes()
+    if reply == "cut off":
+        fake.script(Reply([message_start(), *text_block(0, "## Goal\nhalf a sum"),
+                           *message_end("max_tokens")]))
+    else:
+        fake.script(Reply([message_start(), *text_block(0, "## Goal\nlet me look"),
+                           *tool_block(1, "c1", "read", {"path": "x"}),
+                           *message_end("tool_use")]))
+    label = "Summarization" if kind == "compaction" else "Branch summarization"
+    why = "failed: generation hit the token cap" if reply == "cut off" \
+        else "attempted to call a tool"
+    with pytest.raises(SummaryError, match=f"^{label} {why}"):
+        if kind == "compaction":
+            await compact(tree, TIP_A, model_summarizer,
+                          CompactionSettings(keep_recent_tokens=KEEP_A_WHOLE))
+        else:
+            await branch_with_summary(tree, FORK, model_summarizer, BIG_BUDGET)
+    assert session.read_bytes() == before and open_tree(session).leaf_id == TIP_B
+    [request] = fake.message_requests()
+    assert request["max_tokens"] == model_summarizer.model.max_tokens  # pi 1.6's (#9512)
+
+
+async def test_the_focus_reaches_a_split_turns_summary(
+        tmp_path: Path, fake: FakeAnthropic, model_summarizer: ModelSummarizer) -> None:
+    """One long turn: its start is the only thing summarized, and the user's focus was left out
+    of that request (pi 1.6 adds it to the turn prefix's too)."""
+    tree = SessionTree.create(str(tmp_path / "one.jsonl"), str(tmp_path))
+    tree.append_message(UserMessage(content="Refactor the data layer.", timestamp=1))
+    for n in range(6):
+        tree.append_message(AssistantMessage(
+            content=[TextContent(text="working " * 200),
+                     ToolCall(id=f"c{n}", name="read", arguments={"path": f"f{n}.py"})],
+            api="anthropic-messages", provider="anthropic", model="claude-sonnet-4-5",
+            usage=Usage(), stop_reason="toolUse", timestamp=2 + n))
+        tree.append_message(ToolResultMessage(tool_call_id=f"c{n}", tool_name="read",
+                                              content=[TextContent(text="x" * 800)],
+                                              is_error=False, timestamp=2 + n))
+    fake.script(text_reply("## Original Request\nrefactor"))
+    await compact(tree, tree.leaf_id, model_summarizer,
+                  CompactionSettings(keep_recent_tokens=600), "keep the SQL details")
+    [body] = fake.message_requests()
+    assert "Additional focus: keep the SQL details" in body["messages"][0]["content"][0]["text"]
+
+
+@pytest.mark.parametrize("job", ["compact", "branch_with_summary"])
+async def test_settings_changed_during_a_summary_are_written_when_it_ends(
+        session: Path, providers: Callable[[], AnthropicProvider], job: str) -> None:
+    """pi.setModel and pi.setName during a compaction or branch summary were queued for a save
+    point no job reaches: the next prompt went to the old model."""
+    tree = open_tree(session)
+    harness = Harness(tree, session.parents[2], providers,
+                      compaction=CompactionSettings(keep_recent_tokens=300))
+    count = len(lines(session))
+    work = asyncio.create_task(harness.compact() if job == "compact"
+                               else harness.branch_with_summary(FORK))
+    while harness.phase == "idle":  # its first step: the job holds the session
+        await asyncio.sleep(0)
+    harness.set_model("anthropic", "claude-haiku-4-5")
+    harness.set_name("renamed")
+    assert len(lines(session)) == count  # held while the job runs
+    await work
+    kinds = [e["type"] for e in lines(session)[count:]]
+    assert kinds[-2:] == ["model_change", "session_info"], kinds
+    assert harness.model().id == "claude-haiku-4-5"

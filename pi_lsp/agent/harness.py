@@ -381,6 +381,7 @@ class Harness:
                 self.tree, self.tree.leaf_id, self.summarizer, self.compaction, instructions))
         finally:
             self.phase, self._current = "idle", None
+            self._pending.flush(stop_at_leaf_move=False)  # what was set while it ran
 
     async def branch_with_summary(self, target_id: str, instructions: str | None = None,
                                   durable: bool = True) -> BranchOutcome:
@@ -395,6 +396,7 @@ class Harness:
                 self.tree, target_id, self.summarizer, budget, instructions, durable))
         finally:
             self.phase, self._current = "idle", None
+            self._pending.flush(stop_at_leaf_move=False)  # on the branch it moved to
 
     def branch(self, target_id: str, durable: bool = True) -> BranchOutcome:
         """A plain pointer move; refused while busy (use move_leaf to queue one)."""

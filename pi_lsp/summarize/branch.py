@@ -35,7 +35,6 @@ from pi_lsp.summarize.compaction import summary_details
 from pi_lsp.summarize.fileops import FileOps, format_file_lists
 from pi_lsp.summarize.summarizer import Summarizer, SummaryRequest
 
-BRANCH_SUMMARY_MAX_TOKENS = 2048
 SUMMARY_SHARE_FLOOR = 0.9  # a summary that breaks the budget still fits below 90% of it
 
 
@@ -179,8 +178,7 @@ async def branch_with_summary(tree: SessionTree, target_id: str, summarizer: Sum
     lists = fitted.files.lists()
     writer: Summarizer | None = None  # the fixed text when there is nothing to summarize
     if fitted.messages:
-        request = SummaryRequest("branch", fitted.messages, BRANCH_SUMMARY_MAX_TOKENS,
-                                 instructions=instructions)
+        request = SummaryRequest("branch", fitted.messages, instructions=instructions)
         written, writer = await summarizer.summarize(request), summarizer
         summary, usage = BRANCH_SUMMARY_PREAMBLE + written.text + format_file_lists(lists), \
             written.usage

@@ -210,12 +210,11 @@ def summary_details(files: FileLists, summarizer: Summarizer | None) -> dict[str
 async def summarize_plan(plan: CompactionPlan, summarizer: Summarizer,
                          settings: CompactionSettings, instructions: str | None) -> Summary:
     """The summary of a plan, file lists included, with the usage of every request made."""
-    history = SummaryRequest("history", plan.messages_to_summarize,
-                             int(0.8 * settings.reserve_tokens), plan.previous_summary,
+    history = SummaryRequest("history", plan.messages_to_summarize, plan.previous_summary,
                              instructions)
     if plan.is_split_turn and plan.turn_prefix_messages:
         prefix = SummaryRequest("turn_prefix", plan.turn_prefix_messages,
-                                int(0.5 * settings.reserve_tokens))
+                                instructions=instructions)
         # pi 1.6: one request after the other, and the previous summary survives a split turn
         # that adds no history.
         earlier = await summarizer.summarize(history) if plan.messages_to_summarize \

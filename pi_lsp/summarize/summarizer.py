@@ -14,6 +14,7 @@ from pi_lsp.session.entries import (
     Cost,
     ModelMessage,
     TextContent,
+    ToolCall,
     Usage,
     UserMessage,
 )
@@ -22,6 +23,9 @@ from pi_lsp.summarize import prompts
 from pi_lsp.summarize.serialize import serialize_conversation
 
 SummaryKind = Literal["history", "turn_prefix", "branch"]
+# pi 1.6's names for each kind in its failures.
+LABELS: dict[SummaryKind, str] = {"history": "Summarization", "turn_prefix":
+                                  "Turn prefix summarization", "branch": "Branch summarization"}
 SPLIT_TURN_MARK = "\n\n---\n\n**Turn Context (split turn):**"
 
 
@@ -32,7 +36,6 @@ class SummaryError(Exception):
 class SummaryRequest(msgspec.Struct):
     kind: SummaryKind
     messages: list[AgentMessage]
-    max_tokens: int
     previous_summary: str | None = None
     instructions: str | None = None  # the user's focus for this summary
 
@@ -72,8 +75,8 @@ def llm_messages(messages: list[AgentMessage]) -> list[ModelMessage]:
 
 def instructions_for(request: SummaryRequest) -> str:
     if request.kind == "turn_prefix":
-        return prompts.TURN_PREFIX
-    if request.kind == "branch":
+        base = prompts.TURN_PREFIX
+    elif request.kind == "branch":
         base = prompts.BRANCH
     else:
         base = prompts.UPDATE if request.previous_summary else prompts.HISTORY
@@ -102,7 +105,7 @@ class ModelSummarizer:
                              timestamp=now_ms())
         model_request = ModelRequest(
             model=self.model, system_prompt=prompts.SYSTEM, messages=[prompt], tools=[],
-            thinking_level="off", max_tokens=min(request.max_tokens, self.model.max_tokens),
+            thinking_level="off", max_tokens=self.model.max_tokens,  # pi 1.6's (its #9512)
         )
         reply = ReplyBuilder(self.model.api, self.model)
         async for _ in self.provider.stream(model_request, reply):
@@ -110,6 +113,13 @@ class ModelSummarizer:
         message = reply.message()
         if message.stop_reason == "error":
             raise SummaryError(message.error_message or "the summary model failed")
+        # As pi 1.6 refuses them (getSummarizationFailure): a cut-off summary or a tool call
+        # would become the session's checkpoint.
+        if message.stop_reason == "length":
+            raise SummaryError(f"{LABELS[request.kind]} failed: generation hit the token cap "
+                               "and the summary is incomplete")
+        if any(isinstance(block, ToolCall) for block in message.content):
+            raise SummaryError(f"{LABELS[request.kind]} attempted to call a tool")
         text = "\n".join(b.text for b in message.content if isinstance(b, TextContent)).strip()
         if not text:
             raise SummaryError("the summary model returned no text")
