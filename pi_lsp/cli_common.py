@@ -67,4 +67,6 @@ def discard_output(stream: TextIO | None = None) -> None:
     """Point stdout (or `stream`) at /dev/null (Python's documented way out of a reader gone):
     what is still buffered goes nowhere, so the flush at exit cannot fail and print a Python
     error."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), (stream or sys.stdout).fileno())
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, (stream or sys.stdout).fileno())
+    os.close(devnull)

@@ -97,7 +97,8 @@ class IgnoredLog:
                                       for p in sorted(merged)))
         digest = hashlib.sha256(data).hexdigest()
         self.folder.mkdir(mode=0o700, exist_ok=True)
-        self._replace(f"{digest}{LIST}", data)
+        if not os.path.lexists(self.folder / f"{digest}{LIST}"):  # named by its content
+            self._replace(f"{digest}{LIST}", data)
         self._replace(tree, digest.encode())
 
     def paths(self, tree: str) -> set[str]:

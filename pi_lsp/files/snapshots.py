@@ -7,10 +7,10 @@ the workspace changes how git runs there: no hooks, no system or global config, 
 filters, textconv or fsmonitor, and every id is checked to be an object id before git sees it.
 It leaves out what the user's own git ignores (`.gitignore` files, the repository's
 `.git/info/exclude`, the user's `core.excludesFile`, read apart from any config git runs with)
-and always `.git/` and `.pi/`; a file
-ignored now is never in a snapshot, though an earlier one held it, and each snapshot's tree is
-logged with the ignored files it left out (see `IgnoredLog`), which a restore never touches. A
-snapshot may take some files' content from elsewhere than the disk (an editor's unsaved buffers).
+and always `.git/` and `.pi/`; a file ignored now is never in a snapshot, though an earlier one
+held it, and each snapshot's tree is logged with the ignored files it left out (see
+`IgnoredLog`), which a restore never touches. A snapshot may take some files' content from
+elsewhere than the disk (an editor's unsaved buffers).
 It compares with, reads and restores only the root trees its own snapshots recorded (see
 `recorded`): a session names trees by id, and a committed session is hostile.
 """

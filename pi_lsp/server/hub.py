@@ -230,21 +230,21 @@ class SessionHub(Workspace):
         An idle session is brought up to date first: a command on a file deleted meanwhile
         finds no session, as it would after the watcher's look."""
         session = self.open.get(path.resolve())
-        if session is not None and not session.busy:
+        if session is None or not session.busy:
             session = self.sync(path)
-        if session is not None and session.harness is not None and session.stamp is not None:
+        if session.harness is not None and session.stamp is not None:
             folder, made = session.stamp
             if session.busy or made == settings_stamp(folder):  # a claimed turn's included
                 return session.harness
-        session = self.sync(path)
-        folder = session.stamp[0] if session.stamp is not None else self.folder_of(path)
+        root = self.folder_of(path)
+        folder = session.stamp[0] if session.stamp is not None else root
         stamp = settings_stamp(folder)
         session.harness = make_harness(
-            session.tree, self.folder_of(path), self.settings_for(path),
+            session.tree, root, self.settings_for(path),
             anthropic_base_url=self.config.anthropic_base_url,
             approve=self.approver_for(path.resolve(), session),
             session_dirs=tuple(self.all_directories()), files=self.files,
-            diagnostics=self.diagnostics_for(self.folder_of(path)))
+            diagnostics=self.diagnostics_for(root))
         session.stamp = (folder, stamp)
         return session.harness
 

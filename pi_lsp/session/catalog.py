@@ -30,6 +30,7 @@ from pi_lsp.session.journal import (
     LineBatch,
     NotASessionError,
     Record,
+    open_regular,
     parse_lines,
     read_file,
 )
@@ -175,9 +176,9 @@ def shared_owner(path: Path, workspaces: list[Path]) -> Path | None:
     if among is None:
         return None
     try:
-        with open(path, "rb") as file:
+        with open_regular(str(path)) as file:
             header = header_decoder.decode(file.readline(MAX_LINE_BYTES))
-    except (OSError, msgspec.DecodeError):
+    except (OSError, NotASessionError, msgspec.DecodeError):
         return None
     return started_in(header.cwd, among)
 
