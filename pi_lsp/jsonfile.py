@@ -16,6 +16,8 @@ from typing import Any
 
 import msgspec
 
+from pi_lsp.regular import read_regular
+
 # A string literal (kept as it is) or what is taken out: a `//` comment, or a comma before a
 # closing bracket (its whitespace and bracket kept).
 _COMMENT = re.compile(rb'"(?:\\.|[^"\\])*"|//[^\n]*')
@@ -34,7 +36,7 @@ def read_object(path: Path, what: str, error: type[Exception], comments: bool = 
     """The object in `path`, {} when there is no file; `error` names the file and what is wrong.
     `comments`: the file may have `//` comments and trailing commas."""
     try:
-        data = path.read_bytes().removeprefix(BOM)
+        data = read_regular(path).removeprefix(BOM)
         data = msgspec.json.decode(strip_comments(data) if comments else data)
     except FileNotFoundError:
         return {}

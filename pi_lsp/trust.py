@@ -21,6 +21,7 @@ from typing import Literal
 import msgspec
 
 from pi_lsp.jsonfile import read_object, write_atomically
+from pi_lsp.regular import read_regular
 from pi_lsp.session.catalog import agent_dir
 
 TRUST_FILE = "trust.json"
@@ -95,7 +96,7 @@ def _only_session_dir(path: Path) -> bool:
 def read_store(path: Path) -> dict[str, bool | None]:
     """The store's decisions, {} when there is none; TrustError naming what is wrong."""
     try:
-        data = path.read_bytes()
+        data = read_regular(path)
     except FileNotFoundError:
         return {}
     except OSError as error:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,7 +23,7 @@ from pi_lsp.session.sessiondir import link_session_dir
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.settings import SettingsError, load_settings
 from pi_lsp.trust import resolve_trust, save_decision, saved_decisions, trust_path
-from tests.waits import run_cli
+from tests.waits import PROCESS_CEILING_S, run_cli
 
 DEEP = b'{"a":' * 2000 + b"1" + b"}" * 2000  # 8 KB, past msgspec's nesting limit
 
@@ -186,6 +188,50 @@ def test_the_cli_reports_deep_settings_without_a_traceback(tmp_path: Path) -> No
     assert "Traceback" not in done.stderr and "RecursionError" not in done.stderr
     assert f"{tmp_path / '.pi' / 'settings.json'}: cannot read settings (JSON nested too " \
         "deeply)" in done.stderr
+
+
+# -- FIFOs where a JSON file is read --------------------------------------------------------
+
+
+def test_a_fifo_for_the_project_settings_is_refused_at_once(tmp_path: Path) -> None:
+    """Reading `.pi/settings.json` waited forever for a writer when a repository committed a
+    FIFO there: the CLI hung, and so did the daemon's start in that folder."""
+    (tmp_path / ".pi").mkdir()
+    os.mkfifo(tmp_path / ".pi" / "settings.json")
+    done = run_cli("run", "--approve", "hi", cwd=tmp_path)
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    assert f"{tmp_path / '.pi' / 'settings.json'}: cannot read settings " in done.stderr
+    assert "not a regular file" in done.stderr
+    code = ("import logging, sys; from pathlib import Path; "
+            "from pi_lsp.session.sessiondir import link_session_dir; "
+            f"logging.basicConfig(stream=sys.stdout); link_session_dir(Path({str(tmp_path)!r}))")
+    probe = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=PROCESS_CEILING_S)
+    assert "settings.json: cannot read (not a regular file); sessionDir not set" in probe.stdout
+
+
+def test_a_fifo_for_the_trust_store_fails_closed_at_once(tmp_path: Path) -> None:
+    (tmp_path / "repo" / ".pi").mkdir(parents=True)
+    (tmp_path / "repo" / ".pi" / "settings.json").write_text('{"theme": "dark"}')
+    trust_path().parent.mkdir(parents=True)
+    os.mkfifo(trust_path())
+    code = ("from pathlib import Path; from pi_lsp.trust import resolve_trust; "
+            f"print(resolve_trust(Path({str(tmp_path / 'repo')!r})).error)")
+    probe = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=PROCESS_CEILING_S, env=os.environ)
+    assert f"{trust_path()}: cannot read pi's trust store (not a regular file)" in probe.stdout
+
+
+def test_an_open_document_is_not_compared_with_a_fifo() -> None:
+    """The editor's check that a buffer matches the disk read the file whole: a FIFO of
+    size 0 beside an empty buffer waited for a writer."""
+    code = ("import os, tempfile; from pathlib import Path; "
+            "from pi_lsp.server.editor import same_as_disk; "
+            "p = Path(tempfile.mkdtemp()) / 'pipe'; os.mkfifo(p); print(same_as_disk('', p))")
+    probe = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=PROCESS_CEILING_S)
+    assert probe.stdout == "False\n", probe.stderr
 
 
 # -- session names in titles and the approval question ---------------------------------------

@@ -23,6 +23,7 @@ from pi_lsp.agent.approval import ApprovalRequest, Approver
 from pi_lsp.agent.attachments import Attachment, Range, lines_of, mentions, render
 from pi_lsp.agent.feedback import FileProblems, Problem, problems_message
 from pi_lsp.agent.tools import DISK, ToolError
+from pi_lsp.regular import read_regular
 from pi_lsp.server.protocol import ContextArg, PromptArgs
 from pi_lsp.session.entries import ToolCall
 
@@ -155,7 +156,7 @@ class EditorFiles:
 def same_as_disk(text: str, path: Path) -> bool:
     try:
         content = text.encode()
-        return os.stat(path).st_size == len(content) and path.read_bytes() == content
+        return os.stat(path).st_size == len(content) and read_regular(path) == content
     except (OSError, UnicodeEncodeError):
         return False
 

@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from pi_lsp.jsonfile import write_atomically
+from pi_lsp.regular import read_regular
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ def link_session_dir(workspace: Path) -> None:
                     "(add \"sessionDir\": %r to share them)", path, SESSION_DIR_VALUE)
         return
     try:
-        text = path.read_bytes()
+        text = read_regular(path)
     except FileNotFoundError:
         folder.mkdir(parents=True, exist_ok=True)
         write_atomically(path, NEW_SETTINGS)

@@ -1,0 +1,19 @@
+"""Reading a file a repository may have planted: only a regular file is read, and anything else
+(a FIFO, a device, a socket, a folder) is refused at once instead of waited on or read forever."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+
+def read_regular(path: Path) -> bytes:
+    """The bytes of the regular file at `path` (through symlinks); OSError for anything else."""
+    # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        return file.read()
