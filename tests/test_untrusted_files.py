@@ -211,6 +211,15 @@ def test_a_fifo_for_the_project_settings_is_refused_at_once(tmp_path: Path) -> N
     assert "settings.json: cannot read (not a regular file); sessionDir not set" in probe.stdout
 
 
+def test_a_folder_for_the_project_settings_is_named_as_such(tmp_path: Path) -> None:
+    """The message named the folder by a file descriptor number ("Is a directory: 6")."""
+    (tmp_path / ".pi" / "settings.json").mkdir(parents=True)
+    with pytest.raises(SettingsError) as refused:
+        load_settings(tmp_path, project=True)
+    assert str(refused.value) == f"{tmp_path / '.pi' / 'settings.json'}: cannot read settings " \
+        f"([Errno 22] not a regular file: '{tmp_path / '.pi' / 'settings.json'}')"
+
+
 def test_a_fifo_for_the_trust_store_fails_closed_at_once(tmp_path: Path) -> None:
     (tmp_path / "repo" / ".pi").mkdir(parents=True)
     (tmp_path / "repo" / ".pi" / "settings.json").write_text('{"theme": "dark"}')
