@@ -202,6 +202,49 @@ async def test_chat_tool_calls_without_an_index_are_told_apart_by_id(make_rig, o
     assert [m["role"] for m in rig.messages()][2:] == ["toolResult", "toolResult", "assistant"]
 
 
+def sse(*payloads: Any) -> bytes:
+    """Chat Completions events as a host sends them, whatever their JSON."""
+    return "".join(f"data: {json.dumps(payload)}\n\n" for payload in payloads).encode()
+
+
+async def test_chat_usage_sent_in_the_choice_is_counted(make_rig, oai) -> None:
+    """Moonshot puts usage in the choice, which the SDK keeps as a plain dict: it was read as
+    an object's attributes and counted nothing; pi 1.6 counts it."""
+    rig = make_rig()
+    last = chunk(finish="stop")
+    last["choices"][0]["usage"] = {"prompt_tokens": 1234, "completion_tokens": 567,
+                                   "prompt_tokens_details": {"cached_tokens": 200}}
+    oai.script(Reply([chunk({"content": "a"}), last]))
+    await rig.harness.prompt("hi")
+    usage = rig.messages()[-1]["usage"]
+    assert (usage["input"], usage["output"], usage["cacheRead"]) == (1034, 567, 200)
+
+
+async def test_chat_fields_of_unexpected_types_do_not_fail_the_reply(make_rig, oai) -> None:
+    """Each of these failed the whole reply ("a reply pi-lsp cannot read"): an event that is
+    not an object (pi skips it), text as a list of parts, reasoning that is not text (pi
+    ignores it), a call's arguments as an object, token counts as strings."""
+    rig = make_rig()
+    (rig.root / "a.txt").write_text("alpha\n")
+    call = {"index": 0, "id": "call_r", "type": "function",
+            "function": {"name": "read", "arguments": {"path": "a.txt"}}}
+    usage = usage_chunk(0, 0)
+    usage["usage"] = {"prompt_tokens": "12", "completion_tokens": "3"}
+    oai.script(Reply(raw=sse(42, chunk({"reasoning": {"text": "x"}}),
+                             chunk({"content": [{"type": "text", "text": "Rea"}]}),
+                             chunk({"content": "ding."}), chunk({"tool_calls": [call]}),
+                             chunk(finish="tool_calls"), usage)),
+               chat_reply("Done."))
+    await rig.harness.prompt("look")
+    reply = rig.messages()[1]
+    assert reply["stopReason"] == "toolUse" and "errorMessage" not in reply
+    assert reply["content"] == [
+        {"type": "text", "text": "Reading."},
+        {"type": "toolCall", "id": "call_r", "name": "read", "arguments": {"path": "a.txt"}}]
+    assert (reply["usage"]["input"], reply["usage"]["output"]) == (12, 3)
+    assert "alpha" in rig.messages()[2]["content"][0]["text"]
+
+
 async def test_chat_reasoning_effort_and_reasoning_content_round_trip(make_rig, oai) -> None:
     rig = make_rig(reasoning=True)
     rig.harness.set_thinking_level("xhigh")

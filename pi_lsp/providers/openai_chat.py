@@ -239,17 +239,53 @@ def request_headers(request: ModelRequest) -> dict[str, str]:
     return headers
 
 
-def _usage(raw: Any, reply: ReplyBuilder) -> None:
+def _count(value: Any) -> int:
+    """A token count as sent: a number, or one in a string (a few proxies quote them, and pi's
+    arithmetic reads them as numbers); anything else counts none."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return value
+    try:
+        return int(float(value)) if isinstance(value, float | str) else 0
+    except (ValueError, OverflowError):  # "many", NaN, infinity
+        return 0
+
+
+def _object(value: Any) -> dict[str, Any]:
+    """`value` if it is a JSON object, else an empty one (a field of another type is skipped)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _usage(raw: dict[str, Any], reply: ReplyBuilder) -> None:
     """pi's reading of usage: cached tokens wherever the host puts them, not counted as input."""
-    details = getattr(raw, "prompt_tokens_details", None)
-    cached = getattr(details, "cached_tokens", None)
-    if cached is None:
-        cached = getattr(raw, "prompt_cache_hit_tokens", None)
-    if cached is None:
-        cached = getattr(raw, "cached_tokens", None)
-    count_openai_usage(reply.usage, getattr(raw, "prompt_tokens", None) or 0,
-                       getattr(raw, "completion_tokens", None) or 0, cached or 0,
-                       getattr(details, "cache_write_tokens", None) or 0)
+    details = _object(raw.get("prompt_tokens_details"))
+    cached = next((value for value in (details.get("cached_tokens"),
+                                       raw.get("prompt_cache_hit_tokens"),
+                                       raw.get("cached_tokens")) if value is not None), 0)
+    count_openai_usage(reply.usage, _count(raw.get("prompt_tokens")),
+                       _count(raw.get("completion_tokens")), _count(cached),
+                       _count(details.get("cache_write_tokens")))
+
+
+def _text(content: Any) -> str:
+    """A delta's text: a string, or the text parts of a list of them (pi would record such a list
+    as "[object Object]")."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part["text"] for part in content
+                       if isinstance(part, dict) and isinstance(part.get("text"), str))
+    return ""
+
+
+def _arguments(function: dict[str, Any]) -> str:
+    """A piece of a call's arguments JSON; arguments sent as an object are taken as its JSON (pi
+    appends "[object Object]" and reports the call's arguments unreadable)."""
+    arguments = function.get("arguments")
+    if isinstance(arguments, dict):
+        return stringify(arguments)
+    return arguments if isinstance(arguments, str) else ""
 
 
 def endpoint(client: Any) -> Any:
@@ -290,37 +326,48 @@ class ChatReader:
         (kind, index), self.current = self.current, None
         return [] if kind == "tool" else [self.reply.end_block(index)]
 
-    def apply(self, chunk: Any) -> list[ProviderEvent]:
+    def apply(self, event: Any) -> list[ProviderEvent]:
+        # The SDK builds chunks without checking them: the JSON the server sent is read instead,
+        # as pi reads it, so a field of an unexpected type is passed over rather than failing the
+        # reply, and fields the SDK does not know (Moonshot's usage in the choice) are found.
+        chunk = event.to_dict(warnings=False) if hasattr(event, "to_dict") else event
+        if not isinstance(chunk, dict):
+            return []  # `data: 42`: pi skips what is not an object
         reply = self.reply
         events: list[ProviderEvent] = []
-        reply.response_id = reply.response_id or getattr(chunk, "id", None) or None
-        if chunk.usage is not None:
-            _usage(chunk.usage, reply)
-        if not chunk.choices:
-            return events
-        choice = chunk.choices[0]
-        if chunk.usage is None and getattr(choice, "usage", None):
-            _usage(choice.usage, reply)  # Moonshot puts it in the choice
-        delta = choice.delta
-        if delta is not None:
-            events += self._reasoning(delta)
-            if delta.content:
-                ended, index = self._switch("text", reply.start_text)
-                events += [*ended, reply.add_text(index, delta.content)]
-            for call in delta.tool_calls or []:
+        if not reply.response_id and isinstance(chunk.get("id"), str):
+            reply.response_id = chunk["id"] or None
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            _usage(usage, reply)
+        choices = chunk.get("choices")
+        choice = _object(choices[0]) if isinstance(choices, list) and choices else {}
+        if usage is None and isinstance(choice.get("usage"), dict):
+            _usage(choice["usage"], reply)  # Moonshot puts it in the choice
+        delta = _object(choice.get("delta"))
+        events += self._reasoning(delta)
+        if text := _text(delta.get("content")):
+            ended, index = self._switch("text", reply.start_text)
+            events += [*ended, reply.add_text(index, text)]
+        calls = delta.get("tool_calls")
+        for call in calls if isinstance(calls, list) else []:
+            if isinstance(call, dict):
                 events += self._tool_call(call)
-        if choice.finish_reason:
+        finish = choice.get("finish_reason")
+        if finish:
             self.finished = True
-            stop = STOP_REASONS.get(choice.finish_reason)
+            stop = STOP_REASONS.get(finish) if isinstance(finish, str) else None
             if stop is None:
-                reply.fail("error", f"Provider finish_reason: {choice.finish_reason}")
+                reply.fail("error", f"Provider finish_reason: {finish}")
             else:
                 reply.stop_reason = stop
         return events
 
-    def _reasoning(self, delta: Any) -> list[ProviderEvent]:
-        # llama.cpp sends reasoning_content, others reasoning; the first one present is used.
-        field = next((f for f in REASONING_FIELDS if getattr(delta, f, None)), None)
+    def _reasoning(self, delta: dict[str, Any]) -> list[ProviderEvent]:
+        # llama.cpp sends reasoning_content, others reasoning; the first text present is used
+        # (pi passes over a field that is not text).
+        field = next((f for f in REASONING_FIELDS
+                      if isinstance(delta.get(f), str) and delta[f]), None)
         if field is None:
             return []
 
@@ -329,21 +376,24 @@ class ChatReader:
             self.reply.add_signature(index, field)  # pi keeps the field name to send it back
             return index
         ended, index = self._switch("thinking", start)
-        return [*ended, self.reply.add_thinking(index, str(getattr(delta, field)))]
+        return [*ended, self.reply.add_thinking(index, delta[field])]
 
-    def _tool_call(self, call: Any) -> list[ProviderEvent]:
+    def _tool_call(self, call: dict[str, Any]) -> list[ProviderEvent]:
         events: list[ProviderEvent] = []
-        key = call.index if call.index is not None else call.id
+        function = _object(call.get("function"))
+        position, call_id = call.get("index"), call.get("id")
+        key = position if isinstance(position, int) else \
+            call_id if isinstance(call_id, str) and call_id else None
         index = self.calls.get(key) if key is not None else None
         if index is None:
-            function = call.function
+            name = function.get("name")
             events += self._close()
-            index = self.reply.start_tool_call(call.id or f"call_{call.index}",
-                                               (function.name if function else None) or "")
+            index = self.reply.start_tool_call(
+                call_id if isinstance(call_id, str) and call_id else f"call_{position}",
+                name if isinstance(name, str) else "")
             self.calls[key if key is not None else f"#{index}"] = index
             self.current = ("tool", index)
-        arguments = call.function.arguments if call.function else None
-        if arguments:
+        if arguments := _arguments(function):
             events.append(self.reply.add_tool_json(index, arguments))
         return events
 
