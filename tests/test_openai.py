@@ -202,6 +202,45 @@ async def test_chat_tool_calls_without_an_index_are_told_apart_by_id(make_rig, o
     assert [m["role"] for m in rig.messages()][2:] == ["toolResult", "toolResult", "assistant"]
 
 
+async def test_chat_a_calls_id_and_name_may_come_after_its_first_chunk(make_rig, oai) -> None:
+    """A call whose first chunk had only its index and arguments (or `function: null`) was
+    recorded with name "" and a made-up id `call_0`, so it ran as no tool; pi 1.6 takes the id
+    and name from the chunks that bring them."""
+    rig = make_rig()
+    (rig.root / "a.txt").write_text("alpha\n")
+    oai.script(Reply([chunk({"tool_calls": [{"index": 0, "type": "function",
+                                             "function": {"arguments": '{"path":'}}]}),
+                      chunk({"tool_calls": [{"index": 0, "id": "call_late", "function": {
+                          "name": "read", "arguments": '"a.txt"}'}}]}),
+                      chunk({"tool_calls": [{"index": 1, "id": "call_b", "type": "function",
+                                             "function": None}]}),
+                      chunk({"tool_calls": [{"index": 1, "function": {
+                          "name": "read", "arguments": '{"path": "a.txt"}'}}]}),
+                      chunk(finish="tool_calls")]),
+               chat_reply("Done."))
+    await rig.harness.prompt("look")
+    assert rig.messages()[1]["content"] == [
+        {"type": "toolCall", "id": "call_late", "name": "read", "arguments": {"path": "a.txt"}},
+        {"type": "toolCall", "id": "call_b", "name": "read", "arguments": {"path": "a.txt"}}]
+    results = oai.chat_requests()[1]["messages"][3:]
+    assert [r["tool_call_id"] for r in results] == ["call_late", "call_b"]
+    assert all("alpha" in r["content"] for r in results)
+
+
+async def test_chat_calls_sent_without_ids_get_ids_of_their_own(make_rig, oai) -> None:
+    """Where pi keeps "" (see _name_anonymous_calls): two calls with the id "" could not be told
+    apart, and the next request would carry one result for the two."""
+    rig = make_rig()
+    (rig.root / "a.txt").write_text("alpha\n")
+    calls = [chunk({"tool_calls": [{"index": i, "type": "function", "function": {
+        "name": "read", "arguments": '{"path": "a.txt"}'}}]}) for i in (0, 1)]
+    oai.script(Reply([*calls, chunk(finish="tool_calls")]), chat_reply("Done."))
+    await rig.harness.prompt("look")
+    assert [b["id"] for b in rig.messages()[1]["content"]] == ["call_0", "call_1"]
+    assert [m.get("tool_call_id") for m in oai.chat_requests()[1]["messages"][3:]] == [
+        "call_0", "call_1"]
+
+
 def sse(*payloads: Any) -> bytes:
     """Chat Completions events as a host sends them, whatever their JSON."""
     return "".join(f"data: {json.dumps(payload)}\n\n" for payload in payloads).encode()

@@ -268,6 +268,10 @@ def _usage(raw: dict[str, Any], reply: ReplyBuilder) -> None:
                        _count(details.get("cache_write_tokens")))
 
 
+def _string(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
 def _text(content: Any) -> str:
     """A delta's text: a string, or the text parts of a list of them (pi would record such a list
     as "[object Object]")."""
@@ -306,7 +310,9 @@ class ChatReader:
         self.current: tuple[str, int] | None = None  # (kind, reply block index)
         # The stream's tool calls -> reply block index: by their index, or (hosts that send
         # none) by their id, as pi finds them; a call with neither is a new one.
-        self.calls: dict[int | str, int] = {}
+        self.by_index: dict[int, int] = {}
+        self.by_id: dict[str, int] = {}
+        self.calls: list[int] = []  # their reply block indexes, in order
         self.finished = False  # a finish_reason arrived
 
     def _switch(self, kind: str, start: Any) -> tuple[list[ProviderEvent], int]:
@@ -381,18 +387,27 @@ class ChatReader:
     def _tool_call(self, call: dict[str, Any]) -> list[ProviderEvent]:
         events: list[ProviderEvent] = []
         function = _object(call.get("function"))
-        position, call_id = call.get("index"), call.get("id")
-        key = position if isinstance(position, int) else \
-            call_id if isinstance(call_id, str) and call_id else None
-        index = self.calls.get(key) if key is not None else None
+        position = call.get("index")
+        position = position if isinstance(position, int) and not isinstance(position, bool) \
+            else None
+        call_id, name = _string(call.get("id")), _string(function.get("name"))
+        index = self.by_index.get(position) if position is not None else None
+        if index is None and call_id:
+            index = self.by_id.get(call_id)
         if index is None:
-            name = function.get("name")
             events += self._close()
-            index = self.reply.start_tool_call(
-                call_id if isinstance(call_id, str) and call_id else f"call_{position}",
-                name if isinstance(name, str) else "")
-            self.calls[key if key is not None else f"#{index}"] = index
+            index = self.reply.start_tool_call(call_id, name)
+            self.calls.append(index)
             self.current = ("tool", index)
+        if position is not None and index not in self.by_index.values():
+            self.by_index[position] = index  # a call first found by id keeps its first index
+        if call_id:
+            self.by_id[call_id] = index
+        # Some hosts send the id or name only in a later chunk than the call's first (which
+        # has its index and arguments, or `function: null`): pi fills them in from there.
+        block = self.reply.blocks[index]
+        assert isinstance(block, ToolCall)
+        block.id, block.name = block.id or call_id, block.name or name
         if arguments := _arguments(function):
             events.append(self.reply.add_tool_json(index, arguments))
         return events
@@ -400,9 +415,19 @@ class ChatReader:
     def finish(self) -> list[ProviderEvent]:
         """Close what is open once the stream has ended; a reply without a finish_reason is
         incomplete unless the host never sends one."""
-        ended = [*self._close(), *(self.reply.end_block(i) for i in self.calls.values())]
+        ended = [*self._close(), *(self.reply.end_block(i) for i in self.calls)]
+        self._name_anonymous_calls()
         if not self.finished:
             if self.compat.supports_finish_reason:
                 raise StreamEndedEarly("the stream ended without finish_reason")
             self.reply.stop_reason = "toolUse" if self.calls else "stop"
         return ended
+
+    def _name_anonymous_calls(self) -> None:
+        """Give a call the host sent without an id one, `call_N` (N: its place among the calls).
+        pi keeps "", but two such calls cannot be told apart: the next request would carry only
+        the first one's result (a repeated result id is dropped as a duplicate)."""
+        for number, index in enumerate(self.calls):
+            block = self.reply.blocks[index]
+            if isinstance(block, ToolCall) and not block.id:
+                block.id = f"call_{number}"
