@@ -241,6 +241,30 @@ async def test_chat_calls_sent_without_ids_get_ids_of_their_own(make_rig, oai) -
         "call_0", "call_1"]
 
 
+async def test_chat_a_reply_has_one_thinking_and_one_text_block(make_rig, oai) -> None:
+    """pi 1.6 adds every piece of reasoning to one thinking block and every piece of text to
+    one text block, whatever comes between them; each switch made a new block here, so the
+    same reply was recorded as six blocks in arrival order."""
+    rig = make_rig()
+    (rig.root / "a.txt").write_text("alpha\n")
+
+    def call(index: int, call_id: str) -> dict[str, Any]:
+        return chunk({"tool_calls": [{"index": index, "id": call_id, "type": "function",
+                                      "function": {"name": "read",
+                                                   "arguments": '{"path": "a.txt"}'}}]})
+    oai.script(Reply([chunk({"reasoning_content": "plan1 "}), chunk({"content": "before "}),
+                      call(0, "call_a"), chunk({"reasoning_content": "plan2"}),
+                      chunk({"content": "after"}), call(1, "call_b"),
+                      chunk(finish="tool_calls")]),
+               chat_reply("Done."))
+    await rig.harness.prompt("look")
+    assert rig.messages()[1]["content"] == [
+        {"type": "thinking", "thinking": "plan1 plan2", "thinkingSignature": "reasoning_content"},
+        {"type": "text", "text": "before after"},
+        {"type": "toolCall", "id": "call_a", "name": "read", "arguments": {"path": "a.txt"}},
+        {"type": "toolCall", "id": "call_b", "name": "read", "arguments": {"path": "a.txt"}}]
+
+
 def sse(*payloads: Any) -> bytes:
     """Chat Completions events as a host sends them, whatever their JSON."""
     return "".join(f"data: {json.dumps(payload)}\n\n" for payload in payloads).encode()

@@ -302,12 +302,14 @@ def reader(reply: ReplyBuilder, model: ModelInfo) -> ChatReader:
 
 
 class ChatReader:
-    """Turns streamed chunks into reply blocks: text, reasoning, and tool calls by index."""
+    """Turns streamed chunks into reply blocks as pi 1.6 does: one thinking block and one text
+    block a reply, each added to wherever its pieces arrive, and tool calls by index or id."""
 
     def __init__(self, reply: ReplyBuilder, compat: Compat) -> None:
         self.reply = reply
         self.compat = compat
-        self.current: tuple[str, int] | None = None  # (kind, reply block index)
+        self.text: int | None = None  # the reply block index of the text
+        self.thinking: int | None = None  # and of the thinking
         # The stream's tool calls -> reply block index: by their index, or (hosts that send
         # none) by their id, as pi finds them; a call with neither is a new one.
         self.by_index: dict[int, int] = {}
@@ -315,22 +317,16 @@ class ChatReader:
         self.calls: list[int] = []  # their reply block indexes, in order
         self.finished = False  # a finish_reason arrived
 
-    def _switch(self, kind: str, start: Any) -> tuple[list[ProviderEvent], int]:
-        """End the open block unless it is of `kind`; start one of `kind` if needed."""
-        if self.current is not None and self.current[0] == kind:
-            return [], self.current[1]
-        ended = self._close()
-        index = start()
-        self.current = (kind, index)
-        return ended, index
+    def _text_block(self) -> int:
+        if self.text is None:
+            self.text = self.reply.start_text()
+        return self.text
 
-    def _close(self) -> list[ProviderEvent]:
-        """End the open text or thinking block; tool calls stay open (their arguments may
-        still arrive by index) until the stream ends."""
-        if self.current is None:
-            return []
-        (kind, index), self.current = self.current, None
-        return [] if kind == "tool" else [self.reply.end_block(index)]
+    def _thinking_block(self, signature: str) -> int:
+        if self.thinking is None:
+            self.thinking = self.reply.start_thinking()
+            self.reply.add_signature(self.thinking, signature)
+        return self.thinking
 
     def apply(self, event: Any) -> list[ProviderEvent]:
         # The SDK builds chunks without checking them: the JSON the server sent is read instead,
@@ -353,8 +349,7 @@ class ChatReader:
         delta = _object(choice.get("delta"))
         events += self._reasoning(delta)
         if text := _text(delta.get("content")):
-            ended, index = self._switch("text", reply.start_text)
-            events += [*ended, reply.add_text(index, text)]
+            events.append(reply.add_text(self._text_block(), text))
         calls = delta.get("tool_calls")
         for call in calls if isinstance(calls, list) else []:
             if isinstance(call, dict):
@@ -376,13 +371,8 @@ class ChatReader:
                       if isinstance(delta.get(f), str) and delta[f]), None)
         if field is None:
             return []
-
-        def start() -> int:
-            index = self.reply.start_thinking()
-            self.reply.add_signature(index, field)  # pi keeps the field name to send it back
-            return index
-        ended, index = self._switch("thinking", start)
-        return [*ended, self.reply.add_thinking(index, delta[field])]
+        # pi keeps the field's name as the signature, to send the thinking back in it
+        return [self.reply.add_thinking(self._thinking_block(field), delta[field])]
 
     def _tool_call(self, call: dict[str, Any]) -> list[ProviderEvent]:
         events: list[ProviderEvent] = []
@@ -395,10 +385,8 @@ class ChatReader:
         if index is None and call_id:
             index = self.by_id.get(call_id)
         if index is None:
-            events += self._close()
             index = self.reply.start_tool_call(call_id, name)
             self.calls.append(index)
-            self.current = ("tool", index)
         if position is not None and index not in self.by_index.values():
             self.by_index[position] = index  # a call first found by id keeps its first index
         if call_id:
@@ -415,7 +403,8 @@ class ChatReader:
     def finish(self) -> list[ProviderEvent]:
         """Close what is open once the stream has ended; a reply without a finish_reason is
         incomplete unless the host never sends one."""
-        ended = [*self._close(), *(self.reply.end_block(i) for i in self.calls)]
+        ended: list[ProviderEvent] = [self.reply.end_block(index)
+                                      for index in range(len(self.reply.blocks))]
         self._name_anonymous_calls()
         if not self.finished:
             if self.compat.supports_finish_reason:
