@@ -265,6 +265,50 @@ async def test_chat_a_reply_has_one_thinking_and_one_text_block(make_rig, oai) -
         {"type": "toolCall", "id": "call_b", "name": "read", "arguments": {"path": "a.txt"}}]
 
 
+async def test_chat_openrouter_reasoning_details_are_kept_and_sent_back(make_rig, oai) -> None:
+    """OpenRouter's `reasoning_details` (signed reasoning text, encrypted reasoning) were
+    dropped, so the next request could not continue the model's reasoning; pi 1.6 keeps them,
+    merged, as the thinking's signature (an encrypted-only reply gets a thinking block for them)
+    and sends them back in place of the reasoning field."""
+    rig = make_rig(reasoning=True)
+    text = {"type": "reasoning.text", "format": "anthropic-claude-v1", "index": 0}
+    encrypted = {"type": "reasoning.encrypted", "data": "ENC==", "id": "rs_1",
+                 "format": "openai-responses-v1", "index": 0}
+    oai.script(Reply([chunk({"reasoning": "st", "reasoning_details": [{**text, "text": "st"}]}),
+                      chunk({"reasoning": "ep", "reasoning_details": [{**text, "text": "ep"}]}),
+                      chunk({"reasoning_details": [{**text, "text": "", "signature": "SIG"}]}),
+                      chunk({"content": "one"}), chunk(finish="stop")]),
+               Reply([chunk({"reasoning_details": [encrypted, {"type": "unknown"}]}),
+                      chunk({"content": "two"}), chunk(finish="stop")]),
+               chat_reply("three"))
+    for prompt in ("a", "b", "c"):
+        await rig.harness.prompt(prompt)
+    signed = [{**text, "text": "step", "signature": "SIG"}]
+    one, two = rig.messages()[1]["content"], rig.messages()[3]["content"]
+    assert one[0] == {"type": "thinking", "thinking": "step",
+                      "thinkingSignature": json.dumps(signed, separators=(",", ":"))}
+    assert two == [{"type": "thinking", "thinking": "",
+                    "thinkingSignature": json.dumps([encrypted], separators=(",", ":"))},
+                   {"type": "text", "text": "two"}]
+    sent = oai.chat_requests()[2]["messages"]
+    assert sent[2] == {"role": "assistant", "content": "one", "reasoning_details": signed}
+    assert sent[4] == {"role": "assistant", "content": "two", "reasoning_details": [encrypted]}
+
+
+def test_chat_sends_back_encrypted_reasoning_older_pi_kept_on_tool_calls() -> None:
+    """Older pi versions kept OpenRouter's encrypted reasoning on the reply's tool calls; pi 1.6
+    sends it back from there when no thinking block holds details (pi-lsp sent none)."""
+    encrypted = {"type": "reasoning.encrypted", "data": "ENC==", "id": "rs_1"}
+    model = local(CHAT_API, reasoning=True)
+    reply = AssistantMessage(content=[ToolCall(id="c1", name="bash", arguments={},
+                                               thought_signature=json.dumps(encrypted))],
+                             api=CHAT_API, provider="ollama", model=MODEL, usage=Usage(),
+                             stop_reason="toolUse", timestamp=2)
+    params = openai_chat.request_params(ModelRequest(
+        model, "", [UserMessage(content="q", timestamp=1), reply], [], "off"))
+    assert params["messages"][1]["reasoning_details"] == [encrypted]
+
+
 def sse(*payloads: Any) -> bytes:
     """Chat Completions events as a host sends them, whatever their JSON."""
     return "".join(f"data: {json.dumps(payload)}\n\n" for payload in payloads).encode()

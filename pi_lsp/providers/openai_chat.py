@@ -6,6 +6,8 @@ flags (pi's), laid over what pi detects from the host, cover where they differ f
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from typing import Any
 
 from pi_lsp.context.convert import adapt_to_model
@@ -82,6 +84,47 @@ def _parts(content: str | list[UserBlock]) -> str | list[dict[str, Any]]:
     return parts
 
 
+def _is_reasoning_detail(value: Any) -> bool:
+    """pi's isOpenAIReasoningDetail: one of OpenRouter's `reasoning_details` that pi keeps and
+    sends back (text with its signature, a summary, or encrypted reasoning)."""
+    if not isinstance(value, dict):
+        return False
+    detail_id, index = value.get("id"), value.get("index", 0)
+    if not (detail_id is None or isinstance(detail_id, str)) or \
+            not isinstance(value.get("format", ""), str) or \
+            not isinstance(index, int | float) or isinstance(index, bool):
+        return False
+    match value.get("type"):
+        case "reasoning.summary":
+            return isinstance(value.get("summary"), str)
+        case "reasoning.encrypted":
+            return isinstance(value.get("data"), str)
+        case "reasoning.text":
+            return isinstance(value.get("text"), str) and (
+                value.get("signature") is None or isinstance(value["signature"], str))
+    return False
+
+
+def _json(text: str | None) -> Any:
+    """The JSON `text` holds (None: none, or not JSON)."""
+    try:
+        return json.loads(text) if text else None
+    except (ValueError, RecursionError):
+        return None
+
+
+def _kept_details(message: AssistantMessage) -> list[dict[str, Any]] | None:
+    """The reasoning details a reply keeps, to go back with it as pi sends them: a thinking
+    block's signature, else (replies of older pi versions) encrypted ones on its tool calls."""
+    for block in message.content:
+        details = _json(block.thinking_signature) if isinstance(block, ThinkingContent) else None
+        if isinstance(details, list) and details and all(map(_is_reasoning_detail, details)):
+            return details
+    on_calls = [_json(b.thought_signature) for b in message.content if isinstance(b, ToolCall)]
+    return [d for d in on_calls if _is_reasoning_detail(d) and d["type"] == "reasoning.encrypted"
+            and isinstance(d.get("id"), str) and d["id"] and d["data"]] or None
+
+
 def _assistant(message: AssistantMessage, model: ModelInfo, compat: Compat
                ) -> dict[str, Any] | None:
     texts = [b.text for b in message.content if isinstance(b, TextContent) and b.text.strip()]
@@ -91,15 +134,19 @@ def _assistant(message: AssistantMessage, model: ModelInfo, compat: Compat
                             "content": without_lone_surrogates("".join(texts)) or None}
     # Thinking left after adapt_to_model is this model's own; it goes back where it came from.
     thoughts = [b for b in message.content if isinstance(b, ThinkingContent) and b.thinking.strip()]
+    details = _kept_details(message)
     if thoughts and compat.requires_thinking_as_text:
         wire["content"] = [{"type": "text", "text": "\n\n".join(b.thinking for b in thoughts)},
                            *({"type": "text", "text": text} for text in texts)]
-    elif thoughts and thoughts[0].thinking_signature in REASONING_FIELDS:
+    elif thoughts and details is None and thoughts[0].thinking_signature in REASONING_FIELDS:
+        # (reasoning details stand for the thinking: pi sends them in place of this field)
         wire[str(thoughts[0].thinking_signature)] = "\n".join(b.thinking for b in thoughts)
     calls = [b for b in message.content if isinstance(b, ToolCall)]
     if calls:
         wire["tool_calls"] = [{"id": c.id, "type": "function", "function": {
             "name": c.name, "arguments": stringify(c.arguments)}} for c in calls]
+    if details is not None:
+        wire["reasoning_details"] = details
     if compat.requires_reasoning_content_on_assistant_messages and model.reasoning:
         wire.setdefault("reasoning_content", "")
     return wire if wire["content"] or calls else None
@@ -292,6 +339,34 @@ def _arguments(function: dict[str, Any]) -> str:
     return arguments if isinstance(arguments, str) else ""
 
 
+def _fill(target: dict[str, Any], source: dict[str, Any], key: str,
+          present: Callable[[Any], bool]) -> None:
+    """JavaScript's `target[key] ||= source[key]` (`present`: truthy) or `??=` (not null),
+    a key it would leave undefined left out, as JSON.stringify leaves it out."""
+    if present(target.get(key)):
+        return
+    if key in source:
+        target[key] = source[key]
+    else:
+        target.pop(key, None)
+
+
+def _merge_reasoning_detail(details: list[dict[str, Any]], detail: dict[str, Any]) -> None:
+    """pi's appendOpenAIReasoningDetail: OpenRouter streams its details in pieces; a text (or
+    summary) piece continues the detail before it of its kind, an encrypted one stands alone."""
+    last = details[-1] if details else {}
+    field = {"reasoning.text": "text", "reasoning.summary": "summary"}.get(detail["type"])
+    if field is None or last.get("type") != detail["type"]:
+        details.append(dict(detail))
+        return
+    last[field] += detail[field]
+    if field == "text":
+        _fill(last, detail, "signature", bool)
+    _fill(last, detail, "id", lambda value: value is not None)
+    _fill(last, detail, "format", bool)
+    _fill(last, detail, "index", lambda value: value is not None)
+
+
 def endpoint(client: Any) -> Any:
     """The SDK call that streams this API's replies."""
     return client.chat.completions.create
@@ -310,6 +385,7 @@ class ChatReader:
         self.compat = compat
         self.text: int | None = None  # the reply block index of the text
         self.thinking: int | None = None  # and of the thinking
+        self.details: list[dict[str, Any]] = []  # OpenRouter's reasoning details, merged
         # The stream's tool calls -> reply block index: by their index, or (hosts that send
         # none) by their id, as pi finds them; a call with neither is a new one.
         self.by_index: dict[int, int] = {}
@@ -366,13 +442,19 @@ class ChatReader:
 
     def _reasoning(self, delta: dict[str, Any]) -> list[ProviderEvent]:
         # llama.cpp sends reasoning_content, others reasoning; the first text present is used
-        # (pi passes over a field that is not text).
+        # (pi passes over a field that is not text). OpenRouter adds `reasoning_details`, which
+        # pi keeps, merged, as the thinking's signature and sends back with the reply.
         field = next((f for f in REASONING_FIELDS
                       if isinstance(delta.get(f), str) and delta[f]), None)
-        if field is None:
-            return []
-        # pi keeps the field's name as the signature, to send the thinking back in it
-        return [self.reply.add_thinking(self._thinking_block(field), delta[field])]
+        events: list[ProviderEvent] = [] if field is None else [
+            # pi keeps the field's name as the signature, to send the thinking back in it
+            self.reply.add_thinking(self._thinking_block(field), delta[field])]
+        details = delta.get("reasoning_details")
+        for detail in details if isinstance(details, list) else []:
+            if _is_reasoning_detail(detail):
+                self._thinking_block("")  # encrypted reasoning alone still gets its block
+                _merge_reasoning_detail(self.details, detail)
+        return events
 
     def _tool_call(self, call: dict[str, Any]) -> list[ProviderEvent]:
         events: list[ProviderEvent] = []
@@ -403,6 +485,10 @@ class ChatReader:
     def finish(self) -> list[ProviderEvent]:
         """Close what is open once the stream has ended; a reply without a finish_reason is
         incomplete unless the host never sends one."""
+        if self.details and self.thinking is not None:
+            thinking = self.reply.blocks[self.thinking]
+            assert isinstance(thinking, ThinkingContent)
+            thinking.thinking_signature = stringify(self.details)
         ended: list[ProviderEvent] = [self.reply.end_block(index)
                                       for index in range(len(self.reply.blocks))]
         self._name_anonymous_calls()
