@@ -403,6 +403,18 @@ async def test_chat_error_mid_stream_keeps_the_partial_reply(make_rig, oai) -> N
     assert "model crashed" in last["errorMessage"] and "ollama" in last["errorMessage"]
 
 
+async def test_chat_error_mid_stream_says_what_openrouters_upstream_said(make_rig, oai) -> None:
+    """OpenRouter puts the upstream provider's own answer in the error's `metadata.raw`; pi 1.6
+    adds it to the error message on a line of its own, pi-lsp left it out."""
+    rig = make_rig()
+    oai.script(Reply([chunk({"content": "a"})], error={
+        "message": "Provider returned error", "code": 502,
+        "metadata": {"raw": "upstream overloaded", "provider_name": "Lab"}}))
+    await rig.harness.prompt("hi")
+    assert rig.messages()[-1]["errorMessage"] == \
+        "ollama stream 502: Provider returned error\nupstream overloaded"
+
+
 async def test_chat_compat_flags_shape_the_request(oai) -> None:
     from pi_lsp.providers.registry import Compat
 

@@ -13,6 +13,7 @@ import openai
 
 from pi_lsp.providers.base import MissingApiKeyError, ModelRequest, ProviderEvent, ReplyBuilder
 from pi_lsp.providers.failures import failure_text
+from pi_lsp.providers.registry import CHAT_API
 from pi_lsp.providers.retry import HttpFailure, ProviderRetry, with_retries
 from pi_lsp.providers.wire import WIRE_MODULES, wire_for
 
@@ -31,6 +32,19 @@ def error_text(label: str, error: BaseException) -> str | None:
     if isinstance(error, openai.APIStatusError):
         return f"{label} {error.status_code} {kind}: {text}".strip()
     return f"{label} stream {kind}: {text}".strip()
+
+
+def chat_error_text(label: str, error: BaseException) -> str | None:
+    """`error_text`, then what OpenRouter's upstream answered (its `metadata.raw`) on a line of
+    its own unless the text has it already, as pi 1.6's Chat Completions provider adds it."""
+    text = error_text(label, error)
+    body = getattr(error, "body", None)
+    metadata = body.get("metadata") if isinstance(body, dict) else None
+    raw = metadata.get("raw") if isinstance(metadata, dict) else None
+    if text is None or not raw:
+        return text
+    raw_text = raw if isinstance(raw, str) else body_text(raw)
+    return text if raw_text in text else f"{text}\n{raw_text}"
 
 
 def body_text(body: object) -> str:
@@ -93,5 +107,6 @@ class OpenAIProvider:
             for produced in reader.finish():
                 yield produced
         except Exception as error:  # every failure ends in the reply, partial content kept
+            server_error = chat_error_text if api == CHAT_API else error_text
             reply.fail("error", failure_text(error, self.label, str(self.client.base_url),
-                                             self.retry.timeout_s, answered, error_text))
+                                             self.retry.timeout_s, answered, server_error))
