@@ -415,6 +415,27 @@ async def test_chat_error_mid_stream_says_what_openrouters_upstream_said(make_ri
         "ollama stream 502: Provider returned error\nupstream overloaded"
 
 
+async def test_chat_a_hosts_own_thinking_switch_reaches_it(oai) -> None:
+    """The SDK's `create` takes only the fields it names: OpenRouter's `reasoning` (and
+    DeepSeek's `thinking`, Qwen's `enable_thinking`) failed every request with a TypeError
+    before anything was sent; they go in the SDK's `extra_body` now."""
+    from pi_lsp.providers.base import ReplyBuilder
+    from pi_lsp.providers.openai_api import OpenAIProvider
+    from pi_lsp.providers.registry import Compat
+
+    model = msgspec.structs.replace(local(CHAT_API, reasoning=True),
+                                    compat=Compat(thinking_format="openrouter"))
+    provider = OpenAIProvider("lab", "k", f"{oai.url}/v1")
+    oai.script(chat_reply("ok"))
+    reply = ReplyBuilder(CHAT_API, model)
+    request = ModelRequest(model, "", [UserMessage(content="hi", timestamp=1)], [], "low")
+    [_ async for _ in provider.stream(request, reply)]
+    await provider.client.close()
+    assert reply.message().content == [TextContent(text="ok")], reply.error_message
+    [sent] = oai.chat_requests()
+    assert sent["reasoning"] == {"effort": "low"} and sent["messages"][0]["content"] == "hi"
+
+
 async def test_chat_compat_flags_shape_the_request(oai) -> None:
     from pi_lsp.providers.registry import Compat
 

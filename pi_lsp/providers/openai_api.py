@@ -6,8 +6,10 @@ model's `api`.
 
 from __future__ import annotations
 
+import inspect
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import openai
 
@@ -61,6 +63,15 @@ def body_text(body: object) -> str:
     return f"{text[:MAX_BODY_CHARS]}... [truncated {len(text) - MAX_BODY_CHARS} chars]"
 
 
+def sdk_arguments(create: Callable[..., Any], params: dict[str, Any]) -> dict[str, Any]:
+    """`params` as keyword arguments of the SDK's `create`: a field it does not name (the thinking
+    switch of OpenRouter, DeepSeek, z.ai or Qwen) goes in `extra_body`, sent as it is."""
+    named = inspect.signature(create).parameters
+    extra = {key: value for key, value in params.items() if key not in named}
+    known = {key: value for key, value in params.items() if key in named}
+    return {**known, "extra_body": extra} if extra else known
+
+
 def http_failure(error: Exception) -> HttpFailure | None:
     if isinstance(error, openai.APIStatusError):
         return error.status_code, error.response.headers
@@ -92,7 +103,7 @@ class OpenAIProvider:
             reply.fail("error", f"{self.name}: api {api!r} is not an OpenAI API")
             return
         create, reader = wire.endpoint(self.client), wire.reader(reply, request.model)
-        params = wire.request_params(request)
+        params = sdk_arguments(create, wire.request_params(request))
         headers = {**request.model.headers, **wire.request_headers(request)}
         answered = False
         try:
