@@ -16,7 +16,7 @@ import pytest
 from pi_lsp.agent.events import AgentEnd, AutoRetryEnd, AutoRetryStart, ToolExecutionStart
 from pi_lsp.agent.harness import Harness
 from pi_lsp.agent.headless import TerminalPrinter
-from pi_lsp.agent.retry import RetrySettings, is_passing_failure
+from pi_lsp.agent.retry import RetrySettings, is_context_overflow, is_passing_failure
 from pi_lsp.providers import openai_chat, openai_responses
 from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.providers.base import MAX_TOKENS, ModelRequest, ReplyBuilder, TextDelta, ToolSpec
@@ -635,3 +635,65 @@ def test_token_counts_a_server_sends_are_made_ones_a_reply_can_hold() -> None:
     usage = reply.message().usage
     assert (usage.input, usage.output, usage.cache_read) == (MAX_TOKENS, 0, 1)
     assert usage.total_tokens == MAX_TOKENS + 1 and usage.cost.total > 0
+
+
+# What servers answer a request too long for the model's window (pi-ai 1.6's examples).
+OVERFLOW_BODIES = {
+    "Groq": (400, {"error": {"message": "Please reduce the length of the messages or completion.",
+                             "type": "invalid_request_error", "code": "context_length_exceeded"}}),
+    "llama.cpp": (400, {"error": {"code": 400, "type": "exceed_context_size_error", "message":
+                                  "the request exceeds the available context size, try "
+                                  "increasing it"}}),
+    "z.ai": (400, {"error": {"code": "1261", "message": "Prompt too long"}}),
+    "Kimi": (400, {"error": {"message": "Your request exceeded model token limit: 262144 "
+                                        "(requested: 300000)"}}),
+    "MiniMax": (400, {"base_resp": {"status_code": 2013,
+                                    "status_msg": "invalid params, context window exceeds limit"}}),
+    "Qwen": (400, {"error": {"message": "Range of input length should be [1, 129024]",
+                             "code": "invalid_parameter_error"}}),
+    "xAI": (400, {"code": "Client specified an invalid argument", "error":
+                  "This model's maximum prompt length is 131072 but the request contains 537812 "
+                  "tokens."}),
+    "Copilot": (400, {"error": {"message": "prompt token count of 140000 exceeds the limit of "
+                                           "128000", "code": "model_max_prompt_tokens_exceeded"}}),
+    "DS4": (400, {"error": {"message": "Prompt has 300,000 tokens, but the configured context "
+                                       "size is 262,144 tokens"}}),
+    "Gemini": (400, {"error": {"message": "The input token count (1196265) exceeds the maximum "
+                                          "number of tokens allowed (1048575)."}}),
+    "a bare 413": (413, None),
+}
+
+
+@pytest.mark.parametrize("server", list(OVERFLOW_BODIES))
+async def test_overflows_are_told_as_pi_16_tells_them(oai, server: str) -> None:
+    """pi-lsp's own patterns missed all of these, so the context was not compacted."""
+    status, body = OVERFLOW_BODIES[server]
+    model = local(base_url=f"{oai.url}/v1")
+    provider = OpenAIProvider("lab", "k", f"{oai.url}/v1")
+    oai.script(Reply(status=status, raw=json.dumps(body).encode() if body else b" ", headers={}))
+    built = ReplyBuilder(CHAT_API, model)
+    _ = [e async for e in provider.stream(request(model), built)]
+    assert is_context_overflow(built.message().error_message)
+    await provider.client.close()
+
+
+def test_a_rate_limit_or_a_window_too_small_for_the_kept_tokens_is_no_overflow() -> None:
+    """pi-lsp took any "context length" and "too many tokens" for an overflow (pi 1.6 excludes
+    rate limits and reads LM Studio's too-small window as none); Cerebras's bare 400 is one."""
+    assert not is_context_overflow("lab 429 tokens: Rate limit reached: Too many tokens per minute")
+    assert not is_context_overflow(
+        "lab 400 error: Trying to keep the first 5000 tokens when context the overflows. However, "
+        "the model is loaded with context length of only 4096 tokens, which is not enough.")
+    assert not is_context_overflow("lab 400 error: Error code: 400", "lab")
+    assert is_context_overflow("cerebras 400 error: Error code: 400", "cerebras")
+
+
+async def test_a_rate_limit_on_tokens_is_retried_not_compacted(rig, oai) -> None:
+    """A 429 "Too many tokens per minute" read as an overflow: it was neither retried nor
+    compacted, and the prompt failed."""
+    one = rig(retry=FAST)
+    oai.script(error_reply(429, "tokens", "Rate limit reached: Too many tokens per minute"),
+               chat_reply("fine"))
+    await one.harness.prompt("hi")
+    assert len(oai.chat_requests()) == 2 and one.last()["content"][0]["text"] == "fine"
+    assert [e.attempt for e in one.events if isinstance(e, AutoRetryStart)] == [1]

@@ -316,7 +316,8 @@ class Harness:
             produced = await self._run([user_message(text, images, attachments)])
             last = last_reply(produced)
             if last is not None and last.stop_reason == "error" and \
-                    is_context_overflow(last.error_message) and self.compaction.enabled:
+                    is_context_overflow(last.error_message, last.provider) and \
+                    self.compaction.enabled:
                 if await self._compact_if_needed("overflow", force=True):
                     produced += await self._run([])
             elif last is not None and last.stop_reason != "aborted":

@@ -49,11 +49,50 @@ _PASSING = re.compile("|".join([
 ]), re.IGNORECASE)
 
 
-_OVERFLOW = re.compile(
-    r"prompt is too long|exceeds? the context window|maximum context length|context length|"
-    r"context_length_exceeded|input is too long|too many (input )?tokens|request_too_large",
-    re.I,
-)
+# pi 1.6's OVERFLOW_PATTERNS (pi-ai utils/overflow.js), in its order; ASCII: \d, \w and case
+# as JavaScript's regular expressions (without /u) read them.
+_OVERFLOW = [re.compile(pattern, re.IGNORECASE | re.ASCII) for pattern in (
+    r"prompt (?:is )?too long",  # Anthropic and z.ai
+    r"prompt exceeds max length",  # z.ai CN endpoint
+    r"request_too_large",  # Anthropic request byte-size overflow (HTTP 413)
+    r"input is too long for requested model",  # Amazon Bedrock
+    r"exceeds the context window",  # OpenAI (Completions & Responses API)
+    r"exceeds (?:the )?(?:model'?s )?maximum context length(?: of [\d,]+ tokens?|\s*\([\d,]+\))",
+    r"context window exceeded",  # LiteLLM pre-call check
+    r"input token count.*exceeds the maximum",  # Google (Gemini)
+    r"maximum prompt length is \d+",  # xAI (Grok)
+    r"reduce the length of the messages",  # Groq
+    r"maximum context length is \d+ tokens",  # OpenRouter (most backends)
+    r"exceeds (?:the )?maximum allowed input length of [\d,]+ tokens?",  # OpenRouter/Poolside
+    r"input \(\d+ tokens\) is longer than the model'?s context length \(\d+ tokens\)",  # Together
+    r"exceeds the limit of \d+",  # GitHub Copilot
+    r"exceeds the available context size",  # llama.cpp server
+    r"greater than the context length",  # LM Studio
+    r"context window exceeds limit",  # MiniMax
+    r"exceeded model token limit",  # Kimi For Coding
+    r"too large for model with \d+ maximum context length",  # Mistral
+    r"prompt has [\d,]+ tokens?, but the configured context size is [\d,]+ tokens?",  # DS4
+    r"model_context_window_exceeded",  # z.ai's finish_reason, Anthropic's stop_reason
+    r"prompt too long; exceeded (?:max )?context length",  # Ollama
+    r"range of input length should be",  # DashScope / Qwen
+    r"context[_ ]length[_ ]exceeded",  # generic
+    r"too many tokens",  # generic
+    r"token limit exceeded",  # generic
+    # HTTP 413 is a request too large whatever the body says: pi's line for one...
+    r"^(?:[\w -]+ API error \(413\):|413(?:\s|:|$))",
+    # ... and pi-lsp's, "<provider> 413 ...": the status before the first colon, not in the body.
+    r"^[^:\n]*? 413(?=[ :]|$)",
+)]
+# Throttling that also reads as an overflow ("Too many tokens per minute"): retried, not
+# compacted (pi 1.6's NON_OVERFLOW_PATTERNS).
+_NOT_OVERFLOW = re.compile(r"^(Throttling error|Service unavailable):|rate limit|too many requests",
+                           re.IGNORECASE | re.ASCII)
+# Cerebras answers an overflow with a bare 400 or 413: pi's "400 status code (no body)", after
+# pi-lsp's "<provider> 400: " or "<provider> 400 error: " (the openai SDK's "Error code: 400").
+_CEREBRAS_BODYLESS = re.compile(
+    r"^(?:[^:\n]*? 4(?:00|13)(?: error)?: )?"
+    r"(?:4(?:00|13)\s*(?:status code)?\s*\(no body\)|Error code: 4(?:00|13)$)",
+    re.IGNORECASE | re.ASCII)
 
 
 class RetrySettings(msgspec.Struct, rename="camel", kw_only=True):
@@ -78,9 +117,13 @@ def is_passing_failure(error_message: str | None) -> bool:
     return bool(_PASSING.search(error_message))
 
 
-def is_context_overflow(error_message: str | None) -> bool:
-    """Whether a provider error says the request did not fit the model's window."""
-    return bool(error_message and _OVERFLOW.search(error_message))
+def is_context_overflow(error_message: str | None, provider: str = "") -> bool:
+    """Whether a failed reply's message says the request did not fit the model's window, as
+    pi 1.6 reads it (a rate limit never does); `provider` made the reply."""
+    if not error_message or _NOT_OVERFLOW.search(error_message):
+        return False
+    return any(pattern.search(error_message) for pattern in _OVERFLOW) or (
+        provider == "cerebras" and bool(_CEREBRAS_BODYLESS.search(error_message)))
 
 
 class Retries:
@@ -95,7 +138,7 @@ class Retries:
         each wait is announced as an `auto_retry_start` event."""
         hooks, error = self.hooks, reply.error_message
         if hooks.aborted or not settings.enabled or self.attempt >= settings.max_retries \
-                or is_context_overflow(error) or not is_passing_failure(error):
+                or is_context_overflow(error, reply.provider) or not is_passing_failure(error):
             if self.attempt:
                 self.end(success=False, final_error=error)
             return False
