@@ -697,3 +697,15 @@ async def test_a_rate_limit_on_tokens_is_retried_not_compacted(rig, oai) -> None
     await one.harness.prompt("hi")
     assert len(oai.chat_requests()) == 2 and one.last()["content"][0]["text"] == "fine"
     assert [e.attempt for e in one.events if isinstance(e, AutoRetryStart)] == [1]
+
+
+def test_cost_is_pi_16s_to_the_last_bit() -> None:
+    """pi-lsp priced tokens * rate / 1e6 where pi prices rate / 1e6 * tokens: a fifth of the
+    costs (and their totals) differed from pi's in the last bits."""
+    model = ModelInfo("anthropic", "sonnet", 200_000, 64_000, Price(3, 15, 0.3, 3.75))
+    reply = ReplyBuilder(model.api, model)
+    reply.usage.input, reply.usage.output = 1000, 1234
+    reply.usage.cache_read, reply.usage.cache_write = 200, 1000
+    cost = reply.message().usage.cost  # as pi-ai 1.6's calculateCost makes them:
+    assert (cost.input, cost.output, cost.cache_read, cost.cache_write, cost.total) == (
+        0.003, 0.018510000000000002, 0.000059999999999999995, 0.00375, 0.025320000000000002)

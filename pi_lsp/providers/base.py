@@ -157,20 +157,23 @@ def _base36(number: int) -> str:
 
 
 def cost_of(usage: Usage, model: ModelInfo) -> Cost:
+    """The reply's cost in dollars, with pi 1.6's arithmetic (calculateCost): the rate per token
+    first, then times the tokens; floating point gives another last bit in the other order."""
     price = model.price
-
-    def dollars(tokens: int, per_million: float) -> int | float:
-        value = tokens * per_million / 1_000_000
-        return int(value) if value == int(value) else value
-
     parts = (
-        dollars(usage.input, price.input),
-        dollars(usage.output, price.output),
-        dollars(usage.cache_read, price.cache_read),
-        dollars(usage.cache_write, price.cache_write),
+        price.input / 1_000_000 * usage.input,
+        price.output / 1_000_000 * usage.output,
+        price.cache_read / 1_000_000 * usage.cache_read,
+        # pi multiplies first here: (rate * writes + 1h writes' price) / 1e6, in doubles.
+        float(price.cache_write) * usage.cache_write / 1_000_000,
     )
-    total = sum(parts)
-    return Cost(*parts, total=int(total) if total == int(total) else total)
+    total = parts[0] + parts[1] + parts[2] + parts[3]
+    return Cost(*(_js_number(value) for value in (*parts, total)))
+
+
+def _js_number(value: float) -> int | float:
+    """A whole number as an int, so it is written as JavaScript writes it (`0`, not `0.0`)."""
+    return int(value) if value == int(value) else value
 
 
 class ReplyBuilder:
