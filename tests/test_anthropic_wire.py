@@ -1,5 +1,6 @@
 """The Anthropic Messages body pi-lsp sends, held to what pi 1.6 sends (except where pi's
-request would be refused): message shapes, cache marks, system, tools, thinking, betas."""
+request would be refused): message shapes, cache marks, system, tools, thinking, betas; and the
+stream read back as pi 1.6 reads it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 import pytest
 from msgspec.structs import replace as msgspec_replace
 
+from pi_lsp.agent.retry import is_context_overflow
 from pi_lsp.providers.anthropic import AnthropicProvider, request_params, wire_messages
 from pi_lsp.providers.base import ModelRequest, ReplyBuilder, ToolSpec
 from pi_lsp.providers.registry import ModelInfo, ModelRegistry
@@ -22,7 +24,8 @@ from pi_lsp.session.entries import (
     Usage,
     UserMessage,
 )
-from tests.fake_anthropic import FakeAnthropic, text_reply
+from tests import fake_anthropic
+from tests.fake_anthropic import FakeAnthropic, message_start, text_block, text_reply
 
 SONNET = "claude-sonnet-4-5"
 REGISTRY = ModelRegistry()
@@ -322,3 +325,82 @@ def test_a_tool_with_lone_surrogates_is_estimated_and_sent_without_them() -> Non
     assert tools[0]["description"] == "d"
     assert tools[0]["input_schema"]["properties"] == {"x": {"description": ""}}
 
+
+
+# -- the stream read back, as pi 1.6 reads it ----------------------------------------------------
+
+
+async def streamed(fake: FakeAnthropic, *events: dict[str, Any]) -> AssistantMessage:
+    """The reply pi-lsp makes of `events` (then message_stop), served through the real SDK."""
+    fake.script(fake_anthropic.Reply([*events, {"type": "message_stop"}]))
+    provider = AnthropicProvider("k", base_url=fake.url)
+    model = REGISTRY.get("anthropic", SONNET)
+    built = ReplyBuilder(model.api, model)
+    _ = [e async for e in provider.stream(request([UserMessage(content="go", timestamp=1)]),
+                                           built)]
+    await provider.client.close()
+    return built.message()
+
+
+def stop(reason: str, **usage: int) -> dict[str, Any]:
+    return {"type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": None},
+            "usage": usage}
+
+
+@pytest.mark.asyncio
+async def test_message_delta_counts_each_replace_message_starts(fake: FakeAnthropic) -> None:
+    """Its cache counts were ignored, and an output count of 0 kept message_start's (`or`)."""
+    usage = (await streamed(fake, message_start(input_tokens=0), *text_block(0, "Hi"),
+                            stop("end_turn", input_tokens=900, output_tokens=20,
+                                 cache_read_input_tokens=300,
+                                 cache_creation_input_tokens=40))).usage
+    assert (usage.input, usage.output, usage.cache_read, usage.cache_write) == (900, 20, 300, 40)
+    usage = (await streamed(fake, message_start(input_tokens=1234, cache_read=200),
+                            *text_block(0, "Hi"), stop("end_turn", output_tokens=0))).usage
+    assert (usage.input, usage.output, usage.cache_read) == (1234, 0, 200)
+
+
+@pytest.mark.asyncio
+async def test_a_thinking_block_that_opens_with_thinking_and_a_signature_keeps_both(
+        fake: FakeAnthropic) -> None:
+    """Both were dropped: the reply kept only the deltas' "x", unsigned."""
+    reply = await streamed(fake, message_start(), {
+        "type": "content_block_start", "index": 0,
+        "content_block": {"type": "thinking", "thinking": "pre", "signature": "S0"}}, {
+        "type": "content_block_delta", "index": 0,
+        "delta": {"type": "thinking_delta", "thinking": "x"}},
+        {"type": "content_block_stop", "index": 0}, stop("end_turn"))
+    assert reply.content == [ThinkingContent(thinking="prex", thinking_signature="S0")]
+
+
+@pytest.mark.asyncio
+async def test_redacted_thinking_reads_as_pi_writes_it(fake: FakeAnthropic) -> None:
+    """It was written with an empty thinking text where pi writes "[Reasoning redacted]"."""
+    reply = await streamed(fake, message_start(), {
+        "type": "content_block_start", "index": 0,
+        "content_block": {"type": "redacted_thinking", "data": "OPAQUE"}},
+        {"type": "content_block_stop", "index": 0}, stop("end_turn"))
+    assert reply.content == [ThinkingContent(thinking="[Reasoning redacted]",
+                                             thinking_signature="OPAQUE", redacted=True)]
+
+
+@pytest.mark.asyncio
+async def test_a_refusal_says_anthropics_explanation(fake: FakeAnthropic) -> None:
+    """The explanation in stop_details was dropped for pi's generic words."""
+    refusal = stop("refusal", output_tokens=5)
+    refusal["delta"]["stop_details"] = {"type": "refusal", "category": "cyber",
+                                        "explanation": "Policy X"}
+    reply = await streamed(fake, message_start(), *text_block(0, "I"), refusal)
+    assert (reply.stop_reason, reply.error_message) == ("error", "Policy X")
+
+
+@pytest.mark.asyncio
+async def test_a_stop_reason_pi_does_not_know_ends_the_reply_as_an_overflow_can(
+        fake: FakeAnthropic) -> None:
+    """"Provider stopped with: model_context_window_exceeded", with the delta's usage counted:
+    pi 1.6 throws "Unhandled stop reason" there, which it reads as an overflow."""
+    reply = await streamed(fake, message_start(), *text_block(0, "Hel"),
+                           stop("model_context_window_exceeded", output_tokens=567))
+    assert reply.error_message == "Unhandled stop reason: model_context_window_exceeded"
+    assert reply.stop_reason == "error" and reply.usage.output == 1  # message_start's
+    assert is_context_overflow(reply.error_message)

@@ -17,7 +17,7 @@ from pi_lsp.providers.base import (
     safe_id,
     without_lone_surrogates,
 )
-from pi_lsp.providers.failures import StreamEndedEarly, failure_text
+from pi_lsp.providers.failures import ReplyFailed, StreamEndedEarly, failure_text
 from pi_lsp.providers.output_room import fit_to_window, input_tokens
 from pi_lsp.providers.registry import ANTHROPIC_API, ModelInfo
 from pi_lsp.providers.retry import HttpFailure, ProviderRetry, with_retries
@@ -46,6 +46,11 @@ EFFORTS = {"minimal": "low", "low": "low", "medium": "medium", "high": "high"}
 CACHE = {"type": "ephemeral"}
 STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop",
                 "max_tokens": "length", "tool_use": "toolUse"}
+REFUSED = "The model refused to complete the request"  # pi's words when Anthropic gives none
+# message_delta's counts and the reply's: each one sent replaces the count so far (pi 1.6).
+DELTA_COUNTS = (("input_tokens", "input"), ("output_tokens", "output"),
+                ("cache_read_input_tokens", "cache_read"),
+                ("cache_creation_input_tokens", "cache_write"))
 SDK = "anthropic"
 
 
@@ -388,8 +393,12 @@ class AnthropicProvider:
                 slots[event.index] = index = reply.start_text()
                 return [reply.add_text(index, block.text)] if block.text else []
             if block.type == "thinking":
-                slots[event.index] = reply.start_thinking()
-            elif block.type == "redacted_thinking":
+                slots[event.index] = index = reply.start_thinking()
+                # The block may open with thinking and a signature already (pi keeps both).
+                reply.add_signature(index, getattr(block, "signature", None) or "")
+                thinking = getattr(block, "thinking", None) or ""
+                return [reply.add_thinking(index, thinking)] if thinking else []
+            if block.type == "redacted_thinking":
                 slots[event.index] = reply.start_thinking(redacted_data=block.data)
             elif block.type == "tool_use":
                 slots[event.index] = reply.start_tool_call(block.id, block.name)
@@ -398,18 +407,25 @@ class AnthropicProvider:
         elif kind == "content_block_stop" and event.index in slots:
             return [reply.end_block(slots[event.index])]
         elif kind == "message_delta":
-            reason = event.delta.stop_reason
-            if reason == "refusal":
-                reply.fail("error", "The model refused to complete the request")
-            elif reason in STOP_REASONS:
-                reply.stop_reason = STOP_REASONS[reason]  # type: ignore[assignment]
-            elif reason:
-                reply.fail("error", f"Provider stopped with: {reason}")
-            usage = event.usage
-            if usage is not None:
-                reply.usage.output = usage.output_tokens or reply.usage.output
-                reply.usage.input = getattr(usage, "input_tokens", None) or reply.usage.input
+            self._stop(event.delta, reply)
+            for sent, kept in DELTA_COUNTS:
+                count = getattr(event.usage, sent, None)  # the delta may carry no usage
+                if count is not None:
+                    setattr(reply.usage, kept, count)
         return []
+
+    def _stop(self, delta: Any, reply: ReplyBuilder) -> None:
+        """The stop reason as pi 1.6 maps it; one pi does not know ends the reply there."""
+        reason = delta.stop_reason
+        if reason == "refusal":
+            details = getattr(delta, "stop_details", None)
+            reply.fail("error", getattr(details, "explanation", None) or REFUSED)
+        elif reason == "sensitive":  # flagged by safety filters
+            reply.fail("error", "Provider stopped with: sensitive")
+        elif reason in STOP_REASONS:
+            reply.stop_reason = STOP_REASONS[reason]  # type: ignore[assignment]
+        elif reason:
+            raise ReplyFailed(f"Unhandled stop reason: {reason}")
 
     def _apply_delta(self, delta: Any, reply: ReplyBuilder, index: int) -> list[ProviderEvent]:
         if delta.type == "text_delta":

@@ -24,6 +24,8 @@ from pi_lsp.session.entries import (
 from pi_lsp.session.ids import now_ms
 from pi_lsp.session.journal import MAX_NESTING
 
+REDACTED_THINKING = "[Reasoning redacted]"  # pi's text for thinking the provider sent encrypted
+
 
 class MissingApiKeyError(Exception):
     """No API key for a provider; says where one can be set."""
@@ -199,8 +201,8 @@ class ReplyBuilder:
         if redacted_data is None:
             self.blocks.append(ThinkingContent(thinking=""))
         else:
-            self.blocks.append(ThinkingContent(thinking="", thinking_signature=redacted_data,
-                                               redacted=True))
+            self.blocks.append(ThinkingContent(thinking=REDACTED_THINKING,
+                                               thinking_signature=redacted_data, redacted=True))
         return len(self.blocks) - 1
 
     def start_tool_call(self, call_id: str, name: str) -> int:

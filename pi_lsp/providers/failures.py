@@ -20,6 +20,11 @@ class RetryDelayTooLong(Exception):
     """The server asked to wait longer than `retry.provider.maxRetryDelayMs` allows."""
 
 
+class ReplyFailed(Exception):
+    """The stream said the reply failed; nothing after it is read (pi 1.6 throws there too).
+    The message is the reply's error as it stands."""
+
+
 def _kinds(error: BaseException) -> set[str]:
     # The SDKs raise httpx's transport errors (httpx2's in newer releases); both name their
     # classes alike, so the class names say what happened without importing either.
@@ -73,5 +78,7 @@ def failure_text(error: BaseException, label: str, url: str, timeout_s: float, a
                  server_error: Callable[[str, BaseException], str | None]) -> str:
     """The line a failed call ends with: the transport's failure, else the error the server
     sent (`server_error`, the SDK's reading), else a reply that could not be read."""
+    if isinstance(error, ReplyFailed):
+        return str(error)
     return transport_failure(error, label, url, timeout_s, answered) or \
         server_error(label, error) or unreadable_reply(error, label)
