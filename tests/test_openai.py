@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from pi_lsp.agent.events import MessageUpdate
+from pi_lsp.agent.events import MessageUpdate, ToolExecutionStart
 from pi_lsp.agent.harness import Harness
 from pi_lsp.agent.retry import RetrySettings
 from pi_lsp.context.convert import TOOL_IMAGE_NOTE, USER_IMAGE_NOTE
@@ -53,8 +53,10 @@ from tests.fake_openai import (
     MODEL,
     FakeOpenAI,
     Reply,
+    call_item,
     chat_reply,
     chunk,
+    completed,
     error_reply,
     message_item,
     responses_reply,
@@ -525,6 +527,34 @@ async def test_responses_errors_become_entries(make_rig, oai) -> None:
     oai.script(error_reply(400, "invalid_request_error", "bad input"))
     await rig.harness.prompt("three")
     assert rig.messages()[-1]["errorMessage"] == "ollama 400 invalid_request_error: bad input"
+
+
+async def test_a_failed_responses_reply_ends_there_and_its_calls_are_not_run(
+        make_rig, oai) -> None:
+    """An `error` event did not end the reply: the response.completed after it made the call
+    that followed it a tool use, and the tool ran. A response.failed's usage was counted where
+    pi 1.6 counts none."""
+    rig = make_rig(api=RESPONSES_API)
+    (rig.root / "a.txt").write_text("alpha\n")
+    failed = completed(status="failed")
+    failed["response"]["error"] = {"code": "server_error", "message": "The server had an error"}
+    oai.script(Reply([*message_item(0, "Hel", "lo")[:3],
+                      {"type": "error", "code": "server_error", "message": "boom", "param": None},
+                      *call_item(1, "call_1", "read", {"path": "a.txt"}), completed()]),
+               Reply([*message_item(0, "Hello"), failed]))
+    await rig.harness.prompt("one")
+    assert [m["role"] for m in rig.messages()] == ["user", "assistant"]  # no tool result
+    reply = rig.messages()[-1]
+    assert (reply["stopReason"], reply["errorMessage"]) == ("error", "server_error: boom")
+    assert reply["content"] == [{"type": "text", "text": "Hel"}]
+    assert reply["usage"]["totalTokens"] == 0
+    assert not any(isinstance(e, ToolExecutionStart) for e in rig.events)
+    await rig.harness.prompt("two")
+    last = rig.messages()[-1]
+    assert last["errorMessage"] == "server_error: The server had an error"
+    assert (last["usage"]["input"], last["usage"]["output"], last["usage"]["totalTokens"]) == (
+        0, 0, 0)
+    assert len(oai.responses_requests()) == 2  # one a prompt: nothing ran, nothing followed
 
 
 def test_responses_tool_ids_are_made_acceptable() -> None:

@@ -20,7 +20,7 @@ from pi_lsp.providers.base import (
     short_hash,
     without_lone_surrogates,
 )
-from pi_lsp.providers.failures import StreamEndedEarly
+from pi_lsp.providers.failures import ReplyFailed, StreamEndedEarly
 from pi_lsp.providers.openai_chat import (
     PROMPT_CACHE_KEY_CHARS,
     off_effort,
@@ -226,6 +226,16 @@ def reader(reply: ReplyBuilder, _model: ModelInfo) -> ResponsesReader:
     return ResponsesReader(reply)
 
 
+def failure_of(response: Any) -> str:
+    """A failed response's error, in pi's words."""
+    error, details = response.error, response.incomplete_details
+    if error:
+        return f"{error.code or 'unknown'}: {error.message or 'no message'}"
+    if details and details.reason:
+        return f"incomplete: {details.reason}"
+    return "Unknown error (no error details in response)"
+
+
 class ResponsesReader:
     """Turns Responses stream events into reply blocks, one per output item."""
 
@@ -233,7 +243,7 @@ class ResponsesReader:
         self.reply = reply
         self.items: dict[int, int] = {}  # output_index -> reply block index
         self.unfinished: set[int] = set()  # tool calls whose item never completed
-        self.terminal = False  # a completed, incomplete or failed event arrived
+        self.terminal = False  # a completed or incomplete event arrived
 
     def apply(self, event: Any) -> list[ProviderEvent]:
         reply, kind = self.reply, event.type
@@ -254,11 +264,15 @@ class ResponsesReader:
             return [reply.add_tool_json(index, event.delta)]
         elif kind == "response.output_item.done" and index is not None:
             return self._done(index, event.item)
-        elif kind in ("response.completed", "response.incomplete", "response.failed"):
+        elif kind in ("response.completed", "response.incomplete"):
             self.terminal = True
             self._finished(event.response)
+        # A failed reply ends here, as pi 1.6 ends it: nothing after (a response.completed
+        # that would make its calls tool uses, usage) is read.
+        elif kind == "response.failed":
+            raise ReplyFailed(failure_of(event.response))
         elif kind == "error":
-            reply.fail("error", f"{getattr(event, 'code', None) or 'error'}: {event.message}")
+            raise ReplyFailed(f"{getattr(event, 'code', None) or 'error'}: {event.message}")
         return []
 
     def _added(self, output_index: int, item: Any) -> list[ProviderEvent]:
@@ -305,10 +319,7 @@ class ResponsesReader:
                                cached, written)
         status = response.status
         if status == "failed":
-            error, details = response.error, response.incomplete_details
-            reply.fail("error", f"{error.code or 'unknown'}: {error.message or 'no message'}"
-                       if error else f"incomplete: {details.reason}" if details and
-                       details.reason else "Unknown error (no error details in response)")
+            reply.fail("error", failure_of(response))
         elif status == "incomplete":
             reason = getattr(response.incomplete_details, "reason", None)
             if reason == "max_output_tokens":
