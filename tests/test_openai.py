@@ -19,9 +19,16 @@ from pi_lsp.agent.harness import Harness
 from pi_lsp.agent.retry import RetrySettings
 from pi_lsp.context.convert import TOOL_IMAGE_NOTE, USER_IMAGE_NOTE
 from pi_lsp.providers import openai_chat, openai_responses
-from pi_lsp.providers.base import MissingApiKeyError, ModelRequest, TextDelta, ThinkingDelta
+from pi_lsp.providers.base import (
+    MissingApiKeyError,
+    ModelRequest,
+    ReplyBuilder,
+    TextDelta,
+    ThinkingDelta,
+)
 from pi_lsp.providers.factory import UnknownProviderError, provider_factory
 from pi_lsp.providers.models_file import load_models
+from pi_lsp.providers.openai_api import OpenAIProvider
 from pi_lsp.providers.registry import (
     CHAT_API,
     RESPONSES_API,
@@ -59,6 +66,7 @@ from tests.fake_openai import (
     completed,
     error_reply,
     message_item,
+    reasoning_item,
     responses_reply,
     usage_chunk,
 )
@@ -529,6 +537,7 @@ async def test_responses_errors_become_entries(make_rig, oai) -> None:
     assert rig.messages()[-1]["errorMessage"] == "ollama 400 invalid_request_error: bad input"
 
 
+
 async def test_a_failed_responses_reply_ends_there_and_its_calls_are_not_run(
         make_rig, oai) -> None:
     """An `error` event did not end the reply: the response.completed after it made the call
@@ -556,6 +565,62 @@ async def test_a_failed_responses_reply_ends_there_and_its_calls_are_not_run(
         0, 0, 0)
     assert len(oai.responses_requests()) == 2  # one a prompt: nothing ran, nothing followed
 
+
+async def read_responses(oai: FakeOpenAI, *events: dict[str, Any]) -> AssistantMessage:
+    """The reply pi-lsp makes of Responses `events`, served through the real SDK."""
+    model = local(RESPONSES_API)
+    provider = OpenAIProvider("ollama", "k", f"{oai.url}/v1")
+    oai.script(Reply(list(events)))
+    built = ReplyBuilder(RESPONSES_API, model)
+    request = ModelRequest(model, "sys", [UserMessage(content="q", timestamp=1)], [], "off")
+    _ = [e async for e in provider.stream(request, built)]
+    await provider.client.close()
+    return built.message()
+
+
+async def test_an_item_done_without_its_start_is_kept(oai) -> None:
+    """Its output_item.added never came, and the reply was left empty."""
+    reply = await read_responses(oai, message_item(0, "Hello")[-1], completed())
+    assert reply.content == [TextContent(text="Hello", text_signature='{"v":1,"id":"msg_0"}')]
+
+
+async def test_arguments_sent_whole_at_the_end_are_the_calls(oai) -> None:
+    """function_call_arguments.done was ignored: the call ran with no arguments."""
+    added, *_, done_event, item_done = call_item(0, "call_1", "read", {"path": "z"})
+    item_done["item"]["arguments"] = ""
+    reply = await read_responses(oai, added, done_event, item_done, completed())
+    assert reply.stop_reason == "toolUse"
+    assert reply.content == [ToolCall(id="call_1|fc_0", name="read", arguments={"path": "z"})]
+
+
+async def test_encrypted_reasoning_sent_only_with_the_finished_response_is_kept(oai) -> None:
+    """Azure's way: the item finished without it, and the reasoning went back unusable."""
+    *events, done = reasoning_item(0, "Plan")
+    del done["item"]["encrypted_content"]
+    finished = completed()
+    finished["response"]["output"] = [{**done["item"], "encrypted_content": "AZ=="}]
+    [thinking] = (await read_responses(oai, *events, done, finished)).content
+    assert isinstance(thinking, ThinkingContent) and thinking.thinking_signature
+    assert json.loads(thinking.thinking_signature)["encrypted_content"] == "AZ=="
+
+
+async def test_a_message_finished_with_no_content_has_no_text(oai) -> None:
+    """The streamed text was kept where pi 1.6 writes the finished item's, here none."""
+    *streamed_text, done = message_item(0, "streamed")
+    done["item"]["content"] = []
+    reply = await read_responses(oai, *streamed_text, done, completed())
+    assert reply.content == [TextContent(text="", text_signature='{"v":1,"id":"msg_0"}')]
+
+
+async def test_the_servers_total_is_kept_even_when_missing(oai) -> None:
+    """A missing total_tokens was made the sum of the counts where pi 1.6 writes 0 (pi keeps
+    the server's total)."""
+    finished = completed(input_tokens=200, output_tokens=40)
+    finished["response"]["usage"]["total_tokens"] = 250  # the server's count, not the sum
+    assert (await read_responses(oai, finished)).usage.total_tokens == 250
+    del finished["response"]["usage"]["total_tokens"]
+    usage = (await read_responses(oai, finished)).usage
+    assert (usage.input, usage.output, usage.total_tokens) == (200, 40, 0)
 
 def test_responses_tool_ids_are_made_acceptable() -> None:
     gpt = REGISTRY_GPT5

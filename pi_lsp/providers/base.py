@@ -188,6 +188,7 @@ class ReplyBuilder:
         self.blocks: list[AssistantBlock] = []
         self._tool_json: dict[int, str] = {}
         self.usage = Usage()
+        self.total_tokens: int | None = None  # the server's total, when pi keeps that one
         self.stop_reason: StopReason = "stop"
         self.error_message: str | None = None
         self.response_id: str | None = None
@@ -268,7 +269,8 @@ class ReplyBuilder:
             self.usage, input=_counted(self.usage.input), output=_counted(self.usage.output),
             cache_read=_counted(self.usage.cache_read),
             cache_write=_counted(self.usage.cache_write))
-        usage.total_tokens = usage.input + usage.output + usage.cache_read + usage.cache_write
+        usage.total_tokens = usage.input + usage.output + usage.cache_read + usage.cache_write \
+            if self.total_tokens is None else _counted(self.total_tokens)
         usage.cost = cost_of(usage, self.model)
         return AssistantMessage(
             content=blocks, api=self.api, provider=self.model.provider,

@@ -243,6 +243,7 @@ class ResponsesReader:
         self.reply = reply
         self.items: dict[int, int] = {}  # output_index -> reply block index
         self.unfinished: set[int] = set()  # tool calls whose item never completed
+        self.reasoning: dict[str, int] = {}  # a finished reasoning item's id -> its block
         self.terminal = False  # a completed or incomplete event arrived
 
     def apply(self, event: Any) -> list[ProviderEvent]:
@@ -262,8 +263,10 @@ class ResponsesReader:
             return [reply.add_text(index, event.delta)]
         elif kind == "response.function_call_arguments.delta" and index is not None:
             return [reply.add_tool_json(index, event.delta)]
-        elif kind == "response.output_item.done" and index is not None:
-            return self._done(index, event.item)
+        elif kind == "response.function_call_arguments.done" and index in self.unfinished:
+            return self._arguments_done(index, event.arguments)
+        elif kind == "response.output_item.done":
+            return self._done(getattr(event, "output_index", -1), event.item)
         elif kind in ("response.completed", "response.incomplete"):
             self.terminal = True
             self._finished(event.response)
@@ -288,7 +291,21 @@ class ResponsesReader:
                 return [self.reply.add_tool_json(index, item.arguments)]
         return []
 
-    def _done(self, index: int, item: Any) -> list[ProviderEvent]:
+    def _arguments_done(self, index: int, text: str) -> list[ProviderEvent]:
+        """A call's whole arguments: what was missing, or all of them when they differ from
+        the text so far (pi's ToolCallArgumentsStream.replace)."""
+        so_far = self.reply.tool_json(index)
+        if not text.startswith(so_far):
+            self.reply.replace_tool_json(index, text)
+            return []
+        return [self.reply.add_tool_json(index, text[len(so_far):])] if text != so_far else []
+
+    def _done(self, output_index: int, item: Any) -> list[ProviderEvent]:
+        """A finished item; one whose start never came is started now (pi's getOrCreateSlot)."""
+        started = [] if output_index in self.items else self._added(output_index, item)
+        index = self.items.get(output_index)
+        if index is None:
+            return started  # an item of a kind pi-lsp does not keep
         block = self.reply.blocks[index]
         if isinstance(block, ThinkingContent):
             # The finished item is the truth: its summary parts, and itself to send back.
@@ -296,27 +313,30 @@ class ResponsesReader:
             content = "\n\n".join(part.text for part in getattr(item, "content", None) or [])
             block.thinking = summary or content or block.thinking
             block.thinking_signature = json.dumps(item.to_dict(), separators=(",", ":"))
+            self.reasoning[item.id] = index
         elif isinstance(block, TextContent):
-            parts = getattr(item, "content", None) or []
-            text = "".join(getattr(p, "text", None) or getattr(p, "refusal", None) or ""
-                           for p in parts)
-            block.text = text or block.text
+            # Even when it has none: pi writes the item's text, not what was streamed.
+            block.text = "".join(
+                (getattr(p, "text", None) if p.type == "output_text" else
+                 getattr(p, "refusal", None)) or "" for p in getattr(item, "content", None) or [])
             block.text_signature = text_signature(item.id, getattr(item, "phase", None))
         elif isinstance(block, ToolCall):
             self.unfinished.discard(index)
             if item.arguments and item.arguments != self.reply.tool_json(index):
                 self.reply.replace_tool_json(index, item.arguments)
-        return [self.reply.end_block(index)]
+        return [*started, self.reply.end_block(index)]
 
     def _finished(self, response: Any) -> None:
         reply, usage = self.reply, response.usage
         reply.response_id = response.id or reply.response_id
+        self._backfill(getattr(response, "output", None) or [])
         if usage is not None:
             details = usage.input_tokens_details
             cached = (getattr(details, "cached_tokens", None) or 0) if details else 0
             written = (getattr(details, "cache_write_tokens", None) or 0) if details else 0
             count_openai_usage(reply.usage, usage.input_tokens or 0, usage.output_tokens or 0,
                                cached, written)
+            reply.total_tokens = getattr(usage, "total_tokens", None) or 0  # pi keeps the server's
         status = response.status
         if status == "failed":
             reply.fail("error", failure_of(response))
@@ -331,6 +351,21 @@ class ResponsesReader:
             reply.fail("error", "the reply was cancelled by the server")
         elif any(isinstance(b, ToolCall) for b in reply.blocks):
             reply.stop_reason = "toolUse"
+
+    def _backfill(self, output: list[Any]) -> None:
+        """Encrypted reasoning Azure sends only in the finished response goes into its block's
+        signature, so the item goes back whole (pi's backfillReasoningSignatures)."""
+        for item in output:
+            encrypted = getattr(item, "encrypted_content", None)
+            index = self.reasoning.get(item.id) if item.type == "reasoning" and encrypted else None
+            if index is None:
+                continue
+            block = self.reply.blocks[index]
+            assert isinstance(block, ThinkingContent) and block.thinking_signature
+            stored = json.loads(block.thinking_signature)
+            if not stored.get("encrypted_content"):
+                block.thinking_signature = json.dumps({**stored, "encrypted_content": encrypted},
+                                                      separators=(",", ":"))
 
     def finish(self) -> list[ProviderEvent]:
         """After the stream: a reply with no terminal event, or with a call whose item never
