@@ -838,6 +838,32 @@ async def test_the_server_says_once_and_trust_can_be_shown_and_saved(
 
 
 @LSP
+async def test_an_invalid_setting_is_refused_alone_and_restricted_mode_holds(
+        lsp: Any, fake: FakeAnthropic) -> None:
+    """One invalid value (a repository's .vscode/settings.json passes through VS Code) made
+    the server drop every setting for the defaults, `workspaceTrusted: false` with them: a
+    folder saved as trusted then loaded its own .pi/ files in Restricted Mode."""
+    client, folder = lsp.client, lsp.root / "ws"
+    uri = folder.as_uri()
+    await call(client, "pi.setTrust", {"folderUri": uri, "trusted": True})
+    try:
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+            settings={"piLsp": init_options(fake, workspaceTrusted=False,
+                                            durableLeafMoves="no", noSuchKey=1)}))
+        (status,) = (await call(client, "pi.trustStatus", {}))["folders"]
+        assert (status["trusted"], status["decision"]) == (False, "restricted")
+        assert (await call(client, "pi.listModels", {}))["default"] == \
+            "anthropic/claude-sonnet-4-5"  # not the project's claude-opus-4-5
+        [refused] = [m.message for m in client.messages if "invalid settings" in m.message]
+        assert "`durableLeafMoves`: Expected `bool`, got `str`" in refused
+        assert "`noSuchKey`" in refused and "workspaceTrusted" not in refused
+    finally:
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+            settings={"piLsp": init_options(fake)}))
+        await call(client, "pi.setTrust", {"folderUri": uri, "trusted": None})
+
+
+@LSP
 async def test_attachments_follow_the_rules_of_read(lsp: Any, fake: FakeAnthropic) -> None:
     client, top = lsp.client, lsp.root
     uri = (top / "ws" / ".pi" / "sessions" / EXAMPLE_SESSION.name).as_uri()

@@ -27,12 +27,26 @@ class Config(msgspec.Struct, rename="camel", omit_defaults=True, forbid_unknown_
     workspace_trusted: bool | None = None
 
 
-def read_config(raw: Any) -> Config:
-    """The editor's settings, under `piLsp` or at the top; msgspec.ValidationError names what
-    is wrong."""
+def read_config(raw: Any) -> tuple[Config, list[str]]:
+    """The editor's settings, under `piLsp` or at the top, and what was refused (the key and
+    why). A wrong value is refused alone and its key keeps its default: one bad value in a
+    repository's .vscode/settings.json must not drop the others (`workspaceTrusted: false`)."""
     if isinstance(raw, dict) and isinstance(raw.get("piLsp"), dict):
         raw = raw["piLsp"]
-    return msgspec.convert(raw or {}, Config)
+    if not raw:
+        return Config(), []
+    if not isinstance(raw, dict):
+        return Config(), [f"the settings must be an object, not {type(raw).__name__}"]
+    taken: dict[str, Any] = {}
+    refused: list[str] = []
+    for key, value in raw.items():
+        try:
+            msgspec.convert({key: value}, Config)
+        except msgspec.ValidationError as error:
+            refused.append(f"`{key}`: {error}")
+        else:
+            taken[key] = value
+    return msgspec.convert(taken, Config), refused
 
 
 def editor_settings(root: Path, config: Config, project: bool) -> Settings:

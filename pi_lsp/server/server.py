@@ -121,13 +121,12 @@ class PiServer(LanguageServer):
                                                          message=f"pi-lsp: {message}"))
 
     def take_config(self, raw: Any) -> None:
-        try:
-            self.config = read_config(raw)
-        except msgspec.ValidationError as error:
+        """The editor's settings; each invalid one is named and left at its default."""
+        self.config, refused = read_config(raw)
+        if refused:
             self.window_show_message(types.ShowMessageParams(
-                type=types.MessageType.Error, message=f"pi-lsp: invalid settings ({error}); "
-                "using the defaults"))
-            self.config = Config()
+                type=types.MessageType.Error, message="pi-lsp: invalid settings left at their "
+                f"defaults: {'; '.join(refused)}"))
 
     async def shutdown_work(self) -> None:
         """Abort every running turn (each is persisted as aborted) and stop watching; no task
