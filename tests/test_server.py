@@ -1382,6 +1382,52 @@ async def test_abort_during_a_tool(pi: Pi, fake: FakeAnthropic) -> None:
     assert not marker.exists()  # its shell went with it
 
 
+def offline_in_workspace(pi: Pi, present: bool) -> None:
+    """Add the `offline` folder to the workspace, or remove it."""
+    folder = [types.WorkspaceFolder(uri=pi.offline.as_uri(), name="offline")]
+    pi.client.workspace_did_change_workspace_folders(types.DidChangeWorkspaceFoldersParams(
+        event=types.WorkspaceFoldersChangeEvent(added=folder if present else [],
+                                                removed=[] if present else folder)))
+
+
+async def stopped_when(pi: Pi, fake: FakeAnthropic, uri: str, change: Callable[[], None]
+                       ) -> None:
+    """A slow turn in the session `uri` ends aborted, and saved so, once `change` is made."""
+    fake.script(slow_text(words=400, delay=0.05))  # 20 s when nothing stops it
+    since = pi.mark()
+    turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "talk slowly"}))["turnId"]
+    await wait_event(pi, turn_id, "message_update", since)
+    change()
+    assert event_types(await wait_events(pi, turn_id, since))[-1] == "agent_end"
+    last = lines(path_of(uri))[-1]
+    assert (last["message"]["role"], last["message"]["stopReason"]) == ("assistant", "aborted")
+    error = await call_error(pi.client, "pi.abort", {"uri": uri})
+    assert error.code == INVALID_PARAMS  # no longer the workspace's, and nothing runs there
+    assert any(f"{path_of(uri).parent} is no longer one of the workspace's session folders"
+               in m.message for m in pi.client.messages)
+
+
+async def test_a_turn_stops_when_its_folder_leaves_the_workspace(pi: Pi,
+                                                                 fake: FakeAnthropic) -> None:
+    """A folder removed from the workspace (or a `sessionDirs` entry from the settings) left
+    its sessions' turns running, tools approved and all, and `pi.abort` refused them as not
+    the workspace's: they are now aborted, saved and dropped."""
+    try:
+        await stopped_when(pi, fake, copy_session(pi.offline, "folder-removed"),
+                           lambda: offline_in_workspace(pi, False))
+    finally:
+        offline_in_workspace(pi, True)
+    extra = pi.main / "extra"
+    extra.mkdir()
+    (extra / "dir-removed.jsonl").write_bytes(EXAMPLE_SESSION.read_bytes())
+    options = init_options(fake)
+    pi.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"piLsp": {**options, "sessionDirs": ["extra"]}}))
+    await stopped_when(pi, fake, (extra / "dir-removed.jsonl").as_uri(),
+                       lambda: pi.client.workspace_did_change_configuration(
+                           types.DidChangeConfigurationParams(settings={"piLsp": options})))
+
+
 @contextlib.contextmanager
 def progress_held(client: LanguageClient) -> Iterator[asyncio.Event]:
     """The editor's answer to window/workDoneProgress/create held until the event is set (a
@@ -1413,6 +1459,29 @@ async def test_abort_before_the_turn_starts_stops_it(pi: Pi, fake: FakeAnthropic
         events = await wait_events(pi, turn_id, since)
     assert event_types(events)[-1] == "agent_end"
     # Written as pi writes a prompt aborted at once; the model was never asked.
+    replies = [e["message"] for e in lines(path_of(uri)) if e["type"] == "message"]
+    assert [(m["role"], m.get("stopReason")) for m in replies][-2:] == [
+        ("user", None), ("assistant", "aborted")]
+    assert fake.message_requests() == []
+
+
+async def test_a_turn_claimed_in_a_folder_removed_starts_aborted(pi: Pi,
+                                                                 fake: FakeAnthropic) -> None:
+    """A turn answered but not started yet when its folder left the workspace went on to run
+    (only a running one was stopped): it starts aborted, as after `pi.abort`."""
+    uri = copy_session(pi.offline, "claimed-removed")
+    fake.script(slow_text(words=20, delay=0.05))
+    since = pi.mark()
+    try:
+        with progress_held(pi.client) as release:
+            turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "OOPS"}))["turnId"]
+            offline_in_workspace(pi, False)
+            await caught_up(pi)
+            release.set()
+            events = await wait_events(pi, turn_id, since)
+    finally:
+        offline_in_workspace(pi, True)
+    assert event_types(events)[-1] == "agent_end"
     replies = [e["message"] for e in lines(path_of(uri)) if e["type"] == "message"]
     assert [(m["role"], m.get("stopReason")) for m in replies][-2:] == [
         ("user", None), ("assistant", "aborted")]

@@ -221,9 +221,26 @@ class SessionHub(Workspace):
         """The file is gone: stop its run and drop all that was held for it."""
         key = path.resolve()
         session = self.open.get(key)
-        if session is not None and session.harness is not None:
-            session.harness.abort()
+        if session is not None:
+            session.abort()
         self._drop(key)
+
+    def change_folders(self, folders: list[Path]) -> None:
+        """The editor's folders changed; the sessions of a folder removed go with it."""
+        self.folders = folders
+        self._forget_uncovered()
+
+    def _forget_uncovered(self) -> None:
+        """Stop (saved as aborted) and drop the sessions no longer in a session folder of the
+        workspace: every command now refuses them, so their runs could not be aborted."""
+        directories = set(self.all_directories())
+        for key, session in list(self.open.items()):
+            if key.parent not in directories:
+                if session.busy:
+                    for notice in list(self.notices):
+                        notice(f"{session.title} was stopped: {key.parent} is no longer one "
+                               "of the workspace's session folders")
+                self.forget(key)
 
     def harness(self, path: Path) -> Harness:
         """The session's harness; an idle one is rebuilt when settings or models.json changed.
@@ -277,11 +294,6 @@ class SessionHub(Workspace):
         return session.turn_id is not None and session.harness is not None and \
             session.harness.busy
 
-    def harness_if_made(self, path: Path) -> Harness | None:
-        """The session's harness if it has one; none is made."""
-        session = self.open.get(path.resolve())
-        return session.harness if session is not None else None
-
     def require_workspace_idle(self, root: Path) -> None:
         """BusyError while any session of the workspace at `root` runs (or is about to): any
         may be writing its files."""
@@ -305,6 +317,7 @@ class SessionHub(Workspace):
         """New settings apply to harnesses made from now on; idle ones are rebuilt."""
         self.config = config
         self._drop_idle(lambda _harness: True)
+        self._forget_uncovered()  # a `sessionDirs` entry removed
 
     def _drop_idle(self, which: Callable[[Harness], bool]) -> None:
         for session in self.open.values():

@@ -55,6 +55,13 @@ class OpenSession(msgspec.Struct):
         self.require_idle()
         self.job, self.abort_claimed = phase, False
 
+    def abort(self) -> bool:
+        """Stop the running turn or job (saved as aborted), or have a claimed one start
+        aborted; False when nothing runs or is claimed."""
+        if self.harness is not None and self.harness.abort():
+            return True
+        return self.abort_claim()
+
     def abort_claim(self) -> bool:
         """Have a claimed turn or job start aborted; False when nothing is claimed."""
         self.abort_claimed = self.turn_id is not None or self.job is not None

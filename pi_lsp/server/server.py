@@ -186,7 +186,7 @@ def did_change_configuration(ls: PiServer, params: types.DidChangeConfigurationP
 @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
 def did_change_folders(ls: PiServer, _params: types.DidChangeWorkspaceFoldersParams) -> None:
     if ls.started:
-        ls.hub.folders = ls.workspace_folders()
+        ls.hub.change_folders(ls.workspace_folders())
         ls.watch.follow(ls.hub.all_directories())
         ls.protocol.notify(SESSIONS_CHANGED, {})
 

@@ -49,11 +49,7 @@ async def prepare_turn(ls: PiServer, args: SessionArgs) -> dict[str, Any]:
 
 
 async def abort(ls: PiServer, args: SessionArgs) -> dict[str, Any]:
-    path = await ls.open_tree(args.uri)
-    harness = ls.hub.harness_if_made(path)
-    if harness is not None and harness.abort():
-        return {"aborted": True}
-    return {"aborted": ls.hub.held(path).abort_claim()}  # claimed, not started yet
+    return {"aborted": ls.hub.held(await ls.open_tree(args.uri)).abort()}
 
 
 async def compact(ls: PiServer, args: CompactArgs) -> dict[str, Any]:
