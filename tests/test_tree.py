@@ -13,6 +13,7 @@ import pytest
 
 from pi_lsp.context.build import build_session_context
 from pi_lsp.context.convert import convert_to_llm
+from pi_lsp.session.appender import WriteFailedError
 from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import (
     AssistantMessage,
@@ -214,6 +215,32 @@ def test_an_old_leaf_entry_is_read_as_pi_16_reads_it(tmp_path: Path, target: str
 
 
 # -- ordering and roots ---------------------------------------------------------------------------
+
+
+async def test_a_leaf_move_whose_write_fails_leaves_the_leaf_where_it_was(tmp_path: Path
+                                                                          ) -> None:
+    """A durable move, a branch summary or a compaction moved the leaf in memory before its
+    entry was written, and a refused write (a version 1 file) left it there: the server's
+    leaf then differed from the file's (pi.fork found "the session is empty")."""
+    path = tmp_path / "v1.jsonl"
+    header = {key: value for key, value in HEADER.items() if key != "version"}
+    lines = [header, *({"type": "message", "timestamp": HEADER["timestamp"],
+                        "message": {"role": "user", "content": text * 400, "timestamp": 1}}
+                       for text in "abcd")]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    tree = SessionTree.open(str(path))
+    first, leaf = tree.path_ids(tree.leaf_id)[0], tree.leaf_id
+    before = path.read_bytes()
+    for move in (lambda: tree.move_leaf(first, durable=True),
+                 lambda: tree.move_leaf(None, durable=True),
+                 lambda: tree.branch_with_summary(first, leaf or "", "summary")):
+        with pytest.raises(WriteFailedError):
+            move()
+        assert tree.leaf_id == leaf
+    with pytest.raises(WriteFailedError):
+        await compact(tree, tree.path_ids(leaf)[-2], ExtractiveSummarizer(),
+                      CompactionSettings(keep_recent_tokens=50))
+    assert tree.leaf_id == leaf and path.read_bytes() == before
 
 
 def test_children_ordered_by_timestamp_ties_in_file_order(tmp_path: Path) -> None:

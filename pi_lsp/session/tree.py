@@ -477,11 +477,24 @@ class SessionTree(EntryAppends):
         """Go to `entry_id` (None: the next append starts a new root): in memory only, or
         `durable`: recorded as a `pi-lsp.leaf` custom entry under it, which pi (0.73.1 and
         1.6) takes as the leaf and as nothing in the context; returns that entry's id."""
+        with self.leaf_moved(entry_id):
+            return self.append_custom(LEAF_MOVE, {"targetId": entry_id}) if durable else None
+
+    @contextlib.contextmanager
+    def leaf_moved(self, entry_id: str | None) -> Iterator[None]:
+        """The leaf at `entry_id` (None: a new root) for what is appended under it; an append
+        that fails puts it back, so memory keeps the leaf the file has."""
+        before = self.leaf_id
         if entry_id is None:
             self.reset_leaf()
         else:
             self.branch(entry_id)
-        return self.append_custom(LEAF_MOVE, {"targetId": entry_id}) if durable else None
+        try:
+            yield
+        except BaseException:
+            if self.leaf_id == entry_id:  # not moved on to another writer's entries read since
+                self.leaf_id = before
+            raise
 
     # -- appending -----------------------------------------------------------------------
 
@@ -562,8 +575,8 @@ class SessionTree(EntryAppends):
                             details: Any = None, from_hook: bool | None = None,
                             usage: Usage | None = None) -> str:
         """Move to `target_id` and record what the abandoned branch taught under it."""
-        self.move_leaf(target_id, durable=False)
-        return self.append_branch_summary(from_id, summary, details, from_hook, usage)
+        with self.leaf_moved(target_id):
+            return self.append_branch_summary(from_id, summary, details, from_hook, usage)
 
     def append_label(self, target_id: str, label: str | None) -> str:
         """Set a label on an entry; None or an empty label clears it."""

@@ -249,11 +249,11 @@ async def compact(tree: SessionTree, leaf_id: str | None, summarizer: Summarizer
     summary = await summarize_plan(plan, summarizer, settings, instructions)
     details = summary_details(plan.files, summarizer)
     grown = leaf_id == before != tree.leaf_id and leaf_id in tree.path_ids(tree.leaf_id)
-    if leaf_id != tree.leaf_id and not grown:
-        tree.move_leaf(leaf_id, durable=False)
-    system = current_system_message(decode_all(project_path(tree.path_to(tree.leaf_id)).messages))
-    entry_id = tree.append_compaction(summary.text, plan.first_kept_entry_id,
-                                      plan.tokens_before, details, summary.usage, from_hook=False,
-                                      system_message=checkpoint_of(system) if system else None)
+    with tree.leaf_moved(tree.leaf_id if grown else leaf_id):
+        system = current_system_message(
+            decode_all(project_path(tree.path_to(tree.leaf_id)).messages))
+        entry_id = tree.append_compaction(
+            summary.text, plan.first_kept_entry_id, plan.tokens_before, details, summary.usage,
+            from_hook=False, system_message=checkpoint_of(system) if system else None)
     return CompactionResult(entry_id, summary.text, plan.first_kept_entry_id, plan.tokens_before,
                             details)
