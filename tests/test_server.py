@@ -1006,6 +1006,22 @@ async def test_set_model_and_thinking_level(pi: Pi) -> None:
         assert paged["thinkingLevels"] == levels, model
 
 
+async def test_set_model_refuses_a_model_that_exists_nowhere(pi: Pi) -> None:
+    """Any provider and id was written as a model_change ("" and "" too), and the next turn
+    failed "provider '' is not configured": refused with pi 1.6's words, nothing written."""
+    uri = await fork(pi)
+    before = await tree_nodes(pi, uri)
+    for provider, model in (("nope", "nope"), ("anthropic", "no-such-model"), ("", "")):
+        error = await call_error(pi.client, "pi.setModel",
+                                 {"uri": uri, "provider": provider, "modelId": model})
+        assert (error.code, error.message) == (INVALID_PARAMS,
+                                               f"Model not found: {provider}/{model}")
+    assert await tree_nodes(pi, uri) == before
+    # A known model whose provider has no key yet is taken (no OpenAI key here).
+    assert await call(pi.client, "pi.setModel",
+                      {"uri": uri, "provider": "openai", "modelId": "gpt-4.1"}) == {}
+
+
 async def test_edit_context_remove_replace_and_undo(pi: Pi) -> None:
     uri = copy_session(pi.main, "edits")
     before = await call(pi.client, "pi.previewContext", {"uri": uri})

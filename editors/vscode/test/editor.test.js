@@ -222,7 +222,7 @@ test("Send Selection to Chat attaches the unsaved selection; the next prompt car
 
 test("a turn that fails before it starts keeps the prompt in the input and the error in view", async () => {
   const { uri: other } = await api.pi.call("pi.newSession", { name: "Unsupported" });
-  await api.pi.call("pi.setModel", { uri: other, provider: "openai", modelId: "gpt-4o" });
+  await api.pi.call("pi.setModel", { uri: other, provider: "openai", modelId: "gpt-4.1" });
   const panel = await openChat(other);
   const resets = panel.posted.filter((m) => m.type === "reset").length;
   await panel.receive({ type: "send", text: "my carefully written prompt", delivery: "prompt" });

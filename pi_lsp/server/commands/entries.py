@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import msgspec
+from pygls.exceptions import JsonRpcInvalidParams
 
 from pi_lsp.context.edits import edit_context, undo_context_edit
 from pi_lsp.server.commands import Command
@@ -45,7 +46,12 @@ async def set_name(ls: PiServer, args: NameArgs) -> dict[str, Any]:
 
 
 async def set_model(ls: PiServer, args: ModelArgs) -> dict[str, Any]:
-    ls.hub.harness(await ls.open_tree(args.uri)).set_model(args.provider, args.model_id)
+    """pi 1.6's RPC set_model: a model the registry does not know is refused, nothing written
+    (one without a key is taken: the key may come before the next prompt)."""
+    harness = ls.hub.harness(await ls.open_tree(args.uri))
+    if harness.registry.find(args.provider, args.model_id) is None:
+        raise JsonRpcInvalidParams(f"Model not found: {args.provider}/{args.model_id}")
+    harness.set_model(args.provider, args.model_id)
     return {}
 
 
