@@ -364,6 +364,23 @@ async def test_list_sessions(pi: Pi) -> None:
     assert len((await call(pi.client, "pi.listSessions"))["sessions"]) == len(result["sessions"])
 
 
+async def test_a_nul_in_session_dirs_is_refused_by_name(pi: Pi, fake: FakeAnthropic) -> None:
+    """A NUL in `sessionDirs` made every pi.listSessions and pi.previewContext answer -32011
+    "embedded null byte", naming no setting: that value is refused, named, and the rest work."""
+    options = init_options(fake)
+    pi.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"piLsp": {**options, "sessionDirs": ["extra\0"]}}))
+    try:
+        listed = (await call(pi.client, "pi.listSessions", {}))["sessions"]
+        assert pi.session.resolve() in {path_of(s["uri"]) for s in listed}
+        assert (await call(pi.client, "pi.previewContext", {"uri": pi.uri}))["messages"]
+        assert any("`sessionDirs`: a folder name with a NUL character" in m.message
+                   for m in pi.client.messages)
+    finally:
+        pi.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+            settings={"piLsp": options}))
+
+
 async def tree_nodes(pi: Pi, uri: str) -> list[dict[str, Any]]:
     return (await call(pi.client, "pi.getTree", {"uri": uri}))["nodes"]  # type: ignore[no-any-return]
 

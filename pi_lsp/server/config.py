@@ -26,6 +26,10 @@ class Config(msgspec.Struct, rename="camel", omit_defaults=True, forbid_unknown_
     # Restricted Mode, where a folder's .pi/ files are never loaded.
     workspace_trusted: bool | None = None
 
+    def __post_init__(self) -> None:
+        if any("\0" in folder for folder in self.session_dirs):  # every listing would fail on it
+            raise ValueError("a folder name with a NUL character")
+
 
 def read_config(raw: Any) -> tuple[Config, list[str]]:
     """The editor's settings, under `piLsp` or at the top, and what was refused (the key and
