@@ -228,6 +228,11 @@ async def test_context_text_sent_by_the_editor_is_used_as_is(pi: Pi, fake: FakeA
     ([{"uri": "file:///nowhere/missing.py"}], "`context[0].uri`"),
     ([{"uri": "file:///x.py", "range": {"start": {"line": -1, "character": 0},
                                          "end": {"line": 0, "character": 0}}}], "line"),
+    # Both answered -32011: "embedded null byte"; a range sent as lines="6-2".
+    ([{"uri": "file:///tmp/%00x.py"}], "`context[0].uri` names a path with a NUL character"),
+    ([{"uri": "file:///x.py", "text": "given", "range": {"start": {"line": 5, "character": 0},
+                                                         "end": {"line": 1, "character": 0}}}],
+     "`end` is before `start` - at `$.context[0].range`"),
 ])
 async def test_bad_context_is_invalid_params(pi: Pi, context: list[dict[str, Any]],
                                              field: str) -> None:
@@ -236,6 +241,21 @@ async def test_bad_context_is_invalid_params(pi: Pi, context: list[dict[str, Any
                                                       "context": context})
     assert error.code == INVALID_PARAMS
     assert field in str(error)
+
+
+async def test_a_range_past_the_end_of_a_file_is_invalid_params(pi: Pi) -> None:
+    """A range past a file's last line (the server reading the file) was sent to the model as
+    lines="1000001-1000005" with no text."""
+    code = pi.main / "short.py"
+    code.write_text("one\ntwo\n")
+    for first, last in ((10**6, 10**6 + 4), (1, 2)):
+        error = await call_error(pi.client, "pi.prompt", {
+            "uri": await new_session(pi), "text": "x", "context": [{
+                "uri": code.as_uri(), "range": {"start": {"line": first, "character": 0},
+                                                "end": {"line": last, "character": 1}}}]})
+        assert (error.code, error.message) == (INVALID_PARAMS, (
+            f"invalid argument: `context[0].range` ends at line {last + 1}, past the end of "
+            "the file (2 lines)"))
 
 
 async def test_diagnostics_feedback_can_be_turned_off(pi: Pi, editor: Editor,

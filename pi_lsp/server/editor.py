@@ -240,6 +240,9 @@ async def attachment(files: EditorFiles, item: ContextArg, index: int, root: Pat
     if raw is None:
         raise JsonRpcInvalidParams(f"invalid argument: {field} must be a file: URI, "
                                    f"not {item.uri!r}")
+    if "\0" in raw:  # no file can have it (%00): say which argument, not the OS's words
+        raise JsonRpcInvalidParams(f"invalid argument: {field} names a path with a NUL "
+                                   f"character: {item.uri!r}")
     reason = secret_reason(Path(raw))
     if reason is not None:
         raise AttachmentRefused(f"{raw} (context[{index}]) is not attached: reading it is "
@@ -268,5 +271,15 @@ async def attachment(files: EditorFiles, item: ContextArg, index: int, root: Pat
         if text is None:
             raise JsonRpcInvalidParams(f"invalid argument: {field} names no file: {item.uri}")
         if span is not None:
-            text = lines_of(text, span)
+            text = lines_in(text, span, f"`context[{index}].range`")
     return Attachment(path=path, text=text, range=span, language_id=item.language_id)
+
+
+def lines_in(text: str, span: Range, field: str) -> str:
+    """The lines of a file a range covers; a range past its end is refused, naming `field`
+    (it would be sent as lines the file does not have, with no text)."""
+    count = len(text.splitlines())
+    if span.end_line >= count:
+        raise JsonRpcInvalidParams(f"invalid argument: {field} ends at line {span.end_line + 1}, "
+                                   f"past the end of the file ({count} lines)")
+    return lines_of(text, span)

@@ -246,6 +246,10 @@ class RangeArg(_Args):
     start: PositionArg
     end: PositionArg
 
+    def __post_init__(self) -> None:
+        if (self.end.line, self.end.character) < (self.start.line, self.start.character):
+            raise ValueError("`end` is before `start`")
+
 
 class ContextArg(_Args):
     """Code sent with a prompt: a selection (`text` and `range`) or a whole file."""
