@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import os
+import re
 import shutil
 import threading
 from dataclasses import dataclass
@@ -22,6 +24,7 @@ from pi_lsp.server.editor import PromptAttachments
 from pi_lsp.server.hub import NotASessionFileError, SessionHub, UnknownSessionError
 from pi_lsp.server.open_session import OpenSession
 from pi_lsp.server.protocol import PromptArgs
+from pi_lsp.session.catalog import ForeignSessionError, SessionDirError
 from pi_lsp.session.tree import SessionTree
 from tests.waits import CEILING_S, until
 
@@ -285,6 +288,44 @@ def test_a_folder_in_an_open_sessions_place_is_no_session(
         assert not hub.open, found_by
         path.rmdir()
         shutil.copyfile(example_session, path)
+
+
+def test_a_symlink_loop_in_a_sessions_place_is_no_session(tmp_path: Path, path: Path) -> None:
+    """The watcher reports a committed `loop.jsonl -> loop.jsonl` at every start, and forgetting
+    it raised RuntimeError (Path.resolve on a loop, logged with a traceback); a command on it
+    was an internal error."""
+    hub = SessionHub([tmp_path], Config())
+    loop = path.with_name("loop.jsonl")
+    loop.symlink_to(loop.name)
+    hub.file_changed(loop)
+    with pytest.raises(ForeignSessionError, match=f"^{re.escape(str(loop))} is a symlink loop$"):
+        hub.sync(loop)
+    hub.sync(path)
+    path.unlink()
+    path.symlink_to(path.name)  # the open session's file replaced by a loop
+    hub.file_changed(path)
+    assert not hub.open
+
+
+def test_a_sessions_folder_that_is_a_symlink_loop_is_named(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A committed `.pi/sessions -> sessions` made every listing and every command on a session
+    an internal error (RuntimeError from Path.resolve, with its traceback), and a new session
+    failed with `File exists`."""
+    folder = tmp_path / ".pi" / "sessions"
+    folder.parent.mkdir()
+    folder.symlink_to("sessions")
+    hub = SessionHub([tmp_path], Config())
+    with caplog.at_level(logging.WARNING):
+        assert hub.list_sessions() == []
+    assert f"{folder} is a symlink loop; its sessions are not listed" in caplog.text
+    inside = folder / "s.jsonl"
+    with pytest.raises(ForeignSessionError, match=re.escape(
+            f"{inside} lies behind a symlink loop, {folder}")):
+        hub.sync(inside)
+    with pytest.raises(SessionDirError, match=re.escape(
+            f"cannot start a session in {folder}: {folder} is a symlink loop")):
+        hub.new_session(None)
 
 
 @pytest.mark.parametrize("error", [FileNotFoundError, IsADirectoryError])

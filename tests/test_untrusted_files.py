@@ -4,6 +4,7 @@ question to the user."""
 
 from __future__ import annotations
 
+import ast
 import json
 import logging
 import os
@@ -25,6 +26,7 @@ from pi_lsp.settings import SettingsError, load_settings
 from pi_lsp.trust import resolve_trust, save_decision, saved_decisions, trust_path
 from tests.waits import PROCESS_CEILING_S, run_cli
 
+PACKAGE = Path(__file__).resolve().parent.parent / "pi_lsp"
 DEEP = b'{"a":' * 2000 + b"1" + b"}" * 2000  # 8 KB, past msgspec's nesting limit
 
 # -- project notes (AGENTS.md, CLAUDE.md) ----------------------------------------------------
@@ -66,6 +68,17 @@ def test_notes_that_link_to_themselves_are_not_read(project: Path) -> None:
     (project / "AGENTS.md").symlink_to("AGENTS.md")
     assert project_notes(project) == []
     assert "project_context" not in system_sections(project, [])
+
+
+def test_no_module_follows_symlinks_with_path_resolve() -> None:
+    """Path.resolve raises RuntimeError on a symlink loop before Python 3.13: a committed
+    `.pi/sessions -> sessions` made every listing and getTree an internal error with a
+    traceback. pi_lsp.paths.real_path follows symlinks without raising."""
+    calls = [f"{path.relative_to(PACKAGE)}:{node.lineno}" for path in PACKAGE.rglob("*.py")
+             for node in ast.walk(ast.parse(path.read_text("utf-8")))
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and
+             node.func.attr == "resolve"]
+    assert calls == []
 
 
 def test_notes_within_the_project_are_read(project: Path) -> None:

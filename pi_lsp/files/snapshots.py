@@ -31,6 +31,7 @@ import msgspec
 
 from pi_lsp.files.recorded import UNLOGGED, IgnoredLog, TreeLog, root_trees
 from pi_lsp.finish import run_to_end
+from pi_lsp.paths import real_path
 
 LEGACY_DIR = Path(".pi") / "snapshots"  # where pi-lsp kept its store before; never run on
 MAX_FILE_BYTES = 5 * 1024 * 1024  # larger files are left out of snapshots, and say so
@@ -90,7 +91,7 @@ class SnapshotStore:
     """One workspace's snapshots; one instance per workspace per process (see `store_for`)."""
 
     def __init__(self, root: Path) -> None:
-        self.root = root.resolve()
+        self.root = real_path(root)
         self.git_dir = store_dir(self.root)
         self.git = _git_on_path()
         self.log = TreeLog(self.git_dir)
@@ -368,7 +369,7 @@ _stores: dict[Path, SnapshotStore] = {}
 
 def store_for(root: Path) -> SnapshotStore:
     """The process's one store for a workspace, so its snapshots never race each other."""
-    key = root.resolve()
+    key = real_path(root)
     store = _stores.get(key)
     if store is None:
         store = _stores[key] = SnapshotStore(key)

@@ -23,6 +23,7 @@ from pi_lsp.agent.approval import ApprovalRequest, Approver
 from pi_lsp.agent.attachments import Attachment, Range, lines_of, mentions, render
 from pi_lsp.agent.feedback import FileProblems, Problem, problems_message
 from pi_lsp.agent.tools import DISK, ToolError
+from pi_lsp.paths import real_path
 from pi_lsp.regular import read_regular
 from pi_lsp.server.protocol import ContextArg, PromptArgs
 from pi_lsp.session.entries import ToolCall
@@ -73,7 +74,7 @@ class EditorFiles:
             return documents[uri]
         for other_uri, document in documents.items():  # the client may encode URIs otherwise
             other = to_fs_path(other_uri)
-            if other is not None and Path(other).resolve() == path:
+            if other is not None and real_path(other) == path:
                 return document
         return None
 

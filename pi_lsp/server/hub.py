@@ -17,6 +17,7 @@ from pi_lsp.agent.tools import ALL_TOOLS, DISK, FileAccess
 from pi_lsp.context.layers import Layer
 from pi_lsp.context.preview import ContextDiff, diff_contexts
 from pi_lsp.harness_factory import make_harness
+from pi_lsp.paths import real_path
 from pi_lsp.server.cache import LruCache
 from pi_lsp.server.config import Config
 from pi_lsp.server.open_session import OpenSession
@@ -188,14 +189,14 @@ class SessionHub(Workspace):
 
     def _keep(self, tree: SessionTree) -> OpenSession:
         """Hold an open tree (one not written yet included) and follow its changes."""
-        session = self.open[Path(tree.path).resolve()] = OpenSession(tree)
+        session = self.open[real_path(tree.path)] = OpenSession(tree)
         tree.listeners.append(self._changed)
         return session
 
     def _changed(self, tree: SessionTree, change: Refresh) -> None:
-        path = Path(tree.path).resolve()
+        path = real_path(tree.path)
         if change.relocated_from is not None:  # its file was replaced: it lives on elsewhere
-            old = Path(change.relocated_from).resolve()
+            old = real_path(change.relocated_from)
             moved = self.open.pop(old) if old in self.open else OpenSession(tree)
             self.open[path] = moved
             self._previews.drop_where(lambda cached: cached[0] == old)
@@ -210,7 +211,7 @@ class SessionHub(Workspace):
         if not path.is_file():
             self.forget(path)
             return
-        session = self.open.get(path.resolve())
+        session = self.open.get(real_path(path))
         if session is not None:
             try:
                 self._catch_up(session.tree, path)
@@ -219,7 +220,7 @@ class SessionHub(Workspace):
 
     def forget(self, path: Path) -> None:
         """The file is gone: stop its run and drop all that was held for it."""
-        key = path.resolve()
+        key = real_path(path)
         session = self.open.get(key)
         if session is not None:
             session.abort()
@@ -246,7 +247,7 @@ class SessionHub(Workspace):
         """The session's harness; an idle one is rebuilt when settings or models.json changed.
         An idle session is brought up to date first: a command on a file deleted meanwhile
         finds no session, as it would after the watcher's look."""
-        session = self.open.get(path.resolve())
+        session = self.open.get(real_path(path))
         if session is None or not session.busy:
             session = self.sync(path)
         if session.harness is not None and session.stamp is not None:
@@ -259,7 +260,7 @@ class SessionHub(Workspace):
         session.harness = make_harness(
             session.tree, root, self.settings_for(path),
             anthropic_base_url=self.config.anthropic_base_url,
-            approve=self.approver_for(path.resolve(), session),
+            approve=self.approver_for(real_path(path), session),
             session_dirs=tuple(self.all_directories()), files=self.files,
             diagnostics=self.diagnostics_for(root))
         session.stamp = (folder, stamp)
@@ -267,7 +268,7 @@ class SessionHub(Workspace):
 
     def held(self, path: Path) -> OpenSession:
         """The open session at `path`, as it is (nothing is read)."""
-        session = self.open.get(path.resolve())
+        session = self.open.get(real_path(path))
         if session is None:
             raise UnknownSessionError(str(path))
         return session
@@ -297,10 +298,10 @@ class SessionHub(Workspace):
     def require_workspace_idle(self, root: Path) -> None:
         """BusyError while any session of the workspace at `root` runs (or is about to): any
         may be writing its files."""
-        root = root.resolve()
+        root = real_path(root)
         for key, session in self.open.items():
             if session.busy and session.harness is not None and \
-                    session.harness.root.resolve() == root:
+                    real_path(session.harness.root) == root:
                 raise BusyError(f"a session in this workspace is busy ({key.name}); "
                                 "restore files when it is idle")
 
@@ -309,8 +310,8 @@ class SessionHub(Workspace):
         """Decide for a folder (see Workspace.set_trust); its idle sessions take their
         settings again."""
         state = super().set_trust(folder, trusted, save, parent)
-        key = self.workspace_folder(folder).resolve()
-        self._drop_idle(lambda harness: harness.root.resolve() == key)
+        key = real_path(self.workspace_folder(folder))
+        self._drop_idle(lambda harness: real_path(harness.root) == key)
         return state
 
     def reconfigure(self, config: Config) -> None:
@@ -359,7 +360,7 @@ class SessionHub(Workspace):
 
     def tree_delta(self, path: Path, tree: SessionTree) -> TreeDelta | None:
         """The change to the tree an editor was shown, for `pi/sessionChanged`."""
-        session = self.open.get(path.resolve())
+        session = self.open.get(real_path(path))
         return self.views.delta(session.view, tree) if session is not None else None
 
     def preview(self, path: Path, leaf_id: str | None, layer: Layer) -> Preview:
@@ -378,7 +379,7 @@ class SessionHub(Workspace):
         agent = agent_setup(folder, ALL_TOOLS, settings.registry(),
                             (settings.default_provider, settings.default_model),
                             settings.resume_thinking_level)
-        key = (path.resolve(), leaf, layer)
+        key = (real_path(path), leaf, layer)
         # The settings and models files' times too: a model's window and levels come from them.
         state = (id(tree.records), len(tree.records), agent.default_model,
                  agent.default_thinking_level, agent.sections,

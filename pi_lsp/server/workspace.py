@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pi_lsp.files.snapshots import store_for
+from pi_lsp.paths import real_path
 from pi_lsp.server.config import Config, editor_settings
 from pi_lsp.session.catalog import (
     confine_session,
@@ -45,7 +46,7 @@ class Workspace:
         seen: dict[Path, None] = {}
         for folder in self.folders_or_cwd():
             for directory in self.directories(folder):
-                seen.setdefault(directory.resolve(), None)
+                seen.setdefault(real_path(directory), None)
         return list(seen)
 
     def folder_of(self, path: Path) -> Path:
@@ -64,9 +65,9 @@ class Workspace:
 
     def workspace_folder(self, folder: Path) -> Path:
         """`folder` if it is one of the workspace's folders (symlinks followed), else an error."""
-        resolved = folder.resolve()
+        resolved = real_path(folder)
         for candidate in self.folders_or_cwd():
-            if candidate.resolve() == resolved:
+            if real_path(candidate) == resolved:
                 return candidate
         listed = ", ".join(str(f) for f in self.folders_or_cwd())
         raise ForeignFolderError(f"{folder} is not one of its folders ({listed})")
@@ -86,7 +87,7 @@ class Workspace:
 
     def trust(self, folder: Path) -> TrustState:
         return resolve_trust(folder, client=self.config.workspace_trusted,
-                             session=self.session_trust.get(folder.resolve()))
+                             session=self.session_trust.get(real_path(folder)))
 
     def folder_settings(self, folder: Path) -> Settings:
         """A folder's settings: its own `.pi/` files only when it is trusted (if they are
@@ -105,7 +106,7 @@ class Workspace:
         """Decide for a folder: saved in pi's trust store, or for this server only (None
         forgets the decision)."""
         folder = self.workspace_folder(folder)
-        key = folder.resolve()
+        key = real_path(folder)
         if save:
             save_decision(folder, trusted, parent)
             self.session_trust.pop(key, None)
@@ -117,8 +118,8 @@ class Workspace:
         return self.trust(folder)
 
     def tell_once(self, folder: Path, topic: str, message: str) -> None:
-        if (folder.resolve(), topic) in self._told:
+        if (real_path(folder), topic) in self._told:
             return
-        self._told.add((folder.resolve(), topic))
+        self._told.add((real_path(folder), topic))
         for notice in list(self.notices):
             notice(message)

@@ -3,6 +3,7 @@ pi's shared folder when `$PI_CODING_AGENT_SESSION_DIR` names one (filtered by he
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable
@@ -14,6 +15,7 @@ from urllib.request import url2pathname
 
 import msgspec
 
+from pi_lsp.paths import loop_error, real_path, symlink_loop
 from pi_lsp.session.entries import (
     CURRENT_VERSION,
     SessionHeader,
@@ -40,6 +42,8 @@ from pi_lsp.session.records import decode_entry
 from pi_lsp.session.sessiondir import SESSION_DIR_VARIABLE, link_session_dir
 from pi_lsp.session.tail import Tail
 from pi_lsp.session.tree import SessionTree
+
+log = logging.getLogger(__name__)
 
 FIRST_MESSAGE_CHARS = 200
 TITLE_CHARS = 60
@@ -184,7 +188,8 @@ def shared_owner(path: Path, workspaces: list[Path]) -> Path | None:
 
 
 class SessionDirError(ValueError):
-    """A workspace's session folder that is a symlink leading out of the workspace."""
+    """A workspace's session folder that is a symlink leading out of the workspace, or that
+    cannot be made (a symlink loop in its place)."""
 
 
 def leads_out(directory: Path, workspace: Path) -> bool:
@@ -210,9 +215,13 @@ class ForeignSessionError(Exception):
 
 def confine_session(path: Path, directories: list[Path]) -> Path:
     """`path` resolved, if it is a `.jsonl` file directly inside one of `directories` once every
-    symlink is followed; otherwise ForeignSessionError saying where it leads."""
-    resolved = path.resolve()
-    allowed = {directory.resolve() for directory in directories}
+    symlink is followed; otherwise ForeignSessionError saying where it leads (or which symlink
+    on the way is a loop)."""
+    loop = loop_error(path)
+    if loop is not None:
+        raise ForeignSessionError(loop)
+    resolved = real_path(path)
+    allowed = {real_path(directory) for directory in directories}
     leads = f" (it leads to {resolved})" if resolved != Path(os.path.abspath(path)) else ""
     if resolved.suffix != ".jsonl":
         raise ForeignSessionError(f"{path}{leads} is not a .jsonl file")
@@ -226,10 +235,10 @@ def confine_session(path: Path, directories: list[Path]) -> Path:
 def session_workspace(path: Path, folders: dict[Path, list[Path]], fallback: Path) -> Path:
     """The workspace a session file belongs to: the deepest of `folders` (each with its session
     directories) holding it, else the parent of the `.pi/sessions/` it is in, else `fallback`."""
-    resolved = path.resolve()
+    resolved = real_path(path)
     for folder in sorted(folders, key=lambda f: len(str(f)), reverse=True):
-        if any(resolved.parent == d.resolve() for d in folders[folder]) or \
-                folder.resolve() in resolved.parents:
+        if any(resolved.parent == real_path(d) for d in folders[folder]) or \
+                real_path(folder) in resolved.parents:
             return folder
     if resolved.parent.parts[-2:] == (".pi", "sessions"):
         return resolved.parent.parent.parent
@@ -249,7 +258,15 @@ def _session_files(directories: list[Path]) -> list[str]:
                     (not e.is_symlink() or os.path.dirname(os.path.realpath(e.path)) == real)))
         except (FileNotFoundError, NotADirectoryError):
             continue
+        except OSError as error:  # a symlink loop a repository committed: the rest is listed
+            why = loop_error(directory) or f"{directory}: {error.strerror}"
+            _not_listed(f"{why}; its sessions are not listed")
     return files
+
+
+@lru_cache(maxsize=64)  # once per folder, not at every listing
+def _not_listed(message: str) -> None:
+    log.warning("%s", message)
 
 
 def user_text(record: Record) -> str | None:
@@ -412,7 +429,7 @@ def start_session(workspace: Path, provider: str, model_id: str, thinking_level:
                 f"{directory} leads to {os.path.realpath(directory)}, outside the workspace; "
                 "pi-lsp does not follow it. Remove the symlink (or make it a folder) to "
                 "start sessions here.")
-        directory.mkdir(parents=True, exist_ok=True)
+        _make_session_dir(directory)
         link_session_dir(workspace)
         tree = SessionTree.create_in(directory, str(workspace), deferred=True)
     else:
@@ -420,6 +437,17 @@ def start_session(workspace: Path, provider: str, model_id: str, thinking_level:
     tree.append_model_change(provider, model_id)
     tree.append_thinking_level_change(thinking_level)
     return tree
+
+
+def _make_session_dir(directory: Path) -> None:
+    """Make the workspace's session folder; SessionDirError naming what stands in its way
+    where the OS would say only `File exists`."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        loop = symlink_loop(directory)
+        why = f"{loop} is a symlink loop" if loop is not None else error.strerror
+        raise SessionDirError(f"cannot start a session in {directory}: {why}") from None
 
 
 def list_sessions(directories: list[Path]) -> list[SessionSummary]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pi_lsp.paths import real_path
 from pi_lsp.session.entries import CompactionEntry, LabelEntry, encoder
 from pi_lsp.session.ids import iso_now, new_entry_id
 from pi_lsp.session.journal import Record
@@ -75,9 +76,9 @@ def fork_session(source: SessionTree, leaf_id: str, directory: Path | None = Non
     """The fork, next to the source (or in `directory`). As in pi 1.6, its file is written only
     if the path holds a user or assistant message; otherwise it waits, in memory, for one."""
     source.record(leaf_id)
-    target_dir = directory or Path(source.path).resolve().parent
+    target_dir = directory or real_path(source.path).parent
     target_dir.mkdir(parents=True, exist_ok=True)
     fork = SessionTree.create_in(target_dir, source.header.cwd,
-                                 parent_session=str(Path(source.path).resolve()), deferred=True)
+                                 parent_session=str(real_path(source.path)), deferred=True)
     fork.take_lines(fork_lines(source, leaf_id))
     return fork

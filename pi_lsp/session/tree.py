@@ -12,6 +12,7 @@ from functools import cmp_to_key
 from pathlib import Path
 from typing import Any
 
+from pi_lsp.paths import real_path
 from pi_lsp.session.appender import FileReplacedError, WriteFailedError, append_lines
 from pi_lsp.session.appends import EntryAppends
 from pi_lsp.session.entries import (
@@ -298,8 +299,8 @@ class SessionTree(EntryAppends):
         old = self.path
         header = SessionHeader(version=3, id=new_session_id(), timestamp=iso_now(),
                                cwd=real_cwd(self.header.cwd),
-                               parent_session=str(Path(old).resolve()))
-        target = Path(old).resolve().parent / session_file_name(header.id, header.timestamp)
+                               parent_session=str(real_path(old)))
+        target = real_path(old).parent / session_file_name(header.id, header.timestamp)
         append_lines(str(target), [encoder.encode(header), *(r.original for r in self.records)],
                      create=True)
         leaf = self.leaf_id

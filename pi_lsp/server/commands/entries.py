@@ -9,6 +9,7 @@ import msgspec
 from pygls.exceptions import JsonRpcInvalidParams
 
 from pi_lsp.context.edits import edit_context, undo_context_edit
+from pi_lsp.paths import real_path
 from pi_lsp.server.commands import Command
 from pi_lsp.server.commands.files import with_file_changes
 from pi_lsp.server.protocol import (
@@ -31,7 +32,7 @@ async def move_to_entry(ls: PiServer, args: BranchArgs) -> Any:
     ls.hub.require_idle(path)  # a turn or job claimed and not started yet counts
     outcome = harness.branch(args.target_id, durable=ls.config.durable_leaf_moves)
     if not ls.config.durable_leaf_moves:  # nothing was appended, so say where the leaf went
-        ls.on_session_changed(path.resolve(), harness.tree, Refresh(0, False))
+        ls.on_session_changed(real_path(path), harness.tree, Refresh(0, False))
     return await with_file_changes(harness, outcome)
 
 
