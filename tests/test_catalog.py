@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from pi_lsp.session.catalog import (
     FIRST_MESSAGE_CHARS,
     TITLE_CHARS,
+    SessionIndex,
     cli_session_dir,
     list_sessions,
     session_dirs,
@@ -164,6 +165,17 @@ def test_first_message_is_the_first_user_message_in_the_file(tmp_path: Path) -> 
 
 def test_missing_directories_are_fine(agent_dir: Path, tmp_path: Path) -> None:
     assert list_sessions(session_dirs(str(tmp_path / "nowhere"))) == []
+
+
+def test_a_symlink_loop_in_a_folder_hides_no_other_session(tmp_path: Path) -> None:
+    """A committed `loop.jsonl -> loop.jsonl` raised ELOOP out of the folder's listing: none of
+    its sessions was listed, `pi-lsp sessions` exited 2 and `pi-lsp run` refused to run."""
+    directory = tmp_path / "ws" / ".pi" / "sessions"
+    good = write(directory / "good.jsonl", [header("good", "2025-01-01T00:00:00.000Z", "/w")])
+    (directory / "loop.jsonl").symlink_to("loop.jsonl")
+    (directory / "dangling.jsonl").symlink_to("gone.jsonl")
+    assert [s.path for s in list_sessions([directory])] == [str(good)]
+    assert [s.path for s in SessionIndex().list([directory])] == [str(good)]
 
 
 def test_session_title_one_rule() -> None:

@@ -253,15 +253,26 @@ def _session_files(directories: list[Path]) -> list[str]:
         try:
             real = os.path.realpath(directory)
             with os.scandir(directory) as entries:
-                files.extend(sorted(
-                    e.path for e in entries if e.name.endswith(".jsonl") and e.is_file() and
-                    (not e.is_symlink() or os.path.dirname(os.path.realpath(e.path)) == real)))
+                files.extend(sorted(e.path for e in entries if _is_session_file(e, real)))
         except (FileNotFoundError, NotADirectoryError):
             continue
         except OSError as error:  # a symlink loop a repository committed: the rest is listed
             why = loop_error(directory) or f"{directory}: {error.strerror}"
             _not_listed(f"{why}; its sessions are not listed")
     return files
+
+
+def _is_session_file(entry: os.DirEntry[str], folder: str) -> bool:
+    """A `.jsonl` file, through a symlink only if it stays in `folder` (the folder's real
+    path); a symlink loop is skipped as a dangling symlink is."""
+    if not entry.name.endswith(".jsonl"):
+        return False
+    try:
+        if not entry.is_file():
+            return False
+    except OSError:  # a symlink loop: is_file raises ELOOP where a dangling one gives False
+        return False
+    return not entry.is_symlink() or os.path.dirname(os.path.realpath(entry.path)) == folder
 
 
 @lru_cache(maxsize=64)  # once per folder, not at every listing
