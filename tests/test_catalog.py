@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import os
 from datetime import UTC, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -176,6 +178,18 @@ def test_a_symlink_loop_in_a_folder_hides_no_other_session(tmp_path: Path) -> No
     (directory / "dangling.jsonl").symlink_to("gone.jsonl")
     assert [s.path for s in list_sessions([directory])] == [str(good)]
     assert [s.path for s in SessionIndex().list([directory])] == [str(good)]
+
+
+def test_a_session_file_named_in_no_utf8_is_left_out_and_named(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """`bad\\xff.jsonl` was listed, and the server's whole listing then failed making its name a
+    file: URI ('utf-8' codec can't encode…, the file not named); VS Code and pi cannot open it."""
+    directory = tmp_path / ".pi" / "sessions"
+    good = write(directory / "good.jsonl", [header("good", "2025-01-01T00:00:00.000Z", "/w")])
+    Path(os.fsdecode(os.fsencode(directory) + b"/bad\xff.jsonl")).write_bytes(good.read_bytes())
+    with caplog.at_level(logging.WARNING):
+        assert [s.path for s in list_sessions([directory])] == [str(good)]
+    assert f"{directory}/bad\\xff.jsonl: not listed, its name is not UTF-8" in caplog.text
 
 
 def test_session_title_one_rule() -> None:

@@ -253,7 +253,8 @@ def _session_files(directories: list[Path]) -> list[str]:
         try:
             real = os.path.realpath(directory)
             with os.scandir(directory) as entries:
-                files.extend(sorted(e.path for e in entries if _is_session_file(e, real)))
+                files.extend(sorted(e.path for e in entries
+                                    if _is_session_file(e, real) and _named_in_utf8(e.path)))
         except (FileNotFoundError, NotADirectoryError):
             continue
         except OSError as error:  # a symlink loop a repository committed: the rest is listed
@@ -275,7 +276,19 @@ def _is_session_file(entry: os.DirEntry[str], folder: str) -> bool:
     return not entry.is_symlink() or os.path.dirname(os.path.realpath(entry.path)) == folder
 
 
-@lru_cache(maxsize=64)  # once per folder, not at every listing
+def _named_in_utf8(path: str) -> bool:
+    """Whether the path is UTF-8: VS Code reads a file: URI's bytes as UTF-8 and pi (Node) a
+    file name, so neither could open a file whose name is not; it is left out, and logged."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(path).decode("utf-8", "backslashreplace")
+        _not_listed(f"{shown}: not listed, its name is not UTF-8 (rename it to open it)")
+        return False
+    return True
+
+
+@lru_cache(maxsize=64)  # once per folder or file, not at every listing
 def _not_listed(message: str) -> None:
     log.warning("%s", message)
 
