@@ -1254,6 +1254,35 @@ async def test_a_session_overwritten_with_garbage_leaves_the_folder_watched(pi: 
     assert note["entries"] == count + 1
 
 
+async def test_a_file_named_in_no_utf8_stops_neither_the_listing_nor_the_watch(
+        tmp_path: Path, fake: FakeAnthropic) -> None:
+    """`bad\\xff.jsonl` made pi.listSessions fail whole, and the first event on it ended the
+    folder's watch for good (watchfiles: "Unable to decode path"): no session made after it was
+    announced."""
+    shutil.copytree(EXAMPLE, tmp_path / "main")
+    folder = tmp_path / "main" / ".pi" / "sessions"
+    bad = Path(os.fsdecode(os.fsencode(folder) + b"/bad\xff.jsonl"))
+    shutil.copyfile(EXAMPLE_SESSION, bad)
+    client = await SERVER.start()
+    try:
+        pi = await connect(client, CLIENTS[0], tmp_path, init_options(fake), folders=("main",))
+        listed = (await call(client, "pi.listSessions", {}))["sessions"]
+        assert [path_of(s["uri"]) for s in listed] == [folder / EXAMPLE_SESSION.name]
+        await watcher_caught_up(pi)
+        with bad.open("ab") as handle:  # an event on it
+            handle.write(b"\n")
+        since = pi.mark()
+        later = copy_session(pi.main, "later")
+        await wait_note(pi, SESSIONS_CHANGED, since=since)
+        listed = (await call(client, "pi.listSessions", {}))["sessions"]
+        assert later in [s["uri"] for s in listed]
+        await asyncio.wait_for(client.shutdown_session(), CEILING_S)
+    finally:
+        if client._server is not None and client._server.returncode is None:
+            client._server.kill()
+        await client.stop()
+
+
 async def test_two_servers_see_each_other(pi: Pi, fake: FakeAnthropic) -> None:
     uri = await fork(pi)
     other_client = await SERVER.start()

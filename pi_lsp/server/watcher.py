@@ -17,6 +17,7 @@ DEBOUNCE_MS = 200
 STEP_MS = 20
 POLL_MS = 100
 MISSING_DIR_POLL_S = 0.5
+RESTART_PAUSE_S = 0.5  # between a watch watchfiles ended and the next
 
 Changed = Callable[[Path, watchfiles.Change], None]
 
@@ -61,14 +62,26 @@ class DirectoryWatcher:
                 if self.directory.is_dir() and not self.force_polling:
                     log.warning("watching %s failed (%s); polling", self.directory, error)
                     self.force_polling = True
+            except Exception as error:
+                # watchfiles ends its watch on an event it cannot pass on: a file named in no
+                # UTF-8 ("Unable to decode path", in an ExceptionGroup). The next watch looks at
+                # every file again (nothing missed is lost); the pause keeps a file touched
+                # over and over from making this a busy loop.
+                log.warning("watching %s stopped (%s); watching it again", self.directory,
+                            _first_cause(error))
+                await self._pause(RESTART_PAUSE_S)
 
     async def _wait_for_directory(self) -> bool:
         while not self.directory.is_dir():
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), MISSING_DIR_POLL_S)
+            await self._pause(MISSING_DIR_POLL_S)
             if self._stop.is_set():
                 return False
         return True
+
+    async def _pause(self, seconds: float) -> None:
+        """Wait `seconds`, or until the watch is stopped."""
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), seconds)
 
     async def _watch(self) -> None:
         async for changes in watchfiles.awatch(
@@ -86,6 +99,13 @@ class DirectoryWatcher:
             self.on_change(path, change)
         except Exception:
             log.exception("%s changed and could not be read again", path)
+
+
+def _first_cause(error: BaseException) -> BaseException:
+    """The error itself, not the group anyio wraps it in."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return error
 
 
 class SessionWatch:
