@@ -7,6 +7,7 @@ They are read as pi reads them: a leading byte-order mark is skipped, and models
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import stat
@@ -23,6 +24,10 @@ from pi_lsp.regular import read_regular
 _COMMENT = re.compile(rb'"(?:\\.|[^"\\])*"|//[^\n]*')
 _TRAILING_COMMA = re.compile(rb'"(?:\\.|[^"\\])*"|,(\s*[}\]])')
 BOM = b"\xef\xbb\xbf"
+# A name no file can be read at: none there, a folder on the way that is a file (a committed
+# `.pi` file), a symlink loop (`.pi -> .pi`). pi's existsSync says false to each; trust counts
+# none of them either (trust.project_files).
+ABSENT = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP})
 
 
 def strip_comments(data: bytes) -> bytes:
@@ -33,14 +38,16 @@ def strip_comments(data: bytes) -> bytes:
 
 def read_object(path: Path, what: str, error: type[Exception], comments: bool = False
                 ) -> dict[str, Any]:
-    """The object in `path`, {} when there is no file; `error` names the file and what is wrong.
-    `comments`: the file may have `//` comments and trailing commas."""
+    """The object in `path`, {} when no file can be there (ABSENT); `error` names the file and
+    what is wrong. `comments`: the file may have `//` comments and trailing commas."""
     try:
         data = read_regular(path).removeprefix(BOM)
         data = msgspec.json.decode(strip_comments(data) if comments else data)
-    except FileNotFoundError:
-        return {}
-    except (OSError, msgspec.DecodeError) as fault:
+    except OSError as fault:
+        if fault.errno in ABSENT:
+            return {}
+        raise error(f"{path}: cannot read {what} ({fault})") from None
+    except msgspec.DecodeError as fault:
         raise error(f"{path}: cannot read {what} ({fault})") from None
     except RecursionError:  # msgspec's limit on nesting: a file no one writes by hand
         raise error(f"{path}: cannot read {what} (JSON nested too deeply)") from None

@@ -11,6 +11,7 @@ decisions; a store that cannot be read is an error and is never written over.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import time
@@ -20,7 +21,7 @@ from typing import Literal
 
 import msgspec
 
-from pi_lsp.jsonfile import read_object, write_atomically
+from pi_lsp.jsonfile import ABSENT, read_object, write_atomically
 from pi_lsp.regular import read_regular
 from pi_lsp.session.catalog import agent_dir
 
@@ -77,8 +78,20 @@ def project_files(folder: Path) -> list[str]:
     """The folder's own `.pi/` files that pi-lsp would use, relative to it (a settings.json
     holding only the `sessionDir` pi-lsp writes for the pi CLI gives it nothing)."""
     return [f".pi/{name}" for name in PROJECT_FILES
-            if os.path.lexists(folder / ".pi" / name) and
+            if _there(folder / ".pi" / name) and
             not (name == "settings.json" and _only_session_dir(folder / ".pi" / name))]
+
+
+def _there(path: Path) -> bool:
+    """Whether a project file is there to need trust: not where reading finds none (ABSENT,
+    so a folder trusted for having nothing to load never fails to read it), but a symlink to
+    nothing is (what it names may be made)."""
+    try:
+        os.stat(path)
+    except OSError as error:
+        return error.errno not in ABSENT or (error.errno == errno.ENOENT and
+                                             os.path.islink(path))
+    return True
 
 
 def _only_session_dir(path: Path) -> bool:

@@ -45,7 +45,8 @@ from pi_lsp.session.catalog import SessionIndex
 from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import AssistantMessage, TextContent, Usage, UserMessage
 from pi_lsp.session.tree import SessionTree
-from pi_lsp.trust import save_decision
+from pi_lsp.settings import load_settings
+from pi_lsp.trust import resolve_trust, save_decision
 from tests.conftest import trust
 from tests.fake_anthropic import FakeAnthropic, text_reply, tool_reply
 from tests.fake_openai import FakeOpenAI, chat_reply
@@ -586,6 +587,29 @@ def test_a_session_folder_leading_out_of_the_workspace_is_not_followed(tmp_path:
     with pytest.raises(ValueError, match="outside the workspace; pi-lsp does not follow it"):
         hub.new_session(None, root)
     assert sorted((other / ".pi" / "sessions").iterdir()) == theirs
+
+
+@pytest.mark.parametrize("kind", ["a .pi file", ".pi -> .pi", "settings.json -> settings.json"])
+def test_project_files_that_cannot_be_read_are_absent_for_trust_and_reading(
+        tmp_path: Path, kind: str) -> None:
+    """Trust counted no file where a folder on the way is a file or a loop, so the folder was
+    trusted for having nothing to load; reading then failed every new session and `pi-lsp run`
+    (`Not a directory`, `Too many levels of symbolic links`). A loop at the file itself needed
+    trust, to read nothing. pi's existsSync says false to all three."""
+    write_json(agent() / "settings.json", {"defaultModel": "claude-opus-4-5"})
+    root = tmp_path / "ws"
+    root.mkdir()
+    if kind == "a .pi file":
+        (root / ".pi").write_text("not a folder\n")
+    elif kind == ".pi -> .pi":
+        (root / ".pi").symlink_to(".pi")
+    else:
+        (root / ".pi").mkdir()
+        for name in ("settings.json", "models.json"):
+            (root / ".pi" / name).symlink_to(name)
+    state = resolve_trust(root)
+    assert (state.trusted, state.decision, state.project_files) == (True, "noProjectFiles", [])
+    assert load_settings(root, project=True).default_model == "claude-opus-4-5"
 
 
 def test_a_symlinked_project_settings_file_is_never_written_or_read(tmp_path: Path) -> None:
