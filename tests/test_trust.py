@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -41,7 +42,7 @@ from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.providers.retry import ProviderRetry
 from pi_lsp.server.config import Config
 from pi_lsp.server.hub import SessionHub
-from pi_lsp.session.catalog import SessionIndex
+from pi_lsp.session.catalog import SessionDirError, SessionIndex
 from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import AssistantMessage, TextContent, Usage, UserMessage
 from pi_lsp.session.tree import SessionTree
@@ -587,6 +588,19 @@ def test_a_session_folder_leading_out_of_the_workspace_is_not_followed(tmp_path:
     with pytest.raises(ValueError, match="outside the workspace; pi-lsp does not follow it"):
         hub.new_session(None, root)
     assert sorted((other / ".pi" / "sessions").iterdir()) == theirs
+
+
+@pytest.mark.parametrize("file", [".pi", ".pi/sessions"])
+def test_a_file_where_the_session_folder_goes_is_named(tmp_path: Path, file: str) -> None:
+    """A committed `.pi/sessions` file made pi.newSession and `pi-lsp run` fail with `[Errno 17]
+    File exists`; a `.pi` file with `Not a directory` (its settings.json read first)."""
+    root = tmp_path / "ws"
+    (root / file).parent.mkdir(parents=True, exist_ok=True)
+    (root / file).write_text("not a folder\n")
+    with pytest.raises(SessionDirError, match=re.escape(
+            f"cannot start a session in {root / '.pi' / 'sessions'}: {root / file} is not a "
+            "folder")):
+        hub_for(root).new_session(None, root)
 
 
 @pytest.mark.parametrize("kind", ["a .pi file", ".pi -> .pi", "settings.json -> settings.json"])

@@ -189,7 +189,7 @@ def shared_owner(path: Path, workspaces: list[Path]) -> Path | None:
 
 class SessionDirError(ValueError):
     """A workspace's session folder that is a symlink leading out of the workspace, or that
-    cannot be made (a symlink loop in its place)."""
+    cannot be made (a symlink loop or a file in its place)."""
 
 
 def leads_out(directory: Path, workspace: Path) -> bool:
@@ -469,9 +469,19 @@ def _make_session_dir(directory: Path) -> None:
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        loop = symlink_loop(directory)
-        why = f"{loop} is a symlink loop" if loop is not None else error.strerror
+        why = _in_the_way(directory) or error.strerror
         raise SessionDirError(f"cannot start a session in {directory}: {why}") from None
+
+
+def _in_the_way(directory: Path) -> str | None:
+    """What a repository put where the folder or one above it must be: a symlink loop, or a
+    file (a committed `.pi` or `.pi/sessions`)."""
+    loop = symlink_loop(directory)
+    if loop is not None:
+        return f"{loop} is a symlink loop"
+    file = next((part for part in (*reversed(directory.parents), directory)
+                 if os.path.lexists(part) and not os.path.isdir(part)), None)
+    return f"{file} is not a folder" if file is not None else None
 
 
 def list_sessions(directories: list[Path]) -> list[SessionSummary]:
