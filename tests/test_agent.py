@@ -210,6 +210,24 @@ def held_provider(rig: Rig) -> tuple[list[str], threading.Event]:
     return made, go
 
 
+async def test_a_prompt_aborted_before_it_starts_is_written_without_its_provider(
+        make_rig: Callable[..., Rig], fake: FakeAnthropic) -> None:
+    """It waited for its SDK's import (seconds on a busy machine), so a `shutdown` just after
+    a prompt's answer cut the turn off before the prompt was written (found in review)."""
+    rig = make_rig()
+    fake.script(text_reply("a long answer nobody wants"))
+    made, go = held_provider(rig)
+    run = asyncio.create_task(rig.harness.prompt("hi", aborted=True))
+    try:
+        await until(lambda: run.done() or made, "the prompt to end or make its provider")
+        assert made == []
+    finally:
+        go.set()
+    assert [role_of(m) for m in await run] == ["user", "assistant"]
+    assert rig.entries()[-1]["message"]["stopReason"] == "aborted"
+    assert fake.message_requests() == []
+
+
 async def test_a_turn_started_while_prepare_makes_the_provider_uses_that_one(
         make_rig: Callable[..., Rig], fake: FakeAnthropic) -> None:
     """A chat opens (`prepare`) and the user sends at once: one provider is made, not two."""

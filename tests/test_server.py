@@ -1702,6 +1702,40 @@ async def test_shutdown_during_a_turn_aborts_it_and_exits(
         await client.stop()
 
 
+async def test_shutdown_just_after_a_prompt_and_a_job_are_answered_aborts_both(
+        tmp_path: Path, fake: FakeAnthropic) -> None:
+    """Claimed but not started, they were left to run (the prompt was cut off unwritten after
+    1.5 s, the job ran on); they end at once as `pi.abort` ends them then (found in review)."""
+    client = await SERVER.start()
+    try:
+        pi = await connect(client, "visual-studio-code", make_workspace(tmp_path),
+                           init_options(fake))
+        uri, compacted = await new_session(pi), copy_session(pi.main, "compact-at-shutdown")
+        before = path_of(compacted).read_bytes()
+        fake.script(slow_text(words=80, delay=0.05))
+        since = pi.mark()
+        with progress_held(client) as release:
+            await call(client, "pi.prompt", {"uri": uri, "text": "KEEP ME"})
+            job_id = (await call(client, "pi.compact", {"uri": compacted}))["jobId"]
+            shutdown = client.protocol.send_request_async(types.SHUTDOWN, None)
+            release.set()  # their progress is answered after the server has read `shutdown`
+            await asyncio.wait_for(shutdown, CEILING_S)
+        replies = [e["message"] for e in lines(path_of(uri)) if e["type"] == "message"]
+        assert [(m["role"], m.get("stopReason")) for m in replies][-2:] == [
+            ("user", None), ("assistant", "aborted")]
+        done = await wait_note(pi, JOB_DONE, lambda p: p["jobId"] == job_id, since)
+        assert done["ok"] is False and done["error"] == "aborted", done
+        assert path_of(compacted).read_bytes() == before
+        assert fake.message_requests() == []
+        client.exit(None)
+        assert client._server is not None
+        assert await asyncio.wait_for(client._server.wait(), CEILING_S) == 0
+    finally:
+        if client._server is not None and client._server.returncode is None:
+            client._server.kill()
+        await client.stop()
+
+
 async def test_list_models(pi: Pi) -> None:
     listed = await call(pi.client, "pi.listModels", {})
     ids = {(m["provider"], m["id"]) for m in listed["models"]}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -337,7 +338,10 @@ class Harness:
         self.tree.hold_leaf = True  # another writer's entries must not become this turn's parent
         try:
             self.agent = self.agent_setup()
-            await self._made_provider(self.model().provider)  # no API key: fails before writing
+            # No API key: fails before writing. Aborted before or meanwhile: the prompt is
+            # written aborted at once, not after its SDK's import (seconds on a busy machine).
+            with contextlib.suppress(Aborted):
+                await abortable(self, self._made_provider(self.model().provider))
             patch = system_patch_at(self.tree, self.tree.leaf_id, self.agent, now_ms())
             if patch is not None:  # pi 1.6 keeps the prompt and tools in the session
                 self.tree.append_message(patch)

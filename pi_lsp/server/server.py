@@ -129,11 +129,10 @@ class PiServer(LanguageServer):
                 f"defaults: {'; '.join(refused)}"))
 
     async def shutdown_work(self) -> None:
-        """Abort every running turn (each is persisted as aborted) and stop watching; no task
-        is left running."""
+        """Abort every running or claimed turn and job, as `pi.abort` does (a turn is persisted
+        as aborted), and stop watching; no task is left running."""
         for session in self.hub.open.values() if self.started else ():
-            if session.harness is not None:
-                session.harness.abort()
+            session.abort()
         await self.tasks.finish(SHUTDOWN_WAIT_S)
         await self.watch.stop()
 
