@@ -423,11 +423,13 @@ class RawServer:
         self.reader = asyncio.ensure_future(self._read())
 
     @classmethod
-    async def start(cls, root: Path, **options: Any) -> RawServer:
+    async def start(cls, root: Path, *, log: Path | None = None, **options: Any) -> RawServer:
+        """Initialized with `options`; its stderr goes to `log` if given."""
         env = {**os.environ, "PI_CODING_AGENT_DIR": str(root / "agent")}
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "pi_lsp.cli", "serve", env=env, limit=16 << 20,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+        with open(log, "wb") if log else contextlib.nullcontext() as stderr:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "pi_lsp.cli", "serve", env=env, limit=16 << 20,
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr)
         server = cls(process)
         (root / "ws").mkdir(exist_ok=True)
         await server.request("initialize", {
@@ -620,10 +622,10 @@ def session_lines(uri: str) -> list[dict[str, Any]]:
 
 
 
-async def start_turn(tmp_path: Path, fake: FakeAnthropic, *replies: Reply
-                     ) -> tuple[RawServer, str]:
+async def start_turn(tmp_path: Path, fake: FakeAnthropic, *replies: Reply,
+                     log: Path | None = None) -> tuple[RawServer, str]:
     fake.script(*replies)
-    server = await RawServer.start(tmp_path, anthropicBaseUrl=fake.url,
+    server = await RawServer.start(tmp_path, log=log, anthropicBaseUrl=fake.url,
                                    anthropicApiKey="test-key")
     uri = (await server.command("pi.newSession"))["result"]["uri"]
     answer = await server.command("pi.prompt", uri=uri, text="go")
@@ -648,6 +650,28 @@ async def test_ending_the_server_mid_reply_saves_it_as_aborted(
         assert last["message"]["role"] == "assistant"
         assert last["message"]["stopReason"] == "aborted"
         assert "word0" in json.dumps(last["message"]["content"])
+    finally:
+        await server.close()
+
+
+@pytest.mark.parametrize("when", ["at the prompt's answer", "mid reply"])
+async def test_exit_without_shutdown_during_a_turn_saves_it_and_exits_1(
+        when: str, tmp_path: Path, fake: FakeAnthropic) -> None:
+    """pygls' `exit` escaped the loop: the turn was cancelled, not aborted (its reply never
+    saved), the code was 0, and what the turn still sent went to the stdout `exit` had closed
+    (thousands of tracebacks, and a write that failed on it lost the prompt); found in review."""
+    log = tmp_path / "stderr.log"
+    server, uri = await start_turn(
+        tmp_path, fake, text_reply(*(f"word{i} " for i in range(400)), delay=0.05), log=log)
+    try:
+        if when == "mid reply":
+            await server.turn_event("message_update")
+        server.send({"method": "exit"})
+        assert await asyncio.wait_for(server.process.wait(), CEILING_S) == 1  # no `shutdown`
+        messages = [e["message"] for e in session_lines(uri) if e["type"] == "message"]
+        assert [(m["role"], m.get("stopReason")) for m in messages][-2:] == [
+            ("user", None), ("assistant", "aborted")]
+        assert "Traceback" not in log.read_text()
     finally:
         await server.close()
 

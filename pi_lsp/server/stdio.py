@@ -1,5 +1,6 @@
 """The stdio transport: messages framed by `Content-Length`, read so that no input can stop the
-server, and an end (stdin closed, SIGTERM) that finishes like `shutdown`.
+server, and an end (stdin closed, SIGTERM, `exit` without `shutdown`) that finishes like
+`shutdown`.
 
 pygls' own loop exits on a huge length (it tries to allocate it) and stays deaf after a frame
 without its header (every later body is glued to the next header line); this one refuses a
@@ -130,9 +131,10 @@ def _pump(reader: FrameReader, loop: asyncio.AbstractEventLoop,
 
 
 async def serve(server: JsonRPCServer, stdin: BinaryIO, stdout: BinaryIO,
-                on_end: Callable[[], Awaitable[None]]) -> None:
-    """Handle messages until stdin ends, SIGTERM arrives or the server shuts down; then, unless
-    the client already asked for `shutdown`, run `on_end` (abort and save running work)."""
+                on_end: Callable[[], Awaitable[None]]) -> int | None:
+    """Handle messages until stdin ends, SIGTERM or `exit` arrives or the server shuts down;
+    then, unless the client already asked for `shutdown`, run `on_end` (abort and save running
+    work). `exit`'s process exit code, if it came."""
     loop = asyncio.get_running_loop()
     server.protocol.set_writer(Writer(stdout, loop))
     queue: asyncio.Queue[bytes | None] = asyncio.Queue()
@@ -149,6 +151,7 @@ async def serve(server: JsonRPCServer, stdin: BinaryIO, stdout: BinaryIO,
     loop.add_signal_handler(signal.SIGTERM, terminate)
     protocol = server.protocol
     stopped = server._stop_event
+    code: int | None = None
     while stopped is None or not stopped.is_set():
         body = await queue.get()
         room.release()
@@ -157,11 +160,15 @@ async def serve(server: JsonRPCServer, stdin: BinaryIO, stdout: BinaryIO,
         try:
             message = json.loads(body, object_hook=protocol.structure_message)
             protocol.handle_message(message)
+        except SystemExit as end:  # `exit`: pygls has closed stdout and asks for this code
+            code = end.code if isinstance(end.code, int) else 1
+            break
         except Exception as error:
             log.exception("unable to handle a message")
             server.report_server_error(error, JsonRpcException)
     if not getattr(protocol, "_shutdown", False):
         await on_end()
+    return code
 
 
 class Writer(StdoutWriter):
@@ -172,6 +179,8 @@ class Writer(StdoutWriter):
         self._loop = loop
 
     def write(self, data: bytes) -> None:
+        if self._stdout.closed:  # by `exit`: what aborting turns still say goes nowhere
+            return
         super().write(data)
         if len(data) > LARGE_ANSWER:
             # Soon, not now: the answer is freed only when pygls' send returns.
@@ -180,14 +189,18 @@ class Writer(StdoutWriter):
 
 def start_io(server: JsonRPCServer, on_end: Callable[[], Awaitable[None]],
              stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
-    """pygls' `start_io` with this module's reader; returns when the server is done."""
+    """pygls' `start_io` with this module's reader; returns when the server is done, or ends
+    the process with LSP's code after `exit` (0 after `shutdown`, else 1), as pygls does."""
     server._stop_event = threading.Event()
+    code = None
     try:
-        asyncio.run(serve(server, stdin or sys.stdin.buffer, stdout or sys.stdout.buffer,
-                          on_end))
+        code = asyncio.run(serve(server, stdin or sys.stdin.buffer,
+                                 stdout or sys.stdout.buffer, on_end))
     except BrokenPipeError:
         log.error("the connection to the client is lost; shutting down")
-    except (KeyboardInterrupt, SystemExit):
-        pass  # as pygls: `exit` ends the process through SystemExit
+    except KeyboardInterrupt:
+        pass
     finally:
         server.shutdown()  # type: ignore[no-untyped-call]
+    if code is not None:
+        sys.exit(code)
