@@ -511,6 +511,39 @@ async def test_the_server_survives_bad_frames_and_answers_the_next_request(
         await server.close()
 
 
+async def test_a_request_whose_params_do_not_fit_is_answered_naming_what_is_wrong(
+        tmp_path: Path) -> None:
+    """pygls answered none of these (an `initialize` with `capabilities: null` never finished
+    starting the client), logged a cattrs traceback for each and showed "Error in server:
+    Invalid Params" naming no field; found in review."""
+    log = tmp_path / "stderr.log"
+    server = await RawServer.start(tmp_path, log=log)
+    try:
+        for method, params, named in (
+            ("workspace/executeCommand", None, "ExecuteCommandParams @ $.params"),
+            ("initialize", {"processId": None, "rootUri": None, "capabilities": None},
+             "@ $.params.capabilities"),
+            ("textDocument/hover", {"textDocument": {"uri": "file:///a.py"},
+                                    "position": {"line": -1, "character": 0}},
+             "(Position.line should be in range [0:2147483647], but was -1.) @ $.params.position"),
+        ):
+            answer = await server.request(method, params)
+            assert answer["error"]["code"] == -32602, answer
+            assert named in answer["error"]["message"], answer
+        # Deeper than Python decodes: its id, after the nesting, is still found to answer it.
+        server.write(frame(b'{"jsonrpc":"2.0","method":"workspace/executeCommand","params":'
+                           b'{"command":"pi.getTree","arguments":[' + b"[" * 200_000 +
+                           b"]" * 200_000 + b']},"id":7}'))
+        answer = await server.wait_for(lambda m: m.get("id") == 7)
+        assert answer["error"] == {"code": -32602, "message": "invalid params: nested too deeply"}
+        server.send({"method": "$/cancelRequest", "params": {}})
+        assert (await server.command("pi.listSessions"))["result"] == {"sessions": []}
+        assert [m for m in server.messages if m.get("method") == "window/showMessage"] == []
+        assert "Traceback" not in log.read_text()
+    finally:
+        await server.close()
+
+
 # -- tool output ---------------------------------------------------------------------------
 
 

@@ -1736,6 +1736,26 @@ async def test_shutdown_just_after_a_prompt_and_a_job_are_answered_aborts_both(
         await client.stop()
 
 
+async def test_a_request_after_shutdown_is_refused(tmp_path: Path,
+                                                   fake: FakeAnthropic) -> None:
+    """pygls dropped it with a logged warning, so the client waited for an answer that never
+    came; LSP answers InvalidRequest (found in review)."""
+    shutil.copytree(EXAMPLE, tmp_path / "main")
+    client = await SERVER.start()
+    try:
+        await connect(client, "neovim@v0.11", tmp_path, init_options(fake), folders=("main",))
+        await asyncio.wait_for(client.shutdown_async(None), CEILING_S)
+        error = await call_error(client, "pi.listSessions", {})
+        assert error.code == types.ErrorCodes.InvalidRequest and "shut down" in error.message
+        client.exit(None)
+        assert client._server is not None
+        assert await asyncio.wait_for(client._server.wait(), CEILING_S) == 0
+    finally:
+        if client._server is not None and client._server.returncode is None:
+            client._server.kill()
+        await client.stop()
+
+
 async def test_list_models(pi: Pi) -> None:
     listed = await call(pi.client, "pi.listModels", {})
     ids = {(m["provider"], m["id"]) for m in listed["models"]}

@@ -4,14 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
+import logging
+import re
 from collections.abc import Generator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
+import cattrs
 import msgspec
+from cattrs.v import format_exception
 from lsprotocol import types
-from pygls.exceptions import JsonRpcInvalidParams
-from pygls.protocol import LanguageServerProtocol, lsp_method
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcInvalidRequest
+from pygls.protocol import (
+    JsonRPCNotification,
+    JsonRPCRequestMessage,
+    LanguageServerProtocol,
+    lsp_method,
+)
 from pygls.uris import from_fs_path
 
 from pi_lsp.providers.registry import ModelInfo
@@ -26,14 +37,25 @@ APPROVE_TOOL = "pi/approveTool"  # server → client request, when the client ad
 
 T = TypeVar("T")
 _any_decoder: Decoder[Any] = Decoder(Any)
+log = logging.getLogger(__name__)
 
 
 def uri_of(path: Path) -> str:
     return from_fs_path(str(path)) or str(path)
 
 
+@dataclass(frozen=True)
+class Unfit:
+    """A message whose fields do not fit its method's types, which pygls leaves unanswered."""
+
+    id: int | str | None  # a request's, to answer it; None: a notification, only logged
+    method: Any
+    problem: str  # naming each field by its path: "… @ $.params.position"
+
+
 class PiProtocol(LanguageServerProtocol):
-    """pygls 2.1.1 with the two protocol fixes pi-lsp needs (see reference/stack.md §1.4, §1.7)."""
+    """pygls 2.1.1 with the protocol fixes pi-lsp needs (see reference/stack.md §1.4, §1.7):
+    every request is answered, a malformed one included."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -73,6 +95,45 @@ class PiProtocol(LanguageServerProtocol):
         if self._request_futures.get(msg_id) is future:
             del self._request_futures[msg_id]
 
+    def receive(self, body: bytes) -> None:
+        """Handle one message as read off the wire."""
+        try:
+            data = json.loads(body)
+        except RecursionError:  # deeper than Python decodes: its id is read to answer it
+            self.handle_message(Unfit(top_level_id(body), None, "nested too deeply"))
+            return
+        self.handle_message(self.structure_message(data))
+
+    def structure_message(self, data: Any) -> Any:
+        # pygls logs a traceback for a request or notification that does not structure and
+        # raises, so the request is never answered; it is kept as Unfit to be answered.
+        if not (isinstance(data, dict) and "jsonrpc" in data and "method" in data):
+            return super().structure_message(data)  # responses
+        try:
+            kind = self.get_message_type(data["method"]) or \
+                (JsonRPCRequestMessage if "id" in data else JsonRPCNotification)
+            return self._converter.structure(data, kind)
+        except Exception as error:
+            return Unfit(_request_id(data), data["method"], _problem(error))
+
+    def handle_message(self, message: Any) -> None:
+        request_id = getattr(message, "id", None) if hasattr(message, "method") else None
+        if request_id is not None and self._shutdown and message.method != types.EXIT:
+            self._refuse(request_id, JsonRpcInvalidRequest(
+                "the server is shut down: only `exit` is accepted"))
+        elif isinstance(message, Unfit):
+            if request_id is None:
+                log.warning("a %s notification was ignored: %s", message.method, message.problem)
+            else:
+                self._refuse(request_id, JsonRpcInvalidParams(
+                    f"invalid params: {message.problem}"))
+        else:
+            super().handle_message(message)
+
+    def _refuse(self, request_id: int | str, error: JsonRpcException) -> None:
+        """Answer the request with `error`, with no popup and no traceback in the log."""
+        self._send_response(request_id, error=error.to_response_error())
+
     @lsp_method(types.SHUTDOWN)
     def lsp_shutdown(self, *args: Any) -> Generator[Any, Any, None]:
         # The built-in cancels in-flight requests while iterating the dict their callbacks
@@ -85,6 +146,46 @@ class PiProtocol(LanguageServerProtocol):
                 future.cancel()
         self._shutdown = True
         return None
+
+
+# What a reader of the raw body needs to find a request's id: strings, and runs of brackets.
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[{]+|[\]}]+')
+_ID_VALUE = re.compile(rb'\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*[,}]')
+
+
+def top_level_id(body: bytes) -> int | str | None:
+    """The `id` of the JSON object in `body`, read without decoding what is nested in it."""
+    depth = 0
+    for token in _TOKEN.finditer(body):
+        text = token.group()
+        if text[0] == ord('"'):
+            value = _ID_VALUE.match(body, token.end()) if depth == 1 and text == b'"id"' \
+                else None
+            if value is not None:
+                found: int | str = json.loads(value.group(1))
+                return found
+        else:
+            depth += len(text) if text[0] in b"[{" else -len(text)
+    return None
+
+
+def _request_id(data: dict[str, Any]) -> int | str | None:
+    """A request's id if it is one a response can carry; None for a notification."""
+    value = data.get("id")
+    return value if isinstance(value, int | str) and not isinstance(value, bool) else None
+
+
+def _problem(error: Exception) -> str:
+    """What does not fit, each field named by its path."""
+    if isinstance(error, cattrs.BaseValidationError):
+        return "; ".join(cattrs.transform_error(error, format_exception=_described))
+    return f"{type(error).__name__}: {error}"  # a `method` that is not a string, say
+
+
+def _described(error: BaseException, kind: type | None) -> str:
+    if kind is None and type(error) is ValueError:  # lsprotocol's validators say what they want
+        return f"invalid value ({error})"
+    return format_exception(error, kind)
 
 
 def _fast_body(data: Any) -> bytes | None:

@@ -39,6 +39,8 @@ A = TypeVar("A")
 
 
 class PiServer(LanguageServer):
+    protocol: PiProtocol
+
     def __init__(self) -> None:
         super().__init__("pi-lsp", "0.1.0", protocol_cls=PiProtocol, max_workers=4)
         self.config = Config()
@@ -54,7 +56,7 @@ class PiServer(LanguageServer):
     def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
         """Serve stdio with framing faults survived; SIGTERM or a closed stdin ends like
         `shutdown` (running turns are aborted and saved)."""
-        stdio.start_io(self, self.shutdown_work, stdin, stdout)
+        stdio.start_io(self, self.protocol.receive, self.shutdown_work, stdin, stdout)
 
     @property
     def hub(self) -> SessionHub:

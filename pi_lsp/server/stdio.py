@@ -10,7 +10,6 @@ message over the size limit and resynchronises on the next `Content-Length:` hea
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import re
@@ -130,11 +129,11 @@ def _pump(reader: FrameReader, loop: asyncio.AbstractEventLoop,
         loop.call_soon_threadsafe(queue.put_nowait, None)
 
 
-async def serve(server: JsonRPCServer, stdin: BinaryIO, stdout: BinaryIO,
-                on_end: Callable[[], Awaitable[None]]) -> int | None:
-    """Handle messages until stdin ends, SIGTERM or `exit` arrives or the server shuts down;
-    then, unless the client already asked for `shutdown`, run `on_end` (abort and save running
-    work). `exit`'s process exit code, if it came."""
+async def serve(server: JsonRPCServer, receive: Callable[[bytes], None], stdin: BinaryIO,
+                stdout: BinaryIO, on_end: Callable[[], Awaitable[None]]) -> int | None:
+    """Hand each message's body to `receive` until stdin ends, SIGTERM or `exit` arrives or
+    the server shuts down; then, unless the client already asked for `shutdown`, run `on_end`
+    (abort and save running work). `exit`'s process exit code, if it came."""
     loop = asyncio.get_running_loop()
     server.protocol.set_writer(Writer(stdout, loop))
     queue: asyncio.Queue[bytes | None] = asyncio.Queue()
@@ -158,8 +157,7 @@ async def serve(server: JsonRPCServer, stdin: BinaryIO, stdout: BinaryIO,
         if body is None:
             break
         try:
-            message = json.loads(body, object_hook=protocol.structure_message)
-            protocol.handle_message(message)
+            receive(body)
         except SystemExit as end:  # `exit`: pygls has closed stdout and asks for this code
             code = end.code if isinstance(end.code, int) else 1
             break
@@ -187,14 +185,15 @@ class Writer(StdoutWriter):
             self._loop.call_soon_threadsafe(give_back)
 
 
-def start_io(server: JsonRPCServer, on_end: Callable[[], Awaitable[None]],
-             stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
+def start_io(server: JsonRPCServer, receive: Callable[[bytes], None],
+             on_end: Callable[[], Awaitable[None]], stdin: BinaryIO | None = None,
+             stdout: BinaryIO | None = None) -> None:
     """pygls' `start_io` with this module's reader; returns when the server is done, or ends
     the process with LSP's code after `exit` (0 after `shutdown`, else 1), as pygls does."""
     server._stop_event = threading.Event()
     code = None
     try:
-        code = asyncio.run(serve(server, stdin or sys.stdin.buffer,
+        code = asyncio.run(serve(server, receive, stdin or sys.stdin.buffer,
                                  stdout or sys.stdout.buffer, on_end))
     except BrokenPipeError:
         log.error("the connection to the client is lost; shutting down")
