@@ -134,6 +134,18 @@ async def test_server_syncs_open_documents(pi: Pi) -> None:
     assert sync.open_close and sync.change == types.TextDocumentSyncKind.Incremental
 
 
+async def test_a_change_to_a_document_never_opened_shows_no_error(pi: Pi) -> None:
+    """pygls' KeyError reached the user as "Error in server: KeyError: 'file:///…'" (found in
+    review); the change is logged and ignored."""
+    shown = len(pi.client.messages)
+    pi.client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(
+            uri=(pi.main / "never-opened.py").as_uri(), version=2),
+        content_changes=[types.TextDocumentContentChangeWholeDocument(text="x = 1\n")]))
+    await call(pi.client, "pi.listModels", {})  # answered in order: the change was handled
+    assert pi.client.messages[shown:] == []
+
+
 async def test_open_document_is_read_unsaved_and_edited_through_the_editor(
         pi: Pi, editor: Editor, fake: FakeAnthropic) -> None:
     path = pi.main / "limits.py"

@@ -1736,6 +1736,20 @@ async def test_shutdown_just_after_a_prompt_and_a_job_are_answered_aborts_both(
         await client.stop()
 
 
+async def test_a_command_before_initialize_is_server_not_initialized() -> None:
+    """It answered pi-lsp's -32011 where LSP has its own code, ServerNotInitialized (found in
+    review)."""
+    client = await SERVER.start()
+    client.capabilities = types.ClientCapabilities()  # or pytest-lsp refuses to send it
+    try:
+        error = await call_error(client, "pi.listSessions", {})
+        assert error.code == types.ErrorCodes.ServerNotInitialized, error
+    finally:
+        if client._server is not None and client._server.returncode is None:
+            client._server.kill()
+        await client.stop()
+
+
 async def test_a_request_after_shutdown_is_refused(tmp_path: Path,
                                                    fake: FakeAnthropic) -> None:
     """pygls dropped it with a logged warning, so the client waited for an answer that never

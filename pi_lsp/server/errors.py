@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcServerNotInitialized
 
 from pi_lsp.agent.harness import BusyError, NotRunningError
 from pi_lsp.agent.loop import Aborted
@@ -24,6 +24,7 @@ from pi_lsp.trust import TrustError
 # In JSON-RPC's server range, clear of the codes LSP itself defines (-32001, -32002).
 BUSY = -32010
 FAILED = -32011
+NOT_INITIALIZED = JsonRpcServerNotInitialized.CODE  # LSP's -32002
 
 # Failures that are answers, not faults: the user is told their message, and no traceback is
 # logged. Anything else is a bug.
@@ -72,4 +73,4 @@ class ExpectedErrors(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
         return not (isinstance(error, JsonRpcException) and
-                    error.code in (JsonRpcInvalidParams.CODE, BUSY, FAILED))
+                    error.code in (JsonRpcInvalidParams.CODE, BUSY, FAILED, NOT_INITIALIZED))

@@ -11,6 +11,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
+from urllib.parse import unquote
 
 import cattrs
 import msgspec
@@ -133,6 +134,17 @@ class PiProtocol(LanguageServerProtocol):
     def _refuse(self, request_id: int | str, error: JsonRpcException) -> None:
         """Answer the request with `error`, with no popup and no traceback in the log."""
         self._send_response(request_id, error=error.to_response_error())
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams
+                                      ) -> Generator[Any, Any, None]:
+        # pygls raises KeyError for a document never opened, which reached the user as
+        # "Error in server: KeyError: 'file:///…'": a client's slip, logged.
+        if unquote(params.text_document.uri) not in self.workspace.text_documents:
+            log.warning("a change to %s, which is not open, was ignored",
+                        params.text_document.uri)
+            return
+        yield from super().lsp_text_document__did_change(params)
 
     @lsp_method(types.SHUTDOWN)
     def lsp_shutdown(self, *args: Any) -> Generator[Any, Any, None]:

@@ -19,7 +19,7 @@ from pi_lsp.server.approvals import ToolApprovals
 from pi_lsp.server.commands import entries, files, runs, sessions, workspace
 from pi_lsp.server.config import Config, read_config
 from pi_lsp.server.editor import EditorFiles, editor_problems, experimental_flag
-from pi_lsp.server.errors import FAILED, ExpectedErrors, as_answer, server_error
+from pi_lsp.server.errors import NOT_INITIALIZED, ExpectedErrors, as_answer, server_error
 from pi_lsp.server.hub import SessionHub
 from pi_lsp.server.protocol import (
     SESSION_CHANGED,
@@ -62,7 +62,7 @@ class PiServer(LanguageServer):
     def hub(self) -> SessionHub:
         """The workspace's sessions; an error answer until `initialized`."""
         if self._hub is None:
-            raise server_error("the server is not initialized yet", FAILED)
+            raise server_error("the server is not initialized yet", NOT_INITIALIZED)
         return self._hub
 
     @property
