@@ -67,13 +67,6 @@ class OpenSession(msgspec.Struct):
         self.abort_claimed = self.turn_id is not None or self.job is not None
         return self.abort_claimed
 
-    def abort(self) -> bool:
-        """Stop the running turn or job now, or have a claimed one start aborted; False when
-        nothing runs or is claimed."""
-        if self.harness is not None and self.harness.abort():
-            return True
-        return self.abort_claim()
-
     def run_claim(self, task: asyncio.Task[Any]) -> None:
         """`task` runs the claimed turn or job; the claim ends with it."""
         task.add_done_callback(lambda _task: self.release())
