@@ -9,6 +9,9 @@ started is stopped (or let end) and waited for, and only then is the cancel rais
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -16,10 +19,12 @@ T = TypeVar("T")
 
 
 async def finish(task: asyncio.Future[T],
-                 undo: Callable[[T], Awaitable[object]] | None = None) -> T:
+                 undo: Callable[[T], Awaitable[object]] | None = None, *,
+                 pass_on: bool = False) -> T:
     """The result of `task`, awaited to its end even when the caller is cancelled meanwhile.
 
-    The cancel is raised once the task has ended, after `undo` (if given) was run on its result.
+    The cancel is raised once the task has ended, after `undo` (if given) was run on its result;
+    with `pass_on` the task is cancelled too.
     """
     cancelled = False
     while not task.done():
@@ -27,6 +32,8 @@ async def finish(task: asyncio.Future[T],
             await asyncio.wait([task])  # unlike awaiting the task, never cancels it
         except asyncio.CancelledError:
             cancelled = True
+            if pass_on:
+                task.cancel()
     if not cancelled:
         return task.result()
     if undo is not None and not task.cancelled() and task.exception() is None:
@@ -36,12 +43,31 @@ async def finish(task: asyncio.Future[T],
 
 async def run_to_end(command: Sequence[str], stdin: bytes | None = None, **options: Any
                      ) -> tuple[int, bytes, bytes]:
-    """Run a short command and collect its exit status, stdout and stderr; a cancel waits for
-    it to end (a git command cut short would leave its index lock behind)."""
-    async def run() -> tuple[int, bytes, bytes]:
-        process = await asyncio.create_subprocess_exec(
-            *command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, **options)
-        out, err = await process.communicate(stdin)
-        return await process.wait(), out, err
-    return await finish(asyncio.ensure_future(run()))
+    """Run a short command in a process group of its own and collect its exit status, stdout
+    and stderr; a cancel stops the group, and is raised once the command has ended."""
+    process = await finish(asyncio.ensure_future(asyncio.create_subprocess_exec(
+        *command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, start_new_session=True, **options)), _stop)
+    output = asyncio.ensure_future(process.communicate(stdin))
+    try:
+        await asyncio.wait([output])
+    except asyncio.CancelledError:
+        _terminate(process)
+        await finish(output)
+        await finish(asyncio.ensure_future(process.wait()))
+        raise
+    out, err = output.result()
+    return await process.wait(), out, err
+
+
+async def _stop(process: asyncio.subprocess.Process) -> None:
+    """Stop a command started for a caller cancelled meanwhile, and wait for it to end."""
+    _terminate(process)
+    await process.communicate()
+
+
+def _terminate(process: asyncio.subprocess.Process) -> None:
+    """SIGTERM to the command's process group: git removes its lock files on it, where a
+    SIGKILL would leave the store's index lock behind and every later snapshot locked out."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGTERM)

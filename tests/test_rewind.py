@@ -7,6 +7,7 @@ user's git repository whose `.git`, index and stash must come out untouched.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -63,7 +64,7 @@ from tests.test_server import (
     wait_events,
     wait_note,
 )
-from tests.waits import CEILING_S, PROCESS_CEILING_S, pid_in, run_cli
+from tests.waits import CEILING_S, POLL_S, PROCESS_CEILING_S, gone, pid_in, run_cli, until
 
 FAILED = -32011
 
@@ -413,6 +414,89 @@ async def test_a_store_locked_by_another_process_is_waited_for(tmp_path: Path) -
     asyncio.get_running_loop().call_later(0.3, lock.unlink)
     second = await store.snapshot()
     assert second.tree != first.tree
+
+
+def release(pipe: Path) -> None:
+    """Let a git waiting to read the named pipe `pipe` go on (it reads nothing)."""
+    with contextlib.suppress(OSError):  # nobody waits for it yet
+        os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
+
+
+async def ends(task: asyncio.Future[Any], pipe: Path) -> bool:
+    """Whether `task` ends by itself within the ceiling; if not, its gits waiting on `pipe` are
+    let go on until it does (the test fails then, without hanging)."""
+    done, _ = await asyncio.wait([task], timeout=CEILING_S)
+    while not task.done():
+        release(pipe)
+        await asyncio.wait([task], timeout=POLL_S)
+    return bool(done)
+
+
+async def test_a_cancelled_snapshot_stops_its_git_and_leaves_no_lock(tmp_path: Path) -> None:
+    """A cancelled snapshot waited for its git to end: forever for one waiting on a named pipe
+    (a `.gitattributes` that is a FIFO). Stopped, git must not leave the store's index lock."""
+    root = tmp_path / "ws"
+    (root / "sub").mkdir(parents=True)
+    (root / "a.txt").write_text("a\n")
+    store = SnapshotStore(root)
+    await store.snapshot()
+    pipe = root / "sub" / ".gitattributes"
+    os.mkfifo(pipe)
+    (root / "sub" / "g.txt").write_text("g\n")  # new: only `add` reads its attributes
+    snapshot = asyncio.ensure_future(store.snapshot())
+    lock = store.git_dir / "index.lock"
+    try:
+        await until(lock.exists, "git add to take the index lock (it then waits on the pipe)")
+    finally:
+        snapshot.cancel()
+        ended = await ends(snapshot, pipe)
+    assert ended, "the cancel waited for a git that never ends"
+    assert snapshot.cancelled()
+    assert not lock.exists()
+    pipe.unlink()
+    assert await store.read((await store.snapshot()).tree, "sub/g.txt") == b"g\n"
+
+
+# git, but its COMMAND waits, its pid in MARKER, until it is killed.
+HELD_GIT = """#!/bin/sh
+for arg in "$@"; do
+  if [ "$arg" = COMMAND ]; then echo $$ > "MARKER"; exec sleep 600; fi
+done
+exec GIT "$@"
+"""
+
+
+def held_git(bin_dir: Path, marker: Path, command: str) -> str:
+    """A git whose `command` waits, its pid in `marker`, until it is killed; git otherwise."""
+    git_path = shutil.which("git")
+    assert git_path is not None
+    bin_dir.mkdir(exist_ok=True)
+    script = HELD_GIT.replace("COMMAND", command).replace("MARKER", str(marker))
+    (bin_dir / "git").write_text(script.replace("GIT", git_path))
+    (bin_dir / "git").chmod(0o755)
+    return str(bin_dir / "git")
+
+
+async def test_an_abort_ends_a_turn_whose_snapshot_never_ends(
+        rig: Rig, fake: FakeAnthropic, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pi.abort answered, but the turn went on waiting for its "before" snapshot's git: one
+    that never ended kept the session busy (every prompt refused) for the server's life."""
+    held = tmp_path / "held.pid"
+    monkeypatch.setattr(store_for(rig.root), "git", held_git(tmp_path / "bin", held, "ls-files"))
+    fake.script(tool_reply([write("c1", "a.txt", "a\n")]))
+    prompt = asyncio.ensure_future(rig.harness.prompt("write"))
+    git_pid = await pid_in(held)
+    assert rig.harness.abort()
+    done, _ = await asyncio.wait([prompt], timeout=CEILING_S)
+    if not done:
+        os.kill(git_pid, signal.SIGKILL)  # so the test ends, failing
+    await prompt
+    assert done, "the aborted turn waited for its snapshot's git"
+    await gone(git_pid, "the aborted snapshot's git")
+    result = [e["message"] for e in rig.entries() if e["type"] == "message"][-1]
+    assert result["role"] == "toolResult" and result["isError"]
+    assert "aborted" in json.dumps(result["content"])
+    assert not (rig.root / "a.txt").exists() and rig.files_entries() == []
 
 
 async def test_a_snapshot_takes_open_files_over_the_disk(tmp_path: Path) -> None:
@@ -854,34 +938,22 @@ async def test_rewind_prints_no_escape_sequence_a_file_holds(rig: Rig, fake: Fak
     assert "\x1b" not in done.stdout and "deleted   evil\\x1b]0;pwned\\x07.txt" in done.stdout
 
 
-# git, but the restore's own `git restore` waits, its pid in MARKER, until it is killed.
-HELD_GIT = """#!/bin/sh
-for arg in "$@"; do
-  if [ "$arg" = restore ]; then echo $$ > "MARKER"; exec sleep 600; fi
-done
-exec GIT "$@"
-"""
-
-
 async def test_a_cli_rewind_stopped_midway_has_said_how_to_undo_it(
         rig: Rig, fake: FakeAnthropic, tmp_path: Path) -> None:
     """The undo id was printed at the end only: Ctrl-C midway (a traceback then) left the
     user's files half restored, their edits recoverable only by digging in the store."""
     first, _ = await two_turns(rig, fake)
     held, bin_dir = tmp_path / "held.pid", tmp_path / "bin"
-    bin_dir.mkdir()
-    git_path = shutil.which("git")
-    assert git_path is not None
-    (bin_dir / "git").write_text(HELD_GIT.replace("MARKER", str(held)).replace("GIT", git_path))
-    (bin_dir / "git").chmod(0o755)
+    held_git(bin_dir, held, "restore")
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     process = subprocess.Popen([sys.executable, "-m", "pi_lsp.cli", "rewind", rig.tree.path,
                                 "--to", first], env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE)
     try:
-        git_pid = await pid_in(held)  # deletes done, writes not yet
+        await pid_in(held)  # deletes done, writes not yet
+        # Ctrl-C reaches pi-lsp alone (its git has a process group of its own), which
+        # stops git.
         process.send_signal(signal.SIGINT)
-        os.kill(git_pid, signal.SIGKILL)  # a terminal's Ctrl-C reaches git too
         _out, err = process.communicate(timeout=PROCESS_CEILING_S)
     finally:
         if process.poll() is None:

@@ -176,20 +176,24 @@ class TurnRecorder:
 
     def _while_asked(self, approve: Approver) -> Approver:
         """Take the "before" snapshot while the user is asked about a changing call; it has
-        ended when the answer counts, whatever the answer, so none outlives its turn."""
+        ended when the answer counts, whatever the answer, so none outlives its turn. An abort
+        stops it: a call that will not run needs no snapshot."""
         async def ask(request: ApprovalRequest) -> str | None:
             if request.call.name not in CHANGING_TOOLS:
                 return await approve(request)
             before = self._start_before()
             try:
                 return await approve(request)
+            except asyncio.CancelledError:
+                before.cancel()
+                raise
             finally:
-                await finish(before)
+                await finish(before, pass_on=True)
         return ask
 
     def _around(self, execute: Execute) -> Execute:
         async def run(args: dict[str, object], context: ToolContext) -> ToolResult:
-            await finish(self._start_before())
+            await finish(self._start_before(), pass_on=True)  # an abort stops it
             try:
                 return await execute(args, context)
             finally:
