@@ -16,6 +16,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+STUCK_POLL_S = 0.1  # how often a running command is looked at: only how soon a stuck one stops
+
+
+class Stuck(Exception):
+    """The command was stopped: it waited for something that never comes."""
 
 
 async def finish(task: asyncio.Future[T],
@@ -41,17 +46,23 @@ async def finish(task: asyncio.Future[T],
     raise asyncio.CancelledError
 
 
-async def run_to_end(command: Sequence[str], stdin: bytes | None = None, **options: Any
+async def run_to_end(command: Sequence[str], stdin: bytes | None = None,
+                     stuck: Callable[[int], bool] | None = None, **options: Any
                      ) -> tuple[int, bytes, bytes]:
     """Run a short command in a process group of its own and collect its exit status, stdout
-    and stderr; a cancel stops the group, and is raised once the command has ended."""
+    and stderr. A cancel stops the group and is raised once the command has ended; so is Stuck
+    when `stuck(pid)`, asked every STUCK_POLL_S while it runs, says it never will."""
     process = await finish(asyncio.ensure_future(asyncio.create_subprocess_exec(
         *command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE, start_new_session=True, **options)), _stop)
     output = asyncio.ensure_future(process.communicate(stdin))
+    poll = None if stuck is None else STUCK_POLL_S
     try:
-        await asyncio.wait([output])
-    except asyncio.CancelledError:
+        while not output.done():
+            await asyncio.wait([output], timeout=poll)
+            if not output.done() and stuck is not None and stuck(process.pid):
+                raise Stuck()
+    except (asyncio.CancelledError, Stuck):
         _terminate(process)
         await finish(output)
         await finish(asyncio.ensure_future(process.wait()))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from pi_lsp.agent.approval import Approver, allow_all
@@ -17,8 +18,10 @@ from pi_lsp.summarize.select import ChosenSummarizer, choose_summarizer
 def make_harness(tree: SessionTree, root: Path, settings: Settings, *,
                  anthropic_base_url: str | None = None, approve: Approver = allow_all,
                  session_dirs: tuple[Path, ...] = (), files: FileAccess = DISK,
-                 diagnostics: Diagnostics | None = None) -> Harness:
-    """A harness for `tree` in workspace `root` as `settings` say, its file changes recorded."""
+                 diagnostics: Diagnostics | None = None,
+                 tell: Callable[[str], object] | None = None) -> Harness:
+    """A harness for `tree` in workspace `root` as `settings` say, its file changes recorded
+    (`tell` is told when they cannot be)."""
     registry = settings.registry()
     harness = Harness(
         tree, root,
@@ -38,5 +41,5 @@ def make_harness(tree: SessionTree, root: Path, settings: Settings, *,
         diagnostics=diagnostics,
         retry=settings.retry,
     )
-    record_files(harness)
+    record_files(harness, tell)
     return harness

@@ -51,7 +51,7 @@ from pi_lsp.trust import resolve_trust, save_decision
 from tests.conftest import trust
 from tests.fake_anthropic import FakeAnthropic, text_reply, tool_reply
 from tests.fake_openai import FakeOpenAI, chat_reply
-from tests.test_rewind import git, repo_state, user_repo
+from tests.test_rewind import ends, git, repo_state, user_repo
 from tests.test_server import (
     EXAMPLE,
     EXAMPLE_SESSION,
@@ -194,6 +194,31 @@ async def test_a_committed_store_attributes_and_the_users_git_config_run_nothing
                        cwd=turns.root, check=True, capture_output=True,
                        env={**os.environ, "GIT_CONFIG_GLOBAL": config})
     assert {"clean", "global-hook", "post-index-change"} <= {p.name for p in markers.iterdir()}
+
+
+async def test_a_gitignore_that_is_a_named_pipe_never_holds_a_turn(
+        tmp_path: Path, fake: FakeAnthropic) -> None:
+    """A FIFO at `sub/.gitignore` held the turn's first snapshot, so the turn, forever: the
+    turn goes on without snapshots now, and the user is told why."""
+    root = tmp_path / "ws"
+    (root / "sub").mkdir(parents=True)
+    pipe = root / "sub" / ".gitignore"
+    os.mkfifo(pipe)
+    hub = hub_for(root, anthropic_base_url=fake.url, anthropic_api_key="test")
+    told: list[str] = []
+    hub.notices.append(told.append)
+    harness = hub.harness(hub.new_session(None, root))
+    fake.script(tool_reply([("c1", "write", {"path": "a.txt", "content": "a\n"})]),
+                text_reply("wrote"))
+    prompt = asyncio.ensure_future(harness.prompt("write"))
+    try:
+        assert await ends(prompt, pipe), "the turn waited on the pipe"
+    finally:
+        await close_providers(harness)
+    assert (root / "a.txt").read_text() == "a\n"
+    assert FILES_TYPE not in Path(harness.tree.path).read_text()
+    assert told and all("cannot be rewound: git ls-files waited on a named pipe (FIFO) in "
+                        f"{root}" in note for note in told), told
 
 
 async def test_a_store_symlinked_to_the_users_git_stages_nothing(turns: Turns,

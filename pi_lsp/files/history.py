@@ -150,11 +150,12 @@ async def snapshot_of(store: SnapshotStore, files: FileAccess) -> Snapshot:
 class TurnRecorder:
     """Snapshots around a session's changing tools; one `pi-lsp/files` entry per turn."""
 
-    def __init__(self, tree: SessionTree, store: SnapshotStore, files: FileAccess = DISK
-                 ) -> None:
+    def __init__(self, tree: SessionTree, store: SnapshotStore, files: FileAccess = DISK,
+                 tell: Callable[[str], object] | None = None) -> None:
         self.tree = tree
         self.store = store
         self.files = files
+        self.tell = tell  # the user, besides the log
         self._before: asyncio.Task[Snapshot | None] | None = None
         self._after: Snapshot | None = None
 
@@ -205,6 +206,9 @@ class TurnRecorder:
             return await snapshot_of(self.store, self.files)
         except (SnapshotError, OSError) as error:  # a failed snapshot never fails the turn
             log.warning("pi-lsp: file snapshot failed: %s", error)
+            if self.tell is not None:
+                self.tell(f"file snapshot failed, so this turn's changes to files cannot be "
+                          f"rewound: {error}")
             return None
 
     def on_event(self, event: AgentEvent) -> None:
@@ -367,7 +371,8 @@ async def editor_restores(store: SnapshotStore, target: Snapshot, found: Changes
     return texts
 
 
-def record_files(harness: Harness) -> None:
-    """Bind the files each turn of this harness touches to its session tree."""
-    TurnRecorder(harness.tree, store_for(harness.root), harness.files).attach(harness)
+def record_files(harness: Harness, tell: Callable[[str], object] | None = None) -> None:
+    """Bind the files each turn of this harness touches to its session tree; `tell` is told
+    why a snapshot failed."""
+    TurnRecorder(harness.tree, store_for(harness.root), harness.files, tell).attach(harness)
 

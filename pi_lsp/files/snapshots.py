@@ -30,7 +30,7 @@ from typing import Literal
 import msgspec
 
 from pi_lsp.files.recorded import UNLOGGED, IgnoredLog, TreeLog, root_trees
-from pi_lsp.finish import run_to_end
+from pi_lsp.finish import Stuck, run_to_end
 from pi_lsp.paths import real_path
 
 LEGACY_DIR = Path(".pi") / "snapshots"  # where pi-lsp kept its store before; never run on
@@ -125,7 +125,15 @@ class SnapshotStore:
                                      if self._excludes_file else [])]
         command = [self.git, *where, *(f for s in settings for f in ("-c", s)), *args]
         for _attempt in range(LOCK_RETRIES):
-            status, out, err = await run_to_end(command, stdin, cwd=self.root, env=env)
+            try:
+                status, out, err = await run_to_end(command, stdin, _waits_on_a_pipe,
+                                                    cwd=self.root, env=env)
+            except Stuck:
+                raise SnapshotError(
+                    f"git {args[0]} waited on a named pipe (FIFO) in {self.root}, as git does "
+                    "on a .gitignore or .gitattributes that is one, and was stopped; no snapshot "
+                    f"is taken while it is there (`find {self.root} -type p` lists them)"
+                ) from None
             if status in ok:
                 return out
             message = err.decode(errors="replace").strip()
@@ -393,6 +401,31 @@ async def _user_excludes_file(git: str | None) -> str:
     status, out, _err = await run_to_end([git, "config", "--path", "--get", "core.excludesFile"],
                                          None, cwd="/", env=env)
     return os.fsdecode(out).strip() if status == 0 else ""
+
+
+def _waits_on_a_pipe(pid: int) -> bool:
+    """Whether a thread of process `pid` waits for the other end of a named pipe to open, as
+    Linux's /proc tells (elsewhere nothing tells it, and only an abort stops such a git).
+
+    git opens every `.gitignore` and `.gitattributes` on its way with a plain blocking open, and
+    no option changes that; this wait is the one no git that is merely slow (a large
+    repository) is ever in, so nothing has to guess how long a snapshot may take.
+    """
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False
+    return any(_wchan(f"/proc/{pid}/task/{thread}/wchan") == "wait_for_partner"
+               for thread in threads)
+
+
+def _wchan(path: str) -> str:
+    """Where in the kernel a thread sleeps ("" when that cannot be read)."""
+    try:
+        with open(path) as file:
+            return file.read()
+    except OSError:
+        return ""
 
 
 def _small_text(path: Path) -> str:

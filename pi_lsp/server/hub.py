@@ -262,7 +262,8 @@ class SessionHub(Workspace):
             anthropic_base_url=self.config.anthropic_base_url,
             approve=self.approver_for(real_path(path), session),
             session_dirs=tuple(self.all_directories()), files=self.files,
-            diagnostics=self.diagnostics_for(root))
+            diagnostics=self.diagnostics_for(root),
+            tell=lambda message: self.tell_once(root, message, message))
         session.stamp = (folder, stamp)
         return session.harness
 
