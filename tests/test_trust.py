@@ -345,6 +345,44 @@ def test_an_old_store_without_objects_is_taken_before_any_snapshot(tmp_path: Pat
     assert store.adopt_legacy(trusted=True) is None  # once
 
 
+def other_repository(folder: Path) -> list[str]:
+    """Someone's private repository beside the workspace, one tree packed and one loose; the
+    two root trees."""
+    folder.mkdir()
+    git(folder, "init", "-q")
+    trees = []
+    for content in ("private\n", "private too\n"):
+        (folder / "secret.txt").write_text(content)
+        git(folder, "add", "-A")
+        git(folder, "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "x")
+        trees.append(git(folder, "rev-parse", "HEAD^{tree}").strip())
+        if len(trees) == 1:
+            git(folder, "gc", "-q")
+    return trees
+
+
+@pytest.mark.parametrize("linked", ["objects", "objects/pack"])
+async def test_an_old_store_whose_objects_lead_out_of_the_workspace_is_not_used(
+        tmp_path: Path, linked: str) -> None:
+    """A committed `.pi/snapshots/objects` (or `objects/pack`) symlink to another repository's
+    objects had them copied into the store: that repository's trees then counted as this
+    workspace's snapshots, and its files could be shown or restored here."""
+    trees = other_repository(tmp_path / "other")
+    legacy = tmp_path / "ws" / ".pi" / "snapshots"
+    (legacy / linked).parent.mkdir(parents=True)
+    (legacy / linked).symlink_to(tmp_path / "other" / ".git" / linked)
+    store = store_for(tmp_path / "ws")
+    note = store.adopt_legacy(trusted=True)
+    await store.snapshot()
+    for tree in trees:
+        with pytest.raises(SnapshotError, match="not a snapshot this store recorded"):
+            await store.read(tree, "secret.txt")
+    assert list((store.git_dir / "objects").rglob("pack-*")) == []
+    assert note is not None and note.startswith(
+        f"{legacy / linked} is not a folder of the workspace (a symlink, or a file); {legacy} "
+        "was not used.")
+
+
 def test_an_old_store_in_an_untrusted_folder_is_ignored_with_a_note(tmp_path: Path) -> None:
     root = tmp_path / "ws"
     root.mkdir()

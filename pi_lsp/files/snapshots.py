@@ -342,15 +342,17 @@ class SnapshotStore:
     def adopt_legacy(self, trusted: bool) -> str | None:
         """What to say about a store in the workspace's `.pi/snapshots/` (None: there is none,
         or it was taken already). git never runs on it and it is never deleted; in a trusted
-        folder its object files (data, never its config or hooks) are copied here once, so
-        the entries that name them still rewind."""
+        folder its own object files (data, never its config or hooks, nor anything a symlink
+        leads to) are copied here once, so the entries that name them still rewind."""
         legacy = self.root / LEGACY_DIR
         if not os.path.lexists(legacy) or (self.git_dir / ADOPTED).exists():
             return None
         where = f"pi-lsp now keeps file snapshots in {self.git_dir}"
-        if legacy.is_symlink() or legacy.parent.is_symlink() or not legacy.is_dir():
-            return (f"{legacy} is not a folder of the workspace (a symlink, or a file); it was "
-                    f"not used. {where}. You may delete it.")
+        # Its objects could lead to another repository's, whose trees would count as ours.
+        linked = _symlinked(self.root, legacy / "objects" / "pack")
+        if linked is not None or not legacy.is_dir():
+            return (f"{linked or legacy} is not a folder of the workspace (a symlink, or a "
+                    f"file); {legacy} was not used. {where}. You may delete it.")
         if not trusted:
             return (f"{legacy} is a snapshot store an earlier pi-lsp kept in the workspace; "
                     f"{where}. As the folder is not trusted nothing was taken from it, so "
@@ -510,6 +512,16 @@ def unsafe_reason(root: Path, relative: str) -> str | None:
             return None  # the rest is made as folders
         if stat.S_ISLNK(mode):
             return f"{folder.relative_to(root)} is a symlink, which a restore never goes through"
+    return None
+
+
+def _symlinked(root: Path, path: Path) -> Path | None:
+    """The first folder on the way from `root` (left out) to `path` that is a symlink."""
+    folder = root
+    for part in path.relative_to(root).parts:
+        folder = folder / part
+        if folder.is_symlink():
+            return folder
     return None
 
 
