@@ -284,6 +284,23 @@ async def test_diagnostics_feedback_can_be_turned_off(pi: Pi, editor: Editor,
     assert not [p for p in pi.of(TURN, since) if p["event"]["type"] == "error"]
 
 
+async def test_a_lone_surrogate_reaches_the_editor_as_pi_writes_it(pi: Pi, editor: Editor,
+                                                                  fake: FakeAnthropic) -> None:
+    """A model's "\\ud83d" (valid JSON) went to the editor as a lone surrogate, which no
+    editor can hold or save; pi writes U+FFFD in its place, and so does the edit sent now."""
+    path = pi.main / "faces.py"
+    path.write_text("FACE = 1\n")
+    open_document(pi, path, "FACE = 2\n")
+    before = len(editor.edits)
+    fake.script(tool_reply([("s1", "edit", {"path": "faces.py", "oldText": "2",
+                                            "newText": "'\ud83d'"})]), text_reply("done"))
+    events = await run_prompt(pi, await new_session(pi), "Smile")
+    assert not [e for e in events if e["type"] == "tool_execution_end" and e["isError"]]
+    change = editor.edits[before]["edit"]["documentChanges"][0]
+    assert change["edits"][0]["newText"] == "'\ufffd'"
+    assert path.read_text() == "FACE = 1\n"  # the disk waits for the user to save
+
+
 # -- the pieces, without a server ------------------------------------------------------------
 
 

@@ -34,7 +34,7 @@ from pi_lsp.agent.tools import (
     propose_change,
     text_result,
 )
-from pi_lsp.providers.base import ToolSpec
+from pi_lsp.providers.base import ToolSpec, parse_arguments
 from pi_lsp.session.entries import ImageContent, TextContent, ToolCall
 from tests.waits import CEILING_S, alive, gone, pid_in, until
 
@@ -237,6 +237,25 @@ async def test_write_creates_parent_directories(root: Path) -> None:
     result = await run(WRITE, {"path": "deep/er/new.txt", "content": "hello\n"}, root)
     assert not result.is_error, text_of(result)
     assert (root / "deep" / "er" / "new.txt").read_text() == "hello\n"
+
+
+@pytest.mark.parametrize(("tool", "raw"), [
+    (WRITE, '{"path": "keep.py", "content": "x = \\"\\ud83d\\"\\n"}'),
+    (EDIT, '{"path": "keep.py", "oldText": "keep", "newText": "x = \\"\\ud83d\\""}'),
+])
+async def test_a_lone_surrogate_is_written_as_pi_writes_it(root: Path, tool: Tool, raw: str
+                                                          ) -> None:
+    """A lone surrogate (valid JSON) failed to encode after the file was truncated: the call
+    failed and the file was left empty. pi writes U+FFFD in its place; so does pi-lsp now."""
+    (root / "keep.py").write_text("keep\n")
+    args, error = parse_arguments(raw)
+    assert error is None and any("\ud83d" in value for value in args.values())
+    ctx = ToolContext(root)
+    ctx.approved = propose_change(tool.name, args, ctx)
+    assert ctx.approved is not None and "\ud83d" not in ctx.approved.new_text  # as approved
+    result = await execute_tool(tool, tool.name, args, ctx)
+    assert not result.is_error, text_of(result)
+    assert (root / "keep.py").read_bytes() == 'x = "\ufffd"\n'.encode()
 
 
 @pytest.mark.parametrize("where", ["absolute", "dotdot"])

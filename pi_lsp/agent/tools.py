@@ -9,6 +9,7 @@ import difflib
 import io
 import logging
 import os
+import re
 import stat
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Iterator
@@ -88,14 +89,25 @@ class DiskFiles:
         return disk_text(path)
 
     async def write_text(self, path: Path, text: str) -> None:
+        data = well_formed(text).encode()  # before the file is truncated: a failure loses nothing
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, "utf-8", newline="")
+        path.write_bytes(data)
 
     async def delete_in_editor(self, path: Path) -> None:
         return None
 
 
 DISK = DiskFiles()
+
+SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def well_formed(text: str) -> str:
+    """`text` as JavaScript writes it in UTF-8: surrogates that pair up joined, a lone one as
+    U+FFFD (a model's JSON may hold "\\ud83d", which pi writes so)."""
+    if SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 def open_regular(path: Path) -> IO[bytes] | None:
@@ -324,7 +336,7 @@ def _current_text(path: Path, ctx: ToolContext) -> str | None:
 def propose_write(args: dict[str, Any], ctx: ToolContext) -> Proposal:
     path = ctx.writable(args.get("path"))
     content = _str_arg(args, "content")
-    return Proposal(path, _current_text(path, ctx), content)
+    return Proposal(path, _current_text(path, ctx), well_formed(content))
 
 
 def propose_edit(args: dict[str, Any], ctx: ToolContext) -> Proposal:
@@ -349,7 +361,8 @@ def propose_edit(args: dict[str, Any], ctx: ToolContext) -> Proposal:
         raise ToolError(f"No changes made to {args['path']}. The replacement produced identical "
                         "content. This might indicate an issue with special characters or the "
                         "text not existing as expected.")
-    return Proposal(path, before, bom + splice(body, text.index(old), len(old), new))
+    return Proposal(path, before,
+                    well_formed(bom + splice(body, text.index(old), len(old), new)))
 
 
 PROPOSERS: dict[str, Callable[[dict[str, Any], ToolContext], Proposal]] = {

@@ -22,7 +22,7 @@ from pi_lsp.agent.access import inside, secret_reason
 from pi_lsp.agent.approval import ApprovalRequest, Approver
 from pi_lsp.agent.attachments import Attachment, Range, lines_of, mentions, render
 from pi_lsp.agent.feedback import FileProblems, Problem, problems_message
-from pi_lsp.agent.tools import DISK, ToolError
+from pi_lsp.agent.tools import DISK, ToolError, well_formed
 from pi_lsp.paths import real_path
 from pi_lsp.regular import read_regular
 from pi_lsp.server.protocol import ContextArg, PromptArgs
@@ -123,6 +123,7 @@ class EditorFiles:
             types.ResourceOperationKind.Delete in (edits.resource_operations or ())
 
     async def write_text(self, path: Path, text: str) -> None:
+        text = well_formed(text)  # an editor can hold no lone surrogate; pi writes U+FFFD
         document = self.document(path)
         if document is None or not self.can_edit():
             await DISK.write_text(path, text)
