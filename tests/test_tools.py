@@ -20,6 +20,7 @@ from pi_lsp.agent.approval import allow_all, ask_approval
 from pi_lsp.agent.splice import splice, to_lf
 from pi_lsp.agent.tools import (
     BASH,
+    DISK,
     EDIT,
     IMAGE_BYTE_LIMIT,
     KEY_VARIABLES,
@@ -29,6 +30,7 @@ from pi_lsp.agent.tools import (
     WRITE,
     Tool,
     ToolContext,
+    ToolError,
     ToolResult,
     execute_tool,
     propose_change,
@@ -256,6 +258,34 @@ async def test_a_lone_surrogate_is_written_as_pi_writes_it(root: Path, tool: Too
     result = await execute_tool(tool, tool.name, args, ctx)
     assert not result.is_error, text_of(result)
     assert (root / "keep.py").read_bytes() == 'x = "\ufffd"\n'.encode()
+
+
+async def test_write_to_a_fifo_is_refused_at_once(root: Path) -> None:
+    """A write to a FIFO in the workspace was proposed as a new file, then opened for writing on
+    the event loop, which waited for a reader: the whole server froze, an abort included."""
+    os.mkfifo(root / "out.log")
+    args = {"path": "out.log", "content": "x"}
+    with pytest.raises(ToolError, match=r"out\.log: it is a FIFO, not a regular file"):
+        propose_change("write", args, ToolContext(root))  # nobody is asked to approve it
+    result = await asyncio.wait_for(run(WRITE, args, root), CEILING_S)
+    assert result.is_error
+    assert "FIFO, not a regular file" in text_of(result)
+
+
+async def test_a_fifo_put_in_place_of_a_file_is_not_written(root: Path) -> None:
+    """A FIFO made after the change was approved is refused by the write itself, reader or
+    not, without waiting."""
+    fifo = root / "out.log"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError):  # no reader: ENXIO, not a wait
+        await asyncio.wait_for(DISK.write_text(fifo, "x"), CEILING_S)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        with pytest.raises(ToolError, match="is a FIFO, not a regular file"):
+            await asyncio.wait_for(DISK.write_text(fifo, "x"), CEILING_S)
+        assert os.read(reader, 1) == b""  # nothing was written to it, and no writer is left
+    finally:
+        os.close(reader)
 
 
 @pytest.mark.parametrize("where", ["absolute", "dotdot"])

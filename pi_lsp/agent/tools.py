@@ -90,8 +90,7 @@ class DiskFiles:
 
     async def write_text(self, path: Path, text: str) -> None:
         data = well_formed(text).encode()  # before the file is truncated: a failure loses nothing
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
+        await asyncio.to_thread(write_regular, path, data)
 
     async def delete_in_editor(self, path: Path) -> None:
         return None
@@ -108,6 +107,29 @@ def well_formed(text: str) -> str:
     if SURROGATE.search(text) is None:
         return text
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def write_regular(path: Path, data: bytes) -> None:
+    """Make `path` a regular file holding `data` (its folders too); a FIFO, device or socket
+    there is refused, never waited on."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # O_NONBLOCK: opening a FIFO to write would wait for a reader (ENXIO instead); no O_TRUNC
+    # until the file is known to be regular.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+    with os.fdopen(fd, "wb") as file:
+        kind = file_kind(os.fstat(fd).st_mode)
+        if kind != "regular file":
+            raise ToolError(f"{path} is a {kind}, not a regular file; nothing was written")
+        os.set_blocking(fd, True)
+        file.truncate()
+        file.write(data)
+
+
+def file_kind(mode: int) -> str:
+    """What a file of this mode is, as a message names it."""
+    kinds = ((stat.S_ISREG, "regular file"), (stat.S_ISDIR, "folder"), (stat.S_ISFIFO, "FIFO"),
+             (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "device"), (stat.S_ISBLK, "device"))
+    return next((name for test, name in kinds if test(mode)), "special file")
 
 
 def open_regular(path: Path) -> IO[bytes] | None:
@@ -333,8 +355,21 @@ def _current_text(path: Path, ctx: ToolContext) -> str | None:
         return disk_text(path, "replace")
 
 
+def _refuse_special(path: Path, raw: object) -> None:
+    """A ToolError when `path` is there but no regular file: writing a FIFO waits for a reader,
+    and a device is no file to change."""
+    try:
+        kind = file_kind(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return
+    if kind not in ("regular file", "folder"):  # a folder fails as pi's write fails on it
+        raise ToolError(f"Could not write {raw}: it is a {kind}, not a regular file; only "
+                        "regular files are written.")
+
+
 def propose_write(args: dict[str, Any], ctx: ToolContext) -> Proposal:
     path = ctx.writable(args.get("path"))
+    _refuse_special(path, args.get("path"))
     content = _str_arg(args, "content")
     return Proposal(path, _current_text(path, ctx), well_formed(content))
 
