@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from pi_lsp.agent import tools
 from pi_lsp.agent.approval import allow_all, ask_approval
+from pi_lsp.agent.mime import image_type
 from pi_lsp.agent.splice import splice, to_lf
 from pi_lsp.agent.tools import (
     BASH,
@@ -120,6 +121,72 @@ async def test_read_png_is_an_image_block(root: Path) -> None:
     assert base64.b64decode(images[0].data) == PNG
 
 
+LFS_POINTER = (b"version https://git-lfs.github.com/spec/v1\n"
+               b"oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\n"
+               b"size 12345\n")
+# A 1x1 BMP, 24 bits a pixel (its header says 58 bytes, pixels from byte 54).
+BMP = (b"BM" + (58).to_bytes(4, "little") + bytes(4) + (54).to_bytes(4, "little")
+       + (40).to_bytes(4, "little") + (1).to_bytes(4, "little") * 2 + (1).to_bytes(2, "little")
+       + (24).to_bytes(2, "little") + bytes(24) + b"\xff\xff\xff\0")
+
+
+@pytest.mark.parametrize(("name", "data", "mime"), [
+    ("logo.png", LFS_POINTER, None),  # a Git LFS pointer: text, whatever its name
+    ("photo.jpg", PNG, "image/png"),
+    ("image", PNG, "image/png"),  # no extension
+    ("notes.txt", b"GIF89a" + bytes(20), "image/gif"),
+])
+async def test_read_tells_an_image_by_its_bytes(root: Path, name: str, data: bytes,
+                                                mime: str | None) -> None:
+    """The extension decided: an LFS pointer named logo.png went to the model as an image/png
+    it rejects (and every later request of the session with it), a PNG named photo.jpg as
+    image/jpeg, a PNG without extension as text. pi 1.6 reads the bytes; so does pi-lsp."""
+    (root / name).write_bytes(data)
+    result = await run(READ, {"path": name}, root)
+    assert not result.is_error, text_of(result)
+    images = [b for b in result.content if isinstance(b, ImageContent)]
+    if mime is None:
+        assert not images and "version https://git-lfs" in text_of(result)
+    else:
+        assert text_of(result) == f"Read image file [{mime}]"
+        assert [(b.mime_type, base64.b64decode(b.data)) for b in images] == [(mime, data)]
+
+
+def png_chunk(kind: bytes, data: bytes) -> bytes:
+    return len(data).to_bytes(4, "big") + kind + data + bytes(4)
+
+
+# What pi 1.6's detectSupportedImageMimeType answers on each (checked against it).
+PNG_HEAD = b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", bytes(13))
+SNIFFED = [
+    (PNG_HEAD + png_chunk(b"IDAT", b"x") + png_chunk(b"acTL", bytes(8)), "image/png"),
+    (PNG_HEAD + png_chunk(b"acTL", bytes(8)) + png_chunk(b"IDAT", b"x"), None),  # animated
+    (PNG_HEAD[:12], None),  # no IHDR
+    (b"\xff\xd8\xff\xe0", "image/jpeg"),
+    (b"\xff\xd8\xff\xf7", None),  # lossless JPEG
+    (b"RIFF\0\0\0\0WEBPVP8 ", "image/webp"),
+    (b"GIF87a", "image/gif"),
+    (BMP, "image/bmp"),
+    (b"BM" + bytes(60), None),  # no BMP header
+    (b"", None),
+]
+
+
+@pytest.mark.parametrize(("head", "mime"), SNIFFED)
+def test_image_types_are_told_as_pi_tells_them(head: bytes, mime: str | None) -> None:
+    assert image_type(head) == mime
+
+
+async def test_read_of_a_bmp_says_it_was_left_out(root: Path) -> None:
+    """pi 1.6 converts a BMP to PNG; pi-lsp has no image codec and says what pi says when the
+    conversion fails, rather than sending image/bmp, which the model's API refuses."""
+    (root / "dot.bmp").write_bytes(BMP)
+    result = await run(READ, {"path": "dot.bmp"}, root)
+    assert result.content == [TextContent(text="Read image file [image/bmp]\n[Image omitted: "
+                                               "could not be converted to a supported inline "
+                                               "image format.]")]
+
+
 async def test_read_of_a_huge_file_takes_a_piece_of_it_in_memory(root: Path) -> None:
     """A committed 400 MB data file read with limit=1 took 1.5 GB and stalled the loop 2 s."""
     line = b"a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q,r,s,t\n"
@@ -140,13 +207,13 @@ async def test_read_runs_off_the_event_loop(root: Path, monkeypatch: pytest.Monk
                                             ) -> None:
     (root / "a.txt").write_text("alpha\n")
     threads: list[threading.Thread] = []
-    page = tools._disk_page
+    read = tools._disk_read
 
-    def recorded(*args: Any) -> str | None:
+    def recorded(*args: Any) -> ToolResult | None:
         threads.append(threading.current_thread())
-        return page(*args)
+        return read(*args)
 
-    monkeypatch.setattr(tools, "_disk_page", recorded)
+    monkeypatch.setattr(tools, "_disk_read", recorded)
     assert text_of(await run(READ, {"path": "a.txt"}, root)) == "     1\talpha"
     assert threads and threads[0] is not threading.main_thread()
 

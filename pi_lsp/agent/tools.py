@@ -20,6 +20,7 @@ from typing import IO, Any, Protocol
 import msgspec
 
 from pi_lsp.agent.access import inside, protected_reason, secret_reason
+from pi_lsp.agent.mime import SNIFF_BYTES, image_type
 from pi_lsp.agent.output import OutputTail, ThrottledUpdates
 from pi_lsp.agent.shell import ShellProcess
 from pi_lsp.agent.splice import splice, split_bom, to_lf
@@ -41,8 +42,10 @@ BASH_TIMEOUT_MAX_S = 24 * 60 * 60
 # The variables pi-lsp reads its own keys from; a command the user approves runs the project's
 # code (npm test, pytest), which must not find them.
 KEY_VARIABLES = frozenset(API_KEY_VARIABLES.values())
-IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
-               ".gif": "image/gif", ".webp": "image/webp"}
+# The images a model takes as they are; pi converts the others it knows (BMP) to PNG first.
+SENT_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+IMAGE_NOT_CONVERTED = ("[Image omitted: could not be converted to a supported inline image "
+                       "format.]")
 
 
 class ToolError(Exception):
@@ -247,12 +250,6 @@ def _str_arg(args: dict[str, Any], key: str) -> str:
 
 async def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     path = ctx.readable(args.get("path"))
-    mime = IMAGE_TYPES.get(path.suffix.lower())
-    if mime:
-        data = await asyncio.to_thread(_image_data, path, args.get("path"))
-        if data is not None:
-            return ToolResult([TextContent(text=f"Read image {path.name}"),
-                               ImageContent(data=data, mime_type=mime)])
     offset = max(1, _int_arg(args, "offset", 1) or 1)
     limit = _int_arg(args, "limit", READ_LINE_LIMIT) or READ_LINE_LIMIT
     unsaved = ctx.files.open_texts().get(path)  # the editor's text, when it is not the disk's
@@ -262,49 +259,50 @@ async def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     # A call cancelled (an abort) stops the thread at its next piece.
     stop = threading.Event()
     try:
-        page = await asyncio.to_thread(_disk_page, path, offset, limit, stop)
+        result = await asyncio.to_thread(_disk_read, path, args.get("path"), offset, limit, stop)
     finally:
         stop.set()
-    if page is None:
+    if result is None:
         raise ToolError(f"{args.get('path')}: no such file")
-    return text_result(page)
+    return result
 
 
-def _image_data(path: Path, raw: object) -> str | None:
-    """The image's bytes in base64, refused above IMAGE_BYTE_LIMIT; None when it is no file."""
+def _disk_read(path: Path, raw: object, offset: int, limit: int, stop: threading.Event
+               ) -> ToolResult | None:
+    """What `read` shows of a file on disk: the image its bytes start, else its text (up to
+    where `stop` was set); None when there is no such file."""
     file = open_regular(path)
     if file is None:
         return None
     with file:
-        data = file.read(IMAGE_BYTE_LIMIT + 1)
+        head = file.read(SNIFF_BYTES)
+        mime = image_type(head)
+        if mime is None:
+            return text_result(_page(_line_batches(head, file, stop), offset, limit))
+        if mime not in SENT_IMAGE_TYPES:  # pi converts it to PNG; pi-lsp has no image codec
+            return text_result(f"Read image file [{mime}]\n{IMAGE_NOT_CONVERTED}")
+        data = head + file.read(IMAGE_BYTE_LIMIT + 1 - len(head))
     if len(data) > IMAGE_BYTE_LIMIT:
         raise ToolError(f"{raw}: the image is larger than {IMAGE_BYTE_LIMIT // (1024 * 1024)} "
                         "MB, too large to send to the model; make a smaller copy (with bash) "
                         "and read that")
-    return base64.b64encode(data).decode()
-
-
-def _disk_page(path: Path, offset: int, limit: int, stop: threading.Event) -> str | None:
-    """What `read` shows of a file on disk (up to where `stop` was set); None when there is no
-    such file."""
-    file = open_regular(path)
-    if file is None:
-        return None
-    with file:
-        return _page(_line_batches(file, stop), offset, limit)
+    return ToolResult([TextContent(text=f"Read image file [{mime}]"),
+                       ImageContent(data=base64.b64encode(data).decode(), mime_type=mime)])
 
 
 # What str.splitlines() ends a line at, "\r" aside (a "\n" may follow it).
 LINE_ENDS = frozenset("\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
 
 
-def _line_batches(file: IO[bytes], stop: threading.Event) -> Iterator[list[str]]:
-    """The file's lines, ends kept, as str.splitlines(True) splits its UTF-8 text (bad bytes
-    replaced), a piece of the file at a time. A line still open at a piece's end is kept cut to
-    LONG_LINE + 1 characters, so a line of any length takes no more memory."""
+def _line_batches(head: bytes, file: IO[bytes], stop: threading.Event) -> Iterator[list[str]]:
+    """The lines of `head` and the rest of the file, ends kept, as str.splitlines(True) splits
+    its UTF-8 text (bad bytes replaced), a piece of the file at a time. A line still open at a
+    piece's end is kept cut to LONG_LINE + 1 characters, so a line of any length takes no more
+    memory."""
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     pending = ""
-    while not stop.is_set() and (chunk := file.read(READ_CHUNK)):
+    chunk = head
+    while chunk or (not stop.is_set() and (chunk := file.read(READ_CHUNK))):
         lines = (pending + decoder.decode(chunk)).splitlines(True)
         last = lines.pop() if lines else ""  # a chunk may hold part of a character only
         if last[-1:] in LINE_ENDS:
@@ -313,6 +311,7 @@ def _line_batches(file: IO[bytes], stop: threading.Event) -> Iterator[list[str]]
         else:
             body, cr = (last[:-1], "\r") if last.endswith("\r") else (last, "")
             pending = body[:LONG_LINE + 1] + cr
+        chunk = b""
         yield lines
     yield (pending + decoder.decode(b"", final=True)).splitlines(True)
 
