@@ -400,6 +400,36 @@ async def test_edit_through_a_symlinked_file_out_of_the_root_is_refused(root: Pa
     assert outside.read_text() == "keep me\n"
 
 
+# -- paths ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "raw"), [
+    ("x.txt", "@x.txt"),  # how a model names a file it was shown with @
+    ("a b.txt", "a\u00a0b.txt"),  # a no-break space, as models copy names
+    ("x.txt", "file://{root}/x.txt"),
+    ("d/x.txt", "./d/../d//x.txt"),
+    ("Shot 9.41.05\u202fAM.png", "Shot 9.41.05 AM.png"),  # macOS's names for screenshots
+    ("Capture d\u2019e\u0301cran.txt", "Capture d'\u00e9cran.txt"),  # stored decomposed
+])
+async def test_paths_are_resolved_as_pi_resolves_them(root: Path, name: str, raw: str) -> None:
+    """`@x.txt` was "no such file" to read and edit and made a file named `@x.txt` on write;
+    a no-break space or a file: URL named nothing. pi 1.6 resolves them (resolveToCwd, and
+    resolveReadPath's screenshot names for read); so does pi-lsp now."""
+    (root / name).parent.mkdir(exist_ok=True)
+    (root / name).write_text("found\n")
+    raw = raw.replace("{root}", str(root))
+    assert "found" in text_of(await run(READ, {"path": raw}, root))
+    if "Shot" in name or "Capture" in name:
+        return  # only read looks for the screenshot spellings, as in pi
+    edit = await run(EDIT, {"path": raw, "oldText": "found", "newText": "y"}, root)
+    assert not edit.is_error, text_of(edit)
+    assert (root / name).read_text() == "y\n"
+    write = await run(WRITE, {"path": raw, "content": "z\n"}, root)
+    assert not write.is_error, text_of(write)
+    assert (root / name).read_text() == "z\n"
+    assert sorted(p.name for p in root.rglob("*") if p.is_file()) == [Path(name).name]
+
+
 # -- edit ----------------------------------------------------------------------------------
 
 

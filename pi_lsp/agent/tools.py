@@ -22,6 +22,7 @@ import msgspec
 from pi_lsp.agent.access import inside, protected_reason, secret_reason
 from pi_lsp.agent.mime import SNIFF_BYTES, image_type
 from pi_lsp.agent.output import OutputTail, ThrottledUpdates
+from pi_lsp.agent.paths import resolve_read_path, resolve_to_cwd
 from pi_lsp.agent.shell import ShellProcess
 from pi_lsp.agent.splice import splice, split_bom, to_lf
 from pi_lsp.providers.base import ToolSpec
@@ -175,6 +176,12 @@ class Proposal(msgspec.Struct, frozen=True):
                                             str(self.path)))
 
 
+def _path_arg(raw: object) -> str:
+    if not isinstance(raw, str):
+        raise ToolError("`path` must be a string")
+    return raw
+
+
 @dataclass
 class ToolContext:
     root: Path
@@ -186,17 +193,14 @@ class ToolContext:
     key_variables: frozenset[str] = KEY_VARIABLES  # left out of bash's environment
 
     def given(self, raw: object) -> Path:
-        """The path argument made absolute, symlinks not yet followed."""
-        if not isinstance(raw, str) or not raw:
-            raise ToolError("`path` must be a non-empty string")
-        path = Path(os.path.expanduser(raw))
-        return path if path.is_absolute() else self.root / path
+        """The path argument made absolute as pi makes it, symlinks not yet followed."""
+        return resolve_to_cwd(_path_arg(raw), self.root)
 
     def inside(self, path: Path) -> bool:
         return inside(path, Path(os.path.realpath(self.root)))
 
     def readable(self, raw: object) -> Path:
-        given = self.given(raw)
+        given = resolve_read_path(_path_arg(raw), self.root)
         reason = secret_reason(given)
         if reason is not None:
             raise ToolError(f"{raw}: reading it is refused because {reason}")
