@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pi_lsp.agent import tools
+from pi_lsp.agent import readpage, tools
 from pi_lsp.agent.approval import allow_all, ask_approval
 from pi_lsp.agent.mime import image_type
 from pi_lsp.agent.splice import splice, to_lf
@@ -25,9 +25,7 @@ from pi_lsp.agent.tools import (
     EDIT,
     IMAGE_BYTE_LIMIT,
     KEY_VARIABLES,
-    LONG_LINE,
     READ,
-    READ_BYTE_LIMIT,
     WRITE,
     Tool,
     ToolContext,
@@ -66,29 +64,84 @@ def root(tmp_path: Path) -> Path:
 # -- read ----------------------------------------------------------------------------------
 
 
-async def test_read_numbers_lines(root: Path) -> None:
+async def test_read_returns_the_text_as_it_is(root: Path) -> None:
+    """pi's read gives the text itself; pi-lsp numbered each line ("     1\talpha"), which a
+    model trained on pi's tools copied into its edits."""
     (root / "a.txt").write_text("alpha\nbeta\ngamma\n")
     result = await run(READ, {"path": "a.txt"}, root)
     assert not result.is_error
-    assert text_of(result) == "     1\talpha\n     2\tbeta\n     3\tgamma"
+    assert text_of(result) == "alpha\nbeta\ngamma\n"
+
+
+LINES_2500 = "".join(f"line {n}\n" for n in range(1, 2501))
+BYTES_600 = "".join(f"{n:05} " + "z" * 94 + "\n" for n in range(600))
+
+
+# What pi 1.6's read tool answers on each (the review's harness runs both on the same files).
+@pytest.mark.parametrize(("data", "args", "expected"), [
+    (b"", {}, ""),
+    (b"a\nb\nc\n", {"offset": 4}, ""),  # the empty line after the last LF
+    (b"a\nb\nc\n", {"limit": 0}, "\n\n[4 more lines in file. Use offset=1 to continue.]"),
+    (b"a\nb\nc\n", {"offset": 2, "limit": 1},
+     "b\n\n[2 more lines in file. Use offset=3 to continue.]"),
+    (b"a\nb\nc\n", {"limit": 1.5},
+     "a\n\n[2.5 more lines in file. Use offset=2.5 to continue.]"),
+    (b"a\nb\nc\n", {"limit": -1},
+     "a\nb\nc\n\n[5 more lines in file. Use offset=0 to continue.]"),
+    (b"a\nb\nc\n", {"offset": 1.5}, "a\nb\nc\n"),
+    # Lines end at LF only: CR, FF, VT, FS, NEL and U+2028 stay inside them.
+    ("a\rb\x0cc\x0bd\x1ce\x85f\u2028g\nh\n".encode(), {"offset": 2}, "h\n"),
+    (b"y" * 60000 + b"\nshort\n", {},
+     "[Line 1 is 58.6KB, exceeds 50.0KB limit. Use bash: sed -n '1p' f.txt | head -c 51200]"),
+    (b"first\n" + b"y" * 60000 + b"\n", {},
+     "first\n\n[Showing lines 1-1 of 3 (50.0KB limit). Use offset=2 to continue.]"),
+    (LINES_2500.encode(), {}, LINES_2500[:LINES_2500.index("line 2001")]
+     + "\n[Showing lines 1-2000 of 2501. Use offset=2001 to continue.]"),
+    (BYTES_600.encode(), {"offset": 3}, "".join(BYTES_600.splitlines(True)[2:508])
+     + "\n[Showing lines 3-508 of 601 (50.0KB limit). Use offset=509 to continue.]"),
+    (b"ok\n\xff\xfe bad \xc3\n", {}, "ok\n\ufffd\ufffd bad \ufffd\n"),
+    (b"\xef\xbb\xbfbom\n", {}, "\ufeffbom\n"),
+])
+async def test_read_answers_as_pi_answers(root: Path, data: bytes, args: dict[str, Any],
+                                          expected: str) -> None:
+    """pi-lsp numbered lines, split them where str.splitlines() does (at CR, FF, NEL, U+2028:
+    line numbers and offsets disagreed with grep and sed), cut long lines at 2000 characters,
+    and worded its notes its own way; a session moves between pi and pi-lsp, and the model was
+    trained on pi's answers."""
+    (root / "f.txt").write_bytes(data)
+    result = await run(READ, {"path": "f.txt", **args}, root)
+    assert not result.is_error, text_of(result)
+    assert text_of(result) == expected
+
+
+@pytest.mark.parametrize(("files", "path", "expected"), [
+    ({"a.txt": "a\nb\nc\n"}, "a.txt", "Offset 5 is beyond end of file (4 lines total)"),
+    ({}, "nope.txt", "ENOENT: no such file or directory, access '{root}/nope.txt'"),
+    ({"d/x": ""}, "d", "EISDIR: illegal operation on a directory, read"),
+    ({"a.txt": ""}, "a.txt/x", "ENOTDIR: not a directory, access '{root}/a.txt/x'"),
+])
+async def test_read_fails_as_pi_fails(root: Path, files: dict[str, str], path: str,
+                                      expected: str) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(exist_ok=True)
+        (root / name).write_text(text)
+    result = await run(READ, {"path": path, "offset": 5}, root)
+    assert result.is_error
+    assert text_of(result) == expected.replace("{root}", str(root))
 
 
 async def test_read_offset_and_limit_with_next_offset_note(root: Path) -> None:
     (root / "a.txt").write_text("".join(f"line {n}\n" for n in range(1, 11)))
     result = await run(READ, {"path": "a.txt", "offset": 3, "limit": 2}, root)
     assert not result.is_error
-    text = text_of(result)
-    body, _, note = text.partition("\n\n")
-    assert body.splitlines() == ["     3\tline 3", "     4\tline 4"]
-    assert "offset=5" in note
-    assert "10" in note  # the total, so the model knows how much is left
+    # What is left, so the model knows how much (the file's last LF ends an 11th, empty line).
+    assert text_of(result) == "line 3\nline 4\n\n[7 more lines in file. Use offset=5 to continue.]"
 
 
 async def test_read_to_the_end_has_no_note(root: Path) -> None:
     (root / "a.txt").write_text("one\ntwo\nthree\n")
     text = text_of(await run(READ, {"path": "a.txt", "offset": 2}, root))
-    assert text == "     2\ttwo\n     3\tthree"
-    assert "offset=" not in text
+    assert text == "two\nthree\n"
 
 
 async def test_read_caps_the_size_of_huge_files(root: Path) -> None:
@@ -97,12 +150,10 @@ async def test_read_caps_the_size_of_huge_files(root: Path) -> None:
     result = await run(READ, {"path": "big.txt"}, root)
     assert not result.is_error
     text = text_of(result)
-    body, _, note = text.rpartition("\n\n")
-    assert len(body.encode()) <= READ_BYTE_LIMIT
-    shown = body.splitlines()
-    assert 10 < len(shown) < 2000
-    last = int(shown[-1].split("\t")[0])
-    assert f"offset={last + 1}" in note
+    # 51 lines of 1000 bytes are within 50 KB, with their LFs between them; 52 are not.
+    assert text == "\n".join([line] * 51) + \
+        "\n\n[Showing lines 1-51 of 2001 (50.0KB limit). Use offset=52 to continue.]"
+    assert result.details["truncation"]["truncatedBy"] == "bytes"
 
 
 async def test_read_missing_file_is_an_error(root: Path) -> None:
@@ -146,7 +197,7 @@ async def test_read_tells_an_image_by_its_bytes(root: Path, name: str, data: byt
     assert not result.is_error, text_of(result)
     images = [b for b in result.content if isinstance(b, ImageContent)]
     if mime is None:
-        assert not images and "version https://git-lfs" in text_of(result)
+        assert not images and text_of(result) == LFS_POINTER.decode()
     else:
         assert text_of(result) == f"Read image file [{mime}]"
         assert [(b.mime_type, base64.b64decode(b.data)) for b in images] == [(mime, data)]
@@ -198,8 +249,8 @@ async def test_read_of_a_huge_file_takes_a_piece_of_it_in_memory(root: Path) -> 
     finally:
         tracemalloc.stop()
     lines = 32 * 1024 * 1024 // len(line)
-    assert text_of(result) == ("     1\ta,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q,r,s,t\n\n"
-                               f"[Showing lines 1-1 of {lines}; use offset=2 for more]")
+    assert text_of(result) == ("a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q,r,s,t\n\n"
+                               f"[{lines} more lines in file. Use offset=2 to continue.]")
     assert peak < 8 * 1024 * 1024
 
 
@@ -214,7 +265,7 @@ async def test_read_runs_off_the_event_loop(root: Path, monkeypatch: pytest.Monk
         return read(*args)
 
     monkeypatch.setattr(tools, "_disk_read", recorded)
-    assert text_of(await run(READ, {"path": "a.txt"}, root)) == "     1\talpha"
+    assert text_of(await run(READ, {"path": "a.txt"}, root)) == "alpha\n"
     assert threads and threads[0] is not threading.main_thread()
 
 
@@ -259,36 +310,40 @@ async def test_an_aborted_read_stops_reading_the_file(root: Path,
     assert len(reads) == 1
 
 
-TRICKY = ("crlf\r\nlone cr\rff\x0cvt\x0bsep\u2028nel\x85" + "long" * LONG_LINE + "\r\n"
-          + "bad \udcff utf-8\n\n\nlast without end")
+TRICKY = ("crlf\r\nlone cr\rff\x0cvt\x0bsep\u2028nel\x85" + "long" * 2000 + "\r\n"
+          + "bad \udcff utf-8 é\n\n\n" + "wide 😀\n" * 3000 + "last without end")
 
 
 @pytest.mark.parametrize("piece", [1, 2, 3, 7, 4096])
-@pytest.mark.parametrize(("offset", "limit"), [(1, 2000), (2, 3), (7, 1), (11, 5)])
+@pytest.mark.parametrize(("offset", "limit"), [(1, 2000), (2, 3), (5, 1), (6, 5), (2990, None),
+                                               (3000, 1.5)])
 async def test_read_in_pieces_shows_what_the_whole_text_shows(
-        root: Path, monkeypatch: pytest.MonkeyPatch, piece: int, offset: int, limit: int
-) -> None:
-    """The lines as str.splitlines() splits the whole text, wherever a piece ends: inside a
-    \r\n, a character, or a line longer than LONG_LINE."""
+        root: Path, monkeypatch: pytest.MonkeyPatch, piece: int, offset: int,
+        limit: float | None) -> None:
+    """The lines as pi splits the whole text (at LF only), wherever a piece ends: inside a
+    \r\n, a character, or a long line."""
     (root / "t.txt").write_bytes(TRICKY.encode("utf-8", "surrogateescape"))
     whole = TRICKY.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    expected = tools._page([whole.splitlines(True)], offset, limit)
-    assert len(whole.splitlines()) == 11 and expected.startswith(f"{offset:>6}\t")
+    expected = readpage.page(lambda: [whole], "t.txt", offset, limit)[0]
+    assert whole.count("\n") == 3005 and expected.startswith(whole.split("\n")[offset - 1])
     monkeypatch.setattr(tools, "READ_CHUNK", piece)
-    assert text_of(await run(READ, {"path": "t.txt", "offset": offset, "limit": limit},
-                             root)) == expected
+    args = {"path": "t.txt", "offset": offset, **({} if limit is None else {"limit": limit})}
+    assert text_of(await run(READ, args, root)) == expected
 
 
 async def test_read_through_a_symlink_inside_the_workspace(root: Path) -> None:
     (root / "AGENTS.md").write_text("notes\n")
     (root / "CLAUDE.md").symlink_to("AGENTS.md")
-    assert text_of(await run(READ, {"path": "CLAUDE.md"}, root)) == "     1\tnotes"
+    assert text_of(await run(READ, {"path": "CLAUDE.md"}, root)) == "notes\n"
 
 
 async def test_read_of_a_fifo_is_an_error_and_does_not_hang(root: Path) -> None:
+    """Only regular files are read (on purpose: pi waits on a FIFO for a writer); a FIFO reads
+    as a missing file."""
     os.mkfifo(root / "pipe")
     result = await asyncio.wait_for(run(READ, {"path": "pipe"}, root), CEILING_S)
     assert result.is_error
+    assert text_of(result) == f"ENOENT: no such file or directory, access '{root}/pipe'"
 
 
 async def test_read_refuses_an_image_over_the_limit(root: Path) -> None:
@@ -626,7 +681,7 @@ async def cut_while_flooding(root: Path) -> None:
     (READ, {"path": 5}),
     (READ, {}),
     (READ, {"path": "a.txt", "offset": "x"}),
-    (READ, {"path": "a.txt", "limit": -1}),
+    (READ, {"path": "a.txt", "limit": [1]}),  # -1 is no error: pi reads all lines but one
     (WRITE, {"path": 5, "content": "x"}),
     (WRITE, {"path": "b.txt", "content": 5}),
     (EDIT, {"path": 5, "oldText": "a", "newText": "b"}),

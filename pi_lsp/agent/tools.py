@@ -12,7 +12,7 @@ import os
 import re
 import stat
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -23,6 +23,7 @@ from pi_lsp.agent.access import inside, protected_reason, secret_reason
 from pi_lsp.agent.mime import SNIFF_BYTES, image_type
 from pi_lsp.agent.output import OutputTail, ThrottledUpdates
 from pi_lsp.agent.paths import resolve_read_path, resolve_to_cwd
+from pi_lsp.agent.readpage import PageError, page
 from pi_lsp.agent.shell import ShellProcess
 from pi_lsp.agent.splice import splice, split_bom, to_lf
 from pi_lsp.providers.base import ToolSpec
@@ -31,9 +32,6 @@ from pi_lsp.session.entries import ImageContent, TextContent, UserBlock
 
 log = logging.getLogger(__name__)
 
-READ_LINE_LIMIT = 2000
-READ_BYTE_LIMIT = 50 * 1024
-LONG_LINE = 2000
 READ_CHUNK = 1 << 20  # a file is read this much at a time, whatever its size
 # Anthropic's limit for one image (OpenAI's is 20 MB); a bigger one would fail every later
 # request of the session, since the image stays in its context.
@@ -199,8 +197,12 @@ class ToolContext:
     def inside(self, path: Path) -> bool:
         return inside(path, Path(os.path.realpath(self.root)))
 
+    def read_path(self, raw: object) -> Path:
+        """The path `read` opens, as pi finds it, symlinks not yet followed."""
+        return resolve_read_path(_path_arg(raw), self.root)
+
     def readable(self, raw: object) -> Path:
-        given = resolve_read_path(_path_arg(raw), self.root)
+        given = self.read_path(raw)
         reason = secret_reason(given)
         if reason is not None:
             raise ToolError(f"{raw}: reading it is refused because {reason}")
@@ -253,36 +255,53 @@ def _str_arg(args: dict[str, Any], key: str) -> str:
 
 
 async def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-    path = ctx.readable(args.get("path"))
-    offset = max(1, _int_arg(args, "offset", 1) or 1)
-    limit = _int_arg(args, "limit", READ_LINE_LIMIT) or READ_LINE_LIMIT
+    raw = args.get("path")
+    path = ctx.readable(raw)
+    shown = ctx.read_path(raw)  # as pi names it in its errors: resolved, links not followed
+    offset, limit = _number_arg(args, "offset"), _number_arg(args, "limit")
     unsaved = ctx.files.open_texts().get(path)  # the editor's text, when it is not the disk's
     if unsaved is not None:
-        return text_result(_page([unsaved.splitlines(True)], offset, limit))
+        return _text_page(lambda: iter([unsaved]), str(raw), offset, limit)
     # In a thread, a piece at a time: a 400 MB file neither stalls the loop nor fills memory.
     # A call cancelled (an abort) stops the thread at its next piece.
     stop = threading.Event()
     try:
-        result = await asyncio.to_thread(_disk_read, path, args.get("path"), offset, limit, stop)
+        return await asyncio.to_thread(_disk_read, path, shown, str(raw), offset, limit, stop)
     finally:
         stop.set()
-    if result is None:
-        raise ToolError(f"{args.get('path')}: no such file")
-    return result
 
 
-def _disk_read(path: Path, raw: object, offset: int, limit: int, stop: threading.Event
-               ) -> ToolResult | None:
+def _number_arg(args: dict[str, Any], key: str) -> int | float | None:
+    value = args.get(key)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+        raise ToolError(f"`{key}` must be a number")
+    return value
+
+
+def _text_page(pieces: Callable[[], Iterator[str]], raw: str, offset: float | None,
+               limit: float | None) -> ToolResult:
+    try:
+        text, details = page(pieces, raw, offset, limit)
+    except PageError as error:
+        raise ToolError(str(error)) from None
+    return text_result(text, details)
+
+
+def _disk_read(path: Path, shown: Path, raw: str, offset: float | None, limit: float | None,
+               stop: threading.Event) -> ToolResult:
     """What `read` shows of a file on disk: the image its bytes start, else its text (up to
-    where `stop` was set); None when there is no such file."""
-    file = open_regular(path)
+    where `stop` was set)."""
+    try:
+        file = open_regular(path)
+    except PermissionError:
+        raise ToolError(f"EACCES: permission denied, access '{shown}'") from None
     if file is None:
-        return None
+        raise ToolError(_unread_reason(path, shown))
     with file:
         head = file.read(SNIFF_BYTES)
         mime = image_type(head)
         if mime is None:
-            return text_result(_page(_line_batches(head, file, stop), offset, limit))
+            return _text_page(_text_pieces(head, file, stop), raw, offset, limit)
         if mime not in SENT_IMAGE_TYPES:  # pi converts it to PNG; pi-lsp has no image codec
             return text_result(f"Read image file [{mime}]\n{IMAGE_NOT_CONVERTED}")
         data = head + file.read(IMAGE_BYTE_LIMIT + 1 - len(head))
@@ -294,60 +313,37 @@ def _disk_read(path: Path, raw: object, offset: int, limit: int, stop: threading
                        ImageContent(data=base64.b64encode(data).decode(), mime_type=mime)])
 
 
-# What str.splitlines() ends a line at, "\r" aside (a "\n" may follow it).
-LINE_ENDS = frozenset("\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+def _unread_reason(path: Path, shown: Path) -> str:
+    """pi's error for a path that is no regular file: a FIFO or a device reads as missing."""
+    try:
+        is_folder = stat.S_ISDIR(os.stat(path).st_mode)
+    except NotADirectoryError:
+        return f"ENOTDIR: not a directory, access '{shown}'"
+    except FileNotFoundError:
+        is_folder = False
+    if is_folder:
+        return "EISDIR: illegal operation on a directory, read"
+    return f"ENOENT: no such file or directory, access '{shown}'"
 
 
-def _line_batches(head: bytes, file: IO[bytes], stop: threading.Event) -> Iterator[list[str]]:
-    """The lines of `head` and the rest of the file, ends kept, as str.splitlines(True) splits
-    its UTF-8 text (bad bytes replaced), a piece of the file at a time. A line still open at a
-    piece's end is kept cut to LONG_LINE + 1 characters, so a line of any length takes no more
-    memory."""
-    decoder = codecs.getincrementaldecoder("utf-8")("replace")
-    pending = ""
-    chunk = head
-    while chunk or (not stop.is_set() and (chunk := file.read(READ_CHUNK))):
-        lines = (pending + decoder.decode(chunk)).splitlines(True)
-        last = lines.pop() if lines else ""  # a chunk may hold part of a character only
-        if last[-1:] in LINE_ENDS:
-            lines.append(last)
-            pending = ""
-        else:
-            body, cr = (last[:-1], "\r") if last.endswith("\r") else (last, "")
-            pending = body[:LONG_LINE + 1] + cr
-        chunk = b""
-        yield lines
-    yield (pending + decoder.decode(b"", final=True)).splitlines(True)
+def _text_pieces(head: bytes, file: IO[bytes], stop: threading.Event
+                 ) -> Callable[[], Iterator[str]]:
+    """The file's UTF-8 text a piece at a time, from its start (`head`, then the rest), bad
+    bytes replaced as Node replaces them; each call reads it again."""
+    passes = 0
 
-
-def _page(batches: Iterable[list[str]], offset: int, limit: int) -> str:
-    """What `read` shows of these lines: numbered from `offset`, at most `limit` lines and
-    READ_BYTE_LIMIT bytes, long lines cut, and a note when the file goes on."""
-    shown: list[str] = []
-    size = total = 0
-    end = offset - 1
-    full = False
-    for batch in batches:
-        first, total = total + 1, total + len(batch)
-        for number in range(max(first, offset), min(total, offset - 1 + limit) + 1):
-            if full:
-                break
-            line = batch[number - first].splitlines()[0]
-            if len(line) > LONG_LINE:
-                line = line[:LONG_LINE] + " [line truncated]"
-            numbered = f"{number:>6}\t{line}"
-            size += len(numbered.encode()) + 1
-            if size > READ_BYTE_LIMIT and shown:
-                full = True
-                break
-            shown.append(numbered)
-            end = number
-    if offset > total and total:
-        raise ToolError(f"offset {offset} is past the end of the file ({total} lines)")
-    text = "\n".join(shown)
-    if end < total:
-        text += f"\n\n[Showing lines {offset}-{end} of {total}; use offset={end + 1} for more]"
-    return text or "(empty file)"
+    def pieces() -> Iterator[str]:
+        nonlocal passes
+        if passes:
+            file.seek(len(head))
+        passes += 1
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        chunk = head
+        while chunk:
+            yield decoder.decode(chunk)
+            chunk = b"" if stop.is_set() else file.read(READ_CHUNK)
+        yield decoder.decode(b"", final=True)
+    return pieces
 
 
 def _current_text(path: Path, ctx: ToolContext) -> str | None:
@@ -483,12 +479,17 @@ def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": required}
 
 
-READ = Tool(ToolSpec("read", "Read a file. Text comes with line numbers; images are returned as "
-                     "images. Use offset and limit (in lines) for large files.", _schema({
-                         "path": {"type": "string", "description": "File path"},
-                         "offset": {"type": "integer", "description": "First line (1-based)"},
-                         "limit": {"type": "integer", "description": "Number of lines"},
-                     }, ["path"])), read_file)
+READ = Tool(ToolSpec(
+    "read", "Read the contents of a file. Supports text files and images (jpg, png, gif, webp, "
+    "bmp). Images are sent as attachments. For text files, output is truncated to 2000 lines or "
+    "50KB (whichever is hit first). Use offset/limit for large files. When you need the full "
+    "file, continue with offset until complete.", _schema({
+        "path": {"type": "string",
+                 "description": "Path to the file to read (relative or absolute)"},
+        "offset": {"type": "number",
+                   "description": "Line number to start reading from (1-indexed)"},
+        "limit": {"type": "number", "description": "Maximum number of lines to read"},
+    }, ["path"])), read_file)
 WRITE = Tool(ToolSpec("write", "Create or overwrite a file with the given content.", _schema({
     "path": {"type": "string"}, "content": {"type": "string"}}, ["path", "content"])), write_file)
 EDIT = Tool(ToolSpec("edit", "Replace one exact, unique occurrence of oldText in a file with "
