@@ -682,8 +682,8 @@ async def cut_while_flooding(root: Path) -> None:
     (READ, {}),
     (READ, {"path": "a.txt", "offset": "x"}),
     (READ, {"path": "a.txt", "limit": [1]}),  # -1 is no error: pi reads all lines but one
-    (WRITE, {"path": 5, "content": "x"}),
-    (WRITE, {"path": "b.txt", "content": 5}),
+    (WRITE, {"path": [5], "content": "x"}),  # pi writes a path 5 to "5"
+    (WRITE, {"path": "b.txt", "content": {"n": 5}}),  # and content 5 as "5"
     (EDIT, {"path": 5, "oldText": "a", "newText": "b"}),
     (EDIT, {"path": "a.txt", "oldText": None, "newText": "b"}),
     (BASH, {"command": 5}),
@@ -697,6 +697,44 @@ async def test_bad_argument_types_are_error_results(root: Path, tool: Tool,
     assert text_of(result)
     assert (root / "a.txt").read_text() == "a\n"
     assert not (root / "b.txt").exists()
+
+
+@pytest.mark.parametrize(("tool", "args", "expected", "written"), [
+    (READ, {"path": "a.txt", "offset": "2"}, "b\nc\n", None),
+    (READ, {"path": "a.txt", "limit": " 2 ", "offset": None},
+     "a\nb\n\n[2 more lines in file. Use offset=3 to continue.]", None),
+    (READ, {"path": "a.txt", "offset": True, "limit": "0x1"},
+     "a\n\n[3 more lines in file. Use offset=2 to continue.]", None),
+    (READ, {"path": 5}, "ENOENT: no such file or directory, access '{root}/5'", None),
+    (READ, {}, 'Validation failed for tool "read":\n  - path: missing\n\nReceived arguments:\n{}',
+     None),
+    (READ, {"path": "a.txt", "offset": "x", "limit": [1]},
+     'Validation failed for tool "read":\n  - offset: expected number, got string\n'
+     '  - limit: expected number, got array\n\nReceived arguments:\n{\n  "path": "a.txt",\n'
+     '  "offset": "x",\n  "limit": [\n    1\n  ]\n}', None),
+    (WRITE, {"path": "b.txt", "content": 5}, None, "5"),
+    (WRITE, {"path": "b.txt", "content": 1.50}, None, "1.5"),
+    (WRITE, {"path": "b.txt", "content": None}, None, "null"),
+    (WRITE, {}, 'Validation failed for tool "write":\n  - path: missing\n  - content: missing\n\n'
+     "Received arguments:\n{}", None),
+    (WRITE, {"path": "b.txt", "content": {"x": "\ud800"}},
+     'Validation failed for tool "write":\n  - content: expected string, got object\n\n'
+     'Received arguments:\n{\n  "path": "b.txt",\n  "content": {\n    "x": "\\ud800"\n  }\n}',
+     None),
+])
+async def test_arguments_are_read_as_pi_reads_them(root: Path, tool: Tool, args: dict[str, Any],
+                                                   expected: str | None,
+                                                   written: str | None) -> None:
+    """pi 1.6 coerces a call's arguments to the tool's schema before it runs ("2" for a number
+    is 2, 5 for a string is "5", a null optional is left out) and words a misfit its own way;
+    pi-lsp refused "2" and 5 and answered every misfit with its own words."""
+    (root / "a.txt").write_text("a\nb\nc\n")
+    result = await run(tool, args, root)
+    if expected is not None:
+        assert text_of(result) == expected.replace("{root}", str(root))
+    if written is not None:
+        assert not result.is_error, text_of(result)
+        assert (root / "b.txt").read_text() == written
 
 
 @pytest.mark.parametrize(("tool", "args"), [

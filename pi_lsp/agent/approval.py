@@ -7,7 +7,7 @@ from pathlib import Path
 
 import msgspec
 
-from pi_lsp.agent.tools import Proposal, ToolContext, ToolError, propose_change
+from pi_lsp.agent.tools import Proposal, ToolContext, ToolError, propose_change, tool_arguments
 from pi_lsp.session.entries import ToolCall
 from pi_lsp.visible import bidi_controls
 
@@ -48,7 +48,7 @@ def approval_request(call: ToolCall, ctx: ToolContext) -> ApprovalRequest | None
         refuse_bidi_controls(str(call.arguments.get("command")))
         return ApprovalRequest(call, outside_workspace=False)
     if call.name == "read":
-        path = ctx.readable(call.arguments.get("path"))
+        path = ctx.readable(tool_arguments("read", call.arguments)["path"])
         return None if ctx.inside(path) else ApprovalRequest(call, True, path)
     change = propose_change(call.name, call.arguments, ctx)
     if change is None:

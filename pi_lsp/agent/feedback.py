@@ -85,7 +85,7 @@ class EditFeedback:
 
     def note(self, event: AgentEvent) -> None:
         if isinstance(event, ToolExecutionStart) and event.tool_name in FILE_TOOLS:
-            with contextlib.suppress(ToolError):  # the tool reports a bad path itself
+            with contextlib.suppress(ToolError, ValueError):  # the tool reports a bad path
                 # realpath: Path.resolve raises on a symlink loop before Python 3.13.
                 self._editing[event.tool_call_id] = Path(os.path.realpath(
                     ToolContext(self.root).given(event.args.get("path"))))

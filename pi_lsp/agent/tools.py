@@ -20,6 +20,7 @@ from typing import IO, Any, Protocol
 import msgspec
 
 from pi_lsp.agent.access import inside, protected_reason, secret_reason
+from pi_lsp.agent.arguments import ArgumentsError, checked_arguments
 from pi_lsp.agent.mime import SNIFF_BYTES, image_type
 from pi_lsp.agent.output import OutputTail, ThrottledUpdates
 from pi_lsp.agent.paths import resolve_read_path, resolve_to_cwd
@@ -254,11 +255,24 @@ def _str_arg(args: dict[str, Any], key: str) -> str:
     return value
 
 
+def tool_arguments(name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """A file tool's arguments as pi 1.6 reads them, coerced to its schema (a ToolError with
+    pi's message when they do not fit); another tool's as they are."""
+    spec = {tool.name: tool.spec for tool in (READ, WRITE)}.get(name)
+    if spec is None:
+        return args
+    try:
+        return checked_arguments(name, spec.parameters, args)
+    except ArgumentsError as error:
+        raise ToolError(str(error)) from None
+
+
 async def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-    raw = args.get("path")
+    args = tool_arguments("read", args)
+    raw = args["path"]
     path = ctx.readable(raw)
     shown = ctx.read_path(raw)  # as pi names it in its errors: resolved, links not followed
-    offset, limit = _number_arg(args, "offset"), _number_arg(args, "limit")
+    offset, limit = args.get("offset"), args.get("limit")
     unsaved = ctx.files.open_texts().get(path)  # the editor's text, when it is not the disk's
     if unsaved is not None:
         return _text_page(lambda: iter([unsaved]), str(raw), offset, limit)
@@ -269,13 +283,6 @@ async def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         return await asyncio.to_thread(_disk_read, path, shown, str(raw), offset, limit, stop)
     finally:
         stop.set()
-
-
-def _number_arg(args: dict[str, Any], key: str) -> int | float | None:
-    value = args.get(key)
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-        raise ToolError(f"`{key}` must be a number")
-    return value
 
 
 def _text_page(pieces: Callable[[], Iterator[str]], raw: str, offset: float | None,
@@ -367,9 +374,10 @@ def _refuse_special(path: Path, raw: object) -> None:
 
 
 def propose_write(args: dict[str, Any], ctx: ToolContext) -> Proposal:
-    path = ctx.writable(args.get("path"))
-    _refuse_special(path, args.get("path"))
-    content = _str_arg(args, "content")
+    args = tool_arguments("write", args)
+    path = ctx.writable(args["path"])
+    _refuse_special(path, args["path"])
+    content = args["content"]
     return Proposal(path, _current_text(path, ctx), well_formed(content))
 
 
