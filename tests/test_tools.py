@@ -363,6 +363,25 @@ async def test_write_creates_parent_directories(root: Path) -> None:
     assert (root / "deep" / "er" / "new.txt").read_text() == "hello\n"
 
 
+@pytest.mark.parametrize(("path", "expected", "is_error"), [
+    ("n.txt", "Successfully wrote to n.txt", False),
+    ("@n.txt", "Successfully wrote to @n.txt", False),  # named as given, written to n.txt
+    ("d", "EISDIR: illegal operation on a directory, open '{root}/d'", True),
+])
+async def test_write_answers_as_pi_answers(root: Path, path: str, expected: str,
+                                           is_error: bool) -> None:
+    """pi-lsp answered "Wrote 3 bytes to n.txt", and a folder in the way with Python's
+    "write failed: [Errno 21] Is a directory" after asking to create it."""
+    (root / "d").mkdir()
+    args = {"path": path, "content": "hi\n"}
+    if is_error:
+        with pytest.raises(ToolError):
+            propose_change("write", args, ToolContext(root))  # nobody is asked to approve it
+    result = await run(WRITE, args, root)
+    assert (text_of(result), result.is_error) == (expected.replace("{root}", str(root)), is_error)
+    assert is_error or (root / "n.txt").read_text() == "hi\n"
+
+
 @pytest.mark.parametrize(("tool", "raw"), [
     (WRITE, '{"path": "keep.py", "content": "x = \\"\\ud83d\\"\\n"}'),
     (EDIT, '{"path": "keep.py", "oldText": "keep", "newText": "x = \\"\\ud83d\\""}'),

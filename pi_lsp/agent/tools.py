@@ -361,14 +361,16 @@ def _current_text(path: Path, ctx: ToolContext) -> str | None:
         return disk_text(path, "replace")
 
 
-def _refuse_special(path: Path, raw: object) -> None:
-    """A ToolError when `path` is there but no regular file: writing a FIFO waits for a reader,
-    and a device is no file to change."""
+def _refuse_special(path: Path, raw: str, ctx: ToolContext) -> None:
+    """A ToolError when `path` is there but no regular file: a folder fails as pi's write
+    fails on it; writing a FIFO waits for a reader, and a device is no file to change."""
     try:
         kind = file_kind(os.stat(path).st_mode)
     except FileNotFoundError:
         return
-    if kind not in ("regular file", "folder"):  # a folder fails as pi's write fails on it
+    if kind == "folder":
+        raise ToolError(f"EISDIR: illegal operation on a directory, open '{ctx.given(raw)}'")
+    if kind != "regular file":
         raise ToolError(f"Could not write {raw}: it is a {kind}, not a regular file; only "
                         "regular files are written.")
 
@@ -376,7 +378,7 @@ def _refuse_special(path: Path, raw: object) -> None:
 def propose_write(args: dict[str, Any], ctx: ToolContext) -> Proposal:
     args = tool_arguments("write", args)
     path = ctx.writable(args["path"])
-    _refuse_special(path, args["path"])
+    _refuse_special(path, args["path"], ctx)
     content = args["content"]
     return Proposal(path, _current_text(path, ctx), well_formed(content))
 
@@ -430,7 +432,7 @@ def _change(name: str, args: dict[str, Any], ctx: ToolContext) -> Proposal:
 async def write_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     change = _change("write", args, ctx)
     await ctx.files.write_text(change.path, change.new_text)
-    return text_result(f"Wrote {len(change.new_text.encode())} bytes to {args['path']}")
+    return text_result(f"Successfully wrote to {tool_arguments('write', args)['path']}")
 
 
 async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -498,8 +500,13 @@ READ = Tool(ToolSpec(
                    "description": "Line number to start reading from (1-indexed)"},
         "limit": {"type": "number", "description": "Maximum number of lines to read"},
     }, ["path"])), read_file)
-WRITE = Tool(ToolSpec("write", "Create or overwrite a file with the given content.", _schema({
-    "path": {"type": "string"}, "content": {"type": "string"}}, ["path", "content"])), write_file)
+WRITE = Tool(ToolSpec(
+    "write", "Write content to a file. Creates the file if it doesn't exist, overwrites if it "
+    "does. Automatically creates parent directories.", _schema({
+        "path": {"type": "string",
+                 "description": "Path to the file to write (relative or absolute)"},
+        "content": {"type": "string", "description": "Content to write to the file"},
+    }, ["path", "content"])), write_file)
 EDIT = Tool(ToolSpec("edit", "Replace one exact, unique occurrence of oldText in a file with "
                      "newText.", _schema({
                          "path": {"type": "string"}, "oldText": {"type": "string"},
