@@ -638,8 +638,8 @@ async def test_failing_tools_become_error_results_and_the_loop_goes_on(make_rig,
     assert [r["toolCallId"] for r in results] == ["t1", "t2", "t3", "t4"]
     assert all(r["isError"] is True for r in results)
     texts = [r["content"][0]["text"] for r in results]
-    assert "not found" in texts[0]
-    assert "oldText" in texts[1]
+    assert texts[0].startswith("Could not find the exact text in b.txt.")
+    assert texts[1].startswith('Validation failed for tool "edit":\n  - edits: missing\n')
     assert "frobnicate" in texts[2] and "unknown tool" in texts[2]
     assert "outside the workspace" in texts[3]
     assert not outside.exists()

@@ -163,7 +163,7 @@ async def test_open_document_is_read_unsaved_and_edited_through_the_editor(
 
     results = tool_texts(events)
     assert "LIMIT = 2  # unsaved" in results["r1"]  # the buffer, not the disk
-    assert results["e1"].startswith("Edited limits.py")
+    assert results["e1"] == "Successfully replaced 1 block(s) in limits.py."
     assert len(editor.edits) == 1
     change = editor.edits[0]["edit"]["documentChanges"][0]
     assert change["textDocument"] == {"uri": uri, "version": 2}

@@ -511,19 +511,19 @@ async def test_edit_replaces_once_with_a_diff(root: Path) -> None:
     (root / "f.py").write_text("a = 1\nb = 2\nc = 3\n")
     result = await run(EDIT, {"path": "f.py", "oldText": "b = 2", "newText": "b = 20"}, root)
     assert not result.is_error, text_of(result)
+    assert text_of(result) == "Successfully replaced 1 block(s) in f.py."
     assert (root / "f.py").read_text() == "a = 1\nb = 20\nc = 3\n"
-    diff = result.details["diff"]
-    assert "-b = 2\n" in diff
-    assert "+b = 20\n" in diff
-    assert " a = 1\n" in diff
-    assert result.details["firstChangedLine"] == 2
+    # pi's display diff, numbered (pi-lsp sent a unified diff).
+    assert result.details == {"diff": " 1 a = 1\n-2 b = 2\n+2 b = 20\n 3 c = 3",
+                              "firstChangedLine": 2}
 
 
 async def test_edit_missing_text_is_an_error_and_leaves_the_file(root: Path) -> None:
     (root / "f.py").write_text("a = 1\n")
     result = await run(EDIT, {"path": "f.py", "oldText": "zzz", "newText": "y"}, root)
     assert result.is_error
-    assert "not found" in text_of(result)
+    assert text_of(result) == ("Could not find the exact text in f.py. The old text must match "
+                               "exactly including all whitespace and newlines.")
     assert (root / "f.py").read_text() == "a = 1\n"
 
 
@@ -532,7 +532,8 @@ async def test_edit_non_unique_text_is_an_error_with_the_count(root: Path) -> No
     (root / "f.py").write_text(original)
     result = await run(EDIT, {"path": "f.py", "oldText": "x = 1", "newText": "x = 2"}, root)
     assert result.is_error
-    assert "3 times" in text_of(result)
+    assert text_of(result) == ("Found 3 occurrences of the text in f.py. The text must be unique. "
+                               "Please provide more context to make it unique.")
     assert (root / "f.py").read_text() == original
 
 
@@ -550,8 +551,8 @@ async def test_edit_keeps_the_files_line_ends_and_byte_order_mark(root: Path) ->
     result = await execute_tool(EDIT, "edit", args, ctx)
     assert not result.is_error, text_of(result)
     assert (root / "f.txt").read_bytes() == "\ufeffONE\r\nTWO\r\n2\r\nthree\r\n".encode()
-    assert result.details["diff"].splitlines()[2:] == [
-        "@@ -1,3 +1,4 @@", "-one", "-two", "+ONE", "+TWO", "+2", " three"]
+    assert result.details["diff"].splitlines() == [
+        "-1 one", "-2 two", "+1 ONE", "+2 TWO", "+3 2", " 3 three"]
     assert result.details["firstChangedLine"] == 1
 
 
@@ -561,6 +562,90 @@ async def test_edit_that_changes_nothing_is_refused_as_pi_refuses_it(root: Path)
     assert result.is_error
     assert text_of(result).startswith("No changes made to m.txt. The replacement produced")
     assert (root / "m.txt").read_bytes() == b"a\r\nb\nc\n"
+
+
+def replace(old: str, new: str) -> dict[str, str]:
+    return {"oldText": old, "newText": new}
+
+
+SUCCESS = "Successfully replaced 1 block(s) in f.py."
+# What pi 1.6's edit tool answers and writes on each (the review's harness runs both).
+PI16_EDITS = [
+    # Matched after pi's fuzzy normalisation: the lines it touches are written normalized.
+    ("def f():  \n    return 1\n", [replace("def f():\n    return 1", "def g():\n    return 2")],
+     SUCCESS, "def g():\n    return 2\n"),
+    ("say(\u201chi\u201d)\nkeep \u201cme\u201d\n", [replace('say("hi")', 'say("bye")')], SUCCESS,
+     'say("bye")\nkeep \u201cme\u201d\n'),
+    ("a \u2014 b\n", [replace("a - b", "a - c")], SUCCESS, "a - c\n"),
+    ("a\u00a0b\n", [replace("a b", "c")], SUCCESS, "c\n"),
+    ("\ufb01le\n", [replace("file", "data")], SUCCESS, "data\n"),
+    ("x  \nx\n", [replace("x\n", "y\n")], "Found 2 occurrences of the text in f.py. The text "
+     "must be unique. Please provide more context to make it unique.", None),
+    ("a\nb\n", [replace("a", "A"), replace("b", "B")],
+     "Successfully replaced 2 block(s) in f.py.", "A\nB\n"),
+    ("abc\n", [replace("ab", "X"), replace("bc", "Y")], "edits[0] and edits[1] overlap in f.py. "
+     "Merge them into one edit or target disjoint regions.", None),
+    ("a\nb\n", [replace("a", "A"), replace("", "B")],
+     "edits[1].oldText must not be empty in f.py.", None),
+    ("a\nb\n", [], "Edit tool input is invalid. edits must contain at least one replacement.",
+     None),
+]
+
+
+@pytest.mark.parametrize(("text", "edits", "expected", "written"), PI16_EDITS)
+async def test_edit_answers_as_pi_answers(root: Path, text: str, edits: list[dict[str, str]],
+                                          expected: str, written: str | None) -> None:
+    """pi-lsp's edit took one exact oldText/newText; pi 1.6's takes `edits` (several disjoint
+    replacements in one call), matches what differs only in trailing white space, quotes,
+    dashes, special spaces or NFKC, counts duplicates in that normalized text, and words its
+    answers its own way. The change approved is the one written."""
+    (root / "f.py").write_text(text)
+    args = {"path": "f.py", "edits": edits}
+    ctx = ToolContext(root)
+    if written is not None:
+        ctx.approved = propose_change("edit", args, ctx)
+        assert ctx.approved is not None and ctx.approved.new_text == written
+    result = await execute_tool(EDIT, "edit", args, ctx)
+    assert (text_of(result), result.is_error) == (expected, written is None)
+    assert (root / "f.py").read_text() == (written or text)
+
+
+@pytest.mark.parametrize(("args", "written", "diff"), [
+    ({"edits": replace("a", "A")}, "A\nb\n", "-1 a\n+1 A\n 2 b"),  # one edit, not a list
+    ({"edits": '[{"oldText": "b", "newText": "B"}]'}, "a\nB\n", " 1 a\n-2 b\n+2 B"),  # JSON text
+    ({"oldText": "a", "newText": "A"}, "A\nb\n", "-1 a\n+1 A\n 2 b"),  # older sessions' form
+])
+async def test_edit_takes_the_arguments_pi_prepares(root: Path, args: dict[str, Any],
+                                                    written: str, diff: str) -> None:
+    """pi 1.6's prepareEditArguments: what models send instead of an `edits` list, and the
+    top-level oldText/newText that pi-lsp's own older sessions hold."""
+    (root / "f.py").write_text("a\nb\n")
+    result = await run(EDIT, {"path": "f.py", **args}, root)
+    assert text_of(result) == SUCCESS
+    assert result.details == {"diff": diff, "firstChangedLine": 1 if "-1" in diff else 2}
+    assert (root / "f.py").read_text() == written
+
+
+@pytest.mark.parametrize(("files", "path", "expected"), [
+    ({}, "nope", "Could not edit file: nope. Error code: ENOENT."),
+    ({"d/x": ""}, "d", "EISDIR: illegal operation on a directory, read"),
+])
+async def test_edit_fails_as_pi_fails(root: Path, files: dict[str, str], path: str,
+                                      expected: str) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(exist_ok=True)
+        (root / name).write_text(text)
+    result = await run(EDIT, {"path": path, "edits": [replace("a", "b")]}, root)
+    assert (text_of(result), result.is_error) == (expected, True)
+
+
+async def test_edit_of_a_file_that_is_not_utf8_replaces_its_bad_bytes_as_pi(root: Path) -> None:
+    """pi reads the file as UTF-8 with U+FFFD for bad bytes and writes that back; pi-lsp failed
+    with "'utf-8' codec can't decode byte 0xff"."""
+    (root / "f.txt").write_bytes(b"ok \xff here\n")
+    result = await run(EDIT, {"path": "f.txt", "edits": [replace("ok", "OK")]}, root)
+    assert not result.is_error, text_of(result)
+    assert (root / "f.txt").read_bytes() == "OK \ufffd here\n".encode()
 
 
 # pi 1.6's applyReplacementsToOriginal on the same edits (dist/core/tools/edit-diff.js).

@@ -3,6 +3,8 @@ tool matches, and written back with the file's line ends and byte order mark kep
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 BOM = "\ufeff"
 
 
@@ -16,31 +18,49 @@ def to_lf(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
+class Replacement(NamedTuple):
+    start: int  # in the text with LF line ends
+    length: int
+    text: str  # with LF line ends
+
+
 def splice(original: str, start: int, length: int, new_text: str) -> str:
     """`original` with `length` characters of `to_lf(original)` at `start` replaced by `new_text`
     (LF line ends): the rest keeps its bytes, and the new text takes the line end of the line
     the replaced span starts on."""
-    begin = _original_offset(original, start)
-    end = _original_offset(original, start + length)
-    ending = _line_end_at(original, begin)
+    return splice_all(original, [Replacement(start, length, new_text)])
+
+
+def splice_all(original: str, replacements: list[Replacement]) -> str:
+    """`original` with each replacement (sorted, disjoint, at offsets of `to_lf(original)`)
+    made as `splice` makes one: pi 1.6's applyReplacementsToOriginal."""
+    crlfs = 0  # CRLFs before `at`: only they change length when line ends are made LF
+    at = original.find("\r\n")
+
+    def original_offset(offset: int) -> int:
+        nonlocal crlfs, at
+        while at != -1 and at - crlfs < offset:
+            crlfs += 1
+            at = original.find("\r\n", at + 2)
+        return offset + crlfs
+
     parts: list[str] = []
-    for part in (original[:begin], new_text.replace("\n", ending), original[end:]):
+
+    def push(part: str) -> None:
         if not part:
-            continue
+            return
         if parts and parts[-1].endswith("\r") and part.startswith("\n"):
             parts.append("\n")  # else the CR and the LF would read as one line break, not two
         parts.append(part)
+
+    position = 0
+    for replacement in replacements:
+        begin = original_offset(replacement.start)
+        push(original[position:begin])
+        push(replacement.text.replace("\n", _line_end_at(original, begin)))
+        position = original_offset(replacement.start + replacement.length)
+    push(original[position:])
     return "".join(parts)
-
-
-def _original_offset(original: str, offset: int) -> int:
-    """Where `offset` of `to_lf(original)` is in `original`: each CRLF before it is one longer."""
-    crlfs = 0
-    at = original.find("\r\n")
-    while at != -1 and at - crlfs < offset:
-        crlfs += 1
-        at = original.find("\r\n", at + 2)
-    return offset + crlfs
 
 
 def _line_end_at(text: str, offset: int) -> str:

@@ -21,12 +21,13 @@ import msgspec
 
 from pi_lsp.agent.access import inside, protected_reason, secret_reason
 from pi_lsp.agent.arguments import ArgumentsError, checked_arguments
+from pi_lsp.agent.editdiff import edit_diff
+from pi_lsp.agent.editmatch import EditError, EditPlan, plan_edit, prepare_edit_arguments
 from pi_lsp.agent.mime import SNIFF_BYTES, image_type
 from pi_lsp.agent.output import OutputTail, ThrottledUpdates
 from pi_lsp.agent.paths import resolve_read_path, resolve_to_cwd
 from pi_lsp.agent.readpage import PageError, page
 from pi_lsp.agent.shell import ShellProcess
-from pi_lsp.agent.splice import splice, split_bom, to_lf
 from pi_lsp.providers.base import ToolSpec
 from pi_lsp.providers.registry import API_KEY_VARIABLES
 from pi_lsp.session.entries import ImageContent, TextContent, UserBlock
@@ -258,11 +259,12 @@ def _str_arg(args: dict[str, Any], key: str) -> str:
 def tool_arguments(name: str, args: dict[str, Any]) -> dict[str, Any]:
     """A file tool's arguments as pi 1.6 reads them, coerced to its schema (a ToolError with
     pi's message when they do not fit); another tool's as they are."""
-    spec = {tool.name: tool.spec for tool in (READ, WRITE)}.get(name)
+    spec = {tool.name: tool.spec for tool in (READ, WRITE, EDIT)}.get(name)
     if spec is None:
         return args
     try:
-        return checked_arguments(name, spec.parameters, args)
+        return checked_arguments(name, spec.parameters,
+                                 prepare_edit_arguments(args) if name == "edit" else args)
     except ArgumentsError as error:
         raise ToolError(str(error)) from None
 
@@ -384,29 +386,33 @@ def propose_write(args: dict[str, Any], ctx: ToolContext) -> Proposal:
 
 
 def propose_edit(args: dict[str, Any], ctx: ToolContext) -> Proposal:
-    path = ctx.writable(args.get("path"))
-    old, new = _str_arg(args, "oldText"), _str_arg(args, "newText")
-    if not old:
-        raise ToolError("`oldText` must not be empty")
-    before = ctx.files.read_text(path)
-    if before is None:
-        raise ToolError(f"{args['path']}: no such file")
-    bom, body = split_bom(before)
-    text, old = to_lf(body), to_lf(old)
-    count = text.count(old)
-    if count == 0:
-        raise ToolError(f"the text to replace was not found in {args['path']}; "
-                        "it must match exactly, whitespace included")
-    if count > 1:
-        raise ToolError(f"the text to replace occurs {count} times in {args['path']}; "
-                        "include more context so it is unique")
-    new = to_lf(new)
-    if new == old:  # a splice would change no text, only line ends: pi refuses it too
-        raise ToolError(f"No changes made to {args['path']}. The replacement produced identical "
-                        "content. This might indicate an issue with special characters or the "
-                        "text not existing as expected.")
-    return Proposal(path, before,
-                    well_formed(bom + splice(body, text.index(old), len(old), new)))
+    args = tool_arguments("edit", args)
+    if not args["edits"]:
+        raise ToolError("Edit tool input is invalid. edits must contain at least one "
+                        "replacement.")
+    path = ctx.writable(args["path"])
+    before = _edited_text(path, args["path"], ctx)
+    return Proposal(path, before, well_formed(_edit_plan(before, args).text))
+
+
+def _edited_text(path: Path, raw: str, ctx: ToolContext) -> str:
+    """The text `edit` changes (bad UTF-8 replaced, as pi reads it); pi's errors when there is
+    none (a FIFO or device is a missing file, as for read)."""
+    text = _current_text(path, ctx)
+    if text is not None:
+        return text
+    if os.path.isdir(path):
+        raise ToolError("EISDIR: illegal operation on a directory, read")
+    code = "EACCES" if os.path.exists(path) and not os.access(path, os.R_OK | os.W_OK) \
+        else "ENOENT"
+    raise ToolError(f"Could not edit file: {raw}. Error code: {code}.")
+
+
+def _edit_plan(before: str, args: dict[str, Any]) -> EditPlan:
+    try:
+        return plan_edit(before, args["edits"], args["path"])
+    except EditError as error:
+        raise ToolError(str(error)) from None
 
 
 PROPOSERS: dict[str, Callable[[dict[str, Any], ToolContext], Proposal]] = {
@@ -437,13 +443,16 @@ async def write_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
 
 async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     change = _change("edit", args, ctx)
+    args = tool_arguments("edit", args)
+    # The diff first, as pi makes it: it cannot fail once the file is written.
+    plan = _edit_plan(change.old_text or "", args)
+    diff, first_changed = edit_diff(plan.base, plan.new, plan.replacements)
     await ctx.files.write_text(change.path, change.new_text)
-    # Shown as it was matched: line ends as LF, no byte order mark.
-    before, after = (to_lf(split_bom(text)[1]) for text in (change.old_text or "", change.new_text))
-    diff = "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True),
-                                        f"a/{args['path']}", f"b/{args['path']}"))
-    first_line = before[: before.index(to_lf(args["oldText"]))].count("\n") + 1
-    return text_result(f"Edited {args['path']}", {"diff": diff, "firstChangedLine": first_line})
+    details: dict[str, Any] = {"diff": diff}
+    if first_changed is not None:
+        details["firstChangedLine"] = first_changed
+    return text_result(f"Successfully replaced {len(args['edits'])} block(s) in {args['path']}.",
+                       details)
 
 
 async def run_bash(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -507,11 +516,24 @@ WRITE = Tool(ToolSpec(
                  "description": "Path to the file to write (relative or absolute)"},
         "content": {"type": "string", "description": "Content to write to the file"},
     }, ["path", "content"])), write_file)
-EDIT = Tool(ToolSpec("edit", "Replace one exact, unique occurrence of oldText in a file with "
-                     "newText.", _schema({
-                         "path": {"type": "string"}, "oldText": {"type": "string"},
-                         "newText": {"type": "string"}}, ["path", "oldText", "newText"])),
-            edit_file)
+EDIT = Tool(ToolSpec(
+    "edit", "Edit a single file using exact text replacement. Every edits[].oldText must match a "
+    "unique, non-overlapping region of the original file. If two changes affect the same block "
+    "or nearby lines, merge them into one edit instead of emitting overlapping edits. Do not "
+    "include large unchanged regions just to connect distant changes.", _schema({
+        "path": {"type": "string",
+                 "description": "Path to the file to edit (relative or absolute)"},
+        "edits": {"type": "array", "items": _schema({
+            "oldText": {"type": "string", "description": (
+                "Exact text for one targeted replacement. It must be unique in the original "
+                "file and must not overlap with any other edits[].oldText in the same call.")},
+            "newText": {"type": "string",
+                        "description": "Replacement text for this targeted edit."},
+        }, ["oldText", "newText"]), "description": (
+            "One or more targeted replacements. Each edit is matched against the original "
+            "file, not incrementally. Do not include overlapping or nested edits. If two changes "
+            "touch the same block or nearby lines, merge them into one edit instead.")},
+    }, ["path", "edits"])), edit_file)
 BASH = Tool(ToolSpec("bash", "Run a shell command in the workspace root; stdout and stderr are "
                      "combined. Output is cut to the last 2000 lines or 50KB (whichever comes "
                      "first); the full output is then saved to a temp file.", _schema({

@@ -219,14 +219,27 @@ export function attachedFile(part: Part): Part {
 
 /**
  * Tool arguments for reading: `key: value` lines, with multi-line strings (a file written,
- * an edit) shown as they are rather than as one JSON line full of `\n`.
+ * an edit) shown as they are rather than as one JSON line full of `\n`; a list of objects (an
+ * edit's `edits`) as `edits[0].oldText: …` lines.
  */
 export function formatArgs(args: unknown): string {
   if (!args || typeof args !== "object" || Array.isArray(args)) return JSON.stringify(args ?? {}, null, 2);
-  return Object.entries(args as Record<string, unknown>).map(([key, value]) => {
-    if (typeof value !== "string") return `${key}: ${JSON.stringify(value)}`;
-    return value.includes("\n") ? `${key}:\n${value.replace(/\n$/, "")}` : `${key}: ${value}`;
-  }).join("\n");
+  return argLines(args as Record<string, unknown>, "").join("\n");
+}
+
+function argLines(args: Record<string, unknown>, prefix: string): string[] {
+  return Object.entries(args).flatMap(([key, value]) => {
+    const name = prefix + key;
+    if (Array.isArray(value) && value.length > 0 && value.every(isRecord)) {
+      return value.flatMap((item, i) => argLines(item, `${name}[${i}].`));
+    }
+    if (typeof value !== "string") return [`${name}: ${JSON.stringify(value)}`];
+    return [value.includes("\n") ? `${name}:\n${value.replace(/\n$/, "")}` : `${name}: ${value}`];
+  });
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return !!value && typeof value === "object" && !Array.isArray(value);
 }
 
 /** The argument that says what a call does (bash's command, a file tool's path), one line. */

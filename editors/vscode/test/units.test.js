@@ -104,6 +104,17 @@ test("Transcript folds streamed deltas by content index, and the final message w
   assert.equal(t.busy, false);
 });
 
+test("Transcript: an edit's replacements (pi 1.6's `edits`) read as text, a field a line, as oldText/newText did", () => {
+  const t = new ext.Transcript();
+  t.apply({ type: "agent_start" });
+  const [id] = t.apply({ type: "message_start", message: { role: "assistant", content: [] } });
+  t.apply({ type: "message_end", message: { role: "assistant", model: "m", stopReason: "toolUse", content: [
+    { type: "toolCall", id: "t1", name: "edit", arguments: { path: "a.py", edits: [{ oldText: "x = 1\ny = 2\n", newText: "x = 3" }, { oldText: "z", newText: "" }] } },
+  ] } });
+  assert.equal(t.block(id).parts[0].args,
+    "path: a.py\nedits[0].oldText:\nx = 1\ny = 2\nedits[0].newText: x = 3\nedits[1].oldText: z\nedits[1].newText: ");
+});
+
 test("Transcript: a reply joined mid-stream (a chat opened during it) is shown from there, then whole", () => {
   const t = new ext.Transcript();
   t.load([{ entryId: "u1", role: "user", tokens: 3, message: { role: "user", content: "hello" } }]);

@@ -1,0 +1,264 @@
+"""The diff an `edit` result carries (details.diff), as pi 1.6 draws it (edit-diff.js's
+generateEditDiff): numbered lines, `+`/`-` for the changed ones, four lines of context and
+`...` for those skipped, worked out by jsdiff's line diff (a port of diff 8's Myers
+algorithm, so lines pair up as in pi) around each replacement only."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pi_lsp.agent.splice import Replacement
+
+CONTEXT_LINES = 4
+WINDOW_MARGIN_LINES = 32  # unchanged lines diffed on each side of a replacement
+LINE_BREAK = re.compile(r"(\n|\r\n)")
+
+
+@dataclass
+class Part:
+    """A run of lines jsdiff found added, removed or kept."""
+
+    count: int
+    added: bool
+    removed: bool
+    previous: Part | None = None
+    value: str = ""
+
+
+@dataclass
+class _Path:
+    old_pos: int
+    last: Part | None
+
+
+def _tokenize(text: str) -> list[str]:
+    """jsdiff's line tokens: each line with its line break."""
+    pieces = LINE_BREAK.split(text)
+    if not pieces[-1]:
+        pieces.pop()
+    tokens: list[str] = []
+    for index, piece in enumerate(pieces):
+        if index % 2:
+            tokens[-1] += piece
+        else:
+            tokens.append(piece)
+    return [token for token in tokens if token]
+
+
+def diff_lines(old: str, new: str) -> list[Part]:
+    """jsdiff's diffLines(old, new), without options."""
+    old_tokens, new_tokens = _tokenize(old), _tokenize(new)
+    old_len, new_len = len(old_tokens), len(new_tokens)
+
+    def extract_common(path: _Path, diagonal: int) -> int:
+        old_pos = path.old_pos
+        new_pos = old_pos - diagonal
+        common = 0
+        while new_pos + 1 < new_len and old_pos + 1 < old_len and \
+                old_tokens[old_pos + 1] == new_tokens[new_pos + 1]:
+            new_pos, old_pos, common = new_pos + 1, old_pos + 1, common + 1
+        if common:
+            path.last = Part(common, False, False, path.last)
+        path.old_pos = old_pos
+        return new_pos
+
+    def values(last: Part | None) -> list[Part]:
+        parts: list[Part] = []
+        while last is not None:
+            parts.append(last)
+            last = last.previous
+        parts.reverse()
+        new_pos = old_pos = 0
+        for part in parts:
+            part.previous = None
+            if part.removed:
+                part.value = "".join(old_tokens[old_pos:old_pos + part.count])
+                old_pos += part.count
+            else:
+                part.value = "".join(new_tokens[new_pos:new_pos + part.count])
+                new_pos += part.count
+                if not part.added:
+                    old_pos += part.count
+        return parts
+
+    best: dict[int, _Path | None] = {0: _Path(-1, None)}
+    start = best[0]
+    assert start is not None
+    new_pos = extract_common(start, 0)
+    if start.old_pos + 1 >= old_len and new_pos + 1 >= new_len:
+        return values(start.last)
+    lowest: int | None = None  # diagonals outside [lowest, highest] need not be tried again
+    highest: int | None = None
+    edit_length = 1
+    while edit_length <= new_len + old_len:
+        diagonal = -edit_length if lowest is None else max(lowest, -edit_length)
+        while diagonal <= (edit_length if highest is None else min(highest, edit_length)):
+            remove_path, add_path = best.get(diagonal - 1), best.get(diagonal + 1)
+            if remove_path is not None:
+                best[diagonal - 1] = None
+            can_add = add_path is not None and 0 <= add_path.old_pos - diagonal < new_len
+            can_remove = remove_path is not None and remove_path.old_pos + 1 < old_len
+            if not can_add and not can_remove:
+                best[diagonal] = None
+                diagonal += 2
+                continue
+            # From the path that went furthest in the old text.
+            if add_path is not None and can_add and (remove_path is None or not can_remove
+                                                     or remove_path.old_pos < add_path.old_pos):
+                path = _grown(add_path, True, False, 0)
+            else:
+                assert remove_path is not None
+                path = _grown(remove_path, False, True, 1)
+            new_pos = extract_common(path, diagonal)
+            if path.old_pos + 1 >= old_len and new_pos + 1 >= new_len:
+                return values(path.last)
+            best[diagonal] = path
+            if path.old_pos + 1 >= old_len:
+                highest = diagonal - 1 if highest is None else min(highest, diagonal - 1)
+            if new_pos + 1 >= new_len:
+                lowest = diagonal + 1 if lowest is None else max(lowest, diagonal + 1)
+            diagonal += 2
+        edit_length += 1
+    raise AssertionError("the edit graph has no end")  # Myers always reaches it
+
+
+def _grown(path: _Path, added: bool, removed: bool, old_step: int) -> _Path:
+    """jsdiff's addToPath: `path` one insertion or removal longer."""
+    last = path.last
+    if last is not None and last.added == added and last.removed == removed:
+        return _Path(path.old_pos + old_step,
+                     Part(last.count + 1, added, removed, last.previous))
+    return _Path(path.old_pos + old_step, Part(1, added, removed, last))
+
+
+def _line_feeds(text: str, start: int, end: int) -> int:
+    return text.count("\n", start, end)
+
+
+def _display(parts: list[Part], old_line: int, new_line: int, width: int
+             ) -> tuple[list[str], int | None]:
+    """pi's formatDisplayDiff: the parts as numbered lines, from these 1-based line numbers;
+    and the first changed line of the new text."""
+    output: list[str] = []
+    first_changed: int | None = None
+    last_was_change = False
+
+    def context(lines: list[str]) -> None:
+        nonlocal old_line, new_line
+        for line in lines:
+            output.append(f" {str(old_line).rjust(width)} {line}")
+            old_line, new_line = old_line + 1, new_line + 1
+
+    def skip(count: int) -> None:
+        nonlocal old_line, new_line
+        output.append(f" {''.rjust(width)} ...")
+        old_line, new_line = old_line + count, new_line + count
+
+    for index, part in enumerate(parts):
+        lines = part.value.split("\n")
+        if lines[-1] == "":
+            lines.pop()
+        if part.added or part.removed:
+            if first_changed is None:
+                first_changed = new_line
+            for line in lines:
+                if part.added:
+                    output.append(f"+{str(new_line).rjust(width)} {line}")
+                    new_line += 1
+                else:
+                    output.append(f"-{str(old_line).rjust(width)} {line}")
+                    old_line += 1
+            last_was_change = True
+            continue
+        next_is_change = index < len(parts) - 1 and (parts[index + 1].added or
+                                                     parts[index + 1].removed)
+        if last_was_change and next_is_change:
+            if len(lines) <= CONTEXT_LINES * 2:
+                context(lines)
+            else:
+                context(lines[:CONTEXT_LINES])
+                skip(len(lines) - 2 * CONTEXT_LINES)
+                context(lines[-CONTEXT_LINES:])
+        elif last_was_change:
+            context(lines[:CONTEXT_LINES])
+            if len(lines) > CONTEXT_LINES:
+                skip(len(lines) - CONTEXT_LINES)
+        elif next_is_change:
+            skipped = max(0, len(lines) - CONTEXT_LINES)
+            if skipped:
+                skip(skipped)
+            context(lines[skipped:])
+        else:
+            old_line, new_line = old_line + len(lines), new_line + len(lines)
+        last_was_change = False
+    return output, first_changed
+
+
+@dataclass
+class _Window:
+    old_start: int
+    old_end: int
+    old_line: int
+    new_start: int
+    new_end: int
+    new_line: int
+
+
+def _line_start_before(text: str, offset: int) -> int:
+    return 0 if offset == 0 else text.rfind("\n", 0, offset) + 1
+
+
+def _windows(base: str, replacements: list[Replacement]) -> list[_Window]:
+    """pi's getDiffWindows: whole lines around each replacement, with a margin; windows that
+    overlap merge."""
+    windows: list[_Window] = []
+    offset_delta = line_delta = cursor_offset = cursor_line = 0
+    for replacement in replacements:
+        match_end = replacement.start + replacement.length
+        start = _line_start_before(base, replacement.start)
+        for _ in range(WINDOW_MARGIN_LINES):
+            if start <= 0:
+                break
+            start = _line_start_before(base, start - 1)
+        end = match_end
+        for step in range(WINDOW_MARGIN_LINES + 1):
+            if end >= len(base):
+                break
+            line_feed = base.find("\n", max(match_end - 1, replacement.start) if step == 0
+                                  else end)
+            end = len(base) if line_feed == -1 else line_feed + 1
+        offset_change = len(replacement.text) - replacement.length
+        line_change = replacement.text.count("\n") - _line_feeds(base, replacement.start,
+                                                                 match_end)
+        if windows and start <= windows[-1].old_end:
+            previous = windows[-1]
+            previous.old_end = max(previous.old_end, end)
+            previous.new_end = previous.old_end + offset_delta + offset_change
+        else:
+            cursor_line += _line_feeds(base, cursor_offset, start)
+            cursor_offset = start
+            windows.append(_Window(start, end, cursor_line, start + offset_delta,
+                                   end + offset_delta + offset_change, cursor_line + line_delta))
+        offset_delta += offset_change
+        line_delta += line_change
+    return windows
+
+
+def edit_diff(base: str, new: str, replacements: list[Replacement]) -> tuple[str, int | None]:
+    """pi's generateEditDiff: the display diff of `base` becoming `new` by these (sorted)
+    replacements, and the first changed line of the new text."""
+    width = len(str(max(base.count("\n"), new.count("\n")) + 1))
+    marker = f" {''.rjust(width)} ..."
+    output: list[str] = []
+    first_changed: int | None = None
+    for window in _windows(base, replacements):
+        shown, first = _display(diff_lines(base[window.old_start:window.old_end],
+                                           new[window.new_start:window.new_end]),
+                                window.old_line + 1, window.new_line + 1, width)
+        if first_changed is None:
+            first_changed = first
+        if output and output[-1] == marker and shown and shown[0] == marker:
+            shown.pop(0)  # both windows mark the lines between them: the whole diff marks once
+        output.extend(shown)
+    return "\n".join(output), first_changed

@@ -1,0 +1,212 @@
+"""Where an `edit` call's replacements go, as pi 1.6's edit tool finds them (edit.js,
+edit-diff.js): each `oldText` matched in the file's text with LF line ends, exactly or else
+after the fuzzy normalisation pi applies to both sides (trailing white space, smart quotes and
+dashes, special spaces, NFKC), unique, and not overlapping another; and the call's arguments as
+pi prepares them (one edit object, a JSON string of edits, the older top-level
+oldText/newText)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import unicodedata
+from typing import Any, NamedTuple
+
+from pi_lsp.agent.arguments import JS_WHITESPACE
+from pi_lsp.agent.splice import Replacement, splice_all, split_bom, to_lf
+
+SINGLE_QUOTES = re.compile("[\u2018\u2019\u201a\u201b]")
+DOUBLE_QUOTES = re.compile("[\u201c\u201d\u201e\u201f]")
+DASHES = re.compile("[\u2010\u2011\u2012\u2013\u2014\u2015\u2212]")
+SPACES = re.compile("[\u00a0\u2002-\u200a\u202f\u205f\u3000]")
+LINES = re.compile(r"[^\n]*\n|[^\n]+")
+
+
+class EditError(ValueError):
+    """An edit pi refuses, with pi's message."""
+
+
+class EditPlan(NamedTuple):
+    base: str  # the file's text, BOM left out and line ends as LF: what was matched
+    new: str  # `base` with the replacements made
+    replacements: list[Replacement]  # in `base`, sorted
+    text: str  # what the file will hold: its own line ends and BOM kept
+
+
+def prepare_edit_arguments(args: dict[str, Any]) -> dict[str, Any]:
+    """pi's prepareEditArguments: `edits` given as one edit or as a JSON string of them made a
+    list, and a top-level oldText/newText (older sessions, some models) added as the last."""
+    prepared = dict(args)  # pi changes the call's own arguments; the transcript keeps them here
+    edits = prepared.get("edits")
+    if isinstance(edits, str):
+        try:
+            parsed = json.loads(edits)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, list):
+            prepared["edits"] = parsed
+        elif _is_single_edit(parsed):
+            prepared["edits"] = [parsed]
+    elif _is_single_edit(edits):
+        prepared["edits"] = [edits]
+    old, new = prepared.get("oldText"), prepared.get("newText")
+    if not isinstance(old, str) or not isinstance(new, str):
+        return prepared
+    edits = prepared.get("edits")
+    listed = [*edits, {"oldText": old, "newText": new}] if isinstance(edits, list) else \
+        [{"oldText": old, "newText": new}]
+    rest = {key: value for key, value in prepared.items() if key not in ("oldText", "newText")}
+    return {**rest, "edits": listed}
+
+
+def _is_single_edit(value: object) -> bool:
+    return isinstance(value, dict) and isinstance(value.get("oldText"), str) and \
+        isinstance(value.get("newText"), str)
+
+
+def plan_edit(original: str, edits: list[dict[str, str]], path: str) -> EditPlan:
+    """What the edits make of a file whose text is `original`; EditError as pi words it."""
+    bom, content = split_bom(original)
+    normalized = to_lf(content)
+    new, replacements = apply_edits(normalized, edits, path)
+    # Without a CR the normalized text is the file's own, and the new text is final.
+    text = new if content == normalized else splice_all(content, replacements)
+    return EditPlan(normalized, new, replacements, bom + text)
+
+
+def normalize_for_fuzzy_match(text: str) -> str:
+    """pi's normalizeForFuzzyMatch."""
+    text = unicodedata.normalize("NFKC", text)
+    text = "\n".join(line.rstrip(JS_WHITESPACE) for line in text.split("\n"))
+    text = SINGLE_QUOTES.sub("'", text)
+    text = DOUBLE_QUOTES.sub('"', text)
+    text = DASHES.sub("-", text)
+    return SPACES.sub(" ", text)
+
+
+class Match(NamedTuple):
+    start: int
+    length: int
+    fuzzy: bool
+
+
+def fuzzy_find(content: str, old: str) -> Match | None:
+    """pi's fuzzyFindText: `old` in `content` exactly, else both normalized (the offsets are
+    then the normalized content's)."""
+    index = content.find(old)
+    if index != -1:
+        return Match(index, len(old), False)
+    fuzzy_old = normalize_for_fuzzy_match(old)
+    index = normalize_for_fuzzy_match(content).find(fuzzy_old)
+    return None if index == -1 else Match(index, len(fuzzy_old), True)
+
+
+def _occurrences(content: str, old: str) -> int:
+    """pi's countOccurrences: `split(old).length - 1` on both normalized."""
+    text, part = normalize_for_fuzzy_match(content), normalize_for_fuzzy_match(old)
+    if part:
+        return text.count(part)
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2 - 1  # split("") cuts every unit
+
+
+def apply_edits(normalized: str, edits: list[dict[str, str]], path: str
+                ) -> tuple[str, list[Replacement]]:
+    """pi's applyEditsToNormalizedContent: the text with the edits made, and the replacements
+    that make it. When any edit matches only fuzzily, all are matched in the normalized text
+    and the lines they touch are written from it; the other lines keep their bytes."""
+    pairs = [(to_lf(edit["oldText"]), to_lf(edit["newText"])) for edit in edits]
+    many = len(pairs) > 1
+    for index, (old, _new) in enumerate(pairs):
+        if not old:
+            raise EditError(f"edits[{index}].oldText must not be empty in {path}." if many
+                            else f"oldText must not be empty in {path}.")
+    fuzzy = any(match is not None and match.fuzzy
+                for match in (fuzzy_find(normalized, old) for old, _new in pairs))
+    base = normalize_for_fuzzy_match(normalized) if fuzzy else normalized
+    matched: list[tuple[int, Replacement]] = []
+    for index, (old, new) in enumerate(pairs):
+        match = fuzzy_find(base, old)
+        if match is None:
+            raise EditError(
+                f"Could not find edits[{index}] in {path}. The oldText must match exactly "
+                "including all whitespace and newlines." if many else
+                f"Could not find the exact text in {path}. The old text must match exactly "
+                "including all whitespace and newlines.")
+        count = _occurrences(base, old)
+        if count > 1:
+            raise EditError(
+                f"Found {count} occurrences of edits[{index}] in {path}. Each oldText must be "
+                "unique. Please provide more context to make it unique." if many else
+                f"Found {count} occurrences of the text in {path}. The text must be unique. "
+                "Please provide more context to make it unique.")
+        matched.append((index, Replacement(match.start, match.length, new)))
+    matched.sort(key=lambda item: item[1].start)
+    for (before, first), (after, second) in itertools.pairwise(matched):
+        if first.start + first.length > second.start:
+            raise EditError(f"edits[{before}] and edits[{after}] overlap in {path}. Merge them "
+                            "into one edit or target disjoint regions.")
+    replacements = [replacement for _index, replacement in matched]
+    if fuzzy:
+        replacements = _widen_to_lines(normalized, base, replacements)
+    new_text = apply_replacements(normalized, replacements)
+    if new_text == normalized:
+        raise EditError(
+            f"No changes made to {path}. The replacements produced identical content." if many
+            else f"No changes made to {path}. The replacement produced identical content. This "
+            "might indicate an issue with special characters or the text not existing as "
+            "expected.")
+    return new_text, replacements
+
+
+def apply_replacements(content: str, replacements: list[Replacement], offset: int = 0) -> str:
+    """pi's applyReplacements: each replacement made, the last first (offsets relative to
+    `offset` in `content`)."""
+    for replacement in reversed(replacements):
+        start = replacement.start - offset
+        content = content[:start] + replacement.text + content[start + replacement.length:]
+    return content
+
+
+def _line_spans(content: str) -> list[tuple[int, int]]:
+    return [match.span() for match in LINES.finditer(content)]
+
+
+def _line_range(lines: list[tuple[int, int]], replacement: Replacement) -> tuple[int, int]:
+    """The lines (first, after last) a replacement touches."""
+    start, end = replacement.start, replacement.start + replacement.length
+    first = next((i for i, (begin, stop) in enumerate(lines) if begin <= start < stop), None)
+    if first is None:
+        raise EditError("Replacement range is outside the base content.")
+    last = first
+    while last < len(lines) and lines[last][1] < end:
+        last += 1
+    if last >= len(lines):
+        raise EditError("Replacement range is outside the base content.")
+    return first, last + 1
+
+
+def _widen_to_lines(original: str, base: str, replacements: list[Replacement]
+                    ) -> list[Replacement]:
+    """pi's widenReplacementsToLines: replacements matched in `base` (a normalized view of
+    `original`) as replacements of `original`'s whole lines they touch, rewritten from `base`."""
+    original_lines, base_lines = _line_spans(original), _line_spans(base)
+    if len(original_lines) != len(base_lines):
+        raise EditError("Cannot preserve unchanged lines because the base content has a "
+                        "different line count.")
+    groups: list[tuple[int, int, list[Replacement]]] = []
+    for replacement in sorted(replacements, key=lambda r: r.start):
+        first, after = _line_range(base_lines, replacement)
+        if groups and first < groups[-1][1]:
+            start, end, members = groups[-1]
+            groups[-1] = (start, max(end, after), [*members, replacement])
+        else:
+            groups.append((first, after, [replacement]))
+    widened = []
+    for first, after, members in groups:
+        base_start, base_end = base_lines[first][0], base_lines[after - 1][1]
+        start = original_lines[first][0]
+        widened.append(Replacement(start, original_lines[after - 1][1] - start,
+                                   apply_replacements(base[base_start:base_end], members,
+                                                      base_start)))
+    return widened
