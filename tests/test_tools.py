@@ -639,6 +639,18 @@ async def test_edit_fails_as_pi_fails(root: Path, files: dict[str, str], path: s
     assert (text_of(result), result.is_error) == (expected, True)
 
 
+async def test_edit_of_a_file_it_may_not_write_is_refused_first(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pi checks read and write access before reading (root may do anything, so the check is
+    played here): a read-only file is refused as pi refuses it, not failed at the write."""
+    (root / "f.py").write_text("a\n")
+    monkeypatch.setattr(os, "access", lambda path, mode: not mode & os.W_OK)
+    result = await run(EDIT, {"path": "f.py", "edits": [replace("a", "b")]}, root)
+    assert (text_of(result), result.is_error) == \
+        ("Could not edit file: f.py. Error code: EACCES.", True)
+    assert (root / "f.py").read_text() == "a\n"
+
+
 async def test_edit_of_a_file_that_is_not_utf8_replaces_its_bad_bytes_as_pi(root: Path) -> None:
     """pi reads the file as UTF-8 with U+FFFD for bad bytes and writes that back; pi-lsp failed
     with "'utf-8' codec can't decode byte 0xff"."""

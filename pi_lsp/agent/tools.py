@@ -398,14 +398,15 @@ def propose_edit(args: dict[str, Any], ctx: ToolContext) -> Proposal:
 def _edited_text(path: Path, raw: str, ctx: ToolContext) -> str:
     """The text `edit` changes (bad UTF-8 replaced, as pi reads it); pi's errors when there is
     none (a FIFO or device is a missing file, as for read)."""
+    # pi asks for read and write access first: a file it could read but not write is refused.
+    if os.path.exists(path) and not os.access(path, os.R_OK | os.W_OK):
+        raise ToolError(f"Could not edit file: {raw}. Error code: EACCES.")
     text = _current_text(path, ctx)
     if text is not None:
         return text
     if os.path.isdir(path):
         raise ToolError("EISDIR: illegal operation on a directory, read")
-    code = "EACCES" if os.path.exists(path) and not os.access(path, os.R_OK | os.W_OK) \
-        else "ENOENT"
-    raise ToolError(f"Could not edit file: {raw}. Error code: {code}.")
+    raise ToolError(f"Could not edit file: {raw}. Error code: ENOENT.")
 
 
 def _edit_plan(before: str, args: dict[str, Any]) -> EditPlan:
