@@ -1028,7 +1028,7 @@ async def test_set_model_refuses_a_model_that_exists_nowhere(pi: Pi) -> None:
     failed "provider '' is not configured": refused with pi 1.6's words, nothing written."""
     uri = await fork(pi)
     before = await tree_nodes(pi, uri)
-    for provider, model in (("nope", "nope"), ("anthropic", "no-such-model"), ("", "")):
+    for provider, model in (("nope", "nope"), ("", ""), ("anthropic", "")):
         error = await call_error(pi.client, "pi.setModel",
                                  {"uri": uri, "provider": provider, "modelId": model})
         assert (error.code, error.message) == (INVALID_PARAMS,
@@ -1037,6 +1037,16 @@ async def test_set_model_refuses_a_model_that_exists_nowhere(pi: Pi) -> None:
     # A known model whose provider has no key yet is taken (no OpenAI key here).
     assert await call(pi.client, "pi.setModel",
                       {"uri": uri, "provider": "openai", "modelId": "gpt-4.1"}) == {}
+
+
+async def test_set_model_takes_an_id_the_catalog_lacks(pi: Pi) -> None:
+    """The editors let a user type any provider/id ("Other…", `:PiModel`), as `run --model`
+    takes one; refusing ids outside the catalog broke a model newer than it or a dated id."""
+    uri = await fork(pi)
+    assert await call(pi.client, "pi.setModel", {
+        "uri": uri, "provider": "anthropic", "modelId": "claude-3-7-sonnet-20250219"}) == {}
+    preview = await call(pi.client, "pi.previewContext", {"uri": uri, "layer": "request"})
+    assert preview["request"]["model"] == "claude-3-7-sonnet-20250219"
 
 
 async def test_edit_context_remove_replace_and_undo(pi: Pi) -> None:

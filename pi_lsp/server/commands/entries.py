@@ -47,10 +47,12 @@ async def set_name(ls: PiServer, args: NameArgs) -> dict[str, Any]:
 
 
 async def set_model(ls: PiServer, args: ModelArgs) -> dict[str, Any]:
-    """pi 1.6's RPC set_model: a model the registry does not know is refused, nothing written
-    (one without a key is taken: the key may come before the next prompt)."""
+    """A model of a provider that exists, in pi 1.6's words when none does ("Model not found",
+    nothing written). An id the catalog lacks is taken, as `run --model` takes it and the
+    editors offer to type one (a model newer than the catalog, a dated id); so is a model whose
+    provider has no key yet."""
     harness = ls.hub.harness(await ls.open_tree(args.uri))
-    if harness.registry.find(args.provider, args.model_id) is None:
+    if not args.model_id or harness.registry.provider(args.provider) is None:
         raise JsonRpcInvalidParams(f"Model not found: {args.provider}/{args.model_id}")
     harness.set_model(args.provider, args.model_id)
     return {}
