@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from pi_lsp.agent import readpage, tools
 from pi_lsp.agent.approval import allow_all, ask_approval
 from pi_lsp.agent.mime import image_type
+from pi_lsp.agent.shell import shell_path
 from pi_lsp.agent.splice import splice, to_lf
 from pi_lsp.agent.tools import (
     BASH,
@@ -713,6 +714,17 @@ async def test_bash_non_zero_exit_is_an_error_with_the_code(root: Path) -> None:
     text = text_of(result)
     assert "partial" in text
     assert "exited with code 3" in text
+
+
+async def test_bash_runs_bash(root: Path) -> None:
+    """Commands ran in /bin/sh (dash on Debian), where `[[`, `{1..3}`, arrays, `$'..'` and
+    `source` fail; pi 1.6 runs /bin/bash."""
+    (root / "lib.sh").write_text("word=sourced\n")
+    command = "source lib.sh; a=(x y); [[ $word == sourced ]] && echo {1..3} ${a[1]} $'a\\tb' $0"
+    result = await run(BASH, {"command": command}, root)
+    assert not result.is_error
+    assert text_of(result).strip() == f"1 2 3 y a\tb {shell_path()}"
+    assert shell_path() == "/bin/bash" or not os.path.exists("/bin/bash")
 
 
 async def test_bash_timeout(root: Path) -> None:

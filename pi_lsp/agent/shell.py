@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -20,6 +21,14 @@ from pi_lsp.finish import finish
 
 WATCHER = subreaper.__file__
 KILL_WAIT_S = 10.0  # the watcher kills at once; this only bounds a watcher that hangs
+
+
+def shell_path() -> str:
+    """The shell commands run in, chosen as pi 1.6's getShellConfig chooses on Unix: /bin/bash,
+    else bash on PATH, else sh."""
+    if os.path.exists("/bin/bash"):
+        return "/bin/bash"
+    return shutil.which("bash") or "sh"
 
 
 class ShellProcess:
@@ -59,8 +68,9 @@ class ShellProcess:
             pipe, _ = await asyncio.get_running_loop().connect_read_pipe(
                 lambda: asyncio.StreamReaderProtocol(output), os.fdopen(out_read, "rb", 0))
             process = await finish(asyncio.ensure_future(asyncio.create_subprocess_exec(
-                sys.executable, "-I", "-S", WATCHER, command, cwd=cwd, env=env, stdin=read_end,
-                stdout=out_write, stderr=out_write, start_new_session=True)), give_up)
+                sys.executable, "-I", "-S", WATCHER, shell_path(), command, cwd=cwd, env=env,
+                stdin=read_end, stdout=out_write, stderr=out_write, start_new_session=True)),
+                give_up)
         except BaseException:
             if given_up is None:  # else its close() has released both already
                 os.close(write_end)

@@ -1,7 +1,7 @@
-"""The watcher a bash command runs under: `python -I -S subreaper.py COMMAND`, stdin a pipe only
-pi-lsp holds open. Standard library only, so it starts quickly.
+"""The watcher a bash command runs under: `python -I -S subreaper.py SHELL COMMAND`, stdin a pipe
+only pi-lsp holds open. Standard library only, so it starts quickly.
 
-It runs COMMAND with `sh -c` and exits with its status. When the pipe closes (pi-lsp ended in
+It runs COMMAND with `SHELL -c` and exits with its status. When the pipe closes (pi-lsp ended in
 any way, `kill -9` included, or aborted the command) it kills every process the command
 started, those that left its process group with `setsid` included: on Linux the watcher is a
 child subreaper (prctl PR_SET_CHILD_SUBREAPER), so such processes stay its descendants when their
@@ -79,7 +79,8 @@ def kill_everything(subreaper: bool) -> None:
 def main() -> int:
     subreaper = become_subreaper()
     watch = os.dup(0)  # not inherited: only this process waits on pi-lsp's pipe
-    child = subprocess.Popen(["/bin/sh", "-c", sys.argv[1]], stdin=subprocess.DEVNULL)
+    shell, command = sys.argv[1:3]
+    child = subprocess.Popen([shell, "-c", command], stdin=subprocess.DEVNULL)
     done_read, done_write = os.pipe()
 
     def wait_for_child() -> None:
