@@ -6,6 +6,8 @@ import asyncio
 import base64
 import logging
 import os
+import signal
+import sys
 import threading
 import tracemalloc
 from pathlib import Path
@@ -772,6 +774,45 @@ async def test_bash_huge_output_keeps_the_tail_and_saves_all(root: Path) -> None
         assert full_path.read_text() == expected
     finally:
         full_path.unlink(missing_ok=True)
+
+
+async def test_bash_returns_when_the_shell_exits_though_a_job_holds_the_output(root: Path
+                                                                               ) -> None:
+    """A command that started a background job (`npm run dev &`) waited for the job's end or
+    the timeout; pi 1.6 returns once the shell has exited and the output has gone quiet, and
+    the job runs on."""
+    result = await run(BASH, {"command": "sleep 60 & echo $! > job; echo started"}, root)
+    pid = int((root / "job").read_text())
+    try:
+        assert not result.is_error and text_of(result).strip() == "started"
+        assert alive(pid)
+    finally:
+        os.kill(pid, signal.SIGKILL)
+
+
+async def test_bash_setsid_in_the_foreground_returns_at_once(root: Path) -> None:
+    """The shell did not lead its process group, so `setsid CMD` ran CMD in its place and the
+    call waited for CMD; pi 1.6's shell leads its group, setsid forks and the call returns."""
+    result = await run(BASH, {"command": "setsid sh -c 'echo $$ > job; exec sleep 60'"}, root)
+    pid = await pid_in(root / "job")
+    try:
+        assert not result.is_error
+        assert alive(pid)
+    finally:
+        os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a subreaper needs Linux")
+async def test_bash_timeout_kills_what_the_command_left_running(root: Path) -> None:
+    """A timeout after the shell had exited killed nothing (the watcher had ended with the
+    shell): jobs that kept the output going ran on, `setsid` or not (README, Safety)."""
+    command = ("setsid sh -c 'echo $$ > quiet; exec sleep 300' & sleep 300 & echo $! > job; "
+               "bash -c 'echo $$ > writer; while :; do echo y; done' & "
+               "until [ -s writer ] && [ -s quiet ]; do :; done")
+    result = await run(BASH, {"command": command, "timeout": 1}, root)
+    assert result.is_error and "timed out" in text_of(result)
+    for name in ("quiet", "job", "writer"):
+        await gone(int((root / name).read_text()), f"the {name} job the command left")
 
 
 async def test_cancelling_bash_kills_the_whole_process_group(root: Path) -> None:

@@ -1,9 +1,11 @@
 """Shell commands that cannot outlive the process that started them.
 
 A command runs under a small watcher (`subreaper.py`) in its own process group, whose stdin is a
-pipe only this process can write to. When this process ends in any way, a SIGKILL included, or
-gives up on the command (abort, timeout), the pipe closes and the watcher kills everything the
-command started: on Linux even what left the group with `setsid`, elsewhere the group.
+socket only this process holds the other end of. When this process ends in any way, a SIGKILL
+included, or gives up on the command (abort, timeout), the socket closes and the watcher kills
+everything the command started: on Linux even what left the group with `setsid`, elsewhere the
+group. A command that ended normally is released instead: what it left running in the
+background runs on, as pi 1.6 leaves it.
 """
 
 from __future__ import annotations
@@ -13,14 +15,22 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pi_lsp.agent import subreaper
 from pi_lsp.finish import finish
 
 WATCHER = subreaper.__file__
 KILL_WAIT_S = 10.0  # the watcher kills at once; this only bounds a watcher that hangs
+# pi 1.6's EXIT_STDIO_GRACE_MS: once the shell has exited, output that stays quiet this long
+# ends the command, though a background job still holds the pipe (`npm run dev &`).
+EXIT_GRACE_S = 0.1
+CHUNK = 65536
 
 
 def shell_path() -> str:
@@ -31,16 +41,31 @@ def shell_path() -> str:
     return shutil.which("bash") or "sh"
 
 
+class OutputPipe(asyncio.StreamReaderProtocol):
+    """The output pipe's protocol, which notes when output last came."""
+
+    def __init__(self) -> None:
+        self.reader = asyncio.StreamReader()
+        super().__init__(self.reader)
+        self.last_data = time.monotonic()
+
+    def data_received(self, data: bytes) -> None:
+        self.last_data = time.monotonic()
+        super().data_received(data)
+
+
 class ShellProcess:
     """One running command and its output (stdout and stderr together); `close()` kills what
-    is left of it and drops both pipes."""
+    is left of it, or lets its background jobs run on, and drops both pipes."""
 
-    def __init__(self, process: asyncio.subprocess.Process, output: asyncio.StreamReader,
-                 pipe: asyncio.ReadTransport, watch: int) -> None:
+    def __init__(self, process: asyncio.subprocess.Process, output: OutputPipe,
+                 pipe: asyncio.ReadTransport, control: socket.socket) -> None:
         self.process = process
-        self.output = output
+        self.output = output.reader
+        self._arrivals = output
         self._pipe = pipe
-        self._watch = watch
+        self._control = control
+        self._exited_at = 0.0  # when the shell's exit was reported
 
     @classmethod
     async def start(cls, command: str, cwd: Path, env: dict[str, str] | None = None
@@ -51,44 +76,89 @@ class ShellProcess:
         The output pipe is ours, not asyncio's: a process's `wait()` also waits for the pipes
         asyncio made to reach their end, which never comes once nobody reads a full one.
         """
-        output = asyncio.StreamReader()
+        output = OutputPipe()
         out_read, out_write = os.pipe()
-        read_end, write_end = os.pipe()  # not inherited: only this process holds the write end
+        ours, theirs = socket.socketpair()  # not inherited: only this process holds `ours`
+        ours.setblocking(False)
         pipe: asyncio.ReadTransport | None = None
         given_up: ShellProcess | None = None
 
         async def give_up(started: asyncio.subprocess.Process) -> None:
             nonlocal given_up
             assert pipe is not None
-            given_up = cls(started, output, pipe, write_end)
+            given_up = cls(started, output, pipe, ours)
             await given_up.close()
 
         try:
             # A cancel here closes what it opened (out_read included).
             pipe, _ = await asyncio.get_running_loop().connect_read_pipe(
-                lambda: asyncio.StreamReaderProtocol(output), os.fdopen(out_read, "rb", 0))
+                lambda: output, os.fdopen(out_read, "rb", 0))
             process = await finish(asyncio.ensure_future(asyncio.create_subprocess_exec(
                 sys.executable, "-I", "-S", WATCHER, shell_path(), command, cwd=cwd, env=env,
-                stdin=read_end, stdout=out_write, stderr=out_write, start_new_session=True)),
+                stdin=theirs.fileno(), stdout=out_write, stderr=out_write, start_new_session=True)),
                 give_up)
         except BaseException:
             if given_up is None:  # else its close() has released both already
-                os.close(write_end)
+                ours.close()
                 if pipe is not None:
                     pipe.close()
             raise
         finally:
-            os.close(read_end)
+            theirs.close()
             os.close(out_write)
-        return cls(process, output, pipe, write_end)
+        return cls(process, output, pipe, ours)
 
-    async def close(self) -> None:
-        """After the command ended or was given up on: nothing of it keeps running."""
-        if self._watch >= 0:  # closed, it tells the watcher to kill all the command started
-            os.close(self._watch)
-            self._watch = -1
+    async def read_until_done(self, on_output: Callable[[bytes], None]) -> int:
+        """Hand on the output until the shell has exited and the output has ended or stayed
+        quiet for EXIT_GRACE_S (pi 1.6's waitForChildProcess); the shell's exit status."""
+        exited = asyncio.ensure_future(self._exit_status())
+        reading: asyncio.Future[bytes] | None = None
+        try:
+            while True:
+                reading = reading or asyncio.ensure_future(self.output.read(CHUNK))
+                waiting: list[asyncio.Future[Any]] = [reading] if exited.done() else \
+                    [reading, exited]
+                await asyncio.wait(waiting, timeout=self._quiet_left(exited),
+                                   return_when=asyncio.FIRST_COMPLETED)
+                if reading.done():
+                    chunk = reading.result()
+                    reading = None
+                    if not chunk:
+                        return await exited
+                    on_output(chunk)
+                elif exited.done() and self._quiet_left(exited) == 0:
+                    return exited.result()
+        finally:
+            exited.cancel()
+            if reading is not None:
+                reading.cancel()
+
+    def _quiet_left(self, exited: asyncio.Future[int]) -> float | None:
+        """How much longer the output must stay quiet for the command to have ended; None while
+        the shell runs. Counted from when output came, not from when it was read: a busy loop
+        that reads late has not seen the output go quiet."""
+        if not exited.done():
+            return None
+        quiet_since = max(self._exited_at, self._arrivals.last_data)
+        return max(quiet_since + EXIT_GRACE_S - time.monotonic(), 0.0)
+
+    async def _exit_status(self) -> int:
+        """The status the watcher reports when the shell exits (its own, if it ended first)."""
+        line = await asyncio.get_running_loop().sock_recv(self._control, 16)
+        status = int(line) if line.strip().isdigit() else await self.process.wait()
+        self._exited_at = time.monotonic()
+        return status
+
+    async def close(self, release: bool = False) -> None:
+        """After the command ended (`release`: what it left in the background runs on) or was
+        given up on (all it started is killed): nothing else of it keeps running."""
+        if self._control.fileno() >= 0:
+            if release:
+                with contextlib.suppress(OSError):  # the watcher ended meanwhile
+                    self._control.send(subreaper.RELEASE)
+            self._control.close()  # closed unreleased, it tells the watcher to kill
         await _stop(self.process)
-        self._pipe.close()
+        self._pipe.close()  # a background job that still writes gets EPIPE, as in pi
 
 
 async def _stop(process: asyncio.subprocess.Process) -> None:

@@ -1,11 +1,14 @@
-"""The watcher a bash command runs under: `python -I -S subreaper.py SHELL COMMAND`, stdin a pipe
-only pi-lsp holds open. Standard library only, so it starts quickly.
+"""The watcher a bash command runs under: `python -I -S subreaper.py SHELL COMMAND`, stdin a
+socket only pi-lsp holds the other end of. Standard library only, so it starts quickly.
 
-It runs COMMAND with `SHELL -c` and exits with its status. When the pipe closes (pi-lsp ended in
-any way, `kill -9` included, or aborted the command) it kills every process the command
-started, those that left its process group with `setsid` included: on Linux the watcher is a
-child subreaper (prctl PR_SET_CHILD_SUBREAPER), so such processes stay its descendants when their
-parents die. Where that is not available (macOS) it kills the process group only.
+It runs COMMAND with `SHELL -c`, and when the shell exits it writes the shell's status to the
+socket and waits for pi-lsp's verdict: RELEASE lets what the command left in the background run
+on, and the watcher exits with the status. When the socket closes instead (pi-lsp ended in any
+way, `kill -9` included, or aborted the command, or it timed out), before or after the shell
+exited, it kills every process the command started, those that left its process group with
+`setsid` included: on Linux the watcher is a child subreaper (prctl PR_SET_CHILD_SUBREAPER), so
+such processes stay its descendants when their parents die. Where that is not available (macOS)
+it kills the process group only.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import threading
 from collections import defaultdict
 
 PR_SET_CHILD_SUBREAPER = 36
+RELEASE = b"r"  # pi-lsp's word that the command ended normally
 MAX_ROUNDS = 1000  # killing a parent hands its children to us; a fork loop ends too
 
 
@@ -62,8 +66,11 @@ def reap() -> None:
             pass
 
 
-def kill_everything(subreaper: bool) -> None:
-    """SIGKILL every descendant until none is left, then the whole process group."""
+def kill_everything(subreaper: bool, group: int) -> None:
+    """SIGKILL the shell's process group, then every descendant until none is left, then the
+    watcher's own group (itself)."""
+    with contextlib.suppress(ProcessLookupError):  # all of the group may have ended
+        os.killpg(group, signal.SIGKILL)
     if subreaper:
         for _round in range(MAX_ROUNDS):
             found = descendants(os.getpid())
@@ -76,23 +83,45 @@ def kill_everything(subreaper: bool) -> None:
     os.killpg(0, signal.SIGKILL)
 
 
+def shell_status(child: subprocess.Popen[bytes]) -> int:
+    """The shell's exit status once it has exited (128 + the signal that killed it)."""
+    if not hasattr(os, "waitid"):  # macOS before Python 3.13
+        code = child.wait()
+        return 128 - code if code < 0 else code
+    # Left a zombie until the verdict, the shell keeps its pid and group id: the kill cannot
+    # reach another process that took the number meanwhile.
+    ended = os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
+    assert ended is not None  # None only with WNOHANG
+    return ended.si_status + 128 * (ended.si_code != os.CLD_EXITED)
+
+
 def main() -> int:
     subreaper = become_subreaper()
-    watch = os.dup(0)  # not inherited: only this process waits on pi-lsp's pipe
+    watch = os.dup(0)  # not inherited: only this process talks with pi-lsp
     shell, command = sys.argv[1:3]
-    child = subprocess.Popen([shell, "-c", command], stdin=subprocess.DEVNULL)
+    # In a session and process group of its own, as pi 1.6 starts it (`setsid sleep 9` then
+    # forks, and the shell exits at once).
+    child = subprocess.Popen([shell, "-c", command], stdin=subprocess.DEVNULL,
+                             start_new_session=True)
     done_read, done_write = os.pipe()
+    statuses: list[int] = []
 
     def wait_for_child() -> None:
-        child.wait()
+        with contextlib.suppress(ChildProcessError):  # reaped by a kill meanwhile
+            statuses.append(shell_status(child))
         os.write(done_write, b"x")
 
     threading.Thread(target=wait_for_child, daemon=True).start()
     ready, _, _ = select.select([watch, done_read], [], [])
-    if watch in ready:
-        kill_everything(subreaper)
-    code = child.wait()
-    return 128 - code if code < 0 else code  # as sh reports a command killed by a signal
+    if watch not in ready:
+        # The background jobs the shell left may still hold the output; pi-lsp decides.
+        with contextlib.suppress(OSError):  # pi-lsp gave up meanwhile: its end is closed
+            os.write(watch, b"%d\n" % statuses[0])
+            if os.read(watch, 1) == RELEASE:
+                child.wait()
+                return statuses[0]
+    kill_everything(subreaper, child.pid)
+    return 0  # not reached: the last kill ends this process too
 
 
 if __name__ == "__main__":

@@ -463,36 +463,41 @@ async def run_bash(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         # Refused before anything runs: asyncio fails on a huge one once the command started.
         raise ToolError(f"`timeout` must be at most {BASH_TIMEOUT_MAX_S} seconds (24 hours)")
     shell = await ShellProcess.start(command, ctx.root, ctx.environment())
-    process = shell.process
     output = OutputTail()
     updates = ThrottledUpdates(lambda: output.tail()[0], ctx.on_update)
 
-    async def collect() -> None:
-        """Until the command and whatever it left holding its output have ended."""
-        while chunk := await shell.output.read(65536):
-            output.write(chunk)
-            updates.changed()
-        await process.wait()
+    def take(chunk: bytes) -> None:
+        output.write(chunk)
+        updates.changed()
 
-    timed_out = False
     try:
-        await asyncio.wait_for(collect(), timeout)
-    except TimeoutError:
-        timed_out = True
+        status = await _run_shell(shell, timeout, take)
     except BaseException:
         output.discard()  # aborted or failed: no result will name the full output
         raise
     finally:
         updates.stop()
-        await shell.close()
         output.close()
     text, details = output.result_text()
-    if timed_out:
+    if status is None:
         return text_result(f"{text}\n\nCommand timed out after {timeout} s", details, True)
-    if process.returncode:
-        return text_result(f"{text}\n\nCommand exited with code {process.returncode}",
-                           details, True)
+    if status:
+        return text_result(f"{text}\n\nCommand exited with code {status}", details, True)
     return text_result(text, details)
+
+
+async def _run_shell(shell: ShellProcess, timeout: float | None,
+                     take: Callable[[bytes], None]) -> int | None:
+    """The shell's exit status, None when `timeout` ran out first. What the command left in the
+    background runs on when it ended normally (as in pi 1.6); else all it started is killed."""
+    status = None
+    try:
+        status = await asyncio.wait_for(shell.read_until_done(take), timeout)
+    except TimeoutError:
+        pass
+    finally:
+        await shell.close(release=status is not None)
+    return status
 
 
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
