@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import logging
 import os
 import signal
@@ -743,6 +744,64 @@ async def test_bash_timeout_over_a_day_is_refused_before_the_command_runs(
     assert result.is_error
     assert "at most 86400 seconds" in text_of(result)
     assert not (root / "ran").exists()
+
+
+async def test_bash_has_no_default_timeout(root: Path, monkeypatch: pytest.MonkeyPatch
+                                          ) -> None:
+    """A command given no timeout was killed after 120 s; pi 1.6 sets none."""
+    given: list[float | None] = []
+    wait_for = asyncio.wait_for
+
+    async def noted(awaitable: Any, timeout: float | None) -> Any:
+        given.append(timeout)
+        return await wait_for(awaitable, timeout)
+
+    monkeypatch.setattr(asyncio, "wait_for", noted)
+    result = await run(BASH, {"command": "echo done"}, root)
+    assert text_of(result).strip() == "done"
+    assert given == [None]
+
+
+@pytest.mark.parametrize("timeout", ["2", " 2 ", 0.5, True, "1e1", "0x10", "12n", None])
+async def test_bash_timeout_is_read_as_pi_reads_it(root: Path, timeout: object) -> None:
+    """Only whole numbers were taken ("2" and 0.5 refused, 0 meant 120 s); pi 1.6 coerces the
+    argument as its schema validation does."""
+    result = await run(BASH, {"command": "echo ran", "timeout": timeout}, root)
+    assert not result.is_error and text_of(result).strip() == "ran"
+
+
+@pytest.mark.parametrize("timeout", [0, -1, "", "0", False])
+async def test_bash_timeout_of_zero_or_less_is_refused(root: Path, timeout: object) -> None:
+    result = await run(BASH, {"command": "touch ran", "timeout": timeout}, root)
+    assert result.is_error
+    assert text_of(result) == "Invalid timeout: must be a finite number of seconds"
+    assert not (root / "ran").exists()
+
+
+async def test_bash_timeout_may_be_a_fraction(root: Path) -> None:
+    result = await run(BASH, {"command": "sleep 300", "timeout": "0.5"}, root)
+    assert result.is_error and "timed out" in text_of(result)
+
+
+@pytest.mark.parametrize(("args", "problem"), [
+    ({"command": "true", "timeout": "soon"}, "timeout: expected number, got string"),
+    ({"command": "true", "timeout": [3]}, "timeout: expected number, got array"),
+    ({"command": 5}, "command: expected string, got integer"),
+    ({}, "command: missing"),
+])
+async def test_bash_arguments_of_the_wrong_type_get_pi_s_words(
+        root: Path, args: dict[str, Any], problem: str) -> None:
+    result = await run(BASH, args, root)
+    assert result.is_error
+    assert text_of(result) == f'Validation failed for tool "bash":\n  - {problem}\n\n' \
+        f"Received arguments:\n{json.dumps(args, indent=2)}"
+
+
+async def test_bash_in_a_folder_gone_gets_pi_s_words(root: Path) -> None:
+    result = await run(BASH, {"command": "true"}, root / "gone")
+    assert result.is_error
+    assert text_of(result) == f"Working directory does not exist: {root / 'gone'}\n" \
+        "Cannot execute bash commands."
 
 
 async def test_bash_runs_without_the_api_keys(root: Path, monkeypatch: pytest.MonkeyPatch

@@ -7,7 +7,9 @@ import base64
 import codecs
 import difflib
 import io
+import json
 import logging
+import math
 import os
 import re
 import stat
@@ -38,7 +40,6 @@ READ_CHUNK = 1 << 20  # a file is read this much at a time, whatever its size
 # Anthropic's limit for one image (OpenAI's is 20 MB); a bigger one would fail every later
 # request of the session, since the image stays in its context.
 IMAGE_BYTE_LIMIT = 5 * 1024 * 1024
-BASH_TIMEOUT_S = 120
 BASH_TIMEOUT_MAX_S = 24 * 60 * 60
 # The variables pi-lsp reads its own keys from; a command the user approves runs the project's
 # code (npm test, pytest), which must not find them.
@@ -457,11 +458,11 @@ async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
 
 
 async def run_bash(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-    command = _str_arg(args, "command")
-    timeout = _int_arg(args, "timeout", BASH_TIMEOUT_S) or BASH_TIMEOUT_S
-    if timeout > BASH_TIMEOUT_MAX_S:
-        # Refused before anything runs: asyncio fails on a huge one once the command started.
-        raise ToolError(f"`timeout` must be at most {BASH_TIMEOUT_MAX_S} seconds (24 hours)")
+    command = _bash_command(args)
+    timeout = _bash_timeout(args)
+    if not ctx.root.exists():
+        raise ToolError(f"Working directory does not exist: {ctx.root}\n"
+                        "Cannot execute bash commands.")
     shell = await ShellProcess.start(command, ctx.root, ctx.environment())
     output = OutputTail()
     updates = ThrottledUpdates(lambda: output.tail()[0], ctx.on_update)
@@ -498,6 +499,101 @@ async def _run_shell(shell: ShellProcess, timeout: float | None,
     finally:
         await shell.close(release=status is not None)
     return status
+
+
+def _bash_command(args: dict[str, Any]) -> str:
+    """The command, which must be a string (pi 1.6 runs `5` for 5; pi-lsp runs no command but
+    the one shown for approval)."""
+    command = args.get("command")
+    if not isinstance(command, str):
+        raise _invalid_bash_arguments(args, "command", "string")
+    return command
+
+
+def _bash_timeout(args: dict[str, Any]) -> float | None:
+    """The timeout in seconds, None for none, read as pi 1.6 reads it: "2", true and 0.5 are
+    numbers; zero or less is refused. pi-lsp refuses more than a day too."""
+    raw = args.get("timeout")
+    if raw is None:  # pi drops a null optional argument
+        return None
+    timeout = _js_number(raw)
+    if timeout is None:
+        raise _invalid_bash_arguments(args, "timeout", "number")
+    if timeout <= 0:
+        raise ToolError("Invalid timeout: must be a finite number of seconds")
+    if timeout > BASH_TIMEOUT_MAX_S:
+        # Refused before anything runs: asyncio fails on a huge one once the command started.
+        raise ToolError(f"`timeout` must be at most {BASH_TIMEOUT_MAX_S} seconds (24 hours)")
+    return timeout
+
+
+JS_SPACE = " \t\n\v\f\r\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008" \
+    "\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+JS_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+JS_RADIX = re.compile(r"0([xX][0-9a-fA-F]+|[oO][0-7]+|[bB][01]+)")
+JS_BIGINT = re.compile(r"-?(0|[1-9][0-9]*)n")
+JS_SAFE_INTEGER = 2**53 - 1
+
+
+def _js_number(value: object) -> float | None:
+    """`value` made a number as pi 1.6's argument coercion makes it (TypeBox's Convert: booleans,
+    numeric strings as JavaScript reads them, "true", "12n"); None when it cannot be."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if not isinstance(value, str):
+        return None
+    number = _js_string_number(value.strip(JS_SPACE))
+    if number is not None:
+        return number
+    if value.lower() in ("false", "true"):
+        return int(value.lower() == "true")
+    if JS_BIGINT.fullmatch(value) and abs(int(value[:-1])) <= JS_SAFE_INTEGER:
+        return int(value[:-1])
+    return None
+
+
+def _js_string_number(text: str) -> float | None:
+    """JavaScript's `+text` (text without the space around it); None unless a finite number."""
+    if not text:
+        return 0.0
+    try:
+        if JS_DECIMAL.fullmatch(text):
+            number = float(text)
+        elif JS_RADIX.fullmatch(text):
+            number = float(int(text, 0))
+        else:
+            return None
+    except OverflowError:  # more hexadecimal digits than a double holds
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _invalid_bash_arguments(args: dict[str, Any], name: str, expected: str) -> ToolError:
+    """pi 1.6's words for an argument of the wrong type."""
+    given = args.get(name)
+    problem = "missing" if name not in args else \
+        f"expected {expected}, got {_js_type(given)}"
+    return ToolError(f'Validation failed for tool "bash":\n  - {name}: {problem}\n\n'
+                     f"Received arguments:\n{json.dumps(args, indent=2, ensure_ascii=False)}")
+
+
+def _js_type(value: object) -> str:
+    """The type pi 1.6 names in a validation error."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
 
 
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -540,11 +636,13 @@ EDIT = Tool(ToolSpec(
             "file, not incrementally. Do not include overlapping or nested edits. If two changes "
             "touch the same block or nearby lines, merge them into one edit instead.")},
     }, ["path", "edits"])), edit_file)
-BASH = Tool(ToolSpec("bash", "Run a shell command in the workspace root; stdout and stderr are "
-                     "combined. Output is cut to the last 2000 lines or 50KB (whichever comes "
-                     "first); the full output is then saved to a temp file.", _schema({
-                         "command": {"type": "string"},
-                         "timeout": {"type": "integer", "description": "Seconds (default 120)"},
+BASH = Tool(ToolSpec("bash", "Execute a bash command in the current working directory. Returns "
+                     "stdout and stderr. Output is truncated to last 2000 lines or 50KB "
+                     "(whichever is hit first). If truncated, full output is saved to a temp "
+                     "file. Optionally provide a timeout in seconds.", _schema({
+                         "command": {"type": "string", "description": "Shell command to execute"},
+                         "timeout": {"type": "number", "description": "Timeout in seconds "
+                                     "(optional, no default timeout)"},
                      }, ["command"])), run_bash)
 ALL_TOOLS: tuple[Tool, ...] = (READ, WRITE, EDIT, BASH)
 
