@@ -561,7 +561,7 @@ def test_output_memory_stays_bounded_and_the_file_has_everything(temp_dir: Path)
     line = b"x" * 99 + b"\n"
     for _ in range(100_000):  # 10 MB
         output.write(line)
-        assert len(output.buffer) <= 2 * output.max_bytes
+        assert len(output.buffer) <= 4 * output.max_bytes  # pi's window: cut back at 4x
     output.close()
     text, details = output.result_text()
     assert details is not None and details["truncation"]["truncatedBy"] == "bytes"
@@ -600,7 +600,7 @@ def test_short_output_leaves_no_file(temp_dir: Path) -> None:
     output = OutputTail()
     output.write(b"hello\nworld\n")
     output.close()
-    assert output.result_text() == ("hello\nworld", None)
+    assert output.result_text() == ("hello\nworld\n", None)  # as pi, the last newline kept
     assert output.full_path is None and list(temp_dir.iterdir()) == []
 
 

@@ -874,6 +874,41 @@ async def test_bash_timeout_kills_what_the_command_left_running(root: Path) -> N
         await gone(int((root / name).read_text()), f"the {name} job the command left")
 
 
+async def test_bash_keeps_the_output_s_last_newline(root: Path) -> None:
+    """The output's final newline was dropped; pi 1.6 shows the output as it is."""
+    result = await run(BASH, {"command": "echo x; exit 3"}, root)
+    assert text_of(result) == "x\n\n\nCommand exited with code 3"
+    result = await run(BASH, {"command": "printf 'a\\r\\nb\\r\\n\\n'"}, root)
+    assert text_of(result) == "a\r\nb\r\n\n"
+
+
+async def test_bash_output_cut_by_an_unfinished_last_line_is_saved(root: Path) -> None:
+    """2000 lines and an unfinished one were cut to 2000 but named "Full output: None": the
+    file started only past 2000 newlines, while pi counts the unfinished line too."""
+    result = await run(BASH, {"command": "seq 1 2000; printf last"}, root)
+    full = Path(result.details["fullOutputPath"])
+    try:
+        assert text_of(result).startswith("2\n3\n") and text_of(result).endswith(
+            f"\n2000\nlast\n\n[Showing lines 2-2001 of 2001. Full output: {full}]")
+        assert full.read_text() == "".join(f"{n}\n" for n in range(1, 2001)) + "last"
+    finally:
+        full.unlink(missing_ok=True)
+
+
+async def test_bash_output_is_cut_at_50kb_of_the_text_the_model_gets(root: Path) -> None:
+    """Bytes that are not UTF-8 were counted raw, then each sent as U+FFFD (3 bytes): 51,000 of
+    them reached the model as 153,000 bytes, no notice, no file. pi counts the decoded text."""
+    result = await run(BASH, {"command": "head -c 51000 /dev/zero | tr '\\0' '\\377'"}, root)
+    full = Path(result.details["fullOutputPath"])
+    try:
+        text, notice = text_of(result).split("\n\n")
+        assert text == "\ufffd" * (50 * 1024 // 3)
+        assert notice == f"[Showing last 50.0KB of line 1 (line is 149.4KB). Full output: {full}]"
+        assert full.read_bytes() == b"\xff" * 51000
+    finally:
+        full.unlink(missing_ok=True)
+
+
 async def test_cancelling_bash_kills_the_whole_process_group(root: Path) -> None:
     task = asyncio.ensure_future(
         run(BASH, {"command": "sleep 30 & echo $! > child; wait"}, root))

@@ -1,21 +1,23 @@
 """A command's output as pi keeps it: the tail in memory, everything in a temp file once long.
 
-Memory stays bounded however much a command prints: a rolling buffer of at most twice the byte
-limit, and the full output goes to a temp file as soon as it outgrows either limit. The files
-are deleted when the process exits (the result that names one may be read by the model until
-then); a file no result names (an aborted run) is deleted at once. Short outputs never get one.
+Memory stays bounded however much a command prints: a rolling buffer of at most four times the
+byte limit (pi's), and the full output goes to a temp file as soon as it outgrows either limit.
+The files are deleted when the process exits (the result that names one may be read by the
+model until then); a file no result names (an aborted run) is deleted at once. Short outputs
+never get one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
+import codecs
 import contextlib
 import os
 import tempfile
 import time
 from collections.abc import Callable
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 MAX_LINES = 2000
 MAX_BYTES = 50 * 1024
@@ -46,37 +48,157 @@ def format_size(size: int) -> str:
     return f"{size / (1024 * 1024):.1f}MB"
 
 
+class Cut(NamedTuple):
+    """What pi 1.6's truncateTail keeps of a text."""
+
+    text: str
+    by: str | None  # "lines" or "bytes"; None: nothing was cut
+    lines: int
+    size: int  # of `text`, in UTF-8
+    partial: bool  # `text` is the end of one line longer than the byte limit
+
+
+def _lines(text: str) -> list[str]:
+    """The text's lines, a final newline ending the last one rather than starting another."""
+    lines = text.split("\n") if text else []
+    if text.endswith("\n"):
+        lines.pop()
+    return lines
+
+
+def _end_bytes(text: str, limit: int) -> str:
+    """The end of `text` within `limit` UTF-8 bytes, starting on a whole character."""
+    data = text.encode()
+    start = len(data) - limit
+    if start <= 0:
+        return text
+    while start < len(data) and data[start] & 0xC0 == 0x80:
+        start += 1
+    return data[start:].decode()
+
+
+def truncate_tail(text: str, max_lines: int, max_bytes: int) -> Cut:
+    """The last whole lines of `text` within both limits, as pi 1.6's truncateTail: the text as
+    it is when it fits, else those lines joined (no final newline), or the end of the last line
+    when that line alone is over the byte limit."""
+    lines = _lines(text)
+    size = len(text.encode())
+    if len(lines) <= max_lines and size <= max_bytes:
+        return Cut(text, None, len(lines), size, False)
+    shown: list[str] = []
+    size, by, partial = 0, "lines", False
+    for line in reversed(lines):
+        if len(shown) >= max_lines:
+            break
+        cost = len(line.encode()) + (1 if shown else 0)
+        if size + cost > max_bytes:
+            by = "bytes"
+            if not shown:
+                shown.append(_end_bytes(line, max_bytes))
+                partial = True
+            break
+        shown.append(line)
+        size += cost
+    if len(shown) >= max_lines and size <= max_bytes:
+        by = "lines"
+    kept = "\n".join(reversed(shown))
+    return Cut(kept, by, len(shown), len(kept.encode()), partial)
+
+
 class OutputTail:
-    """Collects a command's output; `tail()` is what the model sees."""
+    """Collects a command's output as pi 1.6's OutputAccumulator does: decoded as UTF-8 (bad
+    bytes replaced) and counted decoded, the tail kept in memory; `tail()` is what the model
+    sees."""
 
     def __init__(self, max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES) -> None:
         self.max_lines, self.max_bytes = max_lines, max_bytes
-        self.buffer = bytearray()  # the end of the output; all of it until the file starts
-        self.total_bytes = 0
-        self.newlines = 0
-        self.last_newline = -1  # offset in the whole output
+        # pi's rolling window: the tail is cut back to this many bytes when twice as long.
+        self.rolling_bytes = max(2 * max_bytes, 1)
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._raw: list[bytes] = []  # the output as it came, until the file starts
+        self.buffer = ""  # the end of the decoded output; all of it until first cut back
+        self._buffer_bytes = 0
+        self._buffer_at_line_start = True
+        self._raw_bytes = 0
+        self.total_bytes = 0  # decoded, in UTF-8: a bad byte counts as U+FFFD's three
+        self.total_lines = 0
+        self._complete_lines = 0
+        self._line_bytes = 0  # of the last line, when it has no newline yet
+        self._open_line = False
         self.full_path: str | None = None
         self._file: BinaryIO | None = None
+        self._finished = False
 
     def write(self, chunk: bytes) -> None:
-        newline = chunk.rfind(b"\n")
-        if newline >= 0:
-            self.last_newline = self.total_bytes + newline
-            self.newlines += chunk.count(b"\n")
-        self.total_bytes += len(chunk)
-        self.buffer += chunk
-        if self._file is None and (self.total_bytes > self.max_bytes or
-                                   self.newlines > self.max_lines):
+        self._raw_bytes += len(chunk)
+        self._add_text(self._decoder.decode(chunk))
+        if self._file is not None or self._too_long():
+            self._start_file().write(chunk)
+        elif chunk:
+            self._raw.append(chunk)
+
+    def finish(self) -> None:
+        """The output has ended: a character cut off at its end counts (as U+FFFD)."""
+        if not self._finished:
+            self._finished = True
+            self._add_text(self._decoder.decode(b"", final=True))
+            if self._too_long():
+                self._start_file()
+
+    def _too_long(self) -> bool:
+        return self.max_bytes < max(self._raw_bytes, self.total_bytes) or \
+            self.total_lines > self.max_lines
+
+    def _start_file(self) -> BinaryIO:
+        """The file the full output goes to, started with what came so far."""
+        if self._file is None:
             handle, self.full_path = tempfile.mkstemp(prefix="pi-lsp-bash-", suffix=".log")
             _spilled.add(self.full_path)
             self._file = os.fdopen(handle, "wb")
-            self._file.write(self.buffer)
-        elif self._file is not None:
-            self._file.write(chunk)
-        if len(self.buffer) > 2 * self.max_bytes:
-            del self.buffer[:len(self.buffer) - self.max_bytes - 1]
+            self._file.writelines(self._raw)
+            self._raw = []
+        return self._file
+
+    def _add_text(self, text: str) -> None:
+        if not text:
+            return
+        size = len(text.encode())
+        self.total_bytes += size
+        self.buffer += text
+        self._buffer_bytes += size
+        if self._buffer_bytes > 2 * self.rolling_bytes:
+            self._cut_back()
+        newlines = text.count("\n")
+        if newlines:
+            self._complete_lines += newlines
+            rest = text[text.rindex("\n") + 1:]
+            self._line_bytes, self._open_line = len(rest.encode()), bool(rest)
+        else:
+            self._line_bytes, self._open_line = self._line_bytes + size, True
+        self.total_lines = self._complete_lines + self._open_line
+
+    def _cut_back(self) -> None:
+        """Keep the last `rolling_bytes` of the buffer, from a whole character on."""
+        data = self.buffer.encode()
+        start = max(len(data) - self.rolling_bytes, 0)
+        while 0 < start < len(data) and data[start] & 0xC0 == 0x80:
+            start += 1
+        if start:
+            self._buffer_at_line_start = data[start - 1] == 0x0A
+            self.buffer = data[start:].decode()
+        self._buffer_bytes = len(data) - start
+
+    def _shown_text(self) -> str:
+        """The buffer without its first line when that lost its start; when the buffer is the
+        end of one long line, all of it."""
+        if self._buffer_at_line_start:
+            return self.buffer
+        newline = self.buffer.find("\n")
+        return (self.buffer[newline + 1:] if newline >= 0 else "") or self.buffer
 
     def close(self) -> None:
+        """The output has ended: the full output's file, if any, is complete."""
+        self.finish()
         if self._file is not None:
             self._file.close()
 
@@ -86,60 +208,32 @@ class OutputTail:
         if self.full_path is not None:
             discard_file(self.full_path)
 
-    @property
-    def total_lines(self) -> int:
-        ends_open = self.total_bytes > 0 and self.last_newline != self.total_bytes - 1
-        return self.newlines + ends_open
-
     def tail(self) -> tuple[str, dict[str, Any] | None]:
         """The last whole lines within both limits, and pi's truncation details if cut."""
-        data = bytes(self.buffer)
-        if data.endswith(b"\n"):
-            data = data[:-1]
-        lines = data.split(b"\n")
-        whole = len(self.buffer) == self.total_bytes
-        if not whole and len(lines) > 1:
-            lines = lines[1:]  # the first kept line has lost its start
-        shown: list[bytes] = []
-        size = 0
-        by = None
-        for line in reversed(lines):
-            cost = len(line) + (1 if shown else 0)
-            if len(shown) == self.max_lines:
-                by = "lines"
-                break
-            if size + cost > self.max_bytes:
-                by = "bytes"
-                break
-            shown.append(line)
-            size += cost
-        partial = not shown and bool(lines)
-        if partial:
-            shown = [lines[-1][-self.max_bytes:]]
-        shown.reverse()
-        text = b"\n".join(shown).decode("utf-8", errors="replace")
-        total = self.total_lines
-        if by is None and whole:
-            return text, None
-        return text, {
-            "truncated": True, "truncatedBy": by or "bytes", "totalLines": total,
-            "totalBytes": self.total_bytes, "outputLines": len(shown),
-            "outputBytes": len(text.encode()), "lastLinePartial": partial,
+        cut = truncate_tail(self._shown_text(), self.max_lines, self.max_bytes)
+        if self.total_lines <= self.max_lines and self.total_bytes <= self.max_bytes:
+            return cut.text, None
+        self._start_file()  # as pi's snapshot({persistIfTruncated}): the notice names it
+        return cut.text, {
+            "truncated": True,
+            "truncatedBy": cut.by or ("bytes" if self.total_bytes > self.max_bytes else "lines"),
+            "totalLines": self.total_lines, "totalBytes": self.total_bytes,
+            "outputLines": cut.lines, "outputBytes": cut.size, "lastLinePartial": cut.partial,
             "maxLines": self.max_lines, "maxBytes": self.max_bytes,
         }
 
     def result_text(self) -> tuple[str, dict[str, Any] | None]:
         """The tail with pi's notice of what was cut and where the rest is."""
+        self.finish()
         text, truncation = self.tail()
+        text = text or "(no output)"
         if truncation is None:
-            return text or "(no output)", None
+            return text, None
         total, shown = truncation["totalLines"], truncation["outputLines"]
         where = f"Full output: {self.full_path}"
         if truncation["lastLinePartial"]:
-            line_size = self.total_bytes - self.last_newline - 1 \
-                if self.last_newline < self.total_bytes - 1 else 0
             notice = f"[Showing last {format_size(truncation['outputBytes'])} of line {total} " \
-                     f"(line is {format_size(line_size)}). {where}]"
+                     f"(line is {format_size(self._line_bytes)}). {where}]"
         elif truncation["truncatedBy"] == "lines":
             notice = f"[Showing lines {total - shown + 1}-{total} of {total}. {where}]"
         else:
