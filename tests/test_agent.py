@@ -29,6 +29,7 @@ from pi_lsp.agent.events import (
     TurnEnd,
 )
 from pi_lsp.agent.harness import BusyError, Harness, NotRunningError
+from pi_lsp.agent.output import discard_file
 from pi_lsp.agent.retry import RetrySettings
 from pi_lsp.context.build import build_session_context
 from pi_lsp.providers.anthropic import (
@@ -791,6 +792,52 @@ async def test_abort_during_bash_kills_the_command(make_rig, fake) -> None:
     for pid in pids:
         await gone(pid, "a process of the aborted command")
     assert not (rig.root / "never.txt").exists()
+
+
+async def test_an_aborted_bash_call_keeps_its_output(make_rig, fake) -> None:
+    """An aborted call's result was "Tool execution was aborted", what it printed lost; pi 1.6
+    records the output and "Command aborted"."""
+    rig = make_rig()
+    fake.script(tool_reply([("toolu_1", "bash", {"command": "echo before; sleep 30"})]),
+                text_reply("never asked for"))
+    rig.on(ToolExecutionUpdate, lambda _event: rig.harness.abort())  # once "before" is read
+    await asyncio.wait_for(rig.harness.prompt("go"), CEILING_S)
+    [result] = [m for m in rig.messages() if m["role"] == "toolResult"]
+    assert result["isError"] is True
+    assert result["content"] == [{"type": "text", "text": "before\n\n\nCommand aborted"}]
+
+
+async def test_an_aborted_bash_call_keeps_its_full_output_file(make_rig, fake) -> None:
+    """The result names the file, so it stays (it was deleted with the abort)."""
+    rig = make_rig()
+    fake.script(tool_reply([("toolu_1", "bash", {"command": "seq 1 3000; sleep 30"})]),
+                text_reply("never asked for"))
+
+    def abort_when_all_is_read(event: AgentEvent) -> None:
+        if isinstance(event, ToolExecutionUpdate) and event.partial_result.endswith("\n3000"):
+            rig.harness.abort()
+
+    rig.harness.subscribe(abort_when_all_is_read)
+    await asyncio.wait_for(rig.harness.prompt("go"), CEILING_S)
+    [result] = [m for m in rig.messages() if m["role"] == "toolResult"]
+    full = Path(result["details"]["fullOutputPath"])
+    assert result["content"][0]["text"].endswith(
+        f"\n3000\n\n[Showing lines 1001-3000 of 3000. Full output: {full}]\n\nCommand aborted")
+    assert full.read_text() == "".join(f"{n}\n" for n in range(1, 3001))
+    discard_file(str(full))
+
+
+async def test_an_aborted_silent_bash_call_says_command_aborted(make_rig, fake) -> None:
+    rig = make_rig()
+    fake.script(tool_reply([("toolu_1", "bash", {"command": "echo $$ > sh.pid; sleep 30"})]),
+                text_reply("never asked for"))
+    task = asyncio.create_task(rig.harness.prompt("go"))
+    pid = await pid_in(rig.root / "sh.pid")
+    rig.harness.abort()
+    await asyncio.wait_for(task, CEILING_S)
+    [result] = [m for m in rig.messages() if m["role"] == "toolResult"]
+    assert result["content"] == [{"type": "text", "text": "Command aborted"}]
+    await gone(pid, "the aborted command")
 
 
 # -- 5. changes requested mid-turn ------------------------------------------------------------

@@ -169,6 +169,8 @@ async def run_tool(hooks: LoopHooks, call: ToolCall) -> ToolResultMessage:
             hooks.emit(ToolExecutionUpdate(tool_call_id=call.id, tool_name=call.name,
                                            partial_result=text))
         context = hooks.tool_context(update)
+        partial: list[ToolResult] = []  # what the call had to say when it was aborted
+        context.on_abort = partial.append
         try:
             # Abortable too: an approval nobody answers must not hold the session.
             refusal = await abortable(hooks, hooks.approve(call, context))
@@ -178,7 +180,7 @@ async def run_tool(hooks: LoopHooks, call: ToolCall) -> ToolResultMessage:
                 result = await abortable(
                     hooks, execute_tool(hooks.tool(call.name), call.name, call.arguments, context))
         except Aborted:
-            result = text_result(ABORTED_TOOL, is_error=True)
+            result = partial[-1] if partial else text_result(ABORTED_TOOL, is_error=True)
         except Exception as error:  # a failed approval still answers the call, or no turn can
             log.exception("approving the %s call failed", call.name)
             result = text_result(f"{call.name} failed: {type(error).__name__}: {error}",

@@ -3,8 +3,8 @@
 Memory stays bounded however much a command prints: a rolling buffer of at most four times the
 byte limit (pi's), and the full output goes to a temp file as soon as it outgrows either limit.
 The files are deleted when the process exits (the result that names one may be read by the
-model until then); a file no result names (an aborted run) is deleted at once. Short outputs
-never get one.
+model until then); a file no result names (a run cut short that nobody records) is deleted at
+once. Short outputs never get one.
 """
 
 from __future__ import annotations
@@ -222,11 +222,12 @@ class OutputTail:
             "maxLines": self.max_lines, "maxBytes": self.max_bytes,
         }
 
-    def result_text(self) -> tuple[str, dict[str, Any] | None]:
-        """The tail with pi's notice of what was cut and where the rest is."""
+    def result_text(self, empty: str = "(no output)") -> tuple[str, dict[str, Any] | None]:
+        """The tail (`empty` when there is none) with pi's notice of what was cut and where the
+        rest is."""
         self.finish()
         text, truncation = self.tail()
-        text = text or "(no output)"
+        text = text or empty
         if truncation is None:
             return text, None
         total, shown = truncation["totalLines"], truncation["outputLines"]

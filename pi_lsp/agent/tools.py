@@ -192,6 +192,9 @@ class ToolContext:
     approved: Proposal | None = None  # the change the user saw; only that may be written
     files: FileAccess = DISK
     key_variables: frozenset[str] = KEY_VARIABLES  # left out of bash's environment
+    # Takes what a call cut short by an abort has to say (bash: the output so far, as pi 1.6
+    # gives it); None: nobody records it.
+    on_abort: Callable[[ToolResult], None] | None = None
 
     def given(self, raw: object) -> Path:
         """The path argument made absolute as pi makes it, symlinks not yet followed."""
@@ -473,8 +476,12 @@ async def run_bash(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
 
     try:
         status = await _run_shell(shell, timeout, take)
+    except asyncio.CancelledError:
+        text, details = output.result_text("")
+        _aborted(ctx, output, text_result(_with_status(text, "Command aborted"), details, True))
+        raise
     except BaseException:
-        output.discard()  # aborted or failed: no result will name the full output
+        output.discard()  # failed: no result will name the full output
         raise
     finally:
         updates.stop()
@@ -499,6 +506,18 @@ async def _run_shell(shell: ShellProcess, timeout: float | None,
     finally:
         await shell.close(release=status is not None)
     return status
+
+
+def _aborted(ctx: ToolContext, output: OutputTail, result: ToolResult) -> None:
+    """Hand an aborted command's result to whoever records it; with nobody to, drop its file."""
+    if ctx.on_abort is None:
+        output.discard()
+    else:
+        ctx.on_abort(result)
+
+
+def _with_status(text: str, status: str) -> str:
+    return f"{text}\n\n{status}" if text else status
 
 
 def _bash_command(args: dict[str, Any]) -> str:
