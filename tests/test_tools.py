@@ -7,6 +7,7 @@ import base64
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -734,6 +735,35 @@ async def test_bash_timeout(root: Path) -> None:
     result = await run(BASH, {"command": "sleep 300", "timeout": 1}, root)
     assert result.is_error
     assert "timed out" in text_of(result)
+
+
+@pytest.mark.parametrize(("command", "timeout", "text"), [
+    ("echo before; sleep 300", 1, "before\n\n\nCommand timed out after 1 seconds"),
+    ("sleep 300", "0.5", "Command timed out after 0.5 seconds"),
+    ("sleep 300", 0.00001, "Command timed out after 0.00001 seconds"),
+])
+async def test_bash_timeout_in_pi_s_words(root: Path, command: str, timeout: object,
+                                          text: str) -> None:
+    """pi-lsp said "after 1 s", and "(no output)" before it when nothing was printed."""
+    result = await run(BASH, {"command": command, "timeout": timeout}, root)
+    assert result.is_error
+    assert text_of(result) == text
+
+
+async def test_bash_timeout_says_the_shell_had_exited(root: Path) -> None:
+    """pi 1.6 says when the shell exited before the timeout and its jobs kept writing."""
+    command = ("bash -c 'touch writing; while :; do echo y; done' & "
+               "until [ -e writing ]; do :; done; exit 4")
+    result = await run(BASH, {"command": command, "timeout": 2}, root)
+    assert result.is_error
+    assert re.search(r"\n\nCommand timed out after 2 seconds\. The shell exited with code 4 "
+                     r"after \d+(\.\d)? seconds, but background processes it started kept "
+                     r"writing output until the timeout\.$", text_of(result))
+
+
+async def test_an_unknown_tool_gets_pi_s_words(root: Path) -> None:
+    result = await execute_tool(None, "frobnicate", {}, ToolContext(root))
+    assert result.is_error and text_of(result) == "Tool frobnicate not found"
 
 
 @pytest.mark.parametrize("timeout", [24 * 60 * 60 + 1, 10**20, 10**400])

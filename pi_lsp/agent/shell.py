@@ -65,7 +65,10 @@ class ShellProcess:
         self._arrivals = output
         self._pipe = pipe
         self._control = control
+        self._started = time.monotonic()
         self._exited_at = 0.0  # when the shell's exit was reported
+        self.status: int | None = None  # the shell's exit status, once it has exited
+        self.exited_after: float | None = None  # seconds from the start to the shell's exit
 
     @classmethod
     async def start(cls, command: str, cwd: Path, env: dict[str, str] | None = None
@@ -147,6 +150,7 @@ class ShellProcess:
         line = await asyncio.get_running_loop().sock_recv(self._control, 16)
         status = int(line) if line.strip().isdigit() else await self.process.wait()
         self._exited_at = time.monotonic()
+        self.status, self.exited_after = status, self._exited_at - self._started
         return status
 
     async def close(self, release: bool = False) -> None:

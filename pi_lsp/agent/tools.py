@@ -16,6 +16,7 @@ import stat
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import IO, Any, Protocol
 
@@ -486,11 +487,12 @@ async def run_bash(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     finally:
         updates.stop()
         output.close()
-    text, details = output.result_text()
     if status is None:
-        return text_result(f"{text}\n\nCommand timed out after {timeout} s", details, True)
+        text, details = output.result_text("")
+        return text_result(_with_status(text, _timed_out(timeout, shell)), details, True)
+    text, details = output.result_text()
     if status:
-        return text_result(f"{text}\n\nCommand exited with code {status}", details, True)
+        return text_result(_with_status(text, f"Command exited with code {status}"), details, True)
     return text_result(text, details)
 
 
@@ -518,6 +520,28 @@ def _aborted(ctx: ToolContext, output: OutputTail, result: ToolResult) -> None:
 
 def _with_status(text: str, status: str) -> str:
     return f"{text}\n\n{status}" if text else status
+
+
+def _timed_out(timeout: float | None, shell: ShellProcess) -> str:
+    """pi 1.6's words for a timeout, saying so when the shell had exited but background jobs
+    still wrote."""
+    message = f"Command timed out after {_js_string(timeout or 0)} seconds"
+    if shell.exited_after is None:
+        return message
+    tenths = math.floor(shell.exited_after * 10 + 0.5) / 10  # JavaScript's Math.round
+    return (f"{message}. The shell exited with code {shell.status} after {_js_string(tenths)} "
+            "seconds, but background processes it started kept writing output until the "
+            "timeout.")
+
+
+def _js_string(number: float) -> str:
+    """A number as JavaScript's String() writes it (1 not 1.0, 0.00001 not 1e-05)."""
+    if float(number).is_integer():
+        return str(int(number))
+    text = repr(float(number))
+    if "e" in text and number >= 1e-6:
+        text = format(Decimal(text), "f")
+    return text.replace("e-0", "e-")
 
 
 def _bash_command(args: dict[str, Any]) -> str:
@@ -670,7 +694,7 @@ async def execute_tool(tool: Tool | None, name: str, args: dict[str, Any],
                        ctx: ToolContext) -> ToolResult:
     """Run a tool; any failure comes back as an error result the model can read."""
     if tool is None:
-        return text_result(f"unknown tool {name!r}", is_error=True)
+        return text_result(f"Tool {name} not found", is_error=True)
     try:
         return await tool.execute(args, ctx)
     except ToolError as error:
