@@ -19,7 +19,7 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -164,6 +164,18 @@ def recorder(pi: Pi, method: str) -> Callable[[Any], None]:
     def record(params: Any) -> None:
         pi.notes.append((method, plain(params) or {}))
     return record
+
+
+@contextlib.asynccontextmanager
+async def own_server() -> AsyncIterator[LanguageClient]:
+    """A server of its own for one test, stopped (killed if it is still running) at the end."""
+    client = await SERVER.start()
+    try:
+        yield client
+    finally:
+        if client._server is not None and client._server.returncode is None:
+            client._server.kill()
+        await client.stop()
 
 
 async def connect(client: LanguageClient, capabilities: str, root: Path,
@@ -1273,8 +1285,7 @@ async def test_a_file_named_in_no_utf8_stops_neither_the_listing_nor_the_watch(
     folder = tmp_path / "main" / ".pi" / "sessions"
     bad = Path(os.fsdecode(os.fsencode(folder) + b"/bad\xff.jsonl"))
     shutil.copyfile(EXAMPLE_SESSION, bad)
-    client = await SERVER.start()
-    try:
+    async with own_server() as client:
         pi = await connect(client, CLIENTS[0], tmp_path, init_options(fake), folders=("main",))
         listed = (await call(client, "pi.listSessions", {}))["sessions"]
         assert [path_of(s["uri"]) for s in listed] == [folder / EXAMPLE_SESSION.name]
@@ -1287,10 +1298,6 @@ async def test_a_file_named_in_no_utf8_stops_neither_the_listing_nor_the_watch(
         listed = (await call(client, "pi.listSessions", {}))["sessions"]
         assert later in [s["uri"] for s in listed]
         await asyncio.wait_for(client.shutdown_session(), CEILING_S)
-    finally:
-        if client._server is not None and client._server.returncode is None:
-            client._server.kill()
-        await client.stop()
 
 
 async def test_two_servers_see_each_other(pi: Pi, fake: FakeAnthropic) -> None:
@@ -1694,8 +1701,7 @@ async def test_model_change_during_a_turn_waits_for_its_end(pi: Pi, fake: FakeAn
 async def test_shutdown_during_a_turn_aborts_it_and_exits(
         capabilities: str, tmp_path: Path, fake: FakeAnthropic) -> None:
     shutil.copytree(EXAMPLE, tmp_path / "main")
-    client = await SERVER.start()
-    try:
+    async with own_server() as client:
         pi = await connect(client, capabilities, tmp_path, init_options(fake), folders=("main",))
         uri = await new_session(pi)
         fake.script(slow_text(words=80, delay=0.05))
@@ -1709,18 +1715,13 @@ async def test_shutdown_during_a_turn_aborts_it_and_exits(
         last = lines(path_of(uri))[-1]
         assert last["type"] == "message" and last["message"]["role"] == "assistant"
         assert last["message"]["stopReason"] == "aborted"
-    finally:
-        if client._server is not None and client._server.returncode is None:
-            client._server.kill()
-        await client.stop()
 
 
 async def test_shutdown_just_after_a_prompt_and_a_job_are_answered_aborts_both(
         tmp_path: Path, fake: FakeAnthropic) -> None:
     """Claimed but not started, they were left to run (the prompt was cut off unwritten after
     1.5 s, the job ran on); they end at once as `pi.abort` ends them then (found in review)."""
-    client = await SERVER.start()
-    try:
+    async with own_server() as client:
         pi = await connect(client, "visual-studio-code", make_workspace(tmp_path),
                            init_options(fake))
         uri, compacted = await new_session(pi), copy_session(pi.main, "compact-at-shutdown")
@@ -1743,24 +1744,15 @@ async def test_shutdown_just_after_a_prompt_and_a_job_are_answered_aborts_both(
         client.exit(None)
         assert client._server is not None
         assert await asyncio.wait_for(client._server.wait(), CEILING_S) == 0
-    finally:
-        if client._server is not None and client._server.returncode is None:
-            client._server.kill()
-        await client.stop()
 
 
 async def test_a_command_before_initialize_is_server_not_initialized() -> None:
     """It answered pi-lsp's -32011 where LSP has its own code, ServerNotInitialized (found in
     review)."""
-    client = await SERVER.start()
-    client.capabilities = types.ClientCapabilities()  # or pytest-lsp refuses to send it
-    try:
+    async with own_server() as client:
+        client.capabilities = types.ClientCapabilities()  # or pytest-lsp refuses to send it
         error = await call_error(client, "pi.listSessions", {})
         assert error.code == types.ErrorCodes.ServerNotInitialized, error
-    finally:
-        if client._server is not None and client._server.returncode is None:
-            client._server.kill()
-        await client.stop()
 
 
 async def test_a_request_after_shutdown_is_refused(tmp_path: Path,
@@ -1768,8 +1760,7 @@ async def test_a_request_after_shutdown_is_refused(tmp_path: Path,
     """pygls dropped it with a logged warning, so the client waited for an answer that never
     came; LSP answers InvalidRequest (found in review)."""
     shutil.copytree(EXAMPLE, tmp_path / "main")
-    client = await SERVER.start()
-    try:
+    async with own_server() as client:
         await connect(client, "neovim@v0.11", tmp_path, init_options(fake), folders=("main",))
         await asyncio.wait_for(client.shutdown_async(None), CEILING_S)
         error = await call_error(client, "pi.listSessions", {})
@@ -1777,10 +1768,6 @@ async def test_a_request_after_shutdown_is_refused(tmp_path: Path,
         client.exit(None)
         assert client._server is not None
         assert await asyncio.wait_for(client._server.wait(), CEILING_S) == 0
-    finally:
-        if client._server is not None and client._server.returncode is None:
-            client._server.kill()
-        await client.stop()
 
 
 async def test_list_models(pi: Pi) -> None:
