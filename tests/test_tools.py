@@ -6,6 +6,7 @@ import asyncio
 import base64
 import json
 import logging
+import math
 import os
 import re
 import signal
@@ -21,6 +22,7 @@ from hypothesis import strategies as st
 
 from pi_lsp.agent import readpage, tools
 from pi_lsp.agent.approval import allow_all, ask_approval
+from pi_lsp.agent.arguments import js_to_number
 from pi_lsp.agent.mime import image_type
 from pi_lsp.agent.shell import shell_path
 from pi_lsp.agent.splice import splice, to_lf
@@ -816,6 +818,7 @@ async def test_bash_timeout_may_be_a_fraction(root: Path) -> None:
 @pytest.mark.parametrize(("args", "problem"), [
     ({"command": "true", "timeout": "soon"}, "timeout: expected number, got string"),
     ({"command": "true", "timeout": [3]}, "timeout: expected number, got array"),
+    ({"command": "true", "timeout": "0x" + "f" * 300}, "timeout: expected number, got string"),
     ({"command": 5}, "command: expected string, got integer"),
     ({}, "command: missing"),
 ])
@@ -1028,6 +1031,43 @@ async def test_arguments_are_read_as_pi_reads_them(root: Path, tool: Tool, args:
     if written is not None:
         assert not result.is_error, text_of(result)
         assert (root / "b.txt").read_text() == written
+
+
+# JavaScript's Number() of each text, as node 22 answers it (None: NaN).
+JS_NUMBERS = [
+    ("Infinity", math.inf), ("-Infinity", -math.inf), ("1e999", math.inf), ("-0x10", None),
+    (" 12 ", 12), ("", 0), ("0b101", 5), ("0o7", 7), ("0X1F", 31), ("1_000", None),
+    ("NaN", None), ("infinity", None), ("\u00a0 3 \ufeff", 3), ("\u180e1", None), (".5", 0.5),
+    ("1.", 1), (".", None), ("1e", None), ("0x", None), ("00012", 12), ("0x1p3", None),
+    ("\u0663", None), ("12n", None), ("0x" + "f" * 300, math.inf),
+]
+
+
+@pytest.mark.parametrize(("text", "number"), JS_NUMBERS)
+def test_text_is_read_as_javascript_s_number_reads_it(text: str, number: float | None) -> None:
+    """A hexadecimal text of more than 256 digits raised OverflowError (pi reads Infinity)."""
+    read = js_to_number(text)
+    assert read == number if number is not None else math.isnan(read)
+
+
+@pytest.mark.parametrize(("offset", "problem", "shown"), [
+    ("0x" + "f" * 300, "string", json.dumps("0x" + "f" * 300)),
+    ("9007199254740993n", "string", '"9007199254740993n"'),  # past the safe integers
+    (10**400, "Infinity", "null"),  # a JSON number JavaScript reads as Infinity
+])
+async def test_a_number_past_javascript_s_gets_pi_s_validation_error(
+        root: Path, offset: object, problem: str, shown: str) -> None:
+    """A 300-digit hexadecimal offset raised OverflowError out of the coercion (a traceback
+    from the approval, `read failed: OverflowError` to the model), as did a 400-digit one out
+    of the check; "9007199254740993n" was taken. pi reads no number in any of them."""
+    (root / "a.txt").write_text("a\n")
+    args = {"path": "a.txt", "offset": offset}
+    expected = (f'Validation failed for tool "read":\n  - offset: expected number, got {problem}'
+                f'\n\nReceived arguments:\n{{\n  "path": "a.txt",\n  "offset": {shown}\n}}')
+    ctx = ToolContext(root)
+    assert await ask_approval(ToolCall(id="1", name="read", arguments=args), ctx,
+                              allow_all) == expected
+    assert text_of(await execute_tool(READ, "read", args, ctx)) == expected
 
 
 @pytest.mark.parametrize(("tool", "args"), [

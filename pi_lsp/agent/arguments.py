@@ -18,7 +18,9 @@ JS_WHITESPACE = "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u20
     "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
 DECIMAL = re.compile(r"[+-]?(?:Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)")
 RADIX = re.compile(r"0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+")
-BIGINT = re.compile(r"-?(?:0|[1-9][0-9]*)n")
+# TypeBox's bigint text; one of more than 16 digits is past the safe integers in any case.
+BIGINT = re.compile(r"-?(?:0|[1-9][0-9]{0,15})n")
+MAX_SAFE_INTEGER = 2**53 - 1
 SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -30,6 +32,7 @@ def checked_arguments(tool: str, schema: dict[str, Any], args: dict[str, Any]
                       ) -> dict[str, Any]:
     """`args` coerced to `schema` as pi coerces them; ArgumentsError, with pi's message, when
     they still do not fit."""
+    args = _javascript_numbers(args)
     value: dict[str, Any] = _coerce_types(
         _convert(_drop_optional_nulls(args, schema), schema), schema)
     errors = _errors(value, schema, "")
@@ -37,6 +40,18 @@ def checked_arguments(tool: str, schema: dict[str, Any], args: dict[str, Any]
         lines = "\n".join(f"  - {path or 'root'}: {message}" for path, message in errors)
         raise ArgumentsError(f'Validation failed for tool "{tool}":\n{lines}\n\n'
                              f"Received arguments:\n{js_pretty(args)}")
+    return value
+
+
+def _javascript_numbers(value: Any) -> Any:
+    """`value` with each integer a double cannot hold made the double JavaScript reads from
+    its JSON (an infinity past the largest), as pi has it: a 400-digit `offset` is Infinity."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if abs(value) <= 2**53 else _double(value)
+    if isinstance(value, list):
+        return [_javascript_numbers(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _javascript_numbers(item) for key, item in value.items()}
     return value
 
 
@@ -58,7 +73,7 @@ def _convert(value: Any, schema: dict[str, Any]) -> Any:
         converted = _to_string(value)
         return value if converted is None else converted
     if kind == "number":
-        number = _to_number(value)
+        number = to_number(value)
         return value if number is None else number
     if kind == "array":
         items = schema.get("items")
@@ -98,7 +113,10 @@ def _to_string(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _to_number(value: Any) -> int | float | None:
+def to_number(value: object) -> int | float | None:
+    """`value` made a number as pi 1.6 coerces an argument to one (TypeBox's TryNumber:
+    booleans, null as 0, text as JavaScript's Number() reads it, "true", "12n"); None when it
+    is no finite number."""
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)):
@@ -112,7 +130,9 @@ def _to_number(value: Any) -> int | float | None:
         return _whole(number)
     if value.lower() in ("false", "true"):
         return int(value.lower() == "true")
-    return int(value[:-1]) if BIGINT.fullmatch(value) else None
+    if BIGINT.fullmatch(value) and abs(int(value[:-1])) <= MAX_SAFE_INTEGER:
+        return int(value[:-1])
+    return None
 
 
 def js_to_number(text: str) -> float:
@@ -121,10 +141,18 @@ def js_to_number(text: str) -> float:
     if not stripped:
         return 0.0
     if RADIX.fullmatch(stripped):
-        return float(int(stripped, 0))
+        return _double(int(stripped, 0))
     if DECIMAL.fullmatch(stripped):
         return float(stripped.replace("Infinity", "inf"))
     return math.nan
+
+
+def _double(number: int) -> float:
+    """The double nearest `number`, an infinity past the largest, as JavaScript reads it."""
+    try:
+        return float(number)
+    except OverflowError:
+        return math.inf if number > 0 else -math.inf
 
 
 def _whole(number: float) -> int | float:

@@ -23,7 +23,7 @@ from typing import IO, Any, Protocol
 import msgspec
 
 from pi_lsp.agent.access import inside, protected_reason, secret_reason
-from pi_lsp.agent.arguments import ArgumentsError, checked_arguments
+from pi_lsp.agent.arguments import ArgumentsError, checked_arguments, to_number
 from pi_lsp.agent.editdiff import edit_diff
 from pi_lsp.agent.editmatch import EditError, EditPlan, plan_edit, prepare_edit_arguments
 from pi_lsp.agent.mime import SNIFF_BYTES, image_type
@@ -559,7 +559,7 @@ def _bash_timeout(args: dict[str, Any]) -> float | None:
     raw = args.get("timeout")
     if raw is None:  # pi drops a null optional argument
         return None
-    timeout = _js_number(raw)
+    timeout = to_number(raw)
     if timeout is None:
         raise _invalid_bash_arguments(args, "timeout", "number")
     if timeout <= 0:
@@ -568,51 +568,6 @@ def _bash_timeout(args: dict[str, Any]) -> float | None:
         # Refused before anything runs: asyncio fails on a huge one once the command started.
         raise ToolError(f"`timeout` must be at most {BASH_TIMEOUT_MAX_S} seconds (24 hours)")
     return timeout
-
-
-JS_SPACE = " \t\n\v\f\r\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008" \
-    "\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
-JS_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
-JS_RADIX = re.compile(r"0([xX][0-9a-fA-F]+|[oO][0-7]+|[bB][01]+)")
-JS_BIGINT = re.compile(r"-?(0|[1-9][0-9]*)n")
-JS_SAFE_INTEGER = 2**53 - 1
-
-
-def _js_number(value: object) -> float | None:
-    """`value` made a number as pi 1.6's argument coercion makes it (TypeBox's Convert: booleans,
-    numeric strings as JavaScript reads them, "true", "12n"); None when it cannot be."""
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if not isinstance(value, str):
-        return None
-    number = _js_string_number(value.strip(JS_SPACE))
-    if number is not None:
-        return number
-    if value.lower() in ("false", "true"):
-        return int(value.lower() == "true")
-    if JS_BIGINT.fullmatch(value) and abs(int(value[:-1])) <= JS_SAFE_INTEGER:
-        return int(value[:-1])
-    return None
-
-
-def _js_string_number(text: str) -> float | None:
-    """JavaScript's `+text` (text without the space around it); None unless a finite number."""
-    if not text:
-        return 0.0
-    try:
-        if JS_DECIMAL.fullmatch(text):
-            number = float(text)
-        elif JS_RADIX.fullmatch(text):
-            number = float(int(text, 0))
-        else:
-            return None
-    except OverflowError:  # more hexadecimal digits than a double holds
-        return None
-    return number if math.isfinite(number) else None
 
 
 def _invalid_bash_arguments(args: dict[str, Any], name: str, expected: str) -> ToolError:
