@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pi_lsp.agent import readpage, tools
 from pi_lsp.agent.approval import allow_all, ask_approval
 from pi_lsp.agent.arguments import js_to_number
+from pi_lsp.agent.editmatch import EDITS_NESTING
 from pi_lsp.agent.mime import image_type
 from pi_lsp.agent.shell import shell_path
 from pi_lsp.agent.splice import splice, to_lf
@@ -1068,6 +1069,74 @@ async def test_a_number_past_javascript_s_gets_pi_s_validation_error(
     assert await ask_approval(ToolCall(id="1", name="read", arguments=args), ctx,
                               allow_all) == expected
     assert text_of(await execute_tool(READ, "read", args, ctx)) == expected
+
+
+@pytest.mark.parametrize("levels", [EDITS_NESTING + 1, 3000])
+async def test_edits_text_nested_too_deep_is_refused(root: Path, levels: int) -> None:
+    """`edits` as a JSON text 3000 levels deep raised RecursionError out of its decoding
+    (`edit failed: RecursionError` to the model, a traceback from the approval). pi answers
+    with the whole decoded value (18 MB for 3000 levels); pi-lsp refuses arguments nested past
+    its limit, as it refuses them sent as JSON."""
+    (root / "a.txt").write_text("a\n")
+    args = {"path": "a.txt", "edits": "[" * levels + "]" * levels}
+    expected = (f'Validation failed for tool "edit":\n  - edits: nested more than '
+                f'{EDITS_NESTING} levels deep\n\nReceived arguments:\n{{\n  "path": "a.txt",\n'
+                f'  "edits": "{args["edits"]}"\n}}')
+    ctx = ToolContext(root)
+    assert await ask_approval(ToolCall(id="1", name="edit", arguments=args), ctx,
+                              allow_all) == expected
+    assert text_of(await execute_tool(EDIT, "edit", args, ctx)) == expected
+    assert (root / "a.txt").read_text() == "a\n"
+
+
+@pytest.mark.parametrize(("edits", "problem"), [
+    ("[" * EDITS_NESTING + "]" * EDITS_NESTING, "edits.0: expected object, got array"),
+    ("[NaN]", "edits.0: expected object, got string"),  # no JSON: the text as one edit
+    ("[" + "1" * 5000 + "]", "edits.0: expected object, got Infinity"),
+])
+async def test_edits_text_is_read_as_json_parse_reads_it(root: Path, edits: str,
+                                                         problem: str) -> None:
+    """Python's json took NaN (pi's JSON.parse refuses it) and refused an integer of over 4300
+    digits (Infinity to JavaScript)."""
+    (root / "a.txt").write_text("a\n")
+    result = await run(EDIT, {"path": "a.txt", "edits": edits}, root)
+    assert text_of(result).startswith(f'Validation failed for tool "edit":\n  - {problem}\n\n')
+
+
+# Values past what Python's float, int() and json take as they are.
+EXTREMES = [2**53 + 1, 10**400, -(10**4000), "1" * 5000 + "n", "[" * 3000 + "]" * 3000,
+            '[{"oldText": "a", "newText": "b", "x": ' + "[" * 3000 + "]" * 3000 + "}]"]
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.floats() | st.text(max_size=8) | st.integers()
+    | st.integers(0, 3000).map(lambda levels: "[" * levels + "]" * levels),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+        st.sampled_from(["oldText", "newText", "x"]), inner, max_size=3),
+    max_leaves=8)
+
+
+@settings(max_examples=500, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from([READ, WRITE, EDIT]), st.dictionaries(
+    st.sampled_from(["path", "offset", "limit", "content", "edits", "oldText", "newText"]),
+    st.sampled_from(["a.txt", "b.txt"]) | st.sampled_from(EXTREMES)
+    | st.sampled_from([text for text, _number in JS_NUMBERS]) | JSON_VALUES, max_size=4))
+def test_no_arguments_make_a_tool_fail_with_a_python_exception(
+        root: Path, caplog: pytest.LogCaptureFixture, tool: Tool, args: dict[str, Any]) -> None:
+    """Arguments of any JSON value, huge numbers and deep texts included, get an answer the
+    model can read: the approval raised (a traceback in `pi-lsp run`) and the tool answered
+    `read failed: OverflowError: …` for some."""
+    (root / "a.txt").write_text("a\n")
+    caplog.clear()
+
+    async def call() -> None:
+        ctx = ToolContext(root)
+        if await ask_approval(ToolCall(id="1", name=tool.name, arguments=args), ctx,
+                              allow_all) is None:
+            await execute_tool(tool, tool.name, args, ctx)
+
+    with caplog.at_level(logging.ERROR, "pi_lsp.agent.tools"):
+        asyncio.run(call())
+    assert not caplog.records  # execute_tool logs a Python exception it names to the model
 
 
 @pytest.mark.parametrize(("tool", "args"), [

@@ -37,10 +37,17 @@ def checked_arguments(tool: str, schema: dict[str, Any], args: dict[str, Any]
         _convert(_drop_optional_nulls(args, schema), schema), schema)
     errors = _errors(value, schema, "")
     if errors:
-        lines = "\n".join(f"  - {path or 'root'}: {message}" for path, message in errors)
-        raise ArgumentsError(f'Validation failed for tool "{tool}":\n{lines}\n\n'
-                             f"Received arguments:\n{js_pretty(args)}")
+        raise invalid_arguments(tool, errors, args)
     return value
+
+
+def invalid_arguments(tool: str, errors: list[tuple[str, str]], args: dict[str, Any]
+                      ) -> ArgumentsError:
+    """pi's words for arguments that do not fit: each (dotted path, problem), then the call's
+    arguments."""
+    lines = "\n".join(f"  - {path or 'root'}: {message}" for path, message in errors)
+    return ArgumentsError(f'Validation failed for tool "{tool}":\n{lines}\n\n'
+                          f"Received arguments:\n{js_pretty(args)}")
 
 
 def _javascript_numbers(value: Any) -> Any:

@@ -13,14 +13,17 @@ import re
 import unicodedata
 from typing import Any, NamedTuple
 
-from pi_lsp.agent.arguments import JS_WHITESPACE
+from pi_lsp.agent.arguments import JS_WHITESPACE, ArgumentsError, invalid_arguments
 from pi_lsp.agent.splice import Replacement, splice_all, split_bom, to_lf
+from pi_lsp.providers.base import MAX_ARGUMENT_NESTING, nesting
+from pi_lsp.session.jsontext import refuse_constant
 
 SINGLE_QUOTES = re.compile("[\u2018\u2019\u201a\u201b]")
 DOUBLE_QUOTES = re.compile("[\u201c\u201d\u201e\u201f]")
 DASHES = re.compile("[\u2010\u2011\u2012\u2013\u2014\u2015\u2212]")
 SPACES = re.compile("[\u00a0\u2002-\u200a\u202f\u205f\u3000]")
 LINES = re.compile(r"[^\n]*\n|[^\n]+")
+EDITS_NESTING = MAX_ARGUMENT_NESTING - 1  # `edits` sits one level into the call's arguments
 
 
 class EditError(ValueError):
@@ -40,10 +43,7 @@ def prepare_edit_arguments(args: dict[str, Any]) -> dict[str, Any]:
     prepared = dict(args)  # pi changes the call's own arguments; the transcript keeps them here
     edits = prepared.get("edits")
     if isinstance(edits, str):
-        try:
-            parsed = json.loads(edits)
-        except ValueError:
-            parsed = None
+        parsed = _parsed_edits(edits, args)
         if isinstance(parsed, list):
             prepared["edits"] = parsed
         elif _is_single_edit(parsed):
@@ -58,6 +58,26 @@ def prepare_edit_arguments(args: dict[str, Any]) -> dict[str, Any]:
         [{"oldText": old, "newText": new}]
     rest = {key: value for key, value in prepared.items() if key not in ("oldText", "newText")}
     return {**rest, "edits": listed}
+
+
+def _parsed_edits(text: str, args: dict[str, Any]) -> Any:
+    """`edits` given as text, as JSON.parse reads it (numbers as doubles, no NaN); None when it
+    is no JSON. Nested deeper than a call's arguments may be, it is refused (pi-lsp's limit:
+    Python could not decode it, or check and show it once decoded)."""
+    try:
+        parsed = json.loads(text, parse_int=float, parse_constant=refuse_constant)
+    except ValueError:
+        return None
+    except RecursionError:
+        raise _too_deep(args) from None
+    if nesting(parsed) > EDITS_NESTING:
+        raise _too_deep(args)
+    return parsed
+
+
+def _too_deep(args: dict[str, Any]) -> ArgumentsError:
+    return invalid_arguments("edit", [("edits", f"nested more than {EDITS_NESTING} levels deep")],
+                             args)
 
 
 def _is_single_edit(value: object) -> bool:

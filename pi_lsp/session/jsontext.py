@@ -30,13 +30,14 @@ def has_lone_surrogate(data: bytes) -> bool:
         len(match.group()) == 6 for match in _SURROGATE_ESCAPE.finditer(data))
 
 
-def _refuse_constant(name: str) -> Any:
+def refuse_constant(name: str) -> Any:
+    """The parse_constant that refuses NaN and Infinity, as JSON.parse does."""
     raise ValueError(f"{name} is not JSON")
 
 
 def _loads(data: bytes) -> Any:
     try:
-        return json.loads(data, parse_constant=_refuse_constant)
+        return json.loads(data, parse_constant=refuse_constant)
     except (ValueError, RecursionError) as error:
         raise msgspec.DecodeError(f"JSON is malformed: {error}") from None
 
