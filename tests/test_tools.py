@@ -908,6 +908,34 @@ async def test_bash_timeout_kills_what_the_command_left_running(root: Path) -> N
         await gone(int((root / name).read_text()), f"the {name} job the command left")
 
 
+WATCHER_DIED = ("bash failed: the command's watcher was killed by SIGKILL before the command "
+                "ended, so what became of the command is unknown; what was left of its process "
+                "group has been killed")
+
+
+async def test_a_watcher_the_command_kills_fails_the_call_and_the_command_dies(root: Path
+                                                                              ) -> None:
+    """A watcher killed while its command ran (`kill -9 $PPID`) ended the call 0.1 s later with
+    `Command exited with code -9`, a code pi never gives, and the command ran on with nothing
+    to stop it: no timeout, no abort."""
+    command = "sleep 300 & echo $! > job; kill -9 $PPID; wait"
+    result = await run(BASH, {"command": command, "timeout": 60}, root)
+    await gone(int((root / "job").read_text()), "the job of the command left unwatched")
+    assert result.is_error and text_of(result) == WATCHER_DIED
+
+
+async def test_a_watcher_killed_from_outside_fails_the_call_and_the_command_dies(root: Path
+                                                                                ) -> None:
+    """As the OOM killer would: the command ran on and the call answered `code -9`."""
+    command = "echo $PPID > watcher; sleep 300 & echo $! > job; wait"
+    call = asyncio.ensure_future(run(BASH, {"command": command}, root))
+    job = await pid_in(root / "job")
+    os.kill(await pid_in(root / "watcher"), signal.SIGKILL)
+    result = await asyncio.wait_for(call, CEILING_S)
+    await gone(job, "the job of the command left unwatched")
+    assert result.is_error and text_of(result) == WATCHER_DIED
+
+
 async def test_bash_keeps_the_output_s_last_newline(root: Path) -> None:
     """The output's final newline was dropped; pi 1.6 shows the output as it is."""
     result = await run(BASH, {"command": "echo x; exit 3"}, root)

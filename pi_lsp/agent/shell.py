@@ -41,6 +41,11 @@ def shell_path() -> str:
     return shutil.which("bash") or "sh"
 
 
+class WatcherDied(OSError):
+    """The watcher ended before it reported the shell's exit: what became of the command is
+    unknown (its process group has been killed)."""
+
+
 class OutputPipe(asyncio.StreamReaderProtocol):
     """The output pipe's protocol, which notes when output last came."""
 
@@ -65,6 +70,7 @@ class ShellProcess:
         self._arrivals = output
         self._pipe = pipe
         self._control = control
+        self._reports = b""  # what the watcher wrote that is not yet a whole line
         self._started = time.monotonic()
         self._exited_at = 0.0  # when the shell's exit was reported
         self.status: int | None = None  # the shell's exit status, once it has exited
@@ -142,16 +148,48 @@ class ShellProcess:
         that reads late has not seen the output go quiet."""
         if not exited.done():
             return None
+        if exited.exception() is not None:  # the watcher died: there is no end to wait for
+            return 0.0
         quiet_since = max(self._exited_at, self._arrivals.last_data)
         return max(quiet_since + EXIT_GRACE_S - time.monotonic(), 0.0)
 
     async def _exit_status(self) -> int:
-        """The status the watcher reports when the shell exits (its own, if it ended first)."""
-        line = await asyncio.get_running_loop().sock_recv(self._control, 16)
-        status = int(line) if line.strip().isdigit() else await self.process.wait()
+        """The status the watcher reports when the shell exits; WatcherDied when the watcher
+        ends first (the OOM killer, `kill -9 $PPID`)."""
+        group = await self._report()
+        line = await self._report()
+        if not line.isdigit():
+            raise await self._watcher_died(group)
+        status = int(line)
         self._exited_at = time.monotonic()
         self.status, self.exited_after = status, self._exited_at - self._started
         return status
+
+    async def _report(self) -> bytes:
+        """The watcher's next line, b"" once it has ended."""
+        while b"\n" not in self._reports:
+            data = await asyncio.get_running_loop().sock_recv(self._control, 64)
+            if not data:
+                return b""
+            self._reports += data
+        line, _, self._reports = self._reports.partition(b"\n")
+        return line
+
+    async def _watcher_died(self, group: bytes) -> WatcherDied:
+        """Kill the command's process group, which nothing watches any more (what left it with
+        `setsid` is out of reach), and say what happened."""
+        if group.isdigit():
+            # Still the command's group, not another that took its number: the watcher held the
+            # shell's pid (running, or unreaped until the verdict) until it died just now, the
+            # group's other processes hold the number while any of them lives, and a number
+            # freed just now is not handed out again at once (pids are given in turn).
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(int(group), signal.SIGKILL)
+        code = await self.process.wait()
+        how = f"was killed by {_signal_name(-code)}" if code < 0 else f"ended with code {code}"
+        return WatcherDied(f"the command's watcher {how} before the command ended, so what "
+                           "became of the command is unknown; what was left of its process "
+                           "group has been killed")
 
     async def close(self, release: bool = False) -> None:
         """After the command ended (`release`: what it left in the background runs on) or was
@@ -163,6 +201,13 @@ class ShellProcess:
             self._control.close()  # closed unreleased, it tells the watcher to kill
         await _stop(self.process)
         self._pipe.close()  # a background job that still writes gets EPIPE, as in pi
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:  # a real-time signal
+        return f"signal {number}"
 
 
 async def _stop(process: asyncio.subprocess.Process) -> None:

@@ -1,14 +1,15 @@
 """The watcher a bash command runs under: `python -I -S subreaper.py SHELL COMMAND`, stdin a
 socket only pi-lsp holds the other end of. Standard library only, so it starts quickly.
 
-It runs COMMAND with `SHELL -c`, and when the shell exits it writes the shell's status to the
-socket and waits for pi-lsp's verdict: RELEASE lets what the command left in the background run
-on, and the watcher exits with the status. When the socket closes instead (pi-lsp ended in any
-way, `kill -9` included, or aborted the command, or it timed out), before or after the shell
-exited, it kills every process the command started, those that left its process group with
-`setsid` included: on Linux the watcher is a child subreaper (prctl PR_SET_CHILD_SUBREAPER), so
-such processes stay its descendants when their parents die. Where that is not available (macOS)
-it kills the process group only.
+It runs COMMAND with `SHELL -c`: the shell writes its pid (its process group's id) to the socket
+before it runs anything, and when it exits the watcher writes its status and waits for pi-lsp's
+verdict: RELEASE lets what the command left in the background run on, and the watcher exits
+with the status. When the socket closes instead (pi-lsp ended in any way, `kill -9` included,
+or aborted the command, or it timed out), before or after the shell exited, it kills every
+process the command started, those that left its process group with `setsid` included: on Linux
+the watcher is a child subreaper (prctl PR_SET_CHILD_SUBREAPER), so such processes stay its
+descendants when their parents die. Where that is not available (macOS) it kills the process
+group only.
 """
 
 from __future__ import annotations
@@ -95,6 +96,13 @@ def shell_status(child: subprocess.Popen[bytes]) -> int:
     return ended.si_status + 128 * (ended.si_code != os.CLD_EXITED)
 
 
+def report_group(watch: int) -> None:
+    """Run in the shell's process before the command: tell pi-lsp the shell's pid, its process
+    group's id, so that pi-lsp can kill the group should the watcher die. Told before anything
+    runs, it arrives even when the command's first act is `kill -9 $PPID`."""
+    os.write(watch, b"%d\n" % os.getpid())
+
+
 def main() -> int:
     subreaper = become_subreaper()
     watch = os.dup(0)  # not inherited: only this process talks with pi-lsp
@@ -102,7 +110,7 @@ def main() -> int:
     # In a session and process group of its own, as pi 1.6 starts it (`setsid sleep 9` then
     # forks, and the shell exits at once).
     child = subprocess.Popen([shell, "-c", command], stdin=subprocess.DEVNULL,
-                             start_new_session=True)
+                             start_new_session=True, preexec_fn=lambda: report_group(watch))
     done_read, done_write = os.pipe()
     statuses: list[int] = []
 
