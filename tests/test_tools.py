@@ -634,6 +634,22 @@ async def test_edit_takes_the_arguments_pi_prepares(root: Path, args: dict[str, 
     assert (root / "f.py").read_text() == written
 
 
+async def test_edit_of_a_large_block_shows_it_removed_then_added(root: Path) -> None:
+    """The edit's diff, Myers' as in pi, takes time in the square of the lines changed, on the
+    event loop: 4000 lines rewritten held every request and an abort for 16 s. Past a bound,
+    the changed lines are one block removed, then added (here Myers pairs the kept lines)."""
+    old = [f"line {i}\n" for i in range(2001)]
+    new = [f"changed {i}\n" if i % 2 == 0 else line for i, line in enumerate(old)]
+    (root / "f.txt").write_text("head\n" + "".join(old) + "tail\n")
+    result = await run(EDIT, {"path": "f.txt", "edits": [replace("".join(old), "".join(new))]},
+                       root)
+    shown = result.details["diff"].splitlines()
+    assert shown[:3] == ["    1 head", "-   2 line 0", "-   3 line 1"]
+    assert [line[0] for line in shown] == [" "] + ["-"] * 2001 + ["+"] * 2001 + [" "]
+    assert shown[2002:2004] == ["+   2 changed 0", "+   3 line 1"]
+    assert result.details["firstChangedLine"] == 2
+
+
 @pytest.mark.parametrize(("files", "path", "expected"), [
     ({}, "nope", "Could not edit file: nope. Error code: ENOENT."),
     ({"d/x": ""}, "d", "EISDIR: illegal operation on a directory, read"),

@@ -1,7 +1,8 @@
 """The diff an `edit` result carries (details.diff), as pi 1.6 draws it (edit-diff.js's
 generateEditDiff): numbered lines, `+`/`-` for the changed ones, four lines of context and
 `...` for those skipped, worked out by jsdiff's line diff (a port of diff 8's Myers
-algorithm, so lines pair up as in pi) around each replacement only."""
+algorithm, so lines pair up as in pi) around each replacement only. The diff's work is
+bounded: past DIFF_BUDGET the changed lines are shown as one block removed, then added."""
 
 from __future__ import annotations
 
@@ -13,6 +14,11 @@ from pi_lsp.agent.splice import Replacement
 CONTEXT_LINES = 4
 WINDOW_MARGIN_LINES = 32  # unchanged lines diffed on each side of a replacement
 LINE_BREAK = re.compile(r"(\n|\r\n)")
+# Myers' work grows with the square of the lines changed, and it runs on the event loop: 4000
+# lines rewritten took 16 s, with every request and an abort waiting. This many steps (paths
+# tried and lines compared; about 0.15 s) for all of an edit's diffs still diff 300 lines
+# rewritten, or 500 with a third of them changed, as pi does.
+DIFF_BUDGET = 100_000
 
 
 @dataclass
@@ -24,6 +30,13 @@ class Part:
     removed: bool
     previous: Part | None = None
     value: str = ""
+
+
+@dataclass
+class Budget:
+    """The steps an edit's diffs may still take."""
+
+    steps: int = DIFF_BUDGET
 
 
 @dataclass
@@ -46,8 +59,9 @@ def _tokenize(text: str) -> list[str]:
     return [token for token in tokens if token]
 
 
-def diff_lines(old: str, new: str) -> list[Part]:
-    """jsdiff's diffLines(old, new), without options."""
+def diff_lines(old: str, new: str, budget: Budget) -> list[Part]:
+    """jsdiff's diffLines(old, new), without options; once `budget` is spent, the lines
+    between the common start and end as one removed and one added part instead."""
     old_tokens, new_tokens = _tokenize(old), _tokenize(new)
     old_len, new_len = len(old_tokens), len(new_tokens)
 
@@ -58,6 +72,7 @@ def diff_lines(old: str, new: str) -> list[Part]:
         while new_pos + 1 < new_len and old_pos + 1 < old_len and \
                 old_tokens[old_pos + 1] == new_tokens[new_pos + 1]:
             new_pos, old_pos, common = new_pos + 1, old_pos + 1, common + 1
+        budget.steps -= common + 1
         if common:
             path.last = Part(common, False, False, path.last)
         path.old_pos = old_pos
@@ -113,6 +128,8 @@ def diff_lines(old: str, new: str) -> list[Part]:
             new_pos = extract_common(path, diagonal)
             if path.old_pos + 1 >= old_len and new_pos + 1 >= new_len:
                 return values(path.last)
+            if budget.steps < 0:
+                return _one_block(old_tokens, new_tokens)
             best[diagonal] = path
             if path.old_pos + 1 >= old_len:
                 highest = diagonal - 1 if highest is None else min(highest, diagonal - 1)
@@ -121,6 +138,25 @@ def diff_lines(old: str, new: str) -> list[Part]:
             diagonal += 2
         edit_length += 1
     raise AssertionError("the edit graph has no end")  # Myers always reaches it
+
+
+def _one_block(old_tokens: list[str], new_tokens: list[str]) -> list[Part]:
+    """A diff that keeps only the lines both start and end with: what lies between is removed,
+    then added (as jsdiff shows lines that have nothing in common)."""
+    limit = min(len(old_tokens), len(new_tokens))
+    head = 0
+    while head < limit and old_tokens[head] == new_tokens[head]:
+        head += 1
+    tail = 0
+    while tail < limit - head and old_tokens[-1 - tail] == new_tokens[-1 - tail]:
+        tail += 1
+    parts = [Part(head, False, False, value="".join(old_tokens[:head])),
+             Part(len(old_tokens) - head - tail, False, True,
+                  value="".join(old_tokens[head:len(old_tokens) - tail])),
+             Part(len(new_tokens) - head - tail, True, False,
+                  value="".join(new_tokens[head:len(new_tokens) - tail])),
+             Part(tail, False, False, value="".join(old_tokens[len(old_tokens) - tail:]))]
+    return [part for part in parts if part.count]
 
 
 def _grown(path: _Path, added: bool, removed: bool, old_step: int) -> _Path:
@@ -252,9 +288,10 @@ def edit_diff(base: str, new: str, replacements: list[Replacement]) -> tuple[str
     marker = f" {''.rjust(width)} ..."
     output: list[str] = []
     first_changed: int | None = None
+    budget = Budget()
     for window in _windows(base, replacements):
         shown, first = _display(diff_lines(base[window.old_start:window.old_end],
-                                           new[window.new_start:window.new_end]),
+                                           new[window.new_start:window.new_end], budget),
                                 window.old_line + 1, window.new_line + 1, width)
         if first_changed is None:
             first_changed = first
