@@ -6,14 +6,12 @@ bounded: past DIFF_BUDGET the changed lines are shown as one block removed, then
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from pi_lsp.agent.splice import Replacement
 
 CONTEXT_LINES = 4
 WINDOW_MARGIN_LINES = 32  # unchanged lines diffed on each side of a replacement
-LINE_BREAK = re.compile(r"(\n|\r\n)")
 # Myers' work grows with the square of the lines changed, and it runs on the event loop: 4000
 # lines rewritten took 16 s, with every request and an abort waiting. This many steps (paths
 # tried and lines compared; about 0.15 s) for all of an edit's diffs still diff 300 lines
@@ -46,17 +44,13 @@ class _Path:
 
 
 def _tokenize(text: str) -> list[str]:
-    """jsdiff's line tokens: each line with its line break."""
-    pieces = LINE_BREAK.split(text)
-    if not pieces[-1]:
-        pieces.pop()
-    tokens: list[str] = []
-    for index, piece in enumerate(pieces):
-        if index % 2:
-            tokens[-1] += piece
-        else:
-            tokens.append(piece)
-    return [token for token in tokens if token]
+    """jsdiff's line tokens: each line with its line break (LF or CRLF; a CRLF's CR ends the
+    piece before its LF). Not its regular expression, which took 0.9 s on a 100 MB line."""
+    tokens = [line + "\n" for line in text.split("\n")]
+    tokens[-1] = tokens[-1][:-1]  # the text after the last line break has none
+    if not tokens[-1]:
+        tokens.pop()
+    return tokens
 
 
 def diff_lines(old: str, new: str, budget: Budget) -> list[Part]:

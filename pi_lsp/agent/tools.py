@@ -110,7 +110,7 @@ SURROGATE = re.compile("[\ud800-\udfff]")
 def well_formed(text: str) -> str:
     """`text` as JavaScript writes it in UTF-8: surrogates that pair up joined, a lone one as
     U+FFFD (a model's JSON may hold "\\ud83d", which pi writes so)."""
-    if SURROGATE.search(text) is None:
+    if text.isascii() or SURROGATE.search(text) is None:
         return text
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
@@ -391,13 +391,19 @@ def propose_write(args: dict[str, Any], ctx: ToolContext) -> Proposal:
 
 
 def propose_edit(args: dict[str, Any], ctx: ToolContext) -> Proposal:
+    return _planned_edit(args, ctx)[0]
+
+
+def _planned_edit(args: dict[str, Any], ctx: ToolContext) -> tuple[Proposal, EditPlan]:
+    """The change an edit makes, and how: the replacements its diff shows."""
     args = tool_arguments("edit", args)
     if not args["edits"]:
         raise ToolError("Edit tool input is invalid. edits must contain at least one "
                         "replacement.")
     path = ctx.writable(args["path"])
     before = _edited_text(path, args["path"], ctx)
-    return Proposal(path, before, well_formed(_edit_plan(before, args).text))
+    plan = _edit_plan(before, args)
+    return Proposal(path, before, well_formed(plan.text)), plan
 
 
 def _edited_text(path: Path, raw: str, ctx: ToolContext) -> str:
@@ -432,26 +438,26 @@ def propose_change(name: str, args: dict[str, Any], ctx: ToolContext) -> Proposa
     return propose(args, ctx) if propose is not None else None
 
 
-def _change(name: str, args: dict[str, Any], ctx: ToolContext) -> Proposal:
-    """The change to make now: refused if it is no longer the one the user approved."""
-    change = PROPOSERS[name](args, ctx)
+def _check_approved(change: Proposal, name: str, args: dict[str, Any], ctx: ToolContext
+                    ) -> None:
+    """Refuse the change to make now if it is no longer the one the user approved."""
     if ctx.approved is not None and ctx.approved != change:
         raise ToolError(f"{args['path']} changed while the {name} waited for approval; "
                         "nothing was written. Read it again.")
-    return change
 
 
 async def write_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-    change = _change("write", args, ctx)
+    change = propose_write(args, ctx)
+    _check_approved(change, "write", args, ctx)
     await ctx.files.write_text(change.path, change.new_text)
     return text_result(f"Successfully wrote to {tool_arguments('write', args)['path']}")
 
 
 async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-    change = _change("edit", args, ctx)
+    change, plan = _planned_edit(args, ctx)
+    _check_approved(change, "edit", args, ctx)
     args = tool_arguments("edit", args)
     # The diff first, as pi makes it: it cannot fail once the file is written.
-    plan = _edit_plan(change.old_text or "", args)
     diff, first_changed = edit_diff(plan.base, plan.new, plan.replacements)
     await ctx.files.write_text(change.path, change.new_text)
     details: dict[str, Any] = {"diff": diff}
