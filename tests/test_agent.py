@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from pi_lsp.agent import tools
 from pi_lsp.agent.approval import ApprovalRequest
 from pi_lsp.agent.events import (
     AgentEvent,
@@ -825,6 +826,39 @@ async def test_an_aborted_bash_call_keeps_its_full_output_file(make_rig, fake) -
         f"\n3000\n\n[Showing lines 1001-3000 of 3000. Full output: {full}]\n\nCommand aborted")
     assert full.read_text() == "".join(f"{n}\n" for n in range(1, 3001))
     discard_file(str(full))
+
+
+@pytest.mark.parametrize(("name", "args", "answer"), [
+    ("edit", {"path": "f.txt", "edits": [{"oldText": "one", "newText": "two"}]},
+     "Successfully replaced 1 block(s) in f.txt."),
+    ("write", {"path": "f.txt", "content": "two\n"}, "Successfully wrote to f.txt"),
+])
+async def test_an_abort_while_the_file_is_written_records_the_change(
+        make_rig, fake, monkeypatch: pytest.MonkeyPatch, name: str, args: dict[str, Any],
+        answer: str) -> None:
+    """The write runs in a thread, which a cancel does not stop: the file changed and the
+    session said "Tool execution was aborted". The write is let end and its result recorded."""
+    rig = make_rig()
+    (rig.root / "f.txt").write_text("one\n")
+    fake.script(tool_reply([("toolu_1", name, args)]), text_reply("never asked for"))
+    writing, go = threading.Event(), threading.Event()
+    write = tools.write_regular
+
+    def held(path: Path, data: bytes) -> None:
+        writing.set()
+        go.wait(CEILING_S)
+        write(path, data)
+
+    monkeypatch.setattr(tools, "write_regular", held)
+    run = asyncio.create_task(rig.harness.prompt("go"))
+    await until(writing.is_set, "the write")
+    assert rig.harness.abort() is True
+    go.set()
+    await asyncio.wait_for(run, CEILING_S)
+    [result] = [m for m in rig.messages() if m["role"] == "toolResult"]
+    assert (result["content"], result["isError"]) == ([{"type": "text", "text": answer}], False)
+    assert (rig.root / "f.txt").read_text() == "two\n"
+    assert len(fake.message_requests()) == 1  # the run still ends at the abort
 
 
 async def test_an_aborted_silent_bash_call_says_command_aborted(make_rig, fake) -> None:

@@ -49,6 +49,8 @@ class Editor:
         self.edits: list[dict[str, Any]] = []
         self.asked: list[list[str]] = []
         self.problems: dict[str, list[dict[str, Any]]] = {}
+        self.applying = asyncio.Event()  # an edit was asked for
+        self.held: asyncio.Event | None = None  # when given, edits are answered once it is set
 
 
 @pytest_lsp.fixture(scope="module", config=SERVER)
@@ -57,8 +59,12 @@ async def client(lsp_client: LanguageClient, tmp_path_factory: pytest.TempPathFa
     editor = Editor()
 
     @lsp_client.feature(types.WORKSPACE_APPLY_EDIT)
-    def apply_edit(params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
+    async def apply_edit(params: types.ApplyWorkspaceEditParams
+                         ) -> types.ApplyWorkspaceEditResult:
         editor.edits.append(plain(lsp_client.protocol._converter.unstructure(params)))
+        editor.applying.set()
+        if editor.held is not None:
+            await editor.held.wait()
         return types.ApplyWorkspaceEditResult(applied=True)
 
     @lsp_client.feature("pi/diagnostics")
@@ -299,6 +305,29 @@ async def test_a_lone_surrogate_reaches_the_editor_as_pi_writes_it(pi: Pi, edito
     change = editor.edits[before]["edit"]["documentChanges"][0]
     assert change["edits"][0]["newText"] == "'\ufffd'"
     assert path.read_text() == "FACE = 1\n"  # the disk waits for the user to save
+
+
+async def test_an_abort_while_the_editor_applies_an_edit_records_the_edit(
+        pi: Pi, editor: Editor, fake: FakeAnthropic) -> None:
+    """The abort stopped the wait for the editor's answer, not the edit: the buffer changed
+    and the session said "Tool execution was aborted". The answer is waited for."""
+    path = pi.main / "held.py"
+    path.write_text("HELD = 1\n")
+    open_document(pi, path, "HELD = 2\n")
+    editor.applying.clear()
+    editor.held = asyncio.Event()
+    fake.script(tool_reply([("h1", "edit", {"path": "held.py", "oldText": "2",
+                                            "newText": "3"})]), text_reply("never asked for"))
+    uri = await new_session(pi)
+    since = pi.mark()
+    answer = await call(pi.client, "pi.prompt", {"uri": uri, "text": "Hold on"})
+    await asyncio.wait_for(editor.applying.wait(), CEILING_S)
+    assert await call(pi.client, "pi.abort", {"uri": uri}) == {"aborted": True}
+    editor.held.set()
+    editor.held = None
+    events = await wait_events(pi, answer["turnId"], since)
+    assert tool_texts(events)["h1"] == "Successfully replaced 1 block(s) in held.py."
+    assert len(fake.message_requests()) == 1
 
 
 # -- the pieces, without a server ------------------------------------------------------------

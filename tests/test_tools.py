@@ -676,6 +676,37 @@ async def test_an_exact_edit_of_an_ascii_file_does_not_normalize_it(
                                "unique. Please provide more context to make it unique.")
 
 
+class HeldWrites(tools.DiskFiles):
+    """Writes that end only once released, as an editor's applyEdit without an answer."""
+
+    def __init__(self) -> None:
+        self.started, self.released = asyncio.Event(), asyncio.Event()
+
+    async def write_text(self, path: Path, text: str) -> None:
+        self.started.set()
+        await self.released.wait()
+
+
+async def test_an_abort_while_a_write_never_ends_says_the_file_may_have_changed(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An abort waits for a write under way, so as not to answer "aborted" for a changed file;
+    for an editor that never answers, only a while, and the call says what is known."""
+    (root / "f.txt").write_text("a\n")
+    monkeypatch.setattr(tools, "ABORTED_WRITE_WAIT_S", 0)
+    files, told = HeldWrites(), []
+    ctx = ToolContext(root, files=files, on_abort=told.append)
+    task = asyncio.create_task(tools.edit_file({"path": "f.txt", "edits": [replace("a", "b")]},
+                                               ctx))
+    await asyncio.wait_for(files.started.wait(), CEILING_S)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert [(text_of(result), result.is_error) for result in told] == [
+        (f"Aborted while {os.path.realpath(root / 'f.txt')} was being written: it may have "
+         "changed. Read it before changing it again.", True)]
+    files.released.set()
+
+
 @pytest.mark.parametrize(("files", "path", "expected"), [
     ({}, "nope", "Could not edit file: nope. Error code: ENOENT."),
     ({"d/x": ""}, "d", "EISDIR: illegal operation on a directory, read"),

@@ -42,6 +42,8 @@ READ_CHUNK = 1 << 20  # a file is read this much at a time, whatever its size
 # request of the session, since the image stays in its context.
 IMAGE_BYTE_LIMIT = 5 * 1024 * 1024
 BASH_TIMEOUT_MAX_S = 24 * 60 * 60
+# How long an abort waits for a write under way to end: an editor may never answer applyEdit.
+ABORTED_WRITE_WAIT_S = 5.0
 # The variables pi-lsp reads its own keys from; a command the user approves runs the project's
 # code (npm test, pytest), which must not find them.
 KEY_VARIABLES = frozenset(API_KEY_VARIABLES.values())
@@ -194,7 +196,7 @@ class ToolContext:
     files: FileAccess = DISK
     key_variables: frozenset[str] = KEY_VARIABLES  # left out of bash's environment
     # Takes what a call cut short by an abort has to say (bash: the output so far, as pi 1.6
-    # gives it); None: nobody records it.
+    # gives it; write and edit: what the write under way did); None: nobody records it.
     on_abort: Callable[[ToolResult], None] | None = None
 
     def given(self, raw: object) -> Path:
@@ -449,8 +451,8 @@ def _check_approved(change: Proposal, name: str, args: dict[str, Any], ctx: Tool
 async def write_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     change = propose_write(args, ctx)
     _check_approved(change, "write", args, ctx)
-    await ctx.files.write_text(change.path, change.new_text)
-    return text_result(f"Successfully wrote to {tool_arguments('write', args)['path']}")
+    return await _written(change, ctx, text_result(
+        f"Successfully wrote to {tool_arguments('write', args)['path']}"))
 
 
 async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -459,12 +461,32 @@ async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     args = tool_arguments("edit", args)
     # The diff first, as pi makes it: it cannot fail once the file is written.
     diff, first_changed = edit_diff(plan.base, plan.new, plan.replacements)
-    await ctx.files.write_text(change.path, change.new_text)
     details: dict[str, Any] = {"diff": diff}
     if first_changed is not None:
         details["firstChangedLine"] = first_changed
-    return text_result(f"Successfully replaced {len(args['edits'])} block(s) in {args['path']}.",
-                       details)
+    return await _written(change, ctx, text_result(
+        f"Successfully replaced {len(args['edits'])} block(s) in {args['path']}.", details))
+
+
+async def _written(change: Proposal, ctx: ToolContext, result: ToolResult) -> ToolResult:
+    """`result` once `change` is written. An abort does not stop a write under way (a thread,
+    or the editor's applyEdit): the call waits for it a while and hands ctx.on_abort what it
+    did, so the model never reads "aborted" for a file that was changed."""
+    writing = asyncio.ensure_future(ctx.files.write_text(change.path, change.new_text))
+    try:
+        await asyncio.shield(writing)
+    except asyncio.CancelledError:
+        done, _pending = await asyncio.wait([writing], timeout=ABORTED_WRITE_WAIT_S)
+        outcome: ToolResult | None = result
+        if not done:
+            outcome = text_result(f"Aborted while {change.path} was being written: it may have "
+                                  "changed. Read it before changing it again.", is_error=True)
+        elif writing.cancelled() or writing.exception() is not None:
+            outcome = None  # the write failed: the abort's own words stand
+        if outcome is not None and ctx.on_abort is not None:
+            ctx.on_abort(outcome)
+        raise
+    return result
 
 
 async def run_bash(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
