@@ -774,6 +774,27 @@ async def test_write_and_edit_approvals_show_the_change(pi: Pi, fake: FakeAnthro
 
 
 @LSP
+async def test_an_edit_that_would_rewrite_bytes_not_utf8_is_refused_not_asked(
+        pi: Pi, fake: FakeAnthropic) -> None:
+    """An edit writes a file's bytes that are not UTF-8 back as U+FFFD, as pi does, and the
+    approval showed those lines unchanged (`Jos\ufffd M\ufffdller` on both sides): the user
+    approved a change they could not see. Unshowable, it is refused (auto approval edits as
+    pi)."""
+    names = pi.ws / "names.txt"
+    latin1 = "José Müller\nFrançois Café\nversion = 1\n".encode("latin-1")
+    names.write_bytes(latin1)
+    _, events, _ = await run_turn(pi, fake, [("e1", "edit", {
+        "path": "names.txt", "edits": [{"oldText": "version = 1", "newText": "version = 2"}]})])
+    assert pi.asked == []
+    result = results(events)["e1"]
+    assert result["isError"] and result_text(result) == (
+        f"{names.resolve()} is not UTF-8: 4 bytes on 2 lines would be written as U+FFFD, which "
+        "no approval can show, so the edit was not run and the user was not asked. Convert the "
+        "file to UTF-8 first (with bash: iconv), or write it whole.")
+    assert names.read_bytes() == latin1
+
+
+@LSP
 async def test_a_change_that_cannot_be_worked_out_is_an_error_result(
         pi: Pi, fake: FakeAnthropic) -> None:
     # (A file that is not UTF-8 no longer is one: it is edited with U+FFFD, as pi edits it.)

@@ -41,6 +41,24 @@ def refuse_bidi_controls(command: str) -> None:
                         "if they are needed.")
 
 
+def unshowable(request: ApprovalRequest) -> str | None:
+    """Why the change cannot be shown as it would be written (the model reads it), or None. An
+    edit writes a file's bytes that are not UTF-8 back as U+FFFD, as pi does, on lines the diff
+    shows unchanged (both sides read them so): the user would approve what they cannot see."""
+    change = request.change
+    bad = change.undecodable if change is not None else None
+    if change is None or bad is None:
+        return None
+    return (f"{change.path} is not UTF-8: {_count(bad.bytes, 'byte')} on "
+            f"{_count(bad.lines, 'line')} would be written as U+FFFD, which no approval can "
+            f"show, so the {request.call.name} was not run and the user was not asked. Convert "
+            "the file to UTF-8 first (with bash: iconv), or write it whole.")
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
 def approval_request(call: ToolCall, ctx: ToolContext) -> ApprovalRequest | None:
     """What must be approved before `call` runs, or None when it needs no approval (reads in
     the workspace, unknown tools). A call refused outright raises its ToolError."""

@@ -165,12 +165,21 @@ def disk_text(path: Path, errors: str = "strict") -> str | None:
         return text.read()
 
 
+class Undecodable(msgspec.Struct, frozen=True):
+    """What of a file is not UTF-8: its bytes, read as U+FFFD (and so written back, as pi
+    does), and the lines holding them."""
+
+    bytes: int
+    lines: int
+
+
 class Proposal(msgspec.Struct, frozen=True):
     """What a write or edit would leave in a file, worked out before anything is written."""
 
     path: Path
     old_text: str | None  # None: the file does not exist yet
     new_text: str
+    undecodable: Undecodable | None = None  # an edited file's bytes that are not UTF-8
 
     def diff(self) -> str:
         """A unified diff of the change, with the file's path in its headers."""
@@ -362,12 +371,22 @@ def _text_pieces(head: bytes, file: IO[bytes], stop: threading.Event
     return pieces
 
 
-def _current_text(path: Path, ctx: ToolContext) -> str | None:
-    """The file as the editor has it (else the disk); text that is not UTF-8 is shown replaced."""
+def _current_text(path: Path, ctx: ToolContext) -> tuple[str | None, Undecodable | None]:
+    """The file as the editor has it (else the disk), and what of it is not UTF-8 (read
+    replaced)."""
     try:
-        return ctx.files.read_text(path)
+        return ctx.files.read_text(path), None
     except UnicodeDecodeError:
-        return disk_text(path, "replace")
+        return disk_text(path, "replace"), _undecodable(path)
+
+
+def _undecodable(path: Path) -> Undecodable | None:
+    """What of a file is not UTF-8 (None when it is gone)."""
+    escaped = disk_text(path, "surrogateescape")  # each bad byte a lone surrogate
+    if escaped is None:
+        return None
+    lines = [line for line in escaped.split("\n") if SURROGATE.search(line)]
+    return Undecodable(sum(len(SURROGATE.findall(line)) for line in lines), len(lines))
 
 
 def _refuse_special(path: Path, raw: str, ctx: ToolContext) -> None:
@@ -389,7 +408,7 @@ def propose_write(args: dict[str, Any], ctx: ToolContext) -> Proposal:
     path = ctx.writable(args["path"])
     _refuse_special(path, args["path"], ctx)
     content = args["content"]
-    return Proposal(path, _current_text(path, ctx), well_formed(content))
+    return Proposal(path, _current_text(path, ctx)[0], well_formed(content))
 
 
 def propose_edit(args: dict[str, Any], ctx: ToolContext) -> Proposal:
@@ -403,20 +422,20 @@ def _planned_edit(args: dict[str, Any], ctx: ToolContext) -> tuple[Proposal, Edi
         raise ToolError("Edit tool input is invalid. edits must contain at least one "
                         "replacement.")
     path = ctx.writable(args["path"])
-    before = _edited_text(path, args["path"], ctx)
+    before, undecodable = _edited_text(path, args["path"], ctx)
     plan = _edit_plan(before, args)
-    return Proposal(path, before, well_formed(plan.text)), plan
+    return Proposal(path, before, well_formed(plan.text), undecodable), plan
 
 
-def _edited_text(path: Path, raw: str, ctx: ToolContext) -> str:
-    """The text `edit` changes (bad UTF-8 replaced, as pi reads it); pi's errors when there is
-    none (a FIFO or device is a missing file, as for read)."""
+def _edited_text(path: Path, raw: str, ctx: ToolContext) -> tuple[str, Undecodable | None]:
+    """The text `edit` changes (bad UTF-8 replaced, as pi reads it) and what of it is not
+    UTF-8; pi's errors when there is none (a FIFO or device is a missing file, as for read)."""
     # pi asks for read and write access first: a file it could read but not write is refused.
     if os.path.exists(path) and not os.access(path, os.R_OK | os.W_OK):
         raise ToolError(f"Could not edit file: {raw}. Error code: EACCES.")
-    text = _current_text(path, ctx)
+    text, undecodable = _current_text(path, ctx)
     if text is not None:
-        return text
+        return text, undecodable
     if os.path.isdir(path):
         raise ToolError("EISDIR: illegal operation on a directory, read")
     raise ToolError(f"Could not edit file: {raw}. Error code: ENOENT.")

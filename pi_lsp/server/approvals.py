@@ -11,7 +11,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path
 
 from pi_lsp.agent.access import runs_on_its_own
-from pi_lsp.agent.approval import ApprovalRequest, Approver
+from pi_lsp.agent.approval import ApprovalRequest, Approver, unshowable
 from pi_lsp.server.config import Config
 from pi_lsp.server.open_session import OpenSession
 from pi_lsp.server.protocol import (
@@ -94,6 +94,9 @@ class ToolApprovals:
             if self.config().tool_approval == "auto" or (
                     granted is not None and granted in session.allowed_tools):
                 return None
+            refusal = unshowable(request)
+            if refusal is not None:
+                return refusal
             try:
                 if client_approves_tools(self.server.client_capabilities):
                     decision = await self.ask_approve_tool(approve_tool_params(
