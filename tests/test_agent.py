@@ -861,6 +861,42 @@ async def test_an_abort_while_the_file_is_written_records_the_change(
     assert len(fake.message_requests()) == 1  # the run still ends at the abort
 
 
+async def test_a_second_abort_while_the_file_is_written_still_records_the_change(
+        make_rig, fake, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second abort (Esc pressed again) cancelled the call's wait for the write, so the
+    changed file's result was lost and the session said "Tool execution was aborted"."""
+    rig = make_rig()
+    (rig.root / "f.txt").write_text("one\n")
+    fake.script(tool_reply([("toolu_1", "write", {"path": "f.txt", "content": "two\n"})]),
+                text_reply("never asked for"))
+    writing, go = threading.Event(), threading.Event()
+    write, wait = tools.write_regular, asyncio.wait
+    waits: list[object] = []
+
+    def held(path: Path, data: bytes) -> None:
+        writing.set()
+        go.wait(CEILING_S)
+        write(path, data)
+
+    def seen_wait(*args: Any, **kwargs: Any) -> Any:
+        waits.append(args)
+        return wait(*args, **kwargs)
+
+    monkeypatch.setattr(tools, "write_regular", held)
+    monkeypatch.setattr(asyncio, "wait", seen_wait)
+    run = asyncio.create_task(rig.harness.prompt("go"))
+    await until(writing.is_set, "the write")
+    assert rig.harness.abort() is True
+    await until(lambda: waits, "the aborted call's wait for the write")
+    assert rig.harness.abort() is True
+    go.set()
+    await asyncio.wait_for(run, CEILING_S)
+    [result] = [m for m in rig.messages() if m["role"] == "toolResult"]
+    assert (result["content"], result["isError"]) == (
+        [{"type": "text", "text": "Successfully wrote to f.txt"}], False)
+    assert (rig.root / "f.txt").read_text() == "two\n"
+
+
 async def test_an_aborted_silent_bash_call_says_command_aborted(make_rig, fake) -> None:
     rig = make_rig()
     fake.script(tool_reply([("toolu_1", "bash", {"command": "echo $$ > sh.pid; sleep 30"})]),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import codecs
+import contextlib
 import difflib
 import io
 import json
@@ -495,9 +496,8 @@ async def _written(change: Proposal, ctx: ToolContext, result: ToolResult) -> To
     try:
         await asyncio.shield(writing)
     except asyncio.CancelledError:
-        done, _pending = await asyncio.wait([writing], timeout=ABORTED_WRITE_WAIT_S)
         outcome: ToolResult | None = result
-        if not done:
+        if not await _ended_despite_cancels(writing, ABORTED_WRITE_WAIT_S):
             outcome = text_result(f"Aborted while {change.path} was being written: it may have "
                                   "changed. Read it before changing it again.", is_error=True)
         elif writing.cancelled() or writing.exception() is not None:
@@ -506,6 +506,19 @@ async def _written(change: Proposal, ctx: ToolContext, result: ToolResult) -> To
             ctx.on_abort(outcome)
         raise
     return result
+
+
+async def _ended_despite_cancels(task: asyncio.Future[Any], timeout: float) -> bool:
+    """Whether `task` ends within `timeout` s; a further abort (the user pressing Esc again)
+    cancels this wait too, and must not drop what the write did, so it waits on."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not task.done():
+        left = deadline - asyncio.get_running_loop().time()
+        if left <= 0:
+            return False
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait([task], timeout=left)
+    return True
 
 
 async def run_bash(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
