@@ -1204,6 +1204,31 @@ async def test_edits_text_is_read_as_json_parse_reads_it(root: Path, edits: str,
     assert text_of(result).startswith(f'Validation failed for tool "edit":\n  - {problem}\n\n')
 
 
+@pytest.mark.parametrize(("tool", "args"), [
+    (WRITE, {"path": "names.txt", "content": "version = 2\n"}),
+    (EDIT, {"path": "names.txt", "oldText": "version = 1", "newText": "version = 2"}),
+])
+async def test_a_file_not_utf8_is_read_again_only_for_a_user_to_ask(
+        root: Path, monkeypatch: pytest.MonkeyPatch, tool: Tool, args: dict[str, Any]) -> None:
+    """Working out a change to a file that is not UTF-8 read it all again to count its bad
+    bytes (4.2 s for 100 MB, on the event loop), though only an edit a user is asked about
+    shows the count: a write, or any call approved automatically, never needs it."""
+    (root / "names.txt").write_bytes("José Müller\nversion = 1\n".encode("latin-1"))
+    reads: list[str] = []
+    disk_text = tools.disk_text
+
+    def counted(path: Path, errors: str = "strict") -> str | None:
+        reads.append(errors)
+        return disk_text(path, errors)
+
+    monkeypatch.setattr(tools, "disk_text", counted)
+    ctx = ToolContext(root)
+    assert await ask_approval(ToolCall(id="1", name=tool.name, arguments=args), ctx,
+                              allow_all) is None
+    assert not (await execute_tool(tool, tool.name, args, ctx)).is_error
+    assert "surrogateescape" not in reads
+
+
 # Values past what Python's float, int() and json take as they are.
 EXTREMES = [2**53 + 1, 10**400, -(10**4000), "1" * 5000 + "n", "[" * 3000 + "]" * 3000,
             '[{"oldText": "a", "newText": "b", "x": ' + "[" * 3000 + "]" * 3000 + "}]"]

@@ -7,7 +7,14 @@ from pathlib import Path
 
 import msgspec
 
-from pi_lsp.agent.tools import Proposal, ToolContext, ToolError, propose_change, tool_arguments
+from pi_lsp.agent.tools import (
+    Proposal,
+    ToolContext,
+    ToolError,
+    propose_change,
+    tool_arguments,
+    undecodable,
+)
 from pi_lsp.session.entries import ToolCall
 from pi_lsp.visible import bidi_controls
 
@@ -46,9 +53,13 @@ def unshowable(request: ApprovalRequest) -> str | None:
     edit writes a file's bytes that are not UTF-8 back as U+FFFD, as pi does, on lines the diff
     shows unchanged (both sides read them so): the user would approve what they cannot see."""
     change = request.change
-    bad = change.undecodable if change is not None else None
-    if change is None or bad is None:
+    if change is None or not change.not_utf8:
         return None
+    # Counted here, not when the change is worked out: a read of the whole file again (4 s
+    # for 100 MB) that a write, or an edit under automatic approval, never needs.
+    bad = undecodable(change.path)
+    if bad is None:
+        return None  # gone since: the call fails as it runs
     return (f"{change.path} is not UTF-8: {_count(bad.bytes, 'byte')} on "
             f"{_count(bad.lines, 'line')} would be written as U+FFFD, which no approval can "
             f"show, so the {request.call.name} was not run and the user was not asked. Convert "

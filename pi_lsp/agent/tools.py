@@ -180,7 +180,8 @@ class Proposal(msgspec.Struct, frozen=True):
     path: Path
     old_text: str | None  # None: the file does not exist yet
     new_text: str
-    undecodable: Undecodable | None = None  # an edited file's bytes that are not UTF-8
+    # An edited file with bytes that are not UTF-8 (counted only when a user is to be asked).
+    not_utf8: bool = False
 
     def diff(self) -> str:
         """A unified diff of the change, with the file's path in its headers."""
@@ -372,16 +373,16 @@ def _text_pieces(head: bytes, file: IO[bytes], stop: threading.Event
     return pieces
 
 
-def _current_text(path: Path, ctx: ToolContext) -> tuple[str | None, Undecodable | None]:
-    """The file as the editor has it (else the disk), and what of it is not UTF-8 (read
+def _current_text(path: Path, ctx: ToolContext) -> tuple[str | None, bool]:
+    """The file as the editor has it (else the disk), and whether it is not UTF-8 (read
     replaced)."""
     try:
-        return ctx.files.read_text(path), None
+        return ctx.files.read_text(path), False
     except UnicodeDecodeError:
-        return disk_text(path, "replace"), _undecodable(path)
+        return disk_text(path, "replace"), True
 
 
-def _undecodable(path: Path) -> Undecodable | None:
+def undecodable(path: Path) -> Undecodable | None:
     """What of a file is not UTF-8 (None when it is gone)."""
     escaped = disk_text(path, "surrogateescape")  # each bad byte a lone surrogate
     if escaped is None:
@@ -423,20 +424,20 @@ def _planned_edit(args: dict[str, Any], ctx: ToolContext) -> tuple[Proposal, Edi
         raise ToolError("Edit tool input is invalid. edits must contain at least one "
                         "replacement.")
     path = ctx.writable(args["path"])
-    before, undecodable = _edited_text(path, args["path"], ctx)
+    before, not_utf8 = _edited_text(path, args["path"], ctx)
     plan = _edit_plan(before, args)
-    return Proposal(path, before, well_formed(plan.text), undecodable), plan
+    return Proposal(path, before, well_formed(plan.text), not_utf8), plan
 
 
-def _edited_text(path: Path, raw: str, ctx: ToolContext) -> tuple[str, Undecodable | None]:
-    """The text `edit` changes (bad UTF-8 replaced, as pi reads it) and what of it is not
+def _edited_text(path: Path, raw: str, ctx: ToolContext) -> tuple[str, bool]:
+    """The text `edit` changes (bad UTF-8 replaced, as pi reads it) and whether it is not
     UTF-8; pi's errors when there is none (a FIFO or device is a missing file, as for read)."""
     # pi asks for read and write access first: a file it could read but not write is refused.
     if os.path.exists(path) and not os.access(path, os.R_OK | os.W_OK):
         raise ToolError(f"Could not edit file: {raw}. Error code: EACCES.")
-    text, undecodable = _current_text(path, ctx)
+    text, not_utf8 = _current_text(path, ctx)
     if text is not None:
-        return text, undecodable
+        return text, not_utf8
     if os.path.isdir(path):
         raise ToolError("EISDIR: illegal operation on a directory, read")
     raise ToolError(f"Could not edit file: {raw}. Error code: ENOENT.")
