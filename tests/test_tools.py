@@ -650,6 +650,20 @@ async def test_edit_of_a_large_block_shows_it_removed_then_added(root: Path) -> 
     assert result.details["firstChangedLine"] == 2
 
 
+async def test_edits_past_the_diff_bound_keep_the_lines_between_them(root: Path) -> None:
+    """Past the bound, a window's lines between its common start and end were one block:
+    ten 30-line edits 80 lines apart showed the 500 untouched lines between them removed and
+    added again (1500 lines marked; pi 1.6 marks the 600 replaced)."""
+    lines = [f"value_{i} = compute({i})\n" for i in range(850)]
+    blocks = ["".join(lines[25 + 80 * k:55 + 80 * k]) for k in range(10)]
+    edits = [replace(block, block.replace("compute", "evaluate")) for block in blocks]
+    (root / "f.py").write_text("".join(lines))
+    result = await run(EDIT, {"path": "f.py", "edits": edits}, root)
+    changed = [line for line in result.details["diff"].splitlines() if line[0] in "+-"]
+    assert len(changed) == 600
+    assert all("evaluate" in line for line in changed if line[0] == "+")
+
+
 async def test_an_exact_edit_of_an_ascii_file_does_not_normalize_it(
         root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Counting the matches normalized the whole file (NFKC and all) for every edit, planned

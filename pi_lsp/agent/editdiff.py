@@ -2,11 +2,12 @@
 generateEditDiff): numbered lines, `+`/`-` for the changed ones, four lines of context and
 `...` for those skipped, worked out by jsdiff's line diff (a port of diff 8's Myers
 algorithm, so lines pair up as in pi) around each replacement only. The diff's work is
-bounded: past DIFF_BUDGET the changed lines are shown as one block removed, then added."""
+bounded: past DIFF_BUDGET each replacement's lines are shown as one block removed, then
+added, with the lines between replacements kept."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pi_lsp.agent.splice import Replacement
 
@@ -53,9 +54,8 @@ def _tokenize(text: str) -> list[str]:
     return tokens
 
 
-def diff_lines(old: str, new: str, budget: Budget) -> list[Part]:
-    """jsdiff's diffLines(old, new), without options; once `budget` is spent, the lines
-    between the common start and end as one removed and one added part instead."""
+def diff_lines(old: str, new: str, budget: Budget) -> list[Part] | None:
+    """jsdiff's diffLines(old, new), without options; None once `budget` is spent."""
     old_tokens, new_tokens = _tokenize(old), _tokenize(new)
     old_len, new_len = len(old_tokens), len(new_tokens)
 
@@ -123,7 +123,7 @@ def diff_lines(old: str, new: str, budget: Budget) -> list[Part]:
             if path.old_pos + 1 >= old_len and new_pos + 1 >= new_len:
                 return values(path.last)
             if budget.steps < 0:
-                return _one_block(old_tokens, new_tokens)
+                return None
             best[diagonal] = path
             if path.old_pos + 1 >= old_len:
                 highest = diagonal - 1 if highest is None else min(highest, diagonal - 1)
@@ -151,6 +151,64 @@ def _one_block(old_tokens: list[str], new_tokens: list[str]) -> list[Part]:
                   value="".join(new_tokens[head:len(new_tokens) - tail])),
              Part(tail, False, False, value="".join(old_tokens[len(old_tokens) - tail:]))]
     return [part for part in parts if part.count]
+
+
+class _Lines:
+    """The window's lines (first, past the last) that spans of `text`, in order, lie on,
+    counted on from the last span's (counting from the window's start each time took 1.9 s
+    for 2000 replacements)."""
+
+    def __init__(self, text: str, window_start: int) -> None:
+        self.text, self.offset, self.line = text, window_start, 0
+
+    def _line(self, offset: int) -> int:
+        self.line += self.text.count("\n", self.offset, offset)
+        self.offset = offset
+        return self.line
+
+    def touched(self, start: int, end: int) -> tuple[int, int]:
+        first = self._line(start)
+        at_line_start = end == 0 or self.text[end - 1] == "\n"
+        return first, self._line(end) + (0 if at_line_start else 1)
+
+
+def _blocks(base: str, new: str, window: _Window) -> list[Part] | None:
+    """The window as each replacement's lines removed, then added (the replacements are
+    known, so the lines between them stay kept), in linear time; None when lines on either
+    side do not line up (replacements sharing lines in ways this cannot tell apart)."""
+    old_tokens = _tokenize(base[window.old_start:window.old_end])
+    new_tokens = _tokenize(new[window.new_start:window.new_end])
+    old_lines, new_lines = _Lines(base, window.old_start), _Lines(new, window.new_start)
+    parts: list[Part] = []
+    old_at = new_at = 0
+    for old_start, old_end, new_start, new_end in window.spans:
+        old_first, old_stop = old_lines.touched(old_start, old_end)
+        new_first, new_stop = new_lines.touched(new_start, new_end)
+        old_first, new_first = max(old_first, old_at), max(new_first, new_at)
+        if old_first - old_at != new_first - new_at or \
+                old_tokens[old_at:old_first] != new_tokens[new_at:new_first]:
+            return None
+        parts.append(Part(old_first - old_at, False, False,
+                          value="".join(old_tokens[old_at:old_first])))
+        parts += _one_block(old_tokens[old_first:old_stop], new_tokens[new_first:new_stop])
+        old_at, new_at = max(old_stop, old_at), max(new_stop, new_at)
+    if old_tokens[old_at:] != new_tokens[new_at:]:
+        return None
+    parts.append(Part(len(old_tokens) - old_at, False, False,
+                      value="".join(old_tokens[old_at:])))
+    return _joined([part for part in parts if part.count])
+
+
+def _joined(parts: list[Part]) -> list[Part]:
+    """Adjacent parts of one kind as one, as jsdiff gives them."""
+    joined: list[Part] = []
+    for part in parts:
+        last = joined[-1] if joined else None
+        if last is not None and (last.added, last.removed) == (part.added, part.removed):
+            last.count, last.value = last.count + part.count, last.value + part.value
+        else:
+            joined.append(part)
+    return joined
 
 
 def _grown(path: _Path, added: bool, removed: bool, old_step: int) -> _Path:
@@ -233,6 +291,8 @@ class _Window:
     new_start: int
     new_end: int
     new_line: int
+    # Each replacement's (old start, old end, new start, new end) offsets in the whole texts.
+    spans: list[tuple[int, int, int, int]] = field(default_factory=list)
 
 
 def _line_start_before(text: str, offset: int) -> int:
@@ -270,6 +330,9 @@ def _windows(base: str, replacements: list[Replacement]) -> list[_Window]:
             cursor_offset = start
             windows.append(_Window(start, end, cursor_line, start + offset_delta,
                                    end + offset_delta + offset_change, cursor_line + line_delta))
+        new_start = replacement.start + offset_delta
+        windows[-1].spans.append((replacement.start, match_end, new_start,
+                                  new_start + len(replacement.text)))
         offset_delta += offset_change
         line_delta += line_change
     return windows
@@ -284,9 +347,11 @@ def edit_diff(base: str, new: str, replacements: list[Replacement]) -> tuple[str
     first_changed: int | None = None
     budget = Budget()
     for window in _windows(base, replacements):
-        shown, first = _display(diff_lines(base[window.old_start:window.old_end],
-                                           new[window.new_start:window.new_end], budget),
-                                window.old_line + 1, window.new_line + 1, width)
+        old, fresh = base[window.old_start:window.old_end], new[window.new_start:window.new_end]
+        parts = diff_lines(old, fresh, budget)
+        if parts is None:
+            parts = _blocks(base, new, window) or _one_block(_tokenize(old), _tokenize(fresh))
+        shown, first = _display(parts, window.old_line + 1, window.new_line + 1, width)
         if first_changed is None:
             first_changed = first
         if output and output[-1] == marker and shown and shown[0] == marker:
