@@ -856,13 +856,22 @@ async def test_an_unknown_tool_gets_pi_s_words(root: Path) -> None:
     assert result.is_error and text_of(result) == "Tool frobnicate not found"
 
 
-@pytest.mark.parametrize("timeout", [24 * 60 * 60 + 1, 10**20, 10**400])
+@pytest.mark.parametrize("timeout", [24 * 60 * 60 + 1, 10**20])
 async def test_bash_timeout_over_a_day_is_refused_before_the_command_runs(
         root: Path, timeout: int) -> None:
-    """10**400 s passed the check and failed in asyncio after the approved command started."""
     result = await run(BASH, {"command": "touch ran", "timeout": timeout}, root)
     assert result.is_error
     assert "at most 86400 seconds" in text_of(result)
+    assert not (root / "ran").exists()
+
+
+async def test_bash_timeout_past_a_double_is_no_number(root: Path) -> None:
+    """10**400 s passed the check and failed in asyncio after the approved command started;
+    then it was "at most 86400 seconds", where pi reads the JSON number as Infinity."""
+    result = await run(BASH, {"command": "touch ran", "timeout": 10**400}, root)
+    assert result.is_error and text_of(result) == (
+        'Validation failed for tool "bash":\n  - timeout: expected number, got Infinity\n\n'
+        'Received arguments:\n{\n  "command": "touch ran",\n  "timeout": null\n}')
     assert not (root / "ran").exists()
 
 

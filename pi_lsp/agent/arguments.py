@@ -32,7 +32,7 @@ def checked_arguments(tool: str, schema: dict[str, Any], args: dict[str, Any]
                       ) -> dict[str, Any]:
     """`args` coerced to `schema` as pi coerces them; ArgumentsError, with pi's message, when
     they still do not fit."""
-    args = _javascript_numbers(args)
+    args = javascript_numbers(args)
     value: dict[str, Any] = _coerce_types(
         _convert(_drop_optional_nulls(args, schema), schema), schema)
     errors = _errors(value, schema, "")
@@ -50,15 +50,15 @@ def invalid_arguments(tool: str, errors: list[tuple[str, str]], args: dict[str, 
                           f"Received arguments:\n{js_pretty(args)}")
 
 
-def _javascript_numbers(value: Any) -> Any:
+def javascript_numbers(value: Any) -> Any:
     """`value` with each integer a double cannot hold made the double JavaScript reads from
     its JSON (an infinity past the largest), as pi has it: a 400-digit `offset` is Infinity."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value if abs(value) <= 2**53 else _double(value)
     if isinstance(value, list):
-        return [_javascript_numbers(item) for item in value]
+        return [javascript_numbers(item) for item in value]
     if isinstance(value, dict):
-        return {key: _javascript_numbers(item) for key, item in value.items()}
+        return {key: javascript_numbers(item) for key, item in value.items()}
     return value
 
 

@@ -8,7 +8,6 @@ import codecs
 import contextlib
 import difflib
 import io
-import json
 import logging
 import math
 import os
@@ -24,7 +23,14 @@ from typing import IO, Any, Protocol
 import msgspec
 
 from pi_lsp.agent.access import inside, protected_reason, secret_reason
-from pi_lsp.agent.arguments import ArgumentsError, checked_arguments, to_number
+from pi_lsp.agent.arguments import (
+    ArgumentsError,
+    checked_arguments,
+    invalid_arguments,
+    javascript_numbers,
+    js_type,
+    to_number,
+)
 from pi_lsp.agent.editdiff import edit_diff
 from pi_lsp.agent.editmatch import EditError, EditPlan, plan_edit, prepare_edit_arguments
 from pi_lsp.agent.mime import SNIFF_BYTES, image_type
@@ -610,7 +616,7 @@ def _bash_command(args: dict[str, Any]) -> str:
     the one shown for approval)."""
     command = args.get("command")
     if not isinstance(command, str):
-        raise _invalid_bash_arguments(args, "command", "string")
+        raise _invalid_bash_argument(args, "command", "string")
     return command
 
 
@@ -620,9 +626,9 @@ def _bash_timeout(args: dict[str, Any]) -> float | None:
     raw = args.get("timeout")
     if raw is None:  # pi drops a null optional argument
         return None
-    timeout = to_number(raw)
+    timeout = to_number(javascript_numbers(raw))
     if timeout is None:
-        raise _invalid_bash_arguments(args, "timeout", "number")
+        raise _invalid_bash_argument(args, "timeout", "number")
     if timeout <= 0:
         raise ToolError("Invalid timeout: must be a finite number of seconds")
     if timeout > BASH_TIMEOUT_MAX_S:
@@ -631,28 +637,11 @@ def _bash_timeout(args: dict[str, Any]) -> float | None:
     return timeout
 
 
-def _invalid_bash_arguments(args: dict[str, Any], name: str, expected: str) -> ToolError:
-    """pi 1.6's words for an argument of the wrong type."""
-    given = args.get(name)
-    problem = "missing" if name not in args else \
-        f"expected {expected}, got {_js_type(given)}"
-    return ToolError(f'Validation failed for tool "bash":\n  - {name}: {problem}\n\n'
-                     f"Received arguments:\n{json.dumps(args, indent=2, ensure_ascii=False)}")
-
-
-def _js_type(value: object) -> str:
-    """The type pi 1.6 names in a validation error."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
+def _invalid_bash_argument(args: dict[str, Any], name: str, expected: str) -> ToolError:
+    """pi 1.6's words for an argument of the wrong type (a number past a double is Infinity)."""
+    args = javascript_numbers(args)
+    problem = "missing" if name not in args else f"expected {expected}, got {js_type(args[name])}"
+    return ToolError(str(invalid_arguments("bash", [(name, problem)], args)))
 
 
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
