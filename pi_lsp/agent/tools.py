@@ -264,22 +264,6 @@ class Tool:
         return self.spec.name
 
 
-def _int_arg(args: dict[str, Any], key: str, default: int | None) -> int | None:
-    value = args.get(key, default)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ToolError(f"`{key}` must be a non-negative integer")
-    return value
-
-
-def _str_arg(args: dict[str, Any], key: str) -> str:
-    value = args.get(key)
-    if not isinstance(value, str):
-        raise ToolError(f"`{key}` must be a string")
-    return value
-
-
 def tool_arguments(name: str, args: dict[str, Any]) -> dict[str, Any]:
     """A file tool's arguments as pi 1.6 reads them, coerced to its schema (a ToolError with
     pi's message when they do not fit); another tool's as they are."""
