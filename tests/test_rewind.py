@@ -64,7 +64,16 @@ from tests.test_server import (
     wait_events,
     wait_note,
 )
-from tests.waits import CEILING_S, POLL_S, PROCESS_CEILING_S, gone, pid_in, run_cli, until
+from tests.waits import (
+    CEILING_S,
+    POLL_S,
+    PROCESS_CEILING_S,
+    gone,
+    pid_in,
+    reaped,
+    run_cli,
+    until,
+)
 
 FAILED = -32011
 
@@ -967,16 +976,12 @@ async def test_a_cli_rewind_stopped_midway_has_said_how_to_undo_it(
     process = subprocess.Popen([sys.executable, "-m", "pi_lsp.cli", "rewind", rig.tree.path,
                                 "--to", first], env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE)
-    try:
+    with reaped(process):
         await pid_in(held)  # deletes done, writes not yet
         # Ctrl-C reaches pi-lsp alone (its git has a process group of its own), which
         # stops git.
         process.send_signal(signal.SIGINT)
         _out, err = process.communicate(timeout=PROCESS_CEILING_S)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
     assert process.returncode == 130, err
     said = err.decode().splitlines()
     assert said[-1] == "pi-lsp: interrupted"

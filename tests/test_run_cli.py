@@ -32,7 +32,7 @@ from tests.fake_openai import MODEL as LOCAL_MODEL
 from tests.fake_openai import FakeOpenAI, chat_reply, chunk
 from tests.fake_openai import Reply as OpenAIReply
 from tests.fake_openai import error_reply as openai_error
-from tests.waits import CEILING_S, PROCESS_CEILING_S, run_cli, until_sync
+from tests.waits import CEILING_S, PROCESS_CEILING_S, reaped, run_cli, until_sync
 
 ROOT = Path(__file__).resolve().parent.parent
 SESSION_NAME = re.compile(
@@ -509,7 +509,7 @@ def test_ctrl_c_aborts_and_records_the_abort(
     fake.script(text_reply(*pieces, delay=0.3))
     process = subprocess.Popen(command("run", "--new", "go slowly"), cwd=workspace, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
-    try:
+    with reaped(process):
         assert process.stdout is not None
         seen = b""
         selector = selectors.DefaultSelector()
@@ -525,10 +525,6 @@ def test_ctrl_c_aborts_and_records_the_abort(
         process.send_signal(signal.SIGINT)
         code = process.wait(timeout=PROCESS_CEILING_S)
         stdout, stderr = process.communicate(timeout=PROCESS_CEILING_S)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
     assert code == 130, stderr.decode()
     assert b"Traceback" not in stderr
     assert b"piece39" not in seen + stdout
@@ -824,14 +820,10 @@ def test_ctrl_c_while_a_summary_is_awaited_is_one_line(
     args = [first if arg == "ID" else arg for arg in args]
     process = subprocess.Popen(command(args[0], str(session), *args[1:]), cwd=workspace,
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
+    with reaped(process):
         until_sync(fake.message_requests, "the summary to be asked for", PROCESS_CEILING_S)
         process.send_signal(signal.SIGINT)
         _stdout, stderr = process.communicate(timeout=PROCESS_CEILING_S)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
     assert process.returncode == 130, stderr
     assert stderr.decode().endswith("pi-lsp: interrupted\n") and b"Traceback" not in stderr
     assert session.read_bytes() == before

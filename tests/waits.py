@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -74,3 +74,14 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = No
     """`pi-lsp ARGS` run to its end, its output captured."""
     return subprocess.run([sys.executable, "-m", "pi_lsp.cli", *args], capture_output=True,
                           text=text, cwd=cwd, env=env, timeout=PROCESS_CEILING_S)
+
+
+@contextlib.contextmanager
+def reaped(process: subprocess.Popen[bytes]) -> Iterator[subprocess.Popen[bytes]]:
+    """`process`, killed and waited for at the end if the test left it running."""
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
