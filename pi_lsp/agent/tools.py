@@ -16,7 +16,6 @@ import stat
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from decimal import Decimal
 from pathlib import Path
 from typing import IO, Any, Protocol
 
@@ -41,6 +40,7 @@ from pi_lsp.agent.shell import ShellProcess
 from pi_lsp.providers.base import ToolSpec
 from pi_lsp.providers.registry import API_KEY_VARIABLES
 from pi_lsp.session.entries import ImageContent, TextContent, UserBlock
+from pi_lsp.session.jsontext import js_number
 
 log = logging.getLogger(__name__)
 
@@ -576,23 +576,13 @@ def _with_status(text: str, status: str) -> str:
 def _timed_out(timeout: float | None, shell: ShellProcess) -> str:
     """pi 1.6's words for a timeout, saying so when the shell had exited but background jobs
     still wrote."""
-    message = f"Command timed out after {_js_string(timeout or 0)} seconds"
+    message = f"Command timed out after {js_number(float(timeout or 0))} seconds"
     if shell.exited_after is None:
         return message
     tenths = math.floor(shell.exited_after * 10 + 0.5) / 10  # JavaScript's Math.round
-    return (f"{message}. The shell exited with code {shell.status} after {_js_string(tenths)} "
+    return (f"{message}. The shell exited with code {shell.status} after {js_number(tenths)} "
             "seconds, but background processes it started kept writing output until the "
             "timeout.")
-
-
-def _js_string(number: float) -> str:
-    """A number as JavaScript's String() writes it (1 not 1.0, 0.00001 not 1e-05)."""
-    if float(number).is_integer():
-        return str(int(number))
-    text = repr(float(number))
-    if "e" in text and number >= 1e-6:
-        text = format(Decimal(text), "f")
-    return text.replace("e-0", "e-")
 
 
 def _bash_command(args: dict[str, Any]) -> str:
