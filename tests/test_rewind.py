@@ -1316,3 +1316,19 @@ async def test_server_deletes_an_open_file_the_turn_made_through_the_editor(
     # Not open any more: the undo writes it on disk, as the buffer held it.
     await call(pi.client, "pi.restoreFiles", {"uri": uri, "undoId": restored["undoId"]})
     assert path.read_text() == "NEW = 2  # unsaved\n"
+
+
+async def test_a_folder_where_git_keeps_its_excludes_does_not_stop_snapshots(
+        tmp_path: Path) -> None:
+    """A folder at `.git/info/exclude` failed every snapshot with "Is a directory: 6" (the
+    store opened it as a file before looking at what it is); it is read as no excludes."""
+    root = tmp_path / "ws"
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    exclude = root / ".git" / "info" / "exclude"
+    if exclude.exists():
+        exclude.unlink()
+    exclude.mkdir(parents=True)
+    (root / "a.txt").write_text("a")
+    store = SnapshotStore(root)
+    snapshot = await store.snapshot()
+    assert await store.read(snapshot.tree, "a.txt") == b"a"

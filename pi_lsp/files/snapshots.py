@@ -32,6 +32,7 @@ import msgspec
 from pi_lsp.files.recorded import UNLOGGED, IgnoredLog, TreeLog, root_trees
 from pi_lsp.finish import Stuck, run_to_end
 from pi_lsp.paths import real_path
+from pi_lsp.regular import read_regular
 
 LEGACY_DIR = Path(".pi") / "snapshots"  # where pi-lsp kept its store before; never run on
 MAX_FILE_BYTES = 5 * 1024 * 1024  # larger files are left out of snapshots, and say so
@@ -433,13 +434,9 @@ def _wchan(path: str) -> str:
 def _small_text(path: Path) -> str:
     """A regular file's text, at most EXCLUDES_LIMIT bytes; "" for anything else."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not hang
+        return read_regular(path, EXCLUDES_LIMIT).decode(errors="surrogateescape")
     except OSError:
         return ""
-    with os.fdopen(fd, "rb") as file:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return ""
-        return file.read(EXCLUDES_LIMIT).decode(errors="surrogateescape")
 
 
 def _left_out(path: str, left_out: set[str]) -> bool:
