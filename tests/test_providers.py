@@ -16,13 +16,19 @@ import pytest
 from pi_lsp.agent.events import AgentEnd, AutoRetryEnd, AutoRetryStart, ToolExecutionStart
 from pi_lsp.agent.harness import Harness
 from pi_lsp.agent.headless import TerminalPrinter
-from pi_lsp.agent.retry import RetrySettings, is_context_overflow, is_passing_failure
+from pi_lsp.agent.retry import (
+    RetrySettings,
+    is_context_overflow,
+    is_passing_failure,
+    is_retryable,
+)
 from pi_lsp.providers import openai_chat, openai_responses
 from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.providers.base import MAX_TOKENS, ModelRequest, ReplyBuilder, TextDelta, ToolSpec
 from pi_lsp.providers.factory import provider_factory
 from pi_lsp.providers.openai_api import OpenAIProvider
 from pi_lsp.providers.registry import (
+    ANTHROPIC_API,
     CHAT_API,
     RESPONSES_API,
     Compat,
@@ -53,6 +59,7 @@ from tests.fake_openai import (
     Reply,
     chat_reply,
     chunk,
+    completed,
     error_reply,
     message_item,
     responses_reply,
@@ -697,6 +704,143 @@ async def test_a_rate_limit_on_tokens_is_retried_not_compacted(rig, oai) -> None
     await one.harness.prompt("hi")
     assert len(oai.chat_requests()) == 2 and one.last()["content"][0]["text"] == "fine"
     assert [e.attempt for e in one.events if isinstance(e, AutoRetryStart)] == [1]
+
+
+def _anthropic_error(status: int, kind: str, message: str) -> fake_anthropic.Reply:
+    return fake_anthropic.Reply(status=status, error_type=kind, error_message=message, headers={})
+
+
+def _anthropic_event(kind: str, message: str) -> fake_anthropic.Reply:
+    """A reply begun, then an `error` event."""
+    return fake_anthropic.Reply([fake_anthropic.message_start(),
+                                 *fake_anthropic.text_block(0, "half")], error_type=kind,
+                                error_message=message)
+
+
+def _openai_error(status: int, kind: str, message: str) -> Reply:
+    return error_reply(status, kind, message, headers={})
+
+
+def _responses_failed(code: str, message: str) -> Reply:
+    failed = completed(status="failed")
+    failed["response"]["error"] = {"code": code, "message": message}
+    return Reply([*message_item(0, "half")[:3], failed])
+
+
+ANTHROPIC_HALF = [fake_anthropic.message_start(), *fake_anthropic.text_block(0, "half")]
+HALF_CHUNK, HALF_ITEM = [chunk({"content": "half"})], message_item(0, "half")[:3]
+# Each failure as pi-lsp's providers meet it, what pi 1.6 made of the same bytes (its own
+# provider against the same fake server), and whether pi asks again (isRetryableAssistantError,
+# an overflow excluded).
+RETRY_TABLE: dict[str, tuple[str, Any, str, bool]] = {
+    "anthropic 529 overloaded": (ANTHROPIC_API, _anthropic_error(529, "overloaded_error",
+                                                                 "Overloaded"),
+        '529 {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}', True),
+    "anthropic 500": (ANTHROPIC_API, _anthropic_error(500, "api_error", "boom"),
+        '500 {"type":"error","error":{"type":"api_error","message":"boom"}}', True),
+    "anthropic 408": (ANTHROPIC_API, _anthropic_error(408, "timeout_error", "slow"),
+        '408 {"type":"error","error":{"type":"timeout_error","message":"slow"}}', True),
+    "anthropic 501": (ANTHROPIC_API, _anthropic_error(501, "api_error", "boom"),
+        '501 {"type":"error","error":{"type":"api_error","message":"boom"}}', False),
+    "anthropic 409": (ANTHROPIC_API, _anthropic_error(409, "conflict_error", "x"),
+        '409 {"type":"error","error":{"type":"conflict_error","message":"x"}}', False),
+    "anthropic 400": (ANTHROPIC_API, _anthropic_error(400, "invalid_request_error", "bad input"),
+        '400 {"type":"error","error":{"type":"invalid_request_error","message":"bad input"}}',
+        False),
+    "anthropic too long": (ANTHROPIC_API, _anthropic_error(
+        400, "invalid_request_error", "prompt is too long: 250000 tokens > 200000 maximum"),
+        '400 {"type":"error","error":{"type":"invalid_request_error","message":"prompt is too '
+        'long: 250000 tokens > 200000 maximum"}}', False),
+    "anthropic event overloaded": (ANTHROPIC_API, _anthropic_event("overloaded_error",
+                                                                   "Overloaded"),
+        '{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}', True),
+    "anthropic event closed": (ANTHROPIC_API, _anthropic_event("api_error", "Connection closed."),
+        '{"type": "error", "error": {"type": "api_error", "message": "Connection closed."}}', True),
+    "anthropic event api_error": (ANTHROPIC_API, _anthropic_event("api_error", "boom"),
+        '{"type": "error", "error": {"type": "api_error", "message": "boom"}}', False),
+    "anthropic cut": (ANTHROPIC_API, fake_anthropic.Reply(ANTHROPIC_HALF, cut=True),
+        "terminated: other side closed (UND_ERR_SOCKET)", True),
+    "anthropic ended early": (ANTHROPIC_API, fake_anthropic.Reply(ANTHROPIC_HALF),
+        "Anthropic stream ended before message_stop", True),
+    "anthropic not json": (ANTHROPIC_API, fake_anthropic.Reply(
+        ANTHROPIC_HALF, raw=b"event: content_block_start\ndata: {nope\n\n"),
+        "Could not parse Anthropic SSE event content_block_start: Expected property name or '}' "
+        "in JSON at position 1 (line 1 column 2); data={nope; raw=event: content_block_start"
+        "\\ndata: {nope", False),
+    "chat 429": (CHAT_API, _openai_error(429, "rate_limit_exceeded", "slow down"),
+        '429: {"message":"slow down","type":"rate_limit_exceeded","code":null}', True),
+    "chat 429 quota": (CHAT_API, _openai_error(429, "insufficient_quota", "You exceeded your "
+                                                "current quota"),
+        '429: {"message":"You exceeded your current quota","type":"insufficient_quota",'
+        '"code":null}', False),
+    "chat 500": (CHAT_API, _openai_error(500, "server_error", "boom"),
+        '500: {"message":"boom","type":"server_error","code":null}', True),
+    "chat 501": (CHAT_API, _openai_error(501, "error", "boom"),
+        '501: {"message":"boom","type":"error","code":null}', False),
+    "chat 400": (CHAT_API, _openai_error(400, "invalid_request_error", "bad input"),
+        '400: {"message":"bad input","type":"invalid_request_error","code":null}', False),
+    "chat stream server_error": (CHAT_API, Reply(HALF_CHUNK, error={
+        "message": "boom", "type": "server_error"}), "boom", False),
+    "chat stream rate_limit": (CHAT_API, Reply(HALF_CHUNK, error={
+        "message": "slow", "type": "rate_limit"}), "slow", False),
+    "chat stream code 502": (CHAT_API, Reply(HALF_CHUNK, error={"message": "boom", "code": 502}),
+        "boom", False),
+    "chat stream says so": (CHAT_API, Reply(HALF_CHUNK, error={
+        "message": "Internal server error", "type": "error"}), "Internal server error", True),
+    "chat stream no message": (CHAT_API, Reply(HALF_CHUNK, error={"type": "server_error"}),
+        '{"type":"server_error"}', True),
+    "chat ended early": (CHAT_API, Reply(HALF_CHUNK, done=False),
+        "Stream ended without finish_reason", True),
+    "chat finish network_error": (CHAT_API, Reply([*HALF_CHUNK, chunk(finish="network_error")]),
+        "Provider finish_reason: network_error", True),
+    "chat cut": (CHAT_API, Reply(HALF_CHUNK, cut=True),
+        "terminated: other side closed (UND_ERR_SOCKET)", True),
+    "responses 502": (RESPONSES_API, _openai_error(502, "bad_gateway", "boom"),
+        'lab API error (502): {"message":"boom","type":"bad_gateway","code":null}', True),
+    "responses 400": (RESPONSES_API, _openai_error(400, "invalid_request_error", "bad"),
+        'lab API error (400): {"message":"bad","type":"invalid_request_error","code":null}', False),
+    "responses event server_error": (RESPONSES_API, Reply(HALF_ITEM, error={
+        "code": "server_error", "message": "boom", "param": None}), "boom", False),
+    "responses event says so": (RESPONSES_API, Reply(HALF_ITEM, error={
+        "code": "server_error", "message": "Please retry your request", "param": None}),
+        "Please retry your request", True),
+    "responses event no message": (RESPONSES_API, Reply(HALF_ITEM, error={
+        "code": "server_error", "message": "", "param": None}),
+        '{"type":"error","code":"server_error","message":"","param":null}', True),
+    "responses event too long": (RESPONSES_API, Reply(HALF_ITEM, error={
+        "code": "context_length_exceeded", "message": "too long", "param": None}),
+        "too long", False),
+    "responses failed server_error": (RESPONSES_API, _responses_failed("server_error", "boom"),
+        "server_error: boom", True),
+    "responses failed invalid_prompt": (RESPONSES_API, _responses_failed("invalid_prompt", "bad"),
+        "invalid_prompt: bad", False),
+    "responses ended early": (RESPONSES_API, Reply(HALF_ITEM),
+        "OpenAI Responses stream ended before a terminal response event", True),
+    "responses cut": (RESPONSES_API, Reply(HALF_ITEM, cut=True),
+        "terminated: other side closed (UND_ERR_SOCKET)", True),
+}
+
+
+@pytest.mark.parametrize("case", list(RETRY_TABLE))
+async def test_a_failure_is_retried_when_pi_16_retries_it(fake, oai, case: str) -> None:
+    """An OpenAI error mid-stream was worded with its code ("server_error: boom"), which pi's
+    patterns retry; pi 1.6 words it with the message alone ("boom") and does not."""
+    api, scripted, pi_words, retried = RETRY_TABLE[case]
+    if api == ANTHROPIC_API:
+        model, provider = ModelRegistry().get("anthropic", "claude-sonnet-4-5"), \
+            AnthropicProvider("k", base_url=fake.url)
+        assert model is not None
+        fake.script(scripted)
+    else:
+        model, provider = local(api, base_url=f"{oai.url}/v1"), \
+            OpenAIProvider("lab", "k", f"{oai.url}/v1")
+        oai.script(scripted)
+    built = ReplyBuilder(api, model)
+    _ = [e async for e in provider.stream(request(model, tools=False), built)]
+    words = built.message().error_message
+    assert (is_retryable(pi_words), is_retryable(words)) == (retried, retried), words
+    assert is_context_overflow(words, model.provider) == is_context_overflow(pi_words)
+    await provider.client.close()
 
 
 def test_cost_is_pi_16s_to_the_last_bit() -> None:

@@ -126,6 +126,12 @@ def is_context_overflow(error_message: str | None, provider: str = "") -> bool:
         provider == "cerebras" and bool(_CEREBRAS_BODYLESS.search(error_message)))
 
 
+def is_retryable(error_message: str | None, provider: str = "") -> bool:
+    """Whether pi 1.6 asks again after a failed reply: a passing failure that is no overflow
+    (compaction answers that one)."""
+    return is_passing_failure(error_message) and not is_context_overflow(error_message, provider)
+
+
 class Retries:
     """The current reply's retries: each wait announced, how they ended told once."""
 
@@ -138,7 +144,7 @@ class Retries:
         each wait is announced as an `auto_retry_start` event."""
         hooks, error = self.hooks, reply.error_message
         if hooks.aborted or not settings.enabled or self.attempt >= settings.max_retries \
-                or is_context_overflow(error, reply.provider) or not is_passing_failure(error):
+                or not is_retryable(error, reply.provider):
             if self.attempt:
                 self.end(success=False, final_error=error)
             return False

@@ -33,7 +33,9 @@ def error_text(label: str, error: BaseException) -> str | None:
     text = text or body_text(error.body) or error.message
     if isinstance(error, openai.APIStatusError):
         return f"{label} {error.status_code} {kind}: {text}".strip()
-    return f"{label} stream {kind}: {text}".strip()
+    # Mid-stream, pi 1.6 says the error's message alone: its type or code would make a retry
+    # ("server_error", "rate_limit") that pi does not make.
+    return f"{label} stream error: {text}".strip()
 
 
 def chat_error_text(label: str, error: BaseException) -> str | None:

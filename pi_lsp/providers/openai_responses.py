@@ -236,6 +236,16 @@ def failure_of(response: Any) -> str:
     return "Unknown error (no error details in response)"
 
 
+def error_event_text(event: Any) -> str:
+    """An `error` event's failure as pi 1.6 words it (its SDK throws on the event): the message
+    alone, else the event as JSON. Its code stays out: "server_error: boom" would be retried, and
+    pi's "boom" is not."""
+    message = getattr(event, "message", None)
+    if isinstance(message, str) and message:
+        return message
+    return json.dumps(event.to_dict(), ensure_ascii=False, separators=(",", ":"))
+
+
 class ResponsesReader:
     """Turns Responses stream events into reply blocks, one per output item."""
 
@@ -275,7 +285,7 @@ class ResponsesReader:
         elif kind == "response.failed":
             raise ReplyFailed(failure_of(event.response))
         elif kind == "error":
-            raise ReplyFailed(f"{getattr(event, 'code', None) or 'error'}: {event.message}")
+            raise ReplyFailed(error_event_text(event))
         return []
 
     def _added(self, output_index: int, item: Any) -> list[ProviderEvent]:
