@@ -804,6 +804,55 @@ async def test_overflow_compacts_and_retries_once(
     assert "compacted into the following summary" in retried
 
 
+async def test_an_answer_from_input_past_the_window_is_kept_and_compacted_as_overflow(
+        session: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider]) -> None:
+    """A server that truncates instead of refusing (usage input 250,000 > the 200,000 window):
+    pi 1.6 counts that as an overflow, compacts and keeps the answer; pi-lsp saw no overflow."""
+    harness = Harness(open_tree(session), session.parents[2], providers,
+                      compaction=CompactionSettings(keep_recent_tokens=KEEP_B_REPEAT))
+    events: list[AgentEvent] = []
+    harness.subscribe(events.append)
+    fake.script(Reply([message_start(input_tokens=250_000), *text_block(0, "Answered."),
+                       *message_end()]))
+    count = len(lines(session))
+    await harness.prompt("Document the query.")
+
+    new = lines(session)[count:]
+    assert [e["type"] for e in new] == ["message", "message", "message", "compaction"]
+    assert new[2]["message"]["content"][0]["text"] == "Answered."
+    assert [e.reason for e in events if isinstance(e, CompactionStart)] == ["overflow"]
+    ends = [e for e in events if isinstance(e, CompactionEnd)]
+    assert len(ends) == 1 and ends[0].entry_id == new[3]["id"] and not ends[0].will_retry
+    assert len(fake.message_requests()) == 1  # a complete answer is not asked for again
+
+
+async def test_a_length_stop_with_the_window_full_and_nothing_written_is_retried(
+        session: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider]) -> None:
+    """A server that fills the window with truncated input and stops at the length limit with no
+    output: pi 1.6 leaves the reply out, compacts and asks again; pi-lsp stopped there."""
+    harness = Harness(open_tree(session), session.parents[2], providers,
+                      compaction=CompactionSettings(keep_recent_tokens=KEEP_B_REPEAT))
+    events: list[AgentEvent] = []
+    harness.subscribe(events.append)
+    fake.script(Reply([message_start(input_tokens=199_000),
+                       *message_end("max_tokens", output_tokens=0)]),
+                text_reply("Recovered."))
+    count = len(lines(session))
+    await harness.prompt("Document the query.")
+
+    new = lines(session)[count:]
+    assert [e["type"] for e in new] == [
+        "message", "message", "message", "context_edit", "compaction", "message"]
+    cut = new[2]
+    assert cut["message"]["stopReason"] == "length"
+    assert (new[3]["targetId"], new[3]["replacement"]) == (cut["id"], None)
+    assert new[5]["message"]["content"][0]["text"] == "Recovered."
+    ends = [e for e in events if isinstance(e, CompactionEnd)]
+    assert len(ends) == 1 and ends[0].will_retry
+    requests = fake.message_requests()
+    assert len(requests) == 2 and requests[1]["messages"][-1]["role"] == "user"
+
+
 async def test_busy_harness_refuses_summaries(
         session: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider]) -> None:
     tree = open_tree(session)

@@ -26,7 +26,7 @@ from pi_lsp.agent.feedback import Diagnostics as Diagnostics
 from pi_lsp.agent.feedback import EditFeedback
 from pi_lsp.agent.loop import Aborted, abortable, run_loop
 from pi_lsp.agent.prompt import agent_setup
-from pi_lsp.agent.retry import Retries, RetrySettings, is_context_overflow
+from pi_lsp.agent.retry import Retries, RetrySettings, is_context_overflow, is_silent_overflow
 from pi_lsp.agent.tools import ALL_TOOLS, DISK, FileAccess, Tool, ToolContext
 from pi_lsp.agent.writes import PendingWrites
 from pi_lsp.context.build import context_tokens
@@ -147,6 +147,7 @@ class Harness:
         self._steering: list[UserMessage] = []
         self._follow_up: list[UserMessage] = []
         self._current: asyncio.Task[Any] | None = None
+        self._last_reply_id: str | None = None  # the entry of the last reply written
 
     # -- subscribers ---------------------------------------------------------------------
 
@@ -170,7 +171,9 @@ class Harness:
 
     def _deliver(self, event: AgentEvent) -> None:
         if isinstance(event, MessageEnd):
-            self.tree.append_message(event.message)  # loop messages land as they complete
+            entry_id = self.tree.append_message(event.message)  # loop messages land as they end
+            if isinstance(event.message, AssistantMessage):
+                self._last_reply_id = entry_id
         self.edit_feedback.note(event)
         ended_retry = self.retries.attempt > 0 and isinstance(event, MessageEnd) and \
             isinstance(event.message, AssistantMessage) and event.message.stop_reason != "error"
@@ -295,7 +298,8 @@ class Harness:
         """Run one prompt to completion; the returned messages are already in the session.
 
         The context is compacted first when it has outgrown the window, and a request the
-        provider rejects as too long is compacted and retried once. A failure is told to
+        provider rejects as too long (or answers from truncated input, as pi 1.6 tells it) is
+        compacted and retried once. A failure is told to
         subscribers as one `error` event and raised. `attachments` (code from the editor) follow
         the text as blocks of their own. `aborted`: stopped before it began, it is written as
         pi writes a prompt aborted at once (the prompt, then an aborted reply).
@@ -316,13 +320,17 @@ class Harness:
             await self._compact_if_needed("threshold")
             produced = await self._run([user_message(text, images, attachments)])
             last = last_reply(produced)
-            if last is not None and last.stop_reason == "error" and \
-                    is_context_overflow(last.error_message, last.provider) and \
-                    self.compaction.enabled:
-                if await self._compact_if_needed("overflow", force=True):
+            overflow = self._overflow(last)
+            if last is not None and overflow == "retry":
+                if last.stop_reason == "length" and self._last_reply_id is not None:
+                    # Left out of the retry for good, as pi 1.6 leaves it: a context edit.
+                    self.tree.append_context_edit(self._last_reply_id, None)
+                if await self._compact_if_needed("overflow", force=True, will_retry=True):
                     produced += await self._run([])
             elif last is not None and last.stop_reason != "aborted":
-                await self._compact_if_needed("threshold")
+                # An answer made from truncated input is kept; its context is compacted.
+                await self._compact_if_needed("overflow" if overflow else "threshold",
+                                              force=overflow == "keep")
                 # Steered or followed up while that compaction ran: pi 1.6 goes on with it.
                 queued = self.take_steering() + self.take_follow_up()
                 if queued and not self.aborted:
@@ -359,7 +367,23 @@ class Harness:
     def context_tokens(self) -> int:
         return context_tokens(self.tree, self.tree.leaf_id)
 
-    async def _compact_if_needed(self, reason: str, force: bool = False) -> bool:
+    def _overflow(self, reply: AssistantMessage | None) -> Literal["retry", "keep"] | None:
+        """How pi 1.6 answers a reply that outgrew the model's window (None: it did not, or
+        compaction is off): compact and ask again ("retry": refused, or cut off before a word),
+        or compact and keep it ("keep": answered from input the server truncated)."""
+        if reply is None or not self.compaction.enabled:
+            return None
+        if reply.stop_reason == "error":
+            return "retry" if is_context_overflow(reply.error_message, reply.provider) else None
+        model = self.model()
+        # Another model's usage says nothing of this one's window (pi checks the same model).
+        if (reply.provider, reply.model) != (model.provider, model.id) or \
+                not is_silent_overflow(reply, model.context_window):
+            return None
+        return "keep" if reply.stop_reason == "stop" else "retry"
+
+    async def _compact_if_needed(self, reason: str, force: bool = False,
+                                 will_retry: bool = False) -> bool:
         settings = self.compaction
         window = self.model().context_window
         if not settings.enabled or self.aborted:
@@ -374,7 +398,7 @@ class Harness:
         except (SummaryError, NothingToCompactError, Aborted) as error:
             self.emit(CompactionEnd(entry_id=None, error=str(error) or "aborted"))
             return False
-        self.emit(CompactionEnd(entry_id=result.entry_id, will_retry=reason == "overflow"))
+        self.emit(CompactionEnd(entry_id=result.entry_id, will_retry=will_retry))
         return True
 
     async def compact(self, instructions: str | None = None) -> CompactionResult:

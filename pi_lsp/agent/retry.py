@@ -126,6 +126,18 @@ def is_context_overflow(error_message: str | None, provider: str = "") -> bool:
         provider == "cerebras" and bool(_CEREBRAS_BODYLESS.search(error_message)))
 
 
+def is_silent_overflow(reply: AssistantMessage, context_window: int) -> bool:
+    """pi 1.6's overflow a server did not refuse (it truncated the input instead): an answer whose
+    input outgrew the window, or a length stop with nothing written and the window full."""
+    used = reply.usage.input + reply.usage.cache_read
+    if context_window <= 0:
+        return False
+    if reply.stop_reason == "stop":
+        return used > context_window
+    return reply.stop_reason == "length" and reply.usage.output == 0 and \
+        used >= context_window * 0.99
+
+
 def is_retryable(error_message: str | None, provider: str = "") -> bool:
     """Whether pi 1.6 asks again after a failed reply: a passing failure that is no overflow
     (compaction answers that one)."""
