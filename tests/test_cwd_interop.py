@@ -5,7 +5,6 @@ and with $PI_CODING_AGENT_SESSION_DIR set."""
 from __future__ import annotations
 
 import json
-import logging
 import os
 import subprocess
 from pathlib import Path
@@ -17,7 +16,9 @@ from pi_lsp.agent.access import protected_reason
 from pi_lsp.server.config import Config
 from pi_lsp.server.hub import SessionHub
 from pi_lsp.session.catalog import (
+    SessionDirError,
     cli_session_dir,
+    continuable,
     list_sessions,
     pi_path,
     session_dirs,
@@ -127,6 +128,18 @@ def test_sessions_in_the_cli_folder_of_the_real_path_are_listed(
 
 
 # -- what pi 1.6 makes of it --------------------------------------------------------------------
+
+
+# The folder pi's main.js gives SessionManager: `--session-dir` (pi-lsp passes none), else the
+# variable, else the `sessionDir` setting (a project's read before trust; None: pi's default).
+PI_SESSION_DIR = f"""
+    const {{ ENV_SESSION_DIR, expandTildePath, getAgentDir }} = await import(
+        {json.dumps(str(PI16_INDEX.parent / "config.js"))});
+    const {{ SettingsManager }} = await import({json.dumps(str(PI16_INDEX))});
+    const envDir = process.env[ENV_SESSION_DIR];
+    const dir = (envDir ? expandTildePath(envDir) : undefined) ??
+        SettingsManager.create(process.cwd(), getAgentDir()).getSessionDir();
+"""
 
 
 def pi16(cwd: Path, body: str, **env: str) -> Any:
@@ -287,15 +300,32 @@ def test_the_tools_do_not_write_the_shared_folder(shared: Path, tmp_path: Path) 
     assert protected_reason(shared / "s.jsonl", ws) is not None
 
 
-def test_starting_a_session_says_the_variable_wins_over_the_setting(
-        shared: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    with caplog.at_level(logging.WARNING):
-        start_session(ws, "anthropic", "claude-sonnet-4-5", "off")
-    assert "PI_CODING_AGENT_SESSION_DIR is set" in caplog.text and "pi -c" in caplog.text
-    settings = json.loads((ws / ".pi" / "settings.json").read_text("utf-8"))
-    assert settings == {"sessionDir": ".pi/sessions"}  # it holds once the variable is unset
+def test_a_new_session_starts_in_the_shared_folder(shared: Path, linked: tuple[Path, Path]
+                                                  ) -> None:
+    """pi-lsp started it in `.pi/sessions` (and only warned) while pi, taking the variable over
+    any `sessionDir`, looked in the shared folder: `pi -c` never continued the editor's session."""
+    real, link = linked
+    tree = prompted(start_session(link, "anthropic", "claude-sonnet-4-5", "off"))
+    assert Path(tree.path).parent == shared and header_cwd(tree.path) == str(real)
+    assert not (real / ".pi").exists()  # no `sessionDir` written: pi would not read it
+    another = written_by_hand(shared / "another.jsonl", str(real.parent / "other"))
+    assert listed(link) == {tree.path} and str(another) not in listed(link)
+    assert [s.path for s in continuable(link)] == [tree.path]  # what `pi-lsp run` continues
+
+
+def test_a_new_session_never_follows_a_relative_shared_folder_out(
+        shared: Path, linked: tuple[Path, Path], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The variable is the user's; a repository's symlink where it points is not written
+    through, as it is not listed."""
+    real, _link = linked
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (real / "sessions").symlink_to(elsewhere)
+    monkeypatch.setenv("PI_CODING_AGENT_SESSION_DIR", "sessions")
+    with pytest.raises(SessionDirError, match="outside the workspace; pi-lsp does not follow"):
+        start_session(real, "anthropic", "claude-sonnet-4-5", "off")
+    assert list(elsewhere.iterdir()) == []
 
 
 def test_pi_lists_in_the_shared_folder_what_pi_lsp_lists(
@@ -359,3 +389,25 @@ def test_with_no_folder_a_listed_shared_session_runs_in_the_servers_cwd(
     hub = SessionHub([], Config())
     assert [s.path for s in hub.list_sessions()] == [str(session)]
     assert hub.folder_of(session) == project
+
+
+def pi_continues(cwd: Path, **env: str) -> Any:
+    """The session files `pi -c`, `pi -r` (this folder's list) and pi's `--session ID` for the
+    newest of them find, run in `cwd` with `env`, as main.js chooses its folder."""
+    return pi16(cwd, PI_SESSION_DIR + """
+        const listed = await SessionManager.list(process.cwd(), dir);
+        const continued = SessionManager.continueRecent(process.cwd(), dir).getSessionFile();
+        const id = listed.length ? listed[0].id : "none";
+        process.stdout.write(JSON.stringify({continued, listed: listed.map((s) => s.path),
+            byId: SessionManager.findById(process.cwd(), id, dir) ?? null}));""", **env)
+
+
+def test_pi_continues_the_session_pi_lsp_starts_in_the_shared_folder(
+        shared: Path, linked: tuple[Path, Path]) -> None:
+    real, link = linked
+    tree = prompted(start_session(link, "anthropic", "claude-sonnet-4-5", "off"))
+    written_by_hand(shared / "another.jsonl", str(real.parent / "other"))  # newer, not ours
+    found = pi_continues(link, HOME=os.environ["HOME"], PI_CODING_AGENT_SESSION_DIR=str(shared))
+    assert found["continued"] == found["byId"] == tree.path
+    assert found["listed"] == [tree.path]
+

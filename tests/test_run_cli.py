@@ -163,6 +163,26 @@ def test_run_continues_the_newest_session_or_the_named_one(
     assert check(first, env).returncode == 0
 
 
+def test_run_continues_where_pi_does_with_a_shared_session_folder(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str], tmp_path: Path) -> None:
+    """With $PI_CODING_AGENT_SESSION_DIR set, a run continued only `.pi/sessions`, not the
+    shared folder `pi -c` continues from (nor another project's session there)."""
+    shared = tmp_path / "pi-sessions"
+    env = {**env, "PI_CODING_AGENT_SESSION_DIR": str(shared)}
+    fake.script(text_reply("first"))
+    assert pi_run(workspace, env, "--new", "one").returncode == 0
+    [mine] = shared.glob("*.jsonl")
+    theirs = shared / "another-project.jsonl"  # newer, started elsewhere
+    theirs.write_text(json.dumps({"type": "session", "version": 3, "id": "0199aaaa-0000-7000-"
+                                  "8000-000000000001", "timestamp": "2099-01-01T00:00:00.000Z",
+                                  "cwd": str(tmp_path / "other")}) + "\n", "utf-8")
+    fake.script(text_reply("again to you"))
+    result = pi_run(workspace, env, "again")
+    assert result.returncode == 0, result.stderr
+    assert user_texts(mine) == ["one", "again"]
+    assert sorted(shared.glob("*.jsonl")) == sorted([mine, theirs]) and sessions(workspace) == []
+
+
 @pytest.mark.parametrize("decided", [None, False], ids=["nobody-decided", "not-trusted"])
 def test_a_folder_nobody_trusted_has_its_sessions_left_alone(
         fake: FakeAnthropic, tmp_path: Path, agent_dir: Path, env: dict[str, str],

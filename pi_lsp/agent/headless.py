@@ -29,10 +29,8 @@ from pi_lsp.providers.registry import DEFAULT_CONTEXT_WINDOW
 from pi_lsp.providers.thinking import clamped_level
 from pi_lsp.session.catalog import (
     SessionDirError,
-    followed,
-    list_sessions,
+    continuable,
     start_session,
-    workspace_session_dir,
 )
 from pi_lsp.session.entries import THINKING_LEVELS, AssistantMessage, TextContent
 from pi_lsp.session.tree import SessionTree
@@ -92,7 +90,7 @@ def choose_session(options: RunOptions, workspace: Path, settings: Settings, vou
         return open_session(str(path)) if path.exists() else \
             new_session(options, workspace, settings, path)
     if not options.new:
-        existing = list_sessions(followed([workspace_session_dir(str(workspace))], workspace))
+        existing = continuable(workspace)
         if existing and vouched:
             return SessionTree.open(existing[0].path)
         if existing:

@@ -440,21 +440,37 @@ def tree_summary(tree: SessionTree) -> SessionSummary:
     return fold.summary(Path(tree.path))
 
 
+def start_folder(workspace: Path) -> Path:
+    """Where pi 1.6 run in `workspace` starts (and `pi -c` continues) sessions: the folder
+    $PI_CODING_AGENT_SESSION_DIR names (main.js takes it over any `sessionDir` setting), else
+    `.pi/sessions` (the `sessionDir` pi-lsp sets there)."""
+    shared = shared_session_dir(str(workspace))
+    return shared if shared is not None else workspace_session_dir(str(workspace))
+
+
+def continuable(workspace: Path) -> list[SessionSummary]:
+    """The sessions `pi -c` in `workspace` picks the newest of: those in `start_folder`, of pi's
+    shared folder only those started in the workspace (SessionManager.continueRecent)."""
+    return of_workspaces(list_sessions(followed([start_folder(workspace)], workspace)),
+                         [workspace])
+
+
 def start_session(workspace: Path, provider: str, model_id: str, thinking_level: str,
                   path: Path | None = None) -> SessionTree:
-    """A new session (under the workspace's `.pi/sessions/` unless `path` is given) that
-    begins as pi begins one: with its model and thinking level, and no file until its first
-    assistant message. The pi CLI is pointed at `.pi/sessions/` too, so `pi -c` in the workspace
-    continues it (the header records the workspace's real path, which is pi's cwd there)."""
+    """A new session (in `start_folder` unless `path` is given) that begins as pi begins one:
+    with its model and thinking level, and no file until its first assistant message. `pi -c`
+    in the workspace continues it (the header records the workspace's real path, which is
+    pi's cwd there); a session in `.pi/sessions` points the pi CLI there first."""
     if path is None:
-        directory = workspace_session_dir(str(workspace))
+        directory = start_folder(workspace)
         if leads_out(directory, workspace):
             raise SessionDirError(
                 f"{directory} leads to {os.path.realpath(directory)}, outside the workspace; "
                 "pi-lsp does not follow it. Remove the symlink (or make it a folder) to "
                 "start sessions here.")
         _make_session_dir(directory)
-        link_session_dir(workspace)
+        if directory == workspace_session_dir(str(workspace)):
+            link_session_dir(workspace)
         tree = SessionTree.create_in(directory, str(workspace), deferred=True)
     else:
         tree = SessionTree.create(str(path), str(workspace), deferred=True)
@@ -464,7 +480,7 @@ def start_session(workspace: Path, provider: str, model_id: str, thinking_level:
 
 
 def _make_session_dir(directory: Path) -> None:
-    """Make the workspace's session folder; SessionDirError naming what stands in its way
+    """Make the folder a session starts in; SessionDirError naming what stands in its way
     where the OS would say only `File exists`."""
     try:
         directory.mkdir(parents=True, exist_ok=True)

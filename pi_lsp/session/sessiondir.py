@@ -42,24 +42,11 @@ def _with_key(text: bytes) -> bytes:
     return text[:opening] + spacing + b'"sessionDir": ".pi/sessions",' + rest
 
 
-def _tell_if_overridden(workspace: Path) -> None:
-    """pi takes $PI_CODING_AGENT_SESSION_DIR over a project's `sessionDir`: the setting is still
-    written (it holds once the variable is unset), but the user is told `pi -c` will not see
-    the session meanwhile."""
-    shared = os.environ.get(SESSION_DIR_VARIABLE)
-    if shared:
-        log.warning("%s is set (%s), and the pi CLI takes it over the project's sessionDir: "
-                    "`pi -c` in %s will not see pi-lsp's sessions in %s while it is set (pi-lsp "
-                    "lists this workspace's sessions in that folder too)", SESSION_DIR_VARIABLE,
-                    shared, workspace, SESSION_DIR_VALUE)
-
-
 def link_session_dir(workspace: Path) -> None:
     """Set `sessionDir` in the workspace's `.pi/settings.json` unless it names a folder already.
 
     Other keys and the file's layout are kept; a file that is not a JSON object is left alone.
     """
-    _tell_if_overridden(workspace)
     path = workspace / ".pi" / "settings.json"
     folder = path.parent
     if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
