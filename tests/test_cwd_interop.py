@@ -411,3 +411,37 @@ def test_pi_continues_the_session_pi_lsp_starts_in_the_shared_folder(
     assert found["continued"] == found["byId"] == tree.path
     assert found["listed"] == [tree.path]
 
+
+@pytest.fixture(params=["a .pi file", ".pi -> .pi"])
+def no_project_settings(request: pytest.FixtureRequest, linked: tuple[Path, Path]
+                        ) -> tuple[Path, Path]:
+    """A workspace (and its symlink) whose `.pi` cannot hold pi's settings."""
+    real, link = linked
+    if request.param == "a .pi file":
+        (real / ".pi").write_text("not a folder\n")
+    else:
+        (real / ".pi").symlink_to(".pi")
+    return real, link
+
+
+def test_where_pi_reads_no_project_settings_sessions_start_in_its_own_folder(
+        no_project_settings: tuple[Path, Path]) -> None:
+    """A `.pi` file or symlink loop made every new session an error (`… is not a folder`, `…
+    is a symlink loop`), while pi, reading no `sessionDir` there, uses its default folder."""
+    real, link = no_project_settings
+    hub = SessionHub([link], Config())
+    path = hub.new_session("from the editor")
+    assert path.parent == cli_session_dir(str(real))
+    assert hub.held(path).tree.header.cwd == str(real)
+    tree = prompted(start_session(link, "anthropic", "claude-sonnet-4-5", "off"))
+    assert Path(tree.path).parent == cli_session_dir(str(real))
+    assert [s.path for s in continuable(link)] == [tree.path]  # the unprompted one unwritten
+
+
+def test_pi_continues_the_session_pi_lsp_starts_where_pi_reads_no_project_settings(
+        no_project_settings: tuple[Path, Path]) -> None:
+    _real, link = no_project_settings
+    tree = prompted(start_session(link, "anthropic", "claude-sonnet-4-5", "off"))
+    found = pi_continues(link)
+    assert found["continued"] == found["byId"] == tree.path
+    assert found["listed"] == [tree.path]

@@ -443,9 +443,15 @@ def tree_summary(tree: SessionTree) -> SessionSummary:
 def start_folder(workspace: Path) -> Path:
     """Where pi 1.6 run in `workspace` starts (and `pi -c` continues) sessions: the folder
     $PI_CODING_AGENT_SESSION_DIR names (main.js takes it over any `sessionDir` setting), else
-    `.pi/sessions` (the `sessionDir` pi-lsp sets there)."""
+    `.pi/sessions` (the `sessionDir` pi-lsp sets there), else pi's own folder for the workspace
+    where `.pi` is a file or a symlink loop, since pi then reads no project settings."""
     shared = shared_session_dir(str(workspace))
-    return shared if shared is not None else workspace_session_dir(str(workspace))
+    if shared is not None:
+        return shared
+    dot_pi = workspace / ".pi"
+    if os.path.lexists(dot_pi) and not os.path.isdir(dot_pi):
+        return cli_session_dir(os.path.realpath(workspace))
+    return workspace_session_dir(str(workspace))
 
 
 def continuable(workspace: Path) -> list[SessionSummary]:
