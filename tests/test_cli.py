@@ -289,12 +289,12 @@ def test_bare_command_lists_the_commands() -> None:
         assert f"\n    {command} " in result.stderr, result.stderr
 
 
-def test_the_server_starts_without_the_model_sdks() -> None:
+def test_the_server_starts_without_the_model_sdks_and_pillow() -> None:
     # They were most of the time to the `initialize` answer (benchmarks/bench_startup.py); a
-    # turn imports the one it needs.
+    # turn imports the one it needs, a read of an image Pillow.
     loaded = subprocess.run(
         [sys.executable, "-c", "import sys, pi_lsp.cli, pi_lsp.server.server; "
-         "print(sorted({m.split('.')[0] for m in sys.modules} & {'anthropic', 'openai'}))"],
+         "print(sorted({m.split('.')[0] for m in sys.modules} & {'anthropic', 'openai', 'PIL'}))"],
         capture_output=True, text=True, timeout=PROCESS_CEILING_S, check=True)
     assert loaded.stdout.strip() == "[]"
 

@@ -4,23 +4,28 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import io
 import json
 import logging
 import math
 import os
+import random
 import re
 import signal
+import subprocess
 import sys
 import threading
 import tracemalloc
+import zlib
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from PIL import Image
 
-from pi_lsp.agent import editmatch, readpage, tools
+from pi_lsp.agent import editmatch, images, readpage, tools
 from pi_lsp.agent.approval import allow_all, ask_approval
 from pi_lsp.agent.arguments import js_to_number
 from pi_lsp.agent.editmatch import EDITS_NESTING
@@ -31,7 +36,6 @@ from pi_lsp.agent.tools import (
     BASH,
     DISK,
     EDIT,
-    IMAGE_BYTE_LIMIT,
     KEY_VARIABLES,
     READ,
     WRITE,
@@ -45,6 +49,7 @@ from pi_lsp.agent.tools import (
 )
 from pi_lsp.providers.base import ToolSpec, parse_arguments
 from pi_lsp.session.entries import ImageContent, TextContent, ToolCall
+from tests.test_system_messages import PI16, pi16_node
 from tests.waits import CEILING_S, alive, gone, pid_in, until
 
 # A 1x1 transparent PNG.
@@ -52,6 +57,8 @@ PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kg"
     "AAAABJRU5ErkJggg=="
 )
+# A 1x1 transparent GIF.
+GIF = base64.b64decode("R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7")
 
 
 async def run(tool: Tool, args: dict[str, Any], root: Path, **options: Any) -> ToolResult:
@@ -193,7 +200,7 @@ BMP = (b"BM" + (58).to_bytes(4, "little") + bytes(4) + (54).to_bytes(4, "little"
     ("logo.png", LFS_POINTER, None),  # a Git LFS pointer: text, whatever its name
     ("photo.jpg", PNG, "image/png"),
     ("image", PNG, "image/png"),  # no extension
-    ("notes.txt", b"GIF89a" + bytes(20), "image/gif"),
+    ("notes.txt", GIF, "image/gif"),
 ])
 async def test_read_tells_an_image_by_its_bytes(root: Path, name: str, data: bytes,
                                                 mime: str | None) -> None:
@@ -234,16 +241,6 @@ SNIFFED = [
 @pytest.mark.parametrize(("head", "mime"), SNIFFED)
 def test_image_types_are_told_as_pi_tells_them(head: bytes, mime: str | None) -> None:
     assert image_type(head) == mime
-
-
-async def test_read_of_a_bmp_says_it_was_left_out(root: Path) -> None:
-    """pi 1.6 converts a BMP to PNG; pi-lsp has no image codec and says what pi says when the
-    conversion fails, rather than sending image/bmp, which the model's API refuses."""
-    (root / "dot.bmp").write_bytes(BMP)
-    result = await run(READ, {"path": "dot.bmp"}, root)
-    assert result.content == [TextContent(text="Read image file [image/bmp]\n[Image omitted: "
-                                               "could not be converted to a supported inline "
-                                               "image format.]")]
 
 
 async def test_read_of_a_huge_file_takes_a_piece_of_it_in_memory(root: Path) -> None:
@@ -354,12 +351,150 @@ async def test_read_of_a_fifo_is_an_error_and_does_not_hang(root: Path) -> None:
     assert text_of(result) == f"ENOENT: no such file or directory, access '{root}/pipe'"
 
 
-async def test_read_refuses_an_image_over_the_limit(root: Path) -> None:
-    (root / "huge.png").write_bytes(PNG + b"\0" * IMAGE_BYTE_LIMIT)
-    result = await run(READ, {"path": "huge.png"}, root)
-    assert result.is_error
-    assert "larger than 5 MB" in text_of(result)
-    assert not [b for b in result.content if isinstance(b, ImageContent)]
+# -- read: images, as pi 1.6 sends them -----------------------------------------------------
+
+
+def stripes(width: int, height: int) -> Image.Image:
+    """A screenshot's kind of image: flat, a stripe every 50 pixels (PNG keeps it small)."""
+    image = Image.new("RGB", (width, height), (30, 60, 90))
+    for x in range(0, width, 50):
+        image.paste((200, 10, 10), (x, 0, x + 5, height))
+    return image
+
+
+def noise(width: int, height: int) -> Image.Image:
+    """A photo's kind of image for an encoder: random pixels (JPEG keeps it smaller)."""
+    return Image.frombytes("RGB", (width, height), random.Random(1).randbytes(width * height * 3))
+
+
+def encoded(image: Image.Image, kind: str, **options: Any) -> bytes:
+    out = io.BytesIO()
+    image.save(out, kind, **options)
+    return out.getvalue()
+
+
+def turned_jpeg() -> bytes:
+    """A 3000x1000 JPEG whose EXIF says to turn it 90° clockwise (a phone held upright)."""
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    return encoded(Image.new("RGB", (3000, 1000), (0, 128, 0)), "JPEG", exif=exif)
+
+
+def halved(data: bytes) -> bytes:
+    return data[:len(data) // 2]
+
+
+IMAGES = {
+    "wide.png": lambda: encoded(stripes(4000, 1001), "PNG"),  # 1001 / 2: halves round up
+    "scaled.png": lambda: encoded(stripes(2250, 90), "PNG"),  # 1.125: toFixed rounds up
+    "noise.png": lambda: encoded(noise(2400, 600), "PNG"),
+    "heavy.png": lambda: encoded(noise(1400, 1200), "PNG"),  # 5 MB in 2000x2000
+    "photo.jpg": lambda: encoded(noise(2400, 600), "JPEG", quality=95),
+    "padded.png": lambda: PNG + bytes(5 * 1024 * 1024),  # 1x1, the old test's 5 MB image
+    "dot.bmp": lambda: BMP,
+    "wide.bmp": lambda: encoded(stripes(3000, 1000), "BMP"),
+    "turned.jpg": turned_jpeg,
+    "cut.png": lambda: halved(encoded(stripes(4000, 1001), "PNG")),
+    "cut.bmp": lambda: halved(encoded(stripes(800, 600), "BMP")),
+}
+# What pi 1.6's read answered on each, for machines without it (see pi16_images).
+STORED_IMAGES = Path(__file__).with_name("fixtures") / "pi16-images.json"
+
+
+def sent(blocks: list[Any]) -> dict[str, Any]:
+    """A read's answer as the tests compare it: its text, and its image's type, pixel size and
+    whether its base64 is within the limit."""
+    texts = [b if isinstance(b, str) else b.text for b in blocks
+             if isinstance(b, str | TextContent)]
+    shown = [(b["mimeType"], b["data"]) if isinstance(b, dict) else (b.mime_type, b.data)
+             for b in blocks if isinstance(b, dict | ImageContent)]
+    image = None
+    for mime, data in shown:
+        with Image.open(io.BytesIO(base64.b64decode(data))) as decoded:
+            image = [mime, *decoded.size, len(data) < images.MAX_BASE64]
+    return {"text": "\n".join(texts), "image": image}
+
+
+@pytest.fixture(scope="module")
+def image_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("images")
+    for name, made in IMAGES.items():
+        (folder / name).write_bytes(made())
+    return folder
+
+
+@pytest.fixture(scope="module")
+def pi16_images(image_files: Path) -> dict[str, Any]:
+    """What pi 1.6's read answers on each image: run where it is here (and checked against the
+    stored answers), else as stored."""
+    stored: dict[str, Any] = json.loads(STORED_IMAGES.read_text("utf-8"))
+    node = pi16_node()
+    if node is not None:
+        run = subprocess.run([node, str(Path(__file__).with_name("pi16_read.mjs")),
+                              str(PI16 / "@earendil-works"), str(image_files), *IMAGES],
+                             capture_output=True, text=True, timeout=CEILING_S)
+        assert run.returncode == 0, run.stderr
+        assert {name: sent(blocks) for name, blocks in json.loads(run.stdout).items()} == stored
+    return stored
+
+
+@pytest.mark.parametrize("name", IMAGES)
+async def test_read_sends_an_image_as_pi_sends_it(image_files: Path,
+                                                  pi16_images: dict[str, Any],
+                                                  name: str) -> None:
+    """pi-lsp sent an image as it was: a 4000x3000 screenshot or a 6 MB photo went to the model,
+    whose API refused it, and every later request of the session with it; a BMP was left out.
+    pi 1.6 converts, turns and scales it (within 2000x2000 and 4.5 MB of base64) and says so."""
+    result = await run(READ, {"path": name}, image_files)
+    assert not result.is_error
+    assert sent(result.content) == pi16_images[name]
+
+
+async def test_read_leaves_out_an_image_it_cannot_bring_under_the_limit(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pi's answer when no size down to 1x1 fits in any encoding (a limit of 50 characters
+    here; 4.5 MB always fits a 1x1)."""
+    monkeypatch.setattr(images, "MAX_BASE64", 50)
+    (root / "noise.png").write_bytes(encoded(noise(64, 48), "PNG"))
+    result = await run(READ, {"path": "noise.png"}, root)
+    assert result.content == [TextContent(text="Read image file [image/png]\n[Image omitted: "
+                                               "could not be resized below the inline image "
+                                               "size limit.]")]
+
+
+async def test_read_scales_16_bit_grey_as_pi_does(root: Path) -> None:
+    """Pillow clips 16-bit grey to 8 bits: a scaled-down scan or depth map went all white. pi
+    1.6 scales it (40000 is 156 in what it sends)."""
+    Image.new("I;16", (2500, 100), 40000).save(root / "grey.png")
+    result = await run(READ, {"path": "grey.png"}, root)
+    [image] = [b for b in result.content if isinstance(b, ImageContent)]
+    with Image.open(io.BytesIO(base64.b64decode(image.data))) as shown:
+        assert shown.size == (2000, 80)
+        assert shown.convert("L").getpixel((5, 5)) == 156
+
+
+def png_claiming(width: int, height: int) -> bytes:
+    """A PNG of a few KB whose header claims `width`x`height` (a decompression bomb's)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (len(data).to_bytes(4, "big") + kind + data
+                + zlib.crc32(kind + data).to_bytes(4, "big"))
+
+    header = width.to_bytes(4, "big") + height.to_bytes(4, "big") + bytes([8, 2, 0, 0, 0])
+    rows = zlib.compress(bytes((1 + 3 * width) * 100))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", rows)
+            + chunk(b"IEND", b""))
+
+
+@pytest.mark.filterwarnings("ignore::PIL.Image.DecompressionBombWarning")
+@pytest.mark.parametrize("side", [50000, 9500])
+async def test_read_refuses_an_image_too_large_to_decode(root: Path, side: int) -> None:
+    """A few KB of PNG claiming 50000x50000 pixels (7.5 GB decoded) or 9500x9500 (more than
+    Pillow's bound, 89,478,485) is refused from its header, with why, before any decoding."""
+    (root / "bomb.png").write_bytes(png_claiming(side, side))
+    result = await run(READ, {"path": "bomb.png"}, root)
+    assert result.content == [TextContent(text="Read image file [image/png]\n[Image omitted: "
+                                               "more than 89478485 pixels, too large to "
+                                               "decode; make a smaller copy and read that.]")]
 
 
 # -- write ---------------------------------------------------------------------------------

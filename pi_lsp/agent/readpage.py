@@ -32,7 +32,13 @@ def format_size(size: int) -> str:
     if size < 1024:
         return f"{size}B"
     unit, divisor = ("KB", 1024) if size < 1024 * 1024 else ("MB", 1024 * 1024)
-    return f"{Decimal(size / divisor).quantize(Decimal('0.1'), ROUND_HALF_UP)}{unit}"
+    return f"{to_fixed(size / divisor, 1)}{unit}"
+
+
+def to_fixed(value: float, digits: int) -> str:
+    """JavaScript's toFixed: the exact value rounded half up (1.125 is 1.13, where Python's
+    format gives 1.12)."""
+    return str(Decimal(value).quantize(Decimal(1).scaleb(-digits), ROUND_HALF_UP))
 
 
 def js(value: Number) -> str:

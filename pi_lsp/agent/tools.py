@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import codecs
 import contextlib
 import difflib
@@ -32,6 +31,7 @@ from pi_lsp.agent.arguments import (
 )
 from pi_lsp.agent.editdiff import edit_diff
 from pi_lsp.agent.editmatch import EditError, EditPlan, plan_edit, prepare_edit_arguments
+from pi_lsp.agent.images import ImageOmitted, process_image
 from pi_lsp.agent.mime import SNIFF_BYTES, image_type
 from pi_lsp.agent.output import OutputTail, ThrottledUpdates
 from pi_lsp.agent.paths import resolve_read_path, resolve_to_cwd
@@ -45,19 +45,12 @@ from pi_lsp.session.jsontext import js_number
 log = logging.getLogger(__name__)
 
 READ_CHUNK = 1 << 20  # a file is read this much at a time, whatever its size
-# Anthropic's limit for one image (OpenAI's is 20 MB); a bigger one would fail every later
-# request of the session, since the image stays in its context.
-IMAGE_BYTE_LIMIT = 5 * 1024 * 1024
 BASH_TIMEOUT_MAX_S = 24 * 60 * 60
 # How long an abort waits for a write under way to end: an editor may never answer applyEdit.
 ABORTED_WRITE_WAIT_S = 5.0
 # The variables pi-lsp reads its own keys from; a command the user approves runs the project's
 # code (npm test, pytest), which must not find them.
 KEY_VARIABLES = frozenset(API_KEY_VARIABLES.values())
-# The images a model takes as they are; pi converts the others it knows (BMP) to PNG first.
-SENT_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
-IMAGE_NOT_CONVERTED = ("[Image omitted: could not be converted to a supported inline image "
-                       "format.]")
 
 
 class ToolError(Exception):
@@ -319,15 +312,19 @@ def _disk_read(path: Path, shown: Path, raw: str, offset: float | None, limit: f
         mime = image_type(head)
         if mime is None:
             return _text_page(_text_pieces(head, file, stop), raw, offset, limit)
-        if mime not in SENT_IMAGE_TYPES:  # pi converts it to PNG; pi-lsp has no image codec
-            return text_result(f"Read image file [{mime}]\n{IMAGE_NOT_CONVERTED}")
-        data = head + file.read(IMAGE_BYTE_LIMIT + 1 - len(head))
-    if len(data) > IMAGE_BYTE_LIMIT:
-        raise ToolError(f"{raw}: the image is larger than {IMAGE_BYTE_LIMIT // (1024 * 1024)} "
-                        "MB, too large to send to the model; make a smaller copy (with bash) "
-                        "and read that")
-    return ToolResult([TextContent(text=f"Read image file [{mime}]"),
-                       ImageContent(data=base64.b64encode(data).decode(), mime_type=mime)])
+        return _image_result(file, mime)
+
+
+def _image_result(file: IO[bytes], mime: str) -> ToolResult:
+    """pi's answer for an image: the note on what it sends and the image (brought within the
+    model's limits), or why it left the image out."""
+    try:
+        sent = process_image(file, mime)
+    except ImageOmitted as omitted:
+        return text_result(f"Read image file [{mime}]\n{omitted}")
+    note = "\n".join([f"Read image file [{sent.mime_type}]", *sent.hints])
+    return ToolResult([TextContent(text=note),
+                       ImageContent(data=sent.data, mime_type=sent.mime_type)])
 
 
 def _unread_reason(path: Path, shown: Path) -> str:

@@ -1,0 +1,183 @@
+"""What `read` sends of an image, as pi 1.6's processImage sends it (utils/image-process.js,
+image-resize-core.js): a BMP converted to PNG, an image over 2000x2000 pixels or 4.5 MB of
+base64 scaled down, with pi's notes on what was done. Pillow is imported only when an image is
+read: it would cost every start of the server."""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING
+
+from pi_lsp.agent.readpage import to_fixed
+
+if TYPE_CHECKING:
+    from PIL.Image import Image
+
+MAX_SIDE = 2000
+# Base64 characters: pi's headroom below Anthropic's 5 MB for one image.
+MAX_BASE64 = 4718592  # 4.5 MiB
+JPEG_QUALITIES = (80, 85, 70, 55, 40)  # pi's own first, then its steps, in its order
+# pi's decoder gives up past 512 MiB of pixels (179 million RGB ones) and took 1.7 GB to resize
+# 144 million. pi-lsp stops at Pillow's own bound (Image.MAX_IMAGE_PIXELS): ~360 MB decoded,
+# enough for an 8K screen (33 million) or a 48 MP photo; a tiny PNG that claims 50000x50000 is
+# refused from its header, before anything is decoded.
+MAX_PIXELS = 89_478_485
+TOO_MANY_PIXELS = (f"[Image omitted: more than {MAX_PIXELS} pixels, too large to decode; make a "
+                   "smaller copy and read that.]")
+NOT_CONVERTED = "[Image omitted: could not be converted to a supported inline image format.]"
+NOT_RESIZED = "[Image omitted: could not be resized below the inline image size limit.]"
+# The types a model takes as they are; pi converts the others it knows (BMP) to PNG.
+SENT_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+FORMATS = {"image/png": "PNG", "image/jpeg": "JPEG", "image/gif": "GIF", "image/webp": "WEBP",
+           "image/bmp": "BMP"}
+ORIENTATION = 0x0112  # the EXIF tag
+
+
+class ImageOmitted(Exception):
+    """Why an image was left out, as the note `read` puts after its type."""
+
+
+@dataclass(frozen=True)
+class SentImage:
+    data: str  # base64
+    mime_type: str
+    hints: list[str]
+
+
+def process_image(file: IO[bytes], mime: str) -> SentImage:
+    """pi's processImage on the image in `file` (`mime`, as its bytes tell)."""
+    if mime in SENT_TYPES:
+        image = _decoded(file, mime, NOT_RESIZED)
+        return _fitted(image, lambda: _raw(file), mime, None)
+    image = _decoded(file, mime, NOT_CONVERTED)
+    png = _png(image)
+    return _fitted(image, lambda: png, "image/png", mime)
+
+
+def _decoded(file: IO[bytes], mime: str, failure: str) -> Image:
+    """The image in `file`, upright as its EXIF orientation says; ImageOmitted with `failure`
+    when it does not decode, or TOO_MANY_PIXELS when it is too large to try."""
+    from PIL import Image
+
+    file.seek(0)
+    try:
+        image = Image.open(file, formats=[FORMATS[mime]])  # its header only
+        if image.width * image.height <= MAX_PIXELS:
+            image.load()
+            return _resizable(_oriented(image, mime))
+    except Image.DecompressionBombError:  # Pillow's own check, at twice MAX_PIXELS
+        pass
+    # Hostile bytes make Pillow raise many kinds (OSError, SyntaxError, ValueError,
+    # struct.error, zlib.error, …); pi leaves out the image whatever its decoder threw.
+    except Exception:
+        raise ImageOmitted(failure) from None
+    raise ImageOmitted(TOO_MANY_PIXELS)
+
+
+def _resizable(image: Image) -> Image:
+    """`image` in a mode Pillow scales with Lanczos (it scales a palette by nearest pixel) and
+    converts as pi does (Pillow clips 16-bit grey to white; pi scales it to 8 bits, rounded)."""
+    if image.mode.startswith("I;16"):
+        return image.convert("I").point(lambda value: value / 257 + 0.5).convert("L")
+    return image if image.mode in ("L", "LA", "RGB", "RGBA") else image.convert("RGBA")
+
+
+def _oriented(image: Image, mime: str) -> Image:
+    """`image` turned upright, as pi does from a JPEG's or WebP's EXIF orientation only (a
+    JPEG by its bytes: Pillow names some "MPO")."""
+    from PIL.Image import Transpose
+
+    if mime not in ("image/jpeg", "image/webp"):
+        return image
+    turn = {2: Transpose.FLIP_LEFT_RIGHT, 3: Transpose.ROTATE_180, 4: Transpose.FLIP_TOP_BOTTOM,
+            5: Transpose.TRANSPOSE, 6: Transpose.ROTATE_270, 7: Transpose.TRANSVERSE,
+            8: Transpose.ROTATE_90}.get(image.getexif().get(ORIENTATION, 1))
+    return image if turn is None else image.transpose(turn)
+
+
+def _raw(file: IO[bytes]) -> bytes | None:
+    """The file's bytes when they are small enough to send as they are, else None."""
+    file.seek(0)
+    data = file.read(MAX_BASE64 * 3 // 4 + 1)
+    return data if _base64_size(data) < MAX_BASE64 else None
+
+
+def _fitted(image: Image, original: Callable[[], bytes | None], mime: str,
+            converted_from: str | None) -> SentImage:
+    """pi's resizeImage: `original` (the bytes of `image`, of type `mime`) when within the
+    limits, else `image` scaled down and encoded as pi chooses, with pi's notes."""
+    from PIL.Image import Resampling
+
+    width, height = image.size
+    if width <= MAX_SIDE and height <= MAX_SIDE and (data := original()) is not None:
+        return SentImage(base64.b64encode(data).decode(), mime, _converted(converted_from, mime))
+    for size in _sizes(width, height):
+        fit = _first_fit(_candidates(image.resize(size, Resampling.LANCZOS)))
+        if fit is not None:
+            sent, data = fit
+            scale = to_fixed(width / size[0], 2)
+            note = (f"[Image: original {width}x{height}, displayed at {size[0]}x{size[1]}. "
+                    f"Multiply coordinates by {scale} to map to original image.]")
+            return SentImage(base64.b64encode(data).decode(), sent,
+                             [*_converted(converted_from, sent), note])
+    raise ImageOmitted(NOT_RESIZED)
+
+
+def _converted(source: str | None, sent: str) -> list[str]:
+    return [] if source is None or source == sent else [
+        f"[Image converted from {source} to {sent}.]"]
+
+
+def _sizes(width: int, height: int) -> Iterator[tuple[int, int]]:
+    """The sizes pi tries: within MAX_SIDE, then three quarters of the last, down to 1x1."""
+    if width > MAX_SIDE:
+        width, height = MAX_SIDE, _js_round(height * MAX_SIDE / width)
+    if height > MAX_SIDE:
+        width, height = _js_round(width * MAX_SIDE / height), MAX_SIDE
+    while True:
+        yield width, height
+        smaller = (max(1, math.floor(width * 0.75)), max(1, math.floor(height * 0.75)))
+        if smaller == (width, height):
+            return
+        width, height = smaller
+
+
+def _js_round(value: float) -> int:
+    """JavaScript's Math.round: halves go up."""
+    return math.floor(value + 0.5)
+
+
+def _candidates(image: Image) -> Iterator[tuple[str, bytes]]:
+    """pi's encodings, in its order: the smaller of PNG and JPEG at its quality (PNG when even),
+    then JPEG at lower qualities. Encoded one at a time, as they are needed."""
+    png, jpeg = _png(image), _jpeg(image, JPEG_QUALITIES[0])
+    smaller_jpeg = _base64_size(jpeg) < _base64_size(png)
+    yield from ((("image/jpeg", jpeg), ("image/png", png)) if smaller_jpeg
+                else (("image/png", png), ("image/jpeg", jpeg)))
+    for quality in JPEG_QUALITIES[1:]:
+        yield "image/jpeg", _jpeg(image, quality)
+
+
+def _first_fit(candidates: Iterator[tuple[str, bytes]]) -> tuple[str, bytes] | None:
+    return next((c for c in candidates if _base64_size(c[1]) < MAX_BASE64), None)
+
+
+def _png(image: Image) -> bytes:
+    """`image` as a PNG with alpha, as pi's encoder writes every one."""
+    out = io.BytesIO()
+    image.convert("RGBA").save(out, "PNG")
+    return out.getvalue()
+
+
+def _jpeg(image: Image, quality: int) -> bytes:
+    out = io.BytesIO()
+    image.convert("RGB").save(out, "JPEG", quality=quality)
+    return out.getvalue()
+
+
+def _base64_size(data: bytes) -> int:
+    return math.ceil(len(data) / 3) * 4
