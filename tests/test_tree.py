@@ -26,9 +26,10 @@ from pi_lsp.session.entries import (
     UserMessage,
 )
 from pi_lsp.session.ids import iso_to_ms
-from pi_lsp.session.records import UnknownEntryError
+from pi_lsp.session.outline import entry_preview
+from pi_lsp.session.records import UnknownEntryError, decode_entry
 from pi_lsp.session.tree import SessionTree
-from pi_lsp.summarize.compaction import CompactionSettings, compact
+from pi_lsp.summarize.compaction import CompactionSettings, compact, prepare_compaction
 from pi_lsp.summarize.extractive import ExtractiveSummarizer
 from tests.waits import CEILING_S
 
@@ -469,6 +470,33 @@ def test_context_after_a_compaction(tmp_path: Path) -> None:
 
 
 # -- common ancestor --------------------------------------------------------------------------
+
+
+def test_an_extensions_compaction_without_a_whole_count_still_compacts(tmp_path: Path) -> None:
+    """An extension's compaction with no tokensBefore, or 1234.5, or no firstKeptEntryId was
+    unreadable, so the whole history came back; pi reads every compaction as it is."""
+    head = [msg("aaaaaaaa", None, "old"), entry("message", "bbbbbbbb", "aaaaaaaa",
+                                                message=assistant_text("old answer")),
+            msg("cccccccc", "bbbbbbbb", "kept")]
+    for fields, count in (({"firstKeptEntryId": "cccccccc"}, None),
+                          ({"firstKeptEntryId": "cccccccc", "tokensBefore": 1234.5}, 1234.5),
+                          ({"tokensBefore": 500}, 500)):
+        tree = write_session(tmp_path / "s.jsonl", [
+            *head, entry("compaction", "dddddddd", "cccccccc", summary="S", fromHook=True,
+                         **fields),
+            msg("eeeeeeee", "dddddddd", "new"),
+            entry("message", "ffffffff", "eeeeeeee", message=assistant_text("new answer"))])
+        messages = [json.loads(bytes(m)) for m in
+                    build_session_context(tree, "eeeeeeee").messages]
+        kept = ["kept"] if "firstKeptEntryId" in fields else []
+        assert [m.get("summary") or m["content"] for m in messages] == ["S", *kept, "new"]
+        assert messages[0].get("tokensBefore") == count
+        assert check_session(tree) == []
+        assert entry_preview(decode_entry(tree.by_id["dddddddd"])) == (
+            "compaction: S" if count is None else f"compaction ({count} tokens before): S")
+        plan = prepare_compaction(tree.path_to("ffffffff"),
+                                  CompactionSettings(keep_recent_tokens=1))
+        assert plan is not None and plan.previous_summary == "S"
 
 
 def test_common_ancestor(tmp_path: Path) -> None:

@@ -164,7 +164,7 @@ class CompactionSummaryMessage(_Message, tag="compactionSummary", kw_only=True):
     """In memory only: made from a `compaction` entry."""
 
     summary: str
-    tokens_before: int
+    tokens_before: Any = msgspec.UNSET  # as its compaction entry holds it (see there)
     timestamp: int | None  # None: pi's NaN (an unreadable entry stamp), written as null
 
 
@@ -222,8 +222,10 @@ class CompactionEntry(_Entry, tag="compaction", kw_only=True):
     parent_id: str | None
     timestamp: str
     summary: str
-    first_kept_entry_id: str
-    tokens_before: int
+    # pi reads neither: an extension's compaction may leave both out or give a fractional
+    # count, and pi carries the count as given; no kept entry keeps nothing.
+    first_kept_entry_id: str | None = None
+    tokens_before: Any = msgspec.UNSET
     details: Any = None
     usage: Any = None
     from_hook: bool | None = None

@@ -30,6 +30,7 @@ from pi_lsp.session.entries import (
     role_of,
 )
 from pi_lsp.session.journal import Record
+from pi_lsp.session.jsontext import js_number
 from pi_lsp.session.layout import layout, shown_entry
 from pi_lsp.session.records import decode_entry
 from pi_lsp.session.tree import SessionTree
@@ -88,6 +89,14 @@ def _call_preview(call: ToolCall) -> str:
     return f"{call.name}({shorten(str(target), 32)})"
 
 
+def _tokens_before(entry: CompactionEntry) -> str:
+    """' (N tokens before)', or nothing where an extension's compaction gave no number."""
+    count = entry.tokens_before
+    if isinstance(count, bool) or not isinstance(count, int | float):
+        return ""
+    return f" ({js_number(count)} tokens before)"
+
+
 def entry_preview(entry: Entry | None) -> str:
     """A one-line description of an entry for tree views."""
     match entry:
@@ -98,7 +107,7 @@ def entry_preview(entry: Entry | None) -> str:
         case ThinkingLevelChangeEntry():
             return f"thinking → {entry.thinking_level}"
         case CompactionEntry():
-            return f"compaction ({entry.tokens_before} tokens before): {shorten(entry.summary, 40)}"
+            return f"compaction{_tokens_before(entry)}: {shorten(entry.summary, 40)}"
         case BranchSummaryEntry():
             return f"branch summary: {shorten(entry.summary, 56)}"
         case CustomMessageEntry():
