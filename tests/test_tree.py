@@ -24,11 +24,13 @@ from pi_lsp.session.entries import (
     ToolResultMessage,
     Usage,
     UserMessage,
+    role_of,
 )
 from pi_lsp.session.ids import iso_to_ms
 from pi_lsp.session.outline import entry_preview
 from pi_lsp.session.records import UnknownEntryError, decode_entry
 from pi_lsp.session.tree import SessionTree
+from pi_lsp.summarize.branch import fit_branch_messages
 from pi_lsp.summarize.compaction import CompactionSettings, compact, prepare_compaction
 from pi_lsp.summarize.extractive import ExtractiveSummarizer
 from tests.waits import CEILING_S
@@ -661,6 +663,26 @@ def test_null_content_and_custom_message_without_content_read_as_empty(tmp_path:
         entry("custom_message", "bbbbbbbb", "aaaaaaaa", customType="note", display=True),
     ])
     assert texts(tree, "bbbbbbbb") == [[], []]
+
+
+def test_a_custom_message_without_display_is_in_the_context(tmp_path: Path) -> None:
+    """A custom_message an extension wrote without `display` was dropped from the context,
+    the compaction and branch-summary inputs and the estimates; pi puts it in the context."""
+    tree = write_session(tmp_path / "s.jsonl", [
+        msg("aaaaaaaa", None, "run the linter"),
+        entry("message", "bbbbbbbb", "aaaaaaaa", message=assistant_text("ok")),
+        entry("custom_message", "cccccccc", "bbbbbbbb", customType="lint", content="3 errors"),
+        msg("dddddddd", "cccccccc", "fix them"),
+        entry("message", "eeeeeeee", "dddddddd", message=assistant_text("done")),
+    ])
+    messages = [json.loads(bytes(m)) for m in build_session_context(tree, "dddddddd").messages]
+    assert messages[2] == {"role": "custom", "customType": "lint", "content": "3 errors",
+                           "timestamp": iso_to_ms("2025-01-01T10:00:02.000Z")}
+    plan = prepare_compaction(tree.path_to("eeeeeeee"), CompactionSettings(keep_recent_tokens=1))
+    assert plan is not None
+    assert [role_of(m) for m in plan.messages_to_summarize] == ["user", "assistant", "custom"]
+    branch = fit_branch_messages(tree.path_to("dddddddd"), 0)
+    assert [role_of(m) for m in branch.messages] == ["user", "assistant", "custom", "user"]
 
 
 def test_check_reports_context_edits_that_edit_nothing(tmp_path: Path) -> None:

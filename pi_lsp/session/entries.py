@@ -127,7 +127,7 @@ class BashExecutionMessage(_Message, tag="bashExecution", kw_only=True):
 class CustomMessage(_Message, tag="custom", kw_only=True):
     custom_type: str
     content: str | list[UserBlock]
-    display: bool
+    display: Any = msgspec.UNSET  # as its entry holds it (see there)
     details: Any = None
     timestamp: int | None  # None: pi's NaN (an unreadable entry stamp), written as null
 
@@ -255,7 +255,8 @@ class CustomEntry(_Entry, tag="custom", kw_only=True):
 class CustomMessageEntry(_Entry, tag="custom_message", kw_only=True):
     custom_type: str
     content: str | list[UserBlock] | None = None  # pi 1.6 reads a missing one as []
-    display: bool
+    # Only for pi's display: an extension may leave it out, and pi carries it as given.
+    display: Any = msgspec.UNSET
     details: Any = None
     id: str
     parent_id: str | None
