@@ -602,6 +602,32 @@ async def test_a_branch_with_nothing_to_summarize_chooses_no_summarizer(tmp_path
     assert "summarizer" not in entry.details and chosen == []
 
 
+def chain_file(path: Path, messages: list[dict[str, Any]]) -> SessionTree:
+    """A session of `messages`, each the child of the one before (ids m1, m2, …)."""
+    stamp = "2025-01-02T03:04:05.678Z"
+    lines_written: list[dict[str, Any]] = [
+        {"type": "session", "version": 3, "id": "11111111-2222-4333-8444-555555555555",
+         "timestamp": stamp, "cwd": str(path.parent)}]
+    for n, message in enumerate(messages, 1):
+        lines_written.append({"type": "message", "id": f"m{n}",
+                              "parentId": f"m{n - 1}" if n > 1 else None, "timestamp": stamp,
+                              "message": message})
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines_written))
+    return open_tree(path)
+
+
+def test_moving_to_a_user_message_offers_its_text_blocks_joined_as_pi_does(
+        tmp_path: Path) -> None:
+    """The text offered for editing joined blocks with spaces and showed images as
+    '[image]'; pi offers the text blocks alone, joined with nothing."""
+    content = [{"type": "text", "text": "What is wrong in "},
+               {"type": "text", "text": "this screenshot?"},
+               {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}]
+    tree = chain_file(tmp_path / "s.jsonl", [{"role": "user", "content": "hi", "timestamp": 1},
+                                            {"role": "user", "content": content, "timestamp": 2}])
+    assert branch(tree, "m2").editor_text == "What is wrong in this screenshot?"
+
+
 def test_plain_branch_is_one_leaf_entry(session: Path) -> None:
     tree = open_tree(session)
     count = len(lines(session))

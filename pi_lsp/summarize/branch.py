@@ -22,13 +22,14 @@ from pi_lsp.session.entries import (
     ContextEditEntry,
     CustomMessageEntry,
     MessageEntry,
+    TextContent,
     ToolResultMessage,
+    UserBlock,
     UserMessage,
     decode_message,
 )
 from pi_lsp.session.ids import iso_to_ms
 from pi_lsp.session.journal import Record
-from pi_lsp.session.outline import content_text
 from pi_lsp.session.records import decode_entry, parent_of
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.summarize.compaction import summary_details
@@ -136,14 +137,21 @@ class Navigation(msgspec.Struct):
     editor_text: str | None
 
 
+def editor_text(content: str | list[UserBlock]) -> str:
+    """pi's `contentText(content, "")`: the text blocks alone, joined with nothing."""
+    if isinstance(content, str):
+        return content
+    return "".join(block.text for block in content if isinstance(block, TextContent))
+
+
 def navigation(tree: SessionTree, target_id: str) -> Navigation:
     """Picking a user (or custom) message moves to its parent and hands back its text."""
     record = tree.record(target_id)
     entry = decode_entry(record)
     if isinstance(entry, MessageEntry) and isinstance(entry.message, UserMessage):
-        return Navigation(parent_of(record), content_text(entry.message.content))
+        return Navigation(parent_of(record), editor_text(entry.message.content))
     if isinstance(entry, CustomMessageEntry):
-        return Navigation(parent_of(record), content_text(entry.content or []))
+        return Navigation(parent_of(record), editor_text(entry.content or []))
     return Navigation(target_id, None)
 
 
