@@ -616,6 +616,22 @@ def chain_file(path: Path, messages: list[dict[str, Any]]) -> SessionTree:
     return open_tree(path)
 
 
+async def test_a_branch_whose_messages_do_not_fit_stores_no_file_lists(tmp_path: Path) -> None:
+    """With nothing fitting the budget, the 'No content to summarize' entry kept the files of
+    the reply left out; pi stores empty lists with that text."""
+    write = AssistantMessage(
+        content=[ToolCall(id="c1", name="write", arguments={"path": "big.txt",
+                                                            "content": "x" * 400})],
+        api="anthropic-messages", provider="anthropic", model="m", usage=Usage(),
+        stop_reason="toolUse", timestamp=2)
+    tree = chain_file(tmp_path / "s.jsonl", [{"role": "user", "content": "hi", "timestamp": 1},
+                                            json.loads(encoder.encode(write))])
+    outcome = await branch_with_summary(tree, "m1", ExtractiveSummarizer(), 50)
+    entry = open_tree(tmp_path / "s.jsonl").entry(outcome.summary_entry_id or "")
+    assert isinstance(entry, BranchSummaryEntry) and entry.summary == "No content to summarize"
+    assert entry.details == {"readFiles": [], "modifiedFiles": []}
+
+
 def test_moving_to_a_user_message_offers_its_text_blocks_joined_as_pi_does(
         tmp_path: Path) -> None:
     """The text offered for editing joined blocks with spaces and showed images as

@@ -33,7 +33,7 @@ from pi_lsp.session.journal import Record
 from pi_lsp.session.records import decode_entry, parent_of
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.summarize.compaction import summary_details
-from pi_lsp.summarize.fileops import FileOps, format_file_lists
+from pi_lsp.summarize.fileops import FileLists, FileOps, format_file_lists
 from pi_lsp.summarize.summarizer import Summarizer, SummaryRequest
 
 SUMMARY_SHARE_FLOOR = 0.9  # a summary that breaks the budget still fits below 90% of it
@@ -190,8 +190,8 @@ async def branch_with_summary(tree: SessionTree, target_id: str, summarizer: Sum
         written, writer = await summarizer.summarize(request), summarizer
         summary, usage = BRANCH_SUMMARY_PREAMBLE + written.text + format_file_lists(lists), \
             written.usage
-    else:
-        summary, usage = NO_CONTENT, None
+    else:  # pi returns no lists with this text, and stores empty ones
+        summary, usage, lists = NO_CONTENT, None, FileLists([], [])
     entry_id = tree.branch_with_summary(move.leaf_id, old_leaf or "root", summary,
                                         summary_details(lists, writer), from_hook=False,
                                         usage=usage)
