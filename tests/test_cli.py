@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pi_lsp.session.entries import UserMessage
+from pi_lsp.session.entries import AssistantMessage, Replacement, TextContent, Usage, UserMessage
 from pi_lsp.session.tree import SessionTree
 from tests.conftest import EXAMPLE_WORKSPACE, conformance_files
 from tests.waits import PROCESS_CEILING_S, run_cli
@@ -270,6 +270,32 @@ def test_context_total_without_a_reply_is_the_sum_of_the_rows(tmp_path: Path) ->
     result = run_cli("context", tree.path)
     assert result.returncode == 0, result.stderr
     assert "1 messages, about 100 tokens\nmodel:" in result.stdout
+
+
+def test_context_total_after_an_edit_or_a_compaction_is_explained_as_estimated(
+        tmp_path: Path) -> None:
+    """After an edit, or a compaction keeping the reply, the total is all estimates, but the
+    text explained it from the reply's reported usage ('+ -98 estimated')."""
+    tree = written_session(tmp_path)
+    question = tree.append_message(UserMessage(content="a long question " * 40, timestamp=1))
+    reply = tree.append_message(AssistantMessage(
+        content=[TextContent(text="answer")], api="anthropic-messages", provider="anthropic",
+        model="claude-sonnet-4-5", usage=Usage(input=100, output=10, total_tokens=110),
+        stop_reason="stop", timestamp=2))
+    tree.append_context_edit(question, Replacement("short"))
+    edited = tree.append_message(UserMessage(content="next", timestamp=3))
+    tree.move_leaf(reply, durable=False)
+    tree.append_compaction("summary", question, 200)
+    compacted = tree.append_message(UserMessage(content="next", timestamp=3))
+    for leaf in (edited, compacted):
+        result = run_cli("context", tree.path, "--leaf", leaf)
+        assert result.returncode == 0, result.stderr
+        lines = result.stdout.splitlines()
+        rows = sum(int(line.split(" tok  ")[0].split()[-1]) for line in lines
+                   if " tok  " in line)
+        total_at = next(i for i, line in enumerate(lines) if " messages, about " in line)
+        assert lines[total_at].endswith(f"about {rows:,} tokens")
+        assert not lines[total_at + 1].startswith("  ="), lines[total_at + 1]
 
 
 def test_version() -> None:

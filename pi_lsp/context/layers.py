@@ -14,7 +14,7 @@ from pi_lsp.context.edits import EditMark, edit_marks
 from pi_lsp.context.messages import decode_path
 from pi_lsp.context.projection import ContextSettings, ModelRef, ProjectedEntry, project_path
 from pi_lsp.context.replay import current_system_message, system_patch, system_text
-from pi_lsp.context.tokens import estimate_tokens, last_reported, usage_tokens
+from pi_lsp.context.tokens import estimate_tokens, usage_tokens
 from pi_lsp.providers.base import ModelRequest, ToolSpec
 from pi_lsp.providers.registry import ModelInfo, ModelRegistry
 from pi_lsp.providers.thinking import clamped_level
@@ -189,7 +189,7 @@ def build_layer(tree: SessionTree, leaf_id: str | None, layer: Layer,
             system_prompt=prompt, messages=[m for _, m in prepared], tools=tools,
             thinking_level=asked_level(settings, agent.default_thinking_level),
             session_id=tree.header.id)
-    anchor = last_reported(messages)
+    anchor = decoded.anchor()  # as the total counts it, so its explanation agrees
     reply = messages[anchor] if anchor >= 0 else None
     edits = placed_marks(decoded.projection.entries, heads)
     return ContextLayer(

@@ -9,7 +9,7 @@ from typing import overload
 import msgspec
 
 from pi_lsp.context.projection import Projection, project_path
-from pi_lsp.context.tokens import projected_tokens
+from pi_lsp.context.tokens import projected_anchor, projected_tokens
 from pi_lsp.session.entries import AgentMessage, decode_message
 from pi_lsp.session.journal import Record
 from pi_lsp.session.tree import SessionTree
@@ -51,6 +51,10 @@ class DecodedMessages(msgspec.Struct):
     def total_tokens(self) -> int:
         """The context's size as pi 1.6 measures it for compaction."""
         return projected_tokens(self.projection, self.path, self.messages)
+
+    def anchor(self) -> int:
+        """The index of the reply whose reported usage the total starts from, or -1."""
+        return projected_anchor(self.projection, self.path, self.messages)
 
 
 def decode_path(tree: SessionTree, leaf_id: str | None) -> DecodedMessages:

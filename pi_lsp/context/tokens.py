@@ -129,13 +129,22 @@ def projected_tokens(projection: Projection, path: list[Record],
     """The same over the projection's messages as read: a reply's reported usage counts only
     when no edit or compaction came after it on the path (then only the messages after it
     are read); otherwise everything is estimated, system messages once, as the replayed one."""
-    last_good = last_reported(messages)
-    if last_good >= 0 and _holds(path, _source(projection, last_good, len(messages))):
+    if projected_anchor(projection, path, messages) >= 0:
         return context_size(messages)
     system = current_system_message(messages)
     total = estimate_tokens(system) if system is not None else 0
     return total + sum(estimate_tokens(m) for m in messages
                        if m is not None and not isinstance(m, SystemMessage))
+
+
+def projected_anchor(projection: Projection, path: list[Record],
+                     messages: Sequence[AgentMessage | None]) -> int:
+    """The index of the reply whose reported usage `projected_tokens` starts from, or -1 when
+    it estimates everything (no such reply, or an edit or compaction after it on the path)."""
+    last_good = last_reported(messages)
+    if last_good >= 0 and _holds(path, _source(projection, last_good, len(messages))):
+        return last_good
+    return -1
 
 
 def _source(projection: Projection, message_index: int, count: int) -> Record:
