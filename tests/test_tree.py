@@ -501,6 +501,23 @@ def test_an_extensions_compaction_without_a_whole_count_still_compacts(tmp_path:
         assert plan is not None and plan.previous_summary == "S"
 
 
+def test_a_compaction_whose_from_hook_is_no_boolean_still_compacts(tmp_path: Path) -> None:
+    """A hand-edited fromHook ("yes") made the compaction unreadable and the whole history came
+    back; pi reads it, and takes its file lists into the next plan only when it is falsy."""
+    for from_hook, carried in (("yes", []), ("", ["a.py"]), ([], [])):
+        tree = write_session(tmp_path / "s.jsonl", [
+            msg("aaaaaaaa", None, "old"),
+            entry("compaction", "bbbbbbbb", "aaaaaaaa", summary="S", firstKeptEntryId="bbbbbbbb",
+                  tokensBefore=10, fromHook=from_hook,
+                  details={"readFiles": ["a.py"], "modifiedFiles": []}),
+            msg("cccccccc", "bbbbbbbb", "new"),
+            entry("message", "dddddddd", "cccccccc", message=assistant_text("new answer"))])
+        assert texts(tree, "cccccccc") == [None, "new"]
+        plan = prepare_compaction(tree.path_to("dddddddd"),
+                                  CompactionSettings(keep_recent_tokens=1))
+        assert plan is not None and plan.files.read_files == carried
+
+
 def test_common_ancestor(tmp_path: Path) -> None:
     tree = new_tree(tmp_path)
     root = tree.append_message(user("root"))

@@ -156,7 +156,8 @@ def _raw(message: msgspec.Struct) -> msgspec.Raw:
     return msgspec.Raw(encoder.encode(message))
 
 
-def _js_truthy(value: Any) -> bool:
+def js_truthy(value: Any) -> bool:
+    """Whether JavaScript reads `value` as true (an empty list or object is)."""
     return isinstance(value, dict | list) or bool(value)
 
 
@@ -166,7 +167,7 @@ def compaction_messages(entry: CompactionEntry) -> list[msgspec.Raw]:
         summary=entry.summary, tokens_before=entry.tokens_before,
         timestamp=iso_to_ms(entry.timestamp),
     ))
-    if _js_truthy(entry.system_message):
+    if js_truthy(entry.system_message):
         return [msgspec.Raw(encoder.encode(entry.system_message)), summary]
     return [summary]
 

@@ -228,7 +228,7 @@ class CompactionEntry(_Entry, tag="compaction", kw_only=True):
     tokens_before: Any = msgspec.UNSET
     details: Any = None
     usage: Any = None
-    from_hook: bool | None = None
+    from_hook: Any = None  # pi tests it as JavaScript does (`!fromHook`), whatever it holds
     # pi 1.6: the replayed system message at the compaction, first in the context after it.
     system_message: Any = None
 

@@ -6,7 +6,13 @@ from typing import Any
 
 import msgspec
 
-from pi_lsp.context.projection import Projection, entry_messages, message_role, project_path
+from pi_lsp.context.projection import (
+    Projection,
+    entry_messages,
+    js_truthy,
+    message_role,
+    project_path,
+)
 from pi_lsp.context.replay import checkpoint_of, current_system_message
 from pi_lsp.context.tokens import decode_all, estimate_tokens, projected_context_size
 from pi_lsp.session.entries import (
@@ -174,7 +180,7 @@ def prepare_compaction(path: list[Record], settings: CompactionSettings) -> Comp
     if first_kept is None or not (to_summarize or prefix):
         return None
     files = FileOps()
-    if previous is not None and not previous.from_hook:
+    if previous is not None and not js_truthy(previous.from_hook):
         files.add_details(previous.details)
     for message in (*to_summarize, *prefix):
         files.add_message(message)
