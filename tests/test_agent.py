@@ -828,6 +828,30 @@ async def test_an_aborted_bash_call_keeps_its_full_output_file(make_rig, fake) -
     discard_file(str(full))
 
 
+async def test_aborted_file_calls_say_operation_aborted(make_rig, fake) -> None:
+    """A write aborted before it ran said "Tool execution was aborted" and the call after it
+    "Skipped: the run was aborted"; pi 1.6 says "Operation aborted" for both."""
+    rig = make_rig()
+    asked = asyncio.Event()
+
+    async def approve(_request: ApprovalRequest) -> str | None:
+        asked.set()
+        await asyncio.Event().wait()  # nobody answers: the abort ends the wait
+        return None
+
+    rig.harness.approve_call = approve
+    fake.script(tool_reply([("t1", "write", {"path": "f.txt", "content": "x"}),
+                            ("t2", "read", {"path": "f.txt"})]), text_reply("never asked for"))
+    run = asyncio.create_task(rig.harness.prompt("go"))
+    await asyncio.wait_for(asked.wait(), CEILING_S)
+    assert rig.harness.abort() is True
+    await asyncio.wait_for(run, CEILING_S)
+    results = [m for m in rig.messages() if m["role"] == "toolResult"]
+    assert [(r["toolCallId"], r["content"], r["isError"]) for r in results] == [
+        (call, [{"type": "text", "text": "Operation aborted"}], True) for call in ("t1", "t2")]
+    assert not (rig.root / "f.txt").exists()
+
+
 @pytest.mark.parametrize(("name", "args", "answer"), [
     ("edit", {"path": "f.txt", "edits": [{"oldText": "one", "newText": "two"}]},
      "Successfully replaced 1 block(s) in f.txt."),

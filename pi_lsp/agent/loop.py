@@ -37,7 +37,10 @@ from pi_lsp.session.ids import now_ms
 log = logging.getLogger(__name__)
 
 ABORTED_REPLY = "Request was aborted"
-ABORTED_TOOL = "Tool execution was aborted"
+# pi 1.6's words for a call cut short by an abort, or not started after one (agent-loop.js)
+ABORTED_TOOL = "Operation aborted"
+# A call of a reply that was itself aborted: pi 1.6 leaves it unanswered; pi-lsp answers it
+# so the file stays paired
 SKIPPED_TOOL = "Skipped: the run was aborted"
 FAILED_REPLY_TOOL = "Not run: the model's reply failed before the call was complete"
 
@@ -160,7 +163,7 @@ async def run_tool(hooks: LoopHooks, call: ToolCall) -> ToolResultMessage:
     hooks.emit(ToolExecutionStart(tool_call_id=call.id, tool_name=call.name, args=call.arguments))
     result: ToolResult
     if hooks.aborted:
-        result = text_result(SKIPPED_TOOL, is_error=True)
+        result = text_result(ABORTED_TOOL, is_error=True)
     elif call.arguments_error is not None:  # as pi 1.6 answers arguments it could not read
         result = text_result(f'Invalid arguments for tool "{call.name}": '
                              f"{call.arguments_error}", is_error=True)
