@@ -9,6 +9,7 @@ import asyncio
 import base64
 import itertools
 import json
+import os
 import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -544,6 +545,25 @@ async def test_a_branch_that_sets_no_thinking_level_thinks_at_the_default(make_r
     first, second = fake.message_requests()
     assert first["thinking"]["type"] == "enabled"
     assert second["thinking"] == {"type": "disabled"}
+
+
+async def test_bash_tells_the_command_its_session_as_pi_does(
+        make_rig, fake, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pi 1.6's bash sets PI_SESSION_ID, PI_SESSION_FILE, PI_PROVIDER, PI_MODEL and
+    PI_REASONING_LEVEL and puts pi's bin folder first on PATH; pi-lsp's passed what it
+    inherited (here a stale PI_MODEL)."""
+    monkeypatch.setenv("PI_MODEL", "stale")
+    rig = make_rig()
+    names = "PI_SESSION_ID PI_SESSION_FILE PI_PROVIDER PI_MODEL PI_REASONING_LEVEL"
+    command = f'for n in {names}; do printenv $n; done; echo "${{PATH%%:*}}"'
+    fake.script(tool_reply([("t1", "bash", {"command": command})]), text_reply("ok"))
+    rig.harness.set_thinking_level("high")
+    await rig.harness.prompt("where am I?")
+    [result] = [m for m in rig.messages() if m["role"] == "toolResult"]
+    model = rig.harness.model()
+    assert result["content"][0]["text"].splitlines() == [
+        rig.tree.header.id, rig.path, model.provider, model.id, "high",
+        os.path.join(os.environ["PI_CODING_AGENT_DIR"], "bin")]
 
 
 # -- 2. provider errors ----------------------------------------------------------------------

@@ -271,7 +271,16 @@ class Harness:
     def tool_context(self, on_update: Callable[[str], None]) -> ToolContext:
         return ToolContext(self.root, self.allow_outside_root, on_update, self.session_dirs,
                            files=self.files,
-                           key_variables=self.registry.key_variables())
+                           key_variables=self.registry.key_variables(),
+                           session_variables=self.session_variables())
+
+    def session_variables(self) -> dict[str, str]:
+        """What bash tells a command of this session, as pi 1.6's: its id and file, and the
+        model and level in force (a turn's: changes made meanwhile wait for its end)."""
+        model = self.model()
+        return {"PI_SESSION_ID": self.tree.header.id, "PI_SESSION_FILE": self.tree.path,
+                "PI_PROVIDER": model.provider, "PI_MODEL": model.id,
+                "PI_REASONING_LEVEL": self.thinking_level()}
 
     async def approve(self, call: ToolCall, ctx: ToolContext) -> str | None:
         return await ask_approval(call, ctx, self.approve_call)

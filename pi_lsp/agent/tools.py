@@ -39,6 +39,7 @@ from pi_lsp.agent.readpage import PageError, page
 from pi_lsp.agent.shell import ShellProcess
 from pi_lsp.providers.base import ToolSpec
 from pi_lsp.providers.registry import API_KEY_VARIABLES
+from pi_lsp.session.catalog import agent_dir
 from pi_lsp.session.entries import ImageContent, TextContent, UserBlock
 from pi_lsp.session.jsontext import js_number
 
@@ -51,6 +52,10 @@ ABORTED_WRITE_WAIT_S = 5.0
 # The variables pi-lsp reads its own keys from; a command the user approves runs the project's
 # code (npm test, pytest), which must not find them.
 KEY_VARIABLES = frozenset(API_KEY_VARIABLES.values())
+# What pi 1.6's bash sets for the session it runs in (bash.js resolveSpawnContext); inherited
+# values of these names are dropped, so a nested pi's never pass for this session's.
+SESSION_VARIABLES = ("PI_SESSION_ID", "PI_SESSION_FILE", "PI_PROVIDER", "PI_MODEL",
+                     "PI_REASONING_LEVEL")
 
 
 class ToolError(Exception):
@@ -205,6 +210,7 @@ class ToolContext:
     approved: Proposal | None = None  # the change the user saw; only that may be written
     files: FileAccess = DISK
     key_variables: frozenset[str] = KEY_VARIABLES  # left out of bash's environment
+    session_variables: dict[str, str] = field(default_factory=dict)  # SESSION_VARIABLES' values
     # Takes what a call cut short by an abort has to say (bash: the output so far, as pi 1.6
     # gives it; write and edit: what the write under way did); None: nobody records it.
     on_abort: Callable[[ToolResult], None] | None = None
@@ -239,9 +245,23 @@ class ToolContext:
         return path
 
     def environment(self) -> dict[str, str]:
-        """What bash runs with: this process's environment without the API keys."""
-        return {name: value for name, value in os.environ.items()
-                if name not in self.key_variables}
+        """What bash runs with, as pi 1.6's: this process's environment without the API keys,
+        with pi's bin folder on PATH and this session's PI_* variables."""
+        env = {name: value for name, value in os.environ.items()
+               if name not in self.key_variables and name not in SESSION_VARIABLES}
+        env.update(self.session_variables)
+        return with_pi_bin(env)
+
+
+def with_pi_bin(env: dict[str, str]) -> dict[str, str]:
+    """`env` with pi's bin folder (where pi installs fd and rg) first on PATH unless already on
+    it, as pi 1.6's getShellEnv."""
+    key = next((name for name in env if name.lower() == "path"), "PATH")
+    current = env.get(key, "")
+    bin_dir = str(agent_dir() / "bin")
+    if bin_dir not in current.split(os.pathsep):
+        env[key] = os.pathsep.join(part for part in (bin_dir, current) if part)
+    return env
 
 
 Execute = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]
