@@ -480,7 +480,7 @@ async def test_full_turn_events_entries_usage_and_wire(make_rig, fake) -> None:
     assert one["system"][0]["type"] == "text"
     assert one["system"][0]["cache_control"] == CACHE
     assert str(rig.root) in one["system"][0]["text"]
-    assert [t["name"] for t in one["tools"]] == ["read", "write", "edit", "bash"]
+    assert [t["name"] for t in one["tools"]] == ["read", "bash", "edit", "write"]
     assert one["tools"][-1]["cache_control"] == CACHE
     assert all("cache_control" not in t for t in one["tools"][:-1])
     # pi 1.6's high budget, on top of an answer room of the model's whole output cap

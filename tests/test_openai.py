@@ -158,7 +158,7 @@ async def test_chat_text_streams_with_usage_cost_and_wire(make_rig, oai) -> None
     system, user = wire["messages"]
     assert system["role"] == "system" and str(rig.root) in system["content"]
     assert user == {"role": "user", "content": [{"type": "text", "text": "hi"}]}
-    assert [t["function"]["name"] for t in wire["tools"]] == ["read", "write", "edit", "bash"]
+    assert [t["function"]["name"] for t in wire["tools"]] == ["read", "bash", "edit", "write"]
     # pi 1.6: no `strict` field unless the model's compat says the host takes it
     assert all(t["type"] == "function" and "strict" not in t["function"] for t in wire["tools"])
     assert check_session(SessionTree.open(rig.path)) == []

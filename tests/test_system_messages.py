@@ -9,14 +9,15 @@ import os
 import re
 import shutil
 import subprocess
-from datetime import date
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pi_lsp.agent.harness import Harness
+from pi_lsp.agent.prompt import system_sections
 from pi_lsp.agent.retry import RetrySettings
+from pi_lsp.agent.tools import ALL_TOOLS
 from pi_lsp.context.build import build_session_context
 from pi_lsp.context.replay import current_system_message, system_text
 from pi_lsp.providers.anthropic import AnthropicProvider
@@ -27,8 +28,8 @@ from tests.conftest import CONFORMANCE
 from tests.fake_anthropic import FakeAnthropic, text_reply
 from tests.waits import CEILING_S
 
-SECTIONS = ["preamble", "tools", "project_context", "cwd", "date"]
-TOOLS = ["read", "write", "edit", "bash"]
+SECTIONS = ["preamble", "tools", "rules", "project_context", "cwd"]
+TOOLS = ["read", "bash", "edit", "write"]
 PI16 = Path(os.environ.get("PI_LSP_PI16", "/work/scratch/pi16")) / "node_modules"
 
 
@@ -90,10 +91,11 @@ async def test_first_request_declares_the_prompt_and_tools_and_sends_the_replay(
     declared = written[0]["message"]
     assert list(declared) == ["role", "content", "sections", "timestamp", "toolsAdded"]
     assert declared["content"] == "" and list(declared["sections"]) == SECTIONS
-    assert declared["sections"]["preamble"].startswith("You are a coding agent")
+    assert declared["sections"]["preamble"].startswith("You are a coding assistant")
     assert declared["sections"]["project_context"] == (
-        "<project_context>\nProject instructions from AGENTS.md:\n\n"
-        "Run the tests with make test.\n</project_context>")
+        "<project_context>\nProject-specific instructions and guidelines:\n\n"
+        f'<project_instructions path="{workspace / "AGENTS.md"}">\n'
+        "Run the tests with make test.\n\n</project_instructions>\n</project_context>")
     assert declared["sections"]["cwd"] == f"<cwd>\n{workspace}\n</cwd>"
     assert [t["name"] for t in declared["toolsAdded"]] == TOOLS
     assert all(list(t) == ["name", "description", "parameters"] for t in declared["toolsAdded"])
@@ -118,8 +120,10 @@ async def test_a_changed_prompt_is_patched_and_the_request_has_the_change(
     await agent.prompt("again")
     patch = system_entries(path)[-1]
     assert patch == {"role": "system", "content": "", "sections": {
-        "project_context": "<project_context>\nProject instructions from AGENTS.md:\n\n"
-                           "Use tabs.\n</project_context>"}, "timestamp": patch["timestamp"]}
+        "project_context": "<project_context>\nProject-specific instructions and guidelines:\n\n"
+                           f'<project_instructions path="{workspace / "AGENTS.md"}">\n'
+                           "Use tabs.\n\n</project_instructions>\n</project_context>"},
+        "timestamp": patch["timestamp"]}
     request = fake.message_requests()[-1]
     assert "Use tabs." in request["system"][0]["text"]
     assert "make test" not in request["system"][0]["text"]
@@ -134,17 +138,17 @@ async def test_what_another_writer_changed_is_patched_back_and_nothing_else(
     await agent.prompt("hello")
     # as pi 1.6 writes a patch: a section dropped, one of its own added, a tool removed
     agent.tree.append_message(SystemMessage(
-        content="", sections={"date": None, "rules": "<rules>\nbe brief\n</rules>"},
+        content="", sections={"rules": None, "skills": "<skills>\nnone\n</skills>"},
         timestamp=1, tools_removed=[{"name": "bash"}]))
     await agent.prompt("again")
     patch = system_entries(path)[-1]
     bash = next(t for t in system_entries(path)[0]["toolsAdded"] if t["name"] == "bash")
-    assert list(patch["sections"]) == ["date", "rules"] and patch["sections"]["rules"] is None
-    assert patch["sections"]["date"].startswith("<date>\nToday's date: ")
+    assert list(patch["sections"]) == ["rules", "skills"] and patch["sections"]["skills"] is None
+    assert patch["sections"]["rules"].startswith("<rules>\n- Use bash for file operations")
     assert patch["toolsAdded"] == [bash] and "toolsRemoved" not in patch
     assert_sent_the_replay(fake.message_requests()[-1], path)
     assert list(replayed(path).sections or {}) == ["preamble", "tools", "project_context",
-                                                   "cwd", "date"]
+                                                   "cwd", "rules"]
 
 
 async def test_a_pi16_session_is_patched_not_declared_again(
@@ -167,7 +171,7 @@ async def test_a_pi16_session_is_patched_not_declared_again(
     assert [t["name"] for t in patch["toolsAdded"]] == TOOLS
     after = replayed(path)
     # a section pi had keeps its place; the new ones follow
-    assert list(after.sections or {}) == ["preamble", "tools", "cwd", "project_context", "date"]
+    assert list(after.sections or {}) == ["preamble", "tools", "cwd", "rules", "project_context"]
     assert [t["name"] for t in after.tools_added or []] == TOOLS
     for request in fake.message_requests():
         assert request["system"][0]["text"] == system_text(after)
@@ -184,8 +188,8 @@ def pi16_node() -> str | None:
     return node if found and (int(found[1]), int(found[2])) >= (22, 19) else None
 
 
-# What pi 1.6 replayed in the test below, for machines without it, with the workspace folder and
-# the date (the only parts that change from run to run) written as placeholders.
+# What pi 1.6 replayed in the test below, for machines without it, with the workspace folder (the
+# only part that changes from run to run) written as a placeholder.
 STORED_REPLAY = Path(__file__).with_name("fixtures") / "pi16-replay.json"
 
 
@@ -195,23 +199,55 @@ async def test_pi16_replays_what_pi_lsp_wrote(workspace: Path, fake: FakeAnthrop
     agent = harness(path, workspace, fake)
     fake.script(text_reply("one"))
     await agent.prompt("hello")
-    today = date.today().isoformat()
-
-    def general(text: str) -> str:
-        return text.replace(str(workspace), "{{workspace}}").replace(today, "{{today}}")
-
     stored = json.loads(STORED_REPLAY.read_text("utf-8"))
     node = pi16_node()
     if node is None:
-        pi = json.loads(json.dumps(stored).replace("{{workspace}}", str(workspace))
-                        .replace("{{today}}", today))
+        pi = json.loads(json.dumps(stored).replace("{{workspace}}", str(workspace)))
     else:
         read = subprocess.run([node, str(Path(__file__).with_name("pi16_replay.mjs")),
                                str(PI16 / "@earendil-works"), str(path)],
                               capture_output=True, text=True, timeout=CEILING_S)
         assert read.returncode == 0, read.stderr
         pi = json.loads(read.stdout)
-        assert json.loads(general(read.stdout)) == stored  # the stored answer is pi's
+        # the stored answer is pi's
+        assert json.loads(read.stdout.replace(str(workspace), "{{workspace}}")) == stored
     [request] = fake.message_requests()
     assert pi["system"] == request["system"][0]["text"]
     assert pi["tools"] == sent_tools(request)
+
+
+# pi 1.6's prompt (buildSystemPromptSections, buildSystemPrompt) for pi-lsp's tools, made by
+# pi16_prompt.mjs from its "input", the folders written as placeholders ({{pi}}: pi's install).
+STORED_PROMPT = Path(__file__).with_name("fixtures") / "pi16-prompt.json"
+
+
+def test_the_system_prompt_is_pi16s(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pi-lsp's prompt was its own: a preamble of its own, each tool's whole description, no
+    rules, its notes under other words and trimmed, and a date. Now it is pi 1.6's, byte for
+    byte, less the `docs` section, which points at pi's own documentation (README)."""
+    workspace, agent = tmp_path / "ws", tmp_path / "agent"
+    workspace.mkdir()
+    agent.mkdir()
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    (agent / "AGENTS.md").write_text("Answer in British English.\n")
+    (workspace / "AGENTS.md").write_text("\ufeffRun the tests with make test.\n")  # a BOM: off
+    (workspace / "CLAUDE.md").write_text("Not read: AGENTS.md comes first.\n")
+    names = {"{{workspace}}": str(workspace), "{{agent}}": str(agent),
+             "{{pi}}": str(PI16 / "@earendil-works")}
+    stored = STORED_PROMPT.read_text("utf-8")
+    node = pi16_node()
+    if node is not None:  # the stored answer is pi's
+        made = subprocess.run([node, str(Path(__file__).with_name("pi16_prompt.mjs")),
+                               names["{{pi}}"], json.dumps(json.loads(stored)["input"])],
+                              capture_output=True, text=True, timeout=CEILING_S)
+        assert made.returncode == 0, made.stderr
+        assert {"input": json.loads(stored)["input"],
+                **json.loads(made.stdout.replace(names["{{pi}}"], "{{pi}}"))} == json.loads(stored)
+    for placeholder, name in names.items():
+        stored = stored.replace(placeholder, name)
+    pi = json.loads(stored)
+    docs = pi["sections"].pop("docs")
+    sections = system_sections(workspace, ALL_TOOLS)
+    assert list(sections.items()) == list(pi["sections"].items())
+    assert system_text(SystemMessage(content="", sections=sections, timestamp=0)) == \
+        pi["text"].replace(f"\n\n{docs}", "")

@@ -82,10 +82,9 @@ def test_no_module_follows_symlinks_with_path_resolve() -> None:
 
 
 def test_notes_within_the_project_are_read(project: Path) -> None:
-    (project / "AGENTS.md").write_text("Run make test.\n")
-    (project / "CLAUDE.md").symlink_to("AGENTS.md")  # a common layout
-    assert project_notes(project) == [("AGENTS.md", "Run make test."),
-                                      ("CLAUDE.md", "Run make test.")]
+    (project / "CLAUDE.md").write_text("Run make test.\n")
+    (project / "AGENTS.md").symlink_to("CLAUDE.md")  # a common layout; pi reads the first name
+    assert project_notes(project) == [(str(project / "AGENTS.md"), "Run make test.\n")]
 
 
 def test_notes_that_are_no_regular_file_are_skipped(project: Path) -> None:

@@ -1,4 +1,5 @@
-"""The system prompt: who the agent is, its tools, where it works, and the project's notes."""
+"""The system prompt, pi 1.6's: who the agent is, its tools and rules, the project's notes
+and where it works."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import codecs
 import logging
 import os
 from collections.abc import Sequence
-from datetime import date
 from pathlib import Path
 
 import msgspec
@@ -15,22 +15,21 @@ from pi_lsp.agent.access import inside, secret_reason
 from pi_lsp.agent.tools import Tool, open_regular
 from pi_lsp.context.layers import AgentSetup
 from pi_lsp.providers.registry import ModelRegistry
+from pi_lsp.session.catalog import agent_dir
 
 log = logging.getLogger(__name__)
 
-PROJECT_NOTES = ("AGENTS.md", "CLAUDE.md")
+# pi 1.6's names for a folder's context file, the first that can be read chosen
+CONTEXT_FILES = ("AGENTS.override.md", "AGENTS.md", "AGENTS.MD", "CLAUDE.md", "CLAUDE.MD")
 NOTES_LIMIT = 32 * 1024
 
-ROLE = """You are a coding agent working inside the user's editor, on the project in the \
-working directory below. Help with software tasks by reading code, running commands and making \
-changes with your tools. Work in small verified steps: look before you change, and run the \
-project's tests or commands to check what you did. Be brief in what you say; show paths and \
-exact errors. Ask when a request is ambiguous instead of guessing at something destructive."""
+PREAMBLE = ("You are a coding assistant running inside pi, a coding agent harness. Help users "
+            "inspect files, run commands, and modify code.")
 
 
 def _read_notes(path: Path, root: Path) -> str | None:
-    """The first NOTES_LIMIT bytes of a notes file; None (logged) when there is none, or it is
-    no regular file of the project's own or looks like a secret."""
+    """The first NOTES_LIMIT bytes of a notes file, less a BOM; None (logged) when there is none,
+    or it is no regular file within `root` or looks like a secret."""
     if not os.path.lexists(path):
         return None
     # A committed symlink may lead to /proc/self/environ or ~/.aws/credentials; one within the
@@ -46,36 +45,65 @@ def _read_notes(path: Path, root: Path) -> str | None:
         else:
             if file is not None:
                 with file:  # not final: a character cut at the limit is dropped, not replaced
-                    return codecs.getincrementaldecoder("utf-8")("replace").decode(
+                    return codecs.getincrementaldecoder("utf-8-sig")("replace").decode(
                         file.read(NOTES_LIMIT))
             reason = "it is not a regular file"
     log.warning("%s: not read as project notes because %s", path, reason)
     return None
 
 
-def project_notes(root: Path) -> list[tuple[str, str]]:
-    """The project's notes files that can be read, by name, each cut to NOTES_LIMIT bytes."""
-    notes = []
-    for name in PROJECT_NOTES:
-        text = _read_notes(root / name, root)
+def _context_file(folder: Path) -> tuple[str, str] | None:
+    """The folder's context file as pi 1.6 picks it, the first of its names that can be read:
+    its path and its first NOTES_LIMIT bytes."""
+    for name in CONTEXT_FILES:
+        text = _read_notes(folder / name, folder)
         if text is not None:
-            notes.append((name, text.strip()))
-    return notes
+            return str(folder / name), text
+    return None
 
 
-def system_sections(root: Path, tools: Sequence[Tool], today: date | None = None
-                    ) -> dict[str, str]:
-    """The prompt as pi 1.6 keeps it in a session: named sections in pi's order, each but the
-    preamble wrapped in tags of its name."""
-    sections = {"tools": "\n".join(f"- {tool.name}: {tool.spec.description}" for tool in tools)}
+def project_notes(root: Path) -> list[tuple[str, str]]:
+    """The context files the model is given, by path: your own in pi's agent folder, then the
+    project's. pi 1.6 also reads those of the folders above the project; pi-lsp reads notes
+    only within the project, which a cloned repository controls no further."""
+    notes: dict[str, str] = {}
+    for folder in (agent_dir(), root):
+        found = _context_file(folder)
+        if found is not None:
+            notes.setdefault(*found)
+    return list(notes.items())
+
+
+def _rules(tools: Sequence[Tool]) -> str:
+    """pi 1.6's rules (buildRules) for `tools`: each rule once, in order, as a list."""
+    names = {tool.name for tool in tools}
+    rules = ["Use bash for file operations like ls, rg, find"] \
+        if "bash" in names and not names & {"grep", "find", "ls"} else []
+    rules += [rule for tool in tools for rule in tool.guidelines]
+    rules += ["Be concise in your responses", "Show file paths clearly when working with files"]
+    return "\n".join(f"- {rule}" for rule in dict.fromkeys(rule.strip() for rule in rules) if rule)
+
+
+def _project_context(notes: Sequence[tuple[str, str]]) -> str:
+    return "\n\n".join(["Project-specific instructions and guidelines:", *(
+        f'<project_instructions path="{path}">\n{text}\n</project_instructions>'
+        for path, text in notes)])
+
+
+def system_sections(root: Path, tools: Sequence[Tool]) -> dict[str, str]:
+    """The prompt as pi 1.6 builds it (buildSystemPromptSections) and keeps it in a session:
+    named sections in pi's order, each but the preamble wrapped in tags of its name. Left out
+    on purpose: `docs`, which points at pi's own documentation in pi's install (pi-lsp ships
+    none), and pi's skills, SYSTEM.md and APPEND_SYSTEM.md, which pi-lsp does not load."""
+    listed = "\n".join(f"- {tool.name}: {tool.snippet}" for tool in tools if tool.snippet)
+    sections = {"tools": f"{listed or '(none)'}\n\nAdditional tools may be available.",
+                "rules": _rules(tools)}
     notes = project_notes(root)
     if notes:
-        sections["project_context"] = "\n\n".join(
-            f"Project instructions from {name}:\n\n{text}" for name, text in notes)
+        sections["project_context"] = _project_context(notes)
     sections["cwd"] = str(root).replace("\\", "/")
-    sections["date"] = f"Today's date: {(today or date.today()).isoformat()}"
-    return {"preamble": ROLE, **{name: f"<{name}>\n{text}\n</{name}>"
-                                 for name, text in sections.items()}}
+    return {"preamble": PREAMBLE, **{name: f"<{name}>\n{text}\n</{name}>"
+                                     for name, text in sections.items()}}
 
 
 def agent_setup(root: Path, tools: Sequence[Tool], registry: ModelRegistry,

@@ -271,6 +271,8 @@ Execute = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]
 class Tool:
     spec: ToolSpec
     execute: Execute
+    snippet: str = ""  # its line in the system prompt's tool list (pi's promptSnippet)
+    guidelines: tuple[str, ...] = ()  # its rules in the system prompt (pi's promptGuidelines)
 
     @property
     def name(self) -> str:
@@ -649,14 +651,16 @@ READ = Tool(ToolSpec(
         "offset": {"type": "number",
                    "description": "Line number to start reading from (1-indexed)"},
         "limit": {"type": "number", "description": "Maximum number of lines to read"},
-    }, ["path"])), read_file)
+    }, ["path"])), read_file, "Read file contents",
+    ("Use read to examine files instead of cat or sed.",))
 WRITE = Tool(ToolSpec(
     "write", "Write content to a file. Creates the file if it doesn't exist, overwrites if it "
     "does. Automatically creates parent directories.", _schema({
         "path": {"type": "string",
                  "description": "Path to the file to write (relative or absolute)"},
         "content": {"type": "string", "description": "Content to write to the file"},
-    }, ["path", "content"])), write_file)
+    }, ["path", "content"])), write_file, "Create or overwrite files",
+    ("Use write only for new files or complete rewrites.",))
 EDIT = Tool(ToolSpec(
     "edit", "Edit a single file using exact text replacement. Every edits[].oldText must match a "
     "unique, non-overlapping region of the original file. If two changes affect the same block "
@@ -674,7 +678,12 @@ EDIT = Tool(ToolSpec(
             "One or more targeted replacements. Each edit is matched against the original "
             "file, not incrementally. Do not include overlapping or nested edits. If two changes "
             "touch the same block or nearby lines, merge them into one edit instead.")},
-    }, ["path", "edits"])), edit_file)
+    }, ["path", "edits"])), edit_file, "Make precise file edits with exact text replacement, "
+    "including multiple disjoint edits in one call", (
+        "Use edit for targeted changes. Batch changes to one file in a single call.",
+        "Each edits[].oldText must exactly and uniquely match the original file. Keep matches "
+        "short and non-overlapping; merge nearby changes without including large unchanged "
+        "regions."))
 BASH = Tool(ToolSpec("bash", "Execute a bash command in the current working directory. Returns "
                      "stdout and stderr. Output is truncated to last 2000 lines or 50KB "
                      "(whichever is hit first). If truncated, full output is saved to a temp "
@@ -682,8 +691,11 @@ BASH = Tool(ToolSpec("bash", "Execute a bash command in the current working dire
                          "command": {"type": "string", "description": "Shell command to execute"},
                          "timeout": {"type": "number", "description": "Timeout in seconds "
                                      "(optional, no default timeout)"},
-                     }, ["command"])), run_bash)
-ALL_TOOLS: tuple[Tool, ...] = (READ, WRITE, EDIT, BASH)
+                     }, ["command"])), run_bash, "Execute bash commands (ls, grep, find, etc.)",
+            ("You can inspect PI_* environment variables for current model and session "
+             "details.",))
+# pi 1.6's default tools in its order, which its prompt's tool list and rules follow
+ALL_TOOLS: tuple[Tool, ...] = (READ, BASH, EDIT, WRITE)
 
 
 async def execute_tool(tool: Tool | None, name: str, args: dict[str, Any],

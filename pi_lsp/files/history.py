@@ -12,6 +12,7 @@ later, if ever), and a restore changes an open file through the editor too.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections import deque
 from collections.abc import Callable, Coroutine
@@ -23,7 +24,7 @@ import msgspec
 from pi_lsp.agent.approval import ApprovalRequest, Approver
 from pi_lsp.agent.events import AgentEvent, TurnEnd
 from pi_lsp.agent.harness import Harness
-from pi_lsp.agent.tools import DISK, Execute, FileAccess, Tool, ToolContext, ToolError, ToolResult
+from pi_lsp.agent.tools import DISK, Execute, FileAccess, ToolContext, ToolError, ToolResult
 from pi_lsp.files.snapshots import (
     MAX_FILE_BYTES,
     OBJECT_ID,
@@ -165,7 +166,7 @@ class TurnRecorder:
             return  # the feature says so when asked; turns run as before
         for name, tool in list(harness.tools.items()):
             if name in CHANGING_TOOLS:
-                harness.tools[name] = Tool(tool.spec, self._around(tool.execute))
+                harness.tools[name] = dataclasses.replace(tool, execute=self._around(tool.execute))
         harness.approve_call = self._while_asked(harness.approve_call)
         harness.subscribe(self.on_event)
 
