@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from pi_lsp.agent.harness import Harness
-from pi_lsp.agent.prompt import system_sections
+from pi_lsp.agent.prompt import PREAMBLE, system_sections
 from pi_lsp.agent.retry import RetrySettings
 from pi_lsp.agent.tools import ALL_TOOLS
 from pi_lsp.context.build import build_session_context
@@ -91,7 +91,7 @@ async def test_first_request_declares_the_prompt_and_tools_and_sends_the_replay(
     declared = written[0]["message"]
     assert list(declared) == ["role", "content", "sections", "timestamp", "toolsAdded"]
     assert declared["content"] == "" and list(declared["sections"]) == SECTIONS
-    assert declared["sections"]["preamble"].startswith("You are a coding assistant")
+    assert declared["sections"]["preamble"].startswith("You are a coding agent")
     assert declared["sections"]["project_context"] == (
         "<project_context>\nProject-specific instructions and guidelines:\n\n"
         f'<project_instructions path="{workspace / "AGENTS.md"}">\n'
@@ -222,9 +222,10 @@ STORED_PROMPT = Path(__file__).with_name("fixtures") / "pi16-prompt.json"
 
 
 def test_the_system_prompt_is_pi16s(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """pi-lsp's prompt was its own: a preamble of its own, each tool's whole description, no
-    rules, its notes under other words and trimmed, and a date. Now it is pi 1.6's, byte for
-    byte, less the `docs` section, which points at pi's own documentation (README)."""
+    """pi-lsp's prompt had each tool's whole description, no rules, its notes under other
+    words and trimmed, and a date. Now it is pi 1.6's, byte for byte, but for its own preamble
+    (pi's says the model runs inside pi) and no `docs` section, which points at pi's own
+    documentation (README)."""
     workspace, agent = tmp_path / "ws", tmp_path / "agent"
     workspace.mkdir()
     agent.mkdir()
@@ -248,6 +249,7 @@ def test_the_system_prompt_is_pi16s(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     pi = json.loads(stored)
     docs = pi["sections"].pop("docs")
     sections = system_sections(workspace, ALL_TOOLS)
-    assert list(sections.items()) == list(pi["sections"].items())
+    assert sections["preamble"] == PREAMBLE
+    assert list(sections.items()) == list({**pi["sections"], "preamble": PREAMBLE}.items())
     assert system_text(SystemMessage(content="", sections=sections, timestamp=0)) == \
-        pi["text"].replace(f"\n\n{docs}", "")
+        pi["text"].replace(f"\n\n{docs}", "").replace(pi["sections"]["preamble"], PREAMBLE, 1)

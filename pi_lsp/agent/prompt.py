@@ -23,8 +23,12 @@ log = logging.getLogger(__name__)
 CONTEXT_FILES = ("AGENTS.override.md", "AGENTS.md", "AGENTS.MD", "CLAUDE.md", "CLAUDE.MD")
 NOTES_LIMIT = 32 * 1024
 
-PREAMBLE = ("You are a coding assistant running inside pi, a coding agent harness. Help users "
-            "inspect files, run commands, and modify code.")
+# pi-lsp's own words: pi's preamble says the model runs inside pi, which is not so here.
+PREAMBLE = """You are a coding agent working inside the user's editor, on the project in the \
+working directory below. Help with software tasks by reading code, running commands and making \
+changes with your tools. Work in small verified steps: look before you change, and run the \
+project's tests or commands to check what you did. Be brief in what you say; show paths and \
+exact errors. Ask when a request is ambiguous instead of guessing at something destructive."""
 
 
 def _read_notes(path: Path, root: Path) -> str | None:
@@ -92,9 +96,9 @@ def _project_context(notes: Sequence[tuple[str, str]]) -> str:
 
 def system_sections(root: Path, tools: Sequence[Tool]) -> dict[str, str]:
     """The prompt as pi 1.6 builds it (buildSystemPromptSections) and keeps it in a session:
-    named sections in pi's order, each but the preamble wrapped in tags of its name. Left out
-    on purpose: `docs`, which points at pi's own documentation in pi's install (pi-lsp ships
-    none), and pi's skills, SYSTEM.md and APPEND_SYSTEM.md, which pi-lsp does not load."""
+    named sections in pi's order, each but the preamble wrapped in tags of its name. Differs
+    on purpose: the preamble is pi-lsp's; no `docs` (pi's points into pi's install); pi's
+    skills, SYSTEM.md and APPEND_SYSTEM.md are not loaded."""
     listed = "\n".join(f"- {tool.name}: {tool.snippet}" for tool in tools if tool.snippet)
     sections = {"tools": f"{listed or '(none)'}\n\nAdditional tools may be available.",
                 "rules": _rules(tools)}
