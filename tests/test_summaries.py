@@ -807,6 +807,46 @@ async def test_a_follow_up_left_by_an_aborted_prompt_is_not_sent_with_the_next(
     assert "LATE" not in Path(tree.path).read_text()
 
 
+async def test_a_tool_loop_past_the_threshold_is_compacted_between_its_turns(
+        tmp_path: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider]) -> None:
+    """pi 1.6 checks the threshold before each next turn of a run (prepareNextTurn) and compacts
+    there; pi-lsp checked only around the prompt, so a tool loop went on to a full window.
+    Steering sent while it compacts goes with the next request, as pi takes it after."""
+    tree = tiny_session(tmp_path)
+    roomy = ModelInfo("anthropic", "tiny", 8000, 1000, Price(0, 0, 0, 0))
+    (tmp_path / "notes.txt").write_text("hello\n")
+    harness = Harness(tree, tmp_path, providers, registry=ModelRegistry([roomy]),
+                      default_model=("anthropic", "tiny"),
+                      compaction=CompactionSettings(reserve_tokens=1000, keep_recent_tokens=300))
+    assert harness.context_tokens() < 8000 - 1000  # no compaction before the prompt
+    events: list[AgentEvent] = []
+    harness.subscribe(events.append)
+    loop = asyncio.get_running_loop()
+    harness.subscribe(lambda e: loop.call_soon(harness.steer, "LATE")
+                      if isinstance(e, CompactionStart) else None)
+    fake.script(Reply([message_start(input_tokens=7500),
+                       *tool_block(0, "c1", "read", {"path": "notes.txt"}),
+                       *message_end("tool_use")]), text_reply("Read it."))
+    await harness.prompt("Read the notes.")
+
+    written = lines(Path(tree.path))
+    kinds = [e["message"]["role"] if e["type"] == "message" else e["type"] for e in written]
+    assert kinds[-6:] == ["user", "assistant", "toolResult", "compaction", "user", "assistant"]
+    assert written[-2]["message"]["content"][0]["text"] == "LATE"
+    names = [type(e).__name__ for e in events]
+    at = names.index("CompactionStart")  # after the tool turn, before the next one starts
+    assert names[at - 2:at + 3] == [
+        "TurnEnd", "SavePoint", "CompactionStart", "CompactionEnd", "TurnStart"]
+    start, end = events[at], events[at + 1]
+    assert isinstance(start, CompactionStart) and start.reason == "threshold"
+    assert isinstance(end, CompactionEnd) and not end.will_retry
+    assert end.entry_id == written[-3]["id"]
+    requests = fake.message_requests()
+    assert len(requests) == 2
+    assert "compacted into the following summary" in json.dumps(requests[1]["messages"][0])
+    assert "LATE" in json.dumps(requests[1]["messages"][-1])
+
+
 async def test_overflow_compacts_and_retries_once(
         session: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider]) -> None:
     tree = open_tree(session)

@@ -260,6 +260,11 @@ class Harness:
         taken, self._follow_up = self._follow_up, []
         return taken
 
+    async def prepare_next_turn(self) -> None:
+        """pi 1.6's prepareNextTurn: past the threshold between two turns of a run (after tool
+        results, before the next request), the context is compacted there."""
+        await self._compact_if_needed("threshold")
+
     async def feedback(self) -> list[UserMessage]:
         """The editor's problems in the files this run changed, as a user message (capped)."""
         text = await self.edit_feedback.problems(self.aborted)
@@ -403,7 +408,8 @@ class Harness:
             return False
         self.emit(CompactionStart(reason=reason))
         try:
-            result = await self.compact()
+            # Between turns the run keeps the session: its phase and its held writes.
+            result = await (self._compact_branch() if self.phase == "turn" else self.compact())
         except (SummaryError, NothingToCompactError, Aborted) as error:
             self.emit(CompactionEnd(entry_id=None, error=str(error) or "aborted"))
             return False
@@ -415,11 +421,14 @@ class Harness:
         self._require_idle()
         self.phase, self.aborted = "compaction", False
         try:
-            return await abortable(self, compact(
-                self.tree, self.tree.leaf_id, self.summarizer, self.compaction, instructions))
+            return await self._compact_branch(instructions)
         finally:
             self.phase, self._current = "idle", None
             self._pending.flush(stop_at_leaf_move=False)  # what was set while it ran
+
+    async def _compact_branch(self, instructions: str | None = None) -> CompactionResult:
+        return await abortable(self, compact(
+            self.tree, self.tree.leaf_id, self.summarizer, self.compaction, instructions))
 
     async def branch_with_summary(self, target_id: str, instructions: str | None = None,
                                   durable: bool = True) -> BranchOutcome:

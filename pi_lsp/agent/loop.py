@@ -68,6 +68,10 @@ class LoopHooks(Protocol):
 
     def take_follow_up(self) -> list[UserMessage]: ...
 
+    async def prepare_next_turn(self) -> None:
+        """Between two turns of a run, before the next turn starts (compaction may run)."""
+        ...
+
     async def feedback(self) -> list[UserMessage]:
         """Messages to continue with when the run would stop (the editor's diagnostics)."""
         ...
@@ -210,6 +214,16 @@ def unrun_tool(hooks: LoopHooks, call: ToolCall, reason: str) -> ToolResultMessa
     return message
 
 
+async def next_turn(hooks: LoopHooks, pending: list[UserMessage]) -> list[UserMessage]:
+    """Start the next turn of a run, as pi-agent-core does: the turn is prepared first, then
+    steering sent while that ran is taken (unless messages already wait)."""
+    await hooks.prepare_next_turn()
+    if not pending:
+        pending = hooks.take_steering()
+    hooks.emit(TurnStart())
+    return pending
+
+
 def tool_calls(message: AssistantMessage) -> list[ToolCall]:
     return [block for block in message.content if isinstance(block, ToolCall)]
 
@@ -252,11 +266,11 @@ async def run_loop(hooks: LoopHooks, prompts: list[UserMessage]) -> list[AgentMe
             more_tools = bool(calls)
             pending = hooks.take_steering()
             if more_tools or pending:
-                hooks.emit(TurnStart())
+                pending = await next_turn(hooks, pending)
         pending = hooks.take_follow_up() or await hooks.feedback()
         if not pending:
             break
-        hooks.emit(TurnStart())
+        pending = await next_turn(hooks, pending)
     hooks.emit(AgentEnd(messages=produced))
     return produced
 
