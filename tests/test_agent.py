@@ -623,6 +623,33 @@ async def test_error_event_after_partial_tool_call_leaves_a_consistent_file(
     assert rig.problems() == []
 
 
+async def test_a_retried_reply_and_its_results_leave_the_context_by_context_edits(
+        make_rig, fake) -> None:
+    """pi 1.6 writes a context_edit omitting each reply it retries, and its calls' results;
+    pi-lsp left them out only when converting, so pi 1.6 read the unrun call's result from
+    pi-lsp's file into its request (its call dropped with the failed reply)."""
+    rig = make_rig()
+    rig.harness.retry = RetrySettings(base_delay_ms=1)
+    partial = tool_block(1, "toolu_cut", "bash", {"command": "echo hi"})[:2]
+    fake.script(Reply([message_start(), *text_block(0, "Running."), *partial],
+                      error_type="overloaded_error", error_message="Overloaded"),
+                text_reply("fine"))
+    await rig.harness.prompt("hi")
+    entries = rig.entries()
+    assert [kind(e) for e in entries] == [
+        "message:user", "message:assistant", "message:toolResult", "context_edit",
+        "context_edit", "message:assistant"]
+    failed, result, edits = entries[1], entries[2], entries[3:5]
+    assert failed["message"]["stopReason"] == "error"
+    assert [(e["targetId"], e["replacement"]) for e in edits] == [
+        (failed["id"], None), (result["id"], None)]
+    # What a pi 1.6 reader makes of the file for the retry is what pi-lsp sent: the prompt.
+    context = build_session_context(rig.tree, edits[-1]["id"]).messages
+    assert [json.loads(bytes(m))["role"] for m in context] == ["system", "user"]
+    assert [m["role"] for m in fake.message_requests()[1]["messages"]] == ["user"]
+    assert rig.problems() == []
+
+
 async def test_server_error_without_retries_is_a_readable_error_entry(make_rig, fake) -> None:
     rig = make_rig(max_retries=0)
     fake.script(error_reply(500, "api_error", "Internal server error"))

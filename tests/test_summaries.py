@@ -863,14 +863,17 @@ async def test_overflow_compacts_and_retries_once(
     await harness.prompt("Document the query.")
 
     new = lines(session)[count:]
-    assert [e["type"] for e in new] == ["message", "message", "message", "compaction", "message"]
-    declared, user, failed, compaction, reply = new
+    assert [e["type"] for e in new] == [
+        "message", "message", "message", "context_edit", "compaction", "message"]
+    declared, user, failed, edit, compaction, reply = new
     assert declared["message"]["role"] == "system"  # the compaction keeps it for the retry
     assert user["message"]["role"] == "user"
     assert failed["message"]["role"] == "assistant"
     assert failed["message"]["stopReason"] == "error"
     assert "prompt is too long" in failed["message"]["errorMessage"]
-    assert compaction["parentId"] == failed["id"]
+    # Left out of the retry for good, as pi 1.6 writes it before compacting.
+    assert (edit["targetId"], edit["replacement"]) == (failed["id"], None)
+    assert compaction["parentId"] == edit["id"]
     assert reply["parentId"] == compaction["id"]
     assert reply["message"]["stopReason"] == "stop"
     assert reply["message"]["content"][0]["text"] == "Recovered."

@@ -49,6 +49,7 @@ from pi_lsp.session.entries import (
     ImageContent,
     TextContent,
     ToolCall,
+    ToolResultMessage,
     UserBlock,
     UserMessage,
 )
@@ -147,7 +148,7 @@ class Harness:
         self._steering: list[UserMessage] = []
         self._follow_up: list[UserMessage] = []
         self._current: asyncio.Task[Any] | None = None
-        self._last_reply_id: str | None = None  # the entry of the last reply written
+        self._attempt_ids: list[str] = []  # the entries of the last reply and its results
 
     # -- subscribers ---------------------------------------------------------------------
 
@@ -173,7 +174,9 @@ class Harness:
         if isinstance(event, MessageEnd):
             entry_id = self.tree.append_message(event.message)  # loop messages land as they end
             if isinstance(event.message, AssistantMessage):
-                self._last_reply_id = entry_id
+                self._attempt_ids = [entry_id]
+            elif isinstance(event.message, ToolResultMessage):
+                self._attempt_ids.append(entry_id)
         self.edit_feedback.note(event)
         ended_retry = self.retries.attempt > 0 and isinstance(event, MessageEnd) and \
             isinstance(event.message, AssistantMessage) and event.message.stop_reason != "error"
@@ -296,6 +299,13 @@ class Harness:
     async def retry_after(self, reply: AssistantMessage) -> bool:
         return await self.retries.after(reply, self.retry)
 
+    def omit_attempt(self) -> None:
+        """pi 1.6's _omitRecoveryAttempt: the last reply and its tool results stay in the file
+        but leave the context for good, one `context_edit` each."""
+        for entry_id in self._attempt_ids:
+            self.tree.append_context_edit(entry_id, None)
+        self._attempt_ids = []
+
     # -- running -------------------------------------------------------------------------
 
     @property
@@ -336,9 +346,7 @@ class Harness:
             last = last_reply(produced)
             overflow = self._overflow(last)
             if last is not None and overflow == "retry":
-                if last.stop_reason == "length" and self._last_reply_id is not None:
-                    # Left out of the retry for good, as pi 1.6 leaves it: a context edit.
-                    self.tree.append_context_edit(self._last_reply_id, None)
+                self.omit_attempt()  # left out of the retry for good, as pi 1.6 leaves it
                 if await self._compact_if_needed("overflow", force=True, will_retry=True):
                     produced += await self._run([])
             elif last is not None and last.stop_reason != "aborted":

@@ -93,6 +93,10 @@ class LoopHooks(Protocol):
         says."""
         ...
 
+    def omit_attempt(self) -> None:
+        """Leave the last reply and its tool results out of the context from here on."""
+        ...
+
 
 class Aborted(Exception):
     """The current step was cancelled by abort()."""

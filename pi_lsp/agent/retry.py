@@ -164,6 +164,7 @@ class Retries:
         delay_ms = settings.delay_ms(self.attempt)
         hooks.emit(AutoRetryStart(attempt=self.attempt, max_attempts=settings.max_retries,
                                   delay_ms=delay_ms, error_message=error or "Unknown error"))
+        hooks.omit_attempt()  # as pi 1.6 does before it waits: the retry asks without it
         try:
             await abortable(hooks, asyncio.sleep(delay_ms / 1000))
         except Aborted:
