@@ -938,6 +938,37 @@ async def test_a_length_stop_with_the_window_full_and_nothing_written_is_retried
     assert len(requests) == 2 and requests[1]["messages"][-1]["role"] == "user"
 
 
+async def test_a_length_stop_below_the_models_output_limit_is_compacted_and_retried(
+        session: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider]) -> None:
+    """A reply cut at 500 output tokens where the model writes up to 64,000 (the limit lowered
+    for a full context): pi 1.6 (isRecoverableLength) leaves it out, compacts and asks again
+    once; pi-lsp ended the prompt on the cut reply."""
+    harness = Harness(open_tree(session), session.parents[2], providers,
+                      compaction=CompactionSettings(keep_recent_tokens=KEEP_B_REPEAT))
+    assert harness.model().max_tokens == 64_000
+    events: list[AgentEvent] = []
+    harness.subscribe(events.append)
+    fake.script(Reply([message_start(), *text_block(0, "Half an ans"),
+                       *message_end("max_tokens", output_tokens=500)]),
+                text_reply("Whole answer."))
+    count = len(lines(session))
+    await harness.prompt("Document the query.")
+
+    new = lines(session)[count:]
+    assert [e["type"] for e in new] == [
+        "message", "message", "message", "context_edit", "compaction", "message"]
+    cut = new[2]
+    assert cut["message"]["stopReason"] == "length"
+    assert (new[3]["targetId"], new[3]["replacement"]) == (cut["id"], None)
+    assert new[5]["message"]["content"][0]["text"] == "Whole answer."
+    assert [e.reason for e in events if isinstance(e, CompactionStart)] == ["overflow"]
+    ends = [e for e in events if isinstance(e, CompactionEnd)]
+    assert len(ends) == 1 and ends[0].will_retry
+    requests = fake.message_requests()
+    assert len(requests) == 2 and requests[1]["messages"][-1]["role"] == "user"
+    assert "Half an ans" not in json.dumps(requests[1])
+
+
 async def test_busy_harness_refuses_summaries(
         session: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider]) -> None:
     tree = open_tree(session)

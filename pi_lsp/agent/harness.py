@@ -26,7 +26,13 @@ from pi_lsp.agent.feedback import Diagnostics as Diagnostics
 from pi_lsp.agent.feedback import EditFeedback
 from pi_lsp.agent.loop import Aborted, abortable, run_loop
 from pi_lsp.agent.prompt import agent_setup
-from pi_lsp.agent.retry import Retries, RetrySettings, is_context_overflow, is_silent_overflow
+from pi_lsp.agent.retry import (
+    Retries,
+    RetrySettings,
+    is_context_overflow,
+    is_recoverable_length,
+    is_silent_overflow,
+)
 from pi_lsp.agent.tools import ALL_TOOLS, DISK, FileAccess, Tool, ToolContext
 from pi_lsp.agent.writes import PendingWrites
 from pi_lsp.context.build import context_tokens
@@ -391,18 +397,20 @@ class Harness:
 
     def _overflow(self, reply: AssistantMessage | None) -> Literal["retry", "keep"] | None:
         """How pi 1.6 answers a reply that outgrew the model's window (None: it did not, or
-        compaction is off): compact and ask again ("retry": refused, or cut off before a word),
-        or compact and keep it ("keep": answered from input the server truncated)."""
+        compaction is off): compact and ask again ("retry": refused, or stopped at a length
+        limit below the model's own), or compact and keep it ("keep": answered from input the
+        server truncated)."""
         if reply is None or not self.compaction.enabled:
             return None
         if reply.stop_reason == "error":
             return "retry" if is_context_overflow(reply.error_message, reply.provider) else None
         model = self.model()
         # Another model's usage says nothing of this one's window (pi checks the same model).
-        if (reply.provider, reply.model) != (model.provider, model.id) or \
-                not is_silent_overflow(reply, model.context_window):
+        if (reply.provider, reply.model) != (model.provider, model.id):
             return None
-        return "keep" if reply.stop_reason == "stop" else "retry"
+        if is_silent_overflow(reply, model.context_window):
+            return "keep" if reply.stop_reason == "stop" else "retry"
+        return "retry" if is_recoverable_length(reply, model.max_tokens) else None
 
     async def _compact_if_needed(self, reason: str, force: bool = False,
                                  will_retry: bool = False) -> bool:

@@ -138,6 +138,12 @@ def is_silent_overflow(reply: AssistantMessage, context_window: int) -> bool:
         used >= context_window * 0.99
 
 
+def is_recoverable_length(reply: AssistantMessage, max_tokens: int) -> bool:
+    """pi 1.6's isRecoverableLength: a length stop below the model's own output limit, so the
+    limit was lowered for a full context (or the server cut it): compacting may leave room."""
+    return reply.stop_reason == "length" and max_tokens > 0 and reply.usage.output < max_tokens
+
+
 def is_retryable(error_message: str | None, provider: str = "") -> bool:
     """Whether pi 1.6 asks again after a failed reply: a passing failure that is no overflow
     (compaction answers that one)."""
