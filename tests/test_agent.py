@@ -6,7 +6,6 @@ One fake Anthropic server runs for the module; each test scripts its own replies
 from __future__ import annotations
 
 import asyncio
-import base64
 import itertools
 import json
 import os
@@ -75,7 +74,9 @@ from tests.waits import CEILING_S, gone, pid_in, until
 SONNET = "claude-sonnet-4-5"
 HAIKU = "claude-haiku-4-5"
 CACHE = {"type": "ephemeral"}
-PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16).decode()
+# A 1x1 PNG: within every limit, it is sent as it is (one that does not decode is left out).
+PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5"
+       "ErkJggg==")
 
 
 # -- fixtures and helpers ------------------------------------------------------------------
@@ -1181,6 +1182,17 @@ async def test_prompt_images_reach_the_wire_as_base64(make_rig, fake) -> None:
     stored = rig.messages()[0]["content"]
     assert stored[1] == {"type": "image", "data": PNG, "mimeType": "image/png"}
 
+
+
+async def test_prompt_image_that_is_not_base64_is_refused_before_anything_is_written(
+        make_rig, fake) -> None:
+    """Base64 that does not decode failed in the provider's request, after the prompt was
+    written; it is refused first, naming the image."""
+    rig, sent = make_rig(), len(fake.message_requests())
+    bad = [ImageContent(data=PNG, mime_type="image/png"), ImageContent(data="a b!", mime_type="")]
+    with pytest.raises(ValueError, match="image 2's data is not base64"):
+        await rig.harness.prompt("what is this?", bad)
+    assert rig.messages() == [] and len(fake.message_requests()) == sent
 
 # -- 8. unit level ---------------------------------------------------------------------------
 

@@ -9,7 +9,9 @@ summaries are extractive). Model turns go to a fake Anthropic server speaking re
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import io
 import json
 import os
 import re
@@ -27,6 +29,7 @@ from typing import Any
 import pytest
 import pytest_lsp
 from lsprotocol import types
+from PIL import Image
 from pygls.exceptions import JsonRpcException
 from pygls.uris import to_fs_path
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
@@ -1145,6 +1148,9 @@ BAD_INPUT: list[tuple[str, str, Callable[[str], list[Any]], str]] = [
      lambda uri: [{"uri": uri, "toLeafId": DEAD_END_TIP}], "fromLeafId"),
     ("image-without-type", "pi.prompt",
      lambda uri: [{"uri": uri, "text": "see", "images": [{"data": "AAAA"}]}], "mimeType"),
+    ("image-not-base64", "pi.prompt", lambda uri: [{"uri": uri, "text": "see", "images": [
+        {"data": "AAAA", "mimeType": "image/png"}, {"data": "a b!", "mimeType": "image/png"}]}],
+     "`data` is not base64 (Only base64 data is allowed) - at `$.images[1]`"),
     ("not-a-file-uri", "pi.getTree", lambda uri: [{"uri": "untitled:Untitled-1"}], "uri"),
     ("folder-not-a-file-uri", "pi.newSession", lambda uri: [{"folderUri": "untitled:x"}],
      "folderUri"),
@@ -1667,6 +1673,66 @@ async def test_steer_and_follow_up_are_delivered(pi: Pi, fake: FakeAnthropic) ->
     users = [e["message"]["content"][0]["text"] for e in lines(path_of(uri))
              if e["type"] == "message" and e["message"]["role"] == "user"]
     assert users == ["start", "STEER-NOW", "FOLLOW-LATER"]
+
+
+def png_base64(width: int, height: int) -> str:
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), (30, 90, 200)).save(out, "PNG")
+    return base64.b64encode(out.getvalue()).decode()
+
+
+# A pasted screenshot over the providers' 8000 px or 5 MB fails every later request of the
+# session; pi 1.6 sends it scaled down, and leaves out what it cannot decode, saying so.
+SCREENSHOT = {"data": png_base64(4000, 3000), "mimeType": "image/png"}
+CORRUPT = {"data": base64.b64encode(b"\x89PNG\r\n\x1a\nnot really").decode(),
+           "mimeType": "image/png"}
+SENT_NOTES = ("\n\n[Image omitted: could not be resized below the inline image size limit.]\n"
+              "[Image: original 4000x3000, displayed at 2000x1500. Multiply coordinates by 2.00 "
+              "to map to original image.]")
+
+
+def sent_user_content(request: dict[str, Any], text: str) -> tuple[str, list[tuple[str, int, int]]]:
+    """The text of the request's user message starting with `text`, and its images (type and
+    pixel size)."""
+    content = next(m["content"] for m in request["messages"] if m["role"] == "user"
+                   and m["content"][0]["text"].startswith(text))
+    return content[0]["text"], [
+        (block["source"]["media_type"],
+         *Image.open(io.BytesIO(base64.b64decode(block["source"]["data"]))).size)
+        for block in content if block["type"] == "image"]
+
+
+async def test_prompt_images_are_sent_as_pi_sends_them(pi: Pi, fake: FakeAnthropic) -> None:
+    """A 4000x3000 screenshot went to the model as it was (refused by the provider), and an
+    image that does not decode too; pi 1.6 scales the first and leaves out the second."""
+    uri = await new_session(pi)
+    fake.script(text_reply("seen"))
+    since = pi.mark()
+    turn_id = (await call(pi.client, "pi.prompt",
+                          {"uri": uri, "text": "see", "images": [CORRUPT, SCREENSHOT]}))["turnId"]
+    events = await wait_events(pi, turn_id, since)
+    assert "error" not in event_types(events), events
+    assert sent_user_content(fake.message_requests()[-1], "see") == \
+        ("see" + SENT_NOTES, [("image/png", 2000, 1500)])
+    stored = next(e["message"]["content"] for e in lines(path_of(uri))
+                  if e["type"] == "message" and e["message"]["role"] == "user")
+    assert [(block["type"], block.get("mimeType")) for block in stored] == \
+        [("text", None), ("image", "image/png")] and stored[0]["text"] == "see" + SENT_NOTES
+
+
+async def test_steered_images_are_sent_as_pi_sends_them(pi: Pi, fake: FakeAnthropic) -> None:
+    """A steer's images went to the model as they were; pi 1.6 processes them as a prompt's."""
+    uri = await new_session(pi)
+    fake.script(slow_text(words=20, delay=0.05), text_reply("steered"))
+    since = pi.mark()
+    turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "start"}))["turnId"]
+    await wait_event(pi, turn_id, "message_update", since)
+    await call(pi.client, "pi.prompt", {"uri": uri, "text": "STEER", "delivery": "steer",
+                                        "images": [CORRUPT, SCREENSHOT]})
+    events = await wait_events(pi, turn_id, since)
+    assert "error" not in event_types(events), events
+    assert sent_user_content(fake.message_requests()[-1], "STEER") == \
+        ("STEER" + SENT_NOTES, [("image/png", 2000, 1500)])
 
 
 async def test_model_change_during_a_turn_waits_for_its_end(pi: Pi, fake: FakeAnthropic) -> None:

@@ -497,6 +497,46 @@ async def test_read_refuses_an_image_too_large_to_decode(root: Path, side: int) 
                                                "decode; make a smaller copy and read that.]")]
 
 
+SMALL = Image.new("RGB", (30, 20), (200, 10, 10))
+RESIZED_NOTE = ("[Image: original 3000x2000, displayed at 2000x1333. Multiply coordinates by 1.50 "
+                "to map to original image.]")
+
+
+# What pi 1.6's processImage made of each (bytes, stated type), run from Node.
+@pytest.mark.parametrize(("data", "stated", "mime", "hints", "size", "as_given"), [
+    (encoded(SMALL, "JPEG"), "image/png", "image/png", [], (30, 20), True),
+    (encoded(SMALL, "PNG"), "image/jpg", "image/jpeg", [], (30, 20), True),
+    (encoded(SMALL, "PNG"), " IMAGE/PNG; x=1", "image/png", [], (30, 20), True),
+    (encoded(SMALL, "BMP"), "image/png", "image/png", [], (30, 20), True),
+    (encoded(stripes(3000, 2000), "JPEG"), "image/png", "image/png", [RESIZED_NOTE],
+     (2000, 1333), False),
+    (encoded(SMALL, "TIFF"), "image/tiff", "image/png",
+     ["[Image converted from image/tiff to image/png.]"], (30, 20), False),
+    (encoded(SMALL, "PNG"), "application/octet-stream", "image/png",
+     ["[Image converted from application/octet-stream to image/png.]"], (30, 20), False),
+    (encoded(SMALL, "PNG"), "", "image/png", [], (30, 20), False),
+], ids=["jpeg-said-png", "png-said-jpg", "png-said-with-parameters", "bmp-said-png",
+        "large-jpeg-said-png", "tiff", "octet-stream", "no-type"])
+def test_a_given_image_is_decoded_by_its_bytes_and_sent_as_its_type_says(
+        data: bytes, stated: str, mime: str, hints: list[str], size: tuple[int, int],
+        as_given: bool) -> None:
+    """A prompt's image was decoded as the type the editor gave: a JPEG said to be a PNG, or an
+    image/jpg, was left out. pi 1.6 decodes by the bytes and keeps the given type (normalized)
+    for an image it sends as it is."""
+    result = images.process_image(io.BytesIO(data), stated)
+    with Image.open(io.BytesIO(base64.b64decode(result.data))) as shown:
+        assert (result.mime_type, result.hints, shown.size) == (mime, hints, size)
+    assert (base64.b64decode(result.data) == data) is as_given
+
+
+@pytest.mark.parametrize(("stated", "omitted"), [
+    ("image/png", images.NOT_RESIZED), ("image/x-icon", images.NOT_CONVERTED)])
+def test_a_given_image_pi_cannot_decode_is_left_out(stated: str, omitted: str) -> None:
+    """An ICO, which pi 1.6's decoder does not read (Pillow does), is left out with pi's note."""
+    with pytest.raises(images.ImageOmitted, match=re.escape(omitted)):
+        images.process_image(io.BytesIO(encoded(SMALL, "ICO")), stated)
+
+
 # -- write ---------------------------------------------------------------------------------
 
 

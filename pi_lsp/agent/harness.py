@@ -24,6 +24,7 @@ from pi_lsp.agent.events import (
 )
 from pi_lsp.agent.feedback import Diagnostics as Diagnostics
 from pi_lsp.agent.feedback import EditFeedback
+from pi_lsp.agent.images import image_bytes, with_sent_images
 from pi_lsp.agent.loop import Aborted, abortable, run_loop
 from pi_lsp.agent.prompt import agent_setup
 from pi_lsp.agent.retry import (
@@ -96,6 +97,9 @@ def last_reply(messages: list[AgentMessage]) -> AssistantMessage | None:
 
 def user_message(text: str, images: list[ImageContent] | None = None,
                  attachments: list[str] | None = None) -> UserMessage:
+    """The message as given; its images are processed when it is sent (with_sent_images)."""
+    for number, image in enumerate(images or [], 1):  # refused before anything is written
+        image_bytes(image.data, f"image {number}'s data")
     content: list[UserBlock] = [TextContent(text=text),
                                 *(TextContent(text=a) for a in attachments or []),
                                 *(images or [])]
@@ -261,13 +265,13 @@ class Harness:
 
     # -- the loop's hooks ----------------------------------------------------------------
 
-    def take_steering(self) -> list[UserMessage]:
+    async def take_steering(self) -> list[UserMessage]:
         taken, self._steering = self._steering, []
-        return taken
+        return [await with_sent_images(message) for message in taken]
 
-    def take_follow_up(self) -> list[UserMessage]:
+    async def take_follow_up(self) -> list[UserMessage]:
         taken, self._follow_up = self._follow_up, []
-        return taken
+        return [await with_sent_images(message) for message in taken]
 
     async def prepare_next_turn(self) -> None:
         """pi 1.6's prepareNextTurn: past the threshold between two turns of a run (after tool
@@ -342,13 +346,14 @@ class Harness:
 
     async def _prompt(self, text: str, images: list[ImageContent] | None,
                       attachments: list[str] | None, aborted: bool) -> list[AgentMessage]:
+        message = user_message(text, images, attachments)
         self._require_idle()
         self.aborted = aborted
         self.edit_feedback.restart()
         self.tree.refresh()
         try:
             await self._compact_if_needed("threshold")
-            produced = await self._run([user_message(text, images, attachments)])
+            produced = await self._run([await with_sent_images(message)])
             last = last_reply(produced)
             overflow = self._overflow(last)
             if last is not None and overflow == "retry":
@@ -360,7 +365,7 @@ class Harness:
                 await self._compact_if_needed("overflow" if overflow else "threshold",
                                               force=overflow == "keep")
                 # Steered or followed up while that compaction ran: pi 1.6 goes on with it.
-                queued = self.take_steering() + self.take_follow_up()
+                queued = await self.take_steering() + await self.take_follow_up()
                 if queued and not self.aborted:
                     produced += await self._run(queued)
             return produced

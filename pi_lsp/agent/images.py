@@ -1,18 +1,23 @@
-"""What `read` sends of an image, as pi 1.6's processImage sends it (utils/image-process.js,
-image-resize-core.js): a BMP converted to PNG, an image over 2000x2000 pixels or 4.5 MB of
-base64 scaled down, with pi's notes on what was done. Pillow is imported only when an image is
-read: it would cost every start of the server."""
+"""What `read` and a prompt send of an image, as pi 1.6's processImage sends it
+(utils/image-process.js, image-resize-core.js): a BMP converted to PNG, an image over 2000x2000
+pixels or 4.5 MB of base64 scaled down, with pi's notes on what was done. Pillow is imported
+only when an image is read: it would cost every start of the server."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import binascii
 import io
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING
 
+from msgspec import structs
+
 from pi_lsp.agent.readpage import to_fixed
+from pi_lsp.session.entries import ImageContent, TextContent, UserMessage
 
 if TYPE_CHECKING:
     from PIL.Image import Image
@@ -30,10 +35,12 @@ TOO_MANY_PIXELS = (f"[Image omitted: more than {MAX_PIXELS} pixels, too large to
                    "smaller copy and read that.]")
 NOT_CONVERTED = "[Image omitted: could not be converted to a supported inline image format.]"
 NOT_RESIZED = "[Image omitted: could not be resized below the inline image size limit.]"
-# The types a model takes as they are; pi converts the others it knows (BMP) to PNG.
-SENT_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
-FORMATS = {"image/png": "PNG", "image/jpeg": "JPEG", "image/gif": "GIF", "image/webp": "WEBP",
-           "image/bmp": "BMP"}
+# The types a model takes as they are, by the names pi knows them; pi converts the others to PNG.
+SENT_TYPES = {"image/png": "image/png", "image/jpeg": "image/jpeg", "image/jpg": "image/jpeg",
+              "image/gif": "image/gif", "image/webp": "image/webp"}
+# What pi's decoder (Photon) reads, told by the bytes whatever type the image is said to be: a
+# JPEG sent as image/png is decoded (and sent as image/png, as pi sends it); an ICO is not.
+DECODED = ("PNG", "JPEG", "GIF", "WEBP", "BMP", "TIFF", "PPM")
 ORIENTATION = 0x0112  # the EXIF tag
 
 
@@ -48,27 +55,60 @@ class SentImage:
     hints: list[str]
 
 
-def process_image(file: IO[bytes], mime: str) -> SentImage:
-    """pi's processImage on the image in `file` (`mime`, as its bytes tell)."""
+def process_image(file: IO[bytes], stated: str) -> SentImage:
+    """pi's processImage on the image in `file`, said to be of type `stated`."""
+    mime = stated.split(";")[0].strip().lower()
     if mime in SENT_TYPES:
-        image = _decoded(file, mime, NOT_RESIZED)
-        return _fitted(image, lambda: _raw(file), mime, None)
-    image = _decoded(file, mime, NOT_CONVERTED)
+        image = _decoded(file, NOT_RESIZED)
+        return _fitted(image, lambda: _raw(file), SENT_TYPES[mime], None)
+    image = _decoded(file, NOT_CONVERTED)
     png = _png(image)
     return _fitted(image, lambda: png, "image/png", mime)
 
 
-def _decoded(file: IO[bytes], mime: str, failure: str) -> Image:
+def image_bytes(data: str, name: str) -> bytes:
+    """The image whose base64 is `data` (called `name` in the error); ValueError when `data`
+    is not base64."""
+    try:
+        return base64.b64decode(data, validate=True)
+    except binascii.Error as error:
+        raise ValueError(f"{name} is not base64 ({error})") from None
+
+
+async def with_sent_images(message: UserMessage) -> UserMessage:
+    """`message` with its images as pi sends a prompt's: each processed off the event loop (a
+    resize takes up to a second), one that cannot be left out, the notes after the text."""
+    images = [block for block in message.content if isinstance(block, ImageContent)]
+    first = message.content[0] if message.content else None
+    if not images or not isinstance(first, TextContent):
+        return message
+    sent: list[ImageContent] = []
+    hints: list[str] = []
+    for image in images:
+        try:
+            done = await asyncio.to_thread(
+                process_image, io.BytesIO(image_bytes(image.data, "an image")), image.mime_type)
+        except ImageOmitted as omitted:
+            hints.append(str(omitted))
+            continue
+        sent.append(ImageContent(data=done.data, mime_type=done.mime_type))
+        hints.extend(done.hints)
+    text = f"{first.text}\n\n" + "\n".join(hints) if hints else first.text
+    rest = [block for block in message.content[1:] if not isinstance(block, ImageContent)]
+    return structs.replace(message, content=[structs.replace(first, text=text), *rest, *sent])
+
+
+def _decoded(file: IO[bytes], failure: str) -> Image:
     """The image in `file`, upright as its EXIF orientation says; ImageOmitted with `failure`
     when it does not decode, or TOO_MANY_PIXELS when it is too large to try."""
     from PIL import Image
 
     file.seek(0)
     try:
-        image = Image.open(file, formats=[FORMATS[mime]])  # its header only
+        image = Image.open(file, formats=DECODED)  # its header only
         if image.width * image.height <= MAX_PIXELS:
             image.load()
-            return _resizable(_oriented(image, mime))
+            return _resizable(_oriented(image))
     except Image.DecompressionBombError:  # Pillow's own check, at twice MAX_PIXELS
         pass
     # Hostile bytes make Pillow raise many kinds (OSError, SyntaxError, ValueError,
@@ -86,12 +126,12 @@ def _resizable(image: Image) -> Image:
     return image if image.mode in ("L", "LA", "RGB", "RGBA") else image.convert("RGBA")
 
 
-def _oriented(image: Image, mime: str) -> Image:
-    """`image` turned upright, as pi does from a JPEG's or WebP's EXIF orientation only (a
-    JPEG by its bytes: Pillow names some "MPO")."""
+def _oriented(image: Image) -> Image:
+    """`image` turned upright, as pi does from a JPEG's or WebP's EXIF orientation only (told
+    by the bytes: Pillow names some JPEGs "MPO")."""
     from PIL.Image import Transpose
 
-    if mime not in ("image/jpeg", "image/webp"):
+    if image.format not in ("JPEG", "MPO", "WEBP"):
         return image
     turn = {2: Transpose.FLIP_LEFT_RIGHT, 3: Transpose.ROTATE_180, 4: Transpose.FLIP_TOP_BOTTOM,
             5: Transpose.TRANSPOSE, 6: Transpose.ROTATE_270, 7: Transpose.TRANSVERSE,
@@ -128,7 +168,7 @@ def _fitted(image: Image, original: Callable[[], bytes | None], mime: str,
 
 
 def _converted(source: str | None, sent: str) -> list[str]:
-    return [] if source is None or source == sent else [
+    return [] if not source or source == sent else [
         f"[Image converted from {source} to {sent}.]"]
 
 

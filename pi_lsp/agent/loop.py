@@ -64,9 +64,9 @@ class LoopHooks(Protocol):
 
     def thinking_level(self) -> str: ...
 
-    def take_steering(self) -> list[UserMessage]: ...
+    async def take_steering(self) -> list[UserMessage]: ...
 
-    def take_follow_up(self) -> list[UserMessage]: ...
+    async def take_follow_up(self) -> list[UserMessage]: ...
 
     async def prepare_next_turn(self) -> None:
         """Between two turns of a run, before the next turn starts (compaction may run)."""
@@ -223,7 +223,7 @@ async def next_turn(hooks: LoopHooks, pending: list[UserMessage]) -> list[UserMe
     steering sent while that ran is taken (unless messages already wait)."""
     await hooks.prepare_next_turn()
     if not pending:
-        pending = hooks.take_steering()
+        pending = await hooks.take_steering()
     hooks.emit(TurnStart())
     return pending
 
@@ -238,7 +238,7 @@ async def run_loop(hooks: LoopHooks, prompts: list[UserMessage]) -> list[AgentMe
     hooks.emit(AgentStart())
     hooks.emit(TurnStart())
     _deliver(hooks, prompts, produced)
-    pending = hooks.take_steering()
+    pending = await hooks.take_steering()
     while True:
         more_tools = True
         while more_tools or pending:
@@ -268,10 +268,10 @@ async def run_loop(hooks: LoopHooks, prompts: list[UserMessage]) -> list[AgentMe
                 hooks.emit(AgentEnd(messages=produced))
                 return produced
             more_tools = bool(calls)
-            pending = hooks.take_steering()
+            pending = await hooks.take_steering()
             if more_tools or pending:
                 pending = await next_turn(hooks, pending)
-        pending = hooks.take_follow_up() or await hooks.feedback()
+        pending = await hooks.take_follow_up() or await hooks.feedback()
         if not pending:
             break
         pending = await next_turn(hooks, pending)

@@ -26,6 +26,7 @@ from pygls.protocol import (
 )
 from pygls.uris import from_fs_path
 
+from pi_lsp.agent.images import image_bytes
 from pi_lsp.providers.registry import ModelInfo
 from pi_lsp.session.entries import UserBlock
 from pi_lsp.session.jsontext import Decoder, encoder
@@ -345,6 +346,9 @@ class SetTrustArgs(_Args):
 class ImageArg(_Args):
     data: ImageData
     mime_type: Annotated[str, msgspec.Meta(max_length=100)]
+
+    def __post_init__(self) -> None:
+        image_bytes(self.data, "`data`")  # refused here, not in the turn after `{turnId}`
 
 
 Count = Annotated[int, msgspec.Meta(ge=0, le=2**53 - 1)]  # up to JavaScript's safe integers
