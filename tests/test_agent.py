@@ -704,6 +704,47 @@ async def test_failing_tools_become_error_results_and_the_loop_goes_on(make_rig,
     assert rig.problems() == []
 
 
+def not_executed(name: str) -> str:
+    """pi 1.6's result for a call of a reply cut at the output limit (agent-loop.js)."""
+    return (f'Tool call "{name}" was not executed: the response hit the output token limit, so '
+            "its arguments may be truncated. Re-issue the tool call with complete arguments.")
+
+
+async def test_calls_of_a_reply_cut_at_the_output_limit_are_not_run(make_rig, fake) -> None:
+    """pi-lsp ran the calls of a reply stopped at max_tokens, whose arguments may be cut (a
+    truncated file written, half a command run); pi 1.6 answers each as not executed and goes
+    on to the next turn."""
+    rig = make_rig()
+    cut = Reply([message_start(),
+                 *tool_block(0, "t1", "write", {"path": "w.txt", "content": "half a fi"}),
+                 *tool_block(1, "t2", "bash", {"command": "touch ran"}),
+                 *message_end("max_tokens", output_tokens=500)])
+    fake.script(cut, text_reply("I will write it again."))
+    await rig.harness.prompt("write w.txt")
+    # Cut below the model's 64,000 yet not compacted and retried: the run went on past it, and
+    # pi 1.6 checks only the reply that ends the run.
+
+    assert not (rig.root / "w.txt").exists()
+    assert not (rig.root / "ran").exists()
+    entries = rig.entries()
+    assert [kind(e) for e in entries] == [
+        "message:user", "message:assistant", "message:toolResult", "message:toolResult",
+        "message:assistant"]
+    assert entries[1]["message"]["stopReason"] == "length"
+    results = [e["message"] for e in entries[2:4]]
+    assert [(r["toolCallId"], r["isError"], r["content"]) for r in results] == [
+        ("t1", True, [{"type": "text", "text": not_executed("write")}]),
+        ("t2", True, [{"type": "text", "text": not_executed("bash")}])]
+    assert outline(rig.events)[outline(rig.events).index("message_end:assistant") + 1:][:9] == [
+        "tool_execution_start:write", "tool_execution_end:write", "message_start:toolResult",
+        "message_end:toolResult", "tool_execution_start:bash", "tool_execution_end:bash",
+        "message_start:toolResult", "message_end:toolResult", "turn_end"]
+    wire = tool_results_of(fake.message_requests()[1])
+    assert [(b["tool_use_id"], text_of(b)) for b in wire] == [
+        ("t1", not_executed("write")), ("t2", not_executed("bash"))]
+    assert rig.problems() == []
+
+
 async def test_a_symlink_loop_and_a_failed_approval_still_answer_their_calls(
         make_rig, fake, caplog: pytest.LogCaptureFixture) -> None:
     """A committed symlink loop (RuntimeError from Path.resolve on Python 3.11) and an
@@ -1328,3 +1369,4 @@ def test_cost_of_prices_cache_reads_and_writes() -> None:
     assert zero.total == 0 and isinstance(zero.total, int)  # pi writes a zero cost as 0
     dated = REGISTRY.get("anthropic", "claude-haiku-4-5-20251001")
     assert dated.price == REGISTRY.get("anthropic", HAIKU).price
+

@@ -43,6 +43,10 @@ ABORTED_TOOL = "Operation aborted"
 # so the file stays paired
 SKIPPED_TOOL = "Skipped: the run was aborted"
 FAILED_REPLY_TOOL = "Not run: the model's reply failed before the call was complete"
+# pi 1.6's words for a call of a reply cut at the output limit (failToolCallsFromTruncatedMessage)
+TRUNCATED_TOOL = ('Tool call "{name}" was not executed: the response hit the output token limit, '
+                  "so its arguments may be truncated. Re-issue the tool call with complete "
+                  "arguments.")
 
 T = TypeVar("T")
 
@@ -196,6 +200,18 @@ async def run_tool(hooks: LoopHooks, call: ToolCall) -> ToolResultMessage:
             log.exception("approving the %s call failed", call.name)
             result = text_result(f"{call.name} failed: {type(error).__name__}: {error}",
                                  is_error=True)
+    return end_tool(hooks, call, result)
+
+
+def truncated_tool(hooks: LoopHooks, call: ToolCall) -> ToolResultMessage:
+    """A call of a reply cut at the output limit, answered without running, as pi 1.6 does:
+    its arguments may be cut too (a file's content, half a command)."""
+    hooks.emit(ToolExecutionStart(tool_call_id=call.id, tool_name=call.name, args=call.arguments))
+    return end_tool(hooks, call, text_result(TRUNCATED_TOOL.format(name=call.name), is_error=True))
+
+
+def end_tool(hooks: LoopHooks, call: ToolCall, result: ToolResult) -> ToolResultMessage:
+    """The call's result message, told as ended and written."""
     message = ToolResultMessage(
         tool_call_id=call.id, tool_name=call.name, content=result.content, details=result.details,
         is_error=result.is_error, timestamp=now_ms(),
@@ -261,7 +277,8 @@ async def run_loop(hooks: LoopHooks, prompts: list[UserMessage]) -> list[AgentMe
                 hooks.emit(AgentEnd(messages=produced))
                 return produced
             for call in calls:
-                results.append(await run_tool(hooks, call))
+                results.append(truncated_tool(hooks, call) if reply.stop_reason == "length"
+                               else await run_tool(hooks, call))
             produced.extend(results)
             hooks.emit(TurnEnd(message=reply, tool_results=results))
             if hooks.aborted:
