@@ -745,6 +745,24 @@ async def test_calls_of_a_reply_cut_at_the_output_limit_are_not_run(make_rig, fa
     assert rig.problems() == []
 
 
+
+async def test_a_run_aborted_after_a_reply_cut_at_the_output_limit_is_not_recovered(
+        make_rig, fake) -> None:
+    """Aborted while a cut reply's calls were answered, the prompt still left that reply and
+    its result out of the context (two context_edits) for a retry it then did not make; pi 1.6
+    recovers no aborted run (_handlePostAgentRun)."""
+    rig = make_rig()
+    fake.script(Reply([message_start(),
+                       *tool_block(0, "t1", "write", {"path": "w.txt", "content": "half"}),
+                       *message_end("max_tokens", output_tokens=500)]),
+                text_reply("never asked for"))
+    rig.on(ToolExecutionStart, lambda _event: rig.harness.abort())
+    await rig.harness.prompt("write w.txt")
+    assert [kind(e) for e in rig.entries()] == [
+        "message:user", "message:assistant", "message:toolResult"]
+    assert len(fake.message_requests()) == 1
+    assert rig.problems() == []
+
 async def test_a_symlink_loop_and_a_failed_approval_still_answer_their_calls(
         make_rig, fake, caplog: pytest.LogCaptureFixture) -> None:
     """A committed symlink loop (RuntimeError from Path.resolve on Python 3.11) and an

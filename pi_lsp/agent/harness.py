@@ -356,7 +356,8 @@ class Harness:
             produced = await self._run([await with_sent_images(message)])
             last = last_reply(produced)
             overflow = self._overflow(last)
-            if last is not None and overflow == "retry":
+            # pi 1.6 recovers no aborted run (_handlePostAgentRun returns before compacting).
+            if last is not None and overflow == "retry" and not self.aborted:
                 self.omit_attempt()  # left out of the retry for good, as pi 1.6 leaves it
                 if await self._compact_if_needed("overflow", force=True, will_retry=True):
                     produced += await self._run([])
