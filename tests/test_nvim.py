@@ -193,6 +193,15 @@ def test_model_thinking_name_check_and_markdown(workspace: Path, fake: FakeAnthr
     assert fake.message_requests() == []
 
 
+def test_a_deleted_last_used_session_gives_way_to_the_newest(workspace: Path, fake: FakeAnthropic,
+                                                             tmp_path: Path) -> None:
+    """A command without a session took the last used one even after its file was deleted, so
+    :PiChat and :PiCheck failed with "no session at …" instead of taking the newest."""
+    fake.script()
+    run_script("last_used_spec.lua", workspace, fake, tmp_path)
+    assert fake.message_requests() == []
+
+
 def test_agent_edits_open_buffers_with_code_context_and_diagnostics(
         workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
     fake.script(

@@ -152,10 +152,18 @@ function M.resolve(arg, callback)
     end
     return done(buffer_uri)
   end
-  if M.last_uri then
-    return done(M.last_uri)
+  -- The last used unless it was deleted: a file on disk may be a session outside the list
+  -- (opened by its path), and a new session has no file until its first prompt but is listed.
+  local last = M.last_uri
+  if last and vim.uv.fs_stat(vim.uri_to_fname(last)) then
+    return done(last)
   end
   M.list(function(sessions)
+    if vim.iter(sessions):any(function(s)
+      return util.same(s.uri, last)
+    end) then
+      return done(last)
+    end
     if sessions[1] then
       return done(sessions[1].uri) -- the server lists newest first
     end
