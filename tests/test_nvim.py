@@ -123,6 +123,17 @@ def test_chat_asks_before_running_a_tool(workspace: Path, fake: FakeAnthropic,
     assert results and "approved-run" in str(results[-1]["content"])
 
 
+def test_approval_diff_goes_when_its_turn_ends(workspace: Path, fake: FakeAnthropic,
+                                                tmp_path: Path) -> None:
+    """A write's approval tab stayed open after <C-c> aborted its turn (or the server died),
+    still offering accept, which then closed it and wrote nothing."""
+    fake.script(tool_reply([("w1", "write", {"path": "notes.txt", "content": "one\n"})]),
+                tool_reply([("w2", "write", {"path": "notes.txt", "content": "two\n"})]))
+    run_script("approval_end_spec.lua", workspace, fake, tmp_path, PI_LSP_APPROVAL="ask")
+    assert len(fake.message_requests()) == 2
+    assert not (workspace / "notes.txt").exists()
+
+
 def test_tree_actions_and_compaction(workspace: Path, fake: FakeAnthropic,
                                      tmp_path: Path) -> None:
     # Keep little of the recent context, so the short path at hand has something to compact.

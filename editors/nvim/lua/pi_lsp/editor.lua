@@ -138,6 +138,30 @@ function M.show_diff(params, message, answer)
   return { current = current, proposed = proposed, finish = finish }
 end
 
+--- Call `on_end(why)` when the turn that asks with `params` ends (agent_end or
+--- error) or its server stops; returns the function that stops listening.
+local function on_turn_end(params, on_end)
+  local root = require("pi_lsp.session").root_of(params.uri)
+  local stops = {
+    util.on("turn", function(note)
+      local kind = note.event and note.event.type
+      if note.turnId == params.turnId and (kind == "agent_end" or kind == "error") then
+        on_end("the turn ended")
+      end
+    end),
+    util.on("stopped", function(stopped)
+      if stopped == root then
+        on_end("the server stopped")
+      end
+    end),
+  }
+  return function()
+    for _, stop in ipairs(stops) do
+      stop()
+    end
+  end
+end
+
 --- pi/approveTool. Runs in the coroutine nvim gives server requests, so the
 --- editor keeps working while the question is open.
 function M.approve_tool(params)
@@ -145,13 +169,36 @@ function M.approve_tool(params)
   local message = M.approval_message(params, root)
   local noted = require("pi_lsp.chat").note_question(params.uri, message)
   local co, is_main = coroutine.running()
-  local function ask(reply)
-    local function answer(decision)
-      noted(ANSWERS[decision])
-      reply(decision)
+  local waits = co and not is_main
+  local decision, diff, stop_listening
+  local function answer(choice, note)
+    if decision then
+      return -- answered already (or the turn ended first)
+    end
+    decision = choice
+    stop_listening()
+    noted(note or ANSWERS[choice])
+    if waits then
+      -- Resume later: an answer given at once would come before we yield.
+      vim.schedule(function()
+        coroutine.resume(co, choice)
+      end)
+    end
+  end
+  -- Heard from the start: the turn may end before the question opens. Nothing waits for the
+  -- answer after that (an abort ends the server's wait), so the diff goes, as in VS Code.
+  stop_listening = on_turn_end(params, function(why)
+    answer("deny", "no answer: " .. why)
+    if diff then
+      diff.finish("deny")
+    end
+  end)
+  local function ask()
+    if decision then
+      return
     end
     if params.tool ~= "bash" and params.newText ~= nil then
-      M.show_diff(params, message, answer)
+      diff = M.show_diff(params, message, answer)
       return
     end
     local choices = vim.tbl_filter(function(choice)
@@ -167,24 +214,14 @@ function M.approve_tool(params)
       answer(choice and choice.decision or "deny")
     end)
   end
-  if not co or is_main then
-    local decision
-    ask(function(d)
-      decision = d
-    end)
+  if not waits then
+    ask()
     vim.wait(600000, function()
       return decision ~= nil
     end, 50)
     return { decision = decision or "deny" }
   end
-  vim.schedule(function()
-    ask(function(decision)
-      -- Resume later: an answer given at once would come before we yield.
-      vim.schedule(function()
-        coroutine.resume(co, decision)
-      end)
-    end)
-  end)
+  vim.schedule(ask)
   return { decision = coroutine.yield() }
 end
 
