@@ -217,6 +217,44 @@ test("the markdown renderer escapes raw HTML and drops script links", () => {
   assert.ok(!html.includes("<img"));
 });
 
+test("Markdown too long for marked, or that marked fails on, is shown as plain text", () => {
+  // Before, every text went to marked: 2,000 nested quotes threw (stack overflow) and text of
+  // any length was parsed on the extension host.
+  const quotes = ext.markdown("> ".repeat(2500));
+  assert.match(quotes, /^<pre>&gt; &gt; /);
+  const long = "# title\n" + "x".repeat(ext.MARKDOWN_LIMIT);
+  assert.equal(ext.markdown(long), `<pre>${long}</pre>`);
+  assert.match(ext.markdown(long.slice(0, ext.MARKDOWN_LIMIT)), /^<h1>title<\/h1>/, "up to the limit it is Markdown");
+});
+
+test("a chat holding Markdown that marked 15 took minutes over opens without blocking the extension host", async () => {
+  // Before, marked 15 parsed unclosed links and emphasis in quadratic time on the extension host
+  // (8 KB of `[a](` took 21 s) and 5 KB of nested quotes overflowed its stack: no chat at all.
+  const texts = ["[a](".repeat(2000), "_a ".repeat(10000), "> ".repeat(2500)];
+  const stamp = "2026-01-01T00:00:00.000Z";
+  const lines = [{ type: "session", version: 3, id: "slow-md", timestamp: stamp, cwd: ws.folder },
+    ...texts.map((text, i) => ({ type: "message", id: `md${i}`, parentId: i ? `md${i - 1}` : null, timestamp: stamp,
+      message: { role: "user", content: [{ type: "text", text }], timestamp: i } }))];
+  const file = path.join(ws.folder, ".pi", "sessions", "slow-md.jsonl");
+  fs.writeFileSync(file, lines.map((l) => JSON.stringify(l)).join("\n") + "\n");
+  const mdUri = vscode.Uri.file(file).toString();
+  await eventually(async () => (await api.sessions.list()).some((s) => s.uri === mdUri), "the session to be listed");
+  // The longest the event loop went without running a 10 ms timer, while the chat opened.
+  let longest = 0, last = Date.now();
+  const gap = () => { const now = Date.now(); longest = Math.max(longest, now - last); last = now; };
+  const tick = setInterval(gap, 10);
+  try {
+    const md = await vscode.commands.executeCommand("piLsp.openChat", { uri: mdUri });
+    const reset = await eventually(() => md.posted.find((m) => m.type === "reset"), "the chat to be rendered");
+    assert.equal(reset.blocks.filter((b) => /class="msg user"/.test(b.html)).length, 3, "every message is shown");
+    md.panel.dispose();
+  } finally {
+    clearInterval(tick);
+    gap(); // the render may have ended just now, before the timer could run
+  }
+  assert.ok(longest < 2000, `the extension host was blocked ${longest} ms at once`);
+});
+
 test("a long session's chat shows the context's last messages, and earlier ones on demand", async () => {
   // 1000 questions: the chat shows the last CHAT_PAGE (200) of them, then 200 more; then all of
   // them, as the server sends the whole context once its first and last pages meet.
