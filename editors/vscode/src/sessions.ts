@@ -75,8 +75,12 @@ export class Sessions implements vscode.Disposable {
 
   /** The workspace's sessions, newest first (cached until the server says they changed). */
   list(): Promise<SessionInfo[]> {
+    const last = this.lastUsed();
     this.cache ??= this.pi.call("pi.listSessions", {}).then(
-      (r) => [...r.sessions].sort((a, b) => b.modified.localeCompare(a.modified)),
+      (r) => {
+        this.forgetUnlisted(last, r.sessions);
+        return [...r.sessions].sort((a, b) => b.modified.localeCompare(a.modified));
+      },
       (error: unknown) => {
         this.cache = undefined;
         throw error;
@@ -99,6 +103,14 @@ export class Sessions implements vscode.Disposable {
     this.refreshCurrent();
   }
 
+  /** Forgets the last used session `last` once the server no longer lists it (deleted, moved):
+   * unless another was used while the list was asked for. */
+  private forgetUnlisted(last: string | undefined, listed: SessionInfo[]): void {
+    if (last === undefined || last !== this.lastUsed() || listed.some((s) => sameSession(s.uri, last))) return;
+    void this.state.update(LAST_USED, undefined);
+    this.refreshCurrent();
+  }
+
   private shownCurrent: string | undefined;
 
   /**
@@ -114,8 +126,12 @@ export class Sessions implements vscode.Disposable {
 
   /** The session of the active editor or chat panel, else the last used (no server call). */
   current(): string | undefined {
+    return this.inFront() ?? this.lastUsed();
+  }
+
+  private inFront(): string | undefined {
     const editor = vscode.window.activeTextEditor;
-    return this.activeChat() ?? (editor && sessionOfDocument(editor.document.uri)) ?? this.lastUsed();
+    return this.activeChat() ?? (editor && sessionOfDocument(editor.document.uri));
   }
 
   /**
@@ -124,8 +140,12 @@ export class Sessions implements vscode.Disposable {
    */
   async resolve(arg?: unknown, opts: { ask?: boolean } = {}): Promise<string | undefined> {
     const ask = opts.ask ?? true;
-    let uri = sessionOfArgument(arg) ?? this.current();
-    if (uri === undefined) uri = (await this.list().catch(() => []))[0]?.uri;
+    let uri = sessionOfArgument(arg) ?? this.inFront();
+    if (uri === undefined) {
+      // Listing forgets a last used session that is gone, so it is read after the list.
+      const listed = await this.list().catch(() => []);
+      uri = this.lastUsed() ?? listed[0]?.uri;
+    }
     if (uri === undefined && ask) uri = await this.pick("No session yet: create one?");
     if (uri !== undefined && ask) this.remember(uri);
     return uri;

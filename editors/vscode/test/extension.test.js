@@ -4,6 +4,7 @@
 require("../testlib/register-vscode-stub");
 const { test, before, after } = require("node:test");
 const assert = require("node:assert/strict");
+const fs = require("node:fs");
 const vscode = require("vscode");
 const manifest = require("../package.json");
 const ext = require("../out/extension.js");
@@ -231,6 +232,26 @@ test("a command without an argument uses the active editor's session file, then 
   await run("piLsp.rename", { name: "the fork" });
   assert.deepEqual(errors(), []);
   await eventually(async () => (await api.sessions.info(fork.uri))?.name === "the fork", "the new name");
+});
+
+test("a last used session that was deleted is forgotten: commands take the newest listed one", async () => {
+  // Before, the deleted session stayed the default of every command, across restarts too.
+  for (const p of api.chats.all()) p.panel.active = false; // no chat panel in front
+  vscode.__test.setActiveEditor(undefined);
+  const gone = await run("piLsp.fork", { uri: sessionUri, entryId: "24652ae8" });
+  const isGone = (s) => ext.sessionKey(s.uri) === ext.sessionKey(gone.uri);
+  await eventually(async () => (await api.sessions.list()).some(isGone), "the fork in the list");
+  assert.equal(api.sessions.lastUsed(), gone.uri);
+  fs.rmSync(vscode.Uri.parse(gone.uri).fsPath);
+  const listed = await eventually(async () => { const l = await api.sessions.list(); return !l.some(isGone) && l; }, "the fork no longer listed");
+  assert.equal(api.sessions.lastUsed(), undefined);
+  assert.equal(await api.sessions.resolve(), listed[0].uri);
+  // Remembered from before a restart: the first list shows it is gone.
+  const fresh = new api.sessions.constructor(api.pi, makeContext().workspaceState);
+  fresh.remember(gone.uri);
+  assert.equal(await fresh.resolve(undefined, { ask: false }), listed[0].uri);
+  assert.equal(fresh.lastUsed(), undefined);
+  fresh.dispose();
 });
 
 test("Set model and thinking level write entries; Check finds nothing wrong", async () => {
