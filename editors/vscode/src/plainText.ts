@@ -7,6 +7,19 @@ export function plain(text: string): string {
   return text.replace(/([\]$])\(/g, "$1\u200b(");
 }
 
+// What the server's previews (pi_lsp/session/outline.py `shorten`) turn into a space, as
+// pi_lsp/visible.py's UNSAFE: control characters, line and paragraph separators, bidi controls.
+const PREVIEW_UNSAFE = /[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+const PREVIEW_CHARS = 72;
+
+/** Session text on one line, cut as the server's previews are: it can neither fake a line nor
+ * reorder one (a label's U+202E would turn the rest of its row around). */
+export function shorten(text: string): string {
+  const flat = text.replace(PREVIEW_UNSAFE, " ").split(/\s+/).filter(Boolean).join(" ");
+  const chars = [...flat]; // code points, as Python counts them (a cut never splits a surrogate pair)
+  return chars.length <= PREVIEW_CHARS ? flat : chars.slice(0, PREVIEW_CHARS - 1).join("") + "…";
+}
+
 // Control and format characters (bidi overrides, zero-width ones), line and paragraph separators:
 // spelled as escapes, as the server's fallback question does (pi_lsp/visible.py).
 const UNSAFE = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu;

@@ -5,6 +5,7 @@
 // out a page at a click.
 import * as vscode from "vscode";
 import type { PiClient } from "./client";
+import { shorten } from "./plainText";
 import { BranchesAfter, RowsUnder, SessionChanged, SessionInfo, TreeNode, TreeResult } from "./protocol";
 import { sameSession, Sessions, sessionKey } from "./sessions";
 import { patchTree, TreeShape } from "./treeShape";
@@ -60,7 +61,7 @@ export class EntryItem extends vscode.TreeItem {
   ) {
     const leaf = node.id === leafRow;
     // The leaf mark and the label lead: at the side bar's default width the end of a row is cut.
-    super([leaf ? "← leaf ·" : "", node.label ? `[${node.label}]` : "", node.preview || node.type].filter(Boolean).join(" "),
+    super([leaf ? "← leaf ·" : "", node.label ? `[${shorten(node.label)}]` : "", node.preview || node.type].filter(Boolean).join(" "),
       collapsed(expandable, node.onPath));
     // VS Code keeps the expansion state an id had and ignores collapsibleState after that, so
     // a branch that has just come onto the path (or a chain entry that has just become a fork)
@@ -76,7 +77,7 @@ export class EntryItem extends vscode.TreeItem {
       node.onPath ? new vscode.ThemeColor("charts.blue") : new vscode.ThemeColor("disabledForeground"),
     );
     const facts = [`${escapeMarkdown(node.id)} · ${escapeMarkdown(node.role ?? node.type)}${node.onPath ? " · on the current path" : ""}`,
-      node.label ? `label: **${escapeMarkdown(node.label)}**` : "", escapeMarkdown(node.timestamp ?? "")].filter(Boolean);
+      node.label ? `label: **${escapeMarkdown(shorten(node.label))}**` : "", escapeMarkdown(node.timestamp ?? "")].filter(Boolean);
     this.tooltip = new vscode.MarkdownString(`${facts.join("  \n")}\n\n${escapeMarkdown(node.preview)}`);
     // A click shows what the model would receive at this entry.
     this.command = { command: "piLsp.previewContext", title: "Preview Context", arguments: [{ uri: sessionUri, entryId: node.id }] };

@@ -67,6 +67,33 @@ test("an entry's timestamp and type never become links in its tooltip", async ()
   assert.deepEqual(Object.values(tooltips).flatMap((t) => links(t)), []);
 });
 
+test("a label's line breaks and bidi override are not shown as they are, in the view or the entry picker", async () => {
+  // Before, the row read `[ok` + U+202E + a line break + `; rm -rf ~ #` + the whole label: the override
+  // reversed the rest of the row. Now it is on one line and cut, as the server's previews are.
+  const ts = "2026-01-01T00:00:00.000Z";
+  const lines = [
+    { type: "session", version: 3, id: "bidi", timestamp: ts, cwd: rig.ws.folder },
+    { type: "message", id: "m1", parentId: null, timestamp: ts, message: { role: "user", content: [{ type: "text", text: "hello" }], timestamp: 1 } },
+    { type: "label", id: "l1", parentId: "m1", timestamp: ts, targetId: "m1", label: `ok\u202e\n; rm -rf ~ #\t${"x".repeat(100)}` },
+  ];
+  const file = path.join(rig.ws.sessionsDir, "2027-01-03T00-00-00-000Z_bidi.jsonl");
+  fs.writeFileSync(file, lines.map((l) => JSON.stringify(l)).join("\n") + "\n");
+  const bidiUri = vscode.Uri.file(file).toString();
+  const session = await eventually(async () => (await rig.api.view.getChildren()).find((item) => item.sessionUri === bidiUri), "the session in the view");
+  const row = (await rig.api.view.getChildren(session)).find((item) => item.entryId === "m1");
+  const shown = `ok ; rm -rf ~ # ${"x".repeat(55)}…`; // 72 characters
+  assert.equal(row.label, `[${shown}] hello`);
+  assert.ok(row.tooltip.value.includes(`label: **ok ; rm \\-rf ~ \\# ${"x".repeat(55)}…**`), row.tooltip.value);
+  let items;
+  respond("showQuickPick", (offered) => { items = offered; return undefined; });
+  try {
+    await vscode.commands.executeCommand("piLsp.branch", { uri: bidiUri });
+  } finally {
+    respond("showQuickPick");
+  }
+  assert.ok(items.find((item) => item.id === "m1").description.startsWith(`m1 user [${shown}]`));
+});
+
 test("entry ids that read like another row's tree item id still give each row its own id", async () => {
   // Entry `a` is a fork on the current path (a row shown open); another entry is named `a/open`.
   const ts = "2026-01-01T00:00:00.000Z";
