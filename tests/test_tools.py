@@ -502,12 +502,14 @@ RESIZED_NOTE = ("[Image: original 3000x2000, displayed at 2000x1333. Multiply co
                 "to map to original image.]")
 
 
-# What pi 1.6's processImage made of each (bytes, stated type), run from Node.
+# What pi 1.6's processImage made of each (bytes, stated type), run from Node; but where the
+# bytes tell another type than the stated one, pi-lsp sends that type (pi: the stated one).
 @pytest.mark.parametrize(("data", "stated", "mime", "hints", "size", "as_given"), [
-    (encoded(SMALL, "JPEG"), "image/png", "image/png", [], (30, 20), True),
-    (encoded(SMALL, "PNG"), "image/jpg", "image/jpeg", [], (30, 20), True),
+    (encoded(SMALL, "JPEG"), "image/png", "image/jpeg", [], (30, 20), True),
+    (encoded(SMALL, "PNG"), "image/jpg", "image/png", [], (30, 20), True),
     (encoded(SMALL, "PNG"), " IMAGE/PNG; x=1", "image/png", [], (30, 20), True),
-    (encoded(SMALL, "BMP"), "image/png", "image/png", [], (30, 20), True),
+    (encoded(SMALL, "BMP"), "image/png", "image/png",
+     ["[Image converted from image/bmp to image/png.]"], (30, 20), False),
     (encoded(stripes(3000, 2000), "JPEG"), "image/png", "image/png", [RESIZED_NOTE],
      (2000, 1333), False),
     (encoded(SMALL, "TIFF"), "image/tiff", "image/png",
@@ -522,7 +524,8 @@ def test_a_given_image_is_decoded_by_its_bytes_and_sent_as_its_type_says(
         as_given: bool) -> None:
     """A prompt's image was decoded as the type the editor gave: a JPEG said to be a PNG, or an
     image/jpg, was left out. pi 1.6 decodes by the bytes and keeps the given type (normalized)
-    for an image it sends as it is."""
+    for an image it sends as it is; pi-lsp sends the type the bytes tell, since a provider
+    refuses a JPEG sent as image/png and the session then fails every later request."""
     result = images.process_image(io.BytesIO(data), stated)
     with Image.open(io.BytesIO(base64.b64decode(result.data))) as shown:
         assert (result.mime_type, result.hints, shown.size) == (mime, hints, size)

@@ -16,6 +16,7 @@ from typing import IO, TYPE_CHECKING
 
 from msgspec import structs
 
+from pi_lsp.agent.mime import SNIFF_BYTES, image_type
 from pi_lsp.agent.readpage import to_fixed
 from pi_lsp.session.entries import ImageContent, TextContent, UserMessage
 
@@ -56,12 +57,19 @@ class SentImage:
 
 
 def process_image(file: IO[bytes], stated: str) -> SentImage:
-    """pi's processImage on the image in `file`, said to be of type `stated`."""
+    """pi's processImage on the image in `file`, said to be of type `stated`, but sent as the
+    type its bytes tell: pi keeps the stated one, and a provider refuses a JPEG sent as
+    image/png, which then fails every later request of the session."""
     mime = stated.split(";")[0].strip().lower()
+    file.seek(0)
+    told = image_type(file.read(SNIFF_BYTES))
     if mime in SENT_TYPES:
         image = _decoded(file, NOT_RESIZED)
-        return _fitted(image, lambda: _raw(file), SENT_TYPES[mime], None)
-    image = _decoded(file, NOT_CONVERTED)
+        if told is None or told in SENT_TYPES:
+            return _fitted(image, lambda: _raw(file), told or SENT_TYPES[mime], None)
+        mime = told  # a BMP said to be a PNG: converted, as pi converts a BMP
+    else:
+        image = _decoded(file, NOT_CONVERTED)
     png = _png(image)
     return _fitted(image, lambda: png, "image/png", mime)
 
