@@ -1735,6 +1735,32 @@ async def test_steered_images_are_sent_as_pi_sends_them(pi: Pi, fake: FakeAnthro
         ("STEER" + SENT_NOTES, [("image/png", 2000, 1500)])
 
 
+async def test_steer_and_follow_up_before_the_turn_starts_are_delivered(
+        pi: Pi, fake: FakeAnthropic) -> None:
+    """Sent after `pi.prompt`'s answer but before its turn began, both were refused with
+    "busy (turn); steer or follow up instead"."""
+    uri = await new_session(pi)
+    fake.script(text_reply("steered"), text_reply("followed"))
+    since = pi.mark()
+    with progress_held(pi.client) as release:
+        turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "start"}))["turnId"]
+        for text, delivery in (("STEER-EARLY", "steer"), ("FOLLOW-EARLY", "followUp")):
+            answer = await call(pi.client, "pi.prompt",
+                                {"uri": uri, "text": text, "delivery": delivery})
+            assert answer == {"turnId": None, "queued": delivery}
+        release.set()
+        events = await wait_events(pi, turn_id, since)
+    assert "error" not in event_types(events), events
+    # As pi delivers them: the steer before the first model call, the follow-up at its end.
+    requests = [json.dumps(r["messages"]) for r in fake.message_requests()]
+    assert len(requests) == 2, requests
+    assert "STEER-EARLY" in requests[0] and "FOLLOW-EARLY" not in requests[0]
+    assert "FOLLOW-EARLY" in requests[1]
+    users = [e["message"]["content"][0]["text"] for e in lines(path_of(uri))
+             if e["type"] == "message" and e["message"]["role"] == "user"]
+    assert users == ["start", "STEER-EARLY", "FOLLOW-EARLY"]
+
+
 async def test_model_change_during_a_turn_waits_for_its_end(pi: Pi, fake: FakeAnthropic) -> None:
     uri = await new_session(pi)
     slow_call = tool_reply([("toolu_3", "bash", {"command": "echo model"})], text="Checking.",

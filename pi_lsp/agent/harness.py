@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -327,7 +327,8 @@ class Harness:
             raise BusyError(f"the session is busy ({self.phase})")
 
     async def prompt(self, text: str, images: list[ImageContent] | None = None,
-                     attachments: list[str] | None = None, *, aborted: bool = False
+                     attachments: list[str] | None = None, *, aborted: bool = False,
+                     steering: Sequence[UserMessage] = (), follow_ups: Sequence[UserMessage] = ()
                      ) -> list[AgentMessage]:
         """Run one prompt to completion; the returned messages are already in the session.
 
@@ -336,19 +337,24 @@ class Harness:
         compacted and retried once. A failure is told to
         subscribers as one `error` event and raised. `attachments` (code from the editor) follow
         the text as blocks of their own. `aborted`: stopped before it began, it is written as
-        pi writes a prompt aborted at once (the prompt, then an aborted reply).
+        pi writes a prompt aborted at once (the prompt, then an aborted reply). `steering` and
+        `follow_ups` were sent for it before it began: they are queued as if sent once it ran.
         """
         try:
-            return await self._prompt(text, images, attachments, aborted)
+            return await self._prompt(text, images, attachments, aborted, steering, follow_ups)
         except Exception as error:
             self.emit(ErrorEvent(message=str(error) or type(error).__name__))
             raise
 
     async def _prompt(self, text: str, images: list[ImageContent] | None,
-                      attachments: list[str] | None, aborted: bool) -> list[AgentMessage]:
+                      attachments: list[str] | None, aborted: bool,
+                      steering: Sequence[UserMessage], follow_ups: Sequence[UserMessage]
+                      ) -> list[AgentMessage]:
         message = user_message(text, images, attachments)
         self._require_idle()
         self.aborted = aborted
+        if not aborted:  # an abort drops what was queued, as it does mid-run
+            self._steering, self._follow_up = list(steering), list(follow_ups)
         self.edit_feedback.restart()
         self.tree.refresh()
         try:

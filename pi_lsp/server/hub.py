@@ -290,11 +290,9 @@ class SessionHub(Workspace):
         session.claim_job(phase)
         return session
 
-    def turn_running(self, path: Path) -> bool:
-        """Whether a turn runs on the session now: a steer or follow-up joins it."""
-        session = self.held(path)
-        return session.turn_id is not None and session.harness is not None and \
-            session.harness.busy
+    def turn_open(self, path: Path) -> bool:
+        """Whether a turn is claimed and not over: a steer or follow-up joins it."""
+        return self.held(path).turn_open
 
     def require_workspace_idle(self, root: Path) -> None:
         """BusyError while any session of the workspace at `root` runs (or is about to): any

@@ -9,9 +9,10 @@ from typing import Any
 
 import msgspec
 
-from pi_lsp.agent.harness import BusyError, Harness
+from pi_lsp.agent.harness import BusyError, Harness, user_message
 from pi_lsp.server.treeview import HeldView
 from pi_lsp.session.catalog import tree_title
+from pi_lsp.session.entries import ImageContent, UserMessage
 from pi_lsp.session.tree import SessionTree
 
 
@@ -27,6 +28,9 @@ class OpenSession(msgspec.Struct):
     job: str | None = None  # "compaction" or "branch_summary", claimed the same way
     # pi.abort came while a claim had not started yet: it starts aborted.
     abort_claimed: bool = False
+    # Steers and follow-ups sent while the claimed turn had not begun, for it to take; None
+    # when no turn is claimed or it has begun (its harness holds them from then).
+    early: list[tuple[str, UserMessage]] | None = None
 
     @property
     def title(self) -> str:
@@ -47,8 +51,29 @@ class OpenSession(msgspec.Struct):
     def claim_turn(self) -> str:
         """Take the session for a new turn now, so a second prompt is refused at once."""
         self.require_idle("; steer or follow up instead" if self.turn_id is not None else "")
-        self.turn_id, self.abort_claimed = str(uuid.uuid4()), False
+        self.turn_id, self.abort_claimed, self.early = str(uuid.uuid4()), False, []
         return self.turn_id
+
+    @property
+    def turn_open(self) -> bool:
+        """A turn is claimed and not over: a steer or follow-up joins it."""
+        return self.turn_id is not None and (
+            self.early is not None or (self.harness is not None and self.harness.busy))
+
+    def join_turn(self, delivery: str, text: str, images: list[ImageContent] | None,
+                  attachments: list[str] | None) -> None:
+        """Queue a steer or follow-up for the open turn, held for it until it begins."""
+        if self.early is not None:
+            self.early.append((delivery, user_message(text, images, attachments)))
+        elif self.harness is not None:
+            queue = self.harness.steer if delivery == "steer" else self.harness.follow_up
+            queue(text, images, attachments)
+
+    def take_early(self) -> tuple[list[UserMessage], list[UserMessage]]:
+        """The steers and the follow-ups sent before the turn began; later ones go to its
+        harness."""
+        early, self.early = self.early or [], None
+        return [m for d, m in early if d == "steer"], [m for d, m in early if d != "steer"]
 
     def claim_job(self, phase: str) -> None:
         """Take the session for a compaction or branch summary now, as `claim_turn` does."""
@@ -72,5 +97,5 @@ class OpenSession(msgspec.Struct):
         task.add_done_callback(lambda _task: self.release())
 
     def release(self) -> None:
-        self.turn_id = self.job = None
+        self.turn_id = self.job = self.early = None
         self.abort_claimed = False

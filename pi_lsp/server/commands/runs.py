@@ -20,7 +20,7 @@ async def prompt(ls: PiServer, args: PromptArgs) -> dict[str, Any]:
     harness = ls.hub.harness(path)
     # Claimed before the attachments, which may wait on the user: prompts start in the order
     # sent, and one sent while the session is busy is refused at once, not after a question.
-    queue = args.delivery != "prompt" and ls.hub.turn_running(path)
+    queue = args.delivery != "prompt" and ls.hub.turn_open(path)
     session = None if queue else ls.hub.claim_turn(path)
     try:
         attached = await prompt_attachments(ls.files, harness.root, args, harness.approve_call)
@@ -32,9 +32,9 @@ async def prompt(ls: PiServer, args: PromptArgs) -> dict[str, Any]:
         raise
     for refusal in attached.refused:
         ls.tell(refusal)
-    if session is None and ls.hub.turn_running(path):
-        deliver = harness.steer if args.delivery == "steer" else harness.follow_up
-        deliver(args.text, prompt_images(args), attached.rendered or None)
+    if session is None and ls.hub.turn_open(path):
+        ls.hub.held(path).join_turn(args.delivery, args.text, prompt_images(args),
+                                    attached.rendered or None)
         return {"turnId": None, "queued": args.delivery}
     if session is None:  # the run it was for ended meanwhile (its harness may be made anew)
         session, harness = ls.hub.claim_turn(path), ls.hub.harness(path)
