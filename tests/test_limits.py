@@ -511,6 +511,34 @@ async def test_the_server_survives_bad_frames_and_answers_the_next_request(
         await server.close()
 
 
+@pytest.mark.parametrize(("body", "code", "answered_id", "message"), [
+    (b"notjs", -32700, None, "Parse error: Expecting value: line 1 column 1 (char 0)"),
+    (b"\xff{}", -32700, None, "Parse error: "),  # not UTF-8
+    (b'[{"jsonrpc":"2.0","id":1,"method":"shutdown"}]', -32600, None,
+     "Invalid Request: LSP does not support batches"),
+    (b"[]", -32600, None, "Invalid Request: LSP does not support batches"),
+    (b"42", -32600, None, "Invalid Request: not a JSON-RPC 2.0 message"),
+    (b'{"id":3,"method":"shutdown"}', -32600, 3, "Invalid Request: not a JSON-RPC 2.0 message"),
+], ids=["not JSON", "not UTF-8", "batch", "empty batch", "a number", "no jsonrpc"])
+async def test_a_body_that_is_not_a_message_is_answered_as_json_rpc_says(
+        tmp_path: Path, body: bytes, code: int, answered_id: int | None, message: str) -> None:
+    """A body that was not JSON, a batch (LSP has none) or not a JSON-RPC object went unanswered
+    and pygls logged a traceback for it."""
+    log = tmp_path / "stderr.log"
+    server = await RawServer.start(tmp_path, log=log)
+    try:
+        seen = len(server.messages)
+        server.write(frame(body))
+        assert (await server.command("pi.listSessions"))["result"] == {"sessions": []}
+        errors = [m for m in server.messages[seen:] if "error" in m]
+        assert len(errors) == 1 and errors[0]["id"] == answered_id, errors
+        assert errors[0]["error"]["code"] == code
+        assert errors[0]["error"]["message"].startswith(message)
+        assert "Traceback" not in log.read_text()
+    finally:
+        await server.close()
+
+
 async def test_a_request_whose_params_do_not_fit_is_answered_naming_what_is_wrong(
         tmp_path: Path) -> None:
     """pygls answered none of these (an `initialize` with `capabilities: null` never finished

@@ -17,7 +17,12 @@ import cattrs
 import msgspec
 from cattrs.v import format_exception
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcInvalidRequest
+from pygls.exceptions import (
+    JsonRpcException,
+    JsonRpcInvalidParams,
+    JsonRpcInvalidRequest,
+    JsonRpcParseError,
+)
 from pygls.protocol import (
     JsonRPCNotification,
     JsonRPCRequestMessage,
@@ -98,13 +103,24 @@ class PiProtocol(LanguageServerProtocol):
             del self._request_futures[msg_id]
 
     def receive(self, body: bytes) -> None:
-        """Handle one message as read off the wire."""
+        """Handle one message as read off the wire; what is not one is answered as JSON-RPC
+        says (pygls raised, which logged a traceback and answered nothing)."""
         try:
             data = json.loads(body)
         except RecursionError:  # deeper than Python decodes: its id is read to answer it
             self.handle_message(Unfit(top_level_id(body), None, "nested too deeply"))
             return
-        self.handle_message(self.structure_message(data))
+        except ValueError as error:  # not JSON, or not UTF-8
+            self._refuse(None, JsonRpcParseError(f"Parse error: {error}"))
+            return
+        if isinstance(data, list):
+            self._refuse(None, JsonRpcInvalidRequest(
+                "Invalid Request: LSP does not support batches"))
+        elif not (isinstance(data, dict) and "jsonrpc" in data):
+            self._refuse(_request_id(data) if isinstance(data, dict) else None,
+                         JsonRpcInvalidRequest("Invalid Request: not a JSON-RPC 2.0 message"))
+        else:
+            self.handle_message(self.structure_message(data))
 
     def structure_message(self, data: Any) -> Any:
         # pygls logs a traceback for a request or notification that does not structure and
@@ -132,9 +148,11 @@ class PiProtocol(LanguageServerProtocol):
         else:
             super().handle_message(message)
 
-    def _refuse(self, request_id: int | str, error: JsonRpcException) -> None:
-        """Answer the request with `error`, with no popup and no traceback in the log."""
-        self._send_response(request_id, error=error.to_response_error())
+    def _refuse(self, request_id: int | str | None, error: JsonRpcException) -> None:
+        """Answer the request with `error`, with no popup and no traceback in the log; with
+        a null id (which pygls' response would leave out) when none can be read."""
+        self._send_data({"jsonrpc": "2.0", "id": request_id,
+                         "error": {"code": error.code, "message": error.message}})
 
     @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
     def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams
