@@ -10,6 +10,8 @@ import json
 import os
 import platform
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -412,25 +414,51 @@ def test_a_body_cut_short_by_the_end_of_input_is_dropped() -> None:
     assert bodies(frame(GOOD) + b"Content-Length: 50\r\n\r\n{") == [GOOD]
 
 
-class RawServer:
-    """`pi-lsp serve` driven with raw bytes over stdio."""
+async def connect(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """The first connection to a server starting to listen on `port` (the one it serves)."""
+    connected: list[socket.socket] = []
 
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
-        self.process = process
+    def attempt() -> bool:
+        with contextlib.suppress(ConnectionRefusedError):
+            connected.append(socket.create_connection(("127.0.0.1", port)))
+        return bool(connected)
+
+    await until(attempt, f"the server to listen on port {port}")
+    return await asyncio.open_connection(sock=connected[0], limit=16 << 20)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+class RawServer:
+    """`pi-lsp serve` driven with raw bytes over stdio, or over TCP (`--tcp`)."""
+
+    def __init__(self, process: asyncio.subprocess.Process, stream: asyncio.StreamReader,
+                 sink: asyncio.StreamWriter) -> None:
+        self.process, self.stream, self.sink = process, stream, sink
         self.messages: list[dict[str, Any]] = []
         self.arrived = asyncio.Event()
         self.next_id = 100
         self.reader = asyncio.ensure_future(self._read())
 
     @classmethod
-    async def start(cls, root: Path, *, log: Path | None = None, **options: Any) -> RawServer:
+    async def start(cls, root: Path, *, log: Path | None = None, tcp: bool = False,
+                    **options: Any) -> RawServer:
         """Initialized with `options`; its stderr goes to `log` if given."""
         env = {**os.environ, "PI_CODING_AGENT_DIR": str(root / "agent")}
+        port = free_port() if tcp else None
+        listen = ["--tcp", f"127.0.0.1:{port}"] if port else []
         with open(log, "wb") if log else contextlib.nullcontext() as stderr:
             process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "pi_lsp.cli", "serve", env=env, limit=16 << 20,
+                sys.executable, "-m", "pi_lsp.cli", "serve", *listen, env=env, limit=16 << 20,
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr)
-        server = cls(process)
+        assert process.stdout is not None and process.stdin is not None
+        server = cls(process, *(await connect(port) if port else (process.stdout,
+                                                                    process.stdin)))
         (root / "ws").mkdir(exist_ok=True)
         await server.request("initialize", {
             "processId": os.getpid(), "capabilities": {},
@@ -441,18 +469,15 @@ class RawServer:
         return server
 
     async def _read(self) -> None:
-        stream = self.process.stdout
-        assert stream is not None
         with contextlib.suppress(asyncio.IncompleteReadError):
             while True:
-                header = await stream.readuntil(b"\r\n\r\n")
+                header = await self.stream.readuntil(b"\r\n\r\n")
                 length = int(header.split(b":")[1].split(b"\r\n")[0])
-                self.messages.append(json.loads(await stream.readexactly(length)))
+                self.messages.append(json.loads(await self.stream.readexactly(length)))
                 self.arrived.set()
 
     def write(self, data: bytes) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(data)
+        self.sink.write(data)
 
     def send(self, message: dict[str, Any]) -> None:
         self.write(frame(json.dumps({"jsonrpc": "2.0", **message}).encode()))
@@ -684,9 +709,9 @@ def session_lines(uri: str) -> list[dict[str, Any]]:
 
 
 async def start_turn(tmp_path: Path, fake: FakeAnthropic, *replies: Reply,
-                     log: Path | None = None) -> tuple[RawServer, str]:
+                     log: Path | None = None, tcp: bool = False) -> tuple[RawServer, str]:
     fake.script(*replies)
-    server = await RawServer.start(tmp_path, log=log, anthropicBaseUrl=fake.url,
+    server = await RawServer.start(tmp_path, log=log, tcp=tcp, anthropicBaseUrl=fake.url,
                                    anthropicApiKey="test-key")
     uri = (await server.command("pi.newSession"))["result"]["uri"]
     answer = await server.command("pi.prompt", uri=uri, text="go")
@@ -715,15 +740,18 @@ async def test_ending_the_server_mid_reply_saves_it_as_aborted(
         await server.close()
 
 
+@pytest.mark.parametrize("transport", ["stdio", "tcp"])
 @pytest.mark.parametrize("when", ["at the prompt's answer", "mid reply"])
 async def test_exit_without_shutdown_during_a_turn_saves_it_and_exits_1(
-        when: str, tmp_path: Path, fake: FakeAnthropic) -> None:
+        when: str, transport: str, tmp_path: Path, fake: FakeAnthropic) -> None:
     """pygls' `exit` escaped the loop: the turn was cancelled, not aborted (its reply never
     saved), the code was 0, and what the turn still sent went to the stdout `exit` had closed
-    (thousands of tracebacks, and a write that failed on it lost the prompt); found in review."""
+    (thousands of tracebacks, and a write that failed on it lost the prompt); found in review.
+    Over TCP pygls' own loop still did so after that fix."""
     log = tmp_path / "stderr.log"
     server, uri = await start_turn(
-        tmp_path, fake, text_reply(*(f"word{i} " for i in range(400)), delay=0.05), log=log)
+        tmp_path, fake, text_reply(*(f"word{i} " for i in range(400)), delay=0.05), log=log,
+        tcp=transport == "tcp")
     try:
         if when == "mid reply":
             await server.turn_event("message_update")
@@ -733,6 +761,29 @@ async def test_exit_without_shutdown_during_a_turn_saves_it_and_exits_1(
         assert [(m["role"], m.get("stopReason")) for m in messages][-2:] == [
             ("user", None), ("assistant", "aborted")]
         assert "Traceback" not in log.read_text()
+    finally:
+        await server.close()
+
+
+async def test_a_tcp_client_gone_mid_reply_ends_the_server_as_a_closed_stdin_does(
+        tmp_path: Path, fake: FakeAnthropic) -> None:
+    """A reset connection logged a traceback (its read's ConnectionResetError) and exited 2
+    with "cannot listen (Broken pipe)" (closing the socket's writer flushed to it)."""
+    log = tmp_path / "stderr.log"
+    server, uri = await start_turn(
+        tmp_path, fake, text_reply(*(f"word{i} " for i in range(400)), delay=0.05), log=log,
+        tcp=True)
+    try:
+        await server.turn_event("message_update")
+        connection = server.sink.get_extra_info("socket")
+        connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        server.sink.transport.abort()  # closed with no linger: a reset
+        assert await asyncio.wait_for(server.process.wait(), CEILING_S) == 0
+        last = session_lines(uri)[-1]
+        assert (last["message"]["role"], last["message"]["stopReason"]) == (
+            "assistant", "aborted")
+        said = log.read_text()
+        assert "the connection to the client is lost" in said and "Traceback" not in said
     finally:
         await server.close()
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
@@ -57,6 +59,19 @@ class PiServer(LanguageServer):
         """Serve stdio with framing faults survived; SIGTERM or a closed stdin ends like
         `shutdown` (running turns are aborted and saved)."""
         stdio.start_io(self, self.protocol.receive, self.shutdown_work, stdin, stdout)
+
+    def start_tcp(self, host: str, port: int) -> None:
+        """Serve the first client to connect as stdio is served: pygls' own TCP loop lacks
+        its fixes (an `exit` there lost the running turn, and bad input logged tracebacks)."""
+        with listening(host, port) as listener:
+            connection, _ = listener.accept()
+        with connection, connection.makefile("rb") as stdin:
+            stdout = connection.makefile("wb")
+            try:
+                self.start_io(stdin, stdout)
+            finally:
+                with contextlib.suppress(OSError):  # a lost client is owed what is buffered
+                    stdout.close()
 
     @property
     def hub(self) -> SessionHub:
@@ -137,6 +152,23 @@ class PiServer(LanguageServer):
             session.abort()
         await self.tasks.finish(SHUTDOWN_WAIT_S)
         await self.watch.stop()
+
+
+def listening(host: str, port: int) -> socket.socket:
+    """A socket listening on HOST:PORT; a failure to bind worded as asyncio's (as pygls'
+    listener said it)."""
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    listener = socket.socket(family, kind, proto)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(address)
+        listener.listen()
+    except OSError as error:
+        listener.close()
+        raise OSError(error.errno, f"error while attempting to bind on address {address!r}: "
+                                   f"{(error.strerror or '').lower()}") from None
+    return listener
 
 
 server = PiServer()

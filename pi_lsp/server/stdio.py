@@ -1,6 +1,6 @@
-"""The stdio transport: messages framed by `Content-Length`, read so that no input can stop the
-server, and an end (stdin closed, SIGTERM, `exit` without `shutdown`) that finishes like
-`shutdown`.
+"""The stdio transport (`--tcp` serves its connection through it too): messages framed by
+`Content-Length`, read so that no input can stop the server, and an end (stdin closed or the
+connection lost, SIGTERM, `exit` without `shutdown`) that finishes like `shutdown`.
 
 pygls' own loop exits on a huge length (it tries to allocate it) and stays deaf after a frame
 without its header (every later body is glued to the next header line); this one refuses a
@@ -124,6 +124,9 @@ def _pump(reader: FrameReader, loop: asyncio.AbstractEventLoop,
                 return
     except RuntimeError:
         return  # the event loop is closed: the server has ended
+    except ConnectionError:  # a TCP client gone: its input has ended
+        log.error("the connection to the client is lost; shutting down")
+        loop.call_soon_threadsafe(queue.put_nowait, None)
     except Exception:
         log.exception("reading stdin failed")
         loop.call_soon_threadsafe(queue.put_nowait, None)
@@ -175,11 +178,16 @@ class Writer(StdoutWriter):
     def __init__(self, stdout: BinaryIO, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(stdout)
         self._loop = loop
+        self._lost = False
 
     def write(self, data: bytes) -> None:
-        if self._stdout.closed:  # by `exit`: what aborting turns still say goes nowhere
+        if self._stdout.closed or self._lost:  # by `exit`, or the client is gone: what
+            return  # aborting turns still say goes nowhere
+        try:
+            super().write(data)
+        except ConnectionError:  # the input's end (EOF, a reset) is what ends the server
+            self._lost = True
             return
-        super().write(data)
         if len(data) > LARGE_ANSWER:
             # Soon, not now: the answer is freed only when pygls' send returns.
             self._loop.call_soon_threadsafe(give_back)
@@ -195,7 +203,7 @@ def start_io(server: JsonRPCServer, receive: Callable[[bytes], None],
     try:
         code = asyncio.run(serve(server, receive, stdin or sys.stdin.buffer,
                                  stdout or sys.stdout.buffer, on_end))
-    except BrokenPipeError:
+    except ConnectionError:  # a broken pipe, or a TCP connection reset
         log.error("the connection to the client is lost; shutting down")
     except KeyboardInterrupt:
         pass
