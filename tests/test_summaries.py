@@ -911,6 +911,22 @@ async def test_an_answer_from_input_past_the_window_is_kept_and_compacted_as_ove
     assert len(fake.message_requests()) == 1  # a complete answer is not asked for again
 
 
+def assert_cut_left_out_and_asked_again(new: list[dict[str, Any]], events: list[AgentEvent],
+                                        fake: FakeAnthropic, answer: str) -> None:
+    """As pi 1.6 recovers from a cut reply: it is left out by a context edit, the context is
+    compacted (once, to ask again), and the second request ends on the user's message."""
+    assert [e["type"] for e in new] == [
+        "message", "message", "message", "context_edit", "compaction", "message"]
+    cut = new[2]
+    assert cut["message"]["stopReason"] == "length"
+    assert (new[3]["targetId"], new[3]["replacement"]) == (cut["id"], None)
+    assert new[5]["message"]["content"][0]["text"] == answer
+    ends = [e for e in events if isinstance(e, CompactionEnd)]
+    assert len(ends) == 1 and ends[0].will_retry
+    requests = fake.message_requests()
+    assert len(requests) == 2 and requests[1]["messages"][-1]["role"] == "user"
+
+
 async def test_a_length_stop_with_the_window_full_and_nothing_written_is_retried(
         session: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider]) -> None:
     """A server that fills the window with truncated input and stops at the length limit with no
@@ -925,17 +941,7 @@ async def test_a_length_stop_with_the_window_full_and_nothing_written_is_retried
     count = len(lines(session))
     await harness.prompt("Document the query.")
 
-    new = lines(session)[count:]
-    assert [e["type"] for e in new] == [
-        "message", "message", "message", "context_edit", "compaction", "message"]
-    cut = new[2]
-    assert cut["message"]["stopReason"] == "length"
-    assert (new[3]["targetId"], new[3]["replacement"]) == (cut["id"], None)
-    assert new[5]["message"]["content"][0]["text"] == "Recovered."
-    ends = [e for e in events if isinstance(e, CompactionEnd)]
-    assert len(ends) == 1 and ends[0].will_retry
-    requests = fake.message_requests()
-    assert len(requests) == 2 and requests[1]["messages"][-1]["role"] == "user"
+    assert_cut_left_out_and_asked_again(lines(session)[count:], events, fake, "Recovered.")
 
 
 async def test_a_length_stop_below_the_models_output_limit_is_compacted_and_retried(
@@ -954,19 +960,9 @@ async def test_a_length_stop_below_the_models_output_limit_is_compacted_and_retr
     count = len(lines(session))
     await harness.prompt("Document the query.")
 
-    new = lines(session)[count:]
-    assert [e["type"] for e in new] == [
-        "message", "message", "message", "context_edit", "compaction", "message"]
-    cut = new[2]
-    assert cut["message"]["stopReason"] == "length"
-    assert (new[3]["targetId"], new[3]["replacement"]) == (cut["id"], None)
-    assert new[5]["message"]["content"][0]["text"] == "Whole answer."
+    assert_cut_left_out_and_asked_again(lines(session)[count:], events, fake, "Whole answer.")
     assert [e.reason for e in events if isinstance(e, CompactionStart)] == ["overflow"]
-    ends = [e for e in events if isinstance(e, CompactionEnd)]
-    assert len(ends) == 1 and ends[0].will_retry
-    requests = fake.message_requests()
-    assert len(requests) == 2 and requests[1]["messages"][-1]["role"] == "user"
-    assert "Half an ans" not in json.dumps(requests[1])
+    assert "Half an ans" not in json.dumps(fake.message_requests()[1])
 
 
 async def test_busy_harness_refuses_summaries(
