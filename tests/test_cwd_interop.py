@@ -282,6 +282,33 @@ def test_a_session_in_the_shared_folder_belongs_to_the_folder_it_names(
     assert hub.folder_of(session) == second  # not the deepest folder holding the shared one
 
 
+def test_a_new_session_runs_its_tools_in_the_folder_it_was_started_in(
+        shared: Path, tmp_path: Path) -> None:
+    """Before its first prompt a new session in the shared folder has no file to read the header
+    from: it was taken for the folder with the longest name, and its tools wrote there."""
+    first, second = tmp_path / "first-with-a-longer-name", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    hub = SessionHub([first, second], Config(workspace_trusted=True))
+    path = hub.new_session(None, second)
+    assert path.parent == shared and not path.exists()
+    assert hub.folder_of(path) == second
+    assert hub.harness(path).root == second
+    forked = hub.fork(path, None)  # not written either: its header names the folder
+    assert not forked.exists() and hub.folder_of(forked) == second
+
+
+def test_a_shared_session_started_in_no_folder_goes_to_the_first(
+        shared: Path, tmp_path: Path) -> None:
+    """One started elsewhere (opened by its path) was taken for the folder with the longest
+    name, since every folder lists the shared one; it is the first, where new ones go."""
+    second, first = tmp_path / "second-with-a-longer-name", tmp_path / "first"
+    first.mkdir()
+    second.mkdir()
+    session = written_by_hand(shared / "s.jsonl", str(tmp_path / "elsewhere"))
+    assert SessionHub([first, second], Config()).folder_of(session) == first
+
+
 def test_a_relative_shared_folder_that_leads_out_is_not_followed(
         shared: Path, linked: tuple[Path, Path], tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:

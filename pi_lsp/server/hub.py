@@ -267,6 +267,12 @@ class SessionHub(Workspace):
         session.stamp = (folder, stamp)
         return session.harness
 
+    def folder_of(self, path: Path, cwd: str | None = None) -> Path:
+        """The workspace folder a session belongs to (Workspace.folder_of), for one held by its
+        header in memory: a new session has no file to read it from until its first prompt."""
+        session = self.open.get(real_path(path))
+        return super().folder_of(path, session.tree.header.cwd if session is not None else cwd)
+
     def held(self, path: Path) -> OpenSession:
         """The open session at `path`, as it is (nothing is read)."""
         session = self.open.get(real_path(path))

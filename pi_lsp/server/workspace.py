@@ -14,6 +14,7 @@ from pi_lsp.session.catalog import (
     followed,
     session_dirs,
     session_workspace,
+    shared_folders,
     shared_owner,
 )
 from pi_lsp.settings import Settings
@@ -49,14 +50,17 @@ class Workspace:
                 seen.setdefault(real_path(directory), None)
         return list(seen)
 
-    def folder_of(self, path: Path) -> Path:
+    def folder_of(self, path: Path, cwd: str | None = None) -> Path:
         """The workspace folder a session belongs to: in pi's shared folder, the one its header
-        names (all share that folder); else the deepest one holding it."""
+        (or `cwd`, the header of one held) names; else the deepest one holding it."""
         workspaces = self.folders_or_cwd()  # as the sessions were listed
-        owner = shared_owner(path, workspaces)
+        owner = shared_owner(path, workspaces, cwd)
         if owner is not None:
             return owner
-        folders = {folder: self.directories(folder) for folder in workspaces}
+        # Every folder lists pi's shared folder: it says nothing of whose a session there is.
+        shared = shared_folders(workspaces)
+        folders = {folder: [d for d in self.directories(folder)
+                            if os.path.realpath(d) not in shared] for folder in workspaces}
         return session_workspace(path, folders, workspaces[0])
 
     def confine(self, path: Path) -> Path:

@@ -174,17 +174,24 @@ def of_workspaces(sessions: list[SessionSummary], workspaces: list[Path]
             started_in(s.cwd, among) is not None]
 
 
-def shared_owner(path: Path, workspaces: list[Path]) -> Path | None:
-    """For a session in pi's shared folder, the workspace its header names; else None."""
+def shared_owner(path: Path, workspaces: list[Path], cwd: str | None = None) -> Path | None:
+    """For a session in pi's shared folder, the workspace its header's cwd names (`cwd` when
+    the header is known: a new session's file is written only at its first prompt); else None."""
     among = shared_folders(workspaces).get(os.path.dirname(os.path.realpath(path)))
     if among is None:
         return None
+    if cwd is None:
+        cwd = _header_cwd(path)
+    return started_in(cwd, among) if cwd is not None else None
+
+
+def _header_cwd(path: Path) -> str | None:
+    """The cwd the session file's header records; None if it cannot be read."""
     try:
         with open_regular(str(path)) as file:
-            header = header_decoder.decode(file.readline(MAX_LINE_BYTES))
+            return header_decoder.decode(file.readline(MAX_LINE_BYTES)).cwd
     except (OSError, NotASessionError, msgspec.DecodeError):
         return None
-    return started_in(header.cwd, among)
 
 
 class SessionDirError(ValueError):
