@@ -318,7 +318,23 @@ def test_a_relative_shared_folder_that_leads_out_is_not_followed(
     written_by_hand(elsewhere / "s.jsonl", str(real))
     (real / "sessions").symlink_to(elsewhere)
     monkeypatch.setenv("PI_CODING_AGENT_SESSION_DIR", "sessions")
-    assert listed(real) == set()
+    assert listed(real) == listed(_link) == set()
+
+
+def test_a_relative_shared_folder_is_taken_from_the_real_path(
+        shared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pi resolves it from process.cwd(), the workspace's real path: with `..` and the workspace
+    opened through a symlink in another folder, pi-lsp started and listed sessions elsewhere."""
+    real, link = tmp_path / "b" / "real", tmp_path / "a" / "link"
+    real.mkdir(parents=True)
+    link.parent.mkdir()
+    link.symlink_to(real)
+    monkeypatch.setenv("PI_CODING_AGENT_SESSION_DIR", "../shared")
+    tree = prompted(start_session(link, "anthropic", "claude-sonnet-4-5", "off"))
+    assert Path(tree.path).parent == tmp_path / "b" / "shared"
+    assert listed(link) == {tree.path}
+    found = pi_continues(link, HOME=os.environ["HOME"], PI_CODING_AGENT_SESSION_DIR="../shared")
+    assert os.path.normpath(real / found["continued"]) == tree.path
 
 
 def test_the_tools_do_not_write_the_shared_folder(shared: Path, tmp_path: Path) -> None:

@@ -111,9 +111,9 @@ def pi_path(value: str, base: str) -> str:
 def shared_session_dir(workspace: str) -> Path | None:
     """The folder $PI_CODING_AGENT_SESSION_DIR names, where the pi CLI keeps every project's
     sessions (over a project's `sessionDir`); None when unset. A relative one is taken from the
-    workspace as named, so a symlink in it that leads out is caught as any other."""
+    workspace's real path, pi's process.cwd(): from a symlink's name `..` leads elsewhere."""
     value = os.environ.get(SESSION_DIR_VARIABLE)
-    return Path(pi_path(value, os.path.abspath(workspace))) if value else None
+    return Path(pi_path(value, os.path.realpath(workspace))) if value else None
 
 
 def own_session_dirs(workspace: str) -> list[Path]:
@@ -203,10 +203,11 @@ def leads_out(directory: Path, workspace: Path) -> bool:
     """Whether `directory`, written inside `workspace`, is really somewhere else (a symlink on
     its way leads out): a repository must not point pi-lsp at another project's sessions."""
     written = Path(os.path.abspath(directory))
-    root = Path(os.path.abspath(workspace))
-    if root != written and root not in written.parents:
+    real_root = Path(os.path.realpath(workspace))
+    # Written under the workspace's name or its real path (a relative shared folder is).
+    if not any(root == written or root in written.parents
+               for root in (Path(os.path.abspath(workspace)), real_root)):
         return False  # configured outside the workspace: the user's own choice
-    real_root = Path(os.path.realpath(root))
     real = Path(os.path.realpath(written))
     return real != real_root and real_root not in real.parents
 
