@@ -87,6 +87,26 @@ def test_notes_within_the_project_are_read(project: Path) -> None:
     assert project_notes(project) == [(str(project / "AGENTS.md"), "Run make test.\n")]
 
 
+def test_your_own_notes_are_read_where_their_symlink_leads(
+        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """~/.pi/agent/AGENTS.md linked into the user's dotfiles was dropped as leading "outside the
+    project": the rule for a cloned repository was applied to the user's own folder (pi reads
+    it). A FIFO there is still skipped."""
+    agent, dotfiles = tmp_path / "home" / ".pi" / "agent", tmp_path / "home" / "dotfiles"
+    agent.mkdir(parents=True)
+    dotfiles.mkdir()
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    (dotfiles / "AGENTS.md").write_text("Always answer in French.\n")
+    (agent / "AGENTS.md").symlink_to("../../dotfiles/AGENTS.md")
+    os.mkfifo(dotfiles / "fifo")
+    (agent / "AGENTS.override.md").symlink_to(dotfiles / "fifo")
+    with caplog.at_level(logging.WARNING):
+        assert project_notes(project) == [(str(agent / "AGENTS.md"), "Always answer in French.\n")]
+    assert "AGENTS.override.md: not read as project notes because it is not a regular file" \
+        in caplog.text
+
+
 def test_notes_that_are_no_regular_file_are_skipped(project: Path) -> None:
     (project / "AGENTS.md").mkdir()
     os.mkfifo(project / "CLAUDE.md")  # opening it for reading must not wait for a writer

@@ -31,16 +31,18 @@ project's tests or commands to check what you did. Be brief in what you say; sho
 exact errors. Ask when a request is ambiguous instead of guessing at something destructive."""
 
 
-def _read_notes(path: Path, root: Path) -> str | None:
+def _read_notes(path: Path, root: Path | None) -> str | None:
     """The first NOTES_LIMIT bytes of a notes file, less a BOM; None (logged) when there is none,
-    or it is no regular file within `root` or looks like a secret."""
+    or it is no regular file (within `root`, if given) or looks like a secret."""
     if not os.path.lexists(path):
         return None
     # A committed symlink may lead to /proc/self/environ or ~/.aws/credentials; one within the
-    # project (CLAUDE.md -> AGENTS.md) is fine.
+    # project (CLAUDE.md -> AGENTS.md) is fine. The user's own folder has no such rule (as in
+    # pi): its AGENTS.md may be a link into their dotfiles.
     real = Path(os.path.realpath(path))
     reason = secret_reason(path) or (
-        None if inside(real, Path(os.path.realpath(root))) else "it leads outside the project")
+        None if root is None or inside(real, Path(os.path.realpath(root)))
+        else "it leads outside the project")
     if reason is None:
         try:
             file = open_regular(path)
@@ -56,11 +58,11 @@ def _read_notes(path: Path, root: Path) -> str | None:
     return None
 
 
-def _context_file(folder: Path) -> tuple[str, str] | None:
-    """The folder's context file as pi 1.6 picks it, the first of its names that can be read:
-    its path and its first NOTES_LIMIT bytes."""
+def _context_file(folder: Path, root: Path | None) -> tuple[str, str] | None:
+    """The folder's context file as pi 1.6 picks it, the first of its names that can be read
+    (within `root`, if given): its path and its first NOTES_LIMIT bytes."""
     for name in CONTEXT_FILES:
-        text = _read_notes(folder / name, folder)
+        text = _read_notes(folder / name, root)
         if text is not None:
             return str(folder / name), text
     return None
@@ -71,8 +73,8 @@ def project_notes(root: Path) -> list[tuple[str, str]]:
     project's. pi 1.6 also reads those of the folders above the project; pi-lsp reads notes
     only within the project, which a cloned repository controls no further."""
     notes: dict[str, str] = {}
-    for folder in (agent_dir(), root):
-        found = _context_file(folder)
+    for folder, within in ((agent_dir(), None), (root, root)):
+        found = _context_file(folder, within)
         if found is not None:
             notes.setdefault(*found)
     return list(notes.items())
