@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 import threading
 from pathlib import Path
@@ -13,7 +14,9 @@ import pytest
 
 from pi_lsp.context.build import build_session_context
 from pi_lsp.context.convert import convert_to_llm
+from pi_lsp.server.treeview import HeldView, TreeViews
 from pi_lsp.session.appender import WriteFailedError
+from pi_lsp.session.catalog import summarize
 from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import (
     AssistantMessage,
@@ -26,6 +29,7 @@ from pi_lsp.session.entries import (
     UserMessage,
     role_of,
 )
+from pi_lsp.session.fork import fork_session
 from pi_lsp.session.ids import iso_to_ms
 from pi_lsp.session.outline import entry_preview
 from pi_lsp.session.records import UnknownEntryError, decode_entry
@@ -700,6 +704,113 @@ def test_a_custom_message_without_display_is_in_the_context(tmp_path: Path) -> N
     assert [role_of(m) for m in plan.messages_to_summarize] == ["user", "assistant", "custom"]
     branch = fit_branch_messages(tree.path_to("dddddddd"), 0)
     assert [role_of(m) for m in branch.messages] == ["user", "assistant", "custom", "user"]
+
+
+STAMP_MS = iso_to_ms("2025-01-01T10:00:02.000Z")
+LATER_MS = 1735725700000  # 2025-01-01T10:01:40.000Z, later than every other stamp
+
+
+def llm_text(raw: msgspec.Raw) -> str:
+    """The text of the one model message `raw` becomes."""
+    (converted,) = convert_to_llm([raw])
+    return str(json.loads(bytes(converted))["content"][0]["text"])
+
+
+def test_branch_summaries_with_fields_of_other_types_are_read_as_pi_reads_them(
+        tmp_path: Path) -> None:
+    """A branch_summary whose fromHook was no boolean, whose fromId was missing, null or a
+    number, or whose summary was a number or an object was unreadable and left out; pi 1.6
+    carries each field as it is (a summary into the model's text as JavaScript writes it) and
+    takes its file lists unless fromHook is true to JavaScript (an empty object is)."""
+    for fields, text, carried in (({"fromHook": "yes"}, "S", []), ({"fromHook": {}}, "S", []),
+                                  ({"fromHook": 0}, "S", ["a.py"]),
+                                  ({"fromId": None}, "S", ["a.py"]),
+                                  ({"summary": 5, "fromId": 7}, "5", ["a.py"]),
+                                  ({"summary": {"a": 1}}, "[object Object]", ["a.py"])):
+        fields = {"summary": "S", **fields}  # no fromId unless given
+        tree = write_session(tmp_path / "s.jsonl", [
+            msg("aaaaaaaa", None),
+            entry("branch_summary", "bbbbbbbb", "aaaaaaaa",
+                  details={"readFiles": ["a.py"], "modifiedFiles": []}, **fields),
+            msg("cccccccc", "bbbbbbbb", "back")])
+        raw = build_session_context(tree, "cccccccc").messages[1]
+        shown = {key: fields[key] for key in ("summary", "fromId") if key in fields}
+        assert json.loads(bytes(raw)) == {"role": "branchSummary", **shown, "timestamp": STAMP_MS}
+        assert llm_text(raw).endswith(f"<branch_exploration_summary>\n{text}\n"
+                                      "</branch_exploration_summary>"), fields
+        branch = fit_branch_messages(tree.path_to("cccccccc"), 0)
+        assert len(branch.messages) == 3 and branch.files.lists().read_files == carried, fields
+        assert entry_preview(decode_entry(tree.by_id["bbbbbbbb"])) == f"branch summary: {text}"
+
+
+def test_compactions_with_fields_of_other_types_are_read_as_pi_reads_them(
+        tmp_path: Path) -> None:
+    """A compaction whose summary was missing, null, a number or an object, whose
+    firstKeptEntryId was a number or an object, whose tokensBefore was past a double's range
+    (1e400: msgspec's "Number out of range") or whose timestamp was a number, null or missing
+    was unreadable: the whole history came back, and the plan had no previous summary. pi 1.6
+    carries each as it is: the number names no kept entry, 1e400 is Infinity (null in JSON),
+    and the stamp reads as `new Date(timestamp)` does."""
+    head = [msg("aaaaaaaa", None, "old"),
+            entry("message", "bbbbbbbb", "aaaaaaaa", message=assistant_text("old answer")),
+            msg("cccccccc", "bbbbbbbb", "kept")]
+    missing = object()
+    for changes, stamp, kept in (({"summary": missing}, STAMP_MS, ["kept"]),
+                                 ({"summary": None}, STAMP_MS, ["kept"]),
+                                 ({"summary": 5}, STAMP_MS, ["kept"]),
+                                 ({"summary": {"a": 1}}, STAMP_MS, ["kept"]),
+                                 ({"firstKeptEntryId": 123}, STAMP_MS, []),
+                                 ({"firstKeptEntryId": {}}, STAMP_MS, []),
+                                 ({"tokensBefore": math.inf}, STAMP_MS, ["kept"]),
+                                 ({"timestamp": LATER_MS}, LATER_MS, ["kept"]),
+                                 ({"timestamp": None}, 0, ["kept"]),
+                                 ({"timestamp": missing}, None, ["kept"])):
+        fields = {"summary": "S", "firstKeptEntryId": "cccccccc", "tokensBefore": 10,
+                  "details": {"readFiles": ["a.py"], "modifiedFiles": []}, **changes}
+        compaction = {key: value for key, value in
+                      entry("compaction", "dddddddd", "cccccccc", **fields).items()
+                      if value is not missing}
+        path = tmp_path / "s.jsonl"
+        write_session(path, [
+            *head, compaction, msg("eeeeeeee", "dddddddd", "new"),
+            entry("message", "ffffffff", "eeeeeeee", message=assistant_text("new answer"))])
+        path.write_text(path.read_text().replace("Infinity", "1e400"))  # json.dumps' word
+        tree = SessionTree.open(str(path))
+        assert tree.problems == [], changes
+        messages = [json.loads(bytes(m)) for m in
+                    build_session_context(tree, "eeeeeeee").messages]
+        summary = {key: compaction[key] for key in ("summary", "tokensBefore") if key in compaction}
+        if summary["tokensBefore"] == math.inf:
+            summary["tokensBefore"] = None  # JSON.stringify(Infinity)
+        assert messages[0] == {"role": "compactionSummary", **summary, "timestamp": stamp}
+        assert [m["content"] for m in messages[1:]] == [*kept, "new"], changes
+        plan = prepare_compaction(tree.path_to("ffffffff"),
+                                  CompactionSettings(keep_recent_tokens=1))
+        assert plan is not None and plan.files.read_files == ["a.py"]
+        assert plan.previous_summary == compaction.get("summary", msgspec.UNSET)
+        entry_preview(decode_entry(tree.by_id["dddddddd"]))  # no error
+        assert [p.kind for p in check_session(tree)] == \
+            ([] if kept else ["dangling-reference"]), changes
+        fork_session(tree, "ffffffff")  # no error
+        (node,) = [n for n in TreeViews().view(HeldView(), tree).nodes if n.id == "dddddddd"]
+        shown = "2025-01-01T10:01:40.000Z" if stamp == LATER_MS else compaction.get("timestamp")
+        assert node.timestamp == shown  # the editor's row, and the session's last change
+        assert stamp != LATER_MS or summarize(path).modified == shown
+
+
+def test_custom_messages_with_a_custom_type_of_another_type_are_in_the_context(
+        tmp_path: Path) -> None:
+    """A custom_message whose customType was missing or no string was unreadable and left out
+    of the context; pi 1.6 carries it as it is."""
+    for changes in ({}, {"customType": None}, {"customType": 5}, {"customType": {"a": 1}}):
+        tree = write_session(tmp_path / "s.jsonl", [
+            msg("aaaaaaaa", None),
+            entry("custom_message", "bbbbbbbb", "aaaaaaaa", content="3 errors", **changes)])
+        (raw,) = build_session_context(tree, "bbbbbbbb").messages[1:]
+        assert json.loads(bytes(raw)) == {"role": "custom", **changes, "content": "3 errors",
+                                          "timestamp": STAMP_MS}
+        assert llm_text(raw) == "3 errors"
+        entry_preview(decode_entry(tree.by_id["bbbbbbbb"]))  # no error
 
 
 def test_check_reports_context_edits_that_edit_nothing(tmp_path: Path) -> None:

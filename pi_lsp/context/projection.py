@@ -14,19 +14,16 @@ import msgspec
 from pi_lsp.session.entries import (
     NO_MESSAGE,
     BranchSummaryEntry,
-    BranchSummaryMessage,
     CompactionEntry,
-    CompactionSummaryMessage,
     ContextEditEntry,
-    CustomMessage,
     CustomMessageEntry,
     ModelChangeEntry,
     Replacement,
     encoder,
     head_decoder,
 )
-from pi_lsp.session.ids import iso_to_ms
 from pi_lsp.session.journal import Record
+from pi_lsp.session.jsdate import date_ms
 from pi_lsp.session.jsontext import Decoder
 from pi_lsp.session.records import decode_entry
 
@@ -152,8 +149,11 @@ def with_content(raw: msgspec.Raw, content: Any) -> msgspec.Raw:
     return msgspec.Raw(encoder.encode(message))
 
 
-def _raw(message: msgspec.Struct) -> msgspec.Raw:
-    return msgspec.Raw(encoder.encode(message))
+def _message(fields: dict[str, Any]) -> msgspec.Raw:
+    """A message pi makes of an entry's fields, each as the entry holds it; a missing one
+    (UNSET) is left out, as JSON.stringify leaves out `undefined`."""
+    return msgspec.Raw(encoder.encode(
+        {key: value for key, value in fields.items() if value is not msgspec.UNSET}))
 
 
 def js_truthy(value: Any) -> bool:
@@ -163,13 +163,18 @@ def js_truthy(value: Any) -> bool:
 
 def compaction_messages(entry: CompactionEntry) -> list[msgspec.Raw]:
     """A compaction's prompt checkpoint (pi 1.6) and its summary."""
-    summary = _raw(CompactionSummaryMessage(
-        summary=entry.summary, tokens_before=entry.tokens_before,
-        timestamp=iso_to_ms(entry.timestamp),
-    ))
+    summary = _message({"role": "compactionSummary", "summary": entry.summary,
+                        "tokensBefore": entry.tokens_before,
+                        "timestamp": date_ms(entry.timestamp)})
     if js_truthy(entry.system_message):
         return [msgspec.Raw(encoder.encode(entry.system_message)), summary]
     return [summary]
+
+
+def branch_summary_message(entry: BranchSummaryEntry) -> msgspec.Raw:
+    """The message a branch summary makes (pi's createBranchSummaryMessage)."""
+    return _message({"role": "branchSummary", "summary": entry.summary,
+                     "fromId": entry.from_id, "timestamp": date_ms(entry.timestamp)})
 
 
 def entry_messages(record: Record) -> list[msgspec.Raw]:
@@ -192,19 +197,16 @@ def entry_messages(record: Record) -> list[msgspec.Raw]:
     if kind == "custom_message":
         entry = decode_entry(record)
         if isinstance(entry, CustomMessageEntry):
-            return [_raw(CustomMessage(
-                custom_type=entry.custom_type,
-                content=entry.content if entry.content is not None else [],
-                display=entry.display, details=entry.details,
-                timestamp=iso_to_ms(entry.timestamp),
-            ))]
+            return [_message({
+                "role": "custom", "customType": entry.custom_type,
+                "content": entry.content if entry.content is not None else [],
+                "display": entry.display,
+                "details": entry.details if entry.details is not None else msgspec.UNSET,
+                "timestamp": date_ms(entry.timestamp)})]
     elif kind == "branch_summary":
         entry = decode_entry(record)
-        if isinstance(entry, BranchSummaryEntry) and entry.summary:
-            return [_raw(BranchSummaryMessage(
-                summary=entry.summary, from_id=entry.from_id,
-                timestamp=iso_to_ms(entry.timestamp),
-            ))]
+        if isinstance(entry, BranchSummaryEntry) and js_truthy(entry.summary):
+            return [branch_summary_message(entry)]
     elif kind == "compaction":
         entry = decode_entry(record)
         if isinstance(entry, CompactionEntry):

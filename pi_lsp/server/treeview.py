@@ -18,6 +18,7 @@ import msgspec
 
 from pi_lsp.session.catalog import tree_title
 from pi_lsp.session.fold import fold
+from pi_lsp.session.ids import stamp_text
 from pi_lsp.session.journal import Record
 from pi_lsp.session.layout import (
     Row,
@@ -255,7 +256,8 @@ class TreeViews:
         parent = record.env.parent_id
         parent = parent if parent != entry_id and parent in tree.by_id else None
         return Node(entry_id, parent, row.depth, row.head, kind, role, preview,
-                    tree.label(entry_id), record.env.timestamp, on_path, hidden, more, more_rows)
+                    tree.label(entry_id), stamp_text(record.env.timestamp), on_path, hidden, more,
+                    more_rows)
 
     def _build(self, held: HeldView, tree: SessionTree, bookkeeping: bool, limit: int | None,
                cut: str | None) -> TreeView:

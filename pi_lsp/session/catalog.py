@@ -26,7 +26,7 @@ from pi_lsp.session.entries import (
     header_decoder,
     session_name,
 )
-from pi_lsp.session.ids import iso_to_ms, order_ms
+from pi_lsp.session.ids import iso_to_ms, order_ms, stamp_text
 from pi_lsp.session.journal import (
     MAX_LINE_BYTES,
     LineBatch,
@@ -340,7 +340,7 @@ class SummaryFold:
                 self.first_message = user_text(record)
             stamp_ms = iso_to_ms(record.env.timestamp)
             if stamp_ms is not None and stamp_ms >= self.latest_ms:  # pi skips NaN
-                self.latest_ms, self.latest = stamp_ms, record.env.timestamp
+                self.latest_ms, self.latest = stamp_ms, stamp_text(record.env.timestamp)
 
     def summary(self, path: Path) -> SessionSummary:
         header = self.header

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+from typing import Any
 
 import msgspec
 
@@ -122,13 +123,14 @@ def dangling_references(tree: SessionTree) -> list[Problem]:
         if record.env.type not in ("compaction", "label"):
             continue
         entry = decode_entry(record)
-        target: str | None = None
+        target: Any = None
         field = ""
         if isinstance(entry, CompactionEntry):
             target, field = entry.first_kept_entry_id, "firstKeptEntryId"
         elif isinstance(entry, LabelEntry):
             target, field = entry.target_id, "targetId"
-        if target is not None and target not in tree.by_id:
+        # A number or object names no entry (pi keeps nothing for it): dangling too.
+        if target is not None and (not isinstance(target, str) or target not in tree.by_id):
             found.append(Problem("dangling-reference", f"{field} {target!r} is not in the file",
                                  record.line, record.env.id))
     return found

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from pi_lsp.session.jsontext import Decoder
+from pi_lsp.session.jsontext import Decoder, js_string
 from pi_lsp.session.jsontext import encoder as encoder  # pi's JSON text, for every writer
 
 CURRENT_VERSION = 3
@@ -125,7 +125,7 @@ class BashExecutionMessage(_Message, tag="bashExecution", kw_only=True):
 
 
 class CustomMessage(_Message, tag="custom", kw_only=True):
-    custom_type: str
+    custom_type: str  # read as text when of another type (js_string)
     content: str | list[UserBlock]
     display: Any = msgspec.UNSET  # as its entry holds it (see there)
     details: Any = None
@@ -155,15 +155,15 @@ class SystemCheckpoint(_Message, tag="system", kw_only=True):
 class BranchSummaryMessage(_Message, tag="branchSummary", kw_only=True):
     """In memory only: made from a `branch_summary` entry."""
 
-    summary: str
-    from_id: str
+    summary: str  # read as pi's convertToLlm writes one of another type (js_string)
+    from_id: Any = msgspec.UNSET  # as its entry holds it
     timestamp: int | None  # None: pi's NaN (an unreadable entry stamp), written as null
 
 
 class CompactionSummaryMessage(_Message, tag="compactionSummary", kw_only=True):
     """In memory only: made from a `compaction` entry."""
 
-    summary: str
+    summary: str  # read as pi's convertToLlm writes one of another type (js_string)
     tokens_before: Any = msgspec.UNSET  # as its compaction entry holds it (see there)
     timestamp: int | None  # None: pi's NaN (an unreadable entry stamp), written as null
 
@@ -218,13 +218,15 @@ class ModelChangeEntry(_Entry, tag="model_change", kw_only=True):
 
 
 class CompactionEntry(_Entry, tag="compaction", kw_only=True):
+    # pi checks none of the types of the fields below: it carries each as the entry holds it
+    # (UNSET: missing), so a hand-edited or extension's entry must not be dropped for one.
     id: str
     parent_id: str | None
-    timestamp: str
-    summary: str
-    # pi reads neither: an extension's compaction may leave both out or give a fractional
-    # count, and pi carries the count as given; no kept entry keeps nothing.
-    first_kept_entry_id: str | None = None
+    timestamp: Any = msgspec.UNSET  # read as `new Date(timestamp)` (jsdate.date_ms)
+    summary: Any = msgspec.UNSET
+    # An extension's compaction may leave both out or give a fractional count, and pi carries
+    # the count as given; a kept entry that is none (or no string) keeps nothing.
+    first_kept_entry_id: Any = None
     tokens_before: Any = msgspec.UNSET
     details: Any = None
     usage: Any = None
@@ -234,14 +236,15 @@ class CompactionEntry(_Entry, tag="compaction", kw_only=True):
 
 
 class BranchSummaryEntry(_Entry, tag="branch_summary", kw_only=True):
+    # As in a compaction, pi carries these fields as the entry holds them (UNSET: missing).
     id: str
     parent_id: str | None
-    timestamp: str
-    from_id: str
-    summary: str
+    timestamp: Any = msgspec.UNSET
+    from_id: Any = msgspec.UNSET
+    summary: Any = msgspec.UNSET
     details: Any = None
     usage: Any = None
-    from_hook: bool | None = None
+    from_hook: Any = None  # tested as JavaScript does (`!fromHook`), whatever it holds
 
 
 class CustomEntry(_Entry, tag="custom", kw_only=True):
@@ -253,14 +256,14 @@ class CustomEntry(_Entry, tag="custom", kw_only=True):
 
 
 class CustomMessageEntry(_Entry, tag="custom_message", kw_only=True):
-    custom_type: str
+    custom_type: Any = msgspec.UNSET  # carried by pi as the entry holds it (UNSET: missing)
     content: str | list[UserBlock] | None = None  # pi 1.6 reads a missing one as []
     # Only for pi's display: an extension may leave it out, and pi carries it as given.
     display: Any = msgspec.UNSET
     details: Any = None
     id: str
     parent_id: str | None
-    timestamp: str
+    timestamp: Any = msgspec.UNSET
 
 
 class LabelEntry(_Entry, tag="label", kw_only=True):
@@ -355,7 +358,7 @@ class Envelope(msgspec.Struct, rename="camel", gc=False):
     type: str
     id: str | None = None
     parent_id: str | None = None
-    timestamp: str | None = None
+    timestamp: str | float | None = None  # pi reads a number as epoch milliseconds
     message: msgspec.Raw = NO_MESSAGE
 
 
@@ -388,6 +391,10 @@ def decode_message(raw: msgspec.Raw | bytes) -> AgentMessage | None:
 # the message in pi's context, and pi's estimates treat them as these values do.
 _FALLBACKS: dict[str, Any] = {"timestamp": 0, "api": "", "provider": "", "model": "",
                               "usage": {}, "stopReason": "stop"}
+# Text fields pi uses whatever their type (convertToLlm's `prefix + summary`): read as the text
+# JavaScript makes of them, `undefined` for a missing one.
+_TEXT_FIELDS: dict[str, tuple[str, ...]] = {
+    "branchSummary": ("summary",), "compactionSummary": ("summary",), "custom": ("customType",)}
 _MESSAGE_TYPES = {kind.__struct_config__.tag: kind for kind in AgentMessage.__args__}
 _fields_decoder: Decoder[dict[str, Any]] = Decoder(dict[str, Any])
 
@@ -419,6 +426,8 @@ def _read_leniently(raw: msgspec.Raw | bytes) -> AgentMessage | None:
     kind = _MESSAGE_TYPES.get(role) if isinstance(role, str) else None
     if kind is None:
         return None
+    for name in _TEXT_FIELDS.get(str(role), ()):
+        fields[name] = js_string(fields.get(name, msgspec.UNSET))
     for field in msgspec.structs.fields(kind):
         name = field.encode_name
         if name not in _FALLBACKS or _fits(fields.get(name, field.default), field.type):

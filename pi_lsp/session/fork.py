@@ -62,7 +62,8 @@ def _relinked(record: Record, parent: str | None, keeps_own_root: bool,
     else:
         changes = {"parentId": parent}
     entry = decode_entry(record)
-    if isinstance(entry, CompactionEntry) and entry.first_kept_entry_id in after:
+    if isinstance(entry, CompactionEntry) and isinstance(entry.first_kept_entry_id, str) and \
+            entry.first_kept_entry_id in after:
         changes["firstKeptEntryId"] = after[entry.first_kept_entry_id]
     if not changes:
         return record.original

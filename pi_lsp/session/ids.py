@@ -5,11 +5,12 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Container
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
-from pi_lsp.session.jsdate import MAX_TIME_MS, parse_ms
+from pi_lsp.session.jsdate import MAX_TIME_MS, date_ms
 
 _MAX_SHORT_TRIES = 100
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def new_entry_id(taken: Container[str]) -> str:
@@ -32,17 +33,32 @@ def new_session_id() -> str:
 
 def iso_now() -> str:
     """The current time as JavaScript's `toISOString()` writes it."""
-    moment = datetime.now(UTC)
+    return _iso(datetime.now(UTC))
+
+
+def _iso(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
-def iso_to_ms(text: str | None) -> int | None:
+def iso_to_ms(text: str | float | None) -> int | None:
     """`new Date(text).getTime()` as pi computes it: epoch milliseconds, or None for NaN (a
-    missing stamp included: JavaScript's `new Date(undefined)`)."""
-    return None if text is None else parse_ms(text)
+    missing stamp included: JavaScript's `new Date(undefined)`); a number is taken as it is."""
+    return None if text is None else date_ms(text)
 
 
-def order_ms(text: str | None) -> int:
+def stamp_text(stamp: str | float | None) -> str | None:
+    """An entry's stamp as text: a number as the time it stands for, written as JavaScript's
+    `toISOString()` writes it (None out of Python's range of dates)."""
+    if not isinstance(stamp, float):
+        return stamp
+    ms = date_ms(stamp)
+    try:
+        return None if ms is None else _iso(_EPOCH + timedelta(milliseconds=ms))
+    except OverflowError:
+        return None
+
+
+def order_ms(text: str | float | None) -> int:
     """An ordering key for newest-first listings: unreadable stamps sort as the oldest."""
     ms = iso_to_ms(text)
     return -MAX_TIME_MS - 1 if ms is None else ms

@@ -35,6 +35,19 @@ def parse_ms(text: str) -> int | None:
     return read_iso(text)
 
 
+def date_ms(value: object) -> int | None:
+    """`new Date(value).getTime()` for a JSON value of any type (an entry's stamp that is not
+    text): a number as it is (within a Date's range, cut to whole milliseconds), null as 0, a
+    boolean as 0 or 1; None for NaN, as for a missing value or an object."""
+    if isinstance(value, str):
+        return parse_ms(value)
+    if value is None or isinstance(value, bool):
+        return int(bool(value))
+    if isinstance(value, int | float) and abs(value) <= MAX_TIME_MS:  # NaN fails this too
+        return int(value)
+    return None
+
+
 def read_iso(text: str) -> int | None:
     """`parse_ms` without its shortcut for pi's own form (which must agree with it)."""
     match = _FORM.fullmatch(text)

@@ -16,6 +16,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 T = TypeVar("T")
+NUMBER_OUT_OF_RANGE = "Number out of range"  # msgspec's words for a number past a double's
 
 # An escaped backslash, an escaped surrogate pair, or a lone surrogate escape (in that order,
 # so `\\ud83d`, a backslash then text, and a whole pair are never taken for a lone one).
@@ -57,6 +58,11 @@ class Decoder(Generic[T]):
         try:
             decoded: T = self.fast.decode(data)
             return decoded
+        except msgspec.ValidationError as error:
+            # JSON.parse reads a number past a double's range (1e400) as Infinity, as the
+            # standard library does; msgspec refuses it.
+            if not str(error).startswith(NUMBER_OUT_OF_RANGE):
+                raise
         except msgspec.DecodeError:
             if not has_lone_surrogate(bytes(data)):
                 raise
@@ -131,6 +137,25 @@ def js_number(value: float) -> str:
     power = point - 1
     shown = digits if count == 1 else digits[0] + "." + digits[1:]
     return f"{sign}{shown}e{'+' if power >= 0 else '-'}{abs(power)}"
+
+
+def js_string(value: Any) -> str:
+    """`String(value)` as JavaScript makes it, where pi puts a field of another type into text:
+    numbers as JavaScript writes them, an object as `[object Object]`, an array's items joined
+    with commas, a missing value (UNSET) as `undefined`."""
+    if isinstance(value, str):
+        return value
+    if value is msgspec.UNSET or value is None:
+        return "undefined" if value is msgspec.UNSET else "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        if value != value or value in (math.inf, -math.inf):
+            return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+        return _js_integer(value) if isinstance(value, int) else js_number(value)
+    if isinstance(value, list):
+        return ",".join("" if item is None else js_string(item) for item in value)
+    return "[object Object]"
 
 
 def _js_integer(value: int) -> str:

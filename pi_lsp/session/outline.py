@@ -30,7 +30,7 @@ from pi_lsp.session.entries import (
     role_of,
 )
 from pi_lsp.session.journal import Record
-from pi_lsp.session.jsontext import js_number
+from pi_lsp.session.jsontext import js_number, js_string
 from pi_lsp.session.layout import layout, shown_entry
 from pi_lsp.session.records import decode_entry
 from pi_lsp.session.tree import SessionTree
@@ -107,11 +107,12 @@ def entry_preview(entry: Entry | None) -> str:
         case ThinkingLevelChangeEntry():
             return f"thinking → {entry.thinking_level}"
         case CompactionEntry():
-            return f"compaction{_tokens_before(entry)}: {shorten(entry.summary, 40)}"
+            return f"compaction{_tokens_before(entry)}: {shorten(js_string(entry.summary), 40)}"
         case BranchSummaryEntry():
-            return f"branch summary: {shorten(entry.summary, 56)}"
+            return f"branch summary: {shorten(js_string(entry.summary), 56)}"
         case CustomMessageEntry():
-            return shorten(f"{entry.custom_type}: {content_text(entry.content or [])}")
+            return shorten(f"{js_string(entry.custom_type)}: "
+                           f"{content_text(entry.content or [])}")
         case CustomEntry():
             return f"custom {entry.custom_type}"
         case LabelEntry():

@@ -7,9 +7,11 @@ import msgspec
 from pi_lsp.context.layers import model_at
 from pi_lsp.context.projection import (
     apply_edit,
+    branch_summary_message,
     compaction_messages,
     context_settings,
     entry_messages,
+    js_truthy,
     latest_edits,
 )
 from pi_lsp.context.tokens import estimate_tokens
@@ -17,7 +19,6 @@ from pi_lsp.providers.registry import ModelRegistry
 from pi_lsp.session.entries import (
     AgentMessage,
     BranchSummaryEntry,
-    BranchSummaryMessage,
     CompactionEntry,
     ContextEditEntry,
     CustomMessageEntry,
@@ -28,7 +29,6 @@ from pi_lsp.session.entries import (
     UserMessage,
     decode_message,
 )
-from pi_lsp.session.ids import iso_to_ms
 from pi_lsp.session.journal import Record
 from pi_lsp.session.records import decode_entry, parent_of
 from pi_lsp.session.tree import SessionTree
@@ -85,8 +85,7 @@ def branch_message(record: Record, edit: ContextEditEntry | None) -> AgentMessag
     if kind == "branch_summary":
         entry = decode_entry(record)
         if isinstance(entry, BranchSummaryEntry):
-            return BranchSummaryMessage(summary=entry.summary, from_id=entry.from_id,
-                                        timestamp=iso_to_ms(entry.timestamp))
+            return decode_message(branch_summary_message(entry))
         return None
     if kind == "compaction":
         entry = decode_entry(record)
@@ -108,7 +107,7 @@ def fit_branch_messages(records: list[Record], budget: int) -> BranchMessages:
     for record in records:
         if record.env.type == "branch_summary":
             entry = decode_entry(record)
-            if isinstance(entry, BranchSummaryEntry) and not entry.from_hook:
+            if isinstance(entry, BranchSummaryEntry) and not js_truthy(entry.from_hook):
                 files.add_details(entry.details)
     edits = latest_edits(records)
     messages: list[AgentMessage] = []

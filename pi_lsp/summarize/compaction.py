@@ -23,6 +23,7 @@ from pi_lsp.session.entries import (
     head_decoder,
 )
 from pi_lsp.session.journal import Record
+from pi_lsp.session.jsontext import js_string
 from pi_lsp.session.records import decode_entry
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.summarize.fileops import FileLists, FileOps, format_file_lists
@@ -47,7 +48,8 @@ class CompactionPlan(msgspec.Struct):
     first_kept_entry_id: str
     is_split_turn: bool
     tokens_before: int
-    previous_summary: str | None
+    # As the previous compaction holds it, any type (UNSET: missing); None with none.
+    previous_summary: Any
     messages_to_summarize: list[AgentMessage]
     turn_prefix_messages: list[AgentMessage]
     files: FileLists
@@ -59,7 +61,7 @@ class PlanSummary(msgspec.Struct, rename="camel"):
     first_kept_entry_id: str
     is_split_turn: bool
     tokens_before: int
-    previous_summary: str | None
+    previous_summary: Any  # as in the plan (a missing one is left out, as pi prints it)
     messages_to_summarize: int
     turn_prefix_messages: int
     read_files: list[str]
@@ -216,15 +218,16 @@ def summary_details(files: FileLists, summarizer: Summarizer | None) -> dict[str
 async def summarize_plan(plan: CompactionPlan, summarizer: Summarizer,
                          settings: CompactionSettings, instructions: str | None) -> Summary:
     """The summary of a plan, file lists included, with the usage of every request made."""
-    history = SummaryRequest("history", plan.messages_to_summarize, plan.previous_summary,
-                             instructions)
+    # pi writes the previous summary into the prompt as JavaScript's `${previousSummary}`.
+    previous = js_string(plan.previous_summary) if js_truthy(plan.previous_summary) else None
+    history = SummaryRequest("history", plan.messages_to_summarize, previous, instructions)
     if plan.is_split_turn and plan.turn_prefix_messages:
         prefix = SummaryRequest("turn_prefix", plan.turn_prefix_messages,
                                 instructions=instructions)
         # pi 1.6: one request after the other, and the previous summary survives a split turn
         # that adds no history.
         earlier = await summarizer.summarize(history) if plan.messages_to_summarize \
-            else Summary(plan.previous_summary or NO_HISTORY)
+            else Summary(previous or NO_HISTORY)
         turn = await summarizer.summarize(prefix)
         summary = Summary(f"{earlier.text}{SPLIT_TURN_MARK}\n\n{turn.text}",
                           combined_usage(earlier.usage, turn.usage))
