@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pi_lsp.agent import tools
+from pi_lsp.agent import images, tools
 from pi_lsp.agent.approval import ApprovalRequest
 from pi_lsp.agent.events import (
     AgentEvent,
@@ -1241,6 +1241,41 @@ async def test_prompt_images_reach_the_wire_as_base64(make_rig, fake) -> None:
     stored = rig.messages()[0]["content"]
     assert stored[1] == {"type": "image", "data": PNG, "mimeType": "image/png"}
 
+
+def held_images(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, threading.Event]:
+    """Images processed only once `go` is set; `entered` once one is being processed."""
+    process = images.process_image
+    entered, go = threading.Event(), threading.Event()
+
+    def held(file: Any, stated: str) -> images.SentImage:
+        entered.set()
+        go.wait(CEILING_S)
+        return process(file, stated)
+
+    monkeypatch.setattr(images, "process_image", held)
+    return entered, go
+
+
+async def test_an_abort_while_the_prompts_images_are_processed_sends_nothing(
+        make_rig, fake, monkeypatch: pytest.MonkeyPatch) -> None:
+    """They were processed (a second or more) before the run began, the harness idle: abort()
+    answered False and the model was asked anyway (found in review)."""
+    rig = make_rig()
+    fake.script(text_reply("an answer nobody wants"))
+    entered, go = held_images(monkeypatch)
+    run = asyncio.create_task(
+        rig.harness.prompt("look", [ImageContent(data=PNG, mime_type="image/png")]))
+    try:
+        await until(entered.is_set, "the image being processed")
+        assert rig.harness.abort() is True
+    finally:
+        go.set()
+    produced = await asyncio.wait_for(run, CEILING_S)
+    assert fake.message_requests() == []
+    assert [role_of(m) for m in produced] == ["user", "assistant"]
+    assert rig.messages()[0]["content"][1]["data"] == PNG
+    assert rig.entries()[-1]["message"]["stopReason"] == "aborted"
+    assert not rig.harness.busy and rig.problems() == []
 
 
 async def test_prompt_image_that_is_not_base64_is_refused_before_anything_is_written(

@@ -25,10 +25,12 @@ from pi_lsp.context.build import build_session_context
 from pi_lsp.context.convert import convert_to_llm
 from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.providers.registry import ModelInfo, ModelRegistry, Price
+from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import (
     AssistantMessage,
     BranchSummaryEntry,
     CompactionEntry,
+    ImageContent,
     TextContent,
     ToolCall,
     ToolResultMessage,
@@ -67,6 +69,7 @@ from tests.fake_anthropic import (
     text_reply,
     tool_block,
 )
+from tests.test_agent import PNG, held_images
 from tests.waits import run_cli, until
 
 FORK = "e1afef94"  # "OK, that makes sense. How should we fix the data layer?"
@@ -805,6 +808,39 @@ async def test_a_follow_up_left_by_an_aborted_prompt_is_not_sent_with_the_next(
     await harness.prompt("NEXT")
     assert "LATE" not in json.dumps(fake.message_requests()[-1])
     assert "LATE" not in Path(tree.path).read_text()
+
+async def test_an_abort_while_a_follow_ups_image_is_processed_after_the_compaction_stops_it(
+        tmp_path: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The follow-up's images were processed after the compaction with the harness idle: the
+    abort was refused (False) and the model asked anyway (found in review)."""
+    tree = tiny_session(tmp_path)
+    roomy = ModelInfo("anthropic", "tiny", 8000, 1000, Price(0, 0, 0, 0))
+    harness = Harness(tree, tmp_path, providers, registry=ModelRegistry([roomy]),
+                      default_model=("anthropic", "tiny"),
+                      compaction=CompactionSettings(reserve_tokens=1000, keep_recent_tokens=300))
+    entered, go = held_images(monkeypatch)
+    loop = asyncio.get_running_loop()
+    image = [ImageContent(data=PNG, mime_type="image/png")]
+    harness.subscribe(lambda e: loop.call_soon(harness.follow_up, "LATE", image)
+                      if isinstance(e, CompactionStart) else None)
+    fake.script(Reply([message_start(input_tokens=7500), *text_block(0, "Step 3 done."),
+                       *message_end()]), text_reply("An answer nobody wants."))
+    run = asyncio.create_task(harness.prompt("Now step 3."))
+    try:
+        await until(entered.is_set, "the follow-up's image being processed")
+        assert harness.abort() is True
+    finally:
+        go.set()
+    await run
+
+    written = lines(Path(tree.path))
+    kinds = [e["message"]["role"] if e["type"] == "message" else e["type"] for e in written]
+    assert kinds[-3:] == ["compaction", "user", "assistant"]
+    assert written[-2]["message"]["content"][0]["text"] == "LATE"
+    assert written[-1]["message"]["stopReason"] == "aborted"
+    assert len(fake.message_requests()) == 1
+    assert not harness.busy and check_session(SessionTree.open(tree.path)) == []
 
 
 async def test_a_tool_loop_past_the_threshold_is_compacted_between_its_turns(

@@ -359,7 +359,7 @@ class Harness:
         self.tree.refresh()
         try:
             await self._compact_if_needed("threshold")
-            produced = await self._run([await with_sent_images(message)])
+            produced = await self._run([message])
             last = last_reply(produced)
             overflow = self._overflow(last)
             # pi 1.6 recovers no aborted run (_handlePostAgentRun returns before compacting).
@@ -372,7 +372,7 @@ class Harness:
                 await self._compact_if_needed("overflow" if overflow else "threshold",
                                               force=overflow == "keep")
                 # Steered or followed up while that compaction ran: pi 1.6 goes on with it.
-                queued = await self.take_steering() + await self.take_follow_up()
+                queued = self._take_queued()
                 if queued and not self.aborted:
                     produced += await self._run(queued)
             return produced
@@ -380,11 +380,21 @@ class Harness:
             self._steering.clear()
             self._follow_up.clear()
 
+    def _take_queued(self) -> list[UserMessage]:
+        """The steers, then the follow-ups, as sent: `_run` processes their images once the
+        session is busy, so an abort meanwhile is not refused."""
+        queued = [*self._steering, *self._follow_up]
+        self._steering, self._follow_up = [], []
+        return queued
+
     async def _run(self, prompts: list[UserMessage]) -> list[AgentMessage]:
         self.phase, self.retries.attempt = "turn", 0
         self._said_path = self.tree.path  # a move while idle was the hub's to tell
         self.tree.hold_leaf = True  # another writer's entries must not become this turn's parent
         try:
+            # Busy while the images are processed (a second or more), as pi 1.6 marks the run
+            # active first: an abort meanwhile stops the run before its request.
+            prompts = [await with_sent_images(message) for message in prompts]
             self.agent = self.agent_setup()
             # No API key: fails before writing. Aborted before or meanwhile: the prompt is
             # written aborted at once, not after its SDK's import (seconds on a busy machine).
