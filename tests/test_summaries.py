@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from pi_lsp.agent.events import AgentEvent, CompactionEnd, CompactionStart
+from pi_lsp.agent.events import AgentEvent, CompactionEnd, CompactionStart, MessageStart
 from pi_lsp.agent.harness import BusyError, Harness
 from pi_lsp.agent.loop import Aborted
 from pi_lsp.context.build import build_session_context
@@ -923,6 +923,30 @@ async def test_overflow_compacts_and_retries_once(
     assert len(requests) == 2  # the failed call and exactly one retry
     retried = "".join(b["text"] for b in requests[1]["messages"][0]["content"])
     assert "compacted into the following summary" in retried
+
+
+async def test_an_overflow_error_from_the_model_switched_from_is_not_compacted_and_retried(
+        session: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider]) -> None:
+    """The user switched models while the request failed: pi 1.6 requires the same model for
+    every overflow (the new one may have room); pi-lsp compacted and asked the new one again."""
+    harness = Harness(open_tree(session), session.parents[2], providers,
+                      compaction=CompactionSettings(keep_recent_tokens=KEEP_B_REPEAT))
+    events: list[AgentEvent] = []
+    harness.subscribe(events.append)
+    harness.subscribe(lambda e: harness.set_model("anthropic", "claude-haiku-4-5")
+                      if isinstance(e, MessageStart) and isinstance(e.message, AssistantMessage)
+                      else None)
+    fake.script(error_reply(400, "invalid_request_error",
+                            "prompt is too long: 250000 tokens > 200000 maximum"),
+                text_reply("Asked again."))
+    count = len(lines(session))
+    await harness.prompt("Document the query.")
+
+    new = lines(session)[count:]
+    assert [e["type"] for e in new] == ["message", "message", "message", "model_change"]
+    assert new[2]["message"]["stopReason"] == "error"
+    assert not [e for e in events if isinstance(e, CompactionStart)]
+    assert len(fake.message_requests()) == 1
 
 
 async def test_an_answer_from_input_past_the_window_is_kept_and_compacted_as_overflow(

@@ -418,18 +418,19 @@ class Harness:
         return context_tokens(self.tree, self.tree.leaf_id)
 
     def _overflow(self, reply: AssistantMessage | None) -> Literal["retry", "keep"] | None:
-        """How pi 1.6 answers a reply that outgrew the model's window (None: it did not, or
-        compaction is off): compact and ask again ("retry": refused, or stopped at a length
-        limit below the model's own), or compact and keep it ("keep": answered from input the
-        server truncated)."""
+        """How pi 1.6 answers a reply that outgrew the model's window (None: it did not, came
+        from another model than the one in force, or compaction is off): compact and ask again
+        ("retry": refused, or stopped at a length limit below the model's own), or compact and
+        keep it ("keep": answered from input the server truncated)."""
         if reply is None or not self.compaction.enabled:
+            return None
+        model = self.model()
+        # Another model's overflow, refused or silent, says nothing of this one's window: pi 1.6
+        # requires the same model for every kind.
+        if (reply.provider, reply.model) != (model.provider, model.id):
             return None
         if reply.stop_reason == "error":
             return "retry" if is_context_overflow(reply.error_message, reply.provider) else None
-        model = self.model()
-        # Another model's usage says nothing of this one's window (pi checks the same model).
-        if (reply.provider, reply.model) != (model.provider, model.id):
-            return None
         if is_silent_overflow(reply, model.context_window):
             return "keep" if reply.stop_reason == "stop" else "retry"
         return "retry" if is_recoverable_length(reply, model.max_tokens) else None
