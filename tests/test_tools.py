@@ -510,6 +510,12 @@ RESIZED_NOTE = ("[Image: original 3000x2000, displayed at 2000x1333. Multiply co
     (encoded(SMALL, "PNG"), " IMAGE/PNG; x=1", "image/png", [], (30, 20), True),
     (encoded(SMALL, "BMP"), "image/png", "image/png",
      ["[Image converted from image/bmp to image/png.]"], (30, 20), False),
+    (encoded(SMALL, "TIFF"), "image/png", "image/png",
+     ["[Image converted from image/tiff to image/png.]"], (30, 20), False),
+    (encoded(SMALL, "PPM"), "image/jpeg", "image/png",
+     ["[Image converted from image/x-portable-anymap to image/png.]"], (30, 20), False),
+    (encoded(SMALL, "PNG", save_all=True, append_images=[Image.new("RGB", (30, 20))]),
+     "image/jpeg", "image/png", [], (30, 20), True),
     (encoded(stripes(3000, 2000), "JPEG"), "image/png", "image/png", [RESIZED_NOTE],
      (2000, 1333), False),
     (encoded(SMALL, "TIFF"), "image/tiff", "image/png",
@@ -518,7 +524,8 @@ RESIZED_NOTE = ("[Image: original 3000x2000, displayed at 2000x1333. Multiply co
      ["[Image converted from application/octet-stream to image/png.]"], (30, 20), False),
     (encoded(SMALL, "PNG"), "", "image/png", [], (30, 20), False),
 ], ids=["jpeg-said-png", "png-said-jpg", "png-said-with-parameters", "bmp-said-png",
-        "large-jpeg-said-png", "tiff", "octet-stream", "no-type"])
+        "tiff-said-png", "ppm-said-jpeg", "animated-png-said-jpeg", "large-jpeg-said-png",
+        "tiff", "octet-stream", "no-type"])
 def test_a_given_image_is_decoded_by_its_bytes_and_sent_as_its_type_says(
         data: bytes, stated: str, mime: str, hints: list[str], size: tuple[int, int],
         as_given: bool) -> None:

@@ -16,7 +16,6 @@ from typing import IO, TYPE_CHECKING
 
 from msgspec import structs
 
-from pi_lsp.agent.mime import SNIFF_BYTES, image_type
 from pi_lsp.agent.readpage import to_fixed
 from pi_lsp.session.entries import ImageContent, TextContent, UserMessage
 
@@ -39,6 +38,9 @@ NOT_RESIZED = "[Image omitted: could not be resized below the inline image size 
 # The types a model takes as they are, by the names pi knows them; pi converts the others to PNG.
 SENT_TYPES = {"image/png": "image/png", "image/jpeg": "image/jpeg", "image/jpg": "image/jpeg",
               "image/gif": "image/gif", "image/webp": "image/webp"}
+# The same, by the names Pillow gives what it decoded (a JPEG with more images is an "MPO").
+SENT_FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "MPO": "image/jpeg",
+                "GIF": "image/gif", "WEBP": "image/webp"}
 # What pi's decoder (Photon) reads, told by the bytes whatever type the image is said to be: a
 # JPEG sent as image/png is decoded (and sent as image/png, as pi sends it); an ICO is not.
 DECODED = ("PNG", "JPEG", "GIF", "WEBP", "BMP", "TIFF", "PPM")
@@ -60,16 +62,17 @@ def process_image(file: IO[bytes], stated: str) -> SentImage:
     """pi's processImage on the image in `file`, said to be of type `stated`, but sent as the
     type its bytes tell: pi keeps the stated one, and a provider refuses a JPEG sent as
     image/png, which then fails every later request of the session."""
+    from PIL import Image
+
     mime = stated.split(";")[0].strip().lower()
-    file.seek(0)
-    told = image_type(file.read(SNIFF_BYTES))
     if mime in SENT_TYPES:
-        image = _decoded(file, NOT_RESIZED)
-        if told is None or told in SENT_TYPES:
-            return _fitted(image, lambda: _raw(file), told or SENT_TYPES[mime], None)
-        mime = told  # a BMP said to be a PNG: converted, as pi converts a BMP
+        image, kind = _decoded(file, NOT_RESIZED)
+        if kind in SENT_FORMATS:
+            return _fitted(image, lambda: _raw(file), SENT_FORMATS[kind], None)
+        # A BMP, TIFF or PPM said to be a PNG: converted, the note naming what its bytes are.
+        mime = Image.MIME.get(kind, mime)
     else:
-        image = _decoded(file, NOT_CONVERTED)
+        image, _kind = _decoded(file, NOT_CONVERTED)
     png = _png(image)
     return _fitted(image, lambda: png, "image/png", mime)
 
@@ -106,9 +109,10 @@ async def with_sent_images(message: UserMessage) -> UserMessage:
     return structs.replace(message, content=[structs.replace(first, text=text), *rest, *sent])
 
 
-def _decoded(file: IO[bytes], failure: str) -> Image:
-    """The image in `file`, upright as its EXIF orientation says; ImageOmitted with `failure`
-    when it does not decode, or TOO_MANY_PIXELS when it is too large to try."""
+def _decoded(file: IO[bytes], failure: str) -> tuple[Image, str]:
+    """The image in `file`, upright as its EXIF orientation says, and its format as Pillow
+    names it; ImageOmitted with `failure` when it does not decode, or TOO_MANY_PIXELS when it
+    is too large to try."""
     from PIL import Image
 
     file.seek(0)
@@ -116,7 +120,7 @@ def _decoded(file: IO[bytes], failure: str) -> Image:
         image = Image.open(file, formats=DECODED)  # its header only
         if image.width * image.height <= MAX_PIXELS:
             image.load()
-            return _resizable(_oriented(image))
+            return _resizable(_oriented(image)), image.format or ""
     except Image.DecompressionBombError:  # Pillow's own check, at twice MAX_PIXELS
         pass
     # Hostile bytes make Pillow raise many kinds (OSError, SyntaxError, ValueError,
