@@ -151,21 +151,22 @@ def _oriented(image: Image) -> Image:
     return image if turn is None else image.transpose(turn)
 
 
-def _raw(file: IO[bytes]) -> bytes | None:
-    """The file's bytes when they are small enough to send as they are, else None."""
+def _raw(file: IO[bytes]) -> bytes:
+    """The file's bytes, read no further than one byte past what could be sent as it is."""
     file.seek(0)
-    data = file.read(MAX_BASE64 * 3 // 4 + 1)
-    return data if _base64_size(data) < MAX_BASE64 else None
+    return file.read(MAX_BASE64 * 3 // 4 + 1)
 
 
-def _fitted(image: Image, original: Callable[[], bytes | None], mime: str,
+def _fitted(image: Image, original: Callable[[], bytes], mime: str,
             converted_from: str | None) -> SentImage:
     """pi's resizeImage: `original` (the bytes of `image`, of type `mime`) when within the
     limits, else `image` scaled down and encoded as pi chooses, with pi's notes."""
     from PIL.Image import Resampling
 
     width, height = image.size
-    if width <= MAX_SIDE and height <= MAX_SIDE and (data := original()) is not None:
+    # An image converted to PNG is held to the size limit too (pi checks the PNG's bytes).
+    if width <= MAX_SIDE and height <= MAX_SIDE and \
+            _base64_size(data := original()) < MAX_BASE64:
         return SentImage(base64.b64encode(data).decode(), mime, _converted(converted_from, mime))
     for size in _sizes(width, height):
         fit = _first_fit(_candidates(image.resize(size, Resampling.LANCZOS)))
