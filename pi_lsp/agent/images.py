@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import functools
 import io
 import math
 from collections.abc import Callable, Iterator
@@ -27,9 +28,10 @@ MAX_SIDE = 2000
 MAX_BASE64 = 4718592  # 4.5 MiB
 JPEG_QUALITIES = (80, 85, 70, 55, 40)  # pi's own first, then its steps, in its order
 # pi's decoder gives up past 512 MiB of pixels (179 million RGB ones) and took 1.7 GB to resize
-# 144 million. pi-lsp stops at Pillow's own bound (Image.MAX_IMAGE_PIXELS): ~360 MB decoded,
-# enough for an 8K screen (33 million) or a 48 MP photo; a tiny PNG that claims 50000x50000 is
-# refused from its header, before anything is decoded.
+# 144 million. pi-lsp stops at Pillow's own bound (Image.MAX_IMAGE_PIXELS), enough for an 8K
+# screen (33 million) or a 48 MP photo: 360 MB decoded as RGBA, and a peak of about 800 MB to
+# scale it down (Pillow premultiplies alpha in a copy; RGB peaks at 455 MB, 16-bit grey at
+# 625 MB). A tiny PNG that claims 50000x50000 is refused from its header, before decoding.
 MAX_PIXELS = 89_478_485
 TOO_MANY_PIXELS = (f"[Image omitted: more than {MAX_PIXELS} pixels, too large to decode; make a "
                    "smaller copy and read that.]")
@@ -73,8 +75,7 @@ def process_image(file: IO[bytes], stated: str) -> SentImage:
         mime = Image.MIME.get(kind, mime)
     else:
         image, _kind = _decoded(file, NOT_CONVERTED)
-    png = _png(image)
-    return _fitted(image, lambda: png, "image/png", mime)
+    return _fitted(image, lambda: _png(image), "image/png", mime)
 
 
 def image_bytes(data: str, name: str) -> bytes:
@@ -134,8 +135,16 @@ def _resizable(image: Image) -> Image:
     """`image` in a mode Pillow scales with Lanczos (it scales a palette by nearest pixel) and
     converts as pi does (Pillow clips 16-bit grey to white; pi scales it to 8 bits, rounded)."""
     if image.mode.startswith("I;16"):
-        return image.convert("I").point(lambda value: value / 257 + 0.5).convert("L")
+        # One 32-bit copy, mapped to 8 bits by a table (Pillow maps no 16-bit mode itself): a
+        # scale, then a convert, took two and 879 MB at MAX_PIXELS.
+        return image.convert("I").point(_eight_bit_table(), "L")
     return image if image.mode in ("L", "LA", "RGB", "RGBA") else image.convert("RGBA")
+
+
+@functools.cache
+def _eight_bit_table() -> list[int]:
+    """Each 16-bit value scaled to 8 bits, rounded as pi rounds it (value / 257, halves up)."""
+    return [(value + 128) // 257 for value in range(65536)]
 
 
 def _oriented(image: Image) -> Image:
