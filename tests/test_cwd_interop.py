@@ -298,6 +298,30 @@ def test_a_new_session_runs_its_tools_in_the_folder_it_was_started_in(
     assert not forked.exists() and hub.folder_of(forked) == second
 
 
+@pytest.mark.parametrize("started", ["inner", "outer"])
+def test_a_new_session_in_nested_folders_keeps_the_folder_it_was_started_in(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, started: str) -> None:
+    """With the shared folder inside one of two nested folders, only the deepest folder holding
+    it could own a session there: one started in the other ran its tools in, and was listed
+    for, the wrong folder (found in review)."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    outer = tmp_path / "outer"
+    inner = outer / "inner"
+    inner.mkdir(parents=True)
+    # The shared folder lies in the folder the session is not started in.
+    holder = outer if started == "inner" else inner
+    monkeypatch.setenv("PI_CODING_AGENT_SESSION_DIR", str(holder / ".shared-sessions"))
+    folder = inner if started == "inner" else outer
+    hub = SessionHub([outer, inner], Config(workspace_trusted=True))
+    path = hub.new_session(None, folder)
+    assert hub.folder_of(path) == folder and hub.harness(path).root == folder
+    prompted(hub.held(path).tree)  # its file is written
+    forked = hub.fork(path, None)
+    hub.open.clear()  # closed as unused: what was read from the file decides no more
+    assert hub.folder_of(path) == hub.folder_of(forked) == folder
+    assert {s.path for s in hub.list_sessions()} == {str(path), str(forked)}
+
+
 def test_a_shared_session_started_in_no_folder_goes_to_the_first(
         shared: Path, tmp_path: Path) -> None:
     """One started elsewhere (opened by its path) was taken for the folder with the longest

@@ -86,6 +86,10 @@ class SessionHub(Workspace):
         self.files = files
         self.diagnostics_for = diagnostics_for
         self.open: OrderedDict[Path, OpenSession] = OrderedDict()  # least recently used first
+        # The folder each session this server started (or forked) was started in, by real path,
+        # kept when its tree is closed: in a shared folder that lies in an outer folder, a
+        # nested folder's header is not trusted as a committed file's would be.
+        self.started: dict[Path, Path] = {}
         self._loading: dict[Path, asyncio.Task[OpenSession]] = {}  # files being read, by path
         self.listeners: list[ChangeListener] = []
         self.index = SessionIndex()
@@ -97,7 +101,8 @@ class SessionHub(Workspace):
 
     def list_sessions(self) -> list[SessionSummary]:
         """The sessions on disk, and the new ones not written yet (no prompt so far)."""
-        sessions = of_workspaces(self.index.list(self.all_directories()), self.folders_or_cwd())
+        sessions = of_workspaces(self.index.list(self.all_directories()), self.folders_or_cwd(),
+                                 {str(path) for path in self.started})
         waiting = [tree_summary(s.tree) for s in self.open.values() if s.tree.deferred]
         return sorted([*sessions, *waiting], key=lambda s: order_ms(s.modified), reverse=True)
 
@@ -199,6 +204,8 @@ class SessionHub(Workspace):
             old = real_path(change.relocated_from)
             moved = self.open.pop(old) if old in self.open else OpenSession(tree)
             self.open[path] = moved
+            if old in self.started:
+                self.started[path] = self.started.pop(old)
             self._previews.drop_where(lambda cached: cached[0] == old)
         session = self.open.get(path)
         if change.reloaded and session is not None:
@@ -225,6 +232,7 @@ class SessionHub(Workspace):
         if session is not None:
             session.abort()
         self._drop(key)
+        self.started.pop(key, None)
 
     def change_folders(self, folders: list[Path]) -> None:
         """The editor's folders changed; the sessions of a folder removed go with it."""
@@ -269,8 +277,13 @@ class SessionHub(Workspace):
 
     def folder_of(self, path: Path, cwd: str | None = None) -> Path:
         """The workspace folder a session belongs to (Workspace.folder_of), for one held by its
-        header in memory: a new session has no file to read it from until its first prompt."""
-        session = self.open.get(real_path(path))
+        header in memory: a new session has no file to read it from until its first prompt; for
+        one it started, the folder it was started in while that is still one of the workspace's."""
+        key = real_path(path)
+        started = self.started.get(key)
+        if started is not None and started in self.folders_or_cwd():
+            return started
+        session = self.open.get(key)
         return super().folder_of(path, session.tree.header.cwd if session is not None else cwd)
 
     def held(self, path: Path) -> OpenSession:
@@ -338,6 +351,7 @@ class SessionHub(Workspace):
         model = settings.registry().get(settings.default_provider, settings.default_model)
         tree = self._keep(start_session(root, settings.default_provider, settings.default_model,
                                         settings.new_session_thinking_level(model))).tree
+        self.started[real_path(tree.path)] = root
         if name:
             tree.append_session_info(name)
         return Path(tree.path)
@@ -419,7 +433,9 @@ class SessionHub(Workspace):
         leaf = leaf_id or tree.leaf_id
         if leaf is None:
             raise ValueError("the session is empty; there is nothing to fork")
-        return Path(self._keep(fork_session(tree, leaf)).tree.path)
+        fork = self._keep(fork_session(tree, leaf)).tree
+        self.started[real_path(fork.path)] = self.folder_of(path)  # next to it, in its folder
+        return Path(fork.path)
 
     def check(self, path: Path) -> list[Problem]:
         return check_session(self.sync(path).tree)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -161,17 +161,18 @@ def started_in(cwd: str, workspaces: list[Path]) -> Path | None:
     return None
 
 
-def of_workspaces(sessions: list[SessionSummary], workspaces: list[Path]
-                  ) -> list[SessionSummary]:
+def of_workspaces(sessions: list[SessionSummary], workspaces: list[Path],
+                  started: Collection[str] = ()) -> list[SessionSummary]:
     """`sessions` less those in pi's shared folder that another project started: there, as in
-    pi, a session belongs to the workspace its header's cwd names."""
+    pi, a session belongs to the workspace its header's cwd names (or, for the paths in
+    `started`, the one the server started it in)."""
     shared = shared_folders(workspaces)
     if not shared:
         return sessions
     owners = {folder: shared.get(os.path.realpath(folder))  # a few, for hundreds of files
               for folder in {os.path.dirname(s.path) for s in sessions}}
     return [s for s in sessions if (among := owners[os.path.dirname(s.path)]) is None or
-            started_in(s.cwd, among) is not None]
+            started_in(s.cwd, among) is not None or s.path in started]
 
 
 def shared_owner(path: Path, workspaces: list[Path], cwd: str | None = None) -> Path | None:
