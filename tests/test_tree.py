@@ -14,6 +14,7 @@ import pytest
 
 from pi_lsp.context.build import build_session_context
 from pi_lsp.context.convert import convert_to_llm
+from pi_lsp.context.projection import ModelRef
 from pi_lsp.server.treeview import HeldView, TreeViews
 from pi_lsp.session.appender import WriteFailedError
 from pi_lsp.session.catalog import summarize
@@ -34,7 +35,7 @@ from pi_lsp.session.ids import iso_to_ms
 from pi_lsp.session.outline import entry_preview
 from pi_lsp.session.records import UnknownEntryError, decode_entry
 from pi_lsp.session.tree import SessionTree
-from pi_lsp.summarize.branch import fit_branch_messages
+from pi_lsp.summarize.branch import Navigation, fit_branch_messages, navigation
 from pi_lsp.summarize.compaction import CompactionSettings, compact, prepare_compaction
 from pi_lsp.summarize.extractive import ExtractiveSummarizer
 from tests.waits import CEILING_S
@@ -857,3 +858,36 @@ async def test_a_compaction_carries_the_replayed_system_message(tmp_path: Path) 
     roles = [json.loads(bytes(m))["role"] for m in
              build_session_context(tree, result.entry_id).messages]
     assert roles[:2] == ["system", "compactionSummary"] and "system" not in roles[2:]
+
+
+@pytest.mark.parametrize(("stamp", "shown"), [
+    (LATER_MS, "2025-01-01T10:01:40.000Z"), (None, None), (True, "1970-01-01T00:00:00.001Z"),
+    ([2020], "2020-01-01T00:00:00.000Z"), ({}, None)])
+def test_typed_entries_with_a_stamp_of_another_type_are_read_as_pi_reads_them(
+        tmp_path: Path, stamp: Any, shown: str | None) -> None:
+    """A message, model or thinking level change, label, name or custom entry whose timestamp
+    was no string was unreadable: its model not used, label and name lost, a prompt's row blank
+    and navigation to it failing. pi 1.6 reads any stamp as `new Date(timestamp)`."""
+    path = tmp_path / "s.jsonl"
+    entries = [
+        {**HEADER, "timestamp": 5},  # NaN to pi, which still opens and lists it
+        {**entry("custom", "99999999", None, customType="ext"), "timestamp": stamp},
+        {**msg("aaaaaaaa", "99999999", "the prompt"), "timestamp": stamp},
+        {**entry("model_change", "bbbbbbbb", "aaaaaaaa", provider="openai", modelId="gpt-5"),
+         "timestamp": stamp},
+        {**entry("thinking_level_change", "cccccccc", "bbbbbbbb", thinkingLevel="high"),
+         "timestamp": stamp},
+        {**entry("label", "dddddddd", "cccccccc", targetId="aaaaaaaa", label="start"),
+         "timestamp": stamp},
+        {**entry("session_info", "eeeeeeee", "dddddddd", name="named"), "timestamp": stamp}]
+    path.write_text("".join(json.dumps(line) + "\n" for line in entries), encoding="utf-8")
+    tree = SessionTree.open(str(path))
+    assert tree.problems == [] and tree.leaf_id == "eeeeeeee"
+    built = build_session_context(tree, "eeeeeeee")
+    assert (built.model, built.thinking_level) == (ModelRef("openai", "gpt-5"), "high")
+    assert navigation(tree, "aaaaaaaa") == Navigation("99999999", "the prompt")
+    assert tree.label("aaaaaaaa") == "start"
+    (node,) = [n for n in TreeViews().view(HeldView(), tree).nodes if n.id == "aaaaaaaa"]
+    assert (node.role, node.preview, node.timestamp) == ("user", "the prompt", shown)
+    listed = summarize(path)
+    assert (listed.name, listed.created) == ("named", "1970-01-01T00:00:00.005Z")

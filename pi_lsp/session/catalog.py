@@ -345,13 +345,14 @@ class SummaryFold:
 
     def summary(self, path: Path) -> SessionSummary:
         header = self.header
-        modified = header.timestamp
+        # pi's created is `new Date(timestamp)` whatever the header holds: "" for NaN.
+        created = modified = stamp_text(header.timestamp) or ""
         header_ms = iso_to_ms(header.timestamp)
         if self.latest is not None and (header_ms is None or self.latest_ms > header_ms):
             modified = self.latest
         return SessionSummary(
             path=str(path), id=header.id, name=self.name, cwd=header.cwd,
-            created=header.timestamp, modified=modified, entry_count=self.entry_count,
+            created=created, modified=modified, entry_count=self.entry_count,
             first_message=self.first_message, parent_session=header.parent_session,
             title=session_title(self.name, self.first_message, str(path)),
         )

@@ -186,7 +186,7 @@ class SessionHeader(msgspec.Struct, tag_field="type", tag="session", rename="cam
                     omit_defaults=True, kw_only=True):
     version: int | None = None
     id: str
-    timestamp: str
+    timestamp: Any  # pi reads any JSON value (NaN for most that are not text) and lists it
     cwd: str = ""
     parent_session: str | None = None
 
@@ -196,23 +196,25 @@ class _Entry(msgspec.Struct, tag_field="type", rename="camel", omit_defaults=Tru
 
 
 class MessageEntry(_Entry, tag="message", kw_only=True):
+    # pi checks no entry's timestamp type: it reads any JSON value as `new Date(timestamp)`
+    # (jsdate.date_ms; UNSET: missing), so none is dropped for one.
     id: str
     parent_id: str | None
-    timestamp: str
+    timestamp: Any = msgspec.UNSET
     message: AgentMessage
 
 
 class ThinkingLevelChangeEntry(_Entry, tag="thinking_level_change", kw_only=True):
     id: str
     parent_id: str | None
-    timestamp: str
+    timestamp: Any = msgspec.UNSET
     thinking_level: str
 
 
 class ModelChangeEntry(_Entry, tag="model_change", kw_only=True):
     id: str
     parent_id: str | None
-    timestamp: str
+    timestamp: Any = msgspec.UNSET
     provider: str
     model_id: str
 
@@ -252,7 +254,7 @@ class CustomEntry(_Entry, tag="custom", kw_only=True):
     data: Any = None
     id: str
     parent_id: str | None
-    timestamp: str
+    timestamp: Any = msgspec.UNSET
 
 
 class CustomMessageEntry(_Entry, tag="custom_message", kw_only=True):
@@ -269,7 +271,7 @@ class CustomMessageEntry(_Entry, tag="custom_message", kw_only=True):
 class LabelEntry(_Entry, tag="label", kw_only=True):
     id: str
     parent_id: str | None
-    timestamp: str
+    timestamp: Any = msgspec.UNSET
     target_id: str
     label: str | None = None
 
@@ -277,7 +279,7 @@ class LabelEntry(_Entry, tag="label", kw_only=True):
 class SessionInfoEntry(_Entry, tag="session_info", kw_only=True):
     id: str
     parent_id: str | None
-    timestamp: str
+    timestamp: Any = msgspec.UNSET
     name: str | None = None
 
 
@@ -358,7 +360,7 @@ class Envelope(msgspec.Struct, rename="camel", gc=False):
     type: str
     id: str | None = None
     parent_id: str | None = None
-    timestamp: str | float | None = None  # pi reads a number as epoch milliseconds
+    timestamp: Any = msgspec.UNSET  # any JSON value, read as `new Date(timestamp)`
     message: msgspec.Raw = NO_MESSAGE
 
 

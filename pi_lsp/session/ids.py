@@ -7,6 +7,8 @@ import uuid
 from collections.abc import Container
 from datetime import UTC, datetime, timedelta
 
+import msgspec
+
 from pi_lsp.session.jsdate import MAX_TIME_MS, date_ms
 
 _MAX_SHORT_TRIES = 100
@@ -40,17 +42,21 @@ def _iso(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
-def iso_to_ms(text: str | float | None) -> int | None:
+def iso_to_ms(text: object) -> int | None:
     """`new Date(text).getTime()` as pi computes it: epoch milliseconds, or None for NaN (a
-    missing stamp included: JavaScript's `new Date(undefined)`); a number is taken as it is."""
-    return None if text is None else date_ms(text)
+    missing stamp, UNSET or null, included: JavaScript's `new Date(undefined)`); another JSON
+    value as jsdate.date_ms reads it."""
+    return None if text is None or text is msgspec.UNSET else date_ms(text)
 
 
-def stamp_text(stamp: str | float | None) -> str | None:
-    """An entry's stamp as text: a number as the time it stands for, written as JavaScript's
-    `toISOString()` writes it (None out of Python's range of dates)."""
-    if not isinstance(stamp, float):
+def stamp_text(stamp: object) -> str | None:
+    """An entry's stamp as text: another JSON value as the time `new Date(stamp)` makes of it,
+    written as JavaScript's `toISOString()` writes it (None for NaN, a missing or null stamp or
+    one out of Python's range of dates)."""
+    if isinstance(stamp, str):
         return stamp
+    if stamp is None or stamp is msgspec.UNSET:
+        return None
     ms = date_ms(stamp)
     try:
         return None if ms is None else _iso(_EPOCH + timedelta(milliseconds=ms))

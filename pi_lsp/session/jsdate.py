@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 
+from pi_lsp.session.jsontext import js_string
+
 MAX_TIME_MS = 8_640_000_000_000_000  # a Date's range either side of the epoch
 _DAY_MS = 86_400_000
 _NAIVE_EPOCH = datetime(1970, 1, 1)
@@ -38,7 +40,10 @@ def parse_ms(text: str) -> int | None:
 def date_ms(value: object) -> int | None:
     """`new Date(value).getTime()` for a JSON value of any type (an entry's stamp that is not
     text): a number as it is (within a Date's range, cut to whole milliseconds), null as 0, a
-    boolean as 0 or 1; None for NaN, as for a missing value or an object."""
+    boolean as 0 or 1, a list as its text (`String(value)`: `[2020]` is 2020-01-01); None for
+    NaN, as for a missing value or an object."""
+    if isinstance(value, list):
+        value = js_string(value)
     if isinstance(value, str):
         return parse_ms(value)
     if value is None or isinstance(value, bool):
