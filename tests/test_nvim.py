@@ -134,6 +134,22 @@ def test_approval_diff_goes_when_its_turn_ends(workspace: Path, fake: FakeAnthro
     assert not (workspace / "notes.txt").exists()
 
 
+def test_an_attachment_question_outlives_the_turn_it_was_queued_behind(
+        workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
+    """A follow-up's file outside the workspace, asked about while a turn ran, was denied when
+    that turn ended (the question matched its turnId), so the follow-up failed with -32011
+    although the user then chose Allow."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("NOTES-FROM-OUTSIDE\n")
+    fake.script(text_reply(*(f"word{i} " for i in range(60)), delay=0.05),
+                text_reply("followed"))
+    run_script("attachment_approval_spec.lua", workspace, fake, tmp_path,
+               PI_LSP_APPROVAL="ask", OUTSIDE_FILE=str(outside))
+    requests = fake.message_requests()
+    assert len(requests) == 2
+    assert "NOTES-FROM-OUTSIDE" in json.dumps(requests[1]["messages"])
+
+
 def test_tree_actions_and_compaction(workspace: Path, fake: FakeAnthropic,
                                      tmp_path: Path) -> None:
     # Keep little of the recent context, so the short path at hand has something to compact.

@@ -892,6 +892,23 @@ async def test_a_prompt_asking_about_its_attachment_holds_the_turn(
     assert "third" in sent and "second" not in sent and "first" not in sent
 
 
+@LSP
+async def test_an_attachments_question_says_so(pi: Pi, fake: FakeAnthropic) -> None:
+    """pi/approveTool for a prompt's file outside the workspace read as a tool call of the
+    turn it names, so the editors ended a queued follow-up's question when that turn ended."""
+    uri = (await call(pi.client, "pi.newSession", {}))["uri"]
+    outside = pi.outside / "readme.txt"
+    pi.answer, pi.asked = "allow", []
+    fake.script(text_reply("seen"))
+    turn_id = (await call(pi.client, "pi.prompt", {
+        "uri": uri, "text": "look", "context": [{"uri": outside.as_uri()}]}))["turnId"]
+    assert (await turn_end(pi, turn_id))[-1]["type"] == "agent_end"
+    assert len(pi.asked) == 1
+    if pi.custom:
+        assert pi.asked[0]["attachment"] is True and pi.asked[0]["turnId"] == turn_id
+    assert "OUTSIDE-CONTENT" in json.dumps(fake.message_requests()[-1]["messages"])
+
+
 # -- 5. abort ends an approval nobody answers ------------------------------------------------
 
 

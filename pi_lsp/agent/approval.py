@@ -27,6 +27,9 @@ class ApprovalRequest(msgspec.Struct, frozen=True):
     outside_workspace: bool
     path: Path | None = None
     change: Proposal | None = None
+    # A prompt's file (`context`) rather than a tool call: it waits for its message, which may
+    # be queued behind a turn that ends meanwhile, not for that turn.
+    attachment: bool = False
 
 
 # None to run the call, or the reason it was refused (the model reads it as the tool's result).

@@ -41,6 +41,8 @@ def approve_tool_params(request: ApprovalRequest, uri: str, turn_id: str | None,
                                allow_for_session=allow_for_session)
     if call.name == "bash":
         params.command = str(call.arguments.get("command"))
+    if request.attachment:
+        params.attachment = True
     if request.path is not None:
         params.path = str(request.path)
     if change is not None:

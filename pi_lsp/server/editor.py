@@ -252,7 +252,8 @@ async def attachment(files: EditorFiles, item: ContextArg, index: int, root: Pat
     path = Path(os.path.realpath(raw))  # Path.resolve raises on a symlink loop (< 3.13)
     if not inside(path, Path(os.path.realpath(root))):
         call = ToolCall(id=f"context-{index}", name="read", arguments={"path": str(path)})
-        refusal = await approve(ApprovalRequest(call, outside_workspace=True, path=path))
+        refusal = await approve(ApprovalRequest(call, outside_workspace=True, path=path,
+                                                 attachment=True))
         if refusal is not None:
             raise AttachmentRefused(f"{raw} (context[{index}]) is outside the workspace and "
                                     f"was not attached: {refusal}")

@@ -436,6 +436,9 @@ class ApproveToolParams(msgspec.Struct, rename="camel", kw_only=True):
     # False where "allow for this session" would not be remembered (approvals.grant), so that
     # editors do not offer it only to ask again next time
     allow_for_session: bool
+    # true: a prompt's file outside the workspace, not a tool call, so editors keep the question
+    # open when the `turn_id` turn ends (a follow-up queued behind it then starts a turn)
+    attachment: bool | msgspec.UnsetType = msgspec.UNSET
     command: str | msgspec.UnsetType = msgspec.UNSET  # bash: the whole command
     path: str | msgspec.UnsetType = msgspec.UNSET  # read, write, edit: absolute
     old_text: str | msgspec.UnsetType | None = msgspec.UNSET  # write, edit; null: a new file

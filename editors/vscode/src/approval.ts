@@ -101,9 +101,11 @@ export class Approvals {
       resolve(choice);
     }));
     // An aborted or failed turn waits for no answer any more: its question goes with it. Heard
-    // from the start: the turn may end while the title is fetched or the diff opens.
+    // from the start: the turn may end while the title is fetched or the diff opens. Not a
+    // prompt's attachment: its message (a follow-up queued behind the turn) still waits, and
+    // runs as a turn of its own once allowed.
     const ended = this.pi.onTurn((n) => {
-      if (n.turnId === p.turnId && (n.event.type === "agent_end" || n.event.type === "error")) this.open.get(id)?.(undefined);
+      if (!p.attachment && n.turnId === p.turnId && (n.event.type === "agent_end" || n.event.type === "error")) this.open.get(id)?.(undefined);
     });
     let diff: vscode.Uri | undefined;
     try {

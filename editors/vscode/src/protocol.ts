@@ -267,6 +267,9 @@ export interface ApproveToolParams {
   /** false: "allow for this session" would not be remembered for this call, so it is not
    * offered; older servers leave it out (offered). */
   allowForSession?: boolean;
+  /** true: a file attached to a prompt (not a tool call of `turnId`'s turn), whose question
+   * outlives that turn. */
+  attachment?: boolean;
   oldText?: string | null;
   newText?: string;
   diff?: string;

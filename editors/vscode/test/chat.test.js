@@ -137,6 +137,18 @@ test("a turn that ends while its question is being prepared asks nothing", async
   assert.equal(rec.progress.length, notes, "no notification");
 });
 
+test("an attachment's question stays when the turn it was queued behind ends", async () => {
+  // Before, it went with that turn (same turnId), so a follow-up the user then allowed failed.
+  let decision;
+  void api.approvals.approve({ uri, turnId: "turn-queued", toolCallId: "context-0", tool: "read",
+    path: "/elsewhere/notes.txt", outsideWorkspace: true, attachment: true }).then((d) => (decision = d));
+  const card = await eventually(() => panel.posted.find((m) => m.type === "approval" && m.message.includes("/elsewhere/notes.txt")), "the approval card");
+  api.pi.turnEmitter.fire({ uri, turnId: "turn-queued", event: { type: "agent_end", messages: [] } });
+  await panel.receive({ type: "approve", id: card.id, choice: "Accept" });
+  await eventually(() => decision, "the answer");
+  assert.deepEqual(decision, { decision: "allow" });
+});
+
 test("the model picker offers models by their models.json name and marks the current one", async () => {
   let offered;
   respond("showQuickPick", (items) => { offered = items; return items.find((i) => i.label === "Qwen Coder"); });

@@ -139,22 +139,27 @@ function M.show_diff(params, message, answer)
 end
 
 --- Call `on_end(why)` when the turn that asks with `params` ends (agent_end or
---- error) or its server stops; returns the function that stops listening.
+--- error; not an attachment's question) or its server stops; returns the function
+--- that stops listening.
 local function on_turn_end(params, on_end)
   local root = require("pi_lsp.session").root_of(params.uri)
   local stops = {
-    util.on("turn", function(note)
-      local kind = note.event and note.event.type
-      if note.turnId == params.turnId and (kind == "agent_end" or kind == "error") then
-        on_end("the turn ended")
-      end
-    end),
     util.on("stopped", function(stopped)
       if stopped == root then
         on_end("the server stopped")
       end
     end),
   }
+  -- A prompt's attachment is asked for its message, which the server still sends (as a turn
+  -- of its own) once allowed when the turn it was queued behind ended meanwhile.
+  if not params.attachment then
+    stops[#stops + 1] = util.on("turn", function(note)
+      local kind = note.event and note.event.type
+      if note.turnId == params.turnId and (kind == "agent_end" or kind == "error") then
+        on_end("the turn ended")
+      end
+    end)
+  end
   return function()
     for _, stop in ipairs(stops) do
       stop()
