@@ -909,6 +909,31 @@ async def test_an_attachments_question_says_so(pi: Pi, fake: FakeAnthropic) -> N
     assert "OUTSIDE-CONTENT" in json.dumps(fake.message_requests()[-1]["messages"])
 
 
+@LSP
+async def test_steers_queued_for_a_prompt_refused_at_its_attachment_are_named(
+        pi: Pi, fake: FakeAnthropic) -> None:
+    """A steer and a follow-up answered "queued" while the user was asked about the prompt's
+    attachment were dropped without a word when the user denied it."""
+    uri = (await call(pi.client, "pi.newSession", {}))["uri"]
+    outside = pi.outside / "readme.txt"
+    pi.answer, pi.asked, pi.release = "never", [], asyncio.Event()
+    first = asyncio.create_task(call_error(pi.client, "pi.prompt", {
+        "uri": uri, "text": "first", "context": [{"uri": outside.as_uri()}]}))
+    await until(lambda: pi.asked, "the attachment to be asked about")
+    for text, delivery in (("STEER-HELD", "steer"), ("FOLLOW-HELD", "followUp")):
+        answer = await call(pi.client, "pi.prompt",
+                            {"uri": uri, "text": text, "delivery": delivery})
+        assert answer == {"turnId": None, "queued": delivery}
+    shown = len(pi.client.messages)
+    pi.release.set()  # answered "deny"
+    assert "is outside the workspace and was not attached" in (await first).message
+    told = [m.message for m in pi.client.messages[shown:] if "were not sent" in m.message]
+    assert told == ["pi-lsp: the prompt failed before its turn began, so its queued steer "
+                    "'STEER-HELD', follow-up 'FOLLOW-HELD' were not sent"], told
+    assert not any(r for r in fake.message_requests()
+                   if "STEER-HELD" in json.dumps(r["messages"]))
+
+
 # -- 5. abort ends an approval nobody answers ------------------------------------------------
 
 

@@ -10,6 +10,8 @@ from pi_lsp.server.editor import prompt_attachments
 from pi_lsp.server.hub import UnknownSessionError
 from pi_lsp.server.protocol import BranchSummaryArgs, CompactArgs, PromptArgs, SessionArgs
 from pi_lsp.server.turns import prompt_images
+from pi_lsp.session.entries import UserMessage
+from pi_lsp.session.outline import message_preview
 
 if TYPE_CHECKING:
     from pi_lsp.server.server import PiServer
@@ -28,6 +30,7 @@ async def prompt(ls: PiServer, args: PromptArgs) -> dict[str, Any]:
             raise UnknownSessionError(str(path))
     except BaseException:
         if session is not None:
+            tell_dropped(ls, session.take_early())
             session.release()
         raise
     for refusal in attached.refused:
@@ -40,6 +43,19 @@ async def prompt(ls: PiServer, args: PromptArgs) -> dict[str, Any]:
         session, harness = ls.hub.claim_turn(path), ls.hub.harness(path)
     ls.runs.start_turn(args.uri, session, harness, args, attached.rendered)
     return {"turnId": session.turn_id}
+
+
+def tell_dropped(ls: PiServer, held: tuple[list[UserMessage], list[UserMessage]]) -> None:
+    """Name the steers and follow-ups answered "queued" for a prompt that failed before its
+    turn began: they are not sent (they steered a prompt that never ran, often one the user
+    just refused), and their senders were told they would be."""
+    steers, follow_ups = held
+    named = [f"{kind} {message_preview(message)!r}"
+             for kind, messages in (("steer", steers), ("follow-up", follow_ups))
+             for message in messages]
+    if named:
+        ls.tell(f"the prompt failed before its turn began, so its queued {', '.join(named)} "
+                "were not sent")
 
 
 async def prepare_turn(ls: PiServer, args: SessionArgs) -> dict[str, Any]:
