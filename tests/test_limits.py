@@ -765,6 +765,33 @@ async def test_exit_without_shutdown_during_a_turn_saves_it_and_exits_1(
         await server.close()
 
 
+@pytest.mark.parametrize("then", ["exit", "stdin closed"])
+async def test_shutdown_followed_at_once_by_the_end_exits_0_once(
+        then: str, tmp_path: Path, fake: FakeAnthropic) -> None:
+    """`shutdown` (here during a turn) marked the server shut down only once its work was
+    done, so the input's end at once after it ran that work again beside it (a traceback, and
+    -32603 or no answer), and an `exit` written with it exited 1."""
+    log = tmp_path / "stderr.log"
+    server, _uri = await start_turn(
+        tmp_path, fake, text_reply(*(f"word{i} " for i in range(400)), delay=0.05), log=log)
+    try:
+        await server.turn_event("message_update")
+        server.send({"id": 99, "method": "shutdown"})
+        if then == "exit":
+            server.send({"method": "exit"})
+        else:
+            assert server.process.stdin is not None
+            server.process.stdin.close()
+        assert await asyncio.wait_for(server.process.wait(), CEILING_S) == 0
+        await server.reader
+        if then == "stdin closed":
+            assert [m for m in server.messages if m.get("id") == 99] == [
+                {"jsonrpc": "2.0", "id": 99, "result": None}]
+        assert "Traceback" not in log.read_text()
+    finally:
+        await server.close()
+
+
 async def test_a_tcp_client_gone_mid_reply_ends_the_server_as_a_closed_stdin_does(
         tmp_path: Path, fake: FakeAnthropic) -> None:
     """A reset connection logged a traceback (its read's ConnectionResetError) and exited 2

@@ -67,6 +67,9 @@ class PiProtocol(LanguageServerProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._writes: set[asyncio.Future[Any]] = set()
+        # The `shutdown` request's id from its arrival (pygls sets `_shutdown` only once it is
+        # answered, and drops every message after that, responses included).
+        self.shutdown_id: int | str | None = None
 
     def _serialize_message(self, data: Any) -> Any:
         if isinstance(data, msgspec.Struct | msgspec.Raw):
@@ -136,7 +139,8 @@ class PiProtocol(LanguageServerProtocol):
 
     def handle_message(self, message: Any) -> None:
         request_id = getattr(message, "id", None) if hasattr(message, "method") else None
-        if request_id is not None and self._shutdown and message.method != types.EXIT:
+        shut = self._shutdown or self.shutdown_id is not None
+        if request_id is not None and shut and message.method != types.EXIT:
             self._refuse(request_id, JsonRpcInvalidRequest(
                 "the server is shut down: only `exit` is accepted"))
         elif isinstance(message, Unfit):
@@ -146,7 +150,16 @@ class PiProtocol(LanguageServerProtocol):
                 self._refuse(request_id, JsonRpcInvalidParams(
                     f"invalid params: {message.problem}"))
         else:
+            if request_id is not None and message.method == types.SHUTDOWN:
+                self.shutdown_id = request_id
             super().handle_message(message)
+
+    async def shutdown_answered(self) -> None:
+        """Return once the `shutdown` request received (if any) is answered."""
+        future = self._request_futures.get(self.shutdown_id) \
+            if self.shutdown_id is not None else None
+        if future is not None:
+            await asyncio.wait([asyncio.wrap_future(future)])
 
     def _refuse(self, request_id: int | str | None, error: JsonRpcException) -> None:
         """Answer the request with `error`, with no popup and no traceback in the log; with
@@ -177,6 +190,13 @@ class PiProtocol(LanguageServerProtocol):
                 future.cancel()
         self._shutdown = True
         return None
+
+    @lsp_method(types.EXIT)
+    def lsp_exit(self, *args: Any) -> Generator[Any, Any, None]:
+        # An `exit` written right after `shutdown`, before its answer, is a clean exit too:
+        # pygls' exit code (1 unless `_shutdown`) read that as an exit without shutdown.
+        self._shutdown = self._shutdown or self.shutdown_id is not None
+        yield from super().lsp_exit(*args)
 
 
 # What a reader of the raw body needs to find a request's id: strings, and runs of brackets.

@@ -51,6 +51,7 @@ class PiServer(LanguageServer):
         self.runs = Runs(self, self.tasks)
         self.approvals = ToolApprovals(self, lambda: self.config)
         self.files = EditorFiles(self)
+        self._finishing: asyncio.Future[None] | None = None
         self.watch = SessionWatch(lambda path: self.hub.file_changed(path),
                                   lambda: self.protocol.notify(SESSIONS_CHANGED, {}),
                                   self.tasks.start)
@@ -58,7 +59,7 @@ class PiServer(LanguageServer):
     def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
         """Serve stdio with framing faults survived; SIGTERM or a closed stdin ends like
         `shutdown` (running turns are aborted and saved)."""
-        stdio.start_io(self, self.protocol.receive, self.shutdown_work, stdin, stdout)
+        stdio.start_io(self, self.protocol.receive, self.end, stdin, stdout)
 
     def start_tcp(self, host: str, port: int) -> None:
         """Serve the first client to connect as stdio is served: pygls' own TCP loop lacks
@@ -145,9 +146,21 @@ class PiServer(LanguageServer):
                 type=types.MessageType.Error, message="pi-lsp: invalid settings left at their "
                 f"defaults: {'; '.join(refused)}"))
 
+    async def end(self) -> None:
+        """The input's end, SIGTERM or `exit`: the shutdown work, and `shutdown`'s answer
+        sent if one was asked (before, the end ran the work a second time beside it)."""
+        await self.shutdown_work()
+        await self.protocol.shutdown_answered()
+
     async def shutdown_work(self) -> None:
         """Abort every running or claimed turn and job, as `pi.abort` does (a turn is persisted
-        as aborted), and stop watching; no task is left running."""
+        as aborted), and stop watching; no task is left running. Done once: a second caller
+        waits for the first."""
+        if self._finishing is None:
+            self._finishing = asyncio.ensure_future(self._finish())
+        await asyncio.shield(self._finishing)
+
+    async def _finish(self) -> None:
         for session in self.hub.open.values() if self.started else ():
             session.abort()
         await self.tasks.finish(SHUTDOWN_WAIT_S)

@@ -135,8 +135,8 @@ def _pump(reader: FrameReader, loop: asyncio.AbstractEventLoop,
 async def serve(server: JsonRPCServer, receive: Callable[[bytes], None], stdin: BinaryIO,
                 stdout: BinaryIO, on_end: Callable[[], Awaitable[None]]) -> int | None:
     """Hand each message's body to `receive` until stdin ends, SIGTERM or `exit` arrives or
-    the server shuts down; then, unless the client already asked for `shutdown`, run `on_end`
-    (abort and save running work). `exit`'s process exit code, if it came."""
+    the server shuts down; then run `on_end` (abort and save running work, or wait for
+    `shutdown`'s). `exit`'s process exit code, if it came."""
     loop = asyncio.get_running_loop()
     server.protocol.set_writer(Writer(stdout, loop))
     queue: asyncio.Queue[bytes | None] = asyncio.Queue()
@@ -151,7 +151,6 @@ async def serve(server: JsonRPCServer, receive: Callable[[bytes], None], stdin: 
         queue.put_nowait(None)
 
     loop.add_signal_handler(signal.SIGTERM, terminate)
-    protocol = server.protocol
     stopped = server._stop_event
     code: int | None = None
     while stopped is None or not stopped.is_set():
@@ -167,8 +166,7 @@ async def serve(server: JsonRPCServer, receive: Callable[[bytes], None], stdin: 
         except Exception as error:
             log.exception("unable to handle a message")
             server.report_server_error(error, JsonRpcException)
-    if not getattr(protocol, "_shutdown", False):
-        await on_end()
+    await on_end()
     return code
 
 
