@@ -544,11 +544,22 @@ async def test_the_server_survives_bad_frames_and_answers_the_next_request(
     (b"[]", -32600, None, "Invalid Request: LSP does not support batches"),
     (b"42", -32600, None, "Invalid Request: not a JSON-RPC 2.0 message"),
     (b'{"id":3,"method":"shutdown"}', -32600, 3, "Invalid Request: not a JSON-RPC 2.0 message"),
-], ids=["not JSON", "not UTF-8", "batch", "empty batch", "a number", "no jsonrpc"])
+    (b"[" * 200_000 + b"]" * 200_000, -32600, None,
+     "Invalid Request: LSP does not support batches"),
+    *((b'{"jsonrpc":%s,"id":4,"method":"shutdown"}' % version, -32600, 4,
+       "Invalid Request: not a JSON-RPC 2.0 message") for version in (b"2", b'"1.0"', b"null")),
+    (b'{"jsonrpc":"2.0"}', -32600, None, "Invalid Request: a request needs a `method`"),
+    (b'{"jsonrpc":"2.0","id":55}', -32600, 55, "Invalid Request: a request needs a `method`"),
+    (b'{"jsonrpc":"2.0","id":5,"method":"no/such"}', -32601, 5, "Method Not Found: no/such"),
+], ids=["not JSON", "not UTF-8", "batch", "empty batch", "a number", "no jsonrpc",
+        "deeply nested batch", "jsonrpc 2", "jsonrpc 1.0", "jsonrpc null", "only jsonrpc",
+        "no method", "unknown method without params"])
 async def test_a_body_that_is_not_a_message_is_answered_as_json_rpc_says(
         tmp_path: Path, body: bytes, code: int, answered_id: int | None, message: str) -> None:
     """A body that was not JSON, a batch (LSP has none) or not a JSON-RPC object went unanswered
-    and pygls logged a traceback for it."""
+    and pygls logged a traceback for it; so did another `jsonrpc` version, a deeply nested
+    batch, and a message with neither a method nor a result (which also showed an error); an
+    unknown method without params was answered -32602, not -32601."""
     log = tmp_path / "stderr.log"
     server = await RawServer.start(tmp_path, log=log)
     try:
@@ -559,6 +570,8 @@ async def test_a_body_that_is_not_a_message_is_answered_as_json_rpc_says(
         assert len(errors) == 1 and errors[0]["id"] == answered_id, errors
         assert errors[0]["error"]["code"] == code
         assert errors[0]["error"]["message"].startswith(message)
+        assert [m for m in server.messages[seen:] if m.get("method") == "window/showMessage"] \
+            == []
         assert "Traceback" not in log.read_text()
     finally:
         await server.close()

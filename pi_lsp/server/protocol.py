@@ -111,17 +111,24 @@ class PiProtocol(LanguageServerProtocol):
         try:
             data = json.loads(body)
         except RecursionError:  # deeper than Python decodes: its id is read to answer it
-            self.handle_message(Unfit(top_level_id(body), None, "nested too deeply"))
+            if body.lstrip()[:1] == b"[":
+                self._refuse(None, BATCH)
+            else:
+                self.handle_message(Unfit(top_level_id(body), None, "nested too deeply"))
             return
         except ValueError as error:  # not JSON, or not UTF-8
             self._refuse(None, JsonRpcParseError(f"Parse error: {error}"))
             return
         if isinstance(data, list):
-            self._refuse(None, JsonRpcInvalidRequest(
-                "Invalid Request: LSP does not support batches"))
-        elif not (isinstance(data, dict) and "jsonrpc" in data):
+            self._refuse(None, BATCH)
+        elif not (isinstance(data, dict) and data.get("jsonrpc") == "2.0"):
+            # pygls leaves another version unanswered ("Unknown message")
             self._refuse(_request_id(data) if isinstance(data, dict) else None,
                          JsonRpcInvalidRequest("Invalid Request: not a JSON-RPC 2.0 message"))
+        elif not ("method" in data or "result" in data or "error" in data):
+            # neither a request nor a response: pygls raised, showing the user an error
+            self._refuse(_request_id(data), JsonRpcInvalidRequest(
+                "Invalid Request: a request needs a `method`"))
         else:
             self.handle_message(self.structure_message(data))
 
@@ -131,8 +138,10 @@ class PiProtocol(LanguageServerProtocol):
         if not (isinstance(data, dict) and "jsonrpc" in data and "method" in data):
             return super().structure_message(data)  # responses
         try:
-            kind = self.get_message_type(data["method"]) or \
-                (JsonRPCRequestMessage if "id" in data else JsonRPCNotification)
+            kind = self.get_message_type(data["method"])
+            if kind is None:  # an unknown method, answered -32601; params are optional
+                kind = JsonRPCRequestMessage if "id" in data else JsonRPCNotification
+                data = {"params": None, **data}
             return self._converter.structure(data, kind)
         except Exception as error:
             return Unfit(_request_id(data), data["method"], _problem(error))
@@ -199,6 +208,7 @@ class PiProtocol(LanguageServerProtocol):
         yield from super().lsp_exit(*args)
 
 
+BATCH = JsonRpcInvalidRequest("Invalid Request: LSP does not support batches")
 # What a reader of the raw body needs to find a request's id: strings, and runs of brackets.
 _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[{]+|[\]}]+')
 _ID_VALUE = re.compile(rb'\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*[,}]')
