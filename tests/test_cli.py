@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import re
@@ -15,10 +16,11 @@ from typing import Any
 
 import pytest
 
+from pi_lsp.server.server import first_client
 from pi_lsp.session.entries import AssistantMessage, Replacement, TextContent, Usage, UserMessage
 from pi_lsp.session.tree import SessionTree
 from tests.conftest import EXAMPLE_WORKSPACE, conformance_files
-from tests.waits import PROCESS_CEILING_S, run_cli
+from tests.waits import CEILING_S, PROCESS_CEILING_S, run_cli, until_sync
 
 SAMPLE = conformance_files()[0]
 
@@ -563,6 +565,40 @@ def test_serve_checks_its_tcp_address_first(address: str) -> None:
     assert result.returncode == 2
     assert result.stderr == f"pi-lsp: argument --tcp: {address!r} is not HOST:PORT with a " \
         "port from 1 to 65535\n"
+
+
+def test_serve_listens_on_every_address_of_its_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--tcp localhost:PORT` listened only on the first of localhost's addresses, so a
+    client connecting to the other (::1 where /etc/hosts names both) was refused."""
+    with socket.socket(socket.AF_INET6) as probe:
+        probe.bind(("::1", 0))
+        port = probe.getsockname()[1]
+    both = [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port)),
+            (socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("::1", port, 0, 0))]
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *_args, **_kwargs: both)
+    clients: list[socket.socket] = []
+
+    def connect(family: socket.AddressFamily, address: str) -> bool:
+        client = socket.socket(family)  # not create_connection: it looks up as patched
+        try:
+            client.connect((address, port))
+        except ConnectionRefusedError:
+            client.close()
+            return False
+        clients.append(client)
+        return True
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        accepted = pool.submit(first_client, "localhost", port)
+        try:
+            until_sync(lambda: connect(socket.AF_INET6, "::1"), f"a listener on [::1]:{port}")
+            with accepted.result(CEILING_S) as connection:
+                assert connection.getpeername()[:2] == clients[0].getsockname()[:2]
+        finally:
+            if not accepted.done():  # its one listener is on 127.0.0.1: let it return
+                connect(socket.AF_INET, "127.0.0.1")
+            for client in clients:
+                client.close()
 
 
 def test_serve_says_when_it_cannot_listen() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import selectors
 import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -64,8 +65,7 @@ class PiServer(LanguageServer):
     def start_tcp(self, host: str, port: int) -> None:
         """Serve the first client to connect as stdio is served: pygls' own TCP loop lacks
         its fixes (an `exit` there lost the running turn, and bad input logged tracebacks)."""
-        with listening(host, port) as listener:
-            connection, _ = listener.accept()
+        connection = first_client(host, port)
         with connection, connection.makefile("rb") as stdin:
             stdout = connection.makefile("wb")
             try:
@@ -167,21 +167,50 @@ class PiServer(LanguageServer):
         await self.watch.stop()
 
 
-def listening(host: str, port: int) -> socket.socket:
-    """A socket listening on HOST:PORT; a failure to bind worded as asyncio's (as pygls'
-    listener said it)."""
-    family, kind, proto, _, address = socket.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
-    listener = socket.socket(family, kind, proto)
+def first_client(host: str, port: int) -> socket.socket:
+    """The first connection to PORT on any of HOST's addresses, each listened on (as pygls'
+    asyncio listener did: `localhost` is both 127.0.0.1 and ::1 where /etc/hosts says so)."""
+    listeners = listening(host, port)
+    with contextlib.ExitStack() as stack, selectors.DefaultSelector() as selector:
+        for listener in listeners:
+            stack.enter_context(listener)
+            selector.register(listener, selectors.EVENT_READ, listener)
+        while True:
+            for key, _ in selector.select():
+                ready: socket.socket = key.data
+                with contextlib.suppress(BlockingIOError):  # that client left before accept
+                    connection, _ = ready.accept()
+                    connection.setblocking(True)
+                    return connection
+
+
+def listening(host: str, port: int) -> list[socket.socket]:
+    """A non-blocking socket listening on each of HOST's addresses at PORT; a failure to bind
+    worded as asyncio's (as pygls' listener said it)."""
+    addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    listeners: list[socket.socket] = []
     try:
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        for family, kind, proto, _, address in dict.fromkeys(addresses):
+            listeners.append(listener := socket.socket(family, kind, proto))
+            bind(listener, address)
+    except OSError:
+        for listener in listeners:
+            listener.close()
+        raise
+    return listeners
+
+
+def bind(listener: socket.socket, address: Any) -> None:
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if listener.family == socket.AF_INET6:  # else :: would hold 0.0.0.0's port too
+        listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+    listener.setblocking(False)
+    try:
         listener.bind(address)
         listener.listen()
     except OSError as error:
-        listener.close()
         raise OSError(error.errno, f"error while attempting to bind on address {address!r}: "
                                    f"{(error.strerror or '').lower()}") from None
-    return listener
 
 
 server = PiServer()
