@@ -754,6 +754,22 @@ async def test_ending_the_server_mid_reply_saves_it_as_aborted(
 
 
 @pytest.mark.parametrize("transport", ["stdio", "tcp"])
+async def test_ctrl_c_with_a_client_connected_says_interrupted_and_exits_130(
+        transport: str, tmp_path: Path) -> None:
+    """The stdio loop swallowed KeyboardInterrupt, so Ctrl-C while serving a client exited 0
+    without a word (README: "pi-lsp: interrupted" and 130)."""
+    log = tmp_path / "stderr.log"
+    server = await RawServer.start(tmp_path, log=log, tcp=transport == "tcp")
+    try:
+        assert (await server.command("pi.listSessions"))["result"] == {"sessions": []}
+        server.process.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(server.process.wait(), CEILING_S) == 130
+        assert log.read_text() == "pi-lsp: interrupted\n"
+    finally:
+        await server.close()
+
+
+@pytest.mark.parametrize("transport", ["stdio", "tcp"])
 @pytest.mark.parametrize("when", ["at the prompt's answer", "mid reply"])
 async def test_exit_without_shutdown_during_a_turn_saves_it_and_exits_1(
         when: str, transport: str, tmp_path: Path, fake: FakeAnthropic) -> None:

@@ -203,9 +203,7 @@ def start_io(server: JsonRPCServer, receive: Callable[[bytes], None],
                                  stdout or sys.stdout.buffer, on_end))
     except ConnectionError:  # a broken pipe, or a TCP connection reset
         log.error("the connection to the client is lost; shutting down")
-    except KeyboardInterrupt:
-        pass
-    finally:
+    finally:  # Ctrl-C goes on to the CLI's "pi-lsp: interrupted" and 130
         server.shutdown()  # type: ignore[no-untyped-call]
     if code is not None:
         sys.exit(code)
