@@ -19,7 +19,7 @@ from typing import Any, cast
 import pytest
 import pytest_lsp
 from lsprotocol import types
-from pygls.exceptions import JsonRpcInternalError
+from pygls.exceptions import JsonRpcException, JsonRpcInternalError
 from pytest_lsp import LanguageClient, client_capabilities
 from pytest_lsp.client import captured_exception_key
 
@@ -868,6 +868,17 @@ async def test_anything_but_a_decision_is_a_denial(pi: Pi, fake: FakeAnthropic, 
     assert not marker.exists()
 
 
+async def prompt_held_at_its_attachment(pi: Pi, uri: str) -> asyncio.Task[JsonRpcException]:
+    """A prompt ("first") naming a file outside the workspace, once the user is asked about
+    it; the question waits for `pi.release` and is then denied (the task: its error)."""
+    outside = pi.outside / "readme.txt"
+    pi.answer, pi.asked, pi.release = "never", [], asyncio.Event()
+    first = asyncio.create_task(call_error(pi.client, "pi.prompt", {
+        "uri": uri, "text": "first", "context": [{"uri": outside.as_uri()}]}))
+    await until(lambda: pi.asked, "the attachment to be asked about")
+    return first
+
+
 @LSP
 async def test_a_prompt_asking_about_its_attachment_holds_the_turn(
         pi: Pi, fake: FakeAnthropic) -> None:
@@ -875,11 +886,7 @@ async def test_a_prompt_asking_about_its_attachment_holds_the_turn(
     asked about a file outside the workspace, a second prompt is refused at once (before, it
     took the turn, and the first was refused once answered); a refused attachment lets go."""
     uri = (await call(pi.client, "pi.newSession", {}))["uri"]
-    outside = pi.outside / "readme.txt"
-    pi.answer, pi.asked, pi.release = "never", [], asyncio.Event()
-    first = asyncio.create_task(call_error(pi.client, "pi.prompt", {
-        "uri": uri, "text": "first", "context": [{"uri": outside.as_uri()}]}))
-    await until(lambda: pi.asked, "the attachment to be asked about")
+    first = await prompt_held_at_its_attachment(pi, uri)
     second = await call_error(pi.client, "pi.prompt", {"uri": uri, "text": "second"})
     assert second.code == BUSY and "busy" in second.message
     pi.release.set()  # answered "deny"
@@ -915,11 +922,7 @@ async def test_steers_queued_for_a_prompt_refused_at_its_attachment_are_named(
     """A steer and a follow-up answered "queued" while the user was asked about the prompt's
     attachment were dropped without a word when the user denied it."""
     uri = (await call(pi.client, "pi.newSession", {}))["uri"]
-    outside = pi.outside / "readme.txt"
-    pi.answer, pi.asked, pi.release = "never", [], asyncio.Event()
-    first = asyncio.create_task(call_error(pi.client, "pi.prompt", {
-        "uri": uri, "text": "first", "context": [{"uri": outside.as_uri()}]}))
-    await until(lambda: pi.asked, "the attachment to be asked about")
+    first = await prompt_held_at_its_attachment(pi, uri)
     for text, delivery in (("STEER-HELD", "steer"), ("FOLLOW-HELD", "followUp")):
         answer = await call(pi.client, "pi.prompt",
                             {"uri": uri, "text": text, "delivery": delivery})
