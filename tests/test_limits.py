@@ -732,19 +732,24 @@ async def start_turn(tmp_path: Path, fake: FakeAnthropic, *replies: Reply,
     return server, uri
 
 
-@pytest.mark.parametrize("how", ["sigterm", "stdin closed"])
+@pytest.mark.parametrize("how", ["sigterm", "stdin closed", "ctrl-c"])
 async def test_ending_the_server_mid_reply_saves_it_as_aborted(
         how: str, tmp_path: Path, fake: FakeAnthropic) -> None:
+    """Ctrl-C cancelled the turn with the loop, so the reply streamed so far was lost (SIGTERM
+    and a closed stdin saved it)."""
     server, uri = await start_turn(
         tmp_path, fake, text_reply(*(f"word{i} " for i in range(400)), delay=0.05))
     try:
         await server.turn_event("message_update")
         if how == "sigterm":
             server.process.send_signal(signal.SIGTERM)
+        elif how == "ctrl-c":
+            server.process.send_signal(signal.SIGINT)
         else:
             assert server.process.stdin is not None
             server.process.stdin.close()
-        assert await asyncio.wait_for(server.process.wait(), CEILING_S) == 0
+        code = 130 if how == "ctrl-c" else 0
+        assert await asyncio.wait_for(server.process.wait(), CEILING_S) == code
         last = session_lines(uri)[-1]
         assert last["message"]["role"] == "assistant"
         assert last["message"]["stopReason"] == "aborted"

@@ -154,7 +154,13 @@ async def serve(server: JsonRPCServer, receive: Callable[[bytes], None], stdin: 
     stopped = server._stop_event
     code: int | None = None
     while stopped is None or not stopped.is_set():
-        body = await queue.get()
+        try:
+            body = await queue.get()
+        except asyncio.CancelledError:
+            # Ctrl-C: asyncio.run cancels this task, and raises KeyboardInterrupt once it ends
+            # so; the running turns are saved first, as at SIGTERM.
+            await on_end()
+            raise
         room.release()
         if body is None:
             break
