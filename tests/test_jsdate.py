@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from pi_lsp.context.build import build_session_context
@@ -83,7 +84,8 @@ def test_the_table_covers_the_forms_in_question() -> None:
 
 def test_unreadable_stamps_are_none_not_the_epoch() -> None:
     assert iso_to_ms("garbage") is None
-    assert iso_to_ms(None) is None  # a missing stamp: `new Date(undefined)`
+    assert iso_to_ms(msgspec.UNSET) is None  # a missing stamp: `new Date(undefined)`
+    assert iso_to_ms(None) == 0  # a JSON null: `new Date(null)` is the epoch
     assert iso_to_ms("1970-01-01T00:00:00.000Z") == 0
     assert order_ms("garbage") < order_ms("-271821-04-20T00:00:00.000Z")
 

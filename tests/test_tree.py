@@ -265,6 +265,18 @@ def test_children_ordered_by_timestamp_ties_in_file_order(tmp_path: Path) -> Non
     ]
 
 
+def test_a_null_stamp_sorts_as_the_epoch_and_its_siblings_by_time(tmp_path: Path) -> None:
+    """A JSON null stamp was read as NaN, which compares equal to every stamp, so its siblings
+    stayed in file order (2025 before 2024); pi's `new Date(null)` is 0: it comes first."""
+    tree = write_session(tmp_path / "s.jsonl", [
+        msg("r0000000", None, ts="2023-01-01T00:00:00.000Z"),
+        msg("c0000000", "r0000000", ts="2025-01-01T00:00:05.000Z"),
+        {**msg("c1000000", "r0000000"), "timestamp": None},
+        msg("c2000000", "r0000000", ts="2024-01-01T00:00:00.000Z"),
+    ])
+    assert ids(tree.children("r0000000")) == ["c1000000", "c2000000", "c0000000"]
+
+
 def test_roots_keep_file_order_whatever_their_timestamps(tmp_path: Path) -> None:
     tree = write_session(tmp_path / "s.jsonl", [
         msg("r1000000", None, ts="2025-01-01T10:00:09.000Z"),

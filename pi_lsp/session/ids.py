@@ -44,9 +44,9 @@ def _iso(moment: datetime) -> str:
 
 def iso_to_ms(text: object) -> int | None:
     """`new Date(text).getTime()` as pi computes it: epoch milliseconds, or None for NaN (a
-    missing stamp, UNSET or null, included: JavaScript's `new Date(undefined)`); another JSON
+    missing stamp, UNSET: JavaScript's `new Date(undefined)`); null is 0, and another JSON
     value as jsdate.date_ms reads it."""
-    return None if text is None or text is msgspec.UNSET else date_ms(text)
+    return None if text is msgspec.UNSET else date_ms(text)
 
 
 def stamp_text(stamp: object) -> str | None:
