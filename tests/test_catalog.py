@@ -149,6 +149,30 @@ def test_newest_first_by_modified_not_created(agent_dir: Path, tmp_path: Path) -
     assert [s.id for s in sessions] == ["early-but-active", "middle", "late-but-idle"]
 
 
+def test_a_header_stamp_that_is_no_text_never_counts_as_modified(tmp_path: Path) -> None:
+    """A header stamped with a number (2100 in ms) outranked the session's real activity
+    (2025), listing it first; pi 1.6 counts a header's time for `modified` only when it is
+    text (`typeof header.timestamp === "string"`), and else, with no activity, the file's."""
+    def said(entry_id: str, stamp: str) -> dict[str, Any]:
+        entry = user_entry(entry_id, None, stamp, "hi")  # the message's own time agreeing
+        entry["message"]["timestamp"] = iso_to_ms(stamp)
+        return entry
+
+    directory = tmp_path / "s"
+    write(directory / "a.jsonl", [header("number-stamped", 4102444800000, "/w"),  # type: ignore[arg-type]
+                                  said("aaaaaaaa", "2025-01-01T00:00:00.000Z")])
+    write(directory / "b.jsonl", [header("text-stamped", "2025-06-01T00:00:00.000Z", "/w"),
+                                  said("bbbbbbbb", "2025-06-01T00:00:00.000Z")])
+    idle = write(directory / "c.jsonl", [header("idle", 4102444800000, "/w")])  # type: ignore[arg-type]
+    os.utime(idle, (0, 1_700_000_000))
+    sessions = list_sessions([directory])
+    by_id = {s.id: s for s in sessions}
+    assert [s.id for s in sessions] == ["text-stamped", "number-stamped", "idle"]
+    assert by_id["number-stamped"].modified == "2025-01-01T00:00:00.000Z"
+    assert by_id["number-stamped"].created == "2100-01-01T00:00:00.000Z"
+    assert by_id["idle"].modified == "2023-11-14T22:13:20.000Z"  # the file's mtime
+
+
 def test_first_message_is_the_first_user_message_in_the_file(tmp_path: Path) -> None:
     directory = tmp_path / "s"
     write(directory / "a.jsonl", [

@@ -347,15 +347,28 @@ class SummaryFold:
         header = self.header
         # pi's created is `new Date(timestamp)` whatever the header holds: "" for NaN.
         created = modified = stamp_text(header.timestamp) or ""
-        header_ms = iso_to_ms(header.timestamp)
+        # Its time counts for `modified` only when it is text; else, with no activity, the
+        # file's time does (pi 1.6's buildSessionInfo).
+        stamp = header.timestamp
+        header_ms = iso_to_ms(stamp) if isinstance(stamp, str) else None
         if self.latest is not None and (header_ms is None or self.latest_ms > header_ms):
             modified = self.latest
+        elif header_ms is None:
+            modified = _file_time(path) or modified
         return SessionSummary(
             path=str(path), id=header.id, name=self.name, cwd=header.cwd,
             created=created, modified=modified, entry_count=self.entry_count,
             first_message=self.first_message, parent_session=header.parent_session,
             title=session_title(self.name, self.first_message, str(path)),
         )
+
+
+def _file_time(path: Path) -> str | None:
+    """When the file was last written, as JavaScript writes a time; None if it is gone."""
+    try:
+        return stamp_text(os.stat(path).st_mtime_ns // 1_000_000)
+    except OSError:
+        return None
 
 
 class _NeedsMigration(Exception):
