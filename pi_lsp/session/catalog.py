@@ -348,12 +348,12 @@ class SummaryFold:
         # pi's created is `new Date(timestamp)` whatever the header holds: "" for NaN.
         created = modified = stamp_text(header.timestamp) or ""
         # Its time counts for `modified` only when it is text; else, with no activity, the
-        # file's time does (pi 1.6's buildSessionInfo).
+        # file's time does (pi 1.6's buildSessionInfo). (Unreadable text is kept, shown.)
         stamp = header.timestamp
         header_ms = iso_to_ms(stamp) if isinstance(stamp, str) else None
         if self.latest is not None and (header_ms is None or self.latest_ms > header_ms):
             modified = self.latest
-        elif header_ms is None:
+        elif not isinstance(stamp, str):
             modified = _file_time(path) or modified
         return SessionSummary(
             path=str(path), id=header.id, name=self.name, cwd=header.cwd,
