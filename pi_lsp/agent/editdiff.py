@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pi_lsp.agent.splice import Replacement
+from pi_lsp.sequences import shared_ends
 
 CONTEXT_LINES = 4
 WINDOW_MARGIN_LINES = 32  # unchanged lines diffed on each side of a replacement
@@ -137,13 +138,7 @@ def diff_lines(old: str, new: str, budget: Budget) -> list[Part] | None:
 def _one_block(old_tokens: list[str], new_tokens: list[str]) -> list[Part]:
     """A diff that keeps only the lines both start and end with: what lies between is removed,
     then added (as jsdiff shows lines that have nothing in common)."""
-    limit = min(len(old_tokens), len(new_tokens))
-    head = 0
-    while head < limit and old_tokens[head] == new_tokens[head]:
-        head += 1
-    tail = 0
-    while tail < limit - head and old_tokens[-1 - tail] == new_tokens[-1 - tail]:
-        tail += 1
+    head, tail = shared_ends(old_tokens, new_tokens)
     parts = [Part(head, False, False, value="".join(old_tokens[:head])),
              Part(len(old_tokens) - head - tail, False, True,
                   value="".join(old_tokens[head:len(old_tokens) - tail])),

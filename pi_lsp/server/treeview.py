@@ -16,6 +16,7 @@ from typing import TypeVar
 
 import msgspec
 
+from pi_lsp.sequences import shared_ends
 from pi_lsp.session.catalog import tree_title
 from pi_lsp.session.fold import fold
 from pi_lsp.session.ids import stamp_text
@@ -108,13 +109,7 @@ class NotARowError(UnknownEntryError):
 
 def splice(old: Sequence[T], new: Sequence[T]) -> tuple[int, int, list[T]]:
     """Where `new` differs from `old`: the first index, how many of `old` go, what comes."""
-    limit = min(len(old), len(new))
-    start = 0
-    while start < limit and old[start] == new[start]:
-        start += 1
-    end = 0
-    while end < limit - start and old[-1 - end] == new[-1 - end]:
-        end += 1
+    start, end = shared_ends(old, new)
     return start, len(old) - start - end, list(new[start:len(new) - end])
 
 
