@@ -129,6 +129,13 @@ async def test_read_answers_as_pi_answers(root: Path, data: bytes, args: dict[st
     assert text_of(result) == expected
 
 
+def write_files(root: Path, files: dict[str, str]) -> None:
+    """Each file of `files` (path: text) under `root`, its folder made."""
+    for name, text in files.items():
+        (root / name).parent.mkdir(exist_ok=True)
+        (root / name).write_text(text)
+
+
 @pytest.mark.parametrize(("files", "path", "expected"), [
     ({"a.txt": "a\nb\nc\n"}, "a.txt", "Offset 5 is beyond end of file (4 lines total)"),
     ({}, "nope.txt", "ENOENT: no such file or directory, access '{root}/nope.txt'"),
@@ -137,9 +144,7 @@ async def test_read_answers_as_pi_answers(root: Path, data: bytes, args: dict[st
 ])
 async def test_read_fails_as_pi_fails(root: Path, files: dict[str, str], path: str,
                                       expected: str) -> None:
-    for name, text in files.items():
-        (root / name).parent.mkdir(exist_ok=True)
-        (root / name).write_text(text)
+    write_files(root, files)
     result = await run(READ, {"path": path, "offset": 5}, root)
     assert result.is_error
     assert text_of(result) == expected.replace("{root}", str(root))
@@ -942,9 +947,7 @@ async def test_an_abort_while_a_write_never_ends_says_the_file_may_have_changed(
 ])
 async def test_edit_fails_as_pi_fails(root: Path, files: dict[str, str], path: str,
                                       expected: str) -> None:
-    for name, text in files.items():
-        (root / name).parent.mkdir(exist_ok=True)
-        (root / name).write_text(text)
+    write_files(root, files)
     result = await run(EDIT, {"path": path, "edits": [replace("a", "b")]}, root)
     assert (text_of(result), result.is_error) == (expected, True)
 
