@@ -8,7 +8,8 @@ the leaf (whole, and a page from each end), another writer's append to `pi/sessi
 the tree's change an editor patches), `pi.getTree` again, the whole tree unfolded (what editors
 asked before), the server's RSS; and, as the reference, pi 1.6's own load + context of the same
 file where Node >= 22.19 and pi 1.6 are found (PI16_NODE, PI16_MODULES), with
-`pi-lsp context --json` beside it.
+`pi-lsp context --json` beside it, and the least any Python reader does with that file
+(`read_floor.py`: read it, check its UTF-8, validate each line's JSON; nothing kept).
 Then request latency of `pi.getTree` and `pi.previewContext` (as the editors ask: folded,
 paged) on a `--entries` session while a turn streams (p50/p95 per command; the target is p95
 under 50 ms).
@@ -281,10 +282,14 @@ async def table(entries: int) -> None:
     fake.stop()
     cli_s, cli_mb = median_run([sys.executable, "-m", "pi_lsp.cli", "context", str(session),
                                 "--json"], 3)
+    floor_s, floor_mb = median_run([sys.executable, str(ROOT / "benchmarks" / "read_floor.py"),
+                                    str(session)], 3)
     found = pi16()
     if found is None:
         row(("pi 1.6 load + context", "not run (no Node >= 22.19 with pi 1.6)"))
         row(("`pi-lsp context --json`", f"{cli_s:.2f} s, {cli_mb:.0f} MB"))
+        row(("reading the file alone (`read_floor.py`, median of 3)",
+             f"{floor_s:.2f} s, peak {floor_mb:.0f} MB"))
     else:
         node, modules = found
         copy = scratch / "pi-copy.jsonl"  # pi may rewrite what it opens
@@ -297,6 +302,9 @@ async def table(entries: int) -> None:
         row(("`pi-lsp context --json` (median of 3)",
                      f"{cli_s:.2f} s, peak {cli_mb:.0f} MB: {cli_s / pi_s:.2f}x and "
                      f"{cli_mb / pi_mb:.2f}x of pi 1.6"))
+        row(("reading the file alone (`read_floor.py`, median of 3)",
+             f"{floor_s:.2f} s, peak {floor_mb:.0f} MB: {floor_s / pi_s:.2f}x and "
+             f"{floor_mb / pi_mb:.2f}x of pi 1.6"))
     shutil.rmtree(scratch, ignore_errors=True)
 
 
