@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -30,6 +33,8 @@ from pi_lsp.session.entries import (
     Usage,
     UserMessage,
 )
+from tests.test_system_messages import PI16, pi16_node
+from tests.waits import CEILING_S
 
 
 def bash(**fields: object) -> BashExecutionMessage:
@@ -244,3 +249,66 @@ def test_a_level_pi_cannot_read_thinks_as_little_as_the_model_allows(tmp_path, w
     assert thinking_level(registry.get("anthropic", "claude-sonnet-4-5"),
                           settings.thinking_level) is None
     assert thinking_level(registry.get("openai", "gpt-5"), settings.thinking_level) == "minimal"
+
+
+# custom_message contents pi 1.6 carries into the context as they are (MISSING: no content).
+ODD_CUSTOM_CONTENTS: dict[str, Any] = {
+    "a number": 5, "zero": 0, "true": True, "an object": {"a": 1},
+    "a text block alone": {"type": "text", "text": "hi"}, "null": None, "missing": MISSING,
+    "an unknown block": [{"type": "weird", "x": 1}],
+    "a text block without text": [{"type": "text"}],
+    "a text block with a number": [{"type": "text", "text": 5}],
+    "text and an unknown block": [{"type": "text", "text": "ok"}, {"type": "weird"}],
+    "scalars": [1, "x", None], "text": "a note",
+}
+# What pi 1.6 made of each (tests/pi16_context.mjs), for machines without it.
+STORED_CUSTOM_CONTEXTS = Path(__file__).with_name("fixtures") / "pi16-custom-contents.json"
+
+
+def custom_message_session(path: Path, content: Any) -> None:
+    """A user message, then a custom_message holding `content`."""
+    stamp = "2026-12-01T10:00:00.000Z"
+    note = {"type": "custom_message", "id": "aaaa0002", "parentId": "aaaa0001",
+            "timestamp": stamp, "customType": "ext", "display": True}
+    path.write_text("".join(json.dumps(line) + "\n" for line in [
+        {"type": "session", "version": 3, "id": "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b",
+         "timestamp": stamp, "cwd": str(path.parent)},
+        {"type": "message", "id": "aaaa0001", "parentId": None, "timestamp": stamp,
+         "message": {"role": "user", "content": [{"type": "text", "text": "hi"}],
+                     "timestamp": 1}},
+        note if content is MISSING else {**note, "content": content},
+    ]))
+
+
+def test_the_stored_custom_contexts_are_pi16s(tmp_path: Path) -> None:
+    node = pi16_node()
+    if node is None:
+        pytest.skip("pi 1.6 is not installed")
+    files = {name: tmp_path / f"{index}.jsonl"
+             for index, name in enumerate(ODD_CUSTOM_CONTENTS)}
+    for name, path in files.items():
+        custom_message_session(path, ODD_CUSTOM_CONTENTS[name])
+    made = subprocess.run([node, str(Path(__file__).with_name("pi16_context.mjs")),
+                           str(PI16 / "@earendil-works"), *map(str, files.values())],
+                          capture_output=True, text=True, timeout=CEILING_S)
+    assert made.returncode == 0, made.stderr
+    contexts = json.loads(made.stdout)
+    assert {name: contexts[str(path)] for name, path in files.items()} == \
+        json.loads(STORED_CUSTOM_CONTEXTS.read_text("utf-8"))
+
+
+@pytest.mark.parametrize("name", list(ODD_CUSTOM_CONTENTS))
+def test_a_custom_message_s_content_reaches_the_context_as_pi16_carries_it(
+        tmp_path: Path, name: str) -> None:
+    """A custom_message whose content was not text or known blocks (a number, an object,
+    unknown blocks) was left out of both layers; pi 1.6 carries it as it is."""
+    from pi_lsp.context.layers import build_layer
+    from pi_lsp.session.tree import SessionTree
+
+    path = tmp_path / "s.jsonl"
+    custom_message_session(path, ODD_CUSTOM_CONTENTS[name])
+    tree = SessionTree.open(str(path))
+    pi = json.loads(STORED_CUSTOM_CONTEXTS.read_text("utf-8"))[name]
+    for layer in ("agent", "llm"):
+        rows = build_layer(tree, tree.leaf_id, layer).rows  # as the text view reads them
+        assert [json.loads(bytes(row.message)) for row in rows] == pi[layer]

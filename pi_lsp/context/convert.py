@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 import msgspec
 
 from pi_lsp.session.entries import (
+    NO_MESSAGE,
     AgentMessage,
     AssistantBlock,
     AssistantMessage,
@@ -28,6 +29,7 @@ from pi_lsp.session.entries import (
     encoder,
     head_decoder,
 )
+from pi_lsp.session.jsontext import Decoder
 
 COMPACTION_SUMMARY_PREFIX = (
     "The conversation history before this point was compacted into the following summary:"
@@ -109,10 +111,29 @@ def convert_with_sources(messages: list[msgspec.Raw]
             converted.append((index, raw))
             continue
         message = decode_message(raw)
-        llm = message_to_llm(message) if message is not None else None
-        if llm is not None:
-            converted.append((index, llm))
+        if message is not None:
+            llm = message_to_llm(message)
+            if llm is not None:
+                converted.append((index, llm))
+        elif role == "custom":
+            converted.append((index, odd_custom_to_llm(raw)))
     return converted
+
+
+class _CustomBody(msgspec.Struct):
+    content: msgspec.Raw = NO_MESSAGE
+    timestamp: msgspec.Raw = NO_MESSAGE
+
+
+_custom_body_decoder: Decoder[_CustomBody] = Decoder(_CustomBody)
+
+
+def odd_custom_to_llm(raw: msgspec.Raw) -> msgspec.Raw:
+    """A custom message whose content is neither text nor known blocks, as pi's convertToLlm
+    makes it: a user message with that content as it is (a number, an object, unknown blocks)."""
+    body = _custom_body_decoder.decode(raw)
+    return msgspec.Raw(encoder.encode(
+        {"role": "user", "content": body.content, "timestamp": body.timestamp}))
 
 
 def convert_to_llm(messages: list[msgspec.Raw]) -> list[msgspec.Raw]:

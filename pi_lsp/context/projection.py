@@ -16,7 +16,6 @@ from pi_lsp.session.entries import (
     BranchSummaryEntry,
     CompactionEntry,
     ContextEditEntry,
-    CustomMessageEntry,
     ModelChangeEntry,
     Replacement,
     encoder,
@@ -77,6 +76,20 @@ class _ContentHead(msgspec.Struct):
 
 
 _content_head_decoder: Decoder[_ContentHead] = Decoder(_ContentHead)
+
+
+class _CustomMessageFields(msgspec.Struct, rename="camel"):
+    """A custom_message entry's fields as pi carries them: its content as written, of any type
+    (pi puts a number or an unknown block in the context as it is)."""
+
+    custom_type: Any = msgspec.UNSET
+    content: msgspec.Raw = NO_MESSAGE  # null or missing: pi reads it as []
+    display: Any = msgspec.UNSET
+    details: Any = None
+    timestamp: Any = msgspec.UNSET
+
+
+_custom_message_decoder: Decoder[_CustomMessageFields] = Decoder(_CustomMessageFields)
 
 
 class _LevelHead(msgspec.Struct, rename="camel"):
@@ -177,6 +190,17 @@ def branch_summary_message(entry: BranchSummaryEntry) -> msgspec.Raw:
                      "fromId": entry.from_id, "timestamp": date_ms(entry.timestamp)})
 
 
+def custom_message(record: Record) -> msgspec.Raw:
+    """The message a custom_message entry makes (pi's createCustomMessage)."""
+    entry = _custom_message_decoder.decode(record.text)
+    return _message({
+        "role": "custom", "customType": entry.custom_type,
+        "content": entry.content if entry.content != _JSON_NULL else [],
+        "display": entry.display,
+        "details": entry.details if entry.details is not None else msgspec.UNSET,
+        "timestamp": date_ms(entry.timestamp)})
+
+
 def entry_messages(record: Record) -> list[msgspec.Raw]:
     """The messages an entry contributes before edits (pi's `sessionEntryToContextMessages`)."""
     kind = record.env.type
@@ -195,14 +219,7 @@ def entry_messages(record: Record) -> list[msgspec.Raw]:
                 return [with_content(raw, [])]
         return [raw]
     if kind == "custom_message":
-        entry = decode_entry(record)
-        if isinstance(entry, CustomMessageEntry):
-            return [_message({
-                "role": "custom", "customType": entry.custom_type,
-                "content": entry.content if entry.content is not None else [],
-                "display": entry.display,
-                "details": entry.details if entry.details is not None else msgspec.UNSET,
-                "timestamp": date_ms(entry.timestamp)})]
+        return [custom_message(record)]
     elif kind == "branch_summary":
         entry = decode_entry(record)
         if isinstance(entry, BranchSummaryEntry) and js_truthy(entry.summary):
