@@ -40,6 +40,7 @@ def make_harness(tree: SessionTree, root: Path, settings: Settings, *,
         files=files,
         diagnostics=diagnostics,
         retry=settings.retry,
+        auto_resize_images=settings.images.auto_resize,
     )
     record_files(harness, tell)
     return harness

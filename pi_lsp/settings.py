@@ -39,6 +39,10 @@ class BranchSummarySettings(msgspec.Struct, rename="camel"):
     reserve_tokens: int = 16384
 
 
+class ImageSettings(msgspec.Struct, rename="camel"):
+    auto_resize: bool = True  # False: images are sent at their own size, as pi 1.6 sends them
+
+
 class Settings(msgspec.Struct, rename="camel", omit_defaults=True):
     default_provider: str = "anthropic"
     default_model: str = DEFAULT_MODEL
@@ -51,6 +55,7 @@ class Settings(msgspec.Struct, rename="camel", omit_defaults=True):
     branch_summary: BranchSummarySettings = msgspec.field(default_factory=BranchSummarySettings)
     summary_model: str | None = f"anthropic/{DEFAULT_SUMMARY_MODEL}"  # None: extractive
     retry: RetrySettings = msgspec.field(default_factory=RetrySettings)
+    images: ImageSettings = msgspec.field(default_factory=ImageSettings)
     # From pi's models.json files, not from settings.json.
     providers: list[ProviderConfig] = msgspec.field(default_factory=list)
 
@@ -87,7 +92,8 @@ class Settings(msgspec.Struct, rename="camel", omit_defaults=True):
 # (`apiKeys`, `allowWritesOutsideWorkspace`, `defaultProjectTrust`, ...) are the user's alone.
 PROJECT_KEYS = frozenset({"defaultProvider", "defaultModel", "defaultThinkingLevel",
                           "modelThinkingLevels",
-                          "compaction", "branchSummary", "summaryModel", "models", "retry"})
+                          "compaction", "branchSummary", "summaryModel", "models", "retry",
+                          "images"})
 
 
 # Keys pi-lsp reads that only the user's settings.json may set (others it does not read).

@@ -6,6 +6,8 @@ One fake Anthropic server runs for the module; each test scripts its own replies
 from __future__ import annotations
 
 import asyncio
+import base64
+import io
 import itertools
 import json
 import os
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from PIL import Image
 
 from pi_lsp.agent import images, tools
 from pi_lsp.agent.approval import ApprovalRequest
@@ -1242,15 +1245,31 @@ async def test_prompt_images_reach_the_wire_as_base64(make_rig, fake) -> None:
     assert stored[1] == {"type": "image", "data": PNG, "mimeType": "image/png"}
 
 
+async def test_prompt_images_go_unscaled_when_settings_say_so(make_rig, fake) -> None:
+    """`images.autoResize: false` was not honoured: a 3000x2000 image went as 2000x1333. pi 1.6
+    sends it as it is, with no note."""
+    rig = make_rig()
+    rig.harness.auto_resize_images = False
+    out = io.BytesIO()
+    Image.new("RGB", (3000, 2000), (30, 60, 90)).save(out, "PNG")
+    data = base64.b64encode(out.getvalue()).decode()
+    fake.script(text_reply("a big image"))
+    await rig.harness.prompt("what is this?", [ImageContent(data=data, mime_type="image/png")])
+    [request] = fake.message_requests()
+    text, image = request["messages"][0]["content"]
+    assert text == {"type": "text", "text": "what is this?"}
+    assert image["source"] == {"type": "base64", "media_type": "image/png", "data": data}
+
+
 def held_images(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, threading.Event]:
     """Images processed only once `go` is set; `entered` once one is being processed."""
     process = images.process_image
     entered, go = threading.Event(), threading.Event()
 
-    def held(file: Any, stated: str) -> images.SentImage:
+    def held(file: Any, stated: str, **options: Any) -> images.SentImage:
         entered.set()
         go.wait(CEILING_S)
-        return process(file, stated)
+        return process(file, stated, **options)
 
     monkeypatch.setattr(images, "process_image", held)
     return entered, go

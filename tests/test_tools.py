@@ -455,6 +455,37 @@ async def test_read_sends_an_image_as_pi_sends_it(image_files: Path,
     assert sent(result.content) == pi16_images[name]
 
 
+# The same with settings' `images.autoResize: false` (pi16_read.mjs --no-resize).
+STORED_IMAGES_AS_IS = Path(__file__).with_name("fixtures") / "pi16-images-as-is.json"
+
+
+@pytest.fixture(scope="module")
+def pi16_images_as_is(image_files: Path) -> dict[str, Any]:
+    """What pi 1.6's read answers on each image when it does not resize, as pi16_images."""
+    stored: dict[str, Any] = json.loads(STORED_IMAGES_AS_IS.read_text("utf-8"))
+    node = pi16_node()
+    if node is not None:
+        run = subprocess.run([node, str(Path(__file__).with_name("pi16_read.mjs")),
+                              str(PI16 / "@earendil-works"), str(image_files), "--no-resize",
+                              *IMAGES], capture_output=True, text=True, timeout=CEILING_S)
+        assert run.returncode == 0, run.stderr
+        assert {name: sent(blocks) for name, blocks in json.loads(run.stdout).items()} == stored
+    return stored
+
+
+@pytest.mark.parametrize("name", IMAGES)
+async def test_read_sends_an_image_unscaled_when_settings_say_so(
+        image_files: Path, pi16_images_as_is: dict[str, Any], name: str) -> None:
+    """`images.autoResize: false` was not honoured: a 4000x1001 screenshot went scaled down to
+    2000x501. pi 1.6 sends it as it is, converting only what it must (a BMP, to PNG)."""
+    result = await run(READ, {"path": name}, image_files, auto_resize_images=False)
+    assert not result.is_error
+    assert sent(result.content) == pi16_images_as_is[name]
+    if "converted" not in text_of(result):  # the file's own bytes, to the last one
+        assert [base64.b64decode(b.data) for b in result.content
+                if isinstance(b, ImageContent)] == [(image_files / name).read_bytes()]
+
+
 async def test_read_leaves_out_an_image_it_cannot_bring_under_the_limit(
         root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """pi's answer when no size down to 1x1 fits in any encoding (a limit of 50 characters

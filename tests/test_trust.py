@@ -527,6 +527,30 @@ def test_a_project_may_set_levels_per_model_and_a_new_session_starts_at_its_mode
     assert settings.thinking_level_for("anthropic", "claude-sonnet-4-5") == "xhigh"
 
 
+@pytest.mark.parametrize(("user", "project", "trusted", "resized"), [
+    (None, None, False, True),  # pi's default
+    (False, None, False, False),
+    (False, True, True, True),  # a trusted project's wins, as pi merges them
+    (None, False, True, False),
+    (None, False, False, True),  # an untrusted project's is not read
+])
+def test_images_auto_resize_is_read_as_pi_merges_it(
+        tmp_path: Path, user: bool | None, project: bool | None, trusted: bool,
+        resized: bool) -> None:
+    """pi 1.6's `images.autoResize` was not read: images were always scaled down. The user's
+    settings.json sets it, and a project's .pi/settings.json over it when the folder is
+    trusted."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    for folder, value in ((agent(), user), (root / ".pi", project)):
+        if value is not None:
+            write_json(folder / "settings.json", {"images": {"autoResize": value}})
+    if trusted:
+        trust(root, agent())
+    hub = hub_for(root)
+    assert hub.harness(hub.new_session(None, root)).auto_resize_images is resized
+
+
 async def test_an_untrusted_folder_loads_no_project_file_and_says_so_once(
         tmp_path: Path, fake: FakeAnthropic, oai: FakeOpenAI) -> None:
     root = tmp_path / "ws"

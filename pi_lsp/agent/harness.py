@@ -126,6 +126,7 @@ class Harness:
         files: FileAccess = DISK,
         diagnostics: Diagnostics | None = None,
         retry: RetrySettings | None = None,
+        auto_resize_images: bool = True,
     ) -> None:
         self.tree = tree
         self._said_path = tree.path  # where listeners last heard the session is
@@ -146,6 +147,7 @@ class Harness:
         self.files = files
         self.edit_feedback = EditFeedback(root, diagnostics)
         self.retry = retry or RetrySettings()
+        self.auto_resize_images = auto_resize_images  # pi's `images.autoResize`
         self.retries = Retries(self)
         self.phase: Phase = "idle"
         self.aborted = False
@@ -267,11 +269,13 @@ class Harness:
 
     async def take_steering(self) -> list[UserMessage]:
         taken, self._steering = self._steering, []
-        return [await with_sent_images(message) for message in taken]
+        return [await with_sent_images(message, auto_resize=self.auto_resize_images)
+                for message in taken]
 
     async def take_follow_up(self) -> list[UserMessage]:
         taken, self._follow_up = self._follow_up, []
-        return [await with_sent_images(message) for message in taken]
+        return [await with_sent_images(message, auto_resize=self.auto_resize_images)
+                for message in taken]
 
     async def prepare_next_turn(self) -> None:
         """pi 1.6's prepareNextTurn: past the threshold between two turns of a run (after tool
@@ -290,7 +294,8 @@ class Harness:
         return ToolContext(self.root, self.allow_outside_root, on_update, self.session_dirs,
                            files=self.files,
                            key_variables=self.registry.key_variables(),
-                           session_variables=self.session_variables())
+                           session_variables=self.session_variables(),
+                           auto_resize_images=self.auto_resize_images)
 
     def session_variables(self) -> dict[str, str]:
         """What bash tells a command of this session, as pi 1.6's: its id and file, and the
@@ -394,7 +399,8 @@ class Harness:
         try:
             # Busy while the images are processed (a second or more), as pi 1.6 marks the run
             # active first: an abort meanwhile stops the run before its request.
-            prompts = [await with_sent_images(message) for message in prompts]
+            prompts = [await with_sent_images(message, auto_resize=self.auto_resize_images)
+                       for message in prompts]
             self.agent = self.agent_setup()
             # No API key: fails before writing. Aborted before or meanwhile: the prompt is
             # written aborted at once, not after its SDK's import (seconds on a busy machine).

@@ -1,7 +1,8 @@
 """What `read` and a prompt send of an image, as pi 1.6's processImage sends it
 (utils/image-process.js, image-resize-core.js): a BMP converted to PNG, an image over 2000x2000
-pixels or 4.5 MB of base64 scaled down, with pi's notes on what was done. Pillow is imported
-only when an image is read: it would cost every start of the server."""
+pixels or 4.5 MB of base64 scaled down (unless settings turn that off), with pi's notes on what
+was done. Pillow is imported only when an image is read: it would cost every start of the
+server."""
 
 from __future__ import annotations
 
@@ -60,14 +61,17 @@ class SentImage:
     hints: list[str]
 
 
-def process_image(file: IO[bytes], stated: str) -> SentImage:
+def process_image(file: IO[bytes], stated: str, *, auto_resize: bool = True) -> SentImage:
     """pi's processImage on the image in `file`, said to be of type `stated`, but sent as the
     type its bytes tell: pi keeps the stated one, and a provider refuses a JPEG sent as
-    image/png, which then fails every later request of the session."""
+    image/png, which then fails every later request of the session. Without `auto_resize`
+    (pi's `images.autoResize: false`) it is only converted where it has to be."""
     from PIL import Image
 
     mime = stated.split(";")[0].strip().lower()
     if mime in SENT_TYPES:
+        if not auto_resize and (as_is := _as_is(file, SENT_TYPES[mime])) is not None:
+            return as_is
         image, kind = _decoded(file, NOT_RESIZED)
         if kind in SENT_FORMATS:
             return _fitted(image, lambda: _raw(file), SENT_FORMATS[kind], None)
@@ -75,7 +79,27 @@ def process_image(file: IO[bytes], stated: str) -> SentImage:
         mime = Image.MIME.get(kind, mime)
     else:
         image, _kind = _decoded(file, NOT_CONVERTED)
+    if not auto_resize:
+        return SentImage(base64.b64encode(_png(image)).decode(), "image/png",
+                         _converted(mime, "image/png"))
     return _fitted(image, lambda: _png(image), "image/png", mime)
+
+
+def _as_is(file: IO[bytes], stated: str) -> SentImage | None:
+    """The whole file, unscaled, of the type its bytes tell (`stated` when they tell none: pi
+    sends such bytes all the same), as pi sends an image it does not resize; None when its
+    bytes are of a type to convert to PNG."""
+    from PIL import Image
+
+    file.seek(0)
+    try:
+        kind = Image.open(file, formats=DECODED).format or ""  # its header only
+    except Exception:  # Pillow raises many kinds on bytes it cannot read (see _decoded)
+        kind = ""
+    if kind and kind not in SENT_FORMATS:
+        return None
+    file.seek(0)
+    return SentImage(base64.b64encode(file.read()).decode(), SENT_FORMATS.get(kind, stated), [])
 
 
 def image_bytes(data: str, name: str) -> bytes:
@@ -87,7 +111,7 @@ def image_bytes(data: str, name: str) -> bytes:
         raise ValueError(f"{name} is not base64 ({error})") from None
 
 
-async def with_sent_images(message: UserMessage) -> UserMessage:
+async def with_sent_images(message: UserMessage, *, auto_resize: bool = True) -> UserMessage:
     """`message` with its images as pi sends a prompt's: each processed off the event loop (a
     resize takes up to a second), one that cannot be left out, the notes after the text."""
     images = [block for block in message.content if isinstance(block, ImageContent)]
@@ -99,7 +123,8 @@ async def with_sent_images(message: UserMessage) -> UserMessage:
     for image in images:
         try:
             done = await asyncio.to_thread(
-                process_image, io.BytesIO(image_bytes(image.data, "an image")), image.mime_type)
+                process_image, io.BytesIO(image_bytes(image.data, "an image")), image.mime_type,
+                auto_resize=auto_resize)
         except ImageOmitted as omitted:
             hints.append(str(omitted))
             continue

@@ -214,6 +214,7 @@ class ToolContext:
     # Takes what a call cut short by an abort has to say (bash: the output so far, as pi 1.6
     # gives it; write and edit: what the write under way did); None: nobody records it.
     on_abort: Callable[[ToolResult], None] | None = None
+    auto_resize_images: bool = True  # pi's `images.autoResize`
 
     def given(self, raw: object) -> Path:
         """The path argument made absolute as pi makes it, symlinks not yet followed."""
@@ -305,7 +306,8 @@ async def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     # A call cancelled (an abort) stops the thread at its next piece.
     stop = threading.Event()
     try:
-        return await asyncio.to_thread(_disk_read, path, shown, str(raw), offset, limit, stop)
+        return await asyncio.to_thread(_disk_read, path, shown, str(raw), offset, limit, stop,
+                                       ctx.auto_resize_images)
     finally:
         stop.set()
 
@@ -320,7 +322,7 @@ def _text_page(pieces: Callable[[], Iterator[str]], raw: str, offset: float | No
 
 
 def _disk_read(path: Path, shown: Path, raw: str, offset: float | None, limit: float | None,
-               stop: threading.Event) -> ToolResult:
+               stop: threading.Event, auto_resize: bool) -> ToolResult:
     """What `read` shows of a file on disk: the image its bytes start, else its text (up to
     where `stop` was set)."""
     try:
@@ -334,14 +336,14 @@ def _disk_read(path: Path, shown: Path, raw: str, offset: float | None, limit: f
         mime = image_type(head)
         if mime is None:
             return _text_page(_text_pieces(head, file, stop), raw, offset, limit)
-        return _image_result(file, mime)
+        return _image_result(file, mime, auto_resize)
 
 
-def _image_result(file: IO[bytes], mime: str) -> ToolResult:
+def _image_result(file: IO[bytes], mime: str, auto_resize: bool) -> ToolResult:
     """pi's answer for an image: the note on what it sends and the image (brought within the
     model's limits), or why it left the image out."""
     try:
-        sent = process_image(file, mime)
+        sent = process_image(file, mime, auto_resize=auto_resize)
     except ImageOmitted as omitted:
         return text_result(f"Read image file [{mime}]\n{omitted}")
     note = "\n".join([f"Read image file [{sent.mime_type}]", *sent.hints])
