@@ -109,7 +109,7 @@ def request_setup(tree: SessionTree, approve: bool | None) -> AgentSetup:
     settings = session_settings(tree, approve)
     return agent_setup(session_root(tree), ALL_TOOLS, settings.registry(),
                        (settings.default_provider, settings.default_model),
-                       settings.resume_thinking_level)
+                       settings.resume_thinking_level, settings.project_trusted)
 
 
 def cmd_tree(args: argparse.Namespace) -> int:

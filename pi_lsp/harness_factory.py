@@ -41,6 +41,7 @@ def make_harness(tree: SessionTree, root: Path, settings: Settings, *,
         diagnostics=diagnostics,
         retry=settings.retry,
         auto_resize_images=settings.images.auto_resize,
+        project_trusted=settings.project_trusted,
     )
     record_files(harness, tell)
     return harness

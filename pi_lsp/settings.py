@@ -58,6 +58,9 @@ class Settings(msgspec.Struct, rename="camel", omit_defaults=True):
     images: ImageSettings = msgspec.field(default_factory=ImageSettings)
     # From pi's models.json files, not from settings.json.
     providers: list[ProviderConfig] = msgspec.field(default_factory=list)
+    # Whether the project's own `.pi/` files were loaded (its folder trusted): the prompt's
+    # SYSTEM.md and APPEND_SYSTEM.md follow. Set by load_settings, never from a file.
+    project_trusted: bool = False
 
     def api_key(self, provider: str) -> str | None:
         variable = API_KEY_VARIABLES.get(provider)
@@ -98,7 +101,7 @@ PROJECT_KEYS = frozenset({"defaultProvider", "defaultModel", "defaultThinkingLev
 
 # Keys pi-lsp reads that only the user's settings.json may set (others it does not read).
 USER_KEYS = frozenset({f.encode_name for f in msgspec.structs.fields(Settings)} - PROJECT_KEYS -
-                      {"providers"} | {"defaultProjectTrust"})
+                      {"providers", "projectTrusted"} | {"defaultProjectTrust"})
 
 
 def settings_files(workspace: Path) -> list[Path]:
@@ -128,7 +131,8 @@ def load_settings(workspace: Path, *, project: bool) -> Settings:
                 merged[key] = {**merged[key], **value}  # nested sections merge key by key
             else:
                 merged[key] = value
-    merged.pop("providers", None)
+    for computed in ("providers", "projectTrusted"):
+        merged.pop(computed, None)
     try:
         settings = msgspec.convert(merged, Settings)
     except msgspec.ValidationError as error:
@@ -140,6 +144,7 @@ def load_settings(workspace: Path, *, project: bool) -> Settings:
         raise SettingsError(str(error)) from None
     settings.models = [*models, *settings.models]
     settings.providers = providers
+    settings.project_trusted = project
     return settings
 
 

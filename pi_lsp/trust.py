@@ -29,8 +29,9 @@ TRUST_FILE = "trust.json"
 LOCK_STALE_S = 10.0  # proper-lockfile's default: an older lock was left by a process that died
 LOCK_WAIT_S = 0.02
 LOCK_ATTEMPTS = 100
-# What pi-lsp would take from a folder's `.pi/`: settings, models, an old snapshot store.
-PROJECT_FILES = ("settings.json", "models.json", "snapshots")
+# What pi-lsp would take from a folder's `.pi/`: settings, models, an old snapshot store, the
+# prompt's replacement and addendum (a folder holding only those is not trusted by default).
+PROJECT_FILES = ("settings.json", "models.json", "snapshots", "SYSTEM.md", "APPEND_SYSTEM.md")
 SMALL_FILE = 64 << 10
 
 DefaultTrust = Literal["ask", "always", "never"]

@@ -1,6 +1,9 @@
-// pi 1.6's system prompt for pi-lsp's tools (pi's defaults) and the cwd and context files given
-// as JSON: {cwd, contextFiles: [{path, content}]}. Made tests/fixtures/pi16-prompt.json, which
-// tests/test_system_messages.py compares with pi-lsp's; run again there when pi 1.6 is installed.
+// pi 1.6's system prompt for pi-lsp's tools (pi's defaults) and the options given as JSON:
+// {cwd, contextFiles: [{path, content}], customPrompt?, appendSystemPrompt?}, or {cwd, load:
+// {agentDir, trusted}} to have pi's own resource loader find the context files, SYSTEM.md and
+// APPEND_SYSTEM.md for a project so trusted (skills left out). Made
+// tests/fixtures/pi16-prompt*.json, which tests/test_system_messages.py compares with pi-lsp's;
+// run again there when pi 1.6 is installed.
 // system-prompt.js and the tools are not in the package's "exports" map: imported by file URL.
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -12,8 +15,29 @@ const tools = {};
 for (const name of ["read", "bash", "edit", "write"]) {
   tools[name] = (await core(`tools/${name}.js`))[`${name}ToolSystemPromptContribution`];
 }
+
+// What pi's loader gives its session (agent-session.js, _rebuildSystemPrompt).
+async function loaded(cwd, { agentDir, trusted }) {
+  const { DefaultResourceLoader } = await core("resource-loader.js");
+  const { SettingsManager } = await core("settings-manager.js");
+  const settingsManager = SettingsManager.inMemory();
+  settingsManager.setProjectTrusted(trusted);
+  const loader = new DefaultResourceLoader({
+    cwd, agentDir, settingsManager, noExtensions: true, noSkills: true, noPromptTemplates: true,
+    noThemes: true,
+  });
+  await loader.reload();
+  return {
+    customPrompt: loader.getSystemPrompt(),
+    appendSystemPrompt: loader.getAppendSystemPrompt().join("\n\n"),
+    contextFiles: loader.getAgentsFiles().agentsFiles,
+  };
+}
+
+const { load, ...given } = JSON.parse(input);
 const options = {
-  ...JSON.parse(input),
+  ...given,
+  ...(load ? await loaded(given.cwd, load) : {}),
   selectedTools: Object.keys(tools),
   toolSnippets: Object.fromEntries(Object.entries(tools).map(([name, t]) => [name, t.snippet])),
   toolGuidelines: Object.fromEntries(Object.entries(tools).map(([name, t]) => [name, t.guidelines])),

@@ -217,8 +217,26 @@ async def test_pi16_replays_what_pi_lsp_wrote(workspace: Path, fake: FakeAnthrop
 
 
 # pi 1.6's prompt (buildSystemPromptSections, buildSystemPrompt) for pi-lsp's tools, made by
-# pi16_prompt.mjs from its "input", the folders written as placeholders ({{pi}}: pi's install).
-STORED_PROMPT = Path(__file__).with_name("fixtures") / "pi16-prompt.json"
+# pi16_prompt.mjs from each fixture's "input" (run with the placeholders filled in), the folders
+# then written as placeholders ({{pi}}: pi's install).
+FIXTURES = Path(__file__).with_name("fixtures")
+
+
+def pi16_prompt(fixture: str, names: dict[str, str]) -> dict[str, Any]:
+    """pi 1.6's prompt stored in `fixture`, its placeholders filled in from `names`; checked
+    to be what pi16_prompt.mjs makes where Node and pi 1.6 are installed."""
+    stored = (FIXTURES / fixture).read_text("utf-8")
+    for placeholder, name in names.items():
+        stored = stored.replace(placeholder, name)
+    pi: dict[str, Any] = json.loads(stored)
+    node = pi16_node()
+    if node is not None:  # the stored answer is pi's
+        made = subprocess.run([node, str(Path(__file__).with_name("pi16_prompt.mjs")),
+                               names["{{pi}}"], json.dumps(pi["input"])],
+                              capture_output=True, text=True, timeout=CEILING_S)
+        assert made.returncode == 0, made.stderr
+        assert {"input": pi["input"], **json.loads(made.stdout)} == pi
+    return pi
 
 
 def test_the_system_prompt_is_pi16s(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -233,23 +251,33 @@ def test_the_system_prompt_is_pi16s(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     (agent / "AGENTS.md").write_text("Answer in British English.\n")
     (workspace / "AGENTS.md").write_text("\ufeffRun the tests with make test.\n")  # a BOM: off
     (workspace / "CLAUDE.md").write_text("Not read: AGENTS.md comes first.\n")
-    names = {"{{workspace}}": str(workspace), "{{agent}}": str(agent),
-             "{{pi}}": str(PI16 / "@earendil-works")}
-    stored = STORED_PROMPT.read_text("utf-8")
-    node = pi16_node()
-    if node is not None:  # the stored answer is pi's
-        made = subprocess.run([node, str(Path(__file__).with_name("pi16_prompt.mjs")),
-                               names["{{pi}}"], json.dumps(json.loads(stored)["input"])],
-                              capture_output=True, text=True, timeout=CEILING_S)
-        assert made.returncode == 0, made.stderr
-        assert {"input": json.loads(stored)["input"],
-                **json.loads(made.stdout.replace(names["{{pi}}"], "{{pi}}"))} == json.loads(stored)
-    for placeholder, name in names.items():
-        stored = stored.replace(placeholder, name)
-    pi = json.loads(stored)
+    pi = pi16_prompt("pi16-prompt.json", {"{{workspace}}": str(workspace), "{{agent}}": str(agent),
+                                          "{{pi}}": str(PI16 / "@earendil-works")})
     docs = pi["sections"].pop("docs")
     sections = system_sections(workspace, ALL_TOOLS)
     assert sections["preamble"] == PREAMBLE
     assert list(sections.items()) == list({**pi["sections"], "preamble": PREAMBLE}.items())
     assert system_text(SystemMessage(content="", sections=sections, timestamp=0)) == \
         pi["text"].replace(f"\n\n{docs}", "").replace(pi["sections"]["preamble"], PREAMBLE, 1)
+
+
+@pytest.mark.parametrize("trusted", [True, False], ids=["trusted", "untrusted"])
+def test_system_md_and_append_system_md_are_pi16s(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, trusted: bool) -> None:
+    """SYSTEM.md and APPEND_SYSTEM.md were not read. Now as pi 1.6's loader finds them: the
+    project's `.pi/` one, only when it is trusted, over your own; SYSTEM.md takes the place of
+    the preamble, tools and rules, APPEND_SYSTEM.md is added as `addendum`."""
+    workspace, agent = tmp_path / "ws", tmp_path / "agent"
+    (workspace / ".pi").mkdir(parents=True)
+    agent.mkdir()
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    (agent / "SYSTEM.md").write_text("You are the user's own agent.\n")
+    (agent / "APPEND_SYSTEM.md").write_text("\ufeffSign every answer.\n")  # a BOM: off
+    (workspace / ".pi" / "SYSTEM.md").write_text("You are this project's agent.\n")
+    (workspace / "AGENTS.md").write_text("Run the tests with make test.\n")
+    pi = pi16_prompt(f"pi16-prompt-{'trusted' if trusted else 'untrusted'}.json",
+                     {"{{workspace}}": str(workspace), "{{agent}}": str(agent),
+                      "{{pi}}": str(PI16 / "@earendil-works")})
+    sections = system_sections(workspace, ALL_TOOLS, trusted)
+    assert list(sections.items()) == list(pi["sections"].items())
+    assert system_text(SystemMessage(content="", sections=sections, timestamp=0)) == pi["text"]

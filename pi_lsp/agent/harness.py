@@ -127,6 +127,7 @@ class Harness:
         diagnostics: Diagnostics | None = None,
         retry: RetrySettings | None = None,
         auto_resize_images: bool = True,
+        project_trusted: bool = False,
     ) -> None:
         self.tree = tree
         self._said_path = tree.path  # where listeners last heard the session is
@@ -148,6 +149,7 @@ class Harness:
         self.edit_feedback = EditFeedback(root, diagnostics)
         self.retry = retry or RetrySettings()
         self.auto_resize_images = auto_resize_images  # pi's `images.autoResize`
+        self.project_trusted = project_trusted  # the project's own prompt files count
         self.retries = Retries(self)
         self.phase: Phase = "idle"
         self.aborted = False
@@ -222,7 +224,8 @@ class Harness:
     def agent_setup(self) -> AgentSetup:
         """The prompt sections and tools as they are now (they read the project's notes)."""
         setup = agent_setup(self.root, list(self.tools.values()), self.registry,
-                            self.default_model, self.default_thinking_level)
+                            self.default_model, self.default_thinking_level,
+                            self.project_trusted)
         return msgspec.structs.replace(setup, run_model=self.run_model,
                                        run_thinking_level=self.run_thinking_level)
 

@@ -22,6 +22,9 @@ log = logging.getLogger(__name__)
 # pi 1.6's names for a folder's context file, the first that can be read chosen
 CONTEXT_FILES = ("AGENTS.override.md", "AGENTS.md", "AGENTS.MD", "CLAUDE.md", "CLAUDE.MD")
 NOTES_LIMIT = 32 * 1024
+# pi 1.6's prompt files in an agent folder (yours, or a trusted project's `.pi/`): the first
+# replaces the default prompt (preamble, tools and rules), the second is appended to it.
+SYSTEM_FILE, APPEND_FILE = "SYSTEM.md", "APPEND_SYSTEM.md"
 
 # pi-lsp's own words: pi's preamble says the model runs inside pi, which is not so here.
 PREAMBLE = """You are a coding agent working inside the user's editor, on the project in the \
@@ -80,6 +83,16 @@ def project_notes(root: Path) -> list[tuple[str, str]]:
     return list(notes.items())
 
 
+def prompt_file(root: Path, name: str, trusted: bool) -> str | None:
+    """pi 1.6's SYSTEM.md or APPEND_SYSTEM.md: the project's `.pi/` one when the project is
+    `trusted` (pi gates both on trust), else your own in pi's agent folder; None: neither."""
+    if trusted:
+        text = _read_notes(root / ".pi" / name, root)
+        if text is not None:
+            return text
+    return _read_notes(agent_dir() / name, None)
+
+
 def _rules(tools: Sequence[Tool]) -> str:
     """pi 1.6's rules (buildRules) for `tools`: each rule once, in order, as a list."""
     names = {tool.name for tool in tools}
@@ -96,27 +109,36 @@ def _project_context(notes: Sequence[tuple[str, str]]) -> str:
         for path, text in notes)])
 
 
-def system_sections(root: Path, tools: Sequence[Tool]) -> dict[str, str]:
+def system_sections(root: Path, tools: Sequence[Tool], trusted: bool = False
+                    ) -> dict[str, str]:
     """The prompt as pi 1.6 builds it (buildSystemPromptSections) and keeps it in a session:
-    named sections in pi's order, each but the preamble wrapped in tags of its name. Differs
-    on purpose: the preamble is pi-lsp's; no `docs` (pi's points into pi's install); pi's
-    skills, SYSTEM.md and APPEND_SYSTEM.md are not loaded."""
-    listed = "\n".join(f"- {tool.name}: {tool.snippet}" for tool in tools if tool.snippet)
-    sections = {"tools": f"{listed or '(none)'}\n\nAdditional tools may be available.",
-                "rules": _rules(tools)}
+    named sections in pi's order, each but the preamble wrapped in tags of its name; the
+    project's `.pi/` prompt files count only when it is `trusted`. Differs on purpose: the
+    default preamble is pi-lsp's; no `docs` (pi's points into pi's install); no skills."""
+    custom = prompt_file(root, SYSTEM_FILE, trusted)
+    sections = {}
+    if not custom:  # as pi: an empty SYSTEM.md is none
+        listed = "\n".join(f"- {tool.name}: {tool.snippet}" for tool in tools if tool.snippet)
+        sections = {"tools": f"{listed or '(none)'}\n\nAdditional tools may be available.",
+                    "rules": _rules(tools)}
+    addendum = prompt_file(root, APPEND_FILE, trusted)
+    if addendum:
+        sections["addendum"] = addendum
     notes = project_notes(root)
     if notes:
         sections["project_context"] = _project_context(notes)
     sections["cwd"] = str(root).replace("\\", "/")
-    return {"preamble": PREAMBLE, **{name: f"<{name}>\n{text}\n</{name}>"
+    return {"preamble": custom or PREAMBLE, **{name: f"<{name}>\n{text}\n</{name}>"
                                      for name, text in sections.items()}}
 
 
 def agent_setup(root: Path, tools: Sequence[Tool], registry: ModelRegistry,
-                default_model: tuple[str, str], default_thinking_level: str) -> AgentSetup:
-    """What the agent working in `root` adds to a request: its prompt, tools and models."""
+                default_model: tuple[str, str], default_thinking_level: str,
+                trusted: bool) -> AgentSetup:
+    """What the agent working in `root` (its `.pi/` files loaded when `trusted`) adds to a
+    request: its prompt, tools and models."""
     declarations = [{"name": tool.spec.name, "description": tool.spec.description,
                      "parameters": msgspec.json.decode(msgspec.json.encode(tool.spec.parameters))}
                     for tool in tools]
     return AgentSetup(registry, default_model, default_thinking_level,
-                      system_sections(root, tools), declarations)
+                      system_sections(root, tools, trusted), declarations)

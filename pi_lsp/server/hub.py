@@ -397,7 +397,7 @@ class SessionHub(Workspace):
         settings, folder = self.settings_for(path), self.folder_of(path)
         agent = agent_setup(folder, ALL_TOOLS, settings.registry(),
                             (settings.default_provider, settings.default_model),
-                            settings.resume_thinking_level)
+                            settings.resume_thinking_level, settings.project_trusted)
         key = (real_path(path), leaf, layer)
         # The settings and models files' times too: a model's window and levels come from them.
         state = (id(tree.records), len(tree.records), agent.default_model,
