@@ -261,6 +261,24 @@ def test_the_system_prompt_is_pi16s(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         pi["text"].replace(f"\n\n{docs}", "").replace(pi["sections"]["preamble"], PREAMBLE, 1)
 
 
+def test_context_files_above_the_project_are_pi16s(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pi-lsp read no context file above the project. pi 1.6 reads one from each folder up to
+    the root, outermost first, whatever the project's trust; so does pi-lsp now."""
+    workspace, agent = tmp_path / "up" / "mid" / "ws", tmp_path / "agent"
+    workspace.mkdir(parents=True)
+    agent.mkdir()
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    (agent / "AGENTS.md").write_text("Answer in British English.\n")
+    (tmp_path / "up" / "AGENTS.md").write_text("The monorepo builds with make.\n")
+    (tmp_path / "up" / "mid" / "CLAUDE.md").write_text("This part is in Go.\n")
+    (workspace / "AGENTS.md").write_text("Run the tests with make test.\n")
+    pi = pi16_prompt("pi16-prompt-above.json", {"{{tmp}}": str(tmp_path),
+                                                "{{pi}}": str(PI16 / "@earendil-works")})
+    assert system_sections(workspace, ALL_TOOLS)["project_context"] == \
+        pi["sections"]["project_context"]
+
+
 @pytest.mark.parametrize("trusted", [True, False], ids=["trusted", "untrusted"])
 def test_system_md_and_append_system_md_are_pi16s(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, trusted: bool) -> None:

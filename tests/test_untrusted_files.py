@@ -108,6 +108,18 @@ def test_your_own_notes_are_read_where_their_symlink_leads(
         in caplog.text
 
 
+def test_notes_above_the_project_are_read_only_within_their_folder(project: Path) -> None:
+    """Notes above the project (a repository opened at a subfolder commits them too) were not
+    read; pi 1.6 reads them. Now they are, under the project's rules: a symlink out of its own
+    folder or to a secret is skipped, and the folder's next name is tried."""
+    home, src = project.parent.parent, project.parent
+    (home / "notes.md").write_text("home notes\n")
+    (src / "AGENTS.md").symlink_to("../notes.md")
+    (home / "AGENTS.md").symlink_to(".aws/credentials")
+    (home / "CLAUDE.md").write_text("Everything here is Python.\n")
+    assert project_notes(project) == [(str(home / "CLAUDE.md"), "Everything here is Python.\n")]
+
+
 def test_notes_that_are_no_regular_file_are_skipped(project: Path) -> None:
     (project / "AGENTS.md").mkdir()
     os.mkfifo(project / "CLAUDE.md")  # opening it for reading must not wait for a writer

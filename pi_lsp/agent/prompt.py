@@ -39,13 +39,13 @@ def _read_notes(path: Path, root: Path | None) -> str | None:
     or it is no regular file (within `root`, if given) or looks like a secret."""
     if not os.path.lexists(path):
         return None
-    # A committed symlink may lead to /proc/self/environ or ~/.aws/credentials; one within the
-    # project (CLAUDE.md -> AGENTS.md) is fine. The user's own folder has no such rule (as in
+    # A committed symlink may lead to /proc/self/environ or ~/.aws/credentials; one within its
+    # folder (CLAUDE.md -> AGENTS.md) is fine. The user's own folder has no such rule (as in
     # pi): its AGENTS.md may be a link into their dotfiles.
     real = Path(os.path.realpath(path))
     reason = secret_reason(path) or (
         None if root is None or inside(real, Path(os.path.realpath(root)))
-        else "it leads outside the project")
+        else f"it leads outside {root}")
     if reason is None:
         try:
             file = open_regular(path)
@@ -72,12 +72,17 @@ def _context_file(folder: Path, root: Path | None) -> tuple[str, str] | None:
 
 
 def project_notes(root: Path) -> list[tuple[str, str]]:
-    """The context files the model is given, by path: your own in pi's agent folder, then the
-    project's. pi 1.6 also reads those of the folders above the project; pi-lsp reads notes
-    only within the project, which a cloned repository controls no further."""
+    """The context files the model is given, by path, as pi 1.6 finds them whatever the
+    project's trust: your own in pi's agent folder, then those of the project's folder and of
+    each folder above it, outermost first. A file outside the agent folder is read only within
+    the folder it is found in."""
     notes: dict[str, str] = {}
-    for folder, within in ((agent_dir(), None), (root, root)):
-        found = _context_file(folder, within)
+    found = _context_file(agent_dir(), None)
+    if found is not None:
+        notes.setdefault(*found)
+    here = Path(os.path.abspath(root))
+    for folder in [*reversed(here.parents), here]:
+        found = _context_file(folder, folder)
         if found is not None:
             notes.setdefault(*found)
     return list(notes.items())
