@@ -473,7 +473,9 @@ class RawServer:
             while True:
                 header = await self.stream.readuntil(b"\r\n\r\n")
                 length = int(header.split(b":")[1].split(b"\r\n")[0])
-                self.messages.append(json.loads(await self.stream.readexactly(length)))
+                message = json.loads(await self.stream.readexactly(length))
+                # a batch's answer is an array, kept whole under a key of its own
+                self.messages.append(message if isinstance(message, dict) else {"batch": message})
                 self.arrived.set()
 
     def write(self, data: bytes) -> None:
@@ -539,8 +541,6 @@ async def test_the_server_survives_bad_frames_and_answers_the_next_request(
 @pytest.mark.parametrize(("body", "code", "answered_id", "message"), [
     (b"notjs", -32700, None, "Parse error: Expecting value: line 1 column 1 (char 0)"),
     (b"\xff{}", -32700, None, "Parse error: "),  # not UTF-8
-    (b'[{"jsonrpc":"2.0","id":1,"method":"shutdown"}]', -32600, None,
-     "Invalid Request: LSP does not support batches"),
     (b"[]", -32600, None, "Invalid Request: LSP does not support batches"),
     (b"42", -32600, None, "Invalid Request: not a JSON-RPC 2.0 message"),
     (b'{"id":3,"method":"shutdown"}', -32600, 3, "Invalid Request: not a JSON-RPC 2.0 message"),
@@ -551,7 +551,7 @@ async def test_the_server_survives_bad_frames_and_answers_the_next_request(
     (b'{"jsonrpc":"2.0"}', -32600, None, "Invalid Request: a request needs a `method`"),
     (b'{"jsonrpc":"2.0","id":55}', -32600, 55, "Invalid Request: a request needs a `method`"),
     (b'{"jsonrpc":"2.0","id":5,"method":"no/such"}', -32601, 5, "Method Not Found: no/such"),
-], ids=["not JSON", "not UTF-8", "batch", "empty batch", "a number", "no jsonrpc",
+], ids=["not JSON", "not UTF-8", "empty batch", "a number", "no jsonrpc",
         "deeply nested batch", "jsonrpc 2", "jsonrpc 1.0", "jsonrpc null", "only jsonrpc",
         "no method", "unknown method without params"])
 async def test_a_body_that_is_not_a_message_is_answered_as_json_rpc_says(
@@ -572,6 +572,49 @@ async def test_a_body_that_is_not_a_message_is_answered_as_json_rpc_says(
         assert errors[0]["error"]["message"].startswith(message)
         assert [m for m in server.messages[seen:] if m.get("method") == "window/showMessage"] \
             == []
+        assert "Traceback" not in log.read_text()
+    finally:
+        await server.close()
+
+
+async def test_each_request_of_a_batch_is_answered(tmp_path: Path) -> None:
+    """A batch (LSP has none) got one -32600 with id null, so a client waited forever for the
+    ids it sent. Now each request is answered as JSON-RPC says, and a huge batch costs one
+    answer for all its requests without an id."""
+    log = tmp_path / "stderr.log"
+    server = await RawServer.start(tmp_path, log=log)
+    refused = {"code": -32600, "message": "Invalid Request: LSP does not support batches"}
+
+    async def answer(batch: bytes) -> list[dict[str, Any]]:
+        server.write(frame(batch))
+        found = await server.wait_for(lambda m: "batch" in m)
+        server.messages.remove(found)
+        answers: list[dict[str, Any]] = found["batch"]
+        return answers
+
+    try:
+        assert await answer(json.dumps([
+            {"jsonrpc": "2.0", "id": 1, "method": "shutdown"},
+            {"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": 1}},
+            {"jsonrpc": "2.0", "id": "two", "method": "workspace/executeCommand",
+             "params": {"command": "pi.listSessions", "arguments": [{}]}},
+            {"jsonrpc": "2.0", "id": 3, "result": None},  # a response: answers nothing
+            7, {"id": 4.5}, {"jsonrpc": "2.0"},  # no id a response can carry: one answer
+        ]).encode()) == [{"jsonrpc": "2.0", "id": 1, "error": refused},
+                         {"jsonrpc": "2.0", "id": "two", "error": refused},
+                         {"jsonrpc": "2.0", "id": None, "error": refused}]
+        many = await answer(json.dumps([{"jsonrpc": "2.0", "id": n, "method": "shutdown"}
+                                        for n in range(100_000)]).encode())
+        assert [a["id"] for a in many] == list(range(100_000))
+        assert await answer(b"[" + b"1," * 10_000_000 + b"1]") == [
+            {"jsonrpc": "2.0", "id": None, "error": refused}]
+        # Deeper than Python decodes: the ids of its requests are still found.
+        assert await answer(b'[{"jsonrpc":"2.0","method":"x","params":' + b"[" * 200_000 +
+                            b"]" * 200_000 + b',"id":9}]') == [
+            {"jsonrpc": "2.0", "id": 9, "error": refused}]
+        server.write(frame(b'[{"jsonrpc":"2.0","method":"initialized","params":{}}]'))
+        assert (await server.command("pi.listSessions"))["result"] == {"sessions": []}
+        assert [m for m in server.messages if "error" in m or "batch" in m] == []
         assert "Traceback" not in log.read_text()
     finally:
         await server.close()

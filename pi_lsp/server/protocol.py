@@ -7,7 +7,7 @@ import inspect
 import json
 import logging
 import re
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
@@ -110,17 +110,25 @@ class PiProtocol(LanguageServerProtocol):
         says (pygls raised, which logged a traceback and answered nothing)."""
         try:
             data = json.loads(body)
-        except RecursionError:  # deeper than Python decodes: its id is read to answer it
+        except RecursionError:  # deeper than Python decodes: its ids are read to answer them
             if body.lstrip()[:1] == b"[":
-                self._refuse(None, BATCH)
+                # not decoded, so not a batch JSON-RPC recognises, unless ids are found in it
+                ids: list[int | str | None] = list(_ids_at(body, 2))
+                if ids:
+                    self._refuse_batch(ids)
+                else:
+                    self._refuse(None, BATCH)
             else:
                 self.handle_message(Unfit(top_level_id(body), None, "nested too deeply"))
             return
         except ValueError as error:  # not JSON, or not UTF-8
             self._refuse(None, JsonRpcParseError(f"Parse error: {error}"))
             return
-        if isinstance(data, list):
+        if data == []:
             self._refuse(None, BATCH)
+        elif isinstance(data, list):
+            self._refuse_batch([_request_id(element) if isinstance(element, dict) else None
+                                for element in data if _answered_in_batch(element)])
         elif not (isinstance(data, dict) and data.get("jsonrpc") == "2.0"):
             # pygls leaves another version unanswered ("Unknown message")
             self._refuse(_request_id(data) if isinstance(data, dict) else None,
@@ -176,6 +184,18 @@ class PiProtocol(LanguageServerProtocol):
         self._send_data({"jsonrpc": "2.0", "id": request_id,
                          "error": {"code": error.code, "message": error.message}})
 
+    def _refuse_batch(self, ids: list[int | str | None]) -> None:
+        """Answer each request of a batch (LSP has none), as JSON-RPC says; requests whose id
+        cannot be read share one answer, which no client can match anyway, so the answer costs
+        less than decoding the batch did however many elements it has."""
+        if not ids:  # only notifications (and responses): JSON-RPC answers nothing
+            log.warning("a batch of notifications was ignored: %s", BATCH.message)
+            return
+        readable = [request_id for request_id in ids if request_id is not None]
+        error = {"code": BATCH.code, "message": BATCH.message}
+        self._send_data([{"jsonrpc": "2.0", "id": request_id, "error": error} for request_id
+                         in readable + ([None] if len(readable) < len(ids) else [])])
+
     @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
     def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams
                                       ) -> Generator[Any, Any, None]:
@@ -216,18 +236,31 @@ _ID_VALUE = re.compile(rb'\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*[,}]')
 
 def top_level_id(body: bytes) -> int | str | None:
     """The `id` of the JSON object in `body`, read without decoding what is nested in it."""
+    return next(_ids_at(body, 1), None)
+
+
+def _ids_at(body: bytes, level: int) -> Iterator[int | str]:
+    """The `id`s of the objects at `level` of nesting in `body` (1: the top), read without
+    decoding anything."""
     depth = 0
     for token in _TOKEN.finditer(body):
         text = token.group()
         if text[0] == ord('"'):
-            value = _ID_VALUE.match(body, token.end()) if depth == 1 and text == b'"id"' \
+            value = _ID_VALUE.match(body, token.end()) if depth == level and text == b'"id"' \
                 else None
             if value is not None:
-                found: int | str = json.loads(value.group(1))
-                return found
+                yield json.loads(value.group(1))
         else:
             depth += len(text) if text[0] in b"[{" else -len(text)
-    return None
+
+
+def _answered_in_batch(element: Any) -> bool:
+    """Whether a batch element is owed an answer: neither a notification nor a response."""
+    if not isinstance(element, dict):
+        return True
+    if "method" in element:
+        return "id" in element
+    return not ("result" in element or "error" in element)
 
 
 def _request_id(data: dict[str, Any]) -> int | str | None:
