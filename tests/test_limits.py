@@ -812,9 +812,38 @@ async def test_ctrl_c_with_a_client_connected_says_interrupted_and_exits_130(
         assert (await server.command("pi.listSessions"))["result"] == {"sessions": []}
         server.process.send_signal(signal.SIGINT)
         assert await asyncio.wait_for(server.process.wait(), CEILING_S) == 130
-        assert log.read_text() == "pi-lsp: interrupted\n"
+        said = log.read_text()
+        if transport == "tcp":  # after the line `--tcp` says once it listens
+            listening, said = said.split("\n", 1)
+            assert listening.startswith("pi-lsp: listening on 127.0.0.1:")
+        assert said == "pi-lsp: interrupted\n"
     finally:
         await server.close()
+
+
+@pytest.mark.parametrize(("signum", "code", "said"), [
+    (signal.SIGTERM, 0, ""), (signal.SIGINT, 130, "pi-lsp: interrupted\n")],
+    ids=["sigterm", "ctrl-c"])
+async def test_ending_serve_tcp_before_a_client_connects_ends_as_with_one(
+        tmp_path: Path, signum: signal.Signals, code: int, said: str) -> None:
+    """SIGTERM to `serve --tcp` before any client connected killed it (exit -15, no word),
+    where with a client connected it ends as `shutdown` does, exit 0 (Ctrl-C: 130, said)."""
+    port = free_port()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "pi_lsp.cli", "serve", "--tcp", f"127.0.0.1:{port}",
+        env={**os.environ, "PI_CODING_AGENT_DIR": str(tmp_path / "agent")},
+        stdin=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+    assert process.stderr is not None
+    try:
+        line = await asyncio.wait_for(process.stderr.readline(), PROCESS_CEILING_S)
+        assert line.decode() == f"pi-lsp: listening on 127.0.0.1:{port}\n"
+        process.send_signal(signum)
+        assert await asyncio.wait_for(process.wait(), CEILING_S) == code
+        assert (await process.stderr.read()).decode() == said
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
 
 
 @pytest.mark.parametrize("transport", ["stdio", "tcp"])

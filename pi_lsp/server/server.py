@@ -6,8 +6,10 @@ import asyncio
 import contextlib
 import logging
 import selectors
+import signal
 import socket
-from collections.abc import Awaitable, Callable
+import sys
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
@@ -65,7 +67,11 @@ class PiServer(LanguageServer):
     def start_tcp(self, host: str, port: int) -> None:
         """Serve the first client to connect as stdio is served: pygls' own TCP loop lacks
         its fixes (an `exit` there lost the running turn, and bad input logged tracebacks)."""
-        connection = first_client(host, port)
+        try:
+            with sigterm_raises():
+                connection = first_client(host, port)
+        except Terminated:  # nothing has started to be saved: ends as it does with a client
+            return
         with connection, connection.makefile("rb") as stdin:
             stdout = connection.makefile("wb")
             try:
@@ -167,10 +173,29 @@ class PiServer(LanguageServer):
         await self.watch.stop()
 
 
+class Terminated(Exception):
+    """SIGTERM, while the server waits for its client."""
+
+
+@contextlib.contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """SIGTERM raises Terminated in here, as Ctrl-C raises KeyboardInterrupt: its default
+    ended the process at once (-15, no word) where with a client it ends as `shutdown` does."""
+    def terminated(_signal: int, _frame: object) -> None:
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def first_client(host: str, port: int) -> socket.socket:
     """The first connection to PORT on any of HOST's addresses, each listened on (as pygls'
     asyncio listener did: `localhost` is both 127.0.0.1 and ::1 where /etc/hosts says so)."""
     listeners = listening(host, port)
+    print(f"pi-lsp: listening on {host}:{port}", file=sys.stderr, flush=True)
     with contextlib.ExitStack() as stack, selectors.DefaultSelector() as selector:
         for listener in listeners:
             stack.enter_context(listener)
