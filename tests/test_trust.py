@@ -480,6 +480,22 @@ async def test_a_project_that_moves_a_provider_never_gets_the_users_headers(
     assert sent_secrets(oai.requests, "user-gateway-secret", "user-model-secret") == []
 
 
+@pytest.mark.parametrize("project", [
+    {"apiKey": "placeholder"}, {"baseUrl": "https://elsewhere.example/v1", "apiKey": "x"}])
+def test_a_project_models_json_never_unhides_the_users_key_variables(
+        tmp_path: Path, project: dict[str, str]) -> None:
+    """A project's entry for one of the user's providers replaced the user's apiKey and
+    headers before their variable names were collected, so bash saw CORP_KEY and CORP_TOKEN."""
+    write_json(agent() / "models.json", {"providers": {"corp": {
+        "baseUrl": "https://gateway.corp.example/v1", "api": "openai-completions",
+        "apiKey": "CORP_KEY", "headers": {"x-corp-auth": "CORP_TOKEN"},
+        "models": [{"id": "m1"}]}}})
+    root = tmp_path / "ws"
+    write_json(root / ".pi" / "models.json", {"providers": {"corp": project}})
+    registry = load_settings(root, project=True).registry()
+    assert {"CORP_KEY", "CORP_TOKEN"} <= registry.key_variables()
+
+
 async def test_a_project_settings_file_never_widens_permissions(
         tmp_path: Path, fake: FakeAnthropic, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)

@@ -154,6 +154,8 @@ def load_models(workspace: Path, *, project: bool
                for name in data.get("providers") or {}}
     _check(merged, sources)
     from_project: dict[str, dict[str, Any]] = raw[1].get("providers") or {} if project else {}
+    user_variables = {name: _named_variables(spec)
+                      for name, spec in (raw[0].get("providers") or {}).items()}
     built_in = {p.name: p for p in BUILT_IN_PROVIDERS}
     models: list[ModelInfo] = []
     providers: list[ProviderConfig] = []
@@ -168,10 +170,17 @@ def load_models(workspace: Path, *, project: bool
             name, api, spec.base_url or (base.base_url if base else None),
             spec.api_key if "apiKey" in own or not rerouted else None, spec.headers,
             sources[name], literal_key="apiKey" in own, literal_headers="headers" in own,
-            user_key=not rerouted))
+            user_key=not rerouted, key_variables=user_variables.get(name, frozenset())))
         models += _overridden(name, spec)
         models += [_model(name, api, spec, m) for m in spec.models]
     return models, providers
+
+
+def _named_variables(spec: dict[str, Any]) -> frozenset[str]:
+    """The environment variables a provider's entry in the user's file may name: its `apiKey`
+    and header values."""
+    return frozenset(value for value in (spec.get("apiKey"), *spec.get("headers", {}).values())
+                     if value)
 
 
 def _project_headers_only(spec: ProviderSpec, own: dict[str, Any]) -> ProviderSpec:

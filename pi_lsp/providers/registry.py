@@ -88,6 +88,9 @@ class ProviderConfig(msgspec.Struct):
     literal_key: bool = False
     literal_headers: bool = False
     user_key: bool = True
+    # The environment variables the user's own models.json names for this provider, read
+    # before a project's file is merged in: a project's override must not un-hide them.
+    key_variables: frozenset[str] = frozenset()
 
 
 def _claude(model_id: str, window: int, max_tokens: int, input_price: float,
@@ -175,14 +178,11 @@ class ModelRegistry:
         return list(self._models.values())
 
     def key_variables(self) -> frozenset[str]:
-        """The environment variables keys are read from: pi-lsp's own, and those models.json's
-        `apiKey` and header values may name (your own files': a project's values are literals)."""
+        """The environment variables keys are read from: pi-lsp's own, and those your own
+        models.json's `apiKey` and header values may name (a project's values are literals)."""
         names = set(API_KEY_VARIABLES.values())
         for config in self._providers.values():
-            if config.api_key and not config.literal_key:
-                names.add(config.api_key)
-            if not config.literal_headers:
-                names.update(config.headers.values())
+            names |= config.key_variables
         return frozenset(names)
 
 
