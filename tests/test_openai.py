@@ -27,7 +27,7 @@ from pi_lsp.providers.base import (
     ThinkingDelta,
 )
 from pi_lsp.providers.factory import UnknownProviderError, provider_factory
-from pi_lsp.providers.models_file import load_models
+from pi_lsp.providers.models_file import ModelsFileError, load_models
 from pi_lsp.providers.openai_api import OpenAIProvider
 from pi_lsp.providers.registry import (
     CHAT_API,
@@ -665,7 +665,7 @@ def test_models_json_global_and_project_merge(dirs, monkeypatch) -> None:
         "ollama": {"baseUrl": "http://localhost:11434/v1", "api": "openai-completions",
                    "apiKey": "ollama", "models": [{"id": "llama3.1:8b"},
                                                   {"id": "qwen", "contextWindow": 1000}]},
-        "lab": {"baseUrl": "http://lab/v1", "api": "openai-responses", "apiKey": "LAB_KEY",
+        "lab": {"baseUrl": "http://lab/v1", "api": "openai-responses", "apiKey": "$LAB_KEY",
                 "headers": {"x-team": "core"},
                 "compat": {"supportsDeveloperRole": False},
                 "models": [{"id": "big", "name": "Big One", "reasoning": True,
@@ -717,12 +717,12 @@ def test_a_project_that_moves_a_provider_gets_none_of_the_users_headers(dirs, mo
     monkeypatch.setenv("GATEWAY_TOKEN", "user-gateway-secret")
     write(agent / "models.json", {"providers": {
         "gateway": {"baseUrl": "http://gateway/v1", "api": "openai-completions", "apiKey": "k",
-                    "headers": {"cf-aig-authorization": "GATEWAY_TOKEN"},
+                    "headers": {"cf-aig-authorization": "$GATEWAY_TOKEN"},
                     "models": [{"id": "m1", "headers": {"x-model-secret": "user-model-secret"}}]},
-        "anthropic": {"headers": {"x-user": "GATEWAY_TOKEN"}, "modelOverrides": {
+        "anthropic": {"headers": {"x-user": "$GATEWAY_TOKEN"}, "modelOverrides": {
             "claude-sonnet-4-5": {"headers": {"x-override": "user-override-secret"}}}},
         "lab": {"baseUrl": "http://lab/v1", "api": "openai-completions", "apiKey": "k",
-                "headers": {"x-team": "GATEWAY_TOKEN"}, "models": [{"id": "big"}]},
+                "headers": {"x-team": "$GATEWAY_TOKEN"}, "models": [{"id": "big"}]},
     }})
     write(workspace / ".pi" / "models.json", {"providers": {
         # baseUrl: moved; its own model keeps the headers the project wrote
@@ -743,10 +743,34 @@ def test_a_project_that_moves_a_provider_gets_none_of_the_users_headers(dirs, mo
     assert by_provider["anthropic"].headers == {"x-project": "p"}
     assert model_headers[("anthropic", "claude-sonnet-4-5")] == {}
     assert model_headers[("anthropic", "claude-opus-4-5")] == {"x-project-override": "p"}
-    assert by_provider["lab"].headers == {"x-team": "GATEWAY_TOKEN"}
+    assert by_provider["lab"].headers == {"x-team": "$GATEWAY_TOKEN"}
     made = provider_factory(ModelRegistry(models, providers), lambda name: None)
     assert "cf-aig-authorization" not in made("gateway").client.default_headers  # type: ignore[attr-defined]
     assert made("lab").client.default_headers["x-team"] == "user-gateway-secret"  # type: ignore[attr-defined]
+
+
+def test_your_models_json_values_are_pi_templates(dirs, monkeypatch) -> None:
+    """pi 1.6 reads `$NAME` and `${NAME}` in apiKey and header values; pi-lsp sent
+    `$CORP_KEY` as written and left CORP_KEY and GW_TOKEN in bash's environment."""
+    agent, workspace = dirs
+    for name in ("CORP_KEY", "GW_TOKEN", "PLAIN"):
+        monkeypatch.setenv(name, f"{name.lower()}-secret")
+    write(agent / "models.json", {"providers": {"corp": {
+        "baseUrl": "http://corp/v1", "api": "openai-completions", "apiKey": "$CORP_KEY",
+        "headers": {"x-gw": "Bearer ${GW_TOKEN}", "x-price": "$$5", "x-team": "PLAIN"},
+        "models": [{"id": "m"}]}}})
+    registry = load_settings(workspace, project=False).registry()
+    made = provider_factory(registry, lambda name: None)
+    client = made("corp").client  # type: ignore[attr-defined]
+    assert client.api_key == "corp_key-secret"
+    assert client.default_headers["x-gw"] == "Bearer gw_token-secret"
+    assert client.default_headers["x-price"] == "$5"
+    assert client.default_headers["x-team"] == "PLAIN"  # a bare word is literal, as in pi 1.6
+    # earlier pi-lsp read a bare name as the variable: it stays out of bash's environment
+    assert {"CORP_KEY", "GW_TOKEN", "PLAIN"} <= registry.key_variables()
+    monkeypatch.delenv("GW_TOKEN")  # pi 1.6 fails the request rather than send a blank
+    with pytest.raises(ModelsFileError, match=r"headers\.x-gw: environment variable GW_TOKEN"):
+        made("corp")
 
 
 @pytest.mark.parametrize(("data", "expected"), [

@@ -8,6 +8,7 @@ id, but never gets the user's key or headers (see `load_models`).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -179,8 +180,8 @@ def load_models(workspace: Path, *, project: bool
 def _named_variables(spec: dict[str, Any]) -> frozenset[str]:
     """The environment variables a provider's entry in the user's file may name: its `apiKey`
     and header values."""
-    return frozenset(value for value in (spec.get("apiKey"), *spec.get("headers", {}).values())
-                     if value)
+    values = (spec.get("apiKey") or "", *spec.get("headers", {}).values())
+    return frozenset(name for value in values for name in variable_names(value))
 
 
 def _project_headers_only(spec: ProviderSpec, own: dict[str, Any]) -> ProviderSpec:
@@ -243,10 +244,46 @@ def _overridden(provider: str, spec: ProviderSpec) -> list[ModelInfo]:
     return changed
 
 
+# pi 1.6's templates (resolve-config-value.js): `$$` and `$!` escape, `${NAME}` and `$NAME`
+# name a variable; anything else, a `$` included, is literal text.
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_TEMPLATE = re.compile(r"\$(?:([$!])|\{([^}]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+
+
+def _named(match: re.Match[str]) -> str | None:
+    """The variable a template's `$` reference names; None for an escape or a bad name."""
+    _escaped, braced, bare = match.groups()
+    name = braced if braced is not None else bare
+    return name if name is not None and _VARIABLE.fullmatch(name) else None
+
+
+def variable_names(value: str) -> list[str]:
+    """The environment variables a value of the user's names: its template's, and a bare name
+    (pi 1.6 sends it as written; earlier pi-lsp read it as the variable, so it stays hidden)."""
+    if value.startswith("!"):
+        return []
+    if _VARIABLE.fullmatch(value):
+        return [value]
+    return [name for match in _TEMPLATE.finditer(value) if (name := _named(match))]
+
+
 def resolve_value(value: str, what: str, literal: bool = False) -> str:
-    """pi's value resolution: an environment variable's value if one has that name (unless
-    `literal`: a project file's values), else the literal; `!command` is never run."""
+    """pi 1.6's value resolution: `$NAME` and `${NAME}` become the variable's value (an error
+    when it is unset or empty, as in pi), `$$` a `$`; as written when `literal` (a project
+    file's values); `!command` is never run."""
     if value.startswith("!"):
         raise ModelsFileError(f"{what}: shell commands (\"!…\") are not supported by pi-lsp; "
                               f"put the value in an environment variable and name it instead")
-    return value if literal else os.environ.get(value) or value
+    if literal:
+        return value
+
+    def substitute(match: re.Match[str]) -> str:
+        name = _named(match)
+        if name is None:
+            return match.group(1) or match.group(0)
+        found = os.environ.get(name)
+        if not found:
+            raise ModelsFileError(f"{what}: environment variable {name} is not set")
+        return found
+
+    return _TEMPLATE.sub(substitute, value)

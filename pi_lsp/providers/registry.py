@@ -80,7 +80,7 @@ class ProviderConfig(msgspec.Struct):
     name: str
     api: str
     base_url: str | None = None
-    api_key: str | None = None  # as written: a literal, an environment variable name, or !command
+    api_key: str | None = None  # as written: a literal, a `$NAME` template, or !command
     headers: dict[str, str] = msgspec.field(default_factory=dict)
     source: str = "built in"  # the file that configured it, for error messages
     # From a project's models.json: the key and headers are sent as written, and when it
