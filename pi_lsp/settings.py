@@ -142,7 +142,9 @@ def load_settings(workspace: Path, *, project: bool) -> Settings:
         models, providers = load_models(workspace, project=project)
     except ModelsFileError as error:
         raise SettingsError(str(error)) from None
-    settings.models = [*models, *settings.models]
+    # A project's settings.json could otherwise have its header values read as templates.
+    added = [msgspec.structs.replace(model, resolve_headers=False) for model in settings.models]
+    settings.models = [*models, *added]
     settings.providers = providers
     settings.project_trusted = project
     return settings

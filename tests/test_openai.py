@@ -773,6 +773,49 @@ def test_your_models_json_values_are_pi_templates(dirs, monkeypatch) -> None:
         made("corp")
 
 
+async def test_your_models_headers_are_resolved_and_kept_from_bash(
+        dirs, oai: FakeOpenAI, fake: FakeAnthropic, monkeypatch) -> None:
+    """A model's own headers (`models[].headers`, `modelOverrides`') went out as written,
+    `$MODEL_TOKEN` and all, and their variables stayed in bash's environment."""
+    from pi_lsp.summarize.select import choose_summarizer
+    from pi_lsp.summarize.summarizer import SummaryError, SummaryRequest
+
+    async def summarize(model: str) -> None:
+        write(agent / "settings.json", {"summaryModel": model})
+        summarizer = choose_summarizer(load_settings(workspace, project=False),
+                                       base_url=fake.url)
+        try:
+            await summarizer.summarize(SummaryRequest("history", [UserMessage(content="x",
+                                                                             timestamp=1)]))
+        finally:
+            await summarizer.provider.client.close()  # type: ignore[attr-defined]
+
+    agent, workspace = dirs
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+    monkeypatch.setenv("MODEL_TOKEN", "model-secret")
+    monkeypatch.setenv("OVERRIDE_TOKEN", "override-secret")
+    write(agent / "models.json", {"providers": {
+        "lab": {"baseUrl": f"{oai.url}/v1", "api": "openai-completions", "apiKey": "k",
+                "models": [{"id": "m", "headers": {"x-model": "Bearer $MODEL_TOKEN"}}]},
+        "anthropic": {"modelOverrides": {"claude-haiku-4-5": {
+            "headers": {"x-override": "${OVERRIDE_TOKEN}"}}}}}})
+    oai.script(chat_reply("## Goal"))
+    fake.script(fake_anthropic.text_reply("## Goal"))
+    for model in ("lab/m", "anthropic/claude-haiku-4-5"):
+        await summarize(model)
+    assert oai.requests[-1].headers["x-model"] == "Bearer model-secret"
+    assert fake.requests[-1].headers["x-override"] == "override-secret"
+    registry = load_settings(workspace, project=False).registry()
+    assert {"MODEL_TOKEN", "OVERRIDE_TOKEN"} <= registry.key_variables()
+    # an unset variable fails the request, as in pi 1.6, and nothing is sent
+    sent = len(oai.requests), len(fake.requests)
+    for model, name in (("lab/m", "MODEL_TOKEN"), ("anthropic/claude-haiku-4-5", "OVERRIDE_TOKEN")):
+        monkeypatch.delenv(name)
+        with pytest.raises(SummaryError, match=f"environment variable {name} is not set"):
+            await summarize(model)
+    assert (len(oai.requests), len(fake.requests)) == sent
+
+
 @pytest.mark.parametrize(("data", "expected"), [
     ("{not json", "cannot read models"),
     ([1, 2], "must be a JSON object"),

@@ -18,6 +18,7 @@ from pi_lsp.providers.base import (
     without_lone_surrogates,
 )
 from pi_lsp.providers.failures import ReplyFailed, StreamEndedEarly, failure_text
+from pi_lsp.providers.models_file import ModelsFileError, model_headers
 from pi_lsp.providers.output_room import fit_to_window, input_tokens
 from pi_lsp.providers.registry import ANTHROPIC_API, ModelInfo
 from pi_lsp.providers.retry import HttpFailure, ProviderRetry, with_retries
@@ -351,13 +352,18 @@ class AnthropicProvider:
         params = request_params(request)
         if self.own_betas and not _betas_of(request.model.headers):
             params.pop("betas", None)
+        try:
+            headers = model_headers(request.model)
+        except ModelsFileError as error:  # a variable that is not set: pi 1.6 fails too
+            reply.fail("error", str(error))
+            return
         answered = started = stopped = reasoned = False
         try:
             # Betas go through the SDK's beta client, which sends them as `anthropic-beta`.
             messages = self.client.beta.messages if "betas" in params else self.client.messages
             stream = await with_retries(
                 lambda: messages.create(
-                    **params, stream=True, extra_headers=request.model.headers or None),
+                    **params, stream=True, extra_headers=headers or None),
                 self.retry, http_failure)
             answered = True
             slots: dict[int, int] = {}  # the API's block index -> the reply's block index

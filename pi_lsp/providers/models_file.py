@@ -172,15 +172,19 @@ def load_models(workspace: Path, *, project: bool
             spec.api_key if "apiKey" in own or not rerouted else None, spec.headers,
             sources[name], literal_key="apiKey" in own, literal_headers="headers" in own,
             user_key=not rerouted, key_variables=user_variables.get(name, frozenset())))
-        models += _overridden(name, spec)
-        models += [_model(name, api, spec, m) for m in spec.models]
+        project_models = {model["id"] for model in own.get("models", [])}
+        models += _overridden(name, spec, set(own.get("modelOverrides", {})))
+        models += [_model(name, api, spec, m, m.id not in project_models) for m in spec.models]
     return models, providers
 
 
 def _named_variables(spec: dict[str, Any]) -> frozenset[str]:
     """The environment variables a provider's entry in the user's file may name: its `apiKey`
-    and header values."""
-    values = (spec.get("apiKey") or "", *spec.get("headers", {}).values())
+    and its, its models' and its `modelOverrides`' header values."""
+    models, overrides = spec.get("models", []), spec.get("modelOverrides", {}).values()
+    headers = [spec.get("headers", {}), *(model.get("headers", {}) for model in models),
+               *(override.get("headers") or {} for override in overrides)]
+    values = [spec.get("apiKey") or "", *(value for each in headers for value in each.values())]
     return frozenset(name for value in values for name in variable_names(value))
 
 
@@ -207,19 +211,22 @@ def _project_headers_only(spec: ProviderSpec, own: dict[str, Any]) -> ProviderSp
     )
 
 
-def _model(provider: str, api: str, spec: ProviderSpec, model: ModelSpec) -> ModelInfo:
+def _model(provider: str, api: str, spec: ProviderSpec, model: ModelSpec, from_user: bool
+           ) -> ModelInfo:
+    """`model` as the registry holds it; `from_user`: your own file wrote it, not a project."""
     cost = model.cost
     return ModelInfo(
         provider, model.id, model.context_window, model.max_tokens,
         Price(cost.input, cost.output, cost.cache_read, cost.cache_write),
         reasoning=model.reasoning, api=model.api or api, name=model.name, input=model.input,
-        headers=model.headers, compat=model.compat.over(spec.compat),
+        headers=model.headers, resolve_headers=from_user, compat=model.compat.over(spec.compat),
         thinking_level_map=model.thinking_level_map,
     )
 
 
-def _overridden(provider: str, spec: ProviderSpec) -> list[ModelInfo]:
-    """Built-in models of `provider` with the file's `modelOverrides` and `compat` applied."""
+def _overridden(provider: str, spec: ProviderSpec, from_project: set[str]) -> list[ModelInfo]:
+    """Built-in models of `provider` with the file's `modelOverrides` and `compat` applied;
+    `from_project`: the ids whose override a project's file wrote."""
     changed: list[ModelInfo] = []
     for model in BUILT_IN:
         override = spec.model_overrides.get(model.id)
@@ -235,6 +242,8 @@ def _overridden(provider: str, spec: ProviderSpec) -> list[ModelInfo]:
                 "headers": override.headers,
             }.items() if value is not None})
             changes["price"] = msgspec.convert(price, Price)
+            if override.headers is not None:
+                changes["resolve_headers"] = model.id not in from_project
             if override.thinking_level_map is not None:
                 changes["thinking_level_map"] = {**model.thinking_level_map,
                                                  **override.thinking_level_map}
@@ -287,3 +296,12 @@ def resolve_value(value: str, what: str, literal: bool = False) -> str:
         return found
 
     return _TEMPLATE.sub(substitute, value)
+
+
+def model_headers(model: ModelInfo) -> dict[str, str]:
+    """The headers a request to `model` carries (`models[].headers`, `modelOverrides`'), read
+    as the provider's are: templates from your own models.json, else as written."""
+    if not model.resolve_headers:
+        return model.headers
+    where = f"model {model.provider}/{model.id}: headers"
+    return {name: resolve_value(value, f"{where}.{name}") for name, value in model.headers.items()}

@@ -15,6 +15,7 @@ import openai
 
 from pi_lsp.providers.base import MissingApiKeyError, ModelRequest, ProviderEvent, ReplyBuilder
 from pi_lsp.providers.failures import failure_text
+from pi_lsp.providers.models_file import ModelsFileError, model_headers
 from pi_lsp.providers.registry import CHAT_API
 from pi_lsp.providers.retry import HttpFailure, ProviderRetry, with_retries
 from pi_lsp.providers.wire import WIRE_MODULES, wire_for
@@ -106,7 +107,11 @@ class OpenAIProvider:
             return
         create, reader = wire.endpoint(self.client), wire.reader(reply, request.model)
         params = sdk_arguments(create, wire.request_params(request))
-        headers = {**request.model.headers, **wire.request_headers(request)}
+        try:
+            headers = {**model_headers(request.model), **wire.request_headers(request)}
+        except ModelsFileError as error:  # a variable that is not set: pi 1.6 fails too
+            reply.fail("error", str(error))
+            return
         answered = False
         try:
             stream = await with_retries(

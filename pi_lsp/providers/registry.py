@@ -68,6 +68,9 @@ class ModelInfo(msgspec.Struct, rename="camel"):
     name: str | None = None
     input: list[str] = msgspec.field(default_factory=lambda: ["text"])
     headers: dict[str, str] = msgspec.field(default_factory=dict)
+    # From your own models.json: header values are pi's `$NAME` templates (models_file.
+    # model_headers). settings.json's models, which a project may write, never keep it.
+    resolve_headers: bool = False
     compat: Compat = msgspec.field(default_factory=Compat)
     # pi's `thinkingLevelMap`: the effort sent for a level; None: the level is not sent.
     thinking_level_map: dict[str, str | None] = msgspec.field(default_factory=dict)
