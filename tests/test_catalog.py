@@ -39,8 +39,9 @@ def header(session_id: str, created: str, cwd: str, **extra: Any) -> dict[str, A
 
 
 def user_entry(entry_id: str, parent: str | None, ts: str, content: Any) -> dict[str, Any]:
+    """A user message as pi writes one: its own `timestamp` (ms) the entry's moment."""
     return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": ts,
-            "message": {"role": "user", "content": content, "timestamp": 1}}
+            "message": {"role": "user", "content": content, "timestamp": iso_to_ms(ts)}}
 
 
 def write(path: Path, objects: list[dict[str, Any]]) -> Path:
@@ -73,6 +74,8 @@ def test_session_dirs(agent_dir: Path, tmp_path: Path) -> None:
 
 
 def test_list_sessions(agent_dir: Path, tmp_path: Path) -> None:
+    """The old session's `modified` was its later name's stamp; as in pi 1.6, only user and
+    assistant messages date a session, so it is its prompt's."""
     ws = tmp_path / "ws"
     own, cli = session_dirs(str(ws))
     cwd = str(ws)
@@ -121,7 +124,7 @@ def test_list_sessions(agent_dir: Path, tmp_path: Path) -> None:
     assert s_old.path == str(old)
     assert s_old.name == "Old one"
     assert s_old.created == "2025-01-01T10:00:00.000Z"
-    assert s_old.modified == "2025-01-01T10:00:02.000Z"
+    assert s_old.modified == "2025-01-01T10:00:01.000Z"
     assert s_old.entry_count == 2
     assert s_old.first_message == "x" * FIRST_MESSAGE_CHARS
     assert s_old.parent_session is None
@@ -135,6 +138,8 @@ def test_list_sessions(agent_dir: Path, tmp_path: Path) -> None:
 
 
 def test_newest_first_by_modified_not_created(agent_dir: Path, tmp_path: Path) -> None:
+    """Its messages once carried `timestamp: 1`, which pi 1.6 takes as their time (1 ms past
+    1970): they carry their entries' moment now, as pi writes them."""
     directory = tmp_path / "ws" / ".pi" / "sessions"
     write(directory / "a.jsonl", [
         header("early-but-active", "2025-01-01T00:00:00.000Z", "/w"),
@@ -171,6 +176,80 @@ def test_a_header_stamp_that_is_no_text_never_counts_as_modified(tmp_path: Path)
     assert by_id["number-stamped"].modified == "2025-01-01T00:00:00.000Z"
     assert by_id["number-stamped"].created == "2100-01-01T00:00:00.000Z"
     assert by_id["idle"].modified == "2023-11-14T22:13:20.000Z"  # the file's mtime
+
+
+def dated(entry_id: str, ts: Any, role: str = "user", **message: Any) -> dict[str, Any]:
+    """A message entry stamped `ts` whose message has `role` and the given fields."""
+    return {"type": "message", "id": entry_id, "parentId": None, "timestamp": ts,
+            "message": {"role": role, **message}}
+
+
+ODD_ACTIVITY: dict[str, list[dict[str, Any]]] = {
+    # a label, a model change and a name after the prompt do not date the session
+    "labelled-later": [
+        dated("a1", "2025-01-01T00:00:00.000Z", content="hi", timestamp=1735689600000),
+        {"type": "label", "id": "a2", "parentId": "a1", "timestamp": "2025-12-01T00:00:00.000Z",
+         "targetId": "a1", "label": "x"},
+        {"type": "model_change", "id": "a3", "parentId": "a2",
+         "timestamp": "2025-12-02T00:00:00.000Z", "provider": "p", "modelId": "m"},
+        {"type": "session_info", "id": "a4", "parentId": "a3",
+         "timestamp": "2025-12-03T00:00:00.000Z", "name": "n"}],
+    # the message's own time when it is a number, its entry's when text or missing
+    "own-time": [dated("b1", "2025-12-04T00:00:00.000Z", "assistant", content=[],
+                       timestamp=1740787200000)],  # 2025-03-01
+    "text-own-time": [dated("c1", "2025-02-01T00:00:00.000Z", content="hi",
+                            timestamp="2025-12-05T00:00:00.000Z")],
+    "no-own-time": [dated("d1", "2025-02-02T00:00:00.000Z", content="hi")],
+    # other roles, a message without content, or not an object, never count
+    "other-roles": [dated("e1", "2025-12-06T00:00:00.000Z", "custom", content="x"),
+                    dated("e2", "2025-12-06T00:00:00.000Z", "toolResult", content=[]),
+                    dated("e3", "2025-12-06T00:00:00.000Z", "bashExecution", content="x"),
+                    dated("e4", "2025-12-06T00:00:00.000Z", timestamp=1),
+                    dated("e5", "2025-12-06T00:00:00.000Z", None, content="x"),
+                    {"type": "message", "id": "e6", "parentId": None,
+                     "timestamp": "2025-12-06T00:00:00.000Z", "message": "user"}],
+    # a fraction of a ms is cut; a time before 1970 or unreadable leaves the header's
+    "fraction": [dated("f1", "2025-01-02T00:00:00.000Z", content="", timestamp=1735776000000.9)],
+    "lone-surrogate": [dated("j1", "2025-01-04T00:00:00.000Z", content="cut \ud83d",
+                             timestamp=1736035200000)],  # 2025-01-05
+    "before-1970": [dated("g1", "2025-12-07T00:00:00.000Z", content="x", timestamp=-5)],
+    "unreadable": [dated("h1", "someday", content="x")],
+    # the prompt's time over a later header's; a line without an id counts too
+    "later-header": [{"type": "message", "timestamp": "2025-01-03T00:00:00.000Z",
+                      "message": {"role": "user", "content": "x"}}],
+}
+ODD_MODIFIED = {
+    "labelled-later": "2025-01-01T00:00:00.000Z", "own-time": "2025-03-01T00:00:00.000Z",
+    "text-own-time": "2025-02-01T00:00:00.000Z", "no-own-time": "2025-02-02T00:00:00.000Z",
+    "other-roles": "2024-06-01T00:00:00.000Z", "fraction": "2025-01-02T00:00:00.000Z",
+    "before-1970": "2024-06-02T00:00:00.000Z", "unreadable": "2024-06-03T00:00:00.000Z",
+    "later-header": "2025-01-03T00:00:00.000Z", "lone-surrogate": "2025-01-05T00:00:00.000Z",
+}
+
+
+def write_odd_activity(directory: Path, cwd: str) -> None:
+    """A session per ODD_ACTIVITY case, its header stamped with its ODD_MODIFIED time where no
+    message dates it (else 2024-06-01; 2026 for `later-header`), and `infinite`, whose message's
+    time is past a Date's range (1e400)."""
+    for session_id, entries in ODD_ACTIVITY.items():
+        created = {"later-header": "2026-01-01T00:00:00.000Z", "before-1970": ODD_MODIFIED[
+            "before-1970"], "unreadable": ODD_MODIFIED["unreadable"]}.get(
+                session_id, "2024-06-01T00:00:00.000Z")
+        write(directory / f"{session_id}.jsonl", [header(session_id, created, cwd), *entries])
+    (directory / "infinite.jsonl").write_text(
+        json.dumps(header("infinite", "2024-06-01T00:00:00.000Z", cwd)) + "\n" +
+        '{"type":"message","id":"i1","parentId":null,"timestamp":"2025-01-01T00:00:00.000Z",'
+        '"message":{"role":"user","content":"x","timestamp":1e400}}\n')
+
+
+def test_only_user_and_assistant_messages_date_a_session(tmp_path: Path) -> None:
+    """Every entry's stamp dated a session, so a later label or model change listed it first,
+    where pi 1.6 (and its /resume) counts only user and assistant messages, by their own time."""
+    write_odd_activity(tmp_path, "/w")
+    sessions = list_sessions([tmp_path])
+    assert {s.id: s.modified for s in sessions} == {**ODD_MODIFIED, "infinite": ""}
+    assert [s.id for s in sessions if s.id != "infinite"] == \
+        sorted(ODD_MODIFIED, key=ODD_MODIFIED.__getitem__, reverse=True)
 
 
 def test_first_message_is_the_first_user_message_in_the_file(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from pi_lsp.session.catalog import (
 from pi_lsp.session.entries import UserMessage
 from pi_lsp.session.fork import fork_session
 from pi_lsp.session.tree import SessionTree
+from tests.test_catalog import write, write_odd_activity
 from tests.test_system_messages import PI16, pi16_node
 from tests.waits import run_cli
 
@@ -512,3 +513,26 @@ def test_pi_continues_the_session_pi_lsp_starts_where_pi_reads_no_project_settin
     found = pi_continues(link)
     assert found["continued"] == found["byId"] == tree.path
     assert found["listed"] == [tree.path]
+
+
+def test_sessions_are_dated_and_ordered_as_pi_lists_them(linked: tuple[Path, Path]) -> None:
+    """pi-lsp dated a session by any entry's stamp (a later label or model change listed it
+    first, the CLI and editors ordering sessions unlike pi's /resume): pi 1.6's
+    SessionManager.list on the same odd files gives the same times and order."""
+    real, _link = linked
+    directory = real / ".pi" / "sessions"
+    write_odd_activity(directory, str(real))
+    idle = write(directory / "idle.jsonl", [  # a header stamp that is not text: the file's time
+        {"type": "session", "version": 3, "id": "idle", "timestamp": 1, "cwd": str(real)}])
+    os.utime(idle, (0, 1_700_000_000))
+    ours = {s.id: s.modified for s in list_sessions([directory])}
+    # An Invalid Date makes pi's sort unordered, so the order is compared without it.
+    found = pi16(real, """
+        const { unlinkSync } = await import('node:fs');
+        const dated = async () => (await SessionManager.list(process.cwd(), '.pi/sessions'))
+            .map((s) => [s.id, Number.isNaN(s.modified.getTime()) ? '' : s.modified.toISOString()]);
+        const all = await dated();
+        unlinkSync('.pi/sessions/infinite.jsonl');
+        process.stdout.write(JSON.stringify({all, ordered: await dated()}));""")
+    assert dict(found["all"]) == ours
+    assert [s.id for s in list_sessions([directory])] == [i for i, _ in found["ordered"]]

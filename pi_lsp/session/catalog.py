@@ -18,10 +18,12 @@ import msgspec
 from pi_lsp.paths import loop_error, real_path, symlink_loop
 from pi_lsp.session.entries import (
     CURRENT_VERSION,
+    NO_MESSAGE,
     SessionHeader,
     SessionInfoEntry,
     TextContent,
     UserMessage,
+    activity_decoder,
     decode_message,
     header_decoder,
     session_name,
@@ -323,12 +325,14 @@ class SummaryFold:
     name: str | None = None
     entry_count: int = 0
     first_message: str | None = None
-    latest_ms: int = 0  # stamps before 1970 never count, as in pi (`lastActivityTime > 0`)
-    latest: str | None = None
+    latest: float | None = None  # pi's lastActivityTime: the Math.max of activity_time
 
     def add(self, records: list[Record]) -> None:
-        """Count what a tree would load: entries with an id; the last name wins (blank clears)."""
+        """Count what a tree would load: entries with an id; the last name wins (blank clears).
+        Only user and assistant messages date the session, with an id or not, as in pi."""
         for record in records:
+            if record.env.type == "message" and (time := activity_time(record)) is not None:
+                self.latest = max(0 if self.latest is None else self.latest, time)
             if record.env.id is None:
                 continue
             self.entry_count += 1
@@ -339,28 +343,46 @@ class SummaryFold:
                     self.name = session_name(entry)
             elif kind == "message" and self.first_message is None:
                 self.first_message = user_text(record)
-            stamp_ms = iso_to_ms(record.env.timestamp)
-            if stamp_ms is not None and stamp_ms >= self.latest_ms:  # pi skips NaN
-                self.latest_ms, self.latest = stamp_ms, stamp_text(record.env.timestamp)
 
     def summary(self, path: Path) -> SessionSummary:
         header = self.header
         # pi's created is `new Date(timestamp)` whatever the header holds: "" for NaN.
-        created = modified = stamp_text(header.timestamp) or ""
-        # Its time counts for `modified` only when it is text; else, with no activity, the
-        # file's time does (pi 1.6's buildSessionInfo). (Unreadable text is kept, shown.)
+        created = stamp_text(header.timestamp) or ""
+        # pi 1.6's buildSessionInfo: the last activity after 1970 (a time past a Date's range
+        # is its Invalid Date, "" as for `created`), else the header's time when it is text,
+        # else the file's. (Unreadable header text is kept, shown.)
         stamp = header.timestamp
-        header_ms = iso_to_ms(stamp) if isinstance(stamp, str) else None
-        if self.latest is not None and (header_ms is None or self.latest_ms > header_ms):
-            modified = self.latest
-        elif not isinstance(stamp, str):
-            modified = _file_time(path) or modified
+        if self.latest is not None and self.latest > 0:
+            modified = stamp_text(self.latest) or ""
+        elif isinstance(stamp, str):
+            modified = stamp
+        else:
+            modified = _file_time(path) or created
         return SessionSummary(
             path=str(path), id=header.id, name=self.name, cwd=header.cwd,
             created=created, modified=modified, entry_count=self.entry_count,
             first_message=self.first_message, parent_session=header.parent_session,
             title=session_title(self.name, self.first_message, str(path)),
         )
+
+
+def activity_time(record: Record) -> float | None:
+    """When a message entry counts as the session's activity (pi 1.6's getMessageActivityTime):
+    a user or assistant message with content, at its own `timestamp` when that is a number (as
+    JavaScript holds it: 1e400 is Infinity), else at its entry's stamp; None otherwise or NaN."""
+    try:
+        head = activity_decoder.decode(record.env.message)
+    except msgspec.ValidationError:  # not an object, or its role not text
+        return None
+    if head.content is NO_MESSAGE or head.role not in ("user", "assistant"):
+        return None
+    own = bytes(head.timestamp)
+    if own[:1] in _NUMBER_STARTS:
+        return float(own)
+    return iso_to_ms(record.env.timestamp)
+
+
+_NUMBER_STARTS = {bytes([c]) for c in b"-0123456789"}
 
 
 def _file_time(path: Path) -> str | None:

@@ -373,10 +373,19 @@ class MessageHead(msgspec.Struct, rename="camel"):
     stop_reason: str | None = None
 
 
+class ActivityHead(msgspec.Struct):
+    """What pi 1.6's session list reads of a message to date a session (the rest stays raw)."""
+
+    role: str  # a role that is not text makes pi skip the message, as a failed decode does
+    content: msgspec.Raw = NO_MESSAGE  # plain Raw fields: lone surrogates are read into them
+    timestamp: msgspec.Raw = NO_MESSAGE
+
+
 envelope_decoder: Decoder[Envelope] = Decoder(Envelope)
 entry_decoder: Decoder[Entry] = Decoder(Entry)
 message_decoder: Decoder[AgentMessage] = Decoder(AgentMessage)
 head_decoder: Decoder[MessageHead] = Decoder(MessageHead)
+activity_decoder: Decoder[ActivityHead] = Decoder(ActivityHead)
 header_decoder: Decoder[SessionHeader] = Decoder(SessionHeader)
 
 
