@@ -73,13 +73,14 @@ export class Sessions implements vscode.Disposable {
     );
   }
 
-  /** The workspace's sessions, newest first (cached until the server says they changed). */
+  /** The workspace's sessions, newest first as the server orders them (pi's order: sorting by
+   * the text of `modified` differs), cached until the server says they changed. */
   list(): Promise<SessionInfo[]> {
     const last = this.lastUsed();
     this.cache ??= this.pi.call("pi.listSessions", {}).then(
       (r) => {
         this.forgetUnlisted(last, r.sessions);
-        return [...r.sessions].sort((a, b) => b.modified.localeCompare(a.modified));
+        return r.sessions;
       },
       (error: unknown) => {
         this.cache = undefined;

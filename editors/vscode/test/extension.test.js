@@ -254,6 +254,19 @@ test("a last used session that was deleted is forgotten: commands take the newes
   fresh.dispose();
 });
 
+test("the session list keeps the server's order, pi's", async () => {
+  // It was sorted again by the text of `modified`: a header stamp shown as written ("someday",
+  // which pi cannot read) came before every dated session, where pi and the server list it last.
+  const listed = [{ uri: "file:///w/a.jsonl", modified: "2025-02-01T00:00:00.000Z" },
+    { uri: "file:///w/b.jsonl", modified: "2025-01-01T00:00:00.000Z" },
+    { uri: "file:///w/c.jsonl", modified: "someday" }];
+  const none = () => ({ dispose() {} });
+  const pi = { call: async () => ({ sessions: listed }), onSessionsChanged: none, onSessionChanged: none, onStarted: none };
+  const sessions = new api.sessions.constructor(pi, makeContext().workspaceState);
+  assert.deepEqual((await sessions.list()).map((s) => s.uri), listed.map((s) => s.uri));
+  sessions.dispose();
+});
+
 test("Set model and thinking level write entries; Check finds nothing wrong", async () => {
   await run("piLsp.setModel", { uri: sessionUri, model: "anthropic/claude-haiku-4-5" });
   await run("piLsp.setThinkingLevel", { uri: sessionUri, level: "low" });
