@@ -971,6 +971,77 @@ async def test_an_answer_from_input_past_the_window_is_kept_and_compacted_as_ove
     assert len(fake.message_requests()) == 1  # a complete answer is not asked for again
 
 
+TOO_LONG = "prompt is too long: 250000 tokens > 200000 maximum"
+
+
+async def test_an_overflow_again_after_the_retry_ends_as_pi_reports_it(
+        session: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider]) -> None:
+    """The compacted retry overflowed too: pi 1.6 tells it as a failed compaction_end with its
+    own message, leaves the second reply in the context and asks no more; pi-lsp said nothing."""
+    harness = Harness(open_tree(session), session.parents[2], providers,
+                      compaction=CompactionSettings(keep_recent_tokens=KEEP_B_REPEAT))
+    events: list[AgentEvent] = []
+    harness.subscribe(events.append)
+    fake.script(error_reply(400, "invalid_request_error", TOO_LONG),
+                error_reply(400, "invalid_request_error", TOO_LONG))
+    count = len(lines(session))
+    await harness.prompt("Document the query.")
+
+    new = lines(session)[count:]
+    assert [e["type"] for e in new] == [
+        "message", "message", "message", "context_edit", "compaction", "message"]
+    assert new[5]["message"]["stopReason"] == "error"  # no context_edit: it stays, as in pi
+    assert [e.reason for e in events if isinstance(e, CompactionStart)] == ["overflow"]
+    ends = [e for e in events if isinstance(e, CompactionEnd)]
+    assert [(e.entry_id, e.will_retry) for e in ends] == [(new[4]["id"], True), (None, False)]
+    assert ends[1].error == (
+        "Context overflow recovery failed after one compact-and-retry attempt. Try reducing "
+        "context or switching to a larger-context model.")
+    assert len(fake.message_requests()) == 2
+    assert not harness.busy
+
+
+async def test_a_cut_reply_again_after_the_retry_is_told_as_pis_truncated_recovery(
+        session: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider]) -> None:
+    """A reply cut below the model's output limit twice: pi 1.6 gives up with its truncated-
+    response message; pi-lsp said nothing."""
+    harness = Harness(open_tree(session), session.parents[2], providers,
+                      compaction=CompactionSettings(keep_recent_tokens=KEEP_B_REPEAT))
+    events: list[AgentEvent] = []
+    harness.subscribe(events.append)
+    cut = Reply([message_start(), *text_block(0, "Half an ans"),
+                 *message_end("max_tokens", output_tokens=500)])
+    fake.script(cut, cut)
+    await harness.prompt("Document the query.")
+
+    ends = [e for e in events if isinstance(e, CompactionEnd)]
+    assert [e.error for e in ends] == [
+        None, "Truncated response recovery failed after one compact-and-retry attempt."]
+    assert len(fake.message_requests()) == 2
+
+
+async def test_an_overflow_after_a_good_turn_of_the_retry_is_recovered_again(
+        session: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider]) -> None:
+    """The retry made two tool calls, then its next turn overflowed: pi 1.6 counts a good reply
+    as the end of a recovery and compacts and retries again; pi-lsp ended the prompt."""
+    # Long enough that the second compaction has something to summarize.
+    (session.parents[2] / "notes.txt").write_text("hello\n" * 2000)
+    harness = Harness(open_tree(session), session.parents[2], providers,
+                      compaction=CompactionSettings(keep_recent_tokens=KEEP_B_REPEAT))
+    events: list[AgentEvent] = []
+    harness.subscribe(events.append)
+    fake.script(error_reply(400, "invalid_request_error", TOO_LONG),
+                *(Reply([message_start(), *tool_block(0, call, "read", {"path": "notes.txt"}),
+                         *message_end("tool_use")]) for call in ("c1", "c2")),
+                error_reply(400, "invalid_request_error", TOO_LONG),
+                text_reply("Recovered twice."))
+    await harness.prompt("Document the query.")
+
+    assert [e.will_retry for e in events if isinstance(e, CompactionEnd)] == [True, True]
+    assert lines(session)[-1]["message"]["content"][0]["text"] == "Recovered twice."
+    assert len(fake.message_requests()) == 5
+
+
 def assert_cut_left_out_and_asked_again(new: list[dict[str, Any]], events: list[AgentEvent],
                                         fake: FakeAnthropic, answer: str) -> None:
     """As pi 1.6 recovers from a cut reply: it is left out by a context edit, the context is

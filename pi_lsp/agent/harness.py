@@ -95,6 +95,14 @@ def last_reply(messages: list[AgentMessage]) -> AssistantMessage | None:
     return next((m for m in reversed(messages) if isinstance(m, AssistantMessage)), None)
 
 
+def recovered(run: list[AgentMessage]) -> bool:
+    """Whether a compacted retry got past its overflow before its last reply (a user message or
+    a whole reply), which pi 1.6 takes as the recovery done: the next overflow gets its own."""
+    return any(isinstance(m, UserMessage) or (
+        isinstance(m, AssistantMessage) and m.stop_reason not in ("error", "length"))
+        for m in run[:-1])
+
+
 def user_message(text: str, images: list[ImageContent] | None = None,
                  attachments: list[str] | None = None) -> UserMessage:
     """The message as given; its images are processed when it is sent (with_sent_images)."""
@@ -368,25 +376,46 @@ class Harness:
         try:
             await self._compact_if_needed("threshold")
             produced = await self._run([message])
-            last = last_reply(produced)
-            overflow = self._overflow(last)
-            # pi 1.6 recovers no aborted run (_handlePostAgentRun returns before compacting).
-            if last is not None and overflow == "retry" and not self.aborted:
-                self.omit_attempt()  # left out of the retry for good, as pi 1.6 leaves it
-                if await self._compact_if_needed("overflow", force=True, will_retry=True):
-                    produced += await self._run([])
-            elif last is not None and last.stop_reason != "aborted":
-                # An answer made from truncated input is kept; its context is compacted.
-                await self._compact_if_needed("overflow" if overflow else "threshold",
-                                              force=overflow == "keep")
-                # Steered or followed up while that compaction ran: pi 1.6 goes on with it.
-                queued = self._take_queued()
-                if queued and not self.aborted:
-                    produced += await self._run(queued)
+            run, recovering = produced, False
+            while (more := await self._after_run(run, recovering)) is not None:
+                run, recovering = await self._run(more), not more
+                produced += run
             return produced
         finally:  # nothing queued for this prompt is left for the next one
             self._steering.clear()
             self._follow_up.clear()
+
+    async def _after_run(self, run: list[AgentMessage], recovering: bool
+                         ) -> list[UserMessage] | None:
+        """pi 1.6's _handlePostAgentRun: what the next run of the prompt starts from (nothing:
+        the compacted retry of an overflow; else what was queued meanwhile), or None when the
+        prompt is done. `recovering`: `run` is such a retry, so one overflow more ends it."""
+        last = last_reply(run)
+        # pi 1.6 recovers no aborted run (_handlePostAgentRun returns before compacting).
+        if last is None or last.stop_reason == "aborted" or self.aborted:
+            return None
+        overflow = self._overflow(last)
+        if overflow == "retry":
+            if recovering and not recovered(run):
+                self.emit(CompactionEnd(entry_id=None, error=self._recovery_failed(last)))
+                return None
+            self.omit_attempt()  # left out of the retry for good, as pi 1.6 leaves it
+            return [] if await self._compact_if_needed("overflow", force=True,
+                                                        will_retry=True) else None
+        # An answer made from truncated input is kept; its context is compacted.
+        await self._compact_if_needed("overflow" if overflow else "threshold",
+                                      force=overflow == "keep")
+        # Steered or followed up while that compaction ran: pi 1.6 goes on with it.
+        queued = self._take_queued()
+        return queued if queued and not self.aborted else None
+
+    def _recovery_failed(self, reply: AssistantMessage) -> str:
+        """pi 1.6's message when a compacted retry overflowed again, by what overflowed."""
+        if reply.stop_reason == "error" or is_silent_overflow(reply,
+                                                              self.model().context_window):
+            return ("Context overflow recovery failed after one compact-and-retry attempt. Try "
+                    "reducing context or switching to a larger-context model.")
+        return "Truncated response recovery failed after one compact-and-retry attempt."
 
     def _take_queued(self) -> list[UserMessage]:
         """The steers, then the follow-ups, as sent: `_run` processes their images once the
