@@ -12,7 +12,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -24,6 +24,8 @@ from pi_lsp.server.editor import PromptAttachments
 from pi_lsp.server.hub import NotASessionFileError, SessionHub, UnknownSessionError
 from pi_lsp.server.open_session import OpenSession
 from pi_lsp.server.protocol import PromptArgs
+from pi_lsp.server.tasks import Tasks
+from pi_lsp.server.turns import Runs
 from pi_lsp.session.catalog import ForeignSessionError, SessionDirError
 from pi_lsp.session.tree import SessionTree
 from tests.waits import CEILING_S, until
@@ -270,6 +272,46 @@ async def test_a_follow_up_whose_run_ended_as_it_asked_starts_on_the_sessions_ha
     await prompt.task
     assert [args[2] for args in prompt.started] == [hub.held(path).harness]
 
+
+async def test_a_steer_sent_as_its_turn_ends_runs_as_a_new_prompt(
+        tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A steer that came in the loop step between a turn's end and the task callback that let
+    the session go found it claimed by a turn that no longer ran, and was refused as busy; it
+    now runs as a new prompt, as pi 1.6 runs a message sent while nothing streams."""
+    hub = SessionHub([tmp_path], Config())
+    await hub.load(path)
+    harness = hub.harness(path)
+    prompted: list[str] = []
+    steer: list[asyncio.Task[dict[str, Any]]] = []
+    go = asyncio.Event()
+
+    async def no_attachments(*_args: Any) -> PromptAttachments:
+        return PromptAttachments([], [])
+
+    async def open_tree(_uri: str) -> Path:
+        return path
+
+    async def run_prompt(text: str, *_args: Any, **_kwargs: Any) -> list[Any]:
+        prompted.append(text)
+        if not steer:  # sent now, its request is read once this turn's task has ended
+            steer.append(asyncio.create_task(runs.prompt(server, PromptArgs(
+                uri=path.as_uri(), text="STEER", delivery="steer"))))
+        else:
+            await go.wait()
+        return []
+
+    monkeypatch.setattr(runs, "prompt_attachments", no_attachments)
+    monkeypatch.setattr(harness, "prompt", run_prompt)
+    server = SimpleNamespace(hub=hub, files=None, tell=lambda _text: None, open_tree=open_tree,
+                             client_capabilities=SimpleNamespace(window=None))
+    server.runs = Runs(cast(Any, server), Tasks())
+    await runs.prompt(cast(Any, server), PromptArgs(uri=path.as_uri(), text="first"))
+    await until(lambda: prompted == ["first", "STEER"], "the steer's turn to start")
+    # The first turn's task has ended since: the steer's turn still holds the session.
+    assert hub.held(path).turn_id == (await steer[0])["turnId"] is not None
+    go.set()
+    await until(lambda: hub.held(path).turn_id is None, "the steer's turn to end")
+    assert prompted == ["first", "STEER"]
 
 def test_a_folder_in_an_open_sessions_place_is_no_session(
         tmp_path: Path, path: Path, example_session: Path) -> None:

@@ -93,8 +93,15 @@ class OpenSession(msgspec.Struct):
         return self.abort_claimed
 
     def run_claim(self, task: asyncio.Task[Any]) -> None:
-        """`task` runs the claimed turn or job; the claim ends with it."""
-        task.add_done_callback(lambda _task: self.release())
+        """`task` runs the claimed turn or job; the claim ends with it, unless its turn let go
+        at its end (`end_turn`) and another one took the session since."""
+        turn_id = self.turn_id
+        task.add_done_callback(lambda _task: self.end_turn(turn_id))
+
+    def end_turn(self, turn_id: str | None) -> None:
+        """Let go of the session if turn `turn_id` (None: a job) still holds it."""
+        if self.turn_id == turn_id:
+            self.release()
 
     def release(self) -> None:
         self.turn_id = self.job = self.early = None

@@ -82,6 +82,9 @@ class Runs:
             stream.flush()
             unsubscribe()
             self.progress_end(token, outcome)
+            # Now, not in the task's callback a loop step later: a steer read meanwhile found
+            # the session held by a turn that no longer ran, and was refused as busy.
+            session.end_turn(turn_id)
 
     async def _job(self, uri: str, job_id: str, title: str, session: OpenSession,
                    harness: Harness, work: Callable[[], Awaitable[Any]]) -> None:
