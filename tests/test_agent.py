@@ -1208,6 +1208,30 @@ async def test_steer_and_follow_up_are_delivered_in_their_places(make_rig, fake)
     assert rig.problems() == []
 
 
+async def test_a_steer_sent_after_the_runs_last_check_for_messages_is_run(
+        make_rig, fake, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Steered while the run waited for the editor's problems (after it last took the queues):
+    the steer was answered as queued and then dropped as the run ended; pi 1.6 goes on with
+    what is queued (_handlePostAgentRun), so does pi-lsp."""
+    rig = make_rig()
+    fake.script(text_reply("first answer"), text_reply("steered"))
+    checks: list[None] = []
+
+    async def feedback() -> list[Any]:
+        if not checks:
+            rig.harness.steer("LATE")
+        checks.append(None)
+        return []
+
+    monkeypatch.setattr(rig.harness, "feedback", feedback)
+    await rig.harness.prompt("first")
+
+    requests = fake.message_requests()
+    assert len(requests) == 2
+    assert requests[1]["messages"][-1]["content"][0]["text"] == "LATE"
+    assert [m["role"] for m in rig.messages()] == ["user", "assistant", "user", "assistant"]
+    assert rig.problems() == []
+
 async def test_steer_follow_up_idle_and_prompt_busy_raise(make_rig, fake) -> None:
     rig = make_rig()
     with pytest.raises(NotRunningError):

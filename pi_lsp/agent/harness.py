@@ -448,8 +448,6 @@ class Harness:
             self.tree.hold_leaf = False
             self._pending.flush(stop_at_leaf_move=False)
             self.phase, self.agent, self._current = "idle", None, None
-            self._steering.clear()
-            self._follow_up.clear()
             self._say_if_moved()  # a write flushed above, or one of the run's own
 
     def context_tokens(self) -> int:
