@@ -762,7 +762,8 @@ async def test_a_run_aborted_after_a_reply_cut_at_the_output_limit_is_not_recove
     rig.on(ToolExecutionStart, lambda _event: rig.harness.abort())
     await rig.harness.prompt("write w.txt")
     assert [kind(e) for e in rig.entries()] == [
-        "message:user", "message:assistant", "message:toolResult"]
+        "message:user", "message:assistant", "message:toolResult", "message:assistant"]
+    assert rig.entries()[-1]["message"]["stopReason"] == "aborted"  # pi's unsent last turn
     assert len(fake.message_requests()) == 1
     assert rig.problems() == []
 
@@ -1043,6 +1044,29 @@ async def test_an_aborted_silent_bash_call_says_command_aborted(make_rig, fake) 
     assert result["content"] == [{"type": "text", "text": "Command aborted"}]
     await gone(pid, "the aborted command")
 
+
+async def test_an_abort_during_a_tool_call_ends_with_pis_aborted_turn(make_rig, fake) -> None:
+    """pi 1.6 goes on to one more turn after an aborted tool batch, whose request is aborted
+    before it is sent, so its file ends on an aborted reply; pi-lsp's ended on the tool result,
+    which pi's next prompt reads differently (it sized the context from the reply's usage
+    alone, leaving the tool results out of its compaction check)."""
+    rig = make_rig()
+    fake.script(tool_reply([("toolu_1", "bash", {"command": "echo $$ > sh.pid; sleep 30"})]),
+                text_reply("never asked for"))
+    task = asyncio.create_task(rig.harness.prompt("go"))
+    await pid_in(rig.root / "sh.pid")
+    rig.harness.abort()
+    await asyncio.wait_for(task, CEILING_S)
+
+    last = rig.messages()[-1]
+    assert [m["role"] for m in rig.messages()] == ["user", "assistant", "toolResult", "assistant"]
+    assert (last["content"], last["stopReason"]) == ([], "aborted")
+    assert last["usage"]["totalTokens"] == 0
+    assert outline(rig.events)[-8:] == [
+        "turn_end", "save_point", "turn_start", "message_start:assistant",
+        "message_end:assistant", "turn_end", "save_point", "agent_end"]
+    assert len(fake.message_requests()) == 1
+    assert rig.problems() == []
 
 # -- 5. changes requested mid-turn ------------------------------------------------------------
 

@@ -520,8 +520,9 @@ async def test_an_abort_ends_a_turn_whose_snapshot_never_ends(
     await prompt
     assert done, "the aborted turn waited for its snapshot's git"
     await gone(git_pid, "the aborted snapshot's git")
-    result = [e["message"] for e in rig.entries() if e["type"] == "message"][-1]
+    *_, result, last = [e["message"] for e in rig.entries() if e["type"] == "message"]
     assert result["role"] == "toolResult" and result["isError"]
+    assert last["stopReason"] == "aborted"  # pi 1.6's turn after an aborted tool batch
     assert "aborted" in json.dumps(result["content"])
     assert not (rig.root / "a.txt").exists() and rig.files_entries() == []
 

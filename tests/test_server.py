@@ -1461,8 +1461,11 @@ async def test_abort_during_a_tool(pi: Pi, fake: FakeAnthropic) -> None:
     assert event_types(events)[-1] == "agent_end"
     end = next(e for e in events if e["type"] == "tool_execution_end")
     assert end["isError"] is True
-    assert message_roles(path_of(uri)) == ["system", "user", "assistant", "toolResult"]
-    assert "aborted" in json.dumps(lines(path_of(uri))[-1]["message"]["content"])
+    assert message_roles(path_of(uri)) == ["system", "user", "assistant", "toolResult",
+                                           "assistant"]
+    *_, result, last = lines(path_of(uri))
+    assert "aborted" in json.dumps(result["message"]["content"])
+    assert last["message"]["stopReason"] == "aborted"  # pi 1.6's turn after the aborted tool
     await gone(sleeping, "the aborted command")  # stopped, not left running
     assert not marker.exists()  # its shell went with it
 

@@ -171,6 +171,16 @@ async def stream_reply(hooks: LoopHooks) -> AssistantMessage:
     return message
 
 
+def aborted_turn(hooks: LoopHooks) -> AssistantMessage:
+    """The turn pi 1.6 starts after an aborted tool batch: its request is aborted before it is
+    sent, and the aborted reply ends the session's branch (pi's next prompt then counts the
+    tool results when it checks the context's size)."""
+    hooks.emit(TurnStart())
+    reply = unsent_reply(hooks, "aborted", ABORTED_REPLY)
+    hooks.emit(TurnEnd(message=reply, tool_results=[]))
+    return reply
+
+
 async def run_tool(hooks: LoopHooks, call: ToolCall) -> ToolResultMessage:
     hooks.emit(ToolExecutionStart(tool_call_id=call.id, tool_name=call.name, args=call.arguments))
     result: ToolResult
@@ -282,6 +292,8 @@ async def run_loop(hooks: LoopHooks, prompts: list[UserMessage]) -> list[AgentMe
             produced.extend(results)
             hooks.emit(TurnEnd(message=reply, tool_results=results))
             if hooks.aborted:
+                if calls:
+                    produced.append(aborted_turn(hooks))
                 hooks.emit(AgentEnd(messages=produced))
                 return produced
             more_tools = bool(calls)
