@@ -21,6 +21,7 @@ ticker:start(5, 5, function()
   last = now
 end)
 local function stalls()
+  gaps[#gaps + 1] = ms(last) -- the gap still open: a wait can end before the timer runs again
   local longest, over_50 = 0, 0
   for _, gap in ipairs(gaps) do
     longest = math.max(longest, gap)
