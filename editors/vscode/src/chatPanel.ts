@@ -4,7 +4,7 @@ import * as vscode from "vscode";
 import type { PiClient } from "./client";
 import { ChatState, FromWebview, ToWebview } from "./chatMessages";
 import { Transcript } from "./chatModel";
-import { renderBlock } from "./chatRender";
+import { RENDER_BUDGET_MS, budgetedMarkdown, renderBlock } from "./chatRender";
 import type { Attachment } from "./codeContext";
 import { EditMark, PreviewPage, ThinkingLevel, THINKING_LEVELS, TurnNotification } from "./protocol";
 import { modelChoices, getter } from "./settings";
@@ -364,7 +364,9 @@ export class ChatPanel {
   }
 
   private rendered(): { id: string; html: string }[] {
-    const blocks = this.transcript.blocks.map((b) => ({ id: b.id, html: renderBlock(b, this.transcript.tools) }));
+    // Newest first: the budget goes to the end of the chat, which is what the user sees.
+    const md = budgetedMarkdown(RENDER_BUDGET_MS);
+    const blocks = [...this.transcript.blocks].reverse().map((b) => ({ id: b.id, html: renderBlock(b, this.transcript.tools, md) })).reverse();
     if (this.earlier > 0) blocks.unshift({ id: "earlier", html: earlierHtml(this.earlier) });
     return blocks;
   }

@@ -40,6 +40,29 @@ export function markdown(text: string): string {
   }
 }
 
+// What one render of a chat may spend in marked; texts after that are shown as plain text.
+// MARKDOWN_LIMIT bounds one text, not a chat: 200 texts just under it of marked's slowest input
+// (`*a` repeated, 0.6 s each) blocked the extension host 170 s when the chat opened. Replies as
+// models write them parse at about 2,000 characters a millisecond: 200 of 3,000 take 0.3 s.
+export const RENDER_BUDGET_MS = 300;
+
+/** Text to HTML, as `markdown` does. */
+export type Render = (text: string) => string;
+
+/** `markdown` until `ms` have been spent in it, plain text after; one per render, newest text first. */
+export function budgetedMarkdown(ms: number): Render {
+  let spent = 0;
+  return (text) => {
+    if (spent >= ms) return plainBlock(text);
+    const start = performance.now();
+    try {
+      return markdown(text);
+    } finally {
+      spent += performance.now() - start;
+    }
+  };
+}
+
 function plainBlock(text: string): string {
   return `<pre>${escapeHtml(text)}</pre>`;
 }
@@ -48,13 +71,13 @@ export function escapeHtml(s: string): string {
   return s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c] as string);
 }
 
-export function renderBlock(block: Block, tools: ReadonlyMap<string, ToolRun>): string {
+export function renderBlock(block: Block, tools: ReadonlyMap<string, ToolRun>, md: Render = markdown): string {
   const id = escapeHtml(block.id);
   switch (block.kind) {
     case "user":
-      return `<div class="msg user" data-id="${id}"><div class="role">You${contextActions(block.id, block.edited)}</div>${block.parts.map((p, i) => renderPart(block.id, p, i, tools, false)).join("")}</div>`;
+      return `<div class="msg user" data-id="${id}"><div class="role">You${contextActions(block.id, block.edited)}</div>${block.parts.map((p, i) => renderPart(block.id, p, i, tools, false, md)).join("")}</div>`;
     case "assistant": {
-      const body = block.parts.map((p, i) => renderPart(block.id, p, i, tools, block.streaming)).join("");
+      const body = block.parts.map((p, i) => renderPart(block.id, p, i, tools, block.streaming, md)).join("");
       const error = block.error ? `<div class="error">${escapeHtml(block.error)}</div>` : "";
       const cursor = block.streaming ? `<span class="cursor">▍</span>` : "";
       const actions = block.streaming ? "" : contextActions(block.id, block.edited);
@@ -64,20 +87,21 @@ export function renderBlock(block: Block, tools: ReadonlyMap<string, ToolRun>): 
       return `<div class="msg removed" data-id="${id}"><div class="role">${escapeHtml(block.role)} removed from the context · ${block.tokens.toLocaleString("en")} tokens` +
         `${contextButton(block.entryId, "undo", "Undo context edit")}</div><div class="text">${escapeHtml(block.text)}</div></div>`;
     case "summary":
-      return `<div class="msg summary" data-id="${id}"><details data-key="${id}:s"><summary>${escapeHtml(block.title)}</summary>${markdown(block.text)}</details></div>`;
+      return `<div class="msg summary" data-id="${id}"><details data-key="${id}:s"><summary>${escapeHtml(block.title)}</summary>${md(block.text)}</details></div>`;
     case "notice":
       return `<div class="notice ${block.level}" data-id="${id}">${escapeHtml(block.text)}</div>`;
   }
 }
 
-function renderPart(blockId: string, part: Part, index: number, tools: ReadonlyMap<string, ToolRun>, streaming: boolean): string {
+function renderPart(blockId: string, part: Part, index: number, tools: ReadonlyMap<string, ToolRun>, streaming: boolean,
+  md: Render): string {
   const key = escapeHtml(`${blockId}:${index}`);
   switch (part.type) {
     case "text":
-      return `<div class="text">${markdown(part.text)}</div>`;
+      return `<div class="text">${md(part.text)}</div>`;
     case "thinking":
       // Thinking stays folded unless the user opens it; the webview keeps that choice per key.
-      return `<details class="thinking" data-key="${key}"><summary>Thinking${streaming ? "…" : ""}</summary><div class="thinking-body">${markdown(part.text)}</div></details>`;
+      return `<details class="thinking" data-key="${key}"><summary>Thinking${streaming ? "…" : ""}</summary><div class="thinking-body">${md(part.text)}</div></details>`;
     case "toolCall": {
       const run = tools.get(part.id);
       const state = !run ? (streaming ? "…" : "") : run.running ? " · running…" : run.isError ? " · failed" : " · done";

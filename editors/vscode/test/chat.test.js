@@ -41,6 +41,19 @@ async function turn(text, during) {
   return lastReset().blocks.map((b) => b.html).join("\n");
 }
 
+/** A session of one user message per text, once the Sessions list has it; its uri. */
+async function userSession(id, texts) {
+  const stamp = "2026-01-01T00:00:00.000Z";
+  const lines = [{ type: "session", version: 3, id, timestamp: stamp, cwd: ws.folder },
+    ...texts.map((text, i) => ({ type: "message", id: `${id}${i}`, parentId: i ? `${id}${i - 1}` : null, timestamp: stamp,
+      message: { role: "user", content: [{ type: "text", text }], timestamp: i } }))];
+  const file = path.join(ws.folder, ".pi", "sessions", `${id}.jsonl`);
+  fs.writeFileSync(file, lines.map((l) => JSON.stringify(l)).join("\n") + "\n");
+  const sessionUri = vscode.Uri.file(file).toString();
+  await eventually(async () => (await api.sessions.list()).some((s) => s.uri === sessionUri), "the session to be listed");
+  return sessionUri;
+}
+
 test("the panel opens on the session's context, with model and thinking pickers", async () => {
   const reset = lastReset();
   assert.ok(reset, "the panel was filled once the webview was ready");
@@ -242,15 +255,7 @@ test("Markdown too long for marked, or that marked fails on, is shown as plain t
 test("a chat holding Markdown that marked 15 took minutes over opens without blocking the extension host", async () => {
   // Before, marked 15 parsed unclosed links and emphasis in quadratic time on the extension host
   // (8 KB of `[a](` took 21 s) and 5 KB of nested quotes overflowed its stack: no chat at all.
-  const texts = ["[a](".repeat(2000), "_a ".repeat(10000), "> ".repeat(2500)];
-  const stamp = "2026-01-01T00:00:00.000Z";
-  const lines = [{ type: "session", version: 3, id: "slow-md", timestamp: stamp, cwd: ws.folder },
-    ...texts.map((text, i) => ({ type: "message", id: `md${i}`, parentId: i ? `md${i - 1}` : null, timestamp: stamp,
-      message: { role: "user", content: [{ type: "text", text }], timestamp: i } }))];
-  const file = path.join(ws.folder, ".pi", "sessions", "slow-md.jsonl");
-  fs.writeFileSync(file, lines.map((l) => JSON.stringify(l)).join("\n") + "\n");
-  const mdUri = vscode.Uri.file(file).toString();
-  await eventually(async () => (await api.sessions.list()).some((s) => s.uri === mdUri), "the session to be listed");
+  const mdUri = await userSession("slow-md", ["[a](".repeat(2000), "_a ".repeat(10000), "> ".repeat(2500)]);
   // The longest the event loop went without running a 10 ms timer, while the chat opened.
   let longest = 0, last = Date.now();
   const gap = () => { const now = Date.now(); longest = Math.max(longest, now - last); last = now; };
@@ -265,6 +270,25 @@ test("a chat holding Markdown that marked 15 took minutes over opens without blo
     gap(); // the render may have ended just now, before the timer could run
   }
   assert.ok(longest < 2000, `the extension host was blocked ${longest} ms at once`);
+});
+
+test("a chat of many texts slow for marked spends a bounded time in it, the newest shown as Markdown", async () => {
+  // Before, MARKDOWN_LIMIT bounded each text, not the chat: 200 texts of `*a` just under it all
+  // went to marked, which blocked the extension host 170 s while the chat opened.
+  const mdUri = await userSession("slow-chat", Array.from({ length: 200 }, () => "*a".repeat(20_000)));
+  const md = await vscode.commands.executeCommand("piLsp.openChat", { uri: mdUri });
+  try {
+    const reset = await eventually(() => md.posted.find((m) => m.type === "reset"), "the chat to be rendered");
+    const texts = reset.blocks.filter((b) => /class="msg user"/.test(b.html));
+    assert.equal(texts.length, 200, "every message is shown");
+    assert.match(texts.at(-1).html, /<div class="text"><p><em>a<\/em>/, "the newest is Markdown");
+    assert.match(texts[0].html, /<div class="text"><pre>\*a\*a/, "the oldest is plain text");
+    // Each takes marked 0.3 s here: a budget of a few tenths of a second parses one or two.
+    const parsed = texts.filter((b) => /<em>/.test(b.html)).length;
+    assert.ok(parsed <= 20, `${parsed} texts of 40,000 characters went to marked in one render`);
+  } finally {
+    md.panel.dispose();
+  }
 });
 
 test("a long session's chat shows the context's last messages, and earlier ones on demand", async () => {
