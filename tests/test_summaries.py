@@ -752,7 +752,7 @@ async def test_abort_during_the_compaction_before_a_prompt_stops_the_prompt(
     await harness.prompt("Now step 3.")
 
     [end] = [e for e in events if isinstance(e, CompactionEnd)]
-    assert end.entry_id is None and end.error == "aborted"
+    assert end.entry_id is None and end.error == "Auto-compaction cancelled"  # as pi 1.6 says
     written = lines(Path(tree.path))
     assert "compaction" not in [e["type"] for e in written]
     assert written[-1]["message"]["stopReason"] == "aborted"
@@ -1018,6 +1018,45 @@ async def test_a_cut_reply_again_after_the_retry_is_told_as_pis_truncated_recove
     assert [e.error for e in ends] == [
         None, "Truncated response recovery failed after one compact-and-retry attempt."]
     assert len(fake.message_requests()) == 2
+
+
+async def test_a_failed_threshold_compaction_is_told_as_pis_auto_compaction_failure(
+        tmp_path: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider],
+        model_summarizer: ModelSummarizer) -> None:
+    """pi 1.6 says "Auto-compaction failed: …"; pi-lsp sent the bare error, which the editors
+    showed as "Compaction failed: …"."""
+    harness = Harness(tiny_session(tmp_path), tmp_path, providers, summarizer=model_summarizer,
+                      registry=ModelRegistry([TINY]), default_model=("anthropic", "tiny"),
+                      compaction=CompactionSettings(reserve_tokens=1000, keep_recent_tokens=300))
+    events: list[AgentEvent] = []
+    harness.subscribe(events.append)
+    fake.script(error_reply(400, "invalid_request_error", "no summary today"),
+                text_reply("Step 3 done."))
+    await harness.prompt("Now step 3.")
+
+    [end] = [e for e in events if isinstance(e, CompactionEnd)]
+    assert (end.entry_id, end.error) == (
+        None, "Auto-compaction failed: Anthropic 400 invalid_request_error: no summary today")
+
+
+async def test_a_failed_overflow_compaction_is_told_as_pis_overflow_recovery_failure(
+        session: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider],
+        model_summarizer: ModelSummarizer) -> None:
+    """pi 1.6 says "Context overflow recovery failed: …"; pi-lsp sent the bare error, which the
+    editors showed as "Compaction failed: …"."""
+    harness = Harness(open_tree(session), session.parents[2], providers,
+                      summarizer=model_summarizer,
+                      compaction=CompactionSettings(keep_recent_tokens=KEEP_B_REPEAT))
+    events: list[AgentEvent] = []
+    harness.subscribe(events.append)
+    fake.script(error_reply(400, "invalid_request_error", TOO_LONG),
+                error_reply(400, "invalid_request_error", "no summary today"))
+    await harness.prompt("Document the query.")
+
+    [end] = [e for e in events if isinstance(e, CompactionEnd)]
+    assert (end.entry_id, end.error) == (None, "Context overflow recovery failed: Anthropic 400 "
+                                               "invalid_request_error: no summary today")
+    assert len(fake.message_requests()) == 2  # nothing compacted, so not asked again
 
 
 async def test_an_overflow_after_a_good_turn_of_the_retry_is_recovered_again(

@@ -103,6 +103,16 @@ def recovered(run: list[AgentMessage]) -> bool:
         for m in run[:-1])
 
 
+def auto_compaction_error(reason: str, error: Exception) -> str:
+    """pi 1.6's words for an automatic compaction that did not finish, by why it ran; the
+    editors show them as they are."""
+    if isinstance(error, Aborted):  # no error in pi 1.6: its status line says this
+        return "Auto-compaction cancelled"
+    if reason == "overflow":
+        return f"Context overflow recovery failed: {error}"
+    return f"Auto-compaction failed: {error}"
+
+
 def user_message(text: str, images: list[ImageContent] | None = None,
                  attachments: list[str] | None = None) -> UserMessage:
     """The message as given; its images are processed when it is sent (with_sent_images)."""
@@ -486,7 +496,7 @@ class Harness:
             # Between turns the run keeps the session: its phase and its held writes.
             result = await (self._compact_branch() if self.phase == "turn" else self.compact())
         except (SummaryError, NothingToCompactError, Aborted) as error:
-            self.emit(CompactionEnd(entry_id=None, error=str(error) or "aborted"))
+            self.emit(CompactionEnd(entry_id=None, error=auto_compaction_error(reason, error)))
             return False
         self.emit(CompactionEnd(entry_id=result.entry_id, will_retry=will_retry))
         return True
