@@ -228,6 +228,13 @@ H.wait(function()
   return H.contains(chat_buf, "Fifth reply") and not crashed.busy
 end, "the last turn did not end", chat_buf)
 
+-- A failed automatic compaction: the server words it as pi does, the chat shows it as it is
+-- (it read "compaction failed: Auto-compaction failed: …").
+require("pi_lsp.util").emit("turn", { uri = uri, event = {
+  type = "compaction_end", error = "Auto-compaction failed: the summary model is down" } })
+H.check(H.contains(chat_buf, "_✗ Auto-compaction failed: the summary model is down_"),
+  "the server's words are shown as they are", chat_buf)
+
 -- A long conversation is read in pages (pi.previewContext's `page`): the chat
 -- shows the first and the last, a line for the messages left out, and a
 -- message a context edit removed where it stood.

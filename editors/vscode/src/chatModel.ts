@@ -88,7 +88,8 @@ export class Transcript {
       case "compaction_end":
         return [this.push({
           id: "", kind: "notice", level: event.error ? "error" : "info",
-          text: event.error ? `Compaction failed: ${event.error}` : "Compacted the context.",
+          // The server words a failure as pi does ("Auto-compaction failed: …"): shown as it is.
+          text: event.error || "Compacted the context.",
         })];
       default:
         return [];

@@ -142,6 +142,16 @@ test("Transcript: an aborted reply and an error notice", () => {
   assert.equal(t.busy, false);
 });
 
+test("Transcript: a failed compaction shows the server's words as they are", () => {
+  // The server words it as pi does; the panel read "Compaction failed: Auto-compaction failed: …".
+  const t = new ext.Transcript();
+  const error = "Context overflow recovery failed after one compact-and-retry attempt.";
+  const [failed] = t.apply({ type: "compaction_end", entryId: null, error });
+  assert.deepEqual([t.block(failed).level, t.block(failed).text], ["error", error]);
+  const [done] = t.apply({ type: "compaction_end", entryId: "c1", error: null });
+  assert.deepEqual([t.block(done).level, t.block(done).text], ["info", "Compacted the context."]);
+});
+
 test("serverSettings sends only the server's keys, and only set ones", () => {
   const values = { model: "anthropic/x", toolApproval: "auto", summaryModel: "", thinkingLevel: null, pythonPath: "/py", command: ["a"], models: ["m"], sessionDirs: [] };
   assert.deepEqual(ext.serverSettings((k) => values[k], "key"), { model: "anthropic/x", toolApproval: "auto", sessionDirs: [], anthropicApiKey: "key" });

@@ -239,7 +239,8 @@ function on_event.compaction_start(chat, event)
 end
 
 function on_event.compaction_end(chat, event)
-  note(chat, event.error and ("_✗ compaction failed: " .. event.error .. "_") or "_✓ context compacted_")
+  -- The server words a failure as pi does ("Auto-compaction failed: …"): shown as it is.
+  note(chat, event.error and ("_✗ " .. event.error .. "_") or "_✓ context compacted_")
 end
 
 --- Put undelivered messages ({ text, context }) back: their texts into the input, before
