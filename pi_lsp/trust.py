@@ -30,8 +30,11 @@ LOCK_STALE_S = 10.0  # proper-lockfile's default: an older lock was left by a pr
 LOCK_WAIT_S = 0.02
 LOCK_ATTEMPTS = 100
 # What pi-lsp would take from a folder's `.pi/`: settings, models, an old snapshot store, the
-# prompt's replacement and addendum (a folder holding only those is not trusted by default).
-PROJECT_FILES = ("settings.json", "models.json", "snapshots", "SYSTEM.md", "APPEND_SYSTEM.md")
+# prompt's replacement and addendum, skills (a folder holding only those is not trusted by
+# default); and, as pi, `.agents/skills` in it or a folder above it (but your own).
+PROJECT_FILES = ("settings.json", "models.json", "snapshots", "SYSTEM.md", "APPEND_SYSTEM.md",
+                 "skills")
+AGENTS_SKILLS = os.path.join(".agents", "skills")
 SMALL_FILE = 64 << 10
 
 DefaultTrust = Literal["ask", "always", "never"]
@@ -76,11 +79,27 @@ def canonical(folder: Path | str) -> str:
 
 
 def project_files(folder: Path) -> list[str]:
-    """The folder's own `.pi/` files that pi-lsp would use, relative to it (a settings.json
-    holding only the `sessionDir` pi-lsp writes for the pi CLI gives it nothing)."""
+    """The folder's own `.pi/` files and the `.agents/skills` that pi-lsp would use, relative
+    to it (a settings.json holding only the `sessionDir` pi-lsp writes for the pi CLI gives it
+    nothing)."""
     return [f".pi/{name}" for name in PROJECT_FILES
             if _there(folder / ".pi" / name) and
-            not (name == "settings.json" and _only_session_dir(folder / ".pi" / name))]
+            not (name == "settings.json" and _only_session_dir(folder / ".pi" / name))] + \
+        _agents_skills(folder)
+
+
+def _agents_skills(folder: Path) -> list[str]:
+    """The `.agents/skills` folders pi asks about for `folder` (hasTrustRequiringProjectResources):
+    in its real folder or one above, up to the root; relative to `folder`."""
+    here = canonical(folder)
+    mine = os.path.join(canonical(os.environ.get("HOME") or os.path.expanduser("~")),
+                        AGENTS_SKILLS)
+    found = []
+    for above in [here, *map(str, Path(here).parents)]:
+        skills = os.path.join(above, AGENTS_SKILLS)
+        if skills != mine and _there(Path(skills)):
+            found.append(os.path.relpath(skills, here))
+    return found
 
 
 def _there(path: Path) -> bool:

@@ -823,6 +823,24 @@ def test_decisions_are_read_as_pi_reads_them(tmp_path: Path) -> None:
     assert resolve_trust(tmp_path).decision == "noProjectFiles"
 
 
+def test_a_folder_with_skills_is_asked_about_as_pi_asks(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder holding only skills (`.pi/skills`, or `.agents/skills` in it or above it) was
+    trusted for having nothing to load, and now their skills are listed to the model. pi 1.6
+    asks about it; so does pi-lsp now. Your own `~/.agents/skills` is no project's."""
+    home = tmp_path / "home"
+    project = home / "src" / "repo"
+    (project / ".pi" / "skills").mkdir(parents=True)
+    (home / ".agents" / "skills").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    state = resolve_trust(project)
+    assert (state.trusted, state.decision, state.project_files) == \
+        (False, "undecided", [".pi/skills"])
+    (project / ".pi" / "skills").rmdir()
+    (home / "src" / ".agents" / "skills").mkdir(parents=True)
+    assert resolve_trust(project).project_files == ["../.agents/skills"]
+
+
 def test_decisions_are_written_as_pi_writes_them(tmp_path: Path) -> None:
     project = tmp_path / "b" / "project"
     project.mkdir(parents=True)
