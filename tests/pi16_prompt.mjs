@@ -1,7 +1,8 @@
 // pi 1.6's system prompt for pi-lsp's tools (pi's defaults) and the options given as JSON:
 // {cwd, contextFiles: [{path, content}], customPrompt?, appendSystemPrompt?}, or {cwd, load:
-// {agentDir, trusted}} to have pi's own resource loader find the context files, SYSTEM.md and
-// APPEND_SYSTEM.md for a project so trusted (skills left out). Made
+// {agentDir, trusted, home?}} to have pi's own resource loader find the context files, SYSTEM.md
+// and APPEND_SYSTEM.md for a project so trusted, and its skills too when `home` (HOME, for
+// ~/.agents/skills) is given. Made
 // tests/fixtures/pi16-prompt*.json, which tests/test_system_messages.py compares with pi-lsp's;
 // run again there when pi 1.6 is installed.
 // system-prompt.js and the tools are not in the package's "exports" map: imported by file URL.
@@ -17,13 +18,14 @@ for (const name of ["read", "bash", "edit", "write"]) {
 }
 
 // What pi's loader gives its session (agent-session.js, _rebuildSystemPrompt).
-async function loaded(cwd, { agentDir, trusted }) {
+async function loaded(cwd, { agentDir, trusted, home }) {
+  if (home) process.env.HOME = home;
   const { DefaultResourceLoader } = await core("resource-loader.js");
   const { SettingsManager } = await core("settings-manager.js");
   const settingsManager = SettingsManager.inMemory();
   settingsManager.setProjectTrusted(trusted);
   const loader = new DefaultResourceLoader({
-    cwd, agentDir, settingsManager, noExtensions: true, noSkills: true, noPromptTemplates: true,
+    cwd, agentDir, settingsManager, noExtensions: true, noSkills: !home, noPromptTemplates: true,
     noThemes: true,
   });
   await loader.reload();
@@ -31,6 +33,7 @@ async function loaded(cwd, { agentDir, trusted }) {
     customPrompt: loader.getSystemPrompt(),
     appendSystemPrompt: loader.getAppendSystemPrompt().join("\n\n"),
     contextFiles: loader.getAgentsFiles().agentsFiles,
+    skills: loader.getSkills().skills,
   };
 }
 

@@ -299,3 +299,55 @@ def test_system_md_and_append_system_md_are_pi16s(
     sections = system_sections(workspace, ALL_TOOLS, trusted)
     assert list(sections.items()) == list(pi["sections"].items())
     assert system_text(SystemMessage(content="", sections=sections, timestamp=0)) == pi["text"]
+
+
+def skill_file(path: Path, frontmatter: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"---\n{frontmatter}\n---\n# Steps\n\nDo the thing.\n")
+
+
+def plant_skills(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """Skills in every place pi 1.6 looks (and two it does not): the workspace, in a git
+    repository, its pi folder and its HOME."""
+    workspace, agent, home = tmp_path / "repo" / "ws", tmp_path / "agent", tmp_path / "home"
+    (tmp_path / "repo" / ".git").mkdir(parents=True)
+    skill_file(workspace / ".pi" / "skills" / "deploy" / "SKILL.md",
+               "name: deploy\ndescription: |\n  Ship it: <staging> & 'prod'.\n")
+    skill_file(workspace / ".pi" / "skills" / "broken" / "SKILL.md",
+               "description: Use when: never (YAML refuses it)")
+    skill_file(workspace / ".agents" / "skills" / "fmt" / "SKILL.md",
+               "description: \"Format the code\"  # named after its folder")
+    skill_file(tmp_path / "repo" / ".agents" / "skills" / "lint" / "SKILL.md",
+               "name: lint\ndescription: Lint\n  the code.")
+    skill_file(tmp_path / ".agents" / "skills" / "outside" / "SKILL.md",  # above the repository
+               "description: Not read.")
+    skill_file(agent / "skills" / "commit.md", "description: Write the commit message.")
+    skill_file(agent / "skills" / "dup" / "SKILL.md",
+               "name: deploy\ndescription: The project's deploy comes first.")
+    skill_file(agent / "skills" / "quiet" / "SKILL.md",
+               "description: Only by its command.\ndisable-model-invocation: true")
+    skill_file(agent / "skills" / "nested" / "plain.md", "description: Not a skill here.")
+    skill_file(home / ".agents" / "skills" / "notes" / "extra.md", "description: Take notes.")
+    skill_file(home / ".agents" / "skills" / "top.md", "description: Not a skill here.")
+    skill_file(home / ".agents" / "skills" / "review" / "SKILL.md",
+               "name: review\ndescription: >-\n  Review a change,\n  line by line.\n")
+    return workspace, agent, home
+
+
+@pytest.mark.parametrize("trusted", [True, False], ids=["trusted", "untrusted"])
+def test_skills_are_pi16s(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                          trusted: bool) -> None:
+    """pi 1.6's skills were not listed. Now its `skills` section is pi-lsp's too, found where
+    pi finds them: a trusted project's `.pi/skills` and `.agents/skills` (up to its git
+    repository's top), then yours; the first of each name, hidden ones left out."""
+    workspace, agent, home = plant_skills(tmp_path)
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    monkeypatch.setenv("HOME", str(home))
+    pi = pi16_prompt(f"pi16-prompt-skills-{'trusted' if trusted else 'untrusted'}.json",
+                     {"{{tmp}}": str(tmp_path), "{{pi}}": str(PI16 / "@earendil-works")})
+    docs = pi["sections"].pop("docs")
+    sections = system_sections(workspace, ALL_TOOLS, trusted)
+    assert list(sections.items()) == list({**pi["sections"], "preamble": PREAMBLE}.items())
+    assert system_text(SystemMessage(content="", sections=sections, timestamp=0)) == \
+        pi["text"].replace(f"\n\n{docs}", "").replace(pi["sections"]["preamble"], PREAMBLE, 1)
+    assert (f"{workspace}/.pi/skills" in sections["skills"]) is trusted

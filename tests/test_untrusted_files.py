@@ -16,6 +16,7 @@ import pytest
 
 from pi_lsp.agent.approval import ApprovalRequest
 from pi_lsp.agent.prompt import NOTES_LIMIT, PREAMBLE, project_notes, system_sections
+from pi_lsp.agent.skills import MAX_DEPTH, READ_LIMIT, find_skills
 from pi_lsp.harness_factory import make_harness
 from pi_lsp.jsonfile import read_object
 from pi_lsp.server.approvals import fallback_question
@@ -175,6 +176,29 @@ def test_a_trusted_projects_prompt_files_are_not_read_through_symlinks_out_of_it
     sections = system_sections(project, [], trusted=True)
     assert sections["preamble"] == PREAMBLE
     assert sections["addendum"] == "<addendum>\nAnswer in French.\n\n</addendum>"
+
+
+def test_a_trusted_projects_skills_are_read_within_it_and_bounded(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pi 1.6 follows a project skill's symlinks anywhere and reads any file and tree whole.
+    pi-lsp lists only skills within the project, skips a FIFO at once, walks no loop or deep
+    tree through, and reads only the top of a huge file (invalid UTF-8 replaced, as pi)."""
+    monkeypatch.setenv("HOME", str(project.parent.parent))
+    skills, outside = project / ".pi" / "skills", project.parent / "elsewhere"
+    for folder, text in [(outside, "Out."), (skills / "ok", "In \xff."),
+                         (skills / "big", "Big."),
+                         (skills / "/".join("d" * (MAX_DEPTH + 1)), "Deep.")]:
+        folder.mkdir(parents=True)
+        (folder / "SKILL.md").write_bytes(f"---\ndescription: {text}\n---\n".encode(
+            "latin-1") + b"x" * (READ_LIMIT * 128 if "Big" in text else 0))
+    (skills / "out").symlink_to(outside)
+    (skills / "secret").mkdir()
+    (skills / "secret" / "SKILL.md").symlink_to(outside / "SKILL.md")
+    (skills / "loop").symlink_to(".")
+    (skills / "fifo").mkdir()
+    os.mkfifo(skills / "fifo" / "SKILL.md")
+    found = find_skills(str(project), trusted=True)
+    assert [(s.name, s.description) for s in found] == [("big", "Big."), ("ok", "In \ufffd.")]
 
 
 # -- temporary files in `.pi/` ---------------------------------------------------------------

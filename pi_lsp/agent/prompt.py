@@ -1,5 +1,5 @@
-"""The system prompt, pi 1.6's: who the agent is, its tools and rules, the project's notes
-and where it works."""
+"""The system prompt, pi 1.6's: who the agent is, its tools and rules, the project's notes,
+the skills it may load and where it works."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 import msgspec
 
 from pi_lsp.agent.access import inside, secret_reason
+from pi_lsp.agent.skills import find_skills, skills_section
 from pi_lsp.agent.tools import Tool, open_regular
 from pi_lsp.context.layers import AgentSetup
 from pi_lsp.providers.registry import ModelRegistry
@@ -118,8 +119,8 @@ def system_sections(root: Path, tools: Sequence[Tool], trusted: bool = False
                     ) -> dict[str, str]:
     """The prompt as pi 1.6 builds it (buildSystemPromptSections) and keeps it in a session:
     named sections in pi's order, each but the preamble wrapped in tags of its name; the
-    project's `.pi/` prompt files count only when it is `trusted`. Differs on purpose: the
-    default preamble is pi-lsp's; no `docs` (pi's points into pi's install); no skills."""
+    project's `.pi/` prompt files and skills count only when it is `trusted`. Differs on
+    purpose: the default preamble is pi-lsp's; no `docs` (pi's points into pi's install)."""
     custom = prompt_file(root, SYSTEM_FILE, trusted)
     sections = {}
     if not custom:  # as pi: an empty SYSTEM.md is none
@@ -132,6 +133,9 @@ def system_sections(root: Path, tools: Sequence[Tool], trusted: bool = False
     notes = project_notes(root)
     if notes:
         sections["project_context"] = _project_context(notes)
+    skills = skills_section(find_skills(str(root), trusted), [tool.name for tool in tools])
+    if skills:
+        sections["skills"] = skills
     sections["cwd"] = str(root).replace("\\", "/")
     return {"preamble": custom or PREAMBLE, **{name: f"<{name}>\n{text}\n</{name}>"
                                      for name, text in sections.items()}}
