@@ -1001,6 +1001,61 @@ async def test_an_overflow_again_after_the_retry_ends_as_pi_reports_it(
     assert not harness.busy
 
 
+def steer_during_reply(harness: Harness, nth: int, text: str) -> None:
+    """Steer with `text` once the prompt's `nth` reply has begun (its request under way)."""
+    replies: list[MessageStart] = []
+
+    def steer(event: AgentEvent) -> None:
+        if isinstance(event, MessageStart) and isinstance(event.message, AssistantMessage):
+            replies.append(event)
+            if len(replies) == nth:
+                harness.steer(text)
+
+    harness.subscribe(steer)
+
+
+async def test_a_steer_sent_during_a_retry_that_overflows_again_is_sent(
+        session: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider]) -> None:
+    """The compacted retry overflowed too: pi 1.6 still sends what was steered meanwhile
+    (_handlePostAgentRun returns hasQueuedMessages); pi-lsp ended the prompt and dropped it."""
+    harness = Harness(open_tree(session), session.parents[2], providers,
+                      compaction=CompactionSettings(keep_recent_tokens=KEEP_B_REPEAT))
+    steer_during_reply(harness, 2, "LATE")  # the compacted retry's
+    fake.script(error_reply(400, "invalid_request_error", TOO_LONG),
+                error_reply(400, "invalid_request_error", TOO_LONG),
+                text_reply("Late answer."))
+    await harness.prompt("Document the query.")
+
+    written = lines(session)
+    assert written[-2]["message"]["content"][0]["text"] == "LATE"
+    assert written[-1]["message"]["content"][0]["text"] == "Late answer."
+    assert len(fake.message_requests()) == 3
+
+
+async def test_a_steer_sent_during_an_overflow_whose_compaction_fails_is_sent(
+        session: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider],
+        model_summarizer: ModelSummarizer) -> None:
+    """The overflow's compaction failed: pi 1.6 sends what was steered meanwhile
+    (_runAutoCompaction returns false, then hasQueuedMessages); pi-lsp dropped it."""
+    harness = Harness(open_tree(session), session.parents[2], providers,
+                      summarizer=model_summarizer,
+                      compaction=CompactionSettings(keep_recent_tokens=KEEP_B_REPEAT))
+    steer_during_reply(harness, 1, "LATE")
+    events: list[AgentEvent] = []
+    harness.subscribe(events.append)
+    fake.script(error_reply(400, "invalid_request_error", TOO_LONG),
+                error_reply(500, "api_error", "the summary model is down"),
+                text_reply("Late answer."))
+    await harness.prompt("Document the query.")
+
+    ends = [e for e in events if isinstance(e, CompactionEnd)]
+    assert len(ends) == 1 and ends[0].entry_id is None and ends[0].error
+    written = lines(session)
+    assert written[-2]["message"]["content"][0]["text"] == "LATE"
+    assert written[-1]["message"]["content"][0]["text"] == "Late answer."
+    assert len(fake.message_requests()) == 3
+
+
 async def test_a_cut_reply_again_after_the_retry_is_told_as_pis_truncated_recovery(
         session: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider]) -> None:
     """A reply cut below the model's output limit twice: pi 1.6 gives up with its truncated-

@@ -399,7 +399,7 @@ class Harness:
                          ) -> list[UserMessage] | None:
         """pi 1.6's _handlePostAgentRun: what the next run of the prompt starts from (nothing:
         the compacted retry of an overflow; else what was queued meanwhile), or None when the
-        prompt is done. `recovering`: `run` is such a retry, so one overflow more ends it."""
+        prompt is done. `recovering`: `run` is such a retry, one overflow more gives up on it."""
         last = last_reply(run)
         # pi 1.6 recovers no aborted run (_handlePostAgentRun returns before compacting).
         if last is None or last.stop_reason == "aborted" or self.aborted:
@@ -408,14 +408,16 @@ class Harness:
         if overflow == "retry":
             if recovering and not recovered(run):
                 self.emit(CompactionEnd(entry_id=None, error=self._recovery_failed(last)))
-                return None
-            self.omit_attempt()  # left out of the retry for good, as pi 1.6 leaves it
-            return [] if await self._compact_if_needed("overflow", force=True,
-                                                        will_retry=True) else None
-        # An answer made from truncated input is kept; its context is compacted.
-        await self._compact_if_needed("overflow" if overflow else "threshold",
-                                      force=overflow == "keep")
-        # Steered or followed up while that compaction ran: pi 1.6 goes on with it.
+            else:
+                self.omit_attempt()  # left out of the retry for good, as pi 1.6 leaves it
+                if await self._compact_if_needed("overflow", force=True, will_retry=True):
+                    return []
+        else:
+            # An answer made from truncated input is kept; its context is compacted.
+            await self._compact_if_needed("overflow" if overflow else "threshold",
+                                          force=overflow == "keep")
+        # Steered or followed up meanwhile (a failed run leaves its steers queued): pi 1.6 goes
+        # on with it, also when the overflow was not recovered (_handlePostAgentRun).
         queued = self._take_queued()
         return queued if queued and not self.aborted else None
 
