@@ -154,6 +154,24 @@ def test_newest_first_by_modified_not_created(agent_dir: Path, tmp_path: Path) -
     assert [s.id for s in sessions] == ["early-but-active", "middle", "late-but-idle"]
 
 
+def test_sessions_of_one_time_list_the_latest_name_first(agent_dir: Path,
+                                                        tmp_path: Path) -> None:
+    """A fork made at the leaf copies its source's stamps, so both have one `modified`: pi 1.6
+    lists the later name (the fork) first, sorting names descending before its stable sort by
+    time (listSessionsFromDir, listAll); pi-lsp listed the source first, folder by folder."""
+    ws = tmp_path / "ws"
+    own, cli = session_dirs(str(ws))
+    for folder, name in [(own, "2025-01-01T00-00-00-000Z_source"),
+                         (own, "2025-01-02T00-00-00-000Z_fork"),
+                         (cli, "2025-01-03T00-00-00-000Z_other")]:
+        write(folder / f"{name}.jsonl", [
+            header(name.split("_")[1], "2025-01-01T00:00:00.000Z", str(ws)),
+            user_entry("aaaaaaaa", None, "2025-01-01T00:00:01.000Z", "hi")])
+    assert [s.id for s in list_sessions(session_dirs(str(ws)))] == ["other", "fork", "source"]
+    index = SessionIndex()
+    assert [s.id for s in index.list(session_dirs(str(ws)))] == ["other", "fork", "source"]
+
+
 def test_a_header_stamp_that_is_no_text_never_counts_as_modified(tmp_path: Path) -> None:
     """A header stamped with a number (2100 in ms) outranked the session's real activity
     (2025), listing it first; pi 1.6 counts a header's time for `modified` only when it is

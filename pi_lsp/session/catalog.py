@@ -257,21 +257,23 @@ def session_workspace(path: Path, folders: dict[Path, list[Path]], fallback: Pat
 
 
 def _session_files(directories: list[Path]) -> list[str]:
-    """The session files directly in the directories, a symlink leading out not being one; as
-    strings, since hundreds of Path objects cost more than the listing itself."""
+    """The session files directly in the directories, a symlink leading out not being one,
+    latest name first; as strings, since hundreds of Path objects cost more than the listing."""
     files: list[str] = []
     for directory in directories:
         try:
             real = os.path.realpath(directory)
             with os.scandir(directory) as entries:
-                files.extend(sorted(e.path for e in entries
-                                    if _is_session_file(e, real) and _named_in_utf8(e.path)))
+                files.extend(e.path for e in entries
+                             if _is_session_file(e, real) and _named_in_utf8(e.path))
         except (FileNotFoundError, NotADirectoryError):
             continue
         except OSError as error:  # a symlink loop a repository committed: the rest is listed
             why = loop_error(directory) or f"{directory}: {error.strerror}"
             _not_listed(f"{why}; its sessions are not listed")
-    return files
+    # Sessions of one time (a fork at the leaf copies its source's stamps) keep this order in
+    # the stable sort by time, as pi 1.6 lists them: names descending, whatever their folder.
+    return sorted(files, key=os.path.basename, reverse=True)
 
 
 def _is_session_file(entry: os.DirEntry[str], folder: str) -> bool:
