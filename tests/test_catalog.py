@@ -196,6 +196,21 @@ def test_a_header_stamp_that_is_no_text_never_counts_as_modified(tmp_path: Path)
     assert by_id["idle"].modified == "2023-11-14T22:13:20.000Z"  # the file's mtime
 
 
+def test_a_header_stamp_no_date_reads_leaves_the_files_time_as_modified(tmp_path: Path) -> None:
+    """A header stamped "someday" with no dated activity kept that text as `modified` and was
+    listed last; pi 1.6 takes the file's time when `new Date(header.timestamp)` is NaN."""
+    directory = tmp_path / "s"
+    someday = write(directory / "a.jsonl", [header("someday", "someday", "/w"),
+                                            user_entry("aaaaaaaa", None, "someday", "hi")])
+    os.utime(someday, (0, 1_700_000_000))
+    write(directory / "b.jsonl", [header("dated", "2020-01-01T00:00:00.000Z", "/w"),
+                                  user_entry("bbbbbbbb", None, "2021-01-01T00:00:00.000Z", "hi")])
+    sessions = list_sessions([directory])
+    assert [s.id for s in sessions] == ["someday", "dated"]
+    assert sessions[0].modified == "2023-11-14T22:13:20.000Z"  # the file's mtime
+    assert sessions[0].created == "someday"  # the header's, as written
+
+
 def dated(entry_id: str, ts: Any, role: str = "user", **message: Any) -> dict[str, Any]:
     """A message entry stamped `ts` whose message has `role` and the given fields."""
     return {"type": "message", "id": entry_id, "parentId": None, "timestamp": ts,

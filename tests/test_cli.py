@@ -215,17 +215,21 @@ def test_sessions_escapes_control_characters(tmp_path: Path) -> None:
 
 
 def test_sessions_escapes_a_header_timestamp(tmp_path: Path) -> None:
-    """A session's time is its header's when no entry's reads: a committed header cleared the
-    screen and set the clipboard (OSC 52) when listed (found in review)."""
+    """A committed header's stamp cleared the screen and set the clipboard (OSC 52) when
+    listed (found in review). As in pi, one no Date reads is not the session's time (its
+    file's is), but it is still its `created`, shown escaped."""
     sessions = tmp_path / ".pi" / "sessions"
     sessions.mkdir(parents=True)
+    hostile = "\x1b[2J\x1b]52;c;ZWNobw==\x07HIDDEN"
     (sessions / "s.jsonl").write_text(json.dumps({
         "type": "session", "version": 3, "id": "s", "cwd": str(tmp_path),
-        "timestamp": "\x1b[2J\x1b]52;c;ZWNobw==\x07HIDDEN"}) + "\n")
-    result = run_cli("sessions", str(tmp_path))
-    assert result.returncode == 0, result.stderr
-    assert "\x1b" not in result.stdout and "\x07" not in result.stdout
-    assert "\\x1b[2J" in result.stdout
+        "timestamp": hostile}) + "\n")
+    for args in ([], ["--json"]):
+        result = run_cli("sessions", str(tmp_path), *args)
+        assert result.returncode == 0, result.stderr
+        assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+    (listed,) = json.loads(result.stdout)["sessions"]
+    assert listed["created"] == hostile
 
 
 def test_compact_plan_says_when_compact_would_refuse(tmp_path: Path,

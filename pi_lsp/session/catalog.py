@@ -351,12 +351,12 @@ class SummaryFold:
         # pi's created is `new Date(timestamp)` whatever the header holds: "" for NaN.
         created = stamp_text(header.timestamp) or ""
         # pi 1.6's buildSessionInfo: the last activity after 1970 (a time past a Date's range
-        # is its Invalid Date, "" as for `created`), else the header's time when it is text,
-        # else the file's. (Unreadable header text is kept, shown.)
+        # is its Invalid Date, "" as for `created`), else the header's time when it is text a
+        # Date reads (kept as written), else the file's.
         stamp = header.timestamp
         if self.latest is not None and self.latest > 0:
             modified = stamp_text(self.latest) or ""
-        elif isinstance(stamp, str):
+        elif isinstance(stamp, str) and iso_to_ms(stamp) is not None:
             modified = stamp
         else:
             modified = _file_time(path) or created

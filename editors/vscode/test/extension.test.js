@@ -255,11 +255,12 @@ test("a last used session that was deleted is forgotten: commands take the newes
 });
 
 test("the session list keeps the server's order, pi's", async () => {
-  // It was sorted again by the text of `modified`: a header stamp shown as written ("someday",
-  // which pi cannot read) came before every dated session, where pi and the server list it last.
+  // It was sorted again by the text of `modified`: a header stamp kept as written, with its
+  // offset ("2025-01-01T05:00:00+09:00", 20:00 UTC), came before a later time written in UTC,
+  // where pi and the server list by time.
   const listed = [{ uri: "file:///w/a.jsonl", modified: "2025-02-01T00:00:00.000Z" },
-    { uri: "file:///w/b.jsonl", modified: "2025-01-01T00:00:00.000Z" },
-    { uri: "file:///w/c.jsonl", modified: "someday" }];
+    { uri: "file:///w/b.jsonl", modified: "2024-12-31T21:00:00.000Z" },
+    { uri: "file:///w/c.jsonl", modified: "2025-01-01T05:00:00+09:00" }];
   const none = () => ({ dispose() {} });
   const pi = { call: async () => ({ sessions: listed }), onSessionsChanged: none, onSessionChanged: none, onStarted: none };
   const sessions = new api.sessions.constructor(pi, makeContext().workspaceState);
