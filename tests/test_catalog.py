@@ -211,6 +211,15 @@ def test_a_header_stamp_no_date_reads_leaves_the_files_time_as_modified(tmp_path
     assert sessions[0].created == "someday"  # the header's, as written
 
 
+def test_the_files_time_is_rounded_to_the_ms_as_node_does(tmp_path: Path) -> None:
+    """A file written at 0.9999 s past a second dated its session a millisecond early (.999);
+    Node's `stats.mtime`, which pi 1.6 takes, rounds to the nearest millisecond (1.000)."""
+    idle = write(tmp_path / "s" / "a.jsonl", [header("idle", "someday", "/w")])
+    os.utime(idle, ns=(0, 1_700_000_000_999_900_000))
+    (listed,) = list_sessions([idle.parent])
+    assert listed.modified == "2023-11-14T22:13:21.000Z"
+
+
 def dated(entry_id: str, ts: Any, role: str = "user", **message: Any) -> dict[str, Any]:
     """A message entry stamped `ts` whose message has `role` and the given fields."""
     return {"type": "message", "id": entry_id, "parentId": None, "timestamp": ts,

@@ -388,9 +388,10 @@ _NUMBER_STARTS = {bytes([c]) for c in b"-0123456789"}
 
 
 def _file_time(path: Path) -> str | None:
-    """When the file was last written, as JavaScript writes a time; None if it is gone."""
+    """When the file was last written, to the nearest ms as Node's `stats.mtime` rounds it,
+    written as JavaScript writes a time; None if it is gone."""
     try:
-        return stamp_text(os.stat(path).st_mtime_ns // 1_000_000)
+        return stamp_text((os.stat(path).st_mtime_ns + 500_000) // 1_000_000)
     except OSError:
         return None
 
