@@ -150,6 +150,19 @@ def test_an_attachment_question_outlives_the_turn_it_was_queued_behind(
     assert "NOTES-FROM-OUTSIDE" in json.dumps(requests[1]["messages"])
 
 
+def test_an_attachment_question_goes_when_the_turn_it_was_queued_behind_is_aborted(
+        workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
+    """<C-c> aborted the turn a follow-up was queued behind while its file outside the
+    workspace was asked about: the question stayed open, and allowing it ran the follow-up."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("NOTES-FROM-OUTSIDE\n")
+    fake.script(text_reply(*(f"word{i} " for i in range(60)), delay=0.05),
+                text_reply("never asked"))
+    run_script("attachment_abort_spec.lua", workspace, fake, tmp_path,
+               PI_LSP_APPROVAL="ask", OUTSIDE_FILE=str(outside))
+    assert len(fake.message_requests()) == 1
+
+
 def test_tree_actions_and_compaction(workspace: Path, fake: FakeAnthropic,
                                      tmp_path: Path) -> None:
     # Keep little of the recent context, so the short path at hand has something to compact.

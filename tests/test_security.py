@@ -969,3 +969,40 @@ async def test_abort_ends_a_turn_waiting_for_approval(
     fake.script(text_reply("again"))
     turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "again"}))["turnId"]
     assert (await turn_end(pi, turn_id))[-1]["type"] == "agent_end"
+
+
+@LSP
+async def test_abort_drops_what_was_queued_behind_the_turn_and_withdraws_its_questions(
+        pi: Pi, fake: FakeAnthropic) -> None:
+    """A follow-up asked about its attached file stayed asked when the user aborted the turn it
+    was sent behind, and answering it later started it as a turn of its own; the client was
+    not told which queued messages the abort dropped (pi 1.6 puts them back in the editor)."""
+    uri = (await call(pi.client, "pi.newSession", {}))["uri"]
+    fake.script(tool_reply([("t1", "bash", {"command": "echo never"})]), text_reply("late"))
+    pi.answer, pi.asked, pi.release = "never", [], asyncio.Event()
+    turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "go"}))["turnId"]
+    await until(lambda: pi.asked, "the approval to be asked")
+    steer = await call(pi.client, "pi.prompt",
+                       {"uri": uri, "text": "STEER-QUEUED", "delivery": "steer"})
+    assert steer == {"turnId": None, "queued": "steer"}
+    follow = asyncio.create_task(call(pi.client, "pi.prompt", {
+        "uri": uri, "text": "FOLLOW-ASKED", "delivery": "followUp",
+        "context": [{"uri": (pi.outside / "readme.txt").as_uri()}]}))
+    await until(lambda: len(pi.asked) == 2, "the attachment to be asked about")
+    assert await call(pi.client, "pi.abort", {"uri": uri}) == {"aborted": True}
+    assert await asyncio.wait_for(follow, CEILING_S) == {"turnId": None, "dropped": "followUp"}
+    await until(lambda: any(n["event"]["type"] == "queue_dropped" for n in pi.notes
+                            if n["turnId"] == turn_id), "the dropped messages to be named")
+    told = [e for e in await turn_end(pi, turn_id) if e["type"] == "queue_dropped"]
+    assert told == [{"type": "queue_dropped", "steering": ["STEER-QUEUED"],
+                     "followUp": ["FOLLOW-ASKED"]}]
+    # the late answers start nothing: the next turn is the next prompt's
+    answered = pi.answered
+    pi.release.set()
+    await until(lambda: pi.answered >= answered + 2, "the late answers")
+    pi.answer = "allow"
+    fake.script(text_reply("again"))
+    turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "again"}))["turnId"]
+    assert (await turn_end(pi, turn_id))[-1]["type"] == "agent_end"
+    sent = json.dumps([r["messages"] for r in fake.message_requests()])
+    assert "FOLLOW-ASKED" not in sent and "STEER-QUEUED" not in sent

@@ -124,6 +124,14 @@ def user_message(text: str, images: list[ImageContent] | None = None,
     return UserMessage(content=content, timestamp=now_ms())
 
 
+def prompt_text(message: UserMessage) -> str:
+    """The text the user typed: the first block (`user_message` puts it there)."""
+    content = message.content
+    if isinstance(content, str):
+        return content
+    return content[0].text if content and isinstance(content[0], TextContent) else ""
+
+
 class Harness:
     def __init__(
         self,
@@ -179,6 +187,9 @@ class Harness:
         self._pending = PendingWrites()
         self._steering: list[UserMessage] = []
         self._follow_up: list[UserMessage] = []
+        # Steers and follow-ups an abort left unsent, (delivery, text), for the editor to put
+        # back in its input as pi 1.6 does; taken with take_dropped.
+        self.dropped: list[tuple[str, str]] = []
         self._current: asyncio.Task[Any] | None = None
         self._attempt_ids: list[str] = []  # the entries of the last reply and its results
 
@@ -378,9 +389,11 @@ class Harness:
                       ) -> list[AgentMessage]:
         message = user_message(text, images, attachments)
         self._require_idle()
-        self.aborted = aborted
-        if not aborted:  # an abort drops what was queued, as it does mid-run
-            self._steering, self._follow_up = list(steering), list(follow_ups)
+        self.aborted, self.dropped = aborted, []
+        # An abort drops what was queued, as it does mid-run.
+        self._steering, self._follow_up = list(steering), list(follow_ups)
+        if aborted:
+            self._drop_queued()
         self.edit_feedback.restart()
         self.tree.refresh()
         try:
@@ -436,6 +449,20 @@ class Harness:
         self._steering, self._follow_up = [], []
         return queued
 
+    def _drop_queued(self) -> None:
+        """Note the queued steers and follow-ups as dropped (pi 1.6 clears its queues on an
+        abort and puts their text back in the editor)."""
+        self.dropped += [(delivery, prompt_text(message))
+                         for delivery, queue in (("steer", self._steering),
+                                                 ("followUp", self._follow_up))
+                         for message in queue]
+        self._steering, self._follow_up = [], []
+
+    def take_dropped(self) -> list[tuple[str, str]]:
+        """The steers and follow-ups the last abort dropped, once."""
+        dropped, self.dropped = self.dropped, []
+        return dropped
+
     async def _run(self, prompts: list[UserMessage]) -> list[AgentMessage]:
         self.phase, self.retries.attempt = "turn", 0
         self._said_path = self.tree.path  # a move while idle was the hub's to tell
@@ -460,6 +487,8 @@ class Harness:
             self.tree.hold_leaf = False
             self._pending.flush(stop_at_leaf_move=False)
             self.phase, self.agent, self._current = "idle", None, None
+            if self.aborted:
+                self._drop_queued()
             self._say_if_moved()  # a write flushed above, or one of the run's own
 
     def context_tokens(self) -> int:

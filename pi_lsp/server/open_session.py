@@ -31,6 +31,10 @@ class OpenSession(msgspec.Struct):
     # Steers and follow-ups sent while the claimed turn had not begun, for it to take; None
     # when no turn is claimed or it has begun (its harness holds them from then).
     early: list[tuple[str, UserMessage]] | None = None
+    # Steers and follow-ups whose attachments the user is being asked about, (delivery, text)
+    # by the wait: an abort of the turn they were sent behind withdraws them (withdrawn).
+    asking: dict[asyncio.Future[Any], tuple[str, str]] = msgspec.field(default_factory=dict)
+    withdrawn: list[tuple[str, str]] = msgspec.field(default_factory=list)
 
     @property
     def title(self) -> str:
@@ -75,6 +79,11 @@ class OpenSession(msgspec.Struct):
         early, self.early = self.early or [], None
         return [m for d, m in early if d == "steer"], [m for d, m in early if d != "steer"]
 
+    def take_withdrawn(self) -> list[tuple[str, str]]:
+        """The messages whose questions the last abort withdrew, once."""
+        withdrawn, self.withdrawn = self.withdrawn, []
+        return withdrawn
+
     def claim_job(self, phase: str) -> None:
         """Take the session for a compaction or branch summary now, as `claim_turn` does."""
         self.require_idle()
@@ -83,9 +92,18 @@ class OpenSession(msgspec.Struct):
     def abort(self) -> bool:
         """Stop the running turn or job (saved as aborted), or have a claimed one start
         aborted; False when nothing runs or is claimed."""
-        if self.harness is not None and self.harness.abort():
+        if (self.harness is not None and self.harness.abort()) or self.abort_claim():
+            self.withdraw_asking()
             return True
-        return self.abort_claim()
+        return False
+
+    def withdraw_asking(self) -> None:
+        """Stop the attachment questions of messages sent behind the aborted turn: pi 1.6
+        drops what is queued on an abort, so none may start a turn once answered."""
+        for wait, message in self.asking.items():
+            wait.cancel()
+            self.withdrawn.append(message)
+        self.asking.clear()
 
     def abort_claim(self) -> bool:
         """Have a claimed turn or job start aborted; False when nothing is claimed."""

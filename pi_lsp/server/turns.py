@@ -81,6 +81,7 @@ class Runs:
         finally:
             stream.flush()
             unsubscribe()
+            stream.tell_dropped(harness.take_dropped() + session.take_withdrawn())
             self.progress_end(token, outcome)
             # Now, not in the task's callback a loop step later: a steer read meanwhile found
             # the session held by a turn that no longer ran, and was refused as busy.
@@ -141,6 +142,15 @@ class TurnStream:
     def send(self, event: dict[str, Any]) -> None:
         self.server.protocol.notify(TURN, {"uri": self.uri, "turnId": self.turn_id,
                                            "event": event})
+
+    def tell_dropped(self, dropped: list[tuple[str, str]]) -> None:
+        """`queue_dropped`: the steers and follow-ups an abort left unsent (with any still asked
+        about an attachment, whose questions the editor closes), as pi 1.6's clearQueue returns
+        them for its editor."""
+        if dropped:
+            self.send({"type": "queue_dropped",
+                       "steering": [text for delivery, text in dropped if delivery == "steer"],
+                       "followUp": [text for delivery, text in dropped if delivery != "steer"]})
 
     def on_event(self, event: AgentEvent) -> None:
         if isinstance(event, MessageUpdate):

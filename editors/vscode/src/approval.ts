@@ -101,11 +101,12 @@ export class Approvals {
       resolve(choice);
     }));
     // An aborted or failed turn waits for no answer any more: its question goes with it. Heard
-    // from the start: the turn may end while the title is fetched or the diff opens. Not a
-    // prompt's attachment: its message (a follow-up queued behind the turn) still waits, and
-    // runs as a turn of its own once allowed.
+    // from the start: the turn may end while the title is fetched or the diff opens. A
+    // prompt's attachment goes only when the turn its message was queued behind was aborted
+    // (queue_dropped): otherwise that message still waits, and runs as a turn of its own.
     const ended = this.pi.onTurn((n) => {
-      if (!p.attachment && n.turnId === p.turnId && (n.event.type === "agent_end" || n.event.type === "error")) this.open.get(id)?.(undefined);
+      const over = p.attachment ? n.event.type === "queue_dropped" : n.event.type === "agent_end" || n.event.type === "error";
+      if (over && n.turnId === p.turnId) this.open.get(id)?.(undefined);
     });
     let diff: vscode.Uri | undefined;
     try {

@@ -55,6 +55,8 @@ export class Transcript {
 
   /** Folds one event in; returns the ids of the blocks to redraw. */
   apply(event: TurnEvent): string[] {
+    // Sent after agent_end: it names what an abort dropped, and runs nothing.
+    if (event.type === "queue_dropped") return [];
     if (event.type === "agent_end") {
       this.busy = false;
       this.finishStreaming();

@@ -334,6 +334,12 @@ export class ChatPanel {
     const context = this.attachments.map((a) => a.context);
     try {
       const result = await this.pi.call("pi.prompt", { uri: this.uri, text, delivery, ...(context.length ? { context } : {}) });
+      if (result.dropped) {
+        // Aborted while its attached file was asked about: the text and code stay to send again.
+        this.post({ type: "setInput", text, keepDraft: true });
+        void vscode.window.showInformationMessage("pi: the turn was aborted before your queued message reached pi; it is back in the chat's input.");
+        return;
+      }
       this.attachments.splice(0);
       if (context.length) this.postAttachments();
       if (result.queued) this.queued.push(text);

@@ -211,7 +211,7 @@ export interface Commands {
   "pi.setName": [{ uri: string; name: string }, Record<string, never>];
   "pi.setModel": [{ uri: string; provider: string; modelId: string }, Record<string, never>];
   "pi.setThinkingLevel": [{ uri: string; level: ThinkingLevel }, Record<string, never>];
-  "pi.prompt": [{ uri: string; text: string; delivery?: Delivery; context?: CodeContext[] }, { turnId: string | null; queued?: Delivery }];
+  "pi.prompt": [{ uri: string; text: string; delivery?: Delivery; context?: CodeContext[] }, { turnId: string | null; queued?: Delivery; dropped?: Delivery }];
   "pi.prepareTurn": [{ uri: string }, { provider: string; model: string }];
   "pi.abort": [{ uri: string }, { aborted: boolean }];
   "pi.check": [{ uri: string }, { problems: Problem[] }];
@@ -375,5 +375,6 @@ export type TurnEvent =
   | { type: "tool_execution_end"; toolCallId: string; toolName: string; result: AgentMessage; isError: boolean }
   | { type: "agent_end"; messages?: AgentMessage[] }
   | { type: "error"; message: string }
+  | { type: "queue_dropped"; steering: string[]; followUp: string[] }
   | { type: "compaction_start"; reason: string }
   | { type: "compaction_end"; entryId: string | null; error?: string | null; willRetry?: boolean };

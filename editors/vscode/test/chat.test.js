@@ -162,6 +162,37 @@ test("an attachment's question stays when the turn it was queued behind ends", a
   assert.deepEqual(decision, { decision: "allow" });
 });
 
+test("an attachment's question goes when the turn it was queued behind is aborted", async () => {
+  // Before, it stayed: the server had dropped its follow-up, and the question lingered unanswerable.
+  let decision;
+  void api.approvals.approve({ uri, turnId: "turn-aborted", toolCallId: "context-0", tool: "read",
+    path: "/elsewhere/dropped.txt", outsideWorkspace: true, attachment: true }).then((d) => (decision = d));
+  await eventually(() => panel.posted.find((m) => m.type === "approval" && m.message.includes("/elsewhere/dropped.txt")), "the approval card");
+  const note = await eventually(() => rec.progress.find((p) => p.options.title.includes("/elsewhere/dropped.txt")), "the notification");
+  api.pi.turnEmitter.fire({ uri, turnId: "turn-aborted", event: { type: "queue_dropped", steering: [], followUp: ["look at this"] } });
+  await eventually(() => decision, "the question to be settled");
+  assert.deepEqual(decision, { decision: "deny" });
+  await eventually(() => note.done, "the notification to go");
+  assert.equal(panel.transcript.busy, false, "the event, after agent_end, starts no turn in the chat");
+});
+
+test("a follow-up dropped by an abort while its file was asked about stays, text and code, to send again", async () => {
+  // Before, the answer read as a turn's start: the input and the attached code were cleared.
+  const call = api.pi.call;
+  api.pi.call = function (method, args) {
+    return method === "pi.prompt" ? Promise.resolve({ turnId: null, dropped: "followUp" }) : call.call(this, method, args);
+  };
+  panel.attach({ label: "/elsewhere/notes.txt", context: { uri: "file:///elsewhere/notes.txt" } });
+  try {
+    await panel.receive({ type: "send", text: "DROPPED-FOLLOW", delivery: "followUp" });
+    assert.ok(panel.posted.some((m) => m.type === "setInput" && m.text === "DROPPED-FOLLOW" && m.keepDraft), "the text is back");
+    assert.deepEqual(panel.attachments.map((a) => a.label), ["/elsewhere/notes.txt"], "the code is still attached");
+  } finally {
+    api.pi.call = call;
+    panel.attachments.splice(0);
+  }
+});
+
 test("the model picker offers models by their models.json name and marks the current one", async () => {
   let offered;
   respond("showQuickPick", (items) => { offered = items; return items.find((i) => i.label === "Qwen Coder"); });

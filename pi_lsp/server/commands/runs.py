@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from pi_lsp.server.commands import Command
@@ -24,15 +25,25 @@ async def prompt(ls: PiServer, args: PromptArgs) -> dict[str, Any]:
     # sent, and one sent while the session is busy is refused at once, not after a question.
     queue = args.delivery != "prompt" and ls.hub.turn_open(path)
     session = None if queue else ls.hub.claim_turn(path)
+    gathering = asyncio.ensure_future(
+        prompt_attachments(ls.files, harness.root, args, harness.approve_call))
+    behind = ls.hub.held(path) if queue else None
+    if behind is not None:
+        behind.asking[gathering] = (args.delivery, args.text)
     try:
-        attached = await prompt_attachments(ls.files, harness.root, args, harness.approve_call)
+        attached = await gathering
         if session is not None and ls.hub.held(path) is not session:  # its file went meanwhile
             raise UnknownSessionError(str(path))
-    except BaseException:
+    except BaseException as error:
+        if withdrawn(error, gathering):  # the turn it was sent behind was aborted
+            return {"turnId": None, "dropped": args.delivery}
         if session is not None:
             tell_dropped(ls, session.take_early())
             session.release()
         raise
+    finally:
+        if behind is not None:
+            behind.asking.pop(gathering, None)
     for refusal in attached.refused:
         ls.tell(refusal)
     if session is None and ls.hub.turn_open(path):
@@ -43,6 +54,14 @@ async def prompt(ls: PiServer, args: PromptArgs) -> dict[str, Any]:
         session, harness = ls.hub.claim_turn(path), ls.hub.harness(path)
     ls.runs.start_turn(args.uri, session, harness, args, attached.rendered)
     return {"turnId": session.turn_id}
+
+
+def withdrawn(error: BaseException, gathering: asyncio.Future[Any]) -> bool:
+    """The attachments' wait was withdrawn by an abort (OpenSession.withdraw_asking), not this
+    command cancelled."""
+    task = asyncio.current_task()
+    return isinstance(error, asyncio.CancelledError) and gathering.cancelled() and \
+        task is not None and not task.cancelling()
 
 
 def tell_dropped(ls: PiServer, held: tuple[list[UserMessage], list[UserMessage]]) -> None:

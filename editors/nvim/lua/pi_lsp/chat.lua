@@ -345,6 +345,10 @@ function M.send(chat, delivery)
   end
   local turns = chat.turns
   client.run("pi.prompt", args, function(result)
+    if result.dropped then
+      -- Aborted while its attached file was asked about: the text and code stay to send again.
+      return util.warn("the turn was aborted before your queued message reached pi; it is still in the input")
+    end
     vim.api.nvim_buf_set_lines(input_of(chat), 0, -1, false, {})
     chat.context = {} -- now the message's: it comes back with the text if pi does not get it
     if result.queued then

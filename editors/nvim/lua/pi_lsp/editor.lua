@@ -139,8 +139,8 @@ function M.show_diff(params, message, answer)
 end
 
 --- Call `on_end(why)` when the turn that asks with `params` ends (agent_end or
---- error; not an attachment's question) or its server stops; returns the function
---- that stops listening.
+--- error; an attachment's question: when it is aborted) or its server stops; returns
+--- the function that stops listening.
 local function on_turn_end(params, on_end)
   local root = require("pi_lsp.session").root_of(params.uri)
   local stops = {
@@ -151,15 +151,18 @@ local function on_turn_end(params, on_end)
     end),
   }
   -- A prompt's attachment is asked for its message, which the server still sends (as a turn
-  -- of its own) once allowed when the turn it was queued behind ended meanwhile.
-  if not params.attachment then
-    stops[#stops + 1] = util.on("turn", function(note)
-      local kind = note.event and note.event.type
-      if note.turnId == params.turnId and (kind == "agent_end" or kind == "error") then
-        on_end("the turn ended")
-      end
-    end)
-  end
+  -- of its own) once allowed when the turn it was queued behind ended meanwhile; unless that
+  -- turn was aborted: the server then drops the message and says so (queue_dropped).
+  stops[#stops + 1] = util.on("turn", function(note)
+    local kind = note.event and note.event.type
+    if note.turnId ~= params.turnId then
+      return
+    elseif params.attachment and kind == "queue_dropped" then
+      on_end("the turn was aborted")
+    elseif not params.attachment and (kind == "agent_end" or kind == "error") then
+      on_end("the turn ended")
+    end
+  end)
   return function()
     for _, stop in ipairs(stops) do
       stop()
