@@ -26,7 +26,7 @@ from pi_lsp.providers.thinking import clamped_level
 from pi_lsp.session.catalog import agent_dir
 from pi_lsp.session.entries import DEFAULT_THINKING_LEVEL
 from pi_lsp.summarize.compaction import CompactionSettings
-from pi_lsp.trust import trust_path
+from pi_lsp.trust import project_files, trust_path
 
 log = logging.getLogger(__name__)
 
@@ -108,16 +108,21 @@ def settings_files(workspace: Path) -> list[Path]:
     return [agent_dir() / "settings.json", workspace / ".pi" / "settings.json"]
 
 
-def settings_stamp(workspace: Path) -> tuple[int | None, ...]:
-    """When each settings, models and trust file last changed (None: absent), to notice
-    edits (pi's /trust included)."""
+# When each settings, models and trust file last changed (None: absent), and which project
+# files trust is asked about are there.
+SettingsStamp = tuple[tuple[int | None, ...], tuple[str, ...]]
+
+
+def settings_stamp(workspace: Path) -> SettingsStamp:
+    """What settings and trust were decided from, to notice edits (pi's /trust included) and
+    project files that appear: a folder trusted for having none is no longer trusted then."""
     stamps: list[int | None] = []
     for path in [*settings_files(workspace), *models_files(workspace), trust_path()]:
         try:
             stamps.append(path.stat().st_mtime_ns)
         except OSError:
             stamps.append(None)
-    return tuple(stamps)
+    return tuple(stamps), tuple(project_files(workspace))
 
 
 def load_settings(workspace: Path, *, project: bool) -> Settings:

@@ -14,13 +14,14 @@ from pi_lsp.server.treeview import HeldView
 from pi_lsp.session.catalog import tree_title
 from pi_lsp.session.entries import ImageContent, UserMessage
 from pi_lsp.session.tree import SessionTree
+from pi_lsp.settings import SettingsStamp
 
 
 class OpenSession(msgspec.Struct):
     tree: SessionTree
     harness: Harness | None = None
-    # The folder its harness was made for and its settings files' times then.
-    stamp: tuple[Path, tuple[int | None, ...]] | None = None
+    # The folder its harness was made for and its settings files' times and project files then.
+    stamp: tuple[Path, SettingsStamp] | None = None
     view: HeldView = msgspec.field(default_factory=HeldView)  # the tree as last shown
     # "allow for this session": tools, each inside or outside the workspace (True)
     allowed_tools: set[tuple[str, bool]] = msgspec.field(default_factory=set)
