@@ -15,7 +15,13 @@ from pathlib import Path
 import pytest
 
 from pi_lsp.agent.approval import ApprovalRequest
-from pi_lsp.agent.prompt import NOTES_LIMIT, PREAMBLE, project_notes, system_sections
+from pi_lsp.agent.prompt import (
+    NOTES_LIMIT,
+    PREAMBLE,
+    PROMPT_LIMIT,
+    project_notes,
+    system_sections,
+)
 from pi_lsp.agent.skills import MAX_DEPTH, READ_LIMIT, find_skills
 from pi_lsp.harness_factory import make_harness
 from pi_lsp.jsonfile import read_object
@@ -176,6 +182,25 @@ def test_a_trusted_projects_prompt_files_are_not_read_through_symlinks_out_of_it
     sections = system_sections(project, [], trusted=True)
     assert sections["preamble"] == PREAMBLE
     assert sections["addendum"] == "<addendum>\nAnswer in French.\n\n</addendum>"
+
+
+def test_your_own_prompt_files_are_read_whole_to_a_bound_that_is_logged(
+        project: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+        ) -> None:
+    """Your own SYSTEM.md and APPEND_SYSTEM.md were cut at 32 KB without a word; pi 1.6 reads
+    them whole. So does pi-lsp now, but for a file past PROMPT_LIMIT, which is cut and said."""
+    agent = project.parent / "agent"
+    agent.mkdir()
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    rules = "".join(f"Rule {i}: be careful with item {i}.\n" for i in range(1400))  # 50 KB
+    (agent / "SYSTEM.md").write_text(rules)
+    (agent / "APPEND_SYSTEM.md").write_bytes(b"x" * (PROMPT_LIMIT + 1))
+    with caplog.at_level(logging.WARNING, "pi_lsp.agent.prompt"):
+        sections = system_sections(project, [])
+    assert sections["preamble"] == rules
+    assert sections["addendum"] == f"<addendum>\n{'x' * PROMPT_LIMIT}\n</addendum>"
+    assert [r.getMessage() for r in caplog.records] == \
+        [f"{agent / 'APPEND_SYSTEM.md'}: only its first {PROMPT_LIMIT >> 10} KB are used"]
 
 
 def test_a_trusted_projects_skills_are_read_within_it_and_bounded(

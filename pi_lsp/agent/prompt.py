@@ -7,6 +7,7 @@ import codecs
 import logging
 import os
 from collections.abc import Sequence
+from functools import lru_cache
 from pathlib import Path
 
 import msgspec
@@ -23,6 +24,10 @@ log = logging.getLogger(__name__)
 # pi 1.6's names for a folder's context file, the first that can be read chosen
 CONTEXT_FILES = ("AGENTS.override.md", "AGENTS.md", "AGENTS.MD", "CLAUDE.md", "CLAUDE.MD")
 NOTES_LIMIT = 32 * 1024
+# Your own SYSTEM.md and APPEND_SYSTEM.md are read whole, as pi reads them, up to about a
+# million tokens (the largest context windows): more could never be sent, and a file of
+# gigabytes must not be read.
+PROMPT_LIMIT = 4 << 20
 # pi 1.6's prompt files in an agent folder (yours, or a trusted project's `.pi/`): the first
 # replaces the default prompt (preamble, tools and rules), the second is appended to it.
 SYSTEM_FILE, APPEND_FILE = "SYSTEM.md", "APPEND_SYSTEM.md"
@@ -35,9 +40,9 @@ project's tests or commands to check what you did. Be brief in what you say; sho
 exact errors. Ask when a request is ambiguous instead of guessing at something destructive."""
 
 
-def _read_notes(path: Path, root: Path | None) -> str | None:
-    """The first NOTES_LIMIT bytes of a notes file, less a BOM; None (logged) when there is none,
-    or it is no regular file (within `root`, if given) or looks like a secret."""
+def _read_notes(path: Path, root: Path | None, limit: int = NOTES_LIMIT) -> str | None:
+    """The first `limit` bytes of a notes file, less a BOM (a cut logged); None (logged) when
+    there is none, or it is no regular file (within `root`, if given) or looks like a secret."""
     if not os.path.lexists(path):
         return None
     # A committed symlink may lead to /proc/self/environ or ~/.aws/credentials; one within its
@@ -54,12 +59,20 @@ def _read_notes(path: Path, root: Path | None) -> str | None:
             reason = error.strerror or str(error)
         else:
             if file is not None:
-                with file:  # not final: a character cut at the limit is dropped, not replaced
-                    return codecs.getincrementaldecoder("utf-8-sig")("replace").decode(
-                        file.read(NOTES_LIMIT))
+                with file:
+                    data = file.read(limit + 1)
+                if len(data) > limit:
+                    _log_cut(str(path), limit)
+                # not final: a character cut at the limit is dropped, not replaced
+                return codecs.getincrementaldecoder("utf-8-sig")("replace").decode(data[:limit])
             reason = "it is not a regular file"
     log.warning("%s: not read as project notes because %s", path, reason)
     return None
+
+
+@lru_cache(maxsize=64)  # once per file, not at every turn and preview
+def _log_cut(path: str, limit: int) -> None:
+    log.warning("%s: only its first %d KB are used", path, limit >> 10)
 
 
 def _context_file(folder: Path, root: Path | None) -> tuple[str, str] | None:
@@ -91,12 +104,13 @@ def project_notes(root: Path) -> list[tuple[str, str]]:
 
 def prompt_file(root: Path, name: str, trusted: bool) -> str | None:
     """pi 1.6's SYSTEM.md or APPEND_SYSTEM.md: the project's `.pi/` one when the project is
-    `trusted` (pi gates both on trust), else your own in pi's agent folder; None: neither."""
+    `trusted` (pi gates both on trust), else your own in pi's agent folder, whole as pi reads
+    it (to PROMPT_LIMIT); None: neither."""
     if trusted:
         text = _read_notes(root / ".pi" / name, root)
         if text is not None:
             return text
-    return _read_notes(agent_dir() / name, None)
+    return _read_notes(agent_dir() / name, None, PROMPT_LIMIT)
 
 
 def _rules(tools: Sequence[Tool]) -> str:
