@@ -138,6 +138,7 @@ def load_settings(workspace: Path, *, project: bool) -> Settings:
                 merged[key] = value
     for computed in ("providers", "projectTrusted"):
         merged.pop(computed, None)
+    merged["images"] = {"autoResize": _auto_resize(merged.get("images"))}
     try:
         settings = msgspec.convert(merged, Settings)
     except msgspec.ValidationError as error:
@@ -153,6 +154,14 @@ def load_settings(workspace: Path, *, project: bool) -> Settings:
     settings.providers = providers
     settings.project_trusted = project
     return settings
+
+
+def _auto_resize(images: Any) -> bool:
+    """`images.autoResize` as pi 1.6 reads it, whatever the files hold: `images?.autoResize ??
+    true` taken as a condition (pi validates neither, so no value refuses your commands)."""
+    value = images.get("autoResize") if isinstance(images, dict) else None
+    # JavaScript's falsy JSON values: false, 0 and "" (null is `?? true`); "false" is truthy.
+    return value is None or value not in (0, "")
 
 
 def _project_settings(path: Path) -> dict[str, Any]:

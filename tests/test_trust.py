@@ -47,7 +47,7 @@ from pi_lsp.session.catalog import SessionDirError, SessionIndex
 from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import AssistantMessage, TextContent, Usage, UserMessage
 from pi_lsp.session.tree import SessionTree
-from pi_lsp.settings import load_settings
+from pi_lsp.settings import SettingsError, load_settings
 from pi_lsp.trust import resolve_trust, save_decision
 from tests.conftest import trust
 from tests.fake_anthropic import FakeAnthropic, text_reply, tool_reply
@@ -587,6 +587,26 @@ def test_images_auto_resize_is_read_as_pi_merges_it(
         trust(root, agent())
     hub = hub_for(root)
     assert hub.harness(hub.new_session(None, root)).auto_resize_images is resized
+
+
+@pytest.mark.parametrize(("images", "resized"), [
+    (None, True), (5, True), ({"autoResize": "false"}, True), ({"autoResize": None}, True),
+    ({"autoResize": []}, True), ({"autoResize": 0}, False), ({"autoResize": ""}, False),
+])
+def test_images_values_that_are_no_boolean_are_read_as_pi_reads_them(
+        tmp_path: Path, images: Any, resized: bool) -> None:
+    """A project's `"images": null`, `5` or `{"autoResize": "false"}` failed every command
+    (Expected `bool`). pi 1.6 takes any value as `images?.autoResize ?? true` in a condition
+    (a string is true); so does pi-lsp. Another key keeps refusing a wrong type."""
+    root = tmp_path / "ws"
+    write_json(agent() / "settings.json", {"images": {"autoResize": False}})
+    write_json(root / ".pi" / "settings.json", {"images": images})
+    trust(root, agent())
+    hub = hub_for(root)
+    assert hub.harness(hub.new_session(None, root)).auto_resize_images is resized
+    write_json(root / ".pi" / "settings.json", {"images": images, "retry": 5})
+    with pytest.raises(SettingsError, match=r"got `int` - at `\$.retry`"):
+        load_settings(root, project=True)
 
 
 async def test_an_untrusted_folder_loads_no_project_file_and_says_so_once(
