@@ -32,6 +32,7 @@ from pi_lsp.server.config import Config
 from pi_lsp.server.hub import SessionHub
 from pi_lsp.server.memory import LARGE_ANSWER, give_back
 from pi_lsp.server.protocol import (
+    MAX_BATCH,
     BranchArgs,
     CompactArgs,
     FileChangesArgs,
@@ -577,20 +578,28 @@ async def test_a_body_that_is_not_a_message_is_answered_as_json_rpc_says(
         await server.close()
 
 
+BATCH_REFUSED = {"code": -32600, "message": "Invalid Request: LSP does not support batches"}
+
+
+async def batch_answer(server: RawServer, batch: bytes) -> list[dict[str, Any]]:
+    """The server's answer to `batch`, an array."""
+    server.write(frame(batch))
+    found = await server.wait_for(lambda m: "batch" in m)
+    server.messages.remove(found)
+    answers: list[dict[str, Any]] = found["batch"]
+    return answers
+
+
 async def test_each_request_of_a_batch_is_answered(tmp_path: Path) -> None:
     """A batch (LSP has none) got one -32600 with id null, so a client waited forever for the
     ids it sent. Now each request is answered as JSON-RPC says, and a huge batch costs one
     answer for all its requests without an id."""
     log = tmp_path / "stderr.log"
     server = await RawServer.start(tmp_path, log=log)
-    refused = {"code": -32600, "message": "Invalid Request: LSP does not support batches"}
+    refused = BATCH_REFUSED
 
     async def answer(batch: bytes) -> list[dict[str, Any]]:
-        server.write(frame(batch))
-        found = await server.wait_for(lambda m: "batch" in m)
-        server.messages.remove(found)
-        answers: list[dict[str, Any]] = found["batch"]
-        return answers
+        return await batch_answer(server, batch)
 
     try:
         assert await answer(json.dumps([
@@ -616,6 +625,26 @@ async def test_each_request_of_a_batch_is_answered(tmp_path: Path) -> None:
         assert (await server.command("pi.listSessions"))["result"] == {"sessions": []}
         assert [m for m in server.messages if "error" in m or "batch" in m] == []
         assert "Traceback" not in log.read_text()
+    finally:
+        await server.close()
+
+
+async def test_a_huge_batch_costs_no_more_to_answer_than_it_was_to_send(
+        tmp_path: Path) -> None:
+    """One error per element of a batch of `{"id":0}` (6.6M of them fit a frame) made a 765 MB
+    answer, 61 s with the event loop blocked and 5 GB resident. Now each distinct id is answered
+    once, and a batch of more than MAX_BATCH requests gets the one id-null answer."""
+    server = await RawServer.start(tmp_path)
+    try:
+        same = b"[" + b",".join([b'{"id":0}'] * 1000 + [b'{"id":"0"}']) + b"]"
+        assert await batch_answer(server, same) == [
+            {"jsonrpc": "2.0", "id": 0, "error": BATCH_REFUSED},
+            {"jsonrpc": "2.0", "id": "0", "error": BATCH_REFUSED}]
+        for ids in ([0] * (MAX_BATCH + 1), range(MAX_BATCH + 1)):
+            batch = json.dumps([{"id": n} for n in ids]).encode()
+            answers = await batch_answer(server, batch)
+            assert answers == [{"jsonrpc": "2.0", "id": None, "error": BATCH_REFUSED}]
+            assert len(json.dumps(answers)) < len(batch)
     finally:
         await server.close()
 

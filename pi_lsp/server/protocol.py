@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import itertools
 import json
 import logging
 import re
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
@@ -113,9 +114,10 @@ class PiProtocol(LanguageServerProtocol):
         except RecursionError:  # deeper than Python decodes: its ids are read to answer them
             if body.lstrip()[:1] == b"[":
                 # not decoded, so not a batch JSON-RPC recognises, unless ids are found in it
-                ids: list[int | str | None] = list(_ids_at(body, 2))
-                if ids:
-                    self._refuse_batch(ids)
+                ids = _ids_at(body, 2)
+                first = next(ids, None)
+                if first is not None:
+                    self._refuse_batch(itertools.chain([first], ids))
                 else:
                     self._refuse(None, BATCH)
             else:
@@ -127,8 +129,8 @@ class PiProtocol(LanguageServerProtocol):
         if data == []:
             self._refuse(None, BATCH)
         elif isinstance(data, list):
-            self._refuse_batch([_request_id(element) if isinstance(element, dict) else None
-                                for element in data if _answered_in_batch(element)])
+            self._refuse_batch(_request_id(element) if isinstance(element, dict) else None
+                               for element in data if _answered_in_batch(element))
         elif not (isinstance(data, dict) and data.get("jsonrpc") == "2.0"):
             # pygls leaves another version unanswered ("Unknown message")
             self._refuse(_request_id(data) if isinstance(data, dict) else None,
@@ -184,17 +186,28 @@ class PiProtocol(LanguageServerProtocol):
         self._send_data({"jsonrpc": "2.0", "id": request_id,
                          "error": {"code": error.code, "message": error.message}})
 
-    def _refuse_batch(self, ids: list[int | str | None]) -> None:
-        """Answer each request of a batch (LSP has none), as JSON-RPC says; requests whose id
-        cannot be read share one answer, which no client can match anyway, so the answer costs
-        less than decoding the batch did however many elements it has."""
-        if not ids:  # only notifications (and responses): JSON-RPC answers nothing
+    def _refuse_batch(self, ids: Iterable[int | str | None]) -> None:
+        """Answer each request of a batch (LSP has none), as JSON-RPC says, one answer per
+        distinct id; requests whose id cannot be read share one answer, which no client can
+        match anyway, and so do all of a batch of more than MAX_BATCH requests, so the answer
+        costs less than decoding the batch did however many elements it has."""
+        readable: dict[int | str, None] = {}  # each id once, in order
+        shared = False  # whether some request gets the id-null answer
+        count = 0
+        for count, request_id in enumerate(ids, 1):
+            if count > MAX_BATCH:  # no id is read past this: one answer for them all
+                readable, shared = {}, True
+                break
+            if request_id is None:
+                shared = True
+            else:
+                readable[request_id] = None
+        if not count:  # only notifications (and responses): JSON-RPC answers nothing
             log.warning("a batch of notifications was ignored: %s", BATCH.message)
             return
-        readable = [request_id for request_id in ids if request_id is not None]
         error = {"code": BATCH.code, "message": BATCH.message}
-        self._send_data([{"jsonrpc": "2.0", "id": request_id, "error": error} for request_id
-                         in readable + ([None] if len(readable) < len(ids) else [])])
+        self._send_data([{"jsonrpc": "2.0", "id": request_id, "error": error}
+                         for request_id in [*readable, *([None] if shared else [])]])
 
     @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
     def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams
@@ -229,6 +242,9 @@ class PiProtocol(LanguageServerProtocol):
 
 
 BATCH = JsonRpcInvalidRequest("Invalid Request: LSP does not support batches")
+# The most requests of one batch answered each by its id: a client's real batch is far smaller,
+# and the answer to a larger one (millions of `{"id":0}` fit the 64 MB frame) is one id-null error.
+MAX_BATCH = 100_000
 # What a reader of the raw body needs to find a request's id: strings, and runs of brackets.
 _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[{]+|[\]}]+')
 _ID_VALUE = re.compile(rb'\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*[,}]')
