@@ -547,20 +547,25 @@ async def test_the_server_survives_bad_frames_and_answers_the_next_request(
     (b'{"id":3,"method":"shutdown"}', -32600, 3, "Invalid Request: not a JSON-RPC 2.0 message"),
     (b"[" * 200_000 + b"]" * 200_000, -32600, None,
      "Invalid Request: LSP does not support batches"),
+    *((b"[" + b"[" * 200_000 + b"]" * 200_000 + b',{"jsonrpc":"2.0","id":%s,"method":"x"}]'
+       % bad_id, -32600, None, "Invalid Request: LSP does not support batches")
+      for bad_id in (rb'"\q"', b"9" * 5000)),
     *((b'{"jsonrpc":%s,"id":4,"method":"shutdown"}' % version, -32600, 4,
        "Invalid Request: not a JSON-RPC 2.0 message") for version in (b"2", b'"1.0"', b"null")),
     (b'{"jsonrpc":"2.0"}', -32600, None, "Invalid Request: a request needs a `method`"),
     (b'{"jsonrpc":"2.0","id":55}', -32600, 55, "Invalid Request: a request needs a `method`"),
     (b'{"jsonrpc":"2.0","id":5,"method":"no/such"}', -32601, 5, "Method Not Found: no/such"),
 ], ids=["not JSON", "not UTF-8", "empty batch", "a number", "no jsonrpc",
-        "deeply nested batch", "jsonrpc 2", "jsonrpc 1.0", "jsonrpc null", "only jsonrpc",
+        "deeply nested batch", "deep batch, bad escape in id", "deep batch, 5000-digit id",
+        "jsonrpc 2", "jsonrpc 1.0", "jsonrpc null", "only jsonrpc",
         "no method", "unknown method without params"])
 async def test_a_body_that_is_not_a_message_is_answered_as_json_rpc_says(
         tmp_path: Path, body: bytes, code: int, answered_id: int | None, message: str) -> None:
     """A body that was not JSON, a batch (LSP has none) or not a JSON-RPC object went unanswered
     and pygls logged a traceback for it; so did another `jsonrpc` version, a deeply nested
     batch, and a message with neither a method nor a result (which also showed an error); an
-    unknown method without params was answered -32602, not -32601."""
+    unknown method without params was answered -32602, not -32601. A deep batch whose id does
+    not decode raised in the handler of the decode's RecursionError."""
     log = tmp_path / "stderr.log"
     server = await RawServer.start(tmp_path, log=log)
     try:
@@ -653,7 +658,8 @@ async def test_a_request_whose_params_do_not_fit_is_answered_naming_what_is_wron
         tmp_path: Path) -> None:
     """pygls answered none of these (an `initialize` with `capabilities: null` never finished
     starting the client), logged a cattrs traceback for each and showed "Error in server:
-    Invalid Params" naming no field; found in review."""
+    Invalid Params" naming no field; found in review. A deep one whose id does not decode
+    raised while its id was read."""
     log = tmp_path / "stderr.log"
     server = await RawServer.start(tmp_path, log=log)
     try:
@@ -674,6 +680,9 @@ async def test_a_request_whose_params_do_not_fit_is_answered_naming_what_is_wron
                            b"]" * 200_000 + b']},"id":7}'))
         answer = await server.wait_for(lambda m: m.get("id") == 7)
         assert answer["error"] == {"code": -32602, "message": "invalid params: nested too deeply"}
+        # One whose id does not decode cannot be answered: it is logged, as a notification is.
+        server.write(frame(b'{"jsonrpc":"2.0","method":"x","params":' + b"[" * 200_000 +
+                           b"]" * 200_000 + rb',"id":"\q"}'))
         server.send({"method": "$/cancelRequest", "params": {}})
         assert (await server.command("pi.listSessions"))["result"] == {"sessions": []}
         assert [m for m in server.messages if m.get("method") == "window/showMessage"] == []

@@ -257,15 +257,20 @@ def top_level_id(body: bytes) -> int | str | None:
 
 def _ids_at(body: bytes, level: int) -> Iterator[int | str]:
     """The `id`s of the objects at `level` of nesting in `body` (1: the top), read without
-    decoding anything."""
+    decoding anything; one that does not decode is left out."""
     depth = 0
     for token in _TOKEN.finditer(body):
         text = token.group()
         if text[0] == ord('"'):
             value = _ID_VALUE.match(body, token.end()) if depth == level and text == b'"id"' \
                 else None
-            if value is not None:
-                yield json.loads(value.group(1))
+            if value is None:
+                continue
+            try:
+                request_id = json.loads(value.group(1))
+            except ValueError:  # "\q", or more digits than Python reads
+                continue
+            yield request_id
         else:
             depth += len(text) if text[0] in b"[{" else -len(text)
 
