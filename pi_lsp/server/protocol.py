@@ -113,15 +113,9 @@ class PiProtocol(LanguageServerProtocol):
             data = json.loads(body)
         except RecursionError:  # deeper than Python decodes: its ids are read to answer them
             if body.lstrip()[:1] == b"[":
-                # not decoded, so not a batch JSON-RPC recognises, unless ids are found in it
-                ids = _ids_at(body, 2)
-                first = next(ids, None)
-                if first is not None:
-                    self._refuse_batch(itertools.chain([first], ids))
-                else:
-                    self._refuse(None, BATCH)
+                self._refuse_deep_batch(body)
             else:
-                self.handle_message(Unfit(top_level_id(body), None, "nested too deeply"))
+                self._refuse_deep(next(_objects_at(body, 1), {}))
             return
         except ValueError as error:  # not JSON, or not UTF-8
             self._refuse(None, JsonRpcParseError(f"Parse error: {error}"))
@@ -130,7 +124,7 @@ class PiProtocol(LanguageServerProtocol):
             self._refuse(None, BATCH)
         elif isinstance(data, list):
             self._refuse_batch(_request_id(element) if isinstance(element, dict) else None
-                               for element in data if _answered_in_batch(element))
+                               for element in data if _owed_an_answer(element))
         elif not (isinstance(data, dict) and data.get("jsonrpc") == "2.0"):
             # pygls leaves another version unanswered ("Unknown message")
             self._refuse(_request_id(data) if isinstance(data, dict) else None,
@@ -185,6 +179,26 @@ class PiProtocol(LanguageServerProtocol):
         a null id (which pygls' response would leave out) when none can be read."""
         self._send_data({"jsonrpc": "2.0", "id": request_id,
                          "error": {"code": error.code, "message": error.message}})
+
+    def _refuse_deep(self, message: dict[str, Any]) -> None:
+        """Answer a message too deep to decode, read as `_objects_at` reads it, if it is a
+        request: a response or notification is owed nothing."""
+        if _owed_an_answer(message):
+            self.handle_message(Unfit(_request_id(message), None, "nested too deeply"))
+        else:
+            log.warning("a response or notification nested too deeply was ignored")
+
+    def _refuse_deep_batch(self, body: bytes) -> None:
+        """Answer a batch too deep to decode as a decoded one is, from the objects read in it;
+        holding none, it is not a batch JSON-RPC recognises."""
+        elements = _objects_at(body, 2)
+        first = next(elements, None)
+        if first is None:
+            self._refuse(None, BATCH)
+        else:
+            self._refuse_batch(_request_id(element) for element
+                               in itertools.chain([first], elements)
+                               if _owed_an_answer(element))
 
     def _refuse_batch(self, ids: Iterable[int | str | None]) -> None:
         """Answer each request of a batch (LSP has none), as JSON-RPC says, one answer per
@@ -247,36 +261,51 @@ BATCH = JsonRpcInvalidRequest("Invalid Request: LSP does not support batches")
 MAX_BATCH = 100_000
 # What a reader of the raw body needs to find a request's id: strings, and runs of brackets.
 _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[{]+|[\]}]+')
+_MEMBERS = {b'"id"': "id", b'"method"': "method", b'"result"': "result", b'"error"': "error"}
+_COLON = re.compile(rb"\s*:")
 _ID_VALUE = re.compile(rb'\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*[,}]')
 
 
-def top_level_id(body: bytes) -> int | str | None:
-    """The `id` of the JSON object in `body`, read without decoding what is nested in it."""
-    return next(_ids_at(body, 1), None)
-
-
-def _ids_at(body: bytes, level: int) -> Iterator[int | str]:
-    """The `id`s of the objects at `level` of nesting in `body` (1: the top), read without
-    decoding anything; one that does not decode is left out."""
+def _objects_at(body: bytes, level: int) -> Iterator[dict[str, Any]]:
+    """The objects at `level` of nesting in `body` (1: the top), read without decoding
+    anything: each holds the keys of _MEMBERS it has, its `id` (None where that does not
+    decode to a number or string) and None for the others."""
     depth = 0
+    found: dict[str, Any] | None = None
     for token in _TOKEN.finditer(body):
         text = token.group()
         if text[0] == ord('"'):
-            value = _ID_VALUE.match(body, token.end()) if depth == level and text == b'"id"' \
-                else None
-            if value is None:
-                continue
-            try:
-                request_id = json.loads(value.group(1))
-            except ValueError:  # "\q", or more digits than Python reads
-                continue
-            yield request_id
+            if found is not None and depth == level and text in _MEMBERS \
+                    and _COLON.match(body, token.end()):
+                member = _MEMBERS[text]
+                found[member] = _id_after(body, token.end()) if member == "id" else None
+        elif text[0] in b"[{":
+            if depth < level <= depth + len(text) and text[level - depth - 1] == ord("{"):
+                found = {}
+            depth += len(text)
         else:
-            depth += len(text) if text[0] in b"[{" else -len(text)
+            depth -= len(text)
+            if depth < level and found is not None:
+                yield found
+                found = None
 
 
-def _answered_in_batch(element: Any) -> bool:
-    """Whether a batch element is owed an answer: neither a notification nor a response."""
+def _id_after(body: bytes, end: int) -> int | str | None:
+    """The `id` whose key ends at `end`; None for one that is not a number or string, or does
+    not decode (an invalid escape, more digits than Python reads)."""
+    value = _ID_VALUE.match(body, end)
+    if value is None:
+        return None
+    try:
+        request_id: int | str = json.loads(value.group(1))
+    except ValueError:
+        return None
+    return request_id
+
+
+def _owed_an_answer(element: Any) -> bool:
+    """Whether a batch element, or a message too deep to decode, is owed an answer: neither a
+    notification nor a response."""
     if not isinstance(element, dict):
         return True
     if "method" in element:
