@@ -486,6 +486,24 @@ async def test_read_sends_an_image_unscaled_when_settings_say_so(
                 if isinstance(b, ImageContent)] == [(image_files / name).read_bytes()]
 
 
+async def test_read_leaves_out_an_image_too_large_to_send_unscaled(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without resizing, a 60 MB file starting with a PNG went whole into a tool result over
+    the 64 MB an entry may be: it could not be written, and the session ended on a tool call
+    with no result. Past MAX_UNRESIZED (400 characters here) it is left out, as is a BMP whose
+    PNG would be."""
+    monkeypatch.setattr(images, "MAX_UNRESIZED", 400)
+    (root / "big.png").write_bytes(encoded(noise(4, 4), "PNG") + b"\0" * 300)
+    (root / "big.bmp").write_bytes(encoded(noise(64, 48), "BMP"))
+    (root / "small.png").write_bytes(encoded(noise(4, 4), "PNG"))
+    for name, mime in (("big.png", "image/png"), ("big.bmp", "image/bmp")):
+        result = await run(READ, {"path": name}, root, auto_resize_images=False)
+        assert result.content == [TextContent(
+            text=f"Read image file [{mime}]\n{images.TOO_LARGE_UNRESIZED}")]
+    result = await run(READ, {"path": "small.png"}, root, auto_resize_images=False)
+    assert [b.mime_type for b in result.content if isinstance(b, ImageContent)] == ["image/png"]
+
+
 async def test_read_leaves_out_an_image_it_cannot_bring_under_the_limit(
         root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """pi's answer when no size down to 1x1 fits in any encoding (a limit of 50 characters

@@ -38,6 +38,13 @@ TOO_MANY_PIXELS = (f"[Image omitted: more than {MAX_PIXELS} pixels, too large to
                    "smaller copy and read that.]")
 NOT_CONVERTED = "[Image omitted: could not be converted to a supported inline image format.]"
 NOT_RESIZED = "[Image omitted: could not be resized below the inline image size limit.]"
+# Base64 characters of one image sent without resizing. pi 1.6 sends any size, which providers
+# refuse (Anthropic past 5 MB, OpenAI past 20 MB), and past 64 MB its tool result or prompt could
+# not be written at all, ending the session on a tool call with no result. The bound a prompt's
+# own image data already has (protocol.ImageData).
+MAX_UNRESIZED = 20_000_000
+TOO_LARGE_UNRESIZED = (f"[Image omitted: over {MAX_UNRESIZED // 1_000_000} MB as base64, too "
+                       "large to send without resizing; make a smaller copy and read that.]")
 # The types a model takes as they are, by the names pi knows them; pi converts the others to PNG.
 SENT_TYPES = {"image/png": "image/png", "image/jpeg": "image/jpeg", "image/jpg": "image/jpeg",
               "image/gif": "image/gif", "image/webp": "image/webp"}
@@ -80,8 +87,7 @@ def process_image(file: IO[bytes], stated: str, *, auto_resize: bool = True) -> 
     else:
         image, _kind = _decoded(file, NOT_CONVERTED)
     if not auto_resize:
-        return SentImage(base64.b64encode(_png(image)).decode(), "image/png",
-                         _converted(mime, "image/png"))
+        return SentImage(_unresized(_png(image)), "image/png", _converted(mime, "image/png"))
     return _fitted(image, lambda: _png(image), "image/png", mime)
 
 
@@ -98,8 +104,17 @@ def _as_is(file: IO[bytes], stated: str) -> SentImage | None:
         kind = ""
     if kind and kind not in SENT_FORMATS:
         return None
+    if _base64_length(file.seek(0, io.SEEK_END)) > MAX_UNRESIZED:  # before reading it whole
+        raise ImageOmitted(TOO_LARGE_UNRESIZED)
     file.seek(0)
-    return SentImage(base64.b64encode(file.read()).decode(), SENT_FORMATS.get(kind, stated), [])
+    return SentImage(_unresized(file.read()), SENT_FORMATS.get(kind, stated), [])
+
+
+def _unresized(data: bytes) -> str:
+    """`data` as base64; ImageOmitted when that is too large to send."""
+    if _base64_size(data) > MAX_UNRESIZED:
+        raise ImageOmitted(TOO_LARGE_UNRESIZED)
+    return base64.b64encode(data).decode()
 
 
 def image_bytes(data: str, name: str) -> bytes:
@@ -267,4 +282,9 @@ def _jpeg(image: Image, quality: int) -> bytes:
 
 
 def _base64_size(data: bytes) -> int:
-    return math.ceil(len(data) / 3) * 4
+    return _base64_length(len(data))
+
+
+def _base64_length(count: int) -> int:
+    """The base64 characters of `count` bytes."""
+    return math.ceil(count / 3) * 4
