@@ -323,10 +323,11 @@ def test_bare_command_lists_the_commands() -> None:
 
 def test_the_server_starts_without_the_model_sdks_and_pillow() -> None:
     # They were most of the time to the `initialize` answer (benchmarks/bench_startup.py); a
-    # turn imports the one it needs, a read of an image Pillow.
+    # turn imports the one it needs, a read of an image Pillow, a skill file ruamel.yaml.
     loaded = subprocess.run(
         [sys.executable, "-c", "import sys, pi_lsp.cli, pi_lsp.server.server; "
-         "print(sorted({m.split('.')[0] for m in sys.modules} & {'anthropic', 'openai', 'PIL'}))"],
+         "print(sorted({m.split('.')[0] for m in sys.modules} & "
+         "{'anthropic', 'openai', 'PIL', 'ruamel'}))"],
         capture_output=True, text=True, timeout=PROCESS_CEILING_S, check=True)
     assert loaded.stdout.strip() == "[]"
 

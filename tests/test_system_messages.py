@@ -17,6 +17,7 @@ import pytest
 from pi_lsp.agent.harness import Harness
 from pi_lsp.agent.prompt import PREAMBLE, system_sections
 from pi_lsp.agent.retry import RetrySettings
+from pi_lsp.agent.skills import skill
 from pi_lsp.agent.tools import ALL_TOOLS
 from pi_lsp.context.build import build_session_context
 from pi_lsp.context.replay import current_system_message, system_text
@@ -351,3 +352,45 @@ def test_skills_are_pi16s(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert system_text(SystemMessage(content="", sections=sections, timestamp=0)) == \
         pi["text"].replace(f"\n\n{docs}", "").replace(pi["sections"]["preamble"], PREAMBLE, 1)
     assert (f"{workspace}/.pi/skills" in sections["skills"]) is trusted
+
+
+# Frontmatter as pi 1.6's parseFrontmatter reads it (the `yaml` package): name, description and
+# disable-model-invocation of the skill, or None when pi refuses the YAML.
+PI16_FRONTMATTER = [
+    ("description: Use it\n  well # a comment\nname: x", ("x", "Use it well", False)),
+    ("last updated: 2024\ndescription: |\n  Keep\n  lines", ("s", "Keep\nlines\n", False)),
+    ("description:\n  'Quoted on the next line'", ("s", "Quoted on the next line", False)),
+    ("description: |+\n  Kept\n\n", ("s", "Kept\n\n", False)),
+    ("description: Padded\u00a0\u3000", ("s", "Padded\u00a0\u3000", False)),
+    ("description:\tTabbed  # note", ("s", "Tabbed", False)),
+    ("other: [a, b\ndescription: Unclosed elsewhere", None),
+    ("description: !note Tagged", ("s", "Tagged", False)),
+    ("description: 2024-01-01", ("s", "2024-01-01", False)),
+    ("description: 1_000", ("s", "1_000", False)),
+    ("name: yes\ndescription: On\ndisable-model-invocation: True", ("yes", "On", True)),
+]
+
+
+@pytest.mark.parametrize(("frontmatter", "read"), PI16_FRONTMATTER)
+def test_skill_frontmatter_is_read_as_pi16_reads_it(
+        frontmatter: str, read: tuple[str, str, bool] | None) -> None:
+    """pi-lsp's own YAML subset read these otherwise than pi 1.6's `yaml` (keys pi ignores
+    refused, a comment after a continued line, a value on the next line, `|+`, spaces that are
+    no YAML space stripped, tabs). A YAML 1.2 library now reads them, with pi's core schema."""
+    found = skill("/skills/s/SKILL.md", f"---\n{frontmatter}\n---\n# Steps\n")
+    assert (found and (found.name, found.description, found.hidden)) == read
+
+
+def test_an_escaped_emoji_in_a_skill_description_reaches_the_model(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`\\ud83d\\ude80` (🚀 as JSON escapes it) in a quoted description was two lone surrogates
+    in the prompt, and every request failed to encode. It is the emoji now, and a lone
+    surrogate is left out, as pi 1.6 sends it (sanitizeSurrogates)."""
+    agent, home = tmp_path / "agent", tmp_path / "home"
+    skill_file(agent / "skills" / "rocket" / "SKILL.md",
+               'description: "Launch \\ud83d\\ude80 \\ud83d!"')
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    monkeypatch.setenv("HOME", str(home))
+    section = system_sections(tmp_path, ALL_TOOLS, False)["skills"]
+    assert "<description>Launch \U0001f680 !</description>" in section
+    section.encode("utf-8")

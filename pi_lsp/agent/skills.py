@@ -3,15 +3,23 @@ listed in the system prompt by name, description and path for the model to read 
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pi_lsp.regular import read_regular
 from pi_lsp.session.catalog import agent_dir
+
+if TYPE_CHECKING:
+    from ruamel.yaml import YAML
+    from ruamel.yaml.constructor import SafeConstructor
+    from ruamel.yaml.resolver import VersionedResolver
+    from ruamel.yaml.scanner import Scanner
 
 log = logging.getLogger(__name__)
 
@@ -34,147 +42,114 @@ class Skill:
 
 
 class Unreadable(ValueError):
-    """Frontmatter YAML refuses, or beyond the subset pi-lsp reads."""
+    """Frontmatter YAML refuses."""
 
 
 # -- parsing ---------------------------------------------------------------------------------
 
-_KEY = re.compile(r"([A-Za-z0-9_][\w.-]*):(?:[ \t]+(.*))?$")
-_BLOCK = re.compile(r"([|>])([+-]?)([1-9]?)[ \t]*(?:#.*)?$")
-_NUMBER = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|0o[0-7]+|"
-                     r"0x[0-9a-fA-F]+|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)")
-_DOUBLE = re.compile(r'((?:[^"\\]|\\.)*)"[ \t]*(?:#.*)?', re.DOTALL)
-_SINGLE = re.compile(r"((?:[^']|'')*)'[ \t]*(?:#.*)?", re.DOTALL)
 _USED = ("name", "description", "disable-model-invocation")
+# The plain scalars YAML 1.2's core schema types, as the `yaml` package pi uses has them (its
+# schema/core and common/null tests); any other plain scalar is a string. ruamel.yaml's own 1.2
+# rules also read dates, `<<` merges and `1_000` as numbers, which pi reads as strings.
+_CORE_SCHEMA = (
+    ("bool", r"(?:[Tt]rue|TRUE|[Ff]alse|FALSE)$", tuple("tTfF")),
+    ("int", r"(?:0o[0-7]+|[-+]?[0-9]+|0x[0-9a-fA-F]+)$", tuple("-+0123456789")),
+    ("float", r"(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|"
+              r"[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$", tuple("-+0123456789.")),
+    ("null", r"(?:~|[Nn]ull|NULL)?$", ("", "~", "n", "N")),  # "": an empty value
+)
 
 
 def frontmatter(text: str) -> dict[str, Scalar]:
-    """The top-level values of a skill file's frontmatter, as pi 1.6 finds it (parseFrontmatter)
-    and YAML 1.2 reads it; {} when there is none. Unreadable when YAML would refuse it, or when
-    a key pi uses is written in YAML pi-lsp does not read (anchors, tags, flow collections)."""
+    """The values pi uses of a skill file's frontmatter, as pi 1.6 finds it (parseFrontmatter)
+    and YAML 1.2 reads it; {} when there is none. Unreadable when YAML refuses it."""
     text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
     end = text.find("\n---", 3)
     if not text.startswith("---") or end == -1:
         return {}
-    values: dict[str, Scalar] = {}
-    for key, head, rest in _entries(text[4:end].split("\n")):
-        if key in values:
-            raise Unreadable(f"the key {key} is given twice")
-        values[key] = _scalar(head, rest) if key in _USED else None
-    return values
+    from ruamel.yaml.error import YAMLError  # only when a skill file is read: slow to import
+
+    try:
+        # The end ends the last line, as pi's `yaml` reads it: there `|` keeps its newline.
+        values = _yaml().load(text[4:end].removesuffix("\n") + "\n")
+    except (YAMLError, RecursionError) as error:
+        raise Unreadable(f"YAML refuses its frontmatter: {str(error).splitlines()[0]}") from None
+    if not isinstance(values, dict):
+        return {}
+    return {key: _scalar(values[key]) for key in _USED if key in values}
 
 
-def _entries(lines: list[str]) -> Iterator[tuple[str, str, list[str]]]:
-    """Each top-level key with the rest of its line and the indented or blank lines after."""
-    entry: tuple[str, str, list[str]] | None = None
-    for line in lines:
-        if entry is not None and (not line.strip() or line[0] in " \t"):
-            entry[2].append(line)
-        elif line.strip() and not line.startswith("#"):
-            if entry is not None:
-                yield entry
-            match = _KEY.match(line)
-            if match is None:
-                raise Unreadable(f"not a top-level key: {line[:40]!r}")
-            entry = (match[1], match[2] or "", [])
-    if entry is not None:
-        yield entry
+def _scalar(value: object) -> Scalar:
+    """A value as far as pi uses it: text, as JavaScript would send it (a pair of surrogates
+    escaped in YAML one character, a lone one dropped), or true or false."""
+    if isinstance(value, str):
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "ignore")
+    return value if isinstance(value, bool) else None
 
 
-def _scalar(head: str, rest: list[str]) -> Scalar:
-    """A key's value from the rest of its line (`head`) and its indented lines."""
-    head = head.strip()
-    if head[:1] in ("|", ">"):
-        return _block(head, rest)
-    while rest and not rest[-1].strip():
-        rest = rest[:-1]
-    if head[:1] in ('"', "'"):
-        return _quoted(head, rest)
-    if head[:1] in tuple("[]{}&*!%@`,?") or head.startswith(("- ", ": ")) or head == "-":
-        raise Unreadable(f"a value pi-lsp does not read: {head[:40]!r}")
-    head = "" if head.startswith("#") else head.split(" #")[0].rstrip()
-    while not head and rest and not rest[0].strip():
-        rest = rest[1:]
-    if not head and rest and (rest[0].strip().startswith("-") or _KEY.match(rest[0].strip())):
-        return None  # a list or a mapping: no text
-    return _plain([head, *rest] if head else rest)
+def _yaml() -> YAML:
+    """A YAML 1.2 safe loader that reads as the `yaml` package pi uses does: its core schema, a
+    tab after a token as a space, unknown tags as none."""
+    from ruamel.yaml import YAML
+
+    loader = YAML(typ="safe", pure=True)
+    loader.Resolver, loader.Scanner = _core_schema(), _tab_scanner()
+    loader.Constructor = _untagging_constructor()
+    return loader
 
 
-def _plain(lines: list[str]) -> Scalar:
-    """A plain (unquoted) value, its lines folded, typed as YAML 1.2's core schema types it."""
-    for line in lines:
-        if ": " in line or line.rstrip().endswith(":") or " #" in line.replace("\t#", " #"):
-            raise Unreadable(f"a plain value with a key or comment in it: {line[:40]!r}")
-    text = _fold([line.strip() for line in lines]) if lines else ""
-    if text in ("", "~", "null", "Null", "NULL") or _NUMBER.fullmatch(text):
-        return None
-    if text in ("true", "True", "TRUE", "false", "False", "FALSE"):
-        return text[0] in "tT"
-    return text
+@functools.cache
+def _tab_scanner() -> type[Scanner]:
+    """ruamel.yaml's scanner, taking tabs between tokens on a line as YAML 1.2 does
+    (`description:\tfoo`, `foo\t# note`); it takes them as the start of a token."""
+    from ruamel.yaml.scanner import Scanner
+
+    class TabScanner(Scanner):
+        def scan_to_next_token(self) -> None:
+            while self.reader.column > 0 and self.reader.peek() in " \t":
+                self.reader.forward()
+            super().scan_to_next_token()
+
+    return TabScanner
 
 
-def _fold(lines: list[str]) -> str:
-    """Lines joined as YAML folds them: a break is a space, or one break per blank line between
-    (blank lines at the end are dropped)."""
-    text, blanks = lines[0], 0
-    for line in lines[1:]:
-        if not line:
-            blanks += 1
-            continue
-        text += ("\n" * blanks or " ") + line
-        blanks = 0
-    return text
+@functools.cache
+def _untagging_constructor() -> type[SafeConstructor]:
+    """ruamel.yaml's safe constructor, reading a value with a tag it does not know (`!foo bar`)
+    as if untagged, as pi's `yaml` does (with a warning); ruamel.yaml refuses it."""
+    from ruamel.yaml.constructor import SafeConstructor
+    from ruamel.yaml.nodes import MappingNode, Node, ScalarNode
+
+    def untagged(constructor: SafeConstructor, node: Node) -> object:
+        if isinstance(node, ScalarNode):
+            return constructor.construct_scalar(node)
+        if isinstance(node, MappingNode):
+            return constructor.construct_mapping(node)
+        return constructor.construct_sequence(node)
+
+    class UntaggingConstructor(SafeConstructor):
+        pass
+
+    UntaggingConstructor.add_constructor(None, untagged)
+    return UntaggingConstructor
 
 
-def _quoted(head: str, rest: list[str]) -> str:
-    """A single- or double-quoted value, its lines folded."""
-    quote, body = head[0], "\n".join([head[1:], *rest])
-    match = (_DOUBLE if quote == '"' else _SINGLE).fullmatch(body)
-    if match is None or (quote == '"' and re.search(r"\\\n", match[1])):
-        raise Unreadable(f"a quoted value pi-lsp does not read: {head[:40]!r}")
-    lines = match[1].split("\n")
-    text = _fold([lines[0].rstrip(), *(line.strip() for line in lines[1:-1]),
-                  *(line.lstrip() for line in lines[1:][-1:])])
-    return text.replace("''", "'") if quote == "'" else _unescape(text)
+@functools.cache
+def _core_schema() -> type[VersionedResolver]:
+    """ruamel.yaml's resolver, typing plain scalars by `_CORE_SCHEMA` alone."""
+    from ruamel.yaml.resolver import VersionedResolver
 
+    rules: dict[str, list[tuple[str, re.Pattern[str]]]] = {}
+    for name, pattern, firsts in _CORE_SCHEMA:
+        for first in firsts:
+            rules.setdefault(first, []).append((f"tag:yaml.org,2002:{name}", re.compile(pattern)))
 
-_ESCAPES = {"0": "\0", "a": "\a", "b": "\b", "t": "\t", "\t": "\t", "n": "\n", "v": "\v",
-            "f": "\f", "r": "\r", "e": "\x1b", " ": " ", '"': '"', "/": "/", "\\": "\\",
-            "N": "\x85", "_": "\xa0", "L": "\u2028", "P": "\u2029"}
+    class CoreSchema(VersionedResolver):
+        @property
+        def versioned_resolver(self) -> dict[str, list[tuple[str, re.Pattern[str]]]]:
+            return rules
 
-
-def _unescape(text: str) -> str:
-    def one(match: re.Match[str]) -> str:
-        code = match[1]
-        if code[0] in "xuU":
-            return chr(int(code[1:], 16))
-        if code not in _ESCAPES:
-            raise Unreadable(f"an unknown escape \\{code}")
-        return _ESCAPES[code]
-    return re.sub(r"\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|.)", one, text,
-                  flags=re.DOTALL)
-
-
-def _block(head: str, rest: list[str]) -> str:
-    """A literal (|) or folded (>) block value, chomped as its header says."""
-    match = _BLOCK.fullmatch(head)
-    if match is None:
-        raise Unreadable(f"a block header pi-lsp does not read: {head[:40]!r}")
-    style, chomp, given = match[1], match[2], match[3]
-    filled = [line for line in rest if line.strip()]
-    if not filled:
-        return ""
-    indent = int(given) if given else len(filled[0]) - len(filled[0].lstrip(" "))
-    if indent == 0 or any(not line.startswith(" " * indent) for line in filled):
-        raise Unreadable("a block value less indented than its first line")
-    lines = [line[indent:] for line in rest]
-    leading = next(index for index, line in enumerate(lines) if line)
-    trailing = next(index for index, line in enumerate(reversed(lines)) if line)
-    lines = lines[leading:len(lines) - trailing]
-    if style == ">" and any(line[:1] in (" ", "\t") for line in lines):
-        raise Unreadable("a folded block value with more indented lines")
-    body = "\n" * leading + ("\n".join(lines) if style == "|" else _fold(lines))
-    return body + {"-": "", "+": "\n" * (trailing + 1)}.get(chomp, "\n")
+    return CoreSchema
 
 
 def skill(path: str, text: str) -> Skill | None:
