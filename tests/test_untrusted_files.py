@@ -22,7 +22,7 @@ from pi_lsp.agent.prompt import (
     project_notes,
     system_sections,
 )
-from pi_lsp.agent.skills import MAX_DEPTH, READ_LIMIT, find_skills
+from pi_lsp.agent.skills import MAX_DEPTH, MAX_ENTRIES, READ_LIMIT, find_skills
 from pi_lsp.harness_factory import make_harness
 from pi_lsp.jsonfile import read_object
 from pi_lsp.server.approvals import fallback_question
@@ -225,6 +225,23 @@ def test_a_trusted_projects_skills_are_read_within_it_and_bounded(
     found = find_skills(str(project), trusted=True)
     assert [(s.name, s.description) for s in found] == [("big", "Big."), ("ok", "In \ufffd.")]
 
+
+
+def test_a_skill_with_many_files_leaves_itself_and_later_skills_listed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A skill folder holding more files than the entries budget (SKILL.md and its assets)
+    used the budget up before its SKILL.md was seen, hiding it and every skill after it; pi
+    1.6 lists both. A skill's own files no longer count."""
+    skills = tmp_path / ".agents" / "skills"
+    for name in ("a-assets", "b-review"):
+        (skills / name).mkdir(parents=True)
+        (skills / name / "SKILL.md").write_text(f"---\ndescription: {name}\n---\n")
+    for index in range(MAX_ENTRIES + 4):
+        (skills / "a-assets" / f"icon{index}.svg").touch()
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "agent"))
+    assert [s.name for s in find_skills(str(tmp_path / "ws"), trusted=False)] == \
+        ["a-assets", "b-review"]
 
 # -- temporary files in `.pi/` ---------------------------------------------------------------
 

@@ -194,12 +194,13 @@ class _Walk:
             names = sorted(os.listdir(folder), key=os.fsencode)  # Node's order (strcmp)
         except OSError:
             return
+        if SKILL_FILE in names and os.path.isfile(os.path.join(folder, SKILL_FILE)):
+            yield os.path.join(folder, SKILL_FILE)
+            return
+        # Only the folders walked count: a skill's own files (assets) are never looked at.
         self.left -= len(names)
         if self.left < 0:
             log.warning("%s: skills not looked for past %d entries", self.top, MAX_ENTRIES)
-            return
-        if SKILL_FILE in names and os.path.isfile(os.path.join(folder, SKILL_FILE)):
-            yield os.path.join(folder, SKILL_FILE)
             return
         for name in names:
             path = os.path.join(folder, name)
