@@ -1079,7 +1079,8 @@ async def test_a_failed_threshold_compaction_is_told_as_pis_auto_compaction_fail
         tmp_path: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider],
         model_summarizer: ModelSummarizer) -> None:
     """pi 1.6 says "Auto-compaction failed: …"; pi-lsp sent the bare error, which the editors
-    showed as "Compaction failed: …"."""
+    showed as "Compaction failed: …". The error is pi's too: "Summarization failed: …" (it was
+    the model's bare error)."""
     harness = Harness(tiny_session(tmp_path), tmp_path, providers, summarizer=model_summarizer,
                       registry=ModelRegistry([TINY]), default_model=("anthropic", "tiny"),
                       compaction=CompactionSettings(reserve_tokens=1000, keep_recent_tokens=300))
@@ -1091,14 +1092,15 @@ async def test_a_failed_threshold_compaction_is_told_as_pis_auto_compaction_fail
 
     [end] = [e for e in events if isinstance(e, CompactionEnd)]
     assert (end.entry_id, end.error) == (
-        None, "Auto-compaction failed: Anthropic 400 invalid_request_error: no summary today")
+        None, "Auto-compaction failed: Summarization failed: Anthropic 400 invalid_request_error: "
+              "no summary today")
 
 
 async def test_a_failed_overflow_compaction_is_told_as_pis_overflow_recovery_failure(
         session: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider],
         model_summarizer: ModelSummarizer) -> None:
     """pi 1.6 says "Context overflow recovery failed: …"; pi-lsp sent the bare error, which the
-    editors showed as "Compaction failed: …"."""
+    editors showed as "Compaction failed: …". The error is pi's "Summarization failed: …" too."""
     harness = Harness(open_tree(session), session.parents[2], providers,
                       summarizer=model_summarizer,
                       compaction=CompactionSettings(keep_recent_tokens=KEEP_B_REPEAT))
@@ -1109,8 +1111,9 @@ async def test_a_failed_overflow_compaction_is_told_as_pis_overflow_recovery_fai
     await harness.prompt("Document the query.")
 
     [end] = [e for e in events if isinstance(e, CompactionEnd)]
-    assert (end.entry_id, end.error) == (None, "Context overflow recovery failed: Anthropic 400 "
-                                               "invalid_request_error: no summary today")
+    assert (end.entry_id, end.error) == (None, "Context overflow recovery failed: Summarization "
+                                               "failed: Anthropic 400 invalid_request_error: no "
+                                               "summary today")
     assert len(fake.message_requests()) == 2  # nothing compacted, so not asked again
 
 

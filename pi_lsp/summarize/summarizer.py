@@ -111,10 +111,11 @@ class ModelSummarizer:
         async for _ in self.provider.stream(model_request, reply):
             pass
         message = reply.message()
+        # As pi 1.6 words and refuses them (getSummarizationFailure): a cut-off summary or a
+        # tool call would become the session's checkpoint.
         if message.stop_reason == "error":
-            raise SummaryError(message.error_message or "the summary model failed")
-        # As pi 1.6 refuses them (getSummarizationFailure): a cut-off summary or a tool call
-        # would become the session's checkpoint.
+            raise SummaryError(f"{LABELS[request.kind]} failed: "
+                               f"{message.error_message or 'Unknown error'}")
         if message.stop_reason == "length":
             raise SummaryError(f"{LABELS[request.kind]} failed: generation hit the token cap "
                                "and the summary is incomplete")
