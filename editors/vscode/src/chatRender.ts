@@ -75,9 +75,9 @@ export function renderBlock(block: Block, tools: ReadonlyMap<string, ToolRun>, m
   const id = escapeHtml(block.id);
   switch (block.kind) {
     case "user":
-      return `<div class="msg user" data-id="${id}"><div class="role">You${contextActions(block.id, block.edited)}</div>${block.parts.map((p, i) => renderPart(block.id, p, i, tools, false, md)).join("")}</div>`;
+      return `<div class="msg user" data-id="${id}"><div class="role">You${contextActions(block.id, block.edited)}</div>${renderParts(block.id, block.parts, tools, false, md)}</div>`;
     case "assistant": {
-      const body = block.parts.map((p, i) => renderPart(block.id, p, i, tools, block.streaming, md)).join("");
+      const body = renderParts(block.id, block.parts, tools, block.streaming, md);
       const error = block.error ? `<div class="error">${escapeHtml(block.error)}</div>` : "";
       const cursor = block.streaming ? `<span class="cursor">▍</span>` : "";
       const actions = block.streaming ? "" : contextActions(block.id, block.edited);
@@ -91,6 +91,18 @@ export function renderBlock(block: Block, tools: ReadonlyMap<string, ToolRun>, m
     case "notice":
       return `<div class="notice ${block.level}" data-id="${id}">${escapeHtml(block.text)}</div>`;
   }
+}
+
+/** The parts' HTML in their order, rendered in the order a budgeted `md` should spend on them:
+ *  what is in view (reply text) before folded thinking, each newest first. */
+function renderParts(blockId: string, parts: Part[], tools: ReadonlyMap<string, ToolRun>, streaming: boolean, md: Render): string {
+  const html: string[] = [];
+  const order = parts.map((_, i) => i).reverse();
+  const folded = (i: number): boolean => parts[i].type === "thinking";
+  for (const i of [...order.filter((i) => !folded(i)), ...order.filter(folded)]) {
+    html[i] = renderPart(blockId, parts[i], i, tools, streaming, md);
+  }
+  return html.join("");
 }
 
 function renderPart(blockId: string, part: Part, index: number, tools: ReadonlyMap<string, ToolRun>, streaming: boolean,

@@ -322,6 +322,20 @@ test("a chat of many texts slow for marked spends a bounded time in it, the newe
   }
 });
 
+test("a block spends the Markdown budget on its reply text before its folded thinking, newest first", () => {
+  // Before, parts went to the budget oldest first: a long thinking part before the newest reply
+  // used it up, and the reply the user reads was shown as plain text.
+  const asked = [];
+  const budgetOfOne = (text) => (asked.push(text), asked.length === 1 ? ext.markdown(text) : `<pre>${text}</pre>`);
+  const block = { id: "b", kind: "assistant", streaming: false, parts: [
+    { type: "thinking", text: "first thought" }, { type: "text", text: "**first** reply" },
+    { type: "thinking", text: "second thought" }, { type: "text", text: "**second** reply" }] };
+  const html = ext.renderBlock(block, new Map(), budgetOfOne);
+  assert.deepEqual(asked, ["**second** reply", "**first** reply", "second thought", "first thought"]);
+  assert.match(html, /<div class="text"><p><strong>second<\/strong> reply<\/p>/, "the newest reply is Markdown");
+  assert.match(html, /first thought.*\*\*first\*\* reply.*second thought.*<strong>second/s, "in the order of the message");
+});
+
 test("a long session's chat shows the context's last messages, and earlier ones on demand", async () => {
   // 1000 questions: the chat shows the last CHAT_PAGE (200) of them, then 200 more; then all of
   // them, as the server sends the whole context once its first and last pages meet.
