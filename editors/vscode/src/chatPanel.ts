@@ -3,8 +3,8 @@
 import * as vscode from "vscode";
 import type { PiClient } from "./client";
 import { ChatState, FromWebview, ToWebview } from "./chatMessages";
-import { Transcript } from "./chatModel";
-import { RENDER_BUDGET_MS, budgetedMarkdown, renderBlock } from "./chatRender";
+import { Block, Transcript } from "./chatModel";
+import { RENDER_BUDGET_MS, Render, STREAM_MARKDOWN_MS, budgetedMarkdown, markdown, renderBlock, streamingMarkdown } from "./chatRender";
 import type { Attachment } from "./codeContext";
 import { EditMark, PreviewPage, ThinkingLevel, THINKING_LEVELS, TurnNotification } from "./protocol";
 import { modelChoices, getter } from "./settings";
@@ -14,6 +14,8 @@ import { formatTokens } from "./statusBar";
 
 /** Messages of the context the chat shows at first, and adds with each "Show more". */
 export const CHAT_PAGE = 200;
+/** The least time between two draws of a streaming reply: its deltas in between are drawn together. */
+const STREAM_FRAME_MS = 50;
 const CONTEXT_EDITS = { remove: "piLsp.removeFromContext", replace: "piLsp.replaceInContext", undo: "piLsp.undoContextEdit" };
 
 /** A question shown as a card in its session's chat until it is settled. */
@@ -116,6 +118,11 @@ export class ChatPanel {
   /** The last messages of the context the chat shows (a long session's are many). */
   private shown = CHAT_PAGE;
   private earlier = 0; // messages before the ones shown
+  /** Blocks a delta changed, drawn at the end of the frame (`frame`) or by the next other event. */
+  private readonly stale = new Set<string>();
+  private frame: ReturnType<typeof setTimeout> | undefined;
+  /** How the streaming reply's text is drawn, while it streams. */
+  private stream: { id: string; md: Render } | undefined;
   private readonly reloadedEmitter = new vscode.EventEmitter<void>();
   /** Fires after each reload from the server (tests wait on it). */
   readonly onDidReload = this.reloadedEmitter.event;
@@ -147,6 +154,7 @@ export class ChatPanel {
     });
     this.panel.onDidDispose(() => {
       clearTimeout(this.reloadTimer);
+      clearTimeout(this.frame);
       this.reloadedEmitter.dispose();
       onDispose();
       this.sessions.refreshCurrent();
@@ -235,15 +243,33 @@ export class ChatPanel {
       if (at >= 0) this.queued.splice(at, 1);
     }
     const wasBusy = this.transcript.busy;
-    for (const id of this.transcript.apply(n.event)) {
-      const block = this.transcript.block(id);
-      if (block) this.post({ type: "upsert", id, html: renderBlock(block, this.transcript.tools) });
-    }
+    for (const id of this.transcript.apply(n.event)) this.stale.add(id);
+    // Each draw parses the whole reply: drawn per delta, a 20,000-character one took seconds.
+    if (n.event.type === "message_update") this.frame ??= setTimeout(() => this.draw(), STREAM_FRAME_MS);
+    else this.draw(); // in order with what else this event posts
     if (wasBusy !== this.transcript.busy) this.setBusy(this.transcript.busy);
     if (n.event.type === "agent_end" || n.event.type === "error") {
       this.restoreQueued();
       this.scheduleReload(300);
     }
+  }
+
+  /** Posts the blocks changed since the last draw. */
+  private draw(): void {
+    clearTimeout(this.frame);
+    this.frame = undefined;
+    for (const id of this.stale) {
+      const block = this.transcript.block(id);
+      if (block) this.post({ type: "upsert", id, html: renderBlock(block, this.transcript.tools, this.markdownFor(block)) });
+    }
+    this.stale.clear();
+  }
+
+  /** How `block`'s texts are drawn: a streaming reply's by a renderer of its own (streamingMarkdown). */
+  private markdownFor(block: Block): Render {
+    if (block.kind !== "assistant" || !block.streaming) return markdown;
+    if (this.stream?.id !== block.id) this.stream = { id: block.id, md: streamingMarkdown(STREAM_MARKDOWN_MS) };
+    return this.stream.md;
   }
 
   /** Queued messages the turn ended without (an abort, an error) go back into the input. */

@@ -336,6 +336,33 @@ test("a block spends the Markdown budget on its reply text before its folded thi
   assert.match(html, /first thought.*\*\*first\*\* reply.*second thought.*<strong>second/s, "in the order of the message");
 });
 
+test("a streaming reply is drawn once per frame, not per delta, and as plain text once it is slow for marked", async () => {
+  // Before, each delta drew the whole reply again with marked: 20,000 characters of `*a` in
+  // 100-character deltas blocked the extension host 5.2 s, quadratic in the reply's length.
+  const fire = (event) => api.pi.turnEmitter.fire({ uri, turnId: "turn-stream", event });
+  const delta = (text) => fire({ type: "message_update", deltas: [{ type: "text_delta", contentIndex: 0, delta: text }] });
+  const upserts = (id) => panel.posted.filter((m) => m.type === "upsert" && m.id === id);
+  const before = resets();
+  fire({ type: "agent_start" });
+  fire({ type: "message_start", message: { role: "assistant", content: [] } });
+  const id = panel.transcript.blocks.at(-1).id;
+  const drawn = upserts(id).length;
+  // 40,000 characters in 200 deltas: marked takes 0.2 s over them, far more than a frame.
+  for (let i = 0; i < 200; i++) delta("*a".repeat(100));
+  const first = await eventually(() => upserts(id)[drawn], "the deltas to be drawn");
+  assert.equal(upserts(id).length, drawn + 1, "200 deltas in one frame are drawn once");
+  assert.equal(first.html.match(/<em>a<\/em>a/g).length, 10_000, "all of them");
+  assert.match(first.html, /<div class="text"><p><em>a<\/em>/, "as Markdown, at first");
+  delta("*a");
+  const next = await eventually(() => upserts(id)[drawn + 1], "the next delta to be drawn");
+  assert.ok(next.html.includes(`<div class="text"><pre>${"*a".repeat(20_001)}</pre>`), "then as plain text: the last draw took marked more than a frame");
+  fire({ type: "message_end", message: { role: "assistant", content: [{ type: "text", text: "*a".repeat(20_001) }] } });
+  assert.match(upserts(id).at(-1).html, /<div class="text"><p><em>a<\/em>/, "the reply that ended is Markdown");
+  assert.equal(upserts(id).length, drawn + 3);
+  fire({ type: "agent_end", messages: [] });
+  await eventually(() => resets() > before, "the chat to be reloaded after the turn");
+});
+
 test("a long session's chat shows the context's last messages, and earlier ones on demand", async () => {
   // 1000 questions: the chat shows the last CHAT_PAGE (200) of them, then 200 more; then all of
   // them, as the server sends the whole context once its first and last pages meet.
