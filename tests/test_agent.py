@@ -1309,6 +1309,34 @@ async def test_prompt_images_go_unscaled_when_settings_say_so(make_rig, fake) ->
     assert image["source"] == {"type": "base64", "media_type": "image/png", "data": data}
 
 
+def padded_png(characters: int) -> str:
+    """PNG's base64 made `characters` long by bytes after its end (an image sent unscaled is
+    sent whole: only its header is read)."""
+    data = base64.b64decode(PNG)
+    return base64.b64encode(data + bytes(characters * 3 // 4 - len(data))).decode()
+
+
+async def test_unscaled_images_past_an_entrys_size_are_left_out_with_a_note(
+        make_rig, fake) -> None:
+    """Up to 20 images of 20 MB each go unscaled with `images.autoResize: false`: together
+    they passed the 64 MB an entry holds, the prompt could not be written and the turn failed.
+    The ones past it are now left out with a note the model and the user see."""
+    rig = make_rig()
+    rig.harness.auto_resize_images = False
+    largest = ImageContent(data=padded_png(images.MAX_UNRESIZED), mime_type="image/png")
+    last = ImageContent(data=padded_png(8_000_000), mime_type="image/png")
+    sent = [largest, largest, largest, last]  # 68 MB; an entry holds 64 MiB, 67.1 MB
+    fake.script(text_reply("three images"))
+    await rig.harness.prompt("what are these?", sent)
+    [request] = fake.message_requests()
+    text, *wired = request["messages"][0]["content"]
+    assert text == {"type": "text", "text": f"what are these?\n\n{images.TOO_LARGE_TOGETHER}"}
+    assert [image["source"]["data"] for image in wired] == [image.data for image in sent[:3]]
+    stored = rig.messages()[0]["content"]
+    assert stored[0]["text"] == text["text"] and len(stored) == 4
+    assert rig.problems() == []
+
+
 def held_images(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, threading.Event]:
     """Images processed only once `go` is set; `entered` once one is being processed."""
     process = images.process_image

@@ -20,6 +20,8 @@ from msgspec import structs
 
 from pi_lsp.agent.readpage import to_fixed
 from pi_lsp.session.entries import ImageContent, TextContent, UserMessage
+from pi_lsp.session.journal import MAX_LINE_BYTES
+from pi_lsp.session.jsontext import encoder
 
 if TYPE_CHECKING:
     from PIL.Image import Image
@@ -45,6 +47,13 @@ NOT_RESIZED = "[Image omitted: could not be resized below the inline image size 
 MAX_UNRESIZED = 20_000_000
 TOO_LARGE_UNRESIZED = (f"[Image omitted: over {MAX_UNRESIZED // 1_000_000} MB as base64, too "
                        "large to send without resizing; make a smaller copy and read that.]")
+# Up to 20 such images of one message would pass the longest entry a session holds: the message
+# could not be written and its turn failed. What an entry holds besides its blocks (ids and
+# timestamps), and each image besides its data (its JSON and its notes), is kept out of the room.
+ENTRY_OVERHEAD = 4096
+IMAGE_OVERHEAD = 2048
+TOO_LARGE_TOGETHER = (f"[Image omitted: with it the message would pass the {MAX_LINE_BYTES >> 20} "
+                      "MB one session entry holds; send it in a message of its own.]")
 # The types a model takes as they are, by the names pi knows them; pi converts the others to PNG.
 SENT_TYPES = {"image/png": "image/png", "image/jpeg": "image/jpeg", "image/jpg": "image/jpeg",
               "image/gif": "image/gif", "image/webp": "image/webp"}
@@ -128,11 +137,14 @@ def image_bytes(data: str, name: str) -> bytes:
 
 async def with_sent_images(message: UserMessage, *, auto_resize: bool = True) -> UserMessage:
     """`message` with its images as pi sends a prompt's: each processed off the event loop (a
-    resize takes up to a second), one that cannot be left out, the notes after the text."""
+    resize takes up to a second), one that cannot or does not fit in the entry left out, the
+    notes after the text."""
     images = [block for block in message.content if isinstance(block, ImageContent)]
     first = message.content[0] if message.content else None
     if not images or not isinstance(first, TextContent):
         return message
+    rest = [block for block in message.content[1:] if isinstance(block, TextContent)]
+    room = _image_room([first, *rest], len(images))
     sent: list[ImageContent] = []
     hints: list[str] = []
     for image in images:
@@ -143,11 +155,19 @@ async def with_sent_images(message: UserMessage, *, auto_resize: bool = True) ->
         except ImageOmitted as omitted:
             hints.append(str(omitted))
             continue
+        if len(done.data) > room:
+            hints.append(TOO_LARGE_TOGETHER)
+            continue
+        room -= len(done.data)
         sent.append(ImageContent(data=done.data, mime_type=done.mime_type))
         hints.extend(done.hints)
     text = f"{first.text}\n\n" + "\n".join(hints) if hints else first.text
-    rest = [block for block in message.content[1:] if not isinstance(block, ImageContent)]
     return structs.replace(message, content=[structs.replace(first, text=text), *rest, *sent])
+
+
+def _image_room(blocks: list[TextContent], images: int) -> int:
+    """The base64 characters `images` images may take together in an entry beside `blocks`."""
+    return MAX_LINE_BYTES - len(encoder.encode(blocks)) - ENTRY_OVERHEAD - IMAGE_OVERHEAD * images
 
 
 def _decoded(file: IO[bytes], failure: str) -> tuple[Image, str]:
