@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gc
 import os
 from bisect import insort
 from collections.abc import Callable, Iterator
@@ -124,6 +125,19 @@ def _remove(index: dict[str | None, list[Record]], key: str | None, record: Reco
         del index[key]
     elif key is not None and (_unreadable(record) or any(map(_unreadable, siblings))):
         _order_children(siblings)  # pi sorts what is left afresh: the rest may move
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off: a list per entry (100k) would set it off again and
+    again to walk lists that hold no cycle (a third of building the index)."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
 
 
 @dataclass(slots=True)
@@ -408,14 +422,15 @@ class SessionTree(EntryAppends):
         if self._children is None:
             index: dict[str | None, list[Record]] = {}
             by_id = self.by_id
-            for record in by_id.values():  # `parent_key` inline: 100k entries
-                parent = record.env.parent_id
-                key = parent if parent in by_id and parent != record.env.id else None
-                siblings = index.get(key)
-                if siblings is None:
-                    index[key] = [record]
-                else:
-                    siblings.append(record)
+            with _collector_paused():
+                for record in by_id.values():  # `parent_key` inline: 100k entries
+                    parent = record.env.parent_id
+                    key = parent if parent in by_id and parent != record.env.id else None
+                    siblings = index.get(key)
+                    if siblings is None:
+                        index[key] = [record]
+                    else:
+                        siblings.append(record)
             for key, siblings in index.items():
                 if len(siblings) > 1:  # most entries have one child: no sort (100k calls)
                     if key is None:
