@@ -381,6 +381,32 @@ def test_skill_frontmatter_is_read_as_pi16_reads_it(
     assert (found and (found.name, found.description, found.hidden)) == read
 
 
+# Values a core tag does not fit and numbers too big for Python, as pi 1.6's `yaml` reads them.
+PI16_MISFIT_FRONTMATTER = [
+    ("description: !!int abc", ("s", "abc", False)),
+    ("description: !!float .x", ("s", ".x", False)),
+    ("description: !!float 5", ("s", "5", False)),
+    ("description: !!null x", ("s", "x", False)),
+    ("description: !!int 0x\ndisable-model-invocation: !!bool yes", ("s", "0x", False)),
+    ("description: !!bool x\ndisable-model-invocation: !!bool true", ("s", "x", True)),
+    ("description: !!int ''", None),
+    ("description: !!timestamp 2020-99-99", None),  # pi: a date, so no description
+    ("description: Big\nsize: " + "9" * 5000, ("s", "Big", False)),
+    ("description: Big\nsize: !!int -" + "9" * 5000, ("s", "Big", False)),
+    ("description: " + "9" * 5000, None),  # pi: Infinity
+]
+
+
+@pytest.mark.parametrize(("frontmatter", "read"), PI16_MISFIT_FRONTMATTER)
+def test_a_misfit_tag_or_huge_number_in_a_skill_neither_raises_nor_differs_from_pi16(
+        frontmatter: str, read: tuple[str, str, bool] | None) -> None:
+    """`!!int abc`, `!!bool x`, `!!int ''`, a bad date or an integer of over 4300 digits under
+    any key raised out of the skill reader, and one such file broke every system prompt. pi
+    1.6 reads a value its tag does not fit as a string, a huge integer as Infinity."""
+    found = skill("/skills/s/SKILL.md", f"---\n{frontmatter}\n---\n# Steps\n")
+    assert (found and (found.name, found.description, found.hidden)) == read
+
+
 def test_an_escaped_emoji_in_a_skill_description_reaches_the_model(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`\\ud83d\\ude80` (🚀 as JSON escapes it) in a quoted description was two lone surrogates

@@ -7,7 +7,7 @@ import functools
 import logging
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,6 +18,7 @@ from pi_lsp.session.catalog import agent_dir
 if TYPE_CHECKING:
     from ruamel.yaml import YAML
     from ruamel.yaml.constructor import SafeConstructor
+    from ruamel.yaml.nodes import Node
     from ruamel.yaml.resolver import VersionedResolver
     from ruamel.yaml.scanner import Scanner
 
@@ -54,15 +55,16 @@ _USED = ("name", "description", "disable-model-invocation")
 _CORE_SCHEMA = (
     ("bool", r"(?:[Tt]rue|TRUE|[Ff]alse|FALSE)$", tuple("tTfF")),
     ("int", r"(?:0o[0-7]+|[-+]?[0-9]+|0x[0-9a-fA-F]+)$", tuple("-+0123456789")),
-    ("float", r"(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|"
-              r"[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$", tuple("-+0123456789.")),
+    ("float", r"(?:[-+]?(?:(?:\.[0-9]+|[0-9]+\.[0-9]*)(?:[eE][-+]?[0-9]+)?|"
+              r"[0-9]+[eE][-+]?[0-9]+)|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
+     tuple("-+0123456789.")),
     ("null", r"(?:~|[Nn]ull|NULL)?$", ("", "~", "n", "N")),  # "": an empty value
 )
 
 
 def frontmatter(text: str) -> dict[str, Scalar]:
     """The values pi uses of a skill file's frontmatter, as pi 1.6 finds it (parseFrontmatter)
-    and YAML 1.2 reads it; {} when there is none. Unreadable when YAML refuses it."""
+    and YAML 1.2 reads it; {} when there is none. Unreadable when it cannot be read."""
     text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
     end = text.find("\n---", 3)
     if not text.startswith("---") or end == -1:
@@ -72,8 +74,10 @@ def frontmatter(text: str) -> dict[str, Scalar]:
     try:
         # The end ends the last line, as pi's `yaml` reads it: there `|` keeps its newline.
         values = _yaml().load(text[4:end].removesuffix("\n") + "\n")
-    except (YAMLError, RecursionError) as error:
+    except YAMLError as error:
         raise Unreadable(f"YAML refuses its frontmatter: {str(error).splitlines()[0]}") from None
+    except Exception as error:  # pi catches any error too: one skill must not break them all
+        raise Unreadable(f"its frontmatter cannot be read ({type(error).__name__})") from None
     if not isinstance(values, dict):
         return {}
     return {key: _scalar(values[key]) for key in _USED if key in values}
@@ -116,9 +120,10 @@ def _tab_scanner() -> type[Scanner]:
 @functools.cache
 def _untagging_constructor() -> type[SafeConstructor]:
     """ruamel.yaml's safe constructor, reading a value with a tag it does not know (`!foo bar`)
-    as if untagged, as pi's `yaml` does (with a warning); ruamel.yaml refuses it."""
+    or a core one it does not fit (`!!int abc`) as if untagged, as pi's `yaml` does (with a
+    warning); ruamel.yaml refuses the one and fails on the other."""
     from ruamel.yaml.constructor import SafeConstructor
-    from ruamel.yaml.nodes import MappingNode, Node, ScalarNode
+    from ruamel.yaml.nodes import MappingNode, ScalarNode
 
     def untagged(constructor: SafeConstructor, node: Node) -> object:
         if isinstance(node, ScalarNode):
@@ -127,11 +132,33 @@ def _untagging_constructor() -> type[SafeConstructor]:
             return constructor.construct_mapping(node)
         return constructor.construct_sequence(node)
 
+    def integer(constructor: SafeConstructor, node: Node) -> object:
+        try:
+            return constructor.construct_yaml_int(node)
+        except ValueError:  # too many digits for Python: too big for JavaScript, Infinity
+            return float(constructor.construct_scalar(node))
+
     class UntaggingConstructor(SafeConstructor):
         pass
 
     UntaggingConstructor.add_constructor(None, untagged)
+    for name, pattern, _ in _CORE_SCHEMA:
+        construct = integer if name == "int" else getattr(SafeConstructor, f"construct_yaml_{name}")
+        UntaggingConstructor.add_constructor(f"tag:yaml.org,2002:{name}",
+                                             _if_fitting(re.compile(pattern), construct))
     return UntaggingConstructor
+
+
+def _if_fitting(pattern: re.Pattern[str], construct: Callable[[SafeConstructor, Node], object],
+                ) -> Callable[[SafeConstructor, Node], object]:
+    """A core tag's constructor, reading a scalar its tag's pattern does not fit as a string."""
+
+    def fitting(constructor: SafeConstructor, node: Node) -> object:
+        if isinstance(node.value, str) and not pattern.fullmatch(node.value):
+            return constructor.construct_scalar(node)
+        return construct(constructor, node)
+
+    return fitting
 
 
 @functools.cache
