@@ -407,6 +407,26 @@ def test_a_misfit_tag_or_huge_number_in_a_skill_neither_raises_nor_differs_from_
     assert (found and (found.name, found.description, found.hidden)) == read
 
 
+def merge_bomb(levels: int) -> str:
+    """Frontmatter whose every level merges nine aliases of the one before: 589 bytes at 10."""
+    return "a: &a {k: v}\n" + "".join(
+        f"a{i}: &a{i}\n  !!merge <<: [{','.join([f'*a{i - 1}' if i > 1 else '*a'] * 9)}]\n"
+        for i in range(1, levels)) + "name: foo\ndescription: my skill"
+
+
+@pytest.mark.parametrize(("frontmatter", "read"), [
+    (merge_bomb(10), ("foo", "my skill", False)),
+    ("base: &b {description: Merged}\n!!merge <<: *b\nname: m", None),
+    ("description: Kept\nx: {!!merge <<: 5}", ("s", "Kept", False)),
+])
+def test_a_skill_merges_no_keys(frontmatter: str, read: tuple[str, str, bool] | None) -> None:
+    """An explicit `!!merge <<` was merged, and nested merges of aliases took exponential time
+    on the server's loop (10 levels in 589 bytes: ~8 minutes). It is a plain key now, as in
+    YAML 1.2's core schema, so any frontmatter reads in bounded time."""
+    found = skill("/skills/s/SKILL.md", f"---\n{frontmatter}\n---\n# Steps\n")
+    assert (found and (found.name, found.description, found.hidden)) == read
+
+
 def test_an_escaped_emoji_in_a_skill_description_reaches_the_model(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`\\ud83d\\ude80` (🚀 as JSON escapes it) in a quoted description was two lone surrogates

@@ -121,7 +121,7 @@ def _tab_scanner() -> type[Scanner]:
 def _untagging_constructor() -> type[SafeConstructor]:
     """ruamel.yaml's safe constructor, reading a value with a tag it does not know (`!foo bar`)
     or a core one it does not fit (`!!int abc`) as if untagged, as pi's `yaml` does (with a
-    warning); ruamel.yaml refuses the one and fails on the other."""
+    warning); ruamel.yaml refuses the one and fails on the other. It merges no keys."""
     from ruamel.yaml.constructor import SafeConstructor
     from ruamel.yaml.nodes import MappingNode, ScalarNode
 
@@ -139,7 +139,9 @@ def _untagging_constructor() -> type[SafeConstructor]:
             return float(constructor.construct_scalar(node))
 
     class UntaggingConstructor(SafeConstructor):
-        pass
+        def flatten_mapping(self, node: MappingNode) -> None:
+            """Merges nothing: `!!merge <<` is a plain key, as in YAML 1.2's core schema.
+            Nested merges of aliases take exponential time, and a daemon must not hang."""
 
     UntaggingConstructor.add_constructor(None, untagged)
     for name, pattern, _ in _CORE_SCHEMA:
