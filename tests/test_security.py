@@ -25,6 +25,7 @@ from pytest_lsp.client import captured_exception_key
 
 from pi_lsp.agent.access import protected_reason, secret_reason
 from pi_lsp.agent.approval import ApprovalRequest, approval_request
+from pi_lsp.agent.harness import Harness
 from pi_lsp.agent.tools import (
     EDIT,
     READ,
@@ -39,9 +40,11 @@ from pi_lsp.agent.tools import (
 from pi_lsp.server.approvals import ToolApprovals, fallback_question
 from pi_lsp.server.config import Config
 from pi_lsp.server.hub import SessionHub
+from pi_lsp.server.open_session import OpenSession
 from pi_lsp.server.workspace import ForeignFolderError
 from pi_lsp.session.catalog import ForeignSessionError, cli_session_dir
 from pi_lsp.session.entries import TextContent, ToolCall
+from pi_lsp.session.tree import SessionTree
 from pi_lsp.visible import printable, visible
 from tests.fake_anthropic import FakeAnthropic, text_reply, tool_reply
 from tests.test_server import (
@@ -1006,3 +1009,19 @@ async def test_abort_drops_what_was_queued_behind_the_turn_and_withdraws_its_que
     assert (await turn_end(pi, turn_id))[-1]["type"] == "agent_end"
     sent = json.dumps([r["messages"] for r in fake.message_requests()])
     assert "FOLLOW-ASKED" not in sent and "STEER-QUEUED" not in sent
+
+
+async def test_an_abort_withdraws_only_the_questions_it_still_stops() -> None:
+    """A steer whose attachment question was answered in the same read as pi.abort was both
+    withdrawn (named in queue_dropped) and, its answer in, queued into the harness. Only a
+    question the abort still cancels is withdrawn now: a message is one or the other."""
+    loop = asyncio.get_running_loop()
+    answered, still_open = loop.create_future(), loop.create_future()
+    answered.set_result(None)
+    session = OpenSession(tree=cast(SessionTree, None),
+                          harness=cast(Harness, SimpleNamespace(abort=lambda: True)))
+    session.asking.update({answered: ("steer", "STEER-ANSWERED"),
+                           still_open: ("followUp", "FOLLOW-ASKED")})
+    assert session.abort()
+    assert session.take_withdrawn() == [("followUp", "FOLLOW-ASKED")]
+    assert still_open.cancelled() and not session.asking

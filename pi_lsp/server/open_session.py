@@ -100,10 +100,11 @@ class OpenSession(msgspec.Struct):
 
     def withdraw_asking(self) -> None:
         """Stop the attachment questions of messages sent behind the aborted turn: pi 1.6
-        drops what is queued on an abort, so none may start a turn once answered."""
+        drops what is queued on an abort, so none may start a turn once answered. One already
+        answered is about to be queued, so it is not named as withdrawn."""
         for wait, message in self.asking.items():
-            wait.cancel()
-            self.withdrawn.append(message)
+            if wait.cancel():
+                self.withdrawn.append(message)
         self.asking.clear()
 
     def abort_claim(self) -> bool:
