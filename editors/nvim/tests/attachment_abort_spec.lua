@@ -6,10 +6,7 @@ H.setup()
 local client = require("pi_lsp.client")
 
 -- The user answers later, as a person reading the question would.
-local held
-vim.ui.select = function(items, _, on_choice)
-  held = { items = items, on_choice = on_choice }
-end
+local held = H.held_select()
 -- How the question ended, as noted in the chat (the chat is redrawn from the session after
 -- the turn, so the note itself does not stay).
 local chats, outcome = require("pi_lsp.chat"), nil
@@ -22,16 +19,7 @@ chats.note_question = function(...)
   end
 end
 
-vim.cmd("PiChat")
-local chat_buf = H.wait_buf("pi://chat/", "All green: 14 passed.", "the chat did not render")
-local input_buf = H.find_buf("pi://input/")
-local uri = require("pi_lsp.session").last_uri
-vim.api.nvim_set_current_win(vim.fn.bufwinid(input_buf))
-vim.api.nvim_buf_set_lines(input_buf, 0, -1, false, { "start" })
-H.keys("<CR>")
-H.wait(function()
-  return H.contains(chat_buf, "word3")
-end, "the turn did not stream", chat_buf)
+local chat_buf, input_buf, uri = H.chat_streaming()
 
 -- The follow-up, with the outside file's first line attached, sent from the chat.
 vim.cmd("wincmd t | edit " .. vim.fn.fnameescape(os.getenv("OUTSIDE_FILE")) .. " | 1PiSend")
@@ -43,7 +31,7 @@ vim.api.nvim_set_current_win(vim.fn.bufwinid(input_buf))
 vim.api.nvim_buf_set_lines(input_buf, 0, -1, false, { "FOLLOW-UP" })
 H.keys("F")
 H.wait(function()
-  return held ~= nil
+  return held.on_choice ~= nil
 end, "no approval question", chat_buf)
 
 H.keys("<C-c>")

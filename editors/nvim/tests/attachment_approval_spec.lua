@@ -7,21 +7,9 @@ local client = require("pi_lsp.client")
 local util = require("pi_lsp.util")
 
 -- The user answers later, as a person reading the question would.
-local held
-vim.ui.select = function(items, _, on_choice)
-  held = { items = items, on_choice = on_choice }
-end
+local held = H.held_select()
 
-vim.cmd("PiChat")
-local chat_buf = H.wait_buf("pi://chat/", "All green: 14 passed.", "the chat did not render")
-local input_buf = H.find_buf("pi://input/")
-local uri = require("pi_lsp.session").last_uri
-vim.api.nvim_set_current_win(vim.fn.bufwinid(input_buf))
-vim.api.nvim_buf_set_lines(input_buf, 0, -1, false, { "start" })
-H.keys("<CR>")
-H.wait(function()
-  return H.contains(chat_buf, "word3")
-end, "the turn did not stream", chat_buf)
+local chat_buf, input_buf, uri = H.chat_streaming()
 
 local ended = false
 util.on("turn", function(note)
@@ -37,7 +25,7 @@ client.exec("pi.prompt", {
   answered, failure, result = true, err, res
 end)
 H.wait(function()
-  return held ~= nil
+  return held.on_choice ~= nil
 end, "no approval question", chat_buf)
 -- The turn ends with the question open: every turn listener has heard its agent_end.
 H.wait(function()

@@ -166,6 +166,32 @@ function H.keys(keys)
 end
 
 --- A server command, synchronously, for checks on the server's state.
+--- Hold vim.ui.select's question for the test to answer later, as a person reading it would;
+--- the returned table gets `items` and `on_choice` when asked.
+function H.held_select()
+  local held = {}
+  vim.ui.select = function(items, _, on_choice)
+    held.items, held.on_choice = items, on_choice
+  end
+  return held
+end
+
+--- Open the chat, send "start" from its input and wait until the reply streams (the fake
+--- server's slow reply); the chat and input buffers and the session's uri.
+function H.chat_streaming()
+  vim.cmd("PiChat")
+  local chat_buf = H.wait_buf("pi://chat/", "All green: 14 passed.", "the chat did not render")
+  local input_buf = H.find_buf("pi://input/")
+  local uri = require("pi_lsp.session").last_uri
+  vim.api.nvim_set_current_win(vim.fn.bufwinid(input_buf))
+  vim.api.nvim_buf_set_lines(input_buf, 0, -1, false, { "start" })
+  H.keys("<CR>")
+  H.wait(function()
+    return H.contains(chat_buf, "word3")
+  end, "the turn did not stream", chat_buf)
+  return chat_buf, input_buf, uri
+end
+
 function H.exec(command, args)
   local client = require("pi_lsp").client()
   local response = client:request_sync("workspace/executeCommand", {
