@@ -394,6 +394,14 @@ PI16_MISFIT_FRONTMATTER = [
     ("description: Big\nsize: " + "9" * 5000, ("s", "Big", False)),
     ("description: Big\nsize: !!int -" + "9" * 5000, ("s", "Big", False)),
     ("description: " + "9" * 5000, None),  # pi: Infinity
+    ("meta: !!str {a: 1}\ndescription: Ok", ("s", "Ok", False)),
+    ("sizes: !!int [1, 2]\ndescription: Ok", ("s", "Ok", False)),
+    ("x: !!map [a, b]\ndescription: Ok", ("s", "Ok", False)),
+    ("x: !!seq {a: b}\ndescription: Ok", ("s", "Ok", False)),
+    ("x: !!set [a, b]\ndescription: Ok", ("s", "Ok", False)),
+    ("x: !!omap {a: 1}\ndescription: Ok", ("s", "Ok", False)),
+    ("x: !!str\n  a: 1\ndescription: Ok", ("s", "Ok", False)),
+    ("description: !!str {a: 1}", None),  # pi: a mapping
 ]
 
 
@@ -401,8 +409,10 @@ PI16_MISFIT_FRONTMATTER = [
 def test_a_misfit_tag_or_huge_number_in_a_skill_neither_raises_nor_differs_from_pi16(
         frontmatter: str, read: tuple[str, str, bool] | None) -> None:
     """`!!int abc`, `!!bool x`, `!!int ''`, a bad date or an integer of over 4300 digits under
-    any key raised out of the skill reader, and one such file broke every system prompt. pi
-    1.6 reads a value its tag does not fit as a string, a huge integer as Infinity."""
+    any key raised out of the skill reader, and one such file broke every system prompt; a
+    collection under a scalar's tag or the other's (`!!str {a: 1}`, `!!map [a]`) refused the
+    skill. pi 1.6 reads a value its tag does not fit as a string, or as untagged, a huge
+    integer as Infinity."""
     found = skill("/skills/s/SKILL.md", f"---\n{frontmatter}\n---\n# Steps\n")
     assert (found and (found.name, found.description, found.hidden)) == read
 

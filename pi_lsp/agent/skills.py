@@ -60,6 +60,7 @@ _CORE_SCHEMA = (
      tuple("-+0123456789.")),
     ("null", r"(?:~|[Nn]ull|NULL)?$", ("", "~", "n", "N")),  # "": an empty value
 )
+_CORE_TAG = "tag:yaml.org,2002:"
 
 
 def frontmatter(text: str) -> dict[str, Scalar]:
@@ -120,10 +121,16 @@ def _tab_scanner() -> type[Scanner]:
 @functools.cache
 def _untagging_constructor() -> type[SafeConstructor]:
     """ruamel.yaml's safe constructor, reading a value with a tag it does not know (`!foo bar`)
-    or a core one it does not fit (`!!int abc`) as if untagged, as pi's `yaml` does (with a
-    warning); ruamel.yaml refuses the one and fails on the other. It merges no keys."""
+    or a core one it does not fit (`!!int abc`, `!!seq {a: b}`) as if untagged, as pi's `yaml`
+    does (with a warning); ruamel.yaml refuses the one and fails on the other. It merges no
+    keys."""
     from ruamel.yaml.constructor import SafeConstructor
-    from ruamel.yaml.nodes import MappingNode, ScalarNode
+    from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
+
+    # The kind of node each core collection tag takes in pi's `yaml` (its `collection`); the
+    # other core tags take scalars.
+    collections = {"map": MappingNode, "set": MappingNode, "seq": SequenceNode,
+                   "omap": SequenceNode, "pairs": SequenceNode}
 
     def untagged(constructor: SafeConstructor, node: Node) -> object:
         if isinstance(node, ScalarNode):
@@ -139,6 +146,15 @@ def _untagging_constructor() -> type[SafeConstructor]:
             return float(constructor.construct_scalar(node))
 
     class UntaggingConstructor(SafeConstructor):
+        def construct_non_recursive_object(self, node: Node, tag: str | None = None) -> object:
+            """Reads a node of another kind than its core tag takes (`!!str {a: 1}`, `!!map
+            [a]`) as if untagged, as pi's `yaml` does (with a warning); ruamel.yaml refuses it."""
+            name = tag or node.tag or ""
+            if name.startswith(_CORE_TAG) and \
+                    not isinstance(node, collections.get(name.removeprefix(_CORE_TAG), ScalarNode)):
+                return untagged(self, node)
+            return super().construct_non_recursive_object(node, tag)
+
         def flatten_mapping(self, node: MappingNode) -> None:
             """Merges nothing: `!!merge <<` is a plain key, as in YAML 1.2's core schema.
             Nested merges of aliases take exponential time, and a daemon must not hang."""
@@ -146,7 +162,7 @@ def _untagging_constructor() -> type[SafeConstructor]:
     UntaggingConstructor.add_constructor(None, untagged)
     for name, pattern, _ in _CORE_SCHEMA:
         construct = integer if name == "int" else getattr(SafeConstructor, f"construct_yaml_{name}")
-        UntaggingConstructor.add_constructor(f"tag:yaml.org,2002:{name}",
+        UntaggingConstructor.add_constructor(f"{_CORE_TAG}{name}",
                                              _if_fitting(re.compile(pattern), construct))
     return UntaggingConstructor
 
