@@ -402,6 +402,13 @@ PI16_MISFIT_FRONTMATTER = [
     ("x: !!omap {a: 1}\ndescription: Ok", ("s", "Ok", False)),
     ("x: !!str\n  a: 1\ndescription: Ok", ("s", "Ok", False)),
     ("description: !!str {a: 1}", None),  # pi: a mapping
+    ("updated: !!timestamp 2001-13-99\ndescription: Ok", ("s", "Ok", False)),
+    ("description: !!timestamp 2001-02-30", None),  # pi: a date, in March
+    ("x: !!timestamp abc\ndescription: Ok", None),
+    ("x: !!omap [a, b]\ndescription: Ok", ("s", "Ok", False)),
+    ("x: !!pairs [a, {b: 1}]\ndescription: Ok", ("s", "Ok", False)),
+    ("x: !!omap [a: 1, a: 2]\ndescription: Ok", None),
+    ("x: !!pairs [{a: 1, b: 2}]\ndescription: Ok", None),
 ]
 
 
@@ -409,10 +416,9 @@ PI16_MISFIT_FRONTMATTER = [
 def test_a_misfit_tag_or_huge_number_in_a_skill_neither_raises_nor_differs_from_pi16(
         frontmatter: str, read: tuple[str, str, bool] | None) -> None:
     """`!!int abc`, `!!bool x`, `!!int ''`, a bad date or an integer of over 4300 digits under
-    any key raised out of the skill reader, and one such file broke every system prompt; a
-    collection under a scalar's tag or the other's (`!!str {a: 1}`, `!!map [a]`) refused the
-    skill. pi 1.6 reads a value its tag does not fit as a string, or as untagged, a huge
-    integer as Infinity."""
+    any key raised out of the skill reader, and one such file broke every system prompt;
+    `!!str {a: 1}`, `!!map [a]`, `!!omap [a, b]` or a 13th month refused the skill. pi 1.6
+    reads a value its tag does not fit as a string or untagged, a huge integer as Infinity."""
     found = skill("/skills/s/SKILL.md", f"---\n{frontmatter}\n---\n# Steps\n")
     assert (found and (found.name, found.description, found.hidden)) == read
 

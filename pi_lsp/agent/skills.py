@@ -46,6 +46,13 @@ class Unreadable(ValueError):
     """Frontmatter YAML refuses."""
 
 
+@dataclass(frozen=True)
+class _RolledDate:
+    """A date Python has no day for (`2001-13-99`), which JavaScript's Date rolls over."""
+
+    text: str
+
+
 # -- parsing ---------------------------------------------------------------------------------
 
 _USED = ("name", "description", "disable-model-invocation")
@@ -145,6 +152,25 @@ def _untagging_constructor() -> type[SafeConstructor]:
         except ValueError:  # too many digits for Python: too big for JavaScript, Infinity
             return float(constructor.construct_scalar(node))
 
+    def timestamp(constructor: SafeConstructor, node: Node) -> object:
+        try:
+            return constructor.construct_yaml_timestamp(node)
+        except ValueError:  # a date to pi all the same, not text (no date at all refuses there)
+            return _RolledDate(node.value)
+
+    def paired(construct: Callable[[SafeConstructor, Node], object],
+               ) -> Callable[[SafeConstructor, Node], object]:
+        """`!!omap` or `!!pairs` as pi's `yaml` reads it: an item that is not a mapping is a key
+        without a value; ruamel.yaml refuses it."""
+
+        def construct_pairs(constructor: SafeConstructor, node: Node) -> object:
+            items = [item if isinstance(item, MappingNode) else
+                     MappingNode(f"{_CORE_TAG}map", [(item, ScalarNode(f"{_CORE_TAG}null", ""))])
+                     for item in node.value]
+            return construct(constructor, SequenceNode(node.tag, items, node.start_mark))
+
+        return construct_pairs
+
     class UntaggingConstructor(SafeConstructor):
         def construct_non_recursive_object(self, node: Node, tag: str | None = None) -> object:
             """Reads a node of another kind than its core tag takes (`!!str {a: 1}`, `!!map
@@ -164,6 +190,10 @@ def _untagging_constructor() -> type[SafeConstructor]:
         construct = integer if name == "int" else getattr(SafeConstructor, f"construct_yaml_{name}")
         UntaggingConstructor.add_constructor(f"{_CORE_TAG}{name}",
                                              _if_fitting(re.compile(pattern), construct))
+    UntaggingConstructor.add_constructor(f"{_CORE_TAG}timestamp", timestamp)
+    for name in ("omap", "pairs"):
+        UntaggingConstructor.add_constructor(
+            f"{_CORE_TAG}{name}", paired(getattr(SafeConstructor, f"construct_yaml_{name}")))
     return UntaggingConstructor
 
 
