@@ -368,6 +368,10 @@ PI16_FRONTMATTER = [
     ("description: 2024-01-01", ("s", "2024-01-01", False)),
     ("description: 1_000", ("s", "1_000", False)),
     ("name: yes\ndescription: On\ndisable-model-invocation: True", ("yes", "On", True)),
+    ("? {a: 1}\n: c\ndescription: Ok", ("s", "Ok", False)),
+    ("m: &m {a: 1}\n*m : c\n*m : d\ndescription: Ok", ("s", "Ok", False)),
+    ("? [a, [b]]\n: c\n? [a, [b]]\n: d\ndescription: Ok", ("s", "Ok", False)),
+    ("x: !!set {[a], {b: 1}}\n? [description]\n: c\ndescription: Ok", ("s", "Ok", False)),
 ]
 
 
@@ -376,7 +380,8 @@ def test_skill_frontmatter_is_read_as_pi16_reads_it(
         frontmatter: str, read: tuple[str, str, bool] | None) -> None:
     """pi-lsp's own YAML subset read these otherwise than pi 1.6's `yaml` (keys pi ignores
     refused, a comment after a continued line, a value on the next line, `|+`, spaces that are
-    no YAML space stripped, tabs). A YAML 1.2 library now reads them, with pi's core schema."""
+    no YAML space stripped, tabs), or refused a collection as a key, which pi makes a string.
+    A YAML 1.2 library now reads them, with pi's core schema."""
     found = skill("/skills/s/SKILL.md", f"---\n{frontmatter}\n---\n# Steps\n")
     assert (found and (found.name, found.description, found.hidden)) == read
 

@@ -181,9 +181,20 @@ def _untagging_constructor() -> type[SafeConstructor]:
                 return untagged(self, node)
             return super().construct_non_recursive_object(node, tag)
 
-        def flatten_mapping(self, node: MappingNode) -> None:
-            """Merges nothing: `!!merge <<` is a plain key, as in YAML 1.2's core schema.
-            Nested merges of aliases take exponential time, and a daemon must not hang."""
+        def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[object, object]:
+            """Merges nothing: `!!merge <<` is a plain key, as in YAML 1.2's core schema (nested
+            merges of aliases take exponential time). A collection key is a key of its own."""
+            mapping: dict[object, object] = {}
+            for key_node, value_node in node.value:
+                key = self.construct_object(key_node, deep=True)
+                if not isinstance(key_node, ScalarNode):
+                    # pi makes it a string (`{ a: 1 }`): no used name, and never a repeated key
+                    # (pi compares key nodes), where Python cannot even hash a list in a tuple
+                    key = object()
+                value = self.construct_object(value_node, deep=deep)
+                if self.check_mapping_key(node, key_node, mapping, key, value):
+                    mapping[key] = value
+            return mapping
 
     UntaggingConstructor.add_constructor(None, untagged)
     for name, pattern, _ in _CORE_SCHEMA:
