@@ -372,6 +372,13 @@ PI16_FRONTMATTER = [
     ("m: &m {a: 1}\n*m : c\n*m : d\ndescription: Ok", ("s", "Ok", False)),
     ("? [a, [b]]\n: c\n? [a, [b]]\n: d\ndescription: Ok", ("s", "Ok", False)),
     ("x: !!set {[a], {b: 1}}\n? [description]\n: c\ndescription: Ok", ("s", "Ok", False)),
+    ("a: &a x\nl: [" + ",".join(["*a"] * 99) + "]\ndescription: Ok", ("s", "Ok", False)),
+    ("a: &a x\nl: [" + ",".join(["*a"] * 100) + "]\ndescription: Ok", None),  # 101 uses
+    ("a: &a [x, x]\nb: &b [*a, *a, *a, *a, *a]\nc: [" + ",".join(["*b"] * 15) + "]\n"
+     "description: Ok", ("s", "Ok", False)),  # 16 uses of b, times a's 6 uses: 96
+    ("a: &a [x, x]\nb: &b [*a, *a, *a, *a, *a]\nc: [" + ",".join(["*b"] * 16) + "]\n"
+     "description: Ok", None),  # 17 uses of b, times 6: 102
+    ("e: &e []\nl: [" + ",".join(["*e"] * 300) + "]\ndescription: Ok", ("s", "Ok", False)),
 ]
 
 
@@ -380,8 +387,9 @@ def test_skill_frontmatter_is_read_as_pi16_reads_it(
         frontmatter: str, read: tuple[str, str, bool] | None) -> None:
     """pi-lsp's own YAML subset read these otherwise than pi 1.6's `yaml` (keys pi ignores
     refused, a comment after a continued line, a value on the next line, `|+`, spaces that are
-    no YAML space stripped, tabs), or refused a collection as a key, which pi makes a string.
-    A YAML 1.2 library now reads them, with pi's core schema."""
+    no YAML space stripped, tabs), refused a collection as a key, which pi makes a string, or
+    loaded what pi takes for an alias bomb (its maxAliasCount, 100). A YAML 1.2 library now
+    reads them, with pi's core schema and alias count."""
     found = skill("/skills/s/SKILL.md", f"---\n{frontmatter}\n---\n# Steps\n")
     assert (found and (found.name, found.description, found.hidden)) == read
 

@@ -7,8 +7,10 @@ import functools
 import logging
 import os
 import re
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -68,6 +70,7 @@ _CORE_SCHEMA = (
     ("null", r"(?:~|[Nn]ull|NULL)?$", ("", "~", "n", "N")),  # "": an empty value
 )
 _CORE_TAG = "tag:yaml.org,2002:"
+MAX_ALIAS_COUNT = 100  # pi's `yaml` (maxAliasCount)
 
 
 def frontmatter(text: str) -> dict[str, Scalar]:
@@ -89,6 +92,63 @@ def frontmatter(text: str) -> dict[str, Scalar]:
     if not isinstance(values, dict):
         return {}
     return {key: _scalar(values[key]) for key in _USED if key in values}
+
+
+def _excessive_aliases(root: Node) -> bool:
+    """Whether pi's `yaml` refuses a document as "a resource exhaustion attack" (Alias.js): some
+    anchor's uses so far (itself and each alias) times the aliases within it past 100."""
+    met, first, end = _meetings(root)
+    scalars = [0, *accumulate(scalar for _, scalar, _ in met)]  # scalars met before each
+    aliases = [at for at, (node, _, _) in enumerate(met) if first[node] != at]
+    uses: dict[int, int] = {}
+    weights: dict[int, int] = {}  # pi's `aliasCount` of an aliased node
+    for at, (node, _, used) in enumerate(met):
+        if first[node] == at:
+            uses[node] = 1
+            continue
+        if not used:
+            continue
+        uses[node] += 1
+        if node not in weights:  # pi works a 0 out again, but it stays 0
+            # pi's getAliasCount: the most of each scalar's 1 and each alias's uses times weight
+            within = aliases[bisect_left(aliases, first[node]):bisect_left(aliases, end[node])]
+            weights[node] = max([uses.get(met[alias][0], 0) * weights.get(met[alias][0], 0)
+                                 for alias in within] +
+                                [1] * (scalars[end[node]] > scalars[first[node]]), default=0)
+        if uses[node] * weights[node] > MAX_ALIAS_COUNT:
+            return True
+    return False
+
+
+def _meetings(root: Node) -> tuple[list[tuple[int, bool, bool]], dict[int, int], dict[int, int]]:
+    """The document's nodes in order, as pi's `yaml` meets them (an alias is not gone into):
+    each node's id, whether it is a scalar met for the first time and whether an alias there
+    is a use (pi resolves a `!!merge` key's sources without counting them); where each node is
+    first met and where what is within it ends. Not recursive: YAML nests deeper than Python's
+    stack."""
+    from ruamel.yaml.nodes import MappingNode, ScalarNode
+
+    met: list[tuple[int, bool, bool]] = []
+    first: dict[int, int] = {}
+    end: dict[int, int] = {}
+    stack: list[tuple[Node, bool] | int] = [(root, True)]  # an id: the end of that node
+    while stack:
+        entry = stack.pop()
+        if isinstance(entry, int):
+            end[entry] = len(met)
+            continue
+        node, used = entry
+        met.append((id(node), id(node) not in first and isinstance(node, ScalarNode), used))
+        if id(node) in first:
+            continue
+        first[id(node)] = len(met) - 1
+        stack.append(id(node))
+        if isinstance(node, MappingNode):
+            for key, value in reversed(node.value):
+                stack += [(value, key.tag != f"{_CORE_TAG}merge"), (key, True)]
+        elif not isinstance(node, ScalarNode):  # a merge key's list of sources: sources too
+            stack += [(item, used) for item in reversed(node.value)]
+    return met, first, end
 
 
 def _scalar(value: object) -> Scalar:
@@ -131,7 +191,7 @@ def _untagging_constructor() -> type[SafeConstructor]:
     or a core one it does not fit (`!!int abc`, `!!seq {a: b}`) as if untagged, as pi's `yaml`
     does (with a warning); ruamel.yaml refuses the one and fails on the other. It merges no
     keys."""
-    from ruamel.yaml.constructor import SafeConstructor
+    from ruamel.yaml.constructor import ConstructorError, SafeConstructor
     from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
     # The kind of node each core collection tag takes in pi's `yaml` (its `collection`); the
@@ -172,6 +232,12 @@ def _untagging_constructor() -> type[SafeConstructor]:
         return construct_pairs
 
     class UntaggingConstructor(SafeConstructor):
+        def construct_document(self, node: Node) -> object:
+            if _excessive_aliases(node):
+                raise ConstructorError(None, None, "excessive alias count (pi's limit)",
+                                       node.start_mark)
+            return super().construct_document(node)
+
         def construct_non_recursive_object(self, node: Node, tag: str | None = None) -> object:
             """Reads a node of another kind than its core tag takes (`!!str {a: 1}`, `!!map
             [a]`) as if untagged, as pi's `yaml` does (with a warning); ruamel.yaml refuses it."""
