@@ -203,6 +203,15 @@ def test_your_own_prompt_files_are_read_whole_to_a_bound_that_is_logged(
         [f"{agent / 'APPEND_SYSTEM.md'}: only its first {PROMPT_LIMIT >> 10} KB are used"]
 
 
+def test_a_trusted_projects_prompt_files_are_read_whole_too(project: Path) -> None:
+    """A trusted project's SYSTEM.md was cut at 32 KB, where pi 1.6 reads it whole (the user
+    chose to trust the folder): its 50 KB of rules reached the model as 32."""
+    rules = "".join(f"Rule {i}: be careful with item {i}.\n" for i in range(1400))  # 50 KB
+    (project / ".pi").mkdir()
+    (project / ".pi" / "SYSTEM.md").write_text(rules)
+    assert system_sections(project, [], trusted=True)["preamble"] == rules
+
+
 def test_a_trusted_projects_skills_are_read_within_it_and_bounded(
         project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """pi 1.6 follows a project skill's symlinks anywhere and reads any file and tree whole.

@@ -24,9 +24,9 @@ log = logging.getLogger(__name__)
 # pi 1.6's names for a folder's context file, the first that can be read chosen
 CONTEXT_FILES = ("AGENTS.override.md", "AGENTS.md", "AGENTS.MD", "CLAUDE.md", "CLAUDE.MD")
 NOTES_LIMIT = 32 * 1024
-# Your own SYSTEM.md and APPEND_SYSTEM.md are read whole, as pi reads them, up to about a
-# million tokens (the largest context windows): more could never be sent, and a file of
-# gigabytes must not be read.
+# SYSTEM.md and APPEND_SYSTEM.md (yours, or a trusted project's) are read whole, as pi reads
+# them, up to about a million tokens (the largest context windows): more could never be sent,
+# and a file of gigabytes must not be read.
 PROMPT_LIMIT = 4 << 20
 # pi 1.6's prompt files in an agent folder (yours, or a trusted project's `.pi/`): the first
 # replaces the default prompt (preamble, tools and rules), the second is appended to it.
@@ -107,7 +107,7 @@ def prompt_file(root: Path, name: str, trusted: bool) -> str | None:
     `trusted` (pi gates both on trust), else your own in pi's agent folder, whole as pi reads
     it (to PROMPT_LIMIT); None: neither."""
     if trusted:
-        text = _read_notes(root / ".pi" / name, root)
+        text = _read_notes(root / ".pi" / name, root, PROMPT_LIMIT)
         if text is not None:
             return text
     return _read_notes(agent_dir() / name, None, PROMPT_LIMIT)
