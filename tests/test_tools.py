@@ -1263,9 +1263,12 @@ async def test_bash_setsid_in_the_foreground_returns_at_once(root: Path) -> None
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a subreaper needs Linux")
-async def test_bash_timeout_kills_what_the_command_left_running(root: Path) -> None:
+async def test_bash_timeout_kills_what_the_command_left_running(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A timeout after the shell had exited killed nothing (the watcher had ended with the
-    shell): jobs that kept the output going ran on, `setsid` or not (README, Safety)."""
+    shell): jobs that kept the output going ran on, `setsid` or not (README, Safety). (The
+    quiet spell that ends a command is made longer than the timeout, as in the test above.)"""
+    monkeypatch.setattr(shell, "EXIT_GRACE_S", 5.0)
     command = ("setsid sh -c 'echo $$ > quiet; exec sleep 300' & sleep 300 & echo $! > job; "
                "bash -c 'echo $$ > writer; while :; do echo y; done' & "
                "until [ -s writer ] && [ -s quiet ]; do :; done")
