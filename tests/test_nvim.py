@@ -134,17 +134,22 @@ def test_approval_diff_goes_when_its_turn_ends(workspace: Path, fake: FakeAnthro
     assert not (workspace / "notes.txt").exists()
 
 
+def run_attachment_spec(name: str, workspace: Path, fake: FakeAnthropic, tmp_path: Path
+                        ) -> None:
+    """Run spec `name` with tools asked about, a slow first reply, then "followed", and
+    OUTSIDE_FILE: a file outside the workspace whose first line a follow-up attaches."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("NOTES-FROM-OUTSIDE\n")
+    fake.script(text_reply(*(f"word{i} " for i in range(60)), delay=0.05), text_reply("followed"))
+    run_script(name, workspace, fake, tmp_path, PI_LSP_APPROVAL="ask", OUTSIDE_FILE=str(outside))
+
+
 def test_an_attachment_question_outlives_the_turn_it_was_queued_behind(
         workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
     """A follow-up's file outside the workspace, asked about while a turn ran, was denied when
     that turn ended (the question matched its turnId), so the follow-up failed with -32011
     although the user then chose Allow."""
-    outside = tmp_path / "outside.txt"
-    outside.write_text("NOTES-FROM-OUTSIDE\n")
-    fake.script(text_reply(*(f"word{i} " for i in range(60)), delay=0.05),
-                text_reply("followed"))
-    run_script("attachment_approval_spec.lua", workspace, fake, tmp_path,
-               PI_LSP_APPROVAL="ask", OUTSIDE_FILE=str(outside))
+    run_attachment_spec("attachment_approval_spec.lua", workspace, fake, tmp_path)
     requests = fake.message_requests()
     assert len(requests) == 2
     assert "NOTES-FROM-OUTSIDE" in json.dumps(requests[1]["messages"])
@@ -154,12 +159,7 @@ def test_an_attachment_question_goes_when_the_turn_it_was_queued_behind_is_abort
         workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
     """<C-c> aborted the turn a follow-up was queued behind while its file outside the
     workspace was asked about: the question stayed open, and allowing it ran the follow-up."""
-    outside = tmp_path / "outside.txt"
-    outside.write_text("NOTES-FROM-OUTSIDE\n")
-    fake.script(text_reply(*(f"word{i} " for i in range(60)), delay=0.05),
-                text_reply("never asked"))
-    run_script("attachment_abort_spec.lua", workspace, fake, tmp_path,
-               PI_LSP_APPROVAL="ask", OUTSIDE_FILE=str(outside))
+    run_attachment_spec("attachment_abort_spec.lua", workspace, fake, tmp_path)
     assert len(fake.message_requests()) == 1
 
 
