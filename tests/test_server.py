@@ -1617,6 +1617,27 @@ async def test_steer_during_a_compaction_is_refused(pi: Pi, fake: FakeAnthropic)
     assert "LOST?" not in path_of(uri).read_text()
 
 
+async def test_an_aborted_auto_compaction_is_told_as_aborted_not_as_an_error(
+        pi: Pi, fake: FakeAnthropic) -> None:
+    """Stop pressed during the compaction a prompt runs first: pi 1.6 ends it aborted with no
+    error (a status line), and so does the server now (it sent an error to show)."""
+    uri = copy_session(pi.main, "auto-compaction-aborted")
+    path = path_of(uri)
+    # The leaf's reply says the window is nearly full, so the prompt compacts first.
+    path.write_text(path.read_text().replace('"totalTokens":8124', '"totalTokens":199000'))
+    compactions = [e["type"] for e in lines(path)].count("compaction")
+    fake.script(slow_text(words=40, delay=0.05))
+    since = pi.mark()
+    turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "NEXT"}))["turnId"]
+    await wait_event(pi, turn_id, "compaction_start", since)
+    assert await call(pi.client, "pi.abort", {"uri": uri}) == {"aborted": True}
+    events = await wait_events(pi, turn_id, since)
+    [end] = [e for e in events if e["type"] == "compaction_end"]
+    assert end["aborted"] is True and end["error"] is None and end["entryId"] is None, end
+    assert "error" not in event_types(events)
+    assert [e["type"] for e in lines(path)].count("compaction") == compactions
+
+
 async def test_a_write_to_a_session_deleted_meanwhile_finds_no_session(pi: Pi) -> None:
     uri = copy_session(pi.main, "deleted-then-named")
     await call(pi.client, "pi.setName", {"uri": uri, "name": "first"})  # its harness is made

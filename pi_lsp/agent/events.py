@@ -103,6 +103,7 @@ class CompactionStart(_Event, tag="compaction_start", kw_only=True):
 class CompactionEnd(_Event, tag="compaction_end", kw_only=True):
     entry_id: str | None
     error: str | None = None
+    aborted: bool = False  # stopped by the user: no error, as pi 1.6 tells it
     will_retry: bool = False
 
 

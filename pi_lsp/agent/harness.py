@@ -104,10 +104,8 @@ def recovered(run: list[AgentMessage]) -> bool:
 
 
 def auto_compaction_error(reason: str, error: Exception) -> str:
-    """pi 1.6's words for an automatic compaction that did not finish, by why it ran; the
-    editors show them as they are."""
-    if isinstance(error, Aborted):  # no error in pi 1.6: its status line says this
-        return "Auto-compaction cancelled"
+    """pi 1.6's words for an automatic compaction that failed, by why it ran; the editors
+    show them as they are."""
     if reason == "overflow":
         return f"Context overflow recovery failed: {error}"
     return f"Auto-compaction failed: {error}"
@@ -526,7 +524,10 @@ class Harness:
         try:
             # Between turns the run keeps the session: its phase and its held writes.
             result = await (self._compact_branch() if self.phase == "turn" else self.compact())
-        except (SummaryError, NothingToCompactError, Aborted) as error:
+        except Aborted:  # pi 1.6 tells no error: its interactive mode shows a status line
+            self.emit(CompactionEnd(entry_id=None, aborted=True))
+            return False
+        except (SummaryError, NothingToCompactError) as error:
             self.emit(CompactionEnd(entry_id=None, error=auto_compaction_error(reason, error)))
             return False
         self.emit(CompactionEnd(entry_id=result.entry_id, will_retry=will_retry))

@@ -235,6 +235,13 @@ require("pi_lsp.util").emit("turn", { uri = uri, event = {
 H.check(H.contains(chat_buf, "_✗ Auto-compaction failed: the summary model is down_"),
   "the server's words are shown as they are", chat_buf)
 
+-- One the user stopped is a status, as pi 1.6 shows it (the server sent it as an error).
+require("pi_lsp.util").emit("turn", { uri = uri, event = {
+  type = "compaction_end", aborted = true } })
+H.check(H.contains(chat_buf, "_Auto-compaction cancelled_")
+  and not H.contains(chat_buf, "✗ Auto-compaction cancelled"),
+  "a stopped compaction is a status", chat_buf)
+
 -- A long conversation is read in pages (pi.previewContext's `page`): the chat
 -- shows the first and the last, a line for the messages left out, and a
 -- message a context edit removed where it stood.

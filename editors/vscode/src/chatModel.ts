@@ -88,9 +88,11 @@ export class Transcript {
       case "compaction_start":
         return [this.push({ id: "", kind: "notice", level: "info", text: `Compacting the context (${event.reason})…` })];
       case "compaction_end":
+        // Stopped by the user is a status, as pi 1.6's line; the server words a failure as pi
+        // does ("Auto-compaction failed: …"): shown as it is.
+        if (event.aborted) return [this.push({ id: "", kind: "notice", level: "info", text: "Auto-compaction cancelled" })];
         return [this.push({
           id: "", kind: "notice", level: event.error ? "error" : "info",
-          // The server words a failure as pi does ("Auto-compaction failed: …"): shown as it is.
           text: event.error || "Compacted the context.",
         })];
       default:

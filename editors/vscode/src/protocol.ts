@@ -377,4 +377,4 @@ export type TurnEvent =
   | { type: "error"; message: string }
   | { type: "queue_dropped"; steering: string[]; followUp: string[] }
   | { type: "compaction_start"; reason: string }
-  | { type: "compaction_end"; entryId: string | null; error?: string | null; willRetry?: boolean };
+  | { type: "compaction_end"; entryId: string | null; error?: string | null; aborted?: boolean; willRetry?: boolean };

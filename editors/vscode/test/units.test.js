@@ -152,6 +152,13 @@ test("Transcript: a failed compaction shows the server's words as they are", () 
   assert.deepEqual([t.block(done).level, t.block(done).text], ["info", "Compacted the context."]);
 });
 
+test("Transcript: a compaction the user stopped is a status, not an error", () => {
+  // As pi 1.6's "Auto-compaction cancelled" line; the server sent it as an error before.
+  const t = new ext.Transcript();
+  const [stopped] = t.apply({ type: "compaction_end", entryId: null, error: null, aborted: true });
+  assert.deepEqual([t.block(stopped).level, t.block(stopped).text], ["info", "Auto-compaction cancelled"]);
+});
+
 test("serverSettings sends only the server's keys, and only set ones", () => {
   const values = { model: "anthropic/x", toolApproval: "auto", summaryModel: "", thinkingLevel: null, pythonPath: "/py", command: ["a"], models: ["m"], sessionDirs: [] };
   assert.deepEqual(ext.serverSettings((k) => values[k], "key"), { model: "anthropic/x", toolApproval: "auto", sessionDirs: [], anthropicApiKey: "key" });

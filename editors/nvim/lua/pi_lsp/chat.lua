@@ -238,9 +238,17 @@ function on_event.compaction_start(chat, event)
   note(chat, ("_⋯ compacting the context (%s)_"):format(event.reason or ""))
 end
 
+--- What a compaction_end says in the chat: stopped by the user is a status, as pi 1.6's
+--- "Auto-compaction cancelled" line; the server words a failure as pi does, shown as it is.
+local function compaction_end_note(event)
+  if event.aborted then
+    return "_Auto-compaction cancelled_"
+  end
+  return event.error and ("_✗ " .. event.error .. "_") or "_✓ context compacted_"
+end
+
 function on_event.compaction_end(chat, event)
-  -- The server words a failure as pi does ("Auto-compaction failed: …"): shown as it is.
-  note(chat, event.error and ("_✗ " .. event.error .. "_") or "_✓ context compacted_")
+  note(chat, compaction_end_note(event))
 end
 
 --- Put undelivered messages ({ text, context }) back: their texts into the input, before
