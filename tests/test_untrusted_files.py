@@ -10,6 +10,7 @@ import logging
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -138,6 +139,110 @@ def test_notes_are_read_up_to_the_limit_in_bytes(project: Path) -> None:
     ((_, text),) = project_notes(project)
     assert len(text.encode("utf-8")) <= NOTES_LIMIT
     assert text == "a" + "é" * ((NOTES_LIMIT - 1) // 2)  # the character cut in two is dropped
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", "-c", "user.email=u@example.com", "-c", "user.name=U", *args],
+                          cwd=root, capture_output=True, text=True, check=True).stdout
+
+
+@pytest.fixture
+def worktree(tmp_path: Path) -> Path:
+    """A linked worktree made by `git worktree add` inside its main repository's folder, both
+    with the AGENTS.md the repository commits."""
+    main = tmp_path / "main"
+    main.mkdir()
+    git(main, "init", "-q")
+    (main / "AGENTS.md").write_text("Run make test.\n")
+    (main / "pkg").mkdir()
+    (main / "pkg" / "AGENTS.md").write_text("This package is in Go.\n")
+    git(main, "add", "-A")
+    git(main, "commit", "-qm", "init")
+    git(main, "worktree", "add", "-q", ".worktrees/feat")
+    return main / ".worktrees" / "feat"
+
+
+def test_a_nested_worktree_leaves_out_the_main_repositorys_notes(worktree: Path) -> None:
+    """In a linked worktree inside its main repository, pi 1.6 leaves out the main root's
+    AGENTS.md (the worktree has its own copy); pi-lsp gave the model both."""
+    main = worktree.parent.parent
+    assert project_notes(worktree) == [(str(worktree / "AGENTS.md"), "Run make test.\n")]
+    assert [path for path, _ in project_notes(worktree / "pkg")] == [
+        str(worktree / "AGENTS.md"), str(worktree / "pkg" / "AGENTS.md")]
+    assert [path for path, _ in project_notes(main / "pkg")] == [  # the main one: both
+        str(main / "AGENTS.md"), str(main / "pkg" / "AGENTS.md")]
+    git(main, "worktree", "add", "-q", "../sibling")  # its main repository is not above it
+    assert [path for path, _ in project_notes(main.parent / "sibling")] == [
+        str(main.parent / "sibling" / "AGENTS.md")]
+
+
+def test_only_the_worktrees_own_name_is_left_out_of_the_main_root(worktree: Path) -> None:
+    """As pi 1.6: the main root's file of the name the worktree uses is left out, not others."""
+    git(worktree, "mv", "AGENTS.md", "CLAUDE.md")
+    assert [path for path, _ in project_notes(worktree)] == [
+        str(worktree.parent.parent / "AGENTS.md"), str(worktree / "CLAUDE.md")]
+
+
+def pointer(worktree: Path) -> Path:
+    """The worktree's own git dir, named by its `.git` file."""
+    return Path(worktree.joinpath(".git").read_text().removeprefix("gitdir: ").strip())
+
+
+def fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+def symlink(path: Path, target: str) -> None:
+    path.unlink()
+    path.symlink_to(target)
+
+
+# What a repository may have put where git keeps "this is a worktree": pi 1.6 then finds no
+# linked worktree (it passes over the `.git`, or finds no git dir), and both notes are read.
+CRAFTED_NOT_A_WORKTREE = {
+    "a FIFO .git": lambda w: fifo(w / ".git"),
+    "a .git linked to a device": lambda w: symlink(w / ".git", "/dev/zero"),
+    "a .git linking to itself": lambda w: symlink(w / ".git", ".git"),
+    "a .git linking nowhere": lambda w: symlink(w / ".git", "nowhere"),
+    "garbage": lambda w: (w / ".git").write_bytes(b"\xff\xfe not a pointer\n"),
+    "a huge garbage .git": lambda w: (w / ".git").write_bytes(b"x" * (8 << 20)),
+    "a pointer longer than any path": lambda w: (w / ".git").write_text(
+        "gitdir: " + "a/" * (4 << 20)),
+    "a NUL in the pointer": lambda w: (w / ".git").write_bytes(b"gitdir: /tmp\0/x\n"),
+    "a FIFO commondir": lambda w: fifo(pointer(w) / "commondir"),
+    "a folder as commondir": lambda w: (pointer(w) / "commondir").unlink()
+    or (pointer(w) / "commondir").mkdir(),
+}
+
+
+@pytest.mark.parametrize("craft", CRAFTED_NOT_A_WORKTREE.values(), ids=CRAFTED_NOT_A_WORKTREE)
+def test_crafted_worktree_files_are_read_as_pi_reads_them(
+        worktree: Path, craft: Callable[[Path], object]) -> None:
+    """The git files that say "worktree" are the repository's to write: none of these hangs
+    (a FIFO), reads a huge file whole or raises; each is taken as pi 1.6 takes it."""
+    craft(worktree)
+    assert [path for path, _ in project_notes(worktree)] == [
+        str(worktree.parent.parent / "AGENTS.md"), str(worktree / "AGENTS.md")]
+
+
+# And what pi 1.6 still reads as a worktree's pointer: its main root's notes are left out.
+CRAFTED_WORKTREE = {
+    "a relative pointer": lambda w: (w / ".git").write_text(
+        "gitdir: ../../.git/worktrees/feat\n"),
+    "a BOM and CRLF": lambda w: (w / ".git").write_bytes(
+        f"\ufeffgitdir: {pointer(w)}\r\n".encode()),
+    "a .git linked to the pointer": lambda w: (
+        w.parent.joinpath("feat.git").write_text(f"gitdir: {pointer(w)}\n"),
+        symlink(w / ".git", "../feat.git")),
+}
+
+
+@pytest.mark.parametrize("craft", CRAFTED_WORKTREE.values(), ids=CRAFTED_WORKTREE)
+def test_pointers_pi_follows_are_followed(worktree: Path,
+                                          craft: Callable[[Path], object]) -> None:
+    craft(worktree)
+    assert [path for path, _ in project_notes(worktree)] == [str(worktree / "AGENTS.md")]
 
 
 # -- the project's SYSTEM.md and APPEND_SYSTEM.md --------------------------------------------

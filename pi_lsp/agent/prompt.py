@@ -15,6 +15,7 @@ import msgspec
 from pi_lsp.agent.access import inside, secret_reason
 from pi_lsp.agent.skills import find_skills, skills_section
 from pi_lsp.agent.tools import Tool, open_regular
+from pi_lsp.agent.worktree import canonical, nested_worktree
 from pi_lsp.context.layers import AgentSetup
 from pi_lsp.providers.registry import ModelRegistry
 from pi_lsp.session.catalog import agent_dir
@@ -85,20 +86,36 @@ def _context_file(folder: Path, root: Path | None) -> tuple[str, str] | None:
     return None
 
 
+def _shadowed(here: Path, found: dict[Path, tuple[str, str] | None]) -> Path | None:
+    """pi 1.6's findShadowedContextFile: in a linked worktree nested in its main repository,
+    the main root's context file of the name the worktree's root uses (the repository's one
+    file, which would be given twice). None: nothing is left out."""
+    nested = nested_worktree(here)
+    own = None if nested is None else found.get(nested[0])
+    # A worktree file pi-lsp refused (a secret, a link out) shadows nothing: the main one stays.
+    return None if nested is None or own is None else nested[1] / Path(own[0]).name
+
+
 def project_notes(root: Path) -> list[tuple[str, str]]:
     """The context files the model is given, by path, as pi 1.6 finds them whatever the
     project's trust: your own in pi's agent folder, then those of the project's folder and of
-    each folder above it, outermost first. A file outside the agent folder is read only within
-    the folder it is found in."""
+    each folder above it, outermost first, less the main repository's when the project is a
+    linked worktree nested in it. A file outside the agent folder is read only within the
+    folder it is found in."""
     notes: dict[str, str] = {}
-    found = _context_file(agent_dir(), None)
-    if found is not None:
-        notes.setdefault(*found)
+    mine = _context_file(agent_dir(), None)
+    if mine is not None:
+        notes.setdefault(*mine)
     here = Path(os.path.abspath(root))
-    for folder in [*reversed(here.parents), here]:
-        found = _context_file(folder, folder)
-        if found is not None:
-            notes.setdefault(*found)
+    folders = [*reversed(here.parents), here]
+    found = {folder: _context_file(folder, folder) for folder in folders}
+    shadowed = _shadowed(here, found)
+    for folder in folders:
+        file = found[folder]
+        # As pi compares it: by the folder's real path, not the file's, so the worktree's own
+        # file is kept even when it links to the main one.
+        if file is not None and canonical(folder) / Path(file[0]).name != shadowed:
+            notes.setdefault(*file)
     return list(notes.items())
 
 
