@@ -163,6 +163,35 @@ def test_an_attachment_question_goes_when_the_turn_it_was_queued_behind_is_abort
     assert len(fake.message_requests()) == 1
 
 
+def crafted_session(path: Path, texts: list[str]) -> Path:
+    """A session at `path` of one chain of messages, user and assistant in turn, of `texts`."""
+    lines = [{"type": "session", "version": 3, "id": path.stem, "cwd": "/crafted",
+              "timestamp": "2026-12-01T00:00:00.000Z"}]
+    for i, text in enumerate(texts):
+        message = {"role": "assistant" if i % 2 else "user", "timestamp": 1796029960901 + i,
+                   "content": [{"type": "text", "text": text}]}
+        lines.append({"type": "message", "id": f"m{i:07d}", "parentId": lines[-1].get("id"),
+                      "timestamp": "2026-12-01T00:00:01.000Z", "message": message})
+    lines[1]["parentId"] = None
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def test_chat_of_a_huge_session_stays_within_its_budget(workspace: Path, fake: FakeAnthropic,
+                                                        tmp_path: Path) -> None:
+    """The chat drew every message whole: 100 messages of 50 KB (5 MB) froze Neovim for
+    seconds while treesitter parsed the buffer; one message larger than that, the same."""
+    fake.script()
+    sessions = workspace / ".pi" / "sessions"
+    body = "\n".join(f"line {n} of a long message, **bold** and `code`" for n in range(1200))
+    many = crafted_session(sessions / "many.jsonl",
+                           [f"Message {i} start.\n{body}"[:50_000] for i in range(100)])
+    one = crafted_session(sessions / "one.jsonl", [f"One start.\n```\n{body * 6}\n```\nOne end."])
+    run_script("chat_budget_spec.lua", workspace, fake, tmp_path,
+               PI_LSP_MANY=str(many), PI_LSP_ONE=str(one))
+    assert fake.message_requests() == []
+
+
 def test_tree_actions_and_compaction(workspace: Path, fake: FakeAnthropic,
                                      tmp_path: Path) -> None:
     # Keep little of the recent context, so the short path at hand has something to compact.

@@ -14,6 +14,9 @@ local M = {}
 local chats = {} -- session key -> chat
 local HEADER_LINES = 2
 local PAGE = 50 -- messages from each end of a long conversation (:PiContext pages through all)
+-- Characters of the transcript shown, newest messages first: treesitter parses the whole buffer
+-- at once, about 1 ms a KB (5 MB froze Neovim for 6.5 s); `+` doubles it.
+local BUDGET = 200000
 
 local function name_of(uri)
   return vim.fn.fnamemodify(util.key(uri), ":t:r")
@@ -127,6 +130,33 @@ local function draw_all(chat)
   redraw(chat, 0)
 end
 
+--- Draw the transcript last read from the server, within the chat's budget.
+local function draw_transcript(chat)
+  local b = render.builder()
+  b:context(chat.result, chat.budget, config.options.chat.keys.more)
+  chat.committed = b
+  draw_all(chat)
+end
+
+--- Show twice as much of the transcript, the cursor staying on the text it was on.
+local function show_more(chat)
+  if not chat.result then
+    return
+  end
+  chat.budget = chat.budget * 2
+  if chat.busy then
+    -- Redrawn from the last read, the transcript would lose the messages this turn committed.
+    return util.notify("more of the transcript shows when the turn ends")
+  end
+  local before = vim.api.nvim_buf_line_count(chat.buf)
+  draw_transcript(chat)
+  local added = vim.api.nvim_buf_line_count(chat.buf) - before
+  for _, win in ipairs(vim.fn.win_findbuf(chat.buf)) do
+    local row = vim.api.nvim_win_get_cursor(win)[1]
+    vim.api.nvim_win_set_cursor(win, { math.max(1, row + added), 0 })
+  end
+end
+
 --- Read the transcript again from the server (coalesced per chat).
 local function resync(chat)
   chat.resync()
@@ -141,11 +171,9 @@ local function make_resync(chat)
       elseif chat.turns == turns then
         -- (A turn that started since was read from before its prompt: its
         -- agent_end reads again.) The live region is drawn apart from this.
-        local b = render.builder()
-        b:context(result)
-        chat.committed = b
+        chat.result = result
         chat.leaf = result.leafId
-        draw_all(chat)
+        draw_transcript(chat)
       end
       done()
     end, chat.root)
@@ -485,9 +513,12 @@ local function map_chat_keys(chat)
   context.map_edit_keys(chat.buf, chat.uri, function()
     return M.entry_at(chat, vim.api.nvim_win_get_cursor(0)[1])
   end)
+  util.map(chat.buf, "n", keys.more, function()
+    show_more(chat)
+  end, "pi: show more of the transcript")
   util.map(chat.buf, "n", config.options.context.keys.help, function()
-    util.notify(("%s send · %s steer · %s follow-up · %s abort · %s tree · %s context · %s · %s close"):format(
-      keys.send, keys.steer, keys.follow_up, keys.abort, keys.tree, keys.context, context.edit_help(), keys.close))
+    util.notify(("%s send · %s steer · %s follow-up · %s abort · %s tree · %s context · %s more · %s · %s close"):format(
+      keys.send, keys.steer, keys.follow_up, keys.abort, keys.tree, keys.context, keys.more, context.edit_help(), keys.close))
   end, "pi: keys")
 end
 
@@ -507,7 +538,7 @@ end
 local function create(uri)
   local key = util.key(uri)
   local root = session.root_of(uri)
-  local chat = { uri = uri, root = root, committed = render.builder(), notes = {}, queued = {}, context = {}, busy = session.busy(uri), turns = 0 }
+  local chat = { uri = uri, root = root, committed = render.builder(), budget = BUDGET, notes = {}, queued = {}, context = {}, busy = session.busy(uri), turns = 0 }
   chat.buf = util.scratch("pi://chat/" .. name_of(uri), "markdown")
   prepare_buffer(chat, chat.buf)
   map_chat_keys(chat)

@@ -48,6 +48,7 @@ M.defaults = {
       abort = "<C-c>",
       tree = "T",
       context = "K",
+      more = "+", -- twice as much of a long transcript
       close = "q",
     },
   },

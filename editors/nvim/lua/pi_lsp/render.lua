@@ -246,10 +246,79 @@ function Builder:removed(mark)
   self:add("_" .. one_line(mark.original or "") .. "_")
 end
 
+--- The characters of `b`'s lines, newlines included: what treesitter parses.
+local function size_of(b)
+  local size = 0
+  for _, line in ipairs(b.lines) do
+    size = size + #line + 1
+  end
+  return size
+end
+
+--- The position of the oldest message that `budget` characters show whole, counting from the
+--- newest (0 without a budget), and whether it is cut instead: the newest alone is larger.
+local function first_within(result, budget)
+  if not budget then
+    return 0, false
+  end
+  local first, left = nil, budget
+  local pages = result.pages or {}
+  for p = #pages, 1, -1 do
+    local page = pages[p]
+    for i = #(page.messages or {}), 1, -1 do
+      local item = page.messages[i]
+      local b = M.builder()
+      b:message(item.message or {}, item.entryId, item.edited)
+      left = left - size_of(b)
+      if left < 0 then
+        return first or (page.start + i - 1), first == nil
+      end
+      first = page.start + i - 1
+    end
+  end
+  return 0, false
+end
+
+--- The first lines of a built message up to `budget` characters, a fence left open there closed
+--- (it would swallow every later line), then a line saying what was cut.
+local function cut(b, budget, more)
+  local kept, size, fence = {}, 0, nil
+  for _, line in ipairs(b.lines) do
+    size = size + #line + 1
+    if size > budget then
+      break
+    end
+    kept[#kept + 1] = line
+    local run = line:match("^%s*(```+)") or line:match("^%s*(~~~+)")
+    if run and not fence then
+      fence = run
+    elseif run and fence and run:sub(1, 1) == fence:sub(1, 1) and #run >= #fence and line:match("^%s*[`~]+%s*$") then
+      fence = nil
+    end
+  end
+  local out = M.builder()
+  out.lines = kept
+  for _, fold in ipairs(b.folds) do
+    if fold[1] < #kept then
+      out.folds[#out.folds + 1] = { fold[1], math.min(fold[2], #kept) }
+    end
+  end
+  out.entries = vim.tbl_filter(function(entry)
+    return entry.line <= #kept
+  end, b.entries)
+  if fence then
+    out:add(fence)
+  end
+  out:blank()
+  out:add(("_… %s more characters of this message not shown (%s shows more)_"):format(util.thousands(size_of(b) - size_of(out)), more))
+  return out
+end
+
 --- The pages of a paged preview (its `pages`, `totalMessages` and `edits`):
 --- the messages a context edit removed in their place, a line for each run
---- of messages left out.
-function Builder:context(result)
+--- of messages left out. `budget` (characters, for the chat): the newest messages
+--- that fit in it and a line for the older ones, which `more` (a key) shows.
+function Builder:context(result, budget, more)
   local removed = {}
   for _, mark in ipairs(result.edits or {}) do
     if mark.kind == "omitted" then
@@ -263,20 +332,31 @@ function Builder:context(result)
       end
     end
   end
+  local first, cut_first = first_within(result, budget)
   local function left_out(from, to)
     self:blank()
-    self:add(("_… messages %d to %d not shown_"):format(from + 1, to))
+    local hint = to == first and first > 0 and (" (%s shows more)"):format(more) or ""
+    self:add(("_… messages %d to %d not shown%s_"):format(from + 1, to, hint))
   end
   local shown, total = 0, result.totalMessages or 0
   for _, page in ipairs(result.pages or {}) do
-    if page.start > shown then
-      left_out(shown, page.start)
-    end
     for i, item in ipairs(page.messages or {}) do
-      removed_before(page.start + i - 1)
-      self:message(item.message or {}, item.entryId, item.edited)
+      local position = page.start + i - 1
+      if position >= first then
+        if position > shown then
+          left_out(shown, position)
+        end
+        removed_before(position)
+        if position == first and cut_first then
+          local b = M.builder()
+          b:message(item.message or {}, item.entryId, item.edited)
+          self:extend(cut(b, budget, more))
+        else
+          self:message(item.message or {}, item.entryId, item.edited)
+        end
+        shown = position + 1
+      end
     end
-    shown = page.start + #(page.messages or {})
   end
   if shown < total then
     left_out(shown, total)
