@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from pi_lsp.agent.harness import Harness
+from pi_lsp.agent.ignorerules import IgnoreRules
 from pi_lsp.agent.prompt import PREAMBLE, system_sections
 from pi_lsp.agent.retry import RetrySettings
-from pi_lsp.agent.skills import skill
+from pi_lsp.agent.skills import find_skills, skill
 from pi_lsp.agent.tools import ALL_TOOLS
 from pi_lsp.context.build import build_session_context
 from pi_lsp.context.replay import current_system_message, system_text
@@ -469,3 +470,105 @@ def test_an_escaped_emoji_in_a_skill_description_reaches_the_model(
     section = system_sections(tmp_path, ALL_TOOLS, False)["skills"]
     assert "<description>Launch \U0001f680 !</description>" in section
     section.encode("utf-8")
+
+
+def pi16_skills(fixture: str, tmp_path: Path, given: dict[str, Any]) -> list[list[str]]:
+    """The skills pi 1.6 found for `given` (cwd, agentDir, home, trusted), stored in `fixture`
+    with `tmp_path` as a placeholder; checked to be what pi16_skills.mjs finds where Node and
+    pi 1.6 are installed."""
+    stored = json.loads((FIXTURES / fixture).read_text("utf-8").replace("{{tmp}}", str(tmp_path)))
+    assert stored["input"] == given
+    node = pi16_node()
+    if node is not None:  # the stored answer is pi's
+        made = subprocess.run([node, str(Path(__file__).with_name("pi16_skills.mjs")),
+                               str(PI16 / "@earendil-works"), json.dumps(given)],
+                              capture_output=True, text=True, timeout=CEILING_S)
+        assert made.returncode == 0, made.stderr
+        assert json.loads(made.stdout) == stored["skills"]
+    skills: list[list[str]] = stored["skills"]
+    return skills
+
+
+def test_ignore_patterns_match_as_pi16s_ignore_package() -> None:
+    """pi-lsp had no reading of ignore patterns. Its matcher ignores what pi 1.6's `ignore`
+    package does (fixtures/pi16-ignore.json, its verdicts): `*`, `**`, `?`, classes, a
+    leading or trailing `/`, escapes, `!` and its limit, case."""
+    stored = json.loads((FIXTURES / "pi16-ignore.json").read_text("utf-8"))
+    node = pi16_node()
+    if node is not None:  # the stored verdicts are pi's
+        made = subprocess.run([node, str(Path(__file__).with_name("pi16_ignore.mjs")),
+                               str(PI16 / "@earendil-works"),
+                               json.dumps({"paths": stored["paths"],
+                                           "cases": [case for case, _ in stored["cases"]]})],
+                              capture_output=True, text=True, timeout=CEILING_S)
+        assert made.returncode == 0, made.stderr
+        assert json.loads(made.stdout) == [ignored for _, ignored in stored["cases"]]
+    for patterns, ignored in stored["cases"]:
+        rules = IgnoreRules()
+        rules.add(patterns)
+        assert [path for path in stored["paths"] if rules.ignores(path)] == ignored, patterns
+
+
+def plant_ignored_skills(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """Skills folders with ignore files in them and in folders below, and skills each rule
+    hides or leaves; the workspace, pi folder and HOME."""
+    workspace, agent, home = tmp_path / "ws", tmp_path / "agent", tmp_path / "home"
+    mine = agent / "skills"
+    for name in ["commit.md", "top-only.md", "a.tmp.md", "keep.tmp.md", "#hash.md",
+                 "secret name.md", "trailing.md", "drafts/wanted/SKILL.md", "caps/SKILL.md",
+                 "old/SKILL.md", "deep/a/hidden/SKILL.md", "deep/a/shown/SKILL.md",
+                 "deep/hidden/SKILL.md", "group/inner/SKILL.md", "group/x/inner/SKILL.md",
+                 "group/beta/SKILL.md", "group/bravo/SKILL.md", "group/!bang/SKILL.md",
+                 "group/zeta/SKILL.md", "group/zeta/sub/SKILL.md", "group/x/old/SKILL.md"]:
+        skill_file(mine / name, f"name: {name.removesuffix('/SKILL.md').replace('/', '-')}\n"
+                                "description: Listed unless ignored.")
+    (mine / ".gitignore").write_text(
+        "# a comment\r\ndrafts/\n/top-only.md\n*.tmp.md\n!keep.tmp.md\n\\#hash.md\n"
+        "secret\\ name.md\ntrailing.md   \nCaps/\ndeep/**/hidden/\n   \n")
+    (mine / ".ignore").write_text("/old/\n")  # pi drops the `/`: `old/` at any depth
+    (mine / ".fdignore").write_text("!drafts/wanted/\n")  # no way back out of an ignored folder
+    (mine / "group" / ".gitignore").write_text("/inner/\nb*/\n!bravo/\n\\!bang/\n")
+    (mine / "group" / "zeta" / ".gitignore").write_text("SKILL.md\n")
+    agents = home / ".agents" / "skills"
+    for name in ["notes/extra.md", "review/SKILL.md"]:
+        skill_file(agents / name, f"name: {name.split('/')[0]}\ndescription: Agents'.")
+    # At the top pi takes the `\` off `\!`: the line negates there.
+    (agents / ".gitignore").write_text("*/\n\\!review/\n")
+    project = workspace / ".pi" / "skills"
+    skill_file(project / "deploy" / "SKILL.md", "name: deploy\ndescription: Deploy.")
+    skill_file(project / "docs" / "guide" / "SKILL.md", "name: guide\ndescription: Guide.")
+    (project / "docs" / ".ignore").write_text("guide\n")
+    return workspace, agent, home
+
+
+def test_skills_follow_ignore_files_as_pi16s(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pi 1.6 skips what `.gitignore`, `.ignore` and `.fdignore` in a skills folder (or a
+    folder below, its patterns put under that folder) ignore; pi-lsp listed those skills too.
+    Now it skips the same ones, as pi's `ignore` package matches the patterns."""
+    workspace, agent, home = plant_ignored_skills(tmp_path)
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    monkeypatch.setenv("HOME", str(home))
+    pi = pi16_skills("pi16-skills-ignored.json", tmp_path, {
+        "cwd": str(workspace), "agentDir": str(agent), "home": str(home), "trusted": True})
+    assert [[one.name, one.path] for one in find_skills(str(workspace), True)] == pi
+
+
+def test_hostile_ignore_files_neither_hang_nor_reach_outside(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ignore files are read from folders a repository commits: a FIFO there would hang the
+    prompt (pi 1.6 waits on it), a huge one take its time. pi-lsp skips a FIFO, follows a
+    file's first 64 KB and 512 rules, and in a project follows no symlink out of it."""
+    workspace, agent, home = tmp_path / "ws", tmp_path / "agent", tmp_path / "home"
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    monkeypatch.setenv("HOME", str(home))
+    project, mine = workspace / ".pi" / "skills", agent / "skills"
+    for name in ["deploy", "fifo", "huge", "late"]:
+        skill_file(project / name / "SKILL.md", f"description: {name}")
+    (tmp_path / "outside").write_text("deploy/\nmine/\n")
+    (project / ".gitignore").symlink_to(tmp_path / "outside")
+    os.mkfifo(project / "fifo" / ".gitignore")
+    (project / ".ignore").write_text("huge/\n" + "never-*-matches/\n" * 100_000 + "late/\n")
+    skill_file(mine / "mine" / "SKILL.md", "description: Mine.")
+    (mine / ".gitignore").symlink_to(tmp_path / "outside")  # yours: followed, as pi does
+    assert [one.name for one in find_skills(str(workspace), True)] == ["deploy", "fifo", "late"]

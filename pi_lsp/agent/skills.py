@@ -14,6 +14,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pi_lsp.agent.ignorerules import IgnoreRules
 from pi_lsp.regular import read_regular
 from pi_lsp.session.catalog import agent_dir
 
@@ -32,6 +33,14 @@ READ_LIMIT = 64 * 1024
 # A committed tree may be deep or wide; pi walks all of it (skill folders are one or two down).
 MAX_DEPTH = 8
 MAX_ENTRIES = 4096  # folder entries looked at under one skills folder
+# The ignore files pi follows in a skills folder and below; a folder's real ones are small, and
+# each rule is tried on every entry: past these, pi-lsp reads and uses no more.
+IGNORE_FILES = (".gitignore", ".ignore", ".fdignore")
+IGNORE_READ_LIMIT = 64 * 1024
+MAX_IGNORE_RULES = 512  # under one skills folder
+# What JavaScript's trim() takes off (Python's strip() takes other characters, and no BOM).
+_JS_SPACE = " \t\n\v\f\r\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008" \
+    "\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
 
 Scalar = str | bool | None  # a frontmatter value as far as pi uses it: numbers and lists are None
 
@@ -324,30 +333,51 @@ def skill(path: str, text: str) -> Skill | None:
 # -- finding ---------------------------------------------------------------------------------
 
 
+def ignore_patterns(text: str, prefix: str) -> list[str]:
+    """An ignore file's patterns as pi 1.6 adds them for a folder `prefix` (`a/b/`, or "" at
+    the top) below the skills folder (addIgnoreRules, prefixIgnorePattern): the folder put
+    after a negation's `!` and for a leading `/`; the `\\` of `\\!` taken off, so that at the
+    top it negates."""
+    patterns = []
+    for line in re.split(r"\r?\n", text):
+        trimmed = line.strip(_JS_SPACE)
+        if not trimmed or trimmed.startswith("#"):
+            continue
+        negated = line.startswith("!")
+        pattern = line[1:] if negated or line.startswith("\\!") else line
+        pattern = f"{'!' if negated else ''}{prefix}{pattern.removeprefix('/')}"
+        if pattern:
+            patterns.append(pattern)
+    return patterns
+
+
 @dataclass
 class _Walk:
     """One skills folder's files as pi 1.6 collects them (collectSkillEntries), bounded: a
     folder with SKILL.md is one skill; else its `.md` files (in pi's folders, at the top only;
-    in `.agents` ones, below it only) and its folders' skills, but dot folders and node_modules.
-    `within`: a real folder no symlink may lead out of."""
+    in `.agents` ones, below it only) and its folders' skills, but dot folders, node_modules
+    and what its ignore files ignore. `within`: a real folder no symlink may lead out of."""
 
     top: str
     agents: bool
     within: str | None
     left: int = MAX_ENTRIES
     seen: set[str] = field(default_factory=set)
+    ignore: IgnoreRules = field(default_factory=IgnoreRules)
 
     def files(self, folder: str, depth: int = 0) -> Iterator[str]:
         real = os.path.realpath(folder)
         if real in self.seen or not self.allowed(real, folder):
             return
         self.seen.add(real)
+        self.add_ignore_files(folder)
         try:
             names = sorted(os.listdir(folder), key=os.fsencode)  # Node's order (strcmp)
         except OSError:
             return
-        if SKILL_FILE in names and os.path.isfile(os.path.join(folder, SKILL_FILE)):
-            yield os.path.join(folder, SKILL_FILE)
+        skill_file = os.path.join(folder, SKILL_FILE)
+        if SKILL_FILE in names and os.path.isfile(skill_file) and not self.ignored(skill_file):
+            yield skill_file
             return
         # Only the folders walked count: a skill's own files (assets) are never looked at.
         self.left -= len(names)
@@ -359,10 +389,37 @@ class _Walk:
             if name.startswith(".") or name == "node_modules":
                 continue
             if os.path.isfile(path) and name.endswith(".md") and \
-                    (folder == self.top) != self.agents:
+                    (folder == self.top) != self.agents and not self.ignored(path):
                 yield path
-            elif os.path.isdir(path) and depth < MAX_DEPTH:
+            elif os.path.isdir(path) and depth < MAX_DEPTH and not self.ignored(path + "/"):
                 yield from self.files(path, depth + 1)
+
+    def ignored(self, path: str) -> bool:
+        """Whether the ignore files read so far skip `path` (a folder's ends in `/`)."""
+        relative = os.path.relpath(path, self.top).replace(os.sep, "/")
+        return self.ignore.ignores(relative + "/" * path.endswith("/"))
+
+    def add_ignore_files(self, folder: str) -> None:
+        """Adds the rules of `folder`'s ignore files, as pi does on entering it."""
+        relative = os.path.relpath(folder, self.top).replace(os.sep, "/")
+        prefix = "" if relative == "." else f"{relative}/"
+        for name in IGNORE_FILES:
+            path = os.path.join(folder, name)
+            if not os.path.exists(path) or not self.allowed(os.path.realpath(path), path):
+                continue
+            try:
+                data = read_regular(Path(path), IGNORE_READ_LIMIT + 1)
+            except OSError as error:  # pi reads none of a folder, and waits on a FIFO
+                log.warning("%s: not read (%s)", path, error.strerror or error)
+                continue
+            if len(data) > IGNORE_READ_LIMIT:
+                log.warning("%s: only its first %d bytes are followed", path, IGNORE_READ_LIMIT)
+                data = data[:data.rfind(b"\n", 0, IGNORE_READ_LIMIT) + 1]
+            patterns = ignore_patterns(data.decode("utf-8", "replace"), prefix)
+            room = MAX_IGNORE_RULES - len(self.ignore.rules)
+            if len(patterns) > room:
+                log.warning("%s: ignore rules past %d not followed", path, MAX_IGNORE_RULES)
+            self.ignore.add(patterns[:max(room, 0)])
 
     def allowed(self, real: str, path: str) -> bool:
         if self.within is None or real == self.within or \
