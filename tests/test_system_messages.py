@@ -572,3 +572,61 @@ def test_hostile_ignore_files_neither_hang_nor_reach_outside(
     skill_file(mine / "mine" / "SKILL.md", "description: Mine.")
     (mine / ".gitignore").symlink_to(tmp_path / "outside")  # yours: followed, as pi does
     assert [one.name for one in find_skills(str(workspace), True)] == ["deploy", "fifo", "late"]
+
+
+def plant_skill_settings(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """Skills named by `skills` settings, yours and the project's (in the old object form), and
+    skills its entries turn off; the workspace, pi folder and HOME."""
+    workspace, agent, home = tmp_path / "ws", tmp_path / "agent", tmp_path / "home"
+    for path in [workspace / ".pi" / "skills" / "deploy", workspace / ".pi" / "skills" / "commit",
+                 workspace / "tools" / "tidy", workspace / "tools" / "lint",
+                 agent / "skills" / "kept", home / "extra" / "alpha", home / "extra" / "old",
+                 tmp_path / "shared" / "beta", tmp_path / "shared" / "keep",
+                 home / ".agents" / "skills" / "review"]:
+        skill_file(path / "SKILL.md", f"description: {path.name}.")
+    for path in [agent / "skills" / "commit.md", home / "extra" / "top.md",
+                 home / "notes.txt"]:
+        skill_file(path, f"name: {path.stem}\ndescription: {path.name}.")
+    skill_file(home / "one.md", "name: one\ndescription: A file named in the setting.")
+    os.mkfifo(home / "pipe.md")
+    (workspace / ".pi" / "settings.json").write_text(json.dumps(
+        {"skills": {"customDirectories": ["../tools", "t*", "!commit"],
+                    "enableSkillCommands": False}}))
+    (agent / "settings.json").write_text(json.dumps({"skills": [
+        "~/extra", "../shared", " ~/one.md ", "~/notes.txt", "~/missing", "/dev/zero",
+        "~/pipe.md", "!old", "!commit.md", "-../shared/keep", "!alpha", "+~/extra/alpha",
+        "!kept", "+skills/kept", "!**/beta/**", "!*/review"]}))
+    return workspace, agent, home
+
+
+@pytest.mark.parametrize("trusted", [True, False], ids=["trusted", "untrusted"])
+def test_the_skills_setting_is_followed_as_pi16_follows_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, trusted: bool) -> None:
+    """The `skills` setting was not read. Now its entries are pi 1.6's: paths to skills
+    folders or files (`~` your HOME, relative to pi's folder or the project's `.pi`), globs
+    limiting those, `!glob`, `+path` and `-path` over them and the skills folders; the
+    project's only when it is trusted. A FIFO or a device named there is no skill."""
+    workspace, agent, home = plant_skill_settings(tmp_path)
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    monkeypatch.setenv("HOME", str(home))
+    pi = pi16_skills(f"pi16-skills-setting-{'trusted' if trusted else 'untrusted'}.json",
+                     tmp_path, {"cwd": str(workspace), "agentDir": str(agent),
+                                "home": str(home), "trusted": trusted})
+    assert [[one.name, one.path] for one in find_skills(str(workspace), trusted)] == pi
+
+
+def test_a_projects_skills_setting_names_nothing_outside_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trusted project's `skills` setting could name any file for its name and description
+    to reach the model (pi 1.6 loads them). pi-lsp reads its entries within the project only,
+    as it reads the project's skills folders."""
+    workspace, agent = tmp_path / "ws", tmp_path / "agent"
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    skill_file(tmp_path / "outside" / "SKILL.md", "description: Outside.")
+    skill_file(workspace / "inside" / "SKILL.md", "description: Inside.")
+    (workspace / "linked").symlink_to(tmp_path / "outside")
+    (workspace / ".pi").mkdir()
+    (workspace / ".pi" / "settings.json").write_text(json.dumps(
+        {"skills": ["../../outside", "../linked", "../inside", str(tmp_path / "outside")]}))
+    assert [one.name for one in find_skills(str(workspace), True)] == ["inside"]

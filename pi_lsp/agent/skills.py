@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pi_lsp.agent.ignorerules import IgnoreRules
+from pi_lsp.jsonfile import read_object
 from pi_lsp.regular import read_regular
 from pi_lsp.session.catalog import agent_dir
 
@@ -422,15 +423,19 @@ class _Walk:
             self.ignore.add(patterns[:max(room, 0)])
 
     def allowed(self, real: str, path: str) -> bool:
-        if self.within is None or real == self.within or \
-                real.startswith(self.within.rstrip("/") + "/"):
-            return True
-        log.warning("%s: not read for skills because it leads outside %s", path, self.within)
-        return False
+        return _allowed(real, path, self.within)
 
 
-def _read_skill(path: str, walk: _Walk) -> Skill | None:
-    if not walk.allowed(os.path.realpath(path), path):
+def _allowed(real: str, path: str, within: str | None) -> bool:
+    """Whether `path` (really `real`) is within `within` (None: anywhere)."""
+    if within is None or real == within or real.startswith(within.rstrip("/") + "/"):
+        return True
+    log.warning("%s: not read for skills because it leads outside %s", path, within)
+    return False
+
+
+def _read_skill(path: str, within: str | None) -> Skill | None:
+    if not path.endswith(".md") or not _allowed(os.path.realpath(path), path, within):
         return None
     try:
         data = read_regular(Path(path), READ_LIMIT)
@@ -440,9 +445,13 @@ def _read_skill(path: str, walk: _Walk) -> Skill | None:
     return skill(path, data.decode("utf-8", "replace"))
 
 
+def _home() -> str:
+    return os.environ.get("HOME") or os.path.expanduser("~")
+
+
 def _user_agents_skills() -> str:
     """The Agent Skills folder of the user (pi's `~/.agents/skills`, HOME first)."""
-    return os.path.join(os.environ.get("HOME") or os.path.expanduser("~"), ".agents", "skills")
+    return os.path.join(_home(), ".agents", "skills")
 
 
 def _project_agents_folders(cwd: str) -> list[str]:
@@ -455,39 +464,160 @@ def _project_agents_folders(cwd: str) -> list[str]:
     return folders
 
 
-def skill_folders(root: str, trusted: bool) -> list[_Walk]:
-    """Where pi 1.6 finds skills for a session in `root`, in its order: a `trusted` project's
-    `.pi/skills`, then its `.agents/skills` from `root` up; then yours in pi's agent folder
-    and `~/.agents/skills`. A project's are read only within the folder holding them."""
-    cwd, mine = os.path.abspath(root), os.path.normpath(_user_agents_skills())
-    walks = []
-    if trusted:
-        walks.append(_Walk(os.path.join(cwd, ".pi", "skills"), False, os.path.realpath(cwd)))
-        walks += [_Walk(os.path.join(folder, ".agents", "skills"), True,
-                        os.path.realpath(folder))
-                  for folder in _project_agents_folders(cwd)
-                  if os.path.join(folder, ".agents", "skills") != mine]
-    return [*walks, _Walk(os.path.join(os.path.abspath(agent_dir()), "skills"), False, None),
-            _Walk(mine, True, None)]
+def _project_folders(cwd: str) -> list[_Walk]:
+    """A trusted project's skills folders, in pi 1.6's order: its `.pi/skills`, then its
+    `.agents/skills` from `cwd` up; each read only within the folder holding it."""
+    mine = os.path.normpath(_user_agents_skills())
+    return [_Walk(os.path.join(cwd, ".pi", "skills"), False, os.path.realpath(cwd))] + \
+        [_Walk(os.path.join(folder, ".agents", "skills"), True, os.path.realpath(folder))
+         for folder in _project_agents_folders(cwd)
+         if os.path.join(folder, ".agents", "skills") != mine]
+
+
+def _user_folders() -> list[_Walk]:
+    """Your skills folders, in pi 1.6's order: in pi's agent folder, then `~/.agents`."""
+    return [_Walk(os.path.join(os.path.abspath(agent_dir()), "skills"), False, None),
+            _Walk(os.path.normpath(_user_agents_skills()), True, None)]
+
+
+# -- the `skills` setting ----------------------------------------------------------------------
+
+
+def _setting_entries(path: Path) -> list[str]:
+    """The `skills` entries of a settings.json as pi 1.6 reads them (the old object form's
+    `customDirectories` too); none when it cannot be read."""
+    try:
+        value = read_object(path, "settings", ValueError).get("skills")
+    except ValueError as error:
+        log.warning("skills setting not read: %s", error)
+        return []
+    if isinstance(value, dict):
+        value = value.get("customDirectories")
+    return [entry for entry in value if isinstance(entry, str)] if isinstance(value, list) else []
+
+
+def _is_pattern(entry: str) -> bool:
+    """Whether pi takes a `skills` entry for a pattern over the files found, not a path."""
+    return entry[:1] in ("!", "+", "-") or "*" in entry or "?" in entry
+
+
+def _expanded(path: str) -> str:
+    """`~` and `~/...` as your home (pi's normalizePath)."""
+    return _home() if path == "~" else \
+        os.path.join(_home(), path[2:]) if path.startswith("~/") else path
+
+
+def _entry_files(entries: Sequence[str], base: str, within: str | None
+                 ) -> list[tuple[str, str | None]]:
+    """The files a setting's path entries give, as pi collects them (collectFilesFromPaths):
+    relative to `base`; a file as it is, a folder's as a skills folder's. Not a FIFO nor a
+    device: they are neither."""
+    files: list[tuple[str, str | None]] = []
+    for entry in entries:
+        path = os.path.normpath(os.path.join(base, _expanded(entry.strip(_JS_SPACE))))
+        if _is_pattern(entry) or not os.path.exists(path) or \
+                not _allowed(os.path.realpath(path), path, within):
+            continue
+        if os.path.isdir(path):
+            walk = _Walk(path, False, within)
+            files += [(found, within) for found in walk.files(path)]
+        elif os.path.isfile(path):
+            files.append((path, within))
+    return files
+
+
+def _glob(pattern: str) -> re.Pattern[str]:
+    """A glob as minimatch reads pi's: `*` and `?` within a name (a name, not a leading dot),
+    `**` alone for any folders but dot ones (and the empty name before an absolute path's
+    `/`). Braces and classes are not read."""
+    segments, out = pattern.split("/"), []
+    for at, segment in enumerate(segments):
+        last = at == len(segments) - 1
+        if segment == "**":
+            out.append(r"(?:(?!\.)[^/]*(?:/|\Z))*" if last else r"(?:(?!\.)[^/]*/)*")
+            continue
+        regex = "".join("[^/]*" if char == "*" else "[^/]" if char == "?" else re.escape(char)
+                        for char in segment)
+        start = "(?!\\.)" if segment[:1] in ("*", "?") else ""
+        out.append(f"(?=[^/]){start}{regex}" * bool(segment) + "/" * (not last))
+    return re.compile("".join(out))
+
+
+def _names(path: str, base: str) -> list[str]:
+    """What a pattern may name a skill file by (pi's matchesAnyPattern): relative to `base`,
+    its name, its path; a SKILL.md's folder in each way too."""
+    names = [os.path.relpath(path, base), os.path.basename(path), path]
+    if os.path.basename(path) == SKILL_FILE:
+        folder = os.path.dirname(path)
+        names += [os.path.relpath(folder, base), os.path.basename(folder), folder]
+    return names
+
+
+def _enabled(path: str, entries: Sequence[str], base: str, setting: bool) -> bool:
+    """Whether pi 1.6 loads a skill file its `skills` entries name (applyPatterns for the
+    files of a `setting`'s paths, isEnabledByOverrides for a skills folder's): a glob limits
+    a setting's, `!glob` leaves out, `+path` takes back, `-path` leaves out whatever."""
+    names = _names(path, base)
+    exact = names[0:1] + names[2:4] + names[5:]  # relative or whole paths: not a name alone
+
+    def globbed(patterns: list[str]) -> bool:
+        return any(_glob(_expanded(pattern)).fullmatch(name)
+                   for pattern in patterns for name in names)
+
+    def named(sign: str) -> bool:
+        return any(_expanded(entry[1:].removeprefix("./")) in exact
+                   for entry in entries if entry.startswith(sign))
+
+    includes = [entry for entry in entries
+                if setting and _is_pattern(entry) and entry[0] not in "!+-"]
+    on = (not includes or globbed(includes)) and \
+        not globbed([entry[1:] for entry in entries if entry.startswith("!")])
+    return (on or named("+")) and not named("-")
+
+
+def skill_files(root: str, trusted: bool) -> list[tuple[str, str | None]]:
+    """pi 1.6's skill files for a session in `root` (its package manager's resolve), each with
+    the folder it must be read within: those of a trusted project's `skills` setting, then of
+    its skills folders, then of your setting, then of your folders; each path as first found,
+    each real file once, and only those the entries leave on."""
+    cwd = os.path.abspath(root)
+    project, mine = os.path.join(cwd, ".pi"), os.path.abspath(agent_dir())
+    sources: list[tuple[list[str], str, str | None, list[_Walk]]] = [
+        (_setting_entries(Path(mine, "settings.json")), mine, None, _user_folders())]
+    if trusted:  # a project's setting names skills within the project only, as its folders'
+        sources.insert(0, (_setting_entries(Path(project, "settings.json")), project,
+                           os.path.realpath(cwd), _project_folders(cwd)))
+    found: dict[str, tuple[bool, str | None]] = {}
+    for entries, base, within, walks in sources:
+        for path, limit in _entry_files(entries, base, within):
+            found.setdefault(path, (_enabled(path, entries, base, True), limit))
+        for walk in walks:  # a folder's patterns are relative to the folder holding it
+            for path in walk.files(walk.top):
+                found.setdefault(path, (_enabled(path, entries, os.path.dirname(walk.top),
+                                                 False), walk.within))
+    reals: set[str] = set()
+    files = []
+    for path, (enabled, within) in found.items():
+        real = os.path.realpath(path)
+        if real not in reals:
+            reals.add(real)
+            files += [(path, within)] * enabled
+    return files
 
 
 def find_skills(root: str, trusted: bool) -> list[Skill]:
-    """pi 1.6's skills for a session in `root` (loadSkills over pi's folders): the first of
+    """pi 1.6's skills for a session in `root` (loadSkills over its skill files): the first of
     each name, and of each real file."""
     found: dict[str, Skill] = {}
-    real_paths: set[str] = set()
-    for walk in skill_folders(root, trusted):
-        for path in walk.files(walk.top):
-            loaded = _read_skill(path, walk)
-            real = os.path.realpath(path)
-            if loaded is None or real in real_paths:
-                continue
-            if loaded.name in found:
-                log.warning("%s: skill %r not loaded, %s has its name", path, loaded.name,
-                            found[loaded.name].path)
-                continue
-            found[loaded.name] = loaded
-            real_paths.add(real)
+    for path, within in skill_files(root, trusted):
+        loaded = _read_skill(path, within)
+        if loaded is None:
+            continue
+        if loaded.name in found:
+            log.warning("%s: skill %r not loaded, %s has its name", path, loaded.name,
+                        found[loaded.name].path)
+            continue
+        found[loaded.name] = loaded
     return list(found.values())
 
 
