@@ -96,6 +96,26 @@ H.wait(function()
   return H.said("pi.listSessions: the pi-lsp server stopped before it was ready")
 end, "the sessions view did not say the server stopped: " .. table.concat(H.messages, " | "))
 
+-- Why it stopped is said once, with the command and its last stderr line; nothing restarts it.
+-- (It used to be said nowhere: only nvim's "quit with exit code 1", pointing at its log.)
+local broken = { os.getenv("PI_LSP_PYTHON"), "-c", "import sys; sys.exit('Traceback\\nImportError: no pi_lsp here')" }
+require("pi_lsp").setup(H.options({ cmd = broken }))
+local explained = ("pi-lsp: the server for %s stopped before it was ready: `%s` exited with code 1: ImportError: no pi_lsp here")
+  :format(workspace, table.concat(broken, " "))
+local function reports()
+  return #vim.tbl_filter(function(message)
+    return message == explained
+  end, H.messages)
+end
+vim.cmd("PiSessions")
+H.wait(function()
+  return reports() > 0
+end, "the early stop was not explained: " .. table.concat(H.messages, " | "))
+local running = vim.tbl_filter(function(c)
+  return not c:is_stopped()
+end, vim.lsp.get_clients({ name = "pi_lsp", _uninitialized = true }))
+H.check(reports() == 1 and #running == 0, ("said %d times, %d servers started again"):format(reports(), #running))
+
 -- setup() in a marked workspace starts the server. The workspace (a cloned repository, say)
 -- plants its own `pi_lsp/` package: `python -m` (here without -P, as older docs said) imports
 -- from its working directory, which is the plugin's folder, never the workspace (nvim's cwd).

@@ -15,7 +15,8 @@ local in_flight = {} -- client id -> set of the answers to requests sent and not
 local answers = {} -- server request method -> fn(params) that answers it
 local ready = {} -- client id -> true once initialized
 local stopping = {} -- client id -> true when stopped on purpose
-local restarts = {} -- root -> when its server was started again after a crash (uv.now() ms)
+local crashes = {} -- root -> when its server stopped unasked, ready or not (uv.now() ms)
+local log_from = {} -- client id -> the size of vim.lsp's log when its server started
 -- As VS Code's client: a server that crashes again and again is left stopped.
 local RESTART_LIMIT, RESTART_WINDOW_MS = 3, 3 * 60 * 1000
 local claims = {} -- capabilities the registered answers let the client claim
@@ -93,24 +94,64 @@ M.cmd_cwd = vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h")
 
 local start
 
+--- The crashes of `root`'s server in the last RESTART_WINDOW_MS, with one more at `now`.
+local function count_crash(root, now)
+  local recent = vim.tbl_filter(function(at)
+    return now - at < RESTART_WINDOW_MS
+  end, crashes[root] or {})
+  table.insert(recent, now)
+  crashes[root] = recent
+  return #recent
+end
+
 --- Start the server of `root` again after a crash, unless it crashed too often lately: its
 --- views follow their sessions again (they fetch anew on "initialized").
 local function restart_after_crash(root)
-  local now = vim.uv.now()
-  local recent = vim.tbl_filter(function(at)
-    return now - at < RESTART_WINDOW_MS
-  end, restarts[root] or {})
-  restarts[root] = recent
+  local count = count_crash(root, vim.uv.now())
   if clients[root] then
     return -- a command started it already
   end
-  if #recent >= RESTART_LIMIT then
+  if count > RESTART_LIMIT then
     util.error(("the server for %s stopped %d times in %d minutes; the next command starts it again"):format(
-      root, #recent + 1, RESTART_WINDOW_MS / 60000))
+      root, count, RESTART_WINDOW_MS / 60000))
     return
   end
-  table.insert(recent, now)
   M.get(root)
+end
+
+--- The last line a server wrote to stderr: vim.lsp keeps none but logs it, as
+--- `"rpc" <cmd[1]> "stderr" <chunk as a Lua string>`; read from `offset` (its start) on.
+local function last_stderr_line(cmd, offset)
+  local file = io.open(vim.lsp.get_log_path(), "rb")
+  if not file then
+    return nil
+  end
+  -- Only the end can hold the last line; a verbose log may have grown by megabytes.
+  local size = file:seek("end")
+  file:seek("set", math.max(offset, size - 65536))
+  local text = file:read("*a") or ""
+  file:close()
+  local marker = "\t" .. vim.pesc(vim.inspect(cmd[1])) .. '\t"stderr"\t("[^\n]*")\n'
+  local chunks = {}
+  for literal in text:gmatch(marker) do
+    local decode = load("return " .. literal, "stderr", "t", {})
+    local ok, chunk = pcall(decode or error)
+    chunks[#chunks + 1] = ok and type(chunk) == "string" and chunk or literal
+  end
+  local lines = vim.tbl_filter(function(line)
+    return vim.trim(line) ~= ""
+  end, vim.split(table.concat(chunks), "\n", { plain = true }))
+  return lines[#lines] and vim.trim(lines[#lines])
+end
+
+--- A server that stopped before it was ready counts as a crash but is not started again (it
+--- would only stop again): one message says so, with the command and its last stderr line.
+local function failed_start(root, cmd, code, signal, offset)
+  count_crash(root, vim.uv.now())
+  local how = signal ~= 0 and ("was killed by signal %d"):format(signal) or ("exited with code %d"):format(code)
+  local said = last_stderr_line(cmd, offset)
+  util.error(("the server for %s stopped before it was ready: `%s` %s%s"):format(
+    root, table.concat(cmd, " "), how, said and (": " .. said) or " and wrote nothing on stderr"))
 end
 
 start = function(root)
@@ -136,7 +177,9 @@ start = function(root)
     end,
     on_exit = function(code, signal, client_id)
       local crashed = ready[client_id] and not stopping[client_id] and (code ~= 0 or signal ~= 0)
-      ready[client_id], stopping[client_id] = nil, nil
+      local never_ready = not ready[client_id] and not stopping[client_id]
+      local offset = log_from[client_id]
+      ready[client_id], stopping[client_id], log_from[client_id] = nil, nil, nil
       for r, id in pairs(clients) do
         if id == client_id then
           clients[r] = nil
@@ -157,12 +200,17 @@ start = function(root)
           answer({ message = "the pi-lsp server stopped" })
         end
         util.emit("stopped", root)
-        if crashed and vim.v.exiting == vim.NIL then
+        if vim.v.exiting ~= vim.NIL then
+          return
+        elseif crashed then
           restart_after_crash(root)
+        elseif never_ready then
+          failed_start(root, opts.cmd, code, signal, offset or 0)
         end
       end)
     end,
   }
+  local log = vim.uv.fs_stat(vim.lsp.get_log_path())
   local id
   if util.has_011 then
     id = vim.lsp.start(cfg, { attach = false })
@@ -171,7 +219,7 @@ start = function(root)
     id = vim.lsp.start_client(cfg)
   end
   if id then
-    clients[root] = id
+    clients[root], log_from[id] = id, log and log.size or 0
   end
   return id
 end
