@@ -15,6 +15,7 @@ local in_flight = {} -- client id -> set of the answers to requests sent and not
 local answers = {} -- server request method -> fn(params) that answers it
 local ready = {} -- client id -> true once initialized
 local stopping = {} -- client id -> true when stopped on purpose
+local stops = 0 -- how many times stop_all ran: a crash seen before the last one restarts nothing
 local crashes = {} -- root -> when its server stopped unasked, ready or not (uv.now() ms)
 local log_from = {} -- client id -> the size of vim.lsp's log when its server started
 -- As VS Code's client: a server that crashes again and again is left stopped.
@@ -177,6 +178,7 @@ start = function(root)
     end,
     on_exit = function(code, signal, client_id)
       local crashed = ready[client_id] and not stopping[client_id] and (code ~= 0 or signal ~= 0)
+      local stops_then = stops
       local never_ready = not ready[client_id] and not stopping[client_id]
       local offset = log_from[client_id]
       ready[client_id], stopping[client_id], log_from[client_id] = nil, nil, nil
@@ -200,7 +202,8 @@ start = function(root)
           answer({ message = "the pi-lsp server stopped" })
         end
         util.emit("stopped", root)
-        if vim.v.exiting ~= vim.NIL then
+        -- stop_all since the exit (a "stopped" listener, nvim exiting) leaves it stopped.
+        if vim.v.exiting ~= vim.NIL or stops ~= stops_then then
           return
         elseif crashed then
           restart_after_crash(root)
@@ -330,6 +333,7 @@ function M.exec_sync(command, args, timeout_ms, root)
 end
 
 function M.stop_all()
+  stops = stops + 1
   for root, id in pairs(clients) do
     local client = vim.lsp.get_client_by_id(id)
     if client then
