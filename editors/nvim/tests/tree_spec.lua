@@ -1246,6 +1246,14 @@ end, "the change did not show", chain_buf)
 H.check(vim.api.nvim_win_get_cursor(0)[1] == 1, "the cursor left the header", chain_buf)
 H.check(H.lines(chain_buf)[3]:find("earlier rows", 1, true), "no earlier rows line", chain_buf)
 vim.api.nvim_win_set_cursor(0, { 3, 0 })
+-- An action there says the line is a fold (it said "no entry on this line", on a line of rows).
+local fold_line = vim.trim(H.lines(chain_buf)[3])
+for _, key in ipairs({ "b", "p", "d" }) do
+  H.messages = {}
+  H.keys(key)
+  H.check(H.said(('"%s" is a fold, not an entry: with the cursor on it its rows are fetched; act on one of them')
+    :format(fold_line)), key .. " on the fold line: " .. table.concat(H.messages, " | "))
+end
 vim.api.nvim_exec_autocmds("CursorMoved", { buffer = chain_buf })
 H.wait(function()
   return not H.contains(chain_buf, "earlier rows")

@@ -661,7 +661,13 @@ local function entry_under_cursor(buf)
   local view = views[buf]
   local lnum = vim.api.nvim_win_get_cursor(0)[1]
   local id = view and view.line_ids and view.line_ids[lnum - HEADER_LINES]
-  if not id then
+  local more = view and view.more and view.more[lnum - HEADER_LINES]
+  if more then
+    -- Said as such: "no entry on this line" read as a fault on a line that lists entries.
+    util.warn(('"%s" is a fold, not an entry: with the cursor on it its rows are fetched; act on one of them')
+      :format(vim.trim(node_line(more))))
+    return nil
+  elseif not id then
     util.warn("no entry on this line")
     return nil
   end
