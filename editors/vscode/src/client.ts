@@ -1,11 +1,15 @@
 // The language client: starts `pi-lsp serve`, sends settings, turns the server's
 // notifications into vscode events and wraps workspace/executeCommand in a typed call.
+import type { ChildProcess } from "node:child_process";
 import * as vscode from "vscode";
 import {
+  CloseAction,
   DidChangeConfigurationNotification,
+  ErrorHandler,
   ExecuteCommandRequest,
   LanguageClient,
   LanguageClientOptions,
+  MessageTransports,
   MessageType,
   ServerOptions,
   ShowMessageNotification,
@@ -48,6 +52,60 @@ export const piCapabilities: StaticFeature = {
   getState: () => ({ kind: "static" }),
   clear() {},
 };
+
+/** A server that stops before it is ready is not started again (it would only stop again), and
+ *  its start fails with what went wrong instead of the library's generic messages. */
+class PiLanguageClient extends LanguageClient {
+  /** Set when the server's connection closed before it was ready. */
+  closedEarly = false;
+  /** How the last server process ended ("exited with code 1"), once it and its pipes closed. */
+  exited: Promise<string> = Promise.resolve("stopped");
+
+  protected override async createMessageTransports(encoding: string): Promise<MessageTransports> {
+    const transports = await super.createMessageTransports(encoding);
+    // The library keeps the process private; its exit cannot have come yet (this is the tick it
+    // was spawned in), and `close` comes once its stderr was read to the end.
+    const server = (this as unknown as { _serverProcess?: ChildProcess })._serverProcess;
+    if (server) {
+      this.exited = new Promise((resolve) => server.once("close", (code, signal) =>
+        resolve(signal ? `was killed by ${signal}` : `exited with code ${code}`)));
+    }
+    return transports;
+  }
+
+  /** The library's own "couldn't create connection" is left to the output: the start's
+   *  caller says why. */
+  override error(message: string, data?: unknown, showNotification: boolean | "force" = true): void {
+    super.error(message, data, this.closedEarly ? false : showNotification);
+  }
+
+  /** The library stops a client whose start failed without awaiting it, and that stop rejects
+   *  (the client is not running): an unhandled rejection at every failed start. */
+  override async stop(timeout?: number): Promise<void> {
+    try {
+      await super.stop(timeout);
+    } catch (error) {
+      if (this.isRunning()) throw error;
+    }
+  }
+}
+
+/** The output channel the client writes to, keeping the end of the server's stderr: the
+ *  client passes that on with `append`, its own lines come through `appendLine`. */
+function keepingStderr(channel: vscode.OutputChannel):
+  { channel: vscode.OutputChannel; lastLine: () => string | undefined; forget: () => void } {
+  let tail = "";
+  const wrapped: vscode.OutputChannel = Object.create(channel);
+  wrapped.append = (value: string) => {
+    tail = (tail + value).slice(-4096);
+    channel.append(value);
+  };
+  return {
+    channel: wrapped,
+    lastLine: () => tail.split("\n").map((line) => line.trim()).filter(Boolean).at(-1),
+    forget: () => (tail = ""),
+  };
+}
 
 export interface PiClientOptions {
   /** The Anthropic key kept in SecretStorage (never in settings.json). */
@@ -157,6 +215,32 @@ export class PiClient implements vscode.Disposable {
         "programs are not run in Restricted Mode; trust the workspace or change piLsp.command / piLsp.pythonPath");
     }
     const launch = serverLaunch(get, folder);
+    const stderr = keepingStderr(this.outputChannel);
+    let ready = false;
+    let started = false; // the first start is over: any later one is the library's restart
+    const stoppedEarly = async () => {
+      const said = stderr.lastLine();
+      return `\`${[launch.command, ...launch.args].join(" ")}\` ${await client.exited} before it was ready` +
+        (said ? `: ${said}` : " and wrote nothing on stderr");
+    };
+    // A server that stops before it is ready would only stop again: the library restarted it
+    // four times, each with three error messages naming neither the command nor the cause.
+    const errorHandler: ErrorHandler = {
+      error: (error, message, count) => defaults.error(error, message, count),
+      closed: async () => {
+        if (ready) return defaults.closed();
+        client.closedEarly = true;
+        // The library's own restart after a crash: no caller of ours waits to say it.
+        if (started) {
+          void stoppedEarly().then((why) =>
+            vscode.window.showErrorMessage(plain(`pi-lsp: the server stopped and did not start again: ${why}`)));
+        }
+        // After the failed initialize has failed the start (all of it microtasks): answered
+        // first, the library would resolve that start and leave its promise rejected unhandled.
+        await new Promise((resolve) => setImmediate(resolve));
+        return { action: CloseAction.DoNotRestart, handled: true };
+      },
+    };
     const serverOptions: ServerOptions = {
       command: launch.command,
       args: launch.args,
@@ -175,10 +259,14 @@ export class PiClient implements vscode.Disposable {
         didChange: (e, next) => (syncsDocument(e.document.uri) ? next(e) : Promise.resolve()),
         didClose: (doc, next) => (syncsDocument(doc.uri) ? next(doc) : Promise.resolve()),
       },
-      outputChannel: this.outputChannel,
+      outputChannel: stderr.channel,
+      errorHandler,
+      // Said once, by the start's caller (below), not as two more raw errors.
+      initializationFailedHandler: () => false,
       initializationOptions: serverSettings(get, await this.options.apiKey(), isTrusted()),
     };
-    const client = new LanguageClient("piLsp", "pi-lsp", serverOptions, clientOptions);
+    const client = new PiLanguageClient("piLsp", "pi-lsp", serverOptions, clientOptions);
+    const defaults = client.createDefaultErrorHandler();
     client.registerFeature(piCapabilities);
     client.onRequest(APPROVE_TOOL, (params: ApproveToolParams) =>
       this.approveToolHandler?.(params) ?? { decision: "deny" as ApprovalDecision });
@@ -197,11 +285,17 @@ export class PiClient implements vscode.Disposable {
     client.onNotification(JOB_DONE, (p: JobDone) => this.jobDoneEmitter.fire(p));
     this.client = client;
     // The client restarts a crashed server by itself: that start is announced here too.
-    let started = false;
     client.onDidChangeState((e) => {
+      if (e.newState === State.Starting) stderr.forget();
+      ready = e.newState === State.Running || (ready && e.newState !== State.Starting);
       if (started && e.newState === State.Running && this.client === client) this.startedEmitter.fire();
     });
-    await client.start();
+    try {
+      await client.start();
+    } catch (error) {
+      if (!client.closedEarly) throw error;
+      throw new Error(await stoppedEarly());
+    }
     started = true;
     this.startedEmitter.fire();
   }

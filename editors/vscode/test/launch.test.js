@@ -100,6 +100,20 @@ test("the default `pi-lsp` is not found in the workspace through a relative PATH
   assert.equal(fs.existsSync(marker), false, "the workspace's pi-lsp script ran");
 });
 
+test("a server that stops before it is ready fails the start once, with the command and its last stderr line", async () => {
+  // It was started four more times by the library, each with three error messages naming
+  // neither the command nor the cause; the start then failed with "Pending response rejected".
+  const spawns = path.join(ws.root, "spawns");
+  const script = `require("fs").appendFileSync(${JSON.stringify(spawns)}, "x"); console.error("Traceback\\nImportError: no pi_lsp here"); process.exit(1)`;
+  setConfig("piLsp.command", [process.execPath, "-e", script]);
+  pi = new ext.PiClient({ apiKey: async () => undefined });
+  await assert.rejects(pi.start(), {
+    message: `\`${process.execPath} -e ${script}\` exited with code 1 before it was ready: ImportError: no pi_lsp here`,
+  });
+  assert.equal(fs.readFileSync(spawns, "utf8"), "x", "started once");
+  assert.deepEqual(rec.messages, [], "the start's caller says it, nobody else");
+});
+
 test("without a workspace folder the server is not started (it would take its cwd as the workspace)", async () => {
   vscode.workspace.workspaceFolders = undefined;
   pi = new ext.PiClient({ apiKey: async () => undefined });
