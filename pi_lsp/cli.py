@@ -156,12 +156,15 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from pi_lsp.session.catalog import followed, list_sessions, of_workspaces, session_dirs
+    from pi_lsp.trust import resolve_trust
 
     workspace = args.dir or os.getcwd()
     if not os.path.isdir(workspace):
         raise CliError(f"{workspace}: not a directory")
-    sessions = of_workspaces(list_sessions(followed(session_dirs(workspace), Path(workspace))),
-                             [Path(workspace)])
+    folder = Path(workspace)
+    vouched = resolve_trust(folder).vouched  # whether the project's own sessionDir counts
+    sessions = of_workspaces(list_sessions(followed(session_dirs(workspace, vouched), folder)),
+                             [folder], vouched=[folder] if vouched else [])
     if args.json:
         write_line({"sessions": sessions})
         return 0

@@ -19,6 +19,7 @@ from pi_lsp.session.catalog import (
     SessionIndex,
     cli_session_dir,
     list_sessions,
+    of_workspaces,
     session_dirs,
     session_title,
 )
@@ -71,6 +72,67 @@ def test_session_dirs(agent_dir: Path, tmp_path: Path) -> None:
     assert dirs[0] == ws / ".pi" / "sessions"
     assert dirs[1] == cli_session_dir(str(ws))
     assert dirs[1].parent == agent_dir / "sessions"
+
+
+def set_session_dir(settings: Path, value: Any) -> None:
+    """A settings.json holding `sessionDir`, as the user or a project writes it."""
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text(json.dumps({"sessionDir": value}), encoding="utf-8")
+
+
+@pytest.mark.parametrize(("value", "folder"), [
+    ("{tmp}/pi-sessions", "{tmp}/pi-sessions"), ("~/pi-sessions", "{home}/pi-sessions"),
+    ("sessions", "{ws}/sessions")])  # relative: from pi's cwd, the workspace
+def test_the_users_session_dir_is_listed_as_pi_resolves_it(
+        agent_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str,
+        folder: str) -> None:
+    """A `sessionDir` in the user's settings.json, where the pi CLI keeps the sessions it
+    starts, was not listed: they never showed in the editor nor in `pi-lsp sessions`."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    set_session_dir(agent_dir / "settings.json", value.format(tmp=tmp_path))
+    expected = Path(folder.format(tmp=tmp_path, home=tmp_path / "home", ws=ws))
+    assert session_dirs(str(ws))[2:] == [expected]
+    mine = write(expected / "a.jsonl", [header("a", "2025-01-01T00:00:00.000Z", str(ws))])
+    write(expected / "b.jsonl", [header("b", "2025-01-01T00:00:00.000Z", "/other")])
+    sessions = of_workspaces(list_sessions(session_dirs(str(ws))), [ws])
+    assert [s.path for s in sessions] == [str(mine)]  # as pi, only those started here
+
+
+def test_a_projects_session_dir_counts_over_the_users_only_when_trusted(
+        agent_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = tmp_path / "ws"
+    set_session_dir(agent_dir / "settings.json", str(tmp_path / "mine"))
+    set_session_dir(ws / ".pi" / "settings.json", "project-sessions")
+    assert session_dirs(str(ws))[2:] == [tmp_path / "mine"]
+    assert session_dirs(str(ws), project=True)[2:] == [ws / "project-sessions"]
+    set_session_dir(ws / ".pi" / "settings.json", None)  # pi: unset, its own folder
+    assert len(session_dirs(str(ws), project=True)) == 2
+    monkeypatch.setenv("PI_CODING_AGENT_SESSION_DIR", str(tmp_path / "variable"))
+    assert session_dirs(str(ws), project=True)[2:] == [tmp_path / "variable"]  # main.js
+
+
+@pytest.mark.parametrize(("value", "logged"), [
+    (5, "sessionDir a number is not a string"), (True, "true or false is not a string"),
+    (["x"], "an array is not a string"), ({}, "an object is not a string"),
+    ("", 'sessionDir "" is empty'), ("a\u0000b", "has a NUL character"),
+    ("fifo", "is a FIFO, not a folder"), ("file", "is a file, not a folder"),
+    ("/dev/null", "/dev/null is a device, not a folder"), ("loop", "loop is a symlink loop")])
+def test_a_session_dir_naming_no_folder_is_logged_and_left_out(
+        agent_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, value: Any,
+        logged: str) -> None:
+    """Nothing may fail, hang or be listed for a value that names no folder; each is said."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    os.mkfifo(ws / "fifo")
+    (ws / "file").write_text("x", encoding="utf-8")
+    (ws / "loop").symlink_to("loop")
+    set_session_dir(agent_dir / "settings.json", value)
+    with caplog.at_level(logging.WARNING):
+        assert len(session_dirs(str(ws))) == 2
+        assert list_sessions(session_dirs(str(ws))) == []
+    assert logged in caplog.text
 
 
 def test_list_sessions(agent_dir: Path, tmp_path: Path) -> None:

@@ -170,9 +170,12 @@ def recorder(pi: Pi, method: str) -> Callable[[Any], None]:
 
 
 @contextlib.asynccontextmanager
-async def own_server() -> AsyncIterator[LanguageClient]:
-    """A server of its own for one test, stopped (killed if it is still running) at the end."""
-    client = await SERVER.start()
+async def own_server(env: dict[str, str] | None = None) -> AsyncIterator[LanguageClient]:
+    """A server of its own for one test (`env` over SERVER_ENV), stopped (killed if it is still
+    running) at the end."""
+    config = SERVER if env is None else ClientServerConfig(
+        server_command=SERVER.server_command, server_env={**SERVER_ENV, **env})
+    client = await config.start()
     try:
         yield client
     finally:
@@ -1303,6 +1306,40 @@ async def test_a_file_named_in_no_utf8_stops_neither_the_listing_nor_the_watch(
         await wait_note(pi, SESSIONS_CHANGED, since=since)
         listed = (await call(client, "pi.listSessions", {}))["sessions"]
         assert later in [s["uri"] for s in listed]
+        await asyncio.wait_for(client.shutdown_session(), CEILING_S)
+
+
+@pytest.mark.parametrize("named_by", ["the user", "a project trusted later"])
+async def test_the_session_dir_pi_uses_is_listed_and_followed(tmp_path: Path, fake: FakeAnthropic,
+                                                              named_by: str) -> None:
+    """The folder a `sessionDir` names (the user's settings.json, a trusted project's), where the
+    pi CLI keeps the sessions it starts, was neither listed nor watched: none of them showed in
+    the editor. One named once the server runs is watched from the next listing, or trust."""
+    shutil.copytree(EXAMPLE, tmp_path / "main")
+    agent, folder = tmp_path / "agent", tmp_path / "pi-sessions"  # pi makes the folder later
+    agent.mkdir()
+    async with own_server({"PI_CODING_AGENT_DIR": str(agent)}) as client:
+        pi = await connect(client, CLIENTS[0], tmp_path, init_options(fake), folders=("main",))
+        settings = agent if named_by == "the user" else pi.main / ".pi"
+        (settings / "settings.json").write_text(json.dumps({"sessionDir": str(folder)}))
+        if named_by == "the user":
+            await call(client, "pi.listSessions", {})
+        else:
+            await call(client, "pi.setTrust", {"folderUri": pi.main.as_uri(), "trusted": True,
+                                               "save": False})
+        since = pi.mark()
+        folder.mkdir()
+        session, header, *rest = folder / "by-pi.jsonl", *EXAMPLE_SESSION.read_text().splitlines()
+        started_here = json.dumps({**json.loads(header), "cwd": str(pi.main.resolve())})
+        session.write_text("\n".join([started_here, *rest]) + "\n")
+        await wait_note(pi, SESSIONS_CHANGED, since=since)
+        listed = (await call(client, "pi.listSessions", {}))["sessions"]
+        assert session in [path_of(s["uri"]) for s in listed]
+        count = len((await call(client, "pi.getTree", {"uri": session.as_uri()}))["nodes"])
+        since = pi.mark()
+        SessionTree.open(str(session)).append_custom("pi wrote this")
+        await wait_note(pi, SESSION_CHANGED, lambda p: path_of(p["uri"]) == session and
+                        p["entries"] == count + 1, since)
         await asyncio.wait_for(client.shutdown_session(), CEILING_S)
 
 

@@ -43,7 +43,7 @@ from pi_lsp.providers.models_file import model_headers
 from pi_lsp.providers.retry import ProviderRetry
 from pi_lsp.server.config import Config
 from pi_lsp.server.hub import SessionHub
-from pi_lsp.session.catalog import SessionDirError, SessionIndex
+from pi_lsp.session.catalog import ForeignSessionError, SessionDirError, SessionIndex
 from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import AssistantMessage, TextContent, Usage, UserMessage
 from pi_lsp.session.tree import SessionTree
@@ -733,6 +733,38 @@ def test_a_session_folder_leading_out_of_the_workspace_is_not_followed(tmp_path:
     with pytest.raises(ValueError, match="outside the workspace; pi-lsp does not follow it"):
         hub.new_session(None, root)
     assert sorted((other / ".pi" / "sessions").iterdir()) == theirs
+
+
+def test_a_projects_session_dir_is_followed_only_in_a_trusted_folder(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A committed settings.json holding only a `sessionDir` leaves the folder nothing to load,
+    so it is used untrusted: its folder (another project's sessions, say) must not be listed
+    until someone trusts it. Trusted, it is listed; new sessions still start in .pi/sessions."""
+    root, folder = tmp_path / "ws", tmp_path / "pi-sessions"
+    root.mkdir()
+    write_json(root / ".pi" / "settings.json", {"sessionDir": str(folder)})
+    session = write_json(folder / "s.jsonl", {"type": "session", "version": 3, "id": "s",
+                                              "timestamp": "2026-01-01T00:00:00.000Z",
+                                              "cwd": str(root)})
+    hub = hub_for(root)
+    with caplog.at_level("WARNING"):
+        assert hub.list_sessions() == [] and hub.trust(root).decision == "noProjectFiles"
+    assert f"sessionDir {json.dumps(str(folder))} is not followed" in caplog.text
+    with pytest.raises(ForeignSessionError):
+        hub.confine(session)
+    assert listed_by_cli(root) == []
+    hub.set_trust(root, True, save=False, parent=False)
+    assert [s.path for s in hub.list_sessions()] == [str(session)]
+    assert hub.confine(session) == session and hub.folder_of(session) == root
+    assert hub.new_session(None, root).parent == root / ".pi" / "sessions"
+    trust(root, agent())  # as pi's /trust
+    assert listed_by_cli(root) == [str(session)]
+
+
+def listed_by_cli(root: Path) -> list[str]:
+    done = run_cli("sessions", str(root), "--json")
+    assert done.returncode == 0, done.stderr
+    return [s["path"] for s in json.loads(done.stdout)["sessions"]]
 
 
 def test_a_file_where_the_session_folder_goes_is_named(tmp_path: Path) -> None:

@@ -102,7 +102,7 @@ class SessionHub(Workspace):
     def list_sessions(self) -> list[SessionSummary]:
         """The sessions on disk, and the new ones not written yet (no prompt so far)."""
         sessions = of_workspaces(self.index.list(self.all_directories()), self.folders_or_cwd(),
-                                 {str(path) for path in self.started})
+                                 {str(path) for path in self.started}, self.vouched())
         waiting = [tree_summary(s.tree) for s in self.open.values() if s.tree.deferred]
         return sorted([*sessions, *waiting], key=lambda s: order_ms(s.modified), reverse=True)
 

@@ -37,7 +37,13 @@ class Workspace:
 
     def directories(self, folder: Path) -> list[Path]:
         extra = [Path(d) if os.path.isabs(d) else folder / d for d in self.config.session_dirs]
-        return followed([*session_dirs(str(folder)), *extra], folder)
+        own = session_dirs(str(folder), self.trust(folder).vouched)
+        return followed([*own, *extra], folder)
+
+    def vouched(self) -> list[Path]:
+        """The folders whose own `sessionDir` is followed: trusted by a decision, not merely for
+        having nothing to load (a settings.json with only a sessionDir is that)."""
+        return [folder for folder in self.folders_or_cwd() if self.trust(folder).vouched]
 
     def folders_or_cwd(self) -> list[Path]:
         """The workspace folders; the current directory when the editor named none."""
@@ -54,11 +60,12 @@ class Workspace:
         """The workspace folder a session belongs to: in pi's shared folder, the one its header
         (or `cwd`, the header of one held) names; else the deepest one holding it."""
         workspaces = self.folders_or_cwd()  # as the sessions were listed
-        owner = shared_owner(path, workspaces, cwd)
+        vouched = self.vouched()
+        owner = shared_owner(path, workspaces, cwd, vouched)
         if owner is not None:
             return owner
         # Every folder lists pi's shared folder: it says nothing of whose a session there is.
-        shared = shared_folders(workspaces)
+        shared = shared_folders(workspaces, vouched)
         folders = {folder: [d for d in self.directories(folder)
                             if os.path.realpath(d) not in shared] for folder in workspaces}
         return session_workspace(path, folders, workspaces[0])

@@ -1,10 +1,12 @@
 """Finding the sessions of a workspace: its own `.pi/sessions/`, the pi CLI's folder for it, and
-pi's shared folder when `$PI_CODING_AGENT_SESSION_DIR` names one (filtered by header `cwd`)."""
+the folder pi keeps them in when `$PI_CODING_AGENT_SESSION_DIR` or a `sessionDir` setting names
+one (pi's shared folder, filtered by header `cwd`)."""
 
 from __future__ import annotations
 
 import logging
 import os
+import stat
 import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -41,7 +43,11 @@ from pi_lsp.session.journal import (
 from pi_lsp.session.migrate import migrate
 from pi_lsp.session.outline import shorten
 from pi_lsp.session.records import decode_entry
-from pi_lsp.session.sessiondir import SESSION_DIR_VARIABLE, link_session_dir
+from pi_lsp.session.sessiondir import (
+    SESSION_DIR_VARIABLE,
+    link_session_dir,
+    session_dir_setting,
+)
 from pi_lsp.session.tail import Tail
 from pi_lsp.session.tree import SessionTree
 
@@ -110,12 +116,45 @@ def pi_path(value: str, base: str) -> str:
     return os.path.normpath(os.path.join(base, value))
 
 
-def shared_session_dir(workspace: str) -> Path | None:
+def variable_session_dir(workspace: str) -> Path | None:
     """The folder $PI_CODING_AGENT_SESSION_DIR names, where the pi CLI keeps every project's
     sessions (over a project's `sessionDir`); None when unset. A relative one is taken from the
     workspace's real path, pi's process.cwd(): from a symlink's name `..` leads elsewhere."""
     value = os.environ.get(SESSION_DIR_VARIABLE)
     return Path(pi_path(value, os.path.realpath(workspace))) if value else None
+
+
+def shared_session_dir(workspace: str, project: bool = False) -> Path | None:
+    """Where the pi CLI run in `workspace` keeps its sessions when not in its default folder
+    (main.js, sessionDir: `--session-dir`, else the variable, else the `sessionDir` setting, the
+    project's counting only when `project`); None when neither is set. A setting is resolved as
+    the variable is; one that names a file, a FIFO or a device is left out (logged)."""
+    variable = variable_session_dir(workspace)
+    if variable is not None:
+        return variable
+    root = Path(workspace)
+    value = session_dir_setting(agent_dir() / "settings.json", root / ".pi" / "settings.json",
+                                project)
+    if value is None:
+        return None
+    folder = Path(pi_path(value, os.path.realpath(workspace)))
+    return folder if _may_be_folder(folder, value) else None
+
+
+def _may_be_folder(folder: Path, value: str) -> bool:
+    """Whether `folder` is a folder or may become one (it is not there yet); else logged."""
+    try:
+        mode = os.stat(folder).st_mode  # stat opens nothing: a FIFO cannot block it
+    except FileNotFoundError:
+        return True
+    except OSError as error:
+        why = loop_error(folder) or error.strerror
+    else:
+        if stat.S_ISDIR(mode):
+            return True
+        why = f"{folder} is {_kind(mode)}, not a folder"
+    _not_listed(f"sessionDir {value!r}: {why}; no sessions are listed from it")
+    return False
 
 
 def own_session_dirs(workspace: str) -> list[Path]:
@@ -126,23 +165,34 @@ def own_session_dirs(workspace: str) -> list[Path]:
     return [workspace_session_dir(root), cli_session_dir(os.path.realpath(root))]
 
 
-def session_dirs(workspace: str) -> list[Path]:
-    """The workspace's own session folders, and pi's shared folder when one is set."""
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a socket" if stat.S_ISSOCK(mode) else "a file"
+
+
+def session_dirs(workspace: str, project: bool = False) -> list[Path]:
+    """The workspace's own session folders, and pi's shared folder when one is set (by the
+    project's `sessionDir` only when `project`: a trusted folder)."""
     own = own_session_dirs(workspace)
-    shared = shared_session_dir(workspace)
+    shared = shared_session_dir(workspace, project)
     if shared is None or os.path.realpath(shared) in map(os.path.realpath, own):
         return own
     return [*own, shared]
 
 
-def shared_folders(workspaces: list[Path]) -> dict[str, list[Path]]:
+def shared_folders(workspaces: list[Path], vouched: Collection[Path] = ()
+                   ) -> dict[str, list[Path]]:
     """pi's shared folder (its real path) unless it is one of the workspaces' own (pi does not
     filter its default folder, and pi-lsp lists all of `.pi/sessions/`), with the workspaces a
     session there may belong to: the one it lies in (a relative one is each project's own, so a
-    committed header must not claim another folder, with that folder's trust), else all."""
+    committed header must not claim another folder, with that folder's trust), else all.
+    `vouched`: the workspaces whose own `sessionDir` counts."""
     own = {os.path.realpath(d) for w in workspaces for d in own_session_dirs(str(w))}
     shared = {os.path.realpath(d) for w in workspaces
-              if (d := shared_session_dir(str(w))) is not None} - own
+              if (d := shared_session_dir(str(w), w in vouched)) is not None} - own
     return {folder: _holding(folder, workspaces) or list(workspaces) for folder in shared}
 
 
@@ -164,11 +214,12 @@ def started_in(cwd: str, workspaces: list[Path]) -> Path | None:
 
 
 def of_workspaces(sessions: list[SessionSummary], workspaces: list[Path],
-                  started: Collection[str] = ()) -> list[SessionSummary]:
+                  started: Collection[str] = (), vouched: Collection[Path] = ()
+                  ) -> list[SessionSummary]:
     """`sessions` less those in pi's shared folder that another project started: there, as in
     pi, a session belongs to the workspace its header's cwd names (or, for the paths in
-    `started`, the one the server started it in)."""
-    shared = shared_folders(workspaces)
+    `started`, the one the server started it in). `vouched` as for `shared_folders`."""
+    shared = shared_folders(workspaces, vouched)
     if not shared:
         return sessions
     owners = {folder: shared.get(os.path.realpath(folder))  # a few, for hundreds of files
@@ -177,10 +228,12 @@ def of_workspaces(sessions: list[SessionSummary], workspaces: list[Path],
             started_in(s.cwd, among) is not None or s.path in started]
 
 
-def shared_owner(path: Path, workspaces: list[Path], cwd: str | None = None) -> Path | None:
+def shared_owner(path: Path, workspaces: list[Path], cwd: str | None = None,
+                 vouched: Collection[Path] = ()) -> Path | None:
     """For a session in pi's shared folder, the workspace its header's cwd names (`cwd` when
-    the header is known: a new session's file is written only at its first prompt); else None."""
-    among = shared_folders(workspaces).get(os.path.dirname(os.path.realpath(path)))
+    the header is known: a new session's file is written only at its first prompt); else None.
+    `vouched` as for `shared_folders`."""
+    among = shared_folders(workspaces, vouched).get(os.path.dirname(os.path.realpath(path)))
     if among is None:
         return None
     if cwd is None:
@@ -493,7 +546,7 @@ def start_folder(workspace: Path) -> Path:
     $PI_CODING_AGENT_SESSION_DIR names (main.js takes it over any `sessionDir` setting), else
     `.pi/sessions` (the `sessionDir` pi-lsp sets there), else pi's own folder for the workspace
     where `.pi` is a file or a symlink loop, since pi then reads no project settings."""
-    shared = shared_session_dir(str(workspace))
+    shared = variable_session_dir(str(workspace))
     if shared is not None:
         return shared
     dot_pi = workspace / ".pi"

@@ -29,6 +29,8 @@ ROWS_UNDER_PAGE = 500
 
 async def list_sessions(ls: PiServer, _args: NoArgs) -> dict[str, Any]:
     sessions = await asyncio.to_thread(ls.hub.list_sessions)
+    # A `sessionDir` set since (in a settings file, or by trust) is watched from now on.
+    ls.watch.follow(ls.hub.all_directories())
     listed = []
     for session in sessions:
         item = msgspec.to_builtins(session)

@@ -9,7 +9,7 @@ import msgspec
 from pygls.exceptions import JsonRpcInvalidParams
 
 from pi_lsp.server.commands import Command
-from pi_lsp.server.protocol import ModelItem, NoArgs, SetTrustArgs, uri_of
+from pi_lsp.server.protocol import SESSIONS_CHANGED, ModelItem, NoArgs, SetTrustArgs, uri_of
 from pi_lsp.trust import TrustState
 
 if TYPE_CHECKING:
@@ -38,7 +38,11 @@ def set_trust(ls: PiServer, args: SetTrustArgs) -> dict[str, Any]:
         raise JsonRpcInvalidParams("invalid argument: `parent` trusts the parent folder and "
                                    "needs `trusted: true` and `save: true`")
     folder = ls.session_path(args.folder_uri, "folderUri")
-    return trust_json(ls.hub.set_trust(folder, args.trusted, args.save, args.parent))
+    state = trust_json(ls.hub.set_trust(folder, args.trusted, args.save, args.parent))
+    # Trust decides whether the project's own sessionDir is followed.
+    ls.watch.follow(ls.hub.all_directories())
+    ls.protocol.notify(SESSIONS_CHANGED, {})
+    return state
 
 
 COMMANDS: list[Command] = [
