@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 
 from pi_lsp.context.build import build_session_context
 from pi_lsp.session.entries import (
-    JS_WHITESPACE,
     AssistantBlock,
     AssistantMessage,
     Cost,
@@ -29,6 +28,7 @@ from pi_lsp.session.entries import (
     UserMessage,
 )
 from pi_lsp.session.fork import fork_session
+from pi_lsp.session.jsontext import JS_WHITESPACE
 from pi_lsp.session.records import starts_conversation
 from pi_lsp.session.tree import SessionTree
 

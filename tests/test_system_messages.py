@@ -380,6 +380,11 @@ PI16_FRONTMATTER = [
     ("a: &a [x, x]\nb: &b [*a, *a, *a, *a, *a]\nc: [" + ",".join(["*b"] * 16) + "]\n"
      "description: Ok", None),  # 17 uses of b, times 6: 102
     ("e: &e []\nl: [" + ",".join(["*e"] * 300) + "]\ndescription: Ok", ("s", "Ok", False)),
+    # Blank as JavaScript's trim() judges it, lone surrogates still there (pi sends them as "").
+    ('description: "\\ufeff"', None),
+    ('description: "\\x1f"', ("s", "\x1f", False)),
+    ('description: "\\ud800"', ("s", "", False)),
+    ('name: "\\ud800"\ndescription: Ok', ("", "Ok", False)),
 ]
 
 
@@ -390,7 +395,8 @@ def test_skill_frontmatter_is_read_as_pi16_reads_it(
     refused, a comment after a continued line, a value on the next line, `|+`, spaces that are
     no YAML space stripped, tabs), refused a collection as a key, which pi makes a string, or
     loaded what pi takes for an alias bomb (its maxAliasCount, 100). A YAML 1.2 library now
-    reads them, with pi's core schema and alias count."""
+    reads them, with pi's core schema and alias count. A description of U+FEFF was listed and
+    one of U+001F or a lone surrogate left out: Python's strip() is not JavaScript's trim()."""
     found = skill("/skills/s/SKILL.md", f"---\n{frontmatter}\n---\n# Steps\n")
     assert (found and (found.name, found.description, found.hidden)) == read
 

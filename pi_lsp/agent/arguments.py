@@ -11,11 +11,8 @@ import math
 import re
 from typing import Any
 
-from pi_lsp.session.jsontext import js_number
+from pi_lsp.session.jsontext import JS_WHITESPACE, js_number
 
-# What JavaScript's Number() and String.prototype.trim take for white space.
-JS_WHITESPACE = "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007" \
-    "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
 DECIMAL = re.compile(r"[+-]?(?:Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)")
 RADIX = re.compile(r"0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+")
 # TypeBox's bigint text; one of more than 16 digits is past the safe integers in any case.

@@ -14,10 +14,10 @@ import re
 import unicodedata
 from typing import Any, NamedTuple
 
-from pi_lsp.agent.arguments import JS_WHITESPACE, ArgumentsError, invalid_arguments
+from pi_lsp.agent.arguments import ArgumentsError, invalid_arguments
 from pi_lsp.agent.splice import Replacement, splice_all, split_bom, to_lf
 from pi_lsp.providers.base import MAX_ARGUMENT_NESTING, nesting
-from pi_lsp.session.jsontext import refuse_constant
+from pi_lsp.session.jsontext import JS_WHITESPACE, refuse_constant
 
 # pi's smart quotes, dashes and special spaces, and what it makes of them.
 FUZZY_REPLACEMENTS = {

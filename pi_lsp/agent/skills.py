@@ -18,6 +18,7 @@ from pi_lsp.agent.ignorerules import IgnoreRules
 from pi_lsp.jsonfile import read_object
 from pi_lsp.regular import read_regular
 from pi_lsp.session.catalog import agent_dir
+from pi_lsp.session.jsontext import JS_WHITESPACE
 
 if TYPE_CHECKING:
     from ruamel.yaml import YAML
@@ -39,9 +40,6 @@ MAX_ENTRIES = 4096  # folder entries looked at under one skills folder
 IGNORE_FILES = (".gitignore", ".ignore", ".fdignore")
 IGNORE_READ_LIMIT = 64 * 1024
 MAX_IGNORE_RULES = 512  # under one skills folder
-# What JavaScript's trim() takes off (Python's strip() takes other characters, and no BOM).
-_JS_SPACE = " \t\n\v\f\r\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008" \
-    "\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
 
 Scalar = str | bool | None  # a frontmatter value as far as pi uses it: numbers and lists are None
 
@@ -162,10 +160,10 @@ def _meetings(root: Node) -> tuple[list[tuple[int, bool, bool]], dict[int, int],
 
 
 def _scalar(value: object) -> Scalar:
-    """A value as far as pi uses it: text, as JavaScript would send it (a pair of surrogates
-    escaped in YAML one character, a lone one dropped), or true or false."""
+    """A value as far as pi uses it: text, as a JavaScript string holds it (a pair of surrogates
+    escaped in YAML one character, a lone one kept), or true or false."""
     if isinstance(value, str):
-        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "ignore")
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
     return value if isinstance(value, bool) else None
 
 
@@ -324,11 +322,17 @@ def skill(path: str, text: str) -> Skill | None:
             log.warning("%s: not loaded as a skill because %s", path, error)
         return None
     description, name = values.get("description"), values.get("name")
-    if not isinstance(description, str) or not description.strip():
+    # As pi tests it: JavaScript's trim(), before lone surrogates are dropped from what is sent.
+    if not isinstance(description, str) or not description.strip(JS_WHITESPACE):
         return None
-    return Skill(name if isinstance(name, str) and name else
+    return Skill(_sent(name) if isinstance(name, str) and name else
                  os.path.basename(os.path.dirname(path)),
-                 description, path, values.get("disable-model-invocation") is True)
+                 _sent(description), path, values.get("disable-model-invocation") is True)
+
+
+def _sent(text: str) -> str:
+    """`text` as pi sends it: lone surrogates dropped."""
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "ignore")
 
 
 # -- finding ---------------------------------------------------------------------------------
@@ -341,7 +345,7 @@ def ignore_patterns(text: str, prefix: str) -> list[str]:
     top it negates."""
     patterns = []
     for line in re.split(r"\r?\n", text):
-        trimmed = line.strip(_JS_SPACE)
+        trimmed = line.strip(JS_WHITESPACE)
         if not trimmed or trimmed.startswith("#"):
             continue
         negated = line.startswith("!")
@@ -514,7 +518,7 @@ def _entry_files(entries: Sequence[str], base: str, within: str | None
     device: they are neither."""
     files: list[tuple[str, str | None]] = []
     for entry in entries:
-        path = os.path.normpath(os.path.join(base, _expanded(entry.strip(_JS_SPACE))))
+        path = os.path.normpath(os.path.join(base, _expanded(entry.strip(JS_WHITESPACE))))
         if _is_pattern(entry) or not os.path.exists(path) or \
                 not _allowed(os.path.realpath(path), path, within):
             continue

@@ -8,8 +8,8 @@ import os
 import stat
 from pathlib import Path
 
-from pi_lsp.agent.arguments import JS_WHITESPACE
 from pi_lsp.agent.tools import open_regular
+from pi_lsp.session.jsontext import JS_WHITESPACE
 
 # A path is at most 4 KB on Linux: a pointer file longer than this names nothing pi could use.
 GIT_FILE_LIMIT = 64 << 10

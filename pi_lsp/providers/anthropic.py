@@ -34,6 +34,7 @@ from pi_lsp.session.entries import (
     UserBlock,
     UserMessage,
 )
+from pi_lsp.session.jsontext import JS_WHITESPACE
 
 API = ANTHROPIC_API
 # pi 1.6's budgets; xhigh and max (only on models that list them) think as high does.
@@ -60,10 +61,6 @@ def tool_id(raw: str, _source: AssistantMessage | None = None) -> str:
     return safe_id(raw)[:64] or "tool"
 
 
-# What JavaScript's String.prototype.trim() removes (pi tests blankness with it): Python's
-# str.strip() differs (it keeps U+FEFF, and removes U+001C-U+001F and U+0085).
-JS_WHITESPACE = ("\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
-                 "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff")
 # pi 1.6's words for the images of a failed tool call, which Anthropic refuses inside it.
 ERROR_IMAGE_NOTE = "(image attached after the tool results)"
 IMAGE_ONLY_NOTE = "(see attached image)"

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from pi_lsp.session.jsontext import Decoder, js_string
+from pi_lsp.session.jsontext import JS_WHITESPACE, Decoder, js_string
 from pi_lsp.session.jsontext import encoder as encoder  # pi's JSON text, for every writer
 
 CURRENT_VERSION = 3
@@ -281,11 +281,6 @@ class SessionInfoEntry(_Entry, tag="session_info", kw_only=True):
     parent_id: str | None
     timestamp: Any = msgspec.UNSET
     name: str | None = None
-
-
-# What JavaScript's `trim()` removes (not Python's `strip()` set: U+FEFF yes, U+001C-001F no).
-JS_WHITESPACE = ("\t\n\x0b\x0c\r \xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
-                 "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff")
 
 
 def session_name(entry: SessionInfoEntry) -> str | None:

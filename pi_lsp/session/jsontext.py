@@ -17,6 +17,10 @@ import msgspec
 
 T = TypeVar("T")
 NUMBER_OUT_OF_RANGE = "Number out of range"  # msgspec's words for a number past a double's
+# What JavaScript's trim() (and Number()) take for white space: Python's strip() differs (it
+# keeps U+FEFF, and takes U+001C-U+001F and U+0085).
+JS_WHITESPACE = ("\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+                 "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff")
 
 # An escaped backslash, an escaped surrogate pair, or a lone surrogate escape (in that order,
 # so `\\ud83d`, a backslash then text, and a whole pair are never taken for a lone one).
