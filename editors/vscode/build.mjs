@@ -1,4 +1,5 @@
-// Two bundles: the extension (Node, `vscode` left external) and the chat webview (browser).
+// Three bundles: the extension (Node, `vscode` left external), the worker thread it runs marked
+// in, and the chat webview (browser).
 // `--production` minifies and drops source maps, for `npm run package`.
 import * as esbuild from "esbuild";
 
@@ -14,6 +15,14 @@ await Promise.all([
     format: "cjs",
     target: "node20",
     external: ["vscode"],
+  }),
+  esbuild.build({
+    ...common,
+    entryPoints: ["src/markdownThread.ts"],
+    outfile: "out/markdownThread.js",
+    platform: "node",
+    format: "cjs",
+    target: "node20",
   }),
   esbuild.build({
     ...common,

@@ -4,8 +4,9 @@ import * as vscode from "vscode";
 import type { PiClient } from "./client";
 import { ChatState, FromWebview, ToWebview } from "./chatMessages";
 import { Block, Transcript } from "./chatModel";
-import { RENDER_BUDGET_MS, Render, STREAM_MARKDOWN_MS, budgetedMarkdown, markdown, renderBlock, streamingMarkdown } from "./chatRender";
+import { AsyncRender, RENDER_BUDGET_MS, STREAM_MARKDOWN_MS, budgetedMarkdown, renderBlockAsync, streamingMarkdown } from "./chatRender";
 import type { Attachment } from "./codeContext";
+import { MarkdownWorker } from "./markdownWorker";
 import { EditMark, PreviewPage, ThinkingLevel, THINKING_LEVELS, TurnNotification } from "./protocol";
 import { modelChoices, getter } from "./settings";
 import { availableModels, pickModel } from "./modelPicker";
@@ -33,6 +34,8 @@ export class ChatPanels implements vscode.Disposable {
   private readonly disposables: vscode.Disposable[] = [];
   /** Open questions by id: a chat opened while one is open shows it too. */
   private readonly questions = new Map<string, Question>();
+  /** marked, for every chat: one text is parsed at a time. */
+  readonly markdown = new MarkdownWorker();
 
   constructor(
     private readonly pi: PiClient,
@@ -52,7 +55,7 @@ export class ChatPanels implements vscode.Disposable {
     if (!panel) {
       // Chats share a column: the first opens beside the editor, the next ones as its tabs.
       const column = this.all().map((p) => p.panel.viewColumn).find((c) => c !== undefined) ?? vscode.ViewColumn.Beside;
-      panel = new ChatPanel(uri, this.pi, this.sessions, this.extensionUri, column, () => this.panels.delete(key),
+      panel = new ChatPanel(uri, this.pi, this.sessions, this.markdown, this.extensionUri, column, () => this.panels.delete(key),
         (id, choice) => this.questions.get(id)?.answer(choice));
       this.panels.set(key, panel);
       for (const q of this.questions.values()) if (sessionKey(q.uri) === key) panel.showQuestion(q);
@@ -95,6 +98,7 @@ export class ChatPanels implements vscode.Disposable {
   dispose(): void {
     this.panels.forEach((p) => p.panel.dispose());
     for (const d of this.disposables) d.dispose();
+    this.markdown.dispose();
   }
 }
 
@@ -122,7 +126,12 @@ export class ChatPanel {
   private readonly stale = new Set<string>();
   private frame: ReturnType<typeof setTimeout> | undefined;
   /** How the streaming reply's text is drawn, while it streams. */
-  private stream: { id: string; md: Render } | undefined;
+  private stream: { id: string; md: AsyncRender } | undefined;
+  /** Draws and resets, in the order asked: each waits for marked (in a worker), and none may
+   *  overtake an earlier one (a block drawn after a reset that dropped it would come back). */
+  private rendering: Promise<void> = Promise.resolve();
+  /** A draw is waiting its turn in `rendering`: it will draw every stale block. */
+  private drawQueued = false;
   private readonly reloadedEmitter = new vscode.EventEmitter<void>();
   /** Fires after each reload from the server (tests wait on it). */
   readonly onDidReload = this.reloadedEmitter.event;
@@ -131,6 +140,7 @@ export class ChatPanel {
     readonly uri: string,
     private readonly pi: PiClient,
     private readonly sessions: Sessions,
+    private readonly markdown: MarkdownWorker,
     extensionUri: vscode.Uri,
     column: vscode.ViewColumn,
     onDispose: () => void,
@@ -196,9 +206,11 @@ export class ChatPanel {
         const last = preview.pages?.at(-1) ?? { start: 0, messages: [] };
         this.earlier = last.start;
         this.transcript.load(last.messages, editsIn(preview.edits ?? [], last));
-        const blocks = this.rendered();
-        if (this.failed) blocks.push({ id: "failed", html: noticeHtml("failed", `Not sent: ${this.failed.error}`, "error") });
-        this.post({ type: "reset", blocks, state: this.state });
+        await this.inOrder(async () => {
+          const blocks = await this.rendered();
+          if (this.failed) blocks.push({ id: "failed", html: noticeHtml("failed", `Not sent: ${this.failed.error}`, "error") });
+          this.post({ type: "reset", blocks, state: this.state });
+        });
       } else {
         this.post({ type: "state", state: this.state });
       }
@@ -246,7 +258,7 @@ export class ChatPanel {
     for (const id of this.transcript.apply(n.event)) this.stale.add(id);
     // Each draw parses the whole reply: drawn per delta, a 20,000-character one took seconds.
     if (n.event.type === "message_update") this.frame ??= setTimeout(() => this.draw(), STREAM_FRAME_MS);
-    else this.draw(); // in order with what else this event posts
+    else this.draw();
     if (wasBusy !== this.transcript.busy) this.setBusy(this.transcript.busy);
     if (n.event.type === "agent_end" || n.event.type === "error") {
       this.restoreQueued();
@@ -254,21 +266,35 @@ export class ChatPanel {
     }
   }
 
-  /** Posts the blocks changed since the last draw. */
+  /** Posts the blocks changed since the last draw, once renders asked for before it are posted. */
   private draw(): void {
     clearTimeout(this.frame);
     this.frame = undefined;
-    for (const id of this.stale) {
-      const block = this.transcript.block(id);
-      if (block) this.post({ type: "upsert", id, html: renderBlock(block, this.transcript.tools, this.markdownFor(block)) });
-    }
-    this.stale.clear();
+    if (this.drawQueued) return;
+    this.drawQueued = true;
+    void this.inOrder(async () => {
+      this.drawQueued = false;
+      const ids = [...this.stale];
+      this.stale.clear();
+      const md = budgetedMarkdown(RENDER_BUDGET_MS, this.markdown);
+      for (const id of ids) {
+        const block = this.transcript.block(id);
+        if (block) this.post({ type: "upsert", id, html: await renderBlockAsync(block, this.transcript.tools, this.markdownFor(block, md)) });
+      }
+    });
   }
 
-  /** How `block`'s texts are drawn: a streaming reply's by a renderer of its own (streamingMarkdown). */
-  private markdownFor(block: Block): Render {
-    if (block.kind !== "assistant" || !block.streaming) return markdown;
-    if (this.stream?.id !== block.id) this.stream = { id: block.id, md: streamingMarkdown(STREAM_MARKDOWN_MS) };
+  /** Runs `job` after every render asked for before it. */
+  private inOrder(job: () => Promise<void>): Promise<void> {
+    const run = this.rendering.then(job);
+    this.rendering = run.catch(() => undefined);
+    return run;
+  }
+
+  /** How `block`'s texts are drawn: a streaming reply's by a renderer of its own (streamingMarkdown), others by `md`. */
+  private markdownFor(block: Block, md: AsyncRender): AsyncRender {
+    if (block.kind !== "assistant" || !block.streaming) return md;
+    if (this.stream?.id !== block.id) this.stream = { id: block.id, md: streamingMarkdown(STREAM_MARKDOWN_MS, this.markdown) };
     return this.stream.md;
   }
 
@@ -395,10 +421,12 @@ export class ChatPanel {
     this.post({ type: "upsert", id, html: noticeHtml(id, text, level) });
   }
 
-  private rendered(): { id: string; html: string }[] {
+  private async rendered(): Promise<{ id: string; html: string }[]> {
     // Newest first: the budget goes to the end of the chat, which is what the user sees.
-    const md = budgetedMarkdown(RENDER_BUDGET_MS);
-    const blocks = [...this.transcript.blocks].reverse().map((b) => ({ id: b.id, html: renderBlock(b, this.transcript.tools, md) })).reverse();
+    const md = budgetedMarkdown(RENDER_BUDGET_MS, this.markdown);
+    const blocks: { id: string; html: string }[] = [];
+    for (const b of [...this.transcript.blocks].reverse()) blocks.push({ id: b.id, html: await renderBlockAsync(b, this.transcript.tools, md) });
+    blocks.reverse();
     if (this.earlier > 0) blocks.unshift({ id: "earlier", html: earlierHtml(this.earlier) });
     return blocks;
   }

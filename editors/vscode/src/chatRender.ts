@@ -1,8 +1,10 @@
-// Blocks to HTML for the chat webview. Rendering happens here, in the extension host, so the
-// webview script stays a dumb view. Model output is untrusted: raw HTML is escaped, only
-// http(s)/mailto links survive, images are not loaded, and the webview's CSP forbids scripts.
+// Blocks to HTML for the chat webview. Rendering happens here, in the extension host (marked in
+// a worker thread, MarkdownWorker), so the webview script stays a dumb view. Model output is
+// untrusted: raw HTML is escaped, only http(s)/mailto links survive, images are not loaded, and
+// the webview's CSP forbids scripts.
 import { Marked, Tokens } from "marked";
 import { Block, Part, ToolRun } from "./chatModel";
+import type { MarkdownWorker } from "./markdownWorker";
 
 const marked = new Marked({
   gfm: true,
@@ -23,10 +25,10 @@ const marked = new Marked({
   },
 });
 
-// Text longer than this is shown as it is, not parsed: marked runs in the extension host, and
-// the slowest input known to marked 18 (`**a` repeated) takes 0.2 s at 50,000 characters, 0.8 s
-// at 100,000 (marked 15 took 21 s on 8,000 characters of `[a](`). Replies are rarely a fifth
-// of this; pasted logs, which can be, read as well unformatted.
+// Text longer than this is shown as it is, not parsed (marked 15 took 21 s on 8,000 characters
+// of `[a](`; marked 18 is quadratic in a paragraph's length on `*a_`, 28 s at 49,999, which the
+// time limit of MarkdownWorker bounds). Replies are rarely a fifth of this; pasted logs, which
+// can be, read as well unformatted.
 export const MARKDOWN_LIMIT = 50_000;
 
 /** `text` as HTML: Markdown, or plain text when it is too long for marked or marked fails on it. */
@@ -44,19 +46,28 @@ export function markdown(text: string): string {
 // MARKDOWN_LIMIT bounds one text, not a chat: 200 texts just under it of marked's slowest input
 // (`*a` repeated, 0.6 s each) blocked the extension host 170 s when the chat opened. Replies as
 // models write them parse at about 2,000 characters a millisecond: 200 of 3,000 take 0.3 s.
+// marked now runs in a worker (MarkdownWorker), so this bounds how long a chat takes to show.
 export const RENDER_BUDGET_MS = 300;
 
 /** Text to HTML, as `markdown` does. */
 export type Render = (text: string) => string;
+/** Text to HTML, as `markdown` does, in a worker. */
+export type AsyncRender = (text: string) => Promise<string>;
 
-/** `markdown` until `ms` have been spent in it, plain text after; one per render, newest text first. */
-export function budgetedMarkdown(ms: number): Render {
+/** `markdown` in `worker`: plain text when it took marked past the worker's time limit. */
+async function markdownIn(worker: MarkdownWorker, text: string): Promise<string> {
+  if (text.length > MARKDOWN_LIMIT) return plainBlock(text);
+  return (await worker.render(text)) ?? plainBlock(text);
+}
+
+/** `markdown` in `worker` until `ms` have been spent in it, plain text after; one per render, newest text first. */
+export function budgetedMarkdown(ms: number, worker: MarkdownWorker): AsyncRender {
   let spent = 0;
-  return (text) => {
+  return async (text) => {
     if (spent >= ms) return plainBlock(text);
     const start = performance.now();
     try {
-      return markdown(text);
+      return await markdownIn(worker, text);
     } finally {
       spent += performance.now() - start;
     }
@@ -69,16 +80,26 @@ export function budgetedMarkdown(ms: number): Render {
 // (`*a`) 17 ms at 10,000, 57 ms at 20,000 and 200 ms at 40,000.
 export const STREAM_MARKDOWN_MS = 50;
 
-/** `markdown` until a text took `ms` or more in it, plain text after: one per streaming reply. */
-export function streamingMarkdown(ms: number): Render {
+/** `markdown` in `worker` until a text took `ms` or more in it, plain text after: one per streaming reply. */
+export function streamingMarkdown(ms: number, worker: MarkdownWorker): AsyncRender {
   let slow = false;
-  return (text) => {
+  return async (text) => {
     if (slow) return plainBlock(text);
     const start = performance.now();
-    const html = markdown(text);
+    const html = await markdownIn(worker, text);
     slow = performance.now() - start >= ms;
     return html;
   };
+}
+
+/** `renderBlock` with its texts rendered by `md`, one after another in the order renderBlock asks for them. */
+export async function renderBlockAsync(block: Block, tools: ReadonlyMap<string, ToolRun>, md: AsyncRender): Promise<string> {
+  const texts: string[] = [];
+  renderBlock(block, tools, (text) => (texts.push(text), ""));
+  const html = new Map<string, string>();
+  for (const text of texts) if (!html.has(text)) html.set(text, await md(text));
+  // The block may have changed meanwhile: a text not rendered yet is drawn plain until its next draw.
+  return renderBlock(block, tools, (text) => html.get(text) ?? plainBlock(text));
 }
 
 function plainBlock(text: string): string {

@@ -336,6 +336,49 @@ test("a block spends the Markdown budget on its reply text before its folded thi
   assert.match(html, /first thought.*\*\*first\*\* reply.*second thought.*<strong>second/s, "in the order of the message");
 });
 
+test("a text marked takes half a minute over is shown as plain text, the extension host running meanwhile", async () => {
+  // Before, marked ran on the extension host: 49,999 characters of `*a_` blocked it 28 s while the
+  // chat opened, under MARKDOWN_LIMIT and the render budget alike (both are checked between texts).
+  const crafted = "*a_".repeat(16_666) + "<";
+  const mdUri = await userSession("crafted-md", [crafted, "**bold** reply"]);
+  let ticks = 0;
+  const tick = setInterval(() => ticks++, 10);
+  try {
+    const md = await vscode.commands.executeCommand("piLsp.openChat", { uri: mdUri });
+    const reset = await eventually(() => md.posted.find((m) => m.type === "reset"), "the chat to be rendered");
+    const texts = reset.blocks.filter((b) => /class="msg user"/.test(b.html));
+    assert.ok(texts[0].html.includes(`<div class="text"><pre>${crafted.slice(0, -1)}&lt;</pre>`), "the crafted text as plain text, escaped");
+    assert.match(texts[1].html, /<div class="text"><p><strong>bold<\/strong> reply<\/p>/, "the newest as Markdown");
+    assert.ok(ticks > 0, "timers ran while marked worked on the crafted text");
+    md.panel.dispose();
+  } finally {
+    clearInterval(tick);
+  }
+});
+
+test("Markdown from the worker is marked's own; past its time limit, or when it dies, the text is plain", async () => {
+  // Before, there was no worker and no time limit: what marked took, the extension host waited.
+  const samples = ["# title\n\n**bold** `code` [ok](https://example.org)", "- a\n- b\n\n```js\nx < 1\n```", "<script>x</script>", "| a | b |\n|---|---|\n| 1 | 2 |"];
+  const worker = new ext.MarkdownWorker(200);
+  try {
+    for (const text of samples) assert.equal(await worker.render(text), ext.markdown(text), "as marked renders it on the host");
+    const crafted = "*a_".repeat(16_666);
+    assert.equal(await worker.render(crafted), undefined, "no HTML past the limit");
+    assert.equal(await ext.budgetedMarkdown(ext.RENDER_BUDGET_MS, worker)(crafted), `<pre>${crafted}</pre>`);
+    assert.equal(await worker.render(samples[0]), ext.markdown(samples[0]), "a new worker took its place");
+  } finally {
+    worker.dispose();
+  }
+  const script = path.join(ws.folder, "crashing-worker.js");
+  fs.writeFileSync(script, 'require("node:worker_threads").parentPort.on("message", () => process.exit(3));\n');
+  const crashing = new ext.MarkdownWorker(undefined, script);
+  try {
+    assert.equal(await ext.budgetedMarkdown(ext.RENDER_BUDGET_MS, crashing)("**b**"), "<pre>**b**</pre>", "a worker that died: plain text");
+  } finally {
+    crashing.dispose();
+  }
+});
+
 test("a streaming reply is drawn once per frame, not per delta, and as plain text once it is slow for marked", async () => {
   // Before, each delta drew the whole reply again with marked: 20,000 characters of `*a` in
   // 100-character deltas blocked the extension host 5.2 s, quadratic in the reply's length.
@@ -357,7 +400,9 @@ test("a streaming reply is drawn once per frame, not per delta, and as plain tex
   const next = await eventually(() => upserts(id)[drawn + 1], "the next delta to be drawn");
   assert.ok(next.html.includes(`<div class="text"><pre>${"*a".repeat(20_001)}</pre>`), "then as plain text: the last draw took marked more than a frame");
   fire({ type: "message_end", message: { role: "assistant", content: [{ type: "text", text: "*a".repeat(20_001) }] } });
-  assert.match(upserts(id).at(-1).html, /<div class="text"><p><em>a<\/em>/, "the reply that ended is Markdown");
+  // marked runs in a worker: a draw is posted when its HTML is back.
+  const end = await eventually(() => upserts(id)[drawn + 2], "the reply's end to be drawn");
+  assert.match(end.html, /<div class="text"><p><em>a<\/em>/, "the reply that ended is Markdown");
   assert.equal(upserts(id).length, drawn + 3);
   fire({ type: "agent_end", messages: [] });
   await eventually(() => resets() > before, "the chat to be reloaded after the turn");
@@ -417,4 +462,14 @@ test("opening a chat has the server get its first turn ready (pi.prepareTurn): t
   } finally {
     api.pi.call = call;
   }
+});
+
+test("no Markdown worker is left running once the extension is deactivated", async () => {
+  // Before, the chats' worker thread was never terminated: it outlived the extension.
+  const worker = api.chats.markdown;
+  assert.ok(worker.alive, "the chats rendered in it");
+  const stopping = rig;
+  rig = undefined;
+  await stopping.stop();
+  await eventually(() => !worker.alive, "the worker to end");
 });

@@ -1,0 +1,73 @@
+// marked in a worker thread, with a time limit. Session files are hostile input, and marked is
+// quadratic in a paragraph's length on some of it: 49,999 characters of `*a_` took it 28 s, all
+// that time blocking the extension host. In a worker the host goes on; past the limit the text
+// is shown as plain text and the worker, which would go on parsing, is replaced.
+import * as path from "node:path";
+import { Worker } from "node:worker_threads";
+
+/** The worker's script: the bundle built beside the extension's. */
+export const WORKER_SCRIPT = path.join(__dirname, "markdownThread.js");
+
+// The longest marked may take over one text. The slowest text of models' kind known to it
+// (`*a` repeated, 49,999 characters) takes it 0.6 s, up to 1.2 s on a busy machine.
+export const MARKDOWN_TIME_LIMIT_MS = 2_000;
+
+export class MarkdownWorker {
+  private worker: Worker | undefined;
+  /** The texts asked for, in order: the worker parses one at a time. */
+  private queue: Promise<unknown> = Promise.resolve();
+  /** Whether a worker thread is running (tests wait for it to end). */
+  alive = false;
+  private disposed = false;
+
+  constructor(private readonly limitMs = MARKDOWN_TIME_LIMIT_MS, private readonly script = WORKER_SCRIPT) {}
+
+  /** `text` as marked renders it, or undefined when it took marked longer than the limit, or the worker died. */
+  render(text: string): Promise<string | undefined> {
+    const html = this.queue.then(() => this.parse(text));
+    this.queue = html.catch(() => undefined); // one failure must not fail every text after it
+    return html;
+  }
+
+  dispose(): void {
+    this.disposed = true;
+    this.stop();
+  }
+
+  private parse(text: string): Promise<string | undefined> {
+    // A chat's render still queued when the extension ends must not start a worker again.
+    if (this.disposed) return Promise.resolve(undefined);
+    const worker = this.worker ??= this.spawn();
+    return new Promise((resolve) => {
+      const done = (html: string | undefined) => {
+        clearTimeout(timer);
+        worker.off("message", done).off("exit", died);
+        resolve(html);
+      };
+      const died = () => done(undefined);
+      const timer = setTimeout(() => {
+        this.stop();
+        done(undefined);
+      }, this.limitMs);
+      worker.on("message", done).on("exit", died);
+      worker.postMessage(text);
+    });
+  }
+
+  private stop(): void {
+    void this.worker?.terminate();
+    this.worker = undefined;
+  }
+
+  private spawn(): Worker {
+    const worker = new Worker(this.script);
+    worker.unref(); // the host's exit never waits for it
+    worker.on("error", () => undefined); // a crash: its exit answers the text it was parsing
+    worker.on("exit", () => {
+      if (this.worker === worker) this.worker = undefined;
+      this.alive = this.worker !== undefined;
+    });
+    this.alive = true;
+    return worker;
+  }
+}
