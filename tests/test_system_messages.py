@@ -14,11 +14,12 @@ from typing import Any
 
 import pytest
 
+from pi_lsp.agent import skills
 from pi_lsp.agent.harness import Harness
 from pi_lsp.agent.ignorerules import IgnoreRules
 from pi_lsp.agent.prompt import PREAMBLE, system_sections
 from pi_lsp.agent.retry import RetrySettings
-from pi_lsp.agent.skills import find_skills, skill
+from pi_lsp.agent.skills import Skill, find_skills, skill
 from pi_lsp.agent.tools import ALL_TOOLS
 from pi_lsp.context.build import build_session_context
 from pi_lsp.context.replay import current_system_message, system_text
@@ -476,6 +477,46 @@ def test_an_escaped_emoji_in_a_skill_description_reaches_the_model(
     section = system_sections(tmp_path, ALL_TOOLS, False)["skills"]
     assert "<description>Launch \U0001f680 !</description>" in section
     section.encode("utf-8")
+
+
+def test_a_build_parses_only_the_skill_files_changed_since_the_last(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every turn and preview parsed every skill file's YAML again (600 ms with 1,000 skills).
+    A file is parsed again once changed, even in place keeping its size and mtime; a trusted
+    build reuses nothing an untrusted one read, and trust counts at once."""
+    agent, workspace = tmp_path / "agent", tmp_path / "ws"
+    for name in ("one", "two"):
+        skill_file(agent / "skills" / name / "SKILL.md", f"description: Old {name}.")
+    skill_file(workspace / ".pi" / "skills" / "mine" / "SKILL.md", "description: Project's.")
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(skills, "SETTLED_NS", -1 << 62)  # files written just now are kept too
+    parsed: list[str] = []
+
+    def counted(path: str, text: str) -> Skill | None:
+        parsed.append(os.path.basename(os.path.dirname(path)))
+        return skill(path, text)
+
+    monkeypatch.setattr(skills, "skill", counted)
+
+    def build(trusted: bool) -> list[str]:
+        parsed.clear()
+        return [one.description for one in find_skills(str(workspace), trusted)]
+
+    assert (build(False), parsed) == (["Old one.", "Old two."], ["one", "two"])
+    assert (build(False), parsed) == (["Old one.", "Old two."], [])
+    edited = agent / "skills" / "one" / "SKILL.md"
+    before = edited.stat()
+    edited.write_text(edited.read_text().replace("Old", "New"))
+    os.utime(edited, ns=(before.st_atime_ns, before.st_mtime_ns))
+    while edited.stat().st_ctime_ns == before.st_ctime_ns:  # until the file system clock ticks
+        os.utime(edited, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (edited.stat().st_size, edited.stat().st_mtime_ns) == \
+        (before.st_size, before.st_mtime_ns)
+    assert (build(False), parsed) == (["New one.", "Old two."], ["one"])
+    assert (build(True), parsed) == (["Project's.", "New one.", "Old two."],
+                                     ["mine", "one", "two"])
+    assert (build(False), parsed) == (["New one.", "Old two."], [])
 
 
 def pi16_skills(fixture: str, tmp_path: Path, given: dict[str, Any]) -> list[list[str]]:
