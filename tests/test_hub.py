@@ -16,14 +16,16 @@ from typing import Any, cast
 
 import pytest
 
+from pi_lsp.agent import prompt
 from pi_lsp.agent.harness import BusyError
+from pi_lsp.agent.skills import Skill
 from pi_lsp.server import hub as hub_module
-from pi_lsp.server.commands import runs
+from pi_lsp.server.commands import runs, sessions
 from pi_lsp.server.config import Config
 from pi_lsp.server.editor import PromptAttachments
 from pi_lsp.server.hub import NotASessionFileError, SessionHub, UnknownSessionError
 from pi_lsp.server.open_session import OpenSession
-from pi_lsp.server.protocol import PromptArgs
+from pi_lsp.server.protocol import PreviewArgs, PromptArgs
 from pi_lsp.server.tasks import Tasks
 from pi_lsp.server.turns import Runs
 from pi_lsp.session.catalog import ForeignSessionError, SessionDirError
@@ -398,3 +400,32 @@ async def test_a_fifo_in_a_sessions_folder_never_blocks_the_server(tmp_path: Pat
     with pytest.raises(NotASessionFileError, match="a FIFO, not a regular file"):
         hub.sync(path)
     assert not hub.open
+
+
+async def test_the_event_loop_runs_while_a_preview_builds_its_prompt(
+        tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pi.previewContext built the system prompt on the event loop (a tenth of a second with
+    1,000 skills), holding every other editor request; it is built in a worker thread now."""
+    hub = SessionHub([tmp_path], Config())
+    (tmp_path / "AGENTS.md").write_text("Run the tests with make test.\n")
+    entered, loop_ran = threading.Event(), threading.Event()
+    ran_meanwhile: list[bool] = []
+    find = prompt.find_skills
+
+    def held(root: str, trusted: bool) -> list[Skill]:
+        entered.set()
+        ran_meanwhile.append(loop_ran.wait(CEILING_S))  # never, were this the loop's thread
+        return find(root, trusted)
+
+    async def open_tree(_uri: str) -> Path:
+        return path
+
+    monkeypatch.setattr(prompt, "find_skills", held)
+    server = cast(Any, SimpleNamespace(hub=hub, open_tree=open_tree))
+    preview = asyncio.create_task(sessions.preview_context(
+        server, PreviewArgs(uri=path.as_uri(), layer="request")))
+    await until(entered.is_set, "the prompt being built")
+    loop_ran.set()
+    answer = await preview
+    assert ran_meanwhile == [True]
+    assert "make test" in answer.request["system"][0]["text"]

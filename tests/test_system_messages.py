@@ -4,17 +4,19 @@ them), and sends the replayed ones, so pi 1.6 and pi-lsp can take turns on one s
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pi_lsp.agent import skills
+from pi_lsp.agent import prompt, skills
 from pi_lsp.agent.harness import Harness
 from pi_lsp.agent.ignorerules import IgnoreRules
 from pi_lsp.agent.prompt import PREAMBLE, system_sections
@@ -29,7 +31,7 @@ from pi_lsp.session.entries import SystemMessage, decode_message
 from pi_lsp.session.tree import SessionTree
 from tests.conftest import CONFORMANCE
 from tests.fake_anthropic import FakeAnthropic, text_reply
-from tests.waits import CEILING_S
+from tests.waits import CEILING_S, until
 
 SECTIONS = ["preamble", "tools", "rules", "project_context", "cwd"]
 TOOLS = ["read", "bash", "edit", "write"]
@@ -111,6 +113,30 @@ async def test_first_request_declares_the_prompt_and_tools_and_sends_the_replay(
     first, second = fake.message_requests()
     assert first["system"] == second["system"]
     assert_sent_the_replay(second, path)
+
+
+async def test_the_event_loop_runs_while_a_turn_builds_its_prompt(
+        workspace: Path, fake: FakeAnthropic, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Built on the event loop (a tenth of a second with 1,000 skills), it held every editor
+    request; it is built in a worker thread now, and the turn waits for it."""
+    path = workspace / ".pi" / "sessions" / "s.jsonl"
+    agent = harness(path, workspace, fake)
+    fake.script(text_reply("done"))
+    entered, loop_ran = threading.Event(), threading.Event()
+    ran_meanwhile: list[bool] = []
+
+    def held(root: str, trusted: bool) -> list[Skill]:
+        entered.set()
+        ran_meanwhile.append(loop_ran.wait(CEILING_S))  # never, were this the loop's thread
+        return find_skills(root, trusted)
+
+    monkeypatch.setattr(prompt, "find_skills", held)
+    run = asyncio.create_task(agent.prompt("hi"))
+    await until(entered.is_set, "the prompt being built")
+    loop_ran.set()
+    await run
+    assert ran_meanwhile == [True]
+    assert "make test" in fake.message_requests()[-1]["system"][0]["text"]
 
 
 async def test_a_changed_prompt_is_patched_and_the_request_has_the_change(

@@ -470,7 +470,9 @@ class Harness:
             # active first: an abort meanwhile stops the run before its request.
             prompts = [await with_sent_images(message, auto_resize=self.auto_resize_images)
                        for message in prompts]
-            self.agent = self.agent_setup()
+            # Off the event loop: the prompt reads the project's files and skills (a tenth of
+            # a second with 1,000 skills), and every editor request would wait for it.
+            self.agent = await asyncio.to_thread(self.agent_setup)
             # No API key: fails before writing. Aborted before or meanwhile: the prompt is
             # written aborted at once, not after its SDK's import (seconds on a busy machine).
             with contextlib.suppress(Aborted):

@@ -6,6 +6,7 @@ Knows nothing of LSP; the server converts requests into these calls and results 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +15,7 @@ from pi_lsp.agent.approval import Approver, allow_all
 from pi_lsp.agent.harness import BusyError, Diagnostics, Harness
 from pi_lsp.agent.prompt import agent_setup
 from pi_lsp.agent.tools import ALL_TOOLS, DISK, FileAccess
-from pi_lsp.context.layers import Layer
+from pi_lsp.context.layers import AgentSetup, Layer
 from pi_lsp.context.preview import ContextDiff, diff_contexts
 from pi_lsp.harness_factory import make_harness
 from pi_lsp.paths import real_path
@@ -382,22 +383,24 @@ class SessionHub(Workspace):
         session = self.open.get(real_path(path))
         return self.views.delta(session.view, tree) if session is not None else None
 
-    def preview(self, path: Path, leaf_id: str | None, layer: Layer) -> Preview:
+    def preview(self, path: Path, leaf_id: str | None, layer: Layer,
+                agent: AgentSetup | None = None) -> Preview:
         """The context at an entry in one layer, whole, read without making the session's
         agent."""
-        return whole(self.outline(path, leaf_id, layer))
+        return whole(self.outline(path, leaf_id, layer, agent))
 
-    def outline(self, path: Path, leaf_id: str | None, layer: Layer) -> Outline:
+    def outline(self, path: Path, leaf_id: str | None, layer: Layer,
+                agent: AgentSetup | None = None) -> Outline:
         """What previews at an entry are read from, kept per session version and leaf: the
-        next page of a long context is cut from it."""
+        next page of a long context is cut from it. `agent`: as `agent_builder(path)` builds
+        it (off the event loop), else built here."""
         tree = self.sync(path).tree
         leaf = leaf_id if leaf_id is not None else tree.leaf_id
         if leaf is not None:
             tree.record(leaf)
-        settings, folder = self.settings_for(path), self.folder_of(path)
-        agent = agent_setup(folder, ALL_TOOLS, settings.registry(),
-                            (settings.default_provider, settings.default_model),
-                            settings.resume_thinking_level, settings.project_trusted)
+        folder = self.folder_of(path)
+        if agent is None:
+            agent = self.agent_builder(path)()
         key = (real_path(path), leaf, layer)
         # The settings and models files' times too: a model's window and levels come from them.
         state = (id(tree.records), len(tree.records), agent.default_model,
@@ -409,6 +412,16 @@ class SessionHub(Workspace):
         outline = outline_of(tree, leaf, layer, agent)
         self._previews.put(key, (state, outline))
         return outline
+
+    def agent_builder(self, path: Path) -> Callable[[], AgentSetup]:
+        """What builds the agent setup a preview of `path` shows: its folder's settings and
+        trust read now, on the event loop; its prompt (the project's files and skills, a tenth
+        of a second with 1,000 skills) when called, which may be in a worker thread."""
+        settings = self.settings_for(path)
+        return functools.partial(agent_setup, self.folder_of(path), ALL_TOOLS,
+                                 settings.registry(),
+                                 (settings.default_provider, settings.default_model),
+                                 settings.resume_thinking_level, settings.project_trusted)
 
     def diff(self, path: Path, from_leaf: str, to_leaf: str | None) -> ContextDiff:
         tree = self.sync(path).tree

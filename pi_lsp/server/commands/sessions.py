@@ -59,9 +59,10 @@ async def get_tree(ls: PiServer, args: TreeArgs) -> Any:
 
 async def preview_context(ls: PiServer, args: PreviewArgs) -> Any:
     path = await ls.open_tree(args.uri)
+    agent = await asyncio.to_thread(ls.hub.agent_builder(path))
     if args.page is None:
-        return ls.hub.preview(path, args.leaf_id, args.layer)
-    outline = ls.hub.outline(path, args.leaf_id, args.layer)
+        return ls.hub.preview(path, args.leaf_id, args.layer, agent)
+    outline = ls.hub.outline(path, args.leaf_id, args.layer, agent)
     start = args.start if args.entry_id is None else first_row(outline, args.entry_id)
     return paged(outline, args.page, start)
 
