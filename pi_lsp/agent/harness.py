@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -250,11 +251,17 @@ class Harness:
 
     def agent_setup(self) -> AgentSetup:
         """The prompt sections and tools as they are now (they read the project's notes)."""
-        setup = agent_setup(self.root, list(self.tools.values()), self.registry,
-                            self.default_model, self.default_thinking_level,
-                            self.project_trusted)
-        return msgspec.structs.replace(setup, run_model=self.run_model,
-                                       run_thinking_level=self.run_thinking_level)
+        return self.agent_builder()()
+
+    def agent_builder(self) -> Callable[[], AgentSetup]:
+        """What builds `agent_setup`: the run's model and levels read now, on the event loop;
+        the project's notes and skills when called, which may be in a worker thread."""
+        build = functools.partial(agent_setup, self.root, list(self.tools.values()),
+                                  self.registry, self.default_model,
+                                  self.default_thinking_level, self.project_trusted)
+        run_model, run_level = self.run_model, self.run_thinking_level
+        return lambda: msgspec.structs.replace(build(), run_model=run_model,
+                                               run_thinking_level=run_level)
 
     async def next_request(self) -> tuple[ModelRequest, Provider]:
         """The request at the leaf as it is now (flushed writes included): the prompt and tools
@@ -472,7 +479,7 @@ class Harness:
                        for message in prompts]
             # Off the event loop: the prompt reads the project's files and skills (a tenth of
             # a second with 1,000 skills), and every editor request would wait for it.
-            self.agent = await asyncio.to_thread(self.agent_setup)
+            self.agent = await asyncio.to_thread(self.agent_builder())
             # No API key: fails before writing. Aborted before or meanwhile: the prompt is
             # written aborted at once, not after its SDK's import (seconds on a busy machine).
             with contextlib.suppress(Aborted):
