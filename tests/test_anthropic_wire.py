@@ -404,3 +404,19 @@ async def test_a_stop_reason_pi_does_not_know_ends_the_reply_as_an_overflow_can(
     assert reply.error_message == "Unhandled stop reason: model_context_window_exceeded"
     assert reply.stop_reason == "error" and reply.usage.output == 1  # message_start's
     assert is_context_overflow(reply.error_message)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+async def test_arguments_with_nan_or_infinity_are_refused_as_json_parse_refuses_them(
+        fake: FakeAnthropic, constant: str) -> None:
+    """Python's json read them, so the tool ran where pi 1.6 answers "Invalid arguments"."""
+    start, *_, stop_block = fake_anthropic.tool_block(0, "toolu_1", "bash", {})
+    text = f'{{"command": "ls", "timeout": {constant}}}'
+    delta = {"type": "content_block_delta", "index": 0,
+             "delta": {"type": "input_json_delta", "partial_json": text}}
+    [call] = (await streamed(fake, message_start(), start, delta, stop_block,
+                             stop("tool_use"))).content
+    assert isinstance(call, ToolCall) and call.arguments == {}
+    assert call.arguments_error and call.arguments_error.endswith(
+        f"\n\nReceived arguments:\n{text}")

@@ -320,12 +320,12 @@ def parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
         return {}, None
     try:
         try:
-            value = json.loads(text)
+            value = json.loads(text, parse_constant=_not_json)
         except json.JSONDecodeError:
             repaired = repaired_json(text)
             if repaired == text:
                 raise
-            value = json.loads(repaired)
+            value = json.loads(repaired, parse_constant=_not_json)
         if not isinstance(value, dict):
             raise ValueError("Tool arguments must be a JSON object")
         if nesting(value) > MAX_ARGUMENT_NESTING:
@@ -333,6 +333,12 @@ def parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
     except (ValueError, RecursionError) as error:
         return {}, f"{error}\n\nReceived arguments:\n{text}"
     return value, None
+
+
+def _not_json(name: str) -> Any:
+    """Refuse NaN, Infinity and -Infinity, which Python's json reads and JSON.parse does not:
+    pi reports such arguments to the model instead of running the tool."""
+    raise ValueError(f"Unexpected token {name!r}: {name} is not valid JSON")
 
 
 _ESCAPED = frozenset('"\\/bfnrt')
