@@ -420,3 +420,21 @@ async def test_arguments_with_nan_or_infinity_are_refused_as_json_parse_refuses_
     assert isinstance(call, ToolCall) and call.arguments == {}
     assert call.arguments_error and call.arguments_error.endswith(
         f"\n\nReceived arguments:\n{text}")
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("block", "error"), [
+    ({"type": "tool_use", "name": "bash", "input": {}},
+     "The model sent a tool call without a string id"),
+    ({"type": "tool_use", "id": 42, "name": "bash", "input": {}},
+     "The model sent a tool call without a string id (42)"),
+    ({"type": "tool_use", "id": "toolu_1", "input": {}},
+     "The model sent a tool call without a string name")])
+async def test_a_tool_call_without_a_string_id_or_name_fails_the_reply(
+        fake: FakeAnthropic, block: dict[str, Any], error: str) -> None:
+    """It ran and was written with id null or 42, a line the session reader skips: the call
+    and its result vanished from every later request."""
+    reply = await streamed(fake, message_start(),
+                           {"type": "content_block_start", "index": 0, "content_block": block},
+                           {"type": "content_block_stop", "index": 0}, stop("tool_use"))
+    assert (reply.stop_reason, reply.error_message, reply.content) == ("error", error, [])

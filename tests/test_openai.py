@@ -593,6 +593,17 @@ async def test_arguments_sent_whole_at_the_end_are_the_calls(oai) -> None:
     assert reply.content == [ToolCall(id="call_1|fc_0", name="read", arguments={"path": "z"})]
 
 
+async def test_a_call_without_a_name_fails_the_reply(oai) -> None:
+    """It ran as "Tool None not found" and was written with name null, a line the session
+    reader skips: the call and its result vanished from every later request."""
+    events = call_item(0, "call_1", "read", {"path": "z"})
+    for event in (events[0], events[-1]):
+        del event["item"]["name"]
+    reply = await read_responses(oai, *events, completed())
+    assert (reply.stop_reason, reply.error_message, reply.content) == (
+        "error", "The model sent a tool call without a string name", [])
+
+
 async def test_encrypted_reasoning_sent_only_with_the_finished_response_is_kept(oai) -> None:
     """Azure's way: the item finished without it, and the reasoning went back unusable."""
     *events, done = reasoning_item(0, "Plan")

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 import msgspec
 
+from pi_lsp.providers.failures import ReplyFailed
 from pi_lsp.providers.registry import ModelInfo
 from pi_lsp.session.entries import (
     AssistantBlock,
@@ -207,6 +208,12 @@ class ReplyBuilder:
         return len(self.blocks) - 1
 
     def start_tool_call(self, call_id: str, name: str) -> int:
+        """Open a tool call; one without a string id or name fails the reply, since a session
+        line holding it would be skipped on reading (the call and its result lost)."""
+        for field, value in (("id", call_id), ("name", name)):
+            if not isinstance(value, str):
+                raise ReplyFailed(f"The model sent a tool call without a string {field}"
+                                  f"{'' if value is None else f' ({value!r})'}")
         self.blocks.append(ToolCall(id=call_id, name=name, arguments={}))
         self._tool_json[len(self.blocks) - 1] = ""
         return len(self.blocks) - 1
