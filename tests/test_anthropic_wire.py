@@ -438,3 +438,40 @@ async def test_a_tool_call_without_a_string_id_or_name_fails_the_reply(
                            {"type": "content_block_start", "index": 0, "content_block": block},
                            {"type": "content_block_stop", "index": 0}, stop("tool_use"))
     assert (reply.stop_reason, reply.error_message, reply.content) == ("error", error, [])
+
+
+def delta(index: int, **fields: Any) -> dict[str, Any]:
+    return {"type": "content_block_delta", "index": index, "delta": fields}
+
+
+@pytest.mark.asyncio
+async def test_a_delta_for_a_block_of_another_kind_is_ignored_as_pi_16_ignores_it(
+        fake: FakeAnthropic) -> None:
+    """The whole reply failed with an empty AssertionError or a KeyError."""
+    start, *_, stop_call = fake_anthropic.tool_block(0, "toolu_1", "bash", {})
+    reply = await streamed(
+        fake, message_start(), start, delta(0, type="text_delta", text="stray"),
+        delta(0, type="thinking_delta", thinking="stray"),
+        delta(0, type="input_json_delta", partial_json='{"command": "ls"}'), stop_call,
+        *text_block(1, "Hi")[:-1], delta(1, type="input_json_delta", partial_json="{}"),
+        delta(1, type="signature_delta", signature="S"), *text_block(1)[-1:],
+        stop("tool_use"))
+    assert (reply.stop_reason, reply.error_message) == ("toolUse", None)
+    assert reply.content == [ToolCall(id="toolu_1", name="bash", arguments={"command": "ls"}),
+                             TextContent(text="Hi")]
+
+
+@pytest.mark.asyncio
+async def test_deltas_that_are_not_text_are_added_as_javascript_adds_them(
+        fake: FakeAnthropic) -> None:
+    """A text of 5 or a thinking of null failed the reply with a TypeError; pi writes "5" and
+    "null"."""
+    thinking, *_, end_thinking = fake_anthropic.thinking_block(0, "", "")
+    reply = await streamed(
+        fake, message_start(), thinking, delta(0, type="thinking_delta", thinking=None),
+        delta(0, type="signature_delta", signature=None), end_thinking,
+        *text_block(1)[:1], delta(1, type="text_delta", text=5),
+        delta(1, type="text_delta", text=[1.5, None, True]), *text_block(1)[-1:],
+        stop("end_turn"))
+    assert reply.content == [ThinkingContent(thinking="null", thinking_signature="null"),
+                             TextContent(text="51.5,,true")]

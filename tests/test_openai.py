@@ -604,6 +604,24 @@ async def test_a_call_without_a_name_fails_the_reply(oai) -> None:
         "error", "The model sent a tool call without a string name", [])
 
 
+async def test_a_delta_for_an_item_of_another_kind_is_ignored_as_pi_16_ignores_it(oai) -> None:
+    """The whole reply failed with an empty AssertionError or a KeyError."""
+    def stray(kind: str, index: int, text: str) -> dict[str, Any]:
+        return {"type": kind, "output_index": index, "item_id": "x", "content_index": 0,
+                "summary_index": 0, "delta": text}
+
+    call = call_item(0, "call_1", "read", {"path": "z"})
+    message = message_item(1, "Hi")
+    reply = await read_responses(
+        oai, call[0], stray("response.output_text.delta", 0, "stray"),
+        stray("response.reasoning_summary_text.delta", 0, "stray"), *call[1:], *message[:-1],
+        stray("response.function_call_arguments.delta", 1, "{}"), message[-1], completed())
+    assert (reply.stop_reason, reply.error_message) == ("toolUse", None)
+    assert reply.content == [
+        ToolCall(id="call_1|fc_0", name="read", arguments={"path": "z"}),
+        TextContent(text="Hi", text_signature='{"v":1,"id":"msg_1"}')]
+
+
 async def test_encrypted_reasoning_sent_only_with_the_finished_response_is_kept(oai) -> None:
     """Azure's way: the item finished without it, and the reasoning went back unusable."""
     *events, done = reasoning_item(0, "Plan")

@@ -394,13 +394,13 @@ class AnthropicProvider:
             block = event.content_block
             if block.type == "text":
                 slots[event.index] = index = reply.start_text()
-                return [reply.add_text(index, block.text)] if block.text else []
+                return reply.add_text(index, block.text) if block.text else []
             if block.type == "thinking":
                 slots[event.index] = index = reply.start_thinking()
                 # The block may open with thinking and a signature already (pi keeps both).
                 reply.add_signature(index, getattr(block, "signature", None) or "")
                 thinking = getattr(block, "thinking", None) or ""
-                return [reply.add_thinking(index, thinking)] if thinking else []
+                return reply.add_thinking(index, thinking) if thinking else []
             if block.type == "redacted_thinking":
                 slots[event.index] = reply.start_thinking(redacted_data=block.data)
             elif block.type == "tool_use":
@@ -432,11 +432,11 @@ class AnthropicProvider:
 
     def _apply_delta(self, delta: Any, reply: ReplyBuilder, index: int) -> list[ProviderEvent]:
         if delta.type == "text_delta":
-            return [reply.add_text(index, delta.text)]
+            return reply.add_text(index, delta.text)
         if delta.type == "thinking_delta":
-            return [reply.add_thinking(index, delta.thinking)]
+            return reply.add_thinking(index, delta.thinking)
         if delta.type == "signature_delta":
             reply.add_signature(index, delta.signature)
         elif delta.type == "input_json_delta":
-            return [reply.add_tool_json(index, delta.partial_json)]
+            return reply.add_tool_json(index, delta.partial_json)
         return []

@@ -425,7 +425,7 @@ class ChatReader:
         delta = _object(choice.get("delta"))
         events += self._reasoning(delta)
         if text := _text(delta.get("content")):
-            events.append(reply.add_text(self._text_block(), text))
+            events.extend(reply.add_text(self._text_block(), text))
         calls = delta.get("tool_calls")
         for call in calls if isinstance(calls, list) else []:
             if isinstance(call, dict):
@@ -446,9 +446,9 @@ class ChatReader:
         # pi keeps, merged, as the thinking's signature and sends back with the reply.
         field = next((f for f in REASONING_FIELDS
                       if isinstance(delta.get(f), str) and delta[f]), None)
-        events: list[ProviderEvent] = [] if field is None else [
-            # pi keeps the field's name as the signature, to send the thinking back in it
-            self.reply.add_thinking(self._thinking_block(field), delta[field])]
+        # pi keeps the field's name as the signature, to send the thinking back in it
+        events = [] if field is None else \
+            self.reply.add_thinking(self._thinking_block(field), delta[field])
         details = delta.get("reasoning_details")
         for detail in details if isinstance(details, list) else []:
             if _is_reasoning_detail(detail):
@@ -479,7 +479,7 @@ class ChatReader:
         assert isinstance(block, ToolCall)
         block.id, block.name = block.id or call_id, block.name or name
         if arguments := _arguments(function):
-            events.append(self.reply.add_tool_json(index, arguments))
+            events.extend(self.reply.add_tool_json(index, arguments))
         return events
 
     def finish(self) -> list[ProviderEvent]:

@@ -265,14 +265,14 @@ class ResponsesReader:
             return self._added(event.output_index, event.item)
         elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta") \
                 and index is not None:
-            return [reply.add_thinking(index, event.delta)]
+            return reply.add_thinking(index, event.delta)
         elif kind == "response.reasoning_summary_part.done" and index is not None:
-            return [reply.add_thinking(index, "\n\n")]
+            return reply.add_thinking(index, "\n\n")
         elif kind in ("response.output_text.delta", "response.refusal.delta") and \
                 index is not None:
-            return [reply.add_text(index, event.delta)]
+            return reply.add_text(index, event.delta)
         elif kind == "response.function_call_arguments.delta" and index is not None:
-            return [reply.add_tool_json(index, event.delta)]
+            return reply.add_tool_json(index, event.delta)
         elif kind == "response.function_call_arguments.done" and index in self.unfinished:
             return self._arguments_done(index, event.arguments)
         elif kind == "response.output_item.done":
@@ -298,7 +298,7 @@ class ResponsesReader:
             self.items[output_index] = index
             self.unfinished.add(index)
             if item.arguments:
-                return [self.reply.add_tool_json(index, item.arguments)]
+                return self.reply.add_tool_json(index, item.arguments)
         return []
 
     def _arguments_done(self, index: int, text: str) -> list[ProviderEvent]:
@@ -308,7 +308,7 @@ class ResponsesReader:
         if not text.startswith(so_far):
             self.reply.replace_tool_json(index, text)
             return []
-        return [self.reply.add_tool_json(index, text[len(so_far):])] if text != so_far else []
+        return self.reply.add_tool_json(index, text[len(so_far):]) if text != so_far else []
 
     def _done(self, output_index: int, item: Any) -> list[ProviderEvent]:
         """A finished item; one whose start never came is started now (pi's getOrCreateSlot)."""
