@@ -651,6 +651,18 @@ async def test_the_servers_total_is_kept_even_when_missing(oai) -> None:
     usage = (await read_responses(oai, finished)).usage
     assert (usage.input, usage.output, usage.total_tokens) == (200, 40, 0)
 
+async def test_counts_sent_as_strings_are_counted_as_pi_16_counts_them(oai) -> None:
+    """A complete reply failed with a TypeError; pi's arithmetic reads "200" as 200."""
+    finished = completed()
+    finished["response"]["usage"] = {
+        "input_tokens": "200", "output_tokens": "40", "total_tokens": "240",
+        "input_tokens_details": {"cached_tokens": "50"}, "output_tokens_details": None}
+    reply = await read_responses(oai, *message_item(0, "Hi"), finished)
+    assert (reply.stop_reason, reply.error_message) == ("stop", None)
+    usage = reply.usage
+    assert (usage.input, usage.output, usage.cache_read, usage.total_tokens) == (150, 40, 50, 240)
+
+
 def test_responses_tool_ids_are_made_acceptable() -> None:
     gpt = REGISTRY_GPT5
     own = AssistantMessage(content=[], api=RESPONSES_API, provider="openai", model="gpt-5-mini",

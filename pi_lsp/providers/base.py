@@ -101,6 +101,19 @@ def safe_id(raw: str) -> str:
     return _UNSAFE_ID.sub("_", raw)
 
 
+def token_count(value: Any) -> int:
+    """A token count as sent: a number, or one in a string (a few proxies quote them, and pi's
+    arithmetic reads them as numbers); anything else counts none."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return value
+    try:
+        return int(float(value)) if isinstance(value, float | str) else 0
+    except (ValueError, OverflowError):  # "many", NaN, infinity
+        return 0
+
+
 def count_openai_usage(usage: Usage, prompt: int, output: int, cached: int, written: int
                        ) -> None:
     """OpenAI's counts as pi keeps them: the prompt's cached and cache-written tokens are not

@@ -18,6 +18,7 @@ from pi_lsp.providers.base import (
     count_openai_usage,
     safe_id,
     short_hash,
+    token_count,
     without_lone_surrogates,
 )
 from pi_lsp.providers.failures import StreamEndedEarly
@@ -286,19 +287,6 @@ def request_headers(request: ModelRequest) -> dict[str, str]:
     return headers
 
 
-def _count(value: Any) -> int:
-    """A token count as sent: a number, or one in a string (a few proxies quote them, and pi's
-    arithmetic reads them as numbers); anything else counts none."""
-    if isinstance(value, bool):
-        return 0
-    if isinstance(value, int):
-        return value
-    try:
-        return int(float(value)) if isinstance(value, float | str) else 0
-    except (ValueError, OverflowError):  # "many", NaN, infinity
-        return 0
-
-
 def _object(value: Any) -> dict[str, Any]:
     """`value` if it is a JSON object, else an empty one (a field of another type is skipped)."""
     return value if isinstance(value, dict) else {}
@@ -310,9 +298,9 @@ def _usage(raw: dict[str, Any], reply: ReplyBuilder) -> None:
     cached = next((value for value in (details.get("cached_tokens"),
                                        raw.get("prompt_cache_hit_tokens"),
                                        raw.get("cached_tokens")) if value is not None), 0)
-    count_openai_usage(reply.usage, _count(raw.get("prompt_tokens")),
-                       _count(raw.get("completion_tokens")), _count(cached),
-                       _count(details.get("cache_write_tokens")))
+    count_openai_usage(reply.usage, token_count(raw.get("prompt_tokens")),
+                       token_count(raw.get("completion_tokens")), token_count(cached),
+                       token_count(details.get("cache_write_tokens")))
 
 
 def _string(value: Any) -> str:

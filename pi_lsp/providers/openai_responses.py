@@ -18,6 +18,7 @@ from pi_lsp.providers.base import (
     count_openai_usage,
     safe_id,
     short_hash,
+    token_count,
     without_lone_surrogates,
 )
 from pi_lsp.providers.failures import ReplyFailed, StreamEndedEarly
@@ -342,10 +343,10 @@ class ResponsesReader:
         self._backfill(getattr(response, "output", None) or [])
         if usage is not None:
             details = usage.input_tokens_details
-            cached = (getattr(details, "cached_tokens", None) or 0) if details else 0
-            written = (getattr(details, "cache_write_tokens", None) or 0) if details else 0
-            count_openai_usage(reply.usage, usage.input_tokens or 0, usage.output_tokens or 0,
-                               cached, written)
+            count_openai_usage(reply.usage, token_count(usage.input_tokens),
+                               token_count(usage.output_tokens),
+                               token_count(getattr(details, "cached_tokens", None)),
+                               token_count(getattr(details, "cache_write_tokens", None)))
             reply.total_tokens = getattr(usage, "total_tokens", None) or 0  # pi keeps the server's
         status = response.status
         if status == "failed":
