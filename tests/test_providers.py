@@ -563,6 +563,23 @@ async def test_provider_retries_honour_retry_after(rig, oai) -> None:
     assert is_passing_failure(message)  # the agent-level retry may take it from there
 
 
+@pytest.mark.parametrize(("header", "value"), [("retry-after", "120s"),
+                                                ("retry-after-ms", "120000ms")])
+async def test_a_delay_with_a_unit_after_its_number_is_read_as_pi_reads_it(
+        rig, oai, header: str, value: str) -> None:
+    """"120s" was no number to float(), so the call was retried at once; pi's
+    Number.parseFloat reads the leading 120 and refuses to wait that long."""
+    one = rig(retry=RetrySettings(enabled=False, provider=ProviderRetry(max_retries=1)))
+    oai.script(error_reply(429, "rate_limit_exceeded", "later", {header: value}))
+    await one.harness.prompt("hi")
+    assert len(oai.chat_requests()) == 1
+    assert one.last()["errorMessage"].startswith(
+        "lab: Server requested 120s retry delay (max: 60s).")
+    assert retry_delay_s({"retry-after": " 2.5e0 seconds"}, 0, 60_000, "") == 2.5
+    assert retry_delay_s({"retry-after-ms": "-Infinity", "retry-after": ".5x"}, 0, 60_000,
+                         "") == 0.5
+
+
 def test_retry_delays_follow_pi() -> None:
     assert retry_delay_s({"retry-after-ms": "250"}, 0, 60_000, "") == 0.25
     assert retry_delay_s({"retry-after": "2"}, 0, 60_000, "") == 2

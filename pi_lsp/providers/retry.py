@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import math
 import random
+import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from email.utils import parsedate_to_datetime
@@ -82,11 +83,15 @@ async def with_retries(send: Callable[[], Awaitable[T]], policy: ProviderRetry,
             retry_index += 1
 
 
+# What JavaScript's Number.parseFloat reads: the longest decimal number at the start.
+_LEADING_NUMBER = re.compile(r"[+-]?(?:Infinity|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)")
+
+
 def _number(text: str | None) -> float | None:
-    try:
-        return float(text) if text else None
-    except ValueError:
-        return None
+    """The number `text` starts with, as pi reads a header (Number.parseFloat): "30s" is 30,
+    the rest ignored; None if it starts with none."""
+    found = _LEADING_NUMBER.match(text.lstrip()) if text else None
+    return float(found[0]) if found else None
 
 
 def _date_ms(text: str) -> float | None:
