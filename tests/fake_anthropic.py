@@ -224,9 +224,11 @@ class FakeAnthropic:
 
     async def _stream(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                       reply: Any, frames: list[bytes]) -> bool:
-        """A 200 SSE reply in chunks: the frames, then the raw bytes; ended, cut or stalled."""
+        """A 200 SSE reply in chunks, with the reply's headers: the frames, then the raw bytes;
+        ended, cut or stalled."""
+        head = "".join(f"{name}: {value}\r\n" for name, value in reply.headers.items())
         writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-                     b"transfer-encoding: chunked\r\n\r\n")
+                     b"transfer-encoding: chunked\r\n" + head.encode() + b"\r\n")
         # The OpenAI fake streams its own replies here, which are not held.
         held_until, held_after = getattr(reply, "held_until", None), getattr(reply, "held_after", 0)
         for sent, data in enumerate([*frames, reply.raw] if reply.raw else frames, 1):

@@ -167,6 +167,17 @@ async def test_a_cut_connection_is_said_to_be_cut_not_unreachable(rig, oai) -> N
     assert "cannot reach" not in last["errorMessage"]
 
 
+async def test_a_body_that_does_not_decompress_is_said_to_be_undecodable(rig, oai) -> None:
+    """A 200 with a corrupt gzip body was "cannot reach lab (connection error ...)"; pi sees the
+    body "terminated", which its retry takes as passing, and so does pi-lsp's."""
+    oai.script(Reply(raw=b"\x1f\x8b\x08garbage", headers={"content-encoding": "gzip"}))
+    one = rig()
+    await one.harness.prompt("hi")
+    message = one.last()["errorMessage"]
+    assert message.startswith("lab sent a reply that could not be decoded (terminated: ")
+    assert is_passing_failure(message)
+
+
 async def test_a_stalled_stream_times_out_with_the_partial_reply(rig, oai) -> None:
     # Long enough that a busy machine never takes it for the stall; the stall itself is endless.
     one = rig(retry=RetrySettings(enabled=False, provider=ProviderRetry(timeout_ms=3000)))

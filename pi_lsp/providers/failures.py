@@ -61,6 +61,9 @@ def transport_failure(error: BaseException, label: str, url: str, timeout_s: flo
         else error
     if "TimeoutException" in inner or "APITimeoutError" in inner:
         return f"{label} sent nothing for {timeout_s:g}s (timed out)"
+    if "DecodingError" in inner:  # a compressed body that does not decompress
+        # pi (node's fetch) reports it as "terminated", which its retry takes as passing.
+        return f"{label} sent a reply that could not be decoded (terminated: {detail})"
     if inner & {"RemoteProtocolError", "ReadError", "WriteError"}:
         what = "before the reply was complete" if answered else "without answering"
         return f"{label} closed the connection {what} (connection lost: {detail})"
