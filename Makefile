@@ -34,6 +34,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_startup.py
 	$(BIN)/python benchmarks/bench_editors.py
 	$(BIN)/python benchmarks/bench_prompt.py
+	$(BIN)/python benchmarks/bench_reply.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .suites build dist

@@ -7,7 +7,6 @@ import asyncio
 import io
 import json
 import threading
-import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -884,17 +883,16 @@ def test_cost_is_pi_16s_to_the_last_bit() -> None:
         0.003, 0.018510000000000002, 0.000059999999999999995, 0.00375, 0.025320000000000002)
 
 
-def test_tool_arguments_from_many_small_deltas_are_assembled_in_linear_time() -> None:
-    """Each delta was added to one string, copied whole every time: 2 MB of arguments in
-    16-character deltas took 9 to 49 s; now a fraction of a second (2 s allowed)."""
+def test_tool_arguments_from_many_small_deltas_are_assembled_whole() -> None:
+    """The arguments are kept in pieces and joined once (each delta was added to one string,
+    copied whole every time; benchmarks/bench_reply.py measures it): the pieces make them."""
     reply = ReplyBuilder(CHAT_API, local())
     index = reply.start_tool_call("call_1", "write")
     reply.add_tool_json(index, '{"path": "big.txt", "content": "')
-    deadline = time.monotonic() + 2
-    for _ in range(2_000_000 // 16):
-        reply.add_tool_json(index, "x" * 16)
-        assert time.monotonic() < deadline, "assembling the arguments is not linear"
+    for number in range(20_000):
+        reply.add_tool_json(index, f"{number:016d}")
     reply.add_tool_json(index, '"}')
     reply.end_block(index)
     [call] = reply.message().content
-    assert isinstance(call, ToolCall) and len(call.arguments["content"]) == 2_000_000
+    assert isinstance(call, ToolCall)
+    assert call.arguments["content"] == "".join(f"{number:016d}" for number in range(20_000))
