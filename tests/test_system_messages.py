@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -29,9 +30,9 @@ from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.providers.retry import ProviderRetry
 from pi_lsp.session.entries import SystemMessage, decode_message
 from pi_lsp.session.tree import SessionTree
-from tests.conftest import CONFORMANCE
+from tests.conftest import CONFORMANCE, ROOT
 from tests.fake_anthropic import FakeAnthropic, text_reply
-from tests.waits import CEILING_S, until
+from tests.waits import CEILING_S, PROCESS_CEILING_S, until
 
 SECTIONS = ["preamble", "tools", "rules", "project_context", "cwd"]
 TOOLS = ["read", "bash", "edit", "write"]
@@ -580,6 +581,31 @@ def test_ignore_patterns_match_as_pi16s_ignore_package() -> None:
         rules = IgnoreRules()
         rules.add(patterns)
         assert [path for path in stored["paths"] if rules.ignores(path)] == ignored, patterns
+
+
+def answers_in_a_worker(code: str) -> Any:
+    """What `code` prints as JSON, run in a worker process: a hang fails the test at the
+    ceiling instead of freezing the run."""
+    made = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=PROCESS_CEILING_S, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert made.returncode == 0, made.stderr
+    return json.loads(made.stdout)
+
+
+def test_hostile_ignore_patterns_are_decided_at_once() -> None:
+    """Patterns from a repository's ignore files backtracked exponentially: `*a*a*...*b`
+    took 8.5 s on 40 `a`s and never ended on 80, and `**` chains on a deep path too, freezing
+    the daemon as it listed skills. Each is now decided in polynomial time, as before."""
+    deep = "a/" + "b/" * 200 + "c/" * 200
+    assert answers_in_a_worker(f"""if True:
+        import json
+        from pi_lsp.agent.ignorerules import IgnoreRules
+        stars, chain = IgnoreRules(), IgnoreRules()
+        stars.add(["*a*a*a*a*a*a*a*a*b"])
+        chain.add(["a/**/b/**/c/**/d", "a/**/b/**/c/**/e/**", "**/b/**/c/**/b"])
+        print(json.dumps([stars.ignores(path) for path in ["a" * 80, "a" * 80 + "b"]] +
+                         [chain.ignores({deep!r} + end) for end in ["x", "d", "e/f", "e/f\\n"]]))
+        """) == [False, True, False, True, True, False]
 
 
 def plant_ignored_skills(tmp_path: Path) -> tuple[Path, Path, Path]:

@@ -12,6 +12,16 @@ _STAR, _SLASH = "*", "/"
 _ANY_SLASH = re.compile(r"/(?!$)")  # a slash but the last: the pattern is anchored at the top
 # The end of a path or of a folder's path (`a/`): what a pattern matches needs no more after it.
 _END = r"(?=\Z|/\Z)"
+# The pieces `_regex` makes that match more than one character: where a match begins (at the
+# top, at any depth, after any folders), `*` within a name (a whole name when last after a `/`),
+# `**` between folders (at the end one or more) and a last `/**` (all within).
+_TOP, _ANY_DEPTH, _ANY_FOLDERS = "^", "(?:^|/)", "^(?:.*/)?"
+_NAME, _WHOLE_NAME = "[^/]*", "[^/]+"
+_FOLDERS, _SOME_FOLDERS, _ALL_WITHIN = "(?:/[^/]+)*", "(?:/[^/]+)+", "/.+"
+# Those between folders, taking the fewest folders first or the most, never backtracking
+# into a name (a `/` always follows).
+_FEWEST = {_ANY_FOLDERS: "^(?:.*?/)??", _FOLDERS: "(?:/[^/]++)*?"}
+_MOST = {_FOLDERS: "(?:/[^/]++)*", _SOME_FOLDERS: "(?:/[^/]++)+"}
 # POSIX's character classes, as `ignore` reads them (`graph`, `print` and `punct` leave out `/`).
 _POSIX = {"alnum": "0-9A-Za-z", "alpha": "A-Za-z", "blank": " \\t", "cntrl": "\\x00-\\x1f\\x7f",
           "digit": "0-9", "graph": "!-.0-~", "lower": "a-z", "print": " -.0-~",
@@ -150,24 +160,84 @@ def _regex(tokens: list[str], anchored: bool) -> str:
     if not tokens:
         return ""  # `!` alone: every path
     first = 1 if tokens[0] == _SLASH else 0
-    out = ["^" if first or anchored else "(?:^|/)"]
+    out = [_TOP if first or anchored else _ANY_DEPTH]
     while tokens[first:first + 3] == [_STAR, _STAR, _SLASH]:  # `**/`: in any folder
         first += 3
-        out = ["^(?:.*/)?"]
+        out = [_ANY_FOLDERS]
     at = first
     while at < len(tokens):
         token, rest = tokens[at], tokens[at + 3:]
         if token == _SLASH and tokens[at + 1:at + 3] == [_STAR, _STAR] and \
                 rest[:1] in ([], [_SLASH]):
             # `/**` at the end: all within; `/**/`: any folders between, at the end one or more
-            out.append("/.+" if not rest else "(?:/[^/]+)+" if rest == [_SLASH] else
-                       "(?:/[^/]+)*")
+            out.append(_ALL_WITHIN if not rest else _SOME_FOLDERS if rest == [_SLASH] else
+                       _FOLDERS)
             at += 3
         elif token == _STAR and at == len(tokens) - 1:  # a last `*` after a `/`: a whole name
-            out.append("[^/]+" if at > first and tokens[at - 1] == _SLASH else "[^/]*")
+            out.append(_WHOLE_NAME if at > first and tokens[at - 1] == _SLASH else _NAME)
             at += 1
         else:
-            out.append("[^/]*" if token == _STAR else token)
+            out.append(_NAME if token == _STAR else token)
             at += 1
     # A pattern ending in `/` matches folders only; any other, what is in it too.
-    return "".join(out) + (r"\Z" if tokens[-1] == _SLASH and out[-1] == "/" else _END)
+    end = r"\Z" if tokens[-1] == _SLASH and out[-1] == "/" else _END
+    return _linear(out[0], out[1:], end)
+
+
+def _linear(start: str, pieces: list[str], end: str) -> str:
+    """`start + "".join(pieces) + end` as a regular expression matching the same in polynomial
+    time (the plain one backtracks exponentially on `*a*a*a*b` or `a/**/b/**/c/**/d`)."""
+    blocks: list[list[str]] = [[]]  # the pieces between `**`s
+    gaps = [start]  # what comes before each block
+    for piece in pieces:
+        if piece not in (_FOLDERS, _SOME_FOLDERS):
+            blocks[-1].append(piece)
+        elif not blocks[-1] and gaps[-1] == _FOLDERS:  # `**/**`: the same as one
+            gaps[-1] = piece
+        else:
+            gaps.append(piece)
+            blocks.append([])
+    within = blocks[-1][-1:] == [_ALL_WITHIN]
+    if within:
+        blocks[-1].pop()
+    out: list[str] = []
+    for at, (gap, block) in enumerate(zip(gaps, blocks, strict=True)):
+        # A block with a gap after it takes its leftmost match for good: a later one leaves
+        # the rest less room (on paths with no empty name, `a//b`, which no walk meets: a
+        # `**` never crosses one). Before a last `/**` its rightmost: `.` stops at a newline.
+        if at < len(blocks) - 1:
+            out.append(f"(?>{_FEWEST.get(gap, gap)}{_block(block)}(?=/))")
+        elif within:
+            out.append(f"(?>{_MOST.get(gap, gap)}{_block(block)}(?=/.))/.++")
+        else:
+            out.append(_MOST.get(gap, gap) + _block(block))
+    return "".join(out) + end
+
+
+def _block(pieces: list[str]) -> str:
+    """The pieces of a block (no `**` between folders in it), name by name."""
+    out: list[str] = []
+    name: list[str] = []
+    for piece in pieces:
+        if piece in (_SLASH, _literal(_SLASH)):
+            out += [_name(name), piece]
+            name = []
+        else:
+            name.append(piece)
+    return "".join([*out, _name(name)])
+
+
+def _name(pieces: list[str]) -> str:
+    """The pieces of one name (of one-character pieces and `*`s): each part between `*`s at
+    its leftmost place after the one before, the last at the name's end, none tried again."""
+    parts = [""]
+    for piece in pieces:
+        if piece in (_NAME, _WHOLE_NAME):
+            parts[-1] += "[^/]" * (piece == _WHOLE_NAME)
+            parts.append("")
+        else:
+            parts[-1] += piece
+    if len(parts) == 1:
+        return parts[0]
+    middle = "".join(f"(?>[^/]*?{part})" for part in parts[1:-1] if part)
+    return f"(?>{parts[0]}{middle}[^/]*{parts[-1]}(?=/|\\Z))"
