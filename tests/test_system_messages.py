@@ -583,11 +583,12 @@ def test_ignore_patterns_match_as_pi16s_ignore_package() -> None:
         assert [path for path in stored["paths"] if rules.ignores(path)] == ignored, patterns
 
 
-def answers_in_a_worker(code: str) -> Any:
-    """What `code` prints as JSON, run in a worker process: a hang fails the test at the
-    ceiling instead of freezing the run."""
+def answers_in_a_worker(code: str, **env: str) -> Any:
+    """What `code` prints as JSON, run in a worker process (with `env` added): a hang fails
+    the test at the ceiling instead of freezing the run."""
     made = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=PROCESS_CEILING_S, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          timeout=PROCESS_CEILING_S,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **env})
     assert made.returncode == 0, made.stderr
     return json.loads(made.stdout)
 
@@ -606,6 +607,21 @@ def test_hostile_ignore_patterns_are_decided_at_once() -> None:
         print(json.dumps([stars.ignores(path) for path in ["a" * 80, "a" * 80 + "b"]] +
                          [chain.ignores({deep!r} + end) for end in ["x", "d", "e/f", "e/f\\n"]]))
         """) == [False, True, False, True, True, False]
+
+
+def test_hostile_skill_globs_are_decided_at_once(tmp_path: Path) -> None:
+    """The `skills` setting's globs backtracked exponentially too: `!*a*a*a*a*a*a*a*a*b` never
+    ended on a skills folder named with 80 `a`s. It is now decided at once, as before."""
+    agent, skills = tmp_path / "agent", tmp_path / "agent" / "skills"
+    for name in ["a" * 80, "a" * 80 + "b"]:
+        skill_file(skills / name / "SKILL.md", "description: Listed unless left out.")
+    (agent / "settings.json").write_text(json.dumps({"skills": ["!*a*a*a*a*a*a*a*a*b"]}))
+    assert answers_in_a_worker(f"""if True:
+        import json
+        from pi_lsp.agent.skills import find_skills
+        print(json.dumps([one.path for one in find_skills({str(tmp_path)!r}, False)]))
+        """, PI_CODING_AGENT_DIR=str(agent), HOME=str(tmp_path / "home")) == \
+        [str(skills / ("a" * 80) / "SKILL.md")]
 
 
 def plant_ignored_skills(tmp_path: Path) -> tuple[Path, Path, Path]:

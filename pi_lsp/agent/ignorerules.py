@@ -228,8 +228,7 @@ def _block(pieces: list[str]) -> str:
 
 
 def _name(pieces: list[str]) -> str:
-    """The pieces of one name (of one-character pieces and `*`s): each part between `*`s at
-    its leftmost place after the one before, the last at the name's end, none tried again."""
+    """The pieces of one name: one-character ones and `*`s."""
     parts = [""]
     for piece in pieces:
         if piece in (_NAME, _WHOLE_NAME):
@@ -237,6 +236,13 @@ def _name(pieces: list[str]) -> str:
             parts.append("")
         else:
             parts[-1] += piece
+    return name_between_stars(parts)
+
+
+def name_between_stars(parts: list[str]) -> str:
+    """A name matching `parts` (regular expressions of fixed length, no `/`) with a `*` between
+    each two: each part at its leftmost place after the one before, the last at the name's end,
+    none tried again; polynomial where `*`s as `[^/]*` backtrack exponentially."""
     if len(parts) == 1:
         return parts[0]
     middle = "".join(f"(?>[^/]*?{part})" for part in parts[1:-1] if part)

@@ -17,7 +17,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pi_lsp.agent.ignorerules import IgnoreRules
+from pi_lsp.agent.ignorerules import IgnoreRules, name_between_stars
 from pi_lsp.jsonfile import read_object
 from pi_lsp.regular import read_regular
 from pi_lsp.session.catalog import agent_dir
@@ -582,21 +582,40 @@ def _entry_files(entries: Sequence[str], base: str, within: str | None
     return files
 
 
+# A glob's `**`: any folders but dot ones, the fewest first or the most, or all to the end.
+_FOLDERS_FEWEST, _FOLDERS_MOST = r"(?:(?!\.)[^/]*+/)*?", r"(?:(?!\.)[^/]*+/)*"
+_FOLDERS_TO_END = r"(?:(?!\.)[^/]*+(?:/|\Z))*"
+
+
 def _glob(pattern: str) -> re.Pattern[str]:
     """A glob as minimatch reads pi's: `*` and `?` within a name (a name, not a leading dot),
     `**` alone for any folders but dot ones (and the empty name before an absolute path's
     `/`). Braces and classes are not read."""
-    segments, out = pattern.split("/"), []
+    segments, out, block, after_folders = pattern.split("/"), [], "", False
     for at, segment in enumerate(segments):
-        last = at == len(segments) - 1
-        if segment == "**":
-            out.append(r"(?:(?!\.)[^/]*(?:/|\Z))*" if last else r"(?:(?!\.)[^/]*/)*")
+        if segment != "**":
+            block += _glob_name(segment) + "/" * (at < len(segments) - 1)
             continue
-        regex = "".join("[^/]*" if char == "*" else "[^/]" if char == "?" else re.escape(char)
-                        for char in segment)
-        start = "(?!\\.)" if segment[:1] in ("*", "?") else ""
-        out.append(f"(?=[^/]){start}{regex}" * bool(segment) + "/" * (not last))
+        # The names between `**`s take their leftmost place for good: a later one leaves the
+        # rest less room (and no dot name it could cross), so nothing is tried again.
+        if block:
+            out.append(f"(?>{_FOLDERS_FEWEST * after_folders}{block})")
+        block, after_folders = "", True
+    if segments[-1] == "**":
+        out.append(_FOLDERS_TO_END)
+    else:
+        out.append(_FOLDERS_MOST * after_folders + block)
     return re.compile("".join(out))
+
+
+def _glob_name(segment: str) -> str:
+    """A glob's name but `**`: `*` and `?` within it, not matching a leading dot."""
+    if not segment:
+        return ""
+    parts = ["".join("[^/]" if char == "?" else re.escape(char) for char in part)
+             for part in segment.split("*")]
+    start = "(?!\\.)" if segment[:1] in ("*", "?") else ""
+    return f"(?=[^/]){start}{name_between_stars(parts)}"
 
 
 def _names(path: str, base: str) -> list[str]:
