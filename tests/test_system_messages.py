@@ -689,6 +689,21 @@ def test_hostile_ignore_files_neither_hang_nor_reach_outside(
     assert [one.name for one in find_skills(str(workspace), True)] == ["deploy", "fifo", "late"]
 
 
+def test_ignore_rules_past_their_characters_are_not_followed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each ignore rule is read into a regular expression, its folders put before it: a deep
+    folder's 512 rules were 1 MB of them, 2.3 s of the prompt. Under one skills folder pi-lsp
+    follows rules of 16 K characters in all."""
+    agent = tmp_path / "agent"
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    for name in ["early", "late"]:
+        skill_file(agent / "skills" / name / "SKILL.md", f"description: {name}")
+    (agent / "skills" / ".gitignore").write_text(
+        "early/\n" + f"{'never-matches-' * 4}*/\n" * 300 + "late/\n")  # 302 rules, 17.4 K
+    assert [one.name for one in find_skills(str(tmp_path), True)] == ["late"]
+
+
 def plant_skill_settings(tmp_path: Path) -> tuple[Path, Path, Path]:
     """Skills named by `skills` settings, yours and the project's (in the old object form), and
     skills its entries turn off; the workspace, pi folder and HOME."""
