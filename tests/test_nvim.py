@@ -180,7 +180,8 @@ def crafted_session(path: Path, texts: list[str]) -> Path:
 def test_chat_of_a_huge_session_stays_within_its_budget(workspace: Path, fake: FakeAnthropic,
                                                         tmp_path: Path) -> None:
     """The chat drew every message whole: 100 messages of 50 KB (5 MB) froze Neovim for
-    seconds while treesitter parsed the buffer; one message larger than that, the same."""
+    seconds while treesitter parsed the buffer; one message larger than that, the same. `+`
+    on a cut message moved the cursor by the lines added below it (line 107 to 3142)."""
     fake.script()
     sessions = workspace / ".pi" / "sessions"
     body = "\n".join(f"line {n} of a long message, **bold** and `code`" for n in range(1200))

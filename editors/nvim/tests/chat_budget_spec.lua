@@ -41,6 +41,14 @@ for lnum, line in ipairs(lines) do
 end
 H.check(fences == 2, "the fence it opened is closed before the line saying so: " .. fences)
 H.check(cut_line and lines[cut_line - 2] == "```", "the line saying so comes after the fence", one_buf)
+
+-- `+` shows the rest of the cut message below the cursor, which stays where it was.
+vim.api.nvim_set_current_win(vim.fn.bufwinid(one_buf))
+row = H.line_of(one_buf, "line 100 of a long message, **bold** and `code`")
+vim.api.nvim_win_set_cursor(0, { row, 0 })
+H.keys("+")
+H.check(H.contains(one_buf, "One end."), "+ shows the rest of the message", one_buf)
+H.check(vim.api.nvim_win_get_cursor(0)[1] == row, "the cursor stayed on line " .. row .. ": " .. vim.api.nvim_win_get_cursor(0)[1])
 vim.cmd("only")
 
 -- A normal session: the chat is the whole transcript, as rendered without a budget.

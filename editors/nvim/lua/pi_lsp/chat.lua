@@ -138,6 +138,36 @@ local function draw_transcript(chat)
   draw_all(chat)
 end
 
+--- Where buffer line `row` is, in terms that outlast drawing the transcript with a larger budget:
+--- older messages come above, and a message that was cut grows below its shown lines.
+local function anchor_of(chat, row)
+  if row > HEADER_LINES + #chat.committed.lines then
+    -- The live region (an error note): unchanged, under the transcript.
+    return { from_end = vim.api.nvim_buf_line_count(chat.buf) - row }
+  end
+  local within
+  for _, entry in ipairs(chat.committed.entries) do
+    if entry.line + HEADER_LINES <= row then
+      within = entry
+    end
+  end
+  -- Above the first message (the header, the line for older messages) nothing moves.
+  return { row = row, id = within and within.id, offset = within and (row - HEADER_LINES - within.line) }
+end
+
+--- The buffer line `anchor` (from anchor_of) is at now.
+local function row_of(chat, anchor)
+  if anchor.from_end then
+    return vim.api.nvim_buf_line_count(chat.buf) - anchor.from_end
+  end
+  for _, entry in ipairs(chat.committed.entries) do
+    if entry.id == anchor.id then
+      return HEADER_LINES + entry.line + anchor.offset
+    end
+  end
+  return anchor.row
+end
+
 --- Show twice as much of the transcript, the cursor staying on the text it was on.
 local function show_more(chat)
   if not chat.result then
@@ -148,12 +178,14 @@ local function show_more(chat)
     -- Redrawn from the last read, the transcript would lose the messages this turn committed.
     return util.notify("more of the transcript shows when the turn ends")
   end
-  local before = vim.api.nvim_buf_line_count(chat.buf)
-  draw_transcript(chat)
-  local added = vim.api.nvim_buf_line_count(chat.buf) - before
+  local anchors = {}
   for _, win in ipairs(vim.fn.win_findbuf(chat.buf)) do
-    local row = vim.api.nvim_win_get_cursor(win)[1]
-    vim.api.nvim_win_set_cursor(win, { math.max(1, row + added), 0 })
+    anchors[win] = anchor_of(chat, vim.api.nvim_win_get_cursor(win)[1])
+  end
+  draw_transcript(chat)
+  local count = vim.api.nvim_buf_line_count(chat.buf)
+  for win, anchor in pairs(anchors) do
+    vim.api.nvim_win_set_cursor(win, { math.min(math.max(1, row_of(chat, anchor)), count), 0 })
   end
 end
 
