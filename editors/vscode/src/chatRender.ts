@@ -46,7 +46,8 @@ export function markdown(text: string): string {
 // MARKDOWN_LIMIT bounds one text, not a chat: 200 texts just under it of marked's slowest input
 // (`*a` repeated, 0.6 s each) blocked the extension host 170 s when the chat opened. Replies as
 // models write them parse at about 2,000 characters a millisecond: 200 of 3,000 take 0.3 s.
-// marked now runs in a worker (MarkdownWorker), so this bounds how long a chat takes to show.
+// marked now runs in a worker (MarkdownWorker), so this bounds how long marked works on a chat's
+// texts before it shows.
 export const RENDER_BUDGET_MS = 300;
 
 /** Text to HTML, as `markdown` does. */
@@ -54,23 +55,24 @@ export type Render = (text: string) => string;
 /** Text to HTML, as `markdown` does, in a worker. */
 export type AsyncRender = (text: string) => Promise<string>;
 
-/** `markdown` in `worker`: plain text when it took marked past the worker's time limit. */
-async function markdownIn(worker: MarkdownWorker, text: string): Promise<string> {
-  if (text.length > MARKDOWN_LIMIT) return plainBlock(text);
-  return (await worker.render(text)) ?? plainBlock(text);
+/** `markdown` in `worker`, and the ms marked spent on it: plain text when it took marked past the worker's time limit. */
+async function markdownIn(worker: MarkdownWorker, text: string): Promise<{ html: string; ms: number }> {
+  if (text.length > MARKDOWN_LIMIT) return { html: plainBlock(text), ms: 0 };
+  const { html, ms } = await worker.render(text);
+  return { html: html ?? plainBlock(text), ms };
 }
 
-/** `markdown` in `worker` until `ms` have been spent in it, plain text after; one per render, newest text first. */
+/** `markdown` in `worker` until `ms` have been spent in marked on its texts, plain text after; one per render, newest text first. */
 export function budgetedMarkdown(ms: number, worker: MarkdownWorker): AsyncRender {
+  // The worker's own times, not the host's clock: the worker is shared by every chat, and a
+  // text's wait behind another chat's (0.46 s for 40,000 characters of `*a`) or for the worker
+  // to start (0.1 s) would spend this chat's budget and draw its tiny texts plain.
   let spent = 0;
   return async (text) => {
     if (spent >= ms) return plainBlock(text);
-    const start = performance.now();
-    try {
-      return await markdownIn(worker, text);
-    } finally {
-      spent += performance.now() - start;
-    }
+    const rendered = await markdownIn(worker, text);
+    spent += rendered.ms;
+    return rendered.html;
   };
 }
 
@@ -80,15 +82,16 @@ export function budgetedMarkdown(ms: number, worker: MarkdownWorker): AsyncRende
 // (`*a`) 17 ms at 10,000, 57 ms at 20,000 and 200 ms at 40,000.
 export const STREAM_MARKDOWN_MS = 50;
 
-/** `markdown` in `worker` until a text took `ms` or more in it, plain text after: one per streaming reply. */
+/** `markdown` in `worker` until a text took marked `ms` or more, plain text after: one per streaming reply. */
 export function streamingMarkdown(ms: number, worker: MarkdownWorker): AsyncRender {
+  // As budgetedMarkdown, by the worker's times: a draw queued behind a chat that opens, or
+  // waiting for a restarted worker, took marked no longer than any other.
   let slow = false;
   return async (text) => {
     if (slow) return plainBlock(text);
-    const start = performance.now();
-    const html = await markdownIn(worker, text);
-    slow = performance.now() - start >= ms;
-    return html;
+    const rendered = await markdownIn(worker, text);
+    slow = rendered.ms >= ms;
+    return rendered.html;
   };
 }
 

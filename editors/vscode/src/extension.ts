@@ -91,7 +91,7 @@ export async function deactivate(): Promise<void> {
 // Exported for the tests (plain Node with a stand-in `vscode`), which load this bundle.
 export { PiClient } from "./client";
 export { Transcript } from "./chatModel";
-export { MARKDOWN_LIMIT, RENDER_BUDGET_MS, budgetedMarkdown, renderBlock, markdown } from "./chatRender";
+export { MARKDOWN_LIMIT, RENDER_BUDGET_MS, STREAM_MARKDOWN_MS, budgetedMarkdown, streamingMarkdown, renderBlock, markdown } from "./chatRender";
 export { MarkdownWorker } from "./markdownWorker";
 export { patchTree, TreeShape } from "./treeShape";
 export { USER_ONLY_KEYS, getter, modelList, serverLaunch, serverSettings } from "./settings";

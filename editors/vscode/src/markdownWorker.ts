@@ -12,6 +12,12 @@ export const WORKER_SCRIPT = path.join(__dirname, "markdownThread.js");
 // (`*a` repeated, 49,999 characters) takes it 0.6 s, up to 1.2 s on a busy machine.
 export const MARKDOWN_TIME_LIMIT_MS = 2_000;
 
+/** A text's HTML (undefined when marked took past the limit or the worker died) and the ms spent on it. */
+export interface Rendered {
+  html: string | undefined;
+  ms: number;
+}
+
 export class MarkdownWorker {
   private worker: Worker | undefined;
   /** The texts asked for, in order: the worker parses one at a time. */
@@ -22,8 +28,8 @@ export class MarkdownWorker {
 
   constructor(private readonly limitMs = MARKDOWN_TIME_LIMIT_MS, private readonly script = WORKER_SCRIPT) {}
 
-  /** `text` as marked renders it, or undefined when it took marked longer than the limit, or the worker died. */
-  render(text: string): Promise<string | undefined> {
+  /** `text` as marked renders it, with the time marked took over it alone (not its wait in the queue). */
+  render(text: string): Promise<Rendered> {
     const html = this.queue.then(() => this.parse(text));
     this.queue = html.catch(() => undefined); // one failure must not fail every text after it
     return html;
@@ -34,22 +40,24 @@ export class MarkdownWorker {
     this.stop();
   }
 
-  private parse(text: string): Promise<string | undefined> {
+  private parse(text: string): Promise<Rendered> {
     // A chat's render still queued when the extension ends must not start a worker again.
-    if (this.disposed) return Promise.resolve(undefined);
+    if (this.disposed) return Promise.resolve({ html: undefined, ms: 0 });
     const worker = this.worker ??= this.spawn();
     return new Promise((resolve) => {
-      const done = (html: string | undefined) => {
+      const posted = performance.now();
+      const done = (rendered: Rendered) => {
         clearTimeout(timer);
-        worker.off("message", done).off("exit", died);
-        resolve(html);
+        worker.off("message", done).off("exit", failed);
+        resolve(rendered);
       };
-      const died = () => done(undefined);
+      // The worker cannot report the time it took on a text it did not finish: charge the time since it was posted.
+      const failed = () => done({ html: undefined, ms: performance.now() - posted });
       const timer = setTimeout(() => {
         this.stop();
-        done(undefined);
+        failed();
       }, this.limitMs);
-      worker.on("message", done).on("exit", died);
+      worker.on("message", done).on("exit", failed);
       worker.postMessage(text);
     });
   }

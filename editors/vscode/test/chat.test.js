@@ -361,11 +361,11 @@ test("Markdown from the worker is marked's own; past its time limit, or when it 
   const samples = ["# title\n\n**bold** `code` [ok](https://example.org)", "- a\n- b\n\n```js\nx < 1\n```", "<script>x</script>", "| a | b |\n|---|---|\n| 1 | 2 |"];
   const worker = new ext.MarkdownWorker(200);
   try {
-    for (const text of samples) assert.equal(await worker.render(text), ext.markdown(text), "as marked renders it on the host");
+    for (const text of samples) assert.equal((await worker.render(text)).html, ext.markdown(text), "as marked renders it on the host");
     const crafted = "*a_".repeat(16_666);
-    assert.equal(await worker.render(crafted), undefined, "no HTML past the limit");
+    assert.equal((await worker.render(crafted)).html, undefined, "no HTML past the limit");
     assert.equal(await ext.budgetedMarkdown(ext.RENDER_BUDGET_MS, worker)(crafted), `<pre>${crafted}</pre>`);
-    assert.equal(await worker.render(samples[0]), ext.markdown(samples[0]), "a new worker took its place");
+    assert.equal((await worker.render(samples[0])).html, ext.markdown(samples[0]), "a new worker took its place");
   } finally {
     worker.dispose();
   }
@@ -376,6 +376,45 @@ test("Markdown from the worker is marked's own; past its time limit, or when it 
     assert.equal(await ext.budgetedMarkdown(ext.RENDER_BUDGET_MS, crashing)("**b**"), "<pre>**b**</pre>", "a worker that died: plain text");
   } finally {
     crashing.dispose();
+  }
+});
+
+test("the Markdown budgets count the time marked took over the chat's own texts, as the worker reports it", async () => {
+  // Before, they timed the wait for the worker on the host, which counted the worker's start-up
+  // and the texts of other chats queued ahead: the times below took no time at all, and counted none.
+  const script = path.join(ws.folder, "timed-worker.js");
+  fs.writeFileSync(script, 'const { parentPort } = require("node:worker_threads");\n' +
+    'parentPort.on("message", (text) => text === "hang" || parentPort.postMessage({ html: `<p>${text}</p>`, ms: parseInt(text) }));\n');
+  const worker = new ext.MarkdownWorker(100, script);
+  try {
+    const chat = ext.budgetedMarkdown(300, worker);
+    assert.deepEqual([await chat("250 ms"), await chat("60 ms"), await chat("1 ms")], ["<p>250 ms</p>", "<p>60 ms</p>", "<pre>1 ms</pre>"]);
+    const stream = ext.streamingMarkdown(50, worker);
+    assert.deepEqual([await stream("49 ms"), await stream("50 ms"), await stream("1 ms")], ["<p>49 ms</p>", "<p>50 ms</p>", "<pre>1 ms</pre>"]);
+    // A text past the time limit reports nothing: the time it was given counts.
+    const hung = ext.budgetedMarkdown(50, worker);
+    assert.deepEqual([await hung("hang"), await hung("1 ms")], ["<pre>hang</pre>", "<pre>1 ms</pre>"]);
+  } finally {
+    worker.dispose();
+  }
+});
+
+test("a chat's texts queued behind another chat's slow one, in a worker just started, are Markdown", async () => {
+  // Before, chat B's three tiny texts and its streaming reply waited behind chat A's 40,000
+  // characters of `*a` (0.46 s in marked), were charged that wait, and two of them were drawn plain.
+  const worker = new ext.MarkdownWorker(); // shared, as ChatPanels.markdown is; not started yet
+  try {
+    const a = ext.budgetedMarkdown(ext.RENDER_BUDGET_MS, worker)("*a".repeat(20_000));
+    const b = ext.budgetedMarkdown(ext.RENDER_BUDGET_MS, worker);
+    const stream = ext.streamingMarkdown(ext.STREAM_MARKDOWN_MS, worker);
+    // Each chat draws its texts one after another, as renderBlockAsync does.
+    const chatB = (async () => [await b("**one**"), await b("**two**"), await b("**three**")])();
+    const streamed = (async () => [await stream("**reply**"), await stream("**reply** on")])();
+    const [, htmlB, frames] = await Promise.all([a, chatB, streamed]);
+    assert.deepEqual(htmlB, ["<p><strong>one</strong></p>\n", "<p><strong>two</strong></p>\n", "<p><strong>three</strong></p>\n"]);
+    assert.deepEqual(frames, ["<p><strong>reply</strong></p>\n", "<p><strong>reply</strong> on</p>\n"]);
+  } finally {
+    worker.dispose();
   }
 });
 
