@@ -21,7 +21,7 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -1515,14 +1515,16 @@ def offline_in_workspace(pi: Pi, present: bool) -> None:
                                                 removed=[] if present else folder)))
 
 
-async def stopped_when(pi: Pi, fake: FakeAnthropic, uri: str, change: Callable[[], None]
-                       ) -> None:
+async def stopped_when(pi: Pi, fake: FakeAnthropic, uri: str,
+                       change: Callable[[], Awaitable[object] | None]) -> None:
     """A slow turn in the session `uri` ends aborted, and saved so, once `change` is made."""
     fake.script(slow_text(words=400, delay=0.05))  # 20 s when nothing stops it
     since = pi.mark()
     turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "talk slowly"}))["turnId"]
     await wait_event(pi, turn_id, "message_update", since)
-    change()
+    made = change()
+    if made is not None:
+        await made
     assert event_types(await wait_events(pi, turn_id, since))[-1] == "agent_end"
     last = lines(path_of(uri))[-1]
     assert (last["message"]["role"], last["message"]["stopReason"]) == ("assistant", "aborted")
@@ -1551,6 +1553,45 @@ async def test_a_turn_stops_when_its_folder_leaves_the_workspace(pi: Pi,
     await stopped_when(pi, fake, (extra / "dir-removed.jsonl").as_uri(),
                        lambda: pi.client.workspace_did_change_configuration(
                            types.DidChangeConfigurationParams(settings={"piLsp": options})))
+
+
+async def in_project_session_dir(client: LanguageClient, tmp_path: Path, fake: FakeAnthropic
+                                 ) -> tuple[Pi, str]:
+    """A workspace trusted for this server whose `.pi/settings.json` names a `sessionDir`
+    outside it, and a session pi started there; its uri."""
+    shutil.copytree(EXAMPLE, tmp_path / "main")
+    folder = tmp_path / "pi-sessions"
+    folder.mkdir()
+    pi = await connect(client, CLIENTS[0], tmp_path, init_options(fake), folders=("main",))
+    (pi.main / ".pi" / "settings.json").write_text(json.dumps({"sessionDir": str(folder)}))
+    await call(client, "pi.setTrust", {"folderUri": pi.main.as_uri(), "trusted": True,
+                                       "save": False})
+    session, header, *rest = folder / "by-pi.jsonl", *EXAMPLE_SESSION.read_text().splitlines()
+    started_here = json.dumps({**json.loads(header), "cwd": str(pi.main.resolve())})
+    session.write_text("\n".join([started_here, *rest]) + "\n")
+    return pi, session.as_uri()
+
+
+@pytest.mark.parametrize("change", ["untrusted", "settings edited"])
+async def test_a_turn_stops_when_the_project_session_dir_is_dropped(
+        tmp_path: Path, fake: FakeAnthropic, change: str) -> None:
+    """A turn in the folder a trusted project's `sessionDir` names ran on, tools approved and
+    all, once the project was untrusted or its settings.json no longer named the folder (a git
+    checkout), and `pi.abort` refused it: it is now aborted, saved and dropped (at the next
+    listing, for an edit)."""
+    async with own_server({"PI_CODING_AGENT_DIR": str(tmp_path / "agent")}) as client:
+        pi, uri = await in_project_session_dir(client, tmp_path, fake)
+
+        async def untrust() -> None:
+            await call(client, "pi.setTrust", {"folderUri": pi.main.as_uri(), "trusted": False,
+                                               "save": False})
+
+        async def edit() -> None:
+            (pi.main / ".pi" / "settings.json").write_text("{}")
+            await call(client, "pi.listSessions", {})
+
+        await stopped_when(pi, fake, uri, untrust if change == "untrusted" else edit)
+        await asyncio.wait_for(client.shutdown_session(), CEILING_S)
 
 
 @contextlib.contextmanager

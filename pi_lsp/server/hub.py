@@ -238,9 +238,9 @@ class SessionHub(Workspace):
     def change_folders(self, folders: list[Path]) -> None:
         """The editor's folders changed; the sessions of a folder removed go with it."""
         self.folders = folders
-        self._forget_uncovered()
+        self.forget_uncovered()
 
-    def _forget_uncovered(self) -> None:
+    def forget_uncovered(self) -> None:
         """Stop (saved as aborted) and drop the sessions no longer in a session folder of the
         workspace: every command now refuses them, so their runs could not be aborted."""
         directories = set(self.all_directories())
@@ -327,17 +327,18 @@ class SessionHub(Workspace):
     def set_trust(self, folder: Path, trusted: bool | None, save: bool, parent: bool
                   ) -> TrustState:
         """Decide for a folder (see Workspace.set_trust); its idle sessions take their
-        settings again."""
+        settings again, and those in a `sessionDir` no longer followed are stopped."""
         state = super().set_trust(folder, trusted, save, parent)
         key = real_path(self.workspace_folder(folder))
         self._drop_idle(lambda harness: real_path(harness.root) == key)
+        self.forget_uncovered()  # untrusted: the project's `sessionDir` is no longer followed
         return state
 
     def reconfigure(self, config: Config) -> None:
         """New settings apply to harnesses made from now on; idle ones are rebuilt."""
         self.config = config
         self._drop_idle(lambda _harness: True)
-        self._forget_uncovered()  # a `sessionDirs` entry removed
+        self.forget_uncovered()  # a `sessionDirs` entry removed
 
     def _drop_idle(self, which: Callable[[Harness], bool]) -> None:
         for session in self.open.values():
