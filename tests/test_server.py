@@ -1594,6 +1594,26 @@ async def test_a_turn_stops_when_the_project_session_dir_is_dropped(
         await asyncio.wait_for(client.shutdown_session(), CEILING_S)
 
 
+async def test_abort_stops_a_turn_whose_folder_the_workspace_left(tmp_path: Path,
+                                                                  fake: FakeAnthropic) -> None:
+    """`pi.abort` of a running turn was refused once its folder was no longer a session folder
+    of the workspace (a settings.json edited, nothing listed since): the user could not stop
+    the agent. Stopping is always allowed."""
+    async with own_server({"PI_CODING_AGENT_DIR": str(tmp_path / "agent")}) as client:
+        pi, uri = await in_project_session_dir(client, tmp_path, fake)
+        fake.script(slow_text(words=400, delay=0.05))  # 20 s when nothing stops it
+        since = pi.mark()
+        turn_id = (await call(client, "pi.prompt", {"uri": uri, "text": "talk slowly"}))["turnId"]
+        await wait_event(pi, turn_id, "message_update", since)
+        (pi.main / ".pi" / "settings.json").write_text("{}")
+        assert await call(client, "pi.abort", {"uri": uri}) == {"aborted": True}
+        assert event_types(await wait_events(pi, turn_id, since))[-1] == "agent_end"
+        last = lines(path_of(uri))[-1]
+        assert (last["message"]["role"], last["message"]["stopReason"]) == ("assistant",
+                                                                            "aborted")
+        await asyncio.wait_for(client.shutdown_session(), CEILING_S)
+
+
 @contextlib.contextmanager
 def progress_held(client: LanguageClient) -> Iterator[asyncio.Event]:
     """The editor's answer to window/workDoneProgress/create held until the event is set (a

@@ -294,6 +294,12 @@ class SessionHub(Workspace):
             raise UnknownSessionError(str(path))
         return session
 
+    def running(self, path: Path) -> OpenSession | None:
+        """The held session at `path` while a turn or job runs (or is claimed) in it, found
+        without confining `path`: stopping it must work whatever the workspace says now."""
+        session = self.open.get(real_path(path))
+        return session if session is not None and session.busy else None
+
     def require_idle(self, path: Path) -> None:
         """BusyError while the session runs a turn, compaction or summary, or is about to."""
         self.held(path).require_idle()

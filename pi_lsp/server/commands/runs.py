@@ -84,7 +84,12 @@ async def prepare_turn(ls: PiServer, args: SessionArgs) -> dict[str, Any]:
 
 
 async def abort(ls: PiServer, args: SessionArgs) -> dict[str, Any]:
-    return {"aborted": ls.hub.held(await ls.open_tree(args.uri)).abort()}
+    # A run is stopped even in a folder the workspace no longer covers: stopping opens and
+    # writes nothing new, and refusing it left the agent running.
+    session = ls.hub.running(ls.session_path(args.uri))
+    if session is None:
+        session = ls.hub.held(await ls.open_tree(args.uri))
+    return {"aborted": session.abort()}
 
 
 async def compact(ls: PiServer, args: CompactArgs) -> dict[str, Any]:
