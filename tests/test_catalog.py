@@ -22,9 +22,11 @@ from pi_lsp.session.catalog import (
     of_workspaces,
     session_dirs,
     session_title,
+    tree_title,
 )
 from pi_lsp.session.ids import iso_to_ms
 from pi_lsp.session.jsdate import read_iso
+from pi_lsp.session.tree import SessionTree
 
 
 @pytest.fixture
@@ -370,6 +372,20 @@ def test_first_message_is_the_first_user_message_in_the_file(tmp_path: Path) -> 
     (session,) = list_sessions([directory])
     assert session.first_message == "first"
     assert session.entry_count == 3
+
+
+def test_a_first_prompt_without_text_gives_way_to_the_next(tmp_path: Path) -> None:
+    """An image-only first prompt made the first message "" and the title the file's name,
+    where pi 1.6 skips a user message without text for the next one that has some."""
+    path = write(tmp_path / "s" / "image_first.jsonl", [
+        header("a", "2025-01-01T00:00:00.000Z", "/w"),
+        user_entry("aaaaaaaa", None, "2025-01-01T00:00:01.000Z",
+                   [{"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}]),
+        user_entry("bbbbbbbb", "aaaaaaaa", "2025-01-01T00:00:02.000Z", "why does it fail?"),
+    ])
+    (session,) = list_sessions([path.parent])
+    assert (session.first_message, session.title) == ("why does it fail?",) * 2
+    assert tree_title(SessionTree.open(str(path))) == "why does it fail?"
 
 
 def test_missing_directories_are_fine(agent_dir: Path, tmp_path: Path) -> None:

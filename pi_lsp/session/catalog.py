@@ -82,7 +82,7 @@ def session_title(name: str | None, first_message: str | None, path: str) -> str
 
 def tree_title(tree: SessionTree) -> str:
     """`session_title` of an open session (its first prompt is near the top of the file)."""
-    first = next((text for text in map(user_text, tree.records) if text is not None), None)
+    first = next((text for text in map(user_text, tree.records) if text), None)
     return session_title(tree.name, first, tree.path)
 
 
@@ -397,7 +397,8 @@ class SummaryFold:
                 if isinstance(entry, SessionInfoEntry):
                     self.name = session_name(entry)
             elif kind == "message" and self.first_message is None:
-                self.first_message = user_text(record)
+                # pi 1.6 skips a user message without text (an image alone) for the next one.
+                self.first_message = user_text(record) or None
 
     def summary(self, path: Path) -> SessionSummary:
         header = self.header
