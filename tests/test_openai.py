@@ -879,6 +879,16 @@ def test_a_bad_models_json_is_a_clear_error(dirs, data, expected) -> None:
     assert str(path) in str(info.value) and expected in str(info.value), str(info.value)
 
 
+def test_an_unknown_provider_names_the_models_json_read(dirs) -> None:
+    """The error named ~/.pi/agent/models.json whatever PI_CODING_AGENT_DIR said, so a user
+    who moved pi's folder was sent to a file that is never read."""
+    agent, workspace = dirs
+    made = provider_factory(load_settings(workspace, project=True).registry(), lambda _: None)
+    with pytest.raises(UnknownProviderError) as raised:
+        made("mistral")
+    assert f"{agent / 'models.json'} or the project's" in str(raised.value)
+
+
 def test_unknown_and_unusable_providers_are_clear_errors(dirs) -> None:
     agent, workspace = dirs
     write(agent / "models.json", {"providers": {

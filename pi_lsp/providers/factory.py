@@ -10,6 +10,7 @@ from pi_lsp.providers.registry import ModelRegistry
 from pi_lsp.providers.retry import ProviderRetry
 from pi_lsp.providers.wire import UnknownProviderError as UnknownProviderError
 from pi_lsp.providers.wire import wire_for
+from pi_lsp.session.catalog import agent_dir
 
 
 class RedirectedKeyError(UnknownProviderError):
@@ -28,7 +29,7 @@ def provider_factory(registry: ModelRegistry, settings_key: Callable[[str], str 
         if config is None:
             raise UnknownProviderError(
                 f"provider {name!r} is not configured: add it under \"providers\" in "
-                f"~/.pi/agent/models.json or the project's .pi/models.json (baseUrl, api, "
+                f"{agent_dir() / 'models.json'} or the project's .pi/models.json (baseUrl, api, "
                 f"apiKey, models)")
         sdk = wire_for(config.api, f"provider {name!r} ({config.source})").SDK
         where = f"{config.source}: providers.{name}"
