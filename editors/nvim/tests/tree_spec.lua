@@ -227,6 +227,20 @@ H.check(appended:find("^  %* u5 user: Appe.*  ← leaf$") and H.entry(every_buf,
 H.check(H.lines(every_buf)[1]:find("16 entries, leaf u5", 1, true), "header: " .. H.lines(every_buf)[1])
 H.check(fetched == 0, "the tree was patched, not fetched (" .. fetched .. " pi.getTree)")
 
+-- A context edit last in the file is the leaf but no row: the header named its id, while
+-- "← leaf" marked the row above it; both name that row now.
+vim.fn.writefile({
+  vim.json.encode({
+    type = "context_edit", id = "ce2", parentId = "u5", timestamp = "2026-12-01T10:00:17.000Z",
+    targetId = "u3", replacement = vim.NIL,
+  }),
+}, every, "a")
+H.wait(function()
+  return H.lines(every_buf)[1]:find("17 entries", 1, true)
+end, "the context edit was not read", every_buf)
+H.check(H.lines(every_buf)[1]:find("17 entries, leaf u5", 1, true) and H.entry(every_buf, "ce2") == nil
+  and H.lines(every_buf)[H.entry(every_buf, "u5")]:find("← leaf$"), "header: " .. H.lines(every_buf)[1], every_buf)
+
 -- A long context's preview: the first and last 50 messages at once, `+` shows more.
 local long = vim.fn.getcwd() .. "/.pi/sessions/long-context.jsonl"
 local long_lines = {

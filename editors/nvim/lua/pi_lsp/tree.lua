@@ -498,7 +498,8 @@ local function draw(buf, view, tree, emptied)
     shifted[#shifted + 1] = { fold[1] + HEADER_LINES, fold[2] + HEADER_LINES, fold[3] }
   end
   util.set_folds(buf, shifted)
-  local header = util.one_line(("%s — %d entries, leaf %s"):format(tree.title, tree.entries, tree.leafId or "(none)"))
+  -- The row marked "← leaf": a hidden leaf (a context edit last in the file) names no row.
+  local header = util.one_line(("%s — %d entries, leaf %s"):format(tree.title, tree.entries, tree.leafRow or "(none)"))
   local all = { header, M.help_line(text_width(buf)) }
   vim.list_extend(all, lines)
   util.set_lines(buf, 0, -1, all)
