@@ -200,6 +200,14 @@ local unfolded = layout_of.unfold({ nodes = { { id = "B", depth = 1, head = true
   } } })
 local under_lines, _, under_folds = layout_of.layout(unfolded, 80)
 H.check(under_lines[6] == "  … 4 more rows", "the line: " .. vim.inspect(under_lines))
+-- One row or branch left is "1 more row", "1 more branch", "1 earlier row" (it was "rows").
+local function more_line(more)
+  return layout_of.layout({ nodes = { vim.tbl_extend("force", { more = true, depth = 0 }, more) } }, 80)[1]
+end
+local counted = { more_line({ count = 1, under = "B" }), more_line({ count = 1, after = "B" }),
+  more_line({ count = 1 }), more_line({ count = 2, after = "B" }) }
+H.check(vim.deep_equal(counted, { "… 1 more row", "… 1 more branch", "… 1 earlier row", "… 2 more branches" }),
+  "one row or branch: " .. vim.inspect(counted))
 for _, fold in ipairs(under_folds) do
   H.check(fold[1] == 1 or fold[2] < 6, "a branch's fold hides the line: " .. vim.inspect(under_folds))
 end
@@ -897,7 +905,7 @@ H.wait(function()
   return H.entry(open_buf, "i40") ~= nil and next(T.view(open_buf).fetching.under) == nil
 end, "the rows of the branch in view did not come", open_buf)
 local height = vim.api.nvim_win_get_height(0)
-H.check(under_asked > 0 and under_asked <= height and H.entry(open_buf, "i1") == nil and H.contains(open_buf, "… 1 more rows"),
+H.check(under_asked > 0 and under_asked <= height and H.entry(open_buf, "i1") == nil and H.contains(open_buf, "… 1 more row\n"),
   ("%d branches' rows asked for with %d lines in view"):format(under_asked, height), open_buf)
 vim.api.nvim_win_set_cursor(0, { H.entry(open_buf, "h2"), 0 })
 -- A UI fires WinScrolled when the view scrolls; headless, fire it here.

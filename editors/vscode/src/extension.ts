@@ -98,6 +98,7 @@ export { USER_ONLY_KEYS, getter, modelList, serverLaunch, serverSettings } from 
 export { contextUri, parseContextUri } from "./contextProvider";
 export { contextLenses, editActions } from "./contextEdits";
 export { sessionOfArgument, sessionKey } from "./sessions";
+export { MoreItem } from "./sessionsView";
 export { approvalDetail, approvalMessage, decisionOf, notificationText } from "./approval";
 export { visible } from "./plainText";
 export { toItems } from "./codeContext";

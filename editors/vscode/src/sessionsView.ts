@@ -37,12 +37,18 @@ export interface MoreOf {
   start?: number;
 }
 
+/** "… 2 more rows", "… 1 more branch", "… 3 earlier rows". */
+function moreLabel(count: number, of: MoreOf): string {
+  const one = count === 1;
+  if (of.after !== undefined) return `… ${count} more ${one ? "branch" : "branches"}`;
+  return `… ${count} ${of.under !== undefined ? "more" : "earlier"} ${one ? "row" : "rows"}`;
+}
+
 /** Rows not shown yet: a click shows more. */
 export class MoreItem extends vscode.TreeItem {
   readonly kind = "more";
   constructor(readonly sessionUri: string, count: number, of: MoreOf = {}) {
-    super(of.after !== undefined ? `… ${count} more branches` : of.under !== undefined ? `… ${count} more rows` : `… ${count} earlier rows`,
-      vscode.TreeItemCollapsibleState.None);
+    super(moreLabel(count, of), vscode.TreeItemCollapsibleState.None);
     this.id = JSON.stringify(["more", sessionKey(sessionUri), of.under ?? null, of.after ?? null]);
     this.contextValue = "more";
     this.iconPath = new vscode.ThemeIcon("ellipsis");

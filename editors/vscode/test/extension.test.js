@@ -388,7 +388,7 @@ test("a page of a folded row's rows that comes after they changed is not glued o
   const folded = (await provider().getChildren(top)).find((item) => item.entryId === "x0");
   assert.equal(folded.node.hidden, 501);
   const first = await provider().getChildren(folded);
-  assert.deepEqual([first.length, first.at(-1).label], [501, "… 1 more rows"]);
+  assert.deepEqual([first.length, first.at(-1).label], [501, "… 1 more row"]);
   let release;
   const gate = new Promise((resolve) => { release = resolve; });
   const call = api.pi.call;

@@ -57,6 +57,12 @@ test("TreeShape: every row of any list of rows is reachable from roots(), once",
   }
 });
 
+test("a \"more\" item counts one row or branch in the singular (it said \"… 1 more rows\")", () => {
+  const label = (count, of) => new ext.MoreItem("file:///s.jsonl", count, of).label;
+  assert.deepEqual([label(1, { under: "b" }), label(1, { after: "b" }), label(1), label(2, { after: "b" }), label(3)],
+    ["… 1 more row", "… 1 more branch", "… 1 earlier row", "… 2 more branches", "… 3 earlier rows"]);
+});
+
 test("patchTree applies a pi/sessionChanged change to the version it is for, and only to it", () => {
   const tree = { version: 3, leafId: "b", leafRow: "b", title: "t", entries: 2, nodes: [row("a", 0, false), row("b", 0, false)] };
   const delta = { base: 3, version: 4, leafId: "c", leafRow: "c", title: "t", entries: 3, start: 2, delete: 0, rows: [row("c", 0, false)] };

@@ -90,9 +90,10 @@ local function node_line(node, leaf, width, base)
   local indent = ("  "):rep(math.max(0, node.depth - (base or 0)))
   if node.more then
     if node.after then
-      return ("%s… %d more branches"):format(indent, node.count)
+      return ("%s… %d more branch%s"):format(indent, node.count, node.count == 1 and "" or "es")
     end
-    return ("%s… %d %s rows"):format(indent, node.count, node.under and "more" or "earlier")
+    return ("%s… %d %s row%s"):format(indent, node.count, node.under and "more" or "earlier",
+      node.count == 1 and "" or "s")
   end
   local mark = node.onPath and "*" or " "
   local kind = node.role or node.type
