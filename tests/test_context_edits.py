@@ -310,3 +310,31 @@ def test_an_image_an_edit_put_in_a_reply_is_read_as_pi_reads_it(tmp_path: Path) 
     summary = plan_summary(plan)
     assert (summary.first_kept_entry_id, summary.is_split_turn, summary.tokens_before) == (
         "b", True, 4)
+
+
+# Edits a differential fuzz against pi 1.6 found pi-lsp ignoring: pi reads neither an edit's
+# time nor whether its replacement has content.
+ODD_EDITS = {
+    "edit stamped 0, omitting": '"timestamp":0,"targetId":"aaaa0001","replacement":null',
+    "edit without content": '"timestamp":"2026-12-03T13:43:08.000Z","targetId":"aaaa0001",'
+                            '"replacement":{}',
+}
+
+
+@pytest.mark.parametrize("key", list(ODD_EDITS))
+def test_an_edit_pi16_applies_is_applied_whatever_its_time_or_content(
+        tmp_path: Path, key: str) -> None:
+    """An edit whose timestamp was no text, or whose replacement had no content, was ignored:
+    pi 1.6 omits the message, or leaves it without content."""
+    path = tmp_path / "s.jsonl"
+    path.write_text(
+        '{"type":"session","version":3,"id":"01900000-0000-7000-8000-000000000001",'
+        '"timestamp":"2026-12-03T13:43:06.440Z","cwd":"/home/dev/project"}\n'
+        '{"type":"message","id":"aaaa0001","parentId":null,'
+        '"timestamp":"2026-12-03T13:43:07.000Z","message":{"role":"user","content":"hello",'
+        '"timestamp":1764769387000}}\n'
+        '{"type":"context_edit","id":"aaaa0002","parentId":"aaaa0001",' + ODD_EDITS[key] + '}\n')
+    tree = SessionTree.open(str(path))
+    assert contents(tree) == pi16_context(key, str(path))
+    llm = build_layer(tree, tree.leaf_id, "llm").rows
+    assert [json.loads(bytes(row.message)) for row in llm] == pi16_context(key, str(path))

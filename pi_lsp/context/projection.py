@@ -156,9 +156,13 @@ def message_role(record: Record) -> str | None:
 
 
 def with_content(raw: msgspec.Raw, content: Any) -> msgspec.Raw:
-    """The message with only its content replaced, every other key kept in place."""
+    """The message with only its content replaced, every other key kept in place (UNSET:
+    removed, as JSON.stringify drops an `undefined` one)."""
     message = _object_decoder.decode(raw)
-    message["content"] = content
+    if content is msgspec.UNSET:
+        message.pop("content", None)
+    else:
+        message["content"] = content
     return msgspec.Raw(encoder.encode(message))
 
 

@@ -304,7 +304,9 @@ class LeafEntry(_Entry, tag="leaf", kw_only=True):
 
 
 class Replacement(msgspec.Struct):
-    content: Any  # read as stored: pi puts it in the context as it is
+    # Read as stored: pi puts it in the context as it is (UNSET: missing, which pi spreads as
+    # `undefined`, so the message is left without content).
+    content: Any = msgspec.UNSET
 
 
 class ContextEditEntry(_Entry, tag="context_edit", kw_only=True):
@@ -312,7 +314,7 @@ class ContextEditEntry(_Entry, tag="context_edit", kw_only=True):
 
     id: str
     parent_id: str | None
-    timestamp: str
+    timestamp: Any = msgspec.UNSET  # pi never reads an edit's time, so any value will do
     target_id: str
     replacement: Replacement | None
 
