@@ -312,3 +312,78 @@ def test_a_custom_message_s_content_reaches_the_context_as_pi16_carries_it(
     for layer in ("agent", "llm"):
         rows = build_layer(tree, tree.leaf_id, layer).rows  # as the text view reads them
         assert [json.loads(bytes(row.message)) for row in rows] == pi[layer]
+
+
+# Sessions a differential fuzz against pi 1.6 found pi-lsp reading otherwise: replies whose
+# bookkeeping fields pi never checks hold something else than text.
+USAGE = {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2,
+         "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}
+REPLY = {"role": "assistant", "content": [{"type": "text", "text": "hi"}],
+         "api": "openai-responses", "provider": "openai", "model": "gpt-5", "usage": USAGE,
+         "stopReason": "stop", "timestamp": 1764769388000}
+ODD_REPLIES: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {
+    # name: (the reply's fields over REPLY's, MISSING removing one; the entries after it)
+    "provider 5": ({"provider": 5}, []),
+    "provider null": ({"provider": None}, []),
+    "model 5": ({"model": 5}, []),
+    "stopReason 7": ({"stopReason": 7}, []),
+    "provider 5, edited": ({"provider": 5}, [
+        {"type": "context_edit", "targetId": "aaaa0002", "replacement": {"content": "short"}}]),
+    "no provider, level ''": ({"provider": MISSING, "api": "anthropic-messages",
+                               "model": "claude-opus-4-1"}, [
+        {"type": "thinking_level_change", "thinkingLevel": ""}]),
+}
+# What pi 1.6 made of each (tests/pi16_context.mjs), for machines without it.
+STORED_ODD_REPLIES = Path(__file__).with_name("fixtures") / "pi16-odd-replies.json"
+
+
+def odd_reply_session(path: Path, name: str) -> None:
+    """A model change, a question, then the reply `name` sets out and the entries after it."""
+    fields, after = ODD_REPLIES[name]
+    reply = {key: value for key, value in {**REPLY, **fields}.items() if value is not MISSING}
+    lines = [
+        {"type": "model_change", "provider": "anthropic", "modelId": "claude-sonnet-4-5"},
+        {"type": "message", "message": {"role": "user", "content": "q",
+                                        "timestamp": 1764769387000}},
+        {"type": "message", "message": reply}, *after]
+    path.write_text("".join(json.dumps(line) + "\n" for line in [
+        {"type": "session", "version": 3, "id": "01900000-0000-7000-8000-000000000001",
+         "timestamp": "2026-12-03T13:43:06.440Z", "cwd": "/home/dev/project"},
+        *({"type": line["type"], "id": f"aaaa000{index}",
+           "parentId": f"aaaa000{index - 1}" if index > 0 else None,
+           "timestamp": f"2026-12-03T13:43:{index + 7:02d}.000Z",
+           **{key: value for key, value in line.items() if key != "type"}}
+          for index, line in enumerate(lines))]))
+
+
+def test_the_stored_odd_replies_are_pi16s(tmp_path: Path) -> None:
+    node = pi16_node()
+    if node is None:
+        pytest.skip("pi 1.6 is not installed")
+    files = {name: tmp_path / f"{index}.jsonl" for index, name in enumerate(ODD_REPLIES)}
+    for name, path in files.items():
+        odd_reply_session(path, name)
+    made = subprocess.run([node, str(Path(__file__).with_name("pi16_context.mjs")),
+                           str(PI16 / "@earendil-works"), *map(str, files.values())],
+                          capture_output=True, text=True, timeout=CEILING_S)
+    assert made.returncode == 0, made.stderr
+    contexts = json.loads(made.stdout)
+    assert {name: contexts[str(path)] for name, path in files.items()} == \
+        json.loads(STORED_ODD_REPLIES.read_text("utf-8"))
+
+
+@pytest.mark.parametrize("name", list(ODD_REPLIES))
+def test_a_reply_with_odd_bookkeeping_reaches_both_layers_as_in_pi16(
+        tmp_path: Path, name: str) -> None:
+    """A reply whose provider, model or stop reason was no text was left out of the model
+    layer, and an edit of it was not applied; pi 1.6 keeps it and applies the edit."""
+    from pi_lsp.context.layers import build_layer
+    from pi_lsp.session.tree import SessionTree
+
+    path = tmp_path / "s.jsonl"
+    odd_reply_session(path, name)
+    tree = SessionTree.open(str(path))
+    pi = json.loads(STORED_ODD_REPLIES.read_text("utf-8"))[name]
+    for layer in ("agent", "llm"):
+        rows = build_layer(tree, tree.leaf_id, layer).rows
+        assert [json.loads(bytes(row.message)) for row in rows] == pi[layer], layer

@@ -140,7 +140,8 @@ def _assistant_model(raw: msgspec.Raw) -> ModelRef | None:
         head = head_decoder.decode(raw)
     except msgspec.ValidationError:
         return None
-    if head.role != "assistant" or head.provider is None or head.model is None:
+    if head.role != "assistant" or not isinstance(head.provider, str) or \
+            not isinstance(head.model, str):
         return None
     return ModelRef(head.provider, head.model)
 

@@ -365,9 +365,9 @@ class MessageHead(msgspec.Struct, rename="camel"):
     """The few message fields the settings scan and the tree view need."""
 
     role: str = ""
-    provider: str | None = None
-    model: str | None = None
-    stop_reason: str | None = None
+    # Of any type: pi never checks them, and one that is no text must not hide the message.
+    provider: Any = None
+    model: Any = None
 
 
 class ActivityHead(msgspec.Struct):
