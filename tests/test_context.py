@@ -32,6 +32,7 @@ from pi_lsp.session.entries import (
     ToolResultMessage,
     Usage,
     UserMessage,
+    encoder,
 )
 from tests.test_system_messages import PI16, pi16_node
 from tests.waits import CEILING_S
@@ -332,6 +333,10 @@ ODD_REPLIES: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {
     "no provider, level ''": ({"provider": MISSING, "api": "anthropic-messages",
                                "model": "claude-opus-4-1"}, [
         {"type": "thinking_level_change", "thinkingLevel": ""}]),
+    "level 42": ({}, [{"type": "thinking_level_change", "thinkingLevel": 42}]),
+    "no level": ({}, [{"type": "thinking_level_change"}]),
+    "model change to provider 5": ({}, [{"type": "model_change", "provider": 5,
+                                         "modelId": "gpt-5"}]),
 }
 # What pi 1.6 made of each (tests/pi16_context.mjs), for machines without it.
 STORED_ODD_REPLIES = Path(__file__).with_name("fixtures") / "pi16-odd-replies.json"
@@ -387,3 +392,48 @@ def test_a_reply_with_odd_bookkeeping_reaches_both_layers_as_in_pi16(
     for layer in ("agent", "llm"):
         rows = build_layer(tree, tree.leaf_id, layer).rows
         assert [json.loads(bytes(row.message)) for row in rows] == pi[layer], layer
+
+
+@pytest.mark.parametrize("name", list(ODD_REPLIES))
+def test_the_model_and_level_are_reported_as_pi16_holds_them(tmp_path: Path, name: str) -> None:
+    """A reply without text for its provider or model was skipped (the earlier model_change's
+    was reported, or none), and a level "" or of another type was reported as "off"; pi 1.6
+    reports each as the entry holds it."""
+    from pi_lsp.context.build import build_session_context
+    from pi_lsp.session.tree import SessionTree
+
+    path = tmp_path / "s.jsonl"
+    odd_reply_session(path, name)
+    tree = SessionTree.open(str(path))
+    pi = json.loads(STORED_ODD_REPLIES.read_text("utf-8"))[name]
+    context = json.loads(encoder.encode(build_session_context(tree, tree.leaf_id)))
+    assert {key: context[key] for key in ("thinkingLevel", "model") if key in context} == \
+        {key: pi[key] for key in ("thinkingLevel", "model") if key in pi}
+
+
+@pytest.mark.parametrize(("name", "named"), [
+    ("provider 5", "5/gpt-5"), ("provider null", "null/gpt-5"), ("model 5", "openai/5"),
+    ("no provider, level ''", "undefined/claude-opus-4-1")])
+def test_a_model_named_with_no_text_is_an_unknown_one(tmp_path: Path, name: str,
+                                                      named: str) -> None:
+    """A turn's model is looked up by the text JavaScript makes of each part, as pi names it
+    in its own message: a model no one has, whose provider is refused as not configured."""
+    from pi_lsp.context.layers import AgentSetup, build_layer
+    from pi_lsp.context.preview import render_preview
+    from pi_lsp.providers.factory import UnknownProviderError, provider_factory
+    from pi_lsp.providers.registry import ModelRegistry
+    from pi_lsp.session.tree import SessionTree
+
+    path = tmp_path / "s.jsonl"
+    odd_reply_session(path, name)
+    tree = SessionTree.open(str(path))
+    registry = ModelRegistry()
+    agent = AgentSetup(registry, ("anthropic", "claude-sonnet-4-5"), "high", {}, [])
+    layer = build_layer(tree, tree.leaf_id, "request", agent)
+    assert layer.request is not None
+    provider, model_id = named.split("/")
+    assert (layer.request.model.provider, layer.request.model.id) == (provider, model_id)
+    assert f"model: {named}" in render_preview(build_layer(tree, tree.leaf_id, "agent"))
+    if provider != "openai":
+        with pytest.raises(UnknownProviderError, match=f"provider '{provider}' is not"):
+            provider_factory(registry, lambda _name: "key")(provider)

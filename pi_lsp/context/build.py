@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from pi_lsp.context.messages import decode_path
@@ -13,7 +15,7 @@ class SessionContext(msgspec.Struct, rename="camel"):
     """pi's `{messages, thinkingLevel, model}`; messages stay raw JSON."""
 
     messages: list[msgspec.Raw]
-    thinking_level: str
+    thinking_level: Any  # as pi's: the path's level as its entry holds it (UNSET: missing)
     model: ModelRef | None
 
 
@@ -37,7 +39,7 @@ def build_session_context(tree: SessionTree, leaf_id: str | None) -> SessionCont
 
 
 def _session_context(messages: list[msgspec.Raw], settings: ContextSettings) -> SessionContext:
-    return SessionContext(messages, settings.thinking_level, settings.model)
+    return SessionContext(messages, settings.stored_level, settings.model)
 
 
 def context_tokens(tree: SessionTree, leaf_id: str | None) -> int:

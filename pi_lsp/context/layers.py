@@ -102,7 +102,7 @@ def model_at(settings: ContextSettings, registry: ModelRegistry, default: tuple[
              ) -> ModelInfo:
     """The model in force where `settings` were read, else the default."""
     if settings.model is not None:
-        return registry.get(settings.model.provider, settings.model.model_id)
+        return registry.get(*settings.model.names())
     return registry.get(*default)
 
 

@@ -94,7 +94,7 @@ def render_preview(preview: ContextLayer) -> str:
                      f"{row.tokens:>6} tok  {text}")
     lines += total_lines(preview, rows)
     model = preview.model
-    shown = f"{model.provider}/{model.model_id}" if model else "(none)"
+    shown = "/".join(model.names()) if model else "(none)"
     if preview.request is not None:
         shown = f"{preview.request.model.provider}/{preview.request.model.id}"
     lines.append(f"model: {shown}   thinking: {preview.thinking_level}")

@@ -16,14 +16,13 @@ from pi_lsp.session.entries import (
     BranchSummaryEntry,
     CompactionEntry,
     ContextEditEntry,
-    ModelChangeEntry,
     Replacement,
     encoder,
     head_decoder,
 )
 from pi_lsp.session.journal import Record
 from pi_lsp.session.jsdate import date_ms
-from pi_lsp.session.jsontext import Decoder
+from pi_lsp.session.jsontext import Decoder, js_string
 from pi_lsp.session.records import decode_entry
 
 _JSON_NULL = msgspec.Raw(b"null")
@@ -32,14 +31,26 @@ EDITABLE_ROLES = frozenset({"user", "assistant", "toolResult", "custom"})
 
 
 class ModelRef(msgspec.Struct, rename="camel"):
-    provider: str
-    model_id: str
+    """A model as the path names it: each part as its entry holds it, of any type, as pi
+    reports it (UNSET: missing, which pi's JSON leaves out)."""
+
+    provider: Any = msgspec.UNSET
+    model_id: Any = msgspec.UNSET
+
+    def names(self) -> tuple[str, str]:
+        """The provider and id to look up: a part that is no text is read as the text
+        JavaScript makes of it (`undefined/claude-opus-4-1`, as pi's own message names it),
+        a provider and model no one has."""
+        return js_string(self.provider), js_string(self.model_id)
 
 
 class ContextSettings(msgspec.Struct):
-    thinking_level: str  # pi's context value: "off" when none is set on the path
+    thinking_level: str  # the level the agent asks for: "off" when none is set or it is no text
     model: ModelRef | None
     thinking_level_set: bool = False  # else pi's agent thinks at its default level
+    # pi's context value: the level as the last change on the path holds it, of any type
+    # (UNSET: missing), "off" when there is none.
+    stored_level: Any = "off"
 
 
 class ProjectedEntry(msgspec.Struct, gc=False):
@@ -97,27 +108,37 @@ class _LevelHead(msgspec.Struct, rename="camel"):
 
 
 _level_decoder: Decoder[_LevelHead] = Decoder(_LevelHead)
+
+
+class _ModelChangeHead(msgspec.Struct, rename="camel"):
+    """A model_change's model as pi reads it: each part as the entry holds it."""
+
+    provider: Any = msgspec.UNSET
+    model_id: Any = msgspec.UNSET
+
+
+_model_change_decoder: Decoder[_ModelChangeHead] = Decoder(_ModelChangeHead)
 _object_decoder: Decoder[dict[str, Any]] = Decoder(dict[str, Any])
 
 
 def context_settings(path: list[Record]) -> ContextSettings:
     """The thinking level and model set last on the raw path (scanned from the leaf back)."""
-    level = _thinking_level(path)
-    return ContextSettings(level or "off", _model(path), level is not None)
+    change = _thinking_level_change(path)
+    if change is None:
+        return ContextSettings("off", _model(path))
+    # pi takes the level as the entry holds it: none at all leaves the agent's default, and
+    # one that is not text thinks as "off" does (pi's clamp gives either a model's lowest).
+    level = change.thinking_level
+    return ContextSettings(level if isinstance(level, str) else "off", _model(path),
+                           level is not msgspec.UNSET, level)
 
 
-def _thinking_level(path: list[Record]) -> str | None:
+def _thinking_level_change(path: list[Record]) -> _LevelHead | None:
     # A scan of its own: the level is often set only at the start, so this one usually reads
     # the whole path, and a loop that tests one type per entry is the cheapest way to do it.
     for record in reversed(path):
         if record.env.type == "thinking_level_change":
-            # pi takes the level as the entry holds it: none at all leaves the agent's default,
-            # and one that is not text thinks as "off" does (pi's clamp gives either a
-            # model's lowest level).
-            level = _level_decoder.decode(record.text).thinking_level
-            if level is msgspec.UNSET:
-                return None
-            return level if isinstance(level, str) else "off"
+            return _level_decoder.decode(record.text)
     return None
 
 
@@ -125,9 +146,8 @@ def _model(path: list[Record]) -> ModelRef | None:
     for record in reversed(path):
         kind = record.env.type
         if kind == "model_change":
-            entry = decode_entry(record)
-            if isinstance(entry, ModelChangeEntry):
-                return ModelRef(entry.provider, entry.model_id)
+            change = _model_change_decoder.decode(record.text)
+            return ModelRef(change.provider, change.model_id)
         elif kind == "message":
             model = _assistant_model(record.env.message)
             if model is not None:
@@ -140,8 +160,7 @@ def _assistant_model(raw: msgspec.Raw) -> ModelRef | None:
         head = head_decoder.decode(raw)
     except msgspec.ValidationError:
         return None
-    if head.role != "assistant" or not isinstance(head.provider, str) or \
-            not isinstance(head.model, str):
+    if head.role != "assistant":
         return None
     return ModelRef(head.provider, head.model)
 

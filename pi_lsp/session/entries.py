@@ -366,8 +366,8 @@ class MessageHead(msgspec.Struct, rename="camel"):
 
     role: str = ""
     # Of any type: pi never checks them, and one that is no text must not hide the message.
-    provider: Any = None
-    model: Any = None
+    provider: Any = msgspec.UNSET
+    model: Any = msgspec.UNSET
 
 
 class ActivityHead(msgspec.Struct):
