@@ -1,6 +1,7 @@
 -- setup() outside a project starts nothing; :help pi_lsp works from the
 -- shipped tags; :checkhealth pi_lsp reports; :PiChat on a file that is not a
--- session says so plainly; setup() in a project starts the server.
+-- session says so plainly, and stop_all while a crashed server's restart is pending leaves
+-- it stopped; setup() in a project starts the server.
 -- Environment: PI_LSP_EMPTY, a folder with no root marker above it.
 local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/helpers.lua")
 H.prepare()
@@ -76,6 +77,28 @@ local response = client:request_sync("workspace/executeCommand", {
   arguments = { { uri = vim.uri_from_fname(notes) } },
 }, H.CEILING_MS)
 H.check(response.err and response.err.message:find("notes.jsonl is not a pi session file", 1, true), vim.inspect(response))
+
+-- stop_all while a crashed server's restart is pending (here: from a "stopped" listener) left it
+-- stopped no more: the restart came after it, a server nobody stops. No view is open here (one
+-- with a refresh queued starts a server on demand, as any call does) and no crash counted yet
+-- (a fourth in three minutes restarts nothing).
+local stopped
+local unlisten = require("pi_lsp.util").on("stopped", function()
+  stopped = true
+  require("pi_lsp.client").stop_all()
+end)
+for _, pid in ipairs(vim.api.nvim_get_proc_children(vim.fn.getpid())) do
+  vim.uv.kill(pid, "sigkill")
+end
+H.wait(function()
+  return stopped
+end, "the killed server was not seen to stop")
+unlisten()
+-- A restart starts in the callback that said "stopped", so it would be here by now.
+local restarted = vim.tbl_filter(function(c)
+  return not c:is_stopped()
+end, vim.lsp.get_clients({ name = "pi_lsp", _uninitialized = true }))
+H.check(#restarted == 0, "a server started after stop_all: " .. #restarted)
 
 -- A server that exits before it is ready: calls made meanwhile get an error, none waits forever.
 require("pi_lsp.client").stop_all()
