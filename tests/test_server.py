@@ -1023,7 +1023,8 @@ async def test_set_model_and_thinking_level(pi: Pi) -> None:
     uri = await fork(pi)
     assert await call(pi.client, "pi.setModel",
                       {"uri": uri, "provider": "anthropic", "modelId": SUMMARY_MODEL}) == {}
-    assert await call(pi.client, "pi.setThinkingLevel", {"uri": uri, "level": "low"}) == {}
+    assert await call(pi.client, "pi.setThinkingLevel", {"uri": uri, "level": "low"}) == \
+        {"level": "low", "written": True, "queued": False}
     entries = lines(path_of(uri))
     assert [e["type"] for e in entries[-2:]] == ["model_change", "thinking_level_change"]
     preview = await call(pi.client, "pi.previewContext", {"uri": uri, "layer": "request"})
@@ -1039,6 +1040,26 @@ async def test_set_model_and_thinking_level(pi: Pi) -> None:
         await call(pi.client, "pi.setModel", {"uri": uri, "provider": provider, "modelId": model})
         paged = await call(pi.client, "pi.previewContext", {"uri": uri, "page": 1})
         assert paged["thinkingLevels"] == levels, model
+
+
+async def test_set_thinking_level_answers_the_level_recorded(pi: Pi, fake: FakeAnthropic) -> None:
+    """The answer was `{}`, so the editors said the level asked for ("max") while pi's clamped
+    level ("high": Claude 4.5 offers no max) was the one recorded."""
+    uri = await fork(pi)
+    await call(pi.client, "pi.setThinkingLevel", {"uri": uri, "level": "low"})
+    assert await call(pi.client, "pi.setThinkingLevel", {"uri": uri, "level": "max"}) == \
+        {"level": "high", "written": True, "queued": False}
+    assert lines(path_of(uri))[-1]["thinkingLevel"] == "high"
+    assert await call(pi.client, "pi.setThinkingLevel", {"uri": uri, "level": "xhigh"}) == \
+        {"level": "high", "written": False, "queued": False}  # in force already
+    fake.script(slow_text(words=40, delay=0.05))
+    since = pi.mark()
+    turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "go"}))["turnId"]
+    await wait_event(pi, turn_id, "message_update", since)
+    assert await call(pi.client, "pi.setThinkingLevel", {"uri": uri, "level": "max"}) == \
+        {"level": "high", "written": False, "queued": True}
+    await call(pi.client, "pi.abort", {"uri": uri})
+    await wait_events(pi, turn_id, since)
 
 
 async def test_set_model_refuses_a_model_that_exists_nowhere(pi: Pi) -> None:

@@ -609,8 +609,13 @@ class Harness:
     def set_model(self, provider: str, model_id: str) -> None:
         self._write("model", lambda: self._switch_model(provider, model_id))
 
-    def set_thinking_level(self, level: str) -> None:
-        self._write("thinking", lambda: self._record_thinking_level(level, self.thinking_level()))
+    def set_thinking_level(self, level: str) -> tuple[str, bool]:
+        """The level recorded (`level` clamped to the model in force now) and whether it was
+        written now: not when queued behind a turn, nor when it is the level in force."""
+        written: list[bool] = []  # stays empty while the write is queued
+        self._write("thinking", lambda: written.append(
+            self._record_thinking_level(level, self.thinking_level())))
+        return clamped_level(self.model(), level), any(written)
 
     def note_thinking_level(self) -> None:
         """Record the level in force, as it stands (pi 1.6 does so on continuing a session
@@ -626,12 +631,13 @@ class Harness:
         level = self.level_for_model(provider, model_id)
         self._record_thinking_level(current if level is None else level, current)
 
-    def _record_thinking_level(self, level: str, current: str) -> None:
-        """pi's setThinkingLevel: `level` clamped to the model in force, written only when it
-        is not the level thought at until now (`current`)."""
+    def _record_thinking_level(self, level: str, current: str) -> bool:
+        """pi's setThinkingLevel: `level` clamped to the model in force, written (said by the
+        answer) only when it is not the level thought at until now (`current`)."""
         clamped = clamped_level(self.model(), level)
         if clamped != current:
             self.tree.append_thinking_level_change(clamped)
+        return clamped != current
 
     def set_label(self, target_id: str, label: str | None) -> None:
         self.tree.record(target_id)

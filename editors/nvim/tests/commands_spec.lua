@@ -79,6 +79,11 @@ H.wait(function()
   return preview().thinkingLevel == "high"
 end, "the picked thinking level was not set")
 H.check(vim.deep_equal(offered, { "off", "minimal", "low", "medium", "high" }), "the model's levels: " .. vim.inspect(offered))
+-- A level the model lacks: pi records the nearest it offers, and that is what is said.
+vim.cmd("PiThinking max")
+H.wait(function()
+  return H.said(("thinking level of %s: high (the model offers no max)"):format(vim.fn.fnamemodify(example, ":t")))
+end, "the level in force was not said: " .. table.concat(H.messages, " | "))
 pcall(vim.cmd, "PiThinking extreme")
 H.check(H.said('no thinking level "extreme" (one of: off, minimal, low, medium, high, xhigh, max)'), "bad level")
 H.check(vim.deep_equal(vim.fn.getcompletion("PiThinking m", "cmdline"), { "minimal", "medium", "max" }), "levels complete")

@@ -311,7 +311,13 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
       const offered = given ? [] : (await pi.call("pi.previewContext", { uri, page: 1 })).thinkingLevels ?? THINKING_LEVELS;
       const level = given ?? (await vscode.window.showQuickPick([...offered], { placeHolder: "Thinking level (from the next turn on)" }));
       if (!level) return;
-      return pi.call("pi.setThinkingLevel", { uri, level: level as ThinkingLevel });
+      const set = await pi.call("pi.setThinkingLevel", { uri, level: level as ThinkingLevel });
+      // pi records the model's nearest level: say that one, not the level asked for.
+      const said = set.level === level ? level : `${set.level} (the model offers no ${level})`;
+      if (set.level !== level || set.queued) {
+        void vscode.window.showInformationMessage(`pi: thinking level ${said}${set.queued ? ", from when the running turn ends" : ""}.`);
+      }
+      return set;
     },
     "piLsp.check": async (arg) => {
       const uri = await session(arg);

@@ -210,7 +210,8 @@ export interface Commands {
   "pi.fork": [{ uri: string; leafId?: string }, { uri: string }];
   "pi.setName": [{ uri: string; name: string }, Record<string, never>];
   "pi.setModel": [{ uri: string; provider: string; modelId: string }, Record<string, never>];
-  "pi.setThinkingLevel": [{ uri: string; level: ThinkingLevel }, Record<string, never>];
+  /** `level`: the one recorded, clamped to the model as pi does; `queued`: behind the running turn. */
+  "pi.setThinkingLevel": [{ uri: string; level: ThinkingLevel }, { level: ThinkingLevel; written: boolean; queued: boolean }];
   "pi.prompt": [{ uri: string; text: string; delivery?: Delivery; context?: CodeContext[] }, { turnId: string | null; queued?: Delivery; dropped?: Delivery }];
   "pi.prepareTurn": [{ uri: string }, { provider: string; model: string }];
   "pi.abort": [{ uri: string }, { aborted: boolean }];

@@ -286,6 +286,10 @@ test("Set model and thinking level write entries; Check finds nothing wrong", as
   }
   assert.deepEqual(offered, ["off", "minimal", "low", "medium", "high"]);
   assert.equal((await api.pi.call("pi.previewContext", { uri: sessionUri, page: 1 })).thinkingLevel, "high");
+  // A level the model lacks: the one pi records is said, not the one asked for.
+  await run("piLsp.setThinkingLevel", { uri: sessionUri, level: "max" });
+  assert.ok(rec.messages.some((m) => m.kind === "info" && m.message === "pi: thinking level high (the model offers no max)."),
+    JSON.stringify(rec.messages));
 });
 
 test("a path longer than the view asks for: its earlier rows come on demand", async () => {

@@ -51,12 +51,19 @@ function M.model(arg)
   end)
 end
 
+--- The level `pi.setThinkingLevel` recorded for `asked` (pi clamps it to the model's levels),
+--- and when it waits for the running turn's end.
+local function level_said(asked, result)
+  local said = result.level == asked and asked or ("%s (the model offers no %s)"):format(result.level, asked)
+  return result.queued and (said .. ", from when the running turn ends") or said
+end
+
 local function set_thinking(uri, level)
   if not vim.tbl_contains(M.THINKING_LEVELS, level) then
     return util.error(("no thinking level %q (one of: %s)"):format(level, table.concat(M.THINKING_LEVELS, ", ")))
   end
-  client.run("pi.setThinkingLevel", { uri = uri, level = level }, function()
-    util.notify(("thinking level of %s: %s"):format(file_name(uri), level))
+  client.run("pi.setThinkingLevel", { uri = uri, level = level }, function(result)
+    util.notify(("thinking level of %s: %s"):format(file_name(uri), level_said(level, result)))
     session.refresh_status(uri)
   end, session.root_of(uri))
 end
