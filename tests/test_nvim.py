@@ -163,6 +163,14 @@ def test_an_attachment_question_goes_when_the_turn_it_was_queued_behind_is_abort
     assert len(fake.message_requests()) == 1
 
 
+def test_chat_title_follows_a_queued_rename_and_the_clis(workspace: Path, fake: FakeAnthropic,
+                                                         tmp_path: Path) -> None:
+    """:PiRename while a turn ran said the session was named at once, and the chat kept its old
+    title after the name was written at the turn's end, or appended by the pi CLI."""
+    fake.script(text_reply(*(f"word{i} " for i in range(25)), delay=0.2))
+    run_script("rename_title_spec.lua", workspace, fake, tmp_path)
+
+
 def crafted_session(path: Path, texts: list[str]) -> Path:
     """A session at `path` of one chain of messages, user and assistant in turn, of `texts`."""
     lines = [{"type": "session", "version": 3, "id": path.stem, "cwd": "/crafted",

@@ -422,7 +422,7 @@ async def test_new_session_is_written_whole_at_its_first_reply(pi: Pi,
                                                               fake: FakeAnthropic) -> None:
     uri = await new_session(pi, "draft")
     path = path_of(uri)
-    assert await call(pi.client, "pi.setName", {"uri": uri, "name": "final"}) == {}
+    assert await call(pi.client, "pi.setName", {"uri": uri, "name": "final"}) == {"queued": False}
     preview = await call(pi.client, "pi.previewContext", {"uri": uri})
     assert preview["messages"] == [] and not path.exists()
     fake.script(text_reply("first reply"))
@@ -1010,13 +1010,32 @@ async def test_fork(pi: Pi) -> None:
 
 async def test_set_name(pi: Pi) -> None:
     uri = await fork(pi)
-    assert await call(pi.client, "pi.setName", {"uri": uri, "name": "Renamed fork"}) == {}
+    assert await call(pi.client, "pi.setName", {"uri": uri, "name": "Renamed fork"}) == \
+        {"queued": False}
     assert lines(path_of(uri))[-1]["type"] == "session_info"
     listed = (await call(pi.client, "pi.listSessions", {}))["sessions"]
     assert next(s for s in listed if path_of(s["uri"]) == path_of(uri))["name"] == "Renamed fork"
-    assert await call(pi.client, "pi.setName", {"uri": uri, "name": "  "}) == {}  # clears it
+    assert await call(pi.client, "pi.setName", {"uri": uri, "name": "  "}) == \
+        {"queued": False}  # clears it
     listed = (await call(pi.client, "pi.listSessions", {}))["sessions"]
     assert next(s for s in listed if path_of(s["uri"]) == path_of(uri))["name"] is None
+
+
+async def test_a_name_set_while_busy_is_said_queued_and_its_title_arrives(
+        pi: Pi, fake: FakeAnthropic) -> None:
+    """pi.setName answered `{}` while a turn ran, so editors said the session was named at once,
+    and pi/sessionChanged carried no title: a chat showing no tree kept the old one."""
+    uri = await fork(pi)
+    fake.script(slow_text(words=20, delay=0.05))
+    since = pi.mark()
+    turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "go"}))["turnId"]
+    await wait_event(pi, turn_id, "message_update", since)
+    assert await call(pi.client, "pi.setName", {"uri": uri, "name": "Named late"}) == \
+        {"queued": True}
+    note = await wait_note(pi, SESSION_CHANGED, lambda p: p.get("title") == "Named late", since)
+    assert path_of(note["uri"]) == path_of(uri)
+    assert lines(path_of(uri))[-1]["name"] == "Named late"  # written at the turn's end
+    await wait_events(pi, turn_id, since)
 
 
 async def test_set_model_and_thinking_level(pi: Pi) -> None:

@@ -36,6 +36,7 @@ from pi_lsp.server.protocol import (
 from pi_lsp.server.tasks import Tasks
 from pi_lsp.server.turns import Runs
 from pi_lsp.server.watcher import SessionWatch
+from pi_lsp.session.catalog import tree_title
 from pi_lsp.session.records import Refresh
 from pi_lsp.session.tree import SessionTree
 
@@ -121,8 +122,11 @@ class PiServer(LanguageServer):
                 if p]
 
     def on_session_changed(self, path: Path, tree: SessionTree, change: Refresh) -> None:
+        # The title too: a name written (a queued one at the turn's end, the CLI's) reaches
+        # chats that show no tree, so carry no tree delta.
         note: dict[str, Any] = {"uri": uri_of(path), "entries": len(tree.records),
-                                "leafId": tree.shown_leaf(), "reloaded": change.reloaded}
+                                "leafId": tree.shown_leaf(), "title": tree_title(tree),
+                                "reloaded": change.reloaded}
         delta = self.hub.tree_delta(path, tree)  # for editors showing the tree
         if delta is not None:
             note["tree"] = msgspec.to_builtins(delta)

@@ -208,7 +208,8 @@ export interface Commands {
   "pi.compact": [{ uri: string; instructions?: string; dryRun?: boolean }, { plan?: CompactPlan | null; jobId?: string }];
   "pi.label": [{ uri: string; targetId: string; label: string | null }, Record<string, never>];
   "pi.fork": [{ uri: string; leafId?: string }, { uri: string }];
-  "pi.setName": [{ uri: string; name: string }, Record<string, never>];
+  /** `queued`: written when the running turn ends. */
+  "pi.setName": [{ uri: string; name: string }, { queued: boolean }];
   "pi.setModel": [{ uri: string; provider: string; modelId: string }, Record<string, never>];
   /** `level`: the one recorded, clamped to the model as pi does; `queued`: behind the running turn. */
   "pi.setThinkingLevel": [{ uri: string; level: ThinkingLevel }, { level: ThinkingLevel; written: boolean; queued: boolean }];
@@ -300,6 +301,8 @@ export interface SessionChanged {
   entries: number;
   leafId: string | null;
   reloaded: boolean;
+  /** The session's title (its name, else its first prompt, else its file name). */
+  title: string;
   /** How the tree changed, when the server holds the tree an editor shows. */
   tree?: TreeDelta;
 }

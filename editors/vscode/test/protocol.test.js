@@ -119,7 +119,7 @@ test("pi.branch moves the leaf and the server says so with pi/sessionChanged", a
   assert.ok("leafId" in result);
   const change = await eventually(() => notes.slice(before).find((n) => n.method === "pi/sessionChanged"), "pi/sessionChanged");
   // The server holds the tree fetched above, so the note says how it changed.
-  assert.deepEqual(keys(change.params), ["entries", "leafId", "reloaded", "tree", "uri"]);
+  assert.deepEqual(keys(change.params), ["entries", "leafId", "reloaded", "title", "tree", "uri"]);
   assert.ok(samePath(change.params.uri, session.uri));
   assert.equal(change.params.reloaded, false);
   assert.equal(change.params.entries, 57, "a durable leaf move appends one entry");

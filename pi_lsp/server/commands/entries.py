@@ -42,8 +42,10 @@ async def label(ls: PiServer, args: LabelArgs) -> dict[str, Any]:
 
 
 async def set_name(ls: PiServer, args: NameArgs) -> dict[str, Any]:
-    ls.hub.harness(await ls.open_tree(args.uri)).set_name(args.name)
-    return {}
+    """`queued`: written when the running turn ends, so the editor's title waits for that."""
+    harness = ls.hub.harness(await ls.open_tree(args.uri))
+    harness.set_name(args.name)
+    return {"queued": harness.busy}
 
 
 async def set_model(ls: PiServer, args: ModelArgs) -> dict[str, Any]:

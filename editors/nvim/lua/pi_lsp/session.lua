@@ -309,6 +309,22 @@ function M.on_job(job_id, callback)
   jobs[job_id] = callback
 end
 
+--- A session's title as pi/sessionChanged carries it: a name written since the list was read
+--- (a queued :PiRename at its turn's end, the pi CLI's) shows at once, and the list is read
+--- again for its name.
+local function retitle(change)
+  local root = M.root_of(change.uri)
+  for _, s in ipairs(M.listed[root] or {}) do
+    if util.same(s.uri, change.uri) then
+      if change.title and s.title ~= change.title then
+        s.title = change.title
+        M.list(function() end, root)
+      end
+      return
+    end
+  end
+end
+
 function M.setup_listeners()
   util.on("jobDone", function(done)
     local callback = jobs[done.jobId]
@@ -323,6 +339,7 @@ function M.setup_listeners()
     if M.status(change.uri) then
       M.refresh_status(change.uri)
     end
+    retitle(change)
   end)
   util.on("sessionsChanged", function()
     M.listed = {}

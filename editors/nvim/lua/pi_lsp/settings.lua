@@ -105,7 +105,11 @@ local function rename(uri, name)
     return util.warn("the name is empty; the session keeps its name")
   end
   local root = session.root_of(uri)
-  client.run("pi.setName", { uri = uri, name = name }, function()
+  client.run("pi.setName", { uri = uri, name = name }, function(result)
+    if result.queued then
+      -- Written at the turn's end: its pi/sessionChanged brings the title then.
+      return util.notify(("%s will be named %q when the running turn ends"):format(file_name(uri), name))
+    end
     util.notify(("%s is now named %q"):format(file_name(uri), name))
     session.list(function() end, root) -- titles of trees and chats come from the list
   end, root)
