@@ -13,6 +13,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from pi_lsp.session import catalog
 from pi_lsp.session.catalog import (
     FIRST_MESSAGE_CHARS,
     TITLE_CHARS,
@@ -23,6 +24,7 @@ from pi_lsp.session.catalog import (
     session_dirs,
     session_title,
     tree_title,
+    user_text,
 )
 from pi_lsp.session.ids import iso_to_ms
 from pi_lsp.session.jsdate import read_iso
@@ -386,6 +388,39 @@ def test_a_first_prompt_without_text_gives_way_to_the_next(tmp_path: Path) -> No
     (session,) = list_sessions([path.parent])
     assert (session.first_message, session.title) == ("why does it fail?",) * 2
     assert tree_title(SessionTree.open(str(path))) == "why does it fail?"
+
+
+def test_an_open_sessions_title_looks_only_at_new_records(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every change notification carries the title: each looked through the whole session for a
+    first prompt (0.25 s at 100,000 entries with none). Records looked at are not again, the
+    title follows a first prompt appended later, and a reload looks anew."""
+    path = write(tmp_path / "s" / "a.jsonl", [
+        header("a", "2025-01-01T00:00:00.000Z", "/w"),
+        user_entry("aaaaaaaa", None, "2025-01-01T00:00:01.000Z",
+                   [{"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}]),
+    ])
+    tree = SessionTree.open(str(path))
+    looked: list[str] = []
+
+    def counted(record: Any) -> str | None:
+        looked.append(record.env.id)
+        return user_text(record)
+
+    monkeypatch.setattr(catalog, "user_text", counted)
+    assert (tree_title(tree), looked) == ("a", ["aaaaaaaa"])
+    assert (tree_title(tree), looked) == ("a", ["aaaaaaaa"])
+    with path.open("a") as file:
+        file.write(json.dumps(user_entry("bbbbbbbb", "aaaaaaaa", "2025-01-01T00:00:02.000Z",
+                                         "why does it fail?")) + "\n")
+    tree.refresh()
+    assert (tree_title(tree), looked) == ("why does it fail?", ["aaaaaaaa", "bbbbbbbb"])
+    assert (tree_title(tree), looked[2:]) == ("why does it fail?", [])
+    copy = path.with_suffix(".new")
+    copy.write_bytes(path.read_bytes())
+    copy.replace(path)  # pi rewrote it: another file, read whole
+    assert tree.refresh().reloaded
+    assert (tree_title(tree), looked[2:]) == ("why does it fail?", ["aaaaaaaa", "bbbbbbbb"])
 
 
 def test_missing_directories_are_fine(agent_dir: Path, tmp_path: Path) -> None:

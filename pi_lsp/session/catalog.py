@@ -4,10 +4,12 @@ one (pi's shared folder, filtered by header `cwd`)."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import stat
 import threading
+import weakref
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from functools import lru_cache
@@ -81,9 +83,28 @@ def session_title(name: str | None, first_message: str | None, path: str) -> str
 
 
 def tree_title(tree: SessionTree) -> str:
-    """`session_title` of an open session (its first prompt is near the top of the file)."""
-    first = next((text for text in map(user_text, tree.records) if text), None)
-    return session_title(tree.name, first, tree.path)
+    """`session_title` of an open session."""
+    return session_title(tree.name, first_prompt(tree), tree.path)
+
+
+# How far each open session's search for its first prompt went (its records list, the count
+# looked at, the text found): every change notification carries the title, and a session with
+# no text prompt in 100,000 entries took 0.25 s to look through again.
+_first_prompts: weakref.WeakKeyDictionary[SessionTree, tuple[list[Record], int, str | None]] = \
+    weakref.WeakKeyDictionary()
+
+
+def first_prompt(tree: SessionTree) -> str | None:
+    """The text of an open session's first user message that has any; only records added since
+    the last call are looked at (a reload makes a new records list, looked through anew)."""
+    records, looked, found = _first_prompts.get(tree, (tree.records, 0, None))
+    if records is not tree.records:
+        records, looked, found = tree.records, 0, None
+    if found is None:
+        found = next((text for text in map(user_text, itertools.islice(records, looked, None))
+                      if text), None)
+    _first_prompts[tree] = (records, len(records), found)
+    return found
 
 
 def workspace_session_dir(workspace: str) -> Path:
