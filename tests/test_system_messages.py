@@ -609,6 +609,21 @@ def test_hostile_ignore_patterns_are_decided_at_once() -> None:
         """) == [False, True, False, True, True, False]
 
 
+def test_hostile_backslash_runs_are_decided_at_once() -> None:
+    """`ignore` reads `\\\\*` before more as any number of backslashes: a pattern of many,
+    each with a `?` or `*` after it, backtracks exponentially there. pi-lsp decides at once."""
+    assert answers_in_a_worker("""if True:
+        import json
+        from pi_lsp.agent.ignorerules import IgnoreRules
+        answers = []
+        for pattern in ["\\\\\\\\*?" * 40 + "y", "*\\\\\\\\*?" * 40 + "y"]:
+            rules = IgnoreRules()
+            rules.add([pattern])
+            answers += [rules.ignores("\\\\" * 250 + end) for end in ["", "y"]]
+        print(json.dumps(answers))
+        """) == [False, True, False, True]
+
+
 def test_hostile_skill_globs_are_decided_at_once(tmp_path: Path) -> None:
     """The `skills` setting's globs backtracked exponentially too: `!*a*a*a*a*a*a*a*a*b` never
     ended on a skills folder named with 80 `a`s. It is now decided at once, as before."""

@@ -22,6 +22,12 @@ _FOLDERS, _SOME_FOLDERS, _ALL_WITHIN = "(?:/[^/]+)*", "(?:/[^/]+)+", "/.+"
 # into a name (a `/` always follows).
 _FEWEST = {_ANY_FOLDERS: "^(?:.*?/)??", _FOLDERS: "(?:/[^/]++)*?"}
 _MOST = {_FOLDERS: "(?:/[^/]++)*", _SOME_FOLDERS: "(?:/[^/]++)+"}
+# A line `ignore` skips: one ending in a backslash but after another. A rule matching nothing.
+_LONE_BACKSLASH, _NOTHING = re.compile(r"(?:[^\\]|^)\\\Z"), "(?!)"
+# Backslashes, so many or more; and what `ignore` leaves unescaped after a `\\\\` (its `.` as
+# JavaScript's, `$` the end, `^` a start it never meets after a backslash).
+_BACKSLASHES = re.compile(r"\\\\\{(\d+),\}")
+_UNESCAPED = {".": "[^\\n\\r\u2028\u2029]", "$": "\\Z", "^": _NOTHING}
 # POSIX's character classes, as `ignore` reads them (`graph`, `print` and `punct` leave out `/`).
 _POSIX = {"alnum": "0-9A-Za-z", "alpha": "A-Za-z", "blank": " \\t", "cntrl": "\\x00-\\x1f\\x7f",
           "digit": "0-9", "graph": "!-.0-~", "lower": "a-z", "print": " -.0-~",
@@ -33,7 +39,9 @@ class IgnoreRules:
     """The patterns added so far, as `ignore()` holds them: paths are relative and use `/`; a
     folder's ends in `/`."""
 
-    rules: list[tuple[bool, re.Pattern[str]]] = field(default_factory=list)  # (negated, regex)
+    # (negated, regex, of one name: no `/` in the pattern but a last one)
+    rules: list[tuple[bool, re.Pattern[str], bool]] = field(default_factory=list)
+    names: int = 0  # how many rules are of one name
     # Each path's answer until rules are added: a walk asks again for the folders above each.
     known: dict[str, bool] = field(default_factory=dict)
 
@@ -42,16 +50,23 @@ class IgnoreRules:
             rule = _rule(pattern)
             if rule is not None:
                 self.rules.append(rule)
+                self.names += rule[2]
         self.known.clear()
 
     def ignores(self, path: str) -> bool:
         """Whether `path` is ignored: by a folder it is in, else by the last rule matching it."""
         if path not in self.known:
             parent = _parent(path)
-            self.known[path] = (bool(parent) and self.ignores(parent)) or \
-                next((not negated for negated, regex in reversed(self.rules)
-                      if regex.search(path)), False)
+            self.known[path] = (bool(parent) and self.ignores(parent)) or self._matched(path)
         return self.known[path]
+
+    def _matched(self, path: str) -> bool:
+        """Whether the last rule matching `path` ignores it. Rules of one name, when at least
+        half are, see its last name alone, as in `ignore`: the same but where a `\\\\.` there
+        would match a `/` before it."""
+        name = path[len(_parent(path)):] if self.names * 2 >= len(self.rules) else path
+        return next((not negated for negated, regex, one in reversed(self.rules)
+                     if regex.search(name if one else path)), False)
 
 
 def _parent(path: str) -> str:
@@ -60,17 +75,16 @@ def _parent(path: str) -> str:
     return path[:cut + 1] if cut >= 0 else ""
 
 
-def _rule(pattern: str) -> tuple[bool, re.Pattern[str]] | None:
+def _rule(pattern: str) -> tuple[bool, re.Pattern[str], bool] | None:
     """A pattern's rule, or None for what `ignore` skips: blank, a comment, a lone trailing
-    backslash; and, matching nothing there either, an unclosed `[` or unknown POSIX class."""
-    if pattern.strip(" ") == "" or pattern.startswith("#"):
+    backslash. An unclosed `[` or unknown POSIX class makes one matching nothing."""
+    if pattern.strip(" ") == "" or pattern.startswith("#") or _LONE_BACKSLASH.search(pattern):
         return None
     negated = pattern.startswith("!")
     body = pattern[negated:]
     tokens = _tokens(_trimmed(body.removeprefix("\ufeff").rstrip("\r\n")))
-    if tokens is None:
-        return None
-    return negated, re.compile(_regex(tokens, bool(_ANY_SLASH.search(body))), re.IGNORECASE)
+    regex = _NOTHING if tokens is None else _regex(tokens, bool(_ANY_SLASH.search(body)))
+    return negated, re.compile(regex, re.IGNORECASE), body.find("/") in (-1, len(body) - 1)
 
 
 def _trimmed(body: str) -> str:
@@ -83,16 +97,18 @@ def _trimmed(body: str) -> str:
 
 
 def _tokens(body: str) -> list[str] | None:
-    """`*`, `/` and literals' regular expressions (`?` and `[...]` too); None when `ignore`
-    makes a pattern that matches nothing."""
+    """`*`, `/` and literals' regular expressions (`?`, `[...]` and backslashes' too); None
+    when `ignore` makes a pattern that matches nothing."""
     tokens: list[str] = []
     at = 0
     while at < len(body):
         char = body[at]
+        if body.startswith("\\\\", at):
+            at = _escaped_backslashes(body, at, tokens)
+            continue
         if char == "\\":
-            if at + 1 == len(body):
-                return None
-            tokens.append(_literal(body[at + 1]))
+            # Only after `\\\\`s (else no rule): `ignore` reads JavaScript's `undefined` there
+            tokens += map(_literal, body[at + 1:at + 2] or "undefined")
             at += 2
             continue
         if char == "[":
@@ -106,6 +122,40 @@ def _tokens(body: str) -> list[str] | None:
                       _literal(char))
         at += 1
     return tokens
+
+
+def _escaped_backslashes(body: str, at: int, tokens: list[str]) -> int:
+    """The run of `\\\\`s at `at` as `ignore` reads it, added to `tokens`; where it ends.
+    `ignore` unescapes what follows the run as well: a `*` (but a last one), `+`, `.`, `$`
+    or `^` there keeps its meaning in a regular expression (`\\\\*x` is `x` after any
+    number of backslashes)."""
+    end = at
+    while body.startswith("\\\\", end):
+        end += 2
+    count, char = (end - at) // 2, body[end:end + 1]
+    if char == "+" or (char == "*" and body[end + 1:]):
+        _add_backslashes(tokens, count - (char == "*"), True)
+        return end + 1
+    _add_backslashes(tokens, count, False)
+    if char in _UNESCAPED:
+        tokens.append(_UNESCAPED[char])
+        return end + 1
+    return end
+
+
+def _add_backslashes(tokens: list[str], count: int, more: bool) -> None:
+    """`count` backslashes (`more`: or more) after `tokens`, one token with a run before
+    them that may be longer: a run of such tokens backtracked polynomially in its length."""
+    if tokens and (run := _BACKSLASHES.fullmatch(tokens[-1])):
+        tokens.pop()
+        count, more = count + int(run[1]), True
+    if not more:
+        tokens += [_literal("\\")] * count
+        return
+    while tokens and tokens[-1] == _literal("\\"):
+        tokens.pop()
+        count += 1
+    tokens.append(f"\\\\{{{count},}}")
 
 
 def _literal(char: str) -> str:
@@ -230,9 +280,9 @@ def _block(pieces: list[str]) -> str:
 
 
 def _name(pieces: list[str]) -> str:
-    """The pieces of one name: one-character ones and `*`s."""
+    """The pieces of one name: one-character ones, runs of backslashes and `*`s."""
     parts = [""]
-    for piece in pieces:
+    for piece in _possessive(pieces):
         if piece in (_NAME, _WHOLE_NAME):
             parts[-1] += "[^/]" * (piece == _WHOLE_NAME)
             parts.append("")
@@ -241,8 +291,36 @@ def _name(pieces: list[str]) -> str:
     return name_between_stars(parts)
 
 
+def _possessive(pieces: list[str]) -> list[str]:
+    """The pieces with each run of backslashes taking its fewest before a `*` (which takes the
+    rest), all there are before what cannot be a backslash, and its fewest after another run
+    a piece between may take a backslash from: a name is matched in polynomial time."""
+    out, shared = list(pieces), False  # whether a run before shares out the backslashes
+    for at, piece in enumerate(pieces):
+        run = _BACKSLASHES.fullmatch(piece)
+        after = pieces[at + 1] if at + 1 < len(pieces) else ""
+        if run and after in (_NAME, _WHOLE_NAME):
+            out[at] = f"\\\\{{{run[1]}}}"
+        elif run and not _may_be_backslash(after):
+            out[at] += "+"
+        elif run and shared:
+            out[at] = f"\\\\{{{run[1]}}}"
+        elif run:  # its fewest first: between `*`s a part is taken where it ends soonest
+            out[at] += "?"
+        # A row of pieces that may all be backslashes has its first run backtracked into, no
+        # other (`\\\\*?` over and over backtracks exponentially in `ignore`): that misses only
+        # where a piece in the row takes something else and a later run needs more.
+        shared = (shared or bool(run)) and piece not in (_NAME, _WHOLE_NAME) and \
+            _may_be_backslash(piece)
+    return out
+
+
+def _may_be_backslash(piece: str) -> bool:
+    return re.fullmatch(piece, "\\", re.IGNORECASE) is not None
+
+
 def name_between_stars(parts: list[str]) -> str:
-    """A name matching `parts` (regular expressions of fixed length, no `/`) with a `*` between
+    """A name matching `parts` (regular expressions within a name) with a `*` between
     each two: each part at its leftmost place after the one before, the last at the name's end,
     none tried again; polynomial where `*`s as `[^/]*` backtrack exponentially."""
     if len(parts) == 1:
