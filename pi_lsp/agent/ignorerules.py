@@ -226,7 +226,9 @@ def _regex(tokens: list[str], anchored: bool) -> str:
                        _FOLDERS)
             at += 3
         elif token == _STAR and at == len(tokens) - 1:  # a last `*` after a `/`: a whole name
-            out.append(_WHOLE_NAME if at > first and tokens[at - 1] == _SLASH else _NAME)
+            # (an escaped `/` as well: `ignore` tells them apart no more by then)
+            out.append(_WHOLE_NAME if at > first and tokens[at - 1] in (_SLASH, _literal(_SLASH))
+                       else _NAME)
             at += 1
         else:
             out.append(_NAME if token == _STAR else token)
