@@ -725,8 +725,8 @@ def plant_skill_settings(tmp_path: Path) -> tuple[Path, Path, Path]:
     workspace, agent, home = tmp_path / "ws", tmp_path / "agent", tmp_path / "home"
     for path in [workspace / ".pi" / "skills" / "deploy", workspace / ".pi" / "skills" / "commit",
                  workspace / "tools" / "tidy", workspace / "tools" / "lint",
-                 agent / "skills" / "kept", home / "extra" / "alpha", home / "extra" / "old",
-                 tmp_path / "shared" / "beta", tmp_path / "shared" / "keep",
+                 agent / "skills" / "kept", agent / "skills" / "gamma", home / "extra" / "alpha",
+                 home / "extra" / "old", tmp_path / "shared" / "beta", tmp_path / "shared" / "keep",
                  home / ".agents" / "skills" / "review"]:
         skill_file(path / "SKILL.md", f"description: {path.name}.")
     for path in [agent / "skills" / "commit.md", home / "extra" / "top.md",
@@ -740,7 +740,7 @@ def plant_skill_settings(tmp_path: Path) -> tuple[Path, Path, Path]:
     (agent / "settings.json").write_text(json.dumps({"skills": [
         "~/extra", "../shared", " ~/one.md ", "~/notes.txt", "~/missing", "/dev/zero",
         "~/pipe.md", "!old", "!commit.md", "-../shared/keep", "!alpha", "+~/extra/alpha",
-        "!kept", "+skills/kept", "!**/beta/**", "!*/review"]}))
+        "!kept", "+skills/kept", "!**/beta/**", "!*/review", "!ga\\mma"]}))
     return workspace, agent, home
 
 

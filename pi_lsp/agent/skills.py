@@ -617,11 +617,21 @@ def _glob(pattern: str) -> re.Pattern[str]:
 
 
 def _glob_name(segment: str) -> str:
-    """A glob's name but `**`: `*` and `?` within it, not matching a leading dot."""
+    """A glob's name but `**`: `*` and `?` within it, not matching a leading dot; a `\\` makes
+    the character after it one to match as it is (itself, last)."""
     if not segment:
         return ""
-    parts = ["".join("[^/]" if char == "?" else re.escape(char) for char in part)
-             for part in segment.split("*")]
+    parts, at = [""], 0
+    while at < len(segment):
+        char = segment[at]
+        if char == "\\":
+            parts[-1] += re.escape(segment[at + 1:at + 2] or char)
+            at += 1
+        elif char == "*":
+            parts.append("")
+        else:
+            parts[-1] += "[^/]" if char == "?" else re.escape(char)
+        at += 1
     start = "(?!\\.)" if segment[:1] in ("*", "?") else ""
     return f"(?=[^/]){start}{name_between_stars(parts)}"
 
