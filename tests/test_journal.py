@@ -13,6 +13,7 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from pi_lsp.session.appender import WriteFailedError, append_lines
@@ -27,6 +28,7 @@ from pi_lsp.session.journal import (
 from pi_lsp.session.records import Refresh
 from pi_lsp.session.tail import Tail
 from pi_lsp.session.tree import SessionTree
+from tests.test_system_messages import PI16, pi16_node
 from tests.waits import CEILING_S, PROCESS_CEILING_S
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -332,6 +334,42 @@ def test_entry_without_id_is_reported(tmp_path: Path) -> None:
     assert kinds(tree.problems) == [("no-id", 3)]
     assert record_ids(tree) == ["aaaa0001", "aaaa0002"]
     assert tree.leaf_id == "aaaa0002"
+
+
+# Hand-edited sessions whose envelopes pi 1.6 reads leniently, and what it made of each
+# (tests/pi16_session.mjs), for machines without it.
+ODD_ENVELOPES = Path(__file__).with_name("fixtures") / "pi16-odd-envelopes"
+STORED_ODD_ENVELOPES = ODD_ENVELOPES.with_suffix(".json")
+
+
+def test_the_stored_odd_envelope_readings_are_pi16s() -> None:
+    node = pi16_node()
+    if node is None:
+        pytest.skip("pi 1.6 is not installed")
+    files = sorted(ODD_ENVELOPES.glob("*.jsonl"))
+    made = subprocess.run([node, str(Path(__file__).with_name("pi16_session.mjs")),
+                           str(PI16 / "@earendil-works"), *map(str, files)],
+                          capture_output=True, text=True, timeout=CEILING_S)
+    assert made.returncode == 0, made.stderr
+    readings = json.loads(made.stdout)
+    assert {path.name: readings[str(path)] for path in files} == \
+        json.loads(STORED_ODD_ENVELOPES.read_text("utf-8"))
+
+
+@pytest.mark.parametrize("name", sorted(json.loads(STORED_ODD_ENVELOPES.read_text("utf-8"))))
+def test_an_odd_envelope_is_read_as_pi16_reads_it(name: str) -> None:
+    """Entries with no `parentId` key, an off-type `type`, `id` or `parentId`, or no id were
+    dropped (a compaction, a model, a name lost; the path cut short); pi 1.6 keeps them."""
+    from pi_lsp.context.layers import build_layer
+
+    tree = SessionTree.open(str(ODD_ENVELOPES / name))
+    pi = json.loads(STORED_ODD_ENVELOPES.read_text("utf-8"))[name]
+    assert (tree.leaf_id, tree.name) == (pi["leafId"], pi["name"])
+    for layer in ("agent", "llm"):
+        built = build_layer(tree, tree.leaf_id, layer)
+        assert (msgspec.to_builtins(built.model), built.thinking_level) == \
+            (pi["model"], pi["thinkingLevel"])
+        assert [json.loads(bytes(row.message)) for row in built.rows] == pi[layer]
 
 
 def test_unknown_types_and_fields_keep_their_exact_bytes(tmp_path: Path) -> None:

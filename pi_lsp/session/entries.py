@@ -191,6 +191,11 @@ class SessionHeader(msgspec.Struct, tag_field="type", tag="session", rename="cam
     parent_session: str | None = None
 
 
+# pi reads a missing parentId as a root, as it reads null (the spec allows both); UNSET keeps
+# it missing, not null, wherever such an entry is encoded again.
+ParentId = str | None | msgspec.UnsetType
+
+
 class _Entry(msgspec.Struct, tag_field="type", rename="camel", omit_defaults=True, kw_only=True):
     pass
 
@@ -199,21 +204,21 @@ class MessageEntry(_Entry, tag="message", kw_only=True):
     # pi checks no entry's timestamp type: it reads any JSON value as `new Date(timestamp)`
     # (jsdate.date_ms; UNSET: missing), so none is dropped for one.
     id: str
-    parent_id: str | None
+    parent_id: ParentId = msgspec.UNSET
     timestamp: Any = msgspec.UNSET
     message: AgentMessage
 
 
 class ThinkingLevelChangeEntry(_Entry, tag="thinking_level_change", kw_only=True):
     id: str
-    parent_id: str | None
+    parent_id: ParentId = msgspec.UNSET
     timestamp: Any = msgspec.UNSET
     thinking_level: str
 
 
 class ModelChangeEntry(_Entry, tag="model_change", kw_only=True):
     id: str
-    parent_id: str | None
+    parent_id: ParentId = msgspec.UNSET
     timestamp: Any = msgspec.UNSET
     provider: str
     model_id: str
@@ -223,7 +228,7 @@ class CompactionEntry(_Entry, tag="compaction", kw_only=True):
     # pi checks none of the types of the fields below: it carries each as the entry holds it
     # (UNSET: missing), so a hand-edited or extension's entry must not be dropped for one.
     id: str
-    parent_id: str | None
+    parent_id: ParentId = msgspec.UNSET
     timestamp: Any = msgspec.UNSET  # read as `new Date(timestamp)` (jsdate.date_ms)
     summary: Any = msgspec.UNSET
     # An extension's compaction may leave both out or give a fractional count, and pi carries
@@ -240,7 +245,7 @@ class CompactionEntry(_Entry, tag="compaction", kw_only=True):
 class BranchSummaryEntry(_Entry, tag="branch_summary", kw_only=True):
     # As in a compaction, pi carries these fields as the entry holds them (UNSET: missing).
     id: str
-    parent_id: str | None
+    parent_id: ParentId = msgspec.UNSET
     timestamp: Any = msgspec.UNSET
     from_id: Any = msgspec.UNSET
     summary: Any = msgspec.UNSET
@@ -253,7 +258,7 @@ class CustomEntry(_Entry, tag="custom", kw_only=True):
     custom_type: str
     data: Any = None
     id: str
-    parent_id: str | None
+    parent_id: ParentId = msgspec.UNSET
     timestamp: Any = msgspec.UNSET
 
 
@@ -264,13 +269,13 @@ class CustomMessageEntry(_Entry, tag="custom_message", kw_only=True):
     display: Any = msgspec.UNSET
     details: Any = None
     id: str
-    parent_id: str | None
+    parent_id: ParentId = msgspec.UNSET
     timestamp: Any = msgspec.UNSET
 
 
 class LabelEntry(_Entry, tag="label", kw_only=True):
     id: str
-    parent_id: str | None
+    parent_id: ParentId = msgspec.UNSET
     timestamp: Any = msgspec.UNSET
     target_id: str
     label: str | None = None
@@ -278,7 +283,7 @@ class LabelEntry(_Entry, tag="label", kw_only=True):
 
 class SessionInfoEntry(_Entry, tag="session_info", kw_only=True):
     id: str
-    parent_id: str | None
+    parent_id: ParentId = msgspec.UNSET
     timestamp: Any = msgspec.UNSET
     name: str | None = None
 
@@ -298,7 +303,7 @@ class LeafEntry(_Entry, tag="leaf", kw_only=True):
     as a plain node under its target; pi-lsp now writes a `custom` entry instead."""
 
     id: str
-    parent_id: str | None
+    parent_id: ParentId = msgspec.UNSET
     timestamp: str
     target_id: str | None
 
@@ -313,7 +318,7 @@ class ContextEditEntry(_Entry, tag="context_edit", kw_only=True):
     """pi 1.6: from here on the path, `targetId` contributes `replacement` (None: nothing)."""
 
     id: str
-    parent_id: str | None
+    parent_id: ParentId = msgspec.UNSET
     timestamp: Any = msgspec.UNSET  # pi never reads an edit's time, so any value will do
     target_id: str
     replacement: Replacement | None
@@ -323,7 +328,7 @@ class UsageEntry(_Entry, tag="usage", kw_only=True):
     """pi 1.6: tokens spent outside a reply (a summary, a title); no context, counted in cost."""
 
     id: str
-    parent_id: str | None
+    parent_id: ParentId = msgspec.UNSET
     timestamp: str
     kind: str
     provider: str

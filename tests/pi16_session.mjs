@@ -1,0 +1,13 @@
+// pi 1.6's reading of each session: its leaf, its name and the context at the leaf (model,
+// thinking level, both layers). Usage: node pi16_session.mjs PACKAGES FILE... ->
+// {file: {leafId, name, model, thinkingLevel, agent, llm}}
+const [packages, ...files] = process.argv.slice(2);
+const { SessionManager, convertToLlm } = await import(`${packages}/pi-coding-agent/dist/index.js`);
+const sessions = {};
+for (const file of files) {
+  const session = SessionManager.open(file);
+  const { messages, model, thinkingLevel } = session.buildSessionContext();
+  sessions[file] = { leafId: session.getLeafId() ?? null, name: session.getSessionName() ?? null,
+                     model, thinkingLevel, agent: messages, llm: convertToLlm(messages) };
+}
+process.stdout.write(JSON.stringify(sessions));
