@@ -957,10 +957,14 @@ def test_every_problem_kind_has_a_repair_hint(tmp_path: Path) -> None:
     ])
     with open(path, "ab") as handle:
         handle.write(b'{"type":"mess')
+    # An entry pi keeps is read whatever its envelope's types; only one before the header
+    # is still an invalid entry.
+    path.write_bytes(b'{"type":5}\n' + path.read_bytes())
     problems = check_session(SessionTree.open(str(path)))
     found = {p.kind for p in problems}
     assert found >= {"blank", "malformed", "not-object", "invalid-entry", "duplicate-id",
-                     "orphan", "dangling-reference", "invalid-utf8", "torn"}
+                     "orphan", "dangling-reference", "invalid-utf8", "torn",
+                     "off-type-envelope"}
     assert all(p.repair for p in problems), [p for p in problems if not p.repair]
 
 

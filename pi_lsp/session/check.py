@@ -31,6 +31,7 @@ REPAIRS = {
     "invalid-entry": "drop the line or fix the field's type",
     "extra-header": "drop the second header",
     "no-id": "give the entry an id, or drop it",
+    "off-type-envelope": "give the field text; the line is kept, as pi keeps it",
     "torn": "cut the incomplete last line off (the next append ends it with a newline "
             "first, so it stays a malformed line of its own)",
     "invalid-utf8": "write the line again with U+FFFD for the invalid bytes, as pi reads it",

@@ -366,6 +366,35 @@ class Envelope(msgspec.Struct, rename="camel", gc=False):
     message: msgspec.Raw = NO_MESSAGE
 
 
+class LooseEnvelope(msgspec.Struct, rename="camel", gc=False):
+    """A hand-edited line's envelope, read when `Envelope` refuses it: pi 1.6 keeps every
+    line, whatever the types of its `type`, `id` and `parentId`."""
+
+    type: Any = None
+    id: Any = None
+    parent_id: Any = None
+    timestamp: Any = msgspec.UNSET
+    message: msgspec.Raw = NO_MESSAGE
+
+    def off_type(self) -> dict[str, str]:
+        """The envelope fields that are not text, each with what pi reads it as: a type never
+        is; an id or parentId when given (a missing id is a problem of its own, and a root's
+        parentId may be null)."""
+        readings = {"type": "no entry type", "id": "no id", "parentId": "a root"}
+        values = {"type": self.type, "id": self.id, "parentId": self.parent_id}
+        return {name: readings[name] for name, value in values.items()
+                if not isinstance(value, str) and (value is not None or name == "type")}
+
+    def as_pi_reads_it(self) -> Envelope:
+        """The envelope pi's reading gives: a type that is not text matches no entry type, an
+        id that is not text names nothing a parentId can reach, and a parentId that is not
+        text ends the path walk (pi's `parentId ? byId.get(parentId) : undefined`)."""
+        def text(value: Any) -> str | None:
+            return value if isinstance(value, str) else None
+        return Envelope(text(self.type) or "", text(self.id), text(self.parent_id),
+                        self.timestamp, self.message)
+
+
 class MessageHead(msgspec.Struct, rename="camel"):
     """The few message fields the settings scan and the tree view need."""
 
@@ -384,6 +413,7 @@ class ActivityHead(msgspec.Struct):
 
 
 envelope_decoder: Decoder[Envelope] = Decoder(Envelope)
+loose_envelope_decoder: Decoder[LooseEnvelope] = Decoder(LooseEnvelope)
 entry_decoder: Decoder[Entry] = Decoder(Entry)
 message_decoder: Decoder[AgentMessage] = Decoder(AgentMessage)
 head_decoder: Decoder[MessageHead] = Decoder(MessageHead)

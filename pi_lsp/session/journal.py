@@ -14,7 +14,14 @@ from typing import IO, NamedTuple
 
 import msgspec
 
-from pi_lsp.session.entries import Envelope, SessionHeader, envelope_decoder, header_decoder
+from pi_lsp.session.entries import (
+    Envelope,
+    LooseEnvelope,
+    SessionHeader,
+    envelope_decoder,
+    header_decoder,
+    loose_envelope_decoder,
+)
 
 BOM = b"\xef\xbb\xbf"
 # Files are read a few MB at a time. Each piece is held about three times over while it is
@@ -161,10 +168,17 @@ def parse_lines(lines: list[bytes], first_line: int, batch: LineBatch) -> None:
         try:
             env = decode(raw)
         except (msgspec.DecodeError, msgspec.ValidationError) as error:
-            problem = _classify(raw, error)
-            problem.line = number
-            batch.problems.append(problem)
-            continue
+            loose = _read_loosely(raw, batch) if isinstance(error, msgspec.ValidationError) \
+                else None
+            if loose is None:
+                problem = _classify(raw, error)
+                problem.line = number
+                batch.problems.append(problem)
+                continue
+            env = loose.as_pi_reads_it()
+            batch.problems.append(Problem("off-type-envelope", "; ".join(
+                f"{name} is not text: read as {reading}, as pi reads it"
+                for name, reading in loose.off_type().items()), number, env.id))
         for repair in repairs:
             repair.line, repair.entry_id = number, env.id
         batch.problems.extend(repairs)
@@ -179,6 +193,17 @@ def parse_lines(lines: list[bytes], first_line: int, batch: LineBatch) -> None:
             batch.problems.append(Problem("extra-header", "a second session header", number))
             continue
         records.append(Record(number, msgspec.Raw(raw), env))
+
+
+def _read_loosely(raw: bytes, batch: LineBatch) -> LooseEnvelope | None:
+    """The envelope of an entry line whose `type`, `id` or `parentId` is not text; None for
+    one before the header (never taken as it) and for a line that is no object."""
+    if batch.header is None:
+        return None
+    try:
+        return loose_envelope_decoder.decode(raw)
+    except msgspec.ValidationError:
+        return None
 
 
 def _decode_header(raw: bytes, env: Envelope) -> SessionHeader:
