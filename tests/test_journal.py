@@ -364,7 +364,7 @@ def test_an_odd_envelope_is_read_as_pi16_reads_it(name: str) -> None:
 
     tree = SessionTree.open(str(ODD_ENVELOPES / name))
     pi = json.loads(STORED_ODD_ENVELOPES.read_text("utf-8"))[name]
-    assert (tree.leaf_id, tree.name) == (pi["leafId"], pi["name"])
+    assert (tree.leaf_id, tree.name, tree.labels) == (pi["leafId"], pi["name"], pi["labels"])
     for layer in ("agent", "llm"):
         built = build_layer(tree, tree.leaf_id, layer)
         assert (msgspec.to_builtins(built.model), built.thinking_level) == \

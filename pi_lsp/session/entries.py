@@ -191,9 +191,10 @@ class SessionHeader(msgspec.Struct, tag_field="type", tag="session", rename="cam
     parent_session: str | None = None
 
 
-# pi reads a missing parentId as a root, as it reads null (the spec allows both); UNSET keeps
-# it missing, not null, wherever such an entry is encoded again.
-ParentId = str | None | msgspec.UnsetType
+# pi reads a missing parentId as a root, as it reads null (the spec allows both), and one
+# that is not text (0, false) as the end of the path. The tree reads parents from the
+# envelope; here the value is only carried, as it is (UNSET: missing, encoded so again).
+ParentId = Any
 
 
 class _Entry(msgspec.Struct, tag_field="type", rename="camel", omit_defaults=True, kw_only=True):

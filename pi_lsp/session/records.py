@@ -4,11 +4,15 @@ the tree treats specially."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 
 from pi_lsp.session.entries import CustomEntry, Entry, entry_decoder, head_decoder
 from pi_lsp.session.journal import Record
+from pi_lsp.session.jsontext import Decoder
+
+_fields_decoder: Decoder[dict[str, Any]] = Decoder(dict[str, Any])
 
 LEAF_MOVE = "pi-lsp.leaf"  # the customType of a durable leaf move
 
@@ -35,7 +39,19 @@ def decode_entry(record: Record) -> Entry | None:
     try:
         return entry_decoder.decode(record.text)
     except msgspec.ValidationError:
+        return _decode_idless(record) if record.env.id is None else None
+
+
+def _decode_idless(record: Record) -> Entry | None:
+    """An entry whose id is missing or not text, read with an empty one: pi reads such an
+    entry's name, label or context all the same (the tree never indexes it by that id)."""
+    fields = _fields_decoder.decode(record.text)
+    fields["id"] = ""
+    try:
+        entry: Entry = msgspec.convert(fields, Entry)
+    except (msgspec.ValidationError, UnicodeEncodeError):  # (a lone surrogate in the error)
         return None
+    return entry
 
 
 def starts_conversation(record: Record) -> bool:

@@ -164,6 +164,9 @@ class SessionTree(EntryAppends):
         self.labels: dict[str, str] = {}
         self.name: str | None = None
         self.leaf_id: str | None = None
+        # pi's leaf when the last line has no id (leafId undefined): its context is the path
+        # up from that line, and what is appended next starts a root (leaf_id is None).
+        self.idless_leaf: Record | None = None
         self.migrated = False
         # A version 1 file's ids are made up at each read: writing would name ones no later
         # read (pi's or ours) can match, so such a session is read-only.
@@ -223,6 +226,7 @@ class SessionTree(EntryAppends):
         self.header, self.header_raw = snapshot.header, snapshot.header_raw
         self.records, self.by_id, self.labels, self.name = [], {}, {}, None
         self.leaf_id = None  # a file read again may hold none of the entries it had
+        self.idless_leaf = None
         self.problems = snapshot.problems
         self._children = None
         self._epoch += 1
@@ -238,6 +242,7 @@ class SessionTree(EntryAppends):
             entry_id = record.env.id
             if entry_id is None:
                 self.problems.append(Problem("no-id", "entry has no id", record.line))
+                self._take_idless(record)
                 continue
             replaced = by_id.get(entry_id)
             if replaced is not None:
@@ -256,6 +261,15 @@ class SessionTree(EntryAppends):
             kind = record.env.type
             if kind == "label" or kind == "session_info":
                 self._apply_marker(record)
+        if records and records[-1].env.id is not None:
+            self.idless_leaf = None
+
+    def _take_idless(self, record: Record) -> None:
+        """An entry with no id: pi indexes it all the same, so its name or label counts and,
+        last, it is the leaf; no parentId can name it, so it is in no other path."""
+        self.leaf_id, self.idless_leaf = None, record
+        if record.env.type in ("label", "session_info"):
+            self._apply_marker(record)
 
     def _apply_marker(self, record: Record) -> None:
         entry = decode_entry(record)
@@ -300,10 +314,10 @@ class SessionTree(EntryAppends):
         parse_lines(result.lines, result.first_line, batch)
         # A torn last line is either finished now or reported again as malformed.
         self.problems = [p for p in self.problems if p.kind != "torn"] + batch.problems
-        before, leaf = len(self.records), self.leaf_id
+        before, leaf, idless = len(self.records), self.leaf_id, self.idless_leaf
         self._add(batch.records)
         if self.hold_leaf:
-            self.leaf_id = leaf
+            self.leaf_id, self.idless_leaf = leaf, idless
         return Refresh(len(self.records) - before, False)
 
     def _relocate(self) -> Refresh:
@@ -368,8 +382,16 @@ class SessionTree(EntryAppends):
     def path_to(self, leaf_id: str | None) -> list[Record]:
         """Root-to-leaf records; a missing parent or a cycle ends the walk."""
         if leaf_id is None:
-            return []
+            return self._idless_path()
         return list(self._held(leaf_id).records)
+
+    def _idless_path(self) -> list[Record]:
+        """The path to an id-less leaf (pi's buildSessionPath from the last line), else none."""
+        leaf = self.idless_leaf
+        if leaf is None:
+            return []
+        parent = parent_of(leaf)
+        return [*(self.path_to(parent) if parent in self.by_id else []), leaf]
 
     def _held(self, leaf_id: str) -> HeldPath:
         """The path to `leaf_id`, kept: a turn asks for it at each step (a walk up 100k
@@ -487,7 +509,7 @@ class SessionTree(EntryAppends):
 
     def reset_leaf(self) -> None:
         """The next append starts a new root."""
-        self.leaf_id = None
+        self.leaf_id, self.idless_leaf = None, None
 
     def move_leaf(self, entry_id: str | None, *, durable: bool) -> str | None:
         """Go to `entry_id` (None: the next append starts a new root): in memory only, or
