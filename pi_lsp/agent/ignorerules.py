@@ -17,6 +17,10 @@ _END = r"(?=\Z|/\Z)"
 # `**` between folders (at the end one or more) and a last `/**` (all within).
 _TOP, _ANY_DEPTH, _ANY_FOLDERS = "^", "(?:^|/)", "^(?:.*/)?"
 _NAME, _WHOLE_NAME = "[^/]*", "[^/]+"
+# A `*` pinned to stop at the first backslash, when the backslashes after it may be none: it
+# may stop before, so it stays a wildcard (of names with no backslash).
+_TO_BACKSLASH = "[^/\\\\]*"
+_PINNED = "(?:(?!"  # how any other pinned `*` begins
 _FOLDERS, _SOME_FOLDERS, _ALL_WITHIN = "(?:/[^/]+)*", "(?:/[^/]+)+", "/.+"
 # Those between folders, taking the fewest folders first or the most, never backtracking
 # into a name (a `/` always follows).
@@ -201,7 +205,15 @@ def _bracket(body: str, start: int) -> tuple[str, int] | None:
             previous = char
         at += 1
         if body[at:at + 1] == "]":
-            return (f"[^/{members}]" if negated else f"(?!/)[{members}]"), at + 1
+            return _class(members, negated), at + 1
+
+
+def _class(members: str, negated: bool) -> str:
+    """A class never matching `/`, as `ignore` writes it: one that could is kept from it by a
+    lookahead, which ends a run of pinned `*`s there."""
+    if negated:
+        return f"[^/{members}]"
+    return f"(?!/)[{members}]" if re.fullmatch(f"[{members}]", "/") else f"[{members}]"
 
 
 def _regex(tokens: list[str], anchored: bool) -> str:
@@ -214,7 +226,7 @@ def _regex(tokens: list[str], anchored: bool) -> str:
     while tokens[first:first + 3] == [_STAR, _STAR, _SLASH]:  # `**/`: in any folder
         first += 3
         out = [_ANY_FOLDERS]
-    at = first
+    at, trailing = first, False
     while at < len(tokens):
         # What follows a `/**`, no more than tells its kind: the whole rest made each
         # pattern's reading quadratic (2 s for a 64 KB line).
@@ -225,17 +237,46 @@ def _regex(tokens: list[str], anchored: bool) -> str:
             out.append(_ALL_WITHIN if not rest else _SOME_FOLDERS if rest == [_SLASH] else
                        _FOLDERS)
             at += 3
+        elif token == _STAR and tokens[at - 1] == _STAR and at > first:
+            at += 1  # `**` in a name: one `*`, as `ignore` makes it (a last one with it too)
         elif token == _STAR and at == len(tokens) - 1:  # a last `*` after a `/`: a whole name
             # (an escaped `/` as well: `ignore` tells them apart no more by then)
             out.append(_WHOLE_NAME if at > first and tokens[at - 1] in (_SLASH, _literal(_SLASH))
                        else _NAME)
-            at += 1
+            at, trailing = at + 1, True
         else:
             out.append(_NAME if token == _STAR else token)
             at += 1
     # A pattern ending in `/` matches folders only; any other, what is in it too.
     end = r"\Z" if tokens[-1] == _SLASH and out[-1] == "/" else _END
-    return _linear(out[0], out[1:], end)
+    return _linear(out[0], _pinned(out[1:], trailing), end)
+
+
+def _pinned(pieces: list[str], trailing: bool) -> list[str]:
+    """The pieces with each `*` but the last of a run (between `**`s, an end, a class that
+    could match `/`; across `/`s) pinned, as `ignore` 7.0.8 does: `trailing` when the last
+    piece is a last `*`, which is no wildcard of a run there."""
+    out, run = list(pieces), list[int]()
+    for at, piece in enumerate([*pieces[:len(pieces) - trailing], _NOTHING]):
+        if piece in (_FOLDERS, _SOME_FOLDERS, _UNESCAPED["$"], _NOTHING) or \
+                piece.startswith("(?!/)"):
+            for star in run[:-1]:
+                out[star] = _pin(pieces[star + 1])
+            run = []
+        elif piece == _NAME:
+            run.append(at)
+    return out
+
+
+def _pin(following: str) -> str:
+    """A `*` stopping at the first character that could start `following`, the piece after
+    it: `*ab*c` is `ab` at the first `a` (then `c` anywhere after), not at any `ab`."""
+    run = _BACKSLASHES.fullmatch(following)
+    if run and run[1] == "0":
+        return _TO_BACKSLASH
+    head = _literal("\\") if run else following
+    # No shorter stop leaves `following` a character it matches: none is tried again.
+    return f"{_PINNED}{head})[^/])*+"
 
 
 def _linear(start: str, pieces: list[str], end: str) -> str:
@@ -283,14 +324,15 @@ def _block(pieces: list[str]) -> str:
 
 def _name(pieces: list[str]) -> str:
     """The pieces of one name: one-character ones, runs of backslashes and `*`s."""
-    parts = [""]
+    parts, stars = [""], []
     for piece in _possessive(pieces):
-        if piece in (_NAME, _WHOLE_NAME):
+        if piece in (_NAME, _WHOLE_NAME, _TO_BACKSLASH):
             parts[-1] += "[^/]" * (piece == _WHOLE_NAME)
             parts.append("")
+            stars.append(piece[:-1])  # the character it repeats
         else:
             parts[-1] += piece
-    return name_between_stars(parts)
+    return name_between_stars(parts, stars)
 
 
 def _possessive(pieces: list[str]) -> list[str]:
@@ -318,14 +360,18 @@ def _possessive(pieces: list[str]) -> list[str]:
 
 
 def _may_be_backslash(piece: str) -> bool:
-    return re.fullmatch(piece, "\\", re.IGNORECASE) is not None
+    # A pinned `*` takes a backslash, or stops there for the piece after it to.
+    return piece.startswith(_PINNED) or re.fullmatch(piece, "\\", re.IGNORECASE) is not None
 
 
-def name_between_stars(parts: list[str]) -> str:
+def name_between_stars(parts: list[str], stars: list[str] | None = None) -> str:
     """A name matching `parts` (regular expressions within a name) with a `*` between
-    each two: each part at its leftmost place after the one before, the last at the name's end,
-    none tried again; polynomial where `*`s as `[^/]*` backtrack exponentially."""
+    each two (repeating `stars`' characters, else `[^/]`): each part at its leftmost place after
+    the one before, the last at the name's end, none tried again; polynomial where `*`s as
+    `[^/]*` backtrack exponentially."""
     if len(parts) == 1:
         return parts[0]
-    middle = "".join(f"(?>[^/]*?{part})" for part in parts[1:-1] if part)
-    return f"(?>{parts[0]}{middle}[^/]*{parts[-1]}(?=/|\\Z))"
+    stars = stars or ["[^/]"] * (len(parts) - 1)
+    middle = "".join(f"(?>{star}*?{part})"
+                     for star, part in zip(stars[:-1], parts[1:-1], strict=True) if part)
+    return f"(?>{parts[0]}{middle}{stars[-1]}*{parts[-1]}(?=/|\\Z))"
