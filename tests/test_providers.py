@@ -608,6 +608,13 @@ def test_retry_delays_follow_pi() -> None:
     assert [settings.delay_ms(n) for n in (1, 2, 3, 7)] == [2000, 4000, 8000, 60_000]
 
 
+def test_a_delay_in_other_digits_is_no_number_as_in_pi() -> None:
+    """Arabic-Indic "٣٠" was read as a 30 s wait; pi's Number.parseFloat reads ASCII digits
+    only, so it counts as no delay asked and the backoff applies."""
+    assert 0.375 <= retry_delay_s({"retry-after": "\u0663\u0660"}, 0, 60_000, "") <= 0.5
+    assert 0.375 <= retry_delay_s({"retry-after-ms": "\u0663\u0660"}, 0, 60_000, "") <= 0.5
+
+
 def test_a_retry_wait_is_shown_in_the_editors_progress() -> None:
     event = AutoRetryStart(attempt=1, max_attempts=3, delay_ms=2000,
                            error_message="lab 429 rate_limit_exceeded: slow down")

@@ -83,8 +83,10 @@ async def with_retries(send: Callable[[], Awaitable[T]], policy: ProviderRetry,
             retry_index += 1
 
 
-# What JavaScript's Number.parseFloat reads: the longest decimal number at the start.
-_LEADING_NUMBER = re.compile(r"[+-]?(?:Infinity|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)")
+# What JavaScript's Number.parseFloat reads: the longest decimal number at the start, in ASCII
+# digits (a Unicode `\d` read "٣٠" as 30 s; parseFloat reads no number there).
+_LEADING_NUMBER = re.compile(r"[+-]?(?:Infinity|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)",
+                             re.ASCII)
 
 
 def _number(text: str | None) -> float | None:
