@@ -475,3 +475,22 @@ async def test_deltas_that_are_not_text_are_added_as_javascript_adds_them(
         stop("end_turn"))
     assert reply.content == [ThinkingContent(thinking="null", thinking_signature="null"),
                              TextContent(text="51.5,,true")]
+
+
+@pytest.mark.asyncio
+async def test_tool_json_and_huge_numbers_that_are_not_text_are_added_as_javascript_adds_them(
+        fake: FakeAnthropic) -> None:
+    """A partial_json of 5 failed the reply (a TypeError joining the pieces), and a text of a
+    401-digit integer overflowed float(); pi adds "5" to the JSON and writes "Infinity"."""
+    start, *_, stop_call = fake_anthropic.tool_block(0, "toolu_1", "bash", {})
+    reply = await streamed(
+        fake, message_start(), start,
+        delta(0, type="input_json_delta", partial_json='{"command": "ls", "timeout": '),
+        delta(0, type="input_json_delta", partial_json=5),
+        delta(0, type="input_json_delta", partial_json="}"), stop_call,
+        *text_block(1)[:1], delta(1, type="text_delta", text=10**400),
+        delta(1, type="text_delta", text=-10**400), *text_block(1)[-1:], stop("tool_use"))
+    assert (reply.stop_reason, reply.error_message) == ("toolUse", None)
+    assert reply.content == [
+        ToolCall(id="toolu_1", name="bash", arguments={"command": "ls", "timeout": 5}),
+        TextContent(text="Infinity-Infinity")]

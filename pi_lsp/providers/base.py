@@ -24,7 +24,7 @@ from pi_lsp.session.entries import (
 )
 from pi_lsp.session.ids import now_ms
 from pi_lsp.session.journal import MAX_NESTING
-from pi_lsp.session.jsontext import js_number
+from pi_lsp.session.jsontext import js_string
 
 REDACTED_THINKING = "[Reasoning redacted]"  # pi's text for thinking the provider sent encrypted
 
@@ -148,20 +148,6 @@ def _append(text: str, delta: str) -> str:
     return text + delta
 
 
-def js_text(value: object) -> str:
-    """`value` as JavaScript turns it into text when adding it to a string: a server may send a
-    number or null where text belongs, and pi keeps "5" or "null"."""
-    if isinstance(value, str):
-        return value
-    if value is None or isinstance(value, bool):
-        return json.dumps(value)
-    if isinstance(value, int | float):
-        return js_number(float(value))
-    if isinstance(value, list):
-        return ",".join("" if item is None else js_text(item) for item in value)
-    return "[object Object]"
-
-
 def short_hash(text: str) -> str:
     """pi's `shortHash` (two 32-bit multiplicative hashes in base 36), so ids it shortens come
     out the same here."""
@@ -255,7 +241,7 @@ class ReplyBuilder:
         block = self.blocks[index]
         if not isinstance(block, TextContent):
             return []
-        text = js_text(delta)
+        text = js_string(delta)
         block.text = _append(block.text, text)
         return [TextDelta(content_index=index, delta=text)]
 
@@ -263,20 +249,21 @@ class ReplyBuilder:
         block = self.blocks[index]
         if not isinstance(block, ThinkingContent):
             return []
-        text = js_text(delta)
+        text = js_string(delta)
         block.thinking = _append(block.thinking, text)
         return [ThinkingDelta(content_index=index, delta=text)]
 
     def add_signature(self, index: int, signature: object) -> None:
         block = self.blocks[index]
         if isinstance(block, ThinkingContent):
-            block.thinking_signature = (block.thinking_signature or "") + js_text(signature)
+            block.thinking_signature = (block.thinking_signature or "") + js_string(signature)
 
-    def add_tool_json(self, index: int, delta: str) -> list[ProviderEvent]:
+    def add_tool_json(self, index: int, delta: object) -> list[ProviderEvent]:
         if index not in self._tool_json:  # not an open tool call
             return []
-        self._tool_json[index].append(delta)
-        return [ToolCallDelta(content_index=index, delta=delta)]
+        text = js_string(delta)
+        self._tool_json[index].append(text)
+        return [ToolCallDelta(content_index=index, delta=text)]
 
     def replace_tool_json(self, index: int, text: str) -> None:
         """The complete arguments JSON, when the server sends it whole at the end."""

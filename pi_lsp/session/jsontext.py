@@ -154,12 +154,22 @@ def js_string(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
-        if value != value or value in (math.inf, -math.inf):
-            return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
-        return _js_integer(value) if isinstance(value, int) else js_number(value)
+        number = _js_double(value)
+        if number != number or number in (math.inf, -math.inf):
+            return "NaN" if number != number else ("Infinity" if number > 0 else "-Infinity")
+        return js_number(number)
     if isinstance(value, list):
         return ",".join("" if item is None else js_string(item) for item in value)
     return "[object Object]"
+
+
+def _js_double(value: int | float) -> float:
+    """`value` as the double JavaScript reads it as: an integer past the largest double is
+    Infinity there (float() overflows on a 401-digit one)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def _js_integer(value: int) -> str:
