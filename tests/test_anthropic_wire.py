@@ -494,3 +494,15 @@ async def test_tool_json_and_huge_numbers_that_are_not_text_are_added_as_javascr
     assert reply.content == [
         ToolCall(id="toolu_1", name="bash", arguments={"command": "ls", "timeout": 5}),
         TextContent(text="Infinity-Infinity")]
+
+
+@pytest.mark.asyncio
+async def test_an_event_holding_nan_fails_the_reply_as_json_parse_refuses_it(
+        fake: FakeAnthropic) -> None:
+    """A text delta of a bare NaN was read by Python's json and written as the text "NaN";
+    pi's SDK (JSON.parse) throws on the event and the reply fails."""
+    reply = await streamed(fake, message_start(), *text_block(0)[:1],
+                           delta(0, type="text_delta", text=float("nan")), *text_block(0)[-1:],
+                           stop("end_turn"))
+    assert reply.stop_reason == "error" and reply.content == [TextContent(text="")]
+    assert reply.error_message and "not JSON (NaN is not JSON" in reply.error_message

@@ -413,6 +413,24 @@ async def test_chat_error_mid_stream_keeps_the_partial_reply(make_rig, oai) -> N
     assert "model crashed" in last["errorMessage"] and "ollama" in last["errorMessage"]
 
 
+async def test_chat_an_event_holding_nan_fails_the_reply_and_runs_nothing(make_rig, oai) -> None:
+    """Arguments sent as an object holding a bare NaN were read by Python's json and the tool
+    ran; pi's SDK (JSON.parse) finds the event malformed and the reply fails."""
+    rig = make_rig()
+    arguments = {"command": "echo ran > ran.txt", "timeout": float("nan")}
+    oai.script(Reply([chunk({"role": "assistant", "content": "partial"}),
+                      chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                                             "function": {"name": "bash",
+                                                          "arguments": arguments}}]}),
+                      chunk(finish="tool_calls"), usage_chunk(10, 5)]), chat_reply("Done."))
+    await rig.harness.prompt("go")
+    reply = rig.messages()[-1]
+    assert (reply["stopReason"], reply["content"]) == (
+        "error", [{"type": "text", "text": "partial"}])
+    assert "not JSON (NaN is not JSON" in reply["errorMessage"]
+    assert not (rig.root / "ran.txt").exists() and len(oai.chat_requests()) == 1
+
+
 async def test_chat_error_mid_stream_says_what_openrouters_upstream_said(make_rig, oai) -> None:
     """OpenRouter puts the upstream provider's own answer in the error's `metadata.raw`; pi 1.6
     adds it to the error message on a line of its own, pi-lsp left it out."""
@@ -1303,3 +1321,13 @@ def test_the_output_limit_is_the_models_fitted_to_the_window() -> None:
     near_full = _bodies([UserMessage(content="x" * int((window - 10_000) * 3.5), timestamp=1)])
     assert near_full[RESPONSES_API]["max_output_tokens"] == \
         near_full[CHAT_API]["max_completion_tokens"] < 10_000
+
+
+@pytest.mark.parametrize("number", [float("inf"), float("-inf")])
+async def test_responses_an_event_holding_infinity_fails_the_reply(oai, number: float) -> None:
+    """A text delta of a bare Infinity was read by Python's json and kept as text; pi's SDK
+    (JSON.parse) refuses the event."""
+    *start, done = message_item(0, "Hi")
+    start[-1]["delta"] = number
+    reply = await read_responses(oai, *start, done, completed())
+    assert reply.stop_reason == "error" and "Infinity is not JSON" in reply.error_message

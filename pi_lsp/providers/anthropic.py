@@ -6,6 +6,8 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import anthropic
+from anthropic._models import FinalRequestOptions
+from anthropic._streaming import ServerSentEvent, SSEDecoder
 
 from pi_lsp.context.convert import adapt_to_model
 from pi_lsp.providers.base import MissingApiKeyError as MissingApiKeyError
@@ -17,7 +19,7 @@ from pi_lsp.providers.base import (
     safe_id,
     without_lone_surrogates,
 )
-from pi_lsp.providers.failures import ReplyFailed, StreamEndedEarly, failure_text
+from pi_lsp.providers.failures import ReplyFailed, StreamEndedEarly, event_json, failure_text
 from pi_lsp.providers.models_file import ModelsFileError, model_headers
 from pi_lsp.providers.output_room import fit_to_window, input_tokens
 from pi_lsp.providers.registry import ANTHROPIC_API, ModelInfo
@@ -324,6 +326,26 @@ def http_failure(error: Exception) -> HttpFailure | None:
     return None
 
 
+class _JsonParseEvent(ServerSentEvent):
+    def json(self) -> Any:
+        return event_json(self.data)
+
+
+class _JsonParseDecoder(SSEDecoder):
+    """The SDK's event decoder, its events read as pi's SDK reads them (see event_json)."""
+
+    def decode(self, line: str) -> ServerSentEvent | None:
+        sse = super().decode(line)
+        return None if sse is None else _JsonParseEvent(event=sse.event, data=sse.data,
+                                                        id=sse.id, retry=sse.retry, raw=sse.raw)
+
+
+class _Client(anthropic.AsyncAnthropic):
+    # The SDK's hook for the decoder its streams read events with (its Bedrock client's too).
+    def _make_sse_decoder(self, options: FinalRequestOptions | None = None) -> SSEDecoder:
+        return _JsonParseDecoder()
+
+
 class AnthropicProvider:
     name = "anthropic"
 
@@ -337,9 +359,8 @@ class AnthropicProvider:
         self.retry = retry or ProviderRetry()
         # base_url None leaves the SDK's own ANTHROPIC_BASE_URL handling in place; retries are
         # ours (pi's policy), never the SDK's.
-        self.client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url,
-                                               max_retries=0, timeout=self.retry.timeout_s,
-                                               default_headers=headers or None)
+        self.client = _Client(api_key=api_key, base_url=base_url, max_retries=0,
+                              timeout=self.retry.timeout_s, default_headers=headers or None)
         # A provider's own anthropic-beta replaces pi's betas, as a model's does (the 1M
         # window's beta, say): the beta client's header would override it.
         self.own_betas = bool(_betas_of(headers or {}))

@@ -12,9 +12,10 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import openai
+from openai._streaming import ServerSentEvent, SSEDecoder
 
 from pi_lsp.providers.base import MissingApiKeyError, ModelRequest, ProviderEvent, ReplyBuilder
-from pi_lsp.providers.failures import failure_text
+from pi_lsp.providers.failures import event_json, failure_text
 from pi_lsp.providers.models_file import ModelsFileError, model_headers
 from pi_lsp.providers.registry import CHAT_API
 from pi_lsp.providers.retry import HttpFailure, ProviderRetry, with_retries
@@ -83,6 +84,26 @@ def http_failure(error: Exception) -> HttpFailure | None:
     return None
 
 
+class _JsonParseEvent(ServerSentEvent):
+    def json(self) -> Any:
+        return event_json(self.data)
+
+
+class _JsonParseDecoder(SSEDecoder):
+    """The SDK's event decoder, its events read as pi's SDK reads them (see event_json)."""
+
+    def decode(self, line: str) -> ServerSentEvent | None:
+        sse = super().decode(line)
+        return None if sse is None else _JsonParseEvent(event=sse.event, data=sse.data,
+                                                        id=sse.id, retry=sse.retry)
+
+
+class _Client(openai.AsyncOpenAI):
+    # The SDK's hook for the decoder its streams read events with.
+    def _make_sse_decoder(self) -> SSEDecoder:
+        return _JsonParseDecoder()
+
+
 class OpenAIProvider:
     def __init__(self, name: str, api_key: str | None, base_url: str | None,
                  headers: dict[str, str] | None = None,
@@ -93,9 +114,9 @@ class OpenAIProvider:
         self.label = "OpenAI" if name == "openai" else name
         self.retry = retry or ProviderRetry()
         # Retries are ours (pi's policy), never the SDK's: see pi_lsp.providers.retry.
-        self.client = openai.AsyncOpenAI(api_key=api_key, base_url=base_url,
-                                         default_headers=headers or None, max_retries=0,
-                                         timeout=self.retry.timeout_s)
+        self.client = _Client(api_key=api_key, base_url=base_url,
+                              default_headers=headers or None, max_retries=0,
+                              timeout=self.retry.timeout_s)
 
     async def stream(self, request: ModelRequest, reply: ReplyBuilder
                      ) -> AsyncIterator[ProviderEvent]:
