@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import logging
 import os
 import re
@@ -429,3 +430,51 @@ async def test_the_event_loop_runs_while_a_preview_builds_its_prompt(
     answer = await preview
     assert ran_meanwhile == [True]
     assert "make test" in answer.request["system"][0]["text"]
+
+
+def local_models(agent: Path, window: int, mtime_s: float) -> None:
+    """pi's models.json with one local model of `window` tokens, saved at `mtime_s`."""
+    agent.mkdir(exist_ok=True)
+    models = agent / "models.json"
+    models.write_text(json.dumps({"providers": {"local": {
+        "baseUrl": "http://127.0.0.1:9/v1", "api": "openai-completions", "apiKey": "x",
+        "models": [{"id": "m1", "contextWindow": window, "maxTokens": 100}]}}}))
+    os.utime(models, (mtime_s, mtime_s))
+
+
+async def test_models_json_saved_while_a_preview_builds_is_seen_by_the_next(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The settings stamp a preview was cached under was read after its prompt's worker
+    thread, its models before: a models.json saved meanwhile was never seen (1000 tokens)."""
+    local_models(tmp_path / "agent", 1000, 1_000_000)
+    path = tmp_path / ".pi" / "sessions" / "s.jsonl"
+    path.parent.mkdir(parents=True)
+    stamp = "2025-12-03T13:43:07.000Z"
+    path.write_text("".join(json.dumps(entry) + "\n" for entry in [
+        {"type": "session", "version": 3, "id": "0199d3c4-0000-7000-8000-000000000000",
+         "timestamp": stamp, "cwd": str(tmp_path)},
+        {"type": "model_change", "id": "m0", "parentId": None, "timestamp": stamp,
+         "provider": "local", "modelId": "m1"}]))
+    hub = SessionHub([tmp_path], Config())
+
+    async def open_tree(_uri: str) -> Path:
+        return path
+
+    server = cast(Any, SimpleNamespace(hub=hub, open_tree=open_tree))
+    args = PreviewArgs(uri=path.as_uri())
+    assert (await sessions.preview_context(server, args)).context_window == 1000
+    entered, saved = threading.Event(), threading.Event()
+    find = prompt.find_skills
+
+    def held(root: str, trusted: bool) -> list[Skill]:
+        entered.set()
+        saved.wait(CEILING_S)
+        return find(root, trusted)
+
+    monkeypatch.setattr(prompt, "find_skills", held)
+    during = asyncio.create_task(sessions.preview_context(server, args))
+    await until(entered.is_set, "the prompt being built")
+    local_models(tmp_path / "agent", 200_000, 2_000_000)
+    saved.set()
+    await during
+    assert (await sessions.preview_context(server, args)).context_window == 200_000

@@ -45,7 +45,7 @@ from pi_lsp.session.ids import order_ms
 from pi_lsp.session.journal import NotASessionError, Problem
 from pi_lsp.session.records import Refresh
 from pi_lsp.session.tree import SessionTree
-from pi_lsp.settings import settings_stamp
+from pi_lsp.settings import SettingsStamp, settings_stamp
 from pi_lsp.summarize.compaction import (
     NothingToCompactError,
     PlanSummary,
@@ -57,6 +57,8 @@ from pi_lsp.trust import TrustState
 ChangeListener = Callable[[Path, SessionTree, Refresh], None]
 ApproverFactory = Callable[[Path, OpenSession], Approver]
 DiagnosticsFactory = Callable[[Path], Diagnostics | None]
+# A preview's agent setup, with the settings stamp taken before its settings were read.
+StampedAgent = tuple[SettingsStamp, AgentSetup]
 
 # Memory bounds: a preview's outline holds a row per message (MBs for a long session), a tree a
 # whole file; only the recently used stay (a tree with a running harness always stays).
@@ -391,13 +393,13 @@ class SessionHub(Workspace):
         return self.views.delta(session.view, tree) if session is not None else None
 
     def preview(self, path: Path, leaf_id: str | None, layer: Layer,
-                agent: AgentSetup | None = None) -> Preview:
+                agent: StampedAgent | None = None) -> Preview:
         """The context at an entry in one layer, whole, read without making the session's
         agent."""
         return whole(self.outline(path, leaf_id, layer, agent))
 
     def outline(self, path: Path, leaf_id: str | None, layer: Layer,
-                agent: AgentSetup | None = None) -> Outline:
+                agent: StampedAgent | None = None) -> Outline:
         """What previews at an entry are read from, kept per session version and leaf: the
         next page of a long context is cut from it. `agent`: as `agent_builder(path)` builds
         it (off the event loop), else built here."""
@@ -405,30 +407,32 @@ class SessionHub(Workspace):
         leaf = leaf_id if leaf_id is not None else tree.leaf_id
         if leaf is not None:
             tree.record(leaf)
-        folder = self.folder_of(path)
-        if agent is None:
-            agent = self.agent_builder(path)()
+        stamp, setup = agent if agent is not None else self.agent_builder(path)()
         key = (real_path(path), leaf, layer)
         # The settings and models files' times too: a model's window and levels come from them.
-        state = (id(tree.records), len(tree.records), agent.default_model,
-                 agent.default_thinking_level, agent.sections,
-                 settings_stamp(folder))
+        state = (id(tree.records), len(tree.records), setup.default_model,
+                 setup.default_thinking_level, setup.sections, stamp)
         cached = self._previews.get(key)
         if cached is not None and cached[0] == state:
             return cached[1]
-        outline = outline_of(tree, leaf, layer, agent)
+        outline = outline_of(tree, leaf, layer, setup)
         self._previews.put(key, (state, outline))
         return outline
 
-    def agent_builder(self, path: Path) -> Callable[[], AgentSetup]:
+    def agent_builder(self, path: Path) -> Callable[[], StampedAgent]:
         """What builds the agent setup a preview of `path` shows: its folder's settings and
         trust read now, on the event loop; its prompt (the project's files and skills, a tenth
         of a second with 1,000 skills) when called, which may be in a worker thread."""
+        # Stamped before the settings are read: an edit landing after it, even while the
+        # prompt is built, makes the next preview rebuild rather than keep the old models.
+        folder = self.folder_of(path)
+        stamp = settings_stamp(folder)
         settings = self.settings_for(path)
-        return functools.partial(agent_setup, self.folder_of(path), ALL_TOOLS,
-                                 settings.registry(),
-                                 (settings.default_provider, settings.default_model),
-                                 settings.resume_thinking_level, settings.project_trusted)
+        build = functools.partial(agent_setup, folder, ALL_TOOLS,
+                                  settings.registry(),
+                                  (settings.default_provider, settings.default_model),
+                                  settings.resume_thinking_level, settings.project_trusted)
+        return lambda: (stamp, build())
 
     def diff(self, path: Path, from_leaf: str, to_leaf: str | None) -> ContextDiff:
         tree = self.sync(path).tree
