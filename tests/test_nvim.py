@@ -171,6 +171,14 @@ def test_chat_title_follows_a_queued_rename_and_the_clis(workspace: Path, fake: 
     run_script("rename_title_spec.lua", workspace, fake, tmp_path)
 
 
+def test_a_queued_thinking_level_is_not_promised(workspace: Path, fake: FakeAnthropic,
+                                                  tmp_path: Path) -> None:
+    """:PiThinking while a turn ran said the level clamped to the model of then ("high (the
+    model offers no max)"), though a :PiModel queued before it decides the level written."""
+    fake.script(text_reply(*(f"word{i} " for i in range(25)), delay=0.2))
+    run_script("queued_thinking_spec.lua", workspace, fake, tmp_path)
+
+
 def crafted_session(path: Path, texts: list[str]) -> Path:
     """A session at `path` of one chain of messages, user and assistant in turn, of `texts`."""
     lines = [{"type": "session", "version": 3, "id": path.stem, "cwd": "/crafted",

@@ -1076,9 +1076,26 @@ async def test_set_thinking_level_answers_the_level_recorded(pi: Pi, fake: FakeA
     turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "go"}))["turnId"]
     await wait_event(pi, turn_id, "message_update", since)
     assert await call(pi.client, "pi.setThinkingLevel", {"uri": uri, "level": "max"}) == \
-        {"level": "high", "written": False, "queued": True}
+        {"level": None, "written": False, "queued": True}  # the turn's end decides it
     await call(pi.client, "pi.abort", {"uri": uri})
     await wait_events(pi, turn_id, since)
+
+
+async def test_a_queued_thinking_level_after_a_queued_model_is_not_promised(
+        pi: Pi, fake: FakeAnthropic) -> None:
+    """During a turn, `medium` after a queued setModel to gpt-4.1 was answered `medium` (the
+    model of now), while its write at the turn's end clamped against gpt-4.1: `off`."""
+    uri = await fork(pi)
+    fake.script(slow_text(words=30, delay=0.05))
+    since = pi.mark()
+    turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "go"}))["turnId"]
+    await wait_event(pi, turn_id, "message_update", since)
+    await call(pi.client, "pi.setModel", {"uri": uri, "provider": "openai", "modelId": "gpt-4.1"})
+    assert await call(pi.client, "pi.setThinkingLevel", {"uri": uri, "level": "medium"}) == \
+        {"level": None, "written": False, "queued": True}
+    await wait_events(pi, turn_id, since)
+    written = [e for e in lines(path_of(uri)) if e["type"] == "thinking_level_change"]
+    assert written[-1]["thinkingLevel"] == "off"  # what the queue wrote: gpt-4.1 offers no other
 
 
 async def test_set_model_refuses_a_model_that_exists_nowhere(pi: Pi) -> None:

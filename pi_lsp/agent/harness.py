@@ -609,13 +609,16 @@ class Harness:
     def set_model(self, provider: str, model_id: str) -> None:
         self._write("model", lambda: self._switch_model(provider, model_id))
 
-    def set_thinking_level(self, level: str) -> tuple[str, bool]:
-        """The level recorded (`level` clamped to the model in force now) and whether it was
-        written now: not when queued behind a turn, nor when it is the level in force."""
+    def set_thinking_level(self, level: str) -> tuple[str | None, bool]:
+        """The level recorded (`level` clamped to the model in force) and whether it was
+        written now: not when it is the level in force. None and not written when queued."""
+        # A queued write clamps against the model in force when the queue is flushed, which
+        # a queued setModel or a branch summary's move changes: unknown until then.
+        queued = self.busy
         written: list[bool] = []  # stays empty while the write is queued
         self._write("thinking", lambda: written.append(
             self._record_thinking_level(level, self.thinking_level())))
-        return clamped_level(self.model(), level), any(written)
+        return None if queued else clamped_level(self.model(), level), any(written)
 
     def note_thinking_level(self) -> None:
         """Record the level in force, as it stands (pi 1.6 does so on continuing a session

@@ -313,9 +313,10 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
       if (!level) return;
       const set = await pi.call("pi.setThinkingLevel", { uri, level: level as ThinkingLevel });
       // pi records the model's nearest level: say that one, not the level asked for.
-      const said = set.level === level ? level : `${set.level} (the model offers no ${level})`;
-      if (set.level !== level || set.queued) {
-        void vscode.window.showInformationMessage(`pi: thinking level ${said}${set.queued ? ", from when the running turn ends" : ""}.`);
+      if (set.queued) {
+        void vscode.window.showInformationMessage(`pi: thinking level ${level} from when the running turn ends, or the nearest the model then in force offers.`);
+      } else if (set.level !== level) {
+        void vscode.window.showInformationMessage(`pi: thinking level ${set.level} (the model offers no ${level}).`);
       }
       return set;
     },

@@ -211,8 +211,9 @@ export interface Commands {
   /** `queued`: written when the running turn ends. */
   "pi.setName": [{ uri: string; name: string }, { queued: boolean }];
   "pi.setModel": [{ uri: string; provider: string; modelId: string }, Record<string, never>];
-  /** `level`: the one recorded, clamped to the model as pi does; `queued`: behind the running turn. */
-  "pi.setThinkingLevel": [{ uri: string; level: ThinkingLevel }, { level: ThinkingLevel; written: boolean; queued: boolean }];
+  /** `level`: the one recorded, clamped to the model as pi does; `queued`: behind the running turn,
+   *  `level` null then (the model in force at the turn's end decides it). */
+  "pi.setThinkingLevel": [{ uri: string; level: ThinkingLevel }, { level: ThinkingLevel | null; written: boolean; queued: boolean }];
   "pi.prompt": [{ uri: string; text: string; delivery?: Delivery; context?: CodeContext[] }, { turnId: string | null; queued?: Delivery; dropped?: Delivery }];
   "pi.prepareTurn": [{ uri: string }, { provider: string; model: string }];
   "pi.abort": [{ uri: string }, { aborted: boolean }];

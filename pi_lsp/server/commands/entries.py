@@ -62,7 +62,7 @@ async def set_model(ls: PiServer, args: ModelArgs) -> dict[str, Any]:
 
 async def set_thinking_level(ls: PiServer, args: ThinkingArgs) -> dict[str, Any]:
     """The level recorded, clamped to the model as pi does (`max` asked of a model without it
-    is `high`), for the editor to say rather than the level asked for."""
+    is `high`), for the editor to say rather than the level asked for; null when queued."""
     harness = ls.hub.harness(await ls.open_tree(args.uri))
     level, written = harness.set_thinking_level(args.level)
     return {"level": level, "written": written, "queued": harness.busy}

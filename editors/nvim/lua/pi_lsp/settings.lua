@@ -52,10 +52,12 @@ function M.model(arg)
 end
 
 --- The level `pi.setThinkingLevel` recorded for `asked` (pi clamps it to the model's levels),
---- and when it waits for the running turn's end.
+--- or, queued behind the running turn, that the model in force at its end decides it.
 local function level_said(asked, result)
-  local said = result.level == asked and asked or ("%s (the model offers no %s)"):format(result.level, asked)
-  return result.queued and (said .. ", from when the running turn ends") or said
+  if result.queued then
+    return ("%s from when the running turn ends, or the nearest the model then in force offers"):format(asked)
+  end
+  return result.level == asked and asked or ("%s (the model offers no %s)"):format(result.level, asked)
 end
 
 local function set_thinking(uri, level)
