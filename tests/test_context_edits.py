@@ -313,27 +313,36 @@ def test_an_image_an_edit_put_in_a_reply_is_read_as_pi_reads_it(tmp_path: Path) 
 
 
 # Edits a differential fuzz against pi 1.6 found pi-lsp ignoring: pi reads neither an edit's
-# time nor whether its replacement has content.
+# time nor whether its replacement has content, nor whether it is an object (pi 1.6 tests only
+# `=== null`, then spreads the replacement's `content`: undefined but for an object's).
+EDIT_TIME = '"timestamp":"2026-12-03T13:43:08.000Z","targetId":"aaaa0001",'
 ODD_EDITS = {
-    "edit stamped 0, omitting": '"timestamp":0,"targetId":"aaaa0001","replacement":null',
-    "edit without content": '"timestamp":"2026-12-03T13:43:08.000Z","targetId":"aaaa0001",'
-                            '"replacement":{}',
+    "edit stamped 0, omitting": ['"timestamp":0,"targetId":"aaaa0001","replacement":null'],
+    "edit without content": [EDIT_TIME + '"replacement":{}'],
+    "edit replacing with a string": [EDIT_TIME + '"replacement":"abc"'],
+    "edit replacing with a number": [EDIT_TIME + '"replacement":5'],
+    "edit replacing with an array": [EDIT_TIME + '"replacement":[1]'],
+    "edit replacing with false": [EDIT_TIME + '"replacement":false'],
+    "odd edit after an edit": [EDIT_TIME + '"replacement":{"content":"first"}',
+                               EDIT_TIME + '"replacement":"odd"'],
 }
 
 
 @pytest.mark.parametrize("key", list(ODD_EDITS))
 def test_an_edit_pi16_applies_is_applied_whatever_its_time_or_content(
         tmp_path: Path, key: str) -> None:
-    """An edit whose timestamp was no text, or whose replacement had no content, was ignored:
-    pi 1.6 omits the message, or leaves it without content."""
+    """An edit whose timestamp was no text, or whose replacement had no content or was no
+    object ("abc", 5, [1], false), was ignored: pi 1.6 omits the message, or leaves it without
+    content, the last edit of a target winning."""
     path = tmp_path / "s.jsonl"
     path.write_text(
         '{"type":"session","version":3,"id":"01900000-0000-7000-8000-000000000001",'
         '"timestamp":"2026-12-03T13:43:06.440Z","cwd":"/home/dev/project"}\n'
         '{"type":"message","id":"aaaa0001","parentId":null,'
         '"timestamp":"2026-12-03T13:43:07.000Z","message":{"role":"user","content":"hello",'
-        '"timestamp":1764769387000}}\n'
-        '{"type":"context_edit","id":"aaaa0002","parentId":"aaaa0001",' + ODD_EDITS[key] + '}\n')
+        '"timestamp":1764769387000}}\n' + "".join(
+            f'{{"type":"context_edit","id":"aaaa{n + 2:04d}",'
+            f'"parentId":"aaaa{n + 1:04d}",{body}}}\n' for n, body in enumerate(ODD_EDITS[key])))
     tree = SessionTree.open(str(path))
     assert contents(tree) == pi16_context(key, str(path))
     llm = build_layer(tree, tree.leaf_id, "llm").rows

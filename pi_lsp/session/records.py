@@ -39,14 +39,23 @@ def decode_entry(record: Record) -> Entry | None:
     try:
         return entry_decoder.decode(record.text)
     except msgspec.ValidationError:
-        return _decode_idless(record) if record.env.id is None else None
+        return _decode_as_pi_reads(record)
 
 
-def _decode_idless(record: Record) -> Entry | None:
-    """An entry whose id is missing or not text, read with an empty one: pi reads such an
-    entry's name, label or context all the same (the tree never indexes it by that id)."""
+def _decode_as_pi_reads(record: Record) -> Entry | None:
+    """An entry pi reads though a field is off, or None. An id missing or not text is read as
+    an empty one: pi reads such an entry's name, label or context all the same (the tree never
+    indexes it by that id). A context edit's `replacement` that is no object and not null is
+    read as `{}`: pi 1.6 tests only `=== null`, then spreads its (undefined) `content`."""
     fields = _fields_decoder.decode(record.text)
-    fields["id"] = ""
+    odd_edit = fields.get("type") == "context_edit" and \
+        not isinstance(fields.get("replacement", {}), dict | None)
+    if record.env.id is not None and not odd_edit:
+        return None
+    if record.env.id is None:
+        fields["id"] = ""
+    if odd_edit:
+        fields["replacement"] = {}
     try:
         entry: Entry = msgspec.convert(fields, Entry)
     except (msgspec.ValidationError, UnicodeEncodeError):  # (a lone surrogate in the error)
