@@ -2,9 +2,9 @@
 
 Usage: python benchmarks/bench_reply.py [--megabytes N]
 Prints the time to assemble N MB of tool-call arguments, and of text, sent in 16-character
-deltas (servers stream a few characters at a time). Arguments are joined once (linear); text
-is still copied at each delta, since every delta sends the reply so far to the editors
-(quadratic: 0.45 s at 0.5 MB, a long reply, and 8 s at 2 MB).
+deltas (servers stream a few characters at a time). Both are kept in pieces and joined once
+(linear: 0.05 s each at 2 MB); adding each delta to one string copied it whole every time
+(quadratic: text took 0.45 s at 0.5 MB, a long reply, and 8 s at 2 MB).
 """
 
 from __future__ import annotations

@@ -903,3 +903,24 @@ def test_tool_arguments_from_many_small_deltas_are_assembled_whole() -> None:
     [call] = reply.message().content
     assert isinstance(call, ToolCall)
     assert call.arguments["content"] == "".join(f"{number:016d}" for number in range(20_000))
+
+
+def test_text_from_many_small_deltas_is_assembled_whole() -> None:
+    """Text and thinking are kept in pieces and joined when asked for (each delta was added to
+    the block's string, copied whole every time): an emoji split between deltas, around an
+    empty one or a snapshot, is still one character, and a lone half stays as it came."""
+    reply = ReplyBuilder(CHAT_API, local())
+    thinking, text = reply.start_thinking(), reply.start_text()
+    for number in range(20_000):
+        reply.add_thinking(thinking, f"{number:016d}")
+        reply.add_text(text, f"{number:016d}")
+    for delta in ("a\ud83d", "", "\ude48", " b\ud83d"):
+        reply.add_text(text, delta)
+    reply.add_thinking(thinking, "\ud800")
+    reply.snapshot()  # joins what came so far; the next delta completes the emoji after it
+    reply.add_text(text, "\ude48\ude48")
+    reply.add_thinking(thinking, "\udc00\ud83d")
+    numbers = "".join(f"{number:016d}" for number in range(20_000))
+    assert reply.message().content == [
+        ThinkingContent(thinking=numbers + "\U00010000\ud83d"),
+        TextContent(text=numbers + "a\U0001f648 b\U0001f648\ude48")]

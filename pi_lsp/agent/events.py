@@ -27,7 +27,9 @@ class MessageStart(_Event, tag="message_start", kw_only=True):
 
 
 class MessageUpdate(_Event, tag="message_update", kw_only=True):
-    message: AssistantMessage
+    """A change to the reply streaming in, without the reply: a copy at each delta would join
+    its text at each delta (quadratic); `message_end` has it."""
+
     delta: ProviderEvent
 
 

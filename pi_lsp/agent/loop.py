@@ -158,7 +158,7 @@ async def stream_reply(hooks: LoopHooks) -> AssistantMessage:
 
     async def consume() -> None:
         async for delta in provider.stream(request, reply):
-            hooks.emit(MessageUpdate(message=reply.snapshot(), delta=delta))
+            hooks.emit(MessageUpdate(delta=delta))
 
     try:
         await abortable(hooks, consume())

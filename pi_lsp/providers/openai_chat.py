@@ -463,7 +463,7 @@ class ChatReader:
             self.by_id[call_id] = index
         # Some hosts send the id or name only in a later chunk than the call's first (which
         # has its index and arguments, or `function: null`): pi fills them in from there.
-        block = self.reply.blocks[index]
+        block = self.reply.block(index)
         assert isinstance(block, ToolCall)
         block.id, block.name = block.id or call_id, block.name or name
         if arguments := _arguments(function):
@@ -474,7 +474,7 @@ class ChatReader:
         """Close what is open once the stream has ended; a reply without a finish_reason is
         incomplete unless the host never sends one."""
         if self.details and self.thinking is not None:
-            thinking = self.reply.blocks[self.thinking]
+            thinking = self.reply.block(self.thinking)
             assert isinstance(thinking, ThinkingContent)
             thinking.thinking_signature = stringify(self.details)
         ended: list[ProviderEvent] = [self.reply.end_block(index)
@@ -491,6 +491,6 @@ class ChatReader:
         pi keeps "", but two such calls cannot be told apart: the next request would carry only
         the first one's result (a repeated result id is dropped as a duplicate)."""
         for number, index in enumerate(self.calls):
-            block = self.reply.blocks[index]
+            block = self.reply.block(index)
             if isinstance(block, ToolCall) and not block.id:
                 block.id = f"call_{number}"

@@ -317,7 +317,7 @@ class ResponsesReader:
         index = self.items.get(output_index)
         if index is None:
             return started  # an item of a kind pi-lsp does not keep
-        block = self.reply.blocks[index]
+        block = self.reply.block(index)
         if isinstance(block, ThinkingContent):
             # The finished item is the truth: its summary parts, and itself to send back.
             summary = "\n\n".join(part.text for part in getattr(item, "summary", None) or [])
@@ -371,7 +371,7 @@ class ResponsesReader:
             index = self.reasoning.get(item.id) if item.type == "reasoning" and encrypted else None
             if index is None:
                 continue
-            block = self.reply.blocks[index]
+            block = self.reply.block(index)
             assert isinstance(block, ThinkingContent) and block.thinking_signature
             stored = json.loads(block.thinking_signature)
             if not stored.get("encrypted_content"):
@@ -384,7 +384,7 @@ class ResponsesReader:
         if not self.terminal:
             raise StreamEndedEarly("the stream ended before a terminal response event")
         if self.reply.stop_reason == "toolUse" and self.unfinished:
-            call = self.reply.blocks[min(self.unfinished)]
+            call = self.reply.block(min(self.unfinished))
             assert isinstance(call, ToolCall)
             raise StreamEndedEarly(f"the stream completed with an unfinished tool call: "
                                    f"{call.name} ({call.id})")
