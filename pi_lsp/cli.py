@@ -138,7 +138,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         for problem in repaired:  # a message quotes the session's text
             print(printable(f"{args.file}:line {problem.line}: {problem.kind}: "
                             f"{problem.message}"))
-        print(f"wrote {args.repair}: {len(tree.records)} entries, {len(repaired)} damaged "
+        written = len(tree.records) + len(tree.idless)
+        print(f"wrote {args.repair}: {written} entries, {len(repaired)} damaged "
               f"line(s) repaired; {args.file} is unchanged")
         return 0
     problems = check_session(tree)

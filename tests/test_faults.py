@@ -60,6 +60,7 @@ from pi_lsp.summarize.extractive import ExtractiveSummarizer
 from pi_lsp.summarize.serialize import serialize_conversation
 from pi_lsp.summarize.summarizer import llm_messages
 from tests.fake_anthropic import FakeAnthropic, text_reply, tool_reply
+from tests.test_journal import IDLESS_FIXTURES, ODD_ENVELOPES, assert_read_as_pi16
 from tests.waits import run_cli
 
 HEADER = {"type": "session", "version": 3, "id": "f00d", "timestamp": "2025-01-01T10:00:00.000Z",
@@ -990,6 +991,21 @@ def test_repair_writes_a_repaired_copy_and_leaves_the_file(tmp_path: Path) -> No
     assert copy.read_bytes().split(b"\n")[1] == before.split(b"\n")[1]  # good lines as they were
     again = pi_lsp("check", str(path), "--repair", str(copy))
     assert again.returncode == 2 and b"already exists" in again.stderr
+
+
+@pytest.mark.parametrize("name", IDLESS_FIXTURES)
+def test_repair_keeps_idless_lines(tmp_path: Path, name: str) -> None:
+    """`check --repair` copied only entries with an id: it dropped an id-less name, label
+    or last line without a word ("0 damaged line(s) repaired"), so pi read the copy
+    differently."""
+    source = ODD_ENVELOPES / name
+    copy = tmp_path / "fixed.jsonl"
+    result = pi_lsp("check", str(source), "--repair", str(copy))
+    assert result.returncode == 0, result.stderr
+    assert copy.read_bytes() == source.read_bytes()
+    entries = source.read_bytes().count(b"\n") - 1
+    assert f": {entries} entries, 0 damaged".encode() in result.stdout
+    assert_read_as_pi16(SessionTree.open(str(copy)), name)
 
 
 def test_a_fork_of_an_old_version_file_with_a_damaged_line_is_version_3(tmp_path: Path) -> None:

@@ -360,9 +360,14 @@ def test_the_stored_odd_envelope_readings_are_pi16s() -> None:
 def test_an_odd_envelope_is_read_as_pi16_reads_it(name: str) -> None:
     """Entries with no `parentId` key, an off-type `type`, `id` or `parentId`, or no id were
     dropped (a compaction, a model, a name lost; the path cut short); pi 1.6 keeps them."""
+    assert_read_as_pi16(SessionTree.open(str(ODD_ENVELOPES / name)), name)
+
+
+def assert_read_as_pi16(tree: SessionTree, name: str) -> None:
+    """`tree` has the leaf, name, labels, model, thinking level and context pi 1.6 read from
+    the odd-envelope fixture `name`."""
     from pi_lsp.context.layers import build_layer
 
-    tree = SessionTree.open(str(ODD_ENVELOPES / name))
     pi = json.loads(STORED_ODD_ENVELOPES.read_text("utf-8"))[name]
     assert (tree.leaf_id, tree.name, tree.labels) == (pi["leafId"], pi["name"], pi["labels"])
     for layer in ("agent", "llm"):
@@ -370,6 +375,27 @@ def test_an_odd_envelope_is_read_as_pi16_reads_it(name: str) -> None:
         assert (msgspec.to_builtins(built.model), built.thinking_level) == \
             (pi["model"], pi["thinkingLevel"])
         assert [json.loads(bytes(row.message)) for row in built.rows] == pi[layer]
+
+
+# Sessions with id-less lines that pi 1.6 counts (a name, a label, the leaf).
+IDLESS_FIXTURES = ["noid-leaf.jsonl", "noid-name.jsonl", "odd-ids.jsonl"]
+
+
+@pytest.mark.parametrize("name", IDLESS_FIXTURES)
+def test_a_relocated_session_keeps_its_idless_lines(tmp_path: Path, name: str) -> None:
+    """A relocation wrote only entries with an id: an id-less name, label or last line
+    vanished from the new file (name None, labels {}), so pi read it differently."""
+    source = ODD_ENVELOPES / name
+    path = tmp_path / name
+    path.write_bytes(source.read_bytes())
+    tree = SessionTree.open(str(path))
+    tree.hold_leaf = True  # a running turn moves away from a replaced file
+    os.replace(write_session(tmp_path / "other.jsonl", [header()]), path)
+    assert tree.refresh().relocated_from == str(path)
+    moved = Path(tree.path).read_bytes().splitlines()
+    assert moved[1:] == source.read_bytes().splitlines()[1:]
+    assert_read_as_pi16(tree, name)
+    assert_read_as_pi16(SessionTree.open(tree.path), name)
 
 
 def test_unknown_types_and_fields_keep_their_exact_bytes(tmp_path: Path) -> None:

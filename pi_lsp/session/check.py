@@ -76,7 +76,7 @@ def repaired_copy(tree: SessionTree, target: str) -> list[Problem]:
     """Write the session to a new file `target` with its line-level problems repaired (damaged
     lines dropped, bad text read as U+FFFD); returns the problems that were repaired."""
     try:
-        append_lines(target, [tree.header_raw, *(record.raw for record in tree.records)],
+        append_lines(target, [tree.header_raw, *(record.raw for record in tree.kept_records())],
                      create=True, exclusive=True)
     except WriteFailedError as error:
         if error.errno != errno.EEXIST:  # then the file is ours: leave no empty one behind

@@ -10,6 +10,7 @@ from bisect import insort
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cmp_to_key
+from heapq import merge
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +160,9 @@ class SessionTree(EntryAppends):
         self.header = header
         self.header_raw = header_raw
         self.records: list[Record] = []
+        # Entries with no id (or an off-type one): out of `records`, as no parentId can name
+        # them, yet lines of the session that a rewrite must keep.
+        self.idless: list[Record] = []
         self.by_id: dict[str, Record] = {}
         self.problems: list[Problem] = []
         self.labels: dict[str, str] = {}
@@ -225,6 +229,7 @@ class SessionTree(EntryAppends):
         self.migrated = migrate(snapshot)
         self.header, self.header_raw = snapshot.header, snapshot.header_raw
         self.records, self.by_id, self.labels, self.name = [], {}, {}, None
+        self.idless = []
         self.leaf_id = None  # a file read again may hold none of the entries it had
         self.idless_leaf = None
         self.problems = snapshot.problems
@@ -268,6 +273,7 @@ class SessionTree(EntryAppends):
         """An entry with no id: pi indexes it all the same, so its name or label counts and,
         last, it is the leaf; no parentId can name it, so it is in no other path."""
         self.leaf_id, self.idless_leaf = None, record
+        self.idless.append(record)
         if record.env.type in ("label", "session_info"):
             self._apply_marker(record)
 
@@ -329,8 +335,8 @@ class SessionTree(EntryAppends):
                                cwd=real_cwd(self.header.cwd),
                                parent_session=str(real_path(old)))
         target = real_path(old).parent / session_file_name(header.id, header.timestamp)
-        append_lines(str(target), [encoder.encode(header), *(r.original for r in self.records)],
-                     create=True)
+        lines = [encoder.encode(header), *(r.original for r in self.kept_records())]
+        append_lines(str(target), lines, create=True)
         leaf = self.leaf_id
         self.path = str(target)
         self._load(read_file(self.path))
@@ -339,6 +345,11 @@ class SessionTree(EntryAppends):
         return Refresh(len(self.records), True, relocated_from=old)
 
     # -- reading -------------------------------------------------------------------------
+
+    def kept_records(self) -> Iterator[Record]:
+        """Every entry line kept, id-less ones included, in file order: what a rewrite of the
+        whole session writes."""
+        return merge(self.records, self.idless, key=_file_order)
 
     def record(self, entry_id: str) -> Record:
         try:
