@@ -398,6 +398,22 @@ def test_a_relocated_session_keeps_its_idless_lines(tmp_path: Path, name: str) -
     assert_read_as_pi16(SessionTree.open(tree.path), name)
 
 
+def test_a_relocated_turn_keeps_its_idless_leaf(tmp_path: Path) -> None:
+    """A turn's leaf was an id-less last line when another writer appended and the file
+    was then replaced: the new file's last entry is that writer's, so the relocated turn was
+    left with no leaf and no context."""
+    path = tmp_path / "s.jsonl"
+    path.write_bytes((ODD_ENVELOPES / "noid-leaf.jsonl").read_bytes())
+    tree = SessionTree.open(str(path))
+    context = tree.path_ids(None)
+    tree.hold_leaf = True
+    append_lines(str(path), [custom("bbbb0001")])
+    assert tree.refresh().added == 1 and tree.path_ids(None) == context
+    os.replace(write_session(tmp_path / "other.jsonl", [header()]), path)
+    assert tree.refresh().relocated_from == str(path)
+    assert (tree.leaf_id, tree.path_ids(None)) == (None, context)
+
+
 def test_unknown_types_and_fields_keep_their_exact_bytes(tmp_path: Path) -> None:
     unknown_type = (b'{"type":"future_thing",  "id":"aaaa0002", "parentId":"aaaa0001",'
                     b'"timestamp":"' + TS.encode() + b'","x":{"n":[1,2.50,1e3]},'

@@ -337,12 +337,19 @@ class SessionTree(EntryAppends):
         target = real_path(old).parent / session_file_name(header.id, header.timestamp)
         lines = [encoder.encode(header), *(r.original for r in self.kept_records())]
         append_lines(str(target), lines, create=True)
-        leaf = self.leaf_id
+        leaf, idless_at = self.leaf_id, self._idless_leaf_at()
         self.path = str(target)
         self._load(read_file(self.path))
         if leaf is None or leaf in self.by_id:
+            # The new file's id-less lines are this one's, in order: its leaf is the same one.
             self.leaf_id = leaf
+            self.idless_leaf = None if idless_at is None else self.idless[idless_at]
         return Refresh(len(self.records), True, relocated_from=old)
+
+    def _idless_leaf_at(self) -> int | None:
+        """Where the id-less leaf is among the id-less entries (None: there is none)."""
+        return next((n for n, record in enumerate(self.idless) if record is self.idless_leaf),
+                    None)
 
     # -- reading -------------------------------------------------------------------------
 
