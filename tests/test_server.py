@@ -511,6 +511,31 @@ async def test_tree_rows_for_every_entry_type(pi: Pi) -> None:
     assert everything["leafRow"] == "cl2"
 
 
+async def test_an_id_written_again_under_the_leaf_leaves_the_current_path_in_the_tree(
+        pi: Pi) -> None:
+    """A context edit appended by hand under the leaf with an id the session had (`ce1`)
+    loops the parent links (ce1 -> cl2 -> u3 -> ce1): the tree, folded as editors ask, was
+    the first root alone, off the path, with no row of the current path and none marked."""
+    target = pi.main / ".pi" / "sessions" / "every-type-again.jsonl"
+    again = {"type": "context_edit", "id": "ce1", "parentId": "cl2",
+             "timestamp": "2026-12-01T10:00:16.000Z", "targetId": "a1", "replacement": None}
+    target.write_text(EVERY_TYPE.read_text() + json.dumps(again) + "\n")
+    uri = target.as_uri()
+    for bookkeeping, path in ((False, ["u3"]), (True, ["u3", "cl2", "ce1"])):
+        tree = await call(pi.client, "pi.getTree",
+                          {"uri": uri, "limit": 300, "bookkeeping": bookkeeping})
+        assert (tree["leafId"], tree["leafRow"]) == ("ce1", path[-1])
+        assert [(n["id"], n["onPath"]) for n in tree["nodes"]] == \
+            [("m1", False), *((entry_id, True) for entry_id in path)]
+        folded = tree["nodes"][0]["hidden"]
+        page = await call(pi.client, "pi.getTree", {"uri": uri, "under": "m1", "limit": 100,
+                                                    "bookkeeping": bookkeeping})
+        assert page["total"] == folded == len(page["nodes"])
+        assert not any(node["onPath"] for node in page["nodes"])
+    problems = (await call(pi.client, "pi.check", {"uri": uri}))["problems"]
+    assert {"duplicate-id", "cycle"} <= {problem["kind"] for problem in problems}
+
+
 def patched(view: dict[str, Any], delta: dict[str, Any]) -> list[dict[str, Any]]:
     start, delete = delta["start"], delta["delete"]
     return [*view["nodes"][:start], *delta["rows"], *view["nodes"][start + delete:]]

@@ -352,6 +352,27 @@ def test_a_cycle_does_not_hang_and_is_reported(tmp_path: Path) -> None:
     assert "orphan" not in kinds
 
 
+def test_an_id_written_again_under_its_own_descendant_leaves_the_path_in_the_tree(
+        tmp_path: Path) -> None:
+    """An id written again under its own child loops the parent links, and the walk up from
+    the leaf (pi's byId: the later entry) ends in the loop, at no root: the tree drew no row
+    of the current path and marked none, folded it was the first root alone."""
+    tree = write_session(tmp_path / "s.jsonl", [
+        msg("aaaaaaaa", None, "a"), msg("bbbbbbbb", "aaaaaaaa", "b"),
+        msg("cccccccc", "bbbbbbbb", "c"), msg("bbbbbbbb", "cccccccc", "b again"),
+    ])
+    assert (tree.leaf_id, tree.path_ids(tree.leaf_id)) == ("bbbbbbbb", ["cccccccc", "bbbbbbbb"])
+    assert texts(tree, tree.leaf_id) == ["c", "b again"]
+    # The path's top is drawn as a root, after the roots before it in the file.
+    rows = [("aaaaaaaa", 0, True, False), ("cccccccc", 0, True, True),
+            ("bbbbbbbb", 0, False, True)]
+    for limit in (None, 10):  # as `pi-lsp tree` draws it, and folded as editors ask
+        view = TreeViews().view(HeldView(), tree, limit=limit)
+        assert view.leaf_row == "bbbbbbbb"
+        assert [(n.id, n.depth, n.head, n.on_path) for n in view.nodes] == rows
+    assert {p.kind for p in check_session(tree)} == {"duplicate-id", "cycle"}
+
+
 def test_walks_up_end_where_a_walk_that_remembers_every_id_ends(tmp_path: Path) -> None:
     """Walks up trust ever earlier lines not to cycle; parents written later, self-parents,
     missing parents, reused ids and cycles entered after such a stretch end them as a walk

@@ -24,7 +24,9 @@ from pi_lsp.session.journal import Record
 from pi_lsp.session.layout import (
     Row,
     count_rows,
+    drawing_index,
     drawn,
+    drawn_ancestors,
     is_shown,
     place,
     rows_below,
@@ -166,7 +168,7 @@ class TreeViews:
         row = place(tree, under, bookkeeping, _places(sent))
         if row is None:
             raise NotARowError(under)
-        index = tree.children_index()
+        index, _loose = drawing_index(tree)
         below = rows_below(index, row, bookkeeping)
         page = list(itertools.islice(drawn(index, below, bookkeeping), start, start + limit))
         # Nothing under a row sent off the path is on it (no walk up a 100k-entry path).
@@ -187,9 +189,10 @@ class TreeViews:
             if after in sent else set(tree.path_ids(tree.leaf_id))
         if row is None or after in on_path:
             raise NotARowError(after)
-        above = next((record for record in itertools.islice(tree.ancestors(after), 1, None)
+        index, loose = drawing_index(tree)
+        above = next((record for record in
+                      itertools.islice(drawn_ancestors(tree, after, loose), 1, None)
                       if is_shown(record, bookkeeping)), None)
-        index = tree.children_index()
         siblings = shown_children(index, above.env.id if above else None, bookkeeping)
         at = next((n for n, record in enumerate(siblings) if record is row.record), None)
         if at is None:  # (placed, it is among them; guarded all the same)

@@ -15,6 +15,7 @@ from pi_lsp.session.layout import (
     Index,
     Row,
     count_rows,
+    drawing_index,
     is_shown,
     layout,
     place,
@@ -52,7 +53,7 @@ def fold(tree: SessionTree, bookkeeping: bool, keep: int | None, cut: str | None
         on_path = set(tree.path_ids(tree.leaf_id))
         return Folded(0, [(row, 0, row.record.env.id in on_path, 0, 0)
                           for row in layout(tree, bookkeeping)], None)
-    index = tree.children_index()
+    index, _loose = drawing_index(tree)
     total = count_rows(index, index.get(None, []), bookkeeping)
     window = _window(tree, bookkeeping, keep, cut)
     row = place(tree, window[0].env.id or "", bookkeeping) if window else None

@@ -18,12 +18,42 @@ from pi_lsp.session.tree import SessionTree
 # pi never shows usage records in its tree.
 ALWAYS_HIDDEN = frozenset({"usage"})
 
+Index = dict[str | None, list[Record]]
+
 
 @dataclass(slots=True)
 class Row:
     record: Record
     depth: int  # forks above it
     head: bool  # the first entry of a branch: a fork's child, or one of several roots
+
+
+def drawing_index(tree: SessionTree) -> tuple[Index, Record | None]:
+    """The children index as the tree is drawn, and the entry drawn as a root that is none:
+    the top of the current path when a loop of parent links ends its walk up (an id written
+    again under its own descendant makes one), so the path still shows. pi 1.6 walks such a
+    loop until it runs out of memory."""
+    index = tree.children_index()
+    top = tree.path_top(tree.leaf_id)
+    if top is None or tree.is_root(top):
+        return index, None
+    key = tree.parent_key(top)
+    drawn = dict(index)  # copied only for a looping path: the tree's own index stays as it is
+    siblings = [record for record in index[key] if record is not top]
+    if siblings:
+        drawn[key] = siblings
+    else:
+        del drawn[key]
+    drawn[None] = sorted([*index.get(None, []), top], key=lambda record: record.line)
+    return drawn, top
+
+
+def drawn_ancestors(tree: SessionTree, entry_id: str, loose: Record | None) -> Iterator[Record]:
+    """The entry and its ancestors as drawn: the walk stops at `loose`, drawn as a root."""
+    for record in tree.ancestors(entry_id):
+        yield record
+        if record is loose:
+            return
 
 
 def is_shown(record: Record, bookkeeping: bool = False) -> bool:
@@ -33,9 +63,6 @@ def is_shown(record: Record, bookkeeping: bool = False) -> bool:
     if record.env.type in ALWAYS_HIDDEN:
         return False
     return bookkeeping or not (record.env.type == "context_edit" or is_leaf_move(record))
-
-
-Index = dict[str | None, list[Record]]
 
 
 def shown_children(index: Index, parent: str | None, bookkeeping: bool = False) -> list[Record]:
@@ -81,7 +108,7 @@ def drawn(index: Index, rows: list[Row], bookkeeping: bool = False) -> Iterator[
 
 def layout(tree: SessionTree, bookkeeping: bool = False) -> list[Row]:
     """Every shown entry in drawing order."""
-    index = tree.children_index()
+    index, _loose = drawing_index(tree)
     roots = shown_children(index, None, bookkeeping)
     return list(drawn(index, [Row(root, 0, len(roots) > 1) for root in roots], bookkeeping))
 
@@ -111,11 +138,11 @@ def place(tree: SessionTree, entry_id: str, bookkeeping: bool = False,
         return None
     if known and entry_id in known:
         return Row(record, *known[entry_id])
-    index = tree.children_index()
+    index, loose = drawing_index(tree)
     depth = 0  # forks above its row, as far as the walk came
     head: bool | None = None  # whether the row right above it forks
     child = top = record  # the last row passed, the last entry
-    for top in itertools.islice(tree.ancestors(entry_id), 1, None):
+    for top in itertools.islice(drawn_ancestors(tree, entry_id, loose), 1, None):
         if top.env.type != "message" and not is_shown(top, bookkeeping):
             continue
         # `_forks` inline for a chain, most of a long path (100k steps)
@@ -128,8 +155,8 @@ def place(tree: SessionTree, entry_id: str, bookkeeping: bool = False,
         if found is not None:
             return Row(record, found[0] + depth, head)
         child = top
-    if not tree.is_root(top):
-        return None  # under a cycle: no root above it
+    if not tree.is_root(top) and top is not loose:
+        return None  # under a cycle off the current path: no root above it
     if head is None:  # a root row
         return Row(record, 0, len(shown_children(index, None, bookkeeping)) > 1)
     return Row(record, depth, head)

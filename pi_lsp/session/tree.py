@@ -445,6 +445,14 @@ class SessionTree(EntryAppends):
             record = found
         return None
 
+    def path_top(self, leaf_id: str | None) -> Record | None:
+        """Where the walk up from `leaf_id` ends: a root, or an entry whose parent is on the
+        path below it (a loop of parent links)."""
+        if leaf_id is None:
+            return None
+        records = self._held(leaf_id).records
+        return records[0] if records else None
+
     def path_ids(self, leaf_id: str | None) -> list[str]:
         return [record.env.id for record in self.path_to(leaf_id)]  # type: ignore[misc]
 
