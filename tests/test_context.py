@@ -281,21 +281,26 @@ def custom_message_session(path: Path, content: Any) -> None:
     ]))
 
 
-def test_the_stored_custom_contexts_are_pi16s(tmp_path: Path) -> None:
+def pi16_contexts(files: dict[str, Path]) -> dict[str, Any]:
+    """What pi 1.6 itself (tests/pi16_context.mjs) makes of each file, by name; skips the test
+    where pi 1.6 is not installed."""
     node = pi16_node()
     if node is None:
         pytest.skip("pi 1.6 is not installed")
-    files = {name: tmp_path / f"{index}.jsonl"
-             for index, name in enumerate(ODD_CUSTOM_CONTENTS)}
-    for name, path in files.items():
-        custom_message_session(path, ODD_CUSTOM_CONTENTS[name])
     made = subprocess.run([node, str(Path(__file__).with_name("pi16_context.mjs")),
                            str(PI16 / "@earendil-works"), *map(str, files.values())],
                           capture_output=True, text=True, timeout=CEILING_S)
     assert made.returncode == 0, made.stderr
     contexts = json.loads(made.stdout)
-    assert {name: contexts[str(path)] for name, path in files.items()} == \
-        json.loads(STORED_CUSTOM_CONTEXTS.read_text("utf-8"))
+    return {name: contexts[str(path)] for name, path in files.items()}
+
+
+def test_the_stored_custom_contexts_are_pi16s(tmp_path: Path) -> None:
+    files = {name: tmp_path / f"{index}.jsonl"
+             for index, name in enumerate(ODD_CUSTOM_CONTENTS)}
+    for name, path in files.items():
+        custom_message_session(path, ODD_CUSTOM_CONTENTS[name])
+    assert pi16_contexts(files) == json.loads(STORED_CUSTOM_CONTEXTS.read_text("utf-8"))
 
 
 @pytest.mark.parametrize("name", list(ODD_CUSTOM_CONTENTS))
@@ -362,19 +367,10 @@ def odd_reply_session(path: Path, name: str) -> None:
 
 
 def test_the_stored_odd_replies_are_pi16s(tmp_path: Path) -> None:
-    node = pi16_node()
-    if node is None:
-        pytest.skip("pi 1.6 is not installed")
     files = {name: tmp_path / f"{index}.jsonl" for index, name in enumerate(ODD_REPLIES)}
     for name, path in files.items():
         odd_reply_session(path, name)
-    made = subprocess.run([node, str(Path(__file__).with_name("pi16_context.mjs")),
-                           str(PI16 / "@earendil-works"), *map(str, files.values())],
-                          capture_output=True, text=True, timeout=CEILING_S)
-    assert made.returncode == 0, made.stderr
-    contexts = json.loads(made.stdout)
-    assert {name: contexts[str(path)] for name, path in files.items()} == \
-        json.loads(STORED_ODD_REPLIES.read_text("utf-8"))
+    assert pi16_contexts(files) == json.loads(STORED_ODD_REPLIES.read_text("utf-8"))
 
 
 @pytest.mark.parametrize("name", list(ODD_REPLIES))
