@@ -138,6 +138,17 @@ local function draw_transcript(chat)
   draw_all(chat)
 end
 
+--- The entry of the message that buffer line `row` is in (nil above the first).
+local function entry_on(chat, row)
+  local found
+  for _, entry in ipairs(chat.committed.entries) do
+    if entry.line + HEADER_LINES <= row then
+      found = entry
+    end
+  end
+  return found
+end
+
 --- Where buffer line `row` is, in terms that outlast drawing the transcript with a larger budget:
 --- older messages come above, and a message that was cut grows below its shown lines.
 local function anchor_of(chat, row)
@@ -145,12 +156,7 @@ local function anchor_of(chat, row)
     -- The live region (an error note): unchanged, under the transcript.
     return { from_end = vim.api.nvim_buf_line_count(chat.buf) - row }
   end
-  local within
-  for _, entry in ipairs(chat.committed.entries) do
-    if entry.line + HEADER_LINES <= row then
-      within = entry
-    end
-  end
+  local within = entry_on(chat, row)
   -- Above the first message (the header, the line for older messages) nothing moves.
   return { row = row, id = within and within.id, offset = within and (row - HEADER_LINES - within.line) }
 end
@@ -557,12 +563,7 @@ end
 --- The entry of the message at 1-based `line` of the chat buffer (nil for
 --- none, or for a message that cannot be edited in the context).
 function M.entry_at(chat, line)
-  local found
-  for _, entry in ipairs(chat.committed.entries) do
-    if entry.line + HEADER_LINES <= line then
-      found = entry
-    end
-  end
+  local found = entry_on(chat, line)
   local editable = { user = true, assistant = true, toolResult = true, custom = true }
   return found and (editable[found.role] or found.removed) and found.id or nil
 end
