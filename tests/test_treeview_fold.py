@@ -522,3 +522,33 @@ def test_a_turn_extends_the_kept_path_without_walking_it_again(
     monkeypatch.setattr(SessionTree, "ancestors", no_walk)
     added = [tree.append_custom("ext", {"n": n}) for n in range(3)]
     assert tree.path_ids(tree.leaf_id) == [*first, *added]
+
+
+@pytest.mark.parametrize("lines", [
+    # A fork above the leaf: the branch off the path is folded beside it.
+    [("message", IDS[0], None, None), ("message", IDS[1], CHAIN, None),
+     ("message", IDS[2], IDS[0], None), ("message", IDS[3], CHAIN, None)],
+    # An id written again under its own descendant: the path's top is drawn as a root.
+    [("message", IDS[0], None, None), ("message", IDS[1], CHAIN, None),
+     ("message", IDS[2], CHAIN, None), ("message", IDS[1], IDS[2], None)],
+])
+def test_the_path_up_from_an_idless_leaf_is_drawn_and_marked_folded_too(
+        tmp_path: Path, lines: list[Line]) -> None:
+    """With an id-less last line (pi's leaf) the folded view marked no row on the path and
+    folded it away, and a loop of parent links above it hid the path in every view: both
+    walked up from the leaf id, which is None."""
+    idless = {"type": "message", "parentId": lines[-1][1], "timestamp": None,
+              "message": {"role": "user", "content": "last", "timestamp": 1}}
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"\n".join([json.dumps(HEADER).encode(), *encoded(lines, None),
+                                 json.dumps(idless).encode()]) + b"\n")
+    tree = SessionTree.open(str(path))
+    marked = [entry_id for entry_id in tree.path_ids(tree.leaf_id) if entry_id is not None]
+    views, held = TreeViews(), HeldView()
+    whole = views.view(HeldView(), tree, False, None)
+    folded = views.view(held, tree, False, 300)
+    assert [node.id for node in whole.nodes if node.on_path] == marked
+    assert [(node.id, node.on_path) for node in folded.nodes] == \
+        [(node.id, node.on_path) for node in whole.nodes]
+    page = views.rows_under(held, tree, marked[0], 0, 10)
+    assert [node.id for node in page.nodes if node.on_path] == marked[1:]

@@ -18,6 +18,7 @@ from pi_lsp.session.layout import (
     drawing_index,
     is_shown,
     layout,
+    path_end,
     place,
     rows_below,
     shown_children,
@@ -120,7 +121,7 @@ def _window(tree: SessionTree, bookkeeping: bool, keep: int, cut: str | None) ->
     """The path's rows in the window, top first: its last `keep`, or from `cut` when that is
     one of its last 2 * `keep`."""
     rows: list[Record] = []  # from the leaf's row up
-    for record in tree.ancestors(tree.leaf_id):
+    for record in tree.ancestors(path_end(tree)):
         if is_shown(record, bookkeeping):
             rows.append(record)
             if len(rows) == 2 * keep:

@@ -34,7 +34,7 @@ def drawing_index(tree: SessionTree) -> tuple[Index, Record | None]:
     again under its own descendant makes one), so the path still shows. pi 1.6 walks such a
     loop until it runs out of memory."""
     index = tree.children_index()
-    top = tree.path_top(tree.leaf_id)
+    top = tree.path_top(path_end(tree))
     if top is None or tree.is_root(top):
         return index, None
     key = tree.parent_key(top)
@@ -46,6 +46,15 @@ def drawing_index(tree: SessionTree) -> tuple[Index, Record | None]:
         del drawn[key]
     drawn[None] = sorted([*index.get(None, []), top], key=lambda record: record.line)
     return drawn, top
+
+
+def path_end(tree: SessionTree) -> str | None:
+    """The entry the current path is drawn up from: the leaf, or the parent of an id-less
+    leaf (pi's leaf when the last line has no id; no row, as no parentId can name it)."""
+    if tree.leaf_id is not None or tree.idless_leaf is None:
+        return tree.leaf_id
+    parent = parent_of(tree.idless_leaf)
+    return parent if parent in tree.by_id else None
 
 
 def drawn_ancestors(tree: SessionTree, entry_id: str, loose: Record | None) -> Iterator[Record]:
