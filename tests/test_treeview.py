@@ -3,6 +3,7 @@ and always equals the view laid out from scratch."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 
 from pi_lsp.server import treeview
 from pi_lsp.server.treeview import HeldView, TreeView, TreeViews
+from pi_lsp.session.appender import append_lines
 from pi_lsp.session.entries import UserMessage
 from pi_lsp.session.layout import is_shown
 from pi_lsp.session.tree import SessionTree
@@ -19,6 +21,7 @@ from pi_lsp.session.tree import SessionTree
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = next((ROOT / "examples" / "workspace" / ".pi" / "sessions").glob("*.jsonl"))
 EVERY_TYPE = ROOT / "tests" / "fixtures" / "every-type.jsonl"
+NOID_LEAF = ROOT / "tests" / "fixtures" / "pi16-odd-envelopes" / "noid-leaf.jsonl"
 FORK_PARENT = "24652ae8"
 
 
@@ -55,6 +58,25 @@ def test_a_changed_view_equals_one_laid_out_anew(
         (expected.leaf_id, expected.leaf_row, expected.title, expected.entries, expected.nodes)
     delta = views.delta(held, tree)
     assert delta is None  # nothing changed since
+
+
+@pytest.mark.parametrize("limit", [None, 300])
+def test_an_idless_leaf_written_under_another_entry_changes_the_view(
+        tmp_path: Path, limit: int | None) -> None:
+    """An id-less line (pi's leaf) after an id-less leaf moves the path with neither the
+    entries nor the leaf id changing: the view kept was sent again, its old path marked."""
+    path = Path(shutil.copy(NOID_LEAF, tmp_path / "s.jsonl"))
+    tree = SessionTree.open(str(path))
+    views, held = TreeViews(), HeldView()
+    views.view(held, tree, False, limit)
+    append_lines(str(path), [json.dumps({
+        "type": "message", "parentId": "aaaa0001", "timestamp": "2026-12-03T13:43:10.000Z",
+        "message": {"role": "user", "content": "three", "timestamp": 1}}).encode()])
+    tree.refresh()
+    delta = views.delta(held, tree)
+    assert delta is not None
+    assert [(node.id, node.on_path) for node in views.view(held, tree, False, limit).nodes] == \
+        [("aaaa0001", True), ("aaaa0002", False)]
 
 
 @pytest.mark.parametrize("source", [EXAMPLE, EVERY_TYPE])

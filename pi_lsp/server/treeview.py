@@ -28,6 +28,7 @@ from pi_lsp.session.layout import (
     drawn,
     drawn_ancestors,
     is_shown,
+    path_end,
     place,
     rows_below,
     shown_children,
@@ -116,7 +117,9 @@ def splice(old: Sequence[T], new: Sequence[T]) -> tuple[int, int, list[T]]:
 
 
 Parts = tuple[str, str | None, str]  # type, role, preview: fixed per line
-State = tuple[int, int, str | None, bool, int | None]  # records, count, leaf, bookkeeping, limit
+# records, count, leaf, bookkeeping, limit, and the path's end: an id-less leaf moves it with
+# neither records nor the leaf id changing
+State = tuple[int, int, str | None, bool, int | None, str | None]
 
 
 @dataclass
@@ -137,12 +140,13 @@ class TreeViews:
 
     def view(self, held: HeldView, tree: SessionTree, bookkeeping: bool = False,
              limit: int | None = None) -> TreeView:
-        state = (id(tree.records), len(tree.records), tree.leaf_id, bookkeeping, limit)
+        state = (id(tree.records), len(tree.records), tree.leaf_id, bookkeeping, limit,
+                 path_end(tree))
         if held.view is not None and held.state == state:
             return held.view
         grown = self._grown(held, tree, bookkeeping, limit)
         if grown is None:
-            same_kind = held.state is not None and held.state[3:] == (bookkeeping, limit)
+            same_kind = held.state is not None and held.state[3:5] == (bookkeeping, limit)
             grown = self._build(held, tree, bookkeeping, limit, held.cut if same_kind else None)
         held.state, held.view = state, grown
         return held.view
@@ -219,7 +223,7 @@ class TreeViews:
         the tree again (a turn streaming into a 100k-entry session). None otherwise."""
         old, state = held.view, held.state
         if old is None or state is None or state[0] != id(tree.records) or \
-                state[3:] != (bookkeeping, limit) or old.leaf_row is None or \
+                state[3:5] != (bookkeeping, limit) or old.leaf_row is None or \
                 len(tree.by_id) != len(tree.records):  # a reused id replaces an older entry
             return None
         shown_at = next((n for n in range(len(old.nodes) - 1, -1, -1)
