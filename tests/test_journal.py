@@ -398,6 +398,21 @@ def test_a_relocated_session_keeps_its_idless_lines(tmp_path: Path, name: str) -
     assert_read_as_pi16(SessionTree.open(tree.path), name)
 
 
+def test_a_relocated_session_keeps_the_lines_it_skipped(tmp_path: Path) -> None:
+    """A relocation wrote only the lines it read as entries: a blank, malformed or too-deep
+    line, a second header, `null` or `42` was lost for good once the file was replaced, though
+    pi 1.6 reads the too-deep `custom` entry and the `42`."""
+    deep = custom("aaaa0002", "aaaa0001", data=json.loads("[" * 205 + "]" * 205))
+    lines = [header(), custom("aaaa0001"), b"", b'{"type":', deep, header(OTHER_SESSION_ID),
+             b"null", custom("aaaa0003", "aaaa0001"), b"42"]
+    path = write_session(tmp_path / "s.jsonl", lines)
+    tree = SessionTree.open(path)
+    tree.hold_leaf = True  # a running turn moves away from a replaced file
+    os.replace(write_session(tmp_path / "other.jsonl", [header()]), path)
+    assert tree.refresh().relocated_from == path
+    assert Path(tree.path).read_bytes().splitlines()[1:] == lines[1:]
+
+
 def test_a_relocated_turn_keeps_its_idless_leaf(tmp_path: Path) -> None:
     """A turn's leaf was an id-less last line when another writer appended and the file
     was then replaced: the new file's last entry is that writer's, so the relocated turn was

@@ -71,10 +71,19 @@ class Record(msgspec.Struct, gc=False):
         return self.raw if self.disk is None else self.disk
 
 
+class SkippedLine(msgspec.Struct, gc=False):
+    """A line the reader skipped (blank, damaged, a second header) and its bytes: pi may read
+    it, so a rewrite of the whole session writes it again."""
+
+    line: int
+    original: bytes
+
+
 @dataclass(slots=True)
 class LineBatch:
     records: list[Record] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    skipped: list[SkippedLine] = field(default_factory=list)
     header: SessionHeader | None = None
     header_raw: bytes | None = None
 
@@ -152,18 +161,21 @@ def parse_lines(lines: list[bytes], first_line: int, batch: LineBatch) -> None:
     """Decode complete lines into `batch`; the header is taken from the first object that parses."""
     decode = envelope_decoder.decode
     records = batch.records
+    skip = batch.skipped.append
     for offset, raw in enumerate(lines):
         number = first_line + offset
         if raw.endswith(b"\r"):
             raw = raw[:-1]
+        disk = raw
         if not raw or raw.isspace():
             batch.problems.append(Problem("blank", "blank line", number))
+            skip(SkippedLine(number, disk))
             continue
         if too_deep(raw):
             batch.problems.append(Problem("too-deep", f"JSON nested more than {MAX_NESTING} "
                                           "levels deep", number))
+            skip(SkippedLine(number, disk))
             continue
-        disk = raw
         raw, repairs = repair_line(raw)
         try:
             env = decode(raw)
@@ -174,6 +186,7 @@ def parse_lines(lines: list[bytes], first_line: int, batch: LineBatch) -> None:
                 problem = _classify(raw, error)
                 problem.line = number
                 batch.problems.append(problem)
+                skip(SkippedLine(number, disk))
                 continue
             env = loose.as_pi_reads_it()
             batch.problems.append(Problem("off-type-envelope", "; ".join(
@@ -191,6 +204,7 @@ def parse_lines(lines: list[bytes], first_line: int, batch: LineBatch) -> None:
             continue
         if env.type == "session":
             batch.problems.append(Problem("extra-header", "a second session header", number))
+            skip(SkippedLine(number, disk))
             continue
         records.append(Record(number, msgspec.Raw(raw), env))
 
@@ -223,6 +237,7 @@ class Snapshot:
     header_raw: bytes
     records: list[Record]
     problems: list[Problem]
+    skipped: list[SkippedLine]
     offset: int
     inode: int
     lines_read: int
@@ -336,7 +351,7 @@ def read_file(path: str, take: Take | None = None) -> Snapshot:
                 _parse_run(found, batch)
             if take is not None:
                 take(batch)
-                batch.records, batch.problems = [], []
+                batch.records, batch.problems, batch.skipped = [], [], []
         torn = lines.rest()
         offset = size - len(torn)
         unterminated = False
@@ -366,6 +381,7 @@ def read_file(path: str, take: Take | None = None) -> Snapshot:
         header_raw=batch.header_raw,
         records=batch.records if take is None else [],
         problems=batch.problems if take is None else [],
+        skipped=batch.skipped if take is None else [],
         offset=offset,
         inode=inode,
         lines_read=lines.next_line - 1 + unterminated,

@@ -38,6 +38,7 @@ from pi_lsp.session.journal import (
     LineBatch,
     Problem,
     Record,
+    SkippedLine,
     Snapshot,
     parse_lines,
     read_file,
@@ -76,7 +77,7 @@ def real_cwd(cwd: str) -> str:
     return os.path.realpath(cwd) if os.path.isabs(cwd) else cwd
 
 
-def _file_order(record: Record) -> int:
+def _file_order(record: Record | SkippedLine) -> int:
     return record.line
 
 
@@ -163,6 +164,9 @@ class SessionTree(EntryAppends):
         # Entries with no id (or an off-type one): out of `records`, as no parentId can name
         # them, yet lines of the session that a rewrite must keep.
         self.idless: list[Record] = []
+        # Lines the reader skipped: pi may read some (a `custom` entry nested too deep for
+        # pi-lsp), and after a relocation the new file is their only copy.
+        self.skipped: list[SkippedLine] = []
         self.by_id: dict[str, Record] = {}
         self.problems: list[Problem] = []
         self.labels: dict[str, str] = {}
@@ -230,6 +234,7 @@ class SessionTree(EntryAppends):
         self.header, self.header_raw = snapshot.header, snapshot.header_raw
         self.records, self.by_id, self.labels, self.name = [], {}, {}, None
         self.idless = []
+        self.skipped = snapshot.skipped
         self.leaf_id = None  # a file read again may hold none of the entries it had
         self.idless_leaf = None
         self.problems = snapshot.problems
@@ -320,6 +325,7 @@ class SessionTree(EntryAppends):
         parse_lines(result.lines, result.first_line, batch)
         # A torn last line is either finished now or reported again as malformed.
         self.problems = [p for p in self.problems if p.kind != "torn"] + batch.problems
+        self.skipped += batch.skipped
         before, leaf, idless = len(self.records), self.leaf_id, self.idless_leaf
         self._add(batch.records)
         if self.hold_leaf:
@@ -335,7 +341,7 @@ class SessionTree(EntryAppends):
                                cwd=real_cwd(self.header.cwd),
                                parent_session=str(real_path(old)))
         target = real_path(old).parent / session_file_name(header.id, header.timestamp)
-        lines = [encoder.encode(header), *(r.original for r in self.kept_records())]
+        lines = [encoder.encode(header), *(line.original for line in self.every_line())]
         append_lines(str(target), lines, create=True)
         leaf, idless_at = self.leaf_id, self._idless_leaf_at()
         self.path = str(target)
@@ -357,6 +363,11 @@ class SessionTree(EntryAppends):
         """Every entry line kept, id-less ones included, in file order: what a rewrite of the
         whole session writes."""
         return merge(self.records, self.idless, key=_file_order)
+
+    def every_line(self) -> Iterator[Record | SkippedLine]:
+        """Every line read after the header, skipped ones included, in file order: what a
+        copy that must lose nothing writes (lines over MAX_LINE_BYTES were never held)."""
+        return merge(self.kept_records(), self.skipped, key=_file_order)
 
     def record(self, entry_id: str) -> Record:
         try:
