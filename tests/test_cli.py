@@ -133,7 +133,7 @@ def test_check_clean_and_damaged(tmp_path: Path, example_session: Path) -> None:
     clean = run_cli("check", str(example_session))
     assert clean.returncode == 0, clean.stdout
     damaged = tmp_path / "damaged.jsonl"
-    damaged.write_bytes(example_session.read_bytes() + b'{"type":"message",broken\n[1]\n')
+    damaged.write_bytes(example_session.read_bytes() + b'{"type":"message",broken\nnull\n')
     report = run_cli("check", str(damaged))
     assert report.returncode == 1
     assert "malformed" in report.stdout

@@ -948,7 +948,7 @@ async def test_summarizing_toward_a_descendant_writes_no_summary(tmp_path: Path)
 
 def test_every_problem_kind_has_a_repair_hint(tmp_path: Path) -> None:
     path = write(tmp_path / "s.jsonl", [
-        b"", b"not json", b"[1]", b'{"type":"message","id":5}',
+        b"", b"not json", b"null", b"[1]", b'{"type":"message","id":5}',
         user_line("aaaa0001", None, "one", 1), user_line("aaaa0001", None, "dup", 2),
         user_line("aaaa0002", "gone", "orphan", 3),
         json.dumps({"type": "label", "id": "aaaa0003", "parentId": "aaaa0001",
@@ -965,7 +965,7 @@ def test_every_problem_kind_has_a_repair_hint(tmp_path: Path) -> None:
     found = {p.kind for p in problems}
     assert found >= {"blank", "malformed", "not-object", "invalid-entry", "duplicate-id",
                      "orphan", "dangling-reference", "invalid-utf8", "torn",
-                     "off-type-envelope"}
+                     "off-type-envelope", "non-object-entry"}
     assert all(p.repair for p in problems), [p for p in problems if not p.repair]
 
 

@@ -25,7 +25,7 @@ from pi_lsp.session.journal import (
     Problem,
     read_file,
 )
-from pi_lsp.session.records import Refresh
+from pi_lsp.session.records import Refresh, decode_entry
 from pi_lsp.session.tail import Tail
 from pi_lsp.session.tree import SessionTree
 from tests.test_system_messages import PI16, pi16_node
@@ -158,13 +158,28 @@ def test_malformed_json_that_opens_an_array_is_malformed_not_non_object(
     assert [r.env.id for r in snapshot.records] == ["aaaa0001", "aaaa0002"]
 
 
-@pytest.mark.parametrize("junk", [b"[1,2]", b'"x"', b"42", b"null", b"true", b"[]"])
+@pytest.mark.parametrize("junk", [b"null", b"false", b"0", b"-0.0", b'""'])
 def test_non_object_json_line_is_reported(tmp_path: Path, junk: bytes) -> None:
+    """pi 1.6 skips a line JavaScript takes as false."""
     path = write_session(tmp_path / "s.jsonl",
                          [header(), custom("aaaa0001"), junk, custom("aaaa0002", "aaaa0001")])
     tree = SessionTree.open(path)
     assert kinds(tree.problems) == [("not-object", 3)]
     assert record_ids(tree) == ["aaaa0001", "aaaa0002"]
+    assert tree.idless == []
+
+
+@pytest.mark.parametrize("junk", [b"[1,2]", b'"x"', b"42", b"true", b"[]"])
+def test_a_true_non_object_line_is_an_idless_entry(tmp_path: Path, junk: bytes) -> None:
+    """A line that is JSON but no object was skipped; pi 1.6 keeps one JavaScript takes as
+    true as an entry with no id (last, it is the leaf)."""
+    path = write_session(tmp_path / "s.jsonl",
+                         [header(), custom("aaaa0001"), junk, custom("aaaa0002", "aaaa0001")])
+    tree = SessionTree.open(path)
+    assert kinds(tree.problems) == [("non-object-entry", 3), ("no-id", 3)]
+    assert record_ids(tree) == ["aaaa0001", "aaaa0002"]
+    assert [record.raw for record in tree.idless] == [junk]
+    assert decode_entry(tree.idless[0]) is None  # an entry of no type
 
 
 def test_torn_last_line_is_reported_and_not_consumed(tmp_path: Path) -> None:
@@ -378,7 +393,8 @@ def assert_read_as_pi16(tree: SessionTree, name: str) -> None:
 
 
 # Sessions with id-less lines that pi 1.6 counts (a name, a label, the leaf).
-IDLESS_FIXTURES = ["noid-leaf.jsonl", "noid-name.jsonl", "odd-ids.jsonl"]
+IDLESS_FIXTURES = ["noid-leaf.jsonl", "noid-name.jsonl", "nonobject-leaf.jsonl",
+                   "odd-ids.jsonl"]
 
 
 @pytest.mark.parametrize("name", IDLESS_FIXTURES)

@@ -27,7 +27,9 @@ from pi_lsp.session.tree import SessionTree
 REPAIRS = {
     "blank": "drop the blank line (pi skips it too)",
     "malformed": "drop the line; it is not JSON and pi skips it too",
-    "not-object": "drop the line; pi skips it too",
+    "not-object": "drop the line; pi skips it too (it skips null, false, 0 and \"\")",
+    "non-object-entry": "drop the line or make it an entry; it is kept, as pi keeps it (the "
+                        "leaf when last)",
     "invalid-entry": "drop the line or fix the field's type",
     "extra-header": "drop the second header",
     "no-id": "give the entry an id, or drop it",

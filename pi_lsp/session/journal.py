@@ -16,7 +16,6 @@ import msgspec
 
 from pi_lsp.session.entries import (
     Envelope,
-    LooseEnvelope,
     SessionHeader,
     envelope_decoder,
     header_decoder,
@@ -96,7 +95,7 @@ def _classify(raw: bytes, error: Exception) -> Problem:
             msgspec.json.decode(raw)
         except msgspec.DecodeError as syntax:
             return Problem("malformed", f"not valid JSON: {syntax}")
-        return Problem("not-object", "line is JSON but not an object")
+        return Problem("not-object", "line is null, false, 0 or \"\" (JSON but not an object)")
     return Problem("invalid-entry", f"entry has a field of the wrong type: {error}")
 
 
@@ -180,18 +179,15 @@ def parse_lines(lines: list[bytes], first_line: int, batch: LineBatch) -> None:
         try:
             env = decode(raw)
         except (msgspec.DecodeError, msgspec.ValidationError) as error:
-            loose = _read_loosely(raw, batch) if isinstance(error, msgspec.ValidationError) \
-                else None
+            loose = _read_loosely(raw, number, batch) \
+                if isinstance(error, msgspec.ValidationError) else None
             if loose is None:
                 problem = _classify(raw, error)
                 problem.line = number
                 batch.problems.append(problem)
                 skip(SkippedLine(number, disk))
                 continue
-            env = loose.as_pi_reads_it()
-            batch.problems.append(Problem("off-type-envelope", "; ".join(
-                f"{name} is not text: read as {reading}, as pi reads it"
-                for name, reading in loose.off_type().items()), number, env.id))
+            env = loose
         for repair in repairs:
             repair.line, repair.entry_id = number, env.id
         batch.problems.extend(repairs)
@@ -209,15 +205,37 @@ def parse_lines(lines: list[bytes], first_line: int, batch: LineBatch) -> None:
         records.append(Record(number, msgspec.Raw(raw), env))
 
 
-def _read_loosely(raw: bytes, batch: LineBatch) -> LooseEnvelope | None:
-    """The envelope of an entry line whose `type`, `id` or `parentId` is not text; None for
-    one before the header (never taken as it) and for a line that is no object."""
+def _read_loosely(raw: bytes, number: int, batch: LineBatch) -> Envelope | None:
+    """The envelope pi 1.6 reads from an entry line `Envelope` refuses, reported in `batch`;
+    None before the header (never taken as it) and for a line pi skips."""
     if batch.header is None:
         return None
     try:
-        return loose_envelope_decoder.decode(raw)
+        loose = loose_envelope_decoder.decode(raw)
     except msgspec.ValidationError:
+        return _read_non_object(raw, number, batch)
+    env = loose.as_pi_reads_it()
+    batch.problems.append(Problem("off-type-envelope", "; ".join(
+        f"{name} is not text: read as {reading}, as pi reads it"
+        for name, reading in loose.off_type().items()), number, env.id))
+    return env
+
+
+_FALSY = (None, False, 0, "")  # JavaScript's falsy JSON values (0 matches 0.0 and -0.0 too)
+
+
+def _read_non_object(raw: bytes, number: int, batch: LineBatch) -> Envelope | None:
+    """A line that is JSON but no object: pi 1.6 keeps every value JavaScript takes as true
+    (42, [1], "x", true) as an entry with no type and no id, the leaf when last."""
+    try:
+        value = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
         return None
+    if value in _FALSY:
+        return None
+    batch.problems.append(Problem("non-object-entry", "line is JSON but not an object; pi reads "
+                                  "it as an entry with no type and no id", number))
+    return Envelope("")
 
 
 def _decode_header(raw: bytes, env: Envelope) -> SessionHeader:

@@ -47,7 +47,10 @@ def _decode_as_pi_reads(record: Record) -> Entry | None:
     an empty one: pi reads such an entry's name, label or context all the same (the tree never
     indexes it by that id). A context edit's `replacement` that is no object and not null is
     read as `{}`: pi 1.6 tests only `=== null`, then spreads its (undefined) `content`."""
-    fields = _fields_decoder.decode(record.text)
+    try:
+        fields = _fields_decoder.decode(record.text)
+    except msgspec.ValidationError:  # no object (42, [1]): an entry of no type
+        return None
     odd_edit = fields.get("type") == "context_edit" and \
         not isinstance(fields.get("replacement", {}), dict | None)
     if record.env.id is not None and not odd_edit:
