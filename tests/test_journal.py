@@ -206,6 +206,21 @@ def test_valid_last_line_without_newline_is_an_entry(tmp_path: Path) -> None:
     assert SessionTree.open(path).leaf_id == "aaaa0002"
 
 
+@pytest.mark.parametrize("last", [b"42", b'"x"', b"[1]"])
+def test_a_true_non_object_last_line_without_newline_is_the_idless_leaf(
+        tmp_path: Path, last: bytes) -> None:
+    """It was dropped as torn (its non-object-entry report taken for a line that does not
+    parse); pi 1.6 reads the line it has so far as its id-less leaf."""
+    path = write_session(tmp_path / "s.jsonl", [header(), custom("aaaa0001"), last],
+                         final_eol=False)
+    snapshot = read_file(path)
+    assert kinds(snapshot.problems) == [("non-object-entry", 3)]
+    assert snapshot.offset == os.path.getsize(path) and snapshot.unterminated
+    tree = SessionTree.open(path)
+    assert [record.raw for record in tree.idless] == [last]
+    assert tree.idless_leaf is tree.idless[0]
+
+
 def test_header_only_file_without_newline_is_an_empty_session(tmp_path: Path) -> None:
     """The header is the first line that parses; a missing final newline does not hide it."""
     path = write_session(tmp_path / "s.jsonl", [header()], final_eol=False)

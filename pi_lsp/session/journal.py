@@ -376,8 +376,11 @@ def read_file(path: str, take: Take | None = None) -> Snapshot:
         if torn:
             probe = LineBatch(header=batch.header, header_raw=batch.header_raw)
             parse_lines([torn], lines.next_line, probe)
-            if not probe.problems:
+            # Only a line that is skipped is torn: one read with a repair (a last line `42`,
+            # bytes that are not UTF-8) is what pi 1.6 reads from the line it has so far.
+            if not probe.skipped:
                 batch.records.extend(probe.records)
+                batch.problems.extend(probe.problems)
                 batch.header, batch.header_raw = probe.header, probe.header_raw
                 offset, unterminated = size, True
             else:
