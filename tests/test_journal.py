@@ -182,6 +182,18 @@ def test_a_true_non_object_line_is_an_idless_entry(tmp_path: Path, junk: bytes) 
     assert decode_entry(tree.idless[0]) is None  # an entry of no type
 
 
+@pytest.mark.parametrize("junk", [b"1e999", b"[1e999]", b'"\\ud800"', b'["\\udc00"]'])
+def test_a_true_non_object_line_msgspec_refuses_is_an_idless_entry(
+        tmp_path: Path, junk: bytes) -> None:
+    """A number past a double's range or a lone surrogate escape was skipped as malformed:
+    JSON.parse reads it (Infinity, the one code unit), so pi 1.6 keeps the line as an entry."""
+    path = write_session(tmp_path / "s.jsonl",
+                         [header(), custom("aaaa0001"), junk, custom("aaaa0002", "aaaa0001")])
+    tree = SessionTree.open(path)
+    assert kinds(tree.problems) == [("non-object-entry", 3), ("no-id", 3)]
+    assert [record.raw for record in tree.idless] == [junk]
+
+
 def test_torn_last_line_is_reported_and_not_consumed(tmp_path: Path) -> None:
     torn = b'{"type":"custom","customType":"test","id":"aaaa00'
     path = write_session(tmp_path / "s.jsonl", [header(), custom("aaaa0001"), torn],
