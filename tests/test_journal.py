@@ -456,6 +456,22 @@ def test_a_relocated_session_keeps_the_lines_it_skipped(tmp_path: Path) -> None:
     assert Path(tree.path).read_bytes().splitlines()[1:] == lines[1:]
 
 
+def test_a_relocated_session_keeps_lines_skipped_before_the_header_before_it(
+        tmp_path: Path) -> None:
+    """A `42` skipped before the header was written after the new header, where it is an
+    id-less entry: the relocated turn's id-less leaf moved to it."""
+    lines = [b"42", b"", header(), custom("aaaa0001"), custom(None, "aaaa0001")]
+    path = write_session(tmp_path / "s.jsonl", lines)
+    tree = SessionTree.open(path)
+    tree.hold_leaf = True  # a running turn moves away from a replaced file
+    os.replace(write_session(tmp_path / "other.jsonl", [header()]), path)
+    assert tree.refresh().relocated_from == path
+    copy = Path(tree.path).read_bytes().splitlines()
+    assert copy[:2] + copy[3:] == lines[:2] + lines[3:]
+    assert [record.raw for record in tree.idless] == [lines[-1]]
+    assert tree.idless_leaf is tree.idless[0]
+
+
 def test_a_relocated_turn_keeps_its_idless_leaf(tmp_path: Path) -> None:
     """A turn's leaf was an id-less last line when another writer appended and the file
     was then replaced: the new file's last entry is that writer's, so the relocated turn was

@@ -77,6 +77,8 @@ class SkippedLine(msgspec.Struct, gc=False):
 
     line: int
     original: bytes
+    # Before the header: a copy writes it there, where it cannot become an entry.
+    before_header: bool = False
 
 
 @dataclass(slots=True)
@@ -169,12 +171,12 @@ def parse_lines(lines: list[bytes], first_line: int, batch: LineBatch) -> None:
         disk = raw
         if not raw or raw.isspace():
             batch.problems.append(Problem("blank", "blank line", number))
-            skip(SkippedLine(number, disk))
+            skip(SkippedLine(number, disk, batch.header is None))
             continue
         if too_deep(raw):
             batch.problems.append(Problem("too-deep", f"JSON nested more than {MAX_NESTING} "
                                           "levels deep", number))
-            skip(SkippedLine(number, disk))
+            skip(SkippedLine(number, disk, batch.header is None))
             continue
         raw, repairs = repair_line(raw)
         try:
@@ -186,7 +188,7 @@ def parse_lines(lines: list[bytes], first_line: int, batch: LineBatch) -> None:
                 problem = _classify(raw, error)
                 problem.line = number
                 batch.problems.append(problem)
-                skip(SkippedLine(number, disk))
+                skip(SkippedLine(number, disk, batch.header is None))
                 continue
             env = loose
         for repair in repairs:

@@ -341,7 +341,10 @@ class SessionTree(EntryAppends):
                                cwd=real_cwd(self.header.cwd),
                                parent_session=str(real_path(old)))
         target = real_path(old).parent / session_file_name(header.id, header.timestamp)
-        lines = [encoder.encode(header), *(line.original for line in self.every_line())]
+        # A line skipped before the header stays before it: after it, `42` would be an entry.
+        before = [line.original for line in self.skipped if line.before_header]
+        lines = [*before, encoder.encode(header),
+                 *(line.original for line in self.every_line())]
         append_lines(str(target), lines, create=True)
         leaf, idless_at = self.leaf_id, self._idless_leaf_at()
         self.path = str(target)
@@ -367,7 +370,8 @@ class SessionTree(EntryAppends):
     def every_line(self) -> Iterator[Record | SkippedLine]:
         """Every line read after the header, skipped ones included, in file order: what a
         copy that must lose nothing writes (lines over MAX_LINE_BYTES were never held)."""
-        return merge(self.kept_records(), self.skipped, key=_file_order)
+        after = [line for line in self.skipped if not line.before_header]
+        return merge(self.kept_records(), after, key=_file_order)
 
     def record(self, entry_id: str) -> Record:
         try:
