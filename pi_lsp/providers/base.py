@@ -250,20 +250,18 @@ class ReplyBuilder:
     # hostile server's); one that is not text is taken as JavaScript's `+=` takes it.
 
     def add_text(self, index: int, delta: object) -> list[ProviderEvent]:
-        block = self.blocks[index]
-        if not isinstance(block, TextContent):
-            return []
-        text = js_string(delta)
-        self._pieces.setdefault(index, []).append(text)
-        return [TextDelta(content_index=index, delta=text)]
+        return self._add_piece(index, TextContent, delta, TextDelta)
 
     def add_thinking(self, index: int, delta: object) -> list[ProviderEvent]:
-        block = self.blocks[index]
-        if not isinstance(block, ThinkingContent):
+        return self._add_piece(index, ThinkingContent, delta, ThinkingDelta)
+
+    def _add_piece(self, index: int, kind: type, delta: object,
+                   event: type[TextDelta] | type[ThinkingDelta]) -> list[ProviderEvent]:
+        if not isinstance(self.blocks[index], kind):
             return []
         text = js_string(delta)
         self._pieces.setdefault(index, []).append(text)
-        return [ThinkingDelta(content_index=index, delta=text)]
+        return [event(content_index=index, delta=text)]
 
     def block(self, index: int) -> AssistantBlock:
         """A block with every delta received so far in it."""
