@@ -24,7 +24,7 @@ from pi_lsp.session.entries import (
 )
 from pi_lsp.session.ids import now_ms
 from pi_lsp.session.journal import MAX_NESTING
-from pi_lsp.session.jsontext import js_string
+from pi_lsp.session.jsontext import js_string, refuse_constant
 
 REDACTED_THINKING = "[Reasoning redacted]"  # pi's text for thinking the provider sent encrypted
 
@@ -374,12 +374,12 @@ def parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
         return {}, None
     try:
         try:
-            value = json.loads(text, parse_constant=_not_json)
+            value = json.loads(text, parse_constant=refuse_constant)
         except json.JSONDecodeError:
             repaired = repaired_json(text)
             if repaired == text:
                 raise
-            value = json.loads(repaired, parse_constant=_not_json)
+            value = json.loads(repaired, parse_constant=refuse_constant)
         if not isinstance(value, dict):
             raise ValueError("Tool arguments must be a JSON object")
         if nesting(value) > MAX_ARGUMENT_NESTING:
@@ -387,12 +387,6 @@ def parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
     except (ValueError, RecursionError) as error:
         return {}, f"{error}\n\nReceived arguments:\n{text}"
     return value, None
-
-
-def _not_json(name: str) -> Any:
-    """Refuse NaN, Infinity and -Infinity, which Python's json reads and JSON.parse does not:
-    pi reports such arguments to the model instead of running the tool."""
-    raise ValueError(f"Unexpected token {name!r}: {name} is not valid JSON")
 
 
 _ESCAPED = frozenset('"\\/bfnrt')
