@@ -415,6 +415,8 @@ class _Walk:
 
     def ignored(self, path: str) -> bool:
         """Whether the ignore files read so far skip `path` (a folder's ends in `/`)."""
+        if not self.ignore.rules:  # no ignore file so far, as in most skills folders
+            return False
         relative = os.path.relpath(path, self.top).replace(os.sep, "/")
         return self.ignore.ignores(relative + "/" * path.endswith("/"))
 
@@ -595,6 +597,7 @@ _FOLDERS_FEWEST, _FOLDERS_MOST = r"(?:(?!\.)[^/]*+/)*?", r"(?:(?!\.)[^/]*+/)*"
 _FOLDERS_TO_END = r"(?:(?!\.)[^/]*+(?:/|\Z))*"
 
 
+@functools.lru_cache(maxsize=256)  # asked for each pattern, name and skill file at every build
 def _glob(pattern: str) -> re.Pattern[str]:
     """A glob as minimatch reads pi's: `*` and `?` within a name (a name, not a leading dot),
     `**` alone for any folders but dot ones (and the empty name before an absolute path's
@@ -650,6 +653,8 @@ def _enabled(path: str, entries: Sequence[str], base: str, setting: bool) -> boo
     """Whether pi 1.6 loads a skill file its `skills` entries name (applyPatterns for the
     files of a `setting`'s paths, isEnabledByOverrides for a skills folder's): a glob limits
     a setting's, `!glob` leaves out, `+path` takes back, `-path` leaves out whatever."""
+    if not entries:  # nothing limits, leaves out or takes back: every file (most skills)
+        return True
     names = _names(path, base)
     exact = names[0:1] + names[2:4] + names[5:]  # relative or whole paths: not a name alone
 
