@@ -24,13 +24,12 @@ from pi_lsp.session.entries import (
     decode_message,
 )
 from pi_lsp.session.journal import Record
-from pi_lsp.session.jsontext import Decoder
+from pi_lsp.session.jsontext import value_decoder
 from pi_lsp.session.outline import message_preview
 from pi_lsp.session.records import decode_entry
 from pi_lsp.session.tree import SessionTree
 
 EDITABLE_MESSAGE_ROLES = ("user", "assistant", "toolResult")
-_value_decoder: Decoder[Any] = Decoder(Any)
 
 
 class ContextEditError(ValueError):
@@ -91,7 +90,7 @@ def original_content(record: Record) -> str | list[Any]:
     if isinstance(entry, CustomMessageEntry):
         content: Any = msgspec.to_builtins(entry.content)
     elif isinstance(entry, MessageEntry):
-        content = _value_decoder.decode(record.env.message).get("content")
+        content = value_decoder.decode(record.env.message).get("content")
     else:
         content = None
     if content is None:
@@ -118,7 +117,7 @@ def undo_context_edit(tree: SessionTree, target_id: str) -> str:
 
 
 def _values(messages: list[msgspec.Raw]) -> list[Any]:
-    return [_value_decoder.decode(raw) for raw in messages]
+    return [value_decoder.decode(raw) for raw in messages]
 
 
 def _tokens(messages: list[msgspec.Raw]) -> int:

@@ -22,7 +22,7 @@ from pi_lsp.session.entries import (
 )
 from pi_lsp.session.journal import Record
 from pi_lsp.session.jsdate import date_ms
-from pi_lsp.session.jsontext import Decoder, js_string
+from pi_lsp.session.jsontext import Decoder, js_string, object_decoder
 from pi_lsp.session.records import decode_entry
 
 _JSON_NULL = msgspec.Raw(b"null")
@@ -118,7 +118,6 @@ class _ModelChangeHead(msgspec.Struct, rename="camel"):
 
 
 _model_change_decoder: Decoder[_ModelChangeHead] = Decoder(_ModelChangeHead)
-_object_decoder: Decoder[dict[str, Any]] = Decoder(dict[str, Any])
 
 
 def context_settings(path: list[Record]) -> ContextSettings:
@@ -178,7 +177,7 @@ def message_role(record: Record) -> str | None:
 def with_content(raw: msgspec.Raw, content: Any) -> msgspec.Raw:
     """The message with only its content replaced, every other key kept in place (UNSET:
     removed, as JSON.stringify drops an `undefined` one)."""
-    message = _object_decoder.decode(raw)
+    message = object_decoder.decode(raw)
     if content is msgspec.UNSET:
         message.pop("content", None)
     else:

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from pi_lsp.session.jsontext import JS_WHITESPACE, Decoder, js_string
+from pi_lsp.session.jsontext import JS_WHITESPACE, Decoder, js_string, object_decoder
 from pi_lsp.session.jsontext import encoder as encoder  # pi's JSON text, for every writer
 
 CURRENT_VERSION = 3
@@ -440,7 +440,6 @@ _FALLBACKS: dict[str, Any] = {"timestamp": 0, "api": "", "provider": "", "model"
 _TEXT_FIELDS: dict[str, tuple[str, ...]] = {
     "branchSummary": ("summary",), "compactionSummary": ("summary",), "custom": ("customType",)}
 _MESSAGE_TYPES = {kind.__struct_config__.tag: kind for kind in AgentMessage.__args__}
-_fields_decoder: Decoder[dict[str, Any]] = Decoder(dict[str, Any])
 
 
 def _fits(value: Any, kind: Any) -> bool:
@@ -463,7 +462,7 @@ def _read_leniently(raw: msgspec.Raw | bytes) -> AgentMessage | None:
     as absent; None when its role or content is what is wrong. (Tool-call arguments that are no
     object read as none: pi would send, and count, them as written.)"""
     try:
-        fields = _fields_decoder.decode(raw)
+        fields = object_decoder.decode(raw)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
     role = fields.get("role")

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from pi_lsp.paths import real_path
 from pi_lsp.session.entries import CompactionEntry, LabelEntry, encoder
 from pi_lsp.session.ids import iso_now, new_entry_id
 from pi_lsp.session.journal import Record
-from pi_lsp.session.jsontext import Decoder
+from pi_lsp.session.jsontext import object_decoder
 from pi_lsp.session.records import decode_entry, parent_of
 from pi_lsp.session.tree import SessionTree
-
-_dict_decoder: Decoder[dict[str, Any]] = Decoder(dict[str, Any])
 
 
 def fork_lines(source: SessionTree, leaf_id: str) -> list[bytes]:
@@ -67,7 +64,7 @@ def _relinked(record: Record, parent: str | None, keeps_own_root: bool,
         changes["firstKeptEntryId"] = after[entry.first_kept_entry_id]
     if not changes:
         return record.original
-    fields = _dict_decoder.decode(record.raw)
+    fields = object_decoder.decode(record.raw)
     fields.update(changes)
     return encoder.encode(fields)
 

@@ -10,7 +10,7 @@ import re
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import IO, Any, NamedTuple
+from typing import IO, NamedTuple
 
 import msgspec
 
@@ -21,7 +21,7 @@ from pi_lsp.session.entries import (
     header_decoder,
     loose_envelope_decoder,
 )
-from pi_lsp.session.jsontext import Decoder
+from pi_lsp.session.jsontext import value_decoder
 
 BOM = b"\xef\xbb\xbf"
 # Files are read a few MB at a time. Each piece is held about three times over while it is
@@ -225,7 +225,6 @@ def _read_loosely(raw: bytes, number: int, batch: LineBatch) -> Envelope | None:
 
 
 # Any JSON value, read as JSON.parse reads it: 1e999 as Infinity, a lone surrogate escape kept.
-_value_decoder: Decoder[Any] = Decoder(Any)
 _FALSY = (None, False, 0, "")  # JavaScript's falsy JSON values (0 matches 0.0 and -0.0 too)
 
 
@@ -233,7 +232,7 @@ def _read_non_object(raw: bytes, number: int, batch: LineBatch) -> Envelope | No
     """A line that is JSON but no object: pi 1.6 keeps every value JavaScript takes as true
     (42, [1], "x", true) as an entry with no type and no id, the leaf when last."""
     try:
-        value = _value_decoder.decode(raw)
+        value = value_decoder.decode(raw)
     except msgspec.DecodeError:
         return None
     if value in _FALSY:

@@ -82,6 +82,11 @@ class Decoder(Generic[T]):
         return result
 
 
+# One of each for any object, and any value, read as JSON.parse reads them.
+object_decoder: Decoder[dict[str, Any]] = Decoder(dict[str, Any])
+value_decoder: Decoder[Any] = Decoder(Any)
+
+
 def _raw_to_builtin(value: Any) -> Any:
     if isinstance(value, msgspec.Raw):
         return _loads(bytes(value))

@@ -9,9 +9,7 @@ import msgspec
 from pi_lsp.session.entries import CURRENT_VERSION, envelope_decoder, header_decoder
 from pi_lsp.session.ids import new_entry_id
 from pi_lsp.session.journal import Record, Snapshot
-from pi_lsp.session.jsontext import Decoder, encoder
-
-_dict_decoder: Decoder[dict[str, Any]] = Decoder(dict[str, Any])
+from pi_lsp.session.jsontext import encoder, object_decoder
 
 
 def migrate(snapshot: Snapshot) -> bool:
@@ -22,7 +20,7 @@ def migrate(snapshot: Snapshot) -> bool:
     if version < 2:
         _v1_to_v2(snapshot.records)
     _v2_to_v3(snapshot.records)
-    header = _dict_decoder.decode(snapshot.header_raw)
+    header = object_decoder.decode(snapshot.header_raw)
     header["version"] = CURRENT_VERSION
     snapshot.header_raw = encoder.encode(header)
     snapshot.header = header_decoder.decode(snapshot.header_raw)
@@ -44,7 +42,7 @@ def _rewrite(record: Record, entry: dict[str, Any]) -> None:
 def _v1_to_v2(records: list[Record]) -> None:
     taken: set[str] = set()
     ids: list[str] = []
-    entries = [_dict_decoder.decode(record.raw) for record in records]
+    entries = [object_decoder.decode(record.raw) for record in records]
     for _ in entries:
         entry_id = new_entry_id(taken)
         taken.add(entry_id)
@@ -65,7 +63,7 @@ def _v2_to_v3(records: list[Record]) -> None:
     for record in records:
         if record.env.type != "message" or b"hookMessage" not in record.raw:
             continue
-        entry = _dict_decoder.decode(record.raw)
+        entry = object_decoder.decode(record.raw)
         message = entry.get("message")
         if isinstance(message, dict) and message.get("role") == "hookMessage":
             message["role"] = "custom"

@@ -4,15 +4,12 @@ the tree treats specially."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import msgspec
 
 from pi_lsp.session.entries import CustomEntry, Entry, entry_decoder, head_decoder
 from pi_lsp.session.journal import Record
-from pi_lsp.session.jsontext import Decoder
-
-_fields_decoder: Decoder[dict[str, Any]] = Decoder(dict[str, Any])
+from pi_lsp.session.jsontext import object_decoder
 
 LEAF_MOVE = "pi-lsp.leaf"  # the customType of a durable leaf move
 
@@ -48,7 +45,7 @@ def _decode_as_pi_reads(record: Record) -> Entry | None:
     indexes it by that id). A context edit's `replacement` that is no object and not null is
     read as `{}`: pi 1.6 tests only `=== null`, then spreads its (undefined) `content`."""
     try:
-        fields = _fields_decoder.decode(record.text)
+        fields = object_decoder.decode(record.text)
     except msgspec.ValidationError:  # no object (42, [1]): an entry of no type
         return None
     odd_edit = fields.get("type") == "context_edit" and \
