@@ -44,6 +44,8 @@ def _decode_as_pi_reads(record: Record) -> Entry | None:
     an empty one: pi reads such an entry's name, label or context all the same (the tree never
     indexes it by that id). A context edit's `replacement` that is no object and not null is
     read as `{}`: pi 1.6 tests only `=== null`, then spreads its (undefined) `content`."""
+    if record.env.id is not None and record.env.type != "context_edit":
+        return None  # neither case: not decoded again (unknown types reach here at every read)
     try:
         fields = object_decoder.decode(record.text)
     except msgspec.ValidationError:  # no object (42, [1]): an entry of no type
