@@ -60,12 +60,12 @@ class Workspace:
         """The workspace folder a session belongs to: in pi's shared folder, the one its header
         (or `cwd`, the header of one held) names; else the deepest one holding it."""
         workspaces = self.folders_or_cwd()  # as the sessions were listed
-        vouched = self.vouched()
-        owner = shared_owner(path, workspaces, cwd, vouched)
+        # Read once: each reading reads the settings files that may name a `sessionDir`.
+        shared = shared_folders(workspaces, self.vouched())
+        owner = shared_owner(path, shared, cwd)
         if owner is not None:
             return owner
         # Every folder lists pi's shared folder: it says nothing of whose a session there is.
-        shared = shared_folders(workspaces, vouched)
         folders = {folder: [d for d in self.directories(folder)
                             if os.path.realpath(d) not in shared] for folder in workspaces}
         return session_workspace(path, folders, workspaces[0])

@@ -249,12 +249,12 @@ def of_workspaces(sessions: list[SessionSummary], workspaces: list[Path],
             started_in(s.cwd, among) is not None or s.path in started]
 
 
-def shared_owner(path: Path, workspaces: list[Path], cwd: str | None = None,
-                 vouched: Collection[Path] = ()) -> Path | None:
-    """For a session in pi's shared folder, the workspace its header's cwd names (`cwd` when
-    the header is known: a new session's file is written only at its first prompt); else None.
-    `vouched` as for `shared_folders`."""
-    among = shared_folders(workspaces, vouched).get(os.path.dirname(os.path.realpath(path)))
+def shared_owner(path: Path, shared: dict[str, list[Path]], cwd: str | None = None
+                 ) -> Path | None:
+    """For a session in pi's shared folder (`shared`, as `shared_folders` gives it), the
+    workspace its header's cwd names (`cwd` when the header is known: a new session's file is
+    written only at its first prompt); else None."""
+    among = shared.get(os.path.dirname(os.path.realpath(path)))
     if among is None:
         return None
     if cwd is None:
