@@ -524,6 +524,26 @@ def test_a_turn_extends_the_kept_path_without_walking_it_again(
     assert tree.path_ids(tree.leaf_id) == [*first, *added]
 
 
+def test_a_folded_view_takes_its_window_and_its_top_row_from_the_kept_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The window was found by a walk up from the leaf and its top row placed by another, to
+    the top (80k entries twice on a 100k-entry session), with the path already kept."""
+    path = tmp_path / "s.jsonl"
+    lines: list[Line] = [("message", IDS[0], None, None), ("message", IDS[1], CHAIN, None),
+                         ("message", IDS[2], IDS[0], None), ("usage", IDS[3], IDS[1], None),
+                         ("message", IDS[4], CHAIN, None), ("message", IDS[5], CHAIN, None)]
+    path.write_bytes(b"\n".join([json.dumps(HEADER).encode(), *encoded(lines, None)]) + b"\n")
+    tree = SessionTree.open(str(path))
+    expected = drawn_fold(fold(tree, False, 1))
+
+    def no_walk(self: SessionTree, entry_id: str | None) -> None:
+        raise AssertionError(f"walked up from {entry_id}")
+
+    monkeypatch.setattr(SessionTree, "ancestors", no_walk)
+    assert drawn_fold(fold(tree, False, 1)) == expected
+    assert expected[0][-1][:3] == (IDS[5], 1, False)  # in a branch of the fork at IDS[0]
+
+
 @pytest.mark.parametrize("lines", [
     # A fork above the leaf: the branch off the path is folded beside it.
     [("message", IDS[0], None, None), ("message", IDS[1], CHAIN, None),

@@ -19,7 +19,7 @@ from pi_lsp.session.layout import (
     is_shown,
     layout,
     path_end,
-    place,
+    path_row,
     rows_below,
     shown_children,
 )
@@ -56,11 +56,13 @@ def fold(tree: SessionTree, bookkeeping: bool, keep: int | None, cut: str | None
                           for row in layout(tree, bookkeeping)], None)
     index, _loose = drawing_index(tree)
     total = count_rows(index, index.get(None, []), bookkeeping)
-    window = _window(tree, bookkeeping, keep, cut)
-    row = place(tree, window[0].env.id or "", bookkeeping) if window else None
+    end = path_end(tree)
+    path = tree.path_to(end) if end is not None else []
+    at, window = _window(path, bookkeeping, keep, cut)
+    row = path_row(index, path, at, bookkeeping) if window else None
     tops = shown_children(index, None, bookkeeping)
     top_rows = [Row(record, 0, len(tops) > 1) for record in tops]
-    if row is None:  # no leaf row, or a cycle above it: nothing is on the path
+    if row is None:  # no leaf row: nothing is on the path
         return _folded(index, total, [(-1, top_rows)], None, bookkeeping)
     drawing: Drawing = []
     after: Drawing = []  # branches drawn after the path's next row
@@ -117,15 +119,16 @@ def _shares(drawing: Drawing) -> list[int]:
     return shares
 
 
-def _window(tree: SessionTree, bookkeeping: bool, keep: int, cut: str | None) -> list[Record]:
-    """The path's rows in the window, top first: its last `keep`, or from `cut` when that is
-    one of its last 2 * `keep`."""
-    rows: list[Record] = []  # from the leaf's row up
-    for record in tree.ancestors(path_end(tree)):
-        if is_shown(record, bookkeeping):
-            rows.append(record)
-            if len(rows) == 2 * keep:
+def _window(path: list[Record], bookkeeping: bool, keep: int, cut: str | None
+            ) -> tuple[int, list[Record]]:
+    """Where on `path` (top first) the window starts, and its rows: the path's last `keep`,
+    or from `cut` when that is one of its last 2 * `keep`."""
+    at: list[int] = []  # the rows' places on the path, from the leaf's up
+    for n in range(len(path) - 1, -1, -1):
+        if is_shown(path[n], bookkeeping):
+            at.append(n)
+            if len(at) == 2 * keep:
                 break
-    size = min(len(rows), keep)
-    size = max(size, next((n + 1 for n, record in enumerate(rows) if record.env.id == cut), size))
-    return rows[size - 1::-1] if size else []
+    size = min(len(at), keep)
+    size = max(size, next((k + 1 for k, n in enumerate(at) if path[n].env.id == cut), size))
+    return (at[size - 1], [path[n] for n in at[size - 1::-1]]) if size else (0, [])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from operator import attrgetter
 
 from pi_lsp.session.journal import Record
 from pi_lsp.session.records import is_leaf_move, parent_of
@@ -17,6 +18,7 @@ from pi_lsp.session.tree import SessionTree
 
 # pi never shows usage records in its tree.
 ALWAYS_HIDDEN = frozenset({"usage"})
+_ID = attrgetter("env.id")
 
 Index = dict[str | None, list[Record]]
 
@@ -169,6 +171,24 @@ def place(tree: SessionTree, entry_id: str, bookkeeping: bool = False,
     if head is None:  # a root row
         return Row(record, 0, len(shown_children(index, None, bookkeeping)) > 1)
     return Row(record, depth, head)
+
+
+def path_row(index: Index, path: list[Record], at: int, bookkeeping: bool = False) -> Row:
+    """The row of `path[at]` as `layout` draws it, `path` being the current path from its top
+    (a root, or drawn as one): `place` without a walk up through the tree."""
+    record = path[at]
+    above = path[:at]
+    # Only a path entry with other than one child, or a hidden one, can fork: a long path is
+    # mostly a chain (80k entries), passed over without a call per entry.
+    children = map(index.__getitem__, map(_ID, above))
+    maybe = [top for top, below in zip(above, children, strict=True)
+             if len(below) != 1 or below[0].env.type != "message"]
+    forks = {id(top) for top in maybe if is_shown(top, bookkeeping)
+             and len(shown_children(index, top.env.id, bookkeeping)) > 1}
+    parent = next((top for top in reversed(above) if is_shown(top, bookkeeping)), None)
+    if parent is None:  # a root row
+        return Row(record, 0, len(shown_children(index, None, bookkeeping)) > 1)
+    return Row(record, len(forks), id(parent) in forks)
 
 
 def _forks(index: Index, parent: Record, child: Record, bookkeeping: bool) -> bool:
