@@ -544,6 +544,36 @@ def test_a_folded_view_takes_its_window_and_its_top_row_from_the_kept_path(
     assert expected[0][-1][:3] == (IDS[5], 1, False)  # in a branch of the fork at IDS[0]
 
 
+def test_a_folded_view_counts_only_the_rows_off_the_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rows were counted from the roots down, the path's too (80k of a 100k-entry
+    session), though the path is walked for the window's top row all the same."""
+    from pi_lsp.session import layout
+
+    path = tmp_path / "s.jsonl"
+    lines: list[Line] = [("message", IDS[0], None, None), ("message", IDS[1], CHAIN, None),
+                         ("message", IDS[2], IDS[0], None), ("usage", IDS[3], IDS[1], None),
+                         ("message", IDS[4], CHAIN, None), ("message", IDS[5], CHAIN, None),
+                         ("message", IDS[6], None, None)]
+    path.write_bytes(b"\n".join([json.dumps(HEADER).encode(), *encoded(lines, None)]) + b"\n")
+    tree = SessionTree.open(str(path))
+    tree.branch(IDS[5])
+    on_path = set(tree.path_ids(IDS[5]))
+    counted: list[str | None] = []
+    real_count = layout.count_rows
+
+    def count_rows(index: dict[str | None, list[Record]], records: list[Record],
+                   bookkeeping: bool = False) -> int:
+        counted.extend(record.env.id for record in records)
+        return real_count(index, records, bookkeeping)
+
+    monkeypatch.setattr(layout, "count_rows", count_rows)
+    monkeypatch.setattr(fold_module, "count_rows", count_rows)
+    folded = fold(tree, False, 1)
+    assert counted and on_path.isdisjoint(counted)
+    assert folded.earlier == 5  # every row but the window's one (IDS[3] is no row)
+
+
 @pytest.mark.parametrize("lines", [
     # A fork above the leaf: the branch off the path is folded beside it.
     [("message", IDS[0], None, None), ("message", IDS[1], CHAIN, None),

@@ -18,6 +18,8 @@ from pi_lsp.session.layout import (
     drawing_index,
     is_shown,
     layout,
+    leaving_points,
+    path_count,
     path_end,
     path_row,
     rows_below,
@@ -55,11 +57,12 @@ def fold(tree: SessionTree, bookkeeping: bool, keep: int | None, cut: str | None
         return Folded(0, [(row, 0, row.record.env.id in on_path, 0, 0)
                           for row in layout(tree, bookkeeping)], None)
     index, _loose = drawing_index(tree)
-    total = count_rows(index, index.get(None, []), bookkeeping)
     end = path_end(tree)
     path = tree.path_to(end) if end is not None else []
+    points = leaving_points(index, path)  # one pass down the path, for the count and the row
+    total = path_count(index, path, points, bookkeeping)
     at, window = _window(path, bookkeeping, keep, cut)
-    row = path_row(index, path, at, bookkeeping) if window else None
+    row = path_row(index, path, at, points, bookkeeping) if window else None
     tops = shown_children(index, None, bookkeeping)
     top_rows = [Row(record, 0, len(tops) > 1) for record in tops]
     if row is None:  # no leaf row: nothing is on the path

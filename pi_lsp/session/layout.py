@@ -173,22 +173,47 @@ def place(tree: SessionTree, entry_id: str, bookkeeping: bool = False,
     return Row(record, depth, head)
 
 
-def path_row(index: Index, path: list[Record], at: int, bookkeeping: bool = False) -> Row:
+def leaving_points(index: Index, path: list[Record]) -> list[int]:
+    """Where on `path` (top first) rows can leave it or hide: its last entry, and those with
+    other than one child or a hidden one. Elsewhere the next entry is the one child, a
+    message: a long path is mostly such a chain (80k entries), passed without a call each."""
+    children = map(index.get, map(_ID, path), itertools.repeat(()))
+    points = [n for n, below in enumerate(children)
+              if len(below) != 1 or below[0].env.type != "message"]
+    if path and points[-1:] != [len(path) - 1]:  # the leaf's one child is no path entry
+        points.append(len(path) - 1)
+    return points
+
+
+def path_row(index: Index, path: list[Record], at: int, points: list[int],
+             bookkeeping: bool = False) -> Row:
     """The row of `path[at]` as `layout` draws it, `path` being the current path from its top
-    (a root, or drawn as one): `place` without a walk up through the tree."""
-    record = path[at]
-    above = path[:at]
-    # Only a path entry with other than one child, or a hidden one, can fork: a long path is
-    # mostly a chain (80k entries), passed over without a call per entry.
-    children = map(index.__getitem__, map(_ID, above))
-    maybe = [top for top, below in zip(above, children, strict=True)
-             if len(below) != 1 or below[0].env.type != "message"]
-    forks = {id(top) for top in maybe if is_shown(top, bookkeeping)
-             and len(shown_children(index, top.env.id, bookkeeping)) > 1}
-    parent = next((top for top in reversed(above) if is_shown(top, bookkeeping)), None)
+    (a root, or drawn as one) and `points` its `leaving_points`: `place` without a walk up."""
+    forks = {n for n in points if n < at and is_shown(path[n], bookkeeping)
+             and len(shown_children(index, path[n].env.id, bookkeeping)) > 1}
+    parent = next((n for n in range(at - 1, -1, -1) if is_shown(path[n], bookkeeping)), None)
     if parent is None:  # a root row
-        return Row(record, 0, len(shown_children(index, None, bookkeeping)) > 1)
-    return Row(record, len(forks), id(parent) in forks)
+        return Row(path[at], 0, len(shown_children(index, None, bookkeeping)) > 1)
+    return Row(path[at], len(forks), parent in forks)
+
+
+def path_count(index: Index, path: list[Record], points: list[int],
+               bookkeeping: bool = False) -> int:
+    """`count_rows` of the roots, `path` being the current path from its top and `points` its
+    `leaving_points`: its rows, and the rows off it counted only (most rows are on it)."""
+    if not path:
+        return count_rows(index, index.get(None, []), bookkeeping)
+    roots = index[None]
+    top = next(n for n, root in enumerate(roots) if root is path[0])
+    count = count_rows(index, [*roots[:top], *roots[top + 1:]], bookkeeping)
+    # Only the top and the entries below a leaving point can be hidden.
+    count += len(path) - sum(not is_shown(path[n], bookkeeping)
+                             for n in {0, *(n + 1 for n in points if n + 1 < len(path))})
+    for n in points:
+        below = path[n + 1] if n + 1 < len(path) else None
+        count += count_rows(index, [record for record in index.get(path[n].env.id, [])
+                                    if record is not below], bookkeeping)
+    return count
 
 
 def _forks(index: Index, parent: Record, child: Record, bookkeeping: bool) -> bool:
