@@ -16,13 +16,16 @@ from typing import Any
 import msgspec
 import pytest
 
+from pi_lsp.session import journal
 from pi_lsp.session.appender import WriteFailedError, append_lines
 from pi_lsp.session.entries import CompactionEntry, CustomMessage, MessageEntry
 from pi_lsp.session.fork import fork_session
 from pi_lsp.session.journal import (
     BOM,
+    LineBatch,
     NotASessionError,
     Problem,
+    parse_lines,
     read_file,
 )
 from pi_lsp.session.records import Refresh, decode_entry
@@ -529,6 +532,47 @@ def test_reading_a_large_file_holds_little_beside_what_it_keeps(tmp_path: Path) 
         tracemalloc.stop()
     assert len(snapshot.records) == 16000
     assert peak - kept < 12 << 20
+
+
+@pytest.mark.parametrize("opener", [b"[", b'{"a":'])
+@pytest.mark.parametrize(("levels", "deep"), [(200, False), (201, True)])
+def test_a_line_nested_past_the_limit_among_sound_ones_is_too_deep(
+        tmp_path: Path, opener: bytes, levels: int, deep: bool) -> None:
+    """Nesting is judged per line among many read at once: one level past the limit, in
+    arrays or objects, is too deep, and the limit itself is read."""
+    closer = b"]" if opener == b"[" else b"}"
+    nested = b'{"type":"custom","customType":"test","id":"aaaa0002","parentId":"aaaa0001",' \
+        b'"data":' + opener * (levels - 1) + b"0" + closer * (levels - 1) + b"}"
+    path = write_session(tmp_path / "s.jsonl", [header(), custom("aaaa0001"), nested,
+                                                custom("aaaa0003", "aaaa0001")])
+    tree = SessionTree.open(path)
+    assert kinds(tree.problems) == ([("too-deep", 3)] if deep else [])
+    assert record_ids(tree) == ["aaaa0001", *([] if deep else ["aaaa0002"]), "aaaa0003"]
+
+
+@pytest.mark.parametrize("damage", [b'"bad":"\xe4\xb8",', b'"deep":' + b"[" * 201 + b"]" * 201
+                                    + b",", b"crlf"])
+def test_damage_in_a_line_begun_in_an_earlier_piece_is_found(
+        tmp_path: Path, damage: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A line read across pieces is split off whole from the last one: bytes that are not
+    UTF-8, nesting too deep or a CR ending it are found all the same, as in a line alone."""
+    line = custom("aaaa0002", "aaaa0001", data="y" * 300)
+    if damage != b"crlf":
+        line = line.replace(b'"data"', damage + b'"data"')
+    monkeypatch.setattr(journal, "READ_CHUNK", 64)
+    path = write_session(tmp_path / "s.jsonl", [header(), custom("aaaa0001"), line],
+                         eol=b"\r\n" if damage == b"crlf" else b"\n")
+    expected = read_lines_one_by_one(path)
+    tree = SessionTree.open(path)
+    assert kinds(tree.problems) == kinds(expected.problems)
+    assert [r.raw for r in tree.records] == [r.raw for r in expected.records]
+
+
+def read_lines_one_by_one(path: str) -> LineBatch:
+    """What the careful path reads from the file's lines, each looked at alone."""
+    batch = LineBatch()
+    parse_lines(Path(path).read_bytes().split(b"\n")[:-1], 1, batch)
+    return batch
 
 
 # -- the appender ----------------------------------------------------------------------------

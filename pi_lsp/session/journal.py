@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import codecs
+import itertools
 import operator
 import os
 import re
@@ -102,16 +103,19 @@ def _classify(raw: bytes, error: Exception) -> Problem:
     return Problem("invalid-entry", f"entry has a field of the wrong type: {error}")
 
 
-def is_utf8(data: bytes) -> bool:
-    """Whether `data` is valid UTF-8, checked in pieces so no large string is built."""
+def is_utf8(data: bytes, start: int = 0, end: int | None = None) -> bool:
+    """Whether `data[start:end]` is valid UTF-8, checked in pieces so no large string is
+    built."""
     if data.isascii():
         return True
-    decode = codecs.getincrementaldecoder("utf-8")().decode
-    view = memoryview(data)
+    view = memoryview(data)[start:end]
+    decode = codecs.utf_8_decode
+    done = 0
     try:
-        for start in range(0, len(data), UTF8_CHUNK):
-            decode(view[start:start + UTF8_CHUNK])
-        decode(b"", True)
+        while len(view) - done > UTF8_CHUNK:
+            # A piece may end inside a character (at most 3 bytes): the next one reads it again.
+            done += decode(view[done:done + UTF8_CHUNK], None, False)[1]
+        decode(view[done:], None, True)
     except UnicodeDecodeError:
         return False
     return True
@@ -120,13 +124,15 @@ def is_utf8(data: bytes) -> bool:
 _JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"')
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _NOT_OPENERS = bytes(b for b in range(256) if b not in b"[{\n")
-_MANY_OPENERS = re.compile(rb"[^\n]{%d}" % (MAX_NESTING + 1))
+_BRACKET_AS_BRACE = bytes.maketrans(b"[", b"{")
+_MANY_OPENERS = b"{" * (MAX_NESTING + 1)
 
 
-def may_be_too_deep(skeleton: bytes) -> bool:
-    """Whether some line of a run's `skeleton` opens enough arrays and objects to nest too deep
-    (a quick test of many lines at once; `too_deep` decides for one)."""
-    return _MANY_OPENERS.search(skeleton) is not None
+def may_be_too_deep(data: bytes) -> bool:
+    """Whether some line of `data` opens enough arrays and objects to nest too deep (a quick
+    test of many lines at once; `too_deep` decides for one). Its openers, all as `{`, and its
+    newlines are left: a row of too many is found by a substring search, which skips ahead."""
+    return _MANY_OPENERS in data.translate(_BRACKET_AS_BRACE, _NOT_OPENERS)
 
 
 def too_deep(raw: bytes) -> bool:
@@ -270,20 +276,15 @@ class Snapshot:
 
 
 class Run(NamedTuple):
-    """Complete lines in a row: the number of the first, them joined by newlines, and their
-    skeleton (only their newlines and opening brackets: how many lines, and how deep)."""
+    """Complete lines in a row: the number of the first, and the lines. `data[start:end]`, the
+    piece they were split from, holds every line but the first, which may have begun in an
+    earlier piece (the checks of the fast path read the piece, not each line)."""
 
     first_line: int
-    body: bytes
-    skeleton: bytes
-
-    @property
-    def line_count(self) -> int:
-        return self.skeleton.count(b"\n") + 1
-
-    def lines(self) -> list[bytes]:
-        """The lines, each copied out (the careful path, and the few a tail reads)."""
-        return self.body.split(b"\n")
+    lines: list[bytes]
+    data: bytes
+    start: int
+    end: int
 
 
 @dataclass(slots=True)
@@ -304,22 +305,22 @@ class LineSplitter:
             self._hold(data)
             return None
         first_end = data.find(b"\n")
+        # Split from the piece itself, its unfinished line popped off: no copy of the piece
+        # is made (a join with the held line, or a slice, copied every 2 MB once more).
+        lines = data.split(b"\n")
+        rest = lines.pop()
         if self.dropping or self.pending_size + first_end > MAX_LINE_BYTES:
             self.too_long.append(self.next_line)
             self.next_line += 1
-            self.pending, self.pending_size, self.dropping = [], 0, False
-            if first_end == cut:
-                self._hold(data[cut + 1:])
-                return None
-            body = data[first_end + 1:cut]
-        else:
-            # A view, so the lines are copied once, not sliced out and then joined.
-            body = b"".join([*self.pending, memoryview(data)[:cut]]) if self.pending \
-                else data[:cut]
-            self.pending, self.pending_size = [], 0
-        run = Run(self.next_line, body, body.translate(None, _NOT_OPENERS))
-        self.next_line += run.line_count
-        self._hold(data[cut + 1:])
+            del lines[0]
+        elif self.pending:
+            lines[0] = b"".join([*self.pending, lines[0]])
+        self.pending, self.pending_size, self.dropping = [], 0, False
+        self._hold(rest)
+        if not lines:
+            return None
+        run = Run(self.next_line, lines, data, first_end + 1, cut)
+        self.next_line += len(lines)
         return run
 
     def _hold(self, piece: bytes) -> None:
@@ -437,19 +438,27 @@ _KINDS = {stat.S_IFIFO: "FIFO", stat.S_IFSOCK: "socket", stat.S_IFCHR: "device",
 
 def _parse_run(run: Run, batch: LineBatch) -> None:
     """Decode a run of complete lines: all at once when none is damaged, else one by one."""
-    lines = run.lines()
-    if not _parse_clean(run, lines, batch):
-        parse_lines(lines, run.first_line, batch)
+    if not _parse_clean(run, batch):
+        parse_lines(run.lines, run.first_line, batch)
 
 
 _type_of = operator.attrgetter("type")
 
 
-def _parse_clean(run: Run, lines: list[bytes], batch: LineBatch) -> bool:
+def _may_be_damaged(run: Run) -> bool:
+    """Whether some line of `run` has a carriage return, bytes that are not UTF-8 or nesting
+    too deep (its first line on its own, the others where they are in the piece)."""
+    first, data, start, end = run.lines[0], run.data, run.start, run.end
+    return (b"\r" in first or not is_utf8(first) or too_deep(first)
+            or data.find(b"\r", start, end) >= 0 or not is_utf8(data, start, end)
+            or may_be_too_deep(data))
+
+
+def _parse_clean(run: Run, batch: LineBatch) -> bool:
     """The fast path for undamaged lines: each decoded straight to its envelope, none looked
     at first; False (nothing taken) when some line needs the careful path."""
-    first_line, body, skeleton = run
-    if b"\r" in body or not is_utf8(body) or may_be_too_deep(skeleton):
+    first_line, lines = run.first_line, run.lines
+    if _may_be_damaged(run):
         return False
     try:
         # A line at a time, as pi reads: one value per line, whole (a stream decoder would
@@ -457,18 +466,18 @@ def _parse_clean(run: Run, lines: list[bytes], batch: LineBatch) -> bool:
         envelopes = list(map(envelope_decoder.fast.decode, lines))
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return False  # some line is damaged; the careful path reports which
-    texts = list(map(msgspec.Raw, lines))
     header = None
     if batch.header is None:
         if envelopes[0].type != "session":
             return False  # the header is not first
         header_raw = lines[0]
         header = _decode_header(header_raw, envelopes[0])
-        texts, envelopes, first_line = texts[1:], envelopes[1:], first_line + 1
+        lines, envelopes, first_line = lines[1:], envelopes[1:], first_line + 1
     if "session" in map(_type_of, envelopes):
         return False  # a second header: the careful path reports it
     if header is not None:
         batch.header, batch.header_raw = header, header_raw
-    batch.records += [Record(number, text, env) for number, (text, env)
-                      in enumerate(zip(texts, envelopes, strict=True), first_line)]
+    # A list, not the map itself: extended by a length it knows, the list grows as before.
+    batch.records += list(map(Record, itertools.count(first_line), map(msgspec.Raw, lines),
+                              envelopes))
     return True

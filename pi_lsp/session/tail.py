@@ -111,7 +111,7 @@ class Tail:
         self.lines.take_too_long(dropped)
         if found is None:
             return TailResult([], self.lines_read + 1, False, dropped.problems)
-        return TailResult(found.lines(), found.first_line, False, dropped.problems)
+        return TailResult(found.lines, found.first_line, False, dropped.problems)
 
     def _advance(self, data: bytes) -> None:
         """Move past `data`, just read: the whole lines it ends and the unfinished one after."""
