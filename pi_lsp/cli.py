@@ -129,6 +129,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from pi_lsp.session.check import check_session, repaired_copy
+    from pi_lsp.session.journal import problem_count
 
     tree = open_session(args.file)
     if args.repair:
@@ -139,7 +140,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             print(printable(f"{args.file}:line {problem.line}: {problem.kind}: "
                             f"{problem.message}"))
         written = len(tree.records) + len(tree.idless)
-        print(f"wrote {args.repair}: {written} entries, {len(repaired)} damaged "
+        print(f"wrote {args.repair}: {written} entries, {problem_count(repaired)} damaged "
               f"line(s) repaired; {args.file} is unchanged")
         return 0
     problems = check_session(tree)
@@ -149,7 +150,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         repair = f" (repair: {problem.repair})" if problem.repair else ""
         print(printable(f"{args.file}:{where}: {problem.kind}{entry}: {problem.message}"
                         f"{repair}"))
-    print(f"{len(tree.records)} entries, {len(problems)} problem(s)")
+    print(f"{len(tree.records)} entries, {problem_count(problems)} problem(s)")
     return EXIT_PROBLEMS if problems else 0
 
 

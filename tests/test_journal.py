@@ -22,10 +22,12 @@ from pi_lsp.session.entries import CompactionEntry, CustomMessage, MessageEntry
 from pi_lsp.session.fork import fork_session
 from pi_lsp.session.journal import (
     BOM,
+    PROBLEMS_PER_KIND,
     LineBatch,
     NotASessionError,
     Problem,
     parse_lines,
+    problem_count,
     read_file,
 )
 from pi_lsp.session.records import Refresh, decode_entry
@@ -573,6 +575,23 @@ def read_lines_one_by_one(path: str) -> LineBatch:
     batch = LineBatch()
     parse_lines(Path(path).read_bytes().split(b"\n")[:-1], 1, batch)
     return batch
+
+
+def test_problems_past_the_cap_of_a_kind_are_counted_across_reads(tmp_path: Path) -> None:
+    """Each damaged line held a problem of its own: 2M blank lines, 2M problems; those past
+    PROBLEMS_PER_KIND of a kind are now counted by one, kept as lines are appended."""
+    path = write_session(tmp_path / "s.jsonl", [header(), *[b""] * (PROBLEMS_PER_KIND + 10)])
+    tree = SessionTree.open(path)
+    assert kinds(tree.problems[-1:]) == [("blank", PROBLEMS_PER_KIND + 2)]
+    with open(path, "ab") as handle:
+        handle.write(b"\n" * (PROBLEMS_PER_KIND + 5) + b"x\n")
+    assert tree.refresh().added == 0
+    assert len(tree.problems) == PROBLEMS_PER_KIND + 2
+    summary = tree.problems[-2]
+    assert (summary.kind, summary.line, summary.more) == \
+        ("blank", PROBLEMS_PER_KIND + 2, PROBLEMS_PER_KIND + 15)
+    assert problem_count(tree.problems) == 2 * PROBLEMS_PER_KIND + 16
+    assert kinds(tree.problems[-1:]) == [("malformed", 2 * PROBLEMS_PER_KIND + 17)]
 
 
 # -- the appender ----------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from pi_lsp.session.entries import (
     ToolResultMessage,
     decode_message,
 )
-from pi_lsp.session.journal import Problem, Record
+from pi_lsp.session.journal import Problem, Problems, Record
 from pi_lsp.session.records import decode_entry, parent_of
 from pi_lsp.session.tree import SessionTree
 
@@ -55,12 +55,12 @@ REPAIRS = {
 
 def check_session(tree: SessionTree) -> list[Problem]:
     """Every problem found, in line order, each with what a repair would do."""
-    problems = [msgspec.structs.replace(p) for p in tree.problems]
-    problems += orphans(tree)
-    problems += cycles(tree)
-    problems += dangling_references(tree)
-    problems += context_edit_problems(tree)
-    problems += unanswered_tool_calls(tree)
+    problems = Problems(msgspec.structs.replace(p) for p in tree.problems)
+    problems.extend(orphans(tree))
+    problems.extend(cycles(tree))
+    problems.extend(dangling_references(tree))
+    problems.extend(context_edit_problems(tree))
+    problems.extend(unanswered_tool_calls(tree))
     if tree.deferred:
         problems.append(Problem("unwritten", "a new session with no user message yet; "
                                 "it has no file until its first prompt"))
@@ -86,7 +86,7 @@ def repaired_copy(tree: SessionTree, target: str) -> list[Problem]:
                 if os.stat(target).st_size == 0:
                     os.unlink(target)
         raise
-    return [p for p in tree.problems if p.kind in LINE_REPAIRS]
+    return Problems(p for p in tree.problems if p.kind in LINE_REPAIRS)
 
 
 def orphans(tree: SessionTree) -> list[Problem]:

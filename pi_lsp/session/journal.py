@@ -9,7 +9,7 @@ import operator
 import os
 import re
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import IO, NamedTuple
 
@@ -34,6 +34,9 @@ MAX_NESTING = 200  # deeper JSON is skipped as damaged: decoding it would exhaus
 PREFIX_CHECK = 512
 SUFFIX_CHECK = 64
 UTF8_CHUNK = 16 << 10  # small pieces keep the check's scratch strings in cache
+# Past this many problems of one kind, the rest are counted, not listed: a hostile file of 2M
+# damaged lines held 2M problems (~150 bytes each) to report what one line would say.
+PROBLEMS_PER_KIND = 1000
 
 
 class NotASessionError(Exception):
@@ -50,6 +53,45 @@ class Problem(msgspec.Struct, omit_defaults=True, rename="camel"):
     line: int | None = None
     entry_id: str | None = None
     repair: str | None = None  # what a repair would do (`check` fills it in)
+    more: int | None = None  # how many more of its kind this one counts, not listed one by one
+
+
+class Problems(list[Problem]):
+    """Problems in the order found, at most PROBLEMS_PER_KIND of each kind listed: the rest
+    are counted by one more problem of the kind, at the first line not listed."""
+
+    def __init__(self, problems: Iterable[Problem] = ()) -> None:
+        super().__init__()
+        self._listed: dict[str, int] = {}
+        self._summaries: dict[str, Problem] = {}
+        self.extend(problems)
+
+    def append(self, problem: Problem) -> None:
+        kind = problem.kind
+        listed = self._listed.get(kind, 0)
+        if problem.more is None and listed < PROBLEMS_PER_KIND:
+            self._listed[kind] = listed + 1
+            super().append(problem)
+        else:  # (a summary from another list adds its count)
+            self._leave_out(kind, problem.more or 1, problem.line)
+
+    def extend(self, problems: Iterable[Problem]) -> None:
+        for problem in problems:
+            self.append(problem)
+
+    def _leave_out(self, kind: str, count: int, line: int | None) -> None:
+        summary = self._summaries.get(kind)
+        if summary is None:
+            summary = self._summaries[kind] = Problem(kind, "", line, more=0)
+            super().append(summary)
+        summary.more = more = (summary.more or 0) + count
+        summary.message = (f"{more} more {kind} problem(s) from this line on are not listed "
+                           f"(only the first {PROBLEMS_PER_KIND} of each kind are)")
+
+
+def problem_count(problems: Iterable[Problem]) -> int:
+    """How many problems `problems` stands for, those only counted included."""
+    return sum(1 if problem.more is None else problem.more for problem in problems)
 
 
 class Record(msgspec.Struct, gc=False):
@@ -85,7 +127,7 @@ class SkippedLine(msgspec.Struct, gc=False):
 @dataclass(slots=True)
 class LineBatch:
     records: list[Record] = field(default_factory=list)
-    problems: list[Problem] = field(default_factory=list)
+    problems: Problems = field(default_factory=Problems)
     skipped: list[SkippedLine] = field(default_factory=list)
     header: SessionHeader | None = None
     header_raw: bytes | None = None
@@ -264,7 +306,7 @@ class Snapshot:
     header: SessionHeader
     header_raw: bytes
     records: list[Record]
-    problems: list[Problem]
+    problems: Problems
     skipped: list[SkippedLine]
     offset: int
     inode: int
@@ -374,7 +416,7 @@ def read_file(path: str, take: Take | None = None) -> Snapshot:
                 _parse_run(found, batch)
             if take is not None:
                 take(batch)
-                batch.records, batch.problems, batch.skipped = [], [], []
+                batch.records, batch.problems, batch.skipped = [], Problems(), []
         torn = lines.rest()
         offset = size - len(torn)
         unterminated = False
@@ -406,7 +448,7 @@ def read_file(path: str, take: Take | None = None) -> Snapshot:
         header=batch.header,
         header_raw=batch.header_raw,
         records=batch.records if take is None else [],
-        problems=batch.problems if take is None else [],
+        problems=batch.problems if take is None else Problems(),
         skipped=batch.skipped if take is None else [],
         offset=offset,
         inode=inode,

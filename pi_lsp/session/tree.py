@@ -37,6 +37,7 @@ from pi_lsp.session.journal import (
     MAX_NESTING,
     LineBatch,
     Problem,
+    Problems,
     Record,
     SkippedLine,
     Snapshot,
@@ -168,7 +169,7 @@ class SessionTree(EntryAppends):
         # pi-lsp), and after a relocation the new file is their only copy.
         self.skipped: list[SkippedLine] = []
         self.by_id: dict[str, Record] = {}
-        self.problems: list[Problem] = []
+        self.problems = Problems()
         self.labels: dict[str, str] = {}
         self.name: str | None = None
         self.leaf_id: str | None = None
@@ -321,10 +322,11 @@ class SessionTree(EntryAppends):
         if not result.lines and not result.problems:
             return Refresh(0, False)
         batch = LineBatch(header=self.header, header_raw=self.header_raw,
-                          problems=result.problems)
+                          problems=Problems(result.problems))
         parse_lines(result.lines, result.first_line, batch)
         # A torn last line is either finished now or reported again as malformed.
-        self.problems = [p for p in self.problems if p.kind != "torn"] + batch.problems
+        self.problems = Problems(p for p in self.problems if p.kind != "torn")
+        self.problems.extend(batch.problems)
         self.skipped += batch.skipped
         before, leaf, idless = len(self.records), self.leaf_id, self.idless_leaf
         self._add(batch.records)
