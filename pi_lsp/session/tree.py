@@ -40,6 +40,7 @@ from pi_lsp.session.journal import (
     Problems,
     Record,
     SkippedLine,
+    SkippedLines,
     Snapshot,
     parse_lines,
     read_file,
@@ -167,7 +168,7 @@ class SessionTree(EntryAppends):
         self.idless: list[Record] = []
         # Lines the reader skipped: pi may read some (a `custom` entry nested too deep for
         # pi-lsp), and after a relocation the new file is their only copy.
-        self.skipped: list[SkippedLine] = []
+        self.skipped = SkippedLines()
         self.by_id: dict[str, Record] = {}
         self.problems = Problems()
         self.labels: dict[str, str] = {}
@@ -327,7 +328,7 @@ class SessionTree(EntryAppends):
         # A torn last line is either finished now or reported again as malformed.
         self.problems = Problems(p for p in self.problems if p.kind != "torn")
         self.problems.extend(batch.problems)
-        self.skipped += batch.skipped
+        self.skipped.extend(batch.skipped)
         before, leaf, idless = len(self.records), self.leaf_id, self.idless_leaf
         self._add(batch.records)
         if self.hold_leaf:
@@ -372,7 +373,7 @@ class SessionTree(EntryAppends):
     def every_line(self) -> Iterator[Record | SkippedLine]:
         """Every line read after the header, skipped ones included, in file order: what a
         copy that must lose nothing writes (lines over MAX_LINE_BYTES were never held)."""
-        after = [line for line in self.skipped if not line.before_header]
+        after = (line for line in self.skipped if not line.before_header)
         return merge(self.kept_records(), after, key=_file_order)
 
     def record(self, entry_id: str) -> Record:
