@@ -623,6 +623,43 @@ def test_a_relocation_writes_many_skipped_lines_byte_for_byte(tmp_path: Path) ->
     assert copy[:2] + copy[3:] == [*lines[:2], *lines[3:], b""]
 
 
+@pytest.mark.parametrize("line", [b"42", b"{}", b'{"type":"x"}'])
+def test_many_idless_entries_cost_little_memory(tmp_path: Path, line: bytes) -> None:
+    """A file of a header and 100,000 id-less lines (`42`, `{}`, an unknown type) kept 35 MB
+    or more once open: a Record, an Envelope and two Problems each, though only the last can
+    matter (pi's leaf). They are kept as bytes now, the leaf as a record."""
+    path = write_session(tmp_path / "s.jsonl", [header(), custom("aaaa0001"),
+                                                *[line] * 100_000])
+    tracemalloc.start()
+    try:
+        tree = SessionTree.open(path)
+        kept, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (tree.leaf_id, tree.idless_leaf and tree.idless_leaf.line) == (None, 100_002)
+    assert problem_count(tree.problems) >= 100_000
+    assert kept < 12 << 20 and peak < 48 << 20
+
+
+def test_a_relocated_turn_keeps_an_idless_leaf_among_many_idless_lines(tmp_path: Path) -> None:
+    """Id-less lines kept as bytes are written again as they were, and a running turn's id-less
+    leaf, no longer the last line, is the same line of the new file."""
+    leaf = b'{"type":"x","parentId":"aaaa0001"}'
+    lines = [header(), custom("aaaa0001"), *[b"42", b"{}", b'"\xff"', b"[1]"] * 300, leaf]
+    path = write_session(tmp_path / "s.jsonl", lines)
+    tree = SessionTree.open(path)
+    tree.hold_leaf = True  # a running turn: another writer's lines do not move its leaf
+    with open(path, "ab") as handle:
+        handle.write(b'{"type":"y"}\n')
+    assert tree.refresh().added == 0 and tree.idless_leaf is not None
+    assert (tree.idless_leaf.line, tree.idless_leaf.raw) == (len(lines), leaf)
+    os.replace(write_session(tmp_path / "other.jsonl", [header()]), path)
+    assert tree.refresh().relocated_from == path
+    assert Path(tree.path).read_bytes().splitlines()[1:] == [*lines[1:], b'{"type":"y"}']
+    assert tree.idless_leaf is not None and tree.idless_leaf.raw == leaf
+    assert [entry.env.id for entry in tree.path_to(None)] == ["aaaa0001", None]
+
+
 # -- the appender ----------------------------------------------------------------------------
 
 

@@ -10,6 +10,7 @@ import os
 import re
 import stat
 from array import array
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, NamedTuple
@@ -69,25 +70,26 @@ class Problems(list[Problem]):
 
     def append(self, problem: Problem) -> None:
         kind = problem.kind
-        listed = self._listed.get(kind, 0)
-        if problem.more is None and listed < PROBLEMS_PER_KIND:
-            self._listed[kind] = listed + 1
-            super().append(problem)
-        else:  # (a summary from another list adds its count)
-            self._leave_out(kind, problem.more or 1, problem.line)
+        summary = self._summaries.get(kind)
+        if summary is None and problem.more is None:
+            listed = self._listed.get(kind, 0)
+            if listed < PROBLEMS_PER_KIND:
+                self._listed[kind] = listed + 1
+                super().append(problem)
+                return
+        if summary is None:  # the first left out (or another list's summary)
+            summary = self._summaries[kind] = Problem(kind, "", problem.line, more=0)
+            super().append(summary)
+        summary.more = more = summary.more + (problem.more or 1)  # type: ignore[operator]
+        summary.message = _UNLISTED % (more, kind)
 
     def extend(self, problems: Iterable[Problem]) -> None:
         for problem in problems:
             self.append(problem)
 
-    def _leave_out(self, kind: str, count: int, line: int | None) -> None:
-        summary = self._summaries.get(kind)
-        if summary is None:
-            summary = self._summaries[kind] = Problem(kind, "", line, more=0)
-            super().append(summary)
-        summary.more = more = (summary.more or 0) + count
-        summary.message = (f"{more} more {kind} problem(s) from this line on are not listed "
-                           f"(only the first {PROBLEMS_PER_KIND} of each kind are)")
+
+_UNLISTED = (f"%d more %s problem(s) from this line on are not listed (only the first "
+             f"{PROBLEMS_PER_KIND} of each kind are)")
 
 
 def problem_count(problems: Iterable[Problem]) -> int:
@@ -126,8 +128,9 @@ class SkippedLine(msgspec.Struct, gc=False):
 
 
 class SkippedLines:
-    """Skipped lines packed: their numbers, ends and bytes in three buffers, ~17 bytes a line
-    beside its bytes, where a SkippedLine each cost ~120 (2M blank lines, 240 MB)."""
+    """Lines kept as their bytes alone (skipped ones, id-less entries), packed: their numbers,
+    ends and bytes in buffers, ~17 bytes a line beside its bytes, where a SkippedLine each
+    cost ~120 (2M blank lines, 240 MB)."""
 
     def __init__(self) -> None:
         self._numbers = array("q")
@@ -142,11 +145,29 @@ class SkippedLines:
         self._before_header.append(before_header)
 
     def extend(self, other: SkippedLines) -> None:
-        for line in other:
-            self.add(line.line, line.original, line.before_header)
+        base = len(self._data)
+        self._numbers += other._numbers
+        self._ends += array("q", [end + base for end in other._ends]) if base else other._ends
+        self._before_header += other._before_header
+        self._data += other._data
 
     def __len__(self) -> int:
         return len(self._numbers)
+
+    def numbers(self) -> array[int]:
+        return self._numbers
+
+    def count_before(self, line: int) -> int:
+        """How many of the lines (added in file order) come before `line`."""
+        return bisect_left(self._numbers, line)
+
+    def last(self) -> SkippedLine | None:
+        """The line added last."""
+        if not self._numbers:
+            return None
+        start = self._ends[-2] if len(self._ends) > 1 else 0
+        return SkippedLine(self._numbers[-1], bytes(self._data[start:]),
+                           bool(self._before_header[-1]))
 
     def __iter__(self) -> Iterator[SkippedLine]:
         """Each line, in the order added, made anew (so only as many are held as are kept)."""
@@ -158,13 +179,28 @@ class SkippedLines:
             start = end
 
 
+# Id-less entries read for more than the leaf: a label or name counts, a user or assistant
+# message dates the session in a listing, and a header is a second one.
+_UNPACKED = ("label", "session_info", "message", "session")
+
+
 @dataclass(slots=True)
 class LineBatch:
     records: list[Record] = field(default_factory=list)
     problems: Problems = field(default_factory=Problems)
     skipped: SkippedLines = field(default_factory=SkippedLines)
+    # Id-less entries that can change nothing but the leaf (see _UNPACKED): their bytes are
+    # all a rewrite needs, and a hostile file may hold millions.
+    idless: SkippedLines = field(default_factory=SkippedLines)
     header: SessionHeader | None = None
     header_raw: bytes | None = None
+    pack_idless: bool = True  # False: every entry is a record (one line read again)
+
+    def packs(self, env: Envelope) -> bool:
+        """Whether an entry with `env` is kept in `idless`: it has no id and is of no type read
+        for more than the leaf; and the file has ids (a version 1 file's are made up)."""
+        return env.id is None and self.pack_idless and self.header is not None and \
+            (self.header.version or 1) >= 2 and env.type not in _UNPACKED
 
 
 def _classify(raw: bytes, error: Exception) -> Problem:
@@ -276,6 +312,9 @@ def parse_lines(lines: list[bytes], first_line: int, batch: LineBatch) -> None:
         for repair in repairs:
             repair.line, repair.entry_id = number, env.id
         batch.problems.extend(repairs)
+        if batch.packs(env):
+            batch.idless.add(number, disk)
+            continue
         if repairs and batch.header is not None:
             records.append(Record(number, msgspec.Raw(raw), env, disk))
             continue
@@ -342,6 +381,7 @@ class Snapshot:
     records: list[Record]
     problems: Problems
     skipped: SkippedLines
+    idless: SkippedLines  # id-less entries kept as bytes (`LineBatch.idless`)
     offset: int
     inode: int
     lines_read: int
@@ -450,7 +490,8 @@ def read_file(path: str, take: Take | None = None) -> Snapshot:
                 _parse_run(found, batch)
             if take is not None:
                 take(batch)
-                batch.records, batch.problems, batch.skipped = [], Problems(), SkippedLines()
+                batch.records, batch.problems = [], Problems()
+                batch.skipped, batch.idless = SkippedLines(), SkippedLines()
         torn = lines.rest()
         offset = size - len(torn)
         unterminated = False
@@ -461,6 +502,7 @@ def read_file(path: str, take: Take | None = None) -> Snapshot:
             # bytes that are not UTF-8) is what pi 1.6 reads from the line it has so far.
             if not probe.skipped:
                 batch.records.extend(probe.records)
+                batch.idless.extend(probe.idless)
                 batch.problems.extend(probe.problems)
                 batch.header, batch.header_raw = probe.header, probe.header_raw
                 offset, unterminated = size, True
@@ -484,6 +526,7 @@ def read_file(path: str, take: Take | None = None) -> Snapshot:
         records=batch.records if take is None else [],
         problems=batch.problems if take is None else Problems(),
         skipped=batch.skipped if take is None else SkippedLines(),
+        idless=batch.idless if take is None else SkippedLines(),
         offset=offset,
         inode=inode,
         lines_read=lines.next_line - 1 + unterminated,
@@ -514,8 +557,26 @@ _KINDS = {stat.S_IFIFO: "FIFO", stat.S_IFSOCK: "socket", stat.S_IFCHR: "device",
 
 def _parse_run(run: Run, batch: LineBatch) -> None:
     """Decode a run of complete lines: all at once when none is damaged, else one by one."""
+    taken = len(batch.records)
     if not _parse_clean(run, batch):
         parse_lines(run.lines, run.first_line, batch)
+    elif None in map(_id_of, batch.records[taken:]):
+        _pack_idless(batch, taken)
+
+
+_id_of = operator.attrgetter("env.id")
+
+
+def _pack_idless(batch: LineBatch, start: int) -> None:
+    """Move the id-less entries the fast path took as records (from `start` on) to `idless`,
+    as `parse_lines` keeps them."""
+    kept = []
+    for record in batch.records[start:]:
+        if batch.packs(record.env):
+            batch.idless.add(record.line, record.original)
+        else:
+            kept.append(record)
+    batch.records[start:] = kept
 
 
 _type_of = operator.attrgetter("type")
@@ -557,3 +618,13 @@ def _parse_clean(run: Run, batch: LineBatch) -> bool:
     batch.records += list(map(Record, itertools.count(first_line), map(msgspec.Raw, lines),
                               envelopes))
     return True
+
+
+def idless_record(line: SkippedLine) -> Record:
+    """The record of an id-less entry kept as bytes, read again."""
+    batch = LineBatch(header=_ANY_HEADER, pack_idless=False)
+    parse_lines([line.original], line.line, batch)
+    return batch.records[0]
+
+
+_ANY_HEADER = SessionHeader(version=3, id="", timestamp="", cwd="")  # (a line after it is an entry)

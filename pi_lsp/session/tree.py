@@ -6,11 +6,12 @@ import contextlib
 import errno
 import gc
 import os
-from bisect import insort
+from bisect import bisect_left, insort
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cmp_to_key
 from heapq import merge
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ from pi_lsp.session.journal import (
     SkippedLine,
     SkippedLines,
     Snapshot,
+    idless_record,
     parse_lines,
     read_file,
     too_deep,
@@ -164,8 +166,10 @@ class SessionTree(EntryAppends):
         self.header_raw = header_raw
         self.records: list[Record] = []
         # Entries with no id (or an off-type one): out of `records`, as no parentId can name
-        # them, yet lines of the session that a rewrite must keep.
-        self.idless: list[Record] = []
+        # them, yet lines of the session that a rewrite must keep. Those that can change only
+        # the leaf are kept as bytes (`idless_lines`), the others as records.
+        self.idless_records: list[Record] = []
+        self.idless_lines = SkippedLines()
         # Lines the reader skipped: pi may read some (a `custom` entry nested too deep for
         # pi-lsp), and after a relocation the new file is their only copy.
         self.skipped = SkippedLines()
@@ -235,7 +239,7 @@ class SessionTree(EntryAppends):
         self.migrated = migrate(snapshot)
         self.header, self.header_raw = snapshot.header, snapshot.header_raw
         self.records, self.by_id, self.labels, self.name = [], {}, {}, None
-        self.idless = []
+        self.idless_records, self.idless_lines = [], SkippedLines()
         self.skipped = snapshot.skipped
         self.leaf_id = None  # a file read again may hold none of the entries it had
         self.idless_leaf = None
@@ -243,6 +247,7 @@ class SessionTree(EntryAppends):
         self._children = None
         self._epoch += 1
         self._add(snapshot.records)
+        self._take_idless_lines(snapshot.idless, snapshot.records)
         self._tail = Tail.after(self.path, snapshot)
 
     def _add(self, records: list[Record]) -> None:
@@ -280,9 +285,21 @@ class SessionTree(EntryAppends):
         """An entry with no id: pi indexes it all the same, so its name or label counts and,
         last, it is the leaf; no parentId can name it, so it is in no other path."""
         self.leaf_id, self.idless_leaf = None, record
-        self.idless.append(record)
+        self.idless_records.append(record)
         if record.env.type in ("label", "session_info"):
             self._apply_marker(record)
+
+    def _take_idless_lines(self, lines: SkippedLines, records: list[Record]) -> None:
+        """Id-less entries kept as bytes, read with `records` (just added): pi's leaf is the
+        last of them when it comes after those."""
+        last = lines.last()
+        if last is None:
+            return
+        self.idless_lines.extend(lines)
+        self.problems.extend(Problem("no-id", "entry has no id", number)
+                             for number in lines.numbers())
+        if not records or last.line > records[-1].line:
+            self.leaf_id, self.idless_leaf = None, idless_record(last)
 
     def _apply_marker(self, record: Record) -> None:
         entry = decode_entry(record)
@@ -331,6 +348,7 @@ class SessionTree(EntryAppends):
         self.skipped.extend(batch.skipped)
         before, leaf, idless = len(self.records), self.leaf_id, self.idless_leaf
         self._add(batch.records)
+        self._take_idless_lines(batch.idless, batch.records)
         if self.hold_leaf:
             self.leaf_id, self.idless_leaf = leaf, idless
         return Refresh(len(self.records) - before, False)
@@ -355,20 +373,36 @@ class SessionTree(EntryAppends):
         if leaf is None or leaf in self.by_id:
             # The new file's id-less lines are this one's, in order: its leaf is the same one.
             self.leaf_id = leaf
-            self.idless_leaf = None if idless_at is None else self.idless[idless_at]
+            self.idless_leaf = None if idless_at is None else \
+                next(islice(self._idless(), idless_at, None))
         return Refresh(len(self.records), True, relocated_from=old)
 
     def _idless_leaf_at(self) -> int | None:
         """Where the id-less leaf is among the id-less entries (None: there is none)."""
-        return next((n for n, record in enumerate(self.idless) if record is self.idless_leaf),
-                    None)
+        leaf = self.idless_leaf
+        if leaf is None:
+            return None
+        return bisect_left(self.idless_records, leaf.line, key=_file_order) + \
+            self.idless_lines.count_before(leaf.line)
 
     # -- reading -------------------------------------------------------------------------
+
+    @property
+    def idless(self) -> list[Record]:
+        """The id-less entries in file order (those kept as bytes read again)."""
+        return list(self._idless())
+
+    def _idless(self) -> Iterator[Record]:
+        """The id-less entries in file order, one at a time; the leaf is the leaf's record."""
+        leaf = self.idless_leaf
+        lines = (leaf if leaf is not None and leaf.line == line.line else idless_record(line)
+                 for line in self.idless_lines)
+        return merge(self.idless_records, lines, key=_file_order)
 
     def kept_records(self) -> Iterator[Record]:
         """Every entry line kept, id-less ones included, in file order: what a rewrite of the
         whole session writes."""
-        return merge(self.records, self.idless, key=_file_order)
+        return merge(self.records, self._idless(), key=_file_order)
 
     def every_line(self) -> Iterator[Record | SkippedLine]:
         """Every line read after the header, skipped ones included, in file order: what a
