@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from pi_lsp.session.jsontext import escape_line_separators
 
@@ -21,7 +21,7 @@ class FileReplacedError(WriteFailedError):
     """The file at the path is no longer the one the session read; nothing was written."""
 
 
-def append_lines(path: str, lines: list[bytes], *, create: bool = False,
+def append_lines(path: str, lines: Iterable[bytes], *, create: bool = False,
                  exclusive: bool = False,
                  unchanged: Callable[[int, os.stat_result], bool] | None = None) -> None:
     """Append complete lines in one `write()` under an exclusive advisory lock.
@@ -52,7 +52,10 @@ def append_lines(path: str, lines: list[bytes], *, create: bool = False,
         # stopped mid-write) would join ours to it and lose both.
         if size and os.pread(fd, 1, size - 1) != b"\n":
             prefix = b"\n"
-        payload = prefix + b"".join(escape_line_separators(line) + b"\n" for line in lines)
+        payload = bytearray(prefix)
+        for line in lines:  # a line at a time: a rewrite of millions is never a list of them
+            payload += escape_line_separators(line)
+            payload += b"\n"
         try:
             written = os.write(fd, payload)
         except OSError as error:  # a write that fails has written nothing
@@ -63,7 +66,7 @@ def append_lines(path: str, lines: list[bytes], *, create: bool = False,
         os.close(fd)
 
 
-def _short_write(fd: int, size: int, payload: bytes, written: int) -> str:
+def _short_write(fd: int, size: int, payload: bytearray, written: int) -> str:
     """Deal with a write that stored only the first `written` bytes (disk full, file size
     limit, a signal); what is left in the file, said for the error."""
     # The rest is never written with a second `write()`: pi, which takes no lock, could

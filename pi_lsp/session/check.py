@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+from itertools import chain
 from typing import Any
 
 import msgspec
@@ -78,8 +79,8 @@ def repaired_copy(tree: SessionTree, target: str) -> list[Problem]:
     """Write the session to a new file `target` with its line-level problems repaired (damaged
     lines dropped, bad text read as U+FFFD); returns the problems that were repaired."""
     try:
-        append_lines(target, [tree.header_raw, *(record.raw for record in tree.kept_records())],
-                     create=True, exclusive=True)
+        append_lines(target, chain([tree.header_raw], tree.kept_texts()), create=True,
+                     exclusive=True)
     except WriteFailedError as error:
         if error.errno != errno.EEXIST:  # then the file is ours: leave no empty one behind
             with contextlib.suppress(OSError):

@@ -161,13 +161,11 @@ class SkippedLines:
         """How many of the lines (added in file order) come before `line`."""
         return bisect_left(self._numbers, line)
 
-    def last(self) -> SkippedLine | None:
-        """The line added last."""
-        if not self._numbers:
-            return None
-        start = self._ends[-2] if len(self._ends) > 1 else 0
-        return SkippedLine(self._numbers[-1], bytes(self._data[start:]),
-                           bool(self._before_header[-1]))
+    def __getitem__(self, index: int) -> SkippedLine:
+        index = range(len(self._numbers))[index]  # (a negative one counts from the end)
+        start = self._ends[index - 1] if index else 0
+        return SkippedLine(self._numbers[index], bytes(self._data[start:self._ends[index]]),
+                           bool(self._before_header[index]))
 
     def __iter__(self) -> Iterator[SkippedLine]:
         """Each line, in the order added, made anew (so only as many are held as are kept)."""

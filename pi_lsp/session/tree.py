@@ -7,11 +7,11 @@ import errno
 import gc
 import os
 from bisect import bisect_left, insort
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cmp_to_key
 from heapq import merge
-from itertools import islice
+from itertools import chain, islice
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ from pi_lsp.session.journal import (
     idless_record,
     parse_lines,
     read_file,
+    repair_line,
     too_deep,
 )
 from pi_lsp.session.jsontext import escape_line_separators
@@ -292,9 +293,9 @@ class SessionTree(EntryAppends):
     def _take_idless_lines(self, lines: SkippedLines, records: list[Record]) -> None:
         """Id-less entries kept as bytes, read with `records` (just added): pi's leaf is the
         last of them when it comes after those."""
-        last = lines.last()
-        if last is None:
+        if not lines:
             return
+        last = lines[-1]
         self.idless_lines.extend(lines)
         self.problems.extend(Problem("no-id", "entry has no id", number)
                              for number in lines.numbers())
@@ -363,9 +364,9 @@ class SessionTree(EntryAppends):
                                parent_session=str(real_path(old)))
         target = real_path(old).parent / session_file_name(header.id, header.timestamp)
         # A line skipped before the header stays before it: after it, `42` would be an entry.
-        before = [line.original for line in self.skipped if line.before_header]
-        lines = [*before, encoder.encode(header),
-                 *(line.original for line in self.every_line())]
+        before = (line.original for line in self.skipped if line.before_header)
+        lines = chain(before, [encoder.encode(header)],
+                      (line.original for line in self.every_line()))
         append_lines(str(target), lines, create=True)
         leaf, idless_at = self.leaf_id, self._idless_leaf_at()
         self.path = str(target)
@@ -373,8 +374,7 @@ class SessionTree(EntryAppends):
         if leaf is None or leaf in self.by_id:
             # The new file's id-less lines are this one's, in order: its leaf is the same one.
             self.leaf_id = leaf
-            self.idless_leaf = None if idless_at is None else \
-                next(islice(self._idless(), idless_at, None))
+            self.idless_leaf = None if idless_at is None else self._idless_entry(idless_at)
         return Refresh(len(self.records), True, relocated_from=old)
 
     def _idless_leaf_at(self) -> int | None:
@@ -384,6 +384,16 @@ class SessionTree(EntryAppends):
             return None
         return bisect_left(self.idless_records, leaf.line, key=_file_order) + \
             self.idless_lines.count_before(leaf.line)
+
+    def _idless_entry(self, index: int) -> Record:
+        """The id-less entry at `index` in file order (read again when kept as bytes)."""
+        records = self.idless_records
+        lines = merge(map(_file_order, records), self.idless_lines.numbers())
+        line = next(islice(lines, index, None))
+        at = bisect_left(records, line, key=_file_order)
+        if at < len(records) and records[at].line == line:
+            return records[at]
+        return idless_record(self.idless_lines[self.idless_lines.count_before(line)])
 
     # -- reading -------------------------------------------------------------------------
 
@@ -399,16 +409,21 @@ class SessionTree(EntryAppends):
                  for line in self.idless_lines)
         return merge(self.idless_records, lines, key=_file_order)
 
-    def kept_records(self) -> Iterator[Record]:
-        """Every entry line kept, id-less ones included, in file order: what a rewrite of the
-        whole session writes."""
-        return merge(self.records, self._idless(), key=_file_order)
+    def kept_texts(self) -> Iterator[bytes]:
+        """Every entry line kept, id-less ones included, in file order, as read (bytes that
+        are not UTF-8 as U+FFFD): what a repaired rewrite of the whole session writes."""
+        lines = (SkippedLine(line.line, repair_line(line.original)[0])
+                 for line in self.idless_lines)
+        entries: list[Iterable[Record | SkippedLine]] = [self.records, self.idless_records, lines]
+        for kept in merge(*entries, key=_file_order):
+            yield kept.raw if isinstance(kept, Record) else kept.original
 
     def every_line(self) -> Iterator[Record | SkippedLine]:
         """Every line read after the header, skipped ones included, in file order: what a
         copy that must lose nothing writes (lines over MAX_LINE_BYTES were never held)."""
         after = (line for line in self.skipped if not line.before_header)
-        return merge(self.kept_records(), after, key=_file_order)
+        return merge(self.records, self.idless_records, self.idless_lines, after,
+                     key=_file_order)
 
     def record(self, entry_id: str) -> Record:
         try:
