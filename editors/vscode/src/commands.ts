@@ -330,7 +330,8 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
         pi.outputChannel.appendLine(`pi.check ${uri}`);
         for (const p of problems) pi.outputChannel.appendLine(`  ${p.line !== undefined ? `line ${p.line}: ` : ""}${p.kind}: ${p.message}${p.entryId ? ` (${p.entryId})` : ""}`);
         pi.outputChannel.show(true);
-        void vscode.window.showWarningMessage(`pi: ${problems.length} problem(s) in the session file; see the output.`);
+        const count = problems.reduce((total, p) => total + (p.more ?? 1), 0);
+        void vscode.window.showWarningMessage(`pi: ${count} problem(s) in the session file; see the output.`);
       }
       return problems;
     },

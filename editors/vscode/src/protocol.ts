@@ -182,6 +182,8 @@ export interface Problem {
   message: string;
   line?: number;
   entryId?: string;
+  /** Past the first 1,000 of a kind: how many more of it this one counts, not listed. */
+  more?: number;
 }
 
 /** Every command: its one object argument and its result. */

@@ -542,6 +542,17 @@ test("a long context's preview shows both ends at first, more on Show More of th
   assert.match(more, /_… messages 101 to 250 not shown_/);
 });
 
+test("Check counts the problems past those listed: its warning said 1,001 for 1,500 blank lines", async () => {
+  const path = require("node:path");
+  const file = path.join(ws.sessionsDir, "blank-lines.jsonl");
+  const head = JSON.stringify({ type: "session", version: 3, id: "blank-lines", timestamp: "2026-12-01T10:00:00.000Z", cwd: "/tmp/blank" });
+  fs.writeFileSync(file, head + "\n".repeat(1501));
+  const problems = await run("piLsp.check", { uri: vscode.Uri.file(file).toString() });
+  assert.equal(problems.length, 1001);
+  assert.equal(problems.at(-1).more, 500);
+  assert.equal(rec.messages.at(-1).message, "pi: 1500 problem(s) in the session file; see the output.");
+});
+
 test("a failing command shows the server's message instead of throwing", async () => {
   const before = errors().length;
   assert.equal(await run("piLsp.branch", { uri: sessionUri, entryId: "no-such-entry" }), undefined);
