@@ -685,6 +685,16 @@ def test_a_rewrite_of_many_idless_lines_holds_none_of_them_as_a_record(tmp_path:
     assert repairing < 4 << 20 and relocating < 12 << 20
 
 
+def test_a_new_session_holds_an_idless_line_it_takes_as_its_leaf(tmp_path: Path) -> None:
+    """An id-less line a new session took (a fork's path ends in one) was held for writing but
+    not in memory: it was neither in `idless` nor the leaf."""
+    tree = SessionTree.create(str(tmp_path / "new.jsonl"), str(tmp_path), deferred=True)
+    tree.take_lines([custom("aaaa0001"), b'{"type":"x","parentId":"aaaa0001"}'])
+    assert [record.line for record in tree.idless] == [3]
+    assert tree.idless_leaf is not None and tree.idless_leaf.env.parent_id == "aaaa0001"
+    assert tree.leaf_id is None and tree.path_ids(None) == ["aaaa0001", None]
+
+
 # -- the appender ----------------------------------------------------------------------------
 
 

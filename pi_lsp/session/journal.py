@@ -80,7 +80,7 @@ class Problems(list[Problem]):
         if summary is None:  # the first left out (or another list's summary)
             summary = self._summaries[kind] = Problem(kind, "", problem.line, more=0)
             super().append(summary)
-        summary.more = more = summary.more + (problem.more or 1)  # type: ignore[operator]
+        summary.more = more = (summary.more or 0) + (problem.more or 1)
         summary.message = _UNLISTED % (more, kind)
 
     def extend(self, problems: Iterable[Problem]) -> None:

@@ -399,15 +399,12 @@ class SessionTree(EntryAppends):
 
     @property
     def idless(self) -> list[Record]:
-        """The id-less entries in file order (those kept as bytes read again)."""
-        return list(self._idless())
-
-    def _idless(self) -> Iterator[Record]:
-        """The id-less entries in file order, one at a time; the leaf is the leaf's record."""
+        """The id-less entries in file order, those kept as bytes read again (the leaf's is
+        the leaf)."""
         leaf = self.idless_leaf
         lines = (leaf if leaf is not None and leaf.line == line.line else idless_record(line)
                  for line in self.idless_lines)
-        return merge(self.idless_records, lines, key=_file_order)
+        return list(merge(self.idless_records, lines, key=_file_order))
 
     def kept_texts(self) -> Iterator[bytes]:
         """Every entry line kept, id-less ones included, in file order, as read (bytes that
@@ -687,6 +684,7 @@ class SessionTree(EntryAppends):
         if not any(map(starts_conversation, batch.records)):
             self._unwritten.extend(lines)
             self._add(batch.records)
+            self._take_idless_lines(batch.idless, batch.records)
             self._notify(Refresh(len(batch.records), False))
             return
         # Held only once written: lines whose write failed are not part of the session.
