@@ -595,18 +595,24 @@ def test_problems_past_the_cap_of_a_kind_are_counted_across_reads(tmp_path: Path
     assert kinds(tree.problems[-1:]) == [("malformed", 2 * PROBLEMS_PER_KIND + 17)]
 
 
-@pytest.mark.parametrize("line", [b"", b"{oops"])
-def test_many_hostile_lines_cost_little_memory(tmp_path: Path, line: bytes) -> None:
-    """A file of a header and 400,000 blank or malformed lines kept 30 or 45 MB once open
-    (a SkippedLine each; 60 and 125 MB with a Problem each): a cloned repository's file could
-    eat the editor's memory. Skipped lines are packed now, ~17 bytes each beside their own."""
-    path = write_session(tmp_path / "s.jsonl", [header(), *[line] * 400_000])
+def open_traced(path: str) -> tuple[SessionTree, int, int]:
+    """The session at `path` opened, with the memory it keeps and its peak (tracemalloc)."""
     tracemalloc.start()
     try:
         tree = SessionTree.open(path)
         kept, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
+    return tree, kept, peak
+
+
+@pytest.mark.parametrize("line", [b"", b"{oops"])
+def test_many_hostile_lines_cost_little_memory(tmp_path: Path, line: bytes) -> None:
+    """A file of a header and 400,000 blank or malformed lines kept 30 or 45 MB once open
+    (a SkippedLine each; 60 and 125 MB with a Problem each): a cloned repository's file could
+    eat the editor's memory. Skipped lines are packed now, ~17 bytes each beside their own."""
+    path = write_session(tmp_path / "s.jsonl", [header(), *[line] * 400_000])
+    tree, kept, peak = open_traced(path)
     assert len(tree.skipped) == 400_000
     assert kept < 16 << 20 and peak < 40 << 20
 
@@ -631,12 +637,7 @@ def test_many_idless_entries_cost_little_memory(tmp_path: Path, line: bytes) -> 
     matter (pi's leaf). They are kept as bytes now, the leaf as a record."""
     path = write_session(tmp_path / "s.jsonl", [header(), custom("aaaa0001"),
                                                 *[line] * 100_000])
-    tracemalloc.start()
-    try:
-        tree = SessionTree.open(path)
-        kept, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    tree, kept, peak = open_traced(path)
     assert (tree.leaf_id, tree.idless_leaf and tree.idless_leaf.line) == (None, 100_002)
     assert problem_count(tree.problems) >= 100_000
     assert kept < 12 << 20 and peak < 48 << 20
