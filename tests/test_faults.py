@@ -7,6 +7,7 @@ import errno
 import json
 import math
 import os
+import shutil
 import subprocess
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from pi_lsp.agent import harness as harness_module
 from pi_lsp.agent.events import (
     AgentEvent,
     AgentStart,
+    ErrorEvent,
     MessageEnd,
     SavePoint,
     SessionMoved,
@@ -512,6 +514,25 @@ async def test_a_file_replaced_mid_turn_keeps_both_sides(
     assert any(isinstance(e, ToolExecutionStart) for e in events)
 
 
+async def test_a_turn_whose_session_folder_is_swapped_reports_it(
+        rig_harness: tuple[Harness, list[AgentEvent]], fake: FakeAnthropic,
+        tmp_path: Path) -> None:
+    """The model's command swaps `.pi/sessions` for a symlink leading out (a checkout): the
+    turn ends with an error naming where it leads, and nothing is written there (before,
+    the whole session was)."""
+    harness, events = rig_harness
+    sessions, outside = tmp_path / ".pi" / "sessions", tmp_path / "outside"
+    outside.mkdir()
+    command = f"rm -r {sessions} && ln -s {outside} {sessions}"
+    fake.script(tool_reply([("toolu_1", "bash", {"command": command})]), text_reply("done"))
+    with pytest.raises(WriteFailedError):
+        await harness.prompt("go")
+    [error] = [e for e in events if isinstance(e, ErrorEvent)]
+    assert f"now leads elsewhere, to {outside};" in error.message
+    assert list(outside.iterdir()) == []
+    assert harness.tree.path_ids(harness.tree.leaf_id)[:2] == ["aaaa0001", "aaaa0002"]
+
+
 @dataclass
 class Moving:
     """A harness on a session whose file `other` will replace, and the events it sent."""
@@ -671,6 +692,50 @@ def test_an_append_to_a_deleted_file_brings_it_back_only_for_a_running_turn(
     label = tree.append_label("aaaa0001", "kept")
     [moved] = tmp_path.iterdir()
     assert tree.path == str(moved) and {label, "aaaa0001"} <= set(entries(tree.path))
+
+
+def in_sessions_folder(tmp_path: Path) -> tuple[Path, SessionTree]:
+    """A session in a workspace's `.pi/sessions`, held by a running turn."""
+    sessions = tmp_path / "ws" / ".pi" / "sessions"
+    sessions.mkdir(parents=True)
+    tree = SessionTree.open(str(write(sessions / "s.jsonl", [user_line("aaaa0001", None, "one",
+                                                                       1)])))
+    tree.hold_leaf = True
+    return sessions, tree
+
+
+@pytest.mark.parametrize("swap", ["symlink", "gone"])
+def test_a_running_turn_never_moves_through_a_symlink_put_in_its_folders_place(
+        tmp_path: Path, swap: str) -> None:
+    """A checkout puts a symlink leading out where the session folder was (or removes it):
+    before, the turn's next entry moved the whole session into the folder it leads to."""
+    sessions, tree = in_sessions_folder(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    shutil.rmtree(sessions)
+    if swap == "symlink":
+        sessions.symlink_to(outside)
+    with pytest.raises(WriteFailedError) as caught:
+        tree.append_label("aaaa0001", "kept")
+    what = f"now leads elsewhere, to {outside};" if swap == "symlink" else "is gone;"
+    assert f"the session folder {sessions} {what}" in str(caught.value)
+    assert "entries are kept in memory" in str(caught.value)
+    assert list(outside.iterdir()) == []
+    assert tree.path == str(sessions / "s.jsonl") and list(tree.by_id) == ["aaaa0001"]
+
+
+def test_a_session_file_replaced_by_a_symlink_moves_on_beside_it(tmp_path: Path) -> None:
+    """The session file (not its folder) is replaced by a symlink leading out: the session
+    goes on in its own folder, its parentSession the old file as it was (before, both named
+    the folder the symlink leads to)."""
+    sessions, tree = in_sessions_folder(tmp_path)
+    outside = write(tmp_path / "outside.jsonl", [user_line("bbbb0001", None, "other", 1)])
+    (sessions / "s.jsonl").unlink()
+    (sessions / "s.jsonl").symlink_to(outside)
+    label = tree.append_label("aaaa0001", "kept")
+    assert Path(tree.path).parent == sessions and {label, "aaaa0001"} <= set(entries(tree.path))
+    assert SessionTree.open(tree.path).header.parent_session == str(sessions / "s.jsonl")
+    assert list(entries(str(outside))) == ["bbbb0001"]
 
 
 @pytest.mark.parametrize("in_place", [False, True])

@@ -71,6 +71,7 @@ NOT_READ_BACK = ("another writer's line was being written at the same moment and
                  "together, so the entry is not in the session")
 REPLACED_AS_WRITTEN = ("the file was replaced as the entry was written; this session goes on in "
                        "a new file, without it")
+FOLDER_LEFT = "nothing was written there, and this session's entries are kept in memory"
 UNREADABLE = (f"the entry nests more than {MAX_NESTING} levels deep or is longer than "
               f"{MAX_LINE_BYTES >> 20} MB: pi-lsp could not read it back, so it was not written")
 
@@ -163,6 +164,9 @@ class SessionTree(EntryAppends):
 
     def __init__(self, path: str, header: SessionHeader, header_raw: bytes) -> None:
         self.path = path
+        # The real folder the file is in as it is read or created: a relocation writes only
+        # there, never through a symlink put in its place since (a git checkout mid-turn).
+        self.folder = real_path(os.path.dirname(path))
         self.header = header
         self.header_raw = header_raw
         self.records: list[Record] = []
@@ -356,13 +360,17 @@ class SessionTree(EntryAppends):
 
     def _relocate(self) -> Refresh:
         """The file was replaced (or cut short) under this session: neither side may be lost,
-        so everything known here is written, byte for byte, to a new file next to it whose
-        header names the old path as `parentSession`; this session continues there."""
+        so everything known here is written, byte for byte, to a new file in the folder it was
+        read from, whose header names the old file as `parentSession`; this session continues
+        there. A folder whose path now leads elsewhere, or is gone, gets nothing."""
         old = self.path
+        moved = self._folder_moved()
+        if moved is not None:
+            raise WriteFailedError(errno.EPERM, f"{moved}; {FOLDER_LEFT}", old)
         header = SessionHeader(version=3, id=new_session_id(), timestamp=iso_now(),
                                cwd=real_cwd(self.header.cwd),
-                               parent_session=str(real_path(old)))
-        target = real_path(old).parent / session_file_name(header.id, header.timestamp)
+                               parent_session=str(self.folder / os.path.basename(old)))
+        target = self.folder / session_file_name(header.id, header.timestamp)
         # A line skipped before the header stays before it: after it, `42` would be an entry.
         before = (line.original for line in self.skipped if line.before_header)
         lines = chain(before, [encoder.encode(header)],
@@ -376,6 +384,16 @@ class SessionTree(EntryAppends):
             self.leaf_id = leaf
             self.idless_leaf = None if idless_at is None else self._idless_entry(idless_at)
         return Refresh(len(self.records), True, relocated_from=old)
+
+    def _folder_moved(self) -> str | None:
+        """What became of the session's folder when its path no longer leads to it (a symlink
+        put in its place, or gone); None when it is still there."""
+        now = real_path(os.path.dirname(self.path))
+        if now != self.folder:
+            return f"the session folder {self.folder} now leads elsewhere, to {now}"
+        if not now.is_dir():
+            return f"the session folder {self.folder} is gone"
+        return None
 
     def _idless_leaf_at(self) -> int | None:
         """Where the id-less leaf is among the id-less entries (None: there is none)."""
