@@ -662,6 +662,44 @@ def test_a_relocated_turn_keeps_an_idless_leaf_among_many_idless_lines(tmp_path:
     assert [entry.env.id for entry in tree.path_to(None)] == ["aaaa0001", None]
 
 
+def test_a_relocated_idless_leaf_that_grows_too_long_leaves_pi_reading_the_new_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An id-less leaf holding raw U+2028 grows as written again (escaped, 3 bytes to 6): past
+    MAX_LINE_BYTES the new file reads without it, and finding the leaf there raised
+    StopIteration. The leaf is now the one pi reads from the new file, its last line."""
+    monkeypatch.setattr(journal, "MAX_LINE_BYTES", 400)
+    monkeypatch.setattr(journal, "READ_CHUNK", 64)  # (a line within one piece is never long)
+    leaf = custom(None, "aaaa0001", data="\u2028" * 80)
+    path = write_session(tmp_path / "s.jsonl", [header(), custom("aaaa0001"), leaf])
+    tree = SessionTree.open(path)
+    assert tree.idless_leaf is not None and tree.idless_leaf.raw == leaf
+    tree.hold_leaf = True  # a running turn moves away from a replaced file
+    os.replace(write_session(tmp_path / "other.jsonl", [header()]), path)
+    assert tree.refresh().relocated_from == path
+    assert [problem.kind for problem in tree.problems] == ["too-long"]
+    assert (tree.leaf_id, tree.idless_leaf, tree.idless) == ("aaaa0001", None, [])
+
+
+def test_a_relocated_turn_keeps_its_idless_leaf_after_a_line_that_grows_too_long(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The id-less leaf was found again by its place among the id-less entries: one before it
+    dropped from the new file as too long moved the turn's leaf to the next id-less line."""
+    monkeypatch.setattr(journal, "MAX_LINE_BYTES", 400)
+    monkeypatch.setattr(journal, "READ_CHUNK", 64)  # (a line within one piece is never long)
+    leaf = custom(None, "aaaa0001")
+    lines = [header(), custom("aaaa0001"), custom(None, "aaaa0001", data="\u2028" * 80), leaf]
+    path = write_session(tmp_path / "s.jsonl", lines)
+    tree = SessionTree.open(path)
+    tree.hold_leaf = True  # a running turn: another writer's lines do not move its leaf
+    with open(path, "ab") as handle:
+        handle.write(b'{"type":"y"}\n')
+    assert tree.refresh().added == 0
+    os.replace(write_session(tmp_path / "other.jsonl", [header()]), path)
+    assert tree.refresh().relocated_from == path
+    assert tree.idless_leaf is not None and (tree.idless_leaf.line, tree.idless_leaf.raw) == \
+        (4, leaf)
+
+
 def test_a_rewrite_of_many_idless_lines_holds_none_of_them_as_a_record(tmp_path: Path) -> None:
     """A repaired copy or a relocation of 100,000 `42` lines read each again as a record and
     listed every line before writing (16 MB at the peak, 4 s and 10 s): a rewrite now goes a

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cmp_to_key
 from heapq import merge
-from itertools import chain, islice
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -379,10 +379,11 @@ class SessionTree(EntryAppends):
         leaf, idless_at = self.leaf_id, self._idless_leaf_at()
         self.path = str(target)
         self._load(read_file(self.path))
-        if leaf is None or leaf in self.by_id:
-            # The new file's id-less lines are this one's, in order: its leaf is the same one.
-            self.leaf_id = leaf
-            self.idless_leaf = None if idless_at is None else self._idless_entry(idless_at)
+        # A line that grew past MAX_LINE_BYTES as written (U+2028 escaped, 3 bytes to 6) is
+        # not in the new file: with the id-less leaf gone, pi's reading of that file stands.
+        idless = None if idless_at is None else self._idless_entry(idless_at)
+        if (leaf is None or leaf in self.by_id) and (idless_at is None or idless is not None):
+            self.leaf_id, self.idless_leaf = leaf, idless
         return Refresh(len(self.records), True, relocated_from=old)
 
     def _folder_moved(self) -> str | None:
@@ -396,22 +397,26 @@ class SessionTree(EntryAppends):
         return None
 
     def _idless_leaf_at(self) -> int | None:
-        """Where the id-less leaf is among the id-less entries (None: there is none)."""
+        """The id-less leaf's line in a copy of every line under a new header (`_relocate`);
+        None: there is none. Lines the copy drops as too long keep their numbers."""
         leaf = self.idless_leaf
         if leaf is None:
             return None
-        return bisect_left(self.idless_records, leaf.line, key=_file_order) + \
-            self.idless_lines.count_before(leaf.line)
+        line = leaf.line
+        return 2 + bisect_left(self.records, line, key=_file_order) + \
+            bisect_left(self.idless_records, line, key=_file_order) + \
+            self.idless_lines.count_before(line) + self.skipped.count_before(line)
 
-    def _idless_entry(self, index: int) -> Record:
-        """The id-less entry at `index` in file order (read again when kept as bytes)."""
+    def _idless_entry(self, line: int) -> Record | None:
+        """The id-less entry on `line` (read again when kept as bytes); None if there is none."""
         records = self.idless_records
-        lines = merge(map(_file_order, records), self.idless_lines.numbers())
-        line = next(islice(lines, index, None))
         at = bisect_left(records, line, key=_file_order)
         if at < len(records) and records[at].line == line:
             return records[at]
-        return idless_record(self.idless_lines[self.idless_lines.count_before(line)])
+        at = self.idless_lines.count_before(line)
+        if at < len(self.idless_lines) and self.idless_lines.numbers()[at] == line:
+            return idless_record(self.idless_lines[at])
+        return None
 
     # -- reading -------------------------------------------------------------------------
 
