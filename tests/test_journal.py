@@ -595,6 +595,31 @@ def test_problems_past_the_cap_of_a_kind_are_counted_across_reads(tmp_path: Path
     assert kinds(tree.problems[-1:]) == [("malformed", 2 * PROBLEMS_PER_KIND + 17)]
 
 
+def test_tree_problems_of_idless_lines_kept_as_bytes_are_in_line_order(tmp_path: Path) -> None:
+    """The no-id problems of id-less lines kept as bytes came after every problem of the
+    entries read as records (an id-less label, a duplicate id): out of line order."""
+    label = dumps({"type": "label", "parentId": "aaaa0001", "timestamp": TS,
+                   "targetId": "aaaa0001", "label": "x"})
+    path = write_session(tmp_path / "s.jsonl", [
+        header(), custom("aaaa0001"), custom(None, "aaaa0001"), label, custom("aaaa0001"),
+        custom(None, "aaaa0001")])
+    assert kinds(SessionTree.open(path).problems) == \
+        [("no-id", 3), ("no-id", 4), ("duplicate-id", 5), ("no-id", 6)]
+
+
+def test_the_first_no_id_problems_by_line_are_listed(tmp_path: Path) -> None:
+    """An id-less message (read as a record) after PROBLEMS_PER_KIND + 100 id-less lines kept
+    as bytes was listed, after a summary of all from line 1,003 on as not listed."""
+    message = dumps({"type": "message", "parentId": "aaaa0001", "timestamp": TS,
+                     "message": {"role": "user", "content": "x", "timestamp": 1}})
+    idless = [custom(None, "aaaa0001")] * (PROBLEMS_PER_KIND + 100)
+    path = write_session(tmp_path / "s.jsonl", [header(), custom("aaaa0001"), *idless, message])
+    problems = SessionTree.open(path).problems
+    summary = PROBLEMS_PER_KIND + 3
+    assert kinds(problems) == [("no-id", line) for line in range(3, summary + 1)]
+    assert problems[-1].more == 101
+
+
 def open_traced(path: str) -> tuple[SessionTree, int, int]:
     """The session at `path` opened, with the memory it keeps and its peak (tracemalloc)."""
     tracemalloc.start()

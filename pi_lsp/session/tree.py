@@ -87,6 +87,10 @@ def _file_order(record: Record | SkippedLine) -> int:
     return record.line
 
 
+def _problem_line(problem: Problem) -> int:
+    return problem.line or 0  # (a tree's problems all have one)
+
+
 def _age(record: Record) -> tuple[int, int]:
     ms = iso_to_ms(record.env.timestamp)
     return 0 if ms is None else ms, record.line  # callers keep unreadable stamps away
@@ -251,11 +255,21 @@ class SessionTree(EntryAppends):
         self.problems = snapshot.problems
         self._children = None
         self._epoch += 1
-        self._add(snapshot.records)
-        self._take_idless_lines(snapshot.idless, snapshot.records)
+        self._take(snapshot.records, snapshot.idless)
         self._tail = Tail.after(self.path, snapshot)
 
-    def _add(self, records: list[Record]) -> None:
+    def _take(self, records: list[Record], idless: SkippedLines) -> None:
+        """Entries read together, as records and as id-less lines kept as bytes; their problems
+        go in by line, so a kind's cap lists its first lines and counts the rest from there."""
+        found = self._add(records)
+        self._take_idless_lines(idless, records)
+        no_id = (Problem("no-id", "entry has no id", number) for number in idless.numbers())
+        self.problems.extend(merge(found, no_id, key=_problem_line))
+
+    def _add(self, records: list[Record]) -> Problems:
+        """Index `records`; the problems found, in line order (capped: 2M id-less entries would
+        each hold one)."""
+        found = Problems()
         by_id = self.by_id
         held = self._held_path
         # The parent the kept path's top names, missing when the path was walked.
@@ -263,13 +277,13 @@ class SessionTree(EntryAppends):
         for record in records:
             entry_id = record.env.id
             if entry_id is None:
-                self.problems.append(Problem("no-id", "entry has no id", record.line))
+                found.append(Problem("no-id", "entry has no id", record.line))
                 self._take_idless(record)
                 continue
             replaced = by_id.get(entry_id)
             if replaced is not None:
                 self._epoch += 1
-                self.problems.append(
+                found.append(
                     Problem("duplicate-id", f"id {entry_id!r} is used twice", record.line, entry_id)
                 )
             elif entry_id == above_held:
@@ -285,6 +299,7 @@ class SessionTree(EntryAppends):
                 self._apply_marker(record)
         if records and records[-1].env.id is not None:
             self.idless_leaf = None
+        return found
 
     def _take_idless(self, record: Record) -> None:
         """An entry with no id: pi indexes it all the same, so its name or label counts and,
@@ -301,8 +316,6 @@ class SessionTree(EntryAppends):
             return
         last = lines[-1]
         self.idless_lines.extend(lines)
-        self.problems.extend(Problem("no-id", "entry has no id", number)
-                             for number in lines.numbers())
         if not records or last.line > records[-1].line:
             self.leaf_id, self.idless_leaf = None, idless_record(last)
 
@@ -352,8 +365,7 @@ class SessionTree(EntryAppends):
         self.problems.extend(batch.problems)
         self.skipped.extend(batch.skipped)
         before, leaf, idless = len(self.records), self.leaf_id, self.idless_leaf
-        self._add(batch.records)
-        self._take_idless_lines(batch.idless, batch.records)
+        self._take(batch.records, batch.idless)
         if self.hold_leaf:
             self.leaf_id, self.idless_leaf = leaf, idless
         return Refresh(len(self.records) - before, False)
@@ -706,8 +718,7 @@ class SessionTree(EntryAppends):
         parse_lines(lines, len(self._unwritten) + 2, batch)
         if not any(map(starts_conversation, batch.records)):
             self._unwritten.extend(lines)
-            self._add(batch.records)
-            self._take_idless_lines(batch.idless, batch.records)
+            self._take(batch.records, batch.idless)
             self._notify(Refresh(len(batch.records), False))
             return
         # Held only once written: lines whose write failed are not part of the session.
