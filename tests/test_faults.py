@@ -1110,6 +1110,18 @@ def test_a_fork_of_an_old_version_file_with_a_damaged_line_is_version_3(tmp_path
     assert reopened.path_ids(reopened.leaf_id) == source.path_ids(source.leaf_id)
 
 
+def test_check_reports_a_line_cut_after_a_wrong_type_id_as_malformed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`check` printed `internal error (DecodeError: Input data was truncated)`: the line
+    failed type checking before its JSON ended (pi's JSON.parse throws, and pi skips it)."""
+    cut = b'{"type":"message","id":true,"timestamp":"2026-01-01T00:01:20.021Z",'
+    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1), cut])
+    assert main(["check", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert ":line 3: malformed: not valid JSON: Input data was truncated" in out
+    assert out.endswith("1 entries, 1 problem(s)\n")
+
+
 # -- 9. U+2028/U+2029 are written escaped ---------------------------------------------------
 
 SEPARATORS = "x\u2028y\u2029z"

@@ -164,6 +164,27 @@ def test_malformed_json_that_opens_an_array_is_malformed_not_non_object(
     assert [r.env.id for r in snapshot.records] == ["aaaa0001", "aaaa0002"]
 
 
+@pytest.mark.parametrize("junk", [
+    b'{"type":"message","id":true,"timestamp":"2026-01-01T00:01:20.021Z",',  # cut short
+    b'{"type":"custom","id":true} trailing',
+    b'{"type":5,"id":"zzzz0000"}{',
+])
+def test_a_field_of_the_wrong_type_before_the_json_breaks_is_malformed(
+        tmp_path: Path, junk: bytes) -> None:
+    """msgspec.DecodeError escaped the read, on open, refresh and a torn last line: `Envelope`
+    stopped at the wrong-type field, and the loose decode after it found the JSON broken."""
+    path = write_session(tmp_path / "s.jsonl",
+                         [junk, header(), custom("aaaa0001"), junk, custom("aaaa0002", "aaaa0001")])
+    tree = SessionTree.open(path)
+    assert kinds(tree.problems) == [("malformed", 1), ("malformed", 4)]
+    assert record_ids(tree) == ["aaaa0001", "aaaa0002"]
+    with open(path, "ab") as handle:
+        handle.write(junk + b"\n" + custom("aaaa0003", "aaaa0002") + b"\n" + junk)
+    assert tree.refresh() == Refresh(1, False)
+    assert kinds(tree.problems)[2:] == [("malformed", 6)]
+    assert kinds(SessionTree.open(path).problems)[-1] == ("torn", 8)
+
+
 @pytest.mark.parametrize("junk", [b"null", b"false", b"0", b"-0.0", b'""'])
 def test_non_object_json_line_is_reported(tmp_path: Path, junk: bytes) -> None:
     """pi 1.6 skips a line JavaScript takes as false."""

@@ -202,13 +202,16 @@ class LineBatch:
 
 
 def _classify(raw: bytes, error: Exception) -> Problem:
+    if isinstance(error, msgspec.ValidationError):
+        # A field of the wrong type stops a decode before the JSON ends: the rest may not be
+        # JSON (a line cut short after it, or with more after its object).
+        try:
+            value = value_decoder.decode(raw)
+        except msgspec.DecodeError as syntax:
+            error = syntax
     if not isinstance(error, msgspec.ValidationError):
         return Problem("malformed", f"not valid JSON: {error}")
-    if not raw.lstrip().startswith(b"{"):
-        try:
-            msgspec.json.decode(raw)
-        except msgspec.DecodeError as syntax:
-            return Problem("malformed", f"not valid JSON: {syntax}")
+    if not isinstance(value, dict):
         return Problem("not-object", "line is null, false, 0 or \"\" (JSON but not an object)")
     return Problem("invalid-entry", f"entry has a field of the wrong type: {error}")
 
@@ -336,6 +339,8 @@ def _read_loosely(raw: bytes, number: int, batch: LineBatch) -> Envelope | None:
         loose = loose_envelope_decoder.decode(raw)
     except msgspec.ValidationError:
         return _read_non_object(raw, number, batch)
+    except msgspec.DecodeError:  # not JSON: `Envelope` stopped at a field before its end
+        return None
     env = loose.as_pi_reads_it()
     batch.problems.append(Problem("off-type-envelope", "; ".join(
         f"{name} is not text: read as {reading}, as pi reads it"
