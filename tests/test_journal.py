@@ -1209,6 +1209,39 @@ def test_v2_hook_message_becomes_custom_in_memory(tmp_path: Path) -> None:
     assert Path(path).read_bytes() == before
 
 
+@pytest.mark.parametrize("odd", [b'"s"', b"42", b"true", b"[1]"])
+def test_a_v1_line_that_is_no_object_is_chained_as_pi_chains_it(tmp_path: Path,
+                                                               odd: bytes) -> None:
+    """msgspec.ValidationError escaped the upgrade. pi 1.6 gives an array an id and a parent,
+    and fails on any other value (`Cannot create property 'id' on string 's'`): read, reported."""
+    v1_header, first, *rest = _v1_lines()
+    path = write_session(tmp_path / "v1.jsonl", [v1_header, first, odd, *rest])
+    tree = SessionTree.open(path)
+    ids = record_ids(tree)
+    assert tree.path_ids(tree.leaf_id) == ids and len(ids) == 6
+    assert tree.records[1].raw == odd and tree.records[1].env.parent_id == ids[0]
+    unmigratable = [] if odd.startswith(b"[") else [("unmigratable", 3)]
+    assert kinds(tree.problems) == [("non-object-entry", 3), *unmigratable]
+
+
+def test_an_off_type_envelope_field_is_kept_through_the_upgrades(tmp_path: Path) -> None:
+    """A v1 entry's `type` or a v2 hook message's `id` that is not text raised
+    msgspec.ValidationError from the upgrade: pi 1.6 keeps each, as it does in version 3."""
+    numbered = dumps({"type": 5, "timestamp": TS})
+    v1_header, first, *_ = _v1_lines()
+    v1 = write_session(tmp_path / "v1.jsonl", [v1_header, numbered, first])
+    tree = SessionTree.open(v1)
+    assert [r.env.type for r in tree.records] == ["", "message"]
+    assert tree.path_ids(tree.leaf_id) == record_ids(tree)
+    assert kinds(tree.problems) == [("off-type-envelope", 2)]
+    hook = dumps({"type": "message", "id": True, "parentId": None, "timestamp": TS,
+                  "message": {"role": "hookMessage", "customType": "ext", "content": "hi",
+                              "display": True, "timestamp": 5}})
+    v2 = SessionTree.open(write_session(tmp_path / "v2.jsonl", [header(version=2), hook]))
+    assert json.loads(v2.idless_records[0].raw)["message"]["role"] == "custom"
+    assert kinds(v2.problems) == [("off-type-envelope", 2), ("no-id", 2)]
+
+
 def test_v3_file_is_not_migrated(tmp_path: Path) -> None:
     hook = dumps({"type": "message", "id": "aaaa0001", "parentId": None, "timestamp": TS,
                   "message": {"role": "hookMessage", "content": "x", "timestamp": 5}})

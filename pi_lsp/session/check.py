@@ -34,6 +34,8 @@ REPAIRS = {
     "invalid-entry": "drop the line or fix the field's type",
     "extra-header": "drop the second header",
     "no-id": "give the entry an id, or drop it",
+    "unmigratable": "drop the line (or make it an object); pi 1.6 fails to upgrade the file "
+                    "while it is there",
     "off-type-envelope": "give the field text; the line is kept, as pi keeps it",
     "torn": "cut the incomplete last line off (the next append ends it with a newline "
             "first, so it stays a malformed line of its own)",
