@@ -221,6 +221,19 @@ def test_a_true_non_object_line_msgspec_refuses_is_an_idless_entry(
     assert [record.raw for record in tree.idless] == [junk]
 
 
+def test_a_key_with_a_lone_surrogate_is_an_unknown_field(tmp_path: Path) -> None:
+    """msgspec could not match such a key to a field: the entry was read as a line of no
+    type and no id, and in a version 1 file with a `type` not text it raised from the upgrade."""
+    odd = custom("aaaa0002", "aaaa0001").replace(b'"customType"', b'"\\ud83d":1,"customType"')
+    path = write_session(tmp_path / "s.jsonl", [header(), custom("aaaa0001"), odd])
+    tree = SessionTree.open(path)
+    assert tree.problems == [] and tree.leaf_id == "aaaa0002"
+    assert tree.record("aaaa0002").raw == odd and decode_entry(tree.record("aaaa0002"))
+    v1 = write_session(tmp_path / "v1.jsonl", [header(version=None),
+                                               dumps({"type": 5}).replace(b"{", b'{"\\ud83d":1,')])
+    assert kinds(SessionTree.open(v1).problems) == [("off-type-envelope", 2)]
+
+
 def test_torn_last_line_is_reported_and_not_consumed(tmp_path: Path) -> None:
     torn = b'{"type":"custom","customType":"test","id":"aaaa00'
     path = write_session(tmp_path / "s.jsonl", [header(), custom("aaaa0001"), torn],

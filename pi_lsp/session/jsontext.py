@@ -7,6 +7,7 @@ rare value or line that holds one takes the standard library's path; all else st
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import operator
@@ -75,11 +76,31 @@ class Decoder(Generic[T]):
             for name in self._raw_fields:
                 if name in value:
                     value[name] = msgspec.Raw(encoder.encode(value[name]))
-        try:
-            result: T = msgspec.convert(value, self.kind)
-        except UnicodeEncodeError:  # msgspec's own error text cannot hold a lone surrogate
-            raise msgspec.ValidationError("a lone surrogate where it does not fit") from None
+        result: T = _convert(value, self.kind)
         return result
+
+
+def _convert(value: Any, kind: Any) -> Any:
+    """`value` converted to `kind`; msgspec.ValidationError where a lone surrogate is in the way."""
+    try:
+        return msgspec.convert(value, kind)
+    except UnicodeEncodeError:  # msgspec can neither match a field to it nor say so in an error
+        pass
+    if isinstance(value, dict):
+        # A key with a lone surrogate names no field of a Struct: left out, as unknown keys are.
+        known = {key: item for key, item in value.items() if not _has_surrogate(key)}
+        if len(known) < len(value):
+            with contextlib.suppress(UnicodeEncodeError):
+                return msgspec.convert(known, kind)
+    raise msgspec.ValidationError("a lone surrogate where it does not fit")
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 # One of each for any object, and any value, read as JSON.parse reads them.
