@@ -1237,6 +1237,22 @@ def test_a_v1_line_that_is_no_object_is_chained_as_pi_chains_it(tmp_path: Path,
     assert kinds(tree.problems) == [("non-object-entry", 3), *unmigratable]
 
 
+def test_a_fork_of_a_v1_chain_through_lines_that_are_no_object_leaves_them_out(
+        tmp_path: Path) -> None:
+    """Relinking such a line raised msgspec.ValidationError, and one copied as it is broke
+    the fork's chain (the entry after it named its made-up id): it names no parent and gives
+    no context."""
+    v1_header, first, *rest = _v1_lines()
+    label = dumps({"type": "label", "timestamp": TS, "targetId": "x", "label": "L"})
+    path = write_session(tmp_path / "v1.jsonl", [v1_header, first, label, b'"s"', b"[1]", *rest])
+    tree = SessionTree.open(path)
+    fork = SessionTree.open(fork_session(tree, tree.leaf_id or "").path)
+    objects = [r.env.id for r in tree.records if r.raw.startswith(b"{") and r.env.type != "label"]
+    assert fork.path_ids(fork.leaf_id) == objects and fork.problems == []
+    compaction = fork.entry(objects[3] or "")
+    assert isinstance(compaction, CompactionEntry) and compaction.first_kept_entry_id == objects[1]
+
+
 def test_an_off_type_envelope_field_is_kept_through_the_upgrades(tmp_path: Path) -> None:
     """A v1 entry's `type` or a v2 hook message's `id` that is not text raised
     msgspec.ValidationError from the upgrade: pi 1.6 keeps each, as it does in version 3."""

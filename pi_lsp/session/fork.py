@@ -15,18 +15,20 @@ from pi_lsp.session.tree import SessionTree
 
 def fork_lines(source: SessionTree, leaf_id: str) -> list[bytes]:
     """The entry lines of the fork: the path without its labels, then the labels re-emitted.
+    A line that is no object (on a version 1 file's chain) is left out too: it can name no
+    parent, and gives no context.
 
-    References to a dropped label are moved to the entries around it: parents to the entry
+    References to a dropped line are moved to the entries around it: parents to the entry
     before it, a compaction's first kept entry to the entry after it.
     """
     path = source.path_to(leaf_id)
-    kept = [record for record in path if record.env.type != "label"]
+    kept = [record for record in path if not _dropped(record)]
     kept_ids = [record.env.id or "" for record in kept]
     after: dict[str, str | None] = {}
     waiting: list[str] = []
     for record in path:
         entry_id = record.env.id or ""
-        if record.env.type == "label":
+        if _dropped(record):
             waiting.append(entry_id)
             continue
         for dropped in waiting:
@@ -49,6 +51,11 @@ def fork_lines(source: SessionTree, leaf_id: str) -> list[bytes]:
         )))
         tail = label_id
     return lines
+
+
+def _dropped(record: Record) -> bool:
+    """A label (re-emitted after the path) or a line that is JSON but no object."""
+    return record.env.type == "label" or not record.raw.lstrip().startswith(b"{")
 
 
 def _relinked(record: Record, parent: str | None, keeps_own_root: bool,
