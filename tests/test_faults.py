@@ -724,6 +724,38 @@ def test_a_running_turn_never_moves_through_a_symlink_put_in_its_folders_place(
     assert tree.path == str(sessions / "s.jsonl") and list(tree.by_id) == ["aaaa0001"]
 
 
+def new_session_in(sessions: Path, how: str) -> SessionTree:
+    """A session in `sessions` with no file yet: one begun as pi.newSession begins it, a fork
+    of a path with no message, or one written at once with its first entry."""
+    if how == "started":
+        return start_session(sessions.parent.parent, "anthropic", "m", "off")
+    if how == "forked":
+        change = {"type": "model_change", "id": "aaaa0001", "parentId": None,
+                  "timestamp": stamp(1), "provider": "anthropic", "modelId": "m"}
+        source = SessionTree.open(str(write(sessions / "s.jsonl", [json.dumps(change).encode()])))
+        return fork_session(source, "aaaa0001")
+    return SessionTree.create(str(sessions / "new.jsonl"), str(sessions.parent.parent))
+
+
+@pytest.mark.parametrize("how", ["started", "forked", "written at once"])
+def test_a_new_sessions_first_write_never_goes_through_a_symlink_in_its_folders_place(
+        tmp_path: Path, how: str) -> None:
+    """A checkout puts a symlink leading out where a new session's folder was before its first
+    message: before, the session's file was created in the folder it leads to."""
+    sessions, outside = tmp_path / "ws" / ".pi" / "sessions", tmp_path / "outside"
+    sessions.mkdir(parents=True)
+    outside.mkdir()
+    tree = new_session_in(sessions, how)
+    shutil.rmtree(sessions)
+    sessions.symlink_to(outside)
+    with pytest.raises(WriteFailedError) as caught:
+        tree.append_message(UserMessage(content="secret", timestamp=1))
+    assert f"the session folder {sessions} now leads elsewhere, to {outside};" in str(
+        caught.value)
+    assert "entries are kept in memory" in str(caught.value)
+    assert list(outside.iterdir()) == [] and not tree.on_disk
+
+
 def test_a_session_file_replaced_by_a_symlink_moves_on_beside_it(tmp_path: Path) -> None:
     """The session file (not its folder) is replaced by a symlink leading out: the session
     goes on in its own folder, its parentSession the old file as it was (before, both named

@@ -376,9 +376,7 @@ class SessionTree(EntryAppends):
         read from, whose header names the old file as `parentSession`; this session continues
         there. A folder whose path now leads elsewhere, or is gone, gets nothing."""
         old = self.path
-        moved = self._folder_moved()
-        if moved is not None:
-            raise WriteFailedError(errno.EPERM, f"{moved}; {FOLDER_LEFT}", old)
+        self._refuse_moved_folder()
         header = SessionHeader(version=3, id=new_session_id(), timestamp=iso_now(),
                                cwd=real_cwd(self.header.cwd),
                                parent_session=str(self.folder / os.path.basename(old)))
@@ -397,6 +395,13 @@ class SessionTree(EntryAppends):
         if (leaf is None or leaf in self.by_id) and (idless_at is None or idless is not None):
             self.leaf_id, self.idless_leaf = leaf, idless
         return Refresh(len(self.records), True, relocated_from=old)
+
+    def _refuse_moved_folder(self) -> None:
+        """WriteFailedError when the session's folder is no longer where its path leads, so
+        nothing is written through a symlink put in its place."""
+        moved = self._folder_moved()
+        if moved is not None:
+            raise WriteFailedError(errno.EPERM, f"{moved}; {FOLDER_LEFT}", self.path)
 
     def _folder_moved(self) -> str | None:
         """What became of the session's folder when its path no longer leads to it (a symlink
@@ -674,6 +679,7 @@ class SessionTree(EntryAppends):
             self._keep_unwritten([line])
             return entry.id
         if self._tail is None:
+            self._refuse_moved_folder()
             append_lines(self.path, [self.header_raw, line], create=True)
             self.refresh()
             return entry.id
@@ -700,6 +706,7 @@ class SessionTree(EntryAppends):
         """Write a new session's first lines into a file made for them: one another process
         created at the path meanwhile is left alone (pi 1.6 creates with "wx" too), and a
         failed write leaves no empty file behind."""
+        self._refuse_moved_folder()
         try:
             append_lines(self.path, lines, create=True, exclusive=True)
         except WriteFailedError as error:
