@@ -234,6 +234,21 @@ def test_a_key_with_a_lone_surrogate_is_an_unknown_field(tmp_path: Path) -> None
     assert kinds(SessionTree.open(v1).problems) == [("off-type-envelope", 2)]
 
 
+@pytest.mark.parametrize("entry_id", [{}, {"id": 5}])
+def test_an_idless_name_or_label_with_a_lone_surrogate_key_counts(
+        tmp_path: Path, entry_id: dict[str, Any]) -> None:
+    """Read again with an empty id, the entry was dropped (msgspec raised on the key): no
+    label and no name, where pi 1.6 shows both."""
+    odd = {"parentId": "aaaa0001", "KEY": 1, "timestamp": TS, **entry_id}
+    label = dumps({"type": "label", **odd, "targetId": "aaaa0001", "label": "M"})
+    info = dumps({"type": "session_info", **odd, "name": "N"})
+    lines = [header(), custom("aaaa0001"), *(line.replace(b"KEY", b"\\udc00x")
+                                             for line in (label, info)),
+             custom("aaaa0002", "aaaa0001")]
+    tree = SessionTree.open(write_session(tmp_path / "s.jsonl", lines))
+    assert (tree.labels, tree.name, tree.leaf_id) == ({"aaaa0001": "M"}, "N", "aaaa0002")
+
+
 def test_torn_last_line_is_reported_and_not_consumed(tmp_path: Path) -> None:
     torn = b'{"type":"custom","customType":"test","id":"aaaa00'
     path = write_session(tmp_path / "s.jsonl", [header(), custom("aaaa0001"), torn],

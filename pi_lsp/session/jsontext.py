@@ -76,11 +76,11 @@ class Decoder(Generic[T]):
             for name in self._raw_fields:
                 if name in value:
                     value[name] = msgspec.Raw(encoder.encode(value[name]))
-        result: T = _convert(value, self.kind)
+        result: T = convert(value, self.kind)
         return result
 
 
-def _convert(value: Any, kind: Any) -> Any:
+def convert(value: Any, kind: Any) -> Any:
     """`value` converted to `kind`; msgspec.ValidationError where a lone surrogate is in the way."""
     try:
         return msgspec.convert(value, kind)

@@ -9,7 +9,7 @@ import msgspec
 
 from pi_lsp.session.entries import CustomEntry, Entry, entry_decoder, head_decoder
 from pi_lsp.session.journal import Record
-from pi_lsp.session.jsontext import object_decoder
+from pi_lsp.session.jsontext import convert, object_decoder
 
 LEAF_MOVE = "pi-lsp.leaf"  # the customType of a durable leaf move
 
@@ -59,8 +59,8 @@ def _decode_as_pi_reads(record: Record) -> Entry | None:
     if odd_edit:
         fields["replacement"] = {}
     try:
-        entry: Entry = msgspec.convert(fields, Entry)
-    except (msgspec.ValidationError, UnicodeEncodeError):  # (a lone surrogate in the error)
+        entry: Entry = convert(fields, Entry)
+    except msgspec.ValidationError:
         return None
     return entry
 
