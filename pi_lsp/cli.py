@@ -135,11 +135,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.repair:
         if os.path.exists(args.repair):
             raise CliError(f"{args.repair}: already exists; --repair writes a new file")
-        repaired = repaired_copy(tree, args.repair)
+        written, repaired = repaired_copy(tree, args.repair)
         for problem in repaired:  # a message quotes the session's text
             print(printable(f"{args.file}:line {problem.line}: {problem.kind}: "
                             f"{problem.message}"))
-        written = len(tree.records) + len(tree.idless_records) + len(tree.idless_lines)
         print(f"wrote {args.repair}: {written} entries, {problem_count(repaired)} damaged "
               f"line(s) repaired; {args.file} is unchanged")
         return 0

@@ -1105,6 +1105,25 @@ def test_repair_keeps_idless_lines(tmp_path: Path, name: str) -> None:
     assert_read_as_pi16(SessionTree.open(str(copy)), name)
 
 
+def test_repair_of_a_version_1_file_leaves_out_its_non_object_lines(tmp_path: Path) -> None:
+    """`check --repair` kept a version 1 file's `[1]` line as it was, yet the next entry's
+    parentId named the id made up for it in memory: the copy's path lost "one", and the
+    command said "0 damaged line(s) repaired"."""
+    header = json.dumps({"type": "session", "id": "old", "timestamp": stamp(0), "cwd": "/w"})
+    one, two = (json.dumps({"type": "message", "timestamp": stamp(n), "message": {
+        "role": "user", "content": text, "timestamp": n}}).encode() for n, text in
+        [(1, "one"), (2, "two")])
+    path = tmp_path / "v1.jsonl"
+    path.write_bytes(b"\n".join([header.encode(), one, b"[1]", b'"s"', two, b""]))
+    copy = tmp_path / "fixed.jsonl"
+    result = pi_lsp("check", str(path), "--repair", str(copy))
+    assert result.returncode == 0, result.stderr
+    assert b": 2 entries, 2 damaged line(s) repaired" in result.stdout
+    source, fixed = SessionTree.open(str(path)), SessionTree.open(str(copy))
+    assert texts(fixed, fixed.leaf_id) == texts(source, source.leaf_id) == ["one", "two"]
+    assert check_session(fixed) == []
+
+
 def test_check_lists_the_first_problems_of_a_kind_and_counts_the_rest(tmp_path: Path) -> None:
     """A file of 2M blank lines held 2M problems (a third of the ~400 MB it took to open), to
     list 2M times what one line says."""

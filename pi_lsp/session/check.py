@@ -20,6 +20,7 @@ from pi_lsp.session.entries import (
     ToolResultMessage,
     decode_message,
 )
+from pi_lsp.session.fork import non_object, relinked
 from pi_lsp.session.journal import Problem, Problems, Record
 from pi_lsp.session.records import decode_entry, parent_of
 from pi_lsp.session.tree import SessionTree
@@ -77,19 +78,57 @@ LINE_REPAIRS = {"blank", "malformed", "not-object", "invalid-entry", "extra-head
                 "invalid-utf8", "too-long", "too-deep"}
 
 
-def repaired_copy(tree: SessionTree, target: str) -> list[Problem]:
+Links = dict[str | None, str | None]  # keyed by a parentId, which may be None
+
+
+def repaired_copy(tree: SessionTree, target: str) -> tuple[int, list[Problem]]:
     """Write the session to a new file `target` with its line-level problems repaired (damaged
-    lines dropped, bad text read as U+FFFD); returns the problems that were repaired."""
+    lines dropped, bad text read as U+FFFD); returns the entries written and the problems
+    repaired."""
+    before, after = _non_object_gaps(tree)
+    lines = tree.kept_texts(lambda record: _linked_past(record, before, after))
     try:
-        append_lines(target, chain([tree.header_raw], tree.kept_texts()), create=True,
-                     exclusive=True)
+        append_lines(target, chain([tree.header_raw], lines), create=True, exclusive=True)
     except WriteFailedError as error:
         if error.errno != errno.EEXIST:  # then the file is ours: leave no empty one behind
             with contextlib.suppress(OSError):
                 if os.stat(target).st_size == 0:
                     os.unlink(target)
         raise
-    return Problems(p for p in tree.problems if p.kind in LINE_REPAIRS)
+    # Every non-object line of a version 1 file is on its chain, so left out.
+    kinds = LINE_REPAIRS | {"non-object-entry"} if before else LINE_REPAIRS
+    written = len(tree.records) - len(before) + len(tree.idless_records) + len(tree.idless_lines)
+    return written, Problems(p for p in tree.problems if p.kind in kinds)
+
+
+def _non_object_gaps(tree: SessionTree) -> tuple[Links, dict[str, str | None]]:
+    """For each non-object line on a version 1 file's chain (its id made up in memory, so a
+    copy cannot keep it): the entry before it and the entry after it, which take its place."""
+    before: Links = {}
+    after: dict[str, str | None] = {}
+    waiting: list[str] = []
+    for record in tree.records:  # a version 1 chain runs in file order
+        entry_id = record.env.id or ""
+        if non_object(record):
+            parent = parent_of(record)
+            before[entry_id] = before.get(parent, parent)
+            waiting.append(entry_id)
+            continue
+        after.update(dict.fromkeys(waiting, entry_id))
+        waiting = []
+    after.update(dict.fromkeys(waiting, None))
+    return before, after
+
+
+def _linked_past(record: Record, before: Links, after: dict[str, str | None]) -> bytes | None:
+    """The record's line with links to a non-object line moved past it (None for such a line),
+    as a fork does."""
+    if not before:
+        return record.raw
+    if non_object(record):
+        return None
+    parent = parent_of(record)
+    return relinked(record, before.get(parent, parent), False, after)
 
 
 def orphans(tree: SessionTree) -> list[Problem]:

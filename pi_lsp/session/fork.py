@@ -37,7 +37,7 @@ def fork_lines(source: SessionTree, leaf_id: str) -> list[bytes]:
     lines: list[bytes] = []
     for index, record in enumerate(kept):
         parent = kept_ids[index - 1] if index else None
-        lines.append(_relinked(record, parent, source.is_root(record) and index == 0, after))
+        lines.append(relinked(record, parent, source.is_root(record) and index == 0, after))
     taken = set(kept_ids)
     tail = kept_ids[-1] if kept_ids else None
     for target in kept_ids:
@@ -55,10 +55,15 @@ def fork_lines(source: SessionTree, leaf_id: str) -> list[bytes]:
 
 def _dropped(record: Record) -> bool:
     """A label (re-emitted after the path) or a line that is JSON but no object."""
-    return record.env.type == "label" or not record.raw.lstrip().startswith(b"{")
+    return record.env.type == "label" or non_object(record)
 
 
-def _relinked(record: Record, parent: str | None, keeps_own_root: bool,
+def non_object(record: Record) -> bool:
+    """A line that is JSON but no object: with an id only on a version 1 file's chain."""
+    return not record.raw.lstrip().startswith(b"{")
+
+
+def relinked(record: Record, parent: str | None, keeps_own_root: bool,
               after: dict[str, str | None]) -> bytes:
     """The record's line, rewritten only where it points at a dropped label or a cycle."""
     if keeps_own_root or parent_of(record) == parent:

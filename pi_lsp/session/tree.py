@@ -446,14 +446,21 @@ class SessionTree(EntryAppends):
                  for line in self.idless_lines)
         return list(merge(self.idless_records, lines, key=_file_order))
 
-    def kept_texts(self) -> Iterator[bytes]:
+    def kept_texts(self, rewrite: Callable[[Record], bytes | None] | None = None
+                   ) -> Iterator[bytes]:
         """Every entry line kept, id-less ones included, in file order, as read (bytes that
-        are not UTF-8 as U+FFFD): what a repaired rewrite of the whole session writes."""
+        are not UTF-8 as U+FFFD) or as `rewrite` gives an entry's (None leaves it out): what a
+        repaired rewrite of the whole session writes."""
         lines = (SkippedLine(line.line, repair_line(line.original)[0])
                  for line in self.idless_lines)
         entries: list[Iterable[Record | SkippedLine]] = [self.records, self.idless_records, lines]
         for kept in merge(*entries, key=_file_order):
-            yield kept.raw if isinstance(kept, Record) else kept.original
+            if not isinstance(kept, Record):
+                yield kept.original
+                continue
+            text = kept.raw if rewrite is None else rewrite(kept)
+            if text is not None:
+                yield text
 
     def every_line(self) -> Iterator[Record | SkippedLine]:
         """Every line read after the header, skipped ones included, in file order: what a
