@@ -23,6 +23,7 @@ from pi_lsp.session.entries import CompactionEntry, CustomMessage, MessageEntry
 from pi_lsp.session.fork import fork_session
 from pi_lsp.session.journal import (
     BOM,
+    MAX_NESTING,
     PROBLEMS_PER_KIND,
     LineBatch,
     NotASessionError,
@@ -1168,6 +1169,35 @@ def test_v1_file_becomes_a_linear_chain_in_memory(tmp_path: Path) -> None:
     # Nothing is written back.
     assert Path(path).read_bytes() == before
     assert os.stat(path).st_mtime_ns == stat_before.st_mtime_ns
+
+
+TOO_DEEP = b"[" * (MAX_NESTING + 1) + b"]" * (MAX_NESTING + 1)
+
+
+@pytest.mark.parametrize(("index", "skipped", "kept"), [
+    (2.0, None, "second"),  # JavaScript indexes entries[2.0] as entries[2]
+    (2.5, None, None),
+    (True, None, None),  # a boolean is no number
+    (3, header(version=None), "second"),  # a second header counts
+    (2, header(version=None), None),  # ... and names nothing
+    (3, TOO_DEEP, "second"),  # so does a line pi-lsp skips as too deep and pi parses
+    (5, None, None),  # "after" has no id yet when the compaction is upgraded
+])
+def test_v1_first_kept_entry_index_is_read_as_pi_reads_it(
+        tmp_path: Path, index: Any, skipped: bytes | None, kept: str | None) -> None:
+    """The upgrade took True as index 1, refused 2.0, counted entries without the second
+    headers pi counts, and named entries pi had not given an id yet."""
+    lines = _v1_lines()
+    field = b'"firstKeptEntryIndex":'
+    lines[4] = lines[4].replace(field + b"2", field + dumps(index))
+    if skipped is not None:
+        lines.insert(2, skipped)
+    tree = SessionTree.open(write_session(tmp_path / "v1.jsonl", lines))
+    compaction = next(decode_entry(r) for r in tree.records if r.env.type == "compaction")
+    assert isinstance(compaction, CompactionEntry)
+    target = compaction.first_kept_entry_id
+    assert kept == (None if target is None else
+                    json.loads(tree.record(target).raw)["message"]["content"])
 
 
 def test_v1_migration_leaves_the_file_tailable(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from heapq import merge
 from typing import Any
 
 import msgspec
@@ -13,7 +14,16 @@ from pi_lsp.session.entries import (
     loose_envelope_decoder,
 )
 from pi_lsp.session.ids import new_entry_id
-from pi_lsp.session.journal import Problem, Problems, Record, Snapshot
+from pi_lsp.session.journal import (
+    Problem,
+    Problems,
+    Record,
+    SkippedLine,
+    SkippedLines,
+    Snapshot,
+    repair_line,
+    too_deep,
+)
 from pi_lsp.session.jsontext import encoder, object_decoder, value_decoder
 
 
@@ -23,7 +33,7 @@ def migrate(snapshot: Snapshot) -> bool:
     if version >= CURRENT_VERSION:
         return False
     if version < 2:
-        _v1_to_v2(snapshot.records, snapshot.problems)
+        _v1_to_v2(snapshot.records, snapshot.skipped, snapshot.problems)
     _v2_to_v3(snapshot.records)
     header = object_decoder.decode(snapshot.header_raw)
     header["version"] = CURRENT_VERSION
@@ -47,7 +57,7 @@ def _rewrite(record: Record, entry: dict[str, Any]) -> None:
     record.disk = None  # a copy of the session is written in its migrated form
 
 
-def _v1_to_v2(records: list[Record], problems: Problems) -> None:
+def _v1_to_v2(records: list[Record], skipped: SkippedLines, problems: Problems) -> None:
     taken: set[str] = set()
     ids: list[str] = []
     entries = [value_decoder.decode(record.raw) for record in records]
@@ -55,6 +65,7 @@ def _v1_to_v2(records: list[Record], problems: Problems) -> None:
         entry_id = new_entry_id(taken)
         taken.add(entry_id)
         ids.append(entry_id)
+    indexed = _indexed_lines(records, ids, skipped)
     previous: str | None = None
     for record, entry, entry_id in zip(records, entries, ids, strict=True):
         if not isinstance(entry, dict):
@@ -63,12 +74,51 @@ def _v1_to_v2(records: list[Record], problems: Problems) -> None:
             continue
         rebuilt: dict[str, Any] = {"type": entry.get("type"), "id": entry_id, "parentId": previous}
         rebuilt.update((k, v) for k, v in entry.items() if k not in rebuilt)
-        index = rebuilt.pop("firstKeptEntryIndex", None)
-        if rebuilt["type"] == "compaction" and isinstance(index, int) and 1 <= index <= len(ids):
-            # The index counts the file's parsed objects with the header at 0.
-            rebuilt["firstKeptEntryId"] = ids[index - 1]
+        if rebuilt["type"] == "compaction":
+            _index_to_id(rebuilt, record.line, indexed)
         _rewrite(record, rebuilt)
         previous = entry_id
+
+
+def _indexed_lines(records: list[Record], ids: list[str], skipped: SkippedLines
+                   ) -> list[tuple[int, str | None]]:
+    """The lines pi 1.6 counts in a firstKeptEntryIndex, after the header at 0, with the id each
+    is given: every entry and every second header (which it gives none)."""
+    entries = ((record.line, entry_id) for record, entry_id in zip(records, ids, strict=True))
+    headers = ((line.line, None) for line in skipped if _parsed_by_pi(line))
+    return list(merge(entries, headers))
+
+
+def _parsed_by_pi(line: SkippedLine) -> bool:
+    """Whether pi 1.6 keeps a line pi-lsp skipped after the header: a second header, or one
+    nested too deep for pi-lsp (which names nothing here)."""
+    if line.before_header:
+        return False
+    if too_deep(line.original):
+        return True
+    try:
+        return isinstance(value_decoder.decode(repair_line(line.original)[0]), dict)
+    except msgspec.DecodeError:
+        return False
+
+
+def _index_to_id(compaction: dict[str, Any], line: int,
+                 indexed: list[tuple[int, str | None]]) -> None:
+    """`firstKeptEntryIndex` made `firstKeptEntryId` as pi 1.6 does: for a number alone (not a
+    boolean), indexing JavaScript's way (2.0 is 2), naming only an entry given its id by then."""
+    index = compaction.get("firstKeptEntryIndex")
+    if not isinstance(index, int | float) or isinstance(index, bool):
+        return  # pi leaves it there
+    del compaction["firstKeptEntryIndex"]
+    if isinstance(index, float):
+        if not index.is_integer():
+            return
+        index = int(index)
+    if not 1 <= index <= len(indexed):
+        return
+    target_line, target_id = indexed[index - 1]
+    if target_id is not None and target_line <= line:  # ids are given in file order
+        compaction["firstKeptEntryId"] = target_id
 
 
 def _chain_non_object(record: Record, value: Any, entry_id: str, parent: str | None,
