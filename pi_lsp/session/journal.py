@@ -560,29 +560,12 @@ _KINDS = {stat.S_IFIFO: "FIFO", stat.S_IFSOCK: "socket", stat.S_IFCHR: "device",
 
 def _parse_run(run: Run, batch: LineBatch) -> None:
     """Decode a run of complete lines: all at once when none is damaged, else one by one."""
-    taken = len(batch.records)
     if not _parse_clean(run, batch):
         parse_lines(run.lines, run.first_line, batch)
-    elif None in map(_id_of, batch.records[taken:]):
-        _pack_idless(batch, taken)
-
-
-_id_of = operator.attrgetter("env.id")
-
-
-def _pack_idless(batch: LineBatch, start: int) -> None:
-    """Move the id-less entries the fast path took as records (from `start` on) to `idless`,
-    as `parse_lines` keeps them."""
-    kept = []
-    for record in batch.records[start:]:
-        if batch.packs(record.env):
-            batch.idless.add(record.line, record.original)
-        else:
-            kept.append(record)
-    batch.records[start:] = kept
 
 
 _type_of = operator.attrgetter("type")
+_id_of = operator.attrgetter("id")
 
 
 def _may_be_damaged(run: Run) -> bool:
@@ -615,6 +598,8 @@ def _parse_clean(run: Run, batch: LineBatch) -> bool:
         lines, envelopes, first_line = lines[1:], envelopes[1:], first_line + 1
     if "session" in map(_type_of, envelopes):
         return False  # a second header: the careful path reports it
+    if None in map(_id_of, envelopes):
+        return False  # an id-less entry: the careful path keeps it as bytes where it may
     if header is not None:
         batch.header, batch.header_raw = header, header_raw
     # A list, not the map itself: extended by a length it knows, the list grows as before.
