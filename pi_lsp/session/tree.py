@@ -262,7 +262,11 @@ class SessionTree(EntryAppends):
         """Entries read together, as records and as id-less lines kept as bytes; their problems
         go in by line, so a kind's cap lists its first lines and counts the rest from there."""
         found = self._add(records)
-        self._take_idless_lines(idless, records)
+        if idless:
+            self.idless_lines.extend(idless)
+            last = idless[-1]  # pi's leaf when it comes after the records
+            if not records or last.line > records[-1].line:
+                self.leaf_id, self.idless_leaf = None, idless_record(last)
         no_id = (Problem("no-id", "entry has no id", number) for number in idless.numbers())
         self.problems.extend(merge(found, no_id, key=_problem_line))
 
@@ -308,16 +312,6 @@ class SessionTree(EntryAppends):
         self.idless_records.append(record)
         if record.env.type in ("label", "session_info"):
             self._apply_marker(record)
-
-    def _take_idless_lines(self, lines: SkippedLines, records: list[Record]) -> None:
-        """Id-less entries kept as bytes, read with `records` (just added): pi's leaf is the
-        last of them when it comes after those."""
-        if not lines:
-            return
-        last = lines[-1]
-        self.idless_lines.extend(lines)
-        if not records or last.line > records[-1].line:
-            self.leaf_id, self.idless_leaf = None, idless_record(last)
 
     def _apply_marker(self, record: Record) -> None:
         entry = decode_entry(record)
@@ -399,19 +393,14 @@ class SessionTree(EntryAppends):
     def _refuse_moved_folder(self) -> None:
         """WriteFailedError when the session's folder is no longer where its path leads, so
         nothing is written through a symlink put in its place."""
-        moved = self._folder_moved()
-        if moved is not None:
-            raise WriteFailedError(errno.EPERM, f"{moved}; {FOLDER_LEFT}", self.path)
-
-    def _folder_moved(self) -> str | None:
-        """What became of the session's folder when its path no longer leads to it (a symlink
-        put in its place, or gone); None when it is still there."""
         now = real_path(os.path.dirname(self.path))
         if now != self.folder:
-            return f"the session folder {self.folder} now leads elsewhere, to {now}"
-        if not now.is_dir():
-            return f"the session folder {self.folder} is gone"
-        return None
+            moved = f"the session folder {self.folder} now leads elsewhere, to {now}"
+        elif not now.is_dir():
+            moved = f"the session folder {self.folder} is gone"
+        else:
+            return
+        raise WriteFailedError(errno.EPERM, f"{moved}; {FOLDER_LEFT}", self.path)
 
     def _idless_leaf_at(self) -> int | None:
         """The id-less leaf's line in a copy of every line under a new header (`_relocate`);
