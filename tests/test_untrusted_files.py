@@ -23,7 +23,13 @@ from pi_lsp.agent.prompt import (
     project_notes,
     system_sections,
 )
-from pi_lsp.agent.skills import MAX_DEPTH, MAX_ENTRIES, READ_LIMIT, find_skills
+from pi_lsp.agent.skills import (
+    FRONTMATTER_LIMIT,
+    MAX_DEPTH,
+    MAX_ENTRIES,
+    READ_LIMIT,
+    find_skills,
+)
 from pi_lsp.harness_factory import make_harness
 from pi_lsp.jsonfile import read_object
 from pi_lsp.server.approvals import fallback_question
@@ -339,6 +345,28 @@ def test_a_trusted_projects_skills_are_read_within_it_and_bounded(
     found = find_skills(str(project), trusted=True)
     assert [(s.name, s.description) for s in found] == [("big", "Big."), ("ok", "In \ufffd.")]
 
+
+
+def test_an_oversized_skill_frontmatter_is_skipped_with_its_file_named(
+        project: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A project's skill with 64 KB of nested YAML frontmatter took ruamel.yaml 1.2 s and more
+    to parse, at every build the CLI makes. A frontmatter past the cap, which no real skill
+    reaches (pi's description is 1,024 characters at most), is now skipped and named; one
+    at the cap is still read."""
+    monkeypatch.setenv("HOME", str(project.parent.parent))
+    skills = project / ".pi" / "skills"
+    head = "description: Padded.\npadding: "
+    for name, front in [("at-cap", head + "x" * (FRONTMATTER_LIMIT - len(head))),
+                        ("nested", head + "\n" + "  - - - - a\n" * 4000),
+                        ("plain", "description: Plain.")]:
+        (skills / name).mkdir(parents=True)
+        (skills / name / "SKILL.md").write_text(f"---\n{front}\n---\n# Steps\n")
+    with caplog.at_level(logging.WARNING, "pi_lsp.agent.skills"):
+        found = find_skills(str(project), trusted=True)
+    assert [s.name for s in found] == ["at-cap", "plain"]
+    assert [r.getMessage() for r in caplog.records] == \
+        [f"{skills / 'nested' / 'SKILL.md'}: not loaded as a skill because its frontmatter is "
+         f"over {FRONTMATTER_LIMIT >> 10} K characters (pi-lsp's limit)"]
 
 
 def test_a_skill_with_many_files_leaves_itself_and_later_skills_listed(

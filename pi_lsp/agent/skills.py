@@ -35,6 +35,11 @@ log = logging.getLogger(__name__)
 SKILL_FILE = "SKILL.md"
 # A skill file's frontmatter is at its top: pi reads the whole file, pi-lsp only this much.
 READ_LIMIT = 64 * 1024
+# pi limits a description to 1,024 characters and a name to 64 (loading a longer one with a
+# warning): even written all in escapes, with the Agent Skills spec's other fields, a real
+# skill's frontmatter stays far under this. One past it is not parsed (pi reads it): ruamel.yaml
+# took 1.2 to 1.9 s on 64 K characters of nested sequences, 57 ms on 16 K of plain keys.
+FRONTMATTER_LIMIT = 16 * 1024  # characters
 # A committed tree may be deep or wide; pi walks all of it (skill folders are one or two down).
 MAX_DEPTH = 8
 MAX_ENTRIES = 4096  # folder entries looked at under one skills folder
@@ -69,6 +74,10 @@ class Unreadable(ValueError):
     """Frontmatter YAML refuses."""
 
 
+class Oversized(Unreadable):
+    """Frontmatter past FRONTMATTER_LIMIT, not parsed: pi would read it."""
+
+
 @dataclass(frozen=True)
 class _RolledDate:
     """A date Python has no day for (`2001-13-99`), which JavaScript's Date rolls over."""
@@ -101,6 +110,9 @@ def frontmatter(text: str) -> dict[str, Scalar]:
     end = text.find("\n---", 3)
     if not text.startswith("---") or end == -1:
         return {}
+    if end - 4 > FRONTMATTER_LIMIT:
+        raise Oversized(f"its frontmatter is over {FRONTMATTER_LIMIT >> 10} K characters "
+                        "(pi-lsp's limit)")
     from ruamel.yaml.error import YAMLError  # only when a skill file is read: slow to import
 
     try:
@@ -331,7 +343,8 @@ def skill(path: str, text: str) -> Skill | None:
     try:
         values = frontmatter(text)
     except Unreadable as error:
-        if os.path.basename(path) == SKILL_FILE:
+        # pi reports what its YAML refuses in a SKILL.md only; an oversized file, pi would load
+        if os.path.basename(path) == SKILL_FILE or isinstance(error, Oversized):
             log.warning("%s: not loaded as a skill because %s", path, error)
         return None
     description, name = values.get("description"), values.get("name")
