@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from pi_lsp.agent import skills as skills_module
 from pi_lsp.agent.approval import ApprovalRequest
 from pi_lsp.agent.prompt import (
     NOTES_LIMIT,
@@ -28,7 +29,9 @@ from pi_lsp.agent.skills import (
     MAX_DEPTH,
     MAX_ENTRIES,
     READ_LIMIT,
+    Skill,
     find_skills,
+    skill,
 )
 from pi_lsp.harness_factory import make_harness
 from pi_lsp.jsonfile import read_object
@@ -367,6 +370,34 @@ def test_an_oversized_skill_frontmatter_is_skipped_with_its_file_named(
     assert [r.getMessage() for r in caplog.records] == \
         [f"{skills / 'nested' / 'SKILL.md'}: not loaded as a skill because its frontmatter is "
          f"over {FRONTMATTER_LIMIT >> 10} K characters (pi-lsp's limit)"]
+
+
+def test_a_build_stops_parsing_skills_past_its_time(
+        project: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Under the cap a frontmatter still took ruamel.yaml seconds (15 K characters of nested
+    flow sequences, 1.9 s), and 4,096 of them held every CLI build for two hours. A build now
+    parses until its time is up, skips the rest in one warning, and the next takes up from the
+    cache. Each parse here costs a second of a stand-in clock."""
+    monkeypatch.setenv("HOME", str(project.parent.parent))
+    for name in "abcde":
+        folder = project / ".pi" / "skills" / name
+        folder.mkdir(parents=True)
+        (folder / "SKILL.md").write_text(f"---\ndescription: Costly {name}.\n---\n")
+    now = [0.0]
+
+    def costly(path: str, text: str) -> Skill | None:
+        now[0] += 1
+        return skill(path, text)
+
+    monkeypatch.setattr(skills_module, "skill", costly)
+    monkeypatch.setattr(skills_module, "_clock", lambda: now[0])
+    monkeypatch.setattr(skills_module, "PARSE_SECONDS", 2.5)
+    monkeypatch.setattr(skills_module, "SETTLED_NS", -1 << 62)  # files written just now are kept
+    with caplog.at_level(logging.WARNING, "pi_lsp.agent.skills"):
+        assert [s.name for s in find_skills(str(project), trusted=True)] == ["a", "b", "c"]
+    assert [r.getMessage() for r in caplog.records] == \
+        ["2 skill files not read: parsing skills took 2.5 s, this build's limit"]
+    assert [s.name for s in find_skills(str(project), trusted=True)] == list("abcde")
 
 
 def test_a_skill_with_many_files_leaves_itself_and_later_skills_listed(

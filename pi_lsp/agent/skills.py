@@ -55,6 +55,12 @@ CACHE_SIZE = 8192
 # keep its size and times: one changed that recently is parsed again at each build, as git
 # reads a "racily clean" file again.
 SETTLED_NS = 2_000_000_000
+# One build's time for parsing skill files, past which the rest are skipped: under the cap a
+# frontmatter can still take seconds (ruamel.yaml's scanner is quadratic in flow nesting: 15 K
+# characters of `[[[…]]]`, 1.9 s), and the CLI parses every file at every build. At load about
+# 4, 4,096 skills with pi's longest descriptions built in 6.9 s, 1,000 in 1.3 s.
+PARSE_SECONDS = 10.0
+_clock: Callable[[], float] = time.monotonic  # a test's stands in for it
 # Their characters under one skills folder, with the folders put before them: each is read
 # into a regular expression: a deep folder's 512 rules were 1 MB and 2.3 s; 16 K, 0.3 s at most.
 MAX_IGNORE_CHARS = 16 * 1024
@@ -502,8 +508,24 @@ class _Parsed:
 _parsed = _Parsed(CACHE_SIZE)
 
 
-def _read_skill(path: str, within: str | None, trusted: bool) -> Skill | None:
-    """The skill a file declares, parsed again only when the file changed since it was."""
+@dataclass
+class _Deadline:
+    """When one build stops parsing skill files, and how many it has left unparsed since."""
+
+    at: float
+    missed: int = 0
+
+    def passed(self) -> bool:
+        """Whether a file may no longer be parsed; it counts as missed when so."""
+        late = _clock() >= self.at
+        self.missed += late
+        return late
+
+
+def _read_skill(path: str, within: str | None, trusted: bool, deadline: _Deadline,
+                ) -> Skill | None:
+    """The skill a file declares, parsed again only when the file changed since it was and
+    the build's deadline has not passed."""
     if not path.endswith(".md") or not _allowed(os.path.realpath(path), path, within):
         return None
     try:
@@ -514,6 +536,8 @@ def _read_skill(path: str, within: str | None, trusted: bool) -> Skill | None:
         cached = _parsed.get(key)
         if cached is not None:
             return cached[0]
+        if deadline.passed():
+            return None
         data = read_regular(Path(path), READ_LIMIT)
     except OSError as error:
         log.warning("%s: not read as a skill (%s)", path, error.strerror or error)
@@ -720,8 +744,10 @@ def find_skills(root: str, trusted: bool) -> list[Skill]:
     """pi 1.6's skills for a session in `root` (loadSkills over its skill files): the first of
     each name, and of each real file."""
     found: dict[str, Skill] = {}
-    for path, within in skill_files(root, trusted):
-        loaded = _read_skill(path, within, trusted)
+    files = skill_files(root, trusted)
+    deadline = _Deadline(_clock() + PARSE_SECONDS)
+    for path, within in files:
+        loaded = _read_skill(path, within, trusted, deadline)
         if loaded is None:
             continue
         if loaded.name in found:
@@ -729,6 +755,9 @@ def find_skills(root: str, trusted: bool) -> list[Skill]:
                         found[loaded.name].path)
             continue
         found[loaded.name] = loaded
+    if deadline.missed:  # the server's next build parses on from its cache
+        log.warning("%d skill files not read: parsing skills took %g s, this build's limit",
+                    deadline.missed, PARSE_SECONDS)
     return list(found.values())
 
 
