@@ -861,6 +861,16 @@ async def test_a_failure_is_retried_when_pi_16_retries_it(fake, oai, case: str) 
     """An OpenAI error mid-stream was worded with its code ("server_error: boom"), which pi's
     patterns retry; pi 1.6 words it with the message alone ("boom") and does not."""
     api, scripted, pi_words, retried = RETRY_TABLE[case]
+    words = (await streamed(fake, oai, api, scripted)).error_message
+    provider = "anthropic" if api == ANTHROPIC_API else "lab"
+    assert (is_retryable(pi_words), is_retryable(words)) == (retried, retried), words
+    assert is_context_overflow(words, provider) == is_context_overflow(pi_words)
+
+
+async def streamed(fake: FakeAnthropic, oai: FakeOpenAI, api: str, scripted: Any
+                   ) -> AssistantMessage:
+    """The reply one provider call makes of `scripted`: Anthropic's own on the Anthropic fake,
+    the OpenAI APIs as a local model's on the OpenAI fake."""
     if api == ANTHROPIC_API:
         model, provider = ModelRegistry().get("anthropic", "claude-sonnet-4-5"), \
             AnthropicProvider("k", base_url=fake.url)
@@ -872,10 +882,40 @@ async def test_a_failure_is_retried_when_pi_16_retries_it(fake, oai, case: str) 
         oai.script(scripted)
     built = ReplyBuilder(api, model)
     _ = [e async for e in provider.stream(request(model, tools=False), built)]
-    words = built.message().error_message
-    assert (is_retryable(pi_words), is_retryable(words)) == (retried, retried), words
-    assert is_context_overflow(words, model.provider) == is_context_overflow(pi_words)
     await provider.client.close()
+    return built.message()
+
+
+def open_ended(event: dict[str, Any], named: bool = True) -> bytes:
+    """`event` as a body's last SSE frame, without the blank line that ends it."""
+    return (named_sse(event) if named else sse(event)).removesuffix(b"\n\n")
+
+
+ANTHROPIC_DELTA, ANTHROPIC_STOP = fake_anthropic.message_end()
+HALF_RESPONSE = [*message_item(0, "half"), completed()]
+# Each API's reply whose body ends right after its last event's data line.
+OPEN_ENDED: dict[str, tuple[str, Any]] = {
+    "anthropic": (ANTHROPIC_API, fake_anthropic.Reply([*ANTHROPIC_HALF, ANTHROPIC_DELTA],
+                                                      raw=open_ended(ANTHROPIC_STOP))),
+    "chat": (CHAT_API, Reply(HALF_CHUNK, raw=open_ended(chunk(finish="stop"), named=False))),
+    "responses": (RESPONSES_API, Reply(HALF_RESPONSE[:-1], raw=open_ended(HALF_RESPONSE[-1]))),
+    # Ended with its blank line, each event with an id: no empty event is made at the end.
+    "responses with ids": (RESPONSES_API, Reply(raw=b"".join(
+        b"id: %d\n%s" % (n, named_sse(event)) for n, event in enumerate(HALF_RESPONSE)))),
+}
+
+
+@pytest.mark.parametrize("case", list(OPEN_ENDED))
+async def test_a_last_event_without_the_blank_line_after_it_is_read(fake, oai, case: str
+                                                                      ) -> None:
+    """It was dropped: the reply failed ("stream ended before message_stop", "without
+    finish_reason", "before a terminal response event") and was retried to the limit, where
+    pi 1.6 reads the pending event when the stream ends."""
+    api, scripted = OPEN_ENDED[case]
+    message = await streamed(fake, oai, api, scripted)
+    assert (message.stop_reason, message.error_message) == ("stop", None)
+    [text] = message.content
+    assert isinstance(text, TextContent) and text.text == "half"
 
 
 def test_cost_is_pi_16s_to_the_last_bit() -> None:

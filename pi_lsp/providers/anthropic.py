@@ -19,7 +19,13 @@ from pi_lsp.providers.base import (
     safe_id,
     without_lone_surrogates,
 )
-from pi_lsp.providers.failures import ReplyFailed, StreamEndedEarly, event_json, failure_text
+from pi_lsp.providers.failures import (
+    ReplyFailed,
+    StreamEndedEarly,
+    ended_stream,
+    event_json,
+    failure_text,
+)
 from pi_lsp.providers.models_file import ModelsFileError, model_headers
 from pi_lsp.providers.output_room import fit_to_window, input_tokens
 from pi_lsp.providers.registry import ANTHROPIC_API, ModelInfo
@@ -332,7 +338,11 @@ class _JsonParseEvent(ServerSentEvent):
 
 
 class _JsonParseDecoder(SSEDecoder):
-    """The SDK's event decoder, its events read as pi's SDK reads them (see event_json)."""
+    """The SDK's event decoder, its events read as pi's SDK reads them (see event_json), the
+    last one kept when the body ends without the blank line after it."""
+
+    def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[ServerSentEvent]:
+        return super().aiter_bytes(ended_stream(iterator))
 
     def decode(self, line: str) -> ServerSentEvent | None:
         sse = super().decode(line)

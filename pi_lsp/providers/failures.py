@@ -9,7 +9,7 @@ pi's, so the same failures are retried (see pi_lsp.agent.retry).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 
@@ -43,6 +43,15 @@ def event_json(data: str) -> Any:
         # parse_constant is not told where: the first occurrence is near enough to show.
         raise json.JSONDecodeError(f"{error} is not JSON", data, data.find(str(error))
                                    ) from None
+
+
+async def ended_stream(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """A stream's body, then a blank line: the SDKs' decoders drop an event the body ends
+    without the blank line after, which pi 1.6's readers dispatch at the end of the stream."""
+    async for chunk in chunks:
+        yield chunk
+    # The first newline ends a last line left open, the second is the blank line after it.
+    yield b"\n\n"
 
 
 def _kinds(error: BaseException) -> set[str]:

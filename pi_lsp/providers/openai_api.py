@@ -15,7 +15,7 @@ import openai
 from openai._streaming import ServerSentEvent, SSEDecoder
 
 from pi_lsp.providers.base import MissingApiKeyError, ModelRequest, ProviderEvent, ReplyBuilder
-from pi_lsp.providers.failures import event_json, failure_text
+from pi_lsp.providers.failures import ended_stream, event_json, failure_text
 from pi_lsp.providers.models_file import ModelsFileError, model_headers
 from pi_lsp.providers.registry import CHAT_API
 from pi_lsp.providers.retry import HttpFailure, ProviderRetry, with_retries
@@ -90,9 +90,17 @@ class _JsonParseEvent(ServerSentEvent):
 
 
 class _JsonParseDecoder(SSEDecoder):
-    """The SDK's event decoder, its events read as pi's SDK reads them (see event_json)."""
+    """The SDK's event decoder, its events read as pi's SDK reads them (see event_json), the
+    last one kept when the body ends without the blank line after it."""
+
+    def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[ServerSentEvent]:
+        return super().aiter_bytes(ended_stream(iterator))
 
     def decode(self, line: str) -> ServerSentEvent | None:
+        if not line and not self._event and not self._data:
+            # Nothing to dispatch, as pi's SDK sees it: an id alone would make an empty event
+            # of the blank line ended_stream adds after a body that ended with its own.
+            return None
         sse = super().decode(line)
         return None if sse is None else _JsonParseEvent(event=sse.event, data=sse.data,
                                                         id=sse.id, retry=sse.retry)
