@@ -63,6 +63,11 @@ def message_start(model: str = "claude-sonnet-4-5", input_tokens: int = 100,
                   "cache_creation_input_tokens": cache_write}}}
 
 
+def sse_frame(event: dict[str, Any]) -> bytes:
+    """One event as the server sends it: named by its type."""
+    return f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
+
+
 def text_block(index: int, *pieces: str) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = [{"type": "content_block_start", "index": index,
                                      "content_block": {"type": "text", "text": ""}}]
@@ -210,8 +215,7 @@ class FakeAnthropic:
         if reply.error_type:
             events.append({"type": "error", "error": {"type": reply.error_type,
                                                       "message": reply.error_message}})
-        frames = [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
-        return await self._stream(reader, writer, reply, frames)
+        return await self._stream(reader, writer, reply, [sse_frame(e) for e in events])
 
     async def _error(self, writer: asyncio.StreamWriter, status: int, headers: dict[str, str],
                      body: dict[str, Any] | bytes, kind: str = "application/json") -> bool:

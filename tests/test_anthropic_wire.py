@@ -25,7 +25,13 @@ from pi_lsp.session.entries import (
     UserMessage,
 )
 from tests import fake_anthropic
-from tests.fake_anthropic import FakeAnthropic, message_start, text_block, text_reply
+from tests.fake_anthropic import (
+    FakeAnthropic,
+    message_start,
+    sse_frame,
+    text_block,
+    text_reply,
+)
 
 SONNET = "claude-sonnet-4-5"
 REGISTRY = ModelRegistry()
@@ -332,7 +338,12 @@ def test_a_tool_with_lone_surrogates_is_estimated_and_sent_without_them() -> Non
 
 async def streamed(fake: FakeAnthropic, *events: dict[str, Any]) -> AssistantMessage:
     """The reply pi-lsp makes of `events` (then message_stop), served through the real SDK."""
-    fake.script(fake_anthropic.Reply([*events, {"type": "message_stop"}]))
+    return await read_back(fake, fake_anthropic.Reply([*events, {"type": "message_stop"}]))
+
+
+async def read_back(fake: FakeAnthropic, scripted: fake_anthropic.Reply) -> AssistantMessage:
+    """The reply pi-lsp makes of a scripted answer, served through the real SDK."""
+    fake.script(scripted)
     provider = AnthropicProvider("k", base_url=fake.url)
     model = REGISTRY.get("anthropic", SONNET)
     built = ReplyBuilder(model.api, model)
@@ -506,3 +517,20 @@ async def test_an_event_holding_nan_fails_the_reply_as_json_parse_refuses_it(
                            stop("end_turn"))
     assert reply.stop_reason == "error" and reply.content == [TextContent(text="")]
     assert reply.error_message and "not JSON (NaN is not JSON" in reply.error_message
+
+
+@pytest.mark.asyncio
+async def test_an_event_pi_does_not_know_is_skipped_unread(fake: FakeAnthropic) -> None:
+    """A proxy's `event: keepalive` / `data: ok` failed the reply as not JSON, and an unknown
+    event holding a message_stop ended it; pi 1.6 reads only the Messages API's events."""
+    start, text, end = text_block(0, "a")
+    rest = sse_frame(end) + sse_frame(stop("end_turn"))
+    reply = await read_back(fake, fake_anthropic.Reply(
+        [message_start(), start, text],
+        raw=b"event: keepalive\ndata: ok\n\n" + rest + sse_frame({"type": "message_stop"})))
+    assert (reply.stop_reason, reply.error_message) == ("stop", None)
+    assert reply.content == [TextContent(text="a")]
+    reply = await read_back(fake, fake_anthropic.Reply(
+        [message_start(), start, text],
+        raw=rest + b'event: vendor_info\ndata: {"type": "message_stop"}\n\n'))
+    assert reply.error_message == "Anthropic: stream ended before message_stop"

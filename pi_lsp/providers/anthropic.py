@@ -62,6 +62,9 @@ DELTA_COUNTS = (("input_tokens", "input"), ("output_tokens", "output"),
                 ("cache_read_input_tokens", "cache_read"),
                 ("cache_creation_input_tokens", "cache_write"))
 SDK = "anthropic"
+# The events pi 1.6 reads (its ANTHROPIC_MESSAGE_EVENTS), and the error event the SDK raises.
+READ_EVENTS = frozenset({"message_start", "message_delta", "message_stop", "content_block_start",
+                         "content_block_delta", "content_block_stop", "error"})
 
 
 def tool_id(raw: str, _source: AssistantMessage | None = None) -> str:
@@ -338,16 +341,19 @@ class _JsonParseEvent(ServerSentEvent):
 
 
 class _JsonParseDecoder(SSEDecoder):
-    """The SDK's event decoder, its events read as pi's SDK reads them (see event_json), the
-    last one kept when the body ends without the blank line after it."""
+    """The SDK's event decoder, its events read as pi's reader reads them (see event_json), the
+    last one kept when the body ends without the blank line after it, others than READ_EVENTS
+    (a proxy's keepalive, whatever its data) skipped unread."""
 
     def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[ServerSentEvent]:
         return super().aiter_bytes(ended_stream(iterator))
 
     def decode(self, line: str) -> ServerSentEvent | None:
         sse = super().decode(line)
-        return None if sse is None else _JsonParseEvent(event=sse.event, data=sse.data,
-                                                        id=sse.id, retry=sse.retry, raw=sse.raw)
+        if sse is None or sse.event not in READ_EVENTS:
+            return None
+        return _JsonParseEvent(event=sse.event, data=sse.data, id=sse.id, retry=sse.retry,
+                               raw=sse.raw)
 
 
 class _Client(anthropic.AsyncAnthropic):
