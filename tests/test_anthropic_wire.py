@@ -534,3 +534,19 @@ async def test_an_event_pi_does_not_know_is_skipped_unread(fake: FakeAnthropic) 
         [message_start(), start, text],
         raw=rest + b'event: vendor_info\ndata: {"type": "message_stop"}\n\n'))
     assert reply.error_message == "Anthropic: stream ended before message_stop"
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("sent", "read"), [(b"a\tb", "a\tb"), (b"a\x01", "a\x01"),
+                                            (b"\\d+", "\\d+")])
+async def test_a_raw_control_character_or_bad_escape_in_an_event_is_mended_as_pi_mends_it(
+        fake: FakeAnthropic, sent: bytes, read: str) -> None:
+    """A literal TAB or a regex's `\\d` in a text delta failed the reply as not JSON, unretried;
+    pi 1.6 reads each Anthropic event with parseJsonWithRepair."""
+    start, end = text_block(0)
+    event = b'{"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", ' \
+        b'"text": "' + sent + b'"}}'
+    raw = b"event: content_block_delta\ndata: " + event + b"\n\n" + sse_frame(end) + \
+        sse_frame(stop("end_turn")) + sse_frame({"type": "message_stop"})
+    reply = await read_back(fake, fake_anthropic.Reply([message_start(), start], raw=raw))
+    assert (reply.stop_reason, reply.content) == ("stop", [TextContent(text=read)])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -16,6 +17,7 @@ from pi_lsp.providers.base import (
     ProviderEvent,
     ReplyBuilder,
     ToolSpec,
+    repaired_json,
     safe_id,
     without_lone_surrogates,
 )
@@ -335,13 +337,25 @@ def http_failure(error: Exception) -> HttpFailure | None:
     return None
 
 
+def mended_event_json(data: str) -> Any:
+    """An event's data as pi 1.6 reads an Anthropic event (parseJsonWithRepair): as JSON (see
+    event_json), else once more with its strings mended by `repaired_json` if that changes it."""
+    try:
+        return event_json(data)
+    except json.JSONDecodeError:
+        repaired = repaired_json(data)
+        if repaired == data:
+            raise
+        return event_json(repaired)
+
+
 class _JsonParseEvent(ServerSentEvent):
     def json(self) -> Any:
-        return event_json(self.data)
+        return mended_event_json(self.data)
 
 
 class _JsonParseDecoder(SSEDecoder):
-    """The SDK's event decoder, its events read as pi's reader reads them (see event_json), the
+    """The SDK's event decoder, its events read as pi's reader reads them (mended_event_json), the
     last one kept when the body ends without the blank line after it, others than READ_EVENTS
     (a proxy's keepalive, whatever its data) skipped unread."""
 
