@@ -550,3 +550,13 @@ async def test_a_raw_control_character_or_bad_escape_in_an_event_is_mended_as_pi
         sse_frame(stop("end_turn")) + sse_frame({"type": "message_stop"})
     reply = await read_back(fake, fake_anthropic.Reply([message_start(), start], raw=raw))
     assert (reply.stop_reason, reply.content) == ("stop", [TextContent(text=read)])
+
+
+@pytest.mark.asyncio
+async def test_a_bom_before_the_stream_is_dropped_as_pi_drops_it(fake: FakeAnthropic) -> None:
+    """The BOM made the first line's field "\ufeffevent", so message_start was lost with the
+    reply's id and input count; pi's TextDecoder drops it."""
+    reply = await read_back(fake, fake_anthropic.Reply(
+        raw=b"\xef\xbb\xbf" + b"".join(map(sse_frame, text_reply("Hi").events))))
+    assert (reply.response_id, reply.usage.input) == ("msg_fake", 100)
+    assert reply.content == [TextContent(text="Hi")]

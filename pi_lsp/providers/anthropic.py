@@ -355,14 +355,20 @@ class _JsonParseEvent(ServerSentEvent):
 
 
 class _JsonParseDecoder(SSEDecoder):
-    """The SDK's event decoder, its events read as pi's reader reads them (mended_event_json), the
-    last one kept when the body ends without the blank line after it, others than READ_EVENTS
-    (a proxy's keepalive, whatever its data) skipped unread."""
+    """The SDK's event decoder, its events read as pi's reader reads them (mended_event_json):
+    a BOM before the first line dropped, the last event kept when the body ends without the
+    blank line after it, others than READ_EVENTS (a proxy's keepalive) skipped unread."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._began = False
 
     def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[ServerSentEvent]:
         return super().aiter_bytes(ended_stream(iterator))
 
     def decode(self, line: str) -> ServerSentEvent | None:
+        if not self._began:  # pi's TextDecoder drops a BOM that starts the body
+            self._began, line = True, line.removeprefix("\ufeff")
         sse = super().decode(line)
         if sse is None or sse.event not in READ_EVENTS:
             return None
