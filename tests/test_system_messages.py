@@ -760,6 +760,31 @@ def test_the_skills_setting_is_followed_as_pi16_follows_it(
     assert [[one.name, one.path] for one in find_skills(str(workspace), trusted)] == pi
 
 
+def test_a_long_skills_setting_reads_each_glob_once_a_build(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each `skills` glob was compiled for each name of each skill file, kept 256 at most: a
+    trusted project's 1,000 `!q0*a*b*c*d*e*f` entries took 42 s a build over 300 skills. Each is
+    now read once a build, and a mixed list with 300 more leaves on what pi 1.6 does."""
+    workspace, agent, home = plant_skill_settings(tmp_path)
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    monkeypatch.setenv("HOME", str(home))
+    settings = json.loads((agent / "settings.json").read_text())
+    settings["skills"] += [f"!never-{at}*a*b*c" for at in range(300)]
+    (agent / "settings.json").write_text(json.dumps(settings))
+    read: list[str] = []
+    glob = skills._glob
+
+    def counted(pattern: str) -> Any:
+        read.append(pattern)
+        return glob(pattern)
+
+    monkeypatch.setattr(skills, "_glob", counted)
+    pi = pi16_skills("pi16-skills-setting-trusted.json", tmp_path, {
+        "cwd": str(workspace), "agentDir": str(agent), "home": str(home), "trusted": True})
+    assert [[one.name, one.path] for one in find_skills(str(workspace), True)] == pi
+    assert len(read) == len(set(read)) > 300
+
+
 def test_a_projects_skills_setting_names_nothing_outside_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A trusted project's `skills` setting could name any file for its name and description
