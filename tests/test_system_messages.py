@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import re
 import shutil
@@ -783,6 +784,28 @@ def test_a_long_skills_setting_reads_each_glob_once_a_build(
         "cwd": str(workspace), "agentDir": str(agent), "home": str(home), "trusted": True})
     assert [[one.name, one.path] for one in find_skills(str(workspace), True)] == pi
     assert len(read) == len(set(read)) > 300
+
+
+@pytest.mark.parametrize("filler", [["!never"] * 255, ["!never" + "-" * (16 * 1024 - 12)]],
+                         ids=["entries", "characters"])
+def test_a_projects_skills_setting_is_followed_for_256_entries_of_16k_characters(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+        filler: list[str]) -> None:
+    """A trusted project's `skills` setting was read whole: its globs are matched against each
+    name of each skill file, and 3,000 of them (65 KB) took 511 s a build. pi-lsp follows 256
+    entries of 16 K characters in all and says, once, what it drops."""
+    workspace = tmp_path / "ws"
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "agent"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    for name in ["early", "late", "later"]:
+        skill_file(workspace / ".pi" / "skills" / name / "SKILL.md", f"description: {name}")
+    settings = workspace / ".pi" / "settings.json"
+    settings.write_text(json.dumps({"skills": ["!early", *filler, "!late", "!later"]}))
+    with caplog.at_level(logging.WARNING, logger=skills.__name__):
+        assert [one.name for one in find_skills(str(workspace), True)] == ["late", "later"]
+    assert [record.getMessage() for record in caplog.records] == [
+        f"{settings}: skills entries past 256, or 16384 characters, not followed: "
+        "2 from '!late' on"]
 
 
 def test_a_projects_skills_setting_names_nothing_outside_it(

@@ -65,6 +65,12 @@ _clock: Callable[[], float] = time.monotonic  # a test's stands in for it
 # into a regular expression: a deep folder's 512 rules were 1 MB and 2.3 s; 16 K, 0.3 s at most.
 MAX_IGNORE_CHARS = 16 * 1024
 
+# A trusted project's `skills` entries followed, and their characters: each glob is matched
+# against each name of each skill file (1,000 of them took 42 s a build, compiled one by one),
+# each path is walked; a real setting lists a few.
+MAX_SETTING_ENTRIES = 256
+MAX_SETTING_CHARS = 16 * 1024
+
 Scalar = str | bool | None  # a frontmatter value as far as pi uses it: numbers and lists are None
 
 
@@ -599,6 +605,18 @@ def _setting_entries(path: Path) -> list[str]:
     return [entry for entry in value if isinstance(entry, str)] if isinstance(value, list) else []
 
 
+def _capped(entries: list[str], path: Path) -> list[str]:
+    """A project's `skills` entries up to MAX_SETTING_ENTRIES and MAX_SETTING_CHARS, those
+    dropped named in one warning."""
+    sizes = accumulate(len(entry) for entry in entries[:MAX_SETTING_ENTRIES])
+    kept = entries[:bisect_right(list(sizes), MAX_SETTING_CHARS)]
+    if len(kept) < len(entries):
+        log.warning("%s: skills entries past %d, or %d characters, not followed: %d from %r on",
+                    path, MAX_SETTING_ENTRIES, MAX_SETTING_CHARS, len(entries) - len(kept),
+                    entries[len(kept)][:64])
+    return kept
+
+
 def _is_pattern(entry: str) -> bool:
     """Whether pi takes a `skills` entry for a pattern over the files found, not a path."""
     return entry[:1] in ("!", "+", "-") or "*" in entry or "?" in entry
@@ -748,7 +766,8 @@ def skill_files(root: str, trusted: bool) -> list[tuple[str, str | None]]:
     sources: list[tuple[list[str], str, str | None, list[_Walk]]] = [
         (_setting_entries(Path(mine, "settings.json")), mine, None, _user_folders())]
     if trusted:  # a project's setting names skills within the project only, as its folders'
-        sources.insert(0, (_setting_entries(Path(project, "settings.json")), project,
+        settings = Path(project, "settings.json")
+        sources.insert(0, (_capped(_setting_entries(settings), settings), project,
                            os.path.realpath(cwd), _project_folders(cwd)))
     found: dict[str, tuple[bool, str | None]] = {}
     for entries, base, within, walks in sources:
