@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -806,6 +807,31 @@ def test_a_projects_skills_setting_is_followed_for_256_entries_of_16k_characters
     assert [record.getMessage() for record in caplog.records] == [
         f"{settings}: skills entries past 256, or 16384 characters, not followed: "
         "2 from '!late' on"]
+
+
+def test_a_folder_the_skills_setting_names_again_is_walked_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each path entry of the `skills` setting was walked, also one naming a folder named
+    before (`../docs`, `../docs/.`): 248 such entries over a 4,000-file folder took 4.7 s a
+    build. A folder is now walked once a build, giving the same skills."""
+    workspace = tmp_path / "ws"
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "agent"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    skill_file(workspace / "docs" / "guide" / "SKILL.md", "description: Guide.")
+    (workspace / ".pi").mkdir()
+    (workspace / ".pi" / "settings.json").write_text(json.dumps(
+        {"skills": ["../docs", "../docs/.", " ../docs/", "../docs/guide/../"]}))
+    walked: list[str] = []
+
+    class CountedWalk(skills._Walk):
+        def files(self, folder: str, depth: int = 0) -> Iterator[str]:
+            walked.append(folder)
+            return super().files(folder, depth)
+
+    monkeypatch.setattr(skills, "_Walk", CountedWalk)
+    assert [one.path for one in find_skills(str(workspace), True)] == \
+        [str(workspace / "docs" / "guide" / "SKILL.md")]
+    assert walked.count(str(workspace / "docs")) == 1
 
 
 def test_a_projects_skills_setting_names_nothing_outside_it(

@@ -634,10 +634,10 @@ def _entry_files(entries: Sequence[str], base: str, within: str | None
     relative to `base`; a file as it is, a folder's as a skills folder's. Not a FIFO nor a
     device: they are neither."""
     files: list[tuple[str, str | None]] = []
-    for entry in entries:
-        path = os.path.normpath(os.path.join(base, _expanded(entry.strip(JS_WHITESPACE))))
-        if _is_pattern(entry) or not os.path.exists(path) or \
-                not _allowed(os.path.realpath(path), path, within):
+    # A path named again gives the files it gave (each file is taken once): walked once.
+    for path in dict.fromkeys(os.path.normpath(os.path.join(base, _expanded(
+            entry.strip(JS_WHITESPACE)))) for entry in entries if not _is_pattern(entry)):
+        if not os.path.exists(path) or not _allowed(os.path.realpath(path), path, within):
             continue
         if os.path.isdir(path):
             walk = _Walk(path, False, within)
