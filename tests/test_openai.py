@@ -681,6 +681,17 @@ async def test_counts_sent_as_strings_are_counted_as_pi_16_counts_them(oai) -> N
     assert (usage.input, usage.output, usage.cache_read, usage.total_tokens) == (150, 40, 50, 240)
 
 
+async def test_a_status_pi_16_does_not_know_fails_the_reply(oai) -> None:
+    """A response.completed of status "weird" was a normal stop (here a tool use, whose call
+    then ran); pi 1.6 stops only on completed, in_progress and queued, and fails the rest."""
+    finished = completed()
+    finished["response"]["status"] = "weird"
+    reply = await read_responses(oai, *call_item(0, "call_1", "read", {"path": "z"}), finished)
+    assert (reply.stop_reason, reply.error_message) == ("error", "Unhandled stop reason: weird")
+    finished["response"]["status"] = "queued"
+    assert (await read_responses(oai, *message_item(0, "Hi"), finished)).stop_reason == "stop"
+
+
 def test_responses_tool_ids_are_made_acceptable() -> None:
     gpt = REGISTRY_GPT5
     own = AssistantMessage(content=[], api=RESPONSES_API, provider="openai", model="gpt-5-mini",
