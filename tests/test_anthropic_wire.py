@@ -434,6 +434,27 @@ async def test_arguments_with_nan_or_infinity_are_refused_as_json_parse_refuses_
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize(("text", "arguments"), [
+    ('{"command": "ls"', {"command": "ls"}),
+    ('{"command": "echo \\u00', {"command": "echo "}),  # an unfinished escape held back
+    ('{"command": "ls", "timeout": 1e', {"command": "ls", "timeout": 1}),
+    ('{"command": "ls", "tim', {"command": "ls"}),
+    ('{"path": "a\\d", "x": [1, tr', {"path": "a\\d", "x": [1, True]}),
+    ('{"a" 1 "b": {"c": nul', {"a": 1, "b": {"c": None}}),
+    ('["ls"', {})])
+async def test_a_call_whose_block_never_ends_keeps_its_arguments_as_far_as_they_go(
+        fake: FakeAnthropic, text: str, arguments: dict[str, Any]) -> None:
+    """With no content_block_stop (the stream ended or broke inside the call) its arguments
+    were parsed whole: {} and an argumentsError, where pi 1.6 keeps what its streaming parser
+    read (the values here are pi's)."""
+    start, *_ = fake_anthropic.tool_block(0, "toolu_1", "bash", {})
+    [call] = (await streamed(fake, message_start(), start,
+                             delta(0, type="input_json_delta", partial_json=text),
+                             stop("tool_use"))).content
+    assert call == ToolCall(id="toolu_1", name="bash", arguments=arguments)
+
+
+@pytest.mark.asyncio
 @pytest.mark.parametrize(("block", "error"), [
     ({"type": "tool_use", "name": "bash", "input": {}},
      "The model sent a tool call without a string id"),

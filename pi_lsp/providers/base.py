@@ -10,6 +10,7 @@ from typing import Any, Protocol
 import msgspec
 
 from pi_lsp.providers.failures import ReplyFailed
+from pi_lsp.providers.partial_json import partial_value
 from pi_lsp.providers.registry import ModelInfo
 from pi_lsp.session.entries import (
     AssistantBlock,
@@ -301,6 +302,15 @@ class ReplyBuilder:
             block.arguments, block.arguments_error = parse_arguments("".join(pieces))
         return BlockEnd(content_index=index)
 
+    def _end_unfinished_call(self, index: int) -> None:
+        """A call whose end never came (the stream ended or broke inside it) keeps what its
+        arguments hold so far, as pi 1.6 keeps the partial arguments it streamed: it parses
+        them whole, and finds them malformed, only when the call ends."""
+        block = self.blocks[index]
+        text = "".join(self._tool_json.pop(index))
+        if isinstance(block, ToolCall):
+            block.arguments, block.arguments_error = partial_arguments(text)
+
     def fail(self, reason: StopReason, message: str) -> None:
         """End the reply as failed; the first failure is the one reported."""
         if self.stop_reason not in ("error", "aborted"):
@@ -315,7 +325,7 @@ class ReplyBuilder:
     def message(self) -> AssistantMessage:
         """The finished reply; unfinished tool arguments are parsed as far as they go."""
         for index in list(self._tool_json):
-            self.end_block(index)
+            self._end_unfinished_call(index)
         return self._assemble([self.block(index) for index in range(len(self.blocks))])
 
     def _assemble(self, blocks: list[AssistantBlock]) -> AssistantMessage:
@@ -351,6 +361,7 @@ def _counted(tokens: object) -> int:
 # A call's arguments sit four levels into its entry's line, and the session reader skips a line
 # nested more than MAX_NESTING levels as damaged: deeper arguments could not be written.
 MAX_ARGUMENT_NESTING = MAX_NESTING - 4
+TOO_DEEP = f"Tool arguments nest more than {MAX_ARGUMENT_NESTING} levels deep"
 
 
 def nesting(value: object) -> int:
@@ -364,6 +375,17 @@ def nesting(value: object) -> int:
             deepest = max(deepest, depth)
             stack.extend((child, depth + 1) for child in inner)
     return deepest
+
+
+def partial_arguments(text: str) -> tuple[dict[str, Any], str | None]:
+    """An unfinished call's arguments as pi 1.6 keeps them: its JSON read as far as it goes,
+    none when that is no object; too deep to write, none and why (as `parse_arguments`)."""
+    value = partial_value(text)
+    if not isinstance(value, dict):
+        return {}, None
+    if nesting(value) > MAX_ARGUMENT_NESTING:
+        return {}, f"{TOO_DEEP}\n\nReceived arguments:\n{text}"
+    return value, None
 
 
 def parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
@@ -383,7 +405,7 @@ def parse_arguments(text: str) -> tuple[dict[str, Any], str | None]:
         if not isinstance(value, dict):
             raise ValueError("Tool arguments must be a JSON object")
         if nesting(value) > MAX_ARGUMENT_NESTING:
-            raise ValueError(f"Tool arguments nest more than {MAX_ARGUMENT_NESTING} levels deep")
+            raise ValueError(TOO_DEEP)
     except (ValueError, RecursionError) as error:
         return {}, f"{error}\n\nReceived arguments:\n{text}"
     return value, None
