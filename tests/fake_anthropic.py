@@ -25,7 +25,7 @@ class Reply:
     status: int = 200
     error_type: str = ""  # with status != 200: a JSON error body; with 200: an SSE error at the end
     error_message: str = ""
-    raw: bytes = b""  # SSE bytes sent as they are, after the events
+    raw: bytes = b""  # SSE bytes sent as they are, after the events; or the error's body
     cut: bool = False  # close the connection after the events, mid-body
     stall: bool = False  # after the events, send nothing until the client goes away
     # After the first `held_after` frames, send nothing more until this file exists (a test's
@@ -208,9 +208,10 @@ class FakeAnthropic:
         reply = self.replies.pop(0) if self.replies else error_reply(
             500, "api_error", "the fake server has no scripted reply left")
         if reply.status != 200:
-            return await self._error(writer, reply.status, reply.headers, {
+            return await self._error(writer, reply.status, reply.headers, reply.raw or {
                 "type": "error", "error": {"type": reply.error_type,
-                                           "message": reply.error_message}})
+                                           "message": reply.error_message}},
+                kind="text/plain" if reply.raw else "application/json")
         events = list(reply.events)
         if reply.error_type:
             events.append({"type": "error", "error": {"type": reply.error_type,

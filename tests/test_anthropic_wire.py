@@ -434,6 +434,27 @@ async def test_arguments_with_nan_or_infinity_are_refused_as_json_parse_refuses_
 
 
 @pytest.mark.asyncio
+async def test_an_error_body_is_cut_as_pi_16_cuts_one(fake: FakeAnthropic) -> None:
+    """An error's text was kept whole: a 500 with a 65 MB body made a reply too long for a
+    session entry, so it was never written and the run failed on the write. Now it keeps
+    4,000 characters, as the OpenAI path and pi 1.6 keep of a body."""
+    fake.script(fake_anthropic.error_reply(400, "invalid_request_error", "x" * 5000),
+                fake_anthropic.Reply(status=400, raw=b"y" * 5000, headers={}))
+    provider = AnthropicProvider("k", base_url=fake.url)
+    model = REGISTRY.get("anthropic", SONNET)
+    errors = []
+    for _ in range(2):
+        built = ReplyBuilder(model.api, model)
+        _ = [e async for e in provider.stream(request([UserMessage(content="go", timestamp=1)]),
+                                               built)]
+        errors.append(built.message().error_message)
+    await provider.client.close()
+    assert errors == [
+        f"Anthropic 400 invalid_request_error: {'x' * 3977}... [truncated 1023 chars]",
+        f"Anthropic 400: 400 {'y' * 3996}... [truncated 1025 chars]"]  # "... (path: …)"
+
+
+@pytest.mark.asyncio
 @pytest.mark.parametrize(("text", "arguments"), [
     ('{"command": "ls"', {"command": "ls"}),
     ('{"command": "echo \\u00', {"command": "echo "}),  # an unfinished escape held back

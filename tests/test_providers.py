@@ -207,9 +207,10 @@ async def test_an_openai_compatible_error_body_the_sdk_does_not_parse_is_still_s
     oai.script(Reply(status=400, error="model 'qwen3:8b' not found, try pulling it first"),
                Reply(status=422, raw=b'{"detail": [{"loc": ["body"], "msg": "field required"}]}'),
                Reply(status=502, raw=page, headers={}),
-               Reply(status=400, raw=b"x" * 5000, headers={}))  # pi 1.6 keeps 4,000
+               Reply(status=400, raw=b"x" * 5000, headers={}),  # pi 1.6 keeps 4,000
+               error_reply(400, "invalid_request_error", "z" * 5000))  # of a message too
     shown = []
-    for _ in range(4):
+    for _ in range(5):
         await one.harness.prompt("hi")
         shown.append(one.last()["errorMessage"])
     assert shown[0] == "lab 400 error: model 'qwen3:8b' not found, try pulling it first"
@@ -217,6 +218,7 @@ async def test_an_openai_compatible_error_body_the_sdk_does_not_parse_is_still_s
     assert shown[2] == ("lab 502 error: <html> <head><title>502 Bad Gateway</title></head> "
                         "<body>nginx</body> </html>")
     assert shown[3] == f"lab 400 error: {'x' * 4000}... [truncated 1000 chars]"
+    assert shown[4] == f"lab 400 invalid_request_error: {'z' * 4000}... [truncated 1000 chars]"
 
 
 @pytest.mark.parametrize(("provider", "reason"), [

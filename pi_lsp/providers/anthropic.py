@@ -24,6 +24,7 @@ from pi_lsp.providers.base import (
 from pi_lsp.providers.failures import (
     ReplyFailed,
     StreamEndedEarly,
+    cut_error_text,
     ended_stream,
     event_json,
     failure_text,
@@ -323,10 +324,10 @@ def error_text(label: str, error: BaseException) -> str | None:
     if isinstance(error, anthropic.APIStatusError) and isinstance(detail, dict):
         kind, text = detail.get("type", "error"), detail.get("message", "")
         status = error.status_code if error.status_code != 200 else "stream"
-        return f"{label} {status} {kind}: {text}".strip()
+        return f"{label} {status} {cut_error_text(f'{kind}: {text}')}".strip()
     if isinstance(error, anthropic.APIStatusError):
-        return f"{label} {error.status_code}: {error.message}"
-    return f"{label} stream error: {error.message}"
+        return f"{label} {error.status_code}: {cut_error_text(error.message)}"
+    return f"{label} stream error: {cut_error_text(error.message)}"
 
 
 def http_failure(error: Exception) -> HttpFailure | None:

@@ -12,6 +12,17 @@ import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+MAX_BODY_CHARS = 4000  # pi-ai 1.6 MAX_PROVIDER_ERROR_BODY_CHARS: retries read the reason
+
+
+def cut_error_text(text: str) -> str:
+    """A server's error text as pi 1.6 cuts an error body (pi-ai's truncateErrorText): its
+    first MAX_BODY_CHARS characters and how many more there were. Whole, a 65 MB body made a
+    reply too long to write."""
+    if len(text) <= MAX_BODY_CHARS:
+        return text
+    return f"{text[:MAX_BODY_CHARS]}... [truncated {len(text) - MAX_BODY_CHARS} chars]"
+
 
 class StreamEndedEarly(Exception):
     """The stream closed cleanly but without the event that completes a reply."""

@@ -15,13 +15,11 @@ import openai
 from openai._streaming import ServerSentEvent, SSEDecoder
 
 from pi_lsp.providers.base import MissingApiKeyError, ModelRequest, ProviderEvent, ReplyBuilder
-from pi_lsp.providers.failures import ended_stream, event_json, failure_text
+from pi_lsp.providers.failures import cut_error_text, ended_stream, event_json, failure_text
 from pi_lsp.providers.models_file import ModelsFileError, model_headers
 from pi_lsp.providers.registry import CHAT_API
 from pi_lsp.providers.retry import HttpFailure, ProviderRetry, with_retries
 from pi_lsp.providers.wire import WIRE_MODULES, wire_for
-
-MAX_BODY_CHARS = 4000  # pi-ai 1.6 MAX_PROVIDER_ERROR_BODY_CHARS: retries read the reason
 
 
 def error_text(label: str, error: BaseException) -> str | None:
@@ -32,7 +30,7 @@ def error_text(label: str, error: BaseException) -> str | None:
     body = error.body if isinstance(error.body, dict) else {}
     kind = body.get("type") or body.get("code") or "error"
     text = body.get("message") if isinstance(body.get("message"), str) else None
-    text = text or body_text(error.body) or error.message
+    text = cut_error_text(text) if text else body_text(error.body) or error.message
     if isinstance(error, openai.APIStatusError):
         return f"{label} {error.status_code} {kind}: {text}".strip()
     # Mid-stream, pi 1.6 says the error's message alone: its type or code would make a retry
@@ -61,10 +59,7 @@ def body_text(body: object) -> str:
         return ""
     text = body if isinstance(body, str) else \
         json.dumps(body, ensure_ascii=False, separators=(",", ":"), default=str)
-    text = " ".join(text.split())
-    if len(text) <= MAX_BODY_CHARS:
-        return text
-    return f"{text[:MAX_BODY_CHARS]}... [truncated {len(text) - MAX_BODY_CHARS} chars]"
+    return cut_error_text(" ".join(text.split()))
 
 
 def sdk_arguments(create: Callable[..., Any], params: dict[str, Any]) -> dict[str, Any]:
