@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import re
 import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -22,7 +23,7 @@ from pi_lsp.agent.retry import (
     is_passing_failure,
     is_retryable,
 )
-from pi_lsp.providers import openai_chat, openai_responses
+from pi_lsp.providers import base, openai_chat, openai_responses
 from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.providers.base import MAX_TOKENS, ModelRequest, ReplyBuilder, TextDelta, ToolSpec
 from pi_lsp.providers.factory import provider_factory
@@ -39,6 +40,7 @@ from pi_lsp.providers.registry import (
 )
 from pi_lsp.providers.retry import ProviderRetry, retry_delay_s
 from pi_lsp.server.turns import progress_report
+from pi_lsp.session import tree
 from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import (
     AssistantMessage,
@@ -153,6 +155,29 @@ async def test_a_malformed_sse_line_ends_as_an_error_entry_with_the_partial_text
     assert last["content"] == [{"type": "text", "text": "partial text"}]
     assert "not JSON" in last["errorMessage"] and "{not json" in last["errorMessage"]
     assert last["errorMessage"].startswith("lab ")
+    assert check_session(SessionTree.open(one.path)) == []
+
+
+async def test_a_reply_too_long_for_a_session_entry_is_an_error_entry_without_content(
+        rig, oai, monkeypatch) -> None:
+    """A reply whose entry would pass the longest line a session holds (one text of 65 MB)
+    was refused by the write: Harness.prompt raised WriteFailedError, the run had no AgentEnd
+    and nothing of the reply was recorded. The line limit is 20,000 bytes here."""
+    monkeypatch.setattr(base, "MAX_LINE_BYTES", 20_000)
+    monkeypatch.setattr(tree, "MAX_LINE_BYTES", 20_000)
+    one = rig()
+    oai.script(chat_reply("y" * 30_000, calls=[("call_1", "bash", {"command": "touch ran"})]),
+               chat_reply("fine"))
+    await one.harness.prompt("hi")
+    last = one.last()
+    assert (last["stopReason"], last["content"], last["usage"]["output"]) == ("error", [], 30)
+    assert re.fullmatch(r"The reply's content was left out: its session entry would take "
+                        r"3\d{4} bytes, more than the 20000 one line holds \(pi-lsp could not "
+                        r"read it back\)", last["errorMessage"])
+    assert isinstance(one.events[-1], AgentEnd)
+    assert not any(isinstance(e, ToolExecutionStart) for e in one.events)  # its call never ran
+    await one.harness.prompt("again")
+    assert one.last()["content"] == [{"type": "text", "text": "fine"}]
     assert check_session(SessionTree.open(one.path)) == []
 
 

@@ -20,7 +20,7 @@ from msgspec import structs
 
 from pi_lsp.agent.readpage import to_fixed
 from pi_lsp.session.entries import ImageContent, TextContent, UserMessage
-from pi_lsp.session.journal import MAX_LINE_BYTES
+from pi_lsp.session.journal import ENTRY_OVERHEAD, MAX_LINE_BYTES
 from pi_lsp.session.jsontext import encoder
 
 if TYPE_CHECKING:
@@ -48,9 +48,8 @@ MAX_UNRESIZED = 20_000_000
 TOO_LARGE_UNRESIZED = (f"[Image omitted: over {MAX_UNRESIZED // 1_000_000} MB as base64, too "
                        "large to send without resizing; make a smaller copy and read that.]")
 # Up to 20 such images of one message would pass the longest entry a session holds: the message
-# could not be written and its turn failed. What an entry holds besides its blocks (ids and
-# timestamps), and each image besides its data (its JSON and its notes), is kept out of the room.
-ENTRY_OVERHEAD = 4096
+# could not be written and its turn failed. What an entry holds besides its blocks, and each
+# image besides its data (its JSON and its notes), is kept out of the room.
 IMAGE_OVERHEAD = 2048
 TOO_LARGE_TOGETHER = (f"[Image omitted: with it the message would pass the {MAX_LINE_BYTES >> 20} "
                       "MB one session entry holds; send it in a message of its own.]")

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from pi_lsp.providers.failures import ReplyFailed
+from pi_lsp.providers.failures import ReplyFailed, cut_error_text
 from pi_lsp.providers.partial_json import partial_value
 from pi_lsp.providers.registry import ModelInfo
 from pi_lsp.session.entries import (
@@ -24,8 +24,8 @@ from pi_lsp.session.entries import (
     Usage,
 )
 from pi_lsp.session.ids import now_ms
-from pi_lsp.session.journal import MAX_NESTING
-from pi_lsp.session.jsontext import js_string, refuse_constant
+from pi_lsp.session.journal import ENTRY_OVERHEAD, MAX_LINE_BYTES, MAX_NESTING
+from pi_lsp.session.jsontext import encoder, js_string, refuse_constant
 
 REDACTED_THINKING = "[Reasoning redacted]"  # pi's text for thinking the provider sent encrypted
 
@@ -323,10 +323,12 @@ class ReplyBuilder:
                                for index in range(len(self.blocks))])
 
     def message(self) -> AssistantMessage:
-        """The finished reply; unfinished tool arguments are parsed as far as they go."""
+        """The finished reply, fitted to a session entry; unfinished tool arguments are parsed
+        as far as they go."""
         for index in list(self._tool_json):
             self._end_unfinished_call(index)
-        return self._assemble([self.block(index) for index in range(len(self.blocks))])
+        return fitted_to_entry(
+            self._assemble([self.block(index) for index in range(len(self.blocks))]))
 
     def _assemble(self, blocks: list[AssistantBlock]) -> AssistantMessage:
         usage = msgspec.structs.replace(
@@ -342,6 +344,26 @@ class ReplyBuilder:
             timestamp=self.timestamp, response_id=self.response_id,
             error_message=self.error_message, thinking_level=self.thinking_level,
         )
+
+
+REPLY_LEFT_OUT = ("The reply's content was left out: its session entry would take {size} bytes, "
+                  "more than the {limit} one line holds (pi-lsp could not read it back)")
+
+
+def fitted_to_entry(message: AssistantMessage) -> AssistantMessage:
+    """`message`, or when its entry would pass the longest line a session holds, the reply
+    failed with its size and without its content: unwritable, it was lost and the run ended
+    in the write's error. The content is dropped, not cut to fit: a failed reply never goes
+    back to the model, its calls never run, and most of 64 MB on one line would only slow
+    every reading of the session. A failure it had already is kept after the size."""
+    size = len(encoder.encode(message))
+    if size <= MAX_LINE_BYTES - ENTRY_OVERHEAD:
+        return message
+    reason = REPLY_LEFT_OUT.format(size=size, limit=MAX_LINE_BYTES)
+    if message.error_message:
+        reason = f"{reason}; it had failed: {cut_error_text(message.error_message)}"
+    stop = "aborted" if message.stop_reason == "aborted" else "error"
+    return msgspec.structs.replace(message, content=[], stop_reason=stop, error_message=reason)
 
 
 MAX_TOKENS = 2**53 - 1  # the largest count a JavaScript number holds exactly

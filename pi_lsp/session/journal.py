@@ -32,6 +32,9 @@ BOM = b"\xef\xbb\xbf"
 # what a read keeps, 2 MB ones 6 MB, at no cost in time.
 READ_CHUNK = 2 << 20
 MAX_LINE_BYTES = 64 << 20  # a longer line is skipped as damaged, never held whole
+# What a message's entry holds besides the message (ids and timestamp), with room to spare: a
+# message this far under MAX_LINE_BYTES can be written.
+ENTRY_OVERHEAD = 4096
 MAX_NESTING = 200  # deeper JSON is skipped as damaged: decoding it would exhaust the stack
 PREFIX_CHECK = 512
 SUFFIX_CHECK = 64
