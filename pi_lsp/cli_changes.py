@@ -34,7 +34,7 @@ def session_root(tree: SessionTree) -> Path:
 
     pi records an absolute path; a relative one (a file shipped in a repository, say) would
     point wherever the command happens to run from, so it is not taken."""
-    recorded = Path(tree.header.cwd)
+    recorded = Path(tree.header.known_cwd())
     known = recorded.is_absolute() and recorded.is_dir()
     return session_workspace(Path(tree.path), {}, recorded if known else Path.cwd())
 

@@ -16,8 +16,10 @@ from typing import Any
 import msgspec
 import pytest
 
+from pi_lsp.context.build import build_session_context
 from pi_lsp.session import journal
 from pi_lsp.session.appender import WriteFailedError, append_lines
+from pi_lsp.session.catalog import summarize
 from pi_lsp.session.check import repaired_copy
 from pi_lsp.session.entries import CompactionEntry, CustomMessage, MessageEntry
 from pi_lsp.session.fork import fork_session
@@ -1323,6 +1325,74 @@ def test_v3_file_is_not_migrated(tmp_path: Path) -> None:
     tree = SessionTree.open(path)
     assert not tree.migrated
     assert tree.record("aaaa0001").raw == hook
+
+
+def _branched_lines(session_header: bytes) -> list[bytes]:
+    """A user message with two replies, the last (the leaf) a version 2 hook message."""
+    assistant = {"role": "assistant", "content": [{"type": "text", "text": "yo"}], "api": "x",
+                 "provider": "p", "model": "m", "stopReason": "stop", "timestamp": 2,
+                 "usage": {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0,
+                           "totalTokens": 2, "cost": {"input": 0, "output": 0, "cacheRead": 0,
+                                                      "cacheWrite": 0, "total": 0}}}
+    return [session_header,
+            dumps({"type": "message", "id": "u1", "parentId": None, "timestamp": TS,
+                   "message": {"role": "user", "content": "hi", "timestamp": 1}}),
+            dumps({"type": "message", "id": "a1", "parentId": "u1", "timestamp": TS,
+                   "message": assistant}),
+            dumps({"type": "message", "id": "h1", "parentId": "u1", "timestamp": TS,
+                   "message": {"role": "hookMessage", "customType": "x", "content": "hook",
+                               "display": True, "timestamp": 3}})]
+
+
+def _context_roles(tree: SessionTree) -> list[str]:
+    built = build_session_context(tree, tree.leaf_id)
+    return [json.loads(bytes(message))["role"] for message in built.messages]
+
+
+@pytest.mark.parametrize(("session_header", "cwd"), [
+    pytest.param(b'{"type":"session","version":3,"id":"s1","cwd":"/tmp"}', "/tmp",
+                 id="no-timestamp"),
+    pytest.param(header(cwd=None), "", id="cwd-null"),
+    pytest.param(header(cwd=5), "", id="cwd-number"),
+    pytest.param(header(parentSession=5), "/work/project", id="parent-session-number"),
+])
+def test_a_header_with_fields_of_other_types_opens_as_pi_opens_it(
+        tmp_path: Path, session_header: bytes, cwd: str) -> None:
+    """Such a file was "not a pi session file": pi 1.6 checks only the header's type and that
+    its id is text, reads a cwd of another type as unknown (a fork's was a TypeError) and no
+    other field when opening."""
+    path = write_session(tmp_path / "s.jsonl", _branched_lines(session_header))
+    tree = SessionTree.open(path)
+    assert tree.problems == [] and tree.header_raw == session_header
+    assert _context_roles(tree) == ["user", "hookMessage"]  # pi 1.6's, a version 3 file's
+    listed = summarize(Path(path))
+    assert (listed.cwd, listed.parent_session) == (cwd, None)
+    assert fork_session(tree, "h1").header.known_cwd() == cwd
+    repaired_copy(tree, str(tmp_path / "fixed.jsonl"))
+    assert (tmp_path / "fixed.jsonl").read_bytes().split(b"\n")[0] == session_header
+
+
+@pytest.mark.parametrize(("version", "roles"), [
+    # pi 1.6 compares `header.version ?? 1` with JavaScript's >= and <, each made a number
+    # (the roles are its contexts): 3 or more runs no upgrade, nor does NaN; under 2, both.
+    (b"3.0", ["user", "hookMessage"]), (b'"3"', ["user", "hookMessage"]),
+    (b"[3]", ["user", "hookMessage"]), (b'"0x3"', ["user", "hookMessage"]),
+    (b"1e400", ["user", "hookMessage"]), (b"{}", ["user", "hookMessage"]),
+    (b'"x"', ["user", "hookMessage"]),
+    (b'"2"', ["user", "custom"]), (b"2.5", ["user", "custom"]),
+    (b"true", ["user", "assistant", "custom"]), (b"null", ["user", "assistant", "custom"]),
+    (b"false", ["user", "assistant", "custom"]), (b"[]", ["user", "assistant", "custom"]),
+])
+def test_a_version_of_another_type_is_compared_as_pi_compares_it(
+        tmp_path: Path, version: bytes, roles: list[str]) -> None:
+    """A version that was no integer made the file "not a pi session file"; pi 1.6 opens it
+    and upgrades it as JavaScript's comparisons of that value with 2 and 3 decide."""
+    session_header = b'{"type":"session","version":' + version + b',"id":"s1","timestamp":"' \
+        + TS.encode() + b'","cwd":"/tmp"}'
+    path = write_session(tmp_path / "s.jsonl", _branched_lines(session_header))
+    tree = SessionTree.open(path)
+    assert tree.problems == [] and _context_roles(tree) == roles
+    assert summarize(Path(path)).entry_count == 3
 
 
 # -- concurrency -----------------------------------------------------------------------------

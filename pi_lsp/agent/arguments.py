@@ -11,10 +11,8 @@ import math
 import re
 from typing import Any
 
-from pi_lsp.session.jsontext import JS_WHITESPACE, js_number
+from pi_lsp.session.jsontext import js_double, js_number, js_to_number
 
-DECIMAL = re.compile(r"[+-]?(?:Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)")
-RADIX = re.compile(r"0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+")
 # TypeBox's bigint text; one of more than 16 digits is past the safe integers in any case.
 BIGINT = re.compile(r"-?(?:0|[1-9][0-9]{0,15})n")
 MAX_SAFE_INTEGER = 2**53 - 1
@@ -51,7 +49,7 @@ def javascript_numbers(value: Any) -> Any:
     """`value` with each integer a double cannot hold made the double JavaScript reads from
     its JSON (an infinity past the largest), as pi has it: a 400-digit `offset` is Infinity."""
     if isinstance(value, int) and not isinstance(value, bool):
-        return value if abs(value) <= 2**53 else _double(value)
+        return value if abs(value) <= 2**53 else js_double(value)
     if isinstance(value, list):
         return [javascript_numbers(item) for item in value]
     if isinstance(value, dict):
@@ -137,26 +135,6 @@ def to_number(value: object) -> int | float | None:
     if BIGINT.fullmatch(value) and abs(int(value[:-1])) <= MAX_SAFE_INTEGER:
         return int(value[:-1])
     return None
-
-
-def js_to_number(text: str) -> float:
-    """JavaScript's Number(text): NaN when it is no number."""
-    stripped = text.strip(JS_WHITESPACE)
-    if not stripped:
-        return 0.0
-    if RADIX.fullmatch(stripped):
-        return _double(int(stripped, 0))
-    if DECIMAL.fullmatch(stripped):
-        return float(stripped.replace("Infinity", "inf"))
-    return math.nan
-
-
-def _double(number: int) -> float:
-    """The double nearest `number`, an infinity past the largest, as JavaScript reads it."""
-    try:
-        return float(number)
-    except OverflowError:
-        return math.inf if number > 0 else -math.inf
 
 
 def _whole(number: float) -> int | float:

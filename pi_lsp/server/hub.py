@@ -287,7 +287,8 @@ class SessionHub(Workspace):
         if started is not None and started in self.folders_or_cwd():
             return started
         session = self.open.get(key)
-        return super().folder_of(path, session.tree.header.cwd if session is not None else cwd)
+        held_cwd = session.tree.header.known_cwd() if session is not None else cwd
+        return super().folder_of(path, held_cwd)
 
     def held(self, path: Path) -> OpenSession:
         """The open session at `path`, as it is (nothing is read)."""

@@ -266,7 +266,7 @@ def _header_cwd(path: Path) -> str | None:
     """The cwd the session file's header records; None if it cannot be read."""
     try:
         with open_regular(str(path)) as file:
-            return header_decoder.decode(file.readline(MAX_LINE_BYTES)).cwd
+            return header_decoder.decode(file.readline(MAX_LINE_BYTES)).known_cwd()
     except (OSError, NotASessionError, msgspec.DecodeError):
         return None
 
@@ -429,6 +429,8 @@ class SummaryFold:
         # is its Invalid Date, "" as for `created`), else the header's time when it is text a
         # Date reads (kept as written), else the file's.
         stamp = header.timestamp
+        parent = header.parent_session
+        parent = parent if isinstance(parent, str) else None  # editors are sent text or null
         if self.latest is not None and self.latest > 0:
             modified = stamp_text(self.latest) or ""
         elif isinstance(stamp, str) and iso_to_ms(stamp) is not None:
@@ -436,9 +438,9 @@ class SummaryFold:
         else:
             modified = _file_time(path) or created
         return SessionSummary(
-            path=str(path), id=header.id, name=self.name, cwd=header.cwd,
+            path=str(path), id=header.id, name=self.name, cwd=header.known_cwd(),
             created=created, modified=modified, entry_count=self.entry_count,
-            first_message=self.first_message, parent_session=header.parent_session,
+            first_message=self.first_message, parent_session=parent,
             title=session_title(self.name, self.first_message, str(path)),
         )
 
@@ -484,7 +486,7 @@ def read_summary(path: Path) -> tuple[SummaryFold, Tail]:
     def take(batch: LineBatch) -> None:
         nonlocal fold
         if fold is None and batch.header is not None:
-            if (batch.header.version or 1) < CURRENT_VERSION:
+            if batch.header.version_number() < CURRENT_VERSION:
                 raise _NeedsMigration
             fold = SummaryFold(batch.header)
         if fold is not None:

@@ -5,12 +5,20 @@ Field order in each Struct is the order pi writes, so encoded lines match pi's b
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Literal
 
 import msgspec
 
-from pi_lsp.session.jsontext import JS_WHITESPACE, Decoder, js_string, object_decoder
+from pi_lsp.session.jsontext import (
+    JS_WHITESPACE,
+    Decoder,
+    js_double,
+    js_string,
+    js_to_number,
+    object_decoder,
+)
 from pi_lsp.session.jsontext import encoder as encoder  # pi's JSON text, for every writer
 
 CURRENT_VERSION = 3
@@ -184,11 +192,30 @@ ModelMessage = SystemMessage | LlmMessage  # pi 1.6's model layer keeps system m
 
 class SessionHeader(msgspec.Struct, tag_field="type", tag="session", rename="camel",
                     omit_defaults=True, kw_only=True):
-    version: int | None = None
+    # pi 1.6 opens any header with a text id: it checks the type of no other field, so each
+    # is carried as it is (UNSET: missing). Read them through the methods below.
+    version: Any = None
     id: str
-    timestamp: Any  # pi reads any JSON value (NaN for most that are not text) and lists it
-    cwd: str = ""
-    parent_session: str | None = None
+    timestamp: Any = msgspec.UNSET  # pi reads any JSON value (NaN for most that are not text)
+    cwd: Any = ""
+    parent_session: Any = None
+
+    def version_number(self) -> float:
+        """The version as pi's `(header.version ?? 1) >= 3` and `< 2` see it: JavaScript
+        makes it a number ("2" is 2, [3] is 3, true is 1, an object NaN, which passes none)."""
+        version = self.version
+        if version is None or version is msgspec.UNSET:
+            return 1.0
+        if isinstance(version, bool | int | float):
+            return js_double(version)
+        if isinstance(version, str | list):
+            return js_to_number(js_string(version))
+        return math.nan
+
+    def known_cwd(self) -> str:
+        """The cwd pi reads from the header: one that is not text is unknown (""), as pi's
+        getSessionHeaderCwd reads it as undefined."""
+        return self.cwd if isinstance(self.cwd, str) else ""
 
 
 # pi reads a missing parentId as a root, as it reads null (the spec allows both), and one

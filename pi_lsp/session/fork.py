@@ -88,7 +88,7 @@ def fork_session(source: SessionTree, leaf_id: str, directory: Path | None = Non
     source.record(leaf_id)
     target_dir = directory or real_path(source.path).parent
     target_dir.mkdir(parents=True, exist_ok=True)
-    fork = SessionTree.create_in(target_dir, source.header.cwd,
+    fork = SessionTree.create_in(target_dir, source.header.known_cwd(),
                                  parent_session=str(real_path(source.path)), deferred=True)
     fork.take_lines(fork_lines(source, leaf_id))
     return fork

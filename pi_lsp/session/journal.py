@@ -201,7 +201,7 @@ class LineBatch:
         """Whether an entry with `env` is kept in `idless`: it has no id and is of no type read
         for more than the leaf; and the file has ids (a version 1 file's are made up)."""
         return env.id is None and self.pack_idless and self.header is not None and \
-            (self.header.version or 1) >= 2 and env.type not in _UNPACKED
+            not self.header.version_number() < 2 and env.type not in _UNPACKED
 
 
 def _classify(raw: bytes, error: Exception) -> Problem:

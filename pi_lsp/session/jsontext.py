@@ -23,6 +23,10 @@ NUMBER_OUT_OF_RANGE = "Number out of range"  # msgspec's words for a number past
 JS_WHITESPACE = ("\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
                  "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff")
 
+# The texts JavaScript's Number() reads, once trimmed.
+DECIMAL = re.compile(r"[+-]?(?:Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)")
+RADIX = re.compile(r"0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+")
+
 # An escaped backslash, an escaped surrogate pair, or a lone surrogate escape (in that order,
 # so `\\ud83d`, a backslash then text, and a whole pair are never taken for a lone one).
 _SURROGATE_ESCAPE = re.compile(
@@ -180,7 +184,7 @@ def js_string(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
-        number = _js_double(value)
+        number = js_double(value)
         if number != number or number in (math.inf, -math.inf):
             return "NaN" if number != number else ("Infinity" if number > 0 else "-Infinity")
         return js_number(number)
@@ -189,7 +193,19 @@ def js_string(value: Any) -> str:
     return "[object Object]"
 
 
-def _js_double(value: int | float) -> float:
+def js_to_number(text: str) -> float:
+    """JavaScript's Number(text): NaN when it is no number."""
+    stripped = text.strip(JS_WHITESPACE)
+    if not stripped:
+        return 0.0
+    if RADIX.fullmatch(stripped):
+        return js_double(int(stripped, 0))
+    if DECIMAL.fullmatch(stripped):
+        return float(stripped.replace("Infinity", "inf"))
+    return math.nan
+
+
+def js_double(value: int | float) -> float:
     """`value` as the double JavaScript reads it as: an integer past the largest double is
     Infinity there (float() overflows on a 401-digit one)."""
     try:

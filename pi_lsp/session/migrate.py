@@ -29,8 +29,9 @@ from pi_lsp.session.jsontext import encoder, object_decoder, value_decoder
 
 def migrate(snapshot: Snapshot) -> bool:
     """Upgrade the snapshot's records to version 3; returns whether anything changed."""
-    version = snapshot.header.version or 1
-    if version >= CURRENT_VERSION:
+    version = snapshot.header.version_number()
+    # As in pi, NaN (a version that is an object) passes neither test below: nothing runs.
+    if not version < CURRENT_VERSION:
         return False
     if version < 2:
         _v1_to_v2(snapshot.records, snapshot.skipped, snapshot.problems)
@@ -45,7 +46,7 @@ def migrate(snapshot: Snapshot) -> bool:
 def ids_made_up(snapshot: Snapshot) -> bool:
     """Whether the entries' ids are made up in memory (version 1 files hold none): a line
     written that names them could not be matched by a later read, which makes up others."""
-    return (snapshot.header.version or 1) < 2
+    return snapshot.header.version_number() < 2
 
 
 def _rewrite(record: Record, entry: dict[str, Any]) -> None:

@@ -372,7 +372,7 @@ class SessionTree(EntryAppends):
         old = self.path
         self._refuse_moved_folder()
         header = SessionHeader(version=3, id=new_session_id(), timestamp=iso_now(),
-                               cwd=real_cwd(self.header.cwd),
+                               cwd=real_cwd(self.header.known_cwd()),
                                parent_session=str(self.folder / os.path.basename(old)))
         target = self.folder / session_file_name(header.id, header.timestamp)
         # A line skipped before the header stays before it: after it, `42` would be an entry.
