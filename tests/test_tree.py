@@ -874,6 +874,19 @@ def test_custom_messages_with_a_custom_type_of_another_type_are_in_the_context(
         entry_preview(decode_entry(tree.by_id["bbbbbbbb"]))  # no error
 
 
+def test_a_custom_message_s_null_details_stay_in_the_context(tmp_path: Path) -> None:
+    """`"details": null` was left out of the custom message, as a missing one is; pi 1.6's
+    createCustomMessage carries it as it is (a missing one is undefined, left out)."""
+    for changes in ({}, {"details": None}, {"details": 0}):
+        tree = write_session(tmp_path / "s.jsonl", [
+            msg("aaaaaaaa", None),
+            entry("custom_message", "bbbbbbbb", "aaaaaaaa", customType="x", content="c",
+                  display=True, **changes)])
+        (raw,) = build_session_context(tree, "bbbbbbbb").messages[1:]
+        assert json.loads(bytes(raw)) == {"role": "custom", "customType": "x", "content": "c",
+                                          "display": True, **changes, "timestamp": STAMP_MS}
+
+
 def test_check_reports_context_edits_that_edit_nothing(tmp_path: Path) -> None:
     tree = write_session(tmp_path / "s.jsonl", [
         msg("aaaaaaaa", None),

@@ -96,7 +96,7 @@ class _CustomMessageFields(msgspec.Struct, rename="camel"):
     custom_type: Any = msgspec.UNSET
     content: msgspec.Raw = NO_MESSAGE  # null or missing: pi reads it as []
     display: Any = msgspec.UNSET
-    details: Any = None
+    details: Any = msgspec.UNSET  # null is kept, as pi keeps it; only a missing one is left out
     timestamp: Any = msgspec.UNSET
 
 
@@ -220,7 +220,7 @@ def custom_message(record: Record) -> msgspec.Raw:
         "role": "custom", "customType": entry.custom_type,
         "content": entry.content if entry.content != _JSON_NULL else [],
         "display": entry.display,
-        "details": entry.details if entry.details is not None else msgspec.UNSET,
+        "details": entry.details,
         "timestamp": date_ms(entry.timestamp)})
 
 
