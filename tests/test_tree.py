@@ -33,7 +33,7 @@ from pi_lsp.session.entries import (
 )
 from pi_lsp.session.fork import fork_session
 from pi_lsp.session.ids import iso_to_ms
-from pi_lsp.session.outline import entry_preview
+from pi_lsp.session.outline import entry_preview, nested_tree
 from pi_lsp.session.records import UnknownEntryError, decode_entry
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.summarize.branch import Navigation, fit_branch_messages, navigation
@@ -485,6 +485,26 @@ def test_hand_written_label_without_label_clears(tmp_path: Path) -> None:
         {**label, "id": "l2222222", "parentId": "l1111111", "label": ""},
     ])
     assert tree.labels == {}
+
+
+@pytest.mark.parametrize(("value", "shown"), [
+    (5, "5"), ({"a": 1}, '{"a":1}'), ([], "[]"), (True, "true"), (1.5, "1.5"), (0, None),
+    ("", None)])
+def test_a_label_of_another_type_labels_its_entry_as_pi_labels_it(
+        tmp_path: Path, value: Any, shown: str | None) -> None:
+    """A label entry whose label was no text could not be read: its target showed no label.
+    pi 1.6 labels it with any value JavaScript reads as true (`if (entry.label)`), gives it as
+    it is in getTree and a fork; editors show its JSON text."""
+    tree = write_session(tmp_path / "s.jsonl", [
+        msg("aaaaaaaa", None),
+        entry("label", "bbbbbbbb", "aaaaaaaa", targetId="aaaaaaaa", label=value)])
+    assert tree.label("aaaaaaaa") == shown
+    held = value if shown is not None else None
+    assert nested_tree(tree)[0].label == held
+    (node,) = [n for n in TreeViews().view(HeldView(), tree).nodes if n.id == "aaaaaaaa"]
+    assert node.label == shown
+    fork = SessionTree.open(fork_session(tree, "aaaaaaaa").path)
+    assert fork.label_value("aaaaaaaa") == held
 
 
 def test_session_name_is_the_latest_and_a_blank_one_clears(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from pi_lsp.session.entries import (
 )
 from pi_lsp.session.journal import Record
 from pi_lsp.session.jsdate import date_ms
-from pi_lsp.session.jsontext import Decoder, js_string, object_decoder
+from pi_lsp.session.jsontext import Decoder, js_string, js_truthy, object_decoder
 from pi_lsp.session.records import decode_entry
 
 _JSON_NULL = msgspec.Raw(b"null")
@@ -190,11 +190,6 @@ def _message(fields: dict[str, Any]) -> msgspec.Raw:
     (UNSET) is left out, as JSON.stringify leaves out `undefined`."""
     return msgspec.Raw(encoder.encode(
         {key: value for key, value in fields.items() if value is not msgspec.UNSET}))
-
-
-def js_truthy(value: Any) -> bool:
-    """Whether JavaScript reads `value` as true (an empty list or object is)."""
-    return isinstance(value, dict | list) or bool(value)
 
 
 def compaction_messages(entry: CompactionEntry) -> list[msgspec.Raw]:

@@ -18,6 +18,7 @@ from pi_lsp.session.jsontext import (
     js_string,
     js_to_number,
     object_decoder,
+    stringify,
 )
 from pi_lsp.session.jsontext import encoder as encoder  # pi's JSON text, for every writer
 
@@ -306,7 +307,12 @@ class LabelEntry(_Entry, tag="label", kw_only=True):
     parent_id: ParentId = msgspec.UNSET
     timestamp: Any = msgspec.UNSET
     target_id: str
-    label: str | None = None
+    label: Any = None  # pi labels the entry with any value JavaScript reads as true
+
+
+def label_text(label: Any) -> str:
+    """A label as editors show it: one that is no text as its JSON text (`5`, `{"a":1}`)."""
+    return label if isinstance(label, str) else stringify(label)
 
 
 class SessionInfoEntry(_Entry, tag="session_info", kw_only=True):

@@ -41,7 +41,7 @@ def fork_lines(source: SessionTree, leaf_id: str) -> list[bytes]:
     taken = set(kept_ids)
     tail = kept_ids[-1] if kept_ids else None
     for target in kept_ids:
-        label = source.label(target)
+        label = source.label_value(target)
         if label is None:
             continue
         label_id = new_entry_id(taken)

@@ -193,6 +193,11 @@ def js_string(value: Any) -> str:
     return "[object Object]"
 
 
+def js_truthy(value: Any) -> bool:
+    """Whether JavaScript reads `value` as true (an empty list or object is)."""
+    return isinstance(value, dict | list) or bool(value)
+
+
 def js_to_number(text: str) -> float:
     """JavaScript's Number(text): NaN when it is no number."""
     stripped = text.strip(JS_WHITESPACE)

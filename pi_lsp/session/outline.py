@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import msgspec
 
@@ -27,10 +28,11 @@ from pi_lsp.session.entries import (
     ToolResultMessage,
     UserBlock,
     UserMessage,
+    label_text,
     role_of,
 )
 from pi_lsp.session.journal import Record
-from pi_lsp.session.jsontext import js_number, js_string
+from pi_lsp.session.jsontext import js_number, js_string, js_truthy
 from pi_lsp.session.layout import layout, shown_entry
 from pi_lsp.session.records import decode_entry
 from pi_lsp.session.tree import SessionTree
@@ -45,7 +47,7 @@ MAX_INDENT = 32
 
 class TreeNode(msgspec.Struct):
     id: str
-    label: str | None
+    label: Any  # as pi's getTree gives it: text, or another JSON value a label entry held
     children: list[TreeNode]
 
 
@@ -116,8 +118,9 @@ def entry_preview(entry: Entry | None) -> str:
         case CustomEntry():
             return f"custom {entry.custom_type}"
         case LabelEntry():
-            return f"label {entry.target_id} = {entry.label}" if entry.label else \
-                f"label {entry.target_id} cleared"
+            if js_truthy(entry.label):
+                return f"label {entry.target_id} = {label_text(entry.label)}"
+            return f"label {entry.target_id} cleared"
         case SessionInfoEntry():
             return f"name = {entry.name or ''}"
         case LeafEntry():
@@ -143,7 +146,7 @@ def nested_tree(tree: SessionTree) -> list[TreeNode]:
 
     def node(record: Record) -> TreeNode:
         entry_id = record.env.id or ""
-        return TreeNode(entry_id, tree.label(entry_id), [])
+        return TreeNode(entry_id, tree.label_value(entry_id), [])
 
     roots = [node(r) for r in index.get(None, [])]
     stack = list(roots)

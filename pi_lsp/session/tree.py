@@ -25,6 +25,7 @@ from pi_lsp.session.entries import (
     SessionInfoEntry,
     Usage,
     encoder,
+    label_text,
     session_name,
 )
 from pi_lsp.session.ids import (
@@ -49,7 +50,7 @@ from pi_lsp.session.journal import (
     repair_line,
     too_deep,
 )
-from pi_lsp.session.jsontext import escape_line_separators
+from pi_lsp.session.jsontext import escape_line_separators, js_truthy
 from pi_lsp.session.migrate import ids_made_up, migrate
 from pi_lsp.session.records import (
     LEAF_MOVE,
@@ -184,7 +185,7 @@ class SessionTree(EntryAppends):
         self.skipped = SkippedLines()
         self.by_id: dict[str, Record] = {}
         self.problems = Problems()
-        self.labels: dict[str, str] = {}
+        self.labels: dict[str, Any] = {}  # as the label entries hold them (text, or not)
         self.name: str | None = None
         self.leaf_id: str | None = None
         # pi's leaf when the last line has no id (leafId undefined): its context is the path
@@ -316,7 +317,7 @@ class SessionTree(EntryAppends):
     def _apply_marker(self, record: Record) -> None:
         entry = decode_entry(record)
         if isinstance(entry, LabelEntry):
-            if entry.label:
+            if js_truthy(entry.label):  # pi's `if (entry.label)`
                 self.labels[entry.target_id] = entry.label
             else:
                 self.labels.pop(entry.target_id, None)
@@ -616,6 +617,12 @@ class SessionTree(EntryAppends):
         return common
 
     def label(self, entry_id: str) -> str | None:
+        """The entry's label as editors show it: one that is no text as its JSON text."""
+        value = self.labels.get(entry_id)
+        return None if value is None else label_text(value)
+
+    def label_value(self, entry_id: str) -> Any:
+        """The entry's label as pi holds it (getTree, a fork's copy): of any JSON type."""
         return self.labels.get(entry_id)
 
     # -- moving the leaf -----------------------------------------------------------------

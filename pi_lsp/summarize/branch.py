@@ -11,7 +11,6 @@ from pi_lsp.context.projection import (
     compaction_messages,
     context_settings,
     entry_messages,
-    js_truthy,
     latest_edits,
 )
 from pi_lsp.context.tokens import estimate_tokens
@@ -30,6 +29,7 @@ from pi_lsp.session.entries import (
     decode_message,
 )
 from pi_lsp.session.journal import Record
+from pi_lsp.session.jsontext import js_truthy
 from pi_lsp.session.records import decode_entry, parent_of
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.summarize.compaction import summary_details

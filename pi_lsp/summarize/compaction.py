@@ -9,7 +9,6 @@ import msgspec
 from pi_lsp.context.projection import (
     Projection,
     entry_messages,
-    js_truthy,
     message_role,
     project_path,
 )
@@ -23,7 +22,7 @@ from pi_lsp.session.entries import (
     head_decoder,
 )
 from pi_lsp.session.journal import Record
-from pi_lsp.session.jsontext import js_string
+from pi_lsp.session.jsontext import js_string, js_truthy
 from pi_lsp.session.records import decode_entry
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.summarize.fileops import FileLists, FileOps, format_file_lists
