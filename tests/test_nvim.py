@@ -171,6 +171,19 @@ def test_chat_title_follows_a_queued_rename_and_the_clis(workspace: Path, fake: 
     run_script("rename_title_spec.lua", workspace, fake, tmp_path)
 
 
+def test_chat_tree_and_context_follow_a_session_moved_to_a_new_file(
+        workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
+    """When another program cut the session file short mid-turn, the server went on in a new
+    file but the chat, tree and context kept the old uri: the turn's last events were dropped
+    and the next prompt went into the cut file, without the first prompt or its reply."""
+    fake.script(text_reply(*(f"word{i} " for i in range(25)), delay=0.2),
+                text_reply("Second", " reply"))
+    run_script("relocate_spec.lua", workspace, fake, tmp_path)
+    second = fake.message_requests()[1]["messages"]
+    texts = [str(message["content"]) for message in second]
+    assert any("'start'" in t for t in texts) and any("word24" in t for t in texts), texts
+
+
 def test_a_queued_thinking_level_is_not_promised(workspace: Path, fake: FakeAnthropic,
                                                   tmp_path: Path) -> None:
     """:PiThinking while a turn ran said the level clamped to the model of then ("high (the

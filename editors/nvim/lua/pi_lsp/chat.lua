@@ -381,7 +381,7 @@ function on_event.agent_end(chat)
 end
 
 local function on_turn(note_params)
-  local chat = chats[util.key(note_params.uri) or ""]
+  local chat = chats[util.key(session.turn_uri(note_params)) or ""]
   local event = note_params.event or {}
   local handler = chat and on_event[event.type]
   if not handler or not vim.api.nvim_buf_is_valid(chat.buf) then
@@ -548,7 +548,7 @@ local function map_chat_keys(chat)
   -- Context edits on the message under the cursor; the chat re-reads the
   -- transcript when the session changes.
   local context = require("pi_lsp.context")
-  context.map_edit_keys(chat.buf, chat.uri, function()
+  context.map_edit_keys(chat.buf, function()
     return M.entry_at(chat, vim.api.nvim_win_get_cursor(0)[1])
   end)
   util.map(chat.buf, "n", keys.more, function()
@@ -568,8 +568,17 @@ function M.entry_at(chat, line)
   return found and (editable[found.role] or found.removed) and found.id or nil
 end
 
+--- The chat's session moved to a new file (session.lua says so and renames its buffers): the
+--- chat goes on there, or its next prompt would go into the file cut short.
+local function follow_move(chat, new)
+  chats[util.key(chat.uri)], chats[util.key(new)] = nil, chat
+  chat.uri = new
+  if not chat.busy then
+    resync(chat) -- its sessionChanged may have come before the chat followed
+  end
+end
+
 local function create(uri)
-  local key = util.key(uri)
   local root = session.root_of(uri)
   local chat = { uri = uri, root = root, committed = render.builder(), budget = BUDGET, notes = {}, queued = {}, context = {}, busy = session.busy(uri), turns = 0 }
   chat.buf = util.scratch("pi://chat/" .. name_of(uri), "markdown")
@@ -581,8 +590,13 @@ local function create(uri)
     util.on("sessionChanged", function(change)
       -- Our own turn's appends are already on screen; others (a branch, another
       -- editor's turn) change what the current path is.
-      if util.same(change.uri, uri) and not chat.busy then
+      if util.same(change.uri, chat.uri) and not chat.busy then
         resync(chat)
+      end
+    end),
+    util.on("sessionMoved", function(old, new)
+      if util.same(old, chat.uri) then
+        follow_move(chat, new)
       end
     end),
     util.on("listed", function(listed_root)
@@ -591,11 +605,11 @@ local function create(uri)
       end
     end),
     function()
-      chats[key] = nil
+      chats[util.key(chat.uri)] = nil
       util.forget_folds(chat.buf)
     end,
   })
-  chats[key] = chat
+  chats[util.key(uri)] = chat
   -- The server loads the model's SDK now, not at the first prompt (a second or more). Only
   -- time is at stake: a missing key or provider is reported when a prompt is sent.
   client.exec("pi.prepareTurn", { uri = uri }, function() end, root)

@@ -89,8 +89,9 @@ function M.edit_help()
   return ("%s remove from the context · %s replace in the context · %s undo the context edit"):format(keys.remove, keys.replace, keys.undo)
 end
 
---- Map the edit keys in `buf`; `target()` names the entry under the cursor (or nil).
-function M.map_edit_keys(buf, uri, target, after)
+--- Map the edit keys in `buf`; `target()` names the entry under the cursor (or nil). They edit
+--- the session the buffer names when pressed: it may have moved to a new file since.
+function M.map_edit_keys(buf, target, after)
   local keys = config.options.context.keys
   for _, action in ipairs({ "remove", "replace", "undo" }) do
     util.map(buf, "n", keys[action], function()
@@ -98,7 +99,7 @@ function M.map_edit_keys(buf, uri, target, after)
       if not id then
         return util.warn("no user, assistant, tool result or custom message under the cursor")
       end
-      M.edit(uri, id, action, after)
+      M.edit(vim.b[buf].pi_lsp_uri, id, action, after)
     end, "pi: " .. action .. " in the context")
   end
 end
@@ -119,14 +120,14 @@ function M.preview(uri, leaf_id, page, line)
     local buf = show_scratch("pi://context/" .. name_of(uri), lines, uri)
     vim.b[buf].pi_lsp_leaf = result.leafId
     util.map(buf, "n", "+", function()
-      M.preview(uri, leaf_id, args.page + PAGE)
+      M.preview(vim.b[buf].pi_lsp_uri, leaf_id, args.page + PAGE)
     end, "show more of the context")
     vim.api.nvim_win_set_cursor(0, { math.min(line or 1, #lines), 0 })
     -- Edits are written at the current leaf: the buffer then shows that.
-    M.map_edit_keys(buf, uri, function()
+    M.map_edit_keys(buf, function()
       return M.heading_at(vim.api.nvim_buf_get_lines(buf, 0, -1, false), vim.api.nvim_win_get_cursor(0)[1])
     end, function()
-      M.preview(uri, nil, args.page, vim.api.nvim_win_get_cursor(0)[1])
+      M.preview(vim.b[buf].pi_lsp_uri, nil, args.page, vim.api.nvim_win_get_cursor(0)[1])
     end)
     util.map(buf, "n", config.options.context.keys.help, function()
       util.notify(M.edit_help() .. " · + more of the context · q close")

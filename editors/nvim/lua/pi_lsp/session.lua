@@ -9,6 +9,9 @@ M.last_uri = nil -- the session last used (any command)
 M.listed = {} -- root -> sessions from the last pi.listSessions
 local roots = {} -- session key -> workspace root it was found under
 local status = {} -- session key -> {model, thinkingLevel, totalTokens, contextWindow, busy}
+local running = {} -- session key -> turnId of the turn running on it
+local moved = {} -- key of a file another program cut short -> key of the file its session moved to
+local moved_turns = {} -- turnId -> uri: a turn whose session moved goes on naming the old file
 local jobs = {} -- jobId -> callback(done)
 local finished = {} -- jobId -> done that arrived before its callback was registered
 
@@ -275,6 +278,61 @@ function M.busy_uri()
   return M.last_uri
 end
 
+--- The session a pi/turn note is about: a turn whose session moved to a new file goes on
+--- naming the old one to its end.
+function M.turn_uri(note)
+  return moved_turns[note.turnId or ""] or note.uri
+end
+
+--- Rename `buf`, leaving no empty buffer of its old name behind (as :file does).
+local function rename(buf, name)
+  local before = vim.api.nvim_buf_get_name(buf)
+  vim.api.nvim_buf_set_name(buf, name)
+  for _, other in ipairs(vim.api.nvim_list_bufs()) do
+    if other ~= buf and vim.api.nvim_buf_get_name(other) == before and not vim.api.nvim_buf_is_loaded(other) then
+      vim.api.nvim_buf_delete(other, { force = true })
+    end
+  end
+end
+
+--- Buffers showing the session of `old` (chat, input, tree, context) name `new` from now on.
+local function retarget_buffers(old, new)
+  local new_name = vim.fn.fnamemodify(util.key(new), ":t:r")
+  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+    if util.same(vim.b[buf].pi_lsp_uri, old) then
+      vim.b[buf].pi_lsp_uri = new
+      -- Renamed too: a view opened later on the old file (a session of its own) gets a new buffer.
+      local kind = vim.api.nvim_buf_get_name(buf):match("^pi://(%w+)/")
+      if kind then
+        rename(buf, ("pi://%s/%s"):format(kind, new_name))
+      end
+    end
+  end
+end
+
+--- The session of `old` continues in `new` (another program cut its file short, which is left
+--- as it is): what used it (the status, its running turn, the last used, the views) follows,
+--- once, whichever of pi/sessionChanged's relocatedFrom and the session_moved event came first.
+local function follow_move(old, new)
+  local from, to = util.key(old), util.key(new)
+  if not from or not to or from == to or moved[from] == to then
+    return
+  end
+  moved[from] = to
+  if running[from] then
+    moved_turns[running[from]] = new
+  end
+  running[to], running[from] = running[from], nil
+  status[to], status[from] = status[from], nil
+  roots[to] = roots[to] or roots[from]
+  if util.same(M.last_uri, old) then
+    M.last_uri = new
+  end
+  retarget_buffers(old, new)
+  util.notify("session moved to " .. vim.fn.fnamemodify(to, ":t"))
+  util.emit("sessionMoved", old, new)
+end
+
 --- `require("pi_lsp").statusline()`: model · thinking · tokens/window · busy.
 function M.statusline()
   local uri = M.of_buffer(0) or M.last_uri
@@ -336,6 +394,9 @@ function M.setup_listeners()
     end
   end)
   util.on("sessionChanged", function(change)
+    if change.relocatedFrom then
+      follow_move(change.relocatedFrom, change.uri)
+    end
     if M.status(change.uri) then
       M.refresh_status(change.uri)
     end
@@ -354,12 +415,17 @@ function M.setup_listeners()
     vim.cmd("redrawstatus!")
   end)
   util.on("turn", function(note)
-    local kind = note.event and note.event.type
-    if kind == "agent_start" then
-      M.set_busy(note.uri, true)
-    elseif kind == "agent_end" or kind == "error" then
-      M.set_busy(note.uri, false)
-      M.refresh_status(note.uri)
+    local event = note.event or {}
+    local uri = M.turn_uri(note)
+    if event.type == "agent_start" then
+      running[util.key(uri) or ""] = note.turnId
+      M.set_busy(uri, true)
+    elseif event.type == "agent_end" or event.type == "error" then
+      running[util.key(uri) or ""] = nil
+      M.set_busy(uri, false)
+      M.refresh_status(uri)
+    elseif event.type == "session_moved" and event.path then
+      follow_move(note.uri, vim.uri_from_fname(event.path))
     end
   end)
 end

@@ -890,13 +890,13 @@ local function buffer_for(uri, root)
     end
   end
   -- The buffer's options, variables and keys (:bdelete clears them: set again when it is read).
-  local function set_up()
-    local made = util.scratch("pi://tree/" .. vim.fn.fnamemodify(util.key(uri), ":t:r"), "pitree")
-    vim.b[made].pi_lsp_uri, vim.b[made].pi_lsp_root = uri, root
+  local function set_up(shown)
+    local made = util.scratch("pi://tree/" .. vim.fn.fnamemodify(util.key(shown), ":t:r"), "pitree")
+    vim.b[made].pi_lsp_uri, vim.b[made].pi_lsp_root = shown, root
     map_keys(made)
     return made
   end
-  local buf = set_up()
+  local buf = set_up(uri)
   local view = { uri = uri, root = root, limit = PATH_ROWS, unfolded = {}, branches = {}, closed_in = {},
     pending_cursor = {} }
   view.fetching, view.failed = { under = {}, after = {} }, {}
@@ -915,7 +915,7 @@ local function buffer_for(uri, root)
     end)
   end
   view.refresh = util.coalesce(function(done)
-    local args = { uri = uri, bookkeeping = config.options.tree.show_bookkeeping, limit = view.limit }
+    local args = { uri = view.uri, bookkeeping = config.options.tree.show_bookkeeping, limit = view.limit }
     view.bookkeeping = args.bookkeeping -- the kind of tree the changes patch
     client.exec("pi.getTree", args, function(err, tree)
       if err then
@@ -956,7 +956,7 @@ local function buffer_for(uri, root)
   vim.api.nvim_create_autocmd("BufReadCmd", {
     buffer = buf,
     callback = function()
-      set_up()
+      set_up(view.uri) -- (the session may have moved to a new file since)
       if view.tree then
         view.rendered = false
         draw(buf, view, view.tree, emptied)
@@ -1009,7 +1009,7 @@ local function buffer_for(uri, root)
   })
   util.tie(buf, {
     util.on("sessionChanged", function(change)
-      if not util.same(change.uri, uri) then
+      if not util.same(change.uri, view.uri) then
         return
       end
       local same_kind = view.bookkeeping == config.options.tree.show_bookkeeping
@@ -1022,6 +1022,13 @@ local function buffer_for(uri, root)
         draw(buf, view, patched)
       else
         view.refresh() -- a version missed, or no change to patch with: fetch the tree
+      end
+    end),
+    util.on("sessionMoved", function(old, new)
+      -- Another program cut the file short: the session, and so the tree, goes on in a new file.
+      if util.same(old, view.uri) then
+        view.uri = new
+        view.refresh()
       end
     end),
     util.on("initialized", function(started)
