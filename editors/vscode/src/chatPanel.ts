@@ -7,7 +7,7 @@ import { Block, Transcript } from "./chatModel";
 import { AsyncRender, RENDER_BUDGET_MS, STREAM_MARKDOWN_MS, budgetedMarkdown, renderBlockAsync, streamingMarkdown } from "./chatRender";
 import type { Attachment } from "./codeContext";
 import { MarkdownWorker } from "./markdownWorker";
-import { EditMark, PreviewPage, ThinkingLevel, THINKING_LEVELS, TurnNotification } from "./protocol";
+import { EditMark, PreviewPage, SessionMove, ThinkingLevel, THINKING_LEVELS, TurnNotification } from "./protocol";
 import { modelChoices, getter } from "./settings";
 import { availableModels, pickModel } from "./modelPicker";
 import { Sessions, sessionKey } from "./sessions";
@@ -34,6 +34,8 @@ export class ChatPanels implements vscode.Disposable {
   private readonly disposables: vscode.Disposable[] = [];
   /** Open questions by id: a chat opened while one is open shows it too. */
   private readonly questions = new Map<string, Question>();
+  /** Turns whose session moved to a new file: their events go on naming the old one. */
+  private readonly movedTurns = new Map<string, ChatPanel>();
   /** marked, for every chat: one text is parsed at a time. */
   readonly markdown = new MarkdownWorker();
 
@@ -43,8 +45,9 @@ export class ChatPanels implements vscode.Disposable {
     private readonly extensionUri: vscode.Uri,
   ) {
     this.disposables.push(
-      pi.onTurn((n) => this.panels.get(sessionKey(n.uri))?.onTurn(n)),
+      pi.onTurn((n) => this.turnArrived(n)),
       pi.onSessionChanged((e) => this.panels.get(sessionKey(e.uri))?.scheduleReload()),
+      sessions.onDidMove((move) => this.follow(move)),
       pi.onStarted(() => this.panels.forEach((p) => p.serverStarted())),
     );
   }
@@ -55,8 +58,9 @@ export class ChatPanels implements vscode.Disposable {
     if (!panel) {
       // Chats share a column: the first opens beside the editor, the next ones as its tabs.
       const column = this.all().map((p) => p.panel.viewColumn).find((c) => c !== undefined) ?? vscode.ViewColumn.Beside;
-      panel = new ChatPanel(uri, this.pi, this.sessions, this.markdown, this.extensionUri, column, () => this.panels.delete(key),
-        (id, choice) => this.questions.get(id)?.answer(choice));
+      const made: ChatPanel = new ChatPanel(uri, this.pi, this.sessions, this.markdown, this.extensionUri, column,
+        () => this.panels.delete(sessionKey(made.uri)), (id, choice) => this.questions.get(id)?.answer(choice));
+      panel = made;
       this.panels.set(key, panel);
       for (const q of this.questions.values()) if (sessionKey(q.uri) === key) panel.showQuestion(q);
       // The server loads the model's SDK now, not at the first prompt (a second or more).
@@ -67,6 +71,23 @@ export class ChatPanels implements vscode.Disposable {
       panel.panel.reveal(panel.panel.viewColumn);
     }
     return panel;
+  }
+
+  private turnArrived(n: TurnNotification): void {
+    const moved = this.movedTurns.get(n.turnId);
+    if (moved && (n.event.type === "agent_end" || n.event.type === "error")) this.movedTurns.delete(n.turnId);
+    (moved ?? this.panels.get(sessionKey(n.uri)))?.onTurn(n);
+  }
+
+  /** The chat of a session that moved to a new file goes on there: its next prompt would go
+   *  into the file cut short, without the turns the new file holds. */
+  private follow(move: SessionMove): void {
+    const panel = this.panels.get(sessionKey(move.from));
+    if (!panel) return;
+    this.panels.delete(sessionKey(move.from));
+    this.panels.set(sessionKey(move.to), panel);
+    if (panel.turnId) this.movedTurns.set(panel.turnId, panel);
+    panel.moveTo(move.to);
   }
 
   get(uri: string): ChatPanel | undefined {
@@ -136,8 +157,11 @@ export class ChatPanel {
   /** Fires after each reload from the server (tests wait on it). */
   readonly onDidReload = this.reloadedEmitter.event;
 
+  /** The running turn's id, from its agent_start. */
+  turnId: string | undefined;
+
   constructor(
-    readonly uri: string,
+    public uri: string,
     private readonly pi: PiClient,
     private readonly sessions: Sessions,
     private readonly markdown: MarkdownWorker,
@@ -238,8 +262,15 @@ export class ChatPanel {
     this.scheduleReload();
   }
 
+  /** The session goes on in the file `uri` (another program cut its own short). */
+  moveTo(uri: string): void {
+    this.uri = uri;
+    if (!this.transcript.busy) this.scheduleReload(); // its turn's end reloads it otherwise
+  }
+
   onTurn(n: TurnNotification): void {
-    if (n.event.type === "agent_start") this.pending = undefined;
+    if (n.event.type === "agent_start") [this.pending, this.turnId] = [undefined, n.turnId];
+    if (n.event.type === "agent_end" || n.event.type === "error") this.turnId = undefined;
     if (n.event.type === "error" && this.pending !== undefined) {
       // Nothing was written: keep the prompt in the input and the error in view.
       this.failed = { text: this.pending, error: n.event.message };

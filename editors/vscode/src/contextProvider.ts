@@ -3,7 +3,7 @@
 // first and last messages (a long context shows its end at once), more on "Show More of the Context".
 import * as vscode from "vscode";
 import type { PiClient } from "./client";
-import { Layer } from "./protocol";
+import { Layer, SessionMove } from "./protocol";
 
 export const SCHEME = "pi-context";
 /** Messages shown from each end of a context at first; each "more" adds as many. */
@@ -24,11 +24,14 @@ export function contextUri(target: ContextTarget, title: string): vscode.Uri {
   return vscode.Uri.from({ scheme: SCHEME, path: `/${name.replace(/[/\\]/g, "-")}.md`, query: query.toString() });
 }
 
+/** Open previews whose session moved to a new file (their uri cannot change): that file. */
+const followed = new Map<string, string>();
+
 export function parseContextUri(uri: vscode.Uri): ContextTarget {
   const query = new URLSearchParams(uri.query);
   const layer = query.get("layer");
   return {
-    session: query.get("session") ?? "",
+    session: followed.get(uri.toString()) ?? query.get("session") ?? "",
     leafId: query.get("leaf") ?? undefined,
     layer: layer === "llm" || layer === "request" ? layer : "agent",
   };
@@ -40,9 +43,19 @@ export class ContextProvider implements vscode.TextDocumentContentProvider, vsco
   private readonly disposables: vscode.Disposable[] = [this.changed];
   private readonly pages = new Map<string, number>(); // per document: messages from each end
 
-  constructor(private readonly pi: PiClient) {
+  constructor(private readonly pi: PiClient, onDidMove: vscode.Event<SessionMove>) {
     // Only previews of the current leaf change: an entry's own context never does (append-only).
-    this.disposables.push(pi.onSessionChanged((e) => this.refresh(e.uri)));
+    this.disposables.push(pi.onSessionChanged((e) => this.refresh(e.uri)), onDidMove((move) => this.follow(move)));
+  }
+
+  /** Previews open on a session that moved to a new file show (and edit) that file from now on. */
+  private follow(move: SessionMove): void {
+    const from = vscode.Uri.parse(move.from).fsPath;
+    for (const doc of vscode.workspace.textDocuments) {
+      if (doc.uri.scheme !== SCHEME || vscode.Uri.parse(parseContextUri(doc.uri).session).fsPath !== from) continue;
+      followed.set(doc.uri.toString(), move.to);
+      this.changed.fire(doc.uri);
+    }
   }
 
   async provideTextDocumentContent(uri: vscode.Uri): Promise<string> {

@@ -45,7 +45,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<PiApi>
     const item = e.selection[0];
     if (item) sessions.remember(item.sessionUri);
   });
-  const contextProvider = new ContextProvider(pi);
+  const contextProvider = new ContextProvider(pi, sessions.onDidMove);
   const status = new StatusBar(pi, sessions);
 
   context.subscriptions.push(

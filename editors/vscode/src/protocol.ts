@@ -308,6 +308,14 @@ export interface SessionChanged {
   title: string;
   /** How the tree changed, when the server holds the tree an editor shows. */
   tree?: TreeDelta;
+  /** The session's file was replaced by another program (cut short): it goes on in `uri`. */
+  relocatedFrom?: string;
+}
+
+/** A session that goes on in another file, as relocatedFrom or a session_moved event says. */
+export interface SessionMove {
+  from: string;
+  to: string;
 }
 
 /** The tree at `version` is the one at `base` with `nodes[start, start + delete)` replaced by `rows`. */
@@ -384,4 +392,5 @@ export type TurnEvent =
   | { type: "error"; message: string }
   | { type: "queue_dropped"; steering: string[]; followUp: string[] }
   | { type: "compaction_start"; reason: string }
+  | { type: "session_moved"; replacedPath: string; path: string }
   | { type: "compaction_end"; entryId: string | null; error?: string | null; aborted?: boolean; willRetry?: boolean };

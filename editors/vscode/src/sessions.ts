@@ -3,7 +3,7 @@
 // workspace, and only then ask.
 import * as vscode from "vscode";
 import type { PiClient } from "./client";
-import { SessionInfo } from "./protocol";
+import { SessionInfo, SessionMove } from "./protocol";
 import { parseContextUri, SCHEME } from "./contextProvider";
 import { plain } from "./plainText";
 
@@ -56,8 +56,12 @@ export class Sessions implements vscode.Disposable {
   private readonly changedEmitter = new vscode.EventEmitter<string | undefined>();
   /** Fires when the session commands default to changes (last used, active editor). */
   readonly onDidChangeCurrent = this.changedEmitter.event;
+  private readonly movedEmitter = new vscode.EventEmitter<SessionMove>();
+  /** Fires once per move of a session to a new file: the views showing it follow it there. */
+  readonly onDidMove = this.movedEmitter.event;
+  private readonly moves = new Map<string, string>(); // key of a file cut short -> key of the new one
   private cache: Promise<SessionInfo[]> | undefined;
-  private readonly disposables: vscode.Disposable[] = [this.changedEmitter];
+  private readonly disposables: vscode.Disposable[] = [this.changedEmitter, this.movedEmitter];
 
   constructor(
     private readonly pi: PiClient,
@@ -68,6 +72,8 @@ export class Sessions implements vscode.Disposable {
     this.disposables.push(
       pi.onSessionsChanged(() => (this.cache = undefined)),
       pi.onSessionChanged(() => (this.cache = undefined)), // entry counts and names change
+      pi.onSessionChanged((e) => e.relocatedFrom && this.moved({ from: e.relocatedFrom, to: e.uri })),
+      pi.onTurn((n) => n.event.type === "session_moved" && this.moved({ from: n.uri, to: vscode.Uri.file(n.event.path).toString() })),
       pi.onStarted(() => (this.cache = undefined)),
       vscode.window.onDidChangeActiveTextEditor(() => this.refreshCurrent()),
     );
@@ -101,6 +107,22 @@ export class Sessions implements vscode.Disposable {
   remember(uri: string): void {
     if (sameSession(uri, this.lastUsed())) return;
     void this.state.update(LAST_USED, uri);
+    this.refreshCurrent();
+  }
+
+  /**
+   * Another program cut a session's file short and the server went on in a new file: the last
+   * used session follows, the user is told, and so are the views (`onDidMove`). Once per move,
+   * from whichever report (relocatedFrom, session_moved) comes first.
+   */
+  private moved(move: SessionMove): void {
+    const from = sessionKey(move.from), to = sessionKey(move.to);
+    if (from === to || this.moves.get(from) === to) return;
+    this.moves.set(from, to);
+    this.cache = undefined;
+    if (sameSession(this.lastUsed(), move.from)) void this.state.update(LAST_USED, move.to);
+    void vscode.window.showInformationMessage(`pi: session moved to ${plain(vscode.Uri.parse(move.to).path.split("/").pop() ?? to)}`);
+    this.movedEmitter.fire(move);
     this.refreshCurrent();
   }
 

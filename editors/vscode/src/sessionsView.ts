@@ -248,6 +248,9 @@ export class SessionsView implements vscode.TreeDataProvider<Item>, vscode.Dispo
 
   /** A session changed: patch its tree when the change applies to the one held, else fetch. */
   private sessionChanged(e: SessionChanged): void {
+    // Its file was cut short by another program and the session went on in e.uri: the tree held
+    // for the old file is not that file's any more.
+    if (e.relocatedFrom) this.refresh(e.relocatedFrom);
     const key = sessionKey(e.uri);
     const held = this.trees.get(key);
     const patched = held && e.tree ? patchTree(held, e.tree) : undefined;

@@ -503,6 +503,48 @@ test("opening a chat has the server get its first turn ready (pi.prepareTurn): t
   }
 });
 
+test("a session moved to a new file mid-turn: the chat and its context preview follow it there", async () => {
+  // Before, both kept the uri they opened: the turn's last events (naming the old file) were
+  // dropped, and the next prompt went into the file cut short, without the first prompt or its
+  // reply; the Sessions view went on showing the old file's rows as they were before the cut.
+  const moving = await userSession("moving", ["An old prompt"]);
+  const chat = await vscode.commands.executeCommand("piLsp.openChat", { uri: moving });
+  chat.panel.__receive({ type: "ready" });
+  const doc = await vscode.commands.executeCommand("piLsp.previewContext", { uri: moving });
+  fake.script({ ...textReply(...Array.from({ length: 30 }, (_, i) => `word${i} `)), delay: 100 }, textReply("Second reply"));
+  await chat.receive({ type: "send", text: "FIRST PROMPT", delivery: "prompt" });
+  await eventually(() => chat.posted.some((m) => m.type === "upsert" && m.html.includes("word3")), "the reply to stream");
+  const previews = async (uri) => {
+    const item = (await api.view.getChildren()).find((i) => i.sessionUri === uri);
+    return item ? (await api.view.getChildren(item)).map((row) => row.node?.preview ?? "").join("\n") : "";
+  };
+  await eventually(async () => (await previews(moving)).includes("FIRST PROMPT"), "the Sessions view to show the prompt");
+  const oldFile = vscode.Uri.parse(moving).fsPath;
+  const lines = fs.readFileSync(oldFile, "utf8").split("\n");
+  fs.writeFileSync(oldFile, lines.slice(0, -2).join("\n") + "\n"); // another program cuts the prompt off
+  await eventually(() => chat.uri !== moving, "the chat to follow the session");
+  const newFile = vscode.Uri.parse(chat.uri).fsPath;
+  assert.notEqual(newFile, oldFile);
+  assert.equal(api.chats.get(chat.uri), chat);
+  assert.equal(api.chats.get(moving), undefined);
+  assert.ok(rec.messages.some((m) => m.message === `pi: session moved to ${path.basename(newFile)}`), "the user is told");
+  assert.equal(api.sessions.lastUsed(), chat.uri, "the last used session follows");
+  assert.equal(ext.parseContextUri(doc).session, chat.uri, "the context preview shows the new file");
+  await eventually(() => !chat.transcript.busy, "the moved turn to end in the chat");
+  // The Sessions view shows the cut file as it is now, and the session's rows under the new one.
+  await eventually(async () => !(await previews(moving)).includes("FIRST PROMPT"), "the old file's rows to be read again");
+  assert.match(await previews(chat.uri), /FIRST PROMPT/);
+  const before = chat.posted.filter((m) => m.type === "reset").length;
+  await chat.receive({ type: "send", text: "SECOND PROMPT", delivery: "prompt" });
+  await eventually(() => !chat.transcript.busy && chat.posted.filter((m) => m.type === "reset").length > before, "the second turn to end");
+  const sent = JSON.stringify(fake.requests.at(-1).body.messages);
+  assert.match(sent, /FIRST PROMPT/);
+  assert.match(sent, /word29/);
+  assert.match(fs.readFileSync(newFile, "utf8"), /SECOND PROMPT/);
+  assert.doesNotMatch(fs.readFileSync(oldFile, "utf8"), /SECOND PROMPT/);
+  chat.panel.dispose();
+});
+
 test("no Markdown worker is left running once the extension is deactivated", async () => {
   // Before, the chats' worker thread was never terminated: it outlived the extension.
   const worker = api.chats.markdown;
