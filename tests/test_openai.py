@@ -688,8 +688,9 @@ async def test_a_status_pi_16_does_not_know_fails_the_reply(oai) -> None:
     finished["response"]["status"] = "weird"
     reply = await read_responses(oai, *call_item(0, "call_1", "read", {"path": "z"}), finished)
     assert (reply.stop_reason, reply.error_message) == ("error", "Unhandled stop reason: weird")
-    finished["response"]["status"] = "queued"
-    assert (await read_responses(oai, *message_item(0, "Hi"), finished)).stop_reason == "stop"
+    for status in ("queued", 0, False):  # pi's `if (!status)`: any falsy status is a stop
+        finished["response"]["status"] = status
+        assert (await read_responses(oai, *message_item(0, "Hi"), finished)).stop_reason == "stop"
 
 
 def test_responses_tool_ids_are_made_acceptable() -> None:

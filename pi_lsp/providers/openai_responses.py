@@ -45,8 +45,8 @@ MIN_OUTPUT_TOKENS = 16  # OpenAI rejects less
 # Providers whose `call|item` ids are OpenAI's own; other hosts get one plain id.
 PAIRED_ID_PROVIDERS = frozenset({"openai", "openai-codex", "opencode"})
 SDK = "openai"
-# The statuses pi 1.6 ends a reply on as a stop ("in_progress" and "queued" too; none is one).
-STOP_STATUSES = (None, "", "completed", "in_progress", "queued")
+# The statuses pi 1.6 ends a reply on as a stop, besides none (any falsy status).
+STOP_STATUSES = ("completed", "in_progress", "queued")
 
 
 def compat_of(model: ModelInfo) -> Compat:
@@ -362,7 +362,7 @@ class ResponsesReader:
                            "Response incomplete without a provider reason")
         elif status == "cancelled":
             reply.fail("error", "the reply was cancelled by the server")
-        elif status not in STOP_STATUSES:  # pi 1.6 throws on a status it does not know
+        elif status and status not in STOP_STATUSES:  # pi 1.6 throws on one it does not know
             reply.fail("error", f"Unhandled stop reason: {status}")
         elif any(isinstance(b, ToolCall) for b in reply.blocks):
             reply.stop_reason = "toolUse"
