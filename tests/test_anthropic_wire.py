@@ -4,6 +4,7 @@ stream read back as pi 1.6 reads it."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -462,7 +463,8 @@ async def test_an_error_body_is_cut_as_pi_16_cuts_one(fake: FakeAnthropic) -> No
     ('{"command": "ls", "tim', {"command": "ls"}),
     ('{"path": "a\\d", "x": [1, tr', {"path": "a\\d", "x": [1, True]}),
     ('{"a" 1 "b": {"c": nul', {"a": 1, "b": {"c": None}}),
-    ('["ls"', {})])
+    ('["ls"', {}),
+    ('{"n": -' + "1" * 5000 + ",", {"n": -math.inf})])  # a crash: int() stops at 4,300 digits
 async def test_a_call_whose_block_never_ends_keeps_its_arguments_as_far_as_they_go(
         fake: FakeAnthropic, text: str, arguments: dict[str, Any]) -> None:
     """With no content_block_stop (the stream ended or broke inside the call) its arguments

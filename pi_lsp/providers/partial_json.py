@@ -208,8 +208,14 @@ def _pending_scalar_value(token: str) -> Any:
 
 
 def _number(token: str) -> int | float:
-    """A number as json.loads reads it, as the arguments of a finished call are read."""
-    return float(token) if any(char in token for char in ".eE") else int(token)
+    """A number as json.loads reads it, as the arguments of a finished call are read; an
+    integer past Python's 4,300 digits as pi reads every number: a double (infinity)."""
+    if any(char in token for char in ".eE"):
+        return float(token)
+    try:
+        return int(token)
+    except ValueError:
+        return float(token)
 
 
 def partial_value(text: str) -> Any:
