@@ -5,6 +5,7 @@
 import { Marked, Tokens } from "marked";
 import { Block, Part, ToolRun } from "./chatModel";
 import type { MarkdownWorker } from "./markdownWorker";
+import { oneLine } from "./plainText";
 
 const marked = new Marked({
   gfm: true,
@@ -123,13 +124,13 @@ export function renderBlock(block: Block, tools: ReadonlyMap<string, ToolRun>, m
       const error = block.error ? `<div class="error">${escapeHtml(block.error)}</div>` : "";
       const cursor = block.streaming ? `<span class="cursor">▍</span>` : "";
       const actions = block.streaming ? "" : contextActions(block.id, block.edited);
-      return `<div class="msg assistant${block.streaming ? " streaming" : ""}" data-id="${id}"><div class="role">pi${block.model ? ` · ${escapeHtml(block.model)}` : ""}${actions}</div>${body}${cursor}${error}</div>`;
+      return `<div class="msg assistant${block.streaming ? " streaming" : ""}" data-id="${id}"><div class="role">pi${block.model ? ` · ${escapeHtml(oneLine(block.model))}` : ""}${actions}</div>${body}${cursor}${error}</div>`;
     }
     case "removed":
-      return `<div class="msg removed" data-id="${id}"><div class="role">${escapeHtml(block.role)} removed from the context · ${block.tokens.toLocaleString("en")} tokens` +
+      return `<div class="msg removed" data-id="${id}"><div class="role">${escapeHtml(oneLine(block.role))} removed from the context · ${block.tokens.toLocaleString("en")} tokens` +
         `${contextButton(block.entryId, "undo", "Undo context edit")}</div><div class="text">${escapeHtml(block.text)}</div></div>`;
     case "summary":
-      return `<div class="msg summary" data-id="${id}"><details data-key="${id}:s"><summary>${escapeHtml(block.title)}</summary>${md(block.text)}</details></div>`;
+      return `<div class="msg summary" data-id="${id}"><details data-key="${id}:s"><summary>${escapeHtml(oneLine(block.title))}</summary>${md(block.text)}</details></div>`;
     case "notice":
       return `<div class="notice ${block.level}" data-id="${id}">${escapeHtml(block.text)}</div>`;
   }

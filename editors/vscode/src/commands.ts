@@ -12,7 +12,7 @@ import { entryOfArgument, Sessions } from "./sessions";
 import type { SessionsView } from "./sessionsView";
 import type { StatusBar } from "./statusBar";
 import { trustFolder } from "./trustDialogs";
-import { plain, shorten } from "./plainText";
+import { oneLine, plain, shorten } from "./plainText";
 
 export const API_KEY_SECRET = "piLsp.anthropicApiKey";
 
@@ -88,8 +88,8 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
     const shown = [...shape.tree.nodes].sort((a, b) => (b.timestamp ?? "").localeCompare(a.timestamp ?? "")).filter((n) => !only || only(n));
     const items: Item[] = shown.map((n) => ({
       id: n.id,
-      label: `${n.onPath ? "$(circle-filled)" : "$(circle-outline)"} ${plain(n.preview || n.type)}`,
-      description: plain([n.id, n.role ?? n.type, n.label ? `[${shorten(n.label)}]` : "", n.id === shape.tree.leafRow ? "← leaf" : ""].filter(Boolean).join(" ")),
+      label: `${n.onPath ? "$(circle-filled)" : "$(circle-outline)"} ${plain(oneLine(n.preview || n.type))}`,
+      description: plain([shorten(n.id), oneLine(n.role ?? n.type), n.label ? `[${shorten(n.label)}]` : "", n.id === shape.tree.leafRow ? "← leaf" : ""].filter(Boolean).join(" ")),
     }));
     return (await vscode.window.showQuickPick(items, { placeHolder, matchOnDescription: true }))?.id;
   }

@@ -12,10 +12,15 @@ export function plain(text: string): string {
 const PREVIEW_UNSAFE = /[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
 const PREVIEW_CHARS = 72;
 
-/** Session text on one line, cut as the server's previews are: it can neither fake a line nor
- * reorder one (a label's U+202E would turn the rest of its row around). */
+/** Session text on one line, as the server's previews are: it can neither fake a line nor
+ * reorder one (an id's or a cwd's U+202E would turn the rest of its row around). */
+export function oneLine(text: string): string {
+  return text.replace(PREVIEW_UNSAFE, " ").split(/\s+/).filter(Boolean).join(" ");
+}
+
+/** Session text on one line (`oneLine`), cut as the server's previews are. */
 export function shorten(text: string): string {
-  const flat = text.replace(PREVIEW_UNSAFE, " ").split(/\s+/).filter(Boolean).join(" ");
+  const flat = oneLine(text);
   const chars = [...flat]; // code points, as Python counts them (a cut never splits a surrogate pair)
   return chars.length <= PREVIEW_CHARS ? flat : chars.slice(0, PREVIEW_CHARS - 1).join("") + "…";
 }

@@ -5,7 +5,7 @@ import * as vscode from "vscode";
 import type { PiClient } from "./client";
 import { SessionInfo, SessionMove } from "./protocol";
 import { parseContextUri, SCHEME } from "./contextProvider";
-import { plain } from "./plainText";
+import { oneLine, plain } from "./plainText";
 
 const LAST_USED = "piLsp.lastSession";
 
@@ -181,7 +181,7 @@ export class Sessions implements vscode.Disposable {
     const items: Item[] = sessions.map((s) => ({
       label: plain(s.title),
       description: `${s.entryCount} entries`,
-      detail: plain(`${s.modified}${s.cwd ? ` · ${s.cwd}` : ""}`),
+      detail: plain(oneLine(`${s.modified}${s.cwd ? ` · ${s.cwd}` : ""}`)),
       uri: s.uri,
     }));
     items.push({ label: "$(add) New session…" });

@@ -5,7 +5,7 @@
 // out a page at a click.
 import * as vscode from "vscode";
 import type { PiClient } from "./client";
-import { shorten } from "./plainText";
+import { oneLine, shorten } from "./plainText";
 import { BranchesAfter, RowsUnder, SessionChanged, SessionInfo, TreeNode, TreeResult } from "./protocol";
 import { sameSession, Sessions, sessionKey } from "./sessions";
 import { patchTree, TreeShape } from "./treeShape";
@@ -16,11 +16,11 @@ export class SessionItem extends vscode.TreeItem {
     super(Sessions.title(info, info.uri), vscode.TreeItemCollapsibleState.Collapsed);
     this.id = `session:${sessionKey(info.uri)}`;
     this.contextValue = "session";
-    this.description = `${info.entryCount} entries · ${shortDate(info.modified)}`;
+    this.description = `${info.entryCount} entries · ${shortDate(oneLine(info.modified))}`;
     this.tooltip = new vscode.MarkdownString(
-      [`**${escapeMarkdown(this.label as string)}**`, "", `${info.entryCount} entries`,
-        `created ${escapeMarkdown(info.created)}`, `modified ${escapeMarkdown(info.modified)}`,
-        info.cwd ? `cwd ${escapeMarkdown(info.cwd)}` : ""].filter(Boolean).join("  \n"));
+      [`**${plainMarkdown(this.label as string)}**`, "", `${info.entryCount} entries`,
+        `created ${plainMarkdown(info.created)}`, `modified ${plainMarkdown(info.modified)}`,
+        info.cwd ? `cwd ${plainMarkdown(info.cwd)}` : ""].filter(Boolean).join("  \n"));
     // The session commands default to is coloured like the current path.
     this.iconPath = new vscode.ThemeIcon(current ? "comment-discussion" : "comment", current ? new vscode.ThemeColor("charts.blue") : undefined);
   }
@@ -67,7 +67,7 @@ export class EntryItem extends vscode.TreeItem {
   ) {
     const leaf = node.id === leafRow;
     // The leaf mark and the label lead: at the side bar's default width the end of a row is cut.
-    super([leaf ? "← leaf ·" : "", node.label ? `[${shorten(node.label)}]` : "", node.preview || node.type].filter(Boolean).join(" "),
+    super([leaf ? "← leaf ·" : "", node.label ? `[${shorten(node.label)}]` : "", oneLine(node.preview || node.type)].filter(Boolean).join(" "),
       collapsed(expandable, node.onPath));
     // VS Code keeps the expansion state an id had and ignores collapsibleState after that, so
     // a branch that has just come onto the path (or a chain entry that has just become a fork)
@@ -77,14 +77,14 @@ export class EntryItem extends vscode.TreeItem {
     this.id = JSON.stringify(["entry", sessionKey(sessionUri), node.id, fold]);
     // The role in contextValue lets package.json offer "Edit prompt" on user messages only.
     this.contextValue = `entry.${node.role ?? node.type}${node.onPath ? ".onPath" : ""}`;
-    this.description = node.id;
+    this.description = shorten(node.id);
     this.iconPath = new vscode.ThemeIcon(
       leaf ? "debug-stackframe-focused" : iconFor(node),
       node.onPath ? new vscode.ThemeColor("charts.blue") : new vscode.ThemeColor("disabledForeground"),
     );
-    const facts = [`${escapeMarkdown(node.id)} · ${escapeMarkdown(node.role ?? node.type)}${node.onPath ? " · on the current path" : ""}`,
-      node.label ? `label: **${escapeMarkdown(shorten(node.label))}**` : "", escapeMarkdown(node.timestamp ?? "")].filter(Boolean);
-    this.tooltip = new vscode.MarkdownString(`${facts.join("  \n")}\n\n${escapeMarkdown(node.preview)}`);
+    const facts = [`${plainMarkdown(node.id)} · ${plainMarkdown(node.role ?? node.type)}${node.onPath ? " · on the current path" : ""}`,
+      node.label ? `label: **${plainMarkdown(shorten(node.label))}**` : "", plainMarkdown(node.timestamp ?? "")].filter(Boolean);
+    this.tooltip = new vscode.MarkdownString(`${facts.join("  \n")}\n\n${plainMarkdown(node.preview)}`);
     // A click shows what the model would receive at this entry.
     this.command = { command: "piLsp.previewContext", title: "Preview Context", arguments: [{ uri: sessionUri, entryId: node.id }] };
   }
@@ -392,6 +392,7 @@ function shortDate(iso: string): string {
   return iso.replace("T", " ").slice(0, 16);
 }
 
-function escapeMarkdown(s: string): string {
-  return s.replace(/[\\`*_{}[\]()#+\-.!<>|]/g, "\\$&");
+/** Session text in a Markdown tooltip: on one line (`oneLine`), as plain text (no links, no emphasis). */
+function plainMarkdown(s: string): string {
+  return oneLine(s).replace(/[\\`*_{}[\]()#+\-.!<>|]/g, "\\$&");
 }

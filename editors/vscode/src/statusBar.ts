@@ -1,6 +1,7 @@
 // The status bar: tokens in context / the model's window for the session commands default to.
 import * as vscode from "vscode";
 import type { PiClient } from "./client";
+import { oneLine } from "./plainText";
 import { sameSession, Sessions } from "./sessions";
 
 export function formatTokens(n: number): string {
@@ -54,7 +55,7 @@ export class StatusBar implements vscode.Disposable {
       ]);
       const share = preview.contextWindow ? preview.totalTokens / preview.contextWindow : 0;
       this.item.text = `$(comment-discussion) ${formatTokens(preview.totalTokens)} / ${formatTokens(preview.contextWindow)}`;
-      this.item.tooltip = `${Sessions.title(info, uri)}\n${preview.model ?? "no model"} · thinking ${preview.thinkingLevel}\n` +
+      this.item.tooltip = `${Sessions.title(info, uri)}\n${oneLine(preview.model ?? "no model")} · thinking ${preview.thinkingLevel}\n` +
         `${preview.totalTokens} of ${preview.contextWindow} tokens (${Math.round(share * 100)}%) — click to preview the context`;
       // Warn near the window, where auto-compaction is about to kick in.
       this.item.backgroundColor = share >= 0.8 ? new vscode.ThemeColor("statusBarItem.warningBackground") : undefined;

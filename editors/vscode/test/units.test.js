@@ -302,3 +302,17 @@ test("context edits in the chat: a removed message stays in its place with Undo;
   t.apply({ type: "message_start", message: { role: "assistant", content: [] } });
   assert.doesNotMatch(ext.renderBlock(t.blocks.at(-1), t.tools), /data-ctx/);
 });
+
+test("a model name, a removed entry's role and a summary's title from a session stay one line in order in the chat", () => {
+  // Before, an assistant message's `model` with U+202E turned the rest of its role line (the context
+  // actions) around, as could a removed entry's role and a bash command's or custom type's title.
+  const t = new ext.Transcript();
+  const assistant = { entryId: "a1", role: "assistant", tokens: 1, message: { role: "assistant", model: "m\u202e\nx", content: [{ type: "text", text: "hi" }] } };
+  const bash = { entryId: "b1", role: "bashExecution", tokens: 1, message: { role: "bashExecution", command: "ls\u202e #", output: "" } };
+  t.load([assistant, bash], [
+    { targetId: "u0", editId: "e1", kind: "omitted", role: "user\u202e", tokensBefore: 9, tokensAfter: 0, original: "x", position: 0 },
+  ]);
+  const html = t.blocks.map((b) => ext.renderBlock(b, t.tools)).join("");
+  assert.ok(!html.includes("\u202e"), html);
+  assert.match(html, /pi · m x<span/);
+});

@@ -112,3 +112,47 @@ test("entry ids that read like another row's tree item id still give each row it
   assert.deepEqual(all.map((item) => item.entryId).sort(), ["a", "a/fold", "a/open", "b"]);
   assert.equal(new Set(all.map((item) => item.id)).size, all.length, JSON.stringify(all.map((item) => item.id)));
 });
+
+test("ids, times, the cwd and the model a session wrote are shown on one line and in order", async () => {
+  // Before, an entry id `ok` + U+202E + a line break became the row's description as it was, and the
+  // header's cwd + U+202E + two line breaks + `**cwd /home/you/safe**` a fake second cwd line in the
+  // session's tooltip; the override reversed what followed (reviewer's zz_sec6_bidi.test.js).
+  const RLO = "\u202e";
+  const ts = "2026-01-01T00:00:00.000Z";
+  const id = `ok${RLO}\nrm -rf ~`;
+  const lines = [
+    { type: "session", version: 3, id: "sec6", timestamp: `${ts}${RLO}hs.lirve`, cwd: `${rig.ws.folder}${RLO}gpj.cod\n\n**cwd /home/you/safe**` },
+    { type: "model_change", id: "mc", parentId: null, timestamp: ts, provider: `evil${RLO}\nfake line`, modelId: "m" },
+    { type: "message", id, parentId: "mc", timestamp: `${ts}${RLO}txt.exe`, message: { role: "user", content: [{ type: "text", text: "hello" }], timestamp: 1 } },
+  ];
+  const file = path.join(rig.ws.sessionsDir, "2027-01-04T00-00-00-000Z_sec6.jsonl");
+  fs.writeFileSync(file, lines.map((l) => JSON.stringify(l)).join("\n") + "\n");
+  const sec6 = vscode.Uri.file(file).toString();
+  const raw = (text) => /[\u202e\n]/.test(text);
+  const session = await eventually(async () => (await rig.api.view.getChildren()).find((item) => item.sessionUri === sec6), "the session in the view");
+  const parts = session.tooltip.value.split("  \n");
+  assert.ok(!parts.some(raw), JSON.stringify(parts));
+  assert.equal(parts.filter((part) => part.startsWith("cwd ")).length, 1);
+  assert.ok(!raw(session.description), session.description);
+  const row = (await rig.api.view.getChildren(session)).find((item) => item.entryId === id);
+  assert.equal(row.description, "ok rm -rf ~");
+  assert.ok(!row.tooltip.value.split(/  \n|\n\n/).some(raw), row.tooltip.value);
+  const offered = async (run) => {
+    let items;
+    respond("showQuickPick", (shown) => { items = shown; return undefined; });
+    try {
+      await run();
+    } finally {
+      respond("showQuickPick");
+    }
+    return items;
+  };
+  const sessions = await offered(() => rig.api.sessions.pick());
+  assert.ok(!raw(sessions.find((item) => item.uri === sec6).detail));
+  const entries = await offered(() => vscode.commands.executeCommand("piLsp.branch", { uri: sec6 }));
+  assert.ok(!entries.some((item) => raw(item.label) || raw(item.description)), JSON.stringify(entries));
+  rig.api.sessions.remember(sec6);
+  await eventually(async () => rig.api.status.item.tooltip?.includes("evil"), "the status bar on the session");
+  assert.equal(rig.api.status.item.tooltip.split("\n").length, 3, rig.api.status.item.tooltip);
+  assert.ok(!rig.api.status.item.tooltip.includes(RLO));
+});
