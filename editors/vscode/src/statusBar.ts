@@ -17,6 +17,7 @@ export class StatusBar implements vscode.Disposable {
   private shown: string | undefined;
   /** Resolves when the pending update has been drawn (tests wait on it). */
   settled: Promise<void> = Promise.resolve();
+  private drawn: (() => void) | undefined;
 
   constructor(private readonly pi: PiClient, private readonly sessions: Sessions) {
     this.item = vscode.window.createStatusBarItem("piLsp.tokens", vscode.StatusBarAlignment.Right, 100);
@@ -33,12 +34,16 @@ export class StatusBar implements vscode.Disposable {
     );
   }
 
-  /** Coalesced: a running turn changes the session many times a second. */
+  /** Coalesced: a running turn changes the session many times a second. A `settled` already
+   *  handed out resolves with the update that replaces its own (it was left pending for ever). */
   schedule(delay = 250): void {
     clearTimeout(this.timer);
-    this.settled = new Promise((done) => {
-      this.timer = setTimeout(() => void this.update().finally(done), delay);
-    });
+    if (!this.drawn) this.settled = new Promise((done) => { this.drawn = done; });
+    this.timer = setTimeout(() => {
+      const drawn = this.drawn;
+      this.drawn = undefined;
+      void this.update().finally(drawn);
+    }, delay);
   }
 
   async update(): Promise<void> {
@@ -67,6 +72,7 @@ export class StatusBar implements vscode.Disposable {
 
   dispose(): void {
     clearTimeout(this.timer);
+    this.drawn?.();
     for (const d of this.disposables) d.dispose();
   }
 }

@@ -117,6 +117,15 @@ test("previewContext opens a read-only pi-context: document with the server's ma
   assert.equal(ext.parseContextUri(doc).leafId, "24652ae8");
 });
 
+test("the status bar's settled resolves when a later schedule replaces its update", async () => {
+  // A test awaiting it hung: the second schedule cleared the timer that would resolve it.
+  api.status.schedule(0);
+  const first = api.status.settled;
+  api.status.schedule(0);
+  const which = await Promise.race([first.then(() => "first"), api.status.settled.then(() => "second")]);
+  assert.equal(which, "first");
+});
+
 test("the status bar shows tokens / window of the session in use", async () => {
   api.status.schedule(0);
   await api.status.settled;
