@@ -59,6 +59,7 @@ from tests.test_server import (
     call_error,
     hub_ready,
     lines,
+    own_server,
     path_of,
     plain,
 )
@@ -902,6 +903,49 @@ async def test_a_prompt_asking_about_its_attachment_holds_the_turn(
     assert "third" in sent and "second" not in sent and "first" not in sent
 
 
+def prompt_with_id(client: LanguageClient, msg_id: str, uri: str, text: str, attached: Path
+                   ) -> asyncio.Task[Any]:
+    """`pi.prompt` with `attached` as context, sent under `msg_id` so that it can be
+    cancelled."""
+    return asyncio.create_task(client.protocol.send_request_async(
+        types.WORKSPACE_EXECUTE_COMMAND, types.ExecuteCommandParams(
+            command="pi.prompt", arguments=[{"uri": uri, "text": text,
+                                             "context": [{"uri": attached.as_uri()}]}]),
+        msg_id=msg_id))
+
+
+async def cancel(client: LanguageClient, msg_id: str, request: asyncio.Task[Any]) -> None:
+    """Send `$/cancelRequest` for `msg_id` and check that `request` is answered cancelled."""
+    client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
+    with pytest.raises(JsonRpcException) as cancelled:
+        await asyncio.wait_for(request, CEILING_S)
+    assert cancelled.value.code == types.LSPErrorCodes.RequestCancelled
+
+
+@LSP
+async def test_a_prompt_cancelled_while_asking_about_its_attachment_lets_go(
+        pi: Pi, fake: FakeAnthropic) -> None:
+    """`$/cancelRequest` answered -32800 but left the prompt running: the session stayed
+    claimed (a new prompt was refused busy) and, once the question was answered, the
+    cancelled prompt's turn ran and was written."""
+    uri = (await call(pi.client, "pi.newSession", {}))["uri"]
+    pi.answer, pi.asked, pi.release = "never", [], asyncio.Event()
+    first = prompt_with_id(pi.client, "cancelled-prompt", uri, "CANCELLED-FIRST",
+                           pi.outside / "readme.txt")
+    await until(lambda: pi.asked, "the attachment to be asked about")
+    await cancel(pi.client, "cancelled-prompt", first)
+    fake.script(text_reply("second"))
+    turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "second"}))["turnId"]
+    assert (await turn_end(pi, turn_id))[-1]["type"] == "agent_end"
+    answered = pi.answered
+    pi.release.set()
+    await until(lambda: pi.answered > answered, "the late answer")
+    assert await call(pi.client, "pi.check", {"uri": uri}) == {"problems": []}
+    assert b"CANCELLED-FIRST" not in path_of(uri).read_bytes()
+    assert "CANCELLED-FIRST" not in json.dumps([r["messages"]
+                                                for r in fake.message_requests()])
+
+
 @LSP
 async def test_an_attachments_question_says_so(pi: Pi, fake: FakeAnthropic) -> None:
     """pi/approveTool for a prompt's file outside the workspace read as a tool call of the
@@ -938,6 +982,48 @@ async def test_steers_queued_for_a_prompt_refused_at_its_attachment_are_named(
                     "'STEER-HELD', follow-up 'FOLLOW-HELD' were not sent"], told
     assert not any(r for r in fake.message_requests()
                    if "STEER-HELD" in json.dumps(r["messages"]))
+
+
+@pytest.mark.parametrize("cancelled", [False, True], ids=["open", "cancelled"])
+async def test_shutdown_while_asking_about_an_attachment_logs_no_traceback(
+        tmp_path: Path, fake: FakeAnthropic, capsys: pytest.CaptureFixture[str],
+        cancelled: bool) -> None:
+    """Closing the editor with the question open (or its prompt cancelled) logged "Task
+    exception was never retrieved" with the prompt's JsonRpcRequestCancelled traceback."""
+    build(tmp_path)
+    asked, release, answered = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    async with own_server() as client:
+        @client.feature(APPROVE_TOOL)
+        async def approve_tool(_params: Any) -> Any:
+            asked.set()
+            await release.wait()
+            answered.set()
+            return {"decision": "deny"}
+
+        capabilities = client_capabilities("visual-studio-code")
+        capabilities.experimental = {"piLsp": {"approveTool": True}}
+        await asyncio.wait_for(client.initialize_session(types.InitializeParams(
+            capabilities=capabilities, root_uri=(tmp_path / "ws").as_uri(),
+            initialization_options={"anthropicBaseUrl": fake.url, "anthropicApiKey": "test"},
+        )), CEILING_S)
+        await hub_ready(client)
+        uri = (await call(client, "pi.newSession", {}))["uri"]
+        prompt = prompt_with_id(client, "asking", uri, "x", tmp_path / "outside" / "readme.txt")
+        await asyncio.wait_for(asked.wait(), CEILING_S)
+        if cancelled:
+            await cancel(client, "asking", prompt)
+        await asyncio.wait_for(client.shutdown_async(None), CEILING_S)
+        release.set()  # an answer the server no longer reads; pytest-lsp fails on one pending
+        await asyncio.wait_for(answered.wait(), CEILING_S)
+        client.exit(None)
+        assert client._server is not None and client._stderr_forwarder is not None
+        assert await asyncio.wait_for(client._server.wait(), CEILING_S) == 0
+        await asyncio.wait_for(client._stderr_forwarder, CEILING_S)  # all the log read
+    if not cancelled:
+        with pytest.raises(JsonRpcException):
+            await prompt
+    logged = capsys.readouterr().err
+    assert "ERROR" not in logged and "Traceback" not in logged, logged
 
 
 # -- 5. abort ends an approval nobody answers ------------------------------------------------

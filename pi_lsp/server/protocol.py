@@ -9,6 +9,7 @@ import json
 import logging
 import re
 from collections.abc import Generator, Iterable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
@@ -71,6 +72,8 @@ class PiProtocol(LanguageServerProtocol):
         # The `shutdown` request's id from its arrival (pygls sets `_shutdown` only once it is
         # answered, and drops every message after that, responses included).
         self.shutdown_id: int | str | None = None
+        # The result future of the generator handler whose next step is being started.
+        self._stepping: Future[Any] | None = None
 
     def _serialize_message(self, data: Any) -> Any:
         if isinstance(data, msgspec.Struct | msgspec.Raw):
@@ -101,10 +104,26 @@ class PiProtocol(LanguageServerProtocol):
         future = self._request_futures.get(msg_id)
         if future is not None:
             future.add_done_callback(lambda done: self._forget_future(msg_id, done))
+            if self._stepping is not None:
+                # `$/cancelRequest` names the client's id, whose future is the generator's
+                # result: only this ties the command itself to it, so a cancel stops it.
+                self._stepping.add_done_callback(lambda outer: _cancel_with(outer, future))
 
     def _forget_future(self, msg_id: Any, future: Any) -> None:
         if self._request_futures.get(msg_id) is future:
             del self._request_futures[msg_id]
+
+    def _run_generator(self, future: Any, *, gen: Generator[Any, Any, Any],
+                       result_future: Future[Any]) -> None:
+        if result_future.cancelled() and future is not None and not future.cancelled():
+            # Nobody else reads a step of a cancelled request: its JsonRpcRequestCancelled was
+            # logged as "Task exception was never retrieved" with a traceback.
+            future.exception()
+        outer, self._stepping = self._stepping, result_future
+        try:
+            super()._run_generator(future, gen=gen, result_future=result_future)
+        finally:
+            self._stepping = outer
 
     def receive(self, body: bytes) -> None:
         """Handle one message as read off the wire; what is not one is answered as JSON-RPC
@@ -264,6 +283,11 @@ _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[{]+|[\]}]+')
 _MEMBERS = {b'"id"': "id", b'"method"': "method", b'"result"': "result", b'"error"': "error"}
 _COLON = re.compile(rb"\s*:")
 _ID_VALUE = re.compile(rb'\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*[,}]')
+
+
+def _cancel_with(outer: Future[Any], step: Any) -> None:
+    if outer.cancelled():
+        step.cancel()
 
 
 def _objects_at(body: bytes, level: int) -> Iterator[dict[str, Any]]:
