@@ -581,6 +581,27 @@ async def test_session_changed_carries_the_tree_change(pi: Pi) -> None:
     assert any(node["type"] == "label" for node in labelled["rows"])
 
 
+async def test_an_idless_line_appended_elsewhere_moves_the_path_in_the_view(pi: Pi) -> None:
+    """An id-less line (pi's leaf, in no index) added no entry, so no pi/sessionChanged was
+    sent: pi.getTree showed the path moved, editors kept the old one."""
+    uri = copy_session(pi.main, "idless-leaf")
+    path = path_of(uri)
+    view = await call(pi.client, "pi.getTree", {"uri": uri})
+    since = pi.mark()
+    line = {"type": "message", "parentId": DEAD_END_TIP, "timestamp": "2026-12-01T00:00:00.000Z",
+            "message": {"role": "user", "content": [{"type": "text", "text": "id-less"}],
+                        "timestamp": 1}}
+    with path.open("ab") as file:  # as another writer appends it
+        file.write(json.dumps(line).encode() + b"\n")
+    delta = (await wait_note(pi, SESSION_CHANGED, lambda p: path_of(p["uri"]) == path,
+                             since))["tree"]
+    fresh = await call(pi.client, "pi.getTree", {"uri": uri})
+    assert delta["base"] == view["version"] and delta["version"] == fresh["version"]
+    assert patched(view, delta) == fresh["nodes"] and delta["leafId"] is None
+    on_path = {node["id"] for node in fresh["nodes"] if node["onPath"]}
+    assert DEAD_END_TIP in on_path and BRANCH_B_TIP not in on_path
+
+
 def without_folds(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**node, "hidden": 0} for node in nodes]
 

@@ -23,12 +23,14 @@ class UnknownEntryError(KeyError):
 
 @dataclass(slots=True)
 class Refresh:
-    """What a refresh found: entries added, whether the file had to be read again, and the
-    path the session was moved away from when its file was replaced under a running write."""
+    """What a refresh found: entries added, whether the file had to be read again, the path
+    the session was moved away from when its file was replaced under a running write, and
+    whether the leaf moved with no entry added (to an id-less line, which is in no index)."""
 
     added: int
     reloaded: bool
     relocated_from: str | None = None
+    moved: bool = False
 
 
 def decode_entry(record: Record) -> Entry | None:

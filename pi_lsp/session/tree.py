@@ -329,7 +329,7 @@ class SessionTree(EntryAppends):
         return self._notify(self._read_new(relocate=self.hold_leaf))
 
     def _notify(self, change: Refresh) -> Refresh:
-        if change.added or change.reloaded:
+        if change.added or change.reloaded or change.moved:
             for listener in list(self.listeners):
                 listener(self, change)
         return change
@@ -363,7 +363,9 @@ class SessionTree(EntryAppends):
         self._take(batch.records, batch.idless)
         if self.hold_leaf:
             self.leaf_id, self.idless_leaf = leaf, idless
-        return Refresh(len(self.records) - before, False)
+        added = len(self.records) - before
+        moved = not added and (self.leaf_id != leaf or self.idless_leaf is not idless)
+        return Refresh(added, False, moved=moved)
 
     def _relocate(self) -> Refresh:
         """The file was replaced (or cut short) under this session: neither side may be lost,
