@@ -274,7 +274,7 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
         return;
       }
       const go = await vscode.window.showInformationMessage(
-        plain(`Compact ${plan.messagesToSummarize} messages (${plan.tokensBefore} tokens), keeping from ${plan.firstKeptEntryId}?`),
+        plain(`Compact ${plan.messagesToSummarize} messages (${plan.tokensBefore} tokens), keeping from ${shorten(plan.firstKeptEntryId)}?`),
         { modal: true }, "Compact");
       if (go !== "Compact") return;
       const instructions = await vscode.window.showInputBox({ prompt: "What should the summary keep? (optional)" });

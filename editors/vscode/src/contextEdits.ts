@@ -5,7 +5,7 @@ import * as vscode from "vscode";
 import type { PiClient } from "./client";
 import { parseContextUri, SCHEME } from "./contextProvider";
 import type { AgentMessage } from "./protocol";
-import { plain } from "./plainText";
+import { plain, shorten } from "./plainText";
 
 /** What a command acts on: the session and the entry whose message is edited. */
 export interface EditTarget {
@@ -91,7 +91,7 @@ export function registerContextEdits(pi: PiClient): vscode.Disposable[] {
         const page = await pi.call("pi.previewContext", { uri, page: 1, entryId });
         const current = textOf(page.pages?.[0]?.messages[0]?.message.content);
         text = await vscode.window.showInputBox({
-          prompt: `What the model sees instead of ${entryId} from now on (the session keeps the original)`,
+          prompt: `What the model sees instead of ${shorten(entryId)} from now on (the session keeps the original)`,
           value: current.length <= PREFILL_CHARS ? current : "",
           placeHolder: "[output left out: …]",
         });

@@ -1,6 +1,7 @@
 // Which model a session uses: the choices (settings and the server's list) and the picker.
 import * as vscode from "vscode";
 import type { PiClient } from "./client";
+import { oneLine } from "./plainText";
 import { ModelChoice, modelChoices, modelList, getter } from "./settings";
 
 /** `piLsp.models`, then every model the server lists; the settings alone if it cannot answer. */
@@ -17,8 +18,9 @@ export async function pickModel(pi: PiClient, current: string | null): Promise<s
   type Item = vscode.QuickPickItem & { id?: string };
   const items: Item[] = [
     ...models.map((m) => ({
-      id: m.id, label: m.name ?? m.id,
-      description: [m.name ? m.id : "", m.id === current ? "current" : ""].filter(Boolean).join(" · ") || undefined,
+      // On one line: the current model is the session's (a model_change entry), the others models.json's.
+      id: m.id, label: oneLine(m.name ?? m.id),
+      description: [m.name ? oneLine(m.id) : "", m.id === current ? "current" : ""].filter(Boolean).join(" · ") || undefined,
     })),
     { label: other },
   ];

@@ -5,7 +5,7 @@
 import * as vscode from "vscode";
 import type { PiClient } from "./client";
 import type { FileChange, RestoreResult } from "./protocol";
-import { plain } from "./plainText";
+import { plain, shorten } from "./plainText";
 
 export const FILES_SCHEME = "pi-files";
 
@@ -20,12 +20,13 @@ export function diffText(files: FileChange[]): string {
 }
 
 /** What a restore (of an entry's files, or undone: `entryId` null) says; files open in the
- * editor were changed there (undoable) and wait to be saved. */
+ * editor were changed there (undoable) and wait to be saved. The session wrote the id: it is
+ * shown on one line and cut (`shorten`), so that it cannot make a message say something else. */
 export function restoredMessage(result: RestoreResult, entryId: string | null): string {
   const open = result.inEditor?.length ? `; ${result.inEditor.length} open in the editor, not saved` : "";
   return entryId === null
     ? `pi: undid the restore (${result.files.length} file(s) back as they were${open}).`
-    : `pi: restored ${result.files.length} file(s) to entry ${entryId}${open}.`;
+    : `pi: restored ${result.files.length} file(s) to entry ${shorten(entryId)}${open}.`;
 }
 
 export class FilesDiffProvider implements vscode.TextDocumentContentProvider {
@@ -54,17 +55,17 @@ export class Rewinder {
   async offer(uri: string, entryId: string, lead = ""): Promise<RestoreResult | undefined> {
     const changes = await this.pi.call("pi.fileChanges", { uri, entryId });
     if (!changes.available) {
-      void vscode.window.showInformationMessage(plain(`pi: no files recorded at entry ${entryId} (${changes.reason ?? "unavailable"}).`));
+      void vscode.window.showInformationMessage(plain(`pi: no files recorded at entry ${shorten(entryId)} (${changes.reason ?? "unavailable"}).`));
       return;
     }
     if (changes.files.length === 0) {
-      void vscode.window.showInformationMessage(plain(`pi: the files already match entry ${entryId}.`));
+      void vscode.window.showInformationMessage(plain(`pi: the files already match entry ${shorten(entryId)}.`));
       return;
     }
     await vscode.window.showTextDocument(await vscode.workspace.openTextDocument(filesUri(uri, entryId)), { preview: true });
     // Not modal: a dialog would cover the diff it asks about. Closing the question restores nothing.
     const go = await vscode.window.showWarningMessage(
-      plain(`${lead}Restore ${changes.files.length} file(s) to entry ${entryId}? The diff shows what changes (- now, + then).`), "Restore", "Cancel");
+      plain(`${lead}Restore ${changes.files.length} file(s) to entry ${shorten(entryId)}? The diff shows what changes (- now, + then).`), "Restore", "Cancel");
     if (go !== "Restore") return;
     const result = await this.pi.call("pi.restoreFiles", { uri, entryId });
     this.undoIds.set(uri, result.undoId);

@@ -156,3 +156,55 @@ test("ids, times, the cwd and the model a session wrote are shown on one line an
   assert.equal(rig.api.status.item.tooltip.split("\n").length, 3, rig.api.status.item.tooltip);
   assert.ok(!rig.api.status.item.tooltip.includes(RLO));
 });
+
+test("dialogs that name an entry id or the session's model show it on one line and in order", async () => {
+  // Before, only links were stopped: restore's "Restore 1 file(s) to entry X?", its "restored" note,
+  // compaction's modal, Replace in Context's prompt and the model picker showed a session's id
+  // `ok` + U+202E + a line break, or its model_change provider, as they were.
+  const RLO = "\u202e";
+  const ts = "2026-01-01T00:00:00.000Z";
+  const id = `ok${RLO}\nrm -rf ~`;
+  const lines = [
+    { type: "session", version: 3, id: "dialogs", timestamp: ts, cwd: rig.ws.folder },
+    { type: "model_change", id: "mc", parentId: null, timestamp: ts, provider: `evil${RLO}\nfake line`, modelId: "m" },
+    { type: "message", id, parentId: "mc", timestamp: ts, message: { role: "user", content: [{ type: "text", text: "hello" }], timestamp: 1 } },
+  ];
+  const file = path.join(rig.ws.sessionsDir, "2027-01-05T00-00-00-000Z_dialogs.jsonl");
+  fs.writeFileSync(file, lines.map((l) => JSON.stringify(l)).join("\n") + "\n");
+  const dialogs = vscode.Uri.file(file).toString();
+  await eventually(async () => (await rig.api.pi.call("pi.listSessions", {})).sessions.some((s) => s.uri === dialogs), "the session to be listed");
+  const raw = (text) => /[\u202e\n]/.test(text);
+  const asked = [];
+  // Files recorded at the entry and a compaction to offer: what the server would answer for a
+  // session with turns behind it.
+  const call = rig.api.pi.call;
+  const change = { path: "notes.txt", status: "modified", diff: "--- a/notes.txt\n+++ b/notes.txt\n-v2\n+v1\n" };
+  rig.api.pi.call = (command, args) => {
+    if (command === "pi.fileChanges") return Promise.resolve({ available: true, files: [change] });
+    if (command === "pi.restoreFiles") return Promise.resolve({ files: [change], undoId: "u" });
+    if (command === "pi.compact") return Promise.resolve({ plan: { messagesToSummarize: 2, tokensBefore: 100, firstKeptEntryId: id } });
+    return call.call(rig.api.pi, command, args);
+  };
+  for (const kind of ["showInformationMessage", "showWarningMessage"]) {
+    respond(kind, (message) => { asked.push(message); return message.startsWith("Restore") ? "Restore" : undefined; });
+  }
+  respond("showInputBox", (options) => { asked.push(options.prompt); return undefined; });
+  respond("showQuickPick", (items) => { asked.push(...items.flatMap((item) => [item.label, item.description ?? ""])); return undefined; });
+  try {
+    rec.messages.length = 0;
+    await vscode.commands.executeCommand("piLsp.restoreFiles", { uri: dialogs, entryId: id });
+    await eventually(() => asked.some((m) => m.startsWith("pi: restored")), "the note after the restore");
+    await vscode.commands.executeCommand("piLsp.compact", { uri: dialogs });
+    await vscode.commands.executeCommand("piLsp.replaceInContext", { uri: dialogs, entryId: id });
+    await vscode.commands.executeCommand("piLsp.setModel", { uri: dialogs });
+  } finally {
+    rig.api.pi.call = call;
+    for (const kind of ["showInformationMessage", "showWarningMessage", "showInputBox", "showQuickPick"]) respond(kind);
+  }
+  assert.deepEqual(rec.messages.filter((m) => m.kind === "error").map((m) => m.message), []);
+  for (const shown of ["Restore 1 file(s) to entry ok rm -rf ~?", "pi: restored 1 file(s) to entry ok rm -rf ~.",
+    "keeping from ok rm -rf ~?", "What the model sees instead of ok rm -rf ~ from", "evil fake line/m"]) {
+    assert.ok(asked.some((m) => m.includes(shown)), `${JSON.stringify(shown)} in ${JSON.stringify(asked)}`);
+  }
+  assert.ok(!asked.some(raw), JSON.stringify(asked));
+});
