@@ -115,7 +115,7 @@ export class Approvals {
       if (!settled && p.path && p.newText !== undefined) diff = await this.showDiff(p, title);
       if (!settled) {
         const choices = approvalChoices(p);
-        this.chats.ask({ id, uri: p.uri, message, actions: choices, detail: approvalDetail(p),
+        this.chats.ask({ id, uri: p.uri, turnId: p.turnId, message, actions: choices, detail: approvalDetail(p),
           answer: (choice) => this.answer(id, choice) });
         void vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: notificationText(id, message, choices) }, () => answered);
       }

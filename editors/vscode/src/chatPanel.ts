@@ -10,7 +10,7 @@ import { MarkdownWorker } from "./markdownWorker";
 import { EditMark, PreviewPage, SessionMove, ThinkingLevel, THINKING_LEVELS, TurnNotification } from "./protocol";
 import { modelChoices, getter } from "./settings";
 import { availableModels, pickModel } from "./modelPicker";
-import { Sessions, sessionKey } from "./sessions";
+import { sameSession, Sessions, sessionKey } from "./sessions";
 import { formatTokens } from "./statusBar";
 
 /** Messages of the context the chat shows at first, and adds with each "Show more". */
@@ -23,6 +23,8 @@ const CONTEXT_EDITS = { remove: "piLsp.removeFromContext", replace: "piLsp.repla
 export interface Question {
   id: string;
   uri: string;
+  /** The turn that asks: its session may move to a new file while it runs. */
+  turnId: string;
   message: string;
   actions: string[];
   detail?: string;
@@ -82,6 +84,8 @@ export class ChatPanels implements vscode.Disposable {
   /** The chat of a session that moved to a new file goes on there: its next prompt would go
    *  into the file cut short, without the turns the new file holds. */
   private follow(move: SessionMove): void {
+    // Its open questions go on being shown, and settled, where the session now lives.
+    for (const q of this.questions.values()) if (sameSession(q.uri, move.from)) this.questions.set(q.id, { ...q, uri: move.to });
     const panel = this.panels.get(sessionKey(move.from));
     if (!panel) return;
     this.panels.delete(sessionKey(move.from));
@@ -105,8 +109,11 @@ export class ChatPanels implements vscode.Disposable {
 
   /** Shows a question in its session's chat, now and whenever that chat opens, until settled. */
   ask(question: Question): void {
-    this.questions.set(question.id, question);
-    this.get(question.uri)?.showQuestion(question);
+    // A turn whose session moved goes on asking about the file cut short: the chat followed it.
+    const moved = this.movedTurns.get(question.turnId);
+    const asked = moved ? { ...question, uri: moved.uri } : question;
+    this.questions.set(asked.id, asked);
+    this.get(asked.uri)?.showQuestion(asked);
   }
 
   /** The question was answered (or no longer needs one): its card goes. */

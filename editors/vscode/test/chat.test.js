@@ -545,6 +545,32 @@ test("a session moved to a new file mid-turn: the chat and its context preview f
   chat.panel.dispose();
 });
 
+test("a question of a turn whose session moved to a new file is a card in the chat that followed it", async () => {
+  // Before, the questions went on naming the file cut short: the card asked before the move
+  // stayed once answered, and the next question was shown in the notification only.
+  const moving = await userSession("movingask", ["An old prompt"]);
+  const chat = await vscode.commands.executeCommand("piLsp.openChat", { uri: moving });
+  chat.panel.__receive({ type: "ready" });
+  fake.script(
+    toolReply({ text: "First.", calls: [["toolu_m1", "bash", { command: "echo before-move" }]] }),
+    toolReply({ text: "Second.", calls: [["toolu_m2", "bash", { command: "echo after-move" }]] }),
+    textReply("Both ran."));
+  await chat.receive({ type: "send", text: "MOVING PROMPT", delivery: "prompt" });
+  const first = await eventually(() => chat.posted.find((m) => m.type === "approval" && m.detail === "echo before-move"), "the first card");
+  const oldFile = vscode.Uri.parse(moving).fsPath;
+  const lines = fs.readFileSync(oldFile, "utf8").split("\n");
+  fs.writeFileSync(oldFile, lines.slice(0, -2).join("\n") + "\n"); // another program cuts the reply off
+  await eventually(() => chat.uri !== moving, "the chat to follow the session");
+  await chat.receive({ type: "approve", id: first.id, choice: "Accept" });
+  await eventually(() => chat.posted.some((m) => m.type === "approvalDone" && m.id === first.id), "the first card to go");
+  const second = await eventually(() => chat.posted.find((m) => m.type === "approval" && m.detail === "echo after-move"), "the second card");
+  await chat.receive({ type: "approve", id: second.id, choice: "Accept" });
+  await eventually(() => chat.posted.some((m) => m.type === "approvalDone" && m.id === second.id), "the second card to go");
+  await eventually(() => !chat.transcript.busy, "the moved turn to end in the chat");
+  assert.match(fs.readFileSync(vscode.Uri.parse(chat.uri).fsPath, "utf8"), /after-move/);
+  chat.panel.dispose();
+});
+
 test("no Markdown worker is left running once the extension is deactivated", async () => {
   // Before, the chats' worker thread was never terminated: it outlived the extension.
   const worker = api.chats.markdown;
