@@ -184,6 +184,17 @@ def test_chat_tree_and_context_follow_a_session_moved_to_a_new_file(
     assert any("'start'" in t for t in texts) and any("word24" in t for t in texts), texts
 
 
+def test_rewind_diffs_keep_their_names_when_the_session_moves(workspace: Path, fake: FakeAnthropic,
+                                                               tmp_path: Path) -> None:
+    """Each pi://files/<entry> diff was renamed pi://files/<new session>: the second rename
+    raised E95 mid-move, so the chat kept the old file and stayed busy for good."""
+    fake.script(*(reply for v in ("v1", "v2", "v3") for reply in (
+        tool_reply([(f"w{v}", "write", {"path": "notes.txt", "content": f"{v}\n"})]),
+        text_reply(f"wrote {v}"))),
+        text_reply(*(f"word{i} " for i in range(25)), delay=0.2))
+    run_script("relocate_files_spec.lua", workspace, fake, tmp_path)
+
+
 def test_a_queued_thinking_level_is_not_promised(workspace: Path, fake: FakeAnthropic,
                                                   tmp_path: Path) -> None:
     """:PiThinking while a turn ran said the level clamped to the model of then ("high (the

@@ -297,14 +297,18 @@ end
 
 --- Buffers showing the session of `old` (chat, input, tree, context) name `new` from now on.
 local function retarget_buffers(old, new)
+  local old_name = vim.fn.fnamemodify(util.key(old), ":t:r")
   local new_name = vim.fn.fnamemodify(util.key(new), ":t:r")
   for _, buf in ipairs(vim.api.nvim_list_bufs()) do
     if util.same(vim.b[buf].pi_lsp_uri, old) then
       vim.b[buf].pi_lsp_uri = new
-      -- Renamed too: a view opened later on the old file (a session of its own) gets a new buffer.
-      local kind = vim.api.nvim_buf_get_name(buf):match("^pi://(%w+)/")
-      if kind then
-        rename(buf, ("pi://%s/%s"):format(kind, new_name))
+      -- Renamed too: a view opened later on the old file (a session of its own) gets a new
+      -- buffer. Only views named after the session: pi://files/<entry> (a rewind's diff) is
+      -- named after its entry, and two of them would get one name (E95).
+      local kind = vim.api.nvim_buf_get_name(buf):match("^pi://(%w+)/" .. vim.pesc(old_name) .. "$")
+      -- Guarded: a buffer already holding the new name must not stop the move half made.
+      if kind and not pcall(rename, buf, ("pi://%s/%s"):format(kind, new_name)) then
+        util.warn(("pi://%s/%s kept its name"):format(kind, old_name))
       end
     end
   end
