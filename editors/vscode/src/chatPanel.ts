@@ -276,8 +276,9 @@ export class ChatPanel {
   }
 
   onTurn(n: TurnNotification): void {
-    if (n.event.type === "agent_start") [this.pending, this.turnId] = [undefined, n.turnId];
-    if (n.event.type === "agent_end" || n.event.type === "error") this.turnId = undefined;
+    if (n.event.type === "agent_start") this.pending = undefined;
+    // Any event of the running turn names it: a chat opened mid-turn never saw its agent_start.
+    this.turnId = n.event.type === "agent_end" || n.event.type === "error" ? undefined : n.turnId;
     if (n.event.type === "error" && this.pending !== undefined) {
       // Nothing was written: keep the prompt in the input and the error in view.
       this.failed = { text: this.pending, error: n.event.message };

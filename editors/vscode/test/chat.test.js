@@ -571,6 +571,28 @@ test("a question of a turn whose session moved to a new file is a card in the ch
   chat.panel.dispose();
 });
 
+test("a chat reopened mid-turn follows its session to a new file and sees the turn end", async () => {
+  // Before, only agent_start gave the chat its turnId: reopened mid-turn it had none, the move
+  // routed none of the turn's remaining events to it, and it stayed busy for good.
+  const moving = await userSession("reopened", ["An old prompt"]);
+  let chat = await vscode.commands.executeCommand("piLsp.openChat", { uri: moving });
+  chat.panel.__receive({ type: "ready" });
+  fake.script({ ...textReply(...Array.from({ length: 40 }, (_, i) => `word${i} `)), delay: 100 });
+  await chat.receive({ type: "send", text: "REOPENED PROMPT", delivery: "prompt" });
+  await eventually(() => chat.posted.some((m) => m.type === "upsert" && m.html.includes("word3")), "the reply to stream");
+  chat.panel.dispose();
+  chat = await vscode.commands.executeCommand("piLsp.openChat", { uri: moving });
+  chat.panel.__receive({ type: "ready" });
+  await eventually(() => chat.posted.some((m) => m.type === "upsert" && /word1\d/.test(m.html)), "the reopened chat to stream");
+  const oldFile = vscode.Uri.parse(moving).fsPath;
+  const lines = fs.readFileSync(oldFile, "utf8").split("\n");
+  fs.writeFileSync(oldFile, lines.slice(0, -2).join("\n") + "\n"); // another program cuts the prompt off
+  await eventually(() => chat.uri !== moving, "the chat to follow the session");
+  await eventually(() => !chat.transcript.busy, "the moved turn to end in the reopened chat");
+  assert.ok(chat.posted.some((m) => m.type === "upsert" && m.html.includes("word39")), "the rest of the reply is shown");
+  chat.panel.dispose();
+});
+
 test("no Markdown worker is left running once the extension is deactivated", async () => {
   // Before, the chats' worker thread was never terminated: it outlived the extension.
   const worker = api.chats.markdown;
