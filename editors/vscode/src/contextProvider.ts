@@ -45,7 +45,9 @@ export class ContextProvider implements vscode.TextDocumentContentProvider, vsco
 
   constructor(private readonly pi: PiClient, onDidMove: vscode.Event<SessionMove>) {
     // Only previews of the current leaf change: an entry's own context never does (append-only).
-    this.disposables.push(pi.onSessionChanged((e) => this.refresh(e.uri)), onDidMove((move) => this.follow(move)));
+    this.disposables.push(pi.onSessionChanged((e) => this.refresh(e.uri)), onDidMove((move) => this.follow(move)),
+      // A preview opened again on the file cut short is that file's (a session of its own).
+      vscode.workspace.onDidCloseTextDocument((doc) => followed.delete(doc.uri.toString())));
   }
 
   /** Previews open on a session that moved to a new file show (and edit) that file from now on. */

@@ -593,6 +593,34 @@ test("a chat reopened mid-turn follows its session to a new file and sees the tu
   chat.panel.dispose();
 });
 
+test("a context preview closed after its session moved and opened again on the cut file is the cut file's", async () => {
+  // Before, the preview's follow of the move was kept by its uri for good: opened again on the
+  // file cut short, it showed the new file, and its Remove from Context lens edited that one.
+  const moving = await userSession("reviewed", ["An old prompt"]);
+  const chat = await vscode.commands.executeCommand("piLsp.openChat", { uri: moving });
+  chat.panel.__receive({ type: "ready" });
+  const first = await vscode.commands.executeCommand("piLsp.previewContext", { uri: moving });
+  fake.script({ ...textReply(...Array.from({ length: 30 }, (_, i) => `word${i} `)), delay: 100 });
+  await chat.receive({ type: "send", text: "REVIEWED PROMPT", delivery: "prompt" });
+  await eventually(() => chat.posted.some((m) => m.type === "upsert" && m.html.includes("word3")), "the reply to stream");
+  const oldFile = vscode.Uri.parse(moving).fsPath;
+  const lines = fs.readFileSync(oldFile, "utf8").split("\n");
+  fs.writeFileSync(oldFile, lines.slice(0, -2).join("\n") + "\n"); // another program cuts the prompt off
+  await eventually(() => ext.parseContextUri(first).session !== moving, "the preview to follow the session");
+  await eventually(() => !chat.transcript.busy, "the moved turn to end in the chat");
+  vscode.__test.closeDocument(first);
+  const again = await vscode.commands.executeCommand("piLsp.previewContext", { uri: moving });
+  assert.equal(again.toString(), first.toString());
+  assert.equal(ext.parseContextUri(again).session, moving);
+  const doc = vscode.workspace.textDocuments.find((d) => d.uri.toString() === again.toString());
+  assert.match(doc.getText(), /An old prompt/);
+  assert.doesNotMatch(doc.getText(), /word29/);
+  const [{ provider }] = rec.codeLensProviders.filter((p) => p.selector.scheme === "pi-context");
+  const remove = provider.provideCodeLenses(doc).find((l) => l.command.title === "Remove from Context");
+  assert.equal(remove.command.arguments[0].uri, moving, "the lens edits the cut file");
+  chat.panel.dispose();
+});
+
 test("no Markdown worker is left running once the extension is deactivated", async () => {
   // Before, the chats' worker thread was never terminated: it outlived the extension.
   const worker = api.chats.markdown;

@@ -100,6 +100,7 @@ const diagnostics = new Map(); // uri string -> vscode.Diagnostic-like objects
 const diagnosticsEmitter = new EventEmitter();
 const activeEditorEmitter = new EventEmitter();
 const trustEmitter = new EventEmitter();
+const closeEmitter = new EventEmitter();
 
 // Settings not set by a test have the defaults the extension's package.json declares. As in
 // VS Code, get() gives the workspace's value over the user's; unlike VS Code it ignores a
@@ -215,7 +216,7 @@ const base = {
       const folder = (base.workspace.workspaceFolders ?? []).find((f) => p.startsWith(f.uri.fsPath + "/"));
       return folder ? p.slice(folder.uri.fsPath.length + 1) : p;
     },
-    onDidOpenTextDocument: noopEvent, onDidCloseTextDocument: noopEvent,
+    onDidOpenTextDocument: noopEvent, onDidCloseTextDocument: closeEmitter.event,
     onDidChangeTextDocument: noopEvent, onDidSaveTextDocument: noopEvent, onWillSaveTextDocument: noopEvent,
     onDidChangeWorkspaceFolders: noopEvent, onDidCreateFiles: noopEvent, onDidRenameFiles: noopEvent, onDidDeleteFiles: noopEvent,
     onWillCreateFiles: noopEvent, onWillRenameFiles: noopEvent, onWillDeleteFiles: noopEvent,
@@ -313,6 +314,13 @@ const base = {
       const [, id, query] = /^command:([^?]+)(?:\?(.*))?$/.exec(href);
       const args = query ? JSON.parse(decodeURIComponent(query)) : [];
       return base.commands.executeCommand(id, ...(Array.isArray(args) ? args : [args]));
+    },
+    /** The user closes a document (its last editor): it leaves textDocuments, then onDidCloseTextDocument. */
+    closeDocument: (uri) => {
+      const i = textDocuments.findIndex((d) => d.uri.toString() === uri.toString());
+      const [doc] = textDocuments.splice(i, 1);
+      doc.isClosed = true;
+      closeEmitter.fire(doc);
     },
     /** Restricted Mode (false), or the user granting trust (true: onDidGrantWorkspaceTrust). */
     setTrusted: (trusted) => {
