@@ -163,7 +163,8 @@ function renderPart(blockId: string, part: Part, index: number, tools: ReadonlyM
       const actions = run?.entryId ? contextActions(run.entryId, run.edited) : "";
       const result = run && (run.text || !run.running)
         ? `<div class="tool-result${run.isError ? " failed" : ""}">${actions}<pre>${escapeHtml(run.text || "(no output)")}</pre></div>` : "";
-      return `<details class="tool${run?.isError ? " failed" : ""}" data-key="${key}"><summary>${escapeHtml(part.name || "tool")}${part.brief ? ` <code>${escapeHtml(part.brief)}</code>` : ""}${escapeHtml(state)}</summary>` +
+      // Name and brief are session text: on one line, a U+202E in them cannot reverse the state after them.
+      return `<details class="tool${run?.isError ? " failed" : ""}" data-key="${key}"><summary>${escapeHtml(oneLine(part.name) || "tool")}${part.brief ? ` <code>${escapeHtml(oneLine(part.brief))}</code>` : ""}${escapeHtml(state)}</summary>` +
         `<pre class="tool-args">${escapeHtml(part.args)}</pre>${result}</details>`;
     }
     case "image":

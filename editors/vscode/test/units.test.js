@@ -3,6 +3,9 @@
 require("../testlib/register-vscode-stub");
 const { test } = require("node:test");
 const assert = require("node:assert/strict");
+const fs = require("node:fs");
+const path = require("node:path");
+const vm = require("node:vm");
 const vscode = require("vscode");
 const ext = require("../out/extension.js");
 
@@ -315,4 +318,39 @@ test("a model name, a removed entry's role and a summary's title from a session 
   const html = t.blocks.map((b) => ext.renderBlock(b, t.tools)).join("");
   assert.ok(!html.includes("\u202e"), html);
   assert.match(html, /pi · m x<span/);
+});
+
+test("a tool call's name and command from a session stay one line in order in the chat", () => {
+  // Before, a tool name or bash command with U+202E was escaped but not flattened: the override
+  // turned the call's " · failed" around.
+  const t = new ext.Transcript();
+  const call = { entryId: "a1", role: "assistant", tokens: 1, message: { role: "assistant", content: [
+    { type: "toolCall", id: "tc1", name: "bash\u202e", arguments: { command: "echo hi \u202e# " } }] } };
+  const result = { entryId: "r1", role: "toolResult", tokens: 1, message: { role: "toolResult", toolCallId: "tc1", toolName: "bash", content: [{ type: "text", text: "hi" }], isError: true } };
+  t.load([call, result], []);
+  const html = t.blocks.map((b) => ext.renderBlock(b, t.tools)).join("");
+  assert.match(html, /<summary>bash <code>echo hi #<\/code> · failed<\/summary>/);
+});
+
+test("the chat's model picker shows a session's model on one line, and picks it as it is", () => {
+  // Before, the webview showed the state's model (a model_change's provider) as it came: U+202E
+  // and a line break in the picker's option and tooltip.
+  const element = () => ({ children: [], classList: { toggle() {} }, addEventListener() {},
+    replaceChildren(...children) { this.children = children; } });
+  const elements = new Map();
+  const listeners = [];
+  const sandbox = {
+    acquireVsCodeApi: () => ({ postMessage() {} }),
+    document: { body: element(), getElementById: (id) => elements.get(id) ?? elements.set(id, element()).get(id) },
+    window: { addEventListener: (type, listener) => listeners.push(listener) },
+    Option: class { constructor(text, value) { Object.assign(this, { text, value }); } },
+    ResizeObserver: class { observe() {} },
+  };
+  vm.runInNewContext(fs.readFileSync(path.join(__dirname, "../out/webview.js"), "utf8"), sandbox);
+  const model = "evil\u202e\nfake line/m";
+  const state = { title: "t", busy: false, model, models: [], thinkingLevel: "off", thinkingLevels: ["off"], tokens: "", attachments: [] };
+  for (const listener of listeners) listener({ data: { type: "state", state } });
+  const picker = elements.get("model");
+  assert.deepEqual(picker.children.map((o) => [o.text, o.title, o.value]).at(0), ["evil fake line/m", "evil fake line/m", model]);
+  assert.equal(picker.title, "Model: evil fake line/m");
 });

@@ -1,6 +1,7 @@
 // The chat webview: a dumb view. Blocks arrive as HTML rendered by the extension host; this
 // script only places them, keeps the user's open/closed choice on <details>, and sends input.
 import type { ChatState, FromWebview, ToWebview } from "../chatMessages";
+import { oneLine } from "../plainText";
 
 declare function acquireVsCodeApi(): { postMessage(message: FromWebview): void };
 const vscode = acquireVsCodeApi();
@@ -49,11 +50,12 @@ function setState(state: ChatState): void {
   const models = [...state.models];
   if (state.model && !models.some((m) => m.id === state.model)) models.unshift({ id: state.model });
   model.replaceChildren(...models.map((m) => {
-    const option = new Option(m.name ?? m.id, m.id, false, m.id === state.model);
-    option.title = m.id;
+    // The session's model is session text (a model_change's provider): shown on one line.
+    const option = new Option(oneLine(m.name ?? m.id), m.id, false, m.id === state.model);
+    option.title = oneLine(m.id);
     return option;
   }), new Option("Other…", OTHER));
-  model.title = `Model: ${state.model ?? "default"}`;
+  model.title = `Model: ${oneLine(state.model ?? "default")}`;
   thinking.replaceChildren(...state.thinkingLevels.map((l) => new Option(`thinking: ${l}`, l, false, l === state.thinkingLevel)));
   $("attachments").replaceChildren(...state.attachments.map((label, index) => {
     const chip = document.createElement("span");
