@@ -24,9 +24,10 @@ from pytest_lsp import LanguageClient, client_capabilities
 from pytest_lsp.client import captured_exception_key
 
 from pi_lsp.agent.access import protected_reason, secret_reason
-from pi_lsp.agent.approval import ApprovalRequest, approval_request
+from pi_lsp.agent.approval import ApprovalRequest, Approver, approval_request
 from pi_lsp.agent.harness import Harness
 from pi_lsp.agent.tools import (
+    DISK,
     EDIT,
     READ,
     WRITE,
@@ -39,8 +40,10 @@ from pi_lsp.agent.tools import (
 )
 from pi_lsp.server.approvals import ToolApprovals, fallback_question
 from pi_lsp.server.config import Config
+from pi_lsp.server.editor import attachment
 from pi_lsp.server.hub import SessionHub
 from pi_lsp.server.open_session import OpenSession
+from pi_lsp.server.protocol import ContextArg
 from pi_lsp.server.workspace import ForeignFolderError
 from pi_lsp.session.catalog import ForeignSessionError, cli_session_dir
 from pi_lsp.session.entries import TextContent, ToolCall
@@ -388,8 +391,74 @@ async def test_allow_for_the_session_covers_the_tool_inside_or_outside_only(
     for tool, path, asked in steps:
         assert await approve(request(tool, path)) is None
         assert len(server.asked) == asked, (tool, path)
-    assert session.allowed_tools == {("read", True), ("write", True), ("write", False),
-                                     ("read", False), ("edit", True)}
+    assert session.allowed_tools == {("read", True, tmp_path), ("write", True, None),
+                                     ("write", False, None), ("read", False, None),
+                                     ("edit", True, None)}
+
+
+def asking_approver(root: Path) -> tuple[AskingServer, Any, Approver]:
+    """The server's approver for one session, behind a client that always answers "allow for
+    this session": the client, the session and the approver."""
+    server = AskingServer()
+    session = SimpleNamespace(allowed_tools=set(), turn_id=None, title="t")
+    approve = ToolApprovals(cast(Any, server), Config).approver_for(root / "s.jsonl",
+                                                                     cast(Any, session))
+    return server, session, approve
+
+
+def read_request(root: Path, path: Path) -> ApprovalRequest:
+    request = approval_request(ToolCall(id=path.name, name="read",
+                                        arguments={"path": str(path)}), ToolContext(root))
+    assert request is not None
+    return request
+
+
+async def test_a_read_outside_allowed_for_the_session_covers_its_folder_only(
+        root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One "allow for this session" on a read outside let the model read anything anywhere
+    after it (~/.bash_history, cloud credentials): it covers the file's folder and below, and
+    the file alone where that folder is the home folder or above it."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    for name in ("docs/spec.md", "docs/sub/more.md", ".bash_history",
+                 ".config/gcloud/credentials.db", "top.txt"):
+        (home / name).parent.mkdir(parents=True, exist_ok=True)
+        (home / name).write_text("x\n")
+    (tmp_path / "above.txt").write_text("x\n")
+    server, session, approve = asking_approver(root)
+    steps = [(home / "docs/spec.md", 1), (home / "docs/sub/more.md", 1),
+             (home / ".bash_history", 2), (home / ".bash_history", 2),
+             (home / ".config/gcloud/credentials.db", 3), (home / "top.txt", 4),
+             (tmp_path / "above.txt", 5), (home / "top.txt", 5)]
+    for path, asked in steps:
+        assert await approve(read_request(root, path)) is None
+        assert len(server.asked) == asked, path
+    assert {scope for _, _, scope in session.allowed_tools} == {
+        home / "docs", home / ".bash_history", home / ".config/gcloud", home / "top.txt",
+        tmp_path / "above.txt"}
+    # the fallback question says so
+    question = fallback_question(read_request(root, home / "docs/spec.md"), "t")
+    assert question.endswith(f'"Allow for this session" allows reading files in {home / "docs"} '
+                             "and below only.")
+    question = fallback_question(read_request(root, home / "top.txt"), "t")
+    assert question.endswith('"Allow for this session" allows reading this file only.')
+
+
+async def test_an_attachment_allowed_for_the_session_allows_the_model_nothing(
+        root: Path, tmp_path: Path) -> None:
+    """"Allow for this session" on the user's own file attached to a prompt (asked as a read)
+    let the model read any file outside after it; it is not offered there."""
+    server, session, approve = asking_approver(root)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "spec.md").write_text("the user's spec\n")
+    (tmp_path / "docs" / "other.md").write_text("x\n")
+    attached = await attachment(DISK, ContextArg(uri=(tmp_path / "docs" / "spec.md").as_uri()),
+                                0, root, approve)
+    assert attached.text == "the user's spec\n"
+    assert server.asked[0].attachment is True and server.asked[0].allow_for_session is False
+    assert session.allowed_tools == set()
+    assert await approve(read_request(root, tmp_path / "docs" / "other.md")) is None
+    assert len(server.asked) == 2
 
 
 @pytest.mark.parametrize("config", [".vscode/settings.json", ".vscode/tasks.json",
@@ -416,7 +485,7 @@ async def test_a_change_to_an_editors_settings_is_asked_for_every_time(
     assert len(server.asked) == 2 and session.allowed_tools == set()
     assert await approve(write("src/a.py", "x")) is None  # allowed for the session here
     assert await approve(write("src/b.py", "y")) is None
-    assert len(server.asked) == 3 and session.allowed_tools == {("write", False)}
+    assert len(server.asked) == 3 and session.allowed_tools == {("write", False, None)}
     assert await approve(write(config, "{}")) is None  # and still asked
     assert len(server.asked) == 4
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path
 
-from pi_lsp.agent.access import runs_on_its_own
+from pi_lsp.agent.access import folded_inside, inside, runs_on_its_own
 from pi_lsp.agent.approval import ApprovalRequest, Approver, unshowable
 from pi_lsp.server.config import Config
 from pi_lsp.server.open_session import OpenSession
@@ -26,6 +27,9 @@ from pi_lsp.visible import visible
 SHOW_LIMIT = 2000  # the longest command or diff the fallback question shows (always in full)
 ALLOW, ALLOW_SESSION, DENY = "Allow", "Allow for this session", "Deny"
 CHOICES: dict[str, Decision] = {ALLOW: "allow", ALLOW_SESSION: "allowSession"}
+# What "allow for this session" allows: a tool, inside or outside the workspace (True), and for a
+# read outside only what `read_scope` covers (None: anywhere there).
+Grant = tuple[str, bool, Path | None]
 
 
 class NotAsked(Exception):
@@ -70,16 +74,48 @@ def fallback_question(request: ApprovalRequest, title: str) -> str:
         return f"pi wants to run bash: {shown}{session}"
     outside = " (outside the workspace)" if request.outside_workspace else ""
     return f"pi wants to run {name}: {visible(str(request.path))}{outside}{session}" + \
-        (f"\n{shown}" if change is not None else "")
+        (f"\n{shown}" if change is not None else "") + scope_question(request)
 
 
-def grant(request: ApprovalRequest) -> tuple[str, bool] | None:
-    """What "allow for this session" allows: the tool, inside or outside the workspace only
-    (allowing one read outside must not allow reading anything anywhere); None for a change to
-    an editor's settings, which is asked for every time (`runs_on_its_own`)."""
-    if request.change is not None and runs_on_its_own(request.change.path):
+def scope_question(request: ApprovalRequest) -> str:
+    """The line saying which reads "allow for this session" allows, for a read outside the
+    workspace (it allows only those); empty for other calls."""
+    granted = grant(request)
+    scope = granted[2] if granted is not None else None
+    if scope is None:
+        return ""
+    what = "this file" if scope == request.path else f"files in {visible(str(scope))} and below"
+    return f'\n"{ALLOW_SESSION}" allows reading {what} only.'
+
+
+def read_scope(path: Path) -> Path:
+    """What allowing a read of `path` outside the workspace for the session covers: its folder
+    and below, or the file alone where that folder is /, the home folder or above it."""
+    folder, home = path.parent, Path.home()
+    homes = (home, Path(os.path.realpath(home)))
+    if folder == folder.parent or any(folded_inside(h, folder) for h in homes):
+        return path
+    return folder
+
+
+def grant(request: ApprovalRequest) -> Grant | None:
+    """What "allow for this session" allows: the tool, inside or outside the workspace only,
+    and a read outside only in its `read_scope` (allowing one read outside must not allow
+    reading anything anywhere). None, asked every time, for a change to what runs on its own
+    (`runs_on_its_own`) and for a prompt's attachment: the user's own file allows the model's
+    tools nothing."""
+    if request.attachment or (request.change is not None and
+                              runs_on_its_own(request.change.path)):
         return None
-    return request.call.name, request.outside_workspace
+    name, outside, path = request.call.name, request.outside_workspace, request.path
+    return name, outside, read_scope(path) if name == "read" and outside and path else None
+
+
+def covers(granted: Grant, request: ApprovalRequest) -> bool:
+    """Whether a grant the user gave allows `request` (whose own `grant` is not None)."""
+    name, outside, scope = granted
+    return (name, outside) == (request.call.name, request.outside_workspace) and (
+        scope is None or (request.path is not None and inside(request.path, scope)))
 
 
 class ToolApprovals:
@@ -93,8 +129,8 @@ class ToolApprovals:
         async def approve(request: ApprovalRequest) -> str | None:
             name = request.call.name
             granted = grant(request)
-            if self.config().tool_approval == "auto" or (
-                    granted is not None and granted in session.allowed_tools):
+            if self.config().tool_approval == "auto" or (granted is not None and any(
+                    covers(given, request) for given in session.allowed_tools)):
                 return None
             refusal = unshowable(request)
             if refusal is not None:

@@ -23,8 +23,9 @@ class OpenSession(msgspec.Struct):
     # The folder its harness was made for and its settings files' times and project files then.
     stamp: tuple[Path, SettingsStamp] | None = None
     view: HeldView = msgspec.field(default_factory=HeldView)  # the tree as last shown
-    # "allow for this session": tools, each inside or outside the workspace (True)
-    allowed_tools: set[tuple[str, bool]] = msgspec.field(default_factory=set)
+    # "allow for this session": tools, each inside or outside the workspace (True), and for a
+    # read outside the folder or file it covers (approvals.Grant)
+    allowed_tools: set[tuple[str, bool, Path | None]] = msgspec.field(default_factory=set)
     turn_id: str | None = None  # claimed by a prompt, from before its harness says busy
     job: str | None = None  # "compaction" or "branch_summary", claimed the same way
     # pi.abort came while a claim had not started yet: it starts aborted.
