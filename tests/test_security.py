@@ -23,7 +23,7 @@ from pygls.exceptions import JsonRpcException, JsonRpcInternalError
 from pytest_lsp import LanguageClient, client_capabilities
 from pytest_lsp.client import captured_exception_key
 
-from pi_lsp.agent.access import protected_reason, secret_reason
+from pi_lsp.agent.access import protected_reason, runs_on_its_own, secret_reason
 from pi_lsp.agent.approval import ApprovalRequest, Approver, approval_request
 from pi_lsp.agent.harness import Harness
 from pi_lsp.agent.tools import (
@@ -488,6 +488,39 @@ async def test_a_change_to_an_editors_settings_is_asked_for_every_time(
     assert len(server.asked) == 3 and session.allowed_tools == {("write", False, None)}
     assert await approve(write(config, "{}")) is None  # and still asked
     assert len(server.asked) == 4
+
+
+@pytest.mark.parametrize("target", [
+    "~/.gitconfig", "~/.config/git/config", "~/.bashrc", "~/.ZSHRC", "~/.ssh/authorized_keys",
+    "~/.ssh/config", "~/.config/Code/User/settings.json", "~/.config/nvim/init.lua",
+    ".pre-commit-config.yaml", ".husky/pre-commit"])
+async def test_what_runs_programs_or_lets_someone_in_is_asked_for_every_time(
+        root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str) -> None:
+    """After one "allow for this session" on any write outside (allowWritesOutsideWorkspace),
+    ~/.gitconfig (fsmonitor runs on the next `git status`), ~/.bashrc, ~/.ssh/authorized_keys
+    were written unasked; inside, a commit's hooks outside .git (pre-commit, husky) were."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    server, _, approve = asking_approver(root)
+    ctx = ToolContext(root, allow_outside_root=True)
+
+    def write(path: str, content: str) -> ApprovalRequest:
+        request = approval_request(ToolCall(id=content, name="write", arguments={
+            "path": path, "content": content}), ctx)
+        assert request is not None
+        return request
+
+    plain = str(tmp_path / "notes.txt") if target.startswith("~") else "src/a.py"
+    for content in ("a", "b"):
+        assert await approve(write(plain, content)) is None  # allowed for the session
+        assert await approve(write(target, content)) is None  # asked each time
+    assert len(server.asked) == 3
+    assert [a.allow_for_session for a in server.asked] == [True, False, False]
+
+
+def test_crontabs_run_on_their_own() -> None:
+    for crontab in ("/etc/crontab", "/etc/cron.d/job", "/var/spool/cron/crontabs/me"):
+        assert runs_on_its_own(Path(crontab)), crontab
+    assert not runs_on_its_own(Path("/etc/cron-notes.txt"))
 
 
 def bash(command: str) -> ApprovalRequest:

@@ -51,6 +51,21 @@ PROJECT_DIRS = {".pi": PI_PROJECT, ".agents": frozenset({"skills"})}
 # is asked for every time, never covered by "allow for this session".
 EDITOR_CONFIG_DIRS = frozenset({".vscode", ".idea", ".zed", ".helix"})
 EDITOR_CONFIG_FILES = frozenset({".nvim.lua", ".nvimrc", ".exrc"})
+# A repository's hooks outside .git, which run on the next commit as .git/hooks do: pre-commit's
+# configuration and husky's hooks. Asked for every time, as an editor's settings are.
+COMMIT_HOOK_DIRS = frozenset({".husky"})
+COMMIT_HOOK_FILES = frozenset({".pre-commit-config.yaml"})
+# The user's own files under the home folder (and below these folders) that run programs or let
+# someone in: git's config (fsmonitor runs on the next `git status`, which editors run by
+# themselves), the shells' startup files, ssh's (authorized_keys, ProxyCommand), the editors'
+# user settings, and what starts at login. Asked for every time, as an editor's settings are.
+HOME_RUN_PATHS = (".gitconfig", ".config/git", ".bashrc", ".bash_profile", ".bash_login",
+                  ".bash_logout", ".profile", ".zshrc", ".zshenv", ".zprofile", ".zlogin",
+                  ".config/fish", ".ssh", ".vimrc", ".config/nvim", ".config/Code/User",
+                  "Library/Application Support/Code/User", ".config/autostart",
+                  ".config/systemd/user", "Library/LaunchAgents")
+# Where cron reads the jobs it runs.
+CRONTABS = (Path("/etc/crontab"), Path("/etc/cron.d"), Path("/var/spool/cron"))
 
 
 def inside(path: Path, folder: Path) -> bool:
@@ -180,8 +195,16 @@ def protected_reason(path: Path, root: Path, extra_session_dirs: Iterable[Path] 
 
 
 def runs_on_its_own(path: Path) -> bool:
-    """Whether a write to `path` changes what an editor runs by itself (see EDITOR_CONFIG_DIRS):
-    named folded, as written or where its links lead."""
-    return any(fold(candidate.name) in EDITOR_CONFIG_FILES or
-               any(part in EDITOR_CONFIG_DIRS for part in folded(candidate.parent))
-               for candidate in _candidates(path))
+    """Whether a write to `path` changes what runs by itself: an editor's settings, a commit's
+    hooks, the user's startup files or crontabs (see EDITOR_CONFIG_DIRS and below them), named
+    folded, as written or where its links lead."""
+    return any(_runs_on_its_own(candidate) for candidate in _candidates(path))
+
+
+def _runs_on_its_own(candidate: Path) -> bool:
+    if fold(candidate.name) in EDITOR_CONFIG_FILES | COMMIT_HOOK_FILES or \
+            (EDITOR_CONFIG_DIRS | COMMIT_HOOK_DIRS) & set(folded(candidate.parent)):
+        return True
+    homes = (_as_written(Path.home()), _real(Path.home()))
+    runs = [*(home / name for home in homes for name in HOME_RUN_PATHS), *CRONTABS]
+    return any(folded_inside(candidate, run) for run in runs)
