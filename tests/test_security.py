@@ -38,7 +38,7 @@ from pi_lsp.agent.tools import (
     execute_tool,
     propose_change,
 )
-from pi_lsp.server.approvals import ToolApprovals, fallback_question
+from pi_lsp.server.approvals import NotAsked, ToolApprovals, fallback_question
 from pi_lsp.server.config import Config
 from pi_lsp.server.editor import attachment
 from pi_lsp.server.hub import SessionHub
@@ -189,6 +189,52 @@ async def test_read_refuses_links_to_secrets_and_pi_credentials(root: Path, agen
         assert "SECRET" not in text_of(result)
     (root / ".env.example").write_text("API_KEY=\n")
     assert not (await execute_tool(READ, "read", {"path": ".env.example"}, ctx)).is_error
+
+
+@pytest.mark.parametrize("name", SECRETS)
+async def test_edit_refuses_secrets_before_reading_them(root: Path, name: str) -> None:
+    """Edit's errors ("No changes made", "Could not find the exact text", "Found 2
+    occurrences") told the model whether its oldText was in a secret: 408 calls read a key."""
+    secret = root / name
+    secret.parent.mkdir(parents=True, exist_ok=True)
+    secret.write_text("TOP-SECRET-VALUE\nTOP-SECRET-VALUE\n")
+    ctx = ToolContext(root)
+    answers = set()
+    for old in ("TOP-SECRET-VALUE\n", "TOP-SECRET-VALUE\nTOP", "nothing like it", "gone"):
+        if old == "gone":
+            secret.unlink()
+        args = {"path": name, "edits": [{"oldText": old, "newText": old}]}
+        with pytest.raises(ToolError) as refused:
+            approval_request(ToolCall(id="c", name="edit", arguments=args), ctx)
+        result = await execute_tool(EDIT, "edit", args, ctx)  # as under toolApproval auto
+        assert result.is_error
+        answers |= {str(refused.value), text_of(result)}
+    (answer,) = answers  # the same whatever oldText, and whether the file is there
+    assert "it is refused because" in answer and "TOP-SECRET" not in answer
+
+
+async def test_overwriting_a_secret_shows_nothing_of_its_text(root: Path) -> None:
+    """A write's diff showed the secret it overwrote, and one too long for the fallback question
+    told the model its length: the secret's size, and whether lines it guessed were there."""
+    content = "API_KEY=new\n" * 200
+    call = ToolCall(id="w", name="write", arguments={"path": ".env", "content": content})
+    ctx = ToolContext(root)
+
+    def shown() -> tuple[str, str]:
+        request = approval_request(call, ctx)
+        assert request is not None and request.change is not None
+        with pytest.raises(NotAsked) as too_long:
+            fallback_question(request, "t")
+        ctx.approved = request.change
+        return request.change.diff(), str(too_long.value)
+
+    answers = {shown()}  # no .env yet
+    for old in ("API_KEY=sk-secret-42\n", content):
+        (root / ".env").write_text(old)
+        answers.add(shown())
+    assert len(answers) == 1 and "sk-secret" not in str(answers)
+    assert not (await execute_tool(WRITE, "write", call.arguments, ctx)).is_error
+    assert (root / ".env").read_text() == content  # the user may still approve it
 
 
 def test_files_named_like_secrets_only_in_part_are_read(root: Path) -> None:

@@ -186,11 +186,17 @@ class Proposal(msgspec.Struct, frozen=True):
     new_text: str
     # An edited file with bytes that are not UTF-8 (counted only when a user is to be asked).
     not_utf8: bool = False
+    # A secret overwritten: its text is kept to check it is unchanged when written, but no diff
+    # shows it, nor whether there is any (the model reads a diff's length when it is too long).
+    secret: bool = False
 
     def diff(self) -> str:
         """A unified diff of the change, with the file's path in its headers."""
-        before = (self.old_text or "").splitlines(True)
-        old_name = str(self.path) if self.old_text is not None else "/dev/null"
+        if self.secret:
+            before, old_name = [], f"{self.path} (a secret: its text, if any, is not shown)"
+        else:
+            before = (self.old_text or "").splitlines(True)
+            old_name = str(self.path) if self.old_text is not None else "/dev/null"
         return "".join(difflib.unified_diff(before, self.new_text.splitlines(True), old_name,
                                             str(self.path)))
 
@@ -233,6 +239,15 @@ class ToolContext:
         if reason is not None:
             raise ToolError(f"{raw}: reading it is refused because {reason}")
         return Path(os.path.realpath(given))
+
+    def editable(self, raw: object) -> Path:
+        """`writable`, refusing secrets before anything reads them: edit's errors ("Could not
+        find the exact text", "Found 2 occurrences") would tell the model what they hold."""
+        path = self.writable(raw)
+        reason = secret_reason(self.given(raw))
+        if reason is not None:
+            raise ToolError(f"{raw}: editing it is refused because {reason}")
+        return path
 
     def writable(self, raw: object) -> Path:
         given = self.given(raw)
@@ -421,7 +436,8 @@ def propose_write(args: dict[str, Any], ctx: ToolContext) -> Proposal:
     path = ctx.writable(args["path"])
     _refuse_special(path, args["path"], ctx)
     content = args["content"]
-    return Proposal(path, _current_text(path, ctx)[0], well_formed(content))
+    secret = secret_reason(ctx.given(args["path"])) is not None
+    return Proposal(path, _current_text(path, ctx)[0], well_formed(content), secret=secret)
 
 
 def propose_edit(args: dict[str, Any], ctx: ToolContext) -> Proposal:
@@ -434,7 +450,7 @@ def _planned_edit(args: dict[str, Any], ctx: ToolContext) -> tuple[Proposal, Edi
     if not args["edits"]:
         raise ToolError("Edit tool input is invalid. edits must contain at least one "
                         "replacement.")
-    path = ctx.writable(args["path"])
+    path = ctx.editable(args["path"])
     before, not_utf8 = _edited_text(path, args["path"], ctx)
     plan = _edit_plan(before, args)
     return Proposal(path, before, well_formed(plan.text), not_utf8), plan
