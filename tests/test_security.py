@@ -27,6 +27,8 @@ from pi_lsp.agent.access import protected_reason, runs_on_its_own, secret_reason
 from pi_lsp.agent.approval import ApprovalRequest, Approver, approval_request
 from pi_lsp.agent.harness import Harness
 from pi_lsp.agent.tools import (
+    DIFF_MAX_CHARS,
+    DIFF_MAX_LINES,
     DISK,
     EDIT,
     READ,
@@ -389,6 +391,25 @@ async def test_a_proposal_is_exactly_what_is_written(root: Path) -> None:
     result = await execute_tool(EDIT, "edit", {"path": "a.txt", "oldText": "beta",
                                                "newText": "gamma"}, ctx)
     assert not result.is_error and (root / "a.txt").read_text() == edit.new_text
+
+
+def test_a_change_too_large_to_diff_is_summed_up(root: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write over a 50M-line file was diffed whole on the server's event loop, for both
+    approval questions: 33 s and 7.4 GB before the user saw anything."""
+    path = root / "data.txt"
+    diffable = Proposal(path, "a\n" * (DIFF_MAX_LINES - 1), "x\n")
+    assert "\n+x\n" in diffable.diff()
+
+    def no_diff(*_args: object) -> None:
+        raise AssertionError("difflib ran on a change past the limit")
+
+    monkeypatch.setattr("difflib.unified_diff", no_diff)
+    by_lines = Proposal(path, "a\n" * DIFF_MAX_LINES, "x\n")
+    assert by_lines.diff() == f"--- {path}\n+++ {path}\nchange too large to show: " \
+        f"{DIFF_MAX_LINES} lines -> 1 lines\n"
+    by_size = Proposal(path, None, "b" * DIFF_MAX_CHARS + "\nc")
+    assert by_size.diff().endswith("change too large to show: 0 lines -> 2 lines\n")
 
 
 async def test_a_file_changed_during_approval_is_not_written(root: Path) -> None:
