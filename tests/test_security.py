@@ -618,6 +618,15 @@ def test_the_fallback_question_hides_nothing_of_the_command(root: Path) -> None:
     assert "(session: evil\\u202etitle\\u2028)\n" in question
 
 
+def test_the_fallback_question_never_asks_about_a_change_it_cannot_show(root: Path) -> None:
+    """A change too large to diff showed only its size, short enough to be asked: the user
+    could allow a whole file they never saw."""
+    call = ToolCall(id="w", name="write", arguments={})
+    change = Proposal(root / "big.txt", None, "line\n" * DIFF_MAX_LINES + "more\n")
+    with pytest.raises(NotAsked, match="too large to show for approval; write was not run"):
+        fallback_question(ApprovalRequest(call, False, change.path, change), "t")
+
+
 def test_visible_text_keeps_line_breaks_and_indentation() -> None:
     """A line break before deep indentation stayed hidden in the white space's length (found in
     review): what a YAML or Python change indents is part of what is approved."""

@@ -61,6 +61,9 @@ def fallback_question(request: ApprovalRequest, title: str) -> str:
     made visible (escapes for what could hide or reorder it, long white space as its length).
     NotAsked when too long to show in full."""
     name, change = request.call.name, request.change
+    if change is not None and not change.diffable():  # its diff would be only its size
+        raise NotAsked(f"the change is too large to show for approval; {name} was not run. "
+                       "Split it into smaller steps.")
     if name == "bash":
         shown, what = visible(str(request.call.arguments.get("command"))), "command"
     else:
