@@ -49,7 +49,7 @@ from tests.fake_anthropic import (
 )
 from tests.fake_openai import MODEL as LOCAL_MODEL
 from tests.fake_openai import FakeOpenAI, chat_reply
-from tests.waits import CEILING_S, POLL_S, gone, pid_in, until
+from tests.waits import CEILING_S, POLL_S, PROCESS_CEILING_S, gone, pid_in, until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -1328,7 +1328,8 @@ async def appended_elsewhere(pi: Pi, uri: str) -> dict[str, Any]:
     since = pi.mark()
     done = await asyncio.to_thread(subprocess.run, [sys.executable, "-c", APPEND,
                                                     str(path_of(uri))],
-                                   env=SERVER_ENV, capture_output=True, text=True)
+                                   env=SERVER_ENV, capture_output=True, text=True,
+                                   timeout=PROCESS_CEILING_S)
     assert done.returncode == 0, done.stderr
     return await wait_note(pi, SESSION_CHANGED, lambda p: path_of(p["uri"]) == path_of(uri),
                            since)
