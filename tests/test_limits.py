@@ -17,7 +17,7 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -428,6 +428,18 @@ async def connect(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter
     return await asyncio.open_connection(sock=connected[0], limit=16 << 20)
 
 
+@contextlib.asynccontextmanager
+async def killed_on_failure(process: asyncio.subprocess.Process) -> AsyncIterator[None]:
+    """Kill and reap `process` if the block fails: no one else would (`--tcp` outlives us)."""
+    try:
+        yield
+    except BaseException:
+        if process.returncode is None:
+            process.kill()
+        await process.wait()
+        raise
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -458,15 +470,16 @@ class RawServer:
                 sys.executable, "-m", "pi_lsp.cli", "serve", *listen, env=env, limit=16 << 20,
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr)
         assert process.stdout is not None and process.stdin is not None
-        server = cls(process, *(await connect(port) if port else (process.stdout,
-                                                                    process.stdin)))
-        (root / "ws").mkdir(exist_ok=True)
-        await server.request("initialize", {
-            "processId": os.getpid(), "capabilities": {},
-            "workspaceFolders": [{"uri": (root / "ws").as_uri(), "name": "ws"}],
-            "initializationOptions": {"toolApproval": "auto", "autoCompaction": False,
-                                      **options}})
-        server.send({"method": "initialized", "params": {}})
+        async with killed_on_failure(process):
+            server = cls(process, *(await connect(port) if port else (process.stdout,
+                                                                        process.stdin)))
+            (root / "ws").mkdir(exist_ok=True)
+            await server.request("initialize", {
+                "processId": os.getpid(), "capabilities": {},
+                "workspaceFolders": [{"uri": (root / "ws").as_uri(), "name": "ws"}],
+                "initializationOptions": {"toolApproval": "auto", "autoCompaction": False,
+                                          **options}})
+            server.send({"method": "initialized", "params": {}})
         return server
 
     async def _read(self) -> None:
@@ -834,9 +847,10 @@ async def start_turn(tmp_path: Path, fake: FakeAnthropic, *replies: Reply,
     fake.script(*replies)
     server = await RawServer.start(tmp_path, log=log, tcp=tcp, anthropicBaseUrl=fake.url,
                                    anthropicApiKey="test-key")
-    uri = (await server.command("pi.newSession"))["result"]["uri"]
-    answer = await server.command("pi.prompt", uri=uri, text="go")
-    assert "turnId" in answer["result"], answer
+    async with killed_on_failure(server.process):
+        uri = (await server.command("pi.newSession"))["result"]["uri"]
+        answer = await server.command("pi.prompt", uri=uri, text="go")
+        assert "turnId" in answer["result"], answer
     return server, uri
 
 
@@ -909,6 +923,29 @@ async def test_ending_serve_tcp_before_a_client_connects_ends_as_with_one(
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+async def test_a_tcp_server_that_failed_to_start_is_not_left_running(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """RawServer.start left `serve --tcp` running for ever (an orphan of init) when connecting
+    or `initialize` failed: the test's own cleanup only begins once start returns."""
+    spawned: list[asyncio.subprocess.Process] = []
+    spawn = asyncio.create_subprocess_exec
+
+    async def recorded(*args: Any, **kwargs: Any) -> asyncio.subprocess.Process:
+        spawned.append(await spawn(*args, **kwargs))
+        return spawned[-1]
+
+    async def refused(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        raise ConnectionRefusedError(port)
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", recorded)
+    monkeypatch.setitem(globals(), "connect", refused)
+    with pytest.raises(ConnectionRefusedError):
+        await RawServer.start(tmp_path, tcp=True)
+    (process,) = spawned
+    async with killed_on_failure(process):
+        assert process.returncode is not None
 
 
 @pytest.mark.parametrize("transport", ["stdio", "tcp"])
