@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.waits import PROCESS_CEILING_S
+
 
 @dataclass
 class Reply:
@@ -148,7 +150,10 @@ class FakeAnthropic:
 
     def start(self) -> str:
         self._thread.start()
-        self._ready.wait(5)
+        # A URL of "" would fail the tests later, far from the cause.
+        if not self._ready.wait(PROCESS_CEILING_S):
+            raise RuntimeError(f"the fake Anthropic server was not listening after "
+                               f"{PROCESS_CEILING_S:.0f} s")
         return self.url
 
     def stop(self) -> None:

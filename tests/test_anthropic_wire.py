@@ -604,3 +604,18 @@ async def test_a_bom_before_the_stream_is_dropped_as_pi_drops_it(fake: FakeAnthr
         raw=b"\xef\xbb\xbf" + b"".join(map(sse_frame, text_reply("Hi").events))))
     assert (reply.response_id, reply.usage.input) == ("msg_fake", 100)
     assert reply.content == [TextContent(text="Hi")]
+
+
+# -- the fake server itself ----------------------------------------------------------------------
+
+
+def test_a_fake_server_that_never_listens_fails_its_start(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """FakeAnthropic.start dropped its wait's result: a server not bound within 5 s started
+    with the URL "", and its tests failed later, far from the cause."""
+    monkeypatch.setattr(FakeAnthropic, "_run", lambda self: None)  # a thread that never binds
+    monkeypatch.setattr(fake_anthropic, "PROCESS_CEILING_S", 0.1)
+    fake = FakeAnthropic()
+    with pytest.raises(RuntimeError, match="was not listening after"):
+        fake.start()
+    fake._loop.close()  # no thread runs it
