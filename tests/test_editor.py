@@ -32,7 +32,7 @@ from tests.test_server import (
     recorder,
     wait_events,
 )
-from tests.waits import CEILING_S
+from tests.waits import CEILING_S, PROCESS_CEILING_S
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -82,7 +82,7 @@ async def client(lsp_client: LanguageClient, tmp_path_factory: pytest.TempPathFa
     pi.init = await asyncio.wait_for(lsp_client.initialize_session(types.InitializeParams(
         capabilities=capabilities, root_uri=pi.main.as_uri(),
         workspace_folders=[types.WorkspaceFolder(uri=pi.main.as_uri(), name="main")],
-        initialization_options=init_options(fake, toolApproval="auto"))), CEILING_S)
+        initialization_options=init_options(fake, toolApproval="auto"))), PROCESS_CEILING_S)
     await hub_ready(lsp_client)
     lsp_client.pi, lsp_client.editor = pi, editor  # type: ignore[attr-defined]
     yield

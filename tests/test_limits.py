@@ -424,7 +424,7 @@ async def connect(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter
             connected.append(socket.create_connection(("127.0.0.1", port)))
         return bool(connected)
 
-    await until(attempt, f"the server to listen on port {port}")
+    await until(attempt, f"the server to listen on port {port}", PROCESS_CEILING_S)
     return await asyncio.open_connection(sock=connected[0], limit=16 << 20)
 
 
@@ -478,7 +478,7 @@ class RawServer:
                 "processId": os.getpid(), "capabilities": {},
                 "workspaceFolders": [{"uri": (root / "ws").as_uri(), "name": "ws"}],
                 "initializationOptions": {"toolApproval": "auto", "autoCompaction": False,
-                                          **options}})
+                                          **options}}, ceiling=PROCESS_CEILING_S)
             server.send({"method": "initialized", "params": {}})
         return server
 
@@ -498,7 +498,8 @@ class RawServer:
     def send(self, message: dict[str, Any]) -> None:
         self.write(frame(json.dumps({"jsonrpc": "2.0", **message}).encode()))
 
-    async def wait_for(self, match: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    async def wait_for(self, match: Callable[[dict[str, Any]], bool],
+                       ceiling: float = CEILING_S) -> dict[str, Any]:
         async def find() -> dict[str, Any]:
             while True:
                 found = next((m for m in self.messages if match(m)), None)
@@ -506,13 +507,15 @@ class RawServer:
                     return found
                 self.arrived.clear()
                 await self.arrived.wait()
-        return await asyncio.wait_for(find(), CEILING_S)
+        return await asyncio.wait_for(find(), ceiling)
 
-    async def request(self, method: str, params: Any) -> dict[str, Any]:
+    async def request(self, method: str, params: Any, ceiling: float = CEILING_S
+                      ) -> dict[str, Any]:
         self.next_id += 1
         request_id = self.next_id
         self.send({"id": request_id, "method": method, "params": params})
-        return await self.wait_for(lambda m: m.get("id") == request_id and "method" not in m)
+        return await self.wait_for(lambda m: m.get("id") == request_id and "method" not in m,
+                                   ceiling)
 
     async def command(self, name: str, /, **args: Any) -> dict[str, Any]:
         return await self.request("workspace/executeCommand",

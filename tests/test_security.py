@@ -68,7 +68,7 @@ from tests.test_server import (
     path_of,
     plain,
 )
-from tests.waits import CEILING_S, until
+from tests.waits import CEILING_S, PROCESS_CEILING_S, until
 
 APPROVE_TOOL = "pi/approveTool"
 TURN = "pi/turn"
@@ -740,7 +740,7 @@ async def client(request: pytest.FixtureRequest, lsp_client: LanguageClient,
         workspace_folders=[types.WorkspaceFolder(uri=pi.ws.as_uri(), name="ws")],
         initialization_options={"anthropicBaseUrl": fake.url, "anthropicApiKey": "test",
                                 "toolApproval": "ask", "sessionDirs": ["extra"]},
-    )), CEILING_S)
+    )), PROCESS_CEILING_S)
     await hub_ready(lsp_client)
     lsp_client.pi = pi  # type: ignore[attr-defined]
     yield
@@ -1183,7 +1183,7 @@ async def test_shutdown_while_asking_about_an_attachment_logs_no_traceback(
         await asyncio.wait_for(client.initialize_session(types.InitializeParams(
             capabilities=capabilities, root_uri=(tmp_path / "ws").as_uri(),
             initialization_options={"anthropicBaseUrl": fake.url, "anthropicApiKey": "test"},
-        )), CEILING_S)
+        )), PROCESS_CEILING_S)
         await hub_ready(client)
         uri = (await call(client, "pi.newSession", {}))["uri"]
         prompt = prompt_with_id(client, "asking", uri, "x", tmp_path / "outside" / "readme.txt")

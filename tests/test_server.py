@@ -201,7 +201,7 @@ async def connect(client: LanguageClient, capabilities: str, root: Path,
         workspace_folders=[types.WorkspaceFolder(uri=(root / f).as_uri(), name=f)
                            for f in folders],
         initialization_options=options,
-    )), CEILING_S)
+    )), PROCESS_CEILING_S)
     await hub_ready(client)
     return pi
 

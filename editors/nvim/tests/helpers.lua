@@ -11,6 +11,8 @@ local H = {}
 -- (a buffer's text, a server's answer), never for a guessed time: other test suites may be
 -- loading this machine's 2 cores, making anything slow by seconds.
 H.CEILING_MS = 60000
+-- A whole server's start: Python's start and imports took over 60 s at a load average of 15.
+H.PROCESS_CEILING_MS = 240000
 
 local here = debug.getinfo(1, "S").source:sub(2)
 H.plugin_dir = vim.fn.fnamemodify(here, ":p:h:h")
@@ -71,7 +73,7 @@ function H.setup(extra)
   local client = require("pi_lsp").client()
   H.wait(function()
     return client.initialized
-  end, "the server did not initialize")
+  end, "the server did not initialize", nil, H.PROCESS_CEILING_MS)
   return client
 end
 
@@ -88,10 +90,11 @@ function H.text(buf)
   return table.concat(H.lines(buf), "\n")
 end
 
---- Wait for `cond()`; on a timeout fail naming `what`, with the text of `buf` (a buffer, or a
---- function giving the one found last) and the messages so far.
-function H.wait(cond, what, buf)
-  if vim.wait(H.CEILING_MS, cond, 20) then
+--- Wait for `cond()` (up to `ceiling_ms`, default H.CEILING_MS); on a timeout fail naming
+--- `what`, with the text of `buf` (a buffer, or a function giving the one found last) and the
+--- messages so far.
+function H.wait(cond, what, buf, ceiling_ms)
+  if vim.wait(ceiling_ms or H.CEILING_MS, cond, 20) then
     return
   end
   if type(buf) == "function" then

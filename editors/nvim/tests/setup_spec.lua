@@ -71,7 +71,7 @@ H.check(not table.concat(H.messages, "\n"):find("NotASessionError", 1, true), "n
 local client = require("pi_lsp").client()
 H.wait(function()
   return client.initialized
-end, "the server did not initialize")
+end, "the server did not initialize", nil, H.PROCESS_CEILING_MS)
 local response = client:request_sync("workspace/executeCommand", {
   command = "pi.getTree",
   arguments = { { uri = vim.uri_from_fname(notes) } },

@@ -9,7 +9,7 @@ const fs = require("node:fs");
 const path = require("node:path");
 const vscode = require("vscode");
 const ext = require("../out/extension.js");
-const { serverCommand, makeWorkspace, useEnv, eventually } = require("../testlib/server");
+const { serverCommand, makeWorkspace, useEnv, eventually, PROCESS_CEILING_MS } = require("../testlib/server");
 
 let ws, restoreEnv, pi, extraDir;
 const { rec, setConfig } = vscode.__test;
@@ -78,7 +78,7 @@ test("changing the launch settings restarts the server", async () => {
   const sub = pi.onStarted(() => started++);
   const { command, args } = serverCommand();
   setConfig("piLsp.command", [command, ...args]); // the same command, but the setting "changed"
-  await eventually(() => started === 1, "the restart");
+  await eventually(() => started === 1, "the restart", PROCESS_CEILING_MS);
   sub.dispose();
   assert.equal(pi.languageClient.isRunning(), true);
   assert.equal((await pi.call("pi.listSessions", {})).sessions.length, 1);

@@ -5,7 +5,7 @@ require("../testlib/register-vscode-stub");
 const { test, before, after } = require("node:test");
 const assert = require("node:assert/strict");
 const vscode = require("vscode");
-const { eventually } = require("../testlib/server");
+const { eventually, PROCESS_CEILING_MS } = require("../testlib/server");
 const { activateWithFake } = require("../testlib/activate");
 const { textReply, toolReply } = require("../testlib/fake-anthropic");
 
@@ -29,7 +29,7 @@ async function crash() {
   const client = api.pi.languageClient;
   const old = client._serverProcess;
   old.kill("SIGKILL");
-  await eventually(() => client._serverProcess !== old && client.isRunning(), "the client to start the server again");
+  await eventually(() => client._serverProcess !== old && client.isRunning(), "the client to start the server again", PROCESS_CEILING_MS);
 }
 
 function slowReply(words) {

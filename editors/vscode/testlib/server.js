@@ -54,10 +54,12 @@ function useEnv(env) {
 // The one ceiling of every wait: only a real hang reaches it (other test suites may be loading
 // this machine's 2 cores, making anything slow by seconds). node --test's own limit is above it.
 const CEILING_MS = 60000;
+// A whole server's start: Python's start and imports took over 60 s at a load average of 15.
+const PROCESS_CEILING_MS = 240000;
 
-/** Polls until `check()` is truthy (returns it); fails at the ceiling, naming `what`. */
-async function eventually(check, what = "condition") {
-  const end = Date.now() + CEILING_MS;
+/** Polls until `check()` is truthy (returns it); fails at `ceilingMs`, naming `what`. */
+async function eventually(check, what = "condition", ceilingMs = CEILING_MS) {
+  const end = Date.now() + ceilingMs;
   for (;;) {
     const value = await check();
     if (value) return value;
@@ -66,4 +68,4 @@ async function eventually(check, what = "condition") {
   }
 }
 
-module.exports = { REPO, EXAMPLE, PYTHON, serverCommand, makeWorkspace, useEnv, eventually };
+module.exports = { REPO, EXAMPLE, PYTHON, PROCESS_CEILING_MS, serverCommand, makeWorkspace, useEnv, eventually };
