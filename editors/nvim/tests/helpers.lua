@@ -134,6 +134,16 @@ function H.wait_buf(prefix, text, what)
   return buf
 end
 
+-- Another program cuts the session file short, as a running turn meets it (its last line goes);
+-- the file's name.
+function H.cut_last_line(uri)
+  local file = vim.uri_to_fname(uri)
+  local lines = vim.fn.readfile(file, "b")
+  table.remove(lines)
+  vim.fn.writefile(lines, file, "b")
+  return file
+end
+
 function H.find_buf(prefix)
   for _, buf in ipairs(vim.api.nvim_list_bufs()) do
     if vim.startswith(vim.api.nvim_buf_get_name(buf), prefix) then

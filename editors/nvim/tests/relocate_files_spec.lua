@@ -45,10 +45,7 @@ send("start")
 H.wait(function()
   return H.contains(chat_buf, "word3")
 end, "the turn did not stream", chat_buf)
-local old_file = vim.uri_to_fname(uri)
-local lines = vim.fn.readfile(old_file, "b")
-table.remove(lines)
-vim.fn.writefile(lines, old_file, "b")
+local old_file = H.cut_last_line(uri)
 
 H.wait(function()
   return chat.uri ~= uri

@@ -22,11 +22,7 @@ H.wait(function()
 end, "the context preview did not open")
 H.check(chat.busy, "the turn still runs when the file is cut", chat_buf)
 
--- Another program cuts the file short (its last line, the prompt, goes).
-local old_file = vim.uri_to_fname(uri)
-local lines = vim.fn.readfile(old_file, "b")
-table.remove(lines)
-vim.fn.writefile(lines, old_file, "b")
+local old_file = H.cut_last_line(uri)
 
 H.wait(function()
   return chat.uri ~= uri
