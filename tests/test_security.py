@@ -560,12 +560,17 @@ async def test_a_change_to_an_editors_settings_is_asked_for_every_time(
 @pytest.mark.parametrize("target", [
     "~/.gitconfig", "~/.config/git/config", "~/.bashrc", "~/.ZSHRC", "~/.ssh/authorized_keys",
     "~/.ssh/config", "~/.config/Code/User/settings.json", "~/.config/nvim/init.lua",
-    ".pre-commit-config.yaml", ".husky/pre-commit"])
+    "~/.bash_aliases", "~/.vim/vimrc", "~/.zlogout", "~/.config/zsh/.zshrc", "~/.tmux.conf",
+    "~/.local/lib/python3.12/site-packages/x.pth", "~/.config/VSCodium/User/settings.json",
+    "~/.vscode-server/data/Machine/settings.json", "~/Library/Preferences/x.plist",
+    ".pre-commit-config.yaml", ".husky/pre-commit", "lefthook.yml", ".lefthook.yml",
+    "lefthook-local.yml", ".config/lefthook.yaml", ".lefthook/pre-commit/check.sh"])
 async def test_what_runs_programs_or_lets_someone_in_is_asked_for_every_time(
         root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str) -> None:
     """After one "allow for this session" on any write outside (allowWritesOutsideWorkspace),
     ~/.gitconfig (fsmonitor runs on the next `git status`), ~/.bashrc, ~/.ssh/authorized_keys
-    were written unasked; inside, a commit's hooks outside .git (pre-commit, husky) were."""
+    and, past the named ones, ~/.bash_aliases, a .pth file or VSCodium's settings were written
+    unasked; inside, a commit's hooks outside .git (pre-commit, husky, lefthook) were."""
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     server, _, approve = asking_approver(root)
     ctx = ToolContext(root, allow_outside_root=True)
@@ -582,6 +587,21 @@ async def test_what_runs_programs_or_lets_someone_in_is_asked_for_every_time(
         assert await approve(write(target, content)) is None  # asked each time
     assert len(server.asked) == 3
     assert [a.allow_for_session for a in server.asked] == [True, False, False]
+
+
+def test_the_home_folders_configuration_runs_on_its_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only named startup files under the home folder were asked for every time; now any
+    dot-file or dot-folder directly in it and ~/Library are, through a linked home too."""
+    real = tmp_path / "real" / "home"
+    real.mkdir(parents=True)
+    (tmp_path / "home").symlink_to(real)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    for home in (tmp_path / "home", real):
+        for name in (".bash_aliases", ".config/gcloud/x", ".X/y", "library/LaunchAgents/a"):
+            assert runs_on_its_own(home / name), home / name
+        for name in ("notes.txt", "projects/.env.local", "projects/a/.vimrc.txt", "Libraryx"):
+            assert not runs_on_its_own(home / name), home / name
 
 
 def test_crontabs_run_on_their_own() -> None:

@@ -52,18 +52,18 @@ PROJECT_DIRS = {".pi": PI_PROJECT, ".agents": frozenset({"skills"})}
 EDITOR_CONFIG_DIRS = frozenset({".vscode", ".idea", ".zed", ".helix"})
 EDITOR_CONFIG_FILES = frozenset({".nvim.lua", ".nvimrc", ".exrc"})
 # A repository's hooks outside .git, which run on the next commit as .git/hooks do: pre-commit's
-# configuration and husky's hooks. Asked for every time, as an editor's settings are.
-COMMIT_HOOK_DIRS = frozenset({".husky"})
-COMMIT_HOOK_FILES = frozenset({".pre-commit-config.yaml"})
-# The user's own files under the home folder (and below these folders) that run programs or let
-# someone in: git's config (fsmonitor runs on the next `git status`, which editors run by
-# themselves), the shells' startup files, ssh's (authorized_keys, ProxyCommand), the editors'
-# user settings, and what starts at login. Asked for every time, as an editor's settings are.
-HOME_RUN_PATHS = (".gitconfig", ".config/git", ".bashrc", ".bash_profile", ".bash_login",
-                  ".bash_logout", ".profile", ".zshrc", ".zshenv", ".zprofile", ".zlogin",
-                  ".config/fish", ".ssh", ".vimrc", ".config/nvim", ".config/Code/User",
-                  "Library/Application Support/Code/User", ".config/autostart",
-                  ".config/systemd/user", "Library/LaunchAgents")
+# configuration, husky's hooks, and lefthook's configuration (any of its names, main or local)
+# and script folders. Asked for every time, as an editor's settings are.
+COMMIT_HOOK_DIRS = frozenset({".husky", ".lefthook", ".lefthook-local"})
+COMMIT_HOOK_FILES = frozenset({".pre-commit-config.yaml"}) | frozenset(
+    f"{dot}lefthook{local}.{ext}" for dot in ("", ".") for local in ("", "-local")
+    for ext in ("yml", "yaml", "toml", "json", "jsonc"))
+# The user's configuration under the home folder: every dot-file and dot-folder directly in it
+# (the shells' startup files, git's config, ~/.ssh, ~/.config, ~/.local with its .pth files,
+# every editor's settings) and macOS's ~/Library. Much of it runs programs or lets someone in,
+# and a list of names always missed some (~/.bash_aliases, ~/.vim, VSCodium's settings): a
+# write anywhere there is asked for every time, as an editor's settings are.
+HOME_CONFIG_DIRS = frozenset({"library"})  # folded, as `fold` gives it
 # Where cron reads the jobs it runs.
 CRONTABS = (Path("/etc/crontab"), Path("/etc/cron.d"), Path("/var/spool/cron"))
 
@@ -196,8 +196,8 @@ def protected_reason(path: Path, root: Path, extra_session_dirs: Iterable[Path] 
 
 def runs_on_its_own(path: Path) -> bool:
     """Whether a write to `path` changes what runs by itself: an editor's settings, a commit's
-    hooks, the user's startup files or crontabs (see EDITOR_CONFIG_DIRS and below them), named
-    folded, as written or where its links lead."""
+    hooks, the user's configuration under the home folder or crontabs (see EDITOR_CONFIG_DIRS
+    and below them), named folded, as written or where its links lead."""
     return any(_runs_on_its_own(candidate) for candidate in _candidates(path))
 
 
@@ -205,6 +205,17 @@ def _runs_on_its_own(candidate: Path) -> bool:
     if fold(candidate.name) in EDITOR_CONFIG_FILES | COMMIT_HOOK_FILES or \
             (EDITOR_CONFIG_DIRS | COMMIT_HOOK_DIRS) & set(folded(candidate.parent)):
         return True
-    homes = (_as_written(Path.home()), _real(Path.home()))
-    runs = [*(home / name for home in homes for name in HOME_RUN_PATHS), *CRONTABS]
-    return any(folded_inside(candidate, run) for run in runs)
+    return _in_home_config(candidate) or any(folded_inside(candidate, run) for run in CRONTABS)
+
+
+def _in_home_config(candidate: Path) -> bool:
+    """Whether `candidate` is in a dot-file or dot-folder directly in the home folder (as
+    written or its realpath), or in ~/Library."""
+    parts = folded(candidate)
+    for home in {_as_written(Path.home()), _real(Path.home())}:
+        prefix = folded(home)
+        if len(parts) > len(prefix) and parts[:len(prefix)] == prefix:
+            first = parts[len(prefix)]
+            if first.startswith(".") or first in HOME_CONFIG_DIRS:
+                return True
+    return False
