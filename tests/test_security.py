@@ -487,13 +487,13 @@ async def test_a_read_outside_allowed_for_the_session_covers_its_folder_only(
     the file alone where that folder is the home folder or above it."""
     home = tmp_path / "home"
     monkeypatch.setenv("HOME", str(home))
-    for name in ("docs/spec.md", "docs/sub/more.md", ".bash_history",
+    for name in ("projects/docs/spec.md", "projects/docs/sub/more.md", ".bash_history",
                  ".config/gcloud/credentials.db", "top.txt"):
         (home / name).parent.mkdir(parents=True, exist_ok=True)
         (home / name).write_text("x\n")
     (tmp_path / "above.txt").write_text("x\n")
     server, session, approve = asking_approver(root)
-    steps = [(home / "docs/spec.md", 1), (home / "docs/sub/more.md", 1),
+    steps = [(home / "projects/docs/spec.md", 1), (home / "projects/docs/sub/more.md", 1),
              (home / ".bash_history", 2), (home / ".bash_history", 2),
              (home / ".config/gcloud/credentials.db", 3), (home / "top.txt", 4),
              (tmp_path / "above.txt", 5), (home / "top.txt", 5)]
@@ -501,13 +501,42 @@ async def test_a_read_outside_allowed_for_the_session_covers_its_folder_only(
         assert await approve(read_request(root, path)) is None
         assert len(server.asked) == asked, path
     assert {scope for _, _, scope in session.allowed_tools} == {
-        home / "docs", home / ".bash_history", home / ".config/gcloud", home / "top.txt",
+        home / "projects/docs", home / ".bash_history", home / ".config/gcloud", home / "top.txt",
         tmp_path / "above.txt"}
     # the fallback question says so
-    question = fallback_question(read_request(root, home / "docs/spec.md"), "t")
-    assert question.endswith(f'"Allow for this session" allows reading files in {home / "docs"} '
-                             "and below only.")
+    question = fallback_question(read_request(root, home / "projects/docs/spec.md"), "t")
+    assert question.endswith('"Allow for this session" allows reading files in '
+                             f'{home / "projects/docs"} and below only.')
     question = fallback_question(read_request(root, home / "top.txt"), "t")
+    assert question.endswith('"Allow for this session" allows reading this file only.')
+
+
+async def test_a_read_in_a_folder_programs_share_allowed_for_the_session_covers_the_file(
+        root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One "allow for this session" on a read in ~/.config covered every program's tokens there
+    (gcloud's credentials, rclone.conf): directly in the home folder's folders and the shared
+    ones below it, it covers the file alone, through a linked home folder too."""
+    real = tmp_path / "real" / "home"
+    real.mkdir(parents=True)
+    (tmp_path / "home").symlink_to(real)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    granted = [".config/starship.toml", ".local/share/recent.txt", ".local/state.txt",
+               "notes/todo.md", "Library/Application Support/a.plist",
+               "Library/Preferences/b.plist"]
+    later = [".config/gcloud/credentials.db", ".config/rclone/rclone.conf", ".config/hub",
+             ".local/share/keyrings/login.keyring", ".local/bin/tool", "notes/other.md",
+             "Library/Application Support/App/token", "Library/Preferences/c.plist"]
+    for name in granted + later:
+        (real / name).parent.mkdir(parents=True, exist_ok=True)
+        (real / name).write_text("x\n")
+    server, session, approve = asking_approver(root)
+    for name in granted:
+        assert await approve(read_request(root, tmp_path / "home" / name)) is None
+    assert {scope for _, _, scope in session.allowed_tools} == {real / name for name in granted}
+    for name in later:
+        assert await approve(read_request(root, real / name)) is None
+    assert len(server.asked) == len(granted) + len(later)
+    question = fallback_question(read_request(root, real / ".config/starship.toml"), "t")
     assert question.endswith('"Allow for this session" allows reading this file only.')
 
 

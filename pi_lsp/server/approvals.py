@@ -11,7 +11,7 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path
 
-from pi_lsp.agent.access import folded_inside, inside, runs_on_its_own
+from pi_lsp.agent.access import folded, folded_inside, inside, runs_on_its_own
 from pi_lsp.agent.approval import ApprovalRequest, Approver, unshowable
 from pi_lsp.server.config import Config
 from pi_lsp.server.open_session import OpenSession
@@ -30,6 +30,10 @@ CHOICES: dict[str, Decision] = {ALLOW: "allow", ALLOW_SESSION: "allowSession"}
 # What "allow for this session" allows: a tool, inside or outside the workspace (True), and for a
 # read outside only what `read_scope` covers (None: anywhere there).
 Grant = tuple[str, bool, Path | None]
+# Folders below the home folder where each program keeps its own folder or files (~/.config/gcloud,
+# ~/.config/rclone): reading one file directly in one of them is no reason to read every
+# program's tokens there, as a folder directly in the home folder is none to read its siblings.
+SHARED_DIRS = (".config", ".local/share", "Library/Application Support", "Library/Preferences")
 
 
 class NotAsked(Exception):
@@ -93,12 +97,19 @@ def scope_question(request: ApprovalRequest) -> str:
 
 def read_scope(path: Path) -> Path:
     """What allowing a read of `path` outside the workspace for the session covers: its folder
-    and below, or the file alone where that folder is /, the home folder or above it."""
+    and below, or the file alone where that folder holds many programs' files (`_shared`)."""
     folder, home = path.parent, Path.home()
     homes = (home, Path(os.path.realpath(home)))
-    if folder == folder.parent or any(folded_inside(h, folder) for h in homes):
+    if folder == folder.parent or any(_shared(folder, h) for h in homes):
         return path
     return folder
+
+
+def _shared(folder: Path, home: Path) -> bool:
+    """Whether `folder` is the home folder or above it, directly in it, or a folder below it
+    that programs share (SHARED_DIRS): its files are not one thing's, as ~/projects/x's are."""
+    return folded_inside(home, folder) or folded(folder.parent) == folded(home) or \
+        any(folded(folder) == folded(home / name) for name in SHARED_DIRS)
 
 
 def grant(request: ApprovalRequest) -> Grant | None:
