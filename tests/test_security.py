@@ -9,8 +9,11 @@ one that only has `window/showMessageRequest` (Neovim 0.11).
 from __future__ import annotations
 
 import asyncio
+import difflib
 import json
+import random
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -410,6 +413,64 @@ def test_a_change_too_large_to_diff_is_summed_up(root: Path,
         f"{DIFF_MAX_LINES} lines -> 1 lines\n"
     by_size = Proposal(path, None, "b" * DIFF_MAX_CHARS + "\nc")
     assert by_size.diff().endswith("change too large to show: 0 lines -> 2 lines\n")
+
+
+@pytest.mark.parametrize("lines", [[f"line {i}\n" for i in range(6000)],
+                                   [f"{i:06d} {'x' * 200}\n" for i in range(3000)]],
+                         ids=["6000 lines", "600 KB"])
+def test_a_small_edit_of_a_large_file_is_diffed(root: Path, lines: list[str]) -> None:
+    """The diff's bound was the whole texts' size: a one-line edit of a file past 5,000 lines or
+    500 KB was refused to clients without pi/approveTool, and VS Code showed no diff."""
+    (root / "big.py").write_text("".join(lines))
+    edited = [*lines[:41], "forty-two\n", *lines[42:]]
+    call = ToolCall(id="e", name="edit", arguments={"path": "big.py", "edits": [
+        {"oldText": lines[41], "newText": "forty-two\n"}]})
+    request = approval_request(call, ToolContext(root))
+    assert request is not None and request.change is not None
+    diff = "".join(difflib.unified_diff(lines, edited, str(request.path), str(request.path)))
+    assert request.change.diff() == diff and "@@ -39,7 +39,7 @@\n" in diff
+    assert fallback_question(request, "t").endswith(f"\n{visible(diff)}")
+
+
+def test_only_the_changed_lines_are_diffed(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bound is on the lines a change touches: difflib never sees the lines both texts
+    share, and a whole file rewritten past the bound is still only summed up."""
+    monkeypatch.setattr("pi_lsp.agent.tools.DIFF_MAX_LINES", 20)
+    path, old = root / "data.txt", "".join(f"{i}\n" for i in range(100))
+    real_diff = difflib.unified_diff
+
+    def small_diff(a: list[str], b: list[str], *names: str) -> Iterator[str]:
+        assert len(a) + len(b) <= 20, "difflib ran on the whole file"
+        return real_diff(a, b, *names)
+
+    monkeypatch.setattr("difflib.unified_diff", small_diff)
+    edit = Proposal(path, old, old.replace("\n50\n", "\nfifty\n"))
+    assert edit.diffable()
+    assert edit.diff() == f"--- {path}\n+++ {path}\n@@ -48,7 +48,7 @@\n 47\n 48\n 49\n-50\n" \
+        "+fifty\n 51\n 52\n 53\n"
+    rewrite = Proposal(path, old, old.replace("\n", "!\n"))
+    assert not rewrite.diffable()
+    assert rewrite.diff().endswith("change too large to show: 100 lines -> 100 lines\n")
+
+
+def test_a_diff_of_the_changed_lines_is_difflibs() -> None:
+    """Random files and edits (every line end str.splitlines knows, and none) diff byte for
+    byte as difflib.unified_diff does over the whole texts."""
+    rng = random.Random(16)
+
+    def line() -> str:
+        return f"{rng.randrange(10**9)}" + rng.choice(["\n", "\n", "\r\n", "\r", "\x0c",
+                                                     "\x85", "\u2028", ""])
+
+    for _ in range(500):
+        old = [line() for _ in range(rng.randrange(40))]
+        new = list(old)
+        for _ in range(rng.randrange(4)):
+            at = rng.randrange(len(new) + 1)
+            new[at:at + rng.randrange(4)] = [line() for _ in range(rng.randrange(4))]
+        before, after = "".join(old), "".join(new)
+        whole = difflib.unified_diff(before.splitlines(True), after.splitlines(True), "a", "a")
+        assert Proposal(Path("a"), before, after).diff() == "".join(whole), (before, after)
 
 
 async def test_a_file_changed_during_approval_is_not_written(root: Path) -> None:

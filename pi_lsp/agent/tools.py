@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
-import difflib
 import io
 import logging
 import math
@@ -37,6 +36,7 @@ from pi_lsp.agent.output import OutputTail, ThrottledUpdates
 from pi_lsp.agent.paths import resolve_read_path, resolve_to_cwd
 from pi_lsp.agent.readpage import PageError, page
 from pi_lsp.agent.shell import ShellProcess
+from pi_lsp.agent.trimdiff import Span, changed_span, unified_diff
 from pi_lsp.providers.base import ToolSpec
 from pi_lsp.providers.registry import API_KEY_VARIABLES
 from pi_lsp.session.catalog import agent_dir
@@ -46,9 +46,11 @@ from pi_lsp.session.jsontext import js_number
 log = logging.getLogger(__name__)
 
 READ_CHUNK = 1 << 20  # a file is read this much at a time, whatever its size
-# The largest change diffed for an approval (old and new together). Diffing a few edits costs
-# about 1.4 ms per 1,000 lines; difflib is quadratic in changed blocks, so 5,000 -> 5,000 lines
-# with every other line changed still takes 1.1 s. Past these, 5M lines took 1.5 s and 0.8 GB.
+# The largest change diffed for an approval: the lines it touches, old and new together, with
+# their context (what both texts share at their start and end is never diffed). Diffing a few
+# edits costs about 1.4 ms per 1,000 lines; difflib is quadratic in changed blocks, so 5,000 ->
+# 5,000 lines with every other line changed still takes 1.1 s. Past these, 5M lines took 1.5 s
+# and 0.8 GB.
 DIFF_MAX_LINES = 10_000
 DIFF_MAX_CHARS = 1_000_000
 BASH_TIMEOUT_MAX_S = 24 * 60 * 60
@@ -199,26 +201,32 @@ class Proposal(msgspec.Struct, frozen=True):
         """A unified diff of the change, with the file's path in its headers; a note of its
         size instead when it is not `diffable`."""
         before, old_name = self._old_side()
-        if not self.diffable():
+        span = changed_span(before, self.new_text)
+        if not _diffable(before, self.new_text, span):
             return (f"--- {old_name}\n+++ {self.path}\nchange too large to show: "
                     f"{_line_count(before)} lines -> {_line_count(self.new_text)} lines\n")
-        return "".join(difflib.unified_diff(before.splitlines(True),
-                                            self.new_text.splitlines(True), old_name,
-                                            str(self.path)))
+        return unified_diff(before, self.new_text, old_name, str(self.path), span)
 
     def diffable(self) -> bool:
-        """Whether the change is within DIFF_MAX_CHARS and DIFF_MAX_LINES: difflib runs on the
-        event loop, in time and memory growing with both sides."""
+        """Whether the lines the change touches are few enough to diff (`_diffable`)."""
         before = self._old_side()[0]
-        if len(before) + len(self.new_text) > DIFF_MAX_CHARS:
-            return False
-        return len(before.splitlines()) + len(self.new_text.splitlines()) <= DIFF_MAX_LINES
+        return _diffable(before, self.new_text, changed_span(before, self.new_text))
 
     def _old_side(self) -> tuple[str, str]:
         """The old text as the diff shows it, and its name in the diff's header."""
         if self.secret:
             return "", f"{self.path} (a secret: its text, if any, is not shown)"
         return self.old_text or "", str(self.path) if self.old_text is not None else "/dev/null"
+
+
+def _diffable(old: str, new: str, span: Span) -> bool:
+    """Whether the lines `span` holds (with their context) are within DIFF_MAX_CHARS and
+    DIFF_MAX_LINES: difflib runs on them on the event loop, in time and memory growing with
+    both sides."""
+    if span.old_end + span.new_end - 2 * span.start > DIFF_MAX_CHARS:  # checked unsplit
+        return False
+    old_lines = len(old[span.start:span.old_end].splitlines())
+    return old_lines + len(new[span.start:span.new_end].splitlines()) <= DIFF_MAX_LINES
 
 
 def _line_count(text: str) -> int:
