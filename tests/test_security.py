@@ -435,22 +435,22 @@ def test_a_small_edit_of_a_large_file_is_diffed(root: Path, lines: list[str]) ->
 def test_only_the_changed_lines_are_diffed(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The bound is on the lines a change touches: difflib never sees the lines both texts
     share, and a whole file rewritten past the bound is still only summed up."""
-    monkeypatch.setattr("pi_lsp.agent.tools.DIFF_MAX_LINES", 20)
-    path, old = root / "data.txt", "".join(f"{i}\n" for i in range(100))
+    monkeypatch.setattr("pi_lsp.agent.tools.DIFF_MAX_LINES", 200)
+    path, old = root / "data.txt", "".join(f"{i}\n" for i in range(1000))
     real_diff = difflib.unified_diff
 
     def small_diff(a: list[str], b: list[str], *names: str) -> Iterator[str]:
-        assert len(a) + len(b) <= 20, "difflib ran on the whole file"
+        assert len(a) + len(b) <= 200, "difflib ran on the whole file"
         return real_diff(a, b, *names)
 
     monkeypatch.setattr("difflib.unified_diff", small_diff)
-    edit = Proposal(path, old, old.replace("\n50\n", "\nfifty\n"))
+    edit = Proposal(path, old, old.replace("\n500\n", "\nfive hundred\n"))
     assert edit.diffable()
-    assert edit.diff() == f"--- {path}\n+++ {path}\n@@ -48,7 +48,7 @@\n 47\n 48\n 49\n-50\n" \
-        "+fifty\n 51\n 52\n 53\n"
+    assert edit.diff() == f"--- {path}\n+++ {path}\n@@ -498,7 +498,7 @@\n 497\n 498\n 499\n" \
+        "-500\n+five hundred\n 501\n 502\n 503\n"
     rewrite = Proposal(path, old, old.replace("\n", "!\n"))
     assert not rewrite.diffable()
-    assert rewrite.diff().endswith("change too large to show: 100 lines -> 100 lines\n")
+    assert rewrite.diff().endswith("change too large to show: 1000 lines -> 1000 lines\n")
 
 
 def test_a_diff_of_the_changed_lines_is_difflibs() -> None:
@@ -469,6 +469,22 @@ def test_a_diff_of_the_changed_lines_is_difflibs() -> None:
             at = rng.randrange(len(new) + 1)
             new[at:at + rng.randrange(4)] = [line() for _ in range(rng.randrange(4))]
         before, after = "".join(old), "".join(new)
+        whole = difflib.unified_diff(before.splitlines(True), after.splitlines(True), "a", "a")
+        assert Proposal(Path("a"), before, after).diff() == "".join(whole), (before, after)
+
+
+def test_repeated_lines_diff_as_difflib_pairs_them_over_the_whole_texts() -> None:
+    """With 3 lines around the change, `x y a a a a b` given one more `a` showed the insertion
+    elsewhere and without context (1 in 12 random cases of repeated lines differed)."""
+    rng = random.Random(26)
+    cases = [("x\ny\na\na\na\na\nb\n", "x\ny\na\na\na\na\na\nb\n")]
+    for _ in range(2000):
+        old = [rng.choice("ab") + "\n" for _ in range(rng.randrange(1, 30))]
+        new = list(old)
+        at = rng.randrange(len(new) + 1)
+        new[at:at + rng.randrange(3)] = [rng.choice("ab") + "\n" for _ in range(rng.randrange(3))]
+        cases.append(("".join(old), "".join(new)))
+    for before, after in cases:
         whole = difflib.unified_diff(before.splitlines(True), after.splitlines(True), "a", "a")
         assert Proposal(Path("a"), before, after).diff() == "".join(whole), (before, after)
 

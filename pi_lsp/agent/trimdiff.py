@@ -10,7 +10,10 @@ import re
 from collections.abc import Callable
 from typing import NamedTuple
 
-CONTEXT_LINES = 3  # difflib.unified_diff's
+# Lines kept on each side of the change: pi 1.6 keeps 32 (DIFF_WINDOW_MARGIN_LINES) so that its
+# diff pairs repeated lines within the window as it would over the whole file; with difflib's
+# own 3, `x y a a a a b` given one more `a` showed the insertion elsewhere, without context.
+MARGIN_LINES = 32
 # Characters compared at a time (memcmp): halving a 100 MB text would copy 50 MB per slice.
 BLOCK = 1 << 16
 # What str.splitlines ends a line at; "\r\n" is one end, counted twice below.
@@ -29,14 +32,14 @@ class Span(NamedTuple):
 
 def changed_span(old: str, new: str) -> Span:
     """Where `old` and `new` differ, cut at line starts after "\\n" (the only line end whose
-    next character always starts a line), widened by CONTEXT_LINES on each side."""
+    next character always starts a line), widened by MARGIN_LINES on each side."""
     limit = min(len(old), len(new))
     start = old.rfind("\n", 0, _shared_length(lambda i, j: old[i:j] == new[i:j], limit)) + 1
     shared_end = _shared_length(
         lambda i, j: old[len(old) - j:len(old) - i] == new[len(new) - j:len(new) - i],
         limit - start)
     end = _line_end(old, len(old) - shared_end)
-    for _ in range(CONTEXT_LINES):
+    for _ in range(MARGIN_LINES):
         start = old.rfind("\n", 0, max(start - 1, 0)) + 1
         end = _line_end(old, end)
     return Span(start, end, len(new) - (len(old) - end))
