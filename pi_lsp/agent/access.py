@@ -208,14 +208,19 @@ def _runs_on_its_own(candidate: Path) -> bool:
     return _in_home_config(candidate) or any(folded_inside(candidate, run) for run in CRONTABS)
 
 
+def home_folders() -> set[Path]:
+    """The home folder as written and where its links lead: a rule about it holds for both."""
+    home = Path.home()
+    return {_as_written(home), _real(home)}
+
+
 def _in_home_config(candidate: Path) -> bool:
-    """Whether `candidate` is in a dot-file or dot-folder directly in the home folder (as
-    written or its realpath), or in ~/Library."""
+    """Whether `candidate` is in a dot-file or dot-folder directly in the home folder, or in
+    ~/Library."""
     parts = folded(candidate)
-    for home in {_as_written(Path.home()), _real(Path.home())}:
-        prefix = folded(home)
-        if len(parts) > len(prefix) and parts[:len(prefix)] == prefix:
-            first = parts[len(prefix)]
-            if first.startswith(".") or first in HOME_CONFIG_DIRS:
-                return True
+    for home in home_folders():
+        first = parts[len(home.parts):len(home.parts) + 1]
+        if first and folded_inside(candidate, home) and \
+                (first[0].startswith(".") or first[0] in HOME_CONFIG_DIRS):
+            return True
     return False

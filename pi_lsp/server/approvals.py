@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,7 +10,7 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path
 
-from pi_lsp.agent.access import folded, folded_inside, inside, runs_on_its_own
+from pi_lsp.agent.access import folded, folded_inside, home_folders, inside, runs_on_its_own
 from pi_lsp.agent.approval import ApprovalRequest, Approver, unshowable
 from pi_lsp.server.config import Config
 from pi_lsp.server.open_session import OpenSession
@@ -98,9 +97,8 @@ def scope_question(request: ApprovalRequest) -> str:
 def read_scope(path: Path) -> Path:
     """What allowing a read of `path` outside the workspace for the session covers: its folder
     and below, or the file alone where that folder holds many programs' files (`_shared`)."""
-    folder, home = path.parent, Path.home()
-    homes = (home, Path(os.path.realpath(home)))
-    if folder == folder.parent or any(_shared(folder, h) for h in homes):
+    folder = path.parent
+    if folder == folder.parent or any(_shared(folder, home) for home in home_folders()):
         return path
     return folder
 
