@@ -984,3 +984,23 @@ def test_typed_entries_with_a_stamp_of_another_type_are_read_as_pi_reads_them(
     assert (node.role, node.preview, node.timestamp) == ("user", "the prompt", shown)
     listed = summarize(path)
     assert (listed.name, listed.created) == ("named", "1970-01-01T00:00:00.005Z")
+
+
+def test_system_messages_and_context_edits_say_what_they_are_in_the_tree(tmp_path: Path
+                                                                         ) -> None:
+    """pi 1.6's system entries and context edits were drawn as bare rows ("system: " and
+    nothing): the prompt's text, the sections a patch changes, and what an edit does."""
+    tree = write_session(tmp_path / "s.jsonl", [
+        entry("message", "aaaaaaaa", None, message={
+            "role": "system", "content": "You are\npi.", "timestamp": 1}),
+        entry("message", "bbbbbbbb", "aaaaaaaa", message={
+            "role": "system", "content": "", "sections": {"skills": "x", "tools": None},
+            "timestamp": 2}),
+        msg("cccccccc", "bbbbbbbb", "question"),
+        entry("context_edit", "dddddddd", "cccccccc", targetId="cccccccc", replacement=None),
+        entry("context_edit", "eeeeeeee", "dddddddd", targetId="cc\u202ecc",
+              replacement={"content": "shorter"})])
+    previews = [entry_preview(decode_entry(tree.by_id[entry_id]))
+                for entry_id in ("aaaaaaaa", "bbbbbbbb", "dddddddd", "eeeeeeee")]
+    assert previews == ["You are pi.", "sections: skills, tools", "context omit: cccccccc",
+                        "context replace: cc cc"]

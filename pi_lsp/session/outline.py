@@ -13,6 +13,7 @@ from pi_lsp.session.entries import (
     BashExecutionMessage,
     BranchSummaryEntry,
     CompactionEntry,
+    ContextEditEntry,
     CustomEntry,
     CustomMessage,
     CustomMessageEntry,
@@ -22,6 +23,7 @@ from pi_lsp.session.entries import (
     MessageEntry,
     ModelChangeEntry,
     SessionInfoEntry,
+    SystemMessage,
     TextContent,
     ThinkingLevelChangeEntry,
     ToolCall,
@@ -83,6 +85,10 @@ def message_preview(message: AgentMessage) -> str:
             return shorten(f"$ {message.command}")
         case CustomMessage():
             return shorten(f"{message.custom_type}: {content_text(message.content)}")
+        case SystemMessage():
+            # A patch may carry no text: the sections it changes say what it is.
+            sections = ", ".join(message.sections or ())
+            return shorten(content_text(message.content) or (sections and f"sections: {sections}"))
     return ""
 
 
@@ -125,6 +131,9 @@ def entry_preview(entry: Entry | None) -> str:
             return f"name = {entry.name or ''}"
         case LeafEntry():
             return f"leaf → {entry.target_id}"
+        case ContextEditEntry():
+            edit = "omit" if entry.replacement is None else "replace"
+            return shorten(f"context {edit}: {entry.target_id}")
     return ""
 
 
