@@ -535,9 +535,9 @@ async def test_allow_for_the_session_covers_the_tool_inside_or_outside_only(
     for tool, path, asked in steps:
         assert await approve(request(tool, path)) is None
         assert len(server.asked) == asked, (tool, path)
-    assert session.allowed_tools == {("read", True, tmp_path), ("write", True, None),
+    assert session.allowed_tools == {("read", True, tmp_path), ("write", True, tmp_path),
                                      ("write", False, None), ("read", False, None),
-                                     ("edit", True, None)}
+                                     ("edit", True, tmp_path)}
 
 
 def asking_approver(root: Path) -> tuple[AskingServer, Any, Approver]:
@@ -586,6 +586,47 @@ async def test_a_read_outside_allowed_for_the_session_covers_its_folder_only(
                              f'{home / "projects/docs"} and below only.')
     question = fallback_question(read_request(root, home / "top.txt"), "t")
     assert question.endswith('"Allow for this session" allows reading this file only.')
+
+
+def change_request(root: Path, tool: str, path: Path) -> ApprovalRequest:
+    """A write of `path`, or an edit of its "x", with writes outside the workspace allowed."""
+    arguments = {"path": str(path), "content": "y\n"} if tool == "write" else \
+        {"path": str(path), "edits": [{"oldText": "x", "newText": "y"}]}
+    request = approval_request(ToolCall(id=f"{tool}-{path}", name=tool, arguments=arguments),
+                               ToolContext(root, allow_outside_root=True))
+    assert request is not None
+    return request
+
+
+@pytest.mark.parametrize("tool", ["write", "edit"])
+async def test_a_change_outside_allowed_for_the_session_covers_its_folder_only(
+        root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tool: str) -> None:
+    """One "allow for this session" on a write or edit outside (allowWritesOutsideWorkspace)
+    allowed every later one anywhere (/etc/hosts, another project's sources): it covers the
+    file's folder and below, and the file alone where reads would (`outside_scope`)."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    for name in ("projects/docs/spec.md", "projects/docs/sub/more.md", "projects/app/main.py",
+                 "top.txt", "other.txt"):
+        (home / name).parent.mkdir(parents=True, exist_ok=True)
+        (home / name).write_text("x\n")
+    server, session, approve = asking_approver(root)
+    steps = [(home / "projects/docs/spec.md", 1), (home / "projects/docs/sub/more.md", 1),
+             (home / "projects/app/main.py", 2), (home / "top.txt", 3), (home / "other.txt", 4),
+             (home / "top.txt", 4)]
+    for path, asked in steps:
+        assert await approve(change_request(root, tool, path)) is None
+        assert len(server.asked) == asked, path
+    assert session.allowed_tools == {
+        (tool, True, home / "projects/docs"), (tool, True, home / "projects/app"),
+        (tool, True, home / "top.txt"), (tool, True, home / "other.txt")}
+    # the fallback question says so
+    verb = {"write": "writing", "edit": "editing"}[tool]
+    question = fallback_question(change_request(root, tool, home / "projects/docs/spec.md"), "t")
+    assert question.endswith(f'"Allow for this session" allows {verb} files in '
+                             f'{home / "projects/docs"} and below only.')
+    question = fallback_question(change_request(root, tool, home / "top.txt"), "t")
+    assert question.endswith(f'"Allow for this session" allows {verb} this file only.')
 
 
 async def test_a_read_in_a_folder_programs_share_allowed_for_the_session_covers_the_file(

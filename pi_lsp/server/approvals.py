@@ -26,9 +26,11 @@ from pi_lsp.visible import visible
 SHOW_LIMIT = 2000  # the longest command or diff the fallback question shows (always in full)
 ALLOW, ALLOW_SESSION, DENY = "Allow", "Allow for this session", "Deny"
 CHOICES: dict[str, Decision] = {ALLOW: "allow", ALLOW_SESSION: "allowSession"}
-# What "allow for this session" allows: a tool, inside or outside the workspace (True), and for a
-# read outside only what `read_scope` covers (None: anywhere there).
+# What "allow for this session" allows: a tool, inside or outside the workspace (True), and
+# outside only what `outside_scope` covers (None: anywhere in the workspace).
 Grant = tuple[str, bool, Path | None]
+# How the fallback question names what a grant outside the workspace allows, by tool.
+VERBS = {"read": "reading", "write": "writing", "edit": "editing"}
 # Folders below the home folder where each program keeps its own folder or files (~/.config/gcloud,
 # ~/.config/rclone): reading one file directly in one of them is no reason to read every
 # program's tokens there, as a folder directly in the home folder is none to read its siblings.
@@ -84,18 +86,18 @@ def fallback_question(request: ApprovalRequest, title: str) -> str:
 
 
 def scope_question(request: ApprovalRequest) -> str:
-    """The line saying which reads "allow for this session" allows, for a read outside the
-    workspace (it allows only those); empty for other calls."""
+    """The line saying which files "allow for this session" covers, for a read, write or edit
+    outside the workspace (it covers only those); empty for other calls."""
     granted = grant(request)
     scope = granted[2] if granted is not None else None
     if scope is None:
         return ""
     what = "this file" if scope == request.path else f"files in {visible(str(scope))} and below"
-    return f'\n"{ALLOW_SESSION}" allows reading {what} only.'
+    return f'\n"{ALLOW_SESSION}" allows {VERBS[request.call.name]} {what} only.'
 
 
-def read_scope(path: Path) -> Path:
-    """What allowing a read of `path` outside the workspace for the session covers: its folder
+def outside_scope(path: Path) -> Path:
+    """What allowing a call on `path` outside the workspace for the session covers: its folder
     and below, or the file alone where that folder holds many programs' files (`_shared`)."""
     folder = path.parent
     if folder == folder.parent or any(_shared(folder, home) for home in home_folders()):
@@ -112,15 +114,15 @@ def _shared(folder: Path, home: Path) -> bool:
 
 def grant(request: ApprovalRequest) -> Grant | None:
     """What "allow for this session" allows: the tool, inside or outside the workspace only,
-    and a read outside only in its `read_scope` (allowing one read outside must not allow
-    reading anything anywhere). None, asked every time, for a change to what runs on its own
-    (`runs_on_its_own`) and for a prompt's attachment: the user's own file allows the model's
-    tools nothing."""
+    and outside only in its `outside_scope` (allowing one read or write outside must not allow
+    reading or writing anything anywhere). None, asked every time, for a change to what runs
+    on its own (`runs_on_its_own`) and for a prompt's attachment: the user's own file allows
+    the model's tools nothing."""
     if request.attachment or (request.change is not None and
                               runs_on_its_own(request.change.path)):
         return None
     name, outside, path = request.call.name, request.outside_workspace, request.path
-    return name, outside, read_scope(path) if name == "read" and outside and path else None
+    return name, outside, outside_scope(path) if outside and path is not None else None
 
 
 def covers(granted: Grant, request: ApprovalRequest) -> bool:
