@@ -1176,6 +1176,22 @@ async def test_reads_outside_the_workspace_are_asked(pi: Pi, fake: FakeAnthropic
 
 
 @LSP
+async def test_a_question_says_what_allow_for_the_session_covers(
+        pi: Pi, fake: FakeAnthropic) -> None:
+    """Only the fallback question said that a read outside allowed for the session covers its
+    folder only: pi/approveTool did not, so editors could not say it by their own button."""
+    outside = (pi.outside / "readme.txt").resolve()
+    await run_turn(pi, fake, [("r1", "read", {"path": str(outside)}),
+                              ("b1", "bash", {"command": "echo one"})], answer="deny")
+    if pi.custom:
+        assert pi.asked[0]["sessionScope"] == str(outside.parent)
+        assert "sessionScope" not in pi.asked[1]  # the tool in the whole workspace
+    else:
+        assert pi.asked[0].endswith('"Allow for this session" allows reading files in '
+                                    f"{outside.parent} and below only.")
+
+
+@LSP
 async def test_allow_for_the_session_asks_once(pi: Pi, fake: FakeAnthropic) -> None:
     _, events, _ = await run_turn(pi, fake, [("b1", "bash", {"command": "echo one"}),
                                              ("b2", "bash", {"command": "echo two"})],

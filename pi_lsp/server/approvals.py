@@ -42,12 +42,15 @@ class NotAsked(Exception):
 
 
 def approve_tool_params(request: ApprovalRequest, uri: str, turn_id: str | None, title: str,
-                        allow_for_session: bool) -> ApproveToolParams:
-    """Everything the user approves: the whole command, or the whole change and its diff."""
+                        granted: Grant | None) -> ApproveToolParams:
+    """Everything the user approves: the whole command, or the whole change and its diff, and
+    what "allow for this session" would allow (`granted`)."""
     call, change = request.call, request.change
     params = ApproveToolParams(uri=uri, turn_id=turn_id, tool_call_id=call.id, tool=call.name,
                                title=title, outside_workspace=request.outside_workspace,
-                               allow_for_session=allow_for_session)
+                               allow_for_session=granted is not None)
+    if granted is not None and granted[2] is not None:
+        params.session_scope = str(granted[2])
     if call.name == "bash":
         params.command = str(call.arguments.get("command"))
     if request.attachment:
@@ -153,7 +156,7 @@ class ToolApprovals:
                 if client_approves_tools(self.server.client_capabilities):
                     decision = await self.ask_approve_tool(approve_tool_params(
                         request, from_fs_path(str(path)) or str(path), session.turn_id,
-                        session.title, granted is not None))
+                        session.title, granted))
                 else:
                     decision = await self.ask_message(name,
                                                       fallback_question(request, session.title),

@@ -573,6 +573,9 @@ class ApproveToolParams(msgspec.Struct, rename="camel", kw_only=True):
     # False where "allow for this session" would not be remembered (approvals.grant), so that
     # editors do not offer it only to ask again next time
     allow_for_session: bool
+    # What "allow for this session" covers outside the workspace (approvals.outside_scope): a
+    # folder and below, or `path` alone; unset where it covers the tool in the whole workspace
+    session_scope: str | msgspec.UnsetType = msgspec.UNSET
     # true: a prompt's file outside the workspace, not a tool call, so editors keep the question
     # open when the `turn_id` turn ends (a follow-up queued behind it then starts a turn)
     attachment: bool | msgspec.UnsetType = msgspec.UNSET
