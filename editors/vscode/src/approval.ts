@@ -10,7 +10,7 @@ import type { ChatPanels } from "./chatPanel";
 import type { PiClient } from "./client";
 import { ApprovalDecision, ApproveToolParams } from "./protocol";
 import { Sessions } from "./sessions";
-import { plain, visible } from "./plainText";
+import { oneLine, plain, visible } from "./plainText";
 
 export const APPROVAL_SCHEME = "pi-approval";
 export const ACCEPT = "Accept";
@@ -24,6 +24,15 @@ export const ANSWER_COMMAND = "piLsp.answerApproval";
  * change to an editor's settings, asked every time); a server that does not say remembers it. */
 export function approvalChoices(p: ApproveToolParams): string[] {
   return p.allowForSession === false ? [ACCEPT, REJECT] : APPROVAL_CHOICES;
+}
+
+/** What each answer covers where the server says (`sessionScope`): Accept for Session on a call
+ * outside the workspace covers a folder and below, or the file alone. The path is the model's:
+ * made visible, on one line. */
+export function approvalNotes(p: ApproveToolParams): Record<string, string> | undefined {
+  if (p.sessionScope == null || p.allowForSession === false) return undefined;
+  const scope = p.sessionScope === p.path ? "this file only" : `files in ${oneLine(visible(p.sessionScope))} and below only`;
+  return { [ACCEPT_SESSION]: scope };
 }
 
 export function decisionOf(choice: string | undefined): ApprovalDecision {
@@ -48,14 +57,16 @@ export function approvalDetail(p: ApproveToolParams): string | undefined {
 }
 
 /**
- * The notification's text: the answers as command links, first so that a toast cut to one line
- * still shows them, then the question. The question quotes what the model wrote (a command, a
- * path): a zero-width space breaks up every `](` (it must not become a link that runs a
- * command) and `$(` (VS Code would take `$(name)` for an icon and drop it from the text).
+ * The notification's text: the answers as command links, each with its note (`approvalNotes`),
+ * first so that a toast cut to one line still shows them, then the question. The question and
+ * the notes quote what the model wrote (a command, a path): a zero-width space breaks up every
+ * `](` (it must not become a link that runs a command) and `$(` (VS Code would take `$(name)`
+ * for an icon and drop it from the text).
  */
-export function notificationText(id: string, message: string, choices: string[]): string {
+export function notificationText(id: string, message: string, choices: string[], notes: Record<string, string> = {}): string {
   const links = choices.map((choice) =>
-    `[${choice}](command:${ANSWER_COMMAND}?${encodeURIComponent(JSON.stringify([id, choice]))})`);
+    `[${choice}](command:${ANSWER_COMMAND}?${encodeURIComponent(JSON.stringify([id, choice]))})` +
+    (notes[choice] ? ` (${plain(notes[choice])})` : ""));
   return `${links.join(" · ")} — ${plain(message)}`;
 }
 
@@ -115,9 +126,10 @@ export class Approvals {
       if (!settled && p.path && p.newText !== undefined) diff = await this.showDiff(p, title);
       if (!settled) {
         const choices = approvalChoices(p);
-        this.chats.ask({ id, uri: p.uri, turnId: p.turnId, message, actions: choices, detail: approvalDetail(p),
+        const notes = approvalNotes(p);
+        this.chats.ask({ id, uri: p.uri, turnId: p.turnId, message, actions: choices, detail: approvalDetail(p), notes,
           answer: (choice) => this.answer(id, choice) });
-        void vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: notificationText(id, message, choices) }, () => answered);
+        void vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: notificationText(id, message, choices, notes) }, () => answered);
       }
       return { decision: decisionOf(await answered) };
     } finally {

@@ -18,7 +18,8 @@ export type ToWebview =
   | { type: "reset"; blocks: { id: string; html: string }[]; state: ChatState }
   | { type: "upsert"; id: string; html: string }
   | { type: "state"; state: ChatState }
-  | { type: "approval"; id: string; message: string; actions: string[]; detail?: string }
+  /** `notes`: shown after the button of their action (what Accept for Session covers). */
+  | { type: "approval"; id: string; message: string; actions: string[]; detail?: string; notes?: Record<string, string> }
   | { type: "approvalDone"; id: string }
   /** `keepDraft`: what is being written stays, after the text. */
   | { type: "setInput"; text: string; keepDraft?: boolean };

@@ -28,6 +28,8 @@ export interface Question {
   message: string;
   actions: string[];
   detail?: string;
+  /** Shown after the answer they name (what Accept for Session covers). */
+  notes?: Record<string, string>;
   answer(choice: string): void;
 }
 
@@ -363,7 +365,8 @@ export class ChatPanel {
   }
 
   showQuestion(q: Question): void {
-    this.post({ type: "approval", id: q.id, message: q.message, actions: q.actions, ...(q.detail ? { detail: q.detail } : {}) });
+    this.post({ type: "approval", id: q.id, message: q.message, actions: q.actions, ...(q.detail ? { detail: q.detail } : {}),
+      ...(q.notes ? { notes: q.notes } : {}) });
   }
 
   /** What the webview asked for; also the entry point the tests drive. */

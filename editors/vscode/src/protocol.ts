@@ -272,6 +272,9 @@ export interface ApproveToolParams {
   /** false: "allow for this session" would not be remembered for this call, so it is not
    * offered; older servers leave it out (offered). */
   allowForSession?: boolean;
+  /** What "allow for this session" covers outside the workspace: this folder and below, or
+   * `path` alone; unset where it covers the tool in the whole workspace. */
+  sessionScope?: string;
   /** true: a file attached to a prompt (not a tool call of `turnId`'s turn), whose question
    * outlives that turn. */
   attachment?: boolean;

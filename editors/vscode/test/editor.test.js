@@ -160,6 +160,30 @@ test("a change to an editor's settings offers no Accept for Session (the server 
   assert.deepEqual(await pending, { decision: "allow" });
 });
 
+test("Accept for Session says what it covers outside the workspace, made visible on one line, in the notification and the chat card", async () => {
+  // Before, only the server's fallback question said it: a read or write outside allowed for the
+  // session covers its folder and below, or the file alone.
+  const panel = await openChat(uri);
+  const folder = "/srv/[ok](command:workbench.action.quit)\u202e\nx";
+  const shown = "files in /srv/[ok](command:workbench.action.quit)\\u202e x and below only";
+  const asked = [
+    [{ tool: "read", path: `${folder}/a.txt`, outsideWorkspace: true, sessionScope: folder }, "a.txt", shown],
+    [{ tool: "write", path: "/srv/b.txt", oldText: null, newText: "b\n", diff: "+b\n", outsideWorkspace: true, sessionScope: "/srv/b.txt" }, "b.txt", "this file only"],
+    [{ tool: "bash", command: "make scope" }, "make scope", undefined],
+  ];
+  for (const [params, key, scope] of asked) {
+    const pending = api.pi.approveToolHandler(approvalParams({ toolCallId: `scope-${key}`, ...params }));
+    const note = await eventually(() => notification(key), "the question");
+    const card = await eventually(() => panel.posted.find((m) => m.type === "approval" && m.message.includes(key)), "the card");
+    assert.deepEqual(links(note.options.title).map((l) => l.text), ["Accept", "Accept for Session", "Reject"], "only the answers are links");
+    const session = note.options.title.split(" · ")[1].replace(/\u200b/g, "");
+    assert.equal(session.replace(/^\[Accept for Session\]\(command:[^)]*\)/, ""), scope ? ` (${scope})` : "", note.options.title);
+    assert.deepEqual(card.notes, scope && { "Accept for Session": scope });
+    await click(answerLink(note, "Reject").href);
+    assert.deepEqual(await pending, { decision: "deny" });
+  }
+});
+
 test("a chat opened while a question is open shows its card", async () => {
   const { uri: other } = await api.pi.call("pi.newSession", { name: "Asking later" });
   const pending = api.pi.approveToolHandler(approvalParams({ uri: other, tool: "bash", command: "make test" }));

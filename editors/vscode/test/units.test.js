@@ -354,3 +354,25 @@ test("the chat's model picker shows a session's model on one line, and picks it 
   assert.deepEqual(picker.children.map((o) => [o.text, o.title, o.value]).at(0), ["evil fake line/m", "evil fake line/m", model]);
   assert.equal(picker.title, "Model: evil fake line/m");
 });
+
+test("the chat's approval card shows what Accept for Session covers next to its button", () => {
+  // Before, the card had the question and the buttons only: nothing said that Accept for Session
+  // on a call outside the workspace covers a folder, or the file alone.
+  const element = (tag) => ({ tag, children: [], dataset: {}, classList: { toggle() {} }, addEventListener() {},
+    appendChild(child) { this.children.push(child); } });
+  const elements = new Map();
+  const listeners = [];
+  const sandbox = {
+    acquireVsCodeApi: () => ({ postMessage() {} }),
+    document: { body: element(), createElement: element, getElementById: (id) => elements.get(id) ?? elements.set(id, element()).get(id) },
+    window: { addEventListener: (type, listener) => listeners.push(listener) },
+    ResizeObserver: class { observe() {} },
+  };
+  vm.runInNewContext(fs.readFileSync(path.join(__dirname, "../out/webview.js"), "utf8"), sandbox);
+  const approval = { type: "approval", id: "a1", message: "pi wants to read /srv/x/a.txt", actions: ["Accept", "Accept for Session", "Reject"],
+    notes: { "Accept for Session": "files in /srv/x and below only" } };
+  for (const listener of listeners) listener({ data: approval });
+  const [card] = elements.get("approvals").children;
+  assert.deepEqual(card.children.slice(1).map((c) => [c.tag, c.textContent]), [
+    ["button", "Accept"], ["button", "Accept for Session"], ["span", "files in /srv/x and below only"], ["button", "Reject"]]);
+});

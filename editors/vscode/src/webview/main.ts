@@ -110,6 +110,13 @@ window.addEventListener("message", (event: MessageEvent<ToWebview>) => {
         button.textContent = action;
         button.addEventListener("click", () => send({ type: "approve", id: m.id, choice: action }));
         card.appendChild(button);
+        const note = m.notes?.[action];
+        if (note) {
+          const span = document.createElement("span");
+          span.className = "note";
+          span.textContent = note;
+          card.appendChild(span);
+        }
       }
       approvals.appendChild(card);
       break;
