@@ -244,6 +244,49 @@ H.wait(function()
 end, "no answer for read")
 H.check(answer.decision == "deny" and asked == "pi wants to read /etc/hosts (outside the workspace) (session: T)", "read: " .. tostring(asked))
 
+-- Outside the workspace, "Allow for this session" says what it covers (it
+-- said nothing, only the server's fallback question did): a folder and below,
+-- its path made visible on one line, or the file alone; in vim.ui.select and
+-- in the diff's winbar (where % is the winbar's own).
+local reads = {
+  { "/srv/x\u{202e}\ny", "/srv/x\u{202e}\ny/a.txt", "files in /srv/x\\u202e y and below only" },
+  { "/srv/b.txt", "/srv/b.txt", "this file only" },
+}
+for i, read in ipairs(reads) do
+  local offered_titles
+  table.insert(H.selects, function(items, opts)
+    offered_titles = vim.tbl_map(opts.format_item, items)
+    return items[3]
+  end)
+  answer = nil
+  coroutine.wrap(function()
+    answer = editor.approve_tool({ uri = chat.uri, turnId = "t", toolCallId = "toolu_scope" .. i, tool = "read", title = "T",
+      path = read[2], outsideWorkspace = true, allowForSession = true, sessionScope = read[1] })
+  end)()
+  H.wait(function()
+    return answer ~= nil
+  end, "no answer for the read outside")
+  H.check(vim.deep_equal(offered_titles, { "Allow", "Allow for this session (" .. read[3] .. ")", "Deny" }),
+    "the choices: " .. vim.inspect(offered_titles))
+end
+answer = nil
+coroutine.wrap(function()
+  answer = editor.approve_tool(vim.tbl_extend("force", params, { toolCallId = "toolu_15", tool = "write", oldText = vim.NIL,
+    path = "/srv/100%/out.txt", outsideWorkspace = true, allowForSession = true, sessionScope = "/srv/100%" }))
+end)()
+local outside
+H.wait(function()
+  outside = H.find_buf(root .. "/out.txt (proposed)")
+  return outside and vim.fn.bufwinid(outside) ~= -1
+end, "no diff tab for the write outside")
+vim.api.nvim_set_current_win(vim.fn.bufwinid(outside))
+H.check(vim.wo.winbar:find("wants to create /srv/100%%/out.txt (outside the workspace) (session: Fix slow order listing) · a accept · A accept for session (files in /srv/100%% and below only) · r reject", 1, true),
+  "the winbar: " .. vim.wo.winbar)
+H.keys("r")
+H.wait(function()
+  return answer ~= nil
+end, "no answer after r")
+
 -- pi/diagnostics for a file that is not loaded: no items.
 local report
 coroutine.wrap(function()

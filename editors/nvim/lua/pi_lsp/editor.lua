@@ -27,6 +27,24 @@ local function for_session(params)
   return params.allowForSession ~= false
 end
 
+--- What "Allow for this session" covers where the server says (a call outside
+--- the workspace: a folder and below, or the file alone), or nil. The path is
+--- the model's: made visible, on one line.
+local function session_scope(params)
+  local scope = params.sessionScope
+  if type(scope) ~= "string" or not for_session(params) then
+    return nil
+  end
+  return scope == params.path and "this file only"
+    or ("files in %s and below only"):format(util.one_line(visible(scope)))
+end
+
+--- An answer's name, with what it covers for "Allow for this session".
+local function answer_title(title, decision, params)
+  local scope = decision == "allowSession" and session_scope(params)
+  return scope and ("%s (%s)"):format(title, scope) or title
+end
+
 local function relative(path, root)
   if root and vim.startswith(path, root .. "/") then
     return path:sub(#root + 2)
@@ -88,10 +106,11 @@ function M.show_diff(params, message, answer)
   local keys = config.options.approval.keys
   local answers = { keys.accept .. " accept" }
   if for_session(params) then
-    answers[#answers + 1] = keys.accept_session .. " accept for session"
+    answers[#answers + 1] = answer_title(keys.accept_session .. " accept for session", "allowSession", params)
   end
   answers[#answers + 1] = keys.reject .. " reject"
-  local hint = message:gsub("%%", "%%%%") .. " · " .. table.concat(answers, " · ")
+  -- The winbar reads % as its own items: the message and the scope are the model's text.
+  local hint = (message .. " · " .. table.concat(answers, " · ")):gsub("%%", "%%%%")
   for _, win in ipairs(vim.api.nvim_tabpage_list_wins(tab)) do
     vim.wo[win].winbar = hint
   end
@@ -216,7 +235,7 @@ function M.approve_tool(params)
       prompt = message,
       kind = "pi_lsp_approval",
       format_item = function(choice)
-        return choice.title
+        return answer_title(choice.title, choice.decision, params)
       end,
     }, function(choice)
       answer(choice and choice.decision or "deny")
