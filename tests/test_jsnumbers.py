@@ -15,7 +15,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from pi_lsp.session.jsontext import Decoder, js_number, stringify
+from pi_lsp.session.jsontext import Decoder, js_number, lone_surrogates_replaced, stringify
 from tests.test_system_messages import pi16_node
 from tests.waits import CEILING_S
 
@@ -94,3 +94,14 @@ def test_numbers_are_written_as_node_writes_them(doubles: list[float], integers:
     assert [js_number(d) for d in doubles] == node["doubles"]
     assert stringify(doubles) == f"[{','.join(node['doubles'])}]"
     assert stringify(integers) == f"[{','.join(node['integers'])}]"
+
+
+def test_only_lone_surrogate_escapes_are_replaced_for_the_editors() -> None:
+    """What the server sends an editor: a lone surrogate escape becomes U+FFFD's; a whole pair,
+    an escaped backslash before `ud800` and other escapes stay as they were."""
+    sent = (rb'{"a":"x\ud83d","b":"\ud83d\ude00","c":"\\ud800","d":"\udc00\u001b",'
+            rb'"e":"\\\udfff"}')
+    assert lone_surrogates_replaced(sent) == (
+        rb'{"a":"x\ufffd","b":"\ud83d\ude00","c":"\\ud800","d":"\ufffd\u001b",'
+        rb'"e":"\\\ufffd"}')
+    assert json.loads(lone_surrogates_replaced(sent))["c"] == "\\ud800"

@@ -2186,8 +2186,9 @@ async def test_compact_dry_run_is_null_when_a_run_would_refuse(pi: Pi) -> None:
 
 async def test_a_lone_surrogate_in_a_reply_ends_the_turn_normally(pi: Pi,
                                                                  fake: FakeAnthropic) -> None:
-    """Half an emoji streamed by the provider is shown, stored as pi stores it (`\\ud83d`)
-    and previewed; the turn ends without an error."""
+    """Half an emoji streamed by the provider is stored as pi stores it (`\\ud83d`), and
+    shown and previewed as U+FFFD (Neovim drops a message that holds a lone surrogate); the
+    turn ends without an error."""
     uri = await new_session(pi)
     fake.script(text_reply("bad \ud83d", " end"))
     since = pi.mark()
@@ -2196,7 +2197,10 @@ async def test_a_lone_surrogate_in_a_reply_ends_the_turn_normally(pi: Pi,
     assert "error" not in event_types(events), events
     streamed = "".join(d["delta"] for e in events if e["type"] == "message_update"
                        for d in e["deltas"] if d["type"] == "text_delta")
-    assert streamed == "bad \ud83d end"
+    assert streamed == "bad \ufffd end"
     assert b'"text":"bad \\ud83d end"' in path_of(uri).read_bytes()
     preview = await call(pi.client, "pi.previewContext", {"uri": uri})
-    assert "bad \ud83d end" in json.dumps(preview, ensure_ascii=False, default=str)
+    assert "bad \ufffd end" in json.dumps(preview, ensure_ascii=False, default=str)
+    await call(pi.client, "pi.setName", {"uri": uri, "name": "cut \ud83d"})
+    listed = (await call(pi.client, "pi.listSessions", {}))["sessions"]
+    assert [s["name"] for s in listed if s["uri"] == uri] == ["cut \ufffd"]

@@ -21,6 +21,7 @@ from cattrs.v import format_exception
 from lsprotocol import types
 from pygls.exceptions import (
     JsonRpcException,
+    JsonRpcInternalError,
     JsonRpcInvalidParams,
     JsonRpcInvalidRequest,
     JsonRpcParseError,
@@ -36,7 +37,7 @@ from pygls.uris import from_fs_path
 from pi_lsp.agent.images import image_bytes
 from pi_lsp.providers.registry import ModelInfo
 from pi_lsp.session.entries import UserBlock
-from pi_lsp.session.jsontext import Decoder, encoder
+from pi_lsp.session.jsontext import Decoder, encoder, lone_surrogates_replaced
 
 SESSIONS_CHANGED = "pi/sessionsChanged"
 SESSION_CHANGED = "pi/sessionChanged"
@@ -82,11 +83,18 @@ class PiProtocol(LanguageServerProtocol):
 
     def _send_data(self, data: Any) -> None:
         """Responses and notifications whose payload is ours are encoded by msgspec, which is
-        several times faster than `json.dumps` on large trees and previews."""
-        body = _fast_body(data)
-        if body is None or self.writer is None:
+        several times faster than `json.dumps` on large trees and previews. No message carries
+        a lone surrogate (session text may hold one): Neovim would drop the whole message."""
+        if not data or self.writer is None:
             super()._send_data(data)
             return
+        try:
+            body = _fast_body(data) or json.dumps(data, default=self._serialize_message).encode()
+        except Exception as error:  # as pygls does: the request gets an error, the server goes on
+            log.exception("Error sending data")
+            self._server._report_server_error(error, JsonRpcInternalError)
+            return
+        body = lone_surrogates_replaced(body)
         header = f"Content-Length: {len(body)}\r\n\r\n".encode() if self._include_headers \
             else b""
         result = self.writer.write(header + body)

@@ -40,6 +40,15 @@ def has_lone_surrogate(data: bytes) -> bool:
         len(match.group()) == 6 for match in _SURROGATE_ESCAPE.finditer(data))
 
 
+def lone_surrogates_replaced(data: bytes) -> bytes:
+    """JSON text `data` with each lone surrogate escape as U+FFFD's, for a reader that refuses
+    the whole text over one (Neovim's)."""
+    if b"\\u" not in data:
+        return data
+    return _SURROGATE_ESCAPE.sub(
+        lambda match: b"\\ufffd" if len(match.group()) == 6 else match.group(), data)
+
+
 def refuse_constant(name: str) -> Any:
     """The parse_constant that refuses NaN and Infinity, as JSON.parse does."""
     raise ValueError(f"{name} is not JSON")
