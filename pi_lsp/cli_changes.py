@@ -18,6 +18,8 @@ from pi_lsp.visible import printable, printable_lines
 if TYPE_CHECKING:
     from pi_lsp.settings import Settings
 
+SKIPPED = "ignored, or too large to snapshot"  # why a path is skipped, unless it says otherwise
+
 
 def note(message: str) -> None:
     print(f"pi-lsp: note: {printable(message)}", file=sys.stderr)
@@ -153,7 +155,7 @@ def cmd_rewind(args: argparse.Namespace) -> int:
                 sys.stdout.write(printable_diff(change.diff) if change.diff
                                  else f"{change.status}: {printable(change.path)}\n")
             for path in found.skipped:
-                print("would be left alone (ignored, or too large to snapshot): "
+                print(f"would be left alone ({printable(found.why.get(path, SKIPPED))}): "
                       f"{printable(path)}", file=sys.stderr)
             for path in found.refused:
                 print("would be left alone (under .git/ or .pi/, or behind a symlink): "
@@ -170,7 +172,7 @@ def cmd_rewind(args: argparse.Namespace) -> int:
     for change in result.files:
         print(f"{change.status:9} {printable(change.path)}")
     for path in result.skipped:
-        print(f"left alone (ignored, or too large to snapshot): {printable(path)}")
+        print(f"left alone ({printable(result.why.get(path, SKIPPED))}): {printable(path)}")
     for path in result.refused:
         print(f"left alone (under .git/ or .pi/, or behind a symlink): {printable(path)}")
     print(f"restored {len(result.files)} file(s) in {printable(str(root))}; undo with: "

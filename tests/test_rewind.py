@@ -34,6 +34,7 @@ from pi_lsp.files import snapshots
 from pi_lsp.files.history import (
     FILES_TYPE,
     RewindError,
+    changes_to,
     count_changes,
     file_changes,
     record_files,
@@ -910,6 +911,32 @@ async def test_a_restore_that_makes_a_folder_a_symlink_deletes_nothing_outside(
                                                           ("x/victim.txt", "deleted")}
     assert (root / "x").is_symlink()
     assert (outside / "victim.txt").read_text() == "precious\n"
+
+
+async def test_a_folder_holding_what_no_snapshot_holds_is_never_replaced_by_a_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file of the target is now a folder holding ignored, too large and .pi/ files: it is
+    left whole and named with why (found in review: git cleared the folder for the file, and
+    undo brought back only its tracked file)."""
+    monkeypatch.setattr(snapshots, "MAX_FILE_BYTES", 100)
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / ".gitignore").write_text("*.log\n")
+    (root / "x").write_text("old file x\n")
+    store = SnapshotStore(root)
+    first = await store.snapshot()
+    (root / "x").unlink()
+    contents = {"x/user.txt": "user notes\n", "x/build.log": "ignored\n", "x/big.bin": "B" * 500,
+                "x/.pi/precious.jsonl": "session\n"}
+    for path, text in contents.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    changes = await changes_to(store, first)
+    assert changes.files == [] and changes.skipped == ["x", "x/big.bin", "x/user.txt"]
+    assert re.search(r"x is a folder holding x/\S+, which no snapshot holds", changes.why["x"])
+    result = await restore_files(None, store, None, first.tree)
+    assert result.files == [] and result.skipped == changes.skipped and "x" in result.why
+    assert {path: (root / path).read_text() for path in contents} == contents
 
 
 def test_the_state_below_an_entry_in_a_cycle_is_found_or_not_without_end(tmp_path: Path) -> None:

@@ -67,6 +67,8 @@ class FileChanges(msgspec.Struct, rename="camel", omit_defaults=True):
     skipped: list[str] = msgspec.field(default_factory=list)
     # Never restored: under .git/ or .pi/, or behind a symlink.
     refused: list[str] = msgspec.field(default_factory=list)
+    # Why each skipped path that is neither ignored nor too large is.
+    why: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 class RestoreResult(msgspec.Struct, rename="camel", omit_defaults=True):
@@ -75,6 +77,7 @@ class RestoreResult(msgspec.Struct, rename="camel", omit_defaults=True):
     skipped: list[str]
     refused: list[str] = msgspec.field(default_factory=list)
     in_editor: list[str] = msgspec.field(default_factory=list)  # changed there, not yet saved
+    why: dict[str, str] = msgspec.field(default_factory=dict)  # as in FileChanges
 
 
 class RewindError(Exception):
@@ -257,6 +260,7 @@ class Changes(msgspec.Struct):
     # ignored file on disk now, or one the target's snapshot left out as ignored.
     skipped: list[str]
     refused: list[str]  # under .git/ or .pi/, or behind a symlink: never restored
+    why: dict[str, str]  # why each skipped path that is neither ignored nor too large is
 
 
 async def changes_to(store: SnapshotStore, target: Snapshot, with_diff: bool = True,
@@ -277,8 +281,21 @@ async def changes_to(store: SnapshotStore, target: Snapshot, with_diff: bool = T
     # now but not on disk (a secret the user deleted) is not brought back.
     ignored = store.ignored_in([current.tree, target.tree], [f.path for f in changed]) + \
         await store.ignored_now([f.path for f in changed if f.status == "added"])
-    return Changes(current, editor.paths, [f for f in changed if f.path not in ignored],
-                   sorted({*skipped, *ignored}), refused)
+    changed = [f for f in changed if f.path not in ignored]
+    why = _left_alone(changed, await store.in_the_way(current.tree, changed))
+    return Changes(current, editor.paths, [f for f in changed if f.path not in why],
+                   sorted({*skipped, *ignored, *why}), refused, why)
+
+
+def _left_alone(changes: list[FileChange], in_the_way: dict[str, str]) -> dict[str, str]:
+    """Why each change at or under a path `in_the_way` is not made: the whole of what is
+    there stays as it is."""
+    why: dict[str, str] = {}
+    for change in changes:
+        for path, reason in in_the_way.items():
+            if change.path == path or change.path.startswith(f"{path}/"):
+                why[change.path] = reason
+    return why
 
 
 async def file_changes(tree: SessionTree, store: SnapshotStore, entry_id: str,
@@ -294,7 +311,7 @@ async def file_changes(tree: SessionTree, store: SnapshotStore, entry_id: str,
         return FileChanges(available=False, reason=reason)
     found = await changes_to(store, target, with_diff, files)
     return FileChanges(available=True, files=found.files, skipped=found.skipped,
-                       refused=found.refused)
+                       refused=found.refused, why=found.why)
 
 
 async def count_changes(tree: SessionTree, store: SnapshotStore, entry_id: str | None,
@@ -339,7 +356,7 @@ async def restore_files(tree: SessionTree | None, store: SnapshotStore, entry_id
     for path, text in texts.items():
         await _in_editor(store, path, files.write_text(store.root / path, text))
     return RestoreResult(files=found.files, undo_id=found.current.tree, skipped=found.skipped,
-                         refused=found.refused, in_editor=sorted(texts))
+                         refused=found.refused, in_editor=sorted(texts), why=found.why)
 
 
 async def _in_editor(store: SnapshotStore, path: str, change: Coroutine[Any, Any, object]

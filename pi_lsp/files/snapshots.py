@@ -317,6 +317,43 @@ class SnapshotStore:
                 diffs = _split_diff(text.decode(errors="replace"), [p for _, p in pairs])
         return [FileChange(path, status, diffs.get(path, "")) for status, path in pairs]
 
+    async def in_the_way(self, current: str, changes: list[FileChange]) -> dict[str, str]:
+        """The paths a restore of `changes` must leave alone, and why: what is on disk where it
+        would write holds what the snapshot `current` lacks (ignored, too large, `.pi/`), which
+        git would delete and no undo could bring back."""
+        deleted = {c.path for c in changes if c.status == "deleted"}
+        found: dict[str, str] = {}
+        for change in changes:
+            if change.status == "deleted":
+                continue
+            for folder in _folders_of(change.path):  # a file there, deleted by no change
+                if folder not in deleted and _is_file(self.root / folder):
+                    found[folder] = (f"{folder} is a file no snapshot holds, where a restore "
+                                     f"would make a folder for {change.path}")
+            untracked = await self._untracked_in(current, change.path)
+            if untracked is not None:
+                found[change.path] = (f"{change.path} is a folder holding {untracked}, which no "
+                                      "snapshot holds, where a restore would write a file")
+        return found
+
+    async def _untracked_in(self, current: str, folder: str) -> str | None:
+        """A file or symlink in the real folder `folder` on disk that the snapshot `current`
+        does not hold (None: `folder` is no such folder, or holds nothing else)."""
+        path = self.root / folder
+        if not path.is_dir() or path.is_symlink():
+            return None
+        held = set(_split(await self._run("ls-tree", "-r", "-z", "--name-only",
+                                          object_id(current), "--", f"{folder}/")))
+        try:
+            for parent, folders, files in os.walk(path, onerror=_raise):
+                for name in [*files, *(f for f in folders if os.path.islink(f"{parent}/{f}"))]:
+                    relative = Path(parent, name).relative_to(self.root).as_posix()
+                    if relative not in held:
+                        return relative
+        except OSError as error:  # a folder it cannot read may hold anything
+            return Path(error.filename or path).relative_to(self.root).as_posix()
+        return None
+
     async def restore(self, target: str, changes: list[FileChange]) -> None:
         """Make the listed files what they are in `target`; no other file is touched, and
         none under `.git/` or `.pi/` or behind a symlink (see `unsafe_reason`)."""
@@ -444,6 +481,25 @@ def _left_out(path: str, left_out: set[str]) -> bool:
     parts = path.split("/")
     return path in left_out or any("/".join(parts[:i]) + "/" in left_out
                                    for i in range(1, len(parts) + 1))
+
+
+def _folders_of(path: str) -> list[str]:
+    """The folders a relative path is in, outermost first: `a/b/c` is in `a` and `a/b`."""
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _raise(error: OSError) -> None:
+    raise error
+
+
+def _is_file(path: Path) -> bool:
+    """Whether something other than a folder or a symlink is at `path`."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISDIR(mode) and not stat.S_ISLNK(mode)
 
 
 def _too_large(path: Path) -> bool:
