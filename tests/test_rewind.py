@@ -939,6 +939,40 @@ async def test_a_folder_holding_what_no_snapshot_holds_is_never_replaced_by_a_fi
     assert {path: (root / path).read_text() for path in contents} == contents
 
 
+def nested_repo(folder: Path) -> None:
+    """A user's repository with one (empty) commit."""
+    git(folder, "init", "-q")
+    git(folder, "-c", "user.name=U", "-c", "user.email=u@example.com", "commit", "-q",
+        "--allow-empty", "-m", "one")
+
+
+async def test_a_restore_never_touches_a_nested_repository(tmp_path: Path) -> None:
+    """A nested repository is a gitlink in a snapshot, never its files: a restore leaves it and
+    all in it alone and says why (found in review: it wrote the target's file over the nested
+    repository's uncommitted work, and a gitlink showed as a file to add or delete)."""
+    root = tmp_path / "ws"
+    (root / "x").mkdir(parents=True)
+    (root / "x" / "a.txt").write_text("then\n")
+    (root / "gone").mkdir()
+    nested_repo(root / "gone")
+    store = SnapshotStore(root)
+    first = await store.snapshot()
+    assert await store.nested(first.tree) == ["gone"]
+    shutil.rmtree(root / "gone")
+    shutil.rmtree(root / "x")
+    await store.snapshot()  # with x/a.txt still in the store's index, x would be a folder
+    (root / "x").mkdir()
+    nested_repo(root / "x")
+    (root / "x" / "a.txt").write_text("uncommitted work\n")
+    result = await restore_files(None, store, None, first.tree)
+    assert result.files == [] and result.skipped == ["gone", "x", "x/a.txt"]
+    assert result.why["x/a.txt"] == "x is a git repository of its own, whose files snapshots " \
+        "do not record"
+    assert (root / "x" / "a.txt").read_text() == "uncommitted work\n"
+    assert git(root / "x", "log", "--format=%s") == "one\n"
+    assert not (root / "gone").exists()
+
+
 def test_the_state_below_an_entry_in_a_cycle_is_found_or_not_without_end(tmp_path: Path) -> None:
     """A reused id can make the entries below an entry a cycle; the walk down ends."""
     path = tmp_path / "s.jsonl"

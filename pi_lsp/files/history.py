@@ -282,7 +282,12 @@ async def changes_to(store: SnapshotStore, target: Snapshot, with_diff: bool = T
     ignored = store.ignored_in([current.tree, target.tree], [f.path for f in changed]) + \
         await store.ignored_now([f.path for f in changed if f.status == "added"])
     changed = [f for f in changed if f.path not in ignored]
-    why = _left_alone(changed, await store.in_the_way(current.tree, changed))
+    # A nested repository's files are not recorded: a restore there would overwrite its work.
+    why = _left_alone(changed, {path: f"{path} is a git repository of its own, whose files "
+                                "snapshots do not record"
+                                for path in await store.nested(current.tree, target.tree)})
+    changed = [f for f in changed if f.path not in why]
+    why |= _left_alone(changed, await store.in_the_way(current.tree, changed))
     return Changes(current, editor.paths, [f for f in changed if f.path not in why],
                    sorted({*skipped, *ignored, *why}), refused, why)
 

@@ -53,6 +53,7 @@ GIT_SETTINGS = ("core.hooksPath=/dev/null", "core.fsmonitor=false", "core.attrib
 EXCLUDES_LIMIT = 1 << 20  # of a workspace's .git/info/exclude read into the store's
 ADOPTED = "pi-lsp-adopted"  # in a store: it took the objects of a legacy store (once)
 
+GITLINK = "160000"  # the mode of a nested repository in a tree
 Status = Literal["added", "modified", "deleted"]
 _STATUS: dict[str, Status] = {"A": "added", "M": "modified", "D": "deleted", "T": "modified"}
 
@@ -316,6 +317,17 @@ class SnapshotStore:
                                        "--no-textconv", "--end-of-options", *ids)
                 diffs = _split_diff(text.decode(errors="replace"), [p for _, p in pairs])
         return [FileChange(path, status, diffs.get(path, "")) for status, path in pairs]
+
+    async def nested(self, *trees: str) -> list[str]:
+        """The git repositories inside the workspace in these snapshots (git records one as a
+        gitlink, the commit its HEAD names, never its files), sorted."""
+        found: set[str] = set()
+        for tree in trees:
+            for line in _split(await self._run("ls-tree", "-r", "-z", object_id(tree))):
+                info, _, path = line.partition("\t")
+                if info.startswith(f"{GITLINK} "):
+                    found.add(path)
+        return sorted(found)
 
     async def in_the_way(self, current: str, changes: list[FileChange]) -> dict[str, str]:
         """The paths a restore of `changes` must leave alone, and why: what is on disk where it
