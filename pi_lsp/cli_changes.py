@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from pi_lsp.settings import Settings
 
 SKIPPED = "ignored, or too large to snapshot"  # why a path is skipped, unless it says otherwise
+UNRECORDED = "a git repository of its own, whose changes are not recorded or restored"
 
 
 def note(message: str) -> None:
@@ -160,6 +161,8 @@ def cmd_rewind(args: argparse.Namespace) -> int:
             for path in found.refused:
                 print("would be left alone (under .git/ or .pi/, or behind a symlink): "
                       f"{printable(path)}", file=sys.stderr)
+            for path in found.unrecorded:
+                print(f"{UNRECORDED}: {printable(path)}", file=sys.stderr)
             print(f"{len(found.files)} file(s) in {printable(str(root))} would change",
                   file=sys.stderr)
             return 0
@@ -175,6 +178,8 @@ def cmd_rewind(args: argparse.Namespace) -> int:
         print(f"left alone ({printable(result.why.get(path, SKIPPED))}): {printable(path)}")
     for path in result.refused:
         print(f"left alone (under .git/ or .pi/, or behind a symlink): {printable(path)}")
+    for path in result.unrecorded:
+        print(f"{UNRECORDED}: {printable(path)}")
     print(f"restored {len(result.files)} file(s) in {printable(str(root))}; undo with: "
           f"pi-lsp rewind {args.file} --undo {result.undo_id}")
     return 0

@@ -973,6 +973,24 @@ async def test_a_restore_never_touches_a_nested_repository(tmp_path: Path) -> No
     assert not (root / "gone").exists()
 
 
+async def test_changes_and_restores_name_the_nested_repositories_they_do_not_record(
+        rig: Rig, fake: FakeAnthropic) -> None:
+    """A workspace holding clones: what changed in them is neither recorded nor restored, and
+    the user is told so (found in review: proj/a.py's change was silently left out)."""
+    (rig.root / "proj").mkdir()
+    nested_repo(rig.root / "proj")
+    first, _ = await two_turns(rig, fake)
+    (rig.root / "proj" / "a.py").write_text("agent change\n")
+    store = store_for(rig.root)
+    changes = await file_changes(rig.tree, store, first)
+    assert changes.unrecorded == ["proj"] and "proj/a.py" not in changes.skipped
+    dry = run_cli("rewind", rig.tree.path, "--to", first, "--dry-run")
+    assert "whose changes are not recorded or restored: proj" in dry.stderr
+    result = await restore_files(rig.tree, store, first)
+    assert result.unrecorded == ["proj"] and (rig.root / "notes.txt").read_text() == "v1\n"
+    assert (rig.root / "proj" / "a.py").read_text() == "agent change\n"
+
+
 def test_the_state_below_an_entry_in_a_cycle_is_found_or_not_without_end(tmp_path: Path) -> None:
     """A reused id can make the entries below an entry a cycle; the walk down ends."""
     path = tmp_path / "s.jsonl"

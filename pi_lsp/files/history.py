@@ -69,6 +69,8 @@ class FileChanges(msgspec.Struct, rename="camel", omit_defaults=True):
     refused: list[str] = msgspec.field(default_factory=list)
     # Why each skipped path that is neither ignored nor too large is.
     why: dict[str, str] = msgspec.field(default_factory=dict)
+    # The git repositories in the workspace (now or then), whose files no snapshot records.
+    unrecorded: list[str] = msgspec.field(default_factory=list)
 
 
 class RestoreResult(msgspec.Struct, rename="camel", omit_defaults=True):
@@ -78,6 +80,7 @@ class RestoreResult(msgspec.Struct, rename="camel", omit_defaults=True):
     refused: list[str] = msgspec.field(default_factory=list)
     in_editor: list[str] = msgspec.field(default_factory=list)  # changed there, not yet saved
     why: dict[str, str] = msgspec.field(default_factory=dict)  # as in FileChanges
+    unrecorded: list[str] = msgspec.field(default_factory=list)  # as in FileChanges
 
 
 class RewindError(Exception):
@@ -261,6 +264,7 @@ class Changes(msgspec.Struct):
     skipped: list[str]
     refused: list[str]  # under .git/ or .pi/, or behind a symlink: never restored
     why: dict[str, str]  # why each skipped path that is neither ignored nor too large is
+    unrecorded: list[str]  # the nested git repositories, whose files no snapshot records
 
 
 async def changes_to(store: SnapshotStore, target: Snapshot, with_diff: bool = True,
@@ -283,13 +287,13 @@ async def changes_to(store: SnapshotStore, target: Snapshot, with_diff: bool = T
         await store.ignored_now([f.path for f in changed if f.status == "added"])
     changed = [f for f in changed if f.path not in ignored]
     # A nested repository's files are not recorded: a restore there would overwrite its work.
+    nested = await store.nested(current.tree, target.tree)
     why = _left_alone(changed, {path: f"{path} is a git repository of its own, whose files "
-                                "snapshots do not record"
-                                for path in await store.nested(current.tree, target.tree)})
+                                "snapshots do not record" for path in nested})
     changed = [f for f in changed if f.path not in why]
     why |= _left_alone(changed, await store.in_the_way(current.tree, changed))
     return Changes(current, editor.paths, [f for f in changed if f.path not in why],
-                   sorted({*skipped, *ignored, *why}), refused, why)
+                   sorted({*skipped, *ignored, *why}), refused, why, nested)
 
 
 def _left_alone(changes: list[FileChange], in_the_way: dict[str, str]) -> dict[str, str]:
@@ -316,7 +320,7 @@ async def file_changes(tree: SessionTree, store: SnapshotStore, entry_id: str,
         return FileChanges(available=False, reason=reason)
     found = await changes_to(store, target, with_diff, files)
     return FileChanges(available=True, files=found.files, skipped=found.skipped,
-                       refused=found.refused, why=found.why)
+                       refused=found.refused, why=found.why, unrecorded=found.unrecorded)
 
 
 async def count_changes(tree: SessionTree, store: SnapshotStore, entry_id: str | None,
@@ -361,7 +365,8 @@ async def restore_files(tree: SessionTree | None, store: SnapshotStore, entry_id
     for path, text in texts.items():
         await _in_editor(store, path, files.write_text(store.root / path, text))
     return RestoreResult(files=found.files, undo_id=found.current.tree, skipped=found.skipped,
-                         refused=found.refused, in_editor=sorted(texts), why=found.why)
+                         refused=found.refused, in_editor=sorted(texts), why=found.why,
+                         unrecorded=found.unrecorded)
 
 
 async def _in_editor(store: SnapshotStore, path: str, change: Coroutine[Any, Any, object]
