@@ -358,6 +358,25 @@ async def test_files_over_the_cap_are_left_out_and_named(
     assert (rig.root / "big.txt").read_text() == "tiny"
 
 
+async def test_snapshots_go_on_when_a_file_over_the_cap_replaces_a_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store's index held the folder's files, and `git rm` of the big file's path refused
+    the folder (found in review: every later snapshot failed until the file was gone)."""
+    monkeypatch.setattr(snapshots, "MAX_FILE_BYTES", 100)
+    (tmp_path / "y").mkdir()
+    (tmp_path / "y" / "a.txt").write_text("a\n")
+    store = SnapshotStore(tmp_path)
+    first = await store.snapshot()
+    shutil.rmtree(tmp_path / "y")
+    (tmp_path / "y").write_text("Y" * 500)
+    second = await store.snapshot()
+    assert second.skipped == ["y"] and await store.read(second.tree, "y/a.txt") is None
+    (tmp_path / "other.txt").write_text("x\n")
+    third = await store.snapshot()
+    assert await store.read(third.tree, "other.txt") == b"x\n"
+    assert await store.read(first.tree, "y/a.txt") == b"a\n"
+
+
 async def test_without_git_turns_run_and_the_feature_says_it_is_unavailable(
         tmp_path: Path, fake: FakeAnthropic, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "bin").mkdir()
@@ -937,6 +956,23 @@ async def test_a_folder_holding_what_no_snapshot_holds_is_never_replaced_by_a_fi
     result = await restore_files(None, store, None, first.tree)
     assert result.files == [] and result.skipped == changes.skipped and "x" in result.why
     assert {path: (root / path).read_text() for path in contents} == contents
+
+
+async def test_a_file_no_snapshot_holds_is_never_replaced_by_a_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder of the target is now a file too large to snapshot: it is left as it is."""
+    monkeypatch.setattr(snapshots, "MAX_FILE_BYTES", 100)
+    root = tmp_path / "ws"
+    (root / "z").mkdir(parents=True)
+    (root / "z" / "a.txt").write_text("a\n")
+    store = SnapshotStore(root)
+    first = await store.snapshot()
+    shutil.rmtree(root / "z")
+    (root / "z").write_text("Z" * 500)
+    result = await restore_files(None, store, None, first.tree)
+    assert result.files == [] and result.skipped == ["z", "z/a.txt"]
+    assert "z is a file no snapshot holds" in result.why["z/a.txt"]
+    assert (root / "z").read_text() == "Z" * 500
 
 
 def nested_repo(folder: Path) -> None:

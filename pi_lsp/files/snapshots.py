@@ -214,8 +214,10 @@ class SnapshotStore:
             specs = [".", *(f":(exclude,literal){p}" for p in skipped)]
             await self._run("add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul",
                             stdin=_join(specs), literal=False)
-            if skipped:  # a file that grew past the cap must not keep its old content
-                await self._run("rm", "--cached", "-q", "--ignore-unmatch",
+            # A file that grew past the cap must not keep its old content; one where a folder
+            # was must not keep the folder's files (and `rm` refuses a folder without -r).
+            if skipped:
+                await self._run("rm", "-r", "--cached", "-q", "--ignore-unmatch",
                                 "--pathspec-from-file=-", "--pathspec-file-nul",
                                 stdin=_join(skipped))
             await self._untrack_ignored()
