@@ -207,6 +207,41 @@ async def test_files_not_open_are_written_on_disk(pi: Pi, editor: Editor,
     assert len(fake.message_requests()) == 2
 
 
+async def test_an_open_file_with_nothing_unsaved_is_edited_as_the_disk_has_it(
+        pi: Pi, editor: Editor, fake: FakeAnthropic) -> None:
+    """After `bash` changed a clean buffer's file, `read` showed the disk but `edit` worked on
+    the buffer's old text and applied it there: saving lost bash's change. Both see the disk,
+    and the stale buffer is left for the editor to reload."""
+    path = pi.main / "stale.py"
+    path.write_text(DISK_TEXT)
+    uri = path.as_uri()
+    pi.client.text_document_did_open(types.DidOpenTextDocumentParams(
+        text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1,
+                                             text=DISK_TEXT)))
+    before = len(editor.edits)
+    fake.script(
+        tool_reply([("b1", "bash", {"command": "sed -i 's/LIMIT = 1/LIMIT = 5/' stale.py"})]),
+        tool_reply([("r1", "read", {"path": "stale.py"})]),
+        tool_reply([("e1", "edit", {"path": "stale.py", "oldText": "LIMIT = 5",
+                                    "newText": "LIMIT = 6"})]),
+        text_reply("done"))
+    results = tool_texts(await run_prompt(pi, await new_session(pi), "Raise it"))
+    assert results["r1"] == "LIMIT = 5\n"
+    assert results["e1"] == "Successfully replaced 1 block(s) in stale.py."
+    assert path.read_text() == "LIMIT = 6\n"
+    assert len(editor.edits) == before
+
+    # Once the editor reloads, its buffer is the disk's again and edited through the editor.
+    pi.client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+        content_changes=[types.TextDocumentContentChangeWholeDocument(text="LIMIT = 6\n")]))
+    fake.script(tool_reply([("e2", "edit", {"path": "stale.py", "oldText": "LIMIT = 6",
+                                            "newText": "LIMIT = 7"})]), text_reply("done"))
+    await run_prompt(pi, await new_session(pi), "Again")
+    assert editor.edits[before]["edit"]["documentChanges"][0]["edits"][0]["newText"] == "7"
+    assert path.read_text() == "LIMIT = 6\n"
+
+
 async def test_selection_file_and_mentions_reach_the_model(pi: Pi, fake: FakeAnthropic) -> None:
     code = pi.main / "orders.py"
     code.write_text("def a():\n    pass\n\ndef b():\n    return 2\n")

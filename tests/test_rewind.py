@@ -1410,6 +1410,29 @@ async def test_server_records_what_bash_did_to_an_open_file_with_nothing_unsaved
 
 
 @pytest.mark.asyncio(loop_scope="module")
+async def test_server_restores_on_disk_an_open_file_the_editor_has_not_reloaded(
+        lsp: Pi, buffers: Buffers, fake: FakeAnthropic) -> None:
+    """A clean buffer still showing the text from before `bash` changed its file is not what
+    the workspace holds: the restore writes the disk, and names no file open in the editor."""
+    pi, path = lsp, lsp.root / "ws" / "unreloaded.py"
+    path.write_text("B = 1\n")
+    uri = (await call(pi.client, "pi.newSession", {}))["uri"]
+    doc = buffers.open(path)
+    try:
+        fake.script(tool_reply([("b1", "bash", {"command": "sed -i s/1/2/ unreloaded.py"})]),
+                    text_reply("bumped"))
+        await lsp_prompt(pi, uri, "bump B")
+        asked = next(e["id"] for e in lines(path_of(uri)) if e["type"] == "message")
+        edits = len(buffers.edits)
+        restored = await call(pi.client, "pi.restoreFiles", {"uri": uri, "entryId": asked})
+        assert [f["path"] for f in restored["files"]] == ["unreloaded.py"]
+        assert "inEditor" not in restored and len(buffers.edits) == edits
+        assert path.read_text() == "B = 1\n" == buffers.texts[doc]
+    finally:
+        buffers.close(doc)
+
+
+@pytest.mark.asyncio(loop_scope="module")
 async def test_server_deletes_an_open_file_the_turn_made_through_the_editor(
         lsp: Pi, buffers: Buffers, fake: FakeAnthropic) -> None:
     pi, path = lsp, lsp.root / "ws" / "made" / "new.py"

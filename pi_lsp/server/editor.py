@@ -95,22 +95,33 @@ class EditorFiles:
         self.unsaved.discard(uri)
 
     def open_texts(self) -> dict[Path, str | None]:
+        """As FileAccess says; a stale document is left out: the disk is its file's text, and
+        a restore writes it there."""
         texts: dict[Path, str | None] = {}
         for uri, document in self.server.workspace.text_documents.items():
             path = to_fs_path(uri) if uri.startswith("file:") else None
-            if path is None:
+            if path is None or self.stale(document, Path(path)):
                 continue
-            unsaved = uri in self.unsaved or uri in self.applied
             # realpath: a symlink loop is no error (Path.resolve raises on it).
-            texts[Path(os.path.realpath(path))] = \
-                self.applied.get(uri, document.source) if unsaved else None
+            texts[Path(os.path.realpath(path))] = self.unsaved_text(document)
         return texts
 
+    def unsaved_text(self, document: TextDocument) -> str | None:
+        """The document's text when it has changes not saved; None when the disk has it."""
+        if document.uri in self.applied:
+            return self.applied[document.uri]
+        return document.source if document.uri in self.unsaved else None
+
     def read_text(self, path: Path) -> str | None:
+        # A document with nothing unsaved is read from the disk, as `read` reads it: `bash` may
+        # have changed the file and the editor not reloaded it yet (Neovim waits for :checktime).
         document = self.document(path)
-        if document is None:
-            return DISK.read_text(path)
-        return self.applied.get(document.uri, document.source)
+        text = None if document is None else self.unsaved_text(document)
+        return DISK.read_text(path) if text is None else text
+
+    def stale(self, document: TextDocument, path: Path) -> bool:
+        """Whether the document has nothing unsaved but no longer shows the disk's text."""
+        return self.unsaved_text(document) is None and not same_as_disk(document.source, path)
 
     def can_edit(self) -> bool:
         workspace = self.server.client_capabilities.workspace
@@ -125,7 +136,9 @@ class EditorFiles:
     async def write_text(self, path: Path, text: str) -> None:
         text = well_formed(text)  # an editor can hold no lone surrogate; pi writes U+FFFD
         document = self.document(path)
-        if document is None or not self.can_edit():
+        # A stale buffer is left for the editor to reload: an edit of it would be saved over
+        # the disk's newer text, or clash with the reload.
+        if document is None or not self.can_edit() or self.stale(document, path):
             await DISK.write_text(path, text)
             return
         # Only the changed span, so the editor's cursor, marks and undo stay where they were.
