@@ -1306,6 +1306,13 @@ async def test_a_watcher_killed_from_outside_fails_the_call_and_the_command_dies
     assert result.is_error and text_of(result) == WATCHER_DIED
 
 
+async def test_a_watcher_killed_keeps_the_output_printed_before(root: Path) -> None:
+    """The result was only the watcher's death: what the command had printed was dropped,
+    where a timeout or an abort shows it with the reason."""
+    result = await run(BASH, {"command": "echo a; kill -9 $PPID; sleep 300; echo b"}, root)
+    assert result.is_error and text_of(result) == f"a\n\n\n{WATCHER_DIED}"
+
+
 async def test_bash_keeps_the_output_s_last_newline(root: Path) -> None:
     """The output's final newline was dropped; pi 1.6 shows the output as it is."""
     result = await run(BASH, {"command": "echo x; exit 3"}, root)

@@ -35,7 +35,7 @@ from pi_lsp.agent.mime import SNIFF_BYTES, image_type
 from pi_lsp.agent.output import OutputTail, ThrottledUpdates
 from pi_lsp.agent.paths import resolve_read_path, resolve_to_cwd
 from pi_lsp.agent.readpage import PageError, page
-from pi_lsp.agent.shell import ShellProcess
+from pi_lsp.agent.shell import ShellProcess, WatcherDied
 from pi_lsp.agent.trimdiff import Span, changed_span, unified_diff
 from pi_lsp.providers.base import ToolSpec
 from pi_lsp.providers.registry import API_KEY_VARIABLES
@@ -602,6 +602,9 @@ async def run_bash(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         text, details = output.result_text("")
         _aborted(ctx, output, text_result(_with_status(text, "Command aborted"), details, True))
         raise
+    except WatcherDied as died:  # what the command printed before is kept, as for a timeout
+        text, details = output.result_text("")
+        return text_result(_with_status(text, f"bash failed: {died}"), details, True)
     except BaseException:
         output.discard()  # failed: no result will name the full output
         raise
