@@ -1311,6 +1311,9 @@ async def test_a_watcher_killed_keeps_the_output_printed_before(root: Path) -> N
     where a timeout or an abort shows it with the reason."""
     result = await run(BASH, {"command": "echo a; kill -9 $PPID; sleep 300; echo b"}, root)
     assert result.is_error and text_of(result) == f"a\n\n\n{WATCHER_DIED}"
+    # Output still in the pipe when the watcher's death is seen (up to a pipe's 64 KB) is read.
+    result = await run(BASH, {"command": "seq 40000; kill -9 $PPID; sleep 300"}, root)
+    assert result.is_error and text_of(result).split("\n\n")[0].endswith("\n39999\n40000")
 
 
 async def test_bash_keeps_the_output_s_last_newline(root: Path) -> None:

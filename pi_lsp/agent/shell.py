@@ -148,8 +148,6 @@ class ShellProcess:
         that reads late has not seen the output go quiet."""
         if not exited.done():
             return None
-        if exited.exception() is not None:  # the watcher died: there is no end to wait for
-            return 0.0
         quiet_since = max(self._exited_at, self._arrivals.last_data)
         return max(quiet_since + EXIT_GRACE_S - time.monotonic(), 0.0)
 
@@ -186,6 +184,9 @@ class ShellProcess:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(int(group), signal.SIGKILL)
         code = await self.process.wait()
+        # What the command printed before is read on until the pipe ends or goes quiet, as
+        # after an exit: it may still be in the pipe.
+        self._exited_at = time.monotonic()
         how = f"was killed by {_signal_name(-code)}" if code < 0 else f"ended with code {code}"
         return WatcherDied(f"the command's watcher {how} before the command ended, so what "
                            "became of the command is unknown; what was left of its process "
