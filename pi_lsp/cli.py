@@ -65,10 +65,11 @@ def given(text: str) -> str:
 
 
 def host_port(text: str) -> str:
-    """`--tcp`'s HOST:PORT (HOST may be empty: 127.0.0.1), checked before anything starts."""
+    """`--tcp`'s HOST:PORT (HOST may be empty: 127.0.0.1; PORT 0: one the system picks),
+    checked before anything starts."""
     _host, colon, port = text.rpartition(":")
-    if not colon or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
-        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT with a port from 1 to "
+    if not colon or not (port.isascii() and port.isdigit()) or not int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT with a port from 0 to "
                                          "65535")
     return text
 

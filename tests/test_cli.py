@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from pi_lsp.server import server as server_module
 from pi_lsp.server.server import first_client
 from pi_lsp.session.entries import AssistantMessage, Replacement, TextContent, Usage, UserMessage
 from pi_lsp.session.tree import SessionTree
@@ -563,27 +564,33 @@ def test_an_empty_option_value_is_refused_not_taken_as_absent(
     assert list(tmp_path.iterdir()) == [session]
 
 
-@pytest.mark.parametrize("address", ["nonsense", "127.0.0.1:99999", "127.0.0.1:0", "host:",
+@pytest.mark.parametrize("address", ["nonsense", "127.0.0.1:99999", "127.0.0.1:65536", "host:",
                                      "127.0.0.1:\uff18\uff10"])  # fullwidth 80: int() takes it
 def test_serve_checks_its_tcp_address_first(address: str) -> None:
     result = run_cli("serve", "--tcp", address)
     assert result.returncode == 2
     assert result.stderr == f"pi-lsp: argument --tcp: {address!r} is not HOST:PORT with a " \
-        "port from 1 to 65535\n"
+        "port from 0 to 65535\n"
 
 
-def test_serve_listens_on_every_address_of_its_host(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_serve_listens_on_every_address_of_its_host(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """`--tcp localhost:PORT` listened only on the first of localhost's addresses, so a
-    client connecting to the other (::1 where /etc/hosts names both) was refused."""
-    with socket.socket(socket.AF_INET6) as probe:
-        probe.bind(("::1", 0))
-        port = probe.getsockname()[1]
-    both = [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port)),
-            (socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("::1", port, 0, 0))]
-    monkeypatch.setattr(socket, "getaddrinfo", lambda *_args, **_kwargs: both)
-    clients: list[socket.socket] = []
+    client connecting to the other (::1 where /etc/hosts names both) was refused. Port 0 was
+    refused (a test had to guess a free port, which another worker could take first)."""
+    def both(_host: str, port: int, **_kwargs: Any) -> list[tuple[Any, ...]]:
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port)),
+                (socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("::1", port, 0, 0))]
 
-    def connect(family: socket.AddressFamily, address: str) -> bool:
+    bound: list[socket.socket] = []  # to let a first_client that said a wrong port return
+    bind = server_module.bind
+    monkeypatch.setattr(socket, "getaddrinfo", both)
+    monkeypatch.setattr(server_module, "bind", lambda listener, address: (
+        bind(listener, address), bound.append(listener)))
+    clients: list[socket.socket] = []
+    said: list[str] = []
+
+    def connect(family: socket.AddressFamily, address: str, port: int) -> bool:
         client = socket.socket(family)  # not create_connection: it looks up as patched
         try:
             client.connect((address, port))
@@ -594,14 +601,19 @@ def test_serve_listens_on_every_address_of_its_host(monkeypatch: pytest.MonkeyPa
         return True
 
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        accepted = pool.submit(first_client, "localhost", port)
+        accepted = pool.submit(first_client, "localhost", 0)
         try:
-            until_sync(lambda: connect(socket.AF_INET6, "::1"), f"a listener on [::1]:{port}")
+            until_sync(lambda: said.append(capsys.readouterr().err) or "\n" in "".join(said),
+                       "the line that says the port")
+            listening, port = "".join(said).removesuffix("\n").rsplit(":", 1)
+            assert listening == "pi-lsp: listening on localhost" and int(port) > 0
+            until_sync(lambda: connect(socket.AF_INET6, "::1", int(port)),
+                       f"a listener on [::1]:{port}")
             with accepted.result(CEILING_S) as connection:
                 assert connection.getpeername()[:2] == clients[0].getsockname()[:2]
         finally:
-            if not accepted.done():  # its one listener is on 127.0.0.1: let it return
-                connect(socket.AF_INET, "127.0.0.1")
+            if not accepted.done():  # its listeners are up: let it return
+                connect(socket.AF_INET, "127.0.0.1", bound[0].getsockname()[1])
             for client in clients:
                 client.close()
 

@@ -440,11 +440,15 @@ async def killed_on_failure(process: asyncio.subprocess.Process) -> AsyncIterato
         raise
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+async def said_port(log: Path) -> int:
+    """The port `serve --tcp 127.0.0.1:0` says it bound, once the line is in its stderr `log`
+    (a free port guessed beforehand could be taken by another xdist worker before it bound)."""
+    said = "pi-lsp: listening on 127.0.0.1:"
+    await until(lambda: log.exists() and "\n" in log.read_text(), f"{said}PORT in {log}",
+                PROCESS_CEILING_S)
+    line = log.read_text().split("\n", 1)[0]
+    assert line.startswith(said), line
+    return int(line.removeprefix(said))
 
 
 class RawServer:
@@ -461,18 +465,20 @@ class RawServer:
     @classmethod
     async def start(cls, root: Path, *, log: Path | None = None, tcp: bool = False,
                     **options: Any) -> RawServer:
-        """Initialized with `options`; its stderr goes to `log` if given."""
+        """Initialized with `options`; its stderr goes to `log` if given (over TCP always to a
+        file, where it says its port)."""
         env = {**os.environ, "PI_CODING_AGENT_DIR": str(root / "agent")}
-        port = free_port() if tcp else None
-        listen = ["--tcp", f"127.0.0.1:{port}"] if port else []
+        if tcp:
+            log = log or root / "serve-stderr.log"
+        listen = ["--tcp", "127.0.0.1:0"] if tcp else []
         with open(log, "wb") if log else contextlib.nullcontext() as stderr:
             process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "pi_lsp.cli", "serve", *listen, env=env, limit=16 << 20,
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr)
         assert process.stdout is not None and process.stdin is not None
         async with killed_on_failure(process):
-            server = cls(process, *(await connect(port) if port else (process.stdout,
-                                                                        process.stdin)))
+            server = cls(process, *(await connect(await said_port(log)) if tcp and log
+                                    else (process.stdout, process.stdin)))
             (root / "ws").mkdir(exist_ok=True)
             await server.request("initialize", {
                 "processId": os.getpid(), "capabilities": {},
@@ -910,15 +916,15 @@ async def test_ending_serve_tcp_before_a_client_connects_ends_as_with_one(
         tmp_path: Path, signum: signal.Signals, code: int, said: str) -> None:
     """SIGTERM to `serve --tcp` before any client connected killed it (exit -15, no word),
     where with a client connected it ends as `shutdown` does, exit 0 (Ctrl-C: 130, said)."""
-    port = free_port()
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "pi_lsp.cli", "serve", "--tcp", f"127.0.0.1:{port}",
+        sys.executable, "-m", "pi_lsp.cli", "serve", "--tcp", "127.0.0.1:0",
         env={**os.environ, "PI_CODING_AGENT_DIR": str(tmp_path / "agent")},
         stdin=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
     assert process.stderr is not None
     try:
         line = await asyncio.wait_for(process.stderr.readline(), PROCESS_CEILING_S)
-        assert line.decode() == f"pi-lsp: listening on 127.0.0.1:{port}\n"
+        listening, port = line.decode().rsplit(":", 1)
+        assert listening == "pi-lsp: listening on 127.0.0.1" and int(port) > 0
         process.send_signal(signum)
         assert await asyncio.wait_for(process.wait(), CEILING_S) == code
         assert (await process.stderr.read()).decode() == said

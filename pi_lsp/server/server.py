@@ -197,9 +197,11 @@ def sigterm_raises() -> Iterator[None]:
 
 def first_client(host: str, port: int) -> socket.socket:
     """The first connection to PORT on any of HOST's addresses, each listened on (as pygls'
-    asyncio listener did: `localhost` is both 127.0.0.1 and ::1 where /etc/hosts says so)."""
+    asyncio listener did: `localhost` is both 127.0.0.1 and ::1 where /etc/hosts says so).
+    The port said is the one bound, so a client of port 0 learns it without guessing."""
     listeners = listening(host, port)
-    print(f"pi-lsp: listening on {host}:{port}", file=sys.stderr, flush=True)
+    bound = listeners[0].getsockname()[1]
+    print(f"pi-lsp: listening on {host}:{bound}", file=sys.stderr, flush=True)
     with contextlib.ExitStack() as stack, selectors.DefaultSelector() as selector:
         for listener in listeners:
             stack.enter_context(listener)
@@ -220,6 +222,8 @@ def listening(host: str, port: int) -> list[socket.socket]:
     listeners: list[socket.socket] = []
     try:
         for family, kind, proto, _, address in dict.fromkeys(addresses):
+            if listeners:  # port 0 picks one for the first address: the others take it too
+                address = (address[0], listeners[0].getsockname()[1], *address[2:])
             listeners.append(listener := socket.socket(family, kind, proto))
             bind(listener, address)
     except OSError:
