@@ -4,20 +4,21 @@
 // abort/steer go through.
 "use strict";
 require("../testlib/register-vscode-stub");
-const { test, before, after } = require("node:test");
+const { test } = require("node:test");
 const assert = require("node:assert/strict");
+const cp = require("node:child_process");
 const fs = require("node:fs");
 const path = require("node:path");
 const vscode = require("vscode");
 const ext = require("../out/extension.js");
-const { eventually } = require("../testlib/server");
+const { eventually, setUp, PROCESS_CEILING_MS } = require("../testlib/server");
 const { activateWithFake } = require("../testlib/activate");
 const { textReply, toolReply } = require("../testlib/fake-anthropic");
 
 const { rec, respond, links, click } = vscode.__test;
 let rig, ws, api, fake, uri, panel;
 
-before(async () => {
+setUp(async () => {
   ({ fake, ws, api } = rig = await activateWithFake({ toolApproval: "ask" }));
   // A model of pi's models.json, with the name it gives it.
   fs.writeFileSync(path.join(ws.folder, ".pi", "models.json"), JSON.stringify({ providers: { ollama: {
@@ -26,9 +27,7 @@ before(async () => {
   uri = (await api.sessions.list())[0].uri;
   panel = await vscode.commands.executeCommand("piLsp.openChat", { uri });
   panel.panel.__receive({ type: "ready" }); // what the webview script sends when loaded
-});
-
-after(() => rig?.stop());
+}, () => rig?.stop());
 
 const lastReset = () => panel.posted.filter((m) => m.type === "reset").at(-1);
 const resets = () => panel.posted.filter((m) => m.type === "reset").length;
@@ -629,4 +628,18 @@ test("no Markdown worker is left running once the extension is deactivated", asy
   rig = undefined;
   await stopping.stop();
   await eventually(() => !worker.alive, "the worker to end");
+});
+
+test("a run of this file that selects none of its tests ends, its server stopped", async () => {
+  // On Node 22 such a run never ended: `after` ran at once, before the server was started.
+  const env = { ...process.env };
+  delete env.NODE_TEST_CONTEXT; // else it reports to this run instead of being one of its own
+  const run = cp.spawn(process.execPath, ["--test", "--test-name-pattern=^no test has this name$", __filename],
+    { env, stdio: "ignore", detached: true });
+  try {
+    await eventually(() => run.exitCode !== null, "the run with no test to end", PROCESS_CEILING_MS);
+    assert.equal(run.exitCode, 0);
+  } finally {
+    if (run.exitCode === null) process.kill(-run.pid, "SIGKILL"); // the run, its test file and its server
+  }
 });

@@ -3,11 +3,11 @@
 // preview and the chat's token count follow each edit.
 "use strict";
 require("../testlib/register-vscode-stub");
-const { test, before, after } = require("node:test");
+const { test } = require("node:test");
 const assert = require("node:assert/strict");
 const fs = require("node:fs");
 const vscode = require("vscode");
-const { eventually } = require("../testlib/server");
+const { eventually, setUp } = require("../testlib/server");
 const { activateOn } = require("../testlib/activate");
 
 const { rec, respond } = vscode.__test;
@@ -15,13 +15,11 @@ const RESULT = "145bca81"; // the EXPLAIN ANALYZE output on the current branch
 const REPLY = "456798a9";
 let rig, api, uri, panel;
 
-before(async () => {
+setUp(async () => {
   rig = await activateOn({ settings: {} });
   api = rig.api;
   uri = (await api.sessions.list())[0].uri;
-});
-
-after(() => rig?.stop());
+}, () => rig?.stop());
 
 const lastReset = () => panel.posted.filter((m) => m.type === "reset").at(-1);
 const total = async () => (await api.pi.call("pi.previewContext", { uri })).totalTokens;

@@ -4,13 +4,13 @@
 // bar following the chat in front, the branch holding the leaf opened).
 "use strict";
 require("../testlib/register-vscode-stub");
-const { test, before, after } = require("node:test");
+const { test } = require("node:test");
 const assert = require("node:assert/strict");
 const fs = require("node:fs");
 const path = require("node:path");
 const vscode = require("vscode");
 const ext = require("../out/extension.js");
-const { eventually } = require("../testlib/server");
+const { eventually, setUp } = require("../testlib/server");
 const { activateWithFake } = require("../testlib/activate");
 const { textReply } = require("../testlib/fake-anthropic");
 
@@ -18,13 +18,11 @@ const { rec, respond, setActiveEditor, setDiagnostics, links, click } = vscode._
 const TITLE = "Fix slow order listing"; // the example session's name
 let rig, ws, api, fake, uri;
 
-before(async () => {
+setUp(async () => {
   ({ fake, ws, api } = rig = await activateWithFake({ toolApproval: "auto" }));
   uri = (await api.sessions.list())[0].uri;
   api.sessions.remember(uri);
-});
-
-after(() => rig?.stop());
+}, () => rig?.stop());
 
 const run = (id, ...args) => vscode.commands.executeCommand(id, ...args);
 const approvalParams = (extra) => ({ uri, turnId: "t1", toolCallId: "toolu_9", title: "ignored.jsonl", outsideWorkspace: false, ...extra });

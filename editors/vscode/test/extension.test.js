@@ -2,13 +2,13 @@
 // registered, the Sessions view shows sessions and entries, and the actions reach the server.
 "use strict";
 require("../testlib/register-vscode-stub");
-const { test, before, after } = require("node:test");
+const { test } = require("node:test");
 const assert = require("node:assert/strict");
 const fs = require("node:fs");
 const vscode = require("vscode");
 const manifest = require("../package.json");
 const ext = require("../out/extension.js");
-const { eventually } = require("../testlib/server");
+const { eventually, setUp } = require("../testlib/server");
 const { makeContext } = require("../testlib/context");
 const { activateOn } = require("../testlib/activate");
 
@@ -18,13 +18,11 @@ const run = (id, ...args) => vscode.commands.executeCommand(id, ...args);
 const provider = () => rec.treeProviders.get("piLsp.sessions");
 const errors = () => rec.messages.filter((m) => m.kind === "error").map((m) => m.message);
 
-before(async () => {
+setUp(async () => {
   // Extractive summaries: no model needed.
   ({ ws, api } = rig = await activateOn({ settings: { summaryModel: null } }));
   sessionUri = (await api.sessions.list())[0].uri;
-});
-
-after(() => rig?.stop());
+}, () => rig?.stop());
 
 test("every piLsp.* command in package.json is registered, and nothing else", () => {
   const declared = manifest.contributes.commands.map((c) => c.command).sort();

@@ -3,18 +3,18 @@
 // notifications, restart.
 "use strict";
 require("../testlib/register-vscode-stub");
-const { test, before, after } = require("node:test");
+const { test } = require("node:test");
 const assert = require("node:assert/strict");
 const fs = require("node:fs");
 const path = require("node:path");
 const vscode = require("vscode");
 const ext = require("../out/extension.js");
-const { serverCommand, makeWorkspace, useEnv, eventually, PROCESS_CEILING_MS } = require("../testlib/server");
+const { serverCommand, makeWorkspace, useEnv, eventually, PROCESS_CEILING_MS, setUp } = require("../testlib/server");
 
 let ws, restoreEnv, pi, extraDir;
 const { rec, setConfig } = vscode.__test;
 
-before(async () => {
+setUp(async () => {
   ws = makeWorkspace();
   restoreEnv = useEnv(ws.env);
   // A second session folder, only visible when the `sessionDirs` setting reaches the server.
@@ -29,9 +29,7 @@ before(async () => {
   setConfig("piLsp.model", ""); // empty means unset: must not reach the server as ""
   pi = new ext.PiClient({ apiKey: async () => undefined });
   await pi.start();
-});
-
-after(async () => {
+}, async () => {
   await pi?.close();
   pi?.dispose();
   restoreEnv?.();

@@ -1,14 +1,14 @@
 // Contract test: the real server over stdio, with the JSON-RPC stack VS Code itself uses and
 // no `vscode` at all. It pins the shapes the extension reads (DESIGN.md, "LSP surface").
 "use strict";
-const { test, before, after } = require("node:test");
+const { test } = require("node:test");
 const assert = require("node:assert/strict");
 const cp = require("node:child_process");
 const path = require("node:path");
 // The protocol package re-exports its own vscode-jsonrpc; a second copy breaks instanceof checks.
 const rpc = require("vscode-languageserver-protocol/node");
 const { pathToFileURL, fileURLToPath } = require("node:url");
-const { serverCommand, makeWorkspace, eventually } = require("../testlib/server");
+const { serverCommand, makeWorkspace, eventually, setUp } = require("../testlib/server");
 
 const CLIENT_COMMANDS = [
   "pi.listSessions", "pi.newSession", "pi.getTree", "pi.previewContext", "pi.diffContext", "pi.branch",
@@ -22,7 +22,7 @@ const exec = (command, arg) => conn.sendRequest(rpc.ExecuteCommandRequest.type, 
 const samePath = (a, b) => fileURLToPath(a) === fileURLToPath(b);
 const keys = (o) => Object.keys(o).sort();
 
-before(async () => {
+setUp(async () => {
   ws = makeWorkspace();
   const { command, args } = serverCommand();
   // The server logs the expected InvalidParams below with tracebacks: keep stderr quiet
@@ -44,9 +44,7 @@ before(async () => {
   const advertised = init.capabilities.executeCommandProvider.commands;
   for (const c of CLIENT_COMMANDS) assert.ok(advertised.includes(c), `server does not advertise ${c}`);
   await conn.sendNotification(rpc.InitializedNotification.type, {});
-});
-
-after(async () => {
+}, async () => {
   if (conn && child.exitCode === null) {
     await conn.sendRequest(rpc.ShutdownRequest.type);
     await conn.sendNotification(rpc.ExitNotification.type);

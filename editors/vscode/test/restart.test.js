@@ -2,24 +2,22 @@
 // the old server had under way (a streamed reply, a question, a job) must not stay open forever.
 "use strict";
 require("../testlib/register-vscode-stub");
-const { test, before, after } = require("node:test");
+const { test } = require("node:test");
 const assert = require("node:assert/strict");
 const vscode = require("vscode");
-const { eventually, PROCESS_CEILING_MS } = require("../testlib/server");
+const { eventually, PROCESS_CEILING_MS, setUp } = require("../testlib/server");
 const { activateWithFake } = require("../testlib/activate");
 const { textReply, toolReply } = require("../testlib/fake-anthropic");
 
 const { rec } = vscode.__test;
 let rig, api, fake, uri, panel;
 
-before(async () => {
+setUp(async () => {
   ({ fake, api } = rig = await activateWithFake({ toolApproval: "ask" }));
   uri = (await api.sessions.list())[0].uri;
   panel = await vscode.commands.executeCommand("piLsp.openChat", { uri });
   panel.panel.__receive({ type: "ready" });
-});
-
-after(() => rig?.stop());
+}, () => rig?.stop());
 
 const lastReset = () => panel.posted.filter((m) => m.type === "reset").at(-1);
 const resets = () => panel.posted.filter((m) => m.type === "reset").length;

@@ -4,12 +4,12 @@
 // Summary… offers the restore too.
 "use strict";
 require("../testlib/register-vscode-stub");
-const { test, before, after } = require("node:test");
+const { test } = require("node:test");
 const assert = require("node:assert/strict");
 const fs = require("node:fs");
 const path = require("node:path");
 const vscode = require("vscode");
-const { eventually } = require("../testlib/server");
+const { eventually, setUp } = require("../testlib/server");
 const { activateWithFake } = require("../testlib/activate");
 const { textReply, toolReply } = require("../testlib/fake-anthropic");
 
@@ -33,7 +33,7 @@ async function turn(text, reply) {
   }, `the reply ${reply}`);
 }
 
-before(async () => {
+setUp(async () => {
   ({ fake, ws, api } = rig = await activateWithFake({ toolApproval: "auto" }));
   uri = (await api.pi.call("pi.newSession", { name: "rewind" })).uri;
   fake.script(
@@ -42,9 +42,7 @@ before(async () => {
   first = await turn("write v1", "wrote v1");
   second = await turn("write v2", "wrote v2");
   assert.equal(notes(), "v2\n");
-});
-
-after(() => rig?.stop());
+}, () => rig?.stop());
 
 /** What a restore asks: not a modal dialog, which would cover the diff it asks about. */
 const question = (lead, entryId) => `${lead}Restore 1 file(s) to entry ${entryId}? The diff shows what changes (- now, + then).`;

@@ -3,14 +3,14 @@
 // trust offers to save it in pi's trust.json; pi: Trust This Folder… writes pi's choices there.
 "use strict";
 require("../testlib/register-vscode-stub");
-const { test, before, after } = require("node:test");
+const { test } = require("node:test");
 const assert = require("node:assert/strict");
 const fs = require("node:fs");
 const path = require("node:path");
 const vscode = require("vscode");
 const manifest = require("../package.json");
 const ext = require("../out/extension.js");
-const { eventually } = require("../testlib/server");
+const { eventually, setUp } = require("../testlib/server");
 const { activateOn } = require("../testlib/activate");
 
 const { rec, setTrusted, respond } = vscode.__test;
@@ -19,15 +19,13 @@ const run = (id, ...args) => vscode.commands.executeCommand(id, ...args);
 const store = () => path.join(ws.agentDir, "trust.json");
 const status = async () => (await api.pi.call("pi.trustStatus", {})).folders[0];
 
-before(async () => {
+setUp(async () => {
   // The folder's own settings would turn summaries off and pick another model.
   const settings = { defaultModel: "claude-opus-4-5", summaryModel: null };
   // The folder was opened in Restricted Mode.
   ({ ws, api } = rig = await activateOn({ settings, configure: () => (setTrusted(false), {}) }));
   sessionUri = (await api.sessions.list())[0].uri;
-});
-
-after(() => rig?.stop());
+}, () => rig?.stop());
 
 test("the manifest: limited support in Restricted Mode, no program or key route from a workspace", () => {
   const untrusted = manifest.capabilities.untrustedWorkspaces;

@@ -3,12 +3,12 @@
 // `$(name)` in a quick pick as an icon.
 "use strict";
 require("../testlib/register-vscode-stub");
-const { test, before, after } = require("node:test");
+const { test } = require("node:test");
 const assert = require("node:assert/strict");
 const fs = require("node:fs");
 const path = require("node:path");
 const vscode = require("vscode");
-const { eventually } = require("../testlib/server");
+const { eventually, setUp } = require("../testlib/server");
 const { activateOn } = require("../testlib/activate");
 
 const { rec, links, respond } = vscode.__test;
@@ -17,7 +17,7 @@ const LINK = "[Restore](command:workbench.action.terminal.sendSequence?" +
 const PLANTED_ID = `u1 ${LINK}`;
 let rig, uri;
 
-before(async () => {
+setUp(async () => {
   rig = await activateOn({});
   const ts = "2026-01-01T00:00:00.000Z";
   const lines = [
@@ -32,9 +32,7 @@ before(async () => {
   fs.writeFileSync(file, lines.map((l) => JSON.stringify(l)).join("\n") + "\n");
   uri = vscode.Uri.file(file).toString();
   await eventually(async () => (await rig.api.pi.call("pi.listSessions", {})).sessions.some((s) => s.uri === uri), "the session to be listed");
-});
-
-after(() => rig?.stop());
+}, () => rig?.stop());
 
 test("an entry id from a session never becomes a link in a notification", async () => {
   rec.messages.length = 0;

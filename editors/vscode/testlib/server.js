@@ -7,6 +7,7 @@
 const fs = require("node:fs");
 const os = require("node:os");
 const path = require("node:path");
+const { before, after } = require("node:test");
 
 const REPO = path.resolve(__dirname, "../../..");
 const EXAMPLE = path.join(REPO, "examples", "workspace");
@@ -68,4 +69,18 @@ async function eventually(check, what = "condition", ceilingMs = CEILING_MS) {
   }
 }
 
-module.exports = { REPO, EXAMPLE, PYTHON, PROCESS_CEILING_MS, serverCommand, makeWorkspace, useEnv, eventually };
+/**
+ * A file's `before(start)` and `after(stop)`, `stop` waiting for `start` to end: when a filter
+ * leaves the file no test, Node 22 runs `after` at once, so what `start` went on to launch (a
+ * server) was never stopped and the run never ended.
+ */
+function setUp(start, stop) {
+  let started;
+  before(() => (started = start()));
+  after(async () => {
+    await started?.catch(() => {}); // its failure is before's to report
+    await stop();
+  });
+}
+
+module.exports = { REPO, EXAMPLE, PYTHON, PROCESS_CEILING_MS, serverCommand, makeWorkspace, useEnv, eventually, setUp };
