@@ -9,8 +9,11 @@ its choice (`retry-after`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import socket
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,14 +40,13 @@ class Reply:
     headers: dict[str, str] = field(default_factory=lambda: {"retry-after-ms": "5"})
 
 
-def refused_url() -> str:
-    """A URL on 127.0.0.1 where nothing listens."""
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
+@contextlib.contextmanager
+def refused_url() -> Iterator[str]:
+    """A URL on 127.0.0.1 where nothing listens, its port held bound (not listening) until the
+    block ends: a port freed at once could be taken by another xdist worker's server."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{held.getsockname()[1]}"
 
 
 @dataclass

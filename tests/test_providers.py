@@ -7,6 +7,7 @@ import asyncio
 import io
 import json
 import re
+import socket
 import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -213,10 +214,19 @@ async def test_a_stalled_stream_times_out_with_the_partial_reply(rig, oai) -> No
     assert "sent nothing for 3s (timed out)" in last["errorMessage"]
 
 
+def test_the_refused_url_keeps_its_port_from_other_servers() -> None:
+    """refused_url freed the port it found: another xdist worker's server could bind it before
+    the test connected, and the connection was then not refused."""
+    with refused_url() as url, socket.socket() as other, pytest.raises(
+            OSError, match="Address already in use"):
+        other.bind(("127.0.0.1", int(url.rsplit(":", 1)[1])))
+
+
 async def test_a_refused_connection_is_an_error_entry(rig) -> None:
-    url = f"{refused_url()}/v1"
-    one = rig(url=url)
-    await one.harness.prompt("hi")
+    with refused_url() as base_url:
+        url = f"{base_url}/v1"
+        one = rig(url=url)
+        await one.harness.prompt("hi")
     last = one.last()
     assert last["stopReason"] == "error" and last["content"] == []
     assert f"cannot reach lab at {url}" in last["errorMessage"]
