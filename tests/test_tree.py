@@ -1004,3 +1004,10 @@ def test_system_messages_and_context_edits_say_what_they_are_in_the_tree(tmp_pat
                 for entry_id in ("aaaaaaaa", "bbbbbbbb", "dddddddd", "eeeeeeee")]
     assert previews == ["You are pi.", "sections: skills, tools", "context omit: cccccccc",
                         "context replace: cc cc"]
+
+
+def test_an_id_an_editor_cannot_send_back_is_named_so() -> None:
+    """Editors are sent U+FFFD for a lone surrogate in an id; the id they send back named no
+    entry and said only that, though the entry is in the session."""
+    assert "cannot be named from an editor" in str(UnknownEntryError("tip\ufffd"))
+    assert str(UnknownEntryError("tip")) == "no entry with id 'tip' in this session"

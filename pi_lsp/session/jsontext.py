@@ -33,6 +33,9 @@ _SURROGATE_ESCAPE = re.compile(
     rb"\\\\|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\u[dD][89a-fA-F][0-9a-fA-F]{2}"
 )
 
+# What may begin a surrogate escape (`\\ud800` too: the full pattern tells them apart).
+_ANY_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
 
 def has_lone_surrogate(data: bytes) -> bool:
     """Whether JSON text `data` escapes a lone surrogate."""
@@ -43,7 +46,7 @@ def has_lone_surrogate(data: bytes) -> bool:
 def lone_surrogates_replaced(data: bytes) -> bytes:
     """JSON text `data` with each lone surrogate escape as U+FFFD's, for a reader that refuses
     the whole text over one (Neovim's)."""
-    if b"\\u" not in data:
+    if _ANY_SURROGATE_ESCAPE.search(data) is None:  # most bodies: one scan, no callback
         return data
     return _SURROGATE_ESCAPE.sub(
         lambda match: b"\\ufffd" if len(match.group()) == 6 else match.group(), data)

@@ -18,7 +18,13 @@ class UnknownEntryError(KeyError):
     """An entry id that is not in the session."""
 
     def __str__(self) -> str:
-        return f"no entry with id {self.args[0]!r} in this session"
+        said = f"no entry with id {self.args[0]!r} in this session"
+        if "\ufffd" in str(self.args[0]):
+            # Editors are sent U+FFFD for half a character (a lone surrogate) in an id, and
+            # cannot send the id back as it is.
+            said += ("; if its id holds half a character (shown as \ufffd), it cannot be named "
+                     "from an editor")
+        return said
 
 
 @dataclass(slots=True)
