@@ -613,25 +613,38 @@ async def test_error_event_mid_stream_ends_the_run(make_rig, fake) -> None:
     assert rig.problems() == []
 
 
+def failed_call_results(messages: list[dict[str, Any]]) -> list[str]:
+    """The ids answered by a tool result whose call is not in an earlier reply that pi 1.6
+    sends (it drops a failed or aborted reply with its calls): results no API accepts."""
+    sent: set[str] = set()
+    orphans = []
+    for message in messages:
+        if message["role"] == "assistant" and message["stopReason"] not in ("error", "aborted"):
+            sent |= {b["id"] for b in message["content"] if b["type"] == "toolCall"}
+        elif message["role"] == "toolResult" and message["toolCallId"] not in sent:
+            orphans.append(message["toolCallId"])
+    return orphans
+
+
 async def test_error_event_after_partial_tool_call_leaves_a_consistent_file(
         make_rig, fake) -> None:
-    """An errored reply that had started a tool call must not leave the call unanswered."""
+    """An errored reply that had started a tool call got a made-up result for the call, which
+    pi 1.6 sent on every later prompt with no call before it (the reply dropped): 400."""
     rig = make_rig()
     partial = tool_block(1, "toolu_cut", "bash", {"command": "echo hi"})[:2]
     fake.script(Reply([message_start(), *text_block(0, "Running."), *partial],
                       error_type="overloaded_error", error_message="Overloaded"))
     await rig.harness.prompt("hi")
-    assistant = next(m for m in rig.messages() if m["role"] == "assistant")
+    assert [m["role"] for m in rig.messages()] == ["user", "assistant"]
+    assistant = rig.messages()[1]
     assert assistant["stopReason"] == "error"
     assert any(b["type"] == "toolCall" for b in assistant["content"])
     assert rig.problems() == []
 
 
-async def test_a_retried_reply_and_its_results_leave_the_context_by_context_edits(
-        make_rig, fake) -> None:
-    """pi 1.6 writes a context_edit omitting each reply it retries, and its calls' results;
-    pi-lsp left them out only when converting, so pi 1.6 read the unrun call's result from
-    pi-lsp's file into its request (its call dropped with the failed reply)."""
+async def test_a_retried_reply_leaves_the_context_by_a_context_edit(make_rig, fake) -> None:
+    """pi 1.6 writes a context_edit omitting each reply it retries; pi-lsp left it out only
+    when converting, so pi 1.6 read the failed reply's call back into its request."""
     rig = make_rig()
     rig.harness.retry = RetrySettings(base_delay_ms=1)
     partial = tool_block(1, "toolu_cut", "bash", {"command": "echo hi"})[:2]
@@ -641,16 +654,36 @@ async def test_a_retried_reply_and_its_results_leave_the_context_by_context_edit
     await rig.harness.prompt("hi")
     entries = rig.entries()
     assert [kind(e) for e in entries] == [
-        "message:user", "message:assistant", "message:toolResult", "context_edit",
-        "context_edit", "message:assistant"]
-    failed, result, edits = entries[1], entries[2], entries[3:5]
+        "message:user", "message:assistant", "context_edit", "message:assistant"]
+    failed, edit = entries[1], entries[2]
     assert failed["message"]["stopReason"] == "error"
-    assert [(e["targetId"], e["replacement"]) for e in edits] == [
-        (failed["id"], None), (result["id"], None)]
+    assert (edit["targetId"], edit["replacement"]) == (failed["id"], None)
     # What a pi 1.6 reader makes of the file for the retry is what pi-lsp sent: the prompt.
-    context = build_session_context(rig.tree, edits[-1]["id"]).messages
+    context = build_session_context(rig.tree, edit["id"]).messages
     assert [json.loads(bytes(m))["role"] for m in context] == ["system", "user"]
     assert [m["role"] for m in fake.message_requests()[1]["messages"]] == ["user"]
+    assert rig.problems() == []
+
+
+async def test_exhausted_retries_leave_no_result_for_the_last_replys_call(
+        make_rig, fake) -> None:
+    """Each retried reply's made-up result was omitted, but the last failure's stayed in the
+    context: pi 1.6 sent it, with no call, on every later prompt of the branch."""
+    rig = make_rig()
+    rig.harness.retry = RetrySettings(base_delay_ms=1, max_retries=2)
+    call = tool_block(1, "toolu_x", "bash", {"command": "echo hi"})
+    fake.script(*[Reply([message_start(), *text_block(0, "Running."), *call],
+                        error_type="overloaded_error", error_message="Overloaded")
+                  for _ in range(3)])
+    await rig.harness.prompt("hi")
+    assert len(fake.message_requests()) == 3
+    entries = rig.entries()
+    assert [kind(e) for e in entries] == [
+        "message:user", "message:assistant", "context_edit", "message:assistant",
+        "context_edit", "message:assistant"]
+    context = build_session_context(rig.tree, rig.tree.leaf_id).messages
+    assert failed_call_results([json.loads(bytes(m)) for m in context]) == []
+    assert failed_call_results(rig.messages()) == []
     assert rig.problems() == []
 
 
@@ -840,19 +873,20 @@ async def abort_on_tool_json(rig: Rig) -> list[Any]:
     return await asyncio.wait_for(task, CEILING_S)
 
 
-async def test_abort_with_a_partial_tool_call_answers_the_call(make_rig, fake) -> None:
+async def test_abort_with_a_partial_tool_call_leaves_the_call_unanswered(make_rig, fake) -> None:
+    """The aborted reply's call got "Skipped: the run was aborted", which pi 1.6 sent on every
+    later prompt with no call before it (it drops the aborted reply): Anthropic's 400."""
     rig = make_rig()
     fake.script(partial_tool_stream())
     await abort_on_tool_json(rig)
     messages = rig.messages()
-    assert [m["role"] for m in messages] == ["user", "assistant", "toolResult"]
-    assistant, result = messages[1], messages[2]
+    assert [m["role"] for m in messages] == ["user", "assistant"]
+    assistant = messages[1]
     assert assistant["stopReason"] == "aborted"
     calls = [b for b in assistant["content"] if b["type"] == "toolCall"]
     assert [c["id"] for c in calls] == ["toolu_half"]
-    assert result["toolCallId"] == "toolu_half"
-    assert result["isError"] is True
-    assert "abort" in result["content"][0]["text"].lower()
+    context = build_session_context(rig.tree, rig.tree.leaf_id).messages
+    assert failed_call_results([json.loads(bytes(m)) for m in context]) == []
     assert not (rig.root / "should-not-run").exists()
     assert rig.problems() == []
 

@@ -684,6 +684,19 @@ def test_check_reports_each_problem(tmp_path: Path) -> None:
     assert [p.line for p in problems] == sorted(p.line or 0 for p in problems)
 
 
+def test_check_asks_no_result_for_the_calls_of_a_failed_or_aborted_reply(tmp_path: Path) -> None:
+    """Such calls were reported without a result, and the repair said to add one: pi 1.6 would
+    send that result with no call before it (its requests drop the reply), which APIs refuse."""
+    failed = {**assistant_with_call("call_1"), "stopReason": "error", "errorMessage": "boom"}
+    aborted = {**assistant_with_call("call_2"), "stopReason": "aborted"}
+    tree = write_session(tmp_path / "s.jsonl", [
+        msg("aaaaaaaa", None),
+        entry("message", "bbbbbbbb", "aaaaaaaa", message=failed),
+        entry("message", "cccccccc", "bbbbbbbb", message=aborted),
+    ])
+    assert check_session(tree) == []
+
+
 # -- pi 1.6: context edits, system messages, compaction checkpoints -------------------------------
 
 

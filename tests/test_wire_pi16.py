@@ -89,7 +89,8 @@ def _ours(file: Path, api: str, text_only: bool = False) -> tuple[dict[str, Any]
 
 
 def _called_first(items: list[dict[str, Any]], calls: Any, answers: Any) -> list[dict[str, Any]]:
-    """`items` less the answers to calls not among the items before them."""
+    """`items` less the answers to calls not among the items before them: a result whose call
+    a compaction cut off (106, pi16/202), which pi 1.6 sends and pi-lsp leaves out."""
     called: set[str] = set()
     kept = []
     for item in items:

@@ -27,7 +27,6 @@ from pi_lsp.session.entries import (
     AgentMessage,
     AssistantMessage,
     StopReason,
-    TextContent,
     ToolCall,
     ToolResultMessage,
     UserMessage,
@@ -39,10 +38,6 @@ log = logging.getLogger(__name__)
 ABORTED_REPLY = "Request was aborted"
 # pi 1.6's words for a call cut short by an abort, or not started after one (agent-loop.js)
 ABORTED_TOOL = "Operation aborted"
-# A call of a reply that was itself aborted: pi 1.6 leaves it unanswered; pi-lsp answers it
-# so the file stays paired
-SKIPPED_TOOL = "Skipped: the run was aborted"
-FAILED_REPLY_TOOL = "Not run: the model's reply failed before the call was complete"
 # pi 1.6's words for a call of a reply cut at the output limit (failToolCallsFromTruncatedMessage)
 TRUNCATED_TOOL = ('Tool call "{name}" was not executed: the response hit the output token limit, '
                   "so its arguments may be truncated. Re-issue the tool call with complete "
@@ -233,17 +228,6 @@ def end_tool(hooks: LoopHooks, call: ToolCall, result: ToolResult) -> ToolResult
     return message
 
 
-def unrun_tool(hooks: LoopHooks, call: ToolCall, reason: str) -> ToolResultMessage:
-    """An error result for a call that will never run."""
-    message = ToolResultMessage(
-        tool_call_id=call.id, tool_name=call.name, content=[TextContent(text=reason)],
-        is_error=True, timestamp=now_ms(),
-    )
-    hooks.emit(MessageStart(message=message))
-    hooks.emit(MessageEnd(message=message))
-    return message
-
-
 async def next_turn(hooks: LoopHooks, pending: list[UserMessage]) -> list[UserMessage]:
     """Start the next turn of a run, as pi-agent-core does: the turn is prepared first, then
     steering sent while that ran is taken (unless messages already wait)."""
@@ -274,11 +258,9 @@ async def run_loop(hooks: LoopHooks, prompts: list[UserMessage]) -> list[AgentMe
             calls = tool_calls(reply)
             results: list[ToolResultMessage] = []
             if reply.stop_reason == "aborted" or reply.stop_reason == "error":
-                # A call cut off with its reply still gets a result, so the file stays paired.
-                reason = SKIPPED_TOOL if reply.stop_reason == "aborted" else FAILED_REPLY_TOOL
-                results = [unrun_tool(hooks, call, reason) for call in calls]
-                produced.extend(results)
-                hooks.emit(TurnEnd(message=reply, tool_results=results))
+                # Its calls get no result, as pi 1.6's agent-loop gives none: requests drop the
+                # reply, so a result of one of its calls would reach the API with no call.
+                hooks.emit(TurnEnd(message=reply, tool_results=[]))
                 if reply.stop_reason == "error" and await hooks.retry_after(reply):
                     # The failed reply stays in the file; the next request leaves it out.
                     hooks.emit(TurnStart())

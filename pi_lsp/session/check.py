@@ -223,7 +223,10 @@ def unanswered_tool_calls(tree: SessionTree) -> list[Problem]:
         if record.env.type != "message" or b'"toolCall"' not in bytes(record.env.message):
             continue
         message = decode_message(record.env.message)
-        if not isinstance(message, AssistantMessage):
+        # pi 1.6 answers no call of a failed or aborted reply: requests leave the reply out,
+        # and a result for one of its calls would reach the API with no call before it.
+        if not isinstance(message, AssistantMessage) or message.stop_reason in ("error",
+                                                                                "aborted"):
             continue
         calls = [block for block in message.content if isinstance(block, ToolCall)]
         answered = _tool_results_below(tree, record)
