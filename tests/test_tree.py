@@ -507,6 +507,32 @@ def test_a_label_of_another_type_labels_its_entry_as_pi_labels_it(
     assert fork.label_value("aaaaaaaa") == held
 
 
+def test_a_fork_keeps_each_labels_timestamp_in_the_order_pi_sets_them(tmp_path: Path) -> None:
+    """A fork stamped every label with the time of the fork, in path order; pi 1.6 keeps the
+    timestamp of the label entry that set it as it is (a number, null, none) and writes the
+    labels in the order they were set (one cleared and set again goes last)."""
+    def label(entry_id: str, parent: str, target: str, text: str, **stamp: Any) -> dict[str, Any]:
+        return {"type": "label", "id": entry_id, "parentId": parent, "targetId": target,
+                "label": text, **stamp}
+
+    tree = write_session(tmp_path / "s.jsonl", [
+        msg("aaaaaaaa", None), msg("bbbbbbbb", "aaaaaaaa"), msg("cccccccc", "bbbbbbbb"),
+        label("l0000001", "cccccccc", "cccccccc", "on c", timestamp=12345),
+        label("l0000002", "l0000001", "aaaaaaaa", "on a", timestamp="2025-01-01T10:00:02.000Z"),
+        label("l0000003", "l0000002", "bbbbbbbb", "on b"),
+        label("l0000004", "l0000003", "cccccccc", "c again", timestamp={"odd": 1}),
+        label("l0000005", "l0000004", "aaaaaaaa", ""),
+        label("l0000006", "l0000005", "aaaaaaaa", "a again", timestamp=None),
+        msg("dddddddd", "l0000006"),
+    ])
+    fork = fork_session(tree, "dddddddd")
+    lines = [json.loads(line) for line in Path(fork.path).read_text("utf-8").splitlines()]
+    assert [(e["targetId"], e["label"], e.get("timestamp", "none")) for e in lines
+            if e["type"] == "label"] == [
+        ("cccccccc", "c again", {"odd": 1}), ("bbbbbbbb", "on b", "none"),
+        ("aaaaaaaa", "a again", None)]
+
+
 def test_session_name_is_the_latest_and_a_blank_one_clears(tmp_path: Path) -> None:
     tree = new_tree(tmp_path)
     tree.append_message(user("a"))

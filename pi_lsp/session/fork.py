@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pi_lsp.paths import real_path
 from pi_lsp.session.entries import CompactionEntry, LabelEntry, encoder
-from pi_lsp.session.ids import iso_now, new_entry_id
+from pi_lsp.session.ids import new_entry_id
 from pi_lsp.session.journal import Record
 from pi_lsp.session.jsontext import object_decoder
 from pi_lsp.session.records import decode_entry, parent_of
@@ -14,7 +14,7 @@ from pi_lsp.session.tree import SessionTree
 
 
 def fork_lines(source: SessionTree, leaf_id: str) -> list[bytes]:
-    """The entry lines of the fork: the path without its labels, then the labels re-emitted.
+    """The entry lines of the fork: the path without its labels, then its labels re-emitted.
     A line that is no object (on a version 1 file's chain) is left out too: it can name no
     parent, and gives no context.
 
@@ -38,16 +38,18 @@ def fork_lines(source: SessionTree, leaf_id: str) -> list[bytes]:
     for index, record in enumerate(kept):
         parent = kept_ids[index - 1] if index else None
         lines.append(relinked(record, parent, source.is_root(record) and index == 0, after))
-    taken = set(kept_ids)
+    on_path, taken = set(kept_ids), set(kept_ids)
     tail = kept_ids[-1] if kept_ids else None
-    for target in kept_ids:
-        label = source.label_value(target)
-        if label is None:
+    # In pi 1.6's order: the order the labels were set in (one cleared and set again goes last)
+    for target, label in list(source.labels.items()):
+        if target not in on_path:
             continue
         label_id = new_entry_id(taken)
         taken.add(label_id)
+        # pi 1.6 keeps the time the label was set, as the entry that set it holds it
         lines.append(encoder.encode(LabelEntry(
-            id=label_id, parent_id=tail, timestamp=iso_now(), target_id=target, label=label,
+            id=label_id, parent_id=tail, timestamp=source.label_stamps[target], target_id=target,
+            label=label,
         )))
         tail = label_id
     return lines

@@ -186,6 +186,8 @@ class SessionTree(EntryAppends):
         self.by_id: dict[str, Record] = {}
         self.problems = Problems()
         self.labels: dict[str, Any] = {}  # as the label entries hold them (text, or not)
+        # The timestamp of the label entry that set each label, as it holds it (a fork keeps it)
+        self.label_stamps: dict[str, Any] = {}
         self.name: str | None = None
         self.leaf_id: str | None = None
         # pi's leaf when the last line has no id (leafId undefined): its context is the path
@@ -249,6 +251,7 @@ class SessionTree(EntryAppends):
         self.migrated = migrate(snapshot)
         self.header, self.header_raw = snapshot.header, snapshot.header_raw
         self.records, self.by_id, self.labels, self.name = [], {}, {}, None
+        self.label_stamps = {}
         self.idless_records, self.idless_lines = [], SkippedLines()
         self.skipped = snapshot.skipped
         self.leaf_id = None  # a file read again may hold none of the entries it had
@@ -319,8 +322,10 @@ class SessionTree(EntryAppends):
         if isinstance(entry, LabelEntry):
             if js_truthy(entry.label):  # pi's `if (entry.label)`
                 self.labels[entry.target_id] = entry.label
+                self.label_stamps[entry.target_id] = entry.timestamp
             else:
                 self.labels.pop(entry.target_id, None)
+                self.label_stamps.pop(entry.target_id, None)
         elif isinstance(entry, SessionInfoEntry):
             self.name = session_name(entry)
 
