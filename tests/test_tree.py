@@ -7,6 +7,8 @@ import json
 import math
 import random
 import threading
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +109,21 @@ def test_every_append_becomes_the_leaf_under_the_previous_leaf(tmp_path: Path) -
     reopened = SessionTree.open(tree.path)
     assert reopened.leaf_id == previous
     assert ids(reopened.path_to(previous)) == ids(tree.records)
+
+
+def test_a_new_session_id_is_a_uuidv7_as_pi_makes_it(tmp_path: Path) -> None:
+    """Session ids were UUIDv4; pi 1.6 writes pi-ai's uuidv7: the creation time in ms, then a
+    41-bit counter stepped at each id, so ids sort in the order they were made."""
+    before = time.time_ns() // 1_000_000
+    made = [SessionTree.create(str(tmp_path / f"{n}.jsonl"), cwd="/home/a/proj").header.id
+            for n in range(50)]
+    after = time.time_ns() // 1_000_000
+    ids = [uuid.UUID(text) for text in made]
+    assert made == sorted(made) and len(set(made)) == len(made)
+    assert {(i.version, i.variant) for i in ids} == {(7, uuid.RFC_4122)}
+    assert all(before <= i.int >> 80 <= after for i in ids)
+    counters = [((i.int >> 64) & 0xFFF) << 29 | ((i.int >> 33) & ((1 << 29) - 1)) for i in ids]
+    assert counters == list(range(counters[0], counters[0] + len(ids)))
 
 
 def test_branch_to_an_unknown_id_raises(tmp_path: Path) -> None:

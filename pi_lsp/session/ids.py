@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 import uuid
 from collections.abc import Container
@@ -29,8 +31,30 @@ def session_file_name(session_id: str, timestamp: str) -> str:
     return f"{timestamp.replace(':', '-').replace('.', '-')}_{session_id}.jsonl"
 
 
+class _V7State:
+    """pi-ai's uuidv7 state in this process: the last time used and the id counter."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.last_ms = -1
+        self.counter: int | None = None
+
+
+_V7 = _V7State()
+
+
 def new_session_id() -> str:
-    return str(uuid.uuid4())
+    """A UUIDv7 (RFC 9562) as pi 1.6's createSessionId makes it with pi-ai's uuidv7: the time in
+    ms (never going back), a 41-bit counter seeded at random once and stepped at each id (so ids
+    made in one millisecond still sort in order), then random bits."""
+    with _V7.lock:
+        _V7.last_ms = ms = max(time.time_ns() // 1_000_000, _V7.last_ms)
+        seed = int.from_bytes(os.urandom(5))
+        _V7.counter = counter = seed if _V7.counter is None else _V7.counter + 1
+    high, low = (counter >> 29) & 0xFFF, counter & ((1 << 29) - 1)  # around the variant bits
+    random_bits = int.from_bytes(os.urandom(5)) & ((1 << 33) - 1)
+    value = ms << 80 | 0x7 << 76 | high << 64 | 0b10 << 62 | low << 33 | random_bits
+    return str(uuid.UUID(int=value))
 
 
 def iso_now() -> str:
