@@ -1009,6 +1009,30 @@ async def test_a_restore_never_touches_a_nested_repository(tmp_path: Path) -> No
     assert not (root / "gone").exists()
 
 
+async def test_a_nested_repository_with_no_commit_is_left_out_and_named(tmp_path: Path) -> None:
+    """A `git init` with no commit yet in the workspace made every snapshot fail (git add: "does
+    not have a commit checked out"), so no turn could be rewound; it is left out and named."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "main.txt").write_text("one\n")
+    store = SnapshotStore(root)
+    first = await store.snapshot()
+    (root / "x").mkdir()
+    (root / "x" / "work.txt").write_text("uncommitted work\n")
+    git(root / "x", "init", "-q")
+    marker = tmp_path / "ran"
+    with (root / "x" / ".git" / "config").open("a") as config:  # its config is hostile
+        config.write(f"[core]\n\tfsmonitor = touch {marker}\n")
+    second = await store.snapshot()
+    assert await store.nested(second.tree) == ["x"]
+    (root / "main.txt").write_text("two\n")
+    result = await restore_files(None, store, None, first.tree)
+    assert [(f.status, f.path) for f in result.files] == [("modified", "main.txt")]
+    assert result.unrecorded == ["x"] and (root / "main.txt").read_text() == "one\n"
+    assert (root / "x" / "work.txt").read_text() == "uncommitted work\n"
+    assert not marker.exists()
+
+
 async def test_changes_and_restores_name_the_nested_repositories_they_do_not_record(
         rig: Rig, fake: FakeAnthropic) -> None:
     """A workspace holding clones: what changed in them is neither recorded nor restored, and

@@ -18,6 +18,9 @@ SUBTREE_MODE = b"40000"
 # In the store's git dir: per root tree a file naming its list, the lists (NUL-separated paths,
 # compressed) named by their digest.
 IGNORED = "pi-lsp-ignored"
+# In the store's git dir, kept as `IGNORED` is: per root tree the nested repositories with no
+# commit yet, which git cannot record even as a gitlink, so its snapshots left them out.
+UNBORN = "pi-lsp-unborn-repositories"
 LIST = ".z"
 
 
@@ -84,8 +87,8 @@ class IgnoredLog:
     left out of the tree, so a restore of it must not take them for files that were not there.
     A tree names its list by digest, so a list many snapshots share (most do) is kept once."""
 
-    def __init__(self, git_dir: Path) -> None:
-        self.folder = git_dir / IGNORED
+    def __init__(self, git_dir: Path, folder: str = IGNORED) -> None:
+        self.folder = git_dir / folder
 
     def add(self, tree: str, paths: Iterable[str]) -> None:
         """Add to a tree's paths: a tree made again may have left out others, and all count."""

@@ -29,7 +29,7 @@ from typing import Literal
 
 import msgspec
 
-from pi_lsp.files.recorded import UNLOGGED, IgnoredLog, TreeLog, root_trees
+from pi_lsp.files.recorded import UNBORN, UNLOGGED, IgnoredLog, TreeLog, root_trees
 from pi_lsp.finish import Stuck, run_to_end
 from pi_lsp.paths import real_path
 from pi_lsp.regular import read_regular
@@ -98,6 +98,7 @@ class SnapshotStore:
         self.git = _git_on_path()
         self.log = TreeLog(self.git_dir)
         self.ignored = IgnoredLog(self.git_dir)
+        self.unborn = IgnoredLog(self.git_dir, UNBORN)  # nested repositories left out
         self._lock = asyncio.Lock()
         self._excludes_file: str | None = None  # the user's git's, looked up at first snapshot
 
@@ -208,12 +209,15 @@ class SnapshotStore:
             await self._ensure()
             await self._log_ready()
             await self._follow_user_excludes()
-            listed = await self._run("ls-files", "-z", "--others", "--modified",
-                                     "--exclude-standard")
-            skipped = sorted(p for p in _split(listed) if _too_large(self.root / p))
-            specs = [".", *(f":(exclude,literal){p}" for p in skipped)]
+            listed = _split(await self._run("ls-files", "-z", "--others", "--modified",
+                                            "--exclude-standard"))
+            skipped = sorted(p for p in listed if _too_large(self.root / p))
+            # ls-files names a nested repository the index lacks as `name/`, not its files.
+            repos = [p.removesuffix("/") for p in listed if p.endswith("/")]
+            specs = [".", *(f":(exclude,literal){p}" for p in [*skipped, *repos])]
             await self._run("add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul",
                             stdin=_join(specs), literal=False)
+            unborn = await self._add_repositories(repos)
             # A file that grew past the cap must not keep its old content; one where a folder
             # was must not keep the folder's files (and `rm` refuses a folder without -r).
             if skipped:
@@ -226,7 +230,19 @@ class SnapshotStore:
             tree = object_id((await self._run("write-tree")).decode().strip())
             self.log.add([tree])
             self.ignored.add(tree, await self._ignored_on_disk())
+            self.unborn.add(tree, unborn)
             return Snapshot(tree, skipped)
+
+    async def _add_repositories(self, repos: list[str]) -> list[str]:
+        """Stage the nested repositories `repos` as gitlinks, and return those left out: git
+        has no gitlink for one with no commit yet (`git init` alone), and failed the whole
+        `add` on it, so no snapshot could be taken while it was there."""
+        if not repos:
+            return []
+        await self._run("add", "--ignore-errors", "--pathspec-from-file=-",
+                        "--pathspec-file-nul", stdin=_join(repos), ok=(0, 1))  # 1: some failed
+        staged = set(_split(await self._run("ls-files", "-z", "--cached", "--", *repos)))
+        return [p for p in repos if p not in staged]
 
     async def _follow_user_excludes(self) -> None:
         """Ignore what the user's own git ignores here: the workspace's `.git/info/exclude` and
@@ -322,9 +338,11 @@ class SnapshotStore:
 
     async def nested(self, *trees: str) -> list[str]:
         """The git repositories inside the workspace in these snapshots (git records one as a
-        gitlink, the commit its HEAD names, never its files), sorted."""
+        gitlink, the commit its HEAD names, never its files; one with no commit yet is left
+        out), sorted."""
         found: set[str] = set()
         for tree in trees:
+            found |= self.unborn.paths(object_id(tree))
             for line in _split(await self._run("ls-tree", "-r", "-z", object_id(tree))):
                 info, _, path = line.partition("\t")
                 if info.startswith(f"{GITLINK} "):
