@@ -233,6 +233,49 @@ def test_chat_of_a_huge_session_stays_within_its_budget(workspace: Path, fake: F
     assert fake.message_requests() == []
 
 
+def odd_session(path: Path) -> Path:
+    """A session at `path` whose tool call and result hold what a session or a tool may: NUL,
+    and a label (id holding NUL) of an entry not in the file, which :PiCheck reports."""
+    usage = {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2,
+             "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}
+    calls = [{"type": "toolCall", "id": "c1", "name": "bash",
+              "arguments": {"command": "printf 'a\0b'"}},
+             {"type": "toolCall", "id": "c2", "name": "read", "arguments": {"path": "x\0y.py"}}]
+    messages = [
+        ("u1", {"role": "user", "content": [{"type": "text", "text": "Question"}]}),
+        ("a1", {"role": "assistant", "content": calls, "api": "anthropic-messages",
+                "provider": "anthropic", "model": "m", "usage": usage, "stopReason": "toolUse"}),
+        ("t1", {"role": "toolResult", "toolCallId": "c1", "toolName": "bash", "isError": False,
+                "content": [{"type": "text", "text": "a\0b\n"}]}),
+        ("t2", {"role": "toolResult", "toolCallId": "c2", "toolName": "read", "isError": False,
+                "content": [{"type": "text", "text": "read"}]}),
+        ("a2", {"role": "assistant", "content": [{"type": "text", "text": "All done"}],
+                "api": "anthropic-messages", "provider": "anthropic", "model": "m",
+                "usage": usage, "stopReason": "stop"}),
+    ]
+    lines: list[dict[str, object]] = [{"type": "session", "version": 3, "id": "odd",
+                                       "cwd": "/crafted", "timestamp": "2026-12-01T00:00:00.000Z"}]
+    for i, (entry_id, message) in enumerate(messages):
+        lines.append({"type": "message", "id": entry_id, "parentId": lines[-1]["id"] if i else None,
+                      "timestamp": "2026-12-01T00:00:01.000Z",
+                      "message": {**message, "timestamp": 1796029960901 + i}})
+    lines.append({"type": "label", "id": "l\0x", "parentId": "a2", "targetId": "gone",
+                  "label": "x", "timestamp": "2026-12-01T00:00:02.000Z"})
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def test_session_text_as_written_is_drawn(workspace: Path, fake: FakeAnthropic,
+                                          tmp_path: Path) -> None:
+    """A NUL in a tool's output, command or path (bash `printf 'a\\000b'`) stopped the chat for
+    good: vim.fn.strchars took the text for a Blob (E976), leaving an empty, editable buffer;
+    :PiCheck of an entry id holding NUL failed in setqflist the same way."""
+    fake.script()
+    odd = odd_session(workspace / ".pi" / "sessions" / "odd.jsonl")
+    run_script("session_text_spec.lua", workspace, fake, tmp_path, PI_LSP_ODD=str(odd))
+    assert fake.message_requests() == []
+
+
 def test_tree_actions_and_compaction(workspace: Path, fake: FakeAnthropic,
                                      tmp_path: Path) -> None:
     # Keep little of the recent context, so the short path at hand has something to compact.

@@ -80,8 +80,10 @@ local function content_text(content, image)
 end
 M.content_text = content_text
 
+--- `text` on one line of at most `limit` characters. Control characters go first: vim.fn takes
+--- a string holding NUL for a Blob (E976), and tool output may hold any byte.
 local function one_line(text, limit)
-  local flat = (text or ""):gsub("%s+", " ")
+  local flat = util.one_line(text or ""):gsub("%s+", " ")
   flat = vim.trim(flat)
   limit = limit or 60
   if vim.fn.strchars(flat) > limit then

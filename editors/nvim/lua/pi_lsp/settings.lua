@@ -142,7 +142,8 @@ function M.check(arg)
         items[#items + 1] = {
           filename = path,
           lnum = (p.line and p.line ~= vim.NIL) and p.line or 1,
-          text = ("%s%s: %s"):format(p.kind, entry, p.message),
+          -- one line, no NUL: a session's ids are as written, and setqflist takes NUL for a Blob
+          text = util.one_line(("%s%s: %s"):format(p.kind, entry, p.message)),
           type = "W",
         }
       end

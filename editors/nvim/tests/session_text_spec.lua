@@ -1,0 +1,25 @@
+-- What a session file or a tool wrote, shown as it may be (PI_LSP_ODD: a session whose tool
+-- call and result hold NUL, and a label of a missing entry): the chat and :PiCheck show it,
+-- every line kept on one line.
+local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/helpers.lua")
+H.setup()
+
+-- vim.fn takes a string holding NUL for a Blob: the summaries hold a space instead.
+vim.cmd("PiChat " .. vim.fn.fnameescape(os.getenv("PI_LSP_ODD")))
+local chat_buf = H.wait_buf("pi://chat/odd", "All done", "the chat of NUL text did not render")
+H.check(H.contains(chat_buf, "**→ bash**(printf 'a b')"), "the command's NUL is a space", chat_buf)
+H.check(H.contains(chat_buf, "**→ read**(x y.py)"), "the path's NUL is a space", chat_buf)
+H.check(H.contains(chat_buf, "▸ ✓ bash: a b  `t1`"), "the result's NUL is a space", chat_buf)
+H.check(not vim.bo[chat_buf].modifiable, "the chat is read-only", chat_buf)
+
+-- :PiCheck lists a problem of an entry whose id holds NUL.
+vim.cmd("PiCheck " .. vim.fn.fnameescape(os.getenv("PI_LSP_ODD")))
+H.wait(function()
+  return #vim.fn.getqflist() > 0
+end, "the check's problems were not listed")
+local texts = vim.tbl_map(function(item)
+  return item.text
+end, vim.fn.getqflist())
+H.check(texts[1]:find("dangling-reference [l x]", 1, true), "the id's NUL is a space: " .. vim.inspect(texts))
+
+H.finish()
