@@ -235,7 +235,8 @@ def test_chat_of_a_huge_session_stays_within_its_budget(workspace: Path, fake: F
 
 def odd_session(path: Path) -> Path:
     """A session at `path` whose tool call and result hold what a session or a tool may: NUL,
-    and a label (id holding NUL) of an entry not in the file, which :PiCheck reports."""
+    a label (id holding NUL) of an entry not in the file, which :PiCheck reports, and a label
+    holding NUL, longer than a tree window is wide."""
     usage = {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2,
              "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}
     calls = [{"type": "toolCall", "id": "c1", "name": "bash",
@@ -261,6 +262,8 @@ def odd_session(path: Path) -> Path:
                       "message": {**message, "timestamp": 1796029960901 + i}})
     lines.append({"type": "label", "id": "l\0x", "parentId": "a2", "targetId": "gone",
                   "label": "x", "timestamp": "2026-12-01T00:00:02.000Z"})
+    lines.append({"type": "label", "id": "l2", "parentId": "l\0x", "targetId": "u1",
+                  "label": "x\0y" + " long" * 20, "timestamp": "2026-12-01T00:00:03.000Z"})
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     return path
 
@@ -269,7 +272,9 @@ def test_session_text_as_written_is_drawn(workspace: Path, fake: FakeAnthropic,
                                           tmp_path: Path) -> None:
     """A NUL in a tool's output, command or path (bash `printf 'a\\000b'`) stopped the chat for
     good: vim.fn.strchars took the text for a Blob (E976), leaving an empty, editable buffer;
-    :PiCheck of an entry id holding NUL failed in setqflist the same way."""
+    :PiCheck of an entry id holding NUL failed in setqflist the same way, and :PiTree of a long
+    row whose id or label held NUL in strdisplaywidth (the tree was never drawn), and its `l` in
+    vim.fn.input."""
     fake.script()
     odd = odd_session(workspace / ".pi" / "sessions" / "odd.jsonl")
     run_script("session_text_spec.lua", workspace, fake, tmp_path, PI_LSP_ODD=str(odd))

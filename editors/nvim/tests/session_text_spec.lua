@@ -1,5 +1,5 @@
 -- What a session file or a tool wrote, shown as it may be (PI_LSP_ODD: a session whose tool
--- call and result hold NUL, and a label of a missing entry): the chat and :PiCheck show it,
+-- call and result hold NUL, and labels whose id or text does): the chat, :PiCheck and the tree show it,
 -- every line kept on one line.
 local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/helpers.lua")
 H.setup()
@@ -21,5 +21,21 @@ local texts = vim.tbl_map(function(item)
   return item.text
 end, vim.fn.getqflist())
 H.check(texts[1]:find("dangling-reference [l x]", 1, true), "the id's NUL is a space: " .. vim.inspect(texts))
+
+-- The tree measures rows longer than its window: an id or label holding NUL has a space.
+vim.cmd("only")
+vim.cmd("PiTree " .. vim.fn.fnameescape(os.getenv("PI_LSP_ODD")))
+local tree_buf = H.wait_buf("pi://tree/odd", "← leaf", "the tree of NUL ids and labels did not draw")
+H.check(H.lines(tree_buf)[H.line_of(tree_buf, " u1 user: ")]:find("[x y long long", 1, true), "the label's NUL is a space", tree_buf)
+H.check(H.line_of(tree_buf, "* l x label: "), "the id's NUL is a space", tree_buf)
+
+-- `l` asks through vim.ui.input, whose default one hands both texts to vim.fn.input.
+vim.api.nvim_set_current_win(vim.fn.bufwinid(tree_buf))
+for _, row in ipairs({ " u1 user: ", "* l x label: " }) do
+  vim.api.nvim_win_set_cursor(0, { H.line_of(tree_buf, row), 0 })
+  table.insert(H.inputs, false)
+  H.keys("l")
+  H.check(not (H.asked.prompt .. H.asked.default):find("%z"), "no NUL in the question: " .. vim.inspect(H.asked))
+end
 
 H.finish()

@@ -85,7 +85,8 @@ local function clip(text, cells)
 end
 
 --- One entry's line. Wider than `width` cells, the preview is shortened: the
---- id, the label and the leaf mark are never cut.
+--- id, the label and the leaf mark are never cut. Ids, labels and previews are made one line
+--- before they are measured: vim.fn takes a string holding NUL for a Blob (E976).
 local function node_line(node, leaf, width, base)
   local indent = ("  "):rep(math.max(0, node.depth - (base or 0)))
   if node.more then
@@ -96,22 +97,22 @@ local function node_line(node, leaf, width, base)
       node.count == 1 and "" or "s")
   end
   local mark = node.onPath and "*" or " "
-  local kind = node.role or node.type
-  local head = ("%s%s%s %s %s: "):format(indent, node.head and "├─ " or "", mark, node.id, kind)
+  local kind = util.one_line(node.role or node.type)
+  local head = ("%s%s%s %s %s: "):format(indent, node.head and "├─ " or "", mark, util.one_line(node.id), kind)
   local tail = ""
   if node.label and node.label ~= "" then
-    tail = tail .. "  [" .. node.label .. "]"
+    tail = tail .. "  [" .. util.one_line(node.label) .. "]"
   end
   if node.id == leaf then
     tail = tail .. "  ← leaf"
   end
-  local preview = node.preview or ""
+  local preview = util.one_line(node.preview or "")
   -- Byte length bounds the display width of these lines, so most skip measuring.
   if width and #head + #preview + #tail > width then
     local room = width - vim.fn.strdisplaywidth(head) - vim.fn.strdisplaywidth(tail)
     preview = room > 1 and clip(preview, room) or ""
   end
-  return util.one_line(head .. preview .. tail)
+  return head .. preview .. tail
 end
 
 --- Whether rows fetched under a folded row (`fetched`: {total, depth, head, rows}) still
@@ -251,16 +252,18 @@ local function highlight(buf, lines, ids, view)
     local node = view.by_id[id]
     local row = lnum - 1 + HEADER_LINES
     local line = lines[lnum]
-    local id_col = line:find(id, 1, true)
+    local shown = util.one_line(id) -- as node_line writes it
+    local id_col = line:find(shown, 1, true)
     if id_col then
-      vim.api.nvim_buf_set_extmark(buf, ns, row, id_col - 1, { end_col = id_col - 1 + #id, hl_group = "PiTreeId" })
+      vim.api.nvim_buf_set_extmark(buf, ns, row, id_col - 1, { end_col = id_col - 1 + #shown, hl_group = "PiTreeId" })
     end
     if node.onPath and id_col and id_col > 2 then
       vim.api.nvim_buf_set_extmark(buf, ns, row, id_col - 3, { end_col = id_col - 2, hl_group = "PiTreePath" })
     end
-    local label_col = node.label and line:find("[" .. node.label .. "]", 1, true)
+    local label = node.label and util.one_line(node.label)
+    local label_col = label and line:find("[" .. label .. "]", 1, true)
     if label_col then
-      vim.api.nvim_buf_set_extmark(buf, ns, row, label_col - 1, { end_col = label_col + #node.label + 1, hl_group = "PiTreeLabel" })
+      vim.api.nvim_buf_set_extmark(buf, ns, row, label_col - 1, { end_col = label_col + #label + 1, hl_group = "PiTreeLabel" })
     end
     if id == view.leaf_row then
       vim.api.nvim_buf_set_extmark(buf, ns, row, 0, { end_col = #line, hl_group = "PiTreeLeaf" })
@@ -744,7 +747,9 @@ function M.actions.label(buf)
   if not node then
     return
   end
-  vim.ui.input({ prompt = "Label for " .. node.id .. " (empty clears): ", default = node.label or "" }, function(label)
+  -- vim.ui.input hands both to vim.fn.input: one line, no NUL
+  local prompt = "Label for " .. util.one_line(node.id) .. " (empty clears): "
+  vim.ui.input({ prompt = prompt, default = util.one_line(node.label or "") }, function(label)
     if label == nil then
       return
     end
