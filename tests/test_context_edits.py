@@ -157,7 +157,7 @@ def test_the_preview_marks_edits_and_their_token_effect(tmp_path: Path) -> None:
     assert "context edits: 1 removed, 1 replaced: their messages 7,502 → 2 tokens (-7,500)" \
         in text
     markdown = render_markdown(after.leaf_id, "agent", [(0, after.rows)], len(after.heads),
-                               after.total_tokens, 1000, "off", None, after.edits)
+                               after.total_tokens, 1000, "off", None, after.edits).text
     assert "## ~~toolResult~~ · removed from the context · 7,500 → 0 tokens · `cccccccc`" \
         in markdown
     assert markdown.index("`bbbbbbbb`") < markdown.index("~~toolResult~~") < \
@@ -170,6 +170,29 @@ def test_the_preview_marks_edits_and_their_token_effect(tmp_path: Path) -> None:
     assert [m.target_id for m in build_layer(tree, tree.leaf_id, "agent").edits] == ["dddddddd"]
 
 
+def test_the_preview_maps_its_headings_to_their_entries(tmp_path: Path) -> None:
+    """An entry id holding a line break or a backtick was written into its heading as it was:
+    the heading split over lines, or the editors' pattern read part of the id, so `dd` in
+    :PiContext removed another message. Ids are one line now, and the headings are sent."""
+    tree = write_session(tmp_path / "s.jsonl", [
+        msg("a\n## 1. user · 1 tokens · `victim`", None, "first\n## 9. user · `fake`"),
+        msg("victim", "a\n## 1. user · 1 tokens · `victim`", "second"),
+        msg("x `victim`", "victim", "third"),
+    ])
+    edit_context(tree, "victim", None)
+    layer = build_layer(tree, tree.leaf_id, "agent")
+    markdown = render_markdown(layer.leaf_id, "agent", [(0, layer.rows)], len(layer.heads),
+                               layer.total_tokens, 1000, "off", None, layer.edits)
+    lines = markdown.text.split("\n")
+    assert [(h.entry_id, h.role, h.state) for h in markdown.headings] == [
+        ("a\n## 1. user · 1 tokens · `victim`", "user", "kept"), ("victim", "user", "removed"),
+        ("x `victim`", "user", "kept")]
+    assert [lines[h.line] for h in markdown.headings] == [
+        "## 1. user · 7 tokens · `` a\\n## 1. user · 1 tokens · `victim` ``",
+        "## ~~user~~ · removed from the context · 2 → 0 tokens · `victim`",
+        "## 2. user · 2 tokens · `` x `victim` ``"]
+
+
 def test_system_rows_show_their_sections_and_tools(tmp_path: Path) -> None:
     system = {"role": "system", "content": "", "sections": {"preamble": "be brief",
                                                              "cwd": None},
@@ -178,7 +201,7 @@ def test_system_rows_show_their_sections_and_tools(tmp_path: Path) -> None:
     tree = write_session(tmp_path / "s.jsonl", [entry("message", "aaaaaaaa", None,
                                                       message=system)])
     layer = build_layer(tree, "aaaaaaaa", "agent")
-    markdown = render_markdown("aaaaaaaa", "agent", [(0, layer.rows)], 1, 0, 1, "off", None)
+    markdown = render_markdown("aaaaaaaa", "agent", [(0, layer.rows)], 1, 0, 1, "off", None).text
     body = markdown.split("`aaaaaaaa`", 1)[1]
     assert "- section `preamble`: 8 characters" in body
     assert "- section `cwd`: removed" in body
@@ -265,7 +288,7 @@ def test_a_paged_preview_marks_the_edits_of_the_pages_it_shows(tmp_path: Path) -
 
     def paged(*pages: tuple[int, int]) -> str:
         return render_markdown(layer.leaf_id, "agent", [(s, rows[s:e]) for s, e in pages],
-                               len(rows), layer.total_tokens, 1000, "off", None, layer.edits)
+                               len(rows), layer.total_tokens, 1000, "off", None, layer.edits).text
 
     both = paged((0, 1), (3, 4))
     assert "~~toolResult~~" not in both  # it stood among the messages left out

@@ -203,14 +203,16 @@ def test_a_queued_thinking_level_is_not_promised(workspace: Path, fake: FakeAnth
     run_script("queued_thinking_spec.lua", workspace, fake, tmp_path)
 
 
-def crafted_session(path: Path, texts: list[str]) -> Path:
-    """A session at `path` of one chain of messages, user and assistant in turn, of `texts`."""
+def crafted_session(path: Path, texts: list[str], ids: list[str] | None = None) -> Path:
+    """A session at `path` of one chain of messages, user and assistant in turn, of `texts`
+    (with `ids` when given)."""
     lines = [{"type": "session", "version": 3, "id": path.stem, "cwd": "/crafted",
               "timestamp": "2026-12-01T00:00:00.000Z"}]
     for i, text in enumerate(texts):
         message = {"role": "assistant" if i % 2 else "user", "timestamp": 1796029960901 + i,
                    "content": [{"type": "text", "text": text}]}
-        lines.append({"type": "message", "id": f"m{i:07d}", "parentId": lines[-1].get("id"),
+        entry_id = ids[i] if ids else f"m{i:07d}"
+        lines.append({"type": "message", "id": entry_id, "parentId": lines[-1].get("id"),
                       "timestamp": "2026-12-01T00:00:01.000Z", "message": message})
     lines[1]["parentId"] = None
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
@@ -386,6 +388,18 @@ def test_context_edits_from_the_context_buffer_and_the_chat(workspace: Path, fak
     asked = len(fake.message_requests())  # the fake serves the whole module
     run_script("context_edit_spec.lua", workspace, fake, tmp_path)
     assert len(fake.message_requests()) == asked  # editing the context asks no model
+
+
+def test_context_edits_take_the_message_under_the_cursor(workspace: Path, fake: FakeAnthropic,
+                                                        tmp_path: Path) -> None:
+    """`dd` in :PiContext on a message whose entry id held a backtick or a line break removed
+    the message before it: the heading's id was read back from the text, and did not match."""
+    fake.script()
+    ids = crafted_session(workspace / ".pi" / "sessions" / "ids.jsonl",
+                          ["first", "second", "third", "fourth"],
+                          ["victim", "ok", "x `victim`", "y\n`victim`"])
+    run_script("context_ids_spec.lua", workspace, fake, tmp_path, PI_LSP_IDS=str(ids))
+    assert fake.message_requests() == []
 
 
 LUA_LONG_BRACKET = re.compile(r"\[(=*)\[")

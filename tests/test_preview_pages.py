@@ -127,7 +127,7 @@ def cut(preview: Preview, size: int, start: int | None) -> PreviewPages:
                                preview.thinking_level, preview.model, preview.edits)
     return PreviewPages(preview.leaf_id, preview.layer, preview.model, preview.thinking_level,
                         preview.thinking_levels, preview.total_tokens, preview.context_window,
-                        len(messages), pages, markdown, preview.edits)
+                        len(messages), pages, markdown.text, preview.edits, markdown.headings)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

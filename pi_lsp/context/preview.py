@@ -173,46 +173,85 @@ def system_markdown(message: SystemMessage) -> str:
     return "\n".join(lines) or "_(an empty system message)_"
 
 
+class Heading(msgspec.Struct, rename="camel"):
+    """Where a message of an entry is headed in a preview's Markdown (its 0-based line), so an
+    editor knows the entry under its cursor without reading an id back from the text."""
+
+    line: int
+    entry_id: str | None  # None: a message of no entry (it cannot be edited)
+    role: str
+    state: str  # "kept", "replaced" (a context edit replaced it) or "removed"
+
+
+class PreviewMarkdown(msgspec.Struct):
+    text: str
+    headings: list[Heading]
+
+
+def code_span(text: str) -> str:
+    """`text` as a Markdown code span on one line: control characters spelled as escapes, the
+    backticks longer than any run of them inside."""
+    shown = printable(text)
+    ticks = "`"
+    while ticks in shown:
+        ticks += "`"
+    pad = " " if shown.startswith("`") or shown.endswith("`") else ""
+    return f"{ticks}{pad}{shown}{pad}{ticks}"
+
+
 def render_markdown(leaf_id: str | None, layer: str, pages: list[tuple[int, list[LayerRow]]],
                     count: int, total: int, window: int, thinking_level: str,
-                    model: str | None, edits: list[EditMark] | None = None) -> str:
+                    model: str | None, edits: list[EditMark] | None = None) -> PreviewMarkdown:
     """The preview of `count` messages as Markdown, the context edits in force marked in place:
-    the `pages` (first index, messages) given, a line for each run left out."""
-    lines = [
-        f"# Context at `{leaf_id or '(empty)'}` — {total:,} of {window:,} tokens",
+    the `pages` (first index, messages) given, a line for each run left out; and its headings."""
+    lines: list[str] = []
+    headings: list[Heading] = []
+
+    def add(*texts: str) -> None:
+        for text in texts:  # split: a message or a model's name may hold line breaks
+            lines.extend(text.split("\n"))
+
+    def heading(text: str, entry_id: str | None, role: str, state: str) -> None:
+        headings.append(Heading(len(lines), entry_id, role, state))
+        add(text)
+
+    add(f"# Context at {code_span(leaf_id or '(empty)')} — {total:,} of {window:,} tokens",
         "",
         f"**Model** {model or '(none)'} · **Thinking** {thinking_level} · **Layer** {layer} · "
-        f"{count} messages",
-    ]
+        f"{count} messages")
     summary = edits_line(edits or [])
     if summary is not None:
-        lines += ["", f"_{summary[0].upper()}{summary[1:]}_"]
+        add("", f"_{summary[0].upper()}{summary[1:]}_")
     omitted = removed_at(edits or [])
     replaced = {mark.target_id: mark for mark in edits or [] if mark.kind == "replaced"}
 
     def removed_before(index: int) -> None:
         for mark in omitted.get(index, []):
-            lines.extend(["", f"## ~~{mark.role}~~ · removed from the context · "
-                              f"{mark.tokens_before:,} → 0 tokens · `{mark.target_id}`", "",
-                          f"_Removed by the context edit `{mark.edit_id}`: {mark.original}_"])
+            add("")
+            heading(f"## ~~{mark.role}~~ · removed from the context · "
+                    f"{mark.tokens_before:,} → 0 tokens · {code_span(mark.target_id)}",
+                    mark.target_id, mark.role, "removed")
+            add("", f"_Removed by the context edit {code_span(mark.edit_id)}: {mark.original}_")
 
     shown = 0
     for first, page in pages:
         if first > shown:
-            lines += ["", f"_… messages {shown + 1} to {first} not shown_"]
+            add("", f"_… messages {shown + 1} to {first} not shown_")
         for number, item in enumerate(page, first + 1):
             removed_before(number - 1)
-            where = f" · `{item.entry_id}`" if item.entry_id else ""
+            where = f" · {code_span(item.entry_id)}" if item.entry_id else ""
             was = replaced.get(item.entry_id or "") if item.edited else None
             edited = f" · ✎ replaced (was {was.tokens_before:,} tokens)" if was else ""
-            lines += ["", f"## {number}. {item.role} · {item.tokens:,} tokens{edited}{where}",
-                      "", message_markdown(decode_message(item.message))]
+            add("")
+            heading(f"## {number}. {item.role} · {item.tokens:,} tokens{edited}{where}",
+                    item.entry_id, item.role, "replaced" if was else "kept")
+            add("", message_markdown(decode_message(item.message)))
         shown = first + len(page)
     if shown < count:
-        lines += ["", f"_… messages {shown + 1} to {count} not shown_"]
+        add("", f"_… messages {shown + 1} to {count} not shown_")
     else:
         removed_before(count)
-    return "\n".join(lines) + "\n"
+    return PreviewMarkdown("\n".join(lines) + "\n", headings)
 
 
 class ContextDiff(msgspec.Struct, rename="camel"):

@@ -10,7 +10,7 @@ import msgspec
 
 from pi_lsp.context.edits import EditMark
 from pi_lsp.context.layers import AgentSetup, ContextLayer, Layer, LayerRow, build_layer, model_at
-from pi_lsp.context.preview import render_markdown
+from pi_lsp.context.preview import Heading, PreviewMarkdown, render_markdown
 from pi_lsp.context.projection import ContextSettings
 from pi_lsp.providers.thinking import thinking_levels
 from pi_lsp.providers.wire import request_params
@@ -41,6 +41,7 @@ class Preview(msgspec.Struct, rename="camel", omit_defaults=True):
     markdown: str
     request: dict[str, object] | None = None
     edits: list[EditMark] = msgspec.field(default_factory=list)  # context edits in force
+    headings: list[Heading] = msgspec.field(default_factory=list)  # the messages in `markdown`
 
 
 class Page(msgspec.Struct, rename="camel"):
@@ -60,6 +61,7 @@ class PreviewPages(msgspec.Struct, rename="camel", omit_defaults=True):
     pages: list[Page]  # first and last (one when they meet), or the page asked for
     markdown: str
     edits: list[EditMark] = msgspec.field(default_factory=list)  # positions in the whole list
+    headings: list[Heading] = msgspec.field(default_factory=list)  # the messages in `markdown`
 
 
 def outline_of(tree: SessionTree, leaf_id: str | None, layer: Layer, agent: AgentSetup
@@ -79,7 +81,7 @@ def outline_weight(outline: Outline) -> int:
     return HEAD_BYTES * len(context.heads) + 8 * made
 
 
-def _markdown(outline: Outline, pages: list[Page]) -> str:
+def _markdown(outline: Outline, pages: list[Page]) -> PreviewMarkdown:
     context = outline.context
     return render_markdown(context.leaf_id, context.layer,
                            [(page.start, page.messages) for page in pages], len(context.heads),
@@ -93,9 +95,10 @@ def whole(outline: Outline) -> Preview:
     context = outline.context
     rows = context.rows
     request = request_params(context.request) if context.request is not None else None
+    markdown = _markdown(outline, [Page(0, rows)])
     return Preview(context.leaf_id, context.layer, outline.model, context.thinking_level,
                    outline.thinking_levels, rows, context.total_tokens, outline.context_window,
-                   _markdown(outline, [Page(0, rows)]), request, context.edits)
+                   markdown.text, request, context.edits, markdown.headings)
 
 
 def first_row(outline: Outline, entry_id: str) -> int:
@@ -118,6 +121,7 @@ def paged(outline: Outline, size: int, start: int | None) -> PreviewPages:
     else:
         spans = [(0, size), (count - size, count)]
     pages = [Page(first, context.rows_between(first, stop)) for first, stop in spans]
+    markdown = _markdown(outline, pages)
     return PreviewPages(context.leaf_id, context.layer, outline.model, context.thinking_level,
                         outline.thinking_levels, context.total_tokens, outline.context_window,
-                        count, pages, _markdown(outline, pages), context.edits)
+                        count, pages, markdown.text, context.edits, markdown.headings)

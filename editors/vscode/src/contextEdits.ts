@@ -3,8 +3,8 @@
 // The server writes the edit on the session's current branch; both views reload on the change.
 import * as vscode from "vscode";
 import type { PiClient } from "./client";
-import { parseContextUri, SCHEME } from "./contextProvider";
-import type { AgentMessage } from "./protocol";
+import { type ContextProvider, parseContextUri, SCHEME } from "./contextProvider";
+import type { AgentMessage, PreviewHeading } from "./protocol";
 import { plain, shorten } from "./plainText";
 
 /** What a command acts on: the session and the entry whose message is edited. */
@@ -22,21 +22,12 @@ export interface ContextLens {
 }
 
 const EDITABLE = new Set(["user", "assistant", "toolResult", "custom"]);
-// The preview's message headings (pi_lsp/context/preview.py render_markdown).
-const HEADING = /^## (?:\d+\. (\w+)|~~(\w+)~~) · (.*)`([^`]+)`$/;
 
-/** The messages of a preview's markdown that can be edited: where their heading is and how. */
-export function contextLenses(markdown: string): ContextLens[] {
-  const found: ContextLens[] = [];
-  markdown.split("\n").forEach((text, line) => {
-    const match = HEADING.exec(text);
-    if (!match) return;
-    const [, role, removedRole, middle, entryId] = match;
-    if (!EDITABLE.has(role ?? removedRole)) return;
-    const state: LensState = removedRole ? "removed" : middle.includes("✎ replaced") ? "replaced" : "kept";
-    found.push({ line, entryId, state });
-  });
-  return found;
+/** The messages of a preview that can be edited, from the headings the server sent with it: an
+ * id read back from the markdown could be part of another (a backtick or line break in it). */
+export function contextLenses(headings: PreviewHeading[]): ContextLens[] {
+  return headings.flatMap(({ line, entryId, role, state }) =>
+    typeof entryId === "string" && EDITABLE.has(role) ? [{ line, entryId, state }] : []);
 }
 
 /** The actions one message offers, as titles and the commands they run. */
@@ -48,9 +39,11 @@ export function editActions(state: LensState): { title: string; command: string 
 }
 
 class ContextLensProvider implements vscode.CodeLensProvider {
+  constructor(private readonly previews: ContextProvider) {}
+
   provideCodeLenses(document: vscode.TextDocument): vscode.CodeLens[] {
     const session = parseContextUri(document.uri).session;
-    return contextLenses(document.getText()).flatMap((lens) => {
+    return contextLenses(this.previews.headingsOf(document.uri)).flatMap((lens) => {
       const range = new vscode.Range(new vscode.Position(lens.line, 0), new vscode.Position(lens.line, 0));
       return editActions(lens.state).map((a) => new vscode.CodeLens(range, {
         title: a.title, command: a.command, arguments: [{ uri: session, entryId: lens.entryId }],
@@ -77,7 +70,7 @@ function target(arg: unknown): EditTarget {
   return { uri: t.uri, entryId: t.entryId };
 }
 
-export function registerContextEdits(pi: PiClient): vscode.Disposable[] {
+export function registerContextEdits(pi: PiClient, previews: ContextProvider): vscode.Disposable[] {
   const commands: Record<string, (arg: unknown) => Promise<unknown>> = {
     "piLsp.removeFromContext": async (arg) => {
       const { uri, entryId } = target(arg);
@@ -105,7 +98,7 @@ export function registerContextEdits(pi: PiClient): vscode.Disposable[] {
     },
   };
   return [
-    vscode.languages.registerCodeLensProvider({ scheme: SCHEME }, new ContextLensProvider()),
+    vscode.languages.registerCodeLensProvider({ scheme: SCHEME }, new ContextLensProvider(previews)),
     ...Object.entries(commands).map(([id, handler]) => vscode.commands.registerCommand(id, async (arg?: unknown) => {
       try {
         return await handler(arg);

@@ -3,7 +3,7 @@
 // first and last messages (a long context shows its end at once), more on "Show More of the Context".
 import * as vscode from "vscode";
 import type { PiClient } from "./client";
-import { Layer, SessionMove } from "./protocol";
+import { Layer, PreviewHeading, SessionMove } from "./protocol";
 
 export const SCHEME = "pi-context";
 /** Messages shown from each end of a context at first; each "more" adds as many. */
@@ -42,12 +42,16 @@ export class ContextProvider implements vscode.TextDocumentContentProvider, vsco
   readonly onDidChange = this.changed.event;
   private readonly disposables: vscode.Disposable[] = [this.changed];
   private readonly pages = new Map<string, number>(); // per document: messages from each end
+  private readonly headings = new Map<string, PreviewHeading[]>(); // per document: as last shown
 
   constructor(private readonly pi: PiClient, onDidMove: vscode.Event<SessionMove>) {
     // Only previews of the current leaf change: an entry's own context never does (append-only).
     this.disposables.push(pi.onSessionChanged((e) => this.refresh(e.uri)), onDidMove((move) => this.follow(move)),
       // A preview opened again on the file cut short is that file's (a session of its own).
-      vscode.workspace.onDidCloseTextDocument((doc) => followed.delete(doc.uri.toString())));
+      vscode.workspace.onDidCloseTextDocument((doc) => {
+        followed.delete(doc.uri.toString());
+        this.headings.delete(doc.uri.toString());
+      }));
   }
 
   /** Previews open on a session that moved to a new file show (and edit) that file from now on. */
@@ -69,10 +73,17 @@ export class ContextProvider implements vscode.TextDocumentContentProvider, vsco
         page: this.pages.get(uri.toString()) ?? PREVIEW_PAGE,
         ...(target.leafId ? { leafId: target.leafId } : {}),
       });
+      this.headings.set(uri.toString(), preview.headings ?? []);
       return preview.markdown;
     } catch (error) {
+      this.headings.set(uri.toString(), []);
       return `# No preview\n\n${error instanceof Error ? error.message : String(error)}\n`;
     }
+  }
+
+  /** Where the server says the messages of a preview document are headed (none before it is shown). */
+  headingsOf(uri: vscode.Uri): PreviewHeading[] {
+    return this.headings.get(uri.toString()) ?? [];
   }
 
   /** Show more of a preview: as many messages again from each end. */

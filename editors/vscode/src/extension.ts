@@ -58,7 +58,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<PiApi>
     vscode.workspace.registerTextDocumentContentProvider(APPROVAL_SCHEME, approvals.texts),
     vscode.commands.registerCommand(ANSWER_COMMAND, (id: string, choice: string) => approvals.answer(id, choice)),
     ...registerContextCommands(sessions, panels),
-    ...registerContextEdits(pi),
+    ...registerContextEdits(pi, contextProvider),
     context.secrets.onDidChange((e) => {
       if (e.key === API_KEY_SECRET) void pi.sendSettings();
     }),

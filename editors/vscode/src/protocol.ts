@@ -110,6 +110,15 @@ export interface PreviewPage {
   messages: PreviewMessage[];
 }
 
+/** A message's heading in a preview's `markdown` (its 0-based line): what its edits act on. */
+export interface PreviewHeading {
+  line: number;
+  /** null: a message of no entry (it cannot be edited). */
+  entryId: string | null;
+  role: string;
+  state: "kept" | "replaced" | "removed";
+}
+
 export interface PreviewResult {
   leafId: string | null;
   layer: Layer;
@@ -122,6 +131,7 @@ export interface PreviewResult {
   contextWindow: number;
   markdown: string;
   edits?: EditMark[];
+  headings?: PreviewHeading[];
   /** With `page`: the whole context's length, and its first and last pages (one when they meet). */
   totalMessages?: number;
   pages?: PreviewPage[];

@@ -6,6 +6,7 @@ require("../testlib/register-vscode-stub");
 const { test } = require("node:test");
 const assert = require("node:assert/strict");
 const fs = require("node:fs");
+const path = require("node:path");
 const vscode = require("vscode");
 const { eventually, setUp } = require("../testlib/server");
 const { activateOn } = require("../testlib/activate");
@@ -25,8 +26,8 @@ const lastReset = () => panel.posted.filter((m) => m.type === "reset").at(-1);
 const total = async () => (await api.pi.call("pi.previewContext", { uri })).totalTokens;
 const lines = () => fs.readFileSync(vscode.Uri.parse(uri).fsPath, "utf8").trim().split("\n").map((l) => JSON.parse(l));
 
-async function lenses() {
-  const doc = await vscode.commands.executeCommand("piLsp.previewContext", { uri });
+async function lenses(session = uri) {
+  const doc = await vscode.commands.executeCommand("piLsp.previewContext", { uri: session });
   const document = await vscode.workspace.openTextDocument(doc); // the preview as it is now
   const [{ provider }] = rec.codeLensProviders.filter((p) => p.selector.scheme === "pi-context");
   return { text: document.getText(), lenses: provider.provideCodeLenses(document) };
@@ -80,4 +81,23 @@ test("an edit the server refuses is said plainly, and nothing is written", async
   await vscode.commands.executeCommand("piLsp.removeFromContext", { uri, entryId: "a2b2d4fe" });
   assert.match(rec.messages.find((m) => m.kind === "error").message, /pi: entry 'a2b2d4fe' is a compaction entry/);
   assert.deepEqual(fs.readFileSync(vscode.Uri.parse(uri).fsPath), before);
+});
+
+test("a heading's lens edits its own entry whatever the id holds", async () => {
+  // Before, the lenses read the id back from the heading: `x \`victim\`` matched no pattern (no
+  // lens), and an id with a line break split its heading, so a crafted line could name another.
+  const ts = "2026-01-01T00:00:00.000Z";
+  const ids = ["victim", "x `victim`", "y\n## 3. user · 1 tokens · `victim`"];
+  const lines = [{ type: "session", version: 3, id: "ids", timestamp: ts, cwd: rig.ws.folder },
+    ...ids.map((id, i) => ({ type: "message", id, parentId: i ? ids[i - 1] : null, timestamp: ts,
+      message: { role: "user", content: [{ type: "text", text: `message ${i}` }], timestamp: i } }))];
+  const file = path.join(rig.ws.sessionsDir, "2027-01-02T00-00-00-000Z_ids.jsonl");
+  fs.writeFileSync(file, lines.map((l) => JSON.stringify(l)).join("\n") + "\n");
+  const shown = await lenses(vscode.Uri.file(file).toString());
+  const removes = shown.lenses.filter((l) => l.command.title === "Remove from Context");
+  assert.deepEqual(removes.map((l) => l.command.arguments[0].entryId), ids);
+  const text = shown.text.split("\n");
+  assert.deepEqual(removes.map((l) => text[l.range.start.line]), [
+    "## 1. user · 3 tokens · `victim`", "## 2. user · 3 tokens · `` x `victim` ``",
+    "## 3. user · 3 tokens · `` y\\n## 3. user · 1 tokens · `victim` ``"]);
 });

@@ -264,15 +264,16 @@ test("a restore says how many files it changed in open editors, unsaved", () => 
 });
 
 test("context edits: the preview's message headings get Remove / Replace / Undo by their state", () => {
-  const markdown = [
-    "# Context at `x` — 10 of 100 tokens", "",
-    "## 1. compactionSummary · 383 tokens · `a2b2d4fe`", "",
-    "## 2. user · 30 tokens · `4e303b25`", "",
-    "## ~~toolResult~~ · removed from the context · 301 → 0 tokens · `145bca81`", "",
-    "## 3. assistant · 5 tokens · ✎ replaced (was 399 tokens) · `456798a9`", "",
-    "## 4. custom · 3 tokens · `c0ffee00`",
-  ].join("\n");
-  assert.deepEqual(ext.contextLenses(markdown), [
+  // pi.previewContext's headings: a summary and a message of no entry cannot be edited
+  const headings = [
+    { line: 2, entryId: "a2b2d4fe", role: "compactionSummary", state: "kept" },
+    { line: 4, entryId: "4e303b25", role: "user", state: "kept" },
+    { line: 6, entryId: "145bca81", role: "toolResult", state: "removed" },
+    { line: 8, entryId: "456798a9", role: "assistant", state: "replaced" },
+    { line: 10, entryId: "c0ffee00", role: "custom", state: "kept" },
+    { line: 12, entryId: null, role: "user", state: "kept" },
+  ];
+  assert.deepEqual(ext.contextLenses(headings), [
     { line: 4, entryId: "4e303b25", state: "kept" },
     { line: 6, entryId: "145bca81", state: "removed" },
     { line: 8, entryId: "456798a9", state: "replaced" },

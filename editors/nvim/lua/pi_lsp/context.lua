@@ -29,20 +29,18 @@ end
 local EDITABLE = { user = true, assistant = true, toolResult = true, custom = true }
 local PREFILL_CHARS = 2000 -- a longer message (a huge output) is replaced starting empty
 
---- The message whose preview heading is at or above `line` (1-based) of `lines`:
---- its entry id and "kept", "replaced" or "removed"; nil when it cannot be edited.
-function M.heading_at(lines, line)
-  for i = math.min(line, #lines), 1, -1 do
-    local text = lines[i]
-    local role, rest = text:match("^## %d+%. (%w+) · (.*)$")
-    local removed = text:match("^## ~~(%w+)~~ · ")
-    local id = (role or removed) and text:match("`([^`]+)`$")
-    if id then
-      if not EDITABLE[role or removed] then
-        return nil
-      end
-      return id, removed and "removed" or (rest:find("✎ replaced", 1, true) and "replaced" or "kept")
+--- The message whose heading (pi.previewContext's `headings`, 0-based lines) is at or above
+--- `line` (1-based): its entry id and "kept", "replaced" or "removed"; nil when it cannot be
+--- edited. The server says where each heading is: an id read back from the text could be another.
+function M.heading_at(headings, line)
+  local found
+  for _, heading in ipairs(headings) do
+    if heading.line < line then
+      found = heading
     end
+  end
+  if found and type(found.entryId) == "string" and EDITABLE[found.role] then
+    return found.entryId, found.state
   end
 end
 
@@ -124,8 +122,9 @@ function M.preview(uri, leaf_id, page, line)
     end, "show more of the context")
     vim.api.nvim_win_set_cursor(0, { math.min(line or 1, #lines), 0 })
     -- Edits are written at the current leaf: the buffer then shows that.
+    local headings = result.headings or {}
     M.map_edit_keys(buf, function()
-      return M.heading_at(vim.api.nvim_buf_get_lines(buf, 0, -1, false), vim.api.nvim_win_get_cursor(0)[1])
+      return M.heading_at(headings, vim.api.nvim_win_get_cursor(0)[1])
     end, function()
       M.preview(vim.b[buf].pi_lsp_uri, nil, args.page, vim.api.nvim_win_get_cursor(0)[1])
     end)
