@@ -237,8 +237,9 @@ def test_chat_of_a_huge_session_stays_within_its_budget(workspace: Path, fake: F
 
 def odd_session(path: Path) -> Path:
     """A session at `path` whose tool call and result hold what a session or a tool may: NUL,
-    a label (id holding NUL) of an entry not in the file, which :PiCheck reports, and a label
-    holding NUL, longer than a tree window is wide."""
+    a label (id holding NUL) of an entry not in the file, which :PiCheck reports, a label
+    holding NUL, longer than a tree window is wide, and ids, a model, tool name, error and
+    custom type holding line breaks."""
     usage = {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2,
              "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}
     calls = [{"type": "toolCall", "id": "c1", "name": "bash",
@@ -255,6 +256,12 @@ def odd_session(path: Path) -> Path:
         ("a2", {"role": "assistant", "content": [{"type": "text", "text": "All done"}],
                 "api": "anthropic-messages", "provider": "anthropic", "model": "m",
                 "usage": usage, "stopReason": "stop"}),
+        ("a\n3", {"role": "assistant", "api": "anthropic-messages", "provider": "anthropic",
+                  "content": [{"type": "toolCall", "id": "c3", "name": "to\nol", "arguments": {}}],
+                  "model": "evil\nmodel", "usage": usage, "stopReason": "error",
+                  "errorMessage": "bad\nthing"}),
+        ("t3", {"role": "toolResult", "toolCallId": "c3", "toolName": "to\nol", "isError": False,
+                "content": [{"type": "text", "text": "ok"}]}),
     ]
     lines: list[dict[str, object]] = [{"type": "session", "version": 3, "id": "odd",
                                        "cwd": "/crafted", "timestamp": "2026-12-01T00:00:00.000Z"}]
@@ -262,7 +269,9 @@ def odd_session(path: Path) -> Path:
         lines.append({"type": "message", "id": entry_id, "parentId": lines[-1]["id"] if i else None,
                       "timestamp": "2026-12-01T00:00:01.000Z",
                       "message": {**message, "timestamp": 1796029960901 + i}})
-    lines.append({"type": "label", "id": "l\0x", "parentId": "a2", "targetId": "gone",
+    lines.append({"type": "custom_message", "id": "c\n1", "parentId": "t3", "customType": "no\nte",
+                  "content": "noted", "display": True, "timestamp": "2026-12-01T00:00:02.000Z"})
+    lines.append({"type": "label", "id": "l\0x", "parentId": "c\n1", "targetId": "gone",
                   "label": "x", "timestamp": "2026-12-01T00:00:02.000Z"})
     lines.append({"type": "label", "id": "l2", "parentId": "l\0x", "targetId": "u1",
                   "label": "x\0y" + " long" * 20, "timestamp": "2026-12-01T00:00:03.000Z"})
@@ -276,7 +285,8 @@ def test_session_text_as_written_is_drawn(workspace: Path, fake: FakeAnthropic,
     good: vim.fn.strchars took the text for a Blob (E976), leaving an empty, editable buffer;
     :PiCheck of an entry id holding NUL failed in setqflist the same way, and :PiTree of a long
     row whose id or label held NUL in strdisplaywidth (the tree was never drawn), and its `l` in
-    vim.fn.input."""
+    vim.fn.input. The chat split a model name, tool name, custom type, error or id holding a line
+    break over lines."""
     fake.script()
     odd = odd_session(workspace / ".pi" / "sessions" / "odd.jsonl")
     run_script("session_text_spec.lua", workspace, fake, tmp_path, PI_LSP_ODD=str(odd))

@@ -1,6 +1,6 @@
 -- What a session file or a tool wrote, shown as it may be (PI_LSP_ODD: a session whose tool
--- call and result hold NUL, and labels whose id or text does): the chat, :PiCheck and the tree show it,
--- every line kept on one line.
+-- call and result hold NUL, labels whose id or text does, names and ids holding line breaks): the
+-- chat, :PiCheck and the tree show it, every line kept on one line.
 local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/helpers.lua")
 H.setup()
 
@@ -11,6 +11,10 @@ H.check(H.contains(chat_buf, "**→ bash**(printf 'a b')"), "the command's NUL i
 H.check(H.contains(chat_buf, "**→ read**(x y.py)"), "the path's NUL is a space", chat_buf)
 H.check(H.contains(chat_buf, "▸ ✓ bash: a b  `t1`"), "the result's NUL is a space", chat_buf)
 H.check(not vim.bo[chat_buf].modifiable, "the chat is read-only", chat_buf)
+-- Names and ids a session wrote with line breaks stay on their line.
+for _, line in ipairs({ "## pi · evil model  `a 3`", "▸ **→ to ol**()", "_(error: bad thing)_", "▸ ✓ to ol: ok  `t3`", "## no te  `c 1`" }) do
+  H.check(vim.tbl_contains(H.lines(chat_buf), line), "a line of its own: " .. line, chat_buf)
+end
 
 -- :PiCheck lists a problem of an entry whose id holds NUL.
 vim.cmd("PiCheck " .. vim.fn.fnameescape(os.getenv("PI_LSP_ODD")))

@@ -92,8 +92,9 @@ local function one_line(text, limit)
   return flat
 end
 
+--- The suffix of a message's heading: its entry id (one line, as every name a session wrote).
 local function where(entry_id, edited)
-  return (edited and " · ✎ edited in context" or "") .. (entry_id and ("  `" .. entry_id .. "`") or "")
+  return (edited and " · ✎ edited in context" or "") .. (entry_id and ("  `" .. util.one_line(entry_id) .. "`") or "")
 end
 
 local function call_target(arguments)
@@ -128,7 +129,7 @@ function Builder:assistant_block(block)
     end)
   elseif block.type == "toolCall" then
     self:blank()
-    self:folded(("▸ **→ %s**(%s)"):format(block.name or "?", call_target(block.arguments)), function()
+    self:folded(("▸ **→ %s**(%s)"):format(util.one_line(block.name or "?"), call_target(block.arguments)), function()
       self:fenced(encode(block.arguments), "json")
     end)
   end
@@ -138,7 +139,7 @@ function Builder:tool_result(message, entry_id, edited)
   local text = content_text(message.content, "[image]")
   local mark = message.isError and "✗" or "✓"
   self:blank()
-  local line = ("▸ %s %s: %s"):format(mark, message.toolName or "tool", one_line(text))
+  local line = ("▸ %s %s: %s"):format(mark, util.one_line(message.toolName or "tool"), one_line(text))
   self:folded(line .. where(entry_id, edited), function()
     self:fenced(text)
   end)
@@ -202,14 +203,15 @@ function Builder:message(message, entry_id, edited)
     self:user_content(message.content)
   elseif role == "assistant" then
     self:blank()
-    local model = message.model and (" · " .. message.model) or ""
+    local model = message.model and (" · " .. util.one_line(message.model)) or ""
     self:add("## pi" .. model .. where(entry_id, edited))
     for _, block in ipairs(message.content or {}) do
       self:assistant_block(block)
     end
     if message.stopReason == "error" or message.stopReason == "aborted" then
       self:blank()
-      self:add(("_(%s%s)_"):format(message.stopReason, message.errorMessage and (": " .. message.errorMessage) or ""))
+      local reason = message.errorMessage and (": " .. util.one_line(message.errorMessage)) or ""
+      self:add(("_(%s%s)_"):format(message.stopReason, reason))
     end
   elseif role == "toolResult" then
     self:tool_result(message, entry_id, edited)
@@ -233,7 +235,7 @@ function Builder:message(message, entry_id, edited)
     end)
   elseif role == "custom" then
     self:blank()
-    self:add("## " .. (message.customType or "custom") .. where(entry_id, edited))
+    self:add("## " .. util.one_line(message.customType or "custom") .. where(entry_id, edited))
     self:add("")
     self:add(content_text(message.content, "[image]"))
   end
@@ -243,7 +245,8 @@ end
 function Builder:removed(mark)
   self:blank()
   self.entries[#self.entries + 1] = { line = #self.lines + 1, id = mark.targetId, role = mark.role, removed = true }
-  self:add(("## ~~%s~~ removed from the context · %s tokens  `%s`"):format(mark.role, util.thousands(mark.tokensBefore), mark.targetId))
+  local role = util.one_line(mark.role)
+  self:add(("## ~~%s~~ removed from the context · %s tokens%s"):format(role, util.thousands(mark.tokensBefore), where(mark.targetId)))
   self:add("")
   self:add("_" .. one_line(mark.original or "") .. "_")
 end
