@@ -403,10 +403,11 @@ def test_context_edits_from_the_context_buffer_and_the_chat(workspace: Path, fak
 def test_context_edits_take_the_message_under_the_cursor(workspace: Path, fake: FakeAnthropic,
                                                         tmp_path: Path) -> None:
     """`dd` in :PiContext on a message whose entry id held a backtick or a line break removed
-    the message before it: the heading's id was read back from the text, and did not match."""
+    the message before it: the heading's id was read back from the text, and did not match.
+    Its note and `cc`'s question had the id's line break, `cc` a NUL of the text (vim.fn.input)."""
     fake.script()
     ids = crafted_session(workspace / ".pi" / "sessions" / "ids.jsonl",
-                          ["first", "second", "third", "fourth"],
+                          ["first", "second\0", "third", "fourth"],
                           ["victim", "ok", "x `victim`", "y\n`victim`"])
     run_script("context_ids_spec.lua", workspace, fake, tmp_path, PI_LSP_IDS=str(ids))
     assert fake.message_requests() == []

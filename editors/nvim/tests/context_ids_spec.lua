@@ -1,5 +1,6 @@
 -- `dd` in the :PiContext buffer removes the message under the cursor whatever its entry id holds
--- (PI_LSP_IDS: a session whose ids hold a backtick and a line break, each naming another).
+-- (PI_LSP_IDS: a session whose ids hold a backtick and a line break, each naming another, and
+-- whose second message holds NUL).
 local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/helpers.lua")
 H.setup()
 
@@ -33,6 +34,25 @@ for _, case in ipairs(cases) do
   H.wait(function()
     return H.contains(preview, heading)
   end, "the preview did not follow", preview)
+  H.check(H.said(("removed %s from the context"):format(targets[#targets]:gsub("\n", " "))), "said on one line: " .. vim.inspect(H.messages))
 end
+
+-- `cc` asks through vim.ui.input, whose default one hands the prompt to vim.fn.input: one line.
+vim.api.nvim_win_set_cursor(0, { H.line_of(preview, "## ~~assistant~~"), 0 })
+table.insert(H.inputs, false)
+H.keys("cc")
+H.wait(function()
+  return #H.inputs == 0
+end, "cc did not ask")
+H.check(H.asked.prompt == "What the model sees instead of y `victim`: ", "the question: " .. vim.inspect(H.asked))
+
+-- A text holding NUL is not offered to edit (vim.fn.input would take it for a Blob).
+vim.api.nvim_win_set_cursor(0, { H.line_of(preview, "second"), 0 })
+table.insert(H.inputs, false)
+H.keys("cc")
+H.wait(function()
+  return #H.inputs == 0
+end, "cc did not ask")
+H.check(H.asked.prompt == "What the model sees instead of ok: " and H.asked.default == "", "starts empty: " .. vim.inspect(H.asked))
 
 H.finish()

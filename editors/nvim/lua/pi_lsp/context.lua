@@ -50,8 +50,11 @@ local function replace(uri, entry_id, done)
     local page = (result.pages or {})[1] or {}
     local item = (page.messages or {})[1] or {}
     local current = render.content_text((item.message or {}).content)
-    local default = (#current <= PREFILL_CHARS and not current:find("\n")) and current or ""
-    vim.ui.input({ prompt = ("What the model sees instead of %s: "):format(entry_id), default = default }, function(text)
+    -- Not one line, or holding NUL (vim.fn.input takes it for a Blob): start empty.
+    local default = (#current <= PREFILL_CHARS and not current:find("[%z\n]")) and current or ""
+    -- One line: vim.ui.input hands the prompt to vim.fn.input, which takes NUL for a Blob.
+    local prompt = ("What the model sees instead of %s: "):format(util.one_line(entry_id))
+    vim.ui.input({ prompt = prompt, default = default }, function(text)
       if text ~= nil then
         client.run("pi.editContext", { uri = uri, targetId = entry_id, replacement = { content = text } }, done, root)
       end
@@ -65,7 +68,7 @@ end
 function M.edit(uri, entry_id, action, done)
   local function written(result)
     local said = { remove = "removed %s from the context", replace = "replaced %s in the context", undo = "undid the context edit of %s" }
-    util.notify(said[action]:format(entry_id))
+    util.notify(said[action]:format(util.one_line(entry_id)))
     if done then
       done(result)
     end
