@@ -238,8 +238,8 @@ def test_chat_of_a_huge_session_stays_within_its_budget(workspace: Path, fake: F
 def odd_session(path: Path) -> Path:
     """A session at `path` whose tool call and result hold what a session or a tool may: NUL,
     a label (id holding NUL) of an entry not in the file, which :PiCheck reports, a label
-    holding NUL, longer than a tree window is wide, and ids, a model, tool name, error and
-    custom type holding line breaks."""
+    holding NUL, longer than a tree window is wide, ids, a model, tool name, error and custom
+    type holding line breaks, and a name holding NUL."""
     usage = {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2,
              "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}
     calls = [{"type": "toolCall", "id": "c1", "name": "bash",
@@ -273,7 +273,9 @@ def odd_session(path: Path) -> Path:
                   "content": "noted", "display": True, "timestamp": "2026-12-01T00:00:02.000Z"})
     lines.append({"type": "label", "id": "l\0x", "parentId": "c\n1", "targetId": "gone",
                   "label": "x", "timestamp": "2026-12-01T00:00:02.000Z"})
-    lines.append({"type": "label", "id": "l2", "parentId": "l\0x", "targetId": "u1",
+    lines.append({"type": "session_info", "id": "n1", "parentId": "l\0x", "name": "odd\0name",
+                  "timestamp": "2026-12-01T00:00:03.000Z"})
+    lines.append({"type": "label", "id": "l2", "parentId": "n1", "targetId": "u1",
                   "label": "x\0y" + " long" * 20, "timestamp": "2026-12-01T00:00:03.000Z"})
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     return path
@@ -286,7 +288,7 @@ def test_session_text_as_written_is_drawn(workspace: Path, fake: FakeAnthropic,
     :PiCheck of an entry id holding NUL failed in setqflist the same way, and :PiTree of a long
     row whose id or label held NUL in strdisplaywidth (the tree was never drawn), and its `l` in
     vim.fn.input. The chat split a model name, tool name, custom type, error or id holding a line
-    break over lines."""
+    break over lines. :PiRename offered a name holding NUL to vim.fn.input."""
     fake.script()
     odd = odd_session(workspace / ".pi" / "sessions" / "odd.jsonl")
     run_script("session_text_spec.lua", workspace, fake, tmp_path, PI_LSP_ODD=str(odd))

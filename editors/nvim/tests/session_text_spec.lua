@@ -1,6 +1,6 @@
 -- What a session file or a tool wrote, shown as it may be (PI_LSP_ODD: a session whose tool
--- call and result hold NUL, labels whose id or text does, names and ids holding line breaks): the
--- chat, :PiCheck and the tree show it, every line kept on one line.
+-- call and result hold NUL, labels whose id or text does, names and ids holding line breaks, a
+-- name holding NUL): the chat, :PiCheck, the tree and :PiRename show it, each on one line.
 local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/helpers.lua")
 H.setup()
 
@@ -41,5 +41,13 @@ for _, row in ipairs({ " u1 user: ", "* l x label: " }) do
   H.keys("l")
   H.check(not (H.asked.prompt .. H.asked.default):find("%z"), "no NUL in the question: " .. vim.inspect(H.asked))
 end
+
+-- :PiRename offers the name as it is shown: one line, no NUL (vim.fn.input's default).
+table.insert(H.inputs, false)
+vim.cmd("PiRename")
+H.wait(function()
+  return #H.inputs == 0
+end, ":PiRename did not ask")
+H.check(H.asked.default == "odd name", "the name offered: " .. vim.inspect(H.asked))
 
 H.finish()

@@ -123,7 +123,8 @@ function M.rename(arg)
     if arg and arg ~= "" then
       return rename(uri, arg)
     end
-    vim.ui.input({ prompt = "Name of the session: ", default = current_name(uri) or "" }, function(name)
+    -- One line: vim.ui.input hands the default to vim.fn.input, which takes NUL for a Blob.
+    vim.ui.input({ prompt = "Name of the session: ", default = util.one_line(current_name(uri) or "") }, function(name)
       if name ~= nil then
         rename(uri, name)
       end
