@@ -193,6 +193,21 @@ def test_the_preview_maps_its_headings_to_their_entries(tmp_path: Path) -> None:
         "## 2. user · 2 tokens · `` x `victim` ``"]
 
 
+def test_a_lone_carriage_return_moves_no_heading(tmp_path: Path) -> None:
+    """A message with lone CRs (a progress bar's output) put every later heading as many lines
+    off in VS Code, which counts a CR as a line break, and its lenses over other messages."""
+    tree = write_session(tmp_path / "s.jsonl", [
+        msg("aaaaaaaa", None, "progress 10%\rprogress 50%\r\ndone\r"),
+        msg("bbbbbbbb", "aaaaaaaa", "next")])
+    layer = build_layer(tree, tree.leaf_id, "agent")
+    markdown = render_markdown(layer.leaf_id, "agent", [(0, layer.rows)], len(layer.heads),
+                               layer.total_tokens, 1000, "off", None, layer.edits)
+    lines = re.split("\r\n|\r|\n", markdown.text)  # as VS Code counts lines
+    assert [lines[h.line] for h in markdown.headings] == [
+        "## 1. user · 8 tokens · `aaaaaaaa`", "## 2. user · 1 tokens · `bbbbbbbb`"]
+    assert markdown.text.split("\n") == lines  # as Neovim counts them
+
+
 def test_system_rows_show_their_sections_and_tools(tmp_path: Path) -> None:
     system = {"role": "system", "content": "", "sections": {"preamble": "be brief",
                                                              "cwd": None},

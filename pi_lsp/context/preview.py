@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import msgspec
 
 from pi_lsp.context.build import build_leaf_context, context_tokens
@@ -173,6 +175,9 @@ def system_markdown(message: SystemMessage) -> str:
     return "\n".join(lines) or "_(an empty system message)_"
 
 
+_LINE_BREAK = re.compile("\r\n|\r|\n")
+
+
 class Heading(msgspec.Struct, rename="camel"):
     """Where a message of an entry is headed in a preview's Markdown (its 0-based line), so an
     editor knows the entry under its cursor without reading an id back from the text."""
@@ -209,7 +214,9 @@ def render_markdown(leaf_id: str | None, layer: str, pages: list[tuple[int, list
 
     def add(*texts: str) -> None:
         for text in texts:  # split: a message or a model's name may hold line breaks
-            lines.extend(text.split("\n"))
+            # A lone CR too: VS Code counts it as a line break and Neovim does not, so
+            # neither would find a heading on the line it was sent for past one.
+            lines.extend(_LINE_BREAK.split(text))
 
     def heading(text: str, entry_id: str | None, role: str, state: str) -> None:
         headings.append(Heading(len(lines), entry_id, role, state))
