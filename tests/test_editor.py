@@ -242,6 +242,47 @@ async def test_an_open_file_with_nothing_unsaved_is_edited_as_the_disk_has_it(
     assert path.read_text() == "LIMIT = 6\n"
 
 
+@pytest.mark.parametrize("name,disk,shown", [
+    ("bom.py", b"\xef\xbb\xbfLIMIT = 1\n", "LIMIT = 1\n"),
+    ("latin.py", b"# caf\xe9\nLIMIT = 1\n", "# caf\ufffd\nLIMIT = 1\n")])
+async def test_an_open_file_shown_as_the_editor_decodes_it_is_edited_as_the_disk_has_it(
+        pi: Pi, editor: Editor, fake: FakeAnthropic, name: str, disk: bytes, shown: str
+        ) -> None:
+    """A clean buffer of a file with a BOM (the editors drop it) or bytes that are not UTF-8
+    (U+FFFD) was taken for unsaved: after `bash` changed the file, `edit` of its old text was
+    applied to the stale buffer. Once reloaded, an edit sent the BOM into the buffer."""
+    path = pi.main / name
+    path.write_bytes(disk)
+    uri = path.as_uri()
+    pi.client.text_document_did_open(types.DidOpenTextDocumentParams(
+        text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1,
+                                             text=shown)))
+    before = len(editor.edits)
+    fake.script(
+        tool_reply([("b1", "bash", {"command": f"sed -i 's/LIMIT = 1/LIMIT = 5/' {name}"})]),
+        tool_reply([("r1", "read", {"path": name})]),
+        tool_reply([("e1", "edit", {"path": name, "oldText": "LIMIT = 1",
+                                    "newText": "LIMIT = 6"})]),
+        tool_reply([("e2", "edit", {"path": name, "oldText": "LIMIT = 5",
+                                    "newText": "LIMIT = 6"})]),
+        text_reply("done"))
+    results = tool_texts(await run_prompt(pi, await new_session(pi), "Raise it"))
+    assert results["r1"].endswith("LIMIT = 5\n")
+    assert results["e1"].startswith("Could not find the exact text")
+    assert results["e2"] == "Successfully replaced 1 block(s) in " + name + "."
+    assert path.read_bytes() == disk.replace(b"\xe9", "\ufffd".encode()).replace(b"1", b"6")
+    assert len(editor.edits) == before
+
+    pi.client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+        content_changes=[types.TextDocumentContentChangeWholeDocument(
+            text=shown.replace("1", "6"))]))
+    fake.script(tool_reply([("e3", "edit", {"path": name, "oldText": "LIMIT = 6",
+                                            "newText": "LIMIT = 7"})]), text_reply("done"))
+    await run_prompt(pi, await new_session(pi), "Again")
+    assert editor.edits[before]["edit"]["documentChanges"][0]["edits"][0]["newText"] == "7"
+
+
 async def test_selection_file_and_mentions_reach_the_model(pi: Pi, fake: FakeAnthropic) -> None:
     code = pi.main / "orders.py"
     code.write_text("def a():\n    pass\n\ndef b():\n    return 2\n")

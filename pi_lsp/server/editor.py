@@ -22,7 +22,9 @@ from pi_lsp.agent.access import inside, secret_reason
 from pi_lsp.agent.approval import ApprovalRequest, Approver
 from pi_lsp.agent.attachments import Attachment, Range, lines_of, mentions, render
 from pi_lsp.agent.feedback import FileProblems, Problem, problems_message
+from pi_lsp.agent.splice import BOM
 from pi_lsp.agent.tools import DISK, ToolError, well_formed
+from pi_lsp.jsonfile import BOM as UTF8_BOM
 from pi_lsp.paths import real_path
 from pi_lsp.regular import read_regular
 from pi_lsp.server.protocol import ContextArg, PromptArgs
@@ -80,7 +82,7 @@ class EditorFiles:
 
     def synced(self, uri: str) -> None:
         """The client opened or changed the document: its text is the truth again, unsaved
-        when it differs from the disk's (an editor's reload of a changed file is no edit)."""
+        when it is not the disk's as the editor shows it (an editor's reload is no edit)."""
         self.applied.pop(uri, None)
         document = self.server.workspace.text_documents.get(uri)
         path = to_fs_path(uri) if uri.startswith("file:") else None
@@ -141,6 +143,7 @@ class EditorFiles:
         if document is None or not self.can_edit() or self.stale(document, path):
             await DISK.write_text(path, text)
             return
+        text = in_buffer(text, document.source, path)
         # Only the changed span, so the editor's cursor, marks and undo stay where they were.
         edit = types.TextDocumentEdit(
             text_document=types.OptionalVersionedTextDocumentIdentifier(
@@ -169,11 +172,32 @@ class EditorFiles:
 
 
 def same_as_disk(text: str, path: Path) -> bool:
+    """Whether an editor that read the file as UTF-8 shows `text`: VS Code and Neovim drop its
+    BOM (and write it back on save), and show a byte that is not UTF-8 as U+FFFD."""
     try:
         content = text.encode()
-        return os.stat(path).st_size == len(content) and read_regular(path) == content
+        # Only a text with U+FFFD can differ in size from its bytes: typing in any other is
+        # no read of its file.
+        if "\ufffd" not in text and os.stat(path).st_size - len(content) not in (0, len(UTF8_BOM)):
+            return False
+        data = read_regular(path)
     except (OSError, UnicodeEncodeError):
         return False
+    if data.startswith(UTF8_BOM) and not text.startswith(BOM):
+        data = data[len(UTF8_BOM):]
+    return data == content or ("\ufffd" in text and data.decode("utf-8", "replace") == text)
+
+
+def in_buffer(text: str, buffer: str, path: Path) -> str:
+    """`text`, read from the disk, as a buffer shows it: less the BOM its file starts with, which
+    the editor writes back on save (in the buffer it would be a second one)."""
+    if not text.startswith(BOM) or buffer.startswith(BOM):
+        return text
+    try:
+        on_disk = read_regular(path, len(UTF8_BOM)) == UTF8_BOM
+    except OSError:
+        on_disk = False
+    return text[len(BOM):] if on_disk else text
 
 
 def smallest_edit(old: str, new: str, units: Callable[[str], int] = len) -> types.TextEdit:
