@@ -5,16 +5,22 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 import pytest_lsp
 from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.workspace import TextDocument
 from pytest_lsp import LanguageClient, client_capabilities
 
 from pi_lsp.agent.feedback import FEEDBACK_ROUNDS
 from pi_lsp.agent.harness import Harness
 from pi_lsp.providers.anthropic import AnthropicProvider
+from pi_lsp.regular import read_regular
+from pi_lsp.server import editor as editor_module
+from pi_lsp.server.editor import EditorFiles
 from pi_lsp.session.tree import SessionTree
 from tests.fake_anthropic import FakeAnthropic, text_reply, tool_reply
 from tests.test_server import (
@@ -281,6 +287,33 @@ async def test_an_open_file_shown_as_the_editor_decodes_it_is_edited_as_the_disk
                                             "newText": "LIMIT = 7"})]), text_reply("done"))
     await run_prompt(pi, await new_session(pi), "Again")
     assert editor.edits[before]["edit"]["documentChanges"][0]["edits"][0]["newText"] == "7"
+
+
+async def test_open_files_are_compared_with_the_disk_again_only_when_their_file_changes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every `read` and snapshot read each clean open file whole to see it was not stale: 10
+    clean 20 MB files cost 750 ms a call, on the event loop. A stat now, until the file changes."""
+    path = tmp_path / "big.py"
+    path.write_text(DISK_TEXT)
+    document = TextDocument(path.as_uri(), DISK_TEXT, version=1)
+    files = EditorFiles(cast(LanguageServer, SimpleNamespace(
+        workspace=SimpleNamespace(text_documents={document.uri: document}))))
+    files.synced(document.uri)
+    reads: list[Path] = []
+
+    def counted(path: Path, limit: int = -1) -> bytes:
+        reads.append(path)
+        return read_regular(path, limit)
+    monkeypatch.setattr(editor_module, "read_regular", counted)
+    # Written just now, it may change again within its timestamps' tick: compared each time.
+    assert files.open_texts() == files.open_texts() == {path: None}
+    assert reads == [path] * 2
+    monkeypatch.setattr(editor_module, "SETTLED_NS", -1 << 62)  # as if written long ago
+    assert [files.open_texts() for _ in range(3)] == [{path: None}] * 3
+    assert reads == [path] * 3
+    path.write_text("LIMIT = 5\n")  # as `bash` changes it
+    assert files.open_texts() == files.open_texts() == {}
+    assert reads == [path] * 4
 
 
 async def test_selection_file_and_mentions_reach_the_model(pi: Pi, fake: FakeAnthropic) -> None:

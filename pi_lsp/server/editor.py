@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from pi_lsp.agent.access import inside, secret_reason
 from pi_lsp.agent.approval import ApprovalRequest, Approver
 from pi_lsp.agent.attachments import Attachment, Range, lines_of, mentions, render
 from pi_lsp.agent.feedback import FileProblems, Problem, problems_message
+from pi_lsp.agent.skills import SETTLED_NS
 from pi_lsp.agent.splice import BOM
 from pi_lsp.agent.tools import DISK, ToolError, well_formed
 from pi_lsp.jsonfile import BOM as UTF8_BOM
@@ -68,6 +70,9 @@ class EditorFiles:
         # Documents whose text differs from the disk's, as the client last sent it. The others
         # show the disk, which a turn's `bash` may change under them.
         self.unsaved: set[str] = set()
+        # Whether each document showed its file, by the file's stat then: `read` and every
+        # snapshot ask of all of them (10 clean 20 MB files were read whole at each: 750 ms).
+        self.compared: dict[str, tuple[tuple[int, ...], bool]] = {}
 
     def document(self, path: Path) -> TextDocument | None:
         documents: dict[str, TextDocument] = self.server.workspace.text_documents
@@ -84,9 +89,10 @@ class EditorFiles:
         """The client opened or changed the document: its text is the truth again, unsaved
         when it is not the disk's as the editor shows it (an editor's reload is no edit)."""
         self.applied.pop(uri, None)
+        self.compared.pop(uri, None)
         document = self.server.workspace.text_documents.get(uri)
         path = to_fs_path(uri) if uri.startswith("file:") else None
-        if document is None or path is None or not same_as_disk(document.source, Path(path)):
+        if document is None or path is None or not self.shows_disk(document, Path(path)):
             self.unsaved.add(uri)
         else:
             self.unsaved.discard(uri)
@@ -94,6 +100,7 @@ class EditorFiles:
     def forget(self, uri: str) -> None:
         """The client saved or closed the document: the disk has its text."""
         self.applied.pop(uri, None)
+        self.compared.pop(uri, None)
         self.unsaved.discard(uri)
 
     def open_texts(self) -> dict[Path, str | None]:
@@ -123,7 +130,25 @@ class EditorFiles:
 
     def stale(self, document: TextDocument, path: Path) -> bool:
         """Whether the document has nothing unsaved but no longer shows the disk's text."""
-        return self.unsaved_text(document) is None and not same_as_disk(document.source, path)
+        return self.unsaved_text(document) is None and not self.shows_disk(document, path)
+
+    def shows_disk(self, document: TextDocument, path: Path) -> bool:
+        """Whether the document's text is its file's, compared again only when the file's stat
+        changed (the text changes only at `synced`)."""
+        try:
+            info = os.stat(path)  # before the read: a change after it makes another stat
+        except OSError:
+            return False
+        key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        known = self.compared.get(document.uri)
+        if known is not None and known[0] == key:
+            return known[1]
+        same = same_as_disk(document.source, path)
+        # A file changed within its timestamps' granularity may change again keeping its stat
+        # (git's "racily clean" files): that one is compared again at each look.
+        if time.time_ns() - max(info.st_mtime_ns, info.st_ctime_ns) > SETTLED_NS:
+            self.compared[document.uri] = (key, same)
+        return same
 
     def can_edit(self) -> bool:
         workspace = self.server.client_capabilities.workspace
