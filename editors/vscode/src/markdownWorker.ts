@@ -18,6 +18,21 @@ export interface Rendered {
   ms: number;
 }
 
+/** The clock the time limit runs on (tests move their own). */
+export interface Clock {
+  now(): number;
+  /** Calls `fn` in `ms`; returns what cancels that. */
+  after(ms: number, fn: () => void): () => void;
+}
+
+const REAL_CLOCK: Clock = {
+  now: () => performance.now(),
+  after: (ms, fn) => {
+    const timer = setTimeout(fn, ms);
+    return () => clearTimeout(timer);
+  },
+};
+
 export class MarkdownWorker {
   private worker: Worker | undefined;
   /** The texts asked for, in order: the worker parses one at a time. */
@@ -26,7 +41,11 @@ export class MarkdownWorker {
   alive = false;
   private disposed = false;
 
-  constructor(private readonly limitMs = MARKDOWN_TIME_LIMIT_MS, private readonly script = WORKER_SCRIPT) {}
+  constructor(
+    private readonly limitMs = MARKDOWN_TIME_LIMIT_MS,
+    private readonly script = WORKER_SCRIPT,
+    private readonly clock = REAL_CLOCK,
+  ) {}
 
   /** `text` as marked renders it, with the time marked took over it alone (not its wait in the queue). */
   render(text: string): Promise<Rendered> {
@@ -45,18 +64,18 @@ export class MarkdownWorker {
     if (this.disposed) return Promise.resolve({ html: undefined, ms: 0 });
     const worker = this.worker ??= this.spawn();
     return new Promise((resolve) => {
-      const posted = performance.now();
+      const posted = this.clock.now();
       const done = (rendered: Rendered) => {
-        clearTimeout(timer);
+        cancel();
         worker.off("message", done).off("exit", failed);
         resolve(rendered);
       };
       // The worker cannot report the time it took on a text it did not finish: charge the time since it was posted.
-      const failed = () => done({ html: undefined, ms: performance.now() - posted });
-      const timer = setTimeout(() => {
+      const failed = () => done({ html: undefined, ms: this.clock.now() - posted });
+      const cancel = this.clock.after(this.limitMs, () => {
         this.stop();
         failed();
-      }, this.limitMs);
+      });
       worker.on("message", done).on("exit", failed);
       worker.postMessage(text);
     });

@@ -355,22 +355,56 @@ test("a text marked takes half a minute over is shown as plain text, the extensi
   }
 });
 
+/** A clock for MarkdownWorker that moves only when told: a time limit runs out when the test says, never by a race. */
+function manualClock() {
+  let now = 0;
+  const timers = new Set();
+  let onArmed = () => undefined;
+  return {
+    now: () => now,
+    after(ms, fn) {
+      const timer = { at: now + ms, fn };
+      timers.add(timer);
+      onArmed();
+      return () => timers.delete(timer);
+    },
+    /** Resolves once a time limit is running. */
+    armed: () => new Promise((resolve) => (timers.size ? resolve() : (onArmed = resolve))),
+    advance(ms) {
+      now += ms;
+      for (const timer of [...timers]) if (timer.at <= now) timers.delete(timer), timer.fn();
+    },
+  };
+}
+
+/** A worker thread script written to the workspace; its path. */
+function threadScript(name, source) {
+  const script = path.join(ws.folder, name);
+  fs.writeFileSync(script, 'const { parentPort } = require("node:worker_threads");\n' + source);
+  return script;
+}
+
 test("Markdown from the worker is marked's own; past its time limit, or when it dies, the text is plain", async () => {
   // Before, there was no worker and no time limit: what marked took, the extension host waited.
   const samples = ["# title\n\n**bold** `code` [ok](https://example.org)", "- a\n- b\n\n```js\nx < 1\n```", "<script>x</script>", "| a | b |\n|---|---|\n| 1 | 2 |"];
-  const worker = new ext.MarkdownWorker(200);
+  const clock = manualClock();
+  const worker = new ext.MarkdownWorker(200, undefined, clock);
   try {
     for (const text of samples) assert.equal((await worker.render(text)).html, ext.markdown(text), "as marked renders it on the host");
-    const crafted = "*a_".repeat(16_666);
-    assert.equal((await worker.render(crafted)).html, undefined, "no HTML past the limit");
-    assert.equal(await ext.budgetedMarkdown(ext.RENDER_BUDGET_MS, worker)(crafted), `<pre>${crafted}</pre>`);
+    const crafted = "*a_".repeat(16_666); // 28 s in marked: the 200 ms it is given run out first
+    const rendered = worker.render(crafted);
+    await clock.armed();
+    clock.advance(200);
+    assert.deepEqual(await rendered, { html: undefined, ms: 200 }, "no HTML past the limit, and the limit's time spent");
+    const budgeted = ext.budgetedMarkdown(ext.RENDER_BUDGET_MS, worker)(crafted);
+    await clock.armed();
+    clock.advance(200);
+    assert.equal(await budgeted, `<pre>${crafted}</pre>`);
     assert.equal((await worker.render(samples[0])).html, ext.markdown(samples[0]), "a new worker took its place");
   } finally {
     worker.dispose();
   }
-  const script = path.join(ws.folder, "crashing-worker.js");
-  fs.writeFileSync(script, 'require("node:worker_threads").parentPort.on("message", () => process.exit(3));\n');
-  const crashing = new ext.MarkdownWorker(undefined, script);
+  const crashing = new ext.MarkdownWorker(undefined, threadScript("crashing-worker.js", 'parentPort.on("message", () => process.exit(3));\n'));
   try {
     assert.equal(await ext.budgetedMarkdown(ext.RENDER_BUDGET_MS, crashing)("**b**"), "<pre>**b**</pre>", "a worker that died: plain text");
   } finally {
@@ -381,10 +415,10 @@ test("Markdown from the worker is marked's own; past its time limit, or when it 
 test("the Markdown budgets count the time marked took over the chat's own texts, as the worker reports it", async () => {
   // Before, they timed the wait for the worker on the host, which counted the worker's start-up
   // and the texts of other chats queued ahead: the times below took no time at all, and counted none.
-  const script = path.join(ws.folder, "timed-worker.js");
-  fs.writeFileSync(script, 'const { parentPort } = require("node:worker_threads");\n' +
+  const script = threadScript("timed-worker.js",
     'parentPort.on("message", (text) => text === "hang" || parentPort.postMessage({ html: `<p>${text}</p>`, ms: parseInt(text) }));\n');
-  const worker = new ext.MarkdownWorker(100, script);
+  const clock = manualClock();
+  const worker = new ext.MarkdownWorker(100, script, clock);
   try {
     const chat = ext.budgetedMarkdown(300, worker);
     assert.deepEqual([await chat("250 ms"), await chat("60 ms"), await chat("1 ms")], ["<p>250 ms</p>", "<p>60 ms</p>", "<pre>1 ms</pre>"]);
@@ -392,7 +426,10 @@ test("the Markdown budgets count the time marked took over the chat's own texts,
     assert.deepEqual([await stream("49 ms"), await stream("50 ms"), await stream("1 ms")], ["<p>49 ms</p>", "<p>50 ms</p>", "<pre>1 ms</pre>"]);
     // A text past the time limit reports nothing: the time it was given counts.
     const hung = ext.budgetedMarkdown(50, worker);
-    assert.deepEqual([await hung("hang"), await hung("1 ms")], ["<pre>hang</pre>", "<pre>1 ms</pre>"]);
+    const hang = hung("hang");
+    await clock.armed();
+    clock.advance(100);
+    assert.deepEqual([await hang, await hung("1 ms")], ["<pre>hang</pre>", "<pre>1 ms</pre>"]);
   } finally {
     worker.dispose();
   }
