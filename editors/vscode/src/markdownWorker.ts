@@ -12,6 +12,9 @@ export const WORKER_SCRIPT = path.join(__dirname, "markdownThread.js");
 // (`*a` repeated, 49,999 characters) takes it 0.6 s, up to 1.2 s on a busy machine.
 export const MARKDOWN_TIME_LIMIT_MS = 2_000;
 
+/** What the thread posts once marked is loaded and warm, before it answers any text. */
+export const THREAD_READY = "ready";
+
 /** A text's HTML (undefined when marked took past the limit or the worker died) and the ms spent on it. */
 export interface Rendered {
   html: string | undefined;
@@ -33,8 +36,14 @@ const REAL_CLOCK: Clock = {
   },
 };
 
+/** A worker thread, and when it is ready for texts. */
+interface Thread {
+  worker: Worker;
+  ready: Promise<void>;
+}
+
 export class MarkdownWorker {
-  private worker: Worker | undefined;
+  private thread: Thread | undefined;
   /** The texts asked for, in order: the worker parses one at a time. */
   private queue: Promise<unknown> = Promise.resolve();
   /** Whether a worker thread is running (tests wait for it to end). */
@@ -62,39 +71,62 @@ export class MarkdownWorker {
   private parse(text: string): Promise<Rendered> {
     // A chat's render still queued when the extension ends must not start a worker again.
     if (this.disposed) return Promise.resolve({ html: undefined, ms: 0 });
-    const worker = this.worker ??= this.spawn();
+    const { worker, ready } = this.thread ??= this.spawn();
     return new Promise((resolve) => {
-      const posted = this.clock.now();
+      let started: number | undefined;
+      let cancel = (): void => undefined;
+      let settled = false;
+      const answer = (message: Rendered | typeof THREAD_READY) => message === THREAD_READY || done(message);
       const done = (rendered: Rendered) => {
+        settled = true;
         cancel();
-        worker.off("message", done).off("exit", failed);
+        worker.off("message", answer).off("exit", failed);
         resolve(rendered);
       };
-      // The worker cannot report the time it took on a text it did not finish: charge the time since it was posted.
-      const failed = () => done({ html: undefined, ms: this.clock.now() - posted });
-      const cancel = this.clock.after(this.limitMs, () => {
-        this.stop();
-        failed();
+      // The worker cannot report the time it took on a text it did not finish: charge the time since it was ready for it.
+      const failed = () => done({ html: undefined, ms: started === undefined ? 0 : this.clock.now() - started });
+      // The limit runs once the thread is ready: its start-up (0.2 s, over 2 s on a busy machine)
+      // is not marked's time over this text, and drew a chat's first text plain.
+      void ready.then(() => {
+        if (settled) return;
+        started = this.clock.now();
+        cancel = this.clock.after(this.limitMs, () => {
+          this.stop();
+          failed();
+        });
       });
-      worker.on("message", done).on("exit", failed);
+      worker.on("message", answer).on("exit", failed);
       worker.postMessage(text);
     });
   }
 
   private stop(): void {
-    void this.worker?.terminate();
-    this.worker = undefined;
+    void this.thread?.worker.terminate();
+    this.thread = undefined;
   }
 
-  private spawn(): Worker {
+  private spawn(): Thread {
     const worker = new Worker(this.script);
     worker.unref(); // the host's exit never waits for it
     worker.on("error", () => undefined); // a crash: its exit answers the text it was parsing
+    const thread = { worker, ready: readiness(worker) };
     worker.on("exit", () => {
-      if (this.worker === worker) this.worker = undefined;
-      this.alive = this.worker !== undefined;
+      if (this.thread === thread) this.thread = undefined;
+      this.alive = this.thread !== undefined;
     });
     this.alive = true;
-    return worker;
+    return thread;
   }
+}
+
+/** Resolves when `worker` posts THREAD_READY. */
+function readiness(worker: Worker): Promise<void> {
+  return new Promise((resolve) => {
+    const ready = (message: unknown) => {
+      if (message !== THREAD_READY) return;
+      worker.off("message", ready);
+      resolve();
+    };
+    worker.on("message", ready);
+  });
 }

@@ -8,6 +8,8 @@ const { test } = require("node:test");
 const assert = require("node:assert/strict");
 const cp = require("node:child_process");
 const fs = require("node:fs");
+const net = require("node:net");
+const { once } = require("node:events");
 const path = require("node:path");
 const vscode = require("vscode");
 const ext = require("../out/extension.js");
@@ -415,7 +417,7 @@ test("Markdown from the worker is marked's own; past its time limit, or when it 
 test("the Markdown budgets count the time marked took over the chat's own texts, as the worker reports it", async () => {
   // Before, they timed the wait for the worker on the host, which counted the worker's start-up
   // and the texts of other chats queued ahead: the times below took no time at all, and counted none.
-  const script = threadScript("timed-worker.js",
+  const script = threadScript("timed-worker.js", 'parentPort.postMessage("ready");\n' +
     'parentPort.on("message", (text) => text === "hang" || parentPort.postMessage({ html: `<p>${text}</p>`, ms: parseInt(text) }));\n');
   const clock = manualClock();
   const worker = new ext.MarkdownWorker(100, script, clock);
@@ -432,6 +434,29 @@ test("the Markdown budgets count the time marked took over the chat's own texts,
     assert.deepEqual([await hang, await hung("1 ms")], ["<pre>hang</pre>", "<pre>1 ms</pre>"]);
   } finally {
     worker.dispose();
+  }
+});
+
+test("a worker's start-up does not count against its first text's time limit", async () => {
+  // Before, the limit ran from when the text was posted, start-up included: 0.2 s for a thread
+  // to load marked, over 2 s on a busy machine, and a chat's first text was drawn plain.
+  const server = net.createServer();
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  // The thread is ready once the test ends its connection: it starts for as long as the test says.
+  const script = threadScript("slow-start-worker.js", `require("node:net").connect(${server.address().port}, "127.0.0.1").on("end", () => {\n` +
+    '  parentPort.postMessage("ready");\n  parentPort.on("message", (text) => parentPort.postMessage({ html: `<p>${text}</p>`, ms: 1 }));\n});\n');
+  const clock = manualClock();
+  const worker = new ext.MarkdownWorker(100, script, clock);
+  try {
+    const connected = once(server, "connection");
+    const rendered = worker.render("first");
+    const [socket] = await connected;
+    clock.advance(1_000);
+    socket.end();
+    assert.deepEqual(await rendered, { html: "<p>first</p>", ms: 1 });
+  } finally {
+    worker.dispose();
+    server.close();
   }
 });
 
