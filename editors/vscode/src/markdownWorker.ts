@@ -53,7 +53,8 @@ export class MarkdownWorker {
   constructor(
     private readonly limitMs = MARKDOWN_TIME_LIMIT_MS,
     private readonly script = WORKER_SCRIPT,
-    private readonly clock = REAL_CLOCK,
+    /** The clock its time limit runs on: tests give the chats' shared worker one of their own. */
+    public clock = REAL_CLOCK,
   ) {}
 
   /** `text` as marked renders it, with the time marked took over it alone (not its wait in the queue). */

@@ -55,6 +55,19 @@ async function userSession(id, texts) {
   return sessionUri;
 }
 
+/** Runs `body` with the chats' Markdown worker giving each text all the time marked takes: its real
+ * 2 s limit cuts off marked's slow texts these tests show as Markdown once a busy machine is slow. */
+async function withoutTimeLimit(body) {
+  const { markdown } = api.chats;
+  const real = markdown.clock;
+  markdown.clock = { now: real.now, after: () => () => undefined };
+  try {
+    return await body();
+  } finally {
+    markdown.clock = real;
+  }
+}
+
 test("the panel opens on the session's context, with model and thinking pickers", async () => {
   const reset = lastReset();
   assert.ok(reset, "the panel was filled once the webview was ready");
@@ -308,19 +321,21 @@ test("a chat of many texts slow for marked spends a bounded time in it, the newe
   // Before, MARKDOWN_LIMIT bounded each text, not the chat: 200 texts of `*a` just under it all
   // went to marked, which blocked the extension host 170 s while the chat opened.
   const mdUri = await userSession("slow-chat", Array.from({ length: 200 }, () => "*a".repeat(20_000)));
-  const md = await vscode.commands.executeCommand("piLsp.openChat", { uri: mdUri });
-  try {
-    const reset = await eventually(() => md.posted.find((m) => m.type === "reset"), "the chat to be rendered");
-    const texts = reset.blocks.filter((b) => /class="msg user"/.test(b.html));
-    assert.equal(texts.length, 200, "every message is shown");
-    assert.match(texts.at(-1).html, /<div class="text"><p><em>a<\/em>/, "the newest is Markdown");
-    assert.match(texts[0].html, /<div class="text"><pre>\*a\*a/, "the oldest is plain text");
-    // Each takes marked 0.3 s here: a budget of a few tenths of a second parses one or two.
-    const parsed = texts.filter((b) => /<em>/.test(b.html)).length;
-    assert.ok(parsed <= 20, `${parsed} texts of 40,000 characters went to marked in one render`);
-  } finally {
-    md.panel.dispose();
-  }
+  await withoutTimeLimit(async () => {
+    const md = await vscode.commands.executeCommand("piLsp.openChat", { uri: mdUri });
+    try {
+      const reset = await eventually(() => md.posted.find((m) => m.type === "reset"), "the chat to be rendered");
+      const texts = reset.blocks.filter((b) => /class="msg user"/.test(b.html));
+      assert.equal(texts.length, 200, "every message is shown");
+      assert.match(texts.at(-1).html, /<div class="text"><p><em>a<\/em>/, "the newest is Markdown");
+      assert.match(texts[0].html, /<div class="text"><pre>\*a\*a/, "the oldest is plain text");
+      // Each takes marked 0.3 s here: a budget of a few tenths of a second parses one or two.
+      const parsed = texts.filter((b) => /<em>/.test(b.html)).length;
+      assert.ok(parsed <= 20, `${parsed} texts of 40,000 characters went to marked in one render`);
+    } finally {
+      md.panel.dispose();
+    }
+  });
 });
 
 test("a block spends the Markdown budget on its reply text before its folded thinking, newest first", () => {
@@ -485,27 +500,29 @@ test("a streaming reply is drawn once per frame, not per delta, and as plain tex
   const fire = (event) => api.pi.turnEmitter.fire({ uri, turnId: "turn-stream", event });
   const delta = (text) => fire({ type: "message_update", deltas: [{ type: "text_delta", contentIndex: 0, delta: text }] });
   const upserts = (id) => panel.posted.filter((m) => m.type === "upsert" && m.id === id);
-  const before = resets();
-  fire({ type: "agent_start" });
-  fire({ type: "message_start", message: { role: "assistant", content: [] } });
-  const id = panel.transcript.blocks.at(-1).id;
-  const drawn = upserts(id).length;
-  // 40,000 characters in 200 deltas: marked takes 0.2 s over them, far more than a frame.
-  for (let i = 0; i < 200; i++) delta("*a".repeat(100));
-  const first = await eventually(() => upserts(id)[drawn], "the deltas to be drawn");
-  assert.equal(upserts(id).length, drawn + 1, "200 deltas in one frame are drawn once");
-  assert.equal(first.html.match(/<em>a<\/em>a/g).length, 10_000, "all of them");
-  assert.match(first.html, /<div class="text"><p><em>a<\/em>/, "as Markdown, at first");
-  delta("*a");
-  const next = await eventually(() => upserts(id)[drawn + 1], "the next delta to be drawn");
-  assert.ok(next.html.includes(`<div class="text"><pre>${"*a".repeat(20_001)}</pre>`), "then as plain text: the last draw took marked more than a frame");
-  fire({ type: "message_end", message: { role: "assistant", content: [{ type: "text", text: "*a".repeat(20_001) }] } });
-  // marked runs in a worker: a draw is posted when its HTML is back.
-  const end = await eventually(() => upserts(id)[drawn + 2], "the reply's end to be drawn");
-  assert.match(end.html, /<div class="text"><p><em>a<\/em>/, "the reply that ended is Markdown");
-  assert.equal(upserts(id).length, drawn + 3);
-  fire({ type: "agent_end", messages: [] });
-  await eventually(() => resets() > before, "the chat to be reloaded after the turn");
+  await withoutTimeLimit(async () => {
+    const before = resets();
+    fire({ type: "agent_start" });
+    fire({ type: "message_start", message: { role: "assistant", content: [] } });
+    const id = panel.transcript.blocks.at(-1).id;
+    const drawn = upserts(id).length;
+    // 40,000 characters in 200 deltas: marked takes 0.2 s over them, far more than a frame.
+    for (let i = 0; i < 200; i++) delta("*a".repeat(100));
+    const first = await eventually(() => upserts(id)[drawn], "the deltas to be drawn");
+    assert.equal(upserts(id).length, drawn + 1, "200 deltas in one frame are drawn once");
+    assert.equal(first.html.match(/<em>a<\/em>a/g).length, 10_000, "all of them");
+    assert.match(first.html, /<div class="text"><p><em>a<\/em>/, "as Markdown, at first");
+    delta("*a");
+    const next = await eventually(() => upserts(id)[drawn + 1], "the next delta to be drawn");
+    assert.ok(next.html.includes(`<div class="text"><pre>${"*a".repeat(20_001)}</pre>`), "then as plain text: the last draw took marked more than a frame");
+    fire({ type: "message_end", message: { role: "assistant", content: [{ type: "text", text: "*a".repeat(20_001) }] } });
+    // marked runs in a worker: a draw is posted when its HTML is back.
+    const end = await eventually(() => upserts(id)[drawn + 2], "the reply's end to be drawn");
+    assert.match(end.html, /<div class="text"><p><em>a<\/em>/, "the reply that ended is Markdown");
+    assert.equal(upserts(id).length, drawn + 3);
+    fire({ type: "agent_end", messages: [] });
+    await eventually(() => resets() > before, "the chat to be reloaded after the turn");
+  });
 });
 
 test("a long session's chat shows the context's last messages, and earlier ones on demand", async () => {
