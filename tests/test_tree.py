@@ -69,6 +69,10 @@ def msg(entry_id: str, parent: str | None, text: str = "hi",
             "message": {"role": "user", "content": text, "timestamp": 1}}
 
 
+def without(key: str, entry: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in entry.items() if k != key}
+
+
 def ids(records: list[Any]) -> list[str]:
     return [r.env.id for r in records]
 
@@ -548,6 +552,37 @@ def test_a_fork_keeps_each_labels_timestamp_in_the_order_pi_sets_them(tmp_path: 
             if e["type"] == "label"] == [
         ("cccccccc", "c again", {"odd": 1}), ("bbbbbbbb", "on b", "none"),
         ("aaaaaaaa", "a again", None)]
+
+
+def test_tree_places_id_less_entries_as_pi_s_get_tree_does(tmp_path: Path) -> None:
+    """`tree --json` left out entries with no id, which pi 1.6's getTree holds: keyed by id,
+    those of one key (none, null, 5) share the last one's node, its timestamp and children,
+    and an absent parentId names that node. Expected: pi 1.6's getTree on this file."""
+    tree = write_session(tmp_path / "s.jsonl", [
+        msg("a", None), msg("x", "a", ts="2025-01-01T10:00:02.000Z"),
+        without("id", msg("", "a", ts="2025-01-01T10:00:09.000Z")),
+        without("parentId", msg("b", "x", ts="2025-01-01T10:00:03.000Z")),
+        {**msg("", "a", ts="2025-01-01T10:00:04.000Z"), "id": 5},
+        {**msg("", "", ts="2025-01-01T10:00:05.000Z"), "id": None, "parentId": 5},
+        {"type": "custom", "customType": "note", "parentId": None,
+         "timestamp": "2025-01-01T10:00:00.500Z"}])
+    def node(entry_id: str | int | None, *children: dict[str, Any]) -> dict[str, Any]:
+        return {"id": entry_id, "label": None, "children": list(children)}
+    assert json.loads(msgspec.json.encode(nested_tree(tree))) == [
+        node("a", node(None, node("b")), node("x"), node(5, node(None))), node(None, node("b"))]
+
+
+def test_an_id_less_node_under_itself_is_shown_once(tmp_path: Path) -> None:
+    """pi 1.6's getTree loops forever when the id-less node is its own descendant (its child
+    `a` has no parentId, and one id-less entry hangs under `a`); the tree cuts it there."""
+    tree = write_session(tmp_path / "s.jsonl", [
+        without("parentId", msg("a", None)),
+        {"type": "custom", "customType": "note", "parentId": None},
+        {"type": "custom", "customType": "note", "parentId": "a"}])
+    leaf = {"id": None, "label": None, "children": []}
+    assert json.loads(msgspec.json.encode(nested_tree(tree))) == [
+        {"id": None, "label": None, "children": [
+            {"id": "a", "label": None, "children": [leaf]}]}]
 
 
 def test_session_name_is_the_latest_and_a_blank_one_clears(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from pi_lsp.session.entries import (
     CustomMessage,
     CustomMessageEntry,
     Entry,
+    Envelope,
     LabelEntry,
     LeafEntry,
     MessageEntry,
@@ -37,7 +38,7 @@ from pi_lsp.session.journal import Record
 from pi_lsp.session.jsontext import js_number, js_string, js_truthy
 from pi_lsp.session.layout import layout, shown_entry
 from pi_lsp.session.records import decode_entry
-from pi_lsp.session.tree import SessionTree
+from pi_lsp.session.tree import SessionTree, order_children
 from pi_lsp.visible import UNSAFE, printable
 
 PREVIEW_CHARS = 72
@@ -48,7 +49,7 @@ MAX_INDENT = 32
 
 
 class TreeNode(msgspec.Struct):
-    id: str
+    id: Any  # as pi's getTree gives it: null for an entry with no id
     label: Any  # as pi's getTree gives it: text, or another JSON value a label entry held
     children: list[TreeNode]
 
@@ -149,23 +150,122 @@ def record_kind(record: Record) -> str:
     return record_role(record) or record.env.type
 
 
+class _Links(msgspec.Struct, rename="camel"):
+    """An entry's `id` and `parentId` as written: missing (UNSET), null, or of any type."""
+
+    id: Any = msgspec.UNSET
+    parent_id: Any = msgspec.UNSET
+
+
+# A key of pi's `nodeMap` (a JavaScript Map): values alike by `===`; an object is itself alone.
+_Key = tuple[Any, ...]
+
+
+def _js_key(value: Any, line: int, field: str) -> _Key:
+    if value is msgspec.UNSET or value is None or isinstance(value, str | bool):
+        return (type(value).__name__, value)
+    if isinstance(value, int | float):
+        return ("number", float(value))  # JSON.parse reads every number as a double
+    return ("object", line, field)
+
+
+def _js_id(value: Any) -> Any:
+    """An id as `JSON.stringify` writes pi's: absent as null, 5.0 as 5."""
+    if value is msgspec.UNSET:
+        return None
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+class _Group(msgspec.Struct):
+    """The entries with no text id that pi's `nodeMap` holds under one key: one node, the
+    last entry's, stands at every one's place."""
+
+    last: Record
+    id: Any
+
+
 def nested_tree(tree: SessionTree) -> list[TreeNode]:
-    """pi's `getTree()`: roots in file order, children oldest first (built without recursion)."""
-    index = tree.children_index()
+    """pi's `getTree()`: roots in file order, children oldest first (built without recursion);
+    id-less entries too, as pi places them (see `_idless_places`)."""
+    index, places = _idless_places(tree)
 
-    def node(record: Record) -> TreeNode:
-        entry_id = record.env.id or ""
-        return TreeNode(entry_id, tree.label_value(entry_id), [])
+    def node(record: Record, ancestors: frozenset[_Key]) -> tuple[TreeNode, Any, frozenset[_Key]]:
+        group = places.get(id(record))
+        if group is None:
+            entry_id = record.env.id or ""
+            return TreeNode(entry_id, tree.label_value(entry_id), []), entry_id, ancestors
+        key, shared = group
+        # pi would loop forever on a node under itself: its children are left out there.
+        below = None if key in ancestors else key
+        return TreeNode(_js_id(shared.id), None, []), below, ancestors | {key}
 
-    roots = [node(r) for r in index.get(None, [])]
+    roots = [node(r, frozenset()) for r in index.get(None, [])]
     stack = list(roots)
     while stack:
-        parent = stack.pop()
-        for child in index.get(parent.id, []):
-            built = node(child)
-            parent.children.append(built)
+        parent, key, ancestors = stack.pop()
+        for child in index.get(key, []) if key is not None else []:
+            built = node(child, ancestors)
+            parent.children.append(built[0])
             stack.append(built)
-    return roots
+    return [root for root, _, _ in roots]
+
+
+def _idless_places(tree: SessionTree) -> tuple[dict[Any, list[Record]],
+                                               dict[int, tuple[_Key, _Group]]]:
+    """The children index with pi's places for id-less entries, and those places' records by
+    `id()`. pi keys its nodes by `entry.id`, so the entries of one key (no id, null, 5)
+    share the last one's node, sorted by its timestamp; an entry whose `parentId` is that key
+    (an absent `parentId` names the id-less node) is that node's child."""
+    index: dict[Any, list[Record]] = tree.children_index()
+    idless = tree.idless
+    if not idless:
+        return index, {}
+    links = {id(r): msgspec.json.decode(r.text, type=_Links) for r in idless}
+    groups: dict[_Key, _Group] = {}
+    for record in idless:
+        raw = links[id(record)]
+        groups[_js_key(raw.id, record.line, "id")] = _Group(record, raw.id)
+    index = {key: list(siblings) for key, siblings in index.items()}
+    moved: set[Any] = set()
+    roots: list[Record] = []
+    for root in index.get(None, []):
+        # A parentId absent or not text may name an id-less node.
+        named = _named_group(root, groups) if root.env.parent_id is None else None
+        if named is None:
+            roots.append(root)
+        else:
+            index.setdefault(named, []).append(root)
+            moved.add(named)
+    index[None] = roots
+    places: dict[int, tuple[_Key, _Group]] = {}
+    for record in idless:
+        raw = links[id(record)]
+        key = _js_key(raw.id, record.line, "id")
+        parent = _js_key(raw.parent_id, record.line, "parentId")
+        group = groups[key]
+        place = Record(record.line, group.last.text, Envelope(
+            group.last.env.type, None, None, group.last.env.timestamp))
+        places[id(place)] = (key, group)
+        if raw.parent_id is None or parent == key:
+            under: Any = None
+        elif isinstance(raw.parent_id, str) and raw.parent_id in tree.by_id:
+            under = raw.parent_id
+        else:
+            under = parent if parent in groups else None
+        index.setdefault(under, []).append(place)
+        moved.add(under)
+    for key in moved:  # pi pushes in file order, then sorts all but the roots by timestamp
+        index[key].sort(key=lambda record: record.line)
+        if key is not None:
+            order_children(index[key])
+    return index, places
+
+
+def _named_group(record: Record, groups: dict[_Key, _Group]) -> _Key | None:
+    """The key of the id-less node whose child an entry's `parentId` makes it, if any."""
+    raw = msgspec.json.decode(record.text, type=_Links)
+    key = _js_key(raw.parent_id, record.line, "parentId")
+    return key if raw.parent_id is not None and key in groups else None
 
 
 def indent(depth: int) -> str:

@@ -108,7 +108,7 @@ def _unreadable(record: Record) -> bool:
     return iso_to_ms(record.env.timestamp) is None
 
 
-def _order_children(siblings: list[Record]) -> None:
+def order_children(siblings: list[Record]) -> None:
     """pi's order: oldest first, ties in file order; an unreadable stamp compares equal to
     every other, so then the order is the one V8's sort makes of the file order (V8's sort is
     CPython's TimSort, so `list.sort` with the same comparator leaves the same order)."""
@@ -126,7 +126,7 @@ def _insert(index: dict[str | None, list[Record]], key: str | None, record: Reco
         insort(siblings, record, key=_file_order)
     elif siblings and (_unreadable(record) or any(map(_unreadable, siblings))):
         siblings.append(record)  # no consistent order to insert into: sort as pi does
-        _order_children(siblings)
+        order_children(siblings)
     else:
         insort(siblings, record, key=_age)
 
@@ -137,7 +137,7 @@ def _remove(index: dict[str | None, list[Record]], key: str | None, record: Reco
     if not siblings:
         del index[key]
     elif key is not None and (_unreadable(record) or any(map(_unreadable, siblings))):
-        _order_children(siblings)  # pi sorts what is left afresh: the rest may move
+        order_children(siblings)  # pi sorts what is left afresh: the rest may move
 
 
 @contextlib.contextmanager
@@ -592,7 +592,7 @@ class SessionTree(EntryAppends):
                     if key is None:
                         siblings.sort(key=_file_order)
                     else:
-                        _order_children(siblings)
+                        order_children(siblings)
             self._children = index
         return self._children
 
