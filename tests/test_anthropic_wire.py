@@ -564,6 +564,22 @@ async def test_an_event_holding_nan_fails_the_reply_as_json_parse_refuses_it(
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("frame", [b"event: content_block_delta\ndata: \n\n",
+                                   b"event: content_block_delta\n\n"])
+async def test_an_event_with_no_data_fails_the_reply_as_pi_fails_it(
+        fake: FakeAnthropic, frame: bytes) -> None:
+    """A content_block_delta with empty data was skipped (the SDK's rule) and the reply ended
+    as sent; pi 1.6 reads it with JSON.parse(""), which throws, and the reply fails."""
+    start, text, end = text_block(0, "a")
+    raw = frame + sse_frame(end) + sse_frame(stop("end_turn")) + \
+        sse_frame({"type": "message_stop"})
+    reply = await read_back(fake, fake_anthropic.Reply([message_start(), start, text], raw=raw))
+    assert (reply.stop_reason, reply.content) == ("error", [TextContent(text="a")])
+    assert reply.error_message == "Anthropic sent a stream event that is not JSON " \
+        "(content_block_delta event with no data, column 1): ''"
+
+
+@pytest.mark.asyncio
 async def test_an_event_pi_does_not_know_is_skipped_unread(fake: FakeAnthropic) -> None:
     """A proxy's `event: keepalive` / `data: ok` failed the reply as not JSON, and an unknown
     event holding a message_stop ended it; pi 1.6 reads only the Messages API's events."""

@@ -358,7 +358,8 @@ class _JsonParseEvent(ServerSentEvent):
 class _JsonParseDecoder(SSEDecoder):
     """The SDK's event decoder, its events read as pi's reader reads them (mended_event_json):
     a BOM before the first line dropped, the last event kept when the body ends without the
-    blank line after it, others than READ_EVENTS (a proxy's keepalive) skipped unread."""
+    blank line after it, others than READ_EVENTS (a proxy's keepalive) skipped unread, one of
+    them with no data a failure."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -373,6 +374,8 @@ class _JsonParseDecoder(SSEDecoder):
         sse = super().decode(line)
         if sse is None or sse.event not in READ_EVENTS:
             return None
+        if not sse.data:  # the SDK skips it; pi 1.6's JSON.parse("") fails the reply
+            raise json.JSONDecodeError(f"{sse.event} event with no data", sse.data, 0)
         return _JsonParseEvent(event=sse.event, data=sse.data, id=sse.id, retry=sse.retry,
                                raw=sse.raw)
 
