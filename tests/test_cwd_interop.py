@@ -55,7 +55,7 @@ def prompted(tree: SessionTree) -> SessionTree:
     return tree
 
 
-def written_by_hand(path: Path, cwd: str, session_id: str = "0199aaaa-0000-7000-8000-000000000001"
+def written_by_hand(path: Path, cwd: Any, session_id: str = "0199aaaa-0000-7000-8000-000000000001"
                     ) -> Path:
     """A session file whose header names `cwd` (as pi-lsp wrote one before it used real
     paths)."""
@@ -99,6 +99,22 @@ def test_a_fork_records_the_real_path(linked: tuple[Path, Path]) -> None:
                                                   str(link))))
     fork = fork_session(source, "aaaa0001")
     assert fork.on_disk and header_cwd(fork.path) == str(real)
+
+
+@pytest.mark.parametrize(("cwd", "recorded"), [(5, ""), (None, ""), ("", ""), ("rel", "rel")])
+def test_a_fork_of_a_session_with_no_cwd_records_the_one_it_runs_in(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cwd: Any, recorded: str) -> None:
+    """A fork of a session whose header cwd was not text (or empty) recorded "" (a relative one
+    as it was); pi 1.6's createBranchedSession records its own cwd, the source's resolved
+    from it: pi.fork the session's workspace folder, `pi-lsp fork` its current directory."""
+    folder, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    path = written_by_hand(folder / ".pi" / "sessions" / "a.jsonl", cwd)
+    monkeypatch.chdir(elsewhere)
+    hub = SessionHub([folder], Config())
+    assert header_cwd(str(hub.fork(path, "aaaa0001"))) == str(folder / recorded)
+    fork = fork_session(SessionTree.open(str(path)), "aaaa0001")
+    assert header_cwd(fork.path) == str(elsewhere / recorded)
 
 
 def test_a_relocated_session_records_the_real_path(linked: tuple[Path, Path]) -> None:

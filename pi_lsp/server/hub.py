@@ -458,8 +458,9 @@ class SessionHub(Workspace):
         leaf = leaf_id or tree.leaf_id
         if leaf is None:
             raise ValueError("the session is empty; there is nothing to fork")
-        fork = self._keep(fork_session(tree, leaf)).tree
-        self.started[real_path(fork.path)] = self.folder_of(path)  # next to it, in its folder
+        folder = self.folder_of(path)  # where its turns run: pi's process.cwd()
+        fork = self._keep(fork_session(tree, leaf, cwd=str(folder))).tree
+        self.started[real_path(fork.path)] = folder  # next to it, in its folder
         return Path(fork.path)
 
     def check(self, path: Path) -> list[Problem]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from pi_lsp.paths import real_path
@@ -83,14 +84,21 @@ def relinked(record: Record, parent: str | None, keeps_own_root: bool,
     return encoder.encode(fields)
 
 
-def fork_session(source: SessionTree, leaf_id: str, directory: Path | None = None
-                 ) -> SessionTree:
-    """The fork, next to the source (or in `directory`). As in pi 1.6, its file is written only
-    if the path holds a user or assistant message; otherwise it waits, in memory, for one."""
+def fork_cwd(source: SessionTree, own: str) -> str:
+    """The cwd pi 1.6 writes in a fork (createBranchedSession's `this.cwd`): the source's,
+    resolved from the cwd pi runs in, which stands for one that is empty or not text."""
+    return os.path.join(own, source.header.known_cwd())  # (made real as every header's is)
+
+
+def fork_session(source: SessionTree, leaf_id: str, directory: Path | None = None,
+                 cwd: str | None = None) -> SessionTree:
+    """The fork, next to the source (or in `directory`), run from `cwd` (this process's by
+    default). As in pi 1.6, its file is written only if the path holds a user or assistant
+    message; otherwise it waits, in memory, for one."""
     source.record(leaf_id)
     target_dir = directory or real_path(source.path).parent
     target_dir.mkdir(parents=True, exist_ok=True)
-    fork = SessionTree.create_in(target_dir, source.header.known_cwd(),
+    fork = SessionTree.create_in(target_dir, fork_cwd(source, cwd or os.getcwd()),
                                  parent_session=str(real_path(source.path)), deferred=True)
     fork.take_lines(fork_lines(source, leaf_id))
     return fork
