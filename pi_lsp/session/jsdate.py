@@ -4,8 +4,9 @@ milliseconds, or None where JavaScript gets NaN (and pi writes `null`).
 The ECMAScript Date Time String Format, with what V8 also takes in it: lower-case `t` and `z`,
 up to 9 fraction digits, a day past the month's end rolling over, and (years 100 to 9999) a
 space for the `T` and offsets without a colon, as Python's `str(datetime)` and other tools
-write them. V8's other legacy forms (`Jan 2 2024`, `2024/01/02`) are not read: they are None
-here, where pi would read a time (tests/fixtures/js_dates.json holds Node's answers).
+write them. Any other text is read by V8's legacy parser (`legacydate`): `toUTCString()` and
+`toString()` output, mail dates, `Jan 2 2024`, `2024/01/02` (tests/fixtures/js_dates.json
+holds Node's answers).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import re
 from datetime import UTC, datetime, timedelta
 
 from pi_lsp.session.jsontext import js_string
+from pi_lsp.session.legacydate import legacy_fields
 
 MAX_TIME_MS = 8_640_000_000_000_000  # a Date's range either side of the epoch
 _DAY_MS = 86_400_000
@@ -56,7 +58,9 @@ def date_ms(value: object) -> int | None:
 def read_iso(text: str) -> int | None:
     """`parse_ms` without its shortcut for pi's own form (which must agree with it)."""
     match = _FORM.fullmatch(text)
-    if match is None or match[1] == "-000000":
+    if match is None:
+        return _legacy_ms(text)
+    if match[1] == "-000000":
         return None
     year, month, day, hour, minute, second, fraction, zone = match.groups()
     if (" " in text or len(zone or "") == 5) and not "0100" <= year <= "9999":
@@ -69,6 +73,18 @@ def read_iso(text: str) -> int | None:
     if zone is None and hour is not None:  # a time without a zone is local time
         return _local_ms(*fields)
     return _utc_ms(*fields, _offset_minutes(zone))
+
+
+def _legacy_ms(text: str) -> int | None:
+    """V8's legacy reading of a text not in the ISO form: a time without a zone is local."""
+    read = legacy_fields(text)
+    if read is None:
+        return None
+    fields, offset_s = read
+    if offset_s is None:
+        return _local_ms(*fields)
+    wall = _wall_ms(*fields)
+    return None if wall is None else _in_range(wall - offset_s * 1000)
 
 
 def _offset_minutes(zone: str | None) -> int | None:
