@@ -288,7 +288,9 @@ def test_session_text_as_written_is_drawn(workspace: Path, fake: FakeAnthropic,
     :PiCheck of an entry id holding NUL failed in setqflist the same way, and :PiTree of a long
     row whose id or label held NUL in strdisplaywidth (the tree was never drawn), and its `l` in
     vim.fn.input. The chat split a model name, tool name, custom type, error or id holding a line
-    break over lines. :PiRename offered a name holding NUL to vim.fn.input."""
+    break over lines. :PiRename offered a name holding NUL to vim.fn.input. The tree's restore
+    (`R`) asked with the entry id's NUL in vim.ui.select's prompt (vim.fn.inputlist) and failed
+    in nvim_buf_set_lines on a path holding a line break."""
     fake.script()
     odd = odd_session(workspace / ".pi" / "sessions" / "odd.jsonl")
     run_script("session_text_spec.lua", workspace, fake, tmp_path, PI_LSP_ODD=str(odd))

@@ -1,6 +1,7 @@
 -- What a session file or a tool wrote, shown as it may be (PI_LSP_ODD: a session whose tool
 -- call and result hold NUL, labels whose id or text does, names and ids holding line breaks, a
--- name holding NUL): the chat, :PiCheck, the tree and :PiRename show it, each on one line.
+-- name holding NUL): the chat, :PiCheck, the tree, its restore and :PiRename show it, each on
+-- one line.
 local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/helpers.lua")
 H.setup()
 
@@ -41,6 +42,28 @@ for _, row in ipairs({ " u1 user: ", "* l x label: " }) do
   H.keys("l")
   H.check(not (H.asked.prompt .. H.asked.default):find("%z"), "no NUL in the question: " .. vim.inspect(H.asked))
 end
+
+-- `R` shows the diff, then asks through vim.ui.select, whose default one hands the prompt to
+-- vim.fn.inputlist. A crafted session has no snapshots: the server's answer is made up here.
+local client = require("pi_lsp.client")
+local run = client.run
+client.run = function(command, args, on_result, root)
+  if command ~= "pi.fileChanges" then
+    return run(command, args, on_result, root)
+  end
+  on_result({ available = true, files = { { status = "deleted", path = "line\nbreak.txt", diff = "" } } })
+end
+local asked
+table.insert(H.selects, function(items, opts)
+  asked = opts.prompt
+  return items[2]
+end)
+vim.api.nvim_win_set_cursor(0, { H.line_of(tree_buf, "* l x label: "), 0 })
+H.keys("R")
+client.run = run
+H.check(#H.selects == 0 and not asked:find("%c"), "the restore's question is one line: " .. vim.inspect(asked))
+local diff = H.find_buf("pi://files/l x")
+H.check(diff and H.contains(diff, "deleted: line break.txt"), "the path's line break is a space", diff)
 
 -- :PiRename offers the name as it is shown: one line, no NUL (vim.fn.input's default).
 table.insert(H.inputs, false)

@@ -20,7 +20,7 @@ local function diff_lines(files)
     if file.diff and file.diff ~= "" then
       vim.list_extend(lines, vim.split(file.diff, "\n", { plain = true, trimempty = true }))
     else
-      lines[#lines + 1] = file.status .. ": " .. file.path
+      lines[#lines + 1] = util.one_line(file.status .. ": " .. file.path) -- a path may hold a line break
     end
   end
   return lines
@@ -29,14 +29,17 @@ end
 --- Show the diff a restore to `entry_id` would make, ask, then restore.
 --- `question` leads the prompt (after a branch: "The files differ. Restore …").
 function M.offer(uri, entry_id, root, question)
+  -- One line: the default vim.ui.select hands the prompt to vim.fn.inputlist, which takes NUL
+  -- for a Blob; a buffer's name ends at a NUL.
+  local shown = util.one_line(entry_id)
   client.run("pi.fileChanges", { uri = uri, entryId = entry_id }, function(result)
     if not result.available then
-      return util.warn("no files to restore at " .. entry_id .. ": " .. tostring(result.reason))
+      return util.warn("no files to restore at " .. shown .. ": " .. tostring(result.reason))
     end
     if #result.files == 0 then
-      return util.notify("the files already match entry " .. entry_id)
+      return util.notify("the files already match entry " .. shown)
     end
-    local buf = util.scratch("pi://files/" .. entry_id, "diff")
+    local buf = util.scratch("pi://files/" .. shown, "diff")
     util.set_lines(buf, 0, -1, diff_lines(result.files))
     vim.b[buf].pi_lsp_uri = uri
     util.show(buf, "botright split")
@@ -46,7 +49,7 @@ function M.offer(uri, entry_id, root, question)
       end
     end, "pi: close the diff")
     local choices = { "Restore", "Cancel" }
-    local prompt = ("%sRestore %d file(s) to entry %s?"):format(question or "", #result.files, entry_id)
+    local prompt = ("%sRestore %d file(s) to entry %s?"):format(question or "", #result.files, shown)
     vim.ui.select(choices, { prompt = prompt }, function(choice)
       if choice ~= choices[1] then
         return
@@ -55,7 +58,7 @@ function M.offer(uri, entry_id, root, question)
         M.undo_ids[util.key(uri)] = done.undoId
         util.notify(("restored %d file(s) to entry %s%s (U in the tree undoes it)"):format(
           #done.files,
-          entry_id,
+          shown,
           in_buffers(done)
         ))
       end, root)
