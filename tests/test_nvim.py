@@ -351,6 +351,8 @@ def test_setup_health_help_and_files_that_are_not_sessions(workspace: Path, fake
 
 def test_model_thinking_name_check_and_markdown(workspace: Path, fake: FakeAnthropic,
                                                 tmp_path: Path, example_session: Path) -> None:
+    """:PiModel's picker offered a models.json provider or model name holding NUL or a line
+    break as it was: Neovim's default select hands it to vim.fn.inputlist (NUL is a Blob)."""
     fake.script()
     lines = example_session.read_bytes().splitlines(keepends=True)
     damaged = workspace / ".pi" / "sessions" / "damaged.jsonl"  # the server opens no others

@@ -29,6 +29,9 @@ end
 vim.fn.writefile({ vim.json.encode({ providers = { ollama = {
   baseUrl = "http://127.0.0.1:9/v1", api = "openai-completions", apiKey = "ollama",
   models = { { id = "qwen2.5-coder:7b", name = "Qwen Coder", contextWindow = 32768 } },
+}, ["odd\0provider"] = { -- vim.ui.select's default hands each line to vim.fn.inputlist
+  baseUrl = "http://127.0.0.1:9/v1", api = "openai-completions", apiKey = "odd",
+  models = { { id = "odd\nid", name = "Odd\0name", contextWindow = 1000 } },
 } } }) }, workspace .. "/.pi/models.json")
 local offered, shown
 table.insert(H.selects, function(items, opts)
@@ -51,6 +54,7 @@ local function line_of(id)
   end)
 end
 H.check(line_of("ollama/qwen2.5-coder:7b") == "Qwen Coder — ollama/qwen2.5-coder:7b  (32.8k tokens)", "the models.json name: " .. vim.inspect(shown))
+H.check(vim.tbl_contains(shown, "Odd name — odd provider/odd id  (1k tokens)"), "a name and id on one line: " .. vim.inspect(shown))
 H.check(line_of("anthropic/claude-opus-4-5 ") and line_of("anthropic/claude-opus-4-5 "):find("← current$"), "the current model is marked: " .. vim.inspect(shown))
 H.check(#vim.tbl_filter(function(line)
   return line:find("← current", 1, true) ~= nil

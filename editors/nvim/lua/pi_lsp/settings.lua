@@ -36,10 +36,13 @@ function M.model(arg)
       client.run("pi.previewContext", { uri = uri, page = 1 }, function(preview)
         vim.ui.select(result.models or {}, {
           prompt = "Model for " .. file_name(uri),
+          -- One line: the default select hands each to vim.fn.inputlist, which takes NUL for a
+          -- Blob; a models.json may name a provider or model with any text.
           format_item = function(m)
             local id = m.provider .. "/" .. m.id
             local name = (m.name and m.name ~= m.id) and (m.name .. " — ") or "" -- models.json's name
-            return ("%s%s  (%s tokens)%s"):format(name, id, util.short_count(m.contextWindow), id == preview.model and "  ← current" or "")
+            local current = id == preview.model and "  ← current" or ""
+            return util.one_line(("%s%s  (%s tokens)%s"):format(name, id, util.short_count(m.contextWindow), current))
           end,
         }, function(choice)
           if choice then
