@@ -1,7 +1,7 @@
 -- What a session file or a tool wrote, shown as it may be (PI_LSP_ODD: a session whose tool
 -- call and result hold NUL, labels whose id or text does, names and ids holding line breaks, a
--- name holding NUL): the chat, :PiCheck, the tree, its restore and :PiRename show it, each on
--- one line.
+-- name holding NUL, a tool name holding a line break): the chat, its busy line, :PiCheck, the
+-- tree, its restore and :PiRename show it, each on one line.
 local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/helpers.lua")
 H.setup()
 
@@ -72,5 +72,23 @@ H.wait(function()
   return #H.inputs == 0
 end, ":PiRename did not ask")
 H.check(H.asked.default == "odd name", "the name offered: " .. vim.inspect(H.asked))
+
+-- The busy line names the running tool as the model wrote it (the fake calls "to\nol"). The
+-- line lasts as long as the call: every line the chat draws is kept.
+local busy_uri = H.exec("pi.newSession", { name = "busy" }).uri
+require("pi_lsp.chat").open(busy_uri)
+local busy_name = "pi://chat/" .. vim.fn.fnamemodify(vim.uri_to_fname(busy_uri), ":t:r")
+local busy_buf = H.find_buf(busy_name)
+local drawn = {}
+vim.api.nvim_buf_attach(busy_buf, false, {
+  on_lines = function(_, buf, _, first, _, last)
+    vim.list_extend(drawn, vim.api.nvim_buf_get_lines(buf, first, last, false))
+  end,
+})
+H.exec("pi.prompt", { uri = busy_uri, text = "run it" })
+H.wait_buf(busy_name, "Ran it", "the turn did not end")
+H.check(vim.iter(drawn):find(function(line)
+  return line:find("pi is running to ol…", 1, true)
+end), "the tool's name on the busy line: " .. vim.inspect(drawn))
 
 H.finish()

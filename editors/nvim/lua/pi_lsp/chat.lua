@@ -69,7 +69,7 @@ local function live_builder(chat)
   end
   if chat.busy then
     local keys = config.options.chat.keys
-    local doing = chat.tool and ("running " .. chat.tool) or "working"
+    local doing = chat.tool and ("running " .. util.one_line(chat.tool)) or "working" -- the model's name
     b:blank()
     b:add(("_⏳ pi is %s… (%s abort · %s steer · %s follow-up)_"):format(doing, keys.abort, keys.steer, keys.follow_up))
   end
