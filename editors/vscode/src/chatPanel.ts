@@ -168,6 +168,8 @@ export class ChatPanel {
 
   /** The running turn's id, from its agent_start. */
   turnId: string | undefined;
+  /** Turns this chat saw end: a context asked for before the last one ended may lack its entries. */
+  private turnsEnded = 0;
 
   constructor(
     public uri: string,
@@ -215,9 +217,9 @@ export class ChatPanel {
   /** The context the server builds is the transcript; a running turn is streamed on top. */
   async reload(): Promise<void> {
     clearTimeout(this.reloadTimer);
-    // A context asked for during a turn may lack the turn's last entries: it must not become the
-    // transcript when the turn has ended meanwhile (the reload after agent_end brings them).
-    const asked = this.transcript.busy;
+    // A context asked for before a turn ended (during it, or before its prompt was written) may
+    // lack the turn's entries: it must not become the transcript (the reload after the end brings them).
+    const asked = this.turnsEnded;
     try {
       const [preview, info, models] = await Promise.all([
         this.pi.call("pi.previewContext", { uri: this.uri, page: this.shown }),
@@ -235,7 +237,7 @@ export class ChatPanel {
         busy: this.transcript.busy,
       };
       this.panel.title = `pi: ${this.state.title}`;
-      if (!asked && !this.transcript.busy) {
+      if (asked === this.turnsEnded && !this.transcript.busy) {
         const last = preview.pages?.at(-1) ?? { start: 0, messages: [] };
         this.earlier = last.start;
         this.transcript.load(last.messages, editsIn(preview.edits ?? [], last));
@@ -263,6 +265,7 @@ export class ChatPanel {
    *  a restart), and no agent_end will come for it. */
   serverStarted(): void {
     this.pending = undefined;
+    this.turnsEnded++;
     if (this.transcript.busy) {
       this.transcript.apply({ type: "agent_end" });
       this.setBusy(false);
@@ -302,6 +305,7 @@ export class ChatPanel {
     else this.draw();
     if (wasBusy !== this.transcript.busy) this.setBusy(this.transcript.busy);
     if (n.event.type === "agent_end" || n.event.type === "error") {
+      this.turnsEnded++;
       this.restoreQueued();
       this.scheduleReload(300);
     }

@@ -238,6 +238,36 @@ test("while a turn runs, the input steers; abort stops the turn", async () => {
   assert.match(html, /aborted/i);
 });
 
+test("a context asked for before a prompt and answered after its turn ended does not take the prompt away", async () => {
+  // Before, only a context asked for during the turn was kept out: one asked for just before the
+  // prompt became the transcript after the turn's end, without the prompt (the 'input steers' flake).
+  const call = api.pi.call;
+  let hold = true, answered = false, release;
+  const held = new Promise((resolve) => (release = resolve));
+  api.pi.call = function (method, args) {
+    const answer = call.call(this, method, args);
+    if (method !== "pi.previewContext" || !hold) return answer;
+    hold = false;
+    return answer.then(async (preview) => { answered = true; await held; return preview; });
+  };
+  try {
+    const old = new Set(panel.posted.filter((m) => m.type === "reset"));
+    const stale = panel.reload();
+    await eventually(() => answered, "the context from before the prompt");
+    fake.script(textReply("a quick answer"));
+    await panel.receive({ type: "send", text: "PROMPT DURING RELOAD", delivery: "prompt" });
+    await eventually(() => !panel.transcript.busy, "the turn to end");
+    release();
+    await stale;
+    await eventually(() => panel.posted.some((m) => m.type === "reset" && !old.has(m)), "the chat to be reloaded after the turn");
+    for (const reset of panel.posted.filter((m) => m.type === "reset" && !old.has(m))) {
+      assert.match(reset.blocks.map((b) => b.html).join("\n"), /PROMPT DURING RELOAD/, "every reset after the turn shows its prompt");
+    }
+  } finally {
+    api.pi.call = call;
+  }
+});
+
 test("a queued steer the turn ends without goes back to the input; one delivered does not", async () => {
   const slow = textReply(..."a slow answer that keeps going and going".split(" ").map((w) => w + " "));
   slow.delay = 150;
