@@ -23,6 +23,7 @@ from pi_lsp.cli_common import (
     open_session,
     write_line,
     write_messages,
+    write_tree,
 )
 from pi_lsp.session.appender import WriteFailedError
 from pi_lsp.session.entries import THINKING_LEVELS
@@ -119,7 +120,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
 
     tree = open_session(args.file)
     if args.json:
-        write_line(nested_tree(tree))
+        write_tree(nested_tree(tree))
         return 0
     print(printable(f"{tree_title(tree)} — {len(tree.records)} entries, "
                     f"leaf {tree.leaf_id or '(none)'}"))

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TextIO
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, TextIO
 
 import msgspec
 
@@ -13,6 +14,9 @@ from pi_lsp.session.entries import encoder
 from pi_lsp.session.journal import NotASessionError
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.visible import printable
+
+if TYPE_CHECKING:
+    from pi_lsp.session.outline import TreeNode
 
 EXIT_PROBLEMS = 1
 EXIT_USAGE = 2
@@ -61,6 +65,29 @@ def write_messages(value: object, messages: list[msgspec.Raw]) -> None:
             out.write(b",")
         out.write(b",".join(messages[start:start + MESSAGES_BATCH]))
     out.write(b"]" + tail + b"\n")
+
+
+def write_tree(roots: Sequence[TreeNode]) -> None:
+    """One JSON line: the nested tree, written a node at a time without recursion (msgspec
+    encodes nesting recursively, and an ordinary session is a chain thousands deep)."""
+    out = sys.stdout.buffer
+    out.write(b"[")
+    pending: list[Iterator[TreeNode]] = [iter(roots)]
+    first = True  # the next node opens its list: no comma before it
+    while pending:
+        node = next(pending[-1], None)
+        if node is None:  # a list is done: close it, and the node it was the children of
+            pending.pop()
+            out.write(b"]}" if pending else b"]")
+            first = False
+            continue
+        if not first:
+            out.write(b",")
+        # `children` is the node's last field: its encoding ends `[]}`; keep it through `[`.
+        out.write(encoder.encode(msgspec.structs.replace(node, children=[]))[:-2])
+        pending.append(iter(node.children))
+        first = True
+    out.write(b"\n")
 
 
 def discard_output(stream: TextIO | None = None) -> None:

@@ -117,6 +117,34 @@ def test_tree_json_is_pis_tree() -> None:
     assert json.loads(result.stdout) == expected(SAMPLE)["tree"]
 
 
+def test_tree_json_is_the_tree_encoded_whole() -> None:
+    # It is written a node at a time; the line must be msgspec's, byte for byte.
+    from pi_lsp.session.entries import encoder
+    from pi_lsp.session.outline import nested_tree
+
+    result = run_cli("tree", str(SAMPLE), "--json", text=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == encoder.encode(nested_tree(SessionTree.open(str(SAMPLE)))) + b"\n"
+
+
+def test_tree_json_of_a_long_chain(tmp_path: Path) -> None:
+    """A chain of ~495+ entries (an ordinary long session) failed with a RecursionError:
+    msgspec encodes nested children recursively."""
+    count = 5_000
+    lines = [{"type": "session", "version": 3, "id": "s", "timestamp": "2026-01-01T00:00:00Z",
+              "cwd": str(tmp_path)}]
+    lines += [{"type": "message", "id": f"e{i}", "parentId": f"e{i - 1}" if i else None,
+               "timestamp": "2026-01-01T00:00:01Z",
+               "message": {"role": "user", "content": "x", "timestamp": 1}}
+              for i in range(count)]
+    session = tmp_path / "s.jsonl"
+    session.write_text("".join(json.dumps(line) + "\n" for line in lines), "utf-8")
+    result = run_cli("tree", str(session), "--json")
+    assert result.returncode == 0, result.stderr
+    nodes = "".join(f'{{"id":"e{i}","label":null,"children":[' for i in range(count))
+    assert result.stdout == f"[{nodes}{']}' * count}]\n"
+
+
 def test_tree_text_marks_labels_path_and_leaf(example_session: Path) -> None:
     result = run_cli("tree", str(example_session))
     assert result.returncode == 0, result.stderr
