@@ -53,7 +53,12 @@ class _Version(argparse.Action):
             found = version("pi-lsp")
         except PackageNotFoundError:
             found = "(not installed)"
-        print(f"pi-lsp {found}")
+        try:
+            print(f"pi-lsp {found}")
+        except BrokenPipeError:
+            raise  # main's to handle, as for any command's output
+        except OSError as error:  # written at once to a device (`> /dev/full`)
+            parser.exit(output_failed(error))
         parser.exit(flushed(0))
 
 
@@ -342,7 +347,7 @@ def show_lone_surrogates_as_replacement() -> None:
 
 
 # Write errors that name no file: the output's (a command's own files name theirs).
-OUTPUT_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO}
+OUTPUT_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EBADF}
 
 
 def run_command(argv: Sequence[str] | None) -> int:
@@ -398,7 +403,23 @@ def flushed(code: int) -> int:
     return code
 
 
+def hold_closed_streams() -> None:
+    """Give a closed stdout (`>&-`) a descriptor that refuses writes, as `cat` fails there, and
+    a closed stderr /dev/null: Python leaves each None, and the next file opened takes it."""
+    # With None, writing raised AttributeError and `print(file=None)` put errors in stdout.
+    for fd, name, flags in ((1, "stdout", os.O_RDONLY), (2, "stderr", os.O_WRONLY)):
+        if getattr(sys, name) is not None:
+            continue
+        held = os.open(os.devnull, flags)  # the lowest free descriptor: `fd`, when 0 is open
+        if held != fd:
+            os.dup2(held, fd)
+            os.close(held)
+        # Kept open as the stream for the rest of the process, as Python's own is.
+        setattr(sys, name, open(fd, "w", encoding="utf-8", closefd=False))  # noqa: SIM115
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    hold_closed_streams()
     show_lone_surrogates_as_replacement()
     try:
         return flushed(run_command(argv))

@@ -554,6 +554,23 @@ def test_output_that_cannot_be_written_is_one_line(args: list[str]) -> None:
     assert result.stderr == "pi-lsp: cannot write the output (No space left on device)\n"
 
 
+@pytest.mark.parametrize("args", [["tree", str(SAMPLE)], ["context", str(SAMPLE), "--json"],
+                                  ["--version"]])
+def test_a_closed_stdout_is_one_line(args: list[str]) -> None:
+    """`>&-`: Python leaves sys.stdout None, and writing to it was a traceback."""
+    result = shell(f"{cli_words(*args)} >&-")
+    assert result.returncode == 2
+    assert result.stderr == "pi-lsp: cannot write the output (Bad file descriptor)\n"
+
+
+def test_a_closed_stderr_keeps_errors_out_of_stdout(tmp_path: Path) -> None:
+    """`2>&-`: Python leaves sys.stderr None, and `print(file=None)` wrote the error into
+    stdout, among the JSON a script reads there."""
+    result = shell(f"{cli_words('tree', str(tmp_path / 'gone.jsonl'), '--json')} 2>&-")
+    assert result.returncode == 2
+    assert result.stdout == ""
+
+
 @pytest.mark.parametrize("command", ["context", "tree", "check", "fork", "compact"])
 def test_a_fifo_is_refused_at_once(tmp_path: Path, command: str) -> None:
     """Opening a FIFO waits for a writer: every command hung on one."""

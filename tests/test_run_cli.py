@@ -793,6 +793,19 @@ def test_a_reply_that_cannot_be_written_aborts_the_run(
     assert aborted_reply(workspace).startswith("piece0")
 
 
+def test_a_closed_stdout_aborts_the_run_and_keeps_the_reply(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    """`>&-`: writing the reply to Python's None stdout was an internal error that ended the
+    session at the prompt, with no reply saved."""
+    fake.script(text_reply(*[f"piece{n} " for n in range(40)], delay=0.3))
+    result = shell_run(workspace, env, "RUN --new go >&-")
+    assert result.returncode == 2, result.stderr
+    assert problem_lines(result.stderr) == [
+        "pi-lsp: aborted: cannot write the reply (Bad file descriptor); the reply so far is "
+        "saved"]
+    assert aborted_reply(workspace).startswith("piece0")
+
+
 def bad_session(kind: str, path: Path) -> str:
     """A --session FILE that is not a session to continue, and the one line that says so."""
     if kind == "not a session":
