@@ -319,7 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(run=cmd_serve)
 
     run = commands.add_parser("run", help="run one prompt to completion in this workspace")
-    run.add_argument("prompt")
+    run.add_argument("prompt", type=given)  # pi 1.6 sends no empty prompt (`pi -p ""`)
     run.add_argument("--session", metavar="FILE", type=given)
     run.add_argument("--new", action="store_true", help="start a new session")
     run.add_argument("--model", metavar="PROVIDER/ID", type=given)

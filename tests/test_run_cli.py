@@ -442,6 +442,18 @@ def test_missing_api_key_is_one_line_and_writes_nothing(
     assert written == {}, "a run that could not start wrote a session file"
 
 
+def test_an_empty_prompt_is_refused_and_sends_nothing(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    """`run ""` sent an empty prompt to the model and wrote it; pi 1.6's `pi -p ""` sends and
+    writes nothing."""
+    fake.script(text_reply("never"))
+    result = pi_run(workspace, env, "--new", "")
+    assert result.returncode == 2
+    assert result.stderr == "pi-lsp: argument prompt: must not be empty\n"
+    assert fake.message_requests() == []
+    assert sessions(workspace) == []
+
+
 def test_missing_api_key_leaves_an_existing_session_untouched(
         fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
     fake.script(text_reply("first"))
