@@ -95,7 +95,7 @@ def cmd_context(args: argparse.Namespace) -> int:
 
     agent = request_setup(tree, args.approve) if args.layer == "request" else None
     for leaf in leaves:
-        layer = build_layer(tree, leaf, args.layer, agent)
+        layer = build_layer(tree, leaf, args.layer, agent and continuing(agent, tree, leaf))
         if not args.json:
             print(render_preview(layer))
         elif layer.request is not None:
@@ -117,6 +117,17 @@ def request_setup(tree: SessionTree, approve: bool | None) -> AgentSetup:
     return agent_setup(session_root(tree), ALL_TOOLS, settings.registry(),
                        (settings.default_provider, settings.default_model),
                        settings.resume_thinking_level, settings.project_trusted)
+
+
+def continuing(agent: AgentSetup, tree: SessionTree, leaf: str | None) -> AgentSetup:
+    """`agent` as `run` continues the session at `leaf`: on the default model where pi's
+    catalog lacks the session's, as pi falls back (the request shows the model it sends)."""
+    from pi_lsp.context.layers import unrestorable
+    from pi_lsp.context.projection import project_path
+
+    if unrestorable(project_path(tree.path_to(leaf)), agent.registry) is None:
+        return agent
+    return msgspec.structs.replace(agent, run_model=agent.default_model)
 
 
 def cmd_tree(args: argparse.Namespace) -> int:

@@ -102,6 +102,19 @@ def test_a_session_outside_a_workspace_works_in_the_directory_pi_recorded(
     assert f"<cwd>\\n{project}\\n</cwd>" in result.stdout and str(elsewhere) not in result.stdout
 
 
+def test_context_request_of_a_model_pi_cannot_restore_is_on_the_default(
+        tmp_path: Path) -> None:
+    """A session whose model id pi's catalog lacks (anthropic/m): the request showed it sent
+    as is, where `run`, as pi 1.6, continues on the default model."""
+    session = tmp_path / "s.jsonl"
+    tree = SessionTree.create(str(session), str(tmp_path))
+    tree.append_model_change("anthropic", "m")
+    tree.append_message(UserMessage(content="hi", timestamp=1))
+    result = run_cli("context", str(session), "--layer", "request", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["model"] == "claude-sonnet-4-5"
+
+
 def test_context_preview_is_readable(example_session: Path) -> None:
     result = run_cli("context", str(example_session))
     assert result.returncode == 0, result.stderr

@@ -470,6 +470,46 @@ def test_missing_api_key_leaves_an_existing_session_untouched(
     assert path.read_bytes() == before
 
 
+def session_answered_by(path: Path, provider: str | None, model_id: str | None) -> None:
+    """A session whose one reply names `provider`/`model_id` (None: the field left out)."""
+    reply: dict[str, Any] = {"role": "assistant", "content": [{"type": "text", "text": "ok"}],
+                             "api": "anthropic-messages", "stopReason": "stop", "timestamp": 1,
+                             "usage": {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0,
+                                       "totalTokens": 2, "cost": {"input": 0, "output": 0,
+                                                                  "cacheRead": 0, "cacheWrite": 0,
+                                                                  "total": 0}}}
+    reply |= {k: v for k, v in (("provider", provider), ("model", model_id)) if v is not None}
+    lines = [{"type": "session", "version": 3, "id": "s", "timestamp": "2026-01-01T00:00:00Z",
+              "cwd": str(path.parent)},
+             {"type": "message", "id": "u", "parentId": None, "timestamp": "2026-01-01T00:00:01Z",
+              "message": {"role": "user", "content": "hi", "timestamp": 1}},
+             {"type": "message", "id": "a", "parentId": "u", "timestamp": "2026-01-01T00:00:02Z",
+              "message": reply}]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), "utf-8")
+
+
+@pytest.mark.parametrize(("provider", "model_id"), [
+    ("nosuch", "x"), ("openai", "gpt-4o"), (None, None), ("anthropic", "m")])
+def test_a_session_model_that_cannot_be_restored_falls_back_to_the_default(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str], provider: str | None,
+        model_id: str | None) -> None:
+    """A session's model that is unknown, has no key (OPENAI_API_KEY) or is missing exited 2
+    ("provider 'undefined'"), and an id the catalog lacks was sent as is; pi 1.6 warns "Could
+    not restore model X. Using Y" and runs on the default (sdk.js)."""
+    session = workspace / ".pi" / "sessions" / "s.jsonl"
+    session_answered_by(session, provider, model_id)
+    fake.script(text_reply("on the default"))
+    no_openai = {k: v for k, v in env.items() if k != "OPENAI_API_KEY"}
+    result = pi_run(workspace, no_openai, "--session", str(session), "next")
+    assert result.returncode == 0, result.stderr
+    names = f"{provider or 'undefined'}/{model_id or 'undefined'}"
+    assert problem_lines(result.stderr) == [
+        f"pi-lsp: warning: could not restore model {names}; using anthropic/claude-sonnet-4-5"]
+    assert [r["model"] for r in fake.message_requests()] == ["claude-sonnet-4-5"]
+    assert "model_change" not in kinds(session)  # for this run only, as pi writes none
+
+
 def test_provider_error_after_retries_exits_1(
         fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
     fake.script(*[error_reply(500, "api_error", "the fake is broken") for _ in range(10)])

@@ -19,8 +19,10 @@ from pi_lsp.agent.events import (
     ToolExecutionEnd,
     ToolExecutionStart,
 )
+from pi_lsp.agent.harness import Harness
 from pi_lsp.cli_common import EXIT_READER_GONE, discard_output, open_session
-from pi_lsp.context.projection import project_path
+from pi_lsp.context.layers import unrestorable
+from pi_lsp.context.projection import Projection, project_path
 from pi_lsp.harness_factory import make_harness
 from pi_lsp.providers.base import MissingApiKeyError, TextDelta
 from pi_lsp.providers.factory import UnknownProviderError
@@ -184,9 +186,10 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
     tree = choose_session(options, workspace, settings, vouched)  # a new one: at its reply
     harness = make_harness(tree, workspace, settings)
     path = tree.path_to(tree.leaf_id)
-    continued = bool(project_path(path).messages)
+    projection = project_path(path)
+    continued = bool(projection.messages)
     if continued:  # pi 1.6 takes the flags for this run only: the session keeps its own
-        harness.run_model = wanted
+        harness.run_model = wanted or fallback_model(harness, projection)
         if options.thinking:
             harness.run_thinking_level = clamped_level(harness.model(), options.thinking)
     current = harness.model()
@@ -241,6 +244,34 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
               file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
+
+
+def fallback_model(harness: Harness, projection: Projection) -> tuple[str, str] | None:
+    """The default model, warned of on stderr, when pi 1.6 could not restore the session's
+    (sdk.js): one its catalog lacks, or whose provider cannot be made (no key); else None."""
+    recorded = projection.settings.model
+    if recorded is None:  # the default is in force already, as in pi, with nothing to say
+        return None
+    lost = unrestorable(projection, harness.registry)
+    if lost is None and not makes_provider(harness, recorded.names()[0]):
+        lost = recorded.names()
+    default = harness.default_model
+    # With no default to use either, the session's own provider says what is missing.
+    if lost is None or not makes_provider(harness, default[0]):
+        return None
+    print(f"pi-lsp: warning: could not restore model {printable('/'.join(lost))}; using "
+          f"{printable('/'.join(default))}", file=sys.stderr)
+    return default
+
+
+def makes_provider(harness: Harness, name: str) -> bool:
+    """Whether `name`'s provider can be made here: configured, with a key (pi's
+    `hasConfiguredAuth`)."""
+    try:
+        harness.provider(name)
+    except (MissingApiKeyError, UnknownProviderError):
+        return False
+    return True
 
 
 def output_failed(error: OSError) -> int:

@@ -12,7 +12,13 @@ import msgspec
 from pi_lsp.context.convert import convert_with_sources, prepare_with_sources
 from pi_lsp.context.edits import EditMark, edit_marks
 from pi_lsp.context.messages import decode_path
-from pi_lsp.context.projection import ContextSettings, ModelRef, ProjectedEntry, project_path
+from pi_lsp.context.projection import (
+    ContextSettings,
+    ModelRef,
+    ProjectedEntry,
+    Projection,
+    project_path,
+)
 from pi_lsp.context.replay import current_system_message, system_patch, system_text
 from pi_lsp.context.tokens import estimate_tokens, usage_tokens
 from pi_lsp.providers.base import ModelRequest, ToolSpec
@@ -104,6 +110,15 @@ def model_at(settings: ContextSettings, registry: ModelRegistry, default: tuple[
     if settings.model is not None:
         return registry.get(*settings.model.names())
     return registry.get(*default)
+
+
+def unrestorable(projection: Projection, registry: ModelRegistry) -> tuple[str, str] | None:
+    """The model a path with messages names, when pi 1.6 would not restore it on continuing
+    as its catalog lacks it (sdk.js: pi then warns and uses the default); else None."""
+    model = projection.settings.model
+    if model is None or registry.find(*model.names()) is not None or not projection.messages:
+        return None
+    return model.names()
 
 
 def with_run_choices(settings: ContextSettings, model: tuple[str, str] | None,
