@@ -890,6 +890,18 @@ def test_a_session_file_that_cannot_be_continued_is_named(
     assert fake.message_requests() == [] and sessions(workspace) == []
 
 
+def test_a_new_session_file_in_a_missing_folder_makes_the_folder(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    """`--session DIR/new.jsonl` with DIR missing said "the session folder … is gone; … kept in
+    memory" and wrote nothing; pi 1.6 makes the folder (SessionManager: mkdirSync)."""
+    path = workspace / "new" / "folder" / "s.jsonl"
+    fake.script(text_reply("made"))
+    result = pi_run(workspace, env, "--session", str(path), "hi")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "made\n"
+    assert kinds(path)[-2:] == ["user", "assistant"]
+
+
 @pytest.mark.parametrize("args", [["compact", "--keep-recent-tokens", "1000"],
                                   ["branch", "--to", "ID", "--summarize"]])
 def test_ctrl_c_while_a_summary_is_awaited_is_one_line(

@@ -604,6 +604,7 @@ def start_session(workspace: Path, provider: str, model_id: str, thinking_level:
             link_session_dir(workspace)
         tree = SessionTree.create_in(directory, str(workspace), deferred=True)
     else:
+        _make_session_dir(path.parent)  # as pi 1.6 makes a named session's (SessionManager)
         tree = SessionTree.create(str(path), str(workspace), deferred=True)
     tree.append_model_change(provider, model_id)
     tree.append_thinking_level_change(thinking_level)
