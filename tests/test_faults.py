@@ -999,6 +999,29 @@ def test_a_failed_repair_leaves_no_empty_file(
     assert not out.exists()
 
 
+@pytest.mark.parametrize("whole", [False, True])
+@pytest.mark.parametrize("command", ["check", "fork"])
+def test_ctrl_c_while_a_copy_is_written_leaves_no_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str, whole: bool) -> None:
+    """Ctrl-C while `check --repair OUT` built its copy left a 0-byte OUT that blocked the retry
+    ("already exists"), and `fork` an empty session file; Ctrl-C as the one write returns (it
+    is not cut short) left the whole copy, though the command said it was interrupted."""
+    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
+    real_write = os.write
+
+    def interrupted(fd: int, data: bytes) -> int:
+        if whole:
+            real_write(fd, data)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(appender.os, "write", interrupted)
+    out = tmp_path / "repaired.jsonl"
+    args = ["check", str(path), "--repair", str(out)] if command == "check" else \
+        ["fork", str(path)]
+    assert main(args) == 130
+    assert list(tmp_path.iterdir()) == [path]
+
+
 # -- 6. session names ------------------------------------------------------------------------
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -64,6 +65,24 @@ def append_lines(path: str, lines: Iterable[bytes], *, create: bool = False,
             raise WriteFailedError(errno.EIO, _short_write(fd, size, payload, written), path)
     finally:
         os.close(fd)
+
+
+def create_with_lines(path: str, lines: Iterable[bytes]) -> None:
+    """`append_lines` into a new file made for them (one made at the path first is left alone:
+    EEXIST). A failed write leaves no empty file behind to block the next try, and Ctrl-C
+    none at all: it comes while the lines are built or as their one `write()` returns."""
+    try:
+        append_lines(path, lines, create=True, exclusive=True)
+    except WriteFailedError as error:
+        if error.errno != errno.EEXIST:
+            with contextlib.suppress(OSError):
+                if os.stat(path).st_size == 0:  # ours, cut back to nothing
+                    os.unlink(path)
+        raise
+    except BaseException:  # the file is ours, empty or whole; the caller takes it as unwritten
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
 
 
 def _short_write(fd: int, size: int, payload: bytearray, written: int) -> str:

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import os
 from itertools import chain
 from typing import Any
 
 import msgspec
 
-from pi_lsp.session.appender import WriteFailedError, append_lines
+from pi_lsp.session.appender import create_with_lines
 from pi_lsp.session.entries import (
     AssistantMessage,
     CompactionEntry,
@@ -87,14 +84,7 @@ def repaired_copy(tree: SessionTree, target: str) -> tuple[int, list[Problem]]:
     repaired."""
     before, after = _non_object_gaps(tree)
     lines = tree.kept_texts(lambda record: _linked_past(record, before, after))
-    try:
-        append_lines(target, chain([tree.header_raw], lines), create=True, exclusive=True)
-    except WriteFailedError as error:
-        if error.errno != errno.EEXIST:  # then the file is ours: leave no empty one behind
-            with contextlib.suppress(OSError):
-                if os.stat(target).st_size == 0:
-                    os.unlink(target)
-        raise
+    create_with_lines(target, chain([tree.header_raw], lines))
     # Every non-object line of a version 1 file is on its chain, so left out.
     kinds = LINE_REPAIRS | {"non-object-entry"} if before else LINE_REPAIRS
     written = len(tree.records) - len(before) + len(tree.idless_records) + len(tree.idless_lines)

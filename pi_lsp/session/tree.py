@@ -16,7 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from pi_lsp.paths import real_path
-from pi_lsp.session.appender import FileReplacedError, WriteFailedError, append_lines
+from pi_lsp.session.appender import (
+    FileReplacedError,
+    WriteFailedError,
+    append_lines,
+    create_with_lines,
+)
 from pi_lsp.session.appends import EntryAppends
 from pi_lsp.session.entries import (
     Entry,
@@ -718,13 +723,10 @@ class SessionTree(EntryAppends):
         failed write leaves no empty file behind."""
         self._refuse_moved_folder()
         try:
-            append_lines(self.path, lines, create=True, exclusive=True)
+            create_with_lines(self.path, lines)
         except WriteFailedError as error:
             if error.errno == errno.EEXIST:
                 raise WriteFailedError(errno.EEXIST, CREATED_MEANWHILE, self.path) from None
-            with contextlib.suppress(OSError):
-                if os.stat(self.path).st_size == 0:  # ours, cut back to nothing
-                    os.unlink(self.path)
             raise
 
     def _keep_unwritten(self, lines: list[bytes]) -> None:
