@@ -201,6 +201,9 @@ def cmd_fork(args: argparse.Namespace) -> int:
 
     tree = open_session(args.file)
     leaf = args.leaf or tree.leaf_id
+    if leaf is None and tree.idless_leaf is not None:
+        raise CliError(f"{args.file}: the leaf (line {tree.idless_leaf.line}) has no id, so "
+                       "no fork can end there; name the entry to fork at with --leaf ID")
     if leaf is None:
         raise CliError(f"{args.file}: the session is empty; nothing to fork")
     fork = fork_session(tree, leaf)

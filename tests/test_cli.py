@@ -191,6 +191,22 @@ def test_sessions_lists_example_workspace() -> None:
     assert sessions[0]["firstMessage"].startswith("GET /orders is really slow")
 
 
+def test_fork_at_a_leaf_without_an_id_says_so(tmp_path: Path) -> None:
+    """A session whose last line is an entry without an id was said to be empty."""
+    session = tmp_path / "s.jsonl"
+    tree = SessionTree.create(str(session), str(tmp_path))
+    tree.append_message(UserMessage(content="hi", timestamp=1))
+    idless = {"type": "message", "parentId": tree.leaf_id, "timestamp": "2026-01-01T00:00:01Z",
+              "message": {"role": "user", "content": "no id", "timestamp": 1}}
+    with session.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(idless) + "\n")
+    result = run_cli("fork", str(session))
+    assert result.returncode == 2
+    assert result.stderr == f"pi-lsp: {session}: the leaf (line 3) has no id, so no fork can " \
+        "end there; name the entry to fork at with --leaf ID\n"
+    assert list(tmp_path.iterdir()) == [session]
+
+
 def test_fork_prints_new_file_with_same_context(tmp_path: Path, example_session: Path) -> None:
     source = tmp_path / "sessions" / example_session.name
     source.parent.mkdir()
