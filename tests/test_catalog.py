@@ -450,6 +450,20 @@ def test_a_session_file_named_in_no_utf8_is_left_out_and_named(
     assert f"{directory}/bad\\xff.jsonl: not listed, its name is not UTF-8" in caplog.text
 
 
+def test_a_sessions_folder_whose_path_is_not_utf8_is_named_once(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A folder named `bad\xffdir` had each of its sessions said to have a name that is not
+    UTF-8, though only the folder's is not."""
+    folder = Path(os.fsdecode(os.fsencode(tmp_path) + b"/bad\xffdir"))
+    directory = folder / ".pi" / "sessions"
+    write(directory / "ok.jsonl", [header("ok", "2025-01-01T00:00:00.000Z", "/w")])
+    with caplog.at_level(logging.WARNING):
+        assert list_sessions([directory]) == []
+    shown = os.fsencode(directory).decode("utf-8", "backslashreplace")
+    assert caplog.messages == [f"{shown}: its sessions are not listed, its path is not UTF-8 "
+                               "(rename the folder to open them)"]
+
+
 def test_session_title_one_rule() -> None:
     """The name, else the first prompt on one line and cut, else the file name."""
     path = "/w/.pi/sessions/2026-01-01T00-00-00-000Z_abc.jsonl"

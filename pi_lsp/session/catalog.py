@@ -338,6 +338,9 @@ def _session_files(directories: list[Path]) -> list[str]:
         try:
             real = os.path.realpath(directory)
             with os.scandir(directory) as entries:
+                if not _named_in_utf8(str(directory), "its sessions are not listed, its path "
+                                      "is not UTF-8 (rename the folder to open them)"):
+                    continue  # said once for the folder, not as each file's own name
                 files.extend(e.path for e in entries
                              if _is_session_file(e, real) and _named_in_utf8(e.path))
         except (FileNotFoundError, NotADirectoryError):
@@ -363,14 +366,15 @@ def _is_session_file(entry: os.DirEntry[str], folder: str) -> bool:
     return not entry.is_symlink() or os.path.dirname(os.path.realpath(entry.path)) == folder
 
 
-def _named_in_utf8(path: str) -> bool:
+def _named_in_utf8(path: str, left_out: str = "not listed, its name is not UTF-8 (rename it "
+                                              "to open it)") -> bool:
     """Whether the path is UTF-8: VS Code reads a file: URI's bytes as UTF-8 and pi (Node) a
     file name, so neither could open a file whose name is not; it is left out, and logged."""
     try:
         path.encode("utf-8")
     except UnicodeEncodeError:
         shown = os.fsencode(path).decode("utf-8", "backslashreplace")
-        _not_listed(f"{shown}: not listed, its name is not UTF-8 (rename it to open it)")
+        _not_listed(f"{shown}: {left_out}")
         return False
     return True
 
