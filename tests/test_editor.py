@@ -117,12 +117,18 @@ async def run_prompt(pi: Pi, uri: str, text: str, **extra: Any) -> list[dict[str
     return events
 
 
-def open_document(pi: Pi, path: Path, text: str) -> str:
-    """Open `path` in the editor with the disk's text, then type `text` without saving."""
+def open_unchanged(pi: Pi, path: Path, shown: str) -> str:
+    """Open `path` in the editor showing `shown` (its text as the editor reads the file)."""
     uri = path.as_uri()
     pi.client.text_document_did_open(types.DidOpenTextDocumentParams(
         text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1,
-                                             text=path.read_text())))
+                                             text=shown)))
+    return uri
+
+
+def open_document(pi: Pi, path: Path, text: str) -> str:
+    """Open `path` in the editor with the disk's text, then type `text` without saving."""
+    uri = open_unchanged(pi, path, path.read_text())
     pi.client.text_document_did_change(types.DidChangeTextDocumentParams(
         text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
         content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)]))
@@ -220,10 +226,7 @@ async def test_an_open_file_with_nothing_unsaved_is_edited_as_the_disk_has_it(
     and the stale buffer is left for the editor to reload."""
     path = pi.main / "stale.py"
     path.write_text(DISK_TEXT)
-    uri = path.as_uri()
-    pi.client.text_document_did_open(types.DidOpenTextDocumentParams(
-        text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1,
-                                             text=DISK_TEXT)))
+    uri = open_unchanged(pi, path, DISK_TEXT)
     before = len(editor.edits)
     fake.script(
         tool_reply([("b1", "bash", {"command": "sed -i 's/LIMIT = 1/LIMIT = 5/' stale.py"})]),
@@ -259,10 +262,7 @@ async def test_an_open_file_shown_as_the_editor_decodes_it_is_edited_as_the_disk
     applied to the stale buffer. Once reloaded, an edit sent the BOM into the buffer."""
     path = pi.main / name
     path.write_bytes(disk)
-    uri = path.as_uri()
-    pi.client.text_document_did_open(types.DidOpenTextDocumentParams(
-        text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1,
-                                             text=shown)))
+    uri = open_unchanged(pi, path, shown)
     before = len(editor.edits)
     fake.script(
         tool_reply([("b1", "bash", {"command": f"sed -i 's/LIMIT = 1/LIMIT = 5/' {name}"})]),
