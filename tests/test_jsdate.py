@@ -91,6 +91,16 @@ def test_javascripts_own_date_texts_read_as_the_time_they_name(
     assert iso_to_ms("Wed Dec 31 1969 19:00:00 GMT-0500 (Eastern Standard Time)") == 0
 
 
+def test_half_an_emoji_in_a_legacy_date_is_read_as_node_reads_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lone surrogate in a stamp raised UnicodeEncodeError (counting UTF-16 units), so the
+    tree of such a session failed; Node reads the word as a month name, or as no date."""
+    _set_zone(monkeypatch, "UTC")
+    assert iso_to_ms("Jan\ud800 1 2024") == 1704067200000
+    assert iso_to_ms("x\udc00") is None
+    assert iso_to_ms("Thu, 01 Jan 1970 00:00:00 GMT\ud800") is None
+
+
 def test_the_table_covers_the_forms_in_question() -> None:
     rows = dict(TABLE["table"])
     assert rows["2024-01-02T24:00:00Z"]["UTC"] == 1704240000000 == iso_to_ms("2024-01-02T24:00:00Z")

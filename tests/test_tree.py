@@ -1102,3 +1102,13 @@ def test_an_id_an_editor_cannot_send_back_is_named_so() -> None:
     entry and said only that, though the entry is in the session."""
     assert "cannot be named from an editor" in str(UnknownEntryError("tip\ufffd"))
     assert str(UnknownEntryError("tip")) == "no entry with id 'tip' in this session"
+
+
+def test_id_less_nodes_beside_half_an_emoji_are_placed(tmp_path: Path) -> None:
+    """`tree --json` failed ("JSON is malformed") on a session with an id-less entry when a line
+    it reads for links held a lone surrogate escape, which pi writes and reads."""
+    tree = write_session(tmp_path / "s.jsonl", [
+        msg("a", None, "half \ud800 pair"),
+        {"type": "custom", "customType": "note", "parentId": "a", "data": "half \udc00"}])
+    assert json.loads(msgspec.json.encode(nested_tree(tree))) == [
+        {"id": "a", "label": None, "children": [{"id": None, "label": None, "children": []}]}]

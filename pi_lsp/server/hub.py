@@ -456,6 +456,9 @@ class SessionHub(Workspace):
     def fork(self, path: Path, leaf_id: str | None) -> Path:
         tree = self.sync(path).tree
         leaf = leaf_id or tree.leaf_id
+        if leaf is None and tree.idless_leaf is not None:
+            raise ValueError(f"the leaf (line {tree.idless_leaf.line}) has no id, so no fork can "
+                             "end there; fork at an entry of the tree instead")
         if leaf is None:
             raise ValueError("the session is empty; there is nothing to fork")
         folder = self.folder_of(path)  # where its turns run: pi's process.cwd()

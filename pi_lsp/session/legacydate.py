@@ -107,7 +107,7 @@ class _Scanner:
 
 def _keyword(text: str) -> _Token:
     # JavaScript counts UTF-16 units; V8 lower-cases ASCII letters only.
-    length = len(text.encode("utf-16-le")) // 2
+    length = len(text.encode("utf-16-le", "surrogatepass")) // 2  # half an emoji counts 1
     prefix = "".join(c.lower() if c.isascii() else c for c in text[:3])
     found = _KEYWORDS.get(prefix)
     if found is None or (length > 3 and found[0] != _MONTH):

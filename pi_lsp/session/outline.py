@@ -35,7 +35,7 @@ from pi_lsp.session.entries import (
     role_of,
 )
 from pi_lsp.session.journal import Record
-from pi_lsp.session.jsontext import js_number, js_string, js_truthy
+from pi_lsp.session.jsontext import Decoder, js_number, js_string, js_truthy
 from pi_lsp.session.layout import layout, shown_entry
 from pi_lsp.session.records import decode_entry
 from pi_lsp.session.tree import SessionTree, order_children
@@ -157,6 +157,9 @@ class _Links(msgspec.Struct, rename="camel"):
     parent_id: Any = msgspec.UNSET
 
 
+# Read as the journal reads lines: a lone surrogate escape elsewhere in the line is pi's text.
+_links_decoder: Decoder[_Links] = Decoder(_Links)
+
 # A key of pi's `nodeMap` (a JavaScript Map): values alike by `===`; an object is itself alone.
 _Key = tuple[Any, ...]
 
@@ -220,7 +223,7 @@ def _idless_places(tree: SessionTree) -> tuple[dict[Any, list[Record]],
     idless = tree.idless
     if not idless:
         return index, {}
-    links = {id(r): msgspec.json.decode(r.text, type=_Links) for r in idless}
+    links = {id(r): _links_decoder.decode(r.text) for r in idless}
     groups: dict[_Key, _Group] = {}
     for record in idless:
         raw = links[id(record)]
@@ -263,7 +266,7 @@ def _idless_places(tree: SessionTree) -> tuple[dict[Any, list[Record]],
 
 def _named_group(record: Record, groups: dict[_Key, _Group]) -> _Key | None:
     """The key of the id-less node whose child an entry's `parentId` makes it, if any."""
-    raw = msgspec.json.decode(record.text, type=_Links)
+    raw = _links_decoder.decode(record.text)
     key = _js_key(raw.parent_id, record.line, "parentId")
     return key if raw.parent_id is not None and key in groups else None
 
