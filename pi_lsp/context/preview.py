@@ -209,17 +209,20 @@ def render_markdown(leaf_id: str | None, layer: str, pages: list[tuple[int, list
                     model: str | None, edits: list[EditMark] | None = None) -> PreviewMarkdown:
     """The preview of `count` messages as Markdown, the context edits in force marked in place:
     the `pages` (first index, messages) given, a line for each run left out; and its headings."""
-    lines: list[str] = []
+    lines: list[str] = []  # each of one or more lines
     headings: list[Heading] = []
+    line = 0  # where the next one starts
 
     def add(*texts: str) -> None:
-        for text in texts:  # split: a message or a model's name may hold line breaks
-            # A lone CR too: VS Code counts it as a line break and Neovim does not, so
-            # neither would find a heading on the line it was sent for past one.
-            lines.extend(_LINE_BREAK.split(text))
+        nonlocal line
+        for text in texts:  # counted: a message or a model's name may hold line breaks
+            if "\r" in text:  # VS Code breaks lines at a lone CR, Neovim does not: both at LF
+                text = _LINE_BREAK.sub("\n", text)
+            lines.append(text)
+            line += text.count("\n") + 1
 
     def heading(text: str, entry_id: str | None, role: str, state: str) -> None:
-        headings.append(Heading(len(lines), entry_id, role, state))
+        headings.append(Heading(line, entry_id, role, state))
         add(text)
 
     add(f"# Context at {code_span(leaf_id or '(empty)')} — {total:,} of {window:,} tokens",
