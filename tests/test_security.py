@@ -510,7 +510,7 @@ class AskingServer:
         self.protocol = self
         self.asked: list[Any] = []
 
-    async def send_request_async(self, _method: str, params: Any) -> Any:
+    async def send_request_async(self, _method: str, params: Any, msg_id: Any = None) -> Any:
         self.asked.append(params)
         return {"decision": "allowSession"}
 
@@ -836,6 +836,7 @@ class Pi:
     answer: Any = "allow"  # a decision; "never" waits for `release`; "error" fails
     release: asyncio.Event = field(default_factory=asyncio.Event)
     answered: int = 0  # answers given after a release
+    withdrawn: int = 0  # questions the server cancelled ($/cancelRequest) while they waited
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -850,7 +851,13 @@ class Pi:
 async def answer(pi: Pi) -> Any:
     """The decision to give, after waiting when the test wants no answer (yet)."""
     if pi.answer == "never":
-        await pi.release.wait()
+        try:
+            await pi.release.wait()
+        except asyncio.CancelledError:
+            # Noted, and answered anyway once released, as an editor that cannot take its
+            # question back would (a late answer must stay harmless).
+            pi.withdrawn += 1
+            await pi.release.wait()
         pi.answered += 1
         return "deny"
     if pi.answer == "error":
@@ -1357,7 +1364,10 @@ async def test_shutdown_while_asking_about_an_attachment_logs_no_traceback(
         @client.feature(APPROVE_TOOL)
         async def approve_tool(_params: Any) -> Any:
             asked.set()
-            await release.wait()
+            try:
+                await release.wait()
+            except asyncio.CancelledError:  # the server withdrew it; answered late all the same
+                await release.wait()
             answered.set()
             return {"decision": "deny"}
 
@@ -1422,6 +1432,24 @@ async def test_abort_ends_a_turn_waiting_for_approval(
 
 
 @LSP
+async def test_abort_cancels_the_open_question(pi: Pi, fake: FakeAnthropic) -> None:
+    """An abort left the editor's question open (pygls sends no $/cancelRequest for its own
+    requests): answering it did nothing. The request is cancelled now, and only on an abort."""
+    uri = (await call(pi.client, "pi.newSession", {}))["uri"]
+    fake.script(tool_reply([("t1", "bash", {"command": "echo never"})]), text_reply("late"))
+    pi.answer, pi.asked, pi.release = "never", [], asyncio.Event()
+    withdrawn = pi.withdrawn
+    turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "go"}))["turnId"]
+    await until(lambda: pi.asked, "the approval to be asked")
+    assert pi.withdrawn == withdrawn
+    assert await call(pi.client, "pi.abort", {"uri": uri}) == {"aborted": True}
+    await until(lambda: pi.withdrawn == withdrawn + 1, "the question to be cancelled")
+    await turn_end(pi, turn_id)
+    pi.release.set()
+    pi.answer = "allow"
+
+
+@LSP
 async def test_abort_drops_what_was_queued_behind_the_turn_and_withdraws_its_questions(
         pi: Pi, fake: FakeAnthropic) -> None:
     """A follow-up asked about its attached file stayed asked when the user aborted the turn it
@@ -1439,8 +1467,10 @@ async def test_abort_drops_what_was_queued_behind_the_turn_and_withdraws_its_que
         "uri": uri, "text": "FOLLOW-ASKED", "delivery": "followUp",
         "context": [{"uri": (pi.outside / "readme.txt").as_uri()}]}))
     await until(lambda: len(pi.asked) == 2, "the attachment to be asked about")
+    withdrawn = pi.withdrawn
     assert await call(pi.client, "pi.abort", {"uri": uri}) == {"aborted": True}
     assert await asyncio.wait_for(follow, CEILING_S) == {"turnId": None, "dropped": "followUp"}
+    await until(lambda: pi.withdrawn == withdrawn + 2, "both questions to be cancelled")
     await until(lambda: any(n["event"]["type"] == "queue_dropped" for n in pi.notes
                             if n["turnId"] == turn_id), "the dropped messages to be named")
     told = [e for e in await turn_end(pi, turn_id) if e["type"] == "queue_dropped"]

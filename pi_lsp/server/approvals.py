@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
@@ -170,12 +172,23 @@ class ToolApprovals:
             return None if decision != "deny" else f"the user denied running {name}"
         return approve
 
-    async def ask_approve_tool(self, params: ApproveToolParams) -> Decision:
-        # Shielded, here and below: an abort ends the wait, and a late answer still finds its
-        # future (a cancelled one would make pygls fail on the answer).
+    async def ask(self, method: str, params: Any) -> Any:
+        """The editor's answer to request `method`. An abort ends the wait and cancels the
+        request (`$/cancelRequest`, which pygls never sends itself): the question goes."""
+        msg_id = str(uuid.uuid4())
+        answer = self.server.protocol.send_request_async(method, params, msg_id=msg_id)
         try:
-            answer = await asyncio.shield(
-                self.server.protocol.send_request_async(APPROVE_TOOL, params))
+            # Shielded: a late answer still finds its future (a cancelled one would make pygls
+            # fail on the answer).
+            return await asyncio.shield(answer)
+        except asyncio.CancelledError:
+            if not answer.done():
+                self.server.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
+            raise
+
+    async def ask_approve_tool(self, params: ApproveToolParams) -> Decision:
+        try:
+            answer = await self.ask(APPROVE_TOOL, params)
         except Exception as error:  # an error answer counts as a denial
             raise NotAsked(f"the user could not be asked to approve {params.tool} ({error}); "
                            "it was not run") from None
@@ -194,7 +207,7 @@ class ToolApprovals:
             actions=[types.MessageActionItem(t) for t in titles],
         )
         try:
-            answer = await asyncio.shield(self.server.window_show_message_request_async(params))
+            answer = await self.ask(types.WINDOW_SHOW_MESSAGE_REQUEST, params)
         except Exception as error:  # a client that cannot ask counts as a denial
             raise NotAsked(f"the user could not be asked to approve {name} ({error}); "
                            "it was not run") from None
