@@ -1,7 +1,7 @@
 // Tool approval through `pi/approveTool`: a write or edit opens as a diff of the file's current
 // text against the proposed one (both read-only virtual documents), bash shows its whole
 // command. The question stays open until it is answered, in the notification or in the asking
-// session's chat, or its turn ends: closing or hiding something is never an answer. VS Code
+// session's chat, or its turn ends or the server withdraws it: closing or hiding something is never an answer. VS Code
 // cannot take back a message notification, so the question is a progress notification (which
 // has no close button and goes when the answer comes from anywhere) with the answers as links.
 import * as path from "node:path";
@@ -104,7 +104,7 @@ export class Approvals {
     this.open.get(id)?.(choice);
   }
 
-  async approve(p: ApproveToolParams): Promise<{ decision: ApprovalDecision }> {
+  async approve(p: ApproveToolParams, token?: vscode.CancellationToken): Promise<{ decision: ApprovalDecision }> {
     const id = `approve-${++this.count}`;
     let settled = false;
     const answered = new Promise<string | undefined>((resolve) => this.open.set(id, (choice) => {
@@ -119,6 +119,9 @@ export class Approvals {
       const over = p.attachment ? n.event.type === "queue_dropped" : n.event.type === "agent_end" || n.event.type === "error";
       if (over && n.turnId === p.turnId) this.open.get(id)?.(undefined);
     });
+    // The server cancels the request when it stops waiting (an abort): the question goes, even
+    // where no turn event names it.
+    const withdrawn = token?.onCancellationRequested(() => this.open.get(id)?.(undefined));
     let diff: vscode.Uri | undefined;
     try {
       const title = Sessions.title(await this.sessions.info(p.uri).catch(() => undefined), p.uri);
@@ -135,6 +138,7 @@ export class Approvals {
     } finally {
       this.open.delete(id);
       ended.dispose();
+      withdrawn?.dispose();
       this.chats.settle(id);
       if (diff) await this.closeDiff(diff);
     }

@@ -127,8 +127,9 @@ export class PiClient implements vscode.Disposable {
    *  the new server knows no turn, question or job of the old one. */
   readonly onStarted = this.startedEmitter.event;
 
-  /** Answers `pi/approveTool` (no handler: every call is denied). */
-  approveToolHandler: ((params: ApproveToolParams) => Promise<{ decision: ApprovalDecision }>) | undefined;
+  /** Answers `pi/approveTool` (no handler: every call is denied); `token` is cancelled when the
+   *  server withdraws the question. */
+  approveToolHandler: ((params: ApproveToolParams, token: vscode.CancellationToken) => Promise<{ decision: ApprovalDecision }>) | undefined;
   /** Answers `pi/diagnostics`. */
   diagnosticsHandler: ((params: DiagnosticsParams) => Promise<DiagnosticsResult>) | undefined;
 
@@ -268,8 +269,8 @@ export class PiClient implements vscode.Disposable {
     const client = new PiLanguageClient("piLsp", "pi-lsp", serverOptions, clientOptions);
     const defaults = client.createDefaultErrorHandler();
     client.registerFeature(piCapabilities);
-    client.onRequest(APPROVE_TOOL, (params: ApproveToolParams) =>
-      this.approveToolHandler?.(params) ?? { decision: "deny" as ApprovalDecision });
+    client.onRequest(APPROVE_TOOL, (params: ApproveToolParams, token) =>
+      this.approveToolHandler?.(params, token) ?? { decision: "deny" as ApprovalDecision });
     client.onRequest(DIAGNOSTICS, (params: DiagnosticsParams) =>
       this.diagnosticsHandler?.(params) ?? { diagnostics: [] });
     // In place of the client's own handler: the server quotes paths (session files, folders),

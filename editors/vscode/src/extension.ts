@@ -35,7 +35,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<PiApi>
   chats = new ChatPanels(pi, sessions, context.extensionUri);
   const panels = chats;
   const approvals = new Approvals(pi, sessions, panels);
-  pi.approveToolHandler = (params) => approvals.approve(params);
+  pi.approveToolHandler = (params, token) => approvals.approve(params, token);
   pi.diagnosticsHandler = (params) => editorDiagnostics(params);
 
   const view = new SessionsView(pi, sessions);

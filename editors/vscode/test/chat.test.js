@@ -142,6 +142,24 @@ test("a question the turn is aborted under goes, card and notification", async (
   assert.match(html, /aborted/i);
 });
 
+test("a question the server withdraws goes, card and notification, with no turn event to say so", async () => {
+  // Before, only the turn's end took it away: the server's $/cancelRequest was never sent nor heard.
+  const onTurn = api.pi.onTurn;
+  api.pi.onTurn = () => new vscode.Disposable(() => {});
+  try {
+    fake.script(toolReply({ text: "Deploying.", calls: [["toolu_w", "bash", { command: "make withdrawn" }]] }));
+    await turn("deploy again", async () => {
+      const card = await eventually(() => panel.posted.find((m) => m.type === "approval" && m.detail === "make withdrawn"), "the approval card");
+      const note = rec.progress.find((p) => p.options.title.includes("wants to run bash: make withdrawn (session: "));
+      assert.ok(note && !note.done);
+      await panel.receive({ type: "abort" });
+      await eventually(() => panel.posted.some((m) => m.type === "approvalDone" && m.id === card.id) && note.done, "the card and the notification to go");
+    });
+  } finally {
+    api.pi.onTurn = onTurn;
+  }
+});
+
 test("a turn that ends while its question is being prepared asks nothing", async () => {
   // The turn ends (an abort) while the session's title is fetched, before the question is shown.
   let release;
