@@ -510,6 +510,27 @@ def test_a_session_model_that_cannot_be_restored_falls_back_to_the_default(
     assert "model_change" not in kinds(session)  # for this run only, as pi writes none
 
 
+def test_a_session_model_and_a_default_that_both_cannot_be_used_are_both_named(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    """With no key for the session's model (openai) nor for the default (anthropic), the error
+    named only OPENAI_API_KEY, as if setting it were the one way on; pi 1.6 goes on to another
+    model with a key, in an order pi-lsp's catalog cannot follow, so both are named."""
+    session = workspace / ".pi" / "sessions" / "s.jsonl"
+    session_answered_by(session, "openai", "gpt-5")
+    before = session.read_bytes()
+    fake.script(text_reply("never"))
+    no_keys = {k: v for k, v in env.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+    result = pi_run(workspace, no_keys, "--session", str(session), "next")
+    assert result.returncode == 2, result.stderr
+    [problem] = problem_lines(result.stderr)
+    assert problem.startswith("pi-lsp: could not restore model openai/gpt-5 (no OpenAI API "
+                              "key: set OPENAI_API_KEY"), problem
+    assert ("the default model anthropic/claude-sonnet-4-5 cannot be used either (no Anthropic "
+            "API key: set ANTHROPIC_API_KEY") in problem
+    assert fake.message_requests() == []
+    assert session.read_bytes() == before
+
+
 def test_provider_error_after_retries_exits_1(
         fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
     fake.script(*[error_reply(500, "api_error", "the fake is broken") for _ in range(10)])

@@ -253,25 +253,31 @@ def fallback_model(harness: Harness, projection: Projection) -> tuple[str, str] 
     if recorded is None:  # the default is in force already, as in pi, with nothing to say
         return None
     lost = unrestorable(projection, harness.registry)
-    if lost is None and not makes_provider(harness, recorded.names()[0]):
-        lost = recorded.names()
-    default = harness.default_model
-    # With no default to use either, the session's own provider says what is missing.
-    if lost is None or not makes_provider(harness, default[0]):
+    why: str | None = "pi-lsp's catalog has no such model"
+    if lost is None:
+        lost, why = recorded.names(), provider_problem(harness, recorded.names()[0])
+    if why is None:
         return None
+    default = harness.default_model
+    if unusable := provider_problem(harness, default[0]):
+        # pi 1.6 would go on to the first model with a key in its own catalog, in an order
+        # pi-lsp's smaller catalog cannot follow: say why neither model can be used instead.
+        raise RunError(printable(
+            f"could not restore model {'/'.join(lost)} ({why}), and the default model "
+            f"{'/'.join(default)} cannot be used either ({unusable}); pass --model"))
     print(f"pi-lsp: warning: could not restore model {printable('/'.join(lost))}; using "
           f"{printable('/'.join(default))}", file=sys.stderr)
     return default
 
 
-def makes_provider(harness: Harness, name: str) -> bool:
-    """Whether `name`'s provider can be made here: configured, with a key (pi's
-    `hasConfiguredAuth`)."""
+def provider_problem(harness: Harness, name: str) -> str | None:
+    """Why `name`'s provider cannot be made here (unconfigured, or no key: pi's
+    `hasConfiguredAuth` false); None when it can."""
     try:
         harness.provider(name)
-    except (MissingApiKeyError, UnknownProviderError):
-        return False
-    return True
+    except (MissingApiKeyError, UnknownProviderError) as error:
+        return str(error)
+    return None
 
 
 def output_failed(error: OSError) -> int:
