@@ -23,6 +23,7 @@ from pi_lsp.cli_common import (
     open_session,
     write_line,
     write_messages,
+    write_path_line,
     write_tree,
 )
 from pi_lsp.session.appender import WriteFailedError
@@ -212,7 +213,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
         raise CliError(f"{args.file}: nothing written: the path to {leaf} has no user or "
                        f"assistant message, and pi writes a new session only from its first "
                        f"one; continue there instead (pi-lsp branch {args.file} --to {leaf})")
-    print(fork.path)
+    write_path_line(sys.stdout, fork.path)
     return 0
 
 

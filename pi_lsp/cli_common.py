@@ -51,6 +51,13 @@ def write_line(value: object) -> None:
     sys.stdout.buffer.write(b"\n")
 
 
+def write_path_line(stream: TextIO, path: str, before: str = "", after: str = "") -> None:
+    """A line naming a file, its path as its bytes: as text, a byte that is not UTF-8 prints as
+    U+FFFD, naming a file that does not exist (`f=$(pi-lsp fork …)`)."""
+    stream.flush()  # the text printed before it comes first
+    stream.buffer.write(before.encode() + os.fsencode(path) + after.encode() + b"\n")
+
+
 MESSAGES_BATCH = 1000
 
 

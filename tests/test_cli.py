@@ -222,6 +222,21 @@ def test_fork_prints_new_file_with_same_context(tmp_path: Path, example_session:
     assert json.loads(ours) == json.loads(theirs)
 
 
+def test_fork_in_a_folder_whose_path_is_not_utf8_prints_the_forks_own_path(
+        tmp_path: Path) -> None:
+    """The fork's path was printed with U+FFFD for the byte that is not UTF-8, so
+    `f=$(pi-lsp fork …)` got a path that does not exist."""
+    folder = os.fsencode(tmp_path) + b"/bad\xffdir"
+    os.mkdir(folder)
+    session = os.fsdecode(folder + b"/s.jsonl")
+    tree = SessionTree.create(session, str(tmp_path))
+    tree.append_message(UserMessage(content="hi", timestamp=1))
+    result = run_cli("fork", session, text=False)
+    assert result.returncode == 0, result.stderr
+    forked = result.stdout.removesuffix(b"\n")
+    assert os.path.dirname(forked) == folder and os.path.isfile(forked)
+
+
 @pytest.mark.parametrize("command", ["context", "tree", "check", "fork"])
 def test_bad_files_get_one_line_and_exit_2(tmp_path: Path, command: str) -> None:
     not_session = tmp_path / "notes.jsonl"

@@ -442,6 +442,21 @@ def test_missing_api_key_is_one_line_and_writes_nothing(
     assert written == {}, "a run that could not start wrote a session file"
 
 
+def test_the_session_line_names_a_path_that_is_not_utf8_as_its_bytes(
+        fake: FakeAnthropic, tmp_path: Path, env: dict[str, str]) -> None:
+    """In a folder `bad\xffdir`, `session: PATH` printed U+FFFD for the byte, naming a file
+    that does not exist."""
+    folder = os.fsencode(tmp_path) + b"/bad\xffdir"
+    os.mkdir(folder)
+    fake.script(text_reply("ok"))
+    result = subprocess.run(command("run", "--new", "hi"), capture_output=True,
+                            cwd=folder, env=env, timeout=PROCESS_CEILING_S)
+    assert result.returncode == 0, result.stderr
+    [path] = [line.removeprefix(b"session: ") for line in result.stderr.splitlines()
+              if line.startswith(b"session: ")]
+    assert os.path.dirname(path) == folder + b"/.pi/sessions" and os.path.isfile(path)
+
+
 def test_an_empty_prompt_is_refused_and_sends_nothing(
         fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
     """`run ""` sent an empty prompt to the model and wrote it; pi 1.6's `pi -p ""` sends and

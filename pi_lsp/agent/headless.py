@@ -20,7 +20,12 @@ from pi_lsp.agent.events import (
     ToolExecutionStart,
 )
 from pi_lsp.agent.harness import Harness
-from pi_lsp.cli_common import EXIT_READER_GONE, discard_output, open_session
+from pi_lsp.cli_common import (
+    EXIT_READER_GONE,
+    discard_output,
+    open_session,
+    write_path_line,
+)
 from pi_lsp.context.layers import unrestorable
 from pi_lsp.context.projection import Projection, project_path
 from pi_lsp.harness_factory import make_harness
@@ -232,7 +237,7 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
             loop.remove_signal_handler(stop)
     printer.end_line()
     written = "" if tree.on_disk else " (not written: pi writes a session at its first prompt)"
-    print(f"session: {tree.path}{written}", file=sys.stderr)
+    write_path_line(sys.stderr, tree.path, "session: ", written)
     last = next((m for m in reversed(produced) if isinstance(m, AssistantMessage)), None)
     if printer.failed is not None:
         return output_failed(printer.failed)
