@@ -473,6 +473,43 @@ def test_a_diff_of_the_changed_lines_is_difflibs() -> None:
         assert Proposal(Path("a"), before, after).diff() == "".join(whole), (before, after)
 
 
+def test_a_small_edit_of_a_file_with_classic_mac_line_ends_is_diffed() -> None:
+    """Lines ending with a lone "\\r" (pi 1.6 reads them as lines) were never cut, as only "\\n"
+    cut them: a one-line edit of such a file past DIFF_MAX_LINES lines was only summed up."""
+    lines = [f"line {i}\r" for i in range(DIFF_MAX_LINES + 1)]
+    edited = [*lines[:41], "forty-two\r", *lines[42:]]
+    change = Proposal(Path("a"), "".join(lines), "".join(edited))
+    assert change.diffable()
+    whole = "".join(difflib.unified_diff(lines, edited, "a", "a"))
+    assert change.diff() == whole and "@@ -39,7 +39,7 @@\n" in whole
+
+
+def test_cuts_between_line_ends_of_every_kind_diff_as_difflib(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cut with difflib's 3 lines of context as margin and line ends searched for two characters
+    at a time, random texts of "\\n", "\\r\\n" and lone "\\r" ends diff as difflib does whole."""
+    monkeypatch.setattr("pi_lsp.agent.trimdiff.MARGIN_LINES", 3)
+    monkeypatch.setattr("pi_lsp.agent.trimdiff.WINDOW", 2)
+    rng = random.Random(3)
+
+    ends = ["\n", "\r\n", "\r"]
+
+    def line() -> str:
+        return f"{rng.randrange(10**9)}{rng.choice(ends)}"
+
+    for _ in range(3000):
+        old = [line() for _ in range(rng.randrange(1, 20))]
+        new = list(old)
+        at = rng.randrange(len(new))
+        if rng.random() < 0.5:  # its end only: "\r" then "\r\n", a cut after "\r" splits it
+            new[at] = new[at].rstrip("\r\n") + rng.choice(ends)
+        else:
+            new[at:at + rng.randrange(3)] = [line() for _ in range(rng.randrange(3))]
+        before, after = "".join(old), "".join(new)
+        whole = difflib.unified_diff(before.splitlines(True), after.splitlines(True), "a", "a")
+        assert Proposal(Path("a"), before, after).diff() == "".join(whole), (before, after)
+
+
 def test_repeated_lines_diff_as_difflib_pairs_them_over_the_whole_texts() -> None:
     """With 3 lines around the change, `x y a a a a b` given one more `a` showed the insertion
     elsewhere and without context (1 in 12 random cases of repeated lines differed)."""
