@@ -308,7 +308,7 @@ async def test_open_files_are_compared_with_the_disk_again_only_when_their_file_
     # Written just now, it may change again within its timestamps' tick: compared each time.
     assert files.open_texts() == files.open_texts() == {path: None}
     assert reads == [path] * 2
-    monkeypatch.setattr(editor_module, "SETTLED_NS", -1 << 62)  # as if written long ago
+    monkeypatch.setattr("pi_lsp.regular.SETTLED_NS", -1 << 62)  # as if written long ago
     assert [files.open_texts() for _ in range(3)] == [{path: None}] * 3
     assert reads == [path] * 3
     path.write_text("LIMIT = 5\n")  # as `bash` changes it

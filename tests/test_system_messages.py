@@ -519,7 +519,7 @@ def test_a_build_parses_only_the_skill_files_changed_since_the_last(
     skill_file(workspace / ".pi" / "skills" / "mine" / "SKILL.md", "description: Project's.")
     monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(skills, "SETTLED_NS", -1 << 62)  # files written just now are kept too
+    monkeypatch.setattr("pi_lsp.regular.SETTLED_NS", -1 << 62)  # files written now are kept too
     parsed: list[str] = []
 
     def counted(path: str, text: str) -> Skill | None:

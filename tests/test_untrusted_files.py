@@ -392,7 +392,7 @@ def test_a_build_stops_parsing_skills_past_its_time(
     monkeypatch.setattr(skills_module, "skill", costly)
     monkeypatch.setattr(skills_module, "_clock", lambda: now[0])
     monkeypatch.setattr(skills_module, "PARSE_SECONDS", 2.5)
-    monkeypatch.setattr(skills_module, "SETTLED_NS", -1 << 62)  # files written just now are kept
+    monkeypatch.setattr("pi_lsp.regular.SETTLED_NS", -1 << 62)  # files written just now are kept
     with caplog.at_level(logging.WARNING, "pi_lsp.agent.skills"):
         assert [s.name for s in find_skills(str(project), trusted=True)] == ["a", "b", "c"]
     assert [r.getMessage() for r in caplog.records] == \

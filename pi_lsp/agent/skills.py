@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from pi_lsp.agent.ignorerules import IgnoreRules, name_between_stars
 from pi_lsp.jsonfile import read_object
-from pi_lsp.regular import read_regular
+from pi_lsp.regular import read_regular, settled, stat_key
 from pi_lsp.session.catalog import agent_dir
 from pi_lsp.session.jsontext import JS_WHITESPACE
 
@@ -51,10 +51,6 @@ MAX_IGNORE_RULES = 512  # under one skills folder
 # Skill files parsed so far, by file (parsing their YAML was 85% of a prompt's build: 600 ms
 # at 1,000 skills, at every turn and preview); least recently used dropped past this many.
 CACHE_SIZE = 8192
-# A file changed within its file system's timestamp granularity (a clock tick; 2 s on FAT) may
-# keep its size and times: one changed that recently is parsed again at each build, as git
-# reads a "racily clean" file again.
-SETTLED_NS = 2_000_000_000
 # One build's time for parsing skill files, past which the rest are skipped: under the cap a
 # frontmatter can still take seconds (ruamel.yaml's scanner is quadratic in flow nesting: 15 K
 # characters of `[[[…]]]`, 1.9 s), and the CLI parses every file at every build. At load about
@@ -483,7 +479,7 @@ def _allowed(real: str, path: str, within: str | None) -> bool:
     return False
 
 
-_FileKey = tuple[bool, str, int, int, int, int, int]
+_FileKey = tuple[bool, str, tuple[int, ...]]
 
 
 class _Parsed:
@@ -537,8 +533,7 @@ def _read_skill(path: str, within: str | None, trusted: bool, deadline: _Deadlin
     try:
         # Before reading: a change after it is a newer file, never one taken for this one.
         info = os.stat(path)
-        key = (trusted, path, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns,
-               info.st_ctime_ns)
+        key = (trusted, path, stat_key(info))
         cached = _parsed.get(key)
         if cached is not None:
             return cached[0]
@@ -549,7 +544,7 @@ def _read_skill(path: str, within: str | None, trusted: bool, deadline: _Deadlin
         log.warning("%s: not read as a skill (%s)", path, error.strerror or error)
         return None
     loaded = skill(path, data.decode("utf-8", "replace"))
-    if time.time_ns() - max(info.st_mtime_ns, info.st_ctime_ns) > SETTLED_NS:
+    if settled(info):  # else parsed again at each build
         _parsed.put(key, loaded)
     return loaded
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,12 +22,11 @@ from pi_lsp.agent.access import inside, secret_reason
 from pi_lsp.agent.approval import ApprovalRequest, Approver
 from pi_lsp.agent.attachments import Attachment, Range, lines_of, mentions, render
 from pi_lsp.agent.feedback import FileProblems, Problem, problems_message
-from pi_lsp.agent.skills import SETTLED_NS
 from pi_lsp.agent.splice import BOM
 from pi_lsp.agent.tools import DISK, ToolError, well_formed
 from pi_lsp.jsonfile import BOM as UTF8_BOM
 from pi_lsp.paths import real_path
-from pi_lsp.regular import read_regular
+from pi_lsp.regular import read_regular, settled, stat_key
 from pi_lsp.server.protocol import ContextArg, PromptArgs
 from pi_lsp.session.entries import ToolCall
 
@@ -139,14 +137,12 @@ class EditorFiles:
             info = os.stat(path)  # before the read: a change after it makes another stat
         except OSError:
             return False
-        key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        key = stat_key(info)
         known = self.compared.get(document.uri)
         if known is not None and known[0] == key:
             return known[1]
         same = same_as_disk(document.source, path)
-        # A file changed within its timestamps' granularity may change again keeping its stat
-        # (git's "racily clean" files): that one is compared again at each look.
-        if time.time_ns() - max(info.st_mtime_ns, info.st_ctime_ns) > SETTLED_NS:
+        if settled(info):  # else compared again at each look
             self.compared[document.uri] = (key, same)
         return same
 
