@@ -64,6 +64,9 @@ COMMIT_HOOK_FILES = frozenset({".pre-commit-config.yaml"}) | frozenset(
 # and a list of names always missed some (~/.bash_aliases, ~/.vim, VSCodium's settings): a
 # write anywhere there is asked for every time, as an editor's settings are.
 HOME_CONFIG_DIRS = frozenset({"library"})  # folded, as `fold` gives it
+# Read at each check of a path: joined once.
+RUNS_ON_ITS_OWN_FILES = EDITOR_CONFIG_FILES | COMMIT_HOOK_FILES
+RUNS_ON_ITS_OWN_DIRS = EDITOR_CONFIG_DIRS | COMMIT_HOOK_DIRS
 # Where cron reads the jobs it runs.
 CRONTABS = (Path("/etc/crontab"), Path("/etc/cron.d"), Path("/var/spool/cron"))
 
@@ -202,16 +205,15 @@ def runs_on_its_own(path: Path) -> bool:
 
 
 def _runs_on_its_own(candidate: Path) -> bool:
-    if fold(candidate.name) in EDITOR_CONFIG_FILES | COMMIT_HOOK_FILES or \
-            (EDITOR_CONFIG_DIRS | COMMIT_HOOK_DIRS) & set(folded(candidate.parent)):
+    if fold(candidate.name) in RUNS_ON_ITS_OWN_FILES or \
+            RUNS_ON_ITS_OWN_DIRS & set(folded(candidate.parent)):
         return True
     return _in_home_config(candidate) or any(folded_inside(candidate, run) for run in CRONTABS)
 
 
 def home_folders() -> set[Path]:
     """The home folder as written and where its links lead: a rule about it holds for both."""
-    home = Path.home()
-    return {_as_written(home), _real(home)}
+    return set(_candidates(Path.home()))
 
 
 def _in_home_config(candidate: Path) -> bool:

@@ -195,18 +195,19 @@ class EditorFiles:
 def same_as_disk(text: str, path: Path) -> bool:
     """Whether an editor that read the file as UTF-8 shows `text`: VS Code and Neovim drop its
     BOM (and write it back on save), and show a byte that is not UTF-8 as U+FFFD."""
+    replaced = "\ufffd" in text
     try:
         content = text.encode()
         # Only a text with U+FFFD can differ in size from its bytes: typing in any other is
         # no read of its file.
-        if "\ufffd" not in text and os.stat(path).st_size - len(content) not in (0, len(UTF8_BOM)):
+        if not replaced and os.stat(path).st_size - len(content) not in (0, len(UTF8_BOM)):
             return False
         data = read_regular(path)
     except (OSError, UnicodeEncodeError):
         return False
     if data.startswith(UTF8_BOM) and not text.startswith(BOM):
         data = data[len(UTF8_BOM):]
-    return data == content or ("\ufffd" in text and data.decode("utf-8", "replace") == text)
+    return data == content or (replaced and data.decode("utf-8", "replace") == text)
 
 
 def in_buffer(text: str, buffer: str, path: Path) -> str:

@@ -49,8 +49,8 @@ def new_session_id() -> str:
     made in one millisecond still sort in order), then random bits."""
     with _V7.lock:
         _V7.last_ms = ms = max(time.time_ns() // 1_000_000, _V7.last_ms)
-        seed = int.from_bytes(os.urandom(5))
-        _V7.counter = counter = seed if _V7.counter is None else _V7.counter + 1
+        _V7.counter = counter = int.from_bytes(os.urandom(5)) if _V7.counter is None \
+            else _V7.counter + 1
     high, low = (counter >> 29) & 0xFFF, counter & ((1 << 29) - 1)  # around the variant bits
     random_bits = int.from_bytes(os.urandom(5)) & ((1 << 33) - 1)
     value = ms << 80 | 0x7 << 76 | high << 64 | 0b10 << 62 | low << 33 | random_bits

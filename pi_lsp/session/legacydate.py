@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pi_lsp.session.jsontext import JS_WHITESPACE
+
 _MAX_DIGITS = 9  # V8 reads a numeral's first nine digits after its leading zeros
 _SMI_MAX = 2**31 - 1
 
@@ -23,9 +25,7 @@ _KEYWORDS: dict[str, tuple[str, int]] = {
     "edt": (_ZONE, -4), "est": (_ZONE, -5), "mdt": (_ZONE, -6), "mst": (_ZONE, -7),
     "pdt": (_ZONE, -7), "pst": (_ZONE, -8), "t": (_T, 0),
 }
-# JavaScript's WhiteSpace and LineTerminator characters.
-_SPACES = frozenset("\t\n\v\f\r \xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
-                    "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff")
+_SPACES = frozenset(JS_WHITESPACE)
 
 
 @dataclass(frozen=True)
