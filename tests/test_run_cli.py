@@ -870,27 +870,18 @@ def test_a_full_disk_at_the_settings_file_is_one_line_naming_it(
         f"pi-lsp: {workspace / '.pi' / 'settings.json'}: No space left on device\n"
 
 
+@pytest.mark.parametrize(("redirect", "reason"), [("> /dev/full", "No space left on device"),
+                                                  (">&-", "Bad file descriptor")])
 def test_a_reply_that_cannot_be_written_aborts_the_run(
-        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str], redirect: str,
+        reason: str) -> None:
+    """A full or closed stdout (`>&-`: writing the reply to Python's None stdout was an internal
+    error that ended the session at the prompt, with no reply saved) aborts, the reply kept."""
     fake.script(text_reply(*[f"piece{n} " for n in range(40)], delay=0.3))
-    result = shell_run(workspace, env, "RUN --new go > /dev/full")
+    result = shell_run(workspace, env, f"RUN --new go {redirect}")
     assert result.returncode == 2, result.stderr
     assert problem_lines(result.stderr) == [
-        "pi-lsp: aborted: cannot write the reply (No space left on device); the reply so far "
-        "is saved"]
-    assert aborted_reply(workspace).startswith("piece0")
-
-
-def test_a_closed_stdout_aborts_the_run_and_keeps_the_reply(
-        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
-    """`>&-`: writing the reply to Python's None stdout was an internal error that ended the
-    session at the prompt, with no reply saved."""
-    fake.script(text_reply(*[f"piece{n} " for n in range(40)], delay=0.3))
-    result = shell_run(workspace, env, "RUN --new go >&-")
-    assert result.returncode == 2, result.stderr
-    assert problem_lines(result.stderr) == [
-        "pi-lsp: aborted: cannot write the reply (Bad file descriptor); the reply so far is "
-        "saved"]
+        f"pi-lsp: aborted: cannot write the reply ({reason}); the reply so far is saved"]
     assert aborted_reply(workspace).startswith("piece0")
 
 
