@@ -47,9 +47,11 @@ export class ContextProvider implements vscode.TextDocumentContentProvider, vsco
   constructor(private readonly pi: PiClient, onDidMove: vscode.Event<SessionMove>) {
     // Only previews of the current leaf change: an entry's own context never does (append-only).
     this.disposables.push(pi.onSessionChanged((e) => this.refresh(e.uri)), onDidMove((move) => this.follow(move)),
-      // A preview opened again on the file cut short is that file's (a session of its own).
+      // A preview opened again starts afresh: on the file cut short it is that file's (a session
+      // of its own), and it shows the first page, not the pages the closed one was shown.
       vscode.workspace.onDidCloseTextDocument((doc) => {
         followed.delete(doc.uri.toString());
+        this.pages.delete(doc.uri.toString());
         this.headings.delete(doc.uri.toString());
       }));
   }

@@ -527,16 +527,20 @@ test("a label on a row under an opened folded row shows; a turn's entries under 
   }
 });
 
-test("a long context's preview shows both ends at first, more on Show More of the Context", async () => {
-  const path = require("node:path");
-  const file = path.join(ws.sessionsDir, "long-context.jsonl");
-  const lines = [JSON.stringify({ type: "session", version: 3, id: "long-context", timestamp: "2026-12-01T10:00:00.000Z", cwd: "/tmp/long" })];
+/** A session of 350 prompts in a row, as a `file:` uri. */
+function longSession(id) {
+  const file = require("node:path").join(ws.sessionsDir, `${id}.jsonl`);
+  const lines = [JSON.stringify({ type: "session", version: 3, id, timestamp: "2026-12-01T10:00:00.000Z", cwd: "/tmp/long" })];
   for (let i = 0; i < 350; i++) {
     lines.push(JSON.stringify({ type: "message", id: `c${i}`, parentId: i ? `c${i - 1}` : null, timestamp: "2026-12-01T10:00:01.000Z",
       message: { role: "user", content: `prompt ${i}`, timestamp: 1796119201000 } }));
   }
   require("node:fs").writeFileSync(file, lines.join("\n") + "\n");
-  const uri = vscode.Uri.file(file).toString();
+  return vscode.Uri.file(file).toString();
+}
+
+test("a long context's preview shows both ends at first, more on Show More of the Context", async () => {
+  const uri = longSession("long-context");
   const doc = await run("piLsp.previewContext", { uri });
   const text = () => rec.shown.at(-1).getText();
   assert.equal(rec.shown.at(-1).uri.toString(), doc.toString());
@@ -547,6 +551,15 @@ test("a long context's preview shows both ends at first, more on Show More of th
   const more = await api.contextProvider.provideTextDocumentContent(doc);
   assert.match(more, /## 100\. user/);
   assert.match(more, /_… messages 101 to 250 not shown_/);
+});
+
+test("a preview closed and opened again shows its first page: it kept the page of the closed one", async () => {
+  const uri = longSession("reopened-context");
+  const doc = await run("piLsp.previewContext", { uri });
+  await run("piLsp.showMoreContext", doc);
+  vscode.__test.closeDocument(doc);
+  const again = await vscode.workspace.openTextDocument(doc);
+  assert.match(again.getText(), /_… messages 51 to 300 not shown_/);
 });
 
 test("Check counts the problems past those listed: its warning said 1,001 for 1,500 blank lines", async () => {
