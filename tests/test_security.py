@@ -555,9 +555,9 @@ class AskingServer:
 async def test_allow_for_the_session_covers_the_tool_inside_or_outside_only(
         root: Path, tmp_path: Path) -> None:
     server = AskingServer()
-    session = SimpleNamespace(allowed_tools=set(), turn_id=None, title="t")
-    approve = ToolApprovals(cast(Any, server), Config).approver_for(root / "s.jsonl",
-                                                                     cast(Any, session))
+    session = SimpleNamespace(allowed_tools=set(), turn_id=None, title="t",
+                              tree=SimpleNamespace(path=str(root / "s.jsonl")))
+    approve = ToolApprovals(cast(Any, server), Config).approver_for(cast(Any, session))
 
     def request(tool: str, path: Path) -> ApprovalRequest:
         call = ToolCall(id=f"{tool}-{path.name}", name=tool, arguments={"path": str(path)})
@@ -581,9 +581,9 @@ def asking_approver(root: Path) -> tuple[AskingServer, Any, Approver]:
     """The server's approver for one session, behind a client that always answers "allow for
     this session": the client, the session and the approver."""
     server = AskingServer()
-    session = SimpleNamespace(allowed_tools=set(), turn_id=None, title="t")
-    approve = ToolApprovals(cast(Any, server), Config).approver_for(root / "s.jsonl",
-                                                                     cast(Any, session))
+    session = SimpleNamespace(allowed_tools=set(), turn_id=None, title="t",
+                              tree=SimpleNamespace(path=str(root / "s.jsonl")))
+    approve = ToolApprovals(cast(Any, server), Config).approver_for(cast(Any, session))
     return server, session, approve
 
 
@@ -721,9 +721,9 @@ async def test_a_change_to_an_editors_settings_is_asked_for_every_time(
     profile, a task on folder open): a model told to by a file it read must not change them
     under "allow for this session"."""
     server = AskingServer()
-    session = SimpleNamespace(allowed_tools=set(), turn_id=None, title="t")
-    approve = ToolApprovals(cast(Any, server), Config).approver_for(root / "s.jsonl",
-                                                                     cast(Any, session))
+    session = SimpleNamespace(allowed_tools=set(), turn_id=None, title="t",
+                              tree=SimpleNamespace(path=str(root / "s.jsonl")))
+    approve = ToolApprovals(cast(Any, server), Config).approver_for(cast(Any, session))
 
     def write(path: str, content: str) -> ApprovalRequest:
         request = approval_request(ToolCall(id=content, name="write", arguments={
@@ -1484,6 +1484,31 @@ async def test_abort_cancels_the_open_question(pi: Pi, fake: FakeAnthropic) -> N
     await turn_end(pi, turn_id)
     pi.release.set()
     pi.answer = "allow"
+
+
+@LSP
+async def test_a_question_after_the_session_moved_names_its_new_file(
+        pi: Pi, fake: FakeAnthropic) -> None:
+    """pi/approveTool named the file a session was first run from: after another program cut it
+    short mid-turn the session went on in a new file, and its questions named the old one."""
+    if not pi.custom:
+        return
+    uri = (await call(pi.client, "pi.newSession", {}))["uri"]
+    fake.script(tool_reply([("t1", "bash", {"command": "echo before-move"})]),
+                tool_reply([("t2", "bash", {"command": "echo after-move"})]), text_reply("done"))
+    pi.answer, pi.asked, pi.release = "never", [], asyncio.Event()
+    turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "go"}))["turnId"]
+    await until(lambda: pi.asked, "the first question")
+    old = path_of(uri)
+    kept = old.read_bytes().splitlines(keepends=True)[:-1]
+    old.write_bytes(b"".join(kept))  # another program cuts the tool call off
+    pi.answer = "allow"
+    pi.release.set()
+    events = await turn_end(pi, turn_id)
+    [moved] = [e for e in events if e["type"] == "session_moved"]
+    assert [q["command"] for q in pi.asked] == ["echo before-move", "echo after-move"]
+    assert path_of(pi.asked[1]["uri"]) == Path(moved["path"]) != old
+    assert pi.asked[1]["turnId"] == turn_id
 
 
 @LSP

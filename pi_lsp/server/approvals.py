@@ -14,6 +14,7 @@ from pygls.uris import from_fs_path
 
 from pi_lsp.agent.access import folded, folded_inside, home_folders, inside, runs_on_its_own
 from pi_lsp.agent.approval import ApprovalRequest, Approver, unshowable
+from pi_lsp.paths import real_path
 from pi_lsp.server.config import Config
 from pi_lsp.server.open_session import OpenSession
 from pi_lsp.server.protocol import (
@@ -144,7 +145,7 @@ class ToolApprovals:
     def __init__(self, server: LanguageServer, config: Callable[[], Config]) -> None:
         self.server, self.config = server, config
 
-    def approver_for(self, path: Path, session: OpenSession) -> Approver:
+    def approver_for(self, session: OpenSession) -> Approver:
         async def approve(request: ApprovalRequest) -> str | None:
             name = request.call.name
             granted = grant(request)
@@ -156,8 +157,11 @@ class ToolApprovals:
                 return refusal
             try:
                 if client_approves_tools(self.server.client_capabilities):
+                    # The file the session is in now: another program cutting it short
+                    # mid-turn moves the session (and its harness) to a new file.
+                    path = str(real_path(session.tree.path))
                     decision = await self.ask_approve_tool(approve_tool_params(
-                        request, from_fs_path(str(path)) or str(path), session.turn_id,
+                        request, from_fs_path(path) or path, session.turn_id,
                         session.title, granted))
                 else:
                     decision = await self.ask_message(name,

@@ -55,7 +55,7 @@ from pi_lsp.summarize.compaction import (
 from pi_lsp.trust import TrustState
 
 ChangeListener = Callable[[Path, SessionTree, Refresh], None]
-ApproverFactory = Callable[[Path, OpenSession], Approver]
+ApproverFactory = Callable[[OpenSession], Approver]
 DiagnosticsFactory = Callable[[Path], Diagnostics | None]
 # A preview's agent setup, with the settings stamp taken before its settings were read.
 StampedAgent = tuple[SettingsStamp, AgentSetup]
@@ -81,7 +81,7 @@ class SessionHub(Workspace):
     """The workspace's open sessions, one record each, and what they answer."""
 
     def __init__(self, folders: list[Path], config: Config,
-                 approver_for: ApproverFactory = lambda _path, _session: allow_all,
+                 approver_for: ApproverFactory = lambda _session: allow_all,
                  files: FileAccess = DISK,
                  diagnostics_for: DiagnosticsFactory = lambda _root: None) -> None:
         super().__init__(folders, config)
@@ -271,7 +271,7 @@ class SessionHub(Workspace):
         session.harness = make_harness(
             session.tree, root, self.settings_for(path),
             anthropic_base_url=self.config.anthropic_base_url,
-            approve=self.approver_for(real_path(path), session),
+            approve=self.approver_for(session),
             session_dirs=tuple(self.all_directories()), files=self.files,
             diagnostics=self.diagnostics_for(root),
             tell=lambda message: self.tell_once(root, message, message))

@@ -130,7 +130,7 @@ export class Approvals {
       if (!settled) {
         const choices = approvalChoices(p);
         const notes = approvalNotes(p);
-        this.chats.ask({ id, uri: p.uri, turnId: p.turnId, message, actions: choices, detail: approvalDetail(p), notes,
+        this.chats.ask({ id, uri: p.uri, message, actions: choices, detail: approvalDetail(p), notes,
           answer: (choice) => this.answer(id, choice) });
         void vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: notificationText(id, message, choices, notes) }, () => answered);
       }

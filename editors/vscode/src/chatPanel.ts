@@ -23,8 +23,6 @@ const CONTEXT_EDITS = { remove: "piLsp.removeFromContext", replace: "piLsp.repla
 export interface Question {
   id: string;
   uri: string;
-  /** The turn that asks: its session may move to a new file while it runs. */
-  turnId: string;
   message: string;
   actions: string[];
   detail?: string;
@@ -111,11 +109,8 @@ export class ChatPanels implements vscode.Disposable {
 
   /** Shows a question in its session's chat, now and whenever that chat opens, until settled. */
   ask(question: Question): void {
-    // A turn whose session moved goes on asking about the file cut short: the chat followed it.
-    const moved = this.movedTurns.get(question.turnId);
-    const asked = moved ? { ...question, uri: moved.uri } : question;
-    this.questions.set(asked.id, asked);
-    this.get(asked.uri)?.showQuestion(asked);
+    this.questions.set(question.id, question);
+    this.get(question.uri)?.showQuestion(question);
   }
 
   /** The question was answered (or no longer needs one): its card goes. */

@@ -671,6 +671,34 @@ test("a session moved to a new file mid-turn: the chat and its context preview f
   chat.panel.dispose();
 });
 
+test("a question asked, with no chat open, after its session moved is a card in the chat opened on the new file", async () => {
+  // Before, the server's question went on naming the file cut short: the chat of the file the
+  // session went on in never showed it.
+  const moving = await userSession("closedask", ["An old prompt"]);
+  const moves = [];
+  const listening = api.sessions.onDidMove((move) => moves.push(move));
+  fake.script(
+    toolReply({ text: "First.", calls: [["toolu_c1", "bash", { command: "echo closed-before" }]] }),
+    toolReply({ text: "Second.", calls: [["toolu_c2", "bash", { command: "echo closed-after" }]] }),
+    textReply("Both ran."));
+  await api.pi.call("pi.prompt", { uri: moving, text: "CLOSED PROMPT" });
+  const note = (command) => eventually(() => rec.progress.find((p) => !p.done && p.options.title.includes(`run bash: ${command}`)), command);
+  const first = await note("echo closed-before");
+  const oldFile = vscode.Uri.parse(moving).fsPath;
+  const lines = fs.readFileSync(oldFile, "utf8").split("\n");
+  fs.writeFileSync(oldFile, lines.slice(0, -2).join("\n") + "\n"); // another program cuts the call off
+  await click(links(first.options.title).find((l) => l.text === "Accept").href);
+  await note("echo closed-after");
+  const [move] = await eventually(() => moves.length && moves, "the session to move");
+  listening.dispose();
+  const chat = await vscode.commands.executeCommand("piLsp.openChat", { uri: move.to });
+  chat.panel.__receive({ type: "ready" });
+  const card = await eventually(() => chat.posted.find((m) => m.type === "approval" && m.detail === "echo closed-after"), "the card in the new file's chat");
+  await chat.receive({ type: "approve", id: card.id, choice: "Accept" });
+  await eventually(() => fs.readFileSync(vscode.Uri.parse(move.to).fsPath, "utf8").includes("Both ran."), "the moved turn to end in the new file");
+  chat.panel.dispose();
+});
+
 test("a question of a turn whose session moved to a new file is a card in the chat that followed it", async () => {
   // Before, the questions went on naming the file cut short: the card asked before the move
   // stayed once answered, and the next question was shown in the notification only.
