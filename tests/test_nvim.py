@@ -53,6 +53,22 @@ def workspace(tmp_path: Path) -> Path:
 
 def run_script(name: str, workspace: Path, fake: FakeAnthropic, tmp_path: Path,
                **extra: str) -> subprocess.CompletedProcess[str]:
+    return run_nvim(["-l", str(PLUGIN / "tests" / name)], name, workspace, fake, tmp_path,
+                    **extra)
+
+
+def run_blocking_script(name: str, workspace: Path, fake: FakeAnthropic, tmp_path: Path,
+                        **extra: str) -> subprocess.CompletedProcess[str]:
+    """Like run_script, for a script that opens a prompt blocking until answered (inputlist):
+    under -l such a prompt reads stdin, and no event runs until it is answered."""
+    run = (f"lua local ok, err = pcall(dofile, {json.dumps(str(PLUGIN / 'tests' / name))}) "
+           "if not ok then io.stderr:write(tostring(err) .. '\\n') vim.cmd('cquit 1') end "
+           "vim.cmd('qall!')")
+    return run_nvim(["-c", run], name, workspace, fake, tmp_path, **extra)
+
+
+def run_nvim(arguments: list[str], name: str, workspace: Path, fake: FakeAnthropic,
+             tmp_path: Path, **extra: str) -> subprocess.CompletedProcess[str]:
     env = {
         **os.environ,
         "PI_LSP_PYTHON": sys.executable,
@@ -64,8 +80,7 @@ def run_script(name: str, workspace: Path, fake: FakeAnthropic, tmp_path: Path,
         **extra,
     }
     env.pop("ANTHROPIC_API_KEY", None)
-    command = [nvim_binary(), "--headless", "--clean", "-u", "NONE", "-l",
-               str(PLUGIN / "tests" / name)]
+    command = [nvim_binary(), "--headless", "--clean", "-u", "NONE", *arguments]
     result = subprocess.run(command, cwd=workspace, env=env, capture_output=True, text=True,
                             timeout=SCRIPT_TIMEOUT_S, check=False)
     assert result.returncode == 0, (
@@ -142,6 +157,18 @@ def run_attachment_spec(name: str, workspace: Path, fake: FakeAnthropic, tmp_pat
     outside.write_text("NOTES-FROM-OUTSIDE\n")
     fake.script(text_reply(*(f"word{i} " for i in range(60)), delay=0.05), text_reply("followed"))
     run_script(name, workspace, fake, tmp_path, PI_LSP_APPROVAL="ask", OUTSIDE_FILE=str(outside))
+
+
+@pytest.mark.parametrize("fallback", ["", "1"], ids=["approveTool", "showMessageRequest"])
+def test_an_aborted_turns_question_closes_vim_ui_selects_own_picker(
+        workspace: Path, fake: FakeAnthropic, tmp_path: Path, fallback: str) -> None:
+    """vim.ui.select's default picker (inputlist) stayed open after the turn that asked was
+    aborted, until answered, and its answer was then ignored."""
+    fake.script(tool_reply([("b1", "bash", {"command": "echo never"})]))
+    result = run_blocking_script("approval_picker_spec.lua", workspace, fake, tmp_path,
+                                 PI_LSP_APPROVAL="ask", PI_LSP_FALLBACK=fallback)
+    assert result.stdout.endswith("ok\n")
+    assert len(fake.message_requests()) == 1
 
 
 def test_an_attachment_question_outlives_the_turn_it_was_queued_behind(

@@ -1,5 +1,7 @@
 -- Shared by the headless test scripts (run by tests/test_nvim.py):
 --   nvim --headless --clean -u NONE -l editors/nvim/tests/<script>.lua
+-- (one that opens a prompt blocking until answered is dofile'd from -c: under -l the prompt
+-- reads stdin, and no event runs meanwhile).
 -- Environment: PI_LSP_PYTHON (the venv's python), PI_LSP_WORKSPACE (a copy of
 -- examples/workspace), PI_LSP_FAKE_URL (the fake Anthropic server),
 -- PI_LSP_APPROVAL ("auto" or "ask"), PI_LSP_DUMP (optional: a file to write

@@ -463,43 +463,88 @@ function M.note_question(uri, message)
   end
 end
 
+--- Call `on_end()` once the turn of the session `uri` ends (agent_end or error) or its server
+--- stops; returns the function that stops listening.
+local function on_turn_end(uri, on_end)
+  local root = session.root_of(uri)
+  local stops = {
+    util.on("stopped", function(stopped)
+      if stopped == root then
+        on_end()
+      end
+    end),
+    util.on("turn", function(note_params)
+      local kind = note_params.event and note_params.event.type
+      if (kind == "agent_end" or kind == "error") and util.key(session.turn_uri(note_params)) == util.key(uri) then
+        on_end()
+      end
+    end),
+  }
+  return function()
+    for _, stop in ipairs(stops) do
+      stop()
+    end
+  end
+end
+
 --- window/showMessageRequest: the server asks before bash/write/edit. The
 --- request names its session only in its text, so the note goes to the chat
---- whose turn runs.
+--- whose turn runs, and the question goes when that turn ends (an abort: the
+--- server no longer waits for it).
 --- Answered from a coroutine (nvim ≥ 0.10 runs server requests in one), so the
 --- editor keeps working while the question is open.
 function M.approve(params)
   local actions = params.actions or {}
-  local chat = chats[util.key(session.busy_uri()) or ""]
+  local uri = session.busy_uri()
+  local chat = chats[util.key(uri) or ""]
   local item = chat and vim.api.nvim_buf_is_valid(chat.buf) and note(chat, "**⚠ " .. (params.message or "") .. "**")
-  local function answered(choice)
-    if item then
-      item.text = item.text .. "  → " .. (choice and choice.title or "no answer")
-      draw_live(chat)
-    end
-    return choice or vim.NIL
-  end
+  local picker = util.picker()
+  local settled, choice = false, nil
   local co, is_main = coroutine.running()
-  if co and not is_main then
-    vim.ui.select(actions, {
-      prompt = params.message,
-      kind = "pi_lsp_approval",
-      format_item = function(action)
-        return action.title
-      end,
-    }, function(choice)
+  local waits = co and not is_main
+  local stop_listening
+  local function settle(chosen)
+    if settled then
+      return -- answered already (or the turn ended first)
+    end
+    settled, choice = true, chosen
+    stop_listening()
+    if waits then
       -- Resume later: a synchronous vim.ui.select answers before we yield.
       vim.schedule(function()
-        coroutine.resume(co, choice)
+        coroutine.resume(co)
       end)
+    end
+  end
+  stop_listening = on_turn_end(uri, function()
+    settle(nil)
+    picker.close()
+  end)
+  if waits then
+    picker.ask(function()
+      vim.ui.select(actions, {
+        prompt = params.message,
+        kind = "pi_lsp_approval",
+        format_item = function(action)
+          return action.title
+        end,
+      }, settle)
     end)
-    return answered(coroutine.yield())
+    coroutine.yield()
+  else
+    local list = { params.message }
+    for i, action in ipairs(actions) do
+      list[#list + 1] = ("%d. %s"):format(i, action.title)
+    end
+    picker.ask(function()
+      settle(actions[vim.fn.inputlist(list)])
+    end)
   end
-  local list = { params.message }
-  for i, action in ipairs(actions) do
-    list[#list + 1] = ("%d. %s"):format(i, action.title)
+  if item then
+    item.text = item.text .. "  → " .. (choice and choice.title or "no answer")
+    draw_live(chat)
   end
-  return answered(actions[vim.fn.inputlist(list)])
+  return choice or vim.NIL
 end
 
 -- -- windows ------------------------------------------------------------------------------------

@@ -198,6 +198,7 @@ function M.approve_tool(params)
   local co, is_main = coroutine.running()
   local waits = co and not is_main
   local decision, diff, stop_listening
+  local picker = util.picker()
   local function answer(choice, note)
     if decision then
       return -- answered already (or the turn ended first)
@@ -213,12 +214,14 @@ function M.approve_tool(params)
     end
   end
   -- Heard from the start: the turn may end before the question opens. Nothing waits for the
-  -- answer after that (an abort ends the server's wait), so the diff goes, as in VS Code.
+  -- answer after that (an abort ends the server's wait), so the diff or picker goes, as in
+  -- VS Code.
   stop_listening = on_turn_end(params, function(why)
     answer("deny", "no answer: " .. why)
     if diff then
       diff.finish("deny")
     end
+    picker.close()
   end)
   local function ask()
     if decision then
@@ -231,14 +234,16 @@ function M.approve_tool(params)
     local choices = vim.tbl_filter(function(choice)
       return choice.decision ~= "allowSession" or for_session(params)
     end, CHOICES)
-    vim.ui.select(choices, {
-      prompt = message,
-      kind = "pi_lsp_approval",
-      format_item = function(choice)
-        return answer_title(choice.title, choice.decision, params)
-      end,
-    }, function(choice)
-      answer(choice and choice.decision or "deny")
+    picker.ask(function()
+      vim.ui.select(choices, {
+        prompt = message,
+        kind = "pi_lsp_approval",
+        format_item = function(choice)
+          return answer_title(choice.title, choice.decision, params)
+        end,
+      }, function(choice)
+        answer(choice and choice.decision or "deny")
+      end)
     end)
   end
   if not waits then

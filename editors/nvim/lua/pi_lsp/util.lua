@@ -59,6 +59,33 @@ function M.thousands(n)
   return (formatted:gsub("^,", ""))
 end
 
+--- A question the server may take back (its turn was aborted): `ask(fn)` runs `fn`, which opens
+--- the picker; `close()` takes the question back. A picker that blocks until answered
+--- (vim.ui.select's default, vim.fn.inputlist) is still running when that comes, as the
+--- events go on meanwhile, and gets the <Esc> a person would press (were another blocking
+--- prompt opened on top of it meanwhile, that one would get it). One that returned at once (a
+--- plugin's floating picker) cannot be closed from here: its late answer is for the caller to
+--- ignore.
+function M.picker()
+  local blocking = false
+  local self = {}
+  function self.ask(fn)
+    blocking = true
+    local ok, err = pcall(fn)
+    blocking = false
+    if not ok then
+      error(err, 0)
+    end
+  end
+  function self.close()
+    if blocking then
+      blocking = false
+      vim.api.nvim_input("<Esc>")
+    end
+  end
+  return self
+end
+
 -- -- event bus ----------------------------------------------------------------------------
 -- Notifications from the server are fanned out to whichever views are open;
 -- views subscribe when created and unsubscribe when their buffer goes away.
