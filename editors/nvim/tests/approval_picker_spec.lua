@@ -11,12 +11,14 @@ local editor, chat_mod = require("pi_lsp.editor"), require("pi_lsp.chat")
 if fallback then
   editor.CAPABILITIES.experimental.piLsp.approveTool = false
 end
-local asked_by -- which of the plugin's answers asked
+local asked_by, answered -- which of the plugin's answers asked; whether it then answered
 for name, module in pairs({ approve_tool = editor, approve = chat_mod }) do
   local answer = module[name]
   module[name] = function(...)
     asked_by = name
-    return answer(...)
+    local result = answer(...)
+    answered = true
+    return result
   end
 end
 H.setup()
@@ -64,5 +66,8 @@ H.check(returned == 0, "the picker was closed without a choice: " .. tostring(re
 H.wait(function()
   return not chat.busy and H.contains(chat_buf, "✗ bash: Operation aborted")
 end, "the aborted turn did not end in the chat", chat_buf)
+H.wait(function()
+  return answered
+end, "the question's handler never returned", chat_buf)
 
 H.finish()
