@@ -37,7 +37,7 @@ from pi_lsp.agent.retry import (
 )
 from pi_lsp.agent.tools import ALL_TOOLS, DISK, FileAccess, Tool, ToolContext
 from pi_lsp.agent.writes import PendingWrites
-from pi_lsp.context.build import context_tokens
+from pi_lsp.context.build import context_tokens, settings_at
 from pi_lsp.context.layers import (
     AgentSetup,
     build_layer,
@@ -46,7 +46,7 @@ from pi_lsp.context.layers import (
     system_patch_at,
     with_run_choices,
 )
-from pi_lsp.context.projection import ContextSettings, context_settings
+from pi_lsp.context.projection import ContextSettings
 from pi_lsp.providers.base import ModelRequest, Provider
 from pi_lsp.providers.registry import ModelInfo, ModelRegistry
 from pi_lsp.providers.thinking import clamped_level
@@ -236,7 +236,7 @@ class Harness:
 
     def settings(self) -> ContextSettings:
         """The model and level set at the leaf, with the run's own over them."""
-        return with_run_choices(context_settings(self.tree.path_to(self.tree.leaf_id)),
+        return with_run_choices(settings_at(self.tree, self.tree.leaf_id),
                                 self.run_model, self.run_thinking_level)
 
     def model(self) -> ModelInfo:

@@ -7,7 +7,13 @@ from typing import Any
 import msgspec
 
 from pi_lsp.context.messages import decode_path
-from pi_lsp.context.projection import ContextSettings, ModelRef, project_messages, project_path
+from pi_lsp.context.projection import (
+    ContextSettings,
+    ModelRef,
+    project_messages,
+    project_path,
+    settings_of,
+)
 from pi_lsp.session.tree import SessionTree
 
 
@@ -29,13 +35,18 @@ class LeafContext(msgspec.Struct):
 def build_leaf_context(tree: SessionTree, leaf_id: str | None) -> LeafContext:
     """pi's `buildSessionContext` at `leaf_id` (None: the empty context), with entry ids."""
     projection = project_path(tree.path_to(leaf_id))
-    context = _session_context(projection.messages, projection.settings)
+    context = _session_context(projection.messages, settings_at(tree, leaf_id))
     return LeafContext(context, projection.entry_ids())
 
 
 def build_session_context(tree: SessionTree, leaf_id: str | None) -> SessionContext:
     """pi's `buildSessionContext` at `leaf_id` (None: the empty context)."""
     return _session_context(*project_messages(tree.path_to(leaf_id)))
+
+
+def settings_at(tree: SessionTree, leaf_id: str | None) -> ContextSettings:
+    """`context_settings` of the path to `leaf_id`, from the entries the tree keeps for it."""
+    return settings_of(*tree.settings_entries(leaf_id))
 
 
 def _session_context(messages: list[msgspec.Raw], settings: ContextSettings) -> SessionContext:

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from pi_lsp.context.build import settings_at
 from pi_lsp.context.convert import convert_with_sources, prepare_with_sources
 from pi_lsp.context.edits import EditMark, edit_marks
 from pi_lsp.context.messages import decode_path
@@ -180,7 +181,7 @@ def build_layer(tree: SessionTree, leaf_id: str | None, layer: Layer,
     """The context at `leaf_id` in `layer`; the request layer needs the `agent`. Only what the
     total needs is read here: the rows are read when they are shown."""
     decoded = decode_path(tree, leaf_id)
-    ids, messages, settings = decoded.entry_ids, decoded.messages, decoded.projection.settings
+    ids, messages, settings = decoded.entry_ids, decoded.messages, settings_at(tree, leaf_id)
     if agent is not None:
         settings = with_run_choices(settings, agent.run_model, agent.run_thinking_level)
     request = None

@@ -23,7 +23,12 @@ from pi_lsp.session.entries import (
 from pi_lsp.session.journal import Record
 from pi_lsp.session.jsdate import date_ms
 from pi_lsp.session.jsontext import Decoder, js_string, js_truthy, object_decoder
-from pi_lsp.session.records import decode_entry
+from pi_lsp.session.records import (
+    assistant_head,
+    decode_entry,
+    last_level_change,
+    last_model_source,
+)
 
 _JSON_NULL = msgspec.Raw(b"null")
 CONTENT_ROLES = frozenset({"user", "assistant", "toolResult"})
@@ -66,7 +71,13 @@ class ProjectedEntry(msgspec.Struct, gc=False):
 
 class Projection(msgspec.Struct):
     entries: list[ProjectedEntry]
-    settings: ContextSettings
+    path: list[Record]  # the raw path it was made of
+
+    @property
+    def settings(self) -> ContextSettings:
+        """The path's settings, read only when asked: most projections need none, and finding
+        the level reads the whole path (a caller with the tree asks `settings_at`)."""
+        return context_settings(self.path)
 
     @property
     def messages(self) -> list[msgspec.Raw]:
@@ -122,46 +133,28 @@ _model_change_decoder: Decoder[_ModelChangeHead] = Decoder(_ModelChangeHead)
 
 def context_settings(path: list[Record]) -> ContextSettings:
     """The thinking level and model set last on the raw path (scanned from the leaf back)."""
-    change = _thinking_level_change(path)
-    if change is None:
-        return ContextSettings("off", _model(path))
+    return settings_of(last_level_change(path), last_model_source(path))
+
+
+def settings_of(level_change: Record | None, model_source: Record | None) -> ContextSettings:
+    """The settings a path's last thinking_level_change and model source set."""
+    model = None if model_source is None else _model(model_source)
+    if level_change is None:
+        return ContextSettings("off", model)
     # pi takes the level as the entry holds it: none at all leaves the agent's default, and
     # one that is not text thinks as "off" does (pi's clamp gives either a model's lowest).
-    level = change.thinking_level
-    return ContextSettings(level if isinstance(level, str) else "off", _model(path),
+    level = _level_decoder.decode(level_change.text).thinking_level
+    return ContextSettings(level if isinstance(level, str) else "off", model,
                            level is not msgspec.UNSET, level)
 
 
-def _thinking_level_change(path: list[Record]) -> _LevelHead | None:
-    # A scan of its own: the level is often set only at the start, so this one usually reads
-    # the whole path, and a loop that tests one type per entry is the cheapest way to do it.
-    for record in reversed(path):
-        if record.env.type == "thinking_level_change":
-            return _level_decoder.decode(record.text)
-    return None
-
-
-def _model(path: list[Record]) -> ModelRef | None:
-    for record in reversed(path):
-        kind = record.env.type
-        if kind == "model_change":
-            change = _model_change_decoder.decode(record.text)
-            return ModelRef(change.provider, change.model_id)
-        elif kind == "message":
-            model = _assistant_model(record.env.message)
-            if model is not None:
-                return model
-    return None
-
-
-def _assistant_model(raw: msgspec.Raw) -> ModelRef | None:
-    try:
-        head = head_decoder.decode(raw)
-    except msgspec.ValidationError:
-        return None
-    if head.role != "assistant":
-        return None
-    return ModelRef(head.provider, head.model)
+def _model(source: Record) -> ModelRef:
+    """The model a model_change or an assistant message names."""
+    head = assistant_head(source)
+    if head is not None:
+        return ModelRef(head.provider, head.model)
+    change = _model_change_decoder.decode(source.text)
+    return ModelRef(change.provider, change.model_id)
 
 
 def message_role(record: Record) -> str | None:
@@ -308,7 +301,7 @@ def latest_edits(records: list[Record]) -> dict[str, ContextEditEntry]:
 
 def project_path(path: list[Record]) -> Projection:
     """pi 1.6's `buildSessionProjection` over a root-to-leaf path."""
-    return Projection(list(_projected(context_entries(path))), context_settings(path))
+    return Projection(list(_projected(context_entries(path))), path)
 
 
 def project_messages(path: list[Record]) -> tuple[list[msgspec.Raw], ContextSettings]:

@@ -4,10 +4,17 @@ the tree treats specially."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import islice
 
 import msgspec
 
-from pi_lsp.session.entries import CustomEntry, Entry, entry_decoder, head_decoder
+from pi_lsp.session.entries import (
+    CustomEntry,
+    Entry,
+    MessageHead,
+    entry_decoder,
+    head_decoder,
+)
 from pi_lsp.session.journal import Record
 from pi_lsp.session.jsontext import convert, object_decoder
 
@@ -82,6 +89,36 @@ def starts_conversation(record: Record) -> bool:
         return head_decoder.decode(record.env.message).role in ("user", "assistant")
     except msgspec.ValidationError:
         return False
+
+
+def assistant_head(record: Record) -> MessageHead | None:
+    """The head of an assistant `message` entry (None for other entries and unreadable ones)."""
+    if record.env.type != "message":
+        return None
+    try:
+        head = head_decoder.decode(record.env.message)
+    except msgspec.ValidationError:
+        return None
+    return head if head.role == "assistant" else None
+
+
+def last_level_change(records: list[Record], start: int = 0) -> Record | None:
+    """The last thinking_level_change among `records[start:]`."""
+    # Often none but at the root, so this reads the whole path: a loop that tests one type
+    # per entry is the cheapest way to do it.
+    for record in islice(reversed(records), len(records) - start):
+        if record.env.type == "thinking_level_change":
+            return record
+    return None
+
+
+def last_model_source(records: list[Record], start: int = 0) -> Record | None:
+    """The last entry among `records[start:]` that names the model pi's context reports: a
+    model_change, or an assistant message."""
+    for record in islice(reversed(records), len(records) - start):
+        if record.env.type == "model_change" or assistant_head(record) is not None:
+            return record
+    return None
 
 
 def is_leaf_move(record: Record) -> bool:

@@ -63,6 +63,8 @@ from pi_lsp.session.records import (
     UnknownEntryError,
     decode_entry,
     is_leaf_move,
+    last_level_change,
+    last_model_source,
     parent_of,
     starts_conversation,
 )
@@ -167,6 +169,11 @@ class HeldPath:
     epoch: int
     last_line: int
     records: list[Record]
+    # The last thinking_level_change and model source among the first `settings_known`
+    # records: a turn asks for them a dozen times, and finding the level reads the whole path.
+    settings_known: int = 0
+    level_change: Record | None = None
+    model_source: Record | None = None
 
 
 class SessionTree(EntryAppends):
@@ -515,6 +522,20 @@ class SessionTree(EntryAppends):
         if leaf_id is None:
             return self._idless_path()
         return list(self._held(leaf_id).records)
+
+    def settings_entries(self, leaf_id: str | None) -> tuple[Record | None, Record | None]:
+        """The last thinking_level_change and the last model source (`last_model_source`) on
+        the path to `leaf_id`; read from the kept path, only its new records scanned."""
+        if leaf_id is None:
+            path = self._idless_path()
+            return last_level_change(path), last_model_source(path)
+        held = self._held(leaf_id)
+        records, known = held.records, held.settings_known
+        if known < len(records):
+            held.level_change = last_level_change(records, known) or held.level_change
+            held.model_source = last_model_source(records, known) or held.model_source
+            held.settings_known = len(records)
+        return held.level_change, held.model_source
 
     def _idless_path(self) -> list[Record]:
         """The path to an id-less leaf (pi's buildSessionPath from the last line), else none."""

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import msgspec
 
+from pi_lsp.context.build import settings_at
 from pi_lsp.context.layers import model_at
 from pi_lsp.context.projection import (
     apply_edit,
     branch_summary_message,
     compaction_messages,
-    context_settings,
     entry_messages,
     latest_edits,
 )
@@ -43,7 +43,7 @@ def branch_summary_budget(tree: SessionTree, registry: ModelRegistry,
                           default_model: tuple[str, str], reserve_tokens: int) -> int:
     """What a summary of the branch being left may read: the window of the model in force at
     its leaf (the one that summarizes it in pi), less the reserve."""
-    settings = context_settings(tree.path_to(tree.leaf_id))
+    settings = settings_at(tree, tree.leaf_id)
     return model_at(settings, registry, default_model).context_window - reserve_tokens
 
 
