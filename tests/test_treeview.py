@@ -131,3 +131,25 @@ def test_a_folded_window_keeps_its_start_while_it_grows_up_to_twice_its_size(
     prompt(tree)
     tree.append_label(FORK_PARENT, "y")
     assert len(path_rows()) == 3
+
+
+def test_a_move_up_keeps_the_windows_start_and_sends_only_what_changed(tmp_path: Path) -> None:
+    """A branch a few rows up on a path longer than the window sent the whole view again (the
+    window took `keep` rows from the new leaf up, past where it started): it keeps its start,
+    so the change is the rows below the new leaf folded into one."""
+    tree = SessionTree.create(str(tmp_path / "s.jsonl"), cwd="/w")
+    for n in range(30):
+        prompt(tree, f"p{n}")
+    views, held = TreeViews(), HeldView()
+    before = views.view(held, tree, False, 10)
+    path = tree.path_ids(tree.leaf_id)
+    tree.branch(path[-4])
+    delta = views.delta(held, tree)
+    assert delta is not None
+    assert (delta.start, delta.delete, delta.earlier) == (7, 3, before.earlier)
+    assert [(node.id, node.on_path, node.hidden) for node in delta.rows] == \
+        [(path[-3], False, 2)]
+    tree.branch(path[-1])  # back down: the window it had
+    delta = views.delta(held, tree)
+    assert delta is not None and views.view(held, tree, False, 10).nodes == before.nodes
+    assert (delta.start, delta.delete, len(delta.rows)) == (7, 1, 3)

@@ -51,7 +51,8 @@ def fold(tree: SessionTree, bookkeeping: bool, keep: int | None, cut: str | None
     """The current path's rows and one row per branch off them (and the other roots once the
     path's top is in; only the roots when no leaf is a row); of the path only the last
     `keep` rows (from `cut` when it is on the path and no more than 2 * `keep` rows back, so
-    a growing window changes little). `keep` None: every row, nothing folded."""
+    a window that grows, or shrinks as the leaf moves up, changes little). `keep` None: every
+    row, nothing folded."""
     if keep is None:
         on_path = set(tree.path_ids(tree.leaf_id))
         return Folded(0, [(row, 0, row.record.env.id in on_path, 0, 0)
@@ -125,13 +126,13 @@ def _shares(drawing: Drawing) -> list[int]:
 def _window(path: list[Record], bookkeeping: bool, keep: int, cut: str | None
             ) -> tuple[int, list[Record]]:
     """Where on `path` (top first) the window starts, and its rows: the path's last `keep`,
-    or from `cut` when that is one of its last 2 * `keep`."""
+    or from `cut` when that is one of its last 2 * `keep`: fewer than `keep` after the leaf
+    moved up, so that the rows above it are the ones sent before and the change is small."""
     at: list[int] = []  # the rows' places on the path, from the leaf's up
     for n in range(len(path) - 1, -1, -1):
         if is_shown(path[n], bookkeeping):
             at.append(n)
             if len(at) == 2 * keep:
                 break
-    size = min(len(at), keep)
-    size = max(size, next((k + 1 for k, n in enumerate(at) if path[n].env.id == cut), size))
+    size = next((k + 1 for k, n in enumerate(at) if path[n].env.id == cut), min(len(at), keep))
     return (at[size - 1], [path[n] for n in at[size - 1::-1]]) if size else (0, [])
