@@ -153,3 +153,18 @@ def test_a_move_up_keeps_the_windows_start_and_sends_only_what_changed(tmp_path:
     delta = views.delta(held, tree)
     assert delta is not None and views.view(held, tree, False, 10).nodes == before.nodes
     assert (delta.start, delta.delete, len(delta.rows)) == (7, 1, 3)
+
+
+def test_a_move_far_up_shows_a_whole_window_again(tmp_path: Path) -> None:
+    """A window kept at its start after a move up of most of its rows shows only the few rows
+    left below it (the path above the new leaf folded into "earlier"): it is formed again."""
+    tree = SessionTree.create(str(tmp_path / "s.jsonl"), cwd="/w")
+    for n in range(30):
+        prompt(tree, f"p{n}")
+    views, held = TreeViews(), HeldView()
+    views.view(held, tree, False, 10)
+    path = tree.path_ids(tree.leaf_id)
+    tree.branch(path[-9])
+    views.delta(held, tree)
+    after = views.view(held, tree, False, 10)
+    assert [node.id for node in after.nodes if node.on_path] == path[-18:-8]

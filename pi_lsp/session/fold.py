@@ -126,13 +126,16 @@ def _shares(drawing: Drawing) -> list[int]:
 def _window(path: list[Record], bookkeeping: bool, keep: int, cut: str | None
             ) -> tuple[int, list[Record]]:
     """Where on `path` (top first) the window starts, and its rows: the path's last `keep`,
-    or from `cut` when that is one of its last 2 * `keep`: fewer than `keep` after the leaf
-    moved up, so that the rows above it are the ones sent before and the change is small."""
+    or from `cut` when that is one of its last 2 * `keep` and leaves at least half of `keep`
+    (after a move up, the rows above the leaf are the ones sent before: the change is small)."""
     at: list[int] = []  # the rows' places on the path, from the leaf's up
     for n in range(len(path) - 1, -1, -1):
         if is_shown(path[n], bookkeeping):
             at.append(n)
             if len(at) == 2 * keep:
                 break
-    size = next((k + 1 for k, n in enumerate(at) if path[n].env.id == cut), min(len(at), keep))
+    size = min(len(at), keep)
+    kept = next((k + 1 for k, n in enumerate(at) if path[n].env.id == cut), 0)
+    if kept and kept >= keep // 2:  # far up, a few rows would hide the path above the leaf
+        size = kept
     return (at[size - 1], [path[n] for n in at[size - 1::-1]]) if size else (0, [])
