@@ -562,6 +562,47 @@ async def test_a_snapshot_takes_open_files_over_the_disk(tmp_path: Path) -> None
     assert (await store.snapshot()).tree == disk.tree
 
 
+# Bytes git would change on add or checkout under a committed `.gitattributes`.
+BYTES = {"win.bat": b"line1\r\nline2\r\n", "unix.txt": b"a\nb\n", "mixed.txt": b"a\r\nb\n",
+         "img.png": b"\x89PNG\r\n\x1a\n\x00\x00\r\n\xff", "id.txt": b"$Id$\r\n"}
+
+
+@pytest.mark.parametrize("attributes", [
+    "* crlf", "* -crlf", "* crlf=input", "* text", "* text=auto", "* text eol=crlf",
+    "* eol=crlf", "* eol=lf", "* binary", "* ident", "* text working-tree-encoding=UTF-16",
+    "[attr]mine text eol=crlf\n* mine"])
+async def test_snapshots_and_restores_keep_every_byte_whatever_gitattributes_says(
+        tmp_path: Path, attributes: str) -> None:
+    """`!text` left text unspecified, and git fell back to the legacy `crlf` attribute: with a
+    committed `* crlf`, snapshots stored CRLF files (binary ones too) as LF, and a restore
+    wrote LF over the user's bytes."""
+    (tmp_path / ".gitattributes").write_text(f"{attributes}\n")
+    for name, content in BYTES.items():
+        (tmp_path / name).write_bytes(content)
+    store = SnapshotStore(tmp_path)
+    then = await store.snapshot()
+    for name, content in BYTES.items():
+        (tmp_path / name).write_bytes(content + b"more\r\nlines\n")
+    restored = await restore_files(None, store, None, undo_id=then.tree)
+    assert {f.path for f in restored.files} == set(BYTES)
+    assert {name: (tmp_path / name).read_bytes() for name in BYTES} == BYTES
+    await restore_files(None, store, None, undo_id=restored.undo_id)
+    assert {name: (tmp_path / name).read_bytes() for name in BYTES} == {
+        name: content + b"more\r\nlines\n" for name, content in BYTES.items()}
+
+
+async def test_a_store_made_before_keeps_every_byte_too(tmp_path: Path) -> None:
+    """A store keeps the attributes it was made with: one an earlier pi-lsp made held
+    `!text`, and went on turning CRLF into LF under a committed `* crlf`."""
+    store = SnapshotStore(tmp_path)
+    await store.snapshot()
+    (store.git_dir / "info" / "attributes").write_text("* !filter !diff !merge !text !eol\n")
+    (tmp_path / ".gitattributes").write_text("* crlf\n")
+    (tmp_path / "win.bat").write_bytes(b"line1\r\n")
+    then = await store.snapshot()
+    assert await store.read(then.tree, "win.bat") == b"line1\r\n"
+
+
 # -- the state at an entry, changes, restore ---------------------------------------------
 
 

@@ -42,10 +42,13 @@ LOCK_WAIT_S = 0.05
 OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 # A path with one of these parts is never snapshot or restored (case-insensitively).
 PRIVATE_PARTS = frozenset({".git", ".pi"})
-# For every file, whatever `.gitattributes` says: no filter or textconv driver, no line-ending or
-# encoding conversion, no keyword expansion. (`-diff` would make every file binary; `!diff`
-# leaves git's own text detection.)
-ATTRIBUTES = "* !filter !diff !merge !text !eol !working-tree-encoding !ident !export-subst\n"
+# For every file, whatever `.gitattributes` says (its macros included: this file outranks it
+# attribute by attribute): no filter or textconv driver, no line-ending or encoding conversion,
+# no keyword expansion. `-text` it must be: with text unspecified git reads the legacy `crlf`
+# (`* crlf` is `text`), then core.autocrlf; `-text` also makes git ignore `eol`. (`-diff` would
+# make every file binary to diff; `!diff` leaves git's own text detection.)
+ATTRIBUTES = ("* -text !crlf !eol !filter !diff !merge !working-tree-encoding !ident "
+              "!export-subst\n")
 # Settings that keep git from starting anything or changing what it reads and writes.
 GIT_SETTINGS = ("core.hooksPath=/dev/null", "core.fsmonitor=false", "core.attributesFile=/dev/null",
                 "core.quotePath=false", "core.autocrlf=false", "core.safecrlf=false",
@@ -147,6 +150,7 @@ class SnapshotStore:
 
     async def _ensure(self) -> None:
         if self.exists():
+            _keep_text(self.git_dir / "info" / "attributes", ATTRIBUTES)  # a store made before
             return
         try:
             await self._create()
@@ -165,7 +169,7 @@ class SnapshotStore:
             await self._run("config", key, value)
         (self.git_dir / "info").mkdir(exist_ok=True)
         (self.git_dir / "info" / "exclude").write_text(".pi\n")
-        (self.git_dir / "info" / "attributes").write_text(ATTRIBUTES)
+        _keep_text(self.git_dir / "info" / "attributes", ATTRIBUTES)
         self.log.start([])
 
     # -- the trees it recorded -----------------------------------------------------------
@@ -248,10 +252,8 @@ class SnapshotStore:
         """Ignore what the user's own git ignores here: the workspace's `.git/info/exclude` and
         the user's excludes file besides `.gitignore` (more ignored only ever means fewer files
         a restore touches, whoever wrote them)."""
-        exclude = self.git_dir / "info" / "exclude"
-        wanted = ".pi\n" + _small_text(self.root / ".git" / "info" / "exclude")
-        if _small_text(exclude) != wanted:
-            exclude.write_text(wanted, errors="surrogateescape")
+        _keep_text(self.git_dir / "info" / "exclude",
+                   ".pi\n" + _small_text(self.root / ".git" / "info" / "exclude"))
         if self._excludes_file is None:
             self._excludes_file = await _user_excludes_file(self.git)
 
@@ -506,6 +508,12 @@ def _small_text(path: Path) -> str:
         return read_regular(path, EXCLUDES_LIMIT).decode(errors="surrogateescape")
     except OSError:
         return ""
+
+
+def _keep_text(path: Path, text: str) -> None:
+    """Make the file at `path` hold `text`, writing only when it holds anything else."""
+    if _small_text(path) != text:
+        path.write_text(text, errors="surrogateescape")
 
 
 def _left_out(path: str, left_out: set[str]) -> bool:
