@@ -603,6 +603,26 @@ async def test_a_store_made_before_keeps_every_byte_too(tmp_path: Path) -> None:
     assert await store.read(then.tree, "win.bat") == b"line1\r\n"
 
 
+async def test_pi_and_git_folders_stay_out_whatever_gitignore_says(tmp_path: Path) -> None:
+    """`.pi/` was left out only by the store's info/exclude, which a committed `.gitignore`
+    outranks: with `!.pi` there every snapshot held the session files, listed as refused
+    (and a `.GIT` folder, which git refuses to add, failed every snapshot)."""
+    root = tmp_path
+    (root / ".gitignore").write_text("!.pi\n!.PI\n!.git\n")
+    for private in ("a.txt", ".pi/sessions/s.jsonl", "sub/.pi/x", "sub/.PI/y", "sub/.GIT/z"):
+        (root / private).parent.mkdir(parents=True, exist_ok=True)
+        (root / private).write_text("private\n")
+    (root / ".pi" / "big.jsonl").write_bytes(b"x" * (snapshots.MAX_FILE_BYTES + 1))
+    store = SnapshotStore(root)
+    await store.snapshot()
+    # What a snapshot made before this fix left in the store's index.
+    await store._run("add", "-f", "--", ".pi/sessions/s.jsonl", "sub/.pi/x")
+    snapshot = await store.snapshot()
+    held = (await store._run("ls-tree", "-r", "--name-only", snapshot.tree)).decode().split()
+    assert sorted(held) == [".gitignore", "a.txt"]
+    assert snapshot.skipped == []
+
+
 # -- the state at an entry, changes, restore ---------------------------------------------
 
 

@@ -42,6 +42,11 @@ LOCK_WAIT_S = 0.05
 OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 # A path with one of these parts is never snapshot or restored (case-insensitively).
 PRIVATE_PARTS = frozenset({".git", ".pi"})
+# Pathspecs of those paths, whatever a `.gitignore` says (one outranks the store's info/exclude,
+# and `!.pi` there let the session files in; git refuses to add a `.GIT` folder's files).
+PRIVATE_SPECS = tuple(f"**/{part}{rest}" for part in sorted(PRIVATE_PARTS) for rest in ("", "/**"))
+PRIVATE = tuple(f":(glob,icase){spec}" for spec in PRIVATE_SPECS)
+NOT_PRIVATE = tuple(f":(exclude,glob,icase){spec}" for spec in PRIVATE_SPECS)
 # For every file, whatever `.gitattributes` says (its macros included: this file outranks it
 # attribute by attribute): no filter or textconv driver, no line-ending or encoding conversion,
 # no keyword expansion. `-text` it must be: with text unspecified git reads the legacy `crlf`
@@ -214,11 +219,12 @@ class SnapshotStore:
             await self._log_ready()
             await self._follow_user_excludes()
             listed = _split(await self._run("ls-files", "-z", "--others", "--modified",
-                                            "--exclude-standard"))
+                                            "--exclude-standard", "--", ".", *NOT_PRIVATE,
+                                            literal=False))
             skipped = sorted(p for p in listed if _too_large(self.root / p))
             # ls-files names a nested repository the index lacks as `name/`, not its files.
             repos = [p.removesuffix("/") for p in listed if p.endswith("/")]
-            specs = [".", *(f":(exclude,literal){p}" for p in [*skipped, *repos])]
+            specs = [".", *NOT_PRIVATE, *(f":(exclude,literal){p}" for p in [*skipped, *repos])]
             await self._run("add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul",
                             stdin=_join(specs), literal=False)
             unborn = await self._add_repositories(repos)
@@ -262,10 +268,12 @@ class SnapshotStore:
         return [p[2:] for p in await self._check_ignore([f"./{p}" for p in paths])]
 
     async def _untrack_ignored(self) -> None:
-        """Drop the files ignored now from the index: `add -A` goes on updating a file an
-        earlier snapshot held, so a secret a `.gitignore` took in later would be kept on."""
+        """Drop the files ignored now, and any under `.git/` or `.pi/`, from the index: `add -A`
+        goes on updating a file an earlier snapshot held, so a secret a `.gitignore` took in
+        later (or a session file an earlier pi-lsp let in) would be kept on."""
         tracked = _split(await self._run("ls-files", "-z", "--cached", "--ignored",
-                                         "--exclude-standard"))
+                                         "--exclude-standard")) + \
+            _split(await self._run("ls-files", "-z", "--cached", "--", *PRIVATE, literal=False))
         if tracked:
             await self._run("rm", "--cached", "-q", "--ignore-unmatch",
                             "--pathspec-from-file=-", "--pathspec-file-nul", stdin=_join(tracked))
