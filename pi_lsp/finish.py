@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -21,6 +22,10 @@ STUCK_POLL_S = 0.1  # how often a running command is looked at: only how soon a 
 
 class Stuck(Exception):
     """The command was stopped: it waited for something that never comes."""
+
+
+class Overran(Exception):
+    """The command was stopped: it ran past the time it was given."""
 
 
 async def finish(task: asyncio.Future[T],
@@ -47,28 +52,42 @@ async def finish(task: asyncio.Future[T],
 
 
 async def run_to_end(command: Sequence[str], stdin: bytes | None = None,
-                     stuck: Callable[[int], bool] | None = None, **options: Any
-                     ) -> tuple[int, bytes, bytes]:
+                     stuck: Callable[[int], bool] | None = None, limit: float | None = None,
+                     **options: Any) -> tuple[int, bytes, bytes]:
     """Run a short command in a process group of its own and collect its exit status, stdout
     and stderr. A cancel stops the group and is raised once the command has ended; so is Stuck
-    when `stuck(pid)`, asked every STUCK_POLL_S while it runs, says it never will."""
+    when `stuck(pid)`, asked every STUCK_POLL_S while it runs, says it never will, and Overran
+    once it has run `limit` seconds."""
     process = await finish(asyncio.ensure_future(asyncio.create_subprocess_exec(
         *command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE, start_new_session=True, **options)), _stop)
     output = asyncio.ensure_future(process.communicate(stdin))
     poll = None if stuck is None else STUCK_POLL_S
+    deadline = None if limit is None else time.monotonic() + limit
     try:
         while not output.done():
-            await asyncio.wait([output], timeout=poll)
-            if not output.done() and stuck is not None and stuck(process.pid):
+            await asyncio.wait([output], timeout=_next_look(poll, deadline))
+            if output.done():
+                break
+            if stuck is not None and stuck(process.pid):
                 raise Stuck()
-    except (asyncio.CancelledError, Stuck):
+            if deadline is not None and time.monotonic() >= deadline:
+                raise Overran()
+    except (asyncio.CancelledError, Stuck, Overran):
         _terminate(process)
         await finish(output)
         await finish(asyncio.ensure_future(process.wait()))
         raise
     out, err = output.result()
     return await process.wait(), out, err
+
+
+def _next_look(poll: float | None, deadline: float | None) -> float | None:
+    """How long to wait for a running command before looking at it again (None: till it ends)."""
+    if deadline is None:
+        return poll
+    left = max(0.0, deadline - time.monotonic())
+    return left if poll is None else min(poll, left)
 
 
 async def _stop(process: asyncio.subprocess.Process) -> None:

@@ -34,6 +34,7 @@ from pi_lsp.files import snapshots
 from pi_lsp.files.history import (
     FILES_TYPE,
     RewindError,
+    TurnRecorder,
     changes_to,
     count_changes,
     file_changes,
@@ -502,6 +503,37 @@ async def test_a_cancelled_snapshot_stops_its_git_and_leaves_no_lock(
     assert not lock.exists()
     pipe.unlink()
     assert await store.read((await store.snapshot()).tree, "sub/g.txt") == b"g\n"
+
+
+async def test_a_snapshot_git_that_runs_on_is_stopped_and_the_turn_goes_on(
+        tmp_path: Path, fake: FakeAnthropic, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A committed `.gitignore` of many `**/` over a deep folder kept `git ls-files` matching for
+    ever, holding the turn and the store's lock (so pi.branch and pi.fileChanges) with it."""
+    monkeypatch.setattr(snapshots, "GIT_BUDGET_S", 1.0)
+    root = tmp_path / "ws"
+    (root / ".pi" / "sessions").mkdir(parents=True)
+    (root / ".gitignore").write_text("**/" * 20 + "z\n")
+    deep = root.joinpath(*["a"] * 40)
+    deep.mkdir(parents=True)
+    (deep / "x").write_text("x\n")
+    tree = SessionTree.create(str(root / ".pi" / "sessions" / "s.jsonl"), str(root))
+    provider = AnthropicProvider("k", base_url=fake.url)
+    harness = Harness(tree, root, lambda _n: provider)
+    told: list[str] = []
+    TurnRecorder(tree, SnapshotStore(root), tell=told.append).attach(harness)
+    fake.script(tool_reply([write("c1", "a.txt", "a\n")]), text_reply("ok"))
+    prompt = asyncio.ensure_future(harness.prompt("write"))
+    done, _ = await asyncio.wait([prompt], timeout=CEILING_S)
+    if not done:
+        harness.abort()  # stops the snapshot's git, so the test ends, failing
+    await prompt
+    await provider.client.close()
+    assert done, "the turn waited for a snapshot's git that never ends"
+    assert (root / "a.txt").read_text() == "a\n"
+    assert len(told) == 2  # the snapshots before and after the write
+    assert all(re.search(r"cannot be rewound: git ls-files ran 1 s in .* and was stopped; a "
+                         r"\.gitignore pattern of many `\*\*/`", message) for message in told)
+    assert [e for e in tree.path_to(tree.leaf_id) if e.env.type == "custom"] == []
 
 
 # git, but its COMMAND waits, its pid in MARKER, until it is killed.

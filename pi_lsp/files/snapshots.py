@@ -30,7 +30,7 @@ from typing import Literal
 import msgspec
 
 from pi_lsp.files.recorded import UNBORN, UNLOGGED, IgnoredLog, TreeLog, root_trees
-from pi_lsp.finish import Stuck, run_to_end
+from pi_lsp.finish import Overran, Stuck, run_to_end
 from pi_lsp.paths import real_path
 from pi_lsp.regular import read_regular
 
@@ -39,6 +39,11 @@ MAX_FILE_BYTES = 5 * 1024 * 1024  # larger files are left out of snapshots, and 
 MAX_DIFF_CHARS = 100_000  # per file, in what fileChanges returns
 LOCK_RETRIES = 40  # another pi-lsp on the same workspace may hold the store's index lock
 LOCK_WAIT_S = 0.05
+# One git run, stopped past it: a committed `.gitignore` of many `**/` over deep folders keeps
+# git matching for ever, holding the turn and the store's lock. The first snapshot of 50,000
+# files (200 MB) took 8.8 s, 7.8 s of it one `git add`, on 2 cores at a load of 7.6: this is
+# about 40 times that, some 7 GB of files to read and compress in one run.
+GIT_BUDGET_S = 300.0
 OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 # A path with one of these parts is never snapshot or restored (case-insensitively).
 PRIVATE_PARTS = frozenset({".git", ".pi"})
@@ -138,12 +143,18 @@ class SnapshotStore:
         for _attempt in range(LOCK_RETRIES):
             try:
                 status, out, err = await run_to_end(command, stdin, _waits_on_a_pipe,
-                                                    cwd=self.root, env=env)
+                                                    GIT_BUDGET_S, cwd=self.root, env=env)
             except Stuck:
                 raise SnapshotError(
                     f"git {args[0]} waited on a named pipe (FIFO) in {self.root}, as git does "
                     "on a .gitignore or .gitattributes that is one, and was stopped; no snapshot "
                     f"is taken while it is there (`find {self.root} -type p` lists them)"
+                ) from None
+            except Overran:
+                raise SnapshotError(
+                    f"git {args[0]} ran {GIT_BUDGET_S:g} s in {self.root} and was stopped; a "
+                    ".gitignore pattern of many `**/` over deep folders can keep git matching "
+                    "for ever"
                 ) from None
             if status in ok:
                 return out
@@ -491,7 +502,7 @@ def _waits_on_a_pipe(pid: int) -> bool:
 
     git opens every `.gitignore` and `.gitattributes` on its way with a plain blocking open, and
     no option changes that; this wait is the one no git that is merely slow (a large
-    repository) is ever in, so nothing has to guess how long a snapshot may take.
+    repository) is ever in, so such a git is stopped at once, not at the end of GIT_BUDGET_S.
     """
     try:
         threads = os.listdir(f"/proc/{pid}/task")
