@@ -6,12 +6,13 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import msgspec
 
 from pi_lsp.session.entries import encoder
 from pi_lsp.session.journal import NotASessionError
+from pi_lsp.session.jsontext import js_json
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.visible import printable
 
@@ -91,10 +92,19 @@ def write_tree(roots: Sequence[TreeNode]) -> None:
         if not first:
             out.write(b",")
         # `children` is the node's last field: its encoding ends `[]}`; keep it through `[`.
-        out.write(encoder.encode(msgspec.structs.replace(node, children=[]))[:-2])
+        head = msgspec.structs.replace(node, id=_as_js(node.id), label=_as_js(node.label),
+                                       children=[])
+        out.write(encoder.encode(head)[:-2])
         pending.append(iter(node.children))
         first = True
     out.write(b"\n")
+
+
+def _as_js(value: Any) -> Any:
+    """A node's id or label with its numbers as pi's `JSON.stringify` writes them (1.5e+300,
+    1e+21, 0.000001, 2): msgspec writes 1.5e300, 1e21, 1e-6 and 2.0."""
+    return value if value is None or isinstance(value, str | msgspec.Raw) else \
+        msgspec.Raw(js_json(value))
 
 
 def discard_output(stream: TextIO | None = None) -> None:

@@ -158,6 +158,31 @@ def test_tree_json_of_a_long_chain(tmp_path: Path) -> None:
     assert result.stdout == f"[{nodes}{']}' * count}]\n"
 
 
+def test_tree_json_writes_numbers_as_pi_writes_them(tmp_path: Path) -> None:
+    """Labels and ids that are numbers, or hold them, were written as msgspec writes them
+    (1.5e300, 1e21, 1e-6, 2.0). Expected: pi 1.6's getTree on this file, through
+    JSON.stringify."""
+    stamp = '"timestamp":"2026-01-01T00:00:0{}Z"'
+    lines = [
+        '{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00Z","cwd":"/"}',
+        '{"type":"custom","customType":"note","id":"a","parentId":null,' + stamp.format(1) + "}",
+        '{"type":"custom","customType":"note","id":"b","parentId":"a",' + stamp.format(2) + "}",
+        '{"type":"label","id":"c","parentId":"b","targetId":"a","label":1.5e300,'
+        + stamp.format(3) + "}",
+        '{"type":"label","id":"d","parentId":"c","targetId":"b",'
+        '"label":{"n":[1e21,0.000001,2.0,1E400]},' + stamp.format(4) + "}",
+        '{"type":"custom","customType":"note","id":{"k":1e-7},"parentId":"b",'
+        + stamp.format(5) + "}"]
+    session = tmp_path / "s.jsonl"
+    session.write_text("\n".join(lines) + "\n", "utf-8")
+    result = run_cli("tree", str(session), "--json")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (
+        '[{"id":"a","label":1.5e+300,"children":[{"id":"b","label":{"n":[1e+21,0.000001,2,null]},'
+        '"children":[{"id":"c","label":null,"children":[{"id":"d","label":null,"children":[]}]},'
+        '{"id":{"k":1e-7},"label":null,"children":[]}]}]}]\n')
+
+
 def test_tree_text_marks_labels_path_and_leaf(example_session: Path) -> None:
     result = run_cli("tree", str(example_session))
     assert result.returncode == 0, result.stderr

@@ -528,6 +528,22 @@ def test_a_label_of_another_type_labels_its_entry_as_pi_labels_it(
     assert fork.label_value("aaaaaaaa") == held
 
 
+def test_a_fork_writes_the_lines_it_changes_with_pis_numbers(tmp_path: Path) -> None:
+    """A relinked entry and a label a fork writes again had their numbers in msgspec's form
+    (1e-6, 1e21); pi 1.6's createBranchedSession writes them with JSON.stringify's (its lines
+    on this file, but for the label's new id)."""
+    tree = write_session(tmp_path / "s.jsonl", [
+        msg("aaaaaaaa", None),
+        entry("label", "bbbbbbbb", "aaaaaaaa", targetId="aaaaaaaa", label=1e21),
+        {**msg("cccccccc", "bbbbbbbb"), "message": {"role": "user", "content": "hi",
+                                                    "timestamp": 1e-6}}])
+    lines = Path(fork_session(tree, "cccccccc").path).read_text("utf-8").splitlines()
+    assert lines[2] == ('{"type":"message","id":"cccccccc","parentId":"aaaaaaaa","timestamp":'
+                        '"2025-01-01T10:00:01.000Z","message":{"role":"user","content":"hi",'
+                        '"timestamp":0.000001}}')
+    assert lines[3].endswith('"targetId":"aaaaaaaa","label":1e+21}')
+
+
 def test_a_fork_keeps_each_labels_timestamp_in_the_order_pi_sets_them(tmp_path: Path) -> None:
     """A fork stamped every label with the time of the fork, in path order; pi 1.6 keeps the
     timestamp of the label entry that set it as it is (a number, null, none) and writes the

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from pi_lsp.paths import real_path
-from pi_lsp.session.entries import CompactionEntry, LabelEntry, encoder
+from pi_lsp.session.entries import CompactionEntry, LabelEntry
 from pi_lsp.session.ids import id_name, id_value, new_entry_id
 from pi_lsp.session.journal import Record
-from pi_lsp.session.jsontext import object_decoder
+from pi_lsp.session.jsontext import js_json, object_decoder
 from pi_lsp.session.records import decode_entry, parent_of
 from pi_lsp.session.tree import SessionTree
 
@@ -49,7 +49,7 @@ def fork_lines(source: SessionTree, leaf_id: str) -> list[bytes]:
         label_id = new_entry_id(taken)
         taken.add(label_id)
         # pi 1.6 keeps the time the label was set, as the entry that set it holds it
-        lines.append(encoder.encode(LabelEntry(
+        lines.append(js_json(LabelEntry(
             id=label_id, parent_id=id_value(tail), timestamp=source.label_stamps[target],
             target_id=id_value(target), label=label,
         )))
@@ -83,7 +83,7 @@ def relinked(record: Record, parent: str | None, keeps_own_root: bool,
         return record.original
     fields = object_decoder.decode(record.raw)
     fields.update(changes)
-    return encoder.encode(fields)
+    return js_json(fields)  # as pi writes the entry: JSON.stringify's numbers
 
 
 def fork_cwd(source: SessionTree, own: str) -> str:

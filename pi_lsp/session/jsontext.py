@@ -287,13 +287,18 @@ def _js_dumps(value: Any) -> bytes:
 def stringify(value: Any) -> str:
     """`value` as JavaScript's `JSON.stringify` writes it: compact, characters as they are,
     numbers as JavaScript writes them (`js_number`: msgspec would write 1e-6, 1e21 or 1.0)."""
+    return js_json(value).decode()
+
+
+def js_json(value: Any) -> bytes:
+    """`stringify`'s text as UTF-8 (a lone surrogate as its escape), for a line pi writes."""
     numbers = _js_numbers(value)
     if numbers is value:
-        return encoder.encode(value).decode()
+        return encoder.encode(value)
     try:
-        return encoder.fast.encode(numbers).decode()
+        return encoder.fast.encode(numbers)
     except UnicodeEncodeError:
-        return _js_dumps(value).decode()
+        return _js_dumps(value)
 
 
 def escape_line_separators(line: bytes) -> bytes:
