@@ -588,6 +588,28 @@ def test_tree_places_id_less_entries_as_pi_s_get_tree_does(tmp_path: Path) -> No
         node("a", node(None, node("b")), node("x"), node(5, node(None))), node(None, node("b"))]
 
 
+def test_tree_labels_id_less_entries_as_pi_s_get_tree_does(tmp_path: Path) -> None:
+    """A label whose targetId is missing, null, 0 (or -0) or false labels the entries of that
+    id in pi 1.6's getTree (labelsById is a Map, keyed as its nodes are); `tree --json` gave
+    them none. An object targetId matches no object id. Expected: pi 1.6's getTree."""
+    def note(entry_id: Any, second: int) -> dict[str, Any]:
+        return {"type": "custom", "customType": "n", "id": entry_id, "parentId": "a",
+                "timestamp": f"2025-01-01T10:00:0{second}.000Z"}
+    def label(entry_id: str, target: Any, text: str) -> dict[str, Any]:
+        return {**entry("label", entry_id, "a", targetId=target, label=text),
+                "timestamp": "2025-01-01T10:00:09.000Z"}
+    tree = write_session(tmp_path / "s.jsonl", [
+        msg("a", None), without("id", note(None, 2)), note(None, 3), note(0, 4), note(False, 5),
+        note({}, 6), without("targetId", label("l1", None, "missing")),
+        label("l2", None, "null"), label("l3", -0.0, "zero"), label("l4", False, "false"),
+        label("l5", {}, "object")])
+    def node(entry_id: Any, text: str | None) -> dict[str, Any]:
+        return {"id": entry_id, "label": text, "children": []}
+    assert json.loads(msgspec.json.encode(nested_tree(tree)))[0]["children"] == [
+        node(None, "missing"), node(None, "null"), node(0, "zero"), node(False, "false"),
+        node({}, None), *(node(f"l{i}", None) for i in range(1, 6))]
+
+
 def test_an_id_less_node_under_itself_is_shown_once(tmp_path: Path) -> None:
     """pi 1.6's getTree loops forever when the id-less node is its own descendant (its child
     `a` has no parentId, and one id-less entry hangs under `a`); the tree cuts it there."""

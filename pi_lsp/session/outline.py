@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from heapq import merge
 from typing import Any
 
 import msgspec
@@ -192,6 +193,7 @@ def nested_tree(tree: SessionTree) -> list[TreeNode]:
     """pi's `getTree()`: roots in file order, children oldest first (built without recursion);
     id-less entries too, as pi places them (see `_idless_places`)."""
     index, places = _idless_places(tree)
+    idless_labels = _idless_labels(tree) if places else {}
 
     def node(record: Record, ancestors: frozenset[_Key]) -> tuple[TreeNode, Any, frozenset[_Key]]:
         group = places.get(id(record))
@@ -202,7 +204,8 @@ def nested_tree(tree: SessionTree) -> list[TreeNode]:
         key, shared = group
         # pi would loop forever on a node under itself: its children are left out there.
         below = None if key in ancestors else key
-        return TreeNode(_js_id(shared.id), None, []), below, ancestors | {key}
+        return TreeNode(_js_id(shared.id), idless_labels.get(key), []), below, \
+            ancestors | {key}
 
     roots = [node(r, frozenset()) for r in index.get(None, [])]
     stack = list(roots)
@@ -264,6 +267,34 @@ def _idless_places(tree: SessionTree) -> tuple[dict[Any, list[Record]],
         if key is not None:
             order_children(index[key])
     return index, places
+
+
+class _LabelLink(msgspec.Struct, rename="camel"):
+    """A label entry's `targetId` as written (missing: UNSET) and its label."""
+
+    target_id: Any = msgspec.UNSET
+    label: Any = None
+
+
+_label_link_decoder: Decoder[_LabelLink] = Decoder(_LabelLink)
+
+
+def _idless_labels(tree: SessionTree) -> dict[_Key, Any]:
+    """The labels whose `targetId` names no id (missing, null, 0, false), by pi's key: pi's
+    labelsById is a Map too, and getTree gives an id-less node the label of its key."""
+    labels: dict[_Key, Any] = {}
+    for record in merge(tree.records, tree.idless, key=lambda record: record.line):
+        if record.env.type != "label":
+            continue
+        link = _label_link_decoder.decode(record.text)
+        if id_name(link.target_id) is not None:
+            continue  # in tree.labels
+        key = _js_key(link.target_id, record.line, "targetId")
+        if js_truthy(link.label):  # pi's `if (entry.label)`
+            labels[key] = link.label
+        else:
+            labels.pop(key, None)
+    return labels
 
 
 def _named_group(record: Record, groups: dict[_Key, _Group]) -> _Key | None:
