@@ -635,6 +635,27 @@ async def test_a_store_made_before_keeps_every_byte_too(tmp_path: Path) -> None:
     assert await store.read(then.tree, "win.bat") == b"line1\r\n"
 
 
+async def test_a_file_an_earlier_store_snapshot_keeps_every_byte_after_the_upgrade(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store's index kept the blob `!text` had turned to LF: git does not notice that
+    attributes changed, so `add -A` skipped the unchanged file, and a restore wrote LF over it."""
+    (tmp_path / ".gitattributes").write_text("* crlf\n")
+    (tmp_path / "win.bat").write_bytes(b"line1\r\n")
+    # Older than the index will be, so git trusts the index's entry over the file.
+    hour_ago = (tmp_path / "win.bat").stat().st_mtime - 3600
+    os.utime(tmp_path / "win.bat", (hour_ago, hour_ago))
+    store = SnapshotStore(tmp_path)
+    with monkeypatch.context() as earlier:  # a snapshot an earlier pi-lsp took
+        earlier.setattr(snapshots, "ATTRIBUTES", "* !filter !diff !merge !text !eol "
+                        "!working-tree-encoding !ident !export-subst\n")
+        old = await store.snapshot()
+    assert await store.read(old.tree, "win.bat") == b"line1\n"
+    then = await store.snapshot()
+    (tmp_path / "win.bat").write_bytes(b"changed\r\n")
+    await restore_files(None, store, None, undo_id=then.tree)
+    assert (tmp_path / "win.bat").read_bytes() == b"line1\r\n"
+
+
 async def test_pi_and_git_folders_stay_out_whatever_gitignore_says(tmp_path: Path) -> None:
     """`.pi/` was left out only by the store's info/exclude, which a committed `.gitignore`
     outranks: with `!.pi` there every snapshot held the session files, listed as refused

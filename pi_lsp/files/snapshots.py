@@ -166,7 +166,7 @@ class SnapshotStore:
 
     async def _ensure(self) -> None:
         if self.exists():
-            _keep_text(self.git_dir / "info" / "attributes", ATTRIBUTES)  # a store made before
+            self._keep_attributes()  # a store made before
             return
         try:
             await self._create()
@@ -174,6 +174,19 @@ class SnapshotStore:
             raise SnapshotError(f"cannot create the snapshot store {self.git_dir} "
                                 f"({error.strerror}); it is kept under $XDG_STATE_HOME, else "
                                 "~/.local/state") from None
+
+    def _keep_attributes(self) -> None:
+        """Bring a store made before to ATTRIBUTES, and drop its index: git does not notice
+        attributes changing, so `add -A` kept the blob the old ones made (CRLF turned to LF)
+        of every file whose size and times matched the index."""
+        attributes = self.git_dir / "info" / "attributes"
+        if _small_text(attributes) == ATTRIBUTES:
+            return
+        # Dropped first, so a stop in between still leaves the attributes to rewrite: the next
+        # `add` then reads every file once. Only snapshots read the index; restores, diffs
+        # and the logs name trees.
+        (self.git_dir / "index").unlink(missing_ok=True)
+        _keep_text(attributes, ATTRIBUTES)
 
     async def _create(self) -> None:
         self.git_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
