@@ -171,6 +171,14 @@ def test_an_aborted_turns_question_closes_vim_ui_selects_own_picker(
     assert len(fake.message_requests()) == 1
 
 
+def test_a_turns_end_closes_its_own_picker_under_another_sessions(
+        workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
+    """With session B's question opened over session A's, A's turn ending sent its <Esc> to
+    B's picker: B's question was denied unanswered, and A's stayed open."""
+    result = run_blocking_script("picker_stack_spec.lua", workspace, fake, tmp_path)
+    assert result.stdout.endswith("ok\n")
+
+
 def test_an_attachment_question_outlives_the_turn_it_was_queued_behind(
         workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
     """A follow-up's file outside the workspace, asked about while a turn ran, was denied when

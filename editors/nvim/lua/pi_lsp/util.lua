@@ -59,28 +59,50 @@ function M.thousands(n)
   return (formatted:gsub("^,", ""))
 end
 
+--- The blocking pickers open, innermost last: each runs inside the one under it, and only the
+--- innermost reads the keys typed. `esc` is "due" for one closed that waits for its <Esc>.
+local blocking = {}
+
+--- Send <Esc> to the innermost blocking picker if it was closed: one under another is closed
+--- only once those over it return, else the <Esc> would answer theirs.
+local function esc_innermost()
+  local innermost = blocking[#blocking]
+  if innermost and innermost.esc == "due" then
+    innermost.esc = "sent"
+    vim.api.nvim_input("<Esc>")
+  end
+end
+
 --- A question the server may take back (its turn was aborted): `ask(fn)` runs `fn`, which opens
 --- the picker; `close()` takes the question back. A picker that blocks until answered
 --- (vim.ui.select's default, vim.fn.inputlist) is still running when that comes, as the
---- events go on meanwhile, and gets the <Esc> a person would press (were another blocking
---- prompt opened on top of it meanwhile, that one would get it). One that returned at once (a
---- plugin's floating picker) cannot be closed from here: its late answer is for the caller to
---- ignore.
+--- events go on meanwhile, and gets the <Esc> a person would press, once no blocking picker
+--- opened over it meanwhile (another session's question) is left. One that returned at once
+--- (a plugin's floating picker) cannot be closed from here: its late answer is for the caller
+--- to ignore.
 function M.picker()
-  local blocking = false
+  local mine = nil -- this picker's entry in `blocking` while `fn` runs
   local self = {}
   function self.ask(fn)
-    blocking = true
+    mine = {}
+    blocking[#blocking + 1] = mine
     local ok, err = pcall(fn)
-    blocking = false
+    for i = #blocking, 1, -1 do
+      if blocking[i] == mine then
+        table.remove(blocking, i)
+        break
+      end
+    end
+    mine = nil
+    esc_innermost()
     if not ok then
       error(err, 0)
     end
   end
   function self.close()
-    if blocking then
-      blocking = false
-      vim.api.nvim_input("<Esc>")
+    if mine and not mine.esc then
+      mine.esc = "due"
+      esc_innermost()
     end
   end
   return self
