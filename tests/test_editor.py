@@ -62,11 +62,12 @@ class Editor:
 @pytest_lsp.fixture(scope="module", config=SERVER)
 async def client(lsp_client: LanguageClient, tmp_path_factory: pytest.TempPathFactory,
                  fake: FakeAnthropic) -> Any:
-    editor = Editor()
+    """One server for the module; each test gets its own `Editor` record (see `editor`)."""
 
     @lsp_client.feature(types.WORKSPACE_APPLY_EDIT)
     async def apply_edit(params: types.ApplyWorkspaceEditParams
                          ) -> types.ApplyWorkspaceEditResult:
+        editor: Editor = lsp_client.editor  # type: ignore[attr-defined]
         editor.edits.append(plain(lsp_client.protocol._converter.unstructure(params)))
         editor.applying.set()
         if editor.held is not None:
@@ -75,6 +76,7 @@ async def client(lsp_client: LanguageClient, tmp_path_factory: pytest.TempPathFa
 
     @lsp_client.feature("pi/diagnostics")
     def diagnostics(params: Any) -> dict[str, Any]:
+        editor: Editor = lsp_client.editor  # type: ignore[attr-defined]
         uris = list(plain(params)["uris"])
         editor.asked.append(uris)
         return {"diagnostics": [{"uri": u, "items": editor.problems.get(u, [])} for u in uris]}
@@ -90,7 +92,7 @@ async def client(lsp_client: LanguageClient, tmp_path_factory: pytest.TempPathFa
         workspace_folders=[types.WorkspaceFolder(uri=pi.main.as_uri(), name="main")],
         initialization_options=init_options(fake, toolApproval="auto"))), PROCESS_CEILING_S)
     await hub_ready(lsp_client)
-    lsp_client.pi, lsp_client.editor = pi, editor  # type: ignore[attr-defined]
+    lsp_client.pi = pi  # type: ignore[attr-defined]
     yield
     await asyncio.wait_for(lsp_client.shutdown_session(), CEILING_S)
 
@@ -100,8 +102,10 @@ def pi(client: LanguageClient) -> Pi:
     return client.pi  # type: ignore[attr-defined,no-any-return]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(autouse=True)
 def editor(client: LanguageClient) -> Editor:
+    """A new record for each test, so none sees another's edits, questions or held answers."""
+    client.editor = Editor()  # type: ignore[attr-defined]
     return client.editor  # type: ignore[attr-defined,no-any-return]
 
 
@@ -202,7 +206,13 @@ async def test_open_document_is_read_unsaved_and_edited_through_the_editor(
 
 
 async def test_a_later_read_sees_the_applied_edit(pi: Pi, fake: FakeAnthropic) -> None:
-    fake.script(tool_reply([("r2", "read", {"path": "limits.py"})]), text_reply("ok"))
+    path = pi.main / "later.py"
+    path.write_text(DISK_TEXT)
+    open_document(pi, path, UNSAVED_TEXT)
+    fake.script(tool_reply([("e1", "edit", {"path": "later.py", "oldText": "LIMIT = 2",
+                                            "newText": "LIMIT = 3"})]), text_reply("done"))
+    await run_prompt(pi, await new_session(pi), "Raise the limit")
+    fake.script(tool_reply([("r2", "read", {"path": "later.py"})]), text_reply("ok"))
     events = await run_prompt(pi, await new_session(pi), "Read it again")
     assert "LIMIT = 3  # unsaved" in tool_texts(events)["r2"]
 
@@ -320,13 +330,16 @@ async def test_selection_file_and_mentions_reach_the_model(pi: Pi, fake: FakeAnt
     code = pi.main / "orders.py"
     code.write_text("def a():\n    pass\n\ndef b():\n    return 2\n")
     (pi.main / "notes.md").write_text("Remember the index.\n")
+    limits = pi.main / "limits.py"
+    limits.write_text(DISK_TEXT)
+    open_document(pi, limits, "LIMIT = 3  # unsaved\n")
     selection = {"uri": code.as_uri(), "range": {"start": {"line": 3, "character": 0},
                                                  "end": {"line": 5, "character": 0}},
                  "languageId": "python"}
     fake.script(text_reply("Seen."))
     uri = await new_session(pi)
     await run_prompt(pi, uri, "Why is b slow? See @notes.md and ask @nobody",
-                     context=[selection, {"uri": (pi.main / "limits.py").as_uri()}])
+                     context=[selection, {"uri": limits.as_uri()}])
     blocks = user_texts(fake.message_requests()[0])
     assert blocks[0] == "Why is b slow? See @notes.md and ask @nobody"
     assert blocks[1] == ('<file path="orders.py" lines="4-5" language="python">\n'
@@ -385,18 +398,28 @@ async def test_a_range_past_the_end_of_a_file_is_invalid_params(pi: Pi) -> None:
             "the file (2 lines)"))
 
 
+def configure(pi: Pi, fake: FakeAnthropic, **extra: Any) -> None:
+    """Send the module's settings with `extra` over them, as the editor does when they change."""
+    pi.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"piLsp": {**init_options(fake), "toolApproval": "auto", **extra}}))
+
+
 async def test_diagnostics_feedback_can_be_turned_off(pi: Pi, editor: Editor,
                                                       fake: FakeAnthropic) -> None:
-    pi.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"piLsp": {**init_options(fake), "toolApproval": "auto",
-                            "diagnosticsFeedback": False}}))
-    asked = len(editor.asked)
-    fake.script(tool_reply([("e2", "edit", {"path": "limits.py", "oldText": "LIMIT = 3",
-                                            "newText": "LIMIT = 4"})]), text_reply("done"))
-    since = pi.mark()
-    await run_prompt(pi, await new_session(pi), "Again")
-    assert len(editor.asked) == asked and len(fake.message_requests()) == 2
-    assert not [p for p in pi.of(TURN, since) if p["event"]["type"] == "error"]
+    path = pi.main / "quiet.py"
+    path.write_text(DISK_TEXT)
+    open_document(pi, path, "LIMIT = 3  # unsaved\n")
+    configure(pi, fake, diagnosticsFeedback=False)
+    try:
+        asked = len(editor.asked)
+        fake.script(tool_reply([("e2", "edit", {"path": "quiet.py", "oldText": "LIMIT = 3",
+                                                "newText": "LIMIT = 4"})]), text_reply("done"))
+        since = pi.mark()
+        await run_prompt(pi, await new_session(pi), "Again")
+        assert len(editor.asked) == asked and len(fake.message_requests()) == 2
+        assert not [p for p in pi.of(TURN, since) if p["event"]["type"] == "error"]
+    finally:
+        configure(pi, fake)  # the other tests' turns are offered the editor's problems
 
 
 async def test_a_lone_surrogate_reaches_the_editor_as_pi_writes_it(pi: Pi, editor: Editor,
