@@ -1433,7 +1433,7 @@ async def test_server_branch_with_summary_counts_file_changes(lsp: Pi, fake: Fak
 
 
 @pytest.mark.asyncio(loop_scope="module")
-async def test_server_rewind_errors(lsp: Pi, fake: FakeAnthropic) -> None:
+async def test_server_rewind_errors(lsp: Pi, fake: FakeAnthropic, tmp_path: Path) -> None:
     pi = lsp
     assert pi.init is not None and pi.init.capabilities.execute_command_provider is not None
     assert {"pi.fileChanges", "pi.restoreFiles"} <= \
@@ -1462,11 +1462,16 @@ async def test_server_rewind_errors(lsp: Pi, fake: FakeAnthropic) -> None:
 
     # A turn of another session in the same workspace may be writing files too.
     other = (await call(pi.client, "pi.newSession", {}))["uri"]
-    fake.script(text_reply(*(f"w{i} " for i in range(40)), delay=0.05))
+    # Its reply is held after its first event until the check is done: a reply streamed over a
+    # guessed 2 s could end first on a busy machine.
+    slow = text_reply(*(f"w{i} " for i in range(40)))
+    slow.held_until, slow.held_after = tmp_path / "checked", 1
+    fake.script(slow)
     since = pi.mark()
     turn = (await call(pi.client, "pi.prompt", {"uri": other, "text": "slow"}))["turnId"]
     error = await call_error(pi.client, "pi.restoreFiles", {"uri": uri, "entryId": leaf})
     assert error.code == BUSY and "busy" in str(error)
+    slow.held_until.touch()
     await wait_events(pi, turn, since)
 
 
