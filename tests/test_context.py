@@ -35,7 +35,7 @@ from pi_lsp.session.entries import (
     encoder,
 )
 from tests.test_system_messages import PI16, pi16_node
-from tests.waits import CEILING_S
+from tests.waits import PROCESS_CEILING_S
 
 
 def bash(**fields: object) -> BashExecutionMessage:
@@ -289,7 +289,7 @@ def pi16_contexts(files: dict[str, Path]) -> dict[str, Any]:
         pytest.skip("pi 1.6 is not installed")
     made = subprocess.run([node, str(Path(__file__).with_name("pi16_context.mjs")),
                            str(PI16 / "@earendil-works"), *map(str, files.values())],
-                          capture_output=True, text=True, timeout=CEILING_S)
+                          capture_output=True, text=True, timeout=PROCESS_CEILING_S)
     assert made.returncode == 0, made.stderr
     contexts = json.loads(made.stdout)
     return {name: contexts[str(path)] for name, path in files.items()}

@@ -19,7 +19,7 @@ from pi_lsp.context.preview import render_markdown, render_preview
 from pi_lsp.session.tree import SessionTree, UnknownEntryError
 from tests.test_system_messages import PI16, pi16_node
 from tests.test_tree import assistant_text, assistant_with_call, entry, msg, write_session
-from tests.waits import CEILING_S
+from tests.waits import PROCESS_CEILING_S
 
 HUGE = "line of output\n" * 2000
 
@@ -242,7 +242,7 @@ def run_pi16(*arguments: str) -> str | None:
         return None
     run = subprocess.run([node, str(Path(__file__).with_name("pi16_edit.mjs")),
                           str(PI16 / "@earendil-works"), *arguments],
-                         capture_output=True, text=True, timeout=CEILING_S)
+                         capture_output=True, text=True, timeout=PROCESS_CEILING_S)
     assert run.returncode == 0, run.stderr
     return run.stdout
 

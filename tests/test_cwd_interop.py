@@ -29,7 +29,7 @@ from pi_lsp.session.fork import fork_session
 from pi_lsp.session.tree import SessionTree
 from tests.test_catalog import write, write_odd_activity
 from tests.test_system_messages import PI16, pi16_node
-from tests.waits import run_cli
+from tests.waits import PROCESS_CEILING_S, run_cli
 
 PI16_INDEX = PI16 / "@earendil-works" / "pi-coding-agent" / "dist" / "index.js"
 
@@ -179,7 +179,7 @@ def pi16(cwd: Path, body: str, **env: str) -> Any:
     env = {"PATH": "/usr/bin:/bin", "PI_CODING_AGENT_DIR": os.environ["PI_CODING_AGENT_DIR"],
            **env}
     done = subprocess.run([node, "--input-type=module", "-e", script], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=PROCESS_CEILING_S)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 

@@ -450,7 +450,7 @@ def test_the_stored_odd_envelope_readings_are_pi16s() -> None:
     files = sorted(ODD_ENVELOPES.glob("*.jsonl"))
     made = subprocess.run([node, str(Path(__file__).with_name("pi16_session.mjs")),
                            str(PI16 / "@earendil-works"), *map(str, files)],
-                          capture_output=True, text=True, timeout=CEILING_S)
+                          capture_output=True, text=True, timeout=PROCESS_CEILING_S)
     assert made.returncode == 0, made.stderr
     readings = json.loads(made.stdout)
     assert {path.name: readings[str(path)] for path in files} == \

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from pi_lsp.session.jsontext import Decoder, js_number, lone_surrogates_replaced, stringify
 from tests.test_system_messages import pi16_node
-from tests.waits import CEILING_S
+from tests.waits import PROCESS_CEILING_S
 
 # (value, what JSON.stringify writes), the right column computed with node.
 CASES: list[tuple[Any, str]] = [
@@ -86,7 +86,7 @@ def test_numbers_are_written_as_node_writes_them(doubles: list[float], integers:
                                                  ) -> None:
     assert NODE is not None
     run = subprocess.run([NODE, "-e", NODE_SCRIPT], capture_output=True, text=True,
-                         timeout=CEILING_S, input=json.dumps(
+                         timeout=PROCESS_CEILING_S, input=json.dumps(
                              {"doubles": [_bits(d) for d in doubles],
                               "integers": [str(i) for i in integers]}))
     assert run.returncode == 0, run.stderr

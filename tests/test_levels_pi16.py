@@ -18,7 +18,7 @@ from pi_lsp.harness_factory import make_harness
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.settings import load_settings
 from tests.test_system_messages import PI16, pi16_node
-from tests.waits import CEILING_S
+from tests.waits import PROCESS_CEILING_S
 
 STORED = Path(__file__).with_name("fixtures") / "pi16-levels.json"
 STEPS: list[list[str]] = [
@@ -92,7 +92,7 @@ def pi_written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             session, cwd, agent = scene(tmp_path_factory.mktemp("pi"), name)
             run = subprocess.run([node, str(Path(__file__).with_name("pi16_levels.mjs")),
                                   str(cli), str(session), str(cwd), str(agent), str(steps)],
-                                 capture_output=True, text=True, timeout=CEILING_S)
+                                 capture_output=True, text=True, timeout=PROCESS_CEILING_S)
             assert run.returncode == 0, run.stderr
             assert written(session) == stored[name], name  # the stored entries are pi's
     return stored

@@ -215,7 +215,8 @@ def pi16_node() -> str | None:
     node = shutil.which("node", path=str(PI16 / ".bin")) or shutil.which("node")
     if node is None or not (PI16 / "@earendil-works" / "pi-coding-agent").is_dir():
         return None
-    version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout
+    version = subprocess.run([node, "--version"], capture_output=True, text=True,
+                             timeout=PROCESS_CEILING_S).stdout
     found = re.match(r"v(\d+)\.(\d+)", version)
     return node if found and (int(found[1]), int(found[2])) >= (22, 19) else None
 
@@ -238,7 +239,7 @@ async def test_pi16_replays_what_pi_lsp_wrote(workspace: Path, fake: FakeAnthrop
     else:
         read = subprocess.run([node, str(Path(__file__).with_name("pi16_replay.mjs")),
                                str(PI16 / "@earendil-works"), str(path)],
-                              capture_output=True, text=True, timeout=CEILING_S)
+                              capture_output=True, text=True, timeout=PROCESS_CEILING_S)
         assert read.returncode == 0, read.stderr
         pi = json.loads(read.stdout)
         # the stored answer is pi's
@@ -265,7 +266,7 @@ def pi16_prompt(fixture: str, names: dict[str, str]) -> dict[str, Any]:
     if node is not None:  # the stored answer is pi's
         made = subprocess.run([node, str(Path(__file__).with_name("pi16_prompt.mjs")),
                                names["{{pi}}"], json.dumps(pi["input"])],
-                              capture_output=True, text=True, timeout=CEILING_S)
+                              capture_output=True, text=True, timeout=PROCESS_CEILING_S)
         assert made.returncode == 0, made.stderr
         assert {"input": pi["input"], **json.loads(made.stdout)} == pi
     return pi
@@ -558,7 +559,7 @@ def pi16_skills(fixture: str, tmp_path: Path, given: dict[str, Any]) -> list[lis
     if node is not None:  # the stored answer is pi's
         made = subprocess.run([node, str(Path(__file__).with_name("pi16_skills.mjs")),
                                str(PI16 / "@earendil-works"), json.dumps(given)],
-                              capture_output=True, text=True, timeout=CEILING_S)
+                              capture_output=True, text=True, timeout=PROCESS_CEILING_S)
         assert made.returncode == 0, made.stderr
         assert json.loads(made.stdout) == stored["skills"]
     skills: list[list[str]] = stored["skills"]
@@ -576,7 +577,7 @@ def test_ignore_patterns_match_as_pi16s_ignore_package() -> None:
                                str(PI16 / "@earendil-works"),
                                json.dumps({"paths": stored["paths"],
                                            "cases": [case for case, _ in stored["cases"]]})],
-                              capture_output=True, text=True, timeout=CEILING_S)
+                              capture_output=True, text=True, timeout=PROCESS_CEILING_S)
         assert made.returncode == 0, made.stderr
         assert json.loads(made.stdout) == [ignored for _, ignored in stored["cases"]]
     for patterns, ignored in stored["cases"]:

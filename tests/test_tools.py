@@ -50,7 +50,7 @@ from pi_lsp.agent.tools import (
 from pi_lsp.providers.base import ToolSpec, parse_arguments
 from pi_lsp.session.entries import ImageContent, TextContent, ToolCall
 from tests.test_system_messages import PI16, pi16_node
-from tests.waits import CEILING_S, alive, gone, pid_in, until
+from tests.waits import CEILING_S, PROCESS_CEILING_S, alive, gone, pid_in, until
 
 # A 1x1 transparent PNG.
 PNG = base64.b64decode(
@@ -437,7 +437,7 @@ def pi16_images(image_files: Path) -> dict[str, Any]:
     if node is not None:
         run = subprocess.run([node, str(Path(__file__).with_name("pi16_read.mjs")),
                               str(PI16 / "@earendil-works"), str(image_files), *IMAGES],
-                             capture_output=True, text=True, timeout=CEILING_S)
+                             capture_output=True, text=True, timeout=PROCESS_CEILING_S)
         assert run.returncode == 0, run.stderr
         assert {name: sent(blocks) for name, blocks in json.loads(run.stdout).items()} == stored
     return stored
@@ -467,7 +467,7 @@ def pi16_images_as_is(image_files: Path) -> dict[str, Any]:
     if node is not None:
         run = subprocess.run([node, str(Path(__file__).with_name("pi16_read.mjs")),
                               str(PI16 / "@earendil-works"), str(image_files), "--no-resize",
-                              *IMAGES], capture_output=True, text=True, timeout=CEILING_S)
+                              *IMAGES], capture_output=True, text=True, timeout=PROCESS_CEILING_S)
         assert run.returncode == 0, run.stderr
         assert {name: sent(blocks) for name, blocks in json.loads(run.stdout).items()} == stored
     return stored

@@ -29,7 +29,7 @@ from pi_lsp.providers.wire import request_params
 from pi_lsp.session.tree import SessionTree
 from tests.conftest import CONFORMANCE, conformance_files
 from tests.test_system_messages import PI16, pi16_node
-from tests.waits import CEILING_S
+from tests.waits import PROCESS_CEILING_S
 
 STORED_BODIES = Path(__file__).with_name("fixtures") / "pi16-bodies.json"
 MODELS = {ANTHROPIC_API: ("anthropic", "claude-sonnet-4-5"), RESPONSES_API: ("openai", "gpt-5"),
@@ -56,7 +56,7 @@ def pi_bodies() -> dict[str, Any]:
                                       str(PI16 / "@earendil-works"), api,
                                       *(["--text-only"] if text_only else []),
                                       *map(str, _files())],
-                                     capture_output=True, text=True, timeout=CEILING_S)
+                                     capture_output=True, text=True, timeout=PROCESS_CEILING_S)
                 assert run.returncode == 0, run.stderr
                 for file, body in json.loads(run.stdout).items():
                     key = _key(api, text_only, Path(file))
