@@ -828,15 +828,20 @@ async def test_a_symlink_loop_and_a_failed_approval_still_answer_their_calls(
 # -- 4. abort --------------------------------------------------------------------------------
 
 
-async def test_abort_during_a_slow_stream(make_rig, fake) -> None:
+async def test_abort_during_a_slow_stream(make_rig, fake, tmp_path: Path) -> None:
     rig = make_rig()
-    fake.script(Reply([message_start(), *text_block(0, "one ", "two ", "three ", "four "),
-                       *message_end()], delay=0.2))
+    # Held after "one " until the abort: 0.2 s between pieces let a busy machine end the
+    # reply before the abort came.
+    reply = Reply([message_start(), *text_block(0, "one ", "two ", "three ", "four "),
+                   *message_end()])
+    reply.held_until, reply.held_after = tmp_path / "aborted", 3  # start, block, "one "
+    fake.script(reply)
     first_update = asyncio.Event()
     rig.on(MessageUpdate, lambda _e: first_update.set())
     task = asyncio.create_task(rig.harness.prompt("go slowly"))
     await asyncio.wait_for(first_update.wait(), CEILING_S)
     assert rig.harness.abort() is True
+    reply.held_until.touch()  # the rest goes to the connection the abort closed
     produced = await asyncio.wait_for(task, CEILING_S)
 
     assert [role_of(m) for m in produced] == ["user", "assistant"]
@@ -852,14 +857,17 @@ async def test_abort_during_a_slow_stream(make_rig, fake) -> None:
     assert rig.harness.abort() is False  # nothing left to abort
 
 
-def partial_tool_stream() -> Reply:
-    """Text, then a tool call whose JSON arrives slowly (the abort lands in the middle)."""
+def partial_tool_stream(release: Path) -> Reply:
+    """Text, then a tool call whose JSON stops halfway until `release` exists (the abort lands
+    in the middle; a guessed 0.15 s between events let a busy machine finish the call first)."""
     call = tool_block(1, "toolu_half", "bash", {"command": "echo should-not-run"})
-    return Reply([message_start(), *text_block(0, "Running it."), *call,
-                  *message_end("tool_use")], delay=0.15)
+    reply = Reply([message_start(), *text_block(0, "Running it."), *call,
+                   *message_end("tool_use")])
+    reply.held_until, reply.held_after = release, 6  # start, the text's 3, the call's start, half
+    return reply
 
 
-async def abort_on_tool_json(rig: Rig) -> list[Any]:
+async def abort_on_tool_json(rig: Rig, release: Path) -> list[Any]:
     seen = asyncio.Event()
 
     def watch(event: MessageUpdate) -> None:
@@ -870,15 +878,17 @@ async def abort_on_tool_json(rig: Rig) -> list[Any]:
     task = asyncio.create_task(rig.harness.prompt("run it"))
     await asyncio.wait_for(seen.wait(), CEILING_S)
     rig.harness.abort()
+    release.touch()
     return await asyncio.wait_for(task, CEILING_S)
 
 
-async def test_abort_with_a_partial_tool_call_leaves_the_call_unanswered(make_rig, fake) -> None:
+async def test_abort_with_a_partial_tool_call_leaves_the_call_unanswered(make_rig, fake,
+                                                                         tmp_path: Path) -> None:
     """The aborted reply's call got "Skipped: the run was aborted", which pi 1.6 sent on every
     later prompt with no call before it (it drops the aborted reply): Anthropic's 400."""
     rig = make_rig()
-    fake.script(partial_tool_stream())
-    await abort_on_tool_json(rig)
+    fake.script(partial_tool_stream(tmp_path / "released"))
+    await abort_on_tool_json(rig, tmp_path / "released")
     messages = rig.messages()
     assert [m["role"] for m in messages] == ["user", "assistant"]
     assistant = messages[1]
@@ -892,14 +902,14 @@ async def test_abort_with_a_partial_tool_call_leaves_the_call_unanswered(make_ri
 
 
 async def test_prompt_after_aborted_tool_call_sends_no_orphan_tool_result(
-        make_rig, fake) -> None:
+        make_rig, fake, tmp_path: Path) -> None:
     """The aborted reply is dropped from the context; its tool result must go with it.
 
     Anthropic rejects a tool_result whose tool_use is not in the previous assistant turn.
     """
     rig = make_rig()
-    fake.script(partial_tool_stream())
-    await abort_on_tool_json(rig)
+    fake.script(partial_tool_stream(tmp_path / "released"))
+    await abort_on_tool_json(rig, tmp_path / "released")
     fake.script(text_reply("ok"))
     await rig.harness.prompt("try something else")
     [request] = fake.message_requests()
@@ -1290,19 +1300,25 @@ async def test_a_steer_sent_after_the_runs_last_check_for_messages_is_run(
     assert [m["role"] for m in rig.messages()] == ["user", "assistant", "user", "assistant"]
     assert rig.problems() == []
 
-async def test_steer_follow_up_idle_and_prompt_busy_raise(make_rig, fake) -> None:
+async def test_steer_follow_up_idle_and_prompt_busy_raise(make_rig, fake, tmp_path: Path
+                                                          ) -> None:
     rig = make_rig()
     with pytest.raises(NotRunningError):
         rig.harness.steer("x")
     with pytest.raises(NotRunningError):
         rig.harness.follow_up("x")
-    fake.script(text_reply("slow ", "reply", delay=0.05))
+    # Held after "slow " until the second prompt was refused: 0.05 s was all that kept the
+    # first turn running.
+    reply = text_reply("slow ", "reply")
+    reply.held_until, reply.held_after = tmp_path / "refused", 3  # start, block, "slow "
+    fake.script(reply)
     updated = asyncio.Event()
     rig.on(MessageUpdate, lambda _e: updated.set())
     task = asyncio.create_task(rig.harness.prompt("first"))
     await asyncio.wait_for(updated.wait(), CEILING_S)
     with pytest.raises(BusyError):
         await rig.harness.prompt("second")
+    reply.held_until.touch()
     await asyncio.wait_for(task, CEILING_S)
     texts = [m["content"][0]["text"] for m in rig.messages() if m["role"] == "user"]
     assert texts == ["first"]
