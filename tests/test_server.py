@@ -352,6 +352,14 @@ def slow_text(words: int = 40, delay: float = 0.05) -> Reply:
     return text_reply(*(f"word{i} " for i in range(words)), delay=delay)
 
 
+def held_text(release: Path, words: int = 20) -> Reply:
+    """A reply held after its first word until `release` exists: what a test does during the
+    turn happens during it, however busy the machine (a guessed pace let the turn end first)."""
+    reply = text_reply(*(f"word{i} " for i in range(words)))
+    reply.held_until, reply.held_after = release, 3  # start, block, word0
+    return reply
+
+
 # -- lifecycle and listing -------------------------------------------------------------------
 
 
@@ -1068,16 +1076,17 @@ async def test_set_name(pi: Pi) -> None:
 
 
 async def test_a_name_set_while_busy_is_said_queued_and_its_title_arrives(
-        pi: Pi, fake: FakeAnthropic) -> None:
+        pi: Pi, fake: FakeAnthropic, tmp_path: Path) -> None:
     """pi.setName answered `{}` while a turn ran, so editors said the session was named at once,
     and pi/sessionChanged carried no title: a chat showing no tree kept the old one."""
     uri = await fork(pi)
-    fake.script(slow_text(words=20, delay=0.05))
+    fake.script(held_text(tmp_path / "named"))
     since = pi.mark()
     turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "go"}))["turnId"]
     await wait_event(pi, turn_id, "message_update", since)
     assert await call(pi.client, "pi.setName", {"uri": uri, "name": "Named late"}) == \
         {"queued": True}
+    (tmp_path / "named").touch()
     note = await wait_note(pi, SESSION_CHANGED, lambda p: p.get("title") == "Named late", since)
     assert path_of(note["uri"]) == path_of(uri)
     assert lines(path_of(uri))[-1]["name"] == "Named late"  # written at the turn's end
@@ -1107,7 +1116,8 @@ async def test_set_model_and_thinking_level(pi: Pi) -> None:
         assert paged["thinkingLevels"] == levels, model
 
 
-async def test_set_thinking_level_answers_the_level_recorded(pi: Pi, fake: FakeAnthropic) -> None:
+async def test_set_thinking_level_answers_the_level_recorded(pi: Pi, fake: FakeAnthropic,
+                                                             tmp_path: Path) -> None:
     """The answer was `{}`, so the editors said the level asked for ("max") while pi's clamped
     level ("high": Claude 4.5 offers no max) was the one recorded."""
     uri = await fork(pi)
@@ -1117,28 +1127,30 @@ async def test_set_thinking_level_answers_the_level_recorded(pi: Pi, fake: FakeA
     assert lines(path_of(uri))[-1]["thinkingLevel"] == "high"
     assert await call(pi.client, "pi.setThinkingLevel", {"uri": uri, "level": "xhigh"}) == \
         {"level": "high", "written": False, "queued": False}  # in force already
-    fake.script(slow_text(words=40, delay=0.05))
+    fake.script(held_text(tmp_path / "asked"))
     since = pi.mark()
     turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "go"}))["turnId"]
     await wait_event(pi, turn_id, "message_update", since)
     assert await call(pi.client, "pi.setThinkingLevel", {"uri": uri, "level": "max"}) == \
         {"level": None, "written": False, "queued": True}  # the turn's end decides it
     await call(pi.client, "pi.abort", {"uri": uri})
+    (tmp_path / "asked").touch()
     await wait_events(pi, turn_id, since)
 
 
 async def test_a_queued_thinking_level_after_a_queued_model_is_not_promised(
-        pi: Pi, fake: FakeAnthropic) -> None:
+        pi: Pi, fake: FakeAnthropic, tmp_path: Path) -> None:
     """During a turn, `medium` after a queued setModel to gpt-4.1 was answered `medium` (the
     model of now), while its write at the turn's end clamped against gpt-4.1: `off`."""
     uri = await fork(pi)
-    fake.script(slow_text(words=30, delay=0.05))
+    fake.script(held_text(tmp_path / "queued"))
     since = pi.mark()
     turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "go"}))["turnId"]
     await wait_event(pi, turn_id, "message_update", since)
     await call(pi.client, "pi.setModel", {"uri": uri, "provider": "openai", "modelId": "gpt-4.1"})
     assert await call(pi.client, "pi.setThinkingLevel", {"uri": uri, "level": "medium"}) == \
         {"level": None, "written": False, "queued": True}
+    (tmp_path / "queued").touch()
     await wait_events(pi, turn_id, since)
     written = [e for e in lines(path_of(uri)) if e["type"] == "thinking_level_change"]
     assert written[-1]["thinkingLevel"] == "off"  # what the queue wrote: gpt-4.1 offers no other
@@ -1569,14 +1581,15 @@ async def test_denied_tool_is_an_error_the_model_sees(pi: Pi, fake: FakeAnthropi
                                            "assistant"]
 
 
-async def test_abort_during_a_slow_stream(pi: Pi, fake: FakeAnthropic) -> None:
+async def test_abort_during_a_slow_stream(pi: Pi, fake: FakeAnthropic, tmp_path: Path) -> None:
     uri = await new_session(pi)
     assert await call(pi.client, "pi.abort", {"uri": uri}) == {"aborted": False}
-    fake.script(slow_text(words=60, delay=0.05))
+    fake.script(held_text(tmp_path / "aborted", words=60))
     since = pi.mark()
     turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "talk slowly"}))["turnId"]
     await wait_event(pi, turn_id, "message_update", since)
     assert await call(pi.client, "pi.abort", {"uri": uri}) == {"aborted": True}
+    (tmp_path / "aborted").touch()
     events = await wait_events(pi, turn_id, since)
     assert event_types(events)[-1] == "agent_end"
     last = lines(path_of(uri))[-1]
@@ -1853,9 +1866,10 @@ async def test_a_write_to_a_session_deleted_meanwhile_finds_no_session(pi: Pi) -
     assert set(folder.iterdir()) == before - {path_of(uri)}  # not brought back as a new file
 
 
-async def test_second_prompt_while_busy_is_refused(pi: Pi, fake: FakeAnthropic) -> None:
+async def test_second_prompt_while_busy_is_refused(pi: Pi, fake: FakeAnthropic,
+                                                  tmp_path: Path) -> None:
     uri = await new_session(pi)
-    fake.script(slow_text(words=40, delay=0.05))
+    fake.script(held_text(tmp_path / "refused", words=40))
     since = pi.mark()
     turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "first"}))["turnId"]
     error = await call_error(pi.client, "pi.prompt", {"uri": uri, "text": "second"})
@@ -1872,6 +1886,7 @@ async def test_second_prompt_while_busy_is_refused(pi: Pi, fake: FakeAnthropic) 
         refused = await call_error(pi.client, command, argument)
         assert refused.code == BUSY and "busy" in refused.message, (command, refused.message)
     await call(pi.client, "pi.abort", {"uri": uri})
+    (tmp_path / "refused").touch()
     await wait_events(pi, turn_id, since)
     # (the words themselves may be elsewhere: the recorded bash tool speaks of seconds)
     assert [e["message"]["content"] for e in lines(path_of(uri))
@@ -1879,9 +1894,10 @@ async def test_second_prompt_while_busy_is_refused(pi: Pi, fake: FakeAnthropic) 
         [[{"type": "text", "text": "first"}]]
 
 
-async def test_steer_and_follow_up_are_delivered(pi: Pi, fake: FakeAnthropic) -> None:
+async def test_steer_and_follow_up_are_delivered(pi: Pi, fake: FakeAnthropic,
+                                                 tmp_path: Path) -> None:
     uri = await new_session(pi)
-    fake.script(slow_text(words=20, delay=0.05), text_reply("steered"), text_reply("followed"))
+    fake.script(held_text(tmp_path / "queued"), text_reply("steered"), text_reply("followed"))
     since = pi.mark()
     turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "start"}))["turnId"]
     await wait_event(pi, turn_id, "message_update", since)
@@ -1890,6 +1906,7 @@ async def test_steer_and_follow_up_are_delivered(pi: Pi, fake: FakeAnthropic) ->
     follow = await call(pi.client, "pi.prompt",
                         {"uri": uri, "text": "FOLLOW-LATER", "delivery": "followUp"})
     assert steer["queued"] == "steer" and follow["queued"] == "followUp"
+    (tmp_path / "queued").touch()
     events = await wait_events(pi, turn_id, since)
     assert "error" not in event_types(events), events
     requests = [json.dumps(r["messages"]) for r in fake.message_requests()]
@@ -1946,15 +1963,17 @@ async def test_prompt_images_are_sent_as_pi_sends_them(pi: Pi, fake: FakeAnthrop
         [("text", None), ("image", "image/png")] and stored[0]["text"] == "see" + SENT_NOTES
 
 
-async def test_steered_images_are_sent_as_pi_sends_them(pi: Pi, fake: FakeAnthropic) -> None:
+async def test_steered_images_are_sent_as_pi_sends_them(pi: Pi, fake: FakeAnthropic,
+                                                        tmp_path: Path) -> None:
     """A steer's images went to the model as they were; pi 1.6 processes them as a prompt's."""
     uri = await new_session(pi)
-    fake.script(slow_text(words=20, delay=0.05), text_reply("steered"))
+    fake.script(held_text(tmp_path / "steered"), text_reply("steered"))
     since = pi.mark()
     turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "start"}))["turnId"]
     await wait_event(pi, turn_id, "message_update", since)
     await call(pi.client, "pi.prompt", {"uri": uri, "text": "STEER", "delivery": "steer",
                                         "images": [CORRUPT, SCREENSHOT]})
+    (tmp_path / "steered").touch()
     events = await wait_events(pi, turn_id, since)
     assert "error" not in event_types(events), events
     assert sent_user_content(fake.message_requests()[-1], "STEER") == \
