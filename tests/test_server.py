@@ -1817,9 +1817,10 @@ async def test_a_job_holds_the_session_from_its_answer(pi: Pi, fake: FakeAnthrop
         await call(pi.client, "pi.branch", {"uri": uri, "targetId": DEAD_END_TIP})  # idle again
 
 
-async def test_steer_during_a_compaction_is_refused(pi: Pi, fake: FakeAnthropic) -> None:
+async def test_steer_during_a_compaction_is_refused(pi: Pi, fake: FakeAnthropic,
+                                                   tmp_path: Path) -> None:
     uri = copy_session(pi.main, "steer-while-compacting")
-    fake.script(slow_text(words=40, delay=0.05), text_reply("the split turn's start"))
+    fake.script(held_text(tmp_path / "refused", words=40), text_reply("the split turn's start"))
     since = pi.mark()
     job_id = (await call(pi.client, "pi.compact", {"uri": uri}))["jobId"]
     await until(lambda: fake.message_requests(), "the summary being asked for")
@@ -1827,13 +1828,14 @@ async def test_steer_during_a_compaction_is_refused(pi: Pi, fake: FakeAnthropic)
         error = await call_error(pi.client, "pi.prompt",
                                  {"uri": uri, "text": "LOST?", "delivery": delivery})
         assert error.code == BUSY and "(compaction)" in error.message, error.message
+    (tmp_path / "refused").touch()
     done = await wait_note(pi, JOB_DONE, lambda p: p["jobId"] == job_id, since)
     assert done["ok"], done
     assert "LOST?" not in path_of(uri).read_text()
 
 
 async def test_an_aborted_auto_compaction_is_told_as_aborted_not_as_an_error(
-        pi: Pi, fake: FakeAnthropic) -> None:
+        pi: Pi, fake: FakeAnthropic, tmp_path: Path) -> None:
     """Stop pressed during the compaction a prompt runs first: pi 1.6 ends it aborted with no
     error (a status line), and so does the server now (it sent an error to show)."""
     uri = copy_session(pi.main, "auto-compaction-aborted")
@@ -1841,11 +1843,12 @@ async def test_an_aborted_auto_compaction_is_told_as_aborted_not_as_an_error(
     # The leaf's reply says the window is nearly full, so the prompt compacts first.
     path.write_text(path.read_text().replace('"totalTokens":8124', '"totalTokens":199000'))
     compactions = [e["type"] for e in lines(path)].count("compaction")
-    fake.script(slow_text(words=40, delay=0.05))
+    fake.script(held_text(tmp_path / "aborted", words=40))
     since = pi.mark()
     turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "NEXT"}))["turnId"]
     await wait_event(pi, turn_id, "compaction_start", since)
     assert await call(pi.client, "pi.abort", {"uri": uri}) == {"aborted": True}
+    (tmp_path / "aborted").touch()
     events = await wait_events(pi, turn_id, since)
     [end] = [e for e in events if e["type"] == "compaction_end"]
     assert end["aborted"] is True and end["error"] is None and end["entryId"] is None, end
