@@ -266,8 +266,7 @@ def _js_numbers(value: Any) -> Any:
         items = [item if _as_is(item) else _js_numbers(item) for item in value]
         return value if all(map(operator.is_, items, value)) else items
     if isinstance(value, msgspec.Struct):
-        # Raw is JSON text already (an id written as pi writes it): kept as it is.
-        builtins = msgspec.to_builtins(value, builtin_types=(msgspec.Raw,))
+        builtins = msgspec.to_builtins(value)
         new = _js_numbers(builtins)
         return value if new is builtins else new
     return value  # a string, bool, None, or a subclass msgspec writes as its base
