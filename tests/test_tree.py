@@ -809,17 +809,6 @@ def test_check_clean_file_reports_nothing(tmp_path: Path) -> None:
     assert check_session(tree) == []
 
 
-def test_check_finds_a_number_target_that_names_an_entry(tmp_path: Path) -> None:
-    """A firstKeptEntryId or targetId that is a number was reported dangling: pi 1.6 finds
-    the entry whose id is that number (`"id": 1` is kept from, and labelled by, 1.0)."""
-    tree = write_session(tmp_path / "s.jsonl", [
-        {**msg("", None), "id": 1},
-        {**entry("compaction", "cccccccc", "", summary="s", firstKeptEntryId=1.0,
-                 tokensBefore=10), "parentId": 1},
-        entry("label", "dddddddd", "cccccccc", targetId=1, label="x")])
-    assert [p.kind for p in check_session(tree)] == ["off-type-envelope", "off-type-envelope"]
-
-
 def test_check_reports_each_problem(tmp_path: Path) -> None:
     tree = write_session(tmp_path / "s.jsonl", [
         msg("aaaaaaaa", None),
