@@ -21,9 +21,8 @@ from pi_lsp.session import journal
 from pi_lsp.session.appender import WriteFailedError, append_lines
 from pi_lsp.session.catalog import summarize
 from pi_lsp.session.check import repaired_copy
-from pi_lsp.session.entries import CompactionEntry, CustomMessage, MessageEntry, encoder
+from pi_lsp.session.entries import CompactionEntry, CustomMessage, MessageEntry
 from pi_lsp.session.fork import fork_session
-from pi_lsp.session.ids import VALUE_MARK, id_value
 from pi_lsp.session.journal import (
     BOM,
     MAX_NESTING,
@@ -470,37 +469,12 @@ def assert_read_as_pi16(tree: SessionTree, name: str) -> None:
     from pi_lsp.context.layers import build_layer
 
     pi = json.loads(STORED_ODD_ENVELOPES.read_text("utf-8"))[name]
-    leaf = json.loads(encoder.encode(id_value(tree.leaf_id)))  # a number id as pi's number
-    labels = {target.removeprefix(VALUE_MARK): value for target, value in tree.labels.items()}
-    assert (leaf, tree.name, labels) == (pi["leafId"], pi["name"], pi["labels"])
+    assert (tree.leaf_id, tree.name, tree.labels) == (pi["leafId"], pi["name"], pi["labels"])
     for layer in ("agent", "llm"):
         built = build_layer(tree, tree.leaf_id, layer)
         assert (msgspec.to_builtins(built.model), built.thinking_level) == \
             (pi["model"], pi["thinkingLevel"])
         assert [json.loads(bytes(row.message)) for row in built.rows] == pi[layer]
-
-
-def test_a_number_id_is_named_so_writes_under_it_link_as_pi_links_them(tmp_path: Path) -> None:
-    """A number or `true` id was read as none, so nothing could be written under it or label
-    it. It is named `VALUE_MARK` + String(value) (what editors send back, as `pi.branch`'s
-    targetId) and written as the value: pi 1.6 reads this file's leaf under 1.5e+300, a label
-    on `true`, and the fork's path and labels as the source's."""
-    path = tmp_path / "s.jsonl"
-    path.write_bytes((ODD_ENVELOPES / "numeric-ids.jsonl").read_bytes())
-    tree = SessionTree.open(str(path))
-    above = VALUE_MARK + "1.5e+300"
-    tree.move_leaf(above, durable=True)
-    tree.append_label(VALUE_MARK + "true", "T")
-    move, label = path.read_bytes().splitlines()[-2:]
-    assert b'"parentId":1.5e+300' in move and b'"data":{"targetId":1.5e+300}' in move
-    assert b'"targetId":true' in label
-    again = SessionTree.open(str(path))
-    assert again.path_ids(again.leaf_id)[:2] == [VALUE_MARK + "1", above]
-    assert again.labels == {VALUE_MARK + "1": "L", VALUE_MARK + "true": "T"}
-    fork = fork_session(again, "aaaa0003")  # its label dropped, the next entry relinked
-    lines = Path(fork.path).read_bytes().splitlines()
-    assert b'"id":"aaaa0003","parentId":true,' in lines[-3]
-    assert [b'"targetId":1,' in lines[-2], b'"targetId":true,' in lines[-1]] == [True, True]
 
 
 # Sessions with id-less lines that pi 1.6 counts (a name, a label, the leaf).
@@ -1336,8 +1310,7 @@ def test_an_off_type_envelope_field_is_kept_through_the_upgrades(tmp_path: Path)
     assert [r.env.type for r in tree.records] == ["", "message"]
     assert tree.path_ids(tree.leaf_id) == record_ids(tree)
     assert kinds(tree.problems) == [("off-type-envelope", 2)]
-    # false: no parentId can name it (true can: it is an id, as a number is)
-    hook = dumps({"type": "message", "id": False, "parentId": None, "timestamp": TS,
+    hook = dumps({"type": "message", "id": True, "parentId": None, "timestamp": TS,
                   "message": {"role": "hookMessage", "customType": "ext", "content": "hi",
                               "display": True, "timestamp": 5}})
     v2 = SessionTree.open(write_session(tmp_path / "v2.jsonl", [header(version=2), hook]))

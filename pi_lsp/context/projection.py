@@ -20,7 +20,6 @@ from pi_lsp.session.entries import (
     encoder,
     head_decoder,
 )
-from pi_lsp.session.ids import id_name
 from pi_lsp.session.journal import Record
 from pi_lsp.session.jsdate import date_ms
 from pi_lsp.session.jsontext import Decoder, js_string, js_truthy, object_decoder
@@ -281,7 +280,7 @@ def context_entries(path: list[Record]) -> list[Record]:
     if found is None:
         return path
     index, compaction = found
-    first_kept = id_name(compaction.first_kept_entry_id)
+    first_kept = compaction.first_kept_entry_id
     # Sought from the compaction back, a few entries and not the whole path before them: ids
     # on a path are unique (the tree's walk up stops at a repeated one), so it is the same one.
     start = next((i for i in range(index - 1, -1, -1) if path[i].env.id == first_kept), index)

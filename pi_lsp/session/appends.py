@@ -27,7 +27,7 @@ from pi_lsp.session.entries import (
     UserBlock,
     clean_session_name,
 )
-from pi_lsp.session.ids import id_value, iso_now, iso_to_ms, new_entry_id
+from pi_lsp.session.ids import iso_now, iso_to_ms, new_entry_id
 from pi_lsp.session.journal import Record
 
 
@@ -41,8 +41,7 @@ class EntryAppends:
         raise NotImplementedError  # SessionTree._append
 
     def _common(self) -> dict[str, Any]:
-        return {"id": new_entry_id(self.by_id), "parent_id": id_value(self.leaf_id),
-                "timestamp": iso_now()}
+        return {"id": new_entry_id(self.by_id), "parent_id": self.leaf_id, "timestamp": iso_now()}
 
     def append_message(self, message: AgentMessage) -> str:
         if isinstance(message, BranchSummaryMessage | CompactionSummaryMessage):
@@ -67,7 +66,7 @@ class EntryAppends:
             system_message = msgspec.structs.replace(
                 system_message, timestamp=iso_to_ms(common["timestamp"]) or 0)  # iso_now()
         return self._append(CompactionEntry(
-            **common, summary=summary, first_kept_entry_id=id_value(first_kept_entry_id),
+            **common, summary=summary, first_kept_entry_id=first_kept_entry_id,
             tokens_before=tokens_before, details=details, usage=usage, from_hook=from_hook,
             system_message=system_message,
         ))
@@ -75,8 +74,8 @@ class EntryAppends:
     def append_branch_summary(self, from_id: str, summary: str, details: Any = None,
                               from_hook: bool | None = None, usage: Usage | None = None) -> str:
         return self._append(BranchSummaryEntry(
-            **self._common(), from_id=id_value(from_id), summary=summary, details=details,
-            usage=usage, from_hook=from_hook,
+            **self._common(), from_id=from_id, summary=summary, details=details, usage=usage,
+            from_hook=from_hook,
         ))
 
     def append_custom(self, custom_type: str, data: Any = None) -> str:
@@ -92,7 +91,7 @@ class EntryAppends:
     def append_context_edit(self, target_id: str, replacement: Replacement | None) -> str:
         """pi 1.6's edit of `target_id` in the context from here on (None omits it); the
         caller checks the target (`context/edits.py`)."""
-        return self._append(ContextEditEntry(**self._common(), target_id=id_value(target_id),
+        return self._append(ContextEditEntry(**self._common(), target_id=target_id,
                                              replacement=replacement))
 
     def append_session_info(self, name: str) -> str:

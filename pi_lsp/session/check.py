@@ -18,7 +18,6 @@ from pi_lsp.session.entries import (
     decode_message,
 )
 from pi_lsp.session.fork import non_object, relinked
-from pi_lsp.session.ids import id_name
 from pi_lsp.session.journal import Problem, Problems, Record
 from pi_lsp.session.records import decode_entry, parent_of
 from pi_lsp.session.tree import SessionTree
@@ -165,8 +164,8 @@ def dangling_references(tree: SessionTree) -> list[Problem]:
             target, field = entry.first_kept_entry_id, "firstKeptEntryId"
         elif isinstance(entry, LabelEntry):
             target, field = entry.target_id, "targetId"
-        # An object, 0 or false names no entry (pi's maps find nothing for it): dangling too.
-        if target is not None and id_name(target) not in tree.by_id:
+        # A number or object names no entry (pi keeps nothing for it): dangling too.
+        if target is not None and (not isinstance(target, str) or target not in tree.by_id):
             found.append(Problem("dangling-reference", f"{field} {target!r} is not in the file",
                                  record.line, record.env.id))
     return found

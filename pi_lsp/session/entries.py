@@ -11,7 +11,6 @@ from typing import Any, Literal
 
 import msgspec
 
-from pi_lsp.session.ids import id_name
 from pi_lsp.session.jsontext import (
     JS_WHITESPACE,
     Decoder,
@@ -417,19 +416,17 @@ class LooseEnvelope(msgspec.Struct, rename="camel", gc=False):
         parentId may be null)."""
         readings = {"type": "no entry type", "id": "no id", "parentId": "a root"}
         values = {"type": self.type, "id": self.id, "parentId": self.parent_id}
-        return {name: readings[name] if name == "type" or id_name(value) is None
-                else f"the id {js_string(value)}"
-                for name, value in values.items()
+        return {name: readings[name] for name, value in values.items()
                 if not isinstance(value, str) and (value is not None or name == "type")}
 
     def as_pi_reads_it(self) -> Envelope:
-        """The envelope pi's reading gives: a type that is not text matches no entry type; an
-        id or parentId that is a number or `true` links by its value (`ids.id_name`), and of
-        another type an id names nothing a parentId can reach and a parentId ends the path
-        walk (pi's `parentId ? byId.get(parentId) : undefined`)."""
-        kind = self.type if isinstance(self.type, str) else ""
-        return Envelope(kind, id_name(self.id), id_name(self.parent_id), self.timestamp,
-                        self.message)
+        """The envelope pi's reading gives: a type that is not text matches no entry type, an
+        id that is not text names nothing a parentId can reach, and a parentId that is not
+        text ends the path walk (pi's `parentId ? byId.get(parentId) : undefined`)."""
+        def text(value: Any) -> str | None:
+            return value if isinstance(value, str) else None
+        return Envelope(text(self.type) or "", text(self.id), text(self.parent_id),
+                        self.timestamp, self.message)
 
 
 class MessageHead(msgspec.Struct, rename="camel"):

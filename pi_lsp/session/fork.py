@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 from pi_lsp.paths import real_path
 from pi_lsp.session.entries import CompactionEntry, LabelEntry
-from pi_lsp.session.ids import id_name, id_value, new_entry_id
+from pi_lsp.session.ids import new_entry_id
 from pi_lsp.session.journal import Record
 from pi_lsp.session.jsontext import js_json, object_decoder
 from pi_lsp.session.records import decode_entry, parent_of
@@ -50,8 +49,8 @@ def fork_lines(source: SessionTree, leaf_id: str) -> list[bytes]:
         taken.add(label_id)
         # pi 1.6 keeps the time the label was set, as the entry that set it holds it
         lines.append(js_json(LabelEntry(
-            id=label_id, parent_id=id_value(tail), timestamp=source.label_stamps[target],
-            target_id=id_value(target), label=label,
+            id=label_id, parent_id=tail, timestamp=source.label_stamps[target], target_id=target,
+            label=label,
         )))
         tail = label_id
     return lines
@@ -71,14 +70,13 @@ def relinked(record: Record, parent: str | None, keeps_own_root: bool,
               after: dict[str, str | None]) -> bytes:
     """The record's line, rewritten only where it points at a dropped label or a cycle."""
     if keeps_own_root or parent_of(record) == parent:
-        changes: dict[str, Any] = {}
+        changes: dict[str, str | None] = {}
     else:
-        changes = {"parentId": id_value(parent)}
+        changes = {"parentId": parent}
     entry = decode_entry(record)
-    first_kept = id_name(entry.first_kept_entry_id) if isinstance(entry, CompactionEntry) \
-        else None
-    if first_kept is not None and first_kept in after:
-        changes["firstKeptEntryId"] = id_value(after[first_kept])
+    if isinstance(entry, CompactionEntry) and isinstance(entry.first_kept_entry_id, str) and \
+            entry.first_kept_entry_id in after:
+        changes["firstKeptEntryId"] = after[entry.first_kept_entry_id]
     if not changes:
         return record.original
     fields = object_decoder.decode(record.raw)

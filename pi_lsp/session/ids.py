@@ -8,12 +8,10 @@ import time
 import uuid
 from collections.abc import Container
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import msgspec
 
 from pi_lsp.session.jsdate import MAX_TIME_MS, date_ms
-from pi_lsp.session.jsontext import js_string
 
 _MAX_SHORT_TRIES = 100
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -26,38 +24,6 @@ def new_entry_id(taken: Container[str]) -> str:
         if candidate not in taken:
             return candidate
     return str(uuid.uuid4())
-
-
-# An id or parentId that is a number other than 0, or `true`, links as one of text does: pi's
-# index is a JavaScript Map keyed by the value as written (`"parentId": 1.0` finds `"id": 1`; 0
-# and false end the path walk, as null does). pi-lsp names such an id as this mark and
-# JavaScript's String() of the value ("\x001", "\x001.5e+300", "\x00true"): text, as editors
-# need, that no id pi writes holds, and that names back the one value (`id_value`).
-VALUE_MARK = "\x00"
-
-
-def id_name(value: Any) -> str | None:
-    """The name of the entry an id or parentId links to, as pi links it: text as it is; a
-    number other than 0 (by its value) or `true` named with `VALUE_MARK`; None for the rest
-    (null, false, 0, an object: no parentId reaches such an id)."""
-    if isinstance(value, str):
-        return value
-    if value is True or (isinstance(value, int | float) and not isinstance(value, bool)
-                         and value != 0):
-        return VALUE_MARK + js_string(value)
-    return None
-
-
-def id_value(name: str | None) -> Any:
-    """The JSON value an id's name stands for, to write in a parentId or targetId that pi reads
-    back as the same id: text (or None) as it is, a named number as JavaScript writes it
-    (Infinity as 1e999, which JSON.parse reads as Infinity again) or `true`."""
-    if name is None or not name.startswith(VALUE_MARK):
-        return name
-    text = name[len(VALUE_MARK):]
-    if text == "true":
-        return True
-    return msgspec.Raw(text.replace("Infinity", "1e999").encode())
 
 
 def session_file_name(session_id: str, timestamp: str) -> str:

@@ -35,7 +35,6 @@ from pi_lsp.session.entries import (
     label_text,
     role_of,
 )
-from pi_lsp.session.ids import id_name, id_value
 from pi_lsp.session.journal import Record
 from pi_lsp.session.jsontext import Decoder, js_number, js_string, js_truthy
 from pi_lsp.session.layout import layout, shown_entry
@@ -199,8 +198,7 @@ def nested_tree(tree: SessionTree) -> list[TreeNode]:
         group = places.get(id(record))
         if group is None:
             entry_id = record.env.id or ""
-            return TreeNode(id_value(entry_id), tree.label_value(entry_id), []), entry_id, \
-                ancestors
+            return TreeNode(entry_id, tree.label_value(entry_id), []), entry_id, ancestors
         key, shared = group
         # pi would loop forever on a node under itself: its children are left out there.
         below = None if key in ancestors else key
@@ -256,8 +254,8 @@ def _idless_places(tree: SessionTree) -> tuple[dict[Any, list[Record]],
         places[id(place)] = (key, group)
         if raw.parent_id is None or parent == key:
             under: Any = None
-        elif (name := id_name(raw.parent_id)) is not None and name in tree.by_id:
-            under = name
+        elif isinstance(raw.parent_id, str) and raw.parent_id in tree.by_id:
+            under = raw.parent_id
         else:
             under = parent if parent in groups else None
         index.setdefault(under, []).append(place)

@@ -15,7 +15,6 @@ from pi_lsp.session.entries import (
     entry_decoder,
     head_decoder,
 )
-from pi_lsp.session.ids import VALUE_MARK, id_name
 from pi_lsp.session.journal import Record
 from pi_lsp.session.jsontext import convert, object_decoder
 
@@ -57,34 +56,28 @@ def decode_entry(record: Record) -> Entry | None:
 
 def _decode_as_pi_reads(record: Record) -> Entry | None:
     """An entry pi reads though a field is off, or None. An id missing or not text is read as
-    its name (`ids.id_name`), or an empty one when nothing can link to it: pi reads such an
-    entry's name, label or context all the same. A label's or edit's `targetId` that is a
-    number or `true` is read as its name, as pi's maps match it. A context edit's `replacement`
-    that is no object and not null is read as `{}`: pi 1.6 tests only `=== null`, then spreads
-    its (undefined) `content`."""
-    entry_id = record.env.id
-    if entry_id is not None and not entry_id.startswith(VALUE_MARK) and \
-            record.env.type not in _TARGETED:
-        return None  # no such case: not decoded again (unknown types reach here at every read)
+    an empty one: pi reads such an entry's name, label or context all the same (the tree never
+    indexes it by that id). A context edit's `replacement` that is no object and not null is
+    read as `{}`: pi 1.6 tests only `=== null`, then spreads its (undefined) `content`."""
+    if record.env.id is not None and record.env.type != "context_edit":
+        return None  # neither case: not decoded again (unknown types reach here at every read)
     try:
         fields = object_decoder.decode(record.text)
     except msgspec.ValidationError:  # no object (42, [1]): an entry of no type
         return None
-    fields["id"] = entry_id or ""
-    target = id_name(fields.get("targetId"))
-    if target is not None:
-        fields["targetId"] = target
-    if fields.get("type") == "context_edit" and \
-            not isinstance(fields.get("replacement", {}), dict | None):
+    odd_edit = fields.get("type") == "context_edit" and \
+        not isinstance(fields.get("replacement", {}), dict | None)
+    if record.env.id is not None and not odd_edit:
+        return None
+    if record.env.id is None:
+        fields["id"] = ""
+    if odd_edit:
         fields["replacement"] = {}
     try:
         entry: Entry = convert(fields, Entry)
     except msgspec.ValidationError:
         return None
     return entry
-
-
-_TARGETED = ("context_edit", "label")  # the entry types whose targetId pi looks up
 
 
 def starts_conversation(record: Record) -> bool:

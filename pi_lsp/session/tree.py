@@ -34,7 +34,6 @@ from pi_lsp.session.entries import (
     session_name,
 )
 from pi_lsp.session.ids import (
-    id_value,
     iso_now,
     iso_to_ms,
     new_session_id,
@@ -683,8 +682,7 @@ class SessionTree(EntryAppends):
         `durable`: recorded as a `pi-lsp.leaf` custom entry under it, which pi (0.73.1 and
         1.6) takes as the leaf and as nothing in the context; returns that entry's id."""
         with self.leaf_moved(entry_id):
-            target = {"targetId": id_value(entry_id)}
-            return self.append_custom(LEAF_MOVE, target) if durable else None
+            return self.append_custom(LEAF_MOVE, {"targetId": entry_id}) if durable else None
 
     @contextlib.contextmanager
     def leaf_moved(self, entry_id: str | None) -> Iterator[None]:
@@ -787,5 +785,5 @@ class SessionTree(EntryAppends):
         """Set a label on an entry; None or an empty label clears it."""
         self.record(target_id)
         text = label.strip() if label else None
-        return self._append(LabelEntry(**self._common(), target_id=id_value(target_id),
+        return self._append(LabelEntry(**self._common(), target_id=target_id,
                                        label=text or None))
