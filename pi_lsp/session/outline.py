@@ -278,14 +278,14 @@ _label_link_decoder: Decoder[_LabelLink] = Decoder(_LabelLink)
 
 
 def _idless_labels(tree: SessionTree) -> dict[_Key, Any]:
-    """The labels whose `targetId` names no id (missing, null, 0, false), by pi's key: pi's
+    """The labels whose `targetId` is not text (missing, null, a number), by pi's key: pi's
     labelsById is a Map too, and getTree gives an id-less node the label of its key."""
     labels: dict[_Key, Any] = {}
     for record in merge(tree.records, tree.idless, key=lambda record: record.line):
         if record.env.type != "label":
             continue
         link = _label_link_decoder.decode(record.text)
-        if id_name(link.target_id) is not None:
+        if isinstance(link.target_id, str):
             continue  # in tree.labels
         key = _js_key(link.target_id, record.line, "targetId")
         if js_truthy(link.label):  # pi's `if (entry.label)`
