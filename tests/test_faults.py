@@ -649,45 +649,6 @@ async def test_a_move_an_idle_write_found_is_not_said_by_a_later_run(
     assert rig.moves() == []
 
 
-async def test_a_turns_end_takes_the_last_entry_another_writer_appended_during_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """pi appends while a turn holds the leaf: at the turn's end the leaf is the file's last
-    entry, as pi or a fresh read takes it, and listeners are told (before, the turn's)."""
-    rig = moving(tmp_path)
-    tree = rig.harness.tree
-
-    async def others_append(_hooks: Any, _prompts: Any) -> list[Any]:
-        tree.append_message(reply("the turn's"))
-        with open(rig.path, "ab") as handle:
-            handle.write(foreign_line("f0000001", "aaaa0001") + b"\n")
-        tree.refresh()
-        return []
-
-    changes: list[Refresh] = []
-    tree.listeners.append(lambda _tree, change: changes.append(change))
-    monkeypatch.setattr(harness_module, "run_loop", others_append)
-    monkeypatch.setattr(harness_module, "system_patch_at", lambda *_args: None)
-    monkeypatch.setattr(rig.harness, "_made_provider", lambda _name: asyncio.sleep(0))
-    await rig.harness._run([])
-    assert tree.leaf_id == "f0000001" == SessionTree.open(str(rig.path)).leaf_id
-    assert changes[-1] == Refresh(0, False, moved=True)
-
-
-def test_a_turns_end_keeps_its_leaf_when_its_own_entry_is_last(tmp_path: Path) -> None:
-    """pi appended during the turn, then the turn wrote: its entry is the file's last, and
-    the release moves nothing."""
-    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1)])
-    tree = SessionTree.open(str(path))
-    tree.hold_leaf = True
-    with open(path, "ab") as handle:
-        handle.write(foreign_line("f0000001", "aaaa0001") + b"\n")
-    tree.refresh()
-    mine = tree.append_message(reply("the turn's"))
-    changes: list[Refresh] = []
-    tree.listeners.append(lambda _tree, change: changes.append(change))
-    tree.release_leaf()
-    assert tree.leaf_id == mine == SessionTree.open(str(path)).leaf_id and changes == []
-
 def test_a_rewrite_of_the_same_size_is_noticed(tmp_path: Path) -> None:
     path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one " * 200, 1),
                                         user_line("aaaa0002", "aaaa0001", "two", 2)])

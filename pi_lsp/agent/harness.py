@@ -491,7 +491,7 @@ class Harness:
         finally:
             if self.retries.attempt:  # aborted while a retry ran
                 self.retries.end(success=False, final_error="Retry cancelled")
-            self.tree.release_leaf()
+            self.tree.hold_leaf = False
             self._pending.flush(stop_at_leaf_move=False)
             self.phase, self.agent, self._current = "idle", None, None
             if self.aborted:

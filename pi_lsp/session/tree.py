@@ -234,8 +234,6 @@ class SessionTree(EntryAppends):
         # While a turn runs, entries another writer appends do not move the leaf, so the
         # turn's entries keep chaining to the turn's own last entry.
         self.hold_leaf = False
-        # The file's last entry as read during a hold (pi's leaf), taken at its release.
-        self._file_leaf: tuple[str | None, Record | None] | None = None
         # Ids of the entries this session wrote since the file was last read whole: a read
         # again that no longer holds one reports it (`Refresh.lost`), never drops it unsaid.
         self._written: set[str] = set()
@@ -291,7 +289,7 @@ class SessionTree(EntryAppends):
         self.skipped = snapshot.skipped
         self.leaf_id = None  # a file read again may hold none of the entries it had
         self.idless_leaf = None
-        self._written, self._file_leaf = set(), None
+        self._written = set()
         self.problems = snapshot.problems
         self._children = None
         self._epoch += 1
@@ -407,7 +405,6 @@ class SessionTree(EntryAppends):
         before, leaf, idless = len(self.records), self.leaf_id, self.idless_leaf
         self._take(batch.records, batch.idless)
         if self.hold_leaf:
-            self._file_leaf = self.leaf_id, self.idless_leaf
             self.leaf_id, self.idless_leaf = leaf, idless
         added = len(self.records) - before
         moved = not added and (self.leaf_id != leaf or self.idless_leaf is not idless)
@@ -432,8 +429,6 @@ class SessionTree(EntryAppends):
         leaf, idless_at = self.leaf_id, self._idless_leaf_at()
         self.path = str(target)
         self._load(read_file(self.path))
-        if self.hold_leaf:  # the new file's last entry is pi's leaf there, taken at the release
-            self._file_leaf = self.leaf_id, self.idless_leaf
         # A line that grew past MAX_LINE_BYTES as written (U+2028 escaped, 3 bytes to 6) is
         # not in the new file: with the id-less leaf gone, pi's reading of that file stands.
         idless = None if idless_at is None else self._idless_entry(idless_at)
@@ -690,18 +685,6 @@ class SessionTree(EntryAppends):
         return self.labels.get(entry_id)
 
     # -- moving the leaf -----------------------------------------------------------------
-
-    def release_leaf(self) -> None:
-        """End a turn's hold on the leaf: when another writer appended during it, the leaf is
-        the file's last entry again, as pi or a fresh read takes it."""
-        self.hold_leaf = False
-        last, self._file_leaf = self._file_leaf, None
-        if last is None or (last[0] == self.leaf_id and last[1] is self.idless_leaf):
-            return
-        if last[0] is not None and last[0] not in self.by_id:
-            return  # (not in the file this session moved to since)
-        self.leaf_id, self.idless_leaf = last
-        self._notify(Refresh(0, False, moved=True))
 
     def shown_leaf(self) -> str | None:
         """The leaf as editors show it: a durable leaf move (pi's leaf when last) stands for
