@@ -18,7 +18,13 @@ from typing import Any
 
 import pytest
 
-from pi_lsp.agent.events import AgentEvent, CompactionEnd, CompactionStart, MessageStart
+from pi_lsp.agent.events import (
+    AgentEvent,
+    CompactionEnd,
+    CompactionStart,
+    MessageEnd,
+    MessageStart,
+)
 from pi_lsp.agent.harness import BusyError, Harness
 from pi_lsp.agent.loop import Aborted
 from pi_lsp.context.build import build_session_context
@@ -924,6 +930,42 @@ async def test_overflow_compacts_and_retries_once(
     assert len(requests) == 2  # the failed call and exactly one retry
     retried = "".join(b["text"] for b in requests[1]["messages"][0]["content"])
     assert "compacted into the following summary" in retried
+
+
+async def test_overflow_recovery_stays_on_the_turns_branch_when_another_writer_appends(
+        session: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider]) -> None:
+    """A leaf moved to another writer's entry as the run ended (before pi's post-run recovery)
+    put the omission, the compaction and the retry on that writer's branch: the retry sent its
+    prompt, not the user's. pi 1.6 recovers on its own leaf."""
+    tree = open_tree(session)
+    harness = Harness(tree, session.parents[2], providers,
+                      compaction=CompactionSettings(keep_recent_tokens=KEEP_B_REPEAT))
+    other = {"type": "message", "id": "0ther001", "parentId": TIP_B,
+             "timestamp": "2026-12-01T10:00:00.000Z",
+             "message": {"role": "user", "content": [{"type": "text", "text": "pi's prompt"}],
+                         "timestamp": 1796119202000}}
+
+    def other_writer(event: AgentEvent) -> None:
+        if isinstance(event, MessageEnd) and isinstance(event.message, AssistantMessage) and \
+                event.message.stop_reason == "error":
+            with open(session, "ab") as handle:
+                handle.write(json.dumps(other).encode() + b"\n")
+            tree.refresh()  # the watcher's look, while the turn still runs
+
+    harness.subscribe(other_writer)
+    fake.script(error_reply(400, "invalid_request_error",
+                            "prompt is too long: 250000 tokens > 200000 maximum"),
+                text_reply("Recovered."))
+    count = len(lines(session))
+    await harness.prompt("Document the query.")
+    new = [e for e in lines(session)[count:] if e["id"] != other["id"]]
+    failed = next(e for e in new if e["type"] == "message" and
+                  e["message"].get("stopReason") == "error")
+    edit = next(e for e in new if e["type"] == "context_edit")
+    assert edit["parentId"] == failed["id"]
+    assert other["id"] not in tree.path_ids(new[-1]["id"])
+    retried = fake.message_requests()[-1]["messages"][-1]
+    assert "Document the query." in json.dumps(retried)
 
 
 async def test_an_overflow_error_from_the_model_switched_from_is_not_compacted_and_retried(
