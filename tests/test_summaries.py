@@ -641,6 +641,34 @@ async def test_a_branch_whose_messages_do_not_fit_stores_no_file_lists(tmp_path:
     assert entry.details == {"readFiles": [], "modifiedFiles": []}
 
 
+def reply(text: str, at: int) -> dict[str, Any]:
+    """An assistant reply of `text`, as the raw dict a session line holds."""
+    return json.loads(encoder.encode(AssistantMessage(
+        content=[TextContent(text=text)], api="anthropic-messages", provider="anthropic",
+        model="m", usage=Usage(), stop_reason="stop", timestamp=at)))
+
+
+async def test_a_branch_with_summary_ahead_of_a_moved_leaf_writes_no_summary(
+        tmp_path: Path) -> None:
+    """After Branch Here moved the leaf up (a durable leaf move), Branch with Summary to the
+    reply still ahead on that path summarized the move entry alone: a 'No content to summarize'
+    entry that sat in every later context. pi writes none when nothing is left behind."""
+    path = tmp_path / "s.jsonl"
+    tree = chain_file(path, [{"role": "user", "content": "first", "timestamp": 1},
+                             reply("first answer", 2),
+                             {"role": "user", "content": "second", "timestamp": 3},
+                             reply("second answer", 4)])
+    expected = context_bytes(tree, "m4")
+    assert branch(tree, "m3").leaf_id == "m2"
+    outcome = await branch_with_summary(open_tree(path), "m4", ExtractiveSummarizer(),
+                                        BIG_BUDGET)
+    assert outcome.summary_entry_id is None and outcome.leaf_id == "m4"
+    assert "branch_summary" not in [line["type"] for line in lines(path)]
+    reopened = open_tree(path)
+    assert reopened.shown_leaf() == "m4"
+    assert context_bytes(reopened, reopened.leaf_id) == expected
+
+
 def test_moving_to_a_user_message_offers_its_text_blocks_joined_as_pi_does(
         tmp_path: Path) -> None:
     """The text offered for editing joined blocks with spaces and showed images as

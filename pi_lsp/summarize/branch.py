@@ -177,7 +177,7 @@ async def branch_with_summary(tree: SessionTree, target_id: str, summarizer: Sum
     only moves the leaf, and so does this (`durable` as for a plain move).
     """
     move = navigation(tree, target_id)
-    old_leaf = tree.leaf_id
+    old_leaf = tree.shown_leaf()  # a durable leaf move left behind is no content of the branch
     collected = collect_branch_entries(tree, old_leaf, target_id)
     if not collected.records:
         return branch(tree, target_id, durable)
