@@ -1098,7 +1098,9 @@ def test_a_failed_append_is_one_line_from_the_command_line(
                                         reply_line("aaaa0002", "aaaa0001", "two", 2)])
     before = path.read_bytes()
     failing_write(monkeypatch, errno.ENOSPC)
-    assert main(["branch", str(path), "--to", "aaaa0002"]) != 0
+    # Back to the first prompt (the leaf goes before it): a move that writes, unlike one to
+    # the leaf itself.
+    assert main(["branch", str(path), "--to", "aaaa0001"]) != 0
     err = capsys.readouterr().err
     assert err == f"pi-lsp: could not write to {path}: No space left on device\n"
     assert path.read_bytes() == before

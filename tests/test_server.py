@@ -953,6 +953,25 @@ async def test_branch_to_a_user_message(pi: Pi) -> None:
     assert moved["leafId"] == "d9977f3d" and moved.get("editorText") is None
 
 
+async def test_branch_here_on_the_leaf_row_is_answered_and_writes_nothing(pi: Pi) -> None:
+    """Branch Here (with or without a summary) on the row already the leaf wrote one more leaf
+    move; as in pi nothing changes, and the editors are answered the leaf as for any move."""
+    uri = copy_session(pi.offline, "branch-on-the-leaf")
+    await call(pi.client, "pi.branch", {"uri": uri, "targetId": DEAD_END_TIP})
+    before = path_of(uri).read_bytes()
+    result = await call(pi.client, "pi.branch", {"uri": uri, "targetId": DEAD_END_TIP})
+    assert result["leafId"] == DEAD_END_TIP and result.get("editorText") is None
+    assert isinstance(result["fileChanges"], int)
+    since = pi.mark()
+    job_id = (await call(pi.client, "pi.branchWithSummary",
+                         {"uri": uri, "targetId": DEAD_END_TIP}))["jobId"]
+    done = await wait_note(pi, JOB_DONE, lambda p: p["jobId"] == job_id, since)
+    assert done["ok"] is True, done
+    assert done["result"]["leafId"] == DEAD_END_TIP and "summaryEntryId" not in done["result"]
+    assert path_of(uri).read_bytes() == before
+    assert (await call(pi.client, "pi.getTree", {"uri": uri}))["leafId"] == DEAD_END_TIP
+
+
 async def test_branch_without_durable_leaf_moves_is_announced(pi: Pi, fake: FakeAnthropic
                                                                ) -> None:
     """With `durableLeafMoves: false` nothing is written, but editors still learn the leaf."""

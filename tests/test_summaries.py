@@ -45,7 +45,12 @@ from pi_lsp.session.entries import (
     encoder,
 )
 from pi_lsp.session.tree import SessionTree
-from pi_lsp.summarize.branch import BRANCH_SUMMARY_PREAMBLE, branch, branch_with_summary
+from pi_lsp.summarize.branch import (
+    BRANCH_SUMMARY_PREAMBLE,
+    BranchOutcome,
+    branch,
+    branch_with_summary,
+)
 from pi_lsp.summarize.compaction import (
     CompactionPlan,
     CompactionSettings,
@@ -707,6 +712,27 @@ def test_plain_branch_is_one_leaf_entry(session: Path) -> None:
     assert outcome.leaf_id == FORK_PARENT
     assert written[-1]["id"] == open_tree(session).leaf_id
     assert context_bytes(open_tree(session), written[-1]["id"]) == expected
+
+
+async def test_branch_here_where_the_leaf_already_stands_writes_nothing(session: Path) -> None:
+    """Branch Here on the row already the leaf wrote one more leaf move each time; pi returns
+    without doing anything when the target is the leaf."""
+    before = session.read_bytes()
+    assert branch(open_tree(session), TIP_B) == BranchOutcome(TIP_B)
+    assert session.read_bytes() == before
+    target = "28511eec"  # behind a durable leaf move, which stands for it
+    branch(open_tree(session), target)
+    moved = session.read_bytes()
+    assert branch(open_tree(session), target) == BranchOutcome(target)
+    outcome = await branch_with_summary(open_tree(session), target, ExtractiveSummarizer(),
+                                        BIG_BUDGET)
+    assert outcome == BranchOutcome(target)
+    assert session.read_bytes() == moved
+    # A prompt under the leaf still comes back for editing, with nothing written.
+    branch(open_tree(session), FORK)
+    moved = session.read_bytes()
+    assert branch(open_tree(session), FORK) == BranchOutcome(FORK_PARENT, FORK_TEXT)
+    assert session.read_bytes() == moved
 
 
 # -- 6. the harness ------------------------------------------------------------------------

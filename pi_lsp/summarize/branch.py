@@ -199,7 +199,8 @@ async def branch_with_summary(tree: SessionTree, target_id: str, summarizer: Sum
 
 def branch(tree: SessionTree, target_id: str, durable: bool = True) -> BranchOutcome:
     """Move to `target_id` without a summary: an O(1) pointer move (`durable`: plus one
-    entry)."""
+    entry); none where the leaf already stands, as in pi."""
     move = navigation(tree, target_id)
-    tree.move_leaf(move.leaf_id, durable=durable)
+    if move.leaf_id != tree.shown_leaf():
+        tree.move_leaf(move.leaf_id, durable=durable)
     return BranchOutcome(tree.shown_leaf(), move.editor_text)
