@@ -33,8 +33,6 @@ def stat_key(info: os.stat_result) -> tuple[int, ...]:
     return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
-def settled(info: os.stat_result, quiet_ns: int | None = None) -> bool:
-    """Whether the file last changed more than `quiet_ns` ago; by default long enough ago for
-    `stat_key` to tell its next change."""
-    quiet = SETTLED_NS if quiet_ns is None else quiet_ns
-    return time.time_ns() - max(info.st_mtime_ns, info.st_ctime_ns) > quiet
+def settled(info: os.stat_result) -> bool:
+    """Whether the file last changed long enough ago for `stat_key` to tell its next change."""
+    return time.time_ns() - max(info.st_mtime_ns, info.st_ctime_ns) > SETTLED_NS

@@ -9,9 +9,8 @@ import math
 import os
 import shutil
 import subprocess
-import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pi_lsp import regular
 from pi_lsp.agent import harness as harness_module
 from pi_lsp.agent.events import (
     AgentEvent,
@@ -41,7 +39,6 @@ from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.server.config import Config
 from pi_lsp.server.hub import SessionHub
 from pi_lsp.session import appender, journal
-from pi_lsp.session import tail as tail_module
 from pi_lsp.session import tree as tree_module
 from pi_lsp.session.appender import WriteFailedError
 from pi_lsp.session.catalog import start_session, summarize
@@ -798,122 +795,6 @@ def test_an_entry_is_never_written_into_a_replacement(
     assert list(entries(str(path))) == ["cccc0001"]
     assert tree.path != str(path) and tree.leaf_id == mine
     assert tree.path_ids(tree.leaf_id) == ["aaaa0001", mine] and mine in entries(tree.path)
-
-
-@dataclass
-class InPlaceRewrite:
-    """pi 1.6's `_rewriteFile` a step at a time: the file cut to nothing, then its lines written
-    at its own offset (not appended). Each wait of pi-lsp's lets one more step run and passes
-    that long on a clock of the test's, which the file's times follow."""
-
-    path: Path
-    fd: int
-    steps: list[bytes]
-    ahead_ns: int = 0
-    waits: list[float] = field(default_factory=list)
-
-    def time_ns(self) -> int:
-        return time.time_ns() + self.ahead_ns
-
-    def monotonic(self) -> float:
-        return self.time_ns() / 1e9
-
-    def step(self) -> None:
-        os.write(self.fd, self.steps.pop(0))
-        os.utime(self.path, ns=(self.time_ns(), self.time_ns()))
-        if not self.steps:
-            os.close(self.fd)
-
-    def wait(self, seconds: float) -> None:
-        self.waits.append(seconds)
-        self.ahead_ns += int(seconds * 1e9)
-        if self.steps:
-            self.step()
-
-    def finish(self) -> None:
-        while self.steps:
-            self.step()
-
-
-def rewrite_in_place(path: Path, lines: list[bytes], monkeypatch: pytest.MonkeyPatch,
-                     per_step: int = 2) -> InPlaceRewrite:
-    """Start rewriting `path` with `lines` under a new header, as pi upgrading it: its first
-    step is written."""
-    new_header = json.dumps({**HEADER, "id": "beef"}).encode() + b"\n"
-    chunks = [b"".join(line + b"\n" for line in lines[at:at + per_step])
-              for at in range(0, len(lines), per_step)]
-    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)  # openSync(file, "w"): the same inode
-    rewrite = InPlaceRewrite(path, fd, [new_header + chunks[0], *chunks[1:]])
-    monkeypatch.setattr(regular, "time", rewrite)
-    monkeypatch.setattr(tail_module, "sleep", rewrite.wait)
-    monkeypatch.setattr(tail_module, "monotonic", rewrite.monotonic)
-    rewrite.step()
-    return rewrite
-
-
-SIX = [user_line(f"aaaa000{n}", f"aaaa000{n - 1}" if n > 1 else None, f"m{n}", n)
-       for n in range(1, 7)]
-
-
-def test_a_session_rewritten_in_place_is_read_again_once_the_rewrite_is_done(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """pi upgrades the file as pi-lsp looks: it is read again once it stopped changing
-    (before, at once: 2 of its 6 entries, the rest taken as appends or lost)."""
-    path = write(tmp_path / "s.jsonl", SIX)
-    tree = SessionTree.open(str(path))
-    rewrite = rewrite_in_place(path, SIX, monkeypatch)
-    change = tree.refresh()
-    assert rewrite.steps == [] and change.reloaded and change.lost == []
-    assert tree.header.id == "beef" and len(tree.records) == 6
-
-
-def test_a_label_asked_for_during_an_in_place_rewrite_is_kept(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The hub's look at the file before the command waits for the rewrite to end, and the
-    label goes into the whole rewritten file (before, the look read the half-written file,
-    and the label was appended there, read back, then overwritten by pi's next write: lost,
-    with no word)."""
-    path = write(tmp_path / "s.jsonl", SIX)
-    tree = SessionTree.open(str(path))
-    rewrite = rewrite_in_place(path, SIX, monkeypatch)
-    tree.refresh()  # as `SessionHub.sync` does before each command
-    label = tree.append_label("aaaa0001", "kept")
-    rewrite.finish()  # (pi goes on whatever pi-lsp did)
-    again = SessionTree.open(str(path))
-    assert tree.path == str(path) and again.header.id == "beef" and len(again.records) == 7
-    assert label in again.by_id and again.label("aaaa0001") == "kept"
-
-
-def test_a_write_during_an_in_place_rewrite_that_goes_on_is_refused(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A file still being rewritten after REWRITE_WAIT_S gets nothing, and is not read half
-    done: the error says what is going on."""
-    path = write(tmp_path / "s.jsonl", SIX)
-    tree = SessionTree.open(str(path))
-    many = [user_line(f"cccc{n:04d}", None, "x", 1) for n in range(400)]
-    rewrite = rewrite_in_place(path, many, monkeypatch, per_step=1)
-    with pytest.raises(WriteFailedError, match=r"rewriting the file in place .* nothing was "
-                                               r"written"):
-        tree.append_label("aaaa0003", "not now")
-    assert sum(rewrite.waits) >= tail_module.REWRITE_WAIT_S and rewrite.steps
-    assert len(tree.records) == 6 and tree.header.id == "f00d" and b"not now" not in \
-        path.read_bytes()
-    rewrite.finish()
-
-
-def test_an_entry_a_rewrite_drops_is_reported(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """pi rewrites the file from what it read before pi-lsp's label: the reading again tells
-    of the label gone (before, it vanished unsaid)."""
-    path = write(tmp_path / "s.jsonl", SIX)
-    tree = SessionTree.open(str(path))
-    label = tree.append_label("aaaa0003", "soon gone")
-    rewrite = rewrite_in_place(path, SIX, monkeypatch)
-    changes: list[Refresh] = []
-    tree.listeners.append(lambda _tree, change: changes.append(change))
-    tree.refresh()
-    assert rewrite.steps == [] and [change.lost for change in changes] == [[label]]
-    assert tree.label("aaaa0003") is None
 
 
 def test_an_entry_pi_lsp_could_not_read_back_is_not_written(tmp_path: Path) -> None:

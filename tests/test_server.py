@@ -589,24 +589,6 @@ async def test_session_changed_carries_the_tree_change(pi: Pi) -> None:
     assert any(node["type"] == "label" for node in labelled["rows"])
 
 
-async def test_an_entry_a_rewrite_drops_is_told(pi: Pi) -> None:
-    """Another program puts the session back as it was before a label pi-lsp wrote (pi does
-    so upgrading a session it read earlier): the editor is told the label is gone (before,
-    it vanished unsaid)."""
-    uri = copy_session(pi.main, "dropped")
-    path = path_of(uri)
-    before = path.read_bytes()
-    await call(pi.client, "pi.label", {"uri": uri, "targetId": "28511eec", "label": "gone"})
-    label = SessionTree.open(str(path)).leaf_id
-    since = pi.mark()
-    other = path.with_suffix(".old")
-    other.write_bytes(before)
-    os.replace(other, path)
-    await wait_note(pi, SESSION_CHANGED, lambda p: path_of(p["uri"]) == path and p["reloaded"],
-                    since)  # (sent after the message)
-    assert any(f"{path} no longer holds 1 entry written here ({label}): another program "
-               "rewrote the file" in m.message for m in pi.client.messages)
-
 async def test_an_idless_line_appended_elsewhere_moves_the_path_in_the_view(pi: Pi) -> None:
     """An id-less line (pi's leaf, in no index) added no entry, so no pi/sessionChanged was
     sent: pi.getTree showed the path moved, editors kept the old one."""

@@ -44,18 +44,6 @@ SHUTDOWN_WAIT_S = 1.5
 A = TypeVar("A")
 
 
-MAX_LOST_SHOWN = 5
-
-
-def lost_entries(path: Path, lost: list[str]) -> str:
-    """What to tell of the entries this session wrote that its file, read again, lacks."""
-    shown = ", ".join(lost[:MAX_LOST_SHOWN]) + (", …" if len(lost) > MAX_LOST_SHOWN else "")
-    noun, them = ("entry", "it") if len(lost) == 1 else ("entries", "them")
-    return (f"{path} no longer holds {len(lost)} {noun} written here ({shown}): another program "
-            f"rewrote the file without {them} (pi does when it upgrades a session it had read "
-            "before)")
-
-
 class PiServer(LanguageServer):
     protocol: PiProtocol
 
@@ -144,12 +132,9 @@ class PiServer(LanguageServer):
             note["tree"] = msgspec.to_builtins(delta)
         if change.relocated_from is not None:
             note["relocatedFrom"] = uri_of(Path(change.relocated_from))
-            self.tell(f"{change.relocated_from} was replaced or rewritten by another program "
-                      "while this session wrote to it; that program's version stays there, and "
-                      f"this session, with every entry it held, continues in {path}")
+            self.tell(f"{change.relocated_from} was replaced by another program; this session "
+                      f"(with both sides kept) continues in {path}")
             self.protocol.notify(SESSIONS_CHANGED, {})
-        if change.lost:
-            self.tell(lost_entries(path, change.lost))
         self.protocol.notify(SESSION_CHANGED, note)
 
     def diagnostics_for(self, root: Path) -> Callable[[list[Path]], Awaitable[str | None]]:

@@ -3,7 +3,7 @@ the tree treats specially."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import islice
 
 import msgspec
@@ -37,17 +37,13 @@ class UnknownEntryError(KeyError):
 @dataclass(slots=True)
 class Refresh:
     """What a refresh found: entries added, whether the file had to be read again, the path
-    the session was moved away from when its file was replaced under a running write,
-    whether the leaf moved with no entry added (to an id-less line, which is in no index),
-    whether the file was left unread as another program kept rewriting it, and the entries
-    this session wrote that the file read again no longer holds."""
+    the session was moved away from when its file was replaced under a running write, and
+    whether the leaf moved with no entry added (to an id-less line, which is in no index)."""
 
     added: int
     reloaded: bool
     relocated_from: str | None = None
     moved: bool = False
-    rewriting: bool = False
-    lost: list[str] = field(default_factory=list)
 
 
 def decode_entry(record: Record) -> Entry | None:

@@ -4,23 +4,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from time import monotonic, sleep
 
-from pi_lsp.regular import settled
 from pi_lsp.session.journal import SUFFIX_CHECK, LineBatch, LineSplitter, Problem, Snapshot
 
 MAX_TAIL_READ = 64 << 20
 # O_NONBLOCK: a FIFO put at the path opens at once (and is then a replacement), never waits.
 READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
-# pi 1.6 upgrades an older session by rewriting it in place: the file cut to nothing, then one
-# write per entry (60k entries take 0.3-1.5 s), read half done it is a truncated session. Its
-# writes come in one synchronous loop, so a pause between two is a scheduler slice or a
-# garbage collection of a busy Node process: tens of milliseconds. A rewrite that has not
-# changed for ten times that is taken as done; one changing for REWRITE_WAIT_S is not acted on.
-# (A file renamed into place arrives whole: it is taken at once.)
-REWRITE_QUIET_NS = 250_000_000
-REWRITE_WAIT_S = 10.0
-REWRITE_LOOK_S = 0.05  # how often a rewrite is looked at while it goes on
 
 
 @dataclass(slots=True)
@@ -30,7 +19,6 @@ class TailResult:
     reset: bool
     problems: list[Problem] = field(default_factory=list)  # lines dropped as too long
     gone: bool = False  # reset because there is no file at the path
-    rewriting: bool = False  # reset because the file is being rewritten in place, not yet done
 
 
 @dataclass(slots=True)
@@ -85,23 +73,6 @@ class Tail:
             return True
         return os.pread(fd, len(self.suffix), self.end - len(self.suffix)) != self.suffix
 
-    def _rewriting(self, stat: os.stat_result) -> bool:
-        """Whether the file, found replaced, is the one read being rewritten in place and
-        changed too lately for the rewrite to be done."""
-        return stat.st_ino == self.inode and not settled(stat, REWRITE_QUIET_NS)
-
-    def poll_settled(self) -> TailResult:
-        """`poll`, waiting while the file is rewritten in place for the rewrite to end; still
-        `rewriting` when it went on for REWRITE_WAIT_S."""
-        result = self.poll()
-        if not result.rewriting:
-            return result
-        deadline = monotonic() + REWRITE_WAIT_S
-        while result.rewriting and monotonic() < deadline:
-            sleep(REWRITE_LOOK_S)
-            result = self.poll()
-        return result
-
     def _torn_changed(self, fd: int, stat: os.stat_result) -> bool:
         """Whether the unfinished line read so far was cut back or rewritten since."""
         return stat.st_size < self.offset or \
@@ -116,7 +87,7 @@ class Tail:
         try:
             stat = os.fstat(fd)
             if self._replaced(fd, stat):
-                return TailResult([], 0, True, rewriting=self._rewriting(stat))
+                return TailResult([], 0, True)
             if self.offset > self.end and self._torn_changed(fd, stat):
                 self.offset, self.torn = self.end, b""
                 self.lines.forget_unfinished()

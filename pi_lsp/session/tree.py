@@ -68,7 +68,7 @@ from pi_lsp.session.records import (
     parent_of,
     starts_conversation,
 )
-from pi_lsp.session.tail import REWRITE_WAIT_S, Tail
+from pi_lsp.session.tail import Tail
 
 IDS_IN_MEMORY = ("its entries have no ids in the file (a version 1 session), so nothing written "
                  "could name them; open it once with pi (1.6 upgrades the file) or fork it into "
@@ -77,15 +77,6 @@ CREATED_MEANWHILE = ("another process created this file first; nothing was writt
                      "this session is still only in memory: start a new session")
 NOT_READ_BACK = ("another writer's line was being written at the same moment and the two ran "
                  "together, so the entry is not in the session")
-REWRITING = ("another program is rewriting the file in place (pi does so to upgrade an older "
-             f"session) and was still at it after {REWRITE_WAIT_S:g} s; nothing was written: "
-             "try again once it is done")
-STILL_REWRITING = ("another program began rewriting the file in place (pi does so to upgrade an "
-                   "older session) as the entry was written, and was still at it after "
-                   f"{REWRITE_WAIT_S:g} s: the entry may not be kept")
-REWRITTEN_AS_WRITTEN = ("another program rewrote the file in place (pi does so to upgrade an "
-                        "older session) as the entry was written, and the rewritten file does "
-                        "not hold it")
 REPLACED_AS_WRITTEN = ("the file was replaced as the entry was written; this session goes on in "
                        "a new file, without it")
 FOLDER_LEFT = "nothing was written there, and this session's entries are kept in memory"
@@ -98,15 +89,6 @@ def real_cwd(cwd: str) -> str:
     header's cwd with its own as strings, never following symlinks, so a symlinked name would
     hide the session from `pi -c`. A relative or empty one (pi never writes one) is kept."""
     return os.path.realpath(cwd) if os.path.isabs(cwd) else cwd
-
-
-def _not_read_back(change: Refresh) -> str:
-    """Why an entry just written is not in the file as read back."""
-    if change.relocated_from:
-        return REPLACED_AS_WRITTEN
-    if change.reloaded:
-        return REWRITTEN_AS_WRITTEN
-    return STILL_REWRITING if change.rewriting else NOT_READ_BACK
 
 
 def _file_order(record: Record | SkippedLine) -> int:
@@ -234,9 +216,6 @@ class SessionTree(EntryAppends):
         # While a turn runs, entries another writer appends do not move the leaf, so the
         # turn's entries keep chaining to the turn's own last entry.
         self.hold_leaf = False
-        # Ids of the entries this session wrote since the file was last read whole: a read
-        # again that no longer holds one reports it (`Refresh.lost`), never drops it unsaid.
-        self._written: set[str] = set()
         self._children: dict[str | None, list[Record]] | None = None
         # Bumped when records can change under a path: a reload, an id used again.
         self._epoch = 0
@@ -289,7 +268,6 @@ class SessionTree(EntryAppends):
         self.skipped = snapshot.skipped
         self.leaf_id = None  # a file read again may hold none of the entries it had
         self.idless_leaf = None
-        self._written = set()
         self.problems = snapshot.problems
         self._children = None
         self._epoch += 1
@@ -381,18 +359,14 @@ class SessionTree(EntryAppends):
                 return Refresh(0, False)
             self._load(read_file(self.path))
             return Refresh(len(self.records), True)
-        result = self._tail.poll_settled()
-        if result.rewriting:  # half a session: neither read again nor moved away from yet
-            return Refresh(0, False, rewriting=True)
+        result = self._tail.poll()
         # A deleted file is moved away from only by a running turn, which must not lose its
         # work; anything else finds no file (FileNotFoundError), not a new one made for it.
         if result.reset and relocate and (self.hold_leaf or not result.gone):
             return self._relocate()
         if result.reset:
-            written = self._written
             self._load(read_file(self.path))
-            lost = [entry_id for entry_id in written if entry_id not in self.by_id]
-            return Refresh(len(self.records), True, lost=lost)
+            return Refresh(len(self.records), True)
         if not result.lines and not result.problems:
             return Refresh(0, False)
         batch = LineBatch(header=self.header, header_raw=self.header_raw,
@@ -745,11 +719,11 @@ class SessionTree(EntryAppends):
             append_lines(self.path, [self.header_raw, line], create=True)
             self.refresh()
             return entry.id
-        self._read_before_writing()
+        self._notify(self._read_new(relocate=True))
         try:
             append_lines(self.path, [line], unchanged=self._tail.holds)
         except FileReplacedError:  # replaced since the read above: move away, write there
-            self._read_before_writing()
+            self._notify(self._read_new(relocate=True))
             append_lines(self.path, [line], unchanged=self._tail.holds)
         change = self._read_new(relocate=self.hold_leaf)
         # The new entry is this session's position even if another writer's came after it,
@@ -758,18 +732,11 @@ class SessionTree(EntryAppends):
         written = entry.id in self.by_id
         if written:
             self.leaf_id = entry.id
-            self._written.add(entry.id)
         self._notify(change)
         if not written:
-            raise WriteFailedError(errno.EIO, _not_read_back(change), self.path)
+            raise WriteFailedError(errno.EIO, REPLACED_AS_WRITTEN if change.relocated_from
+                                   else NOT_READ_BACK, self.path)
         return entry.id
-
-    def _read_before_writing(self) -> None:
-        """Take in what others wrote (a replaced file moves this session away); refused while
-        another program rewrites the file in place: its first half is not the session."""
-        change = self._notify(self._read_new(relocate=True))
-        if change.rewriting:
-            raise WriteFailedError(errno.EBUSY, REWRITING, self.path)
 
     def _create_file(self, lines: list[bytes]) -> None:
         """Write a new session's first lines into a file made for them: one another process
