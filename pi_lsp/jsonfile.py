@@ -59,7 +59,11 @@ def read_object(path: Path, what: str, error: type[Exception], comments: bool = 
 def write_atomically(path: Path, data: bytes) -> None:
     """Replace `path` with `data` so a reader never sees half a file, through a new temporary
     file beside it: a name the folder already holds (a committed symlink) is never followed."""
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
+                                             dir=path.parent)
+    except OSError as error:  # it names its random temporary file, which the user never asked for
+        raise OSError(error.errno, error.strerror, str(path)) from None
     try:
         with os.fdopen(handle, "wb") as file:
             file.write(data)

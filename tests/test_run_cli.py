@@ -870,6 +870,25 @@ def test_a_full_disk_at_the_settings_file_is_one_line_naming_it(
         f"pi-lsp: {workspace / '.pi' / 'settings.json'}: No space left on device\n"
 
 
+def test_a_read_only_workspace_names_the_settings_file_not_a_temporary_one(
+        workspace: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A read-only `.pi/` said "…/.pi/.settings.json.3978lymu.tmp: Read-only file system", the
+    random temporary file the settings are written through (found in review). As root no mode
+    keeps a folder from being written, so the refusal is the one mkstemp makes there."""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(workspace)
+
+    def read_only(*_args: object, dir: Path, **_kwargs: object) -> None:
+        raise OSError(errno.EROFS, "Read-only file system", str(dir / ".settings.json.x.tmp"))
+
+    monkeypatch.setattr(jsonfile.tempfile, "mkstemp", read_only)
+    assert cli.main(["run", "--new", "--approve", "hi"]) == 2
+    assert capsys.readouterr().err == \
+        f"pi-lsp: {workspace / '.pi' / 'settings.json'}: Read-only file system\n"
+
+
 @pytest.mark.parametrize(("redirect", "reason"), [("> /dev/full", "No space left on device"),
                                                   (">&-", "Bad file descriptor")])
 def test_a_reply_that_cannot_be_written_aborts_the_run(
