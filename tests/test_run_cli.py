@@ -546,6 +546,20 @@ def test_a_session_model_and_a_default_that_both_cannot_be_used_are_both_named(
     assert session.read_bytes() == before
 
 
+@pytest.mark.parametrize("where", [["--new"], ["--session", "new/s.jsonl"]])
+def test_a_run_with_no_key_leaves_the_workspace_as_it_was(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str], where: list[str]) -> None:
+    """It said "no Anthropic API key" (exit 2) after making the session's folder, and
+    `.pi/settings.json` pointing pi there, for a session never written (found in review)."""
+    no_key = {k: v for k, v in env.items() if k != "ANTHROPIC_API_KEY"}
+    result = pi_run(workspace, no_key, *where, "hello")
+    assert result.returncode == 2, result.stderr
+    [problem] = problem_lines(result.stderr)
+    assert problem.startswith("pi-lsp: no Anthropic API key: set ANTHROPIC_API_KEY"), problem
+    assert list(workspace.iterdir()) == []
+    assert fake.message_requests() == []
+
+
 def test_provider_error_after_retries_exits_1(
         fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
     fake.script(*[error_reply(500, "api_error", "the fake is broken") for _ in range(10)])

@@ -30,7 +30,7 @@ from pi_lsp.context.layers import unrestorable
 from pi_lsp.context.projection import Projection, project_path
 from pi_lsp.harness_factory import make_harness
 from pi_lsp.providers.base import MissingApiKeyError, TextDelta
-from pi_lsp.providers.factory import UnknownProviderError
+from pi_lsp.providers.factory import UnknownProviderError, provider_factory
 from pi_lsp.providers.models_file import ModelsFileError
 from pi_lsp.providers.registry import DEFAULT_CONTEXT_WINDOW
 from pi_lsp.providers.thinking import clamped_level
@@ -80,7 +80,11 @@ def new_session(options: RunOptions, workspace: Path, settings: Settings,
     to the model, as pi starts one)."""
     provider, model_id = parse_model(options.model) if options.model else \
         (settings.default_provider, settings.default_model)
-    model = settings.registry().get(provider, model_id)
+    registry = settings.registry()
+    # Made before the session's folder (and the settings.json that points pi there): a run
+    # that cannot call the model (no key, no such provider) leaves the workspace as it was.
+    provider_factory(registry, settings.api_key)(provider)
+    model = registry.get(provider, model_id)
     level = clamped_level(model, options.thinking) if options.thinking else \
         settings.new_session_thinking_level(model)
     return start_session(workspace, provider, model_id, level, path)
