@@ -126,7 +126,10 @@ class Demo:
 
         step("A compaction plan for branch B (pi.compact dryRun)")
         plan = (await self.run("pi.compact", uri=uri, dryRun=True))["plan"]
-        print(f"   {plan}" if plan is None else
+        # The dry run answers a bare None when compact would refuse; on this example branch
+        # that is for want of messages older than keepRecentTokens.
+        print("   none: compact would refuse: nothing to compact (the branch since its "
+              "compaction fits in keepRecentTokens)" if plan is None else
               f"   keep from {plan['firstKeptEntryId']}, summarize "
               f"{plan['messagesToSummarize']} messages, {plan['tokensBefore']:,} tokens before")
 
