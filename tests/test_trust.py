@@ -61,6 +61,7 @@ from tests.test_server import (
     call_error,
     connect,
     init_options,
+    own_server,
     wait_events,
 )
 from tests.waits import CEILING_S, alive, gone, pid_in, run_cli
@@ -1036,13 +1037,19 @@ TRUST_SERVER = ClientServerConfig(
 LSP = pytest.mark.asyncio(loop_scope="module")
 
 
+def untrusted_project(top: Path) -> Path:
+    """The example workspace at `top/ws`, its .pi/settings.json naming another model."""
+    root = top / "ws"
+    shutil.copytree(EXAMPLE, root)
+    write_json(root / ".pi" / "settings.json", {"defaultModel": "claude-opus-4-5"})
+    return root
+
+
 @pytest_lsp.fixture(scope="module", config=TRUST_SERVER)
 async def lsp_server(lsp_client: LanguageClient, tmp_path_factory: pytest.TempPathFactory,
                      fake: FakeAnthropic) -> Any:
     top = tmp_path_factory.mktemp("trust")
-    root = top / "ws"
-    shutil.copytree(EXAMPLE, root)
-    write_json(root / ".pi" / "settings.json", {"defaultModel": "claude-opus-4-5"})
+    root = untrusted_project(top)
     (root / ".env").write_text("API_TOKEN=env-secret\n")
     (root / "server.pem").write_text("-----BEGIN PEM-SECRET-----\n")
     (top / "outside.txt").write_text("outside text\n")
@@ -1059,10 +1066,20 @@ def lsp(lsp_server: LanguageClient) -> Any:
     return lsp_server.pi  # type: ignore[attr-defined]
 
 
-@LSP
 async def test_the_server_says_once_and_trust_can_be_shown_and_saved(
-        lsp: Any, fake: FakeAnthropic) -> None:
-    client, folder = lsp.client, lsp.root / "ws"
+        tmp_path: Path, fake: FakeAnthropic) -> None:
+    """A server of its own: on the module's, the other tests' `pi.setTrust` made it say "not
+    loaded" again before this test counted, and run after them it found 3 notes, not 1."""
+    folder, agent_dir = untrusted_project(tmp_path), tmp_path / "agent"
+    async with own_server({"PI_CODING_AGENT_DIR": str(agent_dir)}) as client:
+        await connect(client, "neovim@v0.11", tmp_path, init_options(fake), folders=("ws",))
+        await says_once_and_saves_trust(client, folder, agent_dir / "trust.json", fake)
+        await asyncio.wait_for(client.shutdown_session(), CEILING_S)
+
+
+async def says_once_and_saves_trust(client: LanguageClient, folder: Path, store: Path,
+                                    fake: FakeAnthropic) -> None:
+    """One note for the untrusted settings; trust then shown, saved, restricted and forgotten."""
     uri = folder.as_uri()
     assert (await call(client, "pi.listModels", {}))["default"] == \
         "anthropic/claude-sonnet-4-5"
@@ -1074,7 +1091,6 @@ async def test_the_server_says_once_and_trust_can_be_shown_and_saved(
                       "projectFiles": [".pi/settings.json"]}
     saved = await call(client, "pi.setTrust", {"folderUri": uri, "trusted": True})
     assert saved["trusted"] and saved["decision"] == "saved"
-    store = Path(TRUST_AGENT.name) / "trust.json"
     assert store.read_text() == json.dumps({str(folder.resolve()): True}, indent=2) + "\n"
     assert (await call(client, "pi.listModels", {}))["default"] == \
         "anthropic/claude-opus-4-5"
