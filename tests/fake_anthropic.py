@@ -241,8 +241,7 @@ class FakeAnthropic:
         head = "".join(f"{name}: {value}\r\n" for name, value in reply.headers.items())
         writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                      b"transfer-encoding: chunked\r\n" + head.encode() + b"\r\n")
-        # The OpenAI fake streams its own replies here, which are not held.
-        held_until, held_after = getattr(reply, "held_until", None), getattr(reply, "held_after", 0)
+        held_until, held_after = reply.held_until, reply.held_after  # both fakes' replies
         for sent, data in enumerate([*frames, reply.raw] if reply.raw else frames, 1):
             writer.write(b"%x\r\n%s\r\n" % (len(data), data))
             await writer.drain()

@@ -1,7 +1,7 @@
 """A local OpenAI-compatible server for tests: real HTTP on 127.0.0.1, scripted SSE replies for
 both /v1/chat/completions (data-only chunks ending in [DONE]) and /v1/responses (named events).
-Like the Anthropic fake, a reply can also be raw SSE bytes, cut, stalled, or an error status with
-headers of the script's choice.
+Like the Anthropic fake, a reply can also be raw SSE bytes, cut, stalled, held until a file
+exists, or an error status with headers of the script's choice.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tests.fake_anthropic import FakeAnthropic
@@ -31,6 +32,10 @@ class Reply:
     stall: bool = False  # after the events, send nothing until the client goes away
     headers: dict[str, str] = field(default_factory=lambda: {"retry-after-ms": "5"})
     done: bool = True  # end a Chat Completions stream with [DONE]
+    # After the first `held_after` frames, send nothing more until this file exists (a test's
+    # event that it has done what it does mid-reply, say an abort).
+    held_until: Path | None = None
+    held_after: int = 0
 
 
 def error_reply(status: int, kind: str, message: str, headers: dict[str, str] | None = None

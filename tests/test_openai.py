@@ -1068,15 +1068,20 @@ def test_an_edited_models_json_reaches_open_sessions(tmp_path: Path, monkeypatch
     assert again.thinking_levels == ["off", "low", "medium", "high", "xhigh"]
 
 
-async def test_abort_mid_stream_saves_the_partial_reply(make_rig, oai) -> None:
+async def test_abort_mid_stream_saves_the_partial_reply(make_rig, oai, tmp_path: Path) -> None:
+    """The abort had to come within 2.8 s of word3 (60 words 0.05 s apart), or word59 was in:
+    on a busy machine it could come later. The reply is now held after word3 until it has."""
     import asyncio
 
     rig = make_rig()
-    oai.script(chat_reply(*(f"word{i} " for i in range(60)), delay=0.05))
+    reply = chat_reply(*(f"word{i} " for i in range(60)))
+    reply.held_until, reply.held_after = tmp_path / "aborted", 5  # the role, word0 to word3
+    oai.script(reply)
     task = asyncio.create_task(rig.harness.prompt("talk"))
     await until(lambda: "word3" in streamed(rig, TextDelta), "word3 to stream")
     rig.harness.abort()
     await asyncio.wait_for(task, CEILING_S)
+    reply.held_until.touch()  # the rest goes to the connection the abort closed
     last = rig.messages()[-1]
     assert last["stopReason"] == "aborted"
     assert last["content"][0]["text"].startswith("word0 word1 word2 word3")
