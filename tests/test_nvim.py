@@ -51,6 +51,25 @@ def workspace(tmp_path: Path) -> Path:
     return target
 
 
+def held_reply(pieces: list[str], tmp_path: Path, name: str, after: int) -> Reply:
+    """A reply that stops after its first `after` pieces until the spec says `H.release(name)`:
+    what the spec does during the turn then happens while it runs, however slow the machine."""
+    reply = text_reply(*pieces)
+    reply.held_until, reply.held_after = releases(tmp_path) / name, after + 2  # start, block
+    return reply
+
+
+def releases(tmp_path: Path) -> Path:
+    """The folder where H.release writes the files held replies wait for."""
+    folder = tmp_path / "release"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+def words(count: int) -> list[str]:
+    return [f"word{i} " for i in range(count)]
+
+
 def run_script(name: str, workspace: Path, fake: FakeAnthropic, tmp_path: Path,
                **extra: str) -> subprocess.CompletedProcess[str]:
     return run_nvim(["-l", str(PLUGIN / "tests" / name)], name, workspace, fake, tmp_path,
@@ -77,6 +96,7 @@ def run_nvim(arguments: list[str], name: str, workspace: Path, fake: FakeAnthrop
         "PI_CODING_AGENT_DIR": str(tmp_path / "agent"),
         "HOME": str(tmp_path / "home"),  # keep the user's own nvim state out
         "XDG_STATE_HOME": str(tmp_path / "state"),
+        "PI_LSP_RELEASE": str(releases(tmp_path)),
         **extra,
     }
     env.pop("ANTHROPIC_API_KEY", None)
@@ -97,8 +117,9 @@ def test_tree_branch_label_preview(workspace: Path, fake: FakeAnthropic, tmp_pat
 
 def test_chat_streams_a_reply_and_aborts(workspace: Path, fake: FakeAnthropic,
                                          tmp_path: Path) -> None:
-    slow = text_reply(*[f"piece{i} " for i in range(60)], delay=0.3)
-    again = text_reply(*[f"again{i} " for i in range(60)], delay=0.3)  # the server is killed
+    slow = held_reply([f"piece{i} " for i in range(60)], tmp_path, "aborted", after=2)
+    # the server is killed
+    again = held_reply([f"again{i} " for i in range(60)], tmp_path, "crashed", after=2)
     fake.script(text_reply("Hello", " there"), slow, again, text_reply("Back", " again"),
                 tool_reply([("s1", "bash", {"command": "sleep 1"})]), text_reply("Fifth", " reply"))
     run_script("chat_spec.lua", workspace, fake, tmp_path)
@@ -110,9 +131,10 @@ def test_chat_streams_a_reply_and_aborts(workspace: Path, fake: FakeAnthropic,
 
 def test_chat_keeps_attached_code_with_its_message(workspace: Path, fake: FakeAnthropic,
                                                   tmp_path: Path) -> None:
-    fake.script(text_reply(*[f"piece{i} " for i in range(8)], delay=0.3),
+    fake.script(held_reply([f"piece{i} " for i in range(8)], tmp_path, "steered", after=2),
                 text_reply("Steered", " reply"), text_reply("Hello"),
-                text_reply(*[f"piece{i} " for i in range(60)], delay=0.3), text_reply("Again"))
+                held_reply([f"piece{i} " for i in range(60)], tmp_path, "aborted", after=2),
+                text_reply("Again"))
     run_script("chat_attach_spec.lua", workspace, fake, tmp_path)
     requests = fake.message_requests()
     assert len(requests) == 5
@@ -151,11 +173,12 @@ def test_approval_diff_goes_when_its_turn_ends(workspace: Path, fake: FakeAnthro
 
 def run_attachment_spec(name: str, workspace: Path, fake: FakeAnthropic, tmp_path: Path
                         ) -> None:
-    """Run spec `name` with tools asked about, a slow first reply, then "followed", and
-    OUTSIDE_FILE: a file outside the workspace whose first line a follow-up attaches."""
+    """Run spec `name` with tools asked about, a first reply held after word3 (until "asked"),
+    then "followed", and OUTSIDE_FILE: a file outside the workspace whose first line a
+    follow-up attaches."""
     outside = tmp_path / "outside.txt"
     outside.write_text("NOTES-FROM-OUTSIDE\n")
-    fake.script(text_reply(*(f"word{i} " for i in range(60)), delay=0.05), text_reply("followed"))
+    fake.script(held_reply(words(60), tmp_path, "asked", after=4), text_reply("followed"))
     run_script(name, workspace, fake, tmp_path, PI_LSP_APPROVAL="ask", OUTSIDE_FILE=str(outside))
 
 
@@ -202,7 +225,7 @@ def test_chat_title_follows_a_queued_rename_and_the_clis(workspace: Path, fake: 
                                                          tmp_path: Path) -> None:
     """:PiRename while a turn ran said the session was named at once, and the chat kept its old
     title after the name was written at the turn's end, or appended by the pi CLI."""
-    fake.script(text_reply(*(f"word{i} " for i in range(25)), delay=0.2))
+    fake.script(held_reply(words(25), tmp_path, "renamed", after=4))
     run_script("rename_title_spec.lua", workspace, fake, tmp_path)
 
 
@@ -211,8 +234,7 @@ def test_chat_tree_and_context_follow_a_session_moved_to_a_new_file(
     """When another program cut the session file short mid-turn, the server went on in a new
     file but the chat, tree and context kept the old uri: the turn's last events were dropped
     and the next prompt went into the cut file, without the first prompt or its reply."""
-    fake.script(text_reply(*(f"word{i} " for i in range(25)), delay=0.2),
-                text_reply("Second", " reply"))
+    fake.script(held_reply(words(25), tmp_path, "cut", after=4), text_reply("Second", " reply"))
     run_script("relocate_spec.lua", workspace, fake, tmp_path)
     second = fake.message_requests()[1]["messages"]
     texts = [str(message["content"]) for message in second]
@@ -226,7 +248,7 @@ def test_rewind_diffs_keep_their_names_when_the_session_moves(workspace: Path, f
     fake.script(*(reply for v in ("v1", "v2", "v3") for reply in (
         tool_reply([(f"w{v}", "write", {"path": "notes.txt", "content": f"{v}\n"})]),
         text_reply(f"wrote {v}"))),
-        text_reply(*(f"word{i} " for i in range(25)), delay=0.2))
+        held_reply(words(25), tmp_path, "cut", after=4))
     run_script("relocate_files_spec.lua", workspace, fake, tmp_path)
 
 
@@ -234,7 +256,7 @@ def test_a_queued_thinking_level_is_not_promised(workspace: Path, fake: FakeAnth
                                                   tmp_path: Path) -> None:
     """:PiThinking while a turn ran said the level clamped to the model of then ("high (the
     model offers no max)"), though a :PiModel queued before it decides the level written."""
-    fake.script(text_reply(*(f"word{i} " for i in range(25)), delay=0.2))
+    fake.script(held_reply(words(25), tmp_path, "queued", after=4))
     run_script("queued_thinking_spec.lua", workspace, fake, tmp_path)
 
 

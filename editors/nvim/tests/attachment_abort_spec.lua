@@ -1,6 +1,7 @@
 -- With toolApproval = "ask": a follow-up's file outside the workspace, asked about while a
 -- turn runs, is withdrawn when that turn is aborted (<C-c>): the question closes and the follow-up
--- stays in the input with its code, never to run. Fake server: a slow reply. OUTSIDE_FILE: the file.
+-- stays in the input with its code, never to run. Fake server: a reply held after word3 (until
+-- "asked"). OUTSIDE_FILE: the file.
 local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/helpers.lua")
 H.setup()
 local client = require("pi_lsp.client")
@@ -38,6 +39,7 @@ H.keys("<C-c>")
 H.wait(function()
   return outcome == "no answer: the turn was aborted"
 end, "the question stayed open", chat_buf)
+H.release("asked")
 H.wait(function()
   return vim.iter(H.messages):any(function(m)
     return m:find("aborted before your queued message reached pi", 1, true) ~= nil

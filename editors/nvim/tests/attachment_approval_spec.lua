@@ -1,6 +1,6 @@
 -- With toolApproval = "ask": a follow-up's file outside the workspace, asked about while a
 -- turn runs (turnId = that turn), stays asked when the turn ends; allowed, it runs as a turn.
--- Fake server: a slow reply, then the follow-up's. OUTSIDE_FILE: the file to attach.
+-- Fake server: a reply held after word3 (until "asked"), then the follow-up's. OUTSIDE_FILE: the file to attach.
 local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/helpers.lua")
 H.setup()
 local client = require("pi_lsp.client")
@@ -27,6 +27,7 @@ end)
 H.wait(function()
   return held.on_choice ~= nil
 end, "no approval question", chat_buf)
+H.release("asked")
 -- The turn ends with the question open: every turn listener has heard its agent_end.
 H.wait(function()
   return ended

@@ -1,9 +1,9 @@
 -- Messages with code attached (an @mention, :PiSend): a steer whose file went with it is
 -- delivered, not given back at the turn's end; a prompt that fails before its turn and a
 -- steer an abort leaves undelivered come back with their code.
--- The fake server is scripted with: a reply of 8 pieces 0.3 s apart, text_reply("Steered",
--- " reply"), text_reply("Hello"), a reply of 60 pieces 0.3 s apart (aborted) and
--- text_reply("Again").
+-- The fake server is scripted with: a reply of 8 pieces held after piece1 (until "steered"),
+-- text_reply("Steered", " reply"), text_reply("Hello"), a reply of 60 pieces held after piece1
+-- (until "aborted"; aborted) and text_reply("Again").
 local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/helpers.lua")
 H.setup()
 local f = assert(io.open("notes.py", "w"))
@@ -35,6 +35,7 @@ H.keys("S")
 H.wait(function()
   return H.contains(chat_buf, "↳ steering: Also look at @notes.py")
 end, "the steer was queued", chat_buf)
+H.release("steered")
 -- (The turn's end gives back what it did not deliver in the same event that ends it.)
 H.wait(function()
   return H.contains(chat_buf, "Steered reply") and not chat.busy
@@ -84,6 +85,7 @@ H.keys("<C-c>")
 H.wait(function()
   return vim.tbl_contains(H.messages, UNDELIVERED) and not chat.busy
 end, "the undelivered steer was given back", chat_buf)
+H.release("aborted")
 H.check(H.text(input_buf) == "Faster, with this", "the steer is back in the input", input_buf)
 H.check(#chat.context == 1 and H.contains(chat_buf, "📎 notes.py:1 goes with the next message"),
   "its code is attached again: " .. vim.inspect(chat.context), chat_buf)

@@ -2,8 +2,9 @@
 -- streamed reply, then a slow reply is aborted and the turn ends; then a prompt
 -- that fails before its turn, a chat reopened mid-turn and a server crash.
 -- The fake server is scripted with: text_reply("Hello", " there"), then two
--- replies of 60 pieces 0.3 s apart, then text_reply("Back", " again"), a bash
--- call of `sleep 1` and text_reply("Fifth", " reply").
+-- replies of 60 pieces held after piece1 (until "aborted", "crashed"), then
+-- text_reply("Back", " again"), a bash call of `sleep 1` and text_reply("Fifth",
+-- " reply").
 local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/helpers.lua")
 H.setup()
 local pi = require("pi_lsp")
@@ -91,8 +92,9 @@ H.keys("<C-c>")
 H.wait(function()
   return H.contains(chat_buf, "_(aborted") and not H.contains(chat_buf, "pi is working")
 end, "the aborted turn did not end", chat_buf)
--- The reply streams for 18 s: cut well before its end, not run out.
+-- The reply is held after piece1 until now: cut before its end, not run out.
 H.check(not H.contains(chat_buf, "piece30"), "the reply stopped streaming", chat_buf)
+H.release("aborted")
 H.wait(function()
   return not pi.statusline():find("busy", 1, true)
 end, "the statusline still says busy: " .. pi.statusline())
@@ -178,6 +180,7 @@ H.wait(function()
 end, "the chat stayed busy after the server died: " .. pi.statusline(), chat_buf)
 H.check(H.contains(chat_buf, "the pi-lsp server stopped"), "a note says the server stopped", chat_buf)
 H.check(not H.contains(chat_buf, "again1"), "the half-streamed reply is gone", chat_buf)
+H.release("crashed")
 H.wait(function()
   return H.text(input_buf) == "Steer before the crash"
 end, "the undelivered steer is back in the input", input_buf)

@@ -4,8 +4,8 @@
 -- reads stdin, and no event runs meanwhile).
 -- Environment: PI_LSP_PYTHON (the venv's python), PI_LSP_WORKSPACE (a copy of
 -- examples/workspace), PI_LSP_FAKE_URL (the fake Anthropic server),
--- PI_LSP_APPROVAL ("auto" or "ask"), PI_LSP_DUMP (optional: a file to write
--- the rendered buffers to, for the README transcript).
+-- PI_LSP_APPROVAL ("auto" or "ask"), PI_LSP_RELEASE (the folder of H.release's files),
+-- PI_LSP_DUMP (optional: a file to write the rendered buffers to, for the README transcript).
 -- A failed check raises, which makes `nvim -l` exit with status 1.
 local H = {}
 
@@ -205,6 +205,12 @@ function H.chat_streaming()
     return H.contains(chat_buf, "word3")
   end, "the turn did not stream", chat_buf)
   return chat_buf, input_buf, uri
+end
+
+--- Let the fake's reply held until the file `name` exists go on (tests/test_nvim.py's
+--- held_reply): what the spec did before this happened while the turn ran, at any pace.
+function H.release(name)
+  assert(io.open(env("PI_LSP_RELEASE") .. "/" .. name, "w")):close()
 end
 
 function H.exec(command, args)

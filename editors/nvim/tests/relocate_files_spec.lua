@@ -1,6 +1,7 @@
 -- Two rewind diffs (pi://files/<entry>) of a session are open when the session moves to a new
 -- file mid-turn: they keep their names, and the chat follows the move to the turn's end.
--- Fake server: three turns writing notes.txt (v1, v2, v3), then a slow reply.
+-- Fake server: three turns writing notes.txt (v1, v2, v3), then a reply held after word3 (until
+-- "cut").
 local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/helpers.lua")
 H.setup()
 local session = require("pi_lsp.session")
@@ -46,6 +47,7 @@ H.wait(function()
   return H.contains(chat_buf, "word3")
 end, "the turn did not stream", chat_buf)
 local old_file = H.cut_last_line(uri)
+H.release("cut")
 
 H.wait(function()
   return chat.uri ~= uri

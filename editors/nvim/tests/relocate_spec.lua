@@ -1,7 +1,8 @@
 -- Another program cuts the session file short while a turn streams: the server moves the
 -- session to a new file (pi/sessionChanged's relocatedFrom, a session_moved turn event). The
 -- chat, the tree and the context preview follow it there, the user is told, and the next
--- prompt goes to the new file. Fake server: a slow reply, then "Second reply".
+-- prompt goes to the new file. Fake server: a reply held after word3 (until "cut"), then
+-- "Second reply".
 local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/helpers.lua")
 H.setup()
 local session = require("pi_lsp.session")
@@ -23,6 +24,7 @@ end, "the context preview did not open")
 H.check(chat.busy, "the turn still runs when the file is cut", chat_buf)
 
 local old_file = H.cut_last_line(uri)
+H.release("cut")
 
 H.wait(function()
   return chat.uri ~= uri

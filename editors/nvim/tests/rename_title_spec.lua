@@ -1,6 +1,7 @@
 -- The open chat's title follows a name written after the session list was read: a :PiRename
 -- queued behind the running turn (said so), and a session_info the pi CLI appends. No tree is
--- open, so pi/sessionChanged carries no tree change. Fake server: a slow reply.
+-- open, so pi/sessionChanged carries no tree change. Fake server: a reply held after word3
+-- (until "renamed").
 local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/helpers.lua")
 H.setup()
 local session = require("pi_lsp.session")
@@ -12,6 +13,7 @@ H.wait(function()
   return H.said(('%s will be named "Renamed while busy" when the running turn ends'):format(vim.fn.fnamemodify(file, ":t")))
 end, "the rename was not said to wait for the turn", chat)
 H.check(session.busy(uri), "the turn still runs")
+H.release("renamed")
 H.wait(function()
   return H.lines(chat)[1] == "# Renamed while busy"
 end, "the chat's title did not follow the queued name", chat)
