@@ -674,6 +674,38 @@ async def test_a_branch_with_summary_ahead_of_a_moved_leaf_writes_no_summary(
     assert context_bytes(reopened, reopened.leaf_id) == expected
 
 
+async def test_a_summary_after_a_leaf_move_names_the_move_as_where_it_came_from(
+        tmp_path: Path) -> None:
+    """Collected from what a durable leaf move stands for, the summary's `fromId` named that
+    entry; pi reading the same file takes the move entry as the leaf and records it."""
+    path = tmp_path / "s.jsonl"
+    tree = chain_file(path, [{"role": "user", "content": "first", "timestamp": 1},
+                             reply("first answer", 2),
+                             {"role": "user", "content": "second", "timestamp": 3},
+                             reply("second answer", 4)])
+    branch(tree, "m2")
+    move = tree.leaf_id
+    assert move not in (None, "m2")
+    outcome = await branch_with_summary(open_tree(path), "m1", ExtractiveSummarizer(),
+                                        BIG_BUDGET)
+    summary = next(line for line in lines(path) if line["type"] == "branch_summary")
+    assert summary["fromId"] == move and outcome.summary_entry_id == summary["id"]
+
+
+def test_branch_to_the_root_moves_off_an_idless_leaf(tmp_path: Path) -> None:
+    """An id-less leaf is shown as no leaf, as the root is: a move to the root prompt (to the
+    root) was taken as one to where the leaf stands, and nothing moved."""
+    path = tmp_path / "s.jsonl"
+    path.write_bytes((Path(__file__).with_name("fixtures") / "pi16-odd-envelopes" /
+                      "noid-leaf.jsonl").read_bytes())
+    tree = open_tree(path)
+    assert tree.idless_leaf is not None
+    outcome = branch(tree, "aaaa0001")
+    assert (outcome.leaf_id, outcome.editor_text) == (None, "one")
+    assert tree.idless_leaf is None
+    assert build_session_context(tree, tree.leaf_id).messages == []
+
+
 def test_moving_to_a_user_message_offers_its_text_blocks_joined_as_pi_does(
         tmp_path: Path) -> None:
     """The text offered for editing joined blocks with spaces and showed images as

@@ -177,8 +177,10 @@ async def branch_with_summary(tree: SessionTree, target_id: str, summarizer: Sum
     only moves the leaf, and so does this (`durable` as for a plain move).
     """
     move = navigation(tree, target_id)
-    old_leaf = tree.shown_leaf()  # a durable leaf move left behind is no content of the branch
-    collected = collect_branch_entries(tree, old_leaf, target_id)
+    # Collected from what a durable leaf move stands for (the move is no content of the
+    # branch); `fromId` is the leaf itself, as pi reading the file records it.
+    from_id = tree.leaf_id
+    collected = collect_branch_entries(tree, tree.shown_leaf(), target_id)
     if not collected.records:
         return branch(tree, target_id, durable)
     fitted = fit_branch_messages(collected.records, budget)
@@ -191,7 +193,7 @@ async def branch_with_summary(tree: SessionTree, target_id: str, summarizer: Sum
             written.usage
     else:  # pi returns no lists with this text, and stores empty ones
         summary, usage, lists = NO_CONTENT, None, FileLists([], [])
-    entry_id = tree.branch_with_summary(move.leaf_id, old_leaf or "root", summary,
+    entry_id = tree.branch_with_summary(move.leaf_id, from_id or "root", summary,
                                         summary_details(lists, writer), from_hook=False,
                                         usage=usage)
     return BranchOutcome(tree.leaf_id, move.editor_text, entry_id, summary)
@@ -201,6 +203,7 @@ def branch(tree: SessionTree, target_id: str, durable: bool = True) -> BranchOut
     """Move to `target_id` without a summary: an O(1) pointer move (`durable`: plus one
     entry); none where the leaf already stands, as in pi."""
     move = navigation(tree, target_id)
-    if move.leaf_id != tree.shown_leaf():
+    # (An id-less leaf is shown as none too, and a move to the root moves off it.)
+    if move.leaf_id != tree.shown_leaf() or tree.idless_leaf is not None:
         tree.move_leaf(move.leaf_id, durable=durable)
     return BranchOutcome(tree.shown_leaf(), move.editor_text)
