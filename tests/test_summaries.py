@@ -692,6 +692,20 @@ async def test_a_summary_after_a_leaf_move_names_the_move_as_where_it_came_from(
     assert summary["fromId"] == move and outcome.summary_entry_id == summary["id"]
 
 
+def test_branch_here_on_a_leaf_move_by_its_own_id_writes_nothing(tmp_path: Path) -> None:
+    """`branch --to` the durable leaf move that is the leaf wrote one more move under it at
+    each call; pi does nothing where the leaf already stands."""
+    path = tmp_path / "s.jsonl"
+    tree = chain_file(path, [{"role": "user", "content": "first", "timestamp": 1},
+                             reply("first answer", 2),
+                             {"role": "user", "content": "second", "timestamp": 3}])
+    branch(tree, "m2")
+    move, count = tree.leaf_id, len(lines(path))
+    assert move not in (None, "m2")
+    assert branch(tree, move).leaf_id == "m2"
+    assert len(lines(path)) == count and tree.leaf_id == move
+
+
 def test_branch_to_the_root_moves_off_an_idless_leaf(tmp_path: Path) -> None:
     """An id-less leaf is shown as no leaf, as the root is: a move to the root prompt (to the
     root) was taken as one to where the leaf stands, and nothing moved."""

@@ -203,7 +203,8 @@ def branch(tree: SessionTree, target_id: str, durable: bool = True) -> BranchOut
     """Move to `target_id` without a summary: an O(1) pointer move (`durable`: plus one
     entry); none where the leaf already stands, as in pi."""
     move = navigation(tree, target_id)
-    # (An id-less leaf is shown as none too, and a move to the root moves off it.)
-    if move.leaf_id != tree.shown_leaf() or tree.idless_leaf is not None:
+    # (An id-less leaf is shown as none too, and a move to the root moves off it; a durable
+    # leaf move named by its own id is where the leaf stands too.)
+    if tree.idless_leaf is not None or move.leaf_id not in (tree.shown_leaf(), tree.leaf_id):
         tree.move_leaf(move.leaf_id, durable=durable)
     return BranchOutcome(tree.shown_leaf(), move.editor_text)
