@@ -480,11 +480,7 @@ local function on_turn_end(uri, on_end)
       end
     end),
   }
-  return function()
-    for _, stop in ipairs(stops) do
-      stop()
-    end
-  end
+  return util.stop_all(stops)
 end
 
 --- window/showMessageRequest: the server asks before bash/write/edit. The

@@ -182,11 +182,7 @@ local function on_turn_end(params, on_end)
       on_end("the turn ended")
     end
   end)
-  return function()
-    for _, stop in ipairs(stops) do
-      stop()
-    end
-  end
+  return util.stop_all(stops)
 end
 
 --- pi/approveTool. Runs in the coroutine nvim gives server requests, so the

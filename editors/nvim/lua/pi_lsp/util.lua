@@ -127,6 +127,15 @@ function M.on(event, fn)
   end
 end
 
+--- One function that stops every listener in `stops` (what `M.on` returns).
+function M.stop_all(stops)
+  return function()
+    for _, stop in ipairs(stops) do
+      stop()
+    end
+  end
+end
+
 function M.emit(event, ...)
   -- Copy first: a listener may unsubscribe (or subscribe) while we iterate.
   local current = {}
