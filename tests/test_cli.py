@@ -615,21 +615,17 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(args: list[str], cod
     assert result.stdout == f"rc={code}\n"
 
 
+@pytest.mark.parametrize(("redirect", "reason"), [("> /dev/full", "No space left on device"),
+                                                  (">&-", "Bad file descriptor")])
 @pytest.mark.parametrize("args", [["tree", str(SAMPLE)], ["context", str(SAMPLE), "--json"],
                                   ["--version"]])
-def test_output_that_cannot_be_written_is_one_line(args: list[str]) -> None:
-    result = shell(f"{cli_words(*args)} > /dev/full")
+def test_output_that_cannot_be_written_is_one_line(args: list[str], redirect: str,
+                                                   reason: str) -> None:
+    """A full or a closed stdout (`>&-`: Python leaves sys.stdout None, and writing to it was a
+    traceback)."""
+    result = shell(f"{cli_words(*args)} {redirect}")
     assert result.returncode == 2
-    assert result.stderr == "pi-lsp: cannot write the output (No space left on device)\n"
-
-
-@pytest.mark.parametrize("args", [["tree", str(SAMPLE)], ["context", str(SAMPLE), "--json"],
-                                  ["--version"]])
-def test_a_closed_stdout_is_one_line(args: list[str]) -> None:
-    """`>&-`: Python leaves sys.stdout None, and writing to it was a traceback."""
-    result = shell(f"{cli_words(*args)} >&-")
-    assert result.returncode == 2
-    assert result.stderr == "pi-lsp: cannot write the output (Bad file descriptor)\n"
+    assert result.stderr == f"pi-lsp: cannot write the output ({reason})\n"
 
 
 def test_a_closed_stderr_keeps_errors_out_of_stdout(tmp_path: Path) -> None:
