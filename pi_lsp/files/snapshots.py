@@ -47,11 +47,10 @@ GIT_BUDGET_S = 300.0
 OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 # A path with one of these parts is never snapshot or restored (case-insensitively).
 PRIVATE_PARTS = frozenset({".git", ".pi"})
-# Pathspecs of those paths, whatever a `.gitignore` says (one outranks the store's info/exclude,
-# and `!.pi` there let the session files in; git refuses to add a `.GIT` folder's files).
-PRIVATE_SPECS = tuple(f"**/{part}{rest}" for part in sorted(PRIVATE_PARTS) for rest in ("", "/**"))
-PRIVATE = tuple(f":(glob,icase){spec}" for spec in PRIVATE_SPECS)
-NOT_PRIVATE = tuple(f":(exclude,glob,icase){spec}" for spec in PRIVATE_SPECS)
+# Pathspecs leaving those paths out, whatever a `.gitignore` says (one outranks the store's
+# info/exclude, and `!.pi` there let the session files in; git refuses a `.GIT` folder's files).
+NOT_PRIVATE = tuple(f":(exclude,glob,icase)**/{part}{rest}" for part in sorted(PRIVATE_PARTS)
+                    for rest in ("", "/**"))
 # For every file, whatever `.gitattributes` says (its macros included: this file outranks it
 # attribute by attribute): no filter or textconv driver, no line-ending or encoding conversion,
 # no keyword expansion. `-text` it must be: with text unspecified git reads the legacy `crlf`
@@ -178,7 +177,8 @@ class SnapshotStore:
     def _keep_attributes(self) -> None:
         """Bring a store made before to ATTRIBUTES, and drop its index: git does not notice
         attributes changing, so `add -A` kept the blob the old ones made (CRLF turned to LF)
-        of every file whose size and times matched the index."""
+        of every file whose size and times matched the index; and the index of such a store
+        may hold files under `.pi/` a `.gitignore` let in then."""
         attributes = self.git_dir / "info" / "attributes"
         if _small_text(attributes) == ATTRIBUTES:
             return
@@ -292,12 +292,10 @@ class SnapshotStore:
         return [p[2:] for p in await self._check_ignore([f"./{p}" for p in paths])]
 
     async def _untrack_ignored(self) -> None:
-        """Drop the files ignored now, and any under `.git/` or `.pi/`, from the index: `add -A`
-        goes on updating a file an earlier snapshot held, so a secret a `.gitignore` took in
-        later (or a session file an earlier pi-lsp let in) would be kept on."""
+        """Drop the files ignored now from the index: `add -A` goes on updating a file an
+        earlier snapshot held, so a secret a `.gitignore` took in later would be kept on."""
         tracked = _split(await self._run("ls-files", "-z", "--cached", "--ignored",
-                                         "--exclude-standard")) + \
-            _split(await self._run("ls-files", "-z", "--cached", "--", *PRIVATE, literal=False))
+                                         "--exclude-standard"))
         if tracked:
             await self._run("rm", "--cached", "-q", "--ignore-unmatch",
                             "--pathspec-from-file=-", "--pathspec-file-nul", stdin=_join(tracked))
