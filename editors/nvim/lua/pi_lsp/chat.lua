@@ -463,24 +463,15 @@ function M.note_question(uri, message)
   end
 end
 
---- Call `on_end()` once the turn of the session `uri` ends (agent_end or error) or its server
+--- Call `on_end(why)` once the turn of the session `uri` ends (agent_end or error) or its server
 --- stops; returns the function that stops listening.
 local function on_turn_end(uri, on_end)
-  local root = session.root_of(uri)
-  local stops = {
-    util.on("stopped", function(stopped)
-      if stopped == root then
-        on_end()
-      end
-    end),
-    util.on("turn", function(note_params)
-      local kind = note_params.event and note_params.event.type
-      if (kind == "agent_end" or kind == "error") and util.key(session.turn_uri(note_params)) == util.key(uri) then
-        on_end()
-      end
-    end),
-  }
-  return util.stop_all(stops)
+  return util.on_turn_end(session.root_of(uri), function(note)
+    local kind = note.event and note.event.type
+    if (kind == "agent_end" or kind == "error") and util.key(session.turn_uri(note)) == util.key(uri) then
+      return "the turn ended"
+    end
+  end, on_end)
 end
 
 --- window/showMessageRequest: the server asks before bash/write/edit. The

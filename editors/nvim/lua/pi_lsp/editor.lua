@@ -162,27 +162,19 @@ end
 --- the function that stops listening.
 local function on_turn_end(params, on_end)
   local root = require("pi_lsp.session").root_of(params.uri)
-  local stops = {
-    util.on("stopped", function(stopped)
-      if stopped == root then
-        on_end("the server stopped")
-      end
-    end),
-  }
   -- A prompt's attachment is asked for its message, which the server still sends (as a turn
   -- of its own) once allowed when the turn it was queued behind ended meanwhile; unless that
   -- turn was aborted: the server then drops the message and says so (queue_dropped).
-  stops[#stops + 1] = util.on("turn", function(note)
+  return util.on_turn_end(root, function(note)
     local kind = note.event and note.event.type
     if note.turnId ~= params.turnId then
-      return
+      return nil
     elseif params.attachment and kind == "queue_dropped" then
-      on_end("the turn was aborted")
+      return "the turn was aborted"
     elseif not params.attachment and (kind == "agent_end" or kind == "error") then
-      on_end("the turn ended")
+      return "the turn ended"
     end
-  end)
-  return util.stop_all(stops)
+  end, on_end)
 end
 
 --- pi/approveTool. Runs in the coroutine nvim gives server requests, so the

@@ -127,8 +127,22 @@ function M.on(event, fn)
   end
 end
 
---- One function that stops every listener in `stops` (what `M.on` returns).
-function M.stop_all(stops)
+--- Call `on_end(why)` once `ended(note)` gives a reason for a "turn" notification, or the
+--- server of `root` stops; returns the function that stops listening.
+function M.on_turn_end(root, ended, on_end)
+  local stops = {
+    M.on("stopped", function(stopped)
+      if stopped == root then
+        on_end("the server stopped")
+      end
+    end),
+    M.on("turn", function(note)
+      local why = ended(note)
+      if why then
+        on_end(why)
+      end
+    end),
+  }
   return function()
     for _, stop in ipairs(stops) do
       stop()
