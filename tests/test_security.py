@@ -554,10 +554,7 @@ class AskingServer:
 
 async def test_allow_for_the_session_covers_the_tool_inside_or_outside_only(
         root: Path, tmp_path: Path) -> None:
-    server = AskingServer()
-    session = SimpleNamespace(allowed_tools=set(), turn_id=None, title="t",
-                              tree=SimpleNamespace(path=str(root / "s.jsonl")))
-    approve = ToolApprovals(cast(Any, server), Config).approver_for(cast(Any, session))
+    server, session, approve = asking_approver(root)
 
     def request(tool: str, path: Path) -> ApprovalRequest:
         call = ToolCall(id=f"{tool}-{path.name}", name=tool, arguments={"path": str(path)})
@@ -720,10 +717,7 @@ async def test_a_change_to_an_editors_settings_is_asked_for_every_time(
     """They run programs when the user next opens a terminal or the folder (a terminal
     profile, a task on folder open): a model told to by a file it read must not change them
     under "allow for this session"."""
-    server = AskingServer()
-    session = SimpleNamespace(allowed_tools=set(), turn_id=None, title="t",
-                              tree=SimpleNamespace(path=str(root / "s.jsonl")))
-    approve = ToolApprovals(cast(Any, server), Config).approver_for(cast(Any, session))
+    server, session, approve = asking_approver(root)
 
     def write(path: str, content: str) -> ApprovalRequest:
         request = approval_request(ToolCall(id=content, name="write", arguments={
