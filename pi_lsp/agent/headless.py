@@ -194,8 +194,7 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
         raise RunError(f"--thinking must be one of {', '.join(THINKING_LEVELS)}")
     tree = choose_session(options, workspace, settings, vouched)  # a new one: at its reply
     harness = make_harness(tree, workspace, settings)
-    path = tree.path_to(tree.leaf_id)
-    projection = project_path(path)
+    projection = project_path(tree.path_to(tree.leaf_id))
     continued = bool(projection.messages)
     if continued:  # pi 1.6 takes the flags for this run only: the session keeps its own
         harness.run_model = wanted or fallback_model(harness, projection)
@@ -214,7 +213,7 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
             harness.set_model(*wanted)
         if options.thinking:  # written only when it changes the level (pi's rule)
             harness.set_thinking_level(options.thinking)
-    elif "thinking_level_change" not in (record.env.type for record in path):
+    elif tree.settings_entries(tree.leaf_id)[0] is None:  # no thinking_level_change on it
         harness.note_thinking_level()  # as pi 1.6 does for a session whose branch has none
     loop = asyncio.get_running_loop()
     stopped_by: signal.Signals | None = None

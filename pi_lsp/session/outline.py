@@ -261,9 +261,10 @@ def _idless_places(tree: SessionTree) -> tuple[dict[Any, list[Record]],
         index.setdefault(under, []).append(place)
         moved.add(under)
     for key in moved:  # pi pushes in file order, then sorts all but the roots by timestamp
-        index[key].sort(key=lambda record: record.line)
-        if key is not None:
-            order_children(index[key])
+        if key is None:
+            index[key].sort(key=lambda record: record.line)
+        else:
+            order_children(index[key])  # (by file order where its stamps are unreadable)
     return index, places
 
 
