@@ -11,6 +11,7 @@ import importlib.util
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -64,6 +65,12 @@ def releases(tmp_path: Path) -> Path:
     folder = tmp_path / "release"
     folder.mkdir(exist_ok=True)
     return folder
+
+
+def waits_for(tmp_path: Path, name: str) -> str:
+    """A bash command that ends once the spec says `H.release(name)`: what the spec checks
+    while the tool runs is checked while it runs, however slow the machine."""
+    return f"while [ ! -e {shlex.quote(str(releases(tmp_path) / name))} ]; do sleep 0.05; done"
 
 
 def words(count: int) -> list[str]:
@@ -121,7 +128,8 @@ def test_chat_streams_a_reply_and_aborts(workspace: Path, fake: FakeAnthropic,
     # the server is killed
     again = held_reply([f"again{i} " for i in range(60)], tmp_path, "crashed", after=2)
     fake.script(text_reply("Hello", " there"), slow, again, text_reply("Back", " again"),
-                tool_reply([("s1", "bash", {"command": "sleep 1"})]), text_reply("Fifth", " reply"))
+                tool_reply([("s1", "bash", {"command": waits_for(tmp_path, "tool")})]),
+                text_reply("Fifth", " reply"))
     run_script("chat_spec.lua", workspace, fake, tmp_path)
     requests = fake.message_requests()
     assert len(requests) == 6

@@ -3,8 +3,8 @@
 -- that fails before its turn, a chat reopened mid-turn and a server crash.
 -- The fake server is scripted with: text_reply("Hello", " there"), then two
 -- replies of 60 pieces held after piece1 (until "aborted", "crashed"), then
--- text_reply("Back", " again"), a bash call of `sleep 1` and text_reply("Fifth",
--- " reply").
+-- text_reply("Back", " again"), a bash call that waits for H.release("tool") and
+-- text_reply("Fifth", " reply").
 local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/helpers.lua")
 H.setup()
 local pi = require("pi_lsp")
@@ -217,6 +217,7 @@ local off = require("pi_lsp.util").on("turn", function(params)
     vim.schedule(function() -- after the chat has drawn the prompt, with no reply streaming
       held.answer()
       kept = H.contains(chat_buf, "Last one")
+      H.release("tool") -- (checked while the tool runs: the turn's end reads again)
     end)
   end
 end)
