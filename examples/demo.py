@@ -125,11 +125,9 @@ class Demo:
               f"({diff['toTokens']:,} tokens)")
 
         step("A compaction plan for branch B (pi.compact dryRun)")
-        plan = (await self.run("pi.compact", uri=uri, dryRun=True))["plan"]
-        # The dry run answers a bare None when compact would refuse; on this example branch
-        # that is for want of messages older than keepRecentTokens.
-        print("   none: compact would refuse: nothing to compact (the branch since its "
-              "compaction fits in keepRecentTokens)" if plan is None else
+        dry = await self.run("pi.compact", uri=uri, dryRun=True)
+        plan = dry["plan"]
+        print(f"   none: compact would refuse: {dry['reason']}" if plan is None else
               f"   keep from {plan['firstKeptEntryId']}, summarize "
               f"{plan['messagesToSummarize']} messages, {plan['tokensBefore']:,} tokens before")
 

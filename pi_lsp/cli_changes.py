@@ -78,7 +78,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
         try:
             write_line(plan_summary(plan_or_refusal(tree.path_to(leaf), compaction)))
         except NothingToCompactError as error:
-            write_line(None)  # as the server's dry run answers
+            write_line(None)  # as the server's dry run answers, with the same reason
             print(f"pi-lsp: compact would refuse: {printable(str(error))}", file=sys.stderr)
             return EXIT_PROBLEMS
         return 0

@@ -1037,6 +1037,18 @@ async def test_compact(pi: Pi) -> None:
     assert failed["ok"] is False and "nothing to compact" in failed["error"]
 
 
+async def test_compact_dry_run_says_why_it_would_refuse(pi: Pi) -> None:
+    """A refused dry run answered a bare null, and each editor guessed the reason in its own
+    words; it now carries the refusal's own, the words a compaction job fails with."""
+    uri = await new_session(pi)
+    dry = await call(pi.client, "pi.compact", {"uri": uri, "dryRun": True})
+    assert dry["plan"] is None and dry["reason"].startswith("nothing to compact: "), dry
+    since = pi.mark()
+    job = await call(pi.client, "pi.compact", {"uri": uri})
+    failed = await wait_note(pi, JOB_DONE, lambda p: p["jobId"] == job["jobId"], since)
+    assert failed["ok"] is False and failed["error"] == dry["reason"], failed
+
+
 async def test_label_set_and_clear(pi: Pi) -> None:
     uri = await fork(pi)
     await call(pi.client, "pi.getTree", {"uri": uri})

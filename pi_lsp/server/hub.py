@@ -47,7 +47,6 @@ from pi_lsp.session.records import Refresh
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.settings import SettingsStamp, settings_stamp
 from pi_lsp.summarize.compaction import (
-    NothingToCompactError,
     PlanSummary,
     plan_or_refusal,
     plan_summary,
@@ -444,14 +443,11 @@ class SessionHub(Workspace):
         tree.record(to_leaf)
         return diff_contexts(tree, from_leaf, to_leaf)
 
-    def plan(self, path: Path) -> PlanSummary | None:
-        """What a compaction would do now, or None when it would refuse (nothing to summarize)."""
+    def plan(self, path: Path) -> PlanSummary:
+        """What a compaction would do now; NothingToCompactError, saying why, if it would refuse."""
         tree = self.sync(path).tree
         settings = self.settings_for(path)
-        try:
-            return plan_summary(plan_or_refusal(tree.path_to(tree.leaf_id), settings.compaction))
-        except NothingToCompactError:
-            return None
+        return plan_summary(plan_or_refusal(tree.path_to(tree.leaf_id), settings.compaction))
 
     def fork(self, path: Path, leaf_id: str | None) -> Path:
         tree = self.sync(path).tree

@@ -108,4 +108,13 @@ H.wait(function()
 end, "the compaction job did not finish")
 H.dump(":PiCompact", plan)
 
+-- Again at once: the path ends in the compaction. The server's reason is said, not the
+-- plugin's own "nothing to compact on this branch" (whatever the refusal was).
+local refusal = H.exec("pi.compact", { uri = uri, dryRun = true })
+H.check(refusal.plan == nil and refusal.reason:find("^nothing to compact: "), "a refused dry run says why: " .. vim.inspect(refusal))
+vim.cmd("PiCompact 5f0c2a9e")
+H.wait(function()
+  return H.said(refusal.reason)
+end, ":PiCompact did not say the server's reason: " .. refusal.reason)
+
 H.finish()

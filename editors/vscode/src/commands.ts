@@ -268,9 +268,9 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
     "piLsp.compact": async (arg) => {
       const uri = await session(arg);
       if (!uri) return;
-      const { plan } = await pi.call("pi.compact", { uri, dryRun: true });
+      const { plan, reason } = await pi.call("pi.compact", { uri, dryRun: true });
       if (!plan) {
-        void vscode.window.showInformationMessage("pi: nothing to compact on this branch yet.");
+        void vscode.window.showInformationMessage(plain(`pi: ${reason}`));
         return;
       }
       const go = await vscode.window.showInformationMessage(

@@ -217,7 +217,8 @@ export interface Commands {
   "pi.diffContext": [{ uri: string; fromLeafId: string; toLeafId?: string }, DiffResult];
   "pi.branch": [{ uri: string; targetId: string }, BranchResult];
   "pi.branchWithSummary": [{ uri: string; targetId: string; instructions?: string }, { jobId: string }];
-  "pi.compact": [{ uri: string; instructions?: string; dryRun?: boolean }, { plan?: CompactPlan | null; jobId?: string }];
+  /** A dry run that would refuse answers `plan: null` and the refusal's own words in `reason`. */
+  "pi.compact": [{ uri: string; instructions?: string; dryRun?: boolean }, { plan?: CompactPlan | null; reason?: string; jobId?: string }];
   "pi.label": [{ uri: string; targetId: string; label: string | null }, Record<string, never>];
   "pi.fork": [{ uri: string; leafId?: string }, { uri: string }];
   /** `queued`: written when the running turn ends. */

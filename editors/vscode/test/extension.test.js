@@ -275,6 +275,16 @@ test("the session list keeps the server's order, pi's", async () => {
   sessions.dispose();
 });
 
+test("Compact on a branch with nothing to summarize says the server's reason, and asks nothing", async () => {
+  // It said its own "nothing to compact on this branch yet." whatever the refusal was.
+  const { uri } = await api.pi.call("pi.newSession", {});
+  const { reason } = await api.pi.call("pi.compact", { uri, dryRun: true });
+  assert.match(reason, /^nothing to compact: /);
+  const before = rec.messages.length;
+  assert.equal(await run("piLsp.compact", { uri }), undefined);
+  assert.deepEqual(rec.messages.slice(before).map((m) => [m.kind, m.message]), [["info", `pi: ${reason}`]]);
+});
+
 test("Set model and thinking level write entries; Check finds nothing wrong", async () => {
   await run("piLsp.setModel", { uri: sessionUri, model: "anthropic/claude-haiku-4-5" });
   await run("piLsp.setThinkingLevel", { uri: sessionUri, level: "low" });

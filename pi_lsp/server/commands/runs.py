@@ -13,6 +13,7 @@ from pi_lsp.server.protocol import BranchSummaryArgs, CompactArgs, PromptArgs, S
 from pi_lsp.server.turns import prompt_images
 from pi_lsp.session.entries import UserMessage
 from pi_lsp.session.outline import message_preview
+from pi_lsp.summarize.compaction import NothingToCompactError
 
 if TYPE_CHECKING:
     from pi_lsp.server.server import PiServer
@@ -95,7 +96,11 @@ async def abort(ls: PiServer, args: SessionArgs) -> dict[str, Any]:
 async def compact(ls: PiServer, args: CompactArgs) -> dict[str, Any]:
     path = await ls.open_tree(args.uri)
     if args.dry_run:
-        return {"plan": ls.hub.plan(path)}
+        try:
+            return {"plan": ls.hub.plan(path)}
+        except NothingToCompactError as refusal:
+            # Its own words, so no editor guesses why (they each did, and could be wrong).
+            return {"plan": None, "reason": str(refusal)}
     harness = ls.hub.harness(path)
     session = ls.hub.claim_job(path, "compaction")
     return {"jobId": ls.runs.start_job(args.uri, "pi: compacting", session, harness,

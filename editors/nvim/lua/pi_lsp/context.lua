@@ -232,7 +232,7 @@ end
 function M.compact(uri)
   client.run("pi.compact", { uri = uri, dryRun = true }, function(result)
     if result.plan == nil or result.plan == vim.NIL then
-      return util.notify("nothing to compact on this branch")
+      return util.notify(result.reason) -- the server's own words for the refusal
     end
     show_scratch("pi://compact/" .. name_of(uri), M.plan_lines(result.plan), uri)
     local choices = { "Compact", "Compact with instructions…", "Cancel" }
