@@ -54,7 +54,9 @@ from pi_lsp.summarize.branch import (
 from pi_lsp.summarize.compaction import (
     CompactionPlan,
     CompactionSettings,
+    NothingToCompactError,
     compact,
+    plan_or_refusal,
     plan_summary,
     prepare_compaction,
     summarize_plan,
@@ -81,6 +83,7 @@ from tests.fake_anthropic import (
     tool_block,
 )
 from tests.test_agent import PNG, held_images
+from tests.test_tree import msg, without, write_session
 from tests.waits import run_cli, until
 
 FORK = "e1afef94"  # "OK, that makes sense. How should we fix the data layer?"
@@ -236,6 +239,40 @@ def test_plans_on_the_example(session: Path) -> None:
     # The earlier compaction's file lists carry over.
     assert repeat.files.modified_files == ["app/orders.py"]
     assert "tests/test_api.py" in repeat.files.read_files
+
+
+def test_a_refused_plan_says_what_leaves_nothing_to_summarize(session: Path) -> None:
+    """Every refusal but two read "the whole context fits in keepRecentTokens", a path with no
+    message at all too, and those two shared "the path is empty or already ends in a
+    compaction": editors and the CLI now show these words, so each names its own case."""
+    tree = open_tree(session)
+    first = tree.path_to(TIP_B)[0].env.id  # the model_change that begins the session
+    expected = {
+        first: "the context has no messages",
+        FORK_PARENT: "the context's 6 messages are within the kept window "
+                     "(keepRecentTokens 20000)",
+        TIP_B: "the context's 10 messages after the last compaction's summary are within the "
+               "kept window (keepRecentTokens 20000)",
+        OLD_COMPACTION: "the path already ends in a compaction",
+    }
+    for leaf, reason in expected.items():
+        with pytest.raises(NothingToCompactError) as refused:
+            plan_or_refusal(tree.path_to(leaf), CompactionSettings())
+        assert str(refused.value) == f"nothing to compact: {reason}"
+    with pytest.raises(NothingToCompactError, match=r"^nothing to compact: the path is empty$"):
+        plan_or_refusal([], CompactionSettings())
+
+
+def test_a_plan_refused_for_an_id_less_kept_entry_says_so(tmp_path: Path) -> None:
+    """A cut onto an entry with no id (which no compaction can name) was refused as "the whole
+    context fits in keepRecentTokens (100)", for three messages of 400 tokens or so."""
+    tree = write_session(tmp_path / "s.jsonl", [
+        msg("a", None, "x " * 400), msg("b", "a", "y " * 400),
+        without("id", msg("c", "b", "z " * 400))])
+    with pytest.raises(NothingToCompactError) as refused:
+        plan_or_refusal(tree.path_to(None), CompactionSettings(keep_recent_tokens=100))
+    assert str(refused.value) == \
+        "nothing to compact: the first entry to keep (line 4) has no id for the compaction to name"
 
 
 # -- 1. model compaction -------------------------------------------------------------------

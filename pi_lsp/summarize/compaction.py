@@ -161,8 +161,27 @@ def _summary_messages(steps: list[_Step]) -> list[AgentMessage]:
 
 def prepare_compaction(path: list[Record], settings: CompactionSettings) -> CompactionPlan | None:
     """pi 1.6's `prepareCompaction` over the projection; None when nothing would be summarized."""
-    if not path or path[-1].env.type == "compaction":
-        return None
+    plan = _plan_or_reason(path, settings)
+    return plan if isinstance(plan, CompactionPlan) else None
+
+
+def _all_kept(steps: list[_Step], after_summary: bool, settings: CompactionSettings) -> str:
+    """Why nothing is summarized when the cut keeps every message of `steps`."""
+    count = len(_summary_messages(steps))
+    where = " after the last compaction's summary" if after_summary else ""
+    if count == 0:
+        return f"nothing to compact: the context has no messages{where}"
+    noun, verb = ("message", "is") if count == 1 else ("messages", "are")
+    return (f"nothing to compact: the context's {count} {noun}{where} {verb} within the kept "
+            f"window (keepRecentTokens {settings.keep_recent_tokens})")
+
+
+def _plan_or_reason(path: list[Record], settings: CompactionSettings) -> CompactionPlan | str:
+    """prepare_compaction's plan, or the reason (NothingToCompactError's words) there is none."""
+    if not path:
+        return "nothing to compact: the path is empty"
+    if path[-1].env.type == "compaction":
+        return "nothing to compact: the path already ends in a compaction"
     projection = project_path(path)
     steps = _steps(projection)
     previous: CompactionEntry | None = None
@@ -173,13 +192,16 @@ def prepare_compaction(path: list[Record], settings: CompactionSettings) -> Comp
     tokens_before = projected_context_size(projection, path)
     cut, turn = find_cut_point(steps, start, settings.keep_recent_tokens)
     if cut >= len(steps):
-        return None
+        return _all_kept(steps[start:], previous is not None, settings)
     first_kept = steps[cut].record.env.id
     split = turn != -1
     to_summarize = _summary_messages(steps[start:turn if split else cut])
     prefix = _summary_messages(steps[turn:cut]) if split else []
-    if first_kept is None or not (to_summarize or prefix):
-        return None
+    if not (to_summarize or prefix):
+        return _all_kept(steps[start:], previous is not None, settings)
+    if first_kept is None:
+        return (f"nothing to compact: the first entry to keep (line {steps[cut].record.line}) "
+                "has no id for the compaction to name")
     files = FileOps()
     if previous is not None and not js_truthy(previous.from_hook):
         files.add_details(previous.details)
@@ -201,9 +223,7 @@ class CompactionResult(msgspec.Struct, rename="camel"):
 
 
 class NothingToCompactError(Exception):
-    def __str__(self) -> str:
-        return self.args[0] if self.args else \
-            "nothing to compact: the path is empty or already ends in a compaction"
+    """A compaction refused, in words that say why."""
 
 
 def summary_details(files: FileLists, summarizer: Summarizer | None) -> dict[str, Any]:
@@ -237,13 +257,9 @@ async def summarize_plan(plan: CompactionPlan, summarizer: Summarizer,
 
 def plan_or_refusal(path: list[Record], settings: CompactionSettings) -> CompactionPlan:
     """The plan `compact` would carry out on `path`; NothingToCompactError when it would refuse."""
-    plan = prepare_compaction(path, settings)
-    if plan is None and (not path or path[-1].env.type == "compaction"):
-        raise NothingToCompactError()
-    if plan is None:
-        raise NothingToCompactError(
-            f"nothing to compact: the whole context fits in keepRecentTokens "
-            f"({settings.keep_recent_tokens})")
+    plan = _plan_or_reason(path, settings)
+    if isinstance(plan, str):
+        raise NothingToCompactError(plan)
     return plan
 
 
