@@ -19,9 +19,10 @@ def make_harness(tree: SessionTree, root: Path, settings: Settings, *,
                  anthropic_base_url: str | None = None, approve: Approver = allow_all,
                  session_dirs: tuple[Path, ...] = (), files: FileAccess = DISK,
                  diagnostics: Diagnostics | None = None,
-                 tell: Callable[[str], object] | None = None) -> Harness:
+                 tell: Callable[[str], object] | None = None,
+                 tell_slow: Callable[[str], object] | None = None) -> Harness:
     """A harness for `tree` in workspace `root` as `settings` say, its file changes recorded
-    (`tell` is told when they cannot be)."""
+    (`tell` is told when they cannot be, `tell_slow` when recording them runs long)."""
     registry = settings.registry()
     harness = Harness(
         tree, root,
@@ -43,5 +44,5 @@ def make_harness(tree: SessionTree, root: Path, settings: Settings, *,
         auto_resize_images=settings.images.auto_resize,
         project_trusted=settings.project_trusted,
     )
-    record_files(harness, tell)
+    record_files(harness, tell, tell_slow)
     return harness

@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,6 +43,13 @@ def trust(folder: Path, agent: Path, trusted: bool = True) -> None:
     /trust does."""
     with mock.patch.dict(os.environ, {"PI_CODING_AGENT_DIR": str(agent)}):
         save_decision(folder, trusted)
+
+
+def pi_lsp_with(setup: str, *args: str) -> list[str]:
+    """The command `pi-lsp ARGS` with the Python `setup` run first in its process: a module's
+    constant lowered there, as monkeypatch lowers it in this one."""
+    return [sys.executable, "-c", f"import sys; {setup}; from pi_lsp.cli import main; "
+            "sys.exit(main(sys.argv[1:]))", *args]
 
 
 def conformance_files() -> list[Path]:

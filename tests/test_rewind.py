@@ -15,7 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from pi_lsp.agent.events import ToolExecutionStart
 from pi_lsp.agent.harness import Harness
 from pi_lsp.agent.tools import DiskFiles
 from pi_lsp.context.build import build_session_context
-from pi_lsp.files import snapshots
+from pi_lsp.files import history, snapshots
 from pi_lsp.files.history import (
     FILES_TYPE,
     RewindError,
@@ -48,7 +48,9 @@ from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.providers.retry import ProviderRetry
 from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import encoder
+from pi_lsp.session.journal import Record
 from pi_lsp.session.tree import SessionTree
+from tests.conftest import pi_lsp_with
 from tests.fake_anthropic import FakeAnthropic, text_reply, tool_reply
 from tests.test_server import (
     BUSY,
@@ -62,6 +64,7 @@ from tests.test_server import (
     connect,
     init_options,
     lines,
+    own_server,
     path_of,
     wait_events,
     wait_note,
@@ -505,22 +508,25 @@ async def test_a_cancelled_snapshot_stops_its_git_and_leaves_no_lock(
     assert await store.read((await store.snapshot()).tree, "sub/g.txt") == b"g\n"
 
 
-async def test_a_snapshot_git_that_runs_on_is_stopped_and_the_turn_goes_on(
-        tmp_path: Path, fake: FakeAnthropic, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A committed `.gitignore` of many `**/` over a deep folder kept `git ls-files` matching for
-    ever, holding the turn and the store's lock (so pi.branch and pi.fileChanges) with it."""
-    monkeypatch.setattr(snapshots, "GIT_BUDGET_S", 1.0)
-    root = tmp_path / "ws"
+def endless_ignore_rules(root: Path) -> Path:
+    """A workspace whose committed `.gitignore` of twenty `**/` over a 40-deep folder keeps
+    `git ls-files` matching for ever."""
     (root / ".pi" / "sessions").mkdir(parents=True)
     (root / ".gitignore").write_text("**/" * 20 + "z\n")
     deep = root.joinpath(*["a"] * 40)
     deep.mkdir(parents=True)
     (deep / "x").write_text("x\n")
+    return root
+
+
+async def turn_that_writes(root: Path, fake: FakeAnthropic, **tell: Callable[[str], object]
+                           ) -> SessionTree:
+    """The tree of a new session in `root` after one turn writing a.txt, its files recorded by
+    a TurnRecorder told through `tell`; the turn must end within the ceiling."""
     tree = SessionTree.create(str(root / ".pi" / "sessions" / "s.jsonl"), str(root))
     provider = AnthropicProvider("k", base_url=fake.url)
     harness = Harness(tree, root, lambda _n: provider)
-    told: list[str] = []
-    TurnRecorder(tree, SnapshotStore(root), tell=told.append).attach(harness)
+    TurnRecorder(tree, SnapshotStore(root), **tell).attach(harness)
     fake.script(tool_reply([write("c1", "a.txt", "a\n")]), text_reply("ok"))
     prompt = asyncio.ensure_future(harness.prompt("write"))
     done, _ = await asyncio.wait([prompt], timeout=CEILING_S)
@@ -529,11 +535,57 @@ async def test_a_snapshot_git_that_runs_on_is_stopped_and_the_turn_goes_on(
     await prompt
     await provider.client.close()
     assert done, "the turn waited for a snapshot's git that never ends"
+    return tree
+
+
+def files_entries(tree: SessionTree) -> list[Record]:
+    return [e for e in tree.path_to(tree.leaf_id) if e.env.type == "custom"]
+
+
+async def test_a_snapshot_git_that_runs_on_is_stopped_and_the_turn_goes_on(
+        tmp_path: Path, fake: FakeAnthropic, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A committed `.gitignore` of many `**/` over a deep folder kept `git ls-files` matching for
+    ever, holding the turn and the store's lock (so pi.branch and pi.fileChanges) with it."""
+    monkeypatch.setattr(snapshots, "GIT_BUDGET_S", 1.0)
+    root = endless_ignore_rules(tmp_path / "ws")
+    told: list[str] = []
+    tree = await turn_that_writes(root, fake, tell=told.append)
     assert (root / "a.txt").read_text() == "a\n"
     assert len(told) == 2  # the snapshots before and after the write
     assert all(re.search(r"cannot be rewound: git ls-files ran 1 s in .* and was stopped; a "
                          r"\.gitignore pattern of many `\*\*/`", message) for message in told)
-    assert [e for e in tree.path_to(tree.leaf_id) if e.env.type == "custom"] == []
+    assert files_entries(tree) == []
+
+
+async def test_a_snapshot_that_runs_long_is_told_once_while_it_runs(
+        tmp_path: Path, fake: FakeAnthropic, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A snapshot's git that ran on (up to 300 s a run) showed a turn doing nothing, and the
+    user was told nothing until it failed: each such snapshot now says so once, as it runs."""
+    monkeypatch.setattr(snapshots, "GIT_BUDGET_S", 1.0)
+    monkeypatch.setattr(history, "SLOW_SNAPSHOT_S", 0.1)
+    root = endless_ignore_rules(tmp_path / "ws")
+    told: list[str] = []
+    tree = await turn_that_writes(root, fake, tell=told.append, tell_slow=told.append)
+    assert (root / "a.txt").read_text() == "a\n"
+    assert files_entries(tree) == []
+    # The notice of each snapshot comes while it runs, before its failure.
+    assert [message.split(" ")[0] for message in told] == ["recording", "file"] * 2, told
+    assert told[0] == (f"recording the files of {root} before the turn's tool changes them is "
+                       "taking long (over 0.1 s: a large workspace, or .gitignore patterns "
+                       "that keep git matching); the turn waits for it, and aborting the turn "
+                       "stops it")
+    assert told[2].startswith(f"recording the files of {root} after the turn's tool changed "
+                              "them is taking long")
+
+
+async def test_a_snapshot_that_ends_soon_tells_nothing(tmp_path: Path, fake: FakeAnthropic
+                                                       ) -> None:
+    root = tmp_path / "ws"
+    (root / ".pi" / "sessions").mkdir(parents=True)
+    told: list[str] = []
+    tree = await turn_that_writes(root, fake, tell=told.append, tell_slow=told.append)
+    assert told == []
+    assert len(files_entries(tree)) == 1
 
 
 # git, but its COMMAND waits, its pid in MARKER, until it is killed.
@@ -577,6 +629,44 @@ async def test_an_abort_ends_a_turn_whose_snapshot_never_ends(
     assert last["stopReason"] == "aborted"  # pi 1.6's turn after an aborted tool batch
     assert "aborted" in json.dumps(result["content"])
     assert not (rig.root / "a.txt").exists() and rig.files_entries() == []
+
+
+async def test_the_editor_is_told_of_a_snapshot_that_runs_long(tmp_path: Path,
+                                                              fake: FakeAnthropic) -> None:
+    """While a snapshot's git ran on (up to 300 s a run) the editor showed a turn doing
+    nothing: it is told once, naming the folder, and pi.abort stops it, as it says."""
+    root = user_repo(tmp_path / "ws")
+    (root / ".pi" / "sessions").mkdir(parents=True)
+    held = tmp_path / "held.pid"
+    git_path = held_git(tmp_path / "bin", held, "ls-files")
+    env = {"PATH": f"{Path(git_path).parent}{os.pathsep}{os.environ['PATH']}"}
+    serve = pi_lsp_with("from pi_lsp.files import history; history.SLOW_SNAPSHOT_S = 0.1",
+                        "serve")
+    async with own_server(env, serve) as client:
+        pi = await connect(client, CLIENTS[1], tmp_path, init_options(fake, toolApproval="auto"),
+                           folders=("ws",))
+
+        def notices() -> list[str]:
+            return [m.message for m in client.messages if "is taking long" in m.message]
+
+        uri = (await call(client, "pi.newSession", {}))["uri"]
+        fake.script(tool_reply([write("c1", "a.txt", "a\n")]))
+        since = pi.mark()
+        turn = (await call(client, "pi.prompt", {"uri": uri, "text": "write"}))["turnId"]
+        git_pid = await pid_in(held)
+        try:
+            await until(notices, "the notice of a long snapshot")
+        finally:
+            aborted = await call(client, "pi.abort", {"uri": uri})  # the git stops either way
+        assert aborted["aborted"]
+        assert (await wait_events(pi, turn, since))[-1]["type"] == "agent_end"
+        await gone(git_pid, "the aborted snapshot's git")
+        [notice] = notices()
+        assert notice.startswith(f"pi-lsp: recording the files of {root} before the turn's "
+                                 "tool changes them is taking long")
+        assert notice.endswith("aborting the turn stops it")
+        assert not (root / "a.txt").exists()
+        await asyncio.wait_for(client.shutdown_session(), CEILING_S)
 
 
 async def test_a_snapshot_takes_open_files_over_the_disk(tmp_path: Path) -> None:

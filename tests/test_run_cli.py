@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from pi_lsp import cli, jsonfile
-from tests.conftest import conformance_files, trust
+from tests.conftest import conformance_files, pi_lsp_with, trust
 from tests.fake_anthropic import (
     FakeAnthropic,
     Reply,
@@ -32,6 +32,7 @@ from tests.fake_openai import MODEL as LOCAL_MODEL
 from tests.fake_openai import FakeOpenAI, chat_reply, chunk
 from tests.fake_openai import Reply as OpenAIReply
 from tests.fake_openai import error_reply as openai_error
+from tests.test_rewind import endless_ignore_rules
 from tests.waits import CEILING_S, PROCESS_CEILING_S, reaped, run_cli, until_sync
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -248,6 +249,26 @@ def test_tool_turn_writes_the_file_and_reports_the_tool(
     [path] = sessions(workspace)
     assert kinds(path)[-5:] == ["user", "assistant", "toolResult", "custom", "assistant"]
     assert check(path, env).returncode == 0
+
+
+def test_a_snapshot_that_runs_long_is_told_on_stderr(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    """A run whose snapshot's git ran on (up to 300 s a run) printed nothing meanwhile: each
+    such snapshot now says so on stderr once, as the server tells the editor."""
+    endless_ignore_rules(workspace)
+    fake.script(tool_reply([("c1", "write", {"path": "a.txt", "content": "a\n"})]),
+                text_reply("ok"))
+    run = pi_lsp_with("from pi_lsp.files import history, snapshots; "
+                      "history.SLOW_SNAPSHOT_S = 0.1; snapshots.GIT_BUDGET_S = 1.0",
+                      "run", "--new", "write")
+    result = subprocess.run(run, capture_output=True, text=True, cwd=workspace, env=env,
+                            timeout=PROCESS_CEILING_S)
+    assert result.returncode == 0, result.stderr
+    assert (workspace / "a.txt").read_text() == "a\n"
+    told = [line for line in result.stderr.splitlines() if "is taking long" in line]
+    assert [line.split(" the turn's tool ")[0] for line in told] == [  # before and after it
+        f"pi-lsp: note: recording the files of {workspace} {when}" for when in ("before", "after")]
+    assert all(line.endswith("aborting the turn stops it") for line in told)
 
 
 def test_bash_gets_no_api_key_of_the_environment_or_of_models_json(

@@ -170,11 +170,12 @@ def recorder(pi: Pi, method: str) -> Callable[[Any], None]:
 
 
 @contextlib.asynccontextmanager
-async def own_server(env: dict[str, str] | None = None) -> AsyncIterator[LanguageClient]:
-    """A server of its own for one test (`env` over SERVER_ENV), stopped (killed if it is still
-    running) at the end."""
-    config = SERVER if env is None else ClientServerConfig(
-        server_command=SERVER.server_command, server_env={**SERVER_ENV, **env})
+async def own_server(env: dict[str, str] | None = None, command: list[str] | None = None
+                     ) -> AsyncIterator[LanguageClient]:
+    """A server of its own for one test (`env` over SERVER_ENV; `command` for `pi-lsp serve`),
+    stopped (killed if it is still running) at the end."""
+    config = SERVER if env is None and command is None else ClientServerConfig(
+        server_command=command or SERVER.server_command, server_env={**SERVER_ENV, **(env or {})})
     client = await config.start()
     try:
         yield client

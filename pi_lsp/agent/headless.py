@@ -174,6 +174,11 @@ class TerminalPrinter:
         """Tool activity on stderr now."""
         self._write(self.err, text)
 
+    def notice(self, message: str) -> None:
+        """pi-lsp's word to the user on stderr now, on a line of its own."""
+        self.end_line()
+        self.note(f"pi-lsp: note: {printable(message)}\n")
+
     def _write(self, stream: TextIO, text: str) -> None:
         """Once either stream fails, nothing more: an error raised here would go through the
         run's events and cut the turn short before its reply is saved."""
@@ -193,7 +198,14 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
     if options.thinking and options.thinking not in THINKING_LEVELS:
         raise RunError(f"--thinking must be one of {', '.join(THINKING_LEVELS)}")
     tree = choose_session(options, workspace, settings, vouched)  # a new one: at its reply
-    harness = make_harness(tree, workspace, settings)
+
+    def output_lost(_error: OSError, stream: TextIO) -> None:
+        # As a writer whose reader is gone stops (SIGPIPE): nobody sees the reply or tools.
+        discard_output(stream)
+        harness.abort()
+
+    printer = TerminalPrinter(sys.stdout, sys.stderr, output_lost)
+    harness = make_harness(tree, workspace, settings, tell_slow=printer.notice)
     projection = project_path(tree.path_to(tree.leaf_id))
     continued = bool(projection.messages)
     if continued:  # pi 1.6 takes the flags for this run only: the session keeps its own
@@ -223,12 +235,6 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
         stopped_by = by
         harness.abort()  # the run saves what it has as aborted and kills a running command
 
-    def output_lost(_error: OSError, stream: TextIO) -> None:
-        # As a writer whose reader is gone stops (SIGPIPE): nobody sees the reply or tools.
-        discard_output(stream)
-        harness.abort()
-
-    printer = TerminalPrinter(sys.stdout, sys.stderr, output_lost)
     harness.subscribe(printer)
 
     for stop in (signal.SIGINT, signal.SIGTERM):

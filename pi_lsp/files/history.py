@@ -45,6 +45,10 @@ log = logging.getLogger(__name__)
 
 FILES_TYPE = "pi-lsp/files"
 CHANGING_TOOLS = frozenset({"write", "edit", "bash"})
+# A snapshot still running after this long is told to the user, once: the turn shows nothing
+# while it waits, up to GIT_BUDGET_S a git run. The first snapshot of 50,000 files (200 MB) took
+# 8.8 s on 2 cores at a load of 7.6, so a large workspace alone seldom gets here.
+SLOW_SNAPSHOT_S = 15.0
 # A session is data from anywhere: an id in it is used only if it is an object id.
 ObjectId = Annotated[str, msgspec.Meta(pattern=f"^(?:{OBJECT_ID.pattern})$")]
 
@@ -158,11 +162,13 @@ class TurnRecorder:
     """Snapshots around a session's changing tools; one `pi-lsp/files` entry per turn."""
 
     def __init__(self, tree: SessionTree, store: SnapshotStore, files: FileAccess = DISK,
-                 tell: Callable[[str], object] | None = None) -> None:
+                 tell: Callable[[str], object] | None = None,
+                 tell_slow: Callable[[str], object] | None = None) -> None:
         self.tree = tree
         self.store = store
         self.files = files
         self.tell = tell  # the user, besides the log
+        self.tell_slow = tell_slow  # the user, of each snapshot that runs long
         self._before: asyncio.Task[Snapshot | None] | None = None
         self._after: Snapshot | None = None
 
@@ -179,7 +185,8 @@ class TurnRecorder:
     def _start_before(self) -> asyncio.Task[Snapshot | None]:
         """The turn's "before" snapshot, started once."""
         if self._before is None:
-            self._before = asyncio.ensure_future(self._snapshot())
+            self._before = asyncio.ensure_future(
+                self._snapshot("before the turn's tool changes them"))
         return self._before
 
     def _while_asked(self, approve: Approver) -> Approver:
@@ -205,10 +212,12 @@ class TurnRecorder:
             try:
                 return await execute(args, context)
             finally:
-                self._after = await self._snapshot()
+                self._after = await self._snapshot("after the turn's tool changed them")
         return run
 
-    async def _snapshot(self) -> Snapshot | None:
+    async def _snapshot(self, when: str) -> Snapshot | None:
+        """The workspace now (None when that fails); `when` names the moment to the user."""
+        slow = asyncio.get_running_loop().call_later(SLOW_SNAPSHOT_S, self._told_slow, when)
         try:
             return await snapshot_of(self.store, self.files)
         except (SnapshotError, OSError) as error:  # a failed snapshot never fails the turn
@@ -217,6 +226,15 @@ class TurnRecorder:
                 self.tell(f"file snapshot failed, so this turn's changes to files cannot be "
                           f"rewound: {error}")
             return None
+        finally:
+            slow.cancel()
+
+    def _told_slow(self, when: str) -> None:
+        if self.tell_slow is not None:
+            self.tell_slow(f"recording the files of {self.store.root} {when} is taking long "
+                           f"(over {SLOW_SNAPSHOT_S:g} s: a large workspace, or .gitignore "
+                           "patterns that keep git matching); the turn waits for it, and "
+                           "aborting the turn stops it")
 
     def on_event(self, event: AgentEvent) -> None:
         """At a turn end, after the tool results and before any queued write, record the
@@ -399,8 +417,10 @@ async def editor_restores(store: SnapshotStore, target: Snapshot, found: Changes
     return texts
 
 
-def record_files(harness: Harness, tell: Callable[[str], object] | None = None) -> None:
+def record_files(harness: Harness, tell: Callable[[str], object] | None = None,
+                 tell_slow: Callable[[str], object] | None = None) -> None:
     """Bind the files each turn of this harness touches to its session tree; `tell` is told
-    why a snapshot failed."""
-    TurnRecorder(harness.tree, store_for(harness.root), harness.files, tell).attach(harness)
+    why a snapshot failed, `tell_slow` of one that runs long."""
+    TurnRecorder(harness.tree, store_for(harness.root), harness.files, tell,
+                 tell_slow).attach(harness)
 

@@ -248,9 +248,8 @@ class SessionHub(Workspace):
         for key, session in list(self.open.items()):
             if key.parent not in directories:
                 if session.busy:
-                    for notice in list(self.notices):
-                        notice(f"{session.title} was stopped: {key.parent} is no longer one "
-                               "of the workspace's session folders")
+                    self.tell(f"{session.title} was stopped: {key.parent} is no longer one of "
+                              "the workspace's session folders")
                 self.forget(key)
 
     def harness(self, path: Path) -> Harness:
@@ -273,7 +272,7 @@ class SessionHub(Workspace):
             approve=self.approver_for(session),
             session_dirs=tuple(self.all_directories()), files=self.files,
             diagnostics=self.diagnostics_for(root),
-            tell=lambda message: self.tell_once(root, message, message))
+            tell=lambda message: self.tell_once(root, message, message), tell_slow=self.tell)
         session.stamp = (folder, stamp)
         return session.harness
 

@@ -132,5 +132,9 @@ class Workspace:
         if (real_path(folder), topic) in self._told:
             return
         self._told.add((real_path(folder), topic))
+        self.tell(message)
+
+    def tell(self, message: str) -> None:
+        """Tell the user, through every listener of `notices`."""
         for notice in list(self.notices):
             notice(message)
