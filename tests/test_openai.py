@@ -16,7 +16,7 @@ import pytest
 
 from pi_lsp.agent.events import MessageUpdate, ToolExecutionStart
 from pi_lsp.agent.harness import Harness
-from pi_lsp.agent.retry import RetrySettings
+from pi_lsp.agent.retry import RetrySettings, is_context_overflow, is_retryable
 from pi_lsp.context.convert import TOOL_IMAGE_NOTE, USER_IMAGE_NOTE
 from pi_lsp.providers import openai_chat, openai_responses
 from pi_lsp.providers.base import (
@@ -441,6 +441,32 @@ async def test_chat_error_mid_stream_says_what_openrouters_upstream_said(make_ri
     await rig.harness.prompt("hi")
     assert rig.messages()[-1]["errorMessage"] == \
         "ollama stream error: Provider returned error\nupstream overloaded"
+
+
+OVERFLOW = ("This model's maximum context length is 8192 tokens. However, your messages "
+            "resulted in 9000 tokens.")
+
+
+@pytest.mark.parametrize(("api", "message", "overflow"), [
+    (CHAT_API, "upstream went away", False), (CHAT_API, OVERFLOW, True),
+    (RESPONSES_API, OVERFLOW, True)], ids=["chat", "chat-overflow", "responses-overflow"])
+async def test_an_event_named_error_fails_the_reply_with_the_servers_message(
+        make_rig, oai, api: str, message: str, overflow: bool) -> None:
+    """An `error` event whose data has no `error` key was read as an ordinary chunk and dropped
+    (the reply went on, or ended as cut short); pi's SDK throws on any event named error, so the
+    reply fails with the server's message and an overflow is compacted, not retried."""
+    rig = make_rig(api=api)
+    failed = f"event: error\ndata: {json.dumps({'message': message})}\n\n".encode()
+    if api == CHAT_API:
+        oai.script(Reply([chunk({"content": "partial"})], raw=failed + sse(chunk(finish="stop"))))
+    else:
+        oai.script(Reply(message_item(0, "partial")[:3], raw=failed + sse(completed())))
+    await rig.harness.prompt("hi")
+    reply = rig.messages()[-1]
+    assert reply["stopReason"] == "error" and message in reply["errorMessage"]
+    assert reply["content"] == [{"type": "text", "text": "partial"}]
+    assert is_context_overflow(reply["errorMessage"]) is overflow  # as pi 1.6 reads "message"
+    assert not is_retryable(reply["errorMessage"])
 
 
 async def test_chat_a_hosts_own_thinking_switch_reaches_it(oai) -> None:

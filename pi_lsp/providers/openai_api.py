@@ -79,9 +79,20 @@ def http_failure(error: Exception) -> HttpFailure | None:
     return None
 
 
+def thrown_error(data: Any, text: str) -> Any:
+    """An `error` event's data as a chunk the SDK raises on: pi's SDK throws on any event named
+    error (`data.error ?? data`), the Python SDK only on a chunk with an `error`. The Responses
+    error event (`type: error`) is left as it is: its reader fails the reply in pi's words."""
+    if isinstance(data, dict) and data.get("type") == "error":
+        return data
+    error = data.get("error") if isinstance(data, dict) else None
+    return {"error": error or data or text}  # never empty: the SDK passes a falsy one by
+
+
 class _JsonParseEvent(ServerSentEvent):
     def json(self) -> Any:
-        return event_json(self.data)
+        data = event_json(self.data)
+        return thrown_error(data, self.data) if self.event == "error" else data
 
 
 class _JsonParseDecoder(SSEDecoder):
