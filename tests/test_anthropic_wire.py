@@ -5,6 +5,7 @@ stream read back as pi 1.6 reads it."""
 from __future__ import annotations
 
 import math
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -620,6 +621,35 @@ async def test_a_bom_before_the_stream_is_dropped_as_pi_drops_it(fake: FakeAnthr
         raw=b"\xef\xbb\xbf" + b"".join(map(sse_frame, text_reply("Hi").events))))
     assert (reply.response_id, reply.usage.input) == ("msg_fake", 100)
     assert reply.content == [TextContent(text="Hi")]
+
+
+@pytest.mark.asyncio
+async def test_bytes_that_are_not_utf8_are_read_as_replacement_characters(
+        fake: FakeAnthropic) -> None:
+    """A text delta holding "caf\\xc3" failed the whole reply ("a reply pi-lsp cannot read
+    (UnicodeDecodeError ...)", the SDK's strict decode); pi's TextDecoder keeps it, U+FFFD
+    where the bytes are not UTF-8 (a surrogate's three bytes: three, as Node makes them)."""
+    raw = b"".join(map(sse_frame, text_reply("\u00a7").events))
+    reply = await read_back(fake, fake_anthropic.Reply(
+        raw=raw.replace(b"\\u00a7", b"caf\xc3 \xed\xa0\x80!")))
+    assert (reply.stop_reason, reply.content) == (
+        "stop", [TextContent(text="caf\ufffd \ufffd\ufffd\ufffd!")])
+
+
+@pytest.mark.asyncio
+async def test_a_character_cut_between_chunks_is_read_whole() -> None:
+    """The stream's lines are decoded whole (split from its bytes first): decoding each chunk
+    as it came would make two U+FFFD of an "é" the network cut in two."""
+    async def body() -> AsyncIterator[bytes]:
+        for part in (b'event: content_block_delta\ndata: {"text": "caf\xc3',
+                     b'\xa9 \xc3"}\n', b"\n"):
+            yield part
+
+    provider = AnthropicProvider("k")
+    decoder = provider.client._make_sse_decoder()
+    assert [sse.json() async for sse in decoder.aiter_bytes(body())] == [
+        {"text": "caf\u00e9 \ufffd"}]
+    await provider.client.close()
 
 
 # -- the fake server itself ----------------------------------------------------------------------

@@ -469,6 +469,40 @@ async def test_an_event_named_error_fails_the_reply_with_the_servers_message(
     assert not is_retryable(reply["errorMessage"])
 
 
+# Not UTF-8: a lone lead byte, a surrogate's three bytes, a 4-byte character cut short; Node's
+# TextDecoder makes them 1, 3 and 1 U+FFFD (maximal subparts), as Python's "replace" does.
+MARK, NOT_UTF8, READ = "\u00a7", b"caf\xc3 \xed\xa0\x80 \xf0\x9f\x98!", \
+    "caf\ufffd \ufffd\ufffd\ufffd \ufffd!"
+
+
+@pytest.mark.parametrize("api", [CHAT_API, RESPONSES_API])
+async def test_bytes_that_are_not_utf8_are_read_as_replacement_characters(
+        make_rig, oai, api: str) -> None:
+    """A text delta holding "caf\\xc3" failed the whole reply ("a reply pi-lsp cannot read
+    (UnicodeDecodeError ...)", the SDK's strict decode); pi's TextDecoder keeps it, U+FFFD
+    where the bytes are not UTF-8."""
+    rig = make_rig(api=api)
+    events = (chat_reply if api == CHAT_API else responses_reply)(MARK).events
+    oai.script(Reply(raw=sse(*events).replace(json.dumps(MARK)[1:-1].encode(), NOT_UTF8)))
+    await rig.harness.prompt("hi")
+    reply = rig.messages()[-1]
+    assert reply["stopReason"] == "stop" and [b["text"] for b in reply["content"]] == [READ]
+
+
+async def test_a_character_cut_between_chunks_is_read_whole() -> None:
+    """The stream's lines are decoded whole (split from its bytes first): decoding each chunk
+    as it came would make two U+FFFD of an "é" the network cut in two."""
+    async def body() -> AsyncIterator[bytes]:
+        for part in (b'data: {"text": "caf\xc3', b'\xa9 \xc3"}\n', b"\n"):
+            yield part
+
+    provider = OpenAIProvider("lab", "k", None)
+    decoder = provider.client._make_sse_decoder()
+    assert [sse.json() async for sse in decoder.aiter_bytes(body())] == [
+        {"text": "caf\u00e9 \ufffd"}]
+    await provider.client.close()
+
+
 async def test_chat_a_hosts_own_thinking_switch_reaches_it(oai) -> None:
     """The SDK's `create` takes only the fields it names: OpenRouter's `reasoning` (and
     DeepSeek's `thinking`, Qwen's `enable_thinking`) failed every request with a TypeError

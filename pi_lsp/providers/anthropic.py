@@ -28,6 +28,7 @@ from pi_lsp.providers.failures import (
     ended_stream,
     event_json,
     failure_text,
+    line_text,
 )
 from pi_lsp.providers.models_file import ModelsFileError, model_headers
 from pi_lsp.providers.output_room import fit_to_window, input_tokens
@@ -365,8 +366,14 @@ class _JsonParseDecoder(SSEDecoder):
         super().__init__()
         self._began = False
 
-    def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[ServerSentEvent]:
-        return super().aiter_bytes(ended_stream(iterator))
+    async def aiter_bytes(self, iterator: AsyncIterator[bytes]
+                          ) -> AsyncIterator[ServerSentEvent]:
+        # The SDK's, each line read by line_text: its events are split from the bytes first,
+        # so a character cut between two chunks is whole here.
+        async for chunk in self._aiter_chunks(ended_stream(iterator)):
+            for raw_line in chunk.splitlines():
+                if sse := self.decode(line_text(raw_line)):
+                    yield sse
 
     def decode(self, line: str) -> ServerSentEvent | None:
         if not self._began:  # pi's TextDecoder drops a BOM that starts the body

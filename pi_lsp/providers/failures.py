@@ -56,6 +56,12 @@ def event_json(data: str) -> Any:
                                    ) from None
 
 
+def line_text(raw: bytes) -> str:
+    """A stream line as pi's TextDecoder reads it: bytes that are not UTF-8 become U+FFFD (by
+    the same maximal-subpart rule), where the SDKs' strict decode failed the whole reply."""
+    return raw.decode("utf-8", "replace")
+
+
 async def ended_stream(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     """A stream's body, then a blank line: the SDKs' decoders drop an event the body ends
     without the blank line after, which pi 1.6's readers dispatch at the end of the stream."""

@@ -8,14 +8,20 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import openai
 from openai._streaming import ServerSentEvent, SSEDecoder
 
 from pi_lsp.providers.base import MissingApiKeyError, ModelRequest, ProviderEvent, ReplyBuilder
-from pi_lsp.providers.failures import cut_error_text, ended_stream, event_json, failure_text
+from pi_lsp.providers.failures import (
+    cut_error_text,
+    ended_stream,
+    event_json,
+    failure_text,
+    line_text,
+)
 from pi_lsp.providers.models_file import ModelsFileError, model_headers
 from pi_lsp.providers.registry import CHAT_API
 from pi_lsp.providers.retry import HttpFailure, ProviderRetry, with_retries
@@ -101,6 +107,13 @@ class _JsonParseDecoder(SSEDecoder):
 
     def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[ServerSentEvent]:
         return super().aiter_bytes(ended_stream(iterator))
+
+    def _decode_lines(self, lines: Iterator[bytes]) -> Iterator[ServerSentEvent]:
+        # The SDK's, each line read by line_text: its lines are split from the bytes first, so
+        # a character cut between two chunks is whole here.
+        for raw_line in lines:
+            if sse := self.decode(line_text(raw_line)):
+                yield sse
 
     def decode(self, line: str) -> ServerSentEvent | None:
         if not line and not self._event and not self._data:
