@@ -503,6 +503,20 @@ async def test_a_character_cut_between_chunks_is_read_whole() -> None:
     await provider.client.close()
 
 
+@pytest.mark.parametrize("api", [CHAT_API, RESPONSES_API])
+async def test_a_bom_starting_a_line_is_dropped_as_pi_drops_it(make_rig, oai, api: str) -> None:
+    """A BOM before the stream made the first line's field "\\ufeffdata" and its event was lost
+    ("Hello world" read as " world"); pi's SDK decodes each line alone, and its TextDecoder
+    drops a BOM starting each (a BOM before every event here)."""
+    rig = make_rig(api=api)
+    events = (chat_reply if api == CHAT_API else responses_reply)("Hello", " world").events
+    oai.script(Reply(raw=b"".join(b"\xef\xbb\xbf" + sse(event) for event in events)))
+    await rig.harness.prompt("hi")
+    reply = rig.messages()[-1]
+    assert reply["stopReason"] == "stop"
+    assert [b["text"] for b in reply["content"]] == ["Hello world"]
+
+
 async def test_chat_a_hosts_own_thinking_switch_reaches_it(oai) -> None:
     """The SDK's `create` takes only the fields it names: OpenRouter's `reasoning` (and
     DeepSeek's `thinking`, Qwen's `enable_thinking`) failed every request with a TypeError

@@ -362,22 +362,19 @@ class _JsonParseDecoder(SSEDecoder):
     blank line after it, others than READ_EVENTS (a proxy's keepalive) skipped unread, one of
     them with no data a failure."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._began = False
-
     async def aiter_bytes(self, iterator: AsyncIterator[bytes]
                           ) -> AsyncIterator[ServerSentEvent]:
         # The SDK's, each line read by line_text: its events are split from the bytes first,
-        # so a character cut between two chunks is whole here.
+        # so a character cut between two chunks is whole here. pi's reader decodes the body as
+        # one stream, so only a BOM starting the body is dropped.
+        first = True
         async for chunk in self._aiter_chunks(ended_stream(iterator)):
             for raw_line in chunk.splitlines():
-                if sse := self.decode(line_text(raw_line)):
+                sse, first = self.decode(line_text(raw_line, bom=first)), False
+                if sse:
                     yield sse
 
     def decode(self, line: str) -> ServerSentEvent | None:
-        if not self._began:  # pi's TextDecoder drops a BOM that starts the body
-            self._began, line = True, line.removeprefix("\ufeff")
         sse = super().decode(line)
         if sse is None or sse.event not in READ_EVENTS:
             return None

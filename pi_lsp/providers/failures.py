@@ -56,10 +56,11 @@ def event_json(data: str) -> Any:
                                    ) from None
 
 
-def line_text(raw: bytes) -> str:
+def line_text(raw: bytes, bom: bool) -> str:
     """A stream line as pi's TextDecoder reads it: bytes that are not UTF-8 become U+FFFD (by
-    the same maximal-subpart rule), where the SDKs' strict decode failed the whole reply."""
-    return raw.decode("utf-8", "replace")
+    the same maximal-subpart rule), where the SDKs' strict decode failed the whole reply; with
+    `bom`, a BOM starting it is dropped, as TextDecoder drops one starting what it decodes."""
+    return raw.decode("utf-8-sig" if bom else "utf-8", "replace")
 
 
 async def ended_stream(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:

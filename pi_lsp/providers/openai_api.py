@@ -110,9 +110,10 @@ class _JsonParseDecoder(SSEDecoder):
 
     def _decode_lines(self, lines: Iterator[bytes]) -> Iterator[ServerSentEvent]:
         # The SDK's, each line read by line_text: its lines are split from the bytes first, so
-        # a character cut between two chunks is whole here.
+        # a character cut between two chunks is whole here. pi's SDK decodes each line alone,
+        # so a BOM starting any line is dropped (a BOM before the stream lost its first event).
         for raw_line in lines:
-            if sse := self.decode(line_text(raw_line)):
+            if sse := self.decode(line_text(raw_line, bom=True)):
                 yield sse
 
     def decode(self, line: str) -> ServerSentEvent | None:
