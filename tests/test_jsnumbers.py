@@ -15,7 +15,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from pi_lsp.session.entries import AssistantMessage, ToolCall, Usage
 from pi_lsp.session.jsontext import Decoder, js_number, lone_surrogates_replaced, stringify
+from pi_lsp.summarize.serialize import serialize_conversation
 from tests.test_system_messages import pi16_node
 from tests.waits import PROCESS_CEILING_S
 
@@ -48,6 +50,17 @@ def test_numbers_read_from_json_are_written_back_as_pi_wrote_them() -> None:
 def test_a_lone_surrogate_beside_a_number_keeps_both_as_javascript_writes_them() -> None:
     assert stringify({"t": "\ud83d", "n": [1e-7, 2.0, 2**64]}) == \
         '{"t":"\\ud83d","n":[1e-7,2,18446744073709552000]}'
+
+
+def test_the_summarizers_text_writes_tool_call_numbers_as_pi_does() -> None:
+    """pi writes each argument with JSON.stringify (compaction/utils.js); it read `n=1e21`
+    (msgspec's writing), where pi 1.6's text says `n=1e+21` (found by a differential fuzz)."""
+    call = ToolCall(id="t1", name="read",
+                    arguments={"path": "a.py", "n": 1e21, "t": 1e-7, "x": 0.000015})
+    said = AssistantMessage(content=[call], api="anthropic-messages", provider="anthropic",
+                            model="m", usage=Usage(), stop_reason="toolUse", timestamp=1)
+    assert serialize_conversation([said]) == \
+        '[Assistant tool calls]: read(path="a.py", n=1e+21, t=1e-7, x=0.000015)'
 
 
 def test_a_value_without_such_numbers_is_written_as_msgspec_writes_it() -> None:

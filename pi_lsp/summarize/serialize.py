@@ -10,8 +10,8 @@ from pi_lsp.session.entries import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
-    encoder,
 )
+from pi_lsp.session.jsontext import stringify
 
 TOOL_RESULT_MAX_CHARS = 2000
 
@@ -42,8 +42,7 @@ def _texts(content: str | list[object]) -> str:
 
 
 def _tool_call_text(call: ToolCall) -> str:
-    arguments = ", ".join(f"{key}={encoder.encode(value).decode()}"
-                          for key, value in call.arguments.items())
+    arguments = ", ".join(f"{key}={stringify(value)}" for key, value in call.arguments.items())
     return f"{call.name}({arguments})"
 
 
