@@ -80,6 +80,14 @@ def local(api: str, provider: str = "ollama", reasoning: bool = False) -> ModelI
     return ModelInfo(provider, MODEL, 32_000, 8_192, PRICE, reasoning=reasoning, api=api)
 
 
+async def close_clients(provider: Any) -> None:
+    """Close the SDK clients a provider made: an OpenAI provider has one per API."""
+    clients = provider.clients.values() if isinstance(provider, OpenAIProvider) else \
+        [provider.client]
+    for client in clients:
+        await client.close()
+
+
 class Rig:
     """A harness on a fresh session whose default model is an OpenAI-compatible one."""
 
@@ -104,7 +112,7 @@ class Rig:
 
     async def close(self) -> None:
         for provider in self.harness._provider_cache.values():
-            await provider.client.close()  # type: ignore[attr-defined]
+            await close_clients(provider)
 
 
 @pytest.fixture
@@ -469,6 +477,21 @@ async def test_an_event_named_error_fails_the_reply_with_the_servers_message(
     assert not is_retryable(reply["errorMessage"])
 
 
+async def test_a_chat_error_event_typed_error_fails_the_reply_too(make_rig, oai) -> None:
+    """On Chat Completions an `error` event whose data had `type: "error"` was let by as the
+    Responses API's own error event, then dropped: the cut-short reply was saved as `stop`.
+    pi's SDK throws on any event named error there too."""
+    rig = make_rig(api=CHAT_API)
+    data = {"type": "error", "message": "upstream went away"}
+    failed = f"event: error\ndata: {json.dumps(data)}\n\n".encode()
+    oai.script(Reply([chunk({"content": "partial"})], raw=failed + sse(chunk(finish="stop"))))
+    await rig.harness.prompt("hi")
+    reply = rig.messages()[-1]
+    assert (reply["stopReason"], reply["errorMessage"]) == (
+        "error", "ollama stream error: upstream went away")
+    assert reply["content"] == [{"type": "text", "text": "partial"}]
+
+
 # Not UTF-8: a lone lead byte, a surrogate's three bytes, a 4-byte character cut short; Node's
 # TextDecoder makes them 1, 3 and 1 U+FFFD (maximal subparts), as Python's "replace" does.
 MARK, NOT_UTF8, READ = "\u00a7", b"caf\xc3 \xed\xa0\x80 \xf0\x9f\x98!", \
@@ -497,10 +520,10 @@ async def test_a_character_cut_between_chunks_is_read_whole() -> None:
             yield part
 
     provider = OpenAIProvider("lab", "k", None)
-    decoder = provider.client._make_sse_decoder()
+    decoder = provider.clients[CHAT_API]._make_sse_decoder()
     assert [sse.json() async for sse in decoder.aiter_bytes(body())] == [
         {"text": "caf\u00e9 \ufffd"}]
-    await provider.client.close()
+    await close_clients(provider)
 
 
 @pytest.mark.parametrize("api", [CHAT_API, RESPONSES_API])
@@ -532,7 +555,7 @@ async def test_chat_a_hosts_own_thinking_switch_reaches_it(oai) -> None:
     reply = ReplyBuilder(CHAT_API, model)
     request = ModelRequest(model, "", [UserMessage(content="hi", timestamp=1)], [], "low")
     [_ async for _ in provider.stream(request, reply)]
-    await provider.client.close()
+    await close_clients(provider)
     assert reply.message().content == [TextContent(text="ok")], reply.error_message
     [sent] = oai.chat_requests()
     assert sent["reasoning"] == {"effort": "low"} and sent["messages"][0]["content"] == "hi"
@@ -666,7 +689,7 @@ async def read_responses(oai: FakeOpenAI, *events: dict[str, Any]) -> AssistantM
     built = ReplyBuilder(RESPONSES_API, model)
     request = ModelRequest(model, "sys", [UserMessage(content="q", timestamp=1)], [], "off")
     _ = [e async for e in provider.stream(request, built)]
-    await provider.client.close()
+    await close_clients(provider)
     return built.message()
 
 
@@ -852,9 +875,10 @@ def test_models_json_global_and_project_merge(dirs, monkeypatch) -> None:
     # keys: an environment variable's value, or the literal
     made = provider_factory(registry, settings.api_key)
     lab = made("lab")
-    assert lab.client.api_key == "secret-from-env"  # type: ignore[attr-defined]
-    assert lab.client.default_headers["x-team"] == "core"  # type: ignore[attr-defined]
-    assert made("ollama").client.api_key == "ollama"  # type: ignore[attr-defined]
+    lab_client = lab.clients[RESPONSES_API]  # type: ignore[attr-defined]
+    assert lab_client.api_key == "secret-from-env"
+    assert lab_client.default_headers["x-team"] == "core"
+    assert made("ollama").clients[CHAT_API].api_key == "ollama"  # type: ignore[attr-defined]
 
 
 def test_a_project_that_moves_a_provider_gets_none_of_the_users_headers(dirs, monkeypatch) -> None:
@@ -890,8 +914,9 @@ def test_a_project_that_moves_a_provider_gets_none_of_the_users_headers(dirs, mo
     assert model_headers[("anthropic", "claude-opus-4-5")] == {"x-project-override": "p"}
     assert by_provider["lab"].headers == {"x-team": "$GATEWAY_TOKEN"}
     made = provider_factory(ModelRegistry(models, providers), lambda name: None)
-    assert "cf-aig-authorization" not in made("gateway").client.default_headers  # type: ignore[attr-defined]
-    assert made("lab").client.default_headers["x-team"] == "user-gateway-secret"  # type: ignore[attr-defined]
+    gateway, lab = made("gateway").clients, made("lab").clients  # type: ignore[attr-defined]
+    assert "cf-aig-authorization" not in gateway[CHAT_API].default_headers
+    assert lab[CHAT_API].default_headers["x-team"] == "user-gateway-secret"
 
 
 def test_your_models_json_values_are_pi_templates(dirs, monkeypatch) -> None:
@@ -906,7 +931,7 @@ def test_your_models_json_values_are_pi_templates(dirs, monkeypatch) -> None:
         "models": [{"id": "m"}]}}})
     registry = load_settings(workspace, project=False).registry()
     made = provider_factory(registry, lambda name: None)
-    client = made("corp").client  # type: ignore[attr-defined]
+    client = made("corp").clients[CHAT_API]  # type: ignore[attr-defined]
     assert client.api_key == "corp_key-secret"
     assert client.default_headers["x-gw"] == "Bearer gw_token-secret"
     assert client.default_headers["x-price"] == "$5"
@@ -933,7 +958,7 @@ async def test_your_models_headers_are_resolved_and_kept_from_bash(
             await summarizer.summarize(SummaryRequest("history", [UserMessage(content="x",
                                                                              timestamp=1)]))
         finally:
-            await summarizer.provider.client.close()  # type: ignore[attr-defined]
+            await close_clients(summarizer.provider)
 
     agent, workspace = dirs
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
@@ -1108,7 +1133,7 @@ async def test_session_moves_from_anthropic_to_openai_compatible_and_back(
         preview = hub.preview(path, leaf, "request")
         assert preview.request == {k: v for k, v in sent.items() if k != "stream"}
     for provider in harness._provider_cache.values():
-        await provider.client.close()  # type: ignore[attr-defined]
+        await close_clients(provider)
 
 
 def test_an_edited_models_json_reaches_open_sessions(tmp_path: Path, monkeypatch) -> None:
@@ -1345,7 +1370,7 @@ async def test_a_models_json_summary_model_summarizes(dirs, oai) -> None:
     assert request["model"] == MODEL
     assert request["max_completion_tokens"] == summarizer.model.max_tokens
     assert "build the thing" in json.dumps(request["messages"])
-    await summarizer.provider.client.close()  # type: ignore[attr-defined]
+    await close_clients(summarizer.provider)
 
 
 # -- the wire as pi 1.6 writes it (differences found against pi-ai 1.6's own providers) ------

@@ -67,6 +67,7 @@ from tests.fake_openai import (
     message_item,
     responses_reply,
 )
+from tests.test_openai import close_clients
 
 PRICE = Price(1, 4, 0.5, 0)
 FAST = RetrySettings(base_delay_ms=1)  # pi's policy with waits too short to notice
@@ -139,7 +140,7 @@ async def rig(tmp_path: Path, oai: FakeOpenAI) -> AsyncIterator[Callable[..., Ri
     yield make
     for one in made:
         for provider in one.harness._provider_cache.values():
-            await provider.client.close()  # type: ignore[attr-defined]
+            await close_clients(provider)
 
 
 # -- 1. every failure is an error entry that keeps the partial reply -------------------------
@@ -414,7 +415,7 @@ async def test_surrogates_in_a_stream_are_kept_as_pi_keeps_them(oai) -> None:
     printer.end_line()
     out.flush()
     assert out.buffer.getvalue().decode() == "a\U0001f648 b\ufffd\n"  # type: ignore[attr-defined]
-    await provider.client.close()
+    await close_clients(provider)
 
 
 # -- 3. continuing a Responses session pi wrote ----------------------------------------------
@@ -753,7 +754,7 @@ async def test_overflows_are_told_as_pi_16_tells_them(oai, server: str) -> None:
     built = ReplyBuilder(CHAT_API, model)
     _ = [e async for e in provider.stream(request(model), built)]
     assert is_context_overflow(built.message().error_message)
-    await provider.client.close()
+    await close_clients(provider)
 
 
 def test_a_rate_limit_or_a_window_too_small_for_the_kept_tokens_is_no_overflow() -> None:
@@ -919,7 +920,7 @@ async def streamed(fake: FakeAnthropic, oai: FakeOpenAI, api: str, scripted: Any
         oai.script(scripted)
     built = ReplyBuilder(api, model)
     _ = [e async for e in provider.stream(request(model, tools=False), built)]
-    await provider.client.close()
+    await close_clients(provider)
     return built.message()
 
 

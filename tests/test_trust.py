@@ -52,6 +52,7 @@ from pi_lsp.trust import resolve_trust, save_decision
 from tests.conftest import trust
 from tests.fake_anthropic import FakeAnthropic, text_reply, tool_reply
 from tests.fake_openai import FakeOpenAI, chat_reply
+from tests.test_openai import close_clients
 from tests.test_rewind import ends, git, repo_state, user_repo
 from tests.test_server import (
     EXAMPLE,
@@ -87,7 +88,7 @@ def hub_for(root: Path, **config: Any) -> SessionHub:
 async def close_providers(harness: Harness) -> None:
     """Close the SDK clients a harness made (their connections must not outlive the loop)."""
     for provider in harness._provider_cache.values():
-        await provider.client.close()  # type: ignore[attr-defined]
+        await close_clients(provider)
 
 
 # -- a committed snapshot store, attributes and the user's git config --------------------------

@@ -1,7 +1,7 @@
 """OpenAI and OpenAI-compatible servers through the official `openai` SDK (async, streaming).
 
-One client per provider; each request goes to Chat Completions or the Responses API by its
-model's `api`.
+One client per API of a provider; each request goes to Chat Completions or the Responses API
+by its model's `api`, through that API's client.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pi_lsp.providers.failures import (
     line_text,
 )
 from pi_lsp.providers.models_file import ModelsFileError, model_headers
-from pi_lsp.providers.registry import CHAT_API
+from pi_lsp.providers.registry import CHAT_API, RESPONSES_API
 from pi_lsp.providers.retry import HttpFailure, ProviderRetry, with_retries
 from pi_lsp.providers.wire import WIRE_MODULES, wire_for
 
@@ -85,25 +85,33 @@ def http_failure(error: Exception) -> HttpFailure | None:
     return None
 
 
-def thrown_error(data: Any, text: str) -> Any:
+def thrown_error(data: Any, text: str, api: str) -> Any:
     """An `error` event's data as a chunk the SDK raises on: pi's SDK throws on any event named
     error (`data.error ?? data`), the Python SDK only on a chunk with an `error`. The Responses
     error event (`type: error`) is left as it is: its reader fails the reply in pi's words."""
-    if isinstance(data, dict) and data.get("type") == "error":
+    if api == RESPONSES_API and isinstance(data, dict) and data.get("type") == "error":
         return data
     error = data.get("error") if isinstance(data, dict) else None
     return {"error": error or data or text}  # never empty: the SDK passes a falsy one by
 
 
 class _JsonParseEvent(ServerSentEvent):
+    def __init__(self, api: str, **fields: Any) -> None:
+        super().__init__(**fields)
+        self.api = api
+
     def json(self) -> Any:
         data = event_json(self.data)
-        return thrown_error(data, self.data) if self.event == "error" else data
+        return thrown_error(data, self.data, self.api) if self.event == "error" else data
 
 
 class _JsonParseDecoder(SSEDecoder):
-    """The SDK's event decoder, its events read as pi's SDK reads them (see event_json), the
-    last one kept when the body ends without the blank line after it."""
+    """The SDK's event decoder for one API's stream, its events read as pi's SDK reads them (see
+    event_json), the last one kept when the body ends without the blank line after it."""
+
+    def __init__(self, api: str) -> None:
+        super().__init__()
+        self.api = api
 
     def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[ServerSentEvent]:
         return super().aiter_bytes(ended_stream(iterator))
@@ -122,14 +130,20 @@ class _JsonParseDecoder(SSEDecoder):
             # of the blank line ended_stream adds after a body that ended with its own.
             return None
         sse = super().decode(line)
-        return None if sse is None else _JsonParseEvent(event=sse.event, data=sse.data,
+        return None if sse is None else _JsonParseEvent(self.api, event=sse.event, data=sse.data,
                                                         id=sse.id, retry=sse.retry)
 
 
 class _Client(openai.AsyncOpenAI):
+    """The SDK's client for one API: its decoder must know which (see thrown_error)."""
+
+    def __init__(self, api: str, **options: Any) -> None:
+        super().__init__(**options)
+        self.api = api
+
     # The SDK's hook for the decoder its streams read events with.
     def _make_sse_decoder(self) -> SSEDecoder:
-        return _JsonParseDecoder()
+        return _JsonParseDecoder(self.api)
 
 
 class OpenAIProvider:
@@ -141,10 +155,13 @@ class OpenAIProvider:
         self.name = name
         self.label = "OpenAI" if name == "openai" else name
         self.retry = retry or ProviderRetry()
-        # Retries are ours (pi's policy), never the SDK's: see pi_lsp.providers.retry.
-        self.client = _Client(api_key=api_key, base_url=base_url,
-                              default_headers=headers or None, max_retries=0,
-                              timeout=self.retry.timeout_s)
+        # Retries are ours (pi's policy), never the SDK's: see pi_lsp.providers.retry. Both
+        # clients are made here, as the provider is made off the event loop (a client's SSL
+        # context takes 20-40 ms), not at the first request of each API.
+        self.clients = {api: _Client(api, api_key=api_key, base_url=base_url,
+                                     default_headers=headers or None, max_retries=0,
+                                     timeout=self.retry.timeout_s)
+                        for api in (CHAT_API, RESPONSES_API)}
 
     async def stream(self, request: ModelRequest, reply: ReplyBuilder
                      ) -> AsyncIterator[ProviderEvent]:
@@ -154,7 +171,8 @@ class OpenAIProvider:
         if wire is None or wire.SDK != "openai":
             reply.fail("error", f"{self.name}: api {api!r} is not an OpenAI API")
             return
-        create, reader = wire.endpoint(self.client), wire.reader(reply, request.model)
+        client = self.clients[api]
+        create, reader = wire.endpoint(client), wire.reader(reply, request.model)
         params = sdk_arguments(create, wire.request_params(request))
         try:
             headers = {**model_headers(request.model), **wire.request_headers(request)}
@@ -175,5 +193,5 @@ class OpenAIProvider:
                 yield produced
         except Exception as error:  # every failure ends in the reply, partial content kept
             server_error = chat_error_text if api == CHAT_API else error_text
-            reply.fail("error", failure_text(error, self.label, str(self.client.base_url),
+            reply.fail("error", failure_text(error, self.label, str(client.base_url),
                                              self.retry.timeout_s, answered, server_error))
