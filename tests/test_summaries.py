@@ -275,6 +275,19 @@ def test_a_plan_refused_for_an_id_less_kept_entry_says_so(tmp_path: Path) -> Non
         "nothing to compact: the first entry to keep (line 4) has no id for the compaction to name"
 
 
+def test_a_plan_refused_as_no_earlier_cut_does_not_claim_the_context_fits(tmp_path: Path
+                                                                          ) -> None:
+    """A first message of 200 tokens or so and keepRecentTokens 100 read "the context's 2
+    messages are within the kept window": over the budget, the only cut is the first message."""
+    tree = write_session(tmp_path / "s.jsonl", [msg("a", None, "x " * 400), msg("b", "a")])
+    path, settings = tree.path_to("b"), CompactionSettings(keep_recent_tokens=100)
+    with pytest.raises(NothingToCompactError) as refused:
+        plan_or_refusal(path, settings)
+    assert str(refused.value) == ("nothing to compact: the newest keepRecentTokens (100) reach "
+                                  "back to the first message, so there is no earlier place to cut")
+    assert prepare_compaction(path, settings) is None  # as pi's prepareCompaction answers
+
+
 # -- 1. model compaction -------------------------------------------------------------------
 
 

@@ -169,11 +169,17 @@ def _all_kept(steps: list[_Step], after_summary: bool, settings: CompactionSetti
     """Why nothing is summarized when the cut keeps every message of `steps`."""
     count = len(_summary_messages(steps))
     where = " after the last compaction's summary" if after_summary else ""
+    keep = settings.keep_recent_tokens
     if count == 0:
         return f"nothing to compact: the context has no messages{where}"
+    if sum(_tokens(step) for step in steps) >= keep:
+        # Over the budget, yet the only place to cut is the first message (one message
+        # outweighs it, say): find_cut_point never cuts inside a message.
+        return (f"nothing to compact: the newest keepRecentTokens ({keep}) reach back to the "
+                f"first message{where}, so there is no earlier place to cut")
     noun, verb = ("message", "is") if count == 1 else ("messages", "are")
     return (f"nothing to compact: the context's {count} {noun}{where} {verb} within the kept "
-            f"window (keepRecentTokens {settings.keep_recent_tokens})")
+            f"window (keepRecentTokens {keep})")
 
 
 def _plan_or_reason(path: list[Record], settings: CompactionSettings) -> CompactionPlan | str:
