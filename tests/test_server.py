@@ -1050,6 +1050,78 @@ async def test_compact_dry_run_says_why_it_would_refuse(pi: Pi) -> None:
     assert failed["ok"] is False and failed["error"] == dry["reason"], failed
 
 
+# Another program's turn, as it writes it: a bash call, then (the tool done) its result.
+OTHERS_CALL, OTHERS_RESULT = "f0ca11ed", "f0ca11ee"
+BASH_CALL = {"role": "assistant", "api": "anthropic-messages", "provider": "anthropic",
+             "model": "claude-sonnet-4-5", "stopReason": "toolUse", "timestamp": 1,
+             "content": [{"type": "toolCall", "id": "toolu_others", "name": "bash",
+                          "arguments": {"command": "make test"}}]}
+BASH_RESULT = {"role": "toolResult", "toolCallId": "toolu_others", "toolName": "bash",
+               "content": [{"type": "text", "text": "ok"}], "isError": False, "timestamp": 2}
+ANOTHER_TURN = ("another program is running a turn in this session: its tool call bash has no "
+                "result yet; try again when it ends")
+
+
+async def written_by_another_turn(pi: Pi, uri: str, entry_id: str, parent_id: str,
+                                  message: dict[str, Any]) -> None:
+    """Append a message entry as another program's turn writes it; return once the server
+    has read it (its watcher must be running: `watcher_caught_up`)."""
+    line = {"type": "message", "id": entry_id, "parentId": parent_id,
+            "timestamp": "2026-12-01T00:00:00.000Z", "message": message}
+    since = pi.mark()
+    with path_of(uri).open("ab") as file:
+        file.write(json.dumps(line).encode() + b"\n")
+    await wait_note(pi, SESSION_CHANGED, lambda p: path_of(p["uri"]) == path_of(uri), since)
+
+
+async def job_done(pi: Pi, command: str, argument: dict[str, Any]) -> dict[str, Any]:
+    since = pi.mark()
+    job_id = (await call(pi.client, command, argument))["jobId"]
+    return await wait_note(pi, JOB_DONE, lambda p: p["jobId"] == job_id, since)
+
+
+async def test_jobs_wait_for_another_programs_tool_call(pi: Pi, fake: FakeAnthropic) -> None:
+    """Another program's turn had written a tool call and was running the tool: a compaction
+    went under the call (the leaf follows the other writer), so the call's result came as its
+    sibling and the compaction sat on a dead branch, told done; a branch summary to the call
+    went there too."""
+    uri = copy_session(pi.main, "others-call")
+    leaf = (await call(pi.client, "pi.getTree", {"uri": uri}))["leafId"]
+    await watcher_caught_up(pi)
+    await written_by_another_turn(pi, uri, OTHERS_CALL, leaf, BASH_CALL)
+    fake.script(text_reply("the summary"), text_reply("the split turn's start"))
+    refused = await job_done(pi, "pi.compact", {"uri": uri})
+    assert refused["ok"] is False and ANOTHER_TURN in refused["error"], refused
+    await call(pi.client, "pi.branch", {"uri": uri, "targetId": DEAD_END_TIP})
+    before = path_of(uri).read_bytes()
+    refused = await job_done(pi, "pi.branchWithSummary", {"uri": uri, "targetId": OTHERS_CALL})
+    assert refused["ok"] is False and ANOTHER_TURN in refused["error"], refused
+    assert path_of(uri).read_bytes() == before and fake.message_requests() == []
+    await written_by_another_turn(pi, uri, OTHERS_RESULT, OTHERS_CALL, BASH_RESULT)
+    done = await job_done(pi, "pi.compact", {"uri": uri})
+    assert done["ok"] is True, done
+    assert lines(path_of(uri))[-1]["parentId"] == OTHERS_RESULT
+
+
+async def test_a_compaction_refuses_a_tool_call_written_while_it_summarized(
+        pi: Pi, fake: FakeAnthropic, tmp_path: Path) -> None:
+    """Another program's turn wrote a tool call while the summary was being written: the
+    compaction followed the leaf onto the call and was appended under it."""
+    uri = copy_session(pi.main, "call-meanwhile")
+    leaf = (await call(pi.client, "pi.getTree", {"uri": uri}))["leafId"]
+    await watcher_caught_up(pi)
+    fake.script(held_text(tmp_path / "written", words=5), text_reply("the split turn's start"))
+    since = pi.mark()
+    job_id = (await call(pi.client, "pi.compact", {"uri": uri}))["jobId"]
+    await until(lambda: fake.message_requests(), "the summary being asked for")
+    await written_by_another_turn(pi, uri, OTHERS_CALL, leaf, BASH_CALL)
+    before = path_of(uri).read_bytes()
+    (tmp_path / "written").touch()
+    done = await wait_note(pi, JOB_DONE, lambda p: p["jobId"] == job_id, since)
+    assert done["ok"] is False and ANOTHER_TURN in done["error"], done
+    assert path_of(uri).read_bytes() == before
+
+
 async def test_label_set_and_clear(pi: Pi) -> None:
     uri = await fork(pi)
     await call(pi.client, "pi.getTree", {"uri": uri})

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 from itertools import chain
 from typing import Any
 
 import msgspec
 
-from pi_lsp.session.appender import create_with_lines
+from pi_lsp.session.appender import WriteFailedError, create_with_lines
 from pi_lsp.session.entries import (
     AssistantMessage,
     CompactionEntry,
@@ -21,6 +22,10 @@ from pi_lsp.session.fork import non_object, relinked
 from pi_lsp.session.journal import Problem, Problems, Record
 from pi_lsp.session.records import decode_entry, parent_of
 from pi_lsp.session.tree import SessionTree
+
+ANOTHER_TURN = ("another program is running a turn in this session: its tool call {} has no "
+                "result yet; try again when it ends (if none is running, that turn stopped "
+                "before the result: a prompt goes on past the call)")
 
 # What a repair would do about each kind of problem; `check` only reports, it never rewrites.
 REPAIRS = {
@@ -207,22 +212,32 @@ def _tool_results_below(tree: SessionTree, record: Record) -> set[str]:
     return answered
 
 
+def calls_without_result(tree: SessionTree, record: Record) -> list[ToolCall]:
+    """The tool calls of an assistant entry that no toolResult under it answers (yet)."""
+    if record.env.type != "message" or b'"toolCall"' not in bytes(record.env.message):
+        return []
+    message = decode_message(record.env.message)
+    # pi 1.6 answers no call of a failed or aborted reply: requests leave the reply out,
+    # and a result for one of its calls would reach the API with no call before it.
+    if not isinstance(message, AssistantMessage) or message.stop_reason in ("error", "aborted"):
+        return []
+    answered = _tool_results_below(tree, record)
+    return [block for block in message.content
+            if isinstance(block, ToolCall) and block.id not in answered]
+
+
 def unanswered_tool_calls(tree: SessionTree) -> list[Problem]:
-    found = []
-    for record in tree.records:
-        if record.env.type != "message" or b'"toolCall"' not in bytes(record.env.message):
-            continue
-        message = decode_message(record.env.message)
-        # pi 1.6 answers no call of a failed or aborted reply: requests leave the reply out,
-        # and a result for one of its calls would reach the API with no call before it.
-        if not isinstance(message, AssistantMessage) or message.stop_reason in ("error",
-                                                                                "aborted"):
-            continue
-        calls = [block for block in message.content if isinstance(block, ToolCall)]
-        answered = _tool_results_below(tree, record)
-        for call in calls:
-            if call.id not in answered:
-                found.append(Problem("missing-tool-result",
-                                     f"tool call {call.id!r} ({call.name}) has no result",
-                                     record.line, record.env.id))
-    return found
+    return [Problem("missing-tool-result", f"tool call {call.id!r} ({call.name}) has no result",
+                    record.line, record.env.id)
+            for record in tree.records for call in calls_without_result(tree, record)]
+
+
+def refuse_open_call(tree: SessionTree, entry_id: str | None) -> None:
+    """WriteFailedError when an entry appended under `entry_id` would come between a tool call
+    and its result (DESIGN rule 7): none is there yet, so another program's turn is running
+    the tool, or stopped before its result (nothing in the file tells the two apart)."""
+    if tree.hold_leaf or entry_id not in tree.by_id:
+        return  # a running turn's own leaf: its calls are its own to answer
+    calls = calls_without_result(tree, tree.by_id[entry_id])
+    if calls:
+        raise WriteFailedError(errno.EBUSY, ANOTHER_TURN.format(calls[0].name), tree.path)

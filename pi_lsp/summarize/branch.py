@@ -15,6 +15,7 @@ from pi_lsp.context.projection import (
 )
 from pi_lsp.context.tokens import estimate_tokens
 from pi_lsp.providers.registry import ModelRegistry
+from pi_lsp.session.check import refuse_open_call
 from pi_lsp.session.entries import (
     AgentMessage,
     BranchSummaryEntry,
@@ -183,6 +184,8 @@ async def branch_with_summary(tree: SessionTree, target_id: str, summarizer: Sum
     collected = collect_branch_entries(tree, tree.shown_leaf(), target_id)
     if not collected.records:
         return branch(tree, target_id, durable)
+    # The target can only gain results meanwhile: checked once, before the summary is paid for.
+    refuse_open_call(tree, move.leaf_id)
     fitted = fit_branch_messages(collected.records, budget)
     lists = fitted.files.lists()
     writer: Summarizer | None = None  # the fixed text when there is nothing to summarize

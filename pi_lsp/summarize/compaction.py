@@ -14,6 +14,7 @@ from pi_lsp.context.projection import (
 )
 from pi_lsp.context.replay import checkpoint_of, current_system_message
 from pi_lsp.context.tokens import decode_all, estimate_tokens, projected_context_size
+from pi_lsp.session.check import refuse_open_call
 from pi_lsp.session.entries import (
     AgentMessage,
     CompactionEntry,
@@ -273,13 +274,17 @@ async def compact(tree: SessionTree, leaf_id: str | None, summarizer: Summarizer
                   settings: CompactionSettings, instructions: str | None = None
                   ) -> CompactionResult:
     """Summarize the path up to `leaf_id` and append the compaction there (or, when another
-    writer went on from there meanwhile, after what it wrote: that stays in the context)."""
+    writer went on from there meanwhile, after what it wrote: that stays in the context).
+    Refused under another writer's tool call that has no result yet (`refuse_open_call`)."""
     before = tree.leaf_id
+    refuse_open_call(tree, leaf_id)  # before the summary is paid for
     plan = plan_or_refusal(tree.path_to(leaf_id), settings)
     summary = await summarize_plan(plan, summarizer, settings, instructions)
     details = summary_details(plan.files, summarizer)
     grown = leaf_id == before != tree.leaf_id and leaf_id in tree.path_ids(tree.leaf_id)
-    with tree.leaf_moved(tree.leaf_id if grown else leaf_id):
+    parent = tree.leaf_id if grown else leaf_id
+    refuse_open_call(tree, parent)
+    with tree.leaf_moved(parent):
         system = current_system_message(
             decode_all(project_path(tree.path_to(tree.leaf_id)).messages))
         entry_id = tree.append_compaction(
