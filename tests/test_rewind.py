@@ -449,6 +449,151 @@ async def test_a_store_locked_by_another_process_is_waited_for(tmp_path: Path) -
     assert second.tree != first.tree
 
 
+# git, but its COMMAND waits, its pid in MARKER, until the file GO is there; then it runs.
+PAUSED_GIT = """#!/bin/sh
+for arg in "$@"; do
+  if [ "$arg" = COMMAND ]; then
+    echo $$ > "MARKER"
+    while [ ! -e "GO" ]; do sleep 0.01; done
+    break
+  fi
+done
+exec GIT "$@"
+"""
+# Another editor's pi-lsp on the workspace argv[1]: a process taking a snapshot of it.
+OTHER_SNAPSHOT = ("import asyncio, sys; from pathlib import Path; "
+                  "from pi_lsp.files.snapshots import SnapshotStore; "
+                  "print(asyncio.run(SnapshotStore(Path(sys.argv[1])).snapshot()).tree)")
+
+
+@contextlib.asynccontextmanager
+async def another_process_snapshot(root: Path, tmp_path: Path, command: str
+                                   ) -> AsyncIterator[tuple[Path, subprocess.Popen[str]]]:
+    """Another process's snapshot of `root`, paused in its git `command` (running when this
+    yields) until the file yielded is made; its tree is the last line it prints."""
+    git_path = shutil.which("git")
+    assert git_path is not None
+    marker, go = tmp_path / "paused.pid", tmp_path / "go"
+    bin_dir = tmp_path / "other-bin"
+    bin_dir.mkdir()
+    script = PAUSED_GIT.replace("COMMAND", command).replace("MARKER", str(marker))
+    (bin_dir / "git").write_text(script.replace("GO", str(go)).replace("GIT", git_path))
+    (bin_dir / "git").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    other = subprocess.Popen([sys.executable, "-c", OTHER_SNAPSHOT, str(root)], env=env,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        await pid_in(marker)
+        yield go, other
+    finally:
+        go.touch()
+        await asyncio.to_thread(other.wait, PROCESS_CEILING_S)
+
+
+def found_held(monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
+    """Set once this process finds the store held by another."""
+    held = asyncio.Event()
+    try_lock = snapshots._try_lock
+
+    def spy(fd: int) -> bool:
+        taken = try_lock(fd)
+        if not taken:
+            held.set()
+        return taken
+    monkeypatch.setattr(snapshots, "_try_lock", spy)
+    return held
+
+
+async def waits_its_turn(task: asyncio.Future[Any], held: asyncio.Event) -> None:
+    """Fail unless `task` waits for the store another process holds, rather than going on."""
+    found = asyncio.ensure_future(held.wait())
+    await asyncio.wait([task, found], timeout=CEILING_S, return_when=asyncio.FIRST_COMPLETED)
+    found.cancel()
+    assert not task.done(), "it went on while another process used the store"
+    assert held.is_set()
+
+
+async def test_a_restore_waits_for_another_process_on_the_store_before_deleting(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two editors' pi-lsps shared the store with only git's index lock between them: a restore
+    deleted its files, then `git restore` found the index held by the other's `git add` (7 s of
+    60,000 files) past its 2 s of retries and gave up, new files gone and the old not back."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "keep.txt").write_text("version 1\n")
+    store = SnapshotStore(root)
+    target = await store.snapshot()
+    (root / "keep.txt").write_text("version 2\n")
+    (root / "new.txt").write_text("made by a turn\n")
+    found = await changes_to(store, target)
+    held = found_held(monkeypatch)
+    async with another_process_snapshot(root, tmp_path, "add") as (go, other):
+        restore = asyncio.ensure_future(store.restore(target.tree, found.files))
+        await waits_its_turn(restore, held)
+        assert (root / "new.txt").exists()
+        assert (root / "keep.txt").read_text() == "version 2\n"
+        go.touch()
+        await restore
+    assert other.returncode == 0
+    assert not (root / "new.txt").exists()
+    assert (root / "keep.txt").read_text() == "version 1\n"
+
+
+async def test_two_processes_first_snapshots_take_turns(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two editors' first snapshots of a workspace both made the store: one found HEAD but no
+    `info/` yet, or both set its config ("could not lock config file"); 5 of 10 failed."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "a.txt").write_text("a\n")
+    held = found_held(monkeypatch)
+    async with another_process_snapshot(root, tmp_path, "init") as (go, other):
+        snapshot = asyncio.ensure_future(SnapshotStore(root).snapshot())
+        await waits_its_turn(snapshot, held)
+        go.touch()
+        ours = await snapshot
+        assert other.stdout is not None
+        theirs = await asyncio.to_thread(other.stdout.read)
+    assert other.returncode == 0
+    assert theirs.split() == [ours.tree]
+
+
+async def test_a_wait_for_another_process_on_the_store_stops_at_an_abort(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wait for another editor's snapshot must stop when the turn is aborted, holding
+    nothing after."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "a.txt").write_text("a\n")
+    store = SnapshotStore(root)
+    await store.snapshot()
+    held = found_held(monkeypatch)
+    async with another_process_snapshot(root, tmp_path, "add") as (go, _other):
+        snapshot = asyncio.ensure_future(store.snapshot())
+        await waits_its_turn(snapshot, held)
+        snapshot.cancel()
+        await asyncio.wait([snapshot], timeout=CEILING_S)
+        assert snapshot.cancelled()
+        go.touch()
+    (root / "a.txt").write_text("b\n")
+    assert await store.read((await store.snapshot()).tree, "a.txt") == b"b\n"
+
+
+async def test_another_process_holding_the_store_too_long_is_named(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process holding the store past STORE_WAIT_S (each of its git runs stops at
+    GIT_BUDGET_S) is stopped itself: it is named, not waited for without end."""
+    monkeypatch.setattr(snapshots, "STORE_WAIT_S", 0.0)
+    root = tmp_path / "ws"
+    root.mkdir()
+    store = SnapshotStore(root)
+    async with another_process_snapshot(root, tmp_path, "add") as (_go, other):
+        with pytest.raises(SnapshotError) as failed:
+            await store.snapshot()
+    assert str(failed.value) == (f"process {other.pid} (another pi-lsp on {root}) has held the "
+                                 f"snapshot store {store.git_dir} for over 0 s")
+
+
 def release(pipe: Path) -> None:
     """Let a git waiting to read the named pipe `pipe` go on (it reads nothing)."""
     with contextlib.suppress(OSError):  # nobody waits for it yet

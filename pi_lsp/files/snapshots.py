@@ -18,12 +18,15 @@ It compares with, reads and restores only the root trees its own snapshots recor
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import hashlib
 import os
 import re
 import shutil
 import stat
-from collections.abc import Mapping
+import time
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -37,13 +40,24 @@ from pi_lsp.regular import read_regular
 LEGACY_DIR = Path(".pi") / "snapshots"  # where pi-lsp kept its store before; never run on
 MAX_FILE_BYTES = 5 * 1024 * 1024  # larger files are left out of snapshots, and say so
 MAX_DIFF_CHARS = 100_000  # per file, in what fileChanges returns
-LOCK_RETRIES = 40  # another pi-lsp on the same workspace may hold the store's index lock
+# The store's index lock may be held by a git that is not pi-lsp's (run by hand, or an older
+# pi-lsp's): it is tried again this often. pi-lsps on one workspace take turns by STORE_LOCK.
+LOCK_RETRIES = 40
 LOCK_WAIT_S = 0.05
 # One git run, stopped past it: a committed `.gitignore` of many `**/` over deep folders keeps
 # git matching for ever, holding the turn and the store's lock. The first snapshot of 50,000
 # files (200 MB) took 8.8 s, 7.8 s of it one `git add`, on 2 cores at a load of 7.6: this is
 # about 40 times that, some 7 GB of files to read and compress in one run.
 GIT_BUDGET_S = 300.0
+# In a store: the file every process using the store holds an exclusive flock on, so two
+# editors' pi-lsps on one workspace take turns. Without it the other's 7 s `git add` (60,000
+# files) outlasted the index lock's ~2 s of retries: snapshots failed, a restore stopped after
+# its deletes, and two first snapshots both made the store (5 of 10 failed).
+STORE_LOCK = "pi-lsp-lock"
+STORE_LOCK_POLL_S = 0.05
+# The longest wait for another process's turn on the store: each of its git runs stops at
+# GIT_BUDGET_S, so one holding it longer is stopped itself (a debugger, SIGSTOP), not busy.
+STORE_WAIT_S = GIT_BUDGET_S
 OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 # A path with one of these parts is never snapshot or restored (case-insensitively).
 PRIVATE_PARTS = frozenset({".git", ".pi"})
@@ -111,7 +125,7 @@ class SnapshotStore:
         self.log = TreeLog(self.git_dir)
         self.ignored = IgnoredLog(self.git_dir)
         self.unborn = IgnoredLog(self.git_dir, UNBORN)  # nested repositories left out
-        self._lock = asyncio.Lock()
+        self._lock = asyncio.Lock()  # this process's tasks; STORE_LOCK, other processes
         self._excludes_file: str | None = None  # the user's git's, looked up at first snapshot
 
     @property
@@ -163,16 +177,55 @@ class SnapshotStore:
             await asyncio.sleep(LOCK_WAIT_S)
         raise SnapshotError(f"the snapshot store {self.git_dir} stayed locked")
 
+    @contextlib.asynccontextmanager
+    async def _held(self) -> AsyncIterator[None]:
+        """Use the store alone: no other task of this process, nor other process (another
+        editor's pi-lsp), runs git on it meanwhile."""
+        async with self._lock:
+            fd = self._open_lock()
+            try:
+                await self._take_turn(fd)
+                yield
+            finally:
+                os.close(fd)  # releases the lock, a cancel while waiting for it included
+
+    def _open_lock(self) -> int:
+        try:
+            self.git_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            # The store folder is the user's; still, never open through a symlink planted there.
+            return os.open(self.git_dir / STORE_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW
+                           | os.O_CLOEXEC, 0o600)
+        except OSError as error:
+            raise self._cannot_create(error) from None
+
+    async def _take_turn(self, fd: int) -> None:
+        """Lock `fd` once no other process holds the store: tried again every
+        STORE_LOCK_POLL_S, never blocking the event loop, up to STORE_WAIT_S."""
+        deadline = time.monotonic() + STORE_WAIT_S
+        while not _try_lock(fd):
+            if time.monotonic() >= deadline:
+                holder = _small_text(self.git_dir / STORE_LOCK).strip() or "unknown"
+                raise SnapshotError(f"process {holder} (another pi-lsp on {self.root}) has "
+                                    f"held the snapshot store {self.git_dir} for over "
+                                    f"{STORE_WAIT_S:g} s")
+            await asyncio.sleep(STORE_LOCK_POLL_S)
+        os.ftruncate(fd, 0)  # who holds it, for the message above
+        os.write(fd, f"{os.getpid()}\n".encode())
+
     async def _ensure(self) -> None:
         if self.exists():
             self._keep_attributes()  # a store made before
             return
         try:
             await self._create()
-        except OSError as error:  # XDG_STATE_HOME a file, say: name the folder, not a bug
-            raise SnapshotError(f"cannot create the snapshot store {self.git_dir} "
-                                f"({error.strerror}); it is kept under $XDG_STATE_HOME, else "
-                                "~/.local/state") from None
+        except OSError as error:
+            raise self._cannot_create(error) from None
+
+    def _cannot_create(self, error: OSError) -> SnapshotError:
+        """XDG_STATE_HOME a file, say: name the folder, not a bug."""
+        return SnapshotError(f"cannot create the snapshot store {self.git_dir} "
+                             f"({error.strerror}); it is kept under $XDG_STATE_HOME, else "
+                             "~/.local/state")
 
     def _keep_attributes(self) -> None:
         """Bring a store made before to ATTRIBUTES, and drop its index: git does not notice
@@ -189,7 +242,6 @@ class SnapshotStore:
         _keep_text(attributes, ATTRIBUTES)
 
     async def _create(self) -> None:
-        self.git_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         await self._run("init", "--quiet", "--bare", "--template=", str(self.git_dir),
                         store=False)
         # Nothing in the store is ever unreachable on purpose, so nothing may be collected.
@@ -238,7 +290,7 @@ class SnapshotStore:
 
         `overrides` (by relative path) replace the disk's content of files the snapshot holds.
         """
-        async with self._lock:
+        async with self._held():
             await self._ensure()
             await self._log_ready()
             await self._follow_user_excludes()
@@ -342,7 +394,7 @@ class SnapshotStore:
 
     async def read(self, tree: str, path: str) -> bytes | None:
         """The content of one regular file in a snapshot (None: no such file there)."""
-        async with self._lock:
+        async with self._held():
             await self._recorded(tree)
             listed = _split(await self._run("ls-tree", "-z", object_id(tree), "--", path))
             info, _, name = listed[0].partition("\t") if listed else ("", "", "")
@@ -355,7 +407,7 @@ class SnapshotStore:
                       ) -> list[FileChange]:
         """What restoring `target` over `current` would do, file by file, sorted by path."""
         ids = object_id(current), object_id(target)
-        async with self._lock:
+        async with self._held():
             await self._recorded(*ids)
             listed = _split(await self._run("diff-tree", "-r", "-z", "--no-renames",
                                             "--name-status", "--end-of-options", *ids))
@@ -426,7 +478,7 @@ class SnapshotStore:
             reason = unsafe_reason(self.root, change.path)
             if reason is not None:
                 raise SnapshotError(f"{change.path}: not restored because {reason}")
-        async with self._lock:
+        async with self._held():
             await self._recorded(source)
             # Deletes first: a write can make a folder a symlink, and a later delete of a file
             # "in" it would go wherever it leads.
@@ -505,6 +557,15 @@ async def _user_excludes_file(git: str | None) -> str:
     status, out, _err = await run_to_end([git, "config", "--path", "--get", "core.excludesFile"],
                                          None, cwd="/", env=env)
     return os.fsdecode(out).strip() if status == 0 else ""
+
+
+def _try_lock(fd: int) -> bool:
+    """Take an exclusive flock on `fd` unless another open file holds one."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
 
 
 def _waits_on_a_pipe(pid: int) -> bool:
