@@ -594,6 +594,42 @@ async def test_another_process_holding_the_store_too_long_is_named(
                                  f"snapshot store {store.git_dir} for over 0 s")
 
 
+# git, but its first `add -A` (FAILED not there yet) deletes the file GONE and fails on it, as
+# git 2.39 does on a file deleted after it listed it; its later runs are git's.
+VANISHING_GIT = """#!/bin/sh
+for arg in "$@"; do
+  if [ "$arg" = -A ] && [ ! -e "FAILED" ]; then
+    rm "GONE" && touch "FAILED"
+    echo "fatal: unable to stat 'gone.txt': No such file or directory" >&2
+    exit 128
+  fi
+done
+exec GIT "$@"
+"""
+
+
+async def test_a_snapshot_goes_on_when_a_file_goes_while_git_adds_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """git fails the whole `add` on a file that went after it listed it ("unable to stat"):
+    a build deleting files while a snapshot ran failed the snapshot."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "kept.txt").write_text("kept\n")
+    (root / "gone.txt").write_text("gone\n")
+    git_path = shutil.which("git")
+    assert git_path is not None
+    script = VANISHING_GIT.replace("GONE", str(root / "gone.txt"))
+    (tmp_path / "git").write_text(script.replace("FAILED", str(tmp_path / "failed"))
+                                  .replace("GIT", git_path))
+    (tmp_path / "git").chmod(0o755)
+    store = SnapshotStore(root)
+    monkeypatch.setattr(store, "git", str(tmp_path / "git"))
+    tree = (await store.snapshot()).tree
+    assert (tmp_path / "failed").exists()
+    assert await store.read(tree, "kept.txt") == b"kept\n"
+    assert await store.read(tree, "gone.txt") is None
+
+
 def release(pipe: Path) -> None:
     """Let a git waiting to read the named pipe `pipe` go on (it reads nothing)."""
     with contextlib.suppress(OSError):  # nobody waits for it yet

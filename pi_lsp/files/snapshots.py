@@ -301,8 +301,7 @@ class SnapshotStore:
             # ls-files names a nested repository the index lacks as `name/`, not its files.
             repos = [p.removesuffix("/") for p in listed if p.endswith("/")]
             specs = [".", *NOT_PRIVATE, *(f":(exclude,literal){p}" for p in [*skipped, *repos])]
-            await self._run("add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul",
-                            stdin=_join(specs), literal=False)
+            await self._add_all(specs)
             unborn = await self._add_repositories(repos)
             # A file that grew past the cap must not keep its old content; one where a folder
             # was must not keep the folder's files (and `rm` refuses a folder without -r).
@@ -318,6 +317,17 @@ class SnapshotStore:
             self.ignored.add(tree, await self._ignored_on_disk())
             self.unborn.add(tree, unborn)
             return Snapshot(tree, skipped)
+
+    async def _add_all(self, specs: list[str]) -> None:
+        """Stage what `specs` name, again once when a file went while git ran (a build deleting
+        files): git failed the whole `add` on it ("unable to stat"), staging nothing."""
+        add = ("add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul")
+        try:
+            await self._run(*add, stdin=_join(specs), literal=False)
+        except SnapshotError as error:
+            if "unable to stat" not in str(error):
+                raise
+            await self._run(*add, stdin=_join(specs), literal=False)  # reads the folders anew
 
     async def _add_repositories(self, repos: list[str]) -> list[str]:
         """Stage the nested repositories `repos` as gitlinks, and return those left out: git
