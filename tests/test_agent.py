@@ -1076,6 +1076,37 @@ async def test_a_second_abort_while_the_file_is_written_still_records_the_change
     assert (rig.root / "f.txt").read_text() == "two\n"
 
 
+async def test_a_cancel_of_the_aborted_run_still_writes_what_the_abort_writes(
+        make_rig, fake, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shutdown's grace that ran out while an aborted call still cleaned up (a write, the
+    "after" snapshot) cancelled the run itself: that cancel went through, so the call was
+    left with no result and the run with no aborted reply. They are written as after an
+    abort."""
+    rig = make_rig()
+    (rig.root / "f.txt").write_text("one\n")
+    fake.script(tool_reply([("toolu_1", "write", {"path": "f.txt", "content": "two\n"})]),
+                text_reply("never asked for"))
+    writing, go = threading.Event(), threading.Event()
+    write = tools.write_regular
+
+    def held(path: Path, data: bytes) -> None:
+        writing.set()
+        go.wait(CEILING_S)
+        write(path, data)
+
+    monkeypatch.setattr(tools, "write_regular", held)
+    run = asyncio.create_task(rig.harness.prompt("go"))
+    await until(writing.is_set, "the write")
+    assert rig.harness.abort() is True
+    run.cancel()  # as the server's end does once its grace is over
+    go.set()
+    await asyncio.wait_for(run, CEILING_S)
+    messages = rig.messages()
+    assert [m["role"] for m in messages] == ["user", "assistant", "toolResult", "assistant"]
+    assert messages[2]["content"] == [{"type": "text", "text": "Successfully wrote to f.txt"}]
+    assert messages[-1]["stopReason"] == "aborted"
+
+
 async def test_an_aborted_silent_bash_call_says_command_aborted(make_rig, fake) -> None:
     rig = make_rig()
     fake.script(tool_reply([("toolu_1", "bash", {"command": "echo $$ > sh.pid; sleep 30"})]),

@@ -464,9 +464,9 @@ class RawServer:
 
     @classmethod
     async def start(cls, root: Path, *, log: Path | None = None, tcp: bool = False,
-                    **options: Any) -> RawServer:
-        """Initialized with `options`; its stderr goes to `log` if given (over TCP always to a
-        file, where it says its port)."""
+                    capabilities: dict[str, Any] | None = None, **options: Any) -> RawServer:
+        """Initialized with the client's `capabilities` and `options`; its stderr goes to
+        `log` if given (over TCP always to a file, where it says its port)."""
         env = {**os.environ, "PI_CODING_AGENT_DIR": str(root / "agent")}
         if tcp:
             log = log or root / "serve-stderr.log"
@@ -481,7 +481,7 @@ class RawServer:
                                     else (process.stdout, process.stdin)))
             (root / "ws").mkdir(exist_ok=True)
             await server.request("initialize", {
-                "processId": os.getpid(), "capabilities": {},
+                "processId": os.getpid(), "capabilities": capabilities or {},
                 "workspaceFolders": [{"uri": (root / "ws").as_uri(), "name": "ws"}],
                 "initializationOptions": {"toolApproval": "auto", "autoCompaction": False,
                                           **options}}, ceiling=PROCESS_CEILING_S)
@@ -1056,6 +1056,37 @@ async def test_sigterm_mid_tool_kills_the_command_and_pairs_the_call(
                    e["message"]["role"] == "toolResult"]
         assert [r["message"]["toolCallId"] for r in results] == ["call-1"]
         assert results[0]["message"]["isError"] and calls
+    finally:
+        await server.close()
+
+
+async def test_an_end_while_the_editor_applies_an_edit_pairs_the_call(
+        tmp_path: Path, fake: FakeAnthropic) -> None:
+    """An edit the editor had not applied outlasted the end's grace, which cancelled the
+    aborted turn in its wait for the edit: the call was left with no result and no aborted
+    reply, after waiting 5 s more on an editor whose input was closed."""
+    fake.script(tool_reply([("call-1", "edit", {"path": "a.txt", "edits": [
+        {"oldText": "hello", "newText": "HELLO"}]})]), text_reply("never asked for"))
+    server = await RawServer.start(
+        tmp_path, capabilities={"workspace": {"applyEdit": True,
+                                              "workspaceEdit": {"documentChanges": True}}},
+        anthropicBaseUrl=fake.url, anthropicApiKey="test-key")
+    try:
+        edited = tmp_path / "ws" / "a.txt"
+        edited.write_text("hello world\n")
+        server.send({"method": "textDocument/didOpen", "params": {"textDocument": {
+            "uri": edited.as_uri(), "languageId": "plaintext", "version": 1,
+            "text": "hello world\n"}}})
+        uri = (await server.command("pi.newSession"))["result"]["uri"]
+        await server.command("pi.prompt", uri=uri, text="go")
+        await server.wait_for(lambda m: m.get("method") == "workspace/applyEdit")
+        assert server.process.stdin is not None
+        server.process.stdin.close()  # the editor never answers the edit
+        assert await asyncio.wait_for(server.process.wait(), CEILING_S) == 0
+        messages = [e["message"] for e in session_lines(uri) if e["type"] == "message"]
+        assert [m["role"] for m in messages][-3:] == ["assistant", "toolResult", "assistant"]
+        assert "it may have changed" in messages[-2]["content"][0]["text"]
+        assert messages[-1]["stopReason"] == "aborted"
     finally:
         await server.close()
 

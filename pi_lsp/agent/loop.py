@@ -115,9 +115,15 @@ async def abortable(hooks: LoopHooks, work: Coroutine[Any, Any, T]) -> T:
         return await task
     except asyncio.CancelledError:
         current = asyncio.current_task()
-        if task.cancelled() and not (current and current.cancelling()):
-            raise Aborted() from None
-        raise
+        cut = current is not None and current.cancelling() > 0
+        if not task.cancelled() or (cut and not hooks.aborted):
+            raise
+        if current is not None and cut:
+            # An aborted run cancelled itself (a shutdown's grace ran out while the step's
+            # cleanup ran): the step ends as the abort's, so the run still writes what an
+            # abort writes (the call's result, the aborted reply), with no wait left in it.
+            current.uncancel()
+        raise Aborted() from None
 
 
 def _deliver(hooks: LoopHooks, messages: list[UserMessage], produced: list[AgentMessage]) -> None:

@@ -558,10 +558,12 @@ async def _written(change: Proposal, ctx: ToolContext, result: ToolResult) -> To
         await asyncio.shield(writing)
     except asyncio.CancelledError:
         outcome: ToolResult | None = result
-        if not await _ended_despite_cancels(writing, ABORTED_WRITE_WAIT_S):
+        # Not ended, or cut (the server ending stops waiting on the editor): nobody knows.
+        if not await _ended_despite_cancels(writing, ABORTED_WRITE_WAIT_S) or \
+                writing.cancelled():
             outcome = text_result(f"Aborted while {change.path} was being written: it may have "
                                   "changed. Read it before changing it again.", is_error=True)
-        elif writing.cancelled() or writing.exception() is not None:
+        elif writing.exception() is not None:
             outcome = None  # the write failed: the abort's own words stand
         if outcome is not None and ctx.on_abort is not None:
             ctx.on_abort(outcome)

@@ -263,16 +263,29 @@ class PiProtocol(LanguageServerProtocol):
 
     @lsp_method(types.SHUTDOWN)
     def lsp_shutdown(self, *args: Any) -> Generator[Any, Any, None]:
-        # The built-in cancels in-flight requests while iterating the dict their callbacks
-        # shrink; iterate a copy so a shutdown during a command still answers.
         if (handler := self.fm.features.get(types.SHUTDOWN)) is not None:
             yield handler, args, None
+        self.cancel_in_flight()
+        self._shutdown = True
+        return None
+
+    def cancel_in_flight(self) -> None:
+        """Cancel every request in flight but the current one: the client's are answered
+        cancelled, and the server's own waited for no longer."""
         current = self.msg_id
+        # pygls' shutdown iterated the dict their callbacks shrink; a copy, so a shutdown
+        # during a command still answers.
         for msg_id, future in list(self._request_futures.items()):
             if msg_id != current and not future.done():
                 future.cancel()
-        self._shutdown = True
-        return None
+
+    def stop_asking(self) -> None:
+        """Wait no longer for the client's answers to the server's own requests (applyEdit,
+        progress, questions): each waiter is cancelled."""
+        for msg_id in list(self._result_types):  # pygls drops an id once answered
+            future = self._request_futures.get(msg_id)
+            if future is not None and not future.done():
+                future.cancel()
 
     @lsp_method(types.EXIT)
     def lsp_exit(self, *args: Any) -> Generator[Any, Any, None]:

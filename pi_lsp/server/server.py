@@ -173,7 +173,9 @@ class PiServer(LanguageServer):
     async def _finish(self) -> None:
         for session in self.hub.open.values() if self.started else ():
             session.abort()
-        await self.tasks.finish(SHUTDOWN_WAIT_S)
+        # Past the grace the editor's answers are waited for no longer: an edit it still
+        # applies ended the aborted call 5 s later (ABORTED_WRITE_WAIT_S), not at once.
+        await self.tasks.finish(SHUTDOWN_WAIT_S, self.protocol.stop_asking)
         await self.watch.stop()
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from pi_lsp.server.errors import EXPECTED
@@ -35,13 +35,16 @@ class Tasks:
         else:
             log.error("%s failed", task.get_name(), exc_info=error)
 
-    async def finish(self, wait_s: float) -> None:
-        """Let running tasks end for up to `wait_s`, then cancel the rest and await them."""
+    async def finish(self, wait_s: float, give_up: Callable[[], None]) -> None:
+        """Let running tasks end for up to `wait_s`, then call `give_up` (what they wait on
+        is waited for no longer), cancel the rest and await them."""
         running = [t for t in self._running if not t.done()]
         if not running:
             return
         _done, late = await asyncio.wait(running, timeout=wait_s)
+        if not late:
+            return
+        give_up()
         for task in late:  # waiting on the client, say: cut, and awaited all the same
             task.cancel()
-        if late:
-            await asyncio.wait(late)
+        await asyncio.wait(late)
