@@ -1076,6 +1076,42 @@ async def test_a_second_abort_while_the_file_is_written_still_records_the_change
     assert (rig.root / "f.txt").read_text() == "two\n"
 
 
+async def test_a_write_an_abort_stopped_waiting_for_fails_with_no_traceback(
+        make_rig, fake, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write still under way when the aborted call stopped waiting for it had nobody to
+    read its failure (an editor answering the edit late, with an error): asyncio logged
+    "Task exception was never retrieved" with its traceback."""
+    rig = make_rig()
+    (rig.root / "f.txt").write_text("one\n")
+    fake.script(tool_reply([("toolu_1", "write", {"path": "f.txt", "content": "two\n"})]),
+                text_reply("never asked for"))
+    writing, go = threading.Event(), threading.Event()
+
+    def held(_path: Path, _data: bytes) -> None:
+        writing.set()
+        go.wait(CEILING_S)
+        raise OSError("the disk is gone")
+
+    monkeypatch.setattr(tools, "write_regular", held)
+    monkeypatch.setattr(tools, "ABORTED_WRITE_WAIT_S", 0.0)
+    loop = asyncio.get_running_loop()
+    unhandled: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, context: unhandled.append(context))
+    try:
+        run = asyncio.create_task(rig.harness.prompt("go"))
+        await until(writing.is_set, "the write")
+        assert rig.harness.abort() is True
+        await asyncio.wait_for(run, CEILING_S)
+        [write] = [t for t in asyncio.all_tasks() if t.get_coro().__name__ == "write_text"]
+        go.set()
+        await asyncio.wait([write], timeout=CEILING_S)
+        assert write.done()
+        del write  # as the server drops it: nobody holds it any more
+    finally:
+        loop.set_exception_handler(None)
+    assert unhandled == []
+
+
 async def test_a_cancel_of_the_aborted_run_still_writes_what_the_abort_writes(
         make_rig, fake, monkeypatch: pytest.MonkeyPatch) -> None:
     """A shutdown's grace that ran out while an aborted call still cleaned up (a write, the

@@ -558,9 +558,11 @@ async def _written(change: Proposal, ctx: ToolContext, result: ToolResult) -> To
         await asyncio.shield(writing)
     except asyncio.CancelledError:
         outcome: ToolResult | None = result
+        ended = await _ended_despite_cancels(writing, ABORTED_WRITE_WAIT_S)
+        if not ended:
+            writing.add_done_callback(_given_up)
         # Not ended, or cut (the server ending stops waiting on the editor): nobody knows.
-        if not await _ended_despite_cancels(writing, ABORTED_WRITE_WAIT_S) or \
-                writing.cancelled():
+        if not ended or writing.cancelled():
             outcome = text_result(f"Aborted while {change.path} was being written: it may have "
                                   "changed. Read it before changing it again.", is_error=True)
         elif writing.exception() is not None:
@@ -569,6 +571,13 @@ async def _written(change: Proposal, ctx: ToolContext, result: ToolResult) -> To
             ctx.on_abort(outcome)
         raise
     return result
+
+
+def _given_up(writing: asyncio.Future[Any]) -> None:
+    """A write no call waits for any more ended: its failure is logged quietly, not by asyncio
+    as a task exception never retrieved, with a traceback."""
+    if not writing.cancelled() and (error := writing.exception()) is not None:
+        log.info("a write an abort stopped waiting for failed: %s", error)
 
 
 async def _ended_despite_cancels(task: asyncio.Future[Any], timeout: float) -> bool:
