@@ -889,6 +889,36 @@ async def test_ending_the_server_mid_reply_saves_it_as_aborted(
         await server.close()
 
 
+@pytest.mark.parametrize("how", ["sigterm", "stdin closed", "ctrl-c"])
+async def test_ending_the_server_with_a_command_in_flight_logs_no_traceback(
+        how: str, tmp_path: Path) -> None:
+    """Only `shutdown` cancelled the requests in flight: on the other ends asyncio.run
+    cancelled their handlers as it closed, and each one's JsonRpcRequestCancelled was logged
+    with a traceback (twice: by pygls, and as unhandled during asyncio.run's shutdown)."""
+    log = tmp_path / "stderr.log"
+    server = await RawServer.start(tmp_path, log=log, toolApproval="ask")
+    try:
+        uri = (await server.command("pi.newSession"))["result"]["uri"]
+        outside = tmp_path / "outside.txt"
+        outside.write_text("far away\n")
+        server.send({"id": 1, "method": "workspace/executeCommand", "params": {
+            "command": "pi.prompt", "arguments": [{"uri": uri, "text": "go", "context": [
+                {"uri": outside.as_uri()}]}]}})
+        await server.wait_for(lambda m: m.get("method") == "window/showMessageRequest")
+        if how == "sigterm":
+            server.process.send_signal(signal.SIGTERM)
+        elif how == "ctrl-c":
+            server.process.send_signal(signal.SIGINT)
+        else:
+            assert server.process.stdin is not None
+            server.process.stdin.close()
+        code = 130 if how == "ctrl-c" else 0
+        assert await asyncio.wait_for(server.process.wait(), CEILING_S) == code
+        assert "Traceback" not in log.read_text()
+    finally:
+        await server.close()
+
+
 @pytest.mark.parametrize("transport", ["stdio", "tcp"])
 async def test_ctrl_c_with_a_client_connected_says_interrupted_and_exits_130(
         transport: str, tmp_path: Path) -> None:

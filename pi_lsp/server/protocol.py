@@ -279,6 +279,17 @@ class PiProtocol(LanguageServerProtocol):
             if msg_id != current and not future.done():
                 future.cancel()
 
+    async def end_in_flight(self) -> None:
+        """Cancel the requests in flight, as `shutdown` does, and let their handlers end: at
+        the input's end, SIGTERM or Ctrl-C, asyncio.run cancelled them as it closed, and each
+        one's JsonRpcRequestCancelled was logged with a traceback."""
+        # pygls files the client's coroutine handlers, asyncio tasks, with concurrent futures.
+        futures: list[Any] = list(self._request_futures.values())
+        handlers = [f for f in futures if isinstance(f, asyncio.Future)]
+        self.cancel_in_flight()
+        if handlers:
+            await asyncio.wait(handlers)
+
     def stop_asking(self) -> None:
         """Wait no longer for the client's answers to the server's own requests (applyEdit,
         progress, questions): each waiter is cancelled."""

@@ -157,10 +157,12 @@ class PiServer(LanguageServer):
                 f"defaults: {'; '.join(refused)}"))
 
     async def end(self) -> None:
-        """The input's end, SIGTERM or `exit`: the shutdown work, and `shutdown`'s answer
-        sent if one was asked (before, the end ran the work a second time beside it)."""
+        """The input's end, SIGTERM or `exit`: the shutdown work, `shutdown`'s answer sent if
+        one was asked (before, the end ran the work a second time beside it), and the requests
+        still in flight cancelled."""
         await self.shutdown_work()
         await self.protocol.shutdown_answered()
+        await self.protocol.end_in_flight()
 
     async def shutdown_work(self) -> None:
         """Abort every running or claimed turn and job, as `pi.abort` does (a turn is persisted
