@@ -1872,6 +1872,27 @@ async def test_abort_before_the_turn_starts_stops_it(pi: Pi, fake: FakeAnthropic
     assert fake.message_requests() == []
 
 
+async def test_abort_ends_a_turn_whose_progress_the_editor_has_not_created(
+        pi: Pi, fake: FakeAnthropic) -> None:
+    """`pi.abort` answered aborted but ended nothing while the editor had not answered the
+    turn's window/workDoneProgress/create: no agent_end, the session busy and the prompt
+    unwritten until it did (for ever, if it never did; shutdown lost the prompt)."""
+    uri = await new_session(pi)
+    fake.script(slow_text(words=20, delay=0.05))
+    since = pi.mark()
+    with progress_held(pi.client):
+        turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "OOPS"}))["turnId"]
+        assert await call(pi.client, "pi.abort", {"uri": uri}) == {"aborted": True}
+        events = await wait_events(pi, turn_id, since)  # the editor still has not answered
+        replies = [e["message"] for e in lines(path_of(uri)) if e["type"] == "message"]
+        assert [(m["role"], m.get("stopReason")) for m in replies][-2:] == [
+            ("user", None), ("assistant", "aborted")]
+        last = lines(path_of(uri))[-1]["id"]
+        await call(pi.client, "pi.branch", {"uri": uri, "targetId": last})  # idle again
+    assert event_types(events)[-1] == "agent_end"
+    assert fake.message_requests() == []
+
+
 async def test_a_turn_claimed_in_a_folder_removed_starts_aborted(pi: Pi,
                                                                  fake: FakeAnthropic) -> None:
     """A turn answered but not started yet when its folder left the workspace went on to run

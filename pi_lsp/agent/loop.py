@@ -46,6 +46,15 @@ TRUNCATED_TOOL = ('Tool call "{name}" was not executed: the response hit the out
 T = TypeVar("T")
 
 
+class Abortable(Protocol):
+    """What abortable() needs: whether abort() came, and where to put the task it cancels."""
+
+    @property
+    def aborted(self) -> bool: ...
+
+    def track(self, task: asyncio.Task[Any]) -> None: ...
+
+
 class LoopHooks(Protocol):
     """What the loop needs from whoever runs it (the harness)."""
 
@@ -104,7 +113,7 @@ class Aborted(Exception):
         return "aborted"
 
 
-async def abortable(hooks: LoopHooks, work: Coroutine[Any, Any, T]) -> T:
+async def abortable(hooks: Abortable, work: Coroutine[Any, Any, T]) -> T:
     """Run `work` as its own task so abort() can cancel it without cancelling the loop."""
     if hooks.aborted:  # abort() came while nothing ran that it could cancel
         work.close()

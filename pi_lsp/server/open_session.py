@@ -30,6 +30,8 @@ class OpenSession(msgspec.Struct):
     job: str | None = None  # "compaction" or "branch_summary", claimed the same way
     # pi.abort came while a claim had not started yet: it starts aborted.
     abort_claimed: bool = False
+    # What the claim waits for before it starts (the editor's progress): an abort ends it.
+    waiting: asyncio.Task[Any] | None = None
     # Steers and follow-ups sent while the claimed turn had not begun, for it to take; None
     # when no turn is claimed or it has begun (its harness holds them from then).
     early: list[tuple[str, UserMessage]] | None = None
@@ -109,9 +111,20 @@ class OpenSession(msgspec.Struct):
         self.asking.clear()
 
     def abort_claim(self) -> bool:
-        """Have a claimed turn or job start aborted; False when nothing is claimed."""
+        """Have a claimed turn or job start aborted, now; False when nothing is claimed."""
         self.abort_claimed = self.turn_id is not None or self.job is not None
+        if self.abort_claimed and self.waiting is not None:
+            self.waiting.cancel()  # the editor's answer may be late, or never come
         return self.abort_claimed
+
+    @property
+    def aborted(self) -> bool:
+        """Whether the claim is to start aborted (for `abortable`)."""
+        return self.abort_claimed
+
+    def track(self, task: asyncio.Task[Any]) -> None:
+        """`task` is what the claim waits for before it starts (for `abortable`)."""
+        self.waiting = task
 
     def run_claim(self, task: asyncio.Task[Any]) -> None:
         """`task` runs the claimed turn or job; the claim ends with it, unless its turn let go
@@ -125,5 +138,5 @@ class OpenSession(msgspec.Struct):
             self.release()
 
     def release(self) -> None:
-        self.turn_id = self.job = self.early = None
+        self.turn_id = self.job = self.early = self.waiting = None
         self.abort_claimed = False

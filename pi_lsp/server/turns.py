@@ -15,7 +15,7 @@ from pygls.lsp.server import LanguageServer
 
 from pi_lsp.agent.events import AgentEvent, AutoRetryStart, MessageUpdate, ToolExecutionStart
 from pi_lsp.agent.harness import Harness
-from pi_lsp.agent.loop import Aborted
+from pi_lsp.agent.loop import Aborted, abortable
 from pi_lsp.server.errors import failure_message
 from pi_lsp.server.open_session import OpenSession
 from pi_lsp.server.protocol import JOB_DONE, TURN, PromptArgs
@@ -66,7 +66,8 @@ class Runs:
         unsubscribe = harness.subscribe(stream.on_event)
         # A status bar shows "title: message" cut from the left: a short title, and a message
         # the tool reports replace, keep what is still running in view.
-        token = await self.progress_begin("pi", shorten(args.text, PROGRESS_PROMPT_CHARS))
+        token = await self.claim_progress(session, "pi",
+                                          shorten(args.text, PROGRESS_PROMPT_CHARS))
         self.abort_on_cancel(token, harness)
         stream.progress_token = token
         outcome = "done"
@@ -89,7 +90,7 @@ class Runs:
 
     async def _job(self, uri: str, job_id: str, title: str, session: OpenSession,
                    harness: Harness, work: Callable[[], Awaitable[Any]]) -> None:
-        token = await self.progress_begin(title)
+        token = await self.claim_progress(session, title)
         self.abort_on_cancel(token, harness)
         try:
             if session.abort_claimed:
@@ -105,13 +106,25 @@ class Runs:
         finally:
             self.progress_end(token, "done")
 
+    async def claim_progress(self, session: OpenSession, title: str,
+                             message: str | None = None) -> str | None:
+        """The claimed turn's or job's progress, None when it is aborted before the editor
+        created it: the abort ended nothing while the editor had not answered (ever, if it
+        never did), and shutdown lost the prompt."""
+        try:
+            return await abortable(session, self.progress_begin(title, message))
+        except Aborted:
+            return None
+
     async def progress_begin(self, title: str, message: str | None = None) -> str | None:
         window = self.server.client_capabilities.window
         if window is None or not window.work_done_progress:
             return None
         token = str(uuid.uuid4())
         try:
-            await self.server.work_done_progress.create_async(token)
+            # Shielded: a late answer to a request given up on must find it pending (pygls
+            # fails on a cancelled one).
+            await asyncio.shield(self.server.work_done_progress.create_async(token))
         except Exception:
             return None  # the client does not do progress
         self.server.work_done_progress.begin(token, types.WorkDoneProgressBegin(
