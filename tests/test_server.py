@@ -34,6 +34,7 @@ from pygls.exceptions import JsonRpcException
 from pygls.uris import to_fs_path
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
+from pi_lsp.server.watcher import SessionWatch
 from pi_lsp.session.entries import UserMessage
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.summarize.branch import BRANCH_SUMMARY_PREAMBLE
@@ -1527,6 +1528,99 @@ async def test_a_file_named_in_no_utf8_stops_neither_the_listing_nor_the_watch(
         listed = (await call(client, "pi.listSessions", {}))["sessions"]
         assert later in [s["uri"] for s in listed]
         await asyncio.wait_for(client.shutdown_session(), CEILING_S)
+
+
+async def test_an_append_to_a_session_no_editor_holds_changes_the_listing(
+        tmp_path: Path, fake: FakeAnthropic) -> None:
+    """The pi CLI naming a session no editor had open sent nothing: both editors kept its old
+    title, entry count and place in the list (only a file that came or went was told)."""
+    shutil.copytree(EXAMPLE, tmp_path / "main")
+    session = tmp_path / "main" / ".pi" / "sessions" / EXAMPLE_SESSION.name
+    async with own_server() as client:
+        pi = await connect(client, CLIENTS[0], tmp_path, init_options(fake), folders=("main",))
+        since, names, deadline = pi.mark(), 0, time.monotonic() + CEILING_S
+        while not pi.of(SESSIONS_CHANGED, since):  # again until seen: the watch may not be on
+            assert time.monotonic() < deadline, "the append was never announced"
+            names += 1
+            SessionTree.open(str(session)).append_session_info(f"Named by the CLI {names}")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wait_note(pi, SESSIONS_CHANGED, since=since), 1)
+        listed = (await call(client, "pi.listSessions", {}))["sessions"]
+        assert [(s["title"], s["entryCount"]) for s in listed] == [
+            (f"Named by the CLI {names}", len(lines(session)))]
+        await asyncio.wait_for(client.shutdown_session(), CEILING_S)
+
+
+async def watch_recorded(folder: Path, notice_interval: float
+                         ) -> tuple[SessionWatch, list[Path], list[list[Path]]]:
+    """A watch of `folder`, once it has taken in the files there; the files it took in, and
+    those taken in by each listing told."""
+    seen: list[Path] = []
+    told: list[list[Path]] = []
+    watch = SessionWatch(seen.append, lambda: told.append(list(seen)), lambda *_: None,
+                         notice_interval)
+    watch.follow([folder])
+    there = len(list(folder.glob("*.jsonl")))
+    await until(lambda: len(seen) >= there, "the files there to be taken in")
+    return watch, seen, told
+
+
+async def appended_and_seen(path: Path, seen: list[Path]) -> None:
+    """Append to the session, again until the watch takes it in (it may not have begun)."""
+    before = len(seen)
+    while path not in seen[before:]:
+        SessionTree.open(str(path)).append_custom("external")
+        with contextlib.suppress(AssertionError):
+            await until(lambda: path in seen[before:], "the append", ceiling=1)
+
+
+async def test_sessions_there_when_watching_begins_are_no_change(tmp_path: Path) -> None:
+    """Each file in the folder when the watch began was told as one that came: 1,987
+    pi/sessionsChanged for 2,000 sessions at start, each making the editors list again."""
+    for n in range(20):
+        shutil.copyfile(EXAMPLE_SESSION, tmp_path / f"old-{n}.jsonl")
+    watch, seen, told = await watch_recorded(tmp_path, notice_interval=0)
+    try:
+        await appended_and_seen(tmp_path / "old-0.jsonl", seen)
+        await until(lambda: told, "the append to be told")
+        assert len(told[0]) > 20, "told before the change"
+    finally:
+        await watch.stop()
+
+
+async def test_changes_come_to_the_editors_at_most_once_an_interval(tmp_path: Path) -> None:
+    """Each file that came was told on its own (copying 500 sessions sent 500
+    pi/sessionsChanged), and a session appended to every 100 ms would make the editors list
+    ten times a second: one batch is told once, and nothing more until the interval ends."""
+    session = tmp_path / "streamed.jsonl"
+    shutil.copyfile(EXAMPLE_SESSION, session)
+    watch, seen, told = await watch_recorded(tmp_path, notice_interval=CEILING_S)
+    try:
+        await appended_and_seen(session, seen)  # told at once, and the interval begins
+        copies = [tmp_path / f"copy-{n}.jsonl" for n in range(50)]
+        for copy in copies:
+            shutil.copyfile(EXAMPLE_SESSION, copy)
+        await until(lambda: set(copies) <= set(seen), "the copies to be taken in")
+        for _ in range(5):
+            await appended_and_seen(session, seen)
+        assert len(told) == 1, told
+    finally:
+        await watch.stop()
+
+
+async def test_the_last_change_of_an_interval_is_told_when_it_ends(tmp_path: Path) -> None:
+    """What changed while announcements wait reaches the editors at the interval's end."""
+    session = tmp_path / "streamed.jsonl"
+    shutil.copyfile(EXAMPLE_SESSION, session)
+    watch, seen, told = await watch_recorded(tmp_path, notice_interval=0.5)
+    try:
+        await appended_and_seen(session, seen)
+        await until(lambda: told, "the first append to be told")
+        await appended_and_seen(session, seen)
+        last = len(seen)
+        await until(lambda: len(told[-1]) >= last, "the last append to be told")
+    finally:
+        await watch.stop()
 
 
 @pytest.mark.parametrize("named_by", ["the user", "a project trusted later"])

@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 import watchfiles
+
+from pi_lsp.session.catalog import file_key
 
 log = logging.getLogger(__name__)
 
@@ -18,8 +21,12 @@ STEP_MS = 20
 POLL_MS = 100
 MISSING_DIR_POLL_S = 0.5
 RESTART_PAUSE_S = 0.5  # between a watch watchfiles ended and the next
+# The editors list every session again at each pi/sessionsChanged: a session another program
+# appends to ten times a second is announced at most once a second.
+LISTING_NOTICE_S = 1.0
 
-Changed = Callable[[Path, watchfiles.Change], None]
+# A batch of changed files; True when they are the files there as watching began.
+Changed = Callable[[list[Path], bool], None]
 
 
 def session_file_filter(change: watchfiles.Change, path: str) -> bool:
@@ -50,12 +57,14 @@ class DirectoryWatcher:
                 log.exception("watching %s had failed", self.directory)
 
     async def _run(self) -> None:
+        # Files there when watching begins are no change; those found once a missing folder
+        # appears, or when a watch begins again (changed in between, maybe), are.
+        initial = self.directory.is_dir()
         while not self._stop.is_set():
             if not await self._wait_for_directory():
                 return
-            # Files already there when the watch begins are reported once.
-            for path in sorted(self.directory.glob("*.jsonl")):
-                self._report(path, watchfiles.Change.added)
+            self._report(sorted(self.directory.glob("*.jsonl")), initial)
+            initial = False
             try:
                 await self._watch()
             except OSError as error:
@@ -89,16 +98,14 @@ class DirectoryWatcher:
             step=STEP_MS, stop_event=self._stop, recursive=False,
             force_polling=self.force_polling or None, poll_delay_ms=POLL_MS,
         ):
-            for change, path in sorted(changes, key=lambda c: c[1]):
-                self._report(Path(path), change)
+            self._report(sorted({Path(path) for _change, path in changes}), False)
 
-    def _report(self, path: Path, change: watchfiles.Change) -> None:
-        """Tell of one change; a file that fails to read (no longer a session, say) is logged,
-        and the folder's other files are still watched."""
+    def _report(self, paths: list[Path], initial: bool) -> None:
+        """Tell of one batch; an error is logged, and the folder is still watched."""
         try:
-            self.on_change(path, change)
+            self.on_change(paths, initial)
         except Exception:
-            log.exception("%s changed and could not be read again", path)
+            log.exception("changes in %s could not be taken in", self.directory)
 
 
 def _first_cause(error: BaseException) -> BaseException:
@@ -108,14 +115,45 @@ def _first_cause(error: BaseException) -> BaseException:
     return error
 
 
+class Throttled:
+    """`action` run at once when it last ran `interval` seconds ago or more, else once at the
+    end of that interval for every call made meanwhile."""
+
+    def __init__(self, action: Callable[[], None], interval: float) -> None:
+        self.action, self.interval = action, interval
+        self._last = -interval
+        self._later: asyncio.TimerHandle | None = None
+
+    def __call__(self) -> None:
+        if self._later is not None:
+            return
+        wait = self._last + self.interval - time.monotonic()
+        if wait <= 0:
+            self._run()
+        else:
+            self._later = asyncio.get_running_loop().call_later(wait, self._run)
+
+    def cancel(self) -> None:
+        if self._later is not None:
+            self._later.cancel()
+            self._later = None
+
+    def _run(self) -> None:
+        self._later = None
+        self._last = time.monotonic()
+        self.action()
+
+
 class SessionWatch:
-    """The workspace's session directories, watched, and which session files are in them."""
+    """The workspace's session directories, watched, and their session files as last seen."""
 
     def __init__(self, on_file: Callable[[Path], None], on_listing: Callable[[], None],
-                 stop_later: Callable[[Coroutine[Any, Any, None], str], object]) -> None:
-        self.on_file, self.on_listing, self.stop_later = on_file, on_listing, stop_later
+                 stop_later: Callable[[Coroutine[Any, Any, None], str], object],
+                 notice_interval: float = LISTING_NOTICE_S) -> None:
+        self.on_file, self.stop_later = on_file, stop_later
+        self.on_listing = Throttled(on_listing, notice_interval)
         self.watchers: dict[Path, DirectoryWatcher] = {}
-        self.known: set[Path] = set()  # the session files that exist, as last seen
+        self.known: dict[Path, tuple[int, int, int]] = {}  # file_key
 
     def follow(self, directories: list[Path]) -> None:
         """Watch exactly `directories` from now on."""
@@ -128,19 +166,50 @@ class SessionWatch:
             self.watchers[directory] = watcher
             watcher.start()
 
-    def changed(self, path: Path, _change: object) -> None:
-        exists = path.is_file()
-        if exists != (path in self.known):
-            (self.known.add if exists else self.known.discard)(path)
+    def changed(self, paths: list[Path], initial: bool) -> None:
+        """Take in a batch: a file that came, went or changed (an append by the pi CLI to a
+        session no editor holds, say) changes the listing, told once for the whole batch."""
+        listing_changed = False
+        for path in paths:
+            listing_changed |= self._seen(path)
+            self._take(path)
+        if listing_changed and not initial:
             self.on_listing()
-        self.on_file(path)
 
     def created(self, path: Path) -> None:
         """A session file the server itself made; the listing has changed."""
-        self.known.add(path)
+        self._seen(path)
         self.on_listing()
 
     async def stop(self) -> None:
+        self.on_listing.cancel()
         for watcher in self.watchers.values():
             await watcher.stop()
         self.watchers.clear()
+
+    def _seen(self, path: Path) -> bool:
+        """Note the file as it is now; whether it came, went or changed since last seen."""
+        key = _file_key(path)
+        if key == self.known.get(path):
+            return False
+        if key is None:
+            del self.known[path]
+        else:
+            self.known[path] = key
+        return True
+
+    def _take(self, path: Path) -> None:
+        """Tell of one file; one that fails to read (no longer a session, say) is logged,
+        and the batch's other files are still taken in."""
+        try:
+            self.on_file(path)
+        except Exception:
+            log.exception("%s changed and could not be read again", path)
+
+
+def _file_key(path: Path) -> tuple[int, int, int] | None:
+    """The file's size, mtime and inode (the same for a file unchanged); None for no file."""
+    try:
+        return file_key(path) if path.is_file() else None
+    except OSError:  # gone since
+        return None
