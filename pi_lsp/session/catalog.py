@@ -531,14 +531,29 @@ class _Known:
 
 class SessionIndex:
     """Summaries kept across listings: an unchanged file (same size, mtime and inode) is not
-    read again, a grown one only from where the last read stopped, anything else in full."""
+    read again, a grown one only from where the last read stopped, anything else in full; a
+    file that is no session is not read again until it changes."""
 
     def __init__(self) -> None:
         self._known: dict[str, _Known] = {}
+        self._refused: dict[str, tuple[tuple[int, int, int], NotASessionError]] = {}
         self._lock = threading.Lock()  # listings run in worker threads
 
     def summary(self, path: str) -> SessionSummary:
         key = file_key(path)
+        refused = self._refused.get(path)
+        if refused is not None and refused[0] == key:
+            raise refused[1].with_traceback(None)  # a traceback each time would pile up
+        try:
+            summary = self._summary(path, key)
+        except NotASessionError as error:
+            self._known.pop(path, None)
+            self._refused[path] = key, error
+            raise
+        self._refused.pop(path, None)
+        return summary
+
+    def _summary(self, path: str, key: tuple[int, int, int]) -> SessionSummary:
         known = self._known.get(path)
         if known is not None and known.key == key:
             return known.summary
@@ -559,6 +574,8 @@ class SessionIndex:
             files = _session_files(directories)
             for gone in set(self._known) - set(files):
                 del self._known[gone]
+            for gone in set(self._refused) - set(files):
+                del self._refused[gone]
             return _newest_first(files, self.summary)
 
 
