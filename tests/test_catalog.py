@@ -274,7 +274,22 @@ def test_a_header_stamp_no_date_reads_leaves_the_files_time_as_modified(tmp_path
     sessions = list_sessions([directory])
     assert [s.id for s in sessions] == ["someday", "dated"]
     assert sessions[0].modified == "2023-11-14T22:13:20.000Z"  # the file's mtime
-    assert sessions[0].created == "someday"  # the header's, as written
+    assert sessions[0].created == ""  # pi's toISOString throws for its Invalid Date
+
+
+@pytest.mark.parametrize(("stamp", "listed"), [
+    ("2026-11-05T12:00:00+02:00", "2026-11-05T10:00:00.000Z"),
+    ("Thu Nov 05 2026 09:00:00 GMT+0000", "2026-11-05T09:00:00.000Z"),
+    ("2026-11-05", "2026-11-05T00:00:00.000Z"),
+    ("0050-01-01T00:00:00Z", "0050-01-01T00:00:00.000Z"),
+])
+def test_a_header_time_is_listed_as_pi_writes_it(tmp_path: Path, stamp: str, listed: str
+                                                ) -> None:
+    """`created` and `modified` repeated the header's text as written, where pi 1.6 lists
+    `new Date(text)`, written by toISOString (session-manager.js buildSessionInfo)."""
+    write(tmp_path / "s" / "a.jsonl", [header("a", stamp, "/w")])
+    (session,) = list_sessions([tmp_path / "s"])
+    assert (session.created, session.modified) == (listed, listed)
 
 
 def test_the_files_time_is_rounded_to_the_ms_as_node_does(tmp_path: Path) -> None:

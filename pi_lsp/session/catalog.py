@@ -32,7 +32,7 @@ from pi_lsp.session.entries import (
     header_decoder,
     session_name,
 )
-from pi_lsp.session.ids import iso_to_ms, order_ms, stamp_text
+from pi_lsp.session.ids import date_text, iso_to_ms, order_ms, stamp_text
 from pi_lsp.session.journal import (
     MAX_LINE_BYTES,
     LineBatch,
@@ -427,18 +427,19 @@ class SummaryFold:
 
     def summary(self, path: Path) -> SessionSummary:
         header = self.header
-        # pi's created is `new Date(timestamp)` whatever the header holds: "" for NaN.
-        created = stamp_text(header.timestamp) or ""
+        # pi's created is `new Date(timestamp)` whatever the header holds, written by its
+        # toISOString, which throws for an Invalid Date: "" then.
+        created = date_text(header.timestamp) or ""
         # pi 1.6's buildSessionInfo: the last activity after 1970 (a time past a Date's range
         # is its Invalid Date, "" as for `created`), else the header's time when it is text a
-        # Date reads (kept as written), else the file's.
+        # Date reads, else the file's.
         stamp = header.timestamp
         parent = header.parent_session
         parent = parent if isinstance(parent, str) else None  # editors are sent text or null
         if self.latest is not None and self.latest > 0:
-            modified = stamp_text(self.latest) or ""
-        elif isinstance(stamp, str) and iso_to_ms(stamp) is not None:
-            modified = stamp
+            modified = date_text(self.latest) or ""
+        elif isinstance(stamp, str) and (header_time := date_text(stamp)) is not None:
+            modified = header_time
         else:
             modified = _file_time(path) or created
         return SessionSummary(

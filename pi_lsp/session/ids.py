@@ -63,7 +63,9 @@ def iso_now() -> str:
 
 
 def _iso(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    # Not strftime: its %Y writes the year 50 as "50" where JavaScript writes "0050".
+    return (f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:"
+            f"{moment.minute:02d}:{moment.second:02d}.{moment.microsecond // 1000:03d}Z")
 
 
 def iso_to_ms(text: object) -> int | None:
@@ -81,7 +83,14 @@ def stamp_text(stamp: object) -> str | None:
         return stamp
     if stamp is None or stamp is msgspec.UNSET:
         return None
-    ms = date_ms(stamp)
+    return date_text(stamp)
+
+
+def date_text(stamp: object) -> str | None:
+    """`new Date(stamp).toISOString()`, as pi 1.6 lists a session's times (a header's
+    "2026-11-05T12:00:00+02:00" is "2026-11-05T10:00:00.000Z"); None where that throws (an
+    Invalid Date: NaN, a missing stamp) or the time is out of Python's range of dates."""
+    ms = iso_to_ms(stamp)
     try:
         return None if ms is None else _iso(_EPOCH + timedelta(milliseconds=ms))
     except OverflowError:
