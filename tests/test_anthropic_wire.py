@@ -14,7 +14,7 @@ from msgspec.structs import replace as msgspec_replace
 from pi_lsp.agent.retry import is_context_overflow
 from pi_lsp.providers.anthropic import AnthropicProvider, request_params, wire_messages
 from pi_lsp.providers.base import ModelRequest, ReplyBuilder, ToolSpec
-from pi_lsp.providers.registry import ModelInfo, ModelRegistry
+from pi_lsp.providers.registry import ANTHROPIC_API, ModelInfo, ModelRegistry, ProviderConfig
 from pi_lsp.session.entries import (
     AssistantMessage,
     ImageContent,
@@ -312,14 +312,18 @@ async def test_betas_are_sent_as_the_beta_header(fake: FakeAnthropic) -> None:
 
 async def test_a_providers_own_beta_header_replaces_pis_betas(fake: FakeAnthropic) -> None:
     """As pi: an anthropic-beta set for the provider (models.json's headers: the 1M window's
-    beta, say) is the one sent, not overridden by the interleaved-thinking beta."""
+    beta, say) is the one sent, not overridden by the interleaved-thinking beta; the preview's
+    request showed that beta as `betas` where only the send path dropped it."""
     own = {"anthropic-beta": "context-1m-2025-08-07"}
     provider = AnthropicProvider("k", base_url=fake.url, headers=own)
     fake.script(text_reply("done"))
-    model = REGISTRY.get("anthropic", SONNET)
+    registry = ModelRegistry(providers=[ProviderConfig("anthropic", ANTHROPIC_API, headers=own)])
+    model = registry.get("anthropic", SONNET)
     built = ReplyBuilder(model.api, model)
     messages: list[LlmMessage] = [UserMessage(content="go", timestamp=1)]
-    _ = [e async for e in provider.stream(request(messages, "medium"), built)]
+    asked = request(messages, "medium", info=model)
+    assert "betas" not in request_params(asked)
+    _ = [e async for e in provider.stream(asked, built)]
     assert built.error_message is None
     [sent] = [r for r in fake.requests if r.path.startswith("/v1/messages")]
     assert sent.headers["anthropic-beta"] == "context-1m-2025-08-07"

@@ -811,6 +811,27 @@ def test_context_request_layer_is_the_request_run_sent(
     assert f"{asked}  user" in rows.stdout and "model: anthropic/claude-sonnet-4-5" in rows.stdout
 
 
+def test_context_request_layer_leaves_out_the_betas_a_providers_header_replaces(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    """With models.json's provider headers setting anthropic-beta, the request layer showed
+    pi's interleaved-thinking beta, which the run left out to send the provider's."""
+    (workspace / ".pi").mkdir()
+    (workspace / ".pi" / "models.json").write_text(json.dumps({"providers": {"anthropic": {
+        "apiKey": "test", "headers": {"anthropic-beta": "context-1m-2025-08-07"}}}}))
+    fake.script(text_reply("Hello!"))
+    assert pi_run(workspace, env, "--new", "hello").returncode == 0
+    [path] = sessions(workspace)
+    asked = next(e["id"] for e in entries(path)
+                 if e["type"] == "message" and e["message"]["role"] == "user")
+    shown = run_cli("context", str(path), "--leaf", asked, "--layer", "request", "--json",
+                    cwd=workspace, env=env)
+    assert shown.returncode == 0, shown.stderr
+    [sent] = fake.message_requests()
+    [headers] = [r.headers for r in fake.requests if r.path.startswith("/v1/messages")]
+    assert headers["anthropic-beta"] == "context-1m-2025-08-07"
+    assert json.loads(shown.stdout) == {k: v for k, v in sent.items() if k != "stream"}
+
+
 # -- the ways a run ends ----------------------------------------------------------------------
 
 

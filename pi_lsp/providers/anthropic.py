@@ -290,9 +290,13 @@ def _betas_of(headers: dict[str, str]) -> list[str]:
 
 
 def _betas(model: ModelInfo, budgeted: bool) -> list[str]:
-    """The betas asked for: an `anthropic-beta` header the model sets replaces pi's own."""
-    return _betas_of(model.headers) or (
-        [INTERLEAVED_THINKING] if budgeted and model.reasoning else [])
+    """The betas asked for: an `anthropic-beta` header the model sets replaces pi's own, and
+    one its provider sets (sent with every request: the 1M window's beta, say) leaves none, as
+    the beta client's header would override it."""
+    own = _betas_of(model.headers)
+    if own or model.provider_beta:
+        return own
+    return [INTERLEAVED_THINKING] if budgeted and model.reasoning else []
 
 
 def request_params(request: ModelRequest) -> dict[str, Any]:
@@ -405,15 +409,10 @@ class AnthropicProvider:
         # ours (pi's policy), never the SDK's.
         self.client = _Client(api_key=api_key, base_url=base_url, max_retries=0,
                               timeout=self.retry.timeout_s, default_headers=headers or None)
-        # A provider's own anthropic-beta replaces pi's betas, as a model's does (the 1M
-        # window's beta, say): the beta client's header would override it.
-        self.own_betas = bool(_betas_of(headers or {}))
 
     async def stream(self, request: ModelRequest, reply: ReplyBuilder
                      ) -> AsyncIterator[ProviderEvent]:
         params = request_params(request)
-        if self.own_betas and not _betas_of(request.model.headers):
-            params.pop("betas", None)
         try:
             headers = model_headers(request.model)
         except ModelsFileError as error:  # a variable that is not set: pi 1.6 fails too

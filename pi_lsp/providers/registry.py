@@ -75,6 +75,9 @@ class ModelInfo(msgspec.Struct, rename="camel"):
     # pi's `thinkingLevelMap`: the effort sent for a level; None: the level is not sent.
     thinking_level_map: dict[str, str | None] = msgspec.field(default_factory=dict)
     base_url: str | None = None  # the provider's, filled in by the registry
+    # The provider's headers (models.json) set `anthropic-beta`, filled in by the registry: that
+    # header goes with every request, so pi's own betas are not asked for (anthropic._betas).
+    provider_beta: bool = False
 
 
 class ProviderConfig(msgspec.Struct):
@@ -151,7 +154,7 @@ class ModelRegistry:
             # Dated snapshots (claude-haiku-4-5-20251001) price like their alias.
             alias = model_id.rsplit("-", 1)[0]
             found = self._models.get((provider, alias)) if model_id[-8:].isdigit() else None
-        return self._with_base_url(found) if found is not None else None
+        return self._with_provider(found) if found is not None else None
 
     def get(self, provider: str, model_id: str) -> ModelInfo:
         """The model's facts; an unknown model gets a conservative window and no price, and
@@ -162,17 +165,23 @@ class ModelRegistry:
             return found
         config = self._providers.get(provider)
         known = next((m for m in self._models.values() if m.provider == provider), None)
-        return self._with_base_url(ModelInfo(
+        return self._with_provider(ModelInfo(
             provider, model_id, DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_TOKENS, Price(0, 0, 0, 0),
             reasoning=config is None or config.api == ANTHROPIC_API,
             api=config.api if config else ANTHROPIC_API,
             input=list(known.input) if known is not None else ["text"]))
 
-    def _with_base_url(self, model: ModelInfo) -> ModelInfo:
+    def _with_provider(self, model: ModelInfo) -> ModelInfo:
+        """`model` with what its provider's config adds: its endpoint, and whether its headers
+        set `anthropic-beta` (their names only: a value may be a secret)."""
         config = self._providers.get(model.provider)
-        if model.base_url or config is None or not config.base_url:
+        if config is None:
             return model
-        return msgspec.structs.replace(model, base_url=config.base_url)
+        base_url = model.base_url or config.base_url
+        beta = any(name.lower() == "anthropic-beta" for name in config.headers)
+        if (base_url, beta) == (model.base_url, model.provider_beta):
+            return model
+        return msgspec.structs.replace(model, base_url=base_url, provider_beta=beta)
 
     def provider(self, name: str) -> ProviderConfig | None:
         return self._providers.get(name)
