@@ -94,9 +94,9 @@ def cmd_context(args: argparse.Namespace) -> int:
     from pi_lsp.context.layers import build_layer
     from pi_lsp.context.preview import render_preview
 
-    agent = request_setup(tree, args.approve) if args.layer == "request" else None
+    agent_at = request_setup(tree, args.approve) if args.layer == "request" else None
     for leaf in leaves:
-        layer = build_layer(tree, leaf, args.layer, agent and continuing(agent, tree, leaf))
+        layer = build_layer(tree, leaf, args.layer, agent_at and agent_at(leaf))
         if not args.json:
             print(render_preview(layer))
         elif layer.request is not None:
@@ -108,27 +108,37 @@ def cmd_context(args: argparse.Namespace) -> int:
     return 0
 
 
-def request_setup(tree: SessionTree, approve: bool | None) -> AgentSetup:
-    """What `pi-lsp run` would add to the session's context: its prompt, tools and models."""
+def request_setup(tree: SessionTree, approve: bool | None
+                  ) -> Callable[[str | None], AgentSetup]:
+    """What `pi-lsp run` would add to the session's context at a leaf: its prompt, tools and
+    models, on the default model where `run` would fall back to it (lost_model)."""
     from pi_lsp.agent.prompt import agent_setup
     from pi_lsp.agent.tools import ALL_TOOLS
     from pi_lsp.cli_changes import session_root, session_settings
+    from pi_lsp.context.layers import lost_model
+    from pi_lsp.context.projection import project_path
+    from pi_lsp.providers.factory import provider_factory
+    from pi_lsp.providers.models_file import ModelsFileError
 
     settings = session_settings(tree, approve)
-    return agent_setup(session_root(tree), ALL_TOOLS, settings.registry(),
-                       (settings.default_provider, settings.default_model),
-                       settings.resume_thinking_level, settings.project_trusted)
+    agent = agent_setup(session_root(tree), ALL_TOOLS, settings.registry(),
+                        (settings.default_provider, settings.default_model),
+                        settings.resume_thinking_level, settings.project_trusted)
+    make = provider_factory(agent.registry, settings.api_key)
 
+    def provider(name: str) -> object:
+        # A models.json value that cannot be read (an unset variable, a `!command`) stops `run`,
+        # naming it, before any fallback: the preview shows the session's model, which it tried.
+        try:
+            return make(name)
+        except ModelsFileError:
+            return None
 
-def continuing(agent: AgentSetup, tree: SessionTree, leaf: str | None) -> AgentSetup:
-    """`agent` as `run` continues the session at `leaf`: on the default model where pi's
-    catalog lacks the session's, as pi falls back (the request shows the model it sends)."""
-    from pi_lsp.context.layers import unrestorable
-    from pi_lsp.context.projection import project_path
-
-    if unrestorable(project_path(tree.path_to(leaf)), agent.registry) is None:
-        return agent
-    return msgspec.structs.replace(agent, run_model=agent.default_model)
+    def at(leaf: str | None) -> AgentSetup:
+        if lost_model(project_path(tree.path_to(leaf)), agent.registry, provider) is None:
+            return agent
+        return msgspec.structs.replace(agent, run_model=agent.default_model)
+    return at
 
 
 def cmd_tree(args: argparse.Namespace) -> int:

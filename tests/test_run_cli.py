@@ -832,6 +832,42 @@ def test_context_request_layer_leaves_out_the_betas_a_providers_header_replaces(
     assert json.loads(shown.stdout) == {k: v for k, v in sent.items() if k != "stream"}
 
 
+def test_context_request_layer_is_on_the_default_model_where_run_falls_back(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    """A session on openai/gpt-5 with no OPENAI_API_KEY: the request layer showed gpt-5's
+    request, where `run`, as pi 1.6, sent the default model's (only a model the catalog
+    lacks was shown on the default)."""
+    session = workspace / ".pi" / "sessions" / "s.jsonl"
+    session_answered_by(session, "openai", "gpt-5")
+    fake.script(text_reply("on the default"))
+    no_openai = {k: v for k, v in env.items() if k != "OPENAI_API_KEY"}
+    assert pi_run(workspace, no_openai, "--session", str(session), "next").returncode == 0
+    asked = [e["id"] for e in entries(session)
+             if e["type"] == "message" and e["message"]["role"] == "user"][-1]
+    shown = run_cli("context", str(session), "--leaf", asked, "--layer", "request", "--json",
+                    cwd=workspace, env=no_openai)
+    assert shown.returncode == 0, shown.stderr
+    [sent] = fake.message_requests()
+    [headers] = [r.headers for r in fake.requests if r.path.startswith("/v1/messages")]
+    sent = {**sent, "betas": headers["anthropic-beta"].split(",")}
+    assert json.loads(shown.stdout) == {k: v for k, v in sent.items() if k != "stream"}
+
+
+def test_context_request_layer_keeps_a_model_whose_key_models_json_cannot_give(
+        oai: FakeOpenAI, workspace: Path, env: dict[str, str]) -> None:
+    """`run` stops on a key it cannot read (a `!command`), naming it, and falls back to no
+    model: the request layer shows the session's own, rather than failing."""
+    local_models(workspace, oai.url, api_key="!pass show ollama")
+    session = workspace / ".pi" / "sessions" / "s.jsonl"
+    session_answered_by(session, "ollama", LOCAL_MODEL)
+    shown = run_cli("context", str(session), "--layer", "request", "--json", cwd=workspace,
+                    env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["model"] == LOCAL_MODEL
+    ran = pi_run(workspace, env, "--session", str(session), "next")
+    assert ran.returncode == 2 and "providers.ollama.apiKey" in ran.stderr, ran.stderr
+
+
 # -- the ways a run ends ----------------------------------------------------------------------
 
 

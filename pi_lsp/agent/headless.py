@@ -26,7 +26,7 @@ from pi_lsp.cli_common import (
     open_session,
     write_path_line,
 )
-from pi_lsp.context.layers import unrestorable
+from pi_lsp.context.layers import lost_model, provider_problem
 from pi_lsp.context.projection import Projection, project_path
 from pi_lsp.harness_factory import make_harness
 from pi_lsp.providers.base import MissingApiKeyError, TextDelta
@@ -262,36 +262,21 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
 
 def fallback_model(harness: Harness, projection: Projection) -> tuple[str, str] | None:
     """The default model, warned of on stderr, when pi 1.6 could not restore the session's
-    (sdk.js): one its catalog lacks, or whose provider cannot be made (no key); else None."""
-    recorded = projection.settings.model
-    if recorded is None:  # the default is in force already, as in pi, with nothing to say
-        return None
-    lost = unrestorable(projection, harness.registry)
-    why: str | None = "pi-lsp's catalog has no such model"
+    (lost_model: one its catalog lacks, or whose provider cannot be made); else None."""
+    lost = lost_model(projection, harness.registry, harness.provider)
     if lost is None:
-        lost, why = recorded.names(), provider_problem(harness, recorded.names()[0])
-    if why is None:
         return None
+    names, why = lost
     default = harness.default_model
-    if unusable := provider_problem(harness, default[0]):
+    if unusable := provider_problem(harness.provider, default[0]):
         # pi 1.6 would go on to the first model with a key in its own catalog, in an order
         # pi-lsp's smaller catalog cannot follow: say why neither model can be used instead.
         raise RunError(printable(
-            f"could not restore model {'/'.join(lost)} ({why}), and the default model "
+            f"could not restore model {'/'.join(names)} ({why}), and the default model "
             f"{'/'.join(default)} cannot be used either ({unusable}); pass --model"))
-    print(f"pi-lsp: warning: could not restore model {printable('/'.join(lost))}; using "
+    print(f"pi-lsp: warning: could not restore model {printable('/'.join(names))}; using "
           f"{printable('/'.join(default))}", file=sys.stderr)
     return default
-
-
-def provider_problem(harness: Harness, name: str) -> str | None:
-    """Why `name`'s provider cannot be made here (unconfigured, or no key: pi's
-    `hasConfiguredAuth` false); None when it can."""
-    try:
-        harness.provider(name)
-    except (MissingApiKeyError, UnknownProviderError) as error:
-        return str(error)
-    return None
 
 
 def output_failed(error: OSError) -> int:
