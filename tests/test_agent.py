@@ -1007,6 +1007,24 @@ async def test_aborted_file_calls_say_operation_aborted(make_rig, fake) -> None:
     assert not (rig.root / "f.txt").exists()
 
 
+def held_writes(monkeypatch: pytest.MonkeyPatch, failure: OSError | None = None
+                ) -> tuple[threading.Event, threading.Event]:
+    """The tools' file writes held until `go` is set (`writing` is set once one waits), then
+    done, or failed with `failure`."""
+    writing, go = threading.Event(), threading.Event()
+    write = tools.write_regular
+
+    def held(path: Path, data: bytes) -> None:
+        writing.set()
+        go.wait(CEILING_S)
+        if failure is not None:
+            raise failure
+        write(path, data)
+
+    monkeypatch.setattr(tools, "write_regular", held)
+    return writing, go
+
+
 @pytest.mark.parametrize(("name", "args", "answer"), [
     ("edit", {"path": "f.txt", "edits": [{"oldText": "one", "newText": "two"}]},
      "Successfully replaced 1 block(s) in f.txt."),
@@ -1020,15 +1038,7 @@ async def test_an_abort_while_the_file_is_written_records_the_change(
     rig = make_rig()
     (rig.root / "f.txt").write_text("one\n")
     fake.script(tool_reply([("toolu_1", name, args)]), text_reply("never asked for"))
-    writing, go = threading.Event(), threading.Event()
-    write = tools.write_regular
-
-    def held(path: Path, data: bytes) -> None:
-        writing.set()
-        go.wait(CEILING_S)
-        write(path, data)
-
-    monkeypatch.setattr(tools, "write_regular", held)
+    writing, go = held_writes(monkeypatch)
     run = asyncio.create_task(rig.harness.prompt("go"))
     await until(writing.is_set, "the write")
     assert rig.harness.abort() is True
@@ -1048,20 +1058,14 @@ async def test_a_second_abort_while_the_file_is_written_still_records_the_change
     (rig.root / "f.txt").write_text("one\n")
     fake.script(tool_reply([("toolu_1", "write", {"path": "f.txt", "content": "two\n"})]),
                 text_reply("never asked for"))
-    writing, go = threading.Event(), threading.Event()
-    write, wait = tools.write_regular, asyncio.wait
+    writing, go = held_writes(monkeypatch)
+    wait = asyncio.wait
     waits: list[object] = []
-
-    def held(path: Path, data: bytes) -> None:
-        writing.set()
-        go.wait(CEILING_S)
-        write(path, data)
 
     def seen_wait(*args: Any, **kwargs: Any) -> Any:
         waits.append(args)
         return wait(*args, **kwargs)
 
-    monkeypatch.setattr(tools, "write_regular", held)
     monkeypatch.setattr(asyncio, "wait", seen_wait)
     run = asyncio.create_task(rig.harness.prompt("go"))
     await until(writing.is_set, "the write")
@@ -1085,14 +1089,7 @@ async def test_a_write_an_abort_stopped_waiting_for_fails_with_no_traceback(
     (rig.root / "f.txt").write_text("one\n")
     fake.script(tool_reply([("toolu_1", "write", {"path": "f.txt", "content": "two\n"})]),
                 text_reply("never asked for"))
-    writing, go = threading.Event(), threading.Event()
-
-    def held(_path: Path, _data: bytes) -> None:
-        writing.set()
-        go.wait(CEILING_S)
-        raise OSError("the disk is gone")
-
-    monkeypatch.setattr(tools, "write_regular", held)
+    writing, go = held_writes(monkeypatch, OSError("the disk is gone"))
     monkeypatch.setattr(tools, "ABORTED_WRITE_WAIT_S", 0.0)
     loop = asyncio.get_running_loop()
     unhandled: list[dict[str, Any]] = []
@@ -1122,15 +1119,7 @@ async def test_a_cancel_of_the_aborted_run_still_writes_what_the_abort_writes(
     (rig.root / "f.txt").write_text("one\n")
     fake.script(tool_reply([("toolu_1", "write", {"path": "f.txt", "content": "two\n"})]),
                 text_reply("never asked for"))
-    writing, go = threading.Event(), threading.Event()
-    write = tools.write_regular
-
-    def held(path: Path, data: bytes) -> None:
-        writing.set()
-        go.wait(CEILING_S)
-        write(path, data)
-
-    monkeypatch.setattr(tools, "write_regular", held)
+    writing, go = held_writes(monkeypatch)
     run = asyncio.create_task(rig.harness.prompt("go"))
     await until(writing.is_set, "the write")
     assert rig.harness.abort() is True

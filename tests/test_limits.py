@@ -879,6 +879,19 @@ async def start_turn(tmp_path: Path, fake: FakeAnthropic, *replies: Reply,
     return server, uri
 
 
+def end_server(process: asyncio.subprocess.Process, how: str) -> int:
+    """End the server as `how` says (SIGTERM, its input closed, Ctrl-C); the exit code it
+    ends with."""
+    if how == "sigterm":
+        process.send_signal(signal.SIGTERM)
+    elif how == "ctrl-c":
+        process.send_signal(signal.SIGINT)
+    else:
+        assert process.stdin is not None
+        process.stdin.close()
+    return 130 if how == "ctrl-c" else 0
+
+
 @pytest.mark.parametrize("how", ["sigterm", "stdin closed", "ctrl-c"])
 async def test_ending_the_server_mid_reply_saves_it_as_aborted(
         how: str, tmp_path: Path, fake: FakeAnthropic) -> None:
@@ -888,14 +901,7 @@ async def test_ending_the_server_mid_reply_saves_it_as_aborted(
         tmp_path, fake, text_reply(*(f"word{i} " for i in range(400)), delay=0.05))
     try:
         await server.turn_event("message_update")
-        if how == "sigterm":
-            server.process.send_signal(signal.SIGTERM)
-        elif how == "ctrl-c":
-            server.process.send_signal(signal.SIGINT)
-        else:
-            assert server.process.stdin is not None
-            server.process.stdin.close()
-        code = 130 if how == "ctrl-c" else 0
+        code = end_server(server.process, how)
         assert await asyncio.wait_for(server.process.wait(), CEILING_S) == code
         last = session_lines(uri)[-1]
         assert last["message"]["role"] == "assistant"
@@ -921,14 +927,7 @@ async def test_ending_the_server_with_a_command_in_flight_logs_no_traceback(
             "command": "pi.prompt", "arguments": [{"uri": uri, "text": "go", "context": [
                 {"uri": outside.as_uri()}]}]}})
         await server.wait_for(lambda m: m.get("method") == "window/showMessageRequest")
-        if how == "sigterm":
-            server.process.send_signal(signal.SIGTERM)
-        elif how == "ctrl-c":
-            server.process.send_signal(signal.SIGINT)
-        else:
-            assert server.process.stdin is not None
-            server.process.stdin.close()
-        code = 130 if how == "ctrl-c" else 0
+        code = end_server(server.process, how)
         assert await asyncio.wait_for(server.process.wait(), CEILING_S) == code
         assert "Traceback" not in log.read_text()
     finally:

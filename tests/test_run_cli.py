@@ -790,6 +790,21 @@ def test_retry_waits_are_shown_and_the_run_recovers(
             if e["type"] == "message" and e["message"]["role"] == "assistant"] == ["error", "stop"]
 
 
+def request_shown(path: Path, leaf: str, workspace: Path, env: dict[str, str]) -> Any:
+    """What `context --layer request --json` shows at `leaf`, read."""
+    shown = run_cli("context", str(path), "--leaf", leaf, "--layer", "request", "--json",
+                    cwd=workspace, env=env)
+    assert shown.returncode == 0, shown.stderr
+    return json.loads(shown.stdout)
+
+
+def sent_to(fake: FakeAnthropic) -> tuple[dict[str, Any], Any]:
+    """The one messages request the fake was sent (its body but `stream`), and its headers."""
+    [sent] = fake.message_requests()
+    [headers] = [r.headers for r in fake.requests if r.path.startswith("/v1/messages")]
+    return {k: v for k, v in sent.items() if k != "stream"}, headers
+
+
 def test_context_request_layer_is_the_request_run_sent(
         fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
     fake.script(text_reply("Hello!"))
@@ -797,14 +812,10 @@ def test_context_request_layer_is_the_request_run_sent(
     [path] = sessions(workspace)
     asked = next(e["id"] for e in entries(path)
                  if e["type"] == "message" and e["message"]["role"] == "user")
-    shown = run_cli("context", str(path), "--leaf", asked, "--layer", "request", "--json",
-                    cwd=workspace, env=env)
-    assert shown.returncode == 0, shown.stderr
-    [sent] = fake.message_requests()
+    sent, headers = sent_to(fake)
     # The Anthropic SDK sends the preview's `betas` as the anthropic-beta header.
-    [headers] = [r.headers for r in fake.requests if r.path.startswith("/v1/messages")]
     sent = {**sent, "betas": headers["anthropic-beta"].split(",")}
-    assert json.loads(shown.stdout) == {k: v for k, v in sent.items() if k != "stream"}
+    assert request_shown(path, asked, workspace, env) == sent
     rows = run_cli("context", str(path), "--leaf", asked, "--layer", "request", cwd=workspace,
                    env=env)
     assert rows.returncode == 0, rows.stderr
@@ -823,13 +834,9 @@ def test_context_request_layer_leaves_out_the_betas_a_providers_header_replaces(
     [path] = sessions(workspace)
     asked = next(e["id"] for e in entries(path)
                  if e["type"] == "message" and e["message"]["role"] == "user")
-    shown = run_cli("context", str(path), "--leaf", asked, "--layer", "request", "--json",
-                    cwd=workspace, env=env)
-    assert shown.returncode == 0, shown.stderr
-    [sent] = fake.message_requests()
-    [headers] = [r.headers for r in fake.requests if r.path.startswith("/v1/messages")]
+    sent, headers = sent_to(fake)
     assert headers["anthropic-beta"] == "context-1m-2025-08-07"
-    assert json.loads(shown.stdout) == {k: v for k, v in sent.items() if k != "stream"}
+    assert request_shown(path, asked, workspace, env) == sent
 
 
 def test_context_request_layer_is_on_the_default_model_where_run_falls_back(
@@ -844,13 +851,9 @@ def test_context_request_layer_is_on_the_default_model_where_run_falls_back(
     assert pi_run(workspace, no_openai, "--session", str(session), "next").returncode == 0
     asked = [e["id"] for e in entries(session)
              if e["type"] == "message" and e["message"]["role"] == "user"][-1]
-    shown = run_cli("context", str(session), "--leaf", asked, "--layer", "request", "--json",
-                    cwd=workspace, env=no_openai)
-    assert shown.returncode == 0, shown.stderr
-    [sent] = fake.message_requests()
-    [headers] = [r.headers for r in fake.requests if r.path.startswith("/v1/messages")]
+    sent, headers = sent_to(fake)
     sent = {**sent, "betas": headers["anthropic-beta"].split(",")}
-    assert json.loads(shown.stdout) == {k: v for k, v in sent.items() if k != "stream"}
+    assert request_shown(session, asked, workspace, no_openai) == sent
 
 
 def test_context_request_layer_keeps_a_model_whose_key_models_json_cannot_give(
