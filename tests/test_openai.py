@@ -1373,6 +1373,31 @@ async def test_a_models_json_summary_model_summarizes(dirs, oai) -> None:
     await close_clients(summarizer.provider)
 
 
+async def test_a_summary_cut_mid_reply_is_asked_again_by_the_settings_retry(dirs, oai) -> None:
+    """A summary stream cut mid-reply failed the compaction; pi 1.6 retries summaries by the
+    settings' `retry` (here 1 ms waits), as it retries a turn's reply."""
+    from pi_lsp.summarize.select import choose_summarizer
+    from pi_lsp.summarize.summarizer import SummaryRequest
+
+    _agent, workspace = dirs
+    write(workspace / ".pi" / "models.json", {"providers": {"lab": {
+        "baseUrl": f"{oai.url}/v1", "api": "openai-completions", "apiKey": "k",
+        "models": [{"id": MODEL}]}}})
+    write(workspace / ".pi" / "settings.json", {"summaryModel": f"lab/{MODEL}",
+                                                "retry": {"baseDelayMs": 1}})
+    summarizer = choose_summarizer(load_settings(workspace, project=True))
+    oai.script(Reply([chunk({"role": "assistant", "content": ""}), chunk({"content": "## Go"})],
+                     cut=True), chat_reply("## Goal\nShip it."))
+    try:
+        summary = await summarizer.summarize(SummaryRequest(
+            "history", [UserMessage(content="build the thing", timestamp=1)]))
+    finally:
+        await close_clients(summarizer.provider)
+    assert summary.text == "## Goal\nShip it."
+    first, again = oai.chat_requests()
+    assert again == first
+
+
 # -- the wire as pi 1.6 writes it (differences found against pi-ai 1.6's own providers) ------
 
 

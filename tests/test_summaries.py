@@ -27,9 +27,11 @@ from pi_lsp.agent.events import (
 )
 from pi_lsp.agent.harness import BusyError, Harness
 from pi_lsp.agent.loop import Aborted
+from pi_lsp.agent.retry import RetrySettings
 from pi_lsp.context.build import build_session_context
 from pi_lsp.context.convert import convert_to_llm
 from pi_lsp.providers.anthropic import AnthropicProvider
+from pi_lsp.providers.base import ModelRequest, ProviderEvent, ReplyBuilder
 from pi_lsp.providers.registry import ModelInfo, ModelRegistry, Price
 from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import (
@@ -84,7 +86,7 @@ from tests.fake_anthropic import (
 )
 from tests.test_agent import PNG, held_images
 from tests.test_tree import msg, without, write_session
-from tests.waits import run_cli, until
+from tests.waits import CEILING_S, run_cli, until
 
 FORK = "e1afef94"  # "OK, that makes sense. How should we fix the data layer?"
 FORK_PARENT = "24652ae8"
@@ -492,6 +494,81 @@ async def test_summary_model_error_writes_nothing(
     with pytest.raises(SummaryError):
         await branch_with_summary(tree, FORK, model_summarizer, BIG_BUDGET)
     assert session.stat().st_size == size
+
+
+HAIKU = ModelRegistry().get("anthropic", "claude-haiku-4-5")
+QUICK_RETRIES = RetrySettings(base_delay_ms=1)
+
+
+class EndTold:
+    """A provider that says when each reply has ended (the summarizer decides after it)."""
+
+    def __init__(self, provider: AnthropicProvider) -> None:
+        self.provider, self.name, self.ended = provider, provider.name, asyncio.Event()
+
+    async def stream(self, request: ModelRequest, reply: ReplyBuilder
+                     ) -> AsyncIterator[ProviderEvent]:
+        async for event in self.provider.stream(request, reply):
+            yield event
+        self.ended.set()
+
+
+@pytest.mark.parametrize("kind", ["compaction", "branch"])
+async def test_a_summary_that_failed_for_a_passing_reason_is_asked_again(
+        session: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider],
+        kind: str) -> None:
+    """An overloaded summary model failed the compaction or branch summary at once; pi 1.6
+    asks again by the settings' `retry`, as for a turn's reply (retryAssistantCall)."""
+    summarizer = ModelSummarizer(providers(), HAIKU, QUICK_RETRIES)
+    tree = open_tree(session)
+    fake.script(error_reply(529, "overloaded_error", "Overloaded"), text_reply("## Goal\nAgain."))
+    if kind == "compaction":
+        summary = (await compact(tree, TIP_A, summarizer,
+                                 CompactionSettings(keep_recent_tokens=KEEP_A_WHOLE))).summary
+    else:
+        summary = (await branch_with_summary(tree, FORK, summarizer, BIG_BUDGET)).summary or ""
+    assert "## Goal\nAgain." in summary
+    first, again = fake.message_requests()
+    assert again == first
+
+
+async def test_summary_retries_stop_where_a_turns_would(
+        session: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider]) -> None:
+    """After `retry.maxRetries` more requests, or at once for a failure that does not pass (a bad
+    request), the summary fails as before, naming the last failure."""
+    summarizer = ModelSummarizer(providers(), HAIKU, RetrySettings(max_retries=2,
+                                                                   base_delay_ms=1))
+    settings = CompactionSettings(keep_recent_tokens=KEEP_A_WHOLE)
+    fake.script(*[error_reply(500, "api_error", f"down {n}") for n in range(3)],
+                text_reply("## Goal\nnever asked"))
+    with pytest.raises(SummaryError, match=r"down 2$"):
+        await compact(open_tree(session), TIP_A, summarizer, settings)
+    assert len(fake.message_requests()) == 3
+    fake.script(error_reply(400, "invalid_request_error", "bad request"),
+                text_reply("## Goal\nnever asked"))
+    with pytest.raises(SummaryError, match=r"bad request$"):
+        await compact(open_tree(session), TIP_A, summarizer, settings)
+    assert len(fake.message_requests()) == 1
+
+
+async def test_an_abort_while_a_summary_waits_to_be_asked_again_writes_nothing(
+        session: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider]) -> None:
+    """Stop pressed during the wait before a summary is asked again ends the compaction at
+    once, as pi 1.6's retry sleep ends on its signal; nothing is written or asked again."""
+    told = EndTold(providers())
+    summarizer = ModelSummarizer(told, HAIKU, RetrySettings(base_delay_ms=600_000))
+    harness = Harness(open_tree(session), session.parents[2], providers, summarizer=summarizer,
+                      compaction=CompactionSettings(keep_recent_tokens=KEEP_B_REPEAT))
+    before = session.read_bytes()
+    fake.script(error_reply(503, "api_error", "Service unavailable"), text_reply("## Goal"))
+    task = asyncio.create_task(harness.compact())
+    await asyncio.wait_for(told.ended.wait(), CEILING_S)
+    assert harness.busy  # waiting to ask again
+    assert harness.abort()
+    with pytest.raises(Aborted):
+        await task
+    assert len(fake.message_requests()) == 1
+    assert session.read_bytes() == before and not harness.busy
 
 
 async def test_aborting_a_slow_compaction_writes_nothing(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Awaitable, Callable
 
 import msgspec
 
@@ -148,6 +149,20 @@ def is_retryable(error_message: str | None, provider: str = "") -> bool:
     """Whether pi 1.6 asks again after a failed reply: a passing failure that is no overflow
     (compaction answers that one)."""
     return is_passing_failure(error_message) and not is_context_overflow(error_message, provider)
+
+
+async def retried_reply(ask: Callable[[], Awaitable[AssistantMessage]],
+                        settings: RetrySettings | None) -> AssistantMessage:
+    """pi 1.6's retryAssistantCall, which every summary goes through: `ask()` again after a
+    reply that failed for a passing reason, with a turn's waits (no settings: asked once)."""
+    attempt = 0
+    while True:
+        reply = await ask()
+        if reply.stop_reason != "error" or settings is None or not settings.enabled \
+                or attempt >= settings.max_retries or not is_passing_failure(reply.error_message):
+            return reply
+        attempt += 1
+        await asyncio.sleep(settings.delay_ms(attempt) / 1000)  # an abort cancels it
 
 
 class Retries:

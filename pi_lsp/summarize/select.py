@@ -27,7 +27,7 @@ def choose_summarizer(settings: Settings, registry: ModelRegistry | None = None,
     except (MissingApiKeyError, ValueError):
         return ExtractiveSummarizer()
     model = registry.get(provider, model_id)
-    return ModelSummarizer(made, model)
+    return ModelSummarizer(made, model, settings.retry)
 
 
 class ChosenSummarizer:

@@ -6,11 +6,13 @@ from typing import Literal, Protocol
 
 import msgspec
 
+from pi_lsp.agent.retry import RetrySettings, retried_reply
 from pi_lsp.context.convert import message_to_llm
 from pi_lsp.providers.base import ModelRequest, Provider, ReplyBuilder
 from pi_lsp.providers.registry import ModelInfo
 from pi_lsp.session.entries import (
     AgentMessage,
+    AssistantMessage,
     Cost,
     ModelMessage,
     TextContent,
@@ -97,8 +99,10 @@ def summary_prompt(request: SummaryRequest) -> str:
 class ModelSummarizer:
     extractive = False
 
-    def __init__(self, provider: Provider, model: ModelInfo) -> None:
+    def __init__(self, provider: Provider, model: ModelInfo,
+                 retry: RetrySettings | None = None) -> None:
         self.provider, self.model = provider, model
+        self.retry = retry  # the settings' `retry`, as pi 1.6 retries summaries (None: never)
 
     async def summarize(self, request: SummaryRequest) -> Summary:
         prompt = UserMessage(content=[TextContent(text=summary_prompt(request))],
@@ -107,10 +111,7 @@ class ModelSummarizer:
             model=self.model, system_prompt=prompts.SYSTEM, messages=[prompt], tools=[],
             thinking_level="off", max_tokens=self.model.max_tokens,  # pi 1.6's (its #9512)
         )
-        reply = ReplyBuilder(self.model.api, self.model)
-        async for _ in self.provider.stream(model_request, reply):
-            pass
-        message = reply.message()
+        message = await retried_reply(lambda: self._reply(model_request), self.retry)
         # As pi 1.6 words and refuses them (getSummarizationFailure): a cut-off summary or a
         # tool call would become the session's checkpoint.
         if message.stop_reason == "error":
@@ -125,3 +126,9 @@ class ModelSummarizer:
         if not text:
             raise SummaryError("the summary model returned no text")
         return Summary(text, message.usage)
+
+    async def _reply(self, request: ModelRequest) -> AssistantMessage:
+        reply = ReplyBuilder(self.model.api, self.model)
+        async for _ in self.provider.stream(request, reply):
+            pass
+        return reply.message()
