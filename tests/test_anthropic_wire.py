@@ -195,6 +195,23 @@ def test_tool_schemas_are_object_schemas() -> None:
          "cache_control": CACHE}]
 
 
+def test_a_request_without_caching_has_no_cache_marks_and_its_body_otherwise() -> None:
+    """A request that asks for no caching (pi's cacheRetention "none") still got breakpoints on
+    its system prompt, last tool and newest message; pi 1.6 leaves all three out, the newest
+    message's text as it is."""
+    specs = [ToolSpec("a", "first", {})]
+    messages: list[LlmMessage] = [UserMessage(content="q", timestamp=1)]
+    cached = request_params(request(messages, tools=specs))
+    uncached = request_params(msgspec_replace(request(messages, tools=specs), cache=False))
+    assert uncached["system"] == [{"type": "text", "text": "sys"}]
+    assert uncached["tools"][-1] == {"name": "a", "description": "first",
+                                     "input_schema": {"type": "object", "properties": {},
+                                                      "required": []}}
+    assert uncached["messages"] == [{"role": "user", "content": "q"}]
+    assert [cached[key][-1]["cache_control"] for key in ("system", "tools")] == [CACHE, CACHE]
+    assert cached["messages"][-1]["content"][-1]["cache_control"] == CACHE
+
+
 # -- thinking, max_tokens, betas ---------------------------------------------------------------
 
 

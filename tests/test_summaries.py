@@ -84,7 +84,7 @@ from tests.fake_anthropic import (
     text_reply,
     tool_block,
 )
-from tests.test_agent import PNG, held_images
+from tests.test_agent import PNG, cache_marks, held_images
 from tests.test_tree import msg, without, write_session
 from tests.waits import CEILING_S, run_cli, until
 
@@ -332,6 +332,24 @@ async def test_model_compaction_request_and_entry(
     # The summary model's usage, where pi 1.6 writes it (and counts it in cost totals).
     assert list(last)[-3:] == ["details", "usage", "fromHook"]
     assert_summary_usage(last["usage"], requests=1)
+
+
+@pytest.mark.parametrize("kind", ["compaction", "branch"])
+async def test_a_summary_request_marks_nothing_for_the_cache(
+        session: Path, fake: FakeAnthropic, model_summarizer: ModelSummarizer, kind: str) -> None:
+    """A summary carried cache breakpoints (its system prompt and its one message), so each paid
+    Anthropic's cache write, 1.25x input, for a prompt no later request reads; pi 1.6 asks for
+    summaries with cacheRetention "none" and marks nothing."""
+    tree = open_tree(session)
+    fake.script(text_reply("## Goal\nCheap."))
+    if kind == "compaction":
+        await compact(tree, TIP_A, model_summarizer,
+                      CompactionSettings(keep_recent_tokens=KEEP_A_WHOLE))
+    else:
+        await branch_with_summary(tree, FORK, model_summarizer, BIG_BUDGET)
+    [body] = fake.message_requests()
+    assert cache_marks(body) == 0
+    assert body["system"] and body["messages"][0]["content"][0]["type"] == "text"
 
 
 async def test_model_compaction_with_instructions(

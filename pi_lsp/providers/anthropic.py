@@ -175,9 +175,11 @@ def _tool_results(results: list[ToolResultMessage]) -> list[dict[str, Any]]:
 
 
 def wire_messages(messages: list[LlmMessage], model_id: str, provider: str = "anthropic",
-                  model_input: Sequence[str] = ("text", "image")) -> list[dict[str, Any]]:
+                  model_input: Sequence[str] = ("text", "image"), cache: bool = True
+                  ) -> list[dict[str, Any]]:
     """Model-layer messages as Messages API turns; consecutive tool results share one turn.
-    A model whose `model_input` lacks "image" gets notes for the images."""
+    A model whose `model_input` lacks "image" gets notes for the images; `cache`: the newest
+    is a cache breakpoint."""
     wire: list[dict[str, Any]] = []
     results: list[ToolResultMessage] = []
     for message in adapt_to_model(messages, provider, API, model_id, tool_id,
@@ -198,7 +200,8 @@ def wire_messages(messages: list[LlmMessage], model_id: str, provider: str = "an
                 wire.append({"role": "assistant", "content": blocks})
     if results:
         wire.append({"role": "user", "content": _tool_results(results)})
-    _mark_newest(wire)
+    if cache:
+        _mark_newest(wire)
     return wire
 
 
@@ -214,11 +217,12 @@ def _mark_newest(wire: list[dict[str, Any]]) -> None:
         newest["content"][-1]["cache_control"] = CACHE
 
 
-def _system(prompt: str) -> list[dict[str, Any]] | None:
-    """The system blocks (None: an empty prompt, which pi leaves out; an empty block is a 400)."""
+def _system(prompt: str, cache: bool) -> list[dict[str, Any]] | None:
+    """The system blocks (None: an empty prompt, which pi leaves out; an empty block is a 400),
+    a cache breakpoint with `cache`."""
     if not prompt:
         return None
-    return [{"type": "text", "text": prompt, "cache_control": CACHE}]
+    return [{"type": "text", "text": prompt, **({"cache_control": CACHE} if cache else {})}]
 
 
 # Root keywords of a tool's schema kept as they are: shared definitions so $refs resolve, and
@@ -237,11 +241,13 @@ def input_schema(parameters: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def _tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
-    """Tool definitions, the last one a cache breakpoint so the tool list is cached too."""
+def _tools(tools: list[ToolSpec], cache: bool) -> list[dict[str, Any]]:
+    """Tool definitions; with `cache`, the last one a cache breakpoint so the tool list is cached
+    too."""
     wire = [{"name": t.name, "description": t.description,
              "input_schema": input_schema(t.parameters)} for t in tools]
-    wire[-1]["cache_control"] = CACHE
+    if cache:
+        wire[-1]["cache_control"] = CACHE
     return wire
 
 
@@ -305,13 +311,14 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
     model = request.model
     params: dict[str, Any] = {
         "model": model.id,
-        "messages": wire_messages(request.messages, model.id, model.provider, model.input),
+        "messages": wire_messages(request.messages, model.id, model.provider, model.input,
+                                  request.cache),
     }
-    system = _system(request.system_prompt)
+    system = _system(request.system_prompt, request.cache)
     if system is not None:
         params["system"] = system
     if request.tools:
-        params["tools"] = _tools(request.tools)
+        params["tools"] = _tools(request.tools, request.cache)
     params.update(_thinking(request))
     betas = _betas(model, params.get("thinking", {}).get("type") == "enabled")
     if betas:

@@ -58,6 +58,9 @@ class ModelRequest(msgspec.Struct):
     thinking_level: str
     max_tokens: int | None = None
     session_id: str | None = None  # for prompt caching and session affinity, as pi sends it
+    # False: no cache breakpoints (pi's cacheRetention "none", as for its summaries: a one-off
+    # request would pay a cache write no later request reads).
+    cache: bool = True
 
 
 class StreamEvent(msgspec.Struct, tag_field="type", rename="camel", kw_only=True):

@@ -110,6 +110,7 @@ class ModelSummarizer:
         model_request = ModelRequest(
             model=self.model, system_prompt=prompts.SYSTEM, messages=[prompt], tools=[],
             thinking_level="off", max_tokens=self.model.max_tokens,  # pi 1.6's (its #9512)
+            cache=False,  # pi 1.6's cacheRetention "none": no later request reads it
         )
         message = await retried_reply(lambda: self._reply(model_request), self.retry)
         # As pi 1.6 words and refuses them (getSummarizationFailure): a cut-off summary or a
