@@ -55,6 +55,17 @@ def session_settings(tree: SessionTree, approve: bool | None) -> Settings:
         raise CliError(str(error)) from None
 
 
+def level_at(tree: SessionTree, leaf_id: str | None, settings: Settings) -> str:
+    """The thinking level in force at `leaf_id`, as a session continued there thinks: the one
+    set on its path, else the default, clamped to its model."""
+    from pi_lsp.context.build import settings_at
+    from pi_lsp.context.layers import level_in_force
+
+    return level_in_force(settings_at(tree, leaf_id), settings.registry(),
+                          (settings.default_provider, settings.default_model),
+                          settings.resume_thinking_level)
+
+
 def cmd_compact(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -86,7 +97,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
     summarizer = choose_summarizer(settings)
     try:
-        result = asyncio.run(compact(tree, leaf, summarizer, compaction, args.instructions))
+        result = asyncio.run(compact(tree, leaf, summarizer, compaction, args.instructions,
+                                     level_at(tree, leaf, settings)))
     except (NothingToCompactError, SummaryError) as error:
         raise CliError(str(error)) from None
     if args.json:
@@ -116,8 +128,9 @@ def cmd_branch(args: argparse.Namespace) -> int:
                                        (settings.default_provider, settings.default_model),
                                        settings.branch_summary.reserve_tokens)
         try:
-            outcome = asyncio.run(branch_with_summary(tree, args.to, summarizer, budget,
-                                                      args.instructions))
+            outcome = asyncio.run(branch_with_summary(
+                tree, args.to, summarizer, budget, args.instructions,
+                thinking_level=level_at(tree, tree.leaf_id, settings)))
         except SummaryError as error:
             raise CliError(str(error)) from None
     else:

@@ -70,7 +70,7 @@ from tests.fake_openai import (
     responses_reply,
     usage_chunk,
 )
-from tests.waits import CEILING_S, until
+from tests.waits import CEILING_S, run_cli, until
 
 PRICE = Price(1, 4, 0.5, 0)  # dollars per million tokens
 REGISTRY_GPT5 = ModelRegistry().get("openai", "gpt-5-mini")
@@ -1396,6 +1396,31 @@ async def test_a_summary_cut_mid_reply_is_asked_again_by_the_settings_retry(dirs
     assert summary.text == "## Goal\nShip it."
     first, again = oai.chat_requests()
     assert again == first
+
+
+def test_cli_compact_summarizes_at_the_sessions_thinking_level(dirs, oai) -> None:
+    """`pi-lsp compact` asked a reasoning summary model for effort "none" where the session
+    thinks at high; pi 1.6 summarizes at the session's level (createSummarizationOptions)."""
+    agent, workspace = dirs
+    write(agent / "models.json", {"providers": {"lab": {
+        "baseUrl": f"{oai.url}/v1", "api": "openai-responses", "apiKey": "k",
+        "models": [{"id": MODEL, "reasoning": True}]}}})
+    write(agent / "settings.json", {"summaryModel": f"lab/{MODEL}"})
+    sessions = workspace / ".pi" / "sessions"
+    sessions.mkdir(parents=True)
+    tree = SessionTree.create(str(sessions / "s.jsonl"), str(workspace))
+    tree.append_model_change("lab", MODEL)
+    tree.append_thinking_level_change("high")
+    for n in range(3):
+        tree.append_message(UserMessage(content=f"step {n} " + "word " * 400, timestamp=n))
+        tree.append_message(AssistantMessage(
+            content=[TextContent(text="done " * 400)], api=RESPONSES_API, provider="lab",
+            model=MODEL, usage=Usage(), stop_reason="stop", timestamp=n))
+    oai.script(responses_reply("## Goal\nShip it."))
+    done = run_cli("compact", tree.path, "--keep-recent-tokens", "600", "--json", cwd=workspace)
+    assert done.returncode == 0, done.stderr
+    [body] = oai.responses_requests()
+    assert body["reasoning"] == {"effort": "high", "summary": "auto"}
 
 
 # -- the wire as pi 1.6 writes it (differences found against pi-ai 1.6's own providers) ------

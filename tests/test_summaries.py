@@ -493,6 +493,26 @@ async def test_what_another_writer_adds_during_a_compaction_stays_in_the_context
     assert json.loads(bytes(context.messages[-1]))["content"] == "written by the pi CLI"
 
 
+@pytest.mark.parametrize(("level", "thinking"), [
+    ("low", {"type": "enabled", "budget_tokens": 2048}), ("off", {"type": "disabled"})])
+@pytest.mark.parametrize("job", ["compact", "branch_with_summary"])
+async def test_a_summary_thinks_at_the_level_in_force_where_its_path_ends(
+        session: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider],
+        model_summarizer: ModelSummarizer, job: str, level: str, thinking: dict[str, Any]
+        ) -> None:
+    """Summaries were asked for with thinking off whatever the session's level; pi 1.6 asks at
+    the session's level (budget and max_tokens as for a turn: 2,048 within haiku's 64,000)."""
+    tree = open_tree(session)
+    tree.append_thinking_level_change(level)
+    harness = Harness(tree, session.parents[2], providers, summarizer=model_summarizer,
+                      compaction=CompactionSettings(keep_recent_tokens=KEEP_B_REPEAT))
+    assert harness.thinking_level() == level
+    fake.script(text_reply("## Goal\nThought."))
+    await (harness.compact() if job == "compact" else harness.branch_with_summary(FORK))
+    [body] = fake.message_requests()
+    assert (body["thinking"], body["max_tokens"]) == (thinking, 64_000)
+
+
 # -- 3. failures write nothing ------------------------------------------------------------
 
 

@@ -554,7 +554,8 @@ class Harness:
 
     async def _compact_branch(self, instructions: str | None = None) -> CompactionResult:
         return await abortable(self, compact(
-            self.tree, self.tree.leaf_id, self.summarizer, self.compaction, instructions))
+            self.tree, self.tree.leaf_id, self.summarizer, self.compaction, instructions,
+            self.thinking_level()))
 
     async def branch_with_summary(self, target_id: str, instructions: str | None = None,
                                   durable: bool = True) -> BranchOutcome:
@@ -566,7 +567,8 @@ class Harness:
                                        self.branch_reserve_tokens)
         try:
             return await abortable(self, branch_with_summary(
-                self.tree, target_id, self.summarizer, budget, instructions, durable))
+                self.tree, target_id, self.summarizer, budget, instructions, durable,
+                self.thinking_level()))
         finally:
             self.phase, self._current = "idle", None
             self._pending.flush(stop_at_leaf_move=False)  # on the branch it moved to

@@ -170,8 +170,10 @@ class BranchOutcome(msgspec.Struct, rename="camel", omit_defaults=True):
 
 async def branch_with_summary(tree: SessionTree, target_id: str, summarizer: Summarizer,
                               budget: int, instructions: str | None = None,
-                              durable: bool = True) -> BranchOutcome:
-    """Move to `target_id`, leaving a summary of the abandoned branch where the leaf lands.
+                              durable: bool = True, thinking_level: str = "off"
+                              ) -> BranchOutcome:
+    """Move to `target_id`, leaving a summary of the abandoned branch where the leaf lands
+    (made at `thinking_level`, the one in force at the leaf left).
 
     Nothing is written until the summary is ready, so a cancelled summary leaves no trace.
     When no entry is left behind (the target is ahead of the leaf), pi writes no summary and
@@ -190,7 +192,8 @@ async def branch_with_summary(tree: SessionTree, target_id: str, summarizer: Sum
     lists = fitted.files.lists()
     writer: Summarizer | None = None  # the fixed text when there is nothing to summarize
     if fitted.messages:
-        request = SummaryRequest("branch", fitted.messages, instructions=instructions)
+        request = SummaryRequest("branch", fitted.messages, instructions=instructions,
+                                 thinking_level=thinking_level)
         written, writer = await summarizer.summarize(request), summarizer
         summary, usage = BRANCH_SUMMARY_PREAMBLE + written.text + format_file_lists(lists), \
             written.usage

@@ -242,14 +242,17 @@ def summary_details(files: FileLists, summarizer: Summarizer | None) -> dict[str
 
 
 async def summarize_plan(plan: CompactionPlan, summarizer: Summarizer,
-                         settings: CompactionSettings, instructions: str | None) -> Summary:
-    """The summary of a plan, file lists included, with the usage of every request made."""
+                         settings: CompactionSettings, instructions: str | None,
+                         thinking_level: str = "off") -> Summary:
+    """The summary of a plan, file lists included, with the usage of every request made; the
+    model thinks at `thinking_level`."""
     # pi writes the previous summary into the prompt as JavaScript's `${previousSummary}`.
     previous = js_string(plan.previous_summary) if js_truthy(plan.previous_summary) else None
-    history = SummaryRequest("history", plan.messages_to_summarize, previous, instructions)
+    history = SummaryRequest("history", plan.messages_to_summarize, previous, instructions,
+                             thinking_level)
     if plan.is_split_turn and plan.turn_prefix_messages:
         prefix = SummaryRequest("turn_prefix", plan.turn_prefix_messages,
-                                instructions=instructions)
+                                instructions=instructions, thinking_level=thinking_level)
         # pi 1.6: one request after the other, and the previous summary survives a split turn
         # that adds no history.
         earlier = await summarizer.summarize(history) if plan.messages_to_summarize \
@@ -271,15 +274,16 @@ def plan_or_refusal(path: list[Record], settings: CompactionSettings) -> Compact
 
 
 async def compact(tree: SessionTree, leaf_id: str | None, summarizer: Summarizer,
-                  settings: CompactionSettings, instructions: str | None = None
-                  ) -> CompactionResult:
-    """Summarize the path up to `leaf_id` and append the compaction there (or, when another
-    writer went on from there meanwhile, after what it wrote: that stays in the context).
-    Refused under another writer's tool call that has no result yet (`refuse_open_call`)."""
+                  settings: CompactionSettings, instructions: str | None = None,
+                  thinking_level: str = "off") -> CompactionResult:
+    """Summarize the path up to `leaf_id` (at `thinking_level`, the one in force there) and
+    append the compaction there (or, when another writer went on from there meanwhile, after
+    what it wrote: that stays in the context). Refused under another writer's tool call that
+    has no result yet (`refuse_open_call`)."""
     before = tree.leaf_id
     refuse_open_call(tree, leaf_id)  # before the summary is paid for
     plan = plan_or_refusal(tree.path_to(leaf_id), settings)
-    summary = await summarize_plan(plan, summarizer, settings, instructions)
+    summary = await summarize_plan(plan, summarizer, settings, instructions, thinking_level)
     details = summary_details(plan.files, summarizer)
     grown = leaf_id == before != tree.leaf_id and leaf_id in tree.path_ids(tree.leaf_id)
     parent = tree.leaf_id if grown else leaf_id

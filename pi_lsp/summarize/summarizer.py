@@ -40,6 +40,8 @@ class SummaryRequest(msgspec.Struct):
     messages: list[AgentMessage]
     previous_summary: str | None = None
     instructions: str | None = None  # the user's focus for this summary
+    # The level in force where the path summarized ends: pi 1.6 summarizes at the session's.
+    thinking_level: str = "off"
 
 
 class Summary(msgspec.Struct):
@@ -109,7 +111,8 @@ class ModelSummarizer:
                              timestamp=now_ms())
         model_request = ModelRequest(
             model=self.model, system_prompt=prompts.SYSTEM, messages=[prompt], tools=[],
-            thinking_level="off", max_tokens=self.model.max_tokens,  # pi 1.6's (its #9512)
+            thinking_level=request.thinking_level,
+            max_tokens=self.model.max_tokens,  # pi 1.6's (its #9512)
             cache=False,  # pi 1.6's cacheRetention "none": no later request reads it
         )
         message = await retried_reply(lambda: self._reply(model_request), self.retry)
