@@ -407,7 +407,11 @@ function M.setup_listeners()
     retitle(change)
   end)
   util.on("sessionsChanged", function()
-    M.listed = {}
+    -- Read again the lists views take their titles from (a name, a count or a date changed):
+    -- the old ones stand until then, where a cleared list had titles fall back to file names.
+    for root in pairs(M.listed) do
+      M.list(function() end, root)
+    end
   end)
   util.on("stopped", function(root)
     -- The server's turns died with it: none of its sessions is busy any more.
