@@ -8,6 +8,7 @@ the example session (fork question e1afef94, dead-end branch A tip 2879d399, bra
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import os
 import shutil
@@ -33,6 +34,7 @@ from pi_lsp.context.convert import convert_to_llm
 from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.providers.base import ModelRequest, ProviderEvent, ReplyBuilder
 from pi_lsp.providers.registry import ModelInfo, ModelRegistry, Price
+from pi_lsp.session import appender
 from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import (
     AssistantMessage,
@@ -1402,6 +1404,71 @@ async def test_a_failed_threshold_compaction_is_told_as_pis_auto_compaction_fail
     assert (end.entry_id, end.error) == (
         None, "Auto-compaction failed: Summarization failed: Anthropic 400 invalid_request_error: "
               "no summary today")
+
+
+async def test_the_compaction_before_a_prompt_goes_on_past_a_crashed_writers_tool_call(
+        tmp_path: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider]) -> None:
+    """The leaf is a call an earlier pi left with no result (killed while bash ran): the
+    threshold compaction refused it as another program's running turn, and every prompt
+    failed with "could not write to …" though a prompt goes on past such a call."""
+    tree = tiny_session(tmp_path)
+    tree.append_message(AssistantMessage(
+        content=[ToolCall(id="toolu_1", name="bash", arguments={"command": "make test"})],
+        api="anthropic-messages", provider="anthropic", model="tiny",
+        usage=Usage(input=4000, output=10, total_tokens=4010), stop_reason="toolUse",
+        timestamp=2000))
+    harness = Harness(tree, tmp_path, providers, registry=ModelRegistry([TINY]),
+                      default_model=("anthropic", "tiny"),
+                      compaction=CompactionSettings(reserve_tokens=1000, keep_recent_tokens=300))
+    events: list[AgentEvent] = []
+    harness.subscribe(events.append)
+    fake.script(text_reply("Going on."))
+    await harness.prompt("go on")
+
+    [end] = [e for e in events if isinstance(e, CompactionEnd)]
+    assert end.entry_id is not None and end.error is None
+    written = lines(Path(tree.path))
+    assert written[-1]["message"]["content"][0]["text"] == "Going on."
+    [body] = fake.message_requests()
+    assert "No result provided" in json.dumps(body["messages"])
+
+
+class DiskFullWhileSummarizing(ExtractiveSummarizer):
+    """Extractive, but the disk fills up while the summary is written."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.monkeypatch = monkeypatch
+
+    async def summarize(self, request: SummaryRequest) -> Summary:
+        def no_space(fd: int, data: bytes) -> int:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self.monkeypatch.setattr(appender.os, "write", no_space)
+        return await super().summarize(request)
+
+
+async def test_a_compaction_after_a_reply_that_cannot_be_written_is_told_not_raised(
+        tmp_path: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The disk filled up during the compaction after a reply: the prompt raised
+    WriteFailedError though its answer was written, and the compaction's start had no end.
+    pi 1.6 lets no automatic compaction's failure out of the prompt."""
+    tree = tiny_session(tmp_path)
+    roomy = ModelInfo("anthropic", "tiny", 8000, 1000, Price(0, 0, 0, 0))
+    harness = Harness(tree, tmp_path, providers, registry=ModelRegistry([roomy]),
+                      default_model=("anthropic", "tiny"),
+                      summarizer=DiskFullWhileSummarizing(monkeypatch),
+                      compaction=CompactionSettings(reserve_tokens=1000, keep_recent_tokens=300))
+    events: list[AgentEvent] = []
+    harness.subscribe(events.append)
+    fake.script(Reply([message_start(input_tokens=7500), *text_block(0, "Step 3 done."),
+                       *message_end()]))
+    await harness.prompt("Now step 3.")
+
+    [end] = [e for e in events if isinstance(e, CompactionEnd)]
+    assert (end.entry_id, end.error) == (
+        None, f"Auto-compaction failed: could not write to {tree.path}: No space left on device")
+    assert lines(Path(tree.path))[-1]["message"]["content"][0]["text"] == "Step 3 done."
+    assert not harness.busy
 
 
 async def test_a_failed_overflow_compaction_is_told_as_pis_overflow_recovery_failure(

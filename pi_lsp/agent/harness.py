@@ -72,12 +72,11 @@ from pi_lsp.summarize.branch import (
 from pi_lsp.summarize.compaction import (
     CompactionResult,
     CompactionSettings,
-    NothingToCompactError,
     compact,
     prepare_compaction,
 )
 from pi_lsp.summarize.extractive import ExtractiveSummarizer
-from pi_lsp.summarize.summarizer import Summarizer, SummaryError
+from pi_lsp.summarize.summarizer import Summarizer
 
 Phase = Literal["idle", "turn", "compaction", "branch_summary"]
 ProviderFactory = Callable[[str], Provider]
@@ -532,30 +531,35 @@ class Harness:
         self.emit(CompactionStart(reason=reason))
         try:
             # Between turns the run keeps the session: its phase and its held writes.
-            result = await (self._compact_branch() if self.phase == "turn" else self.compact())
+            result = await (self._compact_branch(automatic=True) if self.phase == "turn"
+                            else self.compact(automatic=True))
         except Aborted:  # pi 1.6 tells no error: its interactive mode shows a status line
             self.emit(CompactionEnd(entry_id=None, aborted=True))
             return False
-        except (SummaryError, NothingToCompactError) as error:
+        except Exception as error:
+            # pi 1.6 lets no failure out (_runAutoCompaction): a full disk, say, is
+            # told here and the prompt goes on; raised, it failed a prompt already answered.
             self.emit(CompactionEnd(entry_id=None, error=auto_compaction_error(reason, error)))
             return False
         self.emit(CompactionEnd(entry_id=result.entry_id, will_retry=will_retry))
         return True
 
-    async def compact(self, instructions: str | None = None) -> CompactionResult:
+    async def compact(self, instructions: str | None = None,
+                      automatic: bool = False) -> CompactionResult:
         """Compact the current branch now; refused while anything else runs."""
         self._require_idle()
         self.phase, self.aborted = "compaction", False
         try:
-            return await self._compact_branch(instructions)
+            return await self._compact_branch(instructions, automatic)
         finally:
             self.phase, self._current = "idle", None
             self._pending.flush(stop_at_leaf_move=False)  # what was set while it ran
 
-    async def _compact_branch(self, instructions: str | None = None) -> CompactionResult:
+    async def _compact_branch(self, instructions: str | None = None,
+                              automatic: bool = False) -> CompactionResult:
         return await abortable(self, compact(
             self.tree, self.tree.leaf_id, self.summarizer, self.compaction, instructions,
-            self.thinking_level()))
+            self.thinking_level(), automatic=automatic))
 
     async def branch_with_summary(self, target_id: str, instructions: str | None = None,
                                   durable: bool = True) -> BranchOutcome:

@@ -275,19 +275,23 @@ def plan_or_refusal(path: list[Record], settings: CompactionSettings) -> Compact
 
 async def compact(tree: SessionTree, leaf_id: str | None, summarizer: Summarizer,
                   settings: CompactionSettings, instructions: str | None = None,
-                  thinking_level: str = "off") -> CompactionResult:
+                  thinking_level: str = "off", *, automatic: bool = False
+                  ) -> CompactionResult:
     """Summarize the path up to `leaf_id` (at `thinking_level`, the one in force there) and
     append the compaction there (or, when another writer went on from there meanwhile, after
     what it wrote: that stays in the context). Refused under another writer's tool call that
-    has no result yet (`refuse_open_call`)."""
+    has no result yet (`refuse_open_call`), unless `automatic`: the prompt it runs for goes on
+    past such a call all the same."""
     before = tree.leaf_id
-    refuse_open_call(tree, leaf_id)  # before the summary is paid for
+    if not automatic:
+        refuse_open_call(tree, leaf_id)  # before the summary is paid for
     plan = plan_or_refusal(tree.path_to(leaf_id), settings)
     summary = await summarize_plan(plan, summarizer, settings, instructions, thinking_level)
     details = summary_details(plan.files, summarizer)
     grown = leaf_id == before != tree.leaf_id and leaf_id in tree.path_ids(tree.leaf_id)
     parent = tree.leaf_id if grown else leaf_id
-    refuse_open_call(tree, parent)
+    if not automatic:
+        refuse_open_call(tree, parent)
     with tree.leaf_moved(parent):
         system = current_system_message(
             decode_all(project_path(tree.path_to(tree.leaf_id)).messages))
