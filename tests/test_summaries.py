@@ -859,6 +859,27 @@ async def test_a_summary_after_a_leaf_move_names_the_move_as_where_it_came_from(
     assert summary["fromId"] == move and outcome.summary_entry_id == summary["id"]
 
 
+async def test_a_branch_summary_to_a_prompt_gone_on_past_a_dangling_call_is_not_refused(
+        tmp_path: Path) -> None:
+    """A killed pi left a bash call with no result, and a prompt went on past it long ago:
+    going back to that prompt with a summary was refused for ever as "another program is
+    running a turn", though no turn will ever answer the call."""
+    path = tmp_path / "s.jsonl"
+    call = AssistantMessage(
+        content=[ToolCall(id="c1", name="bash", arguments={"command": "make test"})],
+        api="anthropic-messages", provider="anthropic", model="m", usage=Usage(),
+        stop_reason="toolUse", timestamp=2)
+    tree = chain_file(path, [{"role": "user", "content": "run the tests", "timestamp": 1},
+                             json.loads(encoder.encode(call)),
+                             {"role": "user", "content": "go on", "timestamp": 3},
+                             reply("The tests were not run.", 4),
+                             {"role": "user", "content": "plan the refactor", "timestamp": 5},
+                             reply("Here is the plan.", 6)])
+    outcome = await branch_with_summary(tree, "m3", ExtractiveSummarizer(), BIG_BUDGET)
+    summary = next(line for line in lines(path) if line["type"] == "branch_summary")
+    assert summary["parentId"] == "m2" and outcome.editor_text == "go on"
+
+
 def test_branch_here_on_a_leaf_move_by_its_own_id_writes_nothing(tmp_path: Path) -> None:
     """`branch --to` the durable leaf move that is the leaf wrote one more move under it at
     each call; pi does nothing where the leaf already stands."""

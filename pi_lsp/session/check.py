@@ -234,10 +234,12 @@ def unanswered_tool_calls(tree: SessionTree) -> list[Problem]:
 
 def refuse_open_call(tree: SessionTree, entry_id: str | None) -> None:
     """WriteFailedError when an entry appended under `entry_id` would come between a tool call
-    and its result (DESIGN rule 7): none is there yet, so another program's turn is running
-    the tool, or stopped before its result (nothing in the file tells the two apart)."""
+    and its result (DESIGN rule 7): nothing is under the call yet, so another program's turn is
+    running the tool, or stopped before its result (nothing in the file tells the two apart)."""
     if tree.hold_leaf or entry_id not in tree.by_id:
         return  # a running turn's own leaf: its calls are its own to answer
+    if tree.children(entry_id):
+        return  # its result or a prompt gone on past it: no turn waits there on the tool
     calls = calls_without_result(tree, tree.by_id[entry_id])
     if calls:
         raise WriteFailedError(errno.EBUSY, ANOTHER_TURN.format(calls[0].name), tree.path)
