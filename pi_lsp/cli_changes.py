@@ -72,7 +72,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     from pi_lsp.summarize.compaction import (
         NothingToCompactError,
         compact,
-        plan_or_refusal,
+        compaction_plan,
         plan_summary,
     )
     from pi_lsp.summarize.summarizer import SummaryError
@@ -87,7 +87,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
         compaction = msgspec.structs.replace(compaction, keep_recent_tokens=args.keep_recent_tokens)
     if args.plan:
         try:
-            write_line(plan_summary(plan_or_refusal(tree.path_to(leaf), compaction)))
+            write_line(plan_summary(compaction_plan(tree, leaf, compaction)))
         except NothingToCompactError as error:
             write_line(None)  # as the server's dry run answers, with the same reason
             print(f"pi-lsp: compact would refuse: {printable(str(error))}", file=sys.stderr)
@@ -114,7 +114,12 @@ def cmd_compact(args: argparse.Namespace) -> int:
 def cmd_branch(args: argparse.Namespace) -> int:
     import asyncio
 
-    from pi_lsp.summarize.branch import branch, branch_summary_budget, branch_with_summary
+    from pi_lsp.summarize.branch import (
+        BranchRefusedError,
+        branch,
+        branch_summary_budget,
+        branch_with_summary,
+    )
     from pi_lsp.summarize.summarizer import SummaryError
 
     tree = open_session(args.file)
@@ -131,7 +136,7 @@ def cmd_branch(args: argparse.Namespace) -> int:
             outcome = asyncio.run(branch_with_summary(
                 tree, args.to, summarizer, budget, args.instructions,
                 thinking_level=level_at(tree, tree.leaf_id, settings)))
-        except SummaryError as error:
+        except (SummaryError, BranchRefusedError) as error:
             raise CliError(str(error)) from None
     else:
         outcome = branch(tree, args.to)

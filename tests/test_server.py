@@ -1104,6 +1104,26 @@ async def test_jobs_wait_for_another_programs_tool_call(pi: Pi, fake: FakeAnthro
     assert lines(path_of(uri))[-1]["parentId"] == OTHERS_RESULT
 
 
+async def test_a_dry_run_says_a_compaction_would_wait_for_another_programs_tool_call(
+        pi: Pi, fake: FakeAnthropic) -> None:
+    """Under another program's tool call with no result, the dry run showed a plan the job
+    then refused, in a disk error's words ("could not write to <file>: …"); a branch summary
+    to the call was refused in those words too."""
+    uri = copy_session(pi.main, "plan-others-call")
+    leaf = (await call(pi.client, "pi.getTree", {"uri": uri}))["leafId"]
+    await watcher_caught_up(pi)
+    await written_by_another_turn(pi, uri, OTHERS_CALL, leaf, BASH_CALL)
+    fake.script()  # neither job gets as far as a request
+    dry = await call(pi.client, "pi.compact", {"uri": uri, "dryRun": True})
+    assert dry["plan"] is None and dry["reason"].startswith(ANOTHER_TURN), dry
+    failed = await job_done(pi, "pi.compact", {"uri": uri})
+    assert failed["ok"] is False and failed["error"] == dry["reason"], failed
+    await call(pi.client, "pi.branch", {"uri": uri, "targetId": DEAD_END_TIP})
+    refused = await job_done(pi, "pi.branchWithSummary", {"uri": uri, "targetId": OTHERS_CALL})
+    assert refused["ok"] is False and refused["error"] == dry["reason"], refused
+    assert fake.message_requests() == []
+
+
 async def test_a_compaction_refuses_a_tool_call_written_while_it_summarized(
         pi: Pi, fake: FakeAnthropic, tmp_path: Path) -> None:
     """Another program's turn wrote a tool call while the summary was being written: the

@@ -1633,6 +1633,38 @@ def test_cli_compact_plan_writes_nothing(tmp_path: Path, session: Path) -> None:
     assert session.read_bytes() == before
 
 
+def test_cli_compact_plan_says_it_would_wait_for_a_tool_call_with_no_result(
+        tmp_path: Path) -> None:
+    """`compact --plan` showed a plan that `compact` then refused as "could not write to
+    <file>: another program is running a turn …", a disk error's words; `branch --summarize`
+    to the call was refused in those words too."""
+    path = tmp_path / "s.jsonl"
+    call = AssistantMessage(
+        content=[ToolCall(id="c1", name="bash", arguments={"command": "make test"})],
+        api="anthropic-messages", provider="anthropic", model="m", usage=Usage(),
+        stop_reason="toolUse", timestamp=4)
+    chain_file(path, [{"role": "user", "content": "first " * 200, "timestamp": 1},
+                      reply("first answer " * 200, 2),
+                      {"role": "user", "content": "run the tests", "timestamp": 3},
+                      json.loads(encoder.encode(call))])
+    before = path.read_bytes()
+    plan = cli_in(tmp_path, "compact", str(path), "--plan", "--keep-recent-tokens", "100")
+    assert plan.returncode == 1 and json.loads(plan.stdout) is None, plan
+    reason = plan.stderr.removeprefix("pi-lsp: compact would refuse: ")
+    assert reason.startswith("another program is running a turn in this session: its tool "
+                             "call bash has no result yet"), plan.stderr
+    done = cli_in(tmp_path, "compact", str(path), "--keep-recent-tokens", "100")
+    assert (done.returncode, done.stderr) == (2, f"pi-lsp: {reason}")
+    assert path.read_bytes() == before
+    tree = open_tree(path)
+    branch(tree, "m2")
+    tree.append_message(UserMessage(content="another way", timestamp=5))
+    before = path.read_bytes()
+    summary = cli_in(tmp_path, "branch", str(path), "--to", "m4", "--summarize")
+    assert (summary.returncode, summary.stderr) == (2, f"pi-lsp: {reason}")
+    assert path.read_bytes() == before
+
+
 def test_cli_compact_appends_an_extractive_compaction(tmp_path: Path, session: Path) -> None:
     count = len(lines(session))
     done = cli_in(tmp_path, "compact", str(session), "--keep-recent-tokens", "300", "--json")

@@ -17,6 +17,7 @@ from pi_lsp.server.workspace import ForeignFolderError
 from pi_lsp.session.catalog import ForeignSessionError
 from pi_lsp.session.records import UnknownEntryError
 from pi_lsp.settings import SettingsError
+from pi_lsp.summarize.branch import BranchRefusedError
 from pi_lsp.summarize.compaction import NothingToCompactError
 from pi_lsp.summarize.summarizer import SummaryError
 from pi_lsp.trust import TrustError
@@ -30,8 +31,8 @@ NOT_INITIALIZED = JsonRpcServerNotInitialized.CODE  # LSP's -32002
 # logged. Anything else is a bug.
 EXPECTED: tuple[type[Exception], ...] = (
     UnknownSessionError, UnknownEntryError, ForeignSessionError, ForeignFolderError, BusyError,
-    NotRunningError, Aborted, NothingToCompactError, SettingsError, SummaryError,
-    MissingApiKeyError, RewindError, SnapshotError, TrustError, ValueError, OSError,
+    NotRunningError, Aborted, NothingToCompactError, BranchRefusedError, SettingsError,
+    SummaryError, MissingApiKeyError, RewindError, SnapshotError, TrustError, ValueError, OSError,
 )
 
 

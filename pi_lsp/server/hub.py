@@ -48,7 +48,7 @@ from pi_lsp.session.tree import SessionTree
 from pi_lsp.settings import SettingsStamp, settings_stamp
 from pi_lsp.summarize.compaction import (
     PlanSummary,
-    plan_or_refusal,
+    compaction_plan,
     plan_summary,
 )
 from pi_lsp.trust import TrustState
@@ -446,7 +446,7 @@ class SessionHub(Workspace):
         """What a compaction would do now; NothingToCompactError, saying why, if it would refuse."""
         tree = self.sync(path).tree
         settings = self.settings_for(path)
-        return plan_summary(plan_or_refusal(tree.path_to(tree.leaf_id), settings.compaction))
+        return plan_summary(compaction_plan(tree, tree.leaf_id, settings.compaction))
 
     def fork(self, path: Path, leaf_id: str | None) -> Path:
         tree = self.sync(path).tree

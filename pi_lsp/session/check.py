@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import errno
 from itertools import chain
 from typing import Any
 
 import msgspec
 
-from pi_lsp.session.appender import WriteFailedError, create_with_lines
+from pi_lsp.session.appender import create_with_lines
 from pi_lsp.session.entries import (
     AssistantMessage,
     CompactionEntry,
@@ -232,14 +231,13 @@ def unanswered_tool_calls(tree: SessionTree) -> list[Problem]:
             for record in tree.records for call in calls_without_result(tree, record)]
 
 
-def refuse_open_call(tree: SessionTree, entry_id: str | None) -> None:
-    """WriteFailedError when an entry appended under `entry_id` would come between a tool call
-    and its result (DESIGN rule 7): nothing is under the call yet, so another program's turn is
-    running the tool, or stopped before its result (nothing in the file tells the two apart)."""
+def another_turn_at(tree: SessionTree, entry_id: str | None) -> str | None:
+    """Why no entry may be appended under `entry_id` now, or None. An entry there would come
+    between a tool call and its result (DESIGN rule 7): nothing is under the call yet, so another
+    program's turn is running the tool, or stopped before its result (the file cannot tell)."""
     if tree.hold_leaf or entry_id not in tree.by_id:
-        return  # a running turn's own leaf: its calls are its own to answer
+        return None  # a running turn's own leaf: its calls are its own to answer
     if tree.children(entry_id):
-        return  # its result or a prompt gone on past it: no turn waits there on the tool
+        return None  # its result or a prompt gone on past it: no turn waits there on the tool
     calls = calls_without_result(tree, tree.by_id[entry_id])
-    if calls:
-        raise WriteFailedError(errno.EBUSY, ANOTHER_TURN.format(calls[0].name), tree.path)
+    return ANOTHER_TURN.format(calls[0].name) if calls else None

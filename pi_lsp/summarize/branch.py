@@ -15,7 +15,7 @@ from pi_lsp.context.projection import (
 )
 from pi_lsp.context.tokens import estimate_tokens
 from pi_lsp.providers.registry import ModelRegistry
-from pi_lsp.session.check import refuse_open_call
+from pi_lsp.session.check import another_turn_at
 from pi_lsp.session.entries import (
     AgentMessage,
     BranchSummaryEntry,
@@ -161,6 +161,10 @@ BRANCH_SUMMARY_PREAMBLE = ("The user explored a different conversation branch be
                            "here.\nSummary of that exploration:\n\n")
 
 
+class BranchRefusedError(Exception):
+    """A branch summary refused, in words that say why."""
+
+
 class BranchOutcome(msgspec.Struct, rename="camel", omit_defaults=True):
     leaf_id: str | None
     editor_text: str | None = None
@@ -187,7 +191,9 @@ async def branch_with_summary(tree: SessionTree, target_id: str, summarizer: Sum
     if not collected.records:
         return branch(tree, target_id, durable)
     # The target can only gain results meanwhile: checked once, before the summary is paid for.
-    refuse_open_call(tree, move.leaf_id)
+    another_turn = another_turn_at(tree, move.leaf_id)
+    if another_turn is not None:
+        raise BranchRefusedError(another_turn)
     fitted = fit_branch_messages(collected.records, budget)
     lists = fitted.files.lists()
     writer: Summarizer | None = None  # the fixed text when there is nothing to summarize

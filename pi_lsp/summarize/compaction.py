@@ -14,7 +14,7 @@ from pi_lsp.context.projection import (
 )
 from pi_lsp.context.replay import checkpoint_of, current_system_message
 from pi_lsp.context.tokens import decode_all, estimate_tokens, projected_context_size
-from pi_lsp.session.check import refuse_open_call
+from pi_lsp.session.check import another_turn_at
 from pi_lsp.session.entries import (
     AgentMessage,
     CompactionEntry,
@@ -273,19 +273,35 @@ def plan_or_refusal(path: list[Record], settings: CompactionSettings) -> Compact
     return plan
 
 
+def refuse_open_call(tree: SessionTree, entry_id: str | None) -> None:
+    """NothingToCompactError, saying why, when a compaction under `entry_id` would come between
+    another program's tool call and its result (`another_turn_at`)."""
+    reason = another_turn_at(tree, entry_id)
+    if reason is not None:
+        raise NothingToCompactError(reason)
+
+
+def compaction_plan(tree: SessionTree, leaf_id: str | None,
+                    settings: CompactionSettings) -> CompactionPlan:
+    """The plan a compaction asked for at `leaf_id` would carry out; NothingToCompactError, in
+    the words that job would fail with, when it would refuse."""
+    refuse_open_call(tree, leaf_id)
+    return plan_or_refusal(tree.path_to(leaf_id), settings)
+
+
 async def compact(tree: SessionTree, leaf_id: str | None, summarizer: Summarizer,
                   settings: CompactionSettings, instructions: str | None = None,
                   thinking_level: str = "off", *, automatic: bool = False
                   ) -> CompactionResult:
     """Summarize the path up to `leaf_id` (at `thinking_level`, the one in force there) and
     append the compaction there (or, when another writer went on from there meanwhile, after
-    what it wrote: that stays in the context). Refused under another writer's tool call that
-    has no result yet (`refuse_open_call`), unless `automatic`: the prompt it runs for goes on
-    past such a call all the same."""
+    what it wrote: that stays in the context). Refused under another writer's tool call with
+    nothing under it yet (`refuse_open_call`), unless `automatic`: the prompt it runs for goes
+    on past such a call all the same."""
     before = tree.leaf_id
-    if not automatic:
-        refuse_open_call(tree, leaf_id)  # before the summary is paid for
-    plan = plan_or_refusal(tree.path_to(leaf_id), settings)
+    # Checked before the summary is paid for, and again where it is written.
+    plan = (plan_or_refusal(tree.path_to(leaf_id), settings) if automatic
+            else compaction_plan(tree, leaf_id, settings))
     summary = await summarize_plan(plan, summarizer, settings, instructions, thinking_level)
     details = summary_details(plan.files, summarizer)
     grown = leaf_id == before != tree.leaf_id and leaf_id in tree.path_ids(tree.leaf_id)
