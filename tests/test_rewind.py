@@ -662,6 +662,29 @@ async def test_a_named_pipe_git_would_wait_on_fails_the_snapshot(tmp_path: Path,
         snapshot.result()
 
 
+async def test_a_git_config_that_is_a_named_pipe_fails_the_snapshot(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The user's excludes file is looked up (`git config`) under the store's lock, with no
+    FIFO check and no time limit: a ~/.gitconfig that is a FIFO held the snapshot for ever, and
+    every other pi-lsp on the workspace failed its snapshots after STORE_WAIT_S."""
+    home = tmp_path / "home"
+    home.mkdir()
+    pipe = home / ".gitconfig"
+    os.mkfifo(pipe)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "a.txt").write_text("a\n")
+    snapshot = asyncio.ensure_future(SnapshotStore(root).snapshot())
+    assert await ends(snapshot, pipe), "the snapshot waited on the pipe"
+    with pytest.raises(SnapshotError, match=r"^git config waited on a named pipe \(FIFO\)"):
+        snapshot.result()
+    pipe.unlink()
+    assert await SnapshotStore(root).read((await SnapshotStore(root).snapshot()).tree,
+                                          "a.txt") == b"a\n"
+
+
 async def test_a_cancelled_snapshot_stops_its_git_and_leaves_no_lock(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A cancelled snapshot waited for its git to end: forever for one waiting on a named pipe

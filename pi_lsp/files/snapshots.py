@@ -153,22 +153,14 @@ class SnapshotStore:
         settings = [*GIT_SETTINGS, *([f"core.excludesFile={self._excludes_file}"]
                                      if self._excludes_file else [])]
         command = [self.git, *where, *(f for s in settings for f in ("-c", s)), *args]
+        stuck = (f"git {args[0]} waited on a named pipe (FIFO) in {self.root}, as git does on "
+                 "a .gitignore or .gitattributes that is one, and was stopped; no snapshot is "
+                 f"taken while it is there (`find {self.root} -type p` lists them)")
+        overran = (f"git {args[0]} ran {GIT_BUDGET_S:g} s in {self.root} and was stopped; a "
+                   ".gitignore pattern of many `**/` over deep folders can keep git matching "
+                   "for ever")
         for _attempt in range(LOCK_RETRIES):
-            try:
-                status, out, err = await run_to_end(command, stdin, _waits_on_a_pipe,
-                                                    GIT_BUDGET_S, cwd=self.root, env=env)
-            except Stuck:
-                raise SnapshotError(
-                    f"git {args[0]} waited on a named pipe (FIFO) in {self.root}, as git does "
-                    "on a .gitignore or .gitattributes that is one, and was stopped; no snapshot "
-                    f"is taken while it is there (`find {self.root} -type p` lists them)"
-                ) from None
-            except Overran:
-                raise SnapshotError(
-                    f"git {args[0]} ran {GIT_BUDGET_S:g} s in {self.root} and was stopped; a "
-                    ".gitignore pattern of many `**/` over deep folders can keep git matching "
-                    "for ever"
-                ) from None
+            status, out, err = await _git_to_end(command, stdin, self.root, env, stuck, overran)
             if status in ok:
                 return out
             message = err.decode(errors="replace").strip()
@@ -564,9 +556,28 @@ async def _user_excludes_file(git: str | None) -> str:
     if git is None:
         return ""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    status, out, _err = await run_to_end([git, "config", "--path", "--get", "core.excludesFile"],
-                                         None, cwd="/", env=env)
+    # Run under the store's lock (a snapshot's first step), so stopped as its every git is: a
+    # config file that is a FIFO held every pi-lsp on the workspace for ever.
+    status, out, _err = await _git_to_end(
+        [git, "config", "--path", "--get", "core.excludesFile"], None, "/", env,
+        stuck="git config waited on a named pipe (FIFO), as git does on a config file that is "
+              "one (~/.gitconfig, ~/.config/git/config, or one they include), and was stopped; "
+              "no snapshot is taken while it is there",
+        overran=f"git config ran {GIT_BUDGET_S:g} s reading the user's git config and was "
+                "stopped")
     return os.fsdecode(out).strip() if status == 0 else ""
+
+
+async def _git_to_end(command: list[str], stdin: bytes | None, cwd: Path | str,
+                      env: dict[str, str], stuck: str, overran: str) -> tuple[int, bytes, bytes]:
+    """Run one of the store's gits: its status, stdout and stderr. SnapshotError(`stuck`) once
+    it waits on a named pipe, SnapshotError(`overran`) once it has run GIT_BUDGET_S."""
+    try:
+        return await run_to_end(command, stdin, _waits_on_a_pipe, GIT_BUDGET_S, cwd=cwd, env=env)
+    except Stuck:
+        raise SnapshotError(stuck) from None
+    except Overran:
+        raise SnapshotError(overran) from None
 
 
 def _try_lock(fd: int) -> bool:
