@@ -1492,6 +1492,48 @@ async def test_a_compaction_after_a_reply_that_cannot_be_written_is_told_not_rai
     assert not harness.busy
 
 
+class AnotherWriterCallsMeanwhile(ExtractiveSummarizer):
+    """Extractive, but another program writes a tool call under the leaf while it summarizes
+    (the watcher takes it in)."""
+
+    def __init__(self, tree: SessionTree) -> None:
+        self.tree = tree
+
+    async def summarize(self, request: SummaryRequest) -> Summary:
+        call = {"type": "message", "id": "f0ca11ed", "parentId": self.tree.leaf_id,
+                "timestamp": "2026-12-01T00:00:00.000Z", "message": {
+                    "role": "assistant", "api": "anthropic-messages", "provider": "anthropic",
+                    "model": "tiny", "stopReason": "toolUse", "timestamp": 1, "content": [
+                        {"type": "toolCall", "id": "toolu_o", "name": "bash",
+                         "arguments": {"command": "make test"}}]}}
+        appender.append_lines(self.tree.path, [json.dumps(call).encode()])
+        self.tree.refresh()
+        return await super().summarize(request)
+
+
+async def test_a_compaction_after_a_reply_is_not_written_under_a_call_another_program_made(
+        tmp_path: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider]) -> None:
+    """Another program's tool call came under the reply while the compaction after it was
+    summarized: the compaction was written under that call, before its result (DESIGN rule 7)."""
+    tree = tiny_session(tmp_path)
+    roomy = ModelInfo("anthropic", "tiny", 8000, 1000, Price(0, 0, 0, 0))
+    harness = Harness(tree, tmp_path, providers, registry=ModelRegistry([roomy]),
+                      default_model=("anthropic", "tiny"),
+                      summarizer=AnotherWriterCallsMeanwhile(tree),
+                      compaction=CompactionSettings(reserve_tokens=1000, keep_recent_tokens=300))
+    events: list[AgentEvent] = []
+    harness.subscribe(events.append)
+    fake.script(Reply([message_start(input_tokens=7500), *text_block(0, "Step 3 done."),
+                       *message_end()]))
+    await harness.prompt("Now step 3.")
+
+    [end] = [e for e in events if isinstance(e, CompactionEnd)]
+    assert end.entry_id is None and end.error is not None
+    assert "another program is running a turn" in end.error
+    assert [w["type"] for w in lines(Path(tree.path))[-2:]] == ["message", "message"]
+    assert lines(Path(tree.path))[-1]["id"] == "f0ca11ed"
+
+
 async def test_a_failed_overflow_compaction_is_told_as_pis_overflow_recovery_failure(
         session: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider],
         model_summarizer: ModelSummarizer) -> None:

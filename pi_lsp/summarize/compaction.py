@@ -306,7 +306,7 @@ async def compact(tree: SessionTree, leaf_id: str | None, summarizer: Summarizer
     details = summary_details(plan.files, summarizer)
     grown = leaf_id == before != tree.leaf_id and leaf_id in tree.path_ids(tree.leaf_id)
     parent = tree.leaf_id if grown else leaf_id
-    if not automatic:
+    if not automatic or parent != leaf_id:  # another program went on meanwhile: its call
         refuse_open_call(tree, parent)
     with tree.leaf_moved(parent):
         system = current_system_message(
