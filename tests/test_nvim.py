@@ -237,6 +237,16 @@ def test_chat_title_follows_a_queued_rename_and_the_clis(workspace: Path, fake: 
     run_script("rename_title_spec.lua", workspace, fake, tmp_path)
 
 
+def test_a_chat_keeps_its_place_when_another_session_changes(
+        workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
+    other = workspace / ".pi" / "sessions" / "2026-11-01T00-00-00-000Z_other.jsonl"
+    other.write_text(json.dumps({"type": "session", "version": 3, "id": "other",
+                                 "timestamp": "2026-11-01T00:00:00.000Z",
+                                 "cwd": str(workspace)}) + "\n")
+    run_script("relist_place_spec.lua", workspace, fake, tmp_path,
+               PI_LSP_OTHER_SESSION=str(other))
+
+
 def test_chat_tree_and_context_follow_a_session_moved_to_a_new_file(
         workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
     """When another program cut the session file short mid-turn, the server went on in a new

@@ -632,8 +632,12 @@ local function create(uri)
       end
     end),
     util.on("listed", function(listed_root)
-      if listed_root == root and not chat.live then
-        redraw(chat, 0) -- the title may have changed
+      -- The title line alone, when it changed: a relist (at any change to any listed session)
+      -- that redrew the chat moved its readers to its end, once a second while a turn ran.
+      local title = "# " .. title_of(chat)
+      if listed_root == root and not chat.live and vim.api.nvim_buf_is_valid(chat.buf)
+        and vim.api.nvim_buf_get_lines(chat.buf, 0, 1, false)[1] ~= title then
+        util.set_lines(chat.buf, 0, 1, { title })
       end
     end),
     function()
