@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import io
 import json
+import logging
 import os
 import platform
 import signal
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
 from pi_lsp.agent.output import UPDATE_INTERVAL_S, OutputTail, discard_file
@@ -1134,6 +1136,25 @@ async def test_an_end_while_the_editor_applies_an_edit_pairs_the_call(
         assert messages[-1]["stopReason"] == "aborted"
     finally:
         await server.close()
+
+
+@pytest.mark.parametrize("answer", [{"result": {"applied": True}},
+                                    {"error": {"code": -32603, "message": "editor closing"}}],
+                         ids=["result", "error"])
+def test_an_answer_the_server_stopped_waiting_for_is_ignored_quietly(
+        answer: dict[str, Any], caplog: pytest.LogCaptureFixture) -> None:
+    """An edit the editor answered after the end's grace had stopped waiting for it (held
+    through `shutdown`) was set on the cancelled request: pygls raised InvalidStateError, with
+    a traceback and "Error in server: CANCELLED" shown in the editor."""
+    protocol = server.protocol
+    asked = protocol.send_request(types.WORKSPACE_APPLY_EDIT, types.ApplyWorkspaceEditParams(
+        edit=types.WorkspaceEdit()), msg_id="late-answer")
+    protocol.stop_asking()
+    caplog.clear()
+    protocol.receive(json.dumps({"jsonrpc": "2.0", "id": "late-answer", **answer}).encode())
+    assert asked.cancelled()
+    assert "late-answer" not in protocol._request_futures
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
 async def test_a_killed_server_leaves_no_command_running(tmp_path: Path,

@@ -183,6 +183,10 @@ class PiProtocol(LanguageServerProtocol):
         if request_id is not None and shut and message.method != types.EXIT:
             self._refuse(request_id, JsonRpcInvalidRequest(
                 "the server is shut down: only `exit` is accepted"))
+        elif not hasattr(message, "method") and self._gave_up_on(message.id):
+            # pygls set the answer on the cancelled request, which raised InvalidStateError:
+            # a traceback, and "Error in server: CANCELLED" shown in the editor.
+            log.info("an answer to request %s, no longer waited for, was ignored", message.id)
         elif isinstance(message, Unfit):
             if request_id is None:
                 log.warning("a %s notification was ignored: %s", message.method, message.problem)
@@ -193,6 +197,15 @@ class PiProtocol(LanguageServerProtocol):
             if request_id is not None and message.method == types.SHUTDOWN:
                 self.shutdown_id = request_id
             super().handle_message(message)
+
+    def _gave_up_on(self, msg_id: Any) -> bool:
+        """Whether `msg_id` is a request of the server's whose wait was cancelled (by the end's
+        grace, or a wait's timeout); it is forgotten, as an answer would have it."""
+        future = self._request_futures.get(msg_id)
+        if future is None or not future.cancelled():
+            return False
+        del self._request_futures[msg_id]
+        return True
 
     async def shutdown_answered(self) -> None:
         """Return once the `shutdown` request received (if any) is answered."""
@@ -292,7 +305,7 @@ class PiProtocol(LanguageServerProtocol):
 
     def stop_asking(self) -> None:
         """Wait no longer for the client's answers to the server's own requests (applyEdit,
-        progress, questions): each waiter is cancelled."""
+        progress, questions): each waiter is cancelled, and an answer still coming ignored."""
         for msg_id in list(self._result_types):  # pygls drops an id once answered
             future = self._request_futures.get(msg_id)
             if future is not None and not future.done():
