@@ -1138,6 +1138,32 @@ async def test_an_end_while_the_editor_applies_an_edit_pairs_the_call(
         await server.close()
 
 
+async def test_a_progress_the_editor_refuses_after_an_abort_logs_no_traceback(
+        tmp_path: Path, fake: FakeAnthropic) -> None:
+    """An abort while the editor held the turn's window/workDoneProgress/create left nobody
+    to read the error it answered later: asyncio logged "Task exception was never retrieved"
+    with the request's traceback."""
+    log = tmp_path / "stderr.log"
+    fake.script(text_reply("never asked for"))
+    server = await RawServer.start(tmp_path, log=log,
+                                   capabilities={"window": {"workDoneProgress": True}},
+                                   anthropicBaseUrl=fake.url, anthropicApiKey="test-key")
+    try:
+        uri = (await server.command("pi.newSession"))["result"]["uri"]
+        await server.command("pi.prompt", uri=uri, text="go")
+        create = await server.wait_for(
+            lambda m: m.get("method") == "window/workDoneProgress/create")
+        await server.command("pi.abort", uri=uri)
+        await server.turn_event("agent_end")
+        server.send({"id": create["id"], "error": {"code": -32603, "message": "closing"}})
+        assert server.process.stdin is not None
+        server.process.stdin.close()
+        assert await asyncio.wait_for(server.process.wait(), CEILING_S) == 0
+        assert "Traceback" not in log.read_text()
+    finally:
+        await server.close()
+
+
 @pytest.mark.parametrize("answer", [{"result": {"applied": True}},
                                     {"error": {"code": -32603, "message": "editor closing"}}],
                          ids=["result", "error"])

@@ -122,9 +122,9 @@ class Runs:
             return None
         token = str(uuid.uuid4())
         try:
-            # Shielded: a late answer to a request given up on must find it pending (pygls
-            # fails on a cancelled one).
-            await asyncio.shield(self.server.work_done_progress.create_async(token))
+            # Not shielded: an abort cancels the request, whose late answer is then ignored.
+            # A shield kept it pending, and the error an editor answered was never read.
+            await self.server.work_done_progress.create_async(token)
         except Exception:
             return None  # the client does not do progress
         self.server.work_done_progress.begin(token, types.WorkDoneProgressBegin(
