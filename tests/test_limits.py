@@ -1138,28 +1138,39 @@ async def test_an_end_while_the_editor_applies_an_edit_pairs_the_call(
         await server.close()
 
 
-async def test_a_progress_the_editor_refuses_after_an_abort_logs_no_traceback(
-        tmp_path: Path, fake: FakeAnthropic) -> None:
-    """An abort while the editor held the turn's window/workDoneProgress/create left nobody
-    to read the error it answered later: asyncio logged "Task exception was never retrieved"
-    with the request's traceback."""
+# What the editor holds when the turn is aborted: the turn's progress, or a tool's approval
+# (asked with the client's capabilities and options, after the model's reply).
+HELD: dict[str, tuple[dict[str, Any], dict[str, Any], Reply, str]] = {
+    "progress": ({"window": {"workDoneProgress": True}}, {}, text_reply("never asked for"),
+                 "window/workDoneProgress/create"),
+    "approval": ({"experimental": {"piLsp": {"approveTool": True}}}, {"toolApproval": "ask"},
+                 tool_reply([("call-1", "bash", {"command": "echo never"})]), "pi/approveTool"),
+}
+
+
+@pytest.mark.parametrize("held", list(HELD))
+async def test_a_request_the_editor_refuses_after_an_abort_logs_nothing(
+        held: str, tmp_path: Path, fake: FakeAnthropic) -> None:
+    """An abort while the editor held the turn's window/workDoneProgress/create (or a tool's
+    pi/approveTool) left nobody to read the error it answered later: asyncio logged "Task
+    exception was never retrieved" with the request's traceback (or "Future exception")."""
+    capabilities, options, reply, method = HELD[held]
     log = tmp_path / "stderr.log"
-    fake.script(text_reply("never asked for"))
-    server = await RawServer.start(tmp_path, log=log,
-                                   capabilities={"window": {"workDoneProgress": True}},
-                                   anthropicBaseUrl=fake.url, anthropicApiKey="test-key")
+    fake.script(reply)
+    server = await RawServer.start(tmp_path, log=log, capabilities=capabilities,
+                                   anthropicBaseUrl=fake.url, anthropicApiKey="test-key",
+                                   **options)
     try:
         uri = (await server.command("pi.newSession"))["result"]["uri"]
         await server.command("pi.prompt", uri=uri, text="go")
-        create = await server.wait_for(
-            lambda m: m.get("method") == "window/workDoneProgress/create")
+        asked = await server.wait_for(lambda m: m.get("method") == method)
         await server.command("pi.abort", uri=uri)
         await server.turn_event("agent_end")
-        server.send({"id": create["id"], "error": {"code": -32603, "message": "closing"}})
+        server.send({"id": asked["id"], "error": {"code": -32800, "message": "cancelled"}})
         assert server.process.stdin is not None
         server.process.stdin.close()
         assert await asyncio.wait_for(server.process.wait(), CEILING_S) == 0
-        assert "Traceback" not in log.read_text()
+        assert "ERROR" not in log.read_text()
     finally:
         await server.close()
 

@@ -182,11 +182,11 @@ class ToolApprovals:
         msg_id = str(uuid.uuid4())
         answer = self.server.protocol.send_request_async(method, params, msg_id=msg_id)
         try:
-            # Shielded: a late answer still finds its future (a cancelled one would make pygls
-            # fail on the answer).
-            return await asyncio.shield(answer)
+            # Not shielded: an abort cancels the request, whose late answer is then ignored.
+            # A shield kept it pending, and the error an editor answered was never read.
+            return await answer
         except asyncio.CancelledError:
-            if not answer.done():
+            if answer.cancelled():  # not answered before the abort
                 self.server.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
             raise
 
