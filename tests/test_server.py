@@ -1890,6 +1890,24 @@ async def test_a_turn_stops_when_its_folder_leaves_the_workspace(pi: Pi,
                            types.DidChangeConfigurationParams(settings={"piLsp": options})))
 
 
+async def test_a_session_folder_added_in_the_settings_is_told(tmp_path: Path,
+                                                              fake: FakeAnthropic) -> None:
+    """A `sessionDirs` entry added by the editor's settings listed its folder's sessions, but
+    the editors were not told the list changed (its files were there when watching began)."""
+    shutil.copytree(EXAMPLE, tmp_path / "main")
+    (tmp_path / "main" / "extra").mkdir()
+    shutil.copyfile(EXAMPLE_SESSION, tmp_path / "main" / "extra" / "in-extra.jsonl")
+    async with own_server() as client:
+        pi = await connect(client, CLIENTS[0], tmp_path, init_options(fake), folders=("main",))
+        since = pi.mark()
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+            settings={"piLsp": {**init_options(fake), "sessionDirs": ["extra"]}}))
+        await wait_note(pi, SESSIONS_CHANGED, since=since)
+        listed = (await call(client, "pi.listSessions", {}))["sessions"]
+        assert any(s["uri"].endswith("/extra/in-extra.jsonl") for s in listed)
+        await asyncio.wait_for(client.shutdown_session(), CEILING_S)
+
+
 async def in_project_session_dir(client: LanguageClient, tmp_path: Path, fake: FakeAnthropic
                                  ) -> tuple[Pi, str]:
     """A workspace trusted for this server whose `.pi/settings.json` names a `sessionDir`
