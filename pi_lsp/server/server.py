@@ -291,10 +291,10 @@ async def initialized(ls: PiServer, _params: types.InitializedParams) -> None:
 def did_change_configuration(ls: PiServer, params: types.DidChangeConfigurationParams) -> None:
     ls.take_config(params.settings)
     if ls.started:
-        before = ls.hub.all_directories()
+        before = set(ls.hub.all_directories())
         ls.hub.reconfigure(ls.config)
         ls.watch.follow(ls.hub.all_directories())
-        if ls.hub.all_directories() != before:  # `sessionDirs` changed: so did the listing
+        if set(ls.hub.all_directories()) != before:  # `sessionDirs` changed: so did the listing
             ls.protocol.notify(SESSIONS_CHANGED, {})
 
 

@@ -296,8 +296,8 @@ async def compact(tree: SessionTree, leaf_id: str | None, summarizer: Summarizer
     """Summarize the path up to `leaf_id` (at `thinking_level`, the one in force there) and
     append the compaction there (or, when another writer went on from there meanwhile, after
     what it wrote: that stays in the context). Refused under another writer's tool call with
-    nothing under it yet (`refuse_open_call`), unless `automatic`: the prompt it runs for goes
-    on past such a call all the same."""
+    nothing under it yet (`refuse_open_call`); `automatic`, only under one written while it
+    summarized: the prompt it runs for goes on past one that was there before."""
     before = tree.leaf_id
     # Checked before the summary is paid for, and again where it is written.
     plan = (plan_or_refusal(tree.path_to(leaf_id), settings) if automatic
