@@ -839,6 +839,25 @@ def test_context_request_layer_leaves_out_the_betas_a_providers_header_replaces(
     assert request_shown(path, asked, workspace, env) == sent
 
 
+def test_a_providers_beta_header_wins_over_its_models(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    """With anthropic-beta set by both the provider and the model (`modelOverrides`), the
+    model's was sent; pi merges the provider's headers last, and its betas' last match wins."""
+    (workspace / ".pi").mkdir()
+    (workspace / ".pi" / "models.json").write_text(json.dumps({"providers": {"anthropic": {
+        "apiKey": "test", "headers": {"anthropic-beta": "prov-beta-1"},
+        "modelOverrides": {"claude-sonnet-4-5": {
+            "headers": {"anthropic-beta": "model-beta-1"}}}}}}))
+    fake.script(text_reply("Hello!"))
+    assert pi_run(workspace, env, "--new", "--thinking", "high", "hello").returncode == 0
+    [path] = sessions(workspace)
+    asked = next(e["id"] for e in entries(path)
+                 if e["type"] == "message" and e["message"]["role"] == "user")
+    sent, headers = sent_to(fake)
+    assert headers["anthropic-beta"] == "prov-beta-1"
+    assert request_shown(path, asked, workspace, env) == sent
+
+
 def test_context_request_layer_is_on_the_default_model_where_run_falls_back(
         fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
     """A session on openai/gpt-5 with no OPENAI_API_KEY: the request layer showed gpt-5's

@@ -296,13 +296,23 @@ def _betas_of(headers: dict[str, str]) -> list[str]:
 
 
 def _betas(model: ModelInfo, budgeted: bool) -> list[str]:
-    """The betas asked for: an `anthropic-beta` header the model sets replaces pi's own, and
-    one its provider sets (sent with every request: the 1M window's beta, say) leaves none, as
-    the beta client's header would override it."""
-    own = _betas_of(model.headers)
-    if own or model.provider_beta:
-        return own
-    return [INTERLEAVED_THINKING] if budgeted and model.reasoning else []
+    """The betas asked for: one its provider's `anthropic-beta` header sets (sent with every
+    request: the 1M window's beta, say) leaves none, as pi's last header wins; else one the
+    model's sets replaces pi's own."""
+    if model.provider_beta:
+        return []
+    return _betas_of(model.headers) or (
+        [INTERLEAVED_THINKING] if budgeted and model.reasoning else [])
+
+
+def _sent_headers(model: ModelInfo) -> dict[str, str]:
+    """The model's own headers for a request: its `anthropic-beta` left out where the
+    provider's goes (pi merges the provider's after the model's)."""
+    headers = model_headers(model)
+    if model.provider_beta:
+        headers = {name: value for name, value in headers.items()
+                   if name.lower() != "anthropic-beta"}
+    return headers
 
 
 def request_params(request: ModelRequest) -> dict[str, Any]:
@@ -421,7 +431,7 @@ class AnthropicProvider:
                      ) -> AsyncIterator[ProviderEvent]:
         params = request_params(request)
         try:
-            headers = model_headers(request.model)
+            headers = _sent_headers(request.model)
         except ModelsFileError as error:  # a variable that is not set: pi 1.6 fails too
             reply.fail("error", str(error))
             return
