@@ -822,39 +822,28 @@ def test_context_request_layer_is_the_request_run_sent(
     assert f"{asked}  user" in rows.stdout and "model: anthropic/claude-sonnet-4-5" in rows.stdout
 
 
-def test_context_request_layer_leaves_out_the_betas_a_providers_header_replaces(
-        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+@pytest.mark.parametrize(("anthropic", "beta"), [
+    ({"headers": {"anthropic-beta": "context-1m-2025-08-07"}}, "context-1m-2025-08-07"),
+    ({"headers": {"anthropic-beta": "prov-beta-1"}, "modelOverrides": {
+        "claude-sonnet-4-5": {"headers": {"anthropic-beta": "model-beta-1"}}}}, "prov-beta-1"),
+])
+def test_a_providers_beta_header_is_sent_and_shown_as_sent(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str], anthropic: dict[str, Any],
+        beta: str) -> None:
     """With models.json's provider headers setting anthropic-beta, the request layer showed
-    pi's interleaved-thinking beta, which the run left out to send the provider's."""
+    pi's interleaved-thinking beta, which the run left out to send the provider's; with the
+    model's set too (`modelOverrides`), the model's was sent, where pi merges the provider's
+    headers last."""
     (workspace / ".pi").mkdir()
     (workspace / ".pi" / "models.json").write_text(json.dumps({"providers": {"anthropic": {
-        "apiKey": "test", "headers": {"anthropic-beta": "context-1m-2025-08-07"}}}}))
-    fake.script(text_reply("Hello!"))
-    assert pi_run(workspace, env, "--new", "hello").returncode == 0
-    [path] = sessions(workspace)
-    asked = next(e["id"] for e in entries(path)
-                 if e["type"] == "message" and e["message"]["role"] == "user")
-    sent, headers = sent_to(fake)
-    assert headers["anthropic-beta"] == "context-1m-2025-08-07"
-    assert request_shown(path, asked, workspace, env) == sent
-
-
-def test_a_providers_beta_header_wins_over_its_models(
-        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
-    """With anthropic-beta set by both the provider and the model (`modelOverrides`), the
-    model's was sent; pi merges the provider's headers last, and its betas' last match wins."""
-    (workspace / ".pi").mkdir()
-    (workspace / ".pi" / "models.json").write_text(json.dumps({"providers": {"anthropic": {
-        "apiKey": "test", "headers": {"anthropic-beta": "prov-beta-1"},
-        "modelOverrides": {"claude-sonnet-4-5": {
-            "headers": {"anthropic-beta": "model-beta-1"}}}}}}))
+        "apiKey": "test", **anthropic}}}))
     fake.script(text_reply("Hello!"))
     assert pi_run(workspace, env, "--new", "--thinking", "high", "hello").returncode == 0
     [path] = sessions(workspace)
     asked = next(e["id"] for e in entries(path)
                  if e["type"] == "message" and e["message"]["role"] == "user")
     sent, headers = sent_to(fake)
-    assert headers["anthropic-beta"] == "prov-beta-1"
+    assert headers["anthropic-beta"] == beta
     assert request_shown(path, asked, workspace, env) == sent
 
 

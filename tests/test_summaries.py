@@ -70,6 +70,7 @@ from pi_lsp.summarize.select import ChosenSummarizer
 from pi_lsp.summarize.serialize import serialize_conversation
 from pi_lsp.summarize.summarizer import (
     ModelSummarizer,
+    Summarizer,
     Summary,
     SummaryError,
     SummaryRequest,
@@ -1467,6 +1468,25 @@ class DiskFullWhileSummarizing(ExtractiveSummarizer):
         return await super().summarize(request)
 
 
+async def compacted_after_a_full_reply(
+        tree: SessionTree, root: Path, fake: FakeAnthropic,
+        providers: Callable[[], AnthropicProvider], summarizer: Summarizer
+        ) -> tuple[Harness, CompactionEnd]:
+    """A prompt whose reply fills the window, so `summarizer` compacts after it; the harness
+    and how that compaction ended."""
+    roomy = ModelInfo("anthropic", "tiny", 8000, 1000, Price(0, 0, 0, 0))
+    harness = Harness(tree, root, providers, registry=ModelRegistry([roomy]),
+                      default_model=("anthropic", "tiny"), summarizer=summarizer,
+                      compaction=CompactionSettings(reserve_tokens=1000, keep_recent_tokens=300))
+    events: list[AgentEvent] = []
+    harness.subscribe(events.append)
+    fake.script(Reply([message_start(input_tokens=7500), *text_block(0, "Step 3 done."),
+                       *message_end()]))
+    await harness.prompt("Now step 3.")
+    [end] = [e for e in events if isinstance(e, CompactionEnd)]
+    return harness, end
+
+
 async def test_a_compaction_after_a_reply_that_cannot_be_written_is_told_not_raised(
         tmp_path: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider],
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -1474,18 +1494,8 @@ async def test_a_compaction_after_a_reply_that_cannot_be_written_is_told_not_rai
     WriteFailedError though its answer was written, and the compaction's start had no end.
     pi 1.6 lets no automatic compaction's failure out of the prompt."""
     tree = tiny_session(tmp_path)
-    roomy = ModelInfo("anthropic", "tiny", 8000, 1000, Price(0, 0, 0, 0))
-    harness = Harness(tree, tmp_path, providers, registry=ModelRegistry([roomy]),
-                      default_model=("anthropic", "tiny"),
-                      summarizer=DiskFullWhileSummarizing(monkeypatch),
-                      compaction=CompactionSettings(reserve_tokens=1000, keep_recent_tokens=300))
-    events: list[AgentEvent] = []
-    harness.subscribe(events.append)
-    fake.script(Reply([message_start(input_tokens=7500), *text_block(0, "Step 3 done."),
-                       *message_end()]))
-    await harness.prompt("Now step 3.")
-
-    [end] = [e for e in events if isinstance(e, CompactionEnd)]
+    harness, end = await compacted_after_a_full_reply(
+        tree, tmp_path, fake, providers, DiskFullWhileSummarizing(monkeypatch))
     assert (end.entry_id, end.error) == (
         None, f"Auto-compaction failed: could not write to {tree.path}: No space left on device")
     assert lines(Path(tree.path))[-1]["message"]["content"][0]["text"] == "Step 3 done."
@@ -1516,18 +1526,8 @@ async def test_a_compaction_after_a_reply_is_not_written_under_a_call_another_pr
     """Another program's tool call came under the reply while the compaction after it was
     summarized: the compaction was written under that call, before its result (DESIGN rule 7)."""
     tree = tiny_session(tmp_path)
-    roomy = ModelInfo("anthropic", "tiny", 8000, 1000, Price(0, 0, 0, 0))
-    harness = Harness(tree, tmp_path, providers, registry=ModelRegistry([roomy]),
-                      default_model=("anthropic", "tiny"),
-                      summarizer=AnotherWriterCallsMeanwhile(tree),
-                      compaction=CompactionSettings(reserve_tokens=1000, keep_recent_tokens=300))
-    events: list[AgentEvent] = []
-    harness.subscribe(events.append)
-    fake.script(Reply([message_start(input_tokens=7500), *text_block(0, "Step 3 done."),
-                       *message_end()]))
-    await harness.prompt("Now step 3.")
-
-    [end] = [e for e in events if isinstance(e, CompactionEnd)]
+    _harness, end = await compacted_after_a_full_reply(
+        tree, tmp_path, fake, providers, AnotherWriterCallsMeanwhile(tree))
     assert end.entry_id is None and end.error is not None
     assert "another program is running a turn" in end.error
     assert [w["type"] for w in lines(Path(tree.path))[-2:]] == ["message", "message"]
