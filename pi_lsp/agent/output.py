@@ -9,14 +9,11 @@ once. Short outputs never get one.
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import codecs
 import contextlib
 import os
 import tempfile
-import time
-from collections.abc import Callable
 from typing import Any, BinaryIO, NamedTuple
 
 MAX_LINES = 2000
@@ -241,32 +238,3 @@ class OutputTail:
             notice = f"[Showing lines {total - shown + 1}-{total} of {total} " \
                      f"({format_size(self.max_bytes)} limit). {where}]"
         return f"{text}\n\n{notice}", {"truncation": truncation, "fullOutputPath": self.full_path}
-
-
-class ThrottledUpdates:
-    """Sends the current output (made by `snapshot`) at most every UPDATE_INTERVAL_S; a change
-    inside the interval is sent when it ends, so the last state is never held back."""
-
-    def __init__(self, snapshot: Callable[[], str], send: Callable[[str], None]) -> None:
-        self.snapshot, self.send = snapshot, send
-        self.last = -UPDATE_INTERVAL_S
-        self.timer: asyncio.TimerHandle | None = None
-
-    def changed(self) -> None:
-        if self.timer is not None:
-            return
-        wait = self.last + UPDATE_INTERVAL_S - time.monotonic()
-        if wait <= 0:
-            self._send()
-        else:
-            self.timer = asyncio.get_running_loop().call_later(wait, self._send)
-
-    def _send(self) -> None:
-        self.timer = None
-        self.last = time.monotonic()
-        self.send(self.snapshot())
-
-    def stop(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None

@@ -32,7 +32,7 @@ from pi_lsp.agent.editdiff import edit_diff
 from pi_lsp.agent.editmatch import EditError, EditPlan, plan_edit, prepare_edit_arguments
 from pi_lsp.agent.images import ImageOmitted, process_image
 from pi_lsp.agent.mime import SNIFF_BYTES, image_type
-from pi_lsp.agent.output import OutputTail, ThrottledUpdates
+from pi_lsp.agent.output import UPDATE_INTERVAL_S, OutputTail
 from pi_lsp.agent.paths import resolve_read_path, resolve_to_cwd
 from pi_lsp.agent.readpage import PageError, page
 from pi_lsp.agent.shell import ShellProcess, WatcherDied
@@ -42,6 +42,7 @@ from pi_lsp.providers.registry import API_KEY_VARIABLES
 from pi_lsp.session.catalog import agent_dir
 from pi_lsp.session.entries import ImageContent, TextContent, UserBlock
 from pi_lsp.session.jsontext import js_number
+from pi_lsp.throttle import Throttled
 
 log = logging.getLogger(__name__)
 
@@ -601,11 +602,11 @@ async def run_bash(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
                         "Cannot execute bash commands.")
     shell = await ShellProcess.start(command, ctx.root, ctx.environment())
     output = OutputTail()
-    updates = ThrottledUpdates(lambda: output.tail()[0], ctx.on_update)
+    updates = Throttled(lambda: ctx.on_update(output.tail()[0]), UPDATE_INTERVAL_S)
 
     def take(chunk: bytes) -> None:
         output.write(chunk)
-        updates.changed()
+        updates()
 
     try:
         status = await _run_shell(shell, timeout, take)
@@ -620,7 +621,7 @@ async def run_bash(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         output.discard()  # failed: no result will name the full output
         raise
     finally:
-        updates.stop()
+        updates.cancel()
         output.close()
     if status is None:
         text, details = output.result_text("")

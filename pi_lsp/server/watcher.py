@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 import watchfiles
 
 from pi_lsp.session.catalog import file_key
+from pi_lsp.throttle import Throttled
 
 log = logging.getLogger(__name__)
 
@@ -113,35 +113,6 @@ def _first_cause(error: BaseException) -> BaseException:
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
     return error
-
-
-class Throttled:
-    """`action` run at once when it last ran `interval` seconds ago or more, else once at the
-    end of that interval for every call made meanwhile."""
-
-    def __init__(self, action: Callable[[], None], interval: float) -> None:
-        self.action, self.interval = action, interval
-        self._last = -interval
-        self._later: asyncio.TimerHandle | None = None
-
-    def __call__(self) -> None:
-        if self._later is not None:
-            return
-        wait = self._last + self.interval - time.monotonic()
-        if wait <= 0:
-            self._run()
-        else:
-            self._later = asyncio.get_running_loop().call_later(wait, self._run)
-
-    def cancel(self) -> None:
-        if self._later is not None:
-            self._later.cancel()
-            self._later = None
-
-    def _run(self) -> None:
-        self._later = None
-        self._last = time.monotonic()
-        self.action()
 
 
 class SessionWatch:
