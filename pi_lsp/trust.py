@@ -223,6 +223,12 @@ def save_decision(folder: Path, trusted: bool | None, parent: bool = False) -> N
         # holding it, and so for every project under that folder.
         raise TrustError(f"{opened} leads to {key}, a folder that contains it: trusting it "
                          f"would trust every project in {key}. Open {key} itself to trust it.")
+    if parent and canonical(os.path.dirname(opened)) != os.path.dirname(key):
+        # The editor offers the opened folder's parent; a link elsewhere (`pkg -> ../../.config`)
+        # has another, which may hold every project (the home folder).
+        raise TrustError(f"{opened} leads to {key}: its parent there is "
+                         f"{os.path.dirname(key)}, not the folder {opened} is in. Open {key} "
+                         f"itself to trust its parent.")
     updates = [(os.path.dirname(key), True), (key, None)] if parent else [(key, trusted)]
     path = trust_path()
     with _locked(path):

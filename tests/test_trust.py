@@ -952,6 +952,26 @@ def test_a_folder_leading_up_to_a_folder_around_it_is_never_trusted(tmp_path: Pa
     assert json.loads((agent() / "trust.json").read_text())[str(repo / "inside")] is True
 
 
+def test_trusting_the_parent_through_a_link_trusts_only_the_parent_the_user_sees(
+        tmp_path: Path) -> None:
+    """A committed `pkg -> ../../.config` opened with "Trust parent folder" would save the
+    parent of the link's target (the home folder) where the editor named the repository."""
+    from pi_lsp.trust import TrustError
+
+    home = tmp_path / "home"
+    (home / ".config").mkdir(parents=True)
+    repo = home / "src" / "evil"
+    repo.mkdir(parents=True)
+    (repo / "pkg").symlink_to("../../.config")
+    with pytest.raises(TrustError, match=f"{repo / 'pkg'} leads to {home / '.config'}"):
+        save_decision(repo / "pkg", True, parent=True)
+    assert not (agent() / "trust.json").exists()
+    (repo / "inside").mkdir()
+    (repo / "linked").symlink_to("inside")
+    save_decision(repo / "linked", True, parent=True)  # its parent is the repository either way
+    assert json.loads((agent() / "trust.json").read_text()) == {str(repo): True}
+
+
 @pytest.mark.parametrize("content", ["{not json", "[1]", '{"/x": 1}'])
 def test_a_bad_trust_store_is_an_error_and_never_written_over(tmp_path: Path,
                                                                content: str) -> None:
