@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pi_lsp import jsonfile
-from pi_lsp.session.catalog import start_session
+from pi_lsp.session.catalog import cli_session_dir, start_session
 from pi_lsp.session.entries import UserMessage
 from pi_lsp.session.sessiondir import link_session_dir
 
@@ -43,6 +43,32 @@ def test_a_new_session_is_where_pi_continue_looks(tmp_path: Path) -> None:
     assert pi_continue_candidates(tmp_path) == []  # as in pi: no file before the first prompt
     tree.append_message(UserMessage(content="hi", timestamp=1))
     assert pi_continue_candidates(tmp_path) == [Path(tree.path)]
+
+
+def test_pointing_pi_here_says_where_its_earlier_sessions_stay(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Once `sessionDir` is set, `pi -c` and `pi --session ID` no longer look in pi's own folder
+    for the workspace: the sessions pi kept there are named, once, with how to continue one."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    earlier = cli_session_dir(str(workspace.resolve()))
+    earlier.mkdir(parents=True)
+    (earlier / "a.jsonl").write_text(json.dumps(
+        {"type": "session", "version": 3, "id": "a", "timestamp": "2026-01-01T00:00:00.000Z",
+         "cwd": str(workspace.resolve())}) + "\n", "utf-8")
+    with caplog.at_level(logging.WARNING):
+        start_session(workspace, "anthropic", "claude-sonnet-4-5", "off")
+        start_session(workspace, "anthropic", "claude-sonnet-4-5", "off")
+    told = [r.getMessage() for r in caplog.records if str(earlier) in r.getMessage()]
+    assert len(told) == 1
+    assert "1 session" in told[0] and "pi --session" in told[0]
+
+
+def test_pointing_pi_here_says_nothing_when_pi_kept_no_sessions(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        start_session(tmp_path, "anthropic", "claude-sonnet-4-5", "off")
+    assert caplog.records == []
 
 
 def test_a_session_at_an_explicit_path_leaves_settings_alone(tmp_path: Path) -> None:

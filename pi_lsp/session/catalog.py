@@ -46,6 +46,7 @@ from pi_lsp.session.migrate import migrate
 from pi_lsp.session.outline import shorten
 from pi_lsp.session.records import decode_entry
 from pi_lsp.session.sessiondir import (
+    SESSION_DIR_VALUE,
     SESSION_DIR_VARIABLE,
     link_session_dir,
     session_dir_setting,
@@ -622,8 +623,8 @@ def start_session(workspace: Path, provider: str, model_id: str, thinking_level:
                 "pi-lsp does not follow it. Remove the symlink (or make it a folder) to "
                 "start sessions here.")
         _make_session_dir(directory)
-        if directory == workspace_session_dir(str(workspace)):
-            link_session_dir(workspace)
+        if directory == workspace_session_dir(str(workspace)) and link_session_dir(workspace):
+            _name_earlier_sessions(workspace)
         tree = SessionTree.create_in(directory, str(workspace), deferred=True)
     else:
         _make_session_dir(path.parent)  # as pi 1.6 makes a named session's (SessionManager)
@@ -631,6 +632,18 @@ def start_session(workspace: Path, provider: str, model_id: str, thinking_level:
     tree.append_model_change(provider, model_id)
     tree.append_thinking_level_change(thinking_level)
     return tree
+
+
+def _name_earlier_sessions(workspace: Path) -> None:
+    """Once `sessionDir` points the pi CLI at `.pi/sessions`, `pi -c` and `pi --session ID` no
+    longer look in pi's own folder for the workspace: say where the sessions kept there stay."""
+    earlier = cli_session_dir(os.path.realpath(workspace))
+    count = len(_session_files([earlier]))
+    if count:
+        log.warning("%s: the %d session(s) the pi CLI kept there for %s stay there and are "
+                    "still listed here; the pi CLI now starts and continues sessions in %s "
+                    "(`pi -c`, `pi --session ID`), so continue one of those with "
+                    "`pi --session FILE`", earlier, count, workspace, SESSION_DIR_VALUE)
 
 
 def _make_session_dir(directory: Path) -> None:

@@ -108,32 +108,31 @@ def _with_key(text: bytes) -> bytes:
     return text[:opening] + spacing + b'"sessionDir": ".pi/sessions",' + rest
 
 
-def link_session_dir(workspace: Path) -> None:
-    """Set `sessionDir` in the workspace's `.pi/settings.json` unless it names a folder already.
-
-    Other keys and the file's layout are kept; a file that is not a JSON object is left alone.
-    """
+def link_session_dir(workspace: Path) -> bool:
+    """Set `sessionDir` in the workspace's `.pi/settings.json` unless it names a folder already;
+    whether it was set now. Other keys and the file's layout are kept; a file that is not a
+    JSON object is left alone."""
     path = workspace / ".pi" / "settings.json"
     folder = path.parent
     if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
         # A repository's `.pi` symlink would have pi-lsp write wherever it leads.
         log.warning("%s is a symlink or not a folder; settings.json left alone, so `pi -c` "
                     "will not see pi-lsp's sessions", folder)
-        return
+        return False
     if path.is_symlink():  # it may lead to anything (the user's own settings, /dev/zero)
         log.warning("%s is a symlink; left alone, so `pi -c` will not see pi-lsp's sessions "
                     "(add \"sessionDir\": %r to share them)", path, SESSION_DIR_VALUE)
-        return
+        return False
     try:
         text = read_regular(path)
     except FileNotFoundError:
         folder.mkdir(parents=True, exist_ok=True)
         write_atomically(path, NEW_SETTINGS)
-        return
+        return True
     except OSError as error:
         log.warning("%s: cannot read (%s); sessionDir not set, so `pi -c` will not see "
                     "pi-lsp's sessions", path, error.strerror)
-        return
+        return False
     try:
         settings: Any = msgspec.json.decode(text)
     except msgspec.DecodeError as error:
@@ -145,11 +144,12 @@ def link_session_dir(workspace: Path) -> None:
     if not isinstance(settings, dict):
         log.warning("%s: %s; left as it is, so `pi -c` will not see pi-lsp's sessions "
                     "(add \"sessionDir\": %r to share them)", path, problem, SESSION_DIR_VALUE)
-        return
+        return False
     if "sessionDir" not in settings:
         write_atomically(path, _with_key(text))
-        return
+        return True
     current = settings["sessionDir"]
     if not (isinstance(current, str) and _same_dir(current, workspace)):
         log.warning("%s: sessionDir is %r, so `pi -c` looks there and not in %s where pi-lsp "
                     "keeps its sessions; left as it is", path, current, SESSION_DIR_VALUE)
+    return False
