@@ -488,14 +488,14 @@ async def test_full_turn_events_entries_usage_and_wire(make_rig, fake) -> None:
     assert one["tools"][-1]["cache_control"] == CACHE
     assert all("cache_control" not in t for t in one["tools"][:-1])
     # pi 1.6's high budget, on top of an answer room of the model's whole output cap
-    assert one["thinking"] == {"type": "enabled", "budget_tokens": 16384}
+    assert one["thinking"] == {"type": "enabled", "budget_tokens": 16384, "display": "summarized"}
     assert one["max_tokens"] == 64000
     sent = [r for r in fake.requests if r.path.startswith("/v1/messages")]
     assert {r.headers.get("anthropic-beta") for r in sent} == {"interleaved-thinking-2025-05-14"}
     assert one["messages"] == [{"role": "user", "content": [
         {"type": "text", "text": "look at a.txt", "cache_control": CACHE}]}]
 
-    assert two["thinking"] == {"type": "enabled", "budget_tokens": 16384}
+    assert two["thinking"] == {"type": "enabled", "budget_tokens": 16384, "display": "summarized"}
     assert len(two["messages"]) == 3
     user, assistant, results = two["messages"]
     assert user == {"role": "user", "content": [{"type": "text", "text": "look at a.txt"}]}

@@ -229,7 +229,7 @@ def test_budgets_and_max_tokens_are_pi_16s() -> None:
     for level, budget in {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384,
                           "xhigh": 16384}.items():
         assert thinking_of(level) == {"max_tokens": 64000, "betas": interleaved, "thinking": {
-            "type": "enabled", "budget_tokens": budget}}
+            "type": "enabled", "budget_tokens": budget, "display": "summarized"}}
     assert thinking_of("high", "claude-opus-4-1")["max_tokens"] == 32000
     assert thinking_of("off") == {"max_tokens": 64000, "thinking": {"type": "disabled"}}
     # a caller's own cap (summaries) is the answer room, the budget comes on top
@@ -242,7 +242,8 @@ def test_a_tiny_output_cap_keeps_answer_room() -> None:
                                                                          SONNET).price)
     assert thinking_of("high", info=small) == {
         "max_tokens": 10_000, "betas": ["interleaved-thinking-2025-05-14"],
-        "thinking": {"type": "enabled", "budget_tokens": 10_000 - 1024}}
+        "thinking": {"type": "enabled", "budget_tokens": 10_000 - 1024,
+                     "display": "summarized"}}
 
 
 def test_adaptive_models_get_an_effort_and_no_budget() -> None:
@@ -251,7 +252,7 @@ def test_adaptive_models_get_an_effort_and_no_budget() -> None:
     for level, effort in {"minimal": "low", "low": "low", "medium": "medium", "high": "high",
                           "xhigh": "max", "max": "max"}.items():
         assert thinking_of(level, "claude-opus-4-6") == {
-            "max_tokens": 128_000, "thinking": {"type": "adaptive"},
+            "max_tokens": 128_000, "thinking": {"type": "adaptive", "display": "summarized"},
             "output_config": {"effort": effort}}
     assert thinking_of("off", "claude-sonnet-4-6") == {"max_tokens": 128_000,
                                                        "thinking": {"type": "disabled"}}
@@ -263,7 +264,8 @@ def test_pi_16s_max_level_is_clamped_to_what_a_model_has() -> None:
     from pi_lsp.providers import openai_responses
     from pi_lsp.providers.thinking import thinking_level
 
-    assert thinking_of("max")["thinking"] == {"type": "enabled", "budget_tokens": 16_384}
+    assert thinking_of("max")["thinking"] == {"type": "enabled", "budget_tokens": 16_384,
+                                              "display": "summarized"}
     gpt5 = ModelRegistry().get("openai", "gpt-5")
     assert thinking_level(gpt5, "max") == "high"
     body = openai_responses.request_params(ModelRequest(
@@ -321,10 +323,11 @@ async def test_betas_are_sent_as_the_beta_header(fake: FakeAnthropic) -> None:
     budgeted, adaptive = [r for r in fake.requests if r.path.startswith("/v1/messages")]
     assert budgeted.headers["anthropic-beta"] == "interleaved-thinking-2025-05-14"
     assert "betas" not in budgeted.body
-    assert budgeted.body["thinking"] == {"type": "enabled", "budget_tokens": 8192}
+    assert budgeted.body["thinking"] == {"type": "enabled", "budget_tokens": 8192,
+                                         "display": "summarized"}
     assert "anthropic-beta" not in adaptive.headers
     assert adaptive.body["output_config"] == {"effort": "medium"}
-    assert adaptive.body["thinking"] == {"type": "adaptive"}
+    assert adaptive.body["thinking"] == {"type": "adaptive", "display": "summarized"}
 
 
 async def test_a_providers_own_beta_header_replaces_pis_betas(fake: FakeAnthropic) -> None:
@@ -344,7 +347,8 @@ async def test_a_providers_own_beta_header_replaces_pis_betas(fake: FakeAnthropi
     assert built.error_message is None
     [sent] = [r for r in fake.requests if r.path.startswith("/v1/messages")]
     assert sent.headers["anthropic-beta"] == "context-1m-2025-08-07"
-    assert sent.body["thinking"] == {"type": "enabled", "budget_tokens": 8192}
+    assert sent.body["thinking"] == {"type": "enabled", "budget_tokens": 8192,
+                                     "display": "summarized"}
 
 
 def test_a_tool_with_lone_surrogates_is_estimated_and_sent_without_them() -> None:

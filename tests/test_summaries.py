@@ -497,7 +497,8 @@ async def test_what_another_writer_adds_during_a_compaction_stays_in_the_context
 
 
 @pytest.mark.parametrize(("level", "thinking"), [
-    ("low", {"type": "enabled", "budget_tokens": 2048}), ("off", {"type": "disabled"})])
+    ("low", {"type": "enabled", "budget_tokens": 2048, "display": "summarized"}),
+    ("off", {"type": "disabled"})])
 @pytest.mark.parametrize("job", ["compact", "branch_with_summary"])
 async def test_a_summary_thinks_at_the_level_in_force_where_its_path_ends(
         session: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider],

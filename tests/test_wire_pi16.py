@@ -104,7 +104,6 @@ def _called_first(items: list[dict[str, Any]], calls: Any, answers: Any) -> list
 
 def _anthropic(body: dict[str, Any], pi: bool) -> dict[str, Any]:
     body["betas"] = [beta for beta in body.get("betas", []) if beta != LEFT_OUT_BETA]
-    body.get("thinking", {}).pop("display", None)
     for tool in body.get("tools", []):
         tool.pop("eager_input_streaming", None)
     if pi:  # a turn's blocks, one after the other

@@ -58,6 +58,9 @@ MIN_BUDGET = 1024  # Anthropic's smallest thinking budget, what pi sends when no
 INTERLEAVED_THINKING = "interleaved-thinking-2025-05-14"
 EFFORTS = {"minimal": "low", "low": "low", "medium": "medium", "high": "high"}
 CACHE = {"type": "ephemeral"}
+# pi 1.6 asks every thinking model for summarized thinking (its thinkingDisplay default), so a
+# model whose API default is to omit it (Opus 4.7 and later) still shows it.
+DISPLAY = "summarized"
 STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop",
                 "max_tokens": "length", "tool_use": "toolUse"}
 REFUSED = "The model refused to complete the request"  # pi's words when Anthropic gives none
@@ -266,7 +269,8 @@ def _budget_thinking(model: ModelInfo, level: str, room: int, used: int) -> dict
         budget = min(budget, max(0, max_tokens - ANSWER_ROOM))
     max_tokens = fit_to_window(model.context_window, used, max_tokens)
     budget = min(budget, max(0, max_tokens - ANSWER_ROOM)) or MIN_BUDGET
-    return {"max_tokens": max_tokens, "thinking": {"type": "enabled", "budget_tokens": budget}}
+    return {"max_tokens": max_tokens,
+            "thinking": {"type": "enabled", "budget_tokens": budget, "display": DISPLAY}}
 
 
 def _thinking(request: ModelRequest) -> dict[str, Any]:
@@ -282,7 +286,7 @@ def _thinking(request: ModelRequest) -> dict[str, Any]:
         return {"max_tokens": room} if quiet else {"max_tokens": room,
                                                    "thinking": {"type": "disabled"}}
     if model.compat.force_adaptive_thinking:
-        return {"max_tokens": room, "thinking": {"type": "adaptive"},
+        return {"max_tokens": room, "thinking": {"type": "adaptive", "display": DISPLAY},
                 "output_config": {"effort": _effort(model, level)}}
     return _budget_thinking(model, level, room, used)
 
