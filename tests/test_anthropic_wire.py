@@ -230,7 +230,8 @@ def test_budgets_and_max_tokens_are_pi_16s() -> None:
                           "xhigh": 16384}.items():
         assert thinking_of(level) == {"max_tokens": 64000, "betas": interleaved, "thinking": {
             "type": "enabled", "budget_tokens": budget, "display": "summarized"}}
-    assert thinking_of("high", "claude-opus-4-1")["max_tokens"] == 32000
+    capped = msgspec_replace(REGISTRY.get("anthropic", SONNET), id="capped", max_tokens=32000)
+    assert thinking_of("high", info=capped)["max_tokens"] == 32000
     assert thinking_of("off") == {"max_tokens": 64000, "thinking": {"type": "disabled"}}
     # a caller's own cap (summaries) is the answer room, the budget comes on top
     assert thinking_of("low", max_tokens=5000)["max_tokens"] == 7048

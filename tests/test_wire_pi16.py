@@ -34,6 +34,8 @@ from tests.waits import PROCESS_CEILING_S
 STORED_BODIES = Path(__file__).with_name("fixtures") / "pi16-bodies.json"
 MODELS = {ANTHROPIC_API: ("anthropic", "claude-sonnet-4-5"), RESPONSES_API: ("openai", "gpt-5"),
           CHAT_API: ("openai", "gpt-5")}
+# A Claude that thinks adaptively at an effort and whose API hides thinking unless asked.
+NEWER = "claude-opus-4-7"
 LEFT_OUT_BETA = "message-threads-2026-08-12"
 BRANCH_SUMMARY_OPENINGS = ("The following is a summary of a branch", BRANCH_SUMMARY_PREFIX)
 MADE_UP_ID = re.compile(r"msg_pi_\d+(_\d+)?")
@@ -50,39 +52,42 @@ def pi_bodies() -> dict[str, Any]:
     stored: dict[str, Any] = json.loads(STORED_BODIES.read_text("utf-8"))
     node = pi16_node()
     if node is not None:
-        for api in MODELS:
-            for text_only in (False, True):
-                run = subprocess.run([node, str(Path(__file__).with_name("pi16_wire.mjs")),
-                                      str(PI16 / "@earendil-works"), api,
-                                      *(["--text-only"] if text_only else []),
-                                      *map(str, _files())],
-                                     capture_output=True, text=True, timeout=PROCESS_CEILING_S)
-                assert run.returncode == 0, run.stderr
-                for file, body in json.loads(run.stdout).items():
-                    key = _key(api, text_only, Path(file))
-                    assert body == stored[key], key  # the stored bodies are pi's
+        runs = [(api, None, text_only) for api in MODELS for text_only in (False, True)]
+        for api, model_id, text_only in [*runs, (ANTHROPIC_API, NEWER, False)]:
+            run = subprocess.run([node, str(Path(__file__).with_name("pi16_wire.mjs")),
+                                  str(PI16 / "@earendil-works"), api,
+                                  *(["--model", model_id] if model_id else []),
+                                  *(["--text-only"] if text_only else []),
+                                  *map(str, _files())],
+                                 capture_output=True, text=True, timeout=PROCESS_CEILING_S)
+            assert run.returncode == 0, run.stderr
+            for file, body in json.loads(run.stdout).items():
+                key = _key(api, text_only, Path(file), model_id)
+                assert body == stored[key], key  # the stored bodies are pi's
     return stored
 
 
-def _key(api: str, text_only: bool, file: Path) -> str:
-    return " ".join([api, *([TEXT_ONLY] if text_only else []),
+def _key(api: str, text_only: bool, file: Path, model_id: str | None = None) -> str:
+    return " ".join([api, *([model_id] if model_id else []), *([TEXT_ONLY] if text_only else []),
                      str(file.relative_to(CONFORMANCE))])
 
 
-def _ours(file: Path, api: str, text_only: bool = False) -> tuple[dict[str, Any], bool]:
+def _ours(file: Path, api: str, text_only: bool = False, model_id: str | None = None
+          ) -> tuple[dict[str, Any], bool]:
     """pi-lsp's body at the file's leaf, and whether the session replays a prompt. Given the
     session's own prompt and tools, pi-lsp's agent patches nothing, as pi's would not.
-    `text_only`: for the model without image input."""
+    `text_only`: for the model without image input; `model_id`: another of the API's models."""
+    names = (MODELS[api][0], model_id) if model_id else MODELS[api]
     tree = SessionTree.open(str(file))
     replayed = current_system_message(list(decode_path(tree, tree.leaf_id).messages))
     registry = ModelRegistry()
     sections = {name: text for name, text in (replayed.sections or {}).items()
                 if text is not None} if replayed is not None else {}
     tools = list(replayed.tools_added or []) if replayed is not None else []
-    agent = AgentSetup(registry, MODELS[api], "medium", sections, tools)
+    agent = AgentSetup(registry, names, "medium", sections, tools)
     request = build_layer(tree, tree.leaf_id, "request", agent).request
     assert request is not None
-    model = msgspec.structs.replace(registry.get(*MODELS[api]), api=api)
+    model = msgspec.structs.replace(registry.get(*names), api=api)
     if text_only:
         model = msgspec.structs.replace(model, input=["text"])
     return request_params(msgspec.structs.replace(request, model=model)), replayed is not None
@@ -184,5 +189,20 @@ def test_every_conformance_body_is_the_one_pi_16_sends(api: str, text_only: bool
         ours, replayed = _ours(file, api, text_only)
         assert _comparable(ours, api, replayed, pi=False) == \
             _comparable(pi, api, replayed, pi=True), name
+        compared += 1
+    assert compared >= 10
+
+
+def test_a_newer_claudes_body_is_the_one_pi_16_sends(pi_bodies: dict[str, Any]) -> None:
+    """claude-opus-4-7, which pi-lsp's catalog lacked: pi 1.6 asks it to think adaptively at
+    an effort (forceAdaptiveThinking), where pi-lsp sent a thinking budget it refuses."""
+    compared = 0
+    for file in _files():
+        pi = pi_bodies[_key(ANTHROPIC_API, False, file, NEWER)]
+        if pi is None:
+            continue
+        ours, replayed = _ours(file, ANTHROPIC_API, model_id=NEWER)
+        assert _comparable(ours, ANTHROPIC_API, replayed, pi=False) == \
+            _comparable(pi, ANTHROPIC_API, replayed, pi=True), file.name
         compared += 1
     assert compared >= 10

@@ -187,7 +187,7 @@ def _base36(number: int) -> str:
 def cost_of(usage: Usage, model: ModelInfo) -> Cost:
     """The reply's cost in dollars, with pi 1.6's arithmetic (calculateCost): the rate per token
     first, then times the tokens; floating point gives another last bit in the other order."""
-    price = model.price
+    price = model.price.for_input(usage.input + usage.cache_read + usage.cache_write)
     parts = (
         price.input / 1_000_000 * usage.input,
         price.output / 1_000_000 * usage.output,

@@ -14,13 +14,30 @@ SUPPORTED_APIS = (ANTHROPIC_API, CHAT_API, RESPONSES_API)
 API_KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
 
-class Price(msgspec.Struct, rename="camel"):
+class PriceTier(msgspec.Struct, rename="camel"):
+    """The prices of a reply whose input (cache reads and writes included) is above a count."""
+
+    input_tokens_above: int
+    input: float
+    output: float
+    cache_read: float
+    cache_write: float
+
+
+class Price(msgspec.Struct, rename="camel", omit_defaults=True):
     """US dollars per million tokens."""
 
     input: float
     output: float
     cache_read: float
     cache_write: float
+    tiers: list[PriceTier] = msgspec.field(default_factory=list)
+
+    def for_input(self, tokens: int) -> Price | PriceTier:
+        """The prices for a reply of `tokens` input tokens: the tier with the highest count
+        they are above, else these (pi 1.6's calculateCost)."""
+        above = [tier for tier in self.tiers if tokens > tier.input_tokens_above]
+        return max(above, key=lambda tier: tier.input_tokens_above) if above else self
 
 
 # pi's `thinkingFormat` values pi-lsp sends: how reasoning is asked for on Chat Completions.
@@ -99,38 +116,69 @@ class ProviderConfig(msgspec.Struct):
     key_variables: frozenset[str] = frozenset()
 
 
-def _claude(model_id: str, window: int, max_tokens: int, input_price: float,
-            output_price: float, adaptive: bool = False) -> ModelInfo:
-    # Anthropic bills cache reads at a tenth of input and five-minute cache writes at 1.25x.
-    price = Price(input_price, output_price, input_price / 10, input_price * 1.25)
-    # As pi 1.6's catalog: the 4.6 models think adaptively (forceAdaptiveThinking).
-    return ModelInfo("anthropic", model_id, window, max_tokens, price, input=["text", "image"],
-                     compat=Compat(force_adaptive_thinking=True) if adaptive else Compat(),
-                     thinking_level_map={"max": "max"} if adaptive else {})
+def _claude(model_id: str, name: str, window: int, max_tokens: int,
+            price: tuple[float, float, float, float], levels: dict[str, str | None] | None = None,
+            tiers: tuple[PriceTier, ...] = ()) -> ModelInfo:
+    # As pi 1.6's catalog: a model with a level map thinks adaptively at an effort
+    # (forceAdaptiveThinking); the others think within a token budget.
+    return ModelInfo("anthropic", model_id, window, max_tokens, Price(*price, tiers=list(tiers)),
+                     name=name, input=["text", "image"],
+                     compat=Compat(force_adaptive_thinking=True) if levels else Compat(),
+                     thinking_level_map=levels or {})
 
 
-def _gpt(model_id: str, window: int, max_tokens: int, input_price: float, output_price: float,
-         cached_price: float, reasoning: bool) -> ModelInfo:
+def _gpt(model_id: str, name: str, window: int, max_tokens: int,
+         price: tuple[float, float, float], reasoning: bool) -> ModelInfo:
     # As pi's catalog: strict tools, and GPT-5 cannot turn reasoning off (nothing is sent).
-    levels: dict[str, str | None] = {"off": None, "xhigh": None, "max": None} if reasoning else {}
-    return ModelInfo("openai", model_id, window, max_tokens,
-                     Price(input_price, output_price, cached_price, 0), reasoning=reasoning,
-                     api=RESPONSES_API, input=["text", "image"],
+    levels: dict[str, str | None] = {
+        "off": None, "minimal": "minimal", "low": "low", "medium": "medium", "high": "high",
+        "xhigh": None, "max": None} if reasoning else {}
+    return ModelInfo("openai", model_id, window, max_tokens, Price(*price, 0),
+                     reasoning=reasoning, api=RESPONSES_API, name=name, input=["text", "image"],
                      compat=Compat(supports_strict_mode=True), thinking_level_map=levels)
 
 
-# Windows, output caps and prices as pi 1.6's catalog (models.generated.js) has them.
+# pi 1.6's thinking level maps (providers/data/anthropic.json).
+MAX: dict[str, str | None] = {"max": "max"}
+XHIGH: dict[str, str | None] = {"xhigh": "xhigh", "max": "max"}
+XHIGH_ALWAYS_ON: dict[str, str | None] = {"off": None, **XHIGH}
+EVERY_EFFORT: dict[str, str | None] = {"minimal": None, "low": "low", "medium": "medium",
+                                       "high": "high", **XHIGH}
+EVERY_EFFORT_ALWAYS_ON: dict[str, str | None] = {"off": None, **EVERY_EFFORT}
+M = 1_000_000
+# Ids, names, windows, output caps, prices and level maps as pi 1.6's catalog has them
+# (pi-ai's providers/data/anthropic.json and openai.json; tests/fixtures/pi16-catalog.json).
 BUILT_IN: tuple[ModelInfo, ...] = (
-    _claude("claude-opus-4-6", 1_000_000, 128_000, 5, 25, adaptive=True),
-    _claude("claude-sonnet-4-6", 1_000_000, 128_000, 3, 15, adaptive=True),
-    _claude("claude-opus-4-5", 200_000, 64_000, 5, 25),
-    _claude("claude-sonnet-4-5", 200_000, 64_000, 3, 15),
-    _claude("claude-haiku-4-5", 200_000, 64_000, 1, 5),
-    _claude("claude-opus-4-1", 200_000, 32_000, 15, 75),
-    _claude("claude-sonnet-4", 200_000, 64_000, 3, 15),
-    _gpt("gpt-5", 400_000, 128_000, 1.25, 10, 0.125, reasoning=True),
-    _gpt("gpt-5-mini", 400_000, 128_000, 0.25, 2, 0.025, reasoning=True),
-    _gpt("gpt-4.1", 1_047_576, 32_768, 2, 8, 0.5, reasoning=False),
+    _claude("claude-opus-5-5", "Claude Opus 5.5", M, 128_000, (4, 20, 0.2, 5),
+            EVERY_EFFORT_ALWAYS_ON),
+    _claude("claude-opus-5", "Claude Opus 5", M, 128_000, (5, 25, 0.5, 6.25), XHIGH),
+    _claude("claude-sonnet-5-5", "Claude Sonnet 5.5", M, 128_000, (2, 10, 0.1, 2.5),
+            EVERY_EFFORT_ALWAYS_ON),
+    _claude("claude-sonnet-5", "Claude Sonnet 5", M, 128_000, (2, 10, 0.2, 2.5), XHIGH),
+    _claude("claude-haiku-5-5", "Claude Haiku 5.5", M, 128_000, (0.1, 0.5, 0.01, 0.125),
+            EVERY_EFFORT, tiers=(PriceTier(100_000, 0.5, 2.5, 0.05, 0.625),)),
+    _claude("claude-fable-5-2", "Claude Fable 5.2", M, 128_000, (8, 40, 0.2, 10),
+            XHIGH_ALWAYS_ON),
+    _claude("claude-fable-5-1", "Claude Fable 5.1", M, 128_000, (10, 50, 0.25, 12.5),
+            XHIGH_ALWAYS_ON),
+    _claude("claude-fable-5", "Claude Fable 5", M, 128_000, (10, 50, 1, 12.5), XHIGH_ALWAYS_ON),
+    _claude("claude-opus-4-8", "Claude Opus 4.8", M, 128_000, (5, 25, 0.5, 6.25), XHIGH),
+    _claude("claude-opus-4-7", "Claude Opus 4.7", M, 128_000, (5, 25, 0.5, 6.25), XHIGH),
+    _claude("claude-opus-4-6", "Claude Opus 4.6", M, 128_000, (5, 25, 0.5, 6.25), MAX),
+    _claude("claude-sonnet-4-6", "Claude Sonnet 4.6", M, 128_000, (3, 15, 0.3, 3.75), MAX),
+    _claude("claude-opus-4-5", "Claude Opus 4.5 (latest)", 200_000, 64_000, (5, 25, 0.5, 6.25)),
+    _claude("claude-opus-4-5-20251101", "Claude Opus 4.5", 200_000, 64_000,
+            (5, 25, 0.5, 6.25)),
+    _claude("claude-sonnet-4-5", "Claude Sonnet 4.5 (latest)", 200_000, 64_000,
+            (3, 15, 0.3, 3.75)),
+    _claude("claude-sonnet-4-5-20250929", "Claude Sonnet 4.5", 200_000, 64_000,
+            (3, 15, 0.3, 3.75)),
+    _claude("claude-haiku-4-5", "Claude Haiku 4.5 (latest)", 200_000, 64_000, (1, 5, 0.1, 1.25)),
+    _claude("claude-haiku-4-5-20251001", "Claude Haiku 4.5", 200_000, 64_000,
+            (1, 5, 0.1, 1.25)),
+    _gpt("gpt-5", "GPT-5", 400_000, 128_000, (1.25, 10, 0.125), reasoning=True),
+    _gpt("gpt-5-mini", "GPT-5 Mini", 400_000, 128_000, (0.25, 2, 0.025), reasoning=True),
+    _gpt("gpt-4.1", "GPT-4.1", 1_047_576, 32_768, (2, 8, 0.5), reasoning=False),
 )
 BUILT_IN_PROVIDERS: tuple[ProviderConfig, ...] = (
     ProviderConfig("anthropic", ANTHROPIC_API),

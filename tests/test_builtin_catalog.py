@@ -1,0 +1,75 @@
+"""pi-lsp's built-in models are pi 1.6's: every Anthropic model pi-ai 1.6 lists and the OpenAI
+models pi-lsp builds in, with pi's facts (tests/fixtures/pi16-catalog.json, taken from pi-ai's
+providers/data files and checked against them where pi 1.6 is installed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from pi_lsp.providers.base import cost_of
+from pi_lsp.providers.registry import BUILT_IN, ModelInfo, ModelRegistry
+from pi_lsp.session.entries import Usage
+from tests.test_system_messages import PI16
+
+STORED = Path(__file__).with_name("fixtures") / "pi16-catalog.json"
+PI_DATA = PI16 / "@earendil-works" / "pi-ai" / "dist" / "providers" / "data"
+OPENAI_BUILT_IN = ("gpt-5", "gpt-5-mini", "gpt-4.1")
+KEPT = ("id", "name", "reasoning", "input", "cost", "contextWindow", "maxTokens",
+        "thinkingLevelMap")
+
+
+def _facts(model: dict[str, Any]) -> dict[str, Any]:
+    facts = {key: model[key] for key in KEPT if key in model}
+    facts["forceAdaptiveThinking"] = bool(model.get("compat", {}).get("forceAdaptiveThinking"))
+    return facts
+
+
+@pytest.fixture(scope="module")
+def pi_catalog() -> dict[str, list[dict[str, Any]]]:
+    stored: dict[str, list[dict[str, Any]]] = json.loads(STORED.read_text("utf-8"))
+    if PI_DATA.is_dir():  # the stored facts are pi's own
+        anthropic = json.loads((PI_DATA / "anthropic.json").read_text("utf-8"))
+        openai = json.loads((PI_DATA / "openai.json").read_text("utf-8"))["openai-responses"]
+        assert stored == {
+            "anthropic": [_facts(m) for m in anthropic["anthropic-messages"].values()],
+            "openai": [_facts(openai[f"chat:{model_id}"]) for model_id in OPENAI_BUILT_IN]}
+    return stored
+
+
+def _ours(model: ModelInfo) -> dict[str, Any]:
+    """A built-in model's facts as pi's catalog writes them."""
+    cost = msgspec.to_builtins(model.price)
+    if not cost.get("tiers"):
+        cost.pop("tiers", None)
+    facts: dict[str, Any] = {
+        "id": model.id, "name": model.name, "reasoning": model.reasoning, "input": model.input,
+        "cost": cost, "contextWindow": model.context_window, "maxTokens": model.max_tokens}
+    if model.thinking_level_map:
+        facts["thinkingLevelMap"] = model.thinking_level_map
+    facts["forceAdaptiveThinking"] = bool(model.compat.force_adaptive_thinking)
+    return facts
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_the_built_in_models_are_pi_16s(provider: str,
+                                        pi_catalog: dict[str, list[dict[str, Any]]]) -> None:
+    """pi-lsp stopped at Claude 4.6: a session pi 1.6 started on its default claude-opus-5-5
+    could not be continued on it, and claude-opus-4-7 was sent budget thinking."""
+    ours = [_ours(model) for model in BUILT_IN if model.provider == provider]
+    assert sorted(ours, key=lambda f: f["id"]) == sorted(pi_catalog[provider],
+                                                         key=lambda f: f["id"])
+
+
+def test_a_tiered_price_applies_above_its_input_tokens() -> None:
+    """pi 1.6's calculateCost: the tier with the highest threshold the input (cache reads and
+    writes included) is above prices every part of the reply."""
+    haiku = ModelRegistry().get("anthropic", "claude-haiku-5-5")
+    small = cost_of(Usage(input=60_000, cache_read=40_000, output=1_000), haiku)
+    assert (small.input, small.cache_read, small.output) == (0.006, 0.0004, 0.0005)
+    large = cost_of(Usage(input=60_001, cache_read=40_000, output=1_000), haiku)
+    assert (large.input, large.cache_read, large.output) == (0.0300005, 0.002, 0.0025)
