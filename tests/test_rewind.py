@@ -558,6 +558,128 @@ async def test_two_processes_first_snapshots_take_turns(
     assert theirs.split() == [ours.tree]
 
 
+def store_config(store: SnapshotStore, key: str) -> str:
+    """A setting in the store's own config file ("" when unset)."""
+    return subprocess.run(["git", "config", "--file", str(store.git_dir / "config"), key],
+                          capture_output=True, text=True).stdout.strip()
+
+
+def store_files(store: SnapshotStore) -> dict[str, bytes]:
+    """Every regular file in the store but its lock, by path, with its bytes."""
+    return {str(p.relative_to(store.git_dir)): p.read_bytes() for p in store.git_dir.rglob("*")
+            if p.is_file() and p.name != snapshots.STORE_LOCK}
+
+
+async def test_a_store_whose_making_was_killed_is_made_again(tmp_path: Path) -> None:
+    """A pi-lsp killed between the store's `git init` and its config left a store with a HEAD
+    but no config nor `info/`: every later snapshot of the workspace failed ("No such file or
+    directory: .../info/attributes"), for ever, until the user deleted the store."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "a.txt").write_text("a\n")
+    store = SnapshotStore(root)
+    async with another_process_snapshot(root, tmp_path, "config") as (_go, other):
+        other.kill()
+        await asyncio.to_thread(other.wait, PROCESS_CEILING_S)
+        os.kill(await pid_in(tmp_path / "paused.pid"), signal.SIGKILL)  # its `git config`
+    assert store.exists() and not (store.git_dir / "info").exists()  # as the kill left it
+    tree = (await store.snapshot()).tree
+    assert await store.read(tree, "a.txt") == b"a\n"
+    assert [store_config(store, key) for key in ("gc.auto", "gc.pruneExpire", "core.bare")] \
+        == ["0", "never", "false"]
+
+
+def killed_in_git_init(git_dir: Path) -> None:
+    """As git 2.39's `init` leaves a store when killed once it wrote HEAD: its objects folder
+    and config come after."""
+    shutil.rmtree(git_dir / "objects")
+    (git_dir / "config").unlink()
+
+
+def killed_writing_head(git_dir: Path) -> None:
+    """As git's `init` leaves a store when killed while it held HEAD's lock."""
+    killed_in_git_init(git_dir)
+    (git_dir / "HEAD").rename(git_dir / "HEAD.lock")
+
+
+def killed_in_git_config(git_dir: Path) -> None:
+    """As the store's first `git config` leaves it when killed while it held the config's lock."""
+    shutil.copy(git_dir / "config", git_dir / "config.lock")
+
+
+@pytest.mark.parametrize("kill", [killed_in_git_init, killed_writing_head, killed_in_git_config])
+async def test_a_store_git_left_half_made_is_made_again(tmp_path: Path,
+                                                        kill: Callable[[Path], None]) -> None:
+    """A store whose `git init` or first `git config` was killed is not one git can use, nor
+    finish ("could not lock config file"): no snapshot was ever taken there again."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "a.txt").write_text("a\n")
+    store = SnapshotStore(root)
+    subprocess.run(["git", "init", "-q", "--bare", "--template=", str(store.git_dir)], check=True)
+    kill(store.git_dir)
+    tree = (await store.snapshot()).tree
+    assert await store.read(tree, "a.txt") == b"a\n"
+    assert store_config(store, "gc.auto") == "0"
+
+
+async def test_a_half_made_store_holding_snapshots_is_finished_in_place(tmp_path: Path) -> None:
+    """A store holding snapshots (a legacy store's objects copied in before its `git init`, say)
+    whose making was killed is finished, never emptied: its snapshots still restore, those of a
+    store older than the log of its trees included."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "a.txt").write_text("a\n")
+    store = SnapshotStore(root)
+    first = (await store.snapshot()).tree
+    shutil.rmtree(store.git_dir / "info")
+    (store.git_dir / LOG).unlink()
+    subprocess.run(["git", "config", "--file", str(store.git_dir / "config"), "--unset",
+                    "gc.auto"], check=True)
+    (root / "a.txt").write_text("b\n")
+    second = (await store.snapshot()).tree
+    assert await store.read(first, "a.txt") == b"a\n"
+    assert await store.read(second, "a.txt") == b"b\n"
+    assert store_config(store, "gc.auto") == "0"
+
+
+def head_overwritten(git_dir: Path) -> str:
+    (git_dir / "HEAD").write_text("not a ref\n")
+    return "its HEAD file names no ref"
+
+
+def config_locked(git_dir: Path) -> str:
+    shutil.rmtree(git_dir / "info")
+    (git_dir / "config.lock").write_text("")
+    return ("it has no info/ folder, and making it again failed: git init failed: error: "
+            f"could not lock config file {git_dir}/config: File exists")
+
+
+@pytest.mark.parametrize("damage", [head_overwritten, config_locked])
+async def test_a_damaged_store_holding_snapshots_is_never_emptied(
+        tmp_path: Path, damage: Callable[[Path], str]) -> None:
+    """The snapshots of a store are the user's undo history: a damaged store holding them fails
+    each snapshot naming the store and what is wrong, and is never deleted or emptied."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "a.txt").write_text("a\n")
+    store = SnapshotStore(root)
+    await store.snapshot()
+    wrong = damage(store.git_dir)
+    kept = store_files(store)
+    with pytest.raises(SnapshotError) as failed:
+        await store.snapshot()
+    # git's own words (the lock's) go on with its advice, over lines.
+    assert str(failed.value).startswith(f"the snapshot store {store.git_dir} is damaged: {wrong}")
+    assert str(failed.value).endswith(
+        ". It holds the snapshots of earlier turns (what undoes them), so it is left as it is: "
+        "repair it, or move it away and a new store is made (earlier turns then cannot be "
+        "rewound)")
+    assert {path: data for path, data in store_files(store).items()
+            if path in kept} == kept  # nothing deleted or changed
+    assert not {path for path in store_files(store) if path.startswith("objects/")} - set(kept)
+
+
 async def test_a_wait_for_another_process_on_the_store_stops_at_an_abort(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The wait for another editor's snapshot must stop when the turn is aborted, holding

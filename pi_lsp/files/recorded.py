@@ -40,6 +40,10 @@ class TreeLog:
             self._ids = self._read()  # another process on the store may have logged it
         return tree in self._ids
 
+    def empty(self) -> bool:
+        """Whether the log names no tree (or there is none)."""
+        return not self._read()
+
     def add(self, trees: Iterable[str]) -> None:
         """Append the trees not logged yet, in one write (O_APPEND: other processes append too)."""
         if self._ids is None:

@@ -59,6 +59,8 @@ STORE_LOCK_POLL_S = 0.05
 # GIT_BUDGET_S, so one holding it longer is stopped itself (a debugger, SIGSTOP), not busy.
 STORE_WAIT_S = GIT_BUDGET_S
 OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+HEAD = re.compile(r"(?:ref: refs/\S+|[0-9a-f]{40}|[0-9a-f]{64})\n?")  # what git reads in HEAD
+NO_REF = "its HEAD file names no ref"
 # A path with one of these parts is never snapshot or restored (case-insensitively).
 PRIVATE_PARTS = frozenset({".git", ".pi"})
 # Pathspecs leaving those paths out, whatever a `.gitignore` says (one outranks the store's
@@ -205,13 +207,59 @@ class SnapshotStore:
         os.write(fd, f"{os.getpid()}\n".encode())
 
     async def _ensure(self) -> None:
-        if self.exists():
+        """Make the store unless it is made whole: one a kill left half-made (before its
+        config, in its `git init`) failed every snapshot after, for ever."""
+        wrong = self._unmade()
+        if wrong is None:
             self._keep_attributes()  # a store made before
             return
         try:
-            await self._create()
+            if not self._holds_snapshots():
+                _empty(self.git_dir)  # stale locks and all: nothing in it is the user's yet
+                await self._create()
+                self.log.start([])  # a new store: no tree to scan for
+                return
+            await self._finish(wrong)
         except OSError as error:
             raise self._cannot_create(error) from None
+
+    def _unmade(self) -> str | None:
+        """What the store lacks of what `_create` makes (None: nothing). `info/` comes after
+        the config, so a store that has it was configured."""
+        head = _small_text(self.git_dir / "HEAD")
+        if not head:
+            return "it has no HEAD file"
+        if not HEAD.fullmatch(head):
+            return NO_REF
+        return next((f"it has no {name}/ folder" for name in ("objects", "refs", "info")
+                     if not (self.git_dir / name).is_dir()), None)
+
+    def _holds_snapshots(self) -> bool:
+        """Whether the store may hold a snapshot: a tree logged, a legacy store's objects taken,
+        or any object file at all (counted so, whatever made it)."""
+        objects = self.git_dir / "objects"
+        return not self.log.empty() or (self.git_dir / ADOPTED).exists() \
+            or any(files for _folder, _folders, files in os.walk(objects))
+
+    async def _finish(self, wrong: str) -> None:
+        """Make what a store holding snapshots lacks, never deleting or rewriting what it holds
+        (`git init` again keeps every object); SnapshotError naming what is wrong if it stays
+        unusable. Its log is left: one it lacks is made by a scan of its trees."""
+        if wrong == NO_REF:  # git init keeps a HEAD, and git then finds no repository there
+            raise self._damaged(wrong)
+        try:
+            await self._create()
+        except SnapshotError as error:
+            raise self._damaged(f"{wrong}, and making it again failed: {error}") from None
+        still = self._unmade()
+        if still is not None:
+            raise self._damaged(still)
+
+    def _damaged(self, wrong: str) -> SnapshotError:
+        return SnapshotError(f"the snapshot store {self.git_dir} is damaged: {wrong}. It holds "
+                             "the snapshots of earlier turns (what undoes them), so it is left "
+                             "as it is: repair it, or move it away and a new store is made "
+                             "(earlier turns then cannot be rewound)")
 
     def _cannot_create(self, error: OSError) -> SnapshotError:
         """XDG_STATE_HOME a file, say: name the folder, not a bug."""
@@ -240,10 +288,10 @@ class SnapshotStore:
         for key, value in (("gc.auto", "0"), ("gc.pruneExpire", "never"),
                            ("core.bare", "false")):
             await self._run("config", key, value)
+        # Made last of the store's git files: a store that has `info/` was configured.
         (self.git_dir / "info").mkdir(exist_ok=True)
         (self.git_dir / "info" / "exclude").write_text(".pi\n")
         _keep_text(self.git_dir / "info" / "attributes", ATTRIBUTES)
-        self.log.start([])
 
     # -- the trees it recorded -----------------------------------------------------------
 
@@ -620,6 +668,19 @@ def _small_text(path: Path) -> str:
         return read_regular(path, EXCLUDES_LIMIT).decode(errors="surrogateescape")
     except OSError:
         return ""
+
+
+def _empty(folder: Path) -> None:
+    """Delete all in a store holding no snapshot but the lock file (held: another process then
+    locks the same file, not a new one); never through a symlink."""
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.name == STORE_LOCK:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
 
 
 def _keep_text(path: Path, text: str) -> None:
