@@ -904,6 +904,28 @@ async def test_a_snapshot_that_runs_long_is_told_once_while_it_runs(
                               "them is taking long")
 
 
+async def test_a_snapshot_waiting_for_another_pi_lsp_names_it_once(
+        tmp_path: Path, fake: FakeAnthropic, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A snapshot waiting its turn on the store another pi-lsp holds (its `git add` of 60,000
+    files, or one stopped in a debugger) was told as a large workspace or `.gitignore` patterns
+    keeping git matching: the one notice named neither the other process nor its lock."""
+    monkeypatch.setattr(history, "SLOW_SNAPSHOT_S", 0.1)
+    root = tmp_path / "ws"
+    (root / ".pi" / "sessions").mkdir(parents=True)
+    told: list[str] = []
+    store = SnapshotStore(root)
+    async with another_process_snapshot(root, tmp_path, "add") as (go, other):
+        def slow(message: str) -> None:
+            told.append(message)
+            go.touch()  # the other process ends its turn on the store once this is told
+        tree = await turn_that_writes(root, fake, tell=told.append, tell_slow=slow)
+    assert told == [f"recording the files of {root} before the turn's tool changes them is "
+                    f"taking long (over 0.1 s): it waits for process {other.pid}, another "
+                    f"pi-lsp on this folder, to let go of its snapshot store {store.git_dir}; "
+                    "the turn waits for it, and aborting the turn stops it"]
+    assert len(files_entries(tree)) == 1
+
+
 async def test_a_snapshot_that_ends_soon_tells_nothing(tmp_path: Path, fake: FakeAnthropic
                                                        ) -> None:
     root = tmp_path / "ws"

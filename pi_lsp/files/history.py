@@ -230,11 +230,17 @@ class TurnRecorder:
             slow.cancel()
 
     def _told_slow(self, when: str) -> None:
-        if self.tell_slow is not None:
-            self.tell_slow(f"recording the files of {self.store.root} {when} is taking long "
-                           f"(over {SLOW_SNAPSHOT_S:g} s: a large workspace, or .gitignore "
-                           "patterns that keep git matching); the turn waits for it, and "
-                           "aborting the turn stops it")
+        """Tell the user once, naming what the snapshot waits for: another process holding the
+        store, or its own git."""
+        if self.tell_slow is None:
+            return
+        store = self.store
+        why = (f"): it waits for process {store.holder()}, another pi-lsp on this folder, to "
+               f"let go of its snapshot store {store.git_dir}" if store.waiting else
+               ": a large workspace, or .gitignore patterns that keep git matching)")
+        self.tell_slow(f"recording the files of {store.root} {when} is taking long (over "
+                       f"{SLOW_SNAPSHOT_S:g} s{why}; the turn waits for it, and aborting the "
+                       "turn stops it")
 
     def on_event(self, event: AgentEvent) -> None:
         """At a turn end, after the tool results and before any queued write, record the

@@ -129,6 +129,7 @@ class SnapshotStore:
         self.unborn = IgnoredLog(self.git_dir, UNBORN)  # nested repositories left out
         self._lock = asyncio.Lock()  # this process's tasks; STORE_LOCK, other processes
         self._excludes_file: str | None = None  # the user's git's, looked up at first snapshot
+        self.waiting = False  # for another process's turn on the store (see `holder`)
 
     @property
     def unavailable_reason(self) -> str | None:
@@ -196,15 +197,22 @@ class SnapshotStore:
         """Lock `fd` once no other process holds the store: tried again every
         STORE_LOCK_POLL_S, never blocking the event loop, up to STORE_WAIT_S."""
         deadline = time.monotonic() + STORE_WAIT_S
-        while not _try_lock(fd):
-            if time.monotonic() >= deadline:
-                holder = _small_text(self.git_dir / STORE_LOCK).strip() or "unknown"
-                raise SnapshotError(f"process {holder} (another pi-lsp on {self.root}) has "
-                                    f"held the snapshot store {self.git_dir} for over "
-                                    f"{STORE_WAIT_S:g} s")
-            await asyncio.sleep(STORE_LOCK_POLL_S)
+        try:
+            while not _try_lock(fd):
+                self.waiting = True
+                if time.monotonic() >= deadline:
+                    raise SnapshotError(f"process {self.holder()} (another pi-lsp on "
+                                        f"{self.root}) has held the snapshot store "
+                                        f"{self.git_dir} for over {STORE_WAIT_S:g} s")
+                await asyncio.sleep(STORE_LOCK_POLL_S)
+        finally:
+            self.waiting = False
         os.ftruncate(fd, 0)  # who holds it, for the message above
         os.write(fd, f"{os.getpid()}\n".encode())
+
+    def holder(self) -> str:
+        """The pid of the process holding the store, as it wrote it ("unknown" before it has)."""
+        return _small_text(self.git_dir / STORE_LOCK).strip() or "unknown"
 
     async def _ensure(self) -> None:
         """Make the store unless it is made whole: one a kill left half-made (before its
