@@ -1586,6 +1586,38 @@ async def test_a_nested_repository_with_no_commit_is_left_out_and_named(tmp_path
     assert not marker.exists()
 
 
+async def test_a_hostile_nested_repository_runs_nothing(tmp_path: Path) -> None:
+    """A committed clone in the workspace is hostile: its config's fsmonitor, hooks, filters
+    and textconv, and its `.gitattributes`, must run nothing when snapshots record it (as a
+    gitlink) or diff it."""
+    root = tmp_path / "ws"
+    (root / "p").mkdir(parents=True)
+    (root / "p" / "a.txt").write_text("a\n")
+    (root / "p" / ".gitattributes").write_text("* filter=x diff=x\n")
+    nested_repo(root / "p")
+    marker = tmp_path / "ran"
+    with (root / "p" / ".git" / "config").open("a") as config:
+        config.write(f"[core]\n\tfsmonitor = touch {marker}\n\thooksPath = {tmp_path}\n"
+                     f"[filter \"x\"]\n\tclean = touch {marker}\n\tsmudge = touch {marker}\n"
+                     f"[diff \"x\"]\n\ttextconv = touch {marker}\n")
+    for hook in ("pre-commit", "post-index-change", "reference-transaction"):
+        (tmp_path / hook).write_text(f"#!/bin/sh\ntouch {marker}\n")
+        (tmp_path / hook).chmod(0o755)
+    store = SnapshotStore(root)
+    first = await store.snapshot()
+    (root / "p" / "a.txt").write_text("changed\n")
+    tame = ("core.fsmonitor=false", "core.hooksPath=/dev/null", "user.name=U",
+            "user.email=u@example.com")  # the user's own git, told to run nothing
+    git(root / "p", *(f for setting in tame for f in ("-c", setting)), "commit", "-q",
+        "--allow-empty", "-m", "two")
+    second = await store.snapshot()
+    changes = await store.changes(first.tree, second.tree)
+    # The gitlink's commit, never a.txt: a nested repository's files are not recorded.
+    assert [(c.status, c.path) for c in changes] == [("modified", "p")]
+    assert await store.nested(first.tree, second.tree) == ["p"]
+    assert not marker.exists()
+
+
 async def test_changes_and_restores_name_the_nested_repositories_they_do_not_record(
         rig: Rig, fake: FakeAnthropic) -> None:
     """A workspace holding clones: what changed in them is neither recorded nor restored, and
