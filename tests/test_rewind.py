@@ -449,6 +449,30 @@ async def test_a_store_locked_by_another_process_is_waited_for(tmp_path: Path) -
     assert second.tree != first.tree
 
 
+async def test_an_index_lock_a_killed_git_left_is_dropped_once_stale(tmp_path: Path) -> None:
+    """A git of the store killed in its `add` (OOM, `kill -9`, a crash; it runs in a session of
+    its own, so it outlives pi-lsp) left `index.lock`: every later snapshot failed, for ever,
+    with "stayed locked". No git run of the store outlasts GIT_BUDGET_S, so an older lock is
+    no live git's; the index is only a cache of the snapshots."""
+    store = SnapshotStore(tmp_path)
+    (tmp_path / "a.txt").write_text("a")
+    await store.snapshot()
+    lock = store.git_dir / "index.lock"
+    lock.write_text("")
+    (tmp_path / "a.txt").write_text("b")
+    with pytest.raises(SnapshotError) as failed:  # it may be a live git's: only named
+        await store.snapshot()
+    assert str(failed.value) == (
+        f"the snapshot store {store.git_dir} stayed locked: {lock} is there, from a git "
+        "running on it now or one stopped before it ended; it is deleted once "
+        f"{snapshots.GIT_BUDGET_S:g} s old, and you may delete it if no git runs there")
+    made = lock.stat().st_mtime - snapshots.GIT_BUDGET_S - 1
+    os.utime(lock, (made, made))
+    second = await store.snapshot()
+    assert await store.read(second.tree, "a.txt") == b"b"
+    assert not lock.exists()
+
+
 # git, but its COMMAND waits, its pid in MARKER, until the file GO is there; then it runs.
 PAUSED_GIT = """#!/bin/sh
 for arg in "$@"; do

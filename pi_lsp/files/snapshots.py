@@ -41,7 +41,8 @@ LEGACY_DIR = Path(".pi") / "snapshots"  # where pi-lsp kept its store before; ne
 MAX_FILE_BYTES = 5 * 1024 * 1024  # larger files are left out of snapshots, and say so
 MAX_DIFF_CHARS = 100_000  # per file, in what fileChanges returns
 # The store's index lock may be held by a git that is not pi-lsp's (run by hand, or an older
-# pi-lsp's): it is tried again this often. pi-lsps on one workspace take turns by STORE_LOCK.
+# pi-lsp's): it is tried again this often, and deleted once older than GIT_BUDGET_S (a killed
+# git's). pi-lsps on one workspace take turns by STORE_LOCK.
 LOCK_RETRIES = 40
 LOCK_WAIT_S = 0.05
 # One git run, stopped past it: a committed `.gitignore` of many `**/` over deep folders keeps
@@ -169,8 +170,26 @@ class SnapshotStore:
             message = err.decode(errors="replace").strip()
             if "index.lock" not in message:
                 raise SnapshotError(f"git {args[0]} failed: {message}")
-            await asyncio.sleep(LOCK_WAIT_S)
-        raise SnapshotError(f"the snapshot store {self.git_dir} stayed locked")
+            if not self._dropped_stale_index_lock():
+                await asyncio.sleep(LOCK_WAIT_S)
+        raise SnapshotError(f"the snapshot store {self.git_dir} stayed locked: "
+                            f"{self.git_dir / 'index.lock'} is there, from a git running on it "
+                            "now or one stopped before it ended; it is deleted once "
+                            f"{GIT_BUDGET_S:g} s old, and you may delete it if no git runs "
+                            "there")
+
+    def _dropped_stale_index_lock(self) -> bool:
+        """Delete the store's index lock if made over GIT_BUDGET_S ago: no git run of the store
+        lasts that long, so its git was killed (the lock failed every snapshot after). The
+        index it guarded is whole (git renames the lock over it) and only a cache."""
+        lock = self.git_dir / "index.lock"
+        try:
+            if time.time() - lock.lstat().st_mtime <= GIT_BUDGET_S:
+                return False
+            lock.unlink(missing_ok=True)
+        except OSError:  # gone (its git ended), or not ours to delete: tried again
+            return False
+        return True
 
     @contextlib.asynccontextmanager
     async def _held(self) -> AsyncIterator[None]:
