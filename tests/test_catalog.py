@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
 from datetime import UTC, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,8 @@ from pi_lsp.session.catalog import (
 from pi_lsp.session.ids import iso_to_ms
 from pi_lsp.session.jsdate import read_iso
 from pi_lsp.session.tree import SessionTree
+from tests.test_system_messages import PI16, pi16_node
+from tests.waits import PROCESS_CEILING_S
 
 
 @pytest.fixture
@@ -513,3 +516,58 @@ def test_the_fast_path_reads_stamps_as_the_full_parser(first: str) -> None:
     """Listings read 100k stamps through the shortcut for pi's own form; it must give what
     the general reading gives, unreadable stamps included."""
     assert iso_to_ms(first) == read_iso(first)
+
+
+PI16_LIST = """
+const { SessionManager } = await import(process.argv[1]);
+const iso = (date) => Number.isNaN(date.getTime()) ? "" : date.toISOString();
+const listed = await SessionManager.listAll(process.argv[2]);
+process.stdout.write(JSON.stringify(Object.fromEntries(listed.map((s) => [s.id, {
+    name: s.name ?? null, firstMessage: s.firstMessage, messageCount: s.messageCount,
+    created: iso(s.created), modified: iso(s.modified)}]))));
+"""
+
+
+def pi16_listing(directory: Path) -> dict[str, Any] | None:
+    """pi 1.6's own listing of `directory` (SessionManager.listAll) by session id; None where
+    pi 1.6 is not installed (the expectations written in the tests were its answers)."""
+    node = pi16_node()
+    if node is None:
+        return None
+    index = PI16 / "@earendil-works" / "pi-coding-agent" / "dist" / "index.js"
+    done = subprocess.run([node, "--input-type=module", "-e", PI16_LIST, str(index),
+                           str(directory)], capture_output=True, text=True,
+                          timeout=PROCESS_CEILING_S)
+    assert done.returncode == 0, done.stderr
+    listed: dict[str, Any] = json.loads(done.stdout)
+    return listed
+
+
+def test_idless_prompts_and_names_count_in_the_listing_as_in_pi(tmp_path: Path) -> None:
+    """An id-less user message and an id-less session_info were skipped by the listing (first
+    message "with id", no name), where pi 1.6's buildSessionInfo reads every line: its first
+    message is the id-less one and its name the id-less one's. An open session's title too."""
+    def idless(entry: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in entry.items() if k != "id"}
+
+    path = write(tmp_path / "s" / "a.jsonl", [
+        header("idless", "2025-01-01T00:00:00.000Z", "/w"),
+        idless(user_entry("-", None, "2025-01-01T00:00:01.000Z", "without an id")),
+        user_entry("bbbbbbbb", None, "2025-01-01T00:00:02.000Z", "with an id"),
+        {"type": "session_info", "parentId": "bbbbbbbb", "timestamp": "2025-01-01T00:00:03.000Z",
+         "name": "  named without an id "},
+        idless(user_entry("-", None, "2025-01-01T00:00:04.000Z", "last")),
+    ])
+    (session,) = list_sessions([path.parent])
+    pi = pi16_listing(path.parent)
+    if pi is not None:
+        assert (pi["idless"]["firstMessage"], pi["idless"]["name"]) == \
+            ("without an id", "named without an id")
+        assert pi["idless"]["modified"] == session.modified == "2025-01-01T00:00:04.000Z"
+    assert (session.first_message, session.name, session.title) == \
+        ("without an id", "named without an id", "named without an id")
+    assert session.entry_count == 1  # entries a tree indexes: those with an id
+    tree = SessionTree.open(str(path))
+    assert catalog.first_prompt(tree) == "without an id"
+    assert catalog.tree_summary(tree).first_message == "without an id"
+    assert catalog.tree_summary(tree).modified == session.modified

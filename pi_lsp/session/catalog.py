@@ -4,13 +4,14 @@ one (pi's shared folder, filtered by header `cwd`)."""
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import logging
 import os
 import stat
 import threading
 import weakref
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -88,24 +89,41 @@ def tree_title(tree: SessionTree) -> str:
     return session_title(tree.name, first_prompt(tree), tree.path)
 
 
-# How far each open session's search for its first prompt went (its records list, the count
-# looked at, the text found): every change notification carries the title, and a session with
-# no text prompt in 100,000 entries took 0.25 s to look through again.
-_first_prompts: weakref.WeakKeyDictionary[SessionTree, tuple[list[Record], int, str | None]] = \
+# How far each open session's search for its first prompt went, in its records and in its
+# id-less records (each list, the count looked at, the line and text found): every change
+# notification carries the title, and a session with no text prompt in 100,000 entries took
+# 0.25 s to look through again.
+_Search = tuple[list[Record], int, tuple[int, str] | None]
+_first_prompts: weakref.WeakKeyDictionary[SessionTree, tuple[_Search, _Search]] = \
     weakref.WeakKeyDictionary()
 
 
 def first_prompt(tree: SessionTree) -> str | None:
-    """The text of an open session's first user message that has any; only records added since
-    the last call are looked at (a reload makes a new records list, looked through anew)."""
-    records, looked, found = _first_prompts.get(tree, (tree.records, 0, None))
-    if records is not tree.records:
-        records, looked, found = tree.records, 0, None
+    """The text of an open session's first user message that has any, with an id or not (as
+    pi 1.6 lists it); only records added since the last call are looked at (a reload makes
+    new records lists, looked through anew)."""
+    lists = (tree.records, tree.idless_records)
+    searches = _first_prompts.get(tree, ((tree.records, 0, None), (tree.idless_records, 0, None)))
+    done = tuple(_search_on(records, search) for records, search in zip(lists, searches,
+                                                                           strict=True))
+    _first_prompts[tree] = (done[0], done[1])
+    first = min((found for _, _, found in done if found is not None), default=None)
+    return None if first is None else first[1]
+
+
+def _search_on(records: list[Record], search: _Search) -> _Search:
+    """`search` carried on to the end of `records` (from the start if it was another list)."""
+    held, looked, found = search
+    if held is not records:
+        looked, found = 0, None
     if found is None:
-        found = next((text for text in map(user_text, itertools.islice(records, looked, None))
-                      if text), None)
-    _first_prompts[tree] = (records, len(records), found)
-    return found
+        found = next(((r.line, text) for r in itertools.islice(records, looked, None)
+                      if (text := user_text(r))), None)
+    return records, len(records), found
+
+
+def _line(record: Record) -> int:
+    return record.line
 
 
 def workspace_session_dir(workspace: str) -> Path:
@@ -408,23 +426,24 @@ class SummaryFold:
     first_message: str | None = None
     latest: float | None = None  # pi's lastActivityTime: the Math.max of activity_time
 
-    def add(self, records: list[Record]) -> None:
-        """Count what a tree would load: entries with an id; the last name wins (blank clears).
-        Only user and assistant messages date the session, with an id or not, as in pi."""
+    def add(self, records: Iterable[Record]) -> None:
+        """Count what a tree indexes: entries with an id. The name (the last wins, blank
+        clears), the first prompt and the date come from every line, id or not, as pi 1.6's
+        buildSessionInfo reads them; only user and assistant messages date the session."""
         for record in records:
-            if record.env.type == "message" and (time := activity_time(record)) is not None:
-                self.latest = max(0 if self.latest is None else self.latest, time)
-            if record.env.id is None:
-                continue
-            self.entry_count += 1
             kind = record.env.type
+            if record.env.id is not None:
+                self.entry_count += 1
             if kind == "session_info":
                 entry = decode_entry(record)
                 if isinstance(entry, SessionInfoEntry):
                     self.name = session_name(entry)
-            elif kind == "message" and self.first_message is None:
-                # pi 1.6 skips a user message without text (an image alone) for the next one.
-                self.first_message = user_text(record) or None
+            elif kind == "message":
+                if (time := activity_time(record)) is not None:
+                    self.latest = max(0 if self.latest is None else self.latest, time)
+                if self.first_message is None:
+                    # pi 1.6 skips a user message without text (an image alone) for the next.
+                    self.first_message = user_text(record) or None
 
     def summary(self, path: Path) -> SessionSummary:
         header = self.header
@@ -584,7 +603,7 @@ class SessionIndex:
 def tree_summary(tree: SessionTree) -> SessionSummary:
     """The summary of a session held in memory (a new one not written yet)."""
     fold = SummaryFold(tree.header)
-    fold.add(tree.records)
+    fold.add(heapq.merge(tree.records, tree.idless_records, key=_line))
     return fold.summary(Path(tree.path))
 
 
