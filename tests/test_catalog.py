@@ -571,3 +571,33 @@ def test_idless_prompts_and_names_count_in_the_listing_as_in_pi(tmp_path: Path) 
     assert catalog.first_prompt(tree) == "without an id"
     assert catalog.tree_summary(tree).first_message == "without an id"
     assert catalog.tree_summary(tree).modified == session.modified
+
+
+def test_times_past_year_9999_or_before_year_1_are_listed_as_pi_writes_them(
+        tmp_path: Path) -> None:
+    """A header or message time outside years 1 to 9999 was listed as "" (out of Python's
+    dates) and the session dated by its file; pi 1.6 writes it with toISOString, which gives
+    such a year six digits and a sign (`+020000-…`), and year 0 as `0000`."""
+    directory = tmp_path / "s"
+    far = "+020000-01-01T00:00:00.000Z"
+    write(directory / "a.jsonl", [header("far", far, "/w")])
+    write(directory / "b.jsonl", [header("before", "-000001-06-01T00:00:00.000Z", "/w")])
+    write(directory / "c.jsonl", [header("zero", "0000-01-01T00:00:00.000Z", "/w")])
+    write(directory / "d.jsonl", [header("far-message", far, "/w"),
+                                  user_entry("aaaaaaaa", None, "+020000-01-01T00:00:03.000Z",
+                                             "x")])
+    edge = write(directory / "e.jsonl", [header("edge", 8.64e15, "/w")])  # type: ignore[arg-type]
+    os.utime(edge, (0, 1_700_000_000))
+    listed = {s.id: (s.created, s.modified) for s in list_sessions([directory])}
+    expected = {
+        "far": (far, far),
+        "before": ("-000001-06-01T00:00:00.000Z",) * 2,
+        "zero": ("0000-01-01T00:00:00.000Z",) * 2,
+        "far-message": (far, "+020000-01-01T00:00:03.000Z"),
+        "edge": ("+275760-09-13T00:00:00.000Z", "2023-11-14T22:13:20.000Z"),  # the file's
+    }
+    pi = pi16_listing(directory)
+    if pi is not None:
+        assert {k: (v["created"], v["modified"]) for k, v in pi.items()} == expected
+    assert listed == expected
+    assert list(listed) == ["far-message", "far", "edge", "zero", "before"]

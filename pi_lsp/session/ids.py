@@ -7,14 +7,12 @@ import threading
 import time
 import uuid
 from collections.abc import Container
-from datetime import UTC, datetime, timedelta
 
 import msgspec
 
-from pi_lsp.session.jsdate import MAX_TIME_MS, date_ms
+from pi_lsp.session.jsdate import MAX_TIME_MS, date_ms, iso_text
 
 _MAX_SHORT_TRIES = 100
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def new_entry_id(taken: Container[str]) -> str:
@@ -59,13 +57,7 @@ def new_session_id() -> str:
 
 def iso_now() -> str:
     """The current time as JavaScript's `toISOString()` writes it."""
-    return _iso(datetime.now(UTC))
-
-
-def _iso(moment: datetime) -> str:
-    # Not strftime: its %Y writes the year 50 as "50" where JavaScript writes "0050".
-    return (f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:"
-            f"{moment.minute:02d}:{moment.second:02d}.{moment.microsecond // 1000:03d}Z")
+    return iso_text(now_ms())
 
 
 def iso_to_ms(text: object) -> int | None:
@@ -77,8 +69,8 @@ def iso_to_ms(text: object) -> int | None:
 
 def stamp_text(stamp: object) -> str | None:
     """An entry's stamp as text: another JSON value as the time `new Date(stamp)` makes of it,
-    written as JavaScript's `toISOString()` writes it (None for NaN, a missing or null stamp or
-    one out of Python's range of dates)."""
+    written as JavaScript's `toISOString()` writes it (None for NaN, a missing or null
+    stamp)."""
     if isinstance(stamp, str):
         return stamp
     if stamp is None or stamp is msgspec.UNSET:
@@ -88,13 +80,10 @@ def stamp_text(stamp: object) -> str | None:
 
 def date_text(stamp: object) -> str | None:
     """`new Date(stamp).toISOString()`, as pi 1.6 lists a session's times (a header's
-    "2026-11-05T12:00:00+02:00" is "2026-11-05T10:00:00.000Z"); None where that throws (an
-    Invalid Date: NaN, a missing stamp) or the time is out of Python's range of dates."""
+    "2026-11-05T12:00:00+02:00" is "2026-11-05T10:00:00.000Z", one in the year 20000
+    "+020000-…"); None where that throws (an Invalid Date: NaN, a missing stamp)."""
     ms = iso_to_ms(stamp)
-    try:
-        return None if ms is None else _iso(_EPOCH + timedelta(milliseconds=ms))
-    except OverflowError:
-        return None
+    return None if ms is None else iso_text(ms)
 
 
 def order_ms(text: str | float | None) -> int:

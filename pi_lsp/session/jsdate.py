@@ -130,6 +130,31 @@ def _local_ms(year: int, month: int, day: int, hour: int, minute: int, second: i
         return None
 
 
+def iso_text(ms: int) -> str:
+    """`new Date(ms).toISOString()` for a time in a Date's range: years 0 to 9999 in four
+    digits, others in six with their sign (`+020000-01-01T00:00:00.000Z`)."""
+    days, of_day = divmod(ms, _DAY_MS)
+    year, month, day = _civil_from_days(days)
+    seconds, millis = divmod(of_day, 1000)
+    minutes, second = divmod(seconds, 60)
+    hour, minute = divmod(minutes, 60)
+    shown = f"{year:04d}" if 0 <= year <= 9999 else f"{year:+07d}"
+    return f"{shown}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}.{millis:03d}Z"
+
+
+def _civil_from_days(days: int) -> tuple[int, int, int]:
+    """The proleptic Gregorian date `days` after 1970-01-01 (`_days_from_civil` undone)."""
+    days += 719_468
+    era = days // 146_097
+    of_era = days - era * 146_097
+    year_of_era = (of_era - of_era // 1460 + of_era // 36_524 - of_era // 146_096) // 365
+    of_year = of_era - (365 * year_of_era + year_of_era // 4 - year_of_era // 100)
+    month_index = (5 * of_year + 2) // 153  # from March
+    day = of_year - (153 * month_index + 2) // 5 + 1
+    month = month_index + 3 if month_index < 10 else month_index - 9
+    return year_of_era + era * 400 + (month <= 2), month, day
+
+
 def _in_range(ms: int) -> int | None:
     return ms if -MAX_TIME_MS <= ms <= MAX_TIME_MS else None
 
