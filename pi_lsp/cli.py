@@ -111,12 +111,14 @@ def cmd_context(args: argparse.Namespace) -> int:
 def request_setup(tree: SessionTree, approve: bool | None
                   ) -> Callable[[str | None], AgentSetup]:
     """What `pi-lsp run` would add to the session's context at a leaf: its prompt, tools and
-    models, on the default model where `run` would fall back to it (lost_model)."""
+    models, on the model `run` would start a path with no message on (start_choice) or fall
+    back to (lost_model)."""
     from pi_lsp.agent.prompt import agent_setup
     from pi_lsp.agent.tools import ALL_TOOLS
     from pi_lsp.cli_changes import session_root, session_settings
     from pi_lsp.context.layers import lost_model
     from pi_lsp.context.projection import project_path
+    from pi_lsp.context.resume import start_choice
     from pi_lsp.providers.factory import provider_factory
     from pi_lsp.providers.models_file import ModelsFileError
 
@@ -135,7 +137,13 @@ def request_setup(tree: SessionTree, approve: bool | None
             return None
 
     def at(leaf: str | None) -> AgentSetup:
-        if lost_model(project_path(tree.path_to(leaf)), agent.registry, provider) is None:
+        projection = project_path(tree.path_to(leaf))
+        start = start_choice(projection, agent.registry, agent.default_model,
+                             settings.thinking_level_for)
+        if start is not None:  # no message on the path: run starts it as pi does
+            return msgspec.structs.replace(agent, run_model=start[0],
+                                           run_thinking_level=start[1])
+        if lost_model(projection, agent.registry, provider) is None:
             return agent
         return msgspec.structs.replace(agent, run_model=agent.default_model)
     return at

@@ -745,6 +745,54 @@ def test_a_cut_stream_is_said_to_be_cut(
     assert entries(path)[-1]["message"]["content"] == [{"type": "text", "text": "half"}]
 
 
+def session_without_messages(path: Path) -> None:
+    """A session whose path sets a model and a level but holds no message yet."""
+    lines = [{"type": "session", "version": 3, "id": "s", "timestamp": "2026-01-01T00:00:00Z",
+              "cwd": str(path.parent)},
+             {"type": "model_change", "id": "m", "parentId": None,
+              "timestamp": "2026-01-01T00:00:01Z", "provider": "anthropic",
+              "modelId": "claude-haiku-4-5"},
+             {"type": "thinking_level_change", "id": "t", "parentId": "m",
+              "timestamp": "2026-01-01T00:00:02Z", "thinkingLevel": "high"}]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), "utf-8")
+
+
+@pytest.mark.parametrize(("flags", "model_id", "level"), [
+    ((), "claude-sonnet-4-5", "medium"),
+    (("--model", "anthropic/claude-opus-4-5", "--thinking", "low"), "claude-opus-4-5", "low")])
+def test_a_session_without_messages_starts_on_the_default_model_as_pi_resumes_it(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str], flags: tuple[str, ...],
+        model_id: str, level: str) -> None:
+    """A session whose path has a model_change but no message ran on that model (haiku, at
+    high); pi 1.6 resumes such a session as a new one (sdk.js createAgentSession: restoring
+    is for a session with messages): on --model, else the settings' default, at --thinking,
+    else the model's or default level, and records both (checked with pi 1.6's own
+    createAgentSession on the same file)."""
+    session = workspace / ".pi" / "sessions" / "s.jsonl"
+    session_without_messages(session)
+    fake.script(text_reply("on the default", model=model_id))
+    result = pi_run(workspace, env, "--session", str(session), *flags, "hi")
+    assert result.returncode == 0, result.stderr
+    assert [r["model"] for r in fake.message_requests()] == [model_id]
+    assert kinds(session) == ["model_change", "thinking_level_change", "model_change",
+                              "thinking_level_change", "system", "user", "assistant"]
+    change, chosen = entries(session)[2:4]
+    assert (change["provider"], change["modelId"], chosen["thinkingLevel"]) == \
+        ("anthropic", model_id, level)
+    assert entries(session)[-1]["message"]["model"] == model_id
+
+
+def test_context_request_layer_of_a_path_without_messages_is_on_the_default_model(
+        workspace: Path, env: dict[str, str]) -> None:
+    """The request preview at a path with a model_change but no message showed that model
+    (haiku, at high), where `run` from there sends the default's, at its level."""
+    session = workspace / ".pi" / "sessions" / "s.jsonl"
+    session_without_messages(session)
+    shown = request_shown(session, "t", workspace, env)
+    assert (shown["model"], shown["thinking"]["budget_tokens"]) == ("claude-sonnet-4-5", 8192)
+
+
 def test_model_flag_needs_no_default_provider_and_only_the_choice_is_written(
         oai: FakeOpenAI, workspace: Path, env: dict[str, str]) -> None:
     local_models(workspace, oai.url)

@@ -43,10 +43,12 @@ from pi_lsp.context.layers import (
     build_layer,
     level_in_force,
     model_at,
+    provider_problem,
     system_patch_at,
     with_run_choices,
 )
-from pi_lsp.context.projection import ContextSettings
+from pi_lsp.context.projection import ContextSettings, project_path
+from pi_lsp.context.resume import Choice, differs, start_choice
 from pi_lsp.providers.base import ModelRequest, Provider
 from pi_lsp.providers.registry import ModelInfo, ModelRegistry
 from pi_lsp.providers.thinking import clamped_level
@@ -625,6 +627,32 @@ class Harness:
         self._write("thinking", lambda: written.append(
             self._record_thinking_level(level, self.thinking_level())))
         return None if queued else clamped_level(self.model(), level), any(written)
+
+    def start_choice(self, model: tuple[str, str] | None = None, level: str | None = None
+                     ) -> Choice | None:
+        """The model and level pi 1.6 begins this session with on resuming it at its leaf
+        (`resume.start_choice`): None when the path has messages."""
+        return start_choice(project_path(self.tree.path_to(self.tree.leaf_id)), self.registry,
+                            self.default_model, self.level_for_model, model, level)
+
+    def begin_with(self, choice: Choice) -> None:
+        """Record `choice` on the path, as pi 1.6 records the model and level it resumes a
+        session without messages with: each where the path's own is another."""
+        (provider, model_id), level = choice
+        model_differs, level_differs = differs(
+            project_path(self.tree.path_to(self.tree.leaf_id)), choice)
+        if model_differs:
+            self._write("model", lambda: self.tree.append_model_change(provider, model_id))
+        if level_differs:
+            self._write("thinking", lambda: self.tree.append_thinking_level_change(level))
+
+    def resume(self) -> None:
+        """Take up a session read from disk as pi 1.6 resumes one: a path with no message yet
+        starts on the default model and level, recorded (`begin_with`), unless the default's
+        provider cannot be made (pi would then look for another model with a key)."""
+        choice = self.start_choice()
+        if choice is not None and provider_problem(self.provider, choice[0][0]) is None:
+            self.begin_with(choice)
 
     def note_thinking_level(self) -> None:
         """Record the level in force, as it stands (pi 1.6 does so on continuing a session

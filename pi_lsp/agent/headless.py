@@ -207,12 +207,14 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
     printer = TerminalPrinter(sys.stdout, sys.stderr, output_lost)
     harness = make_harness(tree, workspace, settings, tell_slow=printer.notice)
     projection = project_path(tree.path_to(tree.leaf_id))
-    continued = bool(projection.messages)
-    if continued:  # pi 1.6 takes the flags for this run only: the session keeps its own
+    # A path with no message yet starts as pi 1.6 starts a new session: the flags, else the
+    # settings' defaults, whatever model and level the path set (recorded below).
+    start = harness.start_choice(wanted, options.thinking)
+    if start is None:  # pi 1.6 takes the flags for this run only: the session keeps its own
         harness.run_model = wanted or fallback_model(harness, projection)
         if options.thinking:
             harness.run_thinking_level = clamped_level(harness.model(), options.thinking)
-    current = harness.model()
+    current = harness.model() if start is None else harness.registry.get(*start[0])
     # Only the provider the run uses is made: a missing key or unknown provider fails here,
     # before anything is written.
     harness.provider(wanted[0] if wanted else current.provider)
@@ -220,11 +222,8 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
         print(f"pi-lsp: note: pi-lsp's catalog has no {printable(wanted[0])!r} model "
               f"{printable(wanted[1])!r}: it is sent as written, counted with a "
               f"{DEFAULT_CONTEXT_WINDOW:,}-token window and no price", file=sys.stderr)
-    if not continued:  # a session with no messages yet begins with them, as pi begins one
-        if wanted and (current.provider, current.id) != wanted:
-            harness.set_model(*wanted)
-        if options.thinking:  # written only when it changes the level (pi's rule)
-            harness.set_thinking_level(options.thinking)
+    if start is not None:  # recorded, as pi records them, where the path's differ
+        harness.begin_with(start)
     elif tree.settings_entries(tree.leaf_id)[0] is None:  # no thinking_level_change on it
         harness.note_thinking_level()  # as pi 1.6 does for a session whose branch has none
     loop = asyncio.get_running_loop()

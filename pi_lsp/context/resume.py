@@ -1,0 +1,40 @@
+"""What pi 1.6 begins a resumed session with when its path holds no message yet: restoring the
+session's model and level is for a session with messages (sdk.js createAgentSession), so such
+a session starts as a new one does. `pi-lsp run`, its request preview and the server's first
+hold of a session all ask here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pi_lsp.context.projection import Projection
+from pi_lsp.providers.registry import ModelRegistry
+from pi_lsp.providers.thinking import clamped_level
+from pi_lsp.session.entries import DEFAULT_THINKING_LEVEL
+
+Choice = tuple[tuple[str, str], str]  # (provider, model id), thinking level
+
+
+def start_choice(projection: Projection, registry: ModelRegistry,
+                 default_model: tuple[str, str],
+                 level_for_model: Callable[[str, str], str | None],
+                 model: tuple[str, str] | None = None, level: str | None = None
+                 ) -> Choice | None:
+    """The model and level pi 1.6 gives a session it resumes at a path with no message:
+    `model` (a run's --model), else the default; `level` (--thinking), else the model's own
+    or the default set (`level_for_model`), else medium; clamped to the model. None on a path
+    with messages, whose own pi restores."""
+    if projection.messages:
+        return None
+    chosen = model or default_model
+    asked = level or level_for_model(*chosen) or DEFAULT_THINKING_LEVEL
+    return chosen, clamped_level(registry.get(*chosen), asked)
+
+
+def differs(projection: Projection, choice: Choice) -> tuple[bool, bool]:
+    """Whether the path's own model and level are not `choice`'s (or it sets none): what
+    must be recorded for the path to hold the choice, as pi records it on resuming."""
+    settings = projection.settings
+    model = settings.model.names() if settings.model is not None else None
+    level = settings.thinking_level if settings.thinking_level_set else None
+    return model != choice[0], level != choice[1]
