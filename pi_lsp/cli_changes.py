@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
@@ -16,6 +16,7 @@ from pi_lsp.session.tree import SessionTree
 from pi_lsp.visible import printable, printable_lines
 
 if TYPE_CHECKING:
+    from pi_lsp.agent.retry import SummaryRetries
     from pi_lsp.settings import Settings
 
 SKIPPED = "ignored, or too large to snapshot"  # why a path is skipped, unless it says otherwise
@@ -53,6 +54,15 @@ def session_settings(tree: SessionTree, approve: bool | None) -> Settings:
         return load_settings(root, project=decide_without_asking(root, approve, note).trusted)
     except SettingsError as error:
         raise CliError(str(error)) from None
+
+
+def shown_retries(source: Literal["compaction", "branchSummary"]) -> SummaryRetries:
+    """A summary's retry waits shown as `run` shows a turn's: a `↻` line each on stderr."""
+    from pi_lsp.agent.headless import TerminalPrinter
+    from pi_lsp.agent.retry import SummaryRetries
+
+    return SummaryRetries(TerminalPrinter(sys.stdout, sys.stderr), source,
+                          "manual" if source == "compaction" else None)
 
 
 def level_at(tree: SessionTree, leaf_id: str | None, settings: Settings) -> str:
@@ -98,7 +108,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
     summarizer = choose_summarizer(settings)
     try:
         result = asyncio.run(compact(tree, leaf, summarizer, compaction, args.instructions,
-                                     level_at(tree, leaf, settings)))
+                                     level_at(tree, leaf, settings),
+                                     retries=shown_retries("compaction")))
     except (NothingToCompactError, SummaryError) as error:
         raise CliError(str(error)) from None
     if args.json:
@@ -135,7 +146,8 @@ def cmd_branch(args: argparse.Namespace) -> int:
         try:
             outcome = asyncio.run(branch_with_summary(
                 tree, args.to, summarizer, budget, args.instructions,
-                thinking_level=level_at(tree, tree.leaf_id, settings)))
+                thinking_level=level_at(tree, tree.leaf_id, settings),
+                retries=shown_retries("branchSummary")))
         except (SummaryError, BranchRefusedError) as error:
             raise CliError(str(error)) from None
     else:

@@ -838,6 +838,46 @@ def test_retry_waits_are_shown_and_the_run_recovers(
             if e["type"] == "message" and e["message"]["role"] == "assistant"] == ["error", "stop"]
 
 
+SUMMARY_WAIT = "Anthropic 503 api_error: Service unavailable; retrying in 0.001s (1/3)"
+
+
+@pytest.mark.parametrize("args", [["compact", "--keep-recent-tokens", "1000"],
+                                  ["branch", "--to", "ID", "--summarize"]])
+def test_a_summarys_retry_waits_are_shown(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str], tmp_path: Path,
+        args: list[str]) -> None:
+    """`compact` and `branch --summarize` said nothing while a summary waited to be asked
+    again; each wait is now a `↻` line on stderr, as a turn's is in `run`."""
+    session = tmp_path / "s.jsonl"
+    shutil.copyfile(conformance_files()[0], session)
+    first = entries(session)[1]["id"]  # a branch point well above the leaf
+    fake.script(error_reply(503, "api_error", "Service unavailable"),
+                *[text_reply("## Goal\nsummarized") for _ in range(2)])
+    args = [first if arg == "ID" else arg for arg in args]
+    result = run_cli(args[0], str(session), *args[1:], cwd=workspace, env=env)
+    assert result.returncode == 0, result.stderr
+    assert f"  ↻ {SUMMARY_WAIT}\n" in result.stderr
+
+
+def test_a_compaction_before_the_prompt_shows_its_retry_waits_in_run(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str], example_session: Path
+        ) -> None:
+    """The compaction `run` makes before a prompt when the window is nearly full waited
+    silently to retry its summary; the wait is a `↻` line, as a turn's retry is."""
+    (workspace / ".pi").mkdir(exist_ok=True)
+    (workspace / ".pi" / "settings.json").write_text(json.dumps(
+        {"compaction": {"keepRecentTokens": 500}}))
+    session = workspace / "full.jsonl"
+    session.write_text(example_session.read_text().replace('"totalTokens":8124',
+                                                           '"totalTokens":199000'))
+    fake.script(error_reply(503, "api_error", "Service unavailable"),
+                *[text_reply("## Goal\nsummarized") for _ in range(3)])
+    result = pi_run(workspace, env, "--session", str(session), "NEXT")
+    assert result.returncode == 0, result.stderr
+    assert f"  ↻ {SUMMARY_WAIT}\n" in result.stderr
+    assert "compaction" in [e["type"] for e in entries(session)]
+
+
 def request_shown(path: Path, leaf: str, workspace: Path, env: dict[str, str]) -> Any:
     """What `context --layer request --json` shows at `leaf`, read."""
     shown = run_cli("context", str(path), "--leaf", leaf, "--layer", "request", "--json",

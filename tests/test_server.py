@@ -42,6 +42,7 @@ from tests.conftest import trust
 from tests.fake_anthropic import (
     FakeAnthropic,
     Reply,
+    error_reply,
     message_end,
     message_start,
     text_block,
@@ -2152,6 +2153,56 @@ async def test_an_aborted_auto_compaction_is_told_as_aborted_not_as_an_error(
     assert end["aborted"] is True and end["error"] is None and end["entryId"] is None, end
     assert "error" not in event_types(events)
     assert [e["type"] for e in lines(path)].count("compaction") == compactions
+
+
+def progress_messages(pi: Pi) -> list[str]:
+    """Every message the server's work-done progresses reported."""
+    return [r.message for reports in pi.client.progress_reports.values() for r in reports
+            if isinstance(r, types.WorkDoneProgressReport) and r.message]
+
+
+async def test_a_summarys_retry_waits_are_reported_as_a_turns_are(
+        tmp_path: Path, fake: FakeAnthropic) -> None:
+    """pi.compact, and the compaction a prompt makes first, waited silently to ask their
+    summary again; the wait is now in the job's or turn's progress, as a turn's retry is, and
+    the turn sends pi 1.6's summarization_retry_* events."""
+    shutil.copytree(EXAMPLE, tmp_path / "main")
+    (tmp_path / "main" / ".pi" / "settings.json").write_text(json.dumps(
+        {"compaction": {"keepRecentTokens": 500}, "retry": {"baseDelayMs": 1}}))
+    trust(tmp_path, Path(AGENT_DIR.name))
+    wait = "Anthropic 503 api_error: Service unavailable; retrying in 0.001s (1/3)"
+    async with own_server() as client:
+        pi = await connect(client, CLIENTS[0], tmp_path, init_options(fake), folders=("main",))
+        fake.script(error_reply(503, "api_error", "Service unavailable"),
+                    *[text_reply("## Goal\nsummarized") for _ in range(2)])
+        since = pi.mark()
+        job_id = (await call(client, "pi.compact", {"uri": copy_session(pi.main, "job")}))["jobId"]
+        done = await wait_note(pi, JOB_DONE, lambda p: p["jobId"] == job_id, since)
+        assert done["ok"], done
+        await caught_up(pi)
+        assert progress_messages(pi).count(wait) == 1, progress_messages(pi)
+
+        uri = copy_session(pi.main, "turn")
+        path = path_of(uri)  # its leaf's reply says the window is nearly full
+        path.write_text(path.read_text().replace('"totalTokens":8124', '"totalTokens":199000'))
+        fake.script(error_reply(503, "api_error", "Service unavailable"),
+                    *[text_reply("## Goal\nsummarized") for _ in range(3)])
+        since = pi.mark()
+        turn_id = (await call(client, "pi.prompt", {"uri": uri, "text": "NEXT"}))["turnId"]
+        events = await wait_events(pi, turn_id, since)
+        assert progress_messages(pi).count(wait) == 2, progress_messages(pi)
+        kinds = [e["type"] for e in events if e["type"].startswith(("compaction", "summar"))]
+        assert kinds == ["compaction_start", "summarization_retry_scheduled",
+                         "summarization_retry_attempt_start", "summarization_retry_finished",
+                         "compaction_end"], kinds
+        scheduled = next(e for e in events if e["type"] == "summarization_retry_scheduled")
+        assert scheduled == {"type": "summarization_retry_scheduled", "attempt": 1,
+                             "maxAttempts": 3, "delayMs": 1,
+                             "errorMessage": "Anthropic 503 api_error: Service unavailable"}
+        assert next(e for e in events if e["type"] == "summarization_retry_attempt_start") == {
+            "type": "summarization_retry_attempt_start", "source": "compaction",
+            "reason": "threshold"}
+        await asyncio.wait_for(client.shutdown_session(), CEILING_S)
 
 
 async def test_a_write_to_a_session_deleted_meanwhile_finds_no_session(pi: Pi) -> None:

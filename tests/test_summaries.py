@@ -25,6 +25,9 @@ from pi_lsp.agent.events import (
     CompactionStart,
     MessageEnd,
     MessageStart,
+    SummaryRetryAttemptStart,
+    SummaryRetryFinished,
+    SummaryRetryScheduled,
 )
 from pi_lsp.agent.harness import BusyError, Harness
 from pi_lsp.agent.loop import Aborted
@@ -574,6 +577,28 @@ async def test_a_summary_that_failed_for_a_passing_reason_is_asked_again(
     assert again == first
 
 
+@pytest.mark.parametrize(("job", "attempt_start"), [
+    ("compact", SummaryRetryAttemptStart(source="compaction", reason="manual")),
+    ("branch", SummaryRetryAttemptStart(source="branchSummary"))])
+async def test_a_summarys_retry_is_told_as_pi_tells_it(
+        session: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider],
+        job: str, attempt_start: SummaryRetryAttemptStart) -> None:
+    """A summary waited to be asked again in silence; pi 1.6 tells the wait (attempt, delay,
+    the failure), the attempt after it and the end of retrying, as summarization_retry_*."""
+    summarizer = ModelSummarizer(providers(), HAIKU, QUICK_RETRIES)
+    harness = Harness(open_tree(session), session.parents[2], providers, summarizer=summarizer,
+                      compaction=CompactionSettings(keep_recent_tokens=KEEP_B_REPEAT))
+    told: list[AgentEvent] = []
+    harness.subscribe(told.append)
+    fake.script(error_reply(503, "api_error", "Service unavailable"), text_reply("## Goal\nAgain."))
+    await (harness.compact() if job == "compact" else harness.branch_with_summary(FORK))
+    scheduled, *rest = told
+    assert isinstance(scheduled, SummaryRetryScheduled), told
+    assert (scheduled.attempt, scheduled.max_attempts, scheduled.delay_ms) == (1, 3, 1)
+    assert "503" in scheduled.error_message and "Service unavailable" in scheduled.error_message
+    assert rest == [attempt_start, SummaryRetryFinished()]
+
+
 async def test_summary_retries_stop_where_a_turns_would(
         session: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider]) -> None:
     """After `retry.maxRetries` more requests, or at once for a failure that does not pass (a bad
@@ -602,6 +627,8 @@ async def test_an_abort_while_a_summary_waits_to_be_asked_again_writes_nothing(
     harness = Harness(open_tree(session), session.parents[2], providers, summarizer=summarizer,
                       compaction=CompactionSettings(keep_recent_tokens=KEEP_B_REPEAT))
     before = session.read_bytes()
+    events: list[AgentEvent] = []
+    harness.subscribe(events.append)
     fake.script(error_reply(503, "api_error", "Service unavailable"), text_reply("## Goal"))
     task = asyncio.create_task(harness.compact())
     await asyncio.wait_for(told.ended.wait(), CEILING_S)
@@ -611,6 +638,8 @@ async def test_an_abort_while_a_summary_waits_to_be_asked_again_writes_nothing(
         await task
     assert len(fake.message_requests()) == 1
     assert session.read_bytes() == before and not harness.busy
+    # pi 1.6 tells the retry over when its wait is stopped
+    assert [type(e) for e in events] == [SummaryRetryScheduled, SummaryRetryFinished]
 
 
 async def test_aborting_a_slow_compaction_writes_nothing(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -90,6 +90,30 @@ class AutoRetryEnd(_Event, tag="auto_retry_end", kw_only=True):
     final_error: str | None = None
 
 
+CompactionReason = Literal["manual", "threshold", "overflow"]
+
+
+class SummaryRetryScheduled(_Event, tag="summarization_retry_scheduled", kw_only=True):
+    """A failed summary will be asked for again after `delay_ms` (pi 1.6's event)."""
+
+    attempt: int
+    max_attempts: int
+    delay_ms: int
+    error_message: str
+
+
+class SummaryRetryAttemptStart(_Event, tag="summarization_retry_attempt_start", kw_only=True,
+                               omit_defaults=True):
+    """The wait is over and the summary is asked for again (pi 1.6's event)."""
+
+    source: Literal["compaction", "branchSummary"]
+    reason: CompactionReason | None = None  # a compaction's
+
+
+class SummaryRetryFinished(_Event, tag="summarization_retry_finished", kw_only=True):
+    """A retried summary came, failed for good or was stopped (pi 1.6's event)."""
+
+
 class SessionMoved(_Event, tag="session_moved", kw_only=True):
     """The session's file was replaced by another program mid-turn; both sides were kept and
     the session (the turn included) continues in `path`."""
@@ -99,7 +123,7 @@ class SessionMoved(_Event, tag="session_moved", kw_only=True):
 
 
 class CompactionStart(_Event, tag="compaction_start", kw_only=True):
-    reason: str  # "threshold" or "overflow"
+    reason: CompactionReason  # "threshold" or "overflow": an automatic one tells it
 
 
 class CompactionEnd(_Event, tag="compaction_end", kw_only=True):
@@ -113,4 +137,5 @@ AgentEvent = (
     AgentStart | TurnStart | MessageStart | MessageUpdate | MessageEnd | ToolExecutionStart
     | ToolExecutionUpdate | ToolExecutionEnd | TurnEnd | SavePoint | AgentEnd | ErrorEvent
     | CompactionStart | CompactionEnd | SessionMoved | AutoRetryStart | AutoRetryEnd
+    | SummaryRetryScheduled | SummaryRetryAttemptStart | SummaryRetryFinished
 )

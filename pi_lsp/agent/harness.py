@@ -16,6 +16,7 @@ from pi_lsp.agent.events import (
     AgentEnd,
     AgentEvent,
     CompactionEnd,
+    CompactionReason,
     CompactionStart,
     ErrorEvent,
     MessageEnd,
@@ -31,6 +32,7 @@ from pi_lsp.agent.prompt import agent_setup
 from pi_lsp.agent.retry import (
     Retries,
     RetrySettings,
+    SummaryRetries,
     is_context_overflow,
     is_recoverable_length,
     is_silent_overflow,
@@ -105,7 +107,7 @@ def recovered(run: list[AgentMessage]) -> bool:
         for m in run[:-1])
 
 
-def auto_compaction_error(reason: str, error: Exception) -> str:
+def auto_compaction_error(reason: CompactionReason, error: Exception) -> str:
     """pi 1.6's words for an automatic compaction that failed, by why it ran; the editors
     show them as they are."""
     if reason == "overflow":
@@ -520,7 +522,7 @@ class Harness:
             return "keep" if reply.stop_reason == "stop" else "retry"
         return "retry" if is_recoverable_length(reply, model.max_tokens) else None
 
-    async def _compact_if_needed(self, reason: str, force: bool = False,
+    async def _compact_if_needed(self, reason: CompactionReason, force: bool = False,
                                  will_retry: bool = False) -> bool:
         settings = self.compaction
         window = self.model().context_window
@@ -533,8 +535,8 @@ class Harness:
         self.emit(CompactionStart(reason=reason))
         try:
             # Between turns the run keeps the session: its phase and its held writes.
-            result = await (self._compact_branch(automatic=True) if self.phase == "turn"
-                            else self.compact(automatic=True))
+            result = await (self._compact_branch(reason=reason) if self.phase == "turn"
+                            else self.compact(reason=reason))
         except Aborted:  # pi 1.6 tells no error: its interactive mode shows a status line
             self.emit(CompactionEnd(entry_id=None, aborted=True))
             return False
@@ -547,21 +549,23 @@ class Harness:
         return True
 
     async def compact(self, instructions: str | None = None,
-                      automatic: bool = False) -> CompactionResult:
-        """Compact the current branch now; refused while anything else runs."""
+                      reason: CompactionReason = "manual") -> CompactionResult:
+        """Compact the current branch now (`reason`: asked for, or automatic); refused while
+        anything else runs."""
         self._require_idle()
         self.phase, self.aborted = "compaction", False
         try:
-            return await self._compact_branch(instructions, automatic)
+            return await self._compact_branch(instructions, reason)
         finally:
             self.phase, self._current = "idle", None
             self._pending.flush(stop_at_leaf_move=False)  # what was set while it ran
 
     async def _compact_branch(self, instructions: str | None = None,
-                              automatic: bool = False) -> CompactionResult:
+                              reason: CompactionReason = "manual") -> CompactionResult:
         return await abortable(self, compact(
             self.tree, self.tree.leaf_id, self.summarizer, self.compaction, instructions,
-            self.thinking_level(), automatic=automatic))
+            self.thinking_level(), automatic=reason != "manual",
+            retries=SummaryRetries(self.emit, "compaction", reason)))
 
     async def branch_with_summary(self, target_id: str, instructions: str | None = None,
                                   durable: bool = True) -> BranchOutcome:
@@ -574,7 +578,7 @@ class Harness:
         try:
             return await abortable(self, branch_with_summary(
                 self.tree, target_id, self.summarizer, budget, instructions, durable,
-                self.thinking_level()))
+                self.thinking_level(), SummaryRetries(self.emit, "branchSummary")))
         finally:
             self.phase, self._current = "idle", None
             self._pending.flush(stop_at_leaf_move=False)  # on the branch it moved to

@@ -16,10 +16,12 @@ from pi_lsp.agent.events import (
     AgentEvent,
     AutoRetryStart,
     MessageUpdate,
+    SummaryRetryScheduled,
     ToolExecutionEnd,
     ToolExecutionStart,
 )
 from pi_lsp.agent.harness import Harness
+from pi_lsp.agent.retry import waiting_note
 from pi_lsp.cli_common import (
     EXIT_READER_GONE,
     discard_output,
@@ -126,10 +128,9 @@ class TerminalPrinter:
     def __call__(self, event: AgentEvent) -> None:
         if isinstance(event, MessageUpdate) and isinstance(event.delta, TextDelta):
             self.write_text(event.delta.delta)
-        elif isinstance(event, AutoRetryStart):
+        elif isinstance(event, AutoRetryStart | SummaryRetryScheduled):  # a reply's, a summary's
             self.end_line()
-            self.note(f"  ↻ {printable(event.error_message)}; retrying in "
-                      f"{event.delay_ms / 1000:g}s ({event.attempt}/{event.max_attempts})\n")
+            self.note(f"  ↻ {printable(waiting_note(event))}\n")
         elif isinstance(event, ToolExecutionStart):
             self.end_line()
             target = event.args.get("path") or event.args.get("command") or ""

@@ -11,10 +11,20 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Literal
 
 import msgspec
 
-from pi_lsp.agent.events import AutoRetryEnd, AutoRetryStart
+from pi_lsp.agent.events import (
+    AgentEvent,
+    AutoRetryEnd,
+    AutoRetryStart,
+    CompactionReason,
+    SummaryRetryAttemptStart,
+    SummaryRetryFinished,
+    SummaryRetryScheduled,
+)
 from pi_lsp.agent.loop import Aborted, LoopHooks, abortable
 from pi_lsp.providers.retry import ProviderRetry
 from pi_lsp.session.entries import AssistantMessage
@@ -151,18 +161,57 @@ def is_retryable(error_message: str | None, provider: str = "") -> bool:
     return is_passing_failure(error_message) and not is_context_overflow(error_message, provider)
 
 
+def waiting_note(event: AutoRetryStart | SummaryRetryScheduled) -> str:
+    """A retry's wait in words, for a turn's or a summary's: the failure, the wait, the try."""
+    return f"{event.error_message}; retrying in {event.delay_ms / 1000:g}s " \
+           f"({event.attempt}/{event.max_attempts})"
+
+
+@dataclass(frozen=True)
+class SummaryRetries:
+    """Where a summary's retries are told (pi 1.6's summarization_retry_* events), and what
+    the summary is for."""
+
+    tell: Callable[[AgentEvent], None]
+    source: Literal["compaction", "branchSummary"]
+    reason: CompactionReason | None = None  # a compaction's
+
+    def scheduled(self, attempt: int, max_attempts: int, delay_ms: int, error: str) -> None:
+        self.tell(SummaryRetryScheduled(attempt=attempt, max_attempts=max_attempts,
+                                        delay_ms=delay_ms, error_message=error))
+
+    def attempt_start(self) -> None:
+        self.tell(SummaryRetryAttemptStart(source=self.source, reason=self.reason))
+
+    def finished(self) -> None:
+        self.tell(SummaryRetryFinished())
+
+
 async def retried_reply(ask: Callable[[], Awaitable[AssistantMessage]],
-                        settings: RetrySettings | None) -> AssistantMessage:
+                        settings: RetrySettings | None,
+                        retries: SummaryRetries | None = None) -> AssistantMessage:
     """pi 1.6's retryAssistantCall, which every summary goes through: `ask()` again after a
-    reply that failed for a passing reason, with a turn's waits (no settings: asked once)."""
+    reply that failed for a passing reason, with a turn's waits (no settings: asked once);
+    each wait, each attempt after one and the end of retrying told to `retries`."""
     attempt = 0
-    while True:
-        reply = await ask()
-        if reply.stop_reason != "error" or settings is None or not settings.enabled \
-                or attempt >= settings.max_retries or not is_passing_failure(reply.error_message):
-            return reply
-        attempt += 1
-        await asyncio.sleep(settings.delay_ms(attempt) / 1000)  # an abort cancels it
+    try:
+        while True:
+            reply = await ask()
+            if reply.stop_reason != "error" or settings is None or not settings.enabled \
+                    or attempt >= settings.max_retries \
+                    or not is_passing_failure(reply.error_message):
+                return reply
+            attempt += 1
+            delay_ms = settings.delay_ms(attempt)
+            if retries is not None:
+                retries.scheduled(attempt, settings.max_retries, delay_ms,
+                                  reply.error_message or "Unknown error")
+            await asyncio.sleep(delay_ms / 1000)  # an abort cancels it
+            if retries is not None:
+                retries.attempt_start()
+    finally:  # as pi 1.6: after a retry, whether the summary came, failed or was stopped
+        if attempt and retries is not None:
+            retries.finished()
 
 
 class Retries:

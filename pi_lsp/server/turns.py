@@ -13,9 +13,17 @@ import msgspec
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
-from pi_lsp.agent.events import AgentEvent, AutoRetryStart, MessageUpdate, ToolExecutionStart
+from pi_lsp.agent.events import (
+    AgentEvent,
+    AutoRetryStart,
+    MessageUpdate,
+    SummaryRetryAttemptStart,
+    SummaryRetryScheduled,
+    ToolExecutionStart,
+)
 from pi_lsp.agent.harness import Harness
 from pi_lsp.agent.loop import Aborted, abortable
+from pi_lsp.agent.retry import waiting_note
 from pi_lsp.server.errors import failure_message
 from pi_lsp.server.open_session import OpenSession
 from pi_lsp.server.protocol import JOB_DONE, TURN, PromptArgs
@@ -32,13 +40,24 @@ def prompt_images(args: PromptArgs) -> list[ImageContent] | None:
 
 
 def progress_report(event: AgentEvent) -> str | None:
-    """What a turn's progress says about `event`, if anything."""
+    """What a turn's or job's progress says about `event`, if anything."""
     if isinstance(event, ToolExecutionStart):
         return f"running {event.tool_name}"
-    if isinstance(event, AutoRetryStart):
-        return f"{event.error_message}; retrying in {event.delay_ms / 1000:g}s " \
-               f"({event.attempt}/{event.max_attempts})"
+    if isinstance(event, AutoRetryStart | SummaryRetryScheduled):
+        return waiting_note(event)
+    if isinstance(event, SummaryRetryAttemptStart):
+        return resumed_summary(event)
     return None
+
+
+def resumed_summary(event: SummaryRetryAttemptStart) -> str:
+    """What pi 1.6's status line says again once a summary's wait is over."""
+    if event.source == "branchSummary":
+        return "summarizing the branch"
+    if event.reason == "manual":
+        return "compacting the context"
+    return ("context overflow detected, " if event.reason == "overflow" else "") + \
+        "auto-compacting"
 
 
 class Runs:
@@ -69,7 +88,7 @@ class Runs:
         token = await self.claim_progress(session, "pi",
                                           shorten(args.text, PROGRESS_PROMPT_CHARS))
         self.abort_on_cancel(token, harness)
-        stream.progress_token = token
+        stream.progress = lambda event: self.report(token, event)
         outcome = "done"
         try:
             steering, follow_ups = session.take_early()
@@ -92,6 +111,9 @@ class Runs:
                    harness: Harness, work: Callable[[], Awaitable[Any]]) -> None:
         token = await self.claim_progress(session, title)
         self.abort_on_cancel(token, harness)
+        # The job's summary tells its retries as the harness's events; only the progress shows
+        # them (the job sends no events).
+        unsubscribe = harness.subscribe(lambda event: self.report(token, event))
         try:
             if session.abort_claimed:
                 raise Aborted()
@@ -104,6 +126,7 @@ class Runs:
             self.server.protocol.notify(JOB_DONE, {"jobId": job_id, "uri": uri, "ok": True,
                                                    "result": msgspec.to_builtins(result)})
         finally:
+            unsubscribe()
             self.progress_end(token, "done")
 
     async def claim_progress(self, session: OpenSession, title: str,
@@ -131,6 +154,14 @@ class Runs:
             title=title, message=message, cancellable=True))
         return token
 
+    def report(self, token: str | None, event: AgentEvent) -> None:
+        """What `event` changes in the progress `token` says (progress_report), if anything."""
+        message = progress_report(event)
+        if message and token is not None:
+            with contextlib.suppress(Exception):
+                self.server.work_done_progress.report(
+                    token, types.WorkDoneProgressReport(message=message))
+
     def progress_end(self, token: str | None, message: str) -> None:
         if token is not None:
             with contextlib.suppress(Exception):
@@ -150,7 +181,8 @@ class TurnStream:
         self.server, self.uri, self.turn_id = server, uri, turn_id
         self.deltas: list[dict[str, Any]] = []
         self.timer: asyncio.TimerHandle | None = None
-        self.progress_token: str | None = None
+        # What the turn's progress says of an event, once the editor has made the progress.
+        self.progress: Callable[[AgentEvent], None] = lambda _event: None
 
     def send(self, event: dict[str, Any]) -> None:
         self.server.protocol.notify(TURN, {"uri": self.uri, "turnId": self.turn_id,
@@ -178,11 +210,7 @@ class TurnStream:
                 self.timer = asyncio.get_running_loop().call_later(DELTA_FLUSH_S, self.flush)
             return
         self.flush()
-        report = progress_report(event)
-        if report and self.progress_token:
-            with contextlib.suppress(Exception):
-                self.server.work_done_progress.report(self.progress_token,
-                                                      types.WorkDoneProgressReport(message=report))
+        self.progress(event)
         self.send(msgspec.to_builtins(event))
 
     def flush(self) -> None:

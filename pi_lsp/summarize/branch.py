@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
+from pi_lsp.agent.retry import SummaryRetries
 from pi_lsp.context.build import settings_at
 from pi_lsp.context.layers import model_at
 from pi_lsp.context.projection import (
@@ -174,10 +175,11 @@ class BranchOutcome(msgspec.Struct, rename="camel", omit_defaults=True):
 
 async def branch_with_summary(tree: SessionTree, target_id: str, summarizer: Summarizer,
                               budget: int, instructions: str | None = None,
-                              durable: bool = True, thinking_level: str = "off"
-                              ) -> BranchOutcome:
+                              durable: bool = True, thinking_level: str = "off",
+                              retries: SummaryRetries | None = None) -> BranchOutcome:
     """Move to `target_id`, leaving a summary of the abandoned branch where the leaf lands
-    (made at `thinking_level`, the one in force at the leaf left).
+    (made at `thinking_level`, the one in force at the leaf left; its retries told to
+    `retries`).
 
     Nothing is written until the summary is ready, so a cancelled summary leaves no trace.
     When no entry is left behind (the target is ahead of the leaf), pi writes no summary and
@@ -199,7 +201,7 @@ async def branch_with_summary(tree: SessionTree, target_id: str, summarizer: Sum
     writer: Summarizer | None = None  # the fixed text when there is nothing to summarize
     if fitted.messages:
         request = SummaryRequest("branch", fitted.messages, instructions=instructions,
-                                 thinking_level=thinking_level)
+                                 thinking_level=thinking_level, retries=retries)
         written, writer = await summarizer.summarize(request), summarizer
         summary, usage = BRANCH_SUMMARY_PREAMBLE + written.text + format_file_lists(lists), \
             written.usage

@@ -6,6 +6,7 @@ from typing import Any
 
 import msgspec
 
+from pi_lsp.agent.retry import SummaryRetries
 from pi_lsp.context.projection import (
     Projection,
     entry_messages,
@@ -243,16 +244,18 @@ def summary_details(files: FileLists, summarizer: Summarizer | None) -> dict[str
 
 async def summarize_plan(plan: CompactionPlan, summarizer: Summarizer,
                          settings: CompactionSettings, instructions: str | None,
-                         thinking_level: str = "off") -> Summary:
+                         thinking_level: str = "off", retries: SummaryRetries | None = None
+                         ) -> Summary:
     """The summary of a plan, file lists included, with the usage of every request made; the
-    model thinks at `thinking_level`."""
+    model thinks at `thinking_level` and tells its retries to `retries`."""
     # pi writes the previous summary into the prompt as JavaScript's `${previousSummary}`.
     previous = js_string(plan.previous_summary) if js_truthy(plan.previous_summary) else None
     history = SummaryRequest("history", plan.messages_to_summarize, previous, instructions,
-                             thinking_level)
+                             thinking_level, retries)
     if plan.is_split_turn and plan.turn_prefix_messages:
         prefix = SummaryRequest("turn_prefix", plan.turn_prefix_messages,
-                                instructions=instructions, thinking_level=thinking_level)
+                                instructions=instructions, thinking_level=thinking_level,
+                                retries=retries)
         # pi 1.6: one request after the other, and the previous summary survives a split turn
         # that adds no history.
         earlier = await summarizer.summarize(history) if plan.messages_to_summarize \
@@ -291,18 +294,20 @@ def compaction_plan(tree: SessionTree, leaf_id: str | None,
 
 async def compact(tree: SessionTree, leaf_id: str | None, summarizer: Summarizer,
                   settings: CompactionSettings, instructions: str | None = None,
-                  thinking_level: str = "off", *, automatic: bool = False
-                  ) -> CompactionResult:
+                  thinking_level: str = "off", *, automatic: bool = False,
+                  retries: SummaryRetries | None = None) -> CompactionResult:
     """Summarize the path up to `leaf_id` (at `thinking_level`, the one in force there) and
     append the compaction there (or, when another writer went on from there meanwhile, after
     what it wrote: that stays in the context). Refused under another writer's tool call with
     nothing under it yet (`refuse_open_call`); `automatic`, only under one written while it
-    summarized: the prompt it runs for goes on past one that was there before."""
+    summarized: the prompt it runs for goes on past one that was there before. The summary's
+    retries are told to `retries`."""
     before = tree.leaf_id
     # Checked before the summary is paid for, and again where it is written.
     plan = (plan_or_refusal(tree.path_to(leaf_id), settings) if automatic
             else compaction_plan(tree, leaf_id, settings))
-    summary = await summarize_plan(plan, summarizer, settings, instructions, thinking_level)
+    summary = await summarize_plan(plan, summarizer, settings, instructions, thinking_level,
+                                   retries)
     details = summary_details(plan.files, summarizer)
     grown = leaf_id == before != tree.leaf_id and leaf_id in tree.path_ids(tree.leaf_id)
     parent = tree.leaf_id if grown else leaf_id

@@ -6,7 +6,7 @@ from typing import Literal, Protocol
 
 import msgspec
 
-from pi_lsp.agent.retry import RetrySettings, retried_reply
+from pi_lsp.agent.retry import RetrySettings, SummaryRetries, retried_reply
 from pi_lsp.context.convert import message_to_llm
 from pi_lsp.providers.base import ModelRequest, Provider, ReplyBuilder
 from pi_lsp.providers.registry import ModelInfo
@@ -42,6 +42,7 @@ class SummaryRequest(msgspec.Struct):
     instructions: str | None = None  # the user's focus for this summary
     # The level in force where the path summarized ends: pi 1.6 summarizes at the session's.
     thinking_level: str = "off"
+    retries: SummaryRetries | None = None  # where a model summarizer tells its retries
 
 
 class Summary(msgspec.Struct):
@@ -115,7 +116,8 @@ class ModelSummarizer:
             max_tokens=self.model.max_tokens,  # pi 1.6's (its #9512)
             cache=False,  # pi 1.6's cacheRetention "none": no later request reads it
         )
-        message = await retried_reply(lambda: self._reply(model_request), self.retry)
+        message = await retried_reply(lambda: self._reply(model_request), self.retry,
+                                      request.retries)
         # As pi 1.6 words and refuses them (getSummarizationFailure): a cut-off summary or a
         # tool call would become the session's checkpoint.
         if message.stop_reason == "error":
