@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import trust
-from tests.fake_anthropic import FakeAnthropic, Reply, text_reply, tool_reply
+from tests.fake_anthropic import FakeAnthropic, Reply, error_reply, text_reply, tool_reply
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN = ROOT / "editors" / "nvim"
@@ -381,6 +381,18 @@ def test_tree_actions_and_compaction(workspace: Path, fake: FakeAnthropic,
     fake.script(*[text_reply("## Goal\nSummarized by the fake.") for _ in range(4)])
     run_script("actions_spec.lua", workspace, fake, tmp_path)
     assert fake.message_requests(), "the branch summary was asked of the (fake) summary model"
+
+
+def test_a_summarys_retry_wait_is_in_the_progress(workspace: Path, fake: FakeAnthropic,
+                                                  tmp_path: Path) -> None:
+    """:PiCompact waited silently while its summary was asked again; the wait now reaches the
+    client's LSP progress, where a turn's retry is."""
+    (workspace / ".pi" / "settings.json").write_text(json.dumps(
+        {"compaction": {"keepRecentTokens": 400}, "retry": {"baseDelayMs": 1}}))
+    trust(workspace, tmp_path / "agent")  # the folder's settings are loaded
+    fake.script(error_reply(503, "api_error", "Service unavailable"),
+                *[text_reply("## Goal\nSummarized by the fake.") for _ in range(2)])
+    run_script("summary_retry_spec.lua", workspace, fake, tmp_path)
 
 
 def test_trust_asks_on_first_use_and_saves_pis_decisions(workspace: Path, fake: FakeAnthropic,

@@ -25,11 +25,12 @@ async function activateOn({ settings, configure = () => ({}) }) {
   return { ws, context, api, stop };
 }
 
-async function activateWithFake({ toolApproval }) {
+/** `settings`: the workspace's .pi/settings.json (by default: no summary model, no compaction). */
+async function activateWithFake({ toolApproval, settings = { summaryModel: null, compaction: { enabled: false } } }) {
   const fake = new FakeAnthropic();
   await fake.start();
   const rig = await activateOn({
-    settings: { summaryModel: null, compaction: { enabled: false } },
+    settings,
     configure: () => {
       vscode.__test.setConfig("piLsp.anthropicBaseUrl", fake.url);
       vscode.__test.setConfig("piLsp.toolApproval", toolApproval);

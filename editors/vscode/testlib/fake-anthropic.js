@@ -51,6 +51,9 @@ const toolReply = ({ thinking, text, calls }) => {
   return { events: [...events, ...messageEnd("tool_use")] };
 };
 
+/** A request the server refuses: `status` with Anthropic's error body. */
+const errorReply = (status, type, message) => ({ status, error: { type, message } });
+
 class FakeAnthropic {
   constructor() {
     this.replies = [];
@@ -82,6 +85,11 @@ class FakeAnthropic {
         res.end(JSON.stringify({ type: "error", error: { type: "api_error", message: "the fake server has no scripted reply left" } }));
         return;
       }
+      if (reply.status) {
+        res.writeHead(reply.status, { "content-type": "application/json" });
+        res.end(JSON.stringify({ type: "error", error: reply.error }));
+        return;
+      }
       res.writeHead(200, { "content-type": "text/event-stream" });
       for (const event of reply.events) {
         res.write(`event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`);
@@ -92,4 +100,4 @@ class FakeAnthropic {
   }
 }
 
-module.exports = { FakeAnthropic, textReply, toolReply };
+module.exports = { FakeAnthropic, errorReply, textReply, toolReply };

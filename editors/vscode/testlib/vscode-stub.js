@@ -83,7 +83,7 @@ const rec = {
   panels: [],
   statusItems: [],
   shown: [], // documents passed to showTextDocument
-  progress: [], // {options, done}: withProgress calls, done once their task has settled
+  progress: [], // {options, done, reports}: withProgress calls, done once their task has settled
   config: new Map(), // "piLsp.key" -> value, in the user's settings
   workspaceConfig: new Map(), // "piLsp.key" -> value, in the workspace's .vscode/settings.json
   responders: new Map(), // "showQuickPick" -> fn
@@ -239,10 +239,10 @@ const base = {
       return { document: doc, options };
     },
     withProgress: async (opts, task) => {
-      const entry = { options: opts, done: false };
+      const entry = { options: opts, done: false, reports: [] };
       rec.progress.push(entry);
       try {
-        return await task({ report: () => {} }, new CancellationTokenSource().token);
+        return await task({ report: (value) => entry.reports.push(value) }, new CancellationTokenSource().token);
       } finally {
         entry.done = true; // VS Code closes a progress notification when its task settles
       }
