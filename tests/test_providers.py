@@ -15,7 +15,15 @@ from typing import Any
 
 import pytest
 
-from pi_lsp.agent.events import AgentEnd, AutoRetryEnd, AutoRetryStart, ToolExecutionStart
+from pi_lsp.agent.events import (
+    AgentEnd,
+    AutoRetryEnd,
+    AutoRetryStart,
+    SummaryRetryAttemptStart,
+    SummaryRetryFinished,
+    SummaryRetryScheduled,
+    ToolExecutionStart,
+)
 from pi_lsp.agent.harness import Harness
 from pi_lsp.agent.headless import TerminalPrinter
 from pi_lsp.agent.retry import (
@@ -658,6 +666,21 @@ def test_a_retry_wait_is_shown_in_the_editors_progress() -> None:
                            error_message="lab 429 rate_limit_exceeded: slow down")
     assert progress_report(event) == \
         "lab 429 rate_limit_exceeded: slow down; retrying in 2s (1/3)"
+
+
+def test_a_summarys_retry_wait_and_the_attempt_after_it_are_in_the_progress() -> None:
+    """In a summary's words as pi 1.6's status line has them: the wait as a turn's, then what
+    is asked again (its CompactionStatusIndicator and BranchSummaryStatusIndicator)."""
+    wait = SummaryRetryScheduled(attempt=2, max_attempts=3, delay_ms=4000,
+                                 error_message="lab 503: busy")
+    assert progress_report(wait) == "lab 503: busy; retrying in 4s (2/3)"
+    again = [progress_report(SummaryRetryAttemptStart(source="compaction", reason=reason))
+             for reason in ("manual", "threshold", "overflow")]
+    assert again == ["compacting the context", "auto-compacting",
+                     "context overflow detected, auto-compacting"]
+    assert progress_report(SummaryRetryAttemptStart(source="branchSummary")) == \
+        "summarizing the branch"
+    assert progress_report(SummaryRetryFinished()) is None
 
 
 # -- 10. pi 1.6's per-host defaults ----------------------------------------------------------
