@@ -552,6 +552,25 @@ async def test_a_branch_that_sets_no_thinking_level_thinks_at_the_default(make_r
     assert second["thinking"] == {"type": "disabled"}
 
 
+async def test_a_prompt_records_the_level_a_change_without_one_leaves(make_rig, fake) -> None:
+    """A thinking_level_change with no level thinks at the default, and pi 1.6 records that
+    level when a prompt starts (what it finds recorded clamps to the model's lowest, "off"),
+    before the prompt; once recorded, later prompts write none."""
+    rig = make_rig()
+    with open(rig.path, "a") as file:  # as another program writes it; the prompt reads it
+        file.write(json.dumps({"type": "thinking_level_change", "id": "nolevel1",
+                               "parentId": rig.declared,
+                               "timestamp": "2026-12-01T10:00:00.000Z"}) + "\n")
+    fake.script(text_reply("ok"), text_reply("again"))
+    await rig.harness.prompt("hi")
+    await rig.harness.prompt("and now?")
+    assert [kind(e) for e in rig.entries()] == [
+        "thinking_level_change", "thinking_level_change", "message:user", "message:assistant",
+        "message:user", "message:assistant"]
+    assert rig.entries()[1]["thinkingLevel"] == "medium"
+    assert rig.entries()[2]["parentId"] == rig.entries()[1]["id"]
+
+
 async def test_bash_tells_the_command_its_session_as_pi_does(
         make_rig, fake, monkeypatch: pytest.MonkeyPatch) -> None:
     """pi 1.6's bash sets PI_SESSION_ID, PI_SESSION_FILE, PI_PROVIDER, PI_MODEL and

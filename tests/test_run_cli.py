@@ -339,10 +339,13 @@ def test_thinking_flag_enables_thinking(
     assert levels[-1] == "high"
 
 
-def test_flags_on_a_continued_session_are_for_that_run_only(
+def test_thinking_flag_on_a_continued_session_is_recorded_as_pi_records_it(
         fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
-    # pi 1.6 takes --model and --thinking for the run it starts on a session it continues and
-    # writes neither: the session keeps its level, and its model is that of its last reply.
+    """pi 1.6 records the level a run thinks at, at its start (before its prompt), when the
+    branch's last one, clamped to the run's model, is another: `--thinking xhigh` on haiku
+    writes `high`, which the next plain run keeps (16,384 budget tokens, not the session's
+    8,192 again); its `--model` is recorded by no model_change, the session's model following
+    its last reply. pi-lsp recorded nothing and the next run fell back to the old level."""
     fake.script(text_reply("first"))
     assert pi_run(workspace, env, "--new", "hi").returncode == 0
     [path] = sessions(workspace)
@@ -353,15 +356,69 @@ def test_flags_on_a_continued_session_are_for_that_run_only(
     assert result.returncode == 0, result.stderr
     flagged = fake.message_requests()[-1]
     assert flagged["model"] == "claude-haiku-4-5"
-    assert entries(path)[-1]["message"]["thinkingLevel"] == "high"  # clamped to the model
-    assert kinds(path) == [*before, "user", "assistant"]
+    assert flagged["thinking"]["budget_tokens"] == 16384
+    assert kinds(path) == [*before, "thinking_level_change", "user", "assistant"]
+    assert entries(path)[-3]["thinkingLevel"] == "high"  # clamped to the model
+    assert entries(path)[-1]["message"]["thinkingLevel"] == "high"
     fake.script(text_reply("again", model="claude-haiku-4-5"))
     assert pi_run(workspace, env, "and again").returncode == 0
     plain = fake.message_requests()[-1]
     assert plain["model"] == "claude-haiku-4-5"
-    [first] = fake.message_requests()[:1]
-    assert plain["thinking"] == first["thinking"] != flagged["thinking"], "not the session's level"
-    assert kinds(path) == [*before, "user", "assistant", "user", "assistant"]
+    assert plain["thinking"] == flagged["thinking"], "the level the flag recorded"
+    assert kinds(path) == [*before, "thinking_level_change", "user", "assistant", "user",
+                           "assistant"]
+
+
+@pytest.mark.parametrize("flags", [
+    ("--thinking", "medium"),  # the level recorded
+    ("--model", "anthropic/claude-haiku-4-5"),  # a model alone: no model_change
+    ("--model", "anthropic/plain-1", "--thinking", "high"),  # thinks at none, as "off" does
+    ("--model", "anthropic/claude-haiku-4-5", "--thinking", "low"),
+])
+def test_flags_pi_records_nothing_for_on_a_continued_session(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str], flags: tuple[str, ...]
+        ) -> None:
+    """As pi 1.6 writes (run against it): nothing but the prompt and its reply where the
+    run's level is the branch's clamped to the run's model, and never a model_change; the
+    last flags differ (`low`), so that one records `low`."""
+    (workspace / ".pi").mkdir()
+    (workspace / ".pi" / "models.json").write_text(json.dumps({"providers": {"anthropic": {
+        "apiKey": "test", "models": [{"id": "plain-1", "api": "anthropic-messages"}]}}}))
+    fake.script(text_reply("first"))
+    assert pi_run(workspace, env, "--new", "hi").returncode == 0
+    [path] = sessions(workspace)
+    before = kinds(path)
+    fake.script(text_reply("flagged"))
+    assert pi_run(workspace, env, *flags, "next").returncode == 0
+    written = kinds(path)[len(before):]
+    if flags[-1] == "low":
+        assert written == ["thinking_level_change", "user", "assistant"]
+        assert entries(path)[-3]["thinkingLevel"] == "low"
+    else:
+        assert written == ["user", "assistant"]
+
+
+def test_a_clamped_level_is_not_recorded_over_the_one_asked_for(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    """pi 1.6 compares the branch's level clamped to the run's model: xhigh recorded on a model
+    that has it, a run on haiku (which thinks at high instead), with or without `--thinking
+    xhigh`, writes no level."""
+    (workspace / ".pi").mkdir()
+    (workspace / ".pi" / "models.json").write_text(json.dumps({"providers": {"anthropic": {
+        "apiKey": "test", "modelOverrides": {
+            "claude-sonnet-4-5": {"thinkingLevelMap": {"xhigh": "xhigh"}}}}}}))
+    fake.script(text_reply("first"))
+    assert pi_run(workspace, env, "--new", "--thinking", "xhigh", "hi").returncode == 0
+    [path] = sessions(workspace)
+    before = kinds(path)
+    assert [e["thinkingLevel"] for e in entries(path)
+            if e["type"] == "thinking_level_change"] == ["xhigh"]
+    haiku = ("--model", "anthropic/claude-haiku-4-5")
+    for flags in (haiku, (*haiku, "--thinking", "xhigh"), ("--model",
+                                                          "anthropic/claude-sonnet-4-5")):
+        fake.script(text_reply("ok"))
+        assert pi_run(workspace, env, *flags, "next").returncode == 0
+    assert kinds(path) == [*before, *["user", "assistant"] * 3]
 
 
 def test_a_continued_session_that_sets_no_level_records_the_runs(
@@ -393,7 +450,10 @@ def test_a_continued_session_that_sets_no_level_records_the_runs(
     path.write_text("\n".join(levelless) + "\n", "utf-8")
     fake.script(text_reply("once more"))
     assert pi_run(workspace, env, "once more").returncode == 0
-    assert kinds(path)[-3:] == ["assistant", "user", "assistant"]
+    # It thinks at the default level, and pi 1.6 records that one at the run's start, as the
+    # missing level, clamped, is the model's lowest ("off"): pi-lsp wrote nothing.
+    assert kinds(path)[-4:] == ["assistant", "thinking_level_change", "user", "assistant"]
+    assert entries(path)[-3]["thinkingLevel"] == "medium"
 
 
 def test_an_unknown_model_id_is_used_with_a_note(

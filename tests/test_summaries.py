@@ -1059,6 +1059,29 @@ async def test_auto_compaction_at_the_threshold(
     assert "compacted into the following summary" in first
 
 
+async def test_a_runs_level_is_recorded_after_the_compaction_before_its_prompt(
+        tmp_path: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider]) -> None:
+    """pi 1.6 records the level a run thinks at (`--thinking` on a session it continues) where
+    its _startRun does: after the compaction its prompt began with, before the prompt's system
+    message and the prompt itself."""
+    tree = tiny_session(tmp_path)
+    tree.append_thinking_level_change("medium")
+    harness = Harness(tree, tmp_path, providers, registry=ModelRegistry([TINY]),
+                      default_model=("anthropic", "tiny"),
+                      compaction=CompactionSettings(reserve_tokens=1000, keep_recent_tokens=300))
+    harness.run_thinking_level = "high"
+    fake.script(text_reply("Step 3 done."))
+    await harness.prompt("Now step 3.")
+    written = lines(Path(tree.path))
+    compaction = next(i for i, e in enumerate(written) if e["type"] == "compaction")
+    change, declared, user = written[compaction + 1:compaction + 4]
+    assert change["type"] == "thinking_level_change" and change["thinkingLevel"] == "high"
+    assert change["parentId"] == written[compaction]["id"]
+    assert declared["message"]["role"] == "system" and declared["parentId"] == change["id"]
+    assert user["message"]["role"] == "user" and user["parentId"] == declared["id"]
+    assert [e["type"] for e in written].count("thinking_level_change") == 2
+
+
 async def test_abort_during_the_compaction_before_a_prompt_stops_the_prompt(
         tmp_path: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider]) -> None:
     """Stop pressed while the context is compacted ahead of the model call stops the prompt

@@ -164,8 +164,10 @@ class Harness:
         self.default_model = default_model
         self.default_thinking_level = default_thinking_level
         self.level_for_model = level_for_model  # the level a model switch sets (None: stays)
-        self.run_model: tuple[str, str] | None = None  # pi's --model on a session it continues
-        self.run_thinking_level: str | None = None  # and its --thinking
+        # pi's --model on a session it continues (this run's only: pi records no model_change
+        # for it) and its --thinking (recorded at the prompt's start where it changes the level)
+        self.run_model: tuple[str, str] | None = None
+        self.run_thinking_level: str | None = None
         self.tools = {tool.name: tool for tool in tools}
         self.approve_call = approve
         self.allow_outside_root = allow_outside_root
@@ -406,6 +408,7 @@ class Harness:
         self.tree.refresh()
         try:
             await self._compact_if_needed("threshold")
+            self._record_level()
             produced = await self._run([message])
             run, recovering = produced, False
             while (more := await self._after_run(run, recovering)) is not None:
@@ -415,6 +418,19 @@ class Harness:
         finally:  # nothing queued for this prompt is left for the next one
             self._steering.clear()
             self._follow_up.clear()
+
+    def _record_level(self) -> None:
+        """pi 1.6's _recordThinkingLevel at a prompt's start: the level the prompt thinks at is
+        written when the branch's last thinking_level_change, clamped to the model in force, is
+        another one (a run's `--thinking`; a change with no level, which clamps to the lowest).
+        A branch with none gets nothing, as in pi."""
+        if self.tree.settings_entries(self.tree.leaf_id)[0] is None:
+            return
+        recorded = settings_at(self.tree, self.tree.leaf_id).thinking_level
+        level = self.thinking_level()
+        if clamped_level(self.model(), recorded) != level:
+            self.tree.append_thinking_level_change(level)
+            self._say_if_moved()  # the write found the file replaced: the session goes on anew
 
     async def _after_run(self, run: list[AgentMessage], recovering: bool
                          ) -> list[UserMessage] | None:

@@ -209,9 +209,12 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
     harness = make_harness(tree, workspace, settings, tell_slow=printer.notice)
     projection = project_path(tree.path_to(tree.leaf_id))
     # A path with no message yet starts as pi 1.6 starts a new session: the flags, else the
-    # settings' defaults, whatever model and level the path set (recorded below).
+    # settings' defaults, whatever model and level the path set (recorded below). One it
+    # continues runs on the flags: the model for this run only (the session's follows its
+    # replies), the level recorded at the prompt's start where it changes the branch's
+    # (Harness._record_level).
     start = harness.start_choice(wanted, options.thinking)
-    if start is None:  # pi 1.6 takes the flags for this run only: the session keeps its own
+    if start is None:
         harness.run_model = wanted or fallback_model(harness, projection)
         if options.thinking:
             harness.run_thinking_level = clamped_level(harness.model(), options.thinking)

@@ -60,7 +60,7 @@ class AgentSetup(msgspec.Struct):
     default_thinking_level: str  # for a path that sets none (pi 1.6 resumes such a session so)
     sections: dict[str, str]
     tools: list[dict[str, Any]]
-    # pi's --model and --thinking on a session it continues: this run's, not written to it
+    # pi's --model and --thinking on a session it continues, over the session's settings
     run_model: tuple[str, str] | None = None
     run_thinking_level: str | None = None
 
