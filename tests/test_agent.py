@@ -571,6 +571,20 @@ async def test_a_prompt_records_the_level_a_change_without_one_leaves(make_rig, 
     assert rig.entries()[2]["parentId"] == rig.entries()[1]["id"]
 
 
+async def test_a_reply_keeps_the_level_it_thought_at(make_rig, fake) -> None:
+    """A branch asking xhigh of Claude 4.5, which thinks at high instead: pi 1.6's reply says
+    high (its agent holds the level clamped), where pi-lsp's said xhigh; nothing more is
+    recorded, as xhigh clamped is the level in force."""
+    rig = make_rig()
+    rig.tree.append_thinking_level_change("xhigh")
+    fake.script(text_reply("ok"))
+    await rig.harness.prompt("hi")
+    assert [kind(e) for e in rig.entries()] == [
+        "thinking_level_change", "message:user", "message:assistant"]
+    assert rig.messages()[-1]["thinkingLevel"] == "high"
+    assert fake.message_requests()[-1]["thinking"]["budget_tokens"] == 16384
+
+
 async def test_bash_tells_the_command_its_session_as_pi_does(
         make_rig, fake, monkeypatch: pytest.MonkeyPatch) -> None:
     """pi 1.6's bash sets PI_SESSION_ID, PI_SESSION_FILE, PI_PROVIDER, PI_MODEL and

@@ -188,7 +188,8 @@ def test_request_layer_rows_name_their_entries_and_none_for_made_up_results() ->
 def test_the_request_thinks_at_the_agents_default_where_the_path_sets_no_level() -> None:
     """As pi 1.6 resumes a session: the level set on the branch, else its default, and it
     thinks at that level clamped to the model, which previews report (the context itself still
-    reports the branch's level or "off", as pi's buildSessionContext does)."""
+    reports the branch's level or "off", as pi's buildSessionContext does). The request asked
+    for the level unclamped, so its reply kept `xhigh` where pi 1.6's keeps `high`."""
     from pi_lsp.context.layers import AgentSetup, build_layer, model_at
     from pi_lsp.context.projection import context_settings
     from pi_lsp.providers.registry import ModelRegistry
@@ -208,7 +209,8 @@ def test_the_request_thinks_at_the_agents_default_where_the_path_sets_no_level()
             asked = settings.thinking_level if settings.thinking_level_set else "high"
             in_force = clamped_level(model_at(settings, agent.registry, agent.default_model),
                                      asked)
-            assert (layer.request.thinking_level, layer.thinking_level) == (asked, in_force)
+            # the request asks for the level in force, which its reply keeps, as pi 1.6's
+            assert (layer.request.thinking_level, layer.thinking_level) == (in_force, in_force)
             assert build_layer(tree, record.env.id, "agent").thinking_level == \
                 settings.thinking_level
             # what the server previews in any layer: the level in force for the next turn

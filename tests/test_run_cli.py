@@ -369,15 +369,15 @@ def test_thinking_flag_on_a_continued_session_is_recorded_as_pi_records_it(
                            "assistant"]
 
 
-@pytest.mark.parametrize("flags", [
-    ("--thinking", "medium"),  # the level recorded
-    ("--model", "anthropic/claude-haiku-4-5"),  # a model alone: no model_change
-    ("--model", "anthropic/plain-1", "--thinking", "high"),  # thinks at none, as "off" does
-    ("--model", "anthropic/claude-haiku-4-5", "--thinking", "low"),
+@pytest.mark.parametrize(("flags", "thinks_at"), [
+    (("--thinking", "medium"), "medium"),  # the level recorded
+    (("--model", "anthropic/claude-haiku-4-5"), "medium"),  # a model alone: no model_change
+    (("--model", "anthropic/plain-1", "--thinking", "high"), "off"),  # a model that thinks at none
+    (("--model", "anthropic/claude-haiku-4-5", "--thinking", "low"), "low"),
 ])
 def test_flags_pi_records_nothing_for_on_a_continued_session(
-        fake: FakeAnthropic, workspace: Path, env: dict[str, str], flags: tuple[str, ...]
-        ) -> None:
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str], flags: tuple[str, ...],
+        thinks_at: str) -> None:
     """As pi 1.6 writes (run against it): nothing but the prompt and its reply where the
     run's level is the branch's clamped to the run's model, and never a model_change; the
     last flags differ (`low`), so that one records `low`."""
@@ -391,6 +391,9 @@ def test_flags_pi_records_nothing_for_on_a_continued_session(
     fake.script(text_reply("flagged"))
     assert pi_run(workspace, env, *flags, "next").returncode == 0
     written = kinds(path)[len(before):]
+    # The reply keeps the level it thought at ("off" on a model that thinks at none), as pi
+    # 1.6's does.
+    assert entries(path)[-1]["message"]["thinkingLevel"] == thinks_at
     if flags[-1] == "low":
         assert written == ["thinking_level_change", "user", "assistant"]
         assert entries(path)[-3]["thinkingLevel"] == "low"
@@ -402,7 +405,7 @@ def test_a_clamped_level_is_not_recorded_over_the_one_asked_for(
         fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
     """pi 1.6 compares the branch's level clamped to the run's model: xhigh recorded on a model
     that has it, a run on haiku (which thinks at high instead), with or without `--thinking
-    xhigh`, writes no level."""
+    xhigh`, writes no level, and the model that has it thinks at xhigh again after."""
     (workspace / ".pi").mkdir()
     (workspace / ".pi" / "models.json").write_text(json.dumps({"providers": {"anthropic": {
         "apiKey": "test", "modelOverrides": {
@@ -419,6 +422,9 @@ def test_a_clamped_level_is_not_recorded_over_the_one_asked_for(
         fake.script(text_reply("ok"))
         assert pi_run(workspace, env, *flags, "next").returncode == 0
     assert kinds(path) == [*before, *["user", "assistant"] * 3]
+    # Each reply keeps the level it thought at, as pi 1.6's do (pi-lsp's kept xhigh on haiku).
+    assert [m["message"]["thinkingLevel"] for m in entries(path)[-5::2]] == \
+        ["high", "high", "xhigh"]
 
 
 def test_a_continued_session_that_sets_no_level_records_the_runs(

@@ -84,7 +84,8 @@ def _ours(file: Path, api: str, text_only: bool = False, model_id: str | None = 
     sections = {name: text for name, text in (replayed.sections or {}).items()
                 if text is not None} if replayed is not None else {}
     tools = list(replayed.tools_added or []) if replayed is not None else []
-    agent = AgentSetup(registry, names, "medium", sections, tools)
+    # Run on the model pi 1.6 sent it to, as `run --model` does: the level is clamped to it.
+    agent = AgentSetup(registry, names, "medium", sections, tools, run_model=names)
     request = build_layer(tree, tree.leaf_id, "request", agent).request
     assert request is not None
     model = msgspec.structs.replace(registry.get(*names), api=api)

@@ -220,7 +220,9 @@ def build_layer(tree: SessionTree, leaf_id: str | None, layer: Layer,
         request = ModelRequest(
             model=model_at(settings, agent.registry, agent.default_model),
             system_prompt=prompt, messages=[m for _, m in prepared], tools=tools,
-            thinking_level=asked_level(settings, agent.default_thinking_level),
+            # the level thought at, which the reply keeps as pi 1.6's does (clamped)
+            thinking_level=level_in_force(settings, agent.registry, agent.default_model,
+                                          agent.default_thinking_level),
             session_id=tree.header.id)
     anchor = decoded.anchor()  # as the total counts it, so its explanation agrees
     reply = messages[anchor] if anchor >= 0 else None

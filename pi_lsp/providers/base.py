@@ -210,7 +210,7 @@ class ReplyBuilder:
     def __init__(self, api: str, model: ModelInfo, thinking_level: str | None = None) -> None:
         self.api = api
         self.model = model
-        self.thinking_level = thinking_level  # the level asked for, kept in the reply (pi 1.6)
+        self.thinking_level = thinking_level  # the level thought at, kept in the reply (pi 1.6)
         # A text or thinking block still streaming is behind its deltas: read or change one
         # through block(index).
         self.blocks: list[AssistantBlock] = []
