@@ -139,7 +139,7 @@ def request_setup(tree: SessionTree, approve: bool | None
     def at(leaf: str | None) -> AgentSetup:
         projection = project_path(tree.path_to(leaf))
         start = start_choice(projection, agent.registry, agent.default_model,
-                             settings.thinking_level_for)
+                             settings.thinking_level_for, provider)
         if start is not None:  # no message on the path: run starts it as pi does
             return msgspec.structs.replace(agent, run_model=start[0],
                                            run_thinking_level=start[1])

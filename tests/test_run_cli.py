@@ -811,13 +811,13 @@ def test_a_cut_stream_is_said_to_be_cut(
     assert entries(path)[-1]["message"]["content"] == [{"type": "text", "text": "half"}]
 
 
-def session_without_messages(path: Path) -> None:
+def session_without_messages(path: Path, model: tuple[str, str] = ("anthropic",
+                                                                    "claude-haiku-4-5")) -> None:
     """A session whose path sets a model and a level but holds no message yet."""
     lines = [{"type": "session", "version": 3, "id": "s", "timestamp": "2026-01-01T00:00:00Z",
               "cwd": str(path.parent)},
              {"type": "model_change", "id": "m", "parentId": None,
-              "timestamp": "2026-01-01T00:00:01Z", "provider": "anthropic",
-              "modelId": "claude-haiku-4-5"},
+              "timestamp": "2026-01-01T00:00:01Z", "provider": model[0], "modelId": model[1]},
              {"type": "thinking_level_change", "id": "t", "parentId": "m",
               "timestamp": "2026-01-01T00:00:02Z", "thinkingLevel": "high"}]
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -847,6 +847,22 @@ def test_a_session_without_messages_starts_on_the_default_model_as_pi_resumes_it
     assert (change["provider"], change["modelId"], chosen["thinkingLevel"]) == \
         ("anthropic", model_id, level)
     assert entries(session)[-1]["message"]["model"] == model_id
+
+
+def test_a_session_without_messages_keeps_its_model_when_the_default_has_no_key(
+        oai: FakeOpenAI, workspace: Path, env: dict[str, str]) -> None:
+    """With no Anthropic key the default cannot run: pi 1.6 then looks for a model that has a
+    key, and `run` keeps the session's own (a local one), as before, where it stopped with
+    "no Anthropic API key"; the request preview shows that model too."""
+    local_models(workspace, oai.url)
+    session = workspace / ".pi" / "sessions" / "s.jsonl"
+    session_without_messages(session, ("ollama", LOCAL_MODEL))
+    keyless = without_anthropic_key(env)
+    assert request_shown(session, "t", workspace, keyless)["model"] == LOCAL_MODEL
+    oai.script(chat_reply("local"))
+    result = pi_run(workspace, keyless, "--session", str(session), "hi")
+    assert result.returncode == 0, result.stderr
+    assert entries(session)[-1]["message"]["model"] == LOCAL_MODEL
 
 
 def test_context_request_layer_of_a_path_without_messages_is_on_the_default_model(

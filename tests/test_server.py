@@ -451,47 +451,6 @@ async def test_new_session_is_written_whole_at_its_first_reply(pi: Pi,
     assert [s["name"] for s in listed if path_of(s["uri"]) == path] == ["final"]
 
 
-def session_without_messages(folder: Path, name: str) -> Path:
-    """A session file whose path sets a model (haiku) and a level (high), and no message."""
-    path = folder / ".pi" / "sessions" / f"{name}.jsonl"
-    written = [{"type": "session", "version": 3, "id": name, "timestamp": "2026-01-01T00:00:00Z",
-                "cwd": str(folder)},
-               {"type": "model_change", "id": "m", "parentId": None,
-                "timestamp": "2026-01-01T00:00:01Z", "provider": "anthropic",
-                "modelId": "claude-haiku-4-5"},
-               {"type": "thinking_level_change", "id": "t", "parentId": "m",
-                "timestamp": "2026-01-01T00:00:02Z", "thinkingLevel": "high"}]
-    path.write_text("".join(json.dumps(line) + "\n" for line in written))
-    return path
-
-
-async def test_a_session_without_messages_is_taken_up_as_pi_resumes_it(
-        pi: Pi, fake: FakeAnthropic) -> None:
-    """A prompt on a session read from disk whose path has a model_change but no message went
-    to that model (haiku); pi 1.6 resumes such a session on the default model and level and
-    records them (sdk.js createAgentSession), as `pi-lsp run` does. A model set after that
-    (pi.setModel before the first prompt) is the one the prompt uses."""
-    path = session_without_messages(pi.main, "no-messages")
-    fake.script(text_reply("on the default"))
-    since = pi.mark()
-    turn_id = (await call(pi.client, "pi.prompt", {"uri": path.as_uri(), "text": "hi"}))["turnId"]
-    assert "error" not in event_types(await wait_events(pi, turn_id, since))
-    assert fake.message_requests()[-1]["model"] == "claude-sonnet-4-5"
-    written = lines(path)
-    assert [e["type"] for e in written[2:4]] == ["model_change", "thinking_level_change"]
-    assert (written[2]["modelId"], written[3]["thinkingLevel"]) == ("claude-sonnet-4-5", "medium")
-
-    chosen = session_without_messages(pi.main, "chosen-first")
-    assert await call(pi.client, "pi.setModel", {"uri": chosen.as_uri(), "provider": "anthropic",
-                                                 "modelId": "claude-opus-4-5"}) == {}
-    fake.script(text_reply("on the chosen one", model="claude-opus-4-5"))
-    since = pi.mark()
-    turn_id = (await call(pi.client, "pi.prompt", {"uri": chosen.as_uri(),
-                                                   "text": "hi"}))["turnId"]
-    assert "error" not in event_types(await wait_events(pi, turn_id, since))
-    assert fake.message_requests()[-1]["model"] == "claude-opus-4-5"
-
-
 async def test_new_session_in_another_folder(pi: Pi) -> None:
     result = await call(pi.client, "pi.newSession", {"folderUri": pi.offline.as_uri()})
     assert path_of(result["uri"]).parent == (pi.offline / ".pi" / "sessions").resolve()

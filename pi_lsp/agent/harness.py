@@ -45,7 +45,6 @@ from pi_lsp.context.layers import (
     build_layer,
     level_in_force,
     model_at,
-    provider_problem,
     system_patch_at,
     with_run_choices,
 )
@@ -653,7 +652,8 @@ class Harness:
         """The model and level pi 1.6 begins this session with on resuming it at its leaf
         (`resume.start_choice`): None when the path has messages."""
         return start_choice(project_path(self.tree.path_to(self.tree.leaf_id)), self.registry,
-                            self.default_model, self.level_for_model, model, level)
+                            self.default_model, self.level_for_model, self.provider, model,
+                            level)
 
     def begin_with(self, choice: Choice) -> None:
         """Record `choice` on the path, as pi 1.6 records the model and level it resumes a
@@ -665,14 +665,6 @@ class Harness:
             self._write("model", lambda: self.tree.append_model_change(provider, model_id))
         if level_differs:
             self._write("thinking", lambda: self.tree.append_thinking_level_change(level))
-
-    def resume(self) -> None:
-        """Take up a session read from disk as pi 1.6 resumes one: a path with no message yet
-        starts on the default model and level, recorded (`begin_with`), unless the default's
-        provider cannot be made (pi would then look for another model with a key)."""
-        choice = self.start_choice()
-        if choice is not None and provider_problem(self.provider, choice[0][0]) is None:
-            self.begin_with(choice)
 
     def note_thinking_level(self) -> None:
         """Record the level in force, as it stands (pi 1.6 does so on continuing a session

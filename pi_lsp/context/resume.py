@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pi_lsp.context.layers import provider_problem
 from pi_lsp.context.projection import Projection
 from pi_lsp.providers.registry import ModelRegistry
 from pi_lsp.providers.thinking import clamped_level
@@ -18,13 +19,17 @@ Choice = tuple[tuple[str, str], str]  # (provider, model id), thinking level
 def start_choice(projection: Projection, registry: ModelRegistry,
                  default_model: tuple[str, str],
                  level_for_model: Callable[[str, str], str | None],
+                 provider: Callable[[str], object],
                  model: tuple[str, str] | None = None, level: str | None = None
                  ) -> Choice | None:
     """The model and level pi 1.6 gives a session it resumes at a path with no message:
     `model` (a run's --model), else the default; `level` (--thinking), else the model's own
     or the default set (`level_for_model`), else medium; clamped to the model. None on a path
-    with messages, whose own pi restores."""
+    with messages, whose own pi restores, and where `provider` cannot make the default's
+    (pi would look for another model with a key: the session's own is kept)."""
     if projection.messages:
+        return None
+    if model is None and provider_problem(provider, default_model[0]) is not None:
         return None
     chosen = model or default_model
     asked = level or level_for_model(*chosen) or DEFAULT_THINKING_LEVEL

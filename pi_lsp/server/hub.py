@@ -92,9 +92,6 @@ class SessionHub(Workspace):
         # kept when its tree is closed: in a shared folder that lies in an outer folder, a
         # nested folder's header is not trusted as a committed file's would be.
         self.started: dict[Path, Path] = {}
-        # The sessions read from disk that this server has taken up (Harness.resume), by real
-        # path: once each, as pi resumes a session once, not at each harness made anew.
-        self.resumed: set[Path] = set()
         self._loading: dict[Path, asyncio.Task[OpenSession]] = {}  # files being read, by path
         self.listeners: list[ChangeListener] = []
         self.index = SessionIndex()
@@ -277,10 +274,6 @@ class SessionHub(Workspace):
             diagnostics=self.diagnostics_for(root),
             tell=lambda message: self.tell_once(root, message, message), tell_slow=self.tell)
         session.stamp = (folder, stamp)
-        key = real_path(path)
-        if key not in self.resumed and key not in self.started and not session.tree.deferred:
-            self.resumed.add(key)
-            session.harness.resume()
         return session.harness
 
     def folder_of(self, path: Path, cwd: str | None = None) -> Path:
