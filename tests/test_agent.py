@@ -20,7 +20,7 @@ import msgspec
 import pytest
 from PIL import Image
 
-from pi_lsp.agent import images, tools
+from pi_lsp.agent import images, shell, tools
 from pi_lsp.agent.approval import ApprovalRequest
 from pi_lsp.agent.events import (
     AgentEvent,
@@ -1177,6 +1177,46 @@ async def test_an_aborted_silent_bash_call_says_command_aborted(make_rig, fake) 
     [result] = [m for m in rig.messages() if m["role"] == "toolResult"]
     assert result["content"] == [{"type": "text", "text": "Command aborted"}]
     await gone(pid, "the aborted command")
+
+
+def held_shell_start(monkeypatch: pytest.MonkeyPatch) -> tuple[asyncio.Event, asyncio.Event]:
+    """A command's start held once its watcher was spawned (`spawned` is set then) until `go`
+    is set: the moment a busy machine makes long, the shell running and the call not yet
+    told that it started."""
+    spawned, go = asyncio.Event(), asyncio.Event()
+    create = asyncio.create_subprocess_exec
+
+    async def held(*args: Any, **kwargs: Any) -> asyncio.subprocess.Process:
+        process = await create(*args, **kwargs)
+        if shell.WATCHER in args:
+            spawned.set()
+            await go.wait()
+        return process
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", held)
+    return spawned, go
+
+
+async def test_an_abort_while_the_shell_starts_says_command_aborted(
+        make_rig, fake, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An abort while the command's shell was being started (its shell already running: seen
+    once under `-n 2` load) said "Operation aborted", pi 1.6's words for a call that never ran;
+    pi 1.6's bash says "Command aborted" for an abort at any point once it has begun."""
+    rig = make_rig()
+    spawned, go = held_shell_start(monkeypatch)
+    fake.script(tool_reply([("toolu_1", "bash", {"command": "echo $$ > sh.pid; sleep 30"})]),
+                text_reply("never asked for"))
+    task = asyncio.create_task(rig.harness.prompt("go"))
+    await asyncio.wait_for(spawned.wait(), CEILING_S)
+    pid = await pid_in(rig.root / "sh.pid")
+    assert rig.harness.abort() is True
+    go.set()
+    await asyncio.wait_for(task, CEILING_S)
+    [result] = [m for m in rig.messages() if m["role"] == "toolResult"]
+    assert (result["content"], result["isError"]) == (
+        [{"type": "text", "text": "Command aborted"}], True)
+    await gone(pid, "the command aborted while it started")
+    assert len(fake.message_requests()) == 1
 
 
 async def test_an_abort_during_a_tool_call_ends_with_pis_aborted_turn(make_rig, fake) -> None:

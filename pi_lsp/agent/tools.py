@@ -600,7 +600,6 @@ async def run_bash(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     if not ctx.root.exists():
         raise ToolError(f"Working directory does not exist: {ctx.root}\n"
                         "Cannot execute bash commands.")
-    shell = await ShellProcess.start(command, ctx.root, ctx.environment())
     output = OutputTail()
     updates = Throttled(lambda: ctx.on_update(output.tail()[0]), UPDATE_INTERVAL_S)
 
@@ -609,6 +608,9 @@ async def run_bash(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         updates()
 
     try:
+        # The start too: an abort while it runs (its shell may be running already) is the
+        # command's, as pi 1.6 says for an abort at any point once bash has begun.
+        shell = await ShellProcess.start(command, ctx.root, ctx.environment())
         status = await _run_shell(shell, timeout, take)
     except asyncio.CancelledError:
         text, details = output.result_text("")
