@@ -1837,7 +1837,7 @@ async def test_abort_during_a_tool(pi: Pi, fake: FakeAnthropic) -> None:
     assert message_roles(path_of(uri)) == ["system", "user", "assistant", "toolResult",
                                            "assistant"]
     *_, result, last = lines(path_of(uri))
-    assert "aborted" in json.dumps(result["message"]["content"])
+    assert result["message"]["content"] == [{"type": "text", "text": "Command aborted"}]
     assert last["message"]["stopReason"] == "aborted"  # pi 1.6's turn after the aborted tool
     await gone(sleeping, "the aborted command")  # stopped, not left running
     assert not marker.exists()  # its shell went with it
