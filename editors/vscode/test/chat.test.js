@@ -75,7 +75,8 @@ test("the panel opens on the session's context, with model and thinking pickers"
   assert.equal(reset.state.thinkingLevel, "high");
   // the levels claude-opus-4-5 offers, as pi's picker shows them (no xhigh or max)
   assert.deepEqual(reset.state.thinkingLevels, ["off", "minimal", "low", "medium", "high"]);
-  assert.deepEqual(reset.state.models[0], { id: "anthropic/claude-sonnet-4-5" }, "piLsp.models first");
+  // piLsp.models first, with the name pi 1.6's catalog gives it
+  assert.deepEqual(reset.state.models[0], { id: "anthropic/claude-sonnet-4-5", name: "Claude Sonnet 4.5 (latest)" }, "piLsp.models first");
   assert.ok(reset.state.models.some((m) => m.id === "openai/gpt-4.1"), "the server's own list (pi.listModels) is offered too");
   assert.ok(reset.state.models.some((m) => m.id === "ollama/qwen2.5-coder:7b" && m.name === "Qwen Coder"), "with models.json's names");
   assert.ok(reset.blocks.length > 5);
@@ -232,7 +233,7 @@ test("the model picker offers models by their models.json name and marks the cur
   respond("showQuickPick");
   const qwen = offered.find((i) => i.label === "Qwen Coder");
   assert.equal(qwen.description, "ollama/qwen2.5-coder:7b");
-  assert.deepEqual(offered.filter((i) => /current/.test(i.description ?? "")).map((i) => i.label), ["anthropic/claude-opus-4-5"]);
+  assert.deepEqual(offered.filter((i) => /current/.test(i.description ?? "")).map((i) => [i.label, i.description]), [["Claude Opus 4.5 (latest)", "anthropic/claude-opus-4-5 · current"]]);
   await eventually(() => lastReset().state.model === "ollama/qwen2.5-coder:7b", "the picked model in the panel");
 });
 
