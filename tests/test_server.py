@@ -1308,6 +1308,80 @@ async def test_set_model_takes_an_id_the_catalog_lacks(pi: Pi) -> None:
     assert preview["request"]["model"] == "claude-3-7-sonnet-20250219"
 
 
+def restored_on(pi: Pi, name: str, provider: str, model_id: str) -> str:
+    """A copy of the example session whose last entry sets `provider`/`model_id`, written as
+    another writer (pi, a teammate) left it before this server opened it; its uri."""
+    uri = copy_session(pi.main, name)
+    SessionTree.open(str(path_of(uri))).append_model_change(provider, model_id)
+    return uri
+
+
+async def turn_on_restored_model(pi: Pi, fake: FakeAnthropic, uri: str
+                                 ) -> list[dict[str, Any]]:
+    """A prompt's events: a tool call, then the answer (two requests)."""
+    fake.script(tool_reply([("toolu_r", "read", {"path": ".pi/settings.json"})]),
+                text_reply("on the default"))
+    since = pi.mark()
+    turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "go on"}))["turnId"]
+    return await wait_events(pi, turn_id, since)
+
+
+def fallbacks(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [event for event in events if event["type"] == "model_fallback"]
+
+
+async def test_a_turn_on_a_model_the_catalog_lacks_uses_the_default_and_says_so(
+        pi: Pi, fake: FakeAnthropic) -> None:
+    """A session left on anthropic/claude-nope-9 sent `claude-nope-9` (counted with a 128,000
+    token window) and said nothing, where `pi-lsp run` and pi 1.6 warn "could not restore model"
+    and use the default: the turn, and its request preview, use the default, the editor is
+    warned once for the turn (pi/turn `model_fallback`), and nothing records it but the
+    replies' model (pi 1.6 writes no model_change either)."""
+    uri = restored_on(pi, "lost-model", "anthropic", "claude-nope-9")
+    preview = await call(pi.client, "pi.previewContext", {"uri": uri, "layer": "request"})
+    assert (preview["model"], preview["request"]["model"]) == (f"anthropic/{DEFAULT_MODEL}",
+                                                               DEFAULT_MODEL)
+    assert preview["contextWindow"] == 200_000  # the default's, not 128,000
+    before = lines(path_of(uri))
+    events = await turn_on_restored_model(pi, fake, uri)
+    assert "error" not in event_types(events), events
+    assert [r["model"] for r in fake.message_requests()] == [DEFAULT_MODEL] * 2
+    assert fallbacks(events) == [{
+        "type": "model_fallback", "lost": "anthropic/claude-nope-9",
+        "used": f"anthropic/{DEFAULT_MODEL}", "reason": "pi-lsp's catalog has no such model",
+        "message": f"could not restore model anthropic/claude-nope-9; using anthropic/"
+                   f"{DEFAULT_MODEL}"}]
+    assert event_types(events).index("model_fallback") < event_types(events).index(
+        "message_start")  # told before the turn's first request
+    written = lines(path_of(uri))[len(before):]
+    assert "model_change" not in [e["type"] for e in written]
+    assert [e["message"]["model"] for e in written
+            if e["type"] == "message" and e["message"]["role"] == "assistant"] == \
+        [DEFAULT_MODEL] * 2
+
+
+async def test_a_turn_on_a_model_whose_provider_has_no_key_uses_the_default_and_says_so(
+        pi: Pi, fake: FakeAnthropic) -> None:
+    """A session left on openai/gpt-5 with no OpenAI key failed its turn ("no OpenAI API key"),
+    where `pi-lsp run` and pi 1.6 warn and go on with the default, whose key is there."""
+    uri = restored_on(pi, "keyless-model", "openai", "gpt-5")
+    preview = await call(pi.client, "pi.previewContext", {"uri": uri, "layer": "request"})
+    assert preview["request"]["model"] == DEFAULT_MODEL
+    assert await call(pi.client, "pi.prepareTurn", {"uri": uri}) == {
+        "provider": "anthropic", "model": DEFAULT_MODEL}  # it failed: no OpenAI API key
+    events = await turn_on_restored_model(pi, fake, uri)
+    assert "error" not in event_types(events), events
+    assert [r["model"] for r in fake.message_requests()] == [DEFAULT_MODEL] * 2
+    [told] = fallbacks(events)
+    assert (told["lost"], told["used"]) == ("openai/gpt-5", f"anthropic/{DEFAULT_MODEL}")
+    assert told["reason"].startswith("no OpenAI API key"), told
+    # The replies name the default, and the session's model follows its last reply, as pi's
+    # does: the next prompt has nothing to restore, and is on the default without a word.
+    again = await turn_on_restored_model(pi, fake, uri)
+    assert fallbacks(again) == [] and "error" not in event_types(again), again
+    assert [r["model"] for r in fake.message_requests()] == [DEFAULT_MODEL] * 2
+
+
 async def test_edit_context_remove_replace_and_undo(pi: Pi) -> None:
     uri = copy_session(pi.main, "edits")
     before = await call(pi.client, "pi.previewContext", {"uri": uri})
