@@ -638,6 +638,7 @@ def test_a_run_with_no_key_leaves_the_workspace_as_it_was(
         fake: FakeAnthropic, workspace: Path, env: dict[str, str], where: list[str]) -> None:
     """It said "no Anthropic API key" (exit 2) after making the session's folder, and
     `.pi/settings.json` pointing pi there, for a session never written (found in review)."""
+    fake.script()  # nothing to answer, and no request an earlier test left counted
     no_key = {k: v for k, v in env.items() if k != "ANTHROPIC_API_KEY"}
     result = pi_run(workspace, no_key, *where, "hello")
     assert result.returncode == 2, result.stderr
