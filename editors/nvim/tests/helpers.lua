@@ -191,16 +191,23 @@ function H.held_select()
   return held
 end
 
---- Open the chat, send "start" from its input and wait until the reply streams (the fake
---- server's slow reply); the chat and input buffers and the session's uri.
-function H.chat_streaming()
+--- Open the chat and send `text` from its input; the chat and input buffers and the session's
+--- uri.
+function H.chat_send(text)
   vim.cmd("PiChat")
   local chat_buf = H.wait_buf("pi://chat/", "All green: 14 passed.", "the chat did not render")
   local input_buf = H.find_buf("pi://input/")
   local uri = require("pi_lsp.session").last_uri
   vim.api.nvim_set_current_win(vim.fn.bufwinid(input_buf))
-  vim.api.nvim_buf_set_lines(input_buf, 0, -1, false, { "start" })
+  vim.api.nvim_buf_set_lines(input_buf, 0, -1, false, { text })
   H.keys("<CR>")
+  return chat_buf, input_buf, uri
+end
+
+--- Open the chat, send "start" from its input and wait until the reply streams (the fake
+--- server's slow reply); the chat and input buffers and the session's uri.
+function H.chat_streaming()
+  local chat_buf, input_buf, uri = H.chat_send("start")
   H.wait(function()
     return H.contains(chat_buf, "word3")
   end, "the turn did not stream", chat_buf)
