@@ -112,20 +112,29 @@ def request_setup(tree: SessionTree, approve: bool | None
                   ) -> Callable[[str | None], AgentSetup]:
     """What `pi-lsp run` would add to the session's context at a leaf: its prompt, tools and
     models, on the model `run` would start a path with no message on (start_choice) or fall
-    back to (model_fallback)."""
+    back to (lost_model)."""
     from pi_lsp.agent.prompt import agent_setup
     from pi_lsp.agent.tools import ALL_TOOLS
     from pi_lsp.cli_changes import session_root, session_settings
+    from pi_lsp.context.layers import lost_model
     from pi_lsp.context.projection import project_path
-    from pi_lsp.context.restore import model_fallback
     from pi_lsp.context.resume import start_choice
     from pi_lsp.providers.factory import provider_factory
+    from pi_lsp.providers.models_file import ModelsFileError
 
     settings = session_settings(tree, approve)
     agent = agent_setup(session_root(tree), ALL_TOOLS, settings.registry(),
                         (settings.default_provider, settings.default_model),
                         settings.resume_thinking_level, settings.project_trusted)
-    provider = provider_factory(agent.registry, settings.api_key)
+    make = provider_factory(agent.registry, settings.api_key)
+
+    def provider(name: str) -> object:
+        # A models.json value that cannot be read (an unset variable, a `!command`) stops `run`,
+        # naming it, before any fallback: the preview shows the session's model, which it tried.
+        try:
+            return make(name)
+        except ModelsFileError:
+            return None
 
     def at(leaf: str | None) -> AgentSetup:
         projection = project_path(tree.path_to(leaf))
@@ -134,9 +143,9 @@ def request_setup(tree: SessionTree, approve: bool | None
         if start is not None:  # no message on the path: run starts it as pi does
             return msgspec.structs.replace(agent, run_model=start[0],
                                            run_thinking_level=start[1])
-        fallback = model_fallback(projection, agent.registry, provider, agent.default_model)
-        return agent if fallback is None else \
-            msgspec.structs.replace(agent, run_model=fallback.used)
+        if lost_model(projection, agent.registry, provider) is None:
+            return agent
+        return msgspec.structs.replace(agent, run_model=agent.default_model)
     return at
 
 

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from pi_lsp.session.tree import SessionTree
 from tests.conftest import trust
 from tests.fake_anthropic import FakeAnthropic, Reply, error_reply, text_reply, tool_reply
 
@@ -277,17 +276,6 @@ def test_a_queued_thinking_level_is_not_promised(workspace: Path, fake: FakeAnth
     model offers no max)"), though a :PiModel queued before it decides the level written."""
     fake.script(held_reply(words(25), tmp_path, "queued", after=4))
     run_script("queued_thinking_spec.lua", workspace, fake, tmp_path)
-
-
-def test_a_turn_on_a_model_that_cannot_be_restored_is_warned_of_in_the_chat(
-        workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
-    """The turn of a session left on a model the catalog lacks runs on the default model, as
-    pi 1.6 and `pi-lsp run` do, and the chat shows pi's warning (pi/turn `model_fallback`)."""
-    session = next((workspace / ".pi" / "sessions").glob("*.jsonl"))
-    SessionTree.open(str(session)).append_model_change("anthropic", "claude-nope-9")
-    fake.script(text_reply("On the default"))
-    run_script("model_fallback_spec.lua", workspace, fake, tmp_path)
-    assert [r["model"] for r in fake.message_requests()] == ["claude-sonnet-4-5"]
 
 
 def crafted_session(path: Path, texts: list[str], ids: list[str] | None = None) -> Path:

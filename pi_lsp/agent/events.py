@@ -133,20 +133,9 @@ class CompactionEnd(_Event, tag="compaction_end", kw_only=True):
     will_retry: bool = False
 
 
-class ModelFallbackNotice(_Event, tag="model_fallback", kw_only=True):
-    """The session's model could not be restored (`reason`): the prompt's turns use the default
-    model, as pi 1.6 warns ("Could not restore model X. Using Y"); `message` says so."""
-
-    lost: str  # provider/id
-    used: str
-    reason: str
-    message: str
-
-
 AgentEvent = (
     AgentStart | TurnStart | MessageStart | MessageUpdate | MessageEnd | ToolExecutionStart
     | ToolExecutionUpdate | ToolExecutionEnd | TurnEnd | SavePoint | AgentEnd | ErrorEvent
     | CompactionStart | CompactionEnd | SessionMoved | AutoRetryStart | AutoRetryEnd
     | SummaryRetryScheduled | SummaryRetryAttemptStart | SummaryRetryFinished
-    | ModelFallbackNotice
 )

@@ -20,7 +20,6 @@ from pi_lsp.agent.events import (
     CompactionStart,
     ErrorEvent,
     MessageEnd,
-    ModelFallbackNotice,
     SavePoint,
     SessionMoved,
     TurnEnd,
@@ -50,7 +49,6 @@ from pi_lsp.context.layers import (
     with_run_choices,
 )
 from pi_lsp.context.projection import ContextSettings, project_path
-from pi_lsp.context.restore import ModelFallback, model_fallback
 from pi_lsp.context.resume import Choice, differs, start_choice
 from pi_lsp.providers.base import ModelRequest, Provider
 from pi_lsp.providers.registry import ModelInfo, ModelRegistry
@@ -169,12 +167,6 @@ class Harness:
         # for it) and its --thinking (recorded at the prompt's start where it changes the level)
         self.run_model: tuple[str, str] | None = None
         self.run_thinking_level: str | None = None
-        # The default in place of a session's model pi 1.6 could not restore (restore_model),
-        # while the path names that model; the one the user was last warned of in a prompt; the
-        # model set here last, kept as pi 1.6 keeps the model it is given for the process.
-        self.fallback: ModelFallback | None = None
-        self._warned: ModelFallback | None = None
-        self.chosen: tuple[str, str] | None = None
         self.tools = {tool.name: tool for tool in tools}
         self.approve_call = approve
         self.allow_outside_root = allow_outside_root
@@ -248,42 +240,8 @@ class Harness:
 
     def settings(self) -> ContextSettings:
         """The model and level set at the leaf, with the run's own over them."""
-        settings = settings_at(self.tree, self.tree.leaf_id)
-        return with_run_choices(settings, self._model_over(settings), self.run_thinking_level)
-
-    def _model_over(self, settings: ContextSettings) -> tuple[str, str] | None:
-        """The model a turn uses over the one `settings` name: the run's own (`run_model`),
-        else the default where that one could not be restored (`fallback`)."""
-        if self.run_model is not None:
-            return self.run_model
-        fallback = self.fallback
-        if fallback is not None and settings.model is not None and \
-                settings.model.names() == fallback.lost:
-            return fallback.used
-        return None
-
-    async def model_fallback(self, leaf_id: str | None) -> ModelFallback | None:
-        """The default in place of the model at `leaf_id` where pi 1.6 could not restore it
-        (context/restore.py), worked out off the event loop as it makes providers; None for a
-        run's own model and for one set here (`chosen`)."""
-        projection = project_path(self.tree.path_to(leaf_id))
-        model = projection.settings.model
-        if self.run_model is not None or (model is not None and model.names() == self.chosen):
-            return None
-        return await asyncio.to_thread(model_fallback, projection, self.registry, self.provider,
-                                       self.default_model)
-
-    async def restore_model(self) -> ModelFallback | None:
-        """The model of the turns from the leaf, as pi 1.6 restores a session's: the default in
-        place of one it could not restore, told once per prompt (`model_fallback`);
-        NoUsableModelError when the default cannot be used either."""
-        fallback = self.fallback = await self.model_fallback(self.tree.leaf_id)
-        if fallback is not None and fallback.check() != self._warned:
-            self._warned = fallback
-            self.emit(ModelFallbackNotice(lost="/".join(fallback.lost),
-                                          used="/".join(fallback.used), reason=fallback.why,
-                                          message=fallback.warning()))
-        return fallback
+        return with_run_choices(settings_at(self.tree, self.tree.leaf_id),
+                                self.run_model, self.run_thinking_level)
 
     def model(self) -> ModelInfo:
         """The model in force at the leaf, else the default."""
@@ -313,10 +271,8 @@ class Harness:
         """The request at the leaf as it is now (flushed writes included): the prompt and tools
         are the session's replayed ones, which the run declared at its start. Its provider is
         made off the event loop: a model switched to mid-run may be a new provider's."""
-        agent = msgspec.structs.replace(
-            self.agent or self.agent_setup(),
-            run_model=self._model_over(settings_at(self.tree, self.tree.leaf_id)))
-        request = build_layer(self.tree, self.tree.leaf_id, "request", agent).request
+        request = build_layer(self.tree, self.tree.leaf_id, "request",
+                              self.agent or self.agent_setup()).request
         assert request is not None
         return request, await self._made_provider(request.model.provider)
 
@@ -346,7 +302,6 @@ class Harness:
     async def prepare(self) -> ModelInfo:
         """The model the next turn would use, its provider made: an editor asks when a chat
         opens, as the SDK's import is most of the first reply's wait."""
-        self.fallback = await self.model_fallback(self.tree.leaf_id)
         model = self.model()
         await self._made_provider(model.provider)
         return model
@@ -462,7 +417,6 @@ class Harness:
         finally:  # nothing queued for this prompt is left for the next one
             self._steering.clear()
             self._follow_up.clear()
-            self._warned = None  # the next prompt is warned again, as each pi 1.6 resume is
 
     def _record_level(self) -> None:
         """pi 1.6's _recordThinkingLevel at a prompt's start: the level the prompt thinks at is
@@ -547,7 +501,7 @@ class Harness:
             # No API key: fails before writing. Aborted before or meanwhile: the prompt is
             # written aborted at once, not after its SDK's import (seconds on a busy machine).
             with contextlib.suppress(Aborted):
-                await abortable(self, self._restored_provider())
+                await abortable(self, self._made_provider(self.model().provider))
             patch = system_patch_at(self.tree, self.tree.leaf_id, self.agent, now_ms())
             if patch is not None:  # pi 1.6 keeps the prompt and tools in the session
                 self.tree.append_message(patch)
@@ -561,11 +515,6 @@ class Harness:
             if self.aborted:
                 self._drop_queued()
             self._say_if_moved()  # a write flushed above, or one of the run's own
-
-    async def _restored_provider(self) -> Provider:
-        """The provider of the model the run's turns use, once it is restored (restore_model)."""
-        await self.restore_model()
-        return await self._made_provider(self.model().provider)
 
     def context_tokens(self) -> int:
         return context_tokens(self.tree, self.tree.leaf_id)
@@ -728,7 +677,6 @@ class Harness:
         default set, else the one in force), recorded when it changes."""
         current = self.thinking_level()
         self.tree.append_model_change(provider, model_id)
-        self.chosen = (provider, model_id)
         level = self.level_for_model(provider, model_id)
         self._record_thinking_level(current if level is None else level, current)
 

@@ -16,7 +16,6 @@ from pi_lsp.agent.events import (
     AgentEvent,
     AutoRetryStart,
     MessageUpdate,
-    ModelFallbackNotice,
     SummaryRetryScheduled,
     ToolExecutionEnd,
     ToolExecutionStart,
@@ -29,7 +28,8 @@ from pi_lsp.cli_common import (
     open_session,
     write_path_line,
 )
-from pi_lsp.context.restore import NoUsableModelError
+from pi_lsp.context.layers import lost_model, provider_problem
+from pi_lsp.context.projection import Projection, project_path
 from pi_lsp.harness_factory import make_harness
 from pi_lsp.providers.base import MissingApiKeyError, TextDelta
 from pi_lsp.providers.factory import UnknownProviderError, provider_factory
@@ -128,8 +128,6 @@ class TerminalPrinter:
     def __call__(self, event: AgentEvent) -> None:
         if isinstance(event, MessageUpdate) and isinstance(event.delta, TextDelta):
             self.write_text(event.delta.delta)
-        elif isinstance(event, ModelFallbackNotice):
-            self.warning(event.message)
         elif isinstance(event, AutoRetryStart | SummaryRetryScheduled):  # a reply's, a summary's
             self.end_line()
             self.note(f"  ↻ {printable(waiting_note(event))}\n")
@@ -182,11 +180,6 @@ class TerminalPrinter:
         self.end_line()
         self.note(f"pi-lsp: note: {printable(message)}\n")
 
-    def warning(self, message: str) -> None:
-        """pi-lsp's warning to the user on stderr now, on a line of its own."""
-        self.end_line()
-        self.note(f"pi-lsp: warning: {printable(message)}\n")
-
     def _write(self, stream: TextIO, text: str) -> None:
         """Once either stream fails, nothing more: an error raised here would go through the
         run's events and cut the turn short before its reply is saved."""
@@ -214,7 +207,7 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
 
     printer = TerminalPrinter(sys.stdout, sys.stderr, output_lost)
     harness = make_harness(tree, workspace, settings, tell_slow=printer.notice)
-    harness.subscribe(printer)  # before the model is restored: it may warn
+    projection = project_path(tree.path_to(tree.leaf_id))
     # A path with no message yet starts as pi 1.6 starts a new session: the flags, else the
     # settings' defaults, whatever model and level the path set (recorded below). One it
     # continues runs on the flags: the model for this run only (the session's follows its
@@ -222,8 +215,7 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
     # (Harness._record_level).
     start = harness.start_choice(wanted, options.thinking)
     if start is None:
-        harness.run_model = wanted
-        await restore_model(harness)  # the default, warned of, where pi 1.6 cannot restore it
+        harness.run_model = wanted or fallback_model(harness, projection)
         if options.thinking:
             harness.run_thinking_level = clamped_level(harness.model(), options.thinking)
     current = harness.model() if start is None else harness.registry.get(*start[0])
@@ -245,6 +237,8 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
         nonlocal stopped_by
         stopped_by = by
         harness.abort()  # the run saves what it has as aborted and kills a running command
+
+    harness.subscribe(printer)
 
     for stop in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(stop, interrupt, stop)
@@ -269,15 +263,23 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
     return EXIT_OK
 
 
-async def restore_model(harness: Harness) -> None:
-    """The session's model as pi 1.6 restores it (Harness.restore_model: the default, warned
-    of on stderr, where it cannot be); a RunError when the default cannot be used either."""
-    try:
-        await harness.restore_model()
-    except NoUsableModelError as error:
+def fallback_model(harness: Harness, projection: Projection) -> tuple[str, str] | None:
+    """The default model, warned of on stderr, when pi 1.6 could not restore the session's
+    (lost_model: one its catalog lacks, or whose provider cannot be made); else None."""
+    lost = lost_model(projection, harness.registry, harness.provider)
+    if lost is None:
+        return None
+    names, why = lost
+    default = harness.default_model
+    if unusable := provider_problem(harness.provider, default[0]):
         # pi 1.6 would go on to the first model with a key in its own catalog, in an order
         # pi-lsp's smaller catalog cannot follow: say why neither model can be used instead.
-        raise RunError(printable(f"{error}; pass --model")) from None
+        raise RunError(printable(
+            f"could not restore model {'/'.join(names)} ({why}), and the default model "
+            f"{'/'.join(default)} cannot be used either ({unusable}); pass --model"))
+    print(f"pi-lsp: warning: could not restore model {printable('/'.join(names))}; using "
+          f"{printable('/'.join(default))}", file=sys.stderr)
+    return default
 
 
 def output_failed(error: OSError) -> int:

@@ -4,7 +4,7 @@ agent's prompt and tools). The preview, the harness and the CLI all read this on
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import msgspec
@@ -17,13 +17,15 @@ from pi_lsp.context.projection import (
     ContextSettings,
     ModelRef,
     ProjectedEntry,
+    Projection,
     project_path,
 )
 from pi_lsp.context.replay import current_system_message, system_patch, system_text
 from pi_lsp.context.tokens import estimate_tokens, usage_tokens
-from pi_lsp.providers.base import ModelRequest, ToolSpec
+from pi_lsp.providers.base import MissingApiKeyError, ModelRequest, ToolSpec
 from pi_lsp.providers.registry import ModelInfo, ModelRegistry
 from pi_lsp.providers.thinking import clamped_level
+from pi_lsp.providers.wire import UnknownProviderError
 from pi_lsp.session.entries import (
     AgentMessage,
     AssistantMessage,
@@ -110,6 +112,31 @@ def model_at(settings: ContextSettings, registry: ModelRegistry, default: tuple[
     if settings.model is not None:
         return registry.get(*settings.model.names())
     return registry.get(*default)
+
+
+def lost_model(projection: Projection, registry: ModelRegistry,
+               provider: Callable[[str], object]) -> tuple[tuple[str, str], str] | None:
+    """The model a path with messages names and why pi 1.6 would not restore it on continuing
+    (sdk.js: pi then warns and uses the default): its catalog lacks it, or `provider` cannot
+    make its provider (provider_problem); else None. `run` and its preview both ask here."""
+    model = projection.settings.model
+    if model is None or not projection.messages:  # the default is in force already, as in pi
+        return None
+    names = model.names()
+    if registry.find(*names) is None:
+        return names, "pi-lsp's catalog has no such model"
+    why = provider_problem(provider, names[0])
+    return None if why is None else (names, why)
+
+
+def provider_problem(provider: Callable[[str], object], name: str) -> str | None:
+    """Why `provider` cannot make `name`'s provider (unconfigured, or no key: pi's
+    `hasConfiguredAuth` false); None when it can."""
+    try:
+        provider(name)
+    except (MissingApiKeyError, UnknownProviderError) as error:
+        return str(error)
+    return None
 
 
 def with_run_choices(settings: ContextSettings, model: tuple[str, str] | None,

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pi_lsp.context.layers import provider_problem
 from pi_lsp.context.projection import Projection
-from pi_lsp.context.restore import provider_problem
 from pi_lsp.providers.registry import ModelRegistry
 from pi_lsp.providers.thinking import clamped_level
 from pi_lsp.session.entries import DEFAULT_THINKING_LEVEL

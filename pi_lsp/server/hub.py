@@ -11,8 +11,6 @@ from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
-import msgspec
-
 from pi_lsp.agent.approval import Approver, allow_all
 from pi_lsp.agent.harness import BusyError, Diagnostics, Harness
 from pi_lsp.agent.prompt import agent_setup
@@ -268,7 +266,6 @@ class SessionHub(Workspace):
         root = self.folder_of(path)
         folder = session.stamp[0] if session.stamp is not None else root
         stamp = settings_stamp(folder)
-        chosen = session.harness.chosen if session.harness is not None else None
         session.harness = make_harness(
             session.tree, root, self.settings_for(path),
             anthropic_base_url=self.config.anthropic_base_url,
@@ -276,7 +273,6 @@ class SessionHub(Workspace):
             session_dirs=tuple(self.all_directories()), files=self.files,
             diagnostics=self.diagnostics_for(root),
             tell=lambda message: self.tell_once(root, message, message), tell_slow=self.tell)
-        session.harness.chosen = chosen  # new settings are no new choice of model
         session.stamp = (folder, stamp)
         return session.harness
 
@@ -413,7 +409,7 @@ class SessionHub(Workspace):
         stamp, setup = agent if agent is not None else self.agent_builder(path)()
         key = (real_path(path), leaf, layer)
         # The settings and models files' times too: a model's window and levels come from them.
-        state = (id(tree.records), len(tree.records), setup.default_model, setup.run_model,
+        state = (id(tree.records), len(tree.records), setup.default_model,
                  setup.default_thinking_level, setup.sections, stamp)
         cached = self._previews.get(key)
         if cached is not None and cached[0] == state:
@@ -436,19 +432,6 @@ class SessionHub(Workspace):
                                   (settings.default_provider, settings.default_model),
                                   settings.resume_thinking_level, settings.project_trusted)
         return lambda: (stamp, build())
-
-    async def with_turn_model(self, path: Path, leaf_id: str | None, agent: StampedAgent
-                              ) -> StampedAgent:
-        """`agent` with the model a turn from `leaf_id` uses over the session's, as the
-        session's harness decides it: the default where that one could not be restored."""
-        harness = self.harness(path)
-        leaf = leaf_id if leaf_id is not None else harness.tree.leaf_id
-        if leaf is not None:
-            harness.tree.record(leaf)
-        fallback = await harness.model_fallback(leaf)
-        stamp, setup = agent
-        return stamp, msgspec.structs.replace(setup,
-                                              run_model=fallback.used if fallback else None)
 
     def diff(self, path: Path, from_leaf: str, to_leaf: str | None) -> ContextDiff:
         tree = self.sync(path).tree

@@ -285,11 +285,6 @@ export class ChatPanel {
       this.pending = undefined;
       this.post({ type: "setInput", text: this.failed.text });
     }
-    if (n.event.type === "model_fallback") {
-      // Not a notice in the transcript: it comes before agent_start, and the reload after the
-      // turn's end would drop it.
-      void vscode.window.showWarningMessage(`pi: ${n.event.message}.`);
-    }
     if (n.event.type === "message_end" && n.event.message.role === "user") {
       // A queued message reached the model: it is no longer ours to keep.
       // Its first text block is the text as sent; attached code follows in blocks of its own.

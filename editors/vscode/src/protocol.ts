@@ -407,6 +407,4 @@ export type TurnEvent =
   | { type: "queue_dropped"; steering: string[]; followUp: string[] }
   | { type: "compaction_start"; reason: string }
   | { type: "session_moved"; replacedPath: string; path: string }
-  /** The session's model could not be restored: the turn runs on the default (pi 1.6's warning). */
-  | { type: "model_fallback"; lost: string; used: string; reason: string; message: string }
   | { type: "compaction_end"; entryId: string | null; error?: string | null; aborted?: boolean; willRetry?: boolean };

@@ -630,30 +630,6 @@ test("opening a chat has the server get its first turn ready (pi.prepareTurn): t
   }
 });
 
-test("a turn on a model the catalog lacks runs on the default model, and the user is warned once", async () => {
-  // The editor's turn sent `claude-nope-9` and said nothing, where `pi-lsp run` and pi 1.6 warn
-  // "could not restore model" and use the default.
-  const stamp = "2026-01-01T00:00:00.000Z";
-  const file = path.join(ws.folder, ".pi", "sessions", "lostmodel.jsonl");
-  fs.writeFileSync(file, [
-    { type: "session", version: 3, id: "lostmodel", timestamp: stamp, cwd: ws.folder },
-    { type: "model_change", id: "m1", parentId: null, timestamp: stamp, provider: "anthropic", modelId: "claude-nope-9" },
-    { type: "message", id: "u1", parentId: "m1", timestamp: stamp, message: { role: "user", content: [{ type: "text", text: "hi" }], timestamp: 1 } },
-  ].map((l) => JSON.stringify(l)).join("\n") + "\n");
-  const sessionUri = vscode.Uri.file(file).toString();
-  await eventually(async () => (await api.sessions.list()).some((s) => s.uri === sessionUri), "the session to be listed");
-  const chat = await vscode.commands.executeCommand("piLsp.openChat", { uri: sessionUri });
-  chat.panel.__receive({ type: "ready" });
-  fake.script(textReply("on the default"));
-  const shown = rec.messages.length;
-  await chat.receive({ type: "send", text: "go on", delivery: "prompt" });
-  await eventually(() => fake.requests.length === 1 && !chat.transcript.busy, "the turn to end");
-  assert.equal(fake.requests[0].body.model, "claude-sonnet-4-5");
-  const warned = rec.messages.slice(shown).filter((m) => m.kind === "warning");
-  assert.deepEqual(warned.map((m) => m.message), ["pi: could not restore model anthropic/claude-nope-9; using anthropic/claude-sonnet-4-5."]);
-  chat.panel.dispose();
-});
-
 test("a session moved to a new file mid-turn: the chat and its context preview follow it there", async () => {
   // Before, both kept the uri they opened: the turn's last events (naming the old file) were
   // dropped, and the next prompt went into the file cut short, without the first prompt or its

@@ -62,8 +62,6 @@ async def get_tree(ls: PiServer, args: TreeArgs) -> Any:
 async def preview_context(ls: PiServer, args: PreviewArgs) -> Any:
     path = await ls.open_tree(args.uri)
     agent = await asyncio.to_thread(ls.hub.agent_builder(path))
-    if args.layer == "request":  # the request a turn would send, on the model it would use
-        agent = await ls.hub.with_turn_model(path, args.leaf_id, agent)
     if args.page is None:
         return ls.hub.preview(path, args.leaf_id, args.layer, agent)
     outline = ls.hub.outline(path, args.leaf_id, args.layer, agent)

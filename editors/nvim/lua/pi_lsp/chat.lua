@@ -317,12 +317,6 @@ function on_event.compaction_end(chat, event)
   note(chat, compaction_end_note(event))
 end
 
---- The session's model could not be restored, so the turn runs on the default model: pi
---- 1.6's warning, as a message (it comes before agent_start, which clears the chat's notes).
-function on_event.model_fallback(_, event)
-  util.warn(event.message)
-end
-
 --- Put undelivered messages ({ text, context }) back: their texts into the input, before
 --- whatever is being written there now, and their code to go with the next message.
 local function put_back(chat, messages)
