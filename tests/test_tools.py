@@ -742,6 +742,42 @@ async def test_write_through_a_symlink_out_of_the_root_is_refused(root: Path) ->
     assert not (outside / "x.txt").exists()
 
 
+async def test_write_through_a_dangling_symlink_into_a_missing_folder_fails_as_in_pi(
+        root: Path) -> None:
+    # pi 1.6 makes the link's own folder, then writeFile follows the link: ENOENT, nothing made.
+    (root / "link.txt").symlink_to("sub/target.txt")
+    result = await run(WRITE, {"path": "link.txt", "content": "new"}, root)
+    assert result.is_error
+    text = text_of(result)
+    assert f"ENOENT: no such file or directory, open '{root / 'link.txt'}'" in text
+    assert str(root / "sub") in text
+    assert not os.path.lexists(root / "sub")
+
+
+@pytest.mark.parametrize("raw", ["d/x.txt", "d/e/x.txt"])
+async def test_write_through_a_dangling_folder_symlink_fails_as_in_pi(root: Path, raw: str
+                                                                      ) -> None:
+    # pi's mkdir -p meets the link, does not follow it to make `sub`: ENOENT/ENOTDIR.
+    (root / "d").symlink_to("sub", target_is_directory=True)
+    result = await run(WRITE, {"path": raw, "content": "new"}, root)
+    assert result.is_error
+    assert f"'{root / 'd'}'" in text_of(result)
+    assert str(root / "sub") in text_of(result)
+    assert not os.path.lexists(root / "sub")
+
+
+@pytest.mark.parametrize("raw", ["link.txt", "d/target.txt"])
+async def test_write_through_a_symlink_whose_folder_exists_writes_the_target(root: Path, raw: str
+                                                                             ) -> None:
+    (root / "sub").mkdir()
+    (root / "link.txt").symlink_to("sub/target.txt")
+    (root / "d").symlink_to("sub", target_is_directory=True)
+    result = await run(WRITE, {"path": raw, "content": "new"}, root)
+    assert not result.is_error, text_of(result)
+    assert (root / "sub" / "target.txt").read_text() == "new"
+    assert (root / "link.txt").is_symlink()
+
+
 async def test_edit_through_a_symlinked_file_out_of_the_root_is_refused(root: Path) -> None:
     outside = root.parent / "secret.txt"
     outside.write_text("keep me\n")

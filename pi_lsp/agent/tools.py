@@ -451,6 +451,35 @@ def undecodable(path: Path) -> Undecodable | None:
     return Undecodable(sum(len(SURROGATE.findall(line)) for line in lines), len(lines))
 
 
+def _refuse_dangling_links(given: Path) -> None:
+    """A ToolError when writing `given` follows a symlink into a folder that does not exist:
+    pi 1.6 makes the missing folders it names, never a link's target, and fails (nothing made)."""
+    # The deepest folder on the way that is there as a name; those below it pi makes.
+    folder = next(part for part in (given.parent, *given.parent.parents) if os.path.lexists(part))
+    if _dangling(folder):
+        code = "ENOENT: no such file or directory" if folder == given.parent else \
+            "ENOTDIR: not a directory"
+        raise ToolError(f"{code}, mkdir '{folder}': {folder} is a symlink to "
+                        f"{os.path.realpath(folder)}, which does not exist; nothing was written.")
+    target = Path(os.path.realpath(given))
+    if os.path.islink(given) and _dangling(target.parent):
+        raise ToolError(f"ENOENT: no such file or directory, open '{given}': {given} is a "
+                        f"symlink to {target}, whose folder {target.parent} does not exist; "
+                        "nothing was written.")
+
+
+def _dangling(path: Path | str) -> bool:
+    """Whether `path` is missing once its links are followed (a loop is not: it is an error of
+    its own, ELOOP, which the write reports)."""
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
 def _refuse_special(path: Path, raw: str, ctx: ToolContext) -> None:
     """A ToolError when `path` is there but no regular file: a folder fails as pi's write
     fails on it; writing a FIFO waits for a reader, and a device is no file to change."""
@@ -468,6 +497,7 @@ def _refuse_special(path: Path, raw: str, ctx: ToolContext) -> None:
 def propose_write(args: dict[str, Any], ctx: ToolContext) -> Proposal:
     args = tool_arguments("write", args)
     path = ctx.writable(args["path"])
+    _refuse_dangling_links(ctx.given(args["path"]))
     _refuse_special(path, args["path"], ctx)
     content = args["content"]
     secret = secret_reason(ctx.given(args["path"])) is not None
