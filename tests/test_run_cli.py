@@ -474,6 +474,77 @@ def test_an_unknown_model_id_is_used_with_a_note(
     assert "catalog has no" not in known.stderr
 
 
+def run_as_sent(fake: FakeAnthropic, workspace: Path, env: dict[str, str], name: str,
+                *flags: str) -> tuple[object, ...]:
+    """What a run on a new session `name` with `flags` sent and recorded: the wire's model and
+    thinking, the session's model and level, and its notes."""
+    fake.script(text_reply("ok"))
+    path = workspace / name
+    result = pi_run(workspace, env, "--session", str(path), *flags, "hi")
+    assert result.returncode == 0, result.stderr
+    request = fake.message_requests()[-1]
+    recorded = [(e.get("modelId"), e.get("thinkingLevel")) for e in entries(path)
+                if e["type"] in ("model_change", "thinking_level_change")]
+    return (request["model"], request.get("thinking"), recorded,
+            [line for line in problem_lines(result.stderr)])
+
+
+@pytest.mark.parametrize(("shorthand", "longhand"), [
+    (("--model", "anthropic/claude-haiku-4-5:high"),
+     ("--model", "anthropic/claude-haiku-4-5", "--thinking", "high")),
+    (("--model", "anthropic/claude-haiku-4-5:off"),
+     ("--model", "anthropic/claude-haiku-4-5", "--thinking", "off")),
+    # --thinking wins over a known model's suffix
+    (("--model", "anthropic/claude-haiku-4-5:high", "--thinking", "low"),
+     ("--model", "anthropic/claude-haiku-4-5", "--thinking", "low")),
+    # an id the catalog lacks: its suffix is the level, but stays in the id beside --thinking
+    (("--model", "anthropic/claude-typo-9:high"),
+     ("--model", "anthropic/claude-typo-9", "--thinking", "high")),
+    # levels are lower-case: `:HIGH` (like `:turbo`) is part of the id, sent with a note
+    (("--model", "anthropic/claude-haiku-4-5:HIGH"),
+     ("--model", "anthropic/claude-haiku-4-5:HIGH")),
+])
+def test_a_thinking_level_after_the_model_is_read_as_pi_reads_it(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str], shorthand: tuple[str, ...],
+        longhand: tuple[str, ...]) -> None:
+    """pi 1.6 reads `--model PROVIDER/ID:LEVEL` as `--model PROVIDER/ID --thinking LEVEL`
+    (model-resolver.js, resolveCliModel; checked against it); pi-lsp sent `ID:LEVEL` as the
+    model id, with a note that its catalog had no such model."""
+    assert run_as_sent(fake, workspace, env, "short.jsonl", *shorthand) == \
+        run_as_sent(fake, workspace, env, "long.jsonl", *longhand)
+
+
+def test_a_custom_ids_suffix_stays_in_the_id_beside_the_thinking_flag(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    # As pi 1.6: an id its catalog lacks keeps `:high` when --thinking names the level.
+    model, _thinking, recorded, notes = run_as_sent(
+        fake, workspace, env, "s.jsonl", "--model", "anthropic/claude-typo-9:high",
+        "--thinking", "low")
+    assert model == "claude-typo-9:high"
+    assert recorded == [("claude-typo-9:high", None), (None, "low")]
+    assert any("'claude-typo-9:high': it is sent as written" in note for note in notes)
+
+
+def test_a_models_json_id_with_a_colon_takes_a_level_after_it(
+        oai: FakeOpenAI, workspace: Path, env: dict[str, str]) -> None:
+    """`ollama/qwen2.5-coder:7b:low` is that model at `low`; an id that is itself `NAME:LEVEL`
+    in models.json is that model, as pi 1.6 finds the whole string first."""
+    (workspace / ".pi").mkdir()
+    (workspace / ".pi" / "models.json").write_text(json.dumps({"providers": {"ollama": {
+        "baseUrl": f"{oai.url}/v1", "api": "openai-completions", "apiKey": "ollama",
+        "models": [{"id": LOCAL_MODEL, "reasoning": True},
+                   {"id": "odd:high", "reasoning": True}]}}}))
+    oai.script(chat_reply("a"), chat_reply("b"))
+    first = pi_run(workspace, env, "--new", "--model", f"ollama/{LOCAL_MODEL}:low", "hi")
+    assert first.returncode == 0, first.stderr
+    second = pi_run(workspace, env, "--new", "--model", "ollama/odd:high", "hi")
+    assert second.returncode == 0, second.stderr
+    assert "catalog has no" not in first.stderr + second.stderr
+    [low, odd] = oai.chat_requests()
+    assert (low["model"], low["reasoning_effort"]) == (LOCAL_MODEL, "low")
+    assert (odd["model"], odd.get("reasoning_effort")) == ("odd:high", "medium")
+
+
 def test_bad_model_is_a_usage_error(
         fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
     fake.script(text_reply("never"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import re
 import signal
@@ -33,8 +34,9 @@ from pi_lsp.context.projection import Projection, project_path
 from pi_lsp.harness_factory import make_harness
 from pi_lsp.providers.base import MissingApiKeyError, TextDelta
 from pi_lsp.providers.factory import UnknownProviderError, provider_factory
+from pi_lsp.providers.model_reference import model_and_level
 from pi_lsp.providers.models_file import ModelsFileError
-from pi_lsp.providers.registry import DEFAULT_CONTEXT_WINDOW
+from pi_lsp.providers.registry import DEFAULT_CONTEXT_WINDOW, ModelRegistry
 from pi_lsp.providers.thinking import clamped_level
 from pi_lsp.session.catalog import (
     SessionDirError,
@@ -73,6 +75,16 @@ def parse_model(text: str) -> tuple[str, str]:
         raise RunError(f"--model must be PROVIDER/ID (for example anthropic/claude-sonnet-4-5), "
                        f"not {text!r}")
     return provider, model_id
+
+
+def read_model_flag(options: RunOptions, registry: ModelRegistry) -> RunOptions:
+    """`options` with `--model PROVIDER/ID:LEVEL` read as pi 1.6 reads it: the model and the
+    `--thinking` it stands for (`model_reference.model_and_level`)."""
+    if not options.model:
+        return options
+    provider, text = parse_model(options.model)
+    model_id, level = model_and_level(registry, provider, text, options.thinking)
+    return dataclasses.replace(options, model=f"{provider}/{model_id}", thinking=level)
 
 
 def new_session(options: RunOptions, workspace: Path, settings: Settings,
@@ -195,9 +207,10 @@ class TerminalPrinter:
 
 async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, vouched: bool
                      ) -> int:
-    wanted = parse_model(options.model) if options.model else None
     if options.thinking and options.thinking not in THINKING_LEVELS:
         raise RunError(f"--thinking must be one of {', '.join(THINKING_LEVELS)}")
+    options = read_model_flag(options, settings.registry())
+    wanted = parse_model(options.model) if options.model else None
     tree = choose_session(options, workspace, settings, vouched)  # a new one: at its reply
 
     def output_lost(_error: OSError, stream: TextIO) -> None:
