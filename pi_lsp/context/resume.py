@@ -1,7 +1,7 @@
 """What pi 1.6 begins a resumed session with when its path holds no message yet: restoring the
 session's model and level is for a session with messages (sdk.js createAgentSession), so such
-a session starts as a new one does. `pi-lsp run`, its request preview and the server's first
-hold of a session all ask here."""
+a session starts as a new one does. `pi-lsp run` and its request preview ask here (the server
+does not: in an editor such a path is most often the top of a session the user moved back to)."""
 
 from __future__ import annotations
 
