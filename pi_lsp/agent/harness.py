@@ -48,7 +48,7 @@ from pi_lsp.context.layers import (
     system_patch_at,
     with_run_choices,
 )
-from pi_lsp.context.projection import ContextSettings, project_path
+from pi_lsp.context.projection import ContextSettings, Projection
 from pi_lsp.context.resume import Choice, differs, start_choice
 from pi_lsp.providers.base import ModelRequest, Provider
 from pi_lsp.providers.registry import ModelInfo, ModelRegistry
@@ -647,20 +647,18 @@ class Harness:
             self._record_thinking_level(level, self.thinking_level())))
         return None if queued else clamped_level(self.model(), level), any(written)
 
-    def start_choice(self, model: tuple[str, str] | None = None, level: str | None = None
-                     ) -> Choice | None:
-        """The model and level pi 1.6 begins this session with on resuming it at its leaf
-        (`resume.start_choice`): None when the path has messages."""
-        return start_choice(project_path(self.tree.path_to(self.tree.leaf_id)), self.registry,
-                            self.default_model, self.level_for_model, self.provider, model,
-                            level)
+    def start_choice(self, projection: Projection, model: tuple[str, str] | None = None,
+                     level: str | None = None) -> Choice | None:
+        """The model and level pi 1.6 begins this session with on resuming it at its leaf,
+        whose path is `projection` (`resume.start_choice`): None when the path has messages."""
+        return start_choice(projection, self.registry, self.default_model,
+                            self.level_for_model, self.provider, model, level)
 
-    def begin_with(self, choice: Choice) -> None:
-        """Record `choice` on the path, as pi 1.6 records the model and level it resumes a
-        session without messages with: each where the path's own is another."""
+    def begin_with(self, projection: Projection, choice: Choice) -> None:
+        """Record `choice` on the path `projection`, as pi 1.6 records the model and level it
+        resumes a session without messages with: each where the path's own is another."""
         (provider, model_id), level = choice
-        model_differs, level_differs = differs(
-            project_path(self.tree.path_to(self.tree.leaf_id)), choice)
+        model_differs, level_differs = differs(projection, choice)
         if model_differs:
             self._write("model", lambda: self.tree.append_model_change(provider, model_id))
         if level_differs:

@@ -226,7 +226,7 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
     # continues runs on the flags: the model for this run only (the session's follows its
     # replies), the level recorded at the prompt's start where it changes the branch's
     # (Harness._record_level).
-    start = harness.start_choice(wanted, options.thinking)
+    start = harness.start_choice(projection, wanted, options.thinking)
     if start is None:
         harness.run_model = wanted or fallback_model(harness, projection)
         if options.thinking:
@@ -240,7 +240,7 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
               f"{printable(wanted[1])!r}: it is sent as written, counted with a "
               f"{DEFAULT_CONTEXT_WINDOW:,}-token window and no price", file=sys.stderr)
     if start is not None:  # recorded, as pi records them, where the path's differ
-        harness.begin_with(start)
+        harness.begin_with(projection, start)
     elif tree.settings_entries(tree.leaf_id)[0] is None:  # no thinking_level_change on it
         harness.note_thinking_level()  # as pi 1.6 does for a session whose branch has none
     loop = asyncio.get_running_loop()
