@@ -98,14 +98,7 @@ end, ":PiCompact did not show the plan", plan)
 H.check(vim.b[plan].pi_lsp_uri == uri, ":PiCompact 5f0c2a9e picked the original session")
 local to_summarize = H.text(plan):find("messages to summarize: [1-9]") or H.text(plan):find("of a split turn", 1, true)
 H.check(to_summarize, "the plan has messages to summarize", plan)
-H.wait(function()
-  for _, m in ipairs(H.messages) do
-    if m:find("^pi%-lsp: compacted %([%d,]+ tokens before%)") then
-      return true
-    end
-  end
-  return false
-end, "the compaction job did not finish")
+H.wait_said("^pi%-lsp: compacted %([%d,]+ tokens before%)", false, "the compaction job did not finish")
 H.dump(":PiCompact", plan)
 
 -- Again at once: the path ends in the compaction. The server's reason is said, not the

@@ -56,13 +56,7 @@ H.check(last_entry().replacement.content[1].text:find("QUERY PLAN", 1, true), "t
 local size = vim.fn.getfsize(example)
 vim.api.nvim_win_set_cursor(0, { H.line_of(preview, "`" .. RESULT .. "`"), 0 })
 H.keys("u")
-H.wait(function()
-  for _, m in ipairs(H.messages) do
-    if m:find("has no context edit in force", 1, true) then
-      return true
-    end
-  end
-end, "undo without an edit was not refused")
+H.wait_said("has no context edit in force", true, "undo without an edit was not refused")
 H.check(vim.fn.getfsize(example) == size, "nothing was written")
 
 -- In the chat: `cc` on the reply replaces its content; the chat marks it and

@@ -84,6 +84,18 @@ function H.said(text)
   return vim.tbl_contains(H.messages, "pi-lsp: " .. text)
 end
 
+--- Wait until a notification matches the Lua `pattern` (`plain`: found as it is).
+function H.wait_said(pattern, plain, why)
+  H.wait(function()
+    for _, m in ipairs(H.messages) do
+      if m:find(pattern, 1, plain) then
+        return true
+      end
+    end
+    return false
+  end, why)
+end
+
 function H.lines(buf)
   return vim.api.nvim_buf_get_lines(buf, 0, -1, false)
 end

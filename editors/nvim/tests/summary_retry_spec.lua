@@ -19,14 +19,7 @@ vim.cmd("PiCompact 5f0c2a9e")
 table.insert(H.selects, function(items)
   return items[1] -- "Compact"
 end)
-H.wait(function()
-  for _, m in ipairs(H.messages) do
-    if m:find("^pi%-lsp: compacted") then
-      return true
-    end
-  end
-  return false
-end, "the compaction job did not finish")
+H.wait_said("^pi%-lsp: compacted", false, "the compaction job did not finish")
 H.check(vim.tbl_contains(reports, WAIT), "the job's progress told the wait: " .. vim.inspect(reports))
 H.check(vim.tbl_contains(reports, "compacting the context"), "and the attempt after it: " .. vim.inspect(reports))
 H.finish()
