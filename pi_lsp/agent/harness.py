@@ -231,10 +231,10 @@ class Harness:
         if ended_retry:
             self.retries.end(success=True)
         if isinstance(event, TurnEnd):
-            had = self._pending.flush(stop_at_leaf_move=True)
+            had = self._pending.flush()
             self.emit(SavePoint(had_pending_mutations=had))
         elif isinstance(event, AgentEnd) and self._pending:
-            self._pending.flush(stop_at_leaf_move=False)
+            self._pending.flush()
 
     # -- turn state ----------------------------------------------------------------------
 
@@ -510,7 +510,7 @@ class Harness:
             if self.retries.attempt:  # aborted while a retry ran
                 self.retries.end(success=False, final_error="Retry cancelled")
             self.tree.hold_leaf = False
-            self._pending.flush(stop_at_leaf_move=False)
+            self._pending.flush()
             self.phase, self.agent, self._current = "idle", None, None
             if self.aborted:
                 self._drop_queued()
@@ -573,7 +573,7 @@ class Harness:
             return await self._compact_branch(instructions, reason)
         finally:
             self.phase, self._current = "idle", None
-            self._pending.flush(stop_at_leaf_move=False)  # what was set while it ran
+            self._pending.flush()  # what was set while it ran
 
     async def _compact_branch(self, instructions: str | None = None,
                               reason: CompactionReason = "manual") -> CompactionResult:
@@ -596,10 +596,10 @@ class Harness:
                 self.thinking_level(), SummaryRetries(self.emit, "branchSummary")))
         finally:
             self.phase, self._current = "idle", None
-            self._pending.flush(stop_at_leaf_move=False)  # on the branch it moved to
+            self._pending.flush()  # on the branch it moved to
 
     def branch(self, target_id: str, durable: bool = True) -> BranchOutcome:
-        """A plain pointer move; refused while busy (use move_leaf to queue one)."""
+        """A plain pointer move; refused while busy."""
         self._require_idle()
         return branch(self.tree, target_id, durable)
 
@@ -628,13 +628,13 @@ class Harness:
 
     # -- writes that wait for a save point -----------------------------------------------
 
-    def _write(self, kind: str, action: Callable[[], object]) -> None:
-        self._pending.write(self.busy, kind, action)
+    def _write(self, action: Callable[[], object]) -> None:
+        self._pending.write(self.busy, action)
         if not self.busy:
             self._said_path = self.tree.path  # an idle write's move is the hub's to tell
 
     def set_model(self, provider: str, model_id: str) -> None:
-        self._write("model", lambda: self._switch_model(provider, model_id))
+        self._write(lambda: self._switch_model(provider, model_id))
 
     def set_thinking_level(self, level: str) -> tuple[str | None, bool]:
         """The level recorded (`level` clamped to the model in force) and whether it was
@@ -643,7 +643,7 @@ class Harness:
         # a queued setModel or a branch summary's move changes: unknown until then.
         queued = self.busy
         written: list[bool] = []  # stays empty while the write is queued
-        self._write("thinking", lambda: written.append(
+        self._write(lambda: written.append(
             self._record_thinking_level(level, self.thinking_level())))
         return None if queued else clamped_level(self.model(), level), any(written)
 
@@ -660,15 +660,14 @@ class Harness:
         (provider, model_id), level = choice
         model_differs, level_differs = differs(projection, choice)
         if model_differs:
-            self._write("model", lambda: self.tree.append_model_change(provider, model_id))
+            self._write(lambda: self.tree.append_model_change(provider, model_id))
         if level_differs:
-            self._write("thinking", lambda: self.tree.append_thinking_level_change(level))
+            self._write(lambda: self.tree.append_thinking_level_change(level))
 
     def note_thinking_level(self) -> None:
         """Record the level in force, as it stands (pi 1.6 does so on continuing a session
         whose branch sets none)."""
-        self._write("thinking",
-                    lambda: self.tree.append_thinking_level_change(self.thinking_level()))
+        self._write(lambda: self.tree.append_thinking_level_change(self.thinking_level()))
 
     def _switch_model(self, provider: str, model_id: str) -> None:
         """pi's setModel: the change, then the level for the new model (its own, else the
@@ -688,17 +687,10 @@ class Harness:
 
     def set_label(self, target_id: str, label: str | None) -> None:
         self.tree.record(target_id)
-        self._write("label", lambda: self.tree.append_label(target_id, label))
+        self._write(lambda: self.tree.append_label(target_id, label))
 
     def set_name(self, name: str) -> None:
-        self._write("name", lambda: self.tree.append_session_info(name))
+        self._write(lambda: self.tree.append_session_info(name))
 
     def append_custom(self, custom_type: str, data: object = None) -> None:
-        self._write("custom", lambda: self.tree.append_custom(custom_type, data))
-
-    def move_leaf(self, target_id: str | None, durable: bool = True) -> None:
-        if target_id is not None:
-            self.tree.record(target_id)
-
-        self._write("leaf", lambda: self.tree.move_leaf(target_id, durable=durable))
-
+        self._write(lambda: self.tree.append_custom(custom_type, data))
