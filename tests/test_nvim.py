@@ -395,6 +395,22 @@ def test_a_summarys_retry_wait_is_in_the_progress(workspace: Path, fake: FakeAnt
     run_script("summary_retry_spec.lua", workspace, fake, tmp_path)
 
 
+@pytest.mark.parametrize("mode", ["cancelled", "retried"])
+def test_chat_shows_a_retry_as_a_retry(workspace: Path, fake: FakeAnthropic, tmp_path: Path,
+                                       mode: str) -> None:
+    """While a failed reply waited to be asked again, the chat showed its error as the turn's
+    final one under "pi is working"; after the turn the same reply read "removed from the
+    context"."""
+    trust(workspace, tmp_path / "agent")  # the folder's settings are loaded
+    wait_ms = 60000 if mode == "cancelled" else 1  # ended by <C-c>, or over at once
+    (workspace / ".pi" / "settings.json").write_text(json.dumps(
+        {"retry": {"baseDelayMs": wait_ms}}))
+    overloaded = error_reply(529, "overloaded_error", "Overloaded")
+    fake.script(overloaded, held_reply(words(60), tmp_path, "retried", after=4))
+    run_script("chat_retry_spec.lua", workspace, fake, tmp_path, PI_LSP_RETRY=mode)
+    assert len(fake.message_requests()) == (1 if mode == "cancelled" else 2)
+
+
 def test_trust_asks_on_first_use_and_saves_pis_decisions(workspace: Path, fake: FakeAnthropic,
                                                         tmp_path: Path) -> None:
     fake.script()

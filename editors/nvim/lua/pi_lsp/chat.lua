@@ -51,6 +51,12 @@ end
 -- (the reply being streamed, notes such as approval prompts, a busy line).
 -- Streaming rewrites only the live region.
 
+--- The wait before a failed reply is asked for again, counted down as pi 1.6 counts it.
+local function retry_line(retry)
+  local seconds = math.max(0, math.ceil((retry.deadline - vim.uv.now()) / 1000))
+  return ("_↻ retrying (%d/%d) in %d s… (%s abort)_"):format(retry.attempt, retry.max, seconds, config.options.chat.keys.abort)
+end
+
 local function live_builder(chat)
   local b = render.builder()
   if #chat.committed.lines > 0 then
@@ -67,7 +73,10 @@ local function live_builder(chat)
     b:blank()
     b:add(("_📎 %s goes with the next message_"):format(item.label))
   end
-  if chat.busy then
+  if chat.retry then
+    b:blank()
+    b:add(retry_line(chat.retry))
+  elseif chat.busy then
     local keys = config.options.chat.keys
     local doing = chat.tool and ("running " .. util.one_line(chat.tool)) or "working" -- the model's name
     b:blank()
@@ -222,10 +231,37 @@ end
 
 local function commit(chat, message)
   local before = #chat.committed.lines
+  -- A failed reply may be retried (auto_retry_start comes next): where it is, to redraw it.
+  local failed = message.role == "assistant" and message.stopReason == "error"
+  chat.failed = failed and { message = message, builder = chat.committed, mark = chat.committed:mark() } or nil
   local b = render.builder()
   b:message(message)
   chat.committed:extend(b)
   redraw(chat, HEADER_LINES + before)
+end
+
+--- The failed reply is being asked for again: from now on it is out of the context, and shown
+--- as the transcript shows it after the turn, not as the turn's error.
+local function show_attempt_removed(chat)
+  local failed = chat.failed
+  chat.failed = nil
+  if not failed or failed.builder ~= chat.committed then
+    return -- the transcript was read again since: it shows the reply as the server has it
+  end
+  chat.committed:truncate(failed.mark)
+  local b = render.builder()
+  b:removed(render.attempt_mark(failed.message))
+  chat.committed:extend(b)
+  redraw(chat, HEADER_LINES + failed.mark.lines)
+end
+
+local function stop_retry(chat)
+  local retry = chat.retry
+  chat.retry = nil
+  if retry then
+    retry.timer:stop()
+    retry.timer:close()
+  end
 end
 
 --- A line under the transcript about the running turn. Only `lasting` notes
@@ -289,6 +325,35 @@ function on_event.message_end(chat, event)
   end
   if event.message then
     commit(chat, event.message)
+  end
+end
+
+function on_event.turn_start(chat)
+  stop_retry(chat) -- the wait is over: the reply is being asked for again
+end
+
+function on_event.auto_retry_start(chat, event)
+  show_attempt_removed(chat)
+  stop_retry(chat)
+  local timer = assert(vim.uv.new_timer())
+  local retry = { attempt = event.attempt, max = event.maxAttempts, deadline = vim.uv.now() + (event.delayMs or 0), timer = timer }
+  chat.retry = retry
+  timer:start(1000, 1000, vim.schedule_wrap(function()
+    if chat.retry ~= retry then
+      return
+    elseif not vim.api.nvim_buf_is_valid(chat.buf) then
+      stop_retry(chat) -- the chat is gone: no event of its turn reaches it
+    else
+      draw_live(chat) -- the seconds left
+    end
+  end))
+end
+
+function on_event.auto_retry_end(chat, event)
+  stop_retry(chat)
+  if not event.success then
+    local attempts = ("%d attempt%s"):format(event.attempt or 0, event.attempt == 1 and "" or "s")
+    note(chat, ("**⚠ Retry failed after %s: %s**"):format(attempts, util.one_line(event.finalError or "Unknown error")), true)
   end
 end
 
@@ -360,7 +425,8 @@ end
 --- The turn is over, however it ended: nothing runs, and what it did not deliver
 --- (a prompt, queued steering) goes back to the input.
 local function end_turn(chat)
-  chat.busy, chat.live, chat.tool = false, nil, nil
+  chat.busy, chat.live, chat.tool, chat.failed = false, nil, nil, nil
+  stop_retry(chat)
   restore_pending(chat)
   restore_queued(chat)
 end

@@ -47,6 +47,20 @@ function Builder:fenced(text, info)
   self:add(fence)
 end
 
+--- Where the builder ends now, for `truncate` to go back to.
+function Builder:mark()
+  return { lines = #self.lines, folds = #self.folds, entries = #self.entries }
+end
+
+--- Drop what was added since `mark` (from Builder:mark).
+function Builder:truncate(mark)
+  for _, list in ipairs({ "lines", "folds", "entries" }) do
+    for i = #self[list], mark[list] + 1, -1 do
+      self[list][i] = nil
+    end
+  end
+end
+
 --- Append another builder's output (its folds shifted to fit), a blank line
 --- between them as between any two messages.
 function Builder:extend(other)
@@ -241,14 +255,40 @@ function Builder:message(message, entry_id, edited)
   end
 end
 
---- A message a context edit left out (pi.previewContext's `edits`), in its place.
+--- A message a context edit left out (pi.previewContext's `edits`), in its place. A mark
+--- without `targetId` and `tokensBefore` is one a running turn left out (a failed attempt).
 function Builder:removed(mark)
   self:blank()
-  self.entries[#self.entries + 1] = { line = #self.lines + 1, id = mark.targetId, role = mark.role, removed = true }
+  if mark.targetId then
+    self.entries[#self.entries + 1] = { line = #self.lines + 1, id = mark.targetId, role = mark.role, removed = true }
+  end
   local role = util.one_line(mark.role)
-  self:add(("## ~~%s~~ removed from the context · %s tokens%s"):format(role, util.thousands(mark.tokensBefore), where(mark.targetId)))
+  local tokens = mark.tokensBefore and (" · %s tokens"):format(util.thousands(mark.tokensBefore)) or ""
+  self:add(("## ~~%s~~ removed from the context%s%s"):format(role, tokens, where(mark.targetId)))
   self:add("")
   self:add("_" .. one_line(mark.original or "") .. "_")
+end
+
+--- A failed reply the turn left out of the context to ask again, as the server's edit marks
+--- it once the turn is over (pi_lsp/session/outline.py message_preview).
+function M.attempt_mark(message)
+  local text = {}
+  for _, block in ipairs(message.content or {}) do
+    if block.type == "text" then
+      text[#text + 1] = block.text or ""
+    end
+  end
+  local calls = {}
+  for _, block in ipairs(message.content or {}) do
+    if block.type == "toolCall" then
+      calls[#calls + 1] = ("%s(%s)"):format(block.name or "?", call_target(block.arguments))
+    end
+  end
+  local original = ("[%s] %s"):format(message.stopReason, message.errorMessage or table.concat(text, " "))
+  if #calls > 0 then
+    original = original .. " → " .. table.concat(calls, ", ")
+  end
+  return { role = "assistant", original = original }
 end
 
 --- The characters of `b`'s lines, newlines included: what treesitter parses.
