@@ -22,8 +22,11 @@ export interface ToolRun {
 export type Block =
   | { id: string; kind: "user"; parts: Part[]; edited?: boolean }
   | { id: string; kind: "assistant"; parts: Part[]; streaming: boolean; model?: string; error?: string; edited?: boolean }
-  /** A message a context edit left out: shown where it was, so it can be put back. */
-  | { id: string; kind: "removed"; entryId: string; role: string; text: string; tokens: number }
+  /** A message a context edit left out: shown where it was, so it can be put back. A running
+   *  turn's failed reply, left out to be asked for again, has no entry id or tokens yet. */
+  | { id: string; kind: "removed"; entryId?: string; role: string; text: string; tokens?: number }
+  /** pi's wait before asking again for a failed reply; `until` (ms since the epoch) counts it down. */
+  | { id: string; kind: "retry"; attempt: number; maxAttempts: number; until: number; over: boolean }
   | { id: string; kind: "summary"; title: string; text: string }
   | { id: string; kind: "notice"; text: string; level: "info" | "error" };
 
@@ -60,7 +63,7 @@ export class Transcript {
     if (event.type === "agent_end") {
       this.busy = false;
       this.finishStreaming();
-      return [];
+      return this.retryOver();
     }
     this.busy = event.type !== "error";
     switch (event.type) {
@@ -84,7 +87,20 @@ export class Transcript {
         return this.blocksCalling(event.toolCallId);
       case "error":
         this.finishStreaming();
-        return [this.push({ id: "", kind: "notice", level: "error", text: event.message })];
+        return [...this.retryOver(), this.push({ id: "", kind: "notice", level: "error", text: event.message })];
+      case "turn_start":
+        return this.retryOver(); // the wait is over: the reply is asked for again
+      case "auto_retry_start":
+        return [...this.retryOver(), ...this.leftOut(), this.push({
+          id: "", kind: "retry", attempt: event.attempt, maxAttempts: event.maxAttempts, until: Date.now() + event.delayMs, over: false,
+        })];
+      case "auto_retry_end": {
+        const over = this.retryOver();
+        if (event.success) return over;
+        // As pi 1.6's error line once retrying stops without a reply.
+        const attempts = `${event.attempt} attempt${event.attempt === 1 ? "" : "s"}`;
+        return [...over, this.push({ id: "", kind: "notice", level: "error", text: `Retry failed after ${attempts}: ${event.finalError || "Unknown error"}` })];
+      }
       case "compaction_start":
         return [this.push({ id: "", kind: "notice", level: "info", text: `Compacting the context (${event.reason})…` })];
       case "compaction_end":
@@ -130,6 +146,28 @@ export class Transcript {
       default:
         return [];
     }
+  }
+
+  /** The wait being counted down, if any. */
+  retrying(): Extract<Block, { kind: "retry" }> | undefined {
+    return this.blocks.find((b): b is Extract<Block, { kind: "retry" }> => b.kind === "retry" && !b.over);
+  }
+
+  private retryOver(): string[] {
+    const retry = this.retrying();
+    if (!retry) return [];
+    retry.over = true;
+    return [retry.id];
+  }
+
+  /** The failed reply pi asks for again is out of the context from now on: shown as the
+   *  transcript read after the turn shows it (the server's edit mark), not as the turn's error. */
+  private leftOut(): string[] {
+    const at = this.blocks.length - 1;
+    const last = this.blocks[at];
+    if (last?.kind !== "assistant" || last.error === undefined) return [];
+    this.blocks[at] = { id: last.id, kind: "removed", role: "assistant", text: attemptPreview(last) };
+    return [last.id];
   }
 
   private stream(deltas: StreamDelta[]): string[] {
@@ -261,6 +299,15 @@ export function contentText(content: AgentMessage["content"]): string {
   if (content === undefined) return "";
   if (typeof content === "string") return content;
   return content.map((b) => (b.type === "text" ? b.text ?? "" : `[${b.type}]`)).join("\n");
+}
+
+/** A failed reply in the words of the server's edit mark for it (pi_lsp/session/outline.py
+ *  message_preview): `[error] <its error>`, then its calls. */
+function attemptPreview(block: Extract<Block, { kind: "assistant" }>): string {
+  const text = block.parts.flatMap((p) => (p.type === "text" ? [p.text] : [])).join(" ");
+  const calls = block.parts.flatMap((p) => (p.type === "toolCall" ? [`${p.name}(${p.brief ?? ""})`] : []));
+  const preview = `[error] ${block.error || text}`;
+  return calls.length ? `${preview} → ${calls.join(", ")}` : preview;
 }
 
 function errorOf(message: AgentMessage): string | undefined {

@@ -150,6 +150,8 @@ export class ChatPanel {
   /** Blocks a delta changed, drawn at the end of the frame (`frame`) or by the next other event. */
   private readonly stale = new Set<string>();
   private frame: ReturnType<typeof setTimeout> | undefined;
+  /** Draws pi's retry wait each second while it is counted down (its seconds left). */
+  private countdown: ReturnType<typeof setInterval> | undefined;
   /** How the streaming reply's text is drawn, while it streams. */
   private stream: { id: string; md: AsyncRender } | undefined;
   /** Draws and resets, in the order asked: each waits for marked (in a worker), and none may
@@ -195,6 +197,7 @@ export class ChatPanel {
     this.panel.onDidDispose(() => {
       clearTimeout(this.reloadTimer);
       clearTimeout(this.frame);
+      clearInterval(this.countdown);
       this.reloadedEmitter.dispose();
       onDispose();
       this.sessions.refreshCurrent();
@@ -299,10 +302,27 @@ export class ChatPanel {
     if (n.event.type === "message_update") this.frame ??= setTimeout(() => this.draw(), STREAM_FRAME_MS);
     else this.draw();
     if (wasBusy !== this.transcript.busy) this.setBusy(this.transcript.busy);
+    this.countDown();
     if (n.event.type === "agent_end" || n.event.type === "error") {
       this.turnsEnded++;
       this.restoreQueued();
       this.scheduleReload(300);
+    }
+  }
+
+  /** Draws the retry wait each second while there is one, as pi 1.6 counts it down. */
+  private countDown(): void {
+    const retry = this.transcript.retrying();
+    if (!retry) {
+      clearInterval(this.countdown);
+      this.countdown = undefined;
+    } else if (this.countdown === undefined) {
+      this.countdown = setInterval(() => {
+        const waiting = this.transcript.retrying();
+        if (!waiting) return this.countDown(); // reloaded meanwhile
+        this.stale.add(waiting.id);
+        this.draw();
+      }, 1000);
     }
   }
 

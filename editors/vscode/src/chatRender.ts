@@ -126,9 +126,18 @@ export function renderBlock(block: Block, tools: ReadonlyMap<string, ToolRun>, m
       const actions = block.streaming ? "" : contextActions(block.id, block.edited);
       return `<div class="msg assistant${block.streaming ? " streaming" : ""}" data-id="${id}"><div class="role">pi${block.model ? ` · ${escapeHtml(oneLine(block.model))}` : ""}${actions}</div>${body}${cursor}${error}</div>`;
     }
-    case "removed":
-      return `<div class="msg removed" data-id="${id}"><div class="role">${escapeHtml(oneLine(block.role))} removed from the context · ${block.tokens.toLocaleString("en")} tokens` +
-        `${contextButton(block.entryId, "undo", "Undo context edit")}</div><div class="text">${escapeHtml(block.text)}</div></div>`;
+    case "removed": {
+      const tokens = block.tokens === undefined ? "" : ` · ${block.tokens.toLocaleString("en")} tokens`;
+      const undo = block.entryId === undefined ? "" : contextButton(block.entryId, "undo", "Undo context edit");
+      return `<div class="msg removed" data-id="${id}"><div class="role">${escapeHtml(oneLine(block.role))} removed from the context${tokens}` +
+        `${undo}</div><div class="text">${escapeHtml(block.text)}</div></div>`;
+    }
+    case "retry": {
+      if (block.over) return `<div class="hidden" data-id="${id}"></div>`;
+      // As pi 1.6's status line, with the chat's Abort button for its Esc.
+      const seconds = Math.max(0, Math.ceil((block.until - Date.now()) / 1000));
+      return `<div class="notice info retry" data-id="${id}">↻ Retrying (${block.attempt}/${block.maxAttempts}) in ${seconds}s… (Abort to cancel)</div>`;
+    }
     case "summary":
       return `<div class="msg summary" data-id="${id}"><details data-key="${id}:s"><summary>${escapeHtml(oneLine(block.title))}</summary>${md(block.text)}</details></div>`;
     case "notice":

@@ -406,5 +406,7 @@ export type TurnEvent =
   | { type: "error"; message: string }
   | { type: "queue_dropped"; steering: string[]; followUp: string[] }
   | { type: "compaction_start"; reason: string }
+  | { type: "auto_retry_start"; attempt: number; maxAttempts: number; delayMs: number; errorMessage: string }
+  | { type: "auto_retry_end"; success: boolean; attempt: number; finalError?: string | null }
   | { type: "session_moved"; replacedPath: string; path: string }
   | { type: "compaction_end"; entryId: string | null; error?: string | null; aborted?: boolean; willRetry?: boolean };

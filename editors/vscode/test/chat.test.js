@@ -15,7 +15,7 @@ const vscode = require("vscode");
 const ext = require("../out/extension.js");
 const { eventually, setUp, PROCESS_CEILING_MS } = require("../testlib/server");
 const { activateWithFake } = require("../testlib/activate");
-const { textReply, toolReply } = require("../testlib/fake-anthropic");
+const { errorReply, textReply, toolReply } = require("../testlib/fake-anthropic");
 
 const { rec, respond, links, click } = vscode.__test;
 let rig, ws, api, fake, uri, panel;
@@ -241,6 +241,24 @@ test("model and thinking pickers write to the session", async () => {
   await panel.receive({ type: "setModel", model: "anthropic/claude-haiku-4-5" });
   await panel.receive({ type: "setThinking", level: "minimal" });
   await eventually(() => lastReset().state.model === "anthropic/claude-haiku-4-5" && lastReset().state.thinkingLevel === "minimal", "the new settings in the panel");
+});
+
+test("a reply asked for again shows pi's wait, and its failed attempt as the transcript after the turn does", async () => {
+  // The panel dropped auto_retry_*: the attempt's error read as the turn's while pi waited (2 s,
+  // the default first wait), then "removed from the context" once the turn was over.
+  fake.script(errorReply(529, "overloaded_error", "Overloaded"), textReply("after the retry"));
+  const from = panel.posted.length;
+  const all = await turn("Try it");
+  const html = all.slice(all.lastIndexOf("Try it")); // this turn's (earlier tests' turns come before)
+  const upserts = panel.posted.slice(from).filter((m) => m.type === "upsert");
+  assert.ok(upserts.some((m) => /↻ Retrying \(1\/3\) in 2s… \(Abort to cancel\)/.test(m.html)), "the wait was shown");
+  const failed = upserts.find((m) => /class="error">Anthropic 529 overloaded_error: Overloaded/.test(m.html));
+  assert.ok(failed, "the reply failed");
+  const last = upserts.filter((m) => m.id === failed.id).at(-1).html;
+  assert.match(last, /assistant removed from the context<\/div><div class="text">\[error\] Anthropic 529 overloaded_error: Overloaded</);
+  assert.match(html, /assistant removed from the context · [\d,]+ tokens.*<div class="text">\[error\] Anthropic 529 overloaded_error: Overloaded</);
+  assert.doesNotMatch(html, /class="error"|Retrying/);
+  assert.match(html, /after the retry/);
 });
 
 test("while a turn runs, the input steers; abort stops the turn", async () => {

@@ -151,6 +151,50 @@ test("Transcript: an aborted reply and an error notice", () => {
   assert.equal(t.busy, false);
 });
 
+test("Transcript: a reply that is retried shows as left out of the context under a retry note, not as the turn's error", () => {
+  // The failed attempt read "Anthropic 529 …" as the turn's error while pi waited to ask again,
+  // and "removed from the context" once the turn was over.
+  const t = new ext.Transcript();
+  const failure = "Anthropic 529 overloaded_error: Overloaded";
+  const [attempt] = t.apply({ type: "message_start", message: { role: "assistant", content: [] } });
+  t.apply({ type: "message_end", message: { role: "assistant", content: [], stopReason: "error", errorMessage: failure } });
+  const changed = t.apply({ type: "auto_retry_start", attempt: 1, maxAttempts: 3, delayMs: 20000, errorMessage: failure });
+  assert.ok(changed.includes(attempt), "the failed attempt is drawn again");
+  const live = ext.renderBlock(t.block(attempt), t.tools);
+  assert.match(live, /assistant removed from the context</);
+  assert.match(live, /\[error\] Anthropic 529 overloaded_error: Overloaded/);
+  assert.doesNotMatch(live, /class="error"/);
+  const retry = changed.find((id) => id !== attempt);
+  assert.match(ext.renderBlock(t.block(retry), t.tools), /↻ Retrying \(1\/3\) in 20s… \(Abort to cancel\)/);
+  assert.equal(t.busy, true);
+  // The wait is over: pi asks again, and the note goes.
+  assert.ok(t.apply({ type: "turn_start" }).includes(retry));
+  assert.match(ext.renderBlock(t.block(retry), t.tools), /class="hidden"/);
+  t.apply({ type: "message_start", message: { role: "assistant", content: [] } });
+  t.apply({ type: "message_end", message: { role: "assistant", content: [{ type: "text", text: "fine now" }], stopReason: "stop" } });
+  assert.deepEqual(t.apply({ type: "auto_retry_end", success: true, attempt: 1 }), []);
+  t.apply({ type: "agent_end" });
+  // What the transcript read after the turn shows: the same attempt, left out, in its place.
+  const after = new ext.Transcript();
+  after.load([{ entryId: "u1", role: "user", tokens: 1, message: { role: "user", content: "Try it" } },
+    { entryId: "a2", role: "assistant", tokens: 2, message: { role: "assistant", content: [{ type: "text", text: "fine now" }], stopReason: "stop" } }],
+  [{ targetId: "a1", editId: "e1", kind: "omitted", role: "assistant", tokensBefore: 0, tokensAfter: 0, original: `[error] ${failure}`, position: 1 }]);
+  const shown = (tr) => tr.blocks.filter((b) => b.kind !== "user").map((b) => ext.renderBlock(b, tr.tools))
+    .filter((html) => !/class="hidden"/.test(html)).map((html) => html.replace(/ · \d+ tokens|<button.*?<\/button>|data-id="[^"]*"/g, "").replace('<span class="ctx-actions"></span>', ""));
+  assert.deepEqual(shown(t), shown(after));
+});
+
+test("Transcript: a retry that did not work says so, as pi 1.6 does", () => {
+  const t = new ext.Transcript();
+  const failure = "Anthropic 529 overloaded_error: Overloaded";
+  t.apply({ type: "message_end", message: { role: "assistant", content: [], stopReason: "error", errorMessage: failure } });
+  const [, retry] = t.apply({ type: "auto_retry_start", attempt: 1, maxAttempts: 3, delayMs: 60000, errorMessage: failure });
+  const [over, note] = t.apply({ type: "auto_retry_end", success: false, attempt: 1, finalError: "Retry cancelled" });
+  assert.equal(over, retry);
+  assert.deepEqual([t.block(note).level, t.block(note).text], ["error", "Retry failed after 1 attempt: Retry cancelled"]);
+  assert.match(ext.renderBlock(t.block(retry), t.tools), /class="hidden"/);
+});
+
 test("Transcript: a failed compaction shows the server's words as they are", () => {
   // The server words it as pi does; the panel read "Compaction failed: Auto-compaction failed: …".
   const t = new ext.Transcript();
