@@ -278,6 +278,21 @@ def test_a_queued_thinking_level_is_not_promised(workspace: Path, fake: FakeAnth
     run_script("queued_thinking_spec.lua", workspace, fake, tmp_path)
 
 
+def test_a_delivered_steers_note_goes(workspace: Path, fake: FakeAnthropic,
+                                      tmp_path: Path) -> None:
+    """A steer's and a follow-up's notes ("_↳ steering: steer me_") stayed under the
+    transcript after their messages were delivered and drawn in it, the text shown twice,
+    until the turn ended."""
+    fake.script(held_reply(words(25), tmp_path, "steered", after=4),
+                text_reply("Steered", " reply"),
+                held_reply([f"more{i} " for i in range(25)], tmp_path, "followed", after=4))
+    run_script("queued_notes_spec.lua", workspace, fake, tmp_path)
+    requests = fake.message_requests()
+    assert len(requests) == 3
+    assert requests[1]["messages"][-1]["content"][0]["text"] == "steer me"
+    assert requests[2]["messages"][-1]["content"][0]["text"] == "follow me"
+
+
 def crafted_session(path: Path, texts: list[str], ids: list[str] | None = None) -> Path:
     """A session at `path` of one chain of messages, user and assistant in turn, of `texts`
     (with `ids` when given)."""

@@ -184,6 +184,7 @@ H.release("crashed")
 H.wait(function()
   return H.text(input_buf) == "Steer before the crash"
 end, "the undelivered steer is back in the input", input_buf)
+H.check(not H.contains(chat_buf, "↳ steering"), "the note of the steer given back is gone", chat_buf)
 H.keys("<CR>") -- sent as a prompt: a new server runs it
 H.wait(function()
   return H.contains(chat_buf, "Back again") and not crashed.busy

@@ -264,18 +264,33 @@ local function stop_retry(chat)
   end
 end
 
+local function add_note(chat, item)
+  table.insert(chat.notes, item)
+  draw_live(chat)
+  return item
+end
+
 --- A line under the transcript about the running turn. Only `lasting` notes
---- (errors) outlive the turn: the rest (approvals, queued messages) are shown
---- by the transcript itself once the turn has ended, or no longer matter.
+--- (errors) outlive the turn: the rest (approvals) are shown by the transcript
+--- itself once the turn has ended, or no longer matter.
 local function note(chat, text, lasting)
   local last = chat.notes[#chat.notes]
   if last and last.text == text then
     return last -- the harness and the server may both report one failure
   end
-  local item = { text = text, lasting = lasting }
-  table.insert(chat.notes, item)
-  draw_live(chat)
-  return item
+  return add_note(chat, { text = text, lasting = lasting })
+end
+
+--- Take the notes of queued `messages` away: each was delivered (the transcript shows it
+--- now) or given back to the input.
+local function drop_notes(chat, messages)
+  local gone = {}
+  for _, message in ipairs(messages) do
+    gone[message.note] = true
+  end
+  chat.notes = vim.tbl_filter(function(item)
+    return not gone[item]
+  end, chat.notes)
 end
 
 --- The text a user message was sent with: its first text block (the server adds the
@@ -318,7 +333,7 @@ function on_event.message_end(chat, event)
     local text = sent_text(event.message.content)
     for i, item in ipairs(chat.queued) do
       if item.text == text then
-        table.remove(chat.queued, i)
+        drop_notes(chat, { table.remove(chat.queued, i) })
         break
       end
     end
@@ -407,6 +422,7 @@ end
 local function restore_queued(chat)
   local queued = chat.queued
   chat.queued = {}
+  drop_notes(chat, queued)
   if put_back(chat, queued) then
     util.warn("the turn ended before your queued message reached pi; it is back in the input")
   end
@@ -492,9 +508,10 @@ function M.send(chat, delivery)
     vim.api.nvim_buf_set_lines(input_of(chat), 0, -1, false, {})
     chat.context = {} -- now the message's: it comes back with the text if pi does not get it
     if result.queued then
-      table.insert(chat.queued, { delivery = result.queued, text = text, context = attached })
       local what = result.queued == "steer" and "steering" or "follow-up queued"
-      note(chat, ("_↳ %s: %s_"):format(what, (text:gsub("\n", " "))))
+      -- Its own note (not note()'s, merged with an equal last one): it goes with its message.
+      local item = add_note(chat, { text = ("_↳ %s: %s_"):format(what, (text:gsub("\n", " "))) })
+      table.insert(chat.queued, { delivery = result.queued, text = text, context = attached, note = item })
     else
       chat.notes = {}
       chat.turn_id = result.turnId
