@@ -265,11 +265,31 @@ require("pi_lsp.context").preview(vim.uri_from_fname(long))
 local long_buf = H.wait_buf("pi://context/long-context", "_… messages 51 to 300 not shown_", "the long context's preview did not show both ends")
 H.check(H.contains(long_buf, "## 50. user") and H.contains(long_buf, "## 350. user"), "both ends are shown", long_buf)
 vim.api.nvim_set_current_win(vim.fn.bufwinid(long_buf))
+-- `+` on the line of the messages left out: the cursor stays on it, where the new ones appear.
+vim.api.nvim_win_set_cursor(0, { H.line_of(long_buf, "_… messages 51 to 300 not shown_"), 0 })
 H.keys("+")
 H.wait(function()
   return H.contains(long_buf, "_… messages 101 to 250 not shown_")
 end, "`+` did not show more of the context", long_buf)
 H.check(H.contains(long_buf, "## 100. user"), "50 more from each end", long_buf)
+local function cursor_text()
+  return vim.api.nvim_get_current_line()
+end
+H.check(cursor_text() == "_… messages 101 to 250 not shown_", "the cursor stays at the gap: " .. cursor_text(), long_buf)
+-- On a message: the cursor stays on its text.
+vim.api.nvim_win_set_cursor(0, { H.line_of(long_buf, "prompt 320"), 0 })
+H.keys("+")
+H.wait(function()
+  return H.contains(long_buf, "_… messages 151 to 200 not shown_")
+end, "a second `+` did not show more of the context", long_buf)
+H.check(cursor_text() == "prompt 320", "the cursor stays on its message: " .. cursor_text(), long_buf)
+-- Every message shown: from the gap, the cursor goes to the first of those it left out.
+vim.api.nvim_win_set_cursor(0, { H.line_of(long_buf, "_… messages 151 to 200 not shown_"), 0 })
+H.keys("+")
+H.wait(function()
+  return not H.contains(long_buf, "not shown_")
+end, "a third `+` did not show the whole context", long_buf)
+H.check(vim.startswith(cursor_text(), "## 151. user"), "the cursor is at the first message shown now: " .. cursor_text(), long_buf)
 
 -- A session's model name is text in the statusline, never statusline code: drawn with the
 -- documented %{%...%}, an expression in it would run.

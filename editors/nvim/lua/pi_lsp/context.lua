@@ -107,10 +107,77 @@ end
 
 local PAGE = 50 -- messages from each end of a long context; `+` shows as many more
 
+--- The line (1-based) of a paged preview's "_… messages A to B not shown_" and how many headings
+--- stand above it; nil when every message is shown. The server writes the first page's messages
+--- (each after those an edit removed before it), that line, a blank line, the last page's heading.
+local function gap_of(result)
+  local pages = result.pages or {}
+  if #pages < 2 then
+    return nil
+  end
+  local above = #pages[1].messages
+  for _, edit in ipairs(result.edits or {}) do
+    if edit.kind == "omitted" and edit.position < #pages[1].messages then
+      above = above + 1
+    end
+  end
+  local below = (result.headings or {})[above + 1]
+  return below and { line = below.line - 1, above = above }
+end
+
+--- Where line `row` of the preview `result` is, in terms that outlast showing more of it: at the
+--- messages left out, or in a message (its entry, which of that entry's messages, the line in it).
+local function anchor_of(result, row)
+  local gap = gap_of(result)
+  if gap and (row == gap.line or row == gap.line - 1) then
+    return { gap = gap.above }
+  end
+  local headings = result.headings or {}
+  local found
+  for _, heading in ipairs(headings) do
+    if heading.line < row then
+      found = heading
+    end
+  end
+  -- Above the first message (the header) nothing moves; nor does a message of no entry.
+  if not found or type(found.entryId) ~= "string" then
+    return { row = row }
+  end
+  local nth = 0
+  for _, heading in ipairs(headings) do
+    nth = heading.entryId == found.entryId and nth + 1 or nth
+    if heading == found then
+      break
+    end
+  end
+  return { row = row, id = found.entryId, nth = nth, offset = row - found.line - 1 }
+end
+
+--- The line `anchor` (from anchor_of) is at in the preview `result`.
+local function row_of(result, anchor)
+  local headings = result.headings or {}
+  if anchor.gap then
+    local gap = gap_of(result)
+    -- Every message shown now: the first of those that were not.
+    local first = headings[anchor.gap + 1]
+    return gap and gap.line or (first and first.line + 1) or 1
+  end
+  local nth = 0
+  for _, heading in ipairs(headings) do
+    if anchor.id and heading.entryId == anchor.id then
+      nth = nth + 1
+      if nth == anchor.nth then
+        return heading.line + 1 + anchor.offset
+      end
+    end
+  end
+  return anchor.row
+end
+
 --- The context preview of `uri` at `leaf_id` (default: the current leaf): the
---- first and last `page` messages (default PAGE); `line`: where to put the
---- cursor (default: the top).
-function M.preview(uri, leaf_id, page, line)
+--- first and last `page` messages (default PAGE); `place(result)`: the line to put the
+--- cursor on (default: the top).
+function M.preview(uri, leaf_id, page, place)
   local args = { uri = uri, page = page or PAGE }
   if leaf_id and leaf_id ~= "" then
     args.leafId = leaf_id
@@ -118,18 +185,26 @@ function M.preview(uri, leaf_id, page, line)
   client.run("pi.previewContext", args, function(result)
     -- One buffer per session: previewing another entry replaces the last one.
     local lines = util.split_lines(result.markdown or "")
-    local buf = show_scratch("pi://context/" .. name_of(uri), lines, uri)
+    local buf, win = show_scratch("pi://context/" .. name_of(uri), lines, uri)
     vim.b[buf].pi_lsp_leaf = result.leafId
     util.map(buf, "n", "+", function()
-      M.preview(vim.b[buf].pi_lsp_uri, leaf_id, args.page + PAGE)
+      -- The cursor stays on the text it is on: the messages shown are where they were, or more.
+      local anchor = anchor_of(result, vim.api.nvim_win_get_cursor(0)[1])
+      M.preview(vim.b[buf].pi_lsp_uri, leaf_id, args.page + PAGE, function(more)
+        return row_of(more, anchor)
+      end)
     end, "show more of the context")
-    vim.api.nvim_win_set_cursor(0, { math.min(line or 1, #lines), 0 })
+    local line = place and place(result) or 1
+    vim.api.nvim_win_set_cursor(win, { math.max(1, math.min(line, #lines)), 0 })
     -- Edits are written at the current leaf: the buffer then shows that.
     local headings = result.headings or {}
     M.map_edit_keys(buf, function()
       return M.heading_at(headings, vim.api.nvim_win_get_cursor(0)[1])
     end, function()
-      M.preview(vim.b[buf].pi_lsp_uri, nil, args.page, vim.api.nvim_win_get_cursor(0)[1])
+      local line_now = vim.api.nvim_win_get_cursor(0)[1]
+      M.preview(vim.b[buf].pi_lsp_uri, nil, args.page, function()
+        return line_now
+      end)
     end)
     util.map(buf, "n", config.options.context.keys.help, function()
       util.notify(M.edit_help() .. " · + more of the context · q close")
