@@ -142,8 +142,9 @@ export class ChatPanel {
   private failed: { text: string; error: string } | undefined;
   private pending: string | undefined;
   /** Steers and follow-ups the server queued: the webview cleared them from its input, so an
-   *  abort or error before they reach the model would lose them. */
-  private readonly queued: string[] = [];
+   *  abort or error before they reach the model would lose them. `notice`: the id of the notice
+   *  that says it is queued, which goes with it. */
+  private readonly queued: { text: string; notice: string }[] = [];
   /** The last messages of the context the chat shows (a long session's are many). */
   private shown = CHAT_PAGE;
   private earlier = 0; // messages before the ones shown
@@ -293,8 +294,9 @@ export class ChatPanel {
       // Its first text block is the text as sent; attached code follows in blocks of its own.
       const content = n.event.message.content;
       const sent = typeof content === "string" ? content : content?.find((b) => b.type === "text")?.text;
-      const at = sent === undefined ? -1 : this.queued.indexOf(sent);
-      if (at >= 0) this.queued.splice(at, 1);
+      const at = sent === undefined ? -1 : this.queued.findIndex((q) => q.text === sent);
+      // Shown in the transcript now: its notice would show it as still queued.
+      if (at >= 0) this.hide(this.queued.splice(at, 1)[0].notice);
     }
     const wasBusy = this.transcript.busy;
     for (const id of this.transcript.apply(n.event)) this.stale.add(id);
@@ -361,7 +363,9 @@ export class ChatPanel {
   /** Queued messages the turn ended without (an abort, an error) go back into the input. */
   private restoreQueued(): void {
     if (!this.queued.length) return;
-    this.post({ type: "setInput", text: this.queued.splice(0).join("\n\n"), keepDraft: true });
+    const queued = this.queued.splice(0);
+    for (const q of queued) this.hide(q.notice);
+    this.post({ type: "setInput", text: queued.map((q) => q.text).join("\n\n"), keepDraft: true });
     // Not a notice in the transcript: the reload after the turn's end would drop it at once.
     void vscode.window.showInformationMessage("pi: the turn ended before your queued message reached pi; it is back in the chat's input.");
   }
@@ -438,7 +442,7 @@ export class ChatPanel {
     this.sessions.remember(this.uri);
     if (this.failed) {
       this.failed = undefined;
-      this.post({ type: "upsert", id: "failed", html: '<div class="hidden"></div>' });
+      this.hide("failed");
     }
     if (delivery === "prompt") {
       this.setBusy(true); // until agent_start confirms it
@@ -455,8 +459,10 @@ export class ChatPanel {
       }
       this.attachments.splice(0);
       if (context.length) this.postAttachments();
-      if (result.queued) this.queued.push(text);
-      if (result.queued) this.notice(result.queued === "steer" ? "Steering message queued for after the current tool." : "Follow-up queued for when the turn ends.", "info");
+      if (result.queued) {
+        const notice = this.notice(result.queued === "steer" ? "Steering message queued for after the current tool." : "Follow-up queued for when the turn ends.", "info");
+        this.queued.push({ text, notice });
+      }
     } catch (error) {
       if (delivery === "prompt") this.setBusy(false);
       this.pending = undefined;
@@ -477,9 +483,16 @@ export class ChatPanel {
     this.post({ type: "state", state: this.state });
   }
 
-  private notice(text: string, level: "info" | "error" = "error"): void {
+  /** Shows a notice under the transcript; its id. */
+  private notice(text: string, level: "info" | "error" = "error"): string {
     const id = `notice-${Date.now()}-${Math.random().toString(36).slice(2, 6)}`;
     this.post({ type: "upsert", id, html: noticeHtml(id, text, level) });
+    return id;
+  }
+
+  /** Takes the block `id` (a notice) out of view. */
+  private hide(id: string): void {
+    this.post({ type: "upsert", id, html: '<div class="hidden"></div>' });
   }
 
   private async rendered(): Promise<{ id: string; html: string }[]> {

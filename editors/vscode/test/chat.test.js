@@ -15,7 +15,7 @@ const vscode = require("vscode");
 const ext = require("../out/extension.js");
 const { eventually, setUp, PROCESS_CEILING_MS } = require("../testlib/server");
 const { activateWithFake } = require("../testlib/activate");
-const { errorReply, textReply, toolReply } = require("../testlib/fake-anthropic");
+const { errorReply, held, textReply, toolReply } = require("../testlib/fake-anthropic");
 
 const { rec, respond, links, click } = vscode.__test;
 let rig, ws, api, fake, uri, panel;
@@ -343,6 +343,39 @@ test("a delivered steer or follow-up is matched by its own text, not by a queued
   assert.match(html, /followed/, "and the follow-up after it");
   // "please fix" holds "fix": the steer took the follow-up's place in the queue and was handed back.
   assert.ok(!panel.posted.some((m) => m.type === "setInput" && /fix/.test(m.text)), "nothing is handed back");
+});
+
+/** The HTML of the blocks the webview shows now: the last reset's, with the upserts since. */
+function shownBlocks() {
+  const at = panel.posted.findLastIndex((m) => m.type === "reset");
+  const blocks = new Map((at >= 0 ? panel.posted[at].blocks : []).map((b) => [b.id, b.html]));
+  for (const m of panel.posted.slice(at + 1)) if (m.type === "upsert") blocks.set(m.id, m.html);
+  return [...blocks.values()];
+}
+
+test("a steer's or follow-up's notice goes once its message reaches the model", async () => {
+  // The notices stayed until the turn ended: messages shown as queued after they were delivered.
+  const queuedNotices = () => shownBlocks().filter((h) => /(Steering message|Follow-up) queued/.test(h));
+  const first = held(textReply(...Array.from({ length: 8 }, (_, i) => `w${i} `)), 4);
+  const last = held(textReply(...Array.from({ length: 8 }, (_, i) => `more${i} `)), 4);
+  fake.script(first.reply, textReply("steered"), last.reply);
+  try {
+    await turn("hold on", async () => {
+      await eventually(() => panel.transcript.busy && fake.requests.length === 1, "the turn to start");
+      await panel.receive({ type: "send", text: "steer me", delivery: "steer" });
+      await panel.receive({ type: "send", text: "follow me", delivery: "followUp" });
+      assert.equal(queuedNotices().length, 2, "each queued message is noted");
+      first.release();
+      const said = (text) => panel.transcript.blocks.some((b) => b.kind === "user" && b.parts.some((p) => p.text === text));
+      await eventually(() => said("steer me") && said("follow me"), "both messages delivered");
+      assert.ok(panel.transcript.busy, "the follow-up's reply is still held");
+      assert.deepEqual(queuedNotices(), [], "no notice of a delivered message is left");
+      last.release();
+    });
+  } finally {
+    first.release(); // a failed check leaves no reply held
+    last.release();
+  }
 });
 
 test("the markdown renderer escapes raw HTML and drops script links", () => {

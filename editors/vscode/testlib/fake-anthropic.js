@@ -51,6 +51,14 @@ const toolReply = ({ thinking, text, calls }) => {
   return { events: [...events, ...messageEnd("tool_use")] };
 };
 
+/** `reply` stopping after its first `after` events until `release()`: what a test does meanwhile
+ *  happens while the turn runs, however slow the machine. */
+function held(reply, after) {
+  let release;
+  reply.held = { after, until: new Promise((resolve) => (release = resolve)) };
+  return { reply, release };
+}
+
 /** A request the server refuses: `status` with Anthropic's error body. */
 const errorReply = (status, type, message) => ({ status, error: { type, message } });
 
@@ -91,7 +99,8 @@ class FakeAnthropic {
         return;
       }
       res.writeHead(200, { "content-type": "text/event-stream" });
-      for (const event of reply.events) {
+      for (const [index, event] of reply.events.entries()) {
+        if (index === reply.held?.after) await reply.held.until;
         res.write(`event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`);
         if (reply.delay) await new Promise((r) => setTimeout(r, reply.delay));
       }
@@ -100,4 +109,4 @@ class FakeAnthropic {
   }
 }
 
-module.exports = { FakeAnthropic, errorReply, textReply, toolReply };
+module.exports = { FakeAnthropic, errorReply, held, textReply, toolReply };
