@@ -601,3 +601,32 @@ def test_times_past_year_9999_or_before_year_1_are_listed_as_pi_writes_them(
         assert {k: (v["created"], v["modified"]) for k, v in pi.items()} == expected
     assert listed == expected
     assert list(listed) == ["far-message", "far", "edge", "zero", "before"]
+
+
+def test_a_session_named_with_no_text_is_left_out_as_pi_leaves_it_out(tmp_path: Path) -> None:
+    """A `session_info` whose name is a number, an object, a boolean or a list was listed under
+    the name before it, where pi 1.6's buildSessionInfo throws on its `name?.trim()` and drops
+    the session (null clears the name, as a blank one does). Both listings, and an index that
+    reads only the appended lines."""
+    names: dict[str, Any] = {"number": 5, "object": {"a": 1}, "boolean": True, "list": [],
+                             "null": None, "text": " text "}
+    for session_id, name in names.items():
+        write(tmp_path / "s" / f"{session_id}.jsonl", [
+            header(session_id, "2025-01-01T00:00:00.000Z", "/w"),
+            {"type": "session_info", "id": "i1", "parentId": None,
+             "timestamp": "2025-01-01T00:00:01.000Z", "name": "first"},
+            user_entry("m1", "i1", "2025-01-01T00:00:02.000Z", "hello"),
+            {"type": "session_info", "id": "i2", "parentId": "m1",
+             "timestamp": "2025-01-01T00:00:03.000Z", "name": name},
+        ])
+    listed = {s.id: s.name for s in list_sessions([tmp_path / "s"])}
+    pi = pi16_listing(tmp_path / "s")
+    if pi is not None:
+        assert {key: value["name"] for key, value in pi.items()} == listed
+    assert listed == {"null": None, "text": "text"}
+    index = SessionIndex()
+    assert {s.id for s in index.list([tmp_path / "s"])} == {"null", "text"}
+    with (tmp_path / "s" / "text.jsonl").open("a") as file:  # read from where it stopped
+        file.write(json.dumps({"type": "session_info", "id": "i3", "parentId": "i2",
+                               "timestamp": "2025-01-01T00:00:04.000Z", "name": 7}) + "\n")
+    assert [s.id for s in index.list([tmp_path / "s"])] == ["null"]

@@ -15,6 +15,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
@@ -416,6 +417,18 @@ def user_text(record: Record) -> str | None:
     return " ".join(b.text for b in content if isinstance(b, TextContent))[:FIRST_MESSAGE_CHARS]
 
 
+class UnlistedNameError(NotASessionError):
+    """A session whose `session_info` names it with no text (a number, an object): pi 1.6's
+    listing leaves it out."""
+
+
+class _NameField(msgspec.Struct):
+    name: Any = None
+
+
+_name_decoder = msgspec.json.Decoder(_NameField)
+
+
 @dataclass
 class SummaryFold:
     """A session's summary built one batch of records at a time, so appends extend it."""
@@ -438,6 +451,10 @@ class SummaryFold:
                 entry = decode_entry(record)
                 if isinstance(entry, SessionInfoEntry):
                     self.name = session_name(entry)
+                elif not isinstance(_name_decoder.decode(record.text).name, str | None):
+                    # pi 1.6's `name?.trim()` throws there, and its listing drops the session.
+                    raise UnlistedNameError(f"not listed: line {record.line}'s session_info "
+                                            "name is not text, and pi 1.6 lists no such session")
             elif kind == "message":
                 if (time := activity_time(record)) is not None:
                     self.latest = max(0 if self.latest is None else self.latest, time)
@@ -697,6 +714,8 @@ def _newest_first(files: list[str], summary: Callable[[str], SessionSummary]
     for path in files:
         try:
             sessions.append(summary(path))
+        except UnlistedNameError as error:
+            _not_listed(f"{path}: {error}")
         except (NotASessionError, OSError):
             continue
     sessions.sort(key=lambda s: _modified_ms(s.modified), reverse=True)
