@@ -1242,6 +1242,72 @@ async def test_set_model_and_thinking_level(pi: Pi) -> None:
         assert paged["thinkingLevels"] == levels, model
 
 
+def levelless_session(folder: Path, name: str) -> Path:
+    """A session with two exchanges and no model or thinking level entry (an older or
+    hand-made one), as pi 1.6 resumes it: its level is the default's."""
+    header = json.loads(EXAMPLE_SESSION.read_text().splitlines()[0])
+    usage = {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2,
+             "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}
+    entries: list[dict[str, Any]] = [{**header, "id": name, "cwd": str(folder)}]
+    parent = None
+    for number in (1, 2):
+        for role, content in (("user", [{"type": "text", "text": f"question {number}"}]),
+                              ("assistant", [{"type": "text", "text": f"answer {number}"}])):
+            stamp = f"2026-01-01T00:00:0{len(entries)}.000Z"
+            message: dict[str, Any] = {"role": role, "content": content,
+                                       "timestamp": 1767225600000 + len(entries) * 1000}
+            if role == "assistant":
+                message |= {"api": "anthropic-messages", "provider": "anthropic",
+                            "model": DEFAULT_MODEL, "usage": usage, "stopReason": "stop"}
+            entry_id = f"{role[0]}{number}{name[:6]}"
+            entries.append({"type": "message", "id": entry_id, "parentId": parent,
+                            "timestamp": stamp, "message": message})
+            parent = entry_id
+    path = folder / ".pi" / "sessions" / f"{name}.jsonl"
+    path.write_text("".join(json.dumps(entry) + "\n" for entry in entries))
+    return path
+
+
+async def test_a_prompt_on_a_path_with_no_level_records_it_first_as_pi_resumes_one(
+        pi: Pi, fake: FakeAnthropic) -> None:
+    """A prompt on a path with messages but no thinking_level_change wrote none, where pi 1.6
+    records the level in force on resuming such a session there (sdk.js: appendThinkingLevel-
+    Change when the branch has none), before its prompt: so does `pi-lsp run`. Also after
+    moving the leaf back to a user message; at the top of a session (no message on the path)
+    the server keeps the session's own, as the README says, and writes none."""
+    path = levelless_session(pi.main, "levelless")
+    uri = path.as_uri()
+
+    async def prompt(text: str) -> list[dict[str, Any]]:
+        before = len(lines(path))
+        level = (await call(pi.client, "pi.previewContext", {"uri": uri}))["thinkingLevel"]
+        fake.script(text_reply(f"reply to {text}"))
+        since = pi.mark()
+        turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": text}))["turnId"]
+        assert "error" not in event_types(await wait_events(pi, turn_id, since))
+        written = lines(path)[before:]
+        for entry in written:
+            if entry["type"] == "thinking_level_change":
+                assert entry["thinkingLevel"] == level
+        return written
+
+    def kinds(entries: list[dict[str, Any]]) -> list[str]:
+        return [e["message"]["role"] if e["type"] == "message" else e["type"] for e in entries]
+
+    leaf = lines(path)[-1]["id"]
+    written = await prompt("go on")  # the system prompt is declared, as at any first prompt
+    assert kinds(written) == ["thinking_level_change", "system", "user", "assistant"]
+    assert written[0]["parentId"] == leaf
+    assert kinds(await prompt("and again")) == ["user", "assistant"]
+    await call(pi.client, "pi.branch", {"uri": uri, "targetId": "u2levell"})  # to question 2
+    move = lines(path)[-1]
+    written = await prompt("instead")
+    assert kinds(written) == ["thinking_level_change", "system", "user", "assistant"]
+    assert written[0]["parentId"] == move["id"]  # the leaf move under answer 1
+    await call(pi.client, "pi.branch", {"uri": uri, "targetId": "u1levell"})  # the top
+    assert "thinking_level_change" not in kinds(await prompt("from the top"))
+
+
 async def test_set_thinking_level_answers_the_level_recorded(pi: Pi, fake: FakeAnthropic,
                                                              tmp_path: Path) -> None:
     """The answer was `{}`, so the editors said the level asked for ("max") while pi's clamped

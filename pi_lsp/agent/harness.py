@@ -48,7 +48,7 @@ from pi_lsp.context.layers import (
     system_patch_at,
     with_run_choices,
 )
-from pi_lsp.context.projection import ContextSettings, Projection
+from pi_lsp.context.projection import ContextSettings, Projection, project_path
 from pi_lsp.context.resume import Choice, differs, start_choice
 from pi_lsp.providers.base import ModelRequest, Provider
 from pi_lsp.providers.registry import ModelInfo, ModelRegistry
@@ -374,8 +374,8 @@ class Harness:
 
     async def prompt(self, text: str, images: list[ImageContent] | None = None,
                      attachments: list[str] | None = None, *, aborted: bool = False,
-                     steering: Sequence[UserMessage] = (), follow_ups: Sequence[UserMessage] = ()
-                     ) -> list[AgentMessage]:
+                     steering: Sequence[UserMessage] = (), follow_ups: Sequence[UserMessage] = (),
+                     resumed: bool = False) -> list[AgentMessage]:
         """Run one prompt to completion; the returned messages are already in the session.
 
         The context is compacted first when it has outgrown the window, and a request the
@@ -385,17 +385,20 @@ class Harness:
         the text as blocks of their own. `aborted`: stopped before it began, it is written as
         pi writes a prompt aborted at once (the prompt, then an aborted reply). `steering` and
         `follow_ups` were sent for it before it began: they are queued as if sent once it ran.
+        `resumed`: the session is taken up at its leaf as pi 1.6 resumes one (`run`, an editor),
+        so a path with messages but no level gets the level in force recorded first.
         """
         try:
-            return await self._prompt(text, images, attachments, aborted, steering, follow_ups)
+            return await self._prompt(text, images, attachments, aborted, steering, follow_ups,
+                                      resumed)
         except Exception as error:
             self.emit(ErrorEvent(message=str(error) or type(error).__name__))
             raise
 
     async def _prompt(self, text: str, images: list[ImageContent] | None,
                       attachments: list[str] | None, aborted: bool,
-                      steering: Sequence[UserMessage], follow_ups: Sequence[UserMessage]
-                      ) -> list[AgentMessage]:
+                      steering: Sequence[UserMessage], follow_ups: Sequence[UserMessage],
+                      resumed: bool) -> list[AgentMessage]:
         message = user_message(text, images, attachments)
         self._require_idle()
         self.aborted, self.dropped = aborted, []
@@ -406,6 +409,8 @@ class Harness:
         self.edit_feedback.restart()
         self.tree.refresh()
         try:
+            if resumed:
+                self._record_missing_level()
             await self._compact_if_needed("threshold")
             self._record_level()
             produced = await self._run([message])
@@ -417,6 +422,17 @@ class Harness:
         finally:  # nothing queued for this prompt is left for the next one
             self._steering.clear()
             self._follow_up.clear()
+
+    def _record_missing_level(self) -> None:
+        """pi 1.6 records the level in force on resuming a session whose path has messages but
+        no thinking_level_change (sdk.js createAgentSession), before anything a prompt writes:
+        so later prompts keep it, whatever the defaults become."""
+        leaf = self.tree.leaf_id
+        if self.tree.settings_entries(leaf)[0] is not None or \
+                not project_path(self.tree.path_to(leaf)).messages:
+            return
+        self.tree.append_thinking_level_change(self.thinking_level())
+        self._say_if_moved()  # the write found the file replaced: the session goes on anew
 
     def _record_level(self) -> None:
         """pi 1.6's _recordThinkingLevel at a prompt's start: the level the prompt thinks at is
@@ -663,11 +679,6 @@ class Harness:
             self._write(lambda: self.tree.append_model_change(provider, model_id))
         if level_differs:
             self._write(lambda: self.tree.append_thinking_level_change(level))
-
-    def note_thinking_level(self) -> None:
-        """Record the level in force, as it stands (pi 1.6 does so on continuing a session
-        whose branch sets none)."""
-        self._write(lambda: self.tree.append_thinking_level_change(self.thinking_level()))
 
     def _switch_model(self, provider: str, model_id: str) -> None:
         """pi's setModel: the change, then the level for the new model (its own, else the

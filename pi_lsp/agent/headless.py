@@ -241,8 +241,6 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
               f"{DEFAULT_CONTEXT_WINDOW:,}-token window and no price", file=sys.stderr)
     if start is not None:  # recorded, as pi records them, where the path's differ
         harness.begin_with(projection, start)
-    elif tree.settings_entries(tree.leaf_id)[0] is None:  # no thinking_level_change on it
-        harness.note_thinking_level()  # as pi 1.6 does for a session whose branch has none
     loop = asyncio.get_running_loop()
     stopped_by: signal.Signals | None = None
 
@@ -256,7 +254,7 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
     for stop in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(stop, interrupt, stop)
     try:
-        produced = await harness.prompt(options.prompt)
+        produced = await harness.prompt(options.prompt, resumed=True)
     finally:
         for stop in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(stop)
