@@ -355,7 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("prompt", type=given)  # pi 1.6 sends no empty prompt (`pi -p ""`)
     run.add_argument("--session", metavar="FILE", type=given)
     run.add_argument("--new", action="store_true", help="start a new session")
-    run.add_argument("--model", metavar="PROVIDER/ID[:LEVEL]", type=given)
+    run.add_argument("--model", metavar="PATTERN[:LEVEL]", type=given,
+                     help="a model as pi 1.6 finds one: [PROVIDER/]ID, or a part of one")
     run.add_argument("--thinking", metavar="LEVEL",
                      choices=THINKING_LEVELS)
     add_trust_options(run)

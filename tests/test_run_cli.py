@@ -557,6 +557,112 @@ def test_bad_model_is_a_usage_error(
     assert fake.message_requests() == []
 
 
+@pytest.mark.parametrize(("pattern", "model", "level"), [
+    ("sonnet", "claude-sonnet-5-5", None),  # a part of an id: the latest alias
+    ("opus-4-5", "claude-opus-4-5", None),  # the alias before its dated id
+    ("Anthropic/Claude-Haiku-4-5", "claude-haiku-4-5", None),  # any case
+    ("anthropic/haiku-4-5:low", "claude-haiku-4-5", "low"),  # a part after the provider
+    ("Claude Haiku 4.5", "claude-haiku-4-5", None),  # a part of a name
+    ("claude-opus-4-5-20251101", "claude-opus-4-5-20251101", None),  # a dated id, whole
+    ("haiku:high", "claude-haiku-5-5", "high"),
+])
+def test_a_model_pattern_is_resolved_as_pi_resolves_it(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str], pattern: str, model: str,
+        level: str | None) -> None:
+    """pi 1.6 takes `--model sonnet`, `opus-4-5`, `Anthropic/Claude-Haiku-4-5` (model-
+    resolver.js, resolveCliModel); pi-lsp refused a pattern without `PROVIDER/` and sent any
+    other as written, with a note that its catalog had no such model."""
+    sent, _thinking, recorded, notes = run_as_sent(fake, workspace, env, "s.jsonl",
+                                                   "--model", pattern)
+    assert sent == model and notes == []
+    assert recorded[0] == (model, None)
+    if level is not None:
+        assert recorded[1] == (None, level)
+
+
+def test_a_pattern_nothing_matches_or_several_providers_match_is_refused(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    """pi 1.6's words for no match and for the same id on two providers with keys; naming the
+    provider chooses. Nothing is written and no model is called."""
+    (workspace / ".pi").mkdir()
+    (workspace / ".pi" / "models.json").write_text(json.dumps({"providers": {"mirror": {
+        "baseUrl": fake.url, "api": "anthropic-messages", "apiKey": "mirror",
+        "models": [{"id": "claude-haiku-4-5"}]}}}))
+    fake.script(text_reply("ok"))
+    refusals = {}
+    for pattern in ("nonsense", "claude-haiku-4-5"):
+        result = pi_run(workspace, env, "--new", "--model", pattern, "hi")
+        assert result.returncode == 2
+        [refusals[pattern]] = result.stderr.splitlines()
+    assert refusals["nonsense"].startswith('pi-lsp: --model: Model "nonsense" not found.')
+    assert refusals["claude-haiku-4-5"] == (
+        'pi-lsp: --model: Model "claude-haiku-4-5" is ambiguous across providers: '
+        "anthropic/claude-haiku-4-5, mirror/claude-haiku-4-5. More than one matching provider "
+        "is authenticated. Use provider/model.")
+    assert sessions(workspace) == [] and fake.message_requests() == []
+    chosen = pi_run(workspace, env, "--new", "--model", "mirror/claude-haiku-4-5", "hi")
+    assert chosen.returncode == 0, chosen.stderr
+    assert entries(sessions(workspace)[0])[-1]["message"]["provider"] == "mirror"
+
+
+PI16_RESOLVE = """
+const [resolver, input] = process.argv.slice(1);
+const { resolveCliModel } = await import(resolver);
+const { models, usable, cases } = JSON.parse(input);
+const modelRuntime = { getModels: () => models, hasConfiguredAuth: (p) => usable.includes(p) };
+const answers = cases.map(([cliModel, cliThinking]) => {
+  const { model, thinkingLevel, error } = resolveCliModel({ cliModel, cliThinking, modelRuntime });
+  return model ? [model.provider, model.id, cliThinking ?? thinkingLevel ?? null] : error;
+});
+process.stdout.write(JSON.stringify(answers));
+"""
+
+
+def test_model_patterns_resolve_as_pi16_resolves_them_on_the_same_catalog() -> None:
+    """pi 1.6's own resolveCliModel, given pi-lsp's catalog (and a second provider with some of
+    its ids), picks the model and level pi-lsp picks, and refuses the same patterns."""
+    from pi_lsp.providers.model_reference import ModelPatternError, resolve_model
+    from pi_lsp.providers.registry import ModelInfo, ModelRegistry, Price
+    from tests.test_system_messages import PI16, pi16_node
+
+    node = pi16_node()
+    if node is None:
+        pytest.skip("pi 1.6 is not installed")
+    extra = [ModelInfo("mirror", model_id, 1000, 100, Price(0, 0, 0, 0), name=name)
+             for model_id, name in (("claude-haiku-4-5", None), ("gpt-5", "GPT-5 mirrored"),
+                                    ("qwen2.5-coder:7b", None), ("Sonnet-Local", None))]
+    registry = ModelRegistry(extra)
+    cases = [(pattern, thinking) for pattern in (
+        "sonnet", "opus", "opus-4-5", "OPUS-4-5", "haiku", "haiku-4-5", "claude-haiku-4-5",
+        "anthropic/claude-haiku-4-5", "mirror/claude-haiku-4-5", "mirror/haiku", "gpt",
+        "gpt-5", "GPT-5", "mirrored", "gpt-4.1:off", "sonnet:high", "sonnet:HIGH",
+        "anthropic/claude-typo-9", "anthropic/claude-typo-9:high", "mirror/x:low",
+        "qwen2.5-coder:7b", "qwen2.5-coder:7b:low", "coder", "nonsense", "nope/x", " sonnet ",
+        "sonnet-local", "Claude Haiku 4.5", "20251101", "anthropic/", "/sonnet", "4-5",
+    ) for thinking in (None, "low")]
+    for usable in ([], ["anthropic"], ["anthropic", "mirror"], ["mirror"]):
+        models = [{"provider": m.provider, "id": m.id, "name": m.name} for m in registry.all()]
+        resolver = PI16 / "@earendil-works" / "pi-coding-agent" / "dist" / "core" / \
+            "model-resolver.js"
+        done = subprocess.run(
+            [node, "--input-type=module", "-e", PI16_RESOLVE, resolver.as_uri(),
+             json.dumps({"models": models, "usable": usable, "cases": cases})],
+            capture_output=True, text=True, timeout=PROCESS_CEILING_S)
+        assert done.returncode == 0, done.stderr
+        for (pattern, thinking), pi in zip(cases, json.loads(done.stdout), strict=True):
+            try:
+                chosen = resolve_model(registry, pattern, thinking, usable.__contains__)
+            except ModelPatternError as error:
+                # pi's first sentence; the rest says where pi-lsp looks instead of --list-models
+                assert isinstance(pi, str), (pattern, thinking, usable, pi)
+                first = pi.replace(" Use --provider or provider/model.", " Use provider/model.")
+                assert str(error).startswith(first.split(". Use --list-models")[0]), \
+                    (pattern, error, pi)
+                continue
+            assert [chosen.provider, chosen.model_id, chosen.level] == pi, \
+                (pattern, thinking, usable)
+
+
 def test_bad_model_leaves_no_session_behind(
         fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
     fake.script()

@@ -34,9 +34,9 @@ from pi_lsp.context.projection import Projection, project_path
 from pi_lsp.harness_factory import make_harness
 from pi_lsp.providers.base import MissingApiKeyError, TextDelta
 from pi_lsp.providers.factory import UnknownProviderError, provider_factory
-from pi_lsp.providers.model_reference import model_and_level
+from pi_lsp.providers.model_reference import ModelPatternError, resolve_model
 from pi_lsp.providers.models_file import ModelsFileError
-from pi_lsp.providers.registry import DEFAULT_CONTEXT_WINDOW, ModelRegistry
+from pi_lsp.providers.registry import DEFAULT_CONTEXT_WINDOW
 from pi_lsp.providers.thinking import clamped_level
 from pi_lsp.session.catalog import (
     SessionDirError,
@@ -70,21 +70,29 @@ class RunOptions:
 
 
 def parse_model(text: str) -> tuple[str, str]:
+    """A model `read_model_flag` resolved, `PROVIDER/ID`, as its provider and id."""
     provider, _, model_id = text.partition("/")
-    if not provider or not model_id:
-        raise RunError(f"--model must be PROVIDER/ID (for example anthropic/claude-sonnet-4-5), "
-                       f"not {text!r}")
     return provider, model_id
 
 
-def read_model_flag(options: RunOptions, registry: ModelRegistry) -> RunOptions:
-    """`options` with `--model PROVIDER/ID:LEVEL` read as pi 1.6 reads it: the model and the
-    `--thinking` it stands for (`model_reference.model_and_level`)."""
+def read_model_flag(options: RunOptions, settings: Settings) -> RunOptions:
+    """`options` with `--model PATTERN[:LEVEL]` resolved as pi 1.6 resolves it (`model_reference.
+    resolve_model`): the model, as PROVIDER/ID, and the `--thinking` it stands for."""
     if not options.model:
         return options
-    provider, text = parse_model(options.model)
-    model_id, level = model_and_level(registry, provider, text, options.thinking)
-    return dataclasses.replace(options, model=f"{provider}/{model_id}", thinking=level)
+    registry = settings.registry()
+
+    def usable(name: str) -> bool:  # pi 1.6's hasConfiguredAuth: a key is set for it
+        config = registry.provider(name)
+        return config is not None and bool(
+            (config.user_key and settings.api_key(name)) or config.api_key)
+
+    try:
+        chosen = resolve_model(registry, options.model, options.thinking, usable)
+    except ModelPatternError as error:
+        raise RunError(printable(f"--model: {error}")) from None  # as typed, escaped
+    return dataclasses.replace(options, model=f"{chosen.provider}/{chosen.model_id}",
+                               thinking=chosen.level)
 
 
 def new_session(options: RunOptions, workspace: Path, settings: Settings,
@@ -209,7 +217,7 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
                      ) -> int:
     if options.thinking and options.thinking not in THINKING_LEVELS:
         raise RunError(f"--thinking must be one of {', '.join(THINKING_LEVELS)}")
-    options = read_model_flag(options, settings.registry())
+    options = read_model_flag(options, settings)
     wanted = parse_model(options.model) if options.model else None
     tree = choose_session(options, workspace, settings, vouched)  # a new one: at its reply
 
