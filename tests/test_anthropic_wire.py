@@ -8,6 +8,7 @@ import math
 from collections.abc import AsyncIterator
 from typing import Any
 
+import msgspec
 import pytest
 from msgspec.structs import replace as msgspec_replace
 
@@ -257,6 +258,74 @@ def test_adaptive_models_get_an_effort_and_no_budget() -> None:
             "output_config": {"effort": effort}}
     assert thinking_of("off", "claude-sonnet-4-6") == {"max_tokens": 128_000,
                                                        "thinking": {"type": "disabled"}}
+
+
+MID_CONVERSATION_BETAS = ["mid-conversation-output-config-2026-07-01",
+                          "thinking-binding-controls-2026-08-01"]
+
+
+def marker(effort: str) -> dict[str, Any]:
+    """pi 1.6's system message that sets the effort of the reply after it."""
+    return {"role": "system", "content": [], "output_config": {"effort": effort}}
+
+
+def test_a_model_with_mid_conversation_effort_is_told_each_replys_effort() -> None:
+    """pi 1.6 (supportsMidConvoEffort: opus-5, opus-5-5, sonnet-5-5, haiku-5-5, fable-5-1 and
+    5-2) keeps the top-level effort "low" and fixed, sets each reply's effort in a system
+    message before it (its recorded providerThinkingLevel) and the next one's last, binds
+    thinking blocks to their prefix, and asks for two betas. pi-lsp sent the effort at the top
+    level, so a level changed mid-session changed the cached prefix and went unmarked."""
+    earlier = msgspec_replace(reply(TextContent(text="a")), model="claude-opus-5-5",
+                              stop_reason="stop", provider_thinking_level="high")
+    other = msgspec_replace(earlier, provider="openai", api="openai-responses")
+    messages: list[LlmMessage] = [UserMessage(content="q", timestamp=1), earlier,
+                                  UserMessage(content="r", timestamp=3), other,
+                                  UserMessage(content="s", timestamp=5)]
+    params = request_params(request(messages, "medium", "claude-opus-5-5"))
+    assert params["betas"] == MID_CONVERSATION_BETAS
+    assert params["thinking"] == {"type": "adaptive", "display": "summarized",
+                                  "block_binding": {"prefix_mismatch_behavior": "drop_block"}}
+    assert params["output_config"] == {"effort": "low"}
+    assert params["max_tokens"] == 128_000
+    assert params["messages"] == [
+        {"role": "user", "content": "q"}, marker("high"),
+        {"role": "assistant", "content": [{"type": "text", "text": "a"}]},
+        {"role": "user", "content": "r"},  # another provider's reply: no effort of ours
+        {"role": "assistant", "content": [{"type": "text", "text": "a"}]},
+        {"role": "user", "content": [{"type": "text", "text": "s", "cache_control": CACHE}]},
+        marker("medium")]
+    # Thinking off (where the model has it): disabled, no effort anywhere, the betas still.
+    assert thinking_of("off", "claude-opus-5") == {
+        "max_tokens": 128_000, "thinking": {"type": "disabled"}, "betas": MID_CONVERSATION_BETAS}
+    assert request_params(request(messages, "off", "claude-opus-5"))["messages"][1] == \
+        {"role": "assistant", "content": [{"type": "text", "text": "a"}]}
+    # A level the map sends as another effort: the marker carries the effort sent.
+    assert request_params(request(messages, "xhigh", "claude-fable-5-1"))["messages"][-1] == \
+        marker("xhigh")
+
+
+@pytest.mark.asyncio
+async def test_a_reply_records_the_effort_it_was_asked_for(fake: FakeAnthropic) -> None:
+    """pi 1.6 writes a managed-effort reply's effort as providerThinkingLevel, which marks
+    that reply's effort in every later request (pi's and pi-lsp's); pi-lsp wrote none."""
+    provider = AnthropicProvider("k", base_url=fake.url)
+    fake.script(text_reply("done", model="claude-opus-5-5"), text_reply("done"))
+    model = REGISTRY.get("anthropic", "claude-opus-5-5")
+    built = ReplyBuilder(model.api, model, "high")
+    _ = [e async for e in provider.stream(
+        request([UserMessage(content="go", timestamp=1)], "high", "claude-opus-5-5"), built)]
+    message = built.message()
+    assert (message.error_message, message.provider_thinking_level) == (None, "high")
+    assert b'"providerThinkingLevel":"high"' in msgspec.json.encode(message)
+    [sent] = [r for r in fake.requests if r.path.startswith("/v1/messages")]
+    assert sent.headers["anthropic-beta"] == ",".join(MID_CONVERSATION_BETAS)
+    assert sent.body["messages"][-1] == marker("high")
+    sonnet = REGISTRY.get("anthropic", SONNET)
+    built = ReplyBuilder(sonnet.api, sonnet, "high")
+    _ = [e async for e in provider.stream(
+        request([UserMessage(content="go", timestamp=1)], "high"), built)]
+    assert built.message().provider_thinking_level is None  # an effort nobody marks
+    await provider.client.close()
 
 
 def test_pi_16s_max_level_is_clamped_to_what_a_model_has() -> None:

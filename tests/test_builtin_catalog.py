@@ -23,9 +23,14 @@ KEPT = ("id", "name", "reasoning", "input", "cost", "contextWindow", "maxTokens"
         "thinkingLevelMap")
 
 
+# pi's compat flags that shape a request (each False where the catalog leaves it out).
+FLAGS = {"forceAdaptiveThinking": "force_adaptive_thinking",
+         "supportsMidConvoEffort": "supports_mid_convo_effort"}
+
+
 def _facts(model: dict[str, Any]) -> dict[str, Any]:
     facts = {key: model[key] for key in KEPT if key in model}
-    facts["forceAdaptiveThinking"] = bool(model.get("compat", {}).get("forceAdaptiveThinking"))
+    facts.update((flag, bool(model.get("compat", {}).get(flag))) for flag in FLAGS)
     return facts
 
 
@@ -51,7 +56,7 @@ def _ours(model: ModelInfo) -> dict[str, Any]:
         "cost": cost, "contextWindow": model.context_window, "maxTokens": model.max_tokens}
     if model.thinking_level_map:
         facts["thinkingLevelMap"] = model.thinking_level_map
-    facts["forceAdaptiveThinking"] = bool(model.compat.force_adaptive_thinking)
+    facts.update((flag, bool(getattr(model.compat, name))) for flag, name in FLAGS.items())
     return facts
 
 

@@ -122,7 +122,7 @@ def _anthropic(body: dict[str, Any], pi: bool) -> dict[str, Any]:
         messages = []
         for n, message in enumerate(body["messages"]):
             content = message["content"]
-            if isinstance(content, list):
+            if isinstance(content, list) and content:  # pi's effort markers have none
                 content = [block for at, block in kept if at == n]
                 if not content:
                     continue

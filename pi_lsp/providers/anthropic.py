@@ -57,6 +57,14 @@ MIN_BUDGET = 1024  # Anthropic's smallest thinking budget, what pi sends when no
 # (pi's message-threads beta and eager_input_streaming are left out on purpose.)
 INTERLEAVED_THINKING = "interleaved-thinking-2025-05-14"
 EFFORTS = {"minimal": "low", "low": "low", "medium": "medium", "high": "high"}
+# Where a reply's effort is set mid-conversation (supportsMidConvoEffort): pi 1.6's betas, the
+# top-level effort it keeps fixed, since it is part of the cached prompt ("low": an organization
+# may cap effort and refuse any level above the cap), and thinking blocks a changed prefix drops.
+MID_CONVERSATION_BETAS = ("mid-conversation-output-config-2026-07-01",
+                          "thinking-binding-controls-2026-08-01")
+FIXED_EFFORT = "low"
+BLOCK_BINDING = {"prefix_mismatch_behavior": "drop_block"}
+MARKED_EFFORTS = frozenset({"low", "medium", "high", "xhigh", "max"})
 CACHE = {"type": "ephemeral"}
 # pi 1.6 asks every thinking model for summarized thinking (its thinkingDisplay default), so a
 # model whose API default is to omit it (Opus 4.7 and later) still shows it.
@@ -177,12 +185,24 @@ def _tool_results(results: list[ToolResultMessage]) -> list[dict[str, Any]]:
     return blocks + after
 
 
+def _effort_marker(effort: str) -> dict[str, Any]:
+    """pi 1.6's system message setting the effort of the reply after it."""
+    return {"role": "system", "content": [], "output_config": {"effort": effort}}
+
+
+def _marked_effort(message: AssistantMessage, provider: str) -> str | None:
+    """The effort a reply of ours was asked for, where pi 1.6 marks it (None: not marked)."""
+    level = message.provider_thinking_level
+    mine = message.api == API and message.provider == provider
+    return level if mine and level in MARKED_EFFORTS else None
+
+
 def wire_messages(messages: list[LlmMessage], model_id: str, provider: str = "anthropic",
-                  model_input: Sequence[str] = ("text", "image"), cache: bool = True
-                  ) -> list[dict[str, Any]]:
+                  model_input: Sequence[str] = ("text", "image"), cache: bool = True,
+                  effort: str | None = None) -> list[dict[str, Any]]:
     """Model-layer messages as Messages API turns; consecutive tool results share one turn.
     A model whose `model_input` lacks "image" gets notes for the images; `cache`: the newest
-    is a cache breakpoint."""
+    is a cache breakpoint; `effort`: each reply's effort and the next one's are marked."""
     wire: list[dict[str, Any]] = []
     results: list[ToolResultMessage] = []
     for message in adapt_to_model(messages, provider, API, model_id, tool_id,
@@ -199,12 +219,17 @@ def wire_messages(messages: list[LlmMessage], model_id: str, provider: str = "an
                 wire.append({"role": "user", "content": content})
         elif isinstance(message, AssistantMessage):
             blocks = _assistant_blocks(message)
+            earlier = _marked_effort(message, provider) if effort is not None else None
+            if blocks and earlier is not None:
+                wire.append(_effort_marker(earlier))
             if blocks:
                 wire.append({"role": "assistant", "content": blocks})
     if results:
         wire.append({"role": "user", "content": _tool_results(results)})
     if cache:
         _mark_newest(wire)
+    if effort is not None:
+        wire.append(_effort_marker(effort))
     return wire
 
 
@@ -273,16 +298,35 @@ def _budget_thinking(model: ModelInfo, level: str, room: int, used: int) -> dict
             "thinking": {"type": "enabled", "budget_tokens": budget, "display": DISPLAY}}
 
 
+def _always_on(model: ModelInfo) -> bool:
+    """Whether a model is never told thinking is off (pi: its `thinkingLevelMap` drops "off")."""
+    return "off" in model.thinking_level_map and model.thinking_level_map["off"] is None
+
+
+def managed_effort(request: ModelRequest) -> str | None:
+    """The effort pi 1.6 marks the next reply with, on a model whose effort is set
+    mid-conversation (None: not one, or thinking is off, where no effort is sent)."""
+    model = request.model
+    if not model.compat.supports_mid_convo_effort:
+        return None
+    level = thinking_level(model, request.thinking_level)
+    if level is None:
+        return None if model.reasoning and not _always_on(model) else "high"  # pi's default
+    return _effort(model, level)
+
+
 def _thinking(request: ModelRequest) -> dict[str, Any]:
     """max_tokens and the thinking fields for the session's level, clamped to the model's."""
     model = request.model
     used = input_tokens(request)  # estimated once: it walks the messages after the last reply
     room = fit_to_window(model.context_window, used, request.max_tokens or model.max_tokens)
+    if managed_effort(request) is not None:  # the effort goes in the messages (wire_messages)
+        return {"max_tokens": room, "output_config": {"effort": FIXED_EFFORT}, "thinking": {
+            "type": "adaptive", "display": DISPLAY, "block_binding": BLOCK_BINDING}}
     level = thinking_level(model, request.thinking_level)
     if level is None:
         # pi says nothing about thinking to a model without it, or whose "off" is not sent.
-        quiet = not model.reasoning or ("off" in model.thinking_level_map
-                                        and model.thinking_level_map["off"] is None)
+        quiet = not model.reasoning or _always_on(model)
         return {"max_tokens": room} if quiet else {"max_tokens": room,
                                                    "thinking": {"type": "disabled"}}
     if model.compat.force_adaptive_thinking:
@@ -305,8 +349,10 @@ def _betas(model: ModelInfo, budgeted: bool) -> list[str]:
     model's sets replaces pi's own."""
     if model.provider_beta:
         return []
-    return _betas_of(model.headers) or (
-        [INTERLEAVED_THINKING] if budgeted and model.reasoning else [])
+    own = [INTERLEAVED_THINKING] if budgeted and model.reasoning else []
+    if model.compat.supports_mid_convo_effort:  # even with thinking off, as pi asks for them
+        own.extend(MID_CONVERSATION_BETAS)
+    return _betas_of(model.headers) or own
 
 
 def _sent_headers(model: ModelInfo) -> dict[str, str]:
@@ -326,7 +372,7 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
     params: dict[str, Any] = {
         "model": model.id,
         "messages": wire_messages(request.messages, model.id, model.provider, model.input,
-                                  request.cache),
+                                  request.cache, managed_effort(request)),
     }
     system = _system(request.system_prompt, request.cache)
     if system is not None:
@@ -434,6 +480,7 @@ class AnthropicProvider:
     async def stream(self, request: ModelRequest, reply: ReplyBuilder
                      ) -> AsyncIterator[ProviderEvent]:
         params = request_params(request)
+        reply.provider_thinking_level = managed_effort(request)  # kept even if the call fails
         try:
             headers = _sent_headers(request.model)
         except ModelsFileError as error:  # a variable that is not set: pi 1.6 fails too

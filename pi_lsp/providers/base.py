@@ -225,6 +225,7 @@ class ReplyBuilder:
         self.stop_reason: StopReason = "stop"
         self.error_message: str | None = None
         self.response_id: str | None = None
+        self.provider_thinking_level: str | None = None  # the effort asked for, where marked
         self.timestamp = now_ms()
 
     def start_text(self) -> int:
@@ -344,7 +345,8 @@ class ReplyBuilder:
         return AssistantMessage(
             content=blocks, api=self.api, provider=self.model.provider,
             model=self.model.id, usage=usage, stop_reason=self.stop_reason,
-            timestamp=self.timestamp, response_id=self.response_id,
+            timestamp=self.timestamp, provider_thinking_level=self.provider_thinking_level,
+            response_id=self.response_id,
             error_message=self.error_message, thinking_level=self.thinking_level,
         )
 

@@ -66,6 +66,9 @@ class Compat(msgspec.Struct, rename="camel", omit_defaults=True):
     prompt_cache_key_mode: Literal["auto", "enabled", "disabled"] | None = None
     # Anthropic: the model thinks adaptively at an effort, never within a token budget.
     force_adaptive_thinking: bool | None = None
+    # Anthropic: each reply's effort is set by a system message before it, the top-level
+    # effort staying fixed (pi 1.6's `supportsMidConvoEffort`).
+    supports_mid_convo_effort: bool | None = None
 
     def over(self, base: Compat) -> Compat:
         """These flags, with `base` filling the ones left unset."""
@@ -118,12 +121,13 @@ class ProviderConfig(msgspec.Struct):
 
 def _claude(model_id: str, name: str, window: int, max_tokens: int,
             price: tuple[float, float, float, float], levels: dict[str, str | None] | None = None,
-            tiers: tuple[PriceTier, ...] = ()) -> ModelInfo:
+            tiers: tuple[PriceTier, ...] = (), compat: Compat | None = None) -> ModelInfo:
     # As pi 1.6's catalog: a model with a level map thinks adaptively at an effort
     # (forceAdaptiveThinking); the others think within a token budget.
+    flags = compat or Compat()
     return ModelInfo("anthropic", model_id, window, max_tokens, Price(*price, tiers=list(tiers)),
                      name=name, input=["text", "image"],
-                     compat=Compat(force_adaptive_thinking=True) if levels else Compat(),
+                     compat=flags.over(Compat(force_adaptive_thinking=True)) if levels else flags,
                      thinking_level_map=levels or {})
 
 
@@ -145,22 +149,25 @@ XHIGH_ALWAYS_ON: dict[str, str | None] = {"off": None, **XHIGH}
 EVERY_EFFORT: dict[str, str | None] = {"minimal": None, "low": "low", "medium": "medium",
                                        "high": "high", **XHIGH}
 EVERY_EFFORT_ALWAYS_ON: dict[str, str | None] = {"off": None, **EVERY_EFFORT}
+MANAGED_EFFORT = Compat(supports_mid_convo_effort=True)
 M = 1_000_000
 # Ids, names, windows, output caps, prices and level maps as pi 1.6's catalog has them
 # (pi-ai's providers/data/anthropic.json and openai.json; tests/fixtures/pi16-catalog.json).
 BUILT_IN: tuple[ModelInfo, ...] = (
     _claude("claude-opus-5-5", "Claude Opus 5.5", M, 128_000, (4, 20, 0.2, 5),
-            EVERY_EFFORT_ALWAYS_ON),
-    _claude("claude-opus-5", "Claude Opus 5", M, 128_000, (5, 25, 0.5, 6.25), XHIGH),
+            EVERY_EFFORT_ALWAYS_ON, compat=MANAGED_EFFORT),
+    _claude("claude-opus-5", "Claude Opus 5", M, 128_000, (5, 25, 0.5, 6.25), XHIGH,
+            compat=MANAGED_EFFORT),
     _claude("claude-sonnet-5-5", "Claude Sonnet 5.5", M, 128_000, (2, 10, 0.1, 2.5),
-            EVERY_EFFORT_ALWAYS_ON),
+            EVERY_EFFORT_ALWAYS_ON, compat=MANAGED_EFFORT),
     _claude("claude-sonnet-5", "Claude Sonnet 5", M, 128_000, (2, 10, 0.2, 2.5), XHIGH),
     _claude("claude-haiku-5-5", "Claude Haiku 5.5", M, 128_000, (0.1, 0.5, 0.01, 0.125),
-            EVERY_EFFORT, tiers=(PriceTier(100_000, 0.5, 2.5, 0.05, 0.625),)),
+            EVERY_EFFORT, tiers=(PriceTier(100_000, 0.5, 2.5, 0.05, 0.625),),
+            compat=MANAGED_EFFORT),
     _claude("claude-fable-5-2", "Claude Fable 5.2", M, 128_000, (8, 40, 0.2, 10),
-            XHIGH_ALWAYS_ON),
+            XHIGH_ALWAYS_ON, compat=MANAGED_EFFORT),
     _claude("claude-fable-5-1", "Claude Fable 5.1", M, 128_000, (10, 50, 0.25, 12.5),
-            XHIGH_ALWAYS_ON),
+            XHIGH_ALWAYS_ON, compat=MANAGED_EFFORT),
     _claude("claude-fable-5", "Claude Fable 5", M, 128_000, (10, 50, 1, 12.5), XHIGH_ALWAYS_ON),
     _claude("claude-opus-4-8", "Claude Opus 4.8", M, 128_000, (5, 25, 0.5, 6.25), XHIGH),
     _claude("claude-opus-4-7", "Claude Opus 4.7", M, 128_000, (5, 25, 0.5, 6.25), XHIGH),

@@ -96,6 +96,9 @@ class AssistantMessage(_Message, tag="assistant", kw_only=True):
     usage: Usage
     stop_reason: StopReason
     timestamp: int
+    # The effort a model that takes it mid-conversation was asked for (pi 1.6): later requests
+    # mark this reply with it.
+    provider_thinking_level: str | None = None
     response_id: str | None = None  # the server's id for the reply
     error_message: str | None = None
     thinking_level: str | None = None  # the level requested (pi 1.6 writes it last)
