@@ -328,6 +328,46 @@ async def test_a_reply_records_the_effort_it_was_asked_for(fake: FakeAnthropic) 
     await provider.client.close()
 
 
+FALLBACK_BETA = "server-side-fallback-2026-07-01"
+
+
+def test_the_fable_models_name_their_server_side_fallbacks() -> None:
+    """pi 1.6 (allowedFallbackModels) lets claude-fable-5 fall back to claude-opus-4-8 and
+    claude-opus-5, and claude-fable-5-2 to claude-opus-5, with the server-side-fallback beta;
+    pi-lsp named none, so an overloaded Fable failed where pi's request was answered."""
+    params = request_params(request([UserMessage(content="q", timestamp=1)], "high",
+                                    "claude-fable-5"))
+    assert params["fallbacks"] == [{"model": "claude-opus-4-8"}, {"model": "claude-opus-5"}]
+    assert params["betas"] == [FALLBACK_BETA]
+    params = request_params(request([UserMessage(content="q", timestamp=1)], "high",
+                                    "claude-fable-5-2"))
+    assert params["fallbacks"] == [{"model": "claude-opus-5"}]
+    assert params["betas"] == [FALLBACK_BETA, *MID_CONVERSATION_BETAS]
+    assert "fallbacks" not in request_params(request([UserMessage(content="q", timestamp=1)],
+                                                     "high", "claude-fable-5-1"))
+
+
+@pytest.mark.asyncio
+async def test_fallbacks_reach_the_server_with_their_beta(fake: FakeAnthropic) -> None:
+    """Through the real SDK, also where a provider's own beta header leaves pi's betas out."""
+    own = {"anthropic-beta": "context-1m-2025-08-07"}
+    registry = ModelRegistry(providers=[ProviderConfig("anthropic", ANTHROPIC_API, headers=own)])
+    fake.script(text_reply("done", model="claude-fable-5"), text_reply("done"))
+    for model, headers in ((REGISTRY.get("anthropic", "claude-fable-5"), None),
+                           (registry.get("anthropic", "claude-fable-5"), own)):
+        provider = AnthropicProvider("k", base_url=fake.url, headers=headers)
+        built = ReplyBuilder(model.api, model)
+        _ = [e async for e in provider.stream(
+            request([UserMessage(content="go", timestamp=1)], "high", info=model), built)]
+        assert built.message().error_message is None
+        await provider.client.close()
+    plain, proxied = [r for r in fake.requests if r.path.startswith("/v1/messages")]
+    assert plain.headers["anthropic-beta"] == FALLBACK_BETA
+    assert proxied.headers["anthropic-beta"] == "context-1m-2025-08-07"
+    for sent in (plain, proxied):
+        assert sent.body["fallbacks"] == [{"model": "claude-opus-4-8"}, {"model": "claude-opus-5"}]
+
+
 def test_pi_16s_max_level_is_clamped_to_what_a_model_has() -> None:
     """A session pi 1.6 set to "max": Claude 4.5 has no max, so its budget is high's; GPT-5
     has neither max nor xhigh, so it reasons at high."""

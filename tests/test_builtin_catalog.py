@@ -31,6 +31,7 @@ FLAGS = {"forceAdaptiveThinking": "force_adaptive_thinking",
 def _facts(model: dict[str, Any]) -> dict[str, Any]:
     facts = {key: model[key] for key in KEPT if key in model}
     facts.update((flag, bool(model.get("compat", {}).get(flag))) for flag in FLAGS)
+    facts["allowedFallbackModels"] = model.get("compat", {}).get("allowedFallbackModels", [])
     return facts
 
 
@@ -57,6 +58,7 @@ def _ours(model: ModelInfo) -> dict[str, Any]:
     if model.thinking_level_map:
         facts["thinkingLevelMap"] = model.thinking_level_map
     facts.update((flag, bool(getattr(model.compat, name))) for flag, name in FLAGS.items())
+    facts["allowedFallbackModels"] = msgspec.to_builtins(model.compat.allowed_fallback_models or [])
     return facts
 
 

@@ -63,6 +63,7 @@ EFFORTS = {"minimal": "low", "low": "low", "medium": "medium", "high": "high"}
 MID_CONVERSATION_BETAS = ("mid-conversation-output-config-2026-07-01",
                           "thinking-binding-controls-2026-08-01")
 FIXED_EFFORT = "low"
+FALLBACK_BETA = "server-side-fallback-2026-07-01"  # with `fallbacks`: models that may answer
 BLOCK_BINDING = {"prefix_mismatch_behavior": "drop_block"}
 MARKED_EFFORTS = frozenset({"low", "medium", "high", "xhigh", "max"})
 CACHE = {"type": "ephemeral"}
@@ -350,6 +351,8 @@ def _betas(model: ModelInfo, budgeted: bool) -> list[str]:
     if model.provider_beta:
         return []
     own = [INTERLEAVED_THINKING] if budgeted and model.reasoning else []
+    if model.compat.allowed_fallback_models:
+        own.append(FALLBACK_BETA)
     if model.compat.supports_mid_convo_effort:  # even with thinking off, as pi asks for them
         own.extend(MID_CONVERSATION_BETAS)
     return _betas_of(model.headers) or own
@@ -383,6 +386,9 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
     betas = _betas(model, params.get("thinking", {}).get("type") == "enabled")
     if betas:
         params["betas"] = betas
+    if model.compat.allowed_fallback_models:
+        params["fallbacks"] = [{"model": fallback.model}
+                               for fallback in model.compat.allowed_fallback_models]
     return without_lone_surrogates(params)  # type: ignore[no-any-return]
 
 
@@ -488,8 +494,10 @@ class AnthropicProvider:
             return
         answered = started = stopped = reasoned = False
         try:
-            # Betas go through the SDK's beta client, which sends them as `anthropic-beta`.
-            messages = self.client.beta.messages if "betas" in params else self.client.messages
+            # Betas go through the SDK's beta client, which sends them as `anthropic-beta`;
+            # only it takes `fallbacks` (a provider's own beta header may have left no betas).
+            beta = "betas" in params or "fallbacks" in params
+            messages = self.client.beta.messages if beta else self.client.messages
             stream = await with_retries(
                 lambda: messages.create(
                     **params, stream=True, extra_headers=headers or None),

@@ -40,6 +40,14 @@ class Price(msgspec.Struct, rename="camel", omit_defaults=True):
         return max(above, key=lambda tier: tier.input_tokens_above) if above else self
 
 
+class FallbackModel(msgspec.Struct, rename="camel"):
+    """A model the server may answer with instead (pi 1.6's `allowedFallbackModels` entry)."""
+
+    provider: str
+    model: str
+    cost: Price | None = None
+
+
 # pi's `thinkingFormat` values pi-lsp sends: how reasoning is asked for on Chat Completions.
 ThinkingFormat = Literal["openai", "openrouter", "deepseek", "together", "zai", "qwen",
                          "qwen-chat-template", "string-thinking", "ant-ling"]
@@ -69,6 +77,8 @@ class Compat(msgspec.Struct, rename="camel", omit_defaults=True):
     # Anthropic: each reply's effort is set by a system message before it, the top-level
     # effort staying fixed (pi 1.6's `supportsMidConvoEffort`).
     supports_mid_convo_effort: bool | None = None
+    # Anthropic: models the server may answer with when this one cannot (`fallbacks`).
+    allowed_fallback_models: list[FallbackModel] | None = None
 
     def over(self, base: Compat) -> Compat:
         """These flags, with `base` filling the ones left unset."""
@@ -150,6 +160,8 @@ EVERY_EFFORT: dict[str, str | None] = {"minimal": None, "low": "low", "medium": 
                                        "high": "high", **XHIGH}
 EVERY_EFFORT_ALWAYS_ON: dict[str, str | None] = {"off": None, **EVERY_EFFORT}
 MANAGED_EFFORT = Compat(supports_mid_convo_effort=True)
+OPUS_4_8 = FallbackModel("anthropic", "claude-opus-4-8", Price(5, 25, 0.5, 6.25))
+OPUS_5 = FallbackModel("anthropic", "claude-opus-5", Price(5, 25, 0.5, 6.25))
 M = 1_000_000
 # Ids, names, windows, output caps, prices and level maps as pi 1.6's catalog has them
 # (pi-ai's providers/data/anthropic.json and openai.json; tests/fixtures/pi16-catalog.json).
@@ -165,10 +177,12 @@ BUILT_IN: tuple[ModelInfo, ...] = (
             EVERY_EFFORT, tiers=(PriceTier(100_000, 0.5, 2.5, 0.05, 0.625),),
             compat=MANAGED_EFFORT),
     _claude("claude-fable-5-2", "Claude Fable 5.2", M, 128_000, (8, 40, 0.2, 10),
-            XHIGH_ALWAYS_ON, compat=MANAGED_EFFORT),
+            XHIGH_ALWAYS_ON, compat=Compat(supports_mid_convo_effort=True,
+                                           allowed_fallback_models=[OPUS_5])),
     _claude("claude-fable-5-1", "Claude Fable 5.1", M, 128_000, (10, 50, 0.25, 12.5),
             XHIGH_ALWAYS_ON, compat=MANAGED_EFFORT),
-    _claude("claude-fable-5", "Claude Fable 5", M, 128_000, (10, 50, 1, 12.5), XHIGH_ALWAYS_ON),
+    _claude("claude-fable-5", "Claude Fable 5", M, 128_000, (10, 50, 1, 12.5), XHIGH_ALWAYS_ON,
+            compat=Compat(allowed_fallback_models=[OPUS_4_8, OPUS_5])),
     _claude("claude-opus-4-8", "Claude Opus 4.8", M, 128_000, (5, 25, 0.5, 6.25), XHIGH),
     _claude("claude-opus-4-7", "Claude Opus 4.7", M, 128_000, (5, 25, 0.5, 6.25), XHIGH),
     _claude("claude-opus-4-6", "Claude Opus 4.6", M, 128_000, (5, 25, 0.5, 6.25), MAX),
