@@ -112,7 +112,7 @@ def test_context_request_of_a_model_pi_cannot_restore_is_on_the_default(
     tree.append_message(UserMessage(content="hi", timestamp=1))
     result = run_cli("context", str(session), "--layer", "request", "--json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["model"] == "claude-sonnet-4-5"
+    assert json.loads(result.stdout)["model"] == "claude-opus-5-5"  # pi 1.6's default
 
 
 def test_context_preview_is_readable(example_session: Path) -> None:

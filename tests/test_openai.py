@@ -1048,6 +1048,7 @@ async def test_session_moves_from_anthropic_to_openai_compatible_and_back(
         tmp_path: Path, fake: FakeAnthropic, oai: FakeOpenAI, monkeypatch) -> None:
     monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "agent"))
     trust(tmp_path, tmp_path / "agent")  # its models.json is loaded
+    write(tmp_path / ".pi" / "settings.json", {"defaultModel": "claude-sonnet-4-5"})
     write(tmp_path / ".pi" / "models.json", {"providers": {
         "ollama": {"baseUrl": f"{oai.url}/v1", "api": "openai-completions", "apiKey": "ollama",
                    "models": [{"id": MODEL, "reasoning": True}]},

@@ -43,11 +43,16 @@ SESSION_NAME = re.compile(
 
 
 
+SONNET_DEFAULT = {"defaultProvider": "anthropic", "defaultModel": "claude-sonnet-4-5"}
+
+
 @pytest.fixture(scope="module")
 def agent_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("agent")
-    # pi's retry policy, with waits too short to notice
-    (path / "settings.json").write_text(json.dumps({"retry": {"baseDelayMs": 1}}))
+    # pi's retry policy, with waits too short to notice; the model these tests were written on
+    # (a thinking budget), where pi 1.6's default would be claude-opus-5-5.
+    (path / "settings.json").write_text(json.dumps({"retry": {"baseDelayMs": 1},
+                                                    **SONNET_DEFAULT}))
     return path
 
 
@@ -130,6 +135,27 @@ def test_new_session_streams_the_reply_and_writes_the_session(
     assert request["thinking"]["type"] == "enabled"
     checked = check(path, env)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_a_run_with_no_model_configured_is_on_pi_16s_default_model(
+        fake: FakeAnthropic, tmp_path: Path, env: dict[str, str]) -> None:
+    """pi 1.6 starts on claude-opus-5-5 where nothing names a model (model-resolver.js,
+    defaultModelPerProvider.anthropic), so sessions people start with pi today run on it;
+    pi-lsp started on claude-sonnet-4-5, with other output caps, prices and request shapes."""
+    agent, workspace = tmp_path / "agent", tmp_path / "ws"
+    workspace.mkdir()
+    trust(workspace, agent)  # and no settings.json naming a model
+    fake.script(text_reply("on the default", model="claude-opus-5-5"))
+    result = pi_run(workspace, {**env, "PI_CODING_AGENT_DIR": str(agent)}, "--new", "hello")
+    assert result.returncode == 0, result.stderr
+    [path] = sessions(workspace)
+    change = entries(path)[0]
+    assert (change["provider"], change["modelId"]) == ("anthropic", "claude-opus-5-5")
+    [request] = fake.message_requests()
+    assert (request["model"], request["max_tokens"]) == ("claude-opus-5-5", 128_000)
+    assert request["thinking"]["type"] == "adaptive"
+    assert request["messages"][-1] == {"role": "system", "content": [],
+                                       "output_config": {"effort": "medium"}}
 
 
 def test_run_continues_the_newest_session_or_the_named_one(

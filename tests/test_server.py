@@ -70,7 +70,7 @@ BRANCH_SUMMARY = "18fc1fcb"
 BRANCH_B_DONE = "b45d7b19"  # a leaf on branch B before the compaction: the summary is in context
 
 CLIENTS = ["neovim@v0.11", "visual-studio-code"]
-DEFAULT_MODEL = "claude-sonnet-4-5"
+DEFAULT_MODEL = "claude-opus-5-5"  # pi 1.6's, where nothing names a model
 SUMMARY_MODEL = "claude-haiku-4-5"
 
 SESSIONS_CHANGED = "pi/sessionsChanged"
@@ -789,7 +789,7 @@ async def test_preview_context_layers(pi: Pi, layer: str) -> None:
         assert "<branch_exploration_summary>" in preview["markdown"]
         assert {m["role"] for m in messages} <= {"user", "assistant", "toolResult"}
     if layer == "request":
-        assert preview["request"]["model"] == DEFAULT_MODEL
+        assert preview["request"]["model"] == "claude-sonnet-4-5"  # the session's
         assert preview["request"]["messages"]
 
 

@@ -554,7 +554,7 @@ def test_a_project_may_set_levels_per_model_and_a_new_session_starts_at_its_mode
     the default set), clamped as pi records it; a switch to another model takes the default."""
     root = tmp_path / "ws"
     write_json(root / ".pi" / "settings.json", {
-        "defaultThinkingLevel": "low",
+        "defaultModel": "claude-sonnet-4-5", "defaultThinkingLevel": "low",
         "modelThinkingLevels": {"anthropic/claude-sonnet-4-5": "xhigh"}})
     trust(root, agent())
     hub = hub_for(root)
@@ -1040,13 +1040,13 @@ def test_cli_run_loads_project_files_only_when_trusted(tmp_path: Path, fake: Fak
         return fake.message_requests()[-1]["model"], done.stderr
 
     model, stderr = model_of()
-    assert model == "claude-sonnet-4-5"  # pi's print mode: `ask` and no decision is no
+    assert model == "claude-opus-5-5"  # the default: `ask` and no decision is no (print mode)
     assert ".pi/settings.json not loaded because it is not trusted yet" in stderr
     assert model_of("--approve")[0] == "claude-haiku-4-5"
     trust(root, agent())
     assert model_of()[0] == "claude-haiku-4-5"
     model, stderr = model_of("--no-approve")
-    assert model == "claude-sonnet-4-5" and "--no-approve was given" in stderr
+    assert model == "claude-opus-5-5" and "--no-approve was given" in stderr
 
 
 # -- the language server ---------------------------------------------------------------------
@@ -1103,7 +1103,7 @@ async def says_once_and_saves_trust(client: LanguageClient, folder: Path, store:
     """One note for the untrusted settings; trust then shown, saved, restricted and forgotten."""
     uri = folder.as_uri()
     assert (await call(client, "pi.listModels", {}))["default"] == \
-        "anthropic/claude-sonnet-4-5"
+        "anthropic/claude-opus-5-5"
     await call(client, "pi.listModels", {})
     notes = [m.message for m in client.messages if "not loaded" in m.message]
     assert len(notes) == 1 and f"{folder}: .pi/settings.json not loaded" in notes[0]
@@ -1145,7 +1145,7 @@ async def test_an_invalid_setting_is_refused_alone_and_restricted_mode_holds(
         (status,) = (await call(client, "pi.trustStatus", {}))["folders"]
         assert (status["trusted"], status["decision"]) == (False, "restricted")
         assert (await call(client, "pi.listModels", {}))["default"] == \
-            "anthropic/claude-sonnet-4-5"  # not the project's claude-opus-4-5
+            "anthropic/claude-opus-5-5"  # not the project's claude-opus-4-5
         [refused] = [m.message for m in client.messages if "invalid settings" in m.message]
         assert "`durableLeafMoves`: Expected `bool`, got `str`" in refused
         assert "`noSuchKey`" in refused and "workspaceTrusted" not in refused

@@ -205,7 +205,7 @@ BUILT_IN_PROVIDERS: tuple[ProviderConfig, ...] = (
     ProviderConfig("anthropic", ANTHROPIC_API),
     ProviderConfig("openai", RESPONSES_API, "https://api.openai.com/v1"),
 )
-DEFAULT_MODEL = "claude-sonnet-4-5"
+DEFAULT_MODEL = "claude-opus-5-5"  # pi 1.6's (model-resolver.js defaultModelPerProvider)
 DEFAULT_SUMMARY_MODEL = "claude-haiku-4-5"
 DEFAULT_CONTEXT_WINDOW = 128_000
 DEFAULT_MAX_TOKENS = 16_384
