@@ -368,6 +368,49 @@ async def test_fallbacks_reach_the_server_with_their_beta(fake: FakeAnthropic) -
         assert sent.body["fallbacks"] == [{"model": "claude-opus-4-8"}, {"model": "claude-opus-5"}]
 
 
+async def fable_reply(fake: FakeAnthropic, *events: dict[str, Any]) -> AssistantMessage:
+    """The reply pi-lsp makes of `events` answering a claude-fable-5 request."""
+    fake.script(fake_anthropic.Reply([*events, *fake_anthropic.message_end()]))
+    provider = AnthropicProvider("k", base_url=fake.url)
+    model = REGISTRY.get("anthropic", "claude-fable-5")
+    built = ReplyBuilder(model.api, model)
+    _ = [e async for e in provider.stream(
+        request([UserMessage(content="go", timestamp=1)], "high", info=model), built)]
+    await provider.client.close()
+    return built.message()
+
+
+FALLBACK_BLOCK = [{"type": "content_block_start", "index": 0,
+                   "content_block": {"type": "fallback", "model": "claude-opus-5"}},
+                  {"type": "content_block_stop", "index": 0}]
+
+
+@pytest.mark.asyncio
+async def test_a_fallback_models_reply_names_it_and_costs_what_it_costs(
+        fake: FakeAnthropic) -> None:
+    """pi 1.6 records the model that answered as responseModel when it is not the one asked
+    for, and prices a fallback's reply at the fallback's cost; pi-lsp priced an Opus 5 answer
+    at Fable's (twice as much) and did not say Opus 5 had answered."""
+    message = await fable_reply(fake, message_start("claude-opus-5", input_tokens=1_000_000),
+                                *FALLBACK_BLOCK, *text_block(1, "hi"))
+    assert (message.error_message, message.response_model) == (None, "claude-opus-5")
+    assert message.content == [TextContent(text="hi")]
+    assert message.usage.cost.input == 5  # Opus 5's $5 a million, not Fable's $10
+    assert b'"responseId":"msg_fake","responseModel":"claude-opus-5"' in \
+        msgspec.json.encode(message)
+    asked = await fable_reply(fake, message_start("claude-fable-5", input_tokens=1_000_000),
+                              *text_block(0, "hi"))
+    assert (asked.response_model, asked.usage.cost.input) == (None, 10)
+
+
+@pytest.mark.asyncio
+async def test_a_fallback_after_output_fails_the_reply_as_pi_16_fails_it(
+        fake: FakeAnthropic) -> None:
+    message = await fable_reply(fake, message_start("claude-fable-5"), *text_block(0, "hi"),
+                                *[{**event, "index": 1} for event in FALLBACK_BLOCK])
+    assert message.error_message == "Anthropic performed an unsupported mid-output model fallback"
+
+
 def test_pi_16s_max_level_is_clamped_to_what_a_model_has() -> None:
     """A session pi 1.6 set to "max": Claude 4.5 has no max, so its budget is high's; GPT-5
     has neither max nor xhigh, so it reasons at high."""

@@ -73,6 +73,7 @@ DISPLAY = "summarized"
 STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop",
                 "max_tokens": "length", "tool_use": "toolUse"}
 REFUSED = "The model refused to complete the request"  # pi's words when Anthropic gives none
+MID_OUTPUT_FALLBACK = "Anthropic performed an unsupported mid-output model fallback"  # pi's
 # message_delta's counts and the reply's: each one sent replaces the count so far (pi 1.6).
 DELTA_COUNTS = (("input_tokens", "input"), ("output_tokens", "output"),
                 ("cache_read_input_tokens", "cache_read"),
@@ -525,6 +526,11 @@ class AnthropicProvider:
         kind = event.type
         if kind == "message_start":
             reply.response_id = event.message.id
+            answering = getattr(event.message, "model", None)
+            # Another model answered (a server-side fallback, say): pi 1.6 records which.
+            # (A name that is not a string is not kept: its line could not be read back.)
+            reply.response_model = answering if isinstance(answering, str) \
+                and answering != reply.model.id else None
             usage = event.message.usage
             reply.usage.input = usage.input_tokens or 0
             reply.usage.output = usage.output_tokens or 0
@@ -532,6 +538,8 @@ class AnthropicProvider:
             reply.usage.cache_write = usage.cache_creation_input_tokens or 0
         elif kind == "content_block_start":
             block = event.content_block
+            if block.type == "fallback" and reply.blocks:
+                raise ReplyFailed(MID_OUTPUT_FALLBACK)
             if block.type == "text":
                 slots[event.index] = index = reply.start_text()
                 return reply.add_text(index, block.text) if block.text else []

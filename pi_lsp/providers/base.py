@@ -226,6 +226,7 @@ class ReplyBuilder:
         self.error_message: str | None = None
         self.response_id: str | None = None
         self.provider_thinking_level: str | None = None  # the effort asked for, where marked
+        self.response_model: str | None = None  # the model that answered, if another
         self.timestamp = now_ms()
 
     def start_text(self) -> int:
@@ -334,6 +335,15 @@ class ReplyBuilder:
         return fitted_to_entry(
             self._assemble([self.block(index) for index in range(len(self.blocks))]))
 
+    def _answering_model(self) -> ModelInfo:
+        """The model priced: a fallback the server answered with at its own cost (pi 1.6)."""
+        fallback = next((f for f in self.model.compat.allowed_fallback_models or []
+                         if (f.provider, f.model) == (self.model.provider, self.response_model)
+                         and f.cost is not None), None)
+        if fallback is None or fallback.cost is None:
+            return self.model
+        return msgspec.structs.replace(self.model, id=fallback.model, price=fallback.cost)
+
     def _assemble(self, blocks: list[AssistantBlock]) -> AssistantMessage:
         usage = msgspec.structs.replace(
             self.usage, input=_counted(self.usage.input), output=_counted(self.usage.output),
@@ -341,12 +351,12 @@ class ReplyBuilder:
             cache_write=_counted(self.usage.cache_write))
         usage.total_tokens = usage.input + usage.output + usage.cache_read + usage.cache_write \
             if self.total_tokens is None else _counted(self.total_tokens)
-        usage.cost = cost_of(usage, self.model)
+        usage.cost = cost_of(usage, self._answering_model())
         return AssistantMessage(
             content=blocks, api=self.api, provider=self.model.provider,
             model=self.model.id, usage=usage, stop_reason=self.stop_reason,
             timestamp=self.timestamp, provider_thinking_level=self.provider_thinking_level,
-            response_id=self.response_id,
+            response_id=self.response_id, response_model=self.response_model,
             error_message=self.error_message, thinking_level=self.thinking_level,
         )
 

@@ -100,6 +100,7 @@ class AssistantMessage(_Message, tag="assistant", kw_only=True):
     # mark this reply with it.
     provider_thinking_level: str | None = None
     response_id: str | None = None  # the server's id for the reply
+    response_model: str | None = None  # the model that answered, when not the one asked
     error_message: str | None = None
     thinking_level: str | None = None  # the level requested (pi 1.6 writes it last)
 
