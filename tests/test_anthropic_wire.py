@@ -411,6 +411,33 @@ async def test_a_fallback_after_output_fails_the_reply_as_pi_16_fails_it(
     assert message.error_message == "Anthropic performed an unsupported mid-output model fallback"
 
 
+PLACEHOLDER = {"name": "__pi_deferred_placeholder__",
+               "description": "Reserved placeholder. Never available. Never call this.",
+               "input_schema": {"type": "object", "properties": {}, "required": []},
+               "defer_loading": True}
+
+
+def test_models_with_native_tool_changes_declare_pis_deferred_placeholder() -> None:
+    """pi 1.6 (supportsMidConvoSystemMessages and supportsMidConvoToolChanges: Opus 4.8 and
+    later, Sonnet 5.5, Haiku 5.5, Fable) declares a deferred placeholder tool after the tools,
+    with the inline-tools beta, so the scaffolding of a later tool change is in the cached
+    prefix from the first request; pi-lsp's request for pi's default model lacked both."""
+    tools = [ToolSpec("bash", "run", {"type": "object", "properties": {}})]
+    params = request_params(request([UserMessage(content="q", timestamp=1)], "high",
+                                    "claude-opus-4-8", tools=tools))
+    assert params["tools"] == [{"name": "bash", "description": "run", "cache_control": CACHE,
+                                "input_schema": {"type": "object", "properties": {},
+                                                 "required": []}}, PLACEHOLDER]
+    assert params["betas"] == ["inline-tools-2026-09-15"]
+    params = request_params(request([UserMessage(content="q", timestamp=1)], "high",
+                                    "claude-opus-5-5", tools=tools))
+    assert params["betas"] == [*MID_CONVERSATION_BETAS, "inline-tools-2026-09-15"]
+    assert "betas" not in request_params(request([UserMessage(content="q", timestamp=1)],
+                                                 "high", "claude-opus-4-8"))  # no tools
+    assert request_params(request([UserMessage(content="q", timestamp=1)], "high",
+                                  "claude-opus-4-7", tools=tools))["tools"][-1]["name"] == "bash"
+
+
 def test_pi_16s_max_level_is_clamped_to_what_a_model_has() -> None:
     """A session pi 1.6 set to "max": Claude 4.5 has no max, so its budget is high's; GPT-5
     has neither max nor xhigh, so it reasons at high."""

@@ -25,7 +25,9 @@ KEPT = ("id", "name", "reasoning", "input", "cost", "contextWindow", "maxTokens"
 
 # pi's compat flags that shape a request (each False where the catalog leaves it out).
 FLAGS = {"forceAdaptiveThinking": "force_adaptive_thinking",
-         "supportsMidConvoEffort": "supports_mid_convo_effort"}
+         "supportsMidConvoEffort": "supports_mid_convo_effort",
+         "supportsMidConvoSystemMessages": "supports_mid_convo_system_messages",
+         "supportsMidConvoToolChanges": "supports_mid_convo_tool_changes"}
 
 
 def _facts(model: dict[str, Any]) -> dict[str, Any]:

@@ -36,6 +36,8 @@ MODELS = {ANTHROPIC_API: ("anthropic", "claude-sonnet-4-5"), RESPONSES_API: ("op
           CHAT_API: ("openai", "gpt-5")}
 # A Claude that thinks adaptively at an effort and whose API hides thinking unless asked.
 NEWER = "claude-opus-4-7"
+# pi 1.6's default model: effort set mid-conversation, native tool changes.
+DEFAULT = "claude-opus-5-5"
 LEFT_OUT_BETA = "message-threads-2026-08-12"
 BRANCH_SUMMARY_OPENINGS = ("The following is a summary of a branch", BRANCH_SUMMARY_PREFIX)
 MADE_UP_ID = re.compile(r"msg_pi_\d+(_\d+)?")
@@ -53,7 +55,8 @@ def pi_bodies() -> dict[str, Any]:
     node = pi16_node()
     if node is not None:
         runs = [(api, None, text_only) for api in MODELS for text_only in (False, True)]
-        for api, model_id, text_only in [*runs, (ANTHROPIC_API, NEWER, False)]:
+        for api, model_id, text_only in [*runs, (ANTHROPIC_API, NEWER, False),
+                                         (ANTHROPIC_API, DEFAULT, False)]:
             run = subprocess.run([node, str(Path(__file__).with_name("pi16_wire.mjs")),
                                   str(PI16 / "@earendil-works"), api,
                                   *(["--model", model_id] if model_id else []),
@@ -203,6 +206,31 @@ def test_a_newer_claudes_body_is_the_one_pi_16_sends(pi_bodies: dict[str, Any]) 
         if pi is None:
             continue
         ours, replayed = _ours(file, ANTHROPIC_API, model_id=NEWER)
+        assert _comparable(ours, ANTHROPIC_API, replayed, pi=False) == \
+            _comparable(pi, ANTHROPIC_API, replayed, pi=True), file.name
+        compared += 1
+    assert compared >= 10
+
+
+def _later_system_messages(body: dict[str, Any]) -> bool:
+    """Whether pi sent a system message after the first with something in it (a prompt or tool
+    change, which pi-lsp folds into `system` and `tools`), not only an effort marker."""
+    return any(message["role"] == "system" and message["content"]
+               for message in body["messages"])
+
+
+def test_pi_16s_default_models_body_is_the_one_pi_16_sends(pi_bodies: dict[str, Any]) -> None:
+    """claude-opus-5-5, on which pi 1.6 starts: each reply's effort in a system message before
+    it and a fixed top-level effort, block binding, pi's betas and the deferred placeholder tool
+    (pi-lsp sent the effort at the top level and none of the rest). Sessions whose prompt or
+    tools change mid-way are left out: pi sends those changes as system messages, pi-lsp folds
+    them into the prompt and tool list."""
+    compared = 0
+    for file in _files():
+        pi = pi_bodies[_key(ANTHROPIC_API, False, file, DEFAULT)]
+        if pi is None or _later_system_messages(pi):
+            continue
+        ours, replayed = _ours(file, ANTHROPIC_API, model_id=DEFAULT)
         assert _comparable(ours, ANTHROPIC_API, replayed, pi=False) == \
             _comparable(pi, ANTHROPIC_API, replayed, pi=True), file.name
         compared += 1

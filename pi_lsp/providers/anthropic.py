@@ -64,6 +64,16 @@ MID_CONVERSATION_BETAS = ("mid-conversation-output-config-2026-07-01",
                           "thinking-binding-controls-2026-08-01")
 FIXED_EFFORT = "low"
 FALLBACK_BETA = "server-side-fallback-2026-07-01"  # with `fallbacks`: models that may answer
+# pi 1.6's tool, never available, declared after the tools of a model that takes tool changes
+# mid-conversation: the server's scaffolding for a tool change is then in the cached prefix
+# from the first request. pi-lsp still sends changed tools as the whole current list.
+INLINE_TOOLS_BETA = "inline-tools-2026-09-15"
+DEFERRED_PLACEHOLDER: dict[str, Any] = {
+    "name": "__pi_deferred_placeholder__",
+    "description": "Reserved placeholder. Never available. Never call this.",
+    "input_schema": {"type": "object", "properties": {}, "required": []},
+    "defer_loading": True,
+}
 BLOCK_BINDING = {"prefix_mismatch_behavior": "drop_block"}
 MARKED_EFFORTS = frozenset({"low", "medium", "high", "xhigh", "max"})
 CACHE = {"type": "ephemeral"}
@@ -271,13 +281,22 @@ def input_schema(parameters: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def _tools(tools: list[ToolSpec], cache: bool) -> list[dict[str, Any]]:
+def native_tools(model: ModelInfo) -> bool:
+    """Whether pi 1.6 would say tool changes mid-conversation to this model (with tools)."""
+    compat = model.compat
+    return bool(compat.supports_mid_convo_system_messages and
+                compat.supports_mid_convo_tool_changes)
+
+
+def _tools(tools: list[ToolSpec], cache: bool, model: ModelInfo) -> list[dict[str, Any]]:
     """Tool definitions; with `cache`, the last one a cache breakpoint so the tool list is cached
-    too."""
+    too; pi's placeholder after them where the model takes tool changes natively."""
     wire = [{"name": t.name, "description": t.description,
              "input_schema": input_schema(t.parameters)} for t in tools]
     if cache:
         wire[-1]["cache_control"] = CACHE
+    if native_tools(model):
+        wire.append(dict(DEFERRED_PLACEHOLDER))
     return wire
 
 
@@ -345,7 +364,7 @@ def _betas_of(headers: dict[str, str]) -> list[str]:
     return []
 
 
-def _betas(model: ModelInfo, budgeted: bool) -> list[str]:
+def _betas(model: ModelInfo, budgeted: bool, tools: bool) -> list[str]:
     """The betas asked for: one its provider's `anthropic-beta` header sets (sent with every
     request: the 1M window's beta, say) leaves none, as pi's last header wins; else one the
     model's sets replaces pi's own."""
@@ -356,6 +375,8 @@ def _betas(model: ModelInfo, budgeted: bool) -> list[str]:
         own.append(FALLBACK_BETA)
     if model.compat.supports_mid_convo_effort:  # even with thinking off, as pi asks for them
         own.extend(MID_CONVERSATION_BETAS)
+    if tools and native_tools(model):
+        own.append(INLINE_TOOLS_BETA)
     return _betas_of(model.headers) or own
 
 
@@ -382,9 +403,10 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
     if system is not None:
         params["system"] = system
     if request.tools:
-        params["tools"] = _tools(request.tools, request.cache)
+        params["tools"] = _tools(request.tools, request.cache, model)
     params.update(_thinking(request))
-    betas = _betas(model, params.get("thinking", {}).get("type") == "enabled")
+    betas = _betas(model, params.get("thinking", {}).get("type") == "enabled",
+                   bool(request.tools))
     if betas:
         params["betas"] = betas
     if model.compat.allowed_fallback_models:

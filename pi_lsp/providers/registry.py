@@ -77,6 +77,11 @@ class Compat(msgspec.Struct, rename="camel", omit_defaults=True):
     # Anthropic: each reply's effort is set by a system message before it, the top-level
     # effort staying fixed (pi 1.6's `supportsMidConvoEffort`).
     supports_mid_convo_effort: bool | None = None
+    # Anthropic: system messages and tool changes after the first go as such (pi 1.6's
+    # `supportsMidConvoSystemMessages`, `supportsMidConvoToolChanges`); pi-lsp sends only the
+    # deferred placeholder tool that goes with them (anthropic.DEFERRED_PLACEHOLDER).
+    supports_mid_convo_system_messages: bool | None = None
+    supports_mid_convo_tool_changes: bool | None = None
     # Anthropic: models the server may answer with when this one cannot (`fallbacks`).
     allowed_fallback_models: list[FallbackModel] | None = None
 
@@ -159,7 +164,10 @@ XHIGH_ALWAYS_ON: dict[str, str | None] = {"off": None, **XHIGH}
 EVERY_EFFORT: dict[str, str | None] = {"minimal": None, "low": "low", "medium": "medium",
                                        "high": "high", **XHIGH}
 EVERY_EFFORT_ALWAYS_ON: dict[str, str | None] = {"off": None, **EVERY_EFFORT}
-MANAGED_EFFORT = Compat(supports_mid_convo_effort=True)
+# Tool changes said in system messages mid-conversation (pi's two flags, always together).
+NATIVE_TOOLS = Compat(supports_mid_convo_system_messages=True,
+                      supports_mid_convo_tool_changes=True)
+MANAGED_EFFORT = Compat(supports_mid_convo_effort=True).over(NATIVE_TOOLS)
 OPUS_4_8 = FallbackModel("anthropic", "claude-opus-4-8", Price(5, 25, 0.5, 6.25))
 OPUS_5 = FallbackModel("anthropic", "claude-opus-5", Price(5, 25, 0.5, 6.25))
 M = 1_000_000
@@ -177,13 +185,14 @@ BUILT_IN: tuple[ModelInfo, ...] = (
             EVERY_EFFORT, tiers=(PriceTier(100_000, 0.5, 2.5, 0.05, 0.625),),
             compat=MANAGED_EFFORT),
     _claude("claude-fable-5-2", "Claude Fable 5.2", M, 128_000, (8, 40, 0.2, 10),
-            XHIGH_ALWAYS_ON, compat=Compat(supports_mid_convo_effort=True,
-                                           allowed_fallback_models=[OPUS_5])),
+            XHIGH_ALWAYS_ON,
+            compat=Compat(allowed_fallback_models=[OPUS_5]).over(MANAGED_EFFORT)),
     _claude("claude-fable-5-1", "Claude Fable 5.1", M, 128_000, (10, 50, 0.25, 12.5),
             XHIGH_ALWAYS_ON, compat=MANAGED_EFFORT),
     _claude("claude-fable-5", "Claude Fable 5", M, 128_000, (10, 50, 1, 12.5), XHIGH_ALWAYS_ON,
-            compat=Compat(allowed_fallback_models=[OPUS_4_8, OPUS_5])),
-    _claude("claude-opus-4-8", "Claude Opus 4.8", M, 128_000, (5, 25, 0.5, 6.25), XHIGH),
+            compat=Compat(allowed_fallback_models=[OPUS_4_8, OPUS_5]).over(NATIVE_TOOLS)),
+    _claude("claude-opus-4-8", "Claude Opus 4.8", M, 128_000, (5, 25, 0.5, 6.25), XHIGH,
+            compat=NATIVE_TOOLS),
     _claude("claude-opus-4-7", "Claude Opus 4.7", M, 128_000, (5, 25, 0.5, 6.25), XHIGH),
     _claude("claude-opus-4-6", "Claude Opus 4.6", M, 128_000, (5, 25, 0.5, 6.25), MAX),
     _claude("claude-sonnet-4-6", "Claude Sonnet 4.6", M, 128_000, (3, 15, 0.3, 3.75), MAX),
