@@ -58,7 +58,7 @@ test("Restricted Mode: sessions and previews work, turns and summaries are refus
   }
   const state = await status();
   assert.deepEqual([state.trusted, state.decision, state.projectFiles], [false, "restricted", [".pi/settings.json"]]);
-  assert.equal((await api.pi.call("pi.listModels", {})).default, "anthropic/claude-sonnet-4-5", "the folder's settings are not loaded");
+  assert.equal((await api.pi.call("pi.listModels", {})).default, "anthropic/claude-opus-5-5", "the folder's settings are not loaded");
   // pi: Trust This Folder… sends the user to VS Code's own trust first.
   respond("showWarningMessage", () => "Manage Workspace Trust");
   await run("piLsp.trust");
@@ -92,7 +92,7 @@ test("pi: Trust This Folder… saves pi's choices", async () => {
   const saved = await run("piLsp.trust");
   assert.deepEqual([saved.trusted, saved.decision], [false, "saved"]);
   assert.deepEqual(JSON.parse(fs.readFileSync(store(), "utf8")), { [fs.realpathSync(ws.folder)]: false });
-  assert.equal((await api.pi.call("pi.listModels", {})).default, "anthropic/claude-sonnet-4-5");
+  assert.equal((await api.pi.call("pi.listModels", {})).default, "anthropic/claude-opus-5-5");
   respond("showQuickPick", (items) => items.find((i) => i.label === "Forget the decision"));
   const forgotten = await run("piLsp.trust");
   assert.equal(forgotten.decision, "client", "VS Code's trust decides once pi's store says nothing");
