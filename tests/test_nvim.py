@@ -122,8 +122,16 @@ def test_tree_branch_label_preview(workspace: Path, fake: FakeAnthropic, tmp_pat
     assert fake.message_requests() == []  # nothing here talks to the model
 
 
+def on_sonnet(tmp_path: Path) -> None:
+    """The user's default model the chat specs were written on (their requests end with the
+    prompt: pi 1.6's default claude-opus-5-5 would end them with an effort marker)."""
+    (tmp_path / "agent").mkdir(exist_ok=True)
+    (tmp_path / "agent" / "settings.json").write_text('{"defaultModel": "claude-sonnet-4-5"}')
+
+
 def test_chat_streams_a_reply_and_aborts(workspace: Path, fake: FakeAnthropic,
                                          tmp_path: Path) -> None:
+    on_sonnet(tmp_path)
     slow = held_reply([f"piece{i} " for i in range(60)], tmp_path, "aborted", after=2)
     # the server is killed
     again = held_reply([f"again{i} " for i in range(60)], tmp_path, "crashed", after=2)
@@ -139,6 +147,7 @@ def test_chat_streams_a_reply_and_aborts(workspace: Path, fake: FakeAnthropic,
 
 def test_chat_keeps_attached_code_with_its_message(workspace: Path, fake: FakeAnthropic,
                                                   tmp_path: Path) -> None:
+    on_sonnet(tmp_path)
     fake.script(held_reply([f"piece{i} " for i in range(8)], tmp_path, "steered", after=2),
                 text_reply("Steered", " reply"), text_reply("Hello"),
                 held_reply([f"piece{i} " for i in range(60)], tmp_path, "aborted", after=2),

@@ -44,7 +44,7 @@ end
 H.wait(function()
   return told("not trusted: decided for this Neovim only")
 end, "the answer was not confirmed")
-H.check(default_model() == "anthropic/claude-sonnet-4-5", "the folder's settings are not loaded: " .. tostring(default_model()))
+H.check(default_model() == "anthropic/claude-opus-5-5", "the folder's settings are not loaded: " .. tostring(default_model()))
 H.check(saved() == nil, "a choice for this session only is not saved")
 
 vim.cmd("PiTrust show")
@@ -68,7 +68,7 @@ vim.cmd("PiTrust no")
 H.wait(function()
   return saved() == false
 end, ":PiTrust no was not saved")
-H.check(default_model() == "anthropic/claude-sonnet-4-5", "a folder not trusted loads nothing")
+H.check(default_model() == "anthropic/claude-opus-5-5", "a folder not trusted loads nothing")
 
 pcall(vim.cmd, "PiTrust maybe") -- an error notification fails the command in headless mode
 H.check(told("no :PiTrust maybe (one of: trust, parent, no, forget, show)"), "a wrong argument is named")
