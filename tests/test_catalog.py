@@ -603,6 +603,27 @@ def test_times_past_year_9999_or_before_year_1_are_listed_as_pi_writes_them(
     assert list(listed) == ["far-message", "far", "edge", "zero", "before"]
 
 
+def test_a_session_named_with_a_number_past_a_double_is_left_out_not_the_listing(
+        tmp_path: Path) -> None:
+    """A name of 1e400 (Infinity to pi) failed msgspec's decode, and the error ended the
+    whole listing (CLI and server index) instead of leaving out the one session, as pi does."""
+    write(tmp_path / "s" / "plain.jsonl", [
+        header("plain", "2025-01-01T00:00:00.000Z", "/w"),
+        user_entry("m1", None, "2025-01-01T00:00:02.000Z", "hi")])
+    for session_id, name in (("huge", "1e400"), ("nested", "[-1e400]")):
+        write(tmp_path / "s" / f"{session_id}.jsonl", [
+            header(session_id, "2025-01-01T00:00:00.000Z", "/w"),
+            user_entry("m1", None, "2025-01-01T00:00:02.000Z", "hello")])
+        with (tmp_path / "s" / f"{session_id}.jsonl").open("a") as file:
+            file.write('{"type":"session_info","id":"i2","parentId":"m1",'
+                       f'"timestamp":"2025-01-01T00:00:03.000Z","name":{name}}}\n')
+    assert [s.id for s in list_sessions([tmp_path / "s"])] == ["plain"]
+    assert [s.id for s in SessionIndex().list([tmp_path / "s"])] == ["plain"]
+    pi = pi16_listing(tmp_path / "s")
+    if pi is not None:
+        assert list(pi) == ["plain"]
+
+
 def test_a_session_named_with_no_text_is_left_out_as_pi_leaves_it_out(tmp_path: Path) -> None:
     """A `session_info` whose name is a number, an object, a boolean or a list was listed under
     the name before it, where pi 1.6's buildSessionInfo throws on its `name?.trim()` and drops

@@ -429,6 +429,15 @@ class _NameField(msgspec.Struct):
 _name_decoder = msgspec.json.Decoder(_NameField)
 
 
+def _text_or_null_name(record: Record) -> bool:
+    """Whether a `session_info` line's name is text or null. A number out of a double's range
+    (1e400, Infinity to JavaScript) fails the decode: no text either."""
+    try:
+        return isinstance(_name_decoder.decode(record.text).name, str | None)
+    except msgspec.ValidationError:
+        return False
+
+
 @dataclass
 class SummaryFold:
     """A session's summary built one batch of records at a time, so appends extend it."""
@@ -451,7 +460,7 @@ class SummaryFold:
                 entry = decode_entry(record)
                 if isinstance(entry, SessionInfoEntry):
                     self.name = session_name(entry)
-                elif not isinstance(_name_decoder.decode(record.text).name, str | None):
+                elif not _text_or_null_name(record):
                     # pi 1.6's `name?.trim()` throws there, and its listing drops the session.
                     raise UnlistedNameError(f"not listed: line {record.line}'s session_info "
                                             "name is not text, and pi 1.6 lists no such session")
