@@ -1272,9 +1272,10 @@ async def test_a_prompt_on_a_path_with_no_level_records_it_first_as_pi_resumes_o
         pi: Pi, fake: FakeAnthropic) -> None:
     """A prompt on a path with messages but no thinking_level_change wrote none, where pi 1.6
     records the level in force on resuming such a session there (sdk.js: appendThinkingLevel-
-    Change when the branch has none), before its prompt: so does `pi-lsp run`. Also after
-    moving the leaf back to a user message; at the top of a session (no message on the path)
-    the server keeps the session's own, as the README says, and writes none."""
+    Change when the branch has none), before its prompt: so does `pi-lsp run`. pi resumes only
+    at the file's leaf: after a move (navigateTree writes no level, nor does its prompt on a
+    path without one) none is written, as at the top of a session (no message on the path),
+    where the server keeps the session's own, as the README says."""
     path = levelless_session(pi.main, "levelless")
     uri = path.as_uri()
 
@@ -1302,7 +1303,7 @@ async def test_a_prompt_on_a_path_with_no_level_records_it_first_as_pi_resumes_o
     await call(pi.client, "pi.branch", {"uri": uri, "targetId": "u2levell"})  # to question 2
     move = lines(path)[-1]
     written = await prompt("instead")
-    assert kinds(written) == ["thinking_level_change", "system", "user", "assistant"]
+    assert kinds(written) == ["system", "user", "assistant"]  # the path declares no prompt
     assert written[0]["parentId"] == move["id"]  # the leaf move under answer 1
     await call(pi.client, "pi.branch", {"uri": uri, "targetId": "u1levell"})  # the top
     assert "thinking_level_change" not in kinds(await prompt("from the top"))

@@ -195,6 +195,9 @@ class Harness:
         self.dropped: list[tuple[str, str]] = []
         self._current: asyncio.Task[Any] | None = None
         self._attempt_ids: list[str] = []  # the entries of the last reply and its results
+        # pi 1.6 resumes a session only at the file's leaf: once the user moves it, a path
+        # without a level stays without one (navigateTree writes none, nor does a prompt).
+        self._leaf_moved = False
 
     # -- subscribers ---------------------------------------------------------------------
 
@@ -428,7 +431,7 @@ class Harness:
         no thinking_level_change (sdk.js createAgentSession), before anything a prompt writes:
         so later prompts keep it, whatever the defaults become."""
         leaf = self.tree.leaf_id
-        if self.tree.settings_entries(leaf)[0] is not None or \
+        if self._leaf_moved or self.tree.settings_entries(leaf)[0] is not None or \
                 not project_path(self.tree.path_to(leaf)).messages:
             return
         self.tree.append_thinking_level_change(self.thinking_level())
@@ -603,7 +606,7 @@ class Harness:
         """Leave the current branch for `target_id`, summarizing it; refused while busy."""
         self._require_idle()
         self.tree.record(target_id)
-        self.phase, self.aborted = "branch_summary", False
+        self.phase, self.aborted, self._leaf_moved = "branch_summary", False, True
         budget = branch_summary_budget(self.tree, self.registry, self.default_model,
                                        self.branch_reserve_tokens)
         try:
@@ -617,7 +620,9 @@ class Harness:
     def branch(self, target_id: str, durable: bool = True) -> BranchOutcome:
         """A plain pointer move; refused while busy."""
         self._require_idle()
-        return branch(self.tree, target_id, durable)
+        outcome = branch(self.tree, target_id, durable)
+        self._leaf_moved = True
+        return outcome
 
     def steer(self, text: str, images: list[ImageContent] | None = None,
               attachments: list[str] | None = None) -> None:
