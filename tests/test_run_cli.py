@@ -613,14 +613,20 @@ def test_a_pattern_nothing_matches_or_several_providers_match_is_refused(
     (workspace / ".pi").mkdir()
     (workspace / ".pi" / "models.json").write_text(json.dumps({"providers": {"mirror": {
         "baseUrl": fake.url, "api": "anthropic-messages", "apiKey": "mirror",
-        "models": [{"id": "claude-haiku-4-5"}]}}}))
+        "models": [{"id": "claude-haiku-4-5"}]}, "bare": {
+        "baseUrl": fake.url, "api": "anthropic-messages", "apiKey": "bare"}}}))
     fake.script(text_reply("ok"))
     refusals = {}
-    for pattern in ("nonsense", "claude-haiku-4-5"):
+    for pattern in ("nonsense", "claude-haiku-4-5", "bare/some-model"):
         result = pi_run(workspace, env, "--new", "--model", pattern, "hi")
         assert result.returncode == 2
         [refusals[pattern]] = result.stderr.splitlines()
     assert refusals["nonsense"].startswith('pi-lsp: --model: Model "nonsense" not found.')
+    # Named as PROVIDER/ID of a configured provider: the refusal says why (it has no models).
+    assert refusals["bare/some-model"] == (
+        "pi-lsp: --model: Model \"bare/some-model\" not found: provider 'bare' has no models; "
+        'list at least one under its "models" in models.json, and other ids of it are taken '
+        "as written")
     assert refusals["claude-haiku-4-5"] == (
         'pi-lsp: --model: Model "claude-haiku-4-5" is ambiguous across providers: '
         "anthropic/claude-haiku-4-5, mirror/claude-haiku-4-5. More than one matching provider "

@@ -89,6 +89,9 @@ def _not_found(pattern: str, text: str, registry: ModelRegistry) -> str:
         return (f'Model "{pattern}" not found: provider {prefix!r} is not configured (add it '
                 f'under "providers" in {agent_dir() / "models.json"} or the project\'s '
                 ".pi/models.json)")
+    if slash and prefix:  # configured, but pi 1.6 takes a custom id only where it has models
+        return (f'Model "{pattern}" not found: provider {prefix!r} has no models; list at least '
+                'one under its "models" in models.json, and other ids of it are taken as written')
     return (f'Model "{pattern}" not found. Name one of pi-lsp\'s catalog or models.json, as '
             "PROVIDER/ID or a part of its id")
 
