@@ -302,6 +302,20 @@ def test_a_delivered_steers_note_goes(workspace: Path, fake: FakeAnthropic,
     assert requests[2]["messages"][-1]["content"][0]["text"] == "follow me"
 
 
+def test_a_steer_and_a_follow_up_of_the_same_text(workspace: Path, fake: FakeAnthropic,
+                                                  tmp_path: Path) -> None:
+    """With a follow-up "same" queued before a steer "same", the delivered steer took the
+    follow-up's note away (the first queued item of that text) and kept its own, and an abort
+    gave back the steer's attached code: pi delivers steers first."""
+    fake.script(held_reply(words(25), tmp_path, "steered", after=4),
+                held_reply([f"steer{i} " for i in range(25)], tmp_path, "aborted", after=4))
+    run_script("same_text_notes_spec.lua", workspace, fake, tmp_path)
+    requests = fake.message_requests()
+    assert len(requests) == 2
+    steered = requests[1]["messages"][-1]["content"]
+    assert steered[0]["text"] == "same" and "B = 2" in steered[1]["text"], steered
+
+
 def crafted_session(path: Path, texts: list[str], ids: list[str] | None = None) -> Path:
     """A session at `path` of one chain of messages, user and assistant in turn, of `texts`
     (with `ids` when given)."""

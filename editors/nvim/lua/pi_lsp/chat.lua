@@ -306,6 +306,18 @@ local function sent_text(content)
   end
 end
 
+--- Where in `queued` the delivered message of `text` is: pi delivers every queued steer
+--- before any follow-up, so a text both a steer and a follow-up have is the steer's.
+local function delivered_index(queued, text)
+  for _, delivery in ipairs({ "steer", "followUp" }) do
+    for i, item in ipairs(queued) do
+      if item.delivery == delivery and item.text == text then
+        return i
+      end
+    end
+  end
+end
+
 local on_event = {}
 
 function on_event.agent_start(chat)
@@ -330,12 +342,9 @@ function on_event.message_end(chat, event)
   end
   if event.message and event.message.role == "user" then
     -- A queued steer or follow-up reached the model: it is no longer ours to keep.
-    local text = sent_text(event.message.content)
-    for i, item in ipairs(chat.queued) do
-      if item.text == text then
-        drop_notes(chat, { table.remove(chat.queued, i) })
-        break
-      end
+    local i = delivered_index(chat.queued, sent_text(event.message.content))
+    if i then
+      drop_notes(chat, { table.remove(chat.queued, i) })
     end
   end
   if event.message then
