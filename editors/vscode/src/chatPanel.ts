@@ -7,7 +7,7 @@ import { Block, Transcript } from "./chatModel";
 import { AsyncRender, RENDER_BUDGET_MS, STREAM_MARKDOWN_MS, budgetedMarkdown, renderBlockAsync, streamingMarkdown } from "./chatRender";
 import type { Attachment } from "./codeContext";
 import { MarkdownWorker } from "./markdownWorker";
-import { EditMark, PreviewPage, SessionMove, ThinkingLevel, THINKING_LEVELS, TurnNotification } from "./protocol";
+import { Delivery, EditMark, PreviewPage, SessionMove, ThinkingLevel, THINKING_LEVELS, TurnNotification } from "./protocol";
 import { modelChoices, getter } from "./settings";
 import { availableModels, pickModel } from "./modelPicker";
 import { sameSession, Sessions, sessionKey } from "./sessions";
@@ -142,9 +142,8 @@ export class ChatPanel {
   private failed: { text: string; error: string } | undefined;
   private pending: string | undefined;
   /** Steers and follow-ups the server queued: the webview cleared them from its input, so an
-   *  abort or error before they reach the model would lose them. `notice`: the id of the notice
-   *  that says it is queued, which goes with it. */
-  private readonly queued: { text: string; notice: string }[] = [];
+   *  abort or error before they reach the model would lose them. */
+  private readonly queued: Queued[] = [];
   /** The last messages of the context the chat shows (a long session's are many). */
   private shown = CHAT_PAGE;
   private earlier = 0; // messages before the ones shown
@@ -294,7 +293,7 @@ export class ChatPanel {
       // Its first text block is the text as sent; attached code follows in blocks of its own.
       const content = n.event.message.content;
       const sent = typeof content === "string" ? content : content?.find((b) => b.type === "text")?.text;
-      const at = sent === undefined ? -1 : this.queued.findIndex((q) => q.text === sent);
+      const at = sent === undefined ? -1 : deliveredIndex(this.queued, sent);
       // Shown in the transcript now: its notice would show it as still queued.
       if (at >= 0) this.hide(this.queued.splice(at, 1)[0].notice);
     }
@@ -461,7 +460,7 @@ export class ChatPanel {
       if (context.length) this.postAttachments();
       if (result.queued) {
         const notice = this.notice(result.queued === "steer" ? "Steering message queued for after the current tool." : "Follow-up queued for when the turn ends.", "info");
-        this.queued.push({ text, notice });
+        this.queued.push({ text, delivery: result.queued, notice });
       }
     } catch (error) {
       if (delivery === "prompt") this.setBusy(false);
@@ -504,6 +503,20 @@ export class ChatPanel {
     if (this.earlier > 0) blocks.unshift({ id: "earlier", html: earlierHtml(this.earlier) });
     return blocks;
   }
+}
+
+/** A steer or follow-up the server queued; `notice`: the id of the notice saying so. */
+interface Queued {
+  text: string;
+  delivery: Delivery;
+  notice: string;
+}
+
+/** Where in `queued` the delivered message of `text` is: pi delivers every queued steer before
+ *  any follow-up, so a text both a steer and a follow-up have is the steer's. */
+function deliveredIndex(queued: Queued[], text: string): number {
+  const steer = queued.findIndex((q) => q.delivery === "steer" && q.text === text);
+  return steer >= 0 ? steer : queued.findIndex((q) => q.text === text);
 }
 
 /** The context edits of a page, placed among its messages. */

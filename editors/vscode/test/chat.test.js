@@ -378,6 +378,35 @@ test("a steer's or follow-up's notice goes once its message reaches the model", 
   }
 });
 
+test("a delivered message whose text a queued steer and follow-up share is the steer's", async () => {
+  // pi delivers steers before follow-ups: the steer "same" took the queued follow-up's notice
+  // away (the first queued "same") and its own stayed, as if it were still to come.
+  const queuedNotices = () => shownBlocks().filter((h) => /(Steering message|Follow-up) queued/.test(h));
+  const first = held(textReply(...Array.from({ length: 8 }, (_, i) => `w${i} `)), 4);
+  const steered = held(textReply(...Array.from({ length: 8 }, (_, i) => `steer${i} `)), 4);
+  fake.script(first.reply, steered.reply);
+  const mark = panel.posted.length;
+  try {
+    await turn("hold on again", async () => {
+      await eventually(() => panel.transcript.busy && fake.requests.length === 1, "the turn to start");
+      await panel.receive({ type: "send", text: "same", delivery: "followUp" });
+      await panel.receive({ type: "send", text: "same", delivery: "steer" });
+      assert.equal(queuedNotices().length, 2, "each queued message is noted");
+      first.release();
+      await eventually(() => panel.posted.some((m) => m.type === "upsert" && /steer1/.test(m.html)), "the steered reply to stream");
+      assert.equal(queuedNotices().length, 1, "one message is still queued");
+      assert.match(queuedNotices()[0], /Follow-up queued/, "the follow-up's notice stays, the steer's goes");
+      await panel.receive({ type: "abort" });
+    });
+  } finally {
+    first.release(); // a failed check leaves no reply held
+    steered.release();
+  }
+  const back = panel.posted.slice(mark).filter((m) => m.type === "setInput");
+  assert.deepEqual(back.map((m) => m.text), ["same"], "the follow-up, once, is back in the input");
+  assert.equal(fake.requests.length, 2, "the follow-up never reached the model");
+});
+
 test("the markdown renderer escapes raw HTML and drops script links", () => {
   const html = ext.markdown('<script>alert(1)</script>\n\nsee <img src=x onerror=alert(1)> and [x](javascript:alert(1))\n\n[ok](https://example.org) ![img](https://example.org/a.png)');
   assert.ok(!html.includes("<script>"));
