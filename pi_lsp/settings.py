@@ -138,6 +138,10 @@ def load_settings(workspace: Path, *, project: bool) -> Settings:
                 merged[key] = value
     for computed in ("providers", "projectTrusted"):
         merged.pop(computed, None)
+    if "defaultModel" not in merged:
+        # pi 1.6 takes a saved provider only with its model (findInitialModel); paired with
+        # the built-in model, `"defaultProvider": "openai"` sent claude-opus-5-5 to OpenAI.
+        merged.pop("defaultProvider", None)
     merged["images"] = {"autoResize": _auto_resize(merged.get("images"))}
     try:
         settings = msgspec.convert(merged, Settings)

@@ -61,7 +61,7 @@ from pi_lsp.session.entries import (
     UserMessage,
 )
 from pi_lsp.session.tree import SessionTree
-from pi_lsp.settings import load_settings
+from pi_lsp.settings import Settings, load_settings
 from tests import fake_anthropic
 from tests.fake_anthropic import FakeAnthropic, refused_url
 from tests.fake_openai import (
@@ -489,9 +489,10 @@ def test_models_json_with_comments_and_trailing_commas_is_read(
     },
   },
 }""")
-    (agent / "settings.json").write_bytes(b"\xef\xbb\xbf" + b'{"defaultProvider": "llama"}')
+    (agent / "settings.json").write_bytes(
+        b"\xef\xbb\xbf" + b'{"defaultProvider": "llama", "defaultModel": "qwen"}')
     settings = load_settings(tmp_path, project=True)
-    assert settings.default_provider == "llama"
+    assert (settings.default_provider, settings.default_model) == ("llama", "qwen")
     qwen = settings.registry().get("llama", "qwen")
     assert qwen.base_url == "http://127.0.0.1:8080/v1"
     assert qwen.thinking_level_map == {"off": "none"}
@@ -1025,3 +1026,20 @@ def test_text_from_many_small_deltas_is_assembled_whole() -> None:
     assert reply.message().content == [
         ThinkingContent(thinking=numbers + "\U00010000\ud83d"),
         TextContent(text=numbers + "a\U0001f648 b\U0001f648\ude48")]
+
+
+def test_a_default_provider_set_without_its_model_is_left_out_as_pi_leaves_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pi 1.6 takes the saved defaultProvider only with a defaultModel; pi-lsp paired it with
+    its built-in model and sent `claude-opus-5-5` to OpenAI."""
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    (agent / "settings.json").write_text(json.dumps({"defaultProvider": "openai"}))
+    settings = load_settings(tmp_path, project=False)
+    assert (settings.default_provider, settings.default_model) == (
+        Settings().default_provider, Settings().default_model)
+    (agent / "settings.json").write_text(
+        json.dumps({"defaultProvider": "openai", "defaultModel": "gpt-4o"}))
+    settings = load_settings(tmp_path, project=False)
+    assert (settings.default_provider, settings.default_model) == ("openai", "gpt-4o")
