@@ -76,7 +76,7 @@ test("the panel opens on the session's context, with model and thinking pickers"
   // the levels claude-opus-4-5 offers, as pi's picker shows them (no xhigh or max)
   assert.deepEqual(reset.state.thinkingLevels, ["off", "minimal", "low", "medium", "high"]);
   // piLsp.models first, with the name pi 1.6's catalog gives it
-  assert.deepEqual(reset.state.models[0], { id: "anthropic/claude-sonnet-4-5", name: "Claude Sonnet 4.5 (latest)" }, "piLsp.models first");
+  assert.deepEqual(reset.state.models[0], { id: "anthropic/claude-opus-5-5", name: "Claude Opus 5.5" }, "piLsp.models first");
   assert.ok(reset.state.models.some((m) => m.id === "openai/gpt-4.1"), "the server's own list (pi.listModels) is offered too");
   assert.ok(reset.state.models.some((m) => m.id === "ollama/qwen2.5-coder:7b" && m.name === "Qwen Coder"), "with models.json's names");
   assert.ok(reset.blocks.length > 5);
