@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -180,36 +181,36 @@ def _without_summary_wording(value: Any) -> Any:
     return value
 
 
+def _assert_bodies_match(pi_bodies: dict[str, Any], api: str, text_only: bool = False,
+                         model_id: str | None = None,
+                         left_out: Callable[[dict[str, Any]], bool] = lambda _body: False
+                         ) -> None:
+    """pi-lsp's body for each conformance file is pi 1.6's, for at least ten files; a file pi
+    makes no body for (a reply's signature it cannot parse, pi-lsp skips it) or whose body
+    `left_out` names is not compared."""
+    compared = 0
+    for file in _files():
+        pi = pi_bodies[_key(api, text_only, file, model_id)]
+        if pi is None or left_out(pi):
+            continue
+        ours, replayed = _ours(file, api, text_only, model_id)
+        assert _comparable(ours, api, replayed, pi=False) == \
+            _comparable(pi, api, replayed, pi=True), str(file.relative_to(CONFORMANCE))
+        compared += 1
+    assert compared >= 10
+
+
 @pytest.mark.parametrize("text_only", [False, True], ids=["images", TEXT_ONLY])
 @pytest.mark.parametrize("api", list(MODELS))
 def test_every_conformance_body_is_the_one_pi_16_sends(api: str, text_only: bool,
                                                        pi_bodies: dict[str, Any]) -> None:
-    compared = 0
-    for file in _files():
-        name = str(file.relative_to(CONFORMANCE))
-        pi = pi_bodies[_key(api, text_only, file)]
-        if pi is None:
-            continue  # pi makes no body: a reply's signature it cannot parse (pi-lsp skips it)
-        ours, replayed = _ours(file, api, text_only)
-        assert _comparable(ours, api, replayed, pi=False) == \
-            _comparable(pi, api, replayed, pi=True), name
-        compared += 1
-    assert compared >= 10
+    _assert_bodies_match(pi_bodies, api, text_only)
 
 
 def test_a_newer_claudes_body_is_the_one_pi_16_sends(pi_bodies: dict[str, Any]) -> None:
     """claude-opus-4-7, which pi-lsp's catalog lacked: pi 1.6 asks it to think adaptively at
     an effort (forceAdaptiveThinking), where pi-lsp sent a thinking budget it refuses."""
-    compared = 0
-    for file in _files():
-        pi = pi_bodies[_key(ANTHROPIC_API, False, file, NEWER)]
-        if pi is None:
-            continue
-        ours, replayed = _ours(file, ANTHROPIC_API, model_id=NEWER)
-        assert _comparable(ours, ANTHROPIC_API, replayed, pi=False) == \
-            _comparable(pi, ANTHROPIC_API, replayed, pi=True), file.name
-        compared += 1
-    assert compared >= 10
+    _assert_bodies_match(pi_bodies, ANTHROPIC_API, model_id=NEWER)
 
 
 def _later_system_messages(body: dict[str, Any]) -> bool:
@@ -225,13 +226,5 @@ def test_pi_16s_default_models_body_is_the_one_pi_16_sends(pi_bodies: dict[str, 
     (pi-lsp sent the effort at the top level and none of the rest). Sessions whose prompt or
     tools change mid-way are left out: pi sends those changes as system messages, pi-lsp folds
     them into the prompt and tool list."""
-    compared = 0
-    for file in _files():
-        pi = pi_bodies[_key(ANTHROPIC_API, False, file, DEFAULT)]
-        if pi is None or _later_system_messages(pi):
-            continue
-        ours, replayed = _ours(file, ANTHROPIC_API, model_id=DEFAULT)
-        assert _comparable(ours, ANTHROPIC_API, replayed, pi=False) == \
-            _comparable(pi, ANTHROPIC_API, replayed, pi=True), file.name
-        compared += 1
-    assert compared >= 10
+    _assert_bodies_match(pi_bodies, ANTHROPIC_API, model_id=DEFAULT,
+                         left_out=_later_system_messages)

@@ -29,16 +29,22 @@ end
 local EDITABLE = { user = true, assistant = true, toolResult = true, custom = true }
 local PREFILL_CHARS = 2000 -- a longer message (a huge output) is replaced starting empty
 
---- The message whose heading (pi.previewContext's `headings`, 0-based lines) is at or above
---- `line` (1-based): its entry id and "kept", "replaced" or "removed"; nil when it cannot be
---- edited. The server says where each heading is: an id read back from the text could be another.
-function M.heading_at(headings, line)
+--- The last of `headings` (pi.previewContext's, 0-based lines) at or above `line` (1-based).
+local function heading_above(headings, line)
   local found
   for _, heading in ipairs(headings) do
     if heading.line < line then
       found = heading
     end
   end
+  return found
+end
+
+--- The message whose heading is at or above `line`: its entry id and "kept", "replaced" or
+--- "removed"; nil when it cannot be edited. The server says where each heading is: an id read
+--- back from the text could be another.
+function M.heading_at(headings, line)
+  local found = heading_above(headings, line)
   if found and type(found.entryId) == "string" and EDITABLE[found.role] then
     return found.entryId, found.state
   end
@@ -133,12 +139,7 @@ local function anchor_of(result, row)
     return { gap = gap.above }
   end
   local headings = result.headings or {}
-  local found
-  for _, heading in ipairs(headings) do
-    if heading.line < row then
-      found = heading
-    end
-  end
+  local found = heading_above(headings, row)
   -- Above the first message (the header) nothing moves; nor does a message of no entry.
   if not found or type(found.entryId) ~= "string" then
     return { row = row }
