@@ -359,12 +359,20 @@ export class ChatPanel {
     return this.stream.md;
   }
 
-  /** Queued messages the turn ended without (an abort, an error) go back into the input. */
+  /** Queued messages the turn ended without (an abort, an error) go back into the input, their
+   *  code attached again (before code attached since, as Neovim's chat does), so a resend carries it. */
   private restoreQueued(): void {
     if (!this.queued.length) return;
     const queued = this.queued.splice(0);
     for (const q of queued) this.hide(q.notice);
     this.post({ type: "setInput", text: queued.map((q) => q.text).join("\n\n"), keepDraft: true });
+    const back = queued.flatMap((q) => q.attachments);
+    if (back.length) {
+      // The same code attached again meanwhile, or sent with two of them, is attached once.
+      const attached = this.attachments.splice(0);
+      for (const a of [...back, ...attached]) if (!this.attachments.some((b) => sameAttachment(a, b))) this.attachments.push(a);
+      this.postAttachments();
+    }
     // Not a notice in the transcript: the reload after the turn's end would drop it at once.
     void vscode.window.showInformationMessage("pi: the turn ended before your queued message reached pi; it is back in the chat's input.");
   }
@@ -447,7 +455,8 @@ export class ChatPanel {
       this.setBusy(true); // until agent_start confirms it
       this.pending = text;
     }
-    const context = this.attachments.map((a) => a.context);
+    const attached = [...this.attachments];
+    const context = attached.map((a) => a.context);
     try {
       const result = await this.pi.call("pi.prompt", { uri: this.uri, text, delivery, ...(context.length ? { context } : {}) });
       if (result.dropped) {
@@ -460,7 +469,7 @@ export class ChatPanel {
       if (context.length) this.postAttachments();
       if (result.queued) {
         const notice = this.notice(result.queued === "steer" ? "Steering message queued for after the current tool." : "Follow-up queued for when the turn ends.", "info");
-        this.queued.push({ text, delivery: result.queued, notice });
+        this.queued.push({ text, delivery: result.queued, notice, attachments: attached });
       }
     } catch (error) {
       if (delivery === "prompt") this.setBusy(false);
@@ -505,11 +514,18 @@ export class ChatPanel {
   }
 }
 
-/** A steer or follow-up the server queued; `notice`: the id of the notice saying so. */
+/** A steer or follow-up the server queued, with the code sent with it; `notice`: the id of the
+ *  notice saying so. */
 interface Queued {
   text: string;
   delivery: Delivery;
   notice: string;
+  attachments: Attachment[];
+}
+
+/** Whether two attachments are the same code of the same file. */
+function sameAttachment(a: Attachment, b: Attachment): boolean {
+  return a.label === b.label && JSON.stringify(a.context) === JSON.stringify(b.context);
 }
 
 /** Where in `queued` the delivered message of `text` is: pi delivers every queued steer before

@@ -407,6 +407,40 @@ test("a delivered message whose text a queued steer and follow-up share is the s
   assert.equal(fake.requests.length, 2, "the follow-up never reached the model");
 });
 
+test("a queued steer's and follow-up's attached code comes back with their text when the turn is aborted", async () => {
+  // Before, only their texts went back to the input: the code attached to them was lost.
+  const code = (name) => ({ label: `${name}.py:1`, context: { uri: vscode.Uri.file(path.join(ws.folder, `${name}.py`)).toString(),
+    text: `${name} = 1\n`, languageId: "python", range: { start: { line: 0, character: 0 }, end: { line: 0, character: 0 } } } });
+  const first = held(textReply(...Array.from({ length: 8 }, (_, i) => `w${i} `)), 4);
+  fake.script(first.reply);
+  const mark = panel.posted.length;
+  try {
+    await turn("hold on with code", async () => {
+      await eventually(() => panel.transcript.busy && fake.requests.length === 1, "the turn to start");
+      panel.attach(code("steered"));
+      await panel.receive({ type: "send", text: "steer with code", delivery: "steer" });
+      panel.attach(code("followed"));
+      await panel.receive({ type: "send", text: "follow with code", delivery: "followUp" });
+      assert.deepEqual(panel.attachments, [], "each went with its message");
+      panel.attach(code("followed")); // attached again meanwhile: it is not shown twice once the follow-up's is back
+      await panel.receive({ type: "abort" });
+    });
+  } finally {
+    first.release(); // a failed check leaves no reply held
+  }
+  const back = panel.posted.slice(mark).filter((m) => m.type === "setInput");
+  assert.deepEqual(back.map((m) => m.text), ["steer with code\n\nfollow with code"], "the texts are back in the input");
+  assert.deepEqual(panel.attachments.map((a) => a.label), ["steered.py:1", "followed.py:1"], "and their code, once each, attached");
+  const shown = panel.posted.filter((m) => m.type === "state").at(-1).state.attachments;
+  assert.deepEqual(shown, ["steered.py:1", "followed.py:1"], "shown above the input");
+  fake.script(textReply("got both"));
+  await turn("steer with code\n\nfollow with code");
+  const sent = JSON.stringify(fake.requests.at(-1).body.messages.at(-1));
+  assert.equal(sent.match(/steered = 1/g)?.length, 1, "the resend carries the steer's code");
+  assert.equal(sent.match(/followed = 1/g)?.length, 1, "and the follow-up's, once");
+  assert.deepEqual(panel.attachments, [], "sent with it");
+});
+
 test("the markdown renderer escapes raw HTML and drops script links", () => {
   const html = ext.markdown('<script>alert(1)</script>\n\nsee <img src=x onerror=alert(1)> and [x](javascript:alert(1))\n\n[ok](https://example.org) ![img](https://example.org/a.png)');
   assert.ok(!html.includes("<script>"));
