@@ -1309,6 +1309,23 @@ async def test_a_prompt_on_a_path_with_no_level_records_it_first_as_pi_resumes_o
     assert "thinking_level_change" not in kinds(await prompt("from the top"))
 
 
+async def test_a_failed_branch_summary_leaves_the_leaf_where_pi_would_resume(
+        pi: Pi, fake: FakeAnthropic) -> None:
+    """A branch summary that failed counted as a move of the leaf, so the next prompt, still
+    at the file's leaf, recorded no level where pi 1.6 (resuming there) records one."""
+    path = levelless_session(pi.main, "unmoved")
+    uri = path.as_uri()
+    fake.script(error_reply(400, "invalid_request_error", "no summary today"))
+    failed = await job_done(pi, "pi.branchWithSummary", {"uri": uri, "targetId": "u2unmove"})
+    assert failed["ok"] is False, failed
+    before = len(lines(path))
+    fake.script(text_reply("answer 3"))
+    since = pi.mark()
+    turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "go on"}))["turnId"]
+    assert "error" not in event_types(await wait_events(pi, turn_id, since))
+    assert lines(path)[before]["type"] == "thinking_level_change"
+
+
 async def test_set_thinking_level_answers_the_level_recorded(pi: Pi, fake: FakeAnthropic,
                                                              tmp_path: Path) -> None:
     """The answer was `{}`, so the editors said the level asked for ("max") while pi's clamped

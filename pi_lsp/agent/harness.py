@@ -606,16 +606,18 @@ class Harness:
         """Leave the current branch for `target_id`, summarizing it; refused while busy."""
         self._require_idle()
         self.tree.record(target_id)
-        self.phase, self.aborted, self._leaf_moved = "branch_summary", False, True
+        self.phase, self.aborted = "branch_summary", False
         budget = branch_summary_budget(self.tree, self.registry, self.default_model,
                                        self.branch_reserve_tokens)
         try:
-            return await abortable(self, branch_with_summary(
+            outcome = await abortable(self, branch_with_summary(
                 self.tree, target_id, self.summarizer, budget, instructions, durable,
                 self.thinking_level(), SummaryRetries(self.emit, "branchSummary")))
         finally:
             self.phase, self._current = "idle", None
             self._pending.flush()  # on the branch it moved to
+        self._leaf_moved = True  # only once it has moved: a failed summary leaves the leaf
+        return outcome
 
     def branch(self, target_id: str, durable: bool = True) -> BranchOutcome:
         """A plain pointer move; refused while busy."""
