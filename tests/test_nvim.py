@@ -302,6 +302,15 @@ def test_a_delivered_steers_note_goes(workspace: Path, fake: FakeAnthropic,
     assert requests[2]["messages"][-1]["content"][0]["text"] == "follow me"
 
 
+def test_an_abort_gives_back_steers_then_follow_ups(workspace: Path, fake: FakeAnthropic,
+                                                    tmp_path: Path) -> None:
+    """The chat gave queued messages back in the order sent, where pi 1.6 gives every steer
+    back before every follow-up."""
+    fake.script(held_reply(words(60), tmp_path, "aborted", after=4))
+    run_script("abort_order_spec.lua", workspace, fake, tmp_path)
+    assert len(fake.message_requests()) == 1  # none of them reached the model
+
+
 def test_a_steer_and_a_follow_up_of_the_same_text(workspace: Path, fake: FakeAnthropic,
                                                   tmp_path: Path) -> None:
     """With a follow-up "same" queued before a steer "same", the delivered steer took the

@@ -360,10 +360,11 @@ export class ChatPanel {
   }
 
   /** Queued messages the turn ended without (an abort, an error) go back into the input, their
-   *  code attached again (before code attached since, as Neovim's chat does), so a resend carries it. */
+   *  code attached again (before code attached since, as Neovim's chat does), so a resend carries it.
+   *  Every steer comes before every follow-up, as pi 1.6's restoreQueuedMessagesToEditor has them. */
   private restoreQueued(): void {
     if (!this.queued.length) return;
-    const queued = this.queued.splice(0);
+    const queued = steersFirst(this.queued.splice(0));
     for (const q of queued) this.hide(q.notice);
     this.post({ type: "setInput", text: queued.map((q) => q.text).join("\n\n"), keepDraft: true });
     const back = queued.flatMap((q) => q.attachments);
@@ -521,6 +522,11 @@ interface Queued {
   delivery: Delivery;
   notice: string;
   attachments: Attachment[];
+}
+
+/** `queued` with every steer before every follow-up, each in the order sent. */
+function steersFirst(queued: Queued[]): Queued[] {
+  return [...queued.filter((q) => q.delivery === "steer"), ...queued.filter((q) => q.delivery !== "steer")];
 }
 
 /** Whether two attachments are the same code of the same file. */

@@ -441,6 +441,34 @@ test("a queued steer's and follow-up's attached code comes back with their text 
   assert.deepEqual(panel.attachments, [], "sent with it");
 });
 
+test("an abort gives back every queued steer, then every follow-up, as pi 1.6 does", async () => {
+  // Before, they came back in the order sent: pi 1.6's restoreQueuedMessagesToEditor puts steers first.
+  const code = (name) => ({ label: `${name}.py:1`, context: { uri: vscode.Uri.file(path.join(ws.folder, `${name}.py`)).toString(),
+    text: `${name} = 1\n`, languageId: "python", range: { start: { line: 0, character: 0 }, end: { line: 0, character: 0 } } } });
+  const first = held(textReply(...Array.from({ length: 8 }, (_, i) => `w${i} `)), 4);
+  fake.script(first.reply);
+  const mark = panel.posted.length;
+  try {
+    await turn("hold on for the order", async () => {
+      await eventually(() => panel.transcript.busy && fake.requests.length === 1, "the turn to start");
+      panel.attach(code("follow_one"));
+      await panel.receive({ type: "send", text: "FOLLOW-ONE", delivery: "followUp" });
+      panel.attach(code("steer_one"));
+      await panel.receive({ type: "send", text: "STEER-ONE", delivery: "steer" });
+      panel.attach(code("follow_two"));
+      await panel.receive({ type: "send", text: "FOLLOW-TWO", delivery: "followUp" });
+      await panel.receive({ type: "abort" });
+    });
+  } finally {
+    first.release(); // a failed check leaves no reply held
+  }
+  const back = panel.posted.slice(mark).filter((m) => m.type === "setInput");
+  assert.deepEqual(back.map((m) => m.text), ["STEER-ONE\n\nFOLLOW-ONE\n\nFOLLOW-TWO"], "steers first, then follow-ups");
+  assert.deepEqual(panel.attachments.map((a) => a.label), ["steer_one.py:1", "follow_one.py:1", "follow_two.py:1"], "their code in the same order");
+  panel.attachments.splice(0);
+  assert.equal(fake.requests.length, 1, "none of them reached the model");
+});
+
 test("the markdown renderer escapes raw HTML and drops script links", () => {
   const html = ext.markdown('<script>alert(1)</script>\n\nsee <img src=x onerror=alert(1)> and [x](javascript:alert(1))\n\n[ok](https://example.org) ![img](https://example.org/a.png)');
   assert.ok(!html.includes("<script>"));

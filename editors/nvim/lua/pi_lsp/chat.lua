@@ -426,13 +426,25 @@ local function put_back(chat, messages)
   return true
 end
 
+--- `queued` in the order pi 1.6 gives queued messages back (restoreQueuedMessagesToEditor):
+--- every steer, then every follow-up, each in the order sent.
+local function steers_first(queued)
+  local ordered = {}
+  for _, delivery in ipairs({ "steer", "followUp" }) do
+    vim.list_extend(ordered, vim.tbl_filter(function(item)
+      return item.delivery == delivery
+    end, queued))
+  end
+  return ordered
+end
+
 --- Steers and follow-ups the turn ended without (an abort, an error) go back
 --- into the input.
 local function restore_queued(chat)
   local queued = chat.queued
   chat.queued = {}
   drop_notes(chat, queued)
-  if put_back(chat, queued) then
+  if put_back(chat, steers_first(queued)) then
     util.warn("the turn ended before your queued message reached pi; it is back in the input")
   end
 end
