@@ -164,6 +164,17 @@ def test_chat_keeps_attached_code_with_its_message(workspace: Path, fake: FakeAn
             '<file path="notes.py" lines="1-1" language="python">\nA = 2\n</file>'], given_back
 
 
+def test_code_attached_while_a_prompt_is_answered_waits_for_the_next(
+        workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
+    """Code attached while pi.prompt was in flight was cleared with the prompt's, never sent."""
+    on_sonnet(tmp_path)
+    fake.script(text_reply("First"), text_reply("Second"))
+    run_script("attach_in_flight_spec.lua", workspace, fake, tmp_path)
+    first, second = (json.dumps(r["messages"][-1]) for r in fake.message_requests())
+    assert "sent = 1" in first and "later = 1" not in first
+    assert "later = 1" in second and "sent = 1" not in second
+
+
 def test_chat_asks_before_running_a_tool(workspace: Path, fake: FakeAnthropic,
                                          tmp_path: Path) -> None:
     call: Reply = tool_reply([("call_1", "bash", {"command": "echo approved-run"})],

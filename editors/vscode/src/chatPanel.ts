@@ -466,7 +466,9 @@ export class ChatPanel {
         void vscode.window.showInformationMessage("pi: the turn was aborted before your queued message reached pi; it is back in the chat's input.");
         return;
       }
-      this.attachments.splice(0);
+      // The code sent is the message's now; code attached while the server answered is the next one's.
+      const left = this.attachments.filter((a) => !attached.includes(a));
+      this.attachments.splice(0, this.attachments.length, ...left);
       if (context.length) this.postAttachments();
       if (result.queued) {
         const notice = this.notice(result.queued === "steer" ? "Steering message queued for after the current tool." : "Follow-up queued for when the turn ends.", "info");

@@ -469,6 +469,39 @@ test("an abort gives back every queued steer, then every follow-up, as pi 1.6 do
   assert.equal(fake.requests.length, 1, "none of them reached the model");
 });
 
+test("code attached while pi.prompt is answered stays for the next message", async () => {
+  // Before, the answer cleared every attachment: the code attached meanwhile was never sent.
+  const code = (name) => ({ label: `${name}.py:1`, context: { uri: vscode.Uri.file(path.join(ws.folder, `${name}.py`)).toString(),
+    text: `${name} = 1\n`, languageId: "python", range: { start: { line: 0, character: 0 }, end: { line: 0, character: 0 } } } });
+  const call = api.pi.call;
+  let answer;
+  api.pi.call = function (method, args) {
+    if (method !== "pi.prompt") return call.call(this, method, args);
+    const answered = call.call(this, method, args);
+    return new Promise((resolve, reject) => { answer = () => answered.then(resolve, reject); });
+  };
+  fake.script(textReply("first"), textReply("second"));
+  const before = resets();
+  try {
+    panel.attach(code("sent"));
+    const sending = panel.receive({ type: "send", text: "with the first", delivery: "prompt" });
+    await eventually(() => answer, "pi.prompt to be asked");
+    panel.attach(code("later"));
+    answer();
+    await sending;
+  } finally {
+    api.pi.call = call;
+  }
+  await eventually(() => !panel.transcript.busy && resets() > before, "the turn to end and the panel to reload");
+  assert.deepEqual(panel.attachments.map((a) => a.label), ["later.py:1"], "the code attached meanwhile stays, the sent goes");
+  assert.deepEqual(panel.posted.filter((m) => m.type === "state").at(-1).state.attachments, ["later.py:1"], "shown above the input");
+  await turn("with the second");
+  const [first, second] = fake.requests.slice(-2).map((r) => JSON.stringify(r.body.messages.at(-1)));
+  assert.ok(/sent = 1/.test(first) && !/later = 1/.test(first), "the first prompt carried its own code");
+  assert.ok(/later = 1/.test(second) && !/sent = 1/.test(second), "the second, the code attached meanwhile");
+  assert.deepEqual(panel.attachments, [], "sent with it");
+});
+
 test("the markdown renderer escapes raw HTML and drops script links", () => {
   const html = ext.markdown('<script>alert(1)</script>\n\nsee <img src=x onerror=alert(1)> and [x](javascript:alert(1))\n\n[ok](https://example.org) ![img](https://example.org/a.png)');
   assert.ok(!html.includes("<script>"));

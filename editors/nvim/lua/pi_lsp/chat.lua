@@ -514,7 +514,7 @@ function M.send(chat, delivery)
   if delivery ~= "prompt" then
     args.delivery = delivery
   end
-  local attached = chat.context
+  local attached = vim.list_slice(chat.context) -- what is attached now: more may be meanwhile
   if #attached > 0 then
     args.context = vim.tbl_map(function(item)
       return item.context
@@ -527,7 +527,11 @@ function M.send(chat, delivery)
       return util.warn("the turn was aborted before your queued message reached pi; it is still in the input")
     end
     vim.api.nvim_buf_set_lines(input_of(chat), 0, -1, false, {})
-    chat.context = {} -- now the message's: it comes back with the text if pi does not get it
+    -- The code sent is now the message's (it comes back with the text if pi does not get it);
+    -- code attached while the server answered goes with the next message.
+    chat.context = vim.tbl_filter(function(item)
+      return not vim.tbl_contains(attached, item)
+    end, chat.context)
     if result.queued then
       local what = result.queued == "steer" and "steering" or "follow-up queued"
       -- Its own note (not note()'s, merged with an equal last one): it goes with its message.
