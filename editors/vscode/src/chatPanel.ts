@@ -140,7 +140,8 @@ export class ChatPanel {
   readonly attachments: Attachment[] = [];
   /** A prompt whose turn failed before it started: it is in no entry, so it is kept here. */
   private failed: { text: string; error: string } | undefined;
-  private pending: string | undefined;
+  /** A prompt sent whose turn has not started (its agent_start): an error before that gives it back. */
+  private pending: { text: string; attachments: Attachment[] } | undefined;
   /** Steers and follow-ups the server queued: the webview cleared them from its input, so an
    *  abort or error before they reach the model would lose them. */
   private readonly queued: Queued[] = [];
@@ -283,8 +284,9 @@ export class ChatPanel {
     // Any event of the running turn names it: a chat opened mid-turn never saw its agent_start.
     this.turnId = n.event.type === "agent_end" || n.event.type === "error" ? undefined : n.turnId;
     if (n.event.type === "error" && this.pending !== undefined) {
-      // Nothing was written: keep the prompt in the input and the error in view.
-      this.failed = { text: this.pending, error: n.event.message };
+      // Nothing was written: keep the prompt in the input, its code attached, and the error in view.
+      this.failed = { text: this.pending.text, error: n.event.message };
+      this.attachAgain(this.pending.attachments);
       this.pending = undefined;
       this.post({ type: "setInput", text: this.failed.text });
     }
@@ -367,15 +369,18 @@ export class ChatPanel {
     const queued = steersFirst(this.queued.splice(0));
     for (const q of queued) this.hide(q.notice);
     this.post({ type: "setInput", text: queued.map((q) => q.text).join("\n\n"), keepDraft: true });
-    const back = queued.flatMap((q) => q.attachments);
-    if (back.length) {
-      // The same code attached again meanwhile, or sent with two of them, is attached once.
-      const attached = this.attachments.splice(0);
-      for (const a of [...back, ...attached]) if (!this.attachments.some((b) => sameAttachment(a, b))) this.attachments.push(a);
-      this.postAttachments();
-    }
+    this.attachAgain(queued.flatMap((q) => q.attachments));
     // Not a notice in the transcript: the reload after the turn's end would drop it at once.
     void vscode.window.showInformationMessage("pi: the turn ended before your queued message reached pi; it is back in the chat's input.");
+  }
+
+  /** Code of messages pi did not get, attached again before code attached since. */
+  private attachAgain(back: Attachment[]): void {
+    if (!back.length) return;
+    // The same code attached again meanwhile, or sent with two of them, is attached once.
+    const attached = this.attachments.splice(0);
+    for (const a of [...back, ...attached]) if (!this.attachments.some((b) => sameAttachment(a, b))) this.attachments.push(a);
+    this.postAttachments();
   }
 
   setInput(text: string): void {
@@ -452,11 +457,11 @@ export class ChatPanel {
       this.failed = undefined;
       this.hide("failed");
     }
+    const attached = [...this.attachments];
     if (delivery === "prompt") {
       this.setBusy(true); // until agent_start confirms it
-      this.pending = text;
+      this.pending = { text, attachments: attached };
     }
-    const attached = [...this.attachments];
     const context = attached.map((a) => a.context);
     try {
       const result = await this.pi.call("pi.prompt", { uri: this.uri, text, delivery, ...(context.length ? { context } : {}) });

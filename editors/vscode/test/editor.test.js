@@ -257,6 +257,22 @@ test("a turn that fails before it starts keeps the prompt in the input and the e
   assert.ok(panel.posted.some((m) => m.type === "upsert" && m.id === "failed" && /hidden/.test(m.html)));
 });
 
+test("a prompt whose turn fails before it starts gets its attached code back, as Neovim's chat does", async () => {
+  // Before, the text came back and the code was lost: it had been taken off when pi.prompt answered.
+  const { uri: other } = await api.pi.call("pi.newSession", { name: "Unsupported with code" });
+  await api.pi.call("pi.setModel", { uri: other, provider: "openai", modelId: "gpt-4.1" });
+  const panel = await openChat(other);
+  const code = { label: "src/orders.py:4", context: { uri: vscode.Uri.file(path.join(ws.folder, "src", "orders.py")).toString(),
+    text: "def b():\n", languageId: "python", range: { start: { line: 3, character: 0 }, end: { line: 4, character: 0 } } } };
+  panel.attach(code);
+  const resets = panel.posted.filter((m) => m.type === "reset").length;
+  await panel.receive({ type: "send", text: "explain this code", delivery: "prompt" });
+  await eventually(() => panel.posted.filter((m) => m.type === "reset").length > resets && !panel.transcript.busy, "the reload after the failure");
+  assert.ok(panel.posted.some((m) => m.type === "setInput" && m.text === "explain this code"), "the prompt is back in the input");
+  assert.deepEqual(panel.attachments.map((a) => a.label), ["src/orders.py:4"], "and its code, attached again");
+  assert.deepEqual(panel.posted.filter((m) => m.type === "state").at(-1).state.attachments, ["src/orders.py:4"], "shown above the input");
+});
+
 test("chats share one column and are revealed, not opened again", async () => {
   const { uri: second } = await api.pi.call("pi.newSession", { name: "Second" });
   const first = await openChat(uri);
