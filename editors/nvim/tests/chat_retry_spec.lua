@@ -13,6 +13,17 @@ local REMOVED = "## ~~assistant~~ removed from the context"
 local FAILED = "_[error] Anthropic 529 overloaded_error: Overloaded_"
 local mode = os.getenv("PI_LSP_RETRY")
 
+-- Every drawing of the chat, not only the one a wait finds: the failed reply was drawn as the
+-- turn's error at its message_end, then redrawn as removed at auto_retry_start (a flash).
+local util = require("pi_lsp.util")
+local set_lines, drawn_as_error = util.set_lines, false
+util.set_lines = function(buf, ...)
+  set_lines(buf, ...)
+  if vim.api.nvim_buf_get_name(buf):find("^pi://chat/") and H.contains(buf, "_(error:") then
+    drawn_as_error = true
+  end
+end
+
 local chat_buf, _, uri = H.chat_send("Try it")
 
 --- The failed attempt is shown once, as removed from the context, and no line says the turn
@@ -22,6 +33,7 @@ local function shows_the_attempt_removed()
   H.check(select(2, text:gsub(vim.pesc(REMOVED), "")) == 1, "the failed attempt, once, as removed", chat_buf)
   H.check(H.contains(chat_buf, FAILED), "with its error", chat_buf)
   H.check(not H.contains(chat_buf, "_(error:"), "no line says the turn failed", chat_buf)
+  H.check(not drawn_as_error, "the failed reply was drawn as the turn's error before the retry's wait", chat_buf)
 end
 
 --- The transcript was read again after the turn: the removed entry carries its tokens and id.

@@ -30,16 +30,23 @@ export type Block =
   | { id: string; kind: "summary"; title: string; text: string }
   | { id: string; kind: "notice"; text: string; level: "info" | "error" };
 
+/** The events between a failed reply's message_end and the auto_retry_start that asks for it
+ *  again, if one does. */
+const BEFORE_RETRY = new Set<TurnEvent["type"]>(["turn_end", "save_point"]);
+
 export class Transcript {
   blocks: Block[] = [];
   /** Tool results by tool-call id; a tool call is shown with its result. */
   readonly tools = new Map<string, ToolRun>();
   busy = false;
   private counter = 0;
+  /** A failed reply's blocks, not drawn since its message_end: pi may ask for it again. */
+  private failed: string[] = [];
 
   /** Starts again from the context the server built (after a branch, a reload, a turn end). */
   load(messages: PreviewMessage[], edits: EditMark[] = []): void {
     this.blocks = [];
+    this.failed = [];
     this.tools.clear();
     const removed = edits.filter((e) => e.kind === "omitted");
     const removedAt = (index: number) => {
@@ -58,6 +65,20 @@ export class Transcript {
 
   /** Folds one event in; returns the ids of the blocks to redraw. */
   apply(event: TurnEvent): string[] {
+    return [...this.settleFailed(event), ...this.fold(event)];
+  }
+
+  /** The failed reply held back is drawn once it is known what it is: left out of the context
+   *  when pi asks for it again (auto_retry_start draws it so), else as it failed. Drawn once,
+   *  as pi 1.6 draws it, not first as the turn's error and then as left out. */
+  private settleFailed(event: TurnEvent): string[] {
+    if (BEFORE_RETRY.has(event.type)) return [];
+    const failed = this.failed;
+    this.failed = [];
+    return event.type === "auto_retry_start" ? [] : failed;
+  }
+
+  private fold(event: TurnEvent): string[] {
     // Sent after agent_end: it names what an abort dropped, and runs nothing.
     if (event.type === "queue_dropped") return [];
     if (event.type === "agent_end") {
@@ -71,8 +92,12 @@ export class Transcript {
         return this.add(event.message);
       case "message_update":
         return this.stream(event.deltas);
-      case "message_end":
-        return this.end(event.message);
+      case "message_end": {
+        const ids = this.end(event.message);
+        if (event.message.role !== "assistant" || event.message.stopReason !== "error") return ids;
+        this.failed = ids; // shown as it streamed until the next event says what it is
+        return [];
+      }
       case "tool_execution_start":
         this.tools.set(event.toolCallId, { running: true, text: "", isError: false });
         return this.blocksCalling(event.toolCallId);

@@ -184,6 +184,25 @@ test("Transcript: a reply that is retried shows as left out of the context under
   assert.deepEqual(shown(t), shown(after));
 });
 
+test("Transcript: a failed reply is drawn once it is known whether pi asks for it again", () => {
+  // It was drawn as the turn's error at its message_end, then again as left out at
+  // auto_retry_start (a flash); pi 1.6 draws a failed reply once.
+  const failure = "Anthropic 529 overloaded_error: Overloaded";
+  const start = { type: "message_start", message: { role: "assistant", content: [] } };
+  const failed = { type: "message_end", message: { role: "assistant", content: [], stopReason: "error", errorMessage: failure } };
+  const retried = new ext.Transcript();
+  const [attempt] = retried.apply(start);
+  for (const event of [failed, { type: "turn_end" }, { type: "save_point" }]) assert.deepEqual(retried.apply(event), [], `not drawn at ${event.type}`);
+  const changed = retried.apply({ type: "auto_retry_start", attempt: 1, maxAttempts: 3, delayMs: 20000, errorMessage: failure });
+  assert.equal(changed.filter((id) => id === attempt).length, 1, "drawn once, at auto_retry_start");
+  assert.match(ext.renderBlock(retried.block(attempt), retried.tools), /assistant removed from the context</);
+  const final = new ext.Transcript();
+  const [last] = final.apply(start);
+  for (const event of [failed, { type: "turn_end" }, { type: "save_point" }]) assert.deepEqual(final.apply(event), [], `not drawn at ${event.type}`);
+  assert.deepEqual(final.apply({ type: "agent_end" }), [last], "no retry: drawn at the turn's end");
+  assert.match(ext.renderBlock(final.block(last), final.tools), /class="error">Anthropic 529 overloaded_error: Overloaded/);
+});
+
 test("Transcript: a retry that did not work says so, as pi 1.6 does", () => {
   const t = new ext.Transcript();
   const failure = "Anthropic 529 overloaded_error: Overloaded";

@@ -229,30 +229,42 @@ end
 
 -- -- turn events --------------------------------------------------------------------------------
 
-local function commit(chat, message)
+--- Add what `draw` adds to a builder to the committed transcript, and show it.
+local function commit_drawn(chat, draw)
   local before = #chat.committed.lines
-  -- A failed reply may be retried (auto_retry_start comes next): where it is, to redraw it.
-  local failed = message.role == "assistant" and message.stopReason == "error"
-  chat.failed = failed and { message = message, builder = chat.committed, mark = chat.committed:mark() } or nil
   local b = render.builder()
-  b:message(message)
+  draw(b)
   chat.committed:extend(b)
   redraw(chat, HEADER_LINES + before)
 end
 
---- The failed reply is being asked for again: from now on it is out of the context, and shown
---- as the transcript shows it after the turn, not as the turn's error.
-local function show_attempt_removed(chat)
+local function commit(chat, message)
+  commit_drawn(chat, function(b)
+    b:message(message)
+  end)
+end
+
+-- The events between a failed reply's message_end and the auto_retry_start that asks for it
+-- again, if one does: until the next other event the reply stays as it streamed (chat.failed).
+local BEFORE_RETRY = { turn_end = true, save_point = true }
+
+--- The failed reply held back is drawn once it is known what it is: left out of the context
+--- when pi asks for it again (auto_retry_start), as the transcript after the turn shows it;
+--- else the turn's failure. Drawn once, as pi 1.6 draws it, not as the one and then the other.
+local function settle_failed(chat, retried)
   local failed = chat.failed
   chat.failed = nil
-  if not failed or failed.builder ~= chat.committed then
-    return -- the transcript was read again since: it shows the reply as the server has it
+  if not failed then
+    return
   end
-  chat.committed:truncate(failed.mark)
-  local b = render.builder()
-  b:removed(render.attempt_mark(failed.message))
-  chat.committed:extend(b)
-  redraw(chat, HEADER_LINES + failed.mark.lines)
+  chat.live = nil
+  commit_drawn(chat, function(b)
+    if retried then
+      b:removed(render.attempt_mark(failed))
+    else
+      b:message(failed)
+    end
+  end)
 end
 
 local function stop_retry(chat)
@@ -337,19 +349,25 @@ function on_event.message_update(chat, event)
 end
 
 function on_event.message_end(chat, event)
-  if event.message and event.message.role == "assistant" then
+  local message = event.message
+  if not message then
+    return
+  end
+  if message.role == "assistant" and message.stopReason == "error" then
+    chat.failed = message -- pi may ask for it again: drawn once that is known (settle_failed)
+    return
+  end
+  if message.role == "assistant" then
     chat.live = nil
   end
-  if event.message and event.message.role == "user" then
+  if message.role == "user" then
     -- A queued steer or follow-up reached the model: it is no longer ours to keep.
-    local i = delivered_index(chat.queued, sent_text(event.message.content))
+    local i = delivered_index(chat.queued, sent_text(message.content))
     if i then
       drop_notes(chat, { table.remove(chat.queued, i) })
     end
   end
-  if event.message then
-    commit(chat, event.message)
-  end
+  commit(chat, message)
 end
 
 function on_event.turn_start(chat)
@@ -357,7 +375,6 @@ function on_event.turn_start(chat)
 end
 
 function on_event.auto_retry_start(chat, event)
-  show_attempt_removed(chat)
   stop_retry(chat)
   local timer = assert(vim.uv.new_timer())
   local retry = { attempt = event.attempt, max = event.maxAttempts, deadline = vim.uv.now() + (event.delayMs or 0), timer = timer }
@@ -462,7 +479,8 @@ end
 --- The turn is over, however it ended: nothing runs, and what it did not deliver
 --- (a prompt, queued steering) goes back to the input.
 local function end_turn(chat)
-  chat.busy, chat.live, chat.tool, chat.failed = false, nil, nil, nil
+  settle_failed(chat) -- (the server stopped before saying whether it asks for it again)
+  chat.busy, chat.live, chat.tool = false, nil, nil
   stop_retry(chat)
   restore_pending(chat)
   restore_queued(chat)
@@ -486,12 +504,17 @@ end
 local function on_turn(note_params)
   local chat = chats[util.key(session.turn_uri(note_params)) or ""]
   local event = note_params.event or {}
-  local handler = chat and on_event[event.type]
-  if not handler or not vim.api.nvim_buf_is_valid(chat.buf) then
+  if not chat or not vim.api.nvim_buf_is_valid(chat.buf) then
     return
   end
-  handler(chat, event)
-  draw_live(chat)
+  if not BEFORE_RETRY[event.type] then
+    settle_failed(chat, event.type == "auto_retry_start")
+  end
+  local handler = on_event[event.type]
+  if handler then
+    handler(chat, event)
+    draw_live(chat)
+  end
 end
 
 -- -- sending ------------------------------------------------------------------------------------

@@ -47,20 +47,6 @@ function Builder:fenced(text, info)
   self:add(fence)
 end
 
---- Where the builder ends now, for `truncate` to go back to.
-function Builder:mark()
-  return { lines = #self.lines, folds = #self.folds, entries = #self.entries }
-end
-
---- Drop what was added since `mark` (from Builder:mark).
-function Builder:truncate(mark)
-  for _, list in ipairs({ "lines", "folds", "entries" }) do
-    for i = #self[list], mark[list] + 1, -1 do
-      self[list][i] = nil
-    end
-  end
-end
-
 --- Append another builder's output (its folds shifted to fit), a blank line
 --- between them as between any two messages.
 function Builder:extend(other)
