@@ -469,6 +469,17 @@ def test_chat_shows_a_retry_as_a_retry(workspace: Path, fake: FakeAnthropic, tmp
     assert len(fake.message_requests()) == (1 if mode == "cancelled" else 2)
 
 
+def test_a_chat_opened_during_a_retrys_wait_shows_it(workspace: Path, fake: FakeAnthropic,
+                                                     tmp_path: Path) -> None:
+    """A chat opened while a failed reply waited to be asked again said "pi is working"."""
+    trust(workspace, tmp_path / "agent")  # the folder's settings are loaded
+    (workspace / ".pi" / "settings.json").write_text(json.dumps(
+        {"retry": {"baseDelayMs": 60000}}))  # ended by <C-c>
+    fake.script(error_reply(529, "overloaded_error", "Overloaded"))
+    run_script("retry_open_spec.lua", workspace, fake, tmp_path)
+    assert len(fake.message_requests()) == 1
+
+
 def test_trust_asks_on_first_use_and_saves_pis_decisions(workspace: Path, fake: FakeAnthropic,
                                                         tmp_path: Path) -> None:
     fake.script()

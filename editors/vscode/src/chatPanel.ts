@@ -7,7 +7,7 @@ import { Block, Transcript } from "./chatModel";
 import { AsyncRender, RENDER_BUDGET_MS, STREAM_MARKDOWN_MS, budgetedMarkdown, renderBlockAsync, streamingMarkdown } from "./chatRender";
 import type { Attachment } from "./codeContext";
 import { MarkdownWorker } from "./markdownWorker";
-import { Delivery, EditMark, PreviewPage, SessionMove, ThinkingLevel, THINKING_LEVELS, TurnNotification } from "./protocol";
+import { Delivery, EditMark, PreviewPage, SessionMove, ThinkingLevel, THINKING_LEVELS, TurnEvent, TurnNotification } from "./protocol";
 import { modelChoices, getter } from "./settings";
 import { availableModels, pickModel } from "./modelPicker";
 import { sameSession, Sessions, sessionKey } from "./sessions";
@@ -38,6 +38,8 @@ export class ChatPanels implements vscode.Disposable {
   private readonly questions = new Map<string, Question>();
   /** Turns whose session moved to a new file: their events go on naming the old one. */
   private readonly movedTurns = new Map<string, ChatPanel>();
+  /** Sessions whose turn waits to ask again for a failed reply: a chat opened meanwhile shows it. */
+  private readonly waits = new Map<string, Wait>();
   /** marked, for every chat: one text is parsed at a time. */
   readonly markdown = new MarkdownWorker();
 
@@ -69,6 +71,8 @@ export class ChatPanels implements vscode.Disposable {
       // Only time is at stake: a missing key or provider is reported by the prompt, in the chat.
       this.pi.call("pi.prepareTurn", { uri }).catch(() => undefined);
       await panel.reload();
+      const wait = this.waits.get(key);
+      if (wait) panel.joinWait(wait);
     } else if (opts.reveal !== false) {
       panel.panel.reveal(panel.panel.viewColumn);
     }
@@ -76,9 +80,17 @@ export class ChatPanels implements vscode.Disposable {
   }
 
   private turnArrived(n: TurnNotification): void {
+    this.noteWait(n);
     const moved = this.movedTurns.get(n.turnId);
     if (moved && (n.event.type === "agent_end" || n.event.type === "error")) this.movedTurns.delete(n.turnId);
     (moved ?? this.panels.get(sessionKey(n.uri)))?.onTurn(n);
+  }
+
+  /** Keeps the wait a turn's auto_retry_start began, until the reply is asked again or the turn ends. */
+  private noteWait(n: TurnNotification): void {
+    const key = sessionKey(n.uri);
+    if (n.event.type === "auto_retry_start") this.waits.set(key, { turnId: n.turnId, event: n.event, until: Date.now() + n.event.delayMs });
+    else if (["turn_start", "auto_retry_end", "agent_end", "error"].includes(n.event.type)) this.waits.delete(key);
   }
 
   /** The chat of a session that moved to a new file goes on there: its next prompt would go
@@ -313,6 +325,13 @@ export class ChatPanel {
     }
   }
 
+  /** A turn's retry wait that began before this chat opened: shown as if its auto_retry_start had
+   *  come now, for the time left (the chat knows the turn runs from then on). */
+  joinWait(wait: Wait): void {
+    if (this.transcript.retrying()) return; // an event of the turn came while the chat opened
+    this.onTurn({ uri: this.uri, turnId: wait.turnId, event: { ...wait.event, delayMs: Math.max(0, wait.until - Date.now()) } });
+  }
+
   /** Draws the retry wait each second while there is one, as pi 1.6 counts it down. */
   private countDown(): void {
     const retry = this.transcript.retrying();
@@ -520,6 +539,13 @@ export class ChatPanel {
     if (this.earlier > 0) blocks.unshift({ id: "earlier", html: earlierHtml(this.earlier) });
     return blocks;
   }
+}
+
+/** A turn's wait before asking again for a failed reply; `until`: its end (ms since the epoch). */
+interface Wait {
+  turnId: string;
+  event: Extract<TurnEvent, { type: "auto_retry_start" }>;
+  until: number;
 }
 
 /** A steer or follow-up the server queued, with the code sent with it; `notice`: the id of the

@@ -12,6 +12,9 @@ local util = require("pi_lsp.util")
 local M = {}
 
 local chats = {} -- session key -> chat
+-- session key -> the wait its turn is in before asking again for a failed reply
+-- ({ attempt, max, deadline, root }): a chat opened during it shows it.
+local waits = {}
 local HEADER_LINES = 2
 local PAGE = 50 -- messages from each end of a long conversation (:PiContext pages through all)
 -- Characters of the transcript shown, newest messages first: treesitter parses the whole buffer
@@ -374,10 +377,11 @@ function on_event.turn_start(chat)
   stop_retry(chat) -- the wait is over: the reply is being asked for again
 end
 
-function on_event.auto_retry_start(chat, event)
+--- Count `wait` (from `waits`) down where the busy line is.
+local function start_retry(chat, wait)
   stop_retry(chat)
   local timer = assert(vim.uv.new_timer())
-  local retry = { attempt = event.attempt, max = event.maxAttempts, deadline = vim.uv.now() + (event.delayMs or 0), timer = timer }
+  local retry = { attempt = wait.attempt, max = wait.max, deadline = wait.deadline, timer = timer }
   chat.retry = retry
   timer:start(1000, 1000, vim.schedule_wrap(function()
     if chat.retry ~= retry then
@@ -388,6 +392,10 @@ function on_event.auto_retry_start(chat, event)
       draw_live(chat) -- the seconds left
     end
   end))
+end
+
+function on_event.auto_retry_start(chat)
+  start_retry(chat, waits[util.key(chat.uri)])
 end
 
 function on_event.auto_retry_end(chat, event)
@@ -501,9 +509,24 @@ function on_event.agent_end(chat)
   resync(chat) -- the server's transcript carries the entry ids
 end
 
+-- The events that end a turn's wait (or start a run that is in none).
+local WAIT_OVER = { agent_start = true, turn_start = true, auto_retry_end = true, agent_end = true, error = true }
+
+--- Keep the wait an auto_retry_start of the session `uri` begins, until it is over.
+local function note_wait(uri, event)
+  local key = util.key(uri) or ""
+  if event.type == "auto_retry_start" then
+    local deadline = vim.uv.now() + (event.delayMs or 0)
+    waits[key] = { attempt = event.attempt, max = event.maxAttempts, deadline = deadline, root = session.root_of(uri) }
+  elseif WAIT_OVER[event.type] then
+    waits[key] = nil
+  end
+end
+
 local function on_turn(note_params)
-  local chat = chats[util.key(session.turn_uri(note_params)) or ""]
-  local event = note_params.event or {}
+  local event, uri = note_params.event or {}, session.turn_uri(note_params)
+  note_wait(uri, event)
+  local chat = chats[util.key(uri) or ""]
   if not chat or not vim.api.nvim_buf_is_valid(chat.buf) then
     return
   end
@@ -777,6 +800,10 @@ local function create(uri)
     end,
   })
   chats[util.key(uri)] = chat
+  local wait = chat.busy and waits[util.key(uri)]
+  if wait then
+    start_retry(chat, wait) -- its auto_retry_start came before the chat
+  end
   -- The server loads the model's SDK now, not at the first prompt (a second or more). Only
   -- time is at stake: a missing key or provider is reported when a prompt is sent.
   client.exec("pi.prepareTurn", { uri = uri }, function() end, root)
@@ -901,6 +928,11 @@ end
 --- The server of `root` exited (a crash, a stop): its turns ended with no
 --- agent_end, so its chats stop waiting and give back what was not delivered.
 local function on_stopped(root)
+  for key, wait in pairs(waits) do
+    if wait.root == root then
+      waits[key] = nil -- its turn died with the server
+    end
+  end
   for _, chat in pairs(chats) do
     if chat.root == root and vim.api.nvim_buf_is_valid(chat.buf) then
       local running = chat.busy or chat.live or chat.pending
