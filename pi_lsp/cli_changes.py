@@ -4,6 +4,7 @@ workspace's files, under the settings and trust of the workspace the session bel
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -11,7 +12,8 @@ from typing import TYPE_CHECKING, Literal
 import msgspec
 
 from pi_lsp.cli_common import EXIT_PROBLEMS, CliError, open_session, write_line
-from pi_lsp.session.catalog import session_workspace
+from pi_lsp.paths import real_path
+from pi_lsp.session.catalog import cli_session_dir, session_workspace
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.visible import printable, printable_lines
 
@@ -33,14 +35,28 @@ def printable_diff(diff: str) -> str:
 
 
 def session_root(tree: SessionTree) -> Path:
-    """The workspace of a session the command line was given: its `.pi/sessions/` parent, else
-    the directory pi recorded in its header when that exists, else the current directory.
+    """The workspace of a session the command line was given: its `.pi/sessions/` parent, or,
+    in the pi CLI's own folder for a directory (`~/.pi/agent/sessions/--<cwd>--/`), that
+    directory; else the current directory, as for `run`.
 
-    pi records an absolute path; a relative one (a file shipped in a repository, say) would
-    point wherever the command happens to run from, so it is not taken."""
-    recorded = Path(tree.header.known_cwd())
-    known = recorded.is_absolute() and recorded.is_dir()
-    return session_workspace(Path(tree.path), {}, recorded if known else Path.cwd())
+    A header's cwd alone never chooses the folder: a session file is committed data, and a
+    repository's could name your home folder for `rewind` to snapshot. Outside those folders,
+    a header naming an existing folder other than the current directory is refused."""
+    path = Path(tree.path)
+    recorded = tree.header.known_cwd()
+    # pi records an absolute path; a relative one would point wherever the command runs from.
+    named = Path(recorded) if os.path.isabs(recorded) and os.path.isdir(recorded) else None
+    if named is not None and real_path(path).parent == real_path(cli_session_dir(recorded)):
+        return named  # the user's own pi kept it in the folder it names for that directory
+    here = Path.cwd()
+    root = session_workspace(path, {}, here)
+    # A `.pi/sessions/` folder's own workspace stands, whatever its header says (a clone's
+    # sessions name the folder they were recorded in, elsewhere).
+    if root is not here or named is None or real_path(named) == real_path(here):
+        return root
+    raise CliError(f"{path} was recorded in {named} (its header's cwd), but this command runs "
+                   f"in {here}; a session file does not choose the folder whose files and "
+                   f"settings are used: run the command in {named} to use that folder")
 
 
 def session_settings(tree: SessionTree, approve: bool | None) -> Settings:

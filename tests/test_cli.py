@@ -18,6 +18,7 @@ import pytest
 
 from pi_lsp.server import server as server_module
 from pi_lsp.server.server import first_client
+from pi_lsp.session.catalog import cli_session_dir
 from pi_lsp.session.entries import AssistantMessage, Replacement, TextContent, Usage, UserMessage
 from pi_lsp.session.tree import SessionTree
 from tests.conftest import EXAMPLE_WORKSPACE, conformance_files
@@ -85,21 +86,32 @@ def test_the_command_line_imports_a_command_s_modules_when_it_runs() -> None:
         assert module not in loaded.stdout
 
 
-def test_a_session_outside_a_workspace_works_in_the_directory_pi_recorded(
+def test_a_session_in_pis_own_folder_works_in_the_directory_pi_recorded(
         tmp_path: Path) -> None:
-    # As in pi's own session folder (~/.pi/agent/sessions/…): no `.pi/sessions/` to go by, so
-    # the header's cwd names the workspace, whichever directory the command runs in.
+    # In pi's own session folder (~/.pi/agent/sessions/--<cwd>--/), the user's own store, the
+    # folder's name and the header's cwd agree on the workspace, whichever directory the
+    # command runs in. The same file anywhere else is committed data, whose header does not
+    # choose the folder (this test took it from there before).
     project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
     project.mkdir()
     elsewhere.mkdir()
     lines = SAMPLE.read_bytes().splitlines()
     header = json.loads(lines[0])
     header["cwd"] = str(project)
-    session = tmp_path / "s.jsonl"
+    session = cli_session_dir(str(project)) / "s.jsonl"
+    session.parent.mkdir(parents=True)
     session.write_bytes(b"\n".join([json.dumps(header).encode(), *lines[1:]]) + b"\n")
     result = run_cli("context", str(session), "--layer", "request", "--json", cwd=elsewhere)
     assert result.returncode == 0, result.stderr
     assert f"<cwd>\\n{project}\\n</cwd>" in result.stdout and str(elsewhere) not in result.stdout
+    shipped = tmp_path / "s.jsonl"
+    shutil.copy(session, shipped)
+    refused = run_cli("context", str(shipped), "--layer", "request", "--json", cwd=elsewhere)
+    assert refused.returncode == 2 and not refused.stdout
+    assert f"recorded in {project} (its header's cwd), but this command runs in {elsewhere}" \
+        in refused.stderr
+    there = run_cli("context", str(shipped), "--layer", "request", "--json", cwd=project)
+    assert there.returncode == 0 and f"<cwd>\\n{project}\\n</cwd>" in there.stdout
 
 
 def test_context_request_of_a_model_pi_cannot_restore_is_on_the_default(
@@ -524,7 +536,8 @@ def test_session_text_reaches_the_terminal_escaped(tmp_path: Path, args: list[st
     the screen and reordered lines (found in review)."""
     session = tmp_path / "hostile.jsonl"
     hostile_session(session)
-    result = run_cli(args[0], str(session), *args[1:], env=without_a_model(tmp_path))
+    result = run_cli(args[0], str(session), *args[1:], cwd=tmp_path,
+                     env=without_a_model(tmp_path))  # where its header says it ran
     assert result.returncode in (0, 1), result.stderr
     printed = result.stdout + result.stderr
     assert not [char for char in RAW if char in printed], repr(printed)

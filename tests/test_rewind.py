@@ -47,7 +47,7 @@ from pi_lsp.files.snapshots import FileChange, Snapshot, SnapshotError, Snapshot
 from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.providers.retry import ProviderRetry
 from pi_lsp.session.check import check_session
-from pi_lsp.session.entries import encoder
+from pi_lsp.session.entries import UserMessage, encoder
 from pi_lsp.session.journal import Record
 from pi_lsp.session.tree import SessionTree
 from tests.conftest import pi_lsp_with
@@ -1445,6 +1445,23 @@ async def test_a_session_naming_gits_empty_tree_deletes_nothing(tmp_path: Path) 
     await refused_everywhere(store, EMPTY_TREE)
 
 
+async def test_an_id_a_session_names_is_checked_before_the_workspace_is_snapshotted(
+        tmp_path: Path) -> None:
+    """A made-up id was refused only after a snapshot of the whole workspace (up to 300 s of
+    git); a folder with no store yet got one, with its files in it, for a dry run."""
+    store, first = await workspace_with_a_snapshot(tmp_path / "ws")
+    (store.root / "new.txt").write_text("never read into the store\n")
+    before = logged(store)
+    with pytest.raises(RewindError, match="not a snapshot this store recorded"):
+        await changes_to(store, Snapshot(EMPTY_TREE))
+    assert logged(store) == before and first.tree in before
+    bare = SnapshotStore(tmp_path / "no-store-yet")
+    (tmp_path / "no-store-yet").mkdir()
+    with pytest.raises(RewindError, match="there is no snapshot store for this folder yet"):
+        await changes_to(bare, Snapshot(EMPTY_TREE))
+    assert not bare.git_dir.exists()
+
+
 async def test_a_session_naming_a_snapshots_subtree_is_refused(tmp_path: Path) -> None:
     """A folder's tree id is predictable; restoring it would delete the rest and move the
     folder's files to the root."""
@@ -1768,13 +1785,46 @@ def test_the_command_line_never_takes_a_relative_cwd_as_the_workspace(
     (tmp_path / "other-project").mkdir()
     (tmp_path / "repo" / "docs").mkdir(parents=True)
     path = tmp_path / "repo" / "docs" / "example.jsonl"
-    for cwd, expected in (("../other-project", tmp_path / "repo"),
-                          (str(tmp_path / "other-project"), tmp_path / "other-project")):
+    for cwd in ("../other-project", str(tmp_path / "repo")):
         path.write_text(json.dumps({"type": "session", "version": 3, "cwd": cwd,
                                     "id": "eeeeeeee-eeee-eeee-eeee-eeeeeeeeeeee",
                                     "timestamp": "2026-12-01T00:00:00.000Z"}) + "\n")
         monkeypatch.chdir(tmp_path / "repo")
-        assert session_root(SessionTree.open(str(path))).resolve() == expected.resolve()
+        assert session_root(SessionTree.open(str(path))).resolve() == (tmp_path / "repo").resolve()
+
+
+def test_a_session_file_outside_a_session_folder_does_not_choose_the_folder(
+        tmp_path: Path) -> None:
+    """A repository's `docs/demo.jsonl` whose header names your home folder: `rewind --dry-run`
+    git-added the whole of it (ssh keys and all) into a new store. Its cwd is committed data:
+    the command runs in the current directory, and refuses, naming both, where they differ."""
+    home, repo, state = tmp_path / "home", tmp_path / "repo", tmp_path / "state"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    (repo / "docs").mkdir(parents=True)
+    demo = repo / "docs" / "demo.jsonl"
+    session = SessionTree.create(str(demo), str(home))
+    session.append_message(UserMessage(content="hi", timestamp=1))
+    first = session.leaf_id
+    assert first is not None
+    session.append_custom(FILES_TYPE, {"before": EMPTY_TREE, "after": EMPTY_TREE})
+    env = {**os.environ, "XDG_STATE_HOME": str(state)}
+    for args in (["rewind", "docs/demo.jsonl", "--to", first, "--dry-run"],
+                 ["rewind", "docs/demo.jsonl", "--to", first],
+                 ["compact", "docs/demo.jsonl", "--plan"],
+                 ["context", "docs/demo.jsonl", "--layer", "request"]):
+        refused = run_cli(*args, cwd=repo, env=env)
+        assert refused.returncode == 2, refused.stderr
+        assert refused.stderr == (
+            f"pi-lsp: docs/demo.jsonl was recorded in {home} (its header's cwd), but this "
+            f"command runs in {repo}; a session file does not choose the folder whose files "
+            f"and settings are used: run the command in {home} to use that folder\n")
+    # Run there, the id is still one no store of that folder recorded: refused before any
+    # snapshot, so no store is made.
+    there = run_cli("rewind", str(demo), "--to", first, "--dry-run", cwd=home, env=env)
+    assert there.returncode == 2 and "there is no snapshot store for this folder yet" in \
+        there.stderr, there.stderr
+    assert not state.exists()
 
 
 # -- the language server -----------------------------------------------------------------

@@ -294,6 +294,12 @@ class Changes(msgspec.Struct):
 async def changes_to(store: SnapshotStore, target: Snapshot, with_diff: bool = True,
                      files: FileAccess = DISK) -> Changes:
     """The workspace now and the files a restore of `target` would change."""
+    try:
+        # Before the snapshot: a session is committed data, and an id it made up must not
+        # have the workspace read into a store (a header naming your home folder, say).
+        await store.recorded(target.tree)
+    except SnapshotError as error:
+        raise RewindError(str(error)) from None
     editor = open_files(files, store.root)
     current = await store.snapshot(editor.unsaved)
     try:

@@ -350,6 +350,22 @@ class SnapshotStore:
                 raise SnapshotError(f"no snapshot {tree} in {self.git_dir}: that id is not a "
                                     "snapshot this store recorded")
 
+    async def recorded(self, tree: str) -> None:
+        """SnapshotError unless this store's snapshots recorded `tree`, checked before anything
+        is snapshotted: an id a session names makes no store and reads no file."""
+        tree = object_id(tree)
+        try:
+            os.stat(self.git_dir)
+        except FileNotFoundError:  # no store, so nothing recorded; none is made for it
+            raise SnapshotError(f"no snapshot {tree} in {self.git_dir}: there is no snapshot "
+                                "store for this folder yet") from None
+        except OSError as error:  # XDG_STATE_HOME a file, say
+            raise self._cannot_create(error) from None
+        async with self._held():
+            if (self.git_dir / UNLOGGED).exists():  # a legacy store's objects: scanned once made
+                await self._ensure()
+            await self._recorded(tree)
+
     # -- snapshots -----------------------------------------------------------------------
 
     async def snapshot(self, overrides: Mapping[str, bytes] | None = None) -> Snapshot:
