@@ -20,6 +20,7 @@ from pi_lsp.cli_common import (
     EXIT_USAGE,
     CliError,
     discard_output,
+    escape_stderr,
     open_session,
     write_line,
     write_messages,
@@ -455,6 +456,7 @@ def hold_closed_streams() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     hold_closed_streams()
     show_lone_surrogates_as_replacement()
+    escape_stderr()
     try:
         return flushed(run_command(argv))
     except KeyboardInterrupt:

@@ -3,7 +3,9 @@ is given, and writing JSON lines."""
 
 from __future__ import annotations
 
+import io
 import os
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
@@ -14,7 +16,7 @@ from pi_lsp.session.entries import encoder
 from pi_lsp.session.journal import NotASessionError
 from pi_lsp.session.jsontext import js_json
 from pi_lsp.session.tree import SessionTree
-from pi_lsp.visible import printable
+from pi_lsp.visible import printable, printable_lines
 
 if TYPE_CHECKING:
     from pi_lsp.session.outline import TreeNode
@@ -54,9 +56,54 @@ def write_line(value: object) -> None:
 
 def write_path_line(stream: TextIO, path: str, before: str = "", after: str = "") -> None:
     """A line naming a file, its path as its bytes: as text, a byte that is not UTF-8 prints as
-    U+FFFD, naming a file that does not exist (`f=$(pi-lsp fork …)`)."""
+    U+FFFD, naming a file that does not exist (`f=$(pi-lsp fork …)`). A line break in it is
+    spelled `\\n`: a committed file's name must not forge a line of its own."""
     stream.flush()  # the text printed before it comes first
-    stream.buffer.write(before.encode() + os.fsencode(path) + after.encode() + b"\n")
+    named = os.fsencode(path).replace(b"\n", b"\\n")
+    stream.buffer.write(before.encode() + named + after.encode() + b"\n")
+
+
+# A C1 control byte outside UTF-8, as surrogateescape decodes it (\x9b is CSI to some terminals).
+C1_BYTES = re.compile("[\udc80-\udc9f]")
+
+
+class EscapingWriter(io.BufferedIOBase):
+    """The bytes of a terminal stream, control characters and bidi controls spelled as escapes
+    (`printable_lines`: tab and newline kept); other bytes, a path's not in UTF-8, as they are."""
+
+    def __init__(self, stream: io.TextIOWrapper) -> None:
+        super().__init__()
+        # The stream is held, not only its buffer: collected, it would close the buffer.
+        self.stream, self.target, self.encoding = stream, stream.buffer, stream.encoding
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        text = printable_lines(bytes(data).decode(self.encoding, "surrogateescape"))
+        text = C1_BYTES.sub(lambda byte: f"\\x{ord(byte.group()) - 0xDC00:02x}", text)
+        self.target.write(text.encode(self.encoding, "surrogateescape"))
+        return len(data)
+
+    def flush(self) -> None:
+        self.target.flush()
+
+    def fileno(self) -> int:
+        return self.target.fileno()
+
+    def isatty(self) -> bool:
+        return self.target.isatty()
+
+
+def escape_stderr() -> None:
+    """Make stderr spell what could drive the terminal: every message, error and log line of a
+    command can name what a repository chose (a file, a folder, a provider), so none is printed
+    raw, whichever code wrote it (a print, a log record, a path line)."""
+    err = sys.stderr
+    if type(err) is not io.TextIOWrapper or isinstance(err.buffer, EscapingWriter):
+        return  # a test's capture, not a terminal; or escaped already (main run again)
+    sys.stderr = io.TextIOWrapper(EscapingWriter(err), err.encoding, err.errors,
+                                  line_buffering=True, write_through=True)
 
 
 MESSAGES_BATCH = 1000

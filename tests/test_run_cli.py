@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 
 from pi_lsp import cli, jsonfile
+from pi_lsp.session.entries import UserMessage
+from pi_lsp.session.tree import SessionTree
 from tests.conftest import conformance_files, pi_lsp_with, trust
 from tests.fake_anthropic import (
     FakeAnthropic,
@@ -903,6 +905,53 @@ def test_a_summary_model_error_reaches_the_terminal_escaped(
     [problem] = problem_lines(result.stderr)
     assert SPELLED_ERROR in problem
     assert not [char for char in "\x1b\x07\u202e" if char in result.stderr], result.stderr
+
+
+HOSTILE_NAME = "x\x1b]52;c;cm0gLXJmIH4K\x07\x1b[2J\u202e"  # a name a repository may commit
+SPELLED_NAME = "x\\x1b]52;c;cm0gLXJmIH4K\\x07\\x1b[2J\\u202e"
+
+
+def test_names_a_repository_chose_reach_the_terminal_escaped(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str], tmp_path: Path) -> None:
+    """`run` printed repository-chosen names raw on stderr (found in review): the session file's
+    name, a skill folder's in a warning, a models.json provider's in an error, and a symlinked
+    `.pi/sessions`' target in the refusal. A committed session set the clipboard and cleared
+    the screen; a line break in a file name forged a line of its own."""
+    def escaped(result: subprocess.CompletedProcess[str]) -> str:
+        assert not [char for char in "\x1b\x07\u202e" if char in result.stderr], result.stderr
+        assert SPELLED_NAME in result.stderr
+        return result.stderr
+
+    sessions_dir = workspace / ".pi" / "sessions"
+    sessions_dir.mkdir(parents=True)
+    named = sessions_dir / f"2099-01-01T00-00-00-000Z_{HOSTILE_NAME}\nFORGED.jsonl"
+    tree = SessionTree.create(str(named), str(workspace))
+    tree.append_message(UserMessage(content="hi", timestamp=1))
+    skill = workspace / ".pi" / "skills" / HOSTILE_NAME
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: [unclosed\n---\nbody\n")
+    fake.script(text_reply("ok"))
+    result = pi_run(workspace, env, "again")
+    assert result.returncode == 0, result.stderr
+    said = escaped(result)
+    assert f"/.pi/skills/{SPELLED_NAME}/SKILL.md: not loaded as a skill" in said
+    assert f"session: {named}".replace(HOSTILE_NAME, SPELLED_NAME).replace("\n", "\\n") \
+        in said.splitlines()
+    assert not [line for line in said.splitlines() if line.startswith("FORGED")]
+
+    (workspace / ".pi" / "models.json").write_text(json.dumps({"providers": {HOSTILE_NAME: {
+        "baseUrl": "http://127.0.0.1:9", "api": "openai-completions", "apiKey": "!cat ~/.key",
+        "models": [{"id": "m"}]}}}))
+    refused = pi_run(workspace, env, "--model", "m", "hi")
+    assert refused.returncode == 2
+    assert f"providers.{SPELLED_NAME}.apiKey: shell commands" in escaped(refused)
+
+    linked = tmp_path / "linked"
+    (linked / ".pi").mkdir(parents=True)
+    (linked / ".pi" / "sessions").symlink_to(tmp_path / HOSTILE_NAME)
+    outside = pi_run(linked, env, "hi")
+    assert outside.returncode == 2
+    assert f"leads to {tmp_path}/{SPELLED_NAME}, outside the workspace" in escaped(outside)
 
 
 def test_mid_stream_error_exits_1(
