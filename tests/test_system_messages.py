@@ -41,7 +41,8 @@ TOOLS = ["read", "bash", "edit", "write"]
 PI16 = Path(os.environ.get("PI_LSP_PI16", "/work/scratch/pi16")) / "node_modules"
 
 
-def harness(path: Path, root: Path, fake: FakeAnthropic) -> Harness:
+def harness(path: Path, root: Path, fake: FakeAnthropic,
+            model: tuple[str, str] = ("anthropic", "claude-sonnet-4-5")) -> Harness:
     tree = SessionTree.open(str(path)) if path.exists() else \
         SessionTree.create(str(path), str(root))
 
@@ -49,7 +50,7 @@ def harness(path: Path, root: Path, fake: FakeAnthropic) -> Harness:
         return AnthropicProvider("test-key", base_url=fake.url,
                                  retry=ProviderRetry(max_retries=0))
 
-    return Harness(tree, root, make, retry=RetrySettings(enabled=False))
+    return Harness(tree, root, make, default_model=model, retry=RetrySettings(enabled=False))
 
 
 def entries(path: Path) -> list[dict[str, Any]]:
@@ -160,6 +161,43 @@ async def test_a_changed_prompt_is_patched_and_the_request_has_the_change(
     assert "Use tabs." in request["system"][0]["text"]
     assert "make test" not in request["system"][0]["text"]
     assert_sent_the_replay(request, path)
+
+
+async def test_changes_reach_a_model_that_takes_them_mid_conversation_in_place(
+        workspace: Path, fake: FakeAnthropic) -> None:
+    """pi 1.6 tells claude-opus-5-5 (Opus 4.8 and later) of a prompt or tool change in a
+    system message where the change is, the first prompt and tools left byte for byte as they
+    were so the cached prefix holds; pi-lsp sent the whole new prompt and tool list, which
+    rewrote the prefix from its first byte."""
+    path = workspace / ".pi" / "sessions" / "s.jsonl"
+    agent = harness(path, workspace, fake, ("anthropic", "claude-opus-5-5"))
+    fake.script(text_reply("one"), text_reply("two"))
+    await agent.prompt("hello")
+    (workspace / "AGENTS.md").write_text("Use tabs.\n")
+    # as pi 1.6 writes a patch: a tool removed, which pi-lsp's next turn declares again
+    agent.tree.append_message(SystemMessage(content="", timestamp=1,
+                                            tools_removed=[{"name": "bash"}]))
+    await agent.prompt("again")
+    first, second = fake.message_requests()
+    assert (second["system"], second["tools"]) == (first["system"], first["tools"])
+    assert "Use tabs." not in json.dumps(second["system"])
+    bash = next(t for t in first["tools"] if t["name"] == "bash")
+    *_, removed, patch, effort = second["messages"]
+    assert second["messages"][-5:-3] == [
+        {"role": "assistant", "content": [{"type": "text", "text": "one"}]},
+        {"role": "user", "content": [{"type": "text", "text": "again"}]}]
+    assert removed == {"role": "system", "content": [
+        {"type": "tool_removal", "tool": {"type": "tool_reference", "name": "bash"}}]}
+    assert patch == {"role": "system", "content": [
+        {"type": "text", "text": 'Updated system prompt section "project_context":\n\n'
+                                 "<project_context>\nProject-specific instructions and "
+                                 "guidelines:\n\n<project_instructions path="
+                                 f'"{workspace / "AGENTS.md"}">\nUse tabs.\n\n'
+                                 "</project_instructions>\n</project_context>"},
+        {"type": "tool_addition", "tool": {"type": "tool_definition", "definition": bash},
+         "cache_control": {"type": "ephemeral"}},  # the newest message: the cache's end
+    ]}
+    assert effort == {"role": "system", "content": [], "output_config": {"effort": "medium"}}
 
 
 async def test_what_another_writer_changed_is_patched_back_and_nothing_else(

@@ -16,7 +16,6 @@ from pi_lsp.session.entries import (
     CompactionSummaryMessage,
     CustomMessage,
     ImageContent,
-    LlmMessage,
     ModelMessage,
     SystemMessage,
     TextContent,
@@ -142,16 +141,19 @@ def convert_to_llm(messages: list[msgspec.Raw]) -> list[msgspec.Raw]:
             for _, body in convert_with_sources(messages)]
 
 
-def prepare_for_provider(messages: list[ModelMessage]) -> list[LlmMessage]:
+def prepare_for_provider(messages: list[ModelMessage]) -> list[ModelMessage]:
     return [message for _, message in prepare_with_sources(messages)]
 
 
-def prepare_with_sources(messages: list[ModelMessage]) -> list[tuple[int | None, LlmMessage]]:
+def prepare_with_sources(messages: list[ModelMessage], keep_system: bool = False
+                         ) -> list[tuple[int | None, ModelMessage]]:
     """Drop failed replies (with their tool results) and give every tool call a result
     before the conversation moves on, keeping the index each message came from (None for a
-    result made here). System messages are left out: pi-lsp's requests carry its own system
-    prompt and tools (replaying the session's is not built yet)."""
-    prepared: list[tuple[int | None, LlmMessage]] = []
+    result made here). System messages are left out unless `keep_system` (a model that takes
+    them mid-conversation): then one after an open tool call waits until the calls are closed,
+    as pi-ai's transformMessages holds it."""
+    prepared: list[tuple[int | None, ModelMessage]] = []
+    held: list[tuple[int | None, ModelMessage]] = []
     open_calls: list[ToolCall] = []
     answered: set[str] = set()
 
@@ -165,9 +167,13 @@ def prepare_with_sources(messages: list[ModelMessage]) -> list[tuple[int | None,
                 )))
         open_calls.clear()
         answered.clear()
+        prepared.extend(held)
+        held.clear()
 
     for index, message in enumerate(messages):
         if isinstance(message, SystemMessage):
+            if keep_system:
+                (held if open_calls else prepared).append((index, message))
             continue
         if isinstance(message, AssistantMessage):
             close_open_calls(message.timestamp)
@@ -204,15 +210,15 @@ def images_noted(content: list[UserBlock], note: str) -> list[UserBlock]:
     return noted
 
 
-def downgrade_images(messages: list[LlmMessage], model_input: Sequence[str]
-                     ) -> list[LlmMessage]:
+def downgrade_images(messages: list[ModelMessage], model_input: Sequence[str]
+                     ) -> list[ModelMessage]:
     """The messages a model without image input (`"image"` not in `model_input`) is sent:
     pi-ai 1.6's downgradeUnsupportedImages, which every provider applies first. In a user
     message (with block content) and a tool result each run of images becomes a note, so an
     image-only prompt still reaches the model, as the note."""
     if "image" in model_input:
         return messages
-    downgraded: list[LlmMessage] = []
+    downgraded: list[ModelMessage] = []
     for message in messages:
         if isinstance(message, UserMessage) and not isinstance(message.content, str) and any(
                 isinstance(block, ImageContent) for block in message.content):
@@ -226,16 +232,16 @@ def downgrade_images(messages: list[LlmMessage], model_input: Sequence[str]
     return downgraded
 
 
-def adapt_to_model(messages: list[LlmMessage], provider: str, api: str, model_id: str,
+def adapt_to_model(messages: list[ModelMessage], provider: str, api: str, model_id: str,
                    normalize_id: Callable[[str, AssistantMessage], str] | None = None,
-                   *, model_input: Sequence[str]) -> list[LlmMessage]:
+                   *, model_input: Sequence[str]) -> list[ModelMessage]:
     """pi's cross-provider transform (transformMessages): images a model without image input
     cannot see become notes (`downgrade_images`); another model's replies lose their thinking
     (it was that model's, and as text it would read as part of the visible reply), redacted
     thinking and signatures, and get tool-call ids this provider accepts
     (`normalize_id(id, reply)`)."""
     renamed: dict[str, str] = {}
-    adapted: list[LlmMessage] = []
+    adapted: list[ModelMessage] = []
     for message in downgrade_images(messages, model_input):
         if isinstance(message, AssistantMessage) and not (
                 message.provider == provider and message.api == api and message.model == model_id):

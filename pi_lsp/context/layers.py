@@ -20,15 +20,26 @@ from pi_lsp.context.projection import (
     Projection,
     project_path,
 )
-from pi_lsp.context.replay import current_system_message, system_patch, system_text
+from pi_lsp.context.replay import (
+    current_system_message,
+    current_tools,
+    system_patch,
+    system_text,
+)
 from pi_lsp.context.tokens import estimate_tokens, usage_tokens
 from pi_lsp.providers.base import MissingApiKeyError, ModelRequest, ToolSpec
-from pi_lsp.providers.registry import ModelInfo, ModelRegistry
+from pi_lsp.providers.registry import (
+    ModelInfo,
+    ModelRegistry,
+    keeps_system_messages,
+    native_tool_changes,
+)
 from pi_lsp.providers.thinking import clamped_level
 from pi_lsp.providers.wire import UnknownProviderError
 from pi_lsp.session.entries import (
     AgentMessage,
     AssistantMessage,
+    ModelMessage,
     SystemMessage,
     decode_message,
     encoder,
@@ -162,6 +173,11 @@ def level_in_force(settings: ContextSettings, registry: ModelRegistry,
                          asked_level(settings, default_level))
 
 
+def _specs(tools: Sequence[Any]) -> list[ToolSpec]:
+    return [ToolSpec(str(tool.get("name")), str(tool.get("description", "")),
+                     tool.get("parameters") or {}) for tool in tools]
+
+
 def replayed_prompt(messages: Sequence[AgentMessage | None], agent: AgentSetup
                     ) -> tuple[str, list[ToolSpec]]:
     """The request's prompt and tools: the session's replayed ones with the patch a turn
@@ -171,9 +187,26 @@ def replayed_prompt(messages: Sequence[AgentMessage | None], agent: AgentSetup
     system = current_system_message([replayed, patch]) if patch is not None else replayed
     if system is None:
         return "", []
-    tools = [ToolSpec(str(tool.get("name")), str(tool.get("description", "")),
-                      tool.get("parameters") or {}) for tool in system.tools_added or []]
-    return system_text(system), tools
+    return system_text(system), _specs(system.tools_added or [])
+
+
+Prepared = list[tuple[int | None, ModelMessage]]
+
+
+def prompt_in_place(prepared: Prepared, model: ModelInfo
+                    ) -> tuple[str, list[ToolSpec], Prepared, bool]:
+    """pi 1.6's request to a model that takes system messages mid-conversation: a leading
+    system message's prompt and tools go first, the later ones stay in place so the cached
+    prefix holds. Tool changes are said in place only where tools were declared first; else
+    the current tools go first. Returns the prompt, the tools, the messages after the lead,
+    and whether tool changes are in place."""
+    first = prepared[0][1] if prepared else None
+    lead = first if isinstance(first, SystemMessage) else None
+    declared = list(lead.tools_added or []) if lead is not None else []
+    in_place = native_tool_changes(model) and bool(declared)
+    tools = declared if in_place else current_tools([message for _, message in prepared])
+    return (system_text(lead) if lead is not None else "", _specs(tools),
+            prepared[1:] if lead is not None else prepared, in_place)
 
 
 def system_patch_at(tree: SessionTree, leaf_id: str | None, agent: AgentSetup,
@@ -212,13 +245,22 @@ def build_layer(tree: SessionTree, leaf_id: str | None, layer: Layer,
         read = [(ids[source], messages[source] if isinstance(body, msgspec.Raw) else body)
                 for source, body in convert_with_sources(messages.raws)]
         readable = [(entry_id, m) for entry_id, m in read if m is not None]
+        model = model_at(settings, agent.registry, agent.default_model)
         # converted: only the model layer's roles are left
-        prepared = prepare_with_sources([m for _, m in readable])  # type: ignore[misc]
+        llm: list[ModelMessage] = [m for _, m in readable]  # type: ignore[misc]
+        in_place = keeps_system_messages(model)
+        prepared = prepare_with_sources(llm, keep_system=in_place)
+        tool_changes_in_place = True
+        if in_place:
+            patch = system_patch(current_system_message(llm), agent.sections, agent.tools, 0)
+            prepared += [(None, patch)] if patch is not None else []
+            prompt, tools, prepared, tool_changes_in_place = prompt_in_place(prepared, model)
+        else:
+            prompt, tools = replayed_prompt(messages, agent)
         heads = [RowHead(readable[source][0] if source is not None else None, message)
                  for source, message in prepared]
-        prompt, tools = replayed_prompt(messages, agent)
         request = ModelRequest(
-            model=model_at(settings, agent.registry, agent.default_model),
+            model=model, tool_changes_in_place=tool_changes_in_place,
             system_prompt=prompt, messages=[m for _, m in prepared], tools=tools,
             # the level thought at, which the reply keeps as pi 1.6's does (clamped)
             thinking_level=level_in_force(settings, agent.registry, agent.default_model,

@@ -74,6 +74,16 @@ def system_text(message: SystemMessage) -> str:
     return "\n\n".join(part for part in parts if part)
 
 
+def system_update_text(message: SystemMessage) -> str:
+    """A system message after the first as the text a model taking it in place is sent (pi's
+    renderSystemMessageUpdate): its own text, then each section change framed by name."""
+    parts = [text] if (text := system_content_text(message)) else []
+    parts += [f'Removed system prompt section "{name}".' if value is None
+              else f'Updated system prompt section "{name}":\n\n{value}'
+              for name, value in (message.sections or {}).items()]
+    return "\n\n".join(parts)
+
+
 def declaration(tool: Any) -> dict[str, Any]:
     """A tool as the model is told of it (pi's `toToolDeclaration`): missing keys left out."""
     tool = tool if isinstance(tool, dict) else {}

@@ -11,6 +11,7 @@ from anthropic._models import FinalRequestOptions
 from anthropic._streaming import ServerSentEvent, SSEDecoder
 
 from pi_lsp.context.convert import adapt_to_model
+from pi_lsp.context.replay import system_update_text
 from pi_lsp.providers.base import MissingApiKeyError as MissingApiKeyError
 from pi_lsp.providers.base import (
     ModelRequest,
@@ -32,13 +33,14 @@ from pi_lsp.providers.failures import (
 )
 from pi_lsp.providers.models_file import ModelsFileError, model_headers
 from pi_lsp.providers.output_room import fit_to_window, input_tokens
-from pi_lsp.providers.registry import ANTHROPIC_API, ModelInfo
+from pi_lsp.providers.registry import ANTHROPIC_API, ModelInfo, native_tool_changes
 from pi_lsp.providers.retry import HttpFailure, ProviderRetry, with_retries
 from pi_lsp.providers.thinking import thinking_level
 from pi_lsp.session.entries import (
     AssistantMessage,
     ImageContent,
-    LlmMessage,
+    ModelMessage,
+    SystemMessage,
     TextContent,
     ThinkingContent,
     ToolCall,
@@ -66,7 +68,7 @@ FIXED_EFFORT = "low"
 FALLBACK_BETA = "server-side-fallback-2026-07-01"  # with `fallbacks`: models that may answer
 # pi 1.6's tool, never available, declared after the tools of a model that takes tool changes
 # mid-conversation: the server's scaffolding for a tool change is then in the cached prefix
-# from the first request. pi-lsp still sends changed tools as the whole current list.
+# from the first request.
 INLINE_TOOLS_BETA = "inline-tools-2026-09-15"
 DEFERRED_PLACEHOLDER: dict[str, Any] = {
     "name": "__pi_deferred_placeholder__",
@@ -102,7 +104,7 @@ def tool_id(raw: str, _source: AssistantMessage | None = None) -> str:
 # pi 1.6's words for the images of a failed tool call, which Anthropic refuses inside it.
 ERROR_IMAGE_NOTE = "(image attached after the tool results)"
 IMAGE_ONLY_NOTE = "(see attached image)"
-CACHEABLE = ("text", "image", "tool_result")
+CACHEABLE = ("text", "image", "tool_result", "tool_addition", "tool_removal")
 
 
 def is_blank(text: str) -> bool:
@@ -209,14 +211,37 @@ def _marked_effort(message: AssistantMessage, provider: str) -> str | None:
     return level if mine and level in MARKED_EFFORTS else None
 
 
-def wire_messages(messages: list[LlmMessage], model_id: str, provider: str = "anthropic",
+def _system_update(message: SystemMessage, tool_blocks: bool) -> dict[str, Any] | None:
+    """A system message after the first as pi 1.6 sends it in place: its text and section
+    changes framed by name, then (`tool_blocks`) its tool removals and additions (None: empty)."""
+    blocks: list[dict[str, Any]] = []
+    text = system_update_text(message)
+    if text:
+        blocks.append({"type": "text", "text": text})
+    if tool_blocks:
+        added = message.tools_added or []
+        redefined = {tool.get("name") for tool in added}  # a new definition replaces the old
+        blocks += [{"type": "tool_removal", "tool": {"type": "tool_reference",
+                                                      "name": tool.get("name")}}
+                   for tool in message.tools_removed or [] if tool.get("name") not in redefined]
+        blocks += [{"type": "tool_addition", "tool": {"type": "tool_definition",
+                                                       "definition": definition}}
+                   for definition in _tool_definitions(_declared_specs(added))]
+    return {"role": "system", "content": blocks} if blocks else None
+
+
+def wire_messages(messages: list[ModelMessage], model_id: str, provider: str = "anthropic",
                   model_input: Sequence[str] = ("text", "image"), cache: bool = True,
-                  effort: str | None = None) -> list[dict[str, Any]]:
+                  effort: str | None = None, tool_blocks: bool = False
+                  ) -> list[dict[str, Any]]:
     """Model-layer messages as Messages API turns; consecutive tool results share one turn.
     A model whose `model_input` lacks "image" gets notes for the images; `cache`: the newest
-    is a cache breakpoint; `effort`: each reply's effort and the next one's are marked."""
+    is a cache breakpoint; `effort`: each reply's effort and the next one's are marked. A
+    system message waits until just before the next reply sent (a tool result must follow its
+    call), as pi 1.6 holds it; `tool_blocks`: its tool changes are said in it."""
     wire: list[dict[str, Any]] = []
     results: list[ToolResultMessage] = []
+    held: list[dict[str, Any]] = []
     for message in adapt_to_model(messages, provider, API, model_id, tool_id,
                                   model_input=model_input):
         if isinstance(message, ToolResultMessage):
@@ -225,19 +250,26 @@ def wire_messages(messages: list[LlmMessage], model_id: str, provider: str = "an
         if results:
             wire.append({"role": "user", "content": _tool_results(results)})
             results = []
-        if isinstance(message, UserMessage):
+        if isinstance(message, SystemMessage):
+            update = _system_update(message, tool_blocks)
+            held += [update] if update is not None else []
+        elif isinstance(message, UserMessage):
             content = _user_content(message.content)
             if content is not None:
                 wire.append({"role": "user", "content": content})
         elif isinstance(message, AssistantMessage):
             blocks = _assistant_blocks(message)
             earlier = _marked_effort(message, provider) if effort is not None else None
+            if blocks:
+                wire += held
+                held = []
             if blocks and earlier is not None:
                 wire.append(_effort_marker(earlier))
             if blocks:
                 wire.append({"role": "assistant", "content": blocks})
     if results:
         wire.append({"role": "user", "content": _tool_results(results)})
+    wire += held
     if cache:
         _mark_newest(wire)
     if effort is not None:
@@ -246,9 +278,10 @@ def wire_messages(messages: list[LlmMessage], model_id: str, provider: str = "an
 
 
 def _mark_newest(wire: list[dict[str, Any]]) -> None:
-    """A cache breakpoint on the newest message when it is the user's, so the next call reads
-    the whole prefix (pi marks no reply: the next request adds a turn after it anyway)."""
-    if not wire or wire[-1]["role"] != "user":
+    """A cache breakpoint on the newest message when it is the user's or a system message, so
+    the next call reads the whole prefix (pi marks no reply: the next request adds a turn after
+    it anyway)."""
+    if not wire or wire[-1]["role"] not in ("user", "system"):
         return
     newest = wire[-1]
     if isinstance(newest["content"], str):
@@ -281,21 +314,30 @@ def input_schema(parameters: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def native_tools(model: ModelInfo) -> bool:
-    """Whether pi 1.6 would say tool changes mid-conversation to this model (with tools)."""
-    compat = model.compat
-    return bool(compat.supports_mid_convo_system_messages and
-                compat.supports_mid_convo_tool_changes)
-
-
-def _tools(tools: list[ToolSpec], cache: bool, model: ModelInfo) -> list[dict[str, Any]]:
-    """Tool definitions; with `cache`, the last one a cache breakpoint so the tool list is cached
-    too; pi's placeholder after them where the model takes tool changes natively."""
-    wire = [{"name": t.name, "description": t.description,
+def _tool_definitions(tools: list[ToolSpec]) -> list[dict[str, Any]]:
+    return [{"name": t.name, "description": t.description,
              "input_schema": input_schema(t.parameters)} for t in tools]
-    if cache:
+
+
+def _declared_specs(tools: list[Any]) -> list[ToolSpec]:
+    return [ToolSpec(str(tool.get("name")), str(tool.get("description", "")),
+                     tool.get("parameters") or {}) for tool in tools]
+
+
+def tool_changes_in_place(request: ModelRequest) -> bool:
+    """Whether the request says tool changes in place (pi's nativeToolChanges): the model takes
+    them and tools were declared first."""
+    return native_tool_changes(request.model) and request.tool_changes_in_place and \
+        bool(request.tools)
+
+
+def _tools(request: ModelRequest) -> list[dict[str, Any]]:
+    """Tool definitions; with `cache`, the last one a cache breakpoint so the tool list is cached
+    too; pi's placeholder after them where tool changes are said in place."""
+    wire = _tool_definitions(request.tools)
+    if request.cache:
         wire[-1]["cache_control"] = CACHE
-    if native_tools(model):
+    if tool_changes_in_place(request):
         wire.append(dict(DEFERRED_PLACEHOLDER))
     return wire
 
@@ -364,7 +406,7 @@ def _betas_of(headers: dict[str, str]) -> list[str]:
     return []
 
 
-def _betas(model: ModelInfo, budgeted: bool, tools: bool) -> list[str]:
+def _betas(model: ModelInfo, budgeted: bool, in_place: bool) -> list[str]:
     """The betas asked for: one its provider's `anthropic-beta` header sets (sent with every
     request: the 1M window's beta, say) leaves none, as pi's last header wins; else one the
     model's sets replaces pi's own."""
@@ -375,7 +417,7 @@ def _betas(model: ModelInfo, budgeted: bool, tools: bool) -> list[str]:
         own.append(FALLBACK_BETA)
     if model.compat.supports_mid_convo_effort:  # even with thinking off, as pi asks for them
         own.extend(MID_CONVERSATION_BETAS)
-    if tools and native_tools(model):
+    if in_place:
         own.append(INLINE_TOOLS_BETA)
     return _betas_of(model.headers) or own
 
@@ -397,16 +439,17 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
     params: dict[str, Any] = {
         "model": model.id,
         "messages": wire_messages(request.messages, model.id, model.provider, model.input,
-                                  request.cache, managed_effort(request)),
+                                  request.cache, managed_effort(request),
+                                  tool_changes_in_place(request)),
     }
     system = _system(request.system_prompt, request.cache)
     if system is not None:
         params["system"] = system
     if request.tools:
-        params["tools"] = _tools(request.tools, request.cache, model)
+        params["tools"] = _tools(request)
     params.update(_thinking(request))
     betas = _betas(model, params.get("thinking", {}).get("type") == "enabled",
-                   bool(request.tools))
+                   tool_changes_in_place(request))
     if betas:
         params["betas"] = betas
     if model.compat.allowed_fallback_models:

@@ -16,7 +16,7 @@ from pi_lsp.session.entries import (
     AssistantBlock,
     AssistantMessage,
     Cost,
-    LlmMessage,
+    ModelMessage,
     StopReason,
     TextContent,
     ThinkingContent,
@@ -51,9 +51,12 @@ class ToolSpec(msgspec.Struct):
 
 
 class ModelRequest(msgspec.Struct):
+    """`system_prompt` and `tools` go first; `messages` has system messages after them only
+    for a model that takes them mid-conversation (registry.keeps_system_messages)."""
+
     model: ModelInfo
     system_prompt: str
-    messages: list[LlmMessage]
+    messages: list[ModelMessage]
     tools: list[ToolSpec]
     thinking_level: str
     max_tokens: int | None = None
@@ -61,6 +64,9 @@ class ModelRequest(msgspec.Struct):
     # False: no cache breakpoints (pi's cacheRetention "none", as for its summaries: a one-off
     # request would pay a cache write no later request reads).
     cache: bool = True
+    # Tool changes said in place (pi's nativeToolChanges) where the model takes them: False
+    # when the transcript declared no tools first, so `tools` are the current ones.
+    tool_changes_in_place: bool = True
 
 
 class StreamEvent(msgspec.Struct, tag_field="type", rename="camel", kw_only=True):

@@ -179,8 +179,10 @@ def wire_input(request: ModelRequest) -> list[dict[str, Any]]:
                 if (content := _content(message.content)) else []
         elif isinstance(message, AssistantMessage):
             made = _assistant(message, model, sent)
-        else:
+        elif isinstance(message, ToolResultMessage):
             made = [_tool_result(message)]
+        else:  # a system message: never in a request to a model of this API
+            continue
         items += made
         sent += bool(made)
     return items

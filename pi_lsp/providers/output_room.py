@@ -7,7 +7,7 @@ import math
 
 from pi_lsp.context.tokens import FAILED, message_chars, usage_tokens, utf16_length
 from pi_lsp.providers.base import ModelRequest
-from pi_lsp.session.entries import AssistantMessage, LlmMessage
+from pi_lsp.session.entries import AssistantMessage, ModelMessage
 from pi_lsp.session.jsontext import stringify
 
 CHARS_PER_TOKEN = 3.5  # pi-ai's estimate here (not the /4 pi's compaction uses)
@@ -20,7 +20,7 @@ def _tokens(chars: int) -> int:
     return math.ceil(chars / CHARS_PER_TOKEN)
 
 
-def _anchor(messages: list[LlmMessage]) -> int:
+def _anchor(messages: list[ModelMessage]) -> int:
     """The last reply whose reported usage still describes the prefix before it, or -1:
     not failed, usage reported, and nothing newer inserted before it."""
     found, newest = -1, -math.inf

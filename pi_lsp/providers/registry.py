@@ -77,9 +77,8 @@ class Compat(msgspec.Struct, rename="camel", omit_defaults=True):
     # Anthropic: each reply's effort is set by a system message before it, the top-level
     # effort staying fixed (pi 1.6's `supportsMidConvoEffort`).
     supports_mid_convo_effort: bool | None = None
-    # Anthropic: system messages and tool changes after the first go as such (pi 1.6's
-    # `supportsMidConvoSystemMessages`, `supportsMidConvoToolChanges`); pi-lsp sends only the
-    # deferred placeholder tool that goes with them (anthropic.DEFERRED_PLACEHOLDER).
+    # Anthropic: system messages and tool changes after the first go as such, in place (pi
+    # 1.6's `supportsMidConvoSystemMessages`, `supportsMidConvoToolChanges`).
     supports_mid_convo_system_messages: bool | None = None
     supports_mid_convo_tool_changes: bool | None = None
     # Anthropic: models the server may answer with when this one cannot (`fallbacks`).
@@ -218,6 +217,19 @@ DEFAULT_MODEL = "claude-opus-5-5"  # pi 1.6's (model-resolver.js defaultModelPer
 DEFAULT_SUMMARY_MODEL = "claude-haiku-4-5"
 DEFAULT_CONTEXT_WINDOW = 128_000
 DEFAULT_MAX_TOKENS = 16_384
+
+
+def native_tool_changes(model: ModelInfo) -> bool:
+    """Whether pi 1.6 says tool changes mid-conversation to this model (with tools)."""
+    compat = model.compat
+    return bool(compat.supports_mid_convo_system_messages and
+                compat.supports_mid_convo_tool_changes)
+
+
+def keeps_system_messages(model: ModelInfo) -> bool:
+    """Whether pi 1.6 sends this model the system messages after the first in place (a prompt
+    or tool change keeps the cached prefix), not folded into the first."""
+    return model.api == ANTHROPIC_API and bool(model.compat.supports_mid_convo_system_messages)
 
 
 class ModelRegistry:
