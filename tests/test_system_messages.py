@@ -28,7 +28,9 @@ from pi_lsp.agent.skills import Skill, find_skills, skill
 from pi_lsp.agent.tools import ALL_TOOLS
 from pi_lsp.context.build import build_session_context
 from pi_lsp.context.replay import current_system_message, system_text
-from pi_lsp.providers.anthropic import AnthropicProvider
+from pi_lsp.providers.anthropic import AnthropicProvider, tool_definitions
+from pi_lsp.providers.base import tool_spec
+from pi_lsp.providers.registry import ModelRegistry
 from pi_lsp.providers.retry import ProviderRetry
 from pi_lsp.session.entries import SystemMessage, decode_message
 from pi_lsp.session.tree import SessionTree
@@ -71,14 +73,20 @@ def replayed(path: Path) -> SystemMessage:
 
 
 def sent_tools(request: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"name": t["name"], "description": t["description"], "parameters": t["input_schema"]}
-            for t in request.get("tools", [])]
+    return [{key: value for key, value in tool.items() if key != "cache_control"}
+            for tool in request.get("tools", [])]
+
+
+def as_sent(declared: list[Any], request: dict[str, Any]) -> list[dict[str, Any]]:
+    """Declared tools as they go to the request's Claude (strict where both ask for it)."""
+    return tool_definitions([tool_spec(tool) for tool in declared],
+                            ModelRegistry().get("anthropic", request["model"]))
 
 
 def assert_sent_the_replay(request: dict[str, Any], path: Path) -> None:
     system = replayed(path)
     assert [block["text"] for block in request["system"]] == [system_text(system)]
-    assert sent_tools(request) == system.tools_added
+    assert sent_tools(request) == as_sent(system.tools_added or [], request)
 
 
 @pytest.fixture
@@ -107,7 +115,10 @@ async def test_first_request_declares_the_prompt_and_tools_and_sends_the_replay(
         "Run the tests with make test.\n\n</project_instructions>\n</project_context>")
     assert declared["sections"]["cwd"] == f"<cwd>\n{workspace}\n</cwd>"
     assert [t["name"] for t in declared["toolsAdded"]] == TOOLS
-    assert all(list(t) == ["name", "description", "parameters"] for t in declared["toolsAdded"])
+    # as pi 1.6 declares its tools: strict where the model supports it
+    assert all(list(t) == ["name", "description", "parameters", "constrainedSampling"] and
+               t["constrainedSampling"] == {"type": "json_schema", "strict": "prefer"}
+               for t in declared["toolsAdded"])
     reply = written[2]["message"]
     # As pi 1.6: the level the reply was asked at (none set on the branch: the default).
     assert list(reply)[-1] == "thinkingLevel" and reply["thinkingLevel"] == "medium"
@@ -245,7 +256,7 @@ async def test_a_pi16_session_is_patched_not_declared_again(
     assert [t["name"] for t in after.tools_added or []] == TOOLS
     for request in fake.message_requests():
         assert request["system"][0]["text"] == system_text(after)
-        assert sent_tools(request) == after.tools_added
+        assert sent_tools(request) == as_sent(after.tools_added or [], request)
 
 
 def pi16_node() -> str | None:
@@ -284,7 +295,7 @@ async def test_pi16_replays_what_pi_lsp_wrote(workspace: Path, fake: FakeAnthrop
         assert json.loads(read.stdout.replace(str(workspace), "{{workspace}}")) == stored
     [request] = fake.message_requests()
     assert pi["system"] == request["system"][0]["text"]
-    assert pi["tools"] == sent_tools(request)
+    assert as_sent(pi["tools"], request) == sent_tools(request)
 
 
 # pi 1.6's prompt (buildSystemPromptSections, buildSystemPrompt) for pi-lsp's tools, made by

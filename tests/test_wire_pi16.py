@@ -20,12 +20,15 @@ from typing import Any
 import msgspec
 import pytest
 
+from pi_lsp.agent.prompt import agent_setup
+from pi_lsp.agent.tools import ALL_TOOLS
 from pi_lsp.context.convert import BRANCH_SUMMARY_PREFIX
 from pi_lsp.context.layers import AgentSetup, build_layer
 from pi_lsp.context.messages import decode_path
 from pi_lsp.context.replay import current_system_message
 from pi_lsp.providers.registry import ANTHROPIC_API, CHAT_API, RESPONSES_API, ModelRegistry
 from pi_lsp.providers.wire import request_params
+from pi_lsp.session.entries import SystemMessage, UserMessage
 from pi_lsp.session.tree import SessionTree
 from tests.conftest import CONFORMANCE, conformance_files
 from tests.test_system_messages import PI16, pi16_node
@@ -216,3 +219,38 @@ def test_pi_16s_default_models_body_is_the_one_pi_16_sends(pi_bodies: dict[str, 
     mid-way is a system message in place, the first prompt and tools left as they were, so the
     cached prefix holds (pi-lsp folded every change into `system` and `tools`)."""
     _assert_bodies_match(pi_bodies, ANTHROPIC_API, model_id=DEFAULT)
+
+
+STORED_STRICT_TOOLS = STORED_BODIES.with_name("pi16-strict-tools.json")
+
+
+@pytest.mark.parametrize("api", list(MODELS))
+def test_pi_lsps_tools_go_strict_as_pi_16_sends_its_own(api: str, tmp_path: Path) -> None:
+    """pi 1.6 declares its tools with `constrainedSampling` ("prefer") and sends them strict to
+    every Claude of its catalog and to GPT-5: every property required, an optional one
+    nullable, no extra properties. pi-lsp declared the same tools without it and sent them
+    loose. pi's tools are made by pi-ai 1.6 for a session declaring pi-lsp's (stored for
+    machines without it)."""
+    path = tmp_path / "s.jsonl"
+    tree = SessionTree.create(str(path), str(tmp_path))
+    setup = agent_setup(tmp_path, ALL_TOOLS, ModelRegistry(), MODELS[api], "medium",
+                        trusted=False)
+    tree.append_message(SystemMessage(content="", sections=setup.sections,
+                                      tools_added=setup.tools, timestamp=1))
+    tree.append_message(UserMessage(content="hi", timestamp=2))
+    pi_tools = json.loads(STORED_STRICT_TOOLS.read_text("utf-8"))[api]
+    node = pi16_node()
+    if node is not None:
+        run = subprocess.run([node, str(Path(__file__).with_name("pi16_wire.mjs")),
+                              str(PI16 / "@earendil-works"), api, str(path)],
+                             capture_output=True, text=True, timeout=PROCESS_CEILING_S)
+        assert run.returncode == 0, run.stderr
+        assert json.loads(run.stdout)[str(path)]["tools"] == pi_tools  # the stored are pi's
+    opened = SessionTree.open(str(path))
+    request = build_layer(opened, opened.leaf_id, "request", setup).request
+    assert request is not None
+    ours = request_params(msgspec.structs.replace(
+        request, model=msgspec.structs.replace(ModelRegistry().get(*MODELS[api]), api=api)))
+    assert json.dumps(ours["tools"]) == json.dumps(
+        [{key: value for key, value in tool.items() if key != "eager_input_streaming"}
+         for tool in pi_tools])  # byte for byte, key order too: the cached prefix

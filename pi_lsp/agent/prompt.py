@@ -177,8 +177,11 @@ def agent_setup(root: Path, tools: Sequence[Tool], registry: ModelRegistry,
                 trusted: bool) -> AgentSetup:
     """What the agent working in `root` (its `.pi/` files loaded when `trusted`) adds to a
     request: its prompt, tools and models."""
-    declarations = [{"name": tool.spec.name, "description": tool.spec.description,
-                     "parameters": msgspec.json.decode(msgspec.json.encode(tool.spec.parameters))}
-                    for tool in tools]
+    # As pi's toToolDeclaration: a copy of the schema, constrainedSampling where set.
+    declarations = [msgspec.json.decode(msgspec.json.encode({
+        "name": tool.spec.name, "description": tool.spec.description,
+        "parameters": tool.spec.parameters,
+        **({"constrainedSampling": tool.spec.constrained_sampling}
+           if tool.spec.constrained_sampling is not None else {})})) for tool in tools]
     return AgentSetup(registry, default_model, default_thinking_level,
                       system_sections(root, tools, trusted), declarations)

@@ -739,6 +739,10 @@ def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": required}
 
 
+# As pi 1.6 declares its built-in tools: strict where the model supports it, else as they are.
+PREFER_STRICT = {"type": "json_schema", "strict": "prefer"}
+
+
 READ = Tool(ToolSpec(
     "read", "Read the contents of a file. Supports text files and images (jpg, png, gif, webp, "
     "bmp). Images are sent as attachments. For text files, output is truncated to 2000 lines or "
@@ -749,7 +753,7 @@ READ = Tool(ToolSpec(
         "offset": {"type": "number",
                    "description": "Line number to start reading from (1-indexed)"},
         "limit": {"type": "number", "description": "Maximum number of lines to read"},
-    }, ["path"])), read_file, "Read file contents",
+    }, ["path"]), PREFER_STRICT), read_file, "Read file contents",
     ("Use read to examine files instead of cat or sed.",))
 WRITE = Tool(ToolSpec(
     "write", "Write content to a file. Creates the file if it doesn't exist, overwrites if it "
@@ -757,7 +761,7 @@ WRITE = Tool(ToolSpec(
         "path": {"type": "string",
                  "description": "Path to the file to write (relative or absolute)"},
         "content": {"type": "string", "description": "Content to write to the file"},
-    }, ["path", "content"])), write_file, "Create or overwrite files",
+    }, ["path", "content"]), PREFER_STRICT), write_file, "Create or overwrite files",
     ("Use write only for new files or complete rewrites.",))
 EDIT = Tool(ToolSpec(
     "edit", "Edit a single file using exact text replacement. Every edits[].oldText must match a "
@@ -776,8 +780,8 @@ EDIT = Tool(ToolSpec(
             "One or more targeted replacements. Each edit is matched against the original "
             "file, not incrementally. Do not include overlapping or nested edits. If two changes "
             "touch the same block or nearby lines, merge them into one edit instead.")},
-    }, ["path", "edits"])), edit_file, "Make precise file edits with exact text replacement, "
-    "including multiple disjoint edits in one call", (
+    }, ["path", "edits"]), PREFER_STRICT), edit_file, "Make precise file edits with exact text "
+    "replacement, including multiple disjoint edits in one call", (
         "Use edit for targeted changes. Batch changes to one file in a single call.",
         "Each edits[].oldText must exactly and uniquely match the original file. Keep matches "
         "short and non-overlapping; merge nearby changes without including large unchanged "
@@ -789,7 +793,8 @@ BASH = Tool(ToolSpec("bash", "Execute a bash command in the current working dire
                          "command": {"type": "string", "description": "Shell command to execute"},
                          "timeout": {"type": "number", "description": "Timeout in seconds "
                                      "(optional, no default timeout)"},
-                     }, ["command"])), run_bash, "Execute bash commands (ls, grep, find, etc.)",
+                     }, ["command"]), PREFER_STRICT), run_bash,
+            "Execute bash commands (ls, grep, find, etc.)",
             ("You can inspect PI_* environment variables for current model and session "
              "details.",))
 # pi 1.6's default tools in its order, which its prompt's tool list and rules follow

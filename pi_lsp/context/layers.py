@@ -27,7 +27,7 @@ from pi_lsp.context.replay import (
     system_text,
 )
 from pi_lsp.context.tokens import estimate_tokens, usage_tokens
-from pi_lsp.providers.base import MissingApiKeyError, ModelRequest, ToolSpec
+from pi_lsp.providers.base import MissingApiKeyError, ModelRequest, ToolSpec, tool_spec
 from pi_lsp.providers.registry import (
     ModelInfo,
     ModelRegistry,
@@ -173,9 +173,8 @@ def level_in_force(settings: ContextSettings, registry: ModelRegistry,
                          asked_level(settings, default_level))
 
 
-def _specs(tools: Sequence[Any]) -> list[ToolSpec]:
-    return [ToolSpec(str(tool.get("name")), str(tool.get("description", "")),
-                     tool.get("parameters") or {}) for tool in tools]
+def _tool_specs(tools: Sequence[Any]) -> list[ToolSpec]:
+    return [tool_spec(tool) for tool in tools]
 
 
 def replayed_prompt(messages: Sequence[AgentMessage | None], agent: AgentSetup
@@ -187,7 +186,7 @@ def replayed_prompt(messages: Sequence[AgentMessage | None], agent: AgentSetup
     system = current_system_message([replayed, patch]) if patch is not None else replayed
     if system is None:
         return "", []
-    return system_text(system), _specs(system.tools_added or [])
+    return system_text(system), _tool_specs(system.tools_added or [])
 
 
 Prepared = list[tuple[int | None, ModelMessage]]
@@ -205,7 +204,7 @@ def prompt_in_place(prepared: Prepared, model: ModelInfo
     declared = list(lead.tools_added or []) if lead is not None else []
     in_place = native_tool_changes(model) and bool(declared)
     tools = declared if in_place else current_tools([message for _, message in prepared])
-    return (system_text(lead) if lead is not None else "", _specs(tools),
+    return (system_text(lead) if lead is not None else "", _tool_specs(tools),
             prepared[1:] if lead is not None else prepared, in_place)
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import anthropic
@@ -20,6 +21,7 @@ from pi_lsp.providers.base import (
     ToolSpec,
     repaired_json,
     safe_id,
+    tool_spec,
     without_lone_surrogates,
 )
 from pi_lsp.providers.failures import (
@@ -35,6 +37,7 @@ from pi_lsp.providers.models_file import ModelsFileError, model_headers
 from pi_lsp.providers.output_room import fit_to_window, input_tokens
 from pi_lsp.providers.registry import ANTHROPIC_API, ModelInfo, native_tool_changes
 from pi_lsp.providers.retry import HttpFailure, ProviderRetry, with_retries
+from pi_lsp.providers.strict import strict_parameters
 from pi_lsp.providers.thinking import thinking_level
 from pi_lsp.session.entries import (
     AssistantMessage,
@@ -79,6 +82,12 @@ DEFERRED_PLACEHOLDER: dict[str, Any] = {
 BLOCK_BINDING = {"prefix_mismatch_behavior": "drop_block"}
 MARKED_EFFORTS = frozenset({"low", "medium", "high", "xhigh", "max"})
 CACHE = {"type": "ephemeral"}
+# What Anthropic's strict tools refuse (pi 1.6's lists).
+STRICT_REFUSED_KEYWORDS = frozenset({
+    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "maxItems",
+    "uniqueItems", "minContains", "maxContains", "minProperties", "maxProperties"})
+STRICT_FORMATS = frozenset({"date-time", "time", "date", "duration", "email", "hostname", "uri",
+                            "ipv4", "ipv6", "uuid"})
 # pi 1.6 asks every thinking model for summarized thinking (its thinkingDisplay default), so a
 # model whose API default is to omit it (Opus 4.7 and later) still shows it.
 DISPLAY = "summarized"
@@ -211,14 +220,19 @@ def _marked_effort(message: AssistantMessage, provider: str) -> str | None:
     return level if mine and level in MARKED_EFFORTS else None
 
 
-def _system_update(message: SystemMessage, tool_blocks: bool) -> dict[str, Any] | None:
+Definitions = Callable[[list[ToolSpec]], list[dict[str, Any]]]
+
+
+def _system_update(message: SystemMessage, definitions: Definitions | None
+                   ) -> dict[str, Any] | None:
     """A system message after the first as pi 1.6 sends it in place: its text and section
-    changes framed by name, then (`tool_blocks`) its tool removals and additions (None: empty)."""
+    changes framed by name, then (with `definitions`: tool changes in place) its tool removals
+    and additions (None: nothing to send)."""
     blocks: list[dict[str, Any]] = []
     text = system_update_text(message)
     if text:
         blocks.append({"type": "text", "text": text})
-    if tool_blocks:
+    if definitions is not None:
         added = message.tools_added or []
         redefined = {tool.get("name") for tool in added}  # a new definition replaces the old
         blocks += [{"type": "tool_removal", "tool": {"type": "tool_reference",
@@ -226,19 +240,19 @@ def _system_update(message: SystemMessage, tool_blocks: bool) -> dict[str, Any] 
                    for tool in message.tools_removed or [] if tool.get("name") not in redefined]
         blocks += [{"type": "tool_addition", "tool": {"type": "tool_definition",
                                                        "definition": definition}}
-                   for definition in _tool_definitions(_declared_specs(added))]
+                   for definition in definitions([tool_spec(tool) for tool in added])]
     return {"role": "system", "content": blocks} if blocks else None
 
 
 def wire_messages(messages: list[ModelMessage], model_id: str, provider: str = "anthropic",
                   model_input: Sequence[str] = ("text", "image"), cache: bool = True,
-                  effort: str | None = None, tool_blocks: bool = False
+                  effort: str | None = None, definitions: Definitions | None = None
                   ) -> list[dict[str, Any]]:
     """Model-layer messages as Messages API turns; consecutive tool results share one turn.
     A model whose `model_input` lacks "image" gets notes for the images; `cache`: the newest
     is a cache breakpoint; `effort`: each reply's effort and the next one's are marked. A
     system message waits until just before the next reply sent (a tool result must follow its
-    call), as pi 1.6 holds it; `tool_blocks`: its tool changes are said in it."""
+    call), as pi 1.6 holds it; with `definitions` its tool changes are said in it."""
     wire: list[dict[str, Any]] = []
     results: list[ToolResultMessage] = []
     held: list[dict[str, Any]] = []
@@ -251,7 +265,7 @@ def wire_messages(messages: list[ModelMessage], model_id: str, provider: str = "
             wire.append({"role": "user", "content": _tool_results(results)})
             results = []
         if isinstance(message, SystemMessage):
-            update = _system_update(message, tool_blocks)
+            update = _system_update(message, definitions)
             held += [update] if update is not None else []
         elif isinstance(message, UserMessage):
             content = _user_content(message.content)
@@ -314,14 +328,31 @@ def input_schema(parameters: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def _tool_definitions(tools: list[ToolSpec]) -> list[dict[str, Any]]:
-    return [{"name": t.name, "description": t.description,
-             "input_schema": input_schema(t.parameters)} for t in tools]
+def _refused_when_strict(key: str, value: Any) -> bool:
+    """A keyword Anthropic's strict tools refuse with a 400 for the whole request (pi's
+    isAnthropicStrictUnsupportedKeyword)."""
+    if key in STRICT_REFUSED_KEYWORDS:
+        return True
+    if key == "minItems":
+        return value not in (0, 1) or isinstance(value, bool)
+    if key == "format":
+        return not isinstance(value, str) or value not in STRICT_FORMATS
+    return False
 
 
-def _declared_specs(tools: list[Any]) -> list[ToolSpec]:
-    return [ToolSpec(str(tool.get("name")), str(tool.get("description", "")),
-                     tool.get("parameters") or {}) for tool in tools]
+def tool_definitions(tools: list[ToolSpec], model: ModelInfo) -> list[dict[str, Any]]:
+    """Tools as Anthropic definitions; one that asks for constrained sampling is strict on a
+    model that supports it (pi's `supportsStrictTools`: every Claude in its catalog), where its
+    schema fits: every property required, an optional one nullable (pi 1.6's convertTools)."""
+    wire = []
+    for tool in tools:
+        strict = strict_parameters(tool, bool(model.compat.supports_strict_tools),
+                                   _refused_when_strict)
+        schema = input_schema(tool.parameters) if strict is None else \
+            {**strict, **input_schema(strict)}
+        wire.append({"name": tool.name, "description": tool.description,
+                     **({"strict": True} if strict is not None else {}), "input_schema": schema})
+    return wire
 
 
 def tool_changes_in_place(request: ModelRequest) -> bool:
@@ -334,7 +365,7 @@ def tool_changes_in_place(request: ModelRequest) -> bool:
 def _tools(request: ModelRequest) -> list[dict[str, Any]]:
     """Tool definitions; with `cache`, the last one a cache breakpoint so the tool list is cached
     too; pi's placeholder after them where tool changes are said in place."""
-    wire = _tool_definitions(request.tools)
+    wire = tool_definitions(request.tools, request.model)
     if request.cache:
         wire[-1]["cache_control"] = CACHE
     if tool_changes_in_place(request):
@@ -440,7 +471,8 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
         "model": model.id,
         "messages": wire_messages(request.messages, model.id, model.provider, model.input,
                                   request.cache, managed_effort(request),
-                                  tool_changes_in_place(request)),
+                                  functools.partial(tool_definitions, model=model)
+                                  if tool_changes_in_place(request) else None),
     }
     system = _system(request.system_prompt, request.cache)
     if system is not None:

@@ -44,10 +44,21 @@ class MissingApiKeyError(Exception):
                 f"settings")
 
 
-class ToolSpec(msgspec.Struct):
+class ToolSpec(msgspec.Struct, omit_defaults=True):
     name: str
     description: str
     parameters: dict[str, Any]  # JSON schema of the arguments
+    # pi's `constrainedSampling` ({"type": "json_schema", "strict": "prefer"}: sent strict
+    # where the model supports it, providers/strict.py)
+    constrained_sampling: dict[str, Any] | None = None
+
+
+def tool_spec(declaration: dict[str, Any]) -> ToolSpec:
+    """A tool as a session's system message declares it."""
+    config = declaration.get("constrainedSampling")
+    return ToolSpec(str(declaration.get("name")), str(declaration.get("description", "")),
+                    declaration.get("parameters") or {},
+                    config if isinstance(config, dict) else None)
 
 
 class ModelRequest(msgspec.Struct):

@@ -24,6 +24,7 @@ from pi_lsp.providers.base import (
 from pi_lsp.providers.failures import StreamEndedEarly
 from pi_lsp.providers.output_room import output_room
 from pi_lsp.providers.registry import CHAT_API, Compat, ModelInfo, detect_compat
+from pi_lsp.providers.strict import openai_tool_schema
 from pi_lsp.providers.thinking import effort_of, thinking_level
 from pi_lsp.session.entries import (
     AssistantMessage,
@@ -222,10 +223,9 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
         params["store"] = False
     params[compat.max_tokens_field or "max_completion_tokens"] = output_room(request)
     if request.tools:
-        strict = {"strict": False} if compat.supports_strict_mode else {}
         params["tools"] = [{"type": "function", "function": {
-            "name": t.name, "description": t.description, "parameters": t.parameters, **strict}}
-            for t in request.tools]
+            "name": t.name, "description": t.description,
+            **openai_tool_schema(t, bool(compat.supports_strict_mode))}} for t in request.tools]
     elif compat.requires_tools_with_tool_history and _has_tool_history(request):
         params["tools"] = []
     if model.reasoning:

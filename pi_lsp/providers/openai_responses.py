@@ -28,6 +28,7 @@ from pi_lsp.providers.openai_chat import (
 )
 from pi_lsp.providers.output_room import output_room
 from pi_lsp.providers.registry import RESPONSES_API, Compat, ModelInfo
+from pi_lsp.providers.strict import openai_tool_schema
 from pi_lsp.providers.thinking import effort_of, thinking_level
 from pi_lsp.session.entries import (
     AssistantMessage,
@@ -197,9 +198,9 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
     params["store"] = False
     params["max_output_tokens"] = max(output_room(request), MIN_OUTPUT_TOKENS)
     if request.tools:
-        strict = {"strict": False} if compat.supports_strict_mode else {}
         params["tools"] = [{"type": "function", "name": t.name, "description": t.description,
-                            "parameters": t.parameters, **strict} for t in request.tools]
+                            **openai_tool_schema(t, bool(compat.supports_strict_mode))}
+                           for t in request.tools]
     level = thinking_level(model, request.thinking_level)
     if level:
         params["reasoning"] = {"effort": effort_of(model, level), "summary": "auto"}

@@ -81,6 +81,9 @@ class Compat(msgspec.Struct, rename="camel", omit_defaults=True):
     # 1.6's `supportsMidConvoSystemMessages`, `supportsMidConvoToolChanges`).
     supports_mid_convo_system_messages: bool | None = None
     supports_mid_convo_tool_changes: bool | None = None
+    # Anthropic: a tool asking for constrained sampling is sent strict (pi's
+    # `supportsStrictTools`; every Claude in pi 1.6's catalog, off for other models).
+    supports_strict_tools: bool | None = None
     # Anthropic: models the server may answer with when this one cannot (`fallbacks`).
     allowed_fallback_models: list[FallbackModel] | None = None
 
@@ -137,8 +140,8 @@ def _claude(model_id: str, name: str, window: int, max_tokens: int,
             price: tuple[float, float, float, float], levels: dict[str, str | None] | None = None,
             tiers: tuple[PriceTier, ...] = (), compat: Compat | None = None) -> ModelInfo:
     # As pi 1.6's catalog: a model with a level map thinks adaptively at an effort
-    # (forceAdaptiveThinking); the others think within a token budget.
-    flags = compat or Compat()
+    # (forceAdaptiveThinking); the others think within a token budget. Each takes strict tools.
+    flags = (compat or Compat()).over(Compat(supports_strict_tools=True))
     return ModelInfo("anthropic", model_id, window, max_tokens, Price(*price, tiers=list(tiers)),
                      name=name, input=["text", "image"],
                      compat=flags.over(Compat(force_adaptive_thinking=True)) if levels else flags,
