@@ -166,6 +166,26 @@ async def test_sent_tool_result_is_a_string(fake: FakeAnthropic) -> None:
     assert sent["messages"][2]["content"][0]["content"] == "a\nb"
 
 
+@pytest.mark.asyncio
+async def test_the_key_and_api_version_go_as_pi_16_sends_them(fake: FakeAnthropic) -> None:
+    """pi 1.6 (its SDK's defaults, recorded from `pi -p` against the fake) sends the key as
+    `x-api-key` and `anthropic-version: 2023-06-01`, the version its request bodies are written
+    for. The Python SDK 2.x sent the key as a bearer token, which an Anthropic-compatible
+    server reading only `x-api-key` refuses, and its own version, 2026-10-21, under which the
+    API reads some fields otherwise. A provider's own headers still go over them."""
+    fake.script(text_reply("done"), text_reply("done"))
+    model = REGISTRY.get("anthropic", SONNET)
+    for provider in (AnthropicProvider("sk-k", base_url=fake.url),
+                     AnthropicProvider("sk-k", base_url=fake.url,
+                                       headers={"Authorization": "Bearer tok"})):
+        _ = [event async for event in provider.stream(
+            request([UserMessage(content="go", timestamp=1)]), ReplyBuilder(model.api, model))]
+    plain, owned = (sent.headers for sent in fake.requests)
+    assert (plain["x-api-key"], plain["anthropic-version"]) == ("sk-k", "2023-06-01")
+    assert "authorization" not in plain
+    assert (owned["authorization"], owned["x-api-key"]) == ("Bearer tok", "sk-k")
+
+
 # -- system prompt and tools -------------------------------------------------------------------
 
 

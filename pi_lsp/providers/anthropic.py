@@ -100,6 +100,9 @@ DELTA_COUNTS = (("input_tokens", "input"), ("output_tokens", "output"),
                 ("cache_read_input_tokens", "cache_read"),
                 ("cache_creation_input_tokens", "cache_write"))
 SDK = "anthropic"
+# As pi 1.6's SDK sends it: the API version pi's request bodies are written for, not the
+# Python SDK 2.x's 2026-10-21, under which the API reads some of them otherwise.
+PI_HEADERS = {"anthropic-version": "2023-06-01"}
 # The events pi 1.6 reads (its ANTHROPIC_MESSAGE_EVENTS), and the error event the SDK raises.
 READ_EVENTS = frozenset({"message_start", "message_delta", "message_stop", "content_block_start",
                          "content_block_delta", "content_block_stop", "error"})
@@ -564,6 +567,12 @@ class _Client(anthropic.AsyncAnthropic):
     def _make_sse_decoder(self, options: FinalRequestOptions | None = None) -> SSEDecoder:
         return _JsonParseDecoder()
 
+    @property
+    def auth_headers(self) -> dict[str, str]:
+        """The key as pi 1.6's SDK sends it, `x-api-key` (the Python SDK 2.x sends a bearer
+        token, which an Anthropic-compatible server reading only `x-api-key` refuses)."""
+        return {"X-Api-Key": self.api_key} if self.api_key else {}
+
 
 class AnthropicProvider:
     name = "anthropic"
@@ -579,7 +588,8 @@ class AnthropicProvider:
         # base_url None leaves the SDK's own ANTHROPIC_BASE_URL handling in place; retries are
         # ours (pi's policy), never the SDK's.
         self.client = _Client(api_key=api_key, base_url=base_url, max_retries=0,
-                              timeout=self.retry.timeout_s, default_headers=headers or None)
+                              timeout=self.retry.timeout_s,
+                              default_headers={**PI_HEADERS, **(headers or {})})
 
     async def stream(self, request: ModelRequest, reply: ReplyBuilder
                      ) -> AsyncIterator[ProviderEvent]:
