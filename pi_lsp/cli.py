@@ -125,7 +125,7 @@ def request_setup(tree: SessionTree, approve: bool | None
 
     settings = session_settings(tree, approve)
     agent = agent_setup(session_root(tree), ALL_TOOLS, settings.registry(),
-                        (settings.default_provider, settings.default_model),
+                        settings.initial_model(),
                         settings.resume_thinking_level, settings.project_trusted)
     make = provider_factory(agent.registry, settings.api_key)
 

@@ -88,7 +88,7 @@ def level_at(tree: SessionTree, leaf_id: str | None, settings: Settings) -> str:
     from pi_lsp.context.layers import level_in_force
 
     return level_in_force(settings_at(tree, leaf_id), settings.registry(),
-                          (settings.default_provider, settings.default_model),
+                          settings.initial_model(),
                           settings.resume_thinking_level)
 
 
@@ -157,7 +157,7 @@ def cmd_branch(args: argparse.Namespace) -> int:
         settings = session_settings(tree, args.approve)
         summarizer = choose_summarizer(settings)
         budget = branch_summary_budget(tree, settings.registry(),
-                                       (settings.default_provider, settings.default_model),
+                                       settings.initial_model(),
                                        settings.branch_summary.reserve_tokens)
         try:
             outcome = asyncio.run(branch_with_summary(

@@ -13,10 +13,11 @@ import msgspec
 
 from pi_lsp.agent.retry import RetrySettings
 from pi_lsp.jsonfile import read_object
+from pi_lsp.providers.factory import has_key
+from pi_lsp.providers.initial import initial_model
 from pi_lsp.providers.models_file import ModelsFileError, load_models, models_files
 from pi_lsp.providers.registry import (
     API_KEY_VARIABLES,
-    DEFAULT_MODEL,
     DEFAULT_SUMMARY_MODEL,
     ModelInfo,
     ModelRegistry,
@@ -45,7 +46,7 @@ class ImageSettings(msgspec.Struct, rename="camel"):
 
 class Settings(msgspec.Struct, rename="camel", omit_defaults=True):
     default_provider: str = "anthropic"
-    default_model: str = DEFAULT_MODEL
+    default_model: str | None = None  # None: pi's choice (initial_model)
     default_thinking_level: str | None = None
     model_thinking_levels: dict[str, str] = msgspec.field(default_factory=dict)
     api_keys: dict[str, str] = msgspec.field(default_factory=dict)
@@ -85,6 +86,13 @@ class Settings(msgspec.Struct, rename="camel", omit_defaults=True):
         medium; clamped to the model."""
         return clamped_level(model, self.thinking_level_for(model.provider, model.id)
                              or DEFAULT_THINKING_LEVEL)
+
+    def initial_model(self) -> tuple[str, str]:
+        """The model a session starts on when none is asked for, as pi 1.6 chooses it: the
+        saved default where its provider has a key, else the first provider's with one."""
+        registry = self.registry()
+        saved = (self.default_provider, self.default_model) if self.default_model else None
+        return initial_model(registry, lambda name: has_key(registry, self.api_key, name), saved)
 
     def registry(self) -> ModelRegistry:
         """Built-in models, then models.json's, then the ones settings.json adds."""

@@ -18,7 +18,7 @@ from tests.test_system_messages import PI16
 
 STORED = Path(__file__).with_name("fixtures") / "pi16-catalog.json"
 PI_DATA = PI16 / "@earendil-works" / "pi-ai" / "dist" / "providers" / "data"
-OPENAI_BUILT_IN = ("gpt-5", "gpt-5-mini", "gpt-4.1")
+OPENAI_BUILT_IN = ("gpt-6.2-sol", "gpt-5", "gpt-5-mini", "gpt-4.1")
 KEPT = ("id", "name", "reasoning", "input", "cost", "contextWindow", "maxTokens",
         "thinkingLevelMap")
 

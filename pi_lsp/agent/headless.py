@@ -101,7 +101,7 @@ def new_session(options: RunOptions, workspace: Path, settings: Settings,
     the run uses: `--model` and `--thinking`, else the settings' defaults (the level clamped
     to the model, as pi starts one)."""
     provider, model_id = parse_model(options.model) if options.model else \
-        (settings.default_provider, settings.default_model)
+        settings.initial_model()
     registry = settings.registry()
     # Made before the session's folder (and the settings.json that points pi there): a run
     # that cannot call the model (no key, no such provider) leaves the workspace as it was.

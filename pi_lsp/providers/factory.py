@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pi_lsp.providers.base import Provider
-from pi_lsp.providers.models_file import resolve_value
-from pi_lsp.providers.registry import ModelRegistry
+from pi_lsp.providers.models_file import ModelsFileError, resolve_value
+from pi_lsp.providers.registry import SUPPORTED_APIS, ModelRegistry, ProviderConfig
 from pi_lsp.providers.retry import ProviderRetry
 from pi_lsp.providers.wire import UnknownProviderError as UnknownProviderError
 from pi_lsp.providers.wire import wire_for
@@ -25,17 +25,10 @@ def provider_factory(registry: ModelRegistry, settings_key: Callable[[str], str 
     `retry` is settings' `retry.provider`."""
 
     def make(name: str) -> Provider:
-        config = registry.provider(name)
-        if config is None:
-            raise UnknownProviderError(
-                f"provider {name!r} is not configured: add it under \"providers\" in "
-                f"{agent_dir() / 'models.json'} or the project's .pi/models.json (baseUrl, api, "
-                f"apiKey, models)")
+        config = _config(registry, name)
         sdk = wire_for(config.api, f"provider {name!r} ({config.source})").SDK
         where = f"{config.source}: providers.{name}"
-        key = settings_key(name) if config.user_key else None
-        if not key and config.api_key:
-            key = resolve_value(config.api_key, f"{where}.apiKey", config.literal_key)
+        key = _key(config, settings_key)
         if not key and not config.user_key:
             raise RedirectedKeyError(
                 f"provider {name!r}: {config.source} changes where its requests go (baseUrl, "
@@ -57,3 +50,35 @@ def provider_factory(registry: ModelRegistry, settings_key: Callable[[str], str 
 
         return OpenAIProvider(name, key, config.base_url, headers, retry)
     return make
+
+
+def has_key(registry: ModelRegistry, settings_key: Callable[[str], str | None], name: str
+            ) -> bool:
+    """Whether provider `name` has a key (pi's `hasConfiguredAuth`): configured, on an API
+    pi-lsp speaks, with a key found (a `$NAME` that is unset is none)."""
+    config = registry.provider(name)
+    if config is None or config.api not in SUPPORTED_APIS:
+        return False
+    try:
+        return bool(_key(config, settings_key))
+    except ModelsFileError:  # `$NAME` unset: the provider has no key
+        return False
+
+
+def _config(registry: ModelRegistry, name: str) -> ProviderConfig:
+    config = registry.provider(name)
+    if config is None:
+        raise UnknownProviderError(
+            f"provider {name!r} is not configured: add it under \"providers\" in "
+            f"{agent_dir() / 'models.json'} or the project's .pi/models.json (baseUrl, api, "
+            f"apiKey, models)")
+    return config
+
+
+def _key(config: ProviderConfig, settings_key: Callable[[str], str | None]) -> str | None:
+    """The provider's key: settings' (environment, `apiKeys`) first, then models.json's."""
+    key = settings_key(config.name) if config.user_key else None
+    if not key and config.api_key:
+        key = resolve_value(config.api_key, f"{config.source}: providers.{config.name}.apiKey",
+                            config.literal_key)
+    return key

@@ -149,14 +149,18 @@ def _claude(model_id: str, name: str, window: int, max_tokens: int,
 
 
 def _gpt(model_id: str, name: str, window: int, max_tokens: int,
-         price: tuple[float, float, float], reasoning: bool) -> ModelInfo:
+         price: tuple[float, float, float], reasoning: bool,
+         levels: dict[str, str | None] | None = None, cache_write: float = 0,
+         tiers: tuple[PriceTier, ...] = (), compat: Compat | None = None) -> ModelInfo:
     # As pi's catalog: strict tools, and GPT-5 cannot turn reasoning off (nothing is sent).
-    levels: dict[str, str | None] = {
-        "off": None, "minimal": "minimal", "low": "low", "medium": "medium", "high": "high",
-        "xhigh": None, "max": None} if reasoning else {}
-    return ModelInfo("openai", model_id, window, max_tokens, Price(*price, 0),
+    if levels is None:
+        levels = {"off": None, "minimal": "minimal", "low": "low", "medium": "medium",
+                  "high": "high", "xhigh": None, "max": None} if reasoning else {}
+    flags = (compat or Compat()).over(Compat(supports_strict_mode=True))
+    return ModelInfo("openai", model_id, window, max_tokens,
+                     Price(*price, cache_write, tiers=list(tiers)),
                      reasoning=reasoning, api=RESPONSES_API, name=name, input=["text", "image"],
-                     compat=Compat(supports_strict_mode=True), thinking_level_map=levels)
+                     compat=flags, thinking_level_map=levels)
 
 
 # pi 1.6's thinking level maps (providers/data/anthropic.json).
@@ -208,6 +212,13 @@ BUILT_IN: tuple[ModelInfo, ...] = (
     _claude("claude-haiku-4-5", "Claude Haiku 4.5 (latest)", 200_000, 64_000, (1, 5, 0.1, 1.25)),
     _claude("claude-haiku-4-5-20251001", "Claude Haiku 4.5", 200_000, 64_000,
             (1, 5, 0.1, 1.25)),
+    # pi 1.6's OpenAI default. Its catalog's other Responses flags (grammar tools, additional
+    # tools, tool search, explicit prompt cache, configuration_update efforts) are not sent.
+    _gpt("gpt-6.2-sol", "GPT-6.2 Sol", 272_000, 128_000, (2, 10, 0.1), reasoning=True,
+         levels={"off": None, "minimal": None, "low": "low", "medium": "medium",
+                 "high": "high", "xhigh": "xhigh", "max": "max"},
+         cache_write=2.5, tiers=(PriceTier(272_000, 4, 15, 0.2, 5),),
+         compat=Compat(supports_mid_convo_system_messages=True, supports_mid_convo_effort=True)),
     _gpt("gpt-5", "GPT-5", 400_000, 128_000, (1.25, 10, 0.125), reasoning=True),
     _gpt("gpt-5-mini", "GPT-5 Mini", 400_000, 128_000, (0.25, 2, 0.025), reasoning=True),
     _gpt("gpt-4.1", "GPT-4.1", 1_047_576, 32_768, (2, 8, 0.5), reasoning=False),
@@ -216,7 +227,53 @@ BUILT_IN_PROVIDERS: tuple[ProviderConfig, ...] = (
     ProviderConfig("anthropic", ANTHROPIC_API),
     ProviderConfig("openai", RESPONSES_API, "https://api.openai.com/v1"),
 )
-DEFAULT_MODEL = "claude-opus-5-5"  # pi 1.6's (model-resolver.js defaultModelPerProvider)
+# pi 1.6's defaultModelPerProvider (model-resolver.js), in its order: the first provider with a
+# key wins (initial.py). Most are providers pi-lsp has only as a models.json declares them.
+DEFAULT_MODEL_PER_PROVIDER: dict[str, str] = {
+    "amazon-bedrock": "us.anthropic.claude-opus-5-5",
+    "ant-ling": "Ring-2.6-1T",
+    "anthropic": "claude-opus-5-5",
+    "openai": "gpt-6.2-sol",
+    "azure": "gpt-6.2-sol",
+    "openai-codex": "gpt-6.2-sol",
+    "radius": "balanced",
+    "nvidia": "nvidia/nemotron-3.5-super-vl-120b-a12b",
+    "deepseek": "deepseek-v4-pro",
+    "google": "gemini-4-argon",
+    "google-vertex": "gemini-4-argon",
+    "github-copilot": "gpt-6.1-sol",
+    "openrouter": "moonshotai/kimi-k2.7-code",
+    "vercel-ai-gateway": "zai/glm-5.3",
+    "xai": "grok-4.7",
+    "groq": "openai/gpt-oss-120b",
+    "cerebras": "gpt-oss-120b",
+    "zai": "glm-5.3",
+    "zai-coding-cn": "glm-5.3",
+    "mistral": "devstral-medium-latest",
+    "minimax": "MiniMax-M3",
+    "minimax-cn": "MiniMax-M3",
+    "moonshotai": "kimi-k2.7-code",
+    "moonshotai-cn": "kimi-k2.7-code",
+    "huggingface": "moonshotai/Kimi-K2.7-Code",
+    "fireworks": "accounts/fireworks/models/kimi-k3",
+    "together": "moonshotai/Kimi-K3",
+    "baseten": "zai-org/GLM-5.3",
+    "opencode": "kimi-k2.7-code",
+    "opencode-go": "kimi-k3.1-pro",
+    "kimi-coding": "kimi-for-coding",
+    "meta": "muse-spark-1.3",
+    "cloudflare-workers-ai": "@cf/moonshotai/kimi-k2.7-code",
+    "cloudflare-ai-gateway": "workers-ai/@cf/moonshotai/kimi-k2.7-code",
+    "qwen-token-plan": "qwen3.8-max",
+    "qwen-token-plan-cn": "qwen3.8-max",
+    "qwen-token-plan-individual": "qwen3.8-max",
+    "qwen-token-plan-individual-cn": "qwen3.8-max",
+    "xiaomi": "mimo-v2.6-pro",
+    "xiaomi-token-plan-cn": "mimo-v2.6-pro",
+    "xiaomi-token-plan-ams": "mimo-v2.6-pro",
+    "xiaomi-token-plan-sgp": "mimo-v2.6-pro",
+}
+DEFAULT_MODEL = DEFAULT_MODEL_PER_PROVIDER["anthropic"]
 DEFAULT_SUMMARY_MODEL = "claude-haiku-4-5"
 DEFAULT_CONTEXT_WINDOW = 128_000
 DEFAULT_MAX_TOKENS = 16_384

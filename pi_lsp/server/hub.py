@@ -357,8 +357,9 @@ class SessionHub(Workspace):
     def new_session(self, name: str | None, folder: Path | None = None) -> Path:
         root = self.workspace_folder(folder) if folder is not None else self.default_folder()
         settings = self.folder_settings(root)
-        model = settings.registry().get(settings.default_provider, settings.default_model)
-        tree = self._keep(start_session(root, settings.default_provider, settings.default_model,
+        provider, model_id = settings.initial_model()
+        model = settings.registry().get(provider, model_id)
+        tree = self._keep(start_session(root, provider, model_id,
                                         settings.new_session_thinking_level(model))).tree
         self.started[real_path(tree.path)] = root
         if name:
@@ -429,7 +430,7 @@ class SessionHub(Workspace):
         settings = self.settings_for(path)
         build = functools.partial(agent_setup, folder, ALL_TOOLS,
                                   settings.registry(),
-                                  (settings.default_provider, settings.default_model),
+                                  settings.initial_model(),
                                   settings.resume_thinking_level, settings.project_trusted)
         return lambda: (stamp, build())
 

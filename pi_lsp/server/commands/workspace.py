@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 def list_models(ls: PiServer, _args: NoArgs) -> dict[str, Any]:
     settings = ls.hub.default_settings()
     return {"models": [ModelItem.of(m) for m in settings.registry().all()],
-            "default": f"{settings.default_provider}/{settings.default_model}"}
+            "default": "/".join(settings.initial_model())}
 
 
 def trust_json(state: TrustState) -> dict[str, Any]:

@@ -1,0 +1,127 @@
+"""The model a session starts on when none is asked for, as pi 1.6 chooses it (model-resolver.js
+findInitialModel): the saved default where its provider has a key, else pi's default model of
+the first provider (in pi's order) that has a key, else the first model with a key."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pi_lsp.settings import load_settings
+from tests.conftest import ROOT
+from tests.fake_openai import MODEL as LOCAL_MODEL
+from tests.fake_openai import FakeOpenAI, responses_reply
+from tests.test_server import call, connect, own_server, wait_events
+from tests.waits import run_cli
+
+KEYS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")
+
+
+def write(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data), "utf-8")
+
+
+def agent() -> Path:
+    return Path(os.environ["PI_CODING_AGENT_DIR"])  # each test's own (conftest.own_agent_dir)
+
+
+def openai_to(oai: FakeOpenAI, agent_dir: Path) -> None:
+    """OpenAI's requests to the fake (a provider with only baseUrl reroutes a built-in one)."""
+    write(agent_dir / "models.json", {"providers": {"openai": {"baseUrl": f"{oai.url}/v1"}}})
+
+
+def only_openai_key() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in KEYS and not k.startswith(
+        ("ANTHROPIC_", "OPENAI_"))}
+    return {**env, "OPENAI_API_KEY": "test",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+
+
+@pytest.mark.parametrize(("keys", "saved", "chosen"), [
+    ({"OPENAI_API_KEY": "k"}, None, ("openai", "gpt-6.2-sol")),
+    ({"ANTHROPIC_API_KEY": "k"}, None, ("anthropic", "claude-opus-5-5")),
+    # Both: pi's order (anthropic before openai).
+    ({"ANTHROPIC_API_KEY": "k", "OPENAI_API_KEY": "k"}, None, ("anthropic", "claude-opus-5-5")),
+    # A saved default whose provider has a key wins; one without a key is passed over.
+    ({"OPENAI_API_KEY": "k"}, ("openai", "gpt-5-mini"), ("openai", "gpt-5-mini")),
+    ({"OPENAI_API_KEY": "k"}, ("anthropic", "claude-haiku-4-5"), ("openai", "gpt-6.2-sol")),
+    # No key anywhere: the saved default, else pi's own, whose error names the key to set.
+    ({}, ("openai", "gpt-5"), ("openai", "gpt-5")),
+    ({}, None, ("anthropic", "claude-opus-5-5")),
+])
+def test_the_initial_model_is_pi_16s(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                      keys: dict[str, str], saved: tuple[str, str] | None,
+                                      chosen: tuple[str, str]) -> None:
+    """With only OPENAI_API_KEY pi-lsp began on anthropic/claude-opus-5-5 and refused for want
+    of an Anthropic key; pi 1.6 begins on openai/gpt-6.2-sol."""
+    for name in KEYS:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in keys.items():
+        monkeypatch.setenv(name, value)
+    if saved is not None:
+        write(agent() / "settings.json",
+              {"defaultProvider": saved[0], "defaultModel": saved[1]})
+    assert load_settings(tmp_path, project=False).initial_model() == chosen
+
+
+def test_a_models_json_provider_with_a_key_is_chosen_when_no_built_in_one_has_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pi 1.6's last resort: the first model whose provider has a key."""
+    for name in KEYS:
+        monkeypatch.delenv(name, raising=False)
+    write(agent() / "models.json", {"providers": {"ollama": {
+        "baseUrl": "http://127.0.0.1:9/v1", "api": "openai-completions", "apiKey": "ollama",
+        "models": [{"id": LOCAL_MODEL}, {"id": "other"}]}}})
+    assert load_settings(tmp_path, project=False).initial_model() == ("ollama", LOCAL_MODEL)
+
+
+def test_run_with_only_an_openai_key_starts_on_pis_openai_default(
+        oai: FakeOpenAI, tmp_path: Path) -> None:
+    """`pi-lsp run` with no settings and only OPENAI_API_KEY exited 2 ("no Anthropic API key");
+    `pi -p` (pi 1.6) sends openai/gpt-6.2-sol at medium with max_output_tokens 128000."""
+    agent_dir = tmp_path / "agent"
+    openai_to(oai, agent_dir)
+    oai.script(responses_reply("hi"))
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    env = {**only_openai_key(), "PI_CODING_AGENT_DIR": str(agent_dir)}
+    result = run_cli("run", "--new", "hello", cwd=workspace, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "hi" in result.stdout
+    [body] = oai.responses_requests()
+    assert (body["model"], body["reasoning"], body["max_output_tokens"]) == (
+        "gpt-6.2-sol", {"effort": "medium", "summary": "auto"}, 128_000)
+    [session] = (workspace / ".pi" / "sessions").glob("*.jsonl")
+    changes = [json.loads(line) for line in session.read_text("utf-8").splitlines()
+               if '"model_change"' in line]
+    assert [(c["provider"], c["modelId"]) for c in changes] == [("openai", "gpt-6.2-sol")]
+
+
+async def test_the_server_starts_sessions_on_pis_openai_default(
+        oai: FakeOpenAI, tmp_path: Path) -> None:
+    """The server began new sessions on anthropic/claude-opus-5-5 and listed it as the
+    default where only OPENAI_API_KEY was set, so an editor's first prompt failed."""
+    agent_dir = tmp_path / "agent"
+    openai_to(oai, agent_dir)
+    (tmp_path / "ws").mkdir()
+    env = {"OPENAI_API_KEY": "test", "PI_CODING_AGENT_DIR": str(agent_dir)}
+    async with own_server(env) as client:
+        pi = await connect(client, "visual-studio-code", tmp_path, {}, folders=("ws",))
+        listed = await call(client, "pi.listModels", {})
+        assert listed["default"] == "openai/gpt-6.2-sol"
+        uri = (await call(client, "pi.newSession", {}))["uri"]
+        assert await call(client, "pi.prepareTurn", {"uri": uri}) == {
+            "provider": "openai", "model": "gpt-6.2-sol"}
+        preview = await call(client, "pi.previewContext", {"uri": uri})
+        assert preview["model"] == "openai/gpt-6.2-sol", preview["model"]
+        oai.script(responses_reply("hi"))
+        since = pi.mark()
+        turn_id = (await call(client, "pi.prompt", {"uri": uri, "text": "hello"}))["turnId"]
+        events = await wait_events(pi, turn_id, since)
+        assert "error" not in [event["type"] for event in events], events
+        assert [body["model"] for body in oai.responses_requests()] == ["gpt-6.2-sol"]
