@@ -370,6 +370,22 @@ async def test_chat_fields_of_unexpected_types_do_not_fail_the_reply(make_rig, o
     assert "alpha" in rig.messages()[2]["content"][0]["text"]
 
 
+async def test_chat_a_reply_from_another_model_records_it_as_pi_16_does(make_rig, oai) -> None:
+    """pi 1.6 keeps the first chunk `model` that is not the id asked for as `responseModel`
+    (a router's or alias's real model; openai-completions.js); pi-lsp dropped it."""
+    rig = make_rig()
+    aliased = [chunk({"content": "a"}), chunk({"content": "b"}), chunk(finish="stop")]
+    aliased[0]["model"], aliased[1]["model"] = "", "qwen2.5-coder:7b-instruct-q4"
+    aliased[2]["model"] = "other"
+    oai.script(Reply(aliased), chat_reply("same"))
+    await rig.harness.prompt("hi")
+    await rig.harness.prompt("again")
+    first, second = (m for m in rig.messages() if m["role"] == "assistant")
+    assert first["responseModel"] == "qwen2.5-coder:7b-instruct-q4"
+    assert first["model"] == MODEL
+    assert "responseModel" not in second  # the model asked for answered
+
+
 async def test_chat_reasoning_effort_and_reasoning_content_round_trip(make_rig, oai) -> None:
     rig = make_rig(reasoning=True)
     rig.harness.set_thinking_level("xhigh")

@@ -403,6 +403,12 @@ class ChatReader:
         events: list[ProviderEvent] = []
         if not reply.response_id and isinstance(chunk.get("id"), str):
             reply.response_id = chunk["id"] or None
+        answering = chunk.get("model")
+        # The first model named that is not the one asked for (a router's or an alias's own):
+        # pi 1.6 records it as the reply's `responseModel`.
+        if not reply.response_model and isinstance(answering, str) and answering \
+                and answering != reply.model.id:
+            reply.response_model = answering
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             _usage(usage, reply)
