@@ -502,6 +502,27 @@ def test_an_unknown_model_id_is_used_with_a_note(
     assert "catalog has no" not in known.stderr
 
 
+def test_an_unknown_anthropic_id_gets_the_facts_pi_16_copies(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    """pi 1.6 gives an id its catalog lacks a copy of the provider's default model
+    (model-resolver.js buildFallbackModel: claude-opus-5-5's) under that id; pi-lsp sent it
+    with generic facts: max_tokens 16384, budget thinking, no placeholder tool, other betas.
+    The request below is what `pi --model anthropic/claude-unknown-9 -p hi` sent the fake."""
+    fake.script(text_reply("ok"))
+    result = pi_run(workspace, env, "--new", "--model", "anthropic/claude-unknown-9", "hi")
+    assert result.returncode == 0, result.stderr
+    assert "it is sent as written, with the facts of anthropic/claude-opus-5-5" in result.stderr
+    body = fake.message_requests()[-1]
+    assert (body["model"], body["max_tokens"], body["thinking"], body["output_config"]) == (
+        "claude-unknown-9", 128_000, {"type": "adaptive", "display": "summarized",
+                                      "block_binding": {"prefix_mismatch_behavior": "drop_block"}},
+        {"effort": "low"})
+    assert [tool["name"] for tool in body["tools"]][-1] == "__pi_deferred_placeholder__"
+    assert fake.requests[-1].headers["anthropic-beta"] == (
+        "mid-conversation-output-config-2026-07-01,thinking-binding-controls-2026-08-01,"
+        "inline-tools-2026-09-15")
+
+
 def run_as_sent(fake: FakeAnthropic, workspace: Path, env: dict[str, str], name: str,
                 *flags: str) -> tuple[object, ...]:
     """What a run on a new session `name` with `flags` sent and recorded: the wire's model and

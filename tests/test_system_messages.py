@@ -28,7 +28,7 @@ from pi_lsp.agent.skills import Skill, find_skills, skill
 from pi_lsp.agent.tools import ALL_TOOLS
 from pi_lsp.context.build import build_session_context
 from pi_lsp.context.replay import current_system_message, system_text
-from pi_lsp.providers.anthropic import AnthropicProvider, tool_definitions
+from pi_lsp.providers.anthropic import DEFERRED_PLACEHOLDER, AnthropicProvider, tool_definitions
 from pi_lsp.providers.base import tool_spec
 from pi_lsp.providers.registry import ModelRegistry
 from pi_lsp.providers.retry import ProviderRetry
@@ -73,8 +73,10 @@ def replayed(path: Path) -> SystemMessage:
 
 
 def sent_tools(request: dict[str, Any]) -> list[dict[str, Any]]:
+    """The session's tools a request sent: the never-available placeholder that a model with
+    native tool changes gets after them (anthropic.DEFERRED_PLACEHOLDER) is the wire's."""
     return [{key: value for key, value in tool.items() if key != "cache_control"}
-            for tool in request.get("tools", [])]
+            for tool in request.get("tools", []) if tool["name"] != DEFERRED_PLACEHOLDER["name"]]
 
 
 def as_sent(declared: list[Any], request: dict[str, Any]) -> list[dict[str, Any]]:
@@ -232,6 +234,12 @@ async def test_what_another_writer_changed_is_patched_back_and_nothing_else(
                                                    "cwd", "rules"]
 
 
+# 201's model, claude-opus-4-1, is gone from pi 1.6's catalog, which gives it claude-opus-5-5's
+# facts: that model takes prompt and tool changes in place (test_wire_pi16 checks that shape).
+# Here the whole replayed prompt is sent, as to a model that takes it whole.
+WHOLE_PROMPT_MODEL = ("anthropic", "claude-sonnet-4-5")
+
+
 async def test_a_pi16_session_is_patched_not_declared_again(
         workspace: Path, fake: FakeAnthropic) -> None:
     path = workspace / ".pi" / "sessions" / "s.jsonl"
@@ -239,6 +247,7 @@ async def test_a_pi16_session_is_patched_not_declared_again(
     before = replayed(path)
     assert before.sections and before.tools_added  # pi 1.6 declared its own
     agent = harness(path, workspace, fake)
+    agent.set_model(*WHOLE_PROMPT_MODEL)
     fake.script(text_reply("one"), text_reply("two"))
     await agent.prompt("hello")
     added = len(system_entries(path))
@@ -279,6 +288,7 @@ async def test_pi16_replays_what_pi_lsp_wrote(workspace: Path, fake: FakeAnthrop
     path = workspace / ".pi" / "sessions" / "s.jsonl"
     shutil.copy(CONFORMANCE / "pi16" / "201.jsonl", path)
     agent = harness(path, workspace, fake)
+    agent.set_model(*WHOLE_PROMPT_MODEL)
     fake.script(text_reply("one"))
     await agent.prompt("hello")
     stored = json.loads(STORED_REPLAY.read_text("utf-8"))

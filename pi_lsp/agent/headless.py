@@ -36,7 +36,7 @@ from pi_lsp.providers.base import MissingApiKeyError, TextDelta
 from pi_lsp.providers.factory import UnknownProviderError, provider_factory
 from pi_lsp.providers.model_reference import ModelPatternError, resolve_model
 from pi_lsp.providers.models_file import ModelsFileError
-from pi_lsp.providers.registry import DEFAULT_CONTEXT_WINDOW
+from pi_lsp.providers.registry import DEFAULT_CONTEXT_WINDOW, ModelRegistry
 from pi_lsp.providers.thinking import clamped_level
 from pi_lsp.session.catalog import (
     SessionDirError,
@@ -245,8 +245,8 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
     harness.provider(wanted[0] if wanted else current.provider)
     if wanted and harness.registry.find(*wanted) is None:  # (pi warns of ids its catalog lacks)
         print(f"pi-lsp: note: pi-lsp's catalog has no {printable(wanted[0])!r} model "
-              f"{printable(wanted[1])!r}: it is sent as written, counted with a "
-              f"{DEFAULT_CONTEXT_WINDOW:,}-token window and no price", file=sys.stderr)
+              f"{printable(wanted[1])!r}: it is sent as written, "
+              f"{stand_in_facts(harness.registry, wanted[0])}", file=sys.stderr)
     if start is not None:  # recorded, as pi records them, where the path's differ
         harness.begin_with(projection, start)
     loop = asyncio.get_running_loop()
@@ -280,6 +280,14 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
               file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
+
+
+def stand_in_facts(registry: ModelRegistry, provider: str) -> str:
+    """How a run counts an id the catalog lacks: with the facts pi 1.6 copies for it."""
+    base = registry.stand_in(provider)
+    if base is None:
+        return f"counted with a {DEFAULT_CONTEXT_WINDOW:,}-token window and no price"
+    return f"with the facts of {printable(base.provider)}/{printable(base.id)} (as pi 1.6)"
 
 
 def fallback_model(harness: Harness, projection: Projection) -> tuple[str, str] | None:

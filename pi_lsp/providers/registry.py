@@ -307,19 +307,28 @@ class ModelRegistry:
         return self._with_provider(found) if found is not None else None
 
     def get(self, provider: str, model_id: str) -> ModelInfo:
-        """The model's facts; an unknown model gets a conservative window and no price, and
-        takes images when the provider's first known model does (pi 1.6 copies a provider
-        model for an id its catalog lacks: model-resolver.js, buildFallbackModel)."""
+        """The model's facts; an id the catalog lacks gets those of the model `stand_in`
+        names under its own id, as pi 1.6 gives it them, else a conservative window and no
+        price (a provider without models)."""
         found = self.find(provider, model_id)
         if found is not None:
             return found
+        base = self.stand_in(provider)
+        if base is not None:
+            return msgspec.structs.replace(base, id=model_id, name=model_id)
         config = self._providers.get(provider)
-        known = next((m for m in self._models.values() if m.provider == provider), None)
         return self._with_provider(ModelInfo(
             provider, model_id, DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_TOKENS, Price(0, 0, 0, 0),
             reasoning=config is None or config.api == ANTHROPIC_API,
-            api=config.api if config else ANTHROPIC_API,
-            input=list(known.input) if known is not None else ["text"]))
+            api=config.api if config else ANTHROPIC_API))
+
+    def stand_in(self, provider: str) -> ModelInfo | None:
+        """The model whose facts an id of `provider` the catalog lacks takes: pi's default for
+        the provider, else its first model (pi 1.6's model-resolver.js buildFallbackModel)."""
+        default = DEFAULT_MODEL_PER_PROVIDER.get(provider)
+        found = self.find(provider, default) if default is not None else None
+        return found or next((self._with_provider(m) for m in self._models.values()
+                              if m.provider == provider), None)
 
     def _with_provider(self, model: ModelInfo) -> ModelInfo:
         """`model` with what its provider's config adds: its endpoint, and whether its headers
