@@ -56,11 +56,9 @@ def write_line(value: object) -> None:
 
 def write_path_line(stream: TextIO, path: str, before: str = "", after: str = "") -> None:
     """A line naming a file, its path as its bytes: as text, a byte that is not UTF-8 prints as
-    U+FFFD, naming a file that does not exist (`f=$(pi-lsp fork …)`). A line break in it is
-    spelled `\\n`: a committed file's name must not forge a line of its own."""
+    U+FFFD, naming a file that does not exist (`f=$(pi-lsp fork …)`)."""
     stream.flush()  # the text printed before it comes first
-    named = os.fsencode(path).replace(b"\n", b"\\n")
-    stream.buffer.write(before.encode() + named + after.encode() + b"\n")
+    stream.buffer.write(before.encode() + os.fsencode(path) + after.encode() + b"\n")
 
 
 # A C1 control byte outside UTF-8, as surrogateescape decodes it (\x9b is CSI to some terminals).

@@ -274,6 +274,19 @@ def test_fork_in_a_folder_whose_path_is_not_utf8_prints_the_forks_own_path(
     assert os.path.dirname(forked) == folder and os.path.isfile(forked)
 
 
+def test_fork_in_a_folder_with_a_line_break_prints_the_forks_own_path(tmp_path: Path) -> None:
+    """The line break was spelled `\\n` (meant for run's `session:` line on the terminal), so
+    `f=$(pi-lsp fork …)` got a path that does not exist."""
+    folder = tmp_path / "a\nb"
+    folder.mkdir()
+    tree = SessionTree.create(str(folder / "s.jsonl"), str(tmp_path))
+    tree.append_message(UserMessage(content="hi", timestamp=1))
+    result = run_cli("fork", str(folder / "s.jsonl"))
+    assert result.returncode == 0, result.stderr
+    forked = Path(result.stdout.removesuffix("\n"))
+    assert forked.parent == folder and forked.is_file()
+
+
 @pytest.mark.parametrize("command", ["context", "tree", "check", "fork"])
 def test_bad_files_get_one_line_and_exit_2(tmp_path: Path, command: str) -> None:
     not_session = tmp_path / "notes.jsonl"

@@ -268,7 +268,8 @@ async def run_prompt(options: RunOptions, workspace: Path, settings: Settings, v
             loop.remove_signal_handler(stop)
     printer.end_line()
     written = "" if tree.on_disk else " (not written: pi writes a session at its first prompt)"
-    write_path_line(sys.stderr, tree.path, "session: ", written)
+    # A committed file's name must not forge a line of its own on the terminal.
+    write_path_line(sys.stderr, tree.path.replace("\n", "\\n"), "session: ", written)
     last = next((m for m in reversed(produced) if isinstance(m, AssistantMessage)), None)
     if printer.failed is not None:
         return output_failed(printer.failed)
