@@ -13,6 +13,9 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import h11
+import httpx2
+import openai
 import pytest
 
 from pi_lsp.agent.events import (
@@ -36,6 +39,7 @@ from pi_lsp.providers import base, openai_chat, openai_responses
 from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.providers.base import MAX_TOKENS, ModelRequest, ReplyBuilder, TextDelta, ToolSpec
 from pi_lsp.providers.factory import provider_factory
+from pi_lsp.providers.failures import transport_failure
 from pi_lsp.providers.openai_api import OpenAIProvider
 from pi_lsp.providers.registry import (
     ANTHROPIC_API,
@@ -1043,3 +1047,57 @@ def test_a_default_provider_set_without_its_model_is_left_out_as_pi_leaves_it(
         json.dumps({"defaultProvider": "openai", "defaultModel": "gpt-4o"}))
     settings = load_settings(tmp_path, project=False)
     assert (settings.default_provider, settings.default_model) == ("openai", "gpt-4o")
+
+
+# -- keys and header values as pi 1.6 (Node's fetch) sends them ------------------------------
+
+
+async def sent_with(fake: FakeAnthropic, oai: FakeOpenAI, api: str, key: str,
+                    headers: dict[str, str] | None = None) -> tuple[AssistantMessage, Any]:
+    """The reply one call with `key` and provider `headers` makes, and the request received."""
+    if api == ANTHROPIC_API:
+        model, provider, server = ModelRegistry().get("anthropic", "claude-sonnet-4-5"), \
+            AnthropicProvider(key, base_url=fake.url, headers=headers), fake
+        fake.script(fake_anthropic.text_reply("hello"))
+    else:
+        model, provider, server = local(api, base_url=f"{oai.url}/v1"), \
+            OpenAIProvider("lab", key, f"{oai.url}/v1", headers), oai
+        oai.script(chat_reply("hello") if api == CHAT_API else responses_reply("hello"))
+    assert model is not None
+    built = ReplyBuilder(api, model)
+    _ = [e async for e in provider.stream(request(model, tools=False), built)]
+    await close_clients(provider)
+    return built.message(), (server.requests[-1] if server.requests else None)
+
+
+EVERY_API = [ANTHROPIC_API, CHAT_API, RESPONSES_API]
+
+
+@pytest.mark.parametrize("api", EVERY_API)
+@pytest.mark.parametrize("key", ["sk-test\n", "sk-test\r\n", " sk-test\t"])
+async def test_a_key_saved_with_a_newline_is_sent_trimmed_as_fetch_sends_it(
+        fake, oai, api: str, key: str) -> None:
+    """Every request failed "cannot reach … Illegal header value b'Bearer sk-test\\n'" (the key
+    in the error, on stderr and in the session), retried 3 times; pi 1.6's fetch trims it."""
+    message, received = await sent_with(fake, oai, api, key, {"X-Title": "bot\r\n"})
+    assert (message.stop_reason, message.error_message) == ("stop", None)
+    assert received.headers["authorization"] == "Bearer sk-test"  # both SDKs send it so
+    assert received.headers["x-title"] == "bot"
+
+
+@pytest.mark.parametrize("api", EVERY_API)
+async def test_a_key_that_cannot_be_sent_fails_without_showing_it(fake, oai, api: str) -> None:
+    message, received = await sent_with(fake, oai, api, "sk-se\ncret")
+    assert received is None  # nothing sent, and not a failure pi's retry takes as passing
+    assert message.stop_reason == "error" and "cret" not in (message.error_message or "")
+    assert "the API key has the character U+000A" in (message.error_message or "")
+    assert not is_retryable(message.error_message or "")
+
+
+def test_a_transport_error_never_shows_a_header_value() -> None:
+    """The HTTP client's refusal quotes the value, the key with it."""
+    error = openai.APIConnectionError(request=httpx2.Request("POST", "http://h/v1"))
+    error.__cause__ = h11.LocalProtocolError("Illegal header value b'Bearer sk-secret\\x01'")
+    text = transport_failure(error, "lab", "http://h/v1", 1, False)
+    assert text == "cannot reach lab at http://h/v1 (connection error: Illegal header value " \
+        "(not shown))"

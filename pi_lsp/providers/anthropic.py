@@ -33,6 +33,7 @@ from pi_lsp.providers.failures import (
     failure_text,
     line_text,
 )
+from pi_lsp.providers.header_values import HeaderValueError, sendable_headers, trimmed, unsendable
 from pi_lsp.providers.models_file import ModelsFileError, model_headers
 from pi_lsp.providers.output_room import fit_to_window, input_tokens
 from pi_lsp.providers.registry import ANTHROPIC_API, ModelInfo, native_tool_changes
@@ -580,11 +581,14 @@ class AnthropicProvider:
     def __init__(self, api_key: str | None, base_url: str | None = None,
                  retry: ProviderRetry | None = None, headers: dict[str, str] | None = None,
                  name: str = "anthropic") -> None:
+        api_key = trimmed(api_key or "")
         if not api_key:
             raise MissingApiKeyError(name)
         self.name = name
         self.label = "Anthropic" if name == "anthropic" else name
         self.retry = retry or ProviderRetry()
+        # A key or header that cannot be sent fails each request (as in pi), not the provider.
+        self.unsendable, api_key, headers = unsendable(api_key, headers or {}, self.label)
         # base_url None leaves the SDK's own ANTHROPIC_BASE_URL handling in place; retries are
         # ours (pi's policy), never the SDK's.
         self.client = _Client(api_key=api_key, base_url=base_url, max_retries=0,
@@ -596,8 +600,10 @@ class AnthropicProvider:
         params = request_params(request)
         reply.provider_thinking_level = managed_effort(request)  # kept even if the call fails
         try:
-            headers = _sent_headers(request.model)
-        except ModelsFileError as error:  # a variable that is not set: pi 1.6 fails too
+            if self.unsendable:
+                raise HeaderValueError(self.unsendable)
+            headers = sendable_headers(_sent_headers(request.model), self.label)
+        except (ModelsFileError, HeaderValueError) as error:  # pi 1.6 fails too
             reply.fail("error", str(error))
             return
         answered = started = stopped = reasoned = False

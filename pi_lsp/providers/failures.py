@@ -9,6 +9,7 @@ pi's, so the same failures are retried (see pi_lsp.agent.retry).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -91,6 +92,15 @@ def _unwrapped(error: BaseException) -> BaseException:
     return error
 
 
+# The HTTP client's complaint about a header quotes the value, which may be the API key.
+_QUOTED_HEADER = re.compile(r"(header (?:name|value)).*", re.IGNORECASE | re.DOTALL)
+
+
+def _without_header_values(detail: BaseException) -> str:
+    """The transport's error text, any header value it quotes left out."""
+    return _QUOTED_HEADER.sub(r"\1 (not shown)", str(detail))
+
+
 def transport_failure(error: BaseException, label: str, url: str, timeout_s: float,
                       answered: bool) -> str | None:
     """One line for a failure below HTTP (None if `error` is not one): a timeout, a refused or
@@ -104,8 +114,8 @@ def transport_failure(error: BaseException, label: str, url: str, timeout_s: flo
     # The SDK may wrap the transport's error in its own APIConnectionError.
     kinds, cause = _kinds(error), _cause(error)
     inner = _kinds(cause) if cause is not None and "APIConnectionError" in kinds else kinds
-    detail = cause if cause is not None and "APIConnectionError" in kinds and str(cause) \
-        else error
+    detail = _without_header_values(
+        cause if cause is not None and "APIConnectionError" in kinds and str(cause) else error)
     if "TimeoutException" in inner or "APITimeoutError" in inner:
         return f"{label} sent nothing for {timeout_s:g}s (timed out)"
     if "DecodingError" in inner:  # a compressed body that does not decompress
@@ -121,7 +131,8 @@ def transport_failure(error: BaseException, label: str, url: str, timeout_s: flo
 
 def unreadable_reply(error: BaseException, label: str) -> str:
     """A stream the reader could not follow (an event of an unexpected shape)."""
-    return f"{label} sent a reply pi-lsp cannot read ({type(error).__name__}: {error})"
+    return (f"{label} sent a reply pi-lsp cannot read ({type(error).__name__}: "
+            f"{_without_header_values(error)})")
 
 
 def failure_text(error: BaseException, label: str, url: str, timeout_s: float, answered: bool,

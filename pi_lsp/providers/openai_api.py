@@ -22,6 +22,7 @@ from pi_lsp.providers.failures import (
     failure_text,
     line_text,
 )
+from pi_lsp.providers.header_values import HeaderValueError, sendable_headers, trimmed, unsendable
 from pi_lsp.providers.models_file import ModelsFileError, model_headers
 from pi_lsp.providers.registry import CHAT_API, RESPONSES_API
 from pi_lsp.providers.retry import HttpFailure, ProviderRetry, with_retries
@@ -150,11 +151,14 @@ class OpenAIProvider:
     def __init__(self, name: str, api_key: str | None, base_url: str | None,
                  headers: dict[str, str] | None = None,
                  retry: ProviderRetry | None = None) -> None:
+        api_key = trimmed(api_key or "")
         if not api_key:
             raise MissingApiKeyError(name)
         self.name = name
         self.label = "OpenAI" if name == "openai" else name
         self.retry = retry or ProviderRetry()
+        # A key or header that cannot be sent fails each request (as in pi), not the provider.
+        self.unsendable, api_key, headers = unsendable(api_key, headers or {}, self.label)
         # Retries are ours (pi's policy), never the SDK's: see pi_lsp.providers.retry. Both
         # clients are made here, as the provider is made off the event loop (a client's SSL
         # context takes 20-40 ms), not at the first request of each API.
@@ -175,8 +179,11 @@ class OpenAIProvider:
         create, reader = wire.endpoint(client), wire.reader(reply, request.model)
         params = sdk_arguments(create, wire.request_params(request))
         try:
-            headers = {**model_headers(request.model), **wire.request_headers(request)}
-        except ModelsFileError as error:  # a variable that is not set: pi 1.6 fails too
+            if self.unsendable:
+                raise HeaderValueError(self.unsendable)
+            headers = sendable_headers({**model_headers(request.model),
+                                        **wire.request_headers(request)}, self.label)
+        except (ModelsFileError, HeaderValueError) as error:  # pi 1.6 fails too
             reply.fail("error", str(error))
             return
         answered = False
