@@ -53,7 +53,7 @@ from pi_lsp.providers.registry import (
 )
 from pi_lsp.providers.retry import ProviderRetry, retry_delay_s
 from pi_lsp.server.turns import progress_report
-from pi_lsp.session import tree
+from pi_lsp.session import entries, tree
 from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import (
     AssistantMessage,
@@ -1101,3 +1101,86 @@ def test_a_transport_error_never_shows_a_header_value() -> None:
     text = transport_failure(error, "lab", "http://h/v1", 1, False)
     assert text == "cannot reach lab at http://h/v1 (connection error: Illegal header value " \
         "(not shown))"
+
+
+# -- a server's id of another type is written as pi 1.6 writes it, and read back -------------
+
+
+def anthropic_call_with(start: dict[str, Any], redacted: object) -> fake_anthropic.Reply:
+    """A reply (this `message_start`) with a redacted thinking block (`redacted` its data), a
+    tool call, and a tool_use stop."""
+    return fake_anthropic.Reply([
+        start, {"type": "content_block_start", "index": 0,
+                "content_block": {"type": "redacted_thinking", "data": redacted}},
+        {"type": "content_block_stop", "index": 0},
+        *fake_anthropic.tool_block(1, "toolu_1", "bash", {"command": "true"}),
+        *fake_anthropic.message_end("tool_use")])
+
+
+async def test_a_numeric_anthropic_id_keeps_the_reply_and_its_call_in_context(
+        tmp_path: Path, fake: FakeAnthropic) -> None:
+    """`"id":123` was written into a line pi-lsp could not read back: the reply and its tool
+    call dropped out of the next request (pi 1.6 keeps them), and `check` found nothing."""
+    start = fake_anthropic.message_start()
+    start["message"]["id"] = 123
+    fake.script(anthropic_call_with(start, 123), fake_anthropic.text_reply("done"))
+    path = tmp_path / "s.jsonl"
+    provider = AnthropicProvider("k", base_url=fake.url)
+    harness = Harness(SessionTree.create(str(path), str(tmp_path)), tmp_path,
+                      lambda _n: provider, retry=NO_RETRY)
+    try:
+        await harness.prompt("hi")
+    finally:
+        await provider.client.close()
+    [reply] = [e["message"] for e in map(json.loads, path.read_text().splitlines()[1:])
+               if e.get("message", {}).get("role") == "assistant"][:1]
+    assert reply["responseId"] == 123  # as pi 1.6 writes it
+    # pi writes the redacted block's data 123 too; pi-lsp keeps no data nothing could send back.
+    assert reply["content"][0] == {"type": "thinking", "thinking": "[Reasoning redacted]",
+                                   "redacted": True}
+    [_, resent] = fake.message_requests()
+    assert [b["type"] for b in resent["messages"][1]["content"]] == ["tool_use"]
+    assert check_session(SessionTree.open(str(path))) == []
+
+
+async def test_numeric_responses_ids_keep_the_reply_in_context(rig, oai) -> None:
+    one = rig(api=RESPONSES_API)
+    created = {"type": "response.created", "response": {"id": 123, "object": "response",
+                                                          "status": "in_progress", "output": []}}
+    done = completed()
+    done["response"]["id"] = 456
+    oai.script(Reply(raw=named_sse(created, *message_item(0, "hello"), done)),
+               responses_reply("again"))
+    await one.harness.prompt("hi")
+    assert one.last()["responseId"] == 456
+    await one.harness.prompt("more")
+    sent = oai.responses_requests()[-1]["input"]
+    assert any(item.get("role") == "assistant" for item in sent), sent
+    assert check_session(SessionTree.open(one.path)) == []
+
+
+def test_a_pi_written_signature_of_another_type_reads_without_it() -> None:
+    """pi 1.6 writes a redacted block's data as the server sent it (here 123)."""
+    line = json.dumps({"role": "assistant", "api": ANTHROPIC_API, "provider": "anthropic",
+                       "model": "m", "usage": {}, "stopReason": "stop", "timestamp": 1,
+                       "responseId": {"n": 1}, "content": [
+                           {"type": "thinking", "thinking": "x", "thinkingSignature": 123,
+                            "redacted": True}, {"type": "text", "text": "t"}]})
+    message = entries.decode_message(line.encode())
+    assert isinstance(message, AssistantMessage) and message.response_id == {"n": 1}
+    assert message.content == [ThinkingContent(thinking="x", redacted=True),
+                               TextContent(text="t")]
+
+
+def test_check_reports_a_message_pi_lsp_cannot_read(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    tree = SessionTree.create(str(path), str(tmp_path))
+    tree.append_message(UserMessage(content="q", timestamp=1))
+    unreadable = {"type": "message", "id": "abcd1234", "parentId": tree.leaf_id,
+                  "timestamp": "2026-01-01T00:00:00.000Z",
+                  "message": {"role": "assistant", "content": [{"type": "toolCall", "id": 5,
+                                                                "name": "bash"}]}}
+    with path.open("a") as file:
+        file.write(json.dumps(unreadable) + "\n")
+    [problem] = check_session(SessionTree.open(str(path)))
+    assert (problem.kind, problem.entry_id, problem.line) == ("unreadable-message", "abcd1234", 3)

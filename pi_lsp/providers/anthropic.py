@@ -663,7 +663,8 @@ class AnthropicProvider:
                 thinking = getattr(block, "thinking", None) or ""
                 return reply.add_thinking(index, thinking) if thinking else []
             if block.type == "redacted_thinking":
-                slots[event.index] = reply.start_thinking(redacted_data=block.data)
+                data = getattr(block, "data", None)
+                slots[event.index] = reply.start_thinking(data, redacted=True)
             elif block.type == "tool_use":
                 slots[event.index] = reply.start_tool_call(block.id, block.name)
         elif kind == "content_block_delta" and event.index in slots:

@@ -241,7 +241,7 @@ class ReplyBuilder:
         self.total_tokens: int | None = None  # the server's total, when pi keeps that one
         self.stop_reason: StopReason = "stop"
         self.error_message: str | None = None
-        self.response_id: str | None = None
+        self.response_id: Any = None  # as the server sent it (pi writes any JSON value)
         self.provider_thinking_level: str | None = None  # the effort asked for, where marked
         self.response_model: str | None = None  # the model that answered, if another
         self.timestamp = now_ms()
@@ -250,12 +250,15 @@ class ReplyBuilder:
         self.blocks.append(TextContent(text=""))
         return len(self.blocks) - 1
 
-    def start_thinking(self, redacted_data: str | None = None) -> int:
-        if redacted_data is None:
+    def start_thinking(self, redacted_data: object = None, redacted: bool = False) -> int:
+        """Open a thinking block; `redacted`: the provider's encrypted thinking, `redacted_data`
+        its payload (one that is not a string is not kept: nothing could send it back)."""
+        if not redacted:
             self.blocks.append(ThinkingContent(thinking=""))
         else:
+            data = redacted_data if isinstance(redacted_data, str) else None
             self.blocks.append(ThinkingContent(thinking=REDACTED_THINKING,
-                                               thinking_signature=redacted_data, redacted=True))
+                                               thinking_signature=data, redacted=True))
         return len(self.blocks) - 1
 
     def start_tool_call(self, call_id: str, name: str) -> int:

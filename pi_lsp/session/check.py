@@ -52,6 +52,8 @@ REPAIRS = {
                      "applies only to its own path)",
     "unreadable-edit": "give the edit a `replacement` (null omits the target, {content} "
                        "replaces it) or drop the line; pi 1.6 fails on such a context",
+    "unreadable-message": "fix the message's role or content (the field's type), or drop the "
+                          "line; pi-lsp leaves it out of the context and the tree",
     "missing-tool-result": "add a toolResult (isError) under the call so the next request "
                            "answers every tool call",
     "unwritten": "nothing to repair: pi writes a new session at its first user message",
@@ -65,6 +67,7 @@ def check_session(tree: SessionTree) -> list[Problem]:
     problems.extend(cycles(tree))
     problems.extend(dangling_references(tree))
     problems.extend(context_edit_problems(tree))
+    problems.extend(unreadable_messages(tree))
     problems.extend(unanswered_tool_calls(tree))
     if tree.deferred:
         problems.append(Problem("unwritten", "a new session with no user message yet; "
@@ -173,6 +176,15 @@ def dangling_references(tree: SessionTree) -> list[Problem]:
             found.append(Problem("dangling-reference", f"{field} {target!r} is not in the file",
                                  record.line, record.env.id))
     return found
+
+
+def unreadable_messages(tree: SessionTree) -> list[Problem]:
+    """Message entries pi-lsp cannot read, so leaves out of every context (a reply and its
+    tool calls with them)."""
+    return [Problem("unreadable-message", "a message pi-lsp cannot read (its role or a "
+                    "content field of another type)", record.line, record.env.id)
+            for record in tree.records
+            if record.env.type == "message" and decode_message(record.env.message) is None]
 
 
 def context_edit_problems(tree: SessionTree) -> list[Problem]:

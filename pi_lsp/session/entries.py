@@ -99,7 +99,8 @@ class AssistantMessage(_Message, tag="assistant", kw_only=True):
     # The effort a model that takes it mid-conversation was asked for (pi 1.6): later requests
     # mark this reply with it.
     provider_thinking_level: str | None = None
-    response_id: str | None = None  # the server's id for the reply
+    # The server's id for the reply, as it sent it: pi 1.6 writes a number or object as it is.
+    response_id: Any = None
     response_model: str | None = None  # the model that answered, when not the one asked
     error_message: str | None = None
     thinking_level: str | None = None  # the level requested (pi 1.6 writes it last)
@@ -476,6 +477,7 @@ _FALLBACKS: dict[str, Any] = {"timestamp": 0, "api": "", "provider": "", "model"
 # JavaScript makes of them, `undefined` for a missing one.
 _TEXT_FIELDS: dict[str, tuple[str, ...]] = {
     "branchSummary": ("summary",), "compactionSummary": ("summary",), "custom": ("customType",)}
+_SIGNATURES = ("thinkingSignature", "textSignature")
 _MESSAGE_TYPES = {kind.__struct_config__.tag: kind for kind in AgentMessage.__args__}
 
 
@@ -523,6 +525,12 @@ def _read_leniently(raw: msgspec.Raw | bytes) -> AgentMessage | None:
         if isinstance(block, dict) and block.get("type") == "toolCall" and \
                 not isinstance(block.get("arguments"), dict):
             block["arguments"] = {}
+        # A signature of another type (pi 1.6 writes a redacted block's data as sent): the
+        # block is read without it, as one nothing can send back.
+        for name in _SIGNATURES:
+            if isinstance(block, dict) and block.get(name) is not None and \
+                    not isinstance(block[name], str):
+                del block[name]
     try:
         message: AgentMessage = msgspec.convert(fields, AgentMessage)
     except (msgspec.ValidationError, UnicodeEncodeError):
