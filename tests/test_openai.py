@@ -39,7 +39,7 @@ from pi_lsp.providers.registry import (
 )
 from pi_lsp.providers.retry import ProviderRetry
 from pi_lsp.providers.thinking import thinking_levels
-from pi_lsp.server.config import Config
+from pi_lsp.server.config import Config, read_config
 from pi_lsp.server.hub import SessionHub
 from pi_lsp.session.check import check_session
 from pi_lsp.session.entries import (
@@ -1015,6 +1015,15 @@ async def test_your_models_headers_are_resolved_and_kept_from_bash(
     ({"providers": {"ollama": {"baseUrl": "http://x/v1", "api": "openai-completions",
                                "models": [{"name": "no id"}]}}},
      "providers.ollama.models[0]"),
+    # "internal error (InvalidURL …)" from `run`, a -32603 traceback from pi.prepareTurn:
+    ({"providers": {"ollama": {"baseUrl": "http://localhost::11434/v1", "api": "openai-completions",
+                               "models": [{"id": "m"}]}}},
+     "providers.ollama.baseUrl: 'http://localhost::11434/v1' is not a URL (Port could not"),
+    ({"providers": {"anthropic": {"baseUrl": "http://[::1/v1"}}},
+     "providers.anthropic.baseUrl: 'http://[::1/v1' is not a URL (Invalid IPv6 URL)"),
+    ({"providers": {"ollama": {"baseUrl": "localhost:11434/v1", "api": "openai-completions",
+                               "models": [{"id": "m"}]}}},
+     "must start with http:// or https://"),
 ])
 def test_a_bad_models_json_is_a_clear_error(dirs, data, expected) -> None:
     _agent, workspace = dirs
@@ -1022,6 +1031,21 @@ def test_a_bad_models_json_is_a_clear_error(dirs, data, expected) -> None:
     with pytest.raises(SettingsError) as info:
         load_settings(workspace, project=True)
     assert str(path) in str(info.value) and expected in str(info.value), str(info.value)
+
+
+def test_an_anthropic_base_url_that_is_no_url_is_a_clear_error(dirs, monkeypatch) -> None:
+    """The editor's anthropicBaseUrl is refused as a setting is; ANTHROPIC_BASE_URL fails the
+    provider naming the variable (it failed each request with a bare "Invalid port")."""
+    _agent, workspace = dirs
+    config, refused = read_config({"anthropicBaseUrl": "http://localhost::1/"})
+    assert config.anthropic_base_url is None
+    assert refused == ["`anthropicBaseUrl`: 'http://localhost::1/' is not a URL (Port could not "
+                       "be cast to integer value as ':1')"]
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://[::1/v1")
+    made = provider_factory(load_settings(workspace, project=True).registry(), lambda _: "k")
+    with pytest.raises(UnknownProviderError, match=r"^ANTHROPIC_BASE_URL: 'http://\[::1/v1' is "
+                       r"not a URL \(Invalid IPv6 URL\)$"):
+        made("anthropic")
 
 
 def test_an_unknown_provider_names_the_models_json_read(dirs) -> None:

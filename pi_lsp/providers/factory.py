@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 from pi_lsp.providers.base import Provider
+from pi_lsp.providers.base_url import url_problem
 from pi_lsp.providers.models_file import ModelsFileError, resolve_value
 from pi_lsp.providers.registry import SUPPORTED_APIS, ModelRegistry, ProviderConfig
 from pi_lsp.providers.retry import ProviderRetry
@@ -15,6 +17,18 @@ from pi_lsp.session.catalog import agent_dir
 
 class RedirectedKeyError(UnknownProviderError):
     """A provider a project file sends elsewhere, which has no key of its own there."""
+
+
+class BaseUrlError(UnknownProviderError):
+    """A base URL set outside models.json (the environment) that requests cannot go to."""
+
+
+def _check_environment_url(base_url: str | None) -> None:
+    """Without a base URL of its own the Anthropic SDK reads ANTHROPIC_BASE_URL: checked here,
+    as models.json's are where they are read."""
+    from_environment = os.environ.get("ANTHROPIC_BASE_URL") if base_url is None else None
+    if from_environment and (problem := url_problem(from_environment)):
+        raise BaseUrlError(f"ANTHROPIC_BASE_URL: {problem}")
 
 
 def provider_factory(registry: ModelRegistry, settings_key: Callable[[str], str | None],
@@ -44,6 +58,7 @@ def provider_factory(registry: ModelRegistry, settings_key: Callable[[str], str 
 
             base_url = anthropic_base_url if name == "anthropic" and anthropic_base_url \
                 else config.base_url
+            _check_environment_url(base_url)
             return AnthropicProvider(key, base_url=base_url, retry=retry, headers=headers,
                                      name=name)
         from pi_lsp.providers.openai_api import OpenAIProvider

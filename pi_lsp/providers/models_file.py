@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from pi_lsp.jsonfile import read_object
+from pi_lsp.providers.base_url import url_problem
 from pi_lsp.providers.registry import (
     BUILT_IN,
     BUILT_IN_PROVIDERS,
@@ -114,6 +115,8 @@ def _check(merged: ModelsFile, sources: dict[str, str]) -> None:
                                       f"{', '.join(SUPPORTED_APIS)}), at models[{index}]")
         if spec.models and not spec.base_url and name not in built_in:
             raise ModelsFileError(f"{where}.baseUrl is required when a provider defines models")
+        if spec.base_url and (problem := url_problem(spec.base_url)):
+            raise ModelsFileError(f"{where}.baseUrl: {problem}")
         for index, model in enumerate(spec.models):
             if not model.id:
                 raise ModelsFileError(f"{where}.models[{index}].id must not be empty")

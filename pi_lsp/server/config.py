@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from pi_lsp.providers.base_url import url_problem
 from pi_lsp.settings import Settings, load_settings
 
 
@@ -29,6 +30,8 @@ class Config(msgspec.Struct, rename="camel", omit_defaults=True, forbid_unknown_
     def __post_init__(self) -> None:
         if any("\0" in folder for folder in self.session_dirs):  # every listing would fail on it
             raise ValueError("a folder name with a NUL character")
+        if self.anthropic_base_url and (problem := url_problem(self.anthropic_base_url)):
+            raise ValueError(problem)
 
 
 def read_config(raw: Any) -> tuple[Config, list[str]]:
