@@ -786,7 +786,9 @@ async def test_an_event_holding_nan_fails_the_reply_as_json_parse_refuses_it(
                            delta(0, type="text_delta", text=float("nan")), *text_block(0)[-1:],
                            stop("end_turn"))
     assert reply.stop_reason == "error" and reply.content == [TextContent(text="")]
-    assert reply.error_message and "not JSON (NaN is not JSON" in reply.error_message
+    assert reply.error_message and reply.error_message.startswith(
+        "Could not parse Anthropic SSE event content_block_delta: NaN is not JSON in JSON at "
+        "position ")
 
 
 @pytest.mark.asyncio
@@ -801,8 +803,9 @@ async def test_an_event_with_no_data_fails_the_reply_as_pi_fails_it(
         sse_frame({"type": "message_stop"})
     reply = await read_back(fake, fake_anthropic.Reply([message_start(), start, text], raw=raw))
     assert (reply.stop_reason, reply.content) == ("error", [TextContent(text="a")])
-    assert reply.error_message == "Anthropic sent a stream event that is not JSON " \
-        "(content_block_delta event with no data, column 1): ''"
+    raw = frame.decode().rstrip("\n").replace("\n", "\\n")  # pi's words, its lines whole
+    assert reply.error_message == "Could not parse Anthropic SSE event content_block_delta: " \
+        f"Unexpected end of JSON input; data=; raw={raw}"
 
 
 @pytest.mark.asyncio

@@ -27,6 +27,7 @@ from pi_lsp.providers.base import (
     ThinkingDelta,
 )
 from pi_lsp.providers.factory import UnknownProviderError, provider_factory
+from pi_lsp.providers.failures import MALFORMED_EVENT
 from pi_lsp.providers.models_file import ModelsFileError, load_models
 from pi_lsp.providers.openai_api import OpenAIProvider
 from pi_lsp.providers.registry import (
@@ -451,7 +452,7 @@ async def test_chat_an_event_holding_nan_fails_the_reply_and_runs_nothing(make_r
     reply = rig.messages()[-1]
     assert (reply["stopReason"], reply["content"]) == (
         "error", [{"type": "text", "text": "partial"}])
-    assert "not JSON (NaN is not JSON" in reply["errorMessage"]
+    assert reply["errorMessage"] == MALFORMED_EVENT
     assert not (rig.root / "ran.txt").exists() and len(oai.chat_requests()) == 1
 
 
@@ -1537,4 +1538,4 @@ async def test_responses_an_event_holding_infinity_fails_the_reply(oai, number: 
     *start, done = message_item(0, "Hi")
     start[-1]["delta"] = number
     reply = await read_responses(oai, *start, done, completed())
-    assert reply.stop_reason == "error" and "Infinity is not JSON" in reply.error_message
+    assert reply.stop_reason == "error" and reply.error_message == MALFORMED_EVENT

@@ -39,7 +39,7 @@ from pi_lsp.providers import base, openai_chat, openai_responses
 from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.providers.base import MAX_TOKENS, ModelRequest, ReplyBuilder, TextDelta, ToolSpec
 from pi_lsp.providers.factory import provider_factory
-from pi_lsp.providers.failures import transport_failure
+from pi_lsp.providers.failures import MALFORMED_EVENT, transport_failure
 from pi_lsp.providers.openai_api import OpenAIProvider
 from pi_lsp.providers.registry import (
     ANTHROPIC_API,
@@ -167,8 +167,9 @@ async def test_a_malformed_sse_line_ends_as_an_error_entry_with_the_partial_text
     last = one.last()
     assert last["stopReason"] == "error"
     assert last["content"] == [{"type": "text", "text": "partial text"}]
-    assert "not JSON" in last["errorMessage"] and "{not json" in last["errorMessage"]
-    assert last["errorMessage"].startswith("lab ")
+    # pi 1.6's words (the openai SDK's): it said "lab sent a stream event that is not JSON
+    # (...): '{not json'", which pi's retry patterns could match.
+    assert last["errorMessage"] == MALFORMED_EVENT
     assert check_session(SessionTree.open(one.path)) == []
 
 
@@ -919,6 +920,26 @@ RETRY_TABLE: dict[str, tuple[str, Any, str, bool]] = {
         "OpenAI Responses stream ended before a terminal response event", True),
     "responses cut": (RESPONSES_API, Reply(HALF_ITEM, cut=True),
         "terminated: other side closed (UND_ERR_SOCKET)", True),
+    # An event that is not JSON: pi's words for it are fixed on the OpenAI APIs, so neither
+    # Python's "Unterminated string" nor a "timeout" in the event made a retry pi makes not.
+    "chat event not json": (CHAT_API, Reply(HALF_CHUNK, raw=b'data: {"error": "timeout'
+                                                            b'"\n\n'), MALFORMED_EVENT, False),
+    "chat event unterminated": (CHAT_API, Reply(HALF_CHUNK, raw=b'data: {"content": "x\n\n'),
+        MALFORMED_EVENT, False),
+    "responses event not json": (RESPONSES_API, Reply(HALF_ITEM, raw=(
+        b'event: response.output_text.delta\ndata: {"delta": "overloaded 502"\n\n')),
+        MALFORMED_EVENT, False),
+    # pi's Anthropic words hold the event (V8's reason, the data, the lines) as pi-lsp's do.
+    "anthropic event not json": (ANTHROPIC_API, fake_anthropic.Reply(ANTHROPIC_HALF, raw=(
+        b"event: content_block_delta\ndata: {not json}\n\n")),
+        "Could not parse Anthropic SSE event content_block_delta: Expected property name or '}' "
+        "in JSON at position 1 (line 1 column 2); data={not json}; raw=event: "
+        "content_block_delta\\ndata: {not json}", False),
+    "anthropic event unterminated": (ANTHROPIC_API, fake_anthropic.Reply(ANTHROPIC_HALF, raw=(
+        b'event: content_block_delta\ndata: {"x": "y\n\n')),
+        "Could not parse Anthropic SSE event content_block_delta: Unterminated string in JSON at "
+        'position 8 (line 1 column 9); data={"x": "y; raw=event: content_block_delta\\ndata: '
+        '{"x": "y', True),
 }
 
 

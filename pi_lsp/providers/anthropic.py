@@ -25,6 +25,7 @@ from pi_lsp.providers.base import (
     without_lone_surrogates,
 )
 from pi_lsp.providers.failures import (
+    MalformedEvent,
     ReplyFailed,
     StreamEndedEarly,
     cut_error_text,
@@ -32,6 +33,7 @@ from pi_lsp.providers.failures import (
     event_json,
     failure_text,
     line_text,
+    parse_failure,
 )
 from pi_lsp.providers.header_values import HeaderValueError, sendable_headers, trimmed, unsendable
 from pi_lsp.providers.models_file import ModelsFileError, model_headers
@@ -530,9 +532,22 @@ def mended_event_json(data: str) -> Any:
         return event_json(repaired)
 
 
+RAW_JOIN = "\\n"  # pi joins an event's lines with a backslash and an n, not a newline
+
+
 class _JsonParseEvent(ServerSentEvent):
     def json(self) -> Any:
-        return mended_event_json(self.data)
+        try:
+            return mended_event_json(self.data)
+        except json.JSONDecodeError as error:
+            raise MalformedEvent(unparsed_event_text(self, parse_failure(error))) from None
+
+
+def unparsed_event_text(sse: ServerSentEvent, reason: str) -> str:
+    """pi 1.6's words for an event it could not parse: the event's data and lines whole (its
+    lines joined by a backslash and n, as pi joins them)."""
+    raw = RAW_JOIN.join(sse.raw)
+    return f"Could not parse Anthropic SSE event {sse.event}: {reason}; data={sse.data}; raw={raw}"
 
 
 class _JsonParseDecoder(SSEDecoder):
@@ -558,7 +573,7 @@ class _JsonParseDecoder(SSEDecoder):
         if sse is None or sse.event not in READ_EVENTS:
             return None
         if not sse.data:  # the SDK skips it; pi 1.6's JSON.parse("") fails the reply
-            raise json.JSONDecodeError(f"{sse.event} event with no data", sse.data, 0)
+            raise MalformedEvent(unparsed_event_text(sse, "Unexpected end of JSON input"))
         return _JsonParseEvent(event=sse.event, data=sse.data, id=sse.id, retry=sse.retry,
                                raw=sse.raw)
 

@@ -38,6 +38,20 @@ class ReplyFailed(Exception):
     The message is the reply's error as it stands."""
 
 
+# pi 1.6's words (the openai SDK's) for a stream event that is not JSON: fixed, so no part of
+# the event (a "timeout" in its text, Python's "Unterminated string") makes a retry pi makes not.
+MALFORMED_EVENT = "Error reading response: malformed server-sent event JSON."
+
+
+class MalformedEvent(Exception):
+    """A stream event that is not JSON; the message is the reply's error, in pi's words."""
+
+
+def parse_failure(error: json.JSONDecodeError) -> str:
+    """Why JSON.parse refused an event, as V8 says where (Python's words for what)."""
+    return f"{error.msg} in JSON at position {error.pos} (line {error.lineno} column {error.colno})"
+
+
 class _Constant(ValueError):
     """NaN, Infinity or -Infinity met where JSON.parse reads no such word."""
 
@@ -105,9 +119,8 @@ def transport_failure(error: BaseException, label: str, url: str, timeout_s: flo
                       answered: bool) -> str | None:
     """One line for a failure below HTTP (None if `error` is not one): a timeout, a refused or
     cut connection, a stream event that is not JSON. `answered`: the reply had begun."""
-    if isinstance(error, json.JSONDecodeError):
-        return (f"{label} sent a stream event that is not JSON ({error.msg}, column "
-                f"{error.colno}): {error.doc[:200]!r}")
+    if isinstance(error, MalformedEvent):
+        return str(error)
     if isinstance(error, StreamEndedEarly | RetryDelayTooLong):
         return f"{label}: {error}"
     grouped, error = isinstance(error, BaseExceptionGroup), _unwrapped(error)

@@ -16,6 +16,8 @@ from openai._streaming import ServerSentEvent, SSEDecoder
 
 from pi_lsp.providers.base import MissingApiKeyError, ModelRequest, ProviderEvent, ReplyBuilder
 from pi_lsp.providers.failures import (
+    MALFORMED_EVENT,
+    MalformedEvent,
     cut_error_text,
     ended_stream,
     event_json,
@@ -102,7 +104,10 @@ class _JsonParseEvent(ServerSentEvent):
         self.api = api
 
     def json(self) -> Any:
-        data = event_json(self.data)
+        try:
+            data = event_json(self.data)
+        except json.JSONDecodeError:
+            raise MalformedEvent(MALFORMED_EVENT) from None
         return thrown_error(data, self.data, self.api) if self.event == "error" else data
 
 
