@@ -201,7 +201,7 @@ class FakeAnthropic:
     async def _read_request(self, reader: asyncio.StreamReader) -> Request:
         """One HTTP request, recorded."""
         head = await reader.readuntil(b"\r\n\r\n")
-        lines = head.decode().split("\r\n")
+        lines = head.decode("latin-1").split("\r\n")  # a header's bytes are Latin-1
         method, path, _ = lines[0].split(" ", 2)
         headers = {k.strip().lower(): v.strip()
                    for k, v in (line.split(":", 1) for line in lines[1:] if ":" in line)}

@@ -1115,6 +1115,35 @@ async def test_a_key_that_cannot_be_sent_fails_without_showing_it(fake, oai, api
     assert not is_retryable(message.error_message or "")
 
 
+@pytest.mark.parametrize("api", EVERY_API)
+async def test_a_latin_1_header_value_is_sent_as_node_sends_it(fake, oai, api: str) -> None:
+    """`"X-Title": "Café Bot"` failed before any request ("sent a reply pi-lsp cannot read
+    (UnicodeEncodeError …)") on the OpenAI APIs, and went as UTF-8 to Anthropic; Node's fetch
+    sends each character up to U+00FF as one byte."""
+    message, received = await sent_with(fake, oai, api, "k", {"X-Title": "Café Bot"})
+    assert (message.stop_reason, message.error_message) == ("stop", None)
+    assert received.headers["x-title"] == "Café Bot"  # read as Latin-1 by the fake
+
+
+@pytest.mark.parametrize("api", EVERY_API)
+async def test_a_header_value_above_latin_1_is_a_clear_error(fake, oai, api: str) -> None:
+    message, received = await sent_with(fake, oai, api, "k", {"X-Title": "Bot \u2713"})
+    label = "Anthropic" if api == ANTHROPIC_API else "lab"
+    assert received is None and message.error_message == (
+        f"{label}: header X-Title has the character U+2713: only characters up to U+00FF can "
+        f"be sent in an HTTP header")
+
+
+@pytest.mark.parametrize("api", EVERY_API)
+async def test_a_key_that_is_not_ascii_is_a_clear_error(fake, oai, api: str) -> None:
+    """The SDKs write the key into their own header as text: the openai SDK's failed "sent a
+    reply pi-lsp cannot read (UnicodeEncodeError …)", Anthropic's went as UTF-8."""
+    message, received = await sent_with(fake, oai, api, "sk-café")
+    label = "Anthropic" if api == ANTHROPIC_API else "lab"
+    assert received is None
+    assert message.error_message == f"{label}: the API key has a character that is not ASCII"
+
+
 def test_a_transport_error_never_shows_a_header_value() -> None:
     """The HTTP client's refusal quotes the value, the key with it."""
     error = openai.APIConnectionError(request=httpx2.Request("POST", "http://h/v1"))

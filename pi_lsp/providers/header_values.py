@@ -8,6 +8,14 @@ from collections.abc import Mapping
 HTTP_WHITESPACE = "\t\n\r "  # what fetch trims from each end of a value (a key's saved newline)
 
 
+class Latin1Text(str):
+    """A header value the HTTP client encodes as Latin-1 whatever encoding it asks for (httpx
+    encodes headers as ASCII, the Anthropic SDK as UTF-8; fetch sends one byte a character)."""
+
+    def encode(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:
+        return str.encode(self, "latin-1", errors)
+
+
 class HeaderValueError(ValueError):
     """A header value that cannot be sent; names the header, never the value (it may be a key)."""
 
@@ -34,7 +42,7 @@ def sendable(value: str, what: str) -> str:
     for char in value:
         if reason := _refused(char):
             raise HeaderValueError(f"{what} has the character U+{ord(char):04X}: {reason}")
-    return value
+    return value if value.isascii() else Latin1Text(value)
 
 
 def sendable_headers(headers: Mapping[str, str], who: str) -> dict[str, str]:
@@ -47,6 +55,9 @@ def unsendable(key: str, headers: Mapping[str, str], who: str
     """A provider's key and headers as sent, and why they cannot be (None: they can): then
     the key and headers given back are placeholders that are never sent."""
     try:
-        return None, sendable(key, f"{who}: the API key"), sendable_headers(headers, who)
+        key = sendable(key, f"{who}: the API key")
+        if not key.isascii():  # the SDKs put it into a header of their own, as text
+            raise HeaderValueError(f"{who}: the API key has a character that is not ASCII")
+        return None, key, sendable_headers(headers, who)
     except HeaderValueError as error:
         return str(error), "unsent", {}

@@ -11,7 +11,9 @@ import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
+import httpx2
 import openai
+from openai._models import FinalRequestOptions
 from openai._streaming import ServerSentEvent, SSEDecoder
 
 from pi_lsp.providers.base import MissingApiKeyError, ModelRequest, ProviderEvent, ReplyBuilder
@@ -24,7 +26,13 @@ from pi_lsp.providers.failures import (
     failure_text,
     line_text,
 )
-from pi_lsp.providers.header_values import HeaderValueError, sendable_headers, trimmed, unsendable
+from pi_lsp.providers.header_values import (
+    HeaderValueError,
+    Latin1Text,
+    sendable_headers,
+    trimmed,
+    unsendable,
+)
 from pi_lsp.providers.models_file import ModelsFileError, model_headers
 from pi_lsp.providers.registry import CHAT_API, RESPONSES_API
 from pi_lsp.providers.retry import HttpFailure, ProviderRetry, with_retries
@@ -150,6 +158,20 @@ class _Client(openai.AsyncOpenAI):
     # The SDK's hook for the decoder its streams read events with.
     def _make_sse_decoder(self) -> SSEDecoder:
         return _JsonParseDecoder(self.api)
+
+    # The SDK's hook for a request's headers: it hands them to httpx again as text, which
+    # httpx encodes as ASCII; read as Latin-1, each goes out as the bytes it was (as fetch's).
+    def _build_headers(self, options: FinalRequestOptions, *, retries_taken: int = 0
+                       ) -> httpx2.Headers:
+        headers = super()._build_headers(options, retries_taken=retries_taken)
+        return _Latin1Headers(headers.raw, encoding="iso-8859-1")
+
+
+class _Latin1Headers(httpx2.Headers):
+    """Headers whose values, taken out as text, are encoded as Latin-1 when sent."""
+
+    def multi_items(self) -> list[tuple[str, str]]:
+        return [(name, Latin1Text(value)) for name, value in super().multi_items()]
 
 
 class OpenAIProvider:
