@@ -38,8 +38,9 @@ export class ChatPanels implements vscode.Disposable {
   private readonly questions = new Map<string, Question>();
   /** Turns whose session moved to a new file: their events go on naming the old one. */
   private readonly movedTurns = new Map<string, ChatPanel>();
-  /** Sessions whose turn waits to ask again for a failed reply: a chat opened meanwhile shows it. */
-  private readonly waits = new Map<string, Wait>();
+  /** Sessions whose turn runs, as their events say (the server has no call that tells it): a chat
+   *  opened meanwhile shows it running, and its retry wait if it waits to ask again for a reply. */
+  private readonly runs = new Map<string, Run>();
   /** marked, for every chat: one text is parsed at a time. */
   readonly markdown = new MarkdownWorker();
 
@@ -52,7 +53,10 @@ export class ChatPanels implements vscode.Disposable {
       pi.onTurn((n) => this.turnArrived(n)),
       pi.onSessionChanged((e) => this.panels.get(sessionKey(e.uri))?.scheduleReload()),
       sessions.onDidMove((move) => this.follow(move)),
-      pi.onStarted(() => this.panels.forEach((p) => p.serverStarted())),
+      pi.onStarted(() => {
+        this.runs.clear(); // their turns ended with the old server, and no agent_end will say so
+        this.panels.forEach((p) => p.serverStarted());
+      }),
     );
   }
 
@@ -71,8 +75,8 @@ export class ChatPanels implements vscode.Disposable {
       // Only time is at stake: a missing key or provider is reported by the prompt, in the chat.
       this.pi.call("pi.prepareTurn", { uri }).catch(() => undefined);
       await panel.reload();
-      const wait = this.waits.get(key);
-      if (wait) panel.joinWait(wait);
+      const run = this.runs.get(key);
+      if (run) panel.joinTurn(run);
     } else if (opts.reveal !== false) {
       panel.panel.reveal(panel.panel.viewColumn);
     }
@@ -80,17 +84,28 @@ export class ChatPanels implements vscode.Disposable {
   }
 
   private turnArrived(n: TurnNotification): void {
-    this.noteWait(n);
+    this.noteRun(n);
     const moved = this.movedTurns.get(n.turnId);
     if (moved && (n.event.type === "agent_end" || n.event.type === "error")) this.movedTurns.delete(n.turnId);
     (moved ?? this.panels.get(sessionKey(n.uri)))?.onTurn(n);
   }
 
-  /** Keeps the wait a turn's auto_retry_start began, until the reply is asked again or the turn ends. */
-  private noteWait(n: TurnNotification): void {
+  /** Keeps each session's running turn until it ends, with the wait its auto_retry_start began
+   *  until the reply is asked again. */
+  private noteRun(n: TurnNotification): void {
     const key = sessionKey(n.uri);
-    if (n.event.type === "auto_retry_start") this.waits.set(key, { turnId: n.turnId, event: n.event, until: Date.now() + n.event.delayMs });
-    else if (["turn_start", "auto_retry_end", "agent_end", "error"].includes(n.event.type)) this.waits.delete(key);
+    const type = n.event.type;
+    if (type === "agent_end" || type === "error") {
+      // Under the file it moved to too (its events go on naming the old one).
+      for (const [k, r] of this.runs) if (r.turnId === n.turnId) this.runs.delete(k);
+      return;
+    }
+    if (type === "queue_dropped") return; // it comes after the turn's end, and runs nothing
+    const known = this.runs.get(key);
+    const run = known?.turnId === n.turnId ? known : { turnId: n.turnId };
+    if (n.event.type === "auto_retry_start") run.wait = { event: n.event, until: Date.now() + n.event.delayMs };
+    else if (type === "turn_start" || type === "auto_retry_end") run.wait = undefined;
+    this.runs.set(key, run);
   }
 
   /** The chat of a session that moved to a new file goes on there: its next prompt would go
@@ -98,6 +113,8 @@ export class ChatPanels implements vscode.Disposable {
   private follow(move: SessionMove): void {
     // Its open questions go on being shown, and settled, where the session now lives.
     for (const q of this.questions.values()) if (sameSession(q.uri, move.from)) this.questions.set(q.id, { ...q, uri: move.to });
+    const run = this.runs.get(sessionKey(move.from));
+    if (run) this.runs.set(sessionKey(move.to), run); // a chat opened there shows it running
     const panel = this.panels.get(sessionKey(move.from));
     if (!panel) return;
     this.panels.delete(sessionKey(move.from));
@@ -325,11 +342,15 @@ export class ChatPanel {
     }
   }
 
-  /** A turn's retry wait that began before this chat opened: shown as if its auto_retry_start had
-   *  come now, for the time left (the chat knows the turn runs from then on). */
-  joinWait(wait: Wait): void {
-    if (this.transcript.retrying()) return; // an event of the turn came while the chat opened
-    this.onTurn({ uri: this.uri, turnId: wait.turnId, event: { ...wait.event, delayMs: Math.max(0, wait.until - Date.now()) } });
+  /** A turn that began before this chat opened: shown running from now on (a reply or a long
+   *  tool may send no event for minutes), and its retry wait as if its auto_retry_start had come
+   *  now, for the time left. */
+  joinTurn(run: Run): void {
+    this.turnId = run.turnId;
+    if (!this.transcript.busy) this.setBusy(true);
+    const wait = run.wait;
+    if (!wait || this.transcript.retrying()) return; // an event of the turn came while the chat opened
+    this.onTurn({ uri: this.uri, turnId: run.turnId, event: { ...wait.event, delayMs: Math.max(0, wait.until - Date.now()) } });
   }
 
   /** Draws the retry wait each second while there is one, as pi 1.6 counts it down. */
@@ -541,9 +562,14 @@ export class ChatPanel {
   }
 }
 
+/** A session's running turn, and its wait before asking again for a failed reply if it waits. */
+interface Run {
+  turnId: string;
+  wait?: Wait;
+}
+
 /** A turn's wait before asking again for a failed reply; `until`: its end (ms since the epoch). */
 interface Wait {
-  turnId: string;
   event: Extract<TurnEvent, { type: "auto_retry_start" }>;
   until: number;
 }
