@@ -42,12 +42,18 @@ export class Transcript {
   private counter = 0;
   /** A failed reply's blocks, not drawn since its message_end: pi may ask for it again. */
   private failed: string[] = [];
+  /** The messages loaded (messageKey): a running turn's events of one of them add nothing. */
+  private loaded = new Set<string>();
+  /** The events of a message the transcript holds are coming (its message_start came). */
+  private skipping = false;
 
   /** Starts again from the context the server built (after a branch, a reload, a turn end). */
   load(messages: PreviewMessage[], edits: EditMark[] = []): void {
     this.blocks = [];
     this.failed = [];
     this.tools.clear();
+    this.loaded = new Set(messages.flatMap((m) => messageKey(m.message) ?? []));
+    this.skipping = false;
     const removed = edits.filter((e) => e.kind === "omitted");
     const removedAt = (index: number) => {
       for (const e of removed) {
@@ -65,7 +71,34 @@ export class Transcript {
 
   /** Folds one event in; returns the ids of the blocks to redraw. */
   apply(event: TurnEvent): string[] {
+    if (this.holds(event)) {
+      this.busy = true; // an event of the running turn all the same
+      return [];
+    }
     return [...this.settleFailed(event), ...this.fold(event)];
+  }
+
+  /** Whether `event` is of a message (or a tool run) the transcript loaded already: a chat read
+   *  during a turn holds the messages the turn had written, whose events may come after. */
+  private holds(event: TurnEvent): boolean {
+    switch (event.type) {
+      case "message_start":
+        this.skipping = this.loaded.has(messageKey(event.message) ?? "");
+        return this.skipping;
+      case "message_update":
+        return this.skipping;
+      case "message_end": {
+        const held = this.loaded.has(messageKey(event.message) ?? "");
+        this.skipping = false;
+        return held;
+      }
+      case "tool_execution_start":
+      case "tool_execution_update":
+      case "tool_execution_end":
+        return this.tools.get(event.toolCallId)?.entryId !== undefined; // its result is loaded
+      default:
+        return false;
+    }
   }
 
   /** The failed reply held back is drawn once it is known what it is: left out of the context
@@ -333,6 +366,13 @@ function attemptPreview(block: Extract<Block, { kind: "assistant" }>): string {
   const calls = block.parts.flatMap((p) => (p.type === "toolCall" ? [`${p.name}(${p.brief ?? ""})`] : []));
   const preview = `[error] ${block.error || text}`;
   return calls.length ? `${preview} → ${calls.join(", ")}` : preview;
+}
+
+/** What tells one message of a session from another: its role and time (ms), and a tool
+ *  result's call; none for a message of no time (pi's NaN, written as null). */
+function messageKey(message: AgentMessage): string | undefined {
+  if (typeof message.timestamp !== "number") return undefined;
+  return `${message.role} ${message.timestamp} ${message.toolCallId ?? ""}`;
 }
 
 function errorOf(message: AgentMessage): string | undefined {

@@ -74,9 +74,9 @@ export class ChatPanels implements vscode.Disposable {
       // The server loads the model's SDK now, not at the first prompt (a second or more).
       // Only time is at stake: a missing key or provider is reported by the prompt, in the chat.
       this.pi.call("pi.prepareTurn", { uri }).catch(() => undefined);
-      await panel.reload();
       const run = this.runs.get(key);
-      if (run) panel.joinTurn(run);
+      if (run) panel.joinTurn(run); // shown running before its transcript is read
+      await panel.reload();
     } else if (opts.reveal !== false) {
       panel.panel.reveal(panel.panel.viewColumn);
     }
@@ -197,6 +197,10 @@ export class ChatPanel {
   turnId: string | undefined;
   /** Turns this chat saw end: a context asked for before the last one ended may lack its entries. */
   private turnsEnded = 0;
+  /** Turn events that came before the chat's first transcript was read: shown on it once it is. */
+  private early: TurnNotification[] | undefined = [];
+  /** The first read of the transcript: a reload asked meanwhile comes after it. */
+  private firstRead: Promise<void> | undefined;
 
   constructor(
     public uri: string,
@@ -244,7 +248,16 @@ export class ChatPanel {
 
   /** The context the server builds is the transcript; a running turn is streamed on top. */
   async reload(): Promise<void> {
+    if (this.firstRead === undefined) return (this.firstRead = this.read());
+    await this.firstRead;
+    return this.read();
+  }
+
+  private async read(): Promise<void> {
     clearTimeout(this.reloadTimer);
+    // The first read is the transcript even while a turn runs: the events that come meanwhile
+    // wait for it, and are then shown on it (those of messages it holds add nothing).
+    const early = this.early;
     // A context asked for before a turn ended (during it, or before its prompt was written) may
     // lack the turn's entries: it must not become the transcript (the reload after the end brings them).
     const asked = this.turnsEnded;
@@ -265,7 +278,7 @@ export class ChatPanel {
         busy: this.transcript.busy,
       };
       this.panel.title = `pi: ${this.state.title}`;
-      if (asked === this.turnsEnded && !this.transcript.busy) {
+      if (early || (asked === this.turnsEnded && !this.transcript.busy)) {
         const last = preview.pages?.at(-1) ?? { start: 0, messages: [] };
         this.earlier = last.start;
         this.transcript.load(last.messages, editsIn(preview.edits ?? [], last));
@@ -279,6 +292,10 @@ export class ChatPanel {
       }
     } catch (error) {
       this.post({ type: "reset", blocks: [{ id: "error", html: `<div class="notice error">${escape(String(error))}</div>` }], state: this.state });
+    }
+    if (early) {
+      this.early = undefined;
+      for (const n of early) this.onTurn(n);
     }
     this.reloadedEmitter.fire();
   }
@@ -309,6 +326,7 @@ export class ChatPanel {
   }
 
   onTurn(n: TurnNotification): void {
+    if (this.early) return void this.early.push(n); // the first transcript is being read
     if (n.event.type === "agent_start") this.pending = undefined;
     // Any event of the running turn names it: a chat opened mid-turn never saw its agent_start.
     this.turnId = n.event.type === "agent_end" || n.event.type === "error" ? undefined : n.turnId;

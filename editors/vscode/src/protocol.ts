@@ -369,6 +369,8 @@ export interface ContentBlock {
 export interface AgentMessage {
   role: string;
   content?: string | ContentBlock[];
+  /** ms since the epoch; null where pi wrote NaN. */
+  timestamp?: number | null;
   // assistant
   model?: string;
   stopReason?: string;

@@ -141,6 +141,32 @@ test("Transcript: a reply joined mid-stream (a chat opened during it) is shown f
   assert.equal(t.blocks.length, 2);
 });
 
+test("Transcript: the events of messages it loaded (a chat read during their turn) add nothing; later ones do", () => {
+  const t = new ext.Transcript();
+  const call = { role: "assistant", model: "m", timestamp: 2, content: [{ type: "toolCall", id: "t1", name: "bash", arguments: { command: "ls" } }] };
+  const result = { role: "toolResult", toolCallId: "t1", timestamp: 3, content: [{ type: "text", text: "a.py" }] };
+  t.load([{ entryId: "u1", role: "user", tokens: 1, message: { role: "user", content: "list", timestamp: 1 } },
+    { entryId: "a1", role: "assistant", tokens: 1, message: call }, { entryId: "r1", role: "toolResult", tokens: 1, message: result }]);
+  const replayed = [
+    { type: "message_start", message: { role: "user", content: "list", timestamp: 1 } },
+    { type: "message_end", message: { role: "user", content: "list", timestamp: 1 } },
+    { type: "message_start", message: { ...call, content: [] } },
+    { type: "message_update", deltas: [{ type: "toolcall_delta", contentIndex: 0, delta: "{" }] },
+    { type: "message_end", message: call },
+    { type: "tool_execution_start", toolCallId: "t1", toolName: "bash", args: {} },
+    { type: "tool_execution_end", toolCallId: "t1", toolName: "bash", result, isError: false },
+    { type: "message_start", message: result },
+    { type: "message_end", message: result },
+  ];
+  for (const event of replayed) assert.deepEqual(t.apply(event), [], event.type);
+  assert.equal(t.blocks.length, 2);
+  assert.equal(t.tools.get("t1").entryId, "r1", "the loaded result, still editable");
+  assert.equal(t.busy, true, "the turn runs");
+  const [id] = t.apply({ type: "message_start", message: { role: "assistant", timestamp: 4, content: [] } });
+  assert.ok(id, "a message it did not load is shown");
+  assert.equal(t.blocks.length, 3);
+});
+
 test("Transcript: an aborted reply and an error notice", () => {
   const t = new ext.Transcript();
   const [id] = t.apply({ type: "message_start", message: { role: "assistant", content: [] } });
