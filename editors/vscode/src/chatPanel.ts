@@ -309,14 +309,25 @@ export class ChatPanel {
   /** A new server runs no turn: one this chat was showing ended with the old server (a crash,
    *  a restart), and no agent_end will come for it. */
   serverStarted(): void {
-    this.pending = undefined;
     this.turnsEnded++;
     if (this.transcript.busy) {
       this.transcript.apply({ type: "agent_end" });
       this.setBusy(false);
     }
+    this.restorePending();
     this.restoreQueued();
     this.scheduleReload();
+  }
+
+  /** A prompt whose turn had not started when its server stopped was never written: it goes
+   *  back into the input, its code attached again, as Neovim's chat gives it back. */
+  private restorePending(): void {
+    const pending = this.pending;
+    this.pending = undefined;
+    if (!pending) return;
+    this.post({ type: "setInput", text: pending.text, keepDraft: true });
+    this.attachAgain(pending.attachments);
+    void vscode.window.showInformationMessage("pi: the server stopped before your prompt reached pi; it is back in the chat's input.");
   }
 
   /** The session goes on in the file `uri` (another program cut its own short). */
@@ -516,9 +527,10 @@ export class ChatPanel {
       this.hide("failed");
     }
     const attached = [...this.attachments];
+    const pending = { text, attachments: attached };
     if (delivery === "prompt") {
       this.setBusy(true); // until agent_start confirms it
-      this.pending = { text, attachments: attached };
+      this.pending = pending;
     }
     const context = attached.map((a) => a.context);
     try {
@@ -539,8 +551,9 @@ export class ChatPanel {
       }
     } catch (error) {
       if (delivery === "prompt") this.setBusy(false);
-      this.pending = undefined;
-      this.post({ type: "setInput", text }); // refused: the text is not lost
+      // Refused: the text is not lost. Unless a restarted server gave the prompt back already.
+      if (delivery !== "prompt" || this.pending === pending) this.post({ type: "setInput", text });
+      if (this.pending === pending) this.pending = undefined;
       throw error;
     }
   }
