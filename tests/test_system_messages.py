@@ -234,6 +234,27 @@ async def test_what_another_writer_changed_is_patched_back_and_nothing_else(
                                                    "cwd", "rules"]
 
 
+async def test_the_tools_are_declared_byte_for_byte_as_pi_16_declares_its_own(
+        workspace: Path, fake: FakeAnthropic) -> None:
+    """pi and pi-lsp compare declarations by their JSON text: with `required` after
+    `properties` (pi's come before), each saw the other's four tools as changed at every handoff
+    and removed and re-added them all."""
+    stored = (FIXTURES / "pi16-tools.jsonl").read_text("utf-8")
+    node = pi16_node()
+    if node is not None:  # the stored answer is pi's
+        made = subprocess.run([node, str(Path(__file__).with_name("pi16_tools.mjs")),
+                               str(PI16 / "@earendil-works")],
+                              capture_output=True, text=True, timeout=PROCESS_CEILING_S)
+        assert made.returncode == 0, made.stderr
+        assert made.stdout == stored
+    path = workspace / ".pi" / "sessions" / "s.jsonl"
+    agent = harness(path, workspace, fake)
+    fake.script(text_reply("one"))
+    await agent.prompt("hello")
+    pis = ",".join(stored.splitlines())
+    assert f'"toolsAdded":[{pis}]' in path.read_text("utf-8")
+
+
 # 201's model, claude-opus-4-1, is gone from pi 1.6's catalog, which gives it claude-opus-5-5's
 # facts: that model takes prompt and tool changes in place (test_wire_pi16 checks that shape).
 # Here the whole replayed prompt is sent, as to a model that takes it whole.

@@ -736,7 +736,8 @@ def _invalid_bash_argument(args: dict[str, Any], name: str, expected: str) -> To
 
 
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required}
+    # pi's order (TypeBox's): declarations are compared by their JSON text
+    return {"type": "object", "required": required, "properties": properties}
 
 
 # As pi 1.6 declares its built-in tools: strict where the model supports it, else as they are.
