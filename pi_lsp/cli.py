@@ -127,7 +127,7 @@ def request_setup(tree: SessionTree, approve: bool | None
     agent = agent_setup(session_root(tree), ALL_TOOLS, settings.registry(),
                         settings.initial_model(),
                         settings.resume_thinking_level, settings.project_trusted)
-    make = provider_factory(agent.registry, settings.api_key)
+    make = provider_factory(agent.registry, settings.api_key, oauth_login=settings.oauth_login)
 
     def provider(name: str) -> object:
         # A models.json value that cannot be read (an unset variable, a `!command`) stops `run`,

@@ -26,7 +26,8 @@ def make_harness(tree: SessionTree, root: Path, settings: Settings, *,
     registry = settings.registry()
     harness = Harness(
         tree, root,
-        provider_factory(registry, settings.api_key, anthropic_base_url, settings.retry.provider),
+        provider_factory(registry, settings.api_key, anthropic_base_url, settings.retry.provider,
+                         oauth_login=settings.oauth_login),
         registry=registry,
         default_model=settings.initial_model(),
         default_thinking_level=settings.resume_thinking_level,

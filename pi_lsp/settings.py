@@ -13,6 +13,7 @@ import msgspec
 
 from pi_lsp.agent.retry import RetrySettings
 from pi_lsp.jsonfile import read_object
+from pi_lsp.providers.auth_file import AuthFileError, Credentials, auth_path, load_credentials
 from pi_lsp.providers.factory import has_key
 from pi_lsp.providers.initial import initial_model
 from pi_lsp.providers.models_file import ModelsFileError, load_models, models_files
@@ -62,12 +63,23 @@ class Settings(msgspec.Struct, rename="camel", omit_defaults=True):
     # Whether the project's own `.pi/` files were loaded (its folder trusted): the prompt's
     # SYSTEM.md and APPEND_SYSTEM.md follow. Set by load_settings, never from a file.
     project_trusted: bool = False
+    # What pi's /login saved (auth.json), not from settings.json.
+    credentials: Credentials = msgspec.field(default_factory=Credentials)
 
     def api_key(self, provider: str) -> str | None:
+        """The user's key for `provider`: auth.json's first (a saved key owns its provider in
+        pi), then the environment's, then settings' `apiKeys` (pi-lsp's own)."""
+        saved = self.credentials.api_key(provider)
+        if saved:
+            return saved
         variable = API_KEY_VARIABLES.get(provider)
         if variable and os.environ.get(variable):
             return os.environ[variable]
         return self.api_keys.get(provider)
+
+    def oauth_login(self, provider: str) -> bool:
+        """Whether pi has an OAuth login for `provider`, which pi-lsp cannot refresh or use."""
+        return provider in self.credentials.oauth
 
     @property
     def resume_thinking_level(self) -> str:
@@ -107,25 +119,30 @@ PROJECT_KEYS = frozenset({"defaultProvider", "defaultModel", "defaultThinkingLev
                           "images"})
 
 
+# Fields load_settings fills from other files, never from a settings.json.
+COMPUTED = ("providers", "projectTrusted", "credentials")
+
 # Keys pi-lsp reads that only the user's settings.json may set (others it does not read).
 USER_KEYS = frozenset({f.encode_name for f in msgspec.structs.fields(Settings)} - PROJECT_KEYS -
-                      {"providers", "projectTrusted"} | {"defaultProjectTrust"})
+                      set(COMPUTED) | {"defaultProjectTrust"})
 
 
 def settings_files(workspace: Path) -> list[Path]:
     return [agent_dir() / "settings.json", workspace / ".pi" / "settings.json"]
 
 
-# When each settings, models and trust file last changed (None: absent), and which project
+# When each settings, models, trust and auth file last changed (None: absent), and which project
 # files trust is asked about are there.
 SettingsStamp = tuple[tuple[int | None, ...], tuple[str, ...]]
 
 
 def settings_stamp(workspace: Path) -> SettingsStamp:
-    """What settings and trust were decided from, to notice edits (pi's /trust included) and
-    project files that appear: a folder trusted for having none is no longer trusted then."""
+    """What settings, keys and trust were decided from, to notice edits (pi's /trust and
+    /login included) and project files that appear: a folder trusted for having none is no
+    longer trusted then."""
     stamps: list[int | None] = []
-    for path in [*settings_files(workspace), *models_files(workspace), trust_path()]:
+    for path in [*settings_files(workspace), *models_files(workspace), trust_path(),
+                 auth_path()]:
         try:
             stamps.append(path.stat().st_mtime_ns)
         except OSError:
@@ -144,7 +161,7 @@ def load_settings(workspace: Path, *, project: bool) -> Settings:
                 merged[key] = {**merged[key], **value}  # nested sections merge key by key
             else:
                 merged[key] = value
-    for computed in ("providers", "projectTrusted"):
+    for computed in COMPUTED:
         merged.pop(computed, None)
     if "defaultModel" not in merged:
         # pi 1.6 takes a saved provider only with its model (findInitialModel); paired with
@@ -165,6 +182,10 @@ def load_settings(workspace: Path, *, project: bool) -> Settings:
     settings.models = [*models, *added]
     settings.providers = providers
     settings.project_trusted = project
+    try:
+        settings.credentials = load_credentials()
+    except AuthFileError as error:
+        raise SettingsError(str(error)) from None
     return settings
 
 

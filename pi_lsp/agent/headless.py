@@ -105,7 +105,7 @@ def new_session(options: RunOptions, workspace: Path, settings: Settings,
     registry = settings.registry()
     # Made before the session's folder (and the settings.json that points pi there): a run
     # that cannot call the model (no key, no such provider) leaves the workspace as it was.
-    provider_factory(registry, settings.api_key)(provider)
+    provider_factory(registry, settings.api_key, oauth_login=settings.oauth_login)(provider)
     model = registry.get(provider, model_id)
     level = clamped_level(model, options.thinking) if options.thinking else \
         settings.new_session_thinking_level(model)

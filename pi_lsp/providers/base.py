@@ -31,17 +31,24 @@ REDACTED_THINKING = "[Reasoning redacted]"  # pi's text for thinking the provide
 
 
 class MissingApiKeyError(Exception):
-    """No API key for a provider; says where one can be set."""
+    """No API key for a provider (args: its name, and whether pi has an OAuth login for it);
+    says where one can be set."""
 
     def __str__(self) -> str:
         provider = self.args[0]
         if provider == "anthropic":
-            return "no Anthropic API key: set ANTHROPIC_API_KEY or apiKeys.anthropic in settings"
-        if provider == "openai":
-            return "no OpenAI API key: set OPENAI_API_KEY or apiKeys.openai in settings"
-        return (f"no API key for provider {provider!r}: set providers.{provider}.apiKey in "
-                f"models.json (a local server accepts any value) or apiKeys.{provider} in "
-                f"settings")
+            where = "set ANTHROPIC_API_KEY or apiKeys.anthropic in settings"
+        elif provider == "openai":
+            where = "set OPENAI_API_KEY or apiKeys.openai in settings"
+        else:
+            where = (f"set providers.{provider}.apiKey in models.json (a local server accepts "
+                     f"any value) or apiKeys.{provider} in settings")
+        if self.args[1:] == (True,):
+            return (f"pi has an OAuth login for {provider}, which pi-lsp cannot use; {where}, "
+                    f"or save an API key with pi's /login")
+        label = {"anthropic": "Anthropic API key", "openai": "OpenAI API key"}.get(
+            provider, f"API key for provider {provider!r}")
+        return f"no {label}: {where}"
 
 
 class ToolSpec(msgspec.Struct, omit_defaults=True):

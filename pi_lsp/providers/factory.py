@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from pi_lsp.providers.base import Provider
+from pi_lsp.providers.base import MissingApiKeyError, Provider
 from pi_lsp.providers.base_url import url_problem
 from pi_lsp.providers.models_file import ModelsFileError, resolve_value
 from pi_lsp.providers.registry import SUPPORTED_APIS, ModelRegistry, ProviderConfig
@@ -31,18 +31,26 @@ def _check_environment_url(base_url: str | None) -> None:
         raise BaseUrlError(f"ANTHROPIC_BASE_URL: {problem}")
 
 
+def _no_login(_name: str) -> bool:
+    return False
+
+
 def provider_factory(registry: ModelRegistry, settings_key: Callable[[str], str | None],
-                     anthropic_base_url: str | None = None, retry: ProviderRetry | None = None
+                     anthropic_base_url: str | None = None, retry: ProviderRetry | None = None,
+                     *, oauth_login: Callable[[str], bool] = _no_login
                      ) -> Callable[[str], Provider]:
-    """Makes providers by name; the key comes from settings (environment, `apiKeys`) first,
-    then from models.json's `apiKey` (see `load_models` for what a project file gets);
-    `retry` is settings' `retry.provider`."""
+    """Makes providers by name; the key comes from settings (auth.json, environment,
+    `apiKeys`) first, then from models.json's `apiKey` (see `load_models` for what a project
+    file gets); `retry` is settings' `retry.provider`; `oauth_login` tells the providers pi
+    has an OAuth login for, which a missing key's error names."""
 
     def make(name: str) -> Provider:
         config = _config(registry, name)
         sdk = wire_for(config.api, f"provider {name!r} ({config.source})").SDK
         where = f"{config.source}: providers.{name}"
         key = _key(config, settings_key)
+        if not (key or "").strip() and config.user_key and oauth_login(name):
+            raise MissingApiKeyError(name, True)
         if not key and not config.user_key:
             raise RedirectedKeyError(
                 f"provider {name!r}: {config.source} changes where its requests go (baseUrl, "
@@ -91,7 +99,8 @@ def _config(registry: ModelRegistry, name: str) -> ProviderConfig:
 
 
 def _key(config: ProviderConfig, settings_key: Callable[[str], str | None]) -> str | None:
-    """The provider's key: settings' (environment, `apiKeys`) first, then models.json's."""
+    """The provider's key: settings' (auth.json, environment, `apiKeys`) first, then
+    models.json's."""
     key = settings_key(config.name) if config.user_key else None
     if not key and config.api_key:
         key = resolve_value(config.api_key, f"{config.source}: providers.{config.name}.apiKey",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -279,6 +280,26 @@ def variable_names(value: str) -> list[str]:
     return [name for match in _TEMPLATE.finditer(value) if (name := _named(match))]
 
 
+class UnsetVariable(LookupError):
+    """A template names a variable that is unset or empty; its name is the argument."""
+
+
+def expand(value: str, lookup: Callable[[str], str | None]) -> str:
+    """pi 1.6's template (resolveTemplate): `$NAME` and `${NAME}` become `lookup`'s value
+    (UnsetVariable where it has none or ""), `$$` and `$!` a `$` and a `!`."""
+
+    def substitute(match: re.Match[str]) -> str:
+        name = _named(match)
+        if name is None:
+            return match.group(1) or match.group(0)
+        found = lookup(name)
+        if not found:
+            raise UnsetVariable(name)
+        return found
+
+    return _TEMPLATE.sub(substitute, value)
+
+
 def resolve_value(value: str, what: str, literal: bool = False) -> str:
     """pi 1.6's value resolution: `$NAME` and `${NAME}` become the variable's value (an error
     when it is unset or empty, as in pi), `$$` a `$`; as written when `literal` (a project
@@ -288,17 +309,10 @@ def resolve_value(value: str, what: str, literal: bool = False) -> str:
                               f"put the value in an environment variable and name it instead")
     if literal:
         return value
-
-    def substitute(match: re.Match[str]) -> str:
-        name = _named(match)
-        if name is None:
-            return match.group(1) or match.group(0)
-        found = os.environ.get(name)
-        if not found:
-            raise ModelsFileError(f"{what}: environment variable {name} is not set")
-        return found
-
-    return _TEMPLATE.sub(substitute, value)
+    try:
+        return expand(value, os.environ.get)
+    except UnsetVariable as unset:
+        raise ModelsFileError(f"{what}: environment variable {unset.args[0]} is not set") from None
 
 
 def model_headers(model: ModelInfo) -> dict[str, str]:

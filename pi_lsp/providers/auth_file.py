@@ -1,0 +1,118 @@
+"""pi's auth.json: the API keys and OAuth logins a user saved with pi's `/login`, read as pi 1.6
+reads them (auth-storage.js, pi-ai's resolveProviderAuth) and never written.
+
+It lives only in pi's own folder (`~/.pi/agent`, or `$PI_CODING_AGENT_DIR`), never in a
+project, so a key that is a `!command` is run as pi runs it: the user wrote it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from pi_lsp.jsonfile import read_object
+from pi_lsp.providers.models_file import UnsetVariable, expand
+from pi_lsp.session.catalog import agent_dir
+
+COMMAND_TIMEOUT_S = 10  # pi's for a `!command` key
+
+
+class AuthFileError(ValueError):
+    """An auth.json that cannot be used; the message names the file and the provider, never
+    a value."""
+
+
+class SavedKey(msgspec.Struct, frozen=True):
+    """An `api_key` entry as written: its key (a literal, a `$NAME` template or `!command`)
+    and the variables it gives its templates before the environment's."""
+
+    key: str | None
+    env: dict[str, str]
+
+
+class Credentials(msgspec.Struct, frozen=True):
+    """What auth.json holds: keys by provider, and the providers pi has an OAuth login for."""
+
+    keys: dict[str, SavedKey] = msgspec.field(default_factory=dict)
+    oauth: frozenset[str] = frozenset()
+
+    def __repr__(self) -> str:  # never a key in a log
+        return f"Credentials(keys={sorted(self.keys)}, oauth={sorted(self.oauth)})"
+
+    def api_key(self, provider: str) -> str | None:
+        """The provider's saved key resolved as pi resolves it (resolveConfigValue); None
+        where there is none, or it comes to nothing (pi then reads the environment)."""
+        saved = self.keys.get(provider)
+        if saved is None or not saved.key:
+            return None
+        if saved.key.startswith("!"):
+            return command_output(saved.key[1:])
+        try:
+            return expand(saved.key, lambda name: saved.env.get(name) or os.environ.get(name))
+        except UnsetVariable:
+            return None
+
+
+def auth_path() -> Path:
+    return agent_dir() / "auth.json"
+
+
+def load_credentials(path: Path | None = None) -> Credentials:
+    """auth.json's entries, checked as pi's ReadOnlyAuthStorage checks them; none where there
+    is no file."""
+    path = path or auth_path()
+    keys: dict[str, SavedKey] = {}
+    oauth: set[str] = set()
+    for provider, entry in read_object(path, "pi's credentials", AuthFileError).items():
+        kind = entry.get("type") if isinstance(entry, dict) else None
+        if kind == "api_key" and _valid_key(entry):
+            keys[provider] = SavedKey(entry.get("key"), entry.get("env", {}))
+        elif kind == "oauth" and _valid_login(entry):
+            oauth.add(provider)
+        else:
+            name = provider if len(provider) <= 64 else f"{provider[:64]}…"
+            raise AuthFileError(
+                f"{path}: the credential for provider {name!r} is not one pi writes (an object "
+                f"with \"type\": \"api_key\" and a string \"key\", or an OAuth login)")
+    return Credentials(keys, frozenset(oauth))
+
+
+def _valid_key(entry: dict[str, Any]) -> bool:
+    env = entry.get("env", {})  # either may be left out, neither be null
+    return isinstance(entry.get("key", ""), str) and isinstance(env, dict) and all(
+        isinstance(value, str) for value in env.values())
+
+
+def _valid_login(entry: dict[str, Any]) -> bool:
+    expires = entry.get("expires")
+    return isinstance(entry.get("access"), str) and isinstance(entry.get("refresh"), str) \
+        and isinstance(expires, int | float) and not isinstance(expires, bool) \
+        and math.isfinite(expires)
+
+
+@cache  # pi keeps a command's result for the process's life
+def command_output(command: str) -> str | None:
+    """What the shell command prints, trimmed; None where it fails, prints nothing or runs
+    past COMMAND_TIMEOUT_S (then all it started is killed)."""
+    try:
+        process = subprocess.Popen(command, shell=True, stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                   start_new_session=True)
+    except OSError:
+        return None
+    try:
+        output, _ = process.communicate(timeout=COMMAND_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        return None
+    if process.returncode != 0:
+        return None
+    return output.decode("utf-8", "replace").strip() or None

@@ -1,0 +1,235 @@
+"""pi's auth.json (the keys a user saved with pi's /login): read as pi 1.6 reads it, for the
+model a session starts on and for the key sent, and never written."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pi_lsp.providers import auth_file
+from pi_lsp.providers.base import MissingApiKeyError
+from pi_lsp.providers.factory import provider_factory
+from pi_lsp.settings import SettingsError, load_settings
+from tests.conftest import ROOT
+from tests.fake_anthropic import FakeAnthropic, text_reply
+from tests.test_server import call, connect, own_server, wait_events
+from tests.waits import run_cli
+
+SAVED = "sk-ant-saved-0123456789"  # never in any message
+
+
+def agent() -> Path:
+    return Path(os.environ["PI_CODING_AGENT_DIR"])  # each test's own (conftest.own_agent_dir)
+
+
+def save(credentials: Any, raw: str | None = None) -> Path:
+    """`credentials` written as pi's /login writes auth.json (or `raw` as it is)."""
+    path = agent() / "auth.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(raw if raw is not None else json.dumps(credentials, indent=2), "utf-8")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def no_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No key from the environment but what a test sets; commands' outputs not remembered."""
+    for name in [n for n in os.environ if n.startswith(("ANTHROPIC_", "OPENAI_"))]:
+        monkeypatch.delenv(name)
+    auth_file.command_output.cache_clear()
+
+
+def test_a_key_saved_with_pi_login_chooses_the_initial_model(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pi 1.6 with an Anthropic key in auth.json and OPENAI_API_KEY set starts on
+    anthropic/claude-opus-5-5; pi-lsp started on openai/gpt-6.2-sol."""
+    save({"anthropic": {"type": "api_key", "key": SAVED}})
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    settings = load_settings(tmp_path, project=False)
+    assert settings.initial_model() == ("anthropic", "claude-opus-5-5")
+    assert settings.api_key("anthropic") == SAVED
+
+
+@pytest.mark.parametrize(("stored", "environment", "sent"), [
+    # A stored key owns the provider (pi-ai's resolveProviderAuth): before the environment.
+    ({"type": "api_key", "key": SAVED}, {"ANTHROPIC_API_KEY": "env"}, SAVED),
+    # pi's templates: the credential's own `env` first, then the environment.
+    ({"type": "api_key", "key": "$MY_KEY"}, {"MY_KEY": "from-env"}, "from-env"),
+    ({"type": "api_key", "key": "${MY_KEY}-x", "env": {"MY_KEY": "own"}}, {"MY_KEY": "e"},
+     "own-x"),
+    ({"type": "api_key", "key": "a$$b$!c"}, {}, "a$b!c"),
+    ({"type": "api_key", "key": "ANTHROPIC_API_KEY"}, {"ANTHROPIC_API_KEY": "env"},
+     "ANTHROPIC_API_KEY"),
+    # A key that resolves to nothing (unset variable, empty, none) leaves the environment's.
+    ({"type": "api_key", "key": "$UNSET_VARIABLE"}, {"ANTHROPIC_API_KEY": "env"}, "env"),
+    ({"type": "api_key", "key": ""}, {"ANTHROPIC_API_KEY": "env"}, "env"),
+    ({"type": "api_key"}, {"ANTHROPIC_API_KEY": "env"}, "env"),
+    ({"type": "api_key", "key": "$UNSET_VARIABLE"}, {}, None),
+])
+def test_a_saved_key_is_read_as_pi_reads_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stored: dict[str, Any],
+        environment: dict[str, str], sent: str | None) -> None:
+    save({"anthropic": stored})
+    monkeypatch.delenv("MY_KEY", raising=False)
+    monkeypatch.delenv("UNSET_VARIABLE", raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    assert load_settings(tmp_path, project=False).api_key("anthropic") == sent
+
+
+def test_a_saved_key_comes_before_settings_and_models_json(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pi: a stored credential before models.json's apiKey; settings' `apiKeys` (pi-lsp's own)
+    come after the environment, so after auth.json too."""
+    save({"anthropic": {"type": "api_key", "key": SAVED},
+          "ollama": {"type": "api_key", "key": "saved-ollama"}})
+    (agent() / "settings.json").write_text(json.dumps({"apiKeys": {"anthropic": "setting"}}))
+    (agent() / "models.json").write_text(json.dumps({"providers": {"ollama": {
+        "baseUrl": "http://127.0.0.1:9/v1", "api": "openai-completions", "apiKey": "file",
+        "models": [{"id": "m"}]}}}))
+    settings = load_settings(tmp_path, project=False)
+    assert settings.api_key("anthropic") == SAVED
+    made = provider_factory(settings.registry(), settings.api_key)("ollama")
+    assert made.clients["openai-completions"].api_key == "saved-ollama"  # type: ignore[attr-defined]
+
+
+def test_a_saved_key_is_not_sent_where_a_project_file_reroutes_its_provider(
+        tmp_path: Path) -> None:
+    """As with your environment's keys: a trusted project's models.json that moves anthropic
+    elsewhere gets no key of yours."""
+    save({"anthropic": {"type": "api_key", "key": SAVED}})
+    project = tmp_path / "ws"
+    (project / ".pi").mkdir(parents=True)
+    (project / ".pi" / "models.json").write_text(json.dumps(
+        {"providers": {"anthropic": {"baseUrl": "http://127.0.0.1:9"}}}))
+    settings = load_settings(project, project=True)
+    with pytest.raises(Exception) as refused:
+        provider_factory(settings.registry(), settings.api_key)("anthropic")
+    assert "your own API key is not sent there" in str(refused.value)
+
+
+def test_a_key_that_is_a_command_runs_it_once_as_pi_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pi runs a `!command` key in your own auth.json (its docs' secret-manager recipe) once
+    per process, its output trimmed; pi-lsp runs it too: the file is yours, never a
+    project's."""
+    runs = tmp_path / "runs"
+    save({"anthropic": {"type": "api_key", "key": f"!echo x >> {runs}; printf ' {SAVED}\\n'"},
+          "openai": {"type": "api_key", "key": "!exit 3"}})
+    monkeypatch.setenv("OPENAI_API_KEY", "env")
+    settings = load_settings(tmp_path, project=False)
+    assert settings.api_key("anthropic") == SAVED
+    assert settings.api_key("anthropic") == SAVED
+    assert runs.read_text() == "x\n"
+    # A command that fails leaves the key unresolved: the environment's is used, as in pi.
+    assert settings.api_key("openai") == "env"
+
+
+def test_an_oauth_login_is_not_a_key_pi_lsp_can_use(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pi-lsp cannot refresh or send pi's OAuth logins: such a provider has no key here, and
+    the error says why, naming no token."""
+    save({"anthropic": {"type": "oauth", "access": "sk-ant-oat-SECRET", "refresh": "r-SECRET",
+                        "expires": 1}})
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    settings = load_settings(tmp_path, project=False)
+    assert settings.initial_model() == ("openai", "gpt-6.2-sol")
+    with pytest.raises(MissingApiKeyError) as missing:
+        provider_factory(settings.registry(), settings.api_key,
+                         oauth_login=settings.oauth_login)("anthropic")
+    message = str(missing.value)
+    assert "OAuth login for anthropic" in message and "ANTHROPIC_API_KEY" in message
+    assert "SECRET" not in message
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "env")
+    assert load_settings(tmp_path, project=False).api_key("anthropic") == "env"
+
+
+@pytest.mark.parametrize(("raw", "fault"), [
+    ('{"anthropic": {"type": "api_key", "key": "' + SAVED, "cannot read"),
+    ("[]", "must be a JSON object"),
+    ('{"anthropic": "' + SAVED + '"}', "anthropic"),
+    ('{"anthropic": {"type": "api_key", "key": ["' + SAVED + '"]}}', "anthropic"),
+    ('{"anthropic": {"type": "api_key", "key": "k", "env": {"A": ["' + SAVED + '"]}}}',
+     "anthropic"),
+    ('{"anthropic": {"type": "api_key", "key": "k", "env": ["' + SAVED + '"]}}', "anthropic"),
+    ('{"anthropic": {"type": "oauth", "access": "' + SAVED + '"}}', "anthropic"),
+    ('{"anthropic": {"type": "' + SAVED + '"}}', "anthropic"),
+    ("[" * 100_000 + "]" * 100_000, "cannot read"),
+])
+def test_a_broken_auth_json_is_an_error_naming_it(tmp_path: Path, raw: str, fault: str) -> None:
+    """pi 1.6 passes over an auth.json it cannot read; pi-lsp says so, naming the file and the
+    provider, never the value."""
+    path = save(None, raw)
+    with pytest.raises(SettingsError) as refused:
+        load_settings(tmp_path, project=False)
+    message = str(refused.value)
+    assert str(path) in message and fault in message, message
+    assert SAVED not in message and "\n" not in message
+
+
+def test_an_auth_json_that_is_not_a_file_is_an_error(tmp_path: Path) -> None:
+    path = agent() / "auth.json"
+    path.parent.mkdir(parents=True)
+    os.mkfifo(path)  # read, it would wait for a writer forever
+    with pytest.raises(SettingsError, match=r"auth\.json"):
+        load_settings(tmp_path, project=False)
+
+
+def env_with(agent_dir: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
+    return {**env, "PI_CODING_AGENT_DIR": str(agent_dir), **extra,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+
+
+def test_run_sends_the_saved_key(fake: FakeAnthropic, tmp_path: Path) -> None:
+    """With only auth.json pi runs and pi-lsp refused ("no Anthropic API key"); auth.json is
+    read, never written."""
+    path = save({"anthropic": {"type": "api_key", "key": SAVED}})
+    before = path.read_bytes(), path.stat().st_mtime_ns
+    fake.script(text_reply("hi"))
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    env = env_with(agent(), ANTHROPIC_BASE_URL=fake.url)
+    result = run_cli("run", "--new", "hello", cwd=workspace, env=env)
+    assert result.returncode == 0, result.stderr
+    [request] = fake.requests
+    assert request.headers["x-api-key"] == SAVED
+    assert request.body["model"] == "claude-opus-5-5"
+    assert (path.read_bytes(), path.stat().st_mtime_ns) == before
+
+
+def test_run_names_an_oauth_login_and_a_broken_file(tmp_path: Path) -> None:
+    save({"anthropic": {"type": "oauth", "access": SAVED, "refresh": SAVED, "expires": 1}})
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    result = run_cli("run", "--new", "hello", cwd=workspace, env=env_with(agent()))
+    assert result.returncode == 2, result.stderr
+    assert "OAuth login for anthropic" in result.stderr, result.stderr
+    assert SAVED not in result.stderr + result.stdout
+    path = save(None, '{"anthropic": {"type": "api_key", "key": 5}}')
+    result = run_cli("run", "--new", "hello", cwd=workspace, env=env_with(agent()))
+    assert result.returncode == 2, result.stderr
+    assert str(path) in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert not (agent() / "auth.json.lock").exists()
+
+
+async def test_the_server_starts_on_and_sends_the_saved_key(
+        fake: FakeAnthropic, tmp_path: Path) -> None:
+    save({"anthropic": {"type": "api_key", "key": SAVED}})
+    (tmp_path / "ws").mkdir()
+    env = {"OPENAI_API_KEY": "k", "ANTHROPIC_BASE_URL": fake.url,
+           "PI_CODING_AGENT_DIR": str(agent())}
+    async with own_server(env) as client:
+        pi = await connect(client, "visual-studio-code", tmp_path, {}, folders=("ws",))
+        listed = await call(client, "pi.listModels", {})
+        assert listed["default"] == "anthropic/claude-opus-5-5"
+        uri = (await call(client, "pi.newSession", {}))["uri"]
+        fake.script(text_reply("hi"))
+        since = pi.mark()
+        turn_id = (await call(client, "pi.prompt", {"uri": uri, "text": "hello"}))["turnId"]
+        events = await wait_events(pi, turn_id, since)
+        assert "error" not in [event["type"] for event in events], events
+        assert [r.headers["x-api-key"] for r in fake.requests] == [SAVED]
