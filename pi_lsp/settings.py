@@ -107,8 +107,9 @@ class Settings(msgspec.Struct, rename="camel", omit_defaults=True):
         return initial_model(registry, lambda name: has_key(registry, self.api_key, name), saved)
 
     def registry(self) -> ModelRegistry:
-        """Built-in models, then models.json's, then the ones settings.json adds."""
-        return ModelRegistry(self.models, self.providers)
+        """Built-in models, then models.json's, then the ones settings.json adds; the
+        variables auth.json's keys name are keys too."""
+        return ModelRegistry(self.models, self.providers, self.credentials.variables())
 
 
 # What a project's `.pi/settings.json` may set. Keys, permissions, trust and where sessions go

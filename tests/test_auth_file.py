@@ -233,3 +233,13 @@ async def test_the_server_starts_on_and_sends_the_saved_key(
         events = await wait_events(pi, turn_id, since)
         assert "error" not in [event["type"] for event in events], events
         assert [r.headers["x-api-key"] for r in fake.requests] == [SAVED]
+
+
+def test_variables_a_saved_key_names_are_left_out_of_bash(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A key saved as `$MY_SECRET` makes MY_SECRET a key: bash's commands (a repository's
+    `npm test`) must not find it, as they do not find those models.json names."""
+    save({"anthropic": {"type": "api_key", "key": "${MY_SECRET}"},
+          "lab": {"type": "api_key", "key": "x-$LAB_TOKEN", "env": {"LAB_TOKEN": "own"}}})
+    variables = load_settings(tmp_path, project=False).registry().key_variables()
+    assert {"MY_SECRET", "LAB_TOKEN", "ANTHROPIC_API_KEY"} <= variables

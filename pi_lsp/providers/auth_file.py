@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 
 from pi_lsp.jsonfile import read_object
-from pi_lsp.providers.models_file import UnsetVariable, expand
+from pi_lsp.providers.models_file import UnsetVariable, expand, variable_names
 from pi_lsp.session.catalog import agent_dir
 
 COMMAND_TIMEOUT_S = 10  # pi's for a `!command` key
@@ -45,6 +45,11 @@ class Credentials(msgspec.Struct, frozen=True):
 
     def __repr__(self) -> str:  # never a key in a log
         return f"Credentials(keys={sorted(self.keys)}, oauth={sorted(self.oauth)})"
+
+    def variables(self) -> frozenset[str]:
+        """The environment variables the saved keys may be read from."""
+        return frozenset(name for saved in self.keys.values()
+                         for name in variable_names(saved.key or ""))
 
     def api_key(self, provider: str) -> str | None:
         """The provider's saved key resolved as pi resolves it (resolveConfigValue); None

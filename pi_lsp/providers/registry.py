@@ -294,9 +294,11 @@ def keeps_system_messages(model: ModelInfo) -> bool:
 
 class ModelRegistry:
     def __init__(self, extra: list[ModelInfo] | None = None,
-                 providers: list[ProviderConfig] | None = None) -> None:
+                 providers: list[ProviderConfig] | None = None,
+                 saved_key_variables: frozenset[str] = frozenset()) -> None:
         self._models = {(m.provider, m.id): m for m in (*BUILT_IN, *(extra or []))}
         self._providers = {p.name: p for p in (*BUILT_IN_PROVIDERS, *(providers or []))}
+        self._saved_key_variables = saved_key_variables  # named by auth.json's keys
 
     def find(self, provider: str, model_id: str) -> ModelInfo | None:
         found = self._models.get((provider, model_id))
@@ -350,8 +352,9 @@ class ModelRegistry:
 
     def key_variables(self) -> frozenset[str]:
         """The environment variables keys are read from: pi-lsp's own, and those your own
-        models.json's `apiKey` and header values may name (a project's values are literals)."""
-        names = set(API_KEY_VARIABLES.values())
+        models.json's `apiKey` and header values and auth.json's keys may name (a project's
+        values are literals)."""
+        names = set(API_KEY_VARIABLES.values()) | self._saved_key_variables
         for config in self._providers.values():
             names |= config.key_variables
         return frozenset(names)
