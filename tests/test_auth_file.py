@@ -16,7 +16,7 @@ from pi_lsp.providers.factory import provider_factory
 from pi_lsp.settings import SettingsError, load_settings
 from tests.conftest import ROOT
 from tests.fake_anthropic import FakeAnthropic, text_reply
-from tests.test_server import call, connect, own_server, wait_events
+from tests.test_server import call, call_error, connect, own_server, wait_events
 from tests.waits import run_cli
 
 SAVED = "sk-ant-saved-0123456789"  # never in any message
@@ -243,3 +243,14 @@ def test_variables_a_saved_key_names_are_left_out_of_bash(
           "lab": {"type": "api_key", "key": "x-$LAB_TOKEN", "env": {"LAB_TOKEN": "own"}}})
     variables = load_settings(tmp_path, project=False).registry().key_variables()
     assert {"MY_SECRET", "LAB_TOKEN", "ANTHROPIC_API_KEY"} <= variables
+
+
+async def test_the_server_names_a_broken_auth_json(tmp_path: Path) -> None:
+    path = save(None, '{"anthropic": {"type": "api_key", "key": ["' + SAVED + '"]}}')
+    (tmp_path / "ws").mkdir()
+    async with own_server({"PI_CODING_AGENT_DIR": str(agent())}) as client:
+        await connect(client, "visual-studio-code", tmp_path, {}, folders=("ws",))
+        error = await call_error(client, "pi.newSession", {})
+        assert str(path) in str(error) and "'anthropic'" in str(error), error
+        assert SAVED not in str(error) and "Traceback" not in str(error)
+        assert client._server is not None and client._server.returncode is None
