@@ -175,11 +175,13 @@ def test_request_layer_rows_name_their_entries_and_none_for_made_up_results() ->
             assert request.request is not None and len(request.rows) == \
                 len(request.request.messages)
             sources = {row.entry_id for row in llm}
-            for row in request.rows:
+            rows = request.rows
+            for at, row in enumerate(rows):
                 if row.entry_id is None and row.role == "system":
-                    # the agent's prompt, which a turn writes first, said in place to a model
-                    # that takes system messages mid-conversation (claude-opus-4-1, gone from
-                    # pi 1.6's catalog, has claude-opus-5-5's facts)
+                    # the agent's prompt, which a turn writes first, last and in place where the
+                    # session's model takes system messages mid-conversation (an id gone from
+                    # pi 1.6's catalog has its provider's default model's facts, as in pi)
+                    assert at == len(rows) - 1
                     assert json.loads(bytes(row.message))["sections"] == {"preamble": "hi"}
                     assert request.request.model.compat.supports_mid_convo_system_messages
                 elif row.entry_id is None:

@@ -1539,3 +1539,27 @@ async def test_responses_an_event_holding_infinity_fails_the_reply(oai, number: 
     start[-1]["delta"] = number
     reply = await read_responses(oai, *start, done, completed())
     assert reply.stop_reason == "error" and reply.error_message == MALFORMED_EVENT
+
+
+async def test_a_summary_on_gpt_sol_asks_for_the_explicit_cache_mode(
+        dirs, oai, monkeypatch) -> None:
+    """pi 1.6 summarizes with cacheRetention "none", which it sends to a model of the explicit
+    prompt cache (gpt-6.2-sol, `supportsExplicitPromptCacheMode`) as `prompt_cache_options:
+    {"mode": "explicit"}`, so nothing is cached for a one-off request; pi-lsp sent nothing."""
+    from pi_lsp.summarize.select import choose_summarizer
+    from pi_lsp.summarize.summarizer import SummaryRequest
+
+    agent, workspace = dirs
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    write(agent / "models.json", {"providers": {"openai": {"baseUrl": f"{oai.url}/v1"}}})
+    write(agent / "settings.json", {"summaryModel": "openai/gpt-6.2-sol"})
+    summarizer = choose_summarizer(load_settings(workspace, project=False))
+    oai.script(responses_reply("## Goal\nShip it."))
+    try:
+        await summarizer.summarize(SummaryRequest(
+            "history", [UserMessage(content="build the thing", timestamp=1)]))
+    finally:
+        await close_clients(summarizer.provider)
+    [body] = oai.responses_requests()
+    assert body["prompt_cache_options"] == {"mode": "explicit"}
+    assert "prompt_cache_key" not in body

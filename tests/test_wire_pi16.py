@@ -41,6 +41,12 @@ MODELS = {ANTHROPIC_API: ("anthropic", "claude-sonnet-4-5"), RESPONSES_API: ("op
 NEWER = "claude-opus-4-7"
 # pi 1.6's default model: effort set mid-conversation, native tool changes.
 DEFAULT = "claude-opus-5-5"
+# pi 1.6's OpenAI default: tools in additional_tools items, efforts in configuration_update ones.
+OPENAI_DEFAULT = "gpt-6.2-sol"
+# A session pi 1.6 wrote on it (`pi -p` against the fake, a second run with fewer tools, another
+# level and an appended prompt) up to its last request, and the body `pi -p` sent for it.
+GPT_SOL_SESSION = STORED_BODIES.with_name("pi16-gpt-sol.jsonl")
+GPT_SOL_REQUEST = STORED_BODIES.with_name("pi16-gpt-sol-request.json")
 LEFT_OUT_BETA = "message-threads-2026-08-12"
 BRANCH_SUMMARY_OPENINGS = ("The following is a summary of a branch", BRANCH_SUMMARY_PREFIX)
 MADE_UP_ID = re.compile(r"msg_pi_\d+(_\d+)?")
@@ -59,7 +65,8 @@ def pi_bodies() -> dict[str, Any]:
     if node is not None:
         runs = [(api, None, text_only) for api in MODELS for text_only in (False, True)]
         for api, model_id, text_only in [*runs, (ANTHROPIC_API, NEWER, False),
-                                         (ANTHROPIC_API, DEFAULT, False)]:
+                                         (ANTHROPIC_API, DEFAULT, False),
+                                         (RESPONSES_API, OPENAI_DEFAULT, False)]:
             run = subprocess.run([node, str(Path(__file__).with_name("pi16_wire.mjs")),
                                   str(PI16 / "@earendil-works"), api,
                                   *(["--model", model_id] if model_id else []),
@@ -219,6 +226,57 @@ def test_pi_16s_default_models_body_is_the_one_pi_16_sends(pi_bodies: dict[str, 
     mid-way is a system message in place, the first prompt and tools left as they were, so the
     cached prefix holds (pi-lsp folded every change into `system` and `tools`)."""
     _assert_bodies_match(pi_bodies, ANTHROPIC_API, model_id=DEFAULT)
+
+
+def test_pi_16s_openai_default_models_body_is_the_one_pi_16_sends(
+        pi_bodies: dict[str, Any]) -> None:
+    """gpt-6.2-sol, on which pi 1.6 starts with only OPENAI_API_KEY: the tools in an
+    `additional_tools` item at the head of the input (none at the top level), the effort in a
+    `configuration_update` item before each reply of its own and at the end, `reasoning.effort`
+    fixed at medium. pi-lsp sent top-level `tools` and the effort in `reasoning`."""
+    _assert_bodies_match(pi_bodies, RESPONSES_API, model_id=OPENAI_DEFAULT)
+
+
+def _ours_for(file: Path, model: tuple[str, str]) -> dict[str, Any]:
+    """pi-lsp's body at the file's leaf for `model`, given the session's own prompt and tools."""
+    tree = SessionTree.open(str(file))
+    replayed = current_system_message(list(decode_path(tree, tree.leaf_id).messages))
+    assert replayed is not None
+    sections = {name: text for name, text in (replayed.sections or {}).items()
+                if text is not None}
+    agent = AgentSetup(ModelRegistry(), model, "medium", sections,
+                       list(replayed.tools_added or []), run_model=model)
+    request = build_layer(tree, tree.leaf_id, "request", agent).request
+    assert request is not None
+    return request_params(request)
+
+
+@pytest.mark.parametrize(("session", "body"), [
+    (GPT_SOL_SESSION, GPT_SOL_REQUEST),
+    (GPT_SOL_SESSION.with_name("pi16-gpt-sol-changes.jsonl"),
+     GPT_SOL_SESSION.with_name("pi16-gpt-sol-changes.json"))], ids=["pi-p", "changes"])
+def test_a_gpt_sol_session_is_sent_as_pi_16_sends_it(session: Path, body: Path) -> None:
+    """pi 1.6's own session on gpt-6.2-sol, at the request `pi -p` sent for its second run
+    ("pi-p"), and one with more changes ("changes": a prompt and tool change while a call waits
+    for its result, held until after the results; a tool added later, a redefinition and a tool
+    declared again, each `additional_tools` item after the first led by pi's incremental notice
+    naming the tools still taken away). Each earlier reply's effort (`providerThinkingLevel`) is
+    in a `configuration_update` before it, the first `additional_tools` item stays as it was so
+    the cached prefix holds. The stored bodies are pi-ai 1.6's builder's (checked where it is
+    installed); pi-p's is also the one `pi -p` sent."""
+    sent = json.loads(body.read_text("utf-8"))
+    node = pi16_node()
+    if node is not None:
+        run = subprocess.run([node, str(Path(__file__).with_name("pi16_wire.mjs")),
+                              str(PI16 / "@earendil-works"), RESPONSES_API, "--model",
+                              OPENAI_DEFAULT, str(session)],
+                             capture_output=True, text=True, timeout=PROCESS_CEILING_S)
+        assert run.returncode == 0, run.stderr
+        built = json.loads(run.stdout)[str(session)]
+        built.pop("stream")
+        assert built == sent  # the stored body is pi-ai's builder's
+    assert json.dumps(_ours_for(session, ("openai", OPENAI_DEFAULT))) == \
+        json.dumps(sent)  # byte for byte, key order too: the cached prefix
 
 
 STORED_STRICT_TOOLS = STORED_BODIES.with_name("pi16-strict-tools.json")

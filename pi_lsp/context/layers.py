@@ -29,6 +29,7 @@ from pi_lsp.context.replay import (
 from pi_lsp.context.tokens import estimate_tokens, usage_tokens
 from pi_lsp.providers.base import MissingApiKeyError, ModelRequest, ToolSpec, tool_spec
 from pi_lsp.providers.registry import (
+    RESPONSES_API,
     ModelInfo,
     ModelRegistry,
     keeps_system_messages,
@@ -196,13 +197,14 @@ def prompt_in_place(prepared: Prepared, model: ModelInfo
                     ) -> tuple[str, list[ToolSpec], Prepared, bool]:
     """pi 1.6's request to a model that takes system messages mid-conversation: a leading
     system message's prompt and tools go first, the later ones stay in place so the cached
-    prefix holds. Tool changes are said in place only where tools were declared first; else
-    the current tools go first. Returns the prompt, the tools, the messages after the lead,
-    and whether tool changes are in place."""
+    prefix holds. Tool changes are said in place only where tools were declared first (on
+    Responses, always: every tool goes in an input item); else the current tools go first.
+    Returns the prompt, the tools, the messages after the lead, and whether tool changes are
+    in place."""
     first = prepared[0][1] if prepared else None
     lead = first if isinstance(first, SystemMessage) else None
     declared = list(lead.tools_added or []) if lead is not None else []
-    in_place = native_tool_changes(model) and bool(declared)
+    in_place = native_tool_changes(model) and (bool(declared) or model.api == RESPONSES_API)
     tools = declared if in_place else current_tools([message for _, message in prepared])
     return (system_text(lead) if lead is not None else "", _tool_specs(tools),
             prepared[1:] if lead is not None else prepared, in_place)

@@ -11,14 +11,17 @@ import json
 from typing import Any
 
 from pi_lsp.context.convert import adapt_to_model
+from pi_lsp.context.replay import system_update_text
 from pi_lsp.providers.base import (
     ModelRequest,
     ProviderEvent,
     ReplyBuilder,
+    ToolSpec,
     count_openai_usage,
     safe_id,
     short_hash,
     token_count,
+    tool_spec,
     without_lone_surrogates,
 )
 from pi_lsp.providers.failures import ReplyFailed, StreamEndedEarly
@@ -27,12 +30,13 @@ from pi_lsp.providers.openai_chat import (
     off_effort,
 )
 from pi_lsp.providers.output_room import output_room
-from pi_lsp.providers.registry import RESPONSES_API, Compat, ModelInfo
+from pi_lsp.providers.registry import RESPONSES_API, Compat, ModelInfo, native_tool_changes
 from pi_lsp.providers.strict import openai_tool_schema
 from pi_lsp.providers.thinking import effort_of, thinking_level
 from pi_lsp.session.entries import (
     AssistantMessage,
     ImageContent,
+    SystemMessage,
     TextContent,
     ThinkingContent,
     ToolCall,
@@ -43,6 +47,8 @@ from pi_lsp.session.entries import (
 from pi_lsp.session.jsontext import stringify
 
 MIN_OUTPUT_TOKENS = 16  # OpenAI rejects less
+# The top-level effort while configuration_update items carry each reply's (pi 1.6's).
+CONFIGURATION_UPDATE_REQUEST_EFFORT = "medium"
 # Providers whose `call|item` ids are OpenAI's own; other hosts get one plain id.
 PAIRED_ID_PROVIDERS = frozenset({"openai", "openai-codex", "opencode"})
 SDK = "openai"
@@ -163,30 +169,135 @@ def _tool_result(result: ToolResultMessage) -> dict[str, Any]:
             "output": output}
 
 
-def wire_input(request: ModelRequest) -> list[dict[str, Any]]:
-    """The system prompt and the conversation as Responses input items."""
+def configuration_effort(request: ModelRequest) -> str | None:
+    """The effort pi 1.6 sends in `configuration_update` items on a model whose effort is set
+    mid-conversation, and marks the reply with (None: not one, or thinking is off)."""
     model = request.model
-    developer = model.reasoning and compat_of(model).supports_developer_role
-    items: list[dict[str, Any]] = [{"role": "developer" if developer else "system",
-                                    "content": request.system_prompt}
-                                   ] if request.system_prompt else []
+    level = thinking_level(model, request.thinking_level)
+    if not compat_of(model).supports_mid_convo_effort or level is None:
+        return None
+    return effort_of(model, level)
+
+
+def _configuration_update(effort: str) -> dict[str, Any]:
+    return {"type": "configuration_update", "reasoning": {"effort": effort}}
+
+
+def tool_changes_in_place(request: ModelRequest) -> bool:
+    """Whether every tool goes in `additional_tools` items, each change where it was made."""
+    return native_tool_changes(request.model) and request.tool_changes_in_place
+
+
+def wire_tools(tools: list[ToolSpec], model: ModelInfo) -> list[dict[str, Any]]:
+    """Tools as Responses function tools, strict where the model and the tool's schema allow."""
+    strict = bool(compat_of(model).supports_strict_mode)
+    return [{"type": "function", "name": t.name, "description": t.description,
+             **openai_tool_schema(t, strict)} for t in tools]
+
+
+class _Instructions:
+    """A request's system messages as pi 1.6 sends them to a model that takes them in place:
+    a developer message each, and with tool changes in place an `additional_tools` item for the
+    tools each adds (after the first, led by pi's notice that it is an increment) and a notice
+    of the ones it takes away."""
+
+    def __init__(self, request: ModelRequest) -> None:
+        model = request.model
+        self.model = model
+        self.role = "developer" if model.reasoning and \
+            compat_of(model).supports_developer_role else "system"
+        self.in_place = tool_changes_in_place(request)
+        self.declared = False  # an additional_tools item went before
+        self.unavailable: dict[str, None] = {}  # tools taken away and not declared again
+
+    def lead(self, prompt: str, tools: list[ToolSpec]) -> list[dict[str, Any]]:
+        items = self._additions(tools) if self.in_place else []
+        return [*items, *([{"role": self.role, "content": prompt}] if prompt else [])]
+
+    def update(self, message: SystemMessage) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        parts = [system_update_text(message)]
+        if self.in_place:
+            added = [tool_spec(tool) for tool in message.tools_added or []]
+            items += self._additions(added)
+            names = {tool.name for tool in added}  # a redefinition is no removal
+            removed = [name for tool in message.tools_removed or []
+                       if isinstance(name := tool.get("name"), str) and name not in names]
+            if removed:
+                parts.append("The following tools are no longer available. Do not call them:\n"
+                             + "\n".join(f"- {name}" for name in removed))
+            self.unavailable.update(dict.fromkeys(removed))
+        text = "\n\n".join(part for part in parts if part)
+        return [*items, *([{"role": self.role, "content": text}] if text else [])]
+
+    def _additions(self, tools: list[ToolSpec]) -> list[dict[str, Any]]:
+        for tool in tools:
+            self.unavailable.pop(tool.name, None)
+        if not tools:
+            return []
+        items = [{"role": self.role, "content": incremental_notice(list(self.unavailable))}
+                 ] if self.declared else []
+        self.declared = True
+        return [*items, {"type": "additional_tools", "role": "developer",
+                         "tools": wire_tools(tools, self.model)}]
+
+
+def incremental_notice(unavailable: list[str]) -> str:
+    """pi 1.6's words before each additional_tools item after the first: without them a model
+    takes the latest item for the whole tool set."""
+    notice = ("This is an incremental tools update. Previously declared tools remain available "
+              "unless explicitly marked unavailable. A tool declared again here is available "
+              "again, and its latest definition replaces the earlier one.")
+    return f"{notice}\nStill unavailable: {', '.join(unavailable)}." if unavailable else notice
+
+
+def wire_input(request: ModelRequest) -> list[dict[str, Any]]:
+    """The system prompt and the conversation as Responses input items; on a model whose effort
+    is set mid-conversation, each of its replies led by the effort it was asked for and the
+    next one's last."""
+    model = request.model
+    instructions = _Instructions(request)
+    items = instructions.lead(request.system_prompt, request.tools)
+    effort = configuration_effort(request)
     messages = adapt_to_model(request.messages, model.provider, RESPONSES_API, model.id,
                               lambda raw, source: tool_id(raw, source, model),
                               model_input=model.input)
-    sent = 0  # messages that gave items: pi numbers its made-up item ids by them
+    sent = 0  # messages after the lead: pi numbers its made-up item ids by them
+    # A system message after a reply's calls waits for the next message that is not a result:
+    # a call's results follow it (pi's transformMessages holds it the same way).
+    held: list[SystemMessage] = []
+    calling = False
     for message in messages:
+        if isinstance(message, SystemMessage):  # kept in place: counted even when empty
+            sent += 1
+            if calling:
+                held.append(message)
+            else:
+                items += instructions.update(message)
+            continue
+        if isinstance(message, ToolResultMessage):
+            items.append(_tool_result(message))
+            sent += 1
+            continue
+        for system in held:
+            items += instructions.update(system)
+        held, calling = [], False
         if isinstance(message, UserMessage):
             made = [{"role": "user", "content": content}] \
                 if (content := _content(message.content)) else []
-        elif isinstance(message, AssistantMessage):
+        else:
             made = _assistant(message, model, sent)
-        elif isinstance(message, ToolResultMessage):
-            made = [_tool_result(message)]
-        else:  # a system message: never in a request to a model of this API
-            continue
+            calling = any(isinstance(block, ToolCall) for block in message.content)
+            earlier = message.provider_thinking_level
+            if made and effort is not None and earlier is not None and \
+                    (message.provider, message.api, message.model) == \
+                    (model.provider, RESPONSES_API, model.id):
+                made.insert(0, _configuration_update(earlier))
         items += made
         sent += bool(made)
-    return items
+    for system in held:
+        items += instructions.update(system)
+    return [*items, *([_configuration_update(effort)] if effort is not None else [])]
 
 
 def request_params(request: ModelRequest) -> dict[str, Any]:
@@ -195,15 +306,19 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
     params: dict[str, Any] = {"model": model.id, "input": wire_input(request)}
     if request.session_id and compat.prompt_cache_key_mode != "disabled":
         params["prompt_cache_key"] = request.session_id[:PROMPT_CACHE_KEY_CHARS]
+    if compat.supports_explicit_prompt_cache_mode and not request.cache:
+        # pi 1.6's cacheRetention "none" (a summary): a one-off request caches nothing.
+        params["prompt_cache_options"] = {"mode": "explicit"}
     params["store"] = False
     params["max_output_tokens"] = max(output_room(request), MIN_OUTPUT_TOKENS)
-    if request.tools:
-        params["tools"] = [{"type": "function", "name": t.name, "description": t.description,
-                            **openai_tool_schema(t, bool(compat.supports_strict_mode))}
-                           for t in request.tools]
+    if request.tools and not tool_changes_in_place(request):
+        params["tools"] = wire_tools(request.tools, model)
     level = thinking_level(model, request.thinking_level)
     if level:
-        params["reasoning"] = {"effort": effort_of(model, level), "summary": "auto"}
+        # Where the items carry the effort, the top-level one stays fixed (pi 1.6's).
+        effort = effort_of(model, level) if configuration_effort(request) is None else \
+            CONFIGURATION_UPDATE_REQUEST_EFFORT
+        params["reasoning"] = {"effort": effort, "summary": "auto"}
         params["include"] = ["reasoning.encrypted_content"]
     elif model.reasoning and (off := off_effort(model, "none")) is not None:
         # Without it the server's default effort applies: "off" would still reason.

@@ -81,6 +81,12 @@ class Compat(msgspec.Struct, rename="camel", omit_defaults=True):
     # 1.6's `supportsMidConvoSystemMessages`, `supportsMidConvoToolChanges`).
     supports_mid_convo_system_messages: bool | None = None
     supports_mid_convo_tool_changes: bool | None = None
+    # Responses: tools are declared in `additional_tools` input items where system messages
+    # go in place, each change said where it happened (pi 1.6's `supportsAdditionalTools`).
+    supports_additional_tools: bool | None = None
+    # Responses: the cache is set by `prompt_cache_options`, not `prompt_cache_retention` (pi
+    # 1.6's `supportsExplicitPromptCacheMode`).
+    supports_explicit_prompt_cache_mode: bool | None = None
     # Anthropic: a tool asking for constrained sampling is sent strict (pi's
     # `supportsStrictTools`; every Claude in pi 1.6's catalog, off for other models).
     supports_strict_tools: bool | None = None
@@ -212,13 +218,15 @@ BUILT_IN: tuple[ModelInfo, ...] = (
     _claude("claude-haiku-4-5", "Claude Haiku 4.5 (latest)", 200_000, 64_000, (1, 5, 0.1, 1.25)),
     _claude("claude-haiku-4-5-20251001", "Claude Haiku 4.5", 200_000, 64_000,
             (1, 5, 0.1, 1.25)),
-    # pi 1.6's OpenAI default. Its catalog's other Responses flags (grammar tools, additional
-    # tools, tool search, explicit prompt cache, configuration_update efforts) are not sent.
+    # pi 1.6's OpenAI default. Its catalog's grammar tools and tool search flags are left out:
+    # pi-lsp's tools ask for no grammar, and additional_tools items leave tool search unused.
     _gpt("gpt-6.2-sol", "GPT-6.2 Sol", 272_000, 128_000, (2, 10, 0.1), reasoning=True,
          levels={"off": None, "minimal": None, "low": "low", "medium": "medium",
                  "high": "high", "xhigh": "xhigh", "max": "max"},
          cache_write=2.5, tiers=(PriceTier(272_000, 4, 15, 0.2, 5),),
-         compat=Compat(supports_mid_convo_system_messages=True, supports_mid_convo_effort=True)),
+         compat=Compat(supports_mid_convo_system_messages=True, supports_mid_convo_effort=True,
+                       supports_additional_tools=True,
+                       supports_explicit_prompt_cache_mode=True)),
     _gpt("gpt-5", "GPT-5", 400_000, 128_000, (1.25, 10, 0.125), reasoning=True),
     _gpt("gpt-5-mini", "GPT-5 Mini", 400_000, 128_000, (0.25, 2, 0.025), reasoning=True),
     _gpt("gpt-4.1", "GPT-4.1", 1_047_576, 32_768, (2, 8, 0.5), reasoning=False),
@@ -280,16 +288,19 @@ DEFAULT_MAX_TOKENS = 16_384
 
 
 def native_tool_changes(model: ModelInfo) -> bool:
-    """Whether pi 1.6 says tool changes mid-conversation to this model (with tools)."""
+    """Whether pi 1.6 says tool changes mid-conversation to this model: Anthropic's in system
+    messages (with tools), Responses' in `additional_tools` items."""
     compat = model.compat
-    return bool(compat.supports_mid_convo_system_messages and
-                compat.supports_mid_convo_tool_changes)
+    changes = compat.supports_additional_tools if model.api == RESPONSES_API else \
+        compat.supports_mid_convo_tool_changes
+    return bool(compat.supports_mid_convo_system_messages and changes)
 
 
 def keeps_system_messages(model: ModelInfo) -> bool:
     """Whether pi 1.6 sends this model the system messages after the first in place (a prompt
     or tool change keeps the cached prefix), not folded into the first."""
-    return model.api == ANTHROPIC_API and bool(model.compat.supports_mid_convo_system_messages)
+    return model.api in (ANTHROPIC_API, RESPONSES_API) and \
+        bool(model.compat.supports_mid_convo_system_messages)
 
 
 class ModelRegistry:
