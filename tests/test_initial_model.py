@@ -125,3 +125,28 @@ async def test_the_server_starts_sessions_on_pis_openai_default(
         events = await wait_events(pi, turn_id, since)
         assert "error" not in [event["type"] for event in events], events
         assert [body["model"] for body in oai.responses_requests()] == ["gpt-6.2-sol"]
+
+
+def test_gpt_sol_replies_keep_their_effort_and_send_it_back_as_pi_16_does(
+        oai: FakeOpenAI, tmp_path: Path) -> None:
+    """pi 1.6 writes a gpt-6.2-sol reply with the effort its configuration_update asked for
+    (`providerThinkingLevel`) and sends it back before that reply; pi-lsp wrote none, so the
+    next request lost each reply's effort (no configuration_update before it)."""
+    agent_dir = tmp_path / "agent"
+    openai_to(oai, agent_dir)
+    oai.script(responses_reply("one", reasoning="r"), responses_reply("two"))
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    env = {**only_openai_key(), "PI_CODING_AGENT_DIR": str(agent_dir)}
+    first = run_cli("run", "--new", "--thinking", "high", "hello", cwd=workspace, env=env)
+    assert first.returncode == 0, first.stderr
+    [session] = (workspace / ".pi" / "sessions").glob("*.jsonl")
+    again = run_cli("run", "--session", str(session), "--thinking", "low", "again",
+                    cwd=workspace, env=env)
+    assert again.returncode == 0, again.stderr
+    replies = [entry["message"] for line in session.read_text("utf-8").splitlines()
+               if (entry := json.loads(line)).get("message", {}).get("role") == "assistant"]
+    assert [reply.get("providerThinkingLevel") for reply in replies] == ["high", "low"]
+    updates = [item["reasoning"]["effort"] for item in oai.responses_requests()[1]["input"]
+               if item.get("type") == "configuration_update"]
+    assert updates == ["high", "low"]

@@ -205,6 +205,8 @@ class OpenAIProvider:
         client = self.clients[api]
         create, reader = wire.endpoint(client), wire.reader(reply, request.model)
         params = sdk_arguments(create, wire.request_params(request))
+        if api == RESPONSES_API:  # the effort a configuration_update asked for, kept if it fails
+            reply.provider_thinking_level = wire.configuration_effort(request)
         try:
             if self.unsendable:
                 raise HeaderValueError(self.unsendable)
