@@ -1563,3 +1563,27 @@ async def test_a_summary_on_gpt_sol_asks_for_the_explicit_cache_mode(
     [body] = oai.responses_requests()
     assert body["prompt_cache_options"] == {"mode": "explicit"}
     assert "prompt_cache_key" not in body
+
+
+async def test_reasoning_the_server_withheld_is_written_as_pi_16_writes_it(oai) -> None:
+    """From GPT-6.2 on, a response tells which replayed reasoning items the server withheld
+    (`input_transformations`); pi 1.6 writes each removal but the routine turn_boundary ones in
+    the reply's `diagnostics` (appendReasoningRemovals). pi-lsp dropped them."""
+    finished = completed()
+    finished["response"]["input_transformations"] = [
+        {"type": "reasoning", "id": "rs_1", "action": "removed", "reason": "prefix_mismatch",
+         "extra": 1},
+        {"type": "reasoning", "id": "rs_2", "action": "removed", "reason": "turn_boundary"},
+        {"type": "message", "id": "msg_1", "action": "removed", "reason": "prefix_mismatch"},
+        {"type": "reasoning", "action": "removed", "reason": "model_mismatch"}, "odd"]
+    reply = await read_responses(oai, *message_item(0, "Hi"), finished)
+    [diagnostic] = reply.diagnostics or []
+    assert isinstance(diagnostic.pop("timestamp"), int)
+    assert diagnostic == {"type": "openai_input_transformations", "details": {
+        "transformations": [
+            {"type": "reasoning", "id": "rs_1", "action": "removed", "reason": "prefix_mismatch"},
+            {"type": "reasoning", "action": "removed", "reason": "model_mismatch"}]}}
+    keys = list(json.loads(msgspec.json.encode(reply)))
+    assert keys.index("diagnostics") == keys.index("responseId") + 1  # as pi writes them
+    plain = await read_responses(oai, *message_item(0, "Hi"), completed())
+    assert "diagnostics" not in json.loads(msgspec.json.encode(plain))

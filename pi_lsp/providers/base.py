@@ -251,6 +251,7 @@ class ReplyBuilder:
         self.response_id: Any = None  # as the server sent it (pi writes any JSON value)
         self.provider_thinking_level: str | None = None  # the effort asked for, where marked
         self.response_model: str | None = None  # the model that answered, if another
+        self.diagnostics: list[dict[str, Any]] = []  # pi's notes on the reply
         self.timestamp = now_ms()
 
     def start_text(self) -> int:
@@ -384,6 +385,7 @@ class ReplyBuilder:
             model=self.model.id, usage=usage, stop_reason=self.stop_reason,
             timestamp=self.timestamp, provider_thinking_level=self.provider_thinking_level,
             response_id=self.response_id, response_model=self.response_model,
+            diagnostics=self.diagnostics or None,
             error_message=self.error_message, thinking_level=self.thinking_level,
         )
 

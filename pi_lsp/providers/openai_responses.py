@@ -44,6 +44,7 @@ from pi_lsp.session.entries import (
     UserBlock,
     UserMessage,
 )
+from pi_lsp.session.ids import now_ms
 from pi_lsp.session.jsontext import stringify
 
 MIN_OUTPUT_TOKENS = 16  # OpenAI rejects less
@@ -367,6 +368,20 @@ def error_event_text(event: Any) -> str:
     return json.dumps(event.to_dict(), ensure_ascii=False, separators=(",", ":"))
 
 
+def reasoning_removals(transformations: Any) -> list[dict[str, Any]]:
+    """The replayed reasoning items the server withheld and why (GPT-6.2 on: an edit before
+    them, another model's), as pi 1.6 keeps them; turn_boundary ones are routine and left out
+    (pi's appendReasoningRemovals). Anything malformed is skipped, as pi skips it."""
+    if not isinstance(transformations, list):
+        return []
+    # The SDK makes its models of the entries it can read; others stay as they came.
+    entries = [item.to_dict() if hasattr(item, "to_dict") else item for item in transformations]
+    return [{key: item[key] for key in ("type", "id", "action", "reason") if key in item}
+            for item in entries
+            if isinstance(item, dict) and item.get("type") == "reasoning" and
+            item.get("action") == "removed" and item.get("reason") != "turn_boundary"]
+
+
 class ResponsesReader:
     """Turns Responses stream events into reply blocks, one per output item."""
 
@@ -461,6 +476,11 @@ class ResponsesReader:
         reply, usage = self.reply, response.usage
         reply.response_id = response.id or reply.response_id
         self._backfill(getattr(response, "output", None) or [])
+        removals = reasoning_removals(getattr(response, "input_transformations", None))
+        if removals:
+            reply.diagnostics.append({"type": "openai_input_transformations",
+                                      "timestamp": now_ms(),
+                                      "details": {"transformations": removals}})
         if usage is not None:
             details = usage.input_tokens_details
             count_openai_usage(reply.usage, token_count(usage.input_tokens),

@@ -102,6 +102,8 @@ class AssistantMessage(_Message, tag="assistant", kw_only=True):
     # The server's id for the reply, as it sent it: pi 1.6 writes a number or object as it is.
     response_id: Any = None
     response_model: str | None = None  # the model that answered, when not the one asked
+    # pi 1.6's notes on the reply (replayed reasoning the server withheld), kept as decoded.
+    diagnostics: list[Any] | None = None
     error_message: str | None = None
     thinking_level: str | None = None  # the level requested (pi 1.6 writes it last)
 
