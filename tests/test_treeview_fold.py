@@ -177,10 +177,13 @@ def reference_fold(rows: list[Row], on_path: set[str | None], keep: int | None,
         at = end
     paths = [item for item in items if rows[item[0]].record.env.id in on_path]
     first = max(0, len(paths) - keep)
-    if cut is not None and cut in on_path:
-        first = min(first, next((n for n, item in enumerate(paths)
-                                 if rows[item[0]].record.env.id == cut and
-                                 n >= len(paths) - 2 * keep), first))
+    # From `cut` when it is one of the path's last 2 * keep rows and leaves at least half of
+    # `keep` (a window kept at its start after a move up may be shorter than `keep`).
+    from_leaf = [rows[at].record.env.id for at, _hidden, _anchor in reversed(paths)]
+    if cut is not None and cut in from_leaf[:2 * keep]:
+        kept = from_leaf.index(cut) + 1
+        if kept >= keep // 2:
+            first = len(paths) - kept
     # No path row (no leaf, or a hidden one): the roots, each folded.
     shown = [item for item in items if item[2] >= first or not paths]
     earlier = len(rows) - sum(1 + hidden for _at, hidden, _anchor in shown)
@@ -456,6 +459,8 @@ def move_leaf(tree: SessionTree, to: str | None) -> None:
                 ("message", IDS[2], CHAIN, None), ("message", IDS[1], IDS[2], None)],
          first_move=None, appends=[], keep=2, bookkeeping=False, cut=None,
          pages=[(IDS[0], 0, 5)])
+@example(first=[("message", NEW, None, None), ("message", IDS[0], CHAIN, None)],
+         first_move=None, appends=[], keep=2, bookkeeping=False, cut=IDS[0], pages=[])
 def test_a_folded_view_is_the_whole_layout_folded(
         tmp_path_factory: pytest.TempPathFactory, first: list[Line], first_move: str | None,
         appends: list[tuple[list[Line], str | None]], keep: int | None, bookkeeping: bool,

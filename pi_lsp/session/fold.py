@@ -135,7 +135,9 @@ def _window(path: list[Record], bookkeeping: bool, keep: int, cut: str | None
             if len(at) == 2 * keep:
                 break
     size = min(len(at), keep)
-    kept = next((k + 1 for k, n in enumerate(at) if path[n].env.id == cut), 0)
+    # (no cut: an id-less leaf, whose id is None too, is no window's start)
+    kept = next((k + 1 for k, n in enumerate(at) if path[n].env.id == cut), 0) \
+        if cut is not None else 0
     if kept and kept >= keep // 2:  # far up, a few rows would hide the path above the leaf
         size = kept
     return (at[size - 1], [path[n] for n in at[size - 1::-1]]) if size else (0, [])
