@@ -128,6 +128,21 @@ def test_a_key_that_is_a_command_runs_it_once_as_pi_does(
     assert settings.api_key("openai") == "env"
 
 
+def test_a_key_command_runs_in_pis_folder_not_the_workspace(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A relative command (`!./key.sh`) ran in the server's folder, the workspace: a cloned
+    repository's key.sh ran there. It runs in pi's own folder, where auth.json is."""
+    workspace = tmp_path / "repo"
+    workspace.mkdir()
+    save({"anthropic": {"type": "api_key", "key": "!./key.sh"}})
+    for folder, key in ((workspace, "from-the-repo"), (agent(), SAVED)):
+        script = folder / "key.sh"
+        script.write_text(f"#!/bin/sh\necho {key}\n")
+        script.chmod(0o755)
+    monkeypatch.chdir(workspace)
+    assert load_settings(workspace, project=False).api_key("anthropic") == SAVED
+
+
 def test_an_oauth_login_is_not_a_key_pi_lsp_can_use(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """pi-lsp cannot refresh or send pi's OAuth logins: such a provider has no key here, and

@@ -58,7 +58,7 @@ class Credentials(msgspec.Struct, frozen=True):
         if saved is None or not saved.key:
             return None
         if saved.key.startswith("!"):
-            return command_output(saved.key[1:])
+            return command_output(saved.key[1:], auth_path().parent)
         try:
             return expand(saved.key, lambda name: saved.env.get(name) or os.environ.get(name))
         except UnsetVariable:
@@ -103,11 +103,13 @@ def _valid_login(entry: dict[str, Any]) -> bool:
 
 
 @cache  # pi keeps a command's result for the process's life
-def command_output(command: str) -> str | None:
-    """What the shell command prints, trimmed; None where it fails, prints nothing or runs
-    past COMMAND_TIMEOUT_S (then all it started is killed)."""
+def command_output(command: str, folder: Path) -> str | None:
+    """What the shell command prints run in `folder`, trimmed; None where it fails, prints
+    nothing or runs past COMMAND_TIMEOUT_S (then all it started is killed)."""
     try:
-        process = subprocess.Popen(command, shell=True, stdin=subprocess.DEVNULL,
+        # In pi's folder, not the workspace (pi's choice): `!./key.sh` must not find a
+        # repository's key.sh.
+        process = subprocess.Popen(command, shell=True, cwd=folder, stdin=subprocess.DEVNULL,
                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                    start_new_session=True)
     except OSError:
