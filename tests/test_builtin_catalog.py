@@ -1,6 +1,7 @@
-"""pi-lsp's built-in models are pi 1.6's: every Anthropic model pi-ai 1.6 lists and the OpenAI
-models pi-lsp builds in, with pi's facts (tests/fixtures/pi16-catalog.json, taken from pi-ai's
-providers/data files and checked against them where pi 1.6 is installed)."""
+"""pi-lsp's built-in models are pi 1.6's: every Anthropic and OpenAI model pi-ai 1.6 lists, with
+pi's facts (tests/fixtures/pi16-catalog.json, taken from pi-ai's providers/data files and checked
+against them where pi 1.6 is installed, as is pi_lsp/providers/pi16_models.py, written from them
+by tests/pi16_catalog.py)."""
 
 from __future__ import annotations
 
@@ -14,17 +15,19 @@ import pytest
 from pi_lsp.providers.base import cost_of
 from pi_lsp.providers.registry import BUILT_IN, ModelInfo, ModelRegistry
 from pi_lsp.session.entries import Usage
+from tests.pi16_catalog import DATA, TARGET, pi_models, source
 from tests.test_system_messages import PI16
 
 STORED = Path(__file__).with_name("fixtures") / "pi16-catalog.json"
-PI_DATA = PI16 / "@earendil-works" / "pi-ai" / "dist" / "providers" / "data"
-OPENAI_BUILT_IN = ("gpt-6.2-sol", "gpt-5", "gpt-5-mini", "gpt-4.1")
+PI_DATA = PI16 / DATA
 KEPT = ("id", "name", "reasoning", "input", "cost", "contextWindow", "maxTokens",
         "thinkingLevelMap")
 
 
 # pi's compat flags that shape a request (each False where the catalog leaves it out).
-FLAGS = {"forceAdaptiveThinking": "force_adaptive_thinking",
+FLAGS = {"supportsStrictMode": "supports_strict_mode",
+         "supportsStrictTools": "supports_strict_tools",
+         "forceAdaptiveThinking": "force_adaptive_thinking",
          "supportsMidConvoEffort": "supports_mid_convo_effort",
          "supportsMidConvoSystemMessages": "supports_mid_convo_system_messages",
          "supportsMidConvoToolChanges": "supports_mid_convo_tool_changes"}
@@ -45,8 +48,15 @@ def pi_catalog() -> dict[str, list[dict[str, Any]]]:
         openai = json.loads((PI_DATA / "openai.json").read_text("utf-8"))["openai-responses"]
         assert stored == {
             "anthropic": [_facts(m) for m in anthropic["anthropic-messages"].values()],
-            "openai": [_facts(openai[f"chat:{model_id}"]) for model_id in OPENAI_BUILT_IN]}
+            "openai": [_facts(m) for m in openai.values()]}
     return stored
+
+
+def test_the_written_catalog_is_pi_16s_list() -> None:
+    """pi16_models.py is what tests/pi16_catalog.py writes from pi's lists, not edited."""
+    if not PI_DATA.is_dir():
+        pytest.skip("pi 1.6 is not installed")
+    assert TARGET.read_text("utf-8") == source(pi_models(PI16))
 
 
 def _ours(model: ModelInfo) -> dict[str, Any]:
@@ -68,7 +78,9 @@ def _ours(model: ModelInfo) -> dict[str, Any]:
 def test_the_built_in_models_are_pi_16s(provider: str,
                                         pi_catalog: dict[str, list[dict[str, Any]]]) -> None:
     """pi-lsp stopped at Claude 4.6: a session pi 1.6 started on its default claude-opus-5-5
-    could not be continued on it, and claude-opus-4-7 was sent budget thinking."""
+    could not be continued on it, and claude-opus-4-7 was sent budget thinking. It had 4 of
+    pi's 47 OpenAI models: gpt-4o or o3 took gpt-6.2-sol's facts (a reasoning effort, 128000
+    output tokens)."""
     ours = [_ours(model) for model in BUILT_IN if model.provider == provider]
     assert sorted(ours, key=lambda f: f["id"]) == sorted(pi_catalog[provider],
                                                          key=lambda f: f["id"])

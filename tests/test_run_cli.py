@@ -31,7 +31,7 @@ from tests.fake_anthropic import (
     tool_reply,
 )
 from tests.fake_openai import MODEL as LOCAL_MODEL
-from tests.fake_openai import FakeOpenAI, chat_reply, chunk
+from tests.fake_openai import FakeOpenAI, chat_reply, chunk, responses_reply
 from tests.fake_openai import Reply as OpenAIReply
 from tests.fake_openai import error_reply as openai_error
 from tests.test_rewind import endless_ignore_rules
@@ -521,6 +521,30 @@ def test_an_unknown_anthropic_id_gets_the_facts_pi_16_copies(
     assert fake.requests[-1].headers["anthropic-beta"] == (
         "mid-conversation-output-config-2026-07-01,thinking-binding-controls-2026-08-01,"
         "inline-tools-2026-09-15")
+
+
+@pytest.mark.parametrize(("model_id", "flags", "max_output_tokens", "reasoning"), [
+    ("gpt-4o", ("--thinking", "off"), 16_384, None),
+    ("gpt-4o", (), 16_384, None),
+    ("o3", (), 100_000, {"effort": "medium", "summary": "auto"})])
+def test_an_openai_model_of_pi_16s_catalog_is_sent_with_its_own_facts(
+        oai: FakeOpenAI, workspace: Path, env: dict[str, str], model_id: str,
+        flags: tuple[str, ...], max_output_tokens: int, reasoning: dict[str, str] | None) -> None:
+    """pi-lsp's catalog had 4 of pi 1.6's 47 OpenAI models: gpt-4o took gpt-6.2-sol's facts
+    (a reasoning effort OpenAI refuses for it, max_output_tokens 128000) even with --thinking
+    off. What `pi --model openai/gpt-4o -p hi` sent: `{"model":"gpt-4o","stream":true,
+    "store":false,"max_output_tokens":16384}` (no reasoning); for o3, 100000 at effort medium."""
+    (workspace / ".pi").mkdir(exist_ok=True)
+    (workspace / ".pi" / "models.json").write_text(json.dumps({"providers": {"openai": {
+        "baseUrl": f"{oai.url}/v1", "apiKey": "test"}}}))
+    oai.script(responses_reply("ok"))
+    result = pi_run(workspace, env, "--new", "--model", f"openai/{model_id}", *flags, "hi")
+    assert result.returncode == 0, result.stderr
+    assert "catalog has no" not in result.stderr
+    body = oai.responses_requests()[-1]
+    assert (body["model"], body["max_output_tokens"], body.get("reasoning")) == (
+        model_id, max_output_tokens, reasoning)
+    assert ("include" in body) == (reasoning is not None)
 
 
 def run_as_sent(fake: FakeAnthropic, workspace: Path, env: dict[str, str], name: str,

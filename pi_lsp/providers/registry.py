@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
+
+from pi_lsp.providers.pi16_models import MODELS
 
 ANTHROPIC_API = "anthropic-messages"
 CHAT_API = "openai-completions"
@@ -142,99 +144,26 @@ class ProviderConfig(msgspec.Struct):
     key_variables: frozenset[str] = frozenset()
 
 
-def _claude(model_id: str, name: str, window: int, max_tokens: int,
-            price: tuple[float, float, float, float], levels: dict[str, str | None] | None = None,
-            tiers: tuple[PriceTier, ...] = (), compat: Compat | None = None) -> ModelInfo:
-    # As pi 1.6's catalog: a model with a level map thinks adaptively at an effort
-    # (forceAdaptiveThinking); the others think within a token budget. Each takes strict tools.
-    flags = (compat or Compat()).over(Compat(supports_strict_tools=True))
-    return ModelInfo("anthropic", model_id, window, max_tokens, Price(*price, tiers=list(tiers)),
-                     name=name, input=["text", "image"],
-                     compat=flags.over(Compat(force_adaptive_thinking=True)) if levels else flags,
-                     thinking_level_map=levels or {})
-
-
-def _gpt(model_id: str, name: str, window: int, max_tokens: int,
-         price: tuple[float, float, float], reasoning: bool,
-         levels: dict[str, str | None] | None = None, cache_write: float = 0,
-         tiers: tuple[PriceTier, ...] = (), compat: Compat | None = None) -> ModelInfo:
-    # As pi's catalog: strict tools, and GPT-5 cannot turn reasoning off (nothing is sent).
-    if levels is None:
-        levels = {"off": None, "minimal": "minimal", "low": "low", "medium": "medium",
-                  "high": "high", "xhigh": None, "max": None} if reasoning else {}
-    flags = (compat or Compat()).over(Compat(supports_strict_mode=True))
-    return ModelInfo("openai", model_id, window, max_tokens,
-                     Price(*price, cache_write, tiers=list(tiers)),
-                     reasoning=reasoning, api=RESPONSES_API, name=name, input=["text", "image"],
-                     compat=flags, thinking_level_map=levels)
-
-
-# pi 1.6's thinking level maps (providers/data/anthropic.json).
-MAX: dict[str, str | None] = {"max": "max"}
-XHIGH: dict[str, str | None] = {"xhigh": "xhigh", "max": "max"}
-XHIGH_ALWAYS_ON: dict[str, str | None] = {"off": None, **XHIGH}
-EVERY_EFFORT: dict[str, str | None] = {"minimal": None, "low": "low", "medium": "medium",
-                                       "high": "high", **XHIGH}
-EVERY_EFFORT_ALWAYS_ON: dict[str, str | None] = {"off": None, **EVERY_EFFORT}
-# Tool changes said in system messages mid-conversation (pi's two flags, always together).
-NATIVE_TOOLS = Compat(supports_mid_convo_system_messages=True,
-                      supports_mid_convo_tool_changes=True)
-MANAGED_EFFORT = Compat(supports_mid_convo_effort=True).over(NATIVE_TOOLS)
-OPUS_4_8 = FallbackModel("anthropic", "claude-opus-4-8", Price(5, 25, 0.5, 6.25))
-OPUS_5 = FallbackModel("anthropic", "claude-opus-5", Price(5, 25, 0.5, 6.25))
-M = 1_000_000
-# Ids, names, windows, output caps, prices and level maps as pi 1.6's catalog has them
-# (pi-ai's providers/data/anthropic.json and openai.json; tests/fixtures/pi16-catalog.json).
-BUILT_IN: tuple[ModelInfo, ...] = (
-    _claude("claude-opus-5-5", "Claude Opus 5.5", M, 128_000, (4, 20, 0.2, 5),
-            EVERY_EFFORT_ALWAYS_ON, compat=MANAGED_EFFORT),
-    _claude("claude-opus-5", "Claude Opus 5", M, 128_000, (5, 25, 0.5, 6.25), XHIGH,
-            compat=MANAGED_EFFORT),
-    _claude("claude-sonnet-5-5", "Claude Sonnet 5.5", M, 128_000, (2, 10, 0.1, 2.5),
-            EVERY_EFFORT_ALWAYS_ON, compat=MANAGED_EFFORT),
-    _claude("claude-sonnet-5", "Claude Sonnet 5", M, 128_000, (2, 10, 0.2, 2.5), XHIGH),
-    _claude("claude-haiku-5-5", "Claude Haiku 5.5", M, 128_000, (0.1, 0.5, 0.01, 0.125),
-            EVERY_EFFORT, tiers=(PriceTier(100_000, 0.5, 2.5, 0.05, 0.625),),
-            compat=MANAGED_EFFORT),
-    _claude("claude-fable-5-2", "Claude Fable 5.2", M, 128_000, (8, 40, 0.2, 10),
-            XHIGH_ALWAYS_ON,
-            compat=Compat(allowed_fallback_models=[OPUS_5]).over(MANAGED_EFFORT)),
-    _claude("claude-fable-5-1", "Claude Fable 5.1", M, 128_000, (10, 50, 0.25, 12.5),
-            XHIGH_ALWAYS_ON, compat=MANAGED_EFFORT),
-    _claude("claude-fable-5", "Claude Fable 5", M, 128_000, (10, 50, 1, 12.5), XHIGH_ALWAYS_ON,
-            compat=Compat(allowed_fallback_models=[OPUS_4_8, OPUS_5]).over(NATIVE_TOOLS)),
-    _claude("claude-opus-4-8", "Claude Opus 4.8", M, 128_000, (5, 25, 0.5, 6.25), XHIGH,
-            compat=NATIVE_TOOLS),
-    _claude("claude-opus-4-7", "Claude Opus 4.7", M, 128_000, (5, 25, 0.5, 6.25), XHIGH),
-    _claude("claude-opus-4-6", "Claude Opus 4.6", M, 128_000, (5, 25, 0.5, 6.25), MAX),
-    _claude("claude-sonnet-4-6", "Claude Sonnet 4.6", M, 128_000, (3, 15, 0.3, 3.75), MAX),
-    _claude("claude-opus-4-5", "Claude Opus 4.5 (latest)", 200_000, 64_000, (5, 25, 0.5, 6.25)),
-    _claude("claude-opus-4-5-20251101", "Claude Opus 4.5", 200_000, 64_000,
-            (5, 25, 0.5, 6.25)),
-    _claude("claude-sonnet-4-5", "Claude Sonnet 4.5 (latest)", 200_000, 64_000,
-            (3, 15, 0.3, 3.75)),
-    _claude("claude-sonnet-4-5-20250929", "Claude Sonnet 4.5", 200_000, 64_000,
-            (3, 15, 0.3, 3.75)),
-    _claude("claude-haiku-4-5", "Claude Haiku 4.5 (latest)", 200_000, 64_000, (1, 5, 0.1, 1.25)),
-    _claude("claude-haiku-4-5-20251001", "Claude Haiku 4.5", 200_000, 64_000,
-            (1, 5, 0.1, 1.25)),
-    # pi 1.6's OpenAI default. Its catalog's grammar tools and tool search flags are left out:
-    # pi-lsp's tools ask for no grammar, and additional_tools items leave tool search unused.
-    _gpt("gpt-6.2-sol", "GPT-6.2 Sol", 272_000, 128_000, (2, 10, 0.1), reasoning=True,
-         levels={"off": None, "minimal": None, "low": "low", "medium": "medium",
-                 "high": "high", "xhigh": "xhigh", "max": "max"},
-         cache_write=2.5, tiers=(PriceTier(272_000, 4, 15, 0.2, 5),),
-         compat=Compat(supports_mid_convo_system_messages=True, supports_mid_convo_effort=True,
-                       supports_additional_tools=True,
-                       supports_explicit_prompt_cache_mode=True)),
-    _gpt("gpt-5", "GPT-5", 400_000, 128_000, (1.25, 10, 0.125), reasoning=True),
-    _gpt("gpt-5-mini", "GPT-5 Mini", 400_000, 128_000, (0.25, 2, 0.025), reasoning=True),
-    _gpt("gpt-4.1", "GPT-4.1", 1_047_576, 32_768, (2, 8, 0.5), reasoning=False),
-)
 BUILT_IN_PROVIDERS: tuple[ProviderConfig, ...] = (
     ProviderConfig("anthropic", ANTHROPIC_API),
     ProviderConfig("openai", RESPONSES_API, "https://api.openai.com/v1"),
 )
+
+
+def _from_pi(provider: ProviderConfig, facts: dict[str, Any]) -> ModelInfo:
+    """A model of pi's catalog (pi16_models) on its provider's API."""
+    return ModelInfo(provider.name, facts["id"], facts["contextWindow"], facts["maxTokens"],
+                     msgspec.convert(facts["cost"], Price), reasoning=facts["reasoning"],
+                     api=provider.api, name=facts["name"], input=list(facts["input"]),
+                     compat=msgspec.convert(facts.get("compat", {}), Compat),
+                     thinking_level_map=dict(facts.get("thinkingLevelMap", {})))
+
+
+# Every model pi 1.6's catalog has for the built-in providers, with its facts and in its order
+# (pi-ai's providers/data files, written out by tests/pi16_catalog.py).
+BUILT_IN: tuple[ModelInfo, ...] = tuple(
+    _from_pi(provider, facts) for provider in BUILT_IN_PROVIDERS
+    for facts in MODELS[provider.name])
 # pi 1.6's defaultModelPerProvider (model-resolver.js), in its order: the first provider with a
 # key wins (initial.py). Most are providers pi-lsp has only as a models.json declares them.
 DEFAULT_MODEL_PER_PROVIDER: dict[str, str] = {
