@@ -17,9 +17,12 @@ if TYPE_CHECKING:
 
 
 def list_models(ls: PiServer, _args: NoArgs) -> dict[str, Any]:
+    """Every known model, the default first as pi 1.6's model selector shows them (the rest
+    in the catalog's order: pi's, then models.json's)."""
     settings = ls.hub.default_settings()
-    return {"models": [ModelItem.of(m) for m in settings.registry().all()],
-            "default": "/".join(settings.initial_model())}
+    default = settings.initial_model()
+    models = sorted(settings.registry().all(), key=lambda m: (m.provider, m.id) != default)
+    return {"models": [ModelItem.of(m) for m in models], "default": "/".join(default)}
 
 
 def trust_json(state: TrustState) -> dict[str, Any]:
