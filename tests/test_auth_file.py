@@ -164,25 +164,38 @@ def test_an_oauth_login_is_not_a_key_pi_lsp_can_use(
 
 @pytest.mark.parametrize(("raw", "fault"), [
     ('{"anthropic": {"type": "api_key", "key": "' + SAVED, "cannot read"),
-    ("[]", "must be a JSON object"),
-    ('{"anthropic": "' + SAVED + '"}', "anthropic"),
-    ('{"anthropic": {"type": "api_key", "key": ["' + SAVED + '"]}}', "anthropic"),
-    ('{"anthropic": {"type": "api_key", "key": "k", "env": {"A": ["' + SAVED + '"]}}}',
-     "anthropic"),
-    ('{"anthropic": {"type": "api_key", "key": "k", "env": ["' + SAVED + '"]}}', "anthropic"),
-    ('{"anthropic": {"type": "oauth", "access": "' + SAVED + '"}}', "anthropic"),
-    ('{"anthropic": {"type": "' + SAVED + '"}}', "anthropic"),
     ("[" * 100_000 + "]" * 100_000, "cannot read"),
 ])
 def test_a_broken_auth_json_is_an_error_naming_it(tmp_path: Path, raw: str, fault: str) -> None:
-    """pi 1.6 passes over an auth.json it cannot read; pi-lsp says so, naming the file and the
-    provider, never the value."""
+    """pi 1.6 refuses an auth.json that is not JSON; pi-lsp says so, naming the file, never
+    the value."""
     path = save(None, raw)
     with pytest.raises(SettingsError) as refused:
         load_settings(tmp_path, project=False)
     message = str(refused.value)
     assert str(path) in message and fault in message, message
     assert SAVED not in message and "\n" not in message
+
+
+@pytest.mark.parametrize("raw", [
+    "",
+    "[]",
+    '{"anthropic": null}',
+    '{"anthropic": "' + SAVED + '"}',
+    '{"anthropic": {"type": "api_key", "key": ["' + SAVED + '"]}}',
+    '{"anthropic": {"type": "api_key", "key": "k", "env": {"A": ["' + SAVED + '"]}}}',
+    '{"anthropic": {"type": "api_key", "key": "k", "env": ["' + SAVED + '"]}}',
+    '{"anthropic": {"type": "oauth", "access": "' + SAVED + '"}}',
+    '{"anthropic": {"type": "bearer", "token": "' + SAVED + '"}}',
+])
+def test_what_auth_json_holds_that_pi_lsp_cannot_use_is_passed_over(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, raw: str) -> None:
+    """pi 1.6's AuthStorage reads an empty file or a value that is no object as no
+    credentials and uses no entry it cannot; pi-lsp refused the whole file, so a working
+    ANTHROPIC_API_KEY or OPENAI_API_KEY was refused too (run, pi.listModels, pi.newSession)."""
+    save(None, raw)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "env")
+    assert load_settings(tmp_path, project=False).api_key("anthropic") == "env"
 
 
 def test_an_auth_json_that_is_not_a_file_is_an_error(tmp_path: Path) -> None:
@@ -224,7 +237,7 @@ def test_run_names_an_oauth_login_and_a_broken_file(tmp_path: Path) -> None:
     assert result.returncode == 2, result.stderr
     assert "OAuth login for anthropic" in result.stderr, result.stderr
     assert SAVED not in result.stderr + result.stdout
-    path = save(None, '{"anthropic": {"type": "api_key", "key": 5}}')
+    path = save(None, '{"anthropic": {"type": "api_key", "key": 5')  # not JSON
     result = run_cli("run", "--new", "hello", cwd=workspace, env=env_with(agent()))
     assert result.returncode == 2, result.stderr
     assert str(path) in result.stderr and "Traceback" not in result.stderr, result.stderr
@@ -261,11 +274,11 @@ def test_variables_a_saved_key_names_are_left_out_of_bash(
 
 
 async def test_the_server_names_a_broken_auth_json(tmp_path: Path) -> None:
-    path = save(None, '{"anthropic": {"type": "api_key", "key": ["' + SAVED + '"]}}')
+    path = save(None, '{"anthropic": {"type": "api_key", "key": "' + SAVED)  # not JSON
     (tmp_path / "ws").mkdir()
     async with own_server({"PI_CODING_AGENT_DIR": str(agent())}) as client:
         await connect(client, "visual-studio-code", tmp_path, {}, folders=("ws",))
         error = await call_error(client, "pi.newSession", {})
-        assert str(path) in str(error) and "'anthropic'" in str(error), error
+        assert str(path) in str(error) and "cannot read" in str(error), error
         assert SAVED not in str(error) and "Traceback" not in str(error)
         assert client._server is not None and client._server.returncode is None

@@ -17,8 +17,9 @@ from typing import Any
 
 import msgspec
 
-from pi_lsp.jsonfile import read_object
+from pi_lsp.jsonfile import ABSENT, BOM
 from pi_lsp.providers.models_file import UnsetVariable, expand, variable_names
+from pi_lsp.regular import read_regular
 from pi_lsp.session.catalog import agent_dir
 
 COMMAND_TIMEOUT_S = 10  # pi's for a `!command` key
@@ -70,23 +71,37 @@ def auth_path() -> Path:
 
 
 def load_credentials(path: Path | None = None) -> Credentials:
-    """auth.json's entries, checked as pi's ReadOnlyAuthStorage checks them; none where there
-    is no file."""
+    """auth.json's API keys and OAuth logins; what pi-lsp cannot use is passed over, as pi's
+    AuthStorage passes over it (a refusal would stop keys set elsewhere too)."""
     path = path or auth_path()
     keys: dict[str, SavedKey] = {}
     oauth: set[str] = set()
-    for provider, entry in read_object(path, "pi's credentials", AuthFileError).items():
+    for provider, entry in _entries(path).items():
         kind = entry.get("type") if isinstance(entry, dict) else None
         if kind == "api_key" and _valid_key(entry):
             keys[provider] = SavedKey(entry.get("key"), entry.get("env", {}))
         elif kind == "oauth" and _valid_login(entry):
             oauth.add(provider)
-        else:
-            name = provider if len(provider) <= 64 else f"{provider[:64]}…"
-            raise AuthFileError(
-                f"{path}: the credential for provider {name!r} is not one pi writes (an object "
-                f"with \"type\": \"api_key\" and a string \"key\", or an OAuth login)")
     return Credentials(keys, frozenset(oauth))
+
+
+def _entries(path: Path) -> dict[str, Any]:
+    """auth.json's object, read as pi's AuthStorage reads it: none for no file, an empty one
+    or a value that is no object; a file that is not JSON is refused, as pi refuses it."""
+    try:
+        data = read_regular(path)
+    except OSError as fault:
+        if fault.errno in ABSENT:
+            return {}
+        raise AuthFileError(f"{path}: cannot read pi's credentials ({fault})") from None
+    try:
+        value = msgspec.json.decode(data.removeprefix(BOM)) if data else {}
+    except msgspec.DecodeError as fault:
+        raise AuthFileError(f"{path}: cannot read pi's credentials ({fault})") from None
+    except RecursionError:  # msgspec's limit on nesting: a file no one writes by hand
+        raise AuthFileError(f"{path}: cannot read pi's credentials (JSON nested too deeply)"
+                            ) from None
+    return value if isinstance(value, dict) else {}
 
 
 def _valid_key(entry: dict[str, Any]) -> bool:
