@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 
 from pi_lsp.providers.registry import DEFAULT_MODEL, DEFAULT_MODEL_PER_PROVIDER, ModelRegistry
 
@@ -15,13 +16,7 @@ def initial_model(registry: ModelRegistry, has_key: Callable[[str], bool],
     else the first model with a key; where none has one, the saved default or pi's own."""
     if saved is not None and has_key(saved[0]):
         return saved
-    keyed: dict[str, bool] = {}
-
-    def usable(provider: str) -> bool:
-        if provider not in keyed:
-            keyed[provider] = has_key(provider)
-        return keyed[provider]
-
+    usable = cache(has_key)  # each provider's key looked up once
     for provider, model_id in DEFAULT_MODEL_PER_PROVIDER.items():
         if registry.find(provider, model_id) is not None and usable(provider):
             return provider, model_id
