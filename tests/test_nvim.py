@@ -453,6 +453,19 @@ def test_a_summarys_retry_wait_is_in_the_progress(workspace: Path, fake: FakeAnt
     run_script("summary_retry_spec.lua", workspace, fake, tmp_path)
 
 
+def test_a_prompt_the_stopped_server_wrote_is_not_given_back(workspace: Path, fake: FakeAnthropic,
+                                                             tmp_path: Path) -> None:
+    """A server stopped after it wrote the prompt, its agent_start unseen: the chat gave the
+    prompt back to the input, so it was both there and in the session."""
+    trust(workspace, tmp_path / "agent")  # the folder's settings are loaded
+    (workspace / ".pi" / "settings.json").write_text(json.dumps(
+        {"compaction": {"keepRecentTokens": 500}}))
+    session = next((workspace / ".pi" / "sessions").glob("*.jsonl"))
+    session.write_text(session.read_text().replace('"totalTokens":8124', '"totalTokens":199000'))
+    fake.script(held_reply(["## Goal\n", "summarized"], tmp_path, "summary", after=1))
+    run_script("chat_stop_spec.lua", workspace, fake, tmp_path)
+
+
 @pytest.mark.parametrize("mode", ["cancelled", "retried"])
 def test_chat_shows_a_retry_as_a_retry(workspace: Path, fake: FakeAnthropic, tmp_path: Path,
                                        mode: str) -> None:

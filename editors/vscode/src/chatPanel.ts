@@ -11,6 +11,7 @@ import { Delivery, EditMark, PreviewPage, SessionMove, ThinkingLevel, THINKING_L
 import { modelChoices, getter } from "./settings";
 import { availableModels, pickModel } from "./modelPicker";
 import { sameSession, Sessions, sessionKey } from "./sessions";
+import { promptWrittenSince, sentText, sessionSize } from "./sessionFile";
 import { formatTokens } from "./statusBar";
 
 /** Messages of the context the chat shows at first, and adds with each "Show more". */
@@ -169,8 +170,9 @@ export class ChatPanel {
   readonly attachments: Attachment[] = [];
   /** A prompt whose turn failed before it started: it is in no entry, so it is kept here. */
   private failed: { text: string; error: string } | undefined;
-  /** A prompt sent whose turn has not started (its agent_start): an error before that gives it back. */
-  private pending: { text: string; attachments: Attachment[] } | undefined;
+  /** A prompt sent whose turn has not started (its agent_start): an error before that gives it
+   *  back. `file` and `since`: its session file and that file's size when it was sent. */
+  private pending: Pending | undefined;
   /** Steers and follow-ups the server queued: the webview cleared them from its input, so an
    *  abort or error before they reach the model would lose them. */
   private readonly queued: Queued[] = [];
@@ -319,12 +321,13 @@ export class ChatPanel {
     this.scheduleReload();
   }
 
-  /** A prompt whose turn had not started when its server stopped was never written: it goes
-   *  back into the input, its code attached again, as Neovim's chat gives it back. */
+  /** A prompt whose turn had not started when its server stopped goes back into the input, its
+   *  code attached again, as Neovim's chat gives it back: unless the session file holds it (the
+   *  server wrote it, and stopped before its agent_start reached the chat). */
   private restorePending(): void {
     const pending = this.pending;
     this.pending = undefined;
-    if (!pending) return;
+    if (!pending || promptWrittenSince(pending.file, pending.since, pending.text)) return;
     this.post({ type: "setInput", text: pending.text, keepDraft: true });
     this.attachAgain(pending.attachments);
     void vscode.window.showInformationMessage("pi: the server stopped before your prompt reached pi; it is back in the chat's input.");
@@ -351,8 +354,7 @@ export class ChatPanel {
     if (n.event.type === "message_end" && n.event.message.role === "user") {
       // A queued message reached the model: it is no longer ours to keep.
       // Its first text block is the text as sent; attached code follows in blocks of its own.
-      const content = n.event.message.content;
-      const sent = typeof content === "string" ? content : content?.find((b) => b.type === "text")?.text;
+      const sent = sentText(n.event.message.content);
       const at = sent === undefined ? -1 : deliveredIndex(this.queued, sent);
       // Shown in the transcript now: its notice would show it as still queued.
       if (at >= 0) this.hide(this.queued.splice(at, 1)[0].notice);
@@ -527,7 +529,7 @@ export class ChatPanel {
       this.hide("failed");
     }
     const attached = [...this.attachments];
-    const pending = { text, attachments: attached };
+    const pending = { text, attachments: attached, file: this.uri, since: sessionSize(this.uri) };
     if (delivery === "prompt") {
       this.setBusy(true); // until agent_start confirms it
       this.pending = pending;
@@ -591,6 +593,14 @@ export class ChatPanel {
     if (this.earlier > 0) blocks.unshift({ id: "earlier", html: earlierHtml(this.earlier) });
     return blocks;
   }
+}
+
+/** A prompt sent whose turn was not seen to start; `since`: the size of its session `file` then. */
+interface Pending {
+  text: string;
+  attachments: Attachment[];
+  file: string;
+  since: number;
 }
 
 /** A session's running turn, and its wait before asking again for a failed reply if it waits. */

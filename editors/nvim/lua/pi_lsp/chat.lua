@@ -7,6 +7,7 @@ local client = require("pi_lsp.client")
 local config = require("pi_lsp.config")
 local render = require("pi_lsp.render")
 local session = require("pi_lsp.session")
+local sessionfile = require("pi_lsp.sessionfile")
 local util = require("pi_lsp.util")
 
 local M = {}
@@ -308,19 +309,6 @@ local function drop_notes(chat, messages)
   end, chat.notes)
 end
 
---- The text a user message was sent with: its first text block (the server adds the
---- code attached to it as more text blocks).
-local function sent_text(content)
-  if type(content) == "string" then
-    return content
-  end
-  for _, block in ipairs(content or {}) do
-    if block.type == "text" then
-      return block.text
-    end
-  end
-end
-
 --- Where in `queued` the delivered message of `text` is: pi delivers every queued steer
 --- before any follow-up, so a text both a steer and a follow-up have is the steer's.
 local function delivered_index(queued, text)
@@ -365,7 +353,7 @@ function on_event.message_end(chat, event)
   end
   if message.role == "user" then
     -- A queued steer or follow-up reached the model: it is no longer ours to keep.
-    local i = delivered_index(chat.queued, sent_text(message.content))
+    local i = delivered_index(chat.queued, sessionfile.sent_text(message.content))
     if i then
       drop_notes(chat, { table.remove(chat.queued, i) })
     end
@@ -474,12 +462,14 @@ local function restore_queued(chat)
   end
 end
 
---- A prompt whose turn never started (no API key, the server gone) was not
---- written to the session: the input it was cleared from gets it back.
+--- A prompt whose turn was not seen to start (no API key, the server gone) goes back
+--- into the input it was cleared from: unless the session file holds it (the server wrote
+--- it, and stopped before its agent_start reached the chat).
 local function restore_pending(chat)
   local pending = chat.pending
   chat.pending = nil
-  if pending and put_back(chat, { pending }) then
+  if pending and not sessionfile.prompt_written_since(pending.file, pending.since, pending.text)
+      and put_back(chat, { pending }) then
     util.warn("your prompt did not reach pi; it is back in the input")
   end
 end
@@ -567,6 +557,7 @@ function M.send(chat, delivery)
     end, attached)
   end
   local turns = chat.turns
+  local file, since = chat.uri, sessionfile.size(chat.uri) -- what the turn writes comes after
   client.run("pi.prompt", args, function(result)
     if result.dropped then
       -- Aborted while its attached file was asked about: the text and code stay to send again.
@@ -588,7 +579,7 @@ function M.send(chat, delivery)
       chat.turn_id = result.turnId
       if chat.turns == turns then
         -- Until its agent_start: an error before it loses the prompt.
-        chat.pending = { text = text, context = attached }
+        chat.pending = { text = text, context = attached, file = file, since = since }
       end
     end
   end, chat.root)
