@@ -493,6 +493,18 @@ def test_a_chat_opened_during_a_retrys_wait_shows_it(workspace: Path, fake: Fake
     assert len(fake.message_requests()) == 1
 
 
+def test_a_chat_on_the_file_a_waiting_session_moved_to_shows_the_wait(
+        workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
+    """The wait was kept under the file name the turn began in: a chat opened on the file its
+    session moved to during the wait showed no countdown."""
+    trust(workspace, tmp_path / "agent")  # the folder's settings are loaded
+    (workspace / ".pi" / "settings.json").write_text(json.dumps(
+        {"retry": {"baseDelayMs": 60000}}))  # ended by <C-c>
+    fake.script(error_reply(529, "overloaded_error", "Overloaded"))
+    run_script("retry_move_spec.lua", workspace, fake, tmp_path)
+    assert len(fake.message_requests()) == 1
+
+
 def test_trust_asks_on_first_use_and_saves_pis_decisions(workspace: Path, fake: FakeAnthropic,
                                                         tmp_path: Path) -> None:
     fake.script()

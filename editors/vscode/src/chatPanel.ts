@@ -40,7 +40,8 @@ export class ChatPanels implements vscode.Disposable {
   /** Turns whose session moved to a new file: their events go on naming the old one. */
   private readonly movedTurns = new Map<string, ChatPanel>();
   /** Sessions whose turn runs, as their events say (the server has no call that tells it): a chat
-   *  opened meanwhile shows it running, and its retry wait if it waits to ask again for a reply. */
+   *  opened meanwhile shows it running, and its retry wait if it waits to ask again for a reply.
+   *  Under the file the session is in now: a moved turn's events go on naming the old one. */
   private readonly runs = new Map<string, Run>();
   /** marked, for every chat: one text is parsed at a time. */
   readonly markdown = new MarkdownWorker();
@@ -85,16 +86,16 @@ export class ChatPanels implements vscode.Disposable {
   }
 
   private turnArrived(n: TurnNotification): void {
-    this.noteRun(n);
+    const key = this.runKey(n); // the file the turn's session is in now (a chat opened there since the move)
+    this.noteRun(n, key);
     const moved = this.movedTurns.get(n.turnId);
     if (moved && (n.event.type === "agent_end" || n.event.type === "error")) this.movedTurns.delete(n.turnId);
-    (moved ?? this.panels.get(sessionKey(n.uri)))?.onTurn(n);
+    (moved ?? this.panels.get(key))?.onTurn(n);
   }
 
   /** Keeps each session's running turn until it ends, with the wait its auto_retry_start began
    *  until the reply is asked again. */
-  private noteRun(n: TurnNotification): void {
-    const key = sessionKey(n.uri);
+  private noteRun(n: TurnNotification, key: string): void {
     const type = n.event.type;
     if (type === "agent_end" || type === "error") {
       // Under the file it moved to too (its events go on naming the old one).
@@ -109,13 +110,23 @@ export class ChatPanels implements vscode.Disposable {
     this.runs.set(key, run);
   }
 
+  /** Where the run of `n`'s turn is kept: under the file its session moved to, if it moved. */
+  private runKey(n: TurnNotification): string {
+    for (const [key, run] of this.runs) if (run.turnId === n.turnId) return key;
+    return sessionKey(n.uri);
+  }
+
   /** The chat of a session that moved to a new file goes on there: its next prompt would go
    *  into the file cut short, without the turns the new file holds. */
   private follow(move: SessionMove): void {
     // Its open questions go on being shown, and settled, where the session now lives.
     for (const q of this.questions.values()) if (sameSession(q.uri, move.from)) this.questions.set(q.id, { ...q, uri: move.to });
     const run = this.runs.get(sessionKey(move.from));
-    if (run) this.runs.set(sessionKey(move.to), run); // a chat opened there shows it running
+    if (run) {
+      // A chat opened there shows it running and waiting; one opened on the cut file, neither.
+      this.runs.delete(sessionKey(move.from));
+      this.runs.set(sessionKey(move.to), run);
+    }
     const panel = this.panels.get(sessionKey(move.from));
     if (!panel) return;
     this.panels.delete(sessionKey(move.from));

@@ -5,6 +5,7 @@
 require("../testlib/register-vscode-stub");
 const { test } = require("node:test");
 const assert = require("node:assert/strict");
+const fs = require("node:fs");
 const vscode = require("vscode");
 const { eventually, setUp } = require("../testlib/server");
 const { activateWithFake } = require("../testlib/activate");
@@ -41,4 +42,39 @@ test("a chat opened while pi waits to ask again for a failed reply shows the wai
   await eventually(() => !panel.transcript.busy && upserts().some((m) => /Retry failed after 1 attempt: Retry cancelled/.test(m.html)),
     "the cancelled wait to end the turn");
   assert.equal(fake.requests.length, 1, "never asked again");
+});
+
+test("a session moved to a new file during the wait: the chat opened there shows it, the cut file's shows none", async () => {
+  // The wait was kept under the file name the turn began in: a chat opened on the cut file
+  // showed the moved turn running, counting down a wait that was not that file's.
+  fake.script(errorReply(529, "overloaded_error", "Overloaded"));
+  const session = await api.pi.call("pi.newSession", { name: "moving wait" });
+  let waiting = false;
+  let move;
+  const listening = [
+    api.pi.onTurn((n) => { waiting ||= n.event.type === "auto_retry_start"; }),
+    api.sessions.onDidMove((m) => { move = m; }),
+  ];
+  try {
+    await api.pi.call("pi.prompt", { uri: session.uri, text: "Try it too" });
+    await eventually(() => waiting, "the retry's wait to start");
+    const file = vscode.Uri.parse(session.uri).fsPath;
+    const lines = fs.readFileSync(file, "utf8").split("\n");
+    fs.writeFileSync(file, lines.slice(0, -3).join("\n") + "\n"); // another program cuts the turn off
+    await eventually(() => move, "the session to move to a new file");
+  } finally {
+    listening.forEach((l) => l.dispose());
+  }
+  const retrying = (panel) => panel.posted.some((m) => m.type === "upsert" && /↻ Retrying \(1\/3\) in \d+s…/.test(m.html));
+  const cut = await vscode.commands.executeCommand("piLsp.openChat", { uri: move.from });
+  cut.panel.__receive({ type: "ready" });
+  // (Its transcript is read: openChat returns once it is.)
+  assert.equal(cut.transcript.busy, false, "the cut file runs no turn");
+  assert.ok(!retrying(cut), "nor waits");
+  const moved = await vscode.commands.executeCommand("piLsp.openChat", { uri: move.to });
+  moved.panel.__receive({ type: "ready" });
+  await eventually(() => retrying(moved), "the wait in the chat of the new file");
+  assert.equal(moved.transcript.busy, true);
+  await moved.receive({ type: "abort" });
+  await eventually(() => !moved.transcript.busy, "the cancelled wait to end the turn");
 });

@@ -940,6 +940,14 @@ end
 function M.setup_listeners()
   util.on("turn", on_turn)
   util.on("stopped", on_stopped)
+  util.on("sessionMoved", function(old, new)
+    -- A wait goes on where the session now is: a chat opened there shows it, one opened on
+    -- the file cut short (a session of its own) does not.
+    local from, to = util.key(old) or "", util.key(new) or ""
+    if waits[from] then
+      waits[to], waits[from] = waits[from], nil
+    end
+  end)
   util.on("initialized", function(root)
     -- What the stopped server had written is read from the one started since.
     for _, chat in pairs(chats) do
