@@ -460,6 +460,10 @@ async def test_full_turn_events_entries_usage_and_wire(make_rig, fake) -> None:
     last = entries[5]["message"]
     assert last["content"] == [{"type": "text", "text": "All done."}]
     assert last["stopReason"] == "stop"
+    # each message_end names the entry its message was written as: an editor that read the
+    # transcript mid-turn tells a message of no time by it (pi accepts one in a file)
+    ended = [e.entry_id for e in rig.events if isinstance(e, MessageEnd)]
+    assert ended == [e["id"] for e in entries if e["type"] == "message"]
 
     # usage and cost from the registry price ($3 / $15 per MTok; cache 0.30 / 3.75)
     usage = first["usage"]

@@ -35,6 +35,9 @@ class MessageUpdate(_Event, tag="message_update", kw_only=True):
 
 class MessageEnd(_Event, tag="message_end", kw_only=True):
     message: AgentMessage
+    # The entry the message was written as, once it is (the harness sets it): an editor that
+    # read the transcript mid-turn tells by it a message of no time (pi accepts one) it holds.
+    entry_id: str | None = None
 
 
 class ToolExecutionStart(_Event, tag="tool_execution_start", kw_only=True):

@@ -222,6 +222,7 @@ class Harness:
     def _deliver(self, event: AgentEvent) -> None:
         if isinstance(event, MessageEnd):
             entry_id = self.tree.append_message(event.message)  # loop messages land as they end
+            event.entry_id = entry_id
             if isinstance(event.message, AssistantMessage):
                 self._attempt_ids = [entry_id]
             elif isinstance(event.message, ToolResultMessage):

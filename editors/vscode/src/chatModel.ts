@@ -46,6 +46,11 @@ export class Transcript {
   private loaded = new Set<string>();
   /** The events of a message the transcript holds are coming (its message_start came). */
   private skipping = false;
+  /** The roles of the loaded messages of no time (pi accepts one), by entry: such a message is
+   *  told by its entry, which its message_end names. */
+  private untimed = new Map<string, string>();
+  /** The message_start of a message of no time: shown unless its message_end names a loaded entry. */
+  private undecided: AgentMessage | undefined;
 
   /** Starts again from the context the server built (after a branch, a reload, a turn end). */
   load(messages: PreviewMessage[], edits: EditMark[] = []): void {
@@ -53,7 +58,9 @@ export class Transcript {
     this.failed = [];
     this.tools.clear();
     this.loaded = new Set(messages.flatMap((m) => messageKey(m.message) ?? []));
+    this.untimed = new Map(messages.flatMap((m) => m.entryId && messageKey(m.message) === undefined ? [[m.entryId, m.message.role]] : []));
     this.skipping = false;
+    this.undecided = undefined;
     const removed = edits.filter((e) => e.kind === "omitted");
     const removedAt = (index: number) => {
       for (const e of removed) {
@@ -71,24 +78,50 @@ export class Transcript {
 
   /** Folds one event in; returns the ids of the blocks to redraw. */
   apply(event: TurnEvent): string[] {
+    const started = this.decide(event);
     if (this.holds(event)) {
       this.busy = true; // an event of the running turn all the same
-      return [];
+      return started;
     }
-    return [...this.settleFailed(event), ...this.fold(event)];
+    return [...started, ...this.settleFailed(event), ...this.fold(event)];
+  }
+
+  /** The message of no time whose message_start was held is shown at the next event, unless
+   *  that is its message_end naming an entry the transcript loaded. */
+  private decide(event: TurnEvent): string[] {
+    const message = this.undecided;
+    this.undecided = undefined;
+    if (message === undefined || (event.type === "message_end" && this.loadedEntry(event))) return [];
+    return this.fold({ type: "message_start", message });
+  }
+
+  /** Whether `event` ends a message of no time written as an entry the transcript loaded. */
+  private loadedEntry(event: Extract<TurnEvent, { type: "message_end" }>): boolean {
+    return messageKey(event.message) === undefined && !!event.entryId && this.untimed.has(event.entryId);
+  }
+
+  /** Whether a message of no time may be one the transcript loaded: one of its role is. Not a
+   *  reply, shown as it streams (the server stamps each one it streams with its time). */
+  private mayBeLoaded(message: AgentMessage): boolean {
+    return message.role !== "assistant" && [...this.untimed.values()].includes(message.role);
   }
 
   /** Whether `event` is of a message (or a tool run) the transcript loaded already: a chat read
    *  during a turn holds the messages the turn had written, whose events may come after. */
   private holds(event: TurnEvent): boolean {
     switch (event.type) {
-      case "message_start":
-        this.skipping = this.loaded.has(messageKey(event.message) ?? "");
-        return this.skipping;
+      case "message_start": {
+        const key = messageKey(event.message);
+        // Of no time and of a role loaded so: whether it is loaded is known at its message_end (decide).
+        const unknown = key === undefined && this.mayBeLoaded(event.message);
+        if (unknown) this.undecided = event.message;
+        this.skipping = key !== undefined && this.loaded.has(key);
+        return unknown || this.skipping;
+      }
       case "message_update":
         return this.skipping;
       case "message_end": {
-        const held = this.loaded.has(messageKey(event.message) ?? "");
+        const held = this.loaded.has(messageKey(event.message) ?? "") || this.loadedEntry(event);
         this.skipping = false;
         return held;
       }

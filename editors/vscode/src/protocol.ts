@@ -399,7 +399,9 @@ export interface StreamDelta {
 
 export type TurnEvent =
   | { type: "agent_start" | "turn_start" | "turn_end" | "save_point" }
-  | { type: "message_start" | "message_end"; message: AgentMessage }
+  | { type: "message_start"; message: AgentMessage }
+  /** `entryId`: the entry the message was written as. */
+  | { type: "message_end"; message: AgentMessage; entryId?: string | null }
   | { type: "message_update"; deltas: StreamDelta[] }
   | { type: "tool_execution_start"; toolCallId: string; toolName: string; args: unknown }
   | { type: "tool_execution_update"; toolCallId: string; toolName: string; partialResult: string }

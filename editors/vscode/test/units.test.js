@@ -167,6 +167,36 @@ test("Transcript: the events of messages it loaded (a chat read during their tur
   assert.equal(t.blocks.length, 3);
 });
 
+test("Transcript: messages of no time (pi accepts them) are matched by their entry: none twice, none lost", () => {
+  // They were told apart by time alone: a loaded one came again from its replayed events.
+  const t = new ext.Transcript();
+  const prompt = { role: "user", content: "no time" };
+  const result = { role: "toolResult", toolCallId: "t1", content: [{ type: "text", text: "a.py" }] };
+  const call = { role: "assistant", model: "m", timestamp: 2, content: [{ type: "toolCall", id: "t1", name: "bash", arguments: {} }] };
+  t.load([{ entryId: "u1", role: "user", tokens: 1, message: prompt }, { entryId: "a1", role: "assistant", tokens: 1, message: call },
+    { entryId: "r1", role: "toolResult", tokens: 1, message: result }]);
+  const replayed = [
+    { type: "message_start", message: prompt },
+    { type: "message_end", message: prompt, entryId: "u1" },
+    { type: "message_start", message: call },
+    { type: "message_end", message: call, entryId: "a1" },
+    { type: "message_start", message: result },
+    { type: "message_end", message: result, entryId: "r1" },
+  ];
+  for (const event of replayed) assert.deepEqual(t.apply(event), [], event.type);
+  assert.deepEqual(t.blocks.map((b) => b.id), ["u1", "a1"], "each loaded message once");
+  const steer = { role: "user", content: "no time" }; // the same text again, a message of its own
+  const [id] = [...t.apply({ type: "message_start", message: steer }), ...t.apply({ type: "message_end", message: steer, entryId: "u2" })];
+  assert.ok(id, "a message it did not load is shown");
+  assert.deepEqual(t.blocks.map((b) => b.kind), ["user", "assistant", "user"]);
+  const reply = { role: "assistant", model: "m", content: [] };
+  t.apply({ type: "message_start", message: reply });
+  t.apply({ type: "message_update", deltas: [{ type: "text_delta", contentIndex: 0, delta: "streamed" }] });
+  t.apply({ type: "message_end", message: { ...reply, content: [{ type: "text", text: "streamed" }] }, entryId: "a2" });
+  assert.deepEqual(t.blocks.at(-1).parts, [{ type: "text", text: "streamed" }], "a reply of no time streams as any other");
+  assert.equal(t.blocks.length, 4);
+});
+
 test("Transcript: an aborted reply and an error notice", () => {
   const t = new ext.Transcript();
   const [id] = t.apply({ type: "message_start", message: { role: "assistant", content: [] } });
