@@ -36,12 +36,11 @@ export function sentText(content: AgentMessage["content"] | undefined): string |
 function readFrom(file: string, since: number): string {
   const fd = fs.openSync(file, "r");
   try {
-    // Shorter than it was: another file now, which says nothing of the prompt.
-    const start = since;
-    const buffer = Buffer.alloc(Math.max(0, fs.fstatSync(fd).size - start));
+    // Shorter than it was: another file now, which says nothing of the prompt (nothing read).
+    const buffer = Buffer.alloc(Math.max(0, fs.fstatSync(fd).size - since));
     let read = 0;
     while (read < buffer.length) {
-      const got = fs.readSync(fd, buffer, read, buffer.length - read, start + read);
+      const got = fs.readSync(fd, buffer, read, buffer.length - read, since + read);
       if (got === 0) break;
       read += got;
     }
