@@ -431,6 +431,31 @@ def test_session_text_as_written_is_drawn(workspace: Path, fake: FakeAnthropic,
     assert len(fake.message_requests()) == 2  # the busy line's turn only
 
 
+def test_branch_here_on_a_prompt_leaf_stays_and_edit_prompt_moves(workspace: Path,
+                                                                   fake: FakeAnthropic,
+                                                                   tmp_path: Path) -> None:
+    """`b` on the leaf when it is a prompt with no reply moved the leaf to its parent and put
+    the prompt in the chat input; pi 1.6's /tree does nothing there. `e` still does that."""
+    session = workspace / ".pi" / "sessions" / "prompt-leaf.jsonl"
+    stamp = "2026-01-02T03:04:05.678Z"
+    usage = {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2,
+             "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}
+    entries = [
+        {"type": "session", "version": 3, "id": "prompt-leaf", "timestamp": stamp,
+         "cwd": str(workspace)},
+        {"type": "message", "id": "u1", "parentId": None, "timestamp": stamp,
+         "message": {"role": "user", "content": "first", "timestamp": 1}},
+        {"type": "message", "id": "a1", "parentId": "u1", "timestamp": stamp,
+         "message": {"role": "assistant", "content": [{"type": "text", "text": "answer"}],
+                     "api": "anthropic-messages", "provider": "anthropic", "model": "m",
+                     "usage": usage, "stopReason": "stop", "timestamp": 2}},
+        {"type": "message", "id": "u2", "parentId": "a1", "timestamp": stamp,
+         "message": {"role": "user", "content": "still waiting", "timestamp": 3}}]
+    session.write_text("".join(json.dumps(entry) + "\n" for entry in entries))
+    run_script("prompt_leaf_spec.lua", workspace, fake, tmp_path,
+               PI_LSP_PROMPT_LEAF=str(session))
+
+
 def test_tree_actions_and_compaction(workspace: Path, fake: FakeAnthropic,
                                      tmp_path: Path) -> None:
     # Keep little of the recent context, so the short path at hand has something to compact.

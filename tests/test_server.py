@@ -878,7 +878,8 @@ async def test_diff_context_with_the_current_leaf(pi: Pi) -> None:
     question = next(entry for entry in lines(path_of(uri)) if entry["type"] == "message")
     with empty.open("a") as file:
         file.write(json.dumps({**question, "parentId": None}) + "\n")
-    moved = await call(pi.client, "pi.branch", {"uri": empty.as_uri(), "targetId": question["id"]})
+    moved = await call(pi.client, "pi.branch",
+                       {"uri": empty.as_uri(), "targetId": question["id"], "edit": True})
     assert moved["leafId"] is None
     error = await call_error(pi.client, "pi.diffContext",
                              {"uri": empty.as_uri(), "fromLeafId": question["id"]})
@@ -955,6 +956,24 @@ async def test_branch_here_on_the_leaf_row_is_answered_and_writes_nothing(pi: Pi
     assert done["result"]["leafId"] == DEAD_END_TIP and "summaryEntryId" not in done["result"]
     assert path_of(uri).read_bytes() == before
     assert (await call(pi.client, "pi.getTree", {"uri": uri}))["leafId"] == DEAD_END_TIP
+
+
+async def test_branch_here_on_a_prompt_that_is_the_leaf_stays_and_edit_prompt_moves(
+        pi: Pi) -> None:
+    """Branch Here on the leaf when it is a user message (no reply yet) moved the leaf to its
+    parent and put the prompt in the chat input; pi 1.6's /tree does nothing there ("Already
+    at this point"). Edit Prompt (`edit`) still leaves it for its parent with its text."""
+    uri = copy_session(pi.offline, "prompt-leaf")
+    tree = SessionTree.open(str(path_of(uri)))
+    tree.append_message(UserMessage(content="no reply yet", timestamp=1))
+    prompt = tree.leaf_id
+    parent = tree.record(prompt or "").env.parent_id
+    before = path_of(uri).read_bytes()
+    result = await call(pi.client, "pi.branch", {"uri": uri, "targetId": prompt})
+    assert result["leafId"] == prompt and result.get("editorText") is None
+    assert path_of(uri).read_bytes() == before
+    edited = await call(pi.client, "pi.branch", {"uri": uri, "targetId": prompt, "edit": True})
+    assert (edited["leafId"], edited["editorText"]) == (parent, "no reply yet")
 
 
 async def test_branch_without_durable_leaf_moves_is_announced(pi: Pi, fake: FakeAnthropic

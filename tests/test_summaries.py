@@ -925,6 +925,34 @@ def test_branch_here_on_a_leaf_move_by_its_own_id_writes_nothing(tmp_path: Path)
     assert len(lines(path)) == count and tree.leaf_id == move
 
 
+def test_branch_here_on_a_user_message_that_is_the_leaf_stays_there(tmp_path: Path) -> None:
+    """Branch Here on the leaf when it is a user message (a prompt with no reply yet) moved the
+    leaf to its parent and handed the text back; pi 1.6's /tree does nothing where the leaf
+    already stands ("Already at this point"), with or without a summary."""
+    path = tmp_path / "s.jsonl"
+    tree = chain_file(path, [{"role": "user", "content": "first", "timestamp": 1},
+                             reply("first answer", 2),
+                             {"role": "user", "content": "second", "timestamp": 3}])
+    before = path.read_bytes()
+    outcome = branch(tree, "m3")
+    assert (outcome.leaf_id, outcome.editor_text) == ("m3", None)
+    summarized = asyncio.run(branch_with_summary(tree, "m3", ExtractiveSummarizer(), BIG_BUDGET))
+    assert (summarized.leaf_id, summarized.editor_text) == ("m3", None)
+    assert path.read_bytes() == before and tree.leaf_id == "m3"
+
+
+def test_edit_prompt_on_the_leaf_still_moves_to_its_parent(tmp_path: Path) -> None:
+    """Edit Prompt (`edit`) is pi-lsp's own action, not pi's /tree: on the leaf's prompt it
+    still leaves it for its parent and hands its text back."""
+    path = tmp_path / "s.jsonl"
+    tree = chain_file(path, [{"role": "user", "content": "first", "timestamp": 1},
+                             reply("first answer", 2),
+                             {"role": "user", "content": "second", "timestamp": 3}])
+    outcome = branch(tree, "m3", edit=True)
+    assert (outcome.leaf_id, outcome.editor_text) == ("m2", "second")
+    assert open_tree(path).shown_leaf() == "m2"
+
+
 def test_branch_to_the_root_moves_off_an_idless_leaf(tmp_path: Path) -> None:
     """An id-less leaf is shown as no leaf, as the root is: a move to the root prompt (to the
     root) was taken as one to where the leaf stands, and nothing moved."""
@@ -947,7 +975,8 @@ def test_moving_to_a_user_message_offers_its_text_blocks_joined_as_pi_does(
                {"type": "text", "text": "this screenshot?"},
                {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}]
     tree = chain_file(tmp_path / "s.jsonl", [{"role": "user", "content": "hi", "timestamp": 1},
-                                            {"role": "user", "content": content, "timestamp": 2}])
+                                            {"role": "user", "content": content, "timestamp": 2},
+                                            reply("a dark image", 3)])
     assert branch(tree, "m2").editor_text == "What is wrong in this screenshot?"
 
 

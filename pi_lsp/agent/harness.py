@@ -620,10 +620,11 @@ class Harness:
         self._leaf_moved = True  # only once it has moved: a failed summary leaves the leaf
         return outcome
 
-    def branch(self, target_id: str, durable: bool = True) -> BranchOutcome:
-        """A plain pointer move; refused while busy."""
+    def branch(self, target_id: str, durable: bool = True, edit: bool = False
+               ) -> BranchOutcome:
+        """A plain pointer move (`edit`: Edit Prompt's); refused while busy."""
         self._require_idle()
-        outcome = branch(self.tree, target_id, durable)
+        outcome = branch(self.tree, target_id, durable, edit)
         self._leaf_moved = True
         return outcome
 

@@ -489,6 +489,10 @@ class BranchArgs(SessionArgs):
     target_id: Id
 
 
+class MoveArgs(BranchArgs):
+    edit: bool = False  # Edit Prompt: the leaf's own prompt too is left for its parent
+
+
 class BranchSummaryArgs(BranchArgs):
     instructions: Instructions | None = None
 

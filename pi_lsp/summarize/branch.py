@@ -145,9 +145,13 @@ def editor_text(content: str | list[UserBlock]) -> str:
     return "".join(block.text for block in content if isinstance(block, TextContent))
 
 
-def navigation(tree: SessionTree, target_id: str) -> Navigation:
-    """Picking a user (or custom) message moves to its parent and hands back its text."""
+def navigation(tree: SessionTree, target_id: str, edit: bool = False) -> Navigation:
+    """Picking a user (or custom) message moves to its parent and hands back its text; picking
+    the leaf stays there, as pi's /tree does ("Already at this point"), unless `edit` (Edit
+    Prompt) asks for its text."""
     record = tree.record(target_id)
+    if not edit and tree.idless_leaf is None and target_id in (tree.shown_leaf(), tree.leaf_id):
+        return Navigation(target_id, None)
     entry = decode_entry(record)
     if isinstance(entry, MessageEntry) and isinstance(entry.message, UserMessage):
         return Navigation(parent_of(record), editor_text(entry.message.content))
@@ -213,10 +217,11 @@ async def branch_with_summary(tree: SessionTree, target_id: str, summarizer: Sum
     return BranchOutcome(tree.leaf_id, move.editor_text, entry_id, summary)
 
 
-def branch(tree: SessionTree, target_id: str, durable: bool = True) -> BranchOutcome:
+def branch(tree: SessionTree, target_id: str, durable: bool = True,
+           edit: bool = False) -> BranchOutcome:
     """Move to `target_id` without a summary: an O(1) pointer move (`durable`: plus one
-    entry); none where the leaf already stands, as in pi."""
-    move = navigation(tree, target_id)
+    entry); none where the leaf already stands, as in pi (`edit`: see `navigation`)."""
+    move = navigation(tree, target_id, edit)
     # (An id-less leaf is shown as none too, and a move to the root moves off it; a durable
     # leaf move named by its own id is where the leaf stands too.)
     if tree.idless_leaf is not None or move.leaf_id not in (tree.shown_leaf(), tree.leaf_id):

@@ -260,7 +260,8 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
       const uri = await session(arg);
       const target = uri && (await entry(uri, arg, "Edit which prompt?", (n) => n.role === "user"));
       if (!uri || !target) return;
-      const result = await pi.call("pi.branch", { uri, targetId: target });
+      // `edit`: the leaf's own prompt too, which Branch Here leaves where it is (as pi does)
+      const result = await pi.call("pi.branch", { uri, targetId: target, edit: true });
       if (!result.editorText) throw new Error("that entry is not a user message");
       await afterBranch(uri, result.editorText);
       return result;

@@ -215,7 +215,7 @@ export interface Commands {
   /** With `page`, `messages` is left out: `pages` holds the first and last `page` messages. */
   "pi.previewContext": [{ uri: string; leafId?: string; layer?: Layer; page?: number; start?: number; entryId?: string }, PreviewResult];
   "pi.diffContext": [{ uri: string; fromLeafId: string; toLeafId?: string }, DiffResult];
-  "pi.branch": [{ uri: string; targetId: string }, BranchResult];
+  "pi.branch": [{ uri: string; targetId: string; edit?: boolean }, BranchResult];
   "pi.branchWithSummary": [{ uri: string; targetId: string; instructions?: string }, { jobId: string }];
   /** A dry run that would refuse answers `plan: null` and the refusal's own words in `reason`. */
   "pi.compact": [{ uri: string; instructions?: string; dryRun?: boolean }, { plan?: CompactPlan | null; reason?: string; jobId?: string }];

@@ -635,3 +635,26 @@ test("a session with every entry type: the view shows exactly the server's rows,
     api.pi.call = call;
   }
 });
+
+test("Branch Here on a prompt that is the leaf moves nothing, as pi's /tree; Edit prompt there moves to its parent", async () => {
+  const file = require("node:path").join(ws.sessionsDir, "prompt-leaf.jsonl");
+  const stamp = "2026-01-02T03:04:05.678Z";
+  const usage = { input: 1, output: 1, cacheRead: 0, cacheWrite: 0, totalTokens: 2, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } };
+  const entries = [
+    { type: "session", version: 3, id: "prompt-leaf", timestamp: stamp, cwd: ws.folder },
+    { type: "message", id: "u1", parentId: null, timestamp: stamp, message: { role: "user", content: "first", timestamp: 1 } },
+    { type: "message", id: "a1", parentId: "u1", timestamp: stamp, message: { role: "assistant", content: [{ type: "text", text: "answer" }], api: "anthropic-messages", provider: "anthropic", model: "m", usage, stopReason: "stop", timestamp: 2 } },
+    { type: "message", id: "u2", parentId: "a1", timestamp: stamp, message: { role: "user", content: "still waiting", timestamp: 3 } },
+  ];
+  fs.writeFileSync(file, entries.map((e) => JSON.stringify(e) + "\n").join(""));
+  const uri = vscode.Uri.file(file).toString();
+  const earlier = errors().length; // a test before may have left one
+  const stay = await run("piLsp.branch", { uri, entryId: "u2" });
+  assert.deepEqual(errors().slice(earlier), []);
+  assert.equal(stay.leafId, "u2");
+  assert.equal(stay.editorText, undefined);
+  const edited = await run("piLsp.editPrompt", { uri, entryId: "u2" });
+  assert.deepEqual(errors().slice(earlier), []);
+  assert.equal(edited.leafId, "a1");
+  assert.equal(edited.editorText, "still waiting");
+});

@@ -17,6 +17,7 @@ from pi_lsp.server.protocol import (
     EditContextArgs,
     LabelArgs,
     ModelArgs,
+    MoveArgs,
     NameArgs,
     ThinkingArgs,
 )
@@ -26,11 +27,12 @@ if TYPE_CHECKING:
     from pi_lsp.server.server import PiServer
 
 
-async def move_to_entry(ls: PiServer, args: BranchArgs) -> Any:
+async def move_to_entry(ls: PiServer, args: MoveArgs) -> Any:
     path = await ls.open_tree(args.uri)
     harness = ls.hub.harness(path)
     ls.hub.require_idle(path)  # a turn or job claimed and not started yet counts
-    outcome = harness.branch(args.target_id, durable=ls.config.durable_leaf_moves)
+    outcome = harness.branch(args.target_id, durable=ls.config.durable_leaf_moves,
+                             edit=args.edit)
     if not ls.config.durable_leaf_moves:  # nothing was appended, so say where the leaf went
         ls.on_session_changed(real_path(path), harness.tree, Refresh(0, False))
     return await with_file_changes(harness, outcome)
@@ -83,7 +85,7 @@ async def undo_context_edit_command(ls: PiServer, args: BranchArgs) -> dict[str,
 
 
 COMMANDS: list[Command] = [
-    ("pi.branch", BranchArgs, move_to_entry),
+    ("pi.branch", MoveArgs, move_to_entry),
     ("pi.label", LabelArgs, label),
     ("pi.setName", NameArgs, set_name),
     ("pi.setModel", ModelArgs, set_model),

@@ -699,6 +699,9 @@ function M.actions.branch(buf)
   if not node then
     return
   end
+  if node.id == view.leaf then
+    return util.notify("already at this point") -- pi's /tree on the leaf: nothing moves
+  end
   client.run("pi.branch", { uri = view.uri, targetId = node.id }, function(result)
     if result.editorText then
       -- Moving to a user message lands on its parent and hands back its text.
@@ -794,7 +797,8 @@ function M.actions.edit(buf)
   if node.role ~= "user" then
     return util.warn(node.id .. " is not a prompt of yours (only user messages can be edited)")
   end
-  client.run("pi.branch", { uri = view.uri, targetId = node.id }, function(result)
+  -- `edit`: the leaf's own prompt too, which Branch Here leaves where it is
+  client.run("pi.branch", { uri = view.uri, targetId = node.id, edit = true }, function(result)
     M.refresh(buf)
     to_chat_input(view, result.editorText or "")
   end, view.root)
