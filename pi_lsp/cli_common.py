@@ -4,6 +4,7 @@ is given, and writing JSON lines."""
 from __future__ import annotations
 
 import io
+import logging
 import os
 import re
 import sys
@@ -93,10 +94,19 @@ class EscapingWriter(io.BufferedIOBase):
         return self.target.isatty()
 
 
+class OneLineRecord(logging.LogRecord):
+    """A log record whose message is one line: a name it quotes (a skill folder's, a session
+    file's) may hold a line break, which the escaping stream keeps; a traceback keeps its lines."""
+
+    def getMessage(self) -> str:
+        return printable(super().getMessage())
+
+
 def escape_stderr() -> None:
     """Make stderr spell what could drive the terminal: every message, error and log line of a
     command can name what a repository chose (a file, a folder, a provider), so none is printed
     raw, whichever code wrote it (a print, a log record, a path line)."""
+    logging.setLogRecordFactory(OneLineRecord)  # whichever handler writes it, the server's too
     err = sys.stderr
     if type(err) is not io.TextIOWrapper or isinstance(err.buffer, EscapingWriter):
         return  # a test's capture, not a terminal; or escaped already (main run again)

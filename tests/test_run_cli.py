@@ -1547,3 +1547,20 @@ def test_ctrl_c_while_a_summary_is_awaited_is_one_line(
     assert process.returncode == 130, stderr
     assert stderr.decode().endswith("pi-lsp: interrupted\n") and b"Traceback" not in stderr
     assert session.read_bytes() == before
+
+
+def test_a_line_break_in_a_name_forges_no_line_of_its_own(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str]) -> None:
+    """A skill folder's name holding a line break (`.pi/skills/"x\\nFORGED …"`) started a line of
+    its own in `run`'s warning on stderr (escape_stderr keeps the line breaks of the text it is
+    given): every log record's message is now one line, its breaks spelled `\\n`."""
+    forged = "FORGED: pi-lsp: all checks passed"
+    skill = workspace / ".pi" / "skills" / f"x\n{forged}"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: [unclosed\n---\nbody\n")
+    fake.script(text_reply("ok"))
+    result = pi_run(workspace, env, "hi")
+    assert result.returncode == 0, result.stderr
+    assert f"/.pi/skills/x\\n{forged}/SKILL.md: not loaded as a skill" in result.stderr
+    assert not [line for line in result.stderr.splitlines() if line.startswith("FORGED")], \
+        result.stderr

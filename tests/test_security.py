@@ -1558,3 +1558,15 @@ async def test_an_abort_withdraws_only_the_questions_it_still_stops() -> None:
     assert session.abort()
     assert session.take_withdrawn() == [("followUp", "FOLLOW-ASKED")]
     assert still_open.cancelled() and not session.asking
+
+
+def test_what_the_editor_is_told_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A notice naming a session file a repository committed (`… was replaced by another
+    program`) took a line break in its name as it was: the editor showed a forged line."""
+    from pi_lsp.server.server import server
+
+    shown: list[types.ShowMessageParams] = []
+    monkeypatch.setattr(server, "window_show_message", shown.append)
+    server.tell("/ws/.pi/sessions/x\nFORGED: all fine.jsonl was replaced by another program")
+    assert [notice.message for notice in shown] == \
+        ["pi-lsp: /ws/.pi/sessions/x\\nFORGED: all fine.jsonl was replaced by another program"]

@@ -39,6 +39,7 @@ from pi_lsp.server.watcher import SessionWatch
 from pi_lsp.session.catalog import tree_title
 from pi_lsp.session.records import Refresh
 from pi_lsp.session.tree import SessionTree
+from pi_lsp.visible import printable
 
 SHUTDOWN_WAIT_S = 1.5
 A = TypeVar("A")
@@ -145,8 +146,9 @@ class PiServer(LanguageServer):
         return problems
 
     def tell(self, message: str) -> None:
-        self.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning,
-                                                         message=f"pi-lsp: {message}"))
+        """A notice on one line: the names it quotes (a session file's) a repository chose."""
+        self.window_show_message(types.ShowMessageParams(
+            type=types.MessageType.Warning, message=f"pi-lsp: {printable(message)}"))
 
     def take_config(self, raw: Any) -> None:
         """The editor's settings; each invalid one is named and left at its default."""
