@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Literal
 import msgspec
 
 from pi_lsp.cli_common import EXIT_PROBLEMS, CliError, open_session, write_line
-from pi_lsp.paths import real_path
+from pi_lsp.paths import real_folder, real_path
 from pi_lsp.session.catalog import cli_session_dir, session_workspace
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.visible import printable, printable_lines
@@ -39,14 +39,15 @@ def session_root(tree: SessionTree) -> Path:
     in the pi CLI's own folder for a directory (`~/.pi/agent/sessions/--<cwd>--/`), that
     directory; else the current directory, as for `run`.
 
-    A header's cwd alone never chooses the folder: a session file is committed data, and a
-    repository's could name your home folder for `rewind` to snapshot. Outside those folders,
+    A header's cwd alone never chooses the folder, nor where a symlinked session file leads
+    (the folder is where its link is): a session file is committed data, and a repository's
+    could name your home folder for `rewind` to snapshot. Outside those folders,
     a header naming an existing folder other than the current directory is refused."""
     path = Path(tree.path)
     recorded = tree.header.known_cwd()
     # pi records an absolute path; a relative one would point wherever the command runs from.
     named = Path(recorded) if os.path.isabs(recorded) and os.path.isdir(recorded) else None
-    if named is not None and real_path(path).parent == real_path(cli_session_dir(recorded)):
+    if named is not None and real_folder(path) == real_path(cli_session_dir(recorded)):
         return named  # the user's own pi kept it in the folder it names for that directory
     here = Path.cwd()
     root = session_workspace(path, {}, here)

@@ -15,6 +15,12 @@ def real_path(path: str | os.PathLike[str]) -> Path:
     return Path(os.path.realpath(path))
 
 
+def real_folder(path: str | os.PathLike[str]) -> Path:
+    """The real path of the folder `path` lies in: the folder where a symlinked file's link is,
+    not where it points (a committed link must not choose another project's folder)."""
+    return real_path(os.path.dirname(os.path.abspath(path)))
+
+
 def _loops(path: Path) -> bool:
     try:
         os.stat(path)

@@ -1827,6 +1827,34 @@ def test_a_session_file_outside_a_session_folder_does_not_choose_the_folder(
     assert not state.exists()
 
 
+
+def test_a_symlinked_session_file_does_not_choose_the_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A repository's `.pi/sessions/evil.jsonl`, a symlink into another project's
+    `.pi/sessions/` (or into pi's own folder for your home folder), took that project (or your
+    home folder) as the folder `rewind`, `compact` and `branch --summarize` work in: the folder
+    is the one the link lies in, whatever it points at."""
+    from pi_lsp.cli_changes import session_root
+    from pi_lsp.session.catalog import cli_session_dir, session_workspace
+
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "agent"))
+    home, other, repo = tmp_path / "home", tmp_path / "other", tmp_path / "repo"
+    home.mkdir()
+    (repo / ".pi" / "sessions").mkdir(parents=True)
+    (other / ".pi" / "sessions").mkdir(parents=True)
+    targets = [other / ".pi" / "sessions" / "theirs.jsonl", cli_session_dir(str(home)) / "h.jsonl"]
+    for number, target in enumerate(targets):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        SessionTree.create(str(target), str(home if number else other)).append_message(
+            UserMessage(content="hi", timestamp=1))
+        link = repo / ".pi" / "sessions" / f"evil{number}.jsonl"
+        link.symlink_to(target)
+        for cwd in (repo, tmp_path):
+            monkeypatch.chdir(cwd)
+            assert session_root(SessionTree.open(str(link))).resolve() == repo.resolve()
+        assert session_workspace(link, {}, tmp_path) == repo.resolve()
+
+
 # -- the language server -----------------------------------------------------------------
 
 

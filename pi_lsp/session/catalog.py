@@ -21,7 +21,7 @@ from urllib.request import url2pathname
 
 import msgspec
 
-from pi_lsp.paths import loop_error, real_path, symlink_loop
+from pi_lsp.paths import loop_error, real_folder, real_path, symlink_loop
 from pi_lsp.session.entries import (
     CURRENT_VERSION,
     NO_MESSAGE,
@@ -339,8 +339,9 @@ def confine_session(path: Path, directories: list[Path]) -> Path:
 
 def session_workspace(path: Path, folders: dict[Path, list[Path]], fallback: Path) -> Path:
     """The workspace a session file belongs to: the deepest of `folders` (each with its session
-    directories) holding it, else the parent of the `.pi/sessions/` it is in, else `fallback`."""
-    resolved = real_path(path)
+    directories) holding it, else the parent of the `.pi/sessions/` it is in, else `fallback`;
+    a symlinked file is where its link is, not where it leads."""
+    resolved = real_folder(path) / os.path.basename(path)
     for folder in sorted(folders, key=lambda f: len(str(f)), reverse=True):
         if any(resolved.parent == real_path(d) for d in folders[folder]) or \
                 real_path(folder) in resolved.parents:
