@@ -344,8 +344,87 @@ def test_an_old_store_without_objects_is_taken_before_any_snapshot(tmp_path: Pat
     store = store_for(root)
     assert not store.git_dir.exists()
     note = store.adopt_legacy(trusted=True)
-    assert note is not None and "copied 0 object file(s)" in note
+    assert note is not None and "takes that one snapshot from it" in note
     assert store.adopt_legacy(trusted=True) is None  # once
+
+
+
+def planted_tree(store: Path, content: str) -> str:
+    """A tree with `a.txt` holding `content`, written loose into the store at `store`."""
+    scratch = store.parent / "scratch-index"
+    env = {**os.environ, "GIT_DIR": str(store), "GIT_INDEX_FILE": str(scratch),
+           "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
+    quiet = ["git", "-c", "core.hooksPath=/dev/null"]
+    blob = subprocess.run([*quiet, "hash-object", "-w", "--stdin"], input=content, env=env,
+                          capture_output=True, text=True, check=True).stdout.strip()
+    subprocess.run([*quiet, "update-index", "--add", "--cacheinfo", f"100644,{blob},a.txt"],
+                   env=env, check=True)
+    tree = subprocess.run([*quiet, "write-tree"], env=env, capture_output=True, text=True,
+                          check=True).stdout.strip()
+    scratch.unlink()
+    return tree
+
+
+def object_files(store: Path) -> list[Path]:
+    return [p for p in (store / "objects").rglob("*") if p.is_file()]
+
+
+def packed(store: Path, tree: str) -> None:
+    """The objects of `tree` moved from loose files into a pack of the store at `store`."""
+    env = {**os.environ, "GIT_DIR": str(store), "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_CONFIG_GLOBAL": os.devnull}
+    quiet = ["git", "-c", "core.hooksPath=/dev/null"]
+    held = subprocess.run([*quiet, "rev-list", "--objects", tree], env=env, capture_output=True,
+                          check=True).stdout
+    subprocess.run([*quiet, "pack-objects", "-q", str(store / "objects" / "pack" / "pack")],
+                   input=held, env=env, capture_output=True, check=True)
+    for line in held.decode().splitlines():
+        (store / "objects" / line[:2] / line[2:40]).unlink()
+
+
+@pytest.mark.parametrize("pack", [False, True])
+async def test_an_old_store_gives_only_the_snapshot_an_entry_names(
+        tmp_path: Path, pack: bool) -> None:
+    """A trusted folder's `.pi/snapshots` had all its object files copied into the user's store
+    before any id was checked (`rewind` with an id it lacks copied them all): a repository
+    could commit a huge one (the disk filled) or plant trees that then counted as snapshots.
+    Now the id is looked up first, the store's size is checked, and only that snapshot's
+    objects are taken."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    old_tree = legacy_store_with_a_tree(root, tmp_path / "markers")
+    planted = planted_tree(root / ".pi" / "snapshots", "planted\n")
+    if pack:
+        packed(root / ".pi" / "snapshots", old_tree)
+    store = store_for(root)
+    store.adopt_legacy(trusted=True)
+    with pytest.raises(SnapshotError, match="not a snapshot this store recorded"):
+        await store.recorded("1" * 40)
+    assert not store.git_dir.exists() or object_files(store.git_dir) == []
+    await store.recorded(old_tree)
+    assert await store.read(old_tree, "a.txt") == b"old\n"
+    assert not store.log.has(planted)
+    listed = subprocess.run(["git", "--git-dir", str(store.git_dir), "cat-file",
+                             "--batch-all-objects", "--batch-check"], capture_output=True,
+                            text=True, check=True).stdout
+    assert planted not in listed
+
+
+async def test_an_old_store_too_large_is_not_copied(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A committed store of many GB filled the disk: past the limit nothing is copied, and the
+    error says how large it is."""
+    from pi_lsp.files import snapshots
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    old_tree = legacy_store_with_a_tree(root, tmp_path / "markers")
+    monkeypatch.setattr(snapshots, "LEGACY_MAX_BYTES", 16)
+    store = store_for(root)
+    store.adopt_legacy(trusted=True)
+    with pytest.raises(SnapshotError, match=r"object files of .* over the .* an earlier store"):
+        await store.recorded(old_tree)
+    assert not store.git_dir.exists() or object_files(store.git_dir) == []
 
 
 def other_repository(folder: Path) -> list[str]:

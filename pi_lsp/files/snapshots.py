@@ -25,6 +25,7 @@ import os
 import re
 import shutil
 import stat
+import tempfile
 import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
@@ -80,7 +81,11 @@ GIT_SETTINGS = ("core.hooksPath=/dev/null", "core.fsmonitor=false", "core.attrib
                 "core.quotePath=false", "core.autocrlf=false", "core.safecrlf=false",
                 "core.untrackedCache=false")
 EXCLUDES_LIMIT = 1 << 20  # of a workspace's .git/info/exclude read into the store's
-ADOPTED = "pi-lsp-adopted"  # in a store: it took the objects of a legacy store (once)
+ADOPTED = "pi-lsp-adopted"  # in a store: the user was told of the legacy store (once)
+# The object files of a legacy store looked at, past which none is copied: a real one holds a
+# few hundred MB at most, and a repository could commit one that fills the disk.
+LEGACY_MAX_BYTES = 1 << 30
+LEGACY_MAX_FILES = 100_000
 
 GITLINK = "160000"  # the mode of a nested repository in a tree
 Status = Literal["added", "modified", "deleted"]
@@ -131,6 +136,8 @@ class SnapshotStore:
         self._lock = asyncio.Lock()  # this process's tasks; STORE_LOCK, other processes
         self._excludes_file: str | None = None  # the user's git's, looked up at first snapshot
         self.waiting = False  # for another process's turn on the store (see `holder`)
+        # The workspace's legacy store, once a trusted folder offered it (`adopt_legacy`).
+        self.legacy: Path | None = None
 
     @property
     def unavailable_reason(self) -> str | None:
@@ -144,7 +151,8 @@ class SnapshotStore:
     # -- running git ---------------------------------------------------------------------
 
     async def _run(self, *args: str, stdin: bytes | None = None, literal: bool = True,
-                   store: bool = True, ok: tuple[int, ...] = (0,)) -> bytes:
+                   store: bool = True, ok: tuple[int, ...] = (0,),
+                   alternate: Path | None = None) -> bytes:
         reason = self.unavailable_reason
         if reason is not None or self.git is None:
             raise SnapshotError(reason)
@@ -153,6 +161,8 @@ class SnapshotStore:
         env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
         env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull,
                    GIT_TERMINAL_PROMPT="0", GIT_LITERAL_PATHSPECS="1" if literal else "0")
+        if alternate is not None:  # objects read there too (a legacy store's, copied)
+            env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = str(alternate)
         where = [f"--git-dir={self.git_dir}", f"--work-tree={self.root}"] if store else []
         settings = [*GIT_SETTINGS, *([f"core.excludesFile={self._excludes_file}"]
                                      if self._excludes_file else [])]
@@ -262,8 +272,9 @@ class SnapshotStore:
                      if not (self.git_dir / name).is_dir()), None)
 
     def _holds_snapshots(self) -> bool:
-        """Whether the store may hold a snapshot: a tree logged, a legacy store's objects taken,
-        or any object file at all (counted so, whatever made it)."""
+        """Whether the store may hold a snapshot: a tree logged, a legacy store told of (an
+        earlier pi-lsp copied all its objects then), or any object file at all (counted so,
+        whatever made it)."""
         objects = self.git_dir / "objects"
         return not self.log.empty() or (self.git_dir / ADOPTED).exists() \
             or any(files for _folder, _folders, files in os.walk(objects))
@@ -346,7 +357,7 @@ class SnapshotStore:
         one of those deletes files."""
         await self._log_ready()
         for tree in trees:
-            if not self.log.has(object_id(tree)):
+            if not self.log.has(object_id(tree)) and not await self._taken_from_legacy(tree):
                 raise SnapshotError(f"no snapshot {tree} in {self.git_dir}: that id is not a "
                                     "snapshot this store recorded")
 
@@ -357,6 +368,8 @@ class SnapshotStore:
         try:
             os.stat(self.git_dir)
         except FileNotFoundError:  # no store, so nothing recorded; none is made for it
+            if self.legacy is not None and _legacy_holds(self.legacy, tree):
+                return await self._taken_first(tree)
             raise SnapshotError(f"no snapshot {tree} in {self.git_dir}: there is no snapshot "
                                 "store for this folder yet") from None
         except OSError as error:  # XDG_STATE_HOME a file, say
@@ -584,15 +597,56 @@ class SnapshotStore:
                                 "--pathspec-from-file=-", "--pathspec-file-nul",
                                 stdin=_join(written))
 
+    async def _taken_first(self, tree: str) -> None:
+        """`recorded` where the store is not made yet but the legacy store holds `tree`."""
+        async with self._held():
+            await self._ensure()
+            await self._recorded(tree)
+
     # -- a store an earlier pi-lsp kept in the workspace ---------------------------------
+
+    async def _taken_from_legacy(self, tree: str) -> bool:
+        """Whether `tree`, which this store never recorded, is a snapshot the legacy store holds
+        and was taken from it: the id is looked up and the store's size checked before anything
+        is copied, and only that tree's objects come in (nothing else a repository may have
+        planted there). The store is made first; held."""
+        legacy = self.legacy
+        if legacy is None or not _legacy_holds(legacy, tree):
+            return False
+        objects = legacy / "objects"
+        count, size = _object_files_size(objects)
+        if count > LEGACY_MAX_FILES or size > LEGACY_MAX_BYTES:
+            raise SnapshotError(f"snapshot {tree} is in {legacy}, but its {count} object files "
+                                f"of {size >> 20} MB are over the {LEGACY_MAX_FILES} files or "
+                                f"{LEGACY_MAX_BYTES >> 20} MB pi-lsp copies from an earlier "
+                                "store: nothing was copied")
+        await self._ensure()
+        with tempfile.TemporaryDirectory(prefix="legacy-", dir=self.git_dir) as copy:
+            # Copied aside (object files only, never through a symlink: no `info/alternates`
+            # leading git elsewhere), then only what `tree` holds goes into the store.
+            _copy_objects(objects, Path(copy))
+            kind = await self._run("cat-file", "-t", tree, alternate=Path(copy), ok=(0, 128))
+            if kind.strip() != b"tree":
+                return False
+            try:
+                held = await self._run("rev-list", "--objects", tree, alternate=Path(copy))
+                await self._run("pack-objects", "--quiet", str(self.git_dir / "objects" / "pack"
+                                                               / "pack"),
+                                stdin=held, alternate=Path(copy))
+            except SnapshotError as error:
+                raise SnapshotError(f"snapshot {tree} in {legacy} could not be taken: "
+                                    f"{error}") from None
+        self.log.add([tree])
+        return True
 
     def adopt_legacy(self, trusted: bool) -> str | None:
         """What to say about a store in the workspace's `.pi/snapshots/` (None: there is none,
-        or it was taken already). git never runs on it and it is never deleted; in a trusted
-        folder its own object files (data, never its config or hooks, nor anything a symlink
-        leads to) are copied here once, so the entries that name them still rewind."""
+        or it was told of already). git never runs on it and it is never deleted; in a trusted
+        folder a snapshot an entry names that this store lacks is taken from it when asked for
+        (`_taken_from_legacy`), so the entries recorded then still rewind."""
         legacy = self.root / LEGACY_DIR
-        if not os.path.lexists(legacy) or (self.git_dir / ADOPTED).exists():
+        self.legacy = None  # until this folder's trust and the store's folders are known
+        if not os.path.lexists(legacy):
             return None
         where = f"pi-lsp now keeps file snapshots in {self.git_dir}"
         # Its objects could lead to another repository's, whose trees would count as ours.
@@ -602,16 +656,23 @@ class SnapshotStore:
                     f"file); {legacy} was not used. {where}. You may delete it.")
         if not trusted:
             return (f"{legacy} is a snapshot store an earlier pi-lsp kept in the workspace; "
-                    f"{where}. As the folder is not trusted nothing was taken from it, so "
-                    "files changed by earlier turns cannot be restored unless you trust it. "
-                    "You may delete it.")
+                    f"{where}. As the folder is not trusted nothing was taken from it, so files "
+                    "changed by earlier turns cannot be restored unless you trust it. You may "
+                    "delete it.")
+        self.legacy = legacy
+        return None if self._told() else (
+            f"{legacy} is a snapshot store an earlier pi-lsp kept in the workspace; {where}. "
+            "Rewinding to an entry recorded then takes that one snapshot from it (its object "
+            "files are copied; its config and hooks are never used). You may delete it once "
+            "those entries no longer matter.")
+
+    def _told(self) -> bool:
+        """Whether the user was told of the legacy store already (marked in this store)."""
+        if (self.git_dir / ADOPTED).exists():
+            return True
         self.git_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        copied = _copy_objects(legacy / "objects", self.git_dir / "objects")
-        (self.git_dir / UNLOGGED).touch()  # its root trees are logged at the next use
-        (self.git_dir / ADOPTED).write_text(f"{legacy}\n")
-        return (f"{legacy} is a snapshot store an earlier pi-lsp kept in the workspace; {where} "
-                f"and copied {copied} object file(s) from it (data only: its config and hooks "
-                "are never used), so earlier entries still restore. You may delete it.")
+        (self.git_dir / ADOPTED).write_text(f"{self.root / LEGACY_DIR}\n")
+        return False
 
 
 def _git_on_path() -> str | None:
@@ -832,6 +893,60 @@ def _symlinked(root: Path, path: Path) -> Path | None:
         if folder.is_symlink():
             return folder
     return None
+
+
+def _legacy_holds(legacy: Path, tree: str) -> bool:
+    """Whether the legacy store has an object `tree`: its loose file, or a pack index listing
+    it (read as data, never through a symlink); git has not looked at the store yet."""
+    objects, tree = legacy / "objects", object_id(tree)
+    try:
+        loose = (objects / tree[:2] / tree[2:]).lstat()
+    except OSError:
+        loose = None
+    if loose is not None and stat.S_ISREG(loose.st_mode):
+        return True
+    return any(_pack_lists(index, bytes.fromhex(tree)) for index in _files(objects / "pack")
+               if index.suffix == ".idx")
+
+
+def _pack_lists(index: Path, wanted: bytes) -> bool:
+    """Whether a pack index (version 2, or 1) lists the object `wanted`; False if unreadable."""
+    try:
+        data = read_regular(index, LEGACY_MAX_BYTES)
+    except (OSError, ValueError):
+        return False
+    fanout = 8 if data[:8] == b"\xfftOc\x00\x00\x00\x02" else 0
+    names, size = fanout + 1024, len(wanted)
+    stride, skip = (size, 0) if fanout else (size + 4, 4)  # version 1: an offset before each
+    if len(data) < names:
+        return False
+
+    def counted(byte: int) -> int:
+        return int.from_bytes(data[fanout + 4 * byte:fanout + 4 * byte + 4], "big")
+    low, high = counted(wanted[0] - 1) if wanted[0] else 0, counted(wanted[0])
+    while low < high:
+        middle = (low + high) // 2
+        at = names + middle * stride + skip
+        name = data[at:at + size]
+        if name == wanted:
+            return True
+        low, high = (middle + 1, high) if name < wanted else (low, middle)
+    return False
+
+
+def _object_files_size(objects: Path) -> tuple[int, int]:
+    """How many object files `_copy_objects` would copy from `objects`, and their bytes;
+    counting stops once past the limits."""
+    count = size = 0
+    loose = [d for d in _subdirs(objects) if re.fullmatch(r"[0-9a-f]{2}", d.name)]
+    for folder in [*loose, objects / "pack"]:
+        for file in _files(folder):
+            with contextlib.suppress(OSError):
+                size += file.lstat().st_size
+            count += 1
+            if count > LEGACY_MAX_FILES or size > LEGACY_MAX_BYTES:
+                return count, size
+    return count, size
 
 
 def _copy_objects(source: Path, target: Path) -> int:
