@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import msgspec
 
+from pi_lsp.providers.base_url import masked_passwords
 from pi_lsp.session.entries import encoder
 from pi_lsp.session.journal import NotASessionError
 from pi_lsp.session.jsontext import js_json
@@ -96,10 +97,11 @@ class EscapingWriter(io.BufferedIOBase):
 
 class OneLineRecord(logging.LogRecord):
     """A log record whose message is one line: a name it quotes (a skill folder's, a session
-    file's) may hold a line break, which the escaping stream keeps; a traceback keeps its lines."""
+    file's) may hold a line break, which the escaping stream keeps; a traceback keeps its lines.
+    A password in a URL it quotes (a `baseUrl`'s) is masked."""
 
     def getMessage(self) -> str:
-        return printable(super().getMessage())
+        return printable(masked_passwords(super().getMessage()))
 
 
 def escape_stderr() -> None:

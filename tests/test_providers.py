@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import logging
 import re
 import socket
 import threading
@@ -35,9 +36,11 @@ from pi_lsp.agent.retry import (
     is_passing_failure,
     is_retryable,
 )
+from pi_lsp.cli_common import OneLineRecord
 from pi_lsp.providers import base, openai_chat, openai_responses
 from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.providers.base import MAX_TOKENS, ModelRequest, ReplyBuilder, TextDelta, ToolSpec
+from pi_lsp.providers.base_url import url_problem
 from pi_lsp.providers.factory import provider_factory
 from pi_lsp.providers.failures import MALFORMED_EVENT, transport_failure
 from pi_lsp.providers.openai_api import OpenAIProvider
@@ -245,6 +248,33 @@ async def test_a_refused_connection_is_an_error_entry(rig) -> None:
     assert last["stopReason"] == "error" and last["content"] == []
     assert f"cannot reach lab at {url}" in last["errorMessage"]
     assert is_passing_failure(last["errorMessage"])  # pi retries a connection error
+
+
+
+async def test_a_password_in_the_base_url_is_masked_in_the_error(rig, tmp_path: Path) -> None:
+    """`baseUrl: http://user:secret@host` was written whole into the session's errorMessage when
+    the host could not be reached (session files get committed and shared): its password is
+    masked there and in the models.json error; the user, host and port still say which server."""
+    with refused_url() as base_url:
+        url = base_url.replace("http://", "http://me:s3cret-pw@") + "/v1"
+        one = rig(url=url)
+        await one.harness.prompt("hi")
+        tree = SessionTree.create(str(tmp_path / "s.jsonl"), str(tmp_path))
+        provider = AnthropicProvider("k", base_url=url)
+        harness = Harness(tree, tmp_path, lambda _n: provider, retry=NO_RETRY)
+        try:
+            [_, reply] = await harness.prompt("hi")
+        finally:
+            await provider.client.close()
+    masked = url.replace("s3cret-pw", "***")
+    assert isinstance(reply, AssistantMessage) and reply.error_message is not None
+    for said in (one.last()["errorMessage"], reply.error_message):
+        assert "s3cret-pw" not in said and f"at {masked}" in said, said
+    problem = url_problem("ftp://me:s3cret-pw@host:21/")
+    assert problem is not None and "s3cret-pw" not in problem and "me:***@host:21" in problem
+    logged = OneLineRecord("pi_lsp", logging.WARNING, __file__, 1, "no request could be made: %s",
+                           (f"{url} refused",), None)
+    assert logged.getMessage() == f"no request could be made: {masked} refused"
 
 
 async def test_an_openai_compatible_error_body_the_sdk_does_not_parse_is_still_shown(

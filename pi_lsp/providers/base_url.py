@@ -3,22 +3,32 @@ one requests can be sent to, checked where it is read so the error names where i
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlsplit
 
 SCHEMES = ("http", "https")
+# The password of a URL's userinfo (`//user:secret@host`), wherever a URL stands in a text.
+PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s:]*:)[^/?#@\s]*@")
+
+
+def masked_passwords(text: str) -> str:
+    """`text` with the password of every URL in it as `***`: error texts and logs are shown,
+    saved in sessions and shared; the user, host and port still say which server it was."""
+    return PASSWORD.sub(r"\1***@", text)
 
 
 def url_problem(url: str) -> str | None:
     """What is wrong with `url` as a base URL (None: nothing): a port that is not a number
     from 0 to 65535, an unclosed IPv6 bracket, no http(s) scheme or no host. Node's URL
-    refuses each of them too."""
+    refuses each of them too. A password in it is masked."""
+    shown = masked_passwords(repr(url))
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 (read for the error it raises)
     except ValueError as error:  # "Port could not be cast to integer value as ':11434'"
-        return f"{url!r} is not a URL ({error})"
+        return f"{shown} is not a URL ({masked_passwords(str(error))})"
     if parts.scheme.lower() not in SCHEMES:
-        return f"{url!r} is not a URL: it must start with http:// or https://"
+        return f"{shown} is not a URL: it must start with http:// or https://"
     if not parts.hostname:
-        return f"{url!r} is not a URL: it names no host"
+        return f"{shown} is not a URL: it names no host"
     return None

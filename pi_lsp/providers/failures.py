@@ -13,6 +13,8 @@ import re
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from pi_lsp.providers.base_url import masked_passwords
+
 MAX_BODY_CHARS = 4000  # pi-ai 1.6 MAX_PROVIDER_ERROR_BODY_CHARS: retries read the reason
 
 
@@ -151,8 +153,9 @@ def unreadable_reply(error: BaseException, label: str) -> str:
 def failure_text(error: BaseException, label: str, url: str, timeout_s: float, answered: bool,
                  server_error: Callable[[str, BaseException], str | None]) -> str:
     """The line a failed call ends with: the transport's failure, else the error the server
-    sent (`server_error`, the SDK's reading), else a reply that could not be read."""
+    sent (`server_error`, the SDK's reading), else a reply that could not be read. A password
+    in a URL it names (a `baseUrl` with one) is masked: the line is saved in the session."""
     if isinstance(error, ReplyFailed):
-        return str(error)
-    return transport_failure(error, label, url, timeout_s, answered) or \
-        server_error(label, error) or unreadable_reply(error, label)
+        return masked_passwords(str(error))
+    return masked_passwords(transport_failure(error, label, url, timeout_s, answered) or
+                            server_error(label, error) or unreadable_reply(error, label))
