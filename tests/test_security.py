@@ -1570,3 +1570,18 @@ def test_what_the_editor_is_told_is_one_line(monkeypatch: pytest.MonkeyPatch) ->
     server.tell("/ws/.pi/sessions/x\nFORGED: all fine.jsonl was replaced by another program")
     assert [notice.message for notice in shown] == \
         ["pi-lsp: /ws/.pi/sessions/x\\nFORGED: all fine.jsonl was replaced by another program"]
+
+
+def test_what_the_editor_is_answered_is_one_line() -> None:
+    """An error answer or a failed job's error naming what a repository chose (a models.json
+    provider `x\\nFORGED …`, a session file) kept its line breaks: a forged line in the editor's
+    message."""
+    from pi_lsp.server.errors import as_answer, failure_message
+    from pi_lsp.session.catalog import ForeignSessionError
+
+    for error in (ValueError("/ws/.pi/models.json: providers.x\nFORGED: ok.baseUrl is required"),
+                  ForeignSessionError("/ws/.pi/sessions/x\nFORGED: ok.jsonl is not a .jsonl")):
+        answer = as_answer(error)
+        assert isinstance(answer, JsonRpcException)
+        assert "\n" not in answer.message and "x\\nFORGED: ok" in answer.message
+        assert failure_message(error) == str(error).replace("\n", "\\n")

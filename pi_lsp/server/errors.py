@@ -21,6 +21,7 @@ from pi_lsp.summarize.branch import BranchRefusedError
 from pi_lsp.summarize.compaction import NothingToCompactError
 from pi_lsp.summarize.summarizer import SummaryError
 from pi_lsp.trust import TrustError
+from pi_lsp.visible import printable
 
 # In JSON-RPC's server range, clear of the codes LSP itself defines (-32001, -32002).
 BUSY = -32010
@@ -42,28 +43,31 @@ def server_error(message: str, code: int) -> JsonRpcException:
 
 
 def failure_message(error: BaseException) -> str:
-    """What the user reads about a failed turn or job: an expected error's own words."""
+    """What the user reads about a failed turn or job: an expected error's own words, on one
+    line (they may quote a name a repository chose: a session file, a models.json provider)."""
     if isinstance(error, EXPECTED):
-        return str(error) or "cancelled"
-    return f"{type(error).__name__}: {error}"
+        return printable(str(error)) or "cancelled"
+    return printable(f"{type(error).__name__}: {error}")
 
 
 def as_answer(error: Exception) -> Exception:
-    """The JSON-RPC error a command answers with; an unexpected error is returned as it is."""
+    """The JSON-RPC error a command answers with, its message on one line (as
+    `failure_message`); an unexpected error is returned as it is."""
     if isinstance(error, JsonRpcException):
         return error
+    said = printable(str(error))
     if isinstance(error, (UnknownSessionError, UnknownEntryError)):
-        return JsonRpcInvalidParams(str(error))
+        return JsonRpcInvalidParams(said)
     if isinstance(error, ForeignSessionError):
         return JsonRpcInvalidParams(
-            f"invalid argument: `uri` is not a session of this workspace: {error}")
+            f"invalid argument: `uri` is not a session of this workspace: {said}")
     if isinstance(error, ForeignFolderError):
         return JsonRpcInvalidParams(
-            f"invalid argument: `folderUri` is not a workspace folder: {error}")
+            f"invalid argument: `folderUri` is not a workspace folder: {said}")
     if isinstance(error, BusyError):
-        return server_error(str(error), BUSY)
+        return server_error(said, BUSY)
     if isinstance(error, EXPECTED):
-        return server_error(str(error), FAILED)
+        return server_error(said, FAILED)
     return error
 
 
