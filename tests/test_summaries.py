@@ -397,8 +397,11 @@ async def test_repeat_model_compaction_updates_the_previous_summary(
 
 
 def assert_summary_usage(usage: dict[str, Any], requests: int) -> None:
-    """The fake's usage (100 in, 20 out per reply), summed over `requests` as pi sums it."""
-    assert list(usage) == ["input", "output", "cacheRead", "cacheWrite", "totalTokens", "cost"]
+    """The fake's usage (100 in, 20 out per reply), summed over `requests` as pi sums it; one
+    reply's is written as pi 1.6 writes Anthropic's (its 1h cache writes after the cost)."""
+    one = ["input", "output", "cacheRead", "cacheWrite", "totalTokens", "cost", "cacheWrite1h"]
+    assert list(usage) == (one if requests == 1 else one[:-1])
+    assert usage["cost"].get("totalFromProvider") is (False if requests == 1 else None)
     assert (usage["input"], usage["output"], usage["totalTokens"]) == (
         100 * requests, 20 * requests, 120 * requests)
     assert usage["cost"]["total"] > 0

@@ -19,7 +19,9 @@ from pi_lsp.providers.base import (
     ProviderEvent,
     ReplyBuilder,
     ToolSpec,
+    is_openrouter,
     repaired_json,
+    reported_cost,
     safe_id,
     tool_spec,
     without_lone_surrogates,
@@ -590,6 +592,17 @@ class _Client(anthropic.AsyncAnthropic):
         return {"X-Api-Key": self.api_key} if self.api_key else {}
 
 
+def _as_json(value: Any) -> Any:
+    """An SDK object as the JSON the server sent, fields the SDK does not know included."""
+    return value.to_dict(warnings=False) if hasattr(value, "to_dict") else value
+
+
+def _member(value: Any, name: str) -> Any:
+    """A field of a JSON object as the SDK gives it (a typed object, or a dict for a field it
+    does not know); None where there is none."""
+    return value.get(name) if isinstance(value, dict) else getattr(value, name, None)
+
+
 class AnthropicProvider:
     name = "anthropic"
 
@@ -664,6 +677,9 @@ class AnthropicProvider:
             reply.usage.output = usage.output_tokens or 0
             reply.usage.cache_read = usage.cache_read_input_tokens or 0
             reply.usage.cache_write = usage.cache_creation_input_tokens or 0
+            reply.usage.cache_write_1h = _member(
+                _member(usage, "cache_creation"), "ephemeral_1h_input_tokens") or 0
+            reply.priced = True
         elif kind == "content_block_start":
             block = event.content_block
             if block.type == "fallback" and reply.blocks:
@@ -692,11 +708,27 @@ class AnthropicProvider:
                 count = getattr(event.usage, sent, None)  # the delta may carry no usage
                 if count is not None:
                     setattr(reply.usage, kept, count)
+            self._delta_usage(event.usage, reply)
         return []
+
+    def _delta_usage(self, usage: Any, reply: ReplyBuilder) -> None:
+        """What pi 1.6 reads of a message_delta's usage besides the counts: the 1h cache
+        writes (a gateway sends them here), the thinking tokens, OpenRouter's bill."""
+        long_writes = _member(_member(usage, "cache_creation"), "ephemeral_1h_input_tokens")
+        if long_writes is not None:
+            reply.usage.cache_write_1h = long_writes
+        thinking = _member(_member(usage, "output_tokens_details"), "thinking_tokens")
+        if thinking is not None:
+            reply.usage.reasoning = thinking
+        # pi prices the reply again at each delta, with the bill where OpenRouter sent one.
+        reply.billed = reported_cost(_as_json(usage)) \
+            if is_openrouter(reply.model) and usage is not None else None
 
     def _stop(self, delta: Any, reply: ReplyBuilder) -> None:
         """The stop reason as pi 1.6 maps it; one pi does not know ends the reply there."""
         reason = delta.stop_reason
+        if reason:
+            reply.raw_stop_reason = reason
         if reason == "refusal":
             details = getattr(delta, "stop_details", None)
             reply.fail("error", getattr(details, "explanation", None) or REFUSED)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 import re
+import time
 from collections.abc import AsyncIterator
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 import msgspec
 
@@ -142,13 +144,46 @@ def token_count(value: Any) -> int:
         return 0
 
 
-def count_openai_usage(usage: Usage, prompt: int, output: int, cached: int, written: int
-                       ) -> None:
+def count_openai_usage(usage: Usage, prompt: int, output: int, cached: int, written: int,
+                       reasoning: int) -> None:
     """OpenAI's counts as pi keeps them: the prompt's cached and cache-written tokens are not
-    counted again as input."""
+    counted again as input; the reasoning tokens are part of the output's."""
     usage.input = max(0, prompt - cached - written)
     usage.output = output
     usage.cache_read, usage.cache_write = cached, written
+    usage.reasoning = reasoning
+
+
+def is_openrouter(model: ModelInfo) -> bool:
+    """Whether pi 1.6 takes the cost a reply reports as OpenRouter's bill (isOpenRouterModel)."""
+    return model.provider == "openrouter" or "openrouter.ai" in (model.base_url or "")
+
+
+def _valid_cost(value: Any) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool) \
+        and math.isfinite(value) and value >= 0
+
+
+def reported_cost(raw: Any) -> int | float | None:
+    """The total OpenRouter billed for a reply, from the usage it sent (pi 1.6's
+    applyOpenRouterReportedCost): its own cost, plus the upstream one for a key of the
+    user's own (BYOK); None where the accounting is missing or incomplete."""
+    cost = raw.get("cost") if isinstance(raw, dict) else None
+    if not _valid_cost(cost):
+        return None
+    if raw.get("is_byok") is False:
+        return cost
+    details = raw.get("cost_details")
+    if raw.get("is_byok") is not True or not isinstance(details, dict):
+        return None
+    upstream = details.get("upstream_inference_cost")
+    if upstream is None and "upstream_inference_cost" in details:
+        prompt = details.get("upstream_inference_prompt_cost")
+        completion = details.get("upstream_inference_completions_cost")
+        if not (_valid_cost(prompt) and _valid_cost(completion)):
+            return None
+        upstream = prompt + completion
+    return cost + upstream if _valid_cost(upstream) else None
 
 
 _LONE_SURROGATE = re.compile(
@@ -212,15 +247,19 @@ def cost_of(usage: Usage, model: ModelInfo) -> Cost:
     """The reply's cost in dollars, with pi 1.6's arithmetic (calculateCost): the rate per token
     first, then times the tokens; floating point gives another last bit in the other order."""
     price = model.price.for_input(usage.input + usage.cache_read + usage.cache_write)
+    # Writes kept an hour cost twice the input rate (pi 1.6).
+    long_writes = usage.cache_write_1h if isinstance(usage.cache_write_1h, int) else 0
     parts = (
         price.input / 1_000_000 * usage.input,
         price.output / 1_000_000 * usage.output,
         price.cache_read / 1_000_000 * usage.cache_read,
         # pi multiplies first here: (rate * writes + 1h writes' price) / 1e6, in doubles.
-        float(price.cache_write) * usage.cache_write / 1_000_000,
+        (float(price.cache_write) * (usage.cache_write - long_writes)
+         + float(price.input) * 2 * long_writes) / 1_000_000,
     )
     total = parts[0] + parts[1] + parts[2] + parts[3]
-    return Cost(*(_js_number(value) for value in (*parts, total)))
+    prices = [_js_number(value) for value in parts]
+    return Cost(prices[0], prices[1], prices[2], prices[3], _js_number(total))
 
 
 def _js_number(value: float) -> int | float:
@@ -247,12 +286,18 @@ class ReplyBuilder:
         self.usage = Usage()
         self.total_tokens: int | None = None  # the server's total, when pi keeps that one
         self.stop_reason: StopReason = "stop"
+        self.raw_stop_reason: Any = None  # the provider's own, as sent
+        # Whether pi 1.6 prices the reply (its provider code computed the cost: its
+        # `totalFromProvider` is written), and the total the provider billed, if it said.
+        self.priced = False
+        self.billed: int | float | None = None
         self.error_message: str | None = None
         self.response_id: Any = None  # as the server sent it (pi writes any JSON value)
         self.provider_thinking_level: str | None = None  # the effort asked for, where marked
         self.response_model: str | None = None  # the model that answered, if another
         self.diagnostics: list[dict[str, Any]] = []  # pi's notes on the reply
         self.timestamp = now_ms()
+        self._started = time.monotonic()  # the reply is timed from here, as pi times its stream
 
     def start_text(self) -> int:
         self.blocks.append(TextContent(text=""))
@@ -360,8 +405,10 @@ class ReplyBuilder:
         as far as they go."""
         for index in list(self._tool_json):
             self._end_unfinished_call(index)
-        return fitted_to_entry(
-            self._assemble([self.block(index) for index in range(len(self.blocks))]))
+        message = self._assemble([self.block(index) for index in range(len(self.blocks))])
+        # Rounded as JavaScript's Math.round rounds (a half up).
+        message.duration_ms = math.floor((time.monotonic() - self._started) * 1000 + 0.5)
+        return fitted_to_entry(message)
 
     def _answering_model(self) -> ModelInfo:
         """The model priced: a fallback the server answered with at its own cost (pi 1.6)."""
@@ -377,15 +424,22 @@ class ReplyBuilder:
             self.usage, input=_counted(self.usage.input), output=_counted(self.usage.output),
             cache_read=_counted(self.usage.cache_read),
             cache_write=_counted(self.usage.cache_write))
+        for name in ("reasoning", "cache_write_1h"):  # where the provider reported them
+            if getattr(usage, name) is not msgspec.UNSET:
+                setattr(usage, name, _counted(getattr(usage, name)))
         usage.total_tokens = usage.input + usage.output + usage.cache_read + usage.cache_write \
             if self.total_tokens is None else _counted(self.total_tokens)
         usage.cost = cost_of(usage, self._answering_model())
+        if self.billed is not None:
+            usage.cost.total, usage.cost.total_from_provider = self.billed, True
+        elif self.priced:
+            usage.cost.total_from_provider = False
         return AssistantMessage(
             content=blocks, api=self.api, provider=self.model.provider,
             model=self.model.id, usage=usage, stop_reason=self.stop_reason,
             timestamp=self.timestamp, provider_thinking_level=self.provider_thinking_level,
             response_id=self.response_id, response_model=self.response_model,
-            diagnostics=self.diagnostics or None,
+            diagnostics=self.diagnostics or None, raw_stop_reason=self.raw_stop_reason,
             error_message=self.error_message, thinking_level=self.thinking_level,
         )
 

@@ -16,6 +16,8 @@ from pi_lsp.providers.base import (
     ProviderEvent,
     ReplyBuilder,
     count_openai_usage,
+    is_openrouter,
+    reported_cost,
     safe_id,
     short_hash,
     token_count,
@@ -298,9 +300,13 @@ def _usage(raw: dict[str, Any], reply: ReplyBuilder) -> None:
     cached = next((value for value in (details.get("cached_tokens"),
                                        raw.get("prompt_cache_hit_tokens"),
                                        raw.get("cached_tokens")) if value is not None), 0)
+    reasoning = _object(raw.get("completion_tokens_details")).get("reasoning_tokens") \
+        or raw.get("reasoning_tokens")
     count_openai_usage(reply.usage, token_count(raw.get("prompt_tokens")),
                        token_count(raw.get("completion_tokens")), token_count(cached),
-                       token_count(details.get("cache_write_tokens")))
+                       token_count(details.get("cache_write_tokens")), token_count(reasoning))
+    reply.priced = True
+    reply.billed = reported_cost(raw) if is_openrouter(reply.model) else None
 
 
 def _string(value: Any) -> str:
@@ -426,6 +432,7 @@ class ChatReader:
                 events += self._tool_call(call)
         finish = choice.get("finish_reason")
         if finish:
+            reply.raw_stop_reason = finish
             self.finished = True
             stop = STOP_REASONS.get(finish) if isinstance(finish, str) else None
             if stop is None:

@@ -419,6 +419,7 @@ class ResponsesReader:
         # A failed reply ends here, as pi 1.6 ends it: nothing after (a response.completed
         # that would make its calls tool uses, usage) is read.
         elif kind == "response.failed":
+            self.reply.raw_stop_reason = getattr(event.response, "status", None)
             raise ReplyFailed(failure_of(event.response))
         elif kind == "error":
             raise ReplyFailed(error_event_text(event))
@@ -486,13 +487,18 @@ class ResponsesReader:
             count_openai_usage(reply.usage, token_count(usage.input_tokens),
                                token_count(usage.output_tokens),
                                token_count(getattr(details, "cached_tokens", None)),
-                               token_count(getattr(details, "cache_write_tokens", None)))
+                               token_count(getattr(details, "cache_write_tokens", None)),
+                               token_count(getattr(usage.output_tokens_details,
+                                                   "reasoning_tokens", None)))
             reply.total_tokens = getattr(usage, "total_tokens", None) or 0  # pi keeps the server's
+        reply.priced = True  # pi prices even a reply the server gave no usage for
         status = response.status
+        reason = getattr(response.incomplete_details, "reason", None)
+        # pi's raw reason: the status, and why it is incomplete where the server said.
+        reply.raw_stop_reason = f"{status}.{reason}" if isinstance(reason, str) else status
         if status == "failed":
             reply.fail("error", failure_of(response))
         elif status == "incomplete":
-            reason = getattr(response.incomplete_details, "reason", None)
             if reason == "max_output_tokens":
                 reply.stop_reason = "length"
             else:

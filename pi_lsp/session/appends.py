@@ -9,6 +9,7 @@ import msgspec
 
 from pi_lsp.session.entries import (
     AgentMessage,
+    AssistantMessage,
     BranchSummaryEntry,
     BranchSummaryMessage,
     CompactionEntry,
@@ -18,6 +19,7 @@ from pi_lsp.session.entries import (
     CustomMessageEntry,
     Entry,
     MessageEntry,
+    MessageLine,
     ModelChangeEntry,
     Replacement,
     SessionInfoEntry,
@@ -29,6 +31,7 @@ from pi_lsp.session.entries import (
 )
 from pi_lsp.session.ids import iso_now, iso_to_ms, new_entry_id
 from pi_lsp.session.journal import Record
+from pi_lsp.session.replyorder import reply_json
 
 
 class EntryAppends:
@@ -37,7 +40,7 @@ class EntryAppends:
     leaf_id: str | None
     by_id: dict[str, Record]
 
-    def _append(self, entry: Entry) -> str:
+    def _append(self, entry: Entry | MessageLine) -> str:
         raise NotImplementedError  # SessionTree._append
 
     def _common(self) -> dict[str, Any]:
@@ -46,6 +49,8 @@ class EntryAppends:
     def append_message(self, message: AgentMessage) -> str:
         if isinstance(message, BranchSummaryMessage | CompactionSummaryMessage):
             raise ValueError("summary messages are made from entries and are never appended")
+        if isinstance(message, AssistantMessage):
+            return self._append(MessageLine(**self._common(), message=reply_json(message)))
         return self._append(MessageEntry(**self._common(), message=message))
 
     def append_thinking_level_change(self, level: str) -> str:

@@ -68,15 +68,25 @@ class Cost(msgspec.Struct, rename="camel"):
     cache_read: int | float = 0
     cache_write: int | float = 0
     total: int | float = 0
+    # pi 1.6: whether `total` is what the provider billed (OpenRouter) rather than computed;
+    # unset where pi never priced the reply (a stream that reported no usage).
+    total_from_provider: bool | msgspec.UnsetType = msgspec.UNSET
 
 
 class Usage(msgspec.Struct, rename="camel"):
+    """Token counts and cost; pi 1.6 writes the optional ones where an API reports them
+    (session/replies.py has the key order of each API)."""
+
     input: int = 0
     output: int = 0
     cache_read: int = 0
     cache_write: int = 0
+    reasoning: int | msgspec.UnsetType = msgspec.UNSET  # output tokens spent thinking
     total_tokens: int = 0
     cost: Cost = msgspec.field(default_factory=Cost)
+    # The cache writes kept an hour (Anthropic), priced at twice the input rate.
+    cache_write_1h: int | msgspec.UnsetType = msgspec.field(default=msgspec.UNSET,
+                                                            name="cacheWrite1h")
 
 
 class _Message(msgspec.Struct, tag_field="role", rename="camel", omit_defaults=True, kw_only=True):
@@ -104,7 +114,11 @@ class AssistantMessage(_Message, tag="assistant", kw_only=True):
     response_model: str | None = None  # the model that answered, when not the one asked
     # pi 1.6's notes on the reply (replayed reasoning the server withheld), kept as decoded.
     diagnostics: list[Any] | None = None
+    # pi 1.6: the stop reason as the provider sent it, and the ms from the request's start to
+    # the stream's end; kept as decoded (nothing reads them, so an odd one drops no reply).
+    raw_stop_reason: Any = None
     error_message: str | None = None
+    duration_ms: Any = None
     thinking_level: str | None = None  # the level requested (pi 1.6 writes it last)
 
 
@@ -243,6 +257,15 @@ class MessageEntry(_Entry, tag="message", kw_only=True):
     parent_id: ParentId = msgspec.UNSET
     timestamp: Any = msgspec.UNSET
     message: AgentMessage
+
+
+class MessageLine(_Entry, tag="message", kw_only=True):
+    """A message entry to write whose message is JSON text already (a reply in pi's order)."""
+
+    id: str
+    parent_id: ParentId = msgspec.UNSET
+    timestamp: Any = msgspec.UNSET
+    message: msgspec.Raw
 
 
 class ThinkingLevelChangeEntry(_Entry, tag="thinking_level_change", kw_only=True):

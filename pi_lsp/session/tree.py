@@ -26,6 +26,7 @@ from pi_lsp.session.appends import EntryAppends
 from pi_lsp.session.entries import (
     Entry,
     LabelEntry,
+    MessageLine,
     SessionHeader,
     SessionInfoEntry,
     Usage,
@@ -702,7 +703,7 @@ class SessionTree(EntryAppends):
 
     # -- appending -----------------------------------------------------------------------
 
-    def _append(self, entry: Entry) -> str:
+    def _append(self, entry: Entry | MessageLine) -> str:
         """Write one entry. Another writer's entries are taken in first; a file replaced since
         it was read is left alone and this session moves to a new file (`_relocate`), as it
         does from a deleted one while a turn runs."""

@@ -1,0 +1,47 @@
+"""The key order pi 1.6 writes an assistant message in: JavaScript keeps an object's keys in the
+order they were set, and the code of each API sets a reply's keys in an order of its own."""
+
+from __future__ import annotations
+
+import msgspec
+
+from pi_lsp.session.entries import AssistantMessage, encoder
+
+# The Structs' order is the OpenAI APIs' usage and Anthropic's reply. Anthropic adds the
+# reasoning tokens after the cost; the Responses API sets the effort before the usage.
+_ANTHROPIC_USAGE = ("input", "output", "cacheRead", "cacheWrite", "totalTokens", "cost",
+                    "cacheWrite1h", "reasoning")
+_RESPONSES_LEAD = ("role", "content", "api", "provider", "model", "providerThinkingLevel")
+
+
+def _members(value: msgspec.Struct) -> dict[str, msgspec.Raw]:
+    """The members `value` is encoded with, each as its JSON text. (Encoded one by one, not
+    read back from the whole: a lone surrogate's escape is text msgspec cannot read.)"""
+    config = value.__struct_config__
+    members = {} if config.tag_field is None else \
+        {config.tag_field: msgspec.Raw(encoder.encode(config.tag))}
+    for field in msgspec.structs.fields(value):
+        item = getattr(value, field.name)
+        if item is msgspec.UNSET or (config.omit_defaults and item == field.default):
+            continue
+        members[field.encode_name] = msgspec.Raw(encoder.encode(item))
+    return members
+
+
+def _ordered(members: dict[str, msgspec.Raw], lead: tuple[str, ...]) -> dict[str, msgspec.Raw]:
+    """`members` with the keys of `lead` first, in its order, then the others as they were."""
+    first = {key: members[key] for key in lead if key in members}
+    return first | {key: value for key, value in members.items() if key not in first}
+
+
+def reply_json(message: AssistantMessage) -> msgspec.Raw:
+    """The reply's JSON text, keys in the order pi 1.6 writes them for its API."""
+    if message.api == "anthropic-messages":
+        members = _members(message)
+        members["usage"] = msgspec.Raw(encoder.encode(
+            _ordered(_members(message.usage), _ANTHROPIC_USAGE)))
+    elif message.api == "openai-responses":
+        members = _ordered(_members(message), _RESPONSES_LEAD)
+    else:
+        return msgspec.Raw(encoder.encode(message))
+    return msgspec.Raw(encoder.encode(members))

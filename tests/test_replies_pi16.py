@@ -1,0 +1,187 @@
+"""The assistant message pi-lsp writes for a reply is the one pi 1.6 writes for the same stream,
+key order included (issue 14): one prompt, `pi -p` and `pi-lsp run` each against the fakes.
+
+pi 1.6's lines are stored for machines without it; where it is installed they are made again
+and checked against the stored ones. Compared with the reply's time and duration set to 0:
+both are clocks' readings (the duration has a test of its own)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pi_lsp.session.entries import AssistantMessage, decode_message
+from pi_lsp.session.replyorder import reply_json
+from tests import fake_anthropic, fake_openai
+from tests.fake_anthropic import FakeAnthropic, message_end, message_start, text_block
+from tests.fake_openai import FakeOpenAI, chat_reply, chunk, message_item
+from tests.test_system_messages import PI16, pi16_node
+from tests.waits import PROCESS_CEILING_S
+
+ROOT = Path(__file__).resolve().parent.parent
+STORED = Path(__file__).with_name("fixtures") / "pi16-replies.json"
+CLI = PI16 / "@earendil-works" / "pi-coding-agent" / "dist" / "cli.js"
+LAB_MODEL = "coder"  # a models.json model on Chat Completions, priced so costs show
+LAB_COST = {"input": 0.5, "output": 2, "cacheRead": 0.05, "cacheWrite": 0.6}
+TIMES = ("timestamp", "durationMs")  # a reply's clock readings
+
+
+@dataclass
+class Scene:
+    """One prompt's model (`provider/id`), level and the reply the fake streams."""
+
+    model: str
+    thinking: str
+    reply: fake_anthropic.Reply | fake_openai.Reply
+
+
+def _anthropic(stop: str = "end_turn", cache_1h: int | None = None,
+               thinking_tokens: int | None = None, model: str = "claude-sonnet-4-5"
+               ) -> fake_anthropic.Reply:
+    start = message_start(model, cache_read=50, cache_write=30)
+    if cache_1h is not None:
+        start["message"]["usage"]["cache_creation"] = {
+            "ephemeral_5m_input_tokens": 30 - cache_1h, "ephemeral_1h_input_tokens": cache_1h}
+    end = message_end(stop)
+    if thinking_tokens is not None:
+        end[0]["usage"]["output_tokens_details"] = {"thinking_tokens": thinking_tokens}
+    return fake_anthropic.Reply([start, *text_block(0, "Hi", " there"), *end])
+
+
+def _responses(status: str = "completed", reason: str | None = None) -> fake_openai.Reply:
+    usage = {"input_tokens": 200, "output_tokens": 40, "total_tokens": 240,
+             "input_tokens_details": {"cached_tokens": 50, "cache_write_tokens": 30},
+             "output_tokens_details": {"reasoning_tokens": 12}}
+    response = {"id": "resp_1", "object": "response", "status": status, "model": "gpt-5",
+                "output": [], "usage": usage,
+                **({"incomplete_details": {"reason": reason}} if reason else {})}
+    return fake_openai.Reply([
+        {"type": "response.created", "response": {"id": "resp_1", "object": "response",
+                                                  "status": "in_progress", "output": []}},
+        *message_item(0, "Hi", " there"), {"type": f"response.{status}", "response": response}])
+
+
+def _chat(**usage: Any) -> fake_openai.Reply:
+    reply = chat_reply("Hi", " there")
+    last = reply.events[-1]
+    last["usage"] = {**last["usage"], **usage}
+    return reply
+
+
+SCENES: dict[str, Scene] = {
+    "anthropic, 1h cache writes and thinking tokens": Scene(
+        "anthropic/claude-sonnet-4-5", "medium", _anthropic(cache_1h=20, thinking_tokens=7)),
+    "anthropic, cut at max_tokens": Scene("anthropic/claude-sonnet-4-5", "off",
+                                          _anthropic("max_tokens")),
+    "anthropic, effort set mid-conversation": Scene("anthropic/claude-opus-5-5", "high",
+                                                    _anthropic(model="claude-opus-5-5")),
+    "responses, cache writes and reasoning tokens": Scene("openai/gpt-5", "medium",
+                                                          _responses()),
+    "responses, incomplete": Scene("openai/gpt-5", "low",
+                                   _responses("incomplete", "max_output_tokens")),
+    "responses, effort set mid-conversation": Scene("openai/gpt-6.2-sol", "high",
+                                                    _responses()),
+    "chat, cache writes and reasoning tokens": Scene(
+        f"lab/{LAB_MODEL}", "off",
+        _chat(prompt_tokens_details={"cached_tokens": 20, "cache_write_tokens": 10},
+              completion_tokens_details={"reasoning_tokens": 9})),
+    "chat, no usage": Scene(f"lab/{LAB_MODEL}", "off", fake_openai.Reply(
+        [chunk({"role": "assistant", "content": "Hi"}), chunk(finish="stop")])),
+    "chat, cost from the provider": Scene(
+        f"openrouter/{LAB_MODEL}", "off", _chat(cost=0.0123, is_byok=False)),
+}
+
+
+def _agent_folder(root: Path, fake: FakeAnthropic, oai: FakeOpenAI) -> Path:
+    """A pi folder whose models.json sends each provider to a fake."""
+    agent = root / "agent"
+    agent.mkdir()
+    lab = {"api": "openai-completions", "baseUrl": f"{oai.url}/v1", "apiKey": "lab",
+           "models": [{"id": LAB_MODEL, "cost": LAB_COST}]}
+    (agent / "models.json").write_text(json.dumps({"providers": {
+        "anthropic": {"baseUrl": fake.url}, "openai": {"baseUrl": f"{oai.url}/v1"},
+        "lab": lab, "openrouter": lab}}))
+    return agent
+
+
+def _reply_line(command: list[str], scene: Scene, root: Path, fake: FakeAnthropic,
+                oai: FakeOpenAI) -> tuple[dict[str, Any], float]:
+    """The assistant message `command` (an agent's one-prompt run) wrote for the scene's
+    reply, as read in key order, and how long the run took in ms."""
+    (fake if isinstance(scene.reply, fake_anthropic.Reply) else oai).script(scene.reply)
+    workspace = root / "ws"
+    workspace.mkdir()
+    session = workspace / "s.jsonl"
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))},
+           "PI_CODING_AGENT_DIR": str(_agent_folder(root, fake, oai)), "PI_OFFLINE": "1",
+           "ANTHROPIC_API_KEY": "test", "OPENAI_API_KEY": "test",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    began = time.monotonic()
+    run = subprocess.run([*command, "--session", str(session), "--model", scene.model,
+                          "--thinking", scene.thinking, "hello"], cwd=workspace, env=env,
+                         capture_output=True, text=True, timeout=PROCESS_CEILING_S)
+    took = (time.monotonic() - began) * 1000
+    assert "Traceback" not in run.stderr, run.stderr
+    [reply] = [entry["message"] for entry in map(json.loads, session.read_text().splitlines())
+               if entry.get("message", {}).get("role") == "assistant"]
+    return reply, took
+
+
+def _untimed(reply: dict[str, Any]) -> dict[str, Any]:
+    return {key: 0 if key in TIMES else value for key, value in reply.items()}
+
+
+def _pi_command(node: str) -> list[str]:
+    return [node, str(CLI), "-p"]
+
+
+PI_LSP = [sys.executable, "-m", "pi_lsp.cli", "run"]
+
+
+@pytest.fixture(scope="module")
+def pi_replies(tmp_path_factory: pytest.TempPathFactory, fake: FakeAnthropic,
+               oai: FakeOpenAI) -> dict[str, Any]:
+    stored: dict[str, Any] = json.loads(STORED.read_text("utf-8"))
+    node = pi16_node()
+    if node is not None:
+        for name, scene in SCENES.items():
+            reply, _ = _reply_line(_pi_command(node), scene, tmp_path_factory.mktemp("pi"),
+                                   fake, oai)
+            # The stored lines are pi's, keys in its order.
+            assert json.dumps(_untimed(reply)) == json.dumps(stored[name]), name
+    return stored
+
+
+@pytest.mark.parametrize("name", SCENES)
+def test_a_reply_is_written_as_pi_16_writes_it(name: str, tmp_path: Path, fake: FakeAnthropic,
+                                               oai: FakeOpenAI, pi_replies: dict[str, Any]
+                                               ) -> None:
+    reply, took = _reply_line(PI_LSP, SCENES[name], tmp_path, fake, oai)
+    assert json.dumps(_untimed(reply)) == json.dumps(pi_replies[name])
+    assert 0 <= reply["durationMs"] <= took
+
+
+OLD_REPLY = {"role": "assistant", "content": [{"type": "text", "text": "Hi"}],
+             "api": "anthropic-messages", "provider": "anthropic", "model": "claude-sonnet-4-5",
+             "usage": {"input": 1, "output": 2, "cacheRead": 0, "cacheWrite": 0,
+                       "totalTokens": 3, "cost": {"input": 0, "output": 0, "cacheRead": 0,
+                                                  "cacheWrite": 0, "total": 0}},
+             "stopReason": "stop", "timestamp": 1764769388000}
+
+
+@pytest.mark.parametrize("name", [*SCENES, "written before pi 1.6"])
+def test_a_reply_read_back_is_written_again_as_it_was(name: str) -> None:
+    """The new fields survive a reading (they were dropped), and a reply without them gains
+    none."""
+    stored = OLD_REPLY if name not in SCENES else json.loads(STORED.read_text("utf-8"))[name]
+    message = decode_message(json.dumps(stored).encode())
+    assert isinstance(message, AssistantMessage)
+    assert json.dumps(json.loads(bytes(reply_json(message)))) == json.dumps(stored)
