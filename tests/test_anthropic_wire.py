@@ -223,7 +223,8 @@ def test_a_request_without_caching_has_no_cache_marks_and_its_body_otherwise() -
     specs = [ToolSpec("a", "first", {})]
     messages: list[LlmMessage] = [UserMessage(content="q", timestamp=1)]
     cached = request_params(request(messages, tools=specs))
-    uncached = request_params(msgspec_replace(request(messages, tools=specs), cache=False))
+    uncached = request_params(msgspec_replace(request(messages, tools=specs),
+                                                 cache_retention="none"))
     assert uncached["system"] == [{"type": "text", "text": "sys"}]
     assert uncached["tools"][-1] == {"name": "a", "description": "first",
                                      "input_schema": {"type": "object", "properties": {},

@@ -1266,3 +1266,15 @@ def test_check_reports_a_message_pi_lsp_cannot_read(tmp_path: Path) -> None:
         file.write(json.dumps(unreadable) + "\n")
     [problem] = check_session(SessionTree.open(str(path)))
     assert (problem.kind, problem.entry_id, problem.line) == ("unreadable-message", "abcd1234", 3)
+
+
+def test_a_long_cache_retention_goes_only_where_the_host_keeps_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """PI_CACHE_RETENTION=long asks a local server for a 24h cache under the session's key, as
+    pi 1.6 asks it, and Together, which pi knows keeps none, for neither."""
+    monkeypatch.setenv("PI_CACHE_RETENTION", "long")
+    lab = openai_chat.request_params(request(local()))
+    together = openai_chat.request_params(request(local(
+        provider="together", base_url="https://api.together.xyz/v1")))
+    assert (lab["prompt_cache_key"], lab["prompt_cache_retention"]) == ("0193-session", "24h")
+    assert "prompt_cache_key" not in together and "prompt_cache_retention" not in together

@@ -12,6 +12,7 @@ session replays none)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -313,3 +314,32 @@ def test_pi_lsps_tools_go_strict_as_pi_16_sends_its_own(api: str, tmp_path: Path
     assert json.dumps(ours["tools"]) == json.dumps(
         [{key: value for key, value in tool.items() if key != "eager_input_streaming"}
          for tool in pi_tools])  # byte for byte, key order too: the cached prefix
+
+
+STORED_LONG_CACHE = STORED_BODIES.with_name("pi16-long-cache.json")
+LONG_CACHE_FILE = CONFORMANCE / "pi16" / "201.jsonl"
+
+
+@pytest.mark.parametrize(("api", "model_id"), [(ANTHROPIC_API, None), (RESPONSES_API, None),
+                                               (CHAT_API, None), (RESPONSES_API, OPENAI_DEFAULT)])
+def test_a_long_cache_retention_is_sent_as_pi_16_sends_it(
+        api: str, model_id: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PI_CACHE_RETENTION=long was not honoured: pi 1.6 marks Anthropic's cache breakpoints
+    `ttl: "1h"`, asks OpenAI for `prompt_cache_retention: "24h"` (GPT-6.2 Sol, which sets the
+    cache in `prompt_cache_options`, for `ttl: "30m"`). pi's bodies are pi-ai 1.6's builder's
+    with the variable set (stored for machines without it)."""
+    key = " ".join([api, *([model_id] if model_id else [])])
+    pi = json.loads(STORED_LONG_CACHE.read_text("utf-8"))[key]
+    node = pi16_node()
+    if node is not None:
+        run = subprocess.run([node, str(Path(__file__).with_name("pi16_wire.mjs")),
+                              str(PI16 / "@earendil-works"), api,
+                              *(["--model", model_id] if model_id else []),
+                              str(LONG_CACHE_FILE)],
+                             capture_output=True, text=True, timeout=PROCESS_CEILING_S,
+                             env={**os.environ, "PI_CACHE_RETENTION": "long"})
+        assert run.returncode == 0, run.stderr
+        assert json.loads(run.stdout)[str(LONG_CACHE_FILE)] == pi  # the stored body is pi's
+    monkeypatch.setenv("PI_CACHE_RETENTION", "long")
+    ours, replayed = _ours(LONG_CACHE_FILE, api, model_id=model_id)
+    assert _comparable(ours, api, replayed, pi=False) == _comparable(pi, api, replayed, pi=True)

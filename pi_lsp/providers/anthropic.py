@@ -253,14 +253,15 @@ def _system_update(message: SystemMessage, definitions: Definitions | None
 
 
 def wire_messages(messages: list[ModelMessage], model_id: str, provider: str = "anthropic",
-                  model_input: Sequence[str] = ("text", "image"), cache: bool = True,
+                  model_input: Sequence[str] = ("text", "image"),
+                  cache: dict[str, Any] | None = CACHE,
                   effort: str | None = None, definitions: Definitions | None = None
                   ) -> list[dict[str, Any]]:
     """Model-layer messages as Messages API turns; consecutive tool results share one turn.
     A model whose `model_input` lacks "image" gets notes for the images; `cache`: the newest
-    is a cache breakpoint; `effort`: each reply's effort and the next one's are marked. A
-    system message waits until just before the next reply sent (a tool result must follow its
-    call), as pi 1.6 holds it; with `definitions` its tool changes are said in it."""
+    is a cache breakpoint with this mark; `effort`: each reply's effort and the next one's are
+    marked. A system message waits until just before the next reply sent (a tool result must
+    follow its call), as pi 1.6 holds it; with `definitions` its tool changes are said in it."""
     wire: list[dict[str, Any]] = []
     results: list[ToolResultMessage] = []
     held: list[dict[str, Any]] = []
@@ -292,14 +293,24 @@ def wire_messages(messages: list[ModelMessage], model_id: str, provider: str = "
     if results:
         wire.append({"role": "user", "content": _tool_results(results)})
     wire += held
-    if cache:
-        _mark_newest(wire)
+    if cache is not None:
+        _mark_newest(wire, cache)
     if effort is not None:
         wire.append(_effort_marker(effort))
     return wire
 
 
-def _mark_newest(wire: list[dict[str, Any]]) -> None:
+def cache_control(request: ModelRequest) -> dict[str, Any] | None:
+    """The mark of a cache breakpoint (None: none, for a one-off request); kept an hour for a
+    long retention where the model allows it, as pi 1.6 marks it."""
+    if request.cache_retention == "none":
+        return None
+    long = request.cache_retention == "long" and \
+        request.model.compat.supports_long_cache_retention is not False
+    return {**CACHE, "ttl": "1h"} if long else dict(CACHE)
+
+
+def _mark_newest(wire: list[dict[str, Any]], control: dict[str, Any]) -> None:
     """A cache breakpoint on the newest message when it is the user's or a system message, so
     the next call reads the whole prefix (pi marks no reply: the next request adds a turn after
     it anyway)."""
@@ -309,15 +320,16 @@ def _mark_newest(wire: list[dict[str, Any]]) -> None:
     if isinstance(newest["content"], str):
         newest["content"] = [{"type": "text", "text": newest["content"]}]
     if newest["content"] and newest["content"][-1]["type"] in CACHEABLE:
-        newest["content"][-1]["cache_control"] = CACHE
+        newest["content"][-1]["cache_control"] = control
 
 
-def _system(prompt: str, cache: bool) -> list[dict[str, Any]] | None:
+def _system(prompt: str, control: dict[str, Any] | None) -> list[dict[str, Any]] | None:
     """The system blocks (None: an empty prompt, which pi leaves out; an empty block is a 400),
-    a cache breakpoint with `cache`."""
+    a cache breakpoint marked `control` where there is one."""
     if not prompt:
         return None
-    return [{"type": "text", "text": prompt, **({"cache_control": CACHE} if cache else {})}]
+    return [{"type": "text", "text": prompt,
+             **({"cache_control": control} if control is not None else {})}]
 
 
 # Root keywords of a tool's schema kept as they are: shared definitions so $refs resolve, and
@@ -374,8 +386,9 @@ def _tools(request: ModelRequest) -> list[dict[str, Any]]:
     """Tool definitions; with `cache`, the last one a cache breakpoint so the tool list is cached
     too; pi's placeholder after them where tool changes are said in place."""
     wire = tool_definitions(request.tools, request.model)
-    if request.cache:
-        wire[-1]["cache_control"] = CACHE
+    control = cache_control(request)
+    if control is not None:
+        wire[-1]["cache_control"] = control
     if tool_changes_in_place(request):
         wire.append(dict(DEFERRED_PLACEHOLDER))
     return wire
@@ -478,11 +491,11 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
     params: dict[str, Any] = {
         "model": model.id,
         "messages": wire_messages(request.messages, model.id, model.provider, model.input,
-                                  request.cache, managed_effort(request),
+                                  cache_control(request), managed_effort(request),
                                   functools.partial(tool_definitions, model=model)
                                   if tool_changes_in_place(request) else None),
     }
-    system = _system(request.system_prompt, request.cache)
+    system = _system(request.system_prompt, cache_control(request))
     if system is not None:
         params["system"] = system
     if request.tools:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import time
 from collections.abc import AsyncIterator
-from typing import Any, Protocol, TypeGuard
+from typing import Any, Literal, Protocol, TypeGuard
 
 import msgspec
 
@@ -70,6 +71,15 @@ def tool_spec(declaration: dict[str, Any]) -> ToolSpec:
                     config if isinstance(config, dict) else None)
 
 
+CacheRetention = Literal["none", "short", "long"]
+
+
+def cache_retention() -> CacheRetention:
+    """The cache retention a request asks for unless told otherwise: pi 1.6's, long where
+    PI_CACHE_RETENTION is "long" (read at each request, as pi reads it)."""
+    return "long" if os.environ.get("PI_CACHE_RETENTION") == "long" else "short"
+
+
 class ModelRequest(msgspec.Struct):
     """`system_prompt` and `tools` go first; `messages` has system messages after them only
     for a model that takes them mid-conversation (registry.keeps_system_messages)."""
@@ -81,9 +91,9 @@ class ModelRequest(msgspec.Struct):
     thinking_level: str
     max_tokens: int | None = None
     session_id: str | None = None  # for prompt caching and session affinity, as pi sends it
-    # False: no cache breakpoints (pi's cacheRetention "none", as for its summaries: a one-off
-    # request would pay a cache write no later request reads).
-    cache: bool = True
+    # "none": no cache breakpoints (as for pi's summaries: a one-off request would pay a cache
+    # write no later request reads); "long": the prompt kept longer, where the server can.
+    cache_retention: CacheRetention = msgspec.field(default_factory=lambda: cache_retention())
     # Tool changes said in place (pi's nativeToolChanges) where the model takes them: False
     # when the transcript declared no tools first, so `tools` are the current ones.
     tool_changes_in_place: bool = True

@@ -215,10 +215,16 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
     """The keyword arguments of `chat.completions.create` for a request (`stream` aside)."""
     model, compat = request.model, compat_of(request.model)
     params: dict[str, Any] = {"model": model.id, "messages": wire_messages(request, compat)}
+    # A long retention (PI_CACHE_RETENTION=long) is asked for, with a key, where the host
+    # keeps one, as pi 1.6 asks.
+    long = request.cache_retention == "long" and bool(compat.supports_long_cache_retention)
     cache_key = compat.prompt_cache_key_mode == "enabled" or (
-        compat.prompt_cache_key_mode == "auto" and "api.openai.com" in (model.base_url or ""))
-    if cache_key and request.session_id:
+        compat.prompt_cache_key_mode == "auto" and
+        ("api.openai.com" in (model.base_url or "") or long))
+    if cache_key and request.session_id and request.cache_retention != "none":
         params["prompt_cache_key"] = request.session_id[:PROMPT_CACHE_KEY_CHARS]
+    if long:
+        params["prompt_cache_retention"] = "24h"
     if compat.supports_usage_in_streaming:
         params["stream_options"] = {"include_usage": True}
     if compat.supports_store:

@@ -307,9 +307,14 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
     params: dict[str, Any] = {"model": model.id, "input": wire_input(request)}
     if request.session_id and compat.prompt_cache_key_mode != "disabled":
         params["prompt_cache_key"] = request.session_id[:PROMPT_CACHE_KEY_CHARS]
-    if compat.supports_explicit_prompt_cache_mode and not request.cache:
+    long = request.cache_retention == "long" and compat.supports_long_cache_retention is not False
+    if compat.supports_explicit_prompt_cache_mode and request.cache_retention == "none":
         # pi 1.6's cacheRetention "none" (a summary): a one-off request caches nothing.
         params["prompt_cache_options"] = {"mode": "explicit"}
+    elif compat.supports_explicit_prompt_cache_mode and long:
+        params["prompt_cache_options"] = {"ttl": "30m"}
+    elif long:
+        params["prompt_cache_retention"] = "24h"
     params["store"] = False
     params["max_output_tokens"] = max(output_room(request), MIN_OUTPUT_TOKENS)
     if request.tools and not tool_changes_in_place(request):

@@ -92,6 +92,9 @@ class Compat(msgspec.Struct, rename="camel", omit_defaults=True):
     # Anthropic: a tool asking for constrained sampling is sent strict (pi's
     # `supportsStrictTools`; every Claude in pi 1.6's catalog, off for other models).
     supports_strict_tools: bool | None = None
+    # The server keeps a prompt cached longer when asked (PI_CACHE_RETENTION=long): pi
+    # 1.6's `supportsLongCacheRetention`, on unless a model or a host turns it off.
+    supports_long_cache_retention: bool | None = None
     # Anthropic: models the server may answer with when this one cannot (`fallbacks`).
     allowed_fallback_models: list[FallbackModel] | None = None
 
@@ -343,4 +346,6 @@ def detect_compat(provider: str, base_url: str) -> Compat:
         send_session_affinity_headers=openrouter,
         session_affinity_format="openrouter" if openrouter else "openai",
         prompt_cache_key_mode="auto",
+        supports_long_cache_retention=not (together or workers_ai or ai_gateway or nvidia
+                                           or ant_ling),
     )

@@ -114,7 +114,7 @@ class ModelSummarizer:
             model=self.model, system_prompt=prompts.SYSTEM, messages=[prompt], tools=[],
             thinking_level=request.thinking_level,
             max_tokens=self.model.max_tokens,  # pi 1.6's (its #9512)
-            cache=False,  # pi 1.6's cacheRetention "none": no later request reads it
+            cache_retention="none",  # as pi 1.6 asks: no later request reads it
         )
         message = await retried_reply(lambda: self._reply(model_request), self.retry,
                                       request.retries)
