@@ -185,3 +185,23 @@ def test_a_reply_read_back_is_written_again_as_it_was(name: str) -> None:
     message = decode_message(json.dumps(stored).encode())
     assert isinstance(message, AssistantMessage)
     assert json.dumps(json.loads(bytes(reply_json(message)))) == json.dumps(stored)
+
+
+PACED_S = 0.05  # the fake's pause after each event of the paced reply
+
+
+def test_a_replys_duration_spans_its_stream(tmp_path: Path, fake: FakeAnthropic,
+                                            oai: FakeOpenAI) -> None:
+    """durationMs runs from the request's start to the stream's end, as pi 1.6 times it: a
+    reply whose server pauses before each event lasts at least the pauses (pi-lsp wrote
+    none). Checked on pi 1.6 too where it is installed."""
+    reply = _anthropic()
+    paced = Scene("anthropic/claude-sonnet-4-5", "off",
+                  fake_anthropic.Reply(reply.events, delay=PACED_S))
+    pauses_ms = PACED_S * 1000 * (len(reply.events) - 1)  # those before the last event
+    commands = [PI_LSP, *([_pi_command(node)] if (node := pi16_node()) else [])]
+    for at, command in enumerate(commands):
+        root = tmp_path / str(at)
+        root.mkdir()
+        written, took = _reply_line(command, paced, root, fake, oai)
+        assert pauses_ms <= written["durationMs"] <= took, command[0]
