@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pi_lsp.providers import auth_file
+from pi_lsp.providers import key_commands
 from pi_lsp.providers.base import MissingApiKeyError
 from pi_lsp.providers.factory import provider_factory
 from pi_lsp.settings import SettingsError, load_settings
@@ -39,7 +39,7 @@ def no_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     """No key from the environment but what a test sets; commands' outputs not remembered."""
     for name in [n for n in os.environ if n.startswith(("ANTHROPIC_", "OPENAI_"))]:
         monkeypatch.delenv(name)
-    auth_file.command_output.cache_clear()
+    key_commands.forget_outputs()
 
 
 def test_a_key_saved_with_pi_login_chooses_the_initial_model(
@@ -282,3 +282,50 @@ async def test_the_server_names_a_broken_auth_json(tmp_path: Path) -> None:
         assert str(path) in str(error) and "cannot read" in str(error), error
         assert SAVED not in str(error) and "Traceback" not in str(error)
         assert client._server is not None and client._server.returncode is None
+
+
+def models_json(folder: Path, api_key: str) -> None:
+    (folder / "models.json").parent.mkdir(parents=True, exist_ok=True)
+    (folder / "models.json").write_text(json.dumps({"providers": {"lab": {
+        "baseUrl": "http://127.0.0.1:9/v1", "api": "openai-completions", "apiKey": api_key,
+        "models": [{"id": "m"}]}}}))
+
+
+def test_your_own_models_json_key_command_runs_as_auth_jsons_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `!command` apiKey in ~/.pi/agent/models.json (your file, as auth.json is) was refused
+    where pi 1.6 runs it; it runs, once, in pi's folder (a repository's key.sh is not found),
+    and one that fails names the command."""
+    workspace = tmp_path / "repo"
+    workspace.mkdir()
+    agent().mkdir(parents=True, exist_ok=True)
+    for folder, key in ((workspace, "from-the-repo"), (agent(), SAVED)):
+        script = folder / "key.sh"
+        script.write_text(f"#!/bin/sh\necho x >> {tmp_path / 'runs'}\necho {key}\n")
+        script.chmod(0o755)
+    monkeypatch.chdir(workspace)
+    models_json(agent(), "!./key.sh")
+    settings = load_settings(workspace, project=False)
+    made = provider_factory(settings.registry(), settings.api_key)
+    assert made("lab").clients["openai-completions"].api_key == SAVED  # type: ignore[attr-defined]
+    made("lab")
+    assert (tmp_path / "runs").read_text() == "x\n"
+    models_json(agent(), "!exit 3")
+    settings = load_settings(workspace, project=False)
+    with pytest.raises(ValueError, match=r"providers\.lab\.apiKey: the command 'exit 3' failed"):
+        provider_factory(settings.registry(), settings.api_key)("lab")
+
+
+def test_a_projects_models_json_key_command_never_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Anything a repository can commit (its .pi/models.json) never runs a command, trusted or
+    not: the same key_commands.may_run says no."""
+    workspace = tmp_path / "repo"
+    ran = tmp_path / "ran"
+    models_json(workspace / ".pi", f"!touch {ran}; echo key")
+    settings = load_settings(workspace, project=True)
+    with pytest.raises(ValueError, match=r"providers\.lab\.apiKey: shell commands"):
+        provider_factory(settings.registry(), settings.api_key)("lab")
+    assert not ran.exists()
+    assert key_commands.may_run(agent() / "models.json")
+    assert not key_commands.may_run(workspace / ".pi" / "models.json")

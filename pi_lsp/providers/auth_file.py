@@ -2,27 +2,23 @@
 reads them (auth-storage.js, pi-ai's resolveProviderAuth) and never written.
 
 It lives only in pi's own folder (`~/.pi/agent`, or `$PI_CODING_AGENT_DIR`), never in a
-project, so a key that is a `!command` is run as pi runs it: the user wrote it.
+project, so a key that is a `!command` is run as pi runs it (key_commands.may_run).
 """
 
 from __future__ import annotations
 
 import math
 import os
-import signal
-import subprocess
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from pi_lsp.jsonfile import ABSENT, BOM
+from pi_lsp.providers.key_commands import command_output, is_command, may_run
 from pi_lsp.providers.models_file import UnsetVariable, expand, variable_names
 from pi_lsp.regular import read_regular
 from pi_lsp.session.catalog import agent_dir
-
-COMMAND_TIMEOUT_S = 10  # pi's for a `!command` key
 
 
 class AuthFileError(ValueError):
@@ -58,8 +54,8 @@ class Credentials(msgspec.Struct, frozen=True):
         saved = self.keys.get(provider)
         if saved is None or not saved.key:
             return None
-        if saved.key.startswith("!"):
-            return command_output(saved.key[1:], auth_path().parent)
+        if is_command(saved.key):
+            return command_output(saved.key) if may_run(auth_path()) else None
         try:
             return expand(saved.key, lambda name: saved.env.get(name) or os.environ.get(name))
         except UnsetVariable:
@@ -115,26 +111,3 @@ def _valid_login(entry: dict[str, Any]) -> bool:
     return isinstance(entry.get("access"), str) and isinstance(entry.get("refresh"), str) \
         and isinstance(expires, int | float) and not isinstance(expires, bool) \
         and math.isfinite(expires)
-
-
-@cache  # pi keeps a command's result for the process's life
-def command_output(command: str, folder: Path) -> str | None:
-    """What the shell command prints run in `folder`, trimmed; None where it fails, prints
-    nothing or runs past COMMAND_TIMEOUT_S (then all it started is killed)."""
-    try:
-        # In pi's folder, not the workspace (pi's choice): `!./key.sh` must not find a
-        # repository's key.sh.
-        process = subprocess.Popen(command, shell=True, cwd=folder, stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                   start_new_session=True)
-    except OSError:
-        return None
-    try:
-        output, _ = process.communicate(timeout=COMMAND_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
-        return None
-    if process.returncode != 0:
-        return None
-    return output.decode("utf-8", "replace").strip() or None

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 
 from pi_lsp.providers.base import MissingApiKeyError, Provider
 from pi_lsp.providers.base_url import url_problem
-from pi_lsp.providers.models_file import ModelsFileError, resolve_value
+from pi_lsp.providers.models_file import ModelsFileError, resolve_api_key, resolve_value
 from pi_lsp.providers.registry import SUPPORTED_APIS, ModelRegistry, ProviderConfig
 from pi_lsp.providers.retry import ProviderRetry
 from pi_lsp.providers.wire import UnknownProviderError as UnknownProviderError
@@ -103,6 +104,6 @@ def _key(config: ProviderConfig, settings_key: Callable[[str], str | None]) -> s
     models.json's."""
     key = settings_key(config.name) if config.user_key else None
     if not key and config.api_key:
-        key = resolve_value(config.api_key, f"{config.source}: providers.{config.name}.apiKey",
-                            config.literal_key)
+        key = resolve_api_key(config.api_key, f"{config.source}: providers.{config.name}.apiKey",
+                              Path(config.key_file or config.source), config.literal_key)
     return key

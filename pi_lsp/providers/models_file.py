@@ -17,6 +17,7 @@ import msgspec
 
 from pi_lsp.jsonfile import read_object
 from pi_lsp.providers.base_url import url_problem
+from pi_lsp.providers.key_commands import COMMAND_TIMEOUT_S, command_output, is_command, may_run
 from pi_lsp.providers.registry import (
     BUILT_IN,
     BUILT_IN_PROVIDERS,
@@ -173,7 +174,8 @@ def load_models(workspace: Path, *, project: bool
             spec = _project_headers_only(spec, own)
         providers.append(ProviderConfig(
             name, api, spec.base_url or (base.base_url if base else None),
-            spec.api_key if "apiKey" in own or not rerouted else None, spec.headers,
+            spec.api_key if "apiKey" in own or not rerouted else None,
+            str(files[1] if "apiKey" in own else files[0]), spec.headers,
             sources[name], literal_key="apiKey" in own, literal_headers="headers" in own,
             user_key=not rerouted, key_variables=user_variables.get(name, frozenset())))
         project_models = {model["id"] for model in own.get("models", [])}
@@ -300,13 +302,28 @@ def expand(value: str, lookup: Callable[[str], str | None]) -> str:
     return _TEMPLATE.sub(substitute, value)
 
 
+def resolve_api_key(value: str, what: str, written_in: Path, literal: bool = False) -> str:
+    """A provider's `apiKey` as pi 1.6 resolves it: a `!command` is run where the file it
+    was written in may run one (key_commands.may_run), its output the key; else as
+    resolve_value reads it."""
+    if not (is_command(value) and may_run(written_in)):
+        return resolve_value(value, what, literal)
+    output = command_output(value)
+    if output is None:  # pi fails the request too ("Failed to resolve API key …")
+        raise ModelsFileError(f"{what}: the command {value[1:]!r} failed, printed nothing or "
+                              f"ran past {COMMAND_TIMEOUT_S} s")
+    return output
+
+
 def resolve_value(value: str, what: str, literal: bool = False) -> str:
     """pi 1.6's value resolution: `$NAME` and `${NAME}` become the variable's value (an error
     when it is unset or empty, as in pi), `$$` a `$`; as written when `literal` (a project
-    file's values); `!command` is never run."""
-    if value.startswith("!"):
-        raise ModelsFileError(f"{what}: shell commands (\"!…\") are not supported by pi-lsp; "
-                              f"put the value in an environment variable and name it instead")
+    file's values); `!command` is not run (resolve_api_key runs your own apiKey's)."""
+    if is_command(value):
+        raise ModelsFileError(f"{what}: shell commands (\"!…\") are not run here, only in an "
+                              f"apiKey of your own models.json or auth.json (in "
+                              f"{agent_dir()}); put the value in an environment variable and "
+                              f"name it instead")
     if literal:
         return value
     try:

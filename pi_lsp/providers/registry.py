@@ -135,6 +135,7 @@ class ProviderConfig(msgspec.Struct):
     api: str
     base_url: str | None = None
     api_key: str | None = None  # as written: a literal, a `$NAME` template, or !command
+    key_file: str | None = None  # the models.json `api_key` was written in
     headers: dict[str, str] = msgspec.field(default_factory=dict)
     source: str = "built in"  # the file that configured it, for error messages
     # From a project's models.json: the key and headers are sent as written, and when it
