@@ -16,7 +16,12 @@ from pi_lsp.jsonfile import read_object
 from pi_lsp.providers.auth_file import AuthFileError, Credentials, auth_path, load_credentials
 from pi_lsp.providers.factory import has_key
 from pi_lsp.providers.initial import initial_model
-from pi_lsp.providers.models_file import ModelsFileError, load_models, models_files
+from pi_lsp.providers.models_file import (
+    ModelsFileError,
+    load_models,
+    models_files,
+    provider_key,
+)
 from pi_lsp.providers.registry import (
     API_KEY_VARIABLES,
     DEFAULT_SUMMARY_MODEL,
@@ -67,15 +72,28 @@ class Settings(msgspec.Struct, rename="camel", omit_defaults=True):
     credentials: Credentials = msgspec.field(default_factory=Credentials)
 
     def api_key(self, provider: str) -> str | None:
-        """The user's key for `provider`: auth.json's first (a saved key owns its provider in
-        pi), then the environment's, then settings' `apiKeys` (pi-lsp's own)."""
+        """The user's key for `provider`, in pi 1.6's order: auth.json's (a saved key owns its
+        provider), then your models.json's `apiKey`, then the environment's, then settings'
+        `apiKeys` (pi-lsp's own). A models.json key that cannot be read is a ModelsFileError,
+        as pi fails then too."""
         saved = self.credentials.api_key(provider)
         if saved:
             return saved
+        own = self._own_models_key(provider)
+        if own:
+            return own
         variable = API_KEY_VARIABLES.get(provider)
         if variable and os.environ.get(variable):
             return os.environ[variable]
         return self.api_keys.get(provider)
+
+    def _own_models_key(self, provider: str) -> str | None:
+        """Your own models.json's `apiKey` for `provider` (a project's comes after your keys:
+        pi reads none, and a repository must not swap your key for its own)."""
+        config = next((c for c in self.providers if c.name == provider), None)
+        if config is None or config.literal_key or not config.user_key:
+            return None
+        return provider_key(config)
 
     def oauth_login(self, provider: str) -> bool:
         """Whether pi has an OAuth login for `provider`, which pi-lsp cannot refresh or use."""

@@ -329,3 +329,40 @@ def test_a_projects_models_json_key_command_never_runs(
     assert not ran.exists()
     assert key_commands.may_run(agent() / "models.json")
     assert not key_commands.may_run(workspace / ".pi" / "models.json")
+
+
+@pytest.mark.parametrize(("saved", "environment", "sent"), [
+    # pi 1.6 (provider-composer's resolve): a stored key, else models.json's, else the
+    # environment's; pi-lsp sent the environment's before your models.json's.
+    (None, {"ANTHROPIC_API_KEY": "env"}, "from-models-json"),
+    ({"type": "api_key", "key": SAVED}, {"ANTHROPIC_API_KEY": "env"}, SAVED),
+])
+def test_your_models_json_key_comes_before_the_environment_as_in_pi(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, saved: dict[str, str] | None,
+        environment: dict[str, str], sent: str) -> None:
+    if saved is not None:
+        save({"anthropic": saved})
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    agent().mkdir(parents=True, exist_ok=True)
+    (agent() / "models.json").write_text(json.dumps({"providers": {"anthropic": {
+        "apiKey": "from-models-json"}}}))
+    (agent() / "settings.json").write_text(json.dumps({"apiKeys": {"anthropic": "settings"}}))
+    settings = load_settings(tmp_path, project=False)
+    assert settings.api_key("anthropic") == sent
+    made = provider_factory(settings.registry(), settings.api_key)("anthropic")
+    assert made.client.api_key == sent  # type: ignore[attr-defined]
+
+
+def test_a_projects_models_json_key_does_not_replace_yours(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pi reads no project models.json: a trusted project's apiKey for a provider it leaves
+    where it is still comes after your own keys (a repository does not swap your key for its
+    own)."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "env")
+    (tmp_path / ".pi").mkdir()
+    (tmp_path / ".pi" / "models.json").write_text(json.dumps({"providers": {"anthropic": {
+        "apiKey": "the-projects"}}}))
+    settings = load_settings(tmp_path, project=True)
+    made = provider_factory(settings.registry(), settings.api_key)("anthropic")
+    assert made.client.api_key == "env"  # type: ignore[attr-defined]

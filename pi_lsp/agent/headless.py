@@ -84,8 +84,12 @@ def read_model_flag(options: RunOptions, settings: Settings) -> RunOptions:
 
     def usable(name: str) -> bool:  # pi 1.6's hasConfiguredAuth: a key is set for it
         config = registry.provider(name)
-        return config is not None and bool(
-            (config.user_key and settings.api_key(name)) or config.api_key)
+        if config is None:
+            return False
+        try:
+            return bool((config.user_key and settings.api_key(name)) or config.api_key)
+        except ModelsFileError:  # your models.json sets one the run names as unreadable
+            return True
 
     try:
         chosen = resolve_model(registry, options.model, options.thinking, usable)

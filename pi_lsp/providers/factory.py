@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from pathlib import Path
 
 from pi_lsp.providers.base import MissingApiKeyError, Provider
 from pi_lsp.providers.base_url import url_problem
-from pi_lsp.providers.models_file import ModelsFileError, resolve_api_key, resolve_value
+from pi_lsp.providers.models_file import ModelsFileError, provider_key, resolve_value
 from pi_lsp.providers.registry import SUPPORTED_APIS, ModelRegistry, ProviderConfig
 from pi_lsp.providers.retry import ProviderRetry
 from pi_lsp.providers.wire import UnknownProviderError as UnknownProviderError
@@ -40,10 +39,11 @@ def provider_factory(registry: ModelRegistry, settings_key: Callable[[str], str 
                      anthropic_base_url: str | None = None, retry: ProviderRetry | None = None,
                      *, oauth_login: Callable[[str], bool] = _no_login
                      ) -> Callable[[str], Provider]:
-    """Makes providers by name; the key comes from settings (auth.json, environment,
-    `apiKeys`) first, then from models.json's `apiKey` (see `load_models` for what a project
-    file gets); `retry` is settings' `retry.provider`; `oauth_login` tells the providers pi
-    has an OAuth login for, which a missing key's error names."""
+    """Makes providers by name; the key comes from settings (auth.json, your models.json,
+    environment, `apiKeys`) first, then from a project's models.json `apiKey` (see
+    `load_models` for what a project file gets); `retry` is settings' `retry.provider`;
+    `oauth_login` tells the providers pi has an OAuth login for, which a missing key's error
+    names."""
 
     def make(name: str) -> Provider:
         config = _config(registry, name)
@@ -100,10 +100,7 @@ def _config(registry: ModelRegistry, name: str) -> ProviderConfig:
 
 
 def _key(config: ProviderConfig, settings_key: Callable[[str], str | None]) -> str | None:
-    """The provider's key: settings' (auth.json, environment, `apiKeys`) first, then
-    models.json's."""
+    """The provider's key: settings' (Settings.api_key: auth.json, your models.json,
+    environment, `apiKeys`) first, then what the registry's config says (a project's)."""
     key = settings_key(config.name) if config.user_key else None
-    if not key and config.api_key:
-        key = resolve_api_key(config.api_key, f"{config.source}: providers.{config.name}.apiKey",
-                              Path(config.key_file or config.source), config.literal_key)
-    return key
+    return key or provider_key(config)

@@ -315,6 +315,16 @@ def resolve_api_key(value: str, what: str, written_in: Path, literal: bool = Fal
     return output
 
 
+def provider_key(config: ProviderConfig) -> str | None:
+    """The provider's `apiKey` from models.json, resolved (resolve_api_key); None where the
+    files give none."""
+    if config.api_key is None:
+        return None
+    written_in = Path(config.key_file or config.source)
+    return resolve_api_key(config.api_key, f"{written_in}: providers.{config.name}.apiKey",
+                           written_in, config.literal_key)
+
+
 def resolve_value(value: str, what: str, literal: bool = False) -> str:
     """pi 1.6's value resolution: `$NAME` and `${NAME}` become the variable's value (an error
     when it is unset or empty, as in pi), `$$` a `$`; as written when `literal` (a project
