@@ -14,7 +14,9 @@ import msgspec
 from pi_lsp.agent.retry import RetrySettings
 from pi_lsp.jsonfile import read_object
 from pi_lsp.providers.auth_file import AuthFileError, Credentials, auth_path, load_credentials
+from pi_lsp.providers.base import BlankApiKeyError
 from pi_lsp.providers.factory import has_key
+from pi_lsp.providers.header_values import blank
 from pi_lsp.providers.initial import initial_model
 from pi_lsp.providers.models_file import (
     ModelsFileError,
@@ -75,8 +77,10 @@ class Settings(msgspec.Struct, rename="camel", omit_defaults=True):
         """The user's key for `provider`, in pi 1.6's order: auth.json's (a saved key owns its
         provider), then your models.json's `apiKey`, then the environment's, then settings'
         `apiKeys` (pi-lsp's own). A models.json key that cannot be read is a ModelsFileError,
-        as pi fails then too."""
+        as pi fails then too; a saved key of only whitespace a BlankApiKeyError."""
         saved = self.credentials.api_key(provider)
+        if saved and blank(saved):
+            raise BlankApiKeyError(provider, auth_path())
         if saved:
             return saved
         own = self._own_models_key(provider)

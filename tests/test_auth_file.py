@@ -366,3 +366,24 @@ def test_a_projects_models_json_key_does_not_replace_yours(
     settings = load_settings(tmp_path, project=True)
     made = provider_factory(settings.registry(), settings.api_key)("anthropic")
     assert made.client.api_key == "env"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("where", ["auth.json", "models.json"])
+def test_a_blank_saved_key_is_named_not_taken_for_a_missing_variable(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    """A saved key of only spaces or line breaks said "set OPENAI_API_KEY …" with the
+    variable set: it owns the provider (pi sends it, and the server refuses it), so the
+    error says the saved key is blank and names its file."""
+    monkeypatch.setenv("OPENAI_API_KEY", "env")
+    agent().mkdir(parents=True, exist_ok=True)
+    if where == "auth.json":
+        path = save({"openai": {"type": "api_key", "key": " \n"}})
+    else:
+        path = agent() / "models.json"
+        path.write_text(json.dumps({"providers": {"openai": {"apiKey": "  "}}}))
+    settings = load_settings(tmp_path, project=False)
+    assert settings.initial_model() == ("openai", "gpt-6.2-sol")  # a key is set, as in pi
+    with pytest.raises(MissingApiKeyError) as blank:
+        provider_factory(settings.registry(), settings.api_key)("openai")
+    message = str(blank.value)
+    assert str(path) in message and "blank" in message and "set OPENAI_API_KEY" not in message

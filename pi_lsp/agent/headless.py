@@ -32,7 +32,7 @@ from pi_lsp.cli_common import (
 from pi_lsp.context.layers import lost_model, provider_problem
 from pi_lsp.context.projection import Projection, project_path
 from pi_lsp.harness_factory import make_harness
-from pi_lsp.providers.base import MissingApiKeyError, TextDelta
+from pi_lsp.providers.base import BlankApiKeyError, MissingApiKeyError, TextDelta
 from pi_lsp.providers.factory import UnknownProviderError, provider_factory
 from pi_lsp.providers.model_reference import ModelPatternError, resolve_model
 from pi_lsp.providers.models_file import ModelsFileError
@@ -88,7 +88,7 @@ def read_model_flag(options: RunOptions, settings: Settings) -> RunOptions:
             return False
         try:
             return bool((config.user_key and settings.api_key(name)) or config.api_key)
-        except ModelsFileError:  # your models.json sets one the run names as unreadable
+        except (ModelsFileError, BlankApiKeyError):  # one is set, which the run names
             return True
 
     try:

@@ -54,6 +54,16 @@ class MissingApiKeyError(Exception):
         return f"no {label}: {where}"
 
 
+class BlankApiKeyError(MissingApiKeyError):
+    """A saved key (args: the provider, the file it is saved in) of only spaces or line
+    breaks: it owns its provider, so the environment's is not used in its place."""
+
+    def __str__(self) -> str:
+        provider, path = self.args
+        return (f"{path}: the API key saved for {provider} is blank (only spaces or line "
+                f"breaks); save the key again, or remove it there to use another")
+
+
 class ToolSpec(msgspec.Struct, omit_defaults=True):
     name: str
     description: str

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from pi_lsp.providers.base import MissingApiKeyError, Provider
+from pi_lsp.providers.base import BlankApiKeyError, MissingApiKeyError, Provider
 from pi_lsp.providers.base_url import url_problem
 from pi_lsp.providers.models_file import ModelsFileError, provider_key, resolve_value
 from pi_lsp.providers.registry import SUPPORTED_APIS, ModelRegistry, ProviderConfig
@@ -85,6 +85,8 @@ def has_key(registry: ModelRegistry, settings_key: Callable[[str], str | None], 
         return False
     try:
         return bool(_key(config, settings_key))
+    except BlankApiKeyError:  # set, as pi counts it: making the provider says what is wrong
+        return True
     except ModelsFileError:  # `$NAME` unset: the provider has no key
         return False
 

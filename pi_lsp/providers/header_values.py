@@ -25,6 +25,11 @@ def trimmed(value: str) -> str:
     return value.strip(HTTP_WHITESPACE)
 
 
+def blank(value: str) -> bool:
+    """Whether `value` is something that fetch sends as nothing (only whitespace)."""
+    return bool(value) and not trimmed(value)
+
+
 def _refused(char: str) -> str | None:
     """Why `char` cannot be in a header value (None: it can)."""
     code = ord(char)

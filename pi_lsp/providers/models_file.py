@@ -16,7 +16,9 @@ from typing import Any
 import msgspec
 
 from pi_lsp.jsonfile import read_object
+from pi_lsp.providers.base import BlankApiKeyError
 from pi_lsp.providers.base_url import url_problem
+from pi_lsp.providers.header_values import blank
 from pi_lsp.providers.key_commands import COMMAND_TIMEOUT_S, command_output, is_command, may_run
 from pi_lsp.providers.registry import (
     BUILT_IN,
@@ -317,12 +319,15 @@ def resolve_api_key(value: str, what: str, written_in: Path, literal: bool = Fal
 
 def provider_key(config: ProviderConfig) -> str | None:
     """The provider's `apiKey` from models.json, resolved (resolve_api_key); None where the
-    files give none."""
+    files give none; BlankApiKeyError where it is only whitespace."""
     if config.api_key is None:
         return None
     written_in = Path(config.key_file or config.source)
-    return resolve_api_key(config.api_key, f"{written_in}: providers.{config.name}.apiKey",
-                           written_in, config.literal_key)
+    key = resolve_api_key(config.api_key, f"{written_in}: providers.{config.name}.apiKey",
+                          written_in, config.literal_key)
+    if blank(key):
+        raise BlankApiKeyError(config.name, written_in)
+    return key
 
 
 def resolve_value(value: str, what: str, literal: bool = False) -> str:
