@@ -18,6 +18,7 @@ from pi_lsp.providers.base import BlankApiKeyError
 from pi_lsp.providers.factory import has_key
 from pi_lsp.providers.header_values import blank
 from pi_lsp.providers.initial import initial_model
+from pi_lsp.providers.key_commands import is_command, may_run
 from pi_lsp.providers.models_file import (
     ModelsFileError,
     load_models,
@@ -210,6 +211,20 @@ def load_settings(workspace: Path, *, project: bool) -> Settings:
     except AuthFileError as error:
         raise SettingsError(str(error)) from None
     return settings
+
+
+def user_key_commands() -> list[str]:
+    """The `!command` keys your own files name, which may run (key_commands.may_run):
+    auth.json's and your models.json's `apiKey`s; none from a file that cannot be read (what
+    reads it then says so)."""
+    try:
+        saved = [entry.key for entry in load_credentials().keys.values()]
+        _models, providers = load_models(agent_dir(), project=False)  # your file alone
+    except (AuthFileError, ModelsFileError):
+        return []
+    own = [config.api_key for config in providers
+           if config.key_file is not None and may_run(Path(config.key_file))]
+    return [key for key in (*saved, *own) if key and is_command(key)]
 
 
 def _auto_resize(images: Any) -> bool:
