@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +128,13 @@ class Settings(msgspec.Struct, rename="camel", omit_defaults=True):
         registry = self.registry()
         saved = (self.default_provider, self.default_model) if self.default_model else None
         return initial_model(registry, lambda name: has_key(registry, self.api_key, name), saved)
+
+    def available_models(self) -> list[ModelInfo]:
+        """The models whose provider has a key, in the catalog's order (pi 1.6's
+        getAvailable, which its model selector lists)."""
+        registry = self.registry()
+        usable = cache(lambda name: has_key(registry, self.api_key, name))  # once a provider
+        return [model for model in registry.all() if usable(model.provider)]
 
     def registry(self) -> ModelRegistry:
         """Built-in models, then models.json's, then the ones settings.json adds; the

@@ -150,3 +150,24 @@ def test_gpt_sol_replies_keep_their_effort_and_send_it_back_as_pi_16_does(
     updates = [item["reasoning"]["effort"] for item in oai.responses_requests()[1]["input"]
                if item.get("type") == "configuration_update"]
     assert updates == ["high", "low"]
+
+
+async def test_the_server_lists_the_models_with_a_key_as_pi_does(tmp_path: Path) -> None:
+    """pi.listModels listed all 65 built-in models with only OPENAI_API_KEY set, so an
+    editor's picker offered Claude models whose turns fail at once; pi 1.6's model selector
+    lists those with a key (getAvailable), the default first. A local server's models
+    (models.json, its own apiKey) are listed too."""
+    agent_dir = tmp_path / "agent"
+    write(agent_dir / "models.json", {"providers": {"ollama": {
+        "baseUrl": "http://127.0.0.1:9/v1", "api": "openai-completions", "apiKey": "ollama",
+        "models": [{"id": LOCAL_MODEL}]}}})
+    (tmp_path / "ws").mkdir()
+    env = {"OPENAI_API_KEY": "test", "PI_CODING_AGENT_DIR": str(agent_dir)}
+    async with own_server(env) as client:
+        await connect(client, "visual-studio-code", tmp_path, {}, folders=("ws",))
+        listed = await call(client, "pi.listModels", {})
+    providers = [m["provider"] for m in listed["models"]]
+    assert listed["default"] == "openai/gpt-6.2-sol"
+    assert "/".join((listed["models"][0]["provider"], listed["models"][0]["id"])) == \
+        listed["default"]
+    assert set(providers) == {"openai", "ollama"} and providers.count("openai") == 47

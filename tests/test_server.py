@@ -2522,11 +2522,12 @@ async def test_a_request_after_shutdown_is_refused(tmp_path: Path,
 
 
 async def test_list_models(pi: Pi) -> None:
-    """Every model of pi 1.6's catalog (pi-ai's order: claude-fable-5 first), the default
-    first as pi's model selector shows it."""
+    """Every model of pi 1.6's catalog whose provider has a key (pi-ai's order: claude-fable-5
+    first), the default first as pi's model selector shows it: OpenAI's are not listed, no
+    OpenAI key being set."""
     listed = await call(pi.client, "pi.listModels", {})
     ids = [(m["provider"], m["id"]) for m in listed["models"]]
-    assert ("anthropic", "claude-sonnet-4-5") in ids and ("openai", "gpt-4o") in ids
+    assert ("anthropic", "claude-sonnet-4-5") in ids and ("openai", "gpt-4o") not in ids
     assert "/".join(ids[0]) == listed["default"] and len(set(ids)) == len(ids)
     assert all(m["contextWindow"] > 0 and m["maxTokens"] > 0 for m in listed["models"])
     assert listed["default"].startswith("anthropic/")

@@ -77,7 +77,7 @@ test("the panel opens on the session's context, with model and thinking pickers"
   assert.deepEqual(reset.state.thinkingLevels, ["off", "minimal", "low", "medium", "high"]);
   // piLsp.models first, with the name pi 1.6's catalog gives it
   assert.deepEqual(reset.state.models[0], { id: "anthropic/claude-opus-5-5", name: "Claude Opus 5.5" }, "piLsp.models first");
-  assert.ok(reset.state.models.some((m) => m.id === "openai/gpt-4.1"), "the server's own list (pi.listModels) is offered too");
+  assert.ok(reset.state.models.some((m) => m.id === "anthropic/claude-fable-5"), "the server's own list (pi.listModels: the models with a key) is offered too");
   assert.ok(reset.state.models.some((m) => m.id === "ollama/qwen2.5-coder:7b" && m.name === "Qwen Coder"), "with models.json's names");
   assert.ok(reset.blocks.length > 5);
   assert.ok(reset.blocks.some((b) => b.html.includes('class="msg user"')));

@@ -17,11 +17,12 @@ if TYPE_CHECKING:
 
 
 def list_models(ls: PiServer, _args: NoArgs) -> dict[str, Any]:
-    """Every known model, the default first as pi 1.6's model selector shows them (the rest
-    in the catalog's order: pi's, then models.json's)."""
+    """The models with a key, as pi 1.6's model selector lists them (getAvailable), the
+    default first (the rest in the catalog's order: pi's, then models.json's). An editor
+    still takes any model typed in (pi.setModel)."""
     settings = ls.hub.default_settings()
     default = settings.initial_model()
-    models = sorted(settings.registry().all(), key=lambda m: (m.provider, m.id) != default)
+    models = sorted(settings.available_models(), key=lambda m: (m.provider, m.id) != default)
     return {"models": [ModelItem.of(m) for m in models], "default": "/".join(default)}
 
 
