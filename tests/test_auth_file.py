@@ -414,3 +414,26 @@ async def test_a_slow_key_command_leaves_the_server_answering(tmp_path: Path) ->
 
         await asyncio.to_thread(release)
         assert (await listing)["default"] == "anthropic/claude-opus-5-5"
+
+
+async def test_a_key_command_whose_caller_is_cancelled_is_killed(tmp_path: Path) -> None:
+    """A command the server runs ahead is owned by the request that waits for it: cancelled
+    (the editor's $/cancelRequest), the command is killed and reaped, and nothing is kept."""
+    started, hold = tmp_path / "started", tmp_path / "hold"
+    os.mkfifo(started)
+    os.mkfifo(hold)
+    agent().mkdir(parents=True)  # where the command runs
+    command = f"!echo $$ > {started}; cat {hold}"
+    running = asyncio.ensure_future(key_commands.run_ahead(command))
+
+    def shell_pid() -> int:  # opening waits for the shell to open its end
+        with open(started) as reader:
+            return int(reader.read())
+
+    pid = await asyncio.to_thread(shell_pid)
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert (command[1:], agent()) not in key_commands._outputs
