@@ -37,8 +37,6 @@ export class ChatPanels implements vscode.Disposable {
   private readonly disposables: vscode.Disposable[] = [];
   /** Open questions by id: a chat opened while one is open shows it too. */
   private readonly questions = new Map<string, Question>();
-  /** Turns whose session moved to a new file: their events go on naming the old one. */
-  private readonly movedTurns = new Map<string, ChatPanel>();
   /** Sessions whose turn runs, as their events say (the server has no call that tells it): a chat
    *  opened meanwhile shows it running, and its retry wait if it waits to ask again for a reply.
    *  Under the file the session is in now: a moved turn's events go on naming the old one. */
@@ -86,11 +84,11 @@ export class ChatPanels implements vscode.Disposable {
   }
 
   private turnArrived(n: TurnNotification): void {
-    const key = this.runKey(n); // the file the turn's session is in now (a chat opened there since the move)
+    // The file the turn's session is in now: its events go on naming the old one after a move,
+    // and the chat open there now is the one that followed it, or one opened there since.
+    const key = this.runKey(n);
     this.noteRun(n, key);
-    const moved = this.movedTurns.get(n.turnId);
-    if (moved && (n.event.type === "agent_end" || n.event.type === "error")) this.movedTurns.delete(n.turnId);
-    (moved ?? this.panels.get(key))?.onTurn(n);
+    this.panels.get(key)?.onTurn(n);
   }
 
   /** Keeps each session's running turn until it ends, with the wait its auto_retry_start began
@@ -131,7 +129,6 @@ export class ChatPanels implements vscode.Disposable {
     if (!panel) return;
     this.panels.delete(sessionKey(move.from));
     this.panels.set(sessionKey(move.to), panel);
-    if (panel.turnId) this.movedTurns.set(panel.turnId, panel);
     panel.moveTo(move.to);
   }
 

@@ -78,3 +78,36 @@ test("a session moved to a new file during the wait: the chat opened there shows
   await moved.receive({ type: "abort" });
   await eventually(() => !moved.transcript.busy, "the cancelled wait to end the turn");
 });
+
+test("a chat that followed its session to a new file, closed and opened again there, sees the turn end", async () => {
+  // The closed chat kept the moved turn's events (the turn was routed to the chat that followed
+  // it): the one opened again showed the turn running, Abort or not, until the window closed.
+  fake.script(errorReply(529, "overloaded_error", "Overloaded"));
+  const session = await api.pi.call("pi.newSession", { name: "moving wait, reopened" });
+  const first = await vscode.commands.executeCommand("piLsp.openChat", { uri: session.uri });
+  first.panel.__receive({ type: "ready" });
+  let waiting = false;
+  let move;
+  const listening = [
+    api.pi.onTurn((n) => { waiting ||= n.event.type === "auto_retry_start"; }),
+    api.sessions.onDidMove((m) => { move = m; }),
+  ];
+  try {
+    await first.receive({ type: "send", text: "Try it again", delivery: "prompt" });
+    await eventually(() => waiting, "the retry's wait to start");
+    const file = vscode.Uri.parse(session.uri).fsPath;
+    const lines = fs.readFileSync(file, "utf8").split("\n");
+    fs.writeFileSync(file, lines.slice(0, -3).join("\n") + "\n"); // another program cuts the turn off
+    await eventually(() => move && first.uri === move.to, "the open chat to follow its session");
+  } finally {
+    listening.forEach((l) => l.dispose());
+  }
+  first.panel.dispose(); // the user closes the chat...
+  const again = await vscode.commands.executeCommand("piLsp.openChat", { uri: move.to }); // ...and opens it again
+  again.panel.__receive({ type: "ready" });
+  assert.notEqual(again, first);
+  await eventually(() => again.transcript.busy, "the chat opened again to show the turn running");
+  await again.receive({ type: "abort" });
+  await eventually(() => !again.transcript.busy, "the chat opened again to see the turn end");
+  assert.equal(again.posted.filter((m) => m.type === "state").at(-1).state.busy, false, "in the webview too");
+});
