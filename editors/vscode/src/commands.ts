@@ -262,8 +262,9 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
       if (!uri || !target) return;
       // `edit`: the leaf's own prompt too, which Branch Here leaves where it is (as pi does)
       const result = await pi.call("pi.branch", { uri, targetId: target, edit: true });
-      if (!result.editorText) throw new Error("that entry is not a user message");
-      await afterBranch(uri, result.editorText);
+      // No text is no user message; "" is a prompt of images alone, as pi gives it (an empty input).
+      if (result.editorText == null) throw new Error("that entry is not a user message");
+      (await c.chats.open(uri)).setInput(result.editorText);
       return result;
     },
     "piLsp.compact": async (arg) => {

@@ -658,3 +658,33 @@ test("Branch Here on a prompt that is the leaf moves nothing, as pi's /tree; Edi
   assert.equal(edited.leafId, "a1");
   assert.equal(edited.editorText, "still waiting");
 });
+
+const STAMP = "2026-01-02T03:04:05.678Z";
+const USAGE = { input: 1, output: 1, cacheRead: 0, cacheWrite: 0, totalTokens: 2, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } };
+/** A session file of two prompts: u1 answered by a1, then u2 of `content`, answered by a2. */
+function twoPrompts(name, content) {
+  const file = require("node:path").join(ws.sessionsDir, name);
+  const reply = (id, parentId, text, timestamp) => ({ type: "message", id, parentId, timestamp: STAMP,
+    message: { role: "assistant", content: [{ type: "text", text }], api: "anthropic-messages", provider: "anthropic", model: "m", usage: USAGE, stopReason: "stop", timestamp } });
+  const entries = [
+    { type: "session", version: 3, id: name, timestamp: STAMP, cwd: ws.folder },
+    { type: "message", id: "u1", parentId: null, timestamp: STAMP, message: { role: "user", content: "first", timestamp: 1 } },
+    reply("a1", "u1", "answer", 2),
+    { type: "message", id: "u2", parentId: "a1", timestamp: STAMP, message: { role: "user", content, timestamp: 3 } },
+    reply("a2", "u2", "a picture", 4),
+  ];
+  fs.writeFileSync(file, entries.map((e) => JSON.stringify(e) + "\n").join(""));
+  return vscode.Uri.file(file).toString();
+}
+
+test("Edit Prompt on a prompt of an image alone moves to its parent and empties the chat input, as pi", async () => {
+  // It moved, then said "that entry is not a user message": the text to edit was "", taken for none.
+  const uri = twoPrompts("image-only.jsonl", [{ type: "image", data: "iVBORw0KGgo=", mimeType: "image/png" }]);
+  const earlier = errors().length;
+  const edited = await run("piLsp.editPrompt", { uri, entryId: "u2" });
+  assert.deepEqual(errors().slice(earlier), []);
+  assert.equal(edited.leafId, "a1");
+  assert.equal(edited.editorText, "");
+  const inputs = api.chats.get(uri).posted.filter((m) => m.type === "setInput");
+  assert.equal(inputs.at(-1)?.text, "", "the chat's input holds the prompt's text: none");
+});
