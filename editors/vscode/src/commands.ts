@@ -170,7 +170,12 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
       const uri = await session(arg);
       const target = uri && (await entry(uri, arg, "Branch: move the leaf to…"));
       if (!uri || !target) return;
+      const { leafId, leafRow } = (await c.view.shape(uri)).tree;
       const result = await pi.call("pi.branch", { uri, targetId: target });
+      // pi's /tree on the leaf moves nothing and says so, as Neovim's tree does.
+      if ((target === leafId || target === leafRow) && result.leafId === target && result.editorText == null) {
+        void vscode.window.showInformationMessage("pi: already at this point.");
+      }
       await afterBranch(uri, result.editorText);
       await offerRestore(uri, result);
       return result;

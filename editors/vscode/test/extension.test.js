@@ -688,3 +688,16 @@ test("Edit Prompt on a prompt of an image alone moves to its parent and empties 
   const inputs = api.chats.get(uri).posted.filter((m) => m.type === "setInput");
   assert.equal(inputs.at(-1)?.text, "", "the chat's input holds the prompt's text: none");
 });
+
+test("Branch Here on the leaf says it is already at this point, as pi and Neovim do", async () => {
+  // It said nothing: nothing moved, and the user could not tell why.
+  const uri = twoPrompts("branch-leaf.jsonl", "hello");
+  const infos = () => rec.messages.filter((m) => m.kind === "info").map((m) => m.message);
+  const before = infos().length;
+  const stay = await run("piLsp.branch", { uri, entryId: "a2" });
+  assert.equal(stay.leafId, "a2");
+  assert.deepEqual(infos().slice(before), ["pi: already at this point."]);
+  const moved = await run("piLsp.branch", { uri, entryId: "a1" });
+  assert.equal(moved.leafId, "a1");
+  assert.deepEqual(infos().slice(before), ["pi: already at this point."], "a move says nothing of it");
+});
