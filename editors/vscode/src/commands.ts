@@ -265,8 +265,12 @@ export function registerCommands(c: CommandContext): vscode.Disposable[] {
       const uri = await session(arg);
       const target = uri && (await entry(uri, arg, "Edit which prompt?", (n) => n.role === "user"));
       if (!uri || !target) return;
-      // `edit`: the leaf's own prompt too, which Branch Here leaves where it is (as pi does)
-      const result = await pi.call("pi.branch", { uri, targetId: target, edit: true });
+      let result = await pi.call("pi.branch", { uri, targetId: target });
+      // The leaf's own prompt, which a plain move leaves where it is (as pi does): asked again
+      // with `edit`, sent only then, as a server before it refuses it (an older one moves off).
+      if (result.editorText == null && result.leafId === target) {
+        result = await pi.call("pi.branch", { uri, targetId: target, edit: true });
+      }
       // No text is no user message; "" is a prompt of images alone, as pi gives it (an empty input).
       if (result.editorText == null) throw new Error("that entry is not a user message");
       (await c.chats.open(uri)).setInput(result.editorText);

@@ -661,8 +661,9 @@ test("Branch Here on a prompt that is the leaf moves nothing, as pi's /tree; Edi
 
 const STAMP = "2026-01-02T03:04:05.678Z";
 const USAGE = { input: 1, output: 1, cacheRead: 0, cacheWrite: 0, totalTokens: 2, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } };
-/** A session file of two prompts: u1 answered by a1, then u2 of `content`, answered by a2. */
-function twoPrompts(name, content) {
+/** A session file of two prompts: u1 answered by a1, then u2 of `content`, answered by a2
+ *  (unless not `answered`: u2 is the leaf). */
+function twoPrompts(name, content, { answered = true } = {}) {
   const file = require("node:path").join(ws.sessionsDir, name);
   const reply = (id, parentId, text, timestamp) => ({ type: "message", id, parentId, timestamp: STAMP,
     message: { role: "assistant", content: [{ type: "text", text }], api: "anthropic-messages", provider: "anthropic", model: "m", usage: USAGE, stopReason: "stop", timestamp } });
@@ -672,7 +673,7 @@ function twoPrompts(name, content) {
     reply("a1", "u1", "answer", 2),
     { type: "message", id: "u2", parentId: "a1", timestamp: STAMP, message: { role: "user", content, timestamp: 3 } },
     reply("a2", "u2", "a picture", 4),
-  ];
+  ].slice(0, answered ? 5 : 4);
   fs.writeFileSync(file, entries.map((e) => JSON.stringify(e) + "\n").join(""));
   return vscode.Uri.file(file).toString();
 }
@@ -700,4 +701,48 @@ test("Branch Here on the leaf says it is already at this point, as pi and Neovim
   const moved = await run("piLsp.branch", { uri, entryId: "a1" });
   assert.equal(moved.leafId, "a1");
   assert.deepEqual(infos().slice(before), ["pi: already at this point."], "a move says nothing of it");
+});
+
+test("Edit Prompt against an older server, which refuses fields it does not know, edits any prompt", async () => {
+  // Every Edit Prompt sent `edit: true`, which a server before it refuses: every one failed.
+  // It is sent only where the server left the leaf on the prompt (the leaf prompt, which an
+  // older server moves off without being asked).
+  const uri = twoPrompts("older-server.jsonl", "second");
+  const call = api.pi.call;
+  const sent = [];
+  api.pi.call = async (method, params) => {
+    if (method === "pi.branch") {
+      sent.push(params);
+      if ("edit" in params) throw new Error("Object contains unknown field `edit` - at `$[0]`");
+    }
+    return call.call(api.pi, method, params);
+  };
+  try {
+    const earlier = errors().length;
+    const edited = await run("piLsp.editPrompt", { uri, entryId: "u2" });
+    assert.deepEqual(errors().slice(earlier), []);
+    assert.equal(edited.leafId, "a1");
+    assert.equal(edited.editorText, "second");
+    assert.deepEqual(sent.map((p) => "edit" in p), [false]);
+  } finally {
+    api.pi.call = call;
+  }
+});
+
+test("Edit Prompt on a prompt that is the leaf asks again, with edit, where the server left the leaf on it", async () => {
+  const uri = twoPrompts("leaf-prompt-edit.jsonl", "second", { answered: false });
+  const call = api.pi.call;
+  const sent = [];
+  api.pi.call = async (method, params) => {
+    if (method === "pi.branch") sent.push(params);
+    return call.call(api.pi, method, params);
+  };
+  try {
+    const edited = await run("piLsp.editPrompt", { uri, entryId: "u2" });
+    assert.equal(edited.leafId, "a1");
+    assert.equal(edited.editorText, "second");
+    assert.deepEqual(sent.map((p) => p.edit), [undefined, true]);
+  } finally {
+    api.pi.call = call;
+  }
 });

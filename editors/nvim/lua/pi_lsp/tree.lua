@@ -797,10 +797,18 @@ function M.actions.edit(buf)
   if node.role ~= "user" then
     return util.warn(node.id .. " is not a prompt of yours (only user messages can be edited)")
   end
-  -- `edit`: the leaf's own prompt too, which Branch Here leaves where it is
-  client.run("pi.branch", { uri = view.uri, targetId = node.id, edit = true }, function(result)
+  local function edited(result)
     M.refresh(buf)
     to_chat_input(view, result.editorText or "")
+  end
+  client.run("pi.branch", { uri = view.uri, targetId = node.id }, function(result)
+    -- The leaf's own prompt, which a plain move leaves where it is (as pi does): asked again
+    -- with `edit`, sent only then, as a server before it refuses it (an older one moves off).
+    if (result.editorText == nil or result.editorText == vim.NIL) and result.leafId == node.id then
+      return client.run("pi.branch", { uri = view.uri, targetId = node.id, edit = true }, edited,
+        view.root)
+    end
+    edited(result)
   end, view.root)
 end
 
