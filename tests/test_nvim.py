@@ -456,6 +456,11 @@ def test_branch_here_on_a_prompt_leaf_stays_and_edit_prompt_moves(workspace: Pat
                PI_LSP_PROMPT_LEAF=str(session))
 
 
+def test_the_prompt_check_reads_the_first_lines_past_the_size_noted(
+        workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
+    run_script("prompt_check_spec.lua", workspace, fake, tmp_path)
+
+
 def test_tree_actions_and_compaction(workspace: Path, fake: FakeAnthropic,
                                      tmp_path: Path) -> None:
     # Keep little of the recent context, so the short path at hand has something to compact.

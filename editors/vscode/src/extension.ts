@@ -99,6 +99,7 @@ export { contextUri, parseContextUri } from "./contextProvider";
 export { contextLenses, editActions } from "./contextEdits";
 export { sessionOfArgument, sessionKey } from "./sessions";
 export { MoreItem } from "./sessionsView";
+export { promptWrittenSince } from "./sessionFile";
 export { approvalDetail, approvalMessage, decisionOf, notificationText } from "./approval";
 export { visible } from "./plainText";
 export { toItems } from "./codeContext";

@@ -13,18 +13,34 @@ export function sessionSize(uri: string): number {
   }
 }
 
-/** Whether the session file `uri`, past byte `since`, holds a user message sent as `text`. */
+// What a turn writes from the size noted to its prompt: a new file's header, the thinking level
+// recorded on resuming and at the prompt's start, a compaction, then the user message (the
+// prompt and its attached code, 100 000 characters a file). What follows is the turn's own, or
+// another file's (one that replaced the session, of any size): not read.
+const PROMPT_LINES = 8;
+const PROMPT_BYTES = 16 << 20;
+const CHUNK = 64 << 10;
+
+/** Whether the session file `uri`, in its first lines past byte `since`, holds a user message
+ *  sent as `text`. */
 export function promptWrittenSince(uri: string, since: number, text: string): boolean {
-  let appended: string;
+  let fd: number;
   try {
-    appended = readFrom(vscode.Uri.parse(uri).fsPath, since);
+    fd = fs.openSync(vscode.Uri.parse(uri).fsPath, "r");
   } catch {
     return false; // gone or unreadable: nothing says it was written
   }
-  return appended.split("\n").some((line) => {
-    const entry = parsed(line);
-    return entry?.type === "message" && entry.message?.role === "user" && sentText(entry.message.content) === text;
-  });
+  try {
+    for (const line of linesFrom(fd, since)) {
+      const entry = parsed(line);
+      if (entry?.type === "message" && entry.message?.role === "user" && sentText(entry.message.content) === text) return true;
+    }
+    return false;
+  } catch {
+    return false; // unreadable (a folder now, say): nothing says it was written
+  } finally {
+    fs.closeSync(fd);
+  }
 }
 
 /** The text a user message was sent with: its first text block (attached code follows in blocks of its own). */
@@ -33,20 +49,30 @@ export function sentText(content: AgentMessage["content"] | undefined): string |
   return Array.isArray(content) ? content.find((b) => b?.type === "text")?.text : undefined;
 }
 
-function readFrom(file: string, since: number): string {
-  const fd = fs.openSync(file, "r");
-  try {
-    // Shorter than it was: another file now, which says nothing of the prompt (nothing read).
-    const buffer = Buffer.alloc(Math.max(0, fs.fstatSync(fd).size - since));
-    let read = 0;
-    while (read < buffer.length) {
-      const got = fs.readSync(fd, buffer, read, buffer.length - read, since + read);
-      if (got === 0) break;
-      read += got;
+/** The first PROMPT_LINES lines of the file `fd` past byte `since`, read while within
+ *  PROMPT_BYTES of it: none when the file is shorter (another file now, which says nothing). */
+function* linesFrom(fd: number, since: number): Generator<string> {
+  const parts: Buffer[] = []; // the line read so far
+  let lines = 0;
+  for (let at = since; at - since < PROMPT_BYTES;) {
+    const data = Buffer.allocUnsafe(Math.min(CHUNK, since + PROMPT_BYTES - at));
+    const got = fs.readSync(fd, data, 0, data.length, at);
+    if (got === 0) {
+      const last = Buffer.concat(parts);
+      if (last.length) yield last.toString("utf8"); // the last line, unended
+      return;
     }
-    return buffer.subarray(0, read).toString("utf8");
-  } finally {
-    fs.closeSync(fd);
+    at += got;
+    const read = data.subarray(0, got);
+    let start = 0;
+    for (let end = read.indexOf(0x0a); end !== -1; end = read.indexOf(0x0a, start)) {
+      parts.push(read.subarray(start, end));
+      yield Buffer.concat(parts).toString("utf8");
+      if (++lines === PROMPT_LINES) return;
+      parts.length = 0;
+      start = end + 1;
+    }
+    parts.push(read.subarray(start));
   }
 }
 

@@ -496,3 +496,38 @@ test("the chat's approval card shows what Accept for Session covers next to its 
   assert.deepEqual(card.children.slice(1).map((c) => [c.tag, c.textContent]), [
     ["button", "Accept"], ["button", "Accept for Session"], ["span", "files in /srv/x and below only"], ["button", "Reject"]]);
 });
+
+test("the check for a prompt the stopped server wrote reads the first lines past the size noted, not the rest of the file", (t) => {
+  // It read the whole rest at once on the extension host: a session replaced by a 219 MB file
+  // held it 882 ms (520 MB); past 512 MB Node refused the text, and the prompt came back.
+  const dir = fs.mkdtempSync(path.join(require("node:os").tmpdir(), "pi-prompt-check-"));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const file = path.join(dir, "s.jsonl");
+  const line = (entry) => JSON.stringify(entry) + "\n";
+  const stamp = "2026-01-02T03:04:05.678Z";
+  const header = line({ type: "session", version: 3, id: "s", timestamp: stamp, cwd: dir });
+  const level = (id) => line({ type: "thinking_level_change", id, parentId: null, timestamp: stamp, thinkingLevel: "low" });
+  // What a turn writes before its prompt: levels, a compaction; the prompt carries attached code.
+  const written = [
+    level("t1"),
+    line({ type: "compaction", id: "c1", parentId: "t1", timestamp: stamp, summary: "s".repeat(200_000), firstKeptEntryId: "t1", tokensBefore: 1 }),
+    level("t2"),
+    line({ type: "message", id: "u1", parentId: "t2", timestamp: stamp, message: { role: "user", timestamp: 1,
+      content: [{ type: "text", text: "my prompt" }, { type: "text", text: "x".repeat(100_000) }] } }),
+  ].join("");
+  const reply = line({ type: "custom", id: "r", parentId: null, timestamp: stamp, customType: "x", data: "y".repeat(10_000) });
+  fs.writeFileSync(file, header + written + reply.repeat(800)); // the turn's own 8 MB after it
+  const uri = vscode.Uri.file(file).toString();
+  const readSync = fs.readSync;
+  let read = 0;
+  fs.readSync = (...args) => { const got = readSync(...args); read += got; return got; };
+  t.after(() => { fs.readSync = readSync; });
+  assert.equal(ext.promptWrittenSince(uri, header.length, "my prompt"), true);
+  assert.ok(read > 0 && read < (1 << 20), `read ${read} bytes to find it`);
+  read = 0;
+  assert.equal(ext.promptWrittenSince(uri, header.length, "another prompt"), false);
+  assert.ok(read > 0 && read < (1 << 20), `read ${read} bytes not to find it`);
+  assert.equal(ext.promptWrittenSince(uri, fs.statSync(file).size + 1, "my prompt"), false, "a shorter file is another one");
+  fs.writeFileSync(file, header + written.slice(0, -1)); // the prompt, its line not ended
+  assert.equal(ext.promptWrittenSince(uri, header.length, "my prompt"), true);
+});

@@ -22,26 +22,51 @@ function M.size(uri)
   return stat and stat.size or 0
 end
 
---- The bytes of `path` past `since` ("" when the file is shorter: another file now, which
---- says nothing of what was appended).
-local function read_from(path, since)
+-- What a turn writes from the size noted to its prompt: a new file's header, the thinking
+-- level recorded on resuming and at the prompt's start, a compaction, then the user message (the
+-- prompt and its attached code, 100 000 characters a file). What follows is the turn's own, or
+-- another file's (one that replaced the session, of any size): not read.
+local PROMPT_LINES = 8
+local PROMPT_BYTES = 16 * 1024 * 1024
+local CHUNK = 64 * 1024
+
+--- The first PROMPT_LINES lines of `path` past byte `since`, read while within PROMPT_BYTES
+--- of it: none when the file is shorter (another file now, which says nothing).
+local function lines_from(path, since)
   local file = io.open(path, "rb")
   if not file then
-    return ""
+    return {}
   end
-  local size = file:seek("end")
-  local text = ""
-  if size and size > since then
-    file:seek("set", since)
-    text = file:read(size - since) or ""
+  local lines, parts, read = {}, {}, 0 -- parts: the line read so far
+  file:seek("set", since)
+  while #lines < PROMPT_LINES and read < PROMPT_BYTES do
+    local data = file:read(math.min(CHUNK, PROMPT_BYTES - read))
+    if not data then
+      local last = table.concat(parts)
+      if last ~= "" then
+        table.insert(lines, last) -- the last line, unended
+      end
+      break
+    end
+    read = read + #data
+    local start = 1
+    local stop = data:find("\n", start, true)
+    while stop and #lines < PROMPT_LINES do
+      table.insert(parts, data:sub(start, stop - 1))
+      table.insert(lines, table.concat(parts))
+      parts, start = {}, stop + 1
+      stop = data:find("\n", start, true)
+    end
+    table.insert(parts, data:sub(start))
   end
   file:close()
-  return text
+  return lines
 end
 
---- Whether the session file `uri`, past byte `since`, holds a user message sent as `text`.
+--- Whether the session file `uri`, in its first lines past byte `since`, holds a user message
+--- sent as `text`.
 function M.prompt_written_since(uri, since, text)
-  for line in vim.gsplit(read_from(vim.uri_to_fname(uri), since), "\n", { plain = true }) do
+  for _, line in ipairs(lines_from(vim.uri_to_fname(uri), since)) do
     local ok, entry = pcall(vim.json.decode, line, { luanil = { object = true, array = true } })
     if ok and type(entry) == "table" and entry.type == "message" and type(entry.message) == "table"
         and entry.message.role == "user" and M.sent_text(entry.message.content) == text then
