@@ -18,7 +18,6 @@ from pi_lsp.providers.base import BlankApiKeyError
 from pi_lsp.providers.factory import has_key
 from pi_lsp.providers.header_values import blank
 from pi_lsp.providers.initial import initial_model
-from pi_lsp.providers.key_commands import is_command, may_run
 from pi_lsp.providers.models_file import (
     ModelsFileError,
     load_models,
@@ -74,17 +73,18 @@ class Settings(msgspec.Struct, rename="camel", omit_defaults=True):
     # What pi's /login saved (auth.json), not from settings.json.
     credentials: Credentials = msgspec.field(default_factory=Credentials)
 
-    def api_key(self, provider: str) -> str | None:
+    def api_key(self, provider: str, run: bool = True) -> str | None:
         """The user's key for `provider`, in pi 1.6's order: auth.json's (a saved key owns its
         provider), then your models.json's `apiKey`, then the environment's, then settings'
         `apiKeys` (pi-lsp's own). A models.json key that cannot be read is a ModelsFileError,
-        as pi fails then too; a saved key of only whitespace a BlankApiKeyError."""
-        saved = self.credentials.api_key(provider)
+        as pi fails then too; a saved key of only whitespace a BlankApiKeyError. Without
+        `run`, a `!command` key is its command, not run."""
+        saved = self.credentials.api_key(provider, run)
         if saved and blank(saved):
             raise BlankApiKeyError(provider, auth_path())
         if saved:
             return saved
-        own = self._own_models_key(provider)
+        own = self._own_models_key(provider, run)
         if own:
             return own
         variable = API_KEY_VARIABLES.get(provider)
@@ -92,13 +92,13 @@ class Settings(msgspec.Struct, rename="camel", omit_defaults=True):
             return os.environ[variable]
         return self.api_keys.get(provider)
 
-    def _own_models_key(self, provider: str) -> str | None:
+    def _own_models_key(self, provider: str, run: bool) -> str | None:
         """Your own models.json's `apiKey` for `provider` (a project's comes after your keys:
         pi reads none, and a repository must not swap your key for its own)."""
         config = next((c for c in self.providers if c.name == provider), None)
         if config is None or config.literal_key or not config.user_key:
             return None
-        return provider_key(config)
+        return provider_key(config, run)
 
     def oauth_login(self, provider: str) -> bool:
         """Whether pi has an OAuth login for `provider`, which pi-lsp cannot refresh or use."""
@@ -127,14 +127,19 @@ class Settings(msgspec.Struct, rename="camel", omit_defaults=True):
         saved default where its provider has a key, else the first provider's with one."""
         registry = self.registry()
         saved = (self.default_provider, self.default_model) if self.default_model else None
-        return initial_model(registry, lambda name: has_key(registry, self.api_key, name), saved)
+        return initial_model(registry, lambda name: self._has_key(registry, name), saved)
 
     def available_models(self) -> list[ModelInfo]:
         """The models whose provider has a key, in the catalog's order (pi 1.6's
         getAvailable, which its model selector lists)."""
         registry = self.registry()
-        usable = cache(lambda name: has_key(registry, self.api_key, name))  # once a provider
+        usable = cache(lambda name: self._has_key(registry, name))  # once a provider
         return [model for model in registry.all() if usable(model.provider)]
+
+    def _has_key(self, registry: ModelRegistry, provider: str) -> bool:
+        """Whether `provider` has a key, a `!command` one counted without running it: pi's
+        check does not run it, and a password manager must not ask for a provider not used."""
+        return has_key(registry, lambda name: self.api_key(name, run=False), provider)
 
     def registry(self) -> ModelRegistry:
         """Built-in models, then models.json's, then the ones settings.json adds; the
@@ -218,20 +223,6 @@ def load_settings(workspace: Path, *, project: bool) -> Settings:
     except AuthFileError as error:
         raise SettingsError(str(error)) from None
     return settings
-
-
-def user_key_commands() -> list[str]:
-    """The `!command` keys your own files name, which may run (key_commands.may_run):
-    auth.json's and your models.json's `apiKey`s; none from a file that cannot be read (what
-    reads it then says so)."""
-    try:
-        saved = [entry.key for entry in load_credentials().keys.values()]
-        _models, providers = load_models(agent_dir(), project=False)  # your file alone
-    except (AuthFileError, ModelsFileError):
-        return []
-    own = [config.api_key for config in providers
-           if config.key_file is not None and may_run(Path(config.key_file))]
-    return [key for key in (*saved, *own) if key and is_command(key)]
 
 
 def _auto_resize(images: Any) -> bool:

@@ -3,10 +3,8 @@ model a session starts on and for the key sent, and never written."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +16,7 @@ from pi_lsp.providers.factory import provider_factory
 from pi_lsp.settings import SettingsError, load_settings
 from tests.conftest import ROOT
 from tests.fake_anthropic import FakeAnthropic, text_reply
-from tests.test_server import EXAMPLE, call, call_error, connect, own_server, wait_events
+from tests.test_server import call, call_error, connect, own_server, wait_events
 from tests.waits import run_cli
 
 SAVED = "sk-ant-saved-0123456789"  # never in any message
@@ -389,51 +387,3 @@ def test_a_blank_saved_key_is_named_not_taken_for_a_missing_variable(
         provider_factory(settings.registry(), settings.api_key)("openai")
     message = str(blank.value)
     assert str(path) in message and "blank" in message and "set OPENAI_API_KEY" not in message
-
-
-async def test_a_slow_key_command_leaves_the_server_answering(tmp_path: Path) -> None:
-    """A `!command` key (a password manager waiting for its user) ran on the server's event
-    loop, up to 10 s: no tree, no listing, no cancel meanwhile. It runs off the loop; only
-    the commands that read a key wait for it."""
-    fifo = tmp_path / "key.fifo"
-    os.mkfifo(fifo)  # the command prints the key once the test writes it
-    save({"anthropic": {"type": "api_key", "key": f"!cat {fifo}"}})
-    shutil.copytree(EXAMPLE, tmp_path / "ws")
-    env = {"OPENAI_API_KEY": "k", "PI_CODING_AGENT_DIR": str(agent())}
-    async with own_server(env) as client:
-        await connect(client, "visual-studio-code", tmp_path, {}, folders=("ws",))
-        listing = asyncio.ensure_future(call(client, "pi.listModels", {}))
-        [first, *_] = (await call(client, "pi.listSessions", {}))["sessions"]
-        assert (await call(client, "pi.getTree", {"uri": first["uri"]}))["nodes"]
-        await call(client, "pi.trustStatus", {})
-        assert not listing.done()  # it waits for the key
-
-        def release() -> None:  # opening waits for the command to open its end
-            with open(fifo, "w") as writer:
-                writer.write(SAVED)
-
-        await asyncio.to_thread(release)
-        assert (await listing)["default"] == "anthropic/claude-opus-5-5"
-
-
-async def test_a_key_command_whose_caller_is_cancelled_is_killed(tmp_path: Path) -> None:
-    """A command the server runs ahead is owned by the request that waits for it: cancelled
-    (the editor's $/cancelRequest), the command is killed and reaped, and nothing is kept."""
-    started, hold = tmp_path / "started", tmp_path / "hold"
-    os.mkfifo(started)
-    os.mkfifo(hold)
-    agent().mkdir(parents=True)  # where the command runs
-    command = f"!echo $$ > {started}; cat {hold}"
-    running = asyncio.ensure_future(key_commands.run_ahead(command))
-
-    def shell_pid() -> int:  # opening waits for the shell to open its end
-        with open(started) as reader:
-            return int(reader.read())
-
-    pid = await asyncio.to_thread(shell_pid)
-    running.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await running
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)
-    assert (command[1:], agent()) not in key_commands._outputs

@@ -171,3 +171,21 @@ async def test_the_server_lists_the_models_with_a_key_as_pi_does(tmp_path: Path)
     assert "/".join((listed["models"][0]["provider"], listed["models"][0]["id"])) == \
         listed["default"]
     assert set(providers) == {"openai", "ollama"} and providers.count("openai") == 47
+
+
+def test_a_command_key_counts_without_running_for_the_list_and_the_start(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Listing models and choosing the first one ran every `!command` key (a password manager
+    asked for a provider not in use), and a command that failed hid its provider though
+    ANTHROPIC_API_KEY was set; pi 1.6's availability check counts such a key without running it."""
+    for name in KEYS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    ran = tmp_path / "ran"
+    write(agent() / "auth.json", {"openai": {"type": "api_key", "key": f"!touch {ran}; echo k"}})
+    write(agent() / "models.json", {"providers": {"anthropic": {"apiKey": f"!touch {ran}; false"}}})
+    settings = load_settings(tmp_path, project=False)
+    providers = {model.provider for model in settings.available_models()}
+    assert providers == {"anthropic", "openai"}
+    assert settings.initial_model() == ("anthropic", "claude-opus-5-5")
+    assert not ran.exists()

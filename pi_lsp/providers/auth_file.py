@@ -48,14 +48,17 @@ class Credentials(msgspec.Struct, frozen=True):
         return frozenset(name for saved in self.keys.values()
                          for name in variable_names(saved.key or ""))
 
-    def api_key(self, provider: str) -> str | None:
+    def api_key(self, provider: str, run: bool = True) -> str | None:
         """The provider's saved key resolved as pi resolves it (resolveConfigValue); None
-        where there is none, or it comes to nothing (pi then reads the environment)."""
+        where there is none, or it comes to nothing (pi then reads the environment). Without
+        `run`, a `!command` key is its command, not run."""
         saved = self.keys.get(provider)
         if saved is None or not saved.key:
             return None
         if is_command(saved.key):
-            return command_output(saved.key) if may_run(auth_path()) else None
+            if not may_run(auth_path()):
+                return None
+            return command_output(saved.key) if run else saved.key
         try:
             return expand(saved.key, lambda name: saved.env.get(name) or os.environ.get(name))
         except UnsetVariable:

@@ -1,7 +1,5 @@
 """`!command` keys: an API key whose value is a shell command pi runs for its output (pi 1.6's
-resolveConfigValue). Which files may have one run, and running it: `command_output` where a
-caller may wait (the command line), `run_ahead` first where it may not (the server's event
-loop, which a password manager asking its user would hold for up to 10 s).
+resolveConfigValue). Which files may have one run, and running it.
 
 One policy: a file the user owns, in pi's own folder (`~/.pi/agent/auth.json`,
 `~/.pi/agent/models.json`), may have its command run, in that folder; a file a repository can
@@ -10,8 +8,6 @@ commit (a workspace's `.pi/`) never does.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 import signal
 import subprocess
@@ -44,14 +40,6 @@ def command_output(value: str) -> str | None:
     return _outputs[key]
 
 
-async def run_ahead(value: str) -> None:
-    """Runs `!command` (`value`) off the event loop, if it has not run, so that
-    command_output finds what it printed; cancelled, it kills all it started."""
-    key = (value[1:], agent_dir())
-    if key not in _outputs:
-        _outputs[key] = await _run_async(*key)
-
-
 def forget_outputs() -> None:
     """Run each command again when next asked (its key may have changed)."""
     _outputs.clear()
@@ -72,26 +60,6 @@ def _run(command: str, folder: Path) -> str | None:
         os.killpg(process.pid, signal.SIGKILL)
         process.communicate()
         return None
-    return _printed(process.returncode, output)
-
-
-async def _run_async(command: str, folder: Path) -> str | None:
-    """_run as an asyncio subprocess."""
-    try:
-        process = await asyncio.create_subprocess_shell(
-            command, cwd=folder, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, start_new_session=True)
-    except OSError:
-        return None
-    try:
-        output, _ = await asyncio.wait_for(process.communicate(), COMMAND_TIMEOUT_S)
-    except TimeoutError:
-        return None
-    finally:
-        if process.returncode is None:  # timed out, or the caller was cancelled
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            await process.wait()
     return _printed(process.returncode, output)
 
 

@@ -304,12 +304,15 @@ def expand(value: str, lookup: Callable[[str], str | None]) -> str:
     return _TEMPLATE.sub(substitute, value)
 
 
-def resolve_api_key(value: str, what: str, written_in: Path, literal: bool = False) -> str:
+def resolve_api_key(value: str, what: str, written_in: Path, literal: bool = False,
+                    run: bool = True) -> str:
     """A provider's `apiKey` as pi 1.6 resolves it: a `!command` is run where the file it
-    was written in may run one (key_commands.may_run), its output the key; else as
-    resolve_value reads it."""
+    was written in may run one (key_commands.may_run), its output the key (without `run`,
+    the command itself); else as resolve_value reads it."""
     if not (is_command(value) and may_run(written_in)):
         return resolve_value(value, what, literal)
+    if not run:
+        return value
     output = command_output(value)
     if output is None:  # pi fails the request too ("Failed to resolve API key …")
         raise ModelsFileError(f"{what}: the command {value[1:]!r} failed, printed nothing or "
@@ -317,14 +320,14 @@ def resolve_api_key(value: str, what: str, written_in: Path, literal: bool = Fal
     return output
 
 
-def provider_key(config: ProviderConfig) -> str | None:
+def provider_key(config: ProviderConfig, run: bool = True) -> str | None:
     """The provider's `apiKey` from models.json, resolved (resolve_api_key); None where the
     files give none; BlankApiKeyError where it is only whitespace."""
     if config.api_key is None:
         return None
     written_in = Path(config.key_file or config.source)
     key = resolve_api_key(config.api_key, f"{written_in}: providers.{config.name}.apiKey",
-                          written_in, config.literal_key)
+                          written_in, config.literal_key, run)
     if blank(key):
         raise BlankApiKeyError(config.name, written_in)
     return key

@@ -19,10 +19,9 @@ from pygls.exceptions import JsonRpcInvalidParams, JsonRpcRequestCancelled
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
-from pi_lsp.providers.key_commands import run_ahead
 from pi_lsp.server import stdio
 from pi_lsp.server.approvals import ToolApprovals
-from pi_lsp.server.commands import KEYLESS, entries, files, runs, sessions, workspace
+from pi_lsp.server.commands import entries, files, runs, sessions, workspace
 from pi_lsp.server.config import Config, read_config
 from pi_lsp.server.editor import EditorFiles, editor_problems, experimental_flag
 from pi_lsp.server.errors import NOT_INITIALIZED, ExpectedErrors, as_answer, server_error
@@ -40,7 +39,6 @@ from pi_lsp.server.watcher import SessionWatch
 from pi_lsp.session.catalog import tree_title
 from pi_lsp.session.records import Refresh
 from pi_lsp.session.tree import SessionTree
-from pi_lsp.settings import user_key_commands
 from pi_lsp.visible import printable
 
 SHUTDOWN_WAIT_S = 1.5
@@ -59,7 +57,6 @@ class PiServer(LanguageServer):
         self.approvals = ToolApprovals(self, lambda: self.config)
         self.files = EditorFiles(self)
         self._finishing: asyncio.Future[None] | None = None
-        self._key_commands = asyncio.Lock()  # one `!command` key runs at a time, once
         self.watch = SessionWatch(lambda path: self.hub.file_changed(path),
                                   lambda: self.protocol.notify(SESSIONS_CHANGED, {}),
                                   self.tasks.start)
@@ -91,13 +88,6 @@ class PiServer(LanguageServer):
         if self._hub is None:
             raise server_error("the server is not initialized yet", NOT_INITIALIZED)
         return self._hub
-
-    async def run_key_commands(self) -> None:
-        """Runs the `!command` keys your files name off the event loop, before a command that
-        may read a key: the others (the tree, abort) answer meanwhile."""
-        async with self._key_commands:
-            for command in user_key_commands():
-                await run_ahead(command)
 
     @property
     def started(self) -> bool:
@@ -271,10 +261,7 @@ def command(name: str, kind: type[A]) -> Callable[[Callable[[PiServer, A], Any]]
         @server.command(name)
         async def run(ls: PiServer, *raw: Any) -> Any:
             try:
-                arguments = parse_args(raw, kind)
-                if name not in KEYLESS:
-                    await ls.run_key_commands()
-                result = handler(ls, arguments)
+                result = handler(ls, parse_args(raw, kind))
                 return await result if asyncio.iscoroutine(result) else result
             except asyncio.CancelledError:
                 raise JsonRpcRequestCancelled(f"{name} was cancelled") from None
