@@ -43,6 +43,7 @@ from pi_lsp.session.entries import (
     AssistantMessage,
     BranchSummaryEntry,
     CompactionEntry,
+    Cost,
     ImageContent,
     TextContent,
     ToolCall,
@@ -77,6 +78,7 @@ from pi_lsp.summarize.summarizer import (
     Summary,
     SummaryError,
     SummaryRequest,
+    combined,
     llm_messages,
 )
 from tests.conftest import EXAMPLE_WORKSPACE
@@ -398,10 +400,13 @@ async def test_repeat_model_compaction_updates_the_previous_summary(
 
 def assert_summary_usage(usage: dict[str, Any], requests: int) -> None:
     """The fake's usage (100 in, 20 out per reply), summed over `requests` as pi sums it; one
-    reply's is written as pi 1.6 writes Anthropic's (its 1h cache writes after the cost)."""
+    reply's is written as pi 1.6 writes Anthropic's (its 1h cache writes after the cost), two
+    as its combineUsage writes them (those writes before the total, the cost not the
+    provider's)."""
     one = ["input", "output", "cacheRead", "cacheWrite", "totalTokens", "cost", "cacheWrite1h"]
-    assert list(usage) == (one if requests == 1 else one[:-1])
-    assert usage["cost"].get("totalFromProvider") is (False if requests == 1 else None)
+    two = ["input", "output", "cacheRead", "cacheWrite", "cacheWrite1h", "totalTokens", "cost"]
+    assert list(usage) == (one if requests == 1 else two)
+    assert usage["cost"]["totalFromProvider"] is False
     assert (usage["input"], usage["output"], usage["totalTokens"]) == (
         100 * requests, 20 * requests, 120 * requests)
     assert usage["cost"]["total"] > 0
@@ -1947,3 +1952,33 @@ async def test_settings_changed_during_a_summary_are_written_when_it_ends(
     kinds = [e["type"] for e in lines(session)[count:]]
     assert kinds[-2:] == ["model_change", "session_info"], kinds
     assert harness.model().id == "claude-haiku-4-5"
+
+
+# pi 1.6's combineUsage (dist/core/usage-totals.js) on the same two usages, as it writes them.
+_ONE_1H = Usage(input=100, output=20, total_tokens=120, cache_write_1h=0,
+                cost=Cost(input=1, output=2, total=3, total_from_provider=False))
+_SUMS_BY_PI = [
+    ((_ONE_1H, _ONE_1H),
+     '{"input":200,"output":40,"cacheRead":0,"cacheWrite":0,"cacheWrite1h":0,"totalTokens":240,'
+     '"cost":{"input":2,"output":4,"cacheRead":0,"cacheWrite":0,"total":6,'
+     '"totalFromProvider":false}}'),
+    ((_ONE_1H, Usage(input=100, output=20, total_tokens=120, cache_write_1h=0, reasoning=5,
+                      cost=Cost(input=1, output=2, total=3, total_from_provider=False))),
+     '{"input":200,"output":40,"cacheRead":0,"cacheWrite":0,"cacheWrite1h":0,"reasoning":5,'
+     '"totalTokens":240,"cost":{"input":2,"output":4,"cacheRead":0,"cacheWrite":0,"total":6,'
+     '"totalFromProvider":false}}'),
+    ((Usage(input=1, output=2, total_tokens=3), Usage(input=1, output=2, total_tokens=3)),
+     '{"input":2,"output":4,"cacheRead":0,"cacheWrite":0,"totalTokens":6,"cost":{"input":0,'
+     '"output":0,"cacheRead":0,"cacheWrite":0,"total":0,"totalFromProvider":false}}'),
+]
+
+
+@pytest.mark.parametrize(("usages", "written"), _SUMS_BY_PI)
+def test_two_summaries_usage_is_summed_as_pi_sums_it(usages: tuple[Usage, Usage],
+                                                     written: str) -> None:
+    """A split turn's two summaries summed their usage without the 1h cache writes and the
+    reasoning tokens either reported, and left out whether the cost was the provider's; pi
+    1.6's combineUsage keeps them, in its own key order."""
+    first, second = (Summary("t", usage, "anthropic-messages") for usage in usages)
+    summed = combined(first, second, "t").usage_json()
+    assert summed is not None and bytes(summed).decode() == written

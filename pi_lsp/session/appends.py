@@ -25,7 +25,6 @@ from pi_lsp.session.entries import (
     SessionInfoEntry,
     SystemCheckpoint,
     ThinkingLevelChangeEntry,
-    Usage,
     UserBlock,
     clean_session_name,
 )
@@ -61,11 +60,11 @@ class EntryAppends:
                                              model_id=model_id))
 
     def append_compaction(self, summary: str, first_kept_entry_id: str, tokens_before: int,
-                          details: Any = None, usage: Usage | None = None,
+                          details: Any = None, usage: msgspec.Raw | None = None,
                           from_hook: bool | None = None,
                           system_message: SystemCheckpoint | None = None) -> str:
-        """A compaction; `usage` is the summary model's, and `system_message` (the replayed
-        prompt and tools) is stored with the compaction's own time, as pi 1.6 stores it."""
+        """A compaction; `usage` is the summary model's, as pi writes it; `system_message` (the
+        replayed prompt and tools) is stored with the compaction's own time, as pi 1.6 does."""
         common = self._common()
         if system_message is not None:
             system_message = msgspec.structs.replace(
@@ -77,7 +76,8 @@ class EntryAppends:
         ))
 
     def append_branch_summary(self, from_id: str, summary: str, details: Any = None,
-                              from_hook: bool | None = None, usage: Usage | None = None) -> str:
+                              from_hook: bool | None = None, usage: msgspec.Raw | None = None
+                              ) -> str:
         return self._append(BranchSummaryEntry(
             **self._common(), from_id=from_id, summary=summary, details=details, usage=usage,
             from_hook=from_hook,

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import msgspec
 
-from pi_lsp.session.entries import AssistantMessage, encoder
+from pi_lsp.session.entries import AssistantMessage, Usage, encoder
 
 # The Structs' order is the OpenAI APIs' usage and Anthropic's reply. Anthropic adds the
 # reasoning tokens after the cost; the Responses API sets the effort before the usage.
 _ANTHROPIC_USAGE = ("input", "output", "cacheRead", "cacheWrite", "totalTokens", "cost",
                     "cacheWrite1h", "reasoning")
+# pi's combineUsage: a compaction's usage when it paid for two summaries.
+_SUMMED_USAGE = ("input", "output", "cacheRead", "cacheWrite", "cacheWrite1h", "reasoning",
+                 "totalTokens", "cost")
 _RESPONSES_LEAD = ("role", "content", "api", "provider", "model", "providerThinkingLevel")
 
 
@@ -34,12 +37,23 @@ def _ordered(members: dict[str, msgspec.Raw], lead: tuple[str, ...]) -> dict[str
     return first | {key: value for key, value in members.items() if key not in first}
 
 
+def usage_json(usage: Usage, api: str | None) -> msgspec.Raw:
+    """The usage's JSON text in pi 1.6's key order: as a reply of `api` sets it, or (None) as
+    combineUsage sets a sum of two."""
+    if api == "anthropic-messages":
+        order = _ANTHROPIC_USAGE
+    elif api is None:
+        order = _SUMMED_USAGE
+    else:
+        return msgspec.Raw(encoder.encode(usage))
+    return msgspec.Raw(encoder.encode(_ordered(_members(usage), order)))
+
+
 def reply_json(message: AssistantMessage) -> msgspec.Raw:
     """The reply's JSON text, keys in the order pi 1.6 writes them for its API."""
     if message.api == "anthropic-messages":
         members = _members(message)
-        members["usage"] = msgspec.Raw(encoder.encode(
-            _ordered(_members(message.usage), _ANTHROPIC_USAGE)))
+        members["usage"] = usage_json(message.usage, message.api)
     elif message.api == "openai-responses":
         members = _ordered(_members(message), _RESPONSES_LEAD)
     else:

@@ -15,6 +15,8 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from pi_lsp.paths import real_path
 from pi_lsp.session.appender import (
     FileReplacedError,
@@ -29,7 +31,6 @@ from pi_lsp.session.entries import (
     MessageLine,
     SessionHeader,
     SessionInfoEntry,
-    Usage,
     encoder,
     label_text,
     session_name,
@@ -777,7 +778,7 @@ class SessionTree(EntryAppends):
 
     def branch_with_summary(self, target_id: str | None, from_id: str, summary: str,
                             details: Any = None, from_hook: bool | None = None,
-                            usage: Usage | None = None) -> str:
+                            usage: msgspec.Raw | None = None) -> str:
         """Move to `target_id` and record what the abandoned branch taught under it."""
         with self.leaf_moved(target_id):
             return self.append_branch_summary(from_id, summary, details, from_hook, usage)

@@ -208,7 +208,7 @@ async def branch_with_summary(tree: SessionTree, target_id: str, summarizer: Sum
                                  thinking_level=thinking_level, retries=retries)
         written, writer = await summarizer.summarize(request), summarizer
         summary, usage = BRANCH_SUMMARY_PREAMBLE + written.text + format_file_lists(lists), \
-            written.usage
+            written.usage_json()
     else:  # pi returns no lists with this text, and stores empty ones
         summary, usage, lists = NO_CONTENT, None, FileLists([], [])
     entry_id = tree.branch_with_summary(move.leaf_id, from_id or "root", summary,

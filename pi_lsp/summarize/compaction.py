@@ -33,7 +33,7 @@ from pi_lsp.summarize.summarizer import (
     Summarizer,
     Summary,
     SummaryRequest,
-    combined_usage,
+    combined,
 )
 
 NO_HISTORY = "No prior history."
@@ -261,11 +261,10 @@ async def summarize_plan(plan: CompactionPlan, summarizer: Summarizer,
         earlier = await summarizer.summarize(history) if plan.messages_to_summarize \
             else Summary(previous or NO_HISTORY)
         turn = await summarizer.summarize(prefix)
-        summary = Summary(f"{earlier.text}{SPLIT_TURN_MARK}\n\n{turn.text}",
-                          combined_usage(earlier.usage, turn.usage))
+        summary = combined(earlier, turn, f"{earlier.text}{SPLIT_TURN_MARK}\n\n{turn.text}")
     else:
         summary = await summarizer.summarize(history)
-    return Summary(summary.text + format_file_lists(plan.files), summary.usage)
+    return msgspec.structs.replace(summary, text=summary.text + format_file_lists(plan.files))
 
 
 def plan_or_refusal(path: list[Record], settings: CompactionSettings) -> CompactionPlan:
@@ -317,7 +316,8 @@ async def compact(tree: SessionTree, leaf_id: str | None, summarizer: Summarizer
         system = current_system_message(
             decode_all(project_path(tree.path_to(tree.leaf_id)).messages))
         entry_id = tree.append_compaction(
-            summary.text, plan.first_kept_entry_id, plan.tokens_before, details, summary.usage,
+            summary.text, plan.first_kept_entry_id, plan.tokens_before, details,
+            summary.usage_json(),
             from_hook=False, system_message=checkpoint_of(system) if system else None)
     return CompactionResult(entry_id, summary.text, plan.first_kept_entry_id, plan.tokens_before,
                             details)

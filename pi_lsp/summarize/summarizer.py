@@ -21,6 +21,7 @@ from pi_lsp.session.entries import (
     UserMessage,
 )
 from pi_lsp.session.ids import now_ms
+from pi_lsp.session.replyorder import usage_json
 from pi_lsp.summarize import prompts
 from pi_lsp.summarize.serialize import serialize_conversation
 
@@ -50,21 +51,37 @@ class Summary(msgspec.Struct):
 
     text: str
     usage: Usage | None = None
+    api: str | None = None  # of the reply `usage` is from; None: a sum of two (or none)
+
+    def usage_json(self) -> msgspec.Raw | None:
+        """`usage` as pi 1.6 writes it in the entry: in its reply's key order, or a sum's."""
+        return None if self.usage is None else usage_json(self.usage, self.api)
 
 
-def combined_usage(first: Usage | None, second: Usage | None) -> Usage | None:
-    """Two summaries' usage added up, field by field (pi's `combineUsage`)."""
-    if first is None or second is None:
-        return first or second
-    a, b = first.cost, second.cost
-    return Usage(
-        input=first.input + second.input, output=first.output + second.output,
-        cache_read=first.cache_read + second.cache_read,
-        cache_write=first.cache_write + second.cache_write,
-        total_tokens=first.total_tokens + second.total_tokens,
-        cost=Cost(input=a.input + b.input, output=a.output + b.output,
-                  cache_read=a.cache_read + b.cache_read,
-                  cache_write=a.cache_write + b.cache_write, total=a.total + b.total))
+def combined(first: Summary, second: Summary, text: str) -> Summary:
+    """`text` with the two summaries' usage added up (pi's `combineUsage`, which keeps the
+    optional counts either reports; a cost is the provider's only when both are)."""
+    a, b = first.usage, second.usage
+    if a is None or b is None:
+        return Summary(text, a or b, first.api if b is None else second.api)
+    return Summary(text, Usage(
+        input=a.input + b.input, output=a.output + b.output,
+        cache_read=a.cache_read + b.cache_read, cache_write=a.cache_write + b.cache_write,
+        cache_write_1h=_summed(a.cache_write_1h, b.cache_write_1h),
+        reasoning=_summed(a.reasoning, b.reasoning),
+        total_tokens=a.total_tokens + b.total_tokens,
+        cost=Cost(input=a.cost.input + b.cost.input, output=a.cost.output + b.cost.output,
+                  cache_read=a.cost.cache_read + b.cost.cache_read,
+                  cache_write=a.cost.cache_write + b.cost.cache_write,
+                  total=a.cost.total + b.cost.total,
+                  total_from_provider=a.cost.total_from_provider is True
+                  and b.cost.total_from_provider is True)))
+
+
+def _summed(a: int | msgspec.UnsetType, b: int | msgspec.UnsetType) -> int | msgspec.UnsetType:
+    if a is msgspec.UNSET and b is msgspec.UNSET:
+        return msgspec.UNSET
+    return (0 if a is msgspec.UNSET else a) + (0 if b is msgspec.UNSET else b)
 
 
 class Summarizer(Protocol):
@@ -131,7 +148,7 @@ class ModelSummarizer:
         text = "\n".join(b.text for b in message.content if isinstance(b, TextContent)).strip()
         if not text:
             raise SummaryError("the summary model returned no text")
-        return Summary(text, message.usage)
+        return Summary(text, message.usage, message.api)
 
     async def _reply(self, request: ModelRequest) -> AssistantMessage:
         reply = ReplyBuilder(self.model.api, self.model)
