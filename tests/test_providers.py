@@ -40,7 +40,7 @@ from pi_lsp.cli_common import OneLineRecord
 from pi_lsp.providers import base, openai_chat, openai_responses
 from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.providers.base import MAX_TOKENS, ModelRequest, ReplyBuilder, TextDelta, ToolSpec
-from pi_lsp.providers.base_url import url_problem
+from pi_lsp.providers.base_url import masked_passwords, url_problem
 from pi_lsp.providers.factory import provider_factory
 from pi_lsp.providers.failures import MALFORMED_EVENT, transport_failure
 from pi_lsp.providers.openai_api import OpenAIProvider
@@ -249,6 +249,21 @@ async def test_a_refused_connection_is_an_error_entry(rig) -> None:
     assert f"cannot reach lab at {url}" in last["errorMessage"]
     assert is_passing_failure(last["errorMessage"])  # pi retries a connection error
 
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    # A server's JSON error naming a URL with no path, then an address: no password there.
+    ('{"detail":"see https://console.example.com","contact":"billing@example.com"}', None),
+    ('{"baseUrl":"http://localhost:11434","x":"a@b"}', None),
+    # A password holding `@`: up to the authority's last one, as Node and urlsplit read it.
+    ("'http://me:hunter@2secret@127.0.0.1:99999/v1'", "'http://me:***@127.0.0.1:99999/v1'"),
+    ("http://u:p@[::1]:8/x?q=a@b", "http://u:***@[::1]:8/x?q=a@b"),
+])
+def test_only_a_urls_own_password_is_masked(text: str, shown: str | None) -> None:
+    """The masking took text between a URL and a later `@` for a password (a provider's JSON
+    error lost `"billing` to `***` in the session's errorMessage), and stopped at a password's
+    own `@`, printing the rest of it."""
+    assert masked_passwords(text) == (text if shown is None else shown)
 
 
 async def test_a_password_in_the_base_url_is_masked_in_the_error(rig, tmp_path: Path) -> None:

@@ -7,8 +7,10 @@ import re
 from urllib.parse import urlsplit
 
 SCHEMES = ("http", "https")
-# The password of a URL's userinfo (`//user:secret@host`), wherever a URL stands in a text.
-PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s:]*:)[^/?#@\s]*@")
+# The password of a URL's userinfo (`//user:secret@host`), wherever a URL stands in a text: up
+# to the authority's last `@`, as Node and urlsplit read it (a password may hold one), never
+# past a quote (a URL with no path in JSON, then an address: `"…//host","a@b"`).
+PASSWORD = re.compile(r"""(\b[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s:"'<>]*:)[^/?#\s"'<>]*@""")
 
 
 def masked_passwords(text: str) -> str:
