@@ -83,9 +83,10 @@ GIT_SETTINGS = ("core.hooksPath=/dev/null", "core.fsmonitor=false", "core.attrib
 EXCLUDES_LIMIT = 1 << 20  # of a workspace's .git/info/exclude read into the store's
 ADOPTED = "pi-lsp-adopted"  # in a store: the user was told of the legacy store (once)
 # The object files of a legacy store looked at, past which none is copied: a real one holds a
-# few hundred MB at most, and a repository could commit one that fills the disk.
+# few hundred MB at most, and a repository could commit one that fills the disk. It was never
+# packed: one snapshot of a 100,000-file workspace is that many object files (4 MB).
 LEGACY_MAX_BYTES = 1 << 30
-LEGACY_MAX_FILES = 100_000
+LEGACY_MAX_FILES = 1_000_000
 
 GITLINK = "160000"  # the mode of a nested repository in a tree
 Status = Literal["added", "modified", "deleted"]
@@ -616,8 +617,8 @@ class SnapshotStore:
         objects = legacy / "objects"
         count, size = _object_files_size(objects)
         if count > LEGACY_MAX_FILES or size > LEGACY_MAX_BYTES:
-            raise SnapshotError(f"snapshot {tree} is in {legacy}, but its {count} object files "
-                                f"of {size >> 20} MB are over the {LEGACY_MAX_FILES} files or "
+            raise SnapshotError(f"snapshot {tree} is in {legacy}, but its object files are "
+                                f"over the {LEGACY_MAX_FILES:,} files or "
                                 f"{LEGACY_MAX_BYTES >> 20} MB pi-lsp copies from an earlier "
                                 "store: nothing was copied")
         await self._ensure()
