@@ -1022,6 +1022,8 @@ async def test_your_models_headers_are_resolved_and_kept_from_bash(
      "providers.ollama.baseUrl: 'http://localhost::11434/v1' is not a URL (Port could not"),
     ({"providers": {"anthropic": {"baseUrl": "http://[::1/v1"}}},
      "providers.anthropic.baseUrl: 'http://[::1/v1' is not a URL (Invalid IPv6 URL)"),
+    ({"providers": {"anthropic": {"baseUrl": "http://999.1.1.1/v1"}}},
+     "providers.anthropic.baseUrl: 'http://999.1.1.1/v1' is not a URL: 999.1.1.1 is no IPv4"),
     ({"providers": {"ollama": {"baseUrl": "localhost:11434/v1", "api": "openai-completions",
                                "models": [{"id": "m"}]}}},
      "must start with http:// or https://"),

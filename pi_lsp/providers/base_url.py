@@ -3,10 +3,14 @@ one requests can be sent to, checked where it is read so the error names where i
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from urllib.parse import urlsplit
 
 SCHEMES = ("http", "https")
+# A host of four numbers is an IPv4 address to Node's URL and to the HTTP client, which refuse
+# one that is no address (`999.1.1.1`): the client's refusal was an internal error.
+IPV4_STYLE = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+")
 # The password of a URL's userinfo (`//user:secret@host`), wherever a URL stands in a text: up
 # to the authority's last `@`, as Node and urlsplit read it (a password may hold one), never
 # past a quote (a URL with no path in JSON, then an address: `"…//host","a@b"`).
@@ -33,4 +37,14 @@ def url_problem(url: str) -> str | None:
         return f"{shown} is not a URL: it must start with http:// or https://"
     if not parts.hostname:
         return f"{shown} is not a URL: it names no host"
+    if IPV4_STYLE.fullmatch(parts.hostname) and not _is_ipv4(parts.hostname):
+        return f"{shown} is not a URL: {parts.hostname} is no IPv4 address"
     return None
+
+
+def _is_ipv4(host: str) -> bool:
+    try:
+        ipaddress.IPv4Address(host)
+    except ValueError:
+        return False
+    return True
