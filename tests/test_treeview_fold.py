@@ -461,6 +461,10 @@ def move_leaf(tree: SessionTree, to: str | None) -> None:
          pages=[(IDS[0], 0, 5)])
 @example(first=[("message", NEW, None, None), ("message", IDS[0], CHAIN, None)],
          first_move=None, appends=[], keep=2, bookkeeping=False, cut=IDS[0], pages=[])
+# The path's top written again under the leaf: the path is that one entry now.
+@example(first=[("message", IDS[0], None, None), ("message", NEW, CHAIN, None)],
+         first_move=None, appends=[([("message", IDS[0], CHAIN, None)], None)], keep=2,
+         bookkeeping=False, cut=None, pages=[])
 def test_a_folded_view_is_the_whole_layout_folded(
         tmp_path_factory: pytest.TempPathFactory, first: list[Line], first_move: str | None,
         appends: list[tuple[list[Line], str | None]], keep: int | None, bookkeeping: bool,

@@ -129,7 +129,7 @@ class HeldView:
     parts: dict[int, Parts] = field(default_factory=dict)
     state: State | None = None
     view: TreeView | None = None
-    cut: str | None = None  # where the folded view's window starts, kept while it grows
+    cut: Record | None = None  # the entry the folded view's window starts at, kept while it grows
 
 
 class TreeViews:
@@ -147,7 +147,8 @@ class TreeViews:
         grown = self._grown(held, tree, bookkeeping, limit)
         if grown is None:
             same_kind = held.state is not None and held.state[3:5] == (bookkeeping, limit)
-            grown = self._build(held, tree, bookkeeping, limit, held.cut if same_kind else None)
+            grown = self._build(held, tree, bookkeeping, limit,
+                                _kept_cut(held, tree) if same_kind else None)
         held.state, held.view = state, grown
         return held.view
 
@@ -264,12 +265,19 @@ class TreeViews:
     def _build(self, held: HeldView, tree: SessionTree, bookkeeping: bool, limit: int | None,
                cut: str | None) -> TreeView:
         folded = fold(tree, bookkeeping, limit, cut)
-        held.cut = folded.cut
+        held.cut = tree.by_id.get(folded.cut) if folded.cut is not None else None
         nodes = [self._node(held.parts, tree, row, hidden, on_path, more, more_rows)
                  for row, hidden, on_path, more, more_rows in folded.shown]
         return TreeView(next(self._versions), tree.shown_leaf(),
                         shown_entry(tree, tree.leaf_id, bookkeeping), tree_title(tree),
                         len(tree.records), nodes, folded.earlier)
+
+
+def _kept_cut(held: HeldView, tree: SessionTree) -> str | None:
+    """Where the held window starts while that is the same entry: an id written again (a merged
+    or hand-edited file) is another row elsewhere, and the window is folded anew."""
+    cut = held.cut
+    return cut.env.id if cut is not None and tree.by_id.get(cut.env.id or "") is cut else None
 
 
 def _places(sent: dict[str, Node]) -> dict[str, tuple[int, bool]]:
