@@ -610,6 +610,11 @@ def _as_json(value: Any) -> Any:
     return value.to_dict(warnings=False) if hasattr(value, "to_dict") else value
 
 
+def _long_writes(usage: Any) -> Any:
+    """The usage's cache writes kept an hour; None where it does not say."""
+    return _member(_member(usage, "cache_creation"), "ephemeral_1h_input_tokens")
+
+
 def _member(value: Any, name: str) -> Any:
     """A field of a JSON object as the SDK gives it (a typed object, or a dict for a field it
     does not know); None where there is none."""
@@ -690,8 +695,7 @@ class AnthropicProvider:
             reply.usage.output = usage.output_tokens or 0
             reply.usage.cache_read = usage.cache_read_input_tokens or 0
             reply.usage.cache_write = usage.cache_creation_input_tokens or 0
-            reply.usage.cache_write_1h = _member(
-                _member(usage, "cache_creation"), "ephemeral_1h_input_tokens") or 0
+            reply.usage.cache_write_1h = _long_writes(usage) or 0
             reply.priced = True
         elif kind == "content_block_start":
             block = event.content_block
@@ -727,7 +731,7 @@ class AnthropicProvider:
     def _delta_usage(self, usage: Any, reply: ReplyBuilder) -> None:
         """What pi 1.6 reads of a message_delta's usage besides the counts: the 1h cache
         writes (a gateway sends them here), the thinking tokens, OpenRouter's bill."""
-        long_writes = _member(_member(usage, "cache_creation"), "ephemeral_1h_input_tokens")
+        long_writes = _long_writes(usage)
         if long_writes is not None:
             reply.usage.cache_write_1h = long_writes
         thinking = _member(_member(usage, "output_tokens_details"), "thinking_tokens")

@@ -103,7 +103,7 @@ class ModelRequest(msgspec.Struct):
     session_id: str | None = None  # for prompt caching and session affinity, as pi sends it
     # "none": no cache breakpoints (as for pi's summaries: a one-off request would pay a cache
     # write no later request reads); "long": the prompt kept longer, where the server can.
-    cache_retention: CacheRetention = msgspec.field(default_factory=lambda: cache_retention())
+    cache_retention: CacheRetention = msgspec.field(default_factory=cache_retention)
     # Tool changes said in place (pi's nativeToolChanges) where the model takes them: False
     # when the transcript declared no tools first, so `tools` are the current ones.
     tool_changes_in_place: bool = True
