@@ -368,7 +368,9 @@ test("a steer's or follow-up's notice goes once its message reaches the model", 
       assert.equal(queuedNotices().length, 2, "each queued message is noted");
       first.release();
       const said = (text) => panel.transcript.blocks.some((b) => b.kind === "user" && b.parts.some((p) => p.text === text));
-      await eventually(() => said("steer me") && said("follow me"), "both messages delivered");
+      // The follow-up's reply streams after its message_end, which takes its notice away.
+      const streaming = () => panel.posted.some((m) => m.type === "upsert" && /more0/.test(m.html));
+      await eventually(() => said("steer me") && said("follow me") && streaming(), "both messages delivered");
       assert.ok(panel.transcript.busy, "the follow-up's reply is still held");
       assert.deepEqual(queuedNotices(), [], "no notice of a delivered message is left");
       last.release();
