@@ -44,8 +44,10 @@ class Scene:
 
 
 def _anthropic(stop: str = "end_turn", cache_1h: int | None = None,
-               thinking_tokens: int | None = None, model: str = "claude-sonnet-4-5"
-               ) -> fake_anthropic.Reply:
+               thinking_tokens: int | None = None, model: str = "claude-sonnet-4-5",
+               transformed: tuple[Any, Any] = (None, None)) -> fake_anthropic.Reply:
+    """`transformed`: the `input_transformations` of message_start and of message_delta (None:
+    that event has none)."""
     start = message_start(model, cache_read=50, cache_write=30)
     if cache_1h is not None:
         start["message"]["usage"]["cache_creation"] = {
@@ -53,7 +55,18 @@ def _anthropic(stop: str = "end_turn", cache_1h: int | None = None,
     end = message_end(stop)
     if thinking_tokens is not None:
         end[0]["usage"]["output_tokens_details"] = {"thinking_tokens": thinking_tokens}
+    at_start, at_delta = transformed
+    if at_start is not None:
+        start["message"]["input_transformations"] = at_start
+    if at_delta is not None:
+        end[0]["input_transformations"] = at_delta
     return fake_anthropic.Reply([start, *text_block(0, "Hi", " there"), *end])
+
+
+# Anthropic's notes on the input it changed: an entry's other fields and null ones are left
+# out, and message_delta's list, when it sends one, replaces message_start's.
+DROPPED_IMAGE = {"type": "image", "path": "messages.0.content.1", "reason": "too_large",
+                 "bytes": 9000000}
 
 
 def _responses(status: str = "completed", reason: str | None = None) -> fake_openai.Reply:
@@ -83,6 +96,14 @@ SCENES: dict[str, Scene] = {
                                           _anthropic("max_tokens")),
     "anthropic, effort set mid-conversation": Scene("anthropic/claude-opus-5-5", "high",
                                                     _anthropic(model="claude-opus-5-5")),
+    "anthropic, input transformations": Scene(
+        "anthropic/claude-sonnet-4-5", "off",
+        _anthropic(transformed=([DROPPED_IMAGE, {"type": "thinking", "path": None}], None))),
+    "anthropic, input transformations replaced at message_delta": Scene(
+        "anthropic/claude-sonnet-4-5", "off",
+        _anthropic(transformed=([DROPPED_IMAGE], [{"reason": "other"}, DROPPED_IMAGE]))),
+    "anthropic, no input transformations": Scene(
+        "anthropic/claude-sonnet-4-5", "off", _anthropic(transformed=([], "none"))),
     "responses, cache writes and reasoning tokens": Scene("openai/gpt-5", "medium",
                                                           _responses()),
     "responses, incomplete": Scene("openai/gpt-5", "low",
@@ -136,7 +157,11 @@ def _reply_line(command: list[str], scene: Scene, root: Path, fake: FakeAnthropi
 
 
 def _untimed(reply: dict[str, Any]) -> dict[str, Any]:
-    return {key: 0 if key in TIMES else value for key, value in reply.items()}
+    """The reply with its clock readings, its diagnostics' too, set to 0."""
+    untimed = {key: 0 if key in TIMES else value for key, value in reply.items()}
+    if "diagnostics" in untimed:
+        untimed["diagnostics"] = [{**note, "timestamp": 0} for note in untimed["diagnostics"]]
+    return untimed
 
 
 def _pi_command(node: str) -> list[str]:

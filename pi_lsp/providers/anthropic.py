@@ -56,6 +56,7 @@ from pi_lsp.session.entries import (
     UserBlock,
     UserMessage,
 )
+from pi_lsp.session.ids import now_ms
 from pi_lsp.session.jsontext import JS_WHITESPACE
 
 API = ANTHROPIC_API
@@ -621,6 +622,25 @@ def _member(value: Any, name: str) -> Any:
     return value.get(name) if isinstance(value, dict) else getattr(value, name, None)
 
 
+def _transformations(event: Any) -> list[Any] | None:
+    """The `input_transformations` list a message_start's message or a message_delta carries
+    (None: none, or not a list)."""
+    holder = event.message if event.type == "message_start" else \
+        event if event.type == "message_delta" else None
+    sent = _as_json(_member(holder, "input_transformations"))
+    return sent if isinstance(sent, list) else None
+
+
+def _transformations_note(transformations: list[Any]) -> dict[str, Any]:
+    """pi 1.6's note on a reply whose input the server changed (an image dropped, say): each
+    change's type, path and reason where given; only a reply that ended well has one."""
+    changes = [{key: value for key in ("type", "path", "reason")
+                if (value := _member(_as_json(change), key)) is not None}
+               for change in transformations]
+    return {"type": "anthropic_input_transformations", "timestamp": now_ms(),
+            "details": {"transformations": changes}}
+
+
 class AnthropicProvider:
     name = "anthropic"
 
@@ -664,8 +684,11 @@ class AnthropicProvider:
                 self.retry, http_failure)
             answered = True
             slots: dict[int, int] = {}  # the API's block index -> the reply's block index
+            transformations: list[Any] = []  # the last list the server sent
             async with stream:
                 async for event in stream:
+                    sent = _transformations(event)
+                    transformations = transformations if sent is None else sent
                     started = started or event.type == "message_start"
                     stopped = stopped or event.type == "message_stop"
                     reasoned = reasoned or (event.type == "message_delta"
@@ -676,6 +699,8 @@ class AnthropicProvider:
                 raise StreamEndedEarly("stream ended before message_stop")
             if not reasoned:
                 raise StreamEndedEarly("stream ended without a stop reason")
+            if transformations and reply.stop_reason not in ("error", "aborted"):
+                reply.diagnostics.append(_transformations_note(transformations))
         except Exception as error:  # every failure ends in the reply, partial content kept
             reply.fail("error", failure_text(error, self.label, str(self.client.base_url),
                                              self.retry.timeout_s, answered, error_text))

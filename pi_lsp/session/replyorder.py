@@ -15,6 +15,9 @@ _ANTHROPIC_USAGE = ("input", "output", "cacheRead", "cacheWrite", "totalTokens",
 _SUMMED_USAGE = ("input", "output", "cacheRead", "cacheWrite", "cacheWrite1h", "reasoning",
                  "totalTokens", "cost")
 _RESPONSES_LEAD = ("role", "content", "api", "provider", "model", "providerThinkingLevel")
+# Anthropic's reply is noted once its stream has ended, after its stop reason; the agent then
+# adds the duration and level.
+_ANTHROPIC_TAIL = ("diagnostics", "durationMs", "thinkingLevel")
 
 
 def _members(value: msgspec.Struct) -> dict[str, msgspec.Raw]:
@@ -37,6 +40,12 @@ def _ordered(members: dict[str, msgspec.Raw], lead: tuple[str, ...]) -> dict[str
     return first | {key: value for key, value in members.items() if key not in first}
 
 
+def _last(members: dict[str, msgspec.Raw], tail: tuple[str, ...]) -> dict[str, msgspec.Raw]:
+    """`members` with the keys of `tail` last, in its order."""
+    rest = {key: value for key, value in members.items() if key not in tail}
+    return rest | {key: members[key] for key in tail if key in members}
+
+
 def usage_json(usage: Usage, api: str | None) -> msgspec.Raw:
     """The usage's JSON text in pi 1.6's key order: as a reply of `api` sets it, or (None) as
     combineUsage sets a sum of two."""
@@ -52,7 +61,7 @@ def usage_json(usage: Usage, api: str | None) -> msgspec.Raw:
 def reply_json(message: AssistantMessage) -> msgspec.Raw:
     """The reply's JSON text, keys in the order pi 1.6 writes them for its API."""
     if message.api == "anthropic-messages":
-        members = _members(message)
+        members = _last(_members(message), _ANTHROPIC_TAIL)
         members["usage"] = usage_json(message.usage, message.api)
     elif message.api == "openai-responses":
         members = _ordered(_members(message), _RESPONSES_LEAD)
