@@ -3,12 +3,16 @@
 // (claude-sonnet-4-5 for anthropic-messages, gpt-5 for the OpenAI ones). The body is caught in
 // onPayload, which throws, so nothing is sent; null where pi makes no body. With --text-only
 // the model's input is ["text"]: pi-ai turns the images it is not sent into notes.
-// Usage: node pi16_wire.mjs PACKAGES API [--model ID] [--text-only] FILE... -> {file: body | null}
+// Usage: node pi16_wire.mjs PACKAGES API [--provider NAME] [--model ID] [--text-only] FILE...
+//   -> {file: body | null}
 import { copyFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-const [packages, api, ...args] = process.argv.slice(2);
+const [packages, api, ...options] = process.argv.slice(2);
+// --provider NAME: another provider of pi's catalog (with --model, one of its models).
+const named = options[0] === "--provider" ? options[1] : undefined;
+const args = named === undefined ? options : options.slice(2);
 // --model ID: another model of the API's provider (pi's catalog facts for it).
 const chosen = args[0] === "--model" ? args[1] : undefined;
 const rest = chosen === undefined ? args : args.slice(2);
@@ -17,7 +21,8 @@ const files = textOnly ? rest.slice(1) : rest;
 const { SessionManager, convertToLlm } = await import(`${packages}/pi-coding-agent/dist/index.js`);
 const compat = await import(`${packages}/pi-ai/dist/compat.js`);
 const { normalizeContext } = await import(`${packages}/pi-ai/dist/utils/transcript.js`);
-const [provider, standard] = api === "anthropic-messages" ? ["anthropic", "claude-sonnet-4-5"] : ["openai", "gpt-5"];
+const [standardProvider, standard] = api === "anthropic-messages" ? ["anthropic", "claude-sonnet-4-5"] : ["openai", "gpt-5"];
+const provider = named ?? standardProvider;
 const id = chosen ?? standard;
 const model = { ...compat.getModel(provider, id), api, ...(textOnly ? { input: ["text"] } : {}) };
 

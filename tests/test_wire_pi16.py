@@ -86,12 +86,14 @@ def _key(api: str, text_only: bool, file: Path, model_id: str | None = None) -> 
                      str(file.relative_to(CONFORMANCE))])
 
 
-def _ours(file: Path, api: str, text_only: bool = False, model_id: str | None = None
+def _ours(file: Path, api: str, text_only: bool = False, model_id: str | None = None,
+          model: tuple[str, str] | None = None, facts: dict[str, Any] | None = None
           ) -> tuple[dict[str, Any], bool]:
     """pi-lsp's body at the file's leaf, and whether the session replays a prompt. Given the
     session's own prompt and tools, pi-lsp's agent patches nothing, as pi's would not.
-    `text_only`: for the model without image input; `model_id`: another of the API's models."""
-    names = (MODELS[api][0], model_id) if model_id else MODELS[api]
+    `text_only`: for the model without image input; `model_id`: another of the API's models;
+    `model`: another provider's, with `facts` laid over what pi-lsp knows of it."""
+    names = model or ((MODELS[api][0], model_id) if model_id else MODELS[api])
     tree = SessionTree.open(str(file))
     replayed = current_system_message(list(decode_path(tree, tree.leaf_id).messages))
     registry = ModelRegistry()
@@ -102,10 +104,10 @@ def _ours(file: Path, api: str, text_only: bool = False, model_id: str | None = 
     agent = AgentSetup(registry, names, "medium", sections, tools, run_model=names)
     request = build_layer(tree, tree.leaf_id, "request", agent).request
     assert request is not None
-    model = msgspec.structs.replace(registry.get(*names), api=api)
+    made = msgspec.structs.replace(registry.get(*names), **{"api": api, **(facts or {})})
     if text_only:
-        model = msgspec.structs.replace(model, input=["text"])
-    return request_params(msgspec.structs.replace(request, model=model)), replayed is not None
+        made = msgspec.structs.replace(made, input=["text"])
+    return request_params(msgspec.structs.replace(request, model=made)), replayed is not None
 
 
 def _called_first(items: list[dict[str, Any]], calls: Any, answers: Any) -> list[dict[str, Any]]:
@@ -343,3 +345,54 @@ def test_a_long_cache_retention_is_sent_as_pi_16_sends_it(
     monkeypatch.setenv("PI_CACHE_RETENTION", "long")
     ours, replayed = _ours(LONG_CACHE_FILE, api, model_id=model_id)
     assert _comparable(ours, api, replayed, pi=False) == _comparable(pi, api, replayed, pi=True)
+
+
+STORED_OPENROUTER_CLAUDE = STORED_BODIES.with_name("pi16-openrouter-claude.json")
+OPENROUTER_CLAUDE = ("openrouter", "anthropic/claude-sonnet-4.5")
+# pi 1.6's catalog facts for it, which pi-lsp takes from a models.json (it has no OpenRouter
+# catalog); its catalog sends it to OpenRouter's Anthropic API, a models.json to Chat Completions.
+OPENROUTER_CLAUDE_FACTS = {"context_window": 1_000_000, "max_tokens": 64000,
+                           "input": ["text", "image"], "reasoning": True, "api": CHAT_API}
+LONG = "long"  # in the stored bodies' keys: made with PI_CACHE_RETENTION=long
+
+
+def _pi_openrouter_claude(files: list[Path], long: bool) -> dict[str, Any]:
+    """pi-ai 1.6's Chat Completions bodies for OPENROUTER_CLAUDE at each file's leaf."""
+    node = pi16_node()
+    assert node is not None
+    run = subprocess.run([node, str(Path(__file__).with_name("pi16_wire.mjs")),
+                          str(PI16 / "@earendil-works"), CHAT_API, "--provider",
+                          OPENROUTER_CLAUDE[0], "--model", OPENROUTER_CLAUDE[1], *map(str, files)],
+                         capture_output=True, text=True, timeout=PROCESS_CEILING_S,
+                         env={**os.environ, **({"PI_CACHE_RETENTION": "long"} if long else {})})
+    assert run.returncode == 0, run.stderr
+    return {" ".join([*([LONG] if long else []), str(Path(file).relative_to(CONFORMANCE))]): body
+            for file, body in json.loads(run.stdout).items()}
+
+
+@pytest.mark.parametrize("long", [False, True], ids=["short", LONG])
+def test_an_openrouter_claude_on_chat_completions_is_sent_as_pi_16_sends_it(
+        long: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """OpenRouter's `anthropic/*` models on Chat Completions: pi 1.6 marks the system prompt,
+    the last tool and the newest message's last text with Anthropic's `cache_control`
+    (`ttl: "1h"` with PI_CACHE_RETENTION=long), as OpenRouter passes them on to Anthropic; pi-lsp
+    sent none, so nothing was cached. The stored bodies are pi-ai 1.6's builder's (made again
+    where it is installed)."""
+    pi = json.loads(STORED_OPENROUTER_CLAUDE.read_text("utf-8"))
+    files = _files() if not long else [LONG_CACHE_FILE]
+    if pi16_node() is not None:
+        made = _pi_openrouter_claude(files, long)
+        assert made == {key: pi[key] for key in made}  # the stored bodies are pi's
+    if long:
+        monkeypatch.setenv("PI_CACHE_RETENTION", "long")
+    compared = 0
+    for file in files:
+        body = pi[" ".join([*([LONG] if long else []), str(file.relative_to(CONFORMANCE))])]
+        if body is None:
+            continue
+        ours, replayed = _ours(file, CHAT_API, model=OPENROUTER_CLAUDE,
+                               facts=OPENROUTER_CLAUDE_FACTS)
+        assert _comparable(ours, CHAT_API, replayed, pi=False) == \
+            _comparable(body, CHAT_API, replayed, pi=True), str(file.relative_to(CONFORMANCE))
+        compared += 1
+    assert compared >= (1 if long else 10)

@@ -50,7 +50,7 @@ SDK = "openai"
 
 def compat_of(model: ModelInfo) -> Compat:
     """The model's flags over pi's defaults for its host."""
-    return model.compat.over(detect_compat(model.provider, model.base_url or ""))
+    return model.compat.over(detect_compat(model.provider, model.base_url or "", model.id))
 
 
 def off_effort(model: ModelInfo, default: str | None) -> str | None:
@@ -236,10 +236,50 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
             **openai_tool_schema(t, bool(compat.supports_strict_mode))}} for t in request.tools]
     elif compat.requires_tools_with_tool_history and _has_tool_history(request):
         params["tools"] = []
+    control = _cache_control(request, compat)
+    if control is not None:
+        _mark_cache(params["messages"], params.get("tools"), control)
     if model.reasoning:
         params.update(_thinking_params(model, compat, thinking_level(model,
                                                                      request.thinking_level)))
     return without_lone_surrogates(params)  # type: ignore[no-any-return]
+
+
+def _cache_control(request: ModelRequest, compat: Compat) -> dict[str, Any] | None:
+    """The Anthropic cache mark pi 1.6 sends a host that takes them (None: none)."""
+    if compat.cache_control_format != "anthropic" or request.cache_retention == "none":
+        return None
+    long = request.cache_retention == "long" and bool(compat.supports_long_cache_retention)
+    return {"type": "ephemeral", **({"ttl": "1h"} if long else {})}
+
+
+def _mark_cache(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                control: dict[str, Any]) -> None:
+    """Mark the system prompt, the last tool and the newest message with text, as pi 1.6's
+    applyAnthropicCacheControl does: the cached prefix ends at each."""
+    system = next((m for m in messages if m["role"] in ("system", "developer")), None)
+    if system is not None:
+        _mark_text(system, control)
+    if tools:
+        tools[-1]["cache_control"] = control
+    for message in reversed(messages):
+        if message["role"] in ("user", "assistant", "tool") and _mark_text(message, control):
+            return
+
+
+def _mark_text(message: dict[str, Any], control: dict[str, Any]) -> bool:
+    """Mark the message's last text part (a text content becomes one); False: it has none."""
+    content = message["content"]
+    if isinstance(content, str):
+        if not content:
+            return False
+        message["content"] = [{"type": "text", "text": content, "cache_control": control}]
+        return True
+    parts = [part for part in content if part.get("type") == "text"] \
+        if isinstance(content, list) else []
+    if parts:
+        parts[-1]["cache_control"] = control
+    return bool(parts)
 
 
 def _thinking_params(model: ModelInfo, compat: Compat, level: str | None) -> dict[str, Any]:

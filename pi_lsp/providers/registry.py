@@ -95,6 +95,9 @@ class Compat(msgspec.Struct, rename="camel", omit_defaults=True):
     # The server keeps a prompt cached longer when asked (PI_CACHE_RETENTION=long): pi
     # 1.6's `supportsLongCacheRetention`, on unless a model or a host turns it off.
     supports_long_cache_retention: bool | None = None
+    # Chat Completions: Anthropic's `cache_control` marks on the system prompt, the last tool
+    # and the newest message's text (pi's `cacheControlFormat`; OpenRouter's Claudes).
+    cache_control_format: Literal["anthropic"] | None = None
     # Anthropic: models the server may answer with when this one cannot (`fallbacks`).
     allowed_fallback_models: list[FallbackModel] | None = None
 
@@ -304,9 +307,9 @@ class ModelRegistry:
         return frozenset(names)
 
 
-def detect_compat(provider: str, base_url: str) -> Compat:
-    """pi 1.6's Chat Completions defaults for a host (its `detectCompat`); a model's own
-    `compat` flags are laid over these."""
+def detect_compat(provider: str, base_url: str, model_id: str) -> Compat:
+    """pi 1.6's Chat Completions defaults for a host and model (its `detectCompat`); a model's
+    own `compat` flags are laid over these."""
     url = base_url.lower()
     zai = provider in ("zai", "zai-coding-cn") or "api.z.ai" in url or "open.bigmodel.cn" in url
     together = provider == "together" or "api.together.ai" in url or "api.together.xyz" in url
@@ -349,4 +352,7 @@ def detect_compat(provider: str, base_url: str) -> Compat:
         prompt_cache_key_mode="auto",
         supports_long_cache_retention=not (together or workers_ai or ai_gateway or nvidia
                                            or ant_ling),
+        # (by the provider's name alone, as pi detects it)
+        cache_control_format="anthropic" if provider == "openrouter"
+        and model_id.startswith("anthropic/") else None,
     )
