@@ -7,6 +7,7 @@ both are clocks' readings (the duration has a test of its own)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -16,10 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
+from pi_lsp.agent.loop import stream_reply
+from pi_lsp.providers.registry import CHAT_API, ModelInfo, ModelRegistry
 from pi_lsp.session.entries import AssistantMessage, decode_message
 from pi_lsp.session.replyorder import reply_json
+from pi_lsp.session.tree import SessionTree
 from tests import fake_anthropic, fake_openai
 from tests.fake_anthropic import FakeAnthropic, message_end, message_start, text_block
 from tests.fake_openai import FakeOpenAI, chat_reply, chunk, message_item
@@ -230,3 +235,82 @@ def test_a_replys_duration_spans_its_stream(tmp_path: Path, fake: FakeAnthropic,
         root.mkdir()
         written, took = _reply_line(command, paced, root, fake, oai)
         assert pauses_ms <= written["durationMs"] <= took, command[0]
+
+
+# A request never sent: pi 1.6's provider could not be set up (its key command failed), as
+# pi-lsp's cannot be made for a model switched to mid-run without a key. (provider/id, level)
+UNSENT: dict[str, tuple[str, str]] = {"anthropic": ("anthropic/claude-sonnet-4-5", "off"),
+                                      "responses": ("openai/gpt-5", "minimal"),
+                                      "chat": (f"lab/{LAB_MODEL}", "off")}
+FAILING_KEY = "!exit 1"  # a key command that fails
+
+
+def _pi_unsent(node: str, model: str, level: str, root: Path) -> dict[str, Any]:
+    """The reply `pi -p` writes for `model` when its key command fails, untimed."""
+    agent = root / "agent"
+    agent.mkdir()
+    (agent / "models.json").write_text(json.dumps({"providers": {
+        "anthropic": {"apiKey": FAILING_KEY}, "openai": {"apiKey": FAILING_KEY},
+        "lab": {"api": "openai-completions", "baseUrl": "http://127.0.0.1:9/v1",
+                "apiKey": FAILING_KEY, "models": [{"id": LAB_MODEL, "cost": LAB_COST}]}}}))
+    session = root / "s.jsonl"
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("ANTHROPIC_", "OPENAI_"))}
+    subprocess.run([*_pi_command(node), "--session", str(session), "--model", model,
+                    "--thinking", level, "hello"], cwd=root,
+                   env={**env, "PI_CODING_AGENT_DIR": str(agent), "PI_OFFLINE": "1"},
+                   capture_output=True, text=True, timeout=PROCESS_CEILING_S)
+    [reply] = [entry["message"] for entry in map(json.loads, session.read_text().splitlines())
+               if entry.get("message", {}).get("role") == "assistant"]
+    return _untimed(reply)
+
+
+class _Unsendable:
+    """Loop hooks whose request cannot be made: making it fails with `error`."""
+
+    aborted = False
+
+    def __init__(self, model: ModelInfo, level: str, error: Exception) -> None:
+        self._model, self.level, self.error = model, level, error
+
+    def emit(self, event: object) -> None:
+        pass
+
+    async def next_request(self) -> Any:
+        raise self.error
+
+    def model(self) -> ModelInfo:
+        return self._model
+
+    def thinking_level(self) -> str:
+        return self.level
+
+    def track(self, task: asyncio.Task[Any]) -> None:
+        pass
+
+
+def _lsp_model(name: str) -> ModelInfo:
+    provider, model_id = name.split("/", 1)
+    if provider == "lab":  # a models.json model on Chat Completions
+        return msgspec.structs.replace(ModelRegistry().get("openai", "gpt-5"), provider="lab",
+                                       id=model_id, api=CHAT_API)
+    return ModelRegistry().get(provider, model_id)
+
+
+@pytest.mark.parametrize("api", UNSENT)
+async def test_a_reply_to_a_request_never_sent_is_written_as_pi_16_writes_it(
+        api: str, tmp_path: Path) -> None:
+    """pi 1.6 writes the error of a request it could not make (pi-ai's lazyStream:
+    createSetupErrorMessage) before the reply's time, where a failed request's comes after
+    it; pi-lsp wrote it after. Compared with pi's own error text."""
+    stored = json.loads(STORED.read_text("utf-8"))[f"unsent, {api}"]
+    model, level = UNSENT[api]
+    node = pi16_node()
+    if node is not None:
+        assert json.dumps(_pi_unsent(node, model, level, tmp_path)) == json.dumps(stored)
+    hooks = _Unsendable(_lsp_model(model), level, ValueError(stored["errorMessage"]))
+    reply = await stream_reply(hooks)  # type: ignore[arg-type]
+    tree = SessionTree.create(str(tmp_path / "lsp.jsonl"), str(tmp_path))
+    tree.append_message(reply)
+    written = json.loads((tmp_path / "lsp.jsonl").read_text().splitlines()[-1])["message"]
+    assert json.dumps(_untimed(written)) == json.dumps(stored)

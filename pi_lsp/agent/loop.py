@@ -7,6 +7,8 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol, TypeVar
 
+import msgspec
+
 from pi_lsp.agent.events import (
     AgentEnd,
     AgentEvent,
@@ -29,6 +31,7 @@ from pi_lsp.session.entries import (
     StopReason,
     ToolCall,
     ToolResultMessage,
+    UnsentReply,
     UserMessage,
 )
 from pi_lsp.session.ids import now_ms
@@ -142,12 +145,16 @@ def _deliver(hooks: LoopHooks, messages: list[UserMessage], produced: list[Agent
         produced.append(message)
 
 
-def unsent_reply(hooks: LoopHooks, reason: StopReason, text: str) -> AssistantMessage:
-    """The reply to a request never sent, ended as `reason` with `text`."""
+def unsent_reply(hooks: LoopHooks, reason: StopReason, text: str, unmade: bool = False
+                 ) -> AssistantMessage:
+    """The reply to a request never sent, ended as `reason` with `text`; `unmade`: the
+    request could not be made, which pi 1.6 writes in a shape of its own."""
     model = hooks.model()
     reply = ReplyBuilder(model.api, model, hooks.thinking_level())
     reply.fail(reason, text)
     message = reply.message()
+    if unmade:
+        message = UnsentReply(**msgspec.structs.asdict(message))
     hooks.emit(MessageStart(message=message))
     hooks.emit(MessageEnd(message=message))
     return message
@@ -162,7 +169,7 @@ async def stream_reply(hooks: LoopHooks) -> AssistantMessage:
         # …ends the run with the reason in the file, as a failed reply does.
         expected = isinstance(error, MissingApiKeyError | ValueError)
         log.warning("no request could be made: %s", error, exc_info=not expected)
-        return unsent_reply(hooks, "error", str(error) or type(error).__name__)
+        return unsent_reply(hooks, "error", str(error) or type(error).__name__, unmade=True)
     reply = ReplyBuilder(request.model.api, request.model, request.thinking_level)
     hooks.emit(MessageStart(message=reply.snapshot()))
 

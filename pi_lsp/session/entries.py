@@ -122,6 +122,11 @@ class AssistantMessage(_Message, tag="assistant", kw_only=True):
     thinking_level: str | None = None  # the level requested (pi 1.6 writes it last)
 
 
+class UnsentReply(AssistantMessage, tag="assistant", kw_only=True):
+    """The reply to a request that could not be made (no key, no such provider): pi 1.6
+    writes its error before its time. Read back, it is an AssistantMessage."""
+
+
 class NestedCall(msgspec.Struct, rename="camel"):
     """A tool call a tool made itself (pi 1.6); only what file lists need."""
 

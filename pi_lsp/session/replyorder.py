@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import msgspec
 
-from pi_lsp.session.entries import AssistantMessage, Usage, encoder
+from pi_lsp.session.entries import AssistantMessage, UnsentReply, Usage, encoder
 
 # The Structs' order is the OpenAI APIs' usage and Anthropic's reply. Anthropic adds the
 # reasoning tokens after the cost; the Responses API sets the effort before the usage.
@@ -15,6 +15,9 @@ _ANTHROPIC_USAGE = ("input", "output", "cacheRead", "cacheWrite", "totalTokens",
 _SUMMED_USAGE = ("input", "output", "cacheRead", "cacheWrite", "cacheWrite1h", "reasoning",
                  "totalTokens", "cost")
 _RESPONSES_LEAD = ("role", "content", "api", "provider", "model", "providerThinkingLevel")
+# pi-ai's reply to a request it could not make (createSetupErrorMessage), whatever the API.
+_UNSENT_LEAD = ("role", "content", "api", "provider", "model", "usage", "stopReason",
+                "errorMessage", "timestamp")
 # Anthropic's reply is noted once its stream has ended, after its stop reason; the agent then
 # adds the duration and level.
 _ANTHROPIC_TAIL = ("diagnostics", "durationMs", "thinkingLevel")
@@ -60,7 +63,10 @@ def usage_json(usage: Usage, api: str | None) -> msgspec.Raw:
 
 def reply_json(message: AssistantMessage) -> msgspec.Raw:
     """The reply's JSON text, keys in the order pi 1.6 writes them for its API."""
-    if message.api == "anthropic-messages":
+    if isinstance(message, UnsentReply):
+        members = _ordered(_members(message), _UNSENT_LEAD)
+        members["usage"] = usage_json(message.usage, message.api)
+    elif message.api == "anthropic-messages":
         members = _last(_members(message), _ANTHROPIC_TAIL)
         members["usage"] = usage_json(message.usage, message.api)
     elif message.api == "openai-responses":
