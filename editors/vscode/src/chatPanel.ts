@@ -14,6 +14,8 @@ import { sameSession, Sessions, sessionKey } from "./sessions";
 import { promptWrittenSince, sentText, sessionSize } from "./sessionFile";
 import { formatTokens } from "./statusBar";
 
+/** Turns that ended whose chat their queue_dropped may still look for. */
+const ENDED_KEPT = 16;
 /** Messages of the context the chat shows at first, and adds with each "Show more". */
 export const CHAT_PAGE = 200;
 /** The least time between two draws of a streaming reply: its deltas in between are drawn together. */
@@ -41,6 +43,9 @@ export class ChatPanels implements vscode.Disposable {
    *  opened meanwhile shows it running, and its retry wait if it waits to ask again for a reply.
    *  Under the file the session is in now: a moved turn's events go on naming the old one. */
   private readonly runs = new Map<string, Run>();
+  /** Where the last turns that ended were kept (runKey): their queue_dropped comes after their
+   *  end, and names the old file too when their session moved. */
+  private readonly ended = new Map<string, string>();
   /** marked, for every chat: one text is parsed at a time. */
   readonly markdown = new MarkdownWorker();
 
@@ -98,9 +103,12 @@ export class ChatPanels implements vscode.Disposable {
     if (type === "agent_end" || type === "error") {
       // Under the file it moved to too (its events go on naming the old one).
       for (const [k, r] of this.runs) if (r.turnId === n.turnId) this.runs.delete(k);
+      this.ended.set(n.turnId, key);
+      // A turn that dropped nothing sends no queue_dropped: keep the last few only.
+      for (const old of this.ended.keys()) if (this.ended.size > ENDED_KEPT) this.ended.delete(old);
       return;
     }
-    if (type === "queue_dropped") return; // it comes after the turn's end, and runs nothing
+    if (type === "queue_dropped") return void this.ended.delete(n.turnId); // it runs nothing
     const known = this.runs.get(key);
     const run = known?.turnId === n.turnId ? known : { turnId: n.turnId };
     if (n.event.type === "auto_retry_start") run.wait = { event: n.event, until: Date.now() + n.event.delayMs };
@@ -111,7 +119,7 @@ export class ChatPanels implements vscode.Disposable {
   /** Where the run of `n`'s turn is kept: under the file its session moved to, if it moved. */
   private runKey(n: TurnNotification): string {
     for (const [key, run] of this.runs) if (run.turnId === n.turnId) return key;
-    return sessionKey(n.uri);
+    return this.ended.get(n.turnId) ?? sessionKey(n.uri);
   }
 
   /** The chat of a session that moved to a new file goes on there: its next prompt would go
@@ -184,6 +192,10 @@ export class ChatPanel {
   /** Steers and follow-ups the server queued: the webview cleared them from its input, so an
    *  abort or error before they reach the model would lose them. */
   private readonly queued: Queued[] = [];
+  /** Steers and follow-ups this chat gave back since the turn's start (at its end, or as the
+   *  server answered `dropped`), and those sent it has not answered: queue_dropped names them too. */
+  private givenBack: string[] = [];
+  private readonly unanswered: string[] = [];
   /** The last messages of the context the chat shows (a long session's are many). */
   private shown = CHAT_PAGE;
   private earlier = 0; // messages before the ones shown
@@ -349,7 +361,11 @@ export class ChatPanel {
 
   onTurn(n: TurnNotification): void {
     if (this.early) return void this.early.push(n); // the first transcript is being read
-    if (n.event.type === "agent_start") this.pending = undefined;
+    if (n.event.type === "agent_start") {
+      this.pending = undefined;
+      this.givenBack = [];
+    }
+    if (n.event.type === "queue_dropped") return this.restoreDropped(n.event);
     // Any event of the running turn names it: a chat opened mid-turn never saw its agent_start.
     this.turnId = n.event.type === "agent_end" || n.event.type === "error" ? undefined : n.turnId;
     if (n.event.type === "error" && this.pending !== undefined) {
@@ -446,10 +462,25 @@ export class ChatPanel {
   private restoreQueued(): void {
     if (!this.queued.length) return;
     const queued = steersFirst(this.queued.splice(0));
+    this.givenBack.push(...queued.map((q) => q.text));
     for (const q of queued) this.hide(q.notice);
     this.post({ type: "setInput", text: queued.map((q) => q.text).join("\n\n"), keepDraft: true });
     this.attachAgain(queued.flatMap((q) => q.attachments));
     // Not a notice in the transcript: the reload after the turn's end would drop it at once.
+    void vscode.window.showInformationMessage("pi: the turn ended before your queued message reached pi; it is back in the chat's input.");
+  }
+
+  /** What an abort left unsent that this chat did not give back at the turn's end (it opened
+   *  after they were queued, in another chat) goes back into the input too. */
+  private restoreDropped(event: Extract<TurnEvent, { type: "queue_dropped" }>): void {
+    const mine = [...this.givenBack.splice(0), ...this.unanswered];
+    const back = [...event.steering, ...event.followUp].filter((text) => {
+      const at = mine.indexOf(text);
+      if (at >= 0) mine.splice(at, 1);
+      return at < 0;
+    });
+    if (!back.length) return;
+    this.post({ type: "setInput", text: back.join("\n\n"), keepDraft: true });
     void vscode.window.showInformationMessage("pi: the turn ended before your queued message reached pi; it is back in the chat's input.");
   }
 
@@ -543,10 +574,12 @@ export class ChatPanel {
       this.pending = pending;
     }
     const context = attached.map((a) => a.context);
+    if (delivery !== "prompt") this.unanswered.push(text);
     try {
       const result = await this.pi.call("pi.prompt", { uri: this.uri, text, delivery, ...(context.length ? { context } : {}) });
       if (result.dropped) {
         // Aborted while its attached file was asked about: the text and code stay to send again.
+        this.givenBack.push(text);
         this.post({ type: "setInput", text, keepDraft: true });
         void vscode.window.showInformationMessage("pi: the turn was aborted before your queued message reached pi; it is back in the chat's input.");
         return;
@@ -565,6 +598,8 @@ export class ChatPanel {
       if (delivery !== "prompt" || this.pending === pending) this.post({ type: "setInput", text });
       if (this.pending === pending) this.pending = undefined;
       throw error;
+    } finally {
+      if (delivery !== "prompt") this.unanswered.splice(this.unanswered.indexOf(text), 1);
     }
   }
 

@@ -111,3 +111,77 @@ test("a chat that followed its session to a new file, closed and opened again th
   await eventually(() => !again.transcript.busy, "the chat opened again to see the turn end");
   assert.equal(again.posted.filter((m) => m.type === "state").at(-1).state.busy, false, "in the webview too");
 });
+
+test("a follow-up an abort left unsent comes back in the chat opened again on the file its session moved to", async () => {
+  // queue_dropped comes after the turn's end, when its run was no longer kept: it went to the
+  // cut file's chat, and the chat opened on the new file, which had not queued it, gave nothing back.
+  fake.script(errorReply(529, "overloaded_error", "Overloaded"));
+  const session = await api.pi.call("pi.newSession", { name: "moving queue" });
+  const first = await vscode.commands.executeCommand("piLsp.openChat", { uri: session.uri });
+  first.panel.__receive({ type: "ready" });
+  let waiting = false;
+  let move;
+  let dropped;
+  const listening = [
+    api.pi.onTurn((n) => {
+      waiting ||= n.event.type === "auto_retry_start";
+      if (n.event.type === "queue_dropped") dropped = n;
+    }),
+    api.sessions.onDidMove((m) => { move = m; }),
+  ];
+  try {
+    await first.receive({ type: "send", text: "Try it, moving", delivery: "prompt" });
+    await eventually(() => waiting, "the retry's wait to start");
+    const file = vscode.Uri.parse(session.uri).fsPath;
+    const lines = fs.readFileSync(file, "utf8").split("\n");
+    fs.writeFileSync(file, lines.slice(0, -3).join("\n") + "\n"); // another program cuts the turn off
+    await eventually(() => move && first.uri === move.to, "the open chat to follow its session");
+    await first.receive({ type: "send", text: "MOVED-STEER", delivery: "steer" });
+    await first.receive({ type: "send", text: "MOVED-FOLLOW", delivery: "followUp" });
+    first.panel.dispose(); // the user closes the chat...
+    const again = await vscode.commands.executeCommand("piLsp.openChat", { uri: move.to }); // ...and opens it again
+    again.panel.__receive({ type: "ready" });
+    await eventually(() => again.transcript.busy, "the chat opened again to show the turn running");
+    await again.receive({ type: "abort" });
+    await eventually(() => dropped, "the abort to drop the queued messages");
+    assert.equal(dropped.uri, session.uri, "named by the cut file, as every event of the moved turn");
+    await eventually(() => again.posted.some((m) => m.type === "setInput" && m.text === "MOVED-STEER\n\nMOVED-FOLLOW" && m.keepDraft),
+      "the dropped messages back in the input of the chat open on the new file");
+  } finally {
+    listening.forEach((l) => l.dispose());
+  }
+});
+
+test("steers and follow-ups an abort left unsent after the session moved come back once in the chat that followed it", async () => {
+  fake.script(errorReply(529, "overloaded_error", "Overloaded"));
+  const session = await api.pi.call("pi.newSession", { name: "moving queue, followed" });
+  const chat = await vscode.commands.executeCommand("piLsp.openChat", { uri: session.uri });
+  chat.panel.__receive({ type: "ready" });
+  let waiting = false;
+  let move;
+  let dropped;
+  const listening = [
+    api.pi.onTurn((n) => {
+      waiting ||= n.event.type === "auto_retry_start";
+      if (n.event.type === "queue_dropped") dropped = n;
+    }),
+    api.sessions.onDidMove((m) => { move = m; }),
+  ];
+  try {
+    await chat.receive({ type: "send", text: "Try it, moving along", delivery: "prompt" });
+    await eventually(() => waiting, "the retry's wait to start");
+    const file = vscode.Uri.parse(session.uri).fsPath;
+    const lines = fs.readFileSync(file, "utf8").split("\n");
+    fs.writeFileSync(file, lines.slice(0, -3).join("\n") + "\n"); // another program cuts the turn off
+    await eventually(() => move && chat.uri === move.to, "the open chat to follow its session");
+    await chat.receive({ type: "send", text: "FOLLOWED-STEER", delivery: "steer" });
+    await chat.receive({ type: "send", text: "FOLLOWED-FOLLOW", delivery: "followUp" });
+    await chat.receive({ type: "abort" });
+    await eventually(() => dropped, "the abort to drop the queued messages");
+  } finally {
+    listening.forEach((l) => l.dispose());
+  }
+  // (The chat hears queue_dropped before this test's listener does.)
+  assert.deepEqual(chat.posted.filter((m) => m.type === "setInput").map((m) => m.text), ["FOLLOWED-STEER\n\nFOLLOWED-FOLLOW"],
+    "given back once, at the turn's end, not again by queue_dropped");
+});
