@@ -461,6 +461,11 @@ def test_the_prompt_check_reads_the_first_lines_past_the_size_noted(
     run_script("prompt_check_spec.lua", workspace, fake, tmp_path)
 
 
+def test_a_prompt_written_with_over_16_mib_of_attachments_is_found_by_its_id(
+        workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
+    run_script("prompt_big_spec.lua", workspace, fake, tmp_path)
+
+
 def test_tree_actions_and_compaction(workspace: Path, fake: FakeAnthropic,
                                      tmp_path: Path) -> None:
     # Keep little of the recent context, so the short path at hand has something to compact.

@@ -1287,6 +1287,25 @@ def levelless_session(folder: Path, name: str) -> Path:
     return path
 
 
+async def test_the_prompt_is_written_with_the_id_its_answer_names(
+        pi: Pi, fake: FakeAnthropic) -> None:
+    """pi.prompt's answer names the id its prompt's entry is written with (promptId): an editor
+    whose server stopped before the turn's events reached it finds the prompt by it, by the
+    head of its line, however much code and how many images the line holds past it."""
+    path = levelless_session(pi.main, "promptid")
+    uri = path.as_uri()
+    before = len(lines(path))
+    fake.script(text_reply("noted"))
+    since = pi.mark()
+    answer = await call(pi.client, "pi.prompt", {"uri": uri, "text": "find me"})
+    assert "error" not in event_types(await wait_events(pi, answer["turnId"], since))
+    [prompt] = [e for e in lines(path)[before:] if e["type"] == "message"
+                and e["message"]["role"] == "user"]
+    assert prompt["id"] == answer["promptId"]
+    head = f'{{"type":"message","id":"{answer["promptId"]}",'
+    assert any(line.startswith(head) for line in path.read_text().splitlines()[before:])
+
+
 async def test_a_prompt_on_a_path_with_no_level_records_it_first_as_pi_resumes_one(
         pi: Pi, fake: FakeAnthropic) -> None:
     """A prompt on a path with messages but no thinking_level_change wrote none, where pi 1.6

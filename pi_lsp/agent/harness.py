@@ -193,6 +193,8 @@ class Harness:
         # Steers and follow-ups an abort left unsent, (delivery, text), for the editor to put
         # back in its input as pi 1.6 does; taken with take_dropped.
         self.dropped: list[tuple[str, str]] = []
+        # The id the running prompt is to be written with (the editor was told it), until it is.
+        self._prompt_id: str | None = None
         self._current: asyncio.Task[Any] | None = None
         self._attempt_ids: list[str] = []  # the entries of the last reply and its results
         # pi 1.6 resumes a session only at the file's leaf: once the user moves it, a path
@@ -221,7 +223,10 @@ class Harness:
 
     def _deliver(self, event: AgentEvent) -> None:
         if isinstance(event, MessageEnd):
-            entry_id = self.tree.append_message(event.message)  # loop messages land as they end
+            wanted = None
+            if isinstance(event.message, UserMessage):  # the prompt is the run's first
+                wanted, self._prompt_id = self._prompt_id, None
+            entry_id = self.tree.append_message(event.message, wanted)  # they land as they end
             event.entry_id = entry_id
             if isinstance(event.message, AssistantMessage):
                 self._attempt_ids = [entry_id]
@@ -379,7 +384,7 @@ class Harness:
     async def prompt(self, text: str, images: list[ImageContent] | None = None,
                      attachments: list[str] | None = None, *, aborted: bool = False,
                      steering: Sequence[UserMessage] = (), follow_ups: Sequence[UserMessage] = (),
-                     resumed: bool = False) -> list[AgentMessage]:
+                     resumed: bool = False, entry_id: str | None = None) -> list[AgentMessage]:
         """Run one prompt to completion; the returned messages are already in the session.
 
         The context is compacted first when it has outgrown the window, and a request the
@@ -391,7 +396,9 @@ class Harness:
         `follow_ups` were sent for it before it began: they are queued as if sent once it ran.
         `resumed`: the session is taken up at its leaf as pi 1.6 resumes one (`run`, an editor),
         so a path with messages but no level gets the level in force recorded first.
+        `entry_id`: the prompt's entry is written with it (where the file has none such).
         """
+        self._prompt_id = entry_id
         try:
             return await self._prompt(text, images, attachments, aborted, steering, follow_ups,
                                       resumed)

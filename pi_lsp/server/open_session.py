@@ -13,6 +13,7 @@ from pi_lsp.agent.harness import BusyError, Harness, user_message
 from pi_lsp.server.treeview import HeldView
 from pi_lsp.session.catalog import tree_title
 from pi_lsp.session.entries import ImageContent, UserMessage
+from pi_lsp.session.ids import new_entry_id
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.settings import SettingsStamp
 
@@ -27,6 +28,9 @@ class OpenSession(msgspec.Struct):
     # read outside the folder or file it covers (approvals.Grant)
     allowed_tools: set[tuple[str, bool, Path | None]] = msgspec.field(default_factory=set)
     turn_id: str | None = None  # claimed by a prompt, from before its harness says busy
+    # The id the claimed turn's prompt is to be written with: the editor is told it, and finds
+    # by it in the file whether a prompt whose turn it did not see start was written.
+    prompt_id: str | None = None
     job: str | None = None  # "compaction" or "branch_summary", claimed the same way
     # pi.abort came while a claim had not started yet: it starts aborted.
     abort_claimed: bool = False
@@ -60,6 +64,7 @@ class OpenSession(msgspec.Struct):
         """Take the session for a new turn now, so a second prompt is refused at once."""
         self.require_idle("; steer or follow up instead" if self.turn_id is not None else "")
         self.turn_id, self.abort_claimed, self.early = str(uuid.uuid4()), False, []
+        self.prompt_id = new_entry_id(self.tree.by_id)
         return self.turn_id
 
     @property

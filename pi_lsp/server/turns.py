@@ -94,7 +94,8 @@ class Runs:
             steering, follow_ups = session.take_early()
             await harness.prompt(args.text, prompt_images(args), attachments or None,
                                  aborted=session.abort_claimed, steering=steering,
-                                 follow_ups=follow_ups, resumed=True)
+                                 follow_ups=follow_ups, resumed=True,
+                                 entry_id=session.prompt_id)
         except Exception as error:  # the harness has sent it as the turn's `error` event
             outcome = failure_message(error)
             raise

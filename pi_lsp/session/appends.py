@@ -45,12 +45,16 @@ class EntryAppends:
     def _common(self) -> dict[str, Any]:
         return {"id": new_entry_id(self.by_id), "parent_id": self.leaf_id, "timestamp": iso_now()}
 
-    def append_message(self, message: AgentMessage) -> str:
+    def append_message(self, message: AgentMessage, entry_id: str | None = None) -> str:
+        """Write `message`; as `entry_id` where given and no entry of the file has it."""
         if isinstance(message, BranchSummaryMessage | CompactionSummaryMessage):
             raise ValueError("summary messages are made from entries and are never appended")
+        common = self._common()
+        if entry_id is not None and entry_id not in self.by_id:
+            common["id"] = entry_id
         if isinstance(message, AssistantMessage):
-            return self._append(MessageLine(**self._common(), message=reply_json(message)))
-        return self._append(MessageEntry(**self._common(), message=message))
+            return self._append(MessageLine(**common, message=reply_json(message)))
+        return self._append(MessageEntry(**common, message=message))
 
     def append_thinking_level_change(self, level: str) -> str:
         return self._append(ThinkingLevelChangeEntry(**self._common(), thinking_level=level))

@@ -347,7 +347,7 @@ export class ChatPanel {
   private restorePending(): void {
     const pending = this.pending;
     this.pending = undefined;
-    if (!pending || promptWrittenSince(pending.file, pending.since, pending.text)) return;
+    if (!pending || promptWrittenSince(pending.file, pending.since, pending.text, pending.id)) return;
     this.post({ type: "setInput", text: pending.text, keepDraft: true });
     this.attachAgain(pending.attachments);
     void vscode.window.showInformationMessage("pi: the server stopped before your prompt reached pi; it is back in the chat's input.");
@@ -568,7 +568,7 @@ export class ChatPanel {
       this.hide("failed");
     }
     const attached = [...this.attachments];
-    const pending = { text, attachments: attached, file: this.uri, since: sessionSize(this.uri) };
+    const pending: Pending = { text, attachments: attached, file: this.uri, since: sessionSize(this.uri) };
     if (delivery === "prompt") {
       this.setBusy(true); // until agent_start confirms it
       this.pending = pending;
@@ -584,6 +584,7 @@ export class ChatPanel {
         void vscode.window.showInformationMessage("pi: the turn was aborted before your queued message reached pi; it is back in the chat's input.");
         return;
       }
+      pending.id = result.promptId; // the entry it is to be written as
       // The code sent is the message's now; code attached while the server answered is the next one's.
       const left = this.attachments.filter((a) => !attached.includes(a));
       this.attachments.splice(0, this.attachments.length, ...left);
@@ -643,6 +644,8 @@ interface Pending {
   text: string;
   attachments: Attachment[];
   file: string;
+  /** The id of the entry the server writes it as (pi.prompt's answer), once it answered. */
+  id?: string;
   since: number;
 }
 

@@ -227,7 +227,7 @@ export interface Commands {
   /** `level`: the one recorded, clamped to the model as pi does; `queued`: behind the running turn,
    *  `level` null then (the model in force at the turn's end decides it). */
   "pi.setThinkingLevel": [{ uri: string; level: ThinkingLevel }, { level: ThinkingLevel | null; written: boolean; queued: boolean }];
-  "pi.prompt": [{ uri: string; text: string; delivery?: Delivery; context?: CodeContext[] }, { turnId: string | null; queued?: Delivery; dropped?: Delivery }];
+  "pi.prompt": [{ uri: string; text: string; delivery?: Delivery; context?: CodeContext[] }, { turnId: string | null; promptId?: string; queued?: Delivery; dropped?: Delivery }];
   "pi.prepareTurn": [{ uri: string }, { provider: string; model: string }];
   "pi.abort": [{ uri: string }, { aborted: boolean }];
   "pi.check": [{ uri: string }, { problems: Problem[] }];

@@ -20,10 +20,12 @@ export function sessionSize(uri: string): number {
 const PROMPT_LINES = 8;
 const PROMPT_BYTES = 16 << 20;
 const CHUNK = 64 << 10;
+/** What of a line tells its entry's id (`{"type":"message","id":"…"`), and a little more. */
+const HEAD_BYTES = 256;
 
 /** Whether the session file `uri`, in its first lines past byte `since`, holds a user message
- *  sent as `text`. */
-export function promptWrittenSince(uri: string, since: number, text: string): boolean {
+ *  sent as `text`: the entry `id` where the server named it (pi.prompt's promptId). */
+export function promptWrittenSince(uri: string, since: number, text: string, id?: string): boolean {
   let fd: number;
   try {
     fd = fs.openSync(vscode.Uri.parse(uri).fsPath, "r");
@@ -31,6 +33,7 @@ export function promptWrittenSince(uri: string, since: number, text: string): bo
     return false; // gone or unreadable: nothing says it was written
   }
   try {
+    if (id !== undefined) return entryStartsSince(fd, since, id);
     for (const line of linesFrom(fd, since)) {
       const entry = parsed(line);
       if (entry?.type === "message" && entry.message?.role === "user" && sentText(entry.message.content) === text) return true;
@@ -47,6 +50,37 @@ export function promptWrittenSince(uri: string, since: number, text: string): bo
 export function sentText(content: AgentMessage["content"] | undefined): string | undefined {
   if (typeof content === "string") return content;
   return Array.isArray(content) ? content.find((b) => b?.type === "text")?.text : undefined;
+}
+
+/** Whether one of the first PROMPT_LINES lines of `fd` past byte `since` starting within
+ *  PROMPT_BYTES of it is the entry `id`: by the line's head, so the prompt's own line, 16 MiB of
+ *  code and images or more, is not read. */
+function entryStartsSince(fd: number, since: number, id: string): boolean {
+  // The server writes an entry's id second, after its type; text inside a line has its quotes escaped.
+  const mark = `"id":${JSON.stringify(id)}`;
+  for (const at of lineStarts(fd, since)) {
+    const head = Buffer.alloc(HEAD_BYTES);
+    const line = head.subarray(0, fs.readSync(fd, head, 0, HEAD_BYTES, at));
+    const end = line.indexOf(0x0a);
+    if ((end === -1 ? line : line.subarray(0, end)).includes(mark)) return true;
+  }
+  return false;
+}
+
+/** Where the first PROMPT_LINES lines of `fd` past byte `since` start, those within PROMPT_BYTES of it. */
+function* lineStarts(fd: number, since: number): Generator<number> {
+  yield since;
+  const data = Buffer.allocUnsafe(CHUNK);
+  let lines = 1;
+  for (let at = since; at - since < PROMPT_BYTES;) {
+    const got = fs.readSync(fd, data, 0, Math.min(CHUNK, since + PROMPT_BYTES - at), at);
+    if (got === 0) return;
+    for (let end = data.indexOf(0x0a); end !== -1 && end < got; end = data.indexOf(0x0a, end + 1)) {
+      if (at + end + 1 - since >= PROMPT_BYTES || lines++ === PROMPT_LINES) return;
+      yield at + end + 1;
+    }
+    at += got;
+  }
 }
 
 /** The first PROMPT_LINES lines of the file `fd` past byte `since`, read while within

@@ -531,3 +531,33 @@ test("the check for a prompt the stopped server wrote reads the first lines past
   fs.writeFileSync(file, header + written.slice(0, -1)); // the prompt, its line not ended
   assert.equal(ext.promptWrittenSince(uri, header.length, "my prompt"), true);
 });
+
+test("a prompt the stopped server wrote with more than 16 MiB of code and images is found by the id the server named", (t) => {
+  // The check stopped at 16 MiB past the size noted, inside the prompt's own line: the prompt
+  // came back to the input though the file held it, and a resend wrote it twice.
+  const dir = fs.mkdtempSync(path.join(require("node:os").tmpdir(), "pi-prompt-big-"));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const file = path.join(dir, "s.jsonl");
+  const line = (entry) => JSON.stringify(entry) + "\n";
+  const stamp = "2026-01-02T03:04:05.678Z";
+  const header = line({ type: "session", version: 3, id: "s", timestamp: stamp, cwd: dir });
+  const image = { type: "image", data: "A".repeat(6 << 20), mimeType: "image/png" };
+  const written = [
+    line({ type: "thinking_level_change", id: "t1", parentId: null, timestamp: stamp, thinkingLevel: "low" }),
+    line({ type: "compaction", id: "c1", parentId: "t1", timestamp: stamp, summary: "s".repeat(200_000), firstKeptEntryId: "t1", tokensBefore: 1 }),
+    line({ type: "message", id: "ab12cd34", parentId: "ee11ee11", timestamp: stamp, message: { role: "user",
+      content: [{ type: "text", text: "look at these" }, { type: "text", text: "x".repeat(100_000) }, image, image, image], timestamp: 1 } }),
+  ].join("");
+  fs.writeFileSync(file, header + written + line({ type: "custom", id: "r", parentId: "ab12cd34", timestamp: stamp, customType: "x", data: "y" }));
+  const uri = vscode.Uri.file(file).toString();
+  const readSync = fs.readSync;
+  let read = 0;
+  fs.readSync = (...args) => { const got = readSync(...args); read += got; return got; };
+  t.after(() => { fs.readSync = readSync; });
+  assert.ok(fs.statSync(file).size - header.length > 16 << 20, "the prompt's line is past the bound");
+  assert.equal(ext.promptWrittenSince(uri, header.length, "look at these", "ab12cd34"), true);
+  assert.ok(read > 0 && read < (1 << 20), `read ${read} bytes to find it`);
+  assert.equal(ext.promptWrittenSince(uri, header.length, "look at these", "ffff0000"), false, "another entry's id");
+  assert.equal(ext.promptWrittenSince(uri, header.length, "look at these", "ee11ee11"), false, "a parentId is no id");
+  assert.equal(ext.promptWrittenSince(uri, fs.statSync(file).size + 1, "look at these", "ab12cd34"), false, "a shorter file is another one");
+});

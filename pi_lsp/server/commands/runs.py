@@ -54,7 +54,7 @@ async def prompt(ls: PiServer, args: PromptArgs) -> dict[str, Any]:
     if session is None:  # the run it was for ended meanwhile (its harness may be made anew)
         session, harness = ls.hub.claim_turn(path), ls.hub.harness(path)
     ls.runs.start_turn(args.uri, session, harness, args, attached.rendered)
-    return {"turnId": session.turn_id}
+    return {"turnId": session.turn_id, "promptId": session.prompt_id}
 
 
 def withdrawn(error: BaseException, gathering: asyncio.Future[Any]) -> bool:

@@ -468,7 +468,7 @@ end
 local function restore_pending(chat)
   local pending = chat.pending
   chat.pending = nil
-  if pending and not sessionfile.prompt_written_since(pending.file, pending.since, pending.text)
+  if pending and not sessionfile.prompt_written_since(pending.file, pending.since, pending.text, pending.id)
       and put_back(chat, { pending }) then
     util.warn("your prompt did not reach pi; it is back in the input")
   end
@@ -579,7 +579,8 @@ function M.send(chat, delivery)
       chat.turn_id = result.turnId
       if chat.turns == turns then
         -- Until its agent_start: an error before it loses the prompt.
-        chat.pending = { text = text, context = attached, file = file, since = since }
+        -- promptId: the entry the server is to write it as.
+        chat.pending = { text = text, context = attached, file = file, since = since, id = result.promptId }
       end
     end
   end, chat.root)

@@ -29,6 +29,8 @@ end
 local PROMPT_LINES = 8
 local PROMPT_BYTES = 16 * 1024 * 1024
 local CHUNK = 64 * 1024
+-- What of a line tells its entry's id (`{"type":"message","id":"…"`), and a little more.
+local HEAD_BYTES = 256
 
 --- The first PROMPT_LINES lines of `path` past byte `since`, read while within PROMPT_BYTES
 --- of it: none when the file is shorter (another file now, which says nothing).
@@ -63,9 +65,47 @@ local function lines_from(path, since)
   return lines
 end
 
+--- Whether one of the first PROMPT_LINES lines of `path` past byte `since`, starting within
+--- PROMPT_BYTES of it, is the entry `id`: by the line's head, so the prompt's own line, 16 MiB
+--- of code and images or more, is not read.
+local function entry_starts_since(path, since, id)
+  local file = io.open(path, "rb")
+  if not file then
+    return false
+  end
+  -- The server writes an entry's id second, after its type; text inside a line has its
+  -- quotes escaped.
+  local mark = '"id":"' .. id .. '"'
+  local function is_entry(at)
+    file:seek("set", at)
+    local head = (file:read(HEAD_BYTES) or ""):match("^[^\n]*")
+    return head:find(mark, 1, true) ~= nil
+  end
+  local found, lines, read = is_entry(since), 1, 0
+  while not found and lines < PROMPT_LINES and read < PROMPT_BYTES do
+    file:seek("set", since + read)
+    local data = file:read(math.min(CHUNK, PROMPT_BYTES - read))
+    if not data then
+      break
+    end
+    local stop = data:find("\n", 1, true)
+    while stop and not found and lines < PROMPT_LINES and read + stop < PROMPT_BYTES do
+      lines = lines + 1
+      found = is_entry(since + read + stop)
+      stop = data:find("\n", stop + 1, true)
+    end
+    read = read + #data
+  end
+  file:close()
+  return found
+end
+
 --- Whether the session file `uri`, in its first lines past byte `since`, holds a user message
---- sent as `text`.
-function M.prompt_written_since(uri, since, text)
+--- sent as `text`: the entry `id` where the server named it (pi.prompt's promptId).
+function M.prompt_written_since(uri, since, text, id)
+  if id then
+    return entry_starts_since(vim.uri_to_fname(uri), since, id)
+  end
   for _, line in ipairs(lines_from(vim.uri_to_fname(uri), since)) do
     local ok, entry = pcall(vim.json.decode, line, { luanil = { object = true, array = true } })
     if ok and type(entry) == "table" and entry.type == "message" and type(entry.message) == "table"
