@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 from pathlib import Path
 
 from pi_lsp.session.catalog import agent_dir
@@ -19,6 +20,10 @@ COMMAND_TIMEOUT_S = 10  # pi's for a `!command` key
 
 # What each command printed, by command and folder: pi runs one once per process.
 _outputs: dict[tuple[str, Path], str | None] = {}
+# One lock a command: the server asks from worker threads (a turn's provider, a summarizer's,
+# two sessions'), and a password manager must be asked once, not once a thread.
+_locks: dict[tuple[str, Path], threading.Lock] = {}
+_locks_lock = threading.Lock()
 
 
 def is_command(value: str) -> bool:
@@ -33,11 +38,16 @@ def may_run(path: Path) -> bool:
 
 def command_output(value: str) -> str | None:
     """What `!command` (`value`) prints, trimmed, run once per process in pi's folder; None
-    where it fails, prints nothing or runs past COMMAND_TIMEOUT_S (all it started killed)."""
+    where it fails, prints nothing or runs past COMMAND_TIMEOUT_S (all it started killed).
+    Blocks: the server calls it in a worker thread, and a thread asking while the command
+    runs waits for that run's output."""
     key = (value[1:], agent_dir())
-    if key not in _outputs:
-        _outputs[key] = _run(*key)
-    return _outputs[key]
+    with _locks_lock:
+        lock = _locks.setdefault(key, threading.Lock())
+    with lock:
+        if key not in _outputs:
+            _outputs[key] = _run(*key)
+        return _outputs[key]
 
 
 def forget_outputs() -> None:

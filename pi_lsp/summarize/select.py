@@ -37,6 +37,7 @@ class ChosenSummarizer:
     def __init__(self, choose: Callable[[], Summarizer]) -> None:
         self._choose = choose
         self._chosen: Summarizer | None = None
+        self._making: asyncio.Future[Summarizer] | None = None
 
     @property
     def extractive(self) -> bool:
@@ -46,7 +47,17 @@ class ChosenSummarizer:
         return self._chosen.extractive
 
     async def summarize(self, request: SummaryRequest) -> Summary:
-        """The pick's summary, the pick made first in a worker thread."""
+        """The pick's summary, the pick made first in a worker thread (its key's `!command`
+        may wait seconds for a password manager)."""
         if self._chosen is None:
-            self._chosen = await asyncio.to_thread(self._choose)
+            if self._making is None:  # one making: a summary asked for meanwhile waits for it
+                self._making = asyncio.ensure_future(asyncio.to_thread(self._choose))
+                self._making.add_done_callback(self._made)
+            # Shielded: an aborted summary leaves the pick to the next, not to be made again.
+            self._chosen = await asyncio.shield(self._making)
         return await self._chosen.summarize(request)
+
+    def _made(self, done: asyncio.Future[Summarizer]) -> None:
+        self._making = None
+        if not done.cancelled() and done.exception() is None:
+            self._chosen = done.result()  # kept though every waiter was cancelled
