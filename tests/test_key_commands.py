@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import sys
@@ -21,8 +22,10 @@ from pi_lsp.providers import key_commands
 from pi_lsp.summarize.extractive import ExtractiveSummarizer
 from pi_lsp.summarize.select import ChosenSummarizer
 from pi_lsp.summarize.summarizer import Summarizer, SummaryRequest
+from tests.conftest import trust
+from tests.fake_openai import FakeOpenAI, chat_reply
 from tests.test_auth_file import agent, save
-from tests.test_server import call, connect, own_server
+from tests.test_server import Pi, call, connect, own_server, wait_events
 from tests.waits import CEILING_S, alive, until
 
 KEY = "sk-ant-held-0123456789"
@@ -152,3 +155,75 @@ async def test_a_summarizer_pick_is_made_once_though_its_summary_is_cancelled() 
     release.set()
     await second
     assert len(picks) == 1 and chosen.extractive
+
+
+def lab_models(folder: Path, base_url: str, headers: dict[str, str],
+               model_headers: dict[str, str]) -> None:
+    """A models.json in `folder` whose provider `lab` (model `m`) sends these headers, and
+    settings there that start sessions on it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "models.json").write_text(json.dumps({"providers": {"lab": {
+        "baseUrl": f"{base_url}/v1", "api": "openai-completions", "apiKey": "k",
+        "headers": headers, "models": [{"id": "m", "headers": model_headers}]}}}))
+    (folder / "settings.json").write_text(json.dumps({"defaultProvider": "lab",
+                                                      "defaultModel": "m"}))
+
+
+async def answered_while_held(pi: Pi, uri: str, command: HeldCommand) -> None:
+    """A tree is answered while `command` holds (it runs off the loop), which then goes on."""
+    pid = await command.started()
+    assert (await call(pi.client, "pi.getTree", {"uri": uri}))["nodes"] is not None
+    assert alive(pid)
+    await command.release()
+
+
+async def test_your_models_json_header_commands_run_off_the_loop(
+        oai: FakeOpenAI, tmp_path: Path) -> None:
+    """pi 1.6 runs a `!command` header value (resolveHeaders) as it runs an apiKey's; pi-lsp
+    refused it. A provider's and a model's, in your own models.json, now run as the key's do,
+    off the loop, and are sent."""
+    (tmp_path / "provider").mkdir()
+    (tmp_path / "model").mkdir()
+    async with held(tmp_path / "provider", "gw-token") as provider, \
+            held(tmp_path / "model", "model-token") as model:
+        lab_models(agent(), oai.url, {"x-gateway": provider.value}, {"x-model": model.value})
+        (tmp_path / "ws").mkdir()
+        async with own_server({"PI_CODING_AGENT_DIR": str(agent())}) as client:
+            pi = await connect(client, "visual-studio-code", tmp_path, {}, folders=("ws",))
+            uri = (await call(client, "pi.newSession", {}))["uri"]
+            oai.script(chat_reply("hi"))
+            sent = len(oai.requests)
+            since = pi.mark()
+            turn_id = (await call(client, "pi.prompt", {"uri": uri, "text": "hello"}))["turnId"]
+            await answered_while_held(pi, uri, provider)  # the provider's, as it is made
+            await answered_while_held(pi, uri, model)  # the model's, as the request is sent
+            events = await wait_events(pi, turn_id, since)
+            assert "error" not in [event["type"] for event in events], events
+            [request] = oai.requests[sent:]
+            assert (request.headers["x-gateway"], request.headers["x-model"]) == \
+                ("gw-token", "model-token")
+
+
+@pytest.mark.parametrize("where", ["provider", "model"])
+async def test_a_workspaces_header_command_is_never_run(
+        oai: FakeOpenAI, tmp_path: Path, where: str) -> None:
+    """A trusted project's `.pi/models.json` header value `!command` is refused naming it, never
+    run (pi runs it; a repository's file must not run code), wherever it is written."""
+    ran = tmp_path / "ran"
+    command = f"!touch {ran}; echo v"
+    workspace = tmp_path / "ws"
+    lab_models(workspace / ".pi", oai.url, {"x-gateway": command} if where == "provider" else {},
+               {"x-model": command} if where == "model" else {})
+    trust(workspace, agent())
+    async with own_server({"PI_CODING_AGENT_DIR": str(agent())}) as client:
+        pi = await connect(client, "visual-studio-code", tmp_path, {}, folders=("ws",))
+        uri = (await call(client, "pi.newSession", {}))["uri"]
+        sent = len(oai.requests)
+        since = pi.mark()
+        turn_id = (await call(client, "pi.prompt", {"uri": uri, "text": "hello"}))["turnId"]
+        events = await wait_events(pi, turn_id, since)
+        # The provider's fails the turn as it is made, the model's its reply (as pi's would).
+        said = json.dumps(events)
+        header = "x-gateway" if where == "provider" else "x-model"
+        assert f"headers.{header}: shell commands" in said and "not run" in said, said
+        assert not ran.exists() and len(oai.requests) == sent

@@ -38,7 +38,7 @@ from pi_lsp.providers.failures import (
     parse_failure,
 )
 from pi_lsp.providers.header_values import HeaderValueError, sendable_headers, trimmed, unsendable
-from pi_lsp.providers.models_file import ModelsFileError, model_headers
+from pi_lsp.providers.models_file import ModelsFileError, request_model_headers
 from pi_lsp.providers.output_room import fit_to_window, input_tokens
 from pi_lsp.providers.registry import ANTHROPIC_API, ModelInfo, native_tool_changes
 from pi_lsp.providers.retry import HttpFailure, ProviderRetry, with_retries
@@ -475,10 +475,10 @@ def _betas(model: ModelInfo, budgeted: bool, in_place: bool) -> list[str]:
     return _betas_of(model.headers) or own
 
 
-def _sent_headers(model: ModelInfo) -> dict[str, str]:
+async def _sent_headers(model: ModelInfo) -> dict[str, str]:
     """The model's own headers for a request: its `anthropic-beta` left out where the
     provider's goes (pi merges the provider's after the model's)."""
-    headers = model_headers(model)
+    headers = await request_model_headers(model)
     if model.provider_beta:
         headers = {name: value for name, value in headers.items()
                    if name.lower() != "anthropic-beta"}
@@ -668,7 +668,7 @@ class AnthropicProvider:
         try:
             if self.unsendable:
                 raise HeaderValueError(self.unsendable)
-            headers = sendable_headers(_sent_headers(request.model), self.label)
+            headers = sendable_headers(await _sent_headers(request.model), self.label)
         except (ModelsFileError, HeaderValueError) as error:  # pi 1.6 fails too
             reply.fail("error", str(error))
             return

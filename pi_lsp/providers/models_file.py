@@ -7,6 +7,7 @@ id, but never gets the user's key or headers (see `load_models`).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 from collections.abc import Callable
@@ -311,10 +312,15 @@ def resolve_api_key(value: str, what: str, written_in: Path, literal: bool = Fal
     the command itself); else as resolve_value reads it."""
     if not (is_command(value) and may_run(written_in)):
         return resolve_value(value, what, literal)
-    if not run:
-        return value
+    return _command_value(value, what) if run else value
+
+
+def _command_value(value: str, what: str) -> str:
+    """What `!command` (`value`) prints (key_commands.command_output); a ModelsFileError naming
+    `what` and the command where it gives nothing, as pi fails the request ("Failed to resolve
+    … from shell command")."""
     output = command_output(value)
-    if output is None:  # pi fails the request too ("Failed to resolve API key …")
+    if output is None:
         raise ModelsFileError(f"{what}: the command {value[1:]!r} failed, printed nothing or "
                               f"ran past {COMMAND_TIMEOUT_S} s")
     return output
@@ -335,13 +341,15 @@ def provider_key(config: ProviderConfig, run: bool = True) -> str | None:
 
 def resolve_value(value: str, what: str, literal: bool = False) -> str:
     """pi 1.6's value resolution: `$NAME` and `${NAME}` become the variable's value (an error
-    when it is unset or empty, as in pi), `$$` a `$`; as written when `literal` (a project
-    file's values); `!command` is not run (resolve_api_key runs your own apiKey's)."""
+    when it is unset or empty, as in pi), `$$` a `$`, `!command` what the command prints (your
+    own models.json's values: blocks, so the server calls it off its loop); as written when
+    `literal` (a project file's values), where a `!command` is refused, never run."""
     if is_command(value):
-        raise ModelsFileError(f"{what}: shell commands (\"!…\") are not run here, only in an "
-                              f"apiKey of your own models.json or auth.json (in "
-                              f"{agent_dir()}); put the value in an environment variable and "
-                              f"name it instead")
+        if not literal:  # your own models.json's: a project file's values are literal
+            return _command_value(value, what)
+        raise ModelsFileError(f"{what}: shell commands (\"!…\") are not run here, only in "
+                              f"your own models.json or auth.json (in {agent_dir()}); put the "
+                              f"value in an environment variable and name it instead")
     if literal:
         return value
     try:
@@ -352,8 +360,16 @@ def resolve_value(value: str, what: str, literal: bool = False) -> str:
 
 def model_headers(model: ModelInfo) -> dict[str, str]:
     """The headers a request to `model` carries (`models[].headers`, `modelOverrides`'), read
-    as the provider's are: templates from your own models.json, else as written."""
-    if not model.resolve_headers:
-        return model.headers
+    as the provider's are: templates and commands from your own models.json, else as written
+    (a `!command` refused)."""
     where = f"model {model.provider}/{model.id}: headers"
-    return {name: resolve_value(value, f"{where}.{name}") for name, value in model.headers.items()}
+    return {name: resolve_value(value, f"{where}.{name}", not model.resolve_headers)
+            for name, value in model.headers.items()}
+
+
+async def request_model_headers(model: ModelInfo) -> dict[str, str]:
+    """`model_headers` for a request being sent: a `!command` value is run in a worker thread,
+    as a password manager may keep it seconds, and the event loop answers editors meanwhile."""
+    if model.resolve_headers and any(map(is_command, model.headers.values())):
+        return await asyncio.to_thread(model_headers, model)
+    return model_headers(model)

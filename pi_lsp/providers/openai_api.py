@@ -33,7 +33,7 @@ from pi_lsp.providers.header_values import (
     trimmed,
     unsendable,
 )
-from pi_lsp.providers.models_file import ModelsFileError, model_headers
+from pi_lsp.providers.models_file import ModelsFileError, request_model_headers
 from pi_lsp.providers.registry import CHAT_API, RESPONSES_API
 from pi_lsp.providers.retry import HttpFailure, ProviderRetry, with_retries
 from pi_lsp.providers.wire import WIRE_MODULES, wire_for
@@ -210,7 +210,7 @@ class OpenAIProvider:
         try:
             if self.unsendable:
                 raise HeaderValueError(self.unsendable)
-            headers = sendable_headers({**model_headers(request.model),
+            headers = sendable_headers({**await request_model_headers(request.model),
                                         **wire.request_headers(request)}, self.label)
         except (ModelsFileError, HeaderValueError) as error:  # pi 1.6 fails too
             reply.fail("error", str(error))
