@@ -331,6 +331,21 @@ def test_a_projects_models_json_key_command_never_runs(
     assert not key_commands.may_run(workspace / ".pi" / "models.json")
 
 
+def test_a_project_inside_pis_folder_never_runs_its_key_command(tmp_path: Path) -> None:
+    """pi installs git packages under its own folder (~/.pi/agent/git/...): a repository opened
+    there is still a repository, and its .pi/models.json runs no command; only pi's own
+    auth.json and models.json do."""
+    workspace = agent() / "git" / "github.com" / "someone" / "repo"
+    ran = tmp_path / "ran"
+    models_json(workspace / ".pi", f"!touch {ran}; echo key")
+    settings = load_settings(workspace, project=True)
+    with pytest.raises(ValueError, match=r"providers\.lab\.apiKey: shell commands"):
+        provider_factory(settings.registry(), settings.api_key)("lab")
+    assert not ran.exists()
+    assert not key_commands.may_run(agent() / "settings.json")
+    assert key_commands.may_run(agent() / "auth.json")
+
+
 @pytest.mark.parametrize(("saved", "environment", "sent"), [
     # pi 1.6 (provider-composer's resolve): a stored key, else models.json's, else the
     # environment's; pi-lsp sent the environment's before your models.json's.

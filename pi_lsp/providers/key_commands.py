@@ -17,6 +17,7 @@ from pathlib import Path
 from pi_lsp.session.catalog import agent_dir
 
 COMMAND_TIMEOUT_S = 10  # pi's for a `!command` key
+OWN_FILES = ("auth.json", "models.json")  # the user's own, in pi's folder
 
 # What each command printed, by command and folder: pi runs one once per process.
 _outputs: dict[tuple[str, Path], str | None] = {}
@@ -31,9 +32,11 @@ def is_command(value: str) -> bool:
 
 
 def may_run(path: Path) -> bool:
-    """Whether a `!command` written in `path` is run: only in a file of pi's own folder,
-    which the user writes, never in one a repository could have committed."""
-    return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(agent_dir()))
+    """Whether a `!command` written in `path` is run: only in pi's own auth.json or
+    models.json, never in a file a repository could have committed (pi keeps git packages
+    under its folder, so being inside it is not enough)."""
+    real = os.path.realpath(path)
+    return any(real == os.path.realpath(agent_dir() / name) for name in OWN_FILES)
 
 
 def command_output(value: str) -> str | None:
