@@ -402,3 +402,42 @@ def test_a_blank_saved_key_is_named_not_taken_for_a_missing_variable(
         provider_factory(settings.registry(), settings.api_key)("openai")
     message = str(blank.value)
     assert str(path) in message and "blank" in message and "set OPENAI_API_KEY" not in message
+
+
+def test_a_model_pattern_runs_no_key_command(tmp_path: Path) -> None:
+    """`run --model opus` matches models of several providers and takes one with a key; pi 1.6's
+    check (hasConfiguredAuth) runs no command, so no password manager asks for a provider the
+    run does not use: a `!command` key counts as a key without running."""
+    from pi_lsp.agent.headless import RunOptions, read_model_flag
+
+    ran = tmp_path / "ran"
+    save({"anthropic": {"type": "api_key", "key": f"!touch {ran}; echo key"}})
+    (agent() / "models.json").write_text(json.dumps({"providers": {"lab": {
+        "baseUrl": "http://127.0.0.1:9/v1", "api": "openai-completions", "apiKey": "k",
+        "models": [{"id": "opus-lab"}]}}}))
+    settings = load_settings(tmp_path, project=False)
+    assert read_model_flag(RunOptions("hi", model="opus"), settings).model == "lab/opus-lab"
+    assert not ran.exists()
+
+
+@pytest.mark.parametrize("broken", [
+    {"apiKey": "!exit 3"}, {"headers": {"x-gw": "!exit 3"}}, {"apiKey": "$UNSET_SUMMARY_VAR"}])
+async def test_a_summary_model_whose_key_cannot_be_read_is_an_error(
+        tmp_path: Path, broken: dict[str, Any]) -> None:
+    """A summary model whose provider's key or header cannot be read (a failed command, an
+    unset variable) fails the summary naming it, as the same provider fails a turn and as pi
+    fails the compaction; it was taken as no summary model and summarized extractively."""
+    from pi_lsp.session.entries import UserMessage
+    from pi_lsp.summarize.select import ChosenSummarizer, choose_summarizer
+    from pi_lsp.summarize.summarizer import SummaryRequest
+
+    (agent() / "models.json").parent.mkdir(parents=True, exist_ok=True)
+    (agent() / "models.json").write_text(json.dumps({"providers": {"lab": {
+        "baseUrl": "http://127.0.0.1:9/v1", "api": "openai-completions", "apiKey": "k",
+        "models": [{"id": "m"}], **broken}}}))
+    (agent() / "settings.json").write_text(json.dumps({"summaryModel": "lab/m"}))
+    settings = load_settings(tmp_path, project=False)
+    chosen = ChosenSummarizer(lambda: choose_summarizer(settings))
+    with pytest.raises(ValueError, match=r"providers\.lab\.(apiKey|headers\.x-gw)"):
+        await chosen.summarize(SummaryRequest(
+            "history", [UserMessage(content="build the thing", timestamp=1)]))

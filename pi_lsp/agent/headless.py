@@ -86,8 +86,9 @@ def read_model_flag(options: RunOptions, settings: Settings) -> RunOptions:
         config = registry.provider(name)
         if config is None:
             return False
-        try:
-            return bool((config.user_key and settings.api_key(name)) or config.api_key)
+        try:  # a `!command` key counted, not run: the run may not use that provider
+            return bool((config.user_key and settings.api_key(name, run=False))
+                        or config.api_key)
         except (ModelsFileError, BlankApiKeyError):  # one is set, which the run names
             return True
 

@@ -21,10 +21,10 @@ def choose_summarizer(settings: Settings, registry: ModelRegistry | None = None,
     registry = registry or settings.registry()
     if not model_id or registry.provider(provider) is None:
         return ExtractiveSummarizer()
-    try:
+    try:  # a key or header that cannot be read is an error, as it is for a turn
         made = provider_factory(registry, settings.api_key, base_url,
                                 settings.retry.provider)(provider)
-    except (MissingApiKeyError, ValueError):
+    except MissingApiKeyError:
         return ExtractiveSummarizer()
     model = registry.get(provider, model_id)
     return ModelSummarizer(made, model, settings.retry)
