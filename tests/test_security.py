@@ -1585,3 +1585,32 @@ def test_what_the_editor_is_answered_is_one_line() -> None:
         assert isinstance(answer, JsonRpcException)
         assert "\n" not in answer.message and "x\\nFORGED: ok" in answer.message
         assert failure_message(error) == str(error).replace("\n", "\\n")
+
+
+@LSP
+async def test_a_steer_withdrawn_for_a_prompt_that_never_ran_is_not_named_by_the_next_turn(
+        pi: Pi, fake: FakeAnthropic) -> None:
+    """A steer withdrawn by an abort while the prompt it was sent behind was still asked about
+    its own attachment was answered `dropped` (the editor gave it back then); the prompt then
+    refused, the next, unrelated turn named the steer in its queue_dropped, and VS Code put the
+    old text back in the input again, minutes later."""
+    uri = (await call(pi.client, "pi.newSession", {}))["uri"]
+    first = await prompt_held_at_its_attachment(pi, uri)
+    steer = asyncio.create_task(call(pi.client, "pi.prompt", {
+        "uri": uri, "text": "STEER-WITHDRAWN", "delivery": "steer",
+        "context": [{"uri": (pi.outside / "readme.txt").as_uri()}]}))
+    await until(lambda: len(pi.asked) == 2, "the steer's attachment to be asked about")
+    assert await call(pi.client, "pi.abort", {"uri": uri}) == {"aborted": True}
+    assert await asyncio.wait_for(steer, CEILING_S) == {"turnId": None, "dropped": "steer"}
+    pi.release.set()  # both answered "deny": the prompt fails before its turn starts
+    assert "is outside the workspace and was not attached" in (await first).message
+    pi.answer = "allow"
+    fake.script(text_reply("next"), text_reply("after"))
+    turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "NEXT"}))["turnId"]
+    await turn_end(pi, turn_id)
+    # The session takes the next prompt once the turn let go, after its queue_dropped if any.
+    after = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "AFTER"}))["turnId"]
+    await turn_end(pi, after)
+    told = [n["event"] for n in pi.notes
+            if n["uri"] == uri and n["event"]["type"] == "queue_dropped"]
+    assert told == [], told

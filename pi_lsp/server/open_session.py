@@ -143,5 +143,7 @@ class OpenSession(msgspec.Struct):
             self.release()
 
     def release(self) -> None:
+        """Let go of the claim and what it held. Its withdrawn messages go with it: each was
+        answered `dropped` (given back then), and only its own turn's queue_dropped names them."""
         self.turn_id = self.job = self.early = self.waiting = None
-        self.abort_claimed = False
+        self.abort_claimed, self.withdrawn = False, []
