@@ -193,8 +193,9 @@ export class ChatPanel {
    *  abort or error before they reach the model would lose them. */
   private readonly queued: Queued[] = [];
   /** Steers and follow-ups this chat gave back since the turn's start (at its end, or as the
-   *  server answered `dropped`), and those sent it has not answered: queue_dropped names them too. */
-  private givenBack: string[] = [];
+   *  server answered `dropped`; before its start when the turn they were sent behind had not
+   *  begun), and those sent it has not answered: queue_dropped names them too. */
+  private givenBack: GivenBack[] = [];
   private readonly unanswered: string[] = [];
   /** The last messages of the context the chat shows (a long session's are many). */
   private shown = CHAT_PAGE;
@@ -363,7 +364,9 @@ export class ChatPanel {
     if (this.early) return void this.early.push(n); // the first transcript is being read
     if (n.event.type === "agent_start") {
       this.pending = undefined;
-      this.givenBack = [];
+      // Its queue_dropped names what was withdrawn before it began (its prompt was being asked
+      // about): given back then, it is not given back again. What earlier turns gave back goes.
+      this.givenBack = this.givenBack.filter((g) => g.early).map((g) => ({ text: g.text, early: false }));
     }
     if (n.event.type === "queue_dropped") return this.restoreDropped(n.event);
     // Any event of the running turn names it: a chat opened mid-turn never saw its agent_start.
@@ -462,7 +465,7 @@ export class ChatPanel {
   private restoreQueued(): void {
     if (!this.queued.length) return;
     const queued = steersFirst(this.queued.splice(0));
-    this.givenBack.push(...queued.map((q) => q.text));
+    this.givenBack.push(...queued.map((q) => ({ text: q.text, early: false })));
     for (const q of queued) this.hide(q.notice);
     this.post({ type: "setInput", text: queued.map((q) => q.text).join("\n\n"), keepDraft: true });
     this.attachAgain(queued.flatMap((q) => q.attachments));
@@ -473,7 +476,7 @@ export class ChatPanel {
   /** What an abort left unsent that this chat did not give back at the turn's end (it opened
    *  after they were queued, in another chat) goes back into the input too. */
   private restoreDropped(event: Extract<TurnEvent, { type: "queue_dropped" }>): void {
-    const mine = [...this.givenBack.splice(0), ...this.unanswered];
+    const mine = [...this.givenBack.splice(0).map((g) => g.text), ...this.unanswered];
     const back = [...event.steering, ...event.followUp].filter((text) => {
       const at = mine.indexOf(text);
       if (at >= 0) mine.splice(at, 1);
@@ -579,7 +582,7 @@ export class ChatPanel {
       const result = await this.pi.call("pi.prompt", { uri: this.uri, text, delivery, ...(context.length ? { context } : {}) });
       if (result.dropped) {
         // Aborted while its attached file was asked about: the text and code stay to send again.
-        this.givenBack.push(text);
+        this.givenBack.push({ text, early: this.turnId === undefined });
         this.post({ type: "setInput", text, keepDraft: true });
         void vscode.window.showInformationMessage("pi: the turn was aborted before your queued message reached pi; it is back in the chat's input.");
         return;
@@ -659,6 +662,12 @@ interface Run {
 interface Wait {
   event: Extract<TurnEvent, { type: "auto_retry_start" }>;
   until: number;
+}
+
+/** A steer or follow-up a chat gave back; `early`: before the turn it was sent behind began. */
+interface GivenBack {
+  text: string;
+  early: boolean;
 }
 
 /** A steer or follow-up the server queued, with the code sent with it; `notice`: the id of the

@@ -226,6 +226,71 @@ test("a follow-up dropped by an abort while its file was asked about stays, text
   }
 });
 
+/** A chat on a new session whose prompt and steer each attach a file outside the workspace: the
+ *  abort comes while both are asked about (the steer is answered `dropped`), then the prompt's
+ *  question is answered `choice`. The chat and what its session's turns sent. */
+async function steerWithdrawnBeforeItsTurn(name, choice) {
+  const outside = path.join(ws.root, "outside-notes.txt");
+  fs.writeFileSync(outside, "OUTSIDE\n");
+  const attachment = () => ({ label: outside, context: { uri: vscode.Uri.file(outside).toString() } });
+  const session = await api.pi.call("pi.newSession", { name });
+  const chat = await vscode.commands.executeCommand("piLsp.openChat", { uri: session.uri });
+  chat.panel.__receive({ type: "ready" });
+  await eventually(() => chat.posted.some((m) => m.type === "reset"), "the chat to load");
+  const cards = () => chat.posted.filter((m) => m.type === "approval");
+  const events = [];
+  const listening = api.pi.onTurn((n) => n.uri === session.uri && events.push(n.event));
+  fake.script(); // the turn, if any, starts aborted: nothing reaches the model
+  chat.attach(attachment());
+  const prompt = chat.receive({ type: "send", text: "PROMPT-P", delivery: "prompt" });
+  await eventually(() => cards().length === 1, "the prompt's attachment question");
+  chat.attach(attachment());
+  const steer = chat.receive({ type: "send", text: "STEER-S", delivery: "steer" });
+  await eventually(() => cards().length === 2, "the steer's attachment question");
+  await chat.receive({ type: "abort" });
+  await steer;
+  await chat.receive({ type: "approve", id: cards()[0].id, choice });
+  await prompt;
+  chat.attachments.splice(0);
+  return { chat, events, stop: () => listening.dispose() };
+}
+const inputs = (chat) => chat.posted.filter((m) => m.type === "setInput").map((m) => m.text);
+
+test("a steer withdrawn while the prompt it was sent behind was asked about its file comes back once", async () => {
+  // Before, twice ("STEER-S", then "STEER-S" again): the `dropped` answer gave it back, the prompt
+  // allowed after the abort started its turn, whose agent_start cleared what the chat had given
+  // back, and whose queue_dropped named the steer.
+  const { chat, events, stop } = await steerWithdrawnBeforeItsTurn("withdrawn steer", "Accept");
+  try {
+    await eventually(() => events.some((e) => e.type === "queue_dropped"), "the aborted turn to name the steer");
+  } finally {
+    stop();
+  }
+  assert.deepEqual(events.filter((e) => e.type === "queue_dropped"), [{ type: "queue_dropped", steering: ["STEER-S"], followUp: [] }]);
+  // (The chat hears queue_dropped before this test's listener does.)
+  assert.deepEqual(inputs(chat), ["STEER-S"], "given back once");
+  assert.equal(fake.requests.length, 0, "nothing reached the model");
+});
+
+test("a steer withdrawn for a prompt then refused does not come back with a later turn", async () => {
+  // Before, the next, unrelated turn's queue_dropped named it, and it came back into the input then.
+  const { chat, events, stop } = await steerWithdrawnBeforeItsTurn("withdrawn steer, refused prompt", "Reject");
+  try {
+    await eventually(() => inputs(chat).length === 2, "the refused prompt back in the input");
+    assert.deepEqual(inputs(chat), ["STEER-S", "PROMPT-P"], "each given back once");
+    fake.script(textReply("unrelated"), textReply("after"));
+    for (const text of ["UNRELATED", "AFTER"]) { // AFTER runs once UNRELATED's turn let go, after its queue_dropped if any
+      const ended = events.filter((e) => e.type === "agent_end").length;
+      await chat.receive({ type: "send", text, delivery: "prompt" });
+      await eventually(() => events.filter((e) => e.type === "agent_end").length > ended, `${text}'s turn to end`);
+    }
+  } finally {
+    stop();
+  }
+  assert.deepEqual(events.filter((e) => e.type === "queue_dropped"), [], "no turn named it");
+  assert.deepEqual(inputs(chat), ["STEER-S", "PROMPT-P"], "nothing came back later");
+});
+
 test("the model picker offers models by their models.json name and marks the current one", async () => {
   let offered;
   respond("showQuickPick", (items) => { offered = items; return items.find((i) => i.label === "Qwen Coder"); });
