@@ -122,8 +122,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
         return 0
     from pi_lsp.summarize.select import choose_summarizer
 
-    summarizer = choose_summarizer(settings)
     try:
+        summarizer = choose_summarizer(settings)
         result = asyncio.run(compact(tree, leaf, summarizer, compaction, args.instructions,
                                      level_at(tree, leaf, settings),
                                      retries=shown_retries("compaction")))
@@ -156,11 +156,11 @@ def cmd_branch(args: argparse.Namespace) -> int:
         from pi_lsp.summarize.select import choose_summarizer
 
         settings = session_settings(tree, args.approve)
-        summarizer = choose_summarizer(settings)
         budget = branch_summary_budget(tree, settings.registry(),
                                        settings.initial_model(),
                                        settings.branch_summary.reserve_tokens)
         try:
+            summarizer = choose_summarizer(settings)
             outcome = asyncio.run(branch_with_summary(
                 tree, args.to, summarizer, budget, args.instructions,
                 thinking_level=level_at(tree, tree.leaf_id, settings),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -404,32 +405,16 @@ def test_a_blank_saved_key_is_named_not_taken_for_a_missing_variable(
     assert str(path) in message and "blank" in message and "set OPENAI_API_KEY" not in message
 
 
-def test_a_model_pattern_runs_no_key_command(tmp_path: Path) -> None:
-    """`run --model opus` matches models of several providers and takes one with a key; pi 1.6's
-    check (hasConfiguredAuth) runs no command, so no password manager asks for a provider the
-    run does not use: a `!command` key counts as a key without running."""
-    from pi_lsp.agent.headless import RunOptions, read_model_flag
-
-    ran = tmp_path / "ran"
-    save({"anthropic": {"type": "api_key", "key": f"!touch {ran}; echo key"}})
-    (agent() / "models.json").write_text(json.dumps({"providers": {"lab": {
-        "baseUrl": "http://127.0.0.1:9/v1", "api": "openai-completions", "apiKey": "k",
-        "models": [{"id": "opus-lab"}]}}}))
-    settings = load_settings(tmp_path, project=False)
-    assert read_model_flag(RunOptions("hi", model="opus"), settings).model == "lab/opus-lab"
-    assert not ran.exists()
-
-
 @pytest.mark.parametrize("broken", [
     {"apiKey": "!exit 3"}, {"headers": {"x-gw": "!exit 3"}}, {"apiKey": "$UNSET_SUMMARY_VAR"}])
 async def test_a_summary_model_whose_key_cannot_be_read_is_an_error(
         tmp_path: Path, broken: dict[str, Any]) -> None:
     """A summary model whose provider's key or header cannot be read (a failed command, an
-    unset variable) fails the summary naming it, as the same provider fails a turn and as pi
-    fails the compaction; it was taken as no summary model and summarized extractively."""
+    unset variable) fails the summary naming it and the setting, as the same provider fails a
+    turn; it was taken as no summary model and summarized extractively."""
     from pi_lsp.session.entries import UserMessage
     from pi_lsp.summarize.select import ChosenSummarizer, choose_summarizer
-    from pi_lsp.summarize.summarizer import SummaryRequest
+    from pi_lsp.summarize.summarizer import SummaryError, SummaryRequest
 
     (agent() / "models.json").parent.mkdir(parents=True, exist_ok=True)
     (agent() / "models.json").write_text(json.dumps({"providers": {"lab": {
@@ -438,6 +423,55 @@ async def test_a_summary_model_whose_key_cannot_be_read_is_an_error(
     (agent() / "settings.json").write_text(json.dumps({"summaryModel": "lab/m"}))
     settings = load_settings(tmp_path, project=False)
     chosen = ChosenSummarizer(lambda: choose_summarizer(settings))
-    with pytest.raises(ValueError, match=r"providers\.lab\.(apiKey|headers\.x-gw)"):
+    with pytest.raises(SummaryError,
+                       match=r"^summaryModel lab/m: .*providers\.lab\.(apiKey|headers\.x-gw)"):
         await chosen.summarize(SummaryRequest(
             "history", [UserMessage(content="build the thing", timestamp=1)]))
+
+
+def test_compact_names_a_summary_model_key_that_cannot_be_read(
+        tmp_path: Path, example_session: Path) -> None:
+    """`pi-lsp compact` with such a summary model says what is wrong in one line; it printed
+    "internal error (ModelsFileError …)"."""
+    session = Path(shutil.copy(example_session, tmp_path))
+    agent().mkdir(parents=True, exist_ok=True)
+    (agent() / "models.json").write_text(json.dumps({"providers": {"lab": {
+        "baseUrl": "http://127.0.0.1:9/v1", "api": "openai-completions", "apiKey": "!exit 3",
+        "models": [{"id": "m"}]}}}))
+    (agent() / "settings.json").write_text(json.dumps({"summaryModel": "lab/m"}))
+    for command in (["compact", str(session), "--keep-recent-tokens", "100"],
+                    ["branch", str(session), "--to", "29ad348d", "--summarize"]):
+        result = run_cli(*command)
+        assert result.returncode == 2, result.stderr
+        [line] = result.stderr.splitlines()
+        assert line.startswith("pi-lsp: summaryModel lab/m: ") and "apiKey" in line, line
+        assert "internal error" not in line
+    assert session.read_bytes() == example_session.read_bytes()
+
+
+def test_a_trusted_project_redirecting_the_summary_provider_summarizes_offline(
+        tmp_path: Path) -> None:
+    """A trusted project that sends anthropic to its gateway without a key of its own leaves
+    the default summary model with no key it may use: summaries are extractive, as without a
+    key, not a failed compaction (the review of 200ab5d found every compaction failing)."""
+    from pi_lsp.summarize.select import choose_summarizer
+
+    workspace = tmp_path / "repo"
+    (workspace / ".pi").mkdir(parents=True)
+    (workspace / ".pi" / "models.json").write_text(json.dumps({"providers": {"anthropic": {
+        "baseUrl": "https://gateway.example.com"}}}))
+    assert choose_summarizer(load_settings(workspace, project=True)).extractive
+
+
+def test_a_model_pattern_passes_over_a_provider_whose_key_command_fails(tmp_path: Path) -> None:
+    """`run --model opus`: pi 1.6 runs auth.json's `!command` keys while it resolves the pattern
+    and takes a provider whose command fails as one without a key, so a provider with a key
+    is chosen, not one that then fails for want of a key."""
+    from pi_lsp.agent.headless import RunOptions, read_model_flag
+
+    save({"anthropic": {"type": "api_key", "key": "!exit 3"}})
+    (agent() / "models.json").write_text(json.dumps({"providers": {"lab": {
+        "baseUrl": "http://127.0.0.1:9/v1", "api": "openai-completions", "apiKey": "k",
+        "models": [{"id": "a-opus-lab"}]}}}))
+    settings = load_settings(tmp_path, project=False)
+    assert read_model_flag(RunOptions("hi", model="opus"), settings).model == "lab/a-opus-lab"

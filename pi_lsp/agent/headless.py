@@ -86,9 +86,8 @@ def read_model_flag(options: RunOptions, settings: Settings) -> RunOptions:
         config = registry.provider(name)
         if config is None:
             return False
-        try:  # a `!command` key counted, not run: the run may not use that provider
-            return bool((config.user_key and settings.api_key(name, run=False))
-                        or config.api_key)
+        try:  # auth.json's `!command` runs, as pi 1.6 runs it here; one that fails is no key
+            return bool((config.user_key and settings.api_key(name)) or config.api_key)
         except (ModelsFileError, BlankApiKeyError):  # one is set, which the run names
             return True
 

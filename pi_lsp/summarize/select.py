@@ -7,10 +7,17 @@ from collections.abc import Callable
 
 from pi_lsp.providers.base import MissingApiKeyError
 from pi_lsp.providers.factory import provider_factory
+from pi_lsp.providers.models_file import ModelsFileError
 from pi_lsp.providers.registry import ModelRegistry
 from pi_lsp.settings import Settings
 from pi_lsp.summarize.extractive import ExtractiveSummarizer
-from pi_lsp.summarize.summarizer import ModelSummarizer, Summarizer, Summary, SummaryRequest
+from pi_lsp.summarize.summarizer import (
+    ModelSummarizer,
+    Summarizer,
+    Summary,
+    SummaryError,
+    SummaryRequest,
+)
 
 
 def choose_summarizer(settings: Settings, registry: ModelRegistry | None = None,
@@ -21,10 +28,12 @@ def choose_summarizer(settings: Settings, registry: ModelRegistry | None = None,
     registry = registry or settings.registry()
     if not model_id or registry.provider(provider) is None:
         return ExtractiveSummarizer()
-    try:  # a key or header that cannot be read is an error, as it is for a turn
+    try:
         made = provider_factory(registry, settings.api_key, base_url,
                                 settings.retry.provider)(provider)
-    except MissingApiKeyError:
+    except ModelsFileError as error:  # a key or header set but unreadable, as a turn says
+        raise SummaryError(f"summaryModel {settings.summary_model}: {error}") from None
+    except (MissingApiKeyError, ValueError):  # no key it may use, or nowhere to send it
         return ExtractiveSummarizer()
     model = registry.get(provider, model_id)
     return ModelSummarizer(made, model, settings.retry)
