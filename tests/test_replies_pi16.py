@@ -181,6 +181,8 @@ SCENES: dict[str, Scene] = {
                                                _responses_ending(_failed(None))),
     "responses, error event mid-stream": Scene("openai/gpt-5", "low", _responses_ending(
         error={"code": "invalid_prompt", "message": "Bad prompt", "param": None})),
+    "responses, an error event of another shape": Scene("openai/gpt-5", "low", _responses_ending(
+        raw=b'event: error\ndata: {"error": {"message": "Upstream failed", "code": 502}}\n\n')),
     "responses, a refusal": Scene("openai/gpt-5", "low", _responses_ending(
         *_responses().events[-1:], refusal=True)),
     "responses, cut before the end": Scene("openai/gpt-5", "low",
@@ -190,6 +192,16 @@ SCENES: dict[str, Scene] = {
     "chat, no [DONE]": Scene(f"lab/{LAB_MODEL}", "off", _chat_ending("stop", done=False)),
     "chat, cut before the finish": Scene(f"lab/{LAB_MODEL}", "off",
                                          _chat_ending(None, cut=True)),
+    "chat, an error chunk": Scene(f"lab/{LAB_MODEL}", "off", _chat_ending(
+        None, error={"message": "Upstream failed", "type": "server_error", "code": 502})),
+    "chat, an error chunk without a message": Scene(f"lab/{LAB_MODEL}", "off", _chat_ending(
+        None, error={"type": "server_error", "code": 502})),
+    "chat, an error chunk of a string": Scene(f"lab/{LAB_MODEL}", "off", _chat_ending(
+        None, error="Upstream failed")),
+    "chat, an error chunk from OpenRouter's upstream": Scene(
+        f"lab/{LAB_MODEL}", "off", _chat_ending(None, error={
+            "message": "Provider returned error", "code": 502,
+            "metadata": {"raw": "upstream overloaded", "provider_name": "Lab"}})),
     "chat, cache writes and reasoning tokens": Scene(
         f"lab/{LAB_MODEL}", "off",
         _chat(prompt_tokens_details={"cached_tokens": 20, "cache_write_tokens": 10},

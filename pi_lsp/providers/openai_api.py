@@ -44,15 +44,35 @@ def error_text(label: str, error: BaseException) -> str | None:
     (None: not one)."""
     if not isinstance(error, openai.APIError):
         return None
+    if not isinstance(error, openai.APIStatusError):
+        # Mid-stream, pi 1.6 writes the error's message alone, as its SDK words it: no name of
+        # the provider, and no type or code, which would make a retry ("server_error",
+        # "rate_limit") that pi does not make.
+        return cut_error_text(stream_error_message(error.body)) or error.message
     body = error.body if isinstance(error.body, dict) else {}
     kind = body.get("type") or body.get("code") or "error"
     text = body.get("message") if isinstance(body.get("message"), str) else None
     text = cut_error_text(text) if text else body_text(error.body) or error.message
-    if isinstance(error, openai.APIStatusError):
-        return f"{label} {error.status_code} {kind}: {text}".strip()
-    # Mid-stream, pi 1.6 says the error's message alone: its type or code would make a retry
-    # ("server_error", "rate_limit") that pi does not make.
-    return f"{label} stream error: {text}".strip()
+    return f"{label} {error.status_code} {kind}: {text}".strip()
+
+
+def _truthy(value: object) -> bool:
+    """Whether JavaScript takes `value` for true ({} and [] are)."""
+    return value is not None and value is not False and value != "" and value != 0
+
+
+def _js_json(value: object) -> str:
+    """`value` as JSON.stringify writes it."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def stream_error_message(error: object) -> str:
+    """The text pi 1.6's SDK gives an error sent mid-stream (APIError.makeMessage without a
+    status): its message, as JSON unless a string; without one, the whole error as JSON."""
+    message = error.get("message") if isinstance(error, dict) else None
+    if _truthy(message):
+        return message if isinstance(message, str) else _js_json(message)
+    return _js_json(error) if _truthy(error) else ""
 
 
 def chat_error_text(label: str, error: BaseException) -> str | None:
