@@ -160,6 +160,10 @@ SCENES: dict[str, Scene] = {
         _anthropic(transformed=([DROPPED_IMAGE], [{"reason": "other"}, DROPPED_IMAGE]))),
     "anthropic, no input transformations": Scene(
         "anthropic/claude-sonnet-4-5", "off", _anthropic(transformed=([], "none"))),
+    "anthropic, an error event mid-stream": Scene(
+        "anthropic/claude-sonnet-4-5", "off", fake_anthropic.Reply(
+            [message_start("claude-sonnet-4-5"), *text_block(0, "Hi", " there")],
+            error_type="overloaded_error", error_message="Overloaded")),
     "responses, cache writes and reasoning tokens": Scene("openai/gpt-5", "medium",
                                                           _responses()),
     "responses, incomplete": Scene("openai/gpt-5", "low",

@@ -109,9 +109,9 @@ SDK = "anthropic"
 # As pi 1.6's SDK sends it: the API version pi's request bodies are written for, not the
 # Python SDK 2.x's 2026-10-21, under which the API reads some of them otherwise.
 PI_HEADERS = {"anthropic-version": "2023-06-01"}
-# The events pi 1.6 reads (its ANTHROPIC_MESSAGE_EVENTS), and the error event the SDK raises.
+# The events pi 1.6 reads (its ANTHROPIC_MESSAGE_EVENTS); an error event fails the reply first.
 READ_EVENTS = frozenset({"message_start", "message_delta", "message_stop", "content_block_start",
-                         "content_block_delta", "content_block_stop", "error"})
+                         "content_block_delta", "content_block_stop"})
 
 
 def tool_id(raw: str, _source: AssistantMessage | None = None) -> str:
@@ -513,16 +513,15 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
 
 
 def error_text(label: str, error: BaseException) -> str | None:
-    """One line for an error the server sent: a failed status, or an error event mid-stream
-    (None: not one)."""
+    """One line for an error the server sent as a failed status, or a reply the SDK could not
+    read (None: not one). An error event mid-stream is pi's own words (_JsonParseDecoder)."""
     if not isinstance(error, anthropic.APIError):
         return None
     body = error.body
     detail = body.get("error") if isinstance(body, dict) else None
     if isinstance(error, anthropic.APIStatusError) and isinstance(detail, dict):
         kind, text = detail.get("type", "error"), detail.get("message", "")
-        status = error.status_code if error.status_code != 200 else "stream"
-        return f"{label} {status} {cut_error_text(f'{kind}: {text}')}".strip()
+        return f"{label} {error.status_code} {cut_error_text(f'{kind}: {text}')}".strip()
     if isinstance(error, anthropic.APIStatusError):
         return f"{label} {error.status_code}: {cut_error_text(error.message)}"
     return f"{label} stream error: {cut_error_text(error.message)}"
@@ -586,6 +585,10 @@ class _JsonParseDecoder(SSEDecoder):
 
     def decode(self, line: str) -> ServerSentEvent | None:
         sse = super().decode(line)
+        if sse is not None and sse.event == "error":
+            # pi 1.6's reader fails the reply with the event's data as it came (not the SDK's
+            # reading of it), so the session says what the server said, retried as pi retries.
+            raise ReplyFailed(cut_error_text(sse.data))
         if sse is None or sse.event not in READ_EVENTS:
             return None
         if not sse.data:  # the SDK skips it; pi 1.6's JSON.parse("") fails the reply
