@@ -322,6 +322,17 @@ def test_an_abort_gives_back_steers_then_follow_ups(workspace: Path, fake: FakeA
     assert len(fake.message_requests()) == 1  # none of them reached the model
 
 
+def test_a_reopened_chat_gives_back_the_steer_an_abort_left_unsent(
+        workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
+    """A steer queued in a chat then wiped and opened again (:PiChat) was lost at an abort:
+    the new chat kept no queue of its own and ignored queue_dropped, which names the steer.
+    A chat that gives its own steer back at the turn's end gives it back once."""
+    fake.script(held_reply(words(60), tmp_path, "first", after=4),
+                held_reply([f"more{i} " for i in range(60)], tmp_path, "second", after=4))
+    run_script("reopen_dropped_spec.lua", workspace, fake, tmp_path)
+    assert len(fake.message_requests()) == 2  # neither steer reached the model
+
+
 def test_a_steer_and_a_follow_up_of_the_same_text(workspace: Path, fake: FakeAnthropic,
                                                   tmp_path: Path) -> None:
     """With a follow-up "same" queued before a steer "same", the delivered steer took the

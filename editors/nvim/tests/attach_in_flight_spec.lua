@@ -18,14 +18,14 @@ local function line_of(name)
   return editor.selection(buf, 1, 1)
 end
 
-local run, answer = client.run, nil
-client.run = function(method, args, callback, root)
+local exec, answer = client.exec, nil
+client.exec = function(method, args, callback, root)
   if method ~= "pi.prompt" then
-    return run(method, args, callback, root)
+    return exec(method, args, callback, root)
   end
-  return run(method, args, function(result)
+  return exec(method, args, function(err, result)
     answer = function()
-      callback(result)
+      callback(err, result)
     end
   end, root)
 end
@@ -44,7 +44,7 @@ H.wait(function()
 end, "pi.prompt was not answered", chat_buf)
 chats.attach(uri, line_of("later.py"))
 answer()
-client.run = run
+client.exec = exec
 H.wait(function()
   return H.contains(chat_buf, "First") and not chat.busy
 end, "the turn did not end", chat_buf)

@@ -1,7 +1,7 @@
 -- With toolApproval = "ask": a follow-up's file outside the workspace, asked about while a
 -- turn runs, is withdrawn when that turn is aborted (<C-c>): the question closes and the follow-up
--- stays in the input with its code, never to run. Fake server: a reply held after word3 (until
--- "asked"). OUTSIDE_FILE: the file.
+-- stays in the input with its code, never to run, and once (queue_dropped names it too).
+-- Fake server: a reply held after word3 (until "asked"). OUTSIDE_FILE: the file.
 local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/helpers.lua")
 H.setup()
 local client = require("pi_lsp.client")
@@ -19,6 +19,11 @@ chats.note_question = function(...)
     noted(answer)
   end
 end
+
+local dropped = false -- the aborted turn's queue_dropped, which names the follow-up
+require("pi_lsp.util").on("turn", function(note)
+  dropped = dropped or (note.event and note.event.type == "queue_dropped")
+end)
 
 local chat_buf, input_buf, uri = H.chat_streaming()
 
@@ -45,6 +50,9 @@ H.wait(function()
     return m:find("aborted before your queued message reached pi", 1, true) ~= nil
   end)
 end, "the user was not told the follow-up was dropped", chat_buf)
+H.wait(function()
+  return dropped and not chat.busy
+end, "no queue_dropped after the abort", chat_buf)
 H.check(vim.deep_equal(vim.api.nvim_buf_get_lines(input_buf, 0, -1, false), { "FOLLOW-UP" })
   and #chat.context == 1, "the follow-up did not stay to send again", chat_buf)
 H.finish()

@@ -326,6 +326,13 @@ local on_event = {}
 function on_event.agent_start(chat)
   chat.busy, chat.notes, chat.pending = true, {}, nil
   chat.turns = chat.turns + 1
+  -- Its queue_dropped names what was withdrawn before it began (its prompt was being asked
+  -- about): given back then, it is not given back again. What earlier turns gave back goes.
+  chat.given_back = vim.tbl_map(function(given)
+    return { text = given.text, early = false }
+  end, vim.tbl_filter(function(given)
+    return given.early
+  end, chat.given_back))
 end
 
 function on_event.message_start(chat, event)
@@ -457,6 +464,9 @@ local function restore_queued(chat)
   local queued = chat.queued
   chat.queued = {}
   drop_notes(chat, queued)
+  for _, item in ipairs(queued) do
+    table.insert(chat.given_back, { text = item.text, early = false })
+  end
   if put_back(chat, steers_first(queued)) then
     util.warn("the turn ended before your queued message reached pi; it is back in the input")
   end
@@ -482,6 +492,36 @@ local function end_turn(chat)
   stop_retry(chat)
   restore_pending(chat)
   restore_queued(chat)
+end
+
+--- Remove the first `text` from the list `texts`; whether it was there.
+local function take_text(texts, text)
+  for i, item in ipairs(texts) do
+    if item == text then
+      table.remove(texts, i)
+      return true
+    end
+  end
+  return false
+end
+
+--- What an abort left unsent that this chat did not give back itself (it was opened again after
+--- they were queued, its queue lost with the chat wiped) goes back into the input, text alone.
+function on_event.queue_dropped(chat, event)
+  local mine = vim.tbl_map(function(given)
+    return given.text
+  end, chat.given_back)
+  vim.list_extend(mine, chat.unanswered) -- a `dropped` answer to come gives those back
+  chat.given_back = {}
+  local back = {}
+  for _, text in ipairs(vim.list_extend(vim.list_slice(event.steering or {}), event.followUp or {})) do
+    if not take_text(mine, text) then
+      back[#back + 1] = { text = text, context = {} }
+    end
+  end
+  if put_back(chat, back) then
+    util.warn("the turn ended before your queued message reached pi; it is back in the input")
+  end
 end
 
 function on_event.error(chat, event)
@@ -558,9 +598,21 @@ function M.send(chat, delivery)
   end
   local turns = chat.turns
   local file, since = chat.uri, sessionfile.size(chat.uri) -- what the turn writes comes after
-  client.run("pi.prompt", args, function(result)
+  if delivery ~= "prompt" then
+    table.insert(chat.unanswered, text) -- queue_dropped may name it before its answer comes
+  end
+  client.exec("pi.prompt", args, function(err, result)
+    if delivery ~= "prompt" then
+      take_text(chat.unanswered, text)
+    end
+    if err then
+      return util.error("pi.prompt: " .. (err.message or tostring(err)))
+    end
+    result = result or {}
     if result.dropped then
-      -- Aborted while its attached file was asked about: the text and code stay to send again.
+      -- Aborted while its attached file was asked about: the text and code stay to send again,
+      -- given back before the turn it was sent behind began if that turn's prompt had not.
+      table.insert(chat.given_back, { text = text, early = not chat.busy })
       return util.warn("the turn was aborted before your queued message reached pi; it is still in the input")
     end
     vim.api.nvim_buf_set_lines(input_of(chat), 0, -1, false, {})
@@ -758,7 +810,11 @@ end
 
 local function create(uri)
   local root = session.root_of(uri)
-  local chat = { uri = uri, root = root, committed = render.builder(), budget = BUDGET, notes = {}, queued = {}, context = {}, busy = session.busy(uri), turns = 0 }
+  -- given_back: steers and follow-ups it gave back since its turn began ({ text, early }: early,
+  -- before that turn began); unanswered: those sent whose pi.prompt has not answered. The
+  -- turn's queue_dropped names both; it gives back the rest.
+  local chat = { uri = uri, root = root, committed = render.builder(), budget = BUDGET, notes = {}, queued = {}, context = {},
+    given_back = {}, unanswered = {}, busy = session.busy(uri), turns = 0 }
   chat.buf = util.scratch("pi://chat/" .. name_of(uri), "markdown")
   prepare_buffer(chat, chat.buf)
   map_chat_keys(chat)
