@@ -827,8 +827,25 @@ async def test_overflows_are_told_as_pi_16_tells_them(oai, server: str) -> None:
     oai.script(Reply(status=status, raw=json.dumps(body).encode() if body else b" ", headers={}))
     built = ReplyBuilder(CHAT_API, model)
     _ = [e async for e in provider.stream(request(model), built)]
-    assert is_context_overflow(built.message().error_message)
+    assert is_context_overflow(built.message().error_message, "lab")
     await close_clients(provider)
+
+
+@pytest.mark.parametrize(("text", "provider"), [
+    ("Request failed with status 413: payload too large", "ollama"),
+    ("HTTP 413 Payload Too Large", "lab"),
+    ("upstream returned 413", "anthropic"),
+    ("Error code: 400", "cerebras"),
+    ("Error code: 413", "cerebras"),
+])
+def test_a_servers_own_error_text_with_a_status_is_no_overflow(text: str, provider: str) -> None:
+    """An error a server sends mid-stream is written as it came, as pi 1.6 writes it, and pi's
+    patterns do not read these as an overflow; pi-lsp's own ones for its "<provider> 413" and
+    Cerebras's "Error code: 400" lines did, so the context was compacted and asked again."""
+    assert not is_context_overflow(text, provider)
+    assert is_context_overflow("OpenAI 413: Request Entity Too Large", "openai")
+    assert is_context_overflow("lab 413", "lab")
+    assert is_context_overflow("413 status code (no body)", "lab")  # pi's own line
 
 
 def test_a_rate_limit_or_a_window_too_small_for_the_kept_tokens_is_no_overflow() -> None:
@@ -1293,3 +1310,27 @@ def test_a_long_cache_retention_goes_only_where_the_host_keeps_one(
         provider="together", base_url="https://api.together.xyz/v1")))
     assert (lab["prompt_cache_key"], lab["prompt_cache_retention"]) == ("0193-session", "24h")
     assert "prompt_cache_key" not in together and "prompt_cache_retention" not in together
+
+
+def test_a_huge_mid_stream_error_text_is_cut_as_an_error_body_is() -> None:
+    """OpenRouter's upstream text (metadata.raw) and a Responses `error` event's message were
+    written whole: a 1 MB one made a reply line of 1 MB. They are cut as error bodies are."""
+    import httpx2
+    import openai
+
+    from pi_lsp.providers.failures import MAX_BODY_CHARS
+    from pi_lsp.providers.openai_api import chat_error_text
+    from pi_lsp.providers.openai_responses import error_event_text
+
+    huge = "x" * 1_000_000
+    error = openai.APIError("Provider returned error", httpx2.Request("POST", "http://h/v1"),
+                            body={"message": "Provider returned error",
+                                  "metadata": {"raw": huge}})
+    text = chat_error_text("openrouter", error)
+    assert text is not None and len(text) < MAX_BODY_CHARS + 200, len(text or "")
+    assert text.endswith(f"[truncated {1_000_000 - MAX_BODY_CHARS} chars]")
+
+    class Event:
+        message = huge
+
+    assert len(error_event_text(Event())) < MAX_BODY_CHARS + 100

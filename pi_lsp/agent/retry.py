@@ -26,6 +26,7 @@ from pi_lsp.agent.events import (
     SummaryRetryScheduled,
 )
 from pi_lsp.agent.loop import Aborted, LoopHooks, abortable
+from pi_lsp.providers.failures import provider_label
 from pi_lsp.providers.retry import ProviderRetry
 from pi_lsp.session.entries import AssistantMessage
 
@@ -89,21 +90,28 @@ _OVERFLOW = [re.compile(pattern, re.IGNORECASE | re.ASCII) for pattern in (
     r"context[_ ]length[_ ]exceeded",  # generic
     r"too many tokens",  # generic
     r"token limit exceeded",  # generic
-    # HTTP 413 is a request too large whatever the body says: pi's line for one...
+    # HTTP 413 is a request too large whatever the body says: pi's line for one (pi-lsp's,
+    # "<provider> 413 ...", is read by _status_line).
     r"^(?:[\w -]+ API error \(413\):|413(?:\s|:|$))",
-    # ... and pi-lsp's, "<provider> 413 ...": the status before the first colon, not in the body.
-    r"^[^:\n]*? 413(?=[ :]|$)",
 )]
 # Throttling that also reads as an overflow ("Too many tokens per minute"): retried, not
 # compacted (pi 1.6's NON_OVERFLOW_PATTERNS).
 _NOT_OVERFLOW = re.compile(r"^(Throttling error|Service unavailable):|rate limit|too many requests",
                            re.IGNORECASE | re.ASCII)
-# Cerebras answers an overflow with a bare 400 or 413: pi's "400 status code (no body)", after
-# pi-lsp's "<provider> 400: " or "<provider> 400 error: " (the openai SDK's "Error code: 400").
+# Cerebras answers an overflow with a bare 400 or 413: pi's "400 status code (no body)", or
+# pi-lsp's "cerebras 400: " or "cerebras 400 error: " line with the openai SDK's words for no
+# body ("Error code: 400"), which a server's own error text sent mid-stream is not.
 _CEREBRAS_BODYLESS = re.compile(
-    r"^(?:[^:\n]*? 4(?:00|13)(?: error)?: )?"
-    r"(?:4(?:00|13)\s*(?:status code)?\s*\(no body\)|Error code: 4(?:00|13)$)",
+    r"^(?:(?:cerebras 4(?:00|13)(?: error)?: )?4(?:00|13)\s*(?:status code)?\s*\(no body\)"
+    r"|cerebras 4(?:00|13)(?: error)?: Error code: 4(?:00|13)$)",
     re.IGNORECASE | re.ASCII)
+
+
+def _status_line(error_message: str, provider: str, status: str) -> bool:
+    """Whether the line is pi-lsp's for a call `provider` answered with HTTP `status`: its
+    label, then the status (a server's own text sent mid-stream may name a status too)."""
+    return re.match(rf"{re.escape(provider_label(provider))} {status}(?=[ :]|$)",
+                    error_message) is not None
 
 
 class RetrySettings(msgspec.Struct, rename="camel", kw_only=True):
@@ -134,6 +142,7 @@ def is_context_overflow(error_message: str | None, provider: str = "") -> bool:
     if not error_message or _NOT_OVERFLOW.search(error_message):
         return False
     return any(pattern.search(error_message) for pattern in _OVERFLOW) or (
+        _status_line(error_message, provider, "413")) or (
         provider == "cerebras" and bool(_CEREBRAS_BODYLESS.search(error_message)))
 
 

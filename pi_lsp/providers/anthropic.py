@@ -36,6 +36,7 @@ from pi_lsp.providers.failures import (
     failure_text,
     line_text,
     parse_failure,
+    provider_label,
 )
 from pi_lsp.providers.header_values import HeaderValueError, sendable_headers, trimmed, unsendable
 from pi_lsp.providers.models_file import ModelsFileError, request_model_headers
@@ -654,7 +655,7 @@ class AnthropicProvider:
         if not api_key:
             raise MissingApiKeyError(name)
         self.name = name
-        self.label = "Anthropic" if name == "anthropic" else name
+        self.label = provider_label(name)
         self.retry = retry or ProviderRetry()
         # A key or header that cannot be sent fails each request (as in pi), not the provider.
         self.unsendable, api_key, headers = unsendable(api_key, headers or {}, self.label)

@@ -18,6 +18,11 @@ from pi_lsp.providers.base_url import masked_passwords
 MAX_BODY_CHARS = 4000  # pi-ai 1.6 MAX_PROVIDER_ERROR_BODY_CHARS: retries read the reason
 
 
+def provider_label(name: str) -> str:
+    """How a failed call's line names its provider, before the HTTP status."""
+    return {"anthropic": "Anthropic", "openai": "OpenAI"}.get(name, name)
+
+
 def cut_error_text(text: str) -> str:
     """A server's error text as pi 1.6 cuts an error body (pi-ai's truncateErrorText): its
     first MAX_BODY_CHARS characters and how many more there were. Whole, a 65 MB body made a

@@ -25,6 +25,7 @@ from pi_lsp.providers.failures import (
     event_json,
     failure_text,
     line_text,
+    provider_label,
 )
 from pi_lsp.providers.header_values import (
     HeaderValueError,
@@ -84,7 +85,7 @@ def chat_error_text(label: str, error: BaseException) -> str | None:
     raw = metadata.get("raw") if isinstance(metadata, dict) else None
     if text is None or not raw:
         return text
-    raw_text = raw if isinstance(raw, str) else body_text(raw)
+    raw_text = cut_error_text(raw) if isinstance(raw, str) else body_text(raw)
     return text if raw_text in text else f"{text}\n{raw_text}"
 
 
@@ -202,7 +203,7 @@ class OpenAIProvider:
         if not api_key:
             raise MissingApiKeyError(name)
         self.name = name
-        self.label = "OpenAI" if name == "openai" else name
+        self.label = provider_label(name)
         self.retry = retry or ProviderRetry()
         # A key or header that cannot be sent fails each request (as in pi), not the provider.
         self.unsendable, api_key, headers = unsendable(api_key, headers or {}, self.label)

@@ -24,7 +24,7 @@ from pi_lsp.providers.base import (
     tool_spec,
     without_lone_surrogates,
 )
-from pi_lsp.providers.failures import ReplyFailed, StreamEndedEarly
+from pi_lsp.providers.failures import ReplyFailed, StreamEndedEarly, cut_error_text
 from pi_lsp.providers.openai_chat import (
     PROMPT_CACHE_KEY_CHARS,
     off_effort,
@@ -365,12 +365,12 @@ def failure_of(response: Any) -> str:
 
 def error_event_text(event: Any) -> str:
     """An `error` event's failure as pi 1.6 words it (its SDK throws on the event): the message
-    alone, else the event as JSON. Its code stays out: "server_error: boom" would be retried, and
-    pi's "boom" is not."""
+    alone, else the event as JSON, cut as an error body is. Its code stays out: "server_error:
+    boom" would be retried, and pi's "boom" is not."""
     message = getattr(event, "message", None)
     if isinstance(message, str) and message:
-        return message
-    return json.dumps(event.to_dict(), ensure_ascii=False, separators=(",", ":"))
+        return cut_error_text(message)
+    return cut_error_text(json.dumps(event.to_dict(), ensure_ascii=False, separators=(",", ":")))
 
 
 def reasoning_removals(transformations: Any) -> list[dict[str, Any]]:
