@@ -317,11 +317,14 @@ def test_your_own_models_json_key_command_runs_as_auth_jsons_does(
         provider_factory(settings.registry(), settings.api_key)("lab")
 
 
+@pytest.mark.parametrize("inside_pis_folder", [False, True])
 def test_a_projects_models_json_key_command_never_runs(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, inside_pis_folder: bool) -> None:
     """Anything a repository can commit (its .pi/models.json) never runs a command, trusted or
-    not: the same key_commands.may_run says no."""
-    workspace = tmp_path / "repo"
+    not, even a repository opened inside pi's own folder (pi installs git packages under
+    ~/.pi/agent/git/): the same key_commands.may_run says yes only to pi's own two files."""
+    workspace = (agent() / "git" / "github.com" / "someone" if inside_pis_folder
+                 else tmp_path) / "repo"
     ran = tmp_path / "ran"
     models_json(workspace / ".pi", f"!touch {ran}; echo key")
     settings = load_settings(workspace, project=True)
@@ -329,22 +332,9 @@ def test_a_projects_models_json_key_command_never_runs(
         provider_factory(settings.registry(), settings.api_key)("lab")
     assert not ran.exists()
     assert key_commands.may_run(agent() / "models.json")
-    assert not key_commands.may_run(workspace / ".pi" / "models.json")
-
-
-def test_a_project_inside_pis_folder_never_runs_its_key_command(tmp_path: Path) -> None:
-    """pi installs git packages under its own folder (~/.pi/agent/git/...): a repository opened
-    there is still a repository, and its .pi/models.json runs no command; only pi's own
-    auth.json and models.json do."""
-    workspace = agent() / "git" / "github.com" / "someone" / "repo"
-    ran = tmp_path / "ran"
-    models_json(workspace / ".pi", f"!touch {ran}; echo key")
-    settings = load_settings(workspace, project=True)
-    with pytest.raises(ValueError, match=r"providers\.lab\.apiKey: shell commands"):
-        provider_factory(settings.registry(), settings.api_key)("lab")
-    assert not ran.exists()
-    assert not key_commands.may_run(agent() / "settings.json")
     assert key_commands.may_run(agent() / "auth.json")
+    assert not key_commands.may_run(agent() / "settings.json")
+    assert not key_commands.may_run(workspace / ".pi" / "models.json")
 
 
 @pytest.mark.parametrize(("saved", "environment", "sent"), [
