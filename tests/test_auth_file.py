@@ -465,3 +465,23 @@ def test_a_model_pattern_passes_over_a_provider_whose_key_command_fails(tmp_path
         "models": [{"id": "a-opus-lab"}]}}}))
     settings = load_settings(tmp_path, project=False)
     assert read_model_flag(RunOptions("hi", model="opus"), settings).model == "lab/a-opus-lab"
+
+
+def test_a_model_pattern_passes_over_a_provider_whose_key_variable_is_unset(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`run --model opus`: pi 1.6 takes a models.json key naming an unset variable as no key,
+    so the pattern goes to a provider with one; pi-lsp chose the unset one and failed."""
+    from pi_lsp.agent.headless import RunOptions, read_model_flag
+
+    monkeypatch.delenv("UNSET_PATTERN_KEY", raising=False)
+    agent().mkdir(parents=True, exist_ok=True)
+    (agent() / "models.json").write_text(json.dumps({"providers": {
+        "lab": {"baseUrl": "http://127.0.0.1:9/v1", "api": "openai-completions", "apiKey": "k",
+                "models": [{"id": "a-opus-lab"}]},
+        "lab2": {"baseUrl": "http://127.0.0.1:9/v1", "api": "openai-completions",
+                 "apiKey": "$UNSET_PATTERN_KEY", "models": [{"id": "b-opus-lab2"}]}}}))
+    settings = load_settings(tmp_path, project=False)
+    assert read_model_flag(RunOptions("hi", model="opus"), settings).model == "lab/a-opus-lab"
+    monkeypatch.setenv("UNSET_PATTERN_KEY", "k2")  # with both keys pi takes lab2, and so do we
+    settings = load_settings(tmp_path, project=False)
+    assert read_model_flag(RunOptions("hi", model="opus"), settings).model == "lab2/b-opus-lab2"

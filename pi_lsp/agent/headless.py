@@ -35,7 +35,7 @@ from pi_lsp.harness_factory import make_harness
 from pi_lsp.providers.base import BlankApiKeyError, MissingApiKeyError, TextDelta
 from pi_lsp.providers.factory import UnknownProviderError, provider_factory
 from pi_lsp.providers.model_reference import ModelPatternError, resolve_model
-from pi_lsp.providers.models_file import ModelsFileError
+from pi_lsp.providers.models_file import ModelsFileError, UnsetVariableError
 from pi_lsp.providers.registry import DEFAULT_CONTEXT_WINDOW, ModelRegistry
 from pi_lsp.providers.thinking import clamped_level
 from pi_lsp.session.catalog import (
@@ -88,6 +88,8 @@ def read_model_flag(options: RunOptions, settings: Settings) -> RunOptions:
             return False
         try:  # auth.json's `!command` runs, as pi 1.6 runs it here; one that fails is no key
             return bool((config.user_key and settings.api_key(name)) or config.api_key)
+        except UnsetVariableError:
+            return False
         except (ModelsFileError, BlankApiKeyError):  # one is set, which the run names
             return True
 

@@ -39,6 +39,10 @@ class ModelsFileError(ValueError):
     """A models.json that cannot be used; the message names the file and the field."""
 
 
+class UnsetVariableError(ModelsFileError):
+    """A value names an environment variable that is unset: to pi 1.6, no key."""
+
+
 class CostSpec(msgspec.Struct, rename="camel"):
     input: float = 0
     output: float = 0
@@ -355,7 +359,8 @@ def resolve_value(value: str, what: str, literal: bool = False) -> str:
     try:
         return expand(value, os.environ.get)
     except UnsetVariable as unset:
-        raise ModelsFileError(f"{what}: environment variable {unset.args[0]} is not set") from None
+        raise UnsetVariableError(f"{what}: environment variable {unset.args[0]} is not set") \
+            from None
 
 
 def model_headers(model: ModelInfo) -> dict[str, str]:
