@@ -333,6 +333,32 @@ def test_a_reopened_chat_gives_back_the_steer_an_abort_left_unsent(
     assert len(fake.message_requests()) == 2  # neither steer reached the model
 
 
+def test_a_wiped_chats_late_answer_goes_to_the_reopened_chat(
+        workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
+    """A steer's pi.prompt answered (its outside file allowed) after its chat was wiped and
+    opened again: the wiped chat took the new chat's input buffer by name, cleared the draft,
+    mapped its keys to itself and stayed busy, so every prompt after the turn was refused."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("NOTES-FROM-OUTSIDE\n")
+    fake.script(held_reply(words(60), tmp_path, "asked", after=4), text_reply("followed"),
+                text_reply("third"))
+    run_script("reopen_late_answer_spec.lua", workspace, fake, tmp_path,
+               PI_LSP_APPROVAL="ask", OUTSIDE_FILE=str(outside))
+    requests = fake.message_requests()
+    assert len(requests) == 3
+    assert "NOTES-FROM-OUTSIDE" in json.dumps(requests[1]["messages"])
+    assert "MY-DRAFT" in json.dumps(requests[2]["messages"])
+
+
+def test_a_wiped_chats_withdrawn_steer_goes_back_to_the_reopened_chat(
+        workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
+    """A steer asked about, withdrawn by an abort from the chat opened again after its own was
+    wiped: its `dropped` answer reached the wiped chat, so the reopened one got the text back
+    from queue_dropped alone, without the code attached to it."""
+    run_attachment_spec("reopen_late_dropped_spec.lua", workspace, fake, tmp_path)
+    assert len(fake.message_requests()) == 1
+
+
 def test_a_steer_and_a_follow_up_of_the_same_text(workspace: Path, fake: FakeAnthropic,
                                                   tmp_path: Path) -> None:
     """With a follow-up "same" queued before a steer "same", the delivered steer took the

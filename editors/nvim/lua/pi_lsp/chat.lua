@@ -16,6 +16,9 @@ local chats = {} -- session key -> chat
 -- session key -> the wait its turn is in before asking again for a failed reply
 -- ({ attempt, max, deadline, root }): a chat opened during it shows it.
 local waits = {}
+-- session key -> texts of steers and follow-ups sent whose pi.prompt has not answered: the
+-- session's, not a chat's, as a chat wiped and opened again still awaits them.
+local unanswered = {}
 local HEADER_LINES = 2
 local PAGE = 50 -- messages from each end of a long conversation (:PiContext pages through all)
 -- Characters of the transcript shown, newest messages first: treesitter parses the whole buffer
@@ -511,7 +514,8 @@ function on_event.queue_dropped(chat, event)
   local mine = vim.tbl_map(function(given)
     return given.text
   end, chat.given_back)
-  vim.list_extend(mine, chat.unanswered) -- a `dropped` answer to come gives those back
+  -- A `dropped` answer to come gives those back (to this chat, if another sent them: it was wiped).
+  vim.list_extend(mine, unanswered[util.key(chat.uri) or ""] or {})
   chat.given_back = {}
   local back = {}
   for _, text in ipairs(vim.list_extend(vim.list_slice(event.steering or {}), event.followUp or {})) do
@@ -572,6 +576,44 @@ end
 
 -- -- sending ------------------------------------------------------------------------------------
 
+--- The texts of `uri`'s session awaiting pi.prompt's answer (see `unanswered`).
+local function unanswered_of(uri)
+  local key = util.key(uri) or ""
+  unanswered[key] = unanswered[key] or {}
+  return unanswered[key]
+end
+
+--- Queue `message` ({ text, context }) in `chat` as pi.prompt queued it (`delivery`), with its
+--- note: it goes with its message when delivered, or back to the input at the turn's end.
+local function queue(chat, delivery, message)
+  local what = delivery == "steer" and "steering" or "follow-up queued"
+  -- Its own note (not note()'s, merged with an equal last one): it goes with its message.
+  local item = add_note(chat, { text = ("_↳ %s: %s_"):format(what, (message.text:gsub("\n", " "))) })
+  table.insert(chat.queued, { delivery = delivery, text = message.text, context = message.context, note = item })
+end
+
+--- pi.prompt answered for a chat wiped since: its input is gone (a buffer of that name is the new
+--- chat's), so what the answer gives back or queues goes to `now`, the chat open on the session.
+local function answered_elsewhere(now, message, err, result)
+  if err then
+    util.error("pi.prompt: " .. (err.message or tostring(err)))
+  end
+  if not now then
+    return
+  end
+  if err or result.dropped then
+    if not err then
+      -- queue_dropped names it too: given back here, not again there.
+      table.insert(now.given_back, { text = message.text, early = not now.busy })
+    end
+    put_back(now, { message })
+    util.warn("your message did not reach pi; it is back in the input")
+  elseif result.queued then
+    queue(now, result.queued, message)
+  end
+  draw_live(now)
+end
+
 --- Send the input as a prompt, a steering message or a follow-up.
 function M.send(chat, delivery)
   local text = input_text(chat)
@@ -598,17 +640,22 @@ function M.send(chat, delivery)
   end
   local turns = chat.turns
   local file, since = chat.uri, sessionfile.size(chat.uri) -- what the turn writes comes after
-  if delivery ~= "prompt" then
-    table.insert(chat.unanswered, text) -- queue_dropped may name it before its answer comes
+  local waiting = delivery ~= "prompt" and unanswered_of(chat.uri)
+  if waiting then
+    table.insert(waiting, text) -- queue_dropped may name it before its answer comes
   end
   client.exec("pi.prompt", args, function(err, result)
-    if delivery ~= "prompt" then
-      take_text(chat.unanswered, text)
+    if waiting then
+      take_text(waiting, text)
+    end
+    result = result or {}
+    local now = chats[util.key(chat.uri) or ""]
+    if now ~= chat then
+      return answered_elsewhere(now, { text = text, context = attached }, err, result)
     end
     if err then
       return util.error("pi.prompt: " .. (err.message or tostring(err)))
     end
-    result = result or {}
     if result.dropped then
       -- Aborted while its attached file was asked about: the text and code stay to send again,
       -- given back before the turn it was sent behind began if that turn's prompt had not.
@@ -622,10 +669,7 @@ function M.send(chat, delivery)
       return not vim.tbl_contains(attached, item)
     end, chat.context)
     if result.queued then
-      local what = result.queued == "steer" and "steering" or "follow-up queued"
-      -- Its own note (not note()'s, merged with an equal last one): it goes with its message.
-      local item = add_note(chat, { text = ("_↳ %s: %s_"):format(what, (text:gsub("\n", " "))) })
-      table.insert(chat.queued, { delivery = result.queued, text = text, context = attached, note = item })
+      queue(chat, result.queued, { text = text, context = attached })
     else
       chat.notes = {}
       chat.turn_id = result.turnId
@@ -811,10 +855,10 @@ end
 local function create(uri)
   local root = session.root_of(uri)
   -- given_back: steers and follow-ups it gave back since its turn began ({ text, early }: early,
-  -- before that turn began); unanswered: those sent whose pi.prompt has not answered. The
-  -- turn's queue_dropped names both; it gives back the rest.
+  -- before that turn began). The turn's queue_dropped names them and those still `unanswered`;
+  -- it gives back the rest.
   local chat = { uri = uri, root = root, committed = render.builder(), budget = BUDGET, notes = {}, queued = {}, context = {},
-    given_back = {}, unanswered = {}, busy = session.busy(uri), turns = 0 }
+    given_back = {}, busy = session.busy(uri), turns = 0 }
   chat.buf = util.scratch("pi://chat/" .. name_of(uri), "markdown")
   prepare_buffer(chat, chat.buf)
   map_chat_keys(chat)
@@ -1003,6 +1047,9 @@ function M.setup_listeners()
     local from, to = util.key(old) or "", util.key(new) or ""
     if waits[from] then
       waits[to], waits[from] = waits[from], nil
+    end
+    if unanswered[from] then
+      unanswered[to], unanswered[from] = unanswered[from], nil
     end
   end)
   util.on("initialized", function(root)
