@@ -359,6 +359,14 @@ def test_a_wiped_chats_withdrawn_steer_goes_back_to_the_reopened_chat(
     assert len(fake.message_requests()) == 1
 
 
+def test_a_wiped_chats_withdrawn_steer_follows_its_session_to_a_new_file(
+        workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
+    """The same after another program cut the file short, so the session moved: the answer was
+    looked for under the file the wiped chat left, and the steer was lost (or, with a chat open
+    on the cut file, given to that other session)."""
+    run_attachment_spec("reopen_late_moved_spec.lua", workspace, fake, tmp_path)
+
+
 def test_a_steer_and_a_follow_up_of_the_same_text(workspace: Path, fake: FakeAnthropic,
                                                   tmp_path: Path) -> None:
     """With a follow-up "same" queued before a steer "same", the delivered steer took the

@@ -583,6 +583,16 @@ local function unanswered_of(uri)
   return unanswered[key]
 end
 
+--- The key of the session whose awaited texts are `list` now: it moves with its session, so a
+--- wiped chat's late answer finds where that session went, not the file it left.
+local function session_key_of(list)
+  for key, texts in pairs(unanswered) do
+    if texts == list then
+      return key
+    end
+  end
+end
+
 --- Queue `message` ({ text, context }) in `chat` as pi.prompt queued it (`delivery`), with its
 --- note: it goes with its message when delivered, or back to the input at the turn's end.
 local function queue(chat, delivery, message)
@@ -640,16 +650,16 @@ function M.send(chat, delivery)
   end
   local turns = chat.turns
   local file, since = chat.uri, sessionfile.size(chat.uri) -- what the turn writes comes after
-  local waiting = delivery ~= "prompt" and unanswered_of(chat.uri)
-  if waiting then
+  local waiting = unanswered_of(chat.uri)
+  if delivery ~= "prompt" then
     table.insert(waiting, text) -- queue_dropped may name it before its answer comes
   end
   client.exec("pi.prompt", args, function(err, result)
-    if waiting then
+    if delivery ~= "prompt" then
       take_text(waiting, text)
     end
     result = result or {}
-    local now = chats[util.key(chat.uri) or ""]
+    local now = chats[session_key_of(waiting) or ""]
     if now ~= chat then
       return answered_elsewhere(now, { text = text, context = attached }, err, result)
     end

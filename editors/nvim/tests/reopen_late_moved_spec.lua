@@ -1,0 +1,75 @@
+-- With toolApproval = "ask": a steer whose file outside the workspace is asked about, withdrawn
+-- by an abort from the chat opened again (:PiChat) after the one it was sent from was wiped
+-- (:bwipeout): pi.prompt's `dropped` answer gives the steer back to the reopened chat, text
+-- and code, before the draft typed there, and once (queue_dropped names it too), though the
+-- session moved to a new file in between; the chat on the file cut short gets nothing.
+-- Fake server: a reply held after word3 (until "asked"). OUTSIDE_FILE: the file.
+local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/helpers.lua")
+H.setup()
+local chats = require("pi_lsp.chat")
+local client = require("pi_lsp.client")
+local util = require("pi_lsp.util")
+local held = H.held_select()
+
+local dropped = false -- the aborted turn's queue_dropped, which names the steer
+util.on("turn", function(note)
+  dropped = dropped or (note.event and note.event.type == "queue_dropped")
+end)
+local steers_answered = 0 -- pi.prompt answers to steers, once the chat has read them
+local exec = client.exec
+client.exec = function(method, args, callback, root)
+  return exec(method, args, function(err, result)
+    callback(err, result)
+    if method == "pi.prompt" and args.delivery == "steer" then
+      steers_answered = steers_answered + 1
+    end
+  end, root)
+end
+
+local chat_buf, input_buf, uri = H.chat_streaming()
+local old = chats.get(uri)
+vim.cmd("wincmd t | edit " .. vim.fn.fnameescape(os.getenv("OUTSIDE_FILE")) .. " | 1PiSend")
+H.wait(function()
+  return #old.context == 1
+end, "the line was not attached", chat_buf)
+vim.api.nvim_set_current_win(vim.fn.bufwinid(input_buf))
+vim.api.nvim_buf_set_lines(input_buf, 0, -1, false, { "STEER-X" })
+H.keys("S")
+H.wait(function()
+  return held.on_choice ~= nil
+end, "no approval question", chat_buf)
+
+vim.cmd("bwipeout! " .. input_buf .. " " .. chat_buf)
+vim.cmd("PiChat")
+chat_buf = H.wait_buf("pi://chat/", "All green: 14 passed.", "the chat did not open again")
+input_buf = H.find_buf("pi://input/")
+local chat = chats.get(uri)
+H.check(chat and chat ~= old and chat.busy, "a new chat, on the running turn")
+vim.api.nvim_buf_set_lines(input_buf, 0, -1, false, { "MY-DRAFT" })
+
+-- Another program cuts the session file short: the session moves to a new file.
+local moved
+util.on("sessionMoved", function(_, new) moved = new end)
+local path = vim.uri_to_fname(uri)
+local flines = vim.fn.readfile(path, "b")
+vim.fn.writefile(vim.list_slice(flines, 1, #flines - 1), path, "b")
+H.wait(function() return moved ~= nil end, "the session did not move", chat_buf)
+H.check(chats.get(moved) == chat, "the reopened chat followed the move", chat_buf)
+local cut = chats.open(uri) -- a chat on the file cut short: a session of its own
+H.wait(function() return H.contains(cut.buf, "All green: 14 passed.") end, "cut chat", cut.buf)
+vim.cmd("wincmd t")
+
+if vim.fn.bufwinid(input_buf) == -1 then vim.cmd("PiChat") end
+vim.api.nvim_set_current_win(vim.fn.bufwinid(input_buf))
+H.keys("<C-c>")
+H.release("asked")
+H.wait(function()
+  return steers_answered == 1 and dropped and not chat.busy
+end, "no `dropped` answer and queue_dropped after the abort", chat_buf)
+H.check(vim.deep_equal(H.lines(input_buf), { "STEER-X", "", "MY-DRAFT" }),
+  "the steer is back once, before the draft: " .. vim.inspect(H.lines(input_buf)), chat_buf)
+H.check(#chat.context == 1, "its code goes with the next message: " .. vim.inspect(chat.context), chat_buf)
+-- Not into the chat of the file cut short, a session of its own.
+H.check(vim.deep_equal(vim.api.nvim_buf_get_lines(cut.input, 0, -1, false), { "" }) and #cut.context == 0,
+  "the cut file's chat is left alone: " .. vim.inspect(vim.api.nvim_buf_get_lines(cut.input, 0, -1, false)), chat_buf)
+H.finish()
