@@ -866,6 +866,7 @@ class Pi:
     offered: list[list[str]] = field(default_factory=list)  # each message's action titles
     answer: Any = "allow"  # a decision; "never" waits for `release`; "error" fails
     release: asyncio.Event = field(default_factory=asyncio.Event)
+    released: Any = "deny"  # the decision a question waiting for `release` then gets
     answered: int = 0  # answers given after a release
     withdrawn: int = 0  # questions the server cancelled ($/cancelRequest) while they waited
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
@@ -890,7 +891,7 @@ async def answer(pi: Pi) -> Any:
             pi.withdrawn += 1
             await pi.release.wait()
         pi.answered += 1
-        return "deny"
+        return pi.released
     if pi.answer == "error":
         raise JsonRpcInternalError("the editor could not show the question")
     return pi.answer
@@ -1503,6 +1504,41 @@ async def test_a_question_after_the_session_moved_names_its_new_file(
     assert [q["command"] for q in pi.asked] == ["echo before-move", "echo after-move"]
     assert path_of(pi.asked[1]["uri"]) == Path(moved["path"]) != old
     assert pi.asked[1]["turnId"] == turn_id
+
+
+@LSP
+async def test_a_steer_allowed_after_its_session_moved_joins_the_turn_there(
+        pi: Pi, fake: FakeAnthropic, tmp_path: Path) -> None:
+    """A steer asked about its attachment while another program cut the session's file short:
+    allowed after the session moved to a new file, it was looked for at the old file and
+    refused ("no session at"), or, with that file open as a session of its own, started a
+    turn there; it joins the turn it was sent behind, in the new file."""
+    uri = (await call(pi.client, "pi.newSession", {}))["uri"]
+    held = text_reply("w0 ", "w1 ", "w2 ", "w3")
+    held.held_until, held.held_after = tmp_path / "go-on", 4
+    fake.script(text_reply("written"), held, text_reply("after the steer"))
+    await turn_end(pi, (await call(pi.client, "pi.prompt", {"uri": uri, "text": "hi"}))["turnId"])
+    pi.answer, pi.asked, pi.release, pi.released = "never", [], asyncio.Event(), "allow"
+    turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "go"}))["turnId"]
+    steer = asyncio.create_task(call(pi.client, "pi.prompt", {
+        "uri": uri, "text": "STEER-MOVED", "delivery": "steer",
+        "context": [{"uri": (pi.outside / "readme.txt").as_uri()}]}))
+    await until(lambda: pi.asked, "the steer's attachment to be asked about")
+    old = path_of(uri)
+    before = set(old.parent.iterdir())
+    old.write_bytes(b"".join(old.read_bytes().splitlines(keepends=True)[:-1]))
+    await call(pi.client, "pi.getTree", {"uri": uri})  # read again: found cut short
+    await until(lambda: set(old.parent.iterdir()) - before, "the session to move to a new file")
+    [moved] = set(old.parent.iterdir()) - before
+    pi.release.set()
+    try:
+        assert await asyncio.wait_for(steer, CEILING_S) == {"turnId": None, "queued": "steer"}
+    finally:
+        (tmp_path / "go-on").touch()
+        pi.answer, pi.released = "allow", "deny"
+    await turn_end(pi, turn_id)
+    assert b"STEER-MOVED" in moved.read_bytes()
+    assert b"STEER-MOVED" not in old.read_bytes()
 
 
 @LSP

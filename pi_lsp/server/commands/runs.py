@@ -47,10 +47,12 @@ async def prompt(ls: PiServer, args: PromptArgs) -> dict[str, Any]:
             behind.asking.pop(gathering, None)
     for refusal in attached.refused:
         ls.tell(refusal)
-    if session is None and ls.hub.turn_open(path):
-        ls.hub.held(path).join_turn(args.delivery, args.text, prompt_images(args),
-                                    attached.rendered or None)
+    if behind is not None and behind.turn_open:  # wherever its file went while it was asked
+        behind.join_turn(args.delivery, args.text, prompt_images(args),
+                         attached.rendered or None)
         return {"turnId": None, "queued": args.delivery}
+    if behind is not None and ls.hub.held(path) is not behind:  # not into another session
+        raise UnknownSessionError(str(path))
     if session is None:  # the run it was for ended meanwhile (its harness may be made anew)
         session, harness = ls.hub.claim_turn(path), ls.hub.harness(path)
     ls.runs.start_turn(args.uri, session, harness, args, attached.rendered)
