@@ -199,15 +199,16 @@ def test_approval_diff_goes_when_its_turn_ends(workspace: Path, fake: FakeAnthro
     assert not (workspace / "notes.txt").exists()
 
 
-def run_attachment_spec(name: str, workspace: Path, fake: FakeAnthropic, tmp_path: Path
-                        ) -> None:
+def run_attachment_spec(name: str, workspace: Path, fake: FakeAnthropic, tmp_path: Path,
+                        **env: str) -> None:
     """Run spec `name` with tools asked about, a first reply held after word3 (until "asked"),
     then "followed", and OUTSIDE_FILE: a file outside the workspace whose first line a
-    follow-up attaches."""
+    follow-up attaches; `env` more for the spec."""
     outside = tmp_path / "outside.txt"
     outside.write_text("NOTES-FROM-OUTSIDE\n")
     fake.script(held_reply(words(60), tmp_path, "asked", after=4), text_reply("followed"))
-    run_script(name, workspace, fake, tmp_path, PI_LSP_APPROVAL="ask", OUTSIDE_FILE=str(outside))
+    run_script(name, workspace, fake, tmp_path, PI_LSP_APPROVAL="ask", OUTSIDE_FILE=str(outside),
+               **env)
 
 
 @pytest.mark.parametrize("fallback", ["", "1"], ids=["approveTool", "showMessageRequest"])
@@ -364,7 +365,8 @@ def test_a_wiped_chats_withdrawn_steer_follows_its_session_to_a_new_file(
     """The same after another program cut the file short, so the session moved: the answer was
     looked for under the file the wiped chat left, and the steer was lost (or, with a chat open
     on the cut file, given to that other session)."""
-    run_attachment_spec("reopen_late_moved_spec.lua", workspace, fake, tmp_path)
+    run_attachment_spec("reopen_late_dropped_spec.lua", workspace, fake, tmp_path,
+                        MOVE_SESSION="1")
 
 
 def test_a_steer_and_a_follow_up_of_the_same_text(workspace: Path, fake: FakeAnthropic,
