@@ -226,6 +226,60 @@ function H.chat_streaming()
   return chat_buf, input_buf, uri
 end
 
+--- With toolApproval = "ask": send the steer "STEER-X" from a streaming chat with a line of
+--- OUTSIDE_FILE attached, so that its file is asked about; then wipe the chat (:bwipeout), open
+--- it again (:PiChat) and type "MY-DRAFT" in its input. Returns the held question (`held`), the
+--- wiped chat (`old`), the reopened one (`chat`, `chat_buf`, `input_buf`), the session's `uri`
+--- and `steers_answered()`, the pi.prompt answers to steers the chats have read so far.
+function H.steer_asked_then_chat_reopened()
+  local chats = require("pi_lsp.chat")
+  local client = require("pi_lsp.client")
+  local held = H.held_select()
+  local answered = 0
+  local exec = client.exec
+  client.exec = function(method, args, callback, root)
+    return exec(method, args, function(err, result)
+      callback(err, result)
+      if method == "pi.prompt" and args.delivery == "steer" then
+        answered = answered + 1
+      end
+    end, root)
+  end
+
+  local chat_buf, input_buf, uri = H.chat_streaming()
+  local old = chats.get(uri)
+  vim.cmd("wincmd t | edit " .. vim.fn.fnameescape(env("OUTSIDE_FILE")) .. " | 1PiSend")
+  H.wait(function()
+    return #old.context == 1
+  end, "the line was not attached", chat_buf)
+  vim.api.nvim_set_current_win(vim.fn.bufwinid(input_buf))
+  vim.api.nvim_buf_set_lines(input_buf, 0, -1, false, { "STEER-X" })
+  H.keys("S")
+  H.wait(function()
+    return held.on_choice ~= nil
+  end, "no approval question", chat_buf)
+
+  -- The chat goes and is opened again while the question is open; the user types a draft.
+  vim.cmd("bwipeout! " .. input_buf .. " " .. chat_buf)
+  vim.cmd("PiChat")
+  chat_buf = H.wait_buf("pi://chat/", "All green: 14 passed.", "the chat did not open again")
+  input_buf = H.find_buf("pi://input/")
+  local chat = chats.get(uri)
+  H.check(chat and chat ~= old and chat.busy, "a new chat, on the running turn")
+  vim.api.nvim_buf_set_lines(input_buf, 0, -1, false, { "MY-DRAFT" })
+  return {
+    held = held,
+    old = old,
+    chat = chat,
+    chat_buf = chat_buf,
+    input_buf = input_buf,
+    uri = uri,
+    steers_answered = function()
+      return answered
+    end,
+  }
+end
+
 --- Let the fake's reply held until the file `name` exists go on (tests/test_nvim.py's
 --- held_reply): what the spec did before this happened while the turn ran, at any pace.
 function H.release(name)

@@ -6,10 +6,7 @@
 -- OUTSIDE_FILE: the file.
 local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/helpers.lua")
 H.setup()
-local chats = require("pi_lsp.chat")
-local client = require("pi_lsp.client")
 local util = require("pi_lsp.util")
-local held = H.held_select()
 
 local ended = 0 -- agent_end events seen
 util.on("turn", function(note)
@@ -17,45 +14,17 @@ util.on("turn", function(note)
     ended = ended + 1
   end
 end)
-local steers_answered = 0 -- pi.prompt answers to steers, once the chat has read them
-local exec = client.exec
-client.exec = function(method, args, callback, root)
-  return exec(method, args, function(err, result)
-    callback(err, result)
-    if method == "pi.prompt" and args.delivery == "steer" then
-      steers_answered = steers_answered + 1
-    end
-  end, root)
-end
 
-local chat_buf, input_buf, uri = H.chat_streaming()
-local old = chats.get(uri)
-vim.cmd("wincmd t | edit " .. vim.fn.fnameescape(os.getenv("OUTSIDE_FILE")) .. " | 1PiSend")
-H.wait(function()
-  return #old.context == 1
-end, "the line was not attached", chat_buf)
-vim.api.nvim_set_current_win(vim.fn.bufwinid(input_buf))
-vim.api.nvim_buf_set_lines(input_buf, 0, -1, false, { "STEER-X" })
-H.keys("S")
-H.wait(function()
-  return held.on_choice ~= nil
-end, "no approval question", chat_buf)
-
--- The chat goes and is opened again while the question is open; the user types a draft.
-vim.cmd("bwipeout! " .. input_buf .. " " .. chat_buf)
-vim.cmd("PiChat")
-chat_buf = H.wait_buf("pi://chat/", "All green: 14 passed.", "the chat did not open again")
-input_buf = H.find_buf("pi://input/")
-local chat = chats.get(uri)
-H.check(chat and chat ~= old and chat.busy, "a new chat, on the running turn")
-vim.api.nvim_buf_set_lines(input_buf, 0, -1, false, { "MY-DRAFT" })
+local steered = H.steer_asked_then_chat_reopened()
+local held, old, chat = steered.held, steered.old, steered.chat
+local chat_buf, input_buf = steered.chat_buf, steered.input_buf
 
 -- The user allows the file: the steer is queued, and the wiped chat's pi.prompt answers.
 held.on_choice(vim.iter(held.items):find(function(item)
   return item.decision == "allow"
 end))
 H.wait(function()
-  return steers_answered == 1
+  return steered.steers_answered() == 1
 end, "the steer was not answered", chat_buf)
 H.check(vim.deep_equal(H.lines(input_buf), { "MY-DRAFT" }),
   "the reopened chat's draft stays: " .. vim.inspect(H.lines(input_buf)), chat_buf)

@@ -8,45 +8,16 @@
 local H = dofile(vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h") .. "/helpers.lua")
 H.setup()
 local chats = require("pi_lsp.chat")
-local client = require("pi_lsp.client")
 local util = require("pi_lsp.util")
-local held = H.held_select()
 
 local dropped = false -- the aborted turn's queue_dropped, which names the steer
 util.on("turn", function(note)
   dropped = dropped or (note.event and note.event.type == "queue_dropped")
 end)
-local steers_answered = 0 -- pi.prompt answers to steers, once the chat has read them
-local exec = client.exec
-client.exec = function(method, args, callback, root)
-  return exec(method, args, function(err, result)
-    callback(err, result)
-    if method == "pi.prompt" and args.delivery == "steer" then
-      steers_answered = steers_answered + 1
-    end
-  end, root)
-end
 
-local chat_buf, input_buf, uri = H.chat_streaming()
-local old = chats.get(uri)
-vim.cmd("wincmd t | edit " .. vim.fn.fnameescape(os.getenv("OUTSIDE_FILE")) .. " | 1PiSend")
-H.wait(function()
-  return #old.context == 1
-end, "the line was not attached", chat_buf)
-vim.api.nvim_set_current_win(vim.fn.bufwinid(input_buf))
-vim.api.nvim_buf_set_lines(input_buf, 0, -1, false, { "STEER-X" })
-H.keys("S")
-H.wait(function()
-  return held.on_choice ~= nil
-end, "no approval question", chat_buf)
-
-vim.cmd("bwipeout! " .. input_buf .. " " .. chat_buf)
-vim.cmd("PiChat")
-chat_buf = H.wait_buf("pi://chat/", "All green: 14 passed.", "the chat did not open again")
-input_buf = H.find_buf("pi://input/")
-local chat = chats.get(uri)
-H.check(chat and chat ~= old and chat.busy, "a new chat, on the running turn")
-vim.api.nvim_buf_set_lines(input_buf, 0, -1, false, { "MY-DRAFT" })
+local steered = H.steer_asked_then_chat_reopened()
+local chat, uri = steered.chat, steered.uri
+local chat_buf, input_buf = steered.chat_buf, steered.input_buf
 
 local cut -- MOVE_SESSION: the chat on the file cut short, a session of its own
 if os.getenv("MOVE_SESSION") == "1" then
@@ -73,7 +44,7 @@ vim.api.nvim_set_current_win(vim.fn.bufwinid(input_buf))
 H.keys("<C-c>")
 H.release("asked")
 H.wait(function()
-  return steers_answered == 1 and dropped and not chat.busy
+  return steered.steers_answered() == 1 and dropped and not chat.busy
 end, "no `dropped` answer and queue_dropped after the abort", chat_buf)
 H.check(vim.deep_equal(H.lines(input_buf), { "STEER-X", "", "MY-DRAFT" }),
   "the steer is back once, before the draft: " .. vim.inspect(H.lines(input_buf)), chat_buf)
