@@ -42,6 +42,12 @@ async function turn(text, during) {
   return lastReset().blocks.map((b) => b.html).join("\n");
 }
 
+/** A line of code attached from `${name}.py` in the workspace (it holds `${name} = 1`). */
+const code = (name) => ({ label: `${name}.py:1`, context: { uri: vscode.Uri.file(path.join(ws.folder, `${name}.py`)).toString(),
+  text: `${name} = 1\n`, languageId: "python", range: { start: { line: 0, character: 0 }, end: { line: 0, character: 0 } } } });
+/** A reply of eight pieces (`${word}0 ` to `${word}7 `) held after its fourth until released. */
+const heldWords = (word) => held(textReply(...Array.from({ length: 8 }, (_, i) => `${word}${i} `)), 4);
+
 /** A session of one user message per text, once the Sessions list has it; its uri. */
 async function userSession(id, texts) {
   const stamp = "2026-01-01T00:00:00.000Z";
@@ -422,8 +428,8 @@ function shownBlocks() {
 test("a steer's or follow-up's notice goes once its message reaches the model", async () => {
   // The notices stayed until the turn ended: messages shown as queued after they were delivered.
   const queuedNotices = () => shownBlocks().filter((h) => /(Steering message|Follow-up) queued/.test(h));
-  const first = held(textReply(...Array.from({ length: 8 }, (_, i) => `w${i} `)), 4);
-  const last = held(textReply(...Array.from({ length: 8 }, (_, i) => `more${i} `)), 4);
+  const first = heldWords("w");
+  const last = heldWords("more");
   fake.script(first.reply, textReply("steered"), last.reply);
   try {
     await turn("hold on", async () => {
@@ -450,8 +456,8 @@ test("a delivered message whose text a queued steer and follow-up share is the s
   // pi delivers steers before follow-ups: the steer "same" took the queued follow-up's notice
   // away (the first queued "same") and its own stayed, as if it were still to come.
   const queuedNotices = () => shownBlocks().filter((h) => /(Steering message|Follow-up) queued/.test(h));
-  const first = held(textReply(...Array.from({ length: 8 }, (_, i) => `w${i} `)), 4);
-  const steered = held(textReply(...Array.from({ length: 8 }, (_, i) => `steer${i} `)), 4);
+  const first = heldWords("w");
+  const steered = heldWords("steer");
   fake.script(first.reply, steered.reply);
   const mark = panel.posted.length;
   try {
@@ -477,9 +483,7 @@ test("a delivered message whose text a queued steer and follow-up share is the s
 
 test("a queued steer's and follow-up's attached code comes back with their text when the turn is aborted", async () => {
   // Before, only their texts went back to the input: the code attached to them was lost.
-  const code = (name) => ({ label: `${name}.py:1`, context: { uri: vscode.Uri.file(path.join(ws.folder, `${name}.py`)).toString(),
-    text: `${name} = 1\n`, languageId: "python", range: { start: { line: 0, character: 0 }, end: { line: 0, character: 0 } } } });
-  const first = held(textReply(...Array.from({ length: 8 }, (_, i) => `w${i} `)), 4);
+  const first = heldWords("w");
   fake.script(first.reply);
   const mark = panel.posted.length;
   try {
@@ -511,9 +515,7 @@ test("a queued steer's and follow-up's attached code comes back with their text 
 
 test("an abort gives back every queued steer, then every follow-up, as pi 1.6 does", async () => {
   // Before, they came back in the order sent: pi 1.6's restoreQueuedMessagesToEditor puts steers first.
-  const code = (name) => ({ label: `${name}.py:1`, context: { uri: vscode.Uri.file(path.join(ws.folder, `${name}.py`)).toString(),
-    text: `${name} = 1\n`, languageId: "python", range: { start: { line: 0, character: 0 }, end: { line: 0, character: 0 } } } });
-  const first = held(textReply(...Array.from({ length: 8 }, (_, i) => `w${i} `)), 4);
+  const first = heldWords("w");
   fake.script(first.reply);
   const mark = panel.posted.length;
   try {
@@ -539,8 +541,6 @@ test("an abort gives back every queued steer, then every follow-up, as pi 1.6 do
 
 test("code attached while pi.prompt is answered stays for the next message", async () => {
   // Before, the answer cleared every attachment: the code attached meanwhile was never sent.
-  const code = (name) => ({ label: `${name}.py:1`, context: { uri: vscode.Uri.file(path.join(ws.folder, `${name}.py`)).toString(),
-    text: `${name} = 1\n`, languageId: "python", range: { start: { line: 0, character: 0 }, end: { line: 0, character: 0 } } } });
   const call = api.pi.call;
   let answer;
   api.pi.call = function (method, args) {
