@@ -226,6 +226,34 @@ function H.chat_streaming()
   return chat_buf, input_buf, uri
 end
 
+--- Count the bytes read through io.open's files from now on, in the returned table's `bytes`;
+--- its `stop()` puts io.open back.
+function H.count_reads()
+  local open = io.open
+  local counted = {
+    bytes = 0,
+    stop = function()
+      io.open = open
+    end,
+  }
+  io.open = function(...)
+    local file = open(...)
+    return file
+      and setmetatable({}, {
+        __index = function(_, name)
+          return function(_, ...)
+            local results = { file[name](file, ...) }
+            if name == "read" and type(results[1]) == "string" then
+              counted.bytes = counted.bytes + #results[1]
+            end
+            return unpack(results, 1, table.maxn(results))
+          end
+        end,
+      })
+  end
+  return counted
+end
+
 --- With toolApproval = "ask": send the steer "STEER-X" from a streaming chat with a line of
 --- OUTSIDE_FILE attached, so that its file is asked about; then wipe the chat (:bwipeout), open
 --- it again (:PiChat) and type "MY-DRAFT" in its input. Returns the held question (`held`), the

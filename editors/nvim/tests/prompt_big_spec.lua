@@ -28,24 +28,11 @@ file:write(header .. written)
 file:close()
 H.check(#written > 16 * 1024 * 1024, "the prompt's line is past the bound")
 
--- Bytes read through io.open's files.
-local open, read = io.open, 0
-io.open = function(...)
-  local opened = open(...)
-  return opened and setmetatable({}, { __index = function(_, name)
-    return function(_, ...)
-      local results = { opened[name](opened, ...) }
-      if name == "read" and type(results[1]) == "string" then
-        read = read + #results[1]
-      end
-      return unpack(results, 1, table.maxn(results))
-    end
-  end })
-end
+local reads = H.count_reads()
 local uri = vim.uri_from_fname(path)
 H.check(sessionfile.prompt_written_since(uri, #header, "look at these", "ab12cd34"), "the prompt was not found")
-H.check(read > 0 and read < 1024 * 1024, ("read %d bytes to find it"):format(read))
-io.open = open
+H.check(reads.bytes > 0 and reads.bytes < 1024 * 1024, ("read %d bytes to find it"):format(reads.bytes))
+reads.stop()
 H.check(not sessionfile.prompt_written_since(uri, #header, "look at these", "ffff0000"), "another entry's id was found")
 H.check(not sessionfile.prompt_written_since(uri, #header, "look at these", "ee11ee11"), "a parentId was taken for an id")
 H.check(not sessionfile.prompt_written_since(uri, vim.fn.getfsize(path) + 1, "look at these", "ab12cd34"),

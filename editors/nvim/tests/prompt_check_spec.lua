@@ -32,27 +32,14 @@ local function write(text)
 end
 write(header .. written .. reply:rep(800)) -- the turn's own 8 MB after it
 
--- Bytes read through io.open's files.
-local open, read = io.open, 0
-io.open = function(...)
-  local file = open(...)
-  return file and setmetatable({}, { __index = function(_, name)
-    return function(_, ...)
-      local results = { file[name](file, ...) }
-      if name == "read" and type(results[1]) == "string" then
-        read = read + #results[1]
-      end
-      return unpack(results, 1, table.maxn(results))
-    end
-  end })
-end
+local reads = H.count_reads()
 local uri = vim.uri_from_fname(path)
 H.check(sessionfile.prompt_written_since(uri, #header, "my prompt"), "the prompt was not found")
-H.check(read > 0 and read < 1024 * 1024, ("read %d bytes to find it"):format(read))
-read = 0
+H.check(reads.bytes > 0 and reads.bytes < 1024 * 1024, ("read %d bytes to find it"):format(reads.bytes))
+reads.bytes = 0
 H.check(not sessionfile.prompt_written_since(uri, #header, "another prompt"), "another prompt was found")
-H.check(read > 0 and read < 1024 * 1024, ("read %d bytes not to find it"):format(read))
-io.open = open
+H.check(reads.bytes > 0 and reads.bytes < 1024 * 1024, ("read %d bytes not to find it"):format(reads.bytes))
+reads.stop()
 H.check(not sessionfile.prompt_written_since(uri, vim.fn.getfsize(path) + 1, "my prompt"),
   "a shorter file is another one")
 write(header .. written:sub(1, -2)) -- the prompt, its line not ended
