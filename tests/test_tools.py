@@ -659,6 +659,58 @@ async def test_write_answers_as_pi_answers(root: Path, path: str, expected: str,
     assert is_error or (root / "n.txt").read_text() == "hi\n"
 
 
+# A call as the loop makes it (approval, then the tool), in a process for which file permissions
+# hold: as root, one without the capabilities that pass them (setpriv drops them).
+UNPRIVILEGED_CALL = """
+import asyncio, json, sys
+from pathlib import Path
+from pi_lsp.agent.approval import ask_approval
+from pi_lsp.agent.tools import ALL_TOOLS, ToolContext, execute_tool
+from pi_lsp.session.entries import TextContent, ToolCall
+name, args, root = json.loads(sys.argv[1])
+async def main():
+    ctx, shown = ToolContext(Path(root)), []
+    async def approver(request):
+        shown.append(request.change.diff())
+    refusal = await ask_approval(ToolCall(id="1", name=name, arguments=args), ctx, approver)
+    result = await execute_tool({t.name: t for t in ALL_TOOLS}[name], name, args, ctx)
+    text = "".join(b.text for b in result.content if isinstance(b, TextContent))
+    print(json.dumps([refusal, shown, text, result.is_error]))
+asyncio.run(main())
+"""
+
+
+def unprivileged_call(name: str, args: dict[str, Any], root: Path
+                      ) -> tuple[str | None, list[str], str, bool]:
+    """The approval's refusal, the diffs it showed, the result's text and whether it is an
+    error, for a call made where file permissions hold."""
+    command = [sys.executable, "-c", UNPRIVILEGED_CALL, json.dumps([name, args, str(root)])]
+    if os.geteuid() == 0:
+        command = ["setpriv", "--inh-caps=-dac_override,-dac_read_search",
+                   "--bounding-set=-dac_override,-dac_read_search", "--", *command]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run(command, capture_output=True, text=True, env=env,
+                          timeout=PROCESS_CEILING_S, check=False)
+    assert done.returncode == 0, done.stderr
+    refusal, shown, text, is_error = json.loads(done.stdout)
+    return refusal, shown, text, is_error
+
+
+def test_a_file_that_cannot_be_read_is_still_overwritten(root: Path) -> None:
+    """A write-only file (mode 0222) failed with "write failed: [Errno 13] Permission denied",
+    unchanged: pi-lsp read it for the approval's diff. pi 1.6 never reads what it overwrites."""
+    (root / "wo.txt").write_text("WO\n")
+    (root / "wo.txt").chmod(0o222)
+    refusal, shown, text, is_error = unprivileged_call(
+        "write", {"path": "wo.txt", "content": "N\n"}, root)
+    assert (refusal, text, is_error) == (None, "Successfully wrote to wo.txt", False)
+    path = os.path.realpath(root / "wo.txt")
+    assert shown == [f"--- {path} (its text cannot be read, so it is not shown)\n+++ {path}\n"
+                     "@@ -0,0 +1 @@\n+N\n"]
+    (root / "wo.txt").chmod(0o644)
+    assert (root / "wo.txt").read_text() == "N\n"
+
+
 @pytest.mark.parametrize(("tool", "raw"), [
     (WRITE, '{"path": "keep.py", "content": "x = \\"\\ud83d\\"\\n"}'),
     (EDIT, '{"path": "keep.py", "oldText": "keep", "newText": "x = \\"\\ud83d\\""}'),

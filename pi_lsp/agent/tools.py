@@ -197,6 +197,9 @@ class Proposal(msgspec.Struct, frozen=True):
     # A secret overwritten: its text is kept to check it is unchanged when written, but no diff
     # shows it, nor whether there is any (the model reads a diff's length when it is too long).
     secret: bool = False
+    # A file overwritten that cannot be read (mode 0222): written all the same, as pi writes it
+    # without reading it; `old_text` is then empty and no diff claims to show its text.
+    unreadable: bool = False
 
     def diff(self) -> str:
         """A unified diff of the change, with the file's path in its headers; a note of its
@@ -217,6 +220,8 @@ class Proposal(msgspec.Struct, frozen=True):
         """The old text as the diff shows it, and its name in the diff's header."""
         if self.secret:
             return "", f"{self.path} (a secret: its text, if any, is not shown)"
+        if self.unreadable:
+            return "", f"{self.path} (its text cannot be read, so it is not shown)"
         return self.old_text or "", str(self.path) if self.old_text is not None else "/dev/null"
 
 
@@ -501,7 +506,11 @@ def propose_write(args: dict[str, Any], ctx: ToolContext) -> Proposal:
     _refuse_special(path, args["path"], ctx)
     content = args["content"]
     secret = secret_reason(ctx.given(args["path"])) is not None
-    return Proposal(path, _current_text(path, ctx)[0], well_formed(content), secret=secret)
+    try:
+        old_text = _current_text(path, ctx)[0]
+    except PermissionError:  # written, not read, as pi writes it: only the diff goes without
+        return Proposal(path, "", well_formed(content), secret=secret, unreadable=True)
+    return Proposal(path, old_text, well_formed(content), secret=secret)
 
 
 def propose_edit(args: dict[str, Any], ctx: ToolContext) -> Proposal:
