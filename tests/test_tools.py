@@ -673,17 +673,20 @@ async def main():
     async def approver(request):
         shown.append(request.change.diff())
     refusal = await ask_approval(ToolCall(id="1", name=name, arguments=args), ctx, approver)
+    if refusal is not None:  # the model reads it as the call's result
+        print(json.dumps([shown, refusal, True]))
+        return
     result = await execute_tool({t.name: t for t in ALL_TOOLS}[name], name, args, ctx)
     text = "".join(b.text for b in result.content if isinstance(b, TextContent))
-    print(json.dumps([refusal, shown, text, result.is_error]))
+    print(json.dumps([shown, text, result.is_error]))
 asyncio.run(main())
 """
 
 
 def unprivileged_call(name: str, args: dict[str, Any], root: Path
-                      ) -> tuple[str | None, list[str], str, bool]:
-    """The approval's refusal, the diffs it showed, the result's text and whether it is an
-    error, for a call made where file permissions hold."""
+                      ) -> tuple[list[str], str, bool]:
+    """The diffs the approval showed, the result's text (the refusal's, if refused) and whether
+    it is an error, for a call made where file permissions hold."""
     command = [sys.executable, "-c", UNPRIVILEGED_CALL, json.dumps([name, args, str(root)])]
     if os.geteuid() == 0:
         command = ["setpriv", "--inh-caps=-dac_override,-dac_read_search",
@@ -692,8 +695,8 @@ def unprivileged_call(name: str, args: dict[str, Any], root: Path
     done = subprocess.run(command, capture_output=True, text=True, env=env,
                           timeout=PROCESS_CEILING_S, check=False)
     assert done.returncode == 0, done.stderr
-    refusal, shown, text, is_error = json.loads(done.stdout)
-    return refusal, shown, text, is_error
+    shown, text, is_error = json.loads(done.stdout)
+    return shown, text, is_error
 
 
 def test_a_file_that_cannot_be_read_is_still_overwritten(root: Path) -> None:
@@ -701,14 +704,105 @@ def test_a_file_that_cannot_be_read_is_still_overwritten(root: Path) -> None:
     unchanged: pi-lsp read it for the approval's diff. pi 1.6 never reads what it overwrites."""
     (root / "wo.txt").write_text("WO\n")
     (root / "wo.txt").chmod(0o222)
-    refusal, shown, text, is_error = unprivileged_call(
-        "write", {"path": "wo.txt", "content": "N\n"}, root)
-    assert (refusal, text, is_error) == (None, "Successfully wrote to wo.txt", False)
+    shown, text, is_error = unprivileged_call("write", {"path": "wo.txt", "content": "N\n"}, root)
+    assert (text, is_error) == ("Successfully wrote to wo.txt", False)
     path = os.path.realpath(root / "wo.txt")
     assert shown == [f"--- {path} (its text cannot be read, so it is not shown)\n+++ {path}\n"
                      "@@ -0,0 +1 @@\n+N\n"]
     (root / "wo.txt").chmod(0o644)
     assert (root / "wo.txt").read_text() == "N\n"
+
+
+# pi 1.6's results (Node's error.message, as its agent loop passes it on), from running its
+# tools on the same files.
+LONG = "a" * 300
+FAILURES_AS_PI = [
+    ({"afile": "F\n"}, "write", "afile/x.txt", "EEXIST: file already exists, mkdir '{root}/afile'"),
+    ({"afile": "F\n"}, "write", "afile/y/x.txt",
+     "ENOTDIR: not a directory, mkdir '{root}/afile/y'"),
+    ({"afile": "F\n"}, "edit", "afile/x.txt",
+     "Could not edit file: afile/x.txt. Error code: ENOTDIR."),
+    ({}, "edit", "nope/x.txt", "Could not edit file: nope/x.txt. Error code: ENOENT."),
+    ({"l1": "->l2", "l2": "->l1"}, "write", "l1",
+     "ELOOP: too many symbolic links encountered, realpath '{root}/l1'"),
+    ({"l1": "->l2", "l2": "->l1"}, "write", "l1/x.txt",
+     "ELOOP: too many symbolic links encountered, realpath '{root}/l1/x.txt'"),
+    ({"l1": "->l2", "l2": "->l1"}, "edit", "l1",
+     "ELOOP: too many symbolic links encountered, realpath '{root}/l1'"),
+    ({"l1": "->l2", "l2": "->l1"}, "read", "l1",
+     "ELOOP: too many symbolic links encountered, access '{root}/l1'"),
+    ({}, "write", f"{LONG}.txt", f"ENAMETOOLONG: name too long, realpath '{{root}}/{LONG}.txt'"),
+    ({}, "edit", f"{LONG}/x.txt",
+     f"ENAMETOOLONG: name too long, realpath '{{root}}/{LONG}/x.txt'"),
+]
+
+
+def make_files(root: Path, files: dict[str, str]) -> None:
+    """Each of `files` under `root`: a symlink where its text is "->target", else a file."""
+    for name, text in files.items():
+        if text.startswith("->"):
+            (root / name).symlink_to(text[2:])
+        else:
+            (root / name).write_text(text)
+
+
+def call_args(name: str, path: str) -> dict[str, Any]:
+    """A call of tool `name` on `path` (an edit of "F", a write of a line)."""
+    if name == "edit":
+        return {"path": path, "edits": [replace("F", "G")]}
+    return {"path": path, "content": "N\n"} if name == "write" else {"path": path}
+
+
+@pytest.mark.parametrize(("files", "name", "path", "expected"), FAILURES_AS_PI)
+async def test_file_tools_fail_in_pis_words(root: Path, files: dict[str, str], name: str,
+                                            path: str, expected: str) -> None:
+    """A write through a file as a folder, a symlink loop or a name too long answered Python's
+    "write failed: [Errno 20] Not a directory: …", and an edit through a file said ENOENT; pi
+    passes Node's message on. Nothing is asked for a call that would fail."""
+    make_files(root, files)
+    tool = {tool.name: tool for tool in (READ, WRITE, EDIT)}[name]
+    asked: list[str] = []
+
+    async def approver(request: Any) -> None:
+        asked.append(request.call.name)
+
+    refusal = await ask_approval(ToolCall(id="1", name=name, arguments=call_args(name, path)),
+                                 ToolContext(root), approver)
+    result = await execute_tool(tool, name, call_args(name, path), ToolContext(root))
+    expected = expected.replace("{root}", str(root))
+    assert (text_of(result), result.is_error) == (expected, True)
+    assert (refusal, asked) == ((expected, []) if name != "read" else (None, []))
+    assert sorted(os.listdir(root)) == sorted(files)
+
+
+@pytest.mark.parametrize(("files", "modes", "name", "path", "expected"), [
+    ({"ro.txt": "RO\n"}, {"ro.txt": 0o444}, "write", "ro.txt",
+     "EACCES: permission denied, open '{root}/ro.txt'"),
+    ({"rodir/.keep": ""}, {"rodir": 0o555}, "write", "rodir/new.txt",
+     "EACCES: permission denied, open '{root}/rodir/new.txt'"),
+    ({"rodir/.keep": ""}, {"rodir": 0o555}, "write", "rodir/sub/deeper/new.txt",
+     "EACCES: permission denied, mkdir '{root}/rodir/sub'"),
+    ({"nodir/a.txt": "F\n"}, {"nodir": 0}, "write", "nodir/a.txt",
+     "EACCES: permission denied, realpath '{root}/nodir/a.txt'"),
+    ({"nodir/a.txt": "F\n"}, {"nodir": 0}, "edit", "nodir/a.txt",
+     "EACCES: permission denied, realpath '{root}/nodir/a.txt'"),
+    ({"ro.txt": "F\n"}, {"ro.txt": 0o444}, "edit", "ro.txt",
+     "Could not edit file: ro.txt. Error code: EACCES."),
+])
+def test_permission_failures_are_worded_as_pis(root: Path, files: dict[str, str],
+                                               modes: dict[str, int], name: str, path: str,
+                                               expected: str) -> None:
+    """A file or folder the user may not write answered "write failed: [Errno 13] Permission
+    denied: …"; pi names the error's code and the system call that failed, as Node does."""
+    write_files(root, files)
+    for folder, mode in modes.items():
+        (root / folder).chmod(mode)
+    try:
+        _, text, is_error = unprivileged_call(name, call_args(name, path), root)
+    finally:
+        for folder in modes:
+            (root / folder).chmod(0o755)
+    assert (text, is_error) == (expected.replace("{root}", str(root)), True)
 
 
 @pytest.mark.parametrize(("tool", "raw"), [
@@ -1674,10 +1768,10 @@ async def test_a_committed_symlink_loop_is_an_error_result(root: Path, tool: Too
     call = ToolCall(id="1", name=tool.name, arguments=args)
     refusal = await ask_approval(call, ctx, allow_all)  # a read inside asks nothing
     assert (refusal is None) == (tool is READ)
-    assert refusal is None or "Too many levels of symbolic links" in refusal
+    assert refusal is None or "ELOOP: too many symbolic links encountered" in refusal
     result = await execute_tool(tool, tool.name, args, ctx)
     assert result.is_error
-    assert "Too many levels of symbolic links" in text_of(result)
+    assert "ELOOP: too many symbolic links encountered" in text_of(result)
 
 
 async def test_an_unforeseen_exception_in_a_tool_is_an_error_result(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import errno
 import io
 import logging
 import math
@@ -30,6 +31,7 @@ from pi_lsp.agent.arguments import (
 )
 from pi_lsp.agent.editdiff import edit_diff
 from pi_lsp.agent.editmatch import EditError, EditPlan, plan_edit, prepare_edit_arguments
+from pi_lsp.agent.fserrors import SyscallError, error_code, node_message, realpath_error
 from pi_lsp.agent.images import ImageOmitted, process_image
 from pi_lsp.agent.mime import SNIFF_BYTES, image_type
 from pi_lsp.agent.output import UPDATE_INTERVAL_S, OutputTail
@@ -132,18 +134,29 @@ def well_formed(text: str) -> str:
 
 def write_regular(path: Path, data: bytes) -> None:
     """Make `path` a regular file holding `data` (its folders too); a FIFO, device or socket
-    there is refused, never waited on."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    there is refused, never waited on. A failure is a SyscallError named as Node names it."""
+    with _syscall("mkdir"):
+        path.parent.mkdir(parents=True, exist_ok=True)  # fails where Node's mkdir -p fails
     # O_NONBLOCK: opening a FIFO to write would wait for a reader (ENXIO instead); no O_TRUNC
     # until the file is known to be regular.
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
-    with os.fdopen(fd, "wb") as file:
+    with _syscall("open"):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+    with os.fdopen(fd, "wb") as file, _syscall("write"):
         kind = file_kind(os.fstat(fd).st_mode)
         if kind != "regular file":
             raise ToolError(f"{path} is a {kind}, not a regular file; nothing was written")
         os.set_blocking(fd, True)
         file.truncate()
         file.write(data)
+
+
+@contextlib.contextmanager
+def _syscall(name: str) -> Iterator[None]:
+    """An OSError within, tagged with the system call `name` Node would name for it."""
+    try:
+        yield
+    except OSError as error:
+        raise SyscallError(error, name) from error
 
 
 def file_kind(mode: int) -> str:
@@ -293,6 +306,9 @@ class ToolContext:
         reason = protected_reason(given, self.root, self.session_dirs)
         if reason is not None:
             raise ToolError(f"{raw}: writing it is refused because {reason}")
+        failure = realpath_error(given)  # pi's first step, before it even reads
+        if failure is not None:
+            raise ToolError(failure)
         path = Path(os.path.realpath(given))
         if not self.allow_outside_root and not self.inside(path):
             raise ToolError(f"{raw} is outside the workspace {os.path.realpath(self.root)}; "
@@ -381,8 +397,8 @@ def _disk_read(path: Path, shown: Path, raw: str, offset: float | None, limit: f
     where `stop` was set)."""
     try:
         file = open_regular(path)
-    except PermissionError:
-        raise ToolError(f"EACCES: permission denied, access '{shown}'") from None
+    except OSError as error:  # as pi's access(R_OK) fails first: EACCES, ELOOP, ENAMETOOLONG
+        raise ToolError(node_message(error.errno or errno.EIO, "access", shown)) from None
     if file is None:
         raise ToolError(_unread_reason(path, shown))
     with file:
@@ -410,12 +426,12 @@ def _unread_reason(path: Path, shown: Path) -> str:
     try:
         is_folder = stat.S_ISDIR(os.stat(path).st_mode)
     except NotADirectoryError:
-        return f"ENOTDIR: not a directory, access '{shown}'"
+        return node_message(errno.ENOTDIR, "access", shown)
     except FileNotFoundError:
         is_folder = False
     if is_folder:
-        return "EISDIR: illegal operation on a directory, read"
-    return f"ENOENT: no such file or directory, access '{shown}'"
+        return node_message(errno.EISDIR, "read")
+    return node_message(errno.ENOENT, "access", shown)
 
 
 def _text_pieces(head: bytes, file: IO[bytes], stop: threading.Event
@@ -456,21 +472,24 @@ def undecodable(path: Path) -> Undecodable | None:
     return Undecodable(sum(len(SURROGATE.findall(line)) for line in lines), len(lines))
 
 
-def _refuse_dangling_links(given: Path) -> None:
-    """A ToolError when writing `given` follows a symlink into a folder that does not exist:
-    pi 1.6 makes the missing folders it names, never a link's target, and fails (nothing made)."""
+def _refuse_unmade_folders(given: Path) -> None:
+    """A ToolError, in pi 1.6's words, when its mkdir -p of the folders `given` needs would
+    fail: a file is in their way, or a symlink leads into a folder that does not exist (pi
+    makes the missing folders it names, never a link's target, and fails with nothing made)."""
     # The deepest folder on the way that is there as a name; those below it pi makes.
     folder = next(part for part in (given.parent, *given.parent.parents) if os.path.lexists(part))
     if _dangling(folder):
-        code = "ENOENT: no such file or directory" if folder == given.parent else \
-            "ENOTDIR: not a directory"
-        raise ToolError(f"{code}, mkdir '{folder}': {folder} is a symlink to "
+        code = errno.ENOENT if folder == given.parent else errno.ENOTDIR
+        raise ToolError(f"{node_message(code, 'mkdir', folder)}: {folder} is a symlink to "
                         f"{os.path.realpath(folder)}, which does not exist; nothing was written.")
+    if not os.path.isdir(folder):  # a file: Node's mkdir meets it where it names given.parent
+        code = errno.EEXIST if folder == given.parent else errno.ENOTDIR
+        raise ToolError(node_message(code, "mkdir", given.parent))
     target = Path(os.path.realpath(given))
     if os.path.islink(given) and _dangling(target.parent):
-        raise ToolError(f"ENOENT: no such file or directory, open '{given}': {given} is a "
-                        f"symlink to {target}, whose folder {target.parent} does not exist; "
-                        "nothing was written.")
+        raise ToolError(f"{node_message(errno.ENOENT, 'open', given)}: {given} is a symlink to "
+                        f"{target}, whose folder {target.parent} does not exist; nothing was "
+                        "written.")
 
 
 def _dangling(path: Path | str) -> bool:
@@ -493,7 +512,7 @@ def _refuse_special(path: Path, raw: str, ctx: ToolContext) -> None:
     except FileNotFoundError:
         return
     if kind == "folder":
-        raise ToolError(f"EISDIR: illegal operation on a directory, open '{ctx.given(raw)}'")
+        raise ToolError(node_message(errno.EISDIR, "open", ctx.given(raw)))
     if kind != "regular file":
         raise ToolError(f"Could not write {raw}: it is a {kind}, not a regular file; only "
                         "regular files are written.")
@@ -502,7 +521,7 @@ def _refuse_special(path: Path, raw: str, ctx: ToolContext) -> None:
 def propose_write(args: dict[str, Any], ctx: ToolContext) -> Proposal:
     args = tool_arguments("write", args)
     path = ctx.writable(args["path"])
-    _refuse_dangling_links(ctx.given(args["path"]))
+    _refuse_unmade_folders(ctx.given(args["path"]))
     _refuse_special(path, args["path"], ctx)
     content = args["content"]
     secret = secret_reason(ctx.given(args["path"])) is not None
@@ -533,14 +552,25 @@ def _edited_text(path: Path, raw: str, ctx: ToolContext) -> tuple[str, bool]:
     """The text `edit` changes (bad UTF-8 replaced, as pi reads it) and whether it is not
     UTF-8; pi's errors when there is none (a FIFO or device is a missing file, as for read)."""
     # pi asks for read and write access first: a file it could read but not write is refused.
-    if os.path.exists(path) and not os.access(path, os.R_OK | os.W_OK):
-        raise ToolError(f"Could not edit file: {raw}. Error code: EACCES.")
+    # One missing from the disk may be an editor's buffer not saved yet.
+    code = _access_error(path)
+    if code not in (None, errno.ENOENT, errno.ENOTDIR):
+        raise ToolError(f"Could not edit file: {raw}. Error code: {error_code(code)}.")
     text, not_utf8 = _current_text(path, ctx)
     if text is not None:
         return text, not_utf8
     if os.path.isdir(path):
-        raise ToolError("EISDIR: illegal operation on a directory, read")
-    raise ToolError(f"Could not edit file: {raw}. Error code: ENOENT.")
+        raise ToolError(node_message(errno.EISDIR, "read"))
+    raise ToolError(f"Could not edit file: {raw}. Error code: {error_code(code or errno.ENOENT)}.")
+
+
+def _access_error(path: Path) -> int | None:
+    """The error pi's access(path, R_OK | W_OK) fails with (ENOENT, ENOTDIR, EACCES), or None."""
+    try:
+        os.stat(path)
+    except OSError as error:
+        return error.errno
+    return None if os.access(path, os.R_OK | os.W_OK) else errno.EACCES
 
 
 def _edit_plan(before: str, args: dict[str, Any]) -> EditPlan:
@@ -572,8 +602,9 @@ def _check_approved(change: Proposal, name: str, args: dict[str, Any], ctx: Tool
 async def write_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     change = propose_write(args, ctx)
     _check_approved(change, "write", args, ctx)
-    return await _written(change, ctx, text_result(
-        f"Successfully wrote to {tool_arguments('write', args)['path']}"))
+    raw = tool_arguments("write", args)["path"]
+    return await _written(change, ctx, ctx.given(raw), text_result(
+        f"Successfully wrote to {raw}"))
 
 
 async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -585,17 +616,22 @@ async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     details: dict[str, Any] = {"diff": diff}
     if first_changed is not None:
         details["firstChangedLine"] = first_changed
-    return await _written(change, ctx, text_result(
+    return await _written(change, ctx, ctx.given(args["path"]), text_result(
         f"Successfully replaced {len(args['edits'])} block(s) in {args['path']}.", details))
 
 
-async def _written(change: Proposal, ctx: ToolContext, result: ToolResult) -> ToolResult:
-    """`result` once `change` is written. An abort does not stop a write under way (a thread,
-    or the editor's applyEdit): the call waits for it a while and hands ctx.on_abort what it
-    did, so the model never reads "aborted" for a file that was changed."""
+async def _written(change: Proposal, ctx: ToolContext, given: Path, result: ToolResult
+                   ) -> ToolResult:
+    """`result` once `change` is written to the file named `given`; a failure in Node's words.
+    An abort does not stop a write under way (a thread, or the editor's applyEdit): the call
+    waits for it a while and hands ctx.on_abort what it did, so the model never reads
+    "aborted" for a file that was changed."""
     writing = asyncio.ensure_future(ctx.files.write_text(change.path, change.new_text))
     try:
         await asyncio.shield(writing)
+    except SyscallError as error:
+        named = _named_by_pi(error, change.path, given)
+        raise ToolError(node_message(error.errno or errno.EIO, error.syscall, named)) from None
     except asyncio.CancelledError:
         outcome: ToolResult | None = result
         ended = await _ended_despite_cancels(writing, ABORTED_WRITE_WAIT_S)
@@ -611,6 +647,20 @@ async def _written(change: Proposal, ctx: ToolContext, result: ToolResult) -> To
             ctx.on_abort(outcome)
         raise
     return result
+
+
+def _named_by_pi(error: SyscallError, real: Path, given: Path) -> Path | None:
+    """The path pi names for a failed write to `real` (`given` as pi names it): the file for
+    `open`, for `mkdir` the folder it failed at (the folders not made yet, below it, are named
+    alike on both paths), none for a `write` to the open file."""
+    if error.syscall == "open":
+        return given
+    if error.syscall != "mkdir" or error.filename is None:
+        return None
+    failed = Path(error.filename)
+    kept = len(given.parent.parts) - (len(real.parent.parts) - len(failed.parts))
+    # Past the given path's own folders only if a folder changed meanwhile: named as it is.
+    return Path(*given.parent.parts[:kept]) if 0 < kept <= len(given.parent.parts) else failed
 
 
 def _given_up(writing: asyncio.Future[Any]) -> None:
