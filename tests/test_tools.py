@@ -1519,6 +1519,39 @@ async def test_bash_output_cut_by_an_unfinished_last_line_is_saved(root: Path) -
         full.unlink(missing_ok=True)
 
 
+# pi 1.6's details.truncation for these commands (its OutputAccumulator.snapshot, which spreads
+# truncateTail's result: its keys in that order, `content` the text shown), from running its bash.
+PI16_TRUNCATIONS = [
+    ("seq 1 2001", {
+        "content": "\n".join(str(n) for n in range(2, 2002)), "truncated": True,
+        "truncatedBy": "lines", "totalLines": 2001, "totalBytes": 8898, "outputLines": 2000,
+        "outputBytes": 8895, "lastLinePartial": False, "firstLineExceedsLimit": False,
+        "maxLines": 2000, "maxBytes": 51200}),
+    ("head -c 60000 /dev/zero | tr '\\0' a; echo; printf abc", {
+        "content": "abc", "truncated": True, "truncatedBy": "bytes", "totalLines": 2,
+        "totalBytes": 60004, "outputLines": 1, "outputBytes": 3, "lastLinePartial": False,
+        "firstLineExceedsLimit": False, "maxLines": 2000, "maxBytes": 51200}),
+    ("head -c 60000 /dev/zero | tr '\\0' a", {
+        "content": "a" * 51200, "truncated": True, "truncatedBy": "bytes", "totalLines": 1,
+        "totalBytes": 60000, "outputLines": 1, "outputBytes": 51200, "lastLinePartial": True,
+        "firstLineExceedsLimit": False, "maxLines": 2000, "maxBytes": 51200}),
+]
+
+
+@pytest.mark.parametrize(("command", "expected"), PI16_TRUNCATIONS)
+async def test_bash_truncation_details_are_pis_key_for_key(root: Path, command: str,
+                                                           expected: dict[str, Any]) -> None:
+    """A cut output's details.truncation lacked `content` and `firstLineExceedsLimit`, which
+    pi's snapshot spreads from truncateTail: a session's tool result differed from pi's."""
+    result = await run(BASH, {"command": command}, root)
+    try:
+        truncation = result.details["truncation"]
+        assert list(truncation.items()) == list(expected.items())  # in pi's order
+        assert list(result.details) == ["truncation", "fullOutputPath"]
+    finally:
+        Path(result.details["fullOutputPath"]).unlink(missing_ok=True)
+
+
 async def test_bash_output_is_cut_at_50kb_of_the_text_the_model_gets(root: Path) -> None:
     """Bytes that are not UTF-8 were counted raw, then each sent as U+FFFD (3 bytes): 51,000 of
     them reached the model as 153,000 bytes, no notice, no file. pi counts the decoded text."""

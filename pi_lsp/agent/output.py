@@ -206,16 +206,18 @@ class OutputTail:
             discard_file(self.full_path)
 
     def tail(self) -> tuple[str, dict[str, Any] | None]:
-        """The last whole lines within both limits, and pi's truncation details if cut."""
+        """The last whole lines within both limits, and pi's truncation details if cut: its
+        snapshot's, truncateTail's keys in their order (a session holds them as pi's does)."""
         cut = truncate_tail(self._shown_text(), self.max_lines, self.max_bytes)
         if self.total_lines <= self.max_lines and self.total_bytes <= self.max_bytes:
             return cut.text, None
         self._start_file()  # as pi's snapshot({persistIfTruncated}): the notice names it
         return cut.text, {
-            "truncated": True,
+            "content": cut.text, "truncated": True,
             "truncatedBy": cut.by or ("bytes" if self.total_bytes > self.max_bytes else "lines"),
             "totalLines": self.total_lines, "totalBytes": self.total_bytes,
             "outputLines": cut.lines, "outputBytes": cut.size, "lastLinePartial": cut.partial,
+            "firstLineExceedsLimit": False,  # truncateTail never sets it; pi keeps it so
             "maxLines": self.max_lines, "maxBytes": self.max_bytes,
         }
 
