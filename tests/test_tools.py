@@ -972,8 +972,10 @@ async def test_edit_replaces_once_with_a_diff(root: Path) -> None:
     assert not result.is_error, text_of(result)
     assert text_of(result) == "Successfully replaced 1 block(s) in f.py."
     assert (root / "f.py").read_text() == "a = 1\nb = 20\nc = 3\n"
-    # pi's display diff, numbered (pi-lsp sent a unified diff).
+    # pi's display diff, numbered (pi-lsp sent a unified diff), and its unified patch.
     assert result.details == {"diff": " 1 a = 1\n-2 b = 2\n+2 b = 20\n 3 c = 3",
+                              "patch": "--- f.py\n+++ f.py\n@@ -1,3 +1,3 @@\n a = 1\n-b = 2\n"
+                                       "+b = 20\n c = 3\n",
                               "firstChangedLine": 2}
 
 
@@ -1081,8 +1083,79 @@ async def test_edit_takes_the_arguments_pi_prepares(root: Path, args: dict[str, 
     (root / "f.py").write_text("a\nb\n")
     result = await run(EDIT, {"path": "f.py", **args}, root)
     assert text_of(result) == SUCCESS
-    assert result.details == {"diff": diff, "firstChangedLine": 1 if "-1" in diff else 2}
+    patch = "@@ -1,2 +1,2 @@\n-a\n+A\n b\n" if "-1" in diff else "@@ -1,2 +1,2 @@\n a\n-b\n+B\n"
+    assert result.details == {"diff": diff, "patch": f"--- f.py\n+++ f.py\n{patch}",
+                              "firstChangedLine": 1 if "-1" in diff else 2}
     assert (root / "f.py").read_text() == written
+
+
+def patch_cases() -> list[dict[str, Any]]:
+    """Edits of files of a few kinds of lines (so that jsdiff's pairing of equal lines shows),
+    LF or CRLF, with or without a last line break: 1 to 3 disjoint edits of a few characters to
+    many lines each; and the edges of a patch (all lines removed, a first line added)."""
+    rnd = random.Random(16)
+    kinds = ["}", "{", "", "  return x;", "foo();", "bar();", "// c", "end"]
+    cases: list[dict[str, Any]] = [
+        {"text": "a\nb\n", "edits": [replace("b", "c")]},
+        {"text": "a\nb\n", "edits": [replace("a\nb\n", "")]},
+        {"text": "only", "edits": [replace("only", "")]},
+        {"text": "a\nb", "edits": [replace("a", "new\na")]},
+        {"text": "a\nb", "edits": [replace("b", "b\n")]},
+    ]
+    while len(cases) < 120:
+        lines = [rnd.choice(kinds) + (f" {rnd.randint(0, 3)}" if rnd.random() < 0.3 else "")
+                 for _ in range(rnd.choice([3, 12, 40, 90, 150]))]
+        break_ = rnd.choice(["\n", "\n", "\r\n"])
+        text = break_.join(lines) + (break_ if rnd.random() < 0.8 else "")
+        flat = text.replace("\r\n", "\n")  # what pi matches the edits in
+        spans: list[tuple[int, int]] = []
+        for _ in range(rnd.choice([1, 1, 2, 3])):
+            start = rnd.randrange(len(flat))
+            end = min(len(flat), start + rnd.randint(1, rnd.choice([8, 60, 400])))
+            old = flat[start:end]
+            if flat.count(old) == 1 and old.strip() and \
+                    all(end <= a or start >= b for a, b in spans):
+                spans.append((start, end))
+        if not spans:
+            continue
+        edits = [replace(flat[a:b], "\n".join(rnd.choice(kinds) for _ in range(rnd.randint(0, 6))))
+                 for a, b in spans]
+        cases.append({"text": text, "edits": edits})
+    return cases
+
+
+STORED_PATCHES = Path(__file__).with_name("fixtures") / "pi16-edit-patches.json"
+
+
+@pytest.fixture(scope="module")
+def pi16_patches(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    """What pi 1.6's edit tool answers on each of patch_cases(): stored (for machines without
+    pi), and checked against pi itself where it is installed."""
+    stored: list[dict[str, Any]] = json.loads(STORED_PATCHES.read_text("utf-8"))
+    node = pi16_node()
+    if node is not None:
+        cases = tmp_path_factory.mktemp("patches") / "cases.json"
+        cases.write_text(json.dumps(patch_cases()))
+        run = subprocess.run([node, str(Path(__file__).with_name("pi16_patch.mjs")),
+                              str(PI16 / "@earendil-works"), str(cases)],
+                             capture_output=True, text=True, timeout=PROCESS_CEILING_S)
+        assert run.returncode == 0, run.stderr
+        assert json.loads(run.stdout) == stored
+    return stored
+
+
+async def test_edit_details_carry_pis_unified_patch(root: Path,
+                                                   pi16_patches: list[dict[str, Any]]) -> None:
+    """A successful edit's details lacked `patch`, the unified patch pi 1.6 keeps beside the
+    display diff (jsdiff's structuredPatch around each replacement, formatPatch's text): a
+    session's tool result differed from pi's. Each case's details are pi's, key for key."""
+    cases = patch_cases()
+    assert len(cases) == len(pi16_patches)
+    for case, expected in zip(cases, pi16_patches, strict=True):
+        (root / "f.txt").write_bytes(case["text"].encode())
+        result = await run(EDIT, {"path": "f.txt", "edits": case["edits"]}, root)
+        got = {"error": text_of(result)} if result.is_error else result.details
+        assert list(got.items()) == list(expected.items()), case
 
 
 async def test_edit_of_a_large_block_shows_it_removed_then_added(root: Path) -> None:

@@ -1,13 +1,15 @@
-"""The diff an `edit` result carries (details.diff), as pi 1.6 draws it (edit-diff.js's
-generateEditDiff): numbered lines, `+`/`-` for the changed ones, four lines of context and
-`...` for those skipped, worked out by jsdiff's line diff (a port of diff 8's Myers
+"""The diffs an `edit` result carries, as pi 1.6 makes them (edit-diff.js's generateEditDiff):
+details.diff, numbered lines, `+`/`-` for the changed ones, four lines of context and `...` for
+those skipped; details.patch, the same change as jsdiff's unified patch (structuredPatch's hunks,
+formatPatch's text). Both are worked out by jsdiff's line diff (a port of diff 8's Myers
 algorithm, so lines pair up as in pi) around each replacement only. The diff's work is
 bounded: past DIFF_BUDGET each replacement's lines are shown as one block removed, then
-added, with the lines between replacements kept."""
+added, with the lines between replacements kept (there pi's pairing may differ)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from pi_lsp.agent.splice import Replacement
 from pi_lsp.sequences import shared_ends
@@ -333,12 +335,94 @@ def _windows(base: str, replacements: list[Replacement]) -> list[_Window]:
     return windows
 
 
-def edit_diff(base: str, new: str, replacements: list[Replacement]) -> tuple[str, int | None]:
-    """pi's generateEditDiff: the display diff of `base` becoming `new` by these (sorted)
-    replacements, and the first changed line of the new text."""
+class Hunk(NamedTuple):
+    """One of jsdiff's patch hunks: where it starts (1-based) and how many lines it spans on
+    each side, and its lines (` `, `-` or `+` first, line breaks kept)."""
+
+    old_start: int
+    old_lines: int
+    new_start: int
+    new_lines: int
+    lines: list[str]
+
+
+def _split_lines(text: str) -> list[str]:
+    """jsdiff's splitLines: each line with its LF, the last without one when `text` has none."""
+    lines = [line + "\n" for line in text.split("\n")]
+    if text.endswith("\n"):
+        lines.pop()
+    else:
+        lines[-1] = lines[-1][:-1]
+    return lines
+
+
+def _hunks(parts: list[Part], old_shift: int, new_shift: int) -> list[Hunk]:
+    """jsdiff's structuredPatch hunks of a window's parts, with CONTEXT_LINES of context; their
+    starts moved by the lines before the window (`old_shift`, `new_shift`)."""
+    runs = [(_split_lines(part.value), part.added, part.removed) for part in parts]
+    runs.append(([], False, False))  # jsdiff's closing empty part ends the last hunk
+    hunks: list[Hunk] = []
+    old_start = new_start = 0  # 0: no hunk open
+    lines: list[str] = []
+    old_line = new_line = 1
+    for index, (run, added, removed) in enumerate(runs):
+        if added or removed:
+            if not old_start:
+                lines = [" " + line for line in runs[index - 1][0][-CONTEXT_LINES:]] \
+                    if index else []
+                old_start, new_start = old_line - len(lines), new_line - len(lines)
+            lines += [("+" if added else "-") + line for line in run]
+            if added:
+                new_line += len(run)
+            else:
+                old_line += len(run)
+            continue
+        if old_start:
+            if len(run) <= 2 * CONTEXT_LINES and index < len(runs) - 2:
+                lines += [" " + line for line in run]
+            else:
+                kept = min(len(run), CONTEXT_LINES)
+                lines += [" " + line for line in run[:kept]]
+                hunks.append(Hunk(old_start + old_shift, old_line - old_start + kept,
+                                  new_start + new_shift, new_line - new_start + kept, lines))
+                old_start = new_start = 0
+                lines = []
+        old_line, new_line = old_line + len(run), new_line + len(run)
+    return hunks
+
+
+def format_patch(path: str, hunks: list[Hunk]) -> str:
+    """jsdiff's formatPatch with file headers only: a hunk spanning no lines on a side names
+    the line before it there."""
+    text = [f"--- {path}", f"+++ {path}"]
+    for hunk in hunks:
+        old_start = hunk.old_start - 1 if hunk.old_lines == 0 else hunk.old_start
+        new_start = hunk.new_start - 1 if hunk.new_lines == 0 else hunk.new_start
+        text.append(f"@@ -{old_start},{hunk.old_lines} +{new_start},{hunk.new_lines} @@")
+        for line in hunk.lines:
+            if line.endswith("\n"):
+                text.append(line[:-1])
+            else:
+                text += [line, "\\ No newline at end of file"]
+    return "\n".join(text) + "\n"
+
+
+class EditDiff(NamedTuple):
+    """What pi's generateEditDiff gives: the display diff, the unified patch and the first
+    changed line of the new text (None when no line changed)."""
+
+    diff: str
+    patch: str
+    first_changed: int | None
+
+
+def edit_diff(path: str, base: str, new: str, replacements: list[Replacement]) -> EditDiff:
+    """pi's generateEditDiff: `base` becoming `new` by these (sorted) replacements, the file
+    named `path` (as the call names it) in the patch's headers."""
     width = len(str(max(base.count("\n"), new.count("\n")) + 1))
     marker = f" {''.rjust(width)} ..."
     output: list[str] = []
+    hunks: list[Hunk] = []
     first_changed: int | None = None
     budget = Budget()
     for window in _windows(base, replacements):
@@ -352,4 +436,5 @@ def edit_diff(base: str, new: str, replacements: list[Replacement]) -> tuple[str
         if output and output[-1] == marker and shown and shown[0] == marker:
             shown.pop(0)  # both windows mark the lines between them: the whole diff marks once
         output.extend(shown)
-    return "\n".join(output), first_changed
+        hunks += _hunks(parts, window.old_line, window.new_line)
+    return EditDiff("\n".join(output), format_patch(path, hunks), first_changed)

@@ -612,10 +612,10 @@ async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     _check_approved(change, "edit", args, ctx)
     args = tool_arguments("edit", args)
     # The diff first, as pi makes it: it cannot fail once the file is written.
-    diff, first_changed = edit_diff(plan.base, plan.new, plan.replacements)
-    details: dict[str, Any] = {"diff": diff}
-    if first_changed is not None:
-        details["firstChangedLine"] = first_changed
+    diff = edit_diff(args["path"], plan.base, plan.new, plan.replacements)
+    details: dict[str, Any] = {"diff": diff.diff, "patch": diff.patch}
+    if diff.first_changed is not None:
+        details["firstChangedLine"] = diff.first_changed
     return await _written(change, ctx, ctx.given(args["path"]), text_result(
         f"Successfully replaced {len(args['edits'])} block(s) in {args['path']}.", details))
 
