@@ -396,3 +396,61 @@ def test_an_openrouter_claude_on_chat_completions_is_sent_as_pi_16_sends_it(
             _comparable(body, CHAT_API, replayed, pi=True), str(file.relative_to(CONFORMANCE))
         compared += 1
     assert compared >= (1 if long else 10)
+
+
+def _stored_pi_bodies(stored_file: Path, folder: Path,
+                      runs: list[tuple[str, str | None]]) -> dict[str, Any]:
+    """The bodies stored in `stored_file` for each session in `folder` on each run (API and
+    model), checked against pi 1.6's own where it is installed."""
+    stored: dict[str, Any] = json.loads(stored_file.read_text("utf-8"))
+    node = pi16_node()
+    if node is not None:
+        for api, model_id in runs:
+            run = subprocess.run([node, str(Path(__file__).with_name("pi16_wire.mjs")),
+                                  str(PI16 / "@earendil-works"), api,
+                                  *(["--model", model_id] if model_id else []),
+                                  *map(str, sorted(folder.glob("*.jsonl")))],
+                                 capture_output=True, text=True, timeout=PROCESS_CEILING_S)
+            assert run.returncode == 0, run.stderr
+            for file, body in json.loads(run.stdout).items():
+                key = _run_key(api, model_id, Path(file))
+                assert body == stored[key], key  # the stored bodies are pi's
+    return stored
+
+
+def _run_key(api: str, model_id: str | None, file: Path) -> str:
+    return " ".join([api, *([model_id] if model_id else []), file.name])
+
+
+def _assert_sent_as_pi_sends(file: Path, api: str, model_id: str | None,
+                             stored: dict[str, Any]) -> None:
+    ours, replayed = _ours(file, api, model_id=model_id)
+    pi = stored[_run_key(api, model_id, file)]
+    assert _comparable(ours, api, replayed, pi=False) == _comparable(pi, api, replayed, pi=True)
+
+
+# Hand-edited sessions, each with one message field of another type (found by a differential
+# fuzz against pi 1.6), and the bodies pi 1.6 sends for them (stored for machines without it).
+ODD_FIELDS = STORED_BODIES.with_name("pi16-odd-fields")
+STORED_ODD_FIELDS = STORED_BODIES.with_name("pi16-odd-fields.json")
+ODD_FIELD_RUNS = [(ANTHROPIC_API, None), (RESPONSES_API, None), (CHAT_API, None),
+                  (ANTHROPIC_API, DEFAULT), (RESPONSES_API, OPENAI_DEFAULT)]
+
+
+@pytest.fixture(scope="module")
+def pi_odd_field_bodies() -> dict[str, Any]:
+    return _stored_pi_bodies(STORED_ODD_FIELDS, ODD_FIELDS, ODD_FIELD_RUNS)
+
+
+@pytest.mark.parametrize(("api", "model_id"), ODD_FIELD_RUNS,
+                         ids=[" ".join(filter(None, run)) for run in ODD_FIELD_RUNS])
+@pytest.mark.parametrize("name", sorted(path.name for path in ODD_FIELDS.glob("*.jsonl")))
+def test_a_message_with_a_field_of_another_type_is_sent_as_pi_16_sends_it(
+        name: str, api: str, model_id: str | None, pi_odd_field_bodies: dict[str, Any]) -> None:
+    """A reply whose providerThinkingLevel, thinkingLevel, errorMessage, responseModel or
+    diagnostics was of another type, or a tool result whose toolName or isError was, was left
+    out of the request (a left-out result replaced by a made-up "No result provided" error);
+    pi 1.6 sends it, using isError, toolName and (to gpt-6.2-sol) providerThinkingLevel as
+    they are."""
+    _assert_sent_as_pi_sends(ODD_FIELDS / name, api, model_id, pi_odd_field_bodies)
+

@@ -227,7 +227,8 @@ def _marked_effort(message: AssistantMessage, provider: str) -> str | None:
     """The effort a reply of ours was asked for, where pi 1.6 marks it (None: not marked)."""
     level = message.provider_thinking_level
     mine = message.api == API and message.provider == provider
-    return level if mine and level in MARKED_EFFORTS else None
+    # (a hand-edited level of another type is kept as decoded: pi's isAnthropicEffort refuses it)
+    return level if mine and isinstance(level, str) and level in MARKED_EFFORTS else None
 
 
 Definitions = Callable[[list[ToolSpec]], list[dict[str, Any]]]

@@ -107,8 +107,9 @@ class AssistantMessage(_Message, tag="assistant", kw_only=True):
     stop_reason: StopReason
     timestamp: int
     # The effort a model that takes it mid-conversation was asked for (pi 1.6): later requests
-    # mark this reply with it.
-    provider_thinking_level: str | None = None
+    # mark this reply with it. Kept as decoded: pi 1.6 sends a hand-edited one of another type
+    # as it is where it sends any (gpt-6.2-sol's configuration_update).
+    provider_thinking_level: Any = None
     # The server's id for the reply, as it sent it: pi 1.6 writes a number or object as it is.
     response_id: Any = None
     response_model: str | None = None  # the model that answered, when not the one asked
@@ -143,7 +144,9 @@ class ToolResultMessage(_Message, tag="toolResult", kw_only=True):
     tool_name: str
     content: list[UserBlock]
     details: Any = None
-    is_error: bool
+    # A bool as pi writes it; a hand-edited one of another type kept as decoded: pi 1.6 sends
+    # it to Anthropic as it is, and elsewhere reads it as true or false as JavaScript does.
+    is_error: Any
     timestamp: int | None  # None: pi's NaN (an unreadable entry stamp), written as null
     nested_calls: NestedCalls | None = None
 
@@ -507,6 +510,9 @@ _FALLBACKS: dict[str, Any] = {"timestamp": 0, "api": "", "provider": "", "model"
 # JavaScript makes of them, `undefined` for a missing one.
 _TEXT_FIELDS: dict[str, tuple[str, ...]] = {
     "branchSummary": ("summary",), "compactionSummary": ("summary",), "custom": ("customType",)}
+# Text fields pi puts into text where it uses them (a failed call's image caption): one of
+# another type is read as that text.
+_AS_TEXT = ("toolName",)
 _SIGNATURES = ("thinkingSignature", "textSignature")
 _MESSAGE_TYPES = {kind.__struct_config__.tag: kind for kind in AgentMessage.__args__}
 
@@ -527,9 +533,9 @@ def _fitting_part(value: dict[str, Any], kind: type[msgspec.Struct]) -> dict[str
 
 
 def _read_leniently(raw: msgspec.Raw | bytes) -> AgentMessage | None:
-    """A message whose bookkeeping fields pi-lsp cannot read as their types, read with those
-    as absent; None when its role or content is what is wrong. (Tool-call arguments that are no
-    object read as none: pi would send, and count, them as written.)"""
+    """A message whose bookkeeping or optional fields pi-lsp cannot read as their types, read
+    with those as absent; None when its role or content is what is wrong. (Tool-call arguments
+    that are no object read as none: pi would send, and count, them as written.)"""
     try:
         fields = object_decoder.decode(raw)
     except (msgspec.DecodeError, msgspec.ValidationError):
@@ -542,9 +548,15 @@ def _read_leniently(raw: msgspec.Raw | bytes) -> AgentMessage | None:
         fields[name] = js_string(fields.get(name, msgspec.UNSET))
     for field in msgspec.structs.fields(kind):
         name = field.encode_name
-        if name not in _FALLBACKS or _fits(fields.get(name, field.default), field.type):
+        if _fits(fields.get(name, field.default), field.type):
             continue
-        if name == "usage" and isinstance(fields.get(name), dict):
+        if name in _AS_TEXT and name in fields:
+            fields[name] = js_string(fields[name])
+        elif name not in _FALLBACKS:
+            # An optional field pi uses only when it holds what pi writes: read as absent.
+            if not field.required:
+                fields.pop(name, None)
+        elif name == "usage" and isinstance(fields.get(name), dict):
             fields[name] = _fitting_part(fields[name], Usage)
         elif _fits(None, field.type):
             fields[name] = None
