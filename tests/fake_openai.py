@@ -123,12 +123,14 @@ def message_item(index: int, *pieces: str) -> list[dict[str, Any]]:
     ]
 
 
-def call_item(index: int, call_id: str, name: str, arguments: dict[str, Any]
-              ) -> list[dict[str, Any]]:
+def call_item(index: int, call_id: str, name: str, arguments: dict[str, Any],
+              namespace: str | None = None) -> list[dict[str, Any]]:
+    """A function call's events; `namespace`: the one its tool is declared in (None: none)."""
     text = json.dumps(arguments)
     half = len(text) // 2
     item = {"type": "function_call", "id": f"fc_{index}", "call_id": call_id, "name": name,
-            "arguments": "", "status": "in_progress"}
+            "arguments": "", "status": "in_progress",
+            **({"namespace": namespace} if namespace is not None else {})}
     return [
         _event("response.output_item.added", output_index=index, item=item),
         _event("response.function_call_arguments.delta", output_index=index,

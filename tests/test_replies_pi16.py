@@ -28,7 +28,7 @@ from pi_lsp.session.replyorder import reply_json
 from pi_lsp.session.tree import SessionTree
 from tests import fake_anthropic, fake_openai
 from tests.fake_anthropic import FakeAnthropic, message_end, message_start, text_block
-from tests.fake_openai import FakeOpenAI, chat_reply, chunk, message_item
+from tests.fake_openai import FakeOpenAI, call_item, chat_reply, chunk, message_item
 from tests.test_system_messages import PI16, pi16_node
 from tests.waits import PROCESS_CEILING_S
 
@@ -47,6 +47,7 @@ class Scene:
     model: str
     thinking: str
     reply: fake_anthropic.Reply | fake_openai.Reply
+    then: fake_openai.Reply | None = None  # the reply after its tool calls ran
 
 
 def _anthropic(stop: str = "end_turn", cache_1h: int | None = None,
@@ -97,6 +98,14 @@ WITHHELD = [{"type": "reasoning", "id": "rs_1", "action": "removed", "reason": "
             {"type": "reasoning", "action": "removed", "reason": "model_mismatch"},
             {"type": "reasoning", "id": None, "action": "removed", "reason": "org_mismatch"},
             "odd", None]
+
+
+def _responses_calling(namespace: str) -> fake_openai.Reply:
+    """A Responses stream of one tool call, its tool declared in `namespace`."""
+    reply = _responses()
+    reply.events[1:-1] = call_item(0, "call_1", "read", {"path": "missing.txt"},
+                                   namespace=namespace)
+    return reply
 
 
 def _transformed(reply: fake_openai.Reply, transformations: Any) -> fake_openai.Reply:
@@ -191,6 +200,8 @@ SCENES: dict[str, Scene] = {
         *_responses().events[-1:], refusal=True)),
     "responses, cut before the end": Scene("openai/gpt-5", "low",
                                            _responses_ending(cut=True)),
+    "responses, a tool call in a namespace": Scene(
+        "openai/gpt-5", "low", _responses_calling("functions"), then=_responses()),
     "chat, cut at length": Scene(f"lab/{LAB_MODEL}", "off", _chat_ending("length")),
     "chat, content_filter": Scene(f"lab/{LAB_MODEL}", "off", _chat_ending("content_filter")),
     "chat, no [DONE]": Scene(f"lab/{LAB_MODEL}", "off", _chat_ending("stop", done=False)),
@@ -241,7 +252,8 @@ def _reply_line(command: list[str], scene: Scene, root: Path, fake: FakeAnthropi
                 oai: FakeOpenAI) -> tuple[dict[str, Any], float]:
     """The assistant message `command` (an agent's one-prompt run) wrote for the scene's
     reply, as read in key order, and how long the run took in ms."""
-    (fake if isinstance(scene.reply, fake_anthropic.Reply) else oai).script(scene.reply)
+    (fake if isinstance(scene.reply, fake_anthropic.Reply) else oai).script(
+        scene.reply, *([scene.then] if scene.then is not None else []))
     workspace = root / "ws"
     workspace.mkdir()
     session = workspace / "s.jsonl"
@@ -255,8 +267,9 @@ def _reply_line(command: list[str], scene: Scene, root: Path, fake: FakeAnthropi
                          capture_output=True, text=True, timeout=PROCESS_CEILING_S)
     took = (time.monotonic() - began) * 1000
     assert "Traceback" not in run.stderr, run.stderr
-    [reply] = [entry["message"] for entry in map(json.loads, session.read_text().splitlines())
-               if entry.get("message", {}).get("role") == "assistant"]
+    reply, *after = [entry["message"] for entry in map(json.loads, session.read_text().splitlines())
+                     if entry.get("message", {}).get("role") == "assistant"]
+    assert len(after) == (scene.then is not None)
     return reply, took
 
 

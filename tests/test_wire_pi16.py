@@ -454,3 +454,25 @@ def test_a_message_with_a_field_of_another_type_is_sent_as_pi_16_sends_it(
     they are."""
     _assert_sent_as_pi_sends(ODD_FIELDS / name, api, model_id, pi_odd_field_bodies)
 
+
+# Sessions whose Responses tool call has the `namespace` the server sent it with, a reply of
+# gpt-5's and one of gpt-6.2-sol's, and the bodies pi 1.6 sends for them.
+NAMESPACES = STORED_BODIES.with_name("pi16-namespaces")
+STORED_NAMESPACES = STORED_BODIES.with_name("pi16-namespaces.json")
+NAMESPACE_RUNS = [(RESPONSES_API, None), (RESPONSES_API, OPENAI_DEFAULT), (ANTHROPIC_API, None),
+                  (CHAT_API, None)]
+
+
+@pytest.fixture(scope="module")
+def pi_namespace_bodies() -> dict[str, Any]:
+    return _stored_pi_bodies(STORED_NAMESPACES, NAMESPACES, NAMESPACE_RUNS)
+
+
+@pytest.mark.parametrize(("api", "model_id"), NAMESPACE_RUNS,
+                         ids=[" ".join(filter(None, run)) for run in NAMESPACE_RUNS])
+@pytest.mark.parametrize("name", sorted(path.name for path in NAMESPACES.glob("*.jsonl")))
+def test_a_tool_calls_namespace_goes_back_as_pi_16_sends_it(
+        name: str, api: str, model_id: str | None, pi_namespace_bodies: dict[str, Any]) -> None:
+    """pi 1.6 sends a Responses tool call's `namespace` back to the model that made it (with
+    another model, or another API, it leaves it out); pi-lsp dropped it on reading."""
+    _assert_sent_as_pi_sends(NAMESPACES / name, api, model_id, pi_namespace_bodies)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
+
 from pi_lsp.context.convert import adapt_to_model
 from pi_lsp.context.replay import system_update_text
 from pi_lsp.providers.base import (
@@ -121,8 +123,9 @@ def _content(content: str | list[UserBlock]) -> list[dict[str, Any]]:
 
 def _assistant(message: AssistantMessage, model: ModelInfo, index: int) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
-    other_model = message.provider == model.provider and message.api == model.api and \
-        message.model != model.id
+    same_api = message.provider == model.provider and message.api == model.api
+    same_model = same_api and message.model == model.id
+    other_model = same_api and not same_model
     texts = 0
     for block in message.content:
         if isinstance(block, ThinkingContent):
@@ -151,6 +154,8 @@ def _assistant(message: AssistantMessage, model: ModelInfo, index: int) -> list[
             if item_id.startswith("fc_") and not other_model:
                 call["id"] = item_id
             call.update(call_id=call_id, name=block.name, arguments=stringify(block.arguments))
+            if same_model and block.namespace is not msgspec.UNSET:
+                call["namespace"] = block.namespace
             items.append(call)
     return items
 
@@ -439,6 +444,7 @@ class ResponsesReader:
             index = self.reply.start_tool_call(f"{item.call_id}|{item.id}", item.name)
             self.items[output_index] = index
             self.unfinished.add(index)
+            self._take_namespace(index, item)
             if item.arguments:
                 return self.reply.add_tool_json(index, item.arguments)
         return []
@@ -476,7 +482,15 @@ class ResponsesReader:
             self.unfinished.discard(index)
             if item.arguments and item.arguments != self.reply.tool_json(index):
                 self.reply.replace_tool_json(index, item.arguments)
+            self._take_namespace(index, item)
         return [*started, self.reply.end_block(index)]
+
+    def _take_namespace(self, index: int, item: Any) -> None:
+        """The call's namespace, where its item has one (null too, as pi 1.6 keeps it)."""
+        if "namespace" in item.model_fields_set:
+            block = self.reply.block(index)
+            assert isinstance(block, ToolCall)
+            block.namespace = item.namespace
 
     def _finished(self, response: Any) -> None:
         reply, usage = self.reply, response.usage

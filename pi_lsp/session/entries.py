@@ -53,6 +53,9 @@ class ToolCall(_Block, tag="toolCall", kw_only=True):
     id: str
     name: str
     arguments: dict[str, Any]
+    # The Responses namespace its tool was declared in, as the server sent it (pi 1.6 records
+    # it there and sends it back to the model that made the call); kept as decoded.
+    namespace: Any = msgspec.UNSET
     thought_signature: str | None = None
     arguments_error: str | None = None  # pi 1.6: why the arguments sent could not be read
 
