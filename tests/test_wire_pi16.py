@@ -476,3 +476,29 @@ def test_a_tool_calls_namespace_goes_back_as_pi_16_sends_it(
     """pi 1.6 sends a Responses tool call's `namespace` back to the model that made it (with
     another model, or another API, it leaves it out); pi-lsp dropped it on reading."""
     _assert_sent_as_pi_sends(NAMESPACES / name, api, model_id, pi_namespace_bodies)
+
+
+# Sessions whose first system message takes tools away (with tools added or none, one adding
+# tools later), and the bodies pi 1.6 sends for them.
+LEAD_REMOVALS = STORED_BODIES.with_name("pi16-lead-removals")
+STORED_LEAD_REMOVALS = STORED_BODIES.with_name("pi16-lead-removals.json")
+LEAD_REMOVAL_RUNS = [(RESPONSES_API, OPENAI_DEFAULT), (RESPONSES_API, None),
+                     (ANTHROPIC_API, None), (CHAT_API, None)]
+
+
+@pytest.fixture(scope="module")
+def pi_lead_removal_bodies() -> dict[str, Any]:
+    return _stored_pi_bodies(STORED_LEAD_REMOVALS, LEAD_REMOVALS, LEAD_REMOVAL_RUNS)
+
+
+@pytest.mark.parametrize(("api", "model_id"), LEAD_REMOVAL_RUNS,
+                         ids=[" ".join(filter(None, run)) for run in LEAD_REMOVAL_RUNS])
+@pytest.mark.parametrize("name", sorted(path.name for path in LEAD_REMOVALS.glob("*.jsonl")))
+def test_tools_the_first_system_message_takes_away_are_named_as_pi_16_names_them(
+        name: str, api: str, model_id: str | None, pi_lead_removal_bodies: dict[str, Any]
+        ) -> None:
+    """gpt-6.2-sol (tool changes in place): pi 1.6 follows the first system message's prompt
+    with its notice of the tools it takes away ("The following tools are no longer
+    available…"), and names them in a later tools item's "Still unavailable"; pi-lsp said
+    it only for later system messages."""
+    _assert_sent_as_pi_sends(LEAD_REMOVALS / name, api, model_id, pi_lead_removal_bodies)

@@ -193,21 +193,32 @@ def replayed_prompt(messages: Sequence[AgentMessage | None], agent: AgentSetup
 Prepared = list[tuple[int | None, ModelMessage]]
 
 
-def prompt_in_place(prepared: Prepared, model: ModelInfo
-                    ) -> tuple[str, list[ToolSpec], Prepared, bool]:
+class Lead(msgspec.Struct):
+    """What goes first in a request: the prompt, the tools and (from a leading system message
+    on a model that takes them mid-conversation) the tools it takes away, then the rest."""
+
+    prompt: str
+    tools: list[ToolSpec]
+    tools_removed: list[Any]  # as the system message holds them
+    after: Prepared
+    tool_changes_in_place: bool
+
+
+def prompt_in_place(prepared: Prepared, model: ModelInfo) -> Lead:
     """pi 1.6's request to a model that takes system messages mid-conversation: a leading
-    system message's prompt and tools go first, the later ones stay in place so the cached
-    prefix holds. Tool changes are said in place only where tools were declared first (on
-    Responses, always: every tool goes in an input item); else the current tools go first.
-    Returns the prompt, the tools, the messages after the lead, and whether tool changes are
-    in place."""
+    system message's prompt and tools (and the tools it takes away) go first, the later ones
+    stay in place so the cached prefix holds. Tool changes are said in place only where tools
+    were declared first (on Responses, always: every tool goes in an input item); else the
+    current tools go first."""
     first = prepared[0][1] if prepared else None
     lead = first if isinstance(first, SystemMessage) else None
     declared = list(lead.tools_added or []) if lead is not None else []
     in_place = native_tool_changes(model) and (bool(declared) or model.api == RESPONSES_API)
     tools = declared if in_place else current_tools([message for _, message in prepared])
-    return (system_text(lead) if lead is not None else "", _tool_specs(tools),
-            prepared[1:] if lead is not None else prepared, in_place)
+    if lead is None:
+        return Lead("", _tool_specs(tools), [], prepared, in_place)
+    return Lead(system_text(lead), _tool_specs(tools), list(lead.tools_removed or []),
+                prepared[1:], in_place)
 
 
 def system_patch_at(tree: SessionTree, leaf_id: str | None, agent: AgentSetup,
@@ -251,18 +262,19 @@ def build_layer(tree: SessionTree, leaf_id: str | None, layer: Layer,
         llm: list[ModelMessage] = [m for _, m in readable]  # type: ignore[misc]
         in_place = keeps_system_messages(model)
         prepared = prepare_with_sources(llm, keep_system=in_place)
-        tool_changes_in_place = True
         if in_place:
             patch = system_patch(current_system_message(llm), agent.sections, agent.tools, 0)
             prepared += [(None, patch)] if patch is not None else []
-            prompt, tools, prepared, tool_changes_in_place = prompt_in_place(prepared, model)
+            lead = prompt_in_place(prepared, model)
         else:
             prompt, tools = replayed_prompt(messages, agent)
+            lead = Lead(prompt, tools, [], prepared, True)
         heads = [RowHead(readable[source][0] if source is not None else None, message)
-                 for source, message in prepared]
+                 for source, message in lead.after]
         request = ModelRequest(
-            model=model, tool_changes_in_place=tool_changes_in_place,
-            system_prompt=prompt, messages=[m for _, m in prepared], tools=tools,
+            model=model, tool_changes_in_place=lead.tool_changes_in_place,
+            tools_removed=lead.tools_removed, system_prompt=lead.prompt,
+            messages=[m for _, m in lead.after], tools=lead.tools,
             # the level thought at, which the reply keeps as pi 1.6's does (clamped)
             thinking_level=level_in_force(settings, agent.registry, agent.default_model,
                                           agent.default_thinking_level),

@@ -107,6 +107,9 @@ class ModelRequest(msgspec.Struct):
     # Tool changes said in place (pi's nativeToolChanges) where the model takes them: False
     # when the transcript declared no tools first, so `tools` are the current ones.
     tool_changes_in_place: bool = True
+    # The tools the system message `system_prompt` and `tools` came from takes away, as it
+    # holds them: pi 1.6 names them after the prompt where tool changes are in place (Responses).
+    tools_removed: list[Any] = msgspec.field(default_factory=list)
 
 
 class StreamEvent(msgspec.Struct, tag_field="type", rename="camel", kw_only=True):

@@ -216,23 +216,30 @@ class _Instructions:
         self.declared = False  # an additional_tools item went before
         self.unavailable: dict[str, None] = {}  # tools taken away and not declared again
 
-    def lead(self, prompt: str, tools: list[ToolSpec]) -> list[dict[str, Any]]:
+    def lead(self, prompt: str, tools: list[ToolSpec], removed: list[Any]
+             ) -> list[dict[str, Any]]:
+        """The first system message's: its prompt whole, then (as after any) its removals."""
         items = self._additions(tools) if self.in_place else []
-        return [*items, *([{"role": self.role, "content": prompt}] if prompt else [])]
+        return self._said(items, [prompt], tools, removed)
 
     def update(self, message: SystemMessage) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
-        parts = [system_update_text(message)]
+        added = [tool_spec(tool) for tool in message.tools_added or []]
+        items = self._additions(added) if self.in_place else []
+        return self._said(items, [system_update_text(message)], added,
+                          message.tools_removed or [])
+
+    def _said(self, items: list[dict[str, Any]], parts: list[str], added: list[ToolSpec],
+              removed: list[Any]) -> list[dict[str, Any]]:
+        """`items`, then one message of `parts` and, with tool changes in place, the notice of
+        the tools taken away (and not redefined: a redefinition is no removal)."""
         if self.in_place:
-            added = [tool_spec(tool) for tool in message.tools_added or []]
-            items += self._additions(added)
-            names = {tool.name for tool in added}  # a redefinition is no removal
-            removed = [name for tool in message.tools_removed or []
-                       if isinstance(name := tool.get("name"), str) and name not in names]
-            if removed:
+            names = {tool.name for tool in added}
+            gone = [name for tool in removed
+                    if isinstance(name := tool.get("name"), str) and name not in names]
+            if gone:
                 parts.append("The following tools are no longer available. Do not call them:\n"
-                             + "\n".join(f"- {name}" for name in removed))
-            self.unavailable.update(dict.fromkeys(removed))
+                             + "\n".join(f"- {name}" for name in gone))
+            self.unavailable.update(dict.fromkeys(gone))
         text = "\n\n".join(part for part in parts if part)
         return [*items, *([{"role": self.role, "content": text}] if text else [])]
 
@@ -263,7 +270,7 @@ def wire_input(request: ModelRequest) -> list[dict[str, Any]]:
     next one's last."""
     model = request.model
     instructions = _Instructions(request)
-    items = instructions.lead(request.system_prompt, request.tools)
+    items = instructions.lead(request.system_prompt, request.tools, request.tools_removed)
     effort = configuration_effort(request)
     messages = adapt_to_model(request.messages, model.provider, RESPONSES_API, model.id,
                               lambda raw, source: tool_id(raw, source, model),
