@@ -443,3 +443,95 @@ def test_a_model_named_with_no_text_is_an_unknown_one(tmp_path: Path, name: str,
     if provider != "openai":
         with pytest.raises(UnknownProviderError, match=f"provider '{provider}' is not"):
             provider_factory(registry, lambda _name: "key")(provider)
+
+
+# bashExecution messages a differential fuzz against pi 1.6 found left out of the model layer:
+# fields missing or of another type. pi writes an extension's `user_bash` result as returned
+# (recordBashResult), and its bashExecutionToText reads each field as JavaScript does.
+BASH = {"role": "bashExecution", "command": "ls", "output": "x", "exitCode": 0,
+        "cancelled": False, "truncated": False, "timestamp": 1764769388000}
+ODD_BASH: dict[str, dict[str, Any]] = {  # name: the fields over BASH's (MISSING removes one)
+    "no truncated": {"truncated": MISSING},
+    "output and exitCode only": {"command": MISSING, "cancelled": MISSING,
+                                 "truncated": MISSING, "timestamp": MISSING, "exitCode": 1},
+    "output null": {"output": None},
+    "output 0": {"output": 0},
+    "output 5": {"output": 5},
+    "output []": {"output": []},
+    "command 5": {"command": 5},
+    "command object": {"command": {"a": 1}},
+    "exitCode '1'": {"exitCode": "1"},
+    "exitCode '0'": {"exitCode": "0"},
+    "exitCode true": {"exitCode": True},
+    "exitCode false": {"exitCode": False},
+    "exitCode 0.0": {"exitCode": 0.0},
+    "exitCode null": {"exitCode": None},
+    "cancelled 'yes'": {"cancelled": "yes", "exitCode": 2},
+    "truncated, fullOutputPath 5": {"truncated": 1, "fullOutputPath": 5},
+    "truncated, fullOutputPath []": {"truncated": True, "fullOutputPath": []},
+    "excludeFromContext 'yes'": {"excludeFromContext": "yes"},
+    "excludeFromContext 0": {"excludeFromContext": 0},
+    "timestamp 'x'": {"timestamp": "x"},
+}
+# What pi 1.6 made of each (tests/pi16_context.mjs), for machines without it.
+STORED_ODD_BASH = Path(__file__).with_name("fixtures") / "pi16-odd-bash.json"
+
+
+def odd_bash_session(path: Path, name: str) -> None:
+    """A question, then the bashExecution message `name` sets out."""
+    fields = {**BASH, **ODD_BASH[name]}
+    bash_message = {key: value for key, value in fields.items() if value is not MISSING}
+    stamp = "2026-12-03T13:43:07.000Z"
+    path.write_text("".join(json.dumps(line) + "\n" for line in [
+        {"type": "session", "version": 3, "id": "01900000-0000-7000-8000-000000000001",
+         "timestamp": stamp, "cwd": "/home/dev/project"},
+        {"type": "message", "id": "aaaa0001", "parentId": None, "timestamp": stamp,
+         "message": {"role": "user", "content": "q", "timestamp": 1764769387000}},
+        {"type": "message", "id": "aaaa0002", "parentId": "aaaa0001", "timestamp": stamp,
+         "message": bash_message}]))
+
+
+def test_the_stored_odd_bash_executions_are_pi16s(tmp_path: Path) -> None:
+    files = {name: tmp_path / f"{index}.jsonl" for index, name in enumerate(ODD_BASH)}
+    for name, path in files.items():
+        odd_bash_session(path, name)
+    assert pi16_contexts(files) == json.loads(STORED_ODD_BASH.read_text("utf-8"))
+
+
+@pytest.mark.parametrize("name", list(ODD_BASH))
+def test_a_bash_execution_with_odd_fields_reaches_the_model_as_in_pi16(
+        tmp_path: Path, name: str) -> None:
+    """A bashExecution message with a field missing or of another type (no `truncated`, an
+    extension's `{output, exitCode}`) was left out of the model and request layers, so the
+    model never saw the command's output; pi 1.6 renders it as `Ran ...` regardless. Its
+    estimate, the request and a summary's transcript read it too."""
+    from pi_lsp.context.layers import AgentSetup, build_layer
+    from pi_lsp.context.messages import decode_path
+    from pi_lsp.providers.output_room import input_tokens
+    from pi_lsp.providers.registry import ModelRegistry
+    from pi_lsp.session.tree import SessionTree
+    from pi_lsp.summarize.serialize import serialize_conversation
+    from pi_lsp.summarize.summarizer import llm_messages
+
+    path = tmp_path / "s.jsonl"
+    odd_bash_session(path, name)
+    tree = SessionTree.open(str(path))
+    pi = json.loads(STORED_ODD_BASH.read_text("utf-8"))[name]
+    for layer in ("agent", "llm"):
+        rows = build_layer(tree, tree.leaf_id, layer).rows
+        assert [json.loads(bytes(row.message)) for row in rows] == pi[layer], layer
+    agent_rows = build_layer(tree, tree.leaf_id, "agent").rows
+    assert agent_rows[1].role == "bashExecution"
+    agent = AgentSetup(ModelRegistry(), ("anthropic", "claude-sonnet-4-5"), "off", {}, [])
+    request = build_layer(tree, tree.leaf_id, "request", agent).request
+    assert request is not None
+    sent = [json.loads(encoder.encode(m))["content"] for m in request.messages]
+    assert sent == [m["content"] for m in pi["llm"]]
+    assert input_tokens(request) > 0  # the output room is worked out whatever the stamp
+    decoded = decode_path(tree, tree.leaf_id).messages
+    transcript = serialize_conversation(llm_messages([m for m in decoded if m is not None]))
+    ran = [m for m in pi["llm"] if m["content"] != "q"]
+    for message in ran:
+        assert message["content"][0]["text"] in transcript
+    if not ran:  # excluded from the context, as in pi
+        assert "Ran" not in transcript

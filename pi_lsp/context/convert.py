@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import msgspec
 
@@ -28,7 +29,7 @@ from pi_lsp.session.entries import (
     encoder,
     head_decoder,
 )
-from pi_lsp.session.jsontext import Decoder
+from pi_lsp.session.jsontext import Decoder, js_string, js_truthy
 
 COMPACTION_SUMMARY_PREFIX = (
     "The conversation history before this point was compacted into the following summary:"
@@ -54,15 +55,26 @@ NO_RESULT_TEXT = "No result provided"
 
 
 def bash_execution_text(message: BashExecutionMessage) -> str:
-    text = f"Ran `{message.command}`\n"
-    text += f"```\n{message.output}\n```" if message.output else "(no output)"
-    if message.cancelled:
+    """pi's bashExecutionToText, which checks no field's type: each is tested and put into
+    the text as JavaScript does (a missing command reads `undefined`, an exit code "0" shows)."""
+    text = f"Ran `{js_string(message.command)}`\n"
+    output = message.output
+    text += f"```\n{js_string(output)}\n```" if js_truthy(output) else "(no output)"
+    if js_truthy(message.cancelled):
         text += "\n\n(command cancelled)"
-    elif message.exit_code is not None and message.exit_code != 0:
-        text += f"\n\nCommand exited with code {message.exit_code}"
-    if message.truncated and message.full_output_path:
-        text += f"\n\n[Output truncated. Full output: {message.full_output_path}]"
+    elif exited_otherwise(message.exit_code):
+        text += f"\n\nCommand exited with code {js_string(message.exit_code)}"
+    if js_truthy(message.truncated) and js_truthy(message.full_output_path):
+        text += f"\n\n[Output truncated. Full output: {js_string(message.full_output_path)}]"
     return text
+
+
+def exited_otherwise(code: Any) -> bool:
+    """pi's `exitCode !== null && exitCode !== undefined && exitCode !== 0`: true for any code
+    but the number 0 (false and "0" are not it)."""
+    if code is None or code is msgspec.UNSET:
+        return False
+    return isinstance(code, bool) or not (isinstance(code, int | float) and code == 0)
 
 
 def _user(content: str | list[UserBlock], timestamp: int | None) -> UserMessage:
@@ -79,7 +91,7 @@ def message_to_llm(message: AgentMessage) -> ModelMessage | None:
         case SystemMessage() | UserMessage() | AssistantMessage() | ToolResultMessage():
             return message
         case BashExecutionMessage():
-            if message.exclude_from_context:
+            if js_truthy(message.exclude_from_context):
                 return None
             return _user_text(bash_execution_text(message), message.timestamp)
         case CustomMessage():

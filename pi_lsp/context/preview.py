@@ -26,6 +26,7 @@ from pi_lsp.session.entries import (
     decode_message,
     encoder,
 )
+from pi_lsp.session.jsontext import js_string, js_truthy
 from pi_lsp.session.outline import content_text, message_preview, shorten
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.visible import printable
@@ -144,7 +145,8 @@ def message_markdown(message: AgentMessage | None) -> str:
             flag = " (error)" if message.is_error else ""
             return f"**{message.tool_name}{flag}**\n" + _fenced(content_text(message.content))
         case BashExecutionMessage():
-            return _fenced(f"$ {message.command}\n{message.output}", "sh")
+            output = js_string(message.output) if js_truthy(message.output) else ""
+            return _fenced(f"$ {js_string(message.command)}\n{output}", "sh")
         case CompactionSummaryMessage():
             return "**Compacted history**\n\n" + _fenced(message.summary, "markdown")
         case BranchSummaryMessage():

@@ -40,6 +40,14 @@ def utf16_length(text: str) -> int:
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
+def _js_length(value: object) -> int:
+    """A field's `.length` as pi's estimate reads it, for text or a list; 0 for anything else
+    (where pi's sum is NaN, or it fails on null and a missing field)."""
+    if isinstance(value, str):
+        return utf16_length(value)
+    return len(value) if isinstance(value, list) else 0
+
+
 def _block_chars(content: str | list[UserBlock]) -> int:
     if isinstance(content, str):
         return utf16_length(content)
@@ -73,7 +81,7 @@ def message_chars(message: AgentMessage) -> int:
                     chars += utf16_length(block.name) + utf16_length(stringify(block.arguments))
             return chars
         case BashExecutionMessage():
-            return utf16_length(message.command) + utf16_length(message.output)
+            return _js_length(message.command) + _js_length(message.output)
         case BranchSummaryMessage() | CompactionSummaryMessage():
             return utf16_length(message.summary)
     return 0

@@ -4,11 +4,12 @@ max_tokens into the context window left after the input, with a margin for misco
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from pi_lsp.context.tokens import FAILED, message_chars, usage_tokens, utf16_length
 from pi_lsp.providers.base import ModelRequest
 from pi_lsp.session.entries import AssistantMessage, ModelMessage
-from pi_lsp.session.jsontext import stringify
+from pi_lsp.session.jsontext import js_double, js_string, js_to_number, stringify
 
 CHARS_PER_TOKEN = 3.5  # pi-ai's estimate here (not the /4 pi's compaction uses)
 SAFETY_TOKENS = 4096
@@ -20,13 +21,23 @@ def _tokens(chars: int) -> int:
     return math.ceil(chars / CHARS_PER_TOKEN)
 
 
+def _stamp(value: Any) -> float:
+    """A message's time as pi-ai compares it (JavaScript's Number(value)): a stamp pi carried
+    as the file holds it may be text, a list or missing; None is pi's NaN written as null."""
+    if isinstance(value, int | float):  # (a bool too: 0 or 1)
+        return js_double(value)
+    if isinstance(value, str | list):
+        return js_to_number(js_string(value))
+    return math.nan
+
+
 def _anchor(messages: list[ModelMessage]) -> int:
     """The last reply whose reported usage still describes the prefix before it, or -1:
     not failed, usage reported, and nothing newer inserted before it."""
     found, newest = -1, -math.inf
     for index, message in enumerate(messages):
         # A missing stamp is pi's NaN: no comparison with it holds, from then on too.
-        stamp = math.nan if message.timestamp is None else float(message.timestamp)
+        stamp = _stamp(message.timestamp)
         if isinstance(message, AssistantMessage) and stamp >= newest \
                 and message.stop_reason not in FAILED and usage_tokens(message) > 0:
             found = index

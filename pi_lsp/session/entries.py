@@ -155,14 +155,18 @@ class ToolResultMessage(_Message, tag="toolResult", kw_only=True):
 
 
 class BashExecutionMessage(_Message, tag="bashExecution", kw_only=True):
-    command: str
-    output: str
-    exit_code: int | None = None
-    cancelled: bool
-    truncated: bool
-    timestamp: int
-    full_output_path: str | None = None
-    exclude_from_context: bool | None = None
+    """A `!command` and its output. pi checks none of these fields (an extension's `user_bash`
+    result is written as it returned it, `{output, exitCode}` say): each is carried as the
+    message holds it (UNSET: missing) and read as JavaScript does (convert.bash_execution_text)."""
+
+    command: Any = msgspec.UNSET
+    output: Any = msgspec.UNSET
+    exit_code: Any = msgspec.UNSET
+    cancelled: Any = msgspec.UNSET
+    truncated: Any = msgspec.UNSET
+    timestamp: Any = msgspec.UNSET
+    full_output_path: Any = msgspec.UNSET
+    exclude_from_context: Any = msgspec.UNSET
 
 
 class CustomMessage(_Message, tag="custom", kw_only=True):

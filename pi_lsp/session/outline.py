@@ -84,7 +84,7 @@ def message_preview(message: AgentMessage) -> str:
             marker = "✗ " if message.is_error else ""
             return shorten(f"{marker}{message.tool_name}: {content_text(message.content)}")
         case BashExecutionMessage():
-            return shorten(f"$ {message.command}")
+            return shorten(f"$ {js_string(message.command)}")
         case CustomMessage():
             return shorten(f"{message.custom_type}: {content_text(message.content)}")
         case SystemMessage():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+from pi_lsp.context.convert import exited_otherwise
 from pi_lsp.session.entries import (
     AgentMessage,
     AssistantMessage,
@@ -17,6 +18,7 @@ from pi_lsp.session.entries import (
     ToolResultMessage,
     UserMessage,
 )
+from pi_lsp.session.jsontext import js_string
 from pi_lsp.session.outline import content_text
 from pi_lsp.summarize.fileops import FileOps
 from pi_lsp.summarize.summarizer import SPLIT_TURN_MARK, Summary, SummaryRequest
@@ -73,8 +75,9 @@ class Facts:
             case ToolResultMessage() if message.is_error:
                 first = content_text(message.content).strip().splitlines()
                 self.errors.append(f"{message.tool_name}: {_short(first[0] if first else '', 160)}")
-            case BashExecutionMessage() if message.exit_code not in (None, 0):
-                self.errors.append(f"`{message.command}` exited with code {message.exit_code}")
+            case BashExecutionMessage() if exited_otherwise(message.exit_code):
+                self.errors.append(f"`{js_string(message.command)}` exited with code "
+                                   f"{js_string(message.exit_code)}")
             case BranchSummaryMessage() | CompactionSummaryMessage():
                 self.earlier.append(_short(message.summary, REPLY_CHARS))
 
