@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SESSION_ID = "11111111-2222-4333-8444-555555555555"
 OTHER_SESSION_ID = "99999999-8888-4777-8666-555555555555"
 TS = "2025-01-02T03:04:05.678Z"
+MISSING = object()  # a field left out
 HEX8 = re.compile(r"[0-9a-f]{8}")
 
 
@@ -434,6 +435,44 @@ def test_entry_without_id_is_reported(tmp_path: Path) -> None:
     assert kinds(tree.problems) == [("no-id", 3)]
     assert record_ids(tree) == ["aaaa0001", "aaaa0002"]
     assert tree.leaf_id == "aaaa0002"
+
+
+@pytest.mark.parametrize("leaf_id", [5, True, {"a": 1}, [1]], ids=["5", "true", "object", "list"])
+def test_an_append_under_a_leaf_whose_id_is_no_text_is_refused(
+        tmp_path: Path, leaf_id: Any) -> None:
+    """The last line's id was a number (or another value JavaScript takes as true): pi's leaf
+    is that value and pi appends under it (`"parentId":5`), but pi-lsp wrote `"parentId":null`,
+    a new root, so the next turn lost the conversation. pi-lsp cannot name such a parent: it
+    refuses, naming the line, and writes nothing; moved to another entry, it appends there."""
+    last = dumps({"type": "custom", "customType": "test", "id": leaf_id,
+                  "parentId": "aaaa0001", "timestamp": TS})
+    path = write_session(tmp_path / "s.jsonl", [header(), custom("aaaa0001"), last])
+    before = Path(path).read_bytes()
+    tree = SessionTree.open(path)
+    for append in (lambda: tree.append_label("aaaa0001", "L"),
+                   lambda: tree.append_custom("test"),
+                   lambda: tree.append_session_info("name")):
+        with pytest.raises(WriteFailedError, match=r"leaf \(line 3\) .*not text"):
+            append()
+    assert Path(path).read_bytes() == before
+    tree.branch("aaaa0001")
+    written = tree.append_custom("test")
+    assert json.loads(Path(path).read_bytes().splitlines()[-1])["parentId"] == "aaaa0001"
+    assert tree.leaf_id == written
+
+
+@pytest.mark.parametrize("leaf_id", [0, False, None, MISSING], ids=["0", "false", "null", "none"])
+def test_an_append_under_a_leaf_whose_id_pi_reads_as_no_parent_starts_a_root(
+        tmp_path: Path, leaf_id: Any) -> None:
+    """A last line whose id is missing, null or false-like: pi writes the next entry with that
+    parentId (or none), which every reader takes as a root; so does pi-lsp."""
+    fields = {"type": "custom", "customType": "test", "id": leaf_id, "parentId": "aaaa0001",
+              "timestamp": TS}
+    last = dumps({key: value for key, value in fields.items() if value is not MISSING})
+    path = write_session(tmp_path / "s.jsonl", [header(), custom("aaaa0001"), last])
+    tree = SessionTree.open(path)
+    tree.append_custom("test")
+    assert json.loads(Path(path).read_bytes().splitlines()[-1])["parentId"] is None
 
 
 # Hand-edited sessions whose envelopes pi 1.6 reads leniently, and what it made of each

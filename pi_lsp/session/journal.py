@@ -13,7 +13,7 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import IO, NamedTuple
+from typing import IO, Any, NamedTuple
 
 import msgspec
 
@@ -24,7 +24,7 @@ from pi_lsp.session.entries import (
     header_decoder,
     loose_envelope_decoder,
 )
-from pi_lsp.session.jsontext import value_decoder
+from pi_lsp.session.jsontext import Decoder, value_decoder
 
 BOM = b"\xef\xbb\xbf"
 # Files are read a few MB at a time. Each piece is held about three times over while it is
@@ -609,6 +609,22 @@ def _parse_clean(run: Run, batch: LineBatch) -> bool:
     batch.records += list(map(Record, itertools.count(first_line), map(msgspec.Raw, lines),
                               envelopes))
     return True
+
+
+class _WrittenId(msgspec.Struct):
+    id: Any = msgspec.UNSET
+
+
+_written_id_decoder: Decoder[_WrittenId] = Decoder(_WrittenId)
+
+
+def written_id(record: Record) -> Any:
+    """The `id` an entry line holds, of any type (UNSET: none, or the line is no object):
+    pi's leafId when the line is last."""
+    try:
+        return _written_id_decoder.decode(record.text).id
+    except msgspec.ValidationError:
+        return msgspec.UNSET
 
 
 def idless_record(line: SkippedLine) -> Record:

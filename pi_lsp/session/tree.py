@@ -56,8 +56,9 @@ from pi_lsp.session.journal import (
     read_file,
     repair_line,
     too_deep,
+    written_id,
 )
-from pi_lsp.session.jsontext import escape_line_separators, js_truthy
+from pi_lsp.session.jsontext import escape_line_separators, js_truthy, stringify
 from pi_lsp.session.migrate import ids_made_up, migrate
 from pi_lsp.session.records import (
     LEAF_MOVE,
@@ -710,6 +711,9 @@ class SessionTree(EntryAppends):
         does from a deleted one while a turn runs."""
         if self.ids_in_memory:
             raise WriteFailedError(errno.EPERM, IDS_IN_MEMORY, self.path)
+        unnamed = self._unnameable_leaf()
+        if unnamed is not None:
+            raise WriteFailedError(errno.EPERM, unnamed, self.path)
         line = encoder.encode(entry)
         if len(line) > MAX_LINE_BYTES or too_deep(line):
             raise WriteFailedError(errno.EINVAL, UNREADABLE, self.path)
@@ -739,6 +743,21 @@ class SessionTree(EntryAppends):
             raise WriteFailedError(errno.EIO, REPLACED_AS_WRITTEN if change.relocated_from
                                    else NOT_READ_BACK, self.path)
         return entry.id
+
+    def _unnameable_leaf(self) -> str | None:
+        """Why nothing can be appended at the leaf, when pi would append under it and pi-lsp
+        cannot: the last line's id is a value JavaScript takes as true but no text (5, true,
+        an object). pi writes it as the parentId; pi-lsp writing none would start a new root,
+        which loses the conversation. A missing, null, 0 or false id is no parent to pi."""
+        leaf = self.idless_leaf
+        if self.leaf_id is not None or leaf is None:
+            return None
+        leaf_id = written_id(leaf)
+        if leaf_id is msgspec.UNSET or not js_truthy(leaf_id):
+            return None
+        return (f"its leaf (line {leaf.line}) has the id {stringify(leaf_id)}, which is not "
+                "text: pi would write the next entry under it, and pi-lsp cannot name it as a "
+                "parent; move to another entry first, or give that line a text id")
 
     def _create_file(self, lines: list[bytes]) -> None:
         """Write a new session's first lines into a file made for them: one another process
