@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 
 from pi_lsp.session.journal import Record
-from pi_lsp.session.records import is_leaf_move, parent_of
+from pi_lsp.session.records import is_leaf_move, parent_of, path_parent
 from pi_lsp.session.tree import SessionTree
 
 # pi never shows usage records in its tree.
@@ -55,7 +55,7 @@ def path_end(tree: SessionTree) -> str | None:
     leaf (pi's leaf when the last line has no id; no row, as no parentId can name it)."""
     if tree.leaf_id is not None or tree.idless_leaf is None:
         return tree.leaf_id
-    parent = parent_of(tree.idless_leaf)
+    parent = path_parent(tree.idless_leaf)
     return parent if parent in tree.by_id else None
 
 

@@ -135,3 +135,10 @@ def parent_of(record: Record) -> str | None:
     """The parent id, with a self-parent read as a root."""
     parent = record.env.parent_id
     return None if parent == record.env.id else parent
+
+
+def path_parent(record: Record) -> str | None:
+    """The parent a path walk goes up to: pi's `parentId ? byId.get(parentId) : undefined`
+    takes an empty parentId as none, though an entry may have the id "" (getTree still draws
+    the entry under it, as `parent_of` does)."""
+    return parent_of(record) or None

@@ -69,6 +69,7 @@ from pi_lsp.session.records import (
     last_level_change,
     last_model_source,
     parent_of,
+    path_parent,
     starts_conversation,
 )
 from pi_lsp.session.tail import Tail
@@ -500,7 +501,7 @@ class SessionTree(EntryAppends):
         # until a parent comes at or after its child (a hostile or merged file): 100k steps.
         while True:
             yield record
-            parent = by_id.get(record.env.parent_id)  # type: ignore[arg-type]
+            parent = by_id.get(record.env.parent_id or None)  # type: ignore[arg-type]
             if parent is None:
                 return
             if parent.line >= record.line:
@@ -511,13 +512,13 @@ class SessionTree(EntryAppends):
         while walked is not None and walked.env.id != record.env.id and \
                 walked.env.id not in seen:
             seen.add(walked.env.id)  # (the tree may have changed since: guarded all the same)
-            walked = by_id.get(walked.env.parent_id)  # type: ignore[arg-type]
+            walked = by_id.get(walked.env.parent_id or None)  # type: ignore[arg-type]
         above: Record | None = record
         while above is not None and above.env.id not in seen:
             seen.add(above.env.id)
             if above is not record:
                 yield above
-            parent_id = parent_of(above)
+            parent_id = path_parent(above)
             above = by_id.get(parent_id) if parent_id is not None else None
 
     def path_to(self, leaf_id: str | None) -> list[Record]:
@@ -545,7 +546,7 @@ class SessionTree(EntryAppends):
         leaf = self.idless_leaf
         if leaf is None:
             return []
-        parent = parent_of(leaf)
+        parent = path_parent(leaf)
         return [*(self.path_to(parent) if parent in self.by_id else []), leaf]
 
     def _held(self, leaf_id: str) -> HeldPath:
@@ -573,7 +574,7 @@ class SessionTree(EntryAppends):
         while record.line > held.last_line and record.env.id not in ids:
             added.append(record)
             ids.add(record.env.id)
-            parent = parent_of(record)
+            parent = path_parent(record)
             if parent == held.leaf:
                 return added
             found = self.by_id.get(parent) if parent is not None else None

@@ -32,7 +32,7 @@ from pi_lsp.session.entries import (
 )
 from pi_lsp.session.journal import Record
 from pi_lsp.session.jsontext import js_truthy
-from pi_lsp.session.records import decode_entry, parent_of
+from pi_lsp.session.records import decode_entry, parent_of, path_parent
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.summarize.compaction import summary_details
 from pi_lsp.summarize.fileops import FileLists, FileOps, format_file_lists
@@ -75,7 +75,7 @@ def collect_branch_entries(tree: SessionTree, old_leaf_id: str | None, target_id
             break
         seen.add(current)
         records.append(record)
-        current = parent_of(record)
+        current = path_parent(record)
     records.reverse()
     return BranchEntries(records, common)
 
