@@ -119,6 +119,13 @@ def _unreadable(record: Record) -> bool:
     return iso_to_ms(record.env.timestamp) is None
 
 
+def _as_leaf(record: Record) -> Record | None:
+    """An id-less last line as pi's leaf: None for `"id": null`, which pi takes as the leafId
+    null (an empty context, the next entry a root); a missing id or one of another type leaves
+    pi's context the path up from that line."""
+    return None if written_id(record) is None else record
+
+
 def order_children(siblings: list[Record]) -> None:
     """pi's order: oldest first, ties in file order; an unreadable stamp compares equal to
     every other, so then the order is the one V8's sort makes of the file order (V8's sort is
@@ -207,7 +214,8 @@ class SessionTree(EntryAppends):
         self.name: str | None = None
         self.leaf_id: str | None = None
         # pi's leaf when the last line has no id (leafId undefined): its context is the path
-        # up from that line, and what is appended next starts a root (leaf_id is None).
+        # up from that line, and what is appended next starts a root (leaf_id is None). None
+        # when that id is null: pi's leafId null, whose context is empty.
         self.idless_leaf: Record | None = None
         self.migrated = False
         # A version 1 file's ids are made up at each read: writing would name ones no later
@@ -286,7 +294,7 @@ class SessionTree(EntryAppends):
             self.idless_lines.extend(idless)
             last = idless[-1]  # pi's leaf when it comes after the records
             if not records or last.line > records[-1].line:
-                self.leaf_id, self.idless_leaf = None, idless_record(last)
+                self.leaf_id, self.idless_leaf = None, _as_leaf(idless_record(last))
         no_id = (Problem("no-id", "entry has no id", number) for number in idless.numbers())
         self.problems.extend(merge(found, no_id, key=_problem_line))
 
@@ -328,7 +336,7 @@ class SessionTree(EntryAppends):
     def _take_idless(self, record: Record) -> None:
         """An entry with no id: pi indexes it all the same, so its name or label counts and,
         last, it is the leaf; no parentId can name it, so it is in no other path."""
-        self.leaf_id, self.idless_leaf = None, record
+        self.leaf_id, self.idless_leaf = None, _as_leaf(record)
         self.idless_records.append(record)
         if record.env.type in ("label", "session_info"):
             self._apply_marker(record)
