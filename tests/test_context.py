@@ -535,3 +535,77 @@ def test_a_bash_execution_with_odd_fields_reaches_the_model_as_in_pi16(
         assert message["content"][0]["text"] in transcript
     if not ran:  # excluded from the context, as in pi
         assert "Ran" not in transcript
+
+
+# Messages pi 1.6 turns into user messages whose rows pi-lsp wrote otherwise (found by the
+# differential fuzz): pi's convertToLlm passes the message's timestamp on as it is (none: no
+# key) and a custom message's content too (none: no key).
+CUSTOM = {"role": "custom", "customType": "x", "content": "c", "display": True, "timestamp": 1}
+SUMMARY = {"summary": "s", "timestamp": 1}
+ODD_LLM_ROWS: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {
+    # name: (the message of the entry after a question; the entries after it)
+    "custom, no timestamp": ({**CUSTOM, "timestamp": MISSING}, []),
+    "custom, timestamp 'x'": ({**CUSTOM, "timestamp": "x"}, []),
+    "custom, timestamp true": ({**CUSTOM, "timestamp": True}, []),
+    "custom, timestamp 1.5": ({**CUSTOM, "timestamp": 1.5}, []),
+    "custom, timestamp []": ({**CUSTOM, "timestamp": []}, []),
+    "custom, no content": ({**CUSTOM, "content": MISSING}, []),
+    "custom, no content, timestamp 'x'": ({**CUSTOM, "content": MISSING, "timestamp": "x"}, []),
+    "custom, edited to no content": (CUSTOM, [
+        {"type": "context_edit", "targetId": "aaaa0002", "replacement": {}}]),
+    "bash, timestamp true": ({**BASH, "timestamp": True}, []),
+    "bash, timestamp []": ({**BASH, "timestamp": []}, []),
+    "branchSummary, timestamp 'x'": ({"role": "branchSummary", **SUMMARY, "timestamp": "x"}, []),
+    "branchSummary, timestamp 1.5": ({"role": "branchSummary", **SUMMARY, "timestamp": 1.5}, []),
+    "compactionSummary, timestamp false": (
+        {"role": "compactionSummary", **SUMMARY, "timestamp": False}, []),
+    "compactionSummary, no timestamp": (
+        {"role": "compactionSummary", **SUMMARY, "timestamp": MISSING}, []),
+}
+# What pi 1.6 made of each (tests/pi16_context.mjs), for machines without it.
+STORED_ODD_LLM_ROWS = Path(__file__).with_name("fixtures") / "pi16-odd-llm-rows.json"
+
+
+def odd_llm_row_session(path: Path, name: str) -> None:
+    """A question, then the message `name` sets out and the entries after it."""
+    message, after = ODD_LLM_ROWS[name]
+    lines = [{"type": "message", "message": {"role": "user", "content": "q", "timestamp": 1}},
+             {"type": "message", "message": {key: value for key, value in message.items()
+                                             if value is not MISSING}}, *after]
+    path.write_text("".join(json.dumps(line) + "\n" for line in [
+        {"type": "session", "version": 3, "id": "01900000-0000-7000-8000-000000000001",
+         "timestamp": "2026-12-03T13:43:06.440Z", "cwd": "/home/dev/project"},
+        *({"type": line["type"], "id": f"aaaa000{index + 1}",
+           "parentId": f"aaaa000{index}" if index > 0 else None,
+           "timestamp": f"2026-12-03T13:43:{index + 7:02d}.000Z",
+           **{key: value for key, value in line.items() if key != "type"}}
+          for index, line in enumerate(lines))]))
+
+
+def test_the_stored_odd_llm_rows_are_pi16s(tmp_path: Path) -> None:
+    files = {name: tmp_path / f"{index}.jsonl" for index, name in enumerate(ODD_LLM_ROWS)}
+    for name, path in files.items():
+        odd_llm_row_session(path, name)
+    assert pi16_contexts(files) == json.loads(STORED_ODD_LLM_ROWS.read_text("utf-8"))
+
+
+@pytest.mark.parametrize("name", list(ODD_LLM_ROWS))
+def test_a_converted_message_keeps_its_timestamp_and_content_as_pi16_does(
+        tmp_path: Path, name: str) -> None:
+    """A custom message with no timestamp got `"timestamp":null`, one with text, true, 1.5 or
+    [] got null or 0 (bash, summaries alike), and one with no content `"content":null`, where
+    pi 1.6 passes each on as it is, or leaves the key out."""
+    from pi_lsp.context.layers import build_layer
+    from pi_lsp.session.tree import SessionTree
+
+    path = tmp_path / "s.jsonl"
+    odd_llm_row_session(path, name)
+    tree = SessionTree.open(str(path))
+    pi = json.loads(STORED_ODD_LLM_ROWS.read_text("utf-8"))[name]
+    for layer in ("agent", "llm"):
+        rows = [json.loads(bytes(row.message)) for row in build_layer(tree, tree.leaf_id,
+                                                                       layer).rows]
+        if layer == "llm" and name.startswith("branchSummary"):  # pi-lsp's own wrapper
+            assert rows[1]["content"][0]["text"].startswith(BRANCH_SUMMARY_PREFIX)
+            rows[1]["content"] = pi[layer][1]["content"]
+        assert rows == pi[layer], layer

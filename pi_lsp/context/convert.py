@@ -8,7 +8,6 @@ from typing import Any
 import msgspec
 
 from pi_lsp.session.entries import (
-    NO_MESSAGE,
     AgentMessage,
     AssistantBlock,
     AssistantMessage,
@@ -124,16 +123,19 @@ def convert_with_sources(messages: list[msgspec.Raw]
         message = decode_message(raw)
         if message is not None:
             llm = message_to_llm(message)
-            if llm is not None:
-                converted.append((index, llm))
+            if llm is not None:  # pi passes the message's own timestamp on, whatever it is
+                converted.append((index, msgspec.structs.replace(
+                    llm, timestamp=_custom_body_decoder.decode(raw).timestamp)))
         elif role == "custom":
             converted.append((index, odd_custom_to_llm(raw)))
     return converted
 
 
 class _CustomBody(msgspec.Struct):
-    content: msgspec.Raw = NO_MESSAGE
-    timestamp: msgspec.Raw = NO_MESSAGE
+    """A message's content and timestamp as it holds them (UNSET: missing)."""
+
+    content: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    timestamp: Any = msgspec.UNSET
 
 
 _custom_body_decoder: Decoder[_CustomBody] = Decoder(_CustomBody)
@@ -141,10 +143,12 @@ _custom_body_decoder: Decoder[_CustomBody] = Decoder(_CustomBody)
 
 def odd_custom_to_llm(raw: msgspec.Raw) -> msgspec.Raw:
     """A custom message whose content is neither text nor known blocks, as pi's convertToLlm
-    makes it: a user message with that content as it is (a number, an object, unknown blocks)."""
+    makes it: a user message with that content as it is (a number, an object, unknown blocks),
+    and no content or timestamp key where the message has none (JSON.stringify drops them)."""
     body = _custom_body_decoder.decode(raw)
+    fields = {"role": "user", "content": body.content, "timestamp": body.timestamp}
     return msgspec.Raw(encoder.encode(
-        {"role": "user", "content": body.content, "timestamp": body.timestamp}))
+        {key: value for key, value in fields.items() if value is not msgspec.UNSET}))
 
 
 def convert_to_llm(messages: list[msgspec.Raw]) -> list[msgspec.Raw]:
