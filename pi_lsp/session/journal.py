@@ -335,14 +335,17 @@ def parse_lines(lines: list[bytes], first_line: int, batch: LineBatch) -> None:
 
 def _read_loosely(raw: bytes, number: int, batch: LineBatch) -> Envelope | None:
     """The envelope pi 1.6 reads from an entry line `Envelope` refuses, reported in `batch`;
-    None before the header (never taken as it) and for a line pi skips."""
-    if batch.header is None:
-        return None
+    None for a line pi skips and before the header, where a session header whose id is not
+    text makes the file no session, as pi 1.6 reads it (NotASessionError)."""
     try:
         loose = loose_envelope_decoder.decode(raw)
     except msgspec.ValidationError:
-        return _read_non_object(raw, number, batch)
+        return _read_non_object(raw, number, batch) if batch.header is not None else None
     except msgspec.DecodeError:  # not JSON: `Envelope` stopped at a field before its end
+        return None
+    if batch.header is None:
+        if loose.type == "session":  # pi 1.6 takes it as the header, and refuses the file
+            raise NotASessionError("its session header's id is not text")
         return None
     env = loose.as_pi_reads_it()
     batch.problems.append(Problem("off-type-envelope", "; ".join(
