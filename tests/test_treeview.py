@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = next((ROOT / "examples" / "workspace" / ".pi" / "sessions").glob("*.jsonl"))
 EVERY_TYPE = ROOT / "tests" / "fixtures" / "every-type.jsonl"
 NOID_LEAF = ROOT / "tests" / "fixtures" / "pi16-odd-envelopes" / "noid-leaf.jsonl"
+EMPTY_PARENT = NOID_LEAF.with_name("empty-parent.jsonl")
 FORK_PARENT = "24652ae8"
 
 
@@ -58,6 +59,19 @@ def test_a_changed_view_equals_one_laid_out_anew(
         (expected.leaf_id, expected.leaf_row, expected.title, expected.entries, expected.nodes)
     delta = views.delta(held, tree)
     assert delta is None  # nothing changed since
+
+
+@pytest.mark.parametrize("limit", [None, 300])
+def test_an_entry_under_an_empty_parent_id_is_drawn_as_a_root_on_the_path(
+        limit: int | None) -> None:
+    """`a3` ("parentId": "") tops the current path, as pi 1.6's walks stop at an empty
+    parentId: the view draws it as a root of its own, the earlier entries off the path."""
+    view = TreeViews().view(HeldView(), SessionTree.open(str(EMPTY_PARENT)), False, limit)
+    rows = [(node.id, node.depth, node.head, node.on_path) for node in view.nodes]
+    drawn = [("a1", 0, True, False), ("", 0, False, False), ("a3", 0, True, True)]
+    assert rows == (drawn if limit is None else [drawn[0], drawn[2]])
+    assert view.leaf_id == "a3"
+    assert limit is None or view.nodes[0].hidden == 1  # the "" entry, folded under a1
 
 
 @pytest.mark.parametrize("limit", [None, 300])
