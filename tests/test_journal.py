@@ -407,6 +407,18 @@ def test_file_without_a_leading_header_is_not_a_session(
         SessionTree.open(str(path))
 
 
+def test_a_header_with_a_text_id_and_an_odd_parent_id_is_read(tmp_path: Path) -> None:
+    """pi 1.6 checks only a header's type and that its id is text: one with `"parentId": 5`
+    opens, where pi-lsp refused the file ("its session header's id is not text")."""
+    line = json.loads(header())
+    path = write_session(tmp_path / "s.jsonl", [json.dumps({**line, "parentId": 5}).encode(),
+                                                custom("aaaa0001")])
+    tree = SessionTree.open(path)
+    assert tree.header.id == SESSION_ID
+    assert tree.leaf_id == "aaaa0001"
+    assert kinds(tree.problems) == [("off-type-envelope", 1)]
+
+
 def test_junk_before_the_header_is_reported_and_the_header_found(tmp_path: Path) -> None:
     path = write_session(tmp_path / "s.jsonl",
                          [b"garbage", b"", b"[1]", b"  ", header(), custom("aaaa0001")])

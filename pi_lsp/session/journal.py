@@ -334,9 +334,9 @@ def parse_lines(lines: list[bytes], first_line: int, batch: LineBatch) -> None:
 
 
 def _read_loosely(raw: bytes, number: int, batch: LineBatch) -> Envelope | None:
-    """The envelope pi 1.6 reads from an entry line `Envelope` refuses, reported in `batch`;
-    None for a line pi skips and before the header, where a session header whose id is not
-    text makes the file no session, as pi 1.6 reads it (NotASessionError)."""
+    """The envelope pi 1.6 reads from a line `Envelope` refuses, reported in `batch`; None for
+    a line pi skips. Before the header only a session header is read: pi 1.6 checks its type
+    and that its id is text, and refuses the file when it is not (NotASessionError)."""
     try:
         loose = loose_envelope_decoder.decode(raw)
     except msgspec.ValidationError:
@@ -344,9 +344,10 @@ def _read_loosely(raw: bytes, number: int, batch: LineBatch) -> Envelope | None:
     except msgspec.DecodeError:  # not JSON: `Envelope` stopped at a field before its end
         return None
     if batch.header is None:
-        if loose.type == "session":  # pi 1.6 takes it as the header, and refuses the file
+        if loose.type != "session":
+            return None
+        if not isinstance(loose.id, str):  # pi 1.6 takes it as the header, and refuses the file
             raise NotASessionError("its session header's id is not text")
-        return None
     env = loose.as_pi_reads_it()
     batch.problems.append(Problem("off-type-envelope", "; ".join(
         f"{name} is not text: read as {reading}, as pi reads it"
