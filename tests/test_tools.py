@@ -668,11 +668,18 @@ from pathlib import Path
 from pi_lsp.agent.approval import ask_approval
 from pi_lsp.agent.tools import ALL_TOOLS, ToolContext, execute_tool
 from pi_lsp.session.entries import TextContent, ToolCall
-name, args, root = json.loads(sys.argv[1])
+name, args, root, meanwhile = json.loads(sys.argv[1])
 async def main():
     ctx, shown = ToolContext(Path(root)), []
     async def approver(request):
         shown.append(request.change.diff())
+        for how, name, text in meanwhile:  # what the user does while asked
+            if how == "save":  # in place, as an editor saves
+                Path(root, name).write_text(text)
+            else:  # another file moved over it, as an editor saves by renaming
+                Path(root, "moved").write_text(text)
+                Path(root, "moved").chmod(0o222)
+                Path(root, "moved").replace(Path(root, name))
     refusal = await ask_approval(ToolCall(id="1", name=name, arguments=args), ctx, approver)
     if refusal is not None:  # the model reads it as the call's result
         print(json.dumps([shown, refusal, True]))
@@ -684,11 +691,14 @@ asyncio.run(main())
 """
 
 
-def unprivileged_call(name: str, args: dict[str, Any], root: Path
+def unprivileged_call(name: str, args: dict[str, Any], root: Path,
+                      meanwhile: tuple[tuple[str, str, str], ...] = ()
                       ) -> tuple[list[str], str, bool]:
     """The diffs the approval showed, the result's text (the refusal's, if refused) and whether
-    it is an error, for a call made where file permissions hold."""
-    command = [sys.executable, "-c", UNPRIVILEGED_CALL, json.dumps([name, args, str(root)])]
+    it is an error, for a call made where file permissions hold; `meanwhile`'s ("save" or
+    "move", file, text) are done while the user is asked."""
+    command = [sys.executable, "-c", UNPRIVILEGED_CALL,
+               json.dumps([name, args, str(root), meanwhile])]
     if os.geteuid() == 0:
         if shutil.which("setpriv") is None:
             pytest.skip("as root, file permissions hold only under setpriv (util-linux)")
@@ -714,6 +724,24 @@ def test_a_file_that_cannot_be_read_is_still_overwritten(root: Path) -> None:
                      "@@ -0,0 +1 @@\n+N\n"]
     (root / "wo.txt").chmod(0o644)
     assert (root / "wo.txt").read_text() == "N\n"
+
+
+@pytest.mark.parametrize(("how", "user_text"), [("save", "USER'S NEW WORK\n"),
+                                                ("move", "WX\n")])  # as long as "WO\n"
+def test_an_unreadable_file_changed_while_asked_is_not_written(root: Path, how: str,
+                                                              user_text: str) -> None:
+    """A write-only file the user saved (or replaced by another, of the same size) while the
+    write was being asked was overwritten: its proposal held no text, so it matched the one
+    approved whatever the file had become. Its identity (inode, size, times) is held now."""
+    (root / "wo.txt").write_text("WO\n")
+    (root / "wo.txt").chmod(0o222)
+    shown, text, is_error = unprivileged_call("write", {"path": "wo.txt", "content": "N\n"},
+                                              root, ((how, "wo.txt", user_text),))
+    assert len(shown) == 1
+    assert (text, is_error) == ("wo.txt changed while the write waited for approval; nothing "
+                                "was written. Read it again.", True)
+    (root / "wo.txt").chmod(0o644)
+    assert (root / "wo.txt").read_text() == user_text
 
 
 # pi 1.6's results (Node's error.message, as its agent loop passes it on), from running its

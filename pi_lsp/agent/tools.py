@@ -213,6 +213,9 @@ class Proposal(msgspec.Struct, frozen=True):
     # A file overwritten that cannot be read (mode 0222): written all the same, as pi writes it
     # without reading it; `old_text` is then empty and no diff claims to show its text.
     unreadable: bool = False
+    # What can be known of such a file, to refuse the write if it changed while asked: its
+    # device, inode, size, mtime and ctime (`_unread_identity`).
+    identity: tuple[int, ...] | None = None
 
     def diff(self) -> str:
         """A unified diff of the change, with the file's path in its headers; a note of its
@@ -518,6 +521,16 @@ def _refuse_special(path: Path, raw: str, ctx: ToolContext) -> None:
                         "regular files are written.")
 
 
+def _unread_identity(path: Path) -> tuple[int, ...] | None:
+    """What tells a file that cannot be read from itself changed or replaced: its device, inode,
+    size, mtime and ctime (the last two as fine as the file system keeps them); None if gone."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns
+
+
 def propose_write(args: dict[str, Any], ctx: ToolContext) -> Proposal:
     args = tool_arguments("write", args)
     path = ctx.writable(args["path"])
@@ -528,7 +541,8 @@ def propose_write(args: dict[str, Any], ctx: ToolContext) -> Proposal:
     try:
         old_text = _current_text(path, ctx)[0]
     except PermissionError:  # written, not read, as pi writes it: only the diff goes without
-        return Proposal(path, "", well_formed(content), secret=secret, unreadable=True)
+        return Proposal(path, "", well_formed(content), secret=secret, unreadable=True,
+                        identity=_unread_identity(path))
     return Proposal(path, old_text, well_formed(content), secret=secret)
 
 
