@@ -836,6 +836,34 @@ def test_permission_failures_are_worded_as_pis(root: Path, files: dict[str, str]
     assert (text, is_error) == (expected.replace("{root}", str(root)), True)
 
 
+# A write where files may grow to 1 KiB at most: it fails with EFBIG as on a full disk
+# (ENOSPC), the signal that would end the process ignored, as Node ignores it.
+LIMITED_WRITE = """
+import asyncio, json, resource, signal, sys
+from pathlib import Path
+from pi_lsp.agent.tools import WRITE, ToolContext, execute_tool
+root, size = sys.argv[1], int(sys.argv[2])
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (1024, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+args = {"path": "big.txt", "content": "x" * size}
+result = asyncio.run(execute_tool(WRITE, "write", args, ToolContext(Path(root))))
+print(json.dumps([result.content[0].text, result.is_error]))
+"""
+
+
+@pytest.mark.parametrize("size", [3000, 20000])
+def test_a_write_the_disk_cannot_hold_fails_in_pis_words(root: Path, size: int) -> None:
+    """A write that met a full disk (ENOSPC), a quota or the file size limit (EFBIG) when its
+    buffer was flushed at close (3000 bytes; 20000 fail within the write) said "write failed:
+    [Errno 27] File too large"; pi 1.6 says "EFBIG: file too large, write" for both."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run([sys.executable, "-c", LIMITED_WRITE, str(root), str(size)],
+                          capture_output=True, text=True, env=env, timeout=PROCESS_CEILING_S,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == ["EFBIG: file too large, write", True]
+
+
 @pytest.mark.parametrize(("tool", "raw"), [
     (WRITE, '{"path": "keep.py", "content": "x = \\"\\ud83d\\"\\n"}'),
     (EDIT, '{"path": "keep.py", "oldText": "keep", "newText": "x = \\"\\ud83d\\""}'),

@@ -141,7 +141,9 @@ def write_regular(path: Path, data: bytes) -> None:
     # until the file is known to be regular.
     with _syscall("open"):
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
-    with os.fdopen(fd, "wb") as file, _syscall("write"):
+    # The file's close within the tagging: its buffer is flushed there, which may meet a full
+    # disk (ENOSPC, EFBIG, EDQUOT, EIO) as the writes before it may.
+    with _syscall("write"), os.fdopen(fd, "wb") as file:
         kind = file_kind(os.fstat(fd).st_mode)
         if kind != "regular file":
             raise ToolError(f"{path} is a {kind}, not a regular file; nothing was written")
