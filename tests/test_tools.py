@@ -747,6 +747,7 @@ def test_an_unreadable_file_changed_while_asked_is_not_written(root: Path, how: 
 # pi 1.6's results (Node's error.message, as its agent loop passes it on), from running its
 # tools on the same files.
 LONG = "a" * 300
+THROUGH_A_FILE = {"a.txt": "F\n", "dl": "->a.txt/zz", "chain": "->dl"}
 FAILURES_AS_PI = [
     ({"afile": "F\n"}, "write", "afile/x.txt", "EEXIST: file already exists, mkdir '{root}/afile'"),
     ({"afile": "F\n"}, "write", "afile/y/x.txt",
@@ -763,6 +764,20 @@ FAILURES_AS_PI = [
     ({"l1": "->l2", "l2": "->l1"}, "read", "l1",
      "ELOOP: too many symbolic links encountered, access '{root}/l1'"),
     ({}, "write", f"{LONG}.txt", f"ENAMETOOLONG: name too long, realpath '{{root}}/{LONG}.txt'"),
+    # A symlink whose target runs through a file: it cannot be followed (ENOTDIR), which pi
+    # names at the path given, where Python named the target ("[Errno 20] …/a.txt/zz").
+    (THROUGH_A_FILE, "write", "dl", "ENOTDIR: not a directory, open '{root}/dl'"),
+    (THROUGH_A_FILE, "write", "chain", "ENOTDIR: not a directory, open '{root}/chain'"),
+    (THROUGH_A_FILE, "write", "chain/q.txt", "ENOTDIR: not a directory, mkdir '{root}/chain'"),
+    (THROUGH_A_FILE, "write", "dl/q.txt", "ENOTDIR: not a directory, mkdir '{root}/dl'"),
+    (THROUGH_A_FILE, "write", "chain/sub/q.txt",
+     "ENOTDIR: not a directory, mkdir '{root}/chain/sub'"),
+    (THROUGH_A_FILE, "edit", "chain", "Could not edit file: chain. Error code: ENOTDIR."),
+    (THROUGH_A_FILE, "edit", "chain/q.txt",
+     "Could not edit file: chain/q.txt. Error code: ENOTDIR."),
+    (THROUGH_A_FILE, "read", "chain", "ENOTDIR: not a directory, access '{root}/chain'"),
+    (THROUGH_A_FILE, "read", "chain/q.txt",
+     "ENOTDIR: not a directory, access '{root}/chain/q.txt'"),
     ({}, "edit", f"{LONG}/x.txt",
      f"ENAMETOOLONG: name too long, realpath '{{root}}/{LONG}/x.txt'"),
 ]

@@ -483,30 +483,31 @@ def _refuse_unmade_folders(given: Path) -> None:
     makes the missing folders it names, never a link's target, and fails with nothing made)."""
     # The deepest folder on the way that is there as a name; those below it pi makes.
     folder = next(part for part in (given.parent, *given.parent.parents) if os.path.lexists(part))
-    if _dangling(folder):
+    failure = _stat_error(folder)
+    if failure == errno.ENOENT:  # a dangling symlink
         code = errno.ENOENT if folder == given.parent else errno.ENOTDIR
         raise ToolError(f"{node_message(code, 'mkdir', folder)}: {folder} is a symlink to "
                         f"{os.path.realpath(folder)}, which does not exist; nothing was written.")
-    if not os.path.isdir(folder):  # a file: Node's mkdir meets it where it names given.parent
+    if failure is not None or not os.path.isdir(folder):
+        # A file: Node's mkdir meets it where it names given.parent. A symlink through a file
+        # cannot be followed: Node's stat of it fails (ENOTDIR), and so its mkdir.
         code = errno.EEXIST if folder == given.parent else errno.ENOTDIR
-        raise ToolError(node_message(code, "mkdir", given.parent))
+        raise ToolError(node_message(failure or code, "mkdir", given.parent))
     target = Path(os.path.realpath(given))
-    if os.path.islink(given) and _dangling(target.parent):
+    if os.path.islink(given) and _stat_error(target.parent) == errno.ENOENT:
         raise ToolError(f"{node_message(errno.ENOENT, 'open', given)}: {given} is a symlink to "
                         f"{target}, whose folder {target.parent} does not exist; nothing was "
                         "written.")
 
 
-def _dangling(path: Path | str) -> bool:
-    """Whether `path` is missing once its links are followed (a loop is not: it is an error of
-    its own, ELOOP, which the write reports)."""
+def _stat_error(path: Path) -> int | None:
+    """The error `path`'s stat fails with, its links followed (ENOENT: it is missing, or a link
+    dangles; ENOTDIR: a link runs through a file), or None."""
     try:
         os.stat(path)
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
-    return False
+    except OSError as error:
+        return error.errno
+    return None
 
 
 def _refuse_special(path: Path, raw: str, ctx: ToolContext) -> None:
@@ -516,6 +517,8 @@ def _refuse_special(path: Path, raw: str, ctx: ToolContext) -> None:
         kind = file_kind(os.stat(path).st_mode)
     except FileNotFoundError:
         return
+    except NotADirectoryError:  # a symlink through a file: opening it fails, named as given
+        raise ToolError(node_message(errno.ENOTDIR, "open", ctx.given(raw))) from None
     if kind == "folder":
         raise ToolError(node_message(errno.EISDIR, "open", ctx.given(raw)))
     if kind != "regular file":
