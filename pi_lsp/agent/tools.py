@@ -614,8 +614,10 @@ def _check_approved(change: Proposal, name: str, args: dict[str, Any], ctx: Tool
                     ) -> None:
     """Refuse the change to make now if it is no longer the one the user approved."""
     if ctx.approved is not None and ctx.approved != change:
+        # (A file the model cannot read is not to be read again: the write is asked anew.)
+        again = "" if change.unreadable else " Read it again."
         raise ToolError(f"{args['path']} changed while the {name} waited for approval; "
-                        "nothing was written. Read it again.")
+                        f"nothing was written.{again}")
 
 
 async def write_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
