@@ -18,6 +18,7 @@ from pi_lsp.context.convert import (
     message_to_llm,
     prepare_for_provider,
 )
+from pi_lsp.context.preview import message_markdown
 from pi_lsp.context.tokens import context_size, estimate_tokens, utf16_length
 from pi_lsp.session.entries import (
     AssistantMessage,
@@ -32,8 +33,11 @@ from pi_lsp.session.entries import (
     ToolResultMessage,
     Usage,
     UserMessage,
+    decode_message,
     encoder,
 )
+from pi_lsp.session.outline import message_preview
+from pi_lsp.summarize.extractive import Facts
 from tests.test_system_messages import PI16, pi16_node
 from tests.waits import PROCESS_CEILING_S
 
@@ -129,6 +133,23 @@ def test_provider_transform_answers_unanswered_tool_calls_in_place() -> None:
     synthetic = prepared[3]
     assert isinstance(synthetic, ToolResultMessage) and synthetic.is_error
     assert synthetic.content == [TextContent(text=NO_RESULT_TEXT)]
+
+
+def test_a_tool_result_without_a_name_or_an_error_flag_is_read_and_shown() -> None:
+    """A hand-edited result with no toolName and no isError was unreadable (a made-up error
+    took its place); it is read with both absent, shown with the name JavaScript's text gives
+    them (`undefined`, as pi's image caption) and not as failed."""
+    raw = b'{"role":"toolResult","toolCallId":"t1","content":[{"type":"text","text":"o"}],' \
+          b'"timestamp":3}'
+    message = decode_message(raw)
+    assert isinstance(message, ToolResultMessage)
+    assert (message.tool_name, message.is_error) == (msgspec.UNSET, msgspec.UNSET)
+    assert encoder.encode(message) == raw  # written back as it was
+    assert message_preview(message) == "undefined: o"
+    assert message_markdown(message).startswith("**undefined**\n")
+    assert Facts([message]).errors == []
+    failed = msgspec.structs.replace(message, is_error=True)
+    assert Facts([failed]).errors == ["undefined: o"]
 
 
 def test_estimates_count_utf16_and_images() -> None:

@@ -606,6 +606,25 @@ async def test_chat_compat_flags_shape_the_request(oai) -> None:
     assert "strict" not in params["tools"][0]["function"]
 
 
+@pytest.mark.parametrize("name", [msgspec.UNSET, ""], ids=["missing", "empty"])
+def test_a_tool_result_without_a_name_goes_without_one_where_names_are_required(
+        name: str | msgspec.UnsetType) -> None:
+    """pi 1.6 names a tool result only when its toolName is truthy (`requiresToolResultName &&
+    toolMsg.toolName`); a hand-edited result with none is sent without `name`."""
+    from pi_lsp.providers.registry import Compat
+
+    model = ModelInfo("lab", "m", 8000, 1000, PRICE, api=CHAT_API,
+                      compat=Compat(requires_tool_result_name=True))
+    other = AssistantMessage(content=[ToolCall(id="c1", name="bash", arguments={})],
+                             api=CHAT_API, provider="lab", model="m", usage=Usage(),
+                             stop_reason="toolUse", timestamp=2)
+    result = ToolResultMessage(tool_call_id="c1", tool_name=name,
+                               content=[TextContent(text="out")], timestamp=3)
+    params = openai_chat.request_params(ModelRequest(
+        model, "", [UserMessage(content="q", timestamp=1), other, result], [], "off"))
+    assert params["messages"][-1] == {"role": "tool", "content": "out", "tool_call_id": "c1"}
+
+
 # -- Responses -------------------------------------------------------------------------------
 
 

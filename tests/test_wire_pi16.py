@@ -448,10 +448,10 @@ def pi_odd_field_bodies() -> dict[str, Any]:
 def test_a_message_with_a_field_of_another_type_is_sent_as_pi_16_sends_it(
         name: str, api: str, model_id: str | None, pi_odd_field_bodies: dict[str, Any]) -> None:
     """A reply whose providerThinkingLevel, thinkingLevel, errorMessage, responseModel or
-    diagnostics was of another type, or a tool result whose toolName or isError was, was left
-    out of the request (a left-out result replaced by a made-up "No result provided" error);
-    pi 1.6 sends it, using isError, toolName and (to gpt-6.2-sol) providerThinkingLevel as
-    they are."""
+    diagnostics was of another type, or a tool result whose toolName or isError was or was
+    missing, was left out of the request (a left-out result replaced by a made-up "No result
+    provided" error); pi 1.6 sends it, using isError, toolName and (to gpt-6.2-sol)
+    providerThinkingLevel as they are (a missing isError left out)."""
     _assert_sent_as_pi_sends(ODD_FIELDS / name, api, model_id, pi_odd_field_bodies)
 
 

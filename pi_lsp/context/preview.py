@@ -143,7 +143,8 @@ def message_markdown(message: AgentMessage | None) -> str:
             return "\n\n".join(parts)
         case ToolResultMessage():
             flag = " (error)" if message.is_error else ""
-            return f"**{message.tool_name}{flag}**\n" + _fenced(content_text(message.content))
+            name = js_string(message.tool_name)
+            return f"**{name}{flag}**\n" + _fenced(content_text(message.content))
         case BashExecutionMessage():
             output = js_string(message.output) if js_truthy(message.output) else ""
             return _fenced(f"$ {js_string(message.command)}\n{output}", "sh")

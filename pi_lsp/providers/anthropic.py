@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import anthropic
+import msgspec
 from anthropic._models import FinalRequestOptions
 from anthropic._streaming import ServerSentEvent, SSEDecoder
 
@@ -58,7 +59,7 @@ from pi_lsp.session.entries import (
     UserMessage,
 )
 from pi_lsp.session.ids import now_ms
-from pi_lsp.session.jsontext import JS_WHITESPACE
+from pi_lsp.session.jsontext import JS_WHITESPACE, js_string
 
 API = ANTHROPIC_API
 # pi 1.6's budgets; xhigh and max (only on models that list them) think as high does.
@@ -211,10 +212,12 @@ def _tool_results(results: list[ToolResultMessage]) -> list[dict[str, Any]]:
         if message.is_error and images:
             content = _without_images(content)
             after.append({"type": "text", "text": "Images from the error result of tool call "
-                                                  f"{call_id} ({message.tool_name}):"})
+                                                  f"{call_id} ({js_string(message.tool_name)}):"})
             after.extend(_image(image) for image in images)
-        blocks.append({"type": "tool_result", "tool_use_id": call_id,
-                       "content": _result_content(content), "is_error": message.is_error})
+        block = {"type": "tool_result", "tool_use_id": call_id, "content": _result_content(content)}
+        if message.is_error is not msgspec.UNSET:  # pi's JSON.stringify drops an undefined one
+            block["is_error"] = message.is_error
+        blocks.append(block)
     return blocks + after
 
 

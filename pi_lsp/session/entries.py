@@ -144,12 +144,15 @@ class NestedCalls(msgspec.Struct):
 
 class ToolResultMessage(_Message, tag="toolResult", kw_only=True):
     tool_call_id: str
-    tool_name: str
+    # UNSET: missing from a hand-edited result, which pi 1.6 still sends (its image caption
+    # then names `undefined`); one of another type is read as its text (_AS_TEXT).
+    tool_name: str | msgspec.UnsetType = msgspec.UNSET
     content: list[UserBlock]
     details: Any = None
-    # A bool as pi writes it; a hand-edited one of another type kept as decoded: pi 1.6 sends
-    # it to Anthropic as it is, and elsewhere reads it as true or false as JavaScript does.
-    is_error: Any
+    # A bool as pi writes it; a hand-edited one of another type kept as decoded, a missing one
+    # UNSET: pi 1.6 sends it to Anthropic as it is (leaving out a missing one), and elsewhere
+    # reads it as true or false as JavaScript does (js_truthy).
+    is_error: Any = msgspec.UNSET
     timestamp: int | None  # None: pi's NaN (an unreadable entry stamp), written as null
     nested_calls: NestedCalls | None = None
 

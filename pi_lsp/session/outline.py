@@ -82,7 +82,8 @@ def message_preview(message: AgentMessage) -> str:
             return shorten(" ".join(part for part in (text, tools and f"→ {tools}") if part))
         case ToolResultMessage():
             marker = "✗ " if message.is_error else ""
-            return shorten(f"{marker}{message.tool_name}: {content_text(message.content)}")
+            name = js_string(message.tool_name)
+            return shorten(f"{marker}{name}: {content_text(message.content)}")
         case BashExecutionMessage():
             return shorten(f"$ {js_string(message.command)}")
         case CustomMessage():

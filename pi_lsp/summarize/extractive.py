@@ -74,7 +74,8 @@ class Facts:
                     self.replies.append(text.strip())
             case ToolResultMessage() if message.is_error:
                 first = content_text(message.content).strip().splitlines()
-                self.errors.append(f"{message.tool_name}: {_short(first[0] if first else '', 160)}")
+                name = js_string(message.tool_name)
+                self.errors.append(f"{name}: {_short(first[0] if first else '', 160)}")
             case BashExecutionMessage() if exited_otherwise(message.exit_code):
                 self.errors.append(f"`{js_string(message.command)}` exited with code "
                                    f"{js_string(message.exit_code)}")
