@@ -152,6 +152,19 @@ def test_a_tool_result_without_a_name_or_an_error_flag_is_read_and_shown() -> No
     assert Facts([failed]).errors == ["undefined: o"]
 
 
+@pytest.mark.parametrize(("is_error", "failed"), [
+    ({}, True), ([], True), ("no", True), (1, True), (0, False), ("", False), (None, False)])
+def test_a_tool_results_odd_error_flag_shows_as_javascript_reads_it(is_error: Any,
+                                                                   failed: bool) -> None:
+    """A hand-edited isError of another type marks the result failed in pi-lsp's own views
+    as pi (JavaScript) reads it: `{}` and `[]` are true, `0` and `""` false."""
+    message = ToolResultMessage(tool_call_id="t1", tool_name="read",
+                                content=[TextContent(text="o")], is_error=is_error, timestamp=3)
+    assert message_preview(message) == ("✗ read: o" if failed else "read: o")
+    assert message_markdown(message).startswith("**read (error)**" if failed else "**read**\n")
+    assert Facts([message]).errors == (["read: o"] if failed else [])
+
+
 def test_estimates_count_utf16_and_images() -> None:
     assert utf16_length("a🙂参") == 4
     assert estimate_tokens(user("🙂🙂")) == 1

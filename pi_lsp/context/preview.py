@@ -142,7 +142,7 @@ def message_markdown(message: AgentMessage | None) -> str:
                 parts.append(f"_({message.stop_reason}: {message.error_message or ''})_")
             return "\n\n".join(parts)
         case ToolResultMessage():
-            flag = " (error)" if message.is_error else ""
+            flag = " (error)" if js_truthy(message.is_error) else ""
             name = js_string(message.tool_name)
             return f"**{name}{flag}**\n" + _fenced(content_text(message.content))
         case BashExecutionMessage():

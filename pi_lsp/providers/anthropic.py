@@ -59,7 +59,7 @@ from pi_lsp.session.entries import (
     UserMessage,
 )
 from pi_lsp.session.ids import now_ms
-from pi_lsp.session.jsontext import JS_WHITESPACE, js_string
+from pi_lsp.session.jsontext import JS_WHITESPACE, js_string, js_truthy
 
 API = ANTHROPIC_API
 # pi 1.6's budgets; xhigh and max (only on models that list them) think as high does.
@@ -209,7 +209,7 @@ def _tool_results(results: list[ToolResultMessage]) -> list[dict[str, Any]]:
         call_id = tool_id(message.tool_call_id)
         content = message.content
         images = [block for block in content if isinstance(block, ImageContent)]
-        if message.is_error and images:
+        if js_truthy(message.is_error) and images:
             content = _without_images(content)
             after.append({"type": "text", "text": "Images from the error result of tool call "
                                                   f"{call_id} ({js_string(message.tool_name)}):"})

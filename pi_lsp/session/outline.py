@@ -81,7 +81,7 @@ def message_preview(message: AgentMessage) -> str:
                 text = f"[{message.stop_reason}] {message.error_message or text}"
             return shorten(" ".join(part for part in (text, tools and f"→ {tools}") if part))
         case ToolResultMessage():
-            marker = "✗ " if message.is_error else ""
+            marker = "✗ " if js_truthy(message.is_error) else ""
             name = js_string(message.tool_name)
             return shorten(f"{marker}{name}: {content_text(message.content)}")
         case BashExecutionMessage():

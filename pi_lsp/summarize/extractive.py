@@ -18,7 +18,7 @@ from pi_lsp.session.entries import (
     ToolResultMessage,
     UserMessage,
 )
-from pi_lsp.session.jsontext import js_string
+from pi_lsp.session.jsontext import js_string, js_truthy
 from pi_lsp.session.outline import content_text
 from pi_lsp.summarize.fileops import FileOps
 from pi_lsp.summarize.summarizer import SPLIT_TURN_MARK, Summary, SummaryRequest
@@ -72,7 +72,7 @@ class Facts:
                     self.errors.append(f"model error: {_short(message.error_message, 160)}")
                 elif text.strip():
                     self.replies.append(text.strip())
-            case ToolResultMessage() if message.is_error:
+            case ToolResultMessage() if js_truthy(message.is_error):
                 first = content_text(message.content).strip().splitlines()
                 name = js_string(message.tool_name)
                 self.errors.append(f"{name}: {_short(first[0] if first else '', 160)}")

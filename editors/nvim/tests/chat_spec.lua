@@ -269,4 +269,16 @@ local removed, last = shown:find("~~toolResult~~ removed from the context · 9 t
 H.check(first and gap and removed and last and first < gap and gap < removed and removed < last, "the pages in order with the run left out between them:\n" .. shown)
 H.check(not shown:find("00000033", 1, true), "an edit among the messages left out is not shown:\n" .. shown)
 
+-- A tool result's hand-edited isError marks it failed as pi (JavaScript) reads it: 0, "" and
+-- null are false there (Lua takes 0 and "" for true), {} and [] true.
+for _, case in ipairs({ { true, "✗" }, { {}, "✗" }, { "no", "✗" }, { 1, "✗" }, { 0, "✓" },
+  { "", "✓" }, { false, "✓" }, { vim.NIL, "✓" }, { nil, "✓" } }) do
+  local result = require("pi_lsp.render").builder()
+  result:message({ role = "toolResult", toolCallId = "t1", toolName = "read", isError = case[1],
+    content = { { type = "text", text = "o" } }, timestamp = 3 })
+  local text = table.concat(result.lines, "\n")
+  H.check(text:find("▸ " .. case[2] .. " read: o", 1, true), "isError " .. vim.inspect(case[1])
+    .. " is shown as " .. case[2] .. ":\n" .. text)
+end
+
 H.finish()

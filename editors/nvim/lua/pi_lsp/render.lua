@@ -137,7 +137,7 @@ end
 
 function Builder:tool_result(message, entry_id, edited)
   local text = content_text(message.content, "[image]")
-  local mark = message.isError and "✗" or "✓"
+  local mark = util.truthy(message.isError) and "✗" or "✓"
   self:blank()
   local line = ("▸ %s %s: %s"):format(mark, util.one_line(message.toolName or "tool"), one_line(text))
   self:folded(line .. where(entry_id, edited), function()

@@ -35,6 +35,13 @@ function M.split_lines(text)
   return vim.split(text or "", "\n", { plain = true })
 end
 
+--- Whether JavaScript (so pi) takes a session value for true: Lua takes 0 and "" for true, a
+--- JSON null (vim.NIL) too; JavaScript does not, and takes {} and [] for true as Lua does.
+function M.truthy(value)
+  return value ~= nil and value ~= false and value ~= vim.NIL and value ~= 0 and value ~= ""
+    and value == value -- NaN
+end
+
 --- `text` as one buffer line: control characters (line breaks too) as spaces. Ids, names and
 --- paths are a session file's text, and a line holding a newline fails the whole draw.
 function M.one_line(text)
