@@ -38,6 +38,7 @@ from pi_lsp.providers.models_file import ModelsFileError, request_model_headers
 from pi_lsp.providers.registry import CHAT_API, RESPONSES_API
 from pi_lsp.providers.retry import HttpFailure, ProviderRetry, with_retries
 from pi_lsp.providers.wire import WIRE_MODULES, wire_for
+from pi_lsp.session.jsontext import js_truthy
 
 
 def error_text(label: str, error: BaseException) -> str | None:
@@ -57,11 +58,6 @@ def error_text(label: str, error: BaseException) -> str | None:
     return f"{label} {error.status_code} {kind}: {text}".strip()
 
 
-def _truthy(value: object) -> bool:
-    """Whether JavaScript takes `value` for true ({} and [] are)."""
-    return value is not None and value is not False and value != "" and value != 0
-
-
 def _js_json(value: object) -> str:
     """`value` as JSON.stringify writes it."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
@@ -71,9 +67,9 @@ def stream_error_message(error: object) -> str:
     """The text pi 1.6's SDK gives an error sent mid-stream (APIError.makeMessage without a
     status): its message, as JSON unless a string; without one, the whole error as JSON."""
     message = error.get("message") if isinstance(error, dict) else None
-    if _truthy(message):
+    if js_truthy(message):
         return message if isinstance(message, str) else _js_json(message)
-    return _js_json(error) if _truthy(error) else ""
+    return _js_json(error) if js_truthy(error) else ""
 
 
 def chat_error_text(label: str, error: BaseException) -> str | None:
