@@ -606,23 +606,33 @@ async def test_chat_compat_flags_shape_the_request(oai) -> None:
     assert "strict" not in params["tools"][0]["function"]
 
 
-@pytest.mark.parametrize("name", [msgspec.UNSET, ""], ids=["missing", "empty"])
-def test_a_tool_result_without_a_name_goes_without_one_where_names_are_required(
-        name: str | msgspec.UnsetType) -> None:
+@pytest.mark.parametrize(("name", "sent"), [
+    (msgspec.UNSET, msgspec.UNSET), ("", msgspec.UNSET), (None, msgspec.UNSET),
+    (0, msgspec.UNSET), (False, msgspec.UNSET), (5, 5), ("bash", "bash")],
+    ids=["missing", "empty", "null", "zero", "false", "a number", "text"])
+def test_a_tool_results_name_goes_where_names_are_required_as_pi_16_sends_it(
+        name: Any, sent: Any) -> None:
     """pi 1.6 names a tool result only when its toolName is truthy (`requiresToolResultName &&
-    toolMsg.toolName`); a hand-edited result with none is sent without `name`."""
+    toolMsg.toolName`), with the value as it is: a hand-edited null, 0 or false was sent as the
+    text "null", "0" or "false"."""
     from pi_lsp.providers.registry import Compat
+    from pi_lsp.session.entries import decode_message
 
     model = ModelInfo("lab", "m", 8000, 1000, PRICE, api=CHAT_API,
                       compat=Compat(requires_tool_result_name=True))
     other = AssistantMessage(content=[ToolCall(id="c1", name="bash", arguments={})],
                              api=CHAT_API, provider="lab", model="m", usage=Usage(),
                              stop_reason="toolUse", timestamp=2)
-    result = ToolResultMessage(tool_call_id="c1", tool_name=name,
-                               content=[TextContent(text="out")], timestamp=3)
+    fields = {"role": "toolResult", "toolCallId": "c1", "content": [{"type": "text",
+              "text": "out"}], "isError": False, "timestamp": 3}
+    result = decode_message(msgspec.json.encode(
+        fields if name is msgspec.UNSET else {**fields, "toolName": name}))
+    assert isinstance(result, ToolResultMessage)
     params = openai_chat.request_params(ModelRequest(
         model, "", [UserMessage(content="q", timestamp=1), other, result], [], "off"))
-    assert params["messages"][-1] == {"role": "tool", "content": "out", "tool_call_id": "c1"}
+    named = {} if sent is msgspec.UNSET else {"name": sent}
+    assert params["messages"][-1] == {"role": "tool", "content": "out", "tool_call_id": "c1",
+                                      **named}
 
 
 # -- Responses -------------------------------------------------------------------------------

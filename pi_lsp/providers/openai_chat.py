@@ -39,7 +39,7 @@ from pi_lsp.session.entries import (
     UserBlock,
     UserMessage,
 )
-from pi_lsp.session.jsontext import stringify
+from pi_lsp.session.jsontext import js_truthy, stringify
 
 STOP_REASONS: dict[str, StopReason] = {"stop": "stop", "end": "stop", "length": "length",
                                        "tool_calls": "toolUse", "function_call": "toolUse"}
@@ -167,7 +167,7 @@ def _tool_results(results: list[ToolResultMessage], compat: Compat) -> list[dict
         message = {"role": "tool", "tool_call_id": result.tool_call_id,
                    "content": text if text.strip() else
                    "(see attached image)" if has_images else "(no tool output)"}
-        if compat.requires_tool_result_name and result.tool_name:  # pi's `&& toolMsg.toolName`
+        if compat.requires_tool_result_name and js_truthy(result.tool_name):  # pi's `&& toolName`
             message["name"] = result.tool_name
         wire.append(message)
         images += [b for b in result.content if isinstance(b, ImageContent)]

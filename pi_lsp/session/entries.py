@@ -144,9 +144,10 @@ class NestedCalls(msgspec.Struct):
 
 class ToolResultMessage(_Message, tag="toolResult", kw_only=True):
     tool_call_id: str
-    # UNSET: missing from a hand-edited result, which pi 1.6 still sends (its image caption
-    # then names `undefined`); one of another type is read as its text (_AS_TEXT).
-    tool_name: str | msgspec.UnsetType = msgspec.UNSET
+    # Text as pi writes it; a hand-edited one of another type kept as decoded, a missing one
+    # UNSET: pi 1.6 sends such a result all the same, naming it (a caption, a Chat Completions
+    # `name`) with the value as it is, read as text (js_string) or truth (js_truthy) there.
+    tool_name: Any = msgspec.UNSET
     content: list[UserBlock]
     details: Any = None
     # A bool as pi writes it; a hand-edited one of another type kept as decoded, a missing one
@@ -520,9 +521,6 @@ _FALLBACKS: dict[str, Any] = {"timestamp": 0, "api": "", "provider": "", "model"
 # JavaScript makes of them, `undefined` for a missing one.
 _TEXT_FIELDS: dict[str, tuple[str, ...]] = {
     "branchSummary": ("summary",), "compactionSummary": ("summary",), "custom": ("customType",)}
-# Text fields pi puts into text where it uses them (a failed call's image caption): one of
-# another type is read as that text.
-_AS_TEXT = ("toolName",)
 _SIGNATURES = ("thinkingSignature", "textSignature")
 _MESSAGE_TYPES = {kind.__struct_config__.tag: kind for kind in AgentMessage.__args__}
 
@@ -560,9 +558,7 @@ def _read_leniently(raw: msgspec.Raw | bytes) -> AgentMessage | None:
         name = field.encode_name
         if _fits(fields.get(name, field.default), field.type):
             continue
-        if name in _AS_TEXT and name in fields:
-            fields[name] = js_string(fields[name])
-        elif name not in _FALLBACKS:
+        if name not in _FALLBACKS:
             # An optional field pi uses only when it holds what pi writes: read as absent.
             if not field.required:
                 fields.pop(name, None)
