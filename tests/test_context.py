@@ -391,6 +391,19 @@ ODD_REPLIES: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {
 STORED_ODD_REPLIES = Path(__file__).with_name("fixtures") / "pi16-odd-replies.json"
 
 
+def chained_session(path: Path, lines: list[dict[str, Any]], first: int) -> None:
+    """A session of `lines` (each its `type` and fields), every entry under the one before,
+    their ids aaaa000N counted from `first`."""
+    path.write_text("".join(json.dumps(line) + "\n" for line in [
+        {"type": "session", "version": 3, "id": "01900000-0000-7000-8000-000000000001",
+         "timestamp": "2026-12-03T13:43:06.440Z", "cwd": "/home/dev/project"},
+        *({"type": line["type"], "id": f"aaaa000{first + index}",
+           "parentId": f"aaaa000{first + index - 1}" if index > 0 else None,
+           "timestamp": f"2026-12-03T13:43:{index + 7:02d}.000Z",
+           **{key: value for key, value in line.items() if key != "type"}}
+          for index, line in enumerate(lines))]))
+
+
 def odd_reply_session(path: Path, name: str) -> None:
     """A model change, a question, then the reply `name` sets out and the entries after it."""
     fields, after = ODD_REPLIES[name]
@@ -400,14 +413,7 @@ def odd_reply_session(path: Path, name: str) -> None:
         {"type": "message", "message": {"role": "user", "content": "q",
                                         "timestamp": 1764769387000}},
         {"type": "message", "message": reply}, *after]
-    path.write_text("".join(json.dumps(line) + "\n" for line in [
-        {"type": "session", "version": 3, "id": "01900000-0000-7000-8000-000000000001",
-         "timestamp": "2026-12-03T13:43:06.440Z", "cwd": "/home/dev/project"},
-        *({"type": line["type"], "id": f"aaaa000{index}",
-           "parentId": f"aaaa000{index - 1}" if index > 0 else None,
-           "timestamp": f"2026-12-03T13:43:{index + 7:02d}.000Z",
-           **{key: value for key, value in line.items() if key != "type"}}
-          for index, line in enumerate(lines))]))
+    chained_session(path, lines, first=0)
 
 
 def test_the_stored_odd_replies_are_pi16s(tmp_path: Path) -> None:
@@ -606,14 +612,7 @@ def odd_llm_row_session(path: Path, name: str) -> None:
     lines = [{"type": "message", "message": {"role": "user", "content": "q", "timestamp": 1}},
              {"type": "message", "message": {key: value for key, value in message.items()
                                              if value is not MISSING}}, *after]
-    path.write_text("".join(json.dumps(line) + "\n" for line in [
-        {"type": "session", "version": 3, "id": "01900000-0000-7000-8000-000000000001",
-         "timestamp": "2026-12-03T13:43:06.440Z", "cwd": "/home/dev/project"},
-        *({"type": line["type"], "id": f"aaaa000{index + 1}",
-           "parentId": f"aaaa000{index}" if index > 0 else None,
-           "timestamp": f"2026-12-03T13:43:{index + 7:02d}.000Z",
-           **{key: value for key, value in line.items() if key != "type"}}
-          for index, line in enumerate(lines))]))
+    chained_session(path, lines, first=1)
 
 
 def test_the_stored_odd_llm_rows_are_pi16s(tmp_path: Path) -> None:
