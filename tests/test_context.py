@@ -642,3 +642,37 @@ def test_a_converted_message_keeps_its_timestamp_and_content_as_pi16_does(
             assert rows[1]["content"][0]["text"].startswith(BRANCH_SUMMARY_PREFIX)
             rows[1]["content"] = pi[layer][1]["content"]
         assert rows == pi[layer], layer
+
+
+# Custom messages holding half a character (a lone surrogate escape) and the content pi 1.6's
+# convertToLlm sends for each (tests/pi16_context.mjs).
+SURROGATE_CUSTOMS: dict[str, tuple[str, list[dict[str, str]]]] = {
+    "in text content": ('"content":"half \\ud83d emoji"',
+                        [{"type": "text", "text": "half \ud83d emoji"}]),
+    "in a text block": ('"content":[{"type":"text","text":"half \\ud83d emoji"}]',
+                        [{"type": "text", "text": "half \ud83d emoji"}]),
+    "in its details": ('"content":[{"type":"text","text":"ok"}],"details":{"x":"\\ud83d"}',
+                       [{"type": "text", "text": "ok"}]),
+}
+
+
+@pytest.mark.parametrize("name", list(SURROGATE_CUSTOMS))
+def test_a_custom_message_with_half_a_character_reaches_the_model_as_in_pi16(
+        tmp_path: Path, name: str) -> None:
+    """A lone surrogate anywhere in a custom message failed the model layer and every request
+    ("a lone surrogate where it does not fit", or "Expected `raw`"): the decoder's slow path
+    kept as JSON text only the fields typed Raw alone, not `Raw | UNSET`."""
+    from pi_lsp.context.layers import build_layer
+    from pi_lsp.session.tree import SessionTree
+
+    fields, content = SURROGATE_CUSTOMS[name]
+    path = tmp_path / "s.jsonl"
+    path.write_text(
+        '{"type":"session","version":3,"id":"s","timestamp":"2026-12-01T10:00:00.000Z",'
+        '"cwd":"/tmp"}\n{"type":"custom_message","id":"a1","parentId":null,'
+        '"timestamp":"2026-12-01T10:00:01.000Z","customType":"ext","display":true,'
+        f"{fields}}}\n")
+    tree = SessionTree.open(str(path))
+    rows = build_layer(tree, tree.leaf_id, "llm").rows
+    assert [json.loads(bytes(row.message)) for row in rows] == [
+        {"role": "user", "content": content, "timestamp": 1796119201000}]

@@ -12,7 +12,8 @@ import json
 import math
 import operator
 import re
-from typing import Any, Generic, TypeVar
+from types import UnionType
+from typing import Any, Generic, TypeVar, get_args
 
 import msgspec
 
@@ -73,7 +74,7 @@ class Decoder(Generic[T]):
         # Raw fields keep their JSON text; the standard library's path has to re-encode them.
         is_struct = isinstance(kind, type) and issubclass(kind, msgspec.Struct)
         fields = msgspec.structs.fields(kind) if is_struct else ()
-        self._raw_fields = [f.encode_name for f in fields if f.type is msgspec.Raw]
+        self._raw_fields = [f.encode_name for f in fields if _holds_raw(f.type)]
 
     def decode(self, data: bytes | msgspec.Raw) -> T:
         try:
@@ -94,6 +95,11 @@ class Decoder(Generic[T]):
                     value[name] = msgspec.Raw(encoder.encode(value[name]))
         result: T = convert(value, self.kind)
         return result
+
+
+def _holds_raw(kind: Any) -> bool:
+    """Whether a field of type `kind` may hold msgspec.Raw (`Raw`, or `Raw | UNSET`)."""
+    return kind is msgspec.Raw or (isinstance(kind, UnionType) and msgspec.Raw in get_args(kind))
 
 
 def convert(value: Any, kind: Any) -> Any:
