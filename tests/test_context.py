@@ -676,3 +676,26 @@ def test_a_custom_message_with_half_a_character_reaches_the_model_as_in_pi16(
     rows = build_layer(tree, tree.leaf_id, "llm").rows
     assert [json.loads(bytes(row.message)) for row in rows] == [
         {"role": "user", "content": content, "timestamp": 1796119201000}]
+
+
+def test_a_message_with_half_a_character_and_a_number_past_a_double_builds_as_in_pi16(
+        tmp_path: Path) -> None:
+    """A line holding both a lone surrogate and 1e400 failed every layer of its session's
+    context ("JSON is malformed: Infinity is not JSON"): the decoder's slow path wrote the
+    message again with the standard library's Infinity, which no JSON reader takes. pi 1.6
+    reads 1e400 as Infinity, which JSON.stringify (and msgspec) write as null."""
+    from pi_lsp.context.layers import build_layer
+    from pi_lsp.session.tree import SessionTree
+
+    path = tmp_path / "s.jsonl"
+    path.write_text(
+        '{"type":"session","version":3,"id":"s","timestamp":"2026-12-01T10:00:00.000Z",'
+        '"cwd":"/tmp"}\n{"type":"message","id":"a1","parentId":null,'
+        '"timestamp":"2026-12-01T10:00:01.000Z","message":{"role":"user","content":'
+        '"half \\ud83d emoji","details":{"size":1e400},"timestamp":3}}\n')
+    tree = SessionTree.open(str(path))
+    for layer in ("agent", "llm"):
+        rows = build_layer(tree, tree.leaf_id, layer).rows
+        assert [json.loads(bytes(row.message)) for row in rows] == [
+            {"role": "user", "content": "half \ud83d emoji", "details": {"size": None},
+             "timestamp": 3}]

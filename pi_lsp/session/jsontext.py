@@ -147,10 +147,22 @@ class Encoder:
             return self.fast.encode(value)
         except UnicodeEncodeError:
             pass
-        builtins = msgspec.to_builtins(value, enc_hook=_raw_to_builtin)
+        builtins = _finite(msgspec.to_builtins(value, enc_hook=_raw_to_builtin))
         text = json.dumps(builtins, ensure_ascii=False, separators=(",", ":"))
         # Only a surrogate cannot be UTF-8; `backslashreplace` writes it as the JSON escape.
         return text.encode("utf-8", "backslashreplace")
+
+
+def _finite(value: Any) -> Any:
+    """`value` with each number JSON cannot write (1e400 read as inf) as null, as msgspec and
+    JSON.stringify write it: the standard library would write `Infinity`, which is no JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_finite(item) for item in value]
+    return value
 
 
 encoder = Encoder()
