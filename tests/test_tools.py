@@ -1972,3 +1972,72 @@ async def test_unknown_tool_is_an_error_result(root: Path) -> None:
     result = await execute_tool(None, "teleport", {}, ToolContext(root))
     assert result.is_error
     assert "teleport" in text_of(result)
+
+
+# Tool calls answered as pi 1.6's agent loop answers them (tests/pi16_calls.mjs), each run in a
+# folder holding CALL_FILES; "{DIR}" stands for that folder in the stored answers.
+PI16_CALLS: dict[str, dict[str, Any]] = {
+    "read nul": {"tool": "read", "args": {"path": "a\0b.txt"}},
+    "read nul after a name": {"tool": "read", "args": {"path": "a.txt\0"}},
+    "read nul absolute": {"tool": "read", "args": {"path": "/nowhere/a\0b"}},
+    "read nul file url": {"tool": "read", "args": {"path": "file:///nowhere/a%00b"}},
+    "read nul quoted": {"tool": "read", "args": {"path": "/nowhere/it's\0"}},
+    "read nul both quotes": {"tool": "read", "args": {"path": "/nowhere/it's \"x\"\0"}},
+    "read nul all quotes": {"tool": "read", "args": {"path": "/nowhere/'\"`\0"}},
+    "read nul controls": {"tool": "read",
+                          "args": {"path": "/nowhere/\0\t\r\b\f\v\x1b\x7f\x85\x9f\\é\ud800"}},
+    "read nul long": {"tool": "read", "args": {"path": "/nowhere/" + "x" * 150 + "\0"}},
+    "read nul long lines": {"tool": "read", "args": {"path": "/nowhere/" + "line\n" * 30 + "\0"}},
+    "read nul cut character": {"tool": "read", "args": {"path": "/" + "a" * 125 + "😀\0"}},
+    "write nul": {"tool": "write", "args": {"path": "a\0b.txt", "content": "N\n"}},
+    "write nul folder": {"tool": "write", "args": {"path": "d\0/x.txt", "content": "N\n"}},
+    "edit nul": {"tool": "edit", "args": {"path": "a.txt\0",
+                                          "edits": [{"oldText": "F", "newText": "G"}]}},
+}
+CALL_FILES = {"a.txt": "F\n"}
+TOOLS = {tool.name: tool for tool in (READ, BASH, EDIT, WRITE)}
+STORED_CALLS = Path(__file__).with_name("fixtures") / "pi16-calls.json"
+
+
+def call_folder(folder: Path) -> Path:
+    for name, text in CALL_FILES.items():
+        (folder / name).write_text(text)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def pi16_calls(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """What pi 1.6 answers on each of PI16_CALLS: stored (for machines without pi), and checked
+    against pi itself where it is installed."""
+    stored: dict[str, Any] = json.loads(STORED_CALLS.read_text("utf-8"))
+    node = pi16_node()
+    if node is not None:
+        folder = call_folder(tmp_path_factory.mktemp("calls"))
+        cases = folder.parent / "calls.json"
+        cases.write_text(json.dumps(PI16_CALLS))
+        run = subprocess.run([node, str(Path(__file__).with_name("pi16_calls.mjs")),
+                              str(PI16 / "@earendil-works"), str(folder), str(cases)],
+                             capture_output=True, text=True, timeout=PROCESS_CEILING_S)
+        assert run.returncode == 0, run.stderr
+        assert json.loads(run.stdout.replace(str(folder), "{DIR}")) == stored
+    return stored
+
+
+async def answered(name: str, root: Path) -> dict[str, Any]:
+    """pi-lsp's answer to PI16_CALLS[name] as pi16_calls.mjs gives pi's."""
+    call = PI16_CALLS[name]
+    result = await execute_tool(TOOLS[call["tool"]], call["tool"], call["args"],
+                                ToolContext(call_folder(root)))
+    answer = {"text": text_of(result), "details": result.details, "isError": result.is_error}
+    return json.loads(json.dumps(answer).replace(str(root), "{DIR}"))
+
+
+@pytest.mark.parametrize("name", [name for name in PI16_CALLS if " nul" in name])
+async def test_a_path_with_a_nul_byte_fails_in_nodes_words(root: Path,
+                                                           pi16_calls: dict[str, Any],
+                                                           name: str) -> None:
+    """A path holding a NUL byte failed in Python's words ("read failed: embedded null byte");
+    pi 1.6 passes Node's to the model (the path as util.inspect shows it, cut at 128)."""
+    got, expected = await answered(name, root), pi16_calls[name]
+    assert (got["text"], got["isError"]) == (expected["text"], expected["isError"])
+    assert sorted(os.listdir(root)) == sorted(CALL_FILES)

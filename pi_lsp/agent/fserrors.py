@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from pathlib import Path
 
 # libuv's descriptions (uv_strerror, as Node 22 gives them) of the errors the file tools meet
@@ -59,3 +60,50 @@ def realpath_error(given: Path) -> str | None:
     except OSError as error:
         return node_message(error.errno or errno.EIO, "realpath", given)
     return None
+
+
+def null_byte_message(path: str) -> str:
+    """Node's refusal of a path holding a NUL byte (ERR_INVALID_ARG_VALUE), which it gives
+    before any system call: the path as util.inspect shows it, cut at 128 characters."""
+    shown = _inspect_string(path)
+    if len(shown.encode("utf-16-le", "surrogatepass")) > 256:  # Node counts UTF-16 units
+        shown = shown.encode("utf-16-le", "surrogatepass")[:256].decode(
+            "utf-16-le", "surrogatepass") + "..."
+    return ("The argument 'path' must be a string, Uint8Array, or URL without null bytes. "
+            f"Received {shown}")
+
+
+def _inspect_string(text: str) -> str:
+    """util.inspect's text for a string: escaped and quoted, a long one split after each
+    newline into pieces joined by " +" (each piece quoted on its own)."""
+    if len(text.encode("utf-16-le", "surrogatepass")) // 2 > 76:  # breakLength 80, less 4
+        pieces = [piece for piece in re.split("(?<=\n)", text) if piece]
+        return " +\n  ".join(_quoted(piece) for piece in pieces)
+    return _quoted(text)
+
+
+def _quoted(text: str) -> str:
+    """One string as util.inspect's strEscape writes it: in single quotes, else in double
+    quotes or backticks when that spares escaping a quote; control characters escaped."""
+    quote = "'"
+    if "'" in text:
+        if '"' not in text:
+            quote = '"'
+        elif "`" not in text and "${" not in text:
+            quote = "`"
+    escaped = "".join(_escaped(char, quote) for char in text)
+    return f"{quote}{escaped}{quote}"
+
+
+def _escaped(char: str, quote: str) -> str:
+    point = ord(char)
+    if char == "\\" or (char == "'" and quote == "'"):
+        return "\\" + char
+    if point < 0x20 or 0x7F <= point <= 0x9F:
+        return _CONTROL_ESCAPES.get(char, f"\\x{point:02X}")
+    if 0xD800 <= point <= 0xDFFF:  # half a character (a lone surrogate)
+        return f"\\u{point:x}"
+    return char
+
+
+_CONTROL_ESCAPES = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}

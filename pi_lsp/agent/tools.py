@@ -31,7 +31,13 @@ from pi_lsp.agent.arguments import (
 )
 from pi_lsp.agent.editdiff import edit_diff
 from pi_lsp.agent.editmatch import EditError, EditPlan, plan_edit, prepare_edit_arguments
-from pi_lsp.agent.fserrors import SyscallError, error_code, node_message, realpath_error
+from pi_lsp.agent.fserrors import (
+    SyscallError,
+    error_code,
+    node_message,
+    null_byte_message,
+    realpath_error,
+)
 from pi_lsp.agent.images import ImageOmitted, process_image
 from pi_lsp.agent.mime import SNIFF_BYTES, image_type
 from pi_lsp.agent.output import UPDATE_INTERVAL_S, OutputTail
@@ -264,6 +270,13 @@ def _path_arg(raw: object) -> str:
     return raw
 
 
+def _without_nul(path: Path) -> Path:
+    """`path`, refused in Node's words when it holds a NUL byte (Python's would be its own)."""
+    if "\0" in str(path):
+        raise ToolError(null_byte_message(str(path)))
+    return path
+
+
 @dataclass
 class ToolContext:
     root: Path
@@ -281,14 +294,14 @@ class ToolContext:
 
     def given(self, raw: object) -> Path:
         """The path argument made absolute as pi makes it, symlinks not yet followed."""
-        return resolve_to_cwd(_path_arg(raw), self.root)
+        return _without_nul(resolve_to_cwd(_path_arg(raw), self.root))
 
     def inside(self, path: Path) -> bool:
         return inside(path, Path(os.path.realpath(self.root)))
 
     def read_path(self, raw: object) -> Path:
         """The path `read` opens, as pi finds it, symlinks not yet followed."""
-        return resolve_read_path(_path_arg(raw), self.root)
+        return _without_nul(resolve_read_path(_path_arg(raw), self.root))
 
     def readable(self, raw: object) -> Path:
         given = self.read_path(raw)
