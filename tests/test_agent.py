@@ -11,6 +11,7 @@ import io
 import itertools
 import json
 import os
+import re
 import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -1000,10 +1001,12 @@ async def test_an_aborted_bash_call_keeps_its_output(make_rig, fake) -> None:
     [result] = [m for m in rig.messages() if m["role"] == "toolResult"]
     assert result["isError"] is True
     assert result["content"] == [{"type": "text", "text": "before\n\n\nCommand aborted"}]
+    assert result["details"] == {}  # pi's bash throws; its loop stores the error so
 
 
 async def test_an_aborted_bash_call_keeps_its_full_output_file(make_rig, fake) -> None:
-    """The result names the file, so it stays (it was deleted with the abort)."""
+    """The result names the file, so it stays (it was deleted with the abort). Its details are
+    pi 1.6's for a thrown error, `{}`: they held the truncation and the file's path."""
     rig = make_rig()
     fake.script(tool_reply([("toolu_1", "bash", {"command": "seq 1 3000; sleep 30"})]),
                 text_reply("never asked for"))
@@ -1015,7 +1018,8 @@ async def test_an_aborted_bash_call_keeps_its_full_output_file(make_rig, fake) -
     rig.harness.subscribe(abort_when_all_is_read)
     await asyncio.wait_for(rig.harness.prompt("go"), CEILING_S)
     [result] = [m for m in rig.messages() if m["role"] == "toolResult"]
-    full = Path(result["details"]["fullOutputPath"])
+    assert result["details"] == {}
+    full = Path(re.findall(r"Full output: (\S+)\]", result["content"][0]["text"])[0])
     assert result["content"][0]["text"].endswith(
         f"\n3000\n\n[Showing lines 1001-3000 of 3000. Full output: {full}]\n\nCommand aborted")
     assert full.read_text() == "".join(f"{n}\n" for n in range(1, 3001))

@@ -31,6 +31,7 @@ from pi_lsp.agent.approval import allow_all, ask_approval
 from pi_lsp.agent.arguments import js_to_number
 from pi_lsp.agent.editmatch import EDITS_NESTING
 from pi_lsp.agent.mime import image_type
+from pi_lsp.agent.output import discard_file
 from pi_lsp.agent.shell import shell_path
 from pi_lsp.agent.splice import splice, to_lf
 from pi_lsp.agent.tools import (
@@ -1993,10 +1994,14 @@ PI16_CALLS: dict[str, dict[str, Any]] = {
     "write nul folder": {"tool": "write", "args": {"path": "d\0/x.txt", "content": "N\n"}},
     "edit nul": {"tool": "edit", "args": {"path": "a.txt\0",
                                           "edits": [{"oldText": "F", "newText": "G"}]}},
+    "bash timeout cut": {"tool": "bash", "args": {"command": "seq 1 3000; sleep 30",
+                                                  "timeout": 1}},
+    "bash timeout": {"tool": "bash", "args": {"command": "echo hi; sleep 30", "timeout": 1}},
 }
 CALL_FILES = {"a.txt": "F\n"}
 TOOLS = {tool.name: tool for tool in (READ, BASH, EDIT, WRITE)}
 STORED_CALLS = Path(__file__).with_name("fixtures") / "pi16-calls.json"
+FULL_OUTPUT = r"/[^\s\]]*/pi(?:-lsp)?-bash-\w+\.log"  # bash's full output file, pi's or pi-lsp's
 
 
 def call_folder(folder: Path) -> Path:
@@ -2017,9 +2022,10 @@ def pi16_calls(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         cases.write_text(json.dumps(PI16_CALLS))
         run = subprocess.run([node, str(Path(__file__).with_name("pi16_calls.mjs")),
                               str(PI16 / "@earendil-works"), str(folder), str(cases)],
-                             capture_output=True, text=True, timeout=PROCESS_CEILING_S)
+                             capture_output=True, text=True, timeout=PROCESS_CEILING_S,
+                             env={**os.environ, "TMPDIR": str(folder.parent)})  # its logs
         assert run.returncode == 0, run.stderr
-        assert json.loads(run.stdout.replace(str(folder), "{DIR}")) == stored
+        assert json.loads(full_output(run.stdout.replace(str(folder), "{DIR}"))) == stored
     return stored
 
 
@@ -2029,7 +2035,14 @@ async def answered(name: str, root: Path) -> dict[str, Any]:
     result = await execute_tool(TOOLS[call["tool"]], call["tool"], call["args"],
                                 ToolContext(call_folder(root)))
     answer = {"text": text_of(result), "details": result.details, "isError": result.is_error}
-    return json.loads(json.dumps(answer).replace(str(root), "{DIR}"))
+    for named in re.findall(FULL_OUTPUT, answer["text"]):
+        discard_file(named)
+    return json.loads(full_output(json.dumps(answer).replace(str(root), "{DIR}")))
+
+
+def full_output(text: str) -> str:
+    """`text` with bash's full output file named alike, whoever made it."""
+    return re.sub(FULL_OUTPUT, "{FULL}", text)
 
 
 @pytest.mark.parametrize("name", [name for name in PI16_CALLS if " nul" in name])
@@ -2041,3 +2054,11 @@ async def test_a_path_with_a_nul_byte_fails_in_nodes_words(root: Path,
     got, expected = await answered(name, root), pi16_calls[name]
     assert (got["text"], got["isError"]) == (expected["text"], expected["isError"])
     assert sorted(os.listdir(root)) == sorted(CALL_FILES)
+
+
+@pytest.mark.parametrize("name", ["bash timeout cut", "bash timeout"])
+async def test_a_timed_out_command_stores_pis_details(root: Path, pi16_calls: dict[str, Any],
+                                                      name: str) -> None:
+    """A timed-out command's result kept its cut output's truncation details (or none) where
+    pi 1.6 stores `{}`: its bash throws, and its agent loop's error result has empty details."""
+    assert await answered(name, root) == pi16_calls[name]

@@ -88,6 +88,12 @@ def text_result(text: str, details: Any = None, is_error: bool = False) -> ToolR
     return ToolResult([TextContent(text=text)], details, is_error)
 
 
+def thrown_result(text: str) -> ToolResult:
+    """A call that failed where pi 1.6's tool throws: its agent loop stores the error with
+    details `{}` (createErrorToolResult), whatever the tool had gathered."""
+    return ToolResult([TextContent(text=text)], {}, True)
+
+
 class FileAccess(Protocol):
     """Where the file tools read and write text: the disk, or an editor's open buffers."""
 
@@ -736,12 +742,12 @@ async def run_bash(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         shell = await ShellProcess.start(command, ctx.root, ctx.environment())
         status = await _run_shell(shell, timeout, take)
     except asyncio.CancelledError:
-        text, details = output.result_text("")
-        _aborted(ctx, output, text_result(_with_status(text, "Command aborted"), details, True))
+        text = output.result_text("")[0]
+        _aborted(ctx, output, thrown_result(_with_status(text, "Command aborted")))
         raise
     except WatcherDied as died:  # what the command printed before is kept, as for a timeout
-        text, details = output.result_text("")
-        return text_result(_with_status(text, f"bash failed: {died}"), details, True)
+        text = output.result_text("")[0]
+        return thrown_result(_with_status(text, f"bash failed: {died}"))
     except BaseException:
         output.discard()  # failed: no result will name the full output
         raise
@@ -749,8 +755,8 @@ async def run_bash(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         updates.cancel()
         output.close()
     if status is None:
-        text, details = output.result_text("")
-        return text_result(_with_status(text, _timed_out(timeout, shell)), details, True)
+        text = output.result_text("")[0]
+        return thrown_result(_with_status(text, _timed_out(timeout, shell)))
     text, details = output.result_text()
     if status:
         return text_result(_with_status(text, f"Command exited with code {status}"), details, True)
