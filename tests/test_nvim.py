@@ -17,8 +17,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
+from pi_lsp.session.jsontext import js_string
 from tests.conftest import trust
 from tests.fake_anthropic import FakeAnthropic, Reply, error_reply, text_reply, tool_reply
 
@@ -459,6 +461,47 @@ def odd_session(path: Path) -> Path:
                   "label": "x\0y" + " long" * 20, "timestamp": "2026-12-01T00:00:03.000Z"})
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     return path
+
+
+ODD_TOOL_NAMES: list[object] = [{"a": 1}, [1, [2, None], {}], [], {}, 123456789012345,
+                                0.30000000000000004, 1e21, 1e-7, 1.5, -0.0, True, False, 2**53 + 1,
+                                msgspec.UNSET]  # UNSET: none (the other views say "undefined")
+
+
+def test_a_tool_results_odd_name_is_drawn_as_javascript_writes_it(
+        workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
+    """A hand-edited tool result's toolName of another type was drawn as Lua writes it ("table:
+    0x…", "1.2345678901234e+14", "0.3"), where the other views (and pi) show JavaScript's
+    String(value): "[object Object]", "123456789012345", "0.30000000000000004"; a missing one
+    was "tool" where they show "undefined"."""
+    fake.script()
+    usage = {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2,
+             "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}
+    calls = [{"type": "toolCall", "id": f"c{i}", "name": "bash", "arguments": {}}
+             for i in range(len(ODD_TOOL_NAMES))]
+    messages: list[tuple[str, dict[str, object]]] = [
+        ("u1", {"role": "user", "content": [{"type": "text", "text": "Question"}]}),
+        ("a1", {"role": "assistant", "content": calls, "api": "anthropic-messages",
+                "provider": "anthropic", "model": "m", "usage": usage, "stopReason": "toolUse"}),
+        *((f"t{i}", {"role": "toolResult", "toolCallId": f"c{i}", "isError": False,
+                     "content": [{"type": "text", "text": "ok"}],
+                     **({} if name is msgspec.UNSET else {"toolName": name})})
+          for i, name in enumerate(ODD_TOOL_NAMES)),
+        ("a2", {"role": "assistant", "content": [{"type": "text", "text": "All done"}],
+                "api": "anthropic-messages", "provider": "anthropic", "model": "m",
+                "usage": usage, "stopReason": "stop"})]
+    path = workspace / ".pi" / "sessions" / "names.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines: list[dict[str, object]] = [{"type": "session", "version": 3, "id": "names",
+                                       "cwd": "/crafted", "timestamp": "2026-12-01T00:00:00.000Z"}]
+    for i, (entry_id, message) in enumerate(messages):
+        lines.append({"type": "message", "id": entry_id, "parentId": lines[-1]["id"] if i else None,
+                      "timestamp": "2026-12-01T00:00:01.000Z",
+                      "message": {**message, "timestamp": 1796029960901 + i}})
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    shown = [f"▸ ✓ {js_string(name)}: ok  `t{i}`" for i, name in enumerate(ODD_TOOL_NAMES)]
+    run_script("tool_names_spec.lua", workspace, fake, tmp_path, PI_LSP_ODD_NAMES=str(path),
+               PI_LSP_NAMES=json.dumps(shown))
 
 
 def test_session_text_as_written_is_drawn(workspace: Path, fake: FakeAnthropic,

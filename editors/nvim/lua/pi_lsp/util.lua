@@ -48,6 +48,71 @@ function M.one_line(text)
   return (tostring(text):gsub("%c", " "))
 end
 
+--- The fewest significant digits that read back as `x` (> 0), and where the point goes after
+--- the first of them; of two as near, the even one, as JavaScript picks (LuaJIT's %e rounds a
+--- tie up).
+local function shortest_digits(x)
+  for precision = 0, 16 do
+    local text = ("%." .. precision .. "e"):format(x)
+    if tonumber(text) == x then
+      local mantissa, power = text:match("^(.-)e(.*)$")
+      local digits = mantissa:gsub("%.", "")
+      local exact = ("%.40e"):format(x):gsub("%.", "")
+      if digits:match("[13579]$") and exact:sub(precision + 2):match("^50*e") then
+        local lower = digits:sub(1, -2) .. (tonumber(digits:sub(-1)) - 1)
+        if tonumber(("%s.%se%s"):format(lower:sub(1, 1), lower:sub(2), power)) == x then
+          digits = lower
+        end
+      end
+      return (digits:gsub("(.)0+$", "%1")), tonumber(power) + 1
+    end
+  end
+end
+
+--- A number as JavaScript writes it (Number.prototype.toString): the fewest digits that read
+--- back as it, in fixed notation from 1e-6 to below 1e21. Lua's %.14g loses digits.
+function M.js_number(n)
+  if n ~= n then
+    return "NaN"
+  elseif n == math.huge or n == -math.huge then
+    return n > 0 and "Infinity" or "-Infinity"
+  elseif n == 0 then
+    return "0" -- -0 too
+  end
+  local digits, point = shortest_digits(math.abs(n))
+  local sign, count = n < 0 and "-" or "", #digits
+  if count <= point and point <= 21 then
+    return sign .. digits .. ("0"):rep(point - count)
+  elseif 0 < point and point <= 21 then
+    return sign .. digits:sub(1, point) .. "." .. digits:sub(point + 1)
+  elseif -6 < point and point <= 0 then
+    return sign .. "0." .. ("0"):rep(-point) .. digits
+  end
+  local shown = count == 1 and digits or (digits:sub(1, 1) .. "." .. digits:sub(2))
+  return ("%s%se%s%d"):format(sign, shown, point > 0 and "+" or "-", math.abs(point - 1))
+end
+
+--- A session value as JavaScript's String() writes it, as pi and the server's views show a
+--- field of another type: an object as "[object Object]", a list's items joined with commas
+--- (a null as nothing), numbers as JavaScript writes them.
+function M.js_string(value)
+  local kind = type(value)
+  if kind == "string" then
+    return value
+  elseif value == nil or value == vim.NIL then
+    return value == nil and "undefined" or "null"
+  elseif kind == "number" then
+    return M.js_number(value)
+  elseif kind == "table" and getmetatable(value) == nil and vim.islist(value) then
+    return table.concat(vim.tbl_map(function(item)
+      return item == vim.NIL and "" or M.js_string(item)
+    end, value), ",")
+  elseif kind == "table" then
+    return "[object Object]"
+  end
+  return tostring(value)
+end
+
 --- "1234" -> "1.2k": statuslines and headers have little room.
 function M.short_count(n)
   n = tonumber(n) or 0
