@@ -30,6 +30,7 @@ from pi_lsp.agent import editmatch, images, readpage, shell, tools
 from pi_lsp.agent.approval import allow_all, ask_approval
 from pi_lsp.agent.arguments import js_to_number
 from pi_lsp.agent.editmatch import EDITS_NESTING
+from pi_lsp.agent.fileurl import FileUrlError, file_url_path
 from pi_lsp.agent.mime import image_type
 from pi_lsp.agent.output import discard_file
 from pi_lsp.agent.shell import shell_path
@@ -1994,6 +1995,14 @@ PI16_CALLS: dict[str, dict[str, Any]] = {
     "write nul folder": {"tool": "write", "args": {"path": "d\0/x.txt", "content": "N\n"}},
     "edit nul": {"tool": "edit", "args": {"path": "a.txt\0",
                                           "edits": [{"oldText": "F", "newText": "G"}]}},
+    "read file url backslash": {"tool": "read", "args": {"path": "file:///nowhere\\a.txt"}},
+    "read file url trailing space": {"tool": "read", "args": {"path": "file:///nowhere/a "}},
+    "read file url upper case host": {"tool": "read",
+                                      "args": {"path": "file://LOCALHOST/nowhere/a"}},
+    "read file url bad escape": {"tool": "read", "args": {"path": "file:///nowhere/a%zz"}},
+    "read file url host": {"tool": "read", "args": {"path": "file://host/nowhere/a"}},
+    "write file url port": {"tool": "write", "args": {"path": "file://localhost:80/a",
+                                                      "content": "N\n"}},
     "bash timeout cut": {"tool": "bash", "args": {"command": "seq 1 3000; sleep 30",
                                                   "timeout": 1}},
     "bash timeout": {"tool": "bash", "args": {"command": "echo hi; sleep 30", "timeout": 1}},
@@ -2025,7 +2034,7 @@ def pi16_calls(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                              capture_output=True, text=True, timeout=PROCESS_CEILING_S,
                              env={**os.environ, "TMPDIR": str(folder.parent)})  # its logs
         assert run.returncode == 0, run.stderr
-        assert json.loads(full_output(run.stdout.replace(str(folder), "{DIR}"))) == stored
+        assert json.loads(full_output(run.stdout).replace(str(folder), "{DIR}")) == stored
     return stored
 
 
@@ -2037,7 +2046,7 @@ async def answered(name: str, root: Path) -> dict[str, Any]:
     answer = {"text": text_of(result), "details": result.details, "isError": result.is_error}
     for named in re.findall(FULL_OUTPUT, answer["text"]):
         discard_file(named)
-    return json.loads(full_output(json.dumps(answer).replace(str(root), "{DIR}")))
+    return json.loads(full_output(json.dumps(answer)).replace(str(root), "{DIR}"))
 
 
 def full_output(text: str) -> str:
@@ -2062,3 +2071,65 @@ async def test_a_timed_out_command_stores_pis_details(root: Path, pi16_calls: di
     """A timed-out command's result kept its cut output's truncation details (or none) where
     pi 1.6 stores `{}`: its bash throws, and its agent loop's error result has empty details."""
     assert await answered(name, root) == pi16_calls[name]
+
+
+@pytest.mark.parametrize("name", [name for name in PI16_CALLS if " file url " in name])
+async def test_a_file_url_names_the_path_pi_reads(root: Path, pi16_calls: dict[str, Any],
+                                                  name: str) -> None:
+    """A file:// path was read by Python's URL rules: `\\` stayed in the name, a trailing
+    space too, `LOCALHOST` was refused, `%zz` was kept; pi 1.6 reads it as Node's
+    fileURLToPath does (a slash, dropped, the local host, "URI malformed")."""
+    got, expected = await answered(name, root), pi16_calls[name]
+    assert (got["text"], got["isError"]) == (expected["text"], expected["isError"])
+
+
+# URLs whose paths Node's fileURLToPath gives (tests/node_file_urls.mjs), as stored
+FILE_URLS = [
+    "file:///a\\b", "file:///a ", "file:///a\x01", "file:// /a", "file://LOCALHOST/a",
+    "file://localhost/a", "file://%6Cocalhost/a", "file:///a%zz", "file:///a%", "file:///a%2",
+    "file:///a%%b", "file:///a%C3", "file:///a%C3%A9", "file:///%ED%A0%80", "file:///a%25b",
+    "file:///a%2fb", "file:///a%2Fb", "file:///a/..%2f", "file:///a b", "file:///a?q#f",
+    "file:///a?%zz", "file:///a#%2f", "file:///%2e%2e/x", "file:///a/%2e/b", "file:///a/%2E%2e/b",
+    "file:///a/.%2e", "file:///a/./b/../c", "file:///a/..", "file:///a/.", "file:///..",
+    "file:///é", "file:///😀", "file:///a\ud800b", "file:///a%00b", "file://", "file:///",
+    "file:////a", "file://///a", "file:///a\tb", "file:///a\nb", "file://local\thost/a",
+    "file:///a\\..\\b", "file://\\\\host\\a", "file:///a%5Cb", "file:///a\"b<c>d`e{f}g",
+    "file:///a^b|c", "file:///x\x7f", "file:///C:/x", "file:///C|/x", "file://C:/x", "file://C|/x",
+    "file://C:x", "file:///C:/..", "file:///C:/../..", "file://host/C:/x", "file://host/a",
+    "file://localhost:80/a", "file://user@localhost/a", "file://local%20host/a", "file://a b/c",
+    "file://\x00/a", "file://[::1]/a", "file://[::1/x", "file://[zz]/x", "file://127.0.0.1/a",
+    "file://1.2.3.999/x", "file://999999999999/x", "file://0x7f.1/x", "file://1.2.3.4./x",
+    "file://a.0x/x", "file://a.09/x", "file://LocalHost./a", "file://.localhost/x",
+    "file://a..b/x", "file://ex%41mple/x", "file://%FF/x", "file://%C3%A9/x", "file://é/x",
+    "file://日本/x", "file://xn--9ca/x", "file://xn--/a", "file://xn--zz-/x", "file://a.xn--/x",
+]
+STORED_FILE_URLS = Path(__file__).with_name("fixtures") / "node-file-urls.json"
+
+
+@pytest.fixture(scope="module")
+def node_file_urls(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Node's answer on each of FILE_URLS: stored, and checked against Node 22 where pi 1.6's
+    is installed."""
+    stored: dict[str, Any] = json.loads(STORED_FILE_URLS.read_text("utf-8"))
+    node = pi16_node()
+    if node is not None:
+        urls = tmp_path_factory.mktemp("urls") / "urls.json"
+        urls.write_text(json.dumps(FILE_URLS))
+        run = subprocess.run([node, str(Path(__file__).with_name("node_file_urls.mjs")),
+                              str(urls)], capture_output=True, text=True,
+                             timeout=PROCESS_CEILING_S)
+        assert run.returncode == 0, run.stderr
+        assert json.loads(run.stdout) == stored
+    return stored
+
+
+@pytest.mark.parametrize("url", FILE_URLS)
+def test_a_file_url_is_read_as_nodes_file_url_to_path_reads_it(
+        node_file_urls: dict[str, Any], url: str) -> None:
+    """file:// URLs were parsed by Python's rules (urlsplit, unquote), where pi 1.6 uses Node's
+    fileURLToPath (WHATWG parsing, then decodeURIComponent)."""
+    try:
+        got = {"path": file_url_path(url)}
+    except FileUrlError as error:
+        got = {"error": str(error)}
+    assert got == node_file_urls[url]

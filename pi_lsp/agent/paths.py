@@ -7,7 +7,8 @@ import os
 import re
 import unicodedata
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+
+from pi_lsp.agent.fileurl import file_url_path
 
 UNICODE_SPACES = re.compile("[\u00a0\u2000-\u200a\u202f\u205f\u3000]")
 SCREENSHOT_TIME = re.compile(r" (AM|PM)\.", re.IGNORECASE)
@@ -15,8 +16,8 @@ SCREENSHOT_TIME = re.compile(r" (AM|PM)\.", re.IGNORECASE)
 
 def resolve_to_cwd(raw: str, cwd: Path) -> Path:
     """`raw` as pi's resolveToCwd resolves it: Unicode spaces as spaces, one leading `@`
-    dropped, `~` and `~/` at home, a file: URL as its path, then joined to `cwd` and
-    normalized without following links."""
+    dropped, `~` and `~/` at home, a file: URL as its path (FileUrlError if Node refuses it),
+    then joined to `cwd` and normalized without following links."""
     text = UNICODE_SPACES.sub(" ", raw)
     text = text.removeprefix("@")
     home = os.path.expanduser("~")
@@ -25,19 +26,9 @@ def resolve_to_cwd(raw: str, cwd: Path) -> Path:
     elif text.startswith("~/"):
         text = os.path.join(home, text[2:])
     elif text.startswith("file://"):
-        text = _file_url_path(text)
+        text = file_url_path(text)
     joined = os.path.normpath(os.path.join(cwd, text))
     return Path("/" + joined.lstrip("/"))  # node's resolve makes a leading "//" one slash too
-
-
-def _file_url_path(url: str) -> str:
-    """A file: URL's path, as Node's fileURLToPath gives it on POSIX."""
-    parts = urlsplit(url)
-    if parts.netloc not in ("", "localhost"):
-        raise ValueError('File URL host must be "localhost" or empty on linux')
-    if re.search("%2f", parts.path, re.IGNORECASE):
-        raise ValueError("File URL path must not include encoded / characters")
-    return unquote(parts.path)
 
 
 def resolve_read_path(raw: str, cwd: Path) -> Path:

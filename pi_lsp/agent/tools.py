@@ -31,6 +31,7 @@ from pi_lsp.agent.arguments import (
 )
 from pi_lsp.agent.editdiff import edit_diff
 from pi_lsp.agent.editmatch import EditError, EditPlan, plan_edit, prepare_edit_arguments
+from pi_lsp.agent.fileurl import FileUrlError
 from pi_lsp.agent.fserrors import (
     SyscallError,
     error_code,
@@ -276,8 +277,13 @@ def _path_arg(raw: object) -> str:
     return raw
 
 
-def _without_nul(path: Path) -> Path:
-    """`path`, refused in Node's words when it holds a NUL byte (Python's would be its own)."""
+def _resolved(resolve: Callable[[str, Path], Path], raw: object, root: Path) -> Path:
+    """`raw` resolved by `resolve`, refused in Node's words as pi's is: a file: URL Node does not
+    take, a path holding a NUL byte (Python's words would be its own)."""
+    try:
+        path = resolve(_path_arg(raw), root)
+    except FileUrlError as error:
+        raise ToolError(str(error)) from None
     if "\0" in str(path):
         raise ToolError(null_byte_message(str(path)))
     return path
@@ -300,14 +306,14 @@ class ToolContext:
 
     def given(self, raw: object) -> Path:
         """The path argument made absolute as pi makes it, symlinks not yet followed."""
-        return _without_nul(resolve_to_cwd(_path_arg(raw), self.root))
+        return _resolved(resolve_to_cwd, raw, self.root)
 
     def inside(self, path: Path) -> bool:
         return inside(path, Path(os.path.realpath(self.root)))
 
     def read_path(self, raw: object) -> Path:
         """The path `read` opens, as pi finds it, symlinks not yet followed."""
-        return _without_nul(resolve_read_path(_path_arg(raw), self.root))
+        return _resolved(resolve_read_path, raw, self.root)
 
     def readable(self, raw: object) -> Path:
         given = self.read_path(raw)
