@@ -32,7 +32,7 @@ from pi_lsp.agent.arguments import js_to_number
 from pi_lsp.agent.editmatch import EDITS_NESTING
 from pi_lsp.agent.fileurl import FileUrlError, file_url_path
 from pi_lsp.agent.mime import image_type
-from pi_lsp.agent.output import discard_file
+from pi_lsp.agent.output import OutputTail, discard_file
 from pi_lsp.agent.shell import shell_path
 from pi_lsp.agent.splice import splice, to_lf
 from pi_lsp.agent.tools import (
@@ -1654,6 +1654,52 @@ async def test_bash_keeps_the_output_s_last_newline(root: Path) -> None:
     assert text_of(result) == "x\n\n\nCommand exited with code 3"
     result = await run(BASH, {"command": "printf 'a\\r\\nb\\r\\n\\n'"}, root)
     assert text_of(result) == "a\r\nb\r\n\n"
+
+
+# What pi 1.6's bash answers for these commands run on f.txt (a UTF-8 BOM, then "bom\nx\n"):
+# its output goes through one TextDecoder, stdout and stderr alike, which drops a BOM at the
+# start of the whole output only.
+PI16_BOM_OUTPUTS = [
+    ("cat f.txt", "bom\nx\n"),
+    ("cat f.txt >&2", "bom\nx\n"),
+    ("printf '\\xef\\xbb\\xbfhi'", "hi"),
+    ("echo a; cat f.txt", "a\n\ufeffbom\nx\n"),
+    ("cat f.txt f.txt", "bom\nx\n\ufeffbom\nx\n"),
+    ("cat f.txt; exit 1", "bom\nx\n\n\nCommand exited with code 1"),
+]
+
+
+@pytest.mark.parametrize(("command", "expected"), PI16_BOM_OUTPUTS)
+async def test_bash_output_starting_with_a_bom_reads_as_pi_16_gives_it(
+        root: Path, command: str, expected: str) -> None:
+    """`cat f.txt` on a file with a BOM (Windows tools, .csv, .cs) reached the model as
+    "\\ufeffbom…", where pi 1.6 drops the BOM that starts the output."""
+    (root / "f.txt").write_bytes(b"\xef\xbb\xbfbom\nx\n")
+    assert text_of(await run(BASH, {"command": command}, root)) == expected
+
+
+# Chunks as they may come from the pipe, and what Node's TextDecoder makes of them in turn
+# (decode(chunk, {stream: true}) each, then decode()).
+NODE_DECODED_CHUNKS = [
+    ([b"\xef", b"\xbb\xbfh"], "h"),
+    ([b"", b"\xef\xbb\xbfh"], "h"),
+    ([b"a\n", b"\xef\xbb\xbfh"], "a\n\ufeffh"),
+    ([b"\xef\xbb", b"x"], "\ufffdx"),
+    ([b"\xef\xbb"], "\ufffd"),
+    ([b"\xef\xbb\xbf", b"\xef\xbb\xbfa"], "\ufeffa"),
+    ([b"\xff\xef\xbb\xbf"], "\ufffd\ufeff"),
+]
+
+
+@pytest.mark.parametrize(("chunks", "expected"), NODE_DECODED_CHUNKS)
+def test_a_bom_is_dropped_only_at_the_start_of_the_output_as_node_decodes(
+        chunks: list[bytes], expected: str) -> None:
+    output = OutputTail()
+    for chunk in chunks:
+        output.write(chunk)
+    output.close()
+    assert output.buffer == expected
+    assert output.total_bytes == len(expected.encode())  # pi counts the decoded text
 
 
 async def test_bash_output_cut_by_an_unfinished_last_line_is_saved(root: Path) -> None:

@@ -104,14 +104,15 @@ def truncate_tail(text: str, max_lines: int, max_bytes: int) -> Cut:
 
 class OutputTail:
     """Collects a command's output as pi 1.6's OutputAccumulator does: decoded as UTF-8 (bad
-    bytes replaced) and counted decoded, the tail kept in memory; `tail()` is what the model
-    sees."""
+    bytes replaced, a BOM that starts the output dropped) and counted decoded, the tail kept
+    in memory; `tail()` is what the model sees."""
 
     def __init__(self, max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES) -> None:
         self.max_lines, self.max_bytes = max_lines, max_bytes
         # pi's rolling window: the tail is cut back to this many bytes when twice as long.
         self.rolling_bytes = max(2 * max_bytes, 1)
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._decoded_any = False  # a character came: a BOM from now on is text
         self._raw: list[bytes] = []  # the output as it came, until the file starts
         self.buffer = ""  # the end of the decoded output; all of it until first cut back
         self._buffer_bytes = 0
@@ -128,7 +129,7 @@ class OutputTail:
 
     def write(self, chunk: bytes) -> None:
         self._raw_bytes += len(chunk)
-        self._add_text(self._decoder.decode(chunk))
+        self._add_text(self._decode(chunk))
         if self._file is not None or self._too_long():
             self._start_file().write(chunk)
         elif chunk:
@@ -138,9 +139,19 @@ class OutputTail:
         """The output has ended: a character cut off at its end counts (as U+FFFD)."""
         if not self._finished:
             self._finished = True
-            self._add_text(self._decoder.decode(b"", final=True))
+            self._add_text(self._decode(b"", final=True))
             if self._too_long():
                 self._start_file()
+
+    def _decode(self, chunk: bytes, final: bool = False) -> str:
+        """The text `chunk` completes, as Node's TextDecoder gives it: a BOM is dropped when it
+        is the output's first character (stdout's or stderr's, one decoder for both), not a
+        chunk's."""
+        text = self._decoder.decode(chunk, final)
+        if text and not self._decoded_any:
+            self._decoded_any = True
+            return text.removeprefix("\ufeff")
+        return text
 
     def _too_long(self) -> bool:
         return self.max_bytes < max(self._raw_bytes, self.total_bytes) or \
