@@ -901,6 +901,59 @@ async def test_a_lone_surrogate_is_written_as_pi_writes_it(root: Path, tool: Too
     assert (root / "keep.py").read_bytes() == 'x = "\ufffd"\n'.encode()
 
 
+# Calls whose path or command holds half a character (a lone surrogate, as a model streaming
+# half an emoji leaves it), the files there before and after, and pi 1.6's answer: Node writes
+# each lone surrogate as U+FFFD where the string becomes a path or a command, and names the path
+# as given where it words the message itself.
+F = "\ufffd"
+PI16_LONE_SURROGATE_CALLS = [
+    (READ, {"path": "\ud800.txt"}, {f"{F}.txt": "hi\n"}, {}, "hi\n"),
+    (READ, {"path": "\udcff.txt"}, {f"{F}.txt": "hi\n"}, {}, "hi\n"),
+    (READ, {"path": "\ud800.txt"}, {}, {},
+     f"ENOENT: no such file or directory, access '{{root}}/{F}.txt'"),
+    (READ, {"path": "\ud800"}, {f"{F}/a": "x"}, {},
+     "EISDIR: illegal operation on a directory, read"),
+    (WRITE, {"path": "\ud800.txt", "content": "N\n"}, {}, {f"{F}.txt": "N\n"},
+     "Successfully wrote to \ud800.txt"),
+    (WRITE, {"path": "\ud800/\udcff.txt", "content": "N\n"}, {}, {f"{F}/{F}.txt": "N\n"},
+     "Successfully wrote to \ud800/\udcff.txt"),
+    (EDIT, {"path": "\ud800", "edits": [{"oldText": "a", "newText": "b"}]}, {}, {},
+     "Could not edit file: \ud800. Error code: ENOENT."),
+    (EDIT, {"path": "\udc00.txt", "edits": [{"oldText": "b", "newText": "X"}]},
+     {f"{F}.txt": "abc\n"}, {f"{F}.txt": "aXc\n"},
+     "Successfully replaced 1 block(s) in \udc00.txt."),
+    (EDIT, {"path": "\udc00.txt", "edits": [{"oldText": "zz", "newText": "X"}]},
+     {f"{F}.txt": "abc\n"}, {}, "Could not find the exact text in \udc00.txt. The old text "
+     "must match exactly including all whitespace and newlines."),
+    (BASH, {"command": "echo x\ud800y"}, {}, {}, f"x{F}y\n"),
+    (BASH, {"command": "printf '%s' x\udcffy | od -An -tx1"}, {}, {}, " 78 ef bf bd 79\n"),
+]
+
+
+@pytest.mark.parametrize(("tool", "args", "before", "changed", "expected"),
+                         PI16_LONE_SURROGATE_CALLS)
+async def test_half_a_character_in_a_path_or_command_is_read_as_pi_16_reads_it(
+        root: Path, tool: Tool, args: dict[str, Any], before: dict[str, str],
+        changed: dict[str, str], expected: str) -> None:
+    """A lone surrogate failed every tool with Python's "'utf-8' codec can't encode character
+    '\\ud800'", and one of \\udc80-\\udcff went to the disk or the shell as a raw byte (0xff)
+    where pi 1.6 has U+FFFD (found by the differential fuzz)."""
+    for name, text in before.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    ctx = ToolContext(root)
+    # As the loop runs a call: a call refused while its approval is worked out is not run.
+    refusal = await ask_approval(ToolCall(id="t1", name=tool.name, arguments=args), ctx,
+                                 allow_all)
+    result = text_result(refusal, is_error=True) if refusal is not None else \
+        await execute_tool(tool, tool.name, args, ctx)
+    assert text_of(result) == expected.format(root=root)
+    # os.walk, not Path.rglob: a name holding a raw 0xff byte reads as "\\udcff" there too
+    files = {os.path.relpath(os.path.join(folder, name), root): Path(folder, name).read_text()
+             for folder, _, names in os.walk(root) for name in names}
+    assert files == {**before, **changed}
+
+
 async def test_write_to_a_fifo_is_refused_at_once(root: Path) -> None:
     """A write to a FIFO in the workspace was proposed as a new file, then opened for writing on
     the event loop, which waited for a reader: the whole server froze, an abort included."""

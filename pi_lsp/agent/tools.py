@@ -272,9 +272,12 @@ def _line_count(text: str) -> int:
 
 
 def _path_arg(raw: object) -> str:
+    """The path argument as the file system gets it from pi: each lone surrogate (half an
+    emoji a model streamed) as U+FFFD, as Node turns a string into a path; messages that name
+    the argument keep it as given."""
     if not isinstance(raw, str):
         raise ToolError("`path` must be a string")
-    return raw
+    return well_formed(raw)
 
 
 def _resolved(resolve: Callable[[str, Path], Path], raw: object, root: Path) -> Path:
@@ -809,11 +812,11 @@ def _timed_out(timeout: float | None, shell: ShellProcess) -> str:
 
 def _bash_command(args: dict[str, Any]) -> str:
     """The command, which must be a string (pi 1.6 runs `5` for 5; pi-lsp runs no command but
-    the one shown for approval)."""
+    the one shown for approval), as the shell gets it from pi: each lone surrogate as U+FFFD."""
     command = args.get("command")
     if not isinstance(command, str):
         raise _invalid_bash_argument(args, "command", "string")
-    return command
+    return well_formed(command)
 
 
 def _bash_timeout(args: dict[str, Any]) -> float | None:
