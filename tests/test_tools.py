@@ -1583,6 +1583,35 @@ async def test_bash_arguments_of_the_wrong_type_get_pi_s_words(
         f"Received arguments:\n{json.dumps(args, indent=2)}"
 
 
+# pi 1.6's list of what does not fit in these bash calls, each misfit in its order; a command
+# pi coerces (5, null) is refused by pi-lsp all the same (the README says so), beside the rest.
+PI16_BASH_MISFITS = [
+    ({"command": ["a"], "timeout": {}},
+     ["command: expected string, got array", "timeout: expected number, got object"]),
+    ({"timeout": {}, "command": ["a"]},
+     ["command: expected string, got array", "timeout: expected number, got object"]),
+    ({"timeout": {}}, ["command: missing", "timeout: expected number, got object"]),
+    ({"command": {"a": 1}, "timeout": [1, 2]},
+     ["command: expected string, got object", "timeout: expected number, got array"]),
+    ({"command": ["a"], "timeout": -1}, ["command: expected string, got array"]),
+    ({"command": 5, "timeout": {}},
+     ["command: expected string, got integer", "timeout: expected number, got object"]),
+    ({"command": None, "timeout": "x"},
+     ["command: expected string, got null", "timeout: expected number, got string"]),
+]
+
+
+@pytest.mark.parametrize(("args", "problems"), PI16_BASH_MISFITS)
+async def test_bash_lists_every_misfit_argument_as_pi_16_does(
+        root: Path, args: dict[str, Any], problems: list[str]) -> None:
+    """`{"command": ["a"], "timeout": {}}` was answered with the command's misfit alone, where
+    pi 1.6 lists both (found by the differential fuzz re-run)."""
+    result = await run(BASH, args, root)
+    listed = "".join(f"  - {problem}\n" for problem in problems)
+    assert result.is_error and text_of(result) == f'Validation failed for tool "bash":\n' \
+        f"{listed}\nReceived arguments:\n{json.dumps(args, indent=2)}"
+
+
 async def test_bash_in_a_folder_gone_gets_pi_s_words(root: Path) -> None:
     result = await run(BASH, {"command": "true"}, root / "gone")
     assert result.is_error

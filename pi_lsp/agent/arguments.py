@@ -27,13 +27,20 @@ def checked_arguments(tool: str, schema: dict[str, Any], args: dict[str, Any]
                       ) -> dict[str, Any]:
     """`args` coerced to `schema` as pi coerces them; ArgumentsError, with pi's message, when
     they still do not fit."""
+    value, errors = coerced_arguments(schema, args)
+    if errors:
+        raise invalid_arguments(tool, errors, javascript_numbers(args))
+    return value
+
+
+def coerced_arguments(schema: dict[str, Any], args: dict[str, Any]
+                      ) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """`args` coerced to `schema` as pi coerces them, and every way they still do not fit,
+    as (dotted path, problem) in pi's order."""
     args = javascript_numbers(args)
     value: dict[str, Any] = _coerce_types(
         _convert(_drop_optional_nulls(args, schema), schema), schema)
-    errors = _errors(value, schema, "")
-    if errors:
-        raise invalid_arguments(tool, errors, args)
-    return value
+    return value, _errors(value, schema, "")
 
 
 def invalid_arguments(tool: str, errors: list[tuple[str, str]], args: dict[str, Any]

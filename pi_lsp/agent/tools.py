@@ -24,10 +24,10 @@ from pi_lsp.agent.access import inside, protected_reason, secret_reason
 from pi_lsp.agent.arguments import (
     ArgumentsError,
     checked_arguments,
+    coerced_arguments,
     invalid_arguments,
     javascript_numbers,
     js_type,
-    to_number,
 )
 from pi_lsp.agent.editdiff import edit_diff
 from pi_lsp.agent.editmatch import EditError, EditPlan, plan_edit, prepare_edit_arguments
@@ -733,8 +733,7 @@ async def _ended_despite_cancels(task: asyncio.Future[Any], timeout: float) -> b
 
 
 async def run_bash(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-    command = _bash_command(args)
-    timeout = _bash_timeout(args)
+    command, timeout = _bash_arguments(args)
     if not ctx.root.exists():
         raise ToolError(f"Working directory does not exist: {ctx.root}\n"
                         "Cannot execute bash commands.")
@@ -810,37 +809,33 @@ def _timed_out(timeout: float | None, shell: ShellProcess) -> str:
             "timeout.")
 
 
-def _bash_command(args: dict[str, Any]) -> str:
-    """The command, which must be a string (pi 1.6 runs `5` for 5; pi-lsp runs no command but
-    the one shown for approval), as the shell gets it from pi: each lone surrogate as U+FFFD."""
+def _bash_arguments(args: dict[str, Any]) -> tuple[str, float | None]:
+    """The command and the timeout in seconds (None: none), coerced and checked as pi 1.6 does
+    it, every misfit listed in its words, but for the command, which must be a string (pi runs
+    `5` for 5; pi-lsp runs no command but the one shown for approval)."""
+    value, errors = coerced_arguments(BASH.spec.parameters, args)
     command = args.get("command")
     if not isinstance(command, str):
-        raise _invalid_bash_argument(args, "command", "string")
-    return well_formed(command)
+        problem = "missing" if "command" not in args else \
+            f"expected string, got {js_type(javascript_numbers(command))}"
+        errors = [("command", problem), *(error for error in errors if error[0] != "command")]
+    if errors or not isinstance(command, str):
+        raise ToolError(str(invalid_arguments("bash", errors, javascript_numbers(args))))
+    # As the shell gets it from pi: each lone surrogate as U+FFFD.
+    return well_formed(command), _bash_timeout(value.get("timeout"))
 
 
-def _bash_timeout(args: dict[str, Any]) -> float | None:
-    """The timeout in seconds, None for none, read as pi 1.6 reads it: "2", true and 0.5 are
-    numbers; zero or less is refused. pi-lsp refuses more than a day too."""
-    raw = args.get("timeout")
-    if raw is None:  # pi drops a null optional argument
-        return None
-    timeout = to_number(javascript_numbers(raw))
+def _bash_timeout(timeout: float | None) -> float | None:
+    """The timeout pi 1.6's schema let through ("2", true and 0.5 are numbers), if it is one
+    pi runs: zero or less is refused. pi-lsp refuses more than a day too."""
     if timeout is None:
-        raise _invalid_bash_argument(args, "timeout", "number")
+        return None
     if timeout <= 0:
         raise ToolError("Invalid timeout: must be a finite number of seconds")
     if timeout > BASH_TIMEOUT_MAX_S:
         # Refused before anything runs: asyncio fails on a huge one once the command started.
         raise ToolError(f"`timeout` must be at most {BASH_TIMEOUT_MAX_S} seconds (24 hours)")
     return timeout
-
-
-def _invalid_bash_argument(args: dict[str, Any], name: str, expected: str) -> ToolError:
-    """pi 1.6's words for an argument of the wrong type (a number past a double is Infinity)."""
-    args = javascript_numbers(args)
-    problem = "missing" if name not in args else f"expected {expected}, got {js_type(args[name])}"
-    return ToolError(str(invalid_arguments("bash", [(name, problem)], args)))
 
 
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
