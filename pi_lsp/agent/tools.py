@@ -285,10 +285,10 @@ def _resolved(resolve: Callable[[str, Path], Path], raw: object, root: Path) -> 
     take, a path holding a NUL byte (Python's words would be its own)."""
     try:
         path = resolve(_path_arg(raw), root)
+        if "\0" in str(path):  # Node names the string it was given, half characters and all
+            raise ToolError(null_byte_message(str(resolve(str(raw), root))))
     except FileUrlError as error:
         raise ToolError(str(error)) from None
-    if "\0" in str(path):
-        raise ToolError(null_byte_message(str(path)))
     return path
 
 
