@@ -89,7 +89,11 @@ def set_session_dir(settings: Path, value: Any) -> None:
 
 @pytest.mark.parametrize(("value", "folder"), [
     ("{tmp}/pi-sessions", "{tmp}/pi-sessions"), ("~/pi-sessions", "{home}/pi-sessions"),
-    ("sessions", "{ws}/sessions")])  # relative: from pi's cwd, the workspace
+    ("sessions", "{ws}/sessions"),  # relative: from pi's cwd, the workspace
+    # file: URLs as Node's fileURLToPath reads them (Python's url2pathname kept the last three's
+    # backslash, trailing space and escape)
+    ("file://{tmp}/pi-sessions", "{tmp}/pi-sessions"), ("file://{tmp}/a\\b", "{tmp}/a/b"),
+    ("file://{tmp}/s ", "{tmp}/s"), ("file://LOCALHOST{tmp}/%73", "{tmp}/s")])
 def test_the_users_session_dir_is_listed_as_pi_resolves_it(
         agent_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str,
         folder: str) -> None:
@@ -120,12 +124,29 @@ def test_a_projects_session_dir_counts_over_the_users_only_when_trusted(
     assert session_dirs(str(ws), project=True)[2:] == [tmp_path / "variable"]  # main.js
 
 
+def test_a_session_dir_variable_node_refuses_is_logged_and_left_out(
+        agent_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A file: URL Node's fileURLToPath refuses (pi 1.6 cannot start with it) names no folder;
+    one it reads names the folder it reads."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    monkeypatch.setenv("PI_CODING_AGENT_SESSION_DIR", f"file://{tmp_path}/a\\b")
+    assert session_dirs(str(ws))[2:] == [tmp_path / "a" / "b"]
+    monkeypatch.setenv("PI_CODING_AGENT_SESSION_DIR", "file:///x/%zz")
+    with caplog.at_level(logging.WARNING):
+        assert len(session_dirs(str(ws))) == 2
+    assert "PI_CODING_AGENT_SESSION_DIR 'file:///x/%zz': URI malformed" in caplog.text
+
+
 @pytest.mark.parametrize(("value", "logged"), [
     (5, "sessionDir a number is not a string"), (True, "true or false is not a string"),
     (["x"], "an array is not a string"), ({}, "an object is not a string"),
     ("", 'sessionDir "" is empty'), ("a\u0000b", "has a NUL character"),
     ("fifo", "is a FIFO, not a folder"), ("file", "is a file, not a folder"),
-    ("/dev/null", "/dev/null is a device, not a folder"), ("loop", "loop is a symlink loop")])
+    ("/dev/null", "/dev/null is a device, not a folder"), ("loop", "loop is a symlink loop"),
+    ("file:///x/%zz", "sessionDir 'file:///x/%zz': URI malformed"),
+    ("file://host/x", 'File URL host must be "localhost" or empty on linux')])
 def test_a_session_dir_naming_no_folder_is_logged_and_left_out(
         agent_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, value: Any,
         logged: str) -> None:

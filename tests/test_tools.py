@@ -30,7 +30,6 @@ from pi_lsp.agent import editmatch, images, readpage, shell, tools
 from pi_lsp.agent.approval import allow_all, ask_approval
 from pi_lsp.agent.arguments import js_to_number
 from pi_lsp.agent.editmatch import EDITS_NESTING
-from pi_lsp.agent.fileurl import FileUrlError, file_url_path
 from pi_lsp.agent.mime import image_type
 from pi_lsp.agent.output import OutputTail, discard_file
 from pi_lsp.agent.shell import shell_path
@@ -50,6 +49,7 @@ from pi_lsp.agent.tools import (
     propose_change,
     text_result,
 )
+from pi_lsp.fileurl import FileUrlError, file_url_path
 from pi_lsp.providers.base import ToolSpec, parse_arguments
 from pi_lsp.session.entries import ImageContent, TextContent, ToolCall
 from tests.test_system_messages import PI16, pi16_node

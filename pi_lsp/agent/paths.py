@@ -8,7 +8,7 @@ import re
 import unicodedata
 from pathlib import Path
 
-from pi_lsp.agent.fileurl import file_url_path
+from pi_lsp.fileurl import file_url_path
 
 UNICODE_SPACES = re.compile("[\u00a0\u2000-\u200a\u202f\u205f\u3000]")
 SCREENSHOT_TIME = re.compile(r" (AM|PM)\.", re.IGNORECASE)

@@ -31,7 +31,6 @@ from pi_lsp.agent.arguments import (
 )
 from pi_lsp.agent.editdiff import edit_diff
 from pi_lsp.agent.editmatch import EditError, EditPlan, plan_edit, prepare_edit_arguments
-from pi_lsp.agent.fileurl import FileUrlError
 from pi_lsp.agent.fserrors import (
     SyscallError,
     error_code,
@@ -46,6 +45,7 @@ from pi_lsp.agent.paths import resolve_read_path, resolve_to_cwd
 from pi_lsp.agent.readpage import PageError, page
 from pi_lsp.agent.shell import ShellProcess, WatcherDied
 from pi_lsp.agent.trimdiff import Span, changed_span, unified_diff
+from pi_lsp.fileurl import FileUrlError
 from pi_lsp.providers.base import ToolSpec
 from pi_lsp.providers.registry import API_KEY_VARIABLES
 from pi_lsp.session.catalog import agent_dir

@@ -16,11 +16,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
-from urllib.request import url2pathname
 
 import msgspec
 
+from pi_lsp.fileurl import FileUrlError, file_url_path
 from pi_lsp.paths import loop_error, real_folder, real_path, symlink_loop
 from pi_lsp.session.entries import (
     CURRENT_VERSION,
@@ -148,13 +147,23 @@ def cli_session_dir(cwd: str) -> Path:
 
 def pi_path(value: str, base: str) -> str:
     """`value` resolved as pi 1.6 resolves a path it is given (utils/paths.js resolvePath): `~`
-    and `~/…` from the home folder, a `file://` URL as its path, a relative one from `base`; no
-    symlink followed."""
+    and `~/…` from the home folder, a `file://` URL as its path (FileUrlError where Node refuses
+    it), a relative one from `base`; no symlink followed."""
     if value == "~" or value.startswith("~/"):
         value = os.path.expanduser("~") + value[1:]
     elif value.startswith("file://"):
-        value = url2pathname(urlsplit(value).path)
+        value = file_url_path(value)
     return os.path.normpath(os.path.join(base, value))
+
+
+def _named_folder(value: str, workspace: str, name: str) -> Path | None:
+    """The folder a session-folder setting or variable names, from the workspace's real path;
+    None (logged) for a file: URL Node refuses, with which pi 1.6 does not start."""
+    try:
+        return Path(pi_path(value, os.path.realpath(workspace)))
+    except FileUrlError as error:
+        _not_listed(f"{name} {value!r}: {error}; no sessions are listed from it")
+        return None
 
 
 def variable_session_dir(workspace: str) -> Path | None:
@@ -162,7 +171,7 @@ def variable_session_dir(workspace: str) -> Path | None:
     sessions (over a project's `sessionDir`); None when unset. A relative one is taken from the
     workspace's real path, pi's process.cwd(): from a symlink's name `..` leads elsewhere."""
     value = os.environ.get(SESSION_DIR_VARIABLE)
-    return Path(pi_path(value, os.path.realpath(workspace))) if value else None
+    return _named_folder(value, workspace, SESSION_DIR_VARIABLE) if value else None
 
 
 def shared_session_dir(workspace: str, project: bool = False) -> Path | None:
@@ -178,8 +187,8 @@ def shared_session_dir(workspace: str, project: bool = False) -> Path | None:
                                 project)
     if value is None:
         return None
-    folder = Path(pi_path(value, os.path.realpath(workspace)))
-    return folder if _may_be_folder(folder, value) else None
+    folder = _named_folder(value, workspace, "sessionDir")
+    return folder if folder is not None and _may_be_folder(folder, value) else None
 
 
 def _may_be_folder(folder: Path, value: str) -> bool:
@@ -249,8 +258,11 @@ def started_in(cwd: str, workspaces: list[Path]) -> Path | None:
     (the workspace's real path) but no symlink followed, equal to that real path."""
     for workspace in workspaces:
         real = os.path.realpath(workspace)
-        if cwd and pi_path(cwd, real) == real:
-            return workspace
+        try:
+            if cwd and pi_path(cwd, real) == real:
+                return workspace
+        except FileUrlError:  # a hand-written `file:` cwd Node refuses names no folder
+            return None
     return None
 
 
