@@ -92,12 +92,15 @@ def cmd_context(args: argparse.Namespace) -> int:
             context = build_session_context(tree, leaf)
             write_messages(msgspec.structs.replace(context, messages=[]), context.messages)
         return 0
-    from pi_lsp.context.layers import build_layer
+    from pi_lsp.context.layers import UnsendableToolError, build_layer
     from pi_lsp.context.preview import render_preview
 
     agent_at = request_setup(tree, args.approve) if args.layer == "request" else None
     for leaf in leaves:
-        layer = build_layer(tree, leaf, args.layer, agent_at and agent_at(leaf))
+        try:
+            layer = build_layer(tree, leaf, args.layer, agent_at and agent_at(leaf))
+        except UnsendableToolError as error:
+            raise CliError(f"{args.file}: {error}") from None
         if not args.json:
             print(render_preview(layer))
         elif layer.request is not None:

@@ -24,7 +24,7 @@ import pytest
 from pi_lsp.agent.prompt import agent_setup
 from pi_lsp.agent.tools import ALL_TOOLS
 from pi_lsp.context.convert import BRANCH_SUMMARY_PREFIX
-from pi_lsp.context.layers import AgentSetup, build_layer
+from pi_lsp.context.layers import AgentSetup, UnsendableToolError, build_layer
 from pi_lsp.context.messages import decode_path
 from pi_lsp.context.replay import current_system_message
 from pi_lsp.providers.registry import ANTHROPIC_API, CHAT_API, RESPONSES_API, ModelRegistry
@@ -502,3 +502,49 @@ def test_tools_the_first_system_message_takes_away_are_named_as_pi_16_names_them
     available…"), and names them in a later tools item's "Still unavailable"; pi-lsp said
     it only for later system messages."""
     _assert_sent_as_pi_sends(LEAD_REMOVALS / name, api, model_id, pi_lead_removal_bodies)
+
+
+# Hand-edited sessions whose system message holds a field of another shape (found by a
+# differential fuzz against pi 1.6), and the bodies pi 1.6 sends for them (null: it fails).
+ODD_SYSTEMS = STORED_BODIES.with_name("pi16-odd-systems")
+STORED_ODD_SYSTEMS = STORED_BODIES.with_name("pi16-odd-systems.json")
+ODD_SYSTEM_RUNS = [(ANTHROPIC_API, None), (RESPONSES_API, None), (CHAT_API, None),
+                   (ANTHROPIC_API, DEFAULT), (RESPONSES_API, OPENAI_DEFAULT)]
+_ODD_SYSTEM_BODIES: dict[str, Any] = json.loads(STORED_ODD_SYSTEMS.read_text("utf-8"))
+
+
+def _odd_system_cases(sent: bool) -> list[tuple[str, str, str | None]]:
+    """(session, API, model) of each run pi 1.6 makes a body for (`sent`) or fails on."""
+    return [(name, api, model_id) for name in sorted(p.name for p in ODD_SYSTEMS.glob("*.jsonl"))
+            for api, model_id in ODD_SYSTEM_RUNS
+            if (_ODD_SYSTEM_BODIES[_run_key(api, model_id, Path(name))] is not None) == sent]
+
+
+@pytest.fixture(scope="module")
+def pi_odd_system_bodies() -> dict[str, Any]:
+    return _stored_pi_bodies(STORED_ODD_SYSTEMS, ODD_SYSTEMS, ODD_SYSTEM_RUNS)
+
+
+@pytest.mark.parametrize(("name", "api", "model_id"), _odd_system_cases(sent=True))
+def test_a_system_message_of_another_shape_is_sent_as_pi_16_sends_it(
+        name: str, api: str, model_id: str | None, pi_odd_system_bodies: dict[str, Any]) -> None:
+    """toolsAdded holding a text (`["a"]`) failed every request ("internal error
+    (AttributeError: 'str' object has no attribute 'get')"), and toolsAdded that is a text
+    ("x") left the system message out; pi 1.6 reads each character as a tool without fields
+    and sends it to OpenAI models as one (`{"type": "function", "strict": false}`)."""
+    _assert_sent_as_pi_sends(ODD_SYSTEMS / name, api, model_id, pi_odd_system_bodies)
+
+
+@pytest.mark.parametrize(("name", "api", "model_id"),
+                         [case for case in _odd_system_cases(sent=False)
+                          if case[1] == ANTHROPIC_API])
+def test_a_tool_without_parameters_is_refused_for_claude_naming_its_line(
+        name: str, api: str, model_id: str | None, pi_odd_system_bodies: dict[str, Any]) -> None:
+    """pi 1.6 fails making an Anthropic request that declares a tool without parameters
+    (`Cannot read properties of undefined (reading 'properties')`); pi-lsp says which line
+    and field declares it, where it failed with an AttributeError."""
+    assert pi_odd_system_bodies[_run_key(api, model_id, Path(name))] is None
+    with pytest.raises(UnsendableToolError, match=r"^line 2: toolsAdded\[0\] of system "
+                                                  r"message s1 is \"[ax]\", a tool without "
+                                                  r"parameters, which cannot be sent to claude"):
+        _ours(ODD_SYSTEMS / name, api, model_id=model_id)

@@ -380,7 +380,7 @@ class Tool:
 
     @property
     def name(self) -> str:
-        return self.spec.name
+        return str(self.spec.name)  # the agent's own tools are named by text
 
 
 def tool_arguments(name: str, args: dict[str, Any]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from pi_lsp.context.replay import (
 from pi_lsp.context.tokens import estimate_tokens, usage_tokens
 from pi_lsp.providers.base import MissingApiKeyError, ModelRequest, ToolSpec, tool_spec
 from pi_lsp.providers.registry import (
+    ANTHROPIC_API,
     RESPONSES_API,
     ModelInfo,
     ModelRegistry,
@@ -47,6 +48,8 @@ from pi_lsp.session.entries import (
     head_decoder,
     role_of,
 )
+from pi_lsp.session.jsontext import js_field, stringify
+from pi_lsp.session.tooldecls import lacks_parameters, listed_tools, parameterless_tools
 from pi_lsp.session.tree import SessionTree
 
 Layer = Literal["agent", "llm", "request"]
@@ -178,8 +181,37 @@ def _tool_specs(tools: Sequence[Any]) -> list[ToolSpec]:
     return [tool_spec(tool) for tool in tools]
 
 
+class UnsendableToolError(ValueError):
+    """A tool the session declares that the request's model cannot be sent."""
+
+
+def refuse_parameterless_tools(tree: SessionTree, read: Sequence[tuple[str | None, Any]],
+                               lead: Lead, model: ModelInfo) -> None:
+    """Raise, naming the line and field that declares it, where a tool without parameters
+    would go to an Anthropic model: pi 1.6 fails making that request too."""
+    if model.api != ANTHROPIC_API:
+        return
+    sent = list(lead.tools)
+    if lead.tool_changes_in_place:  # later additions are sent where they were made
+        sent += [tool for _, message in lead.after if isinstance(message, SystemMessage)
+                 for tool in listed_tools(message.tools_added)]
+    names = {js_field(tool, "name") for tool in sent if lacks_parameters(tool)}
+    # the declaration in force for a name is the last one (a redefinition replaces it)
+    for entry_id, message in reversed(read):
+        if not isinstance(message, SystemMessage) or entry_id is None:
+            continue
+        found = [(index, tool) for index, tool in parameterless_tools(message)
+                 if js_field(tool, "name") in names]
+        if found:
+            index, tool = found[0]
+            raise UnsendableToolError(
+                f"line {tree.by_id[entry_id].line}: toolsAdded[{index}] of system message "
+                f"{entry_id} is {stringify(tool)[:80]}, a tool without parameters, which "
+                f"cannot be sent to {model.id} (an Anthropic model; pi 1.6 fails on it too)")
+
+
 def replayed_prompt(messages: Sequence[AgentMessage | None], agent: AgentSetup
-                    ) -> tuple[str, list[ToolSpec]]:
+                    ) -> tuple[str, list[Any]]:
     """The request's prompt and tools: the session's replayed ones with the patch a turn
     writes first (`system_patch_at`) applied."""
     replayed = current_system_message(messages)
@@ -187,7 +219,7 @@ def replayed_prompt(messages: Sequence[AgentMessage | None], agent: AgentSetup
     system = current_system_message([replayed, patch]) if patch is not None else replayed
     if system is None:
         return "", []
-    return system_text(system), _tool_specs(system.tools_added or [])
+    return system_text(system), listed_tools(system.tools_added)
 
 
 Prepared = list[tuple[int | None, ModelMessage]]
@@ -198,7 +230,7 @@ class Lead(msgspec.Struct):
     on a model that takes them mid-conversation) the tools it takes away, then the rest."""
 
     prompt: str
-    tools: list[ToolSpec]
+    tools: list[Any]  # declarations, as the session holds them
     tools_removed: list[Any]  # as the system message holds them
     after: Prepared
     tool_changes_in_place: bool
@@ -212,13 +244,13 @@ def prompt_in_place(prepared: Prepared, model: ModelInfo) -> Lead:
     current tools go first."""
     first = prepared[0][1] if prepared else None
     lead = first if isinstance(first, SystemMessage) else None
-    declared = list(lead.tools_added or []) if lead is not None else []
+    declared = listed_tools(lead.tools_added) if lead is not None else []
     in_place = native_tool_changes(model) and (bool(declared) or model.api == RESPONSES_API)
     tools = declared if in_place else current_tools([message for _, message in prepared])
     if lead is None:
-        return Lead("", _tool_specs(tools), [], prepared, in_place)
-    return Lead(system_text(lead), _tool_specs(tools), list(lead.tools_removed or []),
-                prepared[1:], in_place)
+        return Lead("", tools, [], prepared, in_place)
+    return Lead(system_text(lead), tools, listed_tools(lead.tools_removed), prepared[1:],
+                in_place)
 
 
 def system_patch_at(tree: SessionTree, leaf_id: str | None, agent: AgentSetup,
@@ -269,12 +301,13 @@ def build_layer(tree: SessionTree, leaf_id: str | None, layer: Layer,
         else:
             prompt, tools = replayed_prompt(messages, agent)
             lead = Lead(prompt, tools, [], prepared, True)
+        refuse_parameterless_tools(tree, readable, lead, model)
         heads = [RowHead(readable[source][0] if source is not None else None, message)
                  for source, message in lead.after]
         request = ModelRequest(
             model=model, tool_changes_in_place=lead.tool_changes_in_place,
             tools_removed=lead.tools_removed, system_prompt=lead.prompt,
-            messages=[m for _, m in lead.after], tools=lead.tools,
+            messages=[m for _, m in lead.after], tools=_tool_specs(lead.tools),
             # the level thought at, which the reply keeps as pi 1.6's does (clamped)
             thinking_level=level_in_force(settings, agent.registry, agent.default_model,
                                           agent.default_thinking_level),

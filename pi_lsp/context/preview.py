@@ -28,6 +28,7 @@ from pi_lsp.session.entries import (
 )
 from pi_lsp.session.jsontext import js_string, js_truthy
 from pi_lsp.session.outline import content_text, message_preview, shorten
+from pi_lsp.session.tooldecls import listed_tools
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.visible import printable
 
@@ -168,9 +169,9 @@ def system_markdown(message: SystemMessage) -> str:
         lines.append(f"- section `{name}`: " + (
             "removed" if section is None else f"{utf16_length(section):,} characters"))
     added = [str(tool.get("name")) if isinstance(tool, dict) else "?"
-             for tool in message.tools_added or []]
+             for tool in listed_tools(message.tools_added)]
     removed = [str(tool.get("name")) if isinstance(tool, dict) else "?"
-               for tool in message.tools_removed or []]
+               for tool in listed_tools(message.tools_removed)]
     if added:
         lines.append("- tools: " + ", ".join(f"`{name}`" for name in added))
     if removed:

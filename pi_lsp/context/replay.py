@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from msgspec import UNSET
+
 from pi_lsp.session.entries import (
     AgentMessage,
     SystemCheckpoint,
@@ -12,6 +14,8 @@ from pi_lsp.session.entries import (
     TextContent,
     encoder,
 )
+from pi_lsp.session.jsontext import js_field
+from pi_lsp.session.tooldecls import listed_tools
 
 
 def system_content_text(message: SystemMessage) -> str:
@@ -21,7 +25,7 @@ def system_content_text(message: SystemMessage) -> str:
 
 
 def _tool_name(tool: Any) -> Any:
-    return tool.get("name") if isinstance(tool, dict) else None
+    return js_field(tool, "name")
 
 
 def current_tools(messages: Sequence[AgentMessage | None]) -> list[Any]:
@@ -29,9 +33,9 @@ def current_tools(messages: Sequence[AgentMessage | None]) -> list[Any]:
     tools: dict[Any, Any] = {}
     for message in messages:
         if isinstance(message, SystemMessage):
-            for tool in message.tools_removed or []:
+            for tool in listed_tools(message.tools_removed):
                 tools.pop(_tool_name(tool), None)
-            for tool in message.tools_added or []:
+            for tool in listed_tools(message.tools_added):
                 tools[_tool_name(tool)] = tool  # a redefinition keeps its place
     return list(tools.values())
 
@@ -65,7 +69,8 @@ def checkpoint_of(message: SystemMessage) -> SystemCheckpoint:
     """A folded system message as a compaction stores it (the writer sets its time)."""
     sections = {k: v for k, v in (message.sections or {}).items() if v is not None}
     return SystemCheckpoint(content=system_content_text(message), sections=sections or None,
-                            tools_added=message.tools_added, timestamp=message.timestamp)
+                            tools_added=listed_tools(message.tools_added) or None,
+                            timestamp=message.timestamp)
 
 
 def system_text(message: SystemMessage) -> str:
@@ -104,10 +109,11 @@ def system_patch(replayed: SystemMessage | None, sections: dict[str, str],
         if replayed is not None else {}
     patch: dict[str, str | None] = {k: v for k, v in sections.items() if before.get(k) != v}
     patch.update({name: None for name in before if name not in sections})
-    old_tools = replayed.tools_added or [] if replayed is not None else []
+    old_tools = listed_tools(replayed.tools_added) if replayed is not None else []
     old, new = _declared(old_tools), _declared(tools)
     added = [declaration(t) for t in tools if old.get(_tool_name(t)) != new[_tool_name(t)]]
-    removed = [{"name": _tool_name(t)} for t in old_tools
+    # a nameless tool's removal is `{}`, as pi writes `{name: undefined}`
+    removed = [{} if (name := _tool_name(t)) is UNSET else {"name": name} for t in old_tools
                if new.get(_tool_name(t)) != old[_tool_name(t)]]
     if not (patch or added or removed):
         return None

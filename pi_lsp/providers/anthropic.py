@@ -20,6 +20,7 @@ from pi_lsp.providers.base import (
     ProviderEvent,
     ReplyBuilder,
     ToolSpec,
+    declared_fields,
     is_openrouter,
     repaired_json,
     reported_cost,
@@ -59,7 +60,8 @@ from pi_lsp.session.entries import (
     UserMessage,
 )
 from pi_lsp.session.ids import now_ms
-from pi_lsp.session.jsontext import JS_WHITESPACE, js_string, js_truthy
+from pi_lsp.session.jsontext import JS_WHITESPACE, js_field, js_string, js_truthy
+from pi_lsp.session.tooldecls import listed_tools
 
 API = ANTHROPIC_API
 # pi 1.6's budgets; xhigh and max (only on models that list them) think as high does.
@@ -90,6 +92,8 @@ DEFERRED_PLACEHOLDER: dict[str, Any] = {
 BLOCK_BINDING = {"prefix_mismatch_behavior": "drop_block"}
 MARKED_EFFORTS = frozenset({"low", "medium", "high", "xhigh", "max"})
 CACHE = {"type": "ephemeral"}
+NO_PARAMETERS = ("a tool declared without parameters (a JSON schema object) cannot be sent to an "
+                 "Anthropic model; pi 1.6 fails on it too")
 # What Anthropic's strict tools refuse (pi 1.6's lists).
 STRICT_REFUSED_KEYWORDS = frozenset({
     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "maxItems",
@@ -247,11 +251,12 @@ def _system_update(message: SystemMessage, definitions: Definitions | None
     if text:
         blocks.append({"type": "text", "text": text})
     if definitions is not None:
-        added = message.tools_added or []
-        redefined = {tool.get("name") for tool in added}  # a new definition replaces the old
+        added = listed_tools(message.tools_added)
+        redefined = {js_field(tool, "name") for tool in added}  # a new definition replaces it
         blocks += [{"type": "tool_removal", "tool": {"type": "tool_reference",
-                                                      "name": tool.get("name")}}
-                   for tool in message.tools_removed or [] if tool.get("name") not in redefined]
+                                                      **declared_fields(name=name)}}
+                   for tool in listed_tools(message.tools_removed)
+                   if (name := js_field(tool, "name")) not in redefined]
         blocks += [{"type": "tool_addition", "tool": {"type": "tool_definition",
                                                        "definition": definition}}
                    for definition in definitions([tool_spec(tool) for tool in added])]
@@ -343,8 +348,12 @@ def _system(prompt: str, control: dict[str, Any] | None) -> list[dict[str, Any]]
 KEPT_SCHEMA_KEYS = ("additionalProperties", "$defs", "definitions")
 
 
-def input_schema(parameters: dict[str, Any]) -> dict[str, Any]:
-    """A tool's parameters as the object schema Anthropic requires (pi 1.6's shape)."""
+def input_schema(parameters: Any) -> dict[str, Any]:
+    """A tool's parameters as the object schema Anthropic requires (pi 1.6's shape); a tool
+    declared without them cannot be sent (pi 1.6 fails reading them too)."""
+    if parameters is None or parameters is msgspec.UNSET:
+        raise ValueError(NO_PARAMETERS)
+    parameters = parameters if isinstance(parameters, dict) else {}  # a field of none
     properties = parameters.get("properties")
     required = parameters.get("required")
     schema: dict[str, Any] = {"type": "object",
@@ -376,7 +385,7 @@ def tool_definitions(tools: list[ToolSpec], model: ModelInfo) -> list[dict[str, 
                                    _refused_when_strict)
         schema = input_schema(tool.parameters) if strict is None else \
             {**strict, **input_schema(strict)}
-        wire.append({"name": tool.name, "description": tool.description,
+        wire.append({**declared_fields(name=tool.name, description=tool.description),
                      **({"strict": True} if strict is not None else {}), "input_schema": schema})
     return wire
 

@@ -28,7 +28,7 @@ from pi_lsp.session.entries import (
 )
 from pi_lsp.session.ids import now_ms
 from pi_lsp.session.journal import ENTRY_OVERHEAD, MAX_LINE_BYTES, MAX_NESTING
-from pi_lsp.session.jsontext import encoder, js_string, refuse_constant
+from pi_lsp.session.jsontext import encoder, js_field, js_string, refuse_constant
 
 REDACTED_THINKING = "[Reasoning redacted]"  # pi's text for thinking the provider sent encrypted
 
@@ -65,20 +65,30 @@ class BlankApiKeyError(MissingApiKeyError):
 
 
 class ToolSpec(msgspec.Struct, omit_defaults=True):
-    name: str
-    description: str
-    parameters: dict[str, Any]  # JSON schema of the arguments
+    """A tool as the model is told of it. A session's declaration is sent as it holds it: a
+    field of another type as it is, a missing one (UNSET) left out, as pi 1.6 sends them."""
+
+    name: Any  # text (the agent's tools), or as the session declares it
+    description: Any
+    parameters: Any  # JSON schema of the arguments
     # pi's `constrainedSampling` ({"type": "json_schema", "strict": "prefer"}: sent strict
     # where the model supports it, providers/strict.py)
     constrained_sampling: dict[str, Any] | None = None
 
 
-def tool_spec(declaration: dict[str, Any]) -> ToolSpec:
-    """A tool as a session's system message declares it."""
-    config = declaration.get("constrainedSampling")
-    return ToolSpec(str(declaration.get("name")), str(declaration.get("description", "")),
-                    declaration.get("parameters") or {},
+def tool_spec(declaration: Any) -> ToolSpec:
+    """A tool as a session's system message declares it (a text in its place declares none
+    of its fields, as pi 1.6 reads it)."""
+    config = js_field(declaration, "constrainedSampling")
+    return ToolSpec(js_field(declaration, "name"), js_field(declaration, "description"),
+                    js_field(declaration, "parameters"),
                     config if isinstance(config, dict) else None)
+
+
+def declared_fields(**fields: Any) -> dict[str, Any]:
+    """`fields` less the ones a tool does not declare (UNSET), as JSON.stringify leaves out a
+    field that is undefined."""
+    return {key: value for key, value in fields.items() if value is not msgspec.UNSET}
 
 
 CacheRetention = Literal["none", "short", "long"]

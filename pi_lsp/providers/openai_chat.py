@@ -16,6 +16,7 @@ from pi_lsp.providers.base import (
     ProviderEvent,
     ReplyBuilder,
     count_openai_usage,
+    declared_fields,
     is_openrouter,
     reported_cost,
     safe_id,
@@ -232,7 +233,7 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
     params[compat.max_tokens_field or "max_completion_tokens"] = output_room(request)
     if request.tools:
         params["tools"] = [{"type": "function", "function": {
-            "name": t.name, "description": t.description,
+            **declared_fields(name=t.name, description=t.description),
             **openai_tool_schema(t, bool(compat.supports_strict_mode))}} for t in request.tools]
     elif compat.requires_tools_with_tool_history and _has_tool_history(request):
         params["tools"] = []

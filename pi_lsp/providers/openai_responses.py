@@ -20,6 +20,7 @@ from pi_lsp.providers.base import (
     ReplyBuilder,
     ToolSpec,
     count_openai_usage,
+    declared_fields,
     safe_id,
     short_hash,
     token_count,
@@ -47,7 +48,8 @@ from pi_lsp.session.entries import (
     UserMessage,
 )
 from pi_lsp.session.ids import now_ms
-from pi_lsp.session.jsontext import stringify
+from pi_lsp.session.jsontext import js_field, stringify
+from pi_lsp.session.tooldecls import listed_tools
 
 MIN_OUTPUT_TOKENS = 16  # OpenAI rejects less
 # The top-level effort while configuration_update items carry each reply's (pi 1.6's).
@@ -197,7 +199,7 @@ def tool_changes_in_place(request: ModelRequest) -> bool:
 def wire_tools(tools: list[ToolSpec], model: ModelInfo) -> list[dict[str, Any]]:
     """Tools as Responses function tools, strict where the model and the tool's schema allow."""
     strict = bool(compat_of(model).supports_strict_mode)
-    return [{"type": "function", "name": t.name, "description": t.description,
+    return [{"type": "function", **declared_fields(name=t.name, description=t.description),
              **openai_tool_schema(t, strict)} for t in tools]
 
 
@@ -223,10 +225,10 @@ class _Instructions:
         return self._said(items, [prompt], tools, removed)
 
     def update(self, message: SystemMessage) -> list[dict[str, Any]]:
-        added = [tool_spec(tool) for tool in message.tools_added or []]
+        added = [tool_spec(tool) for tool in listed_tools(message.tools_added)]
         items = self._additions(added) if self.in_place else []
         return self._said(items, [system_update_text(message)], added,
-                          message.tools_removed or [])
+                          listed_tools(message.tools_removed))
 
     def _said(self, items: list[dict[str, Any]], parts: list[str], added: list[ToolSpec],
               removed: list[Any]) -> list[dict[str, Any]]:
@@ -235,7 +237,7 @@ class _Instructions:
         if self.in_place:
             names = {tool.name for tool in added}
             gone = [name for tool in removed
-                    if isinstance(name := tool.get("name"), str) and name not in names]
+                    if isinstance(name := js_field(tool, "name"), str) and name not in names]
             if gone:
                 parts.append("The following tools are no longer available. Do not call them:\n"
                              + "\n".join(f"- {name}" for name in gone))

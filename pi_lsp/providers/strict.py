@@ -9,7 +9,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from pi_lsp.providers.base import ToolSpec
+from pi_lsp.providers.base import ToolSpec, declared_fields
 
 # Keys the strict subset has no room for, on any API (pi's UNSUPPORTED_STRICT_SCHEMA_KEYS).
 UNSUPPORTED_KEYS = ("$ref", "$defs", "definitions", "allOf", "oneOf", "patternProperties",
@@ -47,7 +47,7 @@ def openai_tool_schema(tool: ToolSpec, supported: bool) -> dict[str, Any]:
     """A tool's `parameters` and `strict` on the OpenAI APIs, as pi 1.6 sends them: `strict`
     only where the server takes it (`supported`), true where the schema was made strict."""
     strict = strict_parameters(tool, supported)
-    return {"parameters": tool.parameters if strict is None else strict,
+    return {**declared_fields(parameters=tool.parameters if strict is None else strict),
             **({"strict": strict is not None} if supported else {})}
 
 

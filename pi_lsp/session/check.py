@@ -13,6 +13,7 @@ from pi_lsp.session.entries import (
     CompactionEntry,
     ContextEditEntry,
     LabelEntry,
+    SystemMessage,
     ToolCall,
     ToolResultMessage,
     decode_message,
@@ -20,6 +21,7 @@ from pi_lsp.session.entries import (
 from pi_lsp.session.fork import non_object, relinked
 from pi_lsp.session.journal import Problem, Problems, Record
 from pi_lsp.session.records import decode_entry, parent_of
+from pi_lsp.session.tooldecls import parameterless_problem
 from pi_lsp.session.tree import SessionTree
 
 ANOTHER_TURN = ("another program is running a turn in this session: its tool call {} has no "
@@ -54,6 +56,8 @@ REPAIRS = {
                        "replaces it) or drop the line; pi 1.6 fails on such a context",
     "unreadable-message": "fix the message's role or content (the field's type), or drop the "
                           "line; pi-lsp leaves it out of the context and the tree",
+    "parameterless-tool": "give the tool its `parameters` (a JSON schema object), or drop it "
+                          "from toolsAdded",
     "missing-tool-result": "add a toolResult (isError) under the call so the next request "
                            "answers every tool call",
     "unwritten": "nothing to repair: pi writes a new session at its first user message",
@@ -68,6 +72,7 @@ def check_session(tree: SessionTree) -> list[Problem]:
     problems.extend(dangling_references(tree))
     problems.extend(context_edit_problems(tree))
     problems.extend(unreadable_messages(tree))
+    problems.extend(parameterless_tools(tree))
     problems.extend(unanswered_tool_calls(tree))
     if tree.deferred:
         problems.append(Problem("unwritten", "a new session with no user message yet; "
@@ -185,6 +190,20 @@ def unreadable_messages(tree: SessionTree) -> list[Problem]:
                     "content field of another type)", record.line, record.env.id)
             for record in tree.records
             if record.env.type == "message" and decode_message(record.env.message) is None]
+
+
+def parameterless_tools(tree: SessionTree) -> list[Problem]:
+    """System messages declaring a tool without parameters, which no request to an Anthropic
+    model can hold (pi 1.6 fails on one too)."""
+    found = []
+    for record in tree.records:
+        if record.env.type != "message":
+            continue
+        message = decode_message(record.env.message)
+        said = parameterless_problem(message) if isinstance(message, SystemMessage) else None
+        if said is not None:
+            found.append(Problem("parameterless-tool", said, record.line, record.env.id))
+    return found
 
 
 def context_edit_problems(tree: SessionTree) -> list[Problem]:

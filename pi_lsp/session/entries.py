@@ -187,9 +187,10 @@ class SystemMessage(_Message, tag="system", kw_only=True):
     content: str | list[UserBlock]
     sections: dict[str, str | None] | None = None
     timestamp: int
-    # Declarations stay as decoded, so their JSON text (counted in estimates) is pi's.
-    tools_added: list[Any] | None = None
-    tools_removed: list[Any] | None = None
+    # Declarations stay as decoded, so their JSON text (counted in estimates) is pi's; a text
+    # in their place is walked as pi walks it (`for…of`: character by character).
+    tools_added: list[Any] | str | None = None
+    tools_removed: list[Any] | str | None = None
 
 
 class SystemCheckpoint(_Message, tag="system", kw_only=True):

@@ -223,6 +223,12 @@ def js_string(value: Any) -> str:
     return "[object Object]"
 
 
+def js_field(value: Any, key: str) -> Any:
+    """`value[key]` as JavaScript reads a field of JSON: UNSET where there is none (a text, a
+    number or null holds no named field; pi's read of null's throws, pi-lsp's gives none)."""
+    return value.get(key, msgspec.UNSET) if isinstance(value, dict) else msgspec.UNSET
+
+
 def js_truthy(value: Any) -> bool:
     """Whether JavaScript reads `value` as true (an empty list or object is)."""
     return isinstance(value, dict | list) or bool(value)
