@@ -531,7 +531,9 @@ def test_a_system_message_of_another_shape_is_sent_as_pi_16_sends_it(
     """toolsAdded holding a text (`["a"]`) failed every request ("internal error
     (AttributeError: 'str' object has no attribute 'get')"), and toolsAdded that is a text
     ("x") left the system message out; pi 1.6 reads each character as a tool without fields
-    and sends it to OpenAI models as one (`{"type": "function", "strict": false}`)."""
+    and sends it to OpenAI models as one (`{"type": "function", "strict": false}`). sections
+    that are a text left the message (and the prompt) out too; pi 1.6 makes a section of each
+    UTF-16 code unit, named by its index, and puts sections named like indexes first."""
     _assert_sent_as_pi_sends(ODD_SYSTEMS / name, api, model_id, pi_odd_system_bodies)
 
 

@@ -49,7 +49,7 @@ from pi_lsp.session.entries import (
     role_of,
 )
 from pi_lsp.session.jsontext import js_field, stringify
-from pi_lsp.session.tooldecls import lacks_parameters, listed_tools, parameterless_tools
+from pi_lsp.session.systemfields import lacks_parameters, listed_tools, parameterless_tools
 from pi_lsp.session.tree import SessionTree
 
 Layer = Literal["agent", "llm", "request"]

@@ -28,7 +28,7 @@ from pi_lsp.session.entries import (
 )
 from pi_lsp.session.jsontext import js_string, js_truthy
 from pi_lsp.session.outline import content_text, message_preview, shorten
-from pi_lsp.session.tooldecls import listed_tools
+from pi_lsp.session.systemfields import listed_tools, section_entries
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.visible import printable
 
@@ -165,7 +165,7 @@ def system_markdown(message: SystemMessage) -> str:
     text = content_text(message.content)
     if text:
         lines.append(_fenced(text))
-    for name, section in (message.sections or {}).items():
+    for name, section in section_entries(message):
         lines.append(f"- section `{name}`: " + (
             "removed" if section is None else f"{utf16_length(section):,} characters"))
     added = [str(tool.get("name")) if isinstance(tool, dict) else "?"

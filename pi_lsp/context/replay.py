@@ -14,8 +14,8 @@ from pi_lsp.session.entries import (
     TextContent,
     encoder,
 )
-from pi_lsp.session.jsontext import js_field
-from pi_lsp.session.tooldecls import listed_tools
+from pi_lsp.session.jsontext import js_entries, js_field
+from pi_lsp.session.systemfields import listed_tools, section_entries
 
 
 def system_content_text(message: SystemMessage) -> str:
@@ -53,7 +53,7 @@ def current_system_message(messages: Sequence[AgentMessage | None]) -> SystemMes
         text = system_content_text(message)
         if text:
             texts.append(text)
-        for name, value in (message.sections or {}).items():
+        for name, value in section_entries(message):
             if value is None:
                 sections.pop(name, None)
             else:
@@ -61,13 +61,15 @@ def current_system_message(messages: Sequence[AgentMessage | None]) -> SystemMes
     tools = current_tools(messages)
     if timestamp is None and not tools:
         return None
-    return SystemMessage(content="\n\n".join(texts), sections=sections or None,
+    # kept as pi's Object.fromEntries keeps them: index-like names first
+    folded = dict(js_entries(sections))
+    return SystemMessage(content="\n\n".join(texts), sections=folded or None,
                          tools_added=tools or None, timestamp=timestamp or 0)
 
 
 def checkpoint_of(message: SystemMessage) -> SystemCheckpoint:
     """A folded system message as a compaction stores it (the writer sets its time)."""
-    sections = {k: v for k, v in (message.sections or {}).items() if v is not None}
+    sections = {k: v for k, v in section_entries(message) if v is not None}
     return SystemCheckpoint(content=system_content_text(message), sections=sections or None,
                             tools_added=listed_tools(message.tools_added) or None,
                             timestamp=message.timestamp)
@@ -75,7 +77,7 @@ def checkpoint_of(message: SystemMessage) -> SystemCheckpoint:
 
 def system_text(message: SystemMessage) -> str:
     """The prompt a provider sends for a replayed system message: content, then sections."""
-    parts = [system_content_text(message), *(v for v in (message.sections or {}).values() if v)]
+    parts = [system_content_text(message), *(v for _, v in section_entries(message) if v)]
     return "\n\n".join(part for part in parts if part)
 
 
@@ -85,7 +87,7 @@ def system_update_text(message: SystemMessage) -> str:
     parts = [text] if (text := system_content_text(message)) else []
     parts += [f'Removed system prompt section "{name}".' if value is None
               else f'Updated system prompt section "{name}":\n\n{value}'
-              for name, value in (message.sections or {}).items()]
+              for name, value in section_entries(message)]
     return "\n\n".join(parts)
 
 
@@ -105,7 +107,7 @@ def system_patch(replayed: SystemMessage | None, sections: dict[str, str],
     """The system message that turns the replayed prompt and tools into `sections` and `tools`
     (pi's `diffSystemPromptSections` and `getToolStateChanges`): changed and new sections,
     `None` for the ones to drop; a redefined tool is removed and added. None: nothing to say."""
-    before = {k: v for k, v in (replayed.sections or {}).items() if v is not None} \
+    before = {k: v for k, v in section_entries(replayed) if v is not None} \
         if replayed is not None else {}
     patch: dict[str, str | None] = {k: v for k, v in sections.items() if before.get(k) != v}
     patch.update({name: None for name in before if name not in sections})

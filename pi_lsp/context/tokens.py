@@ -28,6 +28,7 @@ from pi_lsp.session.entries import (
 )
 from pi_lsp.session.journal import Record
 from pi_lsp.session.jsontext import stringify
+from pi_lsp.session.systemfields import section_entries
 
 IMAGE_CHARS = 4800
 FAILED = ("aborted", "error")
@@ -64,7 +65,7 @@ def message_chars(message: AgentMessage) -> int:
     match message:
         case SystemMessage():
             chars = _block_chars(message.content)
-            chars += sum(utf16_length(v) for v in (message.sections or {}).values() if v)
+            chars += sum(utf16_length(v) for _, v in section_entries(message) if v)
             if message.tools_added is not None:
                 chars += utf16_length(stringify(message.tools_added))
             return chars

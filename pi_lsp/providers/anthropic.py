@@ -61,7 +61,7 @@ from pi_lsp.session.entries import (
 )
 from pi_lsp.session.ids import now_ms
 from pi_lsp.session.jsontext import JS_WHITESPACE, js_field, js_string, js_truthy
-from pi_lsp.session.tooldecls import listed_tools
+from pi_lsp.session.systemfields import listed_tools
 
 API = ANTHROPIC_API
 # pi 1.6's budgets; xhigh and max (only on models that list them) think as high does.

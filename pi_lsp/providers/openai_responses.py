@@ -49,7 +49,7 @@ from pi_lsp.session.entries import (
 )
 from pi_lsp.session.ids import now_ms
 from pi_lsp.session.jsontext import js_field, stringify
-from pi_lsp.session.tooldecls import listed_tools
+from pi_lsp.session.systemfields import listed_tools
 
 MIN_OUTPUT_TOKENS = 16  # OpenAI rejects less
 # The top-level effort while configuration_update items carry each reply's (pi 1.6's).

@@ -21,7 +21,7 @@ from pi_lsp.session.entries import (
 from pi_lsp.session.fork import non_object, relinked
 from pi_lsp.session.journal import Problem, Problems, Record
 from pi_lsp.session.records import decode_entry, parent_of
-from pi_lsp.session.tooldecls import parameterless_problem
+from pi_lsp.session.systemfields import parameterless_problem
 from pi_lsp.session.tree import SessionTree
 
 ANOTHER_TURN = ("another program is running a turn in this session: its tool call {} has no "

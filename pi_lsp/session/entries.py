@@ -185,7 +185,8 @@ class SystemMessage(_Message, tag="system", kw_only=True):
     """pi 1.6's prompt checkpoint or patch: text, named sections (None removes one), tools."""
 
     content: str | list[UserBlock]
-    sections: dict[str, str | None] | None = None
+    # (a text in their place is read as pi reads it: one section per UTF-16 code unit)
+    sections: dict[str, str | None] | str | None = None
     timestamp: int
     # Declarations stay as decoded, so their JSON text (counted in estimates) is pi's; a text
     # in their place is walked as pi walks it (`for…of`: character by character).

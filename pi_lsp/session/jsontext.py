@@ -229,6 +229,24 @@ def js_field(value: Any, key: str) -> Any:
     return value.get(key, msgspec.UNSET) if isinstance(value, dict) else msgspec.UNSET
 
 
+def _array_index(key: str) -> bool:
+    return key == "0" or (key[:1] in "123456789" and key.isascii() and key.isdigit()
+                          and int(key) < 2**32 - 1)
+
+
+def js_entries(value: dict[str, T] | str | None) -> list[tuple[str, T | str]]:
+    """`Object.entries(value ?? {})` as JavaScript makes it: an object's keys that are array
+    indexes ("0", "12") first, in order, then the rest as written; a text's UTF-16 code units,
+    each under its index."""
+    if isinstance(value, str):
+        units = value.encode("utf-16-le", "surrogatepass")
+        return [(str(index // 2), units[index:index + 2].decode("utf-16-le", "surrogatepass"))
+                for index in range(0, len(units), 2)]
+    items = list((value or {}).items())
+    indexed = sorted((item for item in items if _array_index(item[0])), key=lambda i: int(i[0]))
+    return [*indexed, *(item for item in items if not _array_index(item[0]))]
+
+
 def js_truthy(value: Any) -> bool:
     """Whether JavaScript reads `value` as true (an empty list or object is)."""
     return isinstance(value, dict | list) or bool(value)

@@ -39,6 +39,7 @@ from pi_lsp.session.journal import Record
 from pi_lsp.session.jsontext import Decoder, js_number, js_string, js_truthy
 from pi_lsp.session.layout import layout, shown_entry
 from pi_lsp.session.records import decode_entry
+from pi_lsp.session.systemfields import section_entries
 from pi_lsp.session.tree import SessionTree, order_children
 from pi_lsp.visible import UNSAFE, printable
 
@@ -90,7 +91,7 @@ def message_preview(message: AgentMessage) -> str:
             return shorten(f"{message.custom_type}: {content_text(message.content)}")
         case SystemMessage():
             # A patch may carry no text: the sections it changes say what it is.
-            sections = ", ".join(message.sections or ())
+            sections = ", ".join(name for name, _ in section_entries(message))
             return shorten(content_text(message.content) or (sections and f"sections: {sections}"))
     return ""
 

@@ -1,4 +1,5 @@
-"""A system message's tool declarations as pi 1.6 reads them: whatever the session holds."""
+"""A system message's fields as pi 1.6 reads them: whatever the session holds (tool
+declarations that are text, sections that are text)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 import msgspec
 
 from pi_lsp.session.entries import SystemMessage
-from pi_lsp.session.jsontext import js_field, stringify
+from pi_lsp.session.jsontext import js_entries, js_field, stringify
 
 
 def listed_tools(tools: list[Any] | str | None) -> list[Any]:
@@ -41,3 +42,9 @@ def parameterless_problem(message: SystemMessage) -> str | None:
     places = ", ".join(f"toolsAdded[{index}] {stringify(tool)[:60]}" for index, tool in found)
     return (f"a tool without parameters{text}: {places}; pi 1.6 and pi-lsp cannot send it to "
             "an Anthropic model (OpenAI models are sent it as it is)")
+
+
+def section_entries(message: SystemMessage) -> list[tuple[str, str | None]]:
+    """A system message's sections as pi 1.6 walks them (`Object.entries`): index-like names
+    first, a text's code units one section each."""
+    return js_entries(message.sections)
