@@ -451,7 +451,9 @@ def test_a_message_with_a_field_of_another_type_is_sent_as_pi_16_sends_it(
     diagnostics was of another type, or a tool result whose toolName or isError was or was
     missing, was left out of the request (a left-out result replaced by a made-up "No result
     provided" error); pi 1.6 sends it, using isError, toolName and (to gpt-6.2-sol)
-    providerThinkingLevel as they are (a missing isError left out)."""
+    providerThinkingLevel as they are (a missing isError left out). Tool-call arguments that
+    are no object (`[]`, `5`, a text) were sent as `{}`; pi 1.6 sends them as written (null
+    as `{}` to Anthropic, `"null"` to OpenAI)."""
     _assert_sent_as_pi_sends(ODD_FIELDS / name, api, model_id, pi_odd_field_bodies)
 
 

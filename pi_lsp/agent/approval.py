@@ -77,12 +77,12 @@ def approval_request(call: ToolCall, ctx: ToolContext) -> ApprovalRequest | None
     """What must be approved before `call` runs, or None when it needs no approval (reads in
     the workspace, unknown tools). A call refused outright raises its ToolError."""
     if call.name == "bash":
-        refuse_bidi_controls(str(call.arguments.get("command")))
+        refuse_bidi_controls(str(call.object_arguments.get("command")))
         return ApprovalRequest(call, outside_workspace=False)
     if call.name == "read":
-        path = ctx.readable(tool_arguments("read", call.arguments)["path"])
+        path = ctx.readable(tool_arguments("read", call.object_arguments)["path"])
         return None if ctx.inside(path) else ApprovalRequest(call, True, path)
-    change = propose_change(call.name, call.arguments, ctx)
+    change = propose_change(call.name, call.object_arguments, ctx)
     if change is None:
         return None
     return ApprovalRequest(call, not ctx.inside(change.path), change.path, change)

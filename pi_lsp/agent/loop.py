@@ -199,7 +199,8 @@ def aborted_turn(hooks: LoopHooks) -> AssistantMessage:
 
 
 async def run_tool(hooks: LoopHooks, call: ToolCall) -> ToolResultMessage:
-    hooks.emit(ToolExecutionStart(tool_call_id=call.id, tool_name=call.name, args=call.arguments))
+    hooks.emit(ToolExecutionStart(tool_call_id=call.id, tool_name=call.name,
+                                  args=call.object_arguments))
     result: ToolResult
     if hooks.aborted:
         result = text_result(ABORTED_TOOL, is_error=True)
@@ -219,8 +220,8 @@ async def run_tool(hooks: LoopHooks, call: ToolCall) -> ToolResultMessage:
             if refusal is not None:
                 result = text_result(refusal, is_error=True)
             else:
-                result = await abortable(
-                    hooks, execute_tool(hooks.tool(call.name), call.name, call.arguments, context))
+                result = await abortable(hooks, execute_tool(
+                    hooks.tool(call.name), call.name, call.object_arguments, context))
         except Aborted:
             result = partial[-1] if partial else text_result(ABORTED_TOOL, is_error=True)
         except Exception as error:  # a failed approval still answers the call, or no turn can
@@ -233,7 +234,8 @@ async def run_tool(hooks: LoopHooks, call: ToolCall) -> ToolResultMessage:
 def truncated_tool(hooks: LoopHooks, call: ToolCall) -> ToolResultMessage:
     """A call of a reply cut at the output limit, answered without running, as pi 1.6 does:
     its arguments may be cut too (a file's content, half a command)."""
-    hooks.emit(ToolExecutionStart(tool_call_id=call.id, tool_name=call.name, args=call.arguments))
+    hooks.emit(ToolExecutionStart(tool_call_id=call.id, tool_name=call.name,
+                                  args=call.object_arguments))
     return end_tool(hooks, call, text_result(TRUNCATED_TOOL.format(name=call.name), is_error=True))
 
 

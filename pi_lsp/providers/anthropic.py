@@ -175,8 +175,9 @@ def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
                 # Unsigned thinking cannot be replayed as thinking; it travels as plain text.
                 blocks.append({"type": "text", "text": block.thinking})
         elif isinstance(block, ToolCall):
+            # as written (a list, a number), but null as none (pi's `arguments ?? {}`)
             blocks.append({"type": "tool_use", "id": tool_id(block.id), "name": block.name,
-                           "input": block.arguments})
+                           "input": {} if block.arguments is None else block.arguments})
     return blocks
 
 

@@ -55,7 +55,7 @@ def approve_tool_params(request: ApprovalRequest, uri: str, turn_id: str | None,
     if granted is not None and granted[2] is not None:
         params.session_scope = str(granted[2])
     if call.name == "bash":
-        params.command = str(call.arguments.get("command"))
+        params.command = str(call.object_arguments.get("command"))
     if request.attachment:
         params.attachment = True
     if request.path is not None:
@@ -76,7 +76,7 @@ def fallback_question(request: ApprovalRequest, title: str) -> str:
         raise NotAsked(f"the change is too large to show for approval; {name} was not run. "
                        "Split it into smaller steps.")
     if name == "bash":
-        shown, what = visible(str(request.call.arguments.get("command"))), "command"
+        shown, what = visible(str(request.call.object_arguments.get("command"))), "command"
     else:
         shown, what = visible(change.diff() if change is not None else ""), "change (as a diff)"
     if len(shown) > SHOW_LIMIT:

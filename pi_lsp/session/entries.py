@@ -49,15 +49,24 @@ class ImageContent(_Block, tag="image", kw_only=True):
     mime_type: str
 
 
+# Tool-call arguments as a session holds them: pi 1.6 sends what is written (a list, a number).
+Arguments = dict[str, Any] | list[Any] | str | int | float | bool | None
+
+
 class ToolCall(_Block, tag="toolCall", kw_only=True):
     id: str
     name: str
-    arguments: dict[str, Any]
+    arguments: Arguments  # a live reply's are always an object (parse_arguments)
     # The Responses namespace its tool was declared in, as the server sent it (pi 1.6 records
     # it there and sends it back to the model that made the call); kept as decoded.
     namespace: Any = msgspec.UNSET
     thought_signature: str | None = None
     arguments_error: str | None = None  # pi 1.6: why the arguments sent could not be read
+
+    @property
+    def object_arguments(self) -> dict[str, Any]:
+        """The arguments as a tool takes them (a session's of another type give none)."""
+        return self.arguments if isinstance(self.arguments, dict) else {}
 
 
 UserBlock = TextContent | ImageContent
@@ -544,8 +553,7 @@ def _fitting_part(value: dict[str, Any], kind: type[msgspec.Struct]) -> dict[str
 
 def _read_leniently(raw: msgspec.Raw | bytes) -> AgentMessage | None:
     """A message whose bookkeeping or optional fields pi-lsp cannot read as their types, read
-    with those as absent; None when its role or content is what is wrong. (Tool-call arguments
-    that are no object read as none: pi would send, and count, them as written.)"""
+    with those as absent; None when its role or content is what is wrong."""
     try:
         fields = object_decoder.decode(raw)
     except (msgspec.DecodeError, msgspec.ValidationError):
@@ -572,9 +580,6 @@ def _read_leniently(raw: msgspec.Raw | bytes) -> AgentMessage | None:
             fields[name] = _FALLBACKS[name]
     content = fields.get("content")
     for block in content if isinstance(content, list) else []:
-        if isinstance(block, dict) and block.get("type") == "toolCall" and \
-                not isinstance(block.get("arguments"), dict):
-            block["arguments"] = {}
         # A signature of another type (pi 1.6 writes a redacted block's data as sent): the
         # block is read without it, as one nothing can send back.
         for name in _SIGNATURES:

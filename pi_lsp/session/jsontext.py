@@ -234,15 +234,17 @@ def _array_index(key: str) -> bool:
                           and int(key) < 2**32 - 1)
 
 
-def js_entries(value: dict[str, T] | str | None) -> list[tuple[str, T | str]]:
+def js_entries(value: Any) -> list[tuple[str, Any]]:
     """`Object.entries(value ?? {})` as JavaScript makes it: an object's keys that are array
-    indexes ("0", "12") first, in order, then the rest as written; a text's UTF-16 code units,
-    each under its index."""
+    indexes ("0", "12") first, in order, then the rest as written; a text's UTF-16 code units
+    and a list's items, each under its index; nothing of a number or a boolean."""
     if isinstance(value, str):
         units = value.encode("utf-16-le", "surrogatepass")
         return [(str(index // 2), units[index:index + 2].decode("utf-16-le", "surrogatepass"))
                 for index in range(0, len(units), 2)]
-    items = list((value or {}).items())
+    if isinstance(value, list):
+        return [(str(index), item) for index, item in enumerate(value)]
+    items = list(value.items()) if isinstance(value, dict) else []
     indexed = sorted((item for item in items if _array_index(item[0])), key=lambda i: int(i[0]))
     return [*indexed, *(item for item in items if not _array_index(item[0]))]
 

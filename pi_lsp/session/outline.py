@@ -97,7 +97,8 @@ def message_preview(message: AgentMessage) -> str:
 
 
 def _call_preview(call: ToolCall) -> str:
-    target = call.arguments.get("path") or call.arguments.get("command") or ""
+    arguments = call.object_arguments
+    target = arguments.get("path") or arguments.get("command") or ""
     return f"{call.name}({shorten(str(target), 32)})"
 
 

@@ -11,7 +11,7 @@ from pi_lsp.session.entries import (
     ToolResultMessage,
     UserMessage,
 )
-from pi_lsp.session.jsontext import stringify
+from pi_lsp.session.jsontext import js_entries, stringify
 
 TOOL_RESULT_MAX_CHARS = 2000
 
@@ -42,7 +42,7 @@ def _texts(content: str | list[object]) -> str:
 
 
 def _tool_call_text(call: ToolCall) -> str:
-    arguments = ", ".join(f"{key}={stringify(value)}" for key, value in call.arguments.items())
+    arguments = ", ".join(f"{key}={stringify(value)}" for key, value in js_entries(call.arguments))
     return f"{call.name}({arguments})"
 
 
