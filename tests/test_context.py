@@ -582,6 +582,8 @@ def test_a_bash_execution_with_odd_fields_reaches_the_model_as_in_pi16(
 # key) and a custom message's content too (none: no key).
 CUSTOM = {"role": "custom", "customType": "x", "content": "c", "display": True, "timestamp": 1}
 SUMMARY = {"summary": "s", "timestamp": 1}
+RESULT = {"role": "toolResult", "toolCallId": "c1", "toolName": "read",
+          "content": [{"type": "text", "text": "ok"}], "isError": False, "timestamp": 1}
 ODD_LLM_ROWS: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {
     # name: (the message of the entry after a question; the entries after it)
     "custom, no timestamp": ({**CUSTOM, "timestamp": MISSING}, []),
@@ -601,6 +603,9 @@ ODD_LLM_ROWS: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {
         {"role": "compactionSummary", **SUMMARY, "timestamp": False}, []),
     "compactionSummary, no timestamp": (
         {"role": "compactionSummary", **SUMMARY, "timestamp": MISSING}, []),
+    "toolResult, toolCallId null": ({**RESULT, "toolCallId": None}, []),
+    "toolResult, toolCallId 5": ({**RESULT, "toolCallId": 5}, []),
+    "toolResult, toolCallId {}": ({**RESULT, "toolCallId": {}}, []),
 }
 # What pi 1.6 made of each (tests/pi16_context.mjs), for machines without it.
 STORED_ODD_LLM_ROWS = Path(__file__).with_name("fixtures") / "pi16-odd-llm-rows.json"
@@ -627,7 +632,9 @@ def test_a_converted_message_keeps_its_timestamp_and_content_as_pi16_does(
         tmp_path: Path, name: str) -> None:
     """A custom message with no timestamp got `"timestamp":null`, one with text, true, 1.5 or
     [] got null or 0 (bash, summaries alike), and one with no content `"content":null`, where
-    pi 1.6 passes each on as it is, or leaves the key out."""
+    pi 1.6 passes each on as it is, or leaves the key out. A tool result whose toolCallId was
+    no text (null, 5, {}) was a message pi-lsp could not read, left out of both layers; pi
+    1.6 keeps it (a request leaves it out as a result of no call sent)."""
     from pi_lsp.context.layers import build_layer
     from pi_lsp.session.tree import SessionTree
 
@@ -642,6 +649,34 @@ def test_a_converted_message_keeps_its_timestamp_and_content_as_pi16_does(
             assert rows[1]["content"][0]["text"].startswith(BRANCH_SUMMARY_PREFIX)
             rows[1]["content"] = pi[layer][1]["content"]
         assert rows == pi[layer], layer
+
+
+@pytest.mark.parametrize("call_id", [None, 5, {}])
+def test_a_tool_result_answering_no_call_is_read_as_pi16_reads_it(
+        tmp_path: Path, call_id: Any) -> None:
+    """A tool result whose toolCallId was no text (null, 1e400, {}) was a message pi-lsp
+    could not read: `check` called it unreadable, its row had no role and no estimate. pi 1.6
+    keeps it in its context; a request leaves it out (it answers no call sent)."""
+    from pi_lsp.context.layers import AgentSetup, build_layer
+    from pi_lsp.providers.registry import ModelRegistry
+    from pi_lsp.session.check import check_session
+    from pi_lsp.session.entries import role_of
+    from pi_lsp.session.tree import SessionTree
+
+    path = tmp_path / "s.jsonl"
+    chained_session(path, [{"type": "message", "message": {"role": "user", "content": "q",
+                                                           "timestamp": 1}},
+                           {"type": "message", "message": {**RESULT, "toolCallId": call_id}}],
+                    first=1)
+    tree = SessionTree.open(str(path))
+    assert [p.kind for p in check_session(tree)] == []
+    for layer in ("agent", "llm"):
+        row = build_layer(tree, tree.leaf_id, layer).rows[1]
+        assert (row.role, row.tokens) == ("toolResult", 1)
+    agent = AgentSetup(ModelRegistry(), ("anthropic", "claude-sonnet-4-5"), "off", {}, [])
+    request = build_layer(tree, tree.leaf_id, "request", agent).request
+    assert request is not None
+    assert [role_of(m) for m in request.messages] == ["user"]
 
 
 # Custom messages holding half a character (a lone surrogate escape) and the content pi 1.6's

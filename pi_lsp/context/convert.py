@@ -197,10 +197,11 @@ def prepare_with_sources(messages: list[ModelMessage], keep_system: bool = False
                 continue
             open_calls.extend(b for b in message.content if isinstance(b, ToolCall))
         elif isinstance(message, ToolResultMessage):
-            if message.tool_call_id not in {call.id for call in open_calls} or \
-                    message.tool_call_id in answered:
+            call_id = message.call_id
+            if call_id is None or call_id not in {call.id for call in open_calls} or \
+                    call_id in answered:
                 continue  # its call was dropped with a failed reply, or it is a repeat
-            answered.add(message.tool_call_id)
+            answered.add(call_id)
         else:
             close_open_calls(message.timestamp)
         prepared.append((index, message))
@@ -264,7 +265,7 @@ def adapt_to_model(messages: list[ModelMessage], provider: str, api: str, model_
             blocks = [b for b in (_foreign_block(b, message, normalize_id, renamed)
                                   for b in message.content) if b is not None]
             message = msgspec.structs.replace(message, content=blocks)
-        elif isinstance(message, ToolResultMessage) and message.tool_call_id in renamed:
+        elif isinstance(message, ToolResultMessage) and message.call_id in renamed:
             message = msgspec.structs.replace(message,
                                               tool_call_id=renamed[message.tool_call_id])
         adapted.append(message)

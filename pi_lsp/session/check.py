@@ -236,8 +236,8 @@ def _tool_results_below(tree: SessionTree, record: Record) -> set[str]:
         if child.env.type != "message" or b'"toolResult"' not in bytes(child.env.message):
             continue
         message = decode_message(child.env.message)
-        if isinstance(message, ToolResultMessage):
-            answered.add(message.tool_call_id)
+        if isinstance(message, ToolResultMessage) and message.call_id is not None:
+            answered.add(message.call_id)
             frontier.extend(tree.children(child.env.id or ""))
     return answered
 

@@ -152,7 +152,9 @@ class NestedCalls(msgspec.Struct):
 
 
 class ToolResultMessage(_Message, tag="toolResult", kw_only=True):
-    tool_call_id: str
+    # Text as pi writes it; a hand-edited one of another type (null, 1e400) kept as decoded:
+    # pi 1.6 keeps the result in its context, and it answers no call (`call_id`).
+    tool_call_id: Any
     # Text as pi writes it; a hand-edited one of another type kept as decoded, a missing one
     # UNSET: pi 1.6 sends such a result all the same, naming it (a caption, a Chat Completions
     # `name`) with the value as it is, read as text (js_string) or truth (js_truthy) there.
@@ -165,6 +167,12 @@ class ToolResultMessage(_Message, tag="toolResult", kw_only=True):
     is_error: Any = msgspec.UNSET
     timestamp: int | None  # None: pi's NaN (an unreadable entry stamp), written as null
     nested_calls: NestedCalls | None = None
+
+    @property
+    def call_id(self) -> str | None:
+        """The id of the call it answers; None where it is no text (it answers none, so a
+        request leaves it out as a result of a call not sent)."""
+        return self.tool_call_id if isinstance(self.tool_call_id, str) else None
 
 
 class BashExecutionMessage(_Message, tag="bashExecution", kw_only=True):
