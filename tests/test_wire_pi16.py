@@ -552,3 +552,36 @@ def test_a_tool_without_parameters_is_refused_for_claude_naming_its_line(
                                                   r"message s1 is \"[ax]\", a tool without "
                                                   r"parameters, which cannot be sent to claude"):
         _ours(ODD_SYSTEMS / name, api, model_id=model_id)
+
+
+# Hand-edited sessions with a content block's field of another type (found by a differential
+# fuzz against pi 1.6), and the bodies pi 1.6 sends for them.
+ODD_BLOCKS = STORED_BODIES.with_name("pi16-odd-blocks")
+OUTPUT_LIMITS = ("max_tokens", "max_output_tokens", "max_completion_tokens", "thinking")
+STORED_ODD_BLOCKS = STORED_BODIES.with_name("pi16-odd-blocks.json")
+
+
+@pytest.fixture(scope="module")
+def pi_odd_block_bodies() -> dict[str, Any]:
+    return _stored_pi_bodies(STORED_ODD_BLOCKS, ODD_BLOCKS, ODD_FIELD_RUNS)
+
+
+@pytest.mark.parametrize(("api", "model_id"), ODD_FIELD_RUNS,
+                         ids=[" ".join(filter(None, run)) for run in ODD_FIELD_RUNS])
+@pytest.mark.parametrize("name", sorted(path.name for path in ODD_BLOCKS.glob("*.jsonl")))
+def test_a_block_with_a_field_of_another_type_is_sent_as_pi_16_sends_it(
+        name: str, api: str, model_id: str | None, pi_odd_block_bodies: dict[str, Any]) -> None:
+    """A thinking block whose `redacted` was 0, 1 or "yes", a tool call whose name was 5 or
+    whose thoughtSignature was false, and a user image whose data was 5 left their whole
+    message out of the request; a tool result text block whose text was 5, true or {} made
+    the result "No result provided", losing the good block beside it. pi 1.6 sends each: the
+    name and data as they are, `redacted` by its truth, the text as String() makes it.
+    (Still different: pi 1.6's estimate of a text that is no text is NaN, so it asks for no
+    output limit there, and the least thinking budget; pi-lsp asks for the model's.)"""
+    ours, replayed = _ours(ODD_BLOCKS / name, api, model_id=model_id)
+    pi = pi_odd_block_bodies[_run_key(api, model_id, Path(name))]
+    if name.startswith("result-text"):
+        for body in (ours, pi):
+            for key in OUTPUT_LIMITS:
+                body.pop(key, None)
+    assert _comparable(ours, api, replayed, pi=False) == _comparable(pi, api, replayed, pi=True)

@@ -17,6 +17,7 @@ from pi_lsp.session.jsontext import (
     js_double,
     js_string,
     js_to_number,
+    js_truthy,
     object_decoder,
     stringify,
 )
@@ -45,7 +46,8 @@ class ThinkingContent(_Block, tag="thinking", kw_only=True):
 
 
 class ImageContent(_Block, tag="image", kw_only=True):
-    data: str
+    # base64 text; a hand-edited one of another type kept as decoded (pi 1.6 sends it so)
+    data: Any
     mime_type: str
 
 
@@ -55,7 +57,8 @@ Arguments = dict[str, Any] | list[Any] | str | int | float | bool | None
 
 class ToolCall(_Block, tag="toolCall", kw_only=True):
     id: str
-    name: str
+    # text; a hand-edited one of another type kept as decoded (pi 1.6 sends it so)
+    name: Any
     arguments: Arguments  # a live reply's are always an object (parse_arguments)
     # The Responses namespace its tool was declared in, as the server sent it (pi 1.6 records
     # it there and sends it back to the model that made the call); kept as decoded.
@@ -540,7 +543,7 @@ _FALLBACKS: dict[str, Any] = {"timestamp": 0, "api": "", "provider": "", "model"
 # JavaScript makes of them, `undefined` for a missing one.
 _TEXT_FIELDS: dict[str, tuple[str, ...]] = {
     "branchSummary": ("summary",), "compactionSummary": ("summary",), "custom": ("customType",)}
-_SIGNATURES = ("thinkingSignature", "textSignature")
+_SIGNATURES = ("thinkingSignature", "textSignature", "thoughtSignature")
 _MESSAGE_TYPES = {kind.__struct_config__.tag: kind for kind in AgentMessage.__args__}
 
 
@@ -588,17 +591,28 @@ def _read_leniently(raw: msgspec.Raw | bytes) -> AgentMessage | None:
             fields[name] = _FALLBACKS[name]
     content = fields.get("content")
     for block in content if isinstance(content, list) else []:
-        # A signature of another type (pi 1.6 writes a redacted block's data as sent): the
-        # block is read without it, as one nothing can send back.
-        for name in _SIGNATURES:
-            if isinstance(block, dict) and block.get(name) is not None and \
-                    not isinstance(block[name], str):
-                del block[name]
+        if isinstance(block, dict):
+            _read_block_as_pi_does(block, str(role))
     try:
         message: AgentMessage = msgspec.convert(fields, AgentMessage)
     except (msgspec.ValidationError, UnicodeEncodeError):
         return None
     return message
+
+
+def _read_block_as_pi_does(block: dict[str, Any], role: str) -> None:
+    """A content block's fields of another type, read as pi 1.6 uses them: a tool result's
+    text as the text JavaScript makes of it, `redacted` by its truth."""
+    kind = block.get("type")
+    if kind == "text" and role == "toolResult" and "text" in block:
+        block["text"] = js_string(block["text"])  # pi joins the texts: String(value)
+    elif kind == "thinking" and block.get("redacted") is not None:
+        block["redacted"] = js_truthy(block["redacted"])  # pi's `if (block.redacted)`
+    # A signature of another type (pi 1.6 writes a redacted block's data as sent): the block
+    # is read without it, as one nothing can send back.
+    for name in _SIGNATURES:
+        if block.get(name) is not None and not isinstance(block[name], str):
+            del block[name]
 
 
 def role_of(message: AgentMessage) -> str:
