@@ -734,3 +734,33 @@ def test_a_message_with_half_a_character_and_a_number_past_a_double_builds_as_in
         assert [json.loads(bytes(row.message)) for row in rows] == [
             {"role": "user", "content": "half \ud83d emoji", "details": {"size": None},
              "timestamp": 3}]
+
+
+@pytest.mark.parametrize(("entry", "summary"), [
+    ('"type":"compaction","summary":1e400,"firstKeptEntryId":"a1","tokensBefore":5', "Infinity"),
+    ('"type":"compaction","summary":-1e400,"firstKeptEntryId":"a1"', "-Infinity"),
+    ('"type":"branch_summary","fromId":"a1","summary":1e400', "Infinity"),
+])
+def test_a_summary_past_a_double_reaches_the_model_as_in_pi16(
+        tmp_path: Path, entry: str, summary: str) -> None:
+    """A compaction or branch summary that is a number past a double's range (1e400) reached
+    the model as `<summary>\\nnull\\n</summary>`: pi-lsp wrote its summary message as JSON,
+    where 1e400 is null. pi 1.6 carries it as Infinity, which convertToLlm writes "Infinity"
+    (checked with tests/pi16_context.mjs)."""
+    from pi_lsp.context.layers import build_layer
+    from pi_lsp.session.tree import SessionTree
+
+    path = tmp_path / "s.jsonl"
+    path.write_text(
+        '{"type":"session","version":3,"id":"s","timestamp":"2026-12-01T10:00:00.000Z",'
+        '"cwd":"/tmp"}\n{"type":"message","id":"a1","parentId":null,'
+        '"timestamp":"2026-12-01T10:00:01.000Z","message":{"role":"user","content":"hi",'
+        f'"timestamp":1}}}}\n{{{entry},"id":"b1","parentId":"a1",'
+        '"timestamp":"2026-12-01T10:00:02.000Z"}\n')
+    tree = SessionTree.open(str(path))
+    texts = [row["content"][0]["text"] for row in
+             (json.loads(bytes(r.message)) for r in build_layer(tree, "b1", "llm").rows)
+             if isinstance(row["content"], list)]
+    assert len(texts) == 1
+    assert texts[0].endswith(f">\n{summary}\n</summary>" if "compaction" in entry
+                             else f">\n{summary}\n</branch_exploration_summary>")  # ours

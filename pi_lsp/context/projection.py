@@ -6,6 +6,7 @@ edit, a compaction's prompt checkpoint or an omitted entry is seen the same way 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -180,9 +181,20 @@ def with_content(raw: msgspec.Raw, content: Any) -> msgspec.Raw:
 
 def _message(fields: dict[str, Any]) -> msgspec.Raw:
     """A message pi makes of an entry's fields, each as the entry holds it; a missing one
-    (UNSET) is left out, as JSON.stringify leaves out `undefined`."""
-    return msgspec.Raw(encoder.encode(
-        {key: value for key, value in fields.items() if value is not msgspec.UNSET}))
+    (UNSET) is left out, as JSON.stringify leaves out `undefined`. A number past a double's
+    range stays one (`1e400`, as the file holds it): pi carries it as Infinity, and
+    convertToLlm writes a summary of it as "Infinity"."""
+    marks = {key: _INFINITIES[value > 0] for key, value in fields.items()
+             if isinstance(value, float) and math.isinf(value)}
+    text = encoder.encode({key: marks.get(key, value) for key, value in fields.items()
+                           if value is not msgspec.UNSET})
+    for mark in marks.values():
+        text = text.replace(encoder.encode(mark), mark.encode())
+    return msgspec.Raw(text)
+
+
+# What an infinite field is written as: a JSON number JSON.parse reads as ±Infinity.
+_INFINITIES = {True: "1e400", False: "-1e400"}
 
 
 def compaction_messages(entry: CompactionEntry) -> list[msgspec.Raw]:
