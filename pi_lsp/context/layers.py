@@ -48,8 +48,13 @@ from pi_lsp.session.entries import (
     head_decoder,
     role_of,
 )
-from pi_lsp.session.jsontext import js_field, stringify
-from pi_lsp.session.systemfields import lacks_parameters, listed_tools, parameterless_tools
+from pi_lsp.session.jsontext import stringify
+from pi_lsp.session.systemfields import (
+    lacks_parameters,
+    listed_tools,
+    parameterless_tools,
+    tool_key,
+)
 from pi_lsp.session.tree import SessionTree
 
 Layer = Literal["agent", "llm", "request"]
@@ -195,13 +200,13 @@ def refuse_parameterless_tools(tree: SessionTree, read: Sequence[tuple[str | Non
     if lead.tool_changes_in_place:  # later additions are sent where they were made
         sent += [tool for _, message in lead.after if isinstance(message, SystemMessage)
                  for tool in listed_tools(message.tools_added)]
-    names = {js_field(tool, "name") for tool in sent if lacks_parameters(tool)}
+    names = {tool_key(tool) for tool in sent if lacks_parameters(tool)}
     # the declaration in force for a name is the last one (a redefinition replaces it)
     for entry_id, message in reversed(read):
         if not isinstance(message, SystemMessage) or entry_id is None:
             continue
         found = [(index, tool) for index, tool in parameterless_tools(message)
-                 if js_field(tool, "name") in names]
+                 if tool_key(tool) in names]
         if found:
             index, tool = found[0]
             raise UnsendableToolError(

@@ -15,7 +15,7 @@ from pi_lsp.session.entries import (
     encoder,
 )
 from pi_lsp.session.jsontext import js_entries, js_field
-from pi_lsp.session.systemfields import listed_tools, section_entries
+from pi_lsp.session.systemfields import listed_tools, section_entries, tool_key
 
 
 def system_content_text(message: SystemMessage) -> str:
@@ -24,19 +24,15 @@ def system_content_text(message: SystemMessage) -> str:
     return "\n".join(b.text for b in message.content if isinstance(b, TextContent))
 
 
-def _tool_name(tool: Any) -> Any:
-    return js_field(tool, "name")
-
-
 def current_tools(messages: Sequence[AgentMessage | None]) -> list[Any]:
     """Tool declarations after every add and remove, in first-declared order."""
     tools: dict[Any, Any] = {}
     for message in messages:
         if isinstance(message, SystemMessage):
             for tool in listed_tools(message.tools_removed):
-                tools.pop(_tool_name(tool), None)
+                tools.pop(tool_key(tool), None)
             for tool in listed_tools(message.tools_added):
-                tools[_tool_name(tool)] = tool  # a redefinition keeps its place
+                tools[tool_key(tool)] = tool  # a redefinition keeps its place
     return list(tools.values())
 
 
@@ -99,7 +95,7 @@ def declaration(tool: Any) -> dict[str, Any]:
 
 
 def _declared(tools: list[Any]) -> dict[Any, bytes]:
-    return {_tool_name(tool): encoder.encode(declaration(tool)) for tool in tools}
+    return {tool_key(tool): encoder.encode(declaration(tool)) for tool in tools}
 
 
 def system_patch(replayed: SystemMessage | None, sections: dict[str, str],
@@ -113,10 +109,10 @@ def system_patch(replayed: SystemMessage | None, sections: dict[str, str],
     patch.update({name: None for name in before if name not in sections})
     old_tools = listed_tools(replayed.tools_added) if replayed is not None else []
     old, new = _declared(old_tools), _declared(tools)
-    added = [declaration(t) for t in tools if old.get(_tool_name(t)) != new[_tool_name(t)]]
+    added = [declaration(t) for t in tools if old.get(tool_key(t)) != new[tool_key(t)]]
     # a nameless tool's removal is `{}`, as pi writes `{name: undefined}`
-    removed = [{} if (name := _tool_name(t)) is UNSET else {"name": name} for t in old_tools
-               if new.get(_tool_name(t)) != old[_tool_name(t)]]
+    removed = [{} if (name := js_field(t, "name")) is UNSET else {"name": name} for t in old_tools
+               if new.get(tool_key(t)) != old[tool_key(t)]]
     if not (patch or added or removed):
         return None
     return SystemMessage(content="", sections=patch or None, timestamp=timestamp,

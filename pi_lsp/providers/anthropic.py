@@ -61,7 +61,7 @@ from pi_lsp.session.entries import (
 )
 from pi_lsp.session.ids import now_ms
 from pi_lsp.session.jsontext import JS_WHITESPACE, js_field, js_string, js_truthy
-from pi_lsp.session.systemfields import listed_tools
+from pi_lsp.session.systemfields import listed_tools, tool_key
 
 API = ANTHROPIC_API
 # pi 1.6's budgets; xhigh and max (only on models that list them) think as high does.
@@ -253,11 +253,11 @@ def _system_update(message: SystemMessage, definitions: Definitions | None
         blocks.append({"type": "text", "text": text})
     if definitions is not None:
         added = listed_tools(message.tools_added)
-        redefined = {js_field(tool, "name") for tool in added}  # a new definition replaces it
-        blocks += [{"type": "tool_removal", "tool": {"type": "tool_reference",
-                                                      **declared_fields(name=name)}}
+        redefined = {tool_key(tool) for tool in added}  # a new definition replaces the old
+        blocks += [{"type": "tool_removal", "tool": {
+                       "type": "tool_reference", **declared_fields(name=js_field(tool, "name"))}}
                    for tool in listed_tools(message.tools_removed)
-                   if (name := js_field(tool, "name")) not in redefined]
+                   if tool_key(tool) not in redefined]
         blocks += [{"type": "tool_addition", "tool": {"type": "tool_definition",
                                                        "definition": definition}}
                    for definition in definitions([tool_spec(tool) for tool in added])]

@@ -49,7 +49,7 @@ from pi_lsp.session.entries import (
 )
 from pi_lsp.session.ids import now_ms
 from pi_lsp.session.jsontext import js_field, stringify
-from pi_lsp.session.systemfields import listed_tools
+from pi_lsp.session.systemfields import listed_tools, name_key
 
 MIN_OUTPUT_TOKENS = 16  # OpenAI rejects less
 # The top-level effort while configuration_update items carry each reply's (pi 1.6's).
@@ -235,9 +235,10 @@ class _Instructions:
         """`items`, then one message of `parts` and, with tool changes in place, the notice of
         the tools taken away (and not redefined: a redefinition is no removal)."""
         if self.in_place:
-            names = {tool.name for tool in added}
+            names = {name_key(tool.name) for tool in added}
             gone = [name for tool in removed
-                    if isinstance(name := js_field(tool, "name"), str) and name not in names]
+                    if isinstance(name := js_field(tool, "name"), str)
+                    and name_key(name) not in names]
             if gone:
                 parts.append("The following tools are no longer available. Do not call them:\n"
                              + "\n".join(f"- {name}" for name in gone))
@@ -247,7 +248,8 @@ class _Instructions:
 
     def _additions(self, tools: list[ToolSpec]) -> list[dict[str, Any]]:
         for tool in tools:
-            self.unavailable.pop(tool.name, None)
+            if isinstance(tool.name, str):  # only names said go in the notice
+                self.unavailable.pop(tool.name, None)
         if not tools:
             return []
         items = [{"role": self.role, "content": incremental_notice(list(self.unavailable))}

@@ -3,6 +3,7 @@ declarations that are text, sections that are text)."""
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 import msgspec
@@ -15,6 +16,22 @@ def listed_tools(tools: list[Any] | str | None) -> list[Any]:
     """A system message's toolsAdded or toolsRemoved as pi 1.6 walks it (`for…of`): a list's
     items, a text's characters (each a nameless tool)."""
     return list(tools or [])
+
+
+def name_key(name: Any) -> Hashable:
+    """A tool name as a key of pi's tool Map: a number, text, boolean, null or none by value
+    (1 and 1.0 alike, true and 1 not), an object or list by its JSON (pi's Map keeps each
+    one apart; two names alike in a file's tools are not worth the difference)."""
+    if isinstance(name, dict | list):
+        return ("object", stringify(name))
+    if isinstance(name, int | float) and not isinstance(name, bool):
+        return ("number", float(name))
+    return (type(name).__name__, name)
+
+
+def tool_key(tool: Any) -> Hashable:
+    """The key pi's tool Map files a declaration under: its name (`tool.name`)."""
+    return name_key(js_field(tool, "name"))
 
 
 def lacks_parameters(tool: Any) -> bool:
