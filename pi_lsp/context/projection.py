@@ -181,11 +181,12 @@ def with_content(raw: msgspec.Raw, content: Any) -> msgspec.Raw:
 
 def _message(fields: dict[str, Any]) -> msgspec.Raw:
     """A message pi makes of an entry's fields, each as the entry holds it; a missing one
-    (UNSET) is left out, as JSON.stringify leaves out `undefined`. A number past a double's
+    (UNSET) is left out, as JSON.stringify leaves out `undefined`. A summary past a double's
     range stays one (`1e400`, as the file holds it): pi carries it as Infinity, and
-    convertToLlm writes a summary of it as "Infinity"."""
-    marks = {key: _INFINITIES[value > 0] for key, value in fields.items()
-             if isinstance(value, float) and math.isinf(value)}
+    convertToLlm writes it "Infinity" (other such fields are null, as pi's JSON has them)."""
+    summary = fields.get("summary")
+    marks = {"summary": _INFINITIES[summary > 0]} \
+        if isinstance(summary, float) and math.isinf(summary) else {}
     text = encoder.encode({key: marks.get(key, value) for key, value in fields.items()
                            if value is not msgspec.UNSET})
     for mark in marks.values():
