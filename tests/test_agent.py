@@ -74,6 +74,7 @@ from tests.fake_anthropic import (
     tool_block,
     tool_reply,
 )
+from tests.test_tools import PI16_CALLS
 from tests.waits import CEILING_S, gone, pid_in, until
 
 SONNET = "claude-sonnet-4-5"
@@ -1707,3 +1708,59 @@ def test_cost_of_prices_cache_reads_and_writes() -> None:
     dated = REGISTRY.get("anthropic", "claude-haiku-4-5-20251001")
     assert dated.price == REGISTRY.get("anthropic", HAIKU).price
 
+
+
+# pi 1.6's answers to calls run through its agent loop (tests/pi16_calls.mjs, checked against
+# pi itself by test_tools.py where it is installed), with the toolResult message it writes
+PI16_ANSWERS = json.loads((Path(__file__).with_name("fixtures") / "pi16-calls.json").read_text())
+
+
+def written_result(rig: Rig, call_id: str) -> str:
+    """The toolResult message of `call_id` as the session file holds it, its id "t1" and its
+    time 0 as pi16_calls.mjs writes them, its folder {DIR}."""
+    for line in Path(rig.path).read_text().splitlines():
+        if f'"role":"toolResult","toolCallId":"{call_id}"' in line:
+            message = line.split(',"message":', 1)[1][:-1]  # the entry's last key
+            message = message.replace(f'"toolCallId":"{call_id}"', '"toolCallId":"t1"')
+            return re.sub(r'"timestamp":\d+}$', '"timestamp":0}', message).replace(
+                str(rig.root), "{DIR}")
+    raise AssertionError(f"no result for {call_id}")
+
+
+def pi16_written(name: str) -> str:
+    # pi 1.6 also times each call it ran (durationMs), which pi-lsp does not record
+    return str(PI16_ANSWERS[name]["message"]).replace(',"durationMs":0', "")
+
+
+async def test_failed_calls_are_written_as_pi_16_writes_them(make_rig, fake) -> None:
+    """A failed call's result had no `details` where pi 1.6's agent loop writes `{}` (its
+    createErrorToolResult): a tool that threw, an unknown tool, bad arguments, a refused call,
+    one aborted, one of a reply cut at the output limit. A failed command keeps the tool's
+    own details (none here), as in pi."""
+    rig = make_rig()
+    (rig.root / "a.txt").write_text("F\n")
+    failing = ["loop read missing", "loop edit no match", "loop unknown tool",
+               "loop bad arguments", "loop blocked", "loop exit code"]
+
+    async def approve(request: ApprovalRequest) -> str | None:
+        refused = request.call.arguments.get("command") == "touch ran"
+        return PI16_ANSWERS["loop blocked"]["text"] if refused else None
+
+    rig.harness.approve_call = approve
+    fake.script(tool_reply([(f"c{i}", call["tool"], call["args"]) for i, call in
+                            enumerate(PI16_CALLS[name] for name in failing)]),
+                text_reply("I see."))
+    await rig.harness.prompt("fail")
+    cut = PI16_CALLS["loop cut"]
+    fake.script(Reply([message_start(), *tool_block(0, "cut", cut["tool"], cut["args"]),
+                       *message_end("max_tokens", output_tokens=500)]), text_reply("Again."))
+    await rig.harness.prompt("write")
+    aborted = PI16_CALLS["loop aborted"]
+    fake.script(tool_reply([("ab", aborted["tool"], aborted["args"])]), text_reply("never"))
+    rig.on(ToolExecutionStart, lambda _event: rig.harness.abort())
+    await rig.harness.prompt("read")
+    written = [written_result(rig, f"c{i}") for i in range(len(failing))]
+    written += [written_result(rig, "cut"), written_result(rig, "ab")]
+    assert written == [pi16_written(name) for name in [*failing, "loop cut", "loop aborted"]]
+    assert not (rig.root / "ran").exists()
+    assert rig.problems() == []

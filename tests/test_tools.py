@@ -47,7 +47,7 @@ from pi_lsp.agent.tools import (
     ToolResult,
     execute_tool,
     propose_change,
-    text_result,
+    thrown_result,
 )
 from pi_lsp.fileurl import FileUrlError, file_url_path
 from pi_lsp.providers.base import ToolSpec, parse_arguments
@@ -945,7 +945,7 @@ async def test_half_a_character_in_a_path_or_command_is_read_as_pi_16_reads_it(
     # As the loop runs a call: a call refused while its approval is worked out is not run.
     refusal = await ask_approval(ToolCall(id="t1", name=tool.name, arguments=args), ctx,
                                  allow_all)
-    result = text_result(refusal, is_error=True) if refusal is not None else \
+    result = thrown_result(refusal) if refusal is not None else \
         await execute_tool(tool, tool.name, args, ctx)
     assert text_of(result) == expected.format(root=root)
     # os.walk, not Path.rglob: a name holding a raw 0xff byte reads as "\\udcff" there too
@@ -2093,8 +2093,8 @@ async def test_an_unforeseen_exception_in_a_tool_is_an_error_result(
     tool = Tool(ToolSpec("broken", "", {}), broken)
     with caplog.at_level(logging.ERROR, "pi_lsp.agent.tools"):
         result = await execute_tool(tool, "broken", {}, ToolContext(root))
-    assert result == text_result("broken failed: RuntimeError: no result for this",
-                                 is_error=True)
+    # stored as pi 1.6 stores a tool's thrown error: details {}
+    assert result == thrown_result("broken failed: RuntimeError: no result for this")
     assert "no result for this" in caplog.text  # a bug: logged with its traceback
 
 
@@ -2134,6 +2134,18 @@ PI16_CALLS: dict[str, dict[str, Any]] = {
     "bash timeout cut": {"tool": "bash", "args": {"command": "seq 1 3000; sleep 30",
                                                   "timeout": 1}},
     "bash timeout": {"tool": "bash", "args": {"command": "echo hi; sleep 30", "timeout": 1}},
+    # through pi's agent loop, with the toolResult message it writes (test_agent.py)
+    "loop read missing": {"tool": "read", "args": {"path": "missing.txt"}, "loop": {}},
+    "loop edit no match": {"tool": "edit", "loop": {}, "args": {
+        "path": "a.txt", "edits": [{"oldText": "nope", "newText": "x"}]}},
+    "loop unknown tool": {"tool": "frobnicate", "args": {"x": 1}, "loop": {}},
+    "loop bad arguments": {"tool": "edit", "args": {"path": "a.txt"}, "loop": {}},
+    "loop blocked": {"tool": "bash", "args": {"command": "touch ran"},
+                     "loop": {"block": "The user refused this bash call."}},
+    "loop aborted": {"tool": "read", "args": {"path": "a.txt"}, "loop": {"abort": True}},
+    "loop cut": {"tool": "write", "args": {"path": "w.txt", "content": "half"},
+                 "loop": {"stopReason": "length"}},
+    "loop exit code": {"tool": "bash", "args": {"command": "exit 3"}, "loop": {}},
 }
 CALL_FILES = {"a.txt": "F\n"}
 TOOLS = {tool.name: tool for tool in (READ, BASH, EDIT, WRITE)}

@@ -22,7 +22,7 @@ from pi_lsp.agent.events import (
     TurnEnd,
     TurnStart,
 )
-from pi_lsp.agent.tools import Tool, ToolContext, ToolResult, execute_tool, text_result
+from pi_lsp.agent.tools import Tool, ToolContext, ToolResult, execute_tool, thrown_result
 from pi_lsp.providers.base import MissingApiKeyError, ModelRequest, Provider, ReplyBuilder
 from pi_lsp.providers.registry import ModelInfo
 from pi_lsp.session.entries import (
@@ -203,10 +203,10 @@ async def run_tool(hooks: LoopHooks, call: ToolCall) -> ToolResultMessage:
                                   args=call.object_arguments))
     result: ToolResult
     if hooks.aborted:
-        result = text_result(ABORTED_TOOL, is_error=True)
+        result = thrown_result(ABORTED_TOOL)
     elif call.arguments_error is not None:  # as pi 1.6 answers arguments it could not read
-        result = text_result(f'Invalid arguments for tool "{call.name}": '
-                             f"{call.arguments_error}", is_error=True)
+        result = thrown_result(f'Invalid arguments for tool "{call.name}": '
+                               f"{call.arguments_error}")
     else:
         def update(text: str) -> None:
             hooks.emit(ToolExecutionUpdate(tool_call_id=call.id, tool_name=call.name,
@@ -218,16 +218,15 @@ async def run_tool(hooks: LoopHooks, call: ToolCall) -> ToolResultMessage:
             # Abortable too: an approval nobody answers must not hold the session.
             refusal = await abortable(hooks, hooks.approve(call, context))
             if refusal is not None:
-                result = text_result(refusal, is_error=True)
+                result = thrown_result(refusal)
             else:
                 result = await abortable(hooks, execute_tool(
                     hooks.tool(call.name), call.name, call.object_arguments, context))
         except Aborted:
-            result = partial[-1] if partial else text_result(ABORTED_TOOL, is_error=True)
+            result = partial[-1] if partial else thrown_result(ABORTED_TOOL)
         except Exception as error:  # a failed approval still answers the call, or no turn can
             log.exception("approving the %s call failed", call.name)
-            result = text_result(f"{call.name} failed: {type(error).__name__}: {error}",
-                                 is_error=True)
+            result = thrown_result(f"{call.name} failed: {type(error).__name__}: {error}")
     return end_tool(hooks, call, result)
 
 
@@ -236,7 +235,7 @@ def truncated_tool(hooks: LoopHooks, call: ToolCall) -> ToolResultMessage:
     its arguments may be cut too (a file's content, half a command)."""
     hooks.emit(ToolExecutionStart(tool_call_id=call.id, tool_name=call.name,
                                   args=call.object_arguments))
-    return end_tool(hooks, call, text_result(TRUNCATED_TOOL.format(name=call.name), is_error=True))
+    return end_tool(hooks, call, thrown_result(TRUNCATED_TOOL.format(name=call.name)))
 
 
 def end_tool(hooks: LoopHooks, call: ToolCall, result: ToolResult) -> ToolResultMessage:

@@ -90,8 +90,8 @@ def text_result(text: str, details: Any = None, is_error: bool = False) -> ToolR
 
 
 def thrown_result(text: str) -> ToolResult:
-    """A call that failed where pi 1.6's tool throws: its agent loop stores the error with
-    details `{}` (createErrorToolResult), whatever the tool had gathered."""
+    """A call that failed where pi 1.6's tool throws or its agent loop answers it unrun (unknown,
+    bad arguments, refused, aborted, cut): the loop stores details `{}` (createErrorToolResult)."""
     return ToolResult([TextContent(text=text)], {}, True)
 
 
@@ -688,8 +688,8 @@ async def _written(change: Proposal, ctx: ToolContext, given: Path, result: Tool
             writing.add_done_callback(_given_up)
         # Not ended, or cut (the server ending stops waiting on the editor): nobody knows.
         if not ended or writing.cancelled():
-            outcome = text_result(f"Aborted while {change.path} was being written: it may have "
-                                  "changed. Read it before changing it again.", is_error=True)
+            outcome = thrown_result(f"Aborted while {change.path} was being written: it may "
+                                    "have changed. Read it before changing it again.")
         elif writing.exception() is not None:
             outcome = None  # the write failed: the abort's own words stand
         if outcome is not None and ctx.on_abort is not None:
@@ -909,13 +909,13 @@ async def execute_tool(tool: Tool | None, name: str, args: dict[str, Any],
                        ctx: ToolContext) -> ToolResult:
     """Run a tool; any failure comes back as an error result the model can read."""
     if tool is None:
-        return text_result(f"Tool {name} not found", is_error=True)
+        return thrown_result(f"Tool {name} not found")
     try:
         return await tool.execute(args, ctx)
     except ToolError as error:
-        return text_result(str(error), is_error=True)
+        return thrown_result(str(error))
     except (OSError, UnicodeError, ValueError) as error:
-        return text_result(f"{name} failed: {error}", is_error=True)
+        return thrown_result(f"{name} failed: {error}")
     except Exception as error:  # a bug, or a case not foreseen: still the call's result
         log.exception("the %s tool failed", name)
-        return text_result(f"{name} failed: {type(error).__name__}: {error}", is_error=True)
+        return thrown_result(f"{name} failed: {type(error).__name__}: {error}")
