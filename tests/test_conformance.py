@@ -5,7 +5,9 @@ Two samples are in the repo: files pi 1.6 wrote (`conformance/pi16/`), and files
 tree, so those are held to 0.73.1's answers; their summarizer text, token estimates, compaction
 plans and branch collections follow pi 1.6's rules, held to pi 1.6's answers on the same files
 (`conformance/pi16-on-073/`). `PI_LSP_CONFORMANCE=DIR` runs every check on DIR's pairs instead
-(files pi 1.6 wrote with its own answers, e.g. from a generator).
+(files pi 1.6 wrote with its own answers, e.g. from a generator). Hand-edited files pi 1.6
+still opens (`conformance/pi16-odd/`, from a differential fuzzer) are held to pi 1.6's token
+estimates, compaction plans, branch collections and tree.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ import pytest
 
 from pi_lsp.context.build import build_session_context
 from pi_lsp.context.convert import BRANCH_SUMMARY_PREFIX, BRANCH_SUMMARY_SUFFIX, convert_to_llm
-from pi_lsp.context.tokens import estimate_tokens
-from pi_lsp.session.entries import ModelMessage, decode_message
+from pi_lsp.context.tokens import message_tokens
+from pi_lsp.session.entries import ModelMessage
 from pi_lsp.session.jsontext import Decoder, encoder
 from pi_lsp.session.outline import nested_tree
 from pi_lsp.session.tree import SessionTree
@@ -32,6 +34,8 @@ from tests.conftest import CONFORMANCE, ROOT, conformance_files
 
 SAMPLES = ROOT / "tests" / "conformance"
 PI16_ON_073 = SAMPLES / "pi16-on-073"
+ODD = SAMPLES / "pi16-odd"
+ODD_FILES = sorted(ODD.glob("*.jsonl"))
 
 
 def sample_files() -> list[Path]:
@@ -107,14 +111,13 @@ def test_context_at_every_leaf(session: tuple[Path, SessionTree]) -> None:
 
 def test_tokens_at_every_leaf(session: tuple[Path, SessionTree]) -> None:
     path, tree = session
-    for leaf, case in expected_pi16(path)["contexts"].items():
+    check_tokens(tree, expected_pi16(path))
+
+
+def check_tokens(tree: SessionTree, want: dict[str, Any]) -> None:
+    for leaf, case in want["contexts"].items():
         context = build_session_context(tree, leaf)
-        tokens = []
-        for raw in context.messages:
-            message = decode_message(raw)
-            assert message is not None
-            tokens.append(estimate_tokens(message))
-        assert tokens == case["tokens"], leaf
+        assert [message_tokens(raw) for raw in context.messages] == case["tokens"], leaf
 
 
 PI_BRANCH_PREFIX = (
@@ -156,7 +159,10 @@ def test_conformance_covers_branch_summaries() -> None:
 
 def test_compaction_plans(session: tuple[Path, SessionTree]) -> None:
     path, tree = session
-    plans = expected_pi16(path)["plans"]
+    check_plans(tree, expected_pi16(path)["plans"])
+
+
+def check_plans(tree: SessionTree, plans: dict[str, Any]) -> None:
     assert plans
     for key, want in plans.items():
         leaf, keep = key.split(":")
@@ -167,7 +173,10 @@ def test_compaction_plans(session: tuple[Path, SessionTree]) -> None:
 
 def test_branch_summary_collections(session: tuple[Path, SessionTree]) -> None:
     path, tree = session
-    pairs = expected_pi16(path)["branchPairs"]
+    check_branch_pairs(tree, expected_pi16(path)["branchPairs"])
+
+
+def check_branch_pairs(tree: SessionTree, pairs: dict[str, Any]) -> None:
     assert pairs
     for key, want in pairs.items():
         old, target = key.split(">")
@@ -205,3 +214,25 @@ def test_serialization_of_our_model_layer(session: tuple[Path, SessionTree]) -> 
         theirs = [with_our_branch_wrapper(m) for m in case["llm"]]
         assert serialize_conversation(ours) == serialize_conversation(
             LLM_DECODER.decode(json.dumps(theirs).encode())), leaf
+
+
+@pytest.fixture(scope="module", params=ODD_FILES, ids=[f.stem for f in ODD_FILES])
+def odd(request: pytest.FixtureRequest) -> tuple[dict[str, Any], SessionTree]:
+    """A hand-edited file pi 1.6 opens (a message or line pi-lsp cannot type), with pi's answers."""
+    return expected(request.param), SessionTree.open(str(request.param))
+
+
+def test_hand_edited_files_estimate_as_pi16(odd: tuple[dict[str, Any], SessionTree]) -> None:
+    """pi counts what it can read of a message pi-lsp cannot type (0 for none of it)."""
+    want, tree = odd
+    check_tokens(tree, want)
+
+
+def test_hand_edited_files_plan_and_collect_as_pi16(
+        odd: tuple[dict[str, Any], SessionTree]) -> None:
+    """pi keeps such a message in compaction plans and branch collections."""
+    want, tree = odd
+    if want["plans"]:
+        check_plans(tree, want["plans"])
+    if want["branchPairs"]:
+        check_branch_pairs(tree, want["branchPairs"])

@@ -39,10 +39,11 @@ from pi_lsp.providers.registry import (
 from pi_lsp.providers.thinking import clamped_level
 from pi_lsp.providers.wire import UnknownProviderError
 from pi_lsp.session.entries import (
-    AgentMessage,
     AssistantMessage,
     ModelMessage,
+    ReadMessage,
     SystemMessage,
+    UnreadMessage,
     decode_message,
     encoder,
     head_decoder,
@@ -215,7 +216,7 @@ def refuse_parameterless_tools(tree: SessionTree, read: Sequence[tuple[str | Non
                 f"cannot be sent to {model.id} (an Anthropic model; pi 1.6 fails on it too)")
 
 
-def replayed_prompt(messages: Sequence[AgentMessage | None], agent: AgentSetup
+def replayed_prompt(messages: Sequence[ReadMessage], agent: AgentSetup
                     ) -> tuple[str, list[Any]]:
     """The request's prompt and tools: the session's replayed ones with the patch a turn
     writes first (`system_patch_at`) applied."""
@@ -293,7 +294,7 @@ def build_layer(tree: SessionTree, leaf_id: str | None, layer: Layer,
         assert agent is not None, "the request layer is made with the agent's setup"
         read = [(ids[source], messages[source] if isinstance(body, msgspec.Raw) else body)
                 for source, body in convert_with_sources(messages.raws)]
-        readable = [(entry_id, m) for entry_id, m in read if m is not None]
+        readable = [(entry_id, m) for entry_id, m in read if not isinstance(m, UnreadMessage)]
         model = model_at(settings, agent.registry, agent.default_model)
         # converted: only the model layer's roles are left
         llm: list[ModelMessage] = [m for _, m in readable]  # type: ignore[misc]

@@ -10,33 +10,34 @@ import msgspec
 
 from pi_lsp.context.projection import Projection, project_path
 from pi_lsp.context.tokens import projected_anchor, projected_tokens
-from pi_lsp.session.entries import AgentMessage, decode_message
+from pi_lsp.session.entries import ReadMessage, read_message
 from pi_lsp.session.journal import Record
 from pi_lsp.session.tree import SessionTree
 
 
-class LazyMessages(Sequence[AgentMessage | None]):
-    """Raw messages decoded as they are read (None: unreadable), each once."""
+class LazyMessages(Sequence[ReadMessage]):
+    """Raw messages read as they are read (an UnreadMessage where pi-lsp has no type), each
+    once."""
 
     def __init__(self, raws: list[msgspec.Raw]) -> None:
         self.raws = raws
-        self._decoded: dict[int, AgentMessage | None] = {}
+        self._decoded: dict[int, ReadMessage] = {}
 
     def __len__(self) -> int:
         return len(self.raws)
 
     @overload
-    def __getitem__(self, index: int) -> AgentMessage | None: ...
+    def __getitem__(self, index: int) -> ReadMessage: ...
 
     @overload
-    def __getitem__(self, index: slice) -> list[AgentMessage | None]: ...
+    def __getitem__(self, index: slice) -> list[ReadMessage]: ...
 
-    def __getitem__(self, index: int | slice) -> AgentMessage | list[AgentMessage | None] | None:
+    def __getitem__(self, index: int | slice) -> ReadMessage | list[ReadMessage]:
         if isinstance(index, slice):
             return [self[i] for i in range(len(self.raws))[index]]
         index = range(len(self.raws))[index]  # negative from the end; IndexError past it
         if index not in self._decoded:
-            self._decoded[index] = decode_message(self.raws[index])
+            self._decoded[index] = read_message(self.raws[index])
         return self._decoded[index]
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from msgspec import UNSET
 
 from pi_lsp.session.entries import (
-    AgentMessage,
+    ReadMessage,
     SystemCheckpoint,
     SystemMessage,
     TextContent,
@@ -24,7 +24,7 @@ def system_content_text(message: SystemMessage) -> str:
     return "\n".join(b.text for b in message.content if isinstance(b, TextContent))
 
 
-def current_tools(messages: Sequence[AgentMessage | None]) -> list[Any]:
+def current_tools(messages: Sequence[ReadMessage | None]) -> list[Any]:
     """Tool declarations after every add and remove, in first-declared order."""
     tools: dict[Any, Any] = {}
     for message in messages:
@@ -36,7 +36,7 @@ def current_tools(messages: Sequence[AgentMessage | None]) -> list[Any]:
     return list(tools.values())
 
 
-def current_system_message(messages: Sequence[AgentMessage | None]) -> SystemMessage | None:
+def current_system_message(messages: Sequence[ReadMessage | None]) -> SystemMessage | None:
     """All system messages folded into one (pi's `getCurrentSystemMessage`), or None."""
     texts: list[str] = []
     sections: dict[str, str | None] = {}

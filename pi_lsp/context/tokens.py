@@ -17,14 +17,16 @@ from pi_lsp.session.entries import (
     CompactionSummaryMessage,
     CustomMessage,
     ImageContent,
+    ReadMessage,
     SystemMessage,
     TextContent,
     ThinkingContent,
     ToolCall,
     ToolResultMessage,
+    UnreadMessage,
     UserBlock,
     UserMessage,
-    decode_message,
+    read_message,
 )
 from pi_lsp.session.journal import Record
 from pi_lsp.session.jsontext import stringify
@@ -88,8 +90,15 @@ def message_chars(message: AgentMessage) -> int:
     return 0
 
 
-def estimate_tokens(message: AgentMessage) -> int:
+def estimate_tokens(message: ReadMessage) -> int:
+    if isinstance(message, UnreadMessage):
+        return 0  # pi's estimate of a role it does not know, or of no object
     return math.ceil(message_chars(message) / 4)
+
+
+def message_tokens(raw: msgspec.Raw) -> int:
+    """pi's estimate of a message as written."""
+    return estimate_tokens(read_message(raw))
 
 
 def usage_tokens(message: AssistantMessage) -> int:
@@ -100,7 +109,7 @@ def usage_tokens(message: AssistantMessage) -> int:
     return usage.input + usage.output + usage.cache_read + usage.cache_write
 
 
-def last_reported(messages: Sequence[AgentMessage | None]) -> int:
+def last_reported(messages: Sequence[ReadMessage]) -> int:
     """The index of the last reply whose usage counts (not failed, not all zero), or -1."""
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
@@ -110,7 +119,7 @@ def last_reported(messages: Sequence[AgentMessage | None]) -> int:
     return -1
 
 
-def context_size(messages: Sequence[AgentMessage | None]) -> int:
+def context_size(messages: Sequence[ReadMessage]) -> int:
     """The last good reply's reported usage plus estimates of everything after it."""
     last_good = last_reported(messages)
     total = 0
@@ -118,14 +127,11 @@ def context_size(messages: Sequence[AgentMessage | None]) -> int:
         anchor = messages[last_good]
         assert isinstance(anchor, AssistantMessage)
         total = usage_tokens(anchor)
-    for message in messages[last_good + 1:]:
-        if message is not None:
-            total += estimate_tokens(message)
-    return total
+    return total + sum(estimate_tokens(message) for message in messages[last_good + 1:])
 
 
-def decode_all(messages: list[msgspec.Raw]) -> list[AgentMessage | None]:
-    return [decode_message(raw) for raw in messages]
+def decode_all(messages: list[msgspec.Raw]) -> list[ReadMessage]:
+    return [read_message(raw) for raw in messages]
 
 
 def projected_context_size(projection: Projection, path: list[Record]) -> int:
@@ -134,7 +140,7 @@ def projected_context_size(projection: Projection, path: list[Record]) -> int:
 
 
 def projected_tokens(projection: Projection, path: list[Record],
-                     messages: Sequence[AgentMessage | None]) -> int:
+                     messages: Sequence[ReadMessage]) -> int:
     """The same over the projection's messages as read: a reply's reported usage counts only
     when no edit or compaction came after it on the path (then only the messages after it
     are read); otherwise everything is estimated, system messages once, as the replayed one."""
@@ -143,11 +149,11 @@ def projected_tokens(projection: Projection, path: list[Record],
     system = current_system_message(messages)
     total = estimate_tokens(system) if system is not None else 0
     return total + sum(estimate_tokens(m) for m in messages
-                       if m is not None and not isinstance(m, SystemMessage))
+                       if not isinstance(m, SystemMessage))
 
 
 def projected_anchor(projection: Projection, path: list[Record],
-                     messages: Sequence[AgentMessage | None]) -> int:
+                     messages: Sequence[ReadMessage]) -> int:
     """The index of the reply whose reported usage `projected_tokens` starts from, or -1 when
     it estimates everything (no such reply, or an edit or compaction after it on the path)."""
     last_good = last_reported(messages)

@@ -20,6 +20,7 @@ from pi_lsp.session.jsontext import (
     js_truthy,
     object_decoder,
     stringify,
+    value_decoder,
 )
 from pi_lsp.session.jsontext import encoder as encoder  # pi's JSON text, for every writer
 
@@ -532,6 +533,26 @@ def decode_message(raw: msgspec.Raw | bytes) -> AgentMessage | None:
         return message_decoder.decode(raw)
     except msgspec.ValidationError:
         return _read_leniently(raw)
+
+
+class UnreadMessage(msgspec.Struct, frozen=True):
+    """A message pi-lsp cannot give a type (a role it does not know, a badly typed field, no
+    object at all), as written: pi keeps it in compaction plans and branch summaries."""
+
+    raw: msgspec.Raw
+    role: Any  # as written; None where the message is no object or has none
+
+
+ReadMessage = AgentMessage | UnreadMessage
+
+
+def read_message(raw: msgspec.Raw) -> ReadMessage:
+    """The typed message, or the message as written where pi-lsp has no type for it."""
+    message = decode_message(raw)
+    if message is not None:
+        return message
+    value = value_decoder.decode(raw)
+    return UnreadMessage(raw, value.get("role") if isinstance(value, dict) else None)
 
 
 # What a message's bookkeeping fields read as when they are absent or of another type: pi

@@ -18,17 +18,19 @@ from pi_lsp.context.tokens import estimate_tokens
 from pi_lsp.providers.registry import ModelRegistry
 from pi_lsp.session.check import another_turn_at
 from pi_lsp.session.entries import (
-    AgentMessage,
     BranchSummaryEntry,
     CompactionEntry,
     ContextEditEntry,
     CustomMessageEntry,
     MessageEntry,
+    ReadMessage,
     TextContent,
     ToolResultMessage,
+    UnreadMessage,
     UserBlock,
     UserMessage,
     decode_message,
+    read_message,
 )
 from pi_lsp.session.journal import Record
 from pi_lsp.session.jsontext import js_truthy
@@ -55,7 +57,7 @@ class BranchEntries(msgspec.Struct):
 
 
 class BranchMessages(msgspec.Struct):
-    messages: list[AgentMessage]
+    messages: list[ReadMessage]
     files: FileOps
     total_tokens: int
 
@@ -80,7 +82,7 @@ def collect_branch_entries(tree: SessionTree, old_leaf_id: str | None, target_id
     return BranchEntries(records, common)
 
 
-def branch_message(record: Record, edit: ContextEditEntry | None) -> AgentMessage | None:
+def branch_message(record: Record, edit: ContextEditEntry | None) -> ReadMessage | None:
     """What an entry adds to a branch summary: tool results are left out, a compaction is its
     summary alone, an empty branch summary still counts, an edit applies as in the context."""
     kind = record.env.type
@@ -99,8 +101,13 @@ def branch_message(record: Record, edit: ContextEditEntry | None) -> AgentMessag
     messages = entry_messages(record)
     if edit is not None:
         messages = apply_edit(messages, edit.replacement)
-    message = decode_message(messages[0]) if messages else None
-    return None if isinstance(message, ToolResultMessage) else message
+    if not messages:
+        return None
+    message = read_message(messages[0])  # pi keeps any role but a tool result's, unread too
+    if isinstance(message, ToolResultMessage) or \
+            (isinstance(message, UnreadMessage) and message.role == "toolResult"):
+        return None
+    return message
 
 
 def fit_branch_messages(records: list[Record], budget: int) -> BranchMessages:
@@ -112,7 +119,7 @@ def fit_branch_messages(records: list[Record], budget: int) -> BranchMessages:
             if isinstance(entry, BranchSummaryEntry) and not js_truthy(entry.from_hook):
                 files.add_details(entry.details)
     edits = latest_edits(records)
-    messages: list[AgentMessage] = []
+    messages: list[ReadMessage] = []
     total = 0
     for record in reversed(records):
         message = branch_message(record, edits.get(record.env.id))  # type: ignore[arg-type]

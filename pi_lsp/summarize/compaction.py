@@ -17,10 +17,11 @@ from pi_lsp.context.replay import checkpoint_of, current_system_message
 from pi_lsp.context.tokens import decode_all, estimate_tokens, projected_context_size
 from pi_lsp.session.check import another_turn_at
 from pi_lsp.session.entries import (
-    AgentMessage,
     CompactionEntry,
     ContextEditEntry,
+    ReadMessage,
     SystemMessage,
+    UnreadMessage,
     head_decoder,
 )
 from pi_lsp.session.journal import Record
@@ -51,8 +52,8 @@ class CompactionPlan(msgspec.Struct):
     tokens_before: int
     # As the previous compaction holds it, any type (UNSET: missing); None with none.
     previous_summary: Any
-    messages_to_summarize: list[AgentMessage]
-    turn_prefix_messages: list[AgentMessage]
+    messages_to_summarize: list[ReadMessage]
+    turn_prefix_messages: list[ReadMessage]
     files: FileLists
 
 
@@ -84,10 +85,10 @@ TURN_START_ROLES = frozenset({"user", "bashExecution", "custom", "branchSummary"
 
 
 class _Step(msgspec.Struct):
-    """A projected entry with its messages decoded (None: a role pi-lsp does not know)."""
+    """A projected entry with its messages read."""
 
     record: Record
-    messages: list[AgentMessage | None]
+    messages: list[ReadMessage]
     roles: list[str]
     omitted: bool  # it would contribute messages, but an edit removed them
 
@@ -111,7 +112,7 @@ def _has_role(step: _Step, roles: frozenset[str]) -> bool:
 
 
 def _tokens(step: _Step) -> int:
-    return sum(estimate_tokens(m) for m in step.messages if m is not None)
+    return sum(estimate_tokens(m) for m in step.messages)
 
 
 def _only_failed_attempt_after(steps: list[_Step]) -> bool:
@@ -156,9 +157,16 @@ def find_cut_point(steps: list[_Step], start: int, keep_recent_tokens: int) -> t
     return cut, turn
 
 
-def _summary_messages(steps: list[_Step]) -> list[AgentMessage]:
+def _summary_messages(steps: list[_Step]) -> list[ReadMessage]:
+    """The conversation to summarize: pi keeps every message but system ones, whatever its
+    role (the compaction carries the system messages' replay)."""
     return [m for s in steps if s.record.env.type != "compaction"
-            for m in s.messages if m is not None and not isinstance(m, SystemMessage)]
+            for m in s.messages if not _is_system(m)]
+
+
+def _is_system(message: ReadMessage) -> bool:
+    return isinstance(message, SystemMessage) or \
+        (isinstance(message, UnreadMessage) and message.role == "system")
 
 
 def prepare_compaction(path: list[Record], settings: CompactionSettings) -> CompactionPlan | None:

@@ -9,11 +9,11 @@ import re
 
 from pi_lsp.context.convert import exited_otherwise
 from pi_lsp.session.entries import (
-    AgentMessage,
     AssistantMessage,
     BashExecutionMessage,
     BranchSummaryMessage,
     CompactionSummaryMessage,
+    ReadMessage,
     TextContent,
     ToolResultMessage,
     UserMessage,
@@ -50,7 +50,7 @@ def _sentences(text: str) -> list[str]:
 class Facts:
     """What the messages say, sorted into the summary's sections."""
 
-    def __init__(self, messages: list[AgentMessage]) -> None:
+    def __init__(self, messages: list[ReadMessage]) -> None:
         self.requests: list[str] = []
         self.replies: list[str] = []
         self.errors: list[str] = []
@@ -59,7 +59,7 @@ class Facts:
         for message in messages:
             self._take(message)
 
-    def _take(self, message: AgentMessage) -> None:
+    def _take(self, message: ReadMessage) -> None:
         self.files.add_message(message)
         match message:
             case UserMessage():

@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from pi_lsp.session.entries import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage
+from pi_lsp.session.entries import AssistantMessage, ReadMessage, ToolCall, ToolResultMessage
 
 
 class FileLists(msgspec.Struct, rename="camel"):
@@ -21,7 +21,7 @@ class FileOps:
     written: set[str] = field(default_factory=set)
     edited: set[str] = field(default_factory=set)
 
-    def add_message(self, message: AgentMessage) -> None:
+    def add_message(self, message: ReadMessage) -> None:
         """The calls of a reply, and (pi 1.6) the calls a tool made itself."""
         if isinstance(message, AssistantMessage):
             for block in message.content:

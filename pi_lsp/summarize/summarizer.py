@@ -11,12 +11,13 @@ from pi_lsp.context.convert import message_to_llm
 from pi_lsp.providers.base import ModelRequest, Provider, ReplyBuilder
 from pi_lsp.providers.registry import ModelInfo
 from pi_lsp.session.entries import (
-    AgentMessage,
     AssistantMessage,
     Cost,
     ModelMessage,
+    ReadMessage,
     TextContent,
     ToolCall,
+    UnreadMessage,
     Usage,
     UserMessage,
 )
@@ -38,7 +39,7 @@ class SummaryError(Exception):
 
 class SummaryRequest(msgspec.Struct):
     kind: SummaryKind
-    messages: list[AgentMessage]
+    messages: list[ReadMessage]
     previous_summary: str | None = None
     instructions: str | None = None  # the user's focus for this summary
     # The level in force where the path summarized ends: pi 1.6 summarizes at the session's.
@@ -91,8 +92,10 @@ class Summarizer(Protocol):
     async def summarize(self, request: SummaryRequest) -> Summary: ...
 
 
-def llm_messages(messages: list[AgentMessage]) -> list[ModelMessage]:
-    return [m for m in map(message_to_llm, messages) if m is not None]
+def llm_messages(messages: list[ReadMessage]) -> list[ModelMessage]:
+    """What the summarizing model reads: pi's convertToLlm drops a role it does not know."""
+    typed = (m for m in messages if not isinstance(m, UnreadMessage))
+    return [m for m in map(message_to_llm, typed) if m is not None]
 
 
 def instructions_for(request: SummaryRequest) -> str:
