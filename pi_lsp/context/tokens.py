@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 
@@ -92,8 +93,59 @@ def message_chars(message: AgentMessage) -> int:
 
 def estimate_tokens(message: ReadMessage) -> int:
     if isinstance(message, UnreadMessage):
-        return 0  # pi's estimate of a role it does not know, or of no object
+        return math.ceil(_unread_chars(message.value) / 4)
     return math.ceil(message_chars(message) / 4)
+
+
+def _unread_chars(value: object) -> int:
+    """`message_chars` read off a message as written, as far as pi reads it: a block of a type
+    it does not know adds nothing, nor does a role it does not know or no object at all."""
+    if not isinstance(value, dict):
+        return 0
+    role, content = value.get("role"), value.get("content")
+    if role in ("user", "custom", "toolResult"):
+        return _loose_content_chars(content)
+    if role == "system":
+        sections = value.get("sections")
+        chars = _loose_content_chars(content)
+        chars += sum(_js_length(v) for v in sections.values()) if isinstance(sections, dict) else 0
+        tools = value.get("toolsAdded")
+        return chars + (utf16_length(stringify(tools)) if tools is not None else 0)
+    if role == "assistant":
+        return sum(_loose_block_chars(block) for block in _dicts(content))
+    if role == "bashExecution":
+        return _js_length(value.get("command")) + _js_length(value.get("output"))
+    if role in ("branchSummary", "compactionSummary"):
+        return _js_length(value.get("summary"))
+    return 0
+
+
+def _dicts(content: object) -> list[dict[str, Any]]:
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
+def _loose_content_chars(content: object) -> int:
+    if isinstance(content, str):
+        return utf16_length(content)
+    chars = 0
+    for block in _dicts(content):
+        if block.get("type") == "text":
+            chars += _js_length(block.get("text"))
+        elif block.get("type") == "image":
+            chars += IMAGE_CHARS
+    return chars
+
+
+def _loose_block_chars(block: dict[str, Any]) -> int:
+    """A reply's block as pi's estimate counts it."""
+    kind = block.get("type")
+    if kind == "text":
+        return _js_length(block.get("text"))
+    if kind == "thinking":
+        return _js_length(block.get("thinking"))
+    if kind == "toolCall" and "arguments" in block:
+        return _js_length(block.get("name")) + utf16_length(stringify(block["arguments"]))
+    return 0
 
 
 def message_tokens(raw: msgspec.Raw) -> int:

@@ -539,8 +539,12 @@ class UnreadMessage(msgspec.Struct, frozen=True):
     """A message pi-lsp cannot give a type (a role it does not know, a badly typed field, no
     object at all), as written: pi keeps it in compaction plans and branch summaries."""
 
-    raw: msgspec.Raw
-    role: Any  # as written; None where the message is no object or has none
+    value: Any  # as JSON.parse reads it
+
+    @property
+    def role(self) -> Any:
+        """The role as written; None where the message is no object or has none."""
+        return self.value.get("role") if isinstance(self.value, dict) else None
 
 
 ReadMessage = AgentMessage | UnreadMessage
@@ -551,8 +555,7 @@ def read_message(raw: msgspec.Raw) -> ReadMessage:
     message = decode_message(raw)
     if message is not None:
         return message
-    value = value_decoder.decode(raw)
-    return UnreadMessage(raw, value.get("role") if isinstance(value, dict) else None)
+    return UnreadMessage(value_decoder.decode(raw))
 
 
 # What a message's bookkeeping fields read as when they are absent or of another type: pi
