@@ -160,8 +160,9 @@ def write_tree(roots: Sequence[TreeNode]) -> None:
 def _as_js(value: Any) -> Any:
     """A node's id or label with its numbers as pi's `JSON.stringify` writes them (1.5e+300,
     1e+21, 0.000001, 2): msgspec writes 1.5e300, 1e21, 1e-6 and 2.0."""
-    return value if value is None or isinstance(value, str | msgspec.Raw) else \
-        msgspec.Raw(js_json(value))
+    if value is None or value is msgspec.UNSET or isinstance(value, str | msgspec.Raw):
+        return value  # (UNSET: an entry with no id, whose row pi writes without one)
+    return msgspec.Raw(js_json(value))
 
 
 def discard_output(stream: TextIO | None = None) -> None:

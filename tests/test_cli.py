@@ -152,6 +152,21 @@ def test_tree_json_is_the_tree_encoded_whole() -> None:
     assert result.stdout == encoder.encode(nested_tree(SessionTree.open(str(SAMPLE)))) + b"\n"
 
 
+@pytest.mark.parametrize("line", ["42", "[1]", '"s"', "true"])
+def test_tree_json_draws_a_line_that_is_no_object_as_pi(tmp_path: Path, line: str) -> None:
+    """`tree --json` failed ("Expected `object`, got `int`") on a version-3 line that is JSON
+    but no object; pi 1.6's getTree draws it as a root with no id (checked with pi 1.6)."""
+    session = tmp_path / "s.jsonl"
+    session.write_text(
+        '{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00Z","cwd":"/"}\n'
+        '{"type":"message","id":"a1","parentId":null,"timestamp":"2026-01-01T00:00:01Z",'
+        '"message":{"role":"user","content":"hi","timestamp":1}}\n' + line + "\n", "utf-8")
+    result = run_cli("tree", str(session), "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == [{"id": "a1", "label": None, "children": []},
+                                         {"label": None, "children": []}]
+
+
 def test_tree_json_of_a_long_chain(tmp_path: Path) -> None:
     """A chain of ~495+ entries (an ordinary long session) failed with a RecursionError:
     msgspec encodes nested children recursively."""

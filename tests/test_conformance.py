@@ -236,3 +236,9 @@ def test_hand_edited_files_plan_and_collect_as_pi16(
         check_plans(tree, want["plans"])
     if want["branchPairs"]:
         check_branch_pairs(tree, want["branchPairs"])
+
+
+def test_hand_edited_files_draw_pis_tree(odd: tuple[dict[str, Any], SessionTree]) -> None:
+    """A line that is JSON but no object is a root row with no id, as pi's getTree draws it."""
+    want, tree = odd
+    assert as_json(nested_tree(tree)) == want["tree"]

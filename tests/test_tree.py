@@ -573,7 +573,8 @@ def test_a_fork_keeps_each_labels_timestamp_in_the_order_pi_sets_them(tmp_path: 
 def test_tree_places_id_less_entries_as_pi_s_get_tree_does(tmp_path: Path) -> None:
     """`tree --json` left out entries with no id, which pi 1.6's getTree holds: keyed by id,
     those of one key (none, null, 5) share the last one's node, its timestamp and children,
-    and an absent parentId names that node. Expected: pi 1.6's getTree on this file."""
+    and an absent parentId names that node; a node with no id has no `id` key, as
+    JSON.stringify writes pi's. Expected: pi 1.6's getTree on this file."""
     tree = write_session(tmp_path / "s.jsonl", [
         msg("a", None), msg("x", "a", ts="2025-01-01T10:00:02.000Z"),
         without("id", msg("", "a", ts="2025-01-01T10:00:09.000Z")),
@@ -584,8 +585,10 @@ def test_tree_places_id_less_entries_as_pi_s_get_tree_does(tmp_path: Path) -> No
          "timestamp": "2025-01-01T10:00:00.500Z"}])
     def node(entry_id: str | int | None, *children: dict[str, Any]) -> dict[str, Any]:
         return {"id": entry_id, "label": None, "children": list(children)}
+    def idless(*children: dict[str, Any]) -> dict[str, Any]:
+        return {"label": None, "children": list(children)}
     assert json.loads(msgspec.json.encode(nested_tree(tree))) == [
-        node("a", node(None, node("b")), node("x"), node(5, node(None))), node(None, node("b"))]
+        node("a", idless(node("b")), node("x"), node(5, node(None))), idless(node("b"))]
 
 
 def test_tree_labels_id_less_entries_as_pi_s_get_tree_does(tmp_path: Path) -> None:
@@ -606,8 +609,8 @@ def test_tree_labels_id_less_entries_as_pi_s_get_tree_does(tmp_path: Path) -> No
     def node(entry_id: Any, text: str | None) -> dict[str, Any]:
         return {"id": entry_id, "label": text, "children": []}
     assert json.loads(msgspec.json.encode(nested_tree(tree)))[0]["children"] == [
-        node(None, "missing"), node(None, "null"), node(0, "zero"), node(False, "false"),
-        node({}, None), *(node(f"l{i}", None) for i in range(1, 6))]
+        {"label": "missing", "children": []}, node(None, "null"), node(0, "zero"),
+        node(False, "false"), node({}, None), *(node(f"l{i}", None) for i in range(1, 6))]
 
 
 def test_an_id_less_node_under_itself_is_shown_once(tmp_path: Path) -> None:
@@ -617,9 +620,9 @@ def test_an_id_less_node_under_itself_is_shown_once(tmp_path: Path) -> None:
         without("parentId", msg("a", None)),
         {"type": "custom", "customType": "note", "parentId": None},
         {"type": "custom", "customType": "note", "parentId": "a"}])
-    leaf = {"id": None, "label": None, "children": []}
+    leaf = {"label": None, "children": []}  # no id: no `id` key, as JSON.stringify writes pi's
     assert json.loads(msgspec.json.encode(nested_tree(tree))) == [
-        {"id": None, "label": None, "children": [
+        {"label": None, "children": [
             {"id": "a", "label": None, "children": [leaf]}]}]
 
 
@@ -1183,4 +1186,4 @@ def test_id_less_nodes_beside_half_an_emoji_are_placed(tmp_path: Path) -> None:
         msg("a", None, "half \ud800 pair"),
         {"type": "custom", "customType": "note", "parentId": "a", "data": "half \udc00"}])
     assert json.loads(msgspec.json.encode(nested_tree(tree))) == [
-        {"id": "a", "label": None, "children": [{"id": None, "label": None, "children": []}]}]
+        {"id": "a", "label": None, "children": [{"label": None, "children": []}]}]

@@ -51,7 +51,7 @@ MAX_INDENT = 32
 
 
 class TreeNode(msgspec.Struct):
-    id: Any  # as pi's getTree gives it: null for an entry with no id
+    id: Any  # as pi's getTree gives it: UNSET (no key) for an entry with no id
     label: Any  # as pi's getTree gives it: text, or another JSON value a label entry held
     children: list[TreeNode]
 
@@ -164,6 +164,15 @@ class _Links(msgspec.Struct, rename="camel"):
 # Read as the journal reads lines: a lone surrogate escape elsewhere in the line is pi's text.
 _links_decoder: Decoder[_Links] = Decoder(_Links)
 
+
+def _links(record: Record) -> _Links:
+    """The entry's links; neither, for a line that is JSON but no object (42, [1], "s"): pi
+    reads `42.id` and `42.parentId` as undefined."""
+    try:
+        return _links_decoder.decode(record.text)
+    except msgspec.ValidationError:
+        return _Links()
+
 # A key of pi's `nodeMap` (a JavaScript Map): values alike by `===`; an object is itself alone.
 _Key = tuple[Any, ...]
 
@@ -177,9 +186,7 @@ def _js_key(value: Any, line: int, field: str) -> _Key:
 
 
 def _js_id(value: Any) -> Any:
-    """An id as `JSON.stringify` writes pi's: absent as null, 5.0 as 5."""
-    if value is msgspec.UNSET:
-        return None
+    """An id as `JSON.stringify` writes pi's: absent left out (UNSET), 5.0 as 5."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
@@ -229,7 +236,7 @@ def _idless_places(tree: SessionTree) -> tuple[dict[Any, list[Record]],
     idless = tree.idless
     if not idless:
         return index, {}
-    links = {id(r): _links_decoder.decode(r.text) for r in idless}
+    links = {id(r): _links(r) for r in idless}
     groups: dict[_Key, _Group] = {}
     for record in idless:
         raw = links[id(record)]
@@ -301,7 +308,7 @@ def _idless_labels(tree: SessionTree) -> dict[_Key, Any]:
 
 def _named_group(record: Record, groups: dict[_Key, _Group]) -> _Key | None:
     """The key of the id-less node whose child an entry's `parentId` makes it, if any."""
-    raw = _links_decoder.decode(record.text)
+    raw = _links(record)
     key = _js_key(raw.parent_id, record.line, "parentId")
     return key if raw.parent_id is not None and key in groups else None
 
