@@ -242,3 +242,15 @@ def test_hand_edited_files_draw_pis_tree(odd: tuple[dict[str, Any], SessionTree]
     """A line that is JSON but no object is a root row with no id, as pi's getTree draws it."""
     want, tree = odd
     assert as_json(nested_tree(tree)) == want["tree"]
+
+
+def test_a_section_that_is_no_text_counts_as_none() -> None:
+    """pi 1.6 adds a system message's section of another type (`"cwd": 42`) as undefined and
+    estimates NaN, which breaks its cut (its bug); pi-lsp counts nothing for it: the expected
+    file is pi 1.6's answers on this file with that section left out."""
+    path = ODD / "pis-nan" / "section-not-text.jsonl"
+    assert '"sections": {"cwd": 42}' in path.read_text("utf-8")
+    want, tree = expected(path), SessionTree.open(str(path))
+    check_tokens(tree, want)
+    check_plans(tree, want["plans"])
+    check_branch_pairs(tree, want["branchPairs"])
