@@ -104,9 +104,9 @@ def branch_message(record: Record, edit: ContextEditEntry | None) -> ReadMessage
     if not messages:
         return None
     message = read_message(messages[0])  # pi keeps any role but a tool result's, unread too
-    if isinstance(message, ToolResultMessage) or \
-            (isinstance(message, UnreadMessage) and message.role == "toolResult"):
-        return None
+    if isinstance(message, ToolResultMessage) or (isinstance(message, UnreadMessage) and (
+            message.role == "toolResult" or not js_truthy(message.value))):
+        return None  # (pi's `if (!message) continue` passes over false, 0 and "")
     return message
 
 
