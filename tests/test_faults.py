@@ -51,6 +51,7 @@ from pi_lsp.session.entries import (
     UserMessage,
     decode_message,
     encoder,
+    read_message,
 )
 from pi_lsp.session.fork import fork_session
 from pi_lsp.session.journal import PROBLEMS_PER_KIND, is_utf8, read_file, repair_line
@@ -1320,3 +1321,28 @@ def test_a_system_message_without_a_timestamp_gives_no_prompt_as_in_pi() -> None
                 decode_message(json.dumps(ONE).encode())]
     assert current_system_message(messages) is None
 
+
+
+@pytest.mark.parametrize("name", [5, None, {"a": 1}, ["x"], True])
+def test_a_tool_call_named_by_no_text_is_estimated_not_an_internal_error(
+        tmp_path: Path, name: Any) -> None:
+    """A hand-edited call whose name is no text, sent as pi 1.6 sends it since c1b9a8a, failed
+    `context`, compaction plans and branch summaries ("'int' object has no attribute
+    'isascii'" in the estimate): its name counts no characters, as pi's `.length` of it adds
+    none that is a number (pi's sum is NaN there)."""
+    reply = json.loads(reply_line("bbbb0002", "aaaa0001", "ok", 2))
+    reply["message"]["content"].append(
+        {"type": "toolCall", "id": "c1", "name": name, "arguments": {"a": "b"}})
+    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "hello", 1),
+                                        json.dumps(reply).encode(),
+                                        user_line("cccc0003", "bbbb0002", "next", 3)])
+    assert pi_lsp("context", str(path)).returncode == 0
+    # Every message is estimated for the kept window: it holds them all
+    kept = pi_lsp("compact", "--plan", "--keep-recent-tokens", "4000", str(path))
+    assert (kept.returncode, kept.stderr.decode()) == (1, (
+        "pi-lsp: compact would refuse: nothing to compact: the context's 3 messages are within "
+        "the kept window (keepRecentTokens 4000)\n"))
+    branched = pi_lsp("branch", "--to", "aaaa0001", "--summarize", "--json", str(path))
+    assert branched.returncode == 0, branched.stderr
+    reply_tokens = estimate_tokens(read_message(msgspec.Raw(json.dumps(reply["message"]))))
+    assert reply_tokens == math.ceil(len('ok{"a":"b"}') / 4)

@@ -82,7 +82,7 @@ def message_chars(message: AgentMessage) -> int:
                 elif isinstance(block, ThinkingContent):
                     chars += utf16_length(block.thinking)
                 elif isinstance(block, ToolCall):
-                    chars += utf16_length(block.name) + utf16_length(stringify(block.arguments))
+                    chars += _js_length(block.name) + utf16_length(stringify(block.arguments))
             return chars
         case BashExecutionMessage():
             return _js_length(message.command) + _js_length(message.output)
