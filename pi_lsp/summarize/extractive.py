@@ -16,11 +16,13 @@ from pi_lsp.session.entries import (
     ReadMessage,
     TextContent,
     ToolResultMessage,
+    UnreadMessage,
     UserMessage,
 )
-from pi_lsp.session.jsontext import js_string, js_truthy
+from pi_lsp.session.jsontext import js_field, js_string, js_truthy
 from pi_lsp.session.outline import content_text
 from pi_lsp.summarize.fileops import FileOps
+from pi_lsp.summarize.serialize import loose_texts
 from pi_lsp.summarize.summarizer import SPLIT_TURN_MARK, Summary, SummaryRequest
 
 NONE = "(none)"
@@ -81,6 +83,11 @@ class Facts:
                                    f"{js_string(message.exit_code)}")
             case BranchSummaryMessage() | CompactionSummaryMessage():
                 self.earlier.append(_short(message.summary, REPLY_CHARS))
+            case UnreadMessage(role="user" | "assistant"):
+                # A block of an unknown type beside texts: the model saw the texts.
+                text = loose_texts(js_field(message.value, "content"), " ").strip()
+                if text:
+                    (self.requests if message.role == "user" else self.replies).append(text)
 
     def constraints(self) -> list[str]:
         found = [s for r in self.requests for s in _sentences(r) if _CONSTRAINT.search(s)]

@@ -7,7 +7,7 @@ from typing import Literal, Protocol
 import msgspec
 
 from pi_lsp.agent.retry import RetrySettings, SummaryRetries, retried_reply
-from pi_lsp.context.convert import message_to_llm
+from pi_lsp.context.convert import PASS_THROUGH_ROLES, message_to_llm
 from pi_lsp.providers.base import ModelRequest, Provider, ReplyBuilder
 from pi_lsp.providers.registry import ModelInfo
 from pi_lsp.session.entries import (
@@ -22,6 +22,7 @@ from pi_lsp.session.entries import (
     UserMessage,
 )
 from pi_lsp.session.ids import now_ms
+from pi_lsp.session.jsontext import js_field
 from pi_lsp.session.replyorder import usage_json
 from pi_lsp.summarize import prompts
 from pi_lsp.summarize.serialize import serialize_conversation
@@ -92,10 +93,20 @@ class Summarizer(Protocol):
     async def summarize(self, request: SummaryRequest) -> Summary: ...
 
 
-def llm_messages(messages: list[ReadMessage]) -> list[ModelMessage]:
-    """What the summarizing model reads: pi's convertToLlm drops a role it does not know."""
-    typed = (m for m in messages if not isinstance(m, UnreadMessage))
-    return [m for m in map(message_to_llm, typed) if m is not None]
+def llm_messages(messages: list[ReadMessage]) -> list[ModelMessage | UnreadMessage]:
+    """What the summarizing model reads, as pi's convertToLlm makes it: one pi-lsp cannot type
+    passes as written where its role is pi's, a custom one as a user message; others drop."""
+    converted: list[ModelMessage | UnreadMessage] = []
+    for message in messages:
+        if not isinstance(message, UnreadMessage):
+            llm = message_to_llm(message)
+            converted += [] if llm is None else [llm]
+        elif message.role in PASS_THROUGH_ROLES:
+            converted.append(message)
+        elif message.role == "custom":
+            converted.append(UnreadMessage({"role": "user",
+                                            "content": js_field(message.value, "content")}))
+    return converted
 
 
 def instructions_for(request: SummaryRequest) -> str:
