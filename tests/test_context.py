@@ -764,3 +764,39 @@ def test_a_summary_past_a_double_reaches_the_model_as_in_pi16(
     assert len(texts) == 1
     assert texts[0].endswith(f">\n{summary}\n</summary>" if "compaction" in entry
                              else f">\n{summary}\n</branch_exploration_summary>")  # ours
+
+
+def test_a_row_pi_lsp_cannot_type_shows_the_estimate_its_total_counts(tmp_path: Path) -> None:
+    """An image beside a block of an unknown type: pi 1.6 estimates 1,200 tokens, which the
+    total adds, so each layer's row for it shows 1,200 too (not 0)."""
+    from pi_lsp.context.layers import AgentSetup, build_layer
+    from pi_lsp.providers.registry import ModelRegistry
+    from pi_lsp.session.tree import SessionTree
+
+    usage = {"input": 100, "output": 50, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 150,
+             "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}
+    image = {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "hello"}], "timestamp": 1},
+        {"role": "assistant", "content": [{"type": "text", "text": "hi"}],
+         "api": "anthropic-messages", "provider": "anthropic", "model": "claude-sonnet-4-5",
+         "usage": usage, "stopReason": "stop", "timestamp": 2},
+        {"role": "user", "content": [image, {"type": 42}], "timestamp": 3},
+        {"role": "custom", "customType": "note", "content": [image, {"type": "x"}],
+         "display": True, "timestamp": 4},
+    ]
+    lines = [{"type": "session", "version": 3, "id": "019b2547-0000-7000-8000-000000000003",
+              "timestamp": "2026-12-01T10:00:00.000Z", "cwd": str(tmp_path)}]
+    lines += [{"type": "message", "id": f"e{at}", "parentId": f"e{at - 1}" if at else None,
+               "timestamp": "2026-12-01T10:00:01.000Z", "message": message}
+              for at, message in enumerate(messages)]
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), "utf-8")
+    tree = SessionTree.open(str(path))
+    agent = AgentSetup(ModelRegistry(), ("anthropic", "claude-sonnet-4-5"), "off",
+                       {"preamble": "hi"}, [])
+    for layer in ("agent", "llm"):
+        built = build_layer(tree, "e3", layer, agent)
+        odd = [row.tokens for row in built.rows if row.entry_id in ("e2", "e3")]
+        assert odd == [1200, 1200], layer
+        assert built.total_tokens == built.reported_tokens + sum(odd) == 150 + 2400

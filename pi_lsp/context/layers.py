@@ -47,6 +47,7 @@ from pi_lsp.session.entries import (
     decode_message,
     encoder,
     head_decoder,
+    read_message,
     role_of,
 )
 from pi_lsp.session.jsontext import stringify
@@ -95,14 +96,14 @@ class RowHead(msgspec.Struct):
     edited: bool = False
 
     def row(self) -> LayerRow:
+        message: ReadMessage
         if isinstance(self.body, msgspec.Raw):
-            raw, message = self.body, decode_message(self.body)
+            raw, message = self.body, read_message(self.body)
         else:
             raw, message = msgspec.Raw(encoder.encode(self.body)), self.body
-        if message is None:
-            return LayerRow(self.entry_id, "?", 0, raw, self.edited)
-        return LayerRow(self.entry_id, role_of(message), estimate_tokens(message), raw,
-                        self.edited)
+        # One pi-lsp cannot type counts as the total counts it: pi's estimate reads it as written.
+        role = "?" if isinstance(message, UnreadMessage) else role_of(message)
+        return LayerRow(self.entry_id, role, estimate_tokens(message), raw, self.edited)
 
 
 class ContextLayer(msgspec.Struct):
