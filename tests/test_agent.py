@@ -13,6 +13,7 @@ import json
 import os
 import re
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -1722,25 +1723,30 @@ def written_result(rig: Rig, call_id: str) -> str:
         if f'"role":"toolResult","toolCallId":"{call_id}"' in line:
             message = line.split(',"message":', 1)[1][:-1]  # the entry's last key
             message = message.replace(f'"toolCallId":"{call_id}"', '"toolCallId":"t1"')
+            # a call that ran is timed in whole ms (no fraction, no sign), 0 as in pi16_calls.mjs
+            message = re.sub(r',"durationMs":\d+,"timestamp":', ',"durationMs":0,"timestamp":',
+                             message)
             return re.sub(r'"timestamp":\d+}$', '"timestamp":0}', message).replace(
                 str(rig.root), "{DIR}")
     raise AssertionError(f"no result for {call_id}")
 
 
 def pi16_written(name: str) -> str:
-    # pi 1.6 also times each call it ran (durationMs), which pi-lsp does not record
-    return str(PI16_ANSWERS[name]["message"]).replace(',"durationMs":0', "")
+    return str(PI16_ANSWERS[name]["message"])
 
 
 async def test_failed_calls_are_written_as_pi_16_writes_them(make_rig, fake) -> None:
     """A failed call's result had no `details` where pi 1.6's agent loop writes `{}` (its
     createErrorToolResult): a tool that threw, an unknown tool, bad arguments, a refused call,
     one aborted, one of a reply cut at the output limit. A failed command keeps the tool's
-    own details (none here), as in pi."""
+    own details (none here), as in pi. Each call that ran (the thrown ones, the command, the
+    read that succeeded) carries pi's `durationMs` before its timestamp; those answered
+    without running (bad arguments too, which pi checks before the tool runs) carry none."""
     rig = make_rig()
     (rig.root / "a.txt").write_text("F\n")
     failing = ["loop read missing", "loop edit no match", "loop unknown tool",
-               "loop bad arguments", "loop blocked", "loop exit code"]
+               "loop bad arguments", "loop blocked", "loop exit code", "loop ok",
+               "loop bad bash arguments"]
 
     async def approve(request: ApprovalRequest) -> str | None:
         refused = request.call.arguments.get("command") == "touch ran"
@@ -1764,3 +1770,25 @@ async def test_failed_calls_are_written_as_pi_16_writes_them(make_rig, fake) -> 
     assert written == [pi16_written(name) for name in [*failing, "loop cut", "loop aborted"]]
     assert not (rig.root / "ran").exists()
     assert rig.problems() == []
+
+
+async def test_a_calls_duration_spans_its_run_and_not_its_approval(make_rig, fake) -> None:
+    """pi 1.6 times a call from its tool's start to its end (durationMs, whole ms): the
+    approval before it is not counted. The model is never sent it (pi's providers are not)."""
+    rig = make_rig()
+    approved: list[float] = []
+
+    async def approve(_request: ApprovalRequest) -> str | None:
+        await asyncio.sleep(0.3)  # an approval that takes a while
+        approved.append(time.monotonic())
+        return None
+
+    rig.harness.approve_call = approve
+    ended: list[float] = []
+    rig.on(ToolExecutionEnd, lambda _event: ended.append(time.monotonic()))
+    fake.script(tool_reply([("c0", "bash", {"command": "sleep 0.2"})]), text_reply("done"))
+    await rig.harness.prompt("wait")
+    (result,) = [message for message in rig.messages() if message["role"] == "toolResult"]
+    assert 200 <= result["durationMs"] <= (ended[0] - approved[0]) * 1000 + 1
+    (_, answered) = fake.message_requests()
+    assert "tool_result" in json.dumps(answered) and "durationMs" not in json.dumps(answered)

@@ -72,6 +72,11 @@ def text_of(result: ToolResult) -> str:
     return "".join(b.text for b in result.content if isinstance(b, TextContent))
 
 
+def answer_text(answer: str | ToolResult | None) -> str | None:
+    """What ask_approval answered as the model reads it: the refusal, or the result's text."""
+    return text_of(answer) if isinstance(answer, ToolResult) else answer
+
+
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     workspace = tmp_path / "root"
@@ -684,6 +689,8 @@ async def main():
                 Path(root, "moved").replace(Path(root, name))
     refusal = await ask_approval(ToolCall(id="1", name=name, arguments=args), ctx, approver)
     if refusal is not None:  # the model reads it as the call's result
+        if not isinstance(refusal, str):
+            refusal = "".join(b.text for b in refusal.content if isinstance(b, TextContent))
         print(json.dumps([shown, refusal, True]))
         return
     result = await execute_tool({t.name: t for t in ALL_TOOLS}[name], name, args, ctx)
@@ -815,8 +822,8 @@ async def test_file_tools_fail_in_pis_words(root: Path, files: dict[str, str], n
     async def approver(request: Any) -> None:
         asked.append(request.call.name)
 
-    refusal = await ask_approval(ToolCall(id="1", name=name, arguments=call_args(name, path)),
-                                 ToolContext(root), approver)
+    refusal = answer_text(await ask_approval(
+        ToolCall(id="1", name=name, arguments=call_args(name, path)), ToolContext(root), approver))
     result = await execute_tool(tool, name, call_args(name, path), ToolContext(root))
     expected = expected.replace("{root}", str(root))
     assert (text_of(result), result.is_error) == (expected, True)
@@ -943,9 +950,9 @@ async def test_half_a_character_in_a_path_or_command_is_read_as_pi_16_reads_it(
         (root / name).write_text(text)
     ctx = ToolContext(root)
     # As the loop runs a call: a call refused while its approval is worked out is not run.
-    refusal = await ask_approval(ToolCall(id="t1", name=tool.name, arguments=args), ctx,
-                                 allow_all)
-    result = thrown_result(refusal) if refusal is not None else \
+    answer = await ask_approval(ToolCall(id="t1", name=tool.name, arguments=args), ctx,
+                                allow_all)
+    result = thrown_result(answer) if isinstance(answer, str) else answer if answer else \
         await execute_tool(tool, tool.name, args, ctx)
     assert text_of(result) == expected.format(root=root)
     # os.walk, not Path.rglob: a name holding a raw 0xff byte reads as "\\udcff" there too
@@ -1967,8 +1974,8 @@ async def test_a_number_past_javascript_s_gets_pi_s_validation_error(
     expected = (f'Validation failed for tool "read":\n  - offset: expected number, got {problem}'
                 f'\n\nReceived arguments:\n{{\n  "path": "a.txt",\n  "offset": {shown}\n}}')
     ctx = ToolContext(root)
-    assert await ask_approval(ToolCall(id="1", name="read", arguments=args), ctx,
-                              allow_all) == expected
+    assert answer_text(await ask_approval(ToolCall(id="1", name="read", arguments=args), ctx,
+                                          allow_all)) == expected
     assert text_of(await execute_tool(READ, "read", args, ctx)) == expected
 
 
@@ -1984,8 +1991,8 @@ async def test_edits_text_nested_too_deep_is_refused(root: Path, levels: int) ->
                 f'{EDITS_NESTING} levels deep\n\nReceived arguments:\n{{\n  "path": "a.txt",\n'
                 f'  "edits": "{args["edits"]}"\n}}')
     ctx = ToolContext(root)
-    assert await ask_approval(ToolCall(id="1", name="edit", arguments=args), ctx,
-                              allow_all) == expected
+    assert answer_text(await ask_approval(ToolCall(id="1", name="edit", arguments=args), ctx,
+                                          allow_all)) == expected
     assert text_of(await execute_tool(EDIT, "edit", args, ctx)) == expected
     assert (root / "a.txt").read_text() == "a\n"
 
@@ -2077,7 +2084,7 @@ async def test_a_committed_symlink_loop_is_an_error_result(root: Path, tool: Too
     (root / "loop").symlink_to("loop")
     ctx = ToolContext(root)
     call = ToolCall(id="1", name=tool.name, arguments=args)
-    refusal = await ask_approval(call, ctx, allow_all)  # a read inside asks nothing
+    refusal = answer_text(await ask_approval(call, ctx, allow_all))  # a read inside asks nothing
     assert (refusal is None) == (tool is READ)
     assert refusal is None or "ELOOP: too many symbolic links encountered" in refusal
     result = await execute_tool(tool, tool.name, args, ctx)
@@ -2146,6 +2153,9 @@ PI16_CALLS: dict[str, dict[str, Any]] = {
     "loop cut": {"tool": "write", "args": {"path": "w.txt", "content": "half"},
                  "loop": {"stopReason": "length"}},
     "loop exit code": {"tool": "bash", "args": {"command": "exit 3"}, "loop": {}},
+    "loop ok": {"tool": "read", "args": {"path": "a.txt"}, "loop": {}},
+    "loop bad bash arguments": {"tool": "bash", "args": {"command": "echo hi",
+                                                         "timeout": "soon"}, "loop": {}},
 }
 CALL_FILES = {"a.txt": "F\n"}
 TOOLS = {tool.name: tool for tool in (READ, BASH, EDIT, WRITE)}

@@ -31,6 +31,7 @@ from pi_lsp.session.entries import (
     ToolResultMessage,
     Usage,
     UserMessage,
+    encoder,
     role_of,
 )
 from pi_lsp.session.fork import fork_session
@@ -542,6 +543,35 @@ def test_a_fork_writes_the_lines_it_changes_with_pis_numbers(tmp_path: Path) -> 
                         '"2025-01-01T10:00:01.000Z","message":{"role":"user","content":"hi",'
                         '"timestamp":0.000001}}')
     assert lines[3].endswith('"targetId":"aaaaaaaa","label":1e+21}')
+
+
+def test_a_tool_results_duration_is_kept_where_pi_writes_it(tmp_path: Path) -> None:
+    """pi 1.6 writes `durationMs` on the result of each call it ran, before its timestamp: a
+    result read back and written again (its message encoded) dropped it. A result without one
+    (older files, calls not run) is read and written without one; a fork keeps both."""
+    def result(entry_id: str, parent: str, **timed: Any) -> dict[str, Any]:
+        return {**msg(entry_id, parent), "message": {
+            "role": "toolResult", "toolCallId": "t1", "toolName": "read",
+            "content": [{"type": "text", "text": "F"}], "isError": False, **timed,
+            "timestamp": 5}}
+
+    tree = write_session(tmp_path / "s.jsonl", [
+        msg("aaaaaaaa", None),
+        entry("label", "bbbbbbbb", "aaaaaaaa", targetId="aaaaaaaa", label="x"),
+        result("cccccccc", "bbbbbbbb", durationMs=7),
+        entry("label", "dddddddd", "cccccccc", targetId="aaaaaaaa", label="y"),
+        result("eeeeeeee", "dddddddd")])
+    lines = Path(fork_session(tree, "eeeeeeee").path).read_text("utf-8").splitlines()
+    written = [line.split('"toolName":"read",', 1)[1] for line in lines if "toolResult" in line]
+    assert written == [
+        '"content":[{"type":"text","text":"F"}],"isError":false,"durationMs":7,"timestamp":5}}',
+        '"content":[{"type":"text","text":"F"}],"isError":false,"timestamp":5}}']
+    assert [json.loads(line)["parentId"] for line in lines if "toolResult" in line] == [
+        "aaaaaaaa", "cccccccc"]  # both written again
+    for line in written:
+        message = '{"role":"toolResult","toolCallId":"t1","toolName":"read",' + line[:-1]
+        decoded = msgspec.json.decode(message, type=ToolResultMessage)
+        assert encoder.encode(decoded).decode() == message
 
 
 def test_a_fork_keeps_each_labels_timestamp_in_the_order_pi_sets_them(tmp_path: Path) -> None:

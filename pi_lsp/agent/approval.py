@@ -8,12 +8,16 @@ from pathlib import Path
 import msgspec
 
 from pi_lsp.agent.tools import (
+    InvalidArguments,
     Proposal,
     ToolContext,
     ToolError,
+    ToolResult,
     propose_change,
+    thrown_result,
     tool_arguments,
     undecodable,
+    unrun_result,
 )
 from pi_lsp.session.entries import ToolCall
 from pi_lsp.visible import bidi_controls
@@ -88,14 +92,19 @@ def approval_request(call: ToolCall, ctx: ToolContext) -> ApprovalRequest | None
     return ApprovalRequest(call, not ctx.inside(change.path), change.path, change)
 
 
-async def ask_approval(call: ToolCall, ctx: ToolContext, approver: Approver) -> str | None:
-    """None to run `call` in `ctx` (with the approved change noted in it), or why not."""
+async def ask_approval(call: ToolCall, ctx: ToolContext, approver: Approver
+                       ) -> str | ToolResult | None:
+    """None to run `call` in `ctx` (with the approved change noted in it), why the user
+    refused it, or its result where working out what to ask already failed (nobody is asked):
+    arguments its schema refuses (pi 1.6 runs no tool then), or a failure as the tool's own."""
     try:
         request = approval_request(call, ctx)
+    except InvalidArguments as error:
+        return unrun_result(str(error))
     except ToolError as error:
-        return str(error)  # refused outright: nobody is asked
+        return thrown_result(str(error))
     except (OSError, UnicodeError, ValueError) as error:  # as the tool itself would fail
-        return f"{call.name} failed: {error}"
+        return thrown_result(f"{call.name} failed: {error}")
     if request is None:
         return None
     refusal = await approver(request)

@@ -37,7 +37,7 @@ from pi_lsp.agent.retry import (
     is_recoverable_length,
     is_silent_overflow,
 )
-from pi_lsp.agent.tools import ALL_TOOLS, DISK, FileAccess, Tool, ToolContext
+from pi_lsp.agent.tools import ALL_TOOLS, DISK, FileAccess, Tool, ToolContext, ToolResult
 from pi_lsp.agent.writes import PendingWrites
 from pi_lsp.context.build import context_tokens, settings_at
 from pi_lsp.context.layers import (
@@ -355,7 +355,7 @@ class Harness:
                 "PI_PROVIDER": model.provider, "PI_MODEL": model.id,
                 "PI_REASONING_LEVEL": self.thinking_level()}
 
-    async def approve(self, call: ToolCall, ctx: ToolContext) -> str | None:
+    async def approve(self, call: ToolCall, ctx: ToolContext) -> str | ToolResult | None:
         return await ask_approval(call, ctx, self.approve_call)
 
     def track(self, task: asyncio.Task[Any]) -> None:

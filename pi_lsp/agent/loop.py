@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol, TypeVar
 
@@ -91,8 +93,9 @@ class LoopHooks(Protocol):
 
     def tool_context(self, on_update: Callable[[str], None]) -> ToolContext: ...
 
-    async def approve(self, call: ToolCall, ctx: ToolContext) -> str | None:
-        """None to run the call in `ctx`, or the reason it was refused."""
+    async def approve(self, call: ToolCall, ctx: ToolContext) -> str | ToolResult | None:
+        """None to run the call in `ctx`, the reason it was refused, or its result where working
+        out what to approve met the tool's own failure."""
         ...
 
     def track(self, task: asyncio.Task[Any]) -> None:
@@ -202,6 +205,7 @@ async def run_tool(hooks: LoopHooks, call: ToolCall) -> ToolResultMessage:
     hooks.emit(ToolExecutionStart(tool_call_id=call.id, tool_name=call.name,
                                   args=call.object_arguments))
     result: ToolResult
+    started: float | None = None  # when the tool began to run, if it did
     if hooks.aborted:
         result = thrown_result(ABORTED_TOOL)
     elif call.arguments_error is not None:  # as pi 1.6 answers arguments it could not read
@@ -214,12 +218,17 @@ async def run_tool(hooks: LoopHooks, call: ToolCall) -> ToolResultMessage:
         context = hooks.tool_context(update)
         partial: list[ToolResult] = []  # what the call had to say when it was aborted
         context.on_abort = partial.append
+        approving = time.monotonic()
         try:
             # Abortable too: an approval nobody answers must not hold the session.
-            refusal = await abortable(hooks, hooks.approve(call, context))
-            if refusal is not None:
-                result = thrown_result(refusal)
+            answer = await abortable(hooks, hooks.approve(call, context))
+            if isinstance(answer, str):
+                result = thrown_result(answer)  # refused, as pi's beforeToolCall: not run
+            elif answer is not None:
+                # the tool's failure (pi's tool throws as it runs), timed from its working out
+                started, result = approving, answer
             else:
+                started = time.monotonic()
                 result = await abortable(hooks, execute_tool(
                     hooks.tool(call.name), call.name, call.object_arguments, context))
         except Aborted:
@@ -227,7 +236,13 @@ async def run_tool(hooks: LoopHooks, call: ToolCall) -> ToolResultMessage:
         except Exception as error:  # a failed approval still answers the call, or no turn can
             log.exception("approving the %s call failed", call.name)
             result = thrown_result(f"{call.name} failed: {type(error).__name__}: {error}")
-    return end_tool(hooks, call, result)
+    duration = elapsed_ms(started) if started is not None and result.ran else None
+    return end_tool(hooks, call, result, duration)
+
+
+def elapsed_ms(started: float) -> int:
+    """The whole ms since `started` (monotonic), rounded as pi 1.6's Math.round rounds."""
+    return math.floor((time.monotonic() - started) * 1000 + 0.5)
 
 
 def truncated_tool(hooks: LoopHooks, call: ToolCall) -> ToolResultMessage:
@@ -238,11 +253,13 @@ def truncated_tool(hooks: LoopHooks, call: ToolCall) -> ToolResultMessage:
     return end_tool(hooks, call, thrown_result(TRUNCATED_TOOL.format(name=call.name)))
 
 
-def end_tool(hooks: LoopHooks, call: ToolCall, result: ToolResult) -> ToolResultMessage:
-    """The call's result message, told as ended and written."""
+def end_tool(hooks: LoopHooks, call: ToolCall, result: ToolResult,
+             duration_ms: int | None = None) -> ToolResultMessage:
+    """The call's result message, told as ended and written; `duration_ms` is how long its
+    tool ran (None: it did not)."""
     message = ToolResultMessage(
         tool_call_id=call.id, tool_name=call.name, content=result.content, details=result.details,
-        is_error=result.is_error, timestamp=now_ms(),
+        is_error=result.is_error, duration_ms=duration_ms, timestamp=now_ms(),
     )
     hooks.emit(ToolExecutionEnd(tool_call_id=call.id, tool_name=call.name, result=message,
                                 is_error=result.is_error))

@@ -79,10 +79,17 @@ class ToolError(Exception):
     """A failure the model should read as an error result."""
 
 
+class InvalidArguments(ToolError):
+    """Arguments the tool's schema refuses: pi 1.6 checks them before its tool runs."""
+
+
 class ToolResult(msgspec.Struct):
     content: list[UserBlock]
     details: Any = None
     is_error: bool = False
+    # False: answered without running the tool (unknown, arguments refused), which pi 1.6
+    # leaves untimed (no durationMs)
+    ran: bool = True
 
 
 def text_result(text: str, details: Any = None, is_error: bool = False) -> ToolResult:
@@ -93,6 +100,11 @@ def thrown_result(text: str) -> ToolResult:
     """A call that failed where pi 1.6's tool throws or its agent loop answers it unrun (unknown,
     bad arguments, refused, aborted, cut): the loop stores details `{}` (createErrorToolResult)."""
     return ToolResult([TextContent(text=text)], {}, True)
+
+
+def unrun_result(text: str) -> ToolResult:
+    """A call answered as thrown_result answers it, its tool never run."""
+    return ToolResult([TextContent(text=text)], {}, True, ran=False)
 
 
 class FileAccess(Protocol):
@@ -393,7 +405,7 @@ def tool_arguments(name: str, args: dict[str, Any]) -> dict[str, Any]:
         return checked_arguments(name, spec.parameters,
                                  prepare_edit_arguments(args) if name == "edit" else args)
     except ArgumentsError as error:
-        raise ToolError(str(error)) from None
+        raise InvalidArguments(str(error)) from None
 
 
 async def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -820,7 +832,7 @@ def _bash_arguments(args: dict[str, Any]) -> tuple[str, float | None]:
             f"expected string, got {js_type(javascript_numbers(command))}"
         errors = [("command", problem), *(error for error in errors if error[0] != "command")]
     if errors or not isinstance(command, str):
-        raise ToolError(str(invalid_arguments("bash", errors, javascript_numbers(args))))
+        raise InvalidArguments(str(invalid_arguments("bash", errors, javascript_numbers(args))))
     # As the shell gets it from pi: each lone surrogate as U+FFFD.
     return well_formed(command), _bash_timeout(value.get("timeout"))
 
@@ -909,9 +921,11 @@ async def execute_tool(tool: Tool | None, name: str, args: dict[str, Any],
                        ctx: ToolContext) -> ToolResult:
     """Run a tool; any failure comes back as an error result the model can read."""
     if tool is None:
-        return thrown_result(f"Tool {name} not found")
+        return unrun_result(f"Tool {name} not found")
     try:
         return await tool.execute(args, ctx)
+    except InvalidArguments as error:
+        return unrun_result(str(error))
     except ToolError as error:
         return thrown_result(str(error))
     except (OSError, UnicodeError, ValueError) as error:

@@ -169,6 +169,9 @@ class ToolResultMessage(_Message, tag="toolResult", kw_only=True):
     # UNSET: pi 1.6 sends it to Anthropic as it is (leaving out a missing one), and elsewhere
     # reads it as true or false as JavaScript does (js_truthy).
     is_error: Any = msgspec.UNSET
+    # pi 1.6: the whole ms its tool ran (none for a call answered without running); kept as
+    # decoded (nothing reads it, so an odd one drops no result), and never sent to a model.
+    duration_ms: Any = None
     timestamp: int | None  # None: pi's NaN (an unreadable entry stamp), written as null
     nested_calls: NestedCalls | None = None
 
