@@ -93,7 +93,8 @@ PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA
 class Rig:
     """A harness on a fresh session in `root`, wired to the fake, recording every event."""
 
-    def __init__(self, root: Path, url: str, max_retries: int) -> None:
+    def __init__(self, root: Path, url: str, max_retries: int,
+                 agent_tools: tuple[tools.Tool, ...] = tools.ALL_TOOLS) -> None:
         self.root = root
         sessions = root / ".pi" / "sessions"
         sessions.mkdir(parents=True, exist_ok=True)
@@ -108,7 +109,8 @@ class Rig:
             return provider
 
         # Agent-level retries are tested on their own (test_providers.py).
-        self.harness = Harness(self.tree, root, make, retry=RetrySettings(enabled=False))
+        self.harness = Harness(self.tree, root, make, retry=RetrySettings(enabled=False),
+                               tools=agent_tools)
         self.declared = declare(self.harness)
         self.events: list[AgentEvent] = []
         self.harness.subscribe(self.events.append)
@@ -147,8 +149,9 @@ class Rig:
 async def make_rig(tmp_path: Path, fake: FakeAnthropic) -> AsyncIterator[Callable[..., Rig]]:
     rigs: list[Rig] = []
 
-    def make(max_retries: int = 0) -> Rig:
-        rig = Rig(tmp_path, fake.url, max_retries)
+    def make(max_retries: int = 0,
+             agent_tools: tuple[tools.Tool, ...] = tools.ALL_TOOLS) -> Rig:
+        rig = Rig(tmp_path, fake.url, max_retries, agent_tools)
         rigs.append(rig)
         return rig
 
@@ -1771,6 +1774,26 @@ async def test_failed_calls_are_written_as_pi_16_writes_them(make_rig, fake) -> 
     assert not (rig.root / "ran").exists()
     assert rig.problems() == []
 
+
+async def test_a_call_of_a_tool_not_there_is_answered_without_asking(make_rig, fake) -> None:
+    """A call of a tool the session does not have asked the user to approve it (a bash
+    command shown for approval) before it was answered "Tool bash not found"; pi 1.6 answers
+    it at once, before its beforeToolCall."""
+    rig = make_rig(agent_tools=(tools.READ,))
+    asked: list[ApprovalRequest] = []
+
+    async def approve(request: ApprovalRequest) -> str | None:
+        asked.append(request)
+        return None
+
+    rig.harness.approve_call = approve
+    fake.script(tool_reply([("c0", "bash", {"command": "touch ran"})]), text_reply("I see."))
+    await rig.harness.prompt("run")
+    (result,) = [message for message in rig.messages() if message["role"] == "toolResult"]
+    assert (result["content"], result["details"], asked) == (
+        [{"type": "text", "text": "Tool bash not found"}], {}, [])
+    assert "durationMs" not in result
+    assert not (rig.root / "ran").exists()
 
 async def test_a_calls_duration_spans_its_run_and_not_its_approval(make_rig, fake) -> None:
     """pi 1.6 times a call from its tool's start to its end (durationMs, whole ms): the

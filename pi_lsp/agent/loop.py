@@ -24,7 +24,14 @@ from pi_lsp.agent.events import (
     TurnEnd,
     TurnStart,
 )
-from pi_lsp.agent.tools import Tool, ToolContext, ToolResult, execute_tool, thrown_result
+from pi_lsp.agent.tools import (
+    Tool,
+    ToolContext,
+    ToolResult,
+    execute_tool,
+    thrown_result,
+    unrun_result,
+)
 from pi_lsp.providers.base import MissingApiKeyError, ModelRequest, Provider, ReplyBuilder
 from pi_lsp.providers.registry import ModelInfo
 from pi_lsp.session.entries import (
@@ -206,8 +213,11 @@ async def run_tool(hooks: LoopHooks, call: ToolCall) -> ToolResultMessage:
                                   args=call.object_arguments))
     result: ToolResult
     started: float | None = None  # when the tool began to run, if it did
+    tool = hooks.tool(call.name)
     if hooks.aborted:
         result = thrown_result(ABORTED_TOOL)
+    elif tool is None:  # answered at once, as pi 1.6 does: there is nothing to approve
+        result = unrun_result(f"Tool {call.name} not found")
     elif call.arguments_error is not None:  # as pi 1.6 answers arguments it could not read
         result = thrown_result(f'Invalid arguments for tool "{call.name}": '
                                f"{call.arguments_error}")
@@ -230,7 +240,7 @@ async def run_tool(hooks: LoopHooks, call: ToolCall) -> ToolResultMessage:
             else:
                 started = time.monotonic()
                 result = await abortable(hooks, execute_tool(
-                    hooks.tool(call.name), call.name, call.object_arguments, context))
+                    tool, call.name, call.object_arguments, context))
         except Aborted:
             result = partial[-1] if partial else thrown_result(ABORTED_TOOL)
         except Exception as error:  # a failed approval still answers the call, or no turn can
