@@ -1795,6 +1795,23 @@ async def test_a_call_of_a_tool_not_there_is_answered_without_asking(make_rig, f
     assert "durationMs" not in result
     assert not (rig.root / "ran").exists()
 
+async def test_a_command_with_bad_arguments_is_answered_without_asking(make_rig, fake) -> None:
+    """A bash call whose arguments its schema refuses (a timeout of "soon") was shown to the
+    user for approval, then failed; pi 1.6 checks the arguments before its beforeToolCall, so
+    nobody is asked."""
+    rig = make_rig()
+    asked: list[ApprovalRequest] = []
+
+    async def approve(request: ApprovalRequest) -> str | None:
+        asked.append(request)
+        return None
+
+    rig.harness.approve_call = approve
+    bad = PI16_CALLS["loop bad bash arguments"]
+    fake.script(tool_reply([("c0", bad["tool"], bad["args"])]), text_reply("I see."))
+    await rig.harness.prompt("run")
+    assert (written_result(rig, "c0"), asked) == (pi16_written("loop bad bash arguments"), [])
+
 async def test_a_calls_duration_spans_its_run_and_not_its_approval(make_rig, fake) -> None:
     """pi 1.6 times a call from its tool's start to its end (durationMs, whole ms): the
     approval before it is not counted. The model is never sent it (pi's providers are not)."""

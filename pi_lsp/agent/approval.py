@@ -13,6 +13,7 @@ from pi_lsp.agent.tools import (
     ToolContext,
     ToolError,
     ToolResult,
+    bash_arguments,
     propose_change,
     thrown_result,
     tool_arguments,
@@ -79,8 +80,10 @@ def _count(number: int, noun: str) -> str:
 
 def approval_request(call: ToolCall, ctx: ToolContext) -> ApprovalRequest | None:
     """What must be approved before `call` runs, or None when it needs no approval (reads in
-    the workspace, unknown tools). A call refused outright raises its ToolError."""
+    the workspace, unknown tools). A call refused outright raises its ToolError (arguments
+    the tool's schema refuses: InvalidArguments)."""
     if call.name == "bash":
+        bash_arguments(call.object_arguments)  # checked first, as pi 1.6 does: nobody is asked
         refuse_bidi_controls(str(call.object_arguments.get("command")))
         return ApprovalRequest(call, outside_workspace=False)
     if call.name == "read":

@@ -745,7 +745,7 @@ async def _ended_despite_cancels(task: asyncio.Future[Any], timeout: float) -> b
 
 
 async def run_bash(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-    command, timeout = _bash_arguments(args)
+    command, timeout = bash_arguments(args)
     if not ctx.root.exists():
         raise ToolError(f"Working directory does not exist: {ctx.root}\n"
                         "Cannot execute bash commands.")
@@ -821,7 +821,7 @@ def _timed_out(timeout: float | None, shell: ShellProcess) -> str:
             "timeout.")
 
 
-def _bash_arguments(args: dict[str, Any]) -> tuple[str, float | None]:
+def bash_arguments(args: dict[str, Any]) -> tuple[str, float | None]:
     """The command and the timeout in seconds (None: none), coerced and checked as pi 1.6 does
     it, every misfit listed in its words, but for the command, which must be a string (pi runs
     `5` for 5; pi-lsp runs no command but the one shown for approval)."""
