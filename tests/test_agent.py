@@ -1812,6 +1812,38 @@ async def test_a_command_with_bad_arguments_is_answered_without_asking(make_rig,
     await rig.harness.prompt("run")
     assert (written_result(rig, "c0"), asked) == (pi16_written("loop bad bash arguments"), [])
 
+async def test_pi_lsps_own_refusals_are_answered_unrun_and_pis_errors_after_asking(
+        make_rig, fake) -> None:
+    """A call pi-lsp refuses where pi 1.6 would run it (bidi controls, a secret, .git, outside
+    the workspace, a timeout over a day) was written with a durationMs, as if it ran; pi
+    answers a call stopped before its tool starts without one. A timeout of 0, which pi's
+    schema lets through, is asked for first and fails as it runs, as in pi."""
+    rig = make_rig()
+    asked: list[str] = []
+
+    async def approve(request: ApprovalRequest) -> str | None:
+        asked.append(request.call.id)
+        return None
+
+    rig.harness.approve_call = approve
+    calls = [("bidi", "bash", {"command": "echo \u202eabc"}),
+             ("secret", "read", {"path": str(rig.root / ".ssh" / "id_rsa")}),
+             ("git", "write", {"path": ".git/config", "content": "x"}),
+             ("outside", "write", {"path": str(rig.root.parent / "zz.txt"), "content": "x"}),
+             ("long", "bash", {"command": "echo hi", "timeout": 10**9}),
+             ("zero", "bash", {"command": "echo hi", "timeout": 0})]
+    fake.script(tool_reply(calls), text_reply("I see."))
+    await rig.harness.prompt("run")
+    results = {m["toolCallId"]: m for m in rig.messages() if m["role"] == "toolResult"}
+    assert [(call_id, "durationMs" in results[call_id]) for call_id, _, _ in calls] == [
+        ("bidi", False), ("secret", False), ("git", False), ("outside", False),
+        ("long", False), ("zero", True)]
+    assert all(results[call_id]["isError"] for call_id, _, _ in calls)
+    assert asked == ["zero"]
+    assert results["zero"]["content"][0]["text"] == \
+        "Invalid timeout: must be a finite number of seconds"
+
+
 async def test_a_calls_duration_spans_its_run_and_not_its_approval(make_rig, fake) -> None:
     """pi 1.6 times a call from its tool's start to its end (durationMs, whole ms): the
     approval before it is not counted. The model is never sent it (pi's providers are not)."""

@@ -10,11 +10,13 @@ import msgspec
 from pi_lsp.agent.tools import (
     InvalidArguments,
     Proposal,
+    Refused,
     ToolContext,
     ToolError,
     ToolResult,
-    bash_arguments,
+    bash_schema_arguments,
     propose_change,
+    refuse_long_timeout,
     thrown_result,
     tool_arguments,
     undecodable,
@@ -46,11 +48,11 @@ async def allow_all(_request: ApprovalRequest) -> str | None:
 
 
 def refuse_bidi_controls(command: str) -> None:
-    """A ToolError when `command` holds bidi controls: they make it display in another order
+    """Refused when `command` holds bidi controls: they make it display in another order
     than the shell reads it, so no one could approve what it does."""
     controls = bidi_controls(command)
     if controls:
-        raise ToolError(f"the command holds bidirectional control characters "
+        raise Refused(f"the command holds bidirectional control characters "
                         f"({', '.join(controls)}), which show it in another order than it "
                         "runs; it was not run. Write them as escapes (printf '\\u202e') "
                         "if they are needed.")
@@ -83,7 +85,9 @@ def approval_request(call: ToolCall, ctx: ToolContext) -> ApprovalRequest | None
     the workspace, unknown tools). A call refused outright raises its ToolError (arguments
     the tool's schema refuses: InvalidArguments)."""
     if call.name == "bash":
-        bash_arguments(call.object_arguments)  # checked first, as pi 1.6 does: nobody is asked
+        # checked first, as pi 1.6 does: nobody is asked
+        _, timeout = bash_schema_arguments(call.object_arguments)
+        refuse_long_timeout(timeout)
         refuse_bidi_controls(str(call.object_arguments.get("command")))
         return ApprovalRequest(call, outside_workspace=False)
     if call.name == "read":
@@ -102,7 +106,7 @@ async def ask_approval(call: ToolCall, ctx: ToolContext, approver: Approver
     arguments its schema refuses (pi 1.6 runs no tool then), or a failure as the tool's own."""
     try:
         request = approval_request(call, ctx)
-    except InvalidArguments as error:
+    except (InvalidArguments, Refused) as error:
         return unrun_result(str(error))
     except ToolError as error:
         return thrown_result(str(error))

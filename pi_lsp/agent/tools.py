@@ -83,6 +83,11 @@ class InvalidArguments(ToolError):
     """Arguments the tool's schema refuses: pi 1.6 checks them before its tool runs."""
 
 
+class Refused(ToolError):
+    """A call pi-lsp refuses where pi 1.6 would run it (a secret, `.git`, outside the
+    workspace, bidi controls, a timeout over a day): answered before its tool starts."""
+
+
 class ToolResult(msgspec.Struct):
     content: list[UserBlock]
     details: Any = None
@@ -334,7 +339,7 @@ class ToolContext:
         given = self.read_path(raw)
         reason = secret_reason(given)
         if reason is not None:
-            raise ToolError(f"{raw}: reading it is refused because {reason}")
+            raise Refused(f"{raw}: reading it is refused because {reason}")
         return Path(os.path.realpath(given))
 
     def editable(self, raw: object) -> Path:
@@ -343,20 +348,20 @@ class ToolContext:
         path = self.writable(raw)
         reason = secret_reason(self.given(raw))
         if reason is not None:
-            raise ToolError(f"{raw}: editing it is refused because {reason}")
+            raise Refused(f"{raw}: editing it is refused because {reason}")
         return path
 
     def writable(self, raw: object) -> Path:
         given = self.given(raw)
         reason = protected_reason(given, self.root, self.session_dirs)
         if reason is not None:
-            raise ToolError(f"{raw}: writing it is refused because {reason}")
+            raise Refused(f"{raw}: writing it is refused because {reason}")
         failure = realpath_error(given)  # pi's first step, before it even reads
         if failure is not None:
             raise ToolError(failure)
         path = Path(os.path.realpath(given))
         if not self.allow_outside_root and not self.inside(path):
-            raise ToolError(f"{raw} is outside the workspace {os.path.realpath(self.root)}; "
+            raise Refused(f"{raw} is outside the workspace {os.path.realpath(self.root)}; "
                             "writing there is not allowed")
         return path
 
@@ -745,7 +750,7 @@ async def _ended_despite_cancels(task: asyncio.Future[Any], timeout: float) -> b
 
 
 async def run_bash(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-    command, timeout = bash_arguments(args)
+    command, timeout = _bash_arguments(args)
     if not ctx.root.exists():
         raise ToolError(f"Working directory does not exist: {ctx.root}\n"
                         "Cannot execute bash commands.")
@@ -821,10 +826,16 @@ def _timed_out(timeout: float | None, shell: ShellProcess) -> str:
             "timeout.")
 
 
-def bash_arguments(args: dict[str, Any]) -> tuple[str, float | None]:
-    """The command and the timeout in seconds (None: none), coerced and checked as pi 1.6 does
-    it, every misfit listed in its words, but for the command, which must be a string (pi runs
-    `5` for 5; pi-lsp runs no command but the one shown for approval)."""
+def _bash_arguments(args: dict[str, Any]) -> tuple[str, float | None]:
+    """The command and the timeout in seconds (None: none) bash runs with."""
+    command, timeout = bash_schema_arguments(args)
+    return command, _bash_timeout(timeout)
+
+
+def bash_schema_arguments(args: dict[str, Any]) -> tuple[str, float | None]:
+    """The command and timeout coerced and checked as pi 1.6's schema does it, every misfit
+    listed in its words, but for the command, which must be a string (pi runs `5` for 5;
+    pi-lsp runs no command but the one shown for approval)."""
     value, errors = coerced_arguments(BASH.spec.parameters, args)
     command = args.get("command")
     if not isinstance(command, str):
@@ -834,7 +845,7 @@ def bash_arguments(args: dict[str, Any]) -> tuple[str, float | None]:
     if errors or not isinstance(command, str):
         raise InvalidArguments(str(invalid_arguments("bash", errors, javascript_numbers(args))))
     # As the shell gets it from pi: each lone surrogate as U+FFFD.
-    return well_formed(command), _bash_timeout(value.get("timeout"))
+    return well_formed(command), value.get("timeout")
 
 
 def _bash_timeout(timeout: float | None) -> float | None:
@@ -844,10 +855,14 @@ def _bash_timeout(timeout: float | None) -> float | None:
         return None
     if timeout <= 0:
         raise ToolError("Invalid timeout: must be a finite number of seconds")
-    if timeout > BASH_TIMEOUT_MAX_S:
-        # Refused before anything runs: asyncio fails on a huge one once the command started.
-        raise ToolError(f"`timeout` must be at most {BASH_TIMEOUT_MAX_S} seconds (24 hours)")
+    refuse_long_timeout(timeout)
     return timeout
+
+
+def refuse_long_timeout(timeout: float | None) -> None:
+    """Refused before anything runs: asyncio fails on a huge timeout once the command started."""
+    if timeout is not None and timeout > BASH_TIMEOUT_MAX_S:
+        raise Refused(f"`timeout` must be at most {BASH_TIMEOUT_MAX_S} seconds (24 hours)")
 
 
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
