@@ -53,9 +53,9 @@ def refuse_bidi_controls(command: str) -> None:
     controls = bidi_controls(command)
     if controls:
         raise Refused(f"the command holds bidirectional control characters "
-                        f"({', '.join(controls)}), which show it in another order than it "
-                        "runs; it was not run. Write them as escapes (printf '\\u202e') "
-                        "if they are needed.")
+                      f"({', '.join(controls)}), which show it in another order than it "
+                      "runs; it was not run. Write them as escapes (printf '\\u202e') "
+                      "if they are needed.")
 
 
 def unshowable(request: ApprovalRequest) -> str | None:
@@ -83,7 +83,7 @@ def _count(number: int, noun: str) -> str:
 def approval_request(call: ToolCall, ctx: ToolContext) -> ApprovalRequest | None:
     """What must be approved before `call` runs, or None when it needs no approval (reads in
     the workspace, unknown tools). A call refused outright raises its ToolError (arguments
-    the tool's schema refuses: InvalidArguments)."""
+    the tool's schema refuses: InvalidArguments; pi-lsp's own refusals: Refused)."""
     if call.name == "bash":
         # checked first, as pi 1.6 does: nobody is asked
         _, timeout = bash_schema_arguments(call.object_arguments)
