@@ -6,6 +6,8 @@ import gc
 import json
 import math
 import random
+import shutil
+import subprocess
 import threading
 import time
 import uuid
@@ -42,7 +44,8 @@ from pi_lsp.session.tree import SessionTree
 from pi_lsp.summarize.branch import Navigation, fit_branch_messages, navigation
 from pi_lsp.summarize.compaction import CompactionSettings, compact, prepare_compaction
 from pi_lsp.summarize.extractive import ExtractiveSummarizer
-from tests.waits import CEILING_S
+from tests.test_system_messages import PI16, pi16_node
+from tests.waits import CEILING_S, PROCESS_CEILING_S
 
 HEADER: dict[str, Any] = {
     "type": "session", "version": 3, "id": "11111111-2222-3333-4444-555555555555",
@@ -572,6 +575,38 @@ def test_a_tool_results_duration_is_kept_where_pi_writes_it(tmp_path: Path) -> N
         message = '{"role":"toolResult","toolCallId":"t1","toolName":"read",' + line[:-1]
         decoded = msgspec.json.decode(message, type=ToolResultMessage)
         assert encoder.encode(decoded).decode() == message
+
+
+# Sessions whose first path entry is a root that does not say null, and pi 1.6's fork of each
+# at its leaf (tests/pi16_fork.mjs: the entry lines, for machines without pi).
+FORK_ROOTS = Path(__file__).with_name("fixtures") / "pi16-fork-roots"
+STORED_FORK_ROOTS = FORK_ROOTS.with_suffix(".json")
+
+
+def test_the_stored_fork_roots_are_pi16s() -> None:
+    node = pi16_node()
+    if node is None:
+        pytest.skip("pi 1.6 is not installed")
+    files = sorted(FORK_ROOTS.glob("*.jsonl"))
+    made = subprocess.run([node, str(Path(__file__).with_name("pi16_fork.mjs")),
+                           str(PI16 / "@earendil-works"), *map(str, files)],
+                          capture_output=True, text=True, timeout=PROCESS_CEILING_S)
+    assert made.returncode == 0, made.stderr
+    forks = json.loads(made.stdout)
+    assert {path.name: forks[str(path)] for path in files} == \
+        json.loads(STORED_FORK_ROOTS.read_text("utf-8"))
+
+
+@pytest.mark.parametrize("name", sorted(json.loads(STORED_FORK_ROOTS.read_text("utf-8"))))
+def test_a_forks_root_says_null_as_pi16_writes_it(tmp_path: Path, name: str) -> None:
+    """A fork kept its root's line as the source held it (a parent not in the file, 5, false,
+    "", no key), where pi 1.6's createBranchedSession writes every copied entry with the
+    parent it has in the fork, `"parentId":null` for the root (a missing key added last)."""
+    source = tmp_path / name
+    shutil.copy(FORK_ROOTS / name, source)
+    fork = fork_session(SessionTree.open(str(source)), "bbbbbbbb")
+    assert Path(fork.path).read_text("utf-8").splitlines()[1:] == \
+        json.loads(STORED_FORK_ROOTS.read_text("utf-8"))[name]
 
 
 def test_a_fork_keeps_each_labels_timestamp_in_the_order_pi_sets_them(tmp_path: Path) -> None:

@@ -130,7 +130,7 @@ def _linked_past(record: Record, before: Links, after: dict[str, str | None]) ->
     if non_object(record):
         return None
     parent = parent_of(record)
-    return relinked(record, before.get(parent, parent), False, after)
+    return relinked(record, before.get(parent, parent), after)
 
 
 def orphans(tree: SessionTree) -> list[Problem]:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
+
+import msgspec
 
 from pi_lsp.paths import real_path
 from pi_lsp.session.entries import CompactionEntry, LabelEntry
 from pi_lsp.session.ids import new_entry_id
 from pi_lsp.session.journal import Record
-from pi_lsp.session.jsontext import js_json, object_decoder
-from pi_lsp.session.records import decode_entry, parent_of
+from pi_lsp.session.jsontext import Decoder, js_json, object_decoder
+from pi_lsp.session.records import decode_entry
 from pi_lsp.session.tree import SessionTree
 
 
@@ -37,8 +40,7 @@ def fork_lines(source: SessionTree, leaf_id: str) -> list[bytes]:
         waiting = []
     lines: list[bytes] = []
     for index, record in enumerate(kept):
-        parent = kept_ids[index - 1] if index else None
-        lines.append(relinked(record, parent, source.is_root(record) and index == 0, after))
+        lines.append(relinked(record, kept_ids[index - 1] if index else None, after))
     on_path, taken = set(kept_ids), set(kept_ids)
     tail = kept_ids[-1] if kept_ids else None
     # In pi 1.6's order: the order the labels were set in (one cleared and set again goes last)
@@ -66,13 +68,19 @@ def non_object(record: Record) -> bool:
     return not record.raw.lstrip().startswith(b"{")
 
 
-def relinked(record: Record, parent: str | None, keeps_own_root: bool,
-              after: dict[str, str | None]) -> bytes:
-    """The record's line, rewritten only where it points at a dropped label or a cycle."""
-    if keeps_own_root or parent_of(record) == parent:
-        changes: dict[str, str | None] = {}
-    else:
-        changes = {"parentId": parent}
+class _WrittenParent(msgspec.Struct, rename="camel"):
+    parent_id: Any = msgspec.UNSET  # as written, of any type; UNSET: no key
+
+
+_written_parent_decoder: Decoder[_WrittenParent] = Decoder(_WrittenParent)
+
+
+def relinked(record: Record, parent: str | None, after: dict[str, str | None]) -> bytes:
+    """The record's line, rewritten only where its `parentId` is not `parent`: it points at a
+    dropped label or a cycle, or it is the root and holds no null (pi 1.6 writes the fork's
+    root with `"parentId":null`, also over a missing parent, a number or no key at all)."""
+    written = _written_parent_decoder.decode(record.text).parent_id
+    changes: dict[str, str | None] = {} if written == parent else {"parentId": parent}
     entry = decode_entry(record)
     if isinstance(entry, CompactionEntry) and isinstance(entry.first_kept_entry_id, str) and \
             entry.first_kept_entry_id in after:
