@@ -476,18 +476,49 @@ def test_an_append_under_a_leaf_whose_id_is_no_text_is_refused(
     assert tree.leaf_id == written
 
 
-@pytest.mark.parametrize("leaf_id", [0, False, None, MISSING], ids=["0", "false", "null", "none"])
-def test_an_append_under_a_leaf_whose_id_pi_reads_as_no_parent_starts_a_root(
-        tmp_path: Path, leaf_id: Any) -> None:
-    """A last line whose id is missing, null or false-like: pi writes the next entry with that
-    parentId (or none), which every reader takes as a root; so does pi-lsp."""
+# The last line's id, and the parentId pi 1.6 writes under it (tests/pi16_append.mjs): its
+# leafId as the line holds it, no key where it has none.
+IDLESS_PARENTS = [(0, 0), (False, False), (None, None), (MISSING, MISSING)]
+
+
+def idless_leaf_session(directory: Path, leaf_id: Any) -> str:
     fields = {"type": "custom", "customType": "test", "id": leaf_id, "parentId": "aaaa0001",
               "timestamp": TS}
     last = dumps({key: value for key, value in fields.items() if value is not MISSING})
-    path = write_session(tmp_path / "s.jsonl", [header(), custom("aaaa0001"), last])
+    return write_session(directory / "s.jsonl", [header(), custom("aaaa0001"), last])
+
+
+@pytest.mark.parametrize(("leaf_id", "parent"), IDLESS_PARENTS,
+                         ids=["0", "false", "null", "none"])
+def test_an_append_under_a_leaf_whose_id_pi_reads_as_no_parent_starts_a_root(
+        tmp_path: Path, leaf_id: Any, parent: Any) -> None:
+    """A last line whose id is missing, null or false-like: pi writes the next entry with that
+    parentId (or none), which every reader takes as a root; so does pi-lsp. It wrote
+    `"parentId":null` under each (pi: 0, false, null, no key)."""
+    path = idless_leaf_session(tmp_path, leaf_id)
+    SessionTree.open(path).append_custom("test")
+    written = json.loads(Path(path).read_bytes().splitlines()[-1])
+    assert written.get("parentId", MISSING) == parent
+    assert type(written.get("parentId", MISSING)) is type(parent)
     tree = SessionTree.open(path)
-    tree.append_custom("test")
-    assert json.loads(Path(path).read_bytes().splitlines()[-1])["parentId"] is None
+    assert (tree.leaf_id, tree.path_ids(tree.leaf_id)) == (written["id"], [written["id"]])
+
+
+def test_the_stored_idless_parents_are_pi16s(tmp_path: Path) -> None:
+    node = pi16_node()
+    if node is None:
+        pytest.skip("pi 1.6 is not installed")
+    files = []
+    for index, (leaf_id, _) in enumerate(IDLESS_PARENTS):
+        (tmp_path / str(index)).mkdir()
+        files.append(idless_leaf_session(tmp_path / str(index), leaf_id))
+    made = subprocess.run([node, str(Path(__file__).with_name("pi16_append.mjs")),
+                           str(PI16 / "@earendil-works"), *files],
+                          capture_output=True, text=True, timeout=PROCESS_CEILING_S)
+    assert made.returncode == 0, made.stderr
+    lines = json.loads(made.stdout)
+    assert [json.loads(lines[file]).get("parentId", MISSING) for file in files] == \
+        [parent for _, parent in IDLESS_PARENTS]
 
 
 # Hand-edited sessions whose envelopes pi 1.6 reads leniently, and what it made of each

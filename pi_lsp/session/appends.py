@@ -29,7 +29,7 @@ from pi_lsp.session.entries import (
     clean_session_name,
 )
 from pi_lsp.session.ids import iso_now, iso_to_ms, new_entry_id
-from pi_lsp.session.journal import Record
+from pi_lsp.session.journal import Record, written_id
 from pi_lsp.session.replyorder import reply_json
 
 
@@ -37,13 +37,22 @@ class EntryAppends:
     """Mixed into `SessionTree`, which holds the leaf and the index and writes entries."""
 
     leaf_id: str | None
+    idless_leaf: Record | None
     by_id: dict[str, Record]
 
     def _append(self, entry: Entry | MessageLine) -> str:
         raise NotImplementedError  # SessionTree._append
 
     def _common(self) -> dict[str, Any]:
-        return {"id": new_entry_id(self.by_id), "parent_id": self.leaf_id, "timestamp": iso_now()}
+        return {"id": new_entry_id(self.by_id), "parent_id": self._parent_id(),
+                "timestamp": iso_now()}
+
+    def _parent_id(self) -> Any:
+        """pi's `parentId: this.leafId`; under an id-less leaf, its id as the line holds it (0,
+        false, null; UNSET, so no key, where it has none), which every reader takes as none."""
+        if self.leaf_id is None and self.idless_leaf is not None:
+            return written_id(self.idless_leaf)
+        return self.leaf_id
 
     def append_message(self, message: AgentMessage, entry_id: str | None = None) -> str:
         """Write `message`; as `entry_id` where given and no entry of the file has it."""
