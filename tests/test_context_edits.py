@@ -90,6 +90,40 @@ def test_an_edit_pi_would_refuse_is_refused_and_writes_nothing(
     assert Path(tree.path).read_bytes() == before
 
 
+# pi 1.6's answer to appendContextEdit("aaaa0001", null) on the odd-envelope fixture whose last
+# line has no id: its leafId is undefined, so getBranch() is empty.
+IDLESS_EDIT = "Entry aaaa0001 is not on the active branch"
+NOID_LEAF = Path(__file__).with_name("fixtures") / "pi16-odd-envelopes" / "noid-leaf.jsonl"
+
+
+def test_an_edit_at_an_id_less_leaf_is_refused_as_pi16_refuses_it(tmp_path: Path) -> None:
+    """At a last line with no id, the context is the path up from it, but pi 1.6 has no active
+    branch there and refuses any edit; pi-lsp wrote one as a new root, which became the leaf
+    with an empty context (in pi's reading too)."""
+    path = tmp_path / "s.jsonl"
+    shutil.copy(NOID_LEAF, path)
+    tree = SessionTree.open(str(path))
+    with pytest.raises(ContextEditError, match="'aaaa0001' is not on the current branch"):
+        edit_context(tree, "aaaa0001", None)
+    assert path.read_bytes() == NOID_LEAF.read_bytes()
+
+
+def test_the_stored_id_less_edit_refusal_is_pi16s(tmp_path: Path) -> None:
+    node = pi16_node()
+    if node is None:
+        pytest.skip("pi 1.6 is not installed")
+    path = tmp_path / "s.jsonl"
+    shutil.copy(NOID_LEAF, path)
+    package = PI16 / "@earendil-works" / "pi-coding-agent" / "dist" / "index.js"
+    script = (f"const {{ SessionManager }} = await import({json.dumps(str(package))});"
+              f"try {{ SessionManager.open({json.dumps(str(path))})"
+              ".appendContextEdit('aaaa0001', null); }"
+              "catch (error) { process.stdout.write(error.message); }")
+    made = subprocess.run([node, "--input-type=module", "-e", script], capture_output=True,
+                          text=True, timeout=PROCESS_CEILING_S)
+    assert (made.returncode, made.stdout) == (0, IDLESS_EDIT), made.stderr
+
+
 @pytest.mark.parametrize(("target", "kind"), [("12121212", "system"),
                                                ("34343434", "bashExecution")])
 def test_only_user_assistant_tool_result_and_custom_messages_are_editable(

@@ -61,7 +61,9 @@ def editable_role(record: Record) -> str | None:
 def _editable_target(tree: SessionTree, target_id: str) -> tuple[Record, str]:
     """The target on the current branch and its role; refused as pi refuses it."""
     record = tree.record(target_id)
-    if target_id not in tree.path_ids(tree.leaf_id):
+    # pi's active branch (getBranch) is the path up from its leafId: none at an id-less leaf,
+    # whose context is the path up from that line, but whose next entry starts a root.
+    if tree.leaf_id is None or target_id not in tree.path_ids(tree.leaf_id):
         raise ContextEditError(f"entry {target_id!r} is not on the current branch; go to a "
                                "leaf below it to edit its context")
     role = editable_role(record)
