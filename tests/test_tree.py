@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import math
@@ -42,7 +43,12 @@ from pi_lsp.session.outline import entry_preview, nested_tree
 from pi_lsp.session.records import UnknownEntryError, decode_entry
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.summarize.branch import Navigation, fit_branch_messages, navigation
-from pi_lsp.summarize.compaction import CompactionSettings, compact, prepare_compaction
+from pi_lsp.summarize.compaction import (
+    CompactionSettings,
+    NothingToCompactError,
+    compact,
+    prepare_compaction,
+)
 from pi_lsp.summarize.extractive import ExtractiveSummarizer
 from tests.test_system_messages import PI16, pi16_node
 from tests.waits import CEILING_S, PROCESS_CEILING_S
@@ -737,6 +743,45 @@ def test_the_settings_kept_for_a_path_follow_moves_and_appends(tmp_path: Path) -
     tree.refresh()
     assert in_force(tree.leaf_id) == ("medium", ModelRef("anthropic", "m"))
     assert in_force(reply) == ("high", ModelRef("anthropic", "m"))
+
+
+def idless_leaf_chain(tmp_path: Path) -> SessionTree:
+    """Six messages of 100 words each, the last one's line without an id."""
+    entries = [msg(f"m000000{n}", f"m000000{n - 1}" if n else None, "word " * 100)
+               for n in range(6)]
+    del entries[-1]["id"]
+    return write_session(tmp_path / "s.jsonl", entries)
+
+
+@pytest.mark.parametrize("automatic", [False, True])
+def test_a_compaction_at_an_id_less_leaf_is_refused(tmp_path: Path, automatic: bool) -> None:
+    """At a last line with no id, a compaction was written as a new root, its first kept entry
+    off its own path: the context there became the summary alone, the messages it kept lost
+    from it. pi 1.6 compacts its getBranch(), which is empty there, so it compacts nothing."""
+    tree = idless_leaf_chain(tmp_path)
+    before = Path(tree.path).read_bytes()
+    words = "line 7\\) has no id" if not automatic else "the path is empty"
+    with pytest.raises(NothingToCompactError, match=words):
+        asyncio.run(compact(tree, tree.leaf_id, ExtractiveSummarizer(),
+                            CompactionSettings(keep_recent_tokens=150), automatic=automatic))
+    assert Path(tree.path).read_bytes() == before
+
+
+def test_pi16_has_no_branch_at_an_id_less_leaf(tmp_path: Path) -> None:
+    """What the refusal above stands on: pi 1.6's getBranch() there is empty, though its
+    context holds the six messages."""
+    node = pi16_node()
+    if node is None:
+        pytest.skip("pi 1.6 is not installed")
+    path = idless_leaf_chain(tmp_path).path
+    package = PI16 / "@earendil-works" / "pi-coding-agent" / "dist" / "index.js"
+    script = (f"const {{ SessionManager }} = await import({json.dumps(str(package))});"
+              f"const s = SessionManager.open({json.dumps(path)});"
+              "process.stdout.write(JSON.stringify([s.getBranch().length, "
+              "s.buildSessionContext().messages.length]));")
+    made = subprocess.run([node, "--input-type=module", "-e", script], capture_output=True,
+                          text=True, timeout=PROCESS_CEILING_S)
+    assert (made.returncode, made.stdout) == (0, "[0,6]"), made.stderr
 
 
 def test_context_after_a_compaction(tmp_path: Path) -> None:

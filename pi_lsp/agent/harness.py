@@ -76,6 +76,7 @@ from pi_lsp.summarize.compaction import (
     CompactionResult,
     CompactionSettings,
     compact,
+    compaction_path,
     prepare_compaction,
 )
 from pi_lsp.summarize.extractive import ExtractiveSummarizer
@@ -572,7 +573,7 @@ class Harness:
             return False
         if not force and self.context_tokens() <= window - settings.reserve_tokens:
             return False
-        if prepare_compaction(self.tree.path_to(self.tree.leaf_id), settings) is None:
+        if prepare_compaction(compaction_path(self.tree, self.tree.leaf_id), settings) is None:
             return False
         self.emit(CompactionStart(reason=reason))
         try:

@@ -291,12 +291,23 @@ def refuse_open_call(tree: SessionTree, entry_id: str | None) -> None:
         raise NothingToCompactError(reason)
 
 
+def compaction_path(tree: SessionTree, leaf_id: str | None) -> list[Record]:
+    """The path a compaction at `leaf_id` covers, pi 1.6's getBranch(): none at an id-less
+    leaf, where the compaction would start a new root with the messages it keeps off its path."""
+    return [] if leaf_id is None else tree.path_to(leaf_id)
+
+
 def compaction_plan(tree: SessionTree, leaf_id: str | None,
                     settings: CompactionSettings) -> CompactionPlan:
     """The plan a compaction asked for at `leaf_id` would carry out; NothingToCompactError, in
     the words that job would fail with, when it would refuse."""
     refuse_open_call(tree, leaf_id)
-    return plan_or_refusal(tree.path_to(leaf_id), settings)
+    if leaf_id is None and tree.idless_leaf is not None:
+        raise NothingToCompactError(
+            f"nothing to compact: the leaf (line {tree.idless_leaf.line}) has no id, so a "
+            "compaction there would start a new root without the messages it keeps; move to "
+            "an entry first")
+    return plan_or_refusal(compaction_path(tree, leaf_id), settings)
 
 
 async def compact(tree: SessionTree, leaf_id: str | None, summarizer: Summarizer,
@@ -311,7 +322,7 @@ async def compact(tree: SessionTree, leaf_id: str | None, summarizer: Summarizer
     retries are told to `retries`."""
     before = tree.leaf_id
     # Checked before the summary is paid for, and again where it is written.
-    plan = (plan_or_refusal(tree.path_to(leaf_id), settings) if automatic
+    plan = (plan_or_refusal(compaction_path(tree, leaf_id), settings) if automatic
             else compaction_plan(tree, leaf_id, settings))
     summary = await summarize_plan(plan, summarizer, settings, instructions, thinking_level,
                                    retries)
