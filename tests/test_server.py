@@ -34,6 +34,7 @@ from pygls.exceptions import JsonRpcException
 from pygls.uris import to_fs_path
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
+from pi_lsp.server.config import read_config
 from pi_lsp.server.watcher import SessionWatch
 from pi_lsp.session.entries import UserMessage
 from pi_lsp.session.tree import SessionTree
@@ -405,6 +406,29 @@ async def test_a_nul_in_session_dirs_is_refused_by_name(pi: Pi, fake: FakeAnthro
         assert (await call(pi.client, "pi.previewContext", {"uri": pi.uri}))["messages"]
         assert any("`sessionDirs`: a folder name with a NUL character" in m.message
                    for m in pi.client.messages)
+    finally:
+        pi.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+            settings={"piLsp": options}))
+
+
+async def test_a_lone_surrogate_in_a_setting_is_refused_by_name(pi: Pi,
+                                                                fake: FakeAnthropic) -> None:
+    """A lone surrogate in a literal setting or a key raised UnicodeEncodeError from msgspec:
+    `initialize` answered -32603 with a traceback, a configuration change was dropped whole
+    ("Error in server: UnicodeEncodeError"). Each is refused by name; the rest are taken."""
+    options = init_options(fake)
+    config, refused = read_config({"toolApproval": "\ud800", "\udc00": 1,
+                                   "workspaceTrusted": False})
+    assert config.workspace_trusted is False
+    assert refused == ["`toolApproval`: Invalid enum value '\ufffd' - at `$.toolApproval` "
+                       "(a lone surrogate)",
+                       "`\udc00`: Object contains unknown field `\ufffd` (a lone surrogate)"]
+    pi.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"piLsp": {**options, "toolApproval": "\ud800"}}))
+    try:
+        assert (await call(pi.client, "pi.listSessions", {}))["sessions"]
+        assert any("`toolApproval`: Invalid enum value" in m.message for m in pi.client.messages)
+        assert not any("UnicodeEncodeError" in m.message for m in pi.client.messages)
     finally:
         pi.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
             settings={"piLsp": options}))

@@ -9,6 +9,7 @@ from typing import Any, Literal
 import msgspec
 
 from pi_lsp.providers.base_url import url_problem
+from pi_lsp.session.jsontext import surrogate_error
 from pi_lsp.settings import Settings, load_settings
 
 
@@ -51,6 +52,8 @@ def read_config(raw: Any) -> tuple[Config, list[str]]:
             msgspec.convert({key: value}, Config)
         except msgspec.ValidationError as error:
             refused.append(f"`{key}`: {error}")
+        except UnicodeEncodeError:  # in a key or a literal: msgspec cannot say where
+            refused.append(f"`{key}`: {surrogate_error({key: value}, Config)}")
         else:
             taken[key] = value
     return msgspec.convert(taken, Config), refused

@@ -117,6 +117,18 @@ def convert(value: Any, kind: Any) -> Any:
     raise msgspec.ValidationError("a lone surrogate where it does not fit")
 
 
+def surrogate_error(value: Any, kind: Any) -> msgspec.ValidationError:
+    """Why `value`, whose lone surrogate msgspec could not match to `kind` (a field's name or
+    a literal), does not fit: msgspec's own words, with the path, for U+FFFD in its place."""
+    try:
+        msgspec.convert(json.loads(lone_surrogates_replaced(json.dumps(value).encode())), kind)
+    except msgspec.ValidationError as error:
+        return msgspec.ValidationError(f"{error} (a lone surrogate)")
+    except (RecursionError, ValueError):
+        pass
+    return msgspec.ValidationError("a lone surrogate where it does not fit")
+
+
 def _has_surrogate(text: str) -> bool:
     try:
         text.encode()
