@@ -364,6 +364,23 @@ def test_oversized_arguments_are_refused_naming_the_field(kind: type[Any], args:
     assert "length <=" in str(raised.value)
 
 
+@pytest.mark.parametrize(("kind", "args", "said"), [
+    (PreviewArgs, {"uri": URI, "layer": "\ud800"}, "Invalid enum value '\ufffd' - at `$.layer`"),
+    (PromptArgs, {"uri": URI, "text": "t", "delivery": "\udfff"},
+     "Invalid enum value '\ufffd' - at `$.delivery`"),
+    (NameArgs, {"uri": URI, "name": "n", "\ud800": 1}, "Object contains unknown field `\ufffd`"),
+    (PromptArgs, {"uri": URI, "text": "t", "images": [{"data": "", "mimeType": "m", "\udc00": 1}]},
+     "Object contains unknown field `\ufffd` - at `$.images[0]`"),
+])
+def test_a_lone_surrogate_where_it_does_not_fit_is_refused_naming_the_field(
+        kind: type[Any], args: dict[str, Any], said: str) -> None:
+    """msgspec raised UnicodeEncodeError on a lone surrogate in a literal or a key: answered
+    -32011 "'utf-8' codec can't encode character", naming no field."""
+    with pytest.raises(JsonRpcInvalidParams) as raised:
+        parse_args((args,), kind)
+    assert str(raised.value) == f"invalid argument: {said} (a lone surrogate)"
+
+
 @pytest.mark.parametrize("args", [{"entryId": "a"}, {"entryId": "a", "page": 1, "start": 2}])
 def test_a_page_from_an_entry_needs_page_and_no_start(args: dict[str, Any]) -> None:
     """Else `entryId` was ignored (the whole preview: 92 MB at 100k entries) or overrode

@@ -37,7 +37,12 @@ from pygls.uris import from_fs_path
 from pi_lsp.agent.images import image_bytes
 from pi_lsp.providers.registry import ModelInfo
 from pi_lsp.session.entries import UserBlock
-from pi_lsp.session.jsontext import Decoder, encoder, lone_surrogates_replaced
+from pi_lsp.session.jsontext import (
+    Decoder,
+    encoder,
+    lone_surrogates_replaced,
+    surrogate_error,
+)
 
 SESSIONS_CHANGED = "pi/sessionsChanged"
 SESSION_CHANGED = "pi/sessionChanged"
@@ -674,3 +679,6 @@ def parse_args(args: tuple[Any, ...], kind: type[T]) -> T:
         return msgspec.convert(value, kind)
     except msgspec.ValidationError as error:
         raise JsonRpcInvalidParams(f"invalid argument: {error}") from None
+    except UnicodeEncodeError:  # in a key or a literal: msgspec cannot say where
+        raise JsonRpcInvalidParams(
+            f"invalid argument: {surrogate_error(value, kind)}") from None
