@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 from lsprotocol import types
-from pygls.exceptions import JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
 from pi_lsp.agent.output import UPDATE_INTERVAL_S, OutputTail, discard_file
 from pi_lsp.agent.tools import BASH, ToolContext, execute_tool
@@ -1209,6 +1209,28 @@ def test_an_answer_the_server_stopped_waiting_for_is_ignored_quietly(
     assert asked.cancelled()
     assert "late-answer" not in protocol._request_futures
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+@pytest.mark.parametrize(("method", "answer", "said"), [
+    (types.WINDOW_SHOW_MESSAGE_REQUEST, {"result": 5}, "expected str @ $.result.title"),
+    ("pi/approveTool", {"error": {"code": "x"}},
+     "expected int @ $.error.code; required field missing @ $.error.message"),
+], ids=["result", "error"])
+def test_an_answer_that_does_not_fit_fails_its_request(
+        method: str, answer: dict[str, Any], said: str, caplog: pytest.LogCaptureFixture) -> None:
+    """An editor's answer of the wrong shape to the server's request (a showMessageRequest
+    answered 5) made pygls raise: a traceback, "Error in server: Invalid Params" shown, and
+    the request never settled, so a turn waiting on a tool's approval hung until aborted."""
+    protocol = server.protocol
+    asked = protocol.send_request(method, types.ShowMessageRequestParams(
+        type=types.MessageType.Warning, message="run it?"), msg_id="odd-answer")
+    caplog.clear()
+    protocol.receive(json.dumps({"jsonrpc": "2.0", "id": "odd-answer", **answer}).encode())
+    error = asked.exception(timeout=0)
+    assert isinstance(error, JsonRpcException) and error.code == JsonRpcInvalidParams.CODE
+    assert str(error) == f"the editor's answer does not fit: invalid value for type, {said}"
+    assert "odd-answer" not in protocol._request_futures
+    assert not any(r.exc_info for r in caplog.records)
 
 
 async def test_a_killed_server_leaves_no_command_running(tmp_path: Path,

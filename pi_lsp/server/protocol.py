@@ -29,6 +29,7 @@ from pygls.exceptions import (
 from pygls.protocol import (
     JsonRPCNotification,
     JsonRPCRequestMessage,
+    JsonRPCResponseMessage,
     LanguageServerProtocol,
     lsp_method,
 )
@@ -172,7 +173,7 @@ class PiProtocol(LanguageServerProtocol):
         # pygls logs a traceback for a request or notification that does not structure and
         # raises, so the request is never answered; it is kept as Unfit to be answered.
         if not (isinstance(data, dict) and "jsonrpc" in data and "method" in data):
-            return super().structure_message(data)  # responses
+            return self._structure_response(data)
         try:
             kind = self.get_message_type(data["method"])
             if kind is None:  # an unknown method, answered -32601; params are optional
@@ -181,6 +182,22 @@ class PiProtocol(LanguageServerProtocol):
             return self._converter.structure(data, kind)
         except Exception as error:
             return Unfit(_request_id(data), data["method"], _problem(error))
+
+    def _structure_response(self, data: dict[str, Any]) -> Any:
+        """The client's answer to a request of the server's. pygls raised on one that does not
+        fit (a traceback, "Error in server: Invalid Params" shown, and the request, a tool's
+        approval say, waited forever): it fails that request instead, saying why."""
+        request_id = _request_id(data)
+        result_type = self._result_types.pop(request_id, None) if request_id is not None else None
+        kind = types.ResponseErrorMessage if "error" in data else \
+            result_type or JsonRPCResponseMessage
+        try:
+            return self._converter.structure(data, kind)
+        except Exception as error:
+            problem = f"the editor's answer does not fit: {_problem(error)}"
+        log.warning("request %s failed: %s", request_id, problem)
+        return types.ResponseErrorMessage(id=request_id, error=types.ResponseError(
+            code=JsonRpcInvalidParams.CODE, message=problem))
 
     def handle_message(self, message: Any) -> None:
         request_id = getattr(message, "id", None) if hasattr(message, "method") else None
