@@ -596,6 +596,9 @@ async def test_the_server_survives_bad_frames_and_answers_the_next_request(
         await server.close()
 
 
+ODD_MESSAGE = "Invalid Request: `method` must be a string and `id` a string, a number or null"
+
+
 @pytest.mark.parametrize(("body", "code", "answered_id", "message"), [
     (b"notjs", -32700, None, "Parse error: Expecting value: line 1 column 1 (char 0)"),
     (b"\xff{}", -32700, None, "Parse error: "),  # not UTF-8
@@ -609,15 +612,24 @@ async def test_the_server_survives_bad_frames_and_answers_the_next_request(
     (b'{"jsonrpc":"2.0"}', -32600, None, "Invalid Request: a request needs a `method`"),
     (b'{"jsonrpc":"2.0","id":55}', -32600, 55, "Invalid Request: a request needs a `method`"),
     (b'{"jsonrpc":"2.0","id":5,"method":"no/such"}', -32601, 5, "Method Not Found: no/such"),
+    (b'{"jsonrpc":"2.0","id":[1],"method":"workspace/executeCommand","params":{"command":'
+     b'"pi.listSessions","arguments":[{}]}}', -32600, None, ODD_MESSAGE),
+    (b'{"jsonrpc":"2.0","id":7,"method":5}', -32600, None, ODD_MESSAGE),
+    (b'{"jsonrpc":"2.0","method":{}}', -32600, None, ODD_MESSAGE),
+    (b'{"jsonrpc":"2.0","id":1e400,"method":"no/such"}', -32600, None, ODD_MESSAGE),
 ], ids=["not JSON", "not UTF-8", "empty batch", "a number", "no jsonrpc",
         "deeply nested batch", "jsonrpc 2", "jsonrpc 1.0", "jsonrpc null", "only jsonrpc",
-        "no method", "unknown method without params"])
+        "no method", "unknown method without params", "an id that is a list",
+        "a method that is a number", "a notification's method that is an object",
+        "an id past a double"])
 async def test_a_body_that_is_not_a_message_is_answered_as_json_rpc_says(
         tmp_path: Path, body: bytes, code: int, answered_id: int | None, message: str) -> None:
     """A body that was not JSON, a batch (LSP has none) or not a JSON-RPC object went unanswered
     and pygls logged a traceback for it; so did another `jsonrpc` version, a deeply nested
     batch, and a message with neither a method nor a result (which also showed an error); an
-    unknown method without params was answered -32602, not -32601."""
+    unknown method without params was answered -32602, not -32601. An id that is a list, or a
+    method that is no string, was answered -32603 with pygls' traceback; an id of 1e400 was
+    answered with `Infinity`, which is not JSON."""
     log = tmp_path / "stderr.log"
     server = await RawServer.start(tmp_path, log=log)
     try:

@@ -7,6 +7,7 @@ import inspect
 import itertools
 import json
 import logging
+import math
 import re
 from collections.abc import Generator, Iterable, Iterator
 from concurrent.futures import Future
@@ -162,6 +163,11 @@ class PiProtocol(LanguageServerProtocol):
             # pygls leaves another version unanswered ("Unknown message")
             self._refuse(_request_id(data) if isinstance(data, dict) else None,
                          JsonRpcInvalidRequest("Invalid Request: not a JSON-RPC 2.0 message"))
+        elif "method" in data and not (isinstance(data["method"], str) and _fits_id(data)):
+            # pygls answered -32603 with its traceback (an id it cannot file, a method it
+            # cannot name); JSON-RPC answers such a message with a null id
+            self._refuse(None, JsonRpcInvalidRequest("Invalid Request: `method` must be a string"
+                                                     " and `id` a string, a number or null"))
         elif not ("method" in data or "result" in data or "error" in data):
             # neither a request nor a response: pygls raised, showing the user an error
             self._refuse(_request_id(data), JsonRpcInvalidRequest(
@@ -402,6 +408,14 @@ def _owed_an_answer(element: Any) -> bool:
     if "method" in element:
         return "id" in element
     return not ("result" in element or "error" in element)
+
+
+def _fits_id(data: dict[str, Any]) -> bool:
+    """Whether a message's id, if any, is one JSON-RPC allows and an answer can carry (not
+    1e400, which Python reads as infinity and JSON cannot write)."""
+    value = data.get("id")
+    return value is None or isinstance(value, str) or (
+        isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value))
 
 
 def _request_id(data: dict[str, Any]) -> int | str | None:
