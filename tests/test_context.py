@@ -736,6 +736,30 @@ def test_a_message_with_half_a_character_and_a_number_past_a_double_builds_as_in
              "timestamp": 3}]
 
 
+def test_an_integer_past_pythons_digit_limit_reads_as_infinity_as_in_pi16(
+        tmp_path: Path) -> None:
+    """An integer of 5,001 digits in a line (a hostile file's timestamp) made every command on
+    its session fail: msgspec and Python refuse more than 4,300 digits, and the line's problem
+    was then classified from a value never read ("pi-lsp: internal error (UnboundLocalError:
+    ...)"). JSON.parse reads it as Infinity, which JSON.stringify writes as null."""
+    from pi_lsp.context.layers import build_layer
+    from pi_lsp.session.tree import SessionTree
+
+    big = "1" + "0" * 5000
+    path = tmp_path / "s.jsonl"
+    path.write_text(
+        '{"type":"session","version":3,"id":"s","timestamp":"2026-12-01T10:00:00.000Z",'
+        '"cwd":"/tmp"}\n{"type":"message","id":"a1","parentId":null,'
+        f'"timestamp":{big},"message":{{"role":"user","content":"hi",'
+        f'"details":{{"size":{big}}},"timestamp":-{big}}}}}\n')
+    tree = SessionTree.open(str(path))
+    assert tree.leaf_id == "a1"
+    for layer in ("agent", "llm"):
+        rows = build_layer(tree, tree.leaf_id, layer).rows
+        assert [json.loads(bytes(row.message)) for row in rows] == [
+            {"role": "user", "content": "hi", "details": {"size": None}, "timestamp": None}]
+
+
 @pytest.mark.parametrize(("entry", "summary"), [
     ('"type":"compaction","summary":1e400,"firstKeptEntryId":"a1","tokensBefore":5', "Infinity"),
     ('"type":"compaction","summary":-1e400,"firstKeptEntryId":"a1"', "-Infinity"),

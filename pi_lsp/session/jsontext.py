@@ -19,6 +19,7 @@ import msgspec
 
 T = TypeVar("T")
 NUMBER_OUT_OF_RANGE = "Number out of range"  # msgspec's words for a number past a double's
+INTEGER_OUT_OF_RANGE = "Integer value out of range"  # and for an integer of 4,301 digits or more
 # What JavaScript's trim() (and Number()) take for white space: Python's strip() differs (it
 # keeps U+FEFF, and takes U+001C-U+001F and U+0085).
 JS_WHITESPACE = ("\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
@@ -58,9 +59,18 @@ def refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def js_integer(text: str) -> int | float:
+    """An integer's JSON text as JSON.parse reads it where Python refuses to (more digits than
+    its limit, 4,300): a number that long is past a double's range, so Infinity."""
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
 def _loads(data: bytes) -> Any:
     try:
-        return json.loads(data, parse_constant=refuse_constant)
+        return json.loads(data, parse_int=js_integer, parse_constant=refuse_constant)
     except (ValueError, RecursionError) as error:
         raise msgspec.DecodeError(f"JSON is malformed: {error}") from None
 
@@ -81,9 +91,9 @@ class Decoder(Generic[T]):
             decoded: T = self.fast.decode(data)
             return decoded
         except msgspec.ValidationError as error:
-            # JSON.parse reads a number past a double's range (1e400) as Infinity, as the
-            # standard library does; msgspec refuses it.
-            if not str(error).startswith(NUMBER_OUT_OF_RANGE):
+            # JSON.parse reads a number past a double's range (1e400, or 1 and 5,000 zeros) as
+            # Infinity, as the standard library does (with js_integer); msgspec refuses it.
+            if not str(error).startswith((NUMBER_OUT_OF_RANGE, INTEGER_OUT_OF_RANGE)):
                 raise
         except msgspec.DecodeError:
             if not has_lone_surrogate(bytes(data)):
