@@ -647,6 +647,25 @@ async def test_a_body_that_is_not_a_message_is_answered_as_json_rpc_says(
         await server.close()
 
 
+async def test_an_integer_past_pythons_digit_limit_is_refused_by_its_field(
+        tmp_path: Path) -> None:
+    """A request holding an integer of 5,001 digits was answered -32700 with a null id, so
+    its client waited forever, and with Python's words ("use sys.set_int_max_str_digits()").
+    JSON.parse reads it as Infinity: the field is named, in the request's own answer."""
+    log = tmp_path / "stderr.log"
+    server = await RawServer.start(tmp_path, log=log)
+    try:
+        server.write(frame(b'{"jsonrpc":"2.0","id":9,"method":"workspace/executeCommand",'
+                           b'"params":{"command":"pi.getTree","arguments":[{"uri":"file:///s.jsonl",'
+                           b'"limit":1' + b"0" * 5000 + b'}]}}'))
+        answer = await server.wait_for(lambda m: m.get("id") == 9)
+        assert answer["error"] == {"code": -32602, "message": "invalid argument: Expected "
+                                   "`int | null`, got `float` - at `$.limit`"}
+        assert "Traceback" not in log.read_text()
+    finally:
+        await server.close()
+
+
 BATCH_REFUSED = {"code": -32600, "message": "Invalid Request: LSP does not support batches"}
 
 

@@ -42,6 +42,7 @@ from pi_lsp.session.entries import UserBlock
 from pi_lsp.session.jsontext import (
     Decoder,
     encoder,
+    js_integer,
     lone_surrogates_replaced,
     surrogate_error,
 )
@@ -144,7 +145,7 @@ class PiProtocol(LanguageServerProtocol):
         """Handle one message as read off the wire; what is not one is answered as JSON-RPC
         says (pygls raised, which logged a traceback and answered nothing)."""
         try:
-            data = json.loads(body)
+            data = json.loads(body, parse_int=js_integer)  # 5,000 digits: Infinity, as in JS
         except RecursionError:  # deeper than Python decodes: its ids are read to answer them
             if body.lstrip()[:1] == b"[":
                 self._refuse_deep_batch(body)
