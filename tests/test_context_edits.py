@@ -91,29 +91,44 @@ def test_an_edit_pi_would_refuse_is_refused_and_writes_nothing(
 
 
 # pi 1.6's answer to appendContextEdit("aaaa0001", null) on the odd-envelope fixture whose last
-# line has no id: its leafId is undefined, so getBranch() is empty.
+# line has no id, and on it with the id "": its leafId is undefined or "", so getBranch() (which
+# tests the id for truth) is empty.
 IDLESS_EDIT = "Entry aaaa0001 is not on the active branch"
 NOID_LEAF = Path(__file__).with_name("fixtures") / "pi16-odd-envelopes" / "noid-leaf.jsonl"
+IDLESS_LEAF_IDS = [None, ""]
 
 
-def test_an_edit_at_an_id_less_leaf_is_refused_as_pi16_refuses_it(tmp_path: Path) -> None:
-    """At a last line with no id, the context is the path up from it, but pi 1.6 has no active
-    branch there and refuses any edit; pi-lsp wrote one as a new root, which became the leaf
-    with an empty context (in pi's reading too)."""
+def idless_leaf_file(tmp_path: Path, leaf_id: str | None) -> Path:
+    """The no-id-leaf fixture, its last line given `leaf_id` (None: left without one)."""
+    lines = NOID_LEAF.read_text(encoding="utf-8").splitlines()
+    if leaf_id is not None:
+        entry = json.loads(lines[-1])
+        lines[-1] = json.dumps({"id": leaf_id, **entry})
     path = tmp_path / "s.jsonl"
-    shutil.copy(NOID_LEAF, path)
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("leaf_id", IDLESS_LEAF_IDS)
+def test_an_edit_at_an_id_less_leaf_is_refused_as_pi16_refuses_it(
+        tmp_path: Path, leaf_id: str | None) -> None:
+    """At a last line with no id (or the id ""), the context is the path up from it, but pi 1.6
+    has no active branch there and refuses any edit; pi-lsp wrote one as a new root, or (at "")
+    under the "" line, either way the context there became nothing (in pi's reading too)."""
+    path = idless_leaf_file(tmp_path, leaf_id)
+    before = path.read_bytes()
     tree = SessionTree.open(str(path))
     with pytest.raises(ContextEditError, match="'aaaa0001' is not on the current branch"):
         edit_context(tree, "aaaa0001", None)
-    assert path.read_bytes() == NOID_LEAF.read_bytes()
+    assert path.read_bytes() == before
 
 
-def test_the_stored_id_less_edit_refusal_is_pi16s(tmp_path: Path) -> None:
+@pytest.mark.parametrize("leaf_id", IDLESS_LEAF_IDS)
+def test_the_stored_id_less_edit_refusal_is_pi16s(tmp_path: Path, leaf_id: str | None) -> None:
     node = pi16_node()
     if node is None:
         pytest.skip("pi 1.6 is not installed")
-    path = tmp_path / "s.jsonl"
-    shutil.copy(NOID_LEAF, path)
+    path = idless_leaf_file(tmp_path, leaf_id)
     package = PI16 / "@earendil-works" / "pi-coding-agent" / "dist" / "index.js"
     script = (f"const {{ SessionManager }} = await import({json.dumps(str(package))});"
               f"try {{ SessionManager.open({json.dumps(str(path))})"

@@ -745,20 +745,26 @@ def test_the_settings_kept_for_a_path_follow_moves_and_appends(tmp_path: Path) -
     assert in_force(reply) == ("high", ModelRef("anthropic", "m"))
 
 
-def idless_leaf_chain(tmp_path: Path) -> SessionTree:
-    """Six messages of 100 words each, the last one's line without an id."""
+def idless_leaf_chain(tmp_path: Path, leaf_id: str | None = None) -> SessionTree:
+    """Six messages of 100 words each, the last one's line without an id (or with `leaf_id`)."""
     entries = [msg(f"m000000{n}", f"m000000{n - 1}" if n else None, "word " * 100)
                for n in range(6)]
-    del entries[-1]["id"]
+    if leaf_id is None:
+        del entries[-1]["id"]
+    else:
+        entries[-1]["id"] = leaf_id
     return write_session(tmp_path / "s.jsonl", entries)
 
 
+@pytest.mark.parametrize("leaf_id", [None, ""])
 @pytest.mark.parametrize("automatic", [False, True])
-def test_a_compaction_at_an_id_less_leaf_is_refused(tmp_path: Path, automatic: bool) -> None:
-    """At a last line with no id, a compaction was written as a new root, its first kept entry
-    off its own path: the context there became the summary alone, the messages it kept lost
-    from it. pi 1.6 compacts its getBranch(), which is empty there, so it compacts nothing."""
-    tree = idless_leaf_chain(tmp_path)
+def test_a_compaction_at_an_id_less_leaf_is_refused(tmp_path: Path, automatic: bool,
+                                                    leaf_id: str | None) -> None:
+    """At a last line with no id (or the id ""), a compaction was written as a new root (at "",
+    under the "" line), its first kept entry off its own path: the context there became the
+    summary alone. pi 1.6 compacts its getBranch(), which is empty there (it tests the leaf's
+    id for truth), so it compacts nothing."""
+    tree = idless_leaf_chain(tmp_path, leaf_id)
     before = Path(tree.path).read_bytes()
     words = "line 7\\) has no id" if not automatic else "the path is empty"
     with pytest.raises(NothingToCompactError, match=words):
@@ -767,13 +773,14 @@ def test_a_compaction_at_an_id_less_leaf_is_refused(tmp_path: Path, automatic: b
     assert Path(tree.path).read_bytes() == before
 
 
-def test_pi16_has_no_branch_at_an_id_less_leaf(tmp_path: Path) -> None:
+@pytest.mark.parametrize("leaf_id", [None, ""])
+def test_pi16_has_no_branch_at_an_id_less_leaf(tmp_path: Path, leaf_id: str | None) -> None:
     """What the refusal above stands on: pi 1.6's getBranch() there is empty, though its
     context holds the six messages."""
     node = pi16_node()
     if node is None:
         pytest.skip("pi 1.6 is not installed")
-    path = idless_leaf_chain(tmp_path).path
+    path = idless_leaf_chain(tmp_path, leaf_id).path
     package = PI16 / "@earendil-works" / "pi-coding-agent" / "dist" / "index.js"
     script = (f"const {{ SessionManager }} = await import({json.dumps(str(package))});"
               f"const s = SessionManager.open({json.dumps(path)});"

@@ -62,8 +62,9 @@ def _editable_target(tree: SessionTree, target_id: str) -> tuple[Record, str]:
     """The target on the current branch and its role; refused as pi refuses it."""
     record = tree.record(target_id)
     # pi's active branch (getBranch) is the path up from its leafId: none at an id-less leaf,
-    # whose context is the path up from that line, but whose next entry starts a root.
-    if tree.leaf_id is None or target_id not in tree.path_ids(tree.leaf_id):
+    # whose context is the path up from that line, but whose next entry starts a root, and at
+    # one whose id is "" (getBranch tests the id for truth).
+    if not tree.leaf_id or target_id not in tree.path_ids(tree.leaf_id):
         raise ContextEditError(f"entry {target_id!r} is not on the current branch; go to a "
                                "leaf below it to edit its context")
     role = editable_role(record)

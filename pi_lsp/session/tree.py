@@ -753,6 +753,16 @@ class SessionTree(EntryAppends):
                                    else NOT_READ_BACK, self.path)
         return entry.id
 
+    def branchless_leaf(self) -> str | None:
+        """Why pi 1.6 has no branch at the leaf (getBranch() tests its id for truth: a last line
+        with no id, or the id ""), naming the line; None when it has one."""
+        if self.leaf_id:
+            return None
+        leaf = self.idless_leaf if self.leaf_id is None else self.by_id[self.leaf_id]
+        if leaf is None:
+            return None
+        return f"the leaf (line {leaf.line}) has no id, so pi has no branch there"
+
     def _unnameable_leaf(self) -> str | None:
         """Why nothing can be appended at the leaf, when pi would append under it and pi-lsp
         cannot: the last line's id is a value JavaScript takes as true but no text (5, true,

@@ -293,8 +293,9 @@ def refuse_open_call(tree: SessionTree, entry_id: str | None) -> None:
 
 def compaction_path(tree: SessionTree, leaf_id: str | None) -> list[Record]:
     """The path a compaction at `leaf_id` covers, pi 1.6's getBranch(): none at an id-less
-    leaf, where the compaction would start a new root with the messages it keeps off its path."""
-    return [] if leaf_id is None else tree.path_to(leaf_id)
+    leaf (or one whose id is "", which pi tests for truth), where the compaction would start a
+    new root with the messages it keeps off its path."""
+    return tree.path_to(leaf_id) if leaf_id else []
 
 
 def compaction_plan(tree: SessionTree, leaf_id: str | None,
@@ -302,11 +303,9 @@ def compaction_plan(tree: SessionTree, leaf_id: str | None,
     """The plan a compaction asked for at `leaf_id` would carry out; NothingToCompactError, in
     the words that job would fail with, when it would refuse."""
     refuse_open_call(tree, leaf_id)
-    if leaf_id is None and tree.idless_leaf is not None:
-        raise NothingToCompactError(
-            f"nothing to compact: the leaf (line {tree.idless_leaf.line}) has no id, so a "
-            "compaction there would start a new root without the messages it keeps; move to "
-            "an entry first")
+    branchless = None if leaf_id else tree.branchless_leaf()
+    if branchless is not None:
+        raise NothingToCompactError(f"nothing to compact: {branchless}; move to an entry first")
     return plan_or_refusal(compaction_path(tree, leaf_id), settings)
 
 
