@@ -98,7 +98,7 @@ NOID_LEAF = Path(__file__).with_name("fixtures") / "pi16-odd-envelopes" / "noid-
 IDLESS_LEAF_IDS = [None, ""]
 
 
-def idless_leaf_file(tmp_path: Path, leaf_id: str | None) -> Path:
+def idless_leaf_file(tmp_path: Path, leaf_id: Any) -> Path:
     """The no-id-leaf fixture, its last line given `leaf_id` (None: left without one)."""
     lines = NOID_LEAF.read_text(encoding="utf-8").splitlines()
     if leaf_id is not None:
@@ -137,6 +137,40 @@ def test_the_stored_id_less_edit_refusal_is_pi16s(tmp_path: Path, leaf_id: str |
     made = subprocess.run([node, "--input-type=module", "-e", script], capture_output=True,
                           text=True, timeout=PROCESS_CEILING_S)
     assert (made.returncode, made.stdout) == (0, IDLESS_EDIT), made.stderr
+
+
+# The parentId pi 1.6 writes its appendContextEdit("aaaa0001", null) with under a last line
+# whose id is 5 or true: pi has a branch there, pi-lsp cannot name its leaf.
+UNNAMEABLE_EDIT_PARENTS = {5: "5", True: "true"}
+
+
+@pytest.mark.parametrize("leaf_id", UNNAMEABLE_EDIT_PARENTS)
+def test_an_edit_under_a_leaf_pi_lsp_cannot_name_says_so(tmp_path: Path, leaf_id: Any) -> None:
+    """At a last line whose id is 5 or true, pi 1.6 writes the edit under it; pi-lsp cannot,
+    and said the target was not on the current branch, which is false."""
+    path = idless_leaf_file(tmp_path, leaf_id)
+    before = path.read_bytes()
+    tree = SessionTree.open(str(path))
+    words = rf"the leaf \(line 4\) has the id {UNNAMEABLE_EDIT_PARENTS[leaf_id]}, which is not text"
+    with pytest.raises(ContextEditError, match=words):
+        edit_context(tree, "aaaa0001", None)
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("leaf_id", UNNAMEABLE_EDIT_PARENTS)
+def test_the_stored_unnameable_edit_parents_are_pi16s(tmp_path: Path, leaf_id: Any) -> None:
+    node = pi16_node()
+    if node is None:
+        pytest.skip("pi 1.6 is not installed")
+    path = idless_leaf_file(tmp_path, leaf_id)
+    package = PI16 / "@earendil-works" / "pi-coding-agent" / "dist" / "index.js"
+    script = (f"const {{ SessionManager }} = await import({json.dumps(str(package))});"
+              f"const s = SessionManager.open({json.dumps(str(path))});"
+              "s.appendContextEdit('aaaa0001', null);"
+              "process.stdout.write(JSON.stringify(s.getLeafEntry().parentId));")
+    made = subprocess.run([node, "--input-type=module", "-e", script], capture_output=True,
+                          text=True, timeout=PROCESS_CEILING_S)
+    assert (made.returncode, made.stdout) == (0, UNNAMEABLE_EDIT_PARENTS[leaf_id]), made.stderr
 
 
 @pytest.mark.parametrize(("target", "kind"), [("12121212", "system"),

@@ -745,7 +745,7 @@ def test_the_settings_kept_for_a_path_follow_moves_and_appends(tmp_path: Path) -
     assert in_force(reply) == ("high", ModelRef("anthropic", "m"))
 
 
-def idless_leaf_chain(tmp_path: Path, leaf_id: str | None = None) -> SessionTree:
+def idless_leaf_chain(tmp_path: Path, leaf_id: Any = None) -> SessionTree:
     """Six messages of 100 words each, the last one's line without an id (or with `leaf_id`)."""
     entries = [msg(f"m000000{n}", f"m000000{n - 1}" if n else None, "word " * 100)
                for n in range(6)]
@@ -773,8 +773,24 @@ def test_a_compaction_at_an_id_less_leaf_is_refused(tmp_path: Path, automatic: b
     assert Path(tree.path).read_bytes() == before
 
 
-@pytest.mark.parametrize("leaf_id", [None, ""])
-def test_pi16_has_no_branch_at_an_id_less_leaf(tmp_path: Path, leaf_id: str | None) -> None:
+@pytest.mark.parametrize(("leaf_id", "words"), [
+    (5, "the leaf \\(line 7\\) has the id 5, which is not text"),
+    (True, "the leaf \\(line 7\\) has the id true, which is not text"),
+    (0, "the leaf \\(line 7\\) has no id pi can use \\(0\\), so pi has no branch there"),
+    (False, "the leaf \\(line 7\\) has no id pi can use \\(false\\)"),
+    ("", 'the leaf \\(line 7\\) has no id pi can use \\(""\\)')])
+def test_a_compaction_refused_at_a_leaf_says_what_its_id_is(tmp_path: Path, leaf_id: Any,
+                                                            words: str) -> None:
+    """At a last line whose id is 5 or true pi compacts (pi-lsp cannot name that leaf); at 0,
+    false or "" pi has no branch. Each was refused as a leaf with "no id"."""
+    tree = idless_leaf_chain(tmp_path, leaf_id)
+    with pytest.raises(NothingToCompactError, match=words):
+        asyncio.run(compact(tree, tree.leaf_id, ExtractiveSummarizer(),
+                            CompactionSettings(keep_recent_tokens=150)))
+
+
+@pytest.mark.parametrize("leaf_id", [None, "", 0, False])
+def test_pi16_has_no_branch_at_an_id_less_leaf(tmp_path: Path, leaf_id: Any) -> None:
     """What the refusal above stands on: pi 1.6's getBranch() there is empty, though its
     context holds the six messages."""
     node = pi16_node()

@@ -61,6 +61,9 @@ def editable_role(record: Record) -> str | None:
 def _editable_target(tree: SessionTree, target_id: str) -> tuple[Record, str]:
     """The target on the current branch and its role; refused as pi refuses it."""
     record = tree.record(target_id)
+    unnamed = tree.unnameable_leaf()  # pi would write the edit there; pi-lsp cannot
+    if unnamed is not None:
+        raise ContextEditError(f"entry {target_id!r} cannot be edited here: {unnamed}")
     # pi's active branch (getBranch) is the path up from its leafId: none at an id-less leaf,
     # whose context is the path up from that line, but whose next entry starts a root, and at
     # one whose id is "" (getBranch tests the id for truth).

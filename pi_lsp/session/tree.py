@@ -720,7 +720,7 @@ class SessionTree(EntryAppends):
         does from a deleted one while a turn runs."""
         if self.ids_in_memory:
             raise WriteFailedError(errno.EPERM, IDS_IN_MEMORY, self.path)
-        unnamed = self._unnameable_leaf()
+        unnamed = self.unnameable_leaf()
         if unnamed is not None:
             raise WriteFailedError(errno.EPERM, unnamed, self.path)
         line = encoder.encode(entry)
@@ -755,15 +755,21 @@ class SessionTree(EntryAppends):
 
     def branchless_leaf(self) -> str | None:
         """Why pi 1.6 has no branch at the leaf (getBranch() tests its id for truth: a last line
-        with no id, or the id ""), naming the line; None when it has one."""
+        with no id, or the id "", 0, false, null), naming the line and the id; None when it has
+        one (an id like 5 or true counts: see `unnameable_leaf`)."""
         if self.leaf_id:
             return None
         leaf = self.idless_leaf if self.leaf_id is None else self.by_id[self.leaf_id]
         if leaf is None:
             return None
-        return f"the leaf (line {leaf.line}) has no id, so pi has no branch there"
+        held = written_id(leaf)
+        if held is not msgspec.UNSET and js_truthy(held):  # pi has a branch there
+            return None
+        what = "no id" if held is msgspec.UNSET else f"no id pi can use ({stringify(held)})"
+        return (f"the leaf (line {leaf.line}) has {what}, so pi has no branch there; move to an "
+                "entry first")
 
-    def _unnameable_leaf(self) -> str | None:
+    def unnameable_leaf(self) -> str | None:
         """Why nothing can be appended at the leaf, when pi would append under it and pi-lsp
         cannot: the last line's id is a value JavaScript takes as true but no text (5, true,
         an object). pi writes it as the parentId; pi-lsp writing none would start a new root,
@@ -774,7 +780,7 @@ class SessionTree(EntryAppends):
         leaf_id = written_id(leaf)
         if leaf_id is msgspec.UNSET or not js_truthy(leaf_id):
             return None
-        return (f"its leaf (line {leaf.line}) has the id {stringify(leaf_id)}, which is not "
+        return (f"the leaf (line {leaf.line}) has the id {stringify(leaf_id)}, which is not "
                 "text: pi would write the next entry under it, and pi-lsp cannot name it as a "
                 "parent; move to another entry first, or give that line a text id")
 

@@ -303,9 +303,10 @@ def compaction_plan(tree: SessionTree, leaf_id: str | None,
     """The plan a compaction asked for at `leaf_id` would carry out; NothingToCompactError, in
     the words that job would fail with, when it would refuse."""
     refuse_open_call(tree, leaf_id)
-    branchless = None if leaf_id else tree.branchless_leaf()
-    if branchless is not None:
-        raise NothingToCompactError(f"nothing to compact: {branchless}; move to an entry first")
+    # pi compacts under a leaf like 5 or true, which pi-lsp cannot name: say so first.
+    refusal = None if leaf_id else tree.unnameable_leaf() or tree.branchless_leaf()
+    if refusal is not None:
+        raise NothingToCompactError(f"nothing to compact: {refusal}")
     return plan_or_refusal(compaction_path(tree, leaf_id), settings)
 
 
