@@ -507,6 +507,32 @@ async def test_what_another_writer_adds_during_a_compaction_stays_in_the_context
     assert json.loads(bytes(context.messages[-1]))["content"] == "written by the pi CLI"
 
 
+@pytest.mark.parametrize("automatic", [False, True])
+async def test_an_id_less_line_another_writer_adds_during_a_compaction_is_no_new_leaf(
+        session: Path, automatic: bool) -> None:
+    """Another writer appended an id-less line under the leaf while the summary was made: the
+    compaction went "after" it, as a new root (pi-lsp's id-less leaf has none to write under)
+    whose firstKeptEntryId lay off its path, so the context became the summary alone. It is
+    written where it was planned, its kept messages on its path."""
+    tree = open_tree(session)
+    start = tree.leaf_id
+
+    class IdlessLineMeanwhile(ExtractiveSummarizer):
+        async def summarize(self, request: SummaryRequest) -> Summary:
+            if tree.leaf_id == start:  # once, though a split turn is summarized twice
+                line = {"type": "custom", "customType": "x", "parentId": start,
+                        "timestamp": "2026-12-03T13:44:00.000Z"}
+                appender.append_lines(tree.path, [json.dumps(line).encode()])
+                tree.refresh()  # what the server's watch does
+            return await super().summarize(request)
+
+    result = await compact(tree, start, IdlessLineMeanwhile(),
+                           CompactionSettings(keep_recent_tokens=100), automatic=automatic)
+    tree = open_tree(session)
+    assert tree.record(result.entry_id).env.parent_id == start
+    assert result.first_kept_entry_id in tree.path_ids(result.entry_id)
+
+
 @pytest.mark.parametrize(("level", "thinking"), [
     ("low", {"type": "enabled", "budget_tokens": 2048, "display": "summarized"}),
     ("off", {"type": "disabled"})])

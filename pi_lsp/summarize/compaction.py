@@ -327,7 +327,10 @@ async def compact(tree: SessionTree, leaf_id: str | None, summarizer: Summarizer
     summary = await summarize_plan(plan, summarizer, settings, instructions, thinking_level,
                                    retries)
     details = summary_details(plan.files, summarizer)
-    grown = leaf_id == before != tree.leaf_id and leaf_id in tree.path_ids(tree.leaf_id)
+    # Grown only to an entry with an id: under an id-less line pi-lsp could only start a root,
+    # its kept messages off its path, so it writes where it planned.
+    grown = bool(tree.leaf_id) and leaf_id == before != tree.leaf_id and \
+        leaf_id in tree.path_ids(tree.leaf_id)
     parent = tree.leaf_id if grown else leaf_id
     if not automatic or parent != leaf_id:  # another program went on meanwhile: its call
         refuse_open_call(tree, parent)
