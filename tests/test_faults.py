@@ -859,6 +859,25 @@ def test_a_failed_append_leaves_the_file_as_it_was(
     assert SessionTree.open(str(path)).path_ids(again) == ["aaaa0001", again]
 
 
+def test_a_failed_move_to_a_new_root_keeps_the_id_less_leaf(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A durable move to a new root that failed (disk full) put the leaf id back but not the
+    id-less last line it stood at: the context there held no entries, and the next entry was
+    written with "parentId":null where pi 1.6 writes 0 (its leafId as the line holds it)."""
+    last = json.dumps({"type": "custom", "customType": "test", "id": 0, "parentId": "aaaa0001",
+                       "timestamp": stamp(2)}).encode()
+    path = write(tmp_path / "s.jsonl", [user_line("aaaa0001", None, "one", 1), last])
+    tree = SessionTree.open(str(path))
+    before = tree.path_to(tree.leaf_id)
+    failing_write(monkeypatch, errno.ENOSPC)
+    with pytest.raises(WriteFailedError):
+        tree.move_leaf(None, durable=True)
+    monkeypatch.undo()
+    assert tree.path_to(tree.leaf_id) == before and len(before) == 2
+    tree.append_label("aaaa0001", "L")
+    assert json.loads(path.read_bytes().splitlines()[-1])["parentId"] == 0
+
+
 def short_write(monkeypatch: pytest.MonkeyPatch, path: Path, before: bytes = b"",
                 after: bytes = b"") -> list[bytes]:
     """The next os.write stores only the first half of its bytes (disk full, a signal), and

@@ -700,16 +700,18 @@ class SessionTree(EntryAppends):
     def leaf_moved(self, entry_id: str | None) -> Iterator[None]:
         """The leaf at `entry_id` (None: a new root) for what is appended under it; an append
         that fails puts it back, so memory keeps the leaf the file has."""
-        before = self.leaf_id
+        before = self.leaf_id, self.idless_leaf  # together: reset_leaf clears both
         if entry_id is None:
             self.reset_leaf()
         else:
             self.branch(entry_id)
+        moved = self.idless_leaf
         try:
             yield
         except BaseException:
-            if self.leaf_id == entry_id:  # not moved on to another writer's entries read since
-                self.leaf_id = before
+            # Not moved on to another writer's entries read since (an id-less one included).
+            if self.leaf_id == entry_id and self.idless_leaf is moved:
+                self.leaf_id, self.idless_leaf = before
             raise
 
     # -- appending -----------------------------------------------------------------------
