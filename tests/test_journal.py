@@ -521,6 +521,51 @@ def test_the_stored_idless_parents_are_pi16s(tmp_path: Path) -> None:
         [parent for _, parent in IDLESS_PARENTS]
 
 
+# A last line's id written as a zero number other than 0, and the parentId text pi 1.6 writes
+# under it (tests/pi16_append.mjs): JSON.stringify's, 0 for each.
+ZERO_IDS = {"0.0": "0", "-0.0": "0", "0e5": "0", "0E-3": "0"}
+
+
+def zero_id_session(directory: Path, text: str) -> str:
+    last = dumps({"type": "custom", "customType": "test", "id": 0, "parentId": "aaaa0001",
+                  "timestamp": TS}).replace(b'"id":0', b'"id":' + text.encode())
+    return write_session(directory / "s.jsonl", [header(), custom("aaaa0001"), last])
+
+
+def written_parent(line: bytes) -> bytes:
+    """The parentId's text in a line pi or pi-lsp wrote."""
+    found = re.search(rb'"parentId":([^,]*),', line)
+    assert found is not None
+    return found.group(1)
+
+
+@pytest.mark.parametrize("text", ZERO_IDS)
+def test_a_zero_id_is_written_as_a_parent_as_json_stringify_writes_it(
+        tmp_path: Path, text: str) -> None:
+    """Under a last line whose id is 0.0, -0.0, 0e5 or 0E-3, pi-lsp wrote "parentId":0.0 or
+    -0.0; pi 1.6 writes its leafId through JSON.stringify: 0."""
+    path = zero_id_session(tmp_path, text)
+    SessionTree.open(path).append_custom("test")
+    assert written_parent(Path(path).read_bytes().splitlines()[-1]) == ZERO_IDS[text].encode()
+
+
+def test_the_stored_zero_id_parents_are_pi16s(tmp_path: Path) -> None:
+    node = pi16_node()
+    if node is None:
+        pytest.skip("pi 1.6 is not installed")
+    files = []
+    for index, text in enumerate(ZERO_IDS):
+        (tmp_path / str(index)).mkdir()
+        files.append(zero_id_session(tmp_path / str(index), text))
+    made = subprocess.run([node, str(Path(__file__).with_name("pi16_append.mjs")),
+                           str(PI16 / "@earendil-works"), *files],
+                          capture_output=True, text=True, timeout=PROCESS_CEILING_S)
+    assert made.returncode == 0, made.stderr
+    lines = json.loads(made.stdout)
+    assert [written_parent(lines[file].encode()).decode() for file in files] == \
+        list(ZERO_IDS.values())
+
+
 # Hand-edited sessions whose envelopes pi 1.6 reads leniently, and what it made of each
 # (tests/pi16_session.mjs), for machines without it.
 ODD_ENVELOPES = Path(__file__).with_name("fixtures") / "pi16-odd-envelopes"

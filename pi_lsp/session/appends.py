@@ -30,6 +30,7 @@ from pi_lsp.session.entries import (
 )
 from pi_lsp.session.ids import iso_now, iso_to_ms, new_entry_id
 from pi_lsp.session.journal import Record, written_id
+from pi_lsp.session.jsontext import js_json
 from pi_lsp.session.replyorder import reply_json
 
 
@@ -49,9 +50,11 @@ class EntryAppends:
 
     def _parent_id(self) -> Any:
         """pi's `parentId: this.leafId`; under an id-less leaf, its id as the line holds it (0,
-        false, null; UNSET, so no key, where it has none), which every reader takes as none."""
+        false, null; UNSET, so no key, where it has none), which every reader takes as none,
+        written as JSON.stringify writes it (0.0, -0.0, 0e5 as 0)."""
         if self.leaf_id is None and self.idless_leaf is not None:
-            return written_id(self.idless_leaf)
+            held = written_id(self.idless_leaf)
+            return held if held is msgspec.UNSET else msgspec.Raw(js_json(held))
         return self.leaf_id
 
     def append_message(self, message: AgentMessage, entry_id: str | None = None) -> str:
