@@ -1584,6 +1584,28 @@ class DiskFullWhileSummarizing(ExtractiveSummarizer):
         return await super().summarize(request)
 
 
+async def test_a_prompt_at_an_id_less_leaf_over_the_threshold_tells_no_compaction(
+        tmp_path: Path, fake: FakeAnthropic, providers: Callable[[], AnthropicProvider]) -> None:
+    """At a last line with no id, the context (the path up from it) is over the threshold, but
+    pi 1.6 has no branch there and compacts nothing before the prompt; the harness must not
+    start one there, which the compaction itself refuses, and tell its error."""
+    tree = tiny_session(tmp_path)
+    line = {"type": "custom", "customType": "x", "parentId": tree.leaf_id,
+            "timestamp": "2026-12-01T00:00:00.000Z"}
+    appender.append_lines(tree.path, [json.dumps(line).encode()])
+    tree.refresh()
+    harness = Harness(tree, tmp_path, providers, registry=ModelRegistry([TINY]),
+                      default_model=("anthropic", "tiny"),
+                      compaction=CompactionSettings(reserve_tokens=1000, keep_recent_tokens=300))
+    assert tree.idless_leaf is not None and harness.context_tokens() > 4000 - 1000
+    events: list[AgentEvent] = []
+    harness.subscribe(events.append)
+    fake.script(text_reply("Step 3 done."))
+    await harness.prompt("Now step 3.")
+    assert [e for e in events if isinstance(e, CompactionStart | CompactionEnd)] == []
+    assert lines(Path(tree.path))[-1]["message"]["content"][0]["text"] == "Step 3 done."
+
+
 async def compacted_after_a_full_reply(
         tree: SessionTree, root: Path, fake: FakeAnthropic,
         providers: Callable[[], AnthropicProvider], summarizer: Summarizer
