@@ -224,8 +224,9 @@ def cmd_fork(args: argparse.Namespace) -> int:
 
     tree = open_session(args.file)
     leaf = args.leaf or tree.leaf_id
-    if leaf is None and tree.idless_leaf is not None:
-        raise CliError(f"{args.file}: the leaf (line {tree.idless_leaf.line}) has no id, so "
+    idless = None if leaf else tree.idless_leaf_line()  # pi: "Entry  not found" at ""
+    if idless is not None:
+        raise CliError(f"{args.file}: the leaf (line {idless.line}) has no id, so "
                        "no fork can end there; name the entry to fork at with --leaf ID")
     if leaf is None:
         raise CliError(f"{args.file}: the session is empty; nothing to fork")

@@ -22,6 +22,7 @@ from pi_lsp.session.catalog import cli_session_dir
 from pi_lsp.session.entries import AssistantMessage, Replacement, TextContent, Usage, UserMessage
 from pi_lsp.session.tree import SessionTree
 from tests.conftest import EXAMPLE_WORKSPACE, conformance_files
+from tests.test_system_messages import PI16, pi16_node
 from tests.waits import CEILING_S, PROCESS_CEILING_S, run_cli, until_sync
 
 SAMPLE = conformance_files()[0]
@@ -243,20 +244,49 @@ def test_sessions_lists_example_workspace() -> None:
     assert sessions[0]["firstMessage"].startswith("GET /orders is really slow")
 
 
-def test_fork_at_a_leaf_without_an_id_says_so(tmp_path: Path) -> None:
-    """A session whose last line is an entry without an id was said to be empty."""
-    session = tmp_path / "s.jsonl"
-    tree = SessionTree.create(str(session), str(tmp_path))
+# pi 1.6's createBranchedSession at its leaf when the last line's id is "": it finds no path.
+PI16_EMPTY_ID_FORK = "Entry  not found"
+
+
+def session_with_an_idless_leaf(session: Path, leaf_id: str | None) -> None:
+    """A session whose last line has no id (or the id `leaf_id`)."""
+    tree = SessionTree.create(str(session), str(session.parent))
     tree.append_message(UserMessage(content="hi", timestamp=1))
     idless = {"type": "message", "parentId": tree.leaf_id, "timestamp": "2026-01-01T00:00:01Z",
               "message": {"role": "user", "content": "no id", "timestamp": 1}}
+    if leaf_id is not None:
+        idless["id"] = leaf_id
     with session.open("a", encoding="utf-8") as handle:
         handle.write(json.dumps(idless) + "\n")
+
+
+@pytest.mark.parametrize("leaf_id", [None, ""])
+def test_fork_at_a_leaf_without_an_id_says_so(tmp_path: Path, leaf_id: str | None) -> None:
+    """A session whose last line is an entry without an id was said to be empty; one whose
+    last line's id is "" was forked, where pi 1.6 finds no path there (PI16_EMPTY_ID_FORK)."""
+    session = tmp_path / "s.jsonl"
+    session_with_an_idless_leaf(session, leaf_id)
     result = run_cli("fork", str(session))
     assert result.returncode == 2
     assert result.stderr == f"pi-lsp: {session}: the leaf (line 3) has no id, so no fork can " \
         "end there; name the entry to fork at with --leaf ID\n"
     assert list(tmp_path.iterdir()) == [session]
+
+
+def test_the_stored_empty_id_fork_refusal_is_pi16s(tmp_path: Path) -> None:
+    node = pi16_node()
+    if node is None:
+        pytest.skip("pi 1.6 is not installed")
+    session = tmp_path / "s.jsonl"
+    session_with_an_idless_leaf(session, "")
+    package = PI16 / "@earendil-works" / "pi-coding-agent" / "dist" / "index.js"
+    script = (f"const {{ SessionManager }} = await import({json.dumps(str(package))});"
+              f"const s = SessionManager.open({json.dumps(str(session))});"
+              "try { s.createBranchedSession(s.getLeafId()); }"
+              "catch (error) { process.stdout.write(error.message); }")
+    made = subprocess.run([node, "--input-type=module", "-e", script], capture_output=True,
+                          text=True, timeout=PROCESS_CEILING_S)
+    assert (made.returncode, made.stdout) == (0, PI16_EMPTY_ID_FORK), made.stderr
 
 
 def test_fork_prints_new_file_with_same_context(tmp_path: Path, example_session: Path) -> None:

@@ -117,13 +117,16 @@ def test_a_fork_of_a_session_with_no_cwd_records_the_one_it_runs_in(
     assert header_cwd(fork.path) == str(elsewhere / recorded)
 
 
-def test_the_servers_fork_at_an_id_less_leaf_says_so(tmp_path: Path) -> None:
+@pytest.mark.parametrize("id_field", ["", '"id":"",'])
+def test_the_servers_fork_at_an_id_less_leaf_says_so(tmp_path: Path, id_field: str) -> None:
     """pi.fork with no leaf on a session whose last line has no id said "the session is
-    empty" (the command line said why already)."""
+    empty" (the command line said why already); with the id "" it forked, where pi 1.6 finds
+    no path (tests/test_cli.py PI16_EMPTY_ID_FORK)."""
     folder = tmp_path / "project"
     path = written_by_hand(folder / ".pi" / "sessions" / "a.jsonl", str(folder))
     with path.open("a", encoding="utf-8") as handle:
-        handle.write('{"type":"custom","customType":"note","parentId":"aaaa0001"}\n')
+        handle.write('{"type":"custom",' + id_field + '"customType":"note",'
+                     '"parentId":"aaaa0001"}\n')
     with pytest.raises(ValueError, match=r"the leaf \(line \d+\) has no id"):
         SessionHub([folder], Config()).fork(path, None)
 

@@ -452,8 +452,9 @@ class SessionHub(Workspace):
     def fork(self, path: Path, leaf_id: str | None) -> Path:
         tree = self.sync(path).tree
         leaf = leaf_id or tree.leaf_id
-        if leaf is None and tree.idless_leaf is not None:
-            raise ValueError(f"the leaf (line {tree.idless_leaf.line}) has no id, so no fork can "
+        idless = None if leaf else tree.idless_leaf_line()  # pi: "Entry  not found" at ""
+        if idless is not None:
+            raise ValueError(f"the leaf (line {idless.line}) has no id, so no fork can "
                              "end there; fork at an entry of the tree instead")
         if leaf is None:
             raise ValueError("the session is empty; there is nothing to fork")

@@ -755,13 +755,17 @@ class SessionTree(EntryAppends):
                                    else NOT_READ_BACK, self.path)
         return entry.id
 
+    def idless_leaf_line(self) -> Record | None:
+        """The leaf's line when it has no id pi-lsp can name (none, or ""), else None."""
+        if self.leaf_id:
+            return None
+        return self.idless_leaf if self.leaf_id is None else self.by_id[self.leaf_id]
+
     def branchless_leaf(self) -> str | None:
         """Why pi 1.6 has no branch at the leaf (getBranch() tests its id for truth: a last line
         with no id, or the id "", 0, false, null), naming the line and the id; None when it has
         one (an id like 5 or true counts: see `unnameable_leaf`)."""
-        if self.leaf_id:
-            return None
-        leaf = self.idless_leaf if self.leaf_id is None else self.by_id[self.leaf_id]
+        leaf = self.idless_leaf_line()
         if leaf is None:
             return None
         held = written_id(leaf)
