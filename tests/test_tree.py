@@ -42,7 +42,12 @@ from pi_lsp.session.ids import iso_to_ms
 from pi_lsp.session.outline import entry_preview, nested_tree
 from pi_lsp.session.records import UnknownEntryError, decode_entry
 from pi_lsp.session.tree import SessionTree
-from pi_lsp.summarize.branch import Navigation, fit_branch_messages, navigation
+from pi_lsp.summarize.branch import (
+    Navigation,
+    branch_with_summary,
+    fit_branch_messages,
+    navigation,
+)
 from pi_lsp.summarize.compaction import (
     CompactionSettings,
     NothingToCompactError,
@@ -805,6 +810,36 @@ def test_pi16_has_no_branch_at_an_id_less_leaf(tmp_path: Path, leaf_id: Any) -> 
     made = subprocess.run([node, "--input-type=module", "-e", script], capture_output=True,
                           text=True, timeout=PROCESS_CEILING_S)
     assert (made.returncode, made.stdout) == (0, "[0,6]"), made.stderr
+
+
+@pytest.mark.parametrize("leaf_id", [None, ""])
+def test_a_branch_with_summary_from_an_id_less_leaf_summarizes_nothing(
+        tmp_path: Path, leaf_id: Any) -> None:
+    """pi 1.6 collects nothing to summarize from a leaf whose id is not true (`if
+    (!oldLeafId)`), so it only moves; from a leaf whose id is "" pi-lsp summarized the path up
+    from it and wrote a branch_summary with "fromId":"root"."""
+    tree = idless_leaf_chain(tmp_path, leaf_id)
+    outcome = asyncio.run(branch_with_summary(tree, "m0000002", ExtractiveSummarizer(), 10_000))
+    assert (outcome.leaf_id is not None, outcome.summary_entry_id) == (True, None)
+    written = [json.loads(line)["type"] for line in Path(tree.path).read_bytes().splitlines()]
+    assert "branch_summary" not in written
+
+
+@pytest.mark.parametrize("leaf_id", [None, ""])
+def test_pi16_collects_no_branch_entries_from_an_id_less_leaf(tmp_path: Path,
+                                                              leaf_id: Any) -> None:
+    node = pi16_node()
+    if node is None:
+        pytest.skip("pi 1.6 is not installed")
+    path = idless_leaf_chain(tmp_path, leaf_id).path
+    package = PI16 / "@earendil-works" / "pi-coding-agent" / "dist" / "index.js"
+    script = (f"const pi = await import({json.dumps(str(package))});"
+              f"const s = pi.SessionManager.open({json.dumps(path)});"
+              "const found = pi.collectEntriesForBranchSummary(s, s.getLeafId(), 'm0000002');"
+              "process.stdout.write(JSON.stringify(found.entries.length));")
+    made = subprocess.run([node, "--input-type=module", "-e", script], capture_output=True,
+                          text=True, timeout=PROCESS_CEILING_S)
+    assert (made.returncode, made.stdout) == (0, "0"), made.stderr
 
 
 def test_context_after_a_compaction(tmp_path: Path) -> None:

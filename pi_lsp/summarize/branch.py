@@ -65,7 +65,7 @@ class BranchMessages(msgspec.Struct):
 def collect_branch_entries(tree: SessionTree, old_leaf_id: str | None, target_id: str | None
                            ) -> BranchEntries:
     """From the abandoned leaf up to, not including, the deepest ancestor shared with the target."""
-    if old_leaf_id is None:
+    if not old_leaf_id:  # pi's `if (!oldLeafId)`: a leaf whose id is "" has no branch either
         return BranchEntries([], None)
     common = tree.common_ancestor(old_leaf_id, target_id)
     records: list[Record] = []
