@@ -35,6 +35,7 @@ from pi_lsp.server.hub import SessionHub
 from pi_lsp.server.memory import LARGE_ANSWER, give_back
 from pi_lsp.server.protocol import (
     MAX_BATCH,
+    ApproveToolResult,
     BranchArgs,
     CompactArgs,
     FileChangesArgs,
@@ -46,6 +47,7 @@ from pi_lsp.server.protocol import (
     PromptArgs,
     RestoreFilesArgs,
     SessionArgs,
+    parse_approval,
     parse_args,
 )
 from pi_lsp.server.server import server
@@ -1262,6 +1264,22 @@ def test_an_answer_that_does_not_fit_fails_its_request(
     assert str(error) == f"the editor's answer does not fit: invalid value for type, {said}"
     assert "odd-answer" not in protocol._request_futures
     assert not any(r.exc_info for r in caplog.records)
+
+
+@pytest.mark.parametrize(("method", "result", "read"), [
+    (types.WORKSPACE_APPLY_EDIT, {"applied": True}, types.ApplyWorkspaceEditResult(True)),
+    ("pi/approveTool", {"decision": "allow"}, ApproveToolResult("allow")),
+], ids=["applyEdit", "approveTool"])
+def test_a_null_error_beside_a_result_keeps_the_result(method: str, result: Any,
+                                                       read: Any) -> None:
+    """`"error": null` beside a good result was taken for an error answer: applyEdit's result
+    came back None (apply() then raised on None.applied) and an approval failed."""
+    protocol = server.protocol
+    asked = protocol.send_request(method, None, msg_id="null-error")
+    protocol.receive(json.dumps({"jsonrpc": "2.0", "id": "null-error", "result": result,
+                                 "error": None}).encode())
+    answer = asked.result(timeout=0)
+    assert (parse_approval(answer) if method == "pi/approveTool" else answer) == read
 
 
 async def test_a_killed_server_leaves_no_command_running(tmp_path: Path,

@@ -196,8 +196,10 @@ class PiProtocol(LanguageServerProtocol):
         approval say, waited forever): it fails that request instead, saying why."""
         request_id = _request_id(data)
         result_type = self._result_types.pop(request_id, None) if request_id is not None else None
-        kind = types.ResponseErrorMessage if "error" in data else \
-            result_type or JsonRPCResponseMessage
+        failed = data.get("error") is not None  # `"error": null` beside a result is no error
+        kind = types.ResponseErrorMessage if failed else result_type or JsonRPCResponseMessage
+        if not failed:
+            data = {k: v for k, v in data.items() if k != "error"}
         try:
             return self._converter.structure(data, kind)
         except Exception as error:
