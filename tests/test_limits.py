@@ -1282,6 +1282,29 @@ def test_a_null_error_beside_a_result_keeps_the_result(method: str, result: Any,
     assert (parse_approval(answer) if method == "pi/approveTool" else answer) == read
 
 
+@pytest.mark.parametrize(("method", "read"), [
+    (types.WINDOW_WORK_DONE_PROGRESS_CREATE, None),
+    (types.CLIENT_REGISTER_CAPABILITY, None),
+    (types.WORKSPACE_APPLY_EDIT, "the editor's answer has neither result nor error"),
+    ("pi/approveTool", None),
+], ids=["progress", "register", "applyEdit", "approveTool"])
+def test_an_answer_with_no_result_settles_its_request(
+        method: str, read: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An answer with neither `result` nor `error` (a Lua client encoding nil) was taken for
+    a request: the server's request (a tool's approval, workDoneProgress/create) waited
+    forever, and the editor was sent -32600 under the server's own id."""
+    protocol = server.protocol
+    sent: list[Any] = []
+    monkeypatch.setattr(protocol, "_send_data", sent.append)
+    asked = protocol.send_request(method, None, msg_id="no-result")
+    protocol.receive(b'{"jsonrpc": "2.0", "id": "no-result"}')
+    if read is None:  # a null result, which the approval takes for no decision: a denial
+        assert asked.result(timeout=0) is None and parse_approval(None) is None
+    else:
+        assert str(asked.exception(timeout=0)) == read
+    assert len(sent) == 1  # the request: no error sent back
+
+
 async def test_a_killed_server_leaves_no_command_running(tmp_path: Path,
                                                          fake: FakeAnthropic) -> None:
     server, _uri, pid = await start_sleeping_tool(tmp_path, fake)

@@ -169,8 +169,10 @@ class PiProtocol(LanguageServerProtocol):
             # cannot name); JSON-RPC answers such a message with a null id
             self._refuse(None, JsonRpcInvalidRequest("Invalid Request: `method` must be a string"
                                                      " and `id` a string, a number or null"))
-        elif not ("method" in data or "result" in data or "error" in data):
+        elif not ("method" in data or "result" in data or "error" in data) \
+                and _request_id(data) not in self._result_types:
             # neither a request nor a response: pygls raised, showing the user an error
+            # (an answer to the server's request with neither, a Lua client's nil, is one)
             self._refuse(_request_id(data), JsonRpcInvalidRequest(
                 "Invalid Request: a request needs a `method`"))
         else:
@@ -198,12 +200,16 @@ class PiProtocol(LanguageServerProtocol):
         result_type = self._result_types.pop(request_id, None) if request_id is not None else None
         failed = data.get("error") is not None  # `"error": null` beside a result is no error
         kind = types.ResponseErrorMessage if failed else result_type or JsonRPCResponseMessage
+        # No result (a Lua client encoding nil leaves it out) is the null result JSON-RPC
+        # means, where the method's result may be null (workDoneProgress/create's is).
+        resultless = not failed and "result" not in data
         if not failed:
-            data = {k: v for k, v in data.items() if k != "error"}
+            data = {"result": None, **{k: v for k, v in data.items() if k != "error"}}
         try:
             return self._converter.structure(data, kind)
         except Exception as error:
-            problem = f"the editor's answer does not fit: {_problem(error)}"
+            problem = "the editor's answer has neither result nor error" if resultless else \
+                f"the editor's answer does not fit: {_problem(error)}"
         log.warning("request %s failed: %s", request_id, problem)
         return types.ResponseErrorMessage(id=request_id, error=types.ResponseError(
             code=JsonRpcInvalidParams.CODE, message=problem))
