@@ -645,6 +645,26 @@ def test_a_session_named_with_a_number_past_a_double_is_left_out_not_the_listing
         assert list(pi) == ["plain"]
 
 
+def test_a_lone_surrogate_beside_a_name_with_no_text_leaves_out_only_that_session(
+        tmp_path: Path) -> None:
+    """A session whose name is 5 and whose `session_info` line also holds "\\ud800" made the
+    name's check (plain msgspec) raise "Input data was truncated", ending the whole listing;
+    pi 1.6 drops only that session."""
+    for session_id, name in (("number", "5"), ("text", '"ok"')):
+        write(tmp_path / "s" / f"{session_id}.jsonl", [
+            header(session_id, "2025-01-01T00:00:00.000Z", "/w"),
+            user_entry("m1", None, "2025-01-01T00:00:02.000Z", "hello")])
+        with (tmp_path / "s" / f"{session_id}.jsonl").open("a") as file:
+            file.write('{"type":"session_info","id":"i2","parentId":"m1","timestamp":'
+                       f'"2025-01-01T00:00:03.000Z","name":{name},"x":"\\ud800"}}\n')
+    listed = {s.id: s.name for s in list_sessions([tmp_path / "s"])}
+    assert listed == {"text": "ok"}
+    assert {s.id for s in SessionIndex().list([tmp_path / "s"])} == {"text"}
+    pi = pi16_listing(tmp_path / "s")
+    if pi is not None:
+        assert {key: value["name"] for key, value in pi.items()} == listed
+
+
 def test_a_session_named_with_no_text_is_left_out_as_pi_leaves_it_out(tmp_path: Path) -> None:
     """A `session_info` whose name is a number, an object, a boolean or a list was listed under
     the name before it, where pi 1.6's buildSessionInfo throws on its `name?.trim()` and drops

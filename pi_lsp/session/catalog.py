@@ -43,6 +43,7 @@ from pi_lsp.session.journal import (
     parse_lines,
     read_file,
 )
+from pi_lsp.session.jsontext import Decoder
 from pi_lsp.session.migrate import migrate
 from pi_lsp.session.outline import shorten
 from pi_lsp.session.records import decode_entry
@@ -439,12 +440,12 @@ class _NameField(msgspec.Struct):
     name: Any = None
 
 
-_name_decoder = msgspec.json.Decoder(_NameField)
+_name_decoder: Decoder[_NameField] = Decoder(_NameField)
 
 
 def _text_or_null_name(record: Record) -> bool:
-    """Whether a `session_info` line's name is text or null. A number out of a double's range
-    (1e400, Infinity to JavaScript) fails the decode: no text either."""
+    """Whether a `session_info` line's name is text or null, read as JSON.parse reads it (a
+    lone surrogate escape, 1e400); a line msgspec cannot fit to the field is no text either."""
     try:
         return isinstance(_name_decoder.decode(record.text).name, str | None)
     except msgspec.ValidationError:
