@@ -189,6 +189,19 @@ def test_a_field_of_the_wrong_type_before_the_json_breaks_is_malformed(
     assert kinds(SessionTree.open(path).problems)[-1] == ("torn", 8)
 
 
+def test_a_line_whose_reread_fails_validation_is_an_invalid_entry(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """_classify caught the re-read's DecodeError, which a ValidationError is too, and then
+    read the value it never got: UnboundLocalError (dadc248's 4,301-digit integer did it)."""
+    class Refusing:
+        def decode(self, raw: bytes) -> Any:
+            raise msgspec.ValidationError("Integer value out of range")
+
+    monkeypatch.setattr(journal, "value_decoder", Refusing())
+    path = write_session(tmp_path / "s.jsonl", [b'{"type":"custom","id":true}', header()])
+    assert kinds(read_file(path).problems) == [("invalid-entry", 1)]
+
+
 @pytest.mark.parametrize("junk", [b"null", b"false", b"0", b"-0.0", b'""'])
 def test_non_object_json_line_is_reported(tmp_path: Path, junk: bytes) -> None:
     """pi 1.6 skips a line JavaScript takes as false."""

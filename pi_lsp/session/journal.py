@@ -205,15 +205,18 @@ class LineBatch:
 
 
 def _classify(raw: bytes, error: Exception) -> Problem:
-    if isinstance(error, msgspec.ValidationError):
-        # A field of the wrong type stops a decode before the JSON ends: the rest may not be
-        # JSON (a line cut short after it, or with more after its object).
-        try:
-            value = value_decoder.decode(raw)
-        except msgspec.DecodeError as syntax:
-            error = syntax
     if not isinstance(error, msgspec.ValidationError):
         return Problem("malformed", f"not valid JSON: {error}")
+    # A field of the wrong type stops a decode before the JSON ends: the rest may not be
+    # JSON (a line cut short after it, or with more after its object).
+    try:
+        value = value_decoder.decode(raw)
+    except msgspec.ValidationError:
+        # JSON that reads as no value (a ValidationError is a DecodeError too): the entry's
+        # own error says what does not fit
+        value = {}
+    except msgspec.DecodeError as syntax:
+        return Problem("malformed", f"not valid JSON: {syntax}")
     if not isinstance(value, dict):
         return Problem("not-object", "line is null, false, 0 or \"\" (JSON but not an object)")
     return Problem("invalid-entry", f"entry has a field of the wrong type: {error}")
