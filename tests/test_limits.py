@@ -380,7 +380,7 @@ def test_a_lone_surrogate_where_it_does_not_fit_is_refused_naming_the_field(
     -32011 "'utf-8' codec can't encode character", naming no field."""
     with pytest.raises(JsonRpcInvalidParams) as raised:
         parse_args((args,), kind)
-    assert str(raised.value) == f"invalid argument: {said} (a lone surrogate)"
+    assert str(raised.value) == f"invalid argument: {said} (a lone surrogate, shown as U+FFFD)"
 
 
 @pytest.mark.parametrize("args", [{"entryId": "a"}, {"entryId": "a", "page": 1, "start": 2}])
@@ -598,7 +598,8 @@ async def test_the_server_survives_bad_frames_and_answers_the_next_request(
         await server.close()
 
 
-ODD_MESSAGE = "Invalid Request: `method` must be a string and `id` a string, a number or null"
+ODD_MESSAGE = ("Invalid Request: `method` must be a string and `id` a string, a finite number"
+               " or null")
 
 
 @pytest.mark.parametrize(("body", "code", "answered_id", "message"), [
@@ -619,11 +620,13 @@ ODD_MESSAGE = "Invalid Request: `method` must be a string and `id` a string, a n
     (b'{"jsonrpc":"2.0","id":7,"method":5}', -32600, None, ODD_MESSAGE),
     (b'{"jsonrpc":"2.0","method":{}}', -32600, None, ODD_MESSAGE),
     (b'{"jsonrpc":"2.0","id":1e400,"method":"no/such"}', -32600, None, ODD_MESSAGE),
+    (b'{"jsonrpc":"2.0","id":1%s,"method":"no/such"}' % (b"0" * 5000), -32600, None,
+     ODD_MESSAGE),
 ], ids=["not JSON", "not UTF-8", "empty batch", "a number", "no jsonrpc",
         "deeply nested batch", "jsonrpc 2", "jsonrpc 1.0", "jsonrpc null", "only jsonrpc",
         "no method", "unknown method without params", "an id that is a list",
         "a method that is a number", "a notification's method that is an object",
-        "an id past a double"])
+        "an id past a double", "an id of 5,001 digits"])
 async def test_a_body_that_is_not_a_message_is_answered_as_json_rpc_says(
         tmp_path: Path, body: bytes, code: int, answered_id: int | None, message: str) -> None:
     """A body that was not JSON, a batch (LSP has none) or not a JSON-RPC object went unanswered

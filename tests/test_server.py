@@ -421,8 +421,9 @@ async def test_a_lone_surrogate_in_a_setting_is_refused_by_name(pi: Pi,
                                    "workspaceTrusted": False})
     assert config.workspace_trusted is False
     assert refused == ["`toolApproval`: Invalid enum value '\ufffd' - at `$.toolApproval` "
-                       "(a lone surrogate)",
-                       "`\udc00`: Object contains unknown field `\ufffd` (a lone surrogate)"]
+                       "(a lone surrogate, shown as U+FFFD)",
+                       "`\udc00`: Object contains unknown field `\ufffd` "
+                       "(a lone surrogate, shown as U+FFFD)"]
     pi.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
         settings={"piLsp": {**options, "toolApproval": "\ud800"}}))
     try:

@@ -168,7 +168,7 @@ class PiProtocol(LanguageServerProtocol):
             # pygls answered -32603 with its traceback (an id it cannot file, a method it
             # cannot name); JSON-RPC answers such a message with a null id
             self._refuse(None, JsonRpcInvalidRequest("Invalid Request: `method` must be a string"
-                                                     " and `id` a string, a number or null"))
+                                                     " and `id` a string, a finite number or null"))
         elif not ("method" in data or "result" in data or "error" in data) \
                 and _request_id(data) not in self._result_types:
             # neither a request nor a response: pygls raised, showing the user an error

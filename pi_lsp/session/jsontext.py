@@ -133,7 +133,7 @@ def surrogate_error(value: Any, kind: Any) -> msgspec.ValidationError:
     try:
         msgspec.convert(json.loads(lone_surrogates_replaced(json.dumps(value).encode())), kind)
     except msgspec.ValidationError as error:
-        return msgspec.ValidationError(f"{error} (a lone surrogate)")
+        return msgspec.ValidationError(f"{error} (a lone surrogate, shown as U+FFFD)")
     except (RecursionError, ValueError):
         pass
     return msgspec.ValidationError("a lone surrogate where it does not fit")
