@@ -552,6 +552,26 @@ class AskingServer:
         return {"decision": "allowSession"}
 
 
+@pytest.mark.parametrize(("answer", "said"), [
+    (None, "null"), ({"decision": "maybe"}, '{"decision":"maybe"}'), ("\ud800", "'\\ud800'"),
+], ids=["null", "maybe", "lone-surrogate"])
+async def test_an_approval_answer_of_no_decision_is_named_as_json(
+        root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answer: Any,
+        said: str) -> None:
+    """An editor answering the approval with null was told it answered "None", Python's word
+    for a value the editor never wrote; one answering a lone surrogate failed the approval
+    with msgspec's UnicodeEncodeError instead of a denial naming the answer."""
+    server, _session, approve = asking_approver(root)
+
+    async def answered(_method: str, _params: Any, msg_id: Any = None) -> Any:
+        return answer
+
+    monkeypatch.setattr(server, "send_request_async", answered)
+    refusal = await approve(read_request(root, tmp_path / "outside.txt"))
+    assert refusal == (f"the editor answered the approval request with {said}, not allow, "
+                       "allowSession or deny; read was not run")
+
+
 async def test_allow_for_the_session_covers_the_tool_inside_or_outside_only(
         root: Path, tmp_path: Path) -> None:
     server, session, approve = asking_approver(root)

@@ -22,6 +22,7 @@ from pi_lsp.server.protocol import (
     ApproveToolParams,
     Decision,
     client_approves_tools,
+    json_text,
     parse_approval,
 )
 from pi_lsp.visible import visible
@@ -198,8 +199,8 @@ class ToolApprovals:
                            "it was not run") from None
         result = parse_approval(answer)
         if result is None:
-            raise NotAsked(f"the editor answered the approval request with {answer!r}, not "
-                           f"allow, allowSession or deny; {params.tool} was not run")
+            raise NotAsked(f"the editor answered the approval request with {json_text(answer)}, "
+                           f"not allow, allowSession or deny; {params.tool} was not run")
         return result.decision
 
     async def ask_message(self, name: str, question: str, for_session: bool) -> Decision:

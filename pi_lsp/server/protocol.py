@@ -695,6 +695,16 @@ def client_approves_tools(capabilities: types.ClientCapabilities) -> bool:
     return value is True
 
 
+def json_text(answer: Any) -> str:
+    """An editor's answer as JSON spells it (null, not Python's None), for an error naming it."""
+    if hasattr(answer, "_asdict"):  # pygls hands an object over as a namedtuple
+        answer = answer._asdict()
+    try:
+        return msgspec.json.encode(answer).decode()
+    except (msgspec.EncodeError, TypeError, ValueError):  # a lone surrogate; not JSON at all
+        return repr(answer)
+
+
 def parse_approval(answer: Any) -> ApproveToolResult | None:
     """The client's answer to `pi/approveTool` (pygls hands it over as a namedtuple); None
     when it is not one of the three decisions."""
@@ -702,7 +712,7 @@ def parse_approval(answer: Any) -> ApproveToolResult | None:
         answer = answer._asdict()
     try:
         return msgspec.convert(answer, ApproveToolResult)
-    except msgspec.ValidationError:
+    except (msgspec.ValidationError, UnicodeEncodeError):  # msgspec's, on a lone surrogate
         return None
 
 
