@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 
 from pi_lsp.regular import read_regular
+from pi_lsp.session.jsontext import value_decoder
 
 # A string literal (kept as it is) or what is taken out: a `//` comment, or a comma before a
 # closing bracket (its whitespace and bracket kept).
@@ -42,7 +43,8 @@ def read_object(path: Path, what: str, error: type[Exception], comments: bool = 
     what is wrong. `comments`: the file may have `//` comments and trailing commas."""
     try:
         data = read_regular(path).removeprefix(BOM)
-        data = msgspec.json.decode(strip_comments(data) if comments else data)
+        # As JSON.parse reads it: 1e400 as Infinity, a lone surrogate escape as that unit.
+        data = value_decoder.decode(strip_comments(data) if comments else data)
     except OSError as fault:
         if fault.errno in ABSENT:
             return {}

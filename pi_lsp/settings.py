@@ -34,6 +34,7 @@ from pi_lsp.providers.registry import (
 from pi_lsp.providers.thinking import clamped_level
 from pi_lsp.session.catalog import agent_dir
 from pi_lsp.session.entries import DEFAULT_THINKING_LEVEL
+from pi_lsp.session.jsontext import convert
 from pi_lsp.summarize.compaction import CompactionSettings
 from pi_lsp.trust import project_files, trust_path
 
@@ -205,7 +206,7 @@ def load_settings(workspace: Path, *, project: bool) -> Settings:
         merged.pop("defaultProvider", None)
     merged["images"] = {"autoResize": _auto_resize(merged.get("images"))}
     try:
-        settings = msgspec.convert(merged, Settings)
+        settings: Settings = convert(merged, Settings)
     except msgspec.ValidationError as error:
         files = [user, project_file] if project else [user]
         raise SettingsError(f"settings ({', '.join(map(str, files))}): {error}") from None

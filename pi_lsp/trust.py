@@ -10,6 +10,7 @@ decisions; a store that cannot be read is an error and is never written over.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import errno
 import json
@@ -24,6 +25,7 @@ import msgspec
 from pi_lsp.jsonfile import ABSENT, read_object, write_atomically
 from pi_lsp.regular import read_regular
 from pi_lsp.session.catalog import agent_dir
+from pi_lsp.session.jsontext import value_decoder
 
 TRUST_FILE = "trust.json"
 LOCK_STALE_S = 10.0  # proper-lockfile's default: an older lock was left by a process that died
@@ -135,7 +137,8 @@ def read_store(path: Path) -> dict[str, bool | None]:
     except OSError as error:
         raise TrustError(f"{path}: cannot read pi's trust store ({error.strerror})") from None
     try:
-        parsed = msgspec.json.decode(data.decode("utf-8", "replace").removeprefix("\ufeff"))
+        text = data.decode("utf-8", "replace").removeprefix("\ufeff")  # as Node reads it
+        parsed = value_decoder.decode(text.encode())
     except msgspec.DecodeError as error:
         raise TrustError(f"{path}: pi's trust store is not valid JSON ({error}); fix or delete "
                          "it") from None
@@ -157,7 +160,21 @@ def _write_store(path: Path, data: dict[str, bool | None]) -> None:
                                                                           "surrogatepass"))}
     text = json.dumps(ordered, indent=2, ensure_ascii=False) + "\n"
     target = Path(os.path.realpath(path))  # a symlinked store stays a symlink
-    write_atomically(target, text.encode("utf-8", "surrogateescape"))
+    write_atomically(target, text.encode("utf-8", "pi-lsp-store"))
+
+
+def _store_surrogate(error: UnicodeError) -> tuple[bytes, int]:
+    """A folder name's undecodable byte (surrogateescape's U+DC80-U+DCFF) as that byte; any
+    other lone surrogate, which only a key read from the store holds, as the JSON escape pi's
+    JSON.stringify writes (UTF-8 has no way to write it)."""
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    units = error.object[error.start:error.end]
+    return b"".join(bytes([ord(unit) - 0xDC00]) if "\udc80" <= unit <= "\udcff"
+                    else f"\\u{ord(unit):04x}".encode() for unit in units), error.end
+
+
+codecs.register_error("pi-lsp-store", _store_surrogate)
 
 
 @contextlib.contextmanager

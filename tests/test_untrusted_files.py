@@ -41,7 +41,8 @@ from pi_lsp.session.entries import ToolCall
 from pi_lsp.session.sessiondir import link_session_dir
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.settings import SettingsError, load_settings
-from pi_lsp.trust import resolve_trust, save_decision, saved_decisions, trust_path
+from pi_lsp.trust import TrustError, resolve_trust, save_decision, saved_decisions, trust_path
+from tests.test_system_messages import PI16, pi16_node
 from tests.waits import PROCESS_CEILING_S, run_cli
 
 PACKAGE = Path(__file__).resolve().parent.parent / "pi_lsp"
@@ -604,3 +605,81 @@ def test_the_approval_question_leads_with_the_command() -> None:
     first_line = question.splitlines()[0]
     assert first_line.startswith(f"pi wants to run bash: {command} (session: Fix tests) ")
     assert question == first_line
+
+
+# -- numbers and escapes JSON.parse reads -----------------------------------------------------
+
+# A number JSON.parse reads as Infinity, and a lone surrogate escape it reads as that code unit.
+PAST_A_DOUBLE = ["1" + "0" * 5000, "1e400"]
+LONE_SURROGATE = '"\\ud800"'
+PI16_TRUST = Path(__file__).with_name("fixtures") / "pi16-trust-surrogate.json"
+
+
+@pytest.mark.parametrize("value", [*PAST_A_DOUBLE, LONE_SURROGATE])
+def test_each_json_file_reads_what_json_parse_reads(tmp_path: Path, value: str) -> None:
+    """settings.json, models.json, auth.json and trust.json were refused whole over a value
+    pi reads ("Integer value out of range", "Input data was truncated"), even under a key
+    neither reads; sessionDir was never set in such a settings.json."""
+    agent_files = trust_path().parent
+    agent_files.mkdir(parents=True)
+    (tmp_path / ".pi").mkdir()
+    for path in (agent_files / "settings.json", tmp_path / ".pi" / "settings.json",
+                 agent_files / "auth.json"):
+        path.write_text(f'{{"unread": {value}, "un\\ud800read": {value}}}')
+    for path in (agent_files / "models.json", tmp_path / ".pi" / "models.json"):
+        path.write_text(f'{{"providers": {{"anthropic": {{"baseUrl": "http://localhost:9", '
+                        f'"unread": {value}}}}}, "un\\ud800read": {value}}}')
+    trust_path().write_text('{"/elsewhere": true}')
+    save_decision(tmp_path, True)
+    assert resolve_trust(tmp_path).trusted
+    load_settings(tmp_path, project=True)
+    assert link_session_dir(tmp_path)
+    assert read_object(tmp_path / ".pi" / "settings.json", "settings", ValueError)["sessionDir"]
+
+
+@pytest.mark.parametrize("value", PAST_A_DOUBLE)
+def test_a_number_past_a_double_is_refused_by_name_where_it_does_not_fit(
+        tmp_path: Path, value: str) -> None:
+    path = trust_path()
+    path.parent.mkdir(parents=True)
+    (path.parent / "settings.json").write_text(f'{{"retry": {{"maxRetries": {value}}}}}')
+    with pytest.raises(SettingsError, match=r"got `float` - at `\$\.retry\.maxRetries`"):
+        load_settings(tmp_path, project=False)
+    path.write_text(f'{{"/x": {value}}}')
+    with pytest.raises(TrustError, match="the decision for '/x' must be true, false or null"):
+        saved_decisions()
+
+
+def test_a_lone_surrogate_in_the_trust_store_is_kept_as_pi_16_keeps_it(tmp_path: Path) -> None:
+    """Read, it was "not valid JSON"; written back, it must be the escape pi writes (UTF-8 has
+    no way to write it)."""
+    path = trust_path()
+    path.parent.mkdir(parents=True)
+    store = '{"/zz/\\ud800dir": true, "/zz/ok": false}'
+    path.write_text(store)
+    assert saved_decisions() == {"/zz/\ud800dir": True, "/zz/ok": False}
+    save_decision(tmp_path, True)
+    expected = PI16_TRUST.read_text("utf-8").replace("{{cwd}}", str(tmp_path))
+    assert path.read_text("utf-8") == expected
+    node = pi16_node()
+    if node is not None:  # the stored answer is pi's
+        pis = tmp_path / "pi"
+        pis.mkdir()
+        (pis / "trust.json").write_text(store)
+        made = subprocess.run([node, str(Path(__file__).with_name("pi16_trust.mjs")),
+                               str(PI16 / "@earendil-works"), str(pis), str(tmp_path)],
+                              capture_output=True, text=True, timeout=PROCESS_CEILING_S)
+        assert made.returncode == 0, made.stderr
+        assert made.stdout == expected
+
+
+def test_a_lone_surrogate_in_a_key_within_a_provider_is_refused_naming_the_file(
+        tmp_path: Path) -> None:
+    """pi ignores such a key; pi-lsp cannot match it to a field there, and says so rather than
+    end in a traceback (ValidationError out of load_models)."""
+    path = trust_path().parent / "models.json"
+    path.parent.mkdir(parents=True)
+    path.write_text('{"providers": {"anthropic": {"baseUrl": "http://localhost:9", '
+                    '"un\\ud800read": 1}}}')
+    with pytest.raises(SettingsError, match=f"^{path}: a lone surrogate"):
+        load_settings(tmp_path, project=False)

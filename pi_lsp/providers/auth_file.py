@@ -19,6 +19,7 @@ from pi_lsp.providers.key_commands import command_output, is_command, may_run
 from pi_lsp.providers.models_file import UnsetVariable, expand, variable_names
 from pi_lsp.regular import read_regular
 from pi_lsp.session.catalog import agent_dir
+from pi_lsp.session.jsontext import value_decoder
 
 
 class AuthFileError(ValueError):
@@ -94,7 +95,7 @@ def _entries(path: Path) -> dict[str, Any]:
             return {}
         raise AuthFileError(f"{path}: cannot read pi's credentials ({fault})") from None
     try:
-        value = msgspec.json.decode(data.removeprefix(BOM)) if data else {}
+        value = value_decoder.decode(data.removeprefix(BOM)) if data else {}
     except msgspec.DecodeError as fault:
         raise AuthFileError(f"{path}: cannot read pi's credentials ({fault})") from None
     except RecursionError:  # msgspec's limit on nesting: a file no one writes by hand

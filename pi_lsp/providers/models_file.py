@@ -33,6 +33,7 @@ from pi_lsp.providers.registry import (
     ProviderConfig,
 )
 from pi_lsp.session.catalog import agent_dir
+from pi_lsp.session.jsontext import convert
 
 
 class ModelsFileError(ValueError):
@@ -104,7 +105,7 @@ def _read(path: Path) -> dict[str, Any]:
         raise ModelsFileError(f"{path}: providers must be an object of providers by name")
     for name, spec in providers.items():
         try:
-            msgspec.convert(spec, ProviderSpec)
+            convert(spec, ProviderSpec)
         except msgspec.ValidationError as error:
             # msgspec says "... - at `$.models[0].id`"; name the provider in the path.
             text, _, where = str(error).partition(" - at `$")
@@ -162,7 +163,10 @@ def load_models(workspace: Path, *, project: bool
     """
     files = models_files(workspace)[:2 if project else 1]
     raw = [_read(path) for path in files]
-    merged = msgspec.convert({"providers": _merge(raw)}, ModelsFile)
+    try:
+        merged: ModelsFile = convert({"providers": _merge(raw)}, ModelsFile)
+    except msgspec.ValidationError as error:  # a lone surrogate in a key within a provider
+        raise ModelsFileError(f"{', '.join(map(str, files))}: {error}") from None
     sources = {name: str(path) for path, data in zip(files, raw, strict=True)
                for name in data.get("providers") or {}}
     _check(merged, sources)

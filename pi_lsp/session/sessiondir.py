@@ -19,6 +19,7 @@ import msgspec
 
 from pi_lsp.jsonfile import read_object, write_atomically
 from pi_lsp.regular import read_regular
+from pi_lsp.session.jsontext import value_decoder
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +135,7 @@ def link_session_dir(workspace: Path) -> bool:
                     "pi-lsp's sessions", path, error.strerror)
         return False
     try:
-        settings: Any = msgspec.json.decode(text)
+        settings: Any = value_decoder.decode(text)
     except msgspec.DecodeError as error:
         settings, problem = None, f"not valid JSON ({error})"
     except RecursionError:  # msgspec's limit on nesting
