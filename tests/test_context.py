@@ -760,6 +760,50 @@ def test_an_integer_past_pythons_digit_limit_reads_as_infinity_as_in_pi16(
             {"role": "user", "content": "hi", "details": {"size": None}, "timestamp": None}]
 
 
+def long_integer_session(path: Path, digits: int) -> None:
+    """A message with half a character (so its line takes the decoder's standard-library path)
+    and integers of `digits` digits."""
+    big = "1" + "0" * (digits - 1)
+    path.write_text(
+        '{"type":"session","version":3,"id":"s","timestamp":"2026-12-01T10:00:00.000Z",'
+        '"cwd":"/tmp"}\n{"type":"message","id":"a1","parentId":null,'
+        '"timestamp":"2026-12-01T10:00:01.000Z","message":{"role":"user","content":'
+        f'"half \\ud83d emoji","details":{{"size":{big}}},"timestamp":-{big}}}}}\n')
+
+
+# From 310 digits JSON.parse reads Infinity (4,300 is Python's own limit, 4,301 past it).
+LONG_INTEGER_DIGITS = [310, 400, 4300, 4301]
+
+
+@pytest.mark.parametrize("digits", LONG_INTEGER_DIGITS)
+def test_an_integer_past_a_double_reads_as_infinity_as_in_pi16(tmp_path: Path,
+                                                               digits: int) -> None:
+    """An integer of 310 to 4,300 digits was read exactly (jsontext.js_integer took Python's
+    int up to its limit), and the context held all its digits where pi 1.6 reads Infinity and
+    writes null, as for 1e400 or 4,301 digits."""
+    from pi_lsp.context.layers import build_layer
+    from pi_lsp.session.tree import SessionTree
+
+    path = tmp_path / "s.jsonl"
+    long_integer_session(path, digits)
+    tree = SessionTree.open(str(path))
+    for layer in ("agent", "llm"):
+        rows = build_layer(tree, tree.leaf_id, layer).rows
+        assert [json.loads(bytes(row.message)) for row in rows] == [
+            {"role": "user", "content": "half \ud83d emoji", "details": {"size": None},
+             "timestamp": None}]
+
+
+def test_pi16_reads_an_integer_past_a_double_as_infinity(tmp_path: Path) -> None:
+    files = {str(digits): tmp_path / f"{digits}.jsonl" for digits in LONG_INTEGER_DIGITS}
+    for digits, path in files.items():
+        long_integer_session(path, int(digits))
+    for context in pi16_contexts(files).values():
+        assert context["agent"] == context["llm"] == [
+            {"role": "user", "content": "half \ud83d emoji", "details": {"size": None},
+             "timestamp": None}]
+
+
 @pytest.mark.parametrize(("entry", "summary"), [
     ('"type":"compaction","summary":1e400,"firstKeptEntryId":"a1","tokensBefore":5', "Infinity"),
     ('"type":"compaction","summary":-1e400,"firstKeptEntryId":"a1"', "-Infinity"),
