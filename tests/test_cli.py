@@ -22,7 +22,7 @@ from pi_lsp.session.catalog import cli_session_dir
 from pi_lsp.session.entries import AssistantMessage, Replacement, TextContent, Usage, UserMessage
 from pi_lsp.session.tree import SessionTree
 from tests.conftest import EXAMPLE_WORKSPACE, conformance_files
-from tests.test_system_messages import PI16, pi16_node
+from tests.test_system_messages import pi16_eval
 from tests.waits import CEILING_S, PROCESS_CEILING_S, run_cli, until_sync
 
 SAMPLE = conformance_files()[0]
@@ -274,19 +274,12 @@ def test_fork_at_a_leaf_without_an_id_says_so(tmp_path: Path, leaf_id: str | Non
 
 
 def test_the_stored_empty_id_fork_refusal_is_pi16s(tmp_path: Path) -> None:
-    node = pi16_node()
-    if node is None:
-        pytest.skip("pi 1.6 is not installed")
     session = tmp_path / "s.jsonl"
     session_with_an_idless_leaf(session, "")
-    package = PI16 / "@earendil-works" / "pi-coding-agent" / "dist" / "index.js"
-    script = (f"const {{ SessionManager }} = await import({json.dumps(str(package))});"
-              f"const s = SessionManager.open({json.dumps(str(session))});"
-              "try { s.createBranchedSession(s.getLeafId()); }"
-              "catch (error) { process.stdout.write(error.message); }")
-    made = subprocess.run([node, "--input-type=module", "-e", script], capture_output=True,
-                          text=True, timeout=PROCESS_CEILING_S)
-    assert (made.returncode, made.stdout) == (0, PI16_EMPTY_ID_FORK), made.stderr
+    assert pi16_eval(f"const s = pi.SessionManager.open({json.dumps(str(session))});"
+                     "try { s.createBranchedSession(s.getLeafId()); }"
+                     "catch (error) { process.stdout.write(error.message); }") == \
+        PI16_EMPTY_ID_FORK
 
 
 def test_fork_prints_new_file_with_same_context(tmp_path: Path, example_session: Path) -> None:

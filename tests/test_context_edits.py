@@ -17,7 +17,7 @@ from pi_lsp.context.edits import ContextEditError, edit_context, undo_context_ed
 from pi_lsp.context.layers import build_layer
 from pi_lsp.context.preview import render_markdown, render_preview
 from pi_lsp.session.tree import SessionTree, UnknownEntryError
-from tests.test_system_messages import PI16, pi16_node
+from tests.test_system_messages import PI16, pi16_eval, pi16_node
 from tests.test_tree import assistant_text, assistant_with_call, entry, msg, write_session
 from tests.waits import PROCESS_CEILING_S
 
@@ -125,18 +125,10 @@ def test_an_edit_at_an_id_less_leaf_is_refused_as_pi16_refuses_it(
 
 @pytest.mark.parametrize("leaf_id", IDLESS_LEAF_IDS)
 def test_the_stored_id_less_edit_refusal_is_pi16s(tmp_path: Path, leaf_id: str | None) -> None:
-    node = pi16_node()
-    if node is None:
-        pytest.skip("pi 1.6 is not installed")
     path = idless_leaf_file(tmp_path, leaf_id)
-    package = PI16 / "@earendil-works" / "pi-coding-agent" / "dist" / "index.js"
-    script = (f"const {{ SessionManager }} = await import({json.dumps(str(package))});"
-              f"try {{ SessionManager.open({json.dumps(str(path))})"
-              ".appendContextEdit('aaaa0001', null); }"
-              "catch (error) { process.stdout.write(error.message); }")
-    made = subprocess.run([node, "--input-type=module", "-e", script], capture_output=True,
-                          text=True, timeout=PROCESS_CEILING_S)
-    assert (made.returncode, made.stdout) == (0, IDLESS_EDIT), made.stderr
+    assert pi16_eval(f"try {{ pi.SessionManager.open({json.dumps(str(path))})"
+                     ".appendContextEdit('aaaa0001', null); }"
+                     "catch (error) { process.stdout.write(error.message); }") == IDLESS_EDIT
 
 
 # The parentId pi 1.6 writes its appendContextEdit("aaaa0001", null) with under a last line
@@ -159,18 +151,11 @@ def test_an_edit_under_a_leaf_pi_lsp_cannot_name_says_so(tmp_path: Path, leaf_id
 
 @pytest.mark.parametrize("leaf_id", UNNAMEABLE_EDIT_PARENTS)
 def test_the_stored_unnameable_edit_parents_are_pi16s(tmp_path: Path, leaf_id: Any) -> None:
-    node = pi16_node()
-    if node is None:
-        pytest.skip("pi 1.6 is not installed")
     path = idless_leaf_file(tmp_path, leaf_id)
-    package = PI16 / "@earendil-works" / "pi-coding-agent" / "dist" / "index.js"
-    script = (f"const {{ SessionManager }} = await import({json.dumps(str(package))});"
-              f"const s = SessionManager.open({json.dumps(str(path))});"
-              "s.appendContextEdit('aaaa0001', null);"
-              "process.stdout.write(JSON.stringify(s.getLeafEntry().parentId));")
-    made = subprocess.run([node, "--input-type=module", "-e", script], capture_output=True,
-                          text=True, timeout=PROCESS_CEILING_S)
-    assert (made.returncode, made.stdout) == (0, UNNAMEABLE_EDIT_PARENTS[leaf_id]), made.stderr
+    assert pi16_eval(f"const s = pi.SessionManager.open({json.dumps(str(path))});"
+                     "s.appendContextEdit('aaaa0001', null);"
+                     "process.stdout.write(JSON.stringify(s.getLeafEntry().parentId));") == \
+        UNNAMEABLE_EDIT_PARENTS[leaf_id]
 
 
 @pytest.mark.parametrize(("target", "kind"), [("12121212", "system"),

@@ -300,6 +300,20 @@ def pi16_node() -> str | None:
     return node if found and (int(found[1]), int(found[2])) >= (22, 19) else None
 
 
+def pi16_eval(code: str) -> str:
+    """What JavaScript module `code` prints, run by pi 1.6's Node with its package as `pi`;
+    the test is skipped where pi 1.6 is not installed."""
+    node = pi16_node()
+    if node is None:
+        pytest.skip("pi 1.6 is not installed")
+    package = PI16 / "@earendil-works" / "pi-coding-agent" / "dist" / "index.js"
+    made = subprocess.run([node, "--input-type=module", "-e",
+                           f"const pi = await import({json.dumps(str(package))});\n{code}"],
+                          capture_output=True, text=True, timeout=PROCESS_CEILING_S)
+    assert made.returncode == 0, made.stderr
+    return made.stdout
+
+
 # What pi 1.6 replayed in the test below, for machines without it, with the workspace folder (the
 # only part that changes from run to run) written as a placeholder.
 STORED_REPLAY = Path(__file__).with_name("fixtures") / "pi16-replay.json"

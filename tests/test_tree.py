@@ -55,7 +55,7 @@ from pi_lsp.summarize.compaction import (
     prepare_compaction,
 )
 from pi_lsp.summarize.extractive import ExtractiveSummarizer
-from tests.test_system_messages import PI16, pi16_node
+from tests.test_system_messages import PI16, pi16_eval, pi16_node
 from tests.waits import CEILING_S, PROCESS_CEILING_S
 
 HEADER: dict[str, Any] = {
@@ -798,18 +798,10 @@ def test_a_compaction_refused_at_a_leaf_says_what_its_id_is(tmp_path: Path, leaf
 def test_pi16_has_no_branch_at_an_id_less_leaf(tmp_path: Path, leaf_id: Any) -> None:
     """What the refusal above stands on: pi 1.6's getBranch() there is empty, though its
     context holds the six messages."""
-    node = pi16_node()
-    if node is None:
-        pytest.skip("pi 1.6 is not installed")
     path = idless_leaf_chain(tmp_path, leaf_id).path
-    package = PI16 / "@earendil-works" / "pi-coding-agent" / "dist" / "index.js"
-    script = (f"const {{ SessionManager }} = await import({json.dumps(str(package))});"
-              f"const s = SessionManager.open({json.dumps(path)});"
-              "process.stdout.write(JSON.stringify([s.getBranch().length, "
-              "s.buildSessionContext().messages.length]));")
-    made = subprocess.run([node, "--input-type=module", "-e", script], capture_output=True,
-                          text=True, timeout=PROCESS_CEILING_S)
-    assert (made.returncode, made.stdout) == (0, "[0,6]"), made.stderr
+    assert pi16_eval(f"const s = pi.SessionManager.open({json.dumps(path)});"
+                     "process.stdout.write(JSON.stringify([s.getBranch().length, "
+                     "s.buildSessionContext().messages.length]));") == "[0,6]"
 
 
 @pytest.mark.parametrize("leaf_id", [None, ""])
@@ -828,18 +820,11 @@ def test_a_branch_with_summary_from_an_id_less_leaf_summarizes_nothing(
 @pytest.mark.parametrize("leaf_id", [None, ""])
 def test_pi16_collects_no_branch_entries_from_an_id_less_leaf(tmp_path: Path,
                                                               leaf_id: Any) -> None:
-    node = pi16_node()
-    if node is None:
-        pytest.skip("pi 1.6 is not installed")
     path = idless_leaf_chain(tmp_path, leaf_id).path
-    package = PI16 / "@earendil-works" / "pi-coding-agent" / "dist" / "index.js"
-    script = (f"const pi = await import({json.dumps(str(package))});"
-              f"const s = pi.SessionManager.open({json.dumps(path)});"
-              "const found = pi.collectEntriesForBranchSummary(s, s.getLeafId(), 'm0000002');"
-              "process.stdout.write(JSON.stringify(found.entries.length));")
-    made = subprocess.run([node, "--input-type=module", "-e", script], capture_output=True,
-                          text=True, timeout=PROCESS_CEILING_S)
-    assert (made.returncode, made.stdout) == (0, "0"), made.stderr
+    assert pi16_eval(f"const s = pi.SessionManager.open({json.dumps(path)});"
+                     "const found = pi.collectEntriesForBranchSummary(s, s.getLeafId(), "
+                     "'m0000002');"
+                     "process.stdout.write(JSON.stringify(found.entries.length));") == "0"
 
 
 def test_context_after_a_compaction(tmp_path: Path) -> None:
