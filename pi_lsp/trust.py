@@ -10,11 +10,11 @@ decisions; a store that cannot be read is an error and is never written over.
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import errno
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,6 +28,7 @@ from pi_lsp.session.catalog import agent_dir
 from pi_lsp.session.jsontext import value_decoder
 
 TRUST_FILE = "trust.json"
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 LOCK_STALE_S = 10.0  # proper-lockfile's default: an older lock was left by a process that died
 LOCK_WAIT_S = 0.02
 LOCK_ATTEMPTS = 100
@@ -148,6 +149,11 @@ def read_store(path: Path) -> dict[str, bool | None]:
     if not isinstance(parsed, dict):
         raise TrustError(f"{path}: pi's trust store must be a JSON object of folders")
     for key, value in parsed.items():
+        if _LONE_SURROGATE.search(key):
+            # No folder's name reads as one in pi (Node gives U+FFFD for a byte that is not
+            # UTF-8), and written back it could become another folder's key.
+            raise TrustError(f"{path}: the folder {key!r} in pi's trust store holds a lone "
+                             "surrogate, so it names no folder; fix or delete that entry")
         if not (value is True or value is False or value is None):
             raise TrustError(f"{path}: the decision for {key!r} must be true, false or null, "
                              f"not {json.dumps(value)}")
@@ -160,21 +166,7 @@ def _write_store(path: Path, data: dict[str, bool | None]) -> None:
                                                                           "surrogatepass"))}
     text = json.dumps(ordered, indent=2, ensure_ascii=False) + "\n"
     target = Path(os.path.realpath(path))  # a symlinked store stays a symlink
-    write_atomically(target, text.encode("utf-8", "pi-lsp-store"))
-
-
-def _store_surrogate(error: UnicodeError) -> tuple[bytes, int]:
-    """A folder name's undecodable byte (surrogateescape's U+DC80-U+DCFF) as that byte; any
-    other lone surrogate, which only a key read from the store holds, as the JSON escape pi's
-    JSON.stringify writes (UTF-8 has no way to write it)."""
-    if not isinstance(error, UnicodeEncodeError):
-        raise error
-    units = error.object[error.start:error.end]
-    return b"".join(bytes([ord(unit) - 0xDC00]) if "\udc80" <= unit <= "\udcff"
-                    else f"\\u{ord(unit):04x}".encode() for unit in units), error.end
-
-
-codecs.register_error("pi-lsp-store", _store_surrogate)
+    write_atomically(target, text.encode("utf-8", "surrogateescape"))
 
 
 @contextlib.contextmanager
