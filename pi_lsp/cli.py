@@ -220,14 +220,13 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
 
 def cmd_fork(args: argparse.Namespace) -> int:
-    from pi_lsp.session.fork import fork_session
+    from pi_lsp.session.fork import fork_session, leaf_fork_refusal
 
     tree = open_session(args.file)
     leaf = args.leaf or tree.leaf_id
-    idless = None if leaf else tree.idless_leaf_line()  # pi: "Entry  not found" at ""
-    if idless is not None:
-        raise CliError(f"{args.file}: the leaf (line {idless.line}) has no id, so "
-                       "no fork can end there; name the entry to fork at with --leaf ID")
+    refusal = None if leaf else leaf_fork_refusal(tree)
+    if refusal is not None:
+        raise CliError(f"{args.file}: {refusal}; name the entry to fork at with --leaf ID")
     if leaf is None:
         raise CliError(f"{args.file}: the session is empty; nothing to fork")
     fork = fork_session(tree, leaf)

@@ -273,6 +273,20 @@ def test_fork_at_a_leaf_without_an_id_says_so(tmp_path: Path, leaf_id: str | Non
     assert list(tmp_path.iterdir()) == [session]
 
 
+@pytest.mark.parametrize(("leaf_id", "shown"), [(5, "5"), (True, "true"), ({"a": 1}, '{"a":1}')])
+def test_fork_at_a_leaf_whose_id_is_no_text_names_it(tmp_path: Path, leaf_id: Any,
+                                                      shown: str) -> None:
+    """pi 1.6 forks at a last line whose id is 5 or true, which pi-lsp cannot name; the
+    refusal said the line had no id."""
+    session = tmp_path / "s.jsonl"
+    session_with_an_idless_leaf(session, leaf_id)
+    result = run_cli("fork", str(session))
+    assert (result.returncode, result.stderr) == (
+        2, f"pi-lsp: {session}: the leaf (line 3) has the id {shown}, which is not text, so no "
+           "fork can end there; name the entry to fork at with --leaf ID\n")
+    assert list(tmp_path.iterdir()) == [session]
+
+
 def test_the_stored_empty_id_fork_refusal_is_pi16s(tmp_path: Path) -> None:
     session = tmp_path / "s.jsonl"
     session_with_an_idless_leaf(session, "")

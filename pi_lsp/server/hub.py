@@ -40,7 +40,7 @@ from pi_lsp.session.catalog import (
     tree_summary,
 )
 from pi_lsp.session.check import check_session
-from pi_lsp.session.fork import fork_session
+from pi_lsp.session.fork import fork_session, leaf_fork_refusal
 from pi_lsp.session.ids import order_ms
 from pi_lsp.session.journal import NotASessionError, Problem
 from pi_lsp.session.records import Refresh
@@ -452,10 +452,9 @@ class SessionHub(Workspace):
     def fork(self, path: Path, leaf_id: str | None) -> Path:
         tree = self.sync(path).tree
         leaf = leaf_id or tree.leaf_id
-        idless = None if leaf else tree.idless_leaf_line()  # pi: "Entry  not found" at ""
-        if idless is not None:
-            raise ValueError(f"the leaf (line {idless.line}) has no id, so no fork can "
-                             "end there; fork at an entry of the tree instead")
+        refusal = None if leaf else leaf_fork_refusal(tree)
+        if refusal is not None:
+            raise ValueError(f"{refusal}; fork at an entry of the tree instead")
         if leaf is None:
             raise ValueError("the session is empty; there is nothing to fork")
         folder = self.folder_of(path)  # where its turns run: pi's process.cwd()

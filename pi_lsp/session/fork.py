@@ -11,10 +11,22 @@ import msgspec
 from pi_lsp.paths import real_path
 from pi_lsp.session.entries import CompactionEntry, LabelEntry
 from pi_lsp.session.ids import new_entry_id
-from pi_lsp.session.journal import Record
-from pi_lsp.session.jsontext import Decoder, js_json, object_decoder
+from pi_lsp.session.journal import Record, written_id
+from pi_lsp.session.jsontext import Decoder, js_json, js_truthy, object_decoder, stringify
 from pi_lsp.session.records import decode_entry
 from pi_lsp.session.tree import SessionTree
+
+
+def leaf_fork_refusal(tree: SessionTree) -> str | None:
+    """Why no fork can end at the leaf, whose line has no text id pi-lsp can name: pi 1.6 finds
+    no path at one with no id or "", and forks at 5 or true, which pi-lsp cannot name."""
+    line = tree.idless_leaf_line()
+    if line is None:
+        return None
+    held = written_id(line)
+    what = f"the id {stringify(held)}, which is not text" if held is not msgspec.UNSET and \
+        js_truthy(held) else "no id"
+    return f"the leaf (line {line.line}) has {what}, so no fork can end there"
 
 
 def fork_lines(source: SessionTree, leaf_id: str) -> list[bytes]:
