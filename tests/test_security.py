@@ -13,6 +13,7 @@ import difflib
 import json
 import random
 import shutil
+from collections import namedtuple
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -554,7 +555,9 @@ class AskingServer:
 
 @pytest.mark.parametrize(("answer", "said"), [
     (None, "null"), ({"decision": "maybe"}, '{"decision":"maybe"}'), ("\ud800", "'\\ud800'"),
-], ids=["null", "maybe", "lone-surrogate"])
+    (namedtuple("Object", "decision")(namedtuple("Object", "why")("x")),
+     '{"decision":{"why":"x"}}'),
+], ids=["null", "maybe", "lone-surrogate", "nested"])
 async def test_an_approval_answer_of_no_decision_is_named_as_json(
         root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answer: Any,
         said: str) -> None:

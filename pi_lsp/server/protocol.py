@@ -697,12 +697,20 @@ def client_approves_tools(capabilities: types.ClientCapabilities) -> bool:
 
 def json_text(answer: Any) -> str:
     """An editor's answer as JSON spells it (null, not Python's None), for an error naming it."""
-    if hasattr(answer, "_asdict"):  # pygls hands an object over as a namedtuple
-        answer = answer._asdict()
     try:
-        return msgspec.json.encode(answer).decode()
-    except (msgspec.EncodeError, TypeError, ValueError):  # a lone surrogate; not JSON at all
+        return msgspec.json.encode(_as_sent(answer)).decode()
+    except (msgspec.EncodeError, TypeError, ValueError, RecursionError):  # a lone surrogate
         return repr(answer)
+
+
+def _as_sent(value: Any) -> Any:
+    """An answer as the editor sent it: pygls hands each object over as a namedtuple, which
+    would encode as a list."""
+    if hasattr(value, "_asdict"):
+        return {key: _as_sent(item) for key, item in value._asdict().items()}
+    if isinstance(value, list | tuple):
+        return [_as_sent(item) for item in value]
+    return value
 
 
 def parse_approval(answer: Any) -> ApproveToolResult | None:
