@@ -716,10 +716,8 @@ def _as_sent(value: Any) -> Any:
 def parse_approval(answer: Any) -> ApproveToolResult | None:
     """The client's answer to `pi/approveTool` (pygls hands it over as a namedtuple); None
     when it is not one of the three decisions."""
-    if hasattr(answer, "_asdict"):
-        answer = answer._asdict()
     try:
-        return msgspec.convert(answer, ApproveToolResult)
+        return msgspec.convert(_as_sent(answer), ApproveToolResult)
     except (msgspec.ValidationError, UnicodeEncodeError):  # msgspec's, on a lone surrogate
         return None
 
