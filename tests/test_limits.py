@@ -1308,6 +1308,24 @@ def test_an_answer_with_no_result_settles_its_request(
     assert len(sent) == 1  # the request: no error sent back
 
 
+@pytest.mark.parametrize(("answer", "read"), [
+    (b'{"jsonrpc": "2.0", "id": "null-method", "method": null, "result": {"decision": "deny"}}',
+     ApproveToolResult("deny")),
+    (b'{"jsonrpc": "2.0", "id": "null-method", "method": null}', None),
+], ids=["result", "nothing"])
+def test_an_answer_that_says_method_null_settles_its_request(
+        answer: bytes, read: ApproveToolResult | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An answer to the server's request that also says `"method": null` was refused as a
+    request with a null id, and the request (a tool's approval) waited forever."""
+    protocol = server.protocol
+    sent: list[Any] = []
+    monkeypatch.setattr(protocol, "_send_data", sent.append)
+    asked = protocol.send_request("pi/approveTool", None, msg_id="null-method")
+    protocol.receive(answer)
+    assert parse_approval(asked.result(timeout=0)) == read
+    assert len(sent) == 1  # the request: no error sent back
+
+
 async def test_a_killed_server_leaves_no_command_running(tmp_path: Path,
                                                          fake: FakeAnthropic) -> None:
     server, _uri, pid = await start_sleeping_tool(tmp_path, fake)

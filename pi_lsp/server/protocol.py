@@ -164,6 +164,11 @@ class PiProtocol(LanguageServerProtocol):
             # pygls leaves another version unanswered ("Unknown message")
             self._refuse(_request_id(data) if isinstance(data, dict) else None,
                          JsonRpcInvalidRequest("Invalid Request: not a JSON-RPC 2.0 message"))
+        elif data.get("method", "") is None and _request_id(data) in self._result_types:
+            # an answer to the server's request that also says "method": null: taken for a
+            # request, it was refused and the request (a tool's approval) waited forever
+            self.handle_message(self.structure_message(
+                {key: value for key, value in data.items() if key != "method"}))
         elif "method" in data and not (isinstance(data["method"], str) and _fits_id(data)):
             # pygls answered -32603 with its traceback (an id it cannot file, a method it
             # cannot name); JSON-RPC answers such a message with a null id
