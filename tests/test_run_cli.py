@@ -1564,3 +1564,90 @@ def test_a_line_break_in_a_name_forges_no_line_of_its_own(
     assert f"/.pi/skills/x\\n{forged}/SKILL.md: not loaded as a skill" in result.stderr
     assert not [line for line in result.stderr.splitlines() if line.startswith("FORGED")], \
         result.stderr
+
+
+# A prompt at a leaf whose last line has no id pi can use (none, "", 0, false): pi 1.6 loads the
+# conversation up from that line, but each request is its session's projection at the leaf as
+# it is then (agent-session.js _installAgentRequestProjection): the prompt is written as a new
+# root, so only it is sent. The model and level come from getBranch(), empty there: the
+# defaults, and the level is recorded as on resuming a path with none. A text id ("a3") sends
+# the conversation, as a contrast. tests/pi16_idless_turn.mjs made the fixture.
+IDLESS_TURN = Path(__file__).parent / "fixtures" / "pi16-idless-turn.json"
+IDLESS_LEAVES = {"no id": {}, '""': {"id": ""}, "0": {"id": 0}, "false": {"id": False},
+                 "a3": {"id": "a3"}}
+
+
+def leveled_session(path: Path, leaf: dict[str, Any]) -> None:
+    """A session on haiku at a high level whose last line (a prompt) holds `leaf`'s id field."""
+    usage = {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2,
+             "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}
+    lines = [
+        {"type": "session", "version": 3, "id": "s", "timestamp": "2026-01-01T00:00:00Z",
+         "cwd": str(path.parent)},
+        {"type": "thinking_level_change", "id": "t1", "parentId": None,
+         "timestamp": "2026-01-01T00:00:00Z", "thinkingLevel": "high"},
+        {"type": "model_change", "id": "m1", "parentId": "t1", "timestamp": "2026-01-01T00:00:00Z",
+         "provider": "anthropic", "modelId": "claude-haiku-4-5"},
+        {"type": "message", "id": "a1", "parentId": "m1", "timestamp": "2026-01-01T00:00:01Z",
+         "message": {"role": "user", "content": "first", "timestamp": 1}},
+        {"type": "message", "id": "a2", "parentId": "a1", "timestamp": "2026-01-01T00:00:02Z",
+         "message": {"role": "assistant", "content": [{"type": "text", "text": "reply one"}],
+                     "api": "anthropic-messages", "provider": "anthropic",
+                     "model": "claude-haiku-4-5", "usage": usage, "stopReason": "stop",
+                     "timestamp": 2}},
+        {"type": "message", "parentId": "a2", "timestamp": "2026-01-01T00:00:03Z",
+         "message": {"role": "user", "content": "second", "timestamp": 3}, **leaf}]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), "utf-8")
+
+
+def written_lines(lines: list[str]) -> list[dict[str, Any]]:
+    """Lines a prompt wrote, as tests/pi16_idless_turn.mjs shows them (ids are new each run)."""
+    shown = []
+    for index, line in enumerate(lines):
+        entry = json.loads(line)
+        parent = entry.get("parentId", "<missing>")
+        if index and "parentId" in entry and parent == json.loads(lines[index - 1])["id"]:
+            parent = "<previous>"
+        shown.append({"type": entry["type"], "role": entry.get("message", {}).get("role"),
+                      "thinkingLevel": entry.get("thinkingLevel"), "parent": parent})
+    return shown
+
+
+def sent_bodies(fake: FakeAnthropic) -> list[dict[str, Any]]:
+    return [{key: body.get(key) for key in ("model", "thinking", "messages")}
+            for body in fake.message_requests()]
+
+
+@pytest.mark.parametrize("leaf", IDLESS_LEAVES)
+def test_a_prompt_at_an_id_less_leaf_sends_and_writes_what_pi16_does(
+        fake: FakeAnthropic, workspace: Path, env: dict[str, str], leaf: str) -> None:
+    """pi-lsp recorded no level where the path up from the id-less line held one (pi 1.6
+    records the default there, as its getBranch() holds none), and sent the same request."""
+    session = workspace / ".pi" / "sessions" / "s.jsonl"
+    leveled_session(session, IDLESS_LEAVES[leaf])
+    before = len(session.read_text("utf-8").splitlines())
+    fake.script(text_reply("ok"))
+    result = pi_run(workspace, env, "--session", str(session), "new prompt")
+    assert result.returncode == 0, result.stderr
+    expected = json.loads(IDLESS_TURN.read_text("utf-8"))[leaf]
+    assert sent_bodies(fake) == expected["requests"]
+    assert written_lines(session.read_text("utf-8").splitlines()[before:]) == expected["written"]
+
+
+def test_pi16_sends_and_writes_at_an_id_less_leaf_what_is_stored(tmp_path: Path) -> None:
+    from tests.test_system_messages import PI16, pi16_node
+
+    node = pi16_node()
+    if node is None:
+        pytest.skip("pi 1.6 is not installed")
+    files = {leaf: tmp_path / f"{index}.jsonl" for index, leaf in enumerate(IDLESS_LEAVES)}
+    for leaf, path in files.items():
+        leveled_session(path, IDLESS_LEAVES[leaf])
+    made = subprocess.run([node, str(ROOT / "tests" / "pi16_idless_turn.mjs"),
+                           str(PI16 / "@earendil-works"), *map(str, files.values())],
+                          capture_output=True, text=True, timeout=PROCESS_CEILING_S)
+    assert made.returncode == 0, made.stderr
+    answers = json.loads(made.stdout)
+    assert {leaf: answers[str(path)] for leaf, path in files.items()} == \
+        json.loads(IDLESS_TURN.read_text("utf-8"))

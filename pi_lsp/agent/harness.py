@@ -39,7 +39,7 @@ from pi_lsp.agent.retry import (
 )
 from pi_lsp.agent.tools import ALL_TOOLS, DISK, FileAccess, Tool, ToolContext, ToolResult
 from pi_lsp.agent.writes import PendingWrites
-from pi_lsp.context.build import context_tokens, settings_at
+from pi_lsp.context.build import branch_settings, context_tokens
 from pi_lsp.context.layers import (
     AgentSetup,
     build_layer,
@@ -65,6 +65,7 @@ from pi_lsp.session.entries import (
     UserMessage,
 )
 from pi_lsp.session.ids import now_ms
+from pi_lsp.session.journal import Record
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.summarize.branch import (
     BranchOutcome,
@@ -249,8 +250,8 @@ class Harness:
     # -- turn state ----------------------------------------------------------------------
 
     def settings(self) -> ContextSettings:
-        """The model and level set at the leaf, with the run's own over them."""
-        return with_run_choices(settings_at(self.tree, self.tree.leaf_id),
+        """The model and level set on the leaf's branch, with the run's own over them."""
+        return with_run_choices(branch_settings(self.tree, self.tree.leaf_id),
                                 self.run_model, self.run_thinking_level)
 
     def model(self) -> ModelInfo:
@@ -438,9 +439,10 @@ class Harness:
     def _record_missing_level(self) -> None:
         """pi 1.6 records the level in force on resuming a session whose path has messages but
         no thinking_level_change (sdk.js createAgentSession), before anything a prompt writes:
-        so later prompts keep it, whatever the defaults become."""
+        so later prompts keep it, whatever the defaults become. pi looks for the level on its
+        getBranch(), none at an id-less leaf, and for messages up from the last line."""
         leaf = self.tree.leaf_id
-        if self._leaf_moved or self.tree.settings_entries(leaf)[0] is not None or \
+        if self._leaf_moved or self._branch_level_change() is not None or \
                 not project_path(self.tree.path_to(leaf)).messages:
             return
         self.tree.append_thinking_level_change(self.thinking_level())
@@ -451,13 +453,19 @@ class Harness:
         written when the branch's last thinking_level_change, clamped to the model in force, is
         another one (a run's `--thinking`; a change with no level, which clamps to the lowest).
         A branch with none gets nothing, as in pi."""
-        if self.tree.settings_entries(self.tree.leaf_id)[0] is None:
+        if self._branch_level_change() is None:
             return
-        recorded = settings_at(self.tree, self.tree.leaf_id).thinking_level
+        recorded = branch_settings(self.tree, self.tree.leaf_id).thinking_level
         level = self.thinking_level()
         if clamped_level(self.model(), recorded) != level:
             self.tree.append_thinking_level_change(level)
             self._say_if_moved()  # the write found the file replaced: the session goes on anew
+
+    def _branch_level_change(self) -> Record | None:
+        """The last thinking_level_change on pi 1.6's getBranch() at the leaf (none at an
+        id-less leaf, whose path up from the line may hold one)."""
+        leaf = self.tree.leaf_id
+        return self.tree.settings_entries(leaf)[0] if leaf else None
 
     async def _after_run(self, run: list[AgentMessage], recovering: bool
                          ) -> list[UserMessage] | None:

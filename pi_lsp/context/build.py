@@ -49,6 +49,12 @@ def settings_at(tree: SessionTree, leaf_id: str | None) -> ContextSettings:
     return settings_of(*tree.settings_entries(leaf_id))
 
 
+def branch_settings(tree: SessionTree, leaf_id: str | None) -> ContextSettings:
+    """The model and level on pi 1.6's getBranch() at `leaf_id`, which a turn there starts
+    from: none at an id-less leaf (createAgentSession), though its context is the path up."""
+    return settings_at(tree, leaf_id) if leaf_id else settings_of(None, None)
+
+
 def _session_context(messages: list[msgspec.Raw], settings: ContextSettings) -> SessionContext:
     return SessionContext(messages, settings.stored_level, settings.model)
 
