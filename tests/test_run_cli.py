@@ -1651,3 +1651,31 @@ def test_pi16_sends_and_writes_at_an_id_less_leaf_what_is_stored(tmp_path: Path)
     answers = json.loads(made.stdout)
     assert {leaf: answers[str(path)] for leaf, path in files.items()} == \
         json.loads(IDLESS_TURN.read_text("utf-8"))
+
+
+def without_cache_marks(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`messages` without cache_control, which marks the last message (its text as a block):
+    the preview's last is the request's last but one."""
+    def blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{"type": "text", "text": content}] if isinstance(content, str) else content
+
+    return [{**message, "content": [{k: v for k, v in block.items() if k != "cache_control"}
+                                    for block in blocks(message["content"])]}
+            for message in messages]
+
+
+@pytest.mark.parametrize("leaf", IDLESS_LEAVES)
+def test_the_request_preview_at_an_id_less_leaf_is_what_a_prompt_there_sends(
+        workspace: Path, env: dict[str, str], leaf: str) -> None:
+    """The preview at an id-less leaf showed the conversation up from the line on its model
+    and level (haiku at high), none of which a prompt there sends (pi 1.6 sends the prompt
+    alone on the default model and level): it now shows the request the prompt is added to."""
+    session = workspace / ".pi" / "sessions" / "s.jsonl"
+    leveled_session(session, IDLESS_LEAVES[leaf])
+    shown = run_cli("context", str(session), "--layer", "request", "--json", cwd=workspace,
+                    env=env)
+    assert shown.returncode == 0, shown.stderr
+    preview = json.loads(shown.stdout)
+    [sent] = json.loads(IDLESS_TURN.read_text("utf-8"))[leaf]["requests"]
+    assert (preview["model"], preview["thinking"]) == (sent["model"], sent["thinking"])
+    assert without_cache_marks(preview["messages"]) == without_cache_marks(sent["messages"][:-1])

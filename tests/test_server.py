@@ -638,6 +638,30 @@ async def test_an_idless_line_appended_elsewhere_moves_the_path_in_the_view(pi: 
     assert DEAD_END_TIP in on_path and BRANCH_B_TIP not in on_path
 
 
+async def test_the_request_preview_at_an_id_less_leaf_is_what_a_prompt_there_sends(
+        pi: Pi, fake: FakeAnthropic) -> None:
+    """At an id-less last line the request preview showed the conversation up from it, which
+    a prompt there does not send (pi 1.6 neither: it builds each request from its session at
+    the leaf, and the prompt starts a new root): it shows none of it now, as the agent layer,
+    pi's context there, still does."""
+    uri = copy_session(pi.main, "idless-preview")
+    line = {"type": "message", "parentId": DEAD_END_TIP, "timestamp": "2026-12-01T00:00:00.000Z",
+            "message": {"role": "user", "content": [{"type": "text", "text": "id-less"}],
+                        "timestamp": 1}}
+    with path_of(uri).open("ab") as file:
+        file.write(json.dumps(line).encode() + b"\n")
+    context = await call(pi.client, "pi.previewContext", {"uri": uri, "layer": "agent"})
+    preview = await call(pi.client, "pi.previewContext", {"uri": uri, "layer": "request"})
+    assert context["messages"][-1]["entryId"] is None and preview["messages"] == []
+    fake.script(text_reply("ok"))
+    since = pi.mark()
+    turn_id = (await call(pi.client, "pi.prompt", {"uri": uri, "text": "new"}))["turnId"]
+    assert "error" not in event_types(await wait_events(pi, turn_id, since))
+    [sent] = fake.message_requests()
+    assert [m["content"][0]["text"] for m in sent["messages"] if m["role"] == "user"] == ["new"]
+    assert preview["request"]["model"] == sent["model"]
+
+
 def without_folds(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**node, "hidden": 0} for node in nodes]
 

@@ -39,7 +39,7 @@ from pi_lsp.agent.retry import (
 )
 from pi_lsp.agent.tools import ALL_TOOLS, DISK, FileAccess, Tool, ToolContext, ToolResult
 from pi_lsp.agent.writes import PendingWrites
-from pi_lsp.context.build import branch_settings, context_tokens
+from pi_lsp.context.build import branch_path, branch_settings, context_tokens
 from pi_lsp.context.layers import (
     AgentSetup,
     build_layer,
@@ -77,7 +77,6 @@ from pi_lsp.summarize.compaction import (
     CompactionResult,
     CompactionSettings,
     compact,
-    compaction_path,
     prepare_compaction,
 )
 from pi_lsp.summarize.extractive import ExtractiveSummarizer
@@ -581,7 +580,7 @@ class Harness:
             return False
         if not force and self.context_tokens() <= window - settings.reserve_tokens:
             return False
-        if prepare_compaction(compaction_path(self.tree, self.tree.leaf_id), settings) is None:
+        if prepare_compaction(branch_path(self.tree, self.tree.leaf_id), settings) is None:
             return False
         self.emit(CompactionStart(reason=reason))
         try:

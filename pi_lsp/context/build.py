@@ -14,6 +14,7 @@ from pi_lsp.context.projection import (
     project_path,
     settings_of,
 )
+from pi_lsp.session.journal import Record
 from pi_lsp.session.tree import SessionTree
 
 
@@ -47,6 +48,13 @@ def build_session_context(tree: SessionTree, leaf_id: str | None) -> SessionCont
 def settings_at(tree: SessionTree, leaf_id: str | None) -> ContextSettings:
     """`context_settings` of the path to `leaf_id`, from the entries the tree keeps for it."""
     return settings_of(*tree.settings_entries(leaf_id))
+
+
+def branch_path(tree: SessionTree, leaf_id: str | None) -> list[Record]:
+    """pi 1.6's getBranch() at `leaf_id`, what a turn or a compaction there starts from: none
+    at an id-less leaf (or one whose id is "", which pi tests for truth), though pi's context
+    there is the path up from that line."""
+    return tree.path_to(leaf_id) if leaf_id else []
 
 
 def branch_settings(tree: SessionTree, leaf_id: str | None) -> ContextSettings:

@@ -9,10 +9,10 @@ from typing import Any, Literal
 
 import msgspec
 
-from pi_lsp.context.build import settings_at
+from pi_lsp.context.build import branch_path, branch_settings, settings_at
 from pi_lsp.context.convert import convert_with_sources, prepare_with_sources
 from pi_lsp.context.edits import EditMark, edit_marks
-from pi_lsp.context.messages import decode_path
+from pi_lsp.context.messages import decode_path, decode_records
 from pi_lsp.context.projection import (
     ContextSettings,
     ModelRef,
@@ -281,8 +281,12 @@ def build_layer(tree: SessionTree, leaf_id: str | None, layer: Layer,
                 agent: AgentSetup | None = None) -> ContextLayer:
     """The context at `leaf_id` in `layer`; the request layer needs the `agent`. Only what the
     total needs is read here: the rows are read when they are shown."""
-    decoded = decode_path(tree, leaf_id)
-    ids, messages, settings = decoded.entry_ids, decoded.messages, settings_at(tree, leaf_id)
+    if layer == "request":  # what a turn sends: pi's branch, none at an id-less leaf
+        decoded, settings = (decode_records(branch_path(tree, leaf_id)),
+                             branch_settings(tree, leaf_id))
+    else:  # pi's context: up from an id-less last line too
+        decoded, settings = decode_path(tree, leaf_id), settings_at(tree, leaf_id)
+    ids, messages = decoded.entry_ids, decoded.messages
     if agent is not None:
         settings = with_run_choices(settings, agent.run_model, agent.run_thinking_level)
     request = None

@@ -60,7 +60,11 @@ class DecodedMessages(msgspec.Struct):
 
 def decode_path(tree: SessionTree, leaf_id: str | None) -> DecodedMessages:
     """The projection of the path to `leaf_id` (None: the empty context), to be read."""
-    path = tree.path_to(leaf_id)
+    return decode_records(tree.path_to(leaf_id))
+
+
+def decode_records(path: list[Record]) -> DecodedMessages:
+    """The projection of `path`, to be read."""
     projection = project_path(path)
     return DecodedMessages(path, projection, LazyMessages(projection.messages),
                            projection.entry_ids())

@@ -7,6 +7,7 @@ from typing import Any
 import msgspec
 
 from pi_lsp.agent.retry import SummaryRetries
+from pi_lsp.context.build import branch_path
 from pi_lsp.context.projection import (
     Projection,
     entry_messages,
@@ -291,13 +292,6 @@ def refuse_open_call(tree: SessionTree, entry_id: str | None) -> None:
         raise NothingToCompactError(reason)
 
 
-def compaction_path(tree: SessionTree, leaf_id: str | None) -> list[Record]:
-    """The path a compaction at `leaf_id` covers, pi 1.6's getBranch(): none at an id-less
-    leaf (or one whose id is "", which pi tests for truth), where the compaction would start a
-    new root with the messages it keeps off its path."""
-    return tree.path_to(leaf_id) if leaf_id else []
-
-
 def compaction_plan(tree: SessionTree, leaf_id: str | None,
                     settings: CompactionSettings) -> CompactionPlan:
     """The plan a compaction asked for at `leaf_id` would carry out; NothingToCompactError, in
@@ -307,7 +301,7 @@ def compaction_plan(tree: SessionTree, leaf_id: str | None,
     refusal = None if leaf_id else tree.unnameable_leaf() or tree.branchless_leaf()
     if refusal is not None:
         raise NothingToCompactError(f"nothing to compact: {refusal}")
-    return plan_or_refusal(compaction_path(tree, leaf_id), settings)
+    return plan_or_refusal(branch_path(tree, leaf_id), settings)
 
 
 async def compact(tree: SessionTree, leaf_id: str | None, summarizer: Summarizer,
@@ -322,7 +316,7 @@ async def compact(tree: SessionTree, leaf_id: str | None, summarizer: Summarizer
     retries are told to `retries`."""
     before = tree.leaf_id
     # Checked before the summary is paid for, and again where it is written.
-    plan = (plan_or_refusal(compaction_path(tree, leaf_id), settings) if automatic
+    plan = (plan_or_refusal(branch_path(tree, leaf_id), settings) if automatic
             else compaction_plan(tree, leaf_id, settings))
     summary = await summarize_plan(plan, summarizer, settings, instructions, thinking_level,
                                    retries)
