@@ -1570,11 +1570,12 @@ def test_a_line_break_in_a_name_forges_no_line_of_its_own(
 # conversation up from that line, but each request is its session's projection at the leaf as
 # it is then (agent-session.js _installAgentRequestProjection): the prompt is written as a new
 # root, so only it is sent. The model and level come from getBranch(), empty there: the
-# defaults, and the level is recorded as on resuming a path with none. A text id ("a3") sends
-# the conversation, as a contrast. tests/pi16_idless_turn.mjs made the fixture.
+# defaults, and the level is recorded as on resuming a path with none. At a null id pi's
+# context is empty, and the session starts as a new one (a model_change too). A text id ("a3")
+# sends the conversation, as a contrast. tests/pi16_idless_turn.mjs made the fixture.
 IDLESS_TURN = Path(__file__).parent / "fixtures" / "pi16-idless-turn.json"
 IDLESS_LEAVES = {"no id": {}, '""': {"id": ""}, "0": {"id": 0}, "false": {"id": False},
-                 "a3": {"id": "a3"}}
+                 "null": {"id": None}, "a3": {"id": "a3"}}
 
 
 def leveled_session(path: Path, leaf: dict[str, Any]) -> None:
