@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import io
 import json
 import logging
@@ -646,6 +647,23 @@ async def test_write_creates_parent_directories(root: Path) -> None:
     result = await run(WRITE, {"path": "deep/er/new.txt", "content": "hello\n"}, root)
     assert not result.is_error, text_of(result)
     assert (root / "deep" / "er" / "new.txt").read_text() == "hello\n"
+
+
+async def test_write_makes_a_thousand_missing_folders(root: Path) -> None:
+    """Path.mkdir(parents=True) recursed once a missing folder and failed past ~990 of them
+    ("write failed: RecursionError"); Node's mkdir -p, pi 1.6's, makes all 1,500."""
+    path = root / ("d/" * 1500 + "new.txt")
+    try:
+        result = await run(WRITE, {"path": str(path), "content": "deep\n"}, root)
+        assert not result.is_error, text_of(result)
+        assert path.read_text() == "deep\n"
+    finally:  # shutil.rmtree, which pytest cleans up with, recurses too
+        path.unlink(missing_ok=True)
+        folder = path.parent
+        while folder != root:
+            with contextlib.suppress(FileNotFoundError):
+                folder.rmdir()
+            folder = folder.parent
 
 
 @pytest.mark.parametrize(("path", "expected", "is_error"), [

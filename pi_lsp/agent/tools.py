@@ -166,7 +166,7 @@ def write_regular(path: Path, data: bytes) -> None:
     """Make `path` a regular file holding `data` (its folders too); a FIFO, device or socket
     there is refused, never waited on. A failure is a SyscallError named as Node names it."""
     with _syscall("mkdir"):
-        path.parent.mkdir(parents=True, exist_ok=True)  # fails where Node's mkdir -p fails
+        make_folders(path.parent)  # fails where Node's mkdir -p fails
     # O_NONBLOCK: opening a FIFO to write would wait for a reader (ENXIO instead); no O_TRUNC
     # until the file is known to be regular.
     with _syscall("open"):
@@ -180,6 +180,32 @@ def write_regular(path: Path, data: bytes) -> None:
         os.set_blocking(fd, True)
         file.truncate()
         file.write(data)
+
+
+def make_folders(folder: Path) -> None:
+    """`folder` and the folders above it that are missing, as mkdir -p makes them: a loop, as
+    Path.mkdir(parents=True) recurses once a folder and fails past some 990 missing (a path of
+    4,000 characters may hold 2,000)."""
+    missing: list[Path] = []
+    while True:
+        try:
+            os.mkdir(folder)
+            break
+        except FileNotFoundError:
+            if folder.parent == folder:
+                raise
+            missing.append(folder)
+            folder = folder.parent
+        except OSError:
+            if not folder.is_dir():
+                raise
+            break
+    for each in reversed(missing):
+        try:
+            os.mkdir(each)
+        except OSError:
+            if not each.is_dir():  # made meanwhile is as good
+                raise
 
 
 @contextlib.contextmanager
