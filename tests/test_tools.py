@@ -410,6 +410,8 @@ IMAGES = {
     "turned.jpg": turned_jpeg,
     "cut.png": lambda: halved(encoded(stripes(4000, 1001), "PNG")),
     "cut.bmp": lambda: halved(encoded(stripes(800, 600), "BMP")),
+    "sliver.png": lambda: encoded(stripes(30000, 3), "PNG"),  # 2000x0: pi leaves it out
+    "thread.png": lambda: encoded(stripes(3, 30000), "PNG"),
 }
 # What pi 1.6's read answered on each, for machines without it (see pi16_images).
 STORED_IMAGES = Path(__file__).with_name("fixtures") / "pi16-images.json"
@@ -458,7 +460,8 @@ async def test_read_sends_an_image_as_pi_sends_it(image_files: Path,
                                                   name: str) -> None:
     """pi-lsp sent an image as it was: a 4000x3000 screenshot or a 6 MB photo went to the model,
     whose API refused it, and every later request of the session with it; a BMP was left out.
-    pi 1.6 converts, turns and scales it (within 2000x2000 and 4.5 MB of base64) and says so."""
+    pi 1.6 converts, turns and scales it (within 2000x2000 and 4.5 MB of base64) and says so.
+    A 30000x3 one, scaled to 2000x0, failed ("read failed: height and width must be > 0")."""
     result = await run(READ, {"path": name}, image_files)
     assert not result.is_error
     assert sent(result.content) == pi16_images[name]

@@ -254,11 +254,14 @@ def _converted(source: str | None, sent: str) -> list[str]:
 
 
 def _sizes(width: int, height: int) -> Iterator[tuple[int, int]]:
-    """The sizes pi tries: within MAX_SIDE, then three quarters of the last, down to 1x1."""
+    """The sizes pi tries: within MAX_SIDE, then three quarters of the last, down to 1x1; none
+    when a side of the first is 0 (pi leaves such an image out)."""
     if width > MAX_SIDE:
         width, height = MAX_SIDE, _js_round(height * MAX_SIDE / width)
     if height > MAX_SIDE:
         width, height = _js_round(width * MAX_SIDE / height), MAX_SIDE
+    if not width or not height:  # over 4000:1, a side rounds to 0: pi's resize throws on it
+        return
     while True:
         yield width, height
         smaller = (max(1, math.floor(width * 0.75)), max(1, math.floor(height * 0.75)))
