@@ -381,6 +381,21 @@ async def test_snapshots_go_on_when_a_file_over_the_cap_replaces_a_folder(
     assert await store.read(first.tree, "y/a.txt") == b"a\n"
 
 
+async def test_snapshots_go_on_when_a_file_grows_past_the_cap(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file a snapshot held that grew past the cap (a log, a build's output) failed every
+    snapshot while it stayed large: `git rm --cached` refused its staged content ("staged
+    content different from both the file and the HEAD"), so no turn could be rewound."""
+    monkeypatch.setattr(snapshots, "MAX_FILE_BYTES", 100)
+    (tmp_path / "log.txt").write_text("small\n")
+    store = SnapshotStore(tmp_path)
+    first = await store.snapshot()
+    (tmp_path / "log.txt").write_text("x" * 500)
+    second = await store.snapshot()
+    assert second.skipped == ["log.txt"] and await store.read(second.tree, "log.txt") is None
+    assert await store.read(first.tree, "log.txt") == b"small\n"
+
+
 async def test_without_git_turns_run_and_the_feature_says_it_is_unavailable(
         tmp_path: Path, fake: FakeAnthropic, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "bin").mkdir()

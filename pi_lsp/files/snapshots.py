@@ -401,9 +401,11 @@ class SnapshotStore:
             await self._add_all(specs)
             unborn = await self._add_repositories(repos)
             # A file that grew past the cap must not keep its old content; one where a folder
-            # was must not keep the folder's files (and `rm` refuses a folder without -r).
+            # was must not keep the folder's files (and `rm` refuses a folder without -r). -f:
+            # without it git refuses a file whose staged content is neither the file's nor
+            # HEAD's (the store has no HEAD), which the grown file's always is.
             if skipped:
-                await self._run("rm", "-r", "--cached", "-q", "--ignore-unmatch",
+                await self._run("rm", "-r", "-f", "--cached", "-q", "--ignore-unmatch",
                                 "--pathspec-from-file=-", "--pathspec-file-nul",
                                 stdin=_join(skipped))
             await self._untrack_ignored()
