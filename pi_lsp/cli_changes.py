@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from pi_lsp.agent.retry import SummaryRetries
     from pi_lsp.settings import Settings
 
-SKIPPED = "ignored, or too large to snapshot"  # why a path is skipped, unless it says otherwise
+# Why a path is skipped, unless it says otherwise.
+SKIPPED = "ignored, unreadable, or too large to snapshot"
 UNRECORDED = "a git repository of its own, whose changes are not recorded or restored"
 
 

@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -394,6 +395,63 @@ async def test_snapshots_go_on_when_a_file_grows_past_the_cap(
     second = await store.snapshot()
     assert second.skipped == ["log.txt"] and await store.read(second.tree, "log.txt") is None
     assert await store.read(first.tree, "log.txt") == b"small\n"
+
+
+NOBODY = 65534
+
+
+def snapshots_as_a_user(root: Path, steps: Callable[[SnapshotStore], Any]) -> Any:
+    """What `steps` (async, given the store of `root`) returns, run in a child process as a user
+    who is not root (nobody, when this is root, who reads every file): a result or the error."""
+    reading, writing = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: only os._exit leaves it, never pytest's own ending
+        try:
+            if os.geteuid() == 0:
+                os.setgroups([])
+                os.setresgid(NOBODY, NOBODY, NOBODY)
+                os.setresuid(NOBODY, NOBODY, NOBODY)
+            os.environ["XDG_STATE_HOME"] = str(root.parent / "state")
+            answer = repr(asyncio.run(steps(SnapshotStore(root))))
+        except BaseException as error:  # handed to the parent, which fails
+            answer = f"failed: {error!r}"
+        os.write(writing, answer.encode())
+        os._exit(0)
+    os.close(writing)
+    with os.fdopen(reading, "rb") as answer:
+        said = answer.read().decode()
+    os.waitpid(pid, 0)
+    return said
+
+
+def test_snapshots_leave_out_a_file_they_cannot_read() -> None:
+    """A file the user may not read (a container's, owned by root, mode 600) failed every
+    snapshot ("git add failed: error: open(...): Permission denied"), so no turn's changes
+    could be rewound; it is left out, named in `skipped`, as a file over the cap is, and so is
+    one a snapshot held that became unreadable."""
+    async def steps(store: SnapshotStore) -> tuple[list[str], list[str], bytes | None]:
+        first = await store.snapshot()
+        os.chmod(store.root / "held.txt", 0)
+        second = await store.snapshot()
+        return first.skipped, second.skipped, await store.read(second.tree, "ok.txt")
+
+    # Not in tmp_path: pytest's folder is root's alone, which nobody may not enter.
+    with tempfile.TemporaryDirectory() as folder:
+        os.chmod(folder, 0o777)
+        root = Path(folder) / "ws"
+        root.mkdir(mode=0o777)
+        for name in ("ok.txt", "held.txt", "locked.txt"):
+            (root / name).write_text(name)
+        if os.geteuid() == 0:  # the user's own files, which they may chmod
+            for path in (root, *root.iterdir()):
+                os.chown(path, NOBODY, NOBODY)
+        os.chmod(root / "locked.txt", 0)
+        try:
+            said = snapshots_as_a_user(root, steps)
+        finally:
+            for name in ("held.txt", "locked.txt"):
+                os.chmod(root / name, 0o644)
+    assert said == repr((["locked.txt"], ["held.txt", "locked.txt"], b"ok.txt"))
 
 
 async def test_without_git_turns_run_and_the_feature_says_it_is_unavailable(

@@ -67,7 +67,8 @@ class FileChanges(msgspec.Struct, rename="camel", omit_defaults=True):
     available: bool
     files: list[FileChange] = msgspec.field(default_factory=list)
     reason: str | None = None  # why there is nothing to compare with
-    # Never restored: too large to snapshot, or ignored (now, or when the state was recorded).
+    # Never restored: too large to snapshot, unreadable, or ignored (now, or when the state was
+    # recorded).
     skipped: list[str] = msgspec.field(default_factory=list)
     # Never restored: under .git/ or .pi/, or behind a symlink.
     refused: list[str] = msgspec.field(default_factory=list)

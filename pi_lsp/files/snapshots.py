@@ -394,7 +394,8 @@ class SnapshotStore:
             listed = _split(await self._run("ls-files", "-z", "--others", "--modified",
                                             "--exclude-standard", "--", ".", *NOT_PRIVATE,
                                             literal=False))
-            skipped = sorted(p for p in listed if _too_large(self.root / p))
+            skipped = sorted(p for p in listed
+                             if _too_large(self.root / p) or _unreadable(self.root / p))
             # ls-files names a nested repository the index lacks as `name/`, not its files.
             repos = [p.removesuffix("/") for p in listed if p.endswith("/")]
             specs = [".", *NOT_PRIVATE, *(f":(exclude,literal){p}" for p in [*skipped, *repos])]
@@ -820,6 +821,15 @@ def _is_file(path: Path) -> bool:
     except OSError:
         return False
     return not stat.S_ISDIR(mode) and not stat.S_ISLNK(mode)
+
+
+def _unreadable(path: Path) -> bool:
+    """Whether `path` is a file this process may not read: `git add` would fail on it, and with
+    it the whole snapshot (a root-owned file of a container's in a user's project)."""
+    try:
+        return path.is_file() and not path.is_symlink() and not os.access(path, os.R_OK)
+    except OSError:
+        return False
 
 
 def _too_large(path: Path) -> bool:
