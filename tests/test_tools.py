@@ -42,6 +42,7 @@ from pi_lsp.agent.tools import (
     KEY_VARIABLES,
     READ,
     WRITE,
+    DiskFiles,
     Tool,
     ToolContext,
     ToolError,
@@ -667,6 +668,32 @@ async def test_write_makes_a_thousand_missing_folders(root: Path) -> None:
             with contextlib.suppress(FileNotFoundError):
                 folder.rmdir()
             folder = folder.parent
+
+
+class SwappingFiles(DiskFiles):
+    """The disk, where something replaces the file with a symlink to `target` just before each
+    write (another session's command, a checkout)."""
+
+    def __init__(self, target: Path) -> None:
+        self.target = target
+
+    async def write_text(self, path: Path, text: str) -> None:
+        path.unlink()
+        path.symlink_to(self.target)
+        await super().write_text(path, text)
+
+
+async def test_a_write_never_follows_a_symlink_put_there_after_the_check(root: Path) -> None:
+    """The path checked to be inside the workspace was opened following symlinks: a file
+    replaced by a symlink to ~/.bashrc between the check and the write had ~/.bashrc
+    written (a restore of a file open in the editor writes so too)."""
+    outside = root.parent / "bashrc"
+    outside.write_text("mine\n")
+    (root / "a.txt").write_text("A\n")
+    result = await run(WRITE, {"path": "a.txt", "content": "W\n"}, root,
+                       files=SwappingFiles(outside))
+    assert result.is_error and "ELOOP" in text_of(result), text_of(result)
+    assert outside.read_text() == "mine\n"
 
 
 @pytest.mark.parametrize(("path", "expected", "is_error"), [

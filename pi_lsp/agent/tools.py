@@ -163,14 +163,17 @@ def well_formed(text: str) -> str:
 
 
 def write_regular(path: Path, data: bytes) -> None:
-    """Make `path` a regular file holding `data` (its folders too); a FIFO, device or socket
-    there is refused, never waited on. A failure is a SyscallError named as Node names it."""
+    """Make `path` (a real path: no symlink in it) a regular file holding `data` (its folders
+    too); a FIFO, device, socket or symlink there is refused, never waited on or followed. A
+    failure is a SyscallError named as Node names it."""
     with _syscall("mkdir"):
         make_folders(path.parent)  # fails where Node's mkdir -p fails
     # O_NONBLOCK: opening a FIFO to write would wait for a reader (ENXIO instead); no O_TRUNC
-    # until the file is known to be regular.
+    # until the file is known to be regular. O_NOFOLLOW: `path` was checked where its links
+    # lead (a real path), so a symlink there now was put there since, and may lead anywhere.
     with _syscall("open"):
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o666)
     # The file's close within the tagging: its buffer is flushed there, which may meet a full
     # disk (ENOSPC, EFBIG, EDQUOT, EIO) as the writes before it may.
     with _syscall("write"), os.fdopen(fd, "wb") as file:
