@@ -29,7 +29,7 @@ from pytest_lsp import LanguageClient
 from pi_lsp.agent.approval import ApprovalRequest, Approver, allow_all
 from pi_lsp.agent.events import ToolExecutionStart
 from pi_lsp.agent.harness import Harness
-from pi_lsp.agent.tools import DiskFiles
+from pi_lsp.agent.tools import DiskFiles, make_folders
 from pi_lsp.context.build import build_session_context
 from pi_lsp.files import history, snapshots
 from pi_lsp.files.history import (
@@ -1626,6 +1626,30 @@ async def test_a_folder_holding_what_no_snapshot_holds_is_never_replaced_by_a_fi
     result = await restore_files(None, store, None, first.tree)
     assert result.files == [] and result.skipped == changes.skipped and "x" in result.why
     assert {path: (root / path).read_text() for path in contents} == contents
+
+
+async def test_a_folder_deeper_than_python_recurses_is_still_searched(tmp_path: Path) -> None:
+    """A file of the target is now a folder whose only file, ignored, is 1,200 folders down:
+    it is found and the folder left whole (os.walk recursed, and failed past some 990)."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / ".gitignore").write_text("*.log\n")
+    (root / "x").write_text("old file x\n")
+    store = SnapshotStore(root)
+    first = await store.snapshot()
+    (root / "x").unlink()
+    deepest = root / "x" / "/".join(["d"] * 1200)
+    make_folders(deepest)
+    (deepest / "deep.log").write_text("ignored\n")
+    try:
+        changes = await changes_to(store, first)
+        assert changes.files == [] and changes.skipped == ["x"]
+        assert re.search(r"x is a folder holding x/(d/){1200}deep\.log, which no snapshot "
+                         "holds", changes.why["x"])
+        result = await restore_files(None, store, None, first.tree)
+        assert result.files == [] and (deepest / "deep.log").read_text() == "ignored\n"
+    finally:  # pytest's clean-up (shutil.rmtree) recurses as os.walk does
+        subprocess.run(["rm", "-rf", str(root / "x")], check=True)
 
 
 async def test_a_file_no_snapshot_holds_is_never_replaced_by_a_folder(

@@ -27,7 +27,7 @@ import shutil
 import stat
 import tempfile
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -571,11 +571,10 @@ class SnapshotStore:
         held = set(_split(await self._run("ls-tree", "-r", "-z", "--name-only",
                                           object_id(current), "--", f"{folder}/")))
         try:
-            for parent, folders, files in os.walk(path, onerror=_raise):
-                for name in [*files, *(f for f in folders if os.path.islink(f"{parent}/{f}"))]:
-                    relative = Path(parent, name).relative_to(self.root).as_posix()
-                    if relative not in held:
-                        return relative
+            for found in _files_below(path):
+                relative = Path(found).relative_to(self.root).as_posix()
+                if relative not in held:
+                    return relative
         except OSError as error:  # a folder it cannot read may hold anything
             return Path(error.filename or path).relative_to(self.root).as_posix()
         return None
@@ -810,8 +809,18 @@ def _folders_of(path: str) -> list[str]:
     return ["/".join(parts[:i]) for i in range(1, len(parts))]
 
 
-def _raise(error: OSError) -> None:
-    raise error
+def _files_below(folder: Path) -> Iterator[str]:
+    """Everything below `folder` but folders (files, symlinks), folders not followed through
+    links; an OSError for one it cannot read. A loop with a stack: os.walk recurses on Python
+    3.11, and fails some 990 folders down."""
+    folders = [str(folder)]
+    while folders:
+        with os.scandir(folders.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(entry.path)
+                else:
+                    yield entry.path
 
 
 def _is_file(path: Path) -> bool:
