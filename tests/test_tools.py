@@ -27,10 +27,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from pi_lsp.agent import editmatch, images, readpage, shell, tools
+from pi_lsp.agent import access, editmatch, images, readpage, shell, tools
 from pi_lsp.agent.approval import allow_all, ask_approval
 from pi_lsp.agent.arguments import js_to_number
 from pi_lsp.agent.editmatch import EDITS_NESTING
+from pi_lsp.agent.fserrors import PATH_MAX
 from pi_lsp.agent.mime import image_type
 from pi_lsp.agent.output import OutputTail, discard_file
 from pi_lsp.agent.shell import shell_path
@@ -2159,6 +2160,7 @@ async def test_unknown_tool_is_an_error_result(root: Path) -> None:
     assert "teleport" in text_of(result)
 
 
+LONG_FOLDERS = ("d" * 200 + "/") * 21  # 4,221 characters: past PATH_MAX in any folder
 # Tool calls answered as pi 1.6's agent loop answers them (tests/pi16_calls.mjs), each run in a
 # folder holding CALL_FILES; "{DIR}" stands for that folder in the stored answers.
 PI16_CALLS: dict[str, dict[str, Any]] = {
@@ -2185,6 +2187,19 @@ PI16_CALLS: dict[str, dict[str, Any]] = {
     "read file url bad escape": {"tool": "read", "args": {"path": "file:///nowhere/a%zz"}},
     "read file url host": {"tool": "read", "args": {"path": "file://host/nowhere/a"}},
     "write file url port": {"tool": "write", "args": {"path": "file://localhost:80/a",
+                                                      "content": "N\n"}},
+    # longer than PATH_MAX: a name longer than NAME_MAX too, folders past PATH_MAX, a file
+    # past it in folders within it (pi makes them)
+    "read too long name": {"tool": "read", "args": {"path": "a" * 5000}},
+    "write too long name": {"tool": "write", "args": {"path": "a" * 5000, "content": "N\n"}},
+    "edit too long name": {"tool": "edit", "args": {"path": "a" * 5000,
+                                                    "edits": [{"oldText": "F", "newText": "G"}]}},
+    "read too long folders": {"tool": "read", "args": {"path": LONG_FOLDERS + "f.txt"}},
+    "write too long folders": {"tool": "write", "args": {"path": LONG_FOLDERS + "f.txt",
+                                                         "content": "N\n"}},
+    "edit too long folders": {"tool": "edit", "args": {
+        "path": LONG_FOLDERS + "f.txt", "edits": [{"oldText": "F", "newText": "G"}]}},
+    "write too long file": {"tool": "write", "args": {"path": LONG_FOLDERS[:19 * 201] + "f" * 255,
                                                       "content": "N\n"}},
     "bash timeout cut": {"tool": "bash", "args": {"command": "seq 1 3000; sleep 30",
                                                   "timeout": 1}},
@@ -2261,6 +2276,41 @@ async def test_a_path_with_a_nul_byte_fails_in_nodes_words(root: Path,
     got, expected = await answered(name, root), pi16_calls[name]
     assert (got["text"], got["isError"]) == (expected["text"], expected["isError"])
     assert sorted(os.listdir(root)) == sorted(CALL_FILES)
+
+
+@pytest.mark.parametrize("name", [name for name in PI16_CALLS if " too long " in name])
+async def test_a_path_past_path_max_fails_in_nodes_words(root: Path, pi16_calls: dict[str, Any],
+                                                         name: str) -> None:
+    """A path no system call takes failed in Python's words for a write into folders past
+    PATH_MAX ("write failed: [Errno 36] File name too long"); pi 1.6 answers as the first call
+    its tool makes fails (realpath, access, mkdir or open). Nothing is made."""
+    got, expected = await answered(name, root), pi16_calls[name]
+    assert (got["text"], got["isError"]) == (expected["text"], expected["isError"])
+    assert sorted(os.listdir(root)) == sorted(CALL_FILES)
+
+
+@pytest.mark.parametrize("tool", ["read", "write", "edit"])
+async def test_a_huge_path_is_refused_before_any_check_folds_it(
+        root: Path, monkeypatch: pytest.MonkeyPatch, tool: str) -> None:
+    """A path argument of megabytes was folded, name by name, at each check of secrets and
+    protected folders, on the event loop (35 s for 10 MB, the editor frozen meanwhile); no
+    system call takes it, so it is refused as the first one fails, none of it folded."""
+    unfolded = access.fold
+
+    def fold(name: str) -> str:
+        assert len(name) < PATH_MAX, f"a name of {len(name)} characters was folded"
+        return unfolded(name)
+
+    monkeypatch.setattr(access, "fold", fold)
+    path = "a" * 1_000_000
+    args = {"read": {"path": path}, "write": {"path": path, "content": "N\n"},
+            "edit": {"path": path, "edits": [{"oldText": "F", "newText": "G"}]}}[tool]
+    ctx = ToolContext(call_folder(root))
+    asked = await ask_approval(ToolCall(id="c", name=tool, arguments=args), ctx, allow_all)
+    result = await execute_tool(TOOLS[tool], tool, args, ctx)
+    syscall = "access" if tool == "read" else "realpath"
+    assert asked == result == thrown_result(f"ENAMETOOLONG: name too long, {syscall} "
+                                            f"'{root / path}'")
 
 
 @pytest.mark.parametrize("name", ["bash timeout cut", "bash timeout"])

@@ -29,6 +29,16 @@ DESCRIPTIONS = {
 }
 
 
+# The longest path the kernel takes, in bytes with its NUL: it refuses a longer one
+# (ENAMETOOLONG) before looking at any folder.
+PATH_MAX = os.pathconf("/", "PC_PATH_MAX")
+
+
+def too_long(path: Path) -> bool:
+    """Whether no system call takes `path` (absolute): PATH_MAX bytes or more."""
+    return len(os.fsencode(path)) >= PATH_MAX
+
+
 class SyscallError(OSError):
     """An OSError tagged with the system call Node names for it (`mkdir`, `open`, `write`)."""
 

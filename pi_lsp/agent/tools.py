@@ -37,6 +37,7 @@ from pi_lsp.agent.fserrors import (
     node_message,
     null_byte_message,
     realpath_error,
+    too_long,
 )
 from pi_lsp.agent.images import ImageOmitted, process_image
 from pi_lsp.agent.mime import SNIFF_BYTES, image_type
@@ -366,6 +367,8 @@ class ToolContext:
 
     def readable(self, raw: object) -> Path:
         given = self.read_path(raw)
+        if too_long(given):  # as pi's access fails, before any check folds its names
+            raise ToolError(node_message(errno.ENAMETOOLONG, "access", given))
         reason = secret_reason(given)
         if reason is not None:
             raise Refused(f"{raw}: reading it is refused because {reason}")
@@ -610,8 +613,21 @@ def _unread_identity(path: Path) -> tuple[int, ...] | None:
     return found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns
 
 
+def _refuse_too_long(given: Path, written: str) -> None:
+    """A ToolError when `given` is too long for any system call, in the words of the first that
+    pi's write or edit makes on it (realpath, else what `written` names); the checks of secrets
+    and protected folders, which fold each name, would take 35 s for a path of 10 MB."""
+    if too_long(given):
+        raise ToolError(realpath_error(given) or written)
+
+
 def propose_write(args: dict[str, Any], ctx: ToolContext) -> Proposal:
     args = tool_arguments("write", args)
+    given = ctx.given(args["path"])
+    # pi's mkdir -p of the file's folder fails first, else its open of the file
+    _refuse_too_long(given, node_message(errno.ENAMETOOLONG, "mkdir", given.parent)
+                     if too_long(given.parent) else
+                     node_message(errno.ENAMETOOLONG, "open", given))
     path = ctx.writable(args["path"])
     _refuse_unmade_folders(ctx.given(args["path"]))
     _refuse_special(path, args["path"], ctx)
@@ -635,6 +651,8 @@ def _planned_edit(args: dict[str, Any], ctx: ToolContext) -> tuple[Proposal, Edi
     if not args["edits"]:
         raise ToolError("Edit tool input is invalid. edits must contain at least one "
                         "replacement.")
+    _refuse_too_long(ctx.given(args["path"]), f"Could not edit file: {args['path']}. Error "
+                     f"code: {error_code(errno.ENAMETOOLONG)}.")  # pi's access fails
     path = ctx.editable(args["path"])
     before, not_utf8 = _edited_text(path, args["path"], ctx)
     plan = _edit_plan(before, args)
