@@ -27,6 +27,7 @@ from pygls.exceptions import JsonRpcException, JsonRpcInternalError
 from pytest_lsp import LanguageClient, client_capabilities
 from pytest_lsp.client import captured_exception_key
 
+from pi_lsp.agent import approval, tools
 from pi_lsp.agent.access import protected_reason, runs_on_its_own, secret_reason
 from pi_lsp.agent.approval import ApprovalRequest, Approver, approval_request
 from pi_lsp.agent.harness import Harness
@@ -72,7 +73,7 @@ from tests.test_server import (
     path_of,
     plain,
 )
-from tests.waits import CEILING_S, PROCESS_CEILING_S, until
+from tests.waits import CEILING_S, PROCESS_CEILING_S, needing_the_loop, until
 
 APPROVE_TOOL = "pi/approveTool"
 TURN = "pi/turn"
@@ -605,6 +606,39 @@ def asking_approver(root: Path) -> tuple[AskingServer, Any, Approver]:
                               tree=SimpleNamespace(path=str(root / "s.jsonl")))
     approve = ToolApprovals(cast(Any, server), Config).approver_for(cast(Any, session))
     return server, session, approve
+
+
+@pytest.mark.parametrize("approve_tool", [True, False], ids=["approveTool", "question"])
+async def test_the_change_to_approve_is_shown_while_the_loop_goes_on(
+        root: Path, monkeypatch: pytest.MonkeyPatch, approve_tool: bool) -> None:
+    """The diff an approval shows (10,000 lines: 1 s) and the count of a file's bytes that are
+    not UTF-8 (a read of it whole) were made on the event loop, and the language server
+    answered nothing meanwhile: they are made in worker threads."""
+    loop = asyncio.get_running_loop()
+    monkeypatch.setattr(tools, "unified_diff", needing_the_loop(tools.unified_diff, loop))
+    monkeypatch.setattr(approval, "undecodable", needing_the_loop(approval.undecodable, loop))
+    (root / "a.txt").write_text("one\ntwo\n")
+    (root / "b.txt").write_bytes(b"one\n\xff\n")
+    server, _session, approve = asking_approver(root)
+    if not approve_tool:  # asked with window/showMessageRequest
+        server.client_capabilities = types.ClientCapabilities()
+
+        async def allowed(_method: str, params: Any, msg_id: Any = None) -> Any:
+            server.asked.append(params)
+            return types.MessageActionItem(title="Allow")
+
+        monkeypatch.setattr(server, "send_request_async", allowed)
+
+    def edit(path: str) -> ApprovalRequest:
+        request = approval_request(ToolCall(id=path, name="edit", arguments={
+            "path": path, "edits": [{"oldText": "one", "newText": "1"}]}), ToolContext(root))
+        assert request is not None
+        return request
+
+    assert "b.txt is not UTF-8: 1 byte on 1 line" in str(await approve(edit("b.txt")))
+    assert await approve(edit("a.txt")) is None
+    asked = server.asked[0]
+    assert "-one\n+1\n" in (asked.diff if approve_tool else asked.message)
 
 
 def read_request(root: Path, path: Path) -> ApprovalRequest:

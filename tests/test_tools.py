@@ -56,7 +56,15 @@ from pi_lsp.fileurl import FileUrlError, file_url_path
 from pi_lsp.providers.base import ToolSpec, parse_arguments
 from pi_lsp.session.entries import ImageContent, TextContent, ToolCall
 from tests.test_system_messages import PI16, pi16_node
-from tests.waits import CEILING_S, PROCESS_CEILING_S, alive, gone, pid_in, until
+from tests.waits import (
+    CEILING_S,
+    PROCESS_CEILING_S,
+    alive,
+    gone,
+    needing_the_loop,
+    pid_in,
+    until,
+)
 
 # A 1x1 transparent PNG.
 PNG = base64.b64decode(
@@ -2276,6 +2284,33 @@ async def test_a_path_with_a_nul_byte_fails_in_nodes_words(root: Path,
     got, expected = await answered(name, root), pi16_calls[name]
     assert (got["text"], got["isError"]) == (expected["text"], expected["isError"])
     assert sorted(os.listdir(root)) == sorted(CALL_FILES)
+
+
+class LoopOnlyFiles(DiskFiles):
+    """An editor's files, read on the event loop only: its buffers change there."""
+
+    def read_text(self, path: Path) -> str | None:
+        asyncio.get_running_loop()  # a RuntimeError in a worker thread
+        return super().read_text(path)
+
+
+async def test_an_edit_is_planned_and_diffed_while_the_loop_goes_on(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An edit was planned on the event loop at its approval and again, with its diff, as it
+    ran (10,000 edits: 4 s, then 11 s), and the language server answered nothing meanwhile.
+    Both run in worker threads; the editor's buffers are still read on the loop."""
+    loop = asyncio.get_running_loop()
+    for name in ("plan_edit", "edit_diff"):
+        monkeypatch.setattr(tools, name, needing_the_loop(getattr(tools, name), loop))
+    (root / "a.txt").write_text("one\ntwo\n")
+    args = {"path": "a.txt", "edits": [{"oldText": "one", "newText": "1"}]}
+    ctx = ToolContext(root, files=LoopOnlyFiles())
+    assert await ask_approval(ToolCall(id="c", name="edit", arguments=args), ctx,
+                              allow_all) is None
+    result = await execute_tool(EDIT, "edit", args, ctx)
+    assert text_of(result) == "Successfully replaced 1 block(s) in a.txt."
+    assert result.details["diff"] == "-1 one\n+1 1\n 2 two"
+    assert (root / "a.txt").read_text() == "1\ntwo\n"
 
 
 @pytest.mark.parametrize("name", [name for name in PI16_CALLS if " too long " in name])

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,6 +33,18 @@ async def until(condition: Callable[[], object], what: str, ceiling: float = CEI
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {ceiling:.0f} s waiting for {what}")
         await asyncio.sleep(POLL_S)
+
+
+def needing_the_loop(work: Callable[..., Any], loop: asyncio.AbstractEventLoop
+                     ) -> Callable[..., Any]:
+    """`work`, going on only once `loop` has run a callback meanwhile: called on the loop
+    itself, it waits for itself and fails at the ceiling, naming `work`."""
+    def waiting(*args: Any, **kwargs: Any) -> Any:
+        ran = threading.Event()
+        loop.call_soon_threadsafe(ran.set)
+        assert ran.wait(CEILING_S), f"the event loop stood still while {work.__name__} ran"
+        return work(*args, **kwargs)
+    return waiting
 
 
 def until_sync(condition: Callable[[], object], what: str, ceiling: float = CEILING_S) -> None:

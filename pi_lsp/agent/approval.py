@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from pi_lsp.agent.tools import (
     ToolError,
     ToolResult,
     bash_schema_arguments,
+    off_loop,
     propose_change,
     refuse_long_timeout,
     thrown_result,
@@ -105,7 +107,7 @@ async def ask_approval(call: ToolCall, ctx: ToolContext, approver: Approver
     refused it, or its result where working out what to ask already failed (nobody is asked):
     arguments its schema refuses (pi 1.6 runs no tool then), or a failure as the tool's own."""
     try:
-        request = approval_request(call, ctx)
+        request = await off_loop(functools.partial(approval_request, call), ctx)
     except (InvalidArguments, Refused) as error:
         return unrun_result(str(error))
     except ToolError as error:

@@ -153,7 +153,8 @@ class ToolApprovals:
             if self.config().tool_approval == "auto" or (granted is not None and any(
                     covers(given, request) for given in session.allowed_tools)):
                 return None
-            refusal = unshowable(request)
+            # In worker threads, as all that reads or diffs a whole file: the loop goes on.
+            refusal = await asyncio.to_thread(unshowable, request)
             if refusal is not None:
                 return refusal
             try:
@@ -161,13 +162,13 @@ class ToolApprovals:
                     # The file the session is in now: another program cutting it short
                     # mid-turn moves the session (and its harness) to a new file.
                     path = str(real_path(session.tree.path))
-                    decision = await self.ask_approve_tool(approve_tool_params(
-                        request, from_fs_path(path) or path, session.turn_id,
-                        session.title, granted))
+                    decision = await self.ask_approve_tool(await asyncio.to_thread(
+                        approve_tool_params, request, from_fs_path(path) or path,
+                        session.turn_id, session.title, granted))
                 else:
-                    decision = await self.ask_message(name,
-                                                      fallback_question(request, session.title),
-                                                      granted is not None)
+                    question = await asyncio.to_thread(fallback_question, request,
+                                                       session.title)
+                    decision = await self.ask_message(name, question, granted is not None)
             except NotAsked as error:
                 return str(error)
             # An editor that offers it regardless (older than `allowForSession`) gets a plain
