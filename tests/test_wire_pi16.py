@@ -398,10 +398,11 @@ def test_an_openrouter_claude_on_chat_completions_is_sent_as_pi_16_sends_it(
     assert compared >= (1 if long else 10)
 
 
-def _stored_pi_bodies(stored_file: Path, folder: Path,
-                      runs: list[tuple[str, str | None]]) -> dict[str, Any]:
+def _stored_pi_bodies(stored_file: Path, folder: Path, runs: list[tuple[str, str | None]],
+                      text_only: bool = False) -> dict[str, Any]:
     """The bodies stored in `stored_file` for each session in `folder` on each run (API and
-    model), checked against pi 1.6's own where it is installed."""
+    model; `text_only`: the model without image input), checked against pi 1.6's own where it
+    is installed."""
     stored: dict[str, Any] = json.loads(stored_file.read_text("utf-8"))
     node = pi16_node()
     if node is not None:
@@ -409,23 +410,25 @@ def _stored_pi_bodies(stored_file: Path, folder: Path,
             run = subprocess.run([node, str(Path(__file__).with_name("pi16_wire.mjs")),
                                   str(PI16 / "@earendil-works"), api,
                                   *(["--model", model_id] if model_id else []),
+                                  *(["--text-only"] if text_only else []),
                                   *map(str, sorted(folder.glob("*.jsonl")))],
                                  capture_output=True, text=True, timeout=PROCESS_CEILING_S)
             assert run.returncode == 0, run.stderr
             for file, body in json.loads(run.stdout).items():
-                key = _run_key(api, model_id, Path(file))
+                key = _run_key(api, model_id, Path(file), text_only)
                 assert body == stored[key], key  # the stored bodies are pi's
     return stored
 
 
-def _run_key(api: str, model_id: str | None, file: Path) -> str:
-    return " ".join([api, *([model_id] if model_id else []), file.name])
+def _run_key(api: str, model_id: str | None, file: Path, text_only: bool = False) -> str:
+    return " ".join([api, *([model_id] if model_id else []), *([TEXT_ONLY] if text_only else []),
+                     file.name])
 
 
 def _assert_sent_as_pi_sends(file: Path, api: str, model_id: str | None,
-                             stored: dict[str, Any]) -> None:
-    ours, replayed = _ours(file, api, model_id=model_id)
-    pi = stored[_run_key(api, model_id, file)]
+                             stored: dict[str, Any], text_only: bool = False) -> None:
+    ours, replayed = _ours(file, api, text_only, model_id=model_id)
+    pi = stored[_run_key(api, model_id, file, text_only)]
     assert _comparable(ours, api, replayed, pi=False) == _comparable(pi, api, replayed, pi=True)
 
 
@@ -587,3 +590,34 @@ def test_a_block_with_a_field_of_another_type_is_sent_as_pi_16_sends_it(
             for key in OUTPUT_LIMITS:
                 body.pop(key, None)
     assert _comparable(ours, api, replayed, pi=False) == _comparable(pi, api, replayed, pi=True)
+
+
+# Hand-edited sessions with an image whose type or data is missing or of another type (found by
+# a differential fuzz against pi 1.6), and the bodies pi 1.6 sends for them, to models with and
+# without image input.
+ODD_IMAGES = STORED_BODIES.with_name("pi16-odd-images")
+STORED_ODD_IMAGES = STORED_BODIES.with_name("pi16-odd-images.json")
+TEXT_ONLY_RUNS = [(ANTHROPIC_API, None), (RESPONSES_API, None), (CHAT_API, None)]
+ODD_IMAGE_RUNS = [*((api, model_id, False) for api, model_id in ODD_FIELD_RUNS),
+                  *((api, model_id, True) for api, model_id in TEXT_ONLY_RUNS)]
+
+
+@pytest.fixture(scope="module")
+def pi_odd_image_bodies() -> dict[str, Any]:
+    return {**_stored_pi_bodies(STORED_ODD_IMAGES, ODD_IMAGES, ODD_FIELD_RUNS),
+            **_stored_pi_bodies(STORED_ODD_IMAGES, ODD_IMAGES, TEXT_ONLY_RUNS, text_only=True)}
+
+
+@pytest.mark.parametrize(("api", "model_id", "text_only"), ODD_IMAGE_RUNS,
+                         ids=[" ".join(filter(None, [api, model_id, TEXT_ONLY * text_only]))
+                              for api, model_id, text_only in ODD_IMAGE_RUNS])
+@pytest.mark.parametrize("name", sorted(path.name for path in ODD_IMAGES.glob("*.jsonl")))
+def test_an_image_without_a_type_is_sent_as_pi_16_sends_it(
+        name: str, api: str, model_id: str | None, text_only: bool,
+        pi_odd_image_bodies: dict[str, Any]) -> None:
+    """An image whose mimeType was missing, null or 5, or whose data was missing, left its whole
+    message out of the request (the user's text beside it too; a tool result became "No result
+    provided", a custom message was gone). pi 1.6 sends it: to a model without image input as
+    its note ("(image omitted: …)"), to one with as it is (a missing field left out of
+    Anthropic's source, `undefined` in OpenAI's data URL), which the API refuses, naming it."""
+    _assert_sent_as_pi_sends(ODD_IMAGES / name, api, model_id, pi_odd_image_bodies, text_only)

@@ -138,8 +138,10 @@ def is_blank(text: str) -> bool:
 
 
 def _image(block: ImageContent) -> dict[str, Any]:
-    return {"type": "image", "source": {
-        "type": "base64", "media_type": block.mime_type, "data": block.data}}
+    source = {"type": "base64", "media_type": block.mime_type, "data": block.data}
+    # A missing field is pi's undefined, which its JSON leaves out.
+    return {"type": "image", "source": {key: value for key, value in source.items()
+                                        if value is not msgspec.UNSET}}
 
 
 def _blocks(content: list[UserBlock]) -> list[dict[str, Any]]:

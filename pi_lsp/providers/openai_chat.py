@@ -40,7 +40,7 @@ from pi_lsp.session.entries import (
     UserBlock,
     UserMessage,
 )
-from pi_lsp.session.jsontext import js_string, js_truthy, stringify
+from pi_lsp.session.jsontext import js_truthy, stringify
 
 STOP_REASONS: dict[str, StopReason] = {"stop": "stop", "end": "stop", "length": "length",
                                        "tool_calls": "toolUse", "function_call": "toolUse"}
@@ -84,8 +84,7 @@ def _parts(content: str | list[UserBlock]) -> str | list[dict[str, Any]]:
             if block.text:
                 parts.append({"type": "text", "text": block.text})
         else:
-            url = f"data:{block.mime_type};base64,{js_string(block.data)}"
-            parts.append({"type": "image_url", "image_url": {"url": url}})
+            parts.append({"type": "image_url", "image_url": {"url": block.data_url()}})
     return parts
 
 

@@ -48,7 +48,7 @@ from pi_lsp.session.entries import (
     UserMessage,
 )
 from pi_lsp.session.ids import now_ms
-from pi_lsp.session.jsontext import js_field, js_string, stringify
+from pi_lsp.session.jsontext import js_field, stringify
 from pi_lsp.session.systemfields import listed_tools, name_key
 
 MIN_OUTPUT_TOKENS = 16  # OpenAI rejects less
@@ -119,7 +119,7 @@ def _content(content: str | list[UserBlock]) -> list[dict[str, Any]]:
             parts.append({"type": "input_text", "text": block.text})
         else:
             parts.append({"type": "input_image", "detail": "auto",
-                          "image_url": f"data:{block.mime_type};base64,{js_string(block.data)}"})
+                          "image_url": block.data_url()})
     return parts
 
 
@@ -170,7 +170,7 @@ def _tool_result(result: ToolResultMessage) -> dict[str, Any]:
     if images:
         output = [{"type": "input_text", "text": text}] if text.strip() else []
         output += [{"type": "input_image", "detail": "auto",
-                    "image_url": f"data:{b.mime_type};base64,{js_string(b.data)}"} for b in images]
+                    "image_url": b.data_url()} for b in images]
     else:
         output = text if text.strip() else "(no tool output)"
     return {"type": "function_call_output", "call_id": result.tool_call_id.partition("|")[0],

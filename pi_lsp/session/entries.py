@@ -47,9 +47,14 @@ class ThinkingContent(_Block, tag="thinking", kw_only=True):
 
 
 class ImageContent(_Block, tag="image", kw_only=True):
-    # base64 text; a hand-edited one of another type kept as decoded (pi 1.6 sends it so)
-    data: Any
-    mime_type: str
+    # base64 text and its type; a hand-edited one of another type kept as decoded, a missing
+    # one as UNSET (pi 1.6 sends them so)
+    data: Any = msgspec.UNSET
+    mime_type: Any = msgspec.UNSET
+
+    def data_url(self) -> str:
+        """The image as the data URL pi writes for OpenAI: each field as `String()` makes it."""
+        return f"data:{js_string(self.mime_type)};base64,{js_string(self.data)}"
 
 
 # Tool-call arguments as a session holds them: pi 1.6 sends what is written (a list, a number).
