@@ -2,8 +2,10 @@
 // thinking level a resumed session gets, convertToLlm, then pi-ai's own provider for API
 // (claude-sonnet-4-5 for anthropic-messages, gpt-5 for the OpenAI ones). The body is caught in
 // onPayload, which throws, so nothing is sent; null where pi makes no body. With --text-only
-// the model's input is ["text"]: pi-ai turns the images it is not sent into notes.
-// Usage: node pi16_wire.mjs PACKAGES API [--provider NAME] [--model ID] [--text-only] FILE...
+// the model's input is ["text"]: pi-ai turns the images it is not sent into notes; --compat
+// lays a models.json `compat` object over the model's.
+// Usage: node pi16_wire.mjs PACKAGES API [--provider NAME] [--model ID] [--compat JSON]
+//   [--text-only] FILE...
 //   -> {file: body | null}
 import { copyFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -15,7 +17,9 @@ const named = options[0] === "--provider" ? options[1] : undefined;
 const args = named === undefined ? options : options.slice(2);
 // --model ID: another model of the API's provider (pi's catalog facts for it).
 const chosen = args[0] === "--model" ? args[1] : undefined;
-const rest = chosen === undefined ? args : args.slice(2);
+const more = chosen === undefined ? args : args.slice(2);
+const laid = more[0] === "--compat" ? JSON.parse(more[1]) : undefined;
+const rest = laid === undefined ? more : more.slice(2);
 const textOnly = rest[0] === "--text-only";
 const files = textOnly ? rest.slice(1) : rest;
 const { SessionManager, convertToLlm } = await import(`${packages}/pi-coding-agent/dist/index.js`);
@@ -24,7 +28,9 @@ const { normalizeContext } = await import(`${packages}/pi-ai/dist/utils/transcri
 const [standardProvider, standard] = api === "anthropic-messages" ? ["anthropic", "claude-sonnet-4-5"] : ["openai", "gpt-5"];
 const provider = named ?? standardProvider;
 const id = chosen ?? standard;
-const model = { ...compat.getModel(provider, id), api, ...(textOnly ? { input: ["text"] } : {}) };
+const known = compat.getModel(provider, id);
+const model = { ...known, api, ...(textOnly ? { input: ["text"] } : {}),
+  ...(laid ? { compat: { ...known.compat, ...laid } } : {}) };
 
 class Caught extends Error {}
 const scratch = mkdtempSync(join(tmpdir(), "pi16-wire-"));

@@ -27,7 +27,13 @@ from pi_lsp.context.convert import BRANCH_SUMMARY_PREFIX
 from pi_lsp.context.layers import AgentSetup, UnsendableToolError, build_layer
 from pi_lsp.context.messages import decode_path
 from pi_lsp.context.replay import current_system_message
-from pi_lsp.providers.registry import ANTHROPIC_API, CHAT_API, RESPONSES_API, ModelRegistry
+from pi_lsp.providers.registry import (
+    ANTHROPIC_API,
+    CHAT_API,
+    RESPONSES_API,
+    Compat,
+    ModelRegistry,
+)
 from pi_lsp.providers.wire import request_params
 from pi_lsp.session.entries import SystemMessage, UserMessage
 from pi_lsp.session.tree import SessionTree
@@ -621,3 +627,47 @@ def test_an_image_without_a_type_is_sent_as_pi_16_sends_it(
     its note ("(image omitted: …)"), to one with as it is (a missing field left out of
     Anthropic's source, `undefined` in OpenAI's data URL), which the API refuses, naming it."""
     _assert_sent_as_pi_sends(ODD_IMAGES / name, api, model_id, pi_odd_image_bodies, text_only)
+
+
+# Sessions with tool results before a user message or a reply without text, and the Chat
+# Completions bodies pi 1.6 sends gpt-5 for them with each models.json `compat` flag, stored for
+# machines without it.
+CHAT_COMPAT = STORED_BODIES.with_name("pi16-chat-compat")
+STORED_CHAT_COMPAT = STORED_BODIES.with_name("pi16-chat-compat.json")
+CHAT_COMPAT_FLAGS = ["requiresAssistantAfterToolResult", "requiresNonNullAssistantContent"]
+
+
+@pytest.fixture(scope="module")
+def pi_chat_compat_bodies() -> dict[str, Any]:
+    stored: dict[str, Any] = json.loads(STORED_CHAT_COMPAT.read_text("utf-8"))
+    node = pi16_node()
+    if node is not None:
+        for flag in CHAT_COMPAT_FLAGS:
+            run = subprocess.run([node, str(Path(__file__).with_name("pi16_wire.mjs")),
+                                  str(PI16 / "@earendil-works"), CHAT_API, "--model", "gpt-5",
+                                  "--compat", json.dumps({flag: True}),
+                                  *map(str, sorted(CHAT_COMPAT.glob("*.jsonl")))],
+                                 capture_output=True, text=True, timeout=PROCESS_CEILING_S)
+            assert run.returncode == 0, run.stderr
+            for file, body in json.loads(run.stdout).items():
+                key = f"{flag} {Path(file).name}"
+                assert body == stored[key], key  # the stored bodies are pi's
+    return stored
+
+
+@pytest.mark.parametrize("flag", CHAT_COMPAT_FLAGS)
+@pytest.mark.parametrize("name", sorted(path.name for path in CHAT_COMPAT.glob("*.jsonl")))
+def test_a_hosts_flags_for_message_order_are_sent_as_pi_16_sends_them(
+        name: str, flag: str, pi_chat_compat_bodies: dict[str, Any]) -> None:
+    """models.json's `requiresAssistantAfterToolResult` (pi 1.6 puts "I have processed the tool
+    results." as an assistant message between tool results and the user message after them, for
+    hosts that refuse a user message there) and `requiresNonNullAssistantContent` (a reply
+    without text goes as `"content": ""`, not null) were not read: pi-lsp sent the order and the
+    null those hosts refuse, so every request after a tool call failed there."""
+    gpt5 = ModelRegistry().get("openai", "gpt-5")
+    # read as models.json's `compat` is
+    laid = msgspec.convert({**msgspec.to_builtins(gpt5.compat), flag: True}, Compat)
+    ours, replayed = _ours(CHAT_COMPAT / name, CHAT_API, facts={"compat": laid})
+    pi = pi_chat_compat_bodies[f"{flag} {name}"]
+    assert _comparable(ours, CHAT_API, replayed, pi=False) == \
+        _comparable(pi, CHAT_API, replayed, pi=True)

@@ -46,6 +46,8 @@ STOP_REASONS: dict[str, StopReason] = {"stop": "stop", "end": "stop", "length": 
                                        "tool_calls": "toolUse", "function_call": "toolUse"}
 REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
 PROMPT_CACHE_KEY_CHARS = 64
+# pi 1.6's reply between tool results and a user message, for hosts that refuse that order.
+BRIDGE = {"role": "assistant", "content": "I have processed the tool results."}
 SDK = "openai"
 
 
@@ -134,8 +136,10 @@ def _assistant(message: AssistantMessage, model: ModelInfo, compat: Compat
     texts = [b.text for b in message.content if isinstance(b, TextContent) and b.text.strip()]
     # The text as one string, as pi sends it: an array of parts is mirrored back by some models.
     # (Empty once its lone surrogates go: none, as pi sends it.)
+    none = "" if compat.requires_assistant_after_tool_result or \
+        compat.requires_non_null_assistant_content else None
     wire: dict[str, Any] = {"role": "assistant",
-                            "content": without_lone_surrogates("".join(texts)) or None}
+                            "content": without_lone_surrogates("".join(texts)) or none}
     # Thinking left after adapt_to_model is this model's own; it goes back where it came from.
     thoughts = [b for b in message.content if isinstance(b, ThinkingContent) and b.thinking.strip()]
     details = _kept_details(message)
@@ -172,6 +176,8 @@ def _tool_results(results: list[ToolResultMessage], compat: Compat) -> list[dict
         wire.append(message)
         images += [b for b in result.content if isinstance(b, ImageContent)]
     if images:
+        if compat.requires_assistant_after_tool_result:
+            wire.append(dict(BRIDGE))
         content = _parts([TextContent(text="Attached image(s) from tool result:"), *images])
         wire.append({"role": "user", "content": content})
     return wire
@@ -188,21 +194,28 @@ def wire_messages(request: ModelRequest, compat: Compat) -> list[dict[str, Any]]
                               lambda raw, _source: tool_id(raw, model.provider),
                               model_input=model.input)
     pending: list[ToolResultMessage] = []
+    last = None  # the role of the last message sent, as pi's lastRole counts it
     for message in [*messages, None]:
         if isinstance(message, ToolResultMessage):
             pending.append(message)
             continue
         if pending:
             wire += _tool_results(pending, compat)
+            last = "user" if wire[-1]["role"] == "user" else "tool"
             pending = []
         if isinstance(message, UserMessage):
+            # (before a user message left out too, as pi bridges before it looks)
+            if compat.requires_assistant_after_tool_result and last == "tool":
+                wire.append(dict(BRIDGE))
             content = _parts(message.content)
             if content or isinstance(content, str):  # pi sends even an empty text
                 wire.append({"role": "user", "content": content})
+                last = "user"
         elif isinstance(message, AssistantMessage):
             assistant = _assistant(message, model, compat)
             if assistant is not None:
                 wire.append(assistant)
+                last = "assistant"
     return wire
 
 

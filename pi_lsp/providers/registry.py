@@ -67,6 +67,10 @@ class Compat(msgspec.Struct, rename="camel", omit_defaults=True):
     supports_finish_reason: bool | None = None
     max_tokens_field: Literal["max_completion_tokens", "max_tokens"] | None = None
     requires_tool_result_name: bool | None = None
+    # A user message right after tool results gets pi's made-up assistant reply before it (a
+    # host refusing that order); an assistant message without text is sent "", never null.
+    requires_assistant_after_tool_result: bool | None = None
+    requires_non_null_assistant_content: bool | None = None
     requires_thinking_as_text: bool | None = None
     requires_tools_with_tool_history: bool | None = None
     requires_reasoning_content_on_assistant_messages: bool | None = None
@@ -343,6 +347,8 @@ def detect_compat(provider: str, base_url: str, model_id: str) -> Compat:
         supports_finish_reason=True,
         max_tokens_field="max_tokens" if max_tokens else "max_completion_tokens",
         requires_tool_result_name=False,
+        requires_assistant_after_tool_result=False,
+        requires_non_null_assistant_content=False,
         requires_thinking_as_text=False,
         requires_tools_with_tool_history=False,
         requires_reasoning_content_on_assistant_messages=deepseek,
