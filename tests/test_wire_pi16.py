@@ -246,14 +246,16 @@ def test_pi_16s_openai_default_models_body_is_the_one_pi_16_sends(
     _assert_bodies_match(pi_bodies, RESPONSES_API, model_id=OPENAI_DEFAULT)
 
 
-def _ours_for(file: Path, model: tuple[str, str]) -> dict[str, Any]:
-    """pi-lsp's body at the file's leaf for `model`, given the session's own prompt and tools."""
+def _ours_for(file: Path, model: tuple[str, str], registry: ModelRegistry | None = None
+              ) -> dict[str, Any]:
+    """pi-lsp's body at the file's leaf for `model` (of `registry`), given the session's own
+    prompt and tools."""
     tree = SessionTree.open(str(file))
     replayed = current_system_message(list(decode_path(tree, tree.leaf_id).messages))
     assert replayed is not None
     sections = {name: text for name, text in (replayed.sections or {}).items()
                 if text is not None}
-    agent = AgentSetup(ModelRegistry(), model, "medium", sections,
+    agent = AgentSetup(registry or ModelRegistry(), model, "medium", sections,
                        list(replayed.tools_added or []), run_model=model)
     request = build_layer(tree, tree.leaf_id, "request", agent).request
     assert request is not None
@@ -671,3 +673,43 @@ def test_a_hosts_flags_for_message_order_are_sent_as_pi_16_sends_them(
     pi = pi_chat_compat_bodies[f"{flag} {name}"]
     assert _comparable(ours, CHAT_API, replayed, pi=False) == \
         _comparable(pi, CHAT_API, replayed, pi=True)
+
+
+# Sessions with system messages after the first, and the Chat Completions bodies pi 1.6 sends
+# gpt-5 for them with models.json's `"compat": {"supportsMidConvoSystemMessages": true}`, stored
+# for machines without it.
+CHAT_SYSTEMS = STORED_BODIES.with_name("pi16-chat-system-messages")
+STORED_CHAT_SYSTEMS = STORED_BODIES.with_name("pi16-chat-system-messages.json")
+MID_CONVO = {"supportsMidConvoSystemMessages": True}
+
+
+@pytest.fixture(scope="module")
+def pi_chat_system_bodies() -> dict[str, Any]:
+    stored: dict[str, Any] = json.loads(STORED_CHAT_SYSTEMS.read_text("utf-8"))
+    node = pi16_node()
+    if node is not None:
+        run = subprocess.run([node, str(Path(__file__).with_name("pi16_wire.mjs")),
+                              str(PI16 / "@earendil-works"), CHAT_API, "--model", "gpt-5",
+                              "--compat", json.dumps(MID_CONVO),
+                              *map(str, sorted(CHAT_SYSTEMS.glob("*.jsonl")))],
+                             capture_output=True, text=True, timeout=PROCESS_CEILING_S)
+        assert run.returncode == 0, run.stderr
+        for file, body in json.loads(run.stdout).items():
+            assert body == stored[Path(file).name], file  # the stored bodies are pi's
+    return stored
+
+
+@pytest.mark.parametrize("name", sorted(path.name for path in CHAT_SYSTEMS.glob("*.jsonl")))
+def test_a_chat_model_taking_system_messages_mid_way_gets_them_in_place(
+        name: str, pi_chat_system_bodies: dict[str, Any]) -> None:
+    """A Chat Completions model whose models.json says `supportsMidConvoSystemMessages`: pi 1.6
+    sends each later system message in place ("Updated system prompt section …", after the
+    results of the calls before it) and the current tools at the top. pi-lsp folded them into
+    the first system message, as for a model that does not take them: the model read another
+    prompt than pi's, and each prompt change rewrote the cached prefix."""
+    gpt5 = ModelRegistry().get("openai", "gpt-5")
+    laid = msgspec.convert({**msgspec.to_builtins(gpt5.compat), **MID_CONVO}, Compat)
+    model = msgspec.structs.replace(gpt5, api=CHAT_API, compat=laid)
+    ours = _ours_for(CHAT_SYSTEMS / name, ("openai", "gpt-5"), ModelRegistry(extra=[model]))
+    pi = pi_chat_system_bodies[name]
+    assert _comparable(ours, CHAT_API, True, pi=False) == _comparable(pi, CHAT_API, True, pi=True)

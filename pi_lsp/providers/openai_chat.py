@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pi_lsp.context.convert import adapt_to_model
+from pi_lsp.context.replay import system_update_text
 from pi_lsp.providers.base import (
     ModelRequest,
     ProviderEvent,
@@ -33,6 +34,7 @@ from pi_lsp.session.entries import (
     AssistantMessage,
     ImageContent,
     StopReason,
+    SystemMessage,
     TextContent,
     ThinkingContent,
     ToolCall,
@@ -183,26 +185,44 @@ def _tool_results(results: list[ToolResultMessage], compat: Compat) -> list[dict
     return wire
 
 
+def _instructions(role: str, systems: list[SystemMessage]) -> list[dict[str, Any]]:
+    """System messages after the first, in place, as pi 1.6 sends them to a model that takes
+    them mid-conversation: each one's update (an empty one left out)."""
+    texts = [system_update_text(message) for message in systems]
+    return [{"role": role, "content": text} for text in texts if text]
+
+
 def wire_messages(request: ModelRequest, compat: Compat) -> list[dict[str, Any]]:
     """The system prompt and the conversation as Chat Completions messages."""
     model = request.model
-    developer = model.reasoning and compat.supports_developer_role
+    role = "developer" if model.reasoning and compat.supports_developer_role else "system"
     wire: list[dict[str, Any]] = [
-        {"role": "developer" if developer else "system", "content": request.system_prompt}
-    ] if request.system_prompt else []
+        {"role": role, "content": request.system_prompt}] if request.system_prompt else []
     messages = adapt_to_model(request.messages, model.provider, CHAT_API, model.id,
                               lambda raw, _source: tool_id(raw, model.provider),
                               model_input=model.input)
     pending: list[ToolResultMessage] = []
     last = None  # the role of the last message sent, as pi's lastRole counts it
+    # A system message after a reply's calls waits until their results are in (pi's
+    # transformMessages holds it the same way).
+    held: list[SystemMessage] = []
+    calling = False
     for message in [*messages, None]:
         if isinstance(message, ToolResultMessage):
             pending.append(message)
+            continue
+        if isinstance(message, SystemMessage) and calling:
+            held.append(message)
             continue
         if pending:
             wire += _tool_results(pending, compat)
             last = "user" if wire[-1]["role"] == "user" else "tool"
             pending = []
+        if held or isinstance(message, SystemMessage):
+            systems = [*held, *([message] if isinstance(message, SystemMessage) else [])]
+            wire += _instructions(role, systems)
+            last, held = "system", []
+        calling = False  # (until a reply with calls)
         if isinstance(message, UserMessage):
             # (before a user message left out too, as pi bridges before it looks)
             if compat.requires_assistant_after_tool_result and last == "tool":
@@ -216,6 +236,7 @@ def wire_messages(request: ModelRequest, compat: Compat) -> list[dict[str, Any]]
             if assistant is not None:
                 wire.append(assistant)
                 last = "assistant"
+            calling = any(isinstance(block, ToolCall) for block in message.content)
     return wire
 
 

@@ -229,17 +229,18 @@ DEFAULT_MAX_TOKENS = 16_384
 
 def native_tool_changes(model: ModelInfo) -> bool:
     """Whether pi 1.6 says tool changes mid-conversation to this model: Anthropic's in system
-    messages (with tools), Responses' in `additional_tools` items."""
+    messages (with tools), Responses' in `additional_tools` items (never on Chat Completions:
+    the current tools go at the top)."""
     compat = model.compat
     changes = compat.supports_additional_tools if model.api == RESPONSES_API else \
-        compat.supports_mid_convo_tool_changes
+        compat.supports_mid_convo_tool_changes if model.api == ANTHROPIC_API else False
     return bool(compat.supports_mid_convo_system_messages and changes)
 
 
 def keeps_system_messages(model: ModelInfo) -> bool:
     """Whether pi 1.6 sends this model the system messages after the first in place (a prompt
     or tool change keeps the cached prefix), not folded into the first."""
-    return model.api in (ANTHROPIC_API, RESPONSES_API) and \
+    return model.api in (ANTHROPIC_API, RESPONSES_API, CHAT_API) and \
         bool(model.compat.supports_mid_convo_system_messages)
 
 
