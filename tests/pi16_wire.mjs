@@ -3,9 +3,10 @@
 // (claude-sonnet-4-5 for anthropic-messages, gpt-5 for the OpenAI ones). The body is caught in
 // onPayload, which throws, so nothing is sent; null where pi makes no body. With --text-only
 // the model's input is ["text"]: pi-ai turns the images it is not sent into notes; --compat
-// lays a models.json `compat` object over the model's.
+// lays a models.json `compat` object over the model's, --fields other fields of the model
+// (samplingParams).
 // Usage: node pi16_wire.mjs PACKAGES API [--provider NAME] [--model ID] [--compat JSON]
-//   [--text-only] FILE...
+//   [--fields JSON] [--text-only] FILE...
 //   -> {file: body | null}
 import { copyFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -19,7 +20,9 @@ const args = named === undefined ? options : options.slice(2);
 const chosen = args[0] === "--model" ? args[1] : undefined;
 const more = chosen === undefined ? args : args.slice(2);
 const laid = more[0] === "--compat" ? JSON.parse(more[1]) : undefined;
-const rest = laid === undefined ? more : more.slice(2);
+const after = laid === undefined ? more : more.slice(2);
+const fields = after[0] === "--fields" ? JSON.parse(after[1]) : {};
+const rest = after[0] === "--fields" ? after.slice(2) : after;
 const textOnly = rest[0] === "--text-only";
 const files = textOnly ? rest.slice(1) : rest;
 const { SessionManager, convertToLlm } = await import(`${packages}/pi-coding-agent/dist/index.js`);
@@ -30,7 +33,7 @@ const provider = named ?? standardProvider;
 const id = chosen ?? standard;
 const known = compat.getModel(provider, id);
 const model = { ...known, api, ...(textOnly ? { input: ["text"] } : {}),
-  ...(laid ? { compat: { ...known.compat, ...laid } } : {}) };
+  ...(laid ? { compat: { ...known.compat, ...laid } } : {}), ...fields };
 
 class Caught extends Error {}
 const scratch = mkdtempSync(join(tmpdir(), "pi16-wire-"));

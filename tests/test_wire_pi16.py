@@ -27,6 +27,7 @@ from pi_lsp.context.convert import BRANCH_SUMMARY_PREFIX
 from pi_lsp.context.layers import AgentSetup, UnsendableToolError, build_layer
 from pi_lsp.context.messages import decode_path
 from pi_lsp.context.replay import current_system_message
+from pi_lsp.providers.models_file import load_models
 from pi_lsp.providers.registry import (
     ANTHROPIC_API,
     CHAT_API,
@@ -713,3 +714,50 @@ def test_a_chat_model_taking_system_messages_mid_way_gets_them_in_place(
     ours = _ours_for(CHAT_SYSTEMS / name, ("openai", "gpt-5"), ModelRegistry(extra=[model]))
     pi = pi_chat_system_bodies[name]
     assert _comparable(ours, CHAT_API, True, pi=False) == _comparable(pi, CHAT_API, True, pi=True)
+
+
+# Sessions at three thinking levels, and the bodies pi 1.6 sends gpt-5 for them on each OpenAI
+# wire with SAMPLING laid over the model (as a models.json `modelOverrides` entry lays it).
+SAMPLING_SESSIONS = STORED_BODIES.with_name("pi16-sampling")
+STORED_SAMPLING = STORED_BODIES.with_name("pi16-sampling.json")
+SAMPLING = {"samplingParams": {"temperature": 0.6, "top_p": 0.95, "top_k": 20},
+            "samplingParamsByThinkingLevel": {"high": {"temperature": 1.0, "min_p": 0.1},
+                                              "minimal": {"top_k": 5}}}
+
+
+@pytest.fixture(scope="module")
+def pi_sampling_bodies() -> dict[str, Any]:
+    stored: dict[str, Any] = json.loads(STORED_SAMPLING.read_text("utf-8"))
+    node = pi16_node()
+    if node is not None:
+        for api in (RESPONSES_API, CHAT_API):
+            run = subprocess.run([node, str(Path(__file__).with_name("pi16_wire.mjs")),
+                                  str(PI16 / "@earendil-works"), api, "--model", "gpt-5",
+                                  "--fields", json.dumps(SAMPLING),
+                                  *map(str, sorted(SAMPLING_SESSIONS.glob("*.jsonl")))],
+                                 capture_output=True, text=True, timeout=PROCESS_CEILING_S)
+            assert run.returncode == 0, run.stderr
+            for file, body in json.loads(run.stdout).items():
+                key = f"{api} {Path(file).name}"
+                assert body == stored[key], key  # the stored bodies are pi's
+    return stored
+
+
+@pytest.mark.parametrize("api", [RESPONSES_API, CHAT_API])
+@pytest.mark.parametrize("name", sorted(path.name for path in SAMPLING_SESSIONS.glob("*.jsonl")))
+def test_a_models_sampling_params_are_sent_as_pi_16_sends_them(
+        name: str, api: str, pi_sampling_bodies: dict[str, Any], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """models.json's `samplingParams` and `samplingParamsByThinkingLevel` (temperature, top_p,
+    top_k…, per level over them; the level clamped to the model's: gpt-5's off is minimal) were
+    not read: pi 1.6 lays them over every OpenAI-compatible request body, pi-lsp sent none, so a
+    local model ran at its server's sampling instead of the one its models.json asks for."""
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path))
+    (tmp_path / "models.json").write_text(json.dumps(
+        {"providers": {"openai": {"modelOverrides": {"gpt-5": SAMPLING}}}}), "utf-8")
+    models, _ = load_models(tmp_path, project=False)
+    gpt5 = next(model for model in models if model.id == "gpt-5")
+    registry = ModelRegistry(extra=[msgspec.structs.replace(gpt5, api=api)])
+    ours = _ours_for(SAMPLING_SESSIONS / name, ("openai", "gpt-5"), registry)
+    pi = pi_sampling_bodies[f"{api} {name}"]
+    assert _comparable(ours, api, False, pi=False) == _comparable(pi, api, False, pi=True)

@@ -63,6 +63,9 @@ class ModelSpec(msgspec.Struct, rename="camel"):
     headers: dict[str, str] = msgspec.field(default_factory=dict)
     compat: Compat = msgspec.field(default_factory=Compat)
     thinking_level_map: dict[str, str | None] = msgspec.field(default_factory=dict)
+    sampling_params: dict[str, Any] = msgspec.field(default_factory=dict)
+    sampling_params_by_thinking_level: dict[str, dict[str, Any]] = msgspec.field(
+        default_factory=dict)
 
 
 class OverrideSpec(msgspec.Struct, rename="camel"):
@@ -77,6 +80,9 @@ class OverrideSpec(msgspec.Struct, rename="camel"):
     headers: dict[str, str] | None = None
     compat: Compat | None = None
     thinking_level_map: dict[str, str | None] | None = None  # merged over the built-in one
+    # merged over the built-in ones (by level, each level's fields), as pi 1.6 merges them
+    sampling_params: dict[str, Any] | None = None
+    sampling_params_by_thinking_level: dict[str, dict[str, Any]] | None = None
 
 
 class ProviderSpec(msgspec.Struct, rename="camel"):
@@ -237,7 +243,8 @@ def _model(provider: str, api: str, spec: ProviderSpec, model: ModelSpec, from_u
         Price(cost.input, cost.output, cost.cache_read, cost.cache_write),
         reasoning=model.reasoning, api=model.api or api, name=model.name, input=model.input,
         headers=model.headers, resolve_headers=from_user, compat=model.compat.over(spec.compat),
-        thinking_level_map=model.thinking_level_map,
+        thinking_level_map=model.thinking_level_map, sampling_params=model.sampling_params,
+        sampling_params_by_thinking_level=model.sampling_params_by_thinking_level,
     )
 
 
@@ -266,8 +273,23 @@ def _overridden(provider: str, spec: ProviderSpec, from_project: set[str]) -> li
                                                  **override.thinking_level_map}
             if override.compat is not None:
                 changes["compat"] = override.compat.over(changes["compat"])
+            changes.update(_sampling_changes(model, override))
         changed.append(msgspec.structs.replace(model, **changes))
     return changed
+
+
+def _sampling_changes(model: ModelInfo, override: OverrideSpec) -> dict[str, Any]:
+    """An override's sampling fields merged over the model's, as pi 1.6 merges them."""
+    changes: dict[str, Any] = {}
+    if override.sampling_params:
+        changes["sampling_params"] = {**model.sampling_params, **override.sampling_params}
+    if override.sampling_params_by_thinking_level is not None:
+        levels = dict(model.sampling_params_by_thinking_level)
+        for level, fields in override.sampling_params_by_thinking_level.items():
+            if fields:
+                levels[level] = {**levels.get(level, {}), **fields}
+        changes["sampling_params_by_thinking_level"] = levels
+    return changes
 
 
 # pi 1.6's templates (resolve-config-value.js): `$$` and `$!` escape, `${NAME}` and `$NAME`

@@ -28,6 +28,7 @@ from pi_lsp.providers.base import (
 from pi_lsp.providers.failures import StreamEndedEarly
 from pi_lsp.providers.output_room import output_room
 from pi_lsp.providers.registry import CHAT_API, Compat, ModelInfo, detect_compat
+from pi_lsp.providers.sampling import sampling_fields
 from pi_lsp.providers.strict import openai_tool_schema
 from pi_lsp.providers.thinking import effort_of, thinking_level
 from pi_lsp.session.entries import (
@@ -276,6 +277,7 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
     if model.reasoning:
         params.update(_thinking_params(model, compat, thinking_level(model,
                                                                      request.thinking_level)))
+    params.update(sampling_fields(model, request.thinking_level))
     return without_lone_surrogates(params)  # type: ignore[no-any-return]
 
 

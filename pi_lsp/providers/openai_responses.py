@@ -34,6 +34,7 @@ from pi_lsp.providers.openai_chat import (
 )
 from pi_lsp.providers.output_room import output_room
 from pi_lsp.providers.registry import RESPONSES_API, Compat, ModelInfo, native_tool_changes
+from pi_lsp.providers.sampling import sampling_fields
 from pi_lsp.providers.strict import openai_tool_schema
 from pi_lsp.providers.thinking import effort_of, thinking_level
 from pi_lsp.session.entries import (
@@ -345,6 +346,7 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
     elif model.reasoning and (off := off_effort(model, "none")) is not None:
         # Without it the server's default effort applies: "off" would still reason.
         params["reasoning"] = {"effort": off}
+    params.update(sampling_fields(model, request.thinking_level))
     return without_lone_surrogates(params)  # type: ignore[no-any-return]
 
 

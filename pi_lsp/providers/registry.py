@@ -129,6 +129,10 @@ class ModelInfo(msgspec.Struct, rename="camel"):
     compat: Compat = msgspec.field(default_factory=Compat)
     # pi's `thinkingLevelMap`: the effort sent for a level; None: the level is not sent.
     thinking_level_map: dict[str, str | None] = msgspec.field(default_factory=dict)
+    # models.json's fields laid over each OpenAI-compatible request body (providers.sampling).
+    sampling_params: dict[str, Any] = msgspec.field(default_factory=dict)
+    sampling_params_by_thinking_level: dict[str, dict[str, Any]] = msgspec.field(
+        default_factory=dict)
     base_url: str | None = None  # the provider's, filled in by the registry
     # The provider's headers (models.json) set `anthropic-beta`, filled in by the registry: that
     # header goes with every request, so pi's own betas are not asked for (anthropic._betas).
