@@ -761,3 +761,45 @@ def test_a_models_sampling_params_are_sent_as_pi_16_sends_them(
     ours = _ours_for(SAMPLING_SESSIONS / name, ("openai", "gpt-5"), registry)
     pi = pi_sampling_bodies[f"{api} {name}"]
     assert _comparable(ours, api, False, pi=False) == _comparable(pi, api, False, pi=True)
+
+
+# models.json `compat` settings of a host's reasoning cap, and the Chat Completions bodies pi
+# 1.6 sends gpt-5 with each at SAMPLING_SESSIONS' three levels (stored for machines without it).
+STORED_BUDGET_FIELDS = STORED_BODIES.with_name("pi16-thinking-budget-fields.json")
+BUDGET_FIELDS = [{"supportsThinkingTokenBudget": True},
+                 {"thinkingTokenBudgetField": "thinking_budget_tokens"}]
+
+
+@pytest.fixture(scope="module")
+def pi_budget_field_bodies() -> dict[str, Any]:
+    stored: dict[str, Any] = json.loads(STORED_BUDGET_FIELDS.read_text("utf-8"))
+    node = pi16_node()
+    if node is not None:
+        for laid in BUDGET_FIELDS:
+            run = subprocess.run([node, str(Path(__file__).with_name("pi16_wire.mjs")),
+                                  str(PI16 / "@earendil-works"), CHAT_API, "--model", "gpt-5",
+                                  "--compat", json.dumps(laid),
+                                  *map(str, sorted(SAMPLING_SESSIONS.glob("*.jsonl")))],
+                                 capture_output=True, text=True, timeout=PROCESS_CEILING_S)
+            assert run.returncode == 0, run.stderr
+            for file, body in json.loads(run.stdout).items():
+                key = f"{json.dumps(laid)} {Path(file).name}"
+                assert body == stored[key], key  # the stored bodies are pi's
+    return stored
+
+
+@pytest.mark.parametrize("laid", BUDGET_FIELDS, ids=lambda laid: next(iter(laid)))
+@pytest.mark.parametrize("name", sorted(path.name for path in SAMPLING_SESSIONS.glob("*.jsonl")))
+def test_a_hosts_thinking_budget_field_is_sent_as_pi_16_sends_it(
+        name: str, laid: dict[str, Any], pi_budget_field_bodies: dict[str, Any]) -> None:
+    """models.json's `thinkingTokenBudgetField` (or `supportsThinkingTokenBudget`, vLLM's
+    `thinking_token_budget`) was not read: pi 1.6 caps a Chat Completions host's reasoning at the
+    level's budget (8192 at medium, 16384 at high, 1024 at minimal), pi-lsp sent no cap, so the
+    reasoning could use the whole output limit and leave no answer or tool call."""
+    gpt5 = ModelRegistry().get("openai", "gpt-5")
+    compat = msgspec.convert({**msgspec.to_builtins(gpt5.compat), **laid}, Compat)
+    model = msgspec.structs.replace(gpt5, api=CHAT_API, compat=compat)
+    ours = _ours_for(SAMPLING_SESSIONS / name, ("openai", "gpt-5"), ModelRegistry(extra=[model]))
+    pi = pi_budget_field_bodies[f"{json.dumps(laid)} {name}"]
+    assert _comparable(ours, CHAT_API, False, pi=False) == \
+        _comparable(pi, CHAT_API, False, pi=True)

@@ -46,7 +46,7 @@ from pi_lsp.providers.output_room import fit_to_window, input_tokens
 from pi_lsp.providers.registry import ANTHROPIC_API, ModelInfo, native_tool_changes
 from pi_lsp.providers.retry import HttpFailure, ProviderRetry, with_retries
 from pi_lsp.providers.strict import strict_parameters
-from pi_lsp.providers.thinking import thinking_level
+from pi_lsp.providers.thinking import ANSWER_ROOM, THINKING_BUDGETS, thinking_level
 from pi_lsp.session.entries import (
     AssistantMessage,
     ImageContent,
@@ -64,9 +64,6 @@ from pi_lsp.session.jsontext import JS_WHITESPACE, js_field, js_string, js_truth
 from pi_lsp.session.systemfields import listed_tools, tool_key
 
 API = ANTHROPIC_API
-# pi 1.6's budgets; xhigh and max (only on models that list them) think as high does.
-THINKING_BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384}
-ANSWER_ROOM = 1024  # output always kept free beyond the thinking budget (pi's MIN_ANSWER_TOKENS)
 MIN_BUDGET = 1024  # Anthropic's smallest thinking budget, what pi sends when none fits
 # Sent while thinking within a budget: the model may think between tool calls, as under pi.
 # (pi's message-threads beta and eager_input_streaming are left out on purpose.)

@@ -30,7 +30,7 @@ from pi_lsp.providers.output_room import output_room
 from pi_lsp.providers.registry import CHAT_API, Compat, ModelInfo, detect_compat
 from pi_lsp.providers.sampling import sampling_fields
 from pi_lsp.providers.strict import openai_tool_schema
-from pi_lsp.providers.thinking import effort_of, thinking_level
+from pi_lsp.providers.thinking import answer_room_budget, effort_of, thinking_level
 from pi_lsp.session.entries import (
     AssistantMessage,
     ImageContent,
@@ -277,8 +277,23 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
     if model.reasoning:
         params.update(_thinking_params(model, compat, thinking_level(model,
                                                                      request.thinking_level)))
+    params.update(_thinking_budget(params, model, compat, request.thinking_level))
     params.update(sampling_fields(model, request.thinking_level))
     return without_lone_surrogates(params)  # type: ignore[no-any-return]
+
+
+def _thinking_budget(params: dict[str, Any], model: ModelInfo, compat: Compat, level: str
+                     ) -> dict[str, int]:
+    """The host's reasoning cap, as pi 1.6 sends it: the level's budget, leaving the answer its
+    room under the output limit (without it reasoning can use all of it)."""
+    field = compat.thinking_token_budget_field or (
+        "thinking_token_budget" if compat.supports_thinking_token_budget else None)
+    thinking = thinking_level(model, level)
+    if field is None or thinking is None:
+        return {}
+    ceiling = params.get("max_tokens", params.get("max_completion_tokens", model.max_tokens))
+    budget = answer_room_budget(thinking, ceiling)
+    return {field: budget} if budget > 0 else {}
 
 
 def _cache_control(request: ModelRequest, compat: Compat) -> dict[str, Any] | None:

@@ -72,6 +72,11 @@ class Compat(msgspec.Struct, rename="camel", omit_defaults=True):
     requires_assistant_after_tool_result: bool | None = None
     requires_non_null_assistant_content: bool | None = None
     requires_thinking_as_text: bool | None = None
+    # The top-level field that caps reasoning at the level's budget (answer and reasoning share
+    # the output limit); `supportsThinkingTokenBudget` names vLLM's `thinking_token_budget`.
+    thinking_token_budget_field: Literal["thinking_token_budget", "thinking_budget",
+                                         "thinking_budget_tokens"] | None = None
+    supports_thinking_token_budget: bool | None = None
     requires_tools_with_tool_history: bool | None = None
     requires_reasoning_content_on_assistant_messages: bool | None = None
     thinking_format: ThinkingFormat | None = None

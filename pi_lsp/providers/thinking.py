@@ -6,6 +6,10 @@ from __future__ import annotations
 from pi_lsp.providers.registry import ModelInfo
 from pi_lsp.session.entries import THINKING_LEVELS as LEVELS
 
+# pi 1.6's budgets; xhigh and max (only on models that list them) think as high does.
+THINKING_BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384}
+ANSWER_ROOM = 1024  # output always kept free beyond the thinking budget (pi's MIN_ANSWER_TOKENS)
+
 
 def _has(model: ModelInfo, level: str) -> bool:
     """Whether a reasoning model has a level (`thinkingLevelMap` None drops one, "off"
@@ -42,3 +46,10 @@ def clamped_level(model: ModelInfo, level: str) -> str:
 def effort_of(model: ModelInfo, level: str) -> str:
     """The effort sent for a thinking level: the model's `thinkingLevelMap` entry, or the level."""
     return model.thinking_level_map.get(level) or level
+
+
+def answer_room_budget(level: str, ceiling: int) -> int:
+    """The thinking budget for `level` that leaves the answer its room under `ceiling` (pi's
+    clampThinkingBudgetToAnswerRoom); 0 where none fits."""
+    budget = THINKING_BUDGETS.get(level, THINKING_BUDGETS["high"])
+    return min(budget, max(0, ceiling - ANSWER_ROOM))
