@@ -803,3 +803,31 @@ def test_a_hosts_thinking_budget_field_is_sent_as_pi_16_sends_it(
     pi = pi_budget_field_bodies[f"{json.dumps(laid)} {name}"]
     assert _comparable(ours, CHAT_API, False, pi=False) == \
         _comparable(pi, CHAT_API, False, pi=True)
+
+
+STORED_NO_MAX_OUTPUT = STORED_BODIES.with_name("pi16-no-max-output-tokens.json")
+NO_MAX_OUTPUT = {"supportsMaxOutputTokens": False}
+
+
+def test_a_responses_host_refusing_max_output_tokens_is_sent_none() -> None:
+    """models.json's `"compat": {"supportsMaxOutputTokens": false}` (a Codex-protocol gateway
+    that refuses the field) was not read: pi 1.6 leaves `max_output_tokens` out, pi-lsp sent it,
+    so every request to such a gateway failed. pi 1.6's Responses body for gpt-5 with the flag
+    is stored (checked against it where installed)."""
+    file = SAMPLING_SESSIONS / "default-level.jsonl"
+    pi = json.loads(STORED_NO_MAX_OUTPUT.read_text("utf-8"))
+    node = pi16_node()
+    if node is not None:
+        run = subprocess.run([node, str(Path(__file__).with_name("pi16_wire.mjs")),
+                              str(PI16 / "@earendil-works"), RESPONSES_API, "--model", "gpt-5",
+                              "--compat", json.dumps(NO_MAX_OUTPUT), str(file)],
+                             capture_output=True, text=True, timeout=PROCESS_CEILING_S)
+        assert run.returncode == 0, run.stderr
+        assert json.loads(run.stdout)[str(file)] == pi  # the stored body is pi's
+    gpt5 = ModelRegistry().get("openai", "gpt-5")
+    compat = msgspec.convert({**msgspec.to_builtins(gpt5.compat), **NO_MAX_OUTPUT}, Compat)
+    model = msgspec.structs.replace(gpt5, compat=compat)
+    ours = _ours_for(file, ("openai", "gpt-5"), ModelRegistry(extra=[model]))
+    assert "max_output_tokens" not in pi
+    assert _comparable(ours, RESPONSES_API, False, pi=False) == \
+        _comparable(pi, RESPONSES_API, False, pi=True)

@@ -333,7 +333,8 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
     elif long:
         params["prompt_cache_retention"] = "24h"
     params["store"] = False
-    params["max_output_tokens"] = max(output_room(request), MIN_OUTPUT_TOKENS)
+    if compat.supports_max_output_tokens is not False:
+        params["max_output_tokens"] = max(output_room(request), MIN_OUTPUT_TOKENS)
     if request.tools and not tool_changes_in_place(request):
         params["tools"] = wire_tools(request.tools, model)
     level = thinking_level(model, request.thinking_level)

@@ -95,6 +95,9 @@ class Compat(msgspec.Struct, rename="camel", omit_defaults=True):
     # Responses: tools are declared in `additional_tools` input items where system messages
     # go in place, each change said where it happened (pi 1.6's `supportsAdditionalTools`).
     supports_additional_tools: bool | None = None
+    # Responses: the host takes `max_output_tokens` (pi 1.6's `supportsMaxOutputTokens`, on
+    # unless said otherwise: some Codex-protocol gateways refuse it).
+    supports_max_output_tokens: bool | None = None
     # Responses: the cache is set by `prompt_cache_options`, not `prompt_cache_retention` (pi
     # 1.6's `supportsExplicitPromptCacheMode`).
     supports_explicit_prompt_cache_mode: bool | None = None
