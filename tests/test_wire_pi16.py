@@ -831,3 +831,32 @@ def test_a_responses_host_refusing_max_output_tokens_is_sent_none() -> None:
     assert "max_output_tokens" not in pi
     assert _comparable(ours, RESPONSES_API, False, pi=False) == \
         _comparable(pi, RESPONSES_API, False, pi=True)
+
+
+STORED_NO_TOOL_CACHE = STORED_BODIES.with_name("pi16-no-tool-cache-control.json")
+NO_TOOL_CACHE = {"supportsCacheControlOnTools": False}
+
+
+@pytest.mark.parametrize("model_id", ["claude-sonnet-4-5", DEFAULT])
+def test_an_anthropic_host_refusing_cache_marks_on_tools_gets_none_there(model_id: str) -> None:
+    """models.json's `"compat": {"supportsCacheControlOnTools": false}` (an Anthropic-compatible
+    host such as Fireworks that refuses the field on tools) was not read: pi 1.6 leaves the last
+    tool's `cache_control` out (the messages' marks stay), pi-lsp sent it, so such a host
+    refused every request with tools. pi 1.6's bodies are stored (checked where installed)."""
+    file = CHAT_SYSTEMS / "section-updated.jsonl"
+    pi = json.loads(STORED_NO_TOOL_CACHE.read_text("utf-8"))[model_id]
+    node = pi16_node()
+    if node is not None:
+        run = subprocess.run([node, str(Path(__file__).with_name("pi16_wire.mjs")),
+                              str(PI16 / "@earendil-works"), ANTHROPIC_API, "--model", model_id,
+                              "--compat", json.dumps(NO_TOOL_CACHE), str(file)],
+                             capture_output=True, text=True, timeout=PROCESS_CEILING_S)
+        assert run.returncode == 0, run.stderr
+        assert json.loads(run.stdout)[str(file)] == pi  # the stored body is pi's
+    claude = ModelRegistry().get("anthropic", model_id)
+    compat = msgspec.convert({**msgspec.to_builtins(claude.compat), **NO_TOOL_CACHE}, Compat)
+    model = msgspec.structs.replace(claude, compat=compat)
+    ours = _ours_for(file, ("anthropic", model_id), ModelRegistry(extra=[model]))
+    assert not any("cache_control" in tool for tool in pi["tools"])
+    assert _comparable(ours, ANTHROPIC_API, True, pi=False) == \
+        _comparable(pi, ANTHROPIC_API, True, pi=True)

@@ -399,10 +399,11 @@ def tool_changes_in_place(request: ModelRequest) -> bool:
 
 def _tools(request: ModelRequest) -> list[dict[str, Any]]:
     """Tool definitions; with `cache`, the last one a cache breakpoint so the tool list is cached
-    too; pi's placeholder after them where tool changes are said in place."""
+    too (where the host takes one there); pi's placeholder after them where tool changes are
+    said in place."""
     wire = tool_definitions(request.tools, request.model)
     control = cache_control(request)
-    if control is not None:
+    if control is not None and request.model.compat.supports_cache_control_on_tools is not False:
         wire[-1]["cache_control"] = control
     if tool_changes_in_place(request):
         wire.append(dict(DEFERRED_PLACEHOLDER))

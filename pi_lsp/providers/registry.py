@@ -101,6 +101,9 @@ class Compat(msgspec.Struct, rename="camel", omit_defaults=True):
     # Responses: the cache is set by `prompt_cache_options`, not `prompt_cache_retention` (pi
     # 1.6's `supportsExplicitPromptCacheMode`).
     supports_explicit_prompt_cache_mode: bool | None = None
+    # Anthropic: the host takes `cache_control` on a tool definition (pi 1.6's
+    # `supportsCacheControlOnTools`, on unless said otherwise: Fireworks refuses it).
+    supports_cache_control_on_tools: bool | None = None
     # Anthropic: a tool asking for constrained sampling is sent strict (pi's
     # `supportsStrictTools`; every Claude in pi 1.6's catalog, off for other models).
     supports_strict_tools: bool | None = None
