@@ -860,3 +860,42 @@ def test_an_anthropic_host_refusing_cache_marks_on_tools_gets_none_there(model_i
     assert not any("cache_control" in tool for tool in pi["tools"])
     assert _comparable(ours, ANTHROPIC_API, True, pi=False) == \
         _comparable(pi, ANTHROPIC_API, True, pi=True)
+
+
+# Replies of claude-sonnet-4-5 with thinking whose signature is missing, empty or blank, and
+# the bodies pi 1.6 sends it with models.json's `"compat": {"allowEmptySignature": true}`.
+EMPTY_SIGNATURES = STORED_BODIES.with_name("pi16-empty-signatures")
+STORED_EMPTY_SIGNATURES = STORED_BODIES.with_name("pi16-empty-signatures.json")
+ALLOW_EMPTY = {"allowEmptySignature": True}
+
+
+@pytest.fixture(scope="module")
+def pi_empty_signature_bodies() -> dict[str, Any]:
+    stored: dict[str, Any] = json.loads(STORED_EMPTY_SIGNATURES.read_text("utf-8"))
+    node = pi16_node()
+    if node is not None:
+        run = subprocess.run([node, str(Path(__file__).with_name("pi16_wire.mjs")),
+                              str(PI16 / "@earendil-works"), ANTHROPIC_API, "--compat",
+                              json.dumps(ALLOW_EMPTY),
+                              *map(str, sorted(EMPTY_SIGNATURES.glob("*.jsonl")))],
+                             capture_output=True, text=True, timeout=PROCESS_CEILING_S)
+        assert run.returncode == 0, run.stderr
+        for file, body in json.loads(run.stdout).items():
+            assert body == stored[Path(file).name], file  # the stored bodies are pi's
+    return stored
+
+
+@pytest.mark.parametrize("name", sorted(path.name for path in EMPTY_SIGNATURES.glob("*.jsonl")))
+def test_unsigned_thinking_goes_back_as_thinking_where_the_host_takes_it(
+        name: str, pi_empty_signature_bodies: dict[str, Any]) -> None:
+    """models.json's `allowEmptySignature` (an Anthropic-compatible host that writes and takes
+    back thinking with an empty signature) was not read: pi 1.6 sends the model's own unsigned
+    thinking back as a thinking block with `"signature": ""`, pi-lsp sent it as the reply's
+    text, so the model read its reasoning as something it had said."""
+    sonnet = ModelRegistry().get(*MODELS[ANTHROPIC_API])
+    compat = msgspec.convert({**msgspec.to_builtins(sonnet.compat), **ALLOW_EMPTY}, Compat)
+    model = msgspec.structs.replace(sonnet, compat=compat)
+    ours = _ours_for(EMPTY_SIGNATURES / name, MODELS[ANTHROPIC_API], ModelRegistry(extra=[model]))
+    pi = pi_empty_signature_bodies[name]
+    assert _comparable(ours, ANTHROPIC_API, True, pi=False) == \
+        _comparable(pi, ANTHROPIC_API, True, pi=True)

@@ -154,8 +154,10 @@ def _user_content(content: str | list[UserBlock]) -> str | list[dict[str, Any]] 
                     if not isinstance(block, TextContent) or not is_blank(block.text)]) or None
 
 
-def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
-    """Blocks of a reply already adapted to the model: thinking left here is its own."""
+def _assistant_blocks(message: AssistantMessage, empty_signatures: bool = False
+                      ) -> list[dict[str, Any]]:
+    """Blocks of a reply already adapted to the model: thinking left here is its own
+    (unsigned, sent with an empty signature where the host takes one, else as text)."""
     blocks: list[dict[str, Any]] = []
     for block in message.content:
         if isinstance(block, TextContent):
@@ -170,6 +172,8 @@ def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
             elif not is_blank(signature):
                 blocks.append({"type": "thinking", "thinking": block.thinking,
                                "signature": signature})
+            elif not is_blank(block.thinking) and empty_signatures:
+                blocks.append({"type": "thinking", "thinking": block.thinking, "signature": ""})
             elif not is_blank(block.thinking):
                 # Unsigned thinking cannot be replayed as thinking; it travels as plain text.
                 blocks.append({"type": "text", "text": block.thinking})
@@ -266,13 +270,14 @@ def _system_update(message: SystemMessage, definitions: Definitions | None
 def wire_messages(messages: list[ModelMessage], model_id: str, provider: str = "anthropic",
                   model_input: Sequence[str] = ("text", "image"),
                   cache: dict[str, Any] | None = CACHE,
-                  effort: str | None = None, definitions: Definitions | None = None
-                  ) -> list[dict[str, Any]]:
+                  effort: str | None = None, definitions: Definitions | None = None,
+                  empty_signatures: bool = False) -> list[dict[str, Any]]:
     """Model-layer messages as Messages API turns; consecutive tool results share one turn.
     A model whose `model_input` lacks "image" gets notes for the images; `cache`: the newest
     is a cache breakpoint with this mark; `effort`: each reply's effort and the next one's are
     marked. A system message waits until just before the next reply sent (a tool result must
-    follow its call), as pi 1.6 holds it; with `definitions` its tool changes are said in it."""
+    follow its call), as pi 1.6 holds it; with `definitions` its tool changes are said in it.
+    `empty_signatures`: the host takes unsigned thinking back as thinking."""
     wire: list[dict[str, Any]] = []
     results: list[ToolResultMessage] = []
     held: list[dict[str, Any]] = []
@@ -292,7 +297,7 @@ def wire_messages(messages: list[ModelMessage], model_id: str, provider: str = "
             if content is not None:
                 wire.append({"role": "user", "content": content})
         elif isinstance(message, AssistantMessage):
-            blocks = _assistant_blocks(message)
+            blocks = _assistant_blocks(message, empty_signatures)
             earlier = _marked_effort(message, provider) if effort is not None else None
             if blocks:
                 wire += held
@@ -509,7 +514,8 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
         "messages": wire_messages(request.messages, model.id, model.provider, model.input,
                                   cache_control(request), managed_effort(request),
                                   functools.partial(tool_definitions, model=model)
-                                  if tool_changes_in_place(request) else None),
+                                  if tool_changes_in_place(request) else None,
+                                  bool(model.compat.allow_empty_signature)),
     }
     system = _system(request.system_prompt, cache_control(request))
     if system is not None:

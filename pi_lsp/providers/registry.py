@@ -101,6 +101,9 @@ class Compat(msgspec.Struct, rename="camel", omit_defaults=True):
     # Responses: the cache is set by `prompt_cache_options`, not `prompt_cache_retention` (pi
     # 1.6's `supportsExplicitPromptCacheMode`).
     supports_explicit_prompt_cache_mode: bool | None = None
+    # Anthropic: the host takes a thinking block with an empty signature back, so unsigned
+    # thinking is replayed as thinking, not text (pi 1.6's `allowEmptySignature`).
+    allow_empty_signature: bool | None = None
     # Anthropic: the host takes `cache_control` on a tool definition (pi 1.6's
     # `supportsCacheControlOnTools`, on unless said otherwise: Fireworks refuses it).
     supports_cache_control_on_tools: bool | None = None
