@@ -899,3 +899,32 @@ def test_unsigned_thinking_goes_back_as_thinking_where_the_host_takes_it(
     pi = pi_empty_signature_bodies[name]
     assert _comparable(ours, ANTHROPIC_API, True, pi=False) == \
         _comparable(pi, ANTHROPIC_API, True, pi=True)
+
+
+STORED_ROUTING = STORED_BODIES.with_name("pi16-openrouter-routing.json")
+ROUTING = {"openRouterRouting": {"only": ["anthropic"], "data_collection": "deny", "zdr": True}}
+
+
+def test_openrouter_routing_preferences_are_sent_as_pi_16_sends_them() -> None:
+    """models.json's `openRouterRouting` (which upstream providers OpenRouter may route to, and
+    their data policy: `data_collection: "deny"`, `zdr`) was not read: pi 1.6 sends it as the
+    body's `provider`, pi-lsp sent none, so OpenRouter routed the session to any provider,
+    whatever data policy the user had asked for. pi 1.6's body is stored (checked where
+    installed)."""
+    file = SAMPLING_SESSIONS / "default-level.jsonl"
+    pi = json.loads(STORED_ROUTING.read_text("utf-8"))
+    node = pi16_node()
+    if node is not None:
+        run = subprocess.run([node, str(Path(__file__).with_name("pi16_wire.mjs")),
+                              str(PI16 / "@earendil-works"), CHAT_API, "--model", "gpt-5",
+                              "--compat", json.dumps(ROUTING), str(file)],
+                             capture_output=True, text=True, timeout=PROCESS_CEILING_S)
+        assert run.returncode == 0, run.stderr
+        assert json.loads(run.stdout)[str(file)] == pi  # the stored body is pi's
+    gpt5 = ModelRegistry().get("openai", "gpt-5")
+    compat = msgspec.convert({**msgspec.to_builtins(gpt5.compat), **ROUTING}, Compat)
+    model = msgspec.structs.replace(gpt5, api=CHAT_API, compat=compat)
+    ours = _ours_for(file, ("openai", "gpt-5"), ModelRegistry(extra=[model]))
+    assert pi["provider"] == ROUTING["openRouterRouting"]
+    assert _comparable(ours, CHAT_API, False, pi=False) == \
+        _comparable(pi, CHAT_API, False, pi=True)

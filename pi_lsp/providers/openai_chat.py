@@ -278,6 +278,8 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
         params.update(_thinking_params(model, compat, thinking_level(model,
                                                                      request.thinking_level)))
     params.update(_thinking_budget(params, model, compat, request.thinking_level))
+    if model.compat.open_router_routing is not None:
+        params["provider"] = model.compat.open_router_routing
     params.update(sampling_fields(model, request.thinking_level))
     return without_lone_surrogates(params)  # type: ignore[no-any-return]
 

@@ -77,6 +77,9 @@ class Compat(msgspec.Struct, rename="camel", omit_defaults=True):
     thinking_token_budget_field: Literal["thinking_token_budget", "thinking_budget",
                                          "thinking_budget_tokens"] | None = None
     supports_thinking_token_budget: bool | None = None
+    # OpenRouter's provider routing preferences (which upstream providers, their data policy),
+    # sent as the body's `provider` (pi 1.6's `openRouterRouting`).
+    open_router_routing: dict[str, Any] | None = None
     requires_tools_with_tool_history: bool | None = None
     requires_reasoning_content_on_assistant_messages: bool | None = None
     thinking_format: ThinkingFormat | None = None
