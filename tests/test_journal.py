@@ -37,7 +37,7 @@ from pi_lsp.session.journal import (
 from pi_lsp.session.records import Refresh, decode_entry
 from pi_lsp.session.tail import Tail
 from pi_lsp.session.tree import SessionTree
-from tests.test_system_messages import PI16, pi16_node
+from tests.test_system_messages import PI16, pi16_eval, pi16_node
 from tests.waits import CEILING_S, PROCESS_CEILING_S
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -249,6 +249,36 @@ def test_a_key_with_a_lone_surrogate_is_an_unknown_field(tmp_path: Path) -> None
     v1 = write_session(tmp_path / "v1.jsonl", [header(version=None),
                                                dumps({"type": 5}).replace(b"{", b'{"\\ud83d":1,')])
     assert kinds(SessionTree.open(v1).problems) == [("off-type-envelope", 2)]
+
+
+# pi 1.6's reading of a reply whose content block and usage each hold such a key: its text and
+# input tokens (pi.SessionManager's context; checked where installed).
+PI16_NESTED_KEY_REPLY = '["yo",1]'
+
+
+def test_a_key_with_a_lone_surrogate_within_a_message_is_an_unknown_field(
+        tmp_path: Path) -> None:
+    """Only a top-level key was left out: one in a content block or usage made the message
+    one pi-lsp cannot read (decode_entry gave None), where pi 1.6 reads its reply."""
+    reply = {"role": "assistant", "content": [{"type": "text", "text": "yo", "KEY": 1}],
+             "api": "anthropic-messages", "provider": "anthropic", "model": "m",
+             "usage": {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0,
+                       "totalTokens": 2, "KEY": 2, "cost": {"input": 0, "output": 0,
+                                                            "cacheRead": 0, "cacheWrite": 0,
+                                                            "total": 0, "KEY": 3}},
+             "stopReason": "stop", "timestamp": 2}
+    line = dumps({"type": "message", "id": "aaaa0002", "parentId": "aaaa0001",
+                  "timestamp": TS, "message": reply}).replace(b"KEY", b"\\ud800x")
+    path = write_session(tmp_path / "s.jsonl", [header(), custom("aaaa0001"), line])
+    entry = decode_entry(SessionTree.open(path).record("aaaa0002"))
+    assert isinstance(entry, MessageEntry)
+    message = entry.message
+    assert [message.content[0].text, message.usage.input] == json.loads(PI16_NESTED_KEY_REPLY)
+    if pi16_node() is not None:
+        assert pi16_eval(f"const s = pi.SessionManager.open({json.dumps(path)});"
+                         "const m = s.buildSessionContext().messages.at(-1);"
+                         "process.stdout.write(JSON.stringify([m.content[0].text, "
+                         "m.usage.input]));") == PI16_NESTED_KEY_REPLY
 
 
 @pytest.mark.parametrize("entry_id", [{}, {"id": 5}])

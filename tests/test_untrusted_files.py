@@ -43,6 +43,7 @@ from pi_lsp.session.sessiondir import link_session_dir
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.settings import SettingsError, load_settings
 from pi_lsp.trust import TrustError, resolve_trust, save_decision, saved_decisions, trust_path
+from tests.test_system_messages import pi16_eval, pi16_node
 from tests.waits import PROCESS_CEILING_S, run_cli
 
 PACKAGE = Path(__file__).resolve().parent.parent / "pi_lsp"
@@ -668,13 +669,94 @@ def test_a_lone_surrogate_in_the_trust_store_is_refused_and_kept_as_it_is(
     assert path.read_text() == store
 
 
-def test_a_lone_surrogate_in_a_key_within_a_provider_is_refused_naming_the_file(
-        tmp_path: Path) -> None:
-    """pi ignores such a key; pi-lsp cannot match it to a field there, and says so rather than
-    end in a traceback (ValidationError out of load_models)."""
+# A lone surrogate in a key within a section pi-lsp reads: each file and section, its JSON.
+NESTED_KEYS = {
+    "settings.compaction": ("agent/settings.json",
+                            '{"compaction": {"enabled": false, "un\\ud800read": 1}}'),
+    "project settings.compaction": (".pi/settings.json",
+                                    '{"compaction": {"enabled": false, "un\\ud800read": 1}}'),
+    "settings.retry.provider": ("agent/settings.json",
+                                '{"retry": {"maxRetries": 7, "provider": {"un\\ud800read": 1}}}'),
+    "settings.branchSummary": ("agent/settings.json",
+                               '{"branchSummary": {"reserveTokens": 100, "un\\ud800read": 1}}'),
+    "models.json provider": ("agent/models.json", '{"providers": {"anthropic": {"baseUrl": '
+                             '"http://localhost:9", "un\\ud800read": 1}}}'),
+    "models.json model": ("agent/models.json", '{"providers": {"acme": {"baseUrl": '
+                          '"http://localhost:9", "api": "openai-completions", "apiKey": "k", '
+                          '"models": [{"id": "m", "un\\ud800read": 1}]}}}'),
+    "models.json compat": ("agent/models.json", '{"providers": {"acme": {"baseUrl": '
+                           '"http://localhost:9", "api": "openai-completions", "apiKey": "k", '
+                           '"compat": {"un\\ud800read": true}, "models": [{"id": "m"}]}}}'),
+    "models.json modelOverrides": ("agent/models.json", '{"providers": {"anthropic": '
+                                   '{"modelOverrides": {"claude-sonnet-4-5": '
+                                   '{"name": "Renamed", "un\\ud800read": 1}}}}}'),
+}
+# What pi 1.6 makes of each (PI16_CONFIG_FACTS), for machines without it.
+STORED_NESTED_KEYS = Path(__file__).with_name("fixtures") / "pi16-nested-surrogates.json"
+# The facts below as pi 1.6 reads them, from the agent folder and working folder it is given.
+PI16_CONFIG_FACTS = """
+const [agent, cwd] = %s;
+const settings = pi.SettingsManager.create(cwd, agent);
+const runtime = await pi.ModelRuntime.create({modelsPath: `${agent}/models.json`,
+                                              authPath: `${agent}/auth.json`});
+const registry = new pi.ModelRegistry(runtime);
+const sonnet = registry.find("anthropic", "claude-sonnet-4-5");
+process.stdout.write(JSON.stringify({
+  errors: [...settings.drainErrors().map((e) => e.error.message), runtime.getError()]
+    .filter(Boolean),
+  compactionEnabled: settings.getCompactionSettings().enabled,
+  maxRetries: settings.getRetrySettings().maxRetries,
+  branchSummaryReserve: settings.getBranchSummarySettings().reserveTokens,
+  acme: registry.find("acme", "m")?.baseUrl ?? null,
+  sonnet: [sonnet.name, sonnet.baseUrl]}));
+"""
+ANTHROPIC_URL = "https://api.anthropic.com"  # the SDK's own, where no baseUrl is set
+
+
+def pi_lsp_config_facts(workspace: Path) -> dict[str, object]:
+    """PI16_CONFIG_FACTS' facts as pi-lsp reads the same files."""
+    try:
+        settings = load_settings(workspace, project=True)
+    except SettingsError as error:
+        return {"errors": [str(error)]}
+    registry = settings.registry()
+    sonnet = registry.get("anthropic", "claude-sonnet-4-5")
+    acme = registry.provider("acme")
+    return {"errors": [], "compactionEnabled": settings.compaction.enabled,
+            "maxRetries": settings.retry.max_retries,
+            "branchSummaryReserve": settings.branch_summary.reserve_tokens,
+            "acme": acme.base_url if acme and registry.get("acme", "m") else None,
+            "sonnet": [sonnet.name, registry.provider("anthropic").base_url or ANTHROPIC_URL]}
+
+
+@pytest.mark.parametrize("case", NESTED_KEYS)
+def test_a_lone_surrogate_in_a_nested_key_is_ignored_as_pi_16_ignores_it(
+        tmp_path: Path, case: str) -> None:
+    """A key holding one inside a section (settings' compaction, retry, branchSummary;
+    models.json's provider, model, compat, modelOverrides entry) refused the whole file ("a
+    lone surrogate where it does not fit", naming no key); pi 1.6 reads it as JSON.parse does,
+    ignores that key it does not know, and uses its neighbours."""
+    name, text = NESTED_KEYS[case]
+    (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / name).write_text(text)
+    stored = json.loads(STORED_NESTED_KEYS.read_text())[case]
+    if pi16_node() is not None:
+        answer = pi16_eval(PI16_CONFIG_FACTS % json.dumps([str(tmp_path / "agent"),
+                                                            str(tmp_path)]))
+        assert json.loads(answer) == stored  # the stored answer is pi 1.6's
+    assert pi_lsp_config_facts(tmp_path) == stored
+    assert (tmp_path / name).read_text() == text  # never written back
+
+
+def test_a_lone_surrogate_in_a_value_that_must_match_names_its_key(tmp_path: Path) -> None:
+    """A value only some texts fit (compat.maxTokensField) is refused, naming the key and the
+    file (it said "a lone surrogate where it does not fit")."""
     path = trust_path().parent / "models.json"
     path.parent.mkdir(parents=True)
-    path.write_text('{"providers": {"anthropic": {"baseUrl": "http://localhost:9", '
-                    '"un\\ud800read": 1}}}')
-    with pytest.raises(SettingsError, match=f"^{path}: a lone surrogate"):
+    path.write_text('{"providers": {"acme": {"baseUrl": "http://localhost:9", "api": '
+                    '"openai-completions", "models": [{"id": "m", "compat": '
+                    '{"maxTokensField": "max_tokens\\ud800"}}]}}}')
+    with pytest.raises(SettingsError, match=re.escape(
+            f"{path}: providers.acme.models[0].compat.maxTokensField: Invalid enum value "
+            "'max_tokens\ufffd' (a lone surrogate, shown as U+FFFD)")):
         load_settings(tmp_path, project=False)

@@ -113,10 +113,11 @@ def _read(path: Path) -> dict[str, Any]:
         try:
             convert(spec, ProviderSpec)
         except msgspec.ValidationError as error:
-            # msgspec says "... - at `$.models[0].id`"; name the provider in the path.
+            # msgspec says "... - at `$.models[0].id`", then any note ("(a lone surrogate,
+            # ...)"); name the provider in the path.
             text, _, where = str(error).partition(" - at `$")
-            raise ModelsFileError(f"{path}: providers.{name}{where.rstrip('`')}: {text}"
-                                  ) from None
+            where, _, note = where.partition("`")
+            raise ModelsFileError(f"{path}: providers.{name}{where}: {text}{note}") from None
     return data
 
 

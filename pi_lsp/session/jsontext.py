@@ -111,18 +111,46 @@ def _holds_raw(kind: Any) -> bool:
 
 
 def convert(value: Any, kind: Any) -> Any:
-    """`value` converted to `kind`; msgspec.ValidationError where a lone surrogate is in the way."""
+    """`value` converted to `kind`; msgspec.ValidationError, naming where, when a lone surrogate
+    is in the way."""
     try:
         return msgspec.convert(value, kind)
     except UnicodeEncodeError:  # msgspec can neither match a field to it nor say so in an error
         pass
+    known = _known_keys(value, msgspec.inspect.type_info(kind))
+    with contextlib.suppress(UnicodeEncodeError):
+        return msgspec.convert(known, kind)
+    raise surrogate_error(known, kind)
+
+
+def _known_keys(value: Any, kind: msgspec.inspect.Type | None) -> Any:
+    """`value` without the keys holding a lone surrogate where `kind` reads an object as a
+    Struct, at any depth: they name no field, so are unknown keys, which JSON.parse's readers
+    (and msgspec) ignore. A dict's own keys are data and stay."""
+    if isinstance(kind, msgspec.inspect.UnionType):
+        kind = _member_for(value, kind)
     if isinstance(value, dict):
-        # A key with a lone surrogate names no field of a Struct: left out, as unknown keys are.
-        known = {key: item for key, item in value.items() if not _has_surrogate(key)}
-        if len(known) < len(value):
-            with contextlib.suppress(UnicodeEncodeError):
-                return msgspec.convert(known, kind)
-    raise msgspec.ValidationError("a lone surrogate where it does not fit")
+        if isinstance(kind, msgspec.inspect.StructType) and not kind.forbid_unknown_fields:
+            fields = {field.encode_name: field.type for field in kind.fields}
+            return {key: _known_keys(item, fields[key]) if key in fields else item
+                    for key, item in value.items() if not _has_surrogate(key)}
+        if isinstance(kind, msgspec.inspect.DictType):
+            return {key: _known_keys(item, kind.value_type) for key, item in value.items()}
+    if isinstance(value, list) and isinstance(kind, msgspec.inspect.ListType):
+        return [_known_keys(item, kind.item_type) for item in value]
+    return value
+
+
+def _member_for(value: Any, union: msgspec.inspect.UnionType) -> msgspec.inspect.Type | None:
+    """The one member of `union` that reads `value` as an object or a list (a tagged Struct
+    by its tag); None where none or several might."""
+    shaped = (msgspec.inspect.StructType, msgspec.inspect.DictType) if isinstance(value, dict) \
+        else (msgspec.inspect.ListType,)
+    members = [member for member in union.types if isinstance(member, shaped)]
+    tagged = [member for member in members if isinstance(member, msgspec.inspect.StructType)
+              and member.tag_field is not None and isinstance(value, dict)
+              and value.get(member.tag_field) == member.tag]
+    return (tagged or members)[0] if len(tagged or members) == 1 else None
 
 
 def surrogate_error(value: Any, kind: Any) -> msgspec.ValidationError:
@@ -132,7 +160,7 @@ def surrogate_error(value: Any, kind: Any) -> msgspec.ValidationError:
         msgspec.convert(json.loads(lone_surrogates_replaced(json.dumps(value).encode())), kind)
     except msgspec.ValidationError as error:
         return msgspec.ValidationError(f"{error} (a lone surrogate, shown as U+FFFD)")
-    except (RecursionError, ValueError):
+    except (RecursionError, TypeError, ValueError):  # TypeError: a value JSON cannot write
         pass
     return msgspec.ValidationError("a lone surrogate where it does not fit")
 
