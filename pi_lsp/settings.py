@@ -22,6 +22,7 @@ from pi_lsp.providers.models_file import (
     ModelsFileError,
     load_models,
     models_files,
+    no_lone_surrogate,
     provider_key,
 )
 from pi_lsp.providers.registry import (
@@ -78,8 +79,9 @@ class Settings(msgspec.Struct, rename="camel", omit_defaults=True):
         """The user's key for `provider`, in pi 1.6's order: auth.json's (a saved key owns its
         provider), then your models.json's `apiKey`, then the environment's, then settings'
         `apiKeys` (pi-lsp's own). A models.json key that cannot be read is a ModelsFileError,
-        as pi fails then too; a saved key of only whitespace a BlankApiKeyError. Without
-        `run`, a `!command` key is its command, not run."""
+        as pi fails then too (any file's key holding a lone surrogate a LoneSurrogateError);
+        a saved key of only whitespace a BlankApiKeyError. Without `run`, a `!command` key is
+        its command, not run."""
         saved = self.credentials.api_key(provider, run)
         if saved and blank(saved):
             raise BlankApiKeyError(provider, auth_path())
@@ -91,7 +93,9 @@ class Settings(msgspec.Struct, rename="camel", omit_defaults=True):
         variable = API_KEY_VARIABLES.get(provider)
         if variable and os.environ.get(variable):
             return os.environ[variable]
-        return self.api_keys.get(provider)
+        key = self.api_keys.get(provider)
+        where = f"{agent_dir() / 'settings.json'}: apiKeys.{provider}"
+        return key and no_lone_surrogate(key, where)
 
     def _own_models_key(self, provider: str, run: bool) -> str | None:
         """Your own models.json's `apiKey` for `provider` (a project's comes after your keys:
@@ -215,7 +219,8 @@ def load_settings(workspace: Path, *, project: bool) -> Settings:
     except ModelsFileError as error:
         raise SettingsError(str(error)) from None
     # A project's settings.json could otherwise have its header values read as templates.
-    added = [msgspec.structs.replace(model, resolve_headers=False) for model in settings.models]
+    added = [msgspec.structs.replace(model, resolve_headers=False, headers_where=None)
+             for model in settings.models]
     settings.models = [*models, *added]
     settings.providers = providers
     settings.project_trusted = project

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,7 @@ from tests.fake_openai import (
     responses_reply,
     usage_chunk,
 )
+from tests.test_system_messages import pi16_eval, pi16_node
 from tests.waits import CEILING_S, run_cli, until
 
 PRICE = Price(1, 4, 0.5, 0)  # dollars per million tokens
@@ -1032,6 +1034,103 @@ async def test_your_models_headers_are_resolved_and_kept_from_bash(
     assert (len(oai.requests), len(fake.requests)) == sent
 
 
+LAB = {"baseUrl": "http://127.0.0.1:9/v1", "api": "openai-completions", "apiKey": "k",
+       "models": [{"id": "m"}]}
+# A key or header holding a lone surrogate (JSON's "\ud800"): the files (by name under the
+# agent folder), and the refusal's file (under it) and key path.
+LONE_SURROGATES = {
+    "header": ({"models.json": {"providers": {"lab": {**LAB, "headers": {"X-Foo": "v\ud800"}}}}},
+               "models.json: providers.lab.headers.X-Foo"),
+    "header name": ({"models.json": {"providers": {"lab": {**LAB, "headers": {"X-\ud800": "v"}}}}},
+                    "models.json: providers.lab.headers.X-\\ud800"),
+    "model header": ({"models.json": {"providers": {"lab": {
+        **LAB, "models": [{"id": "m", "headers": {"X-Foo": "v\ud800"}}]}}}},
+        "models.json: providers.lab.models[0].headers.X-Foo"),
+    "apiKey": ({"models.json": {"providers": {"lab": {**LAB, "apiKey": "k\ud800"}}}},
+               "models.json: providers.lab.apiKey"),
+    "apiKey command": ({"models.json": {"providers": {"lab": {**LAB, "apiKey": "!echo \ud800"}}}},
+                       "models.json: providers.lab.apiKey"),
+    "auth.json key": ({"models.json": {"providers": {"lab": {k: v for k, v in LAB.items()
+                                                             if k != "apiKey"}}},
+                       "auth.json": {"lab": {"type": "api_key", "key": "k\ud800"}}},
+                      "auth.json: lab.key"),
+    "settings apiKeys": ({"models.json": {"providers": {"lab": {k: v for k, v in LAB.items()
+                                                                if k != "apiKey"}}},
+                          "settings.json": {"apiKeys": {"lab": "k\ud800"}}},
+                         "settings.json: apiKeys.lab"),
+}
+# What pi 1.6 does with the files above (PI16_SENT), for machines without it: it reads them,
+# and its fetch refuses the request's headers. ("apiKey command" it runs; "settings apiKeys"
+# is pi-lsp's own.)
+STORED_LONE_SURROGATES = Path(__file__).with_name("fixtures") / "pi16-lone-surrogate-headers.json"
+PI16_SENT = """
+const agent = %s;
+const runtime = await pi.ModelRuntime.create({modelsPath: `${agent}/models.json`,
+                                              authPath: `${agent}/auth.json`});
+const registry = new pi.ModelRegistry(runtime);
+const auth = await registry.getApiKeyAndHeaders(registry.find("lab", "m"));
+let sent = "sent";
+try {
+  new Headers({...auth.headers, Authorization: `Bearer ${auth.apiKey}`});
+} catch (error) {
+  sent = error.message;
+}
+process.stdout.write(JSON.stringify({errors: [runtime.getError()].filter(Boolean),
+                                     ok: auth.ok, sent}));
+"""
+
+
+@pytest.mark.parametrize("case", LONE_SURROGATES)
+async def test_a_key_or_header_with_a_lone_surrogate_is_refused_by_its_key_path(
+        dirs, oai: FakeOpenAI, case: str) -> None:
+    """pi 1.6 reads such a file and its fetch refuses the request ("Cannot convert argument to
+    a ByteString"); pi-lsp said "lab: header X-Foo has the character U+D800" (no file), and of
+    a header name or a `!command` key, "lab sent a reply pi-lsp cannot read
+    (UnicodeEncodeError ...)". Now the one value is refused, naming the file and the key path;
+    the provider still counts as having a key, and no file is written."""
+    from pi_lsp.summarize.select import choose_summarizer
+    from pi_lsp.summarize.summarizer import SummaryError, SummaryRequest
+
+    agent, workspace = dirs
+    files, where = LONE_SURROGATES[case]
+    for name, data in files.items():
+        write(agent / name, data)  # json.dumps writes "\ud800", as a person would
+    written = {name: (agent / name).read_text() for name in files}
+    stored = json.loads(STORED_LONE_SURROGATES.read_text())
+    if pi16_node() is not None and case in stored:
+        assert json.loads(pi16_eval(PI16_SENT % json.dumps(str(agent)))) == stored[case]
+    settings = msgspec.structs.replace(load_settings(workspace, project=False),
+                                       summary_model="lab/m")
+    assert "lab/m" in [f"{m.provider}/{m.id}" for m in settings.available_models()]
+    refusal = f"{agent / where} holds a lone surrogate, which cannot be sent in an HTTP header"
+    sent = len(oai.requests)  # the fake serves the whole module
+    with pytest.raises(SummaryError, match=re.escape(refusal)):
+        summarizer = choose_summarizer(settings, base_url=oai.url)
+        try:
+            await summarizer.summarize(SummaryRequest("history", [UserMessage(content="x",
+                                                                             timestamp=1)]))
+        finally:
+            await close_clients(summarizer.provider)
+    assert len(oai.requests) == sent
+    assert {name: (agent / name).read_text() for name in files} == written
+
+
+def test_a_model_override_header_with_a_lone_surrogate_names_its_key_path(dirs) -> None:
+    """It was named by the model ("model anthropic/claude-haiku-4-5: headers.X-Foo"), not
+    the file and key path the user has to fix."""
+    from pi_lsp.providers.models_file import LoneSurrogateError, model_headers
+
+    agent, workspace = dirs
+    write(agent / "models.json", {"providers": {"anthropic": {"modelOverrides": {
+        "claude-haiku-4-5": {"headers": {"X-Foo": "v\ud800"}}}}}})
+    model = load_settings(workspace, project=False).registry().get("anthropic",
+                                                                   "claude-haiku-4-5")
+    with pytest.raises(LoneSurrogateError, match=re.escape(
+            f"{agent / 'models.json'}: providers.anthropic.modelOverrides.claude-haiku-4-5."
+            "headers.X-Foo holds a lone surrogate")):
+        model_headers(model)
+
+
 @pytest.mark.parametrize(("data", "expected"), [
     ("{not json", "cannot read models"),
     ([1, 2], "must be a JSON object"),
@@ -1078,6 +1177,15 @@ def test_an_anthropic_base_url_that_is_no_url_is_a_clear_error(dirs, monkeypatch
     with pytest.raises(UnknownProviderError, match=r"^ANTHROPIC_BASE_URL: 'http://\[::1/v1' is "
                        r"not a URL \(Invalid IPv6 URL\)$"):
         made("anthropic")
+
+
+def test_an_editor_api_key_with_a_lone_surrogate_is_refused_alone() -> None:
+    """It was taken, and each request failed naming no setting ("Anthropic: the API key has
+    the character U+D800"); now it is refused as a setting is, the rest taken."""
+    config, refused = read_config({"anthropicApiKey": "sk-\ud800", "model": "lab/m"})
+    assert (config.anthropic_api_key, config.model) == (None, "lab/m")
+    assert refused == ["`anthropicApiKey`: a lone surrogate, which cannot be sent in an HTTP "
+                       "header"]
 
 
 def test_an_unknown_provider_names_the_models_json_read(dirs) -> None:

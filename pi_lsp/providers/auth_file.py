@@ -16,7 +16,12 @@ import msgspec
 
 from pi_lsp.jsonfile import ABSENT, BOM
 from pi_lsp.providers.key_commands import command_output, is_command, may_run
-from pi_lsp.providers.models_file import UnsetVariable, expand, variable_names
+from pi_lsp.providers.models_file import (
+    UnsetVariable,
+    expand,
+    no_lone_surrogate,
+    variable_names,
+)
 from pi_lsp.regular import read_regular
 from pi_lsp.session.catalog import agent_dir
 from pi_lsp.session.jsontext import value_decoder
@@ -56,6 +61,7 @@ class Credentials(msgspec.Struct, frozen=True):
         saved = self.keys.get(provider)
         if saved is None or not saved.key:
             return None
+        no_lone_surrogate(saved.key, f"{auth_path()}: {provider}.key")
         if is_command(saved.key):
             if not may_run(auth_path()):
                 return None

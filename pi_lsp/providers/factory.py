@@ -7,7 +7,12 @@ from collections.abc import Callable
 
 from pi_lsp.providers.base import BlankApiKeyError, MissingApiKeyError, Provider
 from pi_lsp.providers.base_url import url_problem
-from pi_lsp.providers.models_file import ModelsFileError, provider_key, resolve_value
+from pi_lsp.providers.models_file import (
+    LoneSurrogateError,
+    ModelsFileError,
+    provider_key,
+    resolve_headers,
+)
 from pi_lsp.providers.registry import SUPPORTED_APIS, ModelRegistry, ProviderConfig
 from pi_lsp.providers.retry import ProviderRetry
 from pi_lsp.providers.wire import UnknownProviderError as UnknownProviderError
@@ -57,9 +62,7 @@ def provider_factory(registry: ModelRegistry, settings_key: Callable[[str], str 
                 f"provider {name!r}: {config.source} changes where its requests go (baseUrl, "
                 f"api or headers), so your own API key is not sent there; give it an apiKey "
                 f"in that file, or trust only files that leave {name} alone")
-        headers = {header: resolve_value(value, f"{where}.headers.{header}",
-                                         config.literal_headers)
-                   for header, value in config.headers.items()}
+        headers = resolve_headers(config.headers, f"{where}.headers", config.literal_headers)
         # The SDKs are imported when a provider is first made: they are most of the server's
         # start-up otherwise, and an editor waits for that to show anything.
         if sdk == "anthropic":
@@ -85,8 +88,8 @@ def has_key(registry: ModelRegistry, settings_key: Callable[[str], str | None], 
         return False
     try:
         return bool(_key(config, settings_key))
-    except BlankApiKeyError:  # set, as pi counts it: making the provider says what is wrong
-        return True
+    except (BlankApiKeyError, LoneSurrogateError):  # set, as pi counts it: making the
+        return True  # provider says what is wrong
     except ModelsFileError:  # `$NAME` unset: the provider has no key
         return False
 

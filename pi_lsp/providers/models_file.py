@@ -33,7 +33,7 @@ from pi_lsp.providers.registry import (
     ProviderConfig,
 )
 from pi_lsp.session.catalog import agent_dir
-from pi_lsp.session.jsontext import convert
+from pi_lsp.session.jsontext import convert, has_surrogate
 
 
 class ModelsFileError(ValueError):
@@ -42,6 +42,21 @@ class ModelsFileError(ValueError):
 
 class UnsetVariableError(ModelsFileError):
     """A value names an environment variable that is unset: to pi 1.6, no key."""
+
+
+class LoneSurrogateError(ModelsFileError):
+    """A key or a header (its name or value), in any file, holding a lone surrogate: JSON.parse
+    reads it, but no HTTP header can carry it (pi 1.6's fetch refuses it too)."""
+
+
+def no_lone_surrogate(text: str, what: str) -> str:
+    """`text`; LoneSurrogateError naming `what` (the file and the key's path, as JSON spells
+    it) where it holds a lone surrogate."""
+    if has_surrogate(text):
+        spelled = what.encode("utf-8", "backslashreplace").decode()  # a key may hold one
+        raise LoneSurrogateError(f"{spelled} holds a lone surrogate, which cannot be sent in "
+                                 "an HTTP header")
+    return text
 
 
 class CostSpec(msgspec.Struct, rename="camel"):
@@ -197,9 +212,22 @@ def load_models(workspace: Path, *, project: bool
             sources[name], literal_key="apiKey" in own, literal_headers="headers" in own,
             user_key=not rerouted, key_variables=user_variables.get(name, frozenset())))
         project_models = {model["id"] for model in own.get("models", [])}
-        models += _overridden(name, spec, set(own.get("modelOverrides", {})))
-        models += [_model(name, api, spec, m, m.id not in project_models) for m in spec.models]
+        models += _overridden(name, spec, set(own.get("modelOverrides", {})), files)
+        for model in spec.models:
+            mine = model.id not in project_models
+            models.append(_model(name, api, spec, model, mine,
+                                 _model_where(files, raw, name, model.id, mine)))
     return models, providers
+
+
+def _model_where(files: list[Path], raw: list[dict[str, Any]], provider: str, model_id: str,
+                 from_user: bool) -> str:
+    """Where a model's headers were written: its file and key path (`models[0].headers`; the
+    last entry of that id, which wins)."""
+    which = 0 if from_user else 1
+    listed = raw[which]["providers"][provider]["models"]
+    index = max(i for i, entry in enumerate(listed) if entry["id"] == model_id)
+    return f"{files[which]}: providers.{provider}.models[{index}].headers"
 
 
 def _named_variables(spec: dict[str, Any]) -> frozenset[str]:
@@ -235,23 +263,26 @@ def _project_headers_only(spec: ProviderSpec, own: dict[str, Any]) -> ProviderSp
     )
 
 
-def _model(provider: str, api: str, spec: ProviderSpec, model: ModelSpec, from_user: bool
-           ) -> ModelInfo:
+def _model(provider: str, api: str, spec: ProviderSpec, model: ModelSpec, from_user: bool,
+           headers_where: str) -> ModelInfo:
     """`model` as the registry holds it; `from_user`: your own file wrote it, not a project."""
     cost = model.cost
     return ModelInfo(
         provider, model.id, model.context_window, model.max_tokens,
         Price(cost.input, cost.output, cost.cache_read, cost.cache_write),
         reasoning=model.reasoning, api=model.api or api, name=model.name, input=model.input,
-        headers=model.headers, resolve_headers=from_user, compat=model.compat.over(spec.compat),
-        thinking_level_map=model.thinking_level_map, sampling_params=model.sampling_params,
+        headers=model.headers, resolve_headers=from_user, headers_where=headers_where,
+        compat=model.compat.over(spec.compat), thinking_level_map=model.thinking_level_map,
+        sampling_params=model.sampling_params,
         sampling_params_by_thinking_level=model.sampling_params_by_thinking_level,
     )
 
 
-def _overridden(provider: str, spec: ProviderSpec, from_project: set[str]) -> list[ModelInfo]:
+def _overridden(provider: str, spec: ProviderSpec, from_project: set[str], files: list[Path]
+                ) -> list[ModelInfo]:
     """Built-in models of `provider` with the file's `modelOverrides` and `compat` applied;
-    `from_project`: the ids whose override a project's file wrote."""
+    `from_project`: the ids whose override a project's file wrote (`files`: the user's, the
+    project's)."""
     changed: list[ModelInfo] = []
     for model in BUILT_IN:
         override = spec.model_overrides.get(model.id)
@@ -269,6 +300,9 @@ def _overridden(provider: str, spec: ProviderSpec, from_project: set[str]) -> li
             changes["price"] = msgspec.convert(price, Price)
             if override.headers is not None:
                 changes["resolve_headers"] = model.id not in from_project
+                written_in = files[1] if model.id in from_project else files[0]
+                changes["headers_where"] = \
+                    f"{written_in}: providers.{provider}.modelOverrides.{model.id}.headers"
             if override.thinking_level_map is not None:
                 changes["thinking_level_map"] = {**model.thinking_level_map,
                                                  **override.thinking_level_map}
@@ -341,6 +375,7 @@ def resolve_api_key(value: str, what: str, written_in: Path, literal: bool = Fal
     """A provider's `apiKey` as pi 1.6 resolves it: a `!command` is run where the file it
     was written in may run one (key_commands.may_run), its output the key (without `run`,
     the command itself); else as resolve_value reads it."""
+    no_lone_surrogate(value, what)  # a command holding one could not be run either
     if not (is_command(value) and may_run(written_in)):
         return resolve_value(value, what, literal)
     return _command_value(value, what) if run else value
@@ -375,6 +410,7 @@ def resolve_value(value: str, what: str, literal: bool = False) -> str:
     when it is unset or empty, as in pi), `$$` a `$`, `!command` what the command prints (your
     own models.json's values: blocks, so the server calls it off its loop); as written when
     `literal` (a project file's values), where a `!command` is refused, never run."""
+    no_lone_surrogate(value, what)
     if is_command(value):
         if not literal:  # your own models.json's: a project file's values are literal
             return _command_value(value, what)
@@ -390,13 +426,19 @@ def resolve_value(value: str, what: str, literal: bool = False) -> str:
             from None
 
 
+def resolve_headers(headers: dict[str, str], where: str, literal: bool) -> dict[str, str]:
+    """`headers` (`where`: the file and their key's path) with each value resolved as
+    resolve_value resolves it; a name holding a lone surrogate is refused by name."""
+    return {no_lone_surrogate(name, f"{where}.{name}"):
+            resolve_value(value, f"{where}.{name}", literal) for name, value in headers.items()}
+
+
 def model_headers(model: ModelInfo) -> dict[str, str]:
     """The headers a request to `model` carries (`models[].headers`, `modelOverrides`'), read
     as the provider's are: templates and commands from your own models.json, else as written
     (a `!command` refused)."""
-    where = f"model {model.provider}/{model.id}: headers"
-    return {name: resolve_value(value, f"{where}.{name}", not model.resolve_headers)
-            for name, value in model.headers.items()}
+    where = model.headers_where or f"model {model.provider}/{model.id}: headers"
+    return resolve_headers(model.headers, where, not model.resolve_headers)
 
 
 async def request_model_headers(model: ModelInfo) -> dict[str, str]:

@@ -143,6 +143,9 @@ class ModelInfo(msgspec.Struct, rename="camel"):
     # From your own models.json: header values are pi's `$NAME` templates (models_file.
     # model_headers). settings.json's models, which a project may write, never keep it.
     resolve_headers: bool = False
+    # Where `headers` were written ("FILE: providers.P.models[0].headers"), which a refusal of
+    # one names; None: a settings.json model's (named by the model).
+    headers_where: str | None = None
     compat: Compat = msgspec.field(default_factory=Compat)
     # pi's `thinkingLevelMap`: the effort sent for a level; None: the level is not sent.
     thinking_level_map: dict[str, str | None] = msgspec.field(default_factory=dict)

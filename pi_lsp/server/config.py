@@ -9,7 +9,7 @@ from typing import Any, Literal
 import msgspec
 
 from pi_lsp.providers.base_url import url_problem
-from pi_lsp.session.jsontext import surrogate_error
+from pi_lsp.session.jsontext import has_surrogate, surrogate_error
 from pi_lsp.settings import Settings, load_settings
 
 
@@ -33,6 +33,8 @@ class Config(msgspec.Struct, rename="camel", omit_defaults=True, forbid_unknown_
             raise ValueError("a folder name with a NUL character")
         if self.anthropic_base_url and (problem := url_problem(self.anthropic_base_url)):
             raise ValueError(problem)
+        if self.anthropic_api_key and has_surrogate(self.anthropic_api_key):
+            raise ValueError("a lone surrogate, which cannot be sent in an HTTP header")
 
 
 def read_config(raw: Any) -> tuple[Config, list[str]]:

@@ -133,7 +133,7 @@ def _known_keys(value: Any, kind: msgspec.inspect.Type | None) -> Any:
         if isinstance(kind, msgspec.inspect.StructType) and not kind.forbid_unknown_fields:
             fields = {field.encode_name: field.type for field in kind.fields}
             return {key: _known_keys(item, fields[key]) if key in fields else item
-                    for key, item in value.items() if not _has_surrogate(key)}
+                    for key, item in value.items() if not has_surrogate(key)}
         if isinstance(kind, msgspec.inspect.DictType):
             return {key: _known_keys(item, kind.value_type) for key, item in value.items()}
     if isinstance(value, list) and isinstance(kind, msgspec.inspect.ListType):
@@ -165,7 +165,8 @@ def surrogate_error(value: Any, kind: Any) -> msgspec.ValidationError:
     return msgspec.ValidationError("a lone surrogate where it does not fit")
 
 
-def _has_surrogate(text: str) -> bool:
+def has_surrogate(text: str) -> bool:
+    """Whether `text` holds a surrogate, which UTF-8 (so no file name or header) can carry."""
     try:
         text.encode()
     except UnicodeEncodeError:
