@@ -30,7 +30,7 @@ from pi_lsp.session.catalog import (
 from pi_lsp.session.ids import iso_to_ms
 from pi_lsp.session.jsdate import read_iso
 from pi_lsp.session.tree import SessionTree
-from tests.test_system_messages import PI16, pi16_node
+from tests.test_system_messages import PI16, pi16_eval, pi16_node
 from tests.waits import PROCESS_CEILING_S
 
 
@@ -93,7 +93,9 @@ def set_session_dir(settings: Path, value: Any) -> None:
     # file: URLs as Node's fileURLToPath reads them (Python's url2pathname kept the last three's
     # backslash, trailing space and escape)
     ("file://{tmp}/pi-sessions", "{tmp}/pi-sessions"), ("file://{tmp}/a\\b", "{tmp}/a/b"),
-    ("file://{tmp}/s ", "{tmp}/s"), ("file://LOCALHOST{tmp}/%73", "{tmp}/s")])
+    ("file://{tmp}/s ", "{tmp}/s"), ("file://LOCALHOST{tmp}/%73", "{tmp}/s"),
+    # a lone surrogate ("\ud800" in the file): Node writes it in a name as U+FFFD (PI16_FOLDER)
+    ("{tmp}/s\ud800d", "{tmp}/s\ufffdd")])
 def test_the_users_session_dir_is_listed_as_pi_resolves_it(
         agent_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str,
         folder: str) -> None:
@@ -109,6 +111,33 @@ def test_the_users_session_dir_is_listed_as_pi_resolves_it(
     write(expected / "b.jsonl", [header("b", "2025-01-01T00:00:00.000Z", "/other")])
     sessions = of_workspaces(list_sessions(session_dirs(str(ws))), [ws])
     assert [s.path for s in sessions] == [str(mine)]  # as pi, only those started here
+
+
+# Where pi 1.6 writes a session when sessionDir is "{tmp}/s\ud800d" (its folder's name, as
+# UTF-8 bytes), for machines without it.
+PI16_FOLDER = "s\ufffdd".encode()
+
+
+def test_pi16_writes_a_session_dir_with_a_lone_surrogate_as_u_fffd(
+        agent_dir: Path, tmp_path: Path) -> None:
+    """What the case above stands on: pi 1.6 reads the setting as JSON.parse does and Node
+    writes the folder's name in UTF-8, the lone surrogate as U+FFFD (where pi-lsp's stat
+    ended in UnicodeEncodeError, failing every listing)."""
+    if pi16_node() is None:
+        pytest.skip("pi 1.6 is not installed")
+    set_session_dir(agent_dir / "settings.json", f"{tmp_path}/s\ud800d")
+    (tmp_path / "ws").mkdir()
+    pi16_eval(f"const [agent, ws] = {json.dumps([str(agent_dir), str(tmp_path / 'ws')])};"
+              "const dir = pi.SettingsManager.create(ws, agent).getSessionDir();"
+              "const m = pi.SessionManager.create(ws, dir);"
+              "m.appendMessage({role: 'user', content: 'hi', timestamp: 1});"
+              "m.appendMessage({role: 'assistant', content: [], api: 'x', provider: 'x', "
+              "model: 'x', usage: {input: 0, output: 0, cacheRead: 0, cacheWrite: 0, "
+              "totalTokens: 0, cost: {input: 0, output: 0, cacheRead: 0, cacheWrite: 0, "
+              "total: 0}}, stopReason: 'stop', timestamp: 2});")
+    made = [name for name in os.listdir(os.fsencode(tmp_path)) if name.startswith(b"s")]
+    assert made == [PI16_FOLDER]
+    assert session_dirs(str(tmp_path / "ws"))[2:] == [tmp_path / PI16_FOLDER.decode()]
 
 
 def test_a_projects_session_dir_counts_over_the_users_only_when_trusted(

@@ -174,6 +174,12 @@ def has_surrogate(text: str) -> bool:
     return False
 
 
+def js_utf8(text: str) -> str:
+    """`text` as JavaScript writes it in UTF-8 (a file's name, Buffer.from): each lone
+    surrogate as U+FFFD, which UTF-8 can carry."""
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
 # One of each for any object, and any value, read as JSON.parse reads them.
 object_decoder: Decoder[dict[str, Any]] = Decoder(dict[str, Any])
 value_decoder: Decoder[Any] = Decoder(Any)

@@ -19,7 +19,7 @@ import msgspec
 
 from pi_lsp.jsonfile import read_object, write_atomically
 from pi_lsp.regular import read_regular
-from pi_lsp.session.jsontext import value_decoder
+from pi_lsp.session.jsontext import js_utf8, value_decoder
 
 log = logging.getLogger(__name__)
 
@@ -66,12 +66,13 @@ def _setting(path: Path) -> object:
 
 
 def _usable(source: Path, value: object) -> str | None:
-    """`value` if it can name a folder. pi takes null as unset, and "" too (logged here: it
-    names nothing), and fails on a value that is not text or has a NUL (logged, left out)."""
+    """`value` if it can name a folder, as Node names it (a lone surrogate as U+FFFD). pi takes
+    null as unset, and "" too (logged here: it names nothing), and fails on a value that is
+    not text or has a NUL (logged, left out)."""
     if value is None:
         return None
     if isinstance(value, str) and value and "\0" not in value:
-        return value
+        return js_utf8(value)
     why = "is empty" if value == "" else "has a NUL character" if isinstance(value, str) \
         else "is not a string"
     _warn_once(f"{source}: sessionDir {_shown(value)} {why}; it names no folder, so no "
