@@ -394,18 +394,22 @@ async def test_list_sessions(pi: Pi) -> None:
     assert len((await call(pi.client, "pi.listSessions"))["sessions"]) == len(result["sessions"])
 
 
-async def test_a_nul_in_session_dirs_is_refused_by_name(pi: Pi, fake: FakeAnthropic) -> None:
+@pytest.mark.parametrize(("folder", "refusal"), [
+    ("extra\0", "a folder name with a NUL character"),
+    ("extra\ud800", "a folder name with a lone surrogate, which no folder's name holds")])
+async def test_a_nul_in_session_dirs_is_refused_by_name(pi: Pi, fake: FakeAnthropic, folder: str,
+                                                        refusal: str) -> None:
     """A NUL in `sessionDirs` made every pi.listSessions and pi.previewContext answer -32011
-    "embedded null byte", naming no setting: that value is refused, named, and the rest work."""
+    "embedded null byte", naming no setting (a lone surrogate: "UnicodeEncodeError"): that
+    value is refused, named, and the rest work."""
     options = init_options(fake)
     pi.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"piLsp": {**options, "sessionDirs": ["extra\0"]}}))
+        settings={"piLsp": {**options, "sessionDirs": [folder]}}))
     try:
         listed = (await call(pi.client, "pi.listSessions", {}))["sessions"]
         assert pi.session.resolve() in {path_of(s["uri"]) for s in listed}
         assert (await call(pi.client, "pi.previewContext", {"uri": pi.uri}))["messages"]
-        assert any("`sessionDirs`: a folder name with a NUL character" in m.message
-                   for m in pi.client.messages)
+        assert any(f"`sessionDirs`: {refusal}" in m.message for m in pi.client.messages)
     finally:
         pi.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
             settings={"piLsp": options}))

@@ -31,6 +31,8 @@ class Config(msgspec.Struct, rename="camel", omit_defaults=True, forbid_unknown_
     def __post_init__(self) -> None:
         if any("\0" in folder for folder in self.session_dirs):  # every listing would fail on it
             raise ValueError("a folder name with a NUL character")
+        if any(map(has_surrogate, self.session_dirs)):  # so would it here (no UTF-8 name)
+            raise ValueError("a folder name with a lone surrogate, which no folder's name holds")
         if self.anthropic_base_url and (problem := url_problem(self.anthropic_base_url)):
             raise ValueError(problem)
         if self.anthropic_api_key and has_surrogate(self.anthropic_api_key):
