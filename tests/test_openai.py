@@ -1115,6 +1115,40 @@ async def test_a_key_or_header_with_a_lone_surrogate_is_refused_by_its_key_path(
     assert {name: (agent / name).read_text() for name in files} == written
 
 
+# The path pi 1.6 requests for the baseUrl "…/v1\ud800" (its registry's baseUrl read by
+# Node's URL, as its SDK joins it), for machines without it.
+PI16_SURROGATE_PATH = "/v1%EF%BF%BD/chat/completions"
+
+
+async def test_a_base_url_with_a_lone_surrogate_is_read_as_node_reads_it(
+        dirs, oai: FakeOpenAI) -> None:
+    """Making the provider ended in UnicodeEncodeError (the HTTP client cannot quote the
+    unit); pi 1.6's URL reads a lone surrogate as U+FFFD and sends it percent-encoded."""
+    from pi_lsp.summarize.select import choose_summarizer
+    from pi_lsp.summarize.summarizer import SummaryRequest
+
+    agent, workspace = dirs
+    write(agent / "models.json", {"providers": {"lab": {**LAB, "baseUrl": f"{oai.url}/v1\ud800"}}})
+    if pi16_node() is not None:
+        assert pi16_eval(
+            f"const agent = {json.dumps(str(agent))};"
+            "const runtime = await pi.ModelRuntime.create({modelsPath: `${agent}/models.json`, "
+            "authPath: `${agent}/auth.json`});"
+            "const model = new pi.ModelRegistry(runtime).find('lab', 'm');"
+            "process.stdout.write(new URL(`${model.baseUrl}/chat/completions`).pathname);"
+        ) == PI16_SURROGATE_PATH
+    settings = msgspec.structs.replace(load_settings(workspace, project=False),
+                                       summary_model="lab/m")
+    summarizer = choose_summarizer(settings)
+    oai.script(chat_reply("## Goal"))
+    try:
+        await summarizer.summarize(SummaryRequest("history", [UserMessage(content="x",
+                                                                         timestamp=1)]))
+    finally:
+        await close_clients(summarizer.provider)
+    assert oai.requests[-1].path == PI16_SURROGATE_PATH
+
+
 def test_a_model_override_header_with_a_lone_surrogate_names_its_key_path(dirs) -> None:
     """It was named by the model ("model anthropic/claude-haiku-4-5: headers.X-Foo"), not
     the file and key path the user has to fix."""

@@ -33,7 +33,7 @@ from pi_lsp.providers.registry import (
     ProviderConfig,
 )
 from pi_lsp.session.catalog import agent_dir
-from pi_lsp.session.jsontext import convert, has_surrogate
+from pi_lsp.session.jsontext import convert, has_surrogate, js_utf8
 
 
 class ModelsFileError(ValueError):
@@ -205,8 +205,10 @@ def load_models(workspace: Path, *, project: bool
         rerouted = any(field in own for field in ROUTING_FIELDS)
         if rerouted:
             spec = _project_headers_only(spec, own)
+        # As Node's URL reads it: a lone surrogate as U+FFFD (percent-encoded in a path).
+        base_url = js_utf8(spec.base_url) if spec.base_url else base.base_url if base else None
         providers.append(ProviderConfig(
-            name, api, spec.base_url or (base.base_url if base else None),
+            name, api, base_url,
             spec.api_key if "apiKey" in own or not rerouted else None,
             str(files[1] if "apiKey" in own else files[0]), spec.headers,
             sources[name], literal_key="apiKey" in own, literal_headers="headers" in own,
