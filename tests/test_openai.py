@@ -27,7 +27,7 @@ from pi_lsp.providers.base import (
     TextDelta,
     ThinkingDelta,
 )
-from pi_lsp.providers.factory import UnknownProviderError, provider_factory
+from pi_lsp.providers.factory import BaseUrlError, UnknownProviderError, provider_factory
 from pi_lsp.providers.failures import MALFORMED_EVENT
 from pi_lsp.providers.models_file import ModelsFileError, load_models
 from pi_lsp.providers.openai_api import OpenAIProvider
@@ -1147,6 +1147,32 @@ async def test_a_base_url_with_a_lone_surrogate_is_read_as_node_reads_it(
     finally:
         await close_clients(summarizer.provider)
     assert oai.requests[-1].path == PI16_SURROGATE_PATH
+
+
+# What pi 1.6's URL says of the baseUrl "http://loc\ud800al:9/v1" (its host is "loc\ufffdal"
+# to Node), for machines without it.
+PI16_SURROGATE_HOST = "Invalid URL"
+
+
+def test_a_base_url_host_with_a_lone_surrogate_is_refused_naming_its_key_path(dirs) -> None:
+    """Making the provider ended in "internal error (InvalidURL: Invalid IDNA hostname:
+    'loc\ufffdal')" (`pi-lsp run`), naming no file; pi 1.6's URL refuses that host too."""
+    agent, workspace = dirs
+    write(agent / "models.json", {"providers": {"lab": {**LAB,
+                                                        "baseUrl": "http://loc\ud800al:9/v1"}}})
+    if pi16_node() is not None:
+        assert pi16_eval(
+            f"const agent = {json.dumps(str(agent))};"
+            "const runtime = await pi.ModelRuntime.create({modelsPath: `${agent}/models.json`, "
+            "authPath: `${agent}/auth.json`});"
+            "const model = new pi.ModelRegistry(runtime).find('lab', 'm');"
+            "try { new URL(model.baseUrl); } catch (error) { process.stdout.write(error.message); }"
+        ) == PI16_SURROGATE_HOST
+    made = provider_factory(load_settings(workspace, project=False).registry(), lambda _: "k")
+    with pytest.raises(BaseUrlError, match=re.escape(
+            f"{agent / 'models.json'}: providers.lab.baseUrl: Invalid IDNA hostname: "
+            "'loc\ufffdal', so no request can go there")):
+        made("lab")
 
 
 def test_a_model_override_header_with_a_lone_surrogate_names_its_key_path(dirs) -> None:

@@ -25,7 +25,7 @@ class RedirectedKeyError(UnknownProviderError):
 
 
 class BaseUrlError(UnknownProviderError):
-    """A base URL set outside models.json (the environment) that requests cannot go to."""
+    """A base URL that requests cannot go to; names where it was set."""
 
 
 def _check_environment_url(base_url: str | None) -> None:
@@ -68,15 +68,29 @@ def provider_factory(registry: ModelRegistry, settings_key: Callable[[str], str 
         if sdk == "anthropic":
             from pi_lsp.providers.anthropic import AnthropicProvider
 
-            base_url = anthropic_base_url if name == "anthropic" and anthropic_base_url \
-                else config.base_url
+            editors = name == "anthropic" and anthropic_base_url
+            base_url = anthropic_base_url if editors else config.base_url
             _check_environment_url(base_url)
-            return AnthropicProvider(key, base_url=base_url, retry=retry, headers=headers,
-                                     name=name)
+            set_in = "the editor's anthropicBaseUrl" if editors else \
+                f"{where}.baseUrl" if base_url else "ANTHROPIC_BASE_URL"
+            return _reachable(lambda: AnthropicProvider(key, base_url=base_url, retry=retry,
+                                                        headers=headers, name=name), set_in)
         from pi_lsp.providers.openai_api import OpenAIProvider
 
-        return OpenAIProvider(name, key, config.base_url, headers, retry)
+        return _reachable(lambda: OpenAIProvider(name, key, config.base_url, headers, retry),
+                          f"{where}.baseUrl")
     return make
+
+
+def _reachable(make: Callable[[], Provider], set_in: str) -> Provider:
+    """`make()`; BaseUrlError naming `set_in` where the HTTP client refuses the base URL's
+    host (IDNA allows it no U+FFFD, which a lone surrogate in it reads as, nor a symbol)."""
+    import httpx2  # the SDK has loaded it by now
+
+    try:
+        return make()
+    except httpx2.InvalidURL as error:
+        raise BaseUrlError(f"{set_in}: {error}, so no request can go there") from None
 
 
 def has_key(registry: ModelRegistry, settings_key: Callable[[str], str | None], name: str
