@@ -1054,6 +1054,11 @@ LONE_SURROGATES = {
                                                              if k != "apiKey"}}},
                        "auth.json": {"lab": {"type": "api_key", "key": "k\ud800"}}},
                       "auth.json: lab.key"),
+    "auth.json env": ({"models.json": {"providers": {"lab": {k: v for k, v in LAB.items()
+                                                            if k != "apiKey"}}},
+                       "auth.json": {"lab": {"type": "api_key", "key": "$LAB_KEY",
+                                             "env": {"LAB_KEY": "k\ud800"}}}},
+                      "auth.json: lab.env.LAB_KEY"),
     "settings apiKeys": ({"models.json": {"providers": {"lab": {k: v for k, v in LAB.items()
                                                                 if k != "apiKey"}}},
                           "settings.json": {"apiKeys": {"lab": "k\ud800"}}},

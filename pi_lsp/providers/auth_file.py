@@ -67,9 +67,18 @@ class Credentials(msgspec.Struct, frozen=True):
                 return None
             return command_output(saved.key) if run else saved.key
         try:
-            return expand(saved.key, lambda name: saved.env.get(name) or os.environ.get(name))
+            return expand(saved.key, lambda name: self._variable(provider, name))
         except UnsetVariable:
             return None
+
+    def _variable(self, provider: str, name: str) -> str | None:
+        """The value `name` has in a template of `provider`'s saved key: the entry's `env`
+        (LoneSurrogateError, naming it, where it holds a lone surrogate), else the
+        environment's."""
+        value = self.keys[provider].env.get(name)
+        if value:
+            return no_lone_surrogate(value, f"{auth_path()}: {provider}.env.{name}")
+        return os.environ.get(name)
 
 
 def auth_path() -> Path:
