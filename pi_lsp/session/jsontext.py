@@ -8,6 +8,7 @@ rare value or line that holds one takes the standard library's path; all else st
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import operator
@@ -117,10 +118,15 @@ def convert(value: Any, kind: Any) -> Any:
         return msgspec.convert(value, kind)
     except UnicodeEncodeError:  # msgspec can neither match a field to it nor say so in an error
         pass
-    known = _known_keys(value, msgspec.inspect.type_info(kind))
+    known = _known_keys(value, _type_info(kind))
     with contextlib.suppress(UnicodeEncodeError):
         return msgspec.convert(known, kind)
     raise surrogate_error(known, kind)
+
+
+@functools.cache  # a few kinds, each looked at once: 1.8 ms for an entry's, at every such line
+def _type_info(kind: Any) -> msgspec.inspect.Type:
+    return msgspec.inspect.type_info(kind)
 
 
 def _known_keys(value: Any, kind: msgspec.inspect.Type | None) -> Any:
