@@ -1159,6 +1159,26 @@ async def test_a_base_url_with_a_lone_surrogate_is_read_as_node_reads_it(
 PI16_SURROGATE_HOST = "Invalid URL"
 
 
+async def test_the_editors_anthropic_base_url_with_a_lone_surrogate_is_read_as_node_reads_it(
+        fake: FakeAnthropic) -> None:
+    """Making the provider ended in UnicodeEncodeError, as models.json's baseUrl did before
+    f4ba6cd: the editor's is read as Node's URL reads it too (PI16_SURROGATE_PATH's U+FFFD)."""
+    config, refused = read_config({"anthropicBaseUrl": f"{fake.url}/v1\ud800"})
+    assert refused == []
+    made = provider_factory(ModelRegistry(), lambda _: "k", config.anthropic_base_url)
+    provider = made("anthropic")
+    model = ModelRegistry().get("anthropic", "claude-sonnet-4-5")
+    fake.script(fake_anthropic.text_reply("hello"))
+    built = ReplyBuilder(model.api, model)
+    try:
+        request = ModelRequest(model, "", [UserMessage(content="x", timestamp=1)], [], "off")
+        _ = [event async for event in provider.stream(request, built)]
+    finally:
+        await close_clients(provider)
+    assert (built.message().stop_reason, fake.requests[-1].path) == (
+        "stop", "/v1%EF%BF%BD/v1/messages")
+
+
 def test_a_base_url_host_with_a_lone_surrogate_is_refused_naming_its_key_path(dirs) -> None:
     """Making the provider ended in "internal error (InvalidURL: Invalid IDNA hostname:
     'loc\ufffdal')" (`pi-lsp run`), naming no file; pi 1.6's URL refuses that host too."""

@@ -18,6 +18,7 @@ from pi_lsp.providers.retry import ProviderRetry
 from pi_lsp.providers.wire import UnknownProviderError as UnknownProviderError
 from pi_lsp.providers.wire import wire_for
 from pi_lsp.session.catalog import agent_dir
+from pi_lsp.session.jsontext import js_utf8
 
 
 class RedirectedKeyError(UnknownProviderError):
@@ -68,8 +69,9 @@ def provider_factory(registry: ModelRegistry, settings_key: Callable[[str], str 
         if sdk == "anthropic":
             from pi_lsp.providers.anthropic import AnthropicProvider
 
-            editors = name == "anthropic" and anthropic_base_url
-            base_url = anthropic_base_url if editors else config.base_url
+            editors = anthropic_base_url if name == "anthropic" else None
+            # The editor's as Node's URL reads it, as models.json's are (load_models).
+            base_url = js_utf8(editors) if editors else config.base_url
             _check_environment_url(base_url)
             set_in = "the editor's anthropicBaseUrl" if editors else \
                 f"{where}.baseUrl" if base_url else "ANTHROPIC_BASE_URL"
