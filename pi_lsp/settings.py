@@ -196,12 +196,12 @@ def load_settings(workspace: Path, *, project: bool) -> Settings:
     them when `project` (a trusted folder); a project file sets only PROJECT_KEYS."""
     user, project_file = settings_files(workspace)
     merged = read_object(user, "settings", SettingsError)
-    if project:
-        for key, value in _project_settings(project_file).items():
-            if isinstance(value, dict) and isinstance(merged.get(key), dict):
-                merged[key] = {**merged[key], **value}  # nested sections merge key by key
-            else:
-                merged[key] = value
+    own = _project_settings(project_file) if project else {}
+    for key, value in own.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = {**merged[key], **value}  # nested sections merge key by key
+        else:
+            merged[key] = value
     for computed in COMPUTED:
         merged.pop(computed, None)
     if "defaultModel" not in merged:
@@ -218,9 +218,7 @@ def load_settings(workspace: Path, *, project: bool) -> Settings:
         models, providers = load_models(workspace, project=project)
     except ModelsFileError as error:
         raise SettingsError(str(error)) from None
-    # A project's settings.json could otherwise have its header values read as templates.
-    added = [msgspec.structs.replace(model, resolve_headers=False, headers_where=None)
-             for model in settings.models]
+    added = _settings_models(settings.models, project_file if "models" in own else user)
     settings.models = [*models, *added]
     settings.providers = providers
     settings.project_trusted = project
@@ -229,6 +227,15 @@ def load_settings(workspace: Path, *, project: bool) -> Settings:
     except AuthFileError as error:
         raise SettingsError(str(error)) from None
     return settings
+
+
+def _settings_models(models: list[ModelInfo], written_in: Path) -> list[ModelInfo]:
+    """settings.json's `models` (`written_in` that file) as the registry holds them: header
+    values sent as written (a project's could otherwise be read as templates), and named by
+    the file and key path where one cannot be sent."""
+    return [msgspec.structs.replace(model, resolve_headers=False,
+                                    headers_where=f"{written_in}: models[{index}].headers")
+            for index, model in enumerate(models)]
 
 
 def _auto_resize(images: Any) -> bool:

@@ -1200,6 +1200,25 @@ def test_a_base_url_host_with_a_lone_surrogate_is_refused_naming_its_key_path(di
         made("lab")
 
 
+def test_a_settings_model_header_with_a_lone_surrogate_names_its_key_path(dirs) -> None:
+    """settings.json's `models` (pi-lsp's own) were named by the model ("model lab/m:
+    headers.X-Foo"); "headersWhere" written in the file is not taken for where."""
+    from pi_lsp.providers.models_file import LoneSurrogateError, model_headers
+
+    agent, workspace = dirs
+    model = {"provider": "lab", "id": "m", "contextWindow": 1000, "maxTokens": 100,
+             "price": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+             "headersWhere": "x", "headers": {"X-Foo": "v\ud800"}}
+    write(agent / "settings.json", {"models": [model]})
+    write(workspace / ".pi" / "settings.json", {"models": [{**model, "id": "other"}, model]})
+    for project, written_in, index in ((False, agent / "settings.json", 0),
+                                       (True, workspace / ".pi" / "settings.json", 1)):
+        read = load_settings(workspace, project=project).registry().get("lab", "m")
+        with pytest.raises(LoneSurrogateError, match=re.escape(
+                f"{written_in}: models[{index}].headers.X-Foo holds a lone surrogate")):
+            model_headers(read)
+
+
 def test_a_model_override_header_with_a_lone_surrogate_names_its_key_path(dirs) -> None:
     """It was named by the model ("model anthropic/claude-haiku-4-5: headers.X-Foo"), not
     the file and key path the user has to fix."""
