@@ -705,6 +705,35 @@ async def test_a_write_never_follows_a_symlink_put_there_after_the_check(root: P
     assert outside.read_text() == "mine\n"
 
 
+class FolderSwappingFiles(DiskFiles):
+    """The disk, where something replaces the file's folder with a symlink to `target` just
+    before each write (another session's command, a checkout)."""
+
+    def __init__(self, target: Path) -> None:
+        self.target = target
+
+    async def write_text(self, path: Path, text: str) -> None:
+        shutil.rmtree(path.parent)
+        path.parent.symlink_to(self.target, target_is_directory=True)
+        await super().write_text(path, text)
+
+
+async def test_a_write_never_follows_a_folder_made_a_symlink_after_the_check(root: Path) -> None:
+    """O_NOFOLLOW guarded the file's own name only: a folder on the checked path replaced by a
+    symlink between the check and the write had the file written where the link leads."""
+    outside = root.parent / "home"
+    outside.mkdir()
+    (outside / "a.txt").write_text("mine\n")
+    (root / "sub").mkdir()
+    (root / "sub" / "a.txt").write_text("A\n")
+    result = await run(WRITE, {"path": "sub/a.txt", "content": "W\n"}, root,
+                       files=FolderSwappingFiles(outside))
+    # Linux refuses the link as no folder (ENOTDIR), macOS as a link (ELOOP)
+    assert result.is_error and any(f"{code}: " in text_of(result) for code in
+                                   ("ENOTDIR", "ELOOP")), text_of(result)
+    assert (outside / "a.txt").read_text() == "mine\n"
+
+
 @pytest.mark.parametrize(("path", "expected", "is_error"), [
     ("n.txt", "Successfully wrote to n.txt", False),
     ("@n.txt", "Successfully wrote to @n.txt", False),  # named as given, written to n.txt

@@ -173,10 +173,15 @@ def write_regular(path: Path, data: bytes) -> None:
         make_folders(path.parent)  # fails where Node's mkdir -p fails
     # O_NONBLOCK: opening a FIFO to write would wait for a reader (ENXIO instead); no O_TRUNC
     # until the file is known to be regular. O_NOFOLLOW: `path` was checked where its links
-    # lead (a real path), so a symlink there now was put there since, and may lead anywhere.
+    # lead (a real path), so a symlink there now, or on a folder above, was put there since,
+    # and may lead anywhere.
     with _syscall("open"):
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o666)
+        folder = open_folder(path.parent)
+        try:
+            fd = os.open(path.name, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, 0o666, dir_fd=folder)
+        finally:
+            os.close(folder)
     # The file's close within the tagging: its buffer is flushed there, which may meet a full
     # disk (ENOSPC, EFBIG, EDQUOT, EIO) as the writes before it may.
     with _syscall("write"), os.fdopen(fd, "wb") as file:
@@ -212,6 +217,22 @@ def make_folders(folder: Path) -> None:
         except OSError:
             if not each.is_dir():  # made meanwhile is as good
                 raise
+
+
+def open_folder(folder: Path) -> int:
+    """`folder` (absolute) opened for `dir_fd`, each name on the way opened without following
+    a symlink: ELOOP at one, ENOTDIR at a file."""
+    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for name in folder.parts[1:]:
+            inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                            dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 @contextlib.contextmanager
