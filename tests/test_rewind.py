@@ -454,6 +454,32 @@ def test_snapshots_leave_out_a_file_they_cannot_read() -> None:
     assert said == repr((["locked.txt"], ["held.txt", "locked.txt"], b"ok.txt"))
 
 
+def test_snapshots_leave_out_a_file_in_a_folder_they_may_list_but_not_enter() -> None:
+    """A folder the user may list but not enter (mode 644) failed every snapshot ("git add
+    failed: fatal: unable to stat 'shut/f.txt': Permission denied"): its files, which cannot
+    even be stat'ed, are left out and named in `skipped` as unreadable ones are."""
+    async def steps(store: SnapshotStore) -> tuple[list[str], bytes | None]:
+        snapshot = await store.snapshot()
+        return snapshot.skipped, await store.read(snapshot.tree, "ok.txt")
+
+    with tempfile.TemporaryDirectory() as folder:
+        os.chmod(folder, 0o777)
+        root = Path(folder) / "ws"
+        (root / "shut").mkdir(mode=0o777, parents=True)
+        os.chmod(root, 0o777)
+        for name in ("ok.txt", "shut/f.txt"):
+            (root / name).write_text(name)
+        if os.geteuid() == 0:
+            for path in (root, root / "ok.txt"):
+                os.chown(path, NOBODY, NOBODY)
+        os.chmod(root / "shut", 0o644)
+        try:
+            said = snapshots_as_a_user(root, steps)
+        finally:
+            os.chmod(root / "shut", 0o755)
+    assert said == repr((["shut/f.txt"], b"ok.txt"))
+
+
 async def test_without_git_turns_run_and_the_feature_says_it_is_unavailable(
         tmp_path: Path, fake: FakeAnthropic, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "bin").mkdir()

@@ -395,7 +395,7 @@ class SnapshotStore:
                                             "--exclude-standard", "--", ".", *NOT_PRIVATE,
                                             literal=False))
             skipped = sorted(p for p in listed
-                             if _too_large(self.root / p) or _unreadable(self.root / p))
+                             if _unkept(self.root / p))
             # ls-files names a nested repository the index lacks as `name/`, not its files.
             repos = [p.removesuffix("/") for p in listed if p.endswith("/")]
             specs = [".", *NOT_PRIVATE, *(f":(exclude,literal){p}" for p in [*skipped, *repos])]
@@ -832,21 +832,18 @@ def _is_file(path: Path) -> bool:
     return not stat.S_ISDIR(mode) and not stat.S_ISLNK(mode)
 
 
-def _unreadable(path: Path) -> bool:
-    """Whether `path` is a file this process may not read: `git add` would fail on it, and with
-    it the whole snapshot (a root-owned file of a container's in a user's project)."""
+def _unkept(path: Path) -> bool:
+    """Whether `path` is a file no snapshot keeps: over the cap, or one this process may not
+    read or even stat (in a folder it may list but not enter), on which `git add` would fail,
+    and with it the whole snapshot (a root-owned file of a container's in a user's project)."""
     try:
-        return path.is_file() and not path.is_symlink() and not os.access(path, os.R_OK)
+        info = os.lstat(path)
+    except PermissionError:
+        return True
     except OSError:
         return False
-
-
-def _too_large(path: Path) -> bool:
-    try:
-        return path.is_file() and not path.is_symlink() and \
-            path.stat().st_size > MAX_FILE_BYTES
-    except OSError:
-        return False
+    return stat.S_ISREG(info.st_mode) and (
+        info.st_size > MAX_FILE_BYTES or not os.access(path, os.R_OK))
 
 
 def _split_diff(text: str, paths: list[str]) -> dict[str, str]:
