@@ -868,3 +868,28 @@ def test_a_row_pi_lsp_cannot_type_shows_the_estimate_its_total_counts(tmp_path: 
         odd = [row.tokens for row in built.rows if row.entry_id in ("e2", "e3")]
         assert odd == [1200, 1200], layer
         assert built.total_tokens == built.reported_tokens + sum(odd) == 150 + 2400
+
+
+@pytest.mark.parametrize("leaf", ["no id", '""', "0", "false"])
+def test_every_preview_at_an_id_less_leaf_names_the_model_and_level_a_prompt_takes(
+        tmp_path: Path, leaf: str) -> None:
+    """The agent and llm layers (the editors' preview shows the agent layer first) named the
+    path's model and level as the ones in force there (haiku at high), where a prompt there
+    takes the defaults, as the request layer says (sonnet at medium); without the agent they
+    are still pi's buildSessionContext's own."""
+    from pi_lsp.context.layers import AgentSetup, build_layer
+    from pi_lsp.providers.registry import ModelRegistry
+    from pi_lsp.session.tree import SessionTree
+    from tests.test_run_cli import IDLESS_LEAVES, leveled_session
+
+    path = tmp_path / "s.jsonl"
+    leveled_session(path, IDLESS_LEAVES[leaf])
+    tree = SessionTree.open(str(path))
+    agent = AgentSetup(ModelRegistry(), ("anthropic", "claude-sonnet-4-5"), "medium", {}, [])
+    shown = {layer: build_layer(tree, tree.leaf_id, layer, agent)  # type: ignore[arg-type]
+             for layer in ("agent", "llm", "request")}
+    assert {(c.model.model_id if c.model else None, c.thinking_level)
+            for c in shown.values()} == {(None, "medium")}
+    own = build_layer(tree, tree.leaf_id, "agent")
+    assert own.model is not None and (own.model.model_id, own.thinking_level) == \
+        ("claude-haiku-4-5", "high")

@@ -282,10 +282,12 @@ def build_layer(tree: SessionTree, leaf_id: str | None, layer: Layer,
     """The context at `leaf_id` in `layer`; the request layer needs the `agent`. Only what the
     total needs is read here: the rows are read when they are shown."""
     if layer == "request":  # what a turn sends: pi's branch, none at an id-less leaf
-        decoded, settings = (decode_records(branch_path(tree, leaf_id)),
-                             branch_settings(tree, leaf_id))
+        decoded = decode_records(branch_path(tree, leaf_id))
     else:  # pi's context: up from an id-less last line too
-        decoded, settings = decode_path(tree, leaf_id), settings_at(tree, leaf_id)
+        decoded = decode_path(tree, leaf_id)
+    # With the agent, the model and level its next turn takes (on pi's branch, so the defaults
+    # at an id-less leaf), which every layer's preview shows; else pi's context's own.
+    settings = branch_settings(tree, leaf_id) if agent is not None else settings_at(tree, leaf_id)
     ids, messages = decoded.entry_ids, decoded.messages
     if agent is not None:
         settings = with_run_choices(settings, agent.run_model, agent.run_thinking_level)
