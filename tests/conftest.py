@@ -38,6 +38,19 @@ def own_agent_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "agent"))
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_sessionfinish() -> Iterator[None]:
+    """pytest deletes old temp folders here with shutil.rmtree, which recurses once a folder
+    in Python 3.11: a tree over ~1,000 deep that a killed run left (a thousand-folder write
+    test) raised RecursionError, and every later run exited 1 with all its tests passed."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 20_000))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
+
+
 def trust(folder: Path, agent: Path, trusted: bool = True) -> None:
     """Save a decision for `folder` in the trust store of the pi folder `agent`, as pi's
     /trust does."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import getpass
 import io
 import json
 import logging
@@ -677,6 +678,51 @@ async def test_write_makes_a_thousand_missing_folders(root: Path) -> None:
             with contextlib.suppress(FileNotFoundError):
                 folder.rmdir()
             folder = folder.parent
+
+
+def test_a_deep_tree_a_killed_run_left_in_pytests_temp_fails_no_later_run(tmp_path: Path
+                                                                         ) -> None:
+    """A run killed in the test above (pytest-timeout's thread method skips its `finally`)
+    left 1,500 folders in pytest's temp root; pytest's cleanup of it at the end of every later
+    run raised RecursionError, so each exited 1 with all its tests passed."""
+    root = tmp_path / "temproot" / f"pytest-of-{getpass.getuser()}"
+    for number in range(1, 5):
+        (root / f"pytest-{number}").mkdir(parents=True)
+    deep = root / "pytest-1"
+    for _ in range(1500):  # os.makedirs recurses too
+        deep /= "d"
+        deep.mkdir()
+    try:
+        ran = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+             f"{__file__}::test_write_makes_a_thousand_missing_folders"],
+            cwd=Path(__file__).parent.parent, capture_output=True, text=True,
+            env={**os.environ, "PYTEST_DEBUG_TEMPROOT": str(tmp_path / "temproot")},
+            timeout=PROCESS_CEILING_S)
+        assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
+        assert not (root / "pytest-1").exists()
+    finally:  # wherever it is now: pytest renames a folder to garbage-* to delete it
+        remove_tree(tmp_path / "temproot")
+
+
+def remove_tree(top: Path) -> None:
+    """`top` and everything in it, in a loop: shutil.rmtree and os.walk recurse once a folder,
+    and fail on a tree over ~1,000 deep."""
+    pending = [top]
+    while pending:
+        folder = pending[-1]
+        inner = []
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    inner.append(Path(entry.path))
+                else:
+                    os.unlink(entry.path)
+        if inner:
+            pending += inner
+        else:
+            folder.rmdir()
+            pending.pop()
 
 
 class SwappingFiles(DiskFiles):
