@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import tracemalloc
 import zlib
@@ -52,6 +53,7 @@ from pi_lsp.agent.tools import (
     execute_tool,
     propose_change,
     thrown_result,
+    write_regular,
 )
 from pi_lsp.fileurl import FileUrlError, file_url_path
 from pi_lsp.providers.base import ToolSpec, parse_arguments
@@ -778,6 +780,38 @@ async def test_a_write_never_follows_a_folder_made_a_symlink_after_the_check(roo
     assert result.is_error and any(f"{code}: " in text_of(result) for code in
                                    ("ENOTDIR", "ELOOP")), text_of(result)
     assert (outside / "a.txt").read_text() == "mine\n"
+
+
+def test_a_write_goes_through_a_folder_the_user_may_enter_but_not_list() -> None:
+    """Opening each folder on the way to read it (to guard against a swapped-in symlink)
+    failed with EACCES under a folder of mode 711, which a path goes through unread (a shared
+    host's /home); the kernel's own walk needs only the right to enter."""
+    with tempfile.TemporaryDirectory() as folder:
+        os.chmod(folder, 0o777)
+        passage = Path(folder) / "passage"
+        (passage / "ws").mkdir(parents=True, mode=0o777)
+        os.chmod(passage / "ws", 0o777)
+        os.chmod(passage, 0o711)
+        reading, writing = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: only os._exit leaves it, never pytest's own ending
+            try:
+                if os.geteuid() == 0:  # root reads every folder
+                    os.setgroups([])
+                    os.setresgid(65534, 65534, 65534)
+                    os.setresuid(65534, 65534, 65534)
+                write_regular(passage / "ws" / "new.txt", b"hi\n")
+                answer = "written"
+            except BaseException as error:  # handed to the parent, which fails
+                answer = f"failed: {error!r}"
+            os.write(writing, answer.encode())
+            os._exit(0)
+        os.close(writing)
+        with os.fdopen(reading, "rb") as said:
+            answer = said.read().decode()
+        os.waitpid(pid, 0)
+        assert answer == "written"
+        assert (passage / "ws" / "new.txt").read_bytes() == b"hi\n"
 
 
 @pytest.mark.parametrize(("path", "expected", "is_error"), [

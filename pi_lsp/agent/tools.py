@@ -219,14 +219,18 @@ def make_folders(folder: Path) -> None:
                 raise
 
 
+# O_PATH (Linux) opens a folder the user may enter but not list (mode 711), as a path
+# through it needs; elsewhere a folder is opened to read.
+_FOLDER_OPEN = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
+
+
 def open_folder(folder: Path) -> int:
     """`folder` (absolute) opened for `dir_fd`, each name on the way opened without following
     a symlink: ELOOP at one, ENOTDIR at a file."""
-    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    fd = os.open("/", _FOLDER_OPEN)
     try:
         for name in folder.parts[1:]:
-            inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                            dir_fd=fd)
+            inner = os.open(name, _FOLDER_OPEN | os.O_NOFOLLOW, dir_fd=fd)
             os.close(fd)
             fd = inner
     except BaseException:
