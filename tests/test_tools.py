@@ -2422,6 +2422,50 @@ async def test_an_edit_is_planned_and_diffed_while_the_loop_goes_on(
     assert (root / "a.txt").read_text() == "1\ntwo\n"
 
 
+class TypedBuffers(LoopOnlyFiles):
+    """An editor's open buffers, which the user types into on the event loop."""
+
+    def __init__(self, texts: dict[Path, str]) -> None:
+        self.texts = texts
+
+    def read_text(self, path: Path) -> str | None:
+        asyncio.get_running_loop()  # a RuntimeError in a worker thread
+        return self.texts.get(path)
+
+    async def write_text(self, path: Path, text: str) -> None:
+        self.texts[path] = text
+
+
+async def test_an_edit_planned_while_the_user_types_keeps_what_was_typed(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An edit planned in a worker thread from the buffer as it was wrote its plan over what
+    the user typed meanwhile (a didChange on the loop): the line typed was lost. The plan is
+    made again where the buffer changed; the edit lands on the newer text."""
+    loop = asyncio.get_running_loop()
+    path = root / "a.txt"
+    buffers = TypedBuffers({path: "one\ntwo\n"})
+
+    def typing(*args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is not threading.main_thread():
+            typed = threading.Event()
+
+            def type_a_line() -> None:
+                buffers.texts[path] = "one\ntwo\nthree\n"
+                typed.set()
+
+            loop.call_soon_threadsafe(type_a_line)
+            assert typed.wait(CEILING_S), "the event loop stood still"
+        return real_plan(*args, **kwargs)
+
+    real_plan = tools.plan_edit
+    monkeypatch.setattr(tools, "plan_edit", typing)
+    args = {"path": "a.txt", "edits": [{"oldText": "one", "newText": "1"}]}
+    result = await execute_tool(EDIT, "edit", args, ToolContext(root, files=buffers))
+    assert text_of(result) == "Successfully replaced 1 block(s) in a.txt."
+    assert buffers.texts[path] == "1\ntwo\nthree\n"
+    assert result.details["diff"] == "-1 one\n+1 1\n 2 two\n 3 three"
+
+
 @pytest.mark.parametrize("name", [name for name in PI16_CALLS if " too long " in name])
 async def test_a_path_past_path_max_fails_in_nodes_words(root: Path, pi16_calls: dict[str, Any],
                                                          name: str) -> None:

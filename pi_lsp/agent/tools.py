@@ -769,6 +769,10 @@ async def write_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
 
 async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     change, raw, result = await off_loop(functools.partial(_edited, args), ctx)
+    if _current_text(change.path, ctx) != (change.old_text, change.not_utf8):
+        # The user typed (a didChange) while the worker planned: the plan would write over
+        # the newer text. Planned again on the loop, where nothing changes until the write.
+        change, raw, result = _edited(args, ctx)
     return await _written(change, ctx, ctx.given(raw), result)
 
 
