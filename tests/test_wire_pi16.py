@@ -928,3 +928,36 @@ def test_openrouter_routing_preferences_are_sent_as_pi_16_sends_them() -> None:
     assert pi["provider"] == ROUTING["openRouterRouting"]
     assert _comparable(ours, CHAT_API, False, pi=False) == \
         _comparable(pi, CHAT_API, False, pi=True)
+
+
+# Routing preferences at each level of a models.json, and what pi 1.6 makes of them (stored).
+STORED_ROUTING_LEVELS = STORED_BODIES.with_name("pi16-routing-levels.json")
+ROUTING_LEVELS = {"providers": {
+    "openrouter": {"baseUrl": "https://openrouter.ai/api/v1",
+                   "compat": {"openRouterRouting": {"data_collection": "deny", "zdr": True}},
+                   "models": [{"id": "my/model", "api": CHAT_API, "compat": {
+                       "openRouterRouting": {"only": ["deepinfra"], "zdr": False}}}]},
+    "openai": {"compat": {"openRouterRouting": {"data_collection": "deny", "order": ["a"]}},
+               "modelOverrides": {"gpt-5": {"compat": {"openRouterRouting": {"order": ["b"]}}}}}}}
+
+
+def test_routing_preferences_of_each_level_are_merged_as_pi_16_merges_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model's (or a modelOverrides entry's) `openRouterRouting` replaced its provider's whole,
+    where pi 1.6 merges them key by key: a provider's `data_collection: "deny"` was dropped as
+    soon as a model named its `order` or `only`, and OpenRouter could route the user's prompts
+    to providers that keep them. pi 1.6's merge is stored (checked where installed)."""
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path))
+    (tmp_path / "models.json").write_text(json.dumps(ROUTING_LEVELS), "utf-8")
+    pi = json.loads(STORED_ROUTING_LEVELS.read_text("utf-8"))
+    node = pi16_node()
+    if node is not None:
+        run = subprocess.run([node, str(Path(__file__).with_name("pi16_compat.mjs")),
+                              str(PI16 / "@earendil-works"), str(tmp_path / "models.json"),
+                              *pi], capture_output=True, text=True, timeout=PROCESS_CEILING_S)
+        assert run.returncode == 0, run.stderr
+        assert {name: compat.get("openRouterRouting")
+                for name, compat in json.loads(run.stdout).items()} == pi
+    models, _ = load_models(tmp_path, project=False)
+    ours = {f"{model.provider}/{model.id}": model.compat.open_router_routing for model in models}
+    assert {name: ours[name] for name in pi} == pi

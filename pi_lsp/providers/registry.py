@@ -126,6 +126,11 @@ class Compat(msgspec.Struct, rename="camel", omit_defaults=True):
         """These flags, with `base` filling the ones left unset."""
         fields = {name: getattr(self, name) if getattr(self, name) is not None
                   else getattr(base, name) for name in self.__struct_fields__}
+        # Merged key by key, as pi 1.6's mergeCompat: a model's `order` keeps its provider's
+        # `data_collection: "deny"` and `zdr`.
+        if self.open_router_routing is not None and base.open_router_routing is not None:
+            fields["open_router_routing"] = {**base.open_router_routing,
+                                             **self.open_router_routing}
         return Compat(**fields)
 
 
