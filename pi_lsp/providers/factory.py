@@ -60,9 +60,10 @@ def provider_factory(registry: ModelRegistry, settings_key: Callable[[str], str 
             raise MissingApiKeyError(name, True)
         if not key and not config.user_key:
             raise RedirectedKeyError(
-                f"provider {name!r}: {config.source} changes where its requests go (baseUrl, "
-                f"api or headers), so your own API key is not sent there; give it an apiKey "
-                f"in that file, or trust only files that leave {name} alone")
+                f"provider {name!r}: {config.source} changes where its requests go or what "
+                f"they carry (baseUrl, api, headers, samplingParams or openRouterRouting), so "
+                f"your own API key is not sent there; give it an apiKey in that file, or "
+                f"trust only files that leave {name} alone")
         headers = resolve_headers(config.headers, f"{where}.headers", config.literal_headers)
         # The SDKs are imported when a provider is first made: they are most of the server's
         # start-up otherwise, and an editor waits for that to show anything.

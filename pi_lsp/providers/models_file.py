@@ -171,6 +171,9 @@ def _merge(files: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 # Fields that decide where a provider's requests go and what they carry: a project file that
 # sets one of them gets no key or headers but the ones it names itself.
 ROUTING_FIELDS = ("baseUrl", "api", "headers")
+# A model's or override's fields laid over the body as written (any field: `model`, `n`,
+# `store`, `service_tier`).
+BODY_FIELDS = ("samplingParams", "samplingParamsByThinkingLevel")
 
 
 def load_models(workspace: Path, *, project: bool
@@ -179,9 +182,9 @@ def load_models(workspace: Path, *, project: bool
     and with `project` (a trusted folder) the project's over them.
 
     A project file's `apiKey` and headers are sent as written (never an environment
-    variable's value), and a provider whose baseUrl, api or headers it changes gets only the
-    key and headers the project file itself gives: the user's key and header values never go
-    where a project points.
+    variable's value), and a provider whose baseUrl, api or headers it changes, or whose
+    requests' body it sets (`_sets_the_body`), gets only the key and headers the project file
+    itself gives: the user's key and header values never go where a project points.
     """
     files = models_files(workspace)[:2 if project else 1]
     raw = [_read(path) for path in files]
@@ -202,7 +205,7 @@ def load_models(workspace: Path, *, project: bool
         base = built_in.get(name)
         api = spec.api or (base.api if base else "")
         own = from_project.get(name, {})
-        rerouted = any(field in own for field in ROUTING_FIELDS)
+        rerouted = any(field in own for field in ROUTING_FIELDS) or _sets_the_body(own)
         if rerouted:
             spec = _project_headers_only(spec, own)
         # As Node's URL reads it: a lone surrogate as U+FFFD (percent-encoded in a path).
@@ -230,6 +233,15 @@ def _model_where(files: list[Path], raw: list[dict[str, Any]], provider: str, mo
     listed = raw[which]["providers"][provider]["models"]
     index = max(i for i, entry in enumerate(listed) if entry["id"] == model_id)
     return f"{files[which]}: providers.{provider}.models[{index}].headers"
+
+
+def _sets_the_body(own: dict[str, Any]) -> bool:
+    """Whether a project's entry for a provider lays its own fields into the requests' body: a
+    model's or override's `samplingParams`, or an `openRouterRouting` at any level. Sent with
+    your key, they would bill it for 8 answers (`n`), another model, or undo your routing."""
+    entries = [*own.get("models", []), *own.get("modelOverrides", {}).values()]
+    return any(field in entry for entry in entries for field in BODY_FIELDS) or any(
+        "openRouterRouting" in (entry.get("compat") or {}) for entry in [own, *entries])
 
 
 def _named_variables(spec: dict[str, Any]) -> frozenset[str]:
