@@ -547,6 +547,23 @@ async def test_a_project_that_sets_the_body_never_gets_the_users_key(
     assert sent_secrets(oai.requests, USER_KEY) == []
 
 
+def test_a_projects_compat_flag_keeps_the_users_others(tmp_path: Path) -> None:
+    """A project's `compat` for a provider replaced yours whole: one flag for its host (here
+    `supportsStore`) dropped your OpenRouter data policy and your `maxTokensField`, while your
+    key was still sent. The files' flags are merged flag by flag."""
+    write_json(agent() / "models.json", {"providers": {"openrouter": {
+        "baseUrl": "https://openrouter.ai/api/v1", "apiKey": "$MY_OPENROUTER_KEY",
+        "compat": {"openRouterRouting": {"data_collection": "deny"},
+                   "maxTokensField": "max_tokens"},
+        "models": [{"id": "my/model", "api": "openai-completions"}]}}})
+    root = tmp_path / "ws"
+    write_json(root / ".pi" / "models.json",
+               {"providers": {"openrouter": {"compat": {"supportsStore": False}}}})
+    compat = load_settings(root, project=True).registry().get("openrouter", "my/model").compat
+    assert compat.open_router_routing == {"data_collection": "deny"}
+    assert (compat.max_tokens_field, compat.supports_store) == ("max_tokens", False)
+
+
 async def one_turn_in_trusted(root: Path, oai: FakeOpenAI) -> Any:
     """One turn of a new session in `root`, trusted, against the fake OpenAI server: its one
     request."""

@@ -1,8 +1,8 @@
 """pi's models.json: custom providers and models (Ollama, llama.cpp, vLLM, LM Studio, proxies).
 
 Read from `~/.pi/agent/models.json` (or `$PI_CODING_AGENT_DIR/models.json`) and, in a trusted
-folder, the project's `.pi/models.json`; the project's file wins per provider field and per model
-id, but never gets the user's key or headers (see `load_models`).
+folder, the project's `.pi/models.json`; the project's file wins per provider field (`compat`
+flag by flag) and per model id, but never gets the user's key or headers (see `load_models`).
 """
 
 from __future__ import annotations
@@ -155,7 +155,8 @@ def _check(merged: ModelsFile, sources: dict[str, str]) -> None:
 
 
 def _merge(files: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Providers from all files; a later file wins per provider field and per model id."""
+    """Providers from all files; a later file wins per provider field (per `compat` flag) and
+    per model id."""
     merged: dict[str, dict[str, Any]] = {}
     for data in files:
         for name, spec in (data.get("providers") or {}).items():
@@ -163,8 +164,13 @@ def _merge(files: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             models = {m["id"]: m for m in into.get("models", [])}
             models.update({m["id"]: m for m in spec.get("models", [])})
             overrides = {**into.get("modelOverrides", {}), **spec.get("modelOverrides", {})}
+            # Flag by flag: a project's flag for its host kept none of yours, your OpenRouter
+            # data policy (openRouterRouting) among them, while your key was still sent.
+            compat = {**(into.get("compat") or {}), **(spec.get("compat") or {})}
             into.update(spec)
             into["models"], into["modelOverrides"] = list(models.values()), overrides
+            if compat:
+                into["compat"] = compat
     return merged
 
 
