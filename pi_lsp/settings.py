@@ -19,6 +19,7 @@ from pi_lsp.providers.factory import has_key
 from pi_lsp.providers.header_values import blank
 from pi_lsp.providers.initial import initial_model
 from pi_lsp.providers.models_file import (
+    BODY_FIELDS,
     ModelsFileError,
     load_models,
     models_files,
@@ -251,9 +252,35 @@ def _project_settings(path: Path) -> dict[str, Any]:
     reads are logged)."""
     data = read_object(path, "settings", SettingsError)
     ignored = sorted(set(data) & USER_KEYS)
+    models = data.get("models")
+    if isinstance(models, list):
+        ignored += sorted({name for model in models for name in _body_fields_in(model)})
+        data["models"] = [_project_model(model) for model in models]
     if ignored:
         _log_ignored(str(path), tuple(ignored))
     return {key: value for key, value in data.items() if key in PROJECT_KEYS}
+
+
+def _body_fields_in(model: Any) -> list[str]:
+    """What a project's `models` entry would lay into requests sent with your key as written
+    (`samplingParams`: any field, `n` or `store`; `openRouterRouting`: your data policy)."""
+    if not isinstance(model, dict):
+        return []
+    compat = model.get("compat")
+    routed = isinstance(compat, dict) and "openRouterRouting" in compat
+    return [f"models[].{key}" for key in BODY_FIELDS if key in model] + \
+        ["models[].compat.openRouterRouting"] * routed
+
+
+def _project_model(model: Any) -> Any:
+    """A project's `models` entry without what `_body_fields_in` names."""
+    if not _body_fields_in(model):
+        return model  # a model of another type too: the schema names what is wrong
+    kept = {key: value for key, value in model.items() if key not in BODY_FIELDS}
+    if isinstance(kept.get("compat"), dict):
+        kept["compat"] = {key: value for key, value in kept["compat"].items()
+                          if key != "openRouterRouting"}
+    return kept
 
 
 @lru_cache(maxsize=64)  # once per file and set of keys, not at every load

@@ -629,6 +629,24 @@ def test_a_project_models_json_never_unhides_the_users_key_variables(
     assert {"CORP_KEY", "CORP_TOKEN"} <= registry.key_variables()
 
 
+def test_a_projects_settings_model_lays_nothing_into_requests_with_your_key(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A project's settings.json `models` entry is a model as the registry holds it, and since
+    samplingParams and openRouterRouting are read it carried them to a provider with your key
+    (here `n: 8`, `store`, and OpenRouter's data policy undone). They are left out, and logged."""
+    root = tmp_path / "ws"
+    write_json(root / ".pi" / "settings.json", {"models": [{
+        "provider": "openai", "id": "gpt-5-x", "contextWindow": 1000, "maxTokens": 100,
+        "price": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+        "samplingParams": {"n": 8}, "samplingParamsByThinkingLevel": {"off": {"store": True}},
+        "compat": {"openRouterRouting": {"data_collection": "allow"}, "supportsStore": False}}]})
+    model = load_settings(root, project=True).registry().get("openai", "gpt-5-x")
+    assert (model.sampling_params, model.sampling_params_by_thinking_level) == ({}, {})
+    assert (model.compat.open_router_routing, model.compat.supports_store) == (None, False)
+    assert "models[].samplingParamsByThinkingLevel left out: only your own settings.json" \
+        in caplog.text
+
+
 def test_a_projects_model_headers_stay_literal(tmp_path: Path) -> None:
     """Model headers are templates in your own models.json only: a project's models.json
     models and overrides, and settings.json models (even saying `resolveHeaders`), stay
