@@ -629,6 +629,28 @@ def test_a_project_models_json_never_unhides_the_users_key_variables(
     assert {"CORP_KEY", "CORP_TOKEN"} <= registry.key_variables()
 
 
+@pytest.mark.parametrize("where", ["models", "modelOverrides"])
+def test_a_projects_model_keeps_the_users_compat_flags(tmp_path: Path, where: str) -> None:
+    """A project's model (or override) of one of your ids replaced yours whole, its `compat`
+    too: your model's OpenRouter data policy was dropped while your key was still sent. The
+    flags are merged flag by flag, as a provider's are."""
+    mine = {"compat": {"openRouterRouting": {"data_collection": "deny"},
+                       "maxTokensField": "max_tokens"}}
+    theirs = {"contextWindow": 64000, "compat": {"supportsStore": False}}
+    if where == "models":
+        mine, theirs = ({"id": "gpt-5", "api": "openai-completions", **entry}
+                        for entry in (mine, theirs))
+    entries = {"models": lambda entry: [entry],
+               "modelOverrides": lambda entry: {"gpt-5": entry}}[where]
+    write_json(agent() / "models.json", {"providers": {"openai": {where: entries(mine)}}})
+    root = tmp_path / "ws"
+    write_json(root / ".pi" / "models.json", {"providers": {"openai": {where: entries(theirs)}}})
+    model = load_settings(root, project=True).registry().get("openai", "gpt-5")
+    assert model.context_window == 64000
+    assert model.compat.open_router_routing == {"data_collection": "deny"}
+    assert (model.compat.max_tokens_field, model.compat.supports_store) == ("max_tokens", False)
+
+
 def test_a_projects_settings_model_lays_nothing_into_requests_with_your_key(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """A project's settings.json `models` entry is a model as the registry holds it, and since

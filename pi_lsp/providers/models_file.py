@@ -1,8 +1,8 @@
 """pi's models.json: custom providers and models (Ollama, llama.cpp, vLLM, LM Studio, proxies).
 
 Read from `~/.pi/agent/models.json` (or `$PI_CODING_AGENT_DIR/models.json`) and, in a trusted
-folder, the project's `.pi/models.json`; the project's file wins per provider field (`compat`
-flag by flag) and per model id, but never gets the user's key or headers (see `load_models`).
+folder, the project's `.pi/models.json`; the project's file wins per provider field and per model
+id (`compat` flag by flag), but never gets the user's key or headers (see `load_models`).
 """
 
 from __future__ import annotations
@@ -155,23 +155,30 @@ def _check(merged: ModelsFile, sources: dict[str, str]) -> None:
 
 
 def _merge(files: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Providers from all files; a later file wins per provider field (per `compat` flag) and
-    per model id."""
+    """Providers from all files; a later file wins per provider field and per model id (per
+    `compat` flag)."""
     merged: dict[str, dict[str, Any]] = {}
     for data in files:
         for name, spec in (data.get("providers") or {}).items():
             into = merged.setdefault(name, {})
             models = {m["id"]: m for m in into.get("models", [])}
-            models.update({m["id"]: m for m in spec.get("models", [])})
-            overrides = {**into.get("modelOverrides", {}), **spec.get("modelOverrides", {})}
-            # Flag by flag: a project's flag for its host kept none of yours, your OpenRouter
-            # data policy (openRouterRouting) among them, while your key was still sent.
-            compat = {**(into.get("compat") or {}), **(spec.get("compat") or {})}
-            into.update(spec)
+            models.update({m["id"]: _laid_over(models.get(m["id"]), m)
+                           for m in spec.get("models", [])})
+            earlier = into.get("modelOverrides", {})
+            overrides = {**earlier, **{model_id: _laid_over(earlier.get(model_id), override)
+                                       for model_id, override in
+                                       spec.get("modelOverrides", {}).items()}}
+            into.update(_laid_over(into, spec))
             into["models"], into["modelOverrides"] = list(models.values()), overrides
-            if compat:
-                into["compat"] = compat
     return merged
+
+
+def _laid_over(earlier: dict[str, Any] | None, later: dict[str, Any]) -> dict[str, Any]:
+    """`later`, a later file's entry, with the `compat` flags of `earlier` (the same provider's,
+    model's or override's) it does not set: one flag for a project's host kept none of yours,
+    your OpenRouter data policy (openRouterRouting) among them, while your key was still sent."""
+    compat = {**((earlier or {}).get("compat") or {}), **(later.get("compat") or {})}
+    return {**later, "compat": compat} if compat else later
 
 
 # Fields that decide where a provider's requests go and what they carry: a project file that
