@@ -893,3 +893,52 @@ def test_every_preview_at_an_id_less_leaf_names_the_model_and_level_a_prompt_tak
     own = build_layer(tree, tree.leaf_id, "agent")
     assert own.model is not None and (own.model.model_id, own.thinking_level) == \
         ("claude-haiku-4-5", "high")
+
+
+# Sessions with a block of a type pi-lsp does not know in a user, assistant, custom or tool
+# result message, and pi 1.6's estimate of each message of their context (tests/pi16_estimates.mjs).
+UNKNOWN_BLOCKS = Path(__file__).with_name("fixtures") / "pi16-unknown-blocks"
+STORED_UNKNOWN_BLOCK_ESTIMATES = UNKNOWN_BLOCKS.with_name("pi16-unknown-blocks-estimates.json")
+
+
+def test_the_stored_estimates_of_messages_with_unknown_blocks_are_pi16s() -> None:
+    node = pi16_node()
+    if node is None:
+        pytest.skip("pi 1.6 is not installed")
+    files = sorted(UNKNOWN_BLOCKS.glob("*.jsonl"))
+    made = subprocess.run([node, str(Path(__file__).with_name("pi16_estimates.mjs")),
+                           str(PI16 / "@earendil-works"), *map(str, files)],
+                          capture_output=True, text=True, timeout=PROCESS_CEILING_S)
+    assert made.returncode == 0, made.stderr
+    estimates = {Path(file).name: tokens for file, tokens in json.loads(made.stdout).items()}
+    assert estimates == json.loads(STORED_UNKNOWN_BLOCK_ESTIMATES.read_text("utf-8"))
+
+
+@pytest.mark.parametrize("name", sorted(path.name for path in UNKNOWN_BLOCKS.glob("*.jsonl")))
+def test_a_message_with_a_block_of_an_unknown_type_shows_and_counts_its_other_blocks(
+        name: str) -> None:
+    """Such a message showed in every layer, the CLI's and the preview's, as "a message pi-lsp
+    cannot read" (role `?`), and the request layer left it out; it shows the blocks the model
+    is sent, each row counted as pi 1.6's estimate counts the message (the block as nothing)."""
+    from pi_lsp.context.layers import AgentSetup, build_layer
+    from pi_lsp.context.preview import render_preview
+    from pi_lsp.providers.registry import ModelRegistry
+    from pi_lsp.session.tree import SessionTree
+
+    tree = SessionTree.open(str(UNKNOWN_BLOCKS / name))
+    agent = AgentSetup(ModelRegistry(), ("anthropic", "claude-sonnet-4-5"), "off",
+                       {"preamble": "hi"}, [])
+    pi = json.loads(STORED_UNKNOWN_BLOCK_ESTIMATES.read_text("utf-8"))[name]
+    sent = [row.entry_id for row in build_layer(tree, tree.leaf_id, "agent").rows
+            if row.role != "system"]
+    for layer in ("agent", "llm", "request"):
+        built = build_layer(tree, tree.leaf_id, layer, agent)
+        rows = built.rows
+        assert "?" not in [row.role for row in rows], layer
+        assert "cannot read" not in render_preview(built), layer
+        assert not any("cannot read" in message_markdown(decode_message(row.message))
+                       for row in rows), layer
+        tokens = {row.entry_id: row.tokens for row in rows}
+        assert [tokens.get(row.entry_id, count) for row, count
+                in zip(build_layer(tree, tree.leaf_id, "agent").rows, pi, strict=True)] == pi
+    assert [row.entry_id for row in built.rows if row.role != "system"] == sent

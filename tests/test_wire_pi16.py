@@ -632,6 +632,75 @@ def test_an_image_without_a_type_is_sent_as_pi_16_sends_it(
     _assert_sent_as_pi_sends(ODD_IMAGES / name, api, model_id, pi_odd_image_bodies, text_only)
 
 
+# Hand-edited sessions with a block of a type pi-lsp does not know (`{"type": "foo"}`, `5`,
+# "video"; a tool result's thinking) in a user, assistant, custom or tool result message (found by
+# the wire differential against pi 1.6), and the bodies pi 1.6 sends for them, to models with and
+# without image input.
+UNKNOWN_BLOCKS = STORED_BODIES.with_name("pi16-unknown-blocks")
+STORED_UNKNOWN_BLOCKS = STORED_BODIES.with_name("pi16-unknown-blocks.json")
+UNDEFINED_IMAGE_URL = "data:undefined;base64,undefined"
+
+
+@pytest.fixture(scope="module")
+def pi_unknown_block_bodies() -> dict[str, Any]:
+    return {**_stored_pi_bodies(STORED_UNKNOWN_BLOCKS, UNKNOWN_BLOCKS, ODD_FIELD_RUNS),
+            **_stored_pi_bodies(STORED_UNKNOWN_BLOCKS, UNKNOWN_BLOCKS, TEXT_ONLY_RUNS,
+                                text_only=True)}
+
+
+def _is_undefined_image(block: Any) -> bool:
+    """An image pi 1.6 makes of a block of an unknown type: no data, or a URL of `undefined`s."""
+    if not isinstance(block, dict):
+        return False
+    if block.get("type") == "image":
+        return "data" not in block["source"]
+    return block.get("image_url") in (UNDEFINED_IMAGE_URL, {"url": UNDEFINED_IMAGE_URL})
+
+
+def _without_undefined_images(body: dict[str, Any]) -> dict[str, Any]:
+    """pi 1.6's body less what pi-lsp leaves out on purpose: the images of undefined fields pi
+    makes of unknown blocks (which every API refuses; a cache mark on one goes to the block
+    before it, a message left empty goes), and the empty line pi's Anthropic join of a tool
+    result's texts leaves where such a block was."""
+    key = "input" if "input" in body else "messages"
+    kept = []
+    for message in body[key]:
+        content = message.get("content")
+        if isinstance(content, list):
+            blocks = []
+            for block in content:
+                if not _is_undefined_image(block):
+                    blocks.append(block)
+                elif "cache_control" in block and blocks:
+                    blocks[-1]["cache_control"] = block["cache_control"]
+            if content and not blocks:
+                continue
+            for block in blocks:
+                if block.get("type") == "tool_result" and isinstance(block["content"], str):
+                    block["content"] = block["content"].strip("\n")
+            message = {**message, "content": blocks}
+        kept.append(message)
+    return {**body, key: kept}
+
+
+@pytest.mark.parametrize(("api", "model_id", "text_only"), ODD_IMAGE_RUNS,
+                         ids=[" ".join(filter(None, [api, model_id, TEXT_ONLY * text_only]))
+                              for api, model_id, text_only in ODD_IMAGE_RUNS])
+@pytest.mark.parametrize("name", sorted(path.name for path in UNKNOWN_BLOCKS.glob("*.jsonl")))
+def test_a_message_with_a_block_of_an_unknown_type_is_sent_with_its_other_blocks(
+        name: str, api: str, model_id: str | None, text_only: bool,
+        pi_unknown_block_bodies: dict[str, Any]) -> None:
+    """A block of an unknown type left its whole message out of the request (the user's text,
+    a reply, a custom message), and a tool result holding one (or a thinking block) beside its
+    text became "No result provided". pi 1.6 sends the rest: a reply's and a tool result's
+    other blocks; a user's or custom message's too, with the block as an image of undefined
+    fields, which every API refuses, so pi-lsp leaves that out."""
+    ours, replayed = _ours(UNKNOWN_BLOCKS / name, api, text_only, model_id)
+    pi = _without_undefined_images(
+        pi_unknown_block_bodies[_run_key(api, model_id, Path(name), text_only)])
+    assert _comparable(ours, api, replayed, pi=False) == _comparable(pi, api, replayed, pi=True)
+
+
 # Sessions with tool results before a user message or a reply without text, and the Chat
 # Completions bodies pi 1.6 sends gpt-5 for them with each models.json `compat` flag, stored for
 # machines without it.

@@ -121,13 +121,14 @@ def convert_with_sources(messages: list[msgspec.Raw]
             converted.append((index, raw))
             continue
         message = decode_message(raw)
-        if message is not None:
+        if role == "custom" and not (isinstance(message, CustomMessage)
+                                     and isinstance(message.content, str)):
+            converted.append((index, custom_to_llm(raw)))
+        elif message is not None:
             llm = message_to_llm(message)
             if llm is not None:  # pi passes the message's own timestamp on, whatever it is
                 converted.append((index, msgspec.structs.replace(
                     llm, timestamp=_custom_body_decoder.decode(raw).timestamp)))
-        elif role == "custom":
-            converted.append((index, odd_custom_to_llm(raw)))
     return converted
 
 
@@ -141,10 +142,11 @@ class _CustomBody(msgspec.Struct):
 _custom_body_decoder: Decoder[_CustomBody] = Decoder(_CustomBody)
 
 
-def odd_custom_to_llm(raw: msgspec.Raw) -> msgspec.Raw:
-    """A custom message whose content is neither text nor known blocks, as pi's convertToLlm
-    makes it: a user message with that content as it is (a number, an object, unknown blocks),
-    and no content or timestamp key where the message has none (JSON.stringify drops them)."""
+def custom_to_llm(raw: msgspec.Raw) -> msgspec.Raw:
+    """A custom message whose content is not text, as pi's convertToLlm makes it: a user
+    message with that content as it is (blocks of unknown types among them, which requests
+    leave out; a number, an object), and no content or timestamp key where the message has
+    none (JSON.stringify drops them)."""
     body = _custom_body_decoder.decode(raw)
     fields = {"role": "user", "content": body.content, "timestamp": body.timestamp}
     return msgspec.Raw(encoder.encode(

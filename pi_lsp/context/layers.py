@@ -12,7 +12,7 @@ import msgspec
 from pi_lsp.context.build import branch_path, branch_settings, settings_at
 from pi_lsp.context.convert import convert_with_sources, prepare_with_sources
 from pi_lsp.context.edits import EditMark, edit_marks
-from pi_lsp.context.messages import decode_path, decode_records
+from pi_lsp.context.messages import LazyMessages, decode_path, decode_records
 from pi_lsp.context.projection import (
     ContextSettings,
     ModelRef,
@@ -299,7 +299,7 @@ def build_layer(tree: SessionTree, leaf_id: str | None, layer: Layer,
                  for source, body in convert_with_sources(messages.raws)]
     else:
         assert agent is not None, "the request layer is made with the agent's setup"
-        read = [(ids[source], messages[source] if isinstance(body, msgspec.Raw) else body)
+        read = [(ids[source], _read_body(body, source, messages))
                 for source, body in convert_with_sources(messages.raws)]
         readable = [(entry_id, m) for entry_id, m in read if not isinstance(m, UnreadMessage)]
         model = model_at(settings, agent.registry, agent.default_model)
@@ -341,6 +341,15 @@ def build_layer(tree: SessionTree, leaf_id: str | None, layer: Layer,
         messages_after=len(messages) - anchor - 1,
         request=request, edits=edits,
     )
+
+
+def _read_body(body: msgspec.Raw | ModelMessage, source: int, messages: LazyMessages
+               ) -> ReadMessage:
+    """A model-layer message as read: a passed-through one as its runtime message was, a custom
+    message's user message (raw, as pi carries its blocks) read here."""
+    if body is messages.raws[source]:
+        return messages[source]
+    return read_message(body) if isinstance(body, msgspec.Raw) else body
 
 
 def placed_marks(entries: list[ProjectedEntry], rows: list[RowHead]) -> list[EditMark]:

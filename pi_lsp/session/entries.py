@@ -577,6 +577,11 @@ _TEXT_FIELDS: dict[str, tuple[str, ...]] = {
     "branchSummary": ("summary",), "compactionSummary": ("summary",), "custom": ("customType",)}
 _SIGNATURES = ("thinkingSignature", "textSignature", "thoughtSignature")
 _MESSAGE_TYPES = {kind.__struct_config__.tag: kind for kind in AgentMessage.__args__}
+# The block types each role's content holds; pi 1.6's estimates, views and requests pass over a
+# block of another type (a tool result's thinking, a reply's `{"type": "video"}`).
+_USER_BLOCKS = ("text", "image")
+_KNOWN_BLOCKS = {"user": _USER_BLOCKS, "custom": _USER_BLOCKS, "toolResult": _USER_BLOCKS,
+                 "assistant": ("text", "thinking", "toolCall", "image")}
 
 
 def _fits(value: Any, kind: Any) -> bool:
@@ -621,6 +626,8 @@ def _read_leniently(raw: msgspec.Raw | bytes) -> AgentMessage | None:
             fields[name] = None
         elif name != "timestamp" or name in fields:  # pi skips a system message without one
             fields[name] = _FALLBACKS[name]
+    if "content" in fields:
+        fields["content"] = _known_blocks(fields["content"], str(role))
     content = fields.get("content")
     for block in content if isinstance(content, list) else []:
         if isinstance(block, dict):
@@ -630,6 +637,17 @@ def _read_leniently(raw: msgspec.Raw | bytes) -> AgentMessage | None:
     except (msgspec.ValidationError, UnicodeEncodeError):
         return None
     return message
+
+
+def _known_blocks(content: Any, role: str) -> Any:
+    """`content` less its blocks of a type the role does not hold (`{"type": "video"}`,
+    `{"type": 5}`): pi 1.6 sends the rest of the message (the blocks it makes an image of
+    undefined fields, which every API refuses, are left out: README, Hand-edited messages)."""
+    known = _KNOWN_BLOCKS.get(role)
+    if known is None or not isinstance(content, list):
+        return content
+    return [block for block in content
+            if not isinstance(block, dict) or block.get("type") in known]
 
 
 def _read_block_as_pi_does(block: dict[str, Any], role: str) -> None:

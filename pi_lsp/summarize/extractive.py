@@ -84,7 +84,7 @@ class Facts:
             case BranchSummaryMessage() | CompactionSummaryMessage():
                 self.earlier.append(_short(message.summary, REPLY_CHARS))
             case UnreadMessage(role="user" | "assistant"):
-                # A block of an unknown type beside texts: the model saw the texts.
+                # A text block whose text is no text beside texts: the model saw the texts.
                 text = loose_texts(js_field(message.value, "content"), " ").strip()
                 if text:
                     (self.requests if message.role == "user" else self.replies).append(text)
