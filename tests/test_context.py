@@ -942,3 +942,34 @@ def test_a_message_with_a_block_of_an_unknown_type_shows_and_counts_its_other_bl
         assert [tokens.get(row.entry_id, count) for row, count
                 in zip(build_layer(tree, tree.leaf_id, "agent").rows, pi, strict=True)] == pi
     assert [row.entry_id for row in built.rows if row.role != "system"] == sent
+
+
+RESULT_TEXT = Path(__file__).with_name("fixtures") / "pi16-result-text" / "result-text.jsonl"
+PI16_RESULT_TEXT_ESTIMATES = [84, 1, 5, 2]  # pi 1.6's estimateTokens of its context's messages
+
+
+def test_a_tool_result_whose_content_is_a_text_shows_and_counts_that_text() -> None:
+    """A tool result whose content was a text showed as "a message pi-lsp cannot read" (role
+    `?`), and the request layer held "No result provided" in its place; every layer shows the
+    text, counted as pi 1.6's estimate counts it (checked against pi 1.6 where installed)."""
+    from pi_lsp.context.layers import AgentSetup, build_layer
+    from pi_lsp.context.preview import render_preview
+    from pi_lsp.providers.registry import ModelRegistry
+    from pi_lsp.session.tree import SessionTree
+
+    node = pi16_node()
+    if node is not None:
+        made = subprocess.run([node, str(Path(__file__).with_name("pi16_estimates.mjs")),
+                               str(PI16 / "@earendil-works"), str(RESULT_TEXT)],
+                              capture_output=True, text=True, timeout=PROCESS_CEILING_S)
+        assert made.returncode == 0, made.stderr
+        assert json.loads(made.stdout)[str(RESULT_TEXT)] == PI16_RESULT_TEXT_ESTIMATES
+    tree = SessionTree.open(str(RESULT_TEXT))
+    agent = AgentSetup(ModelRegistry(), ("anthropic", "claude-sonnet-4-5"), "off",
+                       {"preamble": "hi"}, [])
+    for layer in ("agent", "llm", "request"):
+        built = build_layer(tree, tree.leaf_id, layer, agent)
+        result = [row for row in built.rows if row.entry_id == "e0000003"]
+        assert [(row.role, row.tokens) for row in result] == [("toolResult", 2)], layer
+        assert "bash: a string" in render_preview(built), layer
+        assert "a string" in message_markdown(decode_message(result[0].message)), layer

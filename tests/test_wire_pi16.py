@@ -701,6 +701,38 @@ def test_a_message_with_a_block_of_an_unknown_type_is_sent_with_its_other_blocks
     assert _comparable(ours, api, replayed, pi=False) == _comparable(pi, api, replayed, pi=True)
 
 
+# A session whose tool result holds its output as a text, not a list of blocks (an extension
+# may write it so), the same session with the text as a block, and the bodies pi 1.6 sends.
+RESULT_TEXT = STORED_BODIES.with_name("pi16-result-text")
+STORED_RESULT_TEXT = STORED_BODIES.with_name("pi16-result-text.json")
+
+
+@pytest.fixture(scope="module")
+def pi_result_text_bodies() -> dict[str, Any]:
+    return {**_stored_pi_bodies(STORED_RESULT_TEXT, RESULT_TEXT, ODD_FIELD_RUNS),
+            **_stored_pi_bodies(STORED_RESULT_TEXT, RESULT_TEXT, TEXT_ONLY_RUNS,
+                                text_only=True)}
+
+
+@pytest.mark.parametrize(("api", "model_id", "text_only"), ODD_IMAGE_RUNS,
+                         ids=[" ".join(filter(None, [api, model_id, TEXT_ONLY * text_only]))
+                              for api, model_id, text_only in ODD_IMAGE_RUNS])
+def test_a_tool_result_whose_content_is_a_text_is_sent_as_that_text(
+        api: str, model_id: str | None, text_only: bool,
+        pi_result_text_bodies: dict[str, Any]) -> None:
+    """A tool result whose content was a text ("a string") became "No result provided". pi 1.6
+    fails making the request to a model with image input, and sends a model without it
+    "(no tool output)" (Anthropic: an empty line per character), though its estimate and its
+    summaries read the text; a failure not worth copying. pi-lsp sends the text, as pi 1.6
+    sends the same text written as a block."""
+    pi_own = pi_result_text_bodies[_run_key(api, model_id, Path("result-text.jsonl"), text_only)]
+    assert pi_own is None or "a string" not in json.dumps(pi_own)
+    ours, replayed = _ours(RESULT_TEXT / "result-text.jsonl", api, text_only, model_id)
+    pi = pi_result_text_bodies[_run_key(api, model_id, Path("result-text-block.jsonl"),
+                                        text_only)]
+    assert _comparable(ours, api, replayed, pi=False) == _comparable(pi, api, replayed, pi=True)
+
+
 # Sessions with tool results before a user message or a reply without text, and the Chat
 # Completions bodies pi 1.6 sends gpt-5 for them with each models.json `compat` flag, stored for
 # machines without it.

@@ -626,6 +626,10 @@ def _read_leniently(raw: msgspec.Raw | bytes) -> AgentMessage | None:
             fields[name] = None
         elif name != "timestamp" or name in fields:  # pi skips a system message without one
             fields[name] = _FALLBACKS[name]
+    if role == "toolResult" and isinstance(fields.get("content"), str):
+        # A result's output as a text: pi 1.6's estimate and summaries read it as its text
+        # (its providers fail on it; pi-lsp sends the text, as one block).
+        fields["content"] = [{"type": "text", "text": fields["content"]}]
     if "content" in fields:
         fields["content"] = _known_blocks(fields["content"], str(role))
     content = fields.get("content")
