@@ -645,13 +645,14 @@ def _read_leniently(raw: msgspec.Raw | bytes) -> AgentMessage | None:
 
 def _known_blocks(content: Any, role: str) -> Any:
     """`content` less its blocks of a type the role does not hold (`{"type": "video"}`,
-    `{"type": 5}`): pi 1.6 sends the rest of the message (the blocks it makes an image of
-    undefined fields, which every API refuses, are left out: README, Hand-edited messages)."""
+    `{"type": 5}`, `"x"`: no object has none): pi 1.6 sends the rest of the message (the
+    blocks it makes an image of undefined fields, which every API refuses, are left out:
+    README, Hand-edited messages)."""
     known = _KNOWN_BLOCKS.get(role)
     if known is None or not isinstance(content, list):
         return content
     return [block for block in content
-            if not isinstance(block, dict) or block.get("type") in known]
+            if isinstance(block, dict) and block.get("type") in known]
 
 
 def _read_block_as_pi_does(block: dict[str, Any], role: str) -> None:
