@@ -782,6 +782,33 @@ async def test_a_write_never_follows_a_folder_made_a_symlink_after_the_check(roo
     assert (outside / "a.txt").read_text() == "mine\n"
 
 
+class AncestorSwappingFiles(DiskFiles):
+    """The disk, where something replaces the folder `swapped` with a symlink to `target`
+    just before each write, above folders the write has still to make."""
+
+    def __init__(self, swapped: Path, target: Path) -> None:
+        self.swapped, self.target = swapped, target
+
+    async def write_text(self, path: Path, text: str) -> None:
+        shutil.rmtree(self.swapped)
+        self.swapped.symlink_to(self.target, target_is_directory=True)
+        await super().write_text(path, text)
+
+
+async def test_a_write_makes_no_folder_where_a_folder_made_a_symlink_leads(root: Path
+                                                                          ) -> None:
+    """The file was opened without following a swapped-in symlink, but the missing folders
+    on its way were still made through it, outside the workspace, before the write failed."""
+    outside = root.parent / "home"
+    outside.mkdir()
+    (root / "sub").mkdir()
+    result = await run(WRITE, {"path": "sub/new/deeper/a.txt", "content": "W\n"}, root,
+                       files=AncestorSwappingFiles(root / "sub", outside))
+    assert result.is_error and any(f"{code}: " in text_of(result) for code in
+                                   ("ENOTDIR", "ELOOP")), text_of(result)
+    assert list(outside.iterdir()) == []
+
+
 def test_a_write_goes_through_a_folder_the_user_may_enter_but_not_list() -> None:
     """Opening each folder on the way to read it (to guard against a swapped-in symlink)
     failed with EACCES under a folder of mode 711, which a path goes through unread (a shared

@@ -196,11 +196,12 @@ def write_regular(path: Path, data: bytes) -> None:
 def make_folders(folder: Path) -> None:
     """`folder` and the folders above it that are missing, as mkdir -p makes them: a loop, as
     Path.mkdir(parents=True) recurses once a folder and fails past some 990 missing (a path of
-    4,000 characters may hold 2,000)."""
+    4,000 characters may hold 2,000). Each is made in its parent opened as open_folder opens
+    it: a folder swapped for a symlink since the check has none made where it leads."""
     missing: list[Path] = []
     while True:
         try:
-            os.mkdir(folder)
+            _make_folder(folder)
             break
         except FileNotFoundError:
             if folder.parent == folder:
@@ -211,12 +212,46 @@ def make_folders(folder: Path) -> None:
             if not folder.is_dir():
                 raise
             break
-    for each in reversed(missing):
+    if not missing:
+        return
+    with _named(folder):
+        parent = open_folder(folder)
+    try:
+        for each in reversed(missing):  # each in the one made before: no walk from / again
+            parent = _made_in(parent, each)
+    finally:
+        os.close(parent)
+
+
+def _make_folder(folder: Path) -> None:
+    """mkdir of `folder` (absolute) in its parent reached by open_folder."""
+    with _named(folder):
+        parent = open_folder(folder.parent)
         try:
-            os.mkdir(each)
-        except OSError:
-            if not each.is_dir():  # made meanwhile is as good
-                raise
+            os.mkdir(folder.name, dir_fd=parent)
+        finally:
+            os.close(parent)
+
+
+def _made_in(parent: int, folder: Path) -> int:
+    """`folder` made in the open folder `parent` (or found made meanwhile), opened as
+    open_folder opens it; `parent` is closed once it is."""
+    with _named(folder):
+        with contextlib.suppress(FileExistsError):  # made meanwhile is as good
+            os.mkdir(folder.name, dir_fd=parent)
+        inner = os.open(folder.name, _FOLDER_OPEN | os.O_NOFOLLOW, dir_fd=parent)
+    os.close(parent)
+    return inner
+
+
+@contextlib.contextmanager
+def _named(folder: Path) -> Iterator[None]:
+    """An OSError within named by `folder`, as mkdir names the folder it failed at (a call
+    with dir_fd names only the last part)."""
+    try:
+        yield
+    except OSError as error:
+        raise type(error)(error.errno, error.strerror, str(folder)) from None
 
 
 # O_PATH (Linux) opens a folder the user may enter but not list (mode 711), as a path
