@@ -1179,6 +1179,38 @@ async def test_the_editors_anthropic_base_url_with_a_lone_surrogate_is_read_as_n
         "stop", "/v1%EF%BF%BD/v1/messages")
 
 
+@pytest.mark.parametrize(("tail", "host"), [(b"\x80", b""), (b"", b"\xe2\x82")],
+                         ids=["path", "host"])
+async def test_an_anthropic_base_url_variable_that_is_not_utf_8_is_read_as_node_reads_it(
+        fake: FakeAnthropic, monkeypatch: pytest.MonkeyPatch, tail: bytes, host: bytes) -> None:
+    """ANTHROPIC_BASE_URL holding a byte that is not UTF-8 (os.environ's lone surrogate) ended
+    in "internal error (UnicodeEncodeError ...)" for every turn: it is read as Node reads a
+    variable (U+FFFD), so the request goes to its path (PI16_SURROGATE_PATH's %EF%BF%BD) and a
+    host holding one is refused naming the variable, as Node shows it."""
+    url = fake.url.encode() + b"/v1" + tail
+    if host:
+        url = b"http://loc" + host + b"al:9/v1"
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", os.fsdecode(url))  # as os.environ holds it
+    made = provider_factory(ModelRegistry(), lambda _: "k")
+    if host:
+        with pytest.raises(BaseUrlError, match=re.escape(
+                "ANTHROPIC_BASE_URL: Invalid IDNA hostname: 'loc\ufffdal', so no request can "
+                "go there")):
+            made("anthropic")
+        return
+    provider = made("anthropic")
+    model = ModelRegistry().get("anthropic", "claude-sonnet-4-5")
+    fake.script(fake_anthropic.text_reply("hello"))
+    built = ReplyBuilder(model.api, model)
+    try:
+        request = ModelRequest(model, "", [UserMessage(content="x", timestamp=1)], [], "off")
+        _ = [event async for event in provider.stream(request, built)]
+    finally:
+        await close_clients(provider)
+    assert (built.message().stop_reason, fake.requests[-1].path) == (
+        "stop", "/v1%EF%BF%BD/v1/messages")
+
+
 def test_a_base_url_host_with_a_lone_surrogate_is_refused_naming_its_key_path(dirs) -> None:
     """Making the provider ended in "internal error (InvalidURL: Invalid IDNA hostname:
     'loc\ufffdal')" (`pi-lsp run`), naming no file; pi 1.6's URL refuses that host too."""

@@ -29,12 +29,15 @@ class BaseUrlError(UnknownProviderError):
     """A base URL that requests cannot go to; names where it was set."""
 
 
-def _check_environment_url(base_url: str | None) -> None:
-    """Without a base URL of its own the Anthropic SDK reads ANTHROPIC_BASE_URL: checked here,
-    as models.json's are where they are read."""
-    from_environment = os.environ.get("ANTHROPIC_BASE_URL") if base_url is None else None
+def _environment_url() -> str | None:
+    """ANTHROPIC_BASE_URL, which the Anthropic SDK reads without a base URL of its own, as
+    Node reads a variable (a byte that is not UTF-8 as U+FFFD: os.environ's lone surrogate
+    for it cannot be sent); checked here, as models.json's are where they are read."""
+    variable = os.environb.get(b"ANTHROPIC_BASE_URL")
+    from_environment = variable.decode("utf-8", "replace") if variable else None
     if from_environment and (problem := url_problem(from_environment)):
         raise BaseUrlError(f"ANTHROPIC_BASE_URL: {problem}")
+    return from_environment
 
 
 def _no_login(_name: str) -> bool:
@@ -73,9 +76,10 @@ def provider_factory(registry: ModelRegistry, settings_key: Callable[[str], str 
             editors = anthropic_base_url if name == "anthropic" else None
             # The editor's as Node's URL reads it, as models.json's are (load_models).
             base_url = js_utf8(editors) if editors else config.base_url
-            _check_environment_url(base_url)
             set_in = "the editor's anthropicBaseUrl" if editors else \
                 f"{where}.baseUrl" if base_url else "ANTHROPIC_BASE_URL"
+            if base_url is None:
+                base_url = _environment_url()
             return _reachable(lambda: AnthropicProvider(key, base_url=base_url, retry=retry,
                                                         headers=headers, name=name), set_in)
         from pi_lsp.providers.openai_api import OpenAIProvider
