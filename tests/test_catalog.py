@@ -168,6 +168,18 @@ def test_a_session_dir_variable_node_refuses_is_logged_and_left_out(
     assert "PI_CODING_AGENT_SESSION_DIR 'file:///x/%zz': URI malformed" in caplog.text
 
 
+def test_a_session_dir_variable_that_is_not_utf_8_is_listed_as_node_names_it(
+        agent_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """$PI_CODING_AGENT_SESSION_DIR holding a byte that is not UTF-8 was listed as the folder
+    of that byte, where pi 1.6 (main.js: process.env, each invalid sequence one U+FFFD) keeps
+    its sessions in the folder named with U+FFFD (PI16_FOLDER), as for the setting above."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    variable = os.fsdecode(bytes(tmp_path) + b"/s\xe2\x82d")  # as os.environ holds it
+    monkeypatch.setenv("PI_CODING_AGENT_SESSION_DIR", variable)
+    assert session_dirs(str(ws))[2:] == [tmp_path / PI16_FOLDER.decode()]
+
+
 @pytest.mark.parametrize(("value", "logged"), [
     (5, "sessionDir a number is not a string"), (True, "true or false is not a string"),
     (["x"], "an array is not a string"), ({}, "an object is not a string"),

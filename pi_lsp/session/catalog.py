@@ -170,8 +170,10 @@ def _named_folder(value: str, workspace: str, name: str) -> Path | None:
 def variable_session_dir(workspace: str) -> Path | None:
     """The folder $PI_CODING_AGENT_SESSION_DIR names, where the pi CLI keeps every project's
     sessions (over a project's `sessionDir`); None when unset. A relative one is taken from the
-    workspace's real path, pi's process.cwd(): from a symlink's name `..` leads elsewhere."""
-    value = os.environ.get(SESSION_DIR_VARIABLE)
+    workspace's real path, pi's process.cwd(): from a symlink's name `..` leads elsewhere.
+    Read as Node reads a variable: a byte that is not UTF-8 as U+FFFD, as pi names its folder."""
+    variable = os.environb.get(SESSION_DIR_VARIABLE.encode())
+    value = variable.decode("utf-8", "replace") if variable else None
     return _named_folder(value, workspace, SESSION_DIR_VARIABLE) if value else None
 
 
