@@ -27,6 +27,9 @@ from pi_lsp.session.catalog import (
     tree_title,
     user_text,
 )
+from pi_lsp.session.catalog import (
+    agent_dir as configured_agent_dir,
+)
 from pi_lsp.session.ids import iso_to_ms
 from pi_lsp.session.jsdate import read_iso
 from pi_lsp.session.tree import SessionTree
@@ -166,6 +169,16 @@ def test_a_session_dir_variable_node_refuses_is_logged_and_left_out(
     with caplog.at_level(logging.WARNING):
         assert len(session_dirs(str(ws))) == 2
     assert "PI_CODING_AGENT_SESSION_DIR 'file:///x/%zz': URI malformed" in caplog.text
+
+
+def test_an_agent_dir_variable_that_is_not_utf_8_names_the_folder_pi_names(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """$PI_CODING_AGENT_DIR holding a byte that is not UTF-8 named the folder of that byte,
+    where pi 1.6 (config.js getAgentDir: process.env, one U+FFFD for each invalid sequence)
+    keeps its settings, keys, trust store and sessions in the folder named with U+FFFD."""
+    variable = os.fsdecode(bytes(tmp_path) + b"/s\xe2\x82d")  # as os.environ holds it
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", variable)
+    assert configured_agent_dir() == tmp_path / PI16_FOLDER.decode()
 
 
 def test_a_session_dir_variable_that_is_not_utf_8_is_listed_as_node_names_it(

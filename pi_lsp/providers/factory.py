@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
+from pi_lsp.environment import node_variable
 from pi_lsp.providers.base import BlankApiKeyError, MissingApiKeyError, Provider
 from pi_lsp.providers.base_url import url_problem
 from pi_lsp.providers.models_file import (
@@ -31,10 +31,9 @@ class BaseUrlError(UnknownProviderError):
 
 def _environment_url() -> str | None:
     """ANTHROPIC_BASE_URL, which the Anthropic SDK reads without a base URL of its own, as
-    Node reads a variable (a byte that is not UTF-8 as U+FFFD: os.environ's lone surrogate
-    for it cannot be sent); checked here, as models.json's are where they are read."""
-    variable = os.environb.get(b"ANTHROPIC_BASE_URL")
-    from_environment = variable.decode("utf-8", "replace") if variable else None
+    Node reads it (os.environ's lone surrogate for a byte that is not UTF-8 cannot be sent);
+    checked here, as models.json's are where they are read."""
+    from_environment = node_variable("ANTHROPIC_BASE_URL") or None
     if from_environment and (problem := url_problem(from_environment)):
         raise BaseUrlError(f"ANTHROPIC_BASE_URL: {problem}")
     return from_environment

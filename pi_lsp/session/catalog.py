@@ -19,6 +19,7 @@ from typing import Any
 
 import msgspec
 
+from pi_lsp.environment import node_variable
 from pi_lsp.fileurl import FileUrlError, file_url_path
 from pi_lsp.paths import loop_error, real_folder, real_path, symlink_loop
 from pi_lsp.session.entries import (
@@ -132,7 +133,7 @@ def workspace_session_dir(workspace: str) -> Path:
 
 
 def agent_dir() -> Path:
-    configured = os.environ.get("PI_CODING_AGENT_DIR")
+    configured = node_variable("PI_CODING_AGENT_DIR")  # pi's folder, named as Node names it
     if configured:
         return Path(configured).expanduser()
     return Path.home() / ".pi" / "agent"
@@ -172,8 +173,7 @@ def variable_session_dir(workspace: str) -> Path | None:
     sessions (over a project's `sessionDir`); None when unset. A relative one is taken from the
     workspace's real path, pi's process.cwd(): from a symlink's name `..` leads elsewhere.
     Read as Node reads a variable: a byte that is not UTF-8 as U+FFFD, as pi names its folder."""
-    variable = os.environb.get(SESSION_DIR_VARIABLE.encode())
-    value = variable.decode("utf-8", "replace") if variable else None
+    value = node_variable(SESSION_DIR_VARIABLE)
     return _named_folder(value, workspace, SESSION_DIR_VARIABLE) if value else None
 
 
