@@ -33,6 +33,7 @@ from pi_lsp.providers.registry import (
     CHAT_API,
     RESPONSES_API,
     Compat,
+    ModelInfo,
     ModelRegistry,
 )
 from pi_lsp.providers.wire import request_params
@@ -434,6 +435,25 @@ def _run_key(api: str, model_id: str | None, file: Path, text_only: bool = False
                      file.name])
 
 
+def _pi16_wire(api: str, files: list[Path], *options: str) -> dict[str, Any]:
+    """pi 1.6's body on `api` for each of `files` (by name), with pi16_wire.mjs's `options`;
+    none where pi 1.6 is not installed."""
+    node = pi16_node()
+    if node is None:
+        return {}
+    run = subprocess.run([node, str(Path(__file__).with_name("pi16_wire.mjs")),
+                          str(PI16 / "@earendil-works"), api, *options, *map(str, files)],
+                         capture_output=True, text=True, timeout=PROCESS_CEILING_S)
+    assert run.returncode == 0, run.stderr
+    return {Path(file).name: body for file, body in json.loads(run.stdout).items()}
+
+
+def _with_compat(model: ModelInfo, laid: dict[str, Any], **changes: Any) -> ModelInfo:
+    """`model` with `laid` over its compat, as a models.json `compat` lays it."""
+    compat = msgspec.convert({**msgspec.to_builtins(model.compat), **laid}, Compat)
+    return msgspec.structs.replace(model, compat=compat, **changes)
+
+
 def _assert_sent_as_pi_sends(file: Path, api: str, model_id: str | None,
                              stored: dict[str, Any], text_only: bool = False) -> None:
     ours, replayed = _ours(file, api, text_only, model_id=model_id)
@@ -744,18 +764,10 @@ CHAT_COMPAT_FLAGS = ["requiresAssistantAfterToolResult", "requiresNonNullAssista
 @pytest.fixture(scope="module")
 def pi_chat_compat_bodies() -> dict[str, Any]:
     stored: dict[str, Any] = json.loads(STORED_CHAT_COMPAT.read_text("utf-8"))
-    node = pi16_node()
-    if node is not None:
-        for flag in CHAT_COMPAT_FLAGS:
-            run = subprocess.run([node, str(Path(__file__).with_name("pi16_wire.mjs")),
-                                  str(PI16 / "@earendil-works"), CHAT_API, "--model", "gpt-5",
-                                  "--compat", json.dumps({flag: True}),
-                                  *map(str, sorted(CHAT_COMPAT.glob("*.jsonl")))],
-                                 capture_output=True, text=True, timeout=PROCESS_CEILING_S)
-            assert run.returncode == 0, run.stderr
-            for file, body in json.loads(run.stdout).items():
-                key = f"{flag} {Path(file).name}"
-                assert body == stored[key], key  # the stored bodies are pi's
+    for flag in CHAT_COMPAT_FLAGS:
+        for name, body in _pi16_wire(CHAT_API, sorted(CHAT_COMPAT.glob("*.jsonl")), "--model",
+                                     "gpt-5", "--compat", json.dumps({flag: True})).items():
+            assert body == stored[f"{flag} {name}"], name  # the stored bodies are pi's
     return stored
 
 
@@ -768,9 +780,7 @@ def test_a_hosts_flags_for_message_order_are_sent_as_pi_16_sends_them(
     hosts that refuse a user message there) and `requiresNonNullAssistantContent` (a reply
     without text goes as `"content": ""`, not null) were not read: pi-lsp sent the order and the
     null those hosts refuse, so every request after a tool call failed there."""
-    gpt5 = ModelRegistry().get("openai", "gpt-5")
-    # read as models.json's `compat` is
-    laid = msgspec.convert({**msgspec.to_builtins(gpt5.compat), flag: True}, Compat)
+    laid = _with_compat(ModelRegistry().get("openai", "gpt-5"), {flag: True}).compat
     ours, replayed = _ours(CHAT_COMPAT / name, CHAT_API, facts={"compat": laid})
     pi = pi_chat_compat_bodies[f"{flag} {name}"]
     assert _comparable(ours, CHAT_API, replayed, pi=False) == \
@@ -788,16 +798,9 @@ MID_CONVO = {"supportsMidConvoSystemMessages": True}
 @pytest.fixture(scope="module")
 def pi_chat_system_bodies() -> dict[str, Any]:
     stored: dict[str, Any] = json.loads(STORED_CHAT_SYSTEMS.read_text("utf-8"))
-    node = pi16_node()
-    if node is not None:
-        run = subprocess.run([node, str(Path(__file__).with_name("pi16_wire.mjs")),
-                              str(PI16 / "@earendil-works"), CHAT_API, "--model", "gpt-5",
-                              "--compat", json.dumps(MID_CONVO),
-                              *map(str, sorted(CHAT_SYSTEMS.glob("*.jsonl")))],
-                             capture_output=True, text=True, timeout=PROCESS_CEILING_S)
-        assert run.returncode == 0, run.stderr
-        for file, body in json.loads(run.stdout).items():
-            assert body == stored[Path(file).name], file  # the stored bodies are pi's
+    for name, body in _pi16_wire(CHAT_API, sorted(CHAT_SYSTEMS.glob("*.jsonl")), "--model",
+                                 "gpt-5", "--compat", json.dumps(MID_CONVO)).items():
+        assert body == stored[name], name  # the stored bodies are pi's
     return stored
 
 
@@ -809,9 +812,7 @@ def test_a_chat_model_taking_system_messages_mid_way_gets_them_in_place(
     results of the calls before it) and the current tools at the top. pi-lsp folded them into
     the first system message, as for a model that does not take them: the model read another
     prompt than pi's, and each prompt change rewrote the cached prefix."""
-    gpt5 = ModelRegistry().get("openai", "gpt-5")
-    laid = msgspec.convert({**msgspec.to_builtins(gpt5.compat), **MID_CONVO}, Compat)
-    model = msgspec.structs.replace(gpt5, api=CHAT_API, compat=laid)
+    model = _with_compat(ModelRegistry().get("openai", "gpt-5"), MID_CONVO, api=CHAT_API)
     ours = _ours_for(CHAT_SYSTEMS / name, ("openai", "gpt-5"), ModelRegistry(extra=[model]))
     pi = pi_chat_system_bodies[name]
     assert _comparable(ours, CHAT_API, True, pi=False) == _comparable(pi, CHAT_API, True, pi=True)
@@ -829,18 +830,10 @@ SAMPLING = {"samplingParams": {"temperature": 0.6, "top_p": 0.95, "top_k": 20},
 @pytest.fixture(scope="module")
 def pi_sampling_bodies() -> dict[str, Any]:
     stored: dict[str, Any] = json.loads(STORED_SAMPLING.read_text("utf-8"))
-    node = pi16_node()
-    if node is not None:
-        for api in (RESPONSES_API, CHAT_API):
-            run = subprocess.run([node, str(Path(__file__).with_name("pi16_wire.mjs")),
-                                  str(PI16 / "@earendil-works"), api, "--model", "gpt-5",
-                                  "--fields", json.dumps(SAMPLING),
-                                  *map(str, sorted(SAMPLING_SESSIONS.glob("*.jsonl")))],
-                                 capture_output=True, text=True, timeout=PROCESS_CEILING_S)
-            assert run.returncode == 0, run.stderr
-            for file, body in json.loads(run.stdout).items():
-                key = f"{api} {Path(file).name}"
-                assert body == stored[key], key  # the stored bodies are pi's
+    for api in (RESPONSES_API, CHAT_API):
+        for name, body in _pi16_wire(api, sorted(SAMPLING_SESSIONS.glob("*.jsonl")), "--model",
+                                     "gpt-5", "--fields", json.dumps(SAMPLING)).items():
+            assert body == stored[f"{api} {name}"], name  # the stored bodies are pi's
     return stored
 
 
@@ -874,18 +867,10 @@ BUDGET_FIELDS = [{"supportsThinkingTokenBudget": True},
 @pytest.fixture(scope="module")
 def pi_budget_field_bodies() -> dict[str, Any]:
     stored: dict[str, Any] = json.loads(STORED_BUDGET_FIELDS.read_text("utf-8"))
-    node = pi16_node()
-    if node is not None:
-        for laid in BUDGET_FIELDS:
-            run = subprocess.run([node, str(Path(__file__).with_name("pi16_wire.mjs")),
-                                  str(PI16 / "@earendil-works"), CHAT_API, "--model", "gpt-5",
-                                  "--compat", json.dumps(laid),
-                                  *map(str, sorted(SAMPLING_SESSIONS.glob("*.jsonl")))],
-                                 capture_output=True, text=True, timeout=PROCESS_CEILING_S)
-            assert run.returncode == 0, run.stderr
-            for file, body in json.loads(run.stdout).items():
-                key = f"{json.dumps(laid)} {Path(file).name}"
-                assert body == stored[key], key  # the stored bodies are pi's
+    for laid in BUDGET_FIELDS:
+        for name, body in _pi16_wire(CHAT_API, sorted(SAMPLING_SESSIONS.glob("*.jsonl")),
+                                     "--model", "gpt-5", "--compat", json.dumps(laid)).items():
+            assert body == stored[f"{json.dumps(laid)} {name}"], name  # pi's
     return stored
 
 
@@ -897,9 +882,7 @@ def test_a_hosts_thinking_budget_field_is_sent_as_pi_16_sends_it(
     `thinking_token_budget`) was not read: pi 1.6 caps a Chat Completions host's reasoning at the
     level's budget (8192 at medium, 16384 at high, 1024 at minimal), pi-lsp sent no cap, so the
     reasoning could use the whole output limit and leave no answer or tool call."""
-    gpt5 = ModelRegistry().get("openai", "gpt-5")
-    compat = msgspec.convert({**msgspec.to_builtins(gpt5.compat), **laid}, Compat)
-    model = msgspec.structs.replace(gpt5, api=CHAT_API, compat=compat)
+    model = _with_compat(ModelRegistry().get("openai", "gpt-5"), laid, api=CHAT_API)
     ours = _ours_for(SAMPLING_SESSIONS / name, ("openai", "gpt-5"), ModelRegistry(extra=[model]))
     pi = pi_budget_field_bodies[f"{json.dumps(laid)} {name}"]
     assert _comparable(ours, CHAT_API, False, pi=False) == \
@@ -917,17 +900,9 @@ def test_a_responses_host_refusing_max_output_tokens_is_sent_none() -> None:
     is stored (checked against it where installed)."""
     file = SAMPLING_SESSIONS / "default-level.jsonl"
     pi = json.loads(STORED_NO_MAX_OUTPUT.read_text("utf-8"))
-    node = pi16_node()
-    if node is not None:
-        run = subprocess.run([node, str(Path(__file__).with_name("pi16_wire.mjs")),
-                              str(PI16 / "@earendil-works"), RESPONSES_API, "--model", "gpt-5",
-                              "--compat", json.dumps(NO_MAX_OUTPUT), str(file)],
-                             capture_output=True, text=True, timeout=PROCESS_CEILING_S)
-        assert run.returncode == 0, run.stderr
-        assert json.loads(run.stdout)[str(file)] == pi  # the stored body is pi's
-    gpt5 = ModelRegistry().get("openai", "gpt-5")
-    compat = msgspec.convert({**msgspec.to_builtins(gpt5.compat), **NO_MAX_OUTPUT}, Compat)
-    model = msgspec.structs.replace(gpt5, compat=compat)
+    assert _pi16_wire(RESPONSES_API, [file], "--model", "gpt-5", "--compat",
+                      json.dumps(NO_MAX_OUTPUT)) in ({}, {file.name: pi})  # pi's
+    model = _with_compat(ModelRegistry().get("openai", "gpt-5"), NO_MAX_OUTPUT)
     ours = _ours_for(file, ("openai", "gpt-5"), ModelRegistry(extra=[model]))
     assert "max_output_tokens" not in pi
     assert _comparable(ours, RESPONSES_API, False, pi=False) == \
@@ -946,17 +921,9 @@ def test_an_anthropic_host_refusing_cache_marks_on_tools_gets_none_there(model_i
     refused every request with tools. pi 1.6's bodies are stored (checked where installed)."""
     file = CHAT_SYSTEMS / "section-updated.jsonl"
     pi = json.loads(STORED_NO_TOOL_CACHE.read_text("utf-8"))[model_id]
-    node = pi16_node()
-    if node is not None:
-        run = subprocess.run([node, str(Path(__file__).with_name("pi16_wire.mjs")),
-                              str(PI16 / "@earendil-works"), ANTHROPIC_API, "--model", model_id,
-                              "--compat", json.dumps(NO_TOOL_CACHE), str(file)],
-                             capture_output=True, text=True, timeout=PROCESS_CEILING_S)
-        assert run.returncode == 0, run.stderr
-        assert json.loads(run.stdout)[str(file)] == pi  # the stored body is pi's
-    claude = ModelRegistry().get("anthropic", model_id)
-    compat = msgspec.convert({**msgspec.to_builtins(claude.compat), **NO_TOOL_CACHE}, Compat)
-    model = msgspec.structs.replace(claude, compat=compat)
+    assert _pi16_wire(ANTHROPIC_API, [file], "--model", model_id, "--compat",
+                      json.dumps(NO_TOOL_CACHE)) in ({}, {file.name: pi})  # pi's
+    model = _with_compat(ModelRegistry().get("anthropic", model_id), NO_TOOL_CACHE)
     ours = _ours_for(file, ("anthropic", model_id), ModelRegistry(extra=[model]))
     assert not any("cache_control" in tool for tool in pi["tools"])
     assert _comparable(ours, ANTHROPIC_API, True, pi=False) == \
@@ -973,16 +940,9 @@ ALLOW_EMPTY = {"allowEmptySignature": True}
 @pytest.fixture(scope="module")
 def pi_empty_signature_bodies() -> dict[str, Any]:
     stored: dict[str, Any] = json.loads(STORED_EMPTY_SIGNATURES.read_text("utf-8"))
-    node = pi16_node()
-    if node is not None:
-        run = subprocess.run([node, str(Path(__file__).with_name("pi16_wire.mjs")),
-                              str(PI16 / "@earendil-works"), ANTHROPIC_API, "--compat",
-                              json.dumps(ALLOW_EMPTY),
-                              *map(str, sorted(EMPTY_SIGNATURES.glob("*.jsonl")))],
-                             capture_output=True, text=True, timeout=PROCESS_CEILING_S)
-        assert run.returncode == 0, run.stderr
-        for file, body in json.loads(run.stdout).items():
-            assert body == stored[Path(file).name], file  # the stored bodies are pi's
+    for name, body in _pi16_wire(ANTHROPIC_API, sorted(EMPTY_SIGNATURES.glob("*.jsonl")),
+                                 "--compat", json.dumps(ALLOW_EMPTY)).items():
+        assert body == stored[name], name  # the stored bodies are pi's
     return stored
 
 
@@ -993,9 +953,7 @@ def test_unsigned_thinking_goes_back_as_thinking_where_the_host_takes_it(
     back thinking with an empty signature) was not read: pi 1.6 sends the model's own unsigned
     thinking back as a thinking block with `"signature": ""`, pi-lsp sent it as the reply's
     text, so the model read its reasoning as something it had said."""
-    sonnet = ModelRegistry().get(*MODELS[ANTHROPIC_API])
-    compat = msgspec.convert({**msgspec.to_builtins(sonnet.compat), **ALLOW_EMPTY}, Compat)
-    model = msgspec.structs.replace(sonnet, compat=compat)
+    model = _with_compat(ModelRegistry().get(*MODELS[ANTHROPIC_API]), ALLOW_EMPTY)
     ours = _ours_for(EMPTY_SIGNATURES / name, MODELS[ANTHROPIC_API], ModelRegistry(extra=[model]))
     pi = pi_empty_signature_bodies[name]
     assert _comparable(ours, ANTHROPIC_API, True, pi=False) == \
@@ -1014,17 +972,9 @@ def test_openrouter_routing_preferences_are_sent_as_pi_16_sends_them() -> None:
     installed)."""
     file = SAMPLING_SESSIONS / "default-level.jsonl"
     pi = json.loads(STORED_ROUTING.read_text("utf-8"))
-    node = pi16_node()
-    if node is not None:
-        run = subprocess.run([node, str(Path(__file__).with_name("pi16_wire.mjs")),
-                              str(PI16 / "@earendil-works"), CHAT_API, "--model", "gpt-5",
-                              "--compat", json.dumps(ROUTING), str(file)],
-                             capture_output=True, text=True, timeout=PROCESS_CEILING_S)
-        assert run.returncode == 0, run.stderr
-        assert json.loads(run.stdout)[str(file)] == pi  # the stored body is pi's
-    gpt5 = ModelRegistry().get("openai", "gpt-5")
-    compat = msgspec.convert({**msgspec.to_builtins(gpt5.compat), **ROUTING}, Compat)
-    model = msgspec.structs.replace(gpt5, api=CHAT_API, compat=compat)
+    assert _pi16_wire(CHAT_API, [file], "--model", "gpt-5", "--compat",
+                      json.dumps(ROUTING)) in ({}, {file.name: pi})  # pi's
+    model = _with_compat(ModelRegistry().get("openai", "gpt-5"), ROUTING, api=CHAT_API)
     ours = _ours_for(file, ("openai", "gpt-5"), ModelRegistry(extra=[model]))
     assert pi["provider"] == ROUTING["openRouterRouting"]
     assert _comparable(ours, CHAT_API, False, pi=False) == \
