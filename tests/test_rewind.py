@@ -70,6 +70,7 @@ from tests.test_server import (
     wait_events,
     wait_note,
 )
+from tests.users import NOBODY, as_a_user
 from tests.waits import (
     CEILING_S,
     POLL_S,
@@ -397,31 +398,14 @@ async def test_snapshots_go_on_when_a_file_grows_past_the_cap(
     assert await store.read(first.tree, "log.txt") == b"small\n"
 
 
-NOBODY = 65534
+def snapshots_as_a_user(root: Path, steps: Callable[[SnapshotStore], Any]) -> str:
+    """What `steps` (async, given the store of `root`) returns, run as a user who is not root:
+    its repr, or the error."""
+    def work() -> str:
+        os.environ["XDG_STATE_HOME"] = str(root.parent / "state")
+        return repr(asyncio.run(steps(SnapshotStore(root))))
 
-
-def snapshots_as_a_user(root: Path, steps: Callable[[SnapshotStore], Any]) -> Any:
-    """What `steps` (async, given the store of `root`) returns, run in a child process as a user
-    who is not root (nobody, when this is root, who reads every file): a result or the error."""
-    reading, writing = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: only os._exit leaves it, never pytest's own ending
-        try:
-            if os.geteuid() == 0:
-                os.setgroups([])
-                os.setresgid(NOBODY, NOBODY, NOBODY)
-                os.setresuid(NOBODY, NOBODY, NOBODY)
-            os.environ["XDG_STATE_HOME"] = str(root.parent / "state")
-            answer = repr(asyncio.run(steps(SnapshotStore(root))))
-        except BaseException as error:  # handed to the parent, which fails
-            answer = f"failed: {error!r}"
-        os.write(writing, answer.encode())
-        os._exit(0)
-    os.close(writing)
-    with os.fdopen(reading, "rb") as answer:
-        said = answer.read().decode()
-    os.waitpid(pid, 0)
-    return said
+    return as_a_user(work)
 
 
 def test_snapshots_leave_out_a_file_they_cannot_read() -> None:

@@ -59,6 +59,7 @@ from pi_lsp.fileurl import FileUrlError, file_url_path
 from pi_lsp.providers.base import ToolSpec, parse_arguments
 from pi_lsp.session.entries import ImageContent, TextContent, ToolCall
 from tests.test_system_messages import PI16, pi16_node
+from tests.users import as_a_user
 from tests.waits import (
     CEILING_S,
     PROCESS_CEILING_S,
@@ -819,24 +820,11 @@ def test_a_write_goes_through_a_folder_the_user_may_enter_but_not_list() -> None
         (passage / "ws").mkdir(parents=True, mode=0o777)
         os.chmod(passage / "ws", 0o777)
         os.chmod(passage, 0o711)
-        reading, writing = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: only os._exit leaves it, never pytest's own ending
-            try:
-                if os.geteuid() == 0:  # root reads every folder
-                    os.setgroups([])
-                    os.setresgid(65534, 65534, 65534)
-                    os.setresuid(65534, 65534, 65534)
-                write_regular(passage / "ws" / "new.txt", b"hi\n")
-                answer = "written"
-            except BaseException as error:  # handed to the parent, which fails
-                answer = f"failed: {error!r}"
-            os.write(writing, answer.encode())
-            os._exit(0)
-        os.close(writing)
-        with os.fdopen(reading, "rb") as said:
-            answer = said.read().decode()
-        os.waitpid(pid, 0)
+        def work() -> str:
+            write_regular(passage / "ws" / "new.txt", b"hi\n")
+            return "written"
+
+        answer = as_a_user(work)
         assert answer == "written"
         assert (passage / "ws" / "new.txt").read_bytes() == b"hi\n"
 
