@@ -1167,6 +1167,11 @@ async def test_the_editors_anthropic_base_url_with_a_lone_surrogate_is_read_as_n
     assert refused == []
     made = provider_factory(ModelRegistry(), lambda _: "k", config.anthropic_base_url)
     provider = made("anthropic")
+    assert await _path_of_a_reply(provider, fake) == "/v1%EF%BF%BD/v1/messages"
+
+
+async def _path_of_a_reply(provider: Any, fake: FakeAnthropic) -> str:
+    """The path claude-sonnet-4-5's request went to through `provider`, its reply complete."""
     model = ModelRegistry().get("anthropic", "claude-sonnet-4-5")
     fake.script(fake_anthropic.text_reply("hello"))
     built = ReplyBuilder(model.api, model)
@@ -1175,8 +1180,8 @@ async def test_the_editors_anthropic_base_url_with_a_lone_surrogate_is_read_as_n
         _ = [event async for event in provider.stream(request, built)]
     finally:
         await close_clients(provider)
-    assert (built.message().stop_reason, fake.requests[-1].path) == (
-        "stop", "/v1%EF%BF%BD/v1/messages")
+    assert built.message().stop_reason == "stop"
+    return fake.requests[-1].path
 
 
 @pytest.mark.parametrize(("tail", "host"), [(b"\x80", b""), (b"", b"\xe2\x82")],
@@ -1199,16 +1204,7 @@ async def test_an_anthropic_base_url_variable_that_is_not_utf_8_is_read_as_node_
             made("anthropic")
         return
     provider = made("anthropic")
-    model = ModelRegistry().get("anthropic", "claude-sonnet-4-5")
-    fake.script(fake_anthropic.text_reply("hello"))
-    built = ReplyBuilder(model.api, model)
-    try:
-        request = ModelRequest(model, "", [UserMessage(content="x", timestamp=1)], [], "off")
-        _ = [event async for event in provider.stream(request, built)]
-    finally:
-        await close_clients(provider)
-    assert (built.message().stop_reason, fake.requests[-1].path) == (
-        "stop", "/v1%EF%BF%BD/v1/messages")
+    assert await _path_of_a_reply(provider, fake) == "/v1%EF%BF%BD/v1/messages"
 
 
 def test_a_base_url_host_with_a_lone_surrogate_is_refused_naming_its_key_path(dirs) -> None:
