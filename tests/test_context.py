@@ -915,6 +915,37 @@ def test_the_stored_estimates_of_messages_with_unknown_blocks_are_pi16s() -> Non
 
 
 @pytest.mark.parametrize("name", sorted(path.name for path in UNKNOWN_BLOCKS.glob("*.jsonl")))
+def test_check_names_the_blocks_no_request_carries(name: str) -> None:
+    """Since such a message is read without its unknown blocks, `check` said nothing of them
+    (it had named the message unreadable): a user message whose only block is a video showed
+    as an empty message, and its words were never sent, with no sign of it."""
+    from pi_lsp.session.check import check_session
+    from pi_lsp.session.tree import SessionTree
+
+    tree = SessionTree.open(str(UNKNOWN_BLOCKS / name))
+    [problem] = check_session(tree)
+    entry = json.loads(UNKNOWN_BLOCKS.joinpath(name).read_text("utf-8").splitlines()[
+        problem.line - 1])
+    blocks = entry["content"] if entry["type"] == "custom_message" else \
+        entry["message"]["content"]
+    known = {"text", "image", *(("thinking", "toolCall") if entry.get("message", {}).get(
+        "role") == "assistant" else ())}
+    unsent = [b for b in blocks if not (isinstance(b, dict) and b.get("type") in known)]
+    assert (problem.kind, problem.entry_id) == ("unsent-block", entry["id"])
+    assert problem.message.startswith(f"{len(unsent)} content block(s) of a type its ")
+
+
+def test_check_finds_no_unsent_block_in_sessions_pi_wrote() -> None:
+    from pi_lsp.session.check import check_session
+    from pi_lsp.session.tree import SessionTree
+    from tests.conftest import conformance_files
+
+    for path in conformance_files():
+        tree = SessionTree.open(str(path))
+        assert "unsent-block" not in [p.kind for p in check_session(tree)], path
+
+
+@pytest.mark.parametrize("name", sorted(path.name for path in UNKNOWN_BLOCKS.glob("*.jsonl")))
 def test_a_message_with_a_block_of_an_unknown_type_shows_and_counts_its_other_blocks(
         name: str) -> None:
     """Such a message showed in every layer, the CLI's and the preview's, as "a message pi-lsp

@@ -17,6 +17,7 @@ from pi_lsp.session.entries import (
     ToolCall,
     ToolResultMessage,
     decode_message,
+    unsent_blocks,
 )
 from pi_lsp.session.fork import non_object, relinked
 from pi_lsp.session.journal import Problem, Problems, Record
@@ -56,6 +57,8 @@ REPAIRS = {
                        "replaces it) or drop the line; pi 1.6 fails on such a context",
     "unreadable-message": "fix the message's role or content (the field's type), or drop the "
                           "line; pi-lsp leaves it out of the context and the tree",
+    "unsent-block": "give the block a type its message holds (text, image; an assistant's "
+                    "thinking or toolCall too), or drop it; the model is sent the rest",
     "parameterless-tool": "give the tool its `parameters` (a JSON schema object), or drop it "
                           "from toolsAdded",
     "missing-tool-result": "add a toolResult (isError) under the call so the next request "
@@ -72,6 +75,7 @@ def check_session(tree: SessionTree) -> list[Problem]:
     problems.extend(dangling_references(tree))
     problems.extend(context_edit_problems(tree))
     problems.extend(unreadable_messages(tree))
+    problems.extend(messages_with_unsent_blocks(tree))
     problems.extend(parameterless_tools(tree))
     problems.extend(unanswered_tool_calls(tree))
     if tree.deferred:
@@ -190,6 +194,24 @@ def unreadable_messages(tree: SessionTree) -> list[Problem]:
                     "content field of another type)", record.line, record.env.id)
             for record in tree.records
             if record.env.type == "message" and decode_message(record.env.message) is None]
+
+
+def messages_with_unsent_blocks(tree: SessionTree) -> list[Problem]:
+    """Messages holding content blocks of a type their role does not hold: the context shows
+    and the model is sent the rest, so a block, or all a message said, goes unseen."""
+    found = []
+    for record in tree.records:
+        if record.env.type == "custom_message":
+            role, count = unsent_blocks(record.text, "custom")
+        elif record.env.type == "message" and record.env.message is not None:
+            role, count = unsent_blocks(record.env.message)
+        else:
+            continue
+        if count:
+            found.append(Problem("unsent-block", f"{count} content block(s) of a type its {role} "
+                                 "message does not hold, which no request carries",
+                                 record.line, record.env.id))
+    return found
 
 
 def parameterless_tools(tree: SessionTree) -> list[Problem]:

@@ -643,6 +643,19 @@ def _read_leniently(raw: msgspec.Raw | bytes) -> AgentMessage | None:
     return message
 
 
+def unsent_blocks(raw: msgspec.Raw | bytes, role: str | None = None) -> tuple[str, int]:
+    """A message's role (`role`: a custom_message entry's) and how many of its content blocks
+    are of a type that role does not hold: read without them, no request carries them."""
+    try:
+        fields = object_decoder.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return "", 0
+    role, content = role or fields.get("role"), fields.get("content")
+    if not isinstance(role, str) or not isinstance(content, list) or role not in _KNOWN_BLOCKS:
+        return "", 0
+    return role, len(content) - len(_known_blocks(content, role))
+
+
 def _known_blocks(content: Any, role: str) -> Any:
     """`content` less its blocks of a type the role does not hold (`{"type": "video"}`,
     `{"type": 5}`, `"x"`: no object has none): pi 1.6 sends the rest of the message (the
