@@ -261,7 +261,7 @@ _FOLDER_OPEN = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXE
 
 def open_folder(folder: Path) -> int:
     """`folder` (absolute) opened for `dir_fd`, each name on the way opened without following
-    a symlink: ELOOP at one, ENOTDIR at a file."""
+    a symlink: ENOTDIR at one or at a file (ELOOP at a link where there is no O_PATH)."""
     fd = os.open("/", _FOLDER_OPEN)
     try:
         for name in folder.parts[1:]:
