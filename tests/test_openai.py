@@ -1125,6 +1125,15 @@ async def test_a_key_or_header_with_a_lone_surrogate_is_refused_by_its_key_path(
 PI16_SURROGATE_PATH = "/v1%EF%BF%BD/chat/completions"
 
 
+def pi16_with_lab_model(agent: Path, then: str) -> str:
+    """What `then` writes, run by pi 1.6 with `model` its reading of lab/m from `agent`'s files."""
+    return pi16_eval(
+        f"const agent = {json.dumps(str(agent))};"
+        "const runtime = await pi.ModelRuntime.create({modelsPath: `${agent}/models.json`, "
+        "authPath: `${agent}/auth.json`});"
+        "const model = new pi.ModelRegistry(runtime).find('lab', 'm');" + then)
+
+
 async def test_a_base_url_with_a_lone_surrogate_is_read_as_node_reads_it(
         dirs, oai: FakeOpenAI) -> None:
     """Making the provider ended in UnicodeEncodeError (the HTTP client cannot quote the
@@ -1135,12 +1144,8 @@ async def test_a_base_url_with_a_lone_surrogate_is_read_as_node_reads_it(
     agent, workspace = dirs
     write(agent / "models.json", {"providers": {"lab": {**LAB, "baseUrl": f"{oai.url}/v1\ud800"}}})
     if pi16_node() is not None:
-        assert pi16_eval(
-            f"const agent = {json.dumps(str(agent))};"
-            "const runtime = await pi.ModelRuntime.create({modelsPath: `${agent}/models.json`, "
-            "authPath: `${agent}/auth.json`});"
-            "const model = new pi.ModelRegistry(runtime).find('lab', 'm');"
-            "process.stdout.write(new URL(`${model.baseUrl}/chat/completions`).pathname);"
+        assert pi16_with_lab_model(
+            agent, "process.stdout.write(new URL(`${model.baseUrl}/chat/completions`).pathname);"
         ) == PI16_SURROGATE_PATH
     settings = msgspec.structs.replace(load_settings(workspace, project=False),
                                        summary_model="lab/m")
@@ -1214,12 +1219,9 @@ def test_a_base_url_host_with_a_lone_surrogate_is_refused_naming_its_key_path(di
     write(agent / "models.json", {"providers": {"lab": {**LAB,
                                                         "baseUrl": "http://loc\ud800al:9/v1"}}})
     if pi16_node() is not None:
-        assert pi16_eval(
-            f"const agent = {json.dumps(str(agent))};"
-            "const runtime = await pi.ModelRuntime.create({modelsPath: `${agent}/models.json`, "
-            "authPath: `${agent}/auth.json`});"
-            "const model = new pi.ModelRegistry(runtime).find('lab', 'm');"
-            "try { new URL(model.baseUrl); } catch (error) { process.stdout.write(error.message); }"
+        assert pi16_with_lab_model(
+            agent, "try { new URL(model.baseUrl); } catch (error) { "
+            "process.stdout.write(error.message); }"
         ) == PI16_SURROGATE_HOST
     made = provider_factory(load_settings(workspace, project=False).registry(), lambda _: "k")
     with pytest.raises(BaseUrlError, match=re.escape(
