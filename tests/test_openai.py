@@ -1034,6 +1034,52 @@ async def test_your_models_headers_are_resolved_and_kept_from_bash(
     assert (len(oai.requests), len(fake.requests)) == sent
 
 
+# The headers pi 1.6's ModelRegistry gives lab/m of auth_header_models (getApiKeyAndHeaders),
+# each name once as its SDKs send them (the last of a name, any case): the key as Bearer in
+# place of the provider's own Authorization, the model's headers after it.
+PI16_AUTH_HEADERS = {"x-a": "1", "authorization": "Bearer k", "x-m": "2"}
+
+
+def auth_header_models(url: str) -> dict[str, Any]:
+    """A models.json whose provider lab (an Anthropic-compatible gateway at `url`) sets
+    `authHeader`, with an Authorization header of its own that it replaces."""
+    return {"providers": {"lab": {
+        "baseUrl": url, "api": "anthropic-messages", "apiKey": "k", "authHeader": True,
+        "headers": {"x-a": "1", "authorization": "Basic zzz"},
+        "models": [{"id": "m", "headers": {"x-m": "2"}}]}}}
+
+
+async def test_a_providers_auth_header_sends_the_key_as_a_bearer_token(
+        dirs, fake: FakeAnthropic) -> None:
+    """models.json's provider-level `authHeader` was not read: pi 1.6 sends the key as
+    `Authorization: Bearer` too (over the provider's own Authorization header, under the
+    model's headers), so a gateway in front of an Anthropic-compatible API that reads that
+    header refused every pi-lsp request that pi 1.6 got through. pi 1.6's headers are stored
+    (checked where it is installed)."""
+    from pi_lsp.summarize.select import choose_summarizer
+    from pi_lsp.summarize.summarizer import SummaryRequest
+
+    agent, workspace = dirs
+    write(agent / "models.json", auth_header_models(fake.url))
+    if pi16_node() is not None:
+        pi = json.loads(pi16_with_lab_model(agent, "process.stdout.write(JSON.stringify((await "
+                                            "new pi.ModelRegistry(runtime).getApiKeyAndHeaders("
+                                            "model)).headers));"))
+        assert {name.lower(): value for name, value in pi.items()} == PI16_AUTH_HEADERS
+    settings = msgspec.structs.replace(load_settings(workspace, project=False),
+                                       summary_model="lab/m")
+    summarizer = choose_summarizer(settings)
+    fake.script(fake_anthropic.text_reply("## Goal"))
+    try:
+        await summarizer.summarize(SummaryRequest("history", [UserMessage(content="x",
+                                                                         timestamp=1)]))
+    finally:
+        await close_clients(summarizer.provider)
+    sent = fake.requests[-1].headers
+    assert {name: sent.get(name) for name in PI16_AUTH_HEADERS} == PI16_AUTH_HEADERS
+    assert sent["x-api-key"] == "k"  # the SDK's own, as pi 1.6's Anthropic SDK sends it
+
+
 LAB = {"baseUrl": "http://127.0.0.1:9/v1", "api": "openai-completions", "apiKey": "k",
        "models": [{"id": "m"}]}
 # A key or header holding a lone surrogate (JSON's "\ud800"): the files (by name under the
@@ -1289,6 +1335,9 @@ def test_a_model_override_header_with_a_lone_surrogate_names_its_key_path(dirs) 
     ({"providers": {"ollama": {"baseUrl": "localhost:11434/v1", "api": "openai-completions",
                                "models": [{"id": "m"}]}}},
      "must start with http:// or https://"),
+    # pi 1.6: "providers.lab.authHeader: must be boolean"
+    ({"providers": {"lab": {**LAB, "authHeader": "yes"}}},
+     "providers.lab.authHeader: Expected `bool`, got `str`"),
 ])
 def test_a_bad_models_json_is_a_clear_error(dirs, data, expected) -> None:
     _agent, workspace = dirs

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pi_lsp.environment import node_variable
 from pi_lsp.providers.base import BlankApiKeyError, MissingApiKeyError, Provider
 from pi_lsp.providers.base_url import url_problem
+from pi_lsp.providers.header_values import with_bearer
 from pi_lsp.providers.models_file import (
     LoneSurrogateError,
     ModelsFileError,
@@ -67,6 +68,8 @@ def provider_factory(registry: ModelRegistry, settings_key: Callable[[str], str 
                 f"your own API key is not sent there; give it an apiKey in that file, or "
                 f"trust only files that leave {name} alone")
         headers = resolve_headers(config.headers, f"{where}.headers", config.literal_headers)
+        if config.auth_header:
+            headers = with_bearer(headers, key)
         # The SDKs are imported when a provider is first made: they are most of the server's
         # start-up otherwise, and an editor waits for that to show anything.
         if sdk == "anthropic":

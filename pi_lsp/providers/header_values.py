@@ -66,3 +66,12 @@ def unsendable(key: str, headers: Mapping[str, str], who: str
         return None, key, sendable_headers(headers, who)
     except HeaderValueError as error:
         return str(error), "unsent", {}
+
+
+def with_bearer(headers: dict[str, str], key: str | None) -> dict[str, str]:
+    """`headers` with `Authorization: Bearer <key>` in place of any Authorization of theirs,
+    as pi 1.6 sends a provider's `authHeader` (a model's own headers still go over it)."""
+    if not key:  # the provider refuses to be made without one, as pi refuses the request
+        return headers
+    kept = {name: value for name, value in headers.items() if name.lower() != "authorization"}
+    return {**kept, "Authorization": f"Bearer {key}"}

@@ -105,6 +105,7 @@ class ProviderSpec(msgspec.Struct, rename="camel"):
     api: str | None = None
     api_key: str | None = None
     headers: dict[str, str] = msgspec.field(default_factory=dict)
+    auth_header: bool = False  # the key also goes as `Authorization: Bearer`, as pi 1.6 sends it
     compat: Compat = msgspec.field(default_factory=Compat)
     models: list[ModelSpec] = msgspec.field(default_factory=list)
     model_overrides: dict[str, OverrideSpec] = msgspec.field(default_factory=dict)
@@ -228,7 +229,8 @@ def load_models(workspace: Path, *, project: bool
             spec.api_key if "apiKey" in own or not rerouted else None,
             str(files[1] if "apiKey" in own else files[0]), spec.headers,
             sources[name], literal_key="apiKey" in own, literal_headers="headers" in own,
-            user_key=not rerouted, key_variables=user_variables.get(name, frozenset())))
+            user_key=not rerouted, key_variables=user_variables.get(name, frozenset()),
+            auth_header=spec.auth_header))
         project_models = {model["id"] for model in own.get("models", [])}
         models += _overridden(name, spec, set(own.get("modelOverrides", {})), files)
         for model in spec.models:

@@ -182,6 +182,9 @@ class ProviderConfig(msgspec.Struct):
     # The environment variables the user's own models.json names for this provider, read
     # before a project's file is merged in: a project's override must not un-hide them.
     key_variables: frozenset[str] = frozenset()
+    # models.json's `authHeader`: the key is sent as `Authorization: Bearer` too (a gateway
+    # in front of Anthropic's API that reads that header, not `x-api-key`).
+    auth_header: bool = False
 
 
 BUILT_IN_PROVIDERS: tuple[ProviderConfig, ...] = (
