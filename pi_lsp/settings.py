@@ -19,6 +19,7 @@ from pi_lsp.providers.factory import has_key
 from pi_lsp.providers.header_values import blank
 from pi_lsp.providers.initial import initial_model
 from pi_lsp.providers.models_file import (
+    BODY_COMPAT,
     BODY_FIELDS,
     ModelsFileError,
     load_models,
@@ -263,13 +264,14 @@ def _project_settings(path: Path) -> dict[str, Any]:
 
 def _body_fields_in(model: Any) -> list[str]:
     """What a project's `models` entry would lay into requests sent with your key as written
-    (`samplingParams`: any field, `n` or `store`; `openRouterRouting`: your data policy)."""
+    (`samplingParams`: any field, `n` or `store`; `openRouterRouting`: your data policy; the
+    rest of BODY_COMPAT)."""
     if not isinstance(model, dict):
         return []
     compat = model.get("compat")
-    routed = isinstance(compat, dict) and "openRouterRouting" in compat
+    flags = [flag for flag in BODY_COMPAT if isinstance(compat, dict) and flag in compat]
     return [f"models[].{key}" for key in BODY_FIELDS if key in model] + \
-        ["models[].compat.openRouterRouting"] * routed
+        [f"models[].compat.{flag}" for flag in flags]
 
 
 def _project_model(model: Any) -> Any:
@@ -279,7 +281,7 @@ def _project_model(model: Any) -> Any:
     kept = {key: value for key, value in model.items() if key not in BODY_FIELDS}
     if isinstance(kept.get("compat"), dict):
         kept["compat"] = {key: value for key, value in kept["compat"].items()
-                          if key != "openRouterRouting"}
+                          if key not in BODY_COMPAT}
     return kept
 
 

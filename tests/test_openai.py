@@ -1338,6 +1338,10 @@ def test_a_model_override_header_with_a_lone_surrogate_names_its_key_path(dirs) 
     # pi 1.6: "providers.lab.authHeader: must be boolean"
     ({"providers": {"lab": {**LAB, "authHeader": "yes"}}},
      "providers.lab.authHeader: Expected `bool`, got `str`"),
+    # pi 1.6: "providers.lab.models.0.compat.chatTemplateKwargs.a: must be string" (…)
+    ({"providers": {"lab": {**LAB, "models": [{"id": "m", "compat": {
+        "chatTemplateKwargs": {"a": {"$var": "nope"}}}}]}}},
+     "providers.lab.models[0].compat.chatTemplateKwargs[...].$var: Invalid enum value 'nope'"),
 ])
 def test_a_bad_models_json_is_a_clear_error(dirs, data, expected) -> None:
     _agent, workspace = dirs

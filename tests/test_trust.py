@@ -522,7 +522,9 @@ async def test_a_project_models_json_never_gets_the_users_key(
     {"models": [{"id": "gpt-5", "samplingParams": {"service_tier": "priority"}}]},
     {"compat": {"openRouterRouting": {"data_collection": "allow"}}},
     {"modelOverrides": {"gpt-5": {"compat": {"openRouterRouting": {"zdr": False}}}}},
-], ids=["samplingParams", "byThinkingLevel", "a model's", "routing", "an override's routing"])
+    {"compat": {"thinkingFormat": "chat-template", "chatTemplateKwargs": {"n": 8}}},
+], ids=["samplingParams", "byThinkingLevel", "a model's", "routing", "an override's routing",
+        "chat template kwargs"])
 async def test_a_project_that_sets_the_body_never_gets_the_users_key(
         tmp_path: Path, oai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch,
         project: dict[str, Any]) -> None:
@@ -661,10 +663,12 @@ def test_a_projects_settings_model_lays_nothing_into_requests_with_your_key(
         "provider": "openai", "id": "gpt-5-x", "contextWindow": 1000, "maxTokens": 100,
         "price": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
         "samplingParams": {"n": 8}, "samplingParamsByThinkingLevel": {"off": {"store": True}},
-        "compat": {"openRouterRouting": {"data_collection": "allow"}, "supportsStore": False}}]})
+        "compat": {"openRouterRouting": {"data_collection": "allow"}, "supportsStore": False,
+                   "chatTemplateKwargs": {"n": 8}}}]})
     model = load_settings(root, project=True).registry().get("openai", "gpt-5-x")
     assert (model.sampling_params, model.sampling_params_by_thinking_level) == ({}, {})
-    assert (model.compat.open_router_routing, model.compat.supports_store) == (None, False)
+    assert (model.compat.open_router_routing, model.compat.chat_template_kwargs,
+            model.compat.supports_store) == (None, None, False)
     assert "models[].samplingParamsByThinkingLevel left out: only your own settings.json" \
         in caplog.text
 

@@ -1012,3 +1012,67 @@ def test_routing_preferences_of_each_level_are_merged_as_pi_16_merges_them(
     models, _ = load_models(tmp_path, project=False)
     ours = {f"{model.provider}/{model.id}": model.compat.open_router_routing for model in models}
     assert {name: ours[name] for name in pi} == pi
+
+
+# A chat template's switches (vLLM or SGLang serving Qwen or GLM), filled in from the level, and
+# the Chat Completions bodies pi 1.6 sends gpt-5.1 with them at SAMPLING_SESSIONS' three levels.
+STORED_CHAT_TEMPLATE = STORED_BODIES.with_name("pi16-chat-template.json")
+CHAT_TEMPLATE = {"thinkingFormat": "chat-template", "chatTemplateKwargs": {
+    "enable_thinking": {"$var": "thinking.enabled"}, "effort": {"$var": "thinking.effort"},
+    "budget": {"$var": "thinking.budget", "omitWhenOff": True}, "fixed": "x", "n": 3,
+    "flag": False, "nil": None}}
+
+
+@pytest.fixture(scope="module")
+def pi_chat_template_bodies() -> dict[str, Any]:
+    stored: dict[str, Any] = json.loads(STORED_CHAT_TEMPLATE.read_text("utf-8"))
+    for name, body in _pi16_wire(CHAT_API, sorted(SAMPLING_SESSIONS.glob("*.jsonl")), "--model",
+                                 "gpt-5.1", "--compat", json.dumps(CHAT_TEMPLATE)).items():
+        assert body == stored[name], name  # the stored bodies are pi's
+    return stored
+
+
+@pytest.mark.parametrize("name", sorted(path.name for path in SAMPLING_SESSIONS.glob("*.jsonl")))
+def test_a_chat_templates_kwargs_are_sent_as_pi_16_sends_them(
+        name: str, pi_chat_template_bodies: dict[str, Any]) -> None:
+    """models.json's `"thinkingFormat": "chat-template"` with its `chatTemplateKwargs` was
+    refused as a thinkingFormat pi-lsp did not know, the whole file with it: pi 1.6 sends the
+    kwargs as `chat_template_kwargs`, each written value as is and each `$var` filled in from
+    the level (`thinking.enabled`, `thinking.effort` through the model's map, `thinking.budget`,
+    `omitWhenOff`), so a Qwen or GLM template on vLLM is told whether and how hard to think."""
+    model = _with_compat(ModelRegistry().get("openai", "gpt-5.1"), CHAT_TEMPLATE, api=CHAT_API)
+    ours = _ours_for(SAMPLING_SESSIONS / name, ("openai", "gpt-5.1"), ModelRegistry(extra=[model]))
+    pi = pi_chat_template_bodies[name]
+    assert "chat_template_kwargs" in pi
+    assert _comparable(ours, CHAT_API, False, pi=False) == \
+        _comparable(pi, CHAT_API, False, pi=True)
+
+
+# A chat template's kwargs at a provider and at its model, and what pi 1.6 makes of them.
+TEMPLATE_LEVELS = {"providers": {"lab": {
+    "baseUrl": "http://127.0.0.1:9/v1", "api": CHAT_API,
+    "compat": {"chatTemplateKwargs": {"a": 1, "b": 2}},
+    "models": [{"id": "m", "compat": {"chatTemplateKwargs": {
+        "b": 3, "c": {"$var": "thinking.enabled"}}}}]}}}
+PI16_TEMPLATE_LEVELS = {"lab/m": {"a": 1, "b": 3, "c": {"$var": "thinking.enabled"}}}
+
+
+def test_a_chat_templates_kwargs_of_each_level_are_merged_as_pi_16_merges_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model's `chatTemplateKwargs` is merged key by key over its provider's, as pi 1.6's
+    mergeCompat merges them (checked against it where installed)."""
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path))
+    (tmp_path / "models.json").write_text(json.dumps(TEMPLATE_LEVELS), "utf-8")
+    node = pi16_node()
+    if node is not None:
+        run = subprocess.run([node, str(Path(__file__).with_name("pi16_compat.mjs")),
+                              str(PI16 / "@earendil-works"), str(tmp_path / "models.json"),
+                              *PI16_TEMPLATE_LEVELS], capture_output=True, text=True,
+                             timeout=PROCESS_CEILING_S)
+        assert run.returncode == 0, run.stderr
+        assert {name: compat["chatTemplateKwargs"]
+                for name, compat in json.loads(run.stdout).items()} == PI16_TEMPLATE_LEVELS
+    models, _ = load_models(tmp_path, project=False)
+    ours = {f"{model.provider}/{model.id}": msgspec.to_builtins(model.compat)[
+        "chatTemplateKwargs"] for model in models}
+    assert ours == PI16_TEMPLATE_LEVELS

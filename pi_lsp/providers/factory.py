@@ -9,6 +9,8 @@ from pi_lsp.providers.base import BlankApiKeyError, MissingApiKeyError, Provider
 from pi_lsp.providers.base_url import url_problem
 from pi_lsp.providers.header_values import with_bearer
 from pi_lsp.providers.models_file import (
+    BODY_COMPAT,
+    ROUTING_FIELDS,
     LoneSurrogateError,
     ModelsFileError,
     provider_key,
@@ -62,11 +64,11 @@ def provider_factory(registry: ModelRegistry, settings_key: Callable[[str], str 
         if not (key or "").strip() and config.user_key and oauth_login(name):
             raise MissingApiKeyError(name, True)
         if not key and not config.user_key:
+            fields = ", ".join([*ROUTING_FIELDS, "samplingParams", *BODY_COMPAT])
             raise RedirectedKeyError(
                 f"provider {name!r}: {config.source} changes where its requests go or what "
-                f"they carry (baseUrl, api, headers, samplingParams or openRouterRouting), so "
-                f"your own API key is not sent there; give it an apiKey in that file, or "
-                f"trust only files that leave {name} alone")
+                f"they carry (one of {fields}), so your own API key is not sent there; give "
+                f"it an apiKey in that file, or trust only files that leave {name} alone")
         headers = resolve_headers(config.headers, f"{where}.headers", config.literal_headers)
         if config.auth_header:
             headers = with_bearer(headers, key)

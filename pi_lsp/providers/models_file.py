@@ -188,6 +188,9 @@ ROUTING_FIELDS = ("baseUrl", "api", "headers")
 # A model's or override's fields laid over the body as written (any field: `model`, `n`,
 # `store`, `service_tier`).
 BODY_FIELDS = ("samplingParams", "samplingParamsByThinkingLevel")
+# `compat` flags, at any level, that lay what they hold into the body: OpenRouter's routing (your
+# data policy), a chat template's kwargs (any name and value).
+BODY_COMPAT = ("openRouterRouting", "chatTemplateKwargs")
 
 
 def load_models(workspace: Path, *, project: bool
@@ -252,11 +255,11 @@ def _model_where(files: list[Path], raw: list[dict[str, Any]], provider: str, mo
 
 def _sets_the_body(own: dict[str, Any]) -> bool:
     """Whether a project's entry for a provider lays its own fields into the requests' body: a
-    model's or override's `samplingParams`, or an `openRouterRouting` at any level. Sent with
-    your key, they would bill it for 8 answers (`n`), another model, or undo your routing."""
+    model's or override's `samplingParams`, or a BODY_COMPAT flag at any level. Sent with your
+    key, they would bill it for 8 answers (`n`), another model, or undo your routing."""
     entries = [*own.get("models", []), *own.get("modelOverrides", {}).values()]
     return any(field in entry for entry in entries for field in BODY_FIELDS) or any(
-        "openRouterRouting" in (entry.get("compat") or {}) for entry in [own, *entries])
+        flag in (entry.get("compat") or {}) for entry in [own, *entries] for flag in BODY_COMPAT)
 
 
 def _named_variables(spec: dict[str, Any]) -> frozenset[str]:

@@ -25,6 +25,7 @@ from pi_lsp.providers.base import (
     token_count,
     without_lone_surrogates,
 )
+from pi_lsp.providers.chat_template import template_values
 from pi_lsp.providers.failures import StreamEndedEarly
 from pi_lsp.providers.output_room import output_room
 from pi_lsp.providers.registry import CHAT_API, Compat, ModelInfo, detect_compat
@@ -274,28 +275,33 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
     control = _cache_control(request, compat)
     if control is not None:
         _mark_cache(params["messages"], params.get("tools"), control)
+    level = thinking_level(model, request.thinking_level)
+    budget = _thinking_budget(params, model, level)
     if model.reasoning:
-        params.update(_thinking_params(model, compat, thinking_level(model,
-                                                                     request.thinking_level)))
-    params.update(_thinking_budget(params, model, compat, request.thinking_level))
+        params.update(_thinking_params(model, compat, level, budget))
+    if (field := _budget_field(compat)) and budget is not None:
+        params[field] = budget
     if model.compat.open_router_routing is not None:
         params["provider"] = model.compat.open_router_routing
     params.update(sampling_fields(model, request.thinking_level))
     return without_lone_surrogates(params)  # type: ignore[no-any-return]
 
 
-def _thinking_budget(params: dict[str, Any], model: ModelInfo, compat: Compat, level: str
-                     ) -> dict[str, int]:
-    """The host's reasoning cap, as pi 1.6 sends it: the level's budget, leaving the answer its
-    room under the output limit (without it reasoning can use all of it)."""
-    field = compat.thinking_token_budget_field or (
+def _budget_field(compat: Compat) -> str | None:
+    """The top-level field that caps the host's reasoning (None: none is sent)."""
+    return compat.thinking_token_budget_field or (
         "thinking_token_budget" if compat.supports_thinking_token_budget else None)
-    thinking = thinking_level(model, level)
-    if field is None or thinking is None:
-        return {}
+
+
+def _thinking_budget(params: dict[str, Any], model: ModelInfo, level: str | None) -> int | None:
+    """The level's thinking budget as pi 1.6 sends it (a cap, a template's `thinking.budget`):
+    leaving the answer its room under the output limit (without it reasoning can use all of
+    it); None where the model does not think or no budget fits."""
+    if level is None:
+        return None
     ceiling = params.get("max_tokens", params.get("max_completion_tokens", model.max_tokens))
-    budget = answer_room_budget(thinking, ceiling)
-    return {field: budget} if budget > 0 else {}
+    budget = answer_room_budget(level, ceiling)
+    return budget if budget > 0 else None
 
 
 def _cache_control(request: ModelRequest, compat: Compat) -> dict[str, Any] | None:
@@ -335,8 +341,10 @@ def _mark_text(message: dict[str, Any], control: dict[str, Any]) -> bool:
     return bool(parts)
 
 
-def _thinking_params(model: ModelInfo, compat: Compat, level: str | None) -> dict[str, Any]:
-    """How a reasoning model is asked to think at `level` (None: not), in the host's format."""
+def _thinking_params(model: ModelInfo, compat: Compat, level: str | None, budget: int | None
+                     ) -> dict[str, Any]:
+    """How a reasoning model is asked to think at `level` (None: not; `budget`: its thinking
+    budget), in the host's format."""
     effort = effort_of(model, level) if level else None
     effort_field = {"reasoning_effort": effort} if effort and compat.supports_reasoning_effort \
         else {}
@@ -351,6 +359,9 @@ def _thinking_params(model: ModelInfo, compat: Compat, level: str | None) -> dic
         case "qwen-chat-template":
             return {"chat_template_kwargs": {"enable_thinking": bool(effort),
                                              "preserve_thinking": True}}
+        case "chat-template":
+            kwargs = template_values(model, compat.chat_template_kwargs or {}, level, budget)
+            return {"chat_template_kwargs": kwargs} if kwargs else {}
         case "deepseek":
             if effort:
                 return {"thinking": {"type": "enabled"}, **effort_field}

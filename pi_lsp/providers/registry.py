@@ -52,7 +52,20 @@ class FallbackModel(msgspec.Struct, rename="camel"):
 
 # pi's `thinkingFormat` values pi-lsp sends: how reasoning is asked for on Chat Completions.
 ThinkingFormat = Literal["openai", "openrouter", "deepseek", "together", "zai", "qwen",
-                         "qwen-chat-template", "string-thinking", "ant-ling"]
+                         "qwen-chat-template", "chat-template", "string-thinking", "ant-ling"]
+
+
+class TemplateVariable(msgspec.Struct, rename="camel", omit_defaults=True):
+    """A chat template value pi fills in from the thinking level (`{"$var": "thinking.effort"}`);
+    `omitWhenOff`: left out where the model does not think."""
+
+    var: Literal["thinking.enabled", "thinking.effort", "thinking.budget"] = \
+        msgspec.field(name="$var")
+    omit_when_off: bool = False
+
+
+# A `chatTemplateKwargs` value: sent as written, or filled in (pi 1.6's ChatTemplateKwargValue).
+TemplateValue = str | int | float | bool | None | TemplateVariable
 
 
 class Compat(msgspec.Struct, rename="camel", omit_defaults=True):
@@ -83,6 +96,9 @@ class Compat(msgspec.Struct, rename="camel", omit_defaults=True):
     requires_tools_with_tool_history: bool | None = None
     requires_reasoning_content_on_assistant_messages: bool | None = None
     thinking_format: ThinkingFormat | None = None
+    # thinkingFormat "chat-template": the body's `chat_template_kwargs` (a Qwen or GLM template's
+    # own switches), each value as written or filled in from the level.
+    chat_template_kwargs: dict[str, TemplateValue] | None = None
     send_session_affinity_headers: bool | None = None
     session_affinity_format: Literal["openai", "openai-nosession", "openrouter"] | None = None
     prompt_cache_key_mode: Literal["auto", "enabled", "disabled"] | None = None
@@ -128,10 +144,15 @@ class Compat(msgspec.Struct, rename="camel", omit_defaults=True):
                   else getattr(base, name) for name in self.__struct_fields__}
         # Merged key by key, as pi 1.6's mergeCompat: a model's `order` keeps its provider's
         # `data_collection: "deny"` and `zdr`.
-        if self.open_router_routing is not None and base.open_router_routing is not None:
-            fields["open_router_routing"] = {**base.open_router_routing,
-                                             **self.open_router_routing}
+        for name in MERGED_BY_KEY:
+            mine, theirs = getattr(self, name), getattr(base, name)
+            if mine is not None and theirs is not None:
+                fields[name] = {**theirs, **mine}
         return Compat(**fields)
+
+
+# The `compat` objects pi 1.6's mergeCompat merges one level deep, not replaces.
+MERGED_BY_KEY = ("open_router_routing", "chat_template_kwargs")
 
 
 class ModelInfo(msgspec.Struct, rename="camel"):
