@@ -1342,6 +1342,9 @@ def test_a_model_override_header_with_a_lone_surrogate_names_its_key_path(dirs) 
     ({"providers": {"lab": {**LAB, "models": [{"id": "m", "compat": {
         "chatTemplateKwargs": {"a": {"$var": "nope"}}}}]}}},
      "providers.lab.models[0].compat.chatTemplateKwargs[...].$var: Invalid enum value 'nope'"),
+    # pi 1.6: "providers.lab.compat.zaiToolStream: must be boolean"
+    ({"providers": {"lab": {**LAB, "compat": {"zaiToolStream": "yes"}}}},
+     "providers.lab.compat.zaiToolStream: Expected `bool | null`, got `str`"),
 ])
 def test_a_bad_models_json_is_a_clear_error(dirs, data, expected) -> None:
     _agent, workspace = dirs

@@ -1076,3 +1076,27 @@ def test_a_chat_templates_kwargs_of_each_level_are_merged_as_pi_16_merges_them(
     ours = {f"{model.provider}/{model.id}": msgspec.to_builtins(model.compat)[
         "chatTemplateKwargs"] for model in models}
     assert ours == PI16_TEMPLATE_LEVELS
+
+
+# z.ai's streamed tool-call deltas, asked for where tools are sent, and the Chat Completions
+# bodies pi 1.6 sends gpt-5 with models.json's `"compat": {"zaiToolStream": true}`: a session
+# with tools, and one without (stored for machines without pi 1.6).
+STORED_ZAI_TOOL_STREAM = STORED_BODIES.with_name("pi16-zai-tool-stream.json")
+ZAI_TOOL_STREAM = {"zaiToolStream": True}
+ZAI_SESSIONS = [CHAT_SYSTEMS / "tools-changed.jsonl", SAMPLING_SESSIONS / "default-level.jsonl"]
+
+
+@pytest.mark.parametrize("file", ZAI_SESSIONS, ids=["tools", "no tools"])
+def test_z_ais_tool_stream_is_asked_for_as_pi_16_asks_for_it(file: Path) -> None:
+    """models.json's `zaiToolStream` was not read: pi 1.6 sends `"tool_stream": true` with the
+    tools, so z.ai streams a call's arguments as they are written; pi-lsp sent none, and a long
+    call (a file written whole) came in one piece at the end."""
+    pi = json.loads(STORED_ZAI_TOOL_STREAM.read_text("utf-8"))[file.name]
+    assert _pi16_wire(CHAT_API, [file], "--model", "gpt-5", "--compat",
+                      json.dumps(ZAI_TOOL_STREAM)) in ({}, {file.name: pi})  # pi's
+    model = _with_compat(ModelRegistry().get("openai", "gpt-5"), ZAI_TOOL_STREAM, api=CHAT_API)
+    ours = _ours_for(file, ("openai", "gpt-5"), ModelRegistry(extra=[model]))
+    assert ("tool_stream" in pi) == ("tools" in pi)
+    replayed = "tools" in pi
+    assert _comparable(ours, CHAT_API, replayed, pi=False) == \
+        _comparable(pi, CHAT_API, replayed, pi=True)

@@ -270,6 +270,8 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
         params["tools"] = [{"type": "function", "function": {
             **declared_fields(name=t.name, description=t.description),
             **openai_tool_schema(t, bool(compat.supports_strict_mode))}} for t in request.tools]
+        if compat.zai_tool_stream:
+            params["tool_stream"] = True
     elif compat.requires_tools_with_tool_history and _has_tool_history(request):
         params["tools"] = []
     control = _cache_control(request, compat)

@@ -99,6 +99,8 @@ class Compat(msgspec.Struct, rename="camel", omit_defaults=True):
     # thinkingFormat "chat-template": the body's `chat_template_kwargs` (a Qwen or GLM template's
     # own switches), each value as written or filled in from the level.
     chat_template_kwargs: dict[str, TemplateValue] | None = None
+    # z.ai: `"tool_stream": true` with the tools, so a call's arguments stream as written.
+    zai_tool_stream: bool | None = None
     send_session_affinity_headers: bool | None = None
     session_affinity_format: Literal["openai", "openai-nosession", "openrouter"] | None = None
     prompt_cache_key_mode: Literal["auto", "enabled", "disabled"] | None = None
