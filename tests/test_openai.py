@@ -1345,6 +1345,9 @@ def test_a_model_override_header_with_a_lone_surrogate_names_its_key_path(dirs) 
     # pi 1.6: "providers.lab.compat.zaiToolStream: must be boolean"
     ({"providers": {"lab": {**LAB, "compat": {"zaiToolStream": "yes"}}}},
      "providers.lab.compat.zaiToolStream: Expected `bool | null`, got `str`"),
+    # pi 1.6: "providers.lab.compat.vllmPriority: must be number"
+    ({"providers": {"lab": {**LAB, "compat": {"vllmPriority": "high"}}}},
+     "providers.lab.compat.vllmPriority: Expected `int | float | null`, got `str`"),
 ])
 def test_a_bad_models_json_is_a_clear_error(dirs, data, expected) -> None:
     _agent, workspace = dirs

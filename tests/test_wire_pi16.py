@@ -1100,3 +1100,23 @@ def test_z_ais_tool_stream_is_asked_for_as_pi_16_asks_for_it(file: Path) -> None
     replayed = "tools" in pi
     assert _comparable(ours, CHAT_API, replayed, pi=False) == \
         _comparable(pi, CHAT_API, replayed, pi=True)
+
+
+STORED_VLLM_PRIORITY = STORED_BODIES.with_name("pi16-vllm-priority.json")
+VLLM_PRIORITY = {"vllmPriority": -5}
+
+
+def test_a_vllm_priority_is_sent_as_pi_16_sends_it() -> None:
+    """models.json's `vllmPriority` was not read: pi 1.6 sends it as the body's `priority`, so
+    a vLLM server scheduling by priority serves the session ahead of (or after) others; pi-lsp
+    sent none, and its requests waited at the server's default. pi 1.6's body is stored
+    (checked against it where installed)."""
+    file = SAMPLING_SESSIONS / "default-level.jsonl"
+    pi = json.loads(STORED_VLLM_PRIORITY.read_text("utf-8"))
+    assert _pi16_wire(CHAT_API, [file], "--model", "gpt-5", "--compat",
+                      json.dumps(VLLM_PRIORITY)) in ({}, {file.name: pi})  # pi's
+    model = _with_compat(ModelRegistry().get("openai", "gpt-5"), VLLM_PRIORITY, api=CHAT_API)
+    ours = _ours_for(file, ("openai", "gpt-5"), ModelRegistry(extra=[model]))
+    assert pi["priority"] == -5
+    assert _comparable(ours, CHAT_API, False, pi=False) == \
+        _comparable(pi, CHAT_API, False, pi=True)

@@ -277,6 +277,8 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
     control = _cache_control(request, compat)
     if control is not None:
         _mark_cache(params["messages"], params.get("tools"), control)
+    if compat.vllm_priority is not None:
+        params["priority"] = compat.vllm_priority
     level = thinking_level(model, request.thinking_level)
     budget = _thinking_budget(params, model, level)
     if model.reasoning:

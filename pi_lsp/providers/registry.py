@@ -101,6 +101,8 @@ class Compat(msgspec.Struct, rename="camel", omit_defaults=True):
     chat_template_kwargs: dict[str, TemplateValue] | None = None
     # z.ai: `"tool_stream": true` with the tools, so a call's arguments stream as written.
     zai_tool_stream: bool | None = None
+    # vLLM: the body's `priority` (lower goes first, under `--scheduling-policy priority`).
+    vllm_priority: int | float | None = None
     send_session_affinity_headers: bool | None = None
     session_affinity_format: Literal["openai", "openai-nosession", "openrouter"] | None = None
     prompt_cache_key_mode: Literal["auto", "enabled", "disabled"] | None = None
