@@ -523,8 +523,9 @@ async def test_a_project_models_json_never_gets_the_users_key(
     {"compat": {"openRouterRouting": {"data_collection": "allow"}}},
     {"modelOverrides": {"gpt-5": {"compat": {"openRouterRouting": {"zdr": False}}}}},
     {"compat": {"thinkingFormat": "chat-template", "chatTemplateKwargs": {"n": 8}}},
+    {"models": [{"id": "gpt-5", "compat": {"vercelGatewayRouting": {"only": ["cheap"]}}}]},
 ], ids=["samplingParams", "byThinkingLevel", "a model's", "routing", "an override's routing",
-        "chat template kwargs"])
+        "chat template kwargs", "vercel routing"])
 async def test_a_project_that_sets_the_body_never_gets_the_users_key(
         tmp_path: Path, oai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch,
         project: dict[str, Any]) -> None:
@@ -664,11 +665,12 @@ def test_a_projects_settings_model_lays_nothing_into_requests_with_your_key(
         "price": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
         "samplingParams": {"n": 8}, "samplingParamsByThinkingLevel": {"off": {"store": True}},
         "compat": {"openRouterRouting": {"data_collection": "allow"}, "supportsStore": False,
-                   "chatTemplateKwargs": {"n": 8}}}]})
+                   "chatTemplateKwargs": {"n": 8}, "vercelGatewayRouting": {"only": ["x"]}}}]})
     model = load_settings(root, project=True).registry().get("openai", "gpt-5-x")
     assert (model.sampling_params, model.sampling_params_by_thinking_level) == ({}, {})
     assert (model.compat.open_router_routing, model.compat.chat_template_kwargs,
-            model.compat.supports_store) == (None, None, False)
+            model.compat.vercel_gateway_routing, model.compat.supports_store) == \
+        (None, None, None, False)
     assert "models[].samplingParamsByThinkingLevel left out: only your own settings.json" \
         in caplog.text
 

@@ -1048,34 +1048,60 @@ def test_a_chat_templates_kwargs_are_sent_as_pi_16_sends_them(
         _comparable(pi, CHAT_API, False, pi=True)
 
 
-# A chat template's kwargs at a provider and at its model, and what pi 1.6 makes of them.
-TEMPLATE_LEVELS = {"providers": {"lab": {
-    "baseUrl": "http://127.0.0.1:9/v1", "api": CHAT_API,
-    "compat": {"chatTemplateKwargs": {"a": 1, "b": 2}},
-    "models": [{"id": "m", "compat": {"chatTemplateKwargs": {
-        "b": 3, "c": {"$var": "thinking.enabled"}}}}]}}}
-PI16_TEMPLATE_LEVELS = {"lab/m": {"a": 1, "b": 3, "c": {"$var": "thinking.enabled"}}}
+# A chat template's kwargs and Vercel's routing at a provider and at its model, and what pi 1.6
+# makes of them.
+COMPAT_LEVELS = {
+    "chatTemplateKwargs": ({"a": 1, "b": 2}, {"b": 3, "c": {"$var": "thinking.enabled"}},
+                           {"a": 1, "b": 3, "c": {"$var": "thinking.enabled"}}),
+    "vercelGatewayRouting": ({"only": ["bedrock"], "order": ["a"]}, {"order": ["b"]},
+                             {"only": ["bedrock"], "order": ["b"]}),
+}
 
 
-def test_a_chat_templates_kwargs_of_each_level_are_merged_as_pi_16_merges_them(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A model's `chatTemplateKwargs` is merged key by key over its provider's, as pi 1.6's
-    mergeCompat merges them (checked against it where installed)."""
+@pytest.mark.parametrize("flag", list(COMPAT_LEVELS))
+def test_a_compat_object_of_each_level_is_merged_as_pi_16_merges_it(
+        flag: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model's `chatTemplateKwargs` (or `vercelGatewayRouting`) is merged key by key over its
+    provider's, as pi 1.6's mergeCompat merges them (checked against it where installed)."""
+    provider, model, merged = COMPAT_LEVELS[flag]
     monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path))
-    (tmp_path / "models.json").write_text(json.dumps(TEMPLATE_LEVELS), "utf-8")
+    (tmp_path / "models.json").write_text(json.dumps({"providers": {"lab": {
+        "baseUrl": "http://127.0.0.1:9/v1", "api": CHAT_API, "compat": {flag: provider},
+        "models": [{"id": "m", "compat": {flag: model}}]}}}), "utf-8")
     node = pi16_node()
     if node is not None:
         run = subprocess.run([node, str(Path(__file__).with_name("pi16_compat.mjs")),
                               str(PI16 / "@earendil-works"), str(tmp_path / "models.json"),
-                              *PI16_TEMPLATE_LEVELS], capture_output=True, text=True,
-                             timeout=PROCESS_CEILING_S)
+                              "lab/m"], capture_output=True, text=True, timeout=PROCESS_CEILING_S)
         assert run.returncode == 0, run.stderr
-        assert {name: compat["chatTemplateKwargs"]
-                for name, compat in json.loads(run.stdout).items()} == PI16_TEMPLATE_LEVELS
+        assert json.loads(run.stdout)["lab/m"][flag] == merged
     models, _ = load_models(tmp_path, project=False)
-    ours = {f"{model.provider}/{model.id}": msgspec.to_builtins(model.compat)[
-        "chatTemplateKwargs"] for model in models}
-    assert ours == PI16_TEMPLATE_LEVELS
+    (ours,) = [msgspec.to_builtins(model.compat)[flag] for model in models]
+    assert ours == merged
+
+
+# Vercel AI Gateway's routing, and the Chat Completions bodies pi 1.6 sends gpt-5 with each (an
+# empty `only` is sent; a routing without `only` or `order` sends none), stored for machines
+# without it.
+STORED_VERCEL_ROUTING = STORED_BODIES.with_name("pi16-vercel-routing.json")
+VERCEL_ROUTING = {"both": {"only": ["bedrock"], "order": ["anthropic", "bedrock"], "sort": "price"},
+                  "empty only": {"only": []}, "neither": {"sort": "price"}}
+
+
+@pytest.mark.parametrize("case", list(VERCEL_ROUTING))
+def test_vercel_gateway_routing_is_sent_as_pi_16_sends_it(case: str) -> None:
+    """models.json's `vercelGatewayRouting` was not read: pi 1.6 sends its `only` and `order` as
+    the body's `providerOptions.gateway`, so Vercel's AI Gateway keeps the session on the
+    upstream providers the user chose; pi-lsp sent none, and the gateway routed it anywhere."""
+    file = SAMPLING_SESSIONS / "default-level.jsonl"
+    laid = {"vercelGatewayRouting": VERCEL_ROUTING[case]}
+    pi = json.loads(STORED_VERCEL_ROUTING.read_text("utf-8"))[case]
+    assert _pi16_wire(CHAT_API, [file], "--model", "gpt-5", "--compat",
+                      json.dumps(laid)) in ({}, {file.name: pi})  # pi's
+    model = _with_compat(ModelRegistry().get("openai", "gpt-5"), laid, api=CHAT_API)
+    ours = _ours_for(file, ("openai", "gpt-5"), ModelRegistry(extra=[model]))
+    assert _comparable(ours, CHAT_API, False, pi=False) == \
+        _comparable(pi, CHAT_API, False, pi=True)
 
 
 # z.ai's streamed tool-call deltas, asked for where tools are sent, and the Chat Completions

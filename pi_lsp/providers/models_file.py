@@ -188,9 +188,10 @@ ROUTING_FIELDS = ("baseUrl", "api", "headers")
 # A model's or override's fields laid over the body as written (any field: `model`, `n`,
 # `store`, `service_tier`).
 BODY_FIELDS = ("samplingParams", "samplingParamsByThinkingLevel")
-# `compat` flags, at any level, that lay what they hold into the body: OpenRouter's routing (your
-# data policy), a chat template's kwargs (any name and value).
-BODY_COMPAT = ("openRouterRouting", "chatTemplateKwargs")
+# `compat` flags, at any level, that lay what they hold into the body: OpenRouter's and Vercel's
+# routing (your data policy, which upstream providers see your prompts), a chat template's
+# kwargs (any name and value).
+BODY_COMPAT = ("openRouterRouting", "vercelGatewayRouting", "chatTemplateKwargs")
 
 
 def load_models(workspace: Path, *, project: bool

@@ -10,6 +10,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from pi_lsp.context.convert import adapt_to_model
 from pi_lsp.context.replay import system_update_text
 from pi_lsp.providers.base import (
@@ -287,6 +289,9 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
         params[field] = budget
     if model.compat.open_router_routing is not None:
         params["provider"] = model.compat.open_router_routing
+    gateway = model.compat.vercel_gateway_routing
+    if gateway is not None and (gateway.only is not None or gateway.order is not None):
+        params["providerOptions"] = {"gateway": msgspec.to_builtins(gateway)}
     params.update(sampling_fields(model, request.thinking_level))
     return without_lone_surrogates(params)  # type: ignore[no-any-return]
 

@@ -64,6 +64,14 @@ class TemplateVariable(msgspec.Struct, rename="camel", omit_defaults=True):
     omit_when_off: bool = False
 
 
+class GatewayRouting(msgspec.Struct, omit_defaults=True):
+    """Vercel AI Gateway's upstream providers (pi 1.6's `vercelGatewayRouting`): the only ones
+    it may use, and the order it tries them in."""
+
+    only: list[str] | None = None
+    order: list[str] | None = None
+
+
 # A `chatTemplateKwargs` value: sent as written, or filled in (pi 1.6's ChatTemplateKwargValue).
 TemplateValue = str | int | float | bool | None | TemplateVariable
 
@@ -93,6 +101,8 @@ class Compat(msgspec.Struct, rename="camel", omit_defaults=True):
     # OpenRouter's provider routing preferences (which upstream providers, their data policy),
     # sent as the body's `provider` (pi 1.6's `openRouterRouting`).
     open_router_routing: dict[str, Any] | None = None
+    # Vercel AI Gateway's, sent as the body's `providerOptions.gateway`.
+    vercel_gateway_routing: GatewayRouting | None = None
     requires_tools_with_tool_history: bool | None = None
     requires_reasoning_content_on_assistant_messages: bool | None = None
     thinking_format: ThinkingFormat | None = None
@@ -152,10 +162,15 @@ class Compat(msgspec.Struct, rename="camel", omit_defaults=True):
             mine, theirs = getattr(self, name), getattr(base, name)
             if mine is not None and theirs is not None:
                 fields[name] = {**theirs, **mine}
+        if self.vercel_gateway_routing is not None and base.vercel_gateway_routing is not None:
+            fields["vercel_gateway_routing"] = msgspec.convert(
+                {**msgspec.to_builtins(base.vercel_gateway_routing),
+                 **msgspec.to_builtins(self.vercel_gateway_routing)}, GatewayRouting)
         return Compat(**fields)
 
 
-# The `compat` objects pi 1.6's mergeCompat merges one level deep, not replaces.
+# The `compat` objects pi 1.6's mergeCompat merges one level deep, not replaces
+# (`vercel_gateway_routing` too).
 MERGED_BY_KEY = ("open_router_routing", "chat_template_kwargs")
 
 
