@@ -1348,6 +1348,9 @@ def test_a_model_override_header_with_a_lone_surrogate_names_its_key_path(dirs) 
     # pi 1.6: "providers.lab.compat.vllmPriority: must be number"
     ({"providers": {"lab": {**LAB, "compat": {"vllmPriority": "high"}}}},
      "providers.lab.compat.vllmPriority: Expected `int | float | null`, got `str`"),
+    # pi 1.6: "providers.lab.compat.supportsMidConvoToolAdditions: must be boolean"
+    ({"providers": {"lab": {**LAB, "compat": {"supportsMidConvoToolAdditions": 1}}}},
+     "providers.lab.compat.supportsMidConvoToolAdditions: Expected `bool | null`, got `int`"),
     # pi 1.6: "providers.lab.compat.vercelGatewayRouting.only: must be array"
     ({"providers": {"lab": {**LAB, "compat": {"vercelGatewayRouting": {"only": "bedrock"}}}}},
      "providers.lab.compat.vercelGatewayRouting.only: Expected `array | null`, got `str`"),

@@ -1146,3 +1146,34 @@ def test_a_vllm_priority_is_sent_as_pi_16_sends_it() -> None:
     assert pi["priority"] == -5
     assert _comparable(ours, CHAT_API, False, pi=False) == \
         _comparable(pi, CHAT_API, False, pi=True)
+
+
+# Sessions whose tools change mid-way (an addition, a removal, a name declared again, no leading
+# system message), and the Chat Completions bodies pi 1.6 sends gpt-5 for them with models.json's
+# supportsMidConvoSystemMessages and supportsMidConvoToolAdditions (stored for machines without it).
+TOOL_ADDITIONS = STORED_BODIES.with_name("pi16-chat-tool-additions")
+STORED_TOOL_ADDITIONS = STORED_BODIES.with_name("pi16-chat-tool-additions.json")
+ADDITIONS = {**MID_CONVO, "supportsMidConvoToolAdditions": True}
+
+
+@pytest.fixture(scope="module")
+def pi_tool_addition_bodies() -> dict[str, Any]:
+    stored: dict[str, Any] = json.loads(STORED_TOOL_ADDITIONS.read_text("utf-8"))
+    for name, body in _pi16_wire(CHAT_API, sorted(TOOL_ADDITIONS.glob("*.jsonl")), "--model",
+                                 "gpt-5", "--compat", json.dumps(ADDITIONS)).items():
+        assert body == stored[name], name  # the stored bodies are pi's
+    return stored
+
+
+@pytest.mark.parametrize("name", sorted(path.name for path in TOOL_ADDITIONS.glob("*.jsonl")))
+def test_tools_added_mid_way_are_declared_in_place_as_pi_16_declares_them(
+        name: str, pi_tool_addition_bodies: dict[str, Any]) -> None:
+    """models.json's `supportsMidConvoToolAdditions` (with supportsMidConvoSystemMessages, a
+    Kimi model's host) was not read: pi 1.6 sends the tools in force after the last removal or
+    redeclaration at the top and each later addition where it was made, as a system message of
+    its own ({"role": "system", "tools": [...]}); pi-lsp sent every current tool at the top, so
+    each tool added mid-session rewrote the cached prefix."""
+    model = _with_compat(ModelRegistry().get("openai", "gpt-5"), ADDITIONS, api=CHAT_API)
+    ours = _ours_for(TOOL_ADDITIONS / name, ("openai", "gpt-5"), ModelRegistry(extra=[model]))
+    pi = pi_tool_addition_bodies[name]
+    assert _comparable(ours, CHAT_API, True, pi=False) == _comparable(pi, CHAT_API, True, pi=True)

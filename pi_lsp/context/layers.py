@@ -21,6 +21,7 @@ from pi_lsp.context.projection import (
     project_path,
 )
 from pi_lsp.context.replay import (
+    additive_prefix,
     current_system_message,
     current_tools,
     system_patch,
@@ -35,6 +36,7 @@ from pi_lsp.providers.registry import (
     ModelRegistry,
     keeps_system_messages,
     native_tool_changes,
+    tool_additions_in_place,
 )
 from pi_lsp.providers.thinking import clamped_level
 from pi_lsp.providers.wire import UnknownProviderError
@@ -241,6 +243,7 @@ class Lead(msgspec.Struct):
     tools_removed: list[Any]  # as the system message holds them
     after: Prepared
     tool_changes_in_place: bool
+    additions_from: int | None = None  # see ModelRequest.additions_from
 
 
 def prompt_in_place(prepared: Prepared, model: ModelInfo) -> Lead:
@@ -251,6 +254,8 @@ def prompt_in_place(prepared: Prepared, model: ModelInfo) -> Lead:
     current tools go first."""
     first = prepared[0][1] if prepared else None
     lead = first if isinstance(first, SystemMessage) else None
+    if tool_additions_in_place(model):
+        return _with_additions(prepared, lead)
     declared = listed_tools(lead.tools_added) if lead is not None else []
     in_place = native_tool_changes(model) and (bool(declared) or model.api == RESPONSES_API)
     tools = declared if in_place else current_tools([message for _, message in prepared])
@@ -258,6 +263,19 @@ def prompt_in_place(prepared: Prepared, model: ModelInfo) -> Lead:
         return Lead("", tools, [], prepared, in_place)
     return Lead(system_text(lead), tools, listed_tools(lead.tools_removed), prepared[1:],
                 in_place)
+
+
+def _with_additions(prepared: Prepared, lead: SystemMessage | None) -> Lead:
+    """`prompt_in_place` where tools added later are declared in place (Chat Completions): the
+    tools in force after the last change an addition cannot say go first (replay's
+    additive_prefix), each later system message's additions where it is."""
+    systems = [message for _, message in prepared if isinstance(message, SystemMessage)]
+    folded = additive_prefix(systems, lead is not None)
+    tools = current_tools(systems[:folded])
+    if lead is None:
+        return Lead("", tools, [], prepared, False, folded)
+    return Lead(system_text(lead), tools, listed_tools(lead.tools_removed), prepared[1:], False,
+                folded - 1)
 
 
 def system_patch_at(tree: SessionTree, leaf_id: str | None, agent: AgentSetup,
@@ -319,6 +337,7 @@ def build_layer(tree: SessionTree, leaf_id: str | None, layer: Layer,
                  for source, message in lead.after]
         request = ModelRequest(
             model=model, tool_changes_in_place=lead.tool_changes_in_place,
+            additions_from=lead.additions_from,
             tools_removed=lead.tools_removed, system_prompt=lead.prompt,
             messages=[m for _, m in lead.after], tools=_tool_specs(lead.tools),
             # the level thought at, which the reply keeps as pi 1.6's does (clamped)

@@ -36,6 +36,23 @@ def current_tools(messages: Sequence[ReadMessage | None]) -> list[Any]:
     return list(tools.values())
 
 
+def additive_prefix(systems: Sequence[SystemMessage], lead: bool) -> int:
+    """How many of a request's system messages pi 1.6 folds into its top-level tools where later
+    additions are declared in place (resolveTranscriptTools "additions"): the leading one
+    (`lead`), and through the last that takes a tool away or declares a name again, which an
+    addition cannot say (a name once removed counts too, as pi counts it)."""
+    declared: set[Any] = set()
+    last = -1
+    for index, message in enumerate(systems):
+        if listed_tools(message.tools_removed):
+            last = index
+        for tool in listed_tools(message.tools_added):
+            if tool_key(tool) in declared:
+                last = index
+            declared.add(tool_key(tool))
+    return max(1 if lead else 0, last + 1)
+
+
 def current_system_message(messages: Sequence[ReadMessage | None]) -> SystemMessage | None:
     """All system messages folded into one (pi's `getCurrentSystemMessage`), or None."""
     texts: list[str] = []

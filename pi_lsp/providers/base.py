@@ -120,6 +120,10 @@ class ModelRequest(msgspec.Struct):
     # The tools the system message `system_prompt` and `tools` came from takes away, as it
     # holds them: pi 1.6 names them after the prompt where tool changes are in place (Responses).
     tools_removed: list[Any] = msgspec.field(default_factory=list)
+    # Chat Completions with tool additions in place (registry.tool_additions_in_place): the
+    # system messages of `messages` from this one on (counted among them) declare the tools they
+    # add where they are, the earlier ones' being in `tools`. None: none do.
+    additions_from: int | None = None
 
 
 class StreamEvent(msgspec.Struct, tag_field="type", rename="camel", kw_only=True):

@@ -7,7 +7,7 @@ flags (pi's), laid over what pi detects from the host, cover where they differ f
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import msgspec
@@ -18,6 +18,7 @@ from pi_lsp.providers.base import (
     ModelRequest,
     ProviderEvent,
     ReplyBuilder,
+    ToolSpec,
     count_openai_usage,
     declared_fields,
     is_openrouter,
@@ -25,6 +26,7 @@ from pi_lsp.providers.base import (
     safe_id,
     short_hash,
     token_count,
+    tool_spec,
     without_lone_surrogates,
 )
 from pi_lsp.providers.chat_template import template_values
@@ -47,6 +49,7 @@ from pi_lsp.session.entries import (
     UserMessage,
 )
 from pi_lsp.session.jsontext import js_truthy, stringify
+from pi_lsp.session.systemfields import listed_tools
 
 STOP_REASONS: dict[str, StopReason] = {"stop": "stop", "end": "stop", "length": "length",
                                        "tool_calls": "toolUse", "function_call": "toolUse"}
@@ -189,11 +192,26 @@ def _tool_results(results: list[ToolResultMessage], compat: Compat) -> list[dict
     return wire
 
 
-def _instructions(role: str, systems: list[SystemMessage]) -> list[dict[str, Any]]:
+def _instructions(role: str, systems: list[SystemMessage], tools_from: int, compat: Compat
+                  ) -> list[dict[str, Any]]:
     """System messages after the first, in place, as pi 1.6 sends them to a model that takes
-    them mid-conversation: each one's update (an empty one left out)."""
-    texts = [system_update_text(message) for message in systems]
-    return [{"role": role, "content": text} for text in texts if text]
+    them mid-conversation: each one's update (an empty one left out), and from `tools_from` on
+    (counted among `systems`) the tools it adds before it, in a system message of their own."""
+    wire: list[dict[str, Any]] = []
+    for index, message in enumerate(systems):
+        added = listed_tools(message.tools_added) if index >= tools_from else []
+        if added:
+            wire.append({"role": "system", "tools": _tools(map(tool_spec, added), compat)})
+        if text := system_update_text(message):
+            wire.append({"role": role, "content": text})
+    return wire
+
+
+def _tools(tools: Iterable[ToolSpec], compat: Compat) -> list[dict[str, Any]]:
+    """Tool declarations as Chat Completions functions."""
+    return [{"type": "function", "function": {
+        **declared_fields(name=t.name, description=t.description),
+        **openai_tool_schema(t, bool(compat.supports_strict_mode))}} for t in tools]
 
 
 def wire_messages(request: ModelRequest, compat: Compat) -> list[dict[str, Any]]:
@@ -211,6 +229,9 @@ def wire_messages(request: ModelRequest, compat: Compat) -> list[dict[str, Any]]
     # transformMessages holds it the same way).
     held: list[SystemMessage] = []
     calling = False
+    # system messages sent so far, against the first whose added tools go in place
+    sent_systems = 0
+    additions_from = len(messages) if request.additions_from is None else request.additions_from
     for message in [*messages, None]:
         if isinstance(message, ToolResultMessage):
             pending.append(message)
@@ -224,7 +245,8 @@ def wire_messages(request: ModelRequest, compat: Compat) -> list[dict[str, Any]]
             pending = []
         if held or isinstance(message, SystemMessage):
             systems = [*held, *([message] if isinstance(message, SystemMessage) else [])]
-            wire += _instructions(role, systems)
+            wire += _instructions(role, systems, additions_from - sent_systems, compat)
+            sent_systems += len(systems)
             last, held = "system", []
         calling = False  # (until a reply with calls)
         if isinstance(message, UserMessage):
@@ -269,9 +291,7 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
         params["store"] = False
     params[compat.max_tokens_field or "max_completion_tokens"] = output_room(request)
     if request.tools:
-        params["tools"] = [{"type": "function", "function": {
-            **declared_fields(name=t.name, description=t.description),
-            **openai_tool_schema(t, bool(compat.supports_strict_mode))}} for t in request.tools]
+        params["tools"] = _tools(request.tools, compat)
         if compat.zai_tool_stream:
             params["tool_stream"] = True
     elif compat.requires_tools_with_tool_history and _has_tool_history(request):
@@ -337,7 +357,7 @@ def _mark_cache(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | No
 
 def _mark_text(message: dict[str, Any], control: dict[str, Any]) -> bool:
     """Mark the message's last text part (a text content becomes one); False: it has none."""
-    content = message["content"]
+    content = message.get("content")  # (a tools message has none, and takes no mark)
     if isinstance(content, str):
         if not content:
             return False

@@ -125,6 +125,10 @@ class Compat(msgspec.Struct, rename="camel", omit_defaults=True):
     # 1.6's `supportsMidConvoSystemMessages`, `supportsMidConvoToolChanges`).
     supports_mid_convo_system_messages: bool | None = None
     supports_mid_convo_tool_changes: bool | None = None
+    # Chat Completions, with supportsMidConvoSystemMessages: a tool added later is declared
+    # where it was, in a system message of its own (Kimi's form; pi 1.6's
+    # `supportsMidConvoToolAdditions`).
+    supports_mid_convo_tool_additions: bool | None = None
     # Responses: tools are declared in `additional_tools` input items where system messages
     # go in place, each change said where it happened (pi 1.6's `supportsAdditionalTools`).
     supports_additional_tools: bool | None = None
@@ -307,6 +311,14 @@ def native_tool_changes(model: ModelInfo) -> bool:
     changes = compat.supports_additional_tools if model.api == RESPONSES_API else \
         compat.supports_mid_convo_tool_changes if model.api == ANTHROPIC_API else False
     return bool(compat.supports_mid_convo_system_messages and changes)
+
+
+def tool_additions_in_place(model: ModelInfo) -> bool:
+    """Whether pi 1.6 declares tools added mid-conversation where they were added, in a system
+    message of their own (Chat Completions' `supportsMidConvoToolAdditions`)."""
+    compat = model.compat
+    return model.api == CHAT_API and bool(compat.supports_mid_convo_system_messages and
+                                          compat.supports_mid_convo_tool_additions)
 
 
 def keeps_system_messages(model: ModelInfo) -> bool:
