@@ -524,8 +524,9 @@ async def test_a_project_models_json_never_gets_the_users_key(
     {"modelOverrides": {"gpt-5": {"compat": {"openRouterRouting": {"zdr": False}}}}},
     {"compat": {"thinkingFormat": "chat-template", "chatTemplateKwargs": {"n": 8}}},
     {"models": [{"id": "gpt-5", "compat": {"vercelGatewayRouting": {"only": ["cheap"]}}}]},
+    {"modelOverrides": {"gpt-5": {"compat": {"chatTemplateArgs": {"n": 8}}}}},
 ], ids=["samplingParams", "byThinkingLevel", "a model's", "routing", "an override's routing",
-        "chat template kwargs", "vercel routing"])
+        "chat template kwargs", "vercel routing", "chat template args"])
 async def test_a_project_that_sets_the_body_never_gets_the_users_key(
         tmp_path: Path, oai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch,
         project: dict[str, Any]) -> None:

@@ -1055,6 +1055,8 @@ COMPAT_LEVELS = {
                            {"a": 1, "b": 3, "c": {"$var": "thinking.enabled"}}),
     "vercelGatewayRouting": ({"only": ["bedrock"], "order": ["a"]}, {"order": ["b"]},
                              {"only": ["bedrock"], "order": ["b"]}),
+    "chatTemplateArgs": ({"a": 1}, {"b": {"$var": "thinking.budget", "omitWhenOff": True}},
+                         {"a": 1, "b": {"$var": "thinking.budget", "omitWhenOff": True}}),
 }
 
 
@@ -1177,3 +1179,28 @@ def test_tools_added_mid_way_are_declared_in_place_as_pi_16_declares_them(
     ours = _ours_for(TOOL_ADDITIONS / name, ("openai", "gpt-5"), ModelRegistry(extra=[model]))
     pi = pi_tool_addition_bodies[name]
     assert _comparable(ours, CHAT_API, True, pi=False) == _comparable(pi, CHAT_API, True, pi=True)
+
+
+# Baseten's chat template arguments, and the Chat Completions bodies pi 1.6 sends gpt-5.1 with
+# them at SAMPLING_SESSIONS' three levels (stored for machines without it).
+STORED_BASETEN = STORED_BODIES.with_name("pi16-baseten.json")
+BASETEN = {"thinkingFormat": "baseten", "chatTemplateArgs": {
+    "enable_thinking": {"$var": "thinking.enabled"},
+    "budget": {"$var": "thinking.budget", "omitWhenOff": True}, "fixed": "x"}}
+
+
+@pytest.mark.parametrize("name", sorted(path.name for path in SAMPLING_SESSIONS.glob("*.jsonl")))
+def test_basetens_chat_template_args_are_sent_as_pi_16_sends_them(name: str) -> None:
+    """models.json's `"thinkingFormat": "baseten"` was refused as a thinkingFormat pi-lsp did
+    not know, the whole file with it: pi 1.6 sends `chatTemplateArgs` as `chat_template_args`,
+    filled in as chatTemplateKwargs are, and the level's effort as `reasoning_effort` (the
+    map's `off` entry where the model does not think)."""
+    file = SAMPLING_SESSIONS / name
+    pi = json.loads(STORED_BASETEN.read_text("utf-8"))[name]
+    assert _pi16_wire(CHAT_API, [file], "--model", "gpt-5.1", "--compat",
+                      json.dumps(BASETEN)) in ({}, {name: pi})  # pi's
+    model = _with_compat(ModelRegistry().get("openai", "gpt-5.1"), BASETEN, api=CHAT_API)
+    ours = _ours_for(file, ("openai", "gpt-5.1"), ModelRegistry(extra=[model]))
+    assert "chat_template_args" in pi
+    assert _comparable(ours, CHAT_API, False, pi=False) == \
+        _comparable(pi, CHAT_API, False, pi=True)

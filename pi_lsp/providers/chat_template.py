@@ -30,14 +30,16 @@ def _filled(model: ModelInfo, value: TemplateValue, level: str | None, budget: i
         return level is not None
     if value.var == "thinking.budget":
         return OMITTED if budget is None else budget
-    return _effort(model, level)
+    effort = mapped_effort(model, level)
+    return OMITTED if effort is None else effort
 
 
-def _effort(model: ModelInfo, level: str | None) -> Any:
-    """`thinking.effort`: the model's map entry for the level (for "off" where not thinking), else
-    the level; OMITTED for a null entry, or not thinking without an `off` entry."""
+def mapped_effort(model: ModelInfo, level: str | None) -> str | None:
+    """`thinking.effort` (and baseten's `reasoning_effort`): the model's map entry for the level
+    (for "off" where not thinking), else the level; None for a null entry, or not thinking
+    without an `off` entry."""
     key = level or "off"
     if key not in model.thinking_level_map:
-        return level if level is not None else OMITTED
+        return level
     mapped = model.thinking_level_map[key]
-    return mapped if isinstance(mapped, str) else OMITTED
+    return mapped if isinstance(mapped, str) else None

@@ -190,8 +190,9 @@ ROUTING_FIELDS = ("baseUrl", "api", "headers")
 BODY_FIELDS = ("samplingParams", "samplingParamsByThinkingLevel")
 # `compat` flags, at any level, that lay what they hold into the body: OpenRouter's and Vercel's
 # routing (your data policy, which upstream providers see your prompts), a chat template's
-# kwargs (any name and value).
-BODY_COMPAT = ("openRouterRouting", "vercelGatewayRouting", "chatTemplateKwargs")
+# kwargs or args (any name and value).
+BODY_COMPAT = ("openRouterRouting", "vercelGatewayRouting", "chatTemplateKwargs",
+               "chatTemplateArgs")
 
 
 def load_models(workspace: Path, *, project: bool

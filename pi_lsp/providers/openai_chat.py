@@ -29,7 +29,7 @@ from pi_lsp.providers.base import (
     tool_spec,
     without_lone_surrogates,
 )
-from pi_lsp.providers.chat_template import template_values
+from pi_lsp.providers.chat_template import mapped_effort, template_values
 from pi_lsp.providers.failures import StreamEndedEarly
 from pi_lsp.providers.output_room import output_room
 from pi_lsp.providers.registry import CHAT_API, Compat, ModelInfo, detect_compat
@@ -391,6 +391,11 @@ def _thinking_params(model: ModelInfo, compat: Compat, level: str | None, budget
         case "chat-template":
             kwargs = template_values(model, compat.chat_template_kwargs or {}, level, budget)
             return {"chat_template_kwargs": kwargs} if kwargs else {}
+        case "baseten":
+            arguments = template_values(model, compat.chat_template_args or {}, level, budget)
+            mapped = mapped_effort(model, level) if compat.supports_reasoning_effort else None
+            return {**({"chat_template_args": arguments} if arguments else {}),
+                    **({"reasoning_effort": mapped} if mapped is not None else {})}
         case "deepseek":
             if effort:
                 return {"thinking": {"type": "enabled"}, **effort_field}

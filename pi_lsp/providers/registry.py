@@ -52,7 +52,8 @@ class FallbackModel(msgspec.Struct, rename="camel"):
 
 # pi's `thinkingFormat` values pi-lsp sends: how reasoning is asked for on Chat Completions.
 ThinkingFormat = Literal["openai", "openrouter", "deepseek", "together", "zai", "qwen",
-                         "qwen-chat-template", "chat-template", "string-thinking", "ant-ling"]
+                         "qwen-chat-template", "chat-template", "baseten", "string-thinking",
+                         "ant-ling"]
 
 
 class TemplateVariable(msgspec.Struct, rename="camel", omit_defaults=True):
@@ -109,6 +110,8 @@ class Compat(msgspec.Struct, rename="camel", omit_defaults=True):
     # thinkingFormat "chat-template": the body's `chat_template_kwargs` (a Qwen or GLM template's
     # own switches), each value as written or filled in from the level.
     chat_template_kwargs: dict[str, TemplateValue] | None = None
+    # thinkingFormat "baseten": the body's `chat_template_args`, filled in the same way.
+    chat_template_args: dict[str, TemplateValue] | None = None
     # z.ai: `"tool_stream": true` with the tools, so a call's arguments stream as written.
     zai_tool_stream: bool | None = None
     # vLLM: the body's `priority` (lower goes first, under `--scheduling-policy priority`).
@@ -175,7 +178,7 @@ class Compat(msgspec.Struct, rename="camel", omit_defaults=True):
 
 # The `compat` objects pi 1.6's mergeCompat merges one level deep, not replaces
 # (`vercel_gateway_routing` too).
-MERGED_BY_KEY = ("open_router_routing", "chat_template_kwargs")
+MERGED_BY_KEY = ("open_router_routing", "chat_template_kwargs", "chat_template_args")
 
 
 class ModelInfo(msgspec.Struct, rename="camel"):
