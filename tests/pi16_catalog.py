@@ -17,10 +17,9 @@ TARGET = Path(__file__).resolve().parent.parent / "pi_lsp" / "providers" / "pi16
 # sizes and of cache lifetimes, which pi-lsp does not use.
 KEPT = ("id", "name", "reasoning", "input", "cost", "contextWindow", "maxTokens",
         "thinkingLevelMap")
-# pi's compat flags for request parts pi-lsp never sends (OpenAI's grammar tools, tool search;
-# a temperature); a flag in neither list stops the writer.
-UNSENT_FLAGS = frozenset({"supportsOpenAIGrammarTools", "supportsToolSearch",
-                          "supportsTemperature"})
+# pi's compat flags for request parts pi-lsp never sends (OpenAI's grammar tools; a
+# temperature); a flag in neither list stops the writer.
+UNSENT_FLAGS = frozenset({"supportsOpenAIGrammarTools", "supportsTemperature"})
 HEADER = '''"""pi 1.6's built-in models of the providers pi-lsp builds in, as pi-ai 1.6 lists them
 (its providers/data files), in its order. Written by `python -m tests.pi16_catalog`: do not
 edit; a model's compat keeps the flags pi-lsp reads."""

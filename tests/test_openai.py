@@ -1351,6 +1351,9 @@ def test_a_model_override_header_with_a_lone_surrogate_names_its_key_path(dirs) 
     # pi 1.6: "providers.lab.compat.supportsMidConvoToolAdditions: must be boolean"
     ({"providers": {"lab": {**LAB, "compat": {"supportsMidConvoToolAdditions": 1}}}},
      "providers.lab.compat.supportsMidConvoToolAdditions: Expected `bool | null`, got `int`"),
+    # pi 1.6: "providers.lab.compat.supportsToolSearch: must be boolean"
+    ({"providers": {"lab": {**LAB, "compat": {"supportsToolSearch": "yes"}}}},
+     "providers.lab.compat.supportsToolSearch: Expected `bool | null`, got `str`"),
     # pi 1.6: "providers.lab.compat.vercelGatewayRouting.only: must be array"
     ({"providers": {"lab": {**LAB, "compat": {"vercelGatewayRouting": {"only": "bedrock"}}}}},
      "providers.lab.compat.vercelGatewayRouting.only: Expected `array | null`, got `str`"),

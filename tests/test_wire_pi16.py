@@ -1204,3 +1204,33 @@ def test_basetens_chat_template_args_are_sent_as_pi_16_sends_them(name: str) -> 
     assert "chat_template_args" in pi
     assert _comparable(ours, CHAT_API, False, pi=False) == \
         _comparable(pi, CHAT_API, False, pi=True)
+
+
+# The same sessions, and the Responses bodies pi 1.6 sends gpt-5 for them with models.json's
+# supportsMidConvoSystemMessages and supportsToolSearch (stored for machines without it).
+STORED_TOOL_SEARCH = STORED_BODIES.with_name("pi16-tool-search.json")
+TOOL_SEARCH = {**MID_CONVO, "supportsToolSearch": True}
+
+
+@pytest.fixture(scope="module")
+def pi_tool_search_bodies() -> dict[str, Any]:
+    stored: dict[str, Any] = json.loads(STORED_TOOL_SEARCH.read_text("utf-8"))
+    for name, body in _pi16_wire(RESPONSES_API, sorted(TOOL_ADDITIONS.glob("*.jsonl")), "--model",
+                                 "gpt-5", "--compat", json.dumps(TOOL_SEARCH)).items():
+        assert body == stored[name], name  # the stored bodies are pi's
+    return stored
+
+
+@pytest.mark.parametrize("name", sorted(path.name for path in TOOL_ADDITIONS.glob("*.jsonl")))
+def test_tools_added_mid_way_are_loaded_by_a_tool_search_as_pi_16_loads_them(
+        name: str, pi_tool_search_bodies: dict[str, Any]) -> None:
+    """models.json's `supportsToolSearch` (a Responses model taking system messages in place,
+    without additional_tools items) was not read: pi 1.6 sends the tools in force after the last
+    removal or redeclaration at the top and loads each later addition where it was made, as a
+    client tool search's call and its output (the tools deferred); pi-lsp sent every current
+    tool at the top, so each tool added mid-session rewrote the cached prefix."""
+    model = _with_compat(ModelRegistry().get("openai", "gpt-5"), TOOL_SEARCH)
+    ours = _ours_for(TOOL_ADDITIONS / name, ("openai", "gpt-5"), ModelRegistry(extra=[model]))
+    pi = pi_tool_search_bodies[name]
+    assert _comparable(ours, RESPONSES_API, True, pi=False) == \
+        _comparable(pi, RESPONSES_API, True, pi=True)

@@ -216,6 +216,10 @@ class _Instructions:
         self.role = "developer" if model.reasoning and \
             compat_of(model).supports_developer_role else "system"
         self.in_place = tool_changes_in_place(request)
+        # (with tool additions in place) the first of `request.messages`' system messages that
+        # loads the tools it adds, and how many went before this one
+        self.additions_from = request.additions_from
+        self.systems = 0
         self.declared = False  # an additional_tools item went before
         self.unavailable: dict[str, None] = {}  # tools taken away and not declared again
 
@@ -225,11 +229,29 @@ class _Instructions:
         items = self._additions(tools) if self.in_place else []
         return self._said(items, [prompt], tools, removed)
 
-    def update(self, message: SystemMessage) -> list[dict[str, Any]]:
+    def update(self, message: SystemMessage, index: int) -> list[dict[str, Any]]:
+        """A later system message's items; `index`: its place among the messages after the
+        lead, as pi numbers them."""
         added = [tool_spec(tool) for tool in listed_tools(message.tools_added)]
-        items = self._additions(added) if self.in_place else []
+        loads = self.additions_from is not None and self.systems >= self.additions_from
+        self.systems += 1
+        items = self._additions(added) if self.in_place else \
+            self._search(added, index) if loads and added else []
         return self._said(items, [system_update_text(message)], added,
                           listed_tools(message.tools_removed))
+
+    def _search(self, tools: list[ToolSpec], index: int) -> list[dict[str, Any]]:
+        """pi 1.6's tool search that loads `tools` (`supportsToolSearch`): a call the client
+        made, and its output holding them, deferred, under an id of the message's place."""
+        names = [tool.name if isinstance(tool.name, str) else "" for tool in tools]
+        seed = f"system:{index}:" + ",".join(names)
+        call = {"call_id": f"pi_tool_load_{short_hash(seed)}", "execution": "client",
+                "status": "completed"}
+        return [{"type": "tool_search_call", **call,
+                 "arguments": {"query": " ".join(names), "limit": len(names)}},
+                {"type": "tool_search_output", **call,
+                 "tools": [{**tool, "defer_loading": True}
+                           for tool in wire_tools(tools, self.model)]}]
 
     def _said(self, items: list[dict[str, Any]], parts: list[str], added: list[ToolSpec],
               removed: list[Any]) -> list[dict[str, Any]]:
@@ -287,18 +309,19 @@ def wire_input(request: ModelRequest) -> list[dict[str, Any]]:
     calling = False
     for message in messages:
         if isinstance(message, SystemMessage):  # kept in place: counted even when empty
-            sent += 1
             if calling:
-                held.append(message)
+                held.append(message)  # (counted where it goes, after the results)
             else:
-                items += instructions.update(message)
+                items += instructions.update(message, sent)
+                sent += 1
             continue
         if isinstance(message, ToolResultMessage):
             items.append(_tool_result(message))
             sent += 1
             continue
         for system in held:
-            items += instructions.update(system)
+            items += instructions.update(system, sent)
+            sent += 1
         held, calling = [], False
         if isinstance(message, UserMessage):
             made = [{"role": "user", "content": content}] \
@@ -313,8 +336,8 @@ def wire_input(request: ModelRequest) -> list[dict[str, Any]]:
                 made.insert(0, _configuration_update(earlier))
         items += made
         sent += bool(made)
-    for system in held:
-        items += instructions.update(system)
+    for at, system in enumerate(held, sent):
+        items += instructions.update(system, at)
     return [*items, *([_configuration_update(effort)] if effort is not None else [])]
 
 

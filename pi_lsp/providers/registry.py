@@ -132,6 +132,10 @@ class Compat(msgspec.Struct, rename="camel", omit_defaults=True):
     # where it was, in a system message of its own (Kimi's form; pi 1.6's
     # `supportsMidConvoToolAdditions`).
     supports_mid_convo_tool_additions: bool | None = None
+    # Responses, with supportsMidConvoSystemMessages and no additional_tools items: a tool added
+    # later is loaded where it was, as a client tool search's call and output (pi 1.6's
+    # `supportsToolSearch`).
+    supports_tool_search: bool | None = None
     # Responses: tools are declared in `additional_tools` input items where system messages
     # go in place, each change said where it happened (pi 1.6's `supportsAdditionalTools`).
     supports_additional_tools: bool | None = None
@@ -317,11 +321,15 @@ def native_tool_changes(model: ModelInfo) -> bool:
 
 
 def tool_additions_in_place(model: ModelInfo) -> bool:
-    """Whether pi 1.6 declares tools added mid-conversation where they were added, in a system
-    message of their own (Chat Completions' `supportsMidConvoToolAdditions`)."""
+    """Whether pi 1.6 declares tools added mid-conversation where they were added, and no other
+    change there (resolveTranscriptTools "additions"): in a system message of their own on Chat
+    Completions (`supportsMidConvoToolAdditions`), as a tool search's result on Responses
+    without additional_tools items (`supportsToolSearch`)."""
     compat = model.compat
-    return model.api == CHAT_API and bool(compat.supports_mid_convo_system_messages and
-                                          compat.supports_mid_convo_tool_additions)
+    additions = compat.supports_mid_convo_tool_additions if model.api == CHAT_API else \
+        compat.supports_tool_search and not compat.supports_additional_tools \
+        if model.api == RESPONSES_API else False
+    return bool(compat.supports_mid_convo_system_messages and additions)
 
 
 def keeps_system_messages(model: ModelInfo) -> bool:
