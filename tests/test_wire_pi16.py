@@ -27,7 +27,7 @@ from pi_lsp.context.convert import BRANCH_SUMMARY_PREFIX
 from pi_lsp.context.layers import AgentSetup, UnsendableToolError, build_layer
 from pi_lsp.context.messages import decode_path
 from pi_lsp.context.replay import current_system_message
-from pi_lsp.providers.models_file import load_models
+from pi_lsp.providers.models_file import ModelsFileError, load_models
 from pi_lsp.providers.registry import (
     ANTHROPIC_API,
     CHAT_API,
@@ -40,7 +40,7 @@ from pi_lsp.providers.wire import request_params
 from pi_lsp.session.entries import SystemMessage, UserMessage
 from pi_lsp.session.tree import SessionTree
 from tests.conftest import CONFORMANCE, conformance_files
-from tests.test_system_messages import PI16, pi16_node
+from tests.test_system_messages import PI16, pi16_eval, pi16_node
 from tests.waits import PROCESS_CEILING_S
 
 STORED_BODIES = Path(__file__).with_name("fixtures") / "pi16-bodies.json"
@@ -1234,3 +1234,77 @@ def test_tools_added_mid_way_are_loaded_by_a_tool_search_as_pi_16_loads_them(
     pi = pi_tool_search_bodies[name]
     assert _comparable(ours, RESPONSES_API, True, pi=False) == \
         _comparable(pi, RESPONSES_API, True, pi=True)
+# Routing preferences of another type than pi 1.6's schema says, at each level of a models.json,
+# and the lines pi 1.6's ModelRuntime refuses each with (stored for machines without it).
+STORED_ROUTING_ERRORS = STORED_BODIES.with_name("pi16-routing-errors.json")
+BAD_ROUTING = {
+    "provider zdr": {"openrouter": {"compat": {"openRouterRouting": {"zdr": "yes"}}}},
+    "model order": {"openrouter": {"baseUrl": "https://openrouter.ai/api/v1", "models": [
+        {"id": "my/model", "api": CHAT_API, "compat": {"openRouterRouting": {"order": "a"}}}]}},
+    "override data_collection": {"openai": {"modelOverrides": {"gpt-5": {"compat": {
+        "openRouterRouting": {"data_collection": "maybe"}}}}}},
+    "only of numbers": {"openai": {"compat": {"openRouterRouting": {"only": ["a", 1]}}}},
+    "sort": {"openai": {"compat": {"openRouterRouting": {"sort": 5}}}},
+    "sort's by": {"openai": {"compat": {"openRouterRouting": {"sort": {"by": 1}}}}},
+    "max_price": {"openai": {"compat": {"openRouterRouting": {"max_price": {"prompt": True}}}}},
+    "latency": {"openai": {"compat": {"openRouterRouting": {
+        "preferred_max_latency": {"p50": "x"}}}}},
+    "null zdr": {"openai": {"compat": {"openRouterRouting": {"zdr": None}}}},
+}
+PI16_MODELS_ERROR = """
+const agent = %s;
+const runtime = await pi.ModelRuntime.create({modelsPath: `${agent}/models.json`,
+                                              authPath: `${agent}/auth.json`});
+process.stdout.write(JSON.stringify(runtime.getError() ?? null));
+"""
+
+
+def _pi16_models_error(folder: Path) -> list[str] | None:
+    """The lines of pi 1.6's error reading `folder`'s models.json, less the file's name
+    (None: it reads it)."""
+    error: str | None = json.loads(pi16_eval(PI16_MODELS_ERROR % json.dumps(str(folder))))
+    return None if error is None else error.split("\n\nFile: ")[0].split("\n")
+
+
+@pytest.mark.parametrize("case", BAD_ROUTING)
+def test_a_routing_preference_of_another_type_is_refused_naming_it(
+        case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pi 1.6 refuses a models.json whose `openRouterRouting` holds a value of another type
+    than its schema's ("zdr": "yes", "order": "a"), naming the field; pi-lsp sent it to
+    OpenRouter as written, which refuses the request or reads no policy where the user wrote
+    one. pi 1.6's lines are stored (checked where installed); pi-lsp's one error names the
+    file and one of the fields pi names."""
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path))
+    (tmp_path / "models.json").write_text(json.dumps({"providers": BAD_ROUTING[case]}), "utf-8")
+    stored = json.loads(STORED_ROUTING_ERRORS.read_text("utf-8"))[case]
+    if pi16_node() is not None:
+        assert _pi16_models_error(tmp_path) == stored
+    named = {line.removeprefix("  - ").partition(": ")[0] for line in stored[1:]}
+    with pytest.raises(ModelsFileError) as raised:
+        load_models(tmp_path, project=False)
+    where, _, ours = str(raised.value).partition(": ")
+    field = re.sub(r"\[(\w+)\]", r".\1", ours.replace(": openRouterRouting", ".openRouterRouting"))
+    assert where == str(tmp_path / "models.json") and field.partition(": ")[0] in named, ours
+
+
+# Every preference pi 1.6's schema knows, of each type it takes, and keys it does not know.
+GOOD_ROUTING = {"allow_fallbacks": False, "require_parameters": True, "data_collection": "deny",
+                "zdr": True, "enforce_distillable_text": False, "order": ["a"], "only": [],
+                "ignore": ["b"], "quantizations": ["fp8"], "sort": {"by": "price",
+                                                                    "partition": None, "x": 1},
+                "max_price": {"prompt": 1, "completion": "2", "image": 0.5, "y": True},
+                "preferred_min_throughput": 10, "preferred_max_latency": {"p50": 1, "p99": 2.5},
+                "experimental": {"z": 1}}
+
+
+def test_routing_preferences_pi_16_takes_are_sent_as_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check refuses only what pi 1.6 refuses: a value of each type its schema takes, and
+    keys it does not know, are read and sent as written."""
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path))
+    (tmp_path / "models.json").write_text(json.dumps({"providers": {"openai": {"compat": {
+        "openRouterRouting": GOOD_ROUTING}}}}), "utf-8")
+    if pi16_node() is not None:
+        assert _pi16_models_error(tmp_path) is None
+    models, _ = load_models(tmp_path, project=False)
+    assert models and all(model.compat.open_router_routing == GOOD_ROUTING for model in models)

@@ -126,15 +126,24 @@ def _read(path: Path) -> dict[str, Any]:
     if not isinstance(providers, dict):
         raise ModelsFileError(f"{path}: providers must be an object of providers by name")
     for name, spec in providers.items():
-        try:
-            convert(spec, ProviderSpec)
-        except msgspec.ValidationError as error:
-            # msgspec says "... - at `$.models[0].id`", then any note ("(a lone surrogate,
-            # ...)"); name the provider in the path.
-            text, _, where = str(error).partition(" - at `$")
-            where, _, note = where.partition("`")
-            raise ModelsFileError(f"{path}: providers.{name}{where}: {text}{note}") from None
+        overrides = spec.get("modelOverrides") if isinstance(spec, dict) else None
+        # Each override alone first: msgspec names a key of an object `[...]`, not its model.
+        for model_id, override in (overrides if isinstance(overrides, dict) else {}).items():
+            _convert(override, OverrideSpec, f"{path}: providers.{name}.modelOverrides.{model_id}")
+        _convert(spec, ProviderSpec, f"{path}: providers.{name}")
     return data
+
+
+def _convert(value: Any, kind: type, what: str) -> None:
+    """Check `value` is a `kind`; a ModelsFileError naming `what` (the file and key path) and
+    the field within it where it is not."""
+    try:
+        convert(value, kind)
+    except msgspec.ValidationError as error:
+        # msgspec says "... - at `$.models[0].id`", then any note ("(a lone surrogate, ...)").
+        text, _, where = str(error).partition(" - at `$")
+        where, _, note = where.partition("`")
+        raise ModelsFileError(f"{what}{where}: {text}{note}") from None
 
 
 def _check(merged: ModelsFile, sources: dict[str, str]) -> None:

@@ -50,6 +50,66 @@ class FallbackModel(msgspec.Struct, rename="camel"):
     cost: Price | None = None
 
 
+Unset = msgspec.UnsetType  # a field left out; null is a wrong type, as pi 1.6's schema says
+UNSET = msgspec.UNSET
+
+
+class RoutingSort(msgspec.Struct):
+    """OpenRouter's `sort` as an object (pi 1.6's schema; other keys go as written)."""
+
+    by: str | Unset = UNSET
+    partition: str | Unset | None = UNSET
+
+
+class RoutingPrices(msgspec.Struct):
+    """OpenRouter's `max_price`: a number or a text for each."""
+
+    prompt: float | str | Unset = UNSET
+    completion: float | str | Unset = UNSET
+    image: float | str | Unset = UNSET
+    audio: float | str | Unset = UNSET
+    request: float | str | Unset = UNSET
+
+
+class Percentiles(msgspec.Struct):
+    """A throughput or latency cutoff at each percentile."""
+
+    p50: float | Unset = UNSET
+    p75: float | Unset = UNSET
+    p90: float | Unset = UNSET
+    p99: float | Unset = UNSET
+
+
+class OpenRouterRouting(msgspec.Struct):
+    """pi 1.6's schema of `openRouterRouting` (compat-schema.js), which refuses a models.json
+    whose value has another type. Only checked: the value is sent as written, other keys too."""
+
+    allow_fallbacks: bool | Unset = UNSET
+    require_parameters: bool | Unset = UNSET
+    data_collection: Literal["deny", "allow"] | Unset = UNSET
+    zdr: bool | Unset = UNSET
+    enforce_distillable_text: bool | Unset = UNSET
+    order: list[str] | Unset = UNSET
+    only: list[str] | Unset = UNSET
+    ignore: list[str] | Unset = UNSET
+    quantizations: list[str] | Unset = UNSET
+    sort: str | RoutingSort | Unset = UNSET
+    max_price: RoutingPrices | Unset = UNSET
+    preferred_min_throughput: float | Percentiles | Unset = UNSET
+    preferred_max_latency: float | Percentiles | Unset = UNSET
+
+
+def routing_problem(routing: dict[str, Any]) -> str | None:
+    """What in `routing` pi 1.6 refuses ("openRouterRouting.zdr: Expected `bool`, got `str`"),
+    or None."""
+    try:
+        msgspec.convert(routing, OpenRouterRouting)
+    except msgspec.ValidationError as error:
+        text, _, where = str(error).partition(" - at `$")
+        return f"openRouterRouting{where.rstrip('`')}: {text}"
+    return None
+
+
 # pi's `thinkingFormat` values pi-lsp sends: how reasoning is asked for on Chat Completions.
 ThinkingFormat = Literal["openai", "openrouter", "deepseek", "together", "zai", "qwen",
                          "qwen-chat-template", "chat-template", "baseten", "string-thinking",
@@ -162,6 +222,12 @@ class Compat(msgspec.Struct, rename="camel", omit_defaults=True):
     cache_control_format: Literal["anthropic"] | None = None
     # Anthropic: models the server may answer with when this one cannot (`fallbacks`).
     allowed_fallback_models: list[FallbackModel] | None = None
+
+    def __post_init__(self) -> None:
+        # A wrong-typed routing preference would go to OpenRouter as written (pi refuses it).
+        problem = self.open_router_routing and routing_problem(self.open_router_routing)
+        if problem:
+            raise ValueError(problem)
 
     def over(self, base: Compat) -> Compat:
         """These flags, with `base` filling the ones left unset."""
