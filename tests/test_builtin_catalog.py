@@ -13,7 +13,13 @@ import msgspec
 import pytest
 
 from pi_lsp.providers.base import cost_of
-from pi_lsp.providers.registry import BUILT_IN, ModelInfo, ModelRegistry
+from pi_lsp.providers.registry import (
+    BUILT_IN,
+    OPENROUTER_ANTHROPIC_MODELS,
+    OPENROUTER_URLS,
+    ModelInfo,
+    ModelRegistry,
+)
 from pi_lsp.session.entries import Usage
 from tests.pi16_catalog import DATA, TARGET, pi_models, source
 from tests.test_system_messages import PI16
@@ -94,3 +100,15 @@ def test_a_tiered_price_applies_above_its_input_tokens() -> None:
     assert (small.input, small.cache_read, small.output) == (0.006, 0.0004, 0.0005)
     large = cost_of(Usage(input=60_001, cache_read=40_000, output=1_000), haiku)
     assert (large.input, large.cache_read, large.output) == (0.0300005, 0.002, 0.0025)
+
+
+def test_openrouters_models_on_anthropics_api_are_pi_16s() -> None:
+    """registry.OPENROUTER_ANTHROPIC_MODELS, which decide the API and URL a models.json
+    OpenRouter model of theirs takes, are the ones pi 1.6's data file lists there."""
+    if not PI_DATA.is_dir():
+        pytest.skip("pi 1.6 is not installed")
+    data = json.loads((PI_DATA / "openrouter.json").read_text("utf-8"))
+    listed = {model["id"] for model in data["anthropic-messages"].values()}
+    assert listed == OPENROUTER_ANTHROPIC_MODELS
+    assert {api: {model["baseUrl"] for model in data[api].values()}
+            for api in OPENROUTER_URLS} == {api: {url} for api, url in OPENROUTER_URLS.items()}

@@ -1366,6 +1366,75 @@ def test_a_bad_models_json_is_a_clear_error(dirs, data, expected) -> None:
     assert str(path) in str(info.value) and expected in str(info.value), str(info.value)
 
 
+# OpenRouter models a models.json gives without api or baseUrl, and what pi 1.6's ModelRuntime
+# fills in for each (stored for machines without it).
+STORED_OPENROUTER_DEFAULTS = Path(__file__).with_name("fixtures") / "pi16-openrouter-defaults.json"
+OPENROUTER_ENTRIES = {
+    "neither": {"compat": {"openRouterRouting": {"zdr": True}}, "models": [
+        {"id": "my/model"}, {"id": "anthropic/claude-sonnet-4.5"},
+        {"id": "x/y", "api": "anthropic-messages"}, {"id": "x/z", "api": "openai-responses"},
+        {"id": "x/c", "compat": {"supportsStore": False}}]},
+    "the provider's api": {"api": "anthropic-messages", "models": [{"id": "my/model"}]},
+    "the provider's baseUrl": {"baseUrl": "http://proxy.local/v1", "models": [
+        {"id": "my/model"}, {"id": "anthropic/claude-sonnet-4.5"}]},
+}
+PI16_MODELS = """
+const agent = %s;
+const runtime = await pi.ModelRuntime.create({modelsPath: `${agent}/models.json`,
+                                              authPath: `${agent}/auth.json`});
+const found = {};
+for (const model of runtime.getModels().filter((model) => model.provider === "openrouter"
+                                               && %s.includes(model.id))) {
+  found[model.id] = {api: model.api, baseUrl: model.baseUrl, compat: model.compat ?? {}};
+}
+process.stdout.write(JSON.stringify({error: runtime.getError() ?? null, found}));
+"""
+
+
+@pytest.mark.parametrize("case", OPENROUTER_ENTRIES)
+def test_an_openrouter_model_takes_pi_16s_api_and_base_url(dirs, case: str) -> None:
+    """pi 1.6 fills in a model of its built-in openrouter provider given no `api` or `baseUrl`
+    from that provider's catalog: Chat Completions at https://openrouter.ai/api/v1, or, for an
+    id it lists on Anthropic's API (or `api: anthropic-messages`), https://openrouter.ai/api;
+    no headers, the compat the file gives. pi-lsp refused the file ("providers.openrouter.api is
+    required for models"). pi 1.6's answers are stored (checked where installed)."""
+    agent, workspace = dirs
+    entry = OPENROUTER_ENTRIES[case]
+    write(agent / "models.json", {"providers": {"openrouter": entry}})
+    ids = [model["id"] for model in entry["models"]]
+    pi = json.loads(STORED_OPENROUTER_DEFAULTS.read_text())[case]
+    if pi16_node() is not None:
+        assert json.loads(pi16_eval(PI16_MODELS % (json.dumps(str(agent)), json.dumps(ids)))) \
+            == {"error": None, "found": pi}
+    registry = load_settings(workspace, project=False).registry()
+    ours = {model_id: registry.get("openrouter", model_id) for model_id in ids}
+    assert {model_id: {"api": model.api, "baseUrl": model.base_url,
+                       "compat": msgspec.to_builtins(model.compat)}
+            for model_id, model in ours.items()} == pi
+    assert all(not model.headers for model in ours.values())
+
+
+def test_a_projects_openrouter_model_sent_elsewhere_gets_no_key_of_yours(dirs) -> None:
+    """A project's OpenRouter model now loads without api or baseUrl; it keeps your key only
+    where it goes to OpenRouter: one whose provider baseUrl the project changes gets none."""
+    agent, workspace = dirs
+    write(agent / "auth.json", {"openrouter": {"type": "api_key", "key": "sk-or-yours"}})
+    for base_url, yours in ((None, True), ("https://elsewhere.example/v1", False)):
+        write(workspace / ".pi" / "models.json", {"providers": {"openrouter": {
+            **({"baseUrl": base_url} if base_url else {}), "models": [{"id": "my/model"}]}}})
+        settings = load_settings(workspace, project=True)
+        config = settings.registry().provider("openrouter")
+        assert config is not None
+        assert (config.base_url, config.user_key) == \
+            (base_url or "https://openrouter.ai/api/v1", yours)
+        made = provider_factory(settings.registry(), settings.api_key)
+        if yours:
+            assert made("openrouter").name == "openrouter"
+        else:
+            with pytest.raises(UnknownProviderError, match="your own API key is not sent"):
+                made("openrouter")
+
+
 def test_an_anthropic_base_url_that_is_no_url_is_a_clear_error(dirs, monkeypatch) -> None:
     """The editor's anthropicBaseUrl is refused as a setting is; ANTHROPIC_BASE_URL fails the
     provider naming the variable (it failed each request with a bare "Invalid port")."""

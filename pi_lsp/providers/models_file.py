@@ -26,11 +26,13 @@ from pi_lsp.providers.registry import (
     BUILT_IN_PROVIDERS,
     DEFAULT_CONTEXT_WINDOW,
     DEFAULT_MAX_TOKENS,
+    OPENROUTER,
     SUPPORTED_APIS,
     Compat,
     ModelInfo,
     Price,
     ProviderConfig,
+    openrouter_defaults,
 )
 from pi_lsp.session.catalog import agent_dir
 from pi_lsp.session.jsontext import convert, has_surrogate, js_utf8
@@ -148,7 +150,8 @@ def _convert(value: Any, kind: type, what: str) -> None:
 
 def _check(merged: ModelsFile, sources: dict[str, str]) -> None:
     """What the schema cannot say; a provider split over both files is checked as one."""
-    built_in = {p.name: p for p in BUILT_IN_PROVIDERS}
+    # pi 1.6 fills in a model's api and baseUrl from its OpenRouter provider's too.
+    built_in = {*(p.name for p in BUILT_IN_PROVIDERS), OPENROUTER}
     for name, spec in merged.providers.items():
         where = f"{sources[name]}: providers.{name}"
         for index, model in enumerate(spec.models):
@@ -231,13 +234,15 @@ def load_models(workspace: Path, *, project: bool
     providers: list[ProviderConfig] = []
     for name, spec in merged.providers.items():
         base = built_in.get(name)
-        api = spec.api or (base.api if base else "")
+        api, base_url = openrouter_defaults(None, spec.api) if name == OPENROUTER else \
+            (base.api, base.base_url) if base else ("", None)
+        api = spec.api or api
         own = from_project.get(name, {})
         rerouted = any(field in own for field in ROUTING_FIELDS) or _sets_the_body(own)
         if rerouted:
             spec = _project_headers_only(spec, own)
         # As Node's URL reads it: a lone surrogate as U+FFFD (percent-encoded in a path).
-        base_url = js_utf8(spec.base_url) if spec.base_url else base.base_url if base else None
+        base_url = js_utf8(spec.base_url) if spec.base_url else base_url
         providers.append(ProviderConfig(
             name, api, base_url,
             spec.api_key if "apiKey" in own or not rerouted else None,
@@ -310,10 +315,15 @@ def _model(provider: str, api: str, spec: ProviderSpec, model: ModelSpec, from_u
            headers_where: str) -> ModelInfo:
     """`model` as the registry holds it; `from_user`: your own file wrote it, not a project."""
     cost = model.cost
+    base_url = None  # its provider's
+    if provider == OPENROUTER:
+        api, url = openrouter_defaults(model.id, model.api or spec.api)
+        base_url = None if spec.base_url else url
     return ModelInfo(
         provider, model.id, model.context_window, model.max_tokens,
         Price(cost.input, cost.output, cost.cache_read, cost.cache_write),
-        reasoning=model.reasoning, api=model.api or api, name=model.name, input=model.input,
+        reasoning=model.reasoning, api=model.api or spec.api or api, name=model.name,
+        input=model.input, base_url=base_url,
         headers=model.headers, resolve_headers=from_user, headers_where=headers_where,
         compat=model.compat.over(spec.compat), thinking_level_map=model.thinking_level_map,
         sampling_params=model.sampling_params,

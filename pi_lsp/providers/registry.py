@@ -310,6 +310,32 @@ BUILT_IN_PROVIDERS: tuple[ProviderConfig, ...] = (
 )
 
 
+# pi 1.6's built-in OpenRouter provider (pi-ai's providers/openrouter.js and its data file),
+# which pi-lsp knows only as a models.json entry names it: where its models on each API are
+# served, and which of its models are on Anthropic's API (the rest are on Chat Completions).
+OPENROUTER = "openrouter"
+OPENROUTER_URLS = {ANTHROPIC_API: "https://openrouter.ai/api",
+                   CHAT_API: "https://openrouter.ai/api/v1"}
+OPENROUTER_ANTHROPIC_MODELS = frozenset({
+    "anthropic/claude-fable-5", "anthropic/claude-fable-5.1", "anthropic/claude-fable-5.2",
+    "anthropic/claude-haiku-4.5", "anthropic/claude-haiku-5.5", "anthropic/claude-opus-4.1",
+    "anthropic/claude-opus-4.5", "anthropic/claude-opus-4.6", "anthropic/claude-opus-4.7",
+    "anthropic/claude-opus-4.8", "anthropic/claude-opus-5", "anthropic/claude-opus-5.5",
+    "anthropic/claude-sonnet-4.5", "anthropic/claude-sonnet-4.6", "anthropic/claude-sonnet-5",
+    "anthropic/claude-sonnet-5.5", "~anthropic/claude-fable-latest",
+    "~anthropic/claude-haiku-latest", "~anthropic/claude-opus-latest",
+    "~anthropic/claude-sonnet-latest"})
+
+
+def openrouter_defaults(model_id: str | None, api: str | None) -> tuple[str, str]:
+    """The API and base URL pi 1.6 gives a models.json model of its OpenRouter provider where
+    the file names neither (provider-composer's findModelDefaults): those of its model of that
+    id, else of its first model on `api`, else of its first Chat Completions model."""
+    found = ANTHROPIC_API if model_id in OPENROUTER_ANTHROPIC_MODELS or api == ANTHROPIC_API \
+        else CHAT_API
+    return found, OPENROUTER_URLS[found]
+
+
 def _from_pi(provider: ProviderConfig, facts: dict[str, Any]) -> ModelInfo:
     """A model of pi's catalog (pi16_models) on its provider's API."""
     return ModelInfo(provider.name, facts["id"], facts["contextWindow"], facts["maxTokens"],
