@@ -57,6 +57,7 @@ OPENAI_DEFAULT = "gpt-6.2-sol"
 GPT_SOL_SESSION = STORED_BODIES.with_name("pi16-gpt-sol.jsonl")
 GPT_SOL_REQUEST = STORED_BODIES.with_name("pi16-gpt-sol-request.json")
 LEFT_OUT_BETA = "message-threads-2026-08-12"
+FINE_GRAINED_BETA = "fine-grained-tool-streaming-2025-05-14"
 BRANCH_SUMMARY_OPENINGS = ("The following is a summary of a branch", BRANCH_SUMMARY_PREFIX)
 MADE_UP_ID = re.compile(r"msg_pi_\d+(_\d+)?")
 # In the stored bodies' keys ("API text-only FILE"): the body for a model without image input.
@@ -926,6 +927,43 @@ def test_an_anthropic_host_refusing_cache_marks_on_tools_gets_none_there(model_i
     model = _with_compat(ModelRegistry().get("anthropic", model_id), NO_TOOL_CACHE)
     ours = _ours_for(file, ("anthropic", model_id), ModelRegistry(extra=[model]))
     assert not any("cache_control" in tool for tool in pi["tools"])
+    assert _comparable(ours, ANTHROPIC_API, True, pi=False) == \
+        _comparable(pi, ANTHROPIC_API, True, pi=True)
+
+
+# Sessions with tools, with every tool taken away later, and without tools, and the bodies pi
+# 1.6 sends each model for them with `"compat": {"supportsEagerToolInputStreaming": false}`.
+EAGER_SESSIONS = STORED_BODIES.with_name("pi16-eager-streaming")
+STORED_NO_EAGER = STORED_BODIES.with_name("pi16-eager-streaming.json")
+NO_EAGER = {"supportsEagerToolInputStreaming": False}
+
+
+@pytest.fixture(scope="module")
+def pi_no_eager_bodies() -> dict[str, Any]:
+    stored: dict[str, Any] = json.loads(STORED_NO_EAGER.read_text("utf-8"))
+    for model_id in stored:
+        made = _pi16_wire(ANTHROPIC_API, sorted(EAGER_SESSIONS.glob("*.jsonl")), "--model",
+                          model_id, "--compat", json.dumps(NO_EAGER))
+        assert made in ({}, stored[model_id])  # the stored bodies are pi's
+    return stored
+
+
+@pytest.mark.parametrize("model_id", ["claude-sonnet-4-5", DEFAULT])
+@pytest.mark.parametrize("name", sorted(path.name for path in EAGER_SESSIONS.glob("*.jsonl")))
+def test_an_anthropic_host_without_eager_tool_streaming_gets_the_older_beta(
+        model_id: str, name: str, pi_no_eager_bodies: dict[str, Any]) -> None:
+    """models.json's `"compat": {"supportsEagerToolInputStreaming": false}` (an
+    Anthropic-compatible host that takes no per-tool `eager_input_streaming`) was not read:
+    pi 1.6 then asks for the fine-grained-tool-streaming-2025-05-14 beta with the tools a
+    request holds at its end (none where a later system message took them all away, though
+    claude-opus-5-5 still declares the first ones), so tool input streams as the host can
+    stream it; pi-lsp asked for no such beta. pi 1.6's bodies are stored (checked where
+    installed)."""
+    model = _with_compat(ModelRegistry().get("anthropic", model_id), NO_EAGER)
+    ours = _ours_for(EAGER_SESSIONS / name, ("anthropic", model_id),
+                     ModelRegistry(extra=[model]))
+    pi = pi_no_eager_bodies[model_id][name]
+    assert (FINE_GRAINED_BETA in pi.get("betas", [])) == (name == "tools.jsonl")
     assert _comparable(ours, ANTHROPIC_API, True, pi=False) == \
         _comparable(pi, ANTHROPIC_API, True, pi=True)
 

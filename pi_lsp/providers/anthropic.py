@@ -61,13 +61,16 @@ from pi_lsp.session.entries import (
 )
 from pi_lsp.session.ids import now_ms
 from pi_lsp.session.jsontext import JS_WHITESPACE, js_field, js_string, js_truthy
-from pi_lsp.session.systemfields import listed_tools, tool_key
+from pi_lsp.session.systemfields import listed_tools, name_key, tool_key
 
 API = ANTHROPIC_API
 MIN_BUDGET = 1024  # Anthropic's smallest thinking budget, what pi sends when none fits
 # Sent while thinking within a budget: the model may think between tool calls, as under pi.
 # (pi's message-threads beta and eager_input_streaming are left out on purpose.)
 INTERLEAVED_THINKING = "interleaved-thinking-2025-05-14"
+# Asked for with tools where the host takes no per-tool eager_input_streaming (pi 1.6's
+# supportsEagerToolInputStreaming: false): tool input streams as the older beta streams it.
+FINE_GRAINED_TOOL_STREAMING = "fine-grained-tool-streaming-2025-05-14"
 EFFORTS = {"minimal": "low", "low": "low", "medium": "medium", "high": "high"}
 # Where a reply's effort is set mid-conversation (supportsMidConvoEffort): pi 1.6's betas, the
 # top-level effort it keeps fixed, since it is part of the cached prompt ("low": an organization
@@ -479,13 +482,29 @@ def _betas_of(headers: dict[str, str]) -> list[str]:
     return []
 
 
-def _betas(model: ModelInfo, budgeted: bool, in_place: bool) -> list[str]:
+def has_current_tools(request: ModelRequest) -> bool:
+    """Whether tools are declared at the request's end (pi's getCurrentTools): where tool
+    changes are said in place, the first tools with the later system messages' changes."""
+    if not tool_changes_in_place(request):
+        return bool(request.tools)
+    names = {name_key(tool.name) for tool in request.tools}
+    for message in request.messages:
+        if isinstance(message, SystemMessage):
+            names.difference_update(map(tool_key, listed_tools(message.tools_removed)))
+            names.update(map(tool_key, listed_tools(message.tools_added)))
+    return bool(names)
+
+
+def _betas(model: ModelInfo, budgeted: bool, in_place: bool, tools: bool) -> list[str]:
     """The betas asked for: one its provider's `anthropic-beta` header sets (sent with every
     request: the 1M window's beta, say) leaves none, as pi's last header wins; else one the
-    model's sets replaces pi's own."""
+    model's sets replaces pi's own. `tools`: the request declares tools at its end."""
     if model.provider_beta:
         return []
-    own = [INTERLEAVED_THINKING] if budgeted and model.reasoning else []
+    own = [FINE_GRAINED_TOOL_STREAMING] if tools and \
+        model.compat.supports_eager_tool_input_streaming is False else []
+    if budgeted and model.reasoning:
+        own.append(INTERLEAVED_THINKING)
     if model.compat.allowed_fallback_models:
         own.append(FALLBACK_BETA)
     if model.compat.supports_mid_convo_effort:  # even with thinking off, as pi asks for them
@@ -524,7 +543,7 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
         params["tools"] = _tools(request)
     params.update(_thinking(request))
     betas = _betas(model, params.get("thinking", {}).get("type") == "enabled",
-                   tool_changes_in_place(request))
+                   tool_changes_in_place(request), has_current_tools(request))
     if betas:
         params["betas"] = betas
     if model.compat.allowed_fallback_models:

@@ -211,6 +211,10 @@ class Compat(msgspec.Struct, rename="camel", omit_defaults=True):
     # Anthropic: the host takes `cache_control` on a tool definition (pi 1.6's
     # `supportsCacheControlOnTools`, on unless said otherwise: Fireworks refuses it).
     supports_cache_control_on_tools: bool | None = None
+    # Anthropic: the host takes no `eager_input_streaming` on a tool (pi 1.6's
+    # `supportsEagerToolInputStreaming`, on unless false), so a request with tools asks for
+    # the older fine-grained tool streaming beta instead.
+    supports_eager_tool_input_streaming: bool | None = None
     # Anthropic: a tool asking for constrained sampling is sent strict (pi's
     # `supportsStrictTools`; every Claude in pi 1.6's catalog, off for other models).
     supports_strict_tools: bool | None = None
