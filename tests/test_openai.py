@@ -27,11 +27,17 @@ from pi_lsp.providers.base import (
     TextDelta,
     ThinkingDelta,
 )
-from pi_lsp.providers.factory import BaseUrlError, UnknownProviderError, provider_factory
+from pi_lsp.providers.factory import (
+    BaseUrlError,
+    ByApi,
+    UnknownProviderError,
+    provider_factory,
+)
 from pi_lsp.providers.failures import MALFORMED_EVENT
 from pi_lsp.providers.models_file import ModelsFileError, load_models
 from pi_lsp.providers.openai_api import OpenAIProvider
 from pi_lsp.providers.registry import (
+    ANTHROPIC_API,
     CHAT_API,
     RESPONSES_API,
     ModelInfo,
@@ -84,7 +90,12 @@ def local(api: str, provider: str = "ollama", reasoning: bool = False) -> ModelI
 
 
 async def close_clients(provider: Any) -> None:
-    """Close the SDK clients a provider made: an OpenAI provider has one per API."""
+    """Close the SDK clients a provider made: an OpenAI provider has one per API, a provider
+    whose models are on both SDKs' APIs one provider per SDK."""
+    if isinstance(provider, ByApi):
+        for each in provider.by_sdk.values():
+            await close_clients(each)
+        return
     clients = provider.clients.values() if isinstance(provider, OpenAIProvider) else \
         [provider.client]
     for client in clients:
@@ -1435,6 +1446,61 @@ def test_a_projects_openrouter_model_sent_elsewhere_gets_no_key_of_yours(dirs) -
                 made("openrouter")
 
 
+async def test_an_openrouter_claude_goes_through_anthropics_api(
+        dirs, fake: FakeAnthropic, oai: FakeOpenAI, monkeypatch) -> None:
+    """pi 1.6 sends each OpenRouter model through its own API: a Claude it lists on
+    Anthropic's to https://openrouter.ai/api, the others on Chat Completions to .../api/v1.
+    pi-lsp made one client per provider, on the provider's API, so the Claude's request failed
+    ("openrouter: api 'anthropic-messages' is not an OpenAI API"). OpenRouter's two URLs are
+    the fakes here."""
+    from pi_lsp.providers import registry as registry_module
+
+    agent, workspace = dirs
+    monkeypatch.setattr(registry_module, "OPENROUTER_URLS",
+                        {ANTHROPIC_API: fake.url, CHAT_API: f"{oai.url}/v1"})
+    write(agent / "models.json", {"providers": {"openrouter": {"apiKey": "sk-or", "models": [
+        {"id": "my/model"}, {"id": "anthropic/claude-sonnet-4.5"}]}}})
+    registry = load_settings(workspace, project=False).registry()
+    rig = Rig(workspace, registry, ("openrouter", "my/model"), RetrySettings(enabled=False))
+    try:
+        oai.script(chat_reply("from chat"))
+        await rig.harness.prompt("one")
+        rig.harness.set_model("openrouter", "anthropic/claude-sonnet-4.5")
+        fake.script(fake_anthropic.text_reply("from claude"))
+        await rig.harness.prompt("two")
+    finally:
+        await rig.close()
+    assert [message.get("errorMessage") for message in rig.messages()
+            if message["role"] == "assistant"] == [None, None]
+    assert oai.chat_requests()[-1]["model"] == "my/model"
+    claude = fake.message_requests()[-1]
+    assert claude["model"] == "anthropic/claude-sonnet-4.5"
+    assert claude["messages"][-1]["content"][-1]["text"] == "two"
+
+
+async def test_a_projects_model_on_another_api_never_takes_your_key_elsewhere(
+        dirs, oai: FakeOpenAI, monkeypatch) -> None:
+    """A provider's client for its models on the other SDK's API sends to the provider's URL,
+    never a model's: a project's settings.json model may say any `baseUrl`, and your key for
+    the provider would go there with it."""
+    _agent, workspace = dirs
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-yours")
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    write(workspace / ".pi" / "settings.json", {"models": [{
+        "provider": "anthropic", "id": "x", "api": CHAT_API, "baseUrl": f"{oai.url}/v1",
+        "contextWindow": 1000, "maxTokens": 100,
+        "price": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}}]})
+    settings = load_settings(workspace, project=True)
+    provider = provider_factory(settings.registry(), settings.api_key)("anthropic")
+    try:
+        assert isinstance(provider, ByApi)
+        chat = provider.by_sdk["openai"]
+        assert isinstance(chat, OpenAIProvider)
+        assert not str(chat.clients[CHAT_API].base_url).startswith(oai.url)
+    finally:
+        await close_clients(provider)
+
+
 def test_an_anthropic_base_url_that_is_no_url_is_a_clear_error(dirs, monkeypatch) -> None:
     """The editor's anthropicBaseUrl is refused as a setting is; ANTHROPIC_BASE_URL fails the
     provider naming the variable (it failed each request with a bare "Invalid port")."""
@@ -1696,7 +1762,6 @@ TOOL_TEXT = f"Read image file [image/png]\n{TOOL_IMAGE_NOTE}"
 def _text_only_body(tmp_path: Path, api: str, image_session: list[dict[str, Any]] | None = None
                     ) -> dict[str, Any]:
     from pi_lsp.context.layers import AgentSetup, build_layer
-    from pi_lsp.providers.registry import ANTHROPIC_API
     from pi_lsp.providers.wire import request_params
 
     path = tmp_path / "s.jsonl"
@@ -1740,7 +1805,6 @@ def test_responses_text_only_model_gets_notes_for_images(tmp_path: Path) -> None
 
 
 def test_anthropic_text_only_model_gets_notes_for_images(tmp_path: Path) -> None:
-    from pi_lsp.providers.registry import ANTHROPIC_API
 
     body = _text_only_body(tmp_path, ANTHROPIC_API)
     assert body["messages"] == [
@@ -1760,7 +1824,6 @@ def test_a_failed_calls_image_for_a_text_only_anthropic_model_is_a_note_in_the_r
         tmp_path: Path) -> None:
     """pi notes the images before it moves a failed call's images after the results, so
     there is nothing left to move."""
-    from pi_lsp.providers.registry import ANTHROPIC_API
 
     session = json.loads(json.dumps(IMAGE_SESSION[:4]))
     session[3]["message"]["isError"] = True

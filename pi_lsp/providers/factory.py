@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import AsyncIterator, Callable
 
 from pi_lsp.environment import node_variable
-from pi_lsp.providers.base import BlankApiKeyError, MissingApiKeyError, Provider
+from pi_lsp.providers.base import (
+    BlankApiKeyError,
+    MissingApiKeyError,
+    ModelRequest,
+    Provider,
+    ProviderEvent,
+    ReplyBuilder,
+)
 from pi_lsp.providers.base_url import url_problem
 from pi_lsp.providers.header_values import with_bearer
 from pi_lsp.providers.models_file import (
@@ -16,10 +24,16 @@ from pi_lsp.providers.models_file import (
     provider_key,
     resolve_headers,
 )
-from pi_lsp.providers.registry import SUPPORTED_APIS, ModelRegistry, ProviderConfig
+from pi_lsp.providers.registry import (
+    OPENROUTER,
+    SUPPORTED_APIS,
+    ModelRegistry,
+    ProviderConfig,
+    openrouter_defaults,
+)
 from pi_lsp.providers.retry import ProviderRetry
+from pi_lsp.providers.wire import WIRE_MODULES, wire_for
 from pi_lsp.providers.wire import UnknownProviderError as UnknownProviderError
-from pi_lsp.providers.wire import wire_for
 from pi_lsp.session.catalog import agent_dir
 from pi_lsp.session.jsontext import js_utf8
 
@@ -72,25 +86,74 @@ def provider_factory(registry: ModelRegistry, settings_key: Callable[[str], str 
         headers = resolve_headers(config.headers, f"{where}.headers", config.literal_headers)
         if config.auth_header:
             headers = with_bearer(headers, key)
-        # The SDKs are imported when a provider is first made: they are most of the server's
-        # start-up otherwise, and an editor waits for that to show anything.
+        base_url, set_in = config.base_url, f"{where}.baseUrl"
         if sdk == "anthropic":
-            from pi_lsp.providers.anthropic import AnthropicProvider
-
             editors = anthropic_base_url if name == "anthropic" else None
             # The editor's as Node's URL reads it, as models.json's are (load_models).
             base_url = js_utf8(editors) if editors else config.base_url
             set_in = "the editor's anthropicBaseUrl" if editors else \
-                f"{where}.baseUrl" if base_url else "ANTHROPIC_BASE_URL"
+                set_in if base_url else "ANTHROPIC_BASE_URL"
             if base_url is None:
                 base_url = _environment_url()
-            return _reachable(lambda: AnthropicProvider(key, base_url=base_url, retry=retry,
-                                                        headers=headers, name=name), set_in)
-        from pi_lsp.providers.openai_api import OpenAIProvider
-
-        return _reachable(lambda: OpenAIProvider(name, key, config.base_url, headers, retry),
-                          f"{where}.baseUrl")
+        urls = {sdk: base_url, **_other_sdks(registry, config, sdk)}
+        by_sdk = {each: _reachable(functools.partial(_sdk_provider, each, name, key, url,
+                                                     headers, retry), set_in)
+                  for each, url in urls.items()}
+        return by_sdk[sdk] if len(by_sdk) == 1 else ByApi(name, by_sdk, by_sdk[sdk])
     return make
+
+
+def _sdk_provider(sdk: str, name: str, key: str | None, base_url: str | None,
+                  headers: dict[str, str], retry: ProviderRetry | None) -> Provider:
+    """The provider `name` through `sdk`'s client."""
+    # The SDKs are imported when a provider is first made: they are most of the server's
+    # start-up otherwise, and an editor waits for that to show anything.
+    if sdk == "anthropic":
+        from pi_lsp.providers.anthropic import AnthropicProvider
+
+        return AnthropicProvider(key, base_url=base_url, retry=retry, headers=headers,
+                                 name=name)
+    from pi_lsp.providers.openai_api import OpenAIProvider
+
+    return OpenAIProvider(name, key, base_url, headers, retry)
+
+
+def _other_sdks(registry: ModelRegistry, config: ProviderConfig, sdk: str
+                ) -> dict[str, str | None]:
+    """The SDKs other than `sdk` whose APIs the provider's models are on (pi gives each model
+    its own `api`), each with the base URL its client sends to (`_sdk_url`)."""
+    others: dict[str, str | None] = {}
+    for model in registry.all():
+        if model.provider == config.name and model.api in WIRE_MODULES:
+            other = wire_for(model.api, model.id).SDK
+            if other != sdk:
+                others.setdefault(other, _sdk_url(config, model.api))
+    return others
+
+
+def _sdk_url(config: ProviderConfig, api: str) -> str | None:
+    """The provider's base URL for a client on `api`: OpenRouter's own for that API where the
+    provider is at OpenRouter's own (pi 1.6 fills each model in so), else the provider's. Never
+    a model's: a project's settings.json model may name any, and the key is the provider's."""
+    if config.name == OPENROUTER and config.base_url == openrouter_defaults(None, config.api)[1]:
+        return openrouter_defaults(None, api)[1]
+    return config.base_url
+
+
+class ByApi:
+    """A provider whose models are on the APIs of both SDKs (OpenRouter's Claudes on
+    Anthropic's, its others on Chat Completions): a request goes through its model's."""
+
+    def __init__(self, name: str, by_sdk: dict[str, Provider], own: Provider) -> None:
+        self.name = name
+        self.by_sdk = by_sdk
+        self.own = own  # the provider's API's, which fails a model of an API pi-lsp lacks
+
+    def stream(self, request: ModelRequest, reply: ReplyBuilder
+               ) -> AsyncIterator[ProviderEvent]:
+        api = request.model.api
+        sdk = wire_for(api, self.name).SDK if api in WIRE_MODULES else None
+        return self.by_sdk.get(sdk or "", self.own).stream(request, reply)
 
 
 def _reachable(make: Callable[[], Provider], set_in: str) -> Provider:
