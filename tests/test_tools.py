@@ -2481,6 +2481,47 @@ async def test_an_edit_planned_while_the_user_types_keeps_what_was_typed(
     assert result.details["diff"] == "-1 one\n+1 1\n 2 two\n 3 three"
 
 
+@pytest.mark.parametrize("step", ["approval", "run"])
+async def test_an_aborted_edit_stops_planning_at_its_next_replacement(
+        root: Path, monkeypatch: pytest.MonkeyPatch, step: str) -> None:
+    """An edit aborted while planned in a worker thread was planned on to its end (100,000
+    edits: ~11 s of CPU, 153 s at a load), holding up the server's exit and the next turn;
+    nothing was written. The plan stops at its next replacement; the file is left whole."""
+    text = "".join(f"line {i}\n" for i in range(1000))
+    (root / "a.txt").write_text(text)
+    args = {"path": "a.txt", "edits": [{"oldText": f"line {i}\n", "newText": f"L{i}\n"}
+                                       for i in range(1000)]}
+    reached, aborted, ended = threading.Event(), threading.Event(), threading.Event()
+    looked_for: list[str] = []
+    real_find, real_plan = editmatch.fuzzy_find, tools.plan_edit
+
+    def find(content: editmatch.Matched, old: str) -> editmatch.Match | None:
+        reached.set()
+        assert aborted.wait(CEILING_S), "the call was never aborted"
+        looked_for.append(old)
+        return real_find(content, old)
+
+    def plan(*plan_args: Any) -> editmatch.EditPlan:
+        try:
+            return real_plan(*plan_args)
+        finally:
+            ended.set()
+    monkeypatch.setattr(editmatch, "fuzzy_find", find)
+    monkeypatch.setattr(tools, "plan_edit", plan)
+    ctx = ToolContext(root)
+    call = ask_approval(ToolCall(id="c", name="edit", arguments=args), ctx, allow_all) \
+        if step == "approval" else execute_tool(EDIT, "edit", args, ctx)
+    task = asyncio.ensure_future(call)
+    assert await asyncio.to_thread(reached.wait, CEILING_S), "the plan never started"
+    task.cancel()
+    await asyncio.wait([task])
+    aborted.set()
+    assert await asyncio.to_thread(ended.wait, CEILING_S), "the plan never ended"
+    assert task.cancelled()
+    assert looked_for == ["line 0\n"]
+    assert (root / "a.txt").read_text() == text
+
+
 @pytest.mark.parametrize("name", [name for name in PI16_CALLS if " too long " in name])
 async def test_a_path_past_path_max_fails_in_nodes_words(root: Path, pi16_calls: dict[str, Any],
                                                          name: str) -> None:

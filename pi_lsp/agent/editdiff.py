@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from pi_lsp.agent.splice import Replacement
+from pi_lsp.agent.stopping import checkpoint
 from pi_lsp.sequences import shared_ends
 
 CONTEXT_LINES = 4
@@ -302,6 +303,7 @@ def _windows(base: str, replacements: list[Replacement]) -> list[_Window]:
     windows: list[_Window] = []
     offset_delta = line_delta = cursor_offset = cursor_line = 0
     for replacement in replacements:
+        checkpoint()  # an abort stops the diff of 100,000 replacements too
         match_end = replacement.start + replacement.length
         start = _line_start_before(base, replacement.start)
         for _ in range(WINDOW_MARGIN_LINES):
@@ -426,6 +428,7 @@ def edit_diff(path: str, base: str, new: str, replacements: list[Replacement]) -
     first_changed: int | None = None
     budget = Budget()
     for window in _windows(base, replacements):
+        checkpoint()
         old, fresh = base[window.old_start:window.old_end], new[window.new_start:window.new_end]
         parts = diff_lines(old, fresh, budget)
         if parts is None:

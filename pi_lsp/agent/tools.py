@@ -46,6 +46,7 @@ from pi_lsp.agent.output import UPDATE_INTERVAL_S, OutputTail
 from pi_lsp.agent.paths import resolve_read_path, resolve_to_cwd
 from pi_lsp.agent.readpage import PageError, page
 from pi_lsp.agent.shell import ShellProcess, WatcherDied
+from pi_lsp.agent.stopping import stoppable
 from pi_lsp.agent.trimdiff import Span, changed_span, unified_diff
 from pi_lsp.fileurl import FileUrlError
 from pi_lsp.providers.base import ToolSpec
@@ -484,8 +485,13 @@ async def _read_text(files: FileAccess, path: Path) -> str | None:
 async def off_loop(work: Callable[[ToolContext], Worked], ctx: ToolContext) -> Worked:
     """`work(ctx)` in a worker thread, so the event loop goes on meanwhile (the editor's every
     request waits on it: 10,000 edits planned there held it 16 s); what it reads of the editor's
-    buffers is read on the loop."""
-    return await asyncio.to_thread(work, replace(ctx, loop=asyncio.get_running_loop()))
+    buffers is read on the loop. Cancelled (an abort), the work stops at its next checkpoint."""
+    stop = threading.Event()
+    worker_ctx = replace(ctx, loop=asyncio.get_running_loop())
+    try:
+        return await asyncio.to_thread(stoppable(lambda: work(worker_ctx), stop))
+    finally:
+        stop.set()
 
 
 def with_pi_bin(env: dict[str, str]) -> dict[str, str]:
