@@ -17,10 +17,12 @@ from pytest_lsp import LanguageClient, client_capabilities
 
 from pi_lsp.agent.feedback import FEEDBACK_ROUNDS
 from pi_lsp.agent.harness import Harness
+from pi_lsp.agent.tools import READ, ToolContext, execute_tool
 from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.regular import read_regular
 from pi_lsp.server import editor as editor_module
 from pi_lsp.server.editor import EditorFiles
+from pi_lsp.session.entries import TextContent
 from pi_lsp.session.tree import SessionTree
 from tests.fake_anthropic import FakeAnthropic, text_reply, tool_reply
 from tests.test_server import (
@@ -326,6 +328,31 @@ async def test_open_files_are_compared_with_the_disk_again_only_when_their_file_
     assert reads == [path] * 4
 
 
+async def test_a_read_compares_no_other_open_document_with_its_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`read` of a file the editor does not have open asked for every open document's text,
+    which read each clean one whole to see it was not stale, on the event loop (a 100 MB one
+    changed since: 0.4 s, every request waiting). Only the file read is looked up now."""
+    open_path = tmp_path / "big.py"
+    open_path.write_text(DISK_TEXT)  # written just now: compared with its file at each look
+    document = TextDocument(open_path.as_uri(), DISK_TEXT, version=1)
+    files = EditorFiles(cast(LanguageServer, SimpleNamespace(
+        workspace=SimpleNamespace(text_documents={document.uri: document}))))
+    files.synced(document.uri)
+    (tmp_path / "notes.txt").write_text("not open\n")
+    reads: list[Path] = []
+
+    def counted(path: Path, limit: int = -1) -> bytes:
+        reads.append(path)
+        return read_regular(path, limit)
+    monkeypatch.setattr(editor_module, "read_regular", counted)
+    result = await execute_tool(READ, "read", {"path": "notes.txt"},
+                                ToolContext(tmp_path, files=files))
+    assert [block.text for block in result.content if isinstance(block, TextContent)] == \
+        ["not open\n"]
+    assert reads == []
+
+
 async def test_selection_file_and_mentions_reach_the_model(pi: Pi, fake: FakeAnthropic) -> None:
     code = pi.main / "orders.py"
     code.write_text("def a():\n    pass\n\ndef b():\n    return 2\n")
@@ -473,6 +500,9 @@ class MemoryFiles:
 
     def read_text(self, path: Path) -> str | None:
         return self.files.get(path)
+
+    def buffer_text(self, path: Path) -> str | None:
+        return self.files.get(path)  # as an open buffer not saved: the disk is never read
 
     async def write_text(self, path: Path, text: str) -> None:
         self.files[path] = text

@@ -2417,6 +2417,10 @@ class LoopOnlyFiles(DiskFiles):
         asyncio.get_running_loop()  # a RuntimeError in a worker thread
         return super().read_text(path)
 
+    def buffer_text(self, path: Path) -> str | None:
+        asyncio.get_running_loop()
+        return super().buffer_text(path)
+
 
 async def test_an_edit_is_planned_and_diffed_while_the_loop_goes_on(
         root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -2437,6 +2441,31 @@ async def test_an_edit_is_planned_and_diffed_while_the_loop_goes_on(
     assert (root / "a.txt").read_text() == "1\ntwo\n"
 
 
+def on_the_loop_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+async def test_an_edit_being_asked_reads_its_file_in_the_worker(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The edit planned in a worker thread to ask the user read its file from the disk on the
+    event loop, where the editor's buffers are looked up (a 50 MB file: every editor request
+    waited). Only the buffer is looked up there now; the disk is read in the worker."""
+    on_loop: list[bool] = []
+    real_read = tools.disk_text
+
+    def noted(*read_args: Any) -> str | None:
+        on_loop.append(on_the_loop_thread())
+        return real_read(*read_args)
+    monkeypatch.setattr(tools, "disk_text", noted)
+    (root / "a.txt").write_text("one\ntwo\n")
+    args = {"path": "a.txt", "edits": [{"oldText": "one", "newText": "1"}]}
+    ctx = ToolContext(root, files=LoopOnlyFiles())
+    assert await ask_approval(ToolCall(id="c", name="edit", arguments=args), ctx,
+                              allow_all) is None
+    assert ctx.approved is not None and ctx.approved.new_text == "1\ntwo\n"
+    assert on_loop == [False]
+
+
 class TypedBuffers(LoopOnlyFiles):
     """An editor's open buffers, which the user types into on the event loop."""
 
@@ -2446,6 +2475,9 @@ class TypedBuffers(LoopOnlyFiles):
     def read_text(self, path: Path) -> str | None:
         asyncio.get_running_loop()  # a RuntimeError in a worker thread
         return self.texts.get(path)
+
+    def buffer_text(self, path: Path) -> str | None:
+        return self.read_text(path)  # each buffer has changes not saved: none is on disk
 
     async def write_text(self, path: Path, text: str) -> None:
         self.texts[path] = text

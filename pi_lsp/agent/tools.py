@@ -123,6 +123,11 @@ class FileAccess(Protocol):
         """The file's text, or None when it does not exist."""
         ...
 
+    def buffer_text(self, path: Path) -> str | None:
+        """The file's text in an editor when it has changes not saved there; None when the
+        disk has its text (it is not open, or saved), which is not read here."""
+        ...
+
     async def write_text(self, path: Path, text: str) -> None: ...
 
     async def delete_in_editor(self, path: Path) -> None:
@@ -144,6 +149,9 @@ class DiskFiles:
 
     def read_text(self, path: Path) -> str | None:
         return disk_text(path)
+
+    def buffer_text(self, path: Path) -> str | None:
+        return None
 
     async def write_text(self, path: Path, text: str) -> None:
         data = well_formed(text).encode()  # before the file is truncated: a failure loses nothing
@@ -420,11 +428,18 @@ class ToolContext:
     loop: asyncio.AbstractEventLoop | None = None
 
     def read_text(self, path: Path) -> str | None:
-        """The file's text from `files`, read on the event loop from a worker thread: an
-        editor's buffers change there (a didChange, a didOpen of another document)."""
+        """The file's text: the editor's buffer, else the disk's, read where this runs (in a
+        worker thread, a read of 100 MB stalls no editor request)."""
+        buffer = self.buffer_text(path)
+        return disk_text(path) if buffer is None else buffer
+
+    def buffer_text(self, path: Path) -> str | None:
+        """`files.buffer_text`, asked on the event loop from a worker thread: an editor's
+        buffers change there (a didChange, a didOpen of another document)."""
         if self.loop is None:
-            return self.files.read_text(path)
-        return asyncio.run_coroutine_threadsafe(_read_text(self.files, path), self.loop).result()
+            return self.files.buffer_text(path)
+        return asyncio.run_coroutine_threadsafe(_buffer_text(self.files, path),
+                                                self.loop).result()
 
     def given(self, raw: object) -> Path:
         """The path argument made absolute as pi makes it, symlinks not yet followed."""
@@ -478,8 +493,8 @@ class ToolContext:
         return with_pi_bin(env)
 
 
-async def _read_text(files: FileAccess, path: Path) -> str | None:
-    return files.read_text(path)
+async def _buffer_text(files: FileAccess, path: Path) -> str | None:
+    return files.buffer_text(path)
 
 
 async def off_loop(work: Callable[[ToolContext], Worked], ctx: ToolContext) -> Worked:
@@ -539,7 +554,9 @@ async def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     path = ctx.readable(raw)
     shown = ctx.read_path(raw)  # as pi names it in its errors: resolved, links not followed
     offset, limit = args.get("offset"), args.get("limit")
-    unsaved = ctx.files.open_texts().get(path)  # the editor's text, when it is not the disk's
+    # The editor's text, when it is not the disk's: only this file's document is looked at
+    # (open_texts compared each other open one with its file, on the event loop).
+    unsaved = ctx.files.buffer_text(path)
     if unsaved is not None:
         return _text_page(lambda: iter([unsaved]), str(raw), offset, limit)
     # In a thread, a piece at a time: a 400 MB file neither stalls the loop nor fills memory.

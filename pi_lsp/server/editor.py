@@ -122,9 +122,12 @@ class EditorFiles:
     def read_text(self, path: Path) -> str | None:
         # A document with nothing unsaved is read from the disk, as `read` reads it: `bash` may
         # have changed the file and the editor not reloaded it yet (Neovim waits for :checktime).
-        document = self.document(path)
-        text = None if document is None else self.unsaved_text(document)
+        text = self.buffer_text(path)
         return DISK.read_text(path) if text is None else text
+
+    def buffer_text(self, path: Path) -> str | None:
+        document = self.document(path)
+        return None if document is None else self.unsaved_text(document)
 
     def stale(self, document: TextDocument, path: Path) -> bool:
         """Whether the document has nothing unsaved but no longer shows the disk's text."""
