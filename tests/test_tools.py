@@ -2513,6 +2513,46 @@ async def test_an_edit_planned_while_the_user_types_keeps_what_was_typed(
     assert result.details["diff"] == "-1 one\n+1 1\n 2 two\n 3 three"
 
 
+async def test_an_edit_tells_its_file_unchanged_since_planned_off_the_loop(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once planned in a worker thread, an edit read its file again on the event loop to see
+    whether it changed meanwhile (a 50 MB file: every editor request waited). The buffer is
+    looked up on the loop; the disk is read again in the worker."""
+    on_loop: list[bool] = []
+    real_read = tools.disk_text
+
+    def noted(*read_args: Any) -> str | None:
+        on_loop.append(on_the_loop_thread())
+        return real_read(*read_args)
+    monkeypatch.setattr(tools, "disk_text", noted)
+    (root / "a.txt").write_text("one\ntwo\n")
+    args = {"path": "a.txt", "edits": [{"oldText": "one", "newText": "1"}]}
+    result = await execute_tool(EDIT, "edit", args, ToolContext(root, files=LoopOnlyFiles()))
+    assert text_of(result) == "Successfully replaced 1 block(s) in a.txt."
+    assert (root / "a.txt").read_text() == "1\ntwo\n"
+    assert on_loop == [False, False]
+
+
+async def test_an_edit_planned_while_its_file_changes_on_disk_keeps_the_change(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file not open in the editor, changed on disk while its edit was planned (a command of
+    another session): the plan is made again from the newer text, as for a buffer typed in."""
+    path = root / "a.txt"
+    path.write_text("one\ntwo\n")
+    real_plan = tools.plan_edit
+
+    def changing(*plan_args: Any) -> editmatch.EditPlan:
+        if not on_the_loop_thread():
+            path.write_text("one\ntwo\nthree\n")
+        return real_plan(*plan_args)
+    monkeypatch.setattr(tools, "plan_edit", changing)
+    args = {"path": "a.txt", "edits": [{"oldText": "one", "newText": "1"}]}
+    result = await execute_tool(EDIT, "edit", args, ToolContext(root, files=LoopOnlyFiles()))
+    assert text_of(result) == "Successfully replaced 1 block(s) in a.txt."
+    assert path.read_text() == "1\ntwo\nthree\n"
+    assert result.details["diff"] == "-1 one\n+1 1\n 2 two\n 3 three"
+
+
 @pytest.mark.parametrize("step", ["approval", "run"])
 async def test_an_aborted_edit_stops_planning_at_its_next_replacement(
         root: Path, monkeypatch: pytest.MonkeyPatch, step: str) -> None:

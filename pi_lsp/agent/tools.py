@@ -427,12 +427,6 @@ class ToolContext:
     # The event loop, when the context is a worker thread's (`off_loop`): `files` is read there.
     loop: asyncio.AbstractEventLoop | None = None
 
-    def read_text(self, path: Path) -> str | None:
-        """The file's text: the editor's buffer, else the disk's, read where this runs (in a
-        worker thread, a read of 100 MB stalls no editor request)."""
-        buffer = self.buffer_text(path)
-        return disk_text(path) if buffer is None else buffer
-
     def buffer_text(self, path: Path) -> str | None:
         """`files.buffer_text`, asked on the event loop from a worker thread: an editor's
         buffers change there (a didChange, a didOpen of another document)."""
@@ -644,8 +638,14 @@ def _text_pieces(head: bytes, file: IO[bytes], stop: threading.Event
 def _current_text(path: Path, ctx: ToolContext) -> tuple[str | None, bool]:
     """The file as the editor has it (else the disk), and whether it is not UTF-8 (read
     replaced)."""
+    buffer = ctx.buffer_text(path)
+    return _disk_text_of(path) if buffer is None else (buffer, False)
+
+
+def _disk_text_of(path: Path) -> tuple[str | None, bool]:
+    """The file's text on disk, and whether it is not UTF-8 (read replaced)."""
     try:
-        return ctx.read_text(path), False
+        return disk_text(path), False
     except UnicodeDecodeError:
         return disk_text(path, "replace"), True
 
@@ -826,12 +826,33 @@ async def write_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
 
 
 async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-    change, raw, result = await off_loop(functools.partial(_edited, args), ctx)
-    if _current_text(change.path, ctx) != (change.old_text, change.not_utf8):
+    change, raw, result, on_disk = await off_loop(functools.partial(_edited_and_read, args),
+                                                  ctx)
+    if not _unchanged(change, on_disk, ctx):
         # The user typed (a didChange) while the worker planned: the plan would write over
         # the newer text. Planned again on the loop, where nothing changes until the write.
         change, raw, result = _edited(args, ctx)
     return await _written(change, ctx, ctx.given(raw), result)
+
+
+def _edited_and_read(args: dict[str, Any], ctx: ToolContext
+                     ) -> tuple[Proposal, str, ToolResult, tuple[str | None, bool] | None]:
+    """`_edited`, and the file's disk text read again once planned (as _current_text reads
+    it); None when the editor has the file unsaved, whose buffer the loop compares."""
+    change, raw, result = _edited(args, ctx)
+    if ctx.buffer_text(change.path) is not None:
+        return change, raw, result, None
+    return change, raw, result, _disk_text_of(change.path)
+
+
+def _unchanged(change: Proposal, on_disk: tuple[str | None, bool] | None, ctx: ToolContext
+               ) -> bool:
+    """Whether the file is still the text `change` was planned from, told on the loop, where
+    the user types: the editor's buffer, else the disk as read after the plan (a read here
+    of 50 MB stalled every editor request)."""
+    buffer = ctx.buffer_text(change.path)
+    current = on_disk if buffer is None else (buffer, False)
+    return current == (change.old_text, change.not_utf8)
 
 
 def _edited(args: dict[str, Any], ctx: ToolContext) -> tuple[Proposal, str, ToolResult]:
