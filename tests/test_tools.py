@@ -2553,6 +2553,59 @@ async def test_an_edit_planned_while_its_file_changes_on_disk_keeps_the_change(
     assert result.details["diff"] == "-1 one\n+1 1\n 2 two\n 3 three"
 
 
+async def test_a_write_reads_the_file_it_overwrites_off_the_loop(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write, once approved, read the file it overwrites again on the event loop to see it
+    was the one approved (a 100 MB file: every editor request waited). It is read in a worker
+    thread, and once more there after, as an edit's is; the buffer is looked up on the loop."""
+    on_loop: list[bool] = []
+    real_read = tools.disk_text
+
+    def noted(*read_args: Any) -> str | None:
+        on_loop.append(on_the_loop_thread())
+        return real_read(*read_args)
+    monkeypatch.setattr(tools, "disk_text", noted)
+    (root / "a.txt").write_text("one\n")
+    args = {"path": "a.txt", "content": "W\n"}
+    ctx = ToolContext(root, files=LoopOnlyFiles())
+    assert await ask_approval(ToolCall(id="c", name="write", arguments=args), ctx,
+                              allow_all) is None
+    result = await execute_tool(WRITE, "write", args, ctx)
+    assert text_of(result) == "Successfully wrote to a.txt"
+    assert (root / "a.txt").read_text() == "W\n"
+    assert on_loop == [False, False, False]
+
+
+async def test_a_write_worked_out_while_the_user_types_writes_nothing(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The user types in the open file while its approved write is worked out again in a
+    worker thread: the file is not the one approved, so nothing is written over the typing."""
+    loop = asyncio.get_running_loop()
+    path = root / "a.txt"
+    buffers = TypedBuffers({path: "one\n"})
+    ctx = ToolContext(root, files=buffers)
+    args = {"path": "a.txt", "content": "W\n"}
+    assert await ask_approval(ToolCall(id="c", name="write", arguments=args), ctx,
+                              allow_all) is None
+    real_well_formed = tools.well_formed
+
+    def typing(text: str) -> str:
+        if text == "W\n" and not on_the_loop_thread():  # the proposal, its text read
+            typed = threading.Event()
+
+            def type_a_line() -> None:
+                buffers.texts[path] = "one\ntwo typed\n"
+                typed.set()
+            loop.call_soon_threadsafe(type_a_line)
+            assert typed.wait(CEILING_S), "the event loop stood still"
+        return real_well_formed(text)
+    monkeypatch.setattr(tools, "well_formed", typing)
+    result = await execute_tool(WRITE, "write", args, ctx)
+    assert text_of(result) == ("a.txt changed while the write waited for approval; nothing "
+                               "was written. Read it again.")
+    assert buffers.texts[path] == "one\ntwo typed\n"
+
+
 @pytest.mark.parametrize("step", ["approval", "run"])
 async def test_an_aborted_edit_stops_planning_at_its_next_replacement(
         root: Path, monkeypatch: pytest.MonkeyPatch, step: str) -> None:

@@ -818,7 +818,9 @@ def _check_approved(change: Proposal, name: str, args: dict[str, Any], ctx: Tool
 
 
 async def write_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-    change = propose_write(args, ctx)
+    change, on_disk = await off_loop(functools.partial(_proposed_and_read, args), ctx)
+    if not _unchanged(change, on_disk, ctx):
+        change = propose_write(args, ctx)  # as for an edit: nothing changes until the write
     _check_approved(change, "write", args, ctx)
     raw = tool_arguments("write", args)["path"]
     return await _written(change, ctx, ctx.given(raw), text_result(
@@ -835,24 +837,47 @@ async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     return await _written(change, ctx, ctx.given(raw), result)
 
 
+class DiskText(msgspec.Struct, frozen=True):
+    """A file's text as the disk had it (None: no such file)."""
+
+    text: str | None
+
+
+def _proposed_and_read(args: dict[str, Any], ctx: ToolContext
+                       ) -> tuple[Proposal, DiskText | None]:
+    """`propose_write`, and the file's disk text read again once worked out."""
+    change = propose_write(args, ctx)
+    return change, _read_again(change, ctx)
+
+
 def _edited_and_read(args: dict[str, Any], ctx: ToolContext
-                     ) -> tuple[Proposal, str, ToolResult, tuple[str | None, bool] | None]:
-    """`_edited`, and the file's disk text read again once planned (as _current_text reads
-    it); None when the editor has the file unsaved, whose buffer the loop compares."""
+                     ) -> tuple[Proposal, str, ToolResult, DiskText | None]:
+    """`_edited`, and the file's disk text read again once planned."""
     change, raw, result = _edited(args, ctx)
-    if ctx.buffer_text(change.path) is not None:
-        return change, raw, result, None
-    return change, raw, result, _disk_text_of(change.path)
+    return change, raw, result, _read_again(change, ctx)
 
 
-def _unchanged(change: Proposal, on_disk: tuple[str | None, bool] | None, ctx: ToolContext
-               ) -> bool:
-    """Whether the file is still the text `change` was planned from, told on the loop, where
-    the user types: the editor's buffer, else the disk as read after the plan (a read here
-    of 50 MB stalled every editor request)."""
+def _read_again(change: Proposal, ctx: ToolContext) -> DiskText | None:
+    """The file's disk text, read in the worker once `change` was worked out; None when the
+    editor has it unsaved (the loop compares its buffer) or it cannot be read (the loop works
+    the change out again, failing as it would)."""
+    if change.unreadable or ctx.buffer_text(change.path) is not None:
+        return None
+    try:
+        return DiskText(_disk_text_of(change.path)[0])
+    except OSError:
+        return None
+
+
+def _unchanged(change: Proposal, on_disk: DiskText | None, ctx: ToolContext) -> bool:
+    """Whether the file is still the text `change` was worked out from, told on the loop,
+    where the user types: the editor's buffer, else the disk as read again in the worker (a
+    read here of 50 MB stalled every editor request). The same text makes the same change,
+    however its bytes that are not UTF-8 read."""
     buffer = ctx.buffer_text(change.path)
-    current = on_disk if buffer is None else (buffer, False)
-    return current == (change.old_text, change.not_utf8)
+    if buffer is not None:
+        return buffer == change.old_text
+    return on_disk is not None and on_disk.text == change.old_text
 
 
 def _edited(args: dict[str, Any], ctx: ToolContext) -> tuple[Proposal, str, ToolResult]:
