@@ -27,6 +27,7 @@ from pi_lsp.agent.tools import DISK, ToolError, well_formed
 from pi_lsp.jsonfile import BOM as UTF8_BOM
 from pi_lsp.paths import real_path
 from pi_lsp.regular import read_regular, settled, stat_key
+from pi_lsp.sequences import shared_head, shared_tail
 from pi_lsp.server.protocol import ContextArg, PromptArgs
 from pi_lsp.session.entries import ToolCall
 
@@ -228,15 +229,10 @@ def in_buffer(text: str, buffer: str, path: Path) -> str:
 def smallest_edit(old: str, new: str, units: Callable[[str], int] = len) -> types.TextEdit:
     """The one edit that turns `old` into `new`: the span between their common prefix and
     suffix; `units` counts a line's characters as the client does."""
-    limit = min(len(old), len(new))
-    start = 0
-    while start < limit and old[start] == new[start]:
-        start += 1
+    start = shared_head(old, new)
     if start and old[start - 1] == "\r":  # never split a CRLF: a lone CR breaks a line too
         start -= 1
-    kept = 0
-    while kept < limit - start and old[-1 - kept] == new[-1 - kept]:
-        kept += 1
+    kept = shared_tail(old, new, min(len(old), len(new)) - start)
     if kept and old[-kept] == "\n" and "\r" in (old[-kept - 1:-kept], new[-kept - 1:-kept]):
         kept -= 1
     return types.TextEdit(range=types.Range(position_at(old, start, units),
@@ -246,10 +242,10 @@ def smallest_edit(old: str, new: str, units: Callable[[str], int] = len) -> type
 
 def position_at(text: str, offset: int, units: Callable[[str], int]) -> types.Position:
     """The LSP position of `text[offset]` (lines end at CR, LF or CRLF, as LSP counts them)."""
-    before = text[:offset]
-    line = before.count("\n") + before.count("\r") - before.count("\r\n")
-    line_start = max(before.rfind("\n"), before.rfind("\r")) + 1
-    return types.Position(line, units(before[line_start:]))
+    line = text.count("\n", 0, offset) + text.count("\r", 0, offset) - \
+        text.count("\r\n", 0, offset)
+    line_start = max(text.rfind("\n", 0, offset), text.rfind("\r", 0, offset)) + 1
+    return types.Position(line, units(text[line_start:offset]))
 
 
 class UriProblems(msgspec.Struct):
