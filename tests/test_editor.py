@@ -4,6 +4,7 @@ in prompts and the editor's diagnostics offered back to the model."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
@@ -15,13 +16,16 @@ from pygls.lsp.server import LanguageServer
 from pygls.workspace import TextDocument
 from pytest_lsp import LanguageClient, client_capabilities
 
+from pi_lsp.agent import tools
+from pi_lsp.agent.approval import allow_all
 from pi_lsp.agent.feedback import FEEDBACK_ROUNDS
 from pi_lsp.agent.harness import Harness
 from pi_lsp.agent.tools import READ, ToolContext, execute_tool
 from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.regular import read_regular
 from pi_lsp.server import editor as editor_module
-from pi_lsp.server.editor import EditorFiles
+from pi_lsp.server.editor import EditorFiles, attachment
+from pi_lsp.server.protocol import ContextArg
 from pi_lsp.session.entries import TextContent
 from pi_lsp.session.tree import SessionTree
 from tests.fake_anthropic import FakeAnthropic, text_reply, tool_reply
@@ -351,6 +355,27 @@ async def test_a_read_compares_no_other_open_document_with_its_file(
     assert [block.text for block in result.content if isinstance(block, TextContent)] == \
         ["not open\n"]
     assert reads == []
+
+
+async def test_a_file_sent_with_a_prompt_is_read_off_the_loop(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A prompt's `context` item sent by URI alone had its file read whole on the event loop
+    (1 GB: every editor request waited). The editor's buffer is looked up there; the disk is
+    read in a worker thread."""
+    on_loop: list[bool] = []
+    real_read = tools.disk_text
+
+    def noted(*read_args: Any) -> str | None:
+        on_loop.append(threading.current_thread() is threading.main_thread())
+        return real_read(*read_args)
+    monkeypatch.setattr(tools, "disk_text", noted)
+    (tmp_path / "orders.py").write_text("def a():\n    pass\n")
+    files = EditorFiles(cast(LanguageServer, SimpleNamespace(
+        workspace=SimpleNamespace(text_documents={}))))
+    item = ContextArg(uri=(tmp_path / "orders.py").as_uri())
+    found = await attachment(files, item, 0, tmp_path, allow_all)
+    assert found.text == "def a():\n    pass\n"
+    assert on_loop == [False]
 
 
 async def test_selection_file_and_mentions_reach_the_model(pi: Pi, fake: FakeAnthropic) -> None:

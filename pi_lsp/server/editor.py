@@ -325,7 +325,7 @@ async def attachment(files: EditorFiles, item: ContextArg, index: int, root: Pat
     text = item.text
     if text is None:
         try:
-            text = files.read_text(path)
+            text = await file_text(files, path)
         except (OSError, UnicodeDecodeError) as error:
             raise JsonRpcInvalidParams(
                 f"invalid argument: {field} cannot be read ({error})") from None
@@ -334,6 +334,13 @@ async def attachment(files: EditorFiles, item: ContextArg, index: int, root: Pat
         if span is not None:
             text = lines_in(text, span, f"`context[{index}].range`")
     return Attachment(path=path, text=text, range=span, language_id=item.language_id)
+
+
+async def file_text(files: EditorFiles, path: Path) -> str | None:
+    """The file's text as `read_text` gives it, the disk read in a worker thread: a prompt
+    sending a 1 GB file by its URI held every editor request for the read."""
+    text = files.buffer_text(path)
+    return await asyncio.to_thread(DISK.read_text, path) if text is None else text
 
 
 def lines_in(text: str, span: Range, field: str) -> str:
