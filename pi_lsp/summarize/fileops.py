@@ -7,7 +7,14 @@ from typing import Any
 
 import msgspec
 
-from pi_lsp.session.entries import AssistantMessage, ReadMessage, ToolCall, ToolResultMessage
+from pi_lsp.session.entries import (
+    AssistantMessage,
+    ReadMessage,
+    ToolCall,
+    ToolResultMessage,
+    UnreadMessage,
+)
+from pi_lsp.session.jsontext import js_field
 
 
 class FileLists(msgspec.Struct, rename="camel"):
@@ -30,8 +37,18 @@ class FileOps:
         elif isinstance(message, ToolResultMessage) and message.nested_calls is not None:
             for call in message.nested_calls.calls:
                 self.add_call(call.name, call.arguments)
+        elif isinstance(message, UnreadMessage) and message.role == "assistant":
+            self._add_unread_calls(js_field(message.value, "content"))
 
-    def add_call(self, name: str, arguments: Any) -> None:
+    def _add_unread_calls(self, content: Any) -> None:
+        """A reply's calls read off it as written, as pi 1.6 reads them: each block of type
+        toolCall holding a name and arguments (an id-less call pi-lsp cannot type counts)."""
+        for block in content if isinstance(content, list) else []:
+            if isinstance(block, dict) and block.get("type") == "toolCall" \
+                    and "name" in block and "arguments" in block:
+                self.add_call(block["name"], block["arguments"])
+
+    def add_call(self, name: Any, arguments: Any) -> None:
         path = arguments.get("path") if isinstance(arguments, dict) else None
         if not isinstance(path, str) or not path:
             return
