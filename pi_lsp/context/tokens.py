@@ -25,9 +25,11 @@ from pi_lsp.session.entries import (
     ToolCall,
     ToolResultMessage,
     UnreadMessage,
+    Usage,
     UserBlock,
     UserMessage,
     read_message,
+    read_usage,
 )
 from pi_lsp.session.journal import Record
 from pi_lsp.session.jsontext import stringify
@@ -155,18 +157,31 @@ def message_tokens(raw: msgspec.Raw) -> int:
 
 def usage_tokens(message: AssistantMessage) -> int:
     """The reply's reported context size: `totalTokens`, else the sum of its parts."""
-    usage = message.usage
+    return _usage_total(message.usage)
+
+
+def _usage_total(usage: Usage) -> int:
     if usage.total_tokens:
         return usage.total_tokens
     return usage.input + usage.output + usage.cache_read + usage.cache_write
 
 
+def _reply_usage(message: ReadMessage) -> Usage | None:
+    """The usage a reply that did not fail reports; a reply pi-lsp cannot type (an id-less tool
+    call) is read as written, as pi 1.6 reads any message of role assistant."""
+    if isinstance(message, AssistantMessage):
+        return None if message.stop_reason in FAILED else message.usage
+    if isinstance(message, UnreadMessage) and message.role == "assistant" \
+            and message.value.get("stopReason") not in FAILED:
+        return read_usage(message.value.get("usage"))
+    return None
+
+
 def last_reported(messages: Sequence[ReadMessage]) -> int:
     """The index of the last reply whose usage counts (not failed, not all zero), or -1."""
     for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if isinstance(message, AssistantMessage) and message.stop_reason not in FAILED \
-                and usage_tokens(message) > 0:
+        usage = _reply_usage(messages[index])
+        if usage is not None and _usage_total(usage) > 0:
             return index
     return -1
 
@@ -176,9 +191,9 @@ def context_size(messages: Sequence[ReadMessage]) -> int:
     last_good = last_reported(messages)
     total = 0
     if last_good >= 0:
-        anchor = messages[last_good]
-        assert isinstance(anchor, AssistantMessage)
-        total = usage_tokens(anchor)
+        usage = _reply_usage(messages[last_good])
+        assert usage is not None
+        total = _usage_total(usage)
     return total + sum(estimate_tokens(message) for message in messages[last_good + 1:])
 
 

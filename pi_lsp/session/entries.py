@@ -599,6 +599,12 @@ def _fitting_part(value: dict[str, Any], kind: type[msgspec.Struct]) -> dict[str
     return {key: item for key, item in value.items() if _fits(item, types.get(key, Any))}
 
 
+def read_usage(value: Any) -> Usage:
+    """A reply's `usage` as written, read as a typed reply's is: the parts that fit, the rest
+    as none (nothing at all for one that is no object)."""
+    return msgspec.convert(_fitting_part(value, Usage) if isinstance(value, dict) else {}, Usage)
+
+
 def _read_leniently(raw: msgspec.Raw | bytes) -> AgentMessage | None:
     """A message whose bookkeeping or optional fields pi-lsp cannot read as their types, read
     with those as absent; None when its role or content is what is wrong."""
