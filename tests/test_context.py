@@ -895,8 +895,9 @@ def test_every_preview_at_an_id_less_leaf_names_the_model_and_level_a_prompt_tak
         ("claude-haiku-4-5", "high")
 
 
-# Sessions with a block of a type pi-lsp does not know in a user, assistant, custom or tool
-# result message, and pi 1.6's estimate of each message of their context (tests/pi16_estimates.mjs).
+# Sessions with a block of a type pi-lsp does not know in a user, assistant, custom, tool result
+# or system message, and pi 1.6's estimate of each message of their context
+# (tests/pi16_estimates.mjs).
 UNKNOWN_BLOCKS = Path(__file__).with_name("fixtures") / "pi16-unknown-blocks"
 STORED_UNKNOWN_BLOCK_ESTIMATES = UNKNOWN_BLOCKS.with_name("pi16-unknown-blocks-estimates.json")
 

@@ -581,7 +581,7 @@ _MESSAGE_TYPES = {kind.__struct_config__.tag: kind for kind in AgentMessage.__ar
 # block of another type (a tool result's thinking, a reply's `{"type": "video"}`).
 _USER_BLOCKS = ("text", "image")
 _KNOWN_BLOCKS = {"user": _USER_BLOCKS, "custom": _USER_BLOCKS, "toolResult": _USER_BLOCKS,
-                 "assistant": ("text", "thinking", "toolCall", "image")}
+                 "system": _USER_BLOCKS, "assistant": ("text", "thinking", "toolCall", "image")}
 
 
 def _fits(value: Any, kind: Any) -> bool:
