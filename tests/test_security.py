@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import io
 import json
 import random
 import shutil
+import threading
 from collections import namedtuple
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -27,7 +29,7 @@ from pygls.exceptions import JsonRpcException, JsonRpcInternalError
 from pytest_lsp import LanguageClient, client_capabilities
 from pytest_lsp.client import captured_exception_key
 
-from pi_lsp.agent import approval, tools
+from pi_lsp.agent import approval, tools, trimdiff
 from pi_lsp.agent.access import protected_reason, runs_on_its_own, secret_reason
 from pi_lsp.agent.approval import ApprovalRequest, Approver, approval_request
 from pi_lsp.agent.harness import Harness
@@ -639,6 +641,87 @@ async def test_the_change_to_approve_is_shown_while_the_loop_goes_on(
     assert await approve(edit("a.txt")) is None
     asked = server.asked[0]
     assert "-one\n+1\n" in (asked.diff if approve_tool else asked.message)
+
+
+class GatedReads(io.RawIOBase):
+    """A file's bytes whose first read waits for `release`; it counts the bytes read and says
+    when it is closed."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = io.BytesIO(data)
+        self.started, self.release, self.shut = (threading.Event() for _ in range(3))
+        self.read_bytes = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        self.started.set()
+        assert self.release.wait(CEILING_S), "the test never let the read go on"
+        count = self.data.readinto(buffer)
+        self.read_bytes += count
+        return count
+
+    def close(self) -> None:
+        self.shut.set()
+        super().close()
+
+
+async def aborted(approve: Approver, request: ApprovalRequest, started: threading.Event
+                  ) -> None:
+    """Run `approve(request)`, abort it once `started` is set."""
+    task = asyncio.create_task(approve(request))
+    assert await asyncio.to_thread(started.wait, CEILING_S), "the work never started"
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_an_aborted_approval_stops_counting_the_bytes_that_are_not_utf8(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The count of an edited file's bytes that are not UTF-8 (a read of it whole: 4 s per
+    100 MB) ran on to its end in its worker thread after an abort: it stops at the next chunk."""
+    path = root / "big.txt"
+    path.write_bytes(b"x\xff\n" * 4096 + b"end\n")
+    request = approval_request(ToolCall(id="e", name="edit", arguments={
+        "path": "big.txt", "edits": [{"oldText": "end", "newText": "END"}]}), ToolContext(root))
+    assert request is not None and request.change is not None and request.change.not_utf8
+    gated = GatedReads(path.read_bytes())
+    monkeypatch.setattr(tools, "READ_CHUNK", 64)
+    monkeypatch.setattr(tools, "open_regular", lambda _path: io.BufferedReader(gated, 64))
+    _server, _session, approve = asking_approver(root)
+    await aborted(approve, request, gated.started)
+    gated.release.set()
+    assert await asyncio.to_thread(gated.shut.wait, CEILING_S), "the count never ended"
+    assert gated.read_bytes < 3 * 4096, "the count ran on to the end of the file"
+
+
+async def test_an_aborted_approval_stops_its_diff(root: Path, monkeypatch: pytest.MonkeyPatch
+                                                  ) -> None:
+    """The diff an approval shows ran on to its end in its worker thread after an abort: it
+    stops at its next checkpoint (here before difflib, once the shared start is found)."""
+    (root / "big.txt").write_text("x\n" * 100_000 + "end\n")  # more than a block compared
+    request = approval_request(ToolCall(id="e", name="edit", arguments={
+        "path": "big.txt", "edits": [{"oldText": "end", "newText": "END"}]}), ToolContext(root))
+    assert request is not None
+    started, release, ended = threading.Event(), threading.Event(), threading.Event()
+    diffed: list[str] = []
+
+    def gated_span(old: str, new: str) -> Any:
+        started.set()
+        assert release.wait(CEILING_S), "the test never let the diff go on"
+        try:
+            return trimdiff.changed_span(old, new)
+        finally:
+            ended.set()
+
+    monkeypatch.setattr(tools, "changed_span", gated_span)
+    monkeypatch.setattr(tools, "unified_diff", lambda *args: diffed.append("diffed") or "")
+    _server, _session, approve = asking_approver(root)
+    await aborted(approve, request, started)
+    release.set()
+    assert await asyncio.to_thread(ended.wait, CEILING_S), "the diff never ended"
+    assert diffed == [], "the diff ran on after the abort"
 
 
 def read_request(root: Path, path: Path) -> ApprovalRequest:

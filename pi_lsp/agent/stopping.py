@@ -5,6 +5,7 @@ server's exit and the next turn."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -34,3 +35,12 @@ def stoppable(work: Callable[[], Worked], stop: threading.Event) -> Callable[[],
         _STOP.set(stop)
         return work()
     return run
+
+
+async def in_worker(work: Callable[[], Worked]) -> Worked:
+    """`work` in a worker thread, stopped at its next checkpoint once the caller is cancelled."""
+    stop = threading.Event()
+    try:
+        return await asyncio.to_thread(stoppable(work, stop))
+    finally:
+        stop.set()

@@ -10,6 +10,8 @@ import re
 from collections.abc import Callable
 from typing import NamedTuple
 
+from pi_lsp.agent.stopping import checkpoint
+
 # Lines kept on each side of the change: pi 1.6 keeps 32 (DIFF_WINDOW_MARGIN_LINES) so that its
 # diff pairs repeated lines within the window as it would over the whole file; with difflib's
 # own 3, `x y a a a a b` given one more `a` showed the insertion elsewhere, without context.
@@ -63,6 +65,7 @@ def _shared_length(same: Callable[[int, int], bool], limit: int) -> int:
     offset i to j: whole blocks first, then a binary search in the block that differs."""
     low = 0
     while low + BLOCK <= limit and same(low, low + BLOCK):
+        checkpoint()  # an abort stops the diff: 100 MB are 1,600 blocks
         low += BLOCK
     high = min(low + BLOCK, limit)
     while low < high:

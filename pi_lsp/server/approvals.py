@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +15,7 @@ from pygls.uris import from_fs_path
 
 from pi_lsp.agent.access import folded, folded_inside, home_folders, inside, runs_on_its_own
 from pi_lsp.agent.approval import ApprovalRequest, Approver, unshowable
+from pi_lsp.agent.stopping import in_worker
 from pi_lsp.paths import real_path
 from pi_lsp.server.config import Config
 from pi_lsp.server.open_session import OpenSession
@@ -153,8 +155,9 @@ class ToolApprovals:
             if self.config().tool_approval == "auto" or (granted is not None and any(
                     covers(given, request) for given in session.allowed_tools)):
                 return None
-            # In worker threads, as all that reads or diffs a whole file: the loop goes on.
-            refusal = await asyncio.to_thread(unshowable, request)
+            # In worker threads, as all that reads or diffs a whole file: the loop goes on, and
+            # an abort stops them.
+            refusal = await in_worker(functools.partial(unshowable, request))
             if refusal is not None:
                 return refusal
             try:
@@ -162,12 +165,12 @@ class ToolApprovals:
                     # The file the session is in now: another program cutting it short
                     # mid-turn moves the session (and its harness) to a new file.
                     path = str(real_path(session.tree.path))
-                    decision = await self.ask_approve_tool(await asyncio.to_thread(
+                    decision = await self.ask_approve_tool(await in_worker(functools.partial(
                         approve_tool_params, request, from_fs_path(path) or path,
-                        session.turn_id, session.title, granted))
+                        session.turn_id, session.title, granted)))
                 else:
-                    question = await asyncio.to_thread(fallback_question, request,
-                                                       session.title)
+                    question = await in_worker(functools.partial(fallback_question, request,
+                                                                 session.title))
                     decision = await self.ask_message(name, question, granted is not None)
             except NotAsked as error:
                 return str(error)
