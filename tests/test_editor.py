@@ -44,7 +44,7 @@ from tests.test_server import (
     recorder,
     wait_events,
 )
-from tests.waits import CEILING_S, PROCESS_CEILING_S
+from tests.waits import CEILING_S, PROCESS_CEILING_S, until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -315,21 +315,73 @@ async def test_open_files_are_compared_with_the_disk_again_only_when_their_file_
     files = EditorFiles(cast(LanguageServer, SimpleNamespace(
         workspace=SimpleNamespace(text_documents={document.uri: document}))))
     files.synced(document.uri)
+    await files.settle()
     reads: list[Path] = []
 
     def counted(path: Path, limit: int = -1) -> bytes:
         reads.append(path)
         return read_regular(path, limit)
     monkeypatch.setattr(editor_module, "read_regular", counted)
+
+    async def looked() -> dict[Path, str | None]:
+        await files.settle()  # as a snapshot does
+        return files.open_texts()
     # Written just now, it may change again within its timestamps' tick: compared each time.
-    assert files.open_texts() == files.open_texts() == {path: None}
+    assert await looked() == await looked() == {path: None}
     assert reads == [path] * 2
     monkeypatch.setattr("pi_lsp.regular.SETTLED_NS", -1 << 62)  # as if written long ago
-    assert [files.open_texts() for _ in range(3)] == [{path: None}] * 3
+    assert [await looked() for _ in range(3)] == [{path: None}] * 3
     assert reads == [path] * 3
     path.write_text("LIMIT = 5\n")  # as `bash` changes it
-    assert files.open_texts() == files.open_texts() == {}
+    assert await looked() == await looked() == {}
     assert reads == [path] * 4
+
+
+async def test_typing_in_an_open_file_compares_it_with_its_file_off_the_loop(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each didOpen, and each didChange keeping the file's size, compared the document with its
+    file on the event loop (100 MB: 0.26 s per keystroke, every request waiting); so did a
+    snapshot for a file changed since. A worker thread does, and an older text's result is
+    dropped: the newer text's decides."""
+    path = tmp_path / "big.py"
+    path.write_text(DISK_TEXT)
+    document = TextDocument(path.as_uri(), DISK_TEXT, version=1)
+    files = EditorFiles(cast(LanguageServer, SimpleNamespace(
+        workspace=SimpleNamespace(text_documents={document.uri: document}))))
+    loop_thread = threading.get_ident()
+    threads: list[bool] = []
+    texts: list[str] = []  # the first character of each text compared
+    release = threading.Event()
+    same_as_disk = editor_module.same_as_disk
+
+    def compared(text: str, path: Path) -> bool:
+        threads.append(threading.get_ident() != loop_thread)
+        texts.append(text[:1])
+        if text.startswith("X"):  # the typed text's comparison waits: the user types on
+            assert release.wait(CEILING_S), "the test never let the comparison go on"
+        return same_as_disk(text, path)
+    monkeypatch.setattr(editor_module, "same_as_disk", compared)
+    files.synced(document.uri)
+    await until(lambda: threads, "the didOpen's comparison")
+    assert all(threads), "compared on the event loop"
+    await files.settle()
+    assert files.open_texts() == {path: None}
+    document._source = "X" + DISK_TEXT[1:]  # one character typed over: the file's size
+    files.synced(document.uri)
+    assert files.buffer_text(path) == document.source  # unsaved until compared
+    await until(lambda: "X" in texts, "the typed text's comparison")
+    document._source = "Y" + DISK_TEXT[1:]  # typed on, and back, before the comparison ended
+    files.synced(document.uri)
+    document._source = DISK_TEXT
+    files.synced(document.uri)
+    release.set()
+    await files.settle()  # the older text's result is dropped; the newer text is compared
+    assert files.open_texts() == {path: None}
+    assert "Y" not in texts  # only the latest text is compared once the one running ended
+    path.write_text("LIMIT = 5\n")  # as `bash` changes it: compared again at the snapshot
+    await files.settle()
+    assert files.open_texts() == {}
+    assert threads and all(threads), "compared on the event loop"
 
 
 async def test_a_read_compares_no_other_open_document_with_its_file(
@@ -343,6 +395,7 @@ async def test_a_read_compares_no_other_open_document_with_its_file(
     files = EditorFiles(cast(LanguageServer, SimpleNamespace(
         workspace=SimpleNamespace(text_documents={document.uri: document}))))
     files.synced(document.uri)
+    await files.settle()
     (tmp_path / "notes.txt").write_text("not open\n")
     reads: list[Path] = []
 

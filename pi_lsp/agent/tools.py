@@ -140,12 +140,19 @@ class FileAccess(Protocol):
         saved, None for the others (the disk has their text)."""
         ...
 
+    async def settle(self) -> None:
+        """Wait until `open_texts` knows which open files show their file on disk."""
+        ...
+
 
 class DiskFiles:
     """File access straight to the disk."""
 
     def open_texts(self) -> dict[Path, str | None]:
         return {}
+
+    async def settle(self) -> None:
+        return None
 
     def read_text(self, path: Path) -> str | None:
         return disk_text(path)

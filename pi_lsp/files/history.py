@@ -156,6 +156,7 @@ def open_files(files: FileAccess, root: Path) -> OpenFiles:
 
 async def snapshot_of(store: SnapshotStore, files: FileAccess) -> Snapshot:
     """The workspace now, open files as the editor holds them."""
+    await files.settle()
     return await store.snapshot(open_files(files, store.root).unsaved)
 
 
@@ -301,6 +302,7 @@ async def changes_to(store: SnapshotStore, target: Snapshot, with_diff: bool = T
         await store.recorded(target.tree)
     except SnapshotError as error:
         raise RewindError(str(error)) from None
+    await files.settle()
     editor = open_files(files, store.root)
     current = await store.snapshot(editor.unsaved)
     try:

@@ -71,7 +71,10 @@ class EditorFiles:
         self.unsaved: set[str] = set()
         # Whether each document showed its file, by the file's stat then: `read` and every
         # snapshot ask of all of them (10 clean 20 MB files were read whole at each: 750 ms).
-        self.compared: dict[str, tuple[tuple[int, ...], bool]] = {}
+        self.compared: dict[str, Comparison] = {}
+        # The comparisons of didOpen and didChange, made in worker threads (a 100 MB file read
+        # and compared on the event loop held it 0.26 s per keystroke); unsaved until done.
+        self.comparing: dict[str, asyncio.Task[None]] = {}
 
     def document(self, path: Path) -> TextDocument | None:
         documents: dict[str, TextDocument] = self.server.workspace.text_documents
@@ -86,20 +89,57 @@ class EditorFiles:
 
     def synced(self, uri: str) -> None:
         """The client opened or changed the document: its text is the truth again, unsaved
-        when it is not the disk's as the editor shows it (an editor's reload is no edit)."""
+        when it is not the disk's as the editor shows it (an editor's reload is no edit).
+        Compared in a worker thread: unsaved meanwhile, so the agent reads what was typed."""
         self.applied.pop(uri, None)
         self.compared.pop(uri, None)
-        document = self.server.workspace.text_documents.get(uri)
+        self.unsaved.add(uri)
         path = to_fs_path(uri) if uri.startswith("file:") else None
-        if document is None or path is None or not self.shows_disk(document, Path(path)):
-            self.unsaved.add(uri)
-        else:
-            self.unsaved.discard(uri)
+        if path is not None and uri not in self.comparing:
+            self.comparing[uri] = asyncio.ensure_future(self.compare_synced(uri, Path(path)))
+
+    async def compare_synced(self, uri: str, path: Path) -> None:
+        """Compare the document with its file until the text compared is still its text: one
+        comparison at a time, of the latest text (typing fast in a 100 MB file queued one per
+        keystroke, each holding its text). Closed meanwhile (`forget`), it stops."""
+        task = asyncio.current_task()
+        documents = self.server.workspace.text_documents
+        try:
+            while self.comparing.get(uri) is task and uri in documents:
+                document = documents[uri]
+                text = document.source
+                comparison = await asyncio.to_thread(disk_comparison, text, path)
+                if self.comparing.get(uri) is task and documents.get(uri) is document and \
+                        document.source is text:
+                    self.compared[uri] = comparison
+                    if comparison.same:
+                        self.unsaved.discard(uri)
+                    return
+        finally:
+            if self.comparing.get(uri) is task:
+                del self.comparing[uri]
+
+    async def settle(self) -> None:
+        """Wait for the comparisons of documents with their files (in worker threads): those
+        of the last didOpen or didChange, and those of clean documents whose file changed."""
+        while self.comparing:
+            await asyncio.wait(list(self.comparing.values()))
+        for uri, document in list(self.server.workspace.text_documents.items()):
+            path = to_fs_path(uri) if uri.startswith("file:") else None
+            known = self.compared.get(uri)
+            if path is None or uri in self.unsaved or uri in self.applied or (
+                    known is not None and known.firm and self.known(uri, Path(path)) is not None):
+                continue
+            text = document.source
+            comparison = await asyncio.to_thread(disk_comparison, text, Path(path))
+            if document.source is text:
+                self.compared[uri] = comparison
 
     def forget(self, uri: str) -> None:
         """The client saved or closed the document: the disk has its text."""
         self.applied.pop(uri, None)
         self.compared.pop(uri, None)
+        self.comparing.pop(uri, None)
         self.unsaved.discard(uri)
 
     def open_texts(self) -> dict[Path, str | None]:
@@ -135,20 +175,18 @@ class EditorFiles:
         return self.unsaved_text(document) is None and not self.shows_disk(document, path)
 
     def shows_disk(self, document: TextDocument, path: Path) -> bool:
-        """Whether the document's text is its file's, compared again only when the file's stat
-        changed (the text changes only at `synced`)."""
+        """Whether the document's text is its file's, as `settle` compared them; unknown (the
+        file changed since) counts as not: the disk is read, and written, as for a stale one."""
+        return self.known(document.uri, path) is True
+
+    def known(self, uri: str, path: Path) -> bool | None:
+        """Whether the document showed its file when compared, if the file's stat is the same."""
+        known = self.compared.get(uri)
         try:
-            info = os.stat(path)  # before the read: a change after it makes another stat
+            return known.same if known is not None and known.key == stat_key(os.stat(path)) \
+                else None
         except OSError:
-            return False
-        key = stat_key(info)
-        known = self.compared.get(document.uri)
-        if known is not None and known[0] == key:
-            return known[1]
-        same = same_as_disk(document.source, path)
-        if settled(info):  # else compared again at each look
-            self.compared[document.uri] = (key, same)
-        return same
+            return None
 
     def can_edit(self) -> bool:
         workspace = self.server.client_capabilities.workspace
@@ -162,6 +200,7 @@ class EditorFiles:
 
     async def write_text(self, path: Path, text: str) -> None:
         text = well_formed(text)  # an editor can hold no lone surrogate; pi writes U+FFFD
+        await self.settle()
         document = self.document(path)
         # A stale buffer is left for the editor to reload: an edit of it would be saved over
         # the disk's newer text, or clash with the reload.
@@ -194,6 +233,24 @@ class EditorFiles:
         if not answer.applied:
             raise ToolError(f"the editor did not apply the change to {path}"
                             f"{': ' + answer.failure_reason if answer.failure_reason else ''}")
+
+
+class Comparison(msgspec.Struct, frozen=True):
+    """Whether a document's text was its file's, at the file's stat then."""
+
+    key: tuple[int, ...] | None  # None: the file was gone
+    firm: bool  # else the file may change within that stat: compared again at each `settle`
+    same: bool
+
+
+def disk_comparison(text: str, path: Path) -> Comparison:
+    """Whether an editor showing its file would show `text`, at the file's stat."""
+    try:
+        info = os.stat(path)  # before the read: a change after it makes another stat
+    except OSError:
+        return Comparison(None, False, False)
+    same = same_as_disk(text, path)
+    return Comparison(stat_key(info), settled(info), same)
 
 
 def same_as_disk(text: str, path: Path) -> bool:
