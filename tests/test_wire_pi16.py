@@ -1325,6 +1325,56 @@ def test_a_routing_preference_of_another_type_is_refused_naming_it(
     assert where == str(tmp_path / "models.json") and field.partition(": ")[0] in named, ours
 
 
+STORED_FLAG_ERRORS = STORED_BODIES.with_name("pi16-compat-flag-errors.json")
+LAB_PROVIDER = {"baseUrl": "http://127.0.0.1:9/v1", "api": CHAT_API, "apiKey": "k"}
+BAD_FLAGS = {
+    "provider's null flags": {"lab": {**LAB_PROVIDER, "models": [{"id": "m"}],
+                                      "compat": {"vllmPriority": None, "supportsStore": None}}},
+    "model's null flag": {"lab": {**LAB_PROVIDER, "models": [
+        {"id": "m", "compat": {"thinkingFormat": None}}]}},
+    "override's null flag": {"openai": {"modelOverrides": {"gpt-5": {"compat": {
+        "supportsDeveloperRole": None}}}}},
+    "null routing": {"openai": {"compat": {"openRouterRouting": None}}},
+    "null message threads": {"anthropic": {"compat": {"supportsMessageThreads": None}}},
+    "temperature of a string": {"anthropic": {"compat": {"supportsTemperature": "no"}}},
+    "message threads of a number": {"anthropic": {"compat": {"supportsMessageThreads": 1}}},
+}
+
+
+@pytest.mark.parametrize("case", BAD_FLAGS)
+def test_a_compat_flag_written_null_or_of_another_type_is_refused_naming_it(
+        case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pi 1.6 refuses a models.json whose compat flag is null ("supportsStore: must be
+    boolean", "openRouterRouting: must be object"), at any level, and a supportsTemperature or
+    supportsMessageThreads of another type; pi-lsp read null as unset and never looked at
+    those two. pi 1.6's lines are stored (checked where installed); pi-lsp's one error names
+    the file and one of the fields pi names."""
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path))
+    (tmp_path / "models.json").write_text(json.dumps({"providers": BAD_FLAGS[case]}), "utf-8")
+    stored = json.loads(STORED_FLAG_ERRORS.read_text("utf-8"))[case]
+    if pi16_node() is not None:
+        assert _pi16_models_error(tmp_path) == stored
+    named = {line.removeprefix("  - ").partition(": ")[0] for line in stored[1:]}
+    with pytest.raises(ModelsFileError) as raised:
+        load_models(tmp_path, project=False)
+    where, _, ours = str(raised.value).partition(": ")
+    field = re.sub(r"\[(\w+)\]", r".\1", ours)
+    assert where == str(tmp_path / "models.json") and field.partition(": ")[0] in named, ours
+
+
+def test_a_flag_pi_16_does_not_know_may_be_null(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The null rule is for the flags pi 1.6's schema knows: it reads an unknown one's null
+    (checked where installed), and so does pi-lsp."""
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path))
+    (tmp_path / "models.json").write_text(json.dumps({"providers": {"lab": {
+        **LAB_PROVIDER, "models": [{"id": "m"}], "compat": {"noSuchFlag": None}}}}), "utf-8")
+    if pi16_node() is not None:
+        assert _pi16_models_error(tmp_path) is None
+    models, _providers = load_models(tmp_path, project=False)
+    assert [model.id for model in models if model.provider == "lab"] == ["m"]
+
+
 # Every preference pi 1.6's schema knows, of each type it takes, and keys it does not know.
 GOOD_ROUTING = {"allow_fallbacks": False, "require_parameters": True, "data_collection": "deny",
                 "zdr": True, "enforce_distillable_text": False, "order": ["a"], "only": [],

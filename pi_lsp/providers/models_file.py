@@ -132,8 +132,28 @@ def _read(path: Path) -> dict[str, Any]:
         # Each override alone first: msgspec names a key of an object `[...]`, not its model.
         for model_id, override in (overrides if isinstance(overrides, dict) else {}).items():
             _convert(override, OverrideSpec, f"{path}: providers.{name}.modelOverrides.{model_id}")
+        _refuse_null_flags(spec, f"{path}: providers.{name}")
         _convert(spec, ProviderSpec, f"{path}: providers.{name}")
     return data
+
+
+def _refuse_null_flags(spec: Any, where: str) -> None:
+    """A ModelsFileError naming the first `compat` flag, at any level of a provider's entry,
+    written as null: pi 1.6 refuses it ("must be boolean"), where msgspec reads it as unset."""
+    if not isinstance(spec, dict):
+        return  # the schema names what is wrong
+    models, overrides = spec.get("models"), spec.get("modelOverrides")
+    levels = [(where, spec),
+              *((f"{where}.models[{index}]", model)
+                for index, model in enumerate(models if isinstance(models, list) else [])),
+              *((f"{where}.modelOverrides.{model_id}", override) for model_id, override in
+                (overrides if isinstance(overrides, dict) else {}).items())]
+    for at, entry in levels:
+        compat = entry.get("compat") if isinstance(entry, dict) else None
+        for flag, value in (compat if isinstance(compat, dict) else {}).items():
+            if value is None and flag in Compat.__struct_encode_fields__:
+                raise ModelsFileError(f"{at}.compat.{flag}: must not be null (leave it out "
+                                      "to leave it unset)")
 
 
 def _convert(value: Any, kind: type, what: str) -> None:

@@ -226,6 +226,10 @@ class Compat(msgspec.Struct, rename="camel", omit_defaults=True):
     cache_control_format: Literal["anthropic"] | None = None
     # Anthropic: models the server may answer with when this one cannot (`fallbacks`).
     allowed_fallback_models: list[FallbackModel] | None = None
+    # Checked only, as pi 1.6 checks them: pi-lsp sends no temperature and uses no message
+    # threads, which is all these turn off (pi's `supportsTemperature`, `supportsMessageThreads`).
+    supports_temperature: bool | None = None
+    supports_message_threads: bool | None = None
 
     def __post_init__(self) -> None:
         # A wrong-typed routing preference would go to OpenRouter as written (pi refuses it).
