@@ -235,7 +235,8 @@ def _settings_models(models: list[ModelInfo], written_in: Path) -> list[ModelInf
     """settings.json's `models` (`written_in` that file) as the registry holds them: header
     values sent as written (a project's could otherwise be read as templates), and named by
     the file and key path where one cannot be sent."""
-    return [msgspec.structs.replace(model, resolve_headers=False,
+    # own_url: a project's settings.json may name any URL, which your key would go to.
+    return [msgspec.structs.replace(model, resolve_headers=False, own_url=None,
                                     headers_where=f"{written_in}: models[{index}].headers")
             for index, model in enumerate(models)]
 

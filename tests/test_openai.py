@@ -93,7 +93,7 @@ async def close_clients(provider: Any) -> None:
     """Close the SDK clients a provider made: an OpenAI provider has one per API, a provider
     whose models are on both SDKs' APIs one provider per SDK."""
     if isinstance(provider, ByApi):
-        for each in provider.by_sdk.values():
+        for each in [*provider.by_sdk.values(), *provider.by_url.values()]:
             await close_clients(each)
         return
     clients = provider.clients.values() if isinstance(provider, OpenAIProvider) else \
@@ -1499,6 +1499,134 @@ async def test_a_projects_model_on_another_api_never_takes_your_key_elsewhere(
         assert not str(chat.clients[CHAT_API].base_url).startswith(oai.url)
     finally:
         await close_clients(provider)
+
+
+# A models.json whose models have a baseUrl of their own, and where pi 1.6 sends each (stored
+# for machines without it).
+STORED_MODEL_URLS = Path(__file__).with_name("fixtures") / "pi16-model-base-urls.json"
+MODEL_URLS = {"providers": {
+    "lab": {"baseUrl": "http://provider.local/v1", "api": CHAT_API, "apiKey": "k", "models": [
+        {"id": "own", "baseUrl": "http://model.local/v1"}, {"id": "theirs"},
+        {"id": "claude", "api": ANTHROPIC_API, "baseUrl": "http://claude.local"}]},
+    "openrouter": {"models": [{"id": "my/model", "baseUrl": "http://proxy.local/v1"},
+                              {"id": "anthropic/claude-sonnet-4.5"}]},
+}}
+PI16_MODEL_URLS = """
+const agent = %s;
+const runtime = await pi.ModelRuntime.create({modelsPath: `${agent}/models.json`,
+                                              authPath: `${agent}/auth.json`});
+const found = {};
+for (const model of runtime.getModels()) {
+  const name = `${model.provider}/${model.id}`;
+  if (%s.includes(name)) found[name] = {api: model.api, baseUrl: model.baseUrl};
+}
+process.stdout.write(JSON.stringify({error: runtime.getError() ?? null, found}));
+"""
+
+
+def test_a_models_own_base_url_is_where_pi_16_sends_it(dirs) -> None:
+    """pi 1.6 reads a model's own `baseUrl` ("Overrides the provider baseUrl"), under any
+    provider; pi-lsp ignored it, and gave the model its provider's. pi 1.6's answers are stored
+    (checked where installed)."""
+    agent, workspace = dirs
+    write(agent / "models.json", MODEL_URLS)
+    pi = json.loads(STORED_MODEL_URLS.read_text("utf-8"))
+    ours = {f"{provider}/{model['id']}": (provider, model["id"])
+            for provider, spec in MODEL_URLS["providers"].items() for model in spec["models"]}
+    if pi16_node() is not None:
+        assert json.loads(pi16_eval(PI16_MODEL_URLS % (
+            json.dumps(str(agent)), json.dumps(list(ours))))) == pi
+    registry = load_settings(workspace, project=False).registry()
+    assert {name: {"api": (model := registry.get(*key)).api, "baseUrl": model.base_url}
+            for name, key in ours.items()} == pi["found"]
+
+
+async def test_a_models_requests_go_to_its_own_base_url(dirs, oai: FakeOpenAI) -> None:
+    """A model with a baseUrl of its own is sent there, with its provider's key; its provider's
+    other models to the provider's (pi-lsp sent every one to the provider's)."""
+    agent, workspace = dirs
+    write(agent / "models.json", {"providers": {"lab": {
+        "baseUrl": f"{oai.url}/provider/v1", "api": CHAT_API, "apiKey": "sk-lab",
+        "models": [{"id": "own", "baseUrl": f"{oai.url}/model/v1"}, {"id": "theirs"}]}}})
+    registry = load_settings(workspace, project=False).registry()
+    rig = Rig(workspace, registry, ("lab", "own"), RetrySettings(enabled=False))
+    sent = []
+    try:
+        for model_id, text in (("own", "one"), ("theirs", "two")):
+            rig.harness.set_model("lab", model_id)
+            oai.script(chat_reply(f"from {model_id}"))  # a new script clears the requests
+            await rig.harness.prompt(text)
+            sent += [(r.path, r.body["model"], r.headers["authorization"])
+                     for r in oai.requests]
+    finally:
+        await rig.close()
+    assert [message.get("errorMessage") for message in rig.messages()
+            if message["role"] == "assistant"] == [None, None]
+    assert sent == [("/model/v1/chat/completions", "own", "Bearer sk-lab"),
+                    ("/provider/v1/chat/completions", "theirs", "Bearer sk-lab")]
+
+
+def test_a_projects_model_url_never_takes_your_key_or_headers(dirs, monkeypatch) -> None:
+    """A model baseUrl a project's .pi/models.json sets counts as rerouting its provider, as
+    the provider's own baseUrl does: none of your keys or headers go with it, only what the
+    project file gives. A project's settings.json model's baseUrl sends nothing anywhere."""
+    agent, workspace = dirs
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-yours")
+    write(agent / "models.json", {"providers": {"lab": {
+        "baseUrl": "http://provider.local/v1", "api": CHAT_API, "apiKey": "sk-yours",
+        "headers": {"X-Secret": "yours"}, "models": [{"id": "m"}]}}})
+    elsewhere = {"id": "x", "baseUrl": "https://elsewhere.example/v1"}
+    for provider in ("lab", "anthropic"):
+        write(workspace / ".pi" / "models.json",
+              {"providers": {provider: {"models": [elsewhere]}}})
+        settings = load_settings(workspace, project=True)
+        assert settings.registry().get(provider, "x").own_url == elsewhere["baseUrl"]
+        with pytest.raises(UnknownProviderError, match="your own API key is not sent"):
+            provider_factory(settings.registry(), settings.api_key)(provider)
+    write(workspace / ".pi" / "models.json", {"providers": {"lab": {
+        "apiKey": "sk-project", "models": [elsewhere]}}})
+    settings = load_settings(workspace, project=True)
+    config = settings.registry().provider("lab")
+    assert config is not None and (config.user_key, config.headers) == (False, {})
+    write(workspace / ".pi" / "models.json", {})
+    write(workspace / ".pi" / "settings.json", {"models": [{
+        "provider": "lab", "id": "x", "api": CHAT_API, "baseUrl": elsewhere["baseUrl"],
+        "ownUrl": elsewhere["baseUrl"], "contextWindow": 1000, "maxTokens": 100,
+        "price": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}}]})
+    settings = load_settings(workspace, project=True)
+    assert settings.registry().get("lab", "x").own_url is None
+
+
+async def test_a_models_own_url_gets_a_client_made_with_the_others(dirs) -> None:
+    """The clients for models' own URLs are made when the provider is (off the event loop),
+    one per URL and SDK: two models at one URL share one."""
+    agent, workspace = dirs
+    shared = "http://model.local/v1"
+    write(agent / "models.json", {"providers": {"lab": {
+        "baseUrl": "http://provider.local/v1", "api": CHAT_API, "apiKey": "k", "models": [
+            {"id": "a", "baseUrl": shared}, {"id": "b", "baseUrl": shared},
+            {"id": "c", "api": ANTHROPIC_API, "baseUrl": "http://claude.local"}, {"id": "d"}]}}})
+    settings = load_settings(workspace, project=False)
+    provider = provider_factory(settings.registry(), settings.api_key)("lab")
+    try:
+        assert isinstance(provider, ByApi)
+        assert set(provider.by_url) == {("openai", shared), ("anthropic", "http://claude.local")}
+        chat = provider.by_url[("openai", shared)]
+        assert isinstance(chat, OpenAIProvider)
+        assert str(chat.clients[CHAT_API].base_url).startswith(shared)
+    finally:
+        await close_clients(provider)
+
+
+def test_a_models_base_url_that_is_no_url_is_a_clear_error(dirs) -> None:
+    """Checked as a provider's is, naming the model's key path."""
+    agent, workspace = dirs
+    path = write(agent / "models.json", {"providers": {"lab": {
+        "baseUrl": "http://provider.local/v1", "api": CHAT_API,
+        "models": [{"id": "m", "baseUrl": "localhost:1/v1"}]}}})
+    with pytest.raises(SettingsError, match=re.escape(
+            f"{path}: providers.lab.models[0].baseUrl: 'localhost:1/v1' is not a URL: it must")):
+        load_settings(workspace, project=False)
 
 
 def test_an_anthropic_base_url_that_is_no_url_is_a_clear_error(dirs, monkeypatch) -> None:

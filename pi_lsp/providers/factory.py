@@ -18,6 +18,7 @@ from pi_lsp.providers.base_url import url_problem
 from pi_lsp.providers.header_values import with_bearer
 from pi_lsp.providers.models_file import (
     BODY_COMPAT,
+    MODEL_ROUTING_FIELDS,
     ROUTING_FIELDS,
     LoneSurrogateError,
     ModelsFileError,
@@ -78,7 +79,8 @@ def provider_factory(registry: ModelRegistry, settings_key: Callable[[str], str 
         if not (key or "").strip() and config.user_key and oauth_login(name):
             raise MissingApiKeyError(name, True)
         if not key and not config.user_key:
-            fields = ", ".join([*ROUTING_FIELDS, "samplingParams", *BODY_COMPAT])
+            fields = ", ".join([*ROUTING_FIELDS, *MODEL_ROUTING_FIELDS, "samplingParams",
+                                *BODY_COMPAT])
             raise RedirectedKeyError(
                 f"provider {name!r}: {config.source} changes where its requests go or what "
                 f"they carry (one of {fields}), so your own API key is not sent there; give "
@@ -99,8 +101,26 @@ def provider_factory(registry: ModelRegistry, settings_key: Callable[[str], str 
         by_sdk = {each: _reachable(functools.partial(_sdk_provider, each, name, key, url,
                                                      headers, retry), set_in)
                   for each, url in urls.items()}
-        return by_sdk[sdk] if len(by_sdk) == 1 else ByApi(name, by_sdk, by_sdk[sdk])
+        # The key and headers are the provider's: a project that set a model's URL left none
+        # of yours to it (load_models).
+        by_url = {route: _reachable(functools.partial(_sdk_provider, *route[:1], name, key,
+                                                      route[1], headers, retry), model_set_in)
+                  for route, model_set_in in _model_urls(registry, name).items()}
+        if len(by_sdk) == 1 and not by_url:
+            return by_sdk[sdk]
+        return ByApi(name, by_sdk, by_sdk[sdk], by_url)
     return make
+
+
+def _model_urls(registry: ModelRegistry, name: str) -> dict[tuple[str, str], str]:
+    """The clients provider `name`'s models with a baseUrl of their own need, one per SDK and
+    URL (models sharing one share it), each with where that URL was set."""
+    routes: dict[tuple[str, str], str] = {}
+    for model in registry.all():
+        if model.provider == name and model.own_url and model.api in WIRE_MODULES:
+            routes.setdefault((wire_for(model.api, model.id).SDK, model.own_url),
+                              f"model {name}/{model.id}: baseUrl")
+    return routes
 
 
 def _sdk_provider(sdk: str, name: str, key: str | None, base_url: str | None,
@@ -134,26 +154,31 @@ def _other_sdks(registry: ModelRegistry, config: ProviderConfig, sdk: str
 def _sdk_url(config: ProviderConfig, api: str) -> str | None:
     """The provider's base URL for a client on `api`: OpenRouter's own for that API where the
     provider is at OpenRouter's own (pi 1.6 fills each model in so), else the provider's. Never
-    a model's: a project's settings.json model may name any, and the key is the provider's."""
+    a model's base_url: a project's settings.json model may name any, and the key is the
+    provider's (a models.json model's own URL has a client of its own, `_model_urls`)."""
     if config.name == OPENROUTER and config.base_url == openrouter_defaults(None, config.api)[1]:
         return openrouter_defaults(None, api)[1]
     return config.base_url
 
 
 class ByApi:
-    """A provider whose models are on the APIs of both SDKs (OpenRouter's Claudes on
-    Anthropic's, its others on Chat Completions): a request goes through its model's."""
+    """A provider whose models go through more than one client: on the APIs of both SDKs
+    (OpenRouter's Claudes on Anthropic's, its others on Chat Completions), or at a baseUrl of
+    their own (`by_url`, by SDK and URL); a request goes through its model's."""
 
-    def __init__(self, name: str, by_sdk: dict[str, Provider], own: Provider) -> None:
+    def __init__(self, name: str, by_sdk: dict[str, Provider], own: Provider,
+                 by_url: dict[tuple[str, str], Provider]) -> None:
         self.name = name
         self.by_sdk = by_sdk
         self.own = own  # the provider's API's, which fails a model of an API pi-lsp lacks
+        self.by_url = by_url
 
     def stream(self, request: ModelRequest, reply: ReplyBuilder
                ) -> AsyncIterator[ProviderEvent]:
-        api = request.model.api
-        sdk = wire_for(api, self.name).SDK if api in WIRE_MODULES else None
-        return self.by_sdk.get(sdk or "", self.own).stream(request, reply)
+        model = request.model
+        sdk = wire_for(model.api, self.name).SDK if model.api in WIRE_MODULES else ""
+        routed = self.by_url.get((sdk, model.own_url or ""))
+        return (routed or self.by_sdk.get(sdk, self.own)).stream(request, reply)
 
 
 def _reachable(make: Callable[[], Provider], set_in: str) -> Provider:

@@ -72,6 +72,7 @@ class ModelSpec(msgspec.Struct, rename="camel"):
     id: str
     name: str | None = None
     api: str | None = None
+    base_url: str | None = None  # pi 1.6: "Overrides the provider baseUrl"
     reasoning: bool = False
     input: list[str] = msgspec.field(default_factory=lambda: ["text"])
     context_window: int = DEFAULT_CONTEXT_WINDOW
@@ -185,6 +186,8 @@ def _check(merged: ModelsFile, sources: dict[str, str]) -> None:
         for index, model in enumerate(spec.models):
             if not model.id:
                 raise ModelsFileError(f"{where}.models[{index}].id must not be empty")
+            if model.base_url is not None and (problem := url_problem(model.base_url)):
+                raise ModelsFileError(f"{where}.models[{index}].baseUrl: {problem}")
 
 
 def _merge(files: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -215,8 +218,10 @@ def _laid_over(earlier: dict[str, Any] | None, later: dict[str, Any]) -> dict[st
 
 
 # Fields that decide where a provider's requests go and what they carry: a project file that
-# sets one of them gets no key or headers but the ones it names itself.
+# sets one of them gets no key or headers but the ones it names itself; a model's own baseUrl
+# too (MODEL_ROUTING_FIELDS: it sends that model's requests elsewhere with the provider's key).
 ROUTING_FIELDS = ("baseUrl", "api", "headers")
+MODEL_ROUTING_FIELDS = ("models[].baseUrl",)
 # A model's or override's fields laid over the body as written (any field: `model`, `n`,
 # `store`, `service_tier`).
 BODY_FIELDS = ("samplingParams", "samplingParamsByThinkingLevel")
@@ -258,7 +263,8 @@ def load_models(workspace: Path, *, project: bool
             (base.api, base.base_url) if base else ("", None)
         api = spec.api or api
         own = from_project.get(name, {})
-        rerouted = any(field in own for field in ROUTING_FIELDS) or _sets_the_body(own)
+        rerouted = any(field in own for field in ROUTING_FIELDS) or _sets_the_body(own) or \
+            any("baseUrl" in model for model in own.get("models", []))
         if rerouted:
             spec = _project_headers_only(spec, own)
         # As Node's URL reads it: a lone surrogate as U+FFFD (percent-encoded in a path).
@@ -335,15 +341,17 @@ def _model(provider: str, api: str, spec: ProviderSpec, model: ModelSpec, from_u
            headers_where: str) -> ModelInfo:
     """`model` as the registry holds it; `from_user`: your own file wrote it, not a project."""
     cost = model.cost
-    base_url = None  # its provider's
+    # As Node's URL reads it; None: its provider's.
+    own_url = js_utf8(model.base_url) if model.base_url else None
+    base_url = own_url
     if provider == OPENROUTER:
         api, url = openrouter_defaults(model.id, model.api or spec.api)
-        base_url = None if spec.base_url else url
+        base_url = own_url or (None if spec.base_url else url)
     return ModelInfo(
         provider, model.id, model.context_window, model.max_tokens,
         Price(cost.input, cost.output, cost.cache_read, cost.cache_write),
         reasoning=model.reasoning, api=model.api or spec.api or api, name=model.name,
-        input=model.input, base_url=base_url,
+        input=model.input, base_url=base_url, own_url=own_url,
         headers=model.headers, resolve_headers=from_user, headers_where=headers_where,
         compat=model.compat.over(spec.compat), thinking_level_map=model.thinking_level_map,
         sampling_params=model.sampling_params,

@@ -284,6 +284,9 @@ class ModelInfo(msgspec.Struct, rename="camel"):
     sampling_params_by_thinking_level: dict[str, dict[str, Any]] = msgspec.field(
         default_factory=dict)
     base_url: str | None = None  # the provider's, filled in by the registry
+    # models.json's own `baseUrl` for the model (pi 1.6: "Overrides the provider baseUrl"): its
+    # requests go there, through a client of its own (factory). Never settings.json's.
+    own_url: str | None = None
     # The provider's headers (models.json) set `anthropic-beta`, filled in by the registry: that
     # header goes with every request, so pi's own betas are not asked for (anthropic._betas).
     provider_beta: bool = False
