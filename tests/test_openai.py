@@ -1618,6 +1618,24 @@ async def test_a_models_own_url_gets_a_client_made_with_the_others(dirs) -> None
         await close_clients(provider)
 
 
+def test_a_provider_whose_models_each_have_a_url_needs_none(dirs) -> None:
+    """pi 1.6 reads a provider without a baseUrl whose models each have their own (checked
+    where installed); pi-lsp refused the file ("providers.lab.baseUrl is required"). An id
+    the file lacks goes where the first model does, never to the SDK's default host."""
+    agent, workspace = dirs
+    write(agent / "models.json", {"providers": {"lab": {"api": CHAT_API, "apiKey": "k",
+                                                        "models": [
+        {"id": "m", "baseUrl": "http://model.local/v1"}]}}})
+    if pi16_node() is not None:
+        assert json.loads(pi16_eval(PI16_MODEL_URLS % (json.dumps(str(agent)), '["lab/m"]'))) \
+            == {"error": None, "found": {"lab/m": {"api": CHAT_API,
+                                                   "baseUrl": "http://model.local/v1"}}}
+    registry = load_settings(workspace, project=False).registry()
+    assert registry.get("lab", "m").base_url == "http://model.local/v1"
+    config = registry.provider("lab")
+    assert config is not None and config.base_url == "http://model.local/v1"
+
+
 def test_a_models_base_url_that_is_no_url_is_a_clear_error(dirs) -> None:
     """Checked as a provider's is, naming the model's key path."""
     agent, workspace = dirs

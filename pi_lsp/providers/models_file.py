@@ -179,8 +179,11 @@ def _check(merged: ModelsFile, sources: dict[str, str]) -> None:
             if not (model.api or spec.api or name in built_in):
                 raise ModelsFileError(f"{where}.api is required for models (one of "
                                       f"{', '.join(SUPPORTED_APIS)}), at models[{index}]")
-        if spec.models and not spec.base_url and name not in built_in:
-            raise ModelsFileError(f"{where}.baseUrl is required when a provider defines models")
+        # pi 1.6 asks it of each model: its own, else its provider's.
+        if not spec.base_url and name not in built_in and \
+                any(not model.base_url for model in spec.models):
+            raise ModelsFileError(f"{where}.baseUrl is required when a provider defines models "
+                                  "without a baseUrl of their own")
         if spec.base_url and (problem := url_problem(spec.base_url)):
             raise ModelsFileError(f"{where}.baseUrl: {problem}")
         for index, model in enumerate(spec.models):
@@ -269,6 +272,10 @@ def load_models(workspace: Path, *, project: bool
             spec = _project_headers_only(spec, own)
         # As Node's URL reads it: a lone surrogate as U+FFFD (percent-encoded in a path).
         base_url = js_utf8(spec.base_url) if spec.base_url else base_url
+        if base_url is None and spec.models and not base:
+            # Every model has its own: an id it lacks takes the first's facts, its URL among
+            # them, as pi 1.6 gives it them (stand_in); never an SDK's default host.
+            base_url = js_utf8(spec.models[0].base_url or "")
         providers.append(ProviderConfig(
             name, api, base_url,
             spec.api_key if "apiKey" in own or not rerouted else None,
