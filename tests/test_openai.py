@@ -1425,6 +1425,19 @@ def test_an_openrouter_model_takes_pi_16s_api_and_base_url(dirs, case: str) -> N
     assert all(not model.headers for model in ours.values())
 
 
+def test_an_openrouter_model_takes_its_key_from_openrouter_api_key(
+        dirs, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pi 1.6 reads OpenRouter's key from OPENROUTER_API_KEY (env-api-keys.js); pi-lsp loaded a
+    models.json `openrouter` model with no apiKey and then found no key for it. The variable is
+    one of those bash's environment leaves out, as the other keys are."""
+    agent, workspace = dirs
+    write(agent / "models.json", {"providers": {"openrouter": {"models": [{"id": "my/model"}]}}})
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-from-env")
+    settings = load_settings(workspace, project=False)
+    assert settings.api_key("openrouter") == "sk-or-from-env"
+    assert "OPENROUTER_API_KEY" in settings.registry().key_variables()
+
+
 def test_a_projects_openrouter_model_sent_elsewhere_gets_no_key_of_yours(dirs) -> None:
     """A project's OpenRouter model now loads without api or baseUrl; it keeps your key only
     where it goes to OpenRouter: one whose provider baseUrl the project changes gets none."""

@@ -13,7 +13,10 @@ CHAT_API = "openai-completions"
 RESPONSES_API = "openai-responses"
 SUPPORTED_APIS = (ANTHROPIC_API, CHAT_API, RESPONSES_API)
 # Where pi (and pi-lsp) read the built-in providers' keys from, before settings' `apiKeys`.
-API_KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+# pi 1.6's variables (env-api-keys.js) for the providers pi-lsp knows: OpenRouter's models load
+# from models.json with its URLs filled in, so its key is read as pi reads it.
+API_KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY",
+                     "openrouter": "OPENROUTER_API_KEY"}
 
 
 class PriceTier(msgspec.Struct, rename="camel"):
