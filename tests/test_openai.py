@@ -1495,10 +1495,12 @@ async def test_a_projects_model_on_another_api_never_takes_your_key_elsewhere(
         dirs, oai: FakeOpenAI, monkeypatch) -> None:
     """A provider's client for its models on the other SDK's API sends to the provider's URL,
     never a model's: a project's settings.json model may say any `baseUrl`, and your key for
-    the provider would go there with it."""
+    the provider would go there with it. (Your proxy for Anthropic's API: the provider's URL;
+    without one there is no client of the other SDK, test_a_projects_model_on_another_api_never_
+    sends_your_key_to_that_apis_host.)"""
     _agent, workspace = dirs
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-yours")
-    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/proxy")
     write(workspace / ".pi" / "settings.json", {"models": [{
         "provider": "anthropic", "id": "x", "api": CHAT_API, "baseUrl": f"{oai.url}/v1",
         "contextWindow": 1000, "maxTokens": 100,
@@ -1510,6 +1512,7 @@ async def test_a_projects_model_on_another_api_never_takes_your_key_elsewhere(
         chat = provider.by_sdk["openai"]
         assert isinstance(chat, OpenAIProvider)
         assert not str(chat.clients[CHAT_API].base_url).startswith(oai.url)
+        assert str(chat.clients[CHAT_API].base_url) == "http://127.0.0.1:9/proxy/"
     finally:
         await close_clients(provider)
 
@@ -1658,6 +1661,34 @@ def test_a_models_base_url_that_is_no_url_is_a_clear_error(dirs) -> None:
     with pytest.raises(SettingsError, match=re.escape(
             f"{path}: providers.lab.models[0].baseUrl: 'localhost:1/v1' is not a URL: it must")):
         load_settings(workspace, project=False)
+
+
+@pytest.mark.parametrize("where", ["models.json", "settings.json"])
+async def test_a_projects_model_on_another_api_never_sends_your_key_to_that_apis_host(
+        dirs, oai: FakeOpenAI, monkeypatch, where: str) -> None:
+    """The built-in anthropic provider has no base URL of its own (the Anthropic SDK's default),
+    so its client for a project's model on Chat Completions was made without one: the OpenAI
+    SDK's default, api.openai.com (OPENAI_BASE_URL: the fake here), got your Anthropic key. The
+    other SDK's client goes where the provider's own goes, or is not made."""
+    _agent, workspace = dirs
+    monkeypatch.setenv("OPENAI_BASE_URL", f"{oai.url}/v1")
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    model = {"id": "x", "api": CHAT_API}
+    if where == "models.json":
+        write(workspace / ".pi" / "models.json", {"providers": {"anthropic": {"models": [model]}}})
+    else:
+        write(workspace / ".pi" / "settings.json", {"models": [{
+            **model, "provider": "anthropic", "contextWindow": 1000, "maxTokens": 100,
+            "price": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}}]})
+    registry = load_settings(workspace, project=True).registry()
+    rig = Rig(workspace, registry, ("anthropic", "x"), RetrySettings(enabled=False),
+              {"anthropic": "sk-ant-yours"})
+    oai.requests.clear()
+    try:
+        await rig.harness.prompt("hello")
+    finally:
+        await rig.close()
+    assert [request.headers.get("authorization") for request in oai.requests] == []
 
 
 def test_an_anthropic_base_url_that_is_no_url_is_a_clear_error(dirs, monkeypatch) -> None:

@@ -97,7 +97,7 @@ def provider_factory(registry: ModelRegistry, settings_key: Callable[[str], str 
                 set_in if base_url else "ANTHROPIC_BASE_URL"
             if base_url is None:
                 base_url = _environment_url()
-        urls = {sdk: base_url, **_other_sdks(registry, config, sdk)}
+        urls = {sdk: base_url, **_other_sdks(registry, config, sdk, base_url)}
         by_sdk = {each: _reachable(functools.partial(_sdk_provider, each, name, key, url,
                                                      headers, retry), set_in)
                   for each, url in urls.items()}
@@ -138,27 +138,32 @@ def _sdk_provider(sdk: str, name: str, key: str | None, base_url: str | None,
     return OpenAIProvider(name, key, base_url, headers, retry)
 
 
-def _other_sdks(registry: ModelRegistry, config: ProviderConfig, sdk: str
+def _other_sdks(registry: ModelRegistry, config: ProviderConfig, sdk: str, own: str | None
                 ) -> dict[str, str | None]:
     """The SDKs other than `sdk` whose APIs the provider's models are on (pi gives each model
-    its own `api`), each with the base URL its client sends to (`_sdk_url`)."""
+    its own `api`), each with the base URL its client sends to (`_sdk_url`; `own`: the one the
+    provider's own client sends to). None where `own` is None: the other SDK's default is
+    another company's host (api.openai.com for the built-in anthropic's), and the key is not
+    theirs."""
     others: dict[str, str | None] = {}
+    if own is None:
+        return others
     for model in registry.all():
         if model.provider == config.name and model.api in WIRE_MODULES:
             other = wire_for(model.api, model.id).SDK
             if other != sdk:
-                others.setdefault(other, _sdk_url(config, model.api))
+                others.setdefault(other, _sdk_url(config, model.api, own))
     return others
 
 
-def _sdk_url(config: ProviderConfig, api: str) -> str | None:
+def _sdk_url(config: ProviderConfig, api: str, own: str) -> str:
     """The provider's base URL for a client on `api`: OpenRouter's own for that API where the
-    provider is at OpenRouter's own (pi 1.6 fills each model in so), else the provider's. Never
-    a model's base_url: a project's settings.json model may name any, and the key is the
-    provider's (a models.json model's own URL has a client of its own, `_model_urls`)."""
+    provider is at OpenRouter's own (pi 1.6 fills each model in so), else `own`, the provider's
+    client's. Never a model's base_url: a project's settings.json model may name any, and the
+    key is the provider's (a models.json model's own URL has a client of its own, `_model_urls`)."""
     if config.name == OPENROUTER and config.base_url == openrouter_defaults(None, config.api)[1]:
         return openrouter_defaults(None, api)[1]
-    return config.base_url
+    return own
 
 
 class ByApi:
