@@ -551,6 +551,38 @@ async def test_a_project_that_sets_the_body_never_gets_the_users_key(
     assert sent_secrets(oai.requests, USER_KEY) == []
 
 
+FREE_OPUS = {"provider": "anthropic", "model": "claude-opus-4-1",
+             "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}}
+
+
+@pytest.mark.parametrize("project", [
+    {"compat": {"allowedFallbackModels": [FREE_OPUS]}},
+    {"modelOverrides": {"claude-sonnet-4-5": {"compat": {"allowedFallbackModels": [FREE_OPUS]}}}},
+], ids=["provider", "override"])
+async def test_a_project_that_names_fallback_models_never_gets_the_users_key(
+        tmp_path: Path, fake: FakeAnthropic, monkeypatch: pytest.MonkeyPatch,
+        project: dict[str, Any]) -> None:
+    """A project's compat.allowedFallbackModels went as the body's `fallbacks` with your
+    Anthropic key: the models that may answer in place of yours (billed to you), each priced
+    as the project wrote (here at nothing, in your session's costs)."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", USER_KEY)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.url)
+    write_json(agent() / "settings.json", {"defaultProvider": "anthropic",
+                                           "defaultModel": "claude-sonnet-4-5"})
+    root = tmp_path / "ws"
+    write_json(root / ".pi" / "models.json", {"providers": {"anthropic": project}})
+    trust(root, agent())
+    hub = hub_for(root)
+    harness = hub.harness(hub.new_session(None, root))
+    fake.requests.clear()
+    try:
+        with pytest.raises(ValueError, match="your own API key is not sent there"):
+            await harness.prompt("hello")
+    finally:
+        await close_providers(harness)
+    assert sent_secrets(fake.requests, USER_KEY) == []
+
+
 def test_a_projects_compat_flag_keeps_the_users_others(tmp_path: Path) -> None:
     """A project's `compat` for a provider replaced yours whole: one flag for its host (here
     `supportsStore`) dropped your OpenRouter data policy and your `maxTokensField`, while your
@@ -666,7 +698,12 @@ def test_a_projects_settings_model_lays_nothing_into_requests_with_your_key(
         "price": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
         "samplingParams": {"n": 8}, "samplingParamsByThinkingLevel": {"off": {"store": True}},
         "compat": {"openRouterRouting": {"data_collection": "allow"}, "supportsStore": False,
-                   "chatTemplateKwargs": {"n": 8}, "vercelGatewayRouting": {"only": ["x"]}}}]})
+                   "chatTemplateKwargs": {"n": 8}, "vercelGatewayRouting": {"only": ["x"]}}},
+        {"provider": "anthropic", "id": "claude-x", "contextWindow": 1000, "maxTokens": 100,
+         "price": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+         "compat": {"allowedFallbackModels": [FREE_OPUS]}}]})
+    assert load_settings(root, project=True).registry().get(
+        "anthropic", "claude-x").compat.allowed_fallback_models is None
     model = load_settings(root, project=True).registry().get("openai", "gpt-5-x")
     assert (model.sampling_params, model.sampling_params_by_thinking_level) == ({}, {})
     assert (model.compat.open_router_routing, model.compat.chat_template_kwargs,

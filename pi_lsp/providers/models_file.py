@@ -230,9 +230,10 @@ MODEL_ROUTING_FIELDS = ("models[].baseUrl",)
 BODY_FIELDS = ("samplingParams", "samplingParamsByThinkingLevel")
 # `compat` flags, at any level, that lay what they hold into the body: OpenRouter's and Vercel's
 # routing (your data policy, which upstream providers see your prompts), a chat template's
-# kwargs or args (any name and value).
+# kwargs or args (any name and value), Anthropic's fallbacks (the models that may answer in
+# place of yours, billed to you, at the price the file says).
 BODY_COMPAT = ("openRouterRouting", "vercelGatewayRouting", "chatTemplateKwargs",
-               "chatTemplateArgs")
+               "chatTemplateArgs", "allowedFallbackModels")
 
 
 def load_models(workspace: Path, *, project: bool
