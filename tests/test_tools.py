@@ -22,12 +22,16 @@ import threading
 import tracemalloc
 import zlib
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from lsprotocol import types
 from PIL import Image
+from pygls.lsp.server import LanguageServer
+from pygls.workspace import TextDocument
 
 from pi_lsp.agent import access, editmatch, images, readpage, shell, tools
 from pi_lsp.agent.approval import allow_all, ask_approval
@@ -57,6 +61,7 @@ from pi_lsp.agent.tools import (
 )
 from pi_lsp.fileurl import FileUrlError, file_url_path
 from pi_lsp.providers.base import ToolSpec, parse_arguments
+from pi_lsp.server.editor import EditorFiles
 from pi_lsp.session.entries import ImageContent, TextContent, ToolCall
 from tests.test_system_messages import PI16, pi16_node
 from tests.users import as_a_user
@@ -2518,6 +2523,7 @@ async def test_an_edit_tells_its_file_unchanged_since_planned_off_the_loop(
     """Once planned in a worker thread, an edit read its file again on the event loop to see
     whether it changed meanwhile (a 50 MB file: every editor request waited). The buffer is
     looked up on the loop; the disk is read again in the worker."""
+    monkeypatch.setattr(tools, "settled", lambda _info: True)  # its file changed long ago
     on_loop: list[bool] = []
     real_read = tools.disk_text
 
@@ -2558,6 +2564,7 @@ async def test_a_write_reads_the_file_it_overwrites_off_the_loop(
     """A write, once approved, read the file it overwrites again on the event loop to see it
     was the one approved (a 100 MB file: every editor request waited). It is read in a worker
     thread, and once more there after, as an edit's is; the buffer is looked up on the loop."""
+    monkeypatch.setattr(tools, "settled", lambda _info: True)  # its file changed long ago
     on_loop: list[bool] = []
     real_read = tools.disk_text
 
@@ -2620,6 +2627,66 @@ async def test_a_write_worked_out_while_the_user_types_writes_nothing(
     assert text_of(result) == ("a.txt changed while the write waited for approval; nothing "
                                "was written. Read it again.")
     assert buffers.texts[path] == "one\ntwo typed\n"
+
+
+def editor_with(path: Path, text: str) -> tuple[EditorFiles, TextDocument]:
+    """An editor with `path` open and showing its file, which applies workspace edits as a
+    client does (refusing one made for another version)."""
+    document = TextDocument(path.as_uri(), text, version=1)
+
+    async def apply_edit(params: types.ApplyWorkspaceEditParams) -> Any:
+        (change,) = params.edit.document_changes
+        if change.text_document.version != document.version:
+            return types.ApplyWorkspaceEditResult(applied=False, failure_reason="version")
+        (edit,) = change.edits
+        document.apply_change(types.TextDocumentContentChangePartial(range=edit.range,
+                                                                     text=edit.new_text))
+        return types.ApplyWorkspaceEditResult(applied=True)
+
+    server = SimpleNamespace(
+        workspace=SimpleNamespace(text_documents={document.uri: document}),
+        client_capabilities=SimpleNamespace(workspace=SimpleNamespace(apply_edit=True)),
+        workspace_apply_edit_async=apply_edit)
+    files = EditorFiles(cast(LanguageServer, server))
+    files.synced(document.uri)
+    return files, document
+
+
+@pytest.mark.parametrize("settled", [True, False], ids=["changed long ago", "just written"])
+async def test_an_edit_keeps_what_was_typed_and_saved_after_its_file_was_read_again(
+        root: Path, monkeypatch: pytest.MonkeyPatch, settled: bool) -> None:
+    """The user types in the open file and saves it (a didChange, a didSave) after the worker
+    read the disk again, before the loop looked: the buffer has nothing unsaved, the worker's
+    read said the file was unchanged, and the plan, made from the older text, was laid over
+    the line typed. The loop tells the save by the file's stat (or its text, where the stat
+    cannot tell)."""
+    path = root / "a.txt"
+    path.write_text("one\ntwo\n")
+    monkeypatch.setattr(tools, "settled", lambda _info: settled)
+    files, document = editor_with(path, "one\ntwo\n")
+    await files.settle()  # known to show its file: the disk is its text
+    loop = asyncio.get_running_loop()
+    real_read_again = tools._read_again
+
+    def type_and_save() -> None:
+        document.apply_change(types.TextDocumentContentChangeWholeDocument(
+            text="one\ntwo\nthree typed\n"))
+        document.version = 2
+        files.synced(document.uri)
+        path.write_text("one\ntwo\nthree typed\n")
+        files.forget(document.uri)
+
+    def read_then_typed(change: Any, ctx: ToolContext) -> Any:
+        read = real_read_again(change, ctx)
+        done = threading.Event()
+        loop.call_soon_threadsafe(lambda: (type_and_save(), done.set()))
+        assert done.wait(CEILING_S), "the event loop stood still"
+        return read
+    monkeypatch.setattr(tools, "_read_again", read_then_typed)
+    args = {"path": "a.txt", "edits": [{"oldText": "one", "newText": "1"}]}
+    result = await execute_tool(EDIT, "edit", args, ToolContext(root, files=files))
+    assert text_of(result) == "Successfully replaced 1 block(s) in a.txt."
+    assert document.source == "1\ntwo\nthree typed\n"
 
 
 @pytest.mark.parametrize("step", ["approval", "run"])

@@ -51,6 +51,7 @@ from pi_lsp.agent.trimdiff import Span, changed_span, unified_diff
 from pi_lsp.fileurl import FileUrlError
 from pi_lsp.providers.base import ToolSpec
 from pi_lsp.providers.registry import API_KEY_VARIABLES
+from pi_lsp.regular import settled, stat_key
 from pi_lsp.session.catalog import agent_dir
 from pi_lsp.session.entries import ImageContent, TextContent, UserBlock
 from pi_lsp.session.jsontext import js_number
@@ -868,9 +869,11 @@ async def edit_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
 
 
 class DiskText(msgspec.Struct, frozen=True):
-    """A file's text as the disk had it (None: no such file)."""
+    """A file's text as the disk had it (None: no such file), and its stat before the read
+    (`_settled_stat`)."""
 
     text: str | None
+    stat: tuple[int, ...] | None
 
 
 def _proposed_and_read(args: dict[str, Any], ctx: ToolContext
@@ -894,20 +897,39 @@ def _read_again(change: Proposal, ctx: ToolContext) -> DiskText | None:
     if change.unreadable or ctx.buffer_text(change.path) is not None:
         return None
     try:
-        return DiskText(_disk_text_of(change.path)[0])
+        stat = _settled_stat(change.path)  # before the read: a change after it makes another
+        return DiskText(_disk_text_of(change.path)[0], stat)
     except OSError:
         return None
+
+
+def _settled_stat(path: Path) -> tuple[int, ...] | None:
+    """What tells the file's next change (regular.stat_key; () where there is no file); None
+    where it changed too lately for its stat to tell one."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return ()
+    return stat_key(info) if settled(info) else None
 
 
 def _unchanged(change: Proposal, on_disk: DiskText | None, ctx: ToolContext) -> bool:
     """Whether the file is still the text `change` was worked out from, told on the loop,
     where the user types: the editor's buffer, else the disk as read again in the worker (a
-    read here of 50 MB stalled every editor request). The same text makes the same change,
-    however its bytes that are not UTF-8 read."""
+    read here of 50 MB stalled every editor request), as long as its stat says it is still
+    that (a save the loop took after that read: the user's typing, saved), else read here. The
+    same text makes the same change, however its bytes that are not UTF-8 read."""
     buffer = ctx.buffer_text(change.path)
     if buffer is not None:
         return buffer == change.old_text
-    return on_disk is not None and on_disk.text == change.old_text
+    if on_disk is None or on_disk.text != change.old_text:
+        return False
+    try:
+        if on_disk.stat is not None:
+            return _settled_stat(change.path) == on_disk.stat
+        return _disk_text_of(change.path)[0] == change.old_text
+    except OSError:
+        return False
 
 
 def _edited(args: dict[str, Any], ctx: ToolContext) -> tuple[Proposal, str, ToolResult]:
