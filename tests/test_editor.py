@@ -20,7 +20,7 @@ from pi_lsp.agent import tools
 from pi_lsp.agent.approval import allow_all
 from pi_lsp.agent.feedback import FEEDBACK_ROUNDS
 from pi_lsp.agent.harness import Harness
-from pi_lsp.agent.tools import READ, ToolContext, execute_tool
+from pi_lsp.agent.tools import EDIT, READ, ToolContext, execute_tool
 from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.regular import read_regular
 from pi_lsp.server import editor as editor_module
@@ -335,6 +335,67 @@ async def test_open_files_are_compared_with_the_disk_again_only_when_their_file_
     path.write_text("LIMIT = 5\n")  # as `bash` changes it
     assert await looked() == await looked() == {}
     assert reads == [path] * 4
+
+
+async def test_an_edit_keeps_a_key_typed_while_its_write_waits_for_the_comparisons(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """EditorFiles.write_text waits for the buffers' comparisons with their files (settle), and
+    then made its edit from the buffer as it was by then, at its version then: a key typed
+    meanwhile (the comparison of the key before, 0.26 s for 100 MB, is what it waits for) was
+    in the buffer the plan's text replaced, so it was lost. The write now refuses, nothing
+    written, where the buffer changed while it waited."""
+    path = tmp_path / "a.txt"
+    path.write_text("one\ntwo\n")
+    document = TextDocument(path.as_uri(), "one\ntwo\n", version=1)
+
+    async def apply_edit(params: types.ApplyWorkspaceEditParams) -> Any:
+        (change,) = params.edit.document_changes
+        if change.text_document.version != document.version:
+            return types.ApplyWorkspaceEditResult(applied=False, failure_reason="version")
+        (edit,) = change.edits
+        document.apply_change(types.TextDocumentContentChangePartial(range=edit.range,
+                                                                     text=edit.new_text))
+        return types.ApplyWorkspaceEditResult(applied=True)
+
+    files = EditorFiles(cast(LanguageServer, SimpleNamespace(
+        workspace=SimpleNamespace(text_documents={document.uri: document}),
+        client_capabilities=SimpleNamespace(workspace=SimpleNamespace(apply_edit=True)),
+        workspace_apply_edit_async=apply_edit)))
+    loop = asyncio.get_running_loop()
+    settling = threading.Event()  # write_text is waiting in settle()
+    keys: list[str] = []
+    real_comparison = editor_module.disk_comparison
+
+    def type_text(text: str) -> None:  # a didChange
+        document.apply_change(types.TextDocumentContentChangeWholeDocument(text=text))
+        document.version = (document.version or 0) + 1
+        files.synced(document.uri)
+
+    def slow_comparison(text: str, where: Path) -> Any:
+        # the last key's comparison ends once the write waits for it: the next key comes first
+        assert settling.wait(CEILING_S), "the write never waited for the comparisons"
+        if not keys:
+            keys.append("y")
+            typed = threading.Event()
+            loop.call_soon_threadsafe(lambda: (type_text("one\ntwo\nxy"), typed.set()))
+            assert typed.wait(CEILING_S), "the event loop stood still"
+        return real_comparison(text, where)
+    monkeypatch.setattr(editor_module, "disk_comparison", slow_comparison)
+    files.synced(document.uri)  # didOpen
+    type_text("one\ntwo\nx")  # its comparison is under way when the edit is written
+    real_settle = files.settle
+
+    async def settle() -> None:
+        settling.set()
+        await real_settle()
+    monkeypatch.setattr(files, "settle", settle)
+    args = {"path": "a.txt", "edits": [{"oldText": "one", "newText": "1"}]}
+    result = await execute_tool(EDIT, "edit", args, ToolContext(tmp_path, files=files))
+    assert document.source == "one\ntwo\nxy"
+    assert result.is_error
+    assert [block.text for block in result.content if isinstance(block, TextContent)] == [
+        f"{path} changed in the editor while it was being written; nothing was written. Read "
+        "it again."]
 
 
 async def test_typing_in_an_open_file_compares_it_with_its_file_off_the_loop(

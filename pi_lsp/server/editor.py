@@ -200,8 +200,16 @@ class EditorFiles:
 
     async def write_text(self, path: Path, text: str) -> None:
         text = well_formed(text)  # an editor can hold no lone surrogate; pi writes U+FFFD
+        before = self.document(path)
+        source = None if before is None else before.source
         await self.settle()
         document = self.document(path)
+        if document is not before or (document is not None and document.source is not source
+                                      and document.source != source):
+            # Typed in (or opened) while the comparisons ran: `text` was worked out from what
+            # the caller saw before, and the edit would lay it over what was typed.
+            raise ToolError(f"{path} changed in the editor while it was being written; nothing "
+                            "was written. Read it again.")
         # A stale buffer is left for the editor to reload: an edit of it would be saved over
         # the disk's newer text, or clash with the reload.
         if document is None or not self.can_edit() or self.stale(document, path):
