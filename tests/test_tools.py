@@ -2450,11 +2450,8 @@ def on_the_loop_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-async def test_an_edit_being_asked_reads_its_file_in_the_worker(
-        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The edit planned in a worker thread to ask the user read its file from the disk on the
-    event loop, where the editor's buffers are looked up (a 50 MB file: every editor request
-    waited). Only the buffer is looked up there now; the disk is read in the worker."""
+def disk_reads_noted(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether each disk read of a file's text from now on ran on the event loop's thread."""
     on_loop: list[bool] = []
     real_read = tools.disk_text
 
@@ -2462,6 +2459,15 @@ async def test_an_edit_being_asked_reads_its_file_in_the_worker(
         on_loop.append(on_the_loop_thread())
         return real_read(*read_args)
     monkeypatch.setattr(tools, "disk_text", noted)
+    return on_loop
+
+
+async def test_an_edit_being_asked_reads_its_file_in_the_worker(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The edit planned in a worker thread to ask the user read its file from the disk on the
+    event loop, where the editor's buffers are looked up (a 50 MB file: every editor request
+    waited). Only the buffer is looked up there now; the disk is read in the worker."""
+    on_loop = disk_reads_noted(monkeypatch)
     (root / "a.txt").write_text("one\ntwo\n")
     args = {"path": "a.txt", "edits": [{"oldText": "one", "newText": "1"}]}
     ctx = ToolContext(root, files=LoopOnlyFiles())
@@ -2524,13 +2530,7 @@ async def test_an_edit_tells_its_file_unchanged_since_planned_off_the_loop(
     whether it changed meanwhile (a 50 MB file: every editor request waited). The buffer is
     looked up on the loop; the disk is read again in the worker."""
     monkeypatch.setattr(tools, "settled", lambda _info: True)  # its file changed long ago
-    on_loop: list[bool] = []
-    real_read = tools.disk_text
-
-    def noted(*read_args: Any) -> str | None:
-        on_loop.append(on_the_loop_thread())
-        return real_read(*read_args)
-    monkeypatch.setattr(tools, "disk_text", noted)
+    on_loop = disk_reads_noted(monkeypatch)
     (root / "a.txt").write_text("one\ntwo\n")
     args = {"path": "a.txt", "edits": [{"oldText": "one", "newText": "1"}]}
     result = await execute_tool(EDIT, "edit", args, ToolContext(root, files=LoopOnlyFiles()))
@@ -2565,13 +2565,7 @@ async def test_a_write_reads_the_file_it_overwrites_off_the_loop(
     was the one approved (a 100 MB file: every editor request waited). It is read in a worker
     thread, and once more there after, as an edit's is; the buffer is looked up on the loop."""
     monkeypatch.setattr(tools, "settled", lambda _info: True)  # its file changed long ago
-    on_loop: list[bool] = []
-    real_read = tools.disk_text
-
-    def noted(*read_args: Any) -> str | None:
-        on_loop.append(on_the_loop_thread())
-        return real_read(*read_args)
-    monkeypatch.setattr(tools, "disk_text", noted)
+    on_loop = disk_reads_noted(monkeypatch)
     (root / "a.txt").write_text("one\n")
     args = {"path": "a.txt", "content": "W\n"}
     ctx = ToolContext(root, files=LoopOnlyFiles())

@@ -449,6 +449,16 @@ def _pi16_wire(api: str, files: list[Path], *options: str) -> dict[str, Any]:
     return {Path(file).name: body for file, body in json.loads(run.stdout).items()}
 
 
+def _stored_pi16_wire(stored_file: Path, api: str, files: list[Path], *options: str
+                      ) -> dict[str, Any]:
+    """The bodies stored in `stored_file` by session name, checked against `_pi16_wire`'s for
+    the same `files` and `options` where pi 1.6 is installed."""
+    stored: dict[str, Any] = json.loads(stored_file.read_text("utf-8"))
+    for name, body in _pi16_wire(api, files, *options).items():
+        assert body == stored[name], name  # the stored bodies are pi's
+    return stored
+
+
 def _with_compat(model: ModelInfo, laid: dict[str, Any], **changes: Any) -> ModelInfo:
     """`model` with `laid` over its compat, as a models.json `compat` lays it."""
     compat = msgspec.convert({**msgspec.to_builtins(model.compat), **laid}, Compat)
@@ -798,11 +808,8 @@ MID_CONVO = {"supportsMidConvoSystemMessages": True}
 
 @pytest.fixture(scope="module")
 def pi_chat_system_bodies() -> dict[str, Any]:
-    stored: dict[str, Any] = json.loads(STORED_CHAT_SYSTEMS.read_text("utf-8"))
-    for name, body in _pi16_wire(CHAT_API, sorted(CHAT_SYSTEMS.glob("*.jsonl")), "--model",
-                                 "gpt-5", "--compat", json.dumps(MID_CONVO)).items():
-        assert body == stored[name], name  # the stored bodies are pi's
-    return stored
+    return _stored_pi16_wire(STORED_CHAT_SYSTEMS, CHAT_API, sorted(CHAT_SYSTEMS.glob("*.jsonl")),
+                             "--model", "gpt-5", "--compat", json.dumps(MID_CONVO))
 
 
 @pytest.mark.parametrize("name", sorted(path.name for path in CHAT_SYSTEMS.glob("*.jsonl")))
@@ -977,11 +984,9 @@ ALLOW_EMPTY = {"allowEmptySignature": True}
 
 @pytest.fixture(scope="module")
 def pi_empty_signature_bodies() -> dict[str, Any]:
-    stored: dict[str, Any] = json.loads(STORED_EMPTY_SIGNATURES.read_text("utf-8"))
-    for name, body in _pi16_wire(ANTHROPIC_API, sorted(EMPTY_SIGNATURES.glob("*.jsonl")),
-                                 "--compat", json.dumps(ALLOW_EMPTY)).items():
-        assert body == stored[name], name  # the stored bodies are pi's
-    return stored
+    return _stored_pi16_wire(STORED_EMPTY_SIGNATURES, ANTHROPIC_API,
+                             sorted(EMPTY_SIGNATURES.glob("*.jsonl")),
+                             "--compat", json.dumps(ALLOW_EMPTY))
 
 
 @pytest.mark.parametrize("name", sorted(path.name for path in EMPTY_SIGNATURES.glob("*.jsonl")))
@@ -1063,11 +1068,9 @@ CHAT_TEMPLATE = {"thinkingFormat": "chat-template", "chatTemplateKwargs": {
 
 @pytest.fixture(scope="module")
 def pi_chat_template_bodies() -> dict[str, Any]:
-    stored: dict[str, Any] = json.loads(STORED_CHAT_TEMPLATE.read_text("utf-8"))
-    for name, body in _pi16_wire(CHAT_API, sorted(SAMPLING_SESSIONS.glob("*.jsonl")), "--model",
-                                 "gpt-5.1", "--compat", json.dumps(CHAT_TEMPLATE)).items():
-        assert body == stored[name], name  # the stored bodies are pi's
-    return stored
+    return _stored_pi16_wire(STORED_CHAT_TEMPLATE, CHAT_API,
+                             sorted(SAMPLING_SESSIONS.glob("*.jsonl")),
+                             "--model", "gpt-5.1", "--compat", json.dumps(CHAT_TEMPLATE))
 
 
 @pytest.mark.parametrize("name", sorted(path.name for path in SAMPLING_SESSIONS.glob("*.jsonl")))
@@ -1198,11 +1201,9 @@ ADDITIONS = {**MID_CONVO, "supportsMidConvoToolAdditions": True}
 
 @pytest.fixture(scope="module")
 def pi_tool_addition_bodies() -> dict[str, Any]:
-    stored: dict[str, Any] = json.loads(STORED_TOOL_ADDITIONS.read_text("utf-8"))
-    for name, body in _pi16_wire(CHAT_API, sorted(TOOL_ADDITIONS.glob("*.jsonl")), "--model",
-                                 "gpt-5", "--compat", json.dumps(ADDITIONS)).items():
-        assert body == stored[name], name  # the stored bodies are pi's
-    return stored
+    return _stored_pi16_wire(STORED_TOOL_ADDITIONS, CHAT_API,
+                             sorted(TOOL_ADDITIONS.glob("*.jsonl")),
+                             "--model", "gpt-5", "--compat", json.dumps(ADDITIONS))
 
 
 @pytest.mark.parametrize("name", sorted(path.name for path in TOOL_ADDITIONS.glob("*.jsonl")))
@@ -1252,11 +1253,9 @@ TOOL_SEARCH = {**MID_CONVO, "supportsToolSearch": True}
 
 @pytest.fixture(scope="module")
 def pi_tool_search_bodies() -> dict[str, Any]:
-    stored: dict[str, Any] = json.loads(STORED_TOOL_SEARCH.read_text("utf-8"))
-    for name, body in _pi16_wire(RESPONSES_API, sorted(TOOL_ADDITIONS.glob("*.jsonl")), "--model",
-                                 "gpt-5", "--compat", json.dumps(TOOL_SEARCH)).items():
-        assert body == stored[name], name  # the stored bodies are pi's
-    return stored
+    return _stored_pi16_wire(STORED_TOOL_SEARCH, RESPONSES_API,
+                             sorted(TOOL_ADDITIONS.glob("*.jsonl")),
+                             "--model", "gpt-5", "--compat", json.dumps(TOOL_SEARCH))
 
 
 @pytest.mark.parametrize("name", sorted(path.name for path in TOOL_ADDITIONS.glob("*.jsonl")))
