@@ -75,6 +75,9 @@ class EditorFiles:
         # The comparisons of didOpen and didChange, made in worker threads (a 100 MB file read
         # and compared on the event loop held it 0.26 s per keystroke); unsaved until done.
         self.comparing: dict[str, asyncio.Task[None]] = {}
+        # Each of those tasks' comparison under way: what `settle` waits for (the task itself
+        # goes on while the user types, and a write would wait for a pause in the typing).
+        self.in_flight: dict[str, asyncio.Future[Comparison]] = {}
 
     def document(self, path: Path) -> TextDocument | None:
         documents: dict[str, TextDocument] = self.server.workspace.text_documents
@@ -82,7 +85,7 @@ class EditorFiles:
         if uri in documents:
             return documents[uri]
         for other_uri, document in documents.items():  # the client may encode URIs otherwise
-            other = to_fs_path(other_uri)
+            other = file_path(other_uri)
             if other is not None and real_path(other) == path:
                 return document
         return None
@@ -94,9 +97,9 @@ class EditorFiles:
         self.applied.pop(uri, None)
         self.compared.pop(uri, None)
         self.unsaved.add(uri)
-        path = to_fs_path(uri) if uri.startswith("file:") else None
+        path = file_path(uri)
         if path is not None and uri not in self.comparing:
-            self.comparing[uri] = asyncio.ensure_future(self.compare_synced(uri, Path(path)))
+            self.comparing[uri] = asyncio.ensure_future(self.compare_synced(uri, path))
 
     async def compare_synced(self, uri: str, path: Path) -> None:
         """Compare the document with its file until the text compared is still its text: one
@@ -108,7 +111,9 @@ class EditorFiles:
             while self.comparing.get(uri) is task and uri in documents:
                 document = documents[uri]
                 text = document.source
-                comparison = await asyncio.to_thread(disk_comparison, text, path)
+                comparing = self.in_flight[uri] = asyncio.ensure_future(
+                    asyncio.to_thread(disk_comparison, text, path))
+                comparison = await comparing
                 if self.comparing.get(uri) is task and documents.get(uri) is document and \
                         document.source is text:
                     self.compared[uri] = comparison
@@ -118,20 +123,31 @@ class EditorFiles:
         finally:
             if self.comparing.get(uri) is task:
                 del self.comparing[uri]
+                self.in_flight.pop(uri, None)
 
     async def settle(self) -> None:
         """Wait for the comparisons of documents with their files (in worker threads): those
-        of the last didOpen or didChange, and those of clean documents whose file changed."""
-        while self.comparing:
-            await asyncio.wait(list(self.comparing.values()))
+        of the last didOpen or didChange, but not past a key typed after this call (unsaved is
+        what it reads as meanwhile: typing on in a 100 MB file held every write until a pause);
+        and those of clean documents whose file changed."""
+        documents = self.server.workspace.text_documents
+        called = {uri: documents[uri].source for uri in self.comparing if uri in documents}
+        while waited := [uri for uri in self.comparing if uri in documents
+                         and documents[uri].source is called.get(uri)]:
+            pending = [self.in_flight[uri] for uri in waited
+                       if uri in self.in_flight and not self.in_flight[uri].done()]
+            if pending:
+                await asyncio.wait(pending)
+            else:  # a comparison about to start, or its result about to be taken
+                await asyncio.sleep(0)
         for uri, document in list(self.server.workspace.text_documents.items()):
-            path = to_fs_path(uri) if uri.startswith("file:") else None
+            path = file_path(uri)
             known = self.compared.get(uri)
             if path is None or uri in self.unsaved or uri in self.applied or (
-                    known is not None and known.firm and self.known(uri, Path(path)) is not None):
+                    known is not None and known.firm and self.known(uri, path) is not None):
                 continue
             text = document.source
-            comparison = await asyncio.to_thread(disk_comparison, text, Path(path))
+            comparison = await asyncio.to_thread(disk_comparison, text, path)
             if document.source is text:
                 self.compared[uri] = comparison
 
@@ -140,6 +156,7 @@ class EditorFiles:
         self.applied.pop(uri, None)
         self.compared.pop(uri, None)
         self.comparing.pop(uri, None)
+        self.in_flight.pop(uri, None)
         self.unsaved.discard(uri)
 
     def open_texts(self) -> dict[Path, str | None]:
@@ -147,8 +164,8 @@ class EditorFiles:
         a restore writes it there."""
         texts: dict[Path, str | None] = {}
         for uri, document in self.server.workspace.text_documents.items():
-            path = to_fs_path(uri) if uri.startswith("file:") else None
-            if path is None or self.stale(document, Path(path)):
+            path = file_path(uri)
+            if path is None or self.stale(document, path):
                 continue
             # realpath: a symlink loop is no error (Path.resolve raises on it).
             texts[Path(os.path.realpath(path))] = self.unsaved_text(document)
@@ -241,6 +258,13 @@ class EditorFiles:
         if not answer.applied:
             raise ToolError(f"the editor did not apply the change to {path}"
                             f"{': ' + answer.failure_reason if answer.failure_reason else ''}")
+
+
+def file_path(uri: str) -> Path | None:
+    """The file a document's URI names; None for another scheme, or a NUL (`%00`), which no
+    file name holds (the OS refuses it: a stat raised in the comparison's task)."""
+    path = to_fs_path(uri) if uri.startswith("file:") else None
+    return None if path is None or "\0" in path else Path(path)
 
 
 class Comparison(msgspec.Struct, frozen=True):
