@@ -29,18 +29,14 @@ def checkpoint() -> None:
         raise Stopped
 
 
-def stoppable(work: Callable[[], Worked], stop: threading.Event) -> Callable[[], Worked]:
-    """`work`, whose checkpoints raise once `stop` is set; to call in the worker thread."""
-    def run() -> Worked:
-        _STOP.set(stop)
-        return work()
-    return run
-
-
 async def in_worker(work: Callable[[], Worked]) -> Worked:
     """`work` in a worker thread, stopped at its next checkpoint once the caller is cancelled."""
     stop = threading.Event()
+
+    def run() -> Worked:
+        _STOP.set(stop)
+        return work()
     try:
-        return await asyncio.to_thread(stoppable(work, stop))
+        return await asyncio.to_thread(run)
     finally:
         stop.set()
