@@ -20,7 +20,7 @@ from pi_lsp.agent import tools
 from pi_lsp.agent.approval import allow_all
 from pi_lsp.agent.feedback import FEEDBACK_ROUNDS
 from pi_lsp.agent.harness import Harness
-from pi_lsp.agent.tools import EDIT, READ, ToolContext, execute_tool
+from pi_lsp.agent.tools import EDIT, READ, WRITE, ToolContext, execute_tool
 from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.regular import read_regular
 from pi_lsp.server import editor as editor_module
@@ -337,16 +337,9 @@ async def test_open_files_are_compared_with_the_disk_again_only_when_their_file_
     assert reads == [path] * 4
 
 
-async def test_an_edit_keeps_a_key_typed_while_its_write_waits_for_the_comparisons(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """EditorFiles.write_text waits for the buffers' comparisons with their files (settle), and
-    then made its edit from the buffer as it was by then, at its version then: a key typed
-    meanwhile (the comparison of the key before, 0.26 s for 100 MB, is what it waits for) was
-    in the buffer the plan's text replaced, so it was lost. The write now refuses, nothing
-    written, where the buffer changed while it waited."""
-    path = tmp_path / "a.txt"
-    path.write_text("one\ntwo\n")
-    document = TextDocument(path.as_uri(), "one\ntwo\n", version=1)
+def applying_editor(document: TextDocument) -> EditorFiles:
+    """EditorFiles over one open document, in an editor that applies an edit made at the
+    document's version, and refuses it at another, as VS Code does."""
 
     async def apply_edit(params: types.ApplyWorkspaceEditParams) -> Any:
         (change,) = params.edit.document_changes
@@ -357,19 +350,37 @@ async def test_an_edit_keeps_a_key_typed_while_its_write_waits_for_the_compariso
                                                                      text=edit.new_text))
         return types.ApplyWorkspaceEditResult(applied=True)
 
-    files = EditorFiles(cast(LanguageServer, SimpleNamespace(
+    return EditorFiles(cast(LanguageServer, SimpleNamespace(
         workspace=SimpleNamespace(text_documents={document.uri: document}),
         client_capabilities=SimpleNamespace(workspace=SimpleNamespace(apply_edit=True)),
         workspace_apply_edit_async=apply_edit)))
+
+
+def typed(files: EditorFiles, document: TextDocument, text: str) -> None:
+    """The user typed: the document is `text` at its next version (a didChange)."""
+    document.apply_change(types.TextDocumentContentChangeWholeDocument(text=text))
+    document.version = (document.version or 0) + 1
+    files.synced(document.uri)
+
+
+async def test_an_edit_keeps_a_key_typed_while_its_write_waits_for_the_comparisons(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """EditorFiles.write_text waits for the buffers' comparisons with their files (settle), and
+    then made its edit from the buffer as it was by then, at its version then: a key typed
+    meanwhile (the comparison of the key before, 0.26 s for 100 MB, is what it waits for) was
+    in the buffer the plan's text replaced, so it was lost. The write now refuses, nothing
+    written, where the buffer changed while it waited."""
+    path = tmp_path / "a.txt"
+    path.write_text("one\ntwo\n")
+    document = TextDocument(path.as_uri(), "one\ntwo\n", version=1)
+    files = applying_editor(document)
     loop = asyncio.get_running_loop()
     settling = threading.Event()  # write_text is waiting in settle()
     keys: list[str] = []
     real_comparison = editor_module.disk_comparison
 
-    def type_text(text: str) -> None:  # a didChange
-        document.apply_change(types.TextDocumentContentChangeWholeDocument(text=text))
-        document.version = (document.version or 0) + 1
-        files.synced(document.uri)
+    def type_text(text: str) -> None:
+        typed(files, document, text)
 
     def slow_comparison(text: str, where: Path) -> Any:
         # the last key's comparison ends once the write waits for it: the next key comes first
@@ -396,6 +407,37 @@ async def test_an_edit_keeps_a_key_typed_while_its_write_waits_for_the_compariso
     assert [block.text for block in result.content if isinstance(block, TextContent)] == [
         f"{path} changed in the editor while it was being written; nothing was written. Read "
         "it again."]
+
+
+@pytest.mark.parametrize("tool,args", [
+    (EDIT, {"path": "a.txt", "edits": [{"oldText": "one", "newText": "1"}]}),
+    (WRITE, {"path": "a.txt", "content": "1\ntwo\n"})], ids=["edit", "write"])
+async def test_a_write_keeps_a_key_the_loop_took_before_the_write_began(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tool: tools.Tool, args: dict[str, Any]
+        ) -> None:
+    """The tools tell their file unchanged (`_unchanged`), then start write_text as a task: a
+    didChange the loop held already ran first, and write_text, noting the buffer only then,
+    laid the plan's text over the key typed, at the buffer's version. The buffer is told to be
+    the text the write was worked out from where its edit is made, or nothing is written."""
+    path = tmp_path / "a.txt"
+    path.write_text("one\ntwo\n")
+    document = TextDocument(path.as_uri(), "one\ntwo\nx", version=1)
+    files = applying_editor(document)
+    files.synced(document.uri)
+    await files.settle()
+    real_unchanged = tools._unchanged
+
+    def unchanged(*told: Any) -> bool:
+        # the key reaches the loop as the file is told unchanged: it runs next
+        asyncio.get_running_loop().call_soon(typed, files, document, "one\ntwo\nxy")
+        return real_unchanged(*told)
+    monkeypatch.setattr(tools, "_unchanged", unchanged)
+    result = await execute_tool(tool, tool.name, args, ToolContext(tmp_path, files=files))
+    assert document.source == "one\ntwo\nxy"
+    assert [block.text for block in result.content if isinstance(block, TextContent)] == [
+        f"{path} changed in the editor while it was being written; nothing was written. Read "
+        "it again."]
+    assert result.is_error
 
 
 async def test_typing_in_an_open_file_compares_it_with_its_file_off_the_loop(
@@ -643,7 +685,7 @@ class MemoryFiles:
     def buffer_text(self, path: Path) -> str | None:
         return self.files.get(path)  # as an open buffer not saved: the disk is never read
 
-    async def write_text(self, path: Path, text: str) -> None:
+    async def write_text(self, path: Path, text: str, old: str | None) -> None:
         self.files[path] = text
 
 

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 import pytest_lsp
 from lsprotocol import types
+from pygls.workspace import TextDocument
 from pytest_lsp import LanguageClient
 
 from pi_lsp.agent.approval import ApprovalRequest, Approver, allow_all
@@ -53,6 +54,7 @@ from pi_lsp.session.journal import Record
 from pi_lsp.session.tree import SessionTree
 from tests.conftest import pi_lsp_with
 from tests.fake_anthropic import FakeAnthropic, text_reply, tool_reply
+from tests.test_editor import applying_editor, typed
 from tests.test_server import (
     BUSY,
     CLIENTS,
@@ -1447,6 +1449,29 @@ async def test_an_open_file_an_editor_cannot_delete_is_deleted_on_disk(
     assert {f.path: f.status for f in result.files}["new/deep.txt"] == "deleted"
     assert not (rig.root / "new").exists()  # the file, and the folder it left empty
     assert result.in_editor == []
+
+
+async def test_a_restore_keeps_a_key_typed_in_an_open_file_while_it_runs(tmp_path: Path
+                                                                         ) -> None:
+    """A restore took its undo snapshot of an open buffer, then awaited (git, the other files'
+    writes) before writing the buffer: a key typed meanwhile was in neither the buffer nor the
+    undo snapshot. The write refuses where the buffer is not the undo snapshot's text."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    path = root / "a.txt"
+    path.write_text("one\n")
+    store = SnapshotStore(root)
+    target = await store.snapshot()
+    document = TextDocument(path.as_uri(), "one\nunsaved\n", version=1)
+    files = applying_editor(document)
+    files.synced(document.uri)
+    await files.settle()
+    with pytest.raises(RewindError) as refused:
+        await restore_files(None, store, None, target.tree, files=files, before_changes=lambda
+                            _undo_id: typed(files, document, "one\nunsaved\nTYPED\n"))
+    assert str(refused.value) == (f"a.txt was not restored: {path} changed in the editor while "
+                                  "it was being written; nothing was written. Read it again.")
+    assert document.source == "one\nunsaved\nTYPED\n"
 
 
 async def test_restore_refuses_what_it_cannot_do(rig: Rig, fake: FakeAnthropic) -> None:

@@ -740,10 +740,10 @@ class SwappingFiles(DiskFiles):
     def __init__(self, target: Path) -> None:
         self.target = target
 
-    async def write_text(self, path: Path, text: str) -> None:
+    async def write_text(self, path: Path, text: str, old: str | None) -> None:
         path.unlink()
         path.symlink_to(self.target)
-        await super().write_text(path, text)
+        await super().write_text(path, text, old)
 
 
 async def test_a_write_never_follows_a_symlink_put_there_after_the_check(root: Path) -> None:
@@ -766,10 +766,10 @@ class FolderSwappingFiles(DiskFiles):
     def __init__(self, target: Path) -> None:
         self.target = target
 
-    async def write_text(self, path: Path, text: str) -> None:
+    async def write_text(self, path: Path, text: str, old: str | None) -> None:
         shutil.rmtree(path.parent)
         path.parent.symlink_to(self.target, target_is_directory=True)
-        await super().write_text(path, text)
+        await super().write_text(path, text, old)
 
 
 async def test_a_write_never_follows_a_folder_made_a_symlink_after_the_check(root: Path) -> None:
@@ -795,10 +795,10 @@ class AncestorSwappingFiles(DiskFiles):
     def __init__(self, swapped: Path, target: Path) -> None:
         self.swapped, self.target = swapped, target
 
-    async def write_text(self, path: Path, text: str) -> None:
+    async def write_text(self, path: Path, text: str, old: str | None) -> None:
         shutil.rmtree(self.swapped)
         self.swapped.symlink_to(self.target, target_is_directory=True)
-        await super().write_text(path, text)
+        await super().write_text(path, text, old)
 
 
 async def test_a_write_makes_no_folder_where_a_folder_made_a_symlink_leads(root: Path
@@ -1165,11 +1165,11 @@ async def test_a_fifo_put_in_place_of_a_file_is_not_written(root: Path) -> None:
     fifo = root / "out.log"
     os.mkfifo(fifo)
     with pytest.raises(OSError):  # no reader: ENXIO, not a wait
-        await asyncio.wait_for(DISK.write_text(fifo, "x"), CEILING_S)
+        await asyncio.wait_for(DISK.write_text(fifo, "x", None), CEILING_S)
     reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
     try:
         with pytest.raises(ToolError, match="is a FIFO, not a regular file"):
-            await asyncio.wait_for(DISK.write_text(fifo, "x"), CEILING_S)
+            await asyncio.wait_for(DISK.write_text(fifo, "x", None), CEILING_S)
         assert os.read(reader, 1) == b""  # nothing was written to it, and no writer is left
     finally:
         os.close(reader)
@@ -1543,7 +1543,7 @@ class HeldWrites(tools.DiskFiles):
     def __init__(self) -> None:
         self.started, self.released = asyncio.Event(), asyncio.Event()
 
-    async def write_text(self, path: Path, text: str) -> None:
+    async def write_text(self, path: Path, text: str, old: str | None) -> None:
         self.started.set()
         await self.released.wait()
 
@@ -2490,7 +2490,7 @@ class TypedBuffers(LoopOnlyFiles):
     def buffer_text(self, path: Path) -> str | None:
         return self.read_text(path)  # each buffer has changes not saved: none is on disk
 
-    async def write_text(self, path: Path, text: str) -> None:
+    async def write_text(self, path: Path, text: str, old: str | None) -> None:
         self.texts[path] = text
 
 
@@ -2588,7 +2588,7 @@ async def test_a_write_to_the_disk_encodes_its_text_off_the_loop(
         on_loop.append(on_the_loop_thread())
         return real_well_formed(text)
     monkeypatch.setattr(tools, "well_formed", noted)
-    await tools.DISK.write_text(root / "a.txt", "W\ud83d\n")
+    await tools.DISK.write_text(root / "a.txt", "W\ud83d\n", None)
     assert (root / "a.txt").read_text() == "W\ufffd\n"
     assert on_loop == [False]
 

@@ -129,7 +129,10 @@ class FileAccess(Protocol):
         disk has its text (it is not open, or saved), which is not read here."""
         ...
 
-    async def write_text(self, path: Path, text: str) -> None: ...
+    async def write_text(self, path: Path, text: str, old: str | None) -> None:
+        """Write `text` over `old`, the file's text it was worked out from (None: no file);
+        a ToolError, nothing written, where an editor's buffer holds another text by then."""
+        ...
 
     async def delete_in_editor(self, path: Path) -> None:
         """Delete a file open in an editor through the editor, which drops its buffer; nothing
@@ -161,7 +164,8 @@ class DiskFiles:
     def buffer_text(self, path: Path) -> str | None:
         return None
 
-    async def write_text(self, path: Path, text: str) -> None:
+    async def write_text(self, path: Path, text: str, old: str | None) -> None:
+        # The caller told the disk holds `old` on the loop (`_unchanged`): no buffer to check.
         # Encoded in the thread too (100 MB: 0.06 s), before the file is truncated: a failure
         # loses nothing.
         await asyncio.to_thread(lambda: write_regular(path, well_formed(text).encode()))
@@ -953,7 +957,8 @@ async def _written(change: Proposal, ctx: ToolContext, given: Path, result: Tool
     An abort does not stop a write under way (a thread, or the editor's applyEdit): the call
     waits for it a while and hands ctx.on_abort what it did, so the model never reads
     "aborted" for a file that was changed."""
-    writing = asyncio.ensure_future(ctx.files.write_text(change.path, change.new_text))
+    writing = asyncio.ensure_future(ctx.files.write_text(change.path, change.new_text,
+                                                         change.old_text))
     try:
         await asyncio.shield(writing)
     except SyscallError as error:

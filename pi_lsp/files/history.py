@@ -396,7 +396,7 @@ async def restore_files(tree: SessionTree | None, store: SnapshotStore, entry_id
     # On disk: what an editor could not delete, with the folders left empty, then the rest.
     await store.restore(target.tree, [f for f in found.files if f.path not in texts])
     for path, text in texts.items():
-        await _in_editor(store, path, files.write_text(store.root / path, text))
+        await _in_editor(store, path, files.write_text(store.root / path, text.new, text.old))
     return RestoreResult(files=found.files, undo_id=found.current.tree, skipped=found.skipped,
                          refused=found.refused, in_editor=sorted(texts), why=found.why,
                          unrecorded=found.unrecorded)
@@ -415,20 +415,33 @@ async def _in_editor(store: SnapshotStore, path: str, change: Coroutine[Any, Any
         raise RewindError(f"{path} was not restored: {error}") from None
 
 
+class EditorRestore(msgspec.Struct, frozen=True):
+    """The text a restore gives a file open in the editor, over `old`: the undo snapshot's."""
+
+    new: str
+    old: str | None
+
+
 async def editor_restores(store: SnapshotStore, target: Snapshot, found: Changes
-                          ) -> dict[str, str]:
+                          ) -> dict[str, EditorRestore]:
     """The text a restore gives each file open in the editor that it changes (one that is not
-    UTF-8 text is restored on disk)."""
-    texts: dict[str, str] = {}
+    UTF-8 text is restored on disk), and the text it replaces: a key typed since the undo
+    snapshot was taken is in neither, and the write refuses to replace it."""
+    texts: dict[str, EditorRestore] = {}
     for change in found.files:
         if change.path not in found.in_editor or change.status != "modified":
             continue
         content = await store.read(target.tree, change.path)
+        if content is None:
+            continue
         try:
-            if content is not None:
-                texts[change.path] = content.decode()
+            new = content.decode()
         except UnicodeDecodeError:
             continue
+        old = await store.read(found.current.tree, change.path)
+        # as the editor shows the file: bytes that are not UTF-8 as U+FFFD
+        texts[change.path] = EditorRestore(new, None if old is None else
+                                           old.decode("utf-8", "replace"))
     return texts
 
 

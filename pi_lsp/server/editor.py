@@ -215,23 +215,22 @@ class EditorFiles:
         return self.can_edit() and edits is not None and \
             types.ResourceOperationKind.Delete in (edits.resource_operations or ())
 
-    async def write_text(self, path: Path, text: str) -> None:
+    async def write_text(self, path: Path, text: str, old: str | None) -> None:
         text = well_formed(text)  # an editor can hold no lone surrogate; pi writes U+FFFD
-        before = self.document(path)
-        source = None if before is None else before.source
+        was_open = self.document(path) is not None
         await self.settle()
         document = self.document(path)
-        if document is not before or (document is not None and document.source is not source
-                                      and document.source != source):
-            # Typed in (or opened) while the comparisons ran: `text` was worked out from what
-            # the caller saw before, and the edit would lay it over what was typed.
-            raise ToolError(f"{path} changed in the editor while it was being written; nothing "
-                            "was written. Read it again.")
+        if was_open and document is None:  # closed meanwhile: saved, maybe with keys typed
+            raise changed_while_written(path)
         # A stale buffer is left for the editor to reload: an edit of it would be saved over
         # the disk's newer text, or clash with the reload.
         if document is None or not self.can_edit() or self.stale(document, path):
-            await DISK.write_text(path, text)
+            await DISK.write_text(path, text, old)
             return
+        # Told here, where the edit is made at the buffer's version: a key typed since the
+        # caller's check (a didChange the loop took first, or during settle) would be replaced.
+        if not holds(document.source, old, path):
+            raise changed_while_written(path)
         text = in_buffer(text, document.source, path)
         # Only the changed span, so the editor's cursor, marks and undo stay where they were.
         edit = types.TextDocumentEdit(
@@ -301,6 +300,18 @@ def same_as_disk(text: str, path: Path) -> bool:
     if data.startswith(UTF8_BOM) and not text.startswith(BOM):
         data = data[len(UTF8_BOM):]
     return data == content or (replaced and data.decode("utf-8", "replace") == text)
+
+
+def changed_while_written(path: Path) -> ToolError:
+    """The refusal of a write whose file the user changed in the editor since it was read."""
+    return ToolError(f"{path} changed in the editor while it was being written; nothing was "
+                     "written. Read it again.")
+
+
+def holds(buffer: str, old: str | None, path: Path) -> bool:
+    """Whether a buffer shows `old`, its file's text as read (None: no file, an empty buffer);
+    by identity first, as `compare_synced` tells a 100 MB text unchanged."""
+    return buffer is old or buffer == in_buffer(old or "", buffer, path)
 
 
 def in_buffer(text: str, buffer: str, path: Path) -> str:
