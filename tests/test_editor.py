@@ -339,10 +339,14 @@ async def test_open_files_are_compared_with_the_disk_again_only_when_their_file_
 
 def applying_editor(document: TextDocument) -> EditorFiles:
     """EditorFiles over one open document, in an editor that applies an edit made at the
-    document's version, and refuses it at another, as VS Code does."""
+    document's version, and refuses it at another, as VS Code does; and deletes its file."""
+    documents = {document.uri: document}
 
     async def apply_edit(params: types.ApplyWorkspaceEditParams) -> Any:
         (change,) = params.edit.document_changes
+        if isinstance(change, types.DeleteFile):  # the buffer goes with its file
+            Path(documents.pop(change.uri).path).unlink()
+            return types.ApplyWorkspaceEditResult(applied=True)
         if change.text_document.version != document.version:
             return types.ApplyWorkspaceEditResult(applied=False, failure_reason="version")
         (edit,) = change.edits
@@ -351,8 +355,10 @@ def applying_editor(document: TextDocument) -> EditorFiles:
         return types.ApplyWorkspaceEditResult(applied=True)
 
     return EditorFiles(cast(LanguageServer, SimpleNamespace(
-        workspace=SimpleNamespace(text_documents={document.uri: document}),
-        client_capabilities=SimpleNamespace(workspace=SimpleNamespace(apply_edit=True)),
+        workspace=SimpleNamespace(text_documents=documents),
+        client_capabilities=SimpleNamespace(workspace=SimpleNamespace(
+            apply_edit=True, workspace_edit=SimpleNamespace(
+                resource_operations=[types.ResourceOperationKind.Delete]))),
         workspace_apply_edit_async=apply_edit)))
 
 

@@ -1451,17 +1451,25 @@ async def test_an_open_file_an_editor_cannot_delete_is_deleted_on_disk(
     assert result.in_editor == []
 
 
-async def test_a_restore_keeps_a_key_typed_in_an_open_file_while_it_runs(tmp_path: Path
-                                                                         ) -> None:
+@pytest.mark.parametrize("then,refusal", [
+    ("one\n", "changed in the editor while it was being written; nothing was written. Read "
+     "it again."),
+    (None, "changed in the editor while it was being deleted; it was not deleted.")],
+    ids=["written", "deleted"])
+async def test_a_restore_keeps_a_key_typed_in_an_open_file_while_it_runs(
+        tmp_path: Path, then: str | None, refusal: str) -> None:
     """A restore took its undo snapshot of an open buffer, then awaited (git, the other files'
-    writes) before writing the buffer: a key typed meanwhile was in neither the buffer nor the
-    undo snapshot. The write refuses where the buffer is not the undo snapshot's text."""
+    writes) before writing the buffer, or deleting its file through the editor: a key typed
+    meanwhile was in neither the buffer nor the undo snapshot. The restore refuses where the
+    buffer is not the undo snapshot's text."""
     root = tmp_path / "ws"
     root.mkdir()
     path = root / "a.txt"
-    path.write_text("one\n")
+    if then is not None:
+        path.write_text(then)
     store = SnapshotStore(root)
     target = await store.snapshot()
+    path.write_text("one\n")
     document = TextDocument(path.as_uri(), "one\nunsaved\n", version=1)
     files = applying_editor(document)
     files.synced(document.uri)
@@ -1469,9 +1477,10 @@ async def test_a_restore_keeps_a_key_typed_in_an_open_file_while_it_runs(tmp_pat
     with pytest.raises(RewindError) as refused:
         await restore_files(None, store, None, target.tree, files=files, before_changes=lambda
                             _undo_id: typed(files, document, "one\nunsaved\nTYPED\n"))
-    assert str(refused.value) == (f"a.txt was not restored: {path} changed in the editor while "
-                                  "it was being written; nothing was written. Read it again.")
+    assert str(refused.value) == f"a.txt was not restored: {path} {refusal}"
+    assert files.document(path) is document  # still open
     assert document.source == "one\nunsaved\nTYPED\n"
+    assert path.read_text() == "one\n"
 
 
 async def test_restore_refuses_what_it_cannot_do(rig: Rig, fake: FakeAnthropic) -> None:

@@ -134,9 +134,10 @@ class FileAccess(Protocol):
         a ToolError, nothing written, where an editor's buffer holds another text by then."""
         ...
 
-    async def delete_in_editor(self, path: Path) -> None:
+    async def delete_in_editor(self, path: Path, old: str | None) -> None:
         """Delete a file open in an editor through the editor, which drops its buffer; nothing
-        when it is not open there or the editor cannot delete files (the disk is the caller's)."""
+        when it is not open there or the editor cannot delete files (the disk is the caller's).
+        A ToolError, nothing deleted, where the buffer is not `old`, the text decided on."""
         ...
 
     def open_texts(self) -> dict[Path, str | None]:
@@ -170,7 +171,7 @@ class DiskFiles:
         # loses nothing.
         await asyncio.to_thread(lambda: write_regular(path, well_formed(text).encode()))
 
-    async def delete_in_editor(self, path: Path) -> None:
+    async def delete_in_editor(self, path: Path, old: str | None) -> None:
         return None
 
 

@@ -392,7 +392,9 @@ async def restore_files(tree: SessionTree | None, store: SnapshotStore, entry_id
     # may hold one), and a later delete of a file "in" it would go wherever it leads.
     for change in found.files:
         if change.status == "deleted" and change.path in found.in_editor:
-            await _in_editor(store, change.path, files.delete_in_editor(store.root / change.path))
+            old = await shown_text(store, found.current, change.path)
+            await _in_editor(store, change.path,
+                             files.delete_in_editor(store.root / change.path, old))
     # On disk: what an editor could not delete, with the folders left empty, then the rest.
     await store.restore(target.tree, [f for f in found.files if f.path not in texts])
     for path, text in texts.items():
@@ -425,8 +427,7 @@ class EditorRestore(msgspec.Struct, frozen=True):
 async def editor_restores(store: SnapshotStore, target: Snapshot, found: Changes
                           ) -> dict[str, EditorRestore]:
     """The text a restore gives each file open in the editor that it changes (one that is not
-    UTF-8 text is restored on disk), and the text it replaces: a key typed since the undo
-    snapshot was taken is in neither, and the write refuses to replace it."""
+    UTF-8 text is restored on disk), and the undo snapshot's, which it replaces."""
     texts: dict[str, EditorRestore] = {}
     for change in found.files:
         if change.path not in found.in_editor or change.status != "modified":
@@ -438,11 +439,16 @@ async def editor_restores(store: SnapshotStore, target: Snapshot, found: Changes
             new = content.decode()
         except UnicodeDecodeError:
             continue
-        old = await store.read(found.current.tree, change.path)
-        # as the editor shows the file: bytes that are not UTF-8 as U+FFFD
-        texts[change.path] = EditorRestore(new, None if old is None else
-                                           old.decode("utf-8", "replace"))
+        texts[change.path] = EditorRestore(new, await shown_text(store, found.current,
+                                                                 change.path))
     return texts
+
+
+async def shown_text(store: SnapshotStore, snapshot: Snapshot, path: str) -> str | None:
+    """A file's text in a snapshot as an editor shows it (bytes not UTF-8 as U+FFFD): what a
+    restore replaces in a buffer, which a key typed since the snapshot is not."""
+    content = await store.read(snapshot.tree, path)
+    return None if content is None else content.decode("utf-8", "replace")
 
 
 def record_files(harness: Harness, tell: Callable[[str], object] | None = None,

@@ -241,10 +241,13 @@ class EditorFiles:
         await self.apply(path, types.WorkspaceEdit(document_changes=[edit]), f"pi: {path.name}")
         self.applied[document.uri] = text
 
-    async def delete_in_editor(self, path: Path) -> None:
+    async def delete_in_editor(self, path: Path, old: str | None) -> None:
         document = self.document(path)
         if document is None or not self.can_delete():
             return
+        if not holds(document.source, old, path):  # a key typed since: it would go too
+            raise ToolError(f"{path} changed in the editor while it was being deleted; it was "
+                            "not deleted.")
         delete = types.DeleteFile(uri=document.uri,
                                   options=types.DeleteFileOptions(ignore_if_not_exists=True))
         await self.apply(path, types.WorkspaceEdit(document_changes=[delete]),
