@@ -30,6 +30,8 @@ FUZZY_REPLACEMENTS = {
 }
 FUZZY_CHARACTERS = re.compile(f"[{''.join(FUZZY_REPLACEMENTS)}]")
 EDITS_NESTING = MAX_ARGUMENT_NESTING - 1  # `edits` sits one level into the call's arguments
+# Replacements made between an abort's checks: each a slice of the text, not a copy of it.
+CHECKPOINT_EVERY = 1000
 
 
 class EditError(ValueError):
@@ -221,13 +223,18 @@ def _found(content: Matched, old: str) -> Match | None:
 
 
 def apply_replacements(content: str, replacements: list[Replacement], offset: int = 0) -> str:
-    """pi's applyReplacements: each replacement made, the last first (offsets relative to
-    `offset` in `content`)."""
-    for replacement in reversed(replacements):
-        checkpoint()  # each copies the text: 100,000 on 1 MB took seconds
+    """pi's applyReplacements (each made on the text, the last first) of sorted, disjoint
+    replacements (offsets relative to `offset` in `content`), the text's pieces joined once."""
+    pieces: list[str] = []
+    position = 0
+    for index, replacement in enumerate(replacements):
+        if index % CHECKPOINT_EVERY == 0:
+            checkpoint()
         start = replacement.start - offset
-        content = content[:start] + replacement.text + content[start + replacement.length:]
-    return content
+        pieces += (content[position:start], replacement.text)
+        position = start + replacement.length
+    pieces.append(content[position:])
+    return "".join(pieces)
 
 
 class LineSpans:
