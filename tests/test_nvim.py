@@ -270,6 +270,24 @@ def test_a_chat_keeps_its_place_when_another_session_changes(
                PI_LSP_OTHER_SESSION=str(other))
 
 
+def test_a_session_named_with_a_dollar_is_its_own(workspace: Path, fake: FakeAnthropic,
+                                                  tmp_path: Path) -> None:
+    """The plugin keyed a session by its path through vim.fs.normalize, which expands environment
+    variables: `$PI_LSP_NAME.jsonl` was `other.jsonl`, and opening its chat showed that one."""
+    paths = {name: workspace / ".pi" / "sessions" / f"{name}.jsonl"
+             for name in ("other", "$PI_LSP_NAME")}
+    for name, text in (("other", "from the other session"),
+                       ("$PI_LSP_NAME", "from the dollar session")):
+        header = {"type": "session", "version": 3, "id": name,
+                  "timestamp": "2026-11-01T00:00:00.000Z", "cwd": str(workspace)}
+        prompt = {"type": "message", "id": "u1", "parentId": None,
+                  "timestamp": "2026-11-01T00:00:01.000Z",
+                  "message": {"role": "user", "content": text, "timestamp": 1761955201000}}
+        paths[name].write_text(f"{json.dumps(header)}\n{json.dumps(prompt)}\n")
+    run_script("session_names_spec.lua", workspace, fake, tmp_path, PI_LSP_NAME="other",
+               PI_LSP_OTHER=str(paths["other"]), PI_LSP_DOLLAR=str(paths["$PI_LSP_NAME"]))
+
+
 def test_chat_tree_and_context_follow_a_session_moved_to_a_new_file(
         workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
     """When another program cut the session file short mid-turn, the server went on in a new

@@ -24,7 +24,8 @@ function M.key(uri)
     return nil
   end
   local path = uri:match("^file:") and vim.uri_to_fname(uri) or uri
-  return vim.fs.normalize(path)
+  -- A repository names its sessions: `$HOME.jsonl` is a name, not another file's path.
+  return vim.fs.normalize(path, { expand_env = false })
 end
 
 function M.same(a, b)
