@@ -288,6 +288,27 @@ def test_a_session_named_with_a_dollar_is_its_own(workspace: Path, fake: FakeAnt
                PI_LSP_OTHER=str(paths["other"]), PI_LSP_DOLLAR=str(paths["$PI_LSP_NAME"]))
 
 
+def test_a_session_name_holding_a_backtick_runs_nothing(workspace: Path, fake: FakeAnthropic,
+                                                       tmp_path: Path) -> None:
+    """:PiChat NAME (and :PiTree, :PiCompact, :PiCheck) passed the name, which a repository
+    chooses and :PiChat completes, to vim.fn.expand, which runs "`cmd`" in a shell."""
+    marker = tmp_path / "ran"
+    name = f"notes `touch {marker}`"
+    header = {"type": "session", "version": 3, "id": "named",
+              "timestamp": "2026-11-01T00:00:00.000Z", "cwd": str(workspace)}
+    entries = [{"type": "message", "id": "u1", "parentId": None,
+                "timestamp": "2026-11-01T00:00:01.000Z",
+                "message": {"role": "user", "content": "the named session",
+                            "timestamp": 1761955201000}},
+               {"type": "session_info", "id": "n1", "parentId": "u1",
+                "timestamp": "2026-11-01T00:00:02.000Z", "name": name}]
+    (workspace / ".pi" / "sessions" / "named.jsonl").write_text(
+        "".join(json.dumps(line) + "\n" for line in (header, *entries)))
+    run_script("session_argument_spec.lua", workspace, fake, tmp_path, PI_LSP_NAMED=name,
+               PI_LSP_MARKER=str(marker))
+    assert not marker.exists()
+
+
 def test_chat_tree_and_context_follow_a_session_moved_to_a_new_file(
         workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
     """When another program cut the session file short mid-turn, the server went on in a new

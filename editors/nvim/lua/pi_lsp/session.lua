@@ -99,9 +99,15 @@ function M.list(callback, root)
   end, root)
 end
 
+--- `arg` as a path: `%`, `~` and `$NAME` expanded as on the command line, but no backtick:
+--- vim.fn.expand runs "`cmd`" in a shell, and names a repository chose are completed.
+local function as_path(arg)
+  return vim.fn.fnamemodify(arg:find("`", 1, true) and arg or vim.fn.expand(arg), ":p")
+end
+
 --- A session named by a user: URI, path, id (or its prefix) or name.
 local function match(sessions, wanted)
-  local path = vim.fn.fnamemodify(vim.fn.expand(wanted), ":p")
+  local path = as_path(wanted)
   for _, s in ipairs(sessions) do
     if s.uri == wanted or util.key(s.uri) == util.key(path) or s.id == wanted or s.name == wanted then
       return s.uri
@@ -138,7 +144,7 @@ function M.resolve(arg, callback)
       if uri then
         return done(uri)
       end
-      local path = vim.fn.fnamemodify(vim.fn.expand(arg), ":p")
+      local path = as_path(arg)
       if vim.fn.filereadable(path) == 1 then
         if refuse_file(path) then
           return
