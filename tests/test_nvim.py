@@ -20,6 +20,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from pi_lsp.session.catalog import cli_session_dir
 from pi_lsp.session.jsontext import js_string
 from tests.conftest import trust
 from tests.fake_anthropic import FakeAnthropic, Reply, error_reply, text_reply, tool_reply
@@ -307,6 +308,26 @@ def test_a_session_name_holding_a_backtick_runs_nothing(workspace: Path, fake: F
     run_script("session_argument_spec.lua", workspace, fake, tmp_path, PI_LSP_NAMED=name,
                PI_LSP_MARKER=str(marker))
     assert not marker.exists()
+
+
+def test_sessions_whose_files_share_a_name_get_views_of_their_own(
+        workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
+    """A session in .pi/sessions and one of the same file name in pi's folder of the workspace
+    (a session copied there, say) shared one chat buffer, input and tree buffer: the buffers were
+    named after the file alone."""
+    files = {"text of session A": workspace / ".pi" / "sessions" / "dup.jsonl",
+             "text of session B": tmp_path / "agent" / "sessions" /
+             cli_session_dir(os.path.realpath(workspace)).name / "dup.jsonl"}
+    for text, path in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        header = {"type": "session", "version": 3, "id": text,
+                  "timestamp": "2026-11-01T00:00:00.000Z", "cwd": os.path.realpath(workspace)}
+        prompt = {"type": "message", "id": "u1", "parentId": None,
+                  "timestamp": "2026-11-01T00:00:01.000Z",
+                  "message": {"role": "user", "content": text, "timestamp": 1761955201000}}
+        path.write_text(f"{json.dumps(header)}\n{json.dumps(prompt)}\n")
+    run_script("same_name_spec.lua", workspace, fake, tmp_path,
+               PI_LSP_A=str(files["text of session A"]), PI_LSP_B=str(files["text of session B"]))
 
 
 def test_chat_tree_and_context_follow_a_session_moved_to_a_new_file(

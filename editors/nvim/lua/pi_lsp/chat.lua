@@ -809,7 +809,7 @@ end
 
 --- The input buffer of `chat`, at its first open and again after a :bwipeout of it.
 function make_input(chat)
-  chat.input = util.scratch("pi://input/" .. name_of(chat.uri), "markdown")
+  chat.input = util.scratch("pi://input/" .. name_of(chat.uri), "markdown", chat.uri)
   vim.bo[chat.input].modifiable = true
   prepare_buffer(chat, chat.input)
   local keys = config.options.chat.keys
@@ -869,7 +869,7 @@ local function create(uri)
   -- it gives back the rest.
   local chat = { uri = uri, root = root, committed = render.builder(), budget = BUDGET, notes = {}, queued = {}, context = {},
     given_back = {}, busy = session.busy(uri), turns = 0 }
-  chat.buf = util.scratch("pi://chat/" .. name_of(uri), "markdown")
+  chat.buf = util.scratch("pi://chat/" .. name_of(uri), "markdown", uri)
   prepare_buffer(chat, chat.buf)
   map_chat_keys(chat)
   make_input(chat)

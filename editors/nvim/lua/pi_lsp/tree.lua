@@ -908,7 +908,7 @@ local function buffer_for(uri, root)
   end
   -- The buffer's options, variables and keys (:bdelete clears them: set again when it is read).
   local function set_up(shown)
-    local made = util.scratch("pi://tree/" .. vim.fn.fnamemodify(util.key(shown), ":t:r"), "pitree")
+    local made = util.scratch("pi://tree/" .. vim.fn.fnamemodify(util.key(shown), ":t:r"), "pitree", shown)
     vim.b[made].pi_lsp_uri, vim.b[made].pi_lsp_root = shown, root
     map_keys(made)
     return made

@@ -275,18 +275,31 @@ end
 
 -- -- buffers ------------------------------------------------------------------------------
 
---- A scratch buffer with a fixed name; the same name reuses the same buffer so
---- repeated commands do not pile up buffers.
-function M.scratch(name, filetype)
-  local buf = -1
+--- The buffer named exactly `name`; -1 for none.
+local function named(name)
   for _, b in ipairs(vim.api.nvim_list_bufs()) do
     if vim.api.nvim_buf_get_name(b) == name then
-      buf = b -- compared exactly: bufnr() would read the name as a pattern
+      return b -- compared exactly: bufnr() would read the name as a pattern
     end
+  end
+  return -1
+end
+
+--- A scratch buffer with a fixed name; the same name reuses the same buffer so
+--- repeated commands do not pile up buffers. With `uri`, a buffer showing another session is
+--- not reused: two session folders may hold files of one name, and the second session's view
+--- is named "NAME (2)" (then 3 …).
+function M.scratch(name, filetype, uri)
+  local wanted, n = name, 1
+  local buf = named(wanted)
+  while uri and buf ~= -1 and vim.b[buf].pi_lsp_uri and not M.same(vim.b[buf].pi_lsp_uri, uri) do
+    n = n + 1
+    wanted = ("%s (%d)"):format(name, n)
+    buf = named(wanted)
   end
   if buf == -1 then
     buf = vim.api.nvim_create_buf(false, true)
-    vim.api.nvim_buf_set_name(buf, name)
+    vim.api.nvim_buf_set_name(buf, wanted)
   end
   vim.bo[buf].buftype = "nofile"
   vim.bo[buf].bufhidden = "hide"
