@@ -1062,12 +1062,12 @@ def held_writes(monkeypatch: pytest.MonkeyPatch, failure: OSError | None = None
     writing, go = threading.Event(), threading.Event()
     write = tools.write_regular
 
-    def held(path: Path, data: bytes, single_link: bool = False) -> None:
+    def held(path: Path, data: bytes) -> None:
         writing.set()
         go.wait(CEILING_S)
         if failure is not None:
             raise failure
-        write(path, data, single_link)
+        write(path, data)
 
     monkeypatch.setattr(tools, "write_regular", held)
     return writing, go

@@ -691,8 +691,7 @@ class MemoryFiles:
     def buffer_text(self, path: Path) -> str | None:
         return self.files.get(path)  # as an open buffer not saved: the disk is never read
 
-    async def write_text(self, path: Path, text: str, old: str | None,
-                         single_link: bool = False) -> None:
+    async def write_text(self, path: Path, text: str, old: str | None) -> None:
         self.files[path] = text
 
 

@@ -31,13 +31,7 @@ from pytest_lsp.client import captured_exception_key
 
 from pi_lsp.agent import approval, tools, trimdiff
 from pi_lsp.agent.access import protected_reason, runs_on_its_own, secret_reason
-from pi_lsp.agent.approval import (
-    ApprovalRequest,
-    Approver,
-    allow_all,
-    approval_request,
-    ask_approval,
-)
+from pi_lsp.agent.approval import ApprovalRequest, Approver, approval_request
 from pi_lsp.agent.harness import Harness
 from pi_lsp.agent.tools import (
     DIFF_MAX_CHARS,
@@ -545,108 +539,6 @@ async def test_a_file_changed_during_approval_is_not_written(root: Path) -> None
     result = await execute_tool(WRITE, "write", args, ctx)
     assert result.is_error and "changed while the write waited for approval" in text_of(result)
     assert (root / "a.txt").read_text() == "the user's edit\n"
-
-
-LINKED = "has other hard links; it may be a file outside the workspace"
-TOOLS = {tool.name: tool for tool in (READ, WRITE, EDIT)}
-
-
-def linked_notes(root: Path, tmp_path: Path) -> Path:
-    """`notes.txt` in the workspace, hard-linked to a file outside it (a tarball can plant
-    one), which is returned."""
-    bashrc = tmp_path / "bashrc"
-    bashrc.write_text("x = mine\n")
-    (root / "notes.txt").hardlink_to(bashrc)
-    return bashrc
-
-
-def file_call(tool: str, path: str) -> ToolCall:
-    """A read of `path`, a write to it, or an edit of its "mine"."""
-    arguments = {"read": {"path": path}, "write": {"path": path, "content": "hacked\n"},
-                 "edit": {"path": path, "edits": [{"oldText": "mine", "newText": "hacked"}]}}
-    return ToolCall(id=tool, name=tool, arguments=arguments[tool])
-
-
-@pytest.mark.parametrize("tool", ["write", "edit"])
-async def test_a_hard_linked_file_is_changed_only_as_one_outside_the_workspace(
-        root: Path, tmp_path: Path, tool: str) -> None:
-    """A file in the workspace hard-linked to one outside it (~/.bashrc, a key) was written
-    and edited as a file of the workspace: where it is cannot be told, so it counts as
-    outside, refused unless allowWritesOutsideWorkspace, then asked for every time."""
-    bashrc = linked_notes(root, tmp_path)
-    call = file_call(tool, "notes.txt")
-    answer = await ask_approval(call, ToolContext(root), allow_all)
-    assert isinstance(answer, ToolResult) and text_of(answer) == (
-        f"notes.txt {LINKED} {root}; writing there is not allowed")
-    result = await execute_tool(TOOLS[tool], tool, call.object_arguments, ToolContext(root))
-    assert text_of(result) == text_of(answer)
-    assert bashrc.read_text() == "x = mine\n"
-    # allowed outside: asked as outside, saying why, never for the session
-    server, session, approve = asking_approver(root)
-    ctx = ToolContext(root, allow_outside_root=True)
-    request = approval_request(call, ctx)
-    assert request is not None and request.outside_workspace and request.linked
-    assert f"{root / 'notes.txt'} (it {LINKED}) (session: t)" in fallback_question(request, "t")
-    assert await ask_approval(call, ctx, approve) is None
-    assert [asked.allow_for_session for asked in server.asked] == [False]
-    assert session.allowed_tools == set()
-    result = await execute_tool(TOOLS[tool], tool, call.object_arguments, ctx)
-    assert not result.is_error, text_of(result)
-    assert "hacked" in bashrc.read_text()
-
-
-async def test_a_hard_linked_file_is_read_only_once_asked(root: Path, tmp_path: Path) -> None:
-    """A read of a file in the workspace hard-linked to one outside it was not asked: it is
-    asked as one outside, never allowed for the session, and read only once allowed."""
-    linked_notes(root, tmp_path)
-    call = file_call("read", "notes.txt")
-    ctx = ToolContext(root)
-    request = approval_request(call, ctx)
-    assert request is not None and request.outside_workspace and request.linked
-    assert request.path == root.resolve() / "notes.txt"
-
-    async def deny(_request: ApprovalRequest) -> str:
-        return "denied"
-
-    assert await ask_approval(call, ctx, deny) == "denied"
-    unasked = await execute_tool(READ, "read", call.object_arguments, ctx)
-    assert unasked.is_error and text_of(unasked) == (
-        f"notes.txt {LINKED}, and its read was not approved as one outside it; nothing was "
-        "read. Read it again to be asked.")
-    server, session, approve = asking_approver(root)
-    assert await ask_approval(call, ctx, approve) is None
-    assert [asked.allow_for_session for asked in server.asked] == [False]
-    assert session.allowed_tools == set()
-    assert text_of(await execute_tool(READ, "read", call.object_arguments, ctx)) == \
-        "x = mine\n"
-
-
-@pytest.mark.parametrize("tool", ["read", "write", "edit"])
-async def test_a_hard_link_put_in_place_after_the_checks_is_seen_on_the_file_opened(
-        root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tool: str) -> None:
-    """The file the tool opens is the one checked for other hard links (its fstat), not its
-    name: one replaced by a link to ~/.bashrc after the approval and every check, as the tool
-    opens it, is neither read nor written."""
-    bashrc = tmp_path / "bashrc"
-    bashrc.write_text("x = mine\n")
-    (root / "notes.txt").write_text("x = mine too\n")
-    ctx = ToolContext(root)
-    call = file_call(tool, "notes.txt")
-    assert await ask_approval(call, ctx, allow_all) is None
-    opening = "open_regular" if tool == "read" else "open_folder"  # the file's, its folder's
-    real = getattr(tools, opening)
-
-    def swapping(path: Path) -> Any:
-        if not bashrc.stat().st_nlink > 1:
-            (root / "notes.txt").unlink()
-            (root / "notes.txt").hardlink_to(bashrc)
-        return real(path)
-
-    monkeypatch.setattr(tools, opening, swapping)
-    result = await execute_tool(TOOLS[tool], tool, call.object_arguments, ctx)
-    assert result.is_error and LINKED in text_of(result), text_of(result)
-    assert "mine" not in text_of(result)
-    assert bashrc.read_text() == "x = mine\n"
 
 
 class AskingServer:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import stat
 import unicodedata
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -72,10 +71,6 @@ RUNS_ON_ITS_OWN_DIRS = EDITOR_CONFIG_DIRS | COMMIT_HOOK_DIRS
 CRONTABS = (Path("/etc/crontab"), Path("/etc/cron.d"), Path("/var/spool/cron"))
 
 
-# Why a file named in the workspace counts as outside it (`other_links`).
-OTHER_LINKS = "has other hard links; it may be a file outside the workspace"
-
-
 def inside(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
@@ -110,21 +105,6 @@ def _candidates(path: Path) -> tuple[Path, Path]:
 
 def _real(path: Path) -> Path:
     return Path(os.path.realpath(path))
-
-
-def other_links(info: os.stat_result) -> bool:
-    """Whether a file of this stat is a regular file with other hard links: any of them may be
-    outside the workspace (a tarball can plant `notes.txt` linked to ~/.bashrc), so its name
-    tells nothing of where it is. (A folder always has several: `.` and its folders' `..`.)"""
-    return stat.S_ISREG(info.st_mode) and info.st_nlink > 1
-
-
-def hard_linked(path: Path) -> bool:
-    """`other_links` of the file at `path`, its symlinks followed; False where there is none."""
-    try:
-        return other_links(os.stat(path))
-    except OSError:
-        return False
 
 
 def _has_run(parts: tuple[str, ...], run: tuple[str, ...]) -> bool:

@@ -39,8 +39,6 @@ class ApprovalRequest(msgspec.Struct, frozen=True):
     # A prompt's file (`context`) rather than a tool call: it waits for its message, which may
     # be queued behind a turn that ends meanwhile, not for that turn.
     attachment: bool = False
-    # A file in the workspace with other hard links (ToolContext.linked), asked for as outside.
-    linked: bool = False
 
 
 # None to run the call, or the reason it was refused (the model reads it as the tool's result).
@@ -96,14 +94,11 @@ def approval_request(call: ToolCall, ctx: ToolContext) -> ApprovalRequest | None
         return ApprovalRequest(call, outside_workspace=False)
     if call.name == "read":
         path = ctx.readable(tool_arguments("read", call.object_arguments)["path"])
-        linked = ctx.linked(path)
-        return None if ctx.inside(path) and not linked else \
-            ApprovalRequest(call, True, path, linked=linked)
+        return None if ctx.inside(path) else ApprovalRequest(call, True, path)
     change = propose_change(call.name, call.object_arguments, ctx)
     if change is None:
         return None
-    return ApprovalRequest(call, not ctx.inside(change.path) or change.linked, change.path,
-                           change, linked=change.linked)
+    return ApprovalRequest(call, not ctx.inside(change.path), change.path, change)
 
 
 async def ask_approval(call: ToolCall, ctx: ToolContext, approver: Approver
@@ -123,5 +118,5 @@ async def ask_approval(call: ToolCall, ctx: ToolContext, approver: Approver
         return None
     refusal = await approver(request)
     if refusal is None:
-        ctx.approved, ctx.approved_links = request.change, request.linked
+        ctx.approved = request.change
     return refusal

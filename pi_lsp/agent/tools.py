@@ -21,14 +21,7 @@ from typing import IO, Any, Protocol, TypeVar
 
 import msgspec
 
-from pi_lsp.agent.access import (
-    OTHER_LINKS,
-    hard_linked,
-    inside,
-    other_links,
-    protected_reason,
-    secret_reason,
-)
+from pi_lsp.agent.access import inside, protected_reason, secret_reason
 from pi_lsp.agent.arguments import (
     ArgumentsError,
     checked_arguments,
@@ -136,11 +129,9 @@ class FileAccess(Protocol):
         disk has its text (it is not open, or saved), which is not read here."""
         ...
 
-    async def write_text(self, path: Path, text: str, old: str | None,
-                         single_link: bool = False) -> None:
+    async def write_text(self, path: Path, text: str, old: str | None) -> None:
         """Write `text` over `old`, the file's text it was worked out from (None: no file);
-        a ToolError, nothing written, where an editor's buffer holds another text by then, or
-        with `single_link` where the file has other hard links (access.other_links)."""
+        a ToolError, nothing written, where an editor's buffer holds another text by then."""
         ...
 
     async def delete_in_editor(self, path: Path, old: str | None) -> None:
@@ -174,13 +165,11 @@ class DiskFiles:
     def buffer_text(self, path: Path) -> str | None:
         return None
 
-    async def write_text(self, path: Path, text: str, old: str | None,
-                         single_link: bool = False) -> None:
+    async def write_text(self, path: Path, text: str, old: str | None) -> None:
         # The caller told the disk holds `old` on the loop (`_unchanged`): no buffer to check.
         # Encoded in the thread too (100 MB: 0.06 s), before the file is truncated: a failure
         # loses nothing.
-        await asyncio.to_thread(lambda: write_regular(path, well_formed(text).encode(),
-                                                      single_link))
+        await asyncio.to_thread(lambda: write_regular(path, well_formed(text).encode()))
 
     async def delete_in_editor(self, path: Path, old: str | None) -> None:
         return None
@@ -199,11 +188,10 @@ def well_formed(text: str) -> str:
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
-def write_regular(path: Path, data: bytes, single_link: bool = False) -> None:
+def write_regular(path: Path, data: bytes) -> None:
     """Make `path` (a real path: no symlink in it) a regular file holding `data` (its folders
-    too); a FIFO, device, socket or symlink there is refused, never waited on or followed, and
-    with `single_link` a file with other hard links. A failure is a SyscallError named as Node
-    names it."""
+    too); a FIFO, device, socket or symlink there is refused, never waited on or followed. A
+    failure is a SyscallError named as Node names it."""
     with _syscall("mkdir"):
         make_folders(path.parent)  # fails where Node's mkdir -p fails
     # O_NONBLOCK: opening a FIFO to write would wait for a reader (ENXIO instead); no O_TRUNC
@@ -220,21 +208,12 @@ def write_regular(path: Path, data: bytes, single_link: bool = False) -> None:
     # The file's close within the tagging: its buffer is flushed there, which may meet a full
     # disk (ENOSPC, EFBIG, EDQUOT, EIO) as the writes before it may.
     with _syscall("write"), os.fdopen(fd, "wb") as file:
-        info = os.fstat(fd)  # the file opened: a link made since any check is seen here
-        kind = file_kind(info.st_mode)
+        kind = file_kind(os.fstat(fd).st_mode)
         if kind != "regular file":
             raise ToolError(f"{path} is a {kind}, not a regular file; nothing was written")
-        if single_link and other_links(info):
-            raise unapproved_links(path)
         os.set_blocking(fd, True)
         file.truncate()
         file.write(data)
-
-
-def unapproved_links(path: Path) -> ToolError:
-    """A write refused for a file with other hard links, not approved as one outside."""
-    return ToolError(f"{path} {OTHER_LINKS}, and its change was not approved as one outside "
-                     "it; nothing was written.")
 
 
 def make_folders(folder: Path) -> None:
@@ -384,9 +363,6 @@ class Proposal(msgspec.Struct, frozen=True):
     # What can be known of such a file, to refuse the write if it changed while asked: its
     # device, inode, size, mtime and ctime (`_unread_identity`).
     identity: tuple[int, ...] | None = None
-    # A file in the workspace with other hard links (access.other_links): asked for as one
-    # outside it, and written only so.
-    linked: bool = False
 
     def diff(self) -> str:
         """A unified diff of the change, with the file's path in its headers; a note of its
@@ -464,9 +440,6 @@ class ToolContext:
     auto_resize_images: bool = True  # pi's `images.autoResize`
     # The event loop, when the context is a worker thread's (`off_loop`): `files` is read there.
     loop: asyncio.AbstractEventLoop | None = None
-    # A read approved as one of a file in the workspace with other hard links (`linked`): only
-    # then is such a file read.
-    approved_links: bool = False
 
     def buffer_text(self, path: Path) -> str | None:
         """`files.buffer_text`, asked on the event loop from a worker thread: an editor's
@@ -482,11 +455,6 @@ class ToolContext:
 
     def inside(self, path: Path) -> bool:
         return inside(path, Path(os.path.realpath(self.root)))
-
-    def linked(self, path: Path) -> bool:
-        """Whether `path` (a real path) is in the workspace and has other hard links: it may
-        be a file outside it, and counts as one."""
-        return self.inside(path) and hard_linked(path)
 
     def read_path(self, raw: object) -> Path:
         """The path `read` opens, as pi finds it, symlinks not yet followed."""
@@ -522,9 +490,6 @@ class ToolContext:
         if not self.allow_outside_root and not self.inside(path):
             raise Refused(f"{raw} is outside the workspace {os.path.realpath(self.root)}; "
                             "writing there is not allowed")
-        if not self.allow_outside_root and self.linked(path):
-            raise Refused(f"{raw} {OTHER_LINKS} {os.path.realpath(self.root)}; writing there "
-                          "is not allowed")
         return path
 
     def environment(self) -> dict[str, str]:
@@ -603,8 +568,7 @@ async def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     stop = threading.Event()
     try:
         return await asyncio.to_thread(_disk_read, path, shown, str(raw), offset, limit, stop,
-                                       ctx.auto_resize_images,
-                                       ctx.inside(path) and not ctx.approved_links)
+                                       ctx.auto_resize_images)
     finally:
         stop.set()
 
@@ -619,9 +583,9 @@ def _text_page(pieces: Callable[[], Iterator[str]], raw: str, offset: float | No
 
 
 def _disk_read(path: Path, shown: Path, raw: str, offset: float | None, limit: float | None,
-               stop: threading.Event, auto_resize: bool, single_link: bool) -> ToolResult:
+               stop: threading.Event, auto_resize: bool) -> ToolResult:
     """What `read` shows of a file on disk: the image its bytes start, else its text (up to
-    where `stop` was set); with `single_link`, nothing of a file with other hard links."""
+    where `stop` was set)."""
     try:
         file = open_regular(path)
     except OSError as error:  # as pi's access(R_OK) fails first: EACCES, ELOOP, ENAMETOOLONG
@@ -629,9 +593,6 @@ def _disk_read(path: Path, shown: Path, raw: str, offset: float | None, limit: f
     if file is None:
         raise ToolError(_unread_reason(path, shown))
     with file:
-        if single_link and other_links(os.fstat(file.fileno())):  # the file opened, as read
-            raise ToolError(f"{raw} {OTHER_LINKS}, and its read was not approved as one "
-                            "outside it; nothing was read. Read it again to be asked.")
         head = file.read(SNIFF_BYTES)
         mime = image_type(head)
         if mime is None:
@@ -817,9 +778,8 @@ def propose_write(args: dict[str, Any], ctx: ToolContext) -> Proposal:
         old_text = _current_text(path, ctx)[0]
     except PermissionError:  # written, not read, as pi writes it: only the diff goes without
         return Proposal(path, "", well_formed(content), secret=secret, unreadable=True,
-                        identity=_unread_identity(path), linked=ctx.linked(path))
-    return Proposal(path, old_text, well_formed(content), secret=secret,
-                    linked=ctx.linked(path))
+                        identity=_unread_identity(path))
+    return Proposal(path, old_text, well_formed(content), secret=secret)
 
 
 def propose_edit(args: dict[str, Any], ctx: ToolContext) -> Proposal:
@@ -837,8 +797,7 @@ def _planned_edit(args: dict[str, Any], ctx: ToolContext) -> tuple[Proposal, Edi
     path = ctx.editable(args["path"])
     before, not_utf8 = _edited_text(path, args["path"], ctx)
     plan = _edit_plan(before, args)
-    return Proposal(path, before, well_formed(plan.text), not_utf8,
-                    linked=ctx.linked(path)), plan
+    return Proposal(path, before, well_formed(plan.text), not_utf8), plan
 
 
 def _edited_text(path: Path, raw: str, ctx: ToolContext) -> tuple[str, bool]:
@@ -999,10 +958,8 @@ async def _written(change: Proposal, ctx: ToolContext, given: Path, result: Tool
     An abort does not stop a write under way (a thread, or the editor's applyEdit): the call
     waits for it a while and hands ctx.on_abort what it did, so the model never reads
     "aborted" for a file that was changed."""
-    # A file that was no hard link of others when asked must be none when written.
-    single_link = ctx.inside(change.path) and not change.linked
     writing = asyncio.ensure_future(ctx.files.write_text(change.path, change.new_text,
-                                                         change.old_text, single_link))
+                                                         change.old_text))
     try:
         await asyncio.shield(writing)
     except SyscallError as error:

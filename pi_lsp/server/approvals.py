@@ -13,14 +13,7 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path
 
-from pi_lsp.agent.access import (
-    OTHER_LINKS,
-    folded,
-    folded_inside,
-    home_folders,
-    inside,
-    runs_on_its_own,
-)
+from pi_lsp.agent.access import folded, folded_inside, home_folders, inside, runs_on_its_own
 from pi_lsp.agent.approval import ApprovalRequest, Approver, unshowable
 from pi_lsp.agent.stopping import in_worker
 from pi_lsp.paths import real_path
@@ -96,8 +89,7 @@ def fallback_question(request: ApprovalRequest, title: str) -> str:
     session = f" (session: {visible(title)})"
     if name == "bash":
         return f"pi wants to run bash: {shown}{session}"
-    outside = f" (it {OTHER_LINKS})" if request.linked else \
-        " (outside the workspace)" if request.outside_workspace else ""
+    outside = " (outside the workspace)" if request.outside_workspace else ""
     return f"pi wants to run {name}: {visible(str(request.path))}{outside}{session}" + \
         (f"\n{shown}" if change is not None else "") + scope_question(request)
 
@@ -133,11 +125,10 @@ def grant(request: ApprovalRequest) -> Grant | None:
     """What "allow for this session" allows: the tool, inside or outside the workspace only,
     and outside only in its `outside_scope` (allowing one read or write outside must not allow
     reading or writing anything anywhere). None, asked every time, for a change to what runs
-    on its own (`runs_on_its_own`), for a file with other hard links (where the next one leads
-    is anyone's guess) and for a prompt's attachment: the user's own file allows the model's
-    tools nothing."""
-    if request.attachment or request.linked or (request.change is not None and
-                                                runs_on_its_own(request.change.path)):
+    on its own (`runs_on_its_own`) and for a prompt's attachment: the user's own file allows
+    the model's tools nothing."""
+    if request.attachment or (request.change is not None and
+                              runs_on_its_own(request.change.path)):
         return None
     name, outside, path = request.call.name, request.outside_workspace, request.path
     return name, outside, outside_scope(path) if outside and path is not None else None

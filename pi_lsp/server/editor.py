@@ -18,12 +18,12 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 from pygls.workspace import TextDocument
 
-from pi_lsp.agent.access import hard_linked, inside, secret_reason
+from pi_lsp.agent.access import inside, secret_reason
 from pi_lsp.agent.approval import ApprovalRequest, Approver
 from pi_lsp.agent.attachments import Attachment, Range, lines_of, mentions, render
 from pi_lsp.agent.feedback import FileProblems, Problem, problems_message
 from pi_lsp.agent.splice import BOM
-from pi_lsp.agent.tools import DISK, ToolError, unapproved_links, well_formed
+from pi_lsp.agent.tools import DISK, ToolError, well_formed
 from pi_lsp.jsonfile import BOM as UTF8_BOM
 from pi_lsp.paths import real_path
 from pi_lsp.regular import read_regular, settled, stat_key
@@ -215,8 +215,7 @@ class EditorFiles:
         return self.can_edit() and edits is not None and \
             types.ResourceOperationKind.Delete in (edits.resource_operations or ())
 
-    async def write_text(self, path: Path, text: str, old: str | None,
-                         single_link: bool = False) -> None:
+    async def write_text(self, path: Path, text: str, old: str | None) -> None:
         text = well_formed(text)  # an editor can hold no lone surrogate; pi writes U+FFFD
         was_open = self.document(path) is not None
         await self.settle()
@@ -226,14 +225,12 @@ class EditorFiles:
         # A stale buffer is left for the editor to reload: an edit of it would be saved over
         # the disk's newer text, or clash with the reload.
         if document is None or not self.can_edit() or self.stale(document, path):
-            await DISK.write_text(path, text, old, single_link)
+            await DISK.write_text(path, text, old)
             return
         # Told here, where the edit is made at the buffer's version: a key typed since the
         # caller's check (a didChange the loop took first, or during settle) would be replaced.
         if not holds(document.source, old, path):
             raise changed_while_written(path)
-        if single_link and hard_linked(path):  # the editor saves its buffer through the link
-            raise unapproved_links(path)
         text = in_buffer(text, document.source, path)
         # Only the changed span, so the editor's cursor, marks and undo stay where they were.
         edit = types.TextDocumentEdit(
