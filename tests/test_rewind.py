@@ -1483,6 +1483,36 @@ async def test_a_restore_keeps_a_key_typed_in_an_open_file_while_it_runs(
     assert path.read_text() == "one\n"
 
 
+@pytest.mark.parametrize("buffer", ["x" * (snapshots.MAX_FILE_BYTES + 1), "one\n\ud800\n"],
+                         ids=["over the cap", "lone surrogate"])
+async def test_a_restore_leaves_alone_an_open_file_whose_unsaved_text_no_snapshot_holds(
+        tmp_path: Path, buffer: str) -> None:
+    """Such a buffer is in no undo snapshot: the restore used to start, then refuse at that
+    file in the words of a key typed meanwhile, the other files already restored."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    path, other = root / "a.txt", root / "b.txt"
+    path.write_text("old\n")
+    other.write_text("b old\n")
+    store = SnapshotStore(root)
+    target = await store.snapshot()
+    path.write_text("one\n")
+    other.write_text("b new\n")
+    document = TextDocument(path.as_uri(), buffer, version=1)
+    files = applying_editor(document)
+    files.synced(document.uri)
+    await files.settle()
+    preview = await changes_to(store, target, files=files)
+    result = await restore_files(None, store, None, target.tree, files=files)
+    for found in (preview, result):
+        assert [f.path for f in found.files] == ["b.txt"]
+        assert found.why == {"a.txt": "a.txt has changes not saved in the editor that no "
+                             "snapshot can hold (over 5 MB, or not Unicode text); save it and "
+                             "restore again"}
+    assert other.read_text() == "b old\n"
+    assert document.source == buffer and path.read_text() == "one\n"
+
+
 async def test_restore_refuses_what_it_cannot_do(rig: Rig, fake: FakeAnthropic) -> None:
     store = store_for(rig.root)
     fake.script(text_reply("just talk"))

@@ -133,10 +133,13 @@ class OpenFiles(msgspec.Struct):
 
     paths: list[str]
     unsaved: dict[str, bytes]  # the text of those with changes not saved, over the disk's
+    # Those whose unsaved text no snapshot holds (over MAX_FILE_BYTES, or a lone surrogate):
+    # a restore would replace it with nothing to undo to.
+    unheld: list[str]
 
 
 def open_files(files: FileAccess, root: Path) -> OpenFiles:
-    found = OpenFiles([], {})
+    found = OpenFiles([], {}, [])
     for path, text in files.open_texts().items():
         if not path.is_relative_to(root) or not path.is_file():
             continue
@@ -147,9 +150,12 @@ def open_files(files: FileAccess, root: Path) -> OpenFiles:
         try:
             content = None if text is None else text.encode()
         except UnicodeEncodeError:  # a lone surrogate from the client: the disk's stands
+            found.unheld.append(relative)
             continue
         if content is not None and len(content) <= MAX_FILE_BYTES:
             found.unsaved[relative] = content
+        elif content is not None:
+            found.unheld.append(relative)
     found.paths.sort()
     return found
 
@@ -325,6 +331,10 @@ async def changes_to(store: SnapshotStore, target: Snapshot, with_diff: bool = T
                                 "snapshots do not record" for path in nested})
     changed = [f for f in changed if f.path not in why]
     why |= _left_alone(changed, await store.in_the_way(current.tree, changed))
+    why |= _left_alone(changed, {path: f"{path} has changes not saved in the editor that no "
+                                 f"snapshot can hold (over {MAX_FILE_BYTES >> 20} MB, or not "
+                                 "Unicode text); save it and restore again"
+                                 for path in editor.unheld})
     return Changes(current, editor.paths, [f for f in changed if f.path not in why],
                    sorted({*skipped, *ignored, *why}), refused, why, nested)
 
