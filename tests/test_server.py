@@ -34,6 +34,7 @@ from pygls.exceptions import JsonRpcException
 from pygls.uris import to_fs_path
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
+from pi_lsp.server.caps import ID_CHARS, LABEL_CHARS, NAME_CHARS, PATH_CHARS
 from pi_lsp.server.config import read_config
 from pi_lsp.server.watcher import SessionWatch
 from pi_lsp.session.entries import UserMessage
@@ -1724,6 +1725,46 @@ async def test_a_file_named_in_no_utf8_stops_neither_the_listing_nor_the_watch(
         listed = (await call(client, "pi.listSessions", {}))["sessions"]
         assert later in [s["uri"] for s in listed]
         await asyncio.wait_for(client.shutdown_session(), CEILING_S)
+
+
+async def test_names_labels_ids_and_paths_a_session_file_holds_are_sent_cut(
+        tmp_path: Path, fake: FakeAnthropic) -> None:
+    """pi.listSessions sent each session's name, id, cwd and parentSession whole, and pi.getTree
+    each label: eight sessions named with 40 MB names (312 KB as a .tar.gz) made every listing
+    305 MB. They are cut past what a real one holds, marked with "…"; the file keeps them."""
+    big = 3_000_000
+    header = {"type": "session", "version": 3, "id": "i" * big,
+              "timestamp": "2026-11-01T00:00:00.000Z", "cwd": "/c" * big,
+              "parentSession": "/p" * big}
+    entries = [{"type": "message", "id": "u1", "parentId": None,
+                "timestamp": "2026-11-01T00:00:01.000Z",
+                "message": {"role": "user", "content": "hi", "timestamp": 1761955201000}},
+               {"type": "session_info", "id": "n1", "parentId": "u1",
+                "timestamp": "2026-11-01T00:00:02.000Z", "name": "N" * big},
+               {"type": "label", "id": "l1", "parentId": "n1", "targetId": "u1",
+                "timestamp": "2026-11-01T00:00:03.000Z", "label": "L" * big},
+               {"type": "label", "id": "l2", "parentId": "l1", "targetId": "n1",
+                "timestamp": "2026-11-01T00:00:04.000Z", "label": "l" * LABEL_CHARS}]
+    shutil.copytree(EXAMPLE, tmp_path / "main")
+    path = tmp_path / "main" / ".pi" / "sessions" / "huge.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in (header, *entries)))
+    written = path.read_bytes()
+    async with own_server() as client:
+        await connect(client, CLIENTS[0], tmp_path, init_options(fake), folders=("main",))
+        listed = (await call(client, "pi.listSessions", {}))["sessions"]
+        huge = next(s for s in listed if path_of(s["uri"]) == path.resolve())
+        assert len(json.dumps(listed)) < 50_000
+        assert (huge["name"], huge["id"]) == ("N" * (NAME_CHARS - 1) + "…",
+                                              "i" * (ID_CHARS - 1) + "…")
+        assert huge["cwd"] == ("/c" * PATH_CHARS)[:PATH_CHARS - 1] + "…"
+        assert huge["parentSession"] == ("/p" * PATH_CHARS)[:PATH_CHARS - 1] + "…"
+        tree = await call(client, "pi.getTree", {"uri": path.as_uri()})
+        labels = {n["id"]: n["label"] for n in tree["nodes"]}
+        assert len(json.dumps(tree)) < 50_000, [len(json.dumps(n)) for n in tree["nodes"]]
+        assert labels["u1"] == "L" * (LABEL_CHARS - 1) + "…"
+        assert labels["n1"] == "l" * LABEL_CHARS  # as long as a label is sent whole
+        await asyncio.wait_for(client.shutdown_session(), CEILING_S)
+    assert path.read_bytes() == written
 
 
 async def test_an_append_to_a_session_no_editor_holds_changes_the_listing(

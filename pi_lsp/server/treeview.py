@@ -17,6 +17,7 @@ from typing import TypeVar
 import msgspec
 
 from pi_lsp.sequences import shared_ends
+from pi_lsp.server.caps import LABEL_CHARS, PREVIEW_CHARS, capped
 from pi_lsp.session.catalog import tree_title
 from pi_lsp.session.fold import fold
 from pi_lsp.session.ids import stamp_text
@@ -253,14 +254,14 @@ class TreeViews:
         if fixed is None:
             fixed = parts[record.line] = (
                 "leaf" if is_leaf_move(record) else record.env.type, record_role(record),
-                entry_preview(decode_entry(record)))
+                capped(entry_preview(decode_entry(record)), PREVIEW_CHARS))
         kind, role, preview = fixed
         # Not fixed: a parent that comes later in the file is no parent until it comes.
         parent = record.env.parent_id
         parent = parent if parent != entry_id and parent in tree.by_id else None
-        return Node(entry_id, parent, row.depth, row.head, kind, role, preview,
-                    tree.label(entry_id), stamp_text(record.env.timestamp), on_path, hidden, more,
-                    more_rows)
+        label = capped(tree.label(entry_id), LABEL_CHARS)
+        return Node(entry_id, parent, row.depth, row.head, kind, role, preview, label,
+                    stamp_text(record.env.timestamp), on_path, hidden, more, more_rows)
 
     def _build(self, held: HeldView, tree: SessionTree, bookkeeping: bool, limit: int | None,
                cut: str | None) -> TreeView:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from pi_lsp.server.caps import ID_CHARS, NAME_CHARS, PATH_CHARS, capped
 from pi_lsp.server.commands import Command
 from pi_lsp.server.previewpage import first_row, paged
 from pi_lsp.server.protocol import (
@@ -23,6 +24,7 @@ from pi_lsp.server.protocol import (
 
 if TYPE_CHECKING:
     from pi_lsp.server.server import PiServer
+    from pi_lsp.session.catalog import SessionSummary
 
 ROWS_UNDER_PAGE = 500
 
@@ -33,12 +35,17 @@ async def list_sessions(ls: PiServer, _args: NoArgs) -> dict[str, Any]:
     # a settings file no longer names has its sessions' runs stopped, as commands refuse them.
     ls.hub.forget_uncovered()
     ls.watch.follow(ls.hub.all_directories())
-    listed = []
-    for session in sessions:
-        item = msgspec.to_builtins(session)
-        item["uri"] = uri_of(Path(item.pop("path")))
-        listed.append(item)
-    return {"sessions": listed}
+    return {"sessions": [_listed(session) for session in sessions]}
+
+
+def _listed(session: SessionSummary) -> dict[str, Any]:
+    """A session as `pi.listSessions` sends it: by its uri, its file's own text cut (caps.py)."""
+    item: dict[str, Any] = msgspec.to_builtins(session)
+    item["uri"] = uri_of(Path(item.pop("path")))
+    item.update(id=capped(session.id, ID_CHARS), name=capped(session.name, NAME_CHARS),
+                cwd=capped(session.cwd, PATH_CHARS),
+                parentSession=capped(session.parent_session, PATH_CHARS))
+    return item
 
 
 def new_session(ls: PiServer, args: NewSessionArgs) -> dict[str, Any]:
