@@ -20,6 +20,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from pi_lsp.server.caps import NAME_CHARS
 from pi_lsp.session.catalog import cli_session_dir
 from pi_lsp.session.jsontext import js_string
 from tests.conftest import trust
@@ -308,6 +309,25 @@ def test_a_session_name_holding_a_backtick_runs_nothing(workspace: Path, fake: F
     run_script("session_argument_spec.lua", workspace, fake, tmp_path, PI_LSP_NAMED=name,
                PI_LSP_MARKER=str(marker))
     assert not marker.exists()
+
+
+def test_a_name_the_server_sent_cut_asks_which_session_it_names(
+        workspace: Path, fake: FakeAnthropic, tmp_path: Path) -> None:
+    """Two sessions whose names differ past NAME_CHARS are listed with one cut name, which
+    :PiChat completes: it opened the first listed, and the other could not be named."""
+    for file, text, second in (("a", "text of session A", 5), ("b", "text of session B", 1)):
+        header = {"type": "session", "version": 3, "id": file,
+                  "timestamp": "2026-11-01T00:00:00.000Z", "cwd": str(workspace)}
+        entries = [{"type": "message", "id": "u1", "parentId": None,
+                    "timestamp": f"2026-11-01T00:00:0{second}.000Z",
+                    "message": {"role": "user", "content": text,
+                                "timestamp": 1761955200000 + second * 1000}},
+                   {"type": "session_info", "id": "n1", "parentId": "u1",
+                    "timestamp": "2026-11-01T00:00:06.000Z", "name": "N" * NAME_CHARS + file}]
+        (workspace / ".pi" / "sessions" / f"{file}.jsonl").write_text(
+            "".join(json.dumps(line) + "\n" for line in (header, *entries)))
+    run_script("cut_names_spec.lua", workspace, fake, tmp_path,
+               PI_LSP_CUT="N" * (NAME_CHARS - 1) + "…")
 
 
 def test_sessions_whose_files_share_a_name_get_views_of_their_own(

@@ -105,20 +105,36 @@ local function as_path(arg)
   return vim.fn.fnamemodify(arg:find("`", 1, true) and arg or vim.fn.expand(arg), ":p")
 end
 
---- A session named by a user: URI, path, id (or its prefix) or name.
-local function match(sessions, wanted)
+--- The sessions a user named: by URI or path (one), else by id or name, else by a prefix of
+--- the id. Several may share a name or id, as sessions whose long names the server sent cut do.
+local function matches(sessions, wanted)
   local path = as_path(wanted)
+  local exact, prefixed = {}, {}
   for _, s in ipairs(sessions) do
-    if s.uri == wanted or util.key(s.uri) == util.key(path) or s.id == wanted or s.name == wanted then
-      return s.uri
+    if s.uri == wanted or util.key(s.uri) == util.key(path) then
+      return { s }
+    end
+    if s.id == wanted or s.name == wanted then
+      exact[#exact + 1] = s
+    elseif vim.startswith(s.id or "", wanted) then
+      prefixed[#prefixed + 1] = s
     end
   end
-  for _, s in ipairs(sessions) do
-    if vim.startswith(s.id or "", wanted) then
-      return s.uri
+  return #exact > 0 and exact or prefixed
+end
+
+--- Ask which of the sessions `wanted` names is meant; their file names tell them apart.
+local function choose(found, wanted, callback)
+  vim.ui.select(found, {
+    prompt = ("%d sessions match %q"):format(#found, wanted),
+    format_item = function(s)
+      return ("%s  · %s"):format(M.describe(s), vim.fn.fnamemodify(util.key(s.uri), ":t"))
+    end,
+  }, function(s)
+    if s then
+      callback(s.uri)
     end
-  end
-  return nil
+  end)
 end
 
 function M.describe(s)
@@ -140,9 +156,11 @@ function M.resolve(arg, callback)
       return done(arg)
     end
     return M.list(function(sessions)
-      local uri = match(sessions, arg)
-      if uri then
-        return done(uri)
+      local found = matches(sessions, arg)
+      if #found > 1 then
+        return choose(found, arg, done)
+      elseif found[1] then
+        return done(found[1].uri)
       end
       local path = as_path(arg)
       if vim.fn.filereadable(path) == 1 then
