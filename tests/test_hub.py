@@ -29,7 +29,9 @@ from pi_lsp.server.open_session import OpenSession
 from pi_lsp.server.protocol import PreviewArgs, PromptArgs
 from pi_lsp.server.tasks import Tasks
 from pi_lsp.server.turns import Runs
+from pi_lsp.session import tree as tree_module
 from pi_lsp.session.catalog import ForeignSessionError, SessionDirError
+from pi_lsp.session.records import Refresh
 from pi_lsp.session.tree import SessionTree
 from tests.waits import CEILING_S, until
 
@@ -478,3 +480,180 @@ async def test_models_json_saved_while_a_preview_builds_is_seen_by_the_next(
     saved.set()
     await during
     assert (await sessions.preview_context(server, args)).context_window == 200_000
+
+
+# -- a large change to an open session's file, read again off the event loop ---------------
+
+
+class GatedReadings:
+    """Readings (Reading.run) held in their worker thread: `before` until `start` is set, or
+    `after` the file was read until `release` is set; reads on the loop counted."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, after: bool = False) -> None:
+        self.entered, self.start, self.release = threading.Event(), threading.Event(), \
+            threading.Event()
+        self.runs = 0
+        self.loop_reads = 0
+        run, refresh = tree_module.Reading.run, SessionTree.refresh
+
+        def gated(reading: tree_module.Reading) -> None:
+            self.runs += 1
+            self.entered.set()
+            if not after:
+                self.start.wait(CEILING_S)
+            run(reading)
+            if after:
+                self.release.wait(CEILING_S)
+
+        def counted(tree: SessionTree) -> Any:
+            self.loop_reads += 1
+            return refresh(tree)
+        monkeypatch.setattr(tree_module.Reading, "run", gated)
+        monkeypatch.setattr(SessionTree, "refresh", counted)
+
+
+def entries(count: int, prefix: str) -> list[bytes]:
+    """`count` custom entry lines, ids `prefix`0 …, each a root (`count` 3,000: 400 KB)."""
+    return [(f'{{"type":"custom","customType":"x","id":"{prefix}{n}","parentId":null,'
+             f'"timestamp":"2026-01-01T00:00:00.000Z","data":{{"pad":"{"p" * 40}"}}}}\n'
+             ).encode() for n in range(count)]
+
+
+LARGE = 3000  # entries over tree.BACKGROUND_READ_BYTES
+
+
+def append_lines_to(path: Path, lines: list[bytes]) -> None:
+    with path.open("ab") as handle:
+        handle.write(b"".join(lines))
+
+
+def as_read_now(path: Path) -> list[bytes]:
+    return [record.raw for record in SessionTree.open(str(path)).records]
+
+
+async def held_session(tmp_path: Path, path: Path) -> tuple[SessionHub, OpenSession,
+                                                             list[Refresh]]:
+    hub = SessionHub([tmp_path], Config())
+    session = await hub.load(path)
+    hub.tree_view(path, limit=300)
+    changes: list[Refresh] = []
+    hub.listeners.append(lambda _path, _tree, change: changes.append(change))
+    return hub, session, changes
+
+
+async def test_a_request_is_answered_while_a_large_replaced_file_is_read_again(
+        tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session file replaced (a git checkout) was read again on the event loop: a 42 MB one
+    held every request 2.4 s. It is read in a worker thread; requests meanwhile are answered
+    from the tree held, whole, and the new one is taken in at once when read."""
+    hub, session, changes = await held_session(tmp_path, path)
+    old = [record.raw for record in session.tree.records]
+    header = path.read_bytes().splitlines(True)[0]
+    replaced(path, [header, *entries(LARGE, "new")])
+    gate = GatedReadings(monkeypatch)
+    hub.file_changed(path)  # the watcher's word
+    await until(gate.entered.is_set, "the file to be read in a worker thread")
+    reading = hub._reading[path.resolve()]
+    assert reading in hub.tasks._running  # owned: shutdown awaits or cancels it
+    view = hub.tree_view(path, limit=300)  # a request meanwhile, answered from the loop
+    assert [record.raw for record in session.tree.records] == old and view.nodes
+    hub.file_changed(path)  # a second word while it reads: no second reader
+    assert gate.runs == 1 and gate.loop_reads == 0
+    gate.start.set()
+    await reading
+    assert [record.raw for record in session.tree.records] == as_read_now(path)
+    assert [(c.added, c.reloaded) for c in changes] == [(LARGE, True)]
+
+
+async def test_a_large_append_is_read_off_the_loop_and_sent_as_an_append(
+        tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What editors are sent is what a read on the loop sent: entries added, no reload."""
+    hub, session, changes = await held_session(tmp_path, path)
+    gate = GatedReadings(monkeypatch)
+    append_lines_to(path, entries(LARGE, "a"))
+    hub.file_changed(path)
+    await until(gate.entered.is_set, "the append to be read in a worker thread")
+    gate.start.set()
+    await hub._reading[path.resolve()]
+    assert [record.raw for record in session.tree.records] == as_read_now(path)
+    assert [(c.added, c.reloaded) for c in changes] == [(LARGE, False)]
+    assert session.tree.leaf_id == f"a{LARGE - 1}"
+
+
+@pytest.mark.parametrize("large", [False, True])
+async def test_appends_made_while_a_replaced_file_is_read_are_taken_in_after_it(
+        tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch, large: bool) -> None:
+    """The file changes again once the worker has read it: the tree ends as the file ends,
+    the replacement first and the appends after it, in order; never a mix of two files."""
+    hub, session, changes = await held_session(tmp_path, path)
+    header = path.read_bytes().splitlines(True)[0]
+    replaced(path, [header, *entries(LARGE, "new")])
+    gate = GatedReadings(monkeypatch, after=True)
+    hub.file_changed(path)
+    await until(gate.entered.is_set, "the replaced file to be read")
+    append_lines_to(path, entries(LARGE if large else 1, "b"))
+    append_lines_to(path, entries(1, "c"))
+    hub.file_changed(path)
+    gate.release.set()
+    await hub._reading[path.resolve()]
+    assert [record.raw for record in session.tree.records] == as_read_now(path)
+    assert session.tree.leaf_id == "c0"
+    added = LARGE + 1 if large else 2
+    assert [(c.added, c.reloaded) for c in changes][1:] in ([(added, False)], [
+        (LARGE, False), (1, False)])
+    assert changes[0].reloaded and gate.runs == (2 if large else 1)
+
+
+async def test_a_reading_overtaken_by_a_read_on_the_loop_is_read_again(
+        tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write (a turn, a label) reads the file on the loop while the worker reads it: what
+    the worker read is stale and dropped, and the file read again, never both taken in."""
+    hub, session, changes = await held_session(tmp_path, path)
+    gate = GatedReadings(monkeypatch, after=True)
+    append_lines_to(path, entries(LARGE, "a"))
+    hub.file_changed(path)
+    await until(gate.entered.is_set, "the append to be read")
+    session.tree.refresh()  # a write takes in what was appended first
+    append_lines_to(path, entries(LARGE, "b"))
+    gate.release.set()
+    await hub._reading[path.resolve()]
+    assert [record.raw for record in session.tree.records] == as_read_now(path)
+    assert gate.runs == 2 and [c.added for c in changes] == [LARGE, LARGE]
+
+
+async def test_a_request_waits_for_the_large_change_it_came_after(
+        tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command opening the session (before the watcher's word, say) is answered from the
+    file as replaced, not from the tree held (a prompt would move away from the new file)."""
+    hub, session, _changes = await held_session(tmp_path, path)
+    header = path.read_bytes().splitlines(True)[0]
+    replaced(path, [header, *entries(LARGE, "new")])
+    gate = GatedReadings(monkeypatch)
+    load = asyncio.create_task(hub.load(path))
+    await until(gate.entered.is_set, "the replaced file to be read")
+    second = asyncio.create_task(hub.load(path))
+    await asyncio.sleep(0)  # one loop turn: the second request runs up to its first wait
+    assert not load.done() and not second.done() and gate.runs == 1
+    gate.start.set()
+    assert await load is await second is session
+    assert [record.raw for record in session.tree.records] == as_read_now(path)
+
+
+@pytest.mark.parametrize("change", ["not a session", "deleted"])
+async def test_a_large_file_no_longer_a_session_is_refused_as_before(
+        tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch, change: str) -> None:
+    """Read off the loop, a replacement that is no session (or a file gone as it is read) is
+    refused in the words a read on the loop used, and the session is dropped."""
+    hub, _session, _changes = await held_session(tmp_path, path)
+    replaced(path, [b"not a session\n", *entries(LARGE, "x")])
+    gate = GatedReadings(monkeypatch)
+    load = asyncio.create_task(hub.load(path))
+    await until(gate.entered.is_set, "the replaced file to be read")
+    if change == "deleted":
+        path.unlink()
+    gate.start.set()
+    said = "is not a pi session file \\(its first entry is not a session header\\)" \
+        if change == "not a session" else "no session at"
+    with pytest.raises(UnknownSessionError, match=said):
+        await load
+    assert not hub.open

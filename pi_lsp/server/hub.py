@@ -6,10 +6,12 @@ Knows nothing of LSP; the server converts requests into these calls and results 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pi_lsp.agent.approval import Approver, allow_all
 from pi_lsp.agent.harness import BusyError, Diagnostics, Harness
@@ -53,6 +55,9 @@ from pi_lsp.summarize.compaction import (
 )
 from pi_lsp.trust import TrustState
 
+if TYPE_CHECKING:  # tasks.py imports errors.py, which imports this module's errors
+    from pi_lsp.server.tasks import Tasks
+
 ChangeListener = Callable[[Path, SessionTree, Refresh], None]
 ApproverFactory = Callable[[OpenSession], Approver]
 DiagnosticsFactory = Callable[[Path], Diagnostics | None]
@@ -82,8 +87,13 @@ class SessionHub(Workspace):
     def __init__(self, folders: list[Path], config: Config,
                  approver_for: ApproverFactory = lambda _session: allow_all,
                  files: FileAccess = DISK,
-                 diagnostics_for: DiagnosticsFactory = lambda _root: None) -> None:
+                 diagnostics_for: DiagnosticsFactory = lambda _root: None,
+                 tasks: Tasks | None = None) -> None:
         super().__init__(folders, config)
+        if tasks is None:  # a hub of its own (no server): it holds its reads itself
+            from pi_lsp.server.tasks import Tasks
+            tasks = Tasks()
+        self.tasks = tasks
         self.approver_for = approver_for
         self.files = files
         self.diagnostics_for = diagnostics_for
@@ -93,6 +103,8 @@ class SessionHub(Workspace):
         # nested folder's header is not trusted as a committed file's would be.
         self.started: dict[Path, Path] = {}
         self._loading: dict[Path, asyncio.Task[OpenSession]] = {}  # files being read, by path
+        # Open sessions whose file changed a lot, being read again off the event loop.
+        self._reading: dict[Path, asyncio.Task[None]] = {}
         self.listeners: list[ChangeListener] = []
         self.index = SessionIndex()
         self.views = TreeViews()
@@ -120,6 +132,8 @@ class SessionHub(Workspace):
             self._close_unused_sessions()
         else:
             self.open.move_to_end(key)
+            if key in self._reading:  # its reader takes in the change: the held state stands
+                return session
             try:
                 self._catch_up(session.tree, path)
             except UnknownSessionError:  # gone, or no longer a session: nothing to hold
@@ -133,6 +147,7 @@ class SessionHub(Workspace):
         key = self.confine(path)
         session = self.open.get(key)
         if session is not None:
+            await self._read_changes(key, path, session)
             return session
         loading = self._loading.get(key)
         if loading is None:
@@ -155,15 +170,50 @@ class SessionHub(Workspace):
             self._close_unused_sessions()
         return session
 
+    async def _read_changes(self, key: Path, path: Path, session: OpenSession) -> None:
+        """Wait for a large change to the open session's file (a replacement, a long append)
+        to be read off the event loop; a small one is left to `sync`, on the loop."""
+        reading = self._reading.get(key)
+        if reading is None:
+            if not session.tree.read_in_background():
+                return
+            reading = self._start_reading(key, path, session)
+        await asyncio.shield(reading)  # a caller cancelled leaves the read to the others
+
+    def _start_reading(self, key: Path, path: Path, session: OpenSession) -> asyncio.Task[None]:
+        """The session's one reader, owned by `tasks` (shutdown awaits or cancels it)."""
+        reading = self._reading[key] = self.tasks.start(
+            self._read_off_loop(key, path, session), f"read {path} again")
+        return reading
+
+    async def _read_off_loop(self, key: Path, path: Path, session: OpenSession) -> None:
+        """Read what changed in a worker thread, one reading at a time, until what is left
+        is small enough for the loop; a session dropped meanwhile is left alone."""
+        try:
+            while self.open.get(key) is session and session.tree.read_in_background():
+                reading = session.tree.begin_reading()
+                try:
+                    with _named_errors(path):
+                        await asyncio.to_thread(reading.run)
+                except UnknownSessionError:
+                    if self.open.get(key) is not session or session.tree.read_since(reading):
+                        continue  # moved, dropped or read meanwhile: the error is stale
+                    raise
+                if self.open.get(key) is session:
+                    session.tree.take_reading(reading)  # stale (read meanwhile): read again
+            if self.open.get(key) is session:
+                self._catch_up(session.tree, path)
+        except UnknownSessionError:  # gone, or no longer a session: nothing to hold
+            self.forget(key)
+            raise
+        finally:
+            del self._reading[key]
+
     @staticmethod
     def _catch_up(tree: SessionTree, path: Path) -> None:
         """Take in what changed on disk (appended, replaced or deleted), as named errors."""
-        try:
+        with _named_errors(path):
             tree.refresh()
-        except (FileNotFoundError, IsADirectoryError):
-            raise UnknownSessionError(str(path)) from None
-        except NotASessionError as error:
-            raise NotASessionFileError(str(path), str(error)) from None
 
     @staticmethod
     def _read(key: Path, path: Path) -> SessionTree:
@@ -220,12 +270,17 @@ class SessionHub(Workspace):
         if not path.is_file():
             self.forget(path)
             return
-        session = self.open.get(real_path(path))
-        if session is not None:
-            try:
-                self._catch_up(session.tree, path)
-            except UnknownSessionError:
-                self.forget(path)
+        key = real_path(path)
+        session = self.open.get(key)
+        if session is None or key in self._reading:  # a reader in flight looks again after
+            return
+        if session.tree.read_in_background():
+            self._start_reading(key, path, session)
+            return
+        try:
+            self._catch_up(session.tree, path)
+        except UnknownSessionError:
+            self.forget(path)
 
     def forget(self, path: Path) -> None:
         """The file is gone: stop its run and drop all that was held for it."""
@@ -464,6 +519,17 @@ class SessionHub(Workspace):
 
     def check(self, path: Path) -> list[Problem]:
         return check_session(self.sync(path).tree)
+
+
+@contextlib.contextmanager
+def _named_errors(path: Path) -> Iterator[None]:
+    """A session file gone, or no longer a session, said as the named errors commands answer."""
+    try:
+        yield
+    except (FileNotFoundError, IsADirectoryError):
+        raise UnknownSessionError(str(path)) from None
+    except NotASessionError as error:
+        raise NotASessionFileError(str(path), str(error)) from None
 
 
 def _retrieved(task: asyncio.Task[OpenSession]) -> None:

@@ -96,7 +96,7 @@ class PiServer(LanguageServer):
     def start(self, folders: list[Path]) -> None:
         """Take the workspace folders: the hub is made and its session directories watched."""
         self._hub = SessionHub(folders, self.config, self.approvals.approver_for, self.files,
-                               self.diagnostics_for)
+                               self.diagnostics_for, self.tasks)
         self._hub.listeners.append(self.on_session_changed)
         self._hub.notices.append(self.tell)
         self.watch.follow(self._hub.all_directories())

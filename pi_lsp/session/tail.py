@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 
@@ -49,6 +50,26 @@ class Tail:
     @property
     def lines_read(self) -> int:
         return self.lines.next_line - 1
+
+    def copy(self) -> Tail:
+        """A tail of its own at the same place: polling it moves this one nowhere."""
+        lines = self.lines
+        return dataclasses.replace(self, lines=dataclasses.replace(
+            lines, pending=list(lines.pending), too_long=list(lines.too_long)))
+
+    def unread(self) -> int:
+        """How many bytes a poll would read now: those appended since, or the whole file
+        once it was replaced (0 for none at the path)."""
+        try:
+            fd = os.open(self.path, READ_FLAGS)
+        except OSError:  # none, or none to read: the poll says which
+            return 0
+        try:
+            stat = os.fstat(fd)
+            return stat.st_size if self._replaced(fd, stat) else \
+                max(0, stat.st_size - self.offset)
+        finally:
+            os.close(fd)
 
     def replaced(self) -> bool:
         """Whether the file at the path is no longer the one read (gone, another inode, cut

@@ -72,7 +72,7 @@ from pi_lsp.session.records import (
     path_parent,
     starts_conversation,
 )
-from pi_lsp.session.tail import Tail
+from pi_lsp.session.tail import Tail, TailResult
 
 IDS_IN_MEMORY = ("its entries have no ids in the file (a version 1 session), so nothing written "
                  "could name them; open it once with pi (1.6 upgrades the file) or fork it into "
@@ -84,6 +84,13 @@ NOT_READ_BACK = ("another writer's line was being written at the same moment and
 REPLACED_AS_WRITTEN = ("the file was replaced as the entry was written; this session goes on in "
                        "a new file, without it")
 FOLDER_LEFT = "nothing was written there, and this session's entries are kept in memory"
+# More than this to read (a large append, a replaced file) is read off the event loop: about
+# 10 ms of parsing, where a 42 MB file read again on the loop held every request 1.1 to 2.4 s.
+BACKGROUND_READ_BYTES = 256 << 10
+# What `_load` sets: a tree read off the event loop hands these over together.
+_LOADED = ("ids_in_memory", "migrated", "header", "header_raw", "records", "by_id", "labels",
+           "label_stamps", "name", "idless_records", "idless_lines", "skipped", "leaf_id",
+           "idless_leaf", "problems", "_children", "_tail")
 UNREADABLE = (f"the entry nests more than {MAX_NESTING} levels deep or is longer than "
               f"{MAX_LINE_BYTES >> 20} MB: pi-lsp could not read it back, so it was not written")
 
@@ -187,6 +194,38 @@ class HeldPath:
     model_source: Record | None = None
 
 
+@dataclass(slots=True)
+class Reading:
+    """What changed on disk, read by `run` (in a worker thread) without touching the tree it is
+    for: a copy of its tail polled and the lines appended parsed, or a replaced file read into
+    a tree of its own. `SessionTree.take_reading` takes it in on the event loop."""
+
+    reads: int  # the tree's `_reads` as it began: a read of its own since makes this stale
+    path: str
+    tail: Tail
+    header: SessionHeader
+    header_raw: bytes
+    appended: LineBatch | None = None
+    fresh: SessionTree | None = None
+
+    def run(self) -> None:
+        """Read it; the errors a read on the loop raises (a file gone, or no session)."""
+        result = self.tail.poll()
+        if result.reset:
+            self.fresh = SessionTree.open(self.path)
+        else:
+            self.appended = _parsed(result, self.header, self.header_raw)
+
+
+def _parsed(result: TailResult, header: SessionHeader, header_raw: bytes) -> LineBatch | None:
+    """The lines a poll found, parsed as lines after `header`; None when it found nothing."""
+    if not result.lines and not result.problems:
+        return None
+    batch = LineBatch(header=header, header_raw=header_raw, problems=Problems(result.problems))
+    parse_lines(result.lines, result.first_line, batch)
+    return batch
+
+
 class SessionTree(EntryAppends):
     """One session file held in memory; every write goes through the journal first."""
 
@@ -233,6 +272,7 @@ class SessionTree(EntryAppends):
         self._epoch = 0
         self._held_path: HeldPath | None = None
         self._tail: Tail | None = None
+        self._reads = 0  # counts reads of the file: a Reading begun before another is stale
         self.listeners: list[Callable[[SessionTree, Refresh], None]] = []
 
     # -- loading -------------------------------------------------------------------------
@@ -271,6 +311,7 @@ class SessionTree(EntryAppends):
         return self._tail is not None
 
     def _load(self, snapshot: Snapshot) -> None:
+        self._reads += 1
         self.ids_in_memory = ids_made_up(snapshot)
         self.migrated = migrate(snapshot)
         self.header, self.header_raw = snapshot.header, snapshot.header_raw
@@ -366,6 +407,7 @@ class SessionTree(EntryAppends):
     def _read_new(self, relocate: bool) -> Refresh:
         """New lines from the tail; a replaced file is read again, or with `relocate` left
         alone while this session moves to a new file (see `_relocate`)."""
+        self._reads += 1
         if self._tail is None:
             if self.deferred or not os.path.exists(self.path):
                 return Refresh(0, False)
@@ -379,11 +421,12 @@ class SessionTree(EntryAppends):
         if result.reset:
             self._load(read_file(self.path))
             return Refresh(len(self.records), True)
-        if not result.lines and not result.problems:
+        return self._take_appended(_parsed(result, self.header, self.header_raw))
+
+    def _take_appended(self, batch: LineBatch | None) -> Refresh:
+        """Take in the lines appended since the last read, parsed (None: nothing new)."""
+        if batch is None:
             return Refresh(0, False)
-        batch = LineBatch(header=self.header, header_raw=self.header_raw,
-                          problems=Problems(result.problems))
-        parse_lines(result.lines, result.first_line, batch)
         # A torn last line is either finished now or reported again as malformed.
         self.problems = Problems(p for p in self.problems if p.kind != "torn")
         self.problems.extend(batch.problems)
@@ -395,6 +438,38 @@ class SessionTree(EntryAppends):
         added = len(self.records) - before
         moved = not added and (self.leaf_id != leaf or self.idless_leaf is not idless)
         return Refresh(added, False, moved=moved)
+
+    def read_in_background(self) -> bool:
+        """Whether a refresh now has so much to read (a large append, a replaced file) that it
+        is better read off the event loop; never while a turn runs, which moves away from a
+        replaced file by writing one."""
+        return self._tail is not None and not self.hold_leaf and \
+            self._tail.unread() > BACKGROUND_READ_BYTES
+
+    def begin_reading(self) -> Reading:
+        """A read of what changed on disk since the last, to `run` off the event loop."""
+        if self._tail is None:
+            raise ValueError("a session not read from a file has nothing to read again")
+        return Reading(self._reads, self.path, self._tail.copy(), self.header, self.header_raw)
+
+    def read_since(self, reading: Reading) -> bool:
+        """Whether this tree read its file itself since `reading` began (which is then stale)."""
+        return reading.reads != self._reads
+
+    def take_reading(self, reading: Reading) -> Refresh | None:
+        """Take in a reading run off the event loop, and tell listeners; None, taking nothing,
+        when this tree read its file itself since the reading began, or now moves away from a
+        replaced one (a turn started)."""
+        if self.read_since(reading) or (reading.fresh is not None and self.hold_leaf):
+            return None
+        self._reads += 1
+        if reading.fresh is None:
+            self._tail = reading.tail
+            return self._notify(self._take_appended(reading.appended))
+        for name in _LOADED:
+            setattr(self, name, getattr(reading.fresh, name))
+        self._epoch += 1
+        return self._notify(Refresh(len(self.records), True))
 
     def _relocate(self) -> Refresh:
         """The file was replaced (or cut short) under this session: neither side may be lost,
