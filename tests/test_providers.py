@@ -67,6 +67,7 @@ from pi_lsp.session.entries import (
     Usage,
     UserMessage,
 )
+from pi_lsp.session.jsontext import encoder
 from pi_lsp.session.tree import SessionTree
 from pi_lsp.settings import Settings, load_settings
 from tests import fake_anthropic
@@ -789,6 +790,18 @@ def test_token_counts_a_server_sends_are_made_ones_a_reply_can_hold() -> None:
     usage = reply.message().usage
     assert (usage.input, usage.output, usage.cache_read) == (MAX_TOKENS, 0, 1)
     assert usage.total_tokens == MAX_TOKENS + 1 and usage.cost.total > 0
+
+
+def test_a_total_past_exact_integers_is_the_sum_pi_16_makes() -> None:
+    """Counts near MAX_TOKENS were added exactly: the line's totalTokens 9007199254741021 is
+    read by pi 1.6 (a double) as 9007199254741020, the sum it makes itself, so pi-lsp and pi
+    read the entry differently (found by fuzzing the streams)."""
+    model = ModelRegistry().get("anthropic", "claude-sonnet-4-5")
+    assert model is not None
+    reply = ReplyBuilder(model.api, model)
+    reply.usage.input, reply.usage.output = MAX_TOKENS, 30
+    line = encoder.encode(reply.message())
+    assert json.loads(line)["usage"]["totalTokens"] == 9007199254741020 == float(MAX_TOKENS) + 30
 
 
 # What servers answer a request too long for the model's window (pi-ai 1.6's examples).

@@ -464,7 +464,8 @@ class ReplyBuilder:
         for name in ("reasoning", "cache_write_1h"):  # where the provider reported them
             if getattr(usage, name) is not msgspec.UNSET:
                 setattr(usage, name, _counted(getattr(usage, name)))
-        usage.total_tokens = usage.input + usage.output + usage.cache_read + usage.cache_write \
+        usage.total_tokens = _js_sum(usage.input, usage.output, usage.cache_read,
+                                     usage.cache_write) \
             if self.total_tokens is None else _counted(self.total_tokens)
         usage.cost = cost_of(usage, self._answering_model())
         if self.billed is not None:
@@ -513,6 +514,15 @@ def _counted(tokens: object) -> int:
     except (TypeError, ValueError, OverflowError):
         return 0
     return min(max(whole, 0), MAX_TOKENS)
+
+
+def _js_sum(*counts: int) -> int:
+    """The counts added as pi 1.6 adds them, in doubles: an exact sum past 2**53 (counts near
+    MAX_TOKENS) is written as digits JavaScript reads as another number."""
+    total = 0.0
+    for count in counts:
+        total += count
+    return int(total)
 
 
 # A call's arguments sit four levels into its entry's line, and the session reader skips a line
