@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import warnings
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -750,6 +751,29 @@ async def read_responses(oai: FakeOpenAI, *events: dict[str, Any]) -> AssistantM
     _ = [e async for e in provider.stream(request, built)]
     await close_clients(provider)
     return built.message()
+
+
+async def test_odd_fields_of_responses_events_print_no_warnings(oai) -> None:
+    """An error event whose message is a list, a reasoning item whose encrypted content is a
+    number, and an input transformation of the wrong shape made pydantic print "serializer
+    warnings", with a line of its source, on stderr (the server's log): found by fuzzing."""
+    odd = {"type": "reasoning", "id": "rs_0", "summary": [], "encrypted_content": 5}
+    done = completed()
+    done["response"]["input_transformations"] = [{"type": "reasoning", "id": 7,
+                                                  "action": "removed", "reason": []}]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        failed = await read_responses(oai, {"type": "error", "code": [], "message": []})
+        thought = await read_responses(
+            oai, {"type": "response.output_item.added", "output_index": 0, "item": odd},
+            {"type": "response.output_item.done", "output_index": 0, "item": odd}, done)
+    assert failed.error_message == '{"code":[],"message":[],"type":"error"}'
+    [block] = thought.content
+    assert isinstance(block, ThinkingContent) and json.loads(block.thinking_signature or "") == odd
+    [diagnostic] = thought.diagnostics or []
+    assert diagnostic["details"] == {"transformations": [
+        {"type": "reasoning", "id": 7, "action": "removed", "reason": []}]}
+    assert [str(w.message) for w in caught] == []
 
 
 async def test_an_item_done_without_its_start_is_kept(oai) -> None:

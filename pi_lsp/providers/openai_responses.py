@@ -412,7 +412,9 @@ def error_event_text(event: Any) -> str:
     message = getattr(event, "message", None)
     if isinstance(message, str) and message:
         return cut_error_text(message)
-    return cut_error_text(json.dumps(event.to_dict(), ensure_ascii=False, separators=(",", ":")))
+    # No warnings: pydantic prints one on stderr, the log, for each field of an odd type.
+    fields = event.to_dict(warnings=False)
+    return cut_error_text(json.dumps(fields, ensure_ascii=False, separators=(",", ":")))
 
 
 def reasoning_removals(transformations: Any) -> list[dict[str, Any]]:
@@ -422,7 +424,8 @@ def reasoning_removals(transformations: Any) -> list[dict[str, Any]]:
     if not isinstance(transformations, list):
         return []
     # The SDK makes its models of the entries it can read; others stay as they came.
-    entries = [item.to_dict() if hasattr(item, "to_dict") else item for item in transformations]
+    entries = [item.to_dict(warnings=False) if hasattr(item, "to_dict") else item
+               for item in transformations]
     return [{key: item[key] for key in ("type", "id", "action", "reason") if key in item}
             for item in entries
             if isinstance(item, dict) and item.get("type") == "reasoning" and
@@ -507,7 +510,8 @@ class ResponsesReader:
             summary = "\n\n".join(part.text for part in getattr(item, "summary", None) or [])
             content = "\n\n".join(part.text for part in getattr(item, "content", None) or [])
             block.thinking = summary or content or block.thinking
-            block.thinking_signature = json.dumps(item.to_dict(), separators=(",", ":"))
+            block.thinking_signature = json.dumps(item.to_dict(warnings=False),
+                                                  separators=(",", ":"))
             self.reasoning[item.id] = index
         elif isinstance(block, TextContent):
             # Even when it has none: pi writes the item's text, not what was streamed.
