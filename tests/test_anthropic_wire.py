@@ -778,6 +778,33 @@ async def test_tool_json_and_huge_numbers_that_are_not_text_are_added_as_javascr
         TextContent(text="Infinity-Infinity")]
 
 
+# Stream events where an event, a delta or an index is of another type, and the content pi 1.6
+# makes of them (/tmp/fuzz-work/pi16_turns.mjs): it reads no type of a number or text, and an
+# object as an index is a key of its Map no other event's equals.
+ODD_SHAPES = [sse_frame(event) for event in (
+    message_start(), *text_block(0)[:1], delta(0, type="text_delta", text="Hel"),
+    {"type": "content_block_delta", "index": 0, "delta": -1},
+    {"type": "content_block_delta", "index": 0, "delta": "x"},
+    {"type": "content_block_start", "index": {}, "content_block": {"type": "text", "text": ""}},
+    {"type": "content_block_delta", "index": {}, "delta": {"type": "text_delta", "text": "?"}},
+    {"type": "content_block_start", "index": True, "content_block": "text"},
+    {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "?"}})
+] + [b"event: content_block_delta\ndata: 5\n\n"] + [sse_frame(event) for event in (
+    delta(0, type="text_delta", text="lo"), *text_block(0)[-1:], stop("end_turn"),
+    {"type": "message_stop"})]
+
+
+@pytest.mark.asyncio
+async def test_events_deltas_and_indexes_of_other_types_are_skipped_as_pi_16_skips_them(
+        fake: FakeAnthropic) -> None:
+    """A delta or an event that was a number or text, or an index that was an object, failed
+    the whole reply ("cannot read (AttributeError: 'int' object has no attribute 'type')"),
+    which pi 1.6 reads on: found by fuzzing the stream."""
+    reply = await read_back(fake, fake_anthropic.Reply(raw=b"".join(ODD_SHAPES)))
+    assert (reply.stop_reason, reply.error_message) == ("stop", None)
+    assert reply.content == [TextContent(text="Hello"), TextContent(text="")]
+
+
 @pytest.mark.asyncio
 async def test_an_event_holding_nan_fails_the_reply_as_json_parse_refuses_it(
         fake: FakeAnthropic) -> None:

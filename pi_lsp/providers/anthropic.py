@@ -21,10 +21,12 @@ from pi_lsp.providers.base import (
     ReplyBuilder,
     ToolSpec,
     declared_fields,
+    event_type,
     is_openrouter,
     repaired_json,
     reported_cost,
     safe_id,
+    slot_key,
     tool_spec,
     without_lone_surrogates,
 )
@@ -665,11 +667,11 @@ def _member(value: Any, name: str) -> Any:
     return value.get(name) if isinstance(value, dict) else getattr(value, name, None)
 
 
-def _transformations(event: Any) -> list[Any] | None:
+def _transformations(event: Any, kind: Any) -> list[Any] | None:
     """The `input_transformations` list a message_start's message or a message_delta carries
     (None: none, or not a list)."""
-    holder = event.message if event.type == "message_start" else \
-        event if event.type == "message_delta" else None
+    holder = event.message if kind == "message_start" else \
+        event if kind == "message_delta" else None
     sent = _as_json(_member(holder, "input_transformations"))
     return sent if isinstance(sent, list) else None
 
@@ -726,15 +728,16 @@ class AnthropicProvider:
                     **params, stream=True, extra_headers=headers or None),
                 self.retry, http_failure)
             answered = True
-            slots: dict[int, int] = {}  # the API's block index -> the reply's block index
+            slots: dict[Any, int] = {}  # the API's block index (slot_key) -> the reply's
             transformations: list[Any] = []  # the last list the server sent
             async with stream:
                 async for event in stream:
-                    sent = _transformations(event)
+                    kind = event_type(event)
+                    sent = _transformations(event, kind)
                     transformations = transformations if sent is None else sent
-                    started = started or event.type == "message_start"
-                    stopped = stopped or event.type == "message_stop"
-                    reasoned = reasoned or (event.type == "message_delta"
+                    started = started or kind == "message_start"
+                    stopped = stopped or kind == "message_stop"
+                    reasoned = reasoned or (kind == "message_delta"
                                             and bool(event.delta.stop_reason))
                     for produced in self._apply(event, reply, slots):
                         yield produced
@@ -748,9 +751,9 @@ class AnthropicProvider:
             reply.fail("error", failure_text(error, self.label, str(self.client.base_url),
                                              self.retry.timeout_s, answered, error_text))
 
-    def _apply(self, event: Any, reply: ReplyBuilder, slots: dict[int, int]
+    def _apply(self, event: Any, reply: ReplyBuilder, slots: dict[Any, int]
                ) -> list[ProviderEvent]:
-        kind = event.type
+        kind, key = event_type(event), slot_key(_member(event, "index"))
         if kind == "message_start":
             reply.response_id = event.message.id
             answering = getattr(event.message, "model", None)
@@ -767,26 +770,27 @@ class AnthropicProvider:
             reply.priced = True
         elif kind == "content_block_start":
             block = event.content_block
-            if block.type == "fallback" and reply.blocks:
+            block_type = event_type(block)
+            if block_type == "fallback" and reply.blocks:
                 raise ReplyFailed(MID_OUTPUT_FALLBACK)
-            if block.type == "text":
-                slots[event.index] = index = reply.start_text()
+            if block_type == "text":
+                slots[key] = index = reply.start_text()
                 return reply.add_text(index, block.text) if block.text else []
-            if block.type == "thinking":
-                slots[event.index] = index = reply.start_thinking()
+            if block_type == "thinking":
+                slots[key] = index = reply.start_thinking()
                 # The block may open with thinking and a signature already (pi keeps both).
                 reply.add_signature(index, getattr(block, "signature", None) or "")
                 thinking = getattr(block, "thinking", None) or ""
                 return reply.add_thinking(index, thinking) if thinking else []
-            if block.type == "redacted_thinking":
+            if block_type == "redacted_thinking":
                 data = getattr(block, "data", None)
-                slots[event.index] = reply.start_thinking(data, redacted=True)
-            elif block.type == "tool_use":
-                slots[event.index] = reply.start_tool_call(block.id, block.name)
-        elif kind == "content_block_delta" and event.index in slots:
-            return self._apply_delta(event.delta, reply, slots[event.index])
-        elif kind == "content_block_stop" and event.index in slots:
-            return [reply.end_block(slots[event.index])]
+                slots[key] = reply.start_thinking(data, redacted=True)
+            elif block_type == "tool_use":
+                slots[key] = reply.start_tool_call(block.id, block.name)
+        elif kind == "content_block_delta" and key in slots:
+            return self._apply_delta(event.delta, reply, slots[key])
+        elif kind == "content_block_stop" and key in slots:
+            return [reply.end_block(slots[key])]
         elif kind == "message_delta":
             self._stop(event.delta, reply)
             for sent, kept in DELTA_COUNTS:
@@ -825,12 +829,13 @@ class AnthropicProvider:
             raise ReplyFailed(f"Unhandled stop reason: {reason}")
 
     def _apply_delta(self, delta: Any, reply: ReplyBuilder, index: int) -> list[ProviderEvent]:
-        if delta.type == "text_delta":
+        kind = event_type(delta)
+        if kind == "text_delta":
             return reply.add_text(index, delta.text)
-        if delta.type == "thinking_delta":
+        if kind == "thinking_delta":
             return reply.add_thinking(index, delta.thinking)
-        if delta.type == "signature_delta":
+        if kind == "signature_delta":
             reply.add_signature(index, delta.signature)
-        elif delta.type == "input_json_delta":
+        elif kind == "input_json_delta":
             return reply.add_tool_json(index, delta.partial_json)
         return []

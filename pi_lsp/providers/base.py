@@ -223,6 +223,26 @@ def reported_cost(raw: Any) -> int | float | None:
     return cost + upstream if _valid_cost(upstream) else None
 
 
+def event_type(value: Any) -> Any:
+    """An SDK event's (or its part's) `type` as pi 1.6 reads it: none of a number, text or list
+    sent in its place, which pi's readers skip; reading it of null throws, as there."""
+    if value is None:
+        raise TypeError("Cannot read properties of null (reading 'type')")
+    return value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+
+
+def slot_key(value: Any) -> Any:
+    """An index the server sent, as a key of pi 1.6's Map of open blocks: an object or array
+    (each event's its own) matches no other key, and `true` is not 1."""
+    if isinstance(value, bool):
+        return ("boolean", value)
+    try:
+        hash(value)
+    except TypeError:
+        return object()
+    return value
+
+
 _LONE_SURROGATE = re.compile(
     r"[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]")
 
