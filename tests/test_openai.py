@@ -741,11 +741,13 @@ async def test_a_failed_responses_reply_ends_there_and_its_calls_are_not_run(
     assert len(oai.responses_requests()) == 2  # one a prompt: nothing ran, nothing followed
 
 
-async def read_responses(oai: FakeOpenAI, *events: dict[str, Any]) -> AssistantMessage:
-    """The reply pi-lsp makes of Responses `events`, served through the real SDK."""
+async def read_responses(oai: FakeOpenAI, *events: dict[str, Any], raw: bytes = b""
+                         ) -> AssistantMessage:
+    """The reply pi-lsp makes of Responses `events` (then `raw` SSE bytes), served through the
+    real SDK."""
     model = local(RESPONSES_API)
     provider = OpenAIProvider("ollama", "k", f"{oai.url}/v1")
-    oai.script(Reply(list(events)))
+    oai.script(Reply(list(events), raw=raw))
     built = ReplyBuilder(RESPONSES_API, model)
     request = ModelRequest(model, "sys", [UserMessage(content="q", timestamp=1)], [], "off")
     _ = [e async for e in provider.stream(request, built)]
@@ -774,6 +776,41 @@ async def test_odd_fields_of_responses_events_print_no_warnings(oai) -> None:
     assert diagnostic["details"] == {"transformations": [
         {"type": "reasoning", "id": 7, "action": "removed", "reason": []}]}
     assert [str(w.message) for w in caught] == []
+
+
+def responses_frames(*events: Any) -> bytes:
+    """Responses SSE frames, each named by its type: a number in an event's place is sent as
+    an output_text delta's data."""
+    return b"".join(
+        f"event: {e['type'] if isinstance(e, dict) else 'response.output_text.delta'}\n"
+        f"data: {json.dumps(e)}\n\n".encode() for e in events)
+
+
+# Responses events where an event, an item or an output_index is of another type, and a call
+# finished as a message, with the replies pi 1.6 makes of them (/tmp/fuzz-work/pi16_turns.mjs).
+ODD_RESPONSES = [
+    [*message_item(0, "Hel")[:3], 5, "x",
+     {"type": "response.output_text.delta", "output_index": {}, "delta": "?"},
+     {"type": "response.output_item.added", "output_index": [], "item": "message"},
+     {"type": "response.output_item.done", "output_index": 3, "item": 7},
+     *message_item(0, "Hel", "lo")[3:], completed()],
+    [*call_item(0, "call_1", "read", {"path": "a.txt"})[:-1],
+     {**call_item(0, "call_1", "read", {})[-1], "item": {"type": "message", "content": []}},
+     completed()],
+]
+
+
+async def test_odd_shapes_of_responses_events_are_read_as_pi_16_reads_them(oai) -> None:
+    """An event or an item that was a number or a text, or an output_index that was an object,
+    failed the whole reply ("cannot read (AttributeError: 'int' object has no attribute
+    'type')"), which pi 1.6 reads on; and a call whose output_item.done said it was a message
+    was run, where pi 1.6 refuses a call not finished as one. Found by fuzzing the stream."""
+    odd = await read_responses(oai, raw=responses_frames(*ODD_RESPONSES[0]))
+    assert (odd.stop_reason, odd.error_message) == ("stop", None)
+    assert odd.content == [TextContent(text="Hello", text_signature='{"v":1,"id":"msg_0"}')]
+    call = await read_responses(oai, raw=responses_frames(*ODD_RESPONSES[1]))
+    assert call.stop_reason == "error" and call.error_message == (
+        "ollama: the stream completed with an unfinished tool call: read (call_1|fc_0)")
 
 
 async def test_an_item_done_without_its_start_is_kept(oai) -> None:

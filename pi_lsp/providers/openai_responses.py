@@ -21,8 +21,10 @@ from pi_lsp.providers.base import (
     ToolSpec,
     count_openai_usage,
     declared_fields,
+    event_type,
     safe_id,
     short_hash,
+    slot_key,
     token_count,
     tool_spec,
     without_lone_surrogates,
@@ -437,18 +439,19 @@ class ResponsesReader:
 
     def __init__(self, reply: ReplyBuilder) -> None:
         self.reply = reply
-        self.items: dict[int, int] = {}  # output_index -> reply block index
+        self.items: dict[Any, int] = {}  # output_index (slot_key) -> reply block index
         self.unfinished: set[int] = set()  # tool calls whose item never completed
         self.reasoning: dict[str, int] = {}  # a finished reasoning item's id -> its block
         self.terminal = False  # a completed or incomplete event arrived
 
     def apply(self, event: Any) -> list[ProviderEvent]:
-        reply, kind = self.reply, event.type
-        index = self.items.get(getattr(event, "output_index", -1))
+        reply, kind = self.reply, event_type(event)
+        key = slot_key(getattr(event, "output_index", None))  # None: none sent, as pi's undefined
+        index = self.items.get(key)
         if kind == "response.created":
             reply.response_id = event.response.id
         elif kind == "response.output_item.added":
-            return self._added(event.output_index, event.item)
+            return self._added(key, event.item)
         elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta") \
                 and index is not None:
             return reply.add_thinking(index, event.delta)
@@ -462,7 +465,7 @@ class ResponsesReader:
         elif kind == "response.function_call_arguments.done" and index in self.unfinished:
             return self._arguments_done(index, event.arguments)
         elif kind == "response.output_item.done":
-            return self._done(getattr(event, "output_index", -1), event.item)
+            return self._done(key, event.item)
         elif kind in ("response.completed", "response.incomplete"):
             self.terminal = True
             self._finished(event.response)
@@ -475,14 +478,15 @@ class ResponsesReader:
             raise ReplyFailed(error_event_text(event))
         return []
 
-    def _added(self, output_index: int, item: Any) -> list[ProviderEvent]:
-        if item.type == "reasoning":
-            self.items[output_index] = self.reply.start_thinking()
-        elif item.type == "message":
-            self.items[output_index] = self.reply.start_text()
-        elif item.type == "function_call":
+    def _added(self, key: Any, item: Any) -> list[ProviderEvent]:
+        kind = event_type(item)
+        if kind == "reasoning":
+            self.items[key] = self.reply.start_thinking()
+        elif kind == "message":
+            self.items[key] = self.reply.start_text()
+        elif kind == "function_call":
             index = self.reply.start_tool_call(f"{item.call_id}|{item.id}", item.name)
-            self.items[output_index] = index
+            self.items[key] = index
             self.unfinished.add(index)
             self._take_namespace(index, item)
             if item.arguments:
@@ -498,14 +502,16 @@ class ResponsesReader:
             return []
         return self.reply.add_tool_json(index, text[len(so_far):]) if text != so_far else []
 
-    def _done(self, output_index: int, item: Any) -> list[ProviderEvent]:
-        """A finished item; one whose start never came is started now (pi's getOrCreateSlot)."""
-        started = [] if output_index in self.items else self._added(output_index, item)
-        index = self.items.get(output_index)
+    def _done(self, key: Any, item: Any) -> list[ProviderEvent]:
+        """A finished item; one whose start never came is started now (pi's getOrCreateSlot).
+        An item finishes only as the kind it began as: a call finished as another stays
+        unfinished, and the reply fails at its end, as pi 1.6's does."""
+        started = [] if key in self.items else self._added(key, item)
+        index = self.items.get(key)
         if index is None:
             return started  # an item of a kind pi-lsp does not keep
-        block = self.reply.block(index)
-        if isinstance(block, ThinkingContent):
+        block, kind = self.reply.block(index), event_type(item)
+        if isinstance(block, ThinkingContent) and kind == "reasoning":
             # The finished item is the truth: its summary parts, and itself to send back.
             summary = "\n\n".join(part.text for part in getattr(item, "summary", None) or [])
             content = "\n\n".join(part.text for part in getattr(item, "content", None) or [])
@@ -513,17 +519,19 @@ class ResponsesReader:
             block.thinking_signature = json.dumps(item.to_dict(warnings=False),
                                                   separators=(",", ":"))
             self.reasoning[item.id] = index
-        elif isinstance(block, TextContent):
+        elif isinstance(block, TextContent) and kind == "message":
             # Even when it has none: pi writes the item's text, not what was streamed.
             block.text = "".join(
                 (getattr(p, "text", None) if p.type == "output_text" else
                  getattr(p, "refusal", None)) or "" for p in getattr(item, "content", None) or [])
             block.text_signature = text_signature(item.id, getattr(item, "phase", None))
-        elif isinstance(block, ToolCall):
+        elif isinstance(block, ToolCall) and kind == "function_call":
             self.unfinished.discard(index)
             if item.arguments and item.arguments != self.reply.tool_json(index):
                 self.reply.replace_tool_json(index, item.arguments)
             self._take_namespace(index, item)
+        else:
+            return started
         return [*started, self.reply.end_block(index)]
 
     def _take_namespace(self, index: int, item: Any) -> None:
