@@ -523,6 +523,25 @@ async def test_a_chat_error_event_typed_error_fails_the_reply_too(make_rig, oai)
     assert reply["content"] == [{"type": "text", "text": "partial"}]
 
 
+@pytest.mark.parametrize("api", [CHAT_API, RESPONSES_API])
+@pytest.mark.parametrize("error", [{}, []])
+async def test_a_chunk_with_an_empty_error_fails_the_reply_as_pi_16_fails_it(
+        make_rig, oai, api: str, error: Any) -> None:
+    """A chunk whose `error` was {} or [] was read on (Python holds them false), and the reply
+    saved as a success; pi 1.6's SDK throws on it (JavaScript holds them true) and the reply
+    fails with "{}" or "[]" (/tmp/fuzz-work/pi16_turns.mjs). Found by fuzzing the stream."""
+    rig = make_rig(api=api)
+    odd = sse({"error": error})
+    if api == CHAT_API:
+        oai.script(Reply([chunk({"content": "partial"})], raw=odd + sse(chunk(finish="stop"))))
+    else:
+        oai.script(Reply(message_item(0, "partial")[:3], raw=odd + sse(completed())))
+    await rig.harness.prompt("hi")
+    reply = rig.messages()[-1]
+    assert (reply["stopReason"], reply["errorMessage"]) == ("error", json.dumps(error))
+    assert reply["content"] == [{"type": "text", "text": "partial"}]
+
+
 # Not UTF-8: a lone lead byte, a surrogate's three bytes, a 4-byte character cut short; Node's
 # TextDecoder makes them 1, 3 and 1 U+FFFD (maximal subparts), as Python's "replace" does.
 MARK, NOT_UTF8, READ = "\u00a7", b"caf\xc3 \xed\xa0\x80 \xf0\x9f\x98!", \

@@ -20,6 +20,7 @@ from pi_lsp.providers.base import MissingApiKeyError, ModelRequest, ProviderEven
 from pi_lsp.providers.failures import (
     MALFORMED_EVENT,
     MalformedEvent,
+    ReplyFailed,
     cut_error_text,
     ended_stream,
     event_json,
@@ -133,7 +134,13 @@ class _JsonParseEvent(ServerSentEvent):
             data = event_json(self.data)
         except json.JSONDecodeError:
             raise MalformedEvent(MALFORMED_EVENT) from None
-        return thrown_error(data, self.data, self.api) if self.event == "error" else data
+        if self.event == "error":
+            return thrown_error(data, self.data, self.api)
+        if isinstance(data, dict) and data.get("error") in ({}, []):
+            # pi's SDK throws on a chunk whose `error` JavaScript holds true; the SDK here
+            # passes an empty object or list by (Python holds them false).
+            raise ReplyFailed(cut_error_text(stream_error_message(data["error"])))
+        return data
 
 
 class _JsonParseDecoder(SSEDecoder):
