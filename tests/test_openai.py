@@ -819,6 +819,17 @@ ODD_RESPONSES = [
 ]
 
 
+async def test_what_comes_after_an_item_is_done_is_not_added_to_it(oai) -> None:
+    """A text delta after its item's output_item.done was added to the finished text ("Hello"
+    became "Hellolo"); pi 1.6 forgets the item once done, so the delta is dropped, and the
+    item done again is a new one (pi 1.6's reply: /tmp/fuzz-work/pi16_turns.mjs). Found by
+    fuzzing the stream (events reordered)."""
+    *streaming, late, done = message_item(0, "Hel", "lo")
+    reply = await read_responses(oai, *streaming, done, late, done, completed())
+    signature = '{"v":1,"id":"msg_0"}'
+    assert reply.content == [TextContent(text="Hello", text_signature=signature)] * 2
+
+
 async def test_odd_shapes_of_responses_events_are_read_as_pi_16_reads_them(oai) -> None:
     """An event or an item that was a number or a text, or an output_index that was an object,
     failed the whole reply ("cannot read (AttributeError: 'int' object has no attribute

@@ -532,6 +532,9 @@ class ResponsesReader:
             self._take_namespace(index, item)
         else:
             return started
+        # Finished: what comes for its output_index after (a late delta, the item done again)
+        # is another item's, as pi 1.6 forgets the slot there.
+        del self.items[key]
         return [*started, self.reply.end_block(index)]
 
     def _take_namespace(self, index: int, item: Any) -> None:
