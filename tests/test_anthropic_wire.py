@@ -806,6 +806,18 @@ async def test_events_deltas_and_indexes_of_other_types_are_skipped_as_pi_16_ski
 
 
 @pytest.mark.asyncio
+async def test_integers_past_2_53_are_read_as_json_parse_reads_them(fake: FakeAnthropic) -> None:
+    """A response id of 10**30 was kept exact and written as its 31 digits, which pi 1.6
+    reads as 1e+30 while pi-lsp read back the exact integer: the two read the entry
+    differently (pi 1.6 writes the double it parsed). Found by fuzzing the stream."""
+    start = message_start()
+    start["message"]["id"] = 10**30
+    reply = await streamed(fake, start, *text_block(0, "Hi"), stop("end_turn"))
+    assert type(reply.response_id) is float and reply.response_id == 1e30
+    assert msgspec.json.decode(msgspec.json.encode(reply))["responseId"] == 1e30
+
+
+@pytest.mark.asyncio
 async def test_an_event_holding_nan_fails_the_reply_as_json_parse_refuses_it(
         fake: FakeAnthropic) -> None:
     """A text delta of a bare NaN was read by Python's json and written as the text "NaN";

@@ -67,11 +67,19 @@ def _refuse(name: str) -> Any:
     raise _Constant(name)
 
 
+def _parsed_integer(text: str) -> int | float:
+    """An integer as JSON.parse reads it, a double: exact up to 2**53, else rounded (Infinity
+    past the largest double), so a reply keeps the number pi 1.6 would write and read."""
+    number = float(text)  # never raises: a text past the range gives inf
+    return int(text) if abs(number) <= 2**53 else number
+
+
 def event_json(data: str) -> Any:
     """A stream event's data as pi's SDKs read it (JSON.parse): NaN and Infinity, which
-    Python's json reads, make it no JSON, so the reply fails as pi's does."""
+    Python's json reads, make it no JSON, so the reply fails as pi's does; integers are
+    doubles."""
     try:
-        return json.loads(data, parse_constant=_refuse)
+        return json.loads(data, parse_constant=_refuse, parse_int=_parsed_integer)
     except _Constant as error:
         # parse_constant is not told where: the first occurrence is near enough to show.
         raise json.JSONDecodeError(f"{error} is not JSON", data, data.find(str(error))
