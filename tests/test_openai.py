@@ -830,6 +830,23 @@ async def test_what_comes_after_an_item_is_done_is_not_added_to_it(oai) -> None:
     assert reply.content == [TextContent(text="Hello", text_signature=signature)] * 2
 
 
+async def test_parts_of_a_finished_item_of_other_types_are_read_as_pi_16_reads_them(oai
+                                                                                   ) -> None:
+    """A finished message or reasoning item whose part was a text or a number, or whose text
+    was a number, failed the whole reply ("cannot read (AttributeError: 'str' object has no
+    attribute 'type')"); pi 1.6 joins what it reads of each part (none of a text: "", 5 as
+    "5"). Found by fuzzing the stream; pi 1.6's reply: /tmp/fuzz-work/pi16_turns.mjs."""
+    reasoning = reasoning_item(0, "Thought")
+    reasoning[-1]["item"]["summary"] = ["odd", {"type": "summary_text", "text": 5}]
+    message = message_item(1, "Hello")
+    message[-1]["item"]["content"] = ["odd", {"type": "output_text", "text": "Hi"}, 7,
+                                      {"type": "refusal", "refusal": 0}]
+    reply = await read_responses(oai, *reasoning, *message, completed())
+    assert (reply.stop_reason, reply.error_message) == ("stop", None)
+    assert [getattr(block, "thinking", None) or getattr(block, "text", None)
+            for block in reply.content] == ["\n\n5", "Hi0"]
+
+
 async def test_odd_shapes_of_responses_events_are_read_as_pi_16_reads_them(oai) -> None:
     """An event or an item that was a number or a text, or an output_index that was an object,
     failed the whole reply ("cannot read (AttributeError: 'int' object has no attribute

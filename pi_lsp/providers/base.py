@@ -223,12 +223,17 @@ def reported_cost(raw: Any) -> int | float | None:
     return cost + upstream if _valid_cost(upstream) else None
 
 
-def event_type(value: Any) -> Any:
-    """An SDK event's (or its part's) `type` as pi 1.6 reads it: none of a number, text or list
-    sent in its place, which pi's readers skip; reading it of null throws, as there."""
+def js_member(value: Any, name: str) -> Any:
+    """A field of an SDK event (or of its part) as pi 1.6 reads it: none of a number, text or
+    list sent in its place, which pi's readers skip; reading one of null throws, as there."""
     if value is None:
-        raise TypeError("Cannot read properties of null (reading 'type')")
-    return value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+        raise TypeError(f"Cannot read properties of null (reading '{name}')")
+    return value.get(name) if isinstance(value, dict) else getattr(value, name, None)
+
+
+def event_type(value: Any) -> Any:
+    """An SDK event's (or its part's) `type` as pi 1.6 reads it (js_member)."""
+    return js_member(value, "type")
 
 
 def slot_key(value: Any) -> Any:

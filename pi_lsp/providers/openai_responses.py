@@ -8,6 +8,7 @@ id is kept as pi keeps it, `{"v":1,"id":…}` in the text block's signature.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -22,6 +23,7 @@ from pi_lsp.providers.base import (
     count_openai_usage,
     declared_fields,
     event_type,
+    js_member,
     safe_id,
     short_hash,
     slot_key,
@@ -51,7 +53,7 @@ from pi_lsp.session.entries import (
     UserMessage,
 )
 from pi_lsp.session.ids import now_ms
-from pi_lsp.session.jsontext import js_field, stringify
+from pi_lsp.session.jsontext import js_field, js_string, stringify
 from pi_lsp.session.systemfields import listed_tools, name_key
 
 MIN_OUTPUT_TOKENS = 16  # OpenAI rejects less
@@ -434,6 +436,23 @@ def reasoning_removals(transformations: Any) -> list[dict[str, Any]]:
             item.get("action") == "removed" and item.get("reason") != "turn_boundary"]
 
 
+def _text(part: Any) -> Any:
+    return js_member(part, "text")
+
+
+def _said(part: Any) -> Any:
+    """A message part's text, or its refusal (pi's `c.type === "output_text" ? c.text :
+    c.refusal`)."""
+    return _text(part) if event_type(part) == "output_text" else js_member(part, "refusal")
+
+
+def _joined(parts: list[Any], separator: str, read: Callable[[Any], Any]) -> str:
+    """What `read` reads of each part, joined as pi 1.6's Array.join joins it: none (a part
+    that is a number or text has none) as "", anything else as String() makes it."""
+    return separator.join("" if (value := read(part)) is None else js_string(value)
+                          for part in parts)
+
+
 class ResponsesReader:
     """Turns Responses stream events into reply blocks, one per output item."""
 
@@ -513,17 +532,15 @@ class ResponsesReader:
         block, kind = self.reply.block(index), event_type(item)
         if isinstance(block, ThinkingContent) and kind == "reasoning":
             # The finished item is the truth: its summary parts, and itself to send back.
-            summary = "\n\n".join(part.text for part in getattr(item, "summary", None) or [])
-            content = "\n\n".join(part.text for part in getattr(item, "content", None) or [])
+            summary = _joined(getattr(item, "summary", None) or [], "\n\n", _text)
+            content = _joined(getattr(item, "content", None) or [], "\n\n", _text)
             block.thinking = summary or content or block.thinking
             block.thinking_signature = json.dumps(item.to_dict(warnings=False),
                                                   separators=(",", ":"))
             self.reasoning[item.id] = index
         elif isinstance(block, TextContent) and kind == "message":
             # Even when it has none: pi writes the item's text, not what was streamed.
-            block.text = "".join(
-                (getattr(p, "text", None) if p.type == "output_text" else
-                 getattr(p, "refusal", None)) or "" for p in getattr(item, "content", None) or [])
+            block.text = _joined(getattr(item, "content", None) or [], "", _said)
             block.text_signature = text_signature(item.id, getattr(item, "phase", None))
         elif isinstance(block, ToolCall) and kind == "function_call":
             self.unfinished.discard(index)
