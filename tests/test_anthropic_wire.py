@@ -806,6 +806,26 @@ async def test_events_deltas_and_indexes_of_other_types_are_skipped_as_pi_16_ski
 
 
 @pytest.mark.asyncio
+async def test_a_usage_or_message_delta_of_another_type_is_read_as_pi_16_reads_it(
+        fake: FakeAnthropic) -> None:
+    """A message_start whose usage was a text, or a message_delta whose delta was a number,
+    failed the reply with "cannot read (AttributeError: 'str' object has no attribute
+    'input_tokens')"; pi 1.6 reads no counts of the one and no stop reason of the other
+    (/tmp/fuzz-work/repro: primitive_usage.bin, primitive_message_delta.bin). Found by fuzzing
+    the stream."""
+    start = message_start()
+    start["message"]["usage"] = ""
+    counted = await streamed(fake, start, *text_block(0, "Hi"), stop("end_turn"))
+    assert (counted.stop_reason, counted.error_message) == ("stop", None)
+    assert (counted.usage.input, counted.usage.output) == (0, 0)
+    unsaid = await streamed(fake, message_start(), *text_block(0, "Hi"),
+                            {**stop("end_turn"), "delta": 5})
+    assert (unsaid.stop_reason, unsaid.error_message) == (
+        "error", "Anthropic: stream ended without a stop reason")
+    assert unsaid.content == [TextContent(text="Hi")]
+
+
+@pytest.mark.asyncio
 async def test_integers_past_2_53_are_read_as_json_parse_reads_them(fake: FakeAnthropic) -> None:
     """A response id of 10**30 was kept exact and written as its 31 digits, which pi 1.6
     reads as 1e+30 while pi-lsp read back the exact integer: the two read the entry

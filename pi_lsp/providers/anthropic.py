@@ -23,6 +23,7 @@ from pi_lsp.providers.base import (
     declared_fields,
     event_type,
     is_openrouter,
+    js_member,
     repaired_json,
     reported_cost,
     safe_id,
@@ -738,7 +739,7 @@ class AnthropicProvider:
                     started = started or kind == "message_start"
                     stopped = stopped or kind == "message_stop"
                     reasoned = reasoned or (kind == "message_delta"
-                                            and bool(event.delta.stop_reason))
+                                            and bool(js_member(event.delta, "stop_reason")))
                     for produced in self._apply(event, reply, slots):
                         yield produced
             if started and not stopped:
@@ -762,10 +763,11 @@ class AnthropicProvider:
             reply.response_model = answering if isinstance(answering, str) \
                 and answering != reply.model.id else None
             usage = event.message.usage
-            reply.usage.input = usage.input_tokens or 0
-            reply.usage.output = usage.output_tokens or 0
-            reply.usage.cache_read = usage.cache_read_input_tokens or 0
-            reply.usage.cache_write = usage.cache_creation_input_tokens or 0
+            # A usage that is a number or text holds no counts (pi reads each as undefined).
+            reply.usage.input = js_member(usage, "input_tokens") or 0
+            reply.usage.output = js_member(usage, "output_tokens") or 0
+            reply.usage.cache_read = js_member(usage, "cache_read_input_tokens") or 0
+            reply.usage.cache_write = js_member(usage, "cache_creation_input_tokens") or 0
             reply.usage.cache_write_1h = _long_writes(usage) or 0
             reply.priced = True
         elif kind == "content_block_start":
@@ -815,7 +817,7 @@ class AnthropicProvider:
 
     def _stop(self, delta: Any, reply: ReplyBuilder) -> None:
         """The stop reason as pi 1.6 maps it; one pi does not know ends the reply there."""
-        reason = delta.stop_reason
+        reason = js_member(delta, "stop_reason")
         if reason:
             reply.raw_stop_reason = reason
         if reason == "refusal":
