@@ -523,6 +523,23 @@ async def test_a_chat_error_event_typed_error_fails_the_reply_too(make_rig, oai)
     assert reply["content"] == [{"type": "text", "text": "partial"}]
 
 
+@pytest.mark.parametrize("calls", [7, True, {}, {"0": {"id": "call_1"}}])
+async def test_tool_calls_that_are_no_list_fail_the_reply_as_pi_16_fails_it(
+        make_rig, oai, calls: Any) -> None:
+    """A delta whose tool_calls was a number, true or an object was passed over and the
+    reply's other calls were run; pi 1.6 iterates it and throws ("choice.delta.tool_calls is
+    not iterable", /tmp/fuzz-work/pi16_turns.mjs). Found by fuzzing the stream."""
+    rig = make_rig()
+    (rig.root / "a.txt").write_text("alpha\n")
+    reply = chat_reply("Reading.", calls=[("call_r", "read", {"path": "a.txt"})])
+    reply.events.insert(-2, chunk({"tool_calls": calls}))
+    oai.script(reply)
+    await rig.harness.prompt("look")
+    assert [m["role"] for m in rig.messages()] == ["user", "assistant"]  # nothing was run
+    assert (rig.messages()[-1]["stopReason"], rig.messages()[-1]["errorMessage"]) == (
+        "error", "choice.delta.tool_calls is not iterable")
+
+
 @pytest.mark.parametrize("api", [CHAT_API, RESPONSES_API])
 @pytest.mark.parametrize("error", [{}, []])
 async def test_a_chunk_with_an_empty_error_fails_the_reply_as_pi_16_fails_it(

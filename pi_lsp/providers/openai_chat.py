@@ -30,7 +30,7 @@ from pi_lsp.providers.base import (
     without_lone_surrogates,
 )
 from pi_lsp.providers.chat_template import mapped_effort, template_values
-from pi_lsp.providers.failures import StreamEndedEarly
+from pi_lsp.providers.failures import ReplyFailed, StreamEndedEarly
 from pi_lsp.providers.output_room import output_room
 from pi_lsp.providers.registry import CHAT_API, Compat, ModelInfo, detect_compat
 from pi_lsp.providers.sampling import sampling_fields
@@ -571,6 +571,9 @@ class ChatReader:
         if text := _text(delta.get("content")):
             events.extend(reply.add_text(self._text_block(), text))
         calls = delta.get("tool_calls")
+        if js_truthy(calls) and not isinstance(calls, list | str):
+            # pi 1.6 iterates any it holds true: of a number, true or an object that throws.
+            raise ReplyFailed("choice.delta.tool_calls is not iterable")
         for call in calls if isinstance(calls, list) else []:
             if isinstance(call, dict):
                 events += self._tool_call(call)
