@@ -864,6 +864,18 @@ async def test_parts_of_a_finished_item_of_other_types_are_read_as_pi_16_reads_t
             for block in reply.content] == ["\n\n5", "Hi0"]
 
 
+@pytest.mark.parametrize("response", ["x", 1.5, []])
+async def test_a_created_event_whose_response_is_no_object_is_read_as_pi_16_reads_it(
+        oai, response: Any) -> None:
+    """A response.created whose response was a text, a number or a list failed the whole
+    reply ("cannot read (AttributeError: 'str' object has no attribute 'id')"); pi 1.6 reads
+    no id of it and reads on (/tmp/fuzz-work/pi16_turns.mjs). Found by fuzzing the stream."""
+    created = {"type": "response.created", "response": response}
+    reply = await read_responses(oai, created, *message_item(0, "Hello"), completed())
+    assert (reply.stop_reason, reply.error_message, reply.response_id) == ("stop", None, "resp_1")
+    assert reply.content == [TextContent(text="Hello", text_signature='{"v":1,"id":"msg_0"}')]
+
+
 async def test_odd_shapes_of_responses_events_are_read_as_pi_16_reads_them(oai) -> None:
     """An event or an item that was a number or a text, or an output_index that was an object,
     failed the whole reply ("cannot read (AttributeError: 'int' object has no attribute

@@ -468,7 +468,7 @@ class ResponsesReader:
         key = slot_key(getattr(event, "output_index", None))  # None: none sent, as pi's undefined
         index = self.items.get(key)
         if kind == "response.created":
-            reply.response_id = event.response.id
+            reply.response_id = js_member(event.response, "id")
         elif kind == "response.output_item.added":
             return self._added(key, event.item)
         elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta") \
