@@ -523,6 +523,24 @@ async def test_a_chat_error_event_typed_error_fails_the_reply_too(make_rig, oai)
     assert reply["content"] == [{"type": "text", "text": "partial"}]
 
 
+@pytest.mark.parametrize(("finish", "told"), [
+    ({"a": 1}, "[object Object]"), (True, "true"), (2**63, "9223372036854776000"),
+    ([1, "x"], "1,x"), ([], ""), ({}, "[object Object]")])
+async def test_a_finish_reason_of_another_type_is_told_as_pi_16_tells_it(
+        make_rig, oai, finish: Any, told: str) -> None:
+    """A finish_reason that was no text was told in Python's words ("{'a': 1}", "True"), and
+    an empty object or list was taken for none (the reply saved as a success); pi 1.6 writes
+    it with String() and fails the reply on any it holds true (/tmp/fuzz-work/pi16_turns.mjs).
+    Found by fuzzing the stream."""
+    rig = make_rig()
+    oai.script(Reply([chunk({"role": "assistant", "content": "Hi"}), chunk(finish=finish),
+                      usage_chunk(1, 1)]))
+    await rig.harness.prompt("hi")
+    reply = rig.messages()[-1]
+    assert (reply["stopReason"], reply["errorMessage"]) == (
+        "error", f"Provider finish_reason: {told}")
+
+
 @pytest.mark.parametrize("calls", [7, True, {}, {"0": {"id": "call_1"}}])
 async def test_tool_calls_that_are_no_list_fail_the_reply_as_pi_16_fails_it(
         make_rig, oai, calls: Any) -> None:

@@ -48,7 +48,7 @@ from pi_lsp.session.entries import (
     UserBlock,
     UserMessage,
 )
-from pi_lsp.session.jsontext import js_truthy, stringify
+from pi_lsp.session.jsontext import js_string, js_truthy, stringify
 from pi_lsp.session.systemfields import listed_tools
 
 STOP_REASONS: dict[str, StopReason] = {"stop": "stop", "end": "stop", "length": "length",
@@ -578,12 +578,12 @@ class ChatReader:
             if isinstance(call, dict):
                 events += self._tool_call(call)
         finish = choice.get("finish_reason")
-        if finish:
+        if js_truthy(finish):  # an empty object or list too, as pi 1.6 holds them
             reply.raw_stop_reason = finish
             self.finished = True
             stop = STOP_REASONS.get(finish) if isinstance(finish, str) else None
-            if stop is None:
-                reply.fail("error", f"Provider finish_reason: {finish}")
+            if stop is None:  # told as pi writes it (String()), not as Python's repr
+                reply.fail("error", f"Provider finish_reason: {js_string(finish)}")
             else:
                 reply.stop_reason = stop
         return events
