@@ -657,3 +657,30 @@ async def test_a_large_file_no_longer_a_session_is_refused_as_before(
     with pytest.raises(UnknownSessionError, match=said):
         await load
     assert not hub.open
+
+
+async def test_a_session_opened_again_while_its_old_reader_reads_follows_its_file(
+        tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session dropped while its file was read (closed as unused, or its file gone and back)
+    and opened again: its changes were left to the old reader, which reads for nobody, so an
+    append was neither taken in nor sent until some later command. Found in the review."""
+    hub, session, _changes = await held_session(tmp_path, path)
+    header = path.read_bytes().splitlines(True)[0]
+    replaced(path, [header, *entries(LARGE, "new")])
+    gate = GatedReadings(monkeypatch)
+    hub.file_changed(path)
+    await until(gate.entered.is_set, "the replaced file to be read")
+    old_reader = hub._reading[path.resolve()]
+    hub._drop(path.resolve())  # as _close_unused_sessions drops it
+    again = await hub.load(path)
+    assert again is not session
+    seen: list[Refresh] = []
+    hub.listeners.append(lambda _path, _tree, change: seen.append(change))
+    append_lines_to(path, entries(1, "late"))
+    hub.file_changed(path)  # the watcher's word for the append
+    assert [(c.added, c.reloaded) for c in seen] == [(1, False)]
+    assert [record.raw for record in hub.sync(path).tree.records] == as_read_now(path)
+    gate.start.set()
+    await old_reader
+    assert hub.open[path.resolve()] is again and len(seen) == 1
+

@@ -207,7 +207,8 @@ class SessionHub(Workspace):
             self.forget(key)
             raise
         finally:
-            del self._reading[key]
+            if self._reading.get(key) is asyncio.current_task():  # not a later session's
+                del self._reading[key]
 
     @staticmethod
     def _catch_up(tree: SessionTree, path: Path) -> None:
@@ -242,6 +243,7 @@ class SessionHub(Workspace):
     def _drop(self, key: Path) -> None:
         """Everything held for one session: its tree, idle harness and cached answers."""
         self.open.pop(key, None)
+        self._reading.pop(key, None)  # its reader stops; the session opened next gets its own
         self._previews.drop_where(lambda cached: cached[0] == key)
 
     def _keep(self, tree: SessionTree) -> OpenSession:
@@ -255,6 +257,7 @@ class SessionHub(Workspace):
         if change.relocated_from is not None:  # its file was replaced: it lives on elsewhere
             old = real_path(change.relocated_from)
             moved = self.open.pop(old) if old in self.open else OpenSession(tree)
+            self._reading.pop(old, None)  # a reader of the file left behind reads for nobody
             self.open[path] = moved
             if old in self.started:
                 self.started[path] = self.started.pop(old)
