@@ -684,3 +684,27 @@ async def test_a_session_opened_again_while_its_old_reader_reads_follows_its_fil
     await old_reader
     assert hub.open[path.resolve()] is again and len(seen) == 1
 
+
+async def test_a_request_waiting_for_a_read_answers_the_session_held_after_it(
+        tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command waited for its session's file to be read; the session was dropped meanwhile
+    (closed as unused) and load answered the dropped one, so the command's next look read the
+    whole file again on the event loop. Found in the review."""
+    hub, session, _changes = await held_session(tmp_path, path)
+    header = path.read_bytes().splitlines(True)[0]
+    replaced(path, [header, *entries(LARGE, "new")])
+    gate = GatedReadings(monkeypatch)
+    load = asyncio.create_task(hub.load(path))
+    await until(gate.entered.is_set, "the replaced file to be read")
+    hub._drop(path.resolve())
+    read, on_loop = SessionHub._read, []
+
+    def whole_read(key: Path, at: Path) -> SessionTree:
+        on_loop.append(threading.current_thread() is threading.main_thread())
+        return read(key, at)
+    monkeypatch.setattr(SessionHub, "_read", staticmethod(whole_read))
+    gate.start.set()
+    got = await load
+    assert got is not session and got is hub.open[path.resolve()]
+    assert hub.sync(path) is got and on_loop == [False]  # read again in a worker thread
+    assert [record.raw for record in got.tree.records] == as_read_now(path)

@@ -148,7 +148,9 @@ class SessionHub(Workspace):
         session = self.open.get(key)
         if session is not None:
             await self._read_changes(key, path, session)
-            return session
+            if self.open.get(key) is session:
+                return session
+            return await self.load(path)  # dropped as it was read: opened anew, off the loop
         loading = self._loading.get(key)
         if loading is None:
             loading = self._loading[key] = asyncio.create_task(self._load(key, path))
