@@ -16,6 +16,7 @@ from typing import Any
 
 import h11
 import httpx2
+import msgspec
 import openai
 import pytest
 
@@ -42,7 +43,7 @@ from pi_lsp.providers.anthropic import AnthropicProvider
 from pi_lsp.providers.base import MAX_TOKENS, ModelRequest, ReplyBuilder, TextDelta, ToolSpec
 from pi_lsp.providers.base_url import masked_passwords, url_problem
 from pi_lsp.providers.factory import provider_factory
-from pi_lsp.providers.failures import MALFORMED_EVENT, transport_failure
+from pi_lsp.providers.failures import MALFORMED_EVENT, event_json, transport_failure
 from pi_lsp.providers.openai_api import OpenAIProvider
 from pi_lsp.providers.registry import (
     ANTHROPIC_API,
@@ -84,6 +85,7 @@ from tests.fake_openai import (
     responses_reply,
 )
 from tests.test_openai import close_clients
+from tests.test_system_messages import pi16_eval, pi16_node
 
 PRICE = Price(1, 4, 0.5, 0)
 FAST = RetrySettings(base_delay_ms=1)  # pi's policy with waits too short to notice
@@ -1347,3 +1349,19 @@ def test_a_huge_mid_stream_error_text_is_cut_as_an_error_body_is() -> None:
         message = huge
 
     assert len(error_event_text(Event())) < MAX_BODY_CHARS + 100
+
+
+# Integers at the edge of a double's exact range, and JSON.parse's reading of them as
+# JSON.stringify writes it (pi 1.6's Node: `JSON.stringify(JSON.parse(text))`).
+EDGE_INTEGERS = "[9007199254740991,9007199254740992,9007199254740993,-9007199254740993]"
+EDGE_INTEGERS_READ = "[9007199254740991,9007199254740992,9007199254740992,-9007199254740992]"
+
+
+def test_an_integer_just_past_2_53_is_read_as_the_double_json_parse_makes() -> None:
+    """2**53 + 1 was kept exact (it rounds to 2**53, which the bound let through), so a reply
+    held a number pi 1.6's SDK never has: pi 1.6 reads it as 9007199254740992, pi-lsp wrote
+    9007199254740993. Found in the review of 10b8b1d."""
+    assert msgspec.json.encode(event_json(EDGE_INTEGERS)).decode() == EDGE_INTEGERS_READ
+    if pi16_node() is not None:
+        assert pi16_eval(f"process.stdout.write(JSON.stringify(JSON.parse({EDGE_INTEGERS!r})))"
+                         ) == EDGE_INTEGERS_READ

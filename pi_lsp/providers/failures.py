@@ -71,7 +71,8 @@ def _parsed_integer(text: str) -> int | float:
     """An integer as JSON.parse reads it, a double: exact up to 2**53, else rounded (Infinity
     past the largest double), so a reply keeps the number pi 1.6 would write and read."""
     number = float(text)  # never raises: a text past the range gives inf
-    return int(text) if abs(number) <= 2**53 else number
+    # The double's own value: 2**53 + 1 reads as 2**53, as in JavaScript.
+    return int(number) if abs(number) <= 2**53 else number
 
 
 def event_json(data: str) -> Any:
