@@ -708,3 +708,22 @@ async def test_a_request_waiting_for_a_read_answers_the_session_held_after_it(
     assert got is not session and got is hub.open[path.resolve()]
     assert hub.sync(path) is got and on_loop == [False]  # read again in a worker thread
     assert [record.raw for record in got.tree.records] == as_read_now(path)
+
+
+async def test_a_large_file_read_again_as_its_unterminated_last_line_ran_on_is_read_off_the_loop(
+        tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its last line had no newline (as pi 0.73 leaves one) and was appended to straight after
+    (as pi 0.73 appends): the file is read again whole, which Tail.unread counted as the bytes
+    appended only, so a 4.8 MB file was read again on the event loop. Found in the review."""
+    header = path.read_bytes().splitlines(True)[0]
+    path.write_bytes(header + b"".join(entries(LARGE, "e")).rstrip(b"\n"))
+    hub, session, changes = await held_session(tmp_path, path)
+    gate = GatedReadings(monkeypatch)
+    append_lines_to(path, entries(1, "late"))  # runs on from the last line
+    hub.file_changed(path)
+    await until(gate.entered.is_set, "the file to be read again in a worker thread")
+    gate.start.set()
+    await hub._reading[path.resolve()]
+    assert [record.raw for record in session.tree.records] == as_read_now(path)
+    assert [(c.added, c.reloaded) for c in changes] == [(LARGE - 1, True)] and \
+        gate.loop_reads == 1  # the catch-up after it, with nothing left to read

@@ -59,17 +59,25 @@ class Tail:
 
     def unread(self) -> int:
         """How many bytes a poll would read now: those appended since, or the whole file
-        once it was replaced (0 for none at the path)."""
+        once it was replaced or its last line, taken with no newline, runs on (0 for none at
+        the path)."""
         try:
             fd = os.open(self.path, READ_FLAGS)
         except OSError:  # none, or none to read: the poll says which
             return 0
         try:
             stat = os.fstat(fd)
-            return stat.st_size if self._replaced(fd, stat) else \
-                max(0, stat.st_size - self.offset)
+            if self._replaced(fd, stat) or self._runs_on(fd, stat):
+                return stat.st_size
+            return max(0, stat.st_size - self.offset)
         finally:
             os.close(fd)
+
+    def _runs_on(self, fd: int, stat: os.stat_result) -> bool:
+        """Whether the last line, taken with no newline, runs on into bytes appended since
+        (`poll` then reads the whole file again)."""
+        return self.unterminated and stat.st_size > self.offset and \
+            os.pread(fd, 1, self.offset) != b"\n"
 
     def replaced(self) -> bool:
         """Whether the file at the path is no longer the one read (gone, another inode, cut
