@@ -522,6 +522,11 @@ def entries(count: int, prefix: str) -> list[bytes]:
 LARGE = 3000  # entries over tree.BACKGROUND_READ_BYTES
 
 
+def replaced_by_large(path: Path) -> None:
+    """The session's file replaced by one of the same header and LARGE new entries (a checkout)."""
+    replaced(path, [path.read_bytes().splitlines(True)[0], *entries(LARGE, "new")])
+
+
 def append_lines_to(path: Path, lines: list[bytes]) -> None:
     with path.open("ab") as handle:
         handle.write(b"".join(lines))
@@ -548,8 +553,7 @@ async def test_a_request_is_answered_while_a_large_replaced_file_is_read_again(
     from the tree held, whole, and the new one is taken in at once when read."""
     hub, session, changes = await held_session(tmp_path, path)
     old = [record.raw for record in session.tree.records]
-    header = path.read_bytes().splitlines(True)[0]
-    replaced(path, [header, *entries(LARGE, "new")])
+    replaced_by_large(path)
     gate = GatedReadings(monkeypatch)
     hub.file_changed(path)  # the watcher's word
     await until(gate.entered.is_set, "the file to be read in a worker thread")
@@ -586,8 +590,7 @@ async def test_appends_made_while_a_replaced_file_is_read_are_taken_in_after_it(
     """The file changes again once the worker has read it: the tree ends as the file ends,
     the replacement first and the appends after it, in order; never a mix of two files."""
     hub, session, changes = await held_session(tmp_path, path)
-    header = path.read_bytes().splitlines(True)[0]
-    replaced(path, [header, *entries(LARGE, "new")])
+    replaced_by_large(path)
     gate = GatedReadings(monkeypatch, after=True)
     hub.file_changed(path)
     await until(gate.entered.is_set, "the replaced file to be read")
@@ -626,8 +629,7 @@ async def test_a_request_waits_for_the_large_change_it_came_after(
     """A command opening the session (before the watcher's word, say) is answered from the
     file as replaced, not from the tree held (a prompt would move away from the new file)."""
     hub, session, _changes = await held_session(tmp_path, path)
-    header = path.read_bytes().splitlines(True)[0]
-    replaced(path, [header, *entries(LARGE, "new")])
+    replaced_by_large(path)
     gate = GatedReadings(monkeypatch)
     load = asyncio.create_task(hub.load(path))
     await until(gate.entered.is_set, "the replaced file to be read")
@@ -665,8 +667,7 @@ async def test_a_session_opened_again_while_its_old_reader_reads_follows_its_fil
     and opened again: its changes were left to the old reader, which reads for nobody, so an
     append was neither taken in nor sent until some later command. Found in the review."""
     hub, session, _changes = await held_session(tmp_path, path)
-    header = path.read_bytes().splitlines(True)[0]
-    replaced(path, [header, *entries(LARGE, "new")])
+    replaced_by_large(path)
     gate = GatedReadings(monkeypatch)
     hub.file_changed(path)
     await until(gate.entered.is_set, "the replaced file to be read")
@@ -691,8 +692,7 @@ async def test_a_request_waiting_for_a_read_answers_the_session_held_after_it(
     (closed as unused) and load answered the dropped one, so the command's next look read the
     whole file again on the event loop. Found in the review."""
     hub, session, _changes = await held_session(tmp_path, path)
-    header = path.read_bytes().splitlines(True)[0]
-    replaced(path, [header, *entries(LARGE, "new")])
+    replaced_by_large(path)
     gate = GatedReadings(monkeypatch)
     load = asyncio.create_task(hub.load(path))
     await until(gate.entered.is_set, "the replaced file to be read")
