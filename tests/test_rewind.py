@@ -1511,6 +1511,12 @@ async def test_a_restore_leaves_alone_an_open_file_whose_unsaved_text_no_snapsho
                              "restore again"}
     assert other.read_text() == "b old\n"
     assert document.source == buffer and path.read_text() == "one\n"
+    path.write_text("old\n")  # the disk as the target has it: only the buffer differs
+    files.synced(document.uri)
+    await files.settle()
+    result = await restore_files(None, store, None, target.tree, files=files)
+    assert (result.files, list(result.why)) == ([], ["a.txt"])
+    assert document.source == buffer
 
 
 async def test_restore_refuses_what_it_cannot_do(rig: Rig, fake: FakeAnthropic) -> None:

@@ -331,10 +331,10 @@ async def changes_to(store: SnapshotStore, target: Snapshot, with_diff: bool = T
                                 "snapshots do not record" for path in nested})
     changed = [f for f in changed if f.path not in why]
     why |= _left_alone(changed, await store.in_the_way(current.tree, changed))
-    why |= _left_alone(changed, {path: f"{path} has changes not saved in the editor that no "
-                                 f"snapshot can hold (over {MAX_FILE_BYTES >> 20} MB, or not "
-                                 "Unicode text); save it and restore again"
-                                 for path in editor.unheld})
+    # Each, whether or not its disk differs: the buffer does, and is not restored.
+    why |= {path: f"{path} has changes not saved in the editor that no snapshot can hold "
+            f"(over {MAX_FILE_BYTES >> 20} MB, or not Unicode text); save it and restore again"
+            for path in editor.unheld}
     return Changes(current, editor.paths, [f for f in changed if f.path not in why],
                    sorted({*skipped, *ignored, *why}), refused, why, nested)
 
