@@ -34,7 +34,7 @@ from pygls.exceptions import JsonRpcException
 from pygls.uris import to_fs_path
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
-from pi_lsp.server.caps import ID_CHARS, LABEL_CHARS, NAME_CHARS, PATH_CHARS
+from pi_lsp.server.caps import ID_CHARS, LABEL_CHARS, NAME_CHARS, PATH_CHARS, TIMESTAMP_CHARS
 from pi_lsp.server.config import read_config
 from pi_lsp.server.watcher import SessionWatch
 from pi_lsp.session.entries import UserMessage
@@ -1730,14 +1730,15 @@ async def test_a_file_named_in_no_utf8_stops_neither_the_listing_nor_the_watch(
 async def test_names_labels_ids_and_paths_a_session_file_holds_are_sent_cut(
         tmp_path: Path, fake: FakeAnthropic) -> None:
     """pi.listSessions sent each session's name, id, cwd and parentSession whole, and pi.getTree
-    each label: eight sessions named with 40 MB names (312 KB as a .tar.gz) made every listing
-    305 MB. They are cut past what a real one holds, marked with "…"; the file keeps them."""
+    each label and timestamp: eight sessions named with 40 MB names (312 KB as a .tar.gz) made
+    every listing 305 MB. They are cut past what a real one holds, marked with "…"; the file
+    keeps them, also when an editor sends a cut name or label back unchanged."""
     big = 3_000_000
     header = {"type": "session", "version": 3, "id": "i" * big,
               "timestamp": "2026-11-01T00:00:00.000Z", "cwd": "/c" * big,
               "parentSession": "/p" * big}
     entries = [{"type": "message", "id": "u1", "parentId": None,
-                "timestamp": "2026-11-01T00:00:01.000Z",
+                "timestamp": "2026-11-01T00:00:01.000Z" + "t" * big,
                 "message": {"role": "user", "content": "hi", "timestamp": 1761955201000}},
                {"type": "session_info", "id": "n1", "parentId": "u1",
                 "timestamp": "2026-11-01T00:00:02.000Z", "name": "N" * big},
@@ -1763,6 +1764,13 @@ async def test_names_labels_ids_and_paths_a_session_file_holds_are_sent_cut(
         assert len(json.dumps(tree)) < 50_000, [len(json.dumps(n)) for n in tree["nodes"]]
         assert labels["u1"] == "L" * (LABEL_CHARS - 1) + "…"
         assert labels["n1"] == "l" * LABEL_CHARS  # as long as a label is sent whole
+        stamp = next(n["timestamp"] for n in tree["nodes"] if n["id"] == "u1")
+        assert stamp == ("2026-11-01T00:00:01.000Z" + "t" * big)[:TIMESTAMP_CHARS - 1] + "…"
+        # Both editors prefill Rename and Label with what was sent: confirmed unchanged, the
+        # cut text would be written over the whole one.
+        await call(client, "pi.setName", {"uri": path.as_uri(), "name": huge["name"]})
+        await call(client, "pi.label", {"uri": path.as_uri(), "targetId": "u1",
+                                        "label": labels["u1"]})
         await asyncio.wait_for(client.shutdown_session(), CEILING_S)
     assert path.read_bytes() == written
 

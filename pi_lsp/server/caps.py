@@ -14,6 +14,7 @@ LABEL_CHARS = 1000
 # model change's ("label <id> = <label>") holds the file's text whole.
 PREVIEW_CHARS = 1200
 ID_CHARS = 200  # pi writes 36-character UUIDs
+TIMESTAMP_CHARS = 64  # pi writes 24-character ISO times; the editors only show them
 PATH_CHARS = 4096  # Linux's PATH_MAX: no folder a session ran in has a longer name
 
 
@@ -30,3 +31,10 @@ def capped(text: str | None, limit: int) -> str | None:
     if text is None or len(text) <= limit:
         return text
     return text[:limit - 1] + CUT_MARK
+
+
+def is_cut_of(sent: str | None, whole: str | None, limit: int) -> bool:
+    """Whether `sent` is `whole` as the server cut it: an editor's prefilled name or label
+    confirmed unchanged, which would write the cut text over the whole one."""
+    return sent is not None and whole is not None and len(whole) > limit and \
+        sent == capped(whole, limit)

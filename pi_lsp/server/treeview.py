@@ -17,7 +17,7 @@ from typing import TypeVar
 import msgspec
 
 from pi_lsp.sequences import shared_ends
-from pi_lsp.server.caps import LABEL_CHARS, PREVIEW_CHARS, capped
+from pi_lsp.server.caps import LABEL_CHARS, PREVIEW_CHARS, TIMESTAMP_CHARS, capped
 from pi_lsp.session.catalog import tree_title
 from pi_lsp.session.fold import fold
 from pi_lsp.session.ids import stamp_text
@@ -261,7 +261,8 @@ class TreeViews:
         parent = parent if parent != entry_id and parent in tree.by_id else None
         label = capped(tree.label(entry_id), LABEL_CHARS)
         return Node(entry_id, parent, row.depth, row.head, kind, role, preview, label,
-                    stamp_text(record.env.timestamp), on_path, hidden, more, more_rows)
+                    capped(stamp_text(record.env.timestamp), TIMESTAMP_CHARS), on_path, hidden,
+                    more, more_rows)
 
     def _build(self, held: HeldView, tree: SessionTree, bookkeeping: bool, limit: int | None,
                cut: str | None) -> TreeView:

@@ -10,6 +10,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 
 from pi_lsp.context.edits import edit_context, undo_context_edit
 from pi_lsp.paths import real_path
+from pi_lsp.server.caps import LABEL_CHARS, NAME_CHARS, is_cut_of
 from pi_lsp.server.commands import Command
 from pi_lsp.server.commands.files import with_file_changes
 from pi_lsp.server.protocol import (
@@ -39,13 +40,19 @@ async def move_to_entry(ls: PiServer, args: MoveArgs) -> Any:
 
 
 async def label(ls: PiServer, args: LabelArgs) -> dict[str, Any]:
-    ls.hub.harness(await ls.open_tree(args.uri)).set_label(args.target_id, args.label)
+    """Nothing written for a long label sent back as the tree showed it, cut."""
+    harness = ls.hub.harness(await ls.open_tree(args.uri))
+    if not is_cut_of(args.label, harness.tree.label(args.target_id), LABEL_CHARS):
+        harness.set_label(args.target_id, args.label)
     return {}
 
 
 async def set_name(ls: PiServer, args: NameArgs) -> dict[str, Any]:
-    """`queued`: written when the running turn ends, so the editor's title waits for that."""
+    """`queued`: written when the running turn ends, so the editor's title waits for that.
+    Nothing is written for a long name sent back as the listing showed it, cut."""
     harness = ls.hub.harness(await ls.open_tree(args.uri))
+    if is_cut_of(args.name, harness.tree.name, NAME_CHARS):
+        return {"queued": False}
     harness.set_name(args.name)
     return {"queued": harness.busy}
 
