@@ -11,7 +11,6 @@ import functools
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from pi_lsp.agent.approval import Approver, allow_all
 from pi_lsp.agent.harness import BusyError, Diagnostics, Harness
@@ -25,6 +24,7 @@ from pi_lsp.server.cache import LruCache
 from pi_lsp.server.config import Config
 from pi_lsp.server.open_session import OpenSession
 from pi_lsp.server.previewpage import Outline, Preview, outline_of, outline_weight, whole
+from pi_lsp.server.tasks import Tasks
 from pi_lsp.server.treeview import (
     BranchesAfter,
     HeldView,
@@ -54,9 +54,6 @@ from pi_lsp.summarize.compaction import (
     plan_summary,
 )
 from pi_lsp.trust import TrustState
-
-if TYPE_CHECKING:  # tasks.py imports errors.py, which imports this module's errors
-    from pi_lsp.server.tasks import Tasks
 
 ChangeListener = Callable[[Path, SessionTree, Refresh], None]
 ApproverFactory = Callable[[OpenSession], Approver]
@@ -90,10 +87,7 @@ class SessionHub(Workspace):
                  diagnostics_for: DiagnosticsFactory = lambda _root: None,
                  tasks: Tasks | None = None) -> None:
         super().__init__(folders, config)
-        if tasks is None:  # a hub of its own (no server): it holds its reads itself
-            from pi_lsp.server.tasks import Tasks
-            tasks = Tasks()
-        self.tasks = tasks
+        self.tasks = Tasks() if tasks is None else tasks  # a hub of its own holds its reads
         self.approver_for = approver_for
         self.files = files
         self.diagnostics_for = diagnostics_for

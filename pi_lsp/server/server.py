@@ -24,7 +24,13 @@ from pi_lsp.server.approvals import ToolApprovals
 from pi_lsp.server.commands import entries, files, runs, sessions, workspace
 from pi_lsp.server.config import Config, read_config
 from pi_lsp.server.editor import EditorFiles, editor_problems, experimental_flag
-from pi_lsp.server.errors import NOT_INITIALIZED, ExpectedErrors, as_answer, server_error
+from pi_lsp.server.errors import (
+    EXPECTED,
+    NOT_INITIALIZED,
+    ExpectedErrors,
+    as_answer,
+    server_error,
+)
 from pi_lsp.server.hub import SessionHub
 from pi_lsp.server.protocol import (
     SESSION_CHANGED,
@@ -52,7 +58,7 @@ class PiServer(LanguageServer):
         super().__init__("pi-lsp", "0.1.0", protocol_cls=PiProtocol, max_workers=4)
         self.config = Config()
         self._hub: SessionHub | None = None
-        self.tasks = Tasks()
+        self.tasks = Tasks(EXPECTED)
         self.runs = Runs(self, self.tasks)
         self.approvals = ToolApprovals(self, lambda: self.config)
         self.files = EditorFiles(self)

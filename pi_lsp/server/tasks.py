@@ -8,14 +8,14 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from pi_lsp.server.errors import EXPECTED
-
 log = logging.getLogger(__name__)
 
 
 class Tasks:
-    def __init__(self) -> None:
+    def __init__(self, expected: tuple[type[Exception], ...] = ()) -> None:
         self._running: set[asyncio.Task[Any]] = set()
+        # Failures the user has been told of already (server.errors.EXPECTED): logged plainly.
+        self._expected = expected
 
     def start(self, work: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         """Run `work` in the background; a strong reference is kept until it ends."""
@@ -30,7 +30,7 @@ class Tasks:
         error = None if task.cancelled() else task.exception()
         if error is None:
             return
-        if isinstance(error, EXPECTED):  # the user has been told already
+        if isinstance(error, self._expected):
             log.info("%s: %s", task.get_name(), error)
         else:
             log.error("%s failed", task.get_name(), exc_info=error)
