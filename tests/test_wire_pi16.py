@@ -1312,16 +1312,8 @@ def test_a_routing_preference_of_another_type_is_refused_naming_it(
     one. pi 1.6's lines are stored (checked where installed); pi-lsp's one error names the
     file and one of the fields pi names."""
     monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path))
-    (tmp_path / "models.json").write_text(json.dumps({"providers": BAD_ROUTING[case]}), "utf-8")
-    stored = json.loads(STORED_ROUTING_ERRORS.read_text("utf-8"))[case]
-    if pi16_node() is not None:
-        assert _pi16_models_error(tmp_path) == stored
-    named = {line.removeprefix("  - ").partition(": ")[0] for line in stored[1:]}
-    with pytest.raises(ModelsFileError) as raised:
-        load_models(tmp_path, project=False)
-    where, _, ours = str(raised.value).partition(": ")
-    field = re.sub(r"\[(\w+)\]", r".\1", ours.replace(": openRouterRouting", ".openRouterRouting"))
-    assert where == str(tmp_path / "models.json") and field.partition(": ")[0] in named, ours
+    ours = _refused_as_pi16_refuses(tmp_path, BAD_ROUTING[case], STORED_ROUTING_ERRORS, case)
+    assert ours is None, ours
 
 
 STORED_FLAG_ERRORS = STORED_BODIES.with_name("pi16-compat-flag-errors.json")
@@ -1349,16 +1341,26 @@ def test_a_compat_flag_written_null_or_of_another_type_is_refused_naming_it(
     those two. pi 1.6's lines are stored (checked where installed); pi-lsp's one error names
     the file and one of the fields pi names."""
     monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path))
-    (tmp_path / "models.json").write_text(json.dumps({"providers": BAD_FLAGS[case]}), "utf-8")
-    stored = json.loads(STORED_FLAG_ERRORS.read_text("utf-8"))[case]
+    ours = _refused_as_pi16_refuses(tmp_path, BAD_FLAGS[case], STORED_FLAG_ERRORS, case)
+    assert ours is None, ours
+
+
+def _refused_as_pi16_refuses(folder: Path, providers: object, stored_at: Path, case: str
+                             ) -> str | None:
+    """None where the models.json of `providers` in `folder` is refused naming the file and one
+    of the fields pi 1.6 names (its lines stored at `stored_at`, checked where installed), else
+    pi-lsp's error."""
+    (folder / "models.json").write_text(json.dumps({"providers": providers}), "utf-8")
+    stored = json.loads(stored_at.read_text("utf-8"))[case]
     if pi16_node() is not None:
-        assert _pi16_models_error(tmp_path) == stored
+        assert _pi16_models_error(folder) == stored
     named = {line.removeprefix("  - ").partition(": ")[0] for line in stored[1:]}
     with pytest.raises(ModelsFileError) as raised:
-        load_models(tmp_path, project=False)
+        load_models(folder, project=False)
     where, _, ours = str(raised.value).partition(": ")
-    field = re.sub(r"\[(\w+)\]", r".\1", ours)
-    assert where == str(tmp_path / "models.json") and field.partition(": ")[0] in named, ours
+    field = re.sub(r"\[(\w+)\]", r".\1", ours.replace(": openRouterRouting", ".openRouterRouting"))
+    right = where == str(folder / "models.json") and field.partition(": ")[0] in named
+    return None if right else ours
 
 
 def test_a_flag_pi_16_does_not_know_may_be_null(
