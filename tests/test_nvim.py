@@ -730,6 +730,20 @@ def test_tree_restores_files(workspace: Path, fake: FakeAnthropic, tmp_path: Pat
     assert (workspace / "notes.txt").read_text() == "v2\n"
 
 
+def test_tree_says_what_a_restore_leaves_alone(workspace: Path, fake: FakeAnthropic,
+                                               tmp_path: Path) -> None:
+    """A restore's skipped, refused and unrecorded paths (and `why`) were never shown nor
+    counted, and `R` on an entry where no file differs raised in rewind.lua: the server leaves
+    out an empty `files`."""
+    fake.script(tool_reply([("c1", "write", {"path": "notes.txt", "content": "v1\n"}),
+                            ("c2", "write", {"path": "out", "content": "made\n"})]),
+                text_reply("wrote v1"),
+                tool_reply([("c3", "write", {"path": "notes.txt", "content": "v2\n"})]),
+                text_reply("wrote v2"))
+    run_script("rewind_left_alone_spec.lua", workspace, fake, tmp_path)
+    assert (workspace / "notes.txt").read_text() == "v2\n"
+
+
 def test_tree_rewinds_a_turn_that_edited_an_open_buffer(workspace: Path, fake: FakeAnthropic,
                                                         tmp_path: Path) -> None:
     fake.script(tool_reply([("e1", "edit", {"path": "limits.py", "oldText": "LIMIT = 1",

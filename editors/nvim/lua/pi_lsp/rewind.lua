@@ -14,7 +14,41 @@ local function in_buffers(done)
   return count > 0 and (", %d in open buffers, not saved"):format(count) or ""
 end
 
-local function diff_lines(files)
+-- Why a path is left alone when the server says no more (the CLI's words, pi_lsp/cli_changes.py).
+local SKIPPED = "ignored, unreadable, or too large to snapshot"
+local REFUSED = "under .git/ or .pi/, or behind a symlink"
+local UNRECORDED = "a git repository of its own, whose changes are not recorded or restored"
+
+--- The paths a restore (or its diff) leaves alone, each once with why, one line each: the
+--- session's workspace named them.
+local function left_alone(result)
+  local lines, seen = {}, {}
+  local function add(path, reason)
+    if not seen[path] then
+      seen[path] = true
+      lines[#lines + 1] = util.one_line(("left alone (%s): %s"):format(reason, path))
+    end
+  end
+  local why = type(result.why) == "table" and result.why or {}
+  for _, path in ipairs(result.skipped or {}) do
+    add(path, why[path] or SKIPPED)
+  end
+  for _, path in ipairs(result.refused or {}) do
+    add(path, REFUSED)
+  end
+  for _, path in ipairs(result.unrecorded or {}) do
+    add(path, UNRECORDED)
+  end
+  return lines
+end
+
+-- How many files a restore left alone, after its message's other counts ("" for none).
+local function left_alone_count(done, see)
+  local count = #left_alone(done)
+  return count > 0 and ("; %d left alone%s"):format(count, see) or ""
+end
+
+local function diff_lines(files, alone)
   local lines = {}
   for _, file in ipairs(files) do
     if file.diff and file.diff ~= "" then
@@ -23,7 +57,7 @@ local function diff_lines(files)
       lines[#lines + 1] = util.one_line(file.status .. ": " .. file.path) -- a path may hold a line break
     end
   end
-  return lines
+  return vim.list_extend(lines, alone)
 end
 
 --- Show the diff a restore to `entry_id` would make, ask, then restore.
@@ -36,11 +70,13 @@ function M.offer(uri, entry_id, root, question)
     if not result.available then
       return util.warn("no files to restore at " .. shown .. ": " .. tostring(result.reason))
     end
-    if #result.files == 0 then
+    local files = result.files or {} -- the server leaves out an empty list
+    local alone = left_alone(result)
+    if #files == 0 and #alone == 0 then
       return util.notify("the files already match entry " .. shown)
     end
     local buf = util.scratch("pi://files/" .. shown, "diff")
-    util.set_lines(buf, 0, -1, diff_lines(result.files))
+    util.set_lines(buf, 0, -1, diff_lines(files, alone))
     vim.b[buf].pi_lsp_uri = uri
     util.show(buf, "botright split")
     util.map(buf, "n", "q", function()
@@ -48,18 +84,25 @@ function M.offer(uri, entry_id, root, question)
         vim.cmd("enew") -- the last window: show an empty buffer instead
       end
     end, "pi: close the diff")
+    if #files == 0 then
+      return util.notify(("nothing to restore to entry %s; %d file(s) left alone, listed in the diff"):format(
+        shown,
+        #alone
+      ))
+    end
     local choices = { "Restore", "Cancel" }
-    local prompt = ("%sRestore %d file(s) to entry %s?"):format(question or "", #result.files, shown)
+    local prompt = ("%sRestore %d file(s) to entry %s?"):format(question or "", #files, shown)
     vim.ui.select(choices, { prompt = prompt }, function(choice)
       if choice ~= choices[1] then
         return
       end
       client.run("pi.restoreFiles", { uri = uri, entryId = entry_id }, function(done)
         M.undo_ids[util.key(uri)] = done.undoId
-        util.notify(("restored %d file(s) to entry %s%s (U in the tree undoes it)"):format(
+        util.notify(("restored %d file(s) to entry %s%s%s (U in the tree undoes it)"):format(
           #done.files,
           shown,
-          in_buffers(done)
+          in_buffers(done),
+          left_alone_count(done, ", see the diff")
         ))
       end, root)
     end)
@@ -74,7 +117,11 @@ function M.undo(uri, root)
   end
   client.run("pi.restoreFiles", { uri = uri, undoId = undo_id }, function(done)
     M.undo_ids[util.key(uri)] = nil
-    util.notify(("undid the restore: %d file(s) back as they were%s"):format(#done.files, in_buffers(done)))
+    util.notify(("undid the restore: %d file(s) back as they were%s%s"):format(
+      #done.files,
+      in_buffers(done),
+      left_alone_count(done, "")
+    ))
   end, root)
 end
 
