@@ -160,18 +160,30 @@ export interface FileChange {
   diff: string;
 }
 
-export interface FileChangesResult {
-  available: boolean;
-  files: FileChange[];
-  reason?: string;
+/** The paths a restore leaves alone (pi_lsp/files/history.py), each left out when empty. */
+export interface LeftAlone {
+  /** Not snapshotted (too large, unreadable, ignored), or listed in `why`. */
   skipped?: string[];
+  /** Under .git/ or .pi/, or behind a symlink. */
+  refused?: string[];
+  /** Path -> why it is left alone, in words: a nested git repository, a file in the way, an
+   * open file whose unsaved text no snapshot can hold. */
+  why?: Record<string, string>;
+  /** The git repositories inside the workspace, whose files no snapshot records. */
+  unrecorded?: string[];
 }
 
-export interface RestoreResult {
+export interface FileChangesResult extends LeftAlone {
+  available: boolean;
+  /** Left out when no file differs. */
+  files?: FileChange[];
+  reason?: string;
+}
+
+export interface RestoreResult extends LeftAlone {
   files: FileChange[];
   undoId: string;
   skipped: string[];
-  refused?: string[];
   /** Files open in the editor: restored there through workspace/applyEdit, not saved. */
   inEditor?: string[];
 }

@@ -4,8 +4,8 @@
 // The server keeps the snapshots (pi.fileChanges / pi.restoreFiles); this only asks and shows.
 import * as vscode from "vscode";
 import type { PiClient } from "./client";
-import type { FileChange, RestoreResult } from "./protocol";
-import { plain, shorten } from "./plainText";
+import type { FileChange, LeftAlone, RestoreResult } from "./protocol";
+import { oneLine, plain, shorten } from "./plainText";
 
 export const FILES_SCHEME = "pi-files";
 
@@ -19,14 +19,34 @@ export function diffText(files: FileChange[]): string {
   return files.map((f) => f.diff || `${f.status}: ${f.path}\n`).join("");
 }
 
+// Why a path is left alone when the server says no more (the CLI's words, pi_lsp/cli_changes.py).
+const SKIPPED = "ignored, unreadable, or too large to snapshot";
+const REFUSED = "under .git/ or .pi/, or behind a symlink";
+const UNRECORDED = "a git repository of its own, whose changes are not recorded or restored";
+
+/** The paths a restore (or its diff) leaves alone, each once with why, one line each: the
+ * session's workspace named them. */
+export function leftAlone(result: LeftAlone): string[] {
+  const why = result.why ?? {};
+  const reasons = new Map<string, string>();
+  const add = (path: string, reason: string) => { if (!reasons.has(path)) reasons.set(path, reason); };
+  // Own keys only: a path may be named `constructor`.
+  for (const path of result.skipped ?? []) add(path, Object.hasOwn(why, path) ? why[path] : SKIPPED);
+  for (const path of result.refused ?? []) add(path, REFUSED);
+  for (const path of result.unrecorded ?? []) add(path, UNRECORDED);
+  return [...reasons].map(([path, reason]) => oneLine(`left alone (${reason}): ${path}`));
+}
+
 /** What a restore (of an entry's files, or undone: `entryId` null) says; files open in the
  * editor were changed there (undoable) and wait to be saved. The session wrote the id: it is
  * shown on one line and cut (`shorten`), so that it cannot make a message say something else. */
 export function restoredMessage(result: RestoreResult, entryId: string | null): string {
   const open = result.inEditor?.length ? `; ${result.inEditor.length} open in the editor, not saved` : "";
+  const alone = leftAlone(result).length;
+  const left = alone ? `; ${alone} left alone${entryId === null ? "" : ", see the diff"}` : "";
   return entryId === null
-    ? `pi: undid the restore (${result.files.length} file(s) back as they were${open}).`
-    : `pi: restored ${result.files.length} file(s) to entry ${shorten(entryId)}${open}.`;
+    ? `pi: undid the restore (${result.files.length} file(s) back as they were${open}${left}).`
+    : `pi: restored ${result.files.length} file(s) to entry ${shorten(entryId)}${open}${left}.`;
 }
 
 export class FilesDiffProvider implements vscode.TextDocumentContentProvider {
@@ -38,7 +58,10 @@ export class FilesDiffProvider implements vscode.TextDocumentContentProvider {
     try {
       const changes = await this.pi.call("pi.fileChanges", { uri: query.get("session") ?? "", entryId });
       if (!changes.available) return `# No recorded files at ${entryId}\n\n${changes.reason ?? ""}\n`;
-      return changes.files.length ? diffText(changes.files) : `# The files already match entry ${entryId}\n`;
+      const files = changes.files ?? [];
+      const alone = leftAlone(changes);
+      if (!files.length && !alone.length) return `# The files already match entry ${entryId}\n`;
+      return diffText(files) + alone.map((line) => `${line}\n`).join("");
     } catch (error) {
       return `# No diff\n\n${error instanceof Error ? error.message : String(error)}\n`;
     }
@@ -58,14 +81,21 @@ export class Rewinder {
       void vscode.window.showInformationMessage(plain(`pi: no files recorded at entry ${shorten(entryId)} (${changes.reason ?? "unavailable"}).`));
       return;
     }
-    if (changes.files.length === 0) {
+    const files = changes.files ?? [];
+    const alone = leftAlone(changes).length;
+    if (files.length === 0 && alone === 0) {
       void vscode.window.showInformationMessage(plain(`pi: the files already match entry ${shorten(entryId)}.`));
       return;
     }
     await vscode.window.showTextDocument(await vscode.workspace.openTextDocument(filesUri(uri, entryId)), { preview: true });
+    if (files.length === 0) {
+      void vscode.window.showInformationMessage(
+        plain(`pi: nothing to restore to entry ${shorten(entryId)}; ${alone} file(s) left alone, listed in the diff.`));
+      return;
+    }
     // Not modal: a dialog would cover the diff it asks about. Closing the question restores nothing.
     const go = await vscode.window.showWarningMessage(
-      plain(`${lead}Restore ${changes.files.length} file(s) to entry ${shorten(entryId)}? The diff shows what changes (- now, + then).`), "Restore", "Cancel");
+      plain(`${lead}Restore ${files.length} file(s) to entry ${shorten(entryId)}? The diff shows what changes (- now, + then).`), "Restore", "Cancel");
     if (go !== "Restore") return;
     const result = await this.pi.call("pi.restoreFiles", { uri, entryId });
     this.undoIds.set(uri, result.undoId);

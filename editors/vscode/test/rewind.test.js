@@ -119,3 +119,43 @@ test("a session whose turns recorded no files says so instead of restoring", asy
   const said = rec.messages.slice(before).map((m) => m.message);
   assert.deepEqual(said, ["pi: no files recorded at entry 24652ae8 (no turn recorded the files at or after this entry)."]);
 });
+
+test("what a restore leaves alone is listed after the diff, one line each, and counted; not 'already match'", async () => {
+  // A file over the snapshot cap, named with a line break, escapes and a command link.
+  const big = path.join(ws.folder, "big\n\x1b[31m[run](command:workbench.action.quit)\x07.bin");
+  fs.writeFileSync(big, Buffer.alloc(5 * 1024 * 1024 + 1, "x"));
+  const line = "left alone (ignored, unreadable, or too large to snapshot): big [31m[run](command:workbench.action.quit) .bin";
+  const said = (start) => rec.messages.slice(start).map((m) => m.message).filter((m) => m.startsWith("pi: "));
+  try {
+    // The state at the second reply is the files now but for the big file: nothing to restore.
+    const asked = [];
+    respond("showWarningMessage", (message) => { asked.push(message); return "Restore"; });
+    let start = rec.messages.length;
+    assert.equal(await run("piLsp.restoreFiles", { uri, entryId: second }), undefined);
+    assert.deepEqual(asked, [], "nothing to ask about");
+    assert.deepEqual(said(start), [`pi: nothing to restore to entry ${second}; 1 file(s) left alone, listed in the diff.`]);
+    assert.equal(rec.shown.at(-1).getText(), `${line}\n`);
+    // The first reply's: notes.txt is restored, the big file stays, and the messages count it.
+    start = rec.messages.length;
+    const restored = await run("piLsp.restoreFiles", { uri, entryId: first });
+    assert.deepEqual(errors(), []);
+    assert.deepEqual(restored.skipped, [path.basename(big)]);
+    assert.equal(notes(), "v1\n");
+    assert.match(rec.shown.at(-1).getText(), /^-v2\n\+v1\nleft alone \(/m);
+    assert.ok(rec.shown.at(-1).getText().endsWith(`\n${line}\n`), rec.shown.at(-1).getText());
+    assert.deepEqual(said(start), [`pi: restored 1 file(s) to entry ${first}; 1 left alone, see the diff.`]);
+    start = rec.messages.length;
+    await run("piLsp.undoRestoreFiles", { uri });
+    assert.equal(notes(), "v2\n");
+    assert.deepEqual(said(start), ["pi: undid the restore (1 file(s) back as they were; 1 left alone)."]);
+    assert.ok(fs.existsSync(big), "the big file stays");
+    // Without it nothing differs and nothing is left alone: only then do the files match.
+    fs.rmSync(big);
+    start = rec.messages.length;
+    assert.equal(await run("piLsp.restoreFiles", { uri, entryId: second }), undefined);
+    assert.deepEqual(said(start), [`pi: the files already match entry ${second}.`]);
+  } finally {
+    respond("showWarningMessage");
+    fs.rmSync(big, { force: true });
+  }
+});

@@ -382,6 +382,28 @@ test("a restore says how many files it changed in open editors, unsaved", () => 
   assert.equal(ext.restoredMessage(result, null), "pi: undid the restore (2 file(s) back as they were).");
 });
 
+test("what a restore leaves alone is listed once each with why, on one line, and counted", () => {
+  const alone = {
+    skipped: ["big.bin", "constructor", "sub", "x\n[run](command:rm)\u202e.txt"],
+    refused: [".git/config"],
+    why: { sub: "sub is a git repository of its own, whose files snapshots do not record" },
+    unrecorded: ["sub", "vendor/lib"],
+  };
+  assert.deepEqual(ext.leftAlone(alone), [
+    "left alone (ignored, unreadable, or too large to snapshot): big.bin",
+    "left alone (ignored, unreadable, or too large to snapshot): constructor",
+    "left alone (sub is a git repository of its own, whose files snapshots do not record): sub",
+    "left alone (ignored, unreadable, or too large to snapshot): x [run](command:rm) .txt",
+    "left alone (under .git/ or .pi/, or behind a symlink): .git/config",
+    "left alone (a git repository of its own, whose changes are not recorded or restored): vendor/lib",
+  ]);
+  assert.deepEqual(ext.leftAlone({}), []);
+  const result = { files: [{ path: "a.py", status: "modified", diff: "" }], undoId: "0".repeat(40), ...alone };
+  assert.equal(ext.restoredMessage(result, "e1"), "pi: restored 1 file(s) to entry e1; 6 left alone, see the diff.");
+  assert.equal(ext.restoredMessage({ ...result, inEditor: ["a.py"] }, null),
+    "pi: undid the restore (1 file(s) back as they were; 1 open in the editor, not saved; 6 left alone).");
+});
+
 test("context edits: the preview's message headings get Remove / Replace / Undo by their state", () => {
   // pi.previewContext's headings: a summary and a message of no entry cannot be edited
   const headings = [
