@@ -103,6 +103,6 @@ export { promptWrittenSince } from "./sessionFile";
 export { approvalDetail, approvalMessage, decisionOf, notificationText } from "./approval";
 export { visible } from "./plainText";
 export { toItems } from "./codeContext";
-export { leftAlone, restoredMessage } from "./rewind";
+export { FilesDiffProvider, filesUri, leftAlone, restoredMessage } from "./rewind";
 export { piCapabilities, syncsDocument } from "./client";
 export { describe as describeTrust, launchesFromWorkspace, restrictedReason } from "./trust";

@@ -14,9 +14,10 @@ export function filesUri(session: string, entryId: string): vscode.Uri {
   return vscode.Uri.from({ scheme: FILES_SCHEME, path: `/files @ ${entryId}.diff`, query: query.toString() });
 }
 
-/** One unified diff: `-` lines are the files now, `+` lines what a restore brings back. */
+/** One unified diff: `-` lines are the files now, `+` lines what a restore brings back. A file
+ * without one is named on one line: a workspace's path may hold a line break. */
 export function diffText(files: FileChange[]): string {
-  return files.map((f) => f.diff || `${f.status}: ${f.path}\n`).join("");
+  return files.map((f) => f.diff || `${oneLine(`${f.status}: ${f.path}`)}\n`).join("");
 }
 
 // Why a path is left alone when the server says no more (the CLI's words, pi_lsp/cli_changes.py).
@@ -55,12 +56,13 @@ export class FilesDiffProvider implements vscode.TextDocumentContentProvider {
   async provideTextDocumentContent(uri: vscode.Uri): Promise<string> {
     const query = new URLSearchParams(uri.query);
     const entryId = query.get("entry") ?? "";
+    const shown = oneLine(entryId); // the session wrote it: it must not fake a line
     try {
       const changes = await this.pi.call("pi.fileChanges", { uri: query.get("session") ?? "", entryId });
-      if (!changes.available) return `# No recorded files at ${entryId}\n\n${changes.reason ?? ""}\n`;
+      if (!changes.available) return `# No recorded files at ${shown}\n\n${changes.reason ?? ""}\n`;
       const files = changes.files ?? [];
       const alone = leftAlone(changes);
-      if (!files.length && !alone.length) return `# The files already match entry ${entryId}\n`;
+      if (!files.length && !alone.length) return `# The files already match entry ${shown}\n`;
       return diffText(files) + alone.map((line) => `${line}\n`).join("");
     } catch (error) {
       return `# No diff\n\n${error instanceof Error ? error.message : String(error)}\n`;

@@ -404,6 +404,23 @@ test("what a restore leaves alone is listed once each with why, on one line, and
     "pi: undid the restore (1 file(s) back as they were; 1 open in the editor, not saved; 6 left alone).");
 });
 
+test("the pi-files: document shows the session's entry id and a path without a diff on one line", async () => {
+  const id = "ok\u202e\n+injected";
+  const answers = [
+    { available: true, files: [{ path: "a\n+b.txt", status: "added", diff: "" }] },
+    { available: true },
+    { available: false, reason: "no turn recorded the files at or after this entry" },
+  ];
+  const provider = new ext.FilesDiffProvider({ call: async () => answers.shift() });
+  const shown = [];
+  for (let i = 0; i < 3; i++) shown.push(await provider.provideTextDocumentContent(ext.filesUri("file:///s.jsonl", id)));
+  assert.deepEqual(shown, [
+    "added: a +b.txt\n",
+    "# The files already match entry ok +injected\n",
+    "# No recorded files at ok +injected\n\nno turn recorded the files at or after this entry\n",
+  ]);
+});
+
 test("context edits: the preview's message headings get Remove / Replace / Undo by their state", () => {
   // pi.previewContext's headings: a summary and a message of no entry cannot be edited
   const headings = [
